@@ -1,0 +1,192 @@
+/* proto — every ddpipe message: C struct, msgpack encode, decode + validate.
+ *
+ * Wire format (see proto/PROTOCOL.md): a message is a ZeroMQ multipart
+ * message whose first frame is a msgpack map with at least
+ *   "v": protocol version (uint, must equal DDP_PROTO_VERSION)
+ *   "t": message type (uint, ddp_type_t)
+ * BATCH has a second frame: the uint8 pixels, n*c*h*w bytes, each sample
+ * CHW, samples back to back. Numeric arrays travel as msgpack bin holding
+ * little-endian elements (ids u64, labels/topk i32, loss f32).
+ * ROUTER identity frames are the caller's business: encode/decode see only
+ * the payload frames.
+ *
+ * Decoding validates everything (types, version, sizes, ranges, array
+ * lengths against n); a bad message yields -1 and a one-line reason, and
+ * the caller logs + counts it. Decoded arrays are owned by the ddp_msg_t
+ * and freed by ddp_msg_clear().
+ */
+#ifndef DDP_PROTO_H
+#define DDP_PROTO_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define DDP_PROTO_VERSION 1
+#define DDP_MAX_NAME 64          /* worker/host names, class names are longer: */
+#define DDP_MAX_STR 4096         /* any string field (paths, reasons) */
+#define DDP_MAX_BATCH 65536      /* samples per BATCH/RESULT */
+#define DDP_MAX_K 5              /* top-k carried per sample */
+#define DDP_MAX_CLASSES 100000
+#define DDP_MAX_SAMPLES (1ull << 40)
+#define DDP_MAX_PIXELS (1ull << 31) /* bytes in one BATCH pixel frame */
+#define DDP_MAX_ACKS 1024
+
+typedef enum {
+    DDP_JOIN = 1,      /* any daemon -> reducerd: who I am */
+    DDP_WELCOME = 2,   /* reducerd -> joiner: your rank, world size, job */
+    DDP_PLAN = 3,      /* loaderd -> reducerd: the epoch plan (N, classes, paths) */
+    DDP_CREDIT = 4,    /* gpud -> loaderd: N more batches please; acks of finished ones */
+    DDP_HEARTBEAT = 5, /* gpud -> loaderd, gpud -> reducerd: still alive */
+    DDP_BATCH = 6,     /* loaderd -> gpud: header + pixel frame */
+    DDP_END = 7,       /* loaderd -> gpud: nothing left to hand out for this epoch */
+    DDP_RESULT = 8,    /* gpud -> reducerd: per-sample top-k and loss */
+    DDP_FAILED = 9,    /* loaderd -> reducerd: a sample that could not be loaded */
+    DDP_STOP = 10,     /* reducerd -> everyone joined: job is over (code, reason) */
+    DDP_DONE = 11,     /* reporterd -> reducerd: run directory written */
+    DDP_TYPE_MAX = 11
+} ddp_type_t;
+
+typedef enum { DDP_ROLE_GPUD = 1, DDP_ROLE_LOADER = 2, DDP_ROLE_REPORTER = 3 } ddp_role_t;
+typedef enum { DDP_PHASE_EVAL = 0, DDP_PHASE_TRAIN = 1 } ddp_phase_t;
+
+typedef struct {
+    uint8_t role;              /* ddp_role_t */
+    uint32_t pid;
+    int32_t want_rank;         /* -1: any */
+    char name[DDP_MAX_NAME];   /* "gpud-host-1234": also its loader identity */
+    char host[DDP_MAX_NAME];
+    char backend[16];          /* "cpu" | "cuda" | "" for non-compute roles */
+} ddp_join_t;
+
+typedef struct {
+    int32_t rank;
+    int32_t world;
+    char job[DDP_MAX_NAME];
+} ddp_welcome_t;
+
+typedef struct {
+    uint32_t epoch;
+    uint8_t phase;             /* ddp_phase_t */
+    uint64_t n;                /* samples in the plan: ids 0..n-1 */
+    uint32_t num_classes;
+    char **class_names;        /* num_classes strings */
+    char **paths;              /* n strings, or NULL when not sent */
+    char dataset[DDP_MAX_STR];
+} ddp_plan_t;
+
+typedef struct {
+    char worker[DDP_MAX_NAME];
+    uint32_t credits;          /* additional batches the worker can take */
+    uint32_t n_acks;
+    uint64_t *acks;            /* batch seqs fully answered (results sent) */
+} ddp_credit_t;
+
+typedef struct {
+    char worker[DDP_MAX_NAME];
+    int32_t rank;
+    uint64_t batches_done;
+} ddp_heartbeat_t;
+
+typedef struct {
+    uint64_t seq;              /* unique per loaderd run */
+    uint32_t epoch;
+    uint8_t phase;
+    uint32_t n;                /* 1..DDP_MAX_BATCH */
+    uint16_t c, h, w;          /* per-sample CHW, each 1..65535 (c 1..4) */
+    uint64_t *ids;             /* n sample ids */
+    int32_t *labels;           /* n labels (-1: unknown) */
+    zframe_t *pixels;          /* n*c*h*w bytes; owned */
+} ddp_batch_t;
+
+typedef struct {
+    uint32_t epoch;
+    uint8_t phase;
+} ddp_end_t;
+
+typedef struct {
+    int32_t rank;
+    uint32_t epoch;
+    uint8_t phase;
+    uint64_t seq;              /* the BATCH seq answered */
+    uint32_t n;
+    uint32_t k;                /* 1..DDP_MAX_K */
+    uint64_t *ids;             /* n */
+    int32_t *labels;           /* n */
+    int32_t *topk;             /* n*k class ids, best first */
+    float *loss;               /* n cross-entropy losses */
+    double compute_s;          /* seconds of compute for this batch */
+} ddp_result_t;
+
+typedef struct {
+    uint32_t epoch;
+    uint8_t phase;
+    uint64_t id;
+    char path[DDP_MAX_STR];
+    char reason[DDP_MAX_STR];
+} ddp_failed_t;
+
+typedef struct {
+    int32_t code;              /* 0: job finished, else failure */
+    char reason[DDP_MAX_STR];
+} ddp_stop_t;
+
+typedef struct {
+    int32_t code;              /* 0: written */
+    char reason[DDP_MAX_STR];
+} ddp_done_t;
+
+typedef struct {
+    ddp_type_t type;
+    union {
+        ddp_join_t join;
+        ddp_welcome_t welcome;
+        ddp_plan_t plan;
+        ddp_credit_t credit;
+        ddp_heartbeat_t heartbeat;
+        ddp_batch_t batch;
+        ddp_end_t end;
+        ddp_result_t result;
+        ddp_failed_t failed;
+        ddp_stop_t stop;
+        ddp_done_t done;
+    } u;
+} ddp_msg_t;
+
+/* Encode: returns a new zmsg_t (caller owns) or NULL on a bad struct. */
+zmsg_t *proto_encode(const ddp_msg_t *msg);
+/* For BATCH the pixel frame is moved into the message: *pixels becomes NULL. */
+zmsg_t *proto_encode_batch(ddp_batch_t *batch);
+
+/* Decode + validate the payload frames of *zmsg (identity frames already
+ * popped). Returns 0 and fills *out, or -1 with a reason in why.
+ * Never trusts the input: any byte string is safe to pass. */
+int proto_decode(zmsg_t *zmsg, ddp_msg_t *out, char *why, size_t whylen);
+/* Same from raw bytes of the first frame (used by the fuzzer). */
+int proto_decode_bytes(const void *data, size_t size, zframe_t *pixels, ddp_msg_t *out,
+                       char *why, size_t whylen);
+
+/* Free what decode allocated; safe on a zeroed or already-cleared msg. */
+void ddp_msg_clear(ddp_msg_t *msg);
+
+const char *proto_type_name(int type);
+const char *proto_role_name(int role);
+
+/* Send helpers: send msg on sock, with an optional ROUTER identity frame
+ * first. Return 0 or -1 (errno from zmq). */
+int proto_send(void *sock, zframe_t *identity, const ddp_msg_t *msg);
+int proto_send_batch(void *sock, zframe_t *identity, ddp_batch_t *batch);
+
+/* Counters of rejected messages, per daemon (reported in logs and /metrics). */
+typedef struct {
+    uint64_t received;
+    uint64_t rejected;
+} proto_stats_t;
+
+/* Receive one message from sock (blocking per the socket's RCVTIMEO).
+ * If route is non-NULL the first frame is popped into *route (ROUTER).
+ * Returns 0 ok; 1 rejected (logged with the reason, counted in stats);
+ * -1 on interrupt/timeout/no message. */
+int proto_recv(void *sock, zframe_t **route, ddp_msg_t *out, proto_stats_t *stats);
+
+#endif
