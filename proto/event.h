@@ -1,0 +1,109 @@
+/* event — what reducerd publishes (XPUB) and reporterd re-publishes on the tap.
+ *
+ * Each event is two frames: a topic string frame ("metric", "predictions",
+ * "progress", "log", "worker", "end") and a msgpack map with "v" (version)
+ * and the fields below (PROTOCOL.md documents each). Numeric arrays in
+ * "predictions" travel as bin (little-endian), like proto.h.
+ */
+#ifndef DDP_EVENT_H
+#define DDP_EVENT_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum {
+    EV_METRIC = 1,
+    EV_PREDICTIONS = 2,
+    EV_PROGRESS = 3,
+    EV_LOG = 4,
+    EV_WORKER = 5,
+    EV_END = 6
+} ev_topic_t;
+
+/* Exact counts of one (epoch, phase); everything else derives from them. */
+typedef struct {
+    uint32_t epoch;
+    uint8_t phase;              /* ddp_phase_t */
+    bool final;                 /* last metric of the job */
+    uint64_t planned;           /* N of the plan */
+    uint64_t samples;           /* samples with a result (counted once) */
+    uint64_t failed;            /* samples that could not be loaded */
+    uint64_t correct_top1;
+    uint64_t correct_top5;
+    uint64_t duplicates;        /* results ignored because already counted */
+    double loss_sum;            /* sum of per-sample CE, in double */
+    uint32_t num_classes;
+    char **class_names;         /* num_classes */
+    uint64_t *confusion;        /* num_classes*num_classes, [true*nc + pred] */
+    int32_t workers;
+    double wall_s;              /* seconds since the epoch started */
+    double images_per_sec;
+    double lr;                  /* 0 in eval */
+} ev_metric_t;
+
+/* Per-sample results of an epoch, sorted by id; sent in chunks (first..). */
+typedef struct {
+    uint32_t epoch;
+    uint8_t phase;
+    uint64_t first;             /* id of entry 0 of this chunk */
+    uint64_t n;                 /* entries in this chunk */
+    uint64_t total;             /* entries in all chunks */
+    uint32_t k;
+    uint8_t *status;            /* n: 1 result, 2 failed */
+    int32_t *labels;            /* n */
+    int32_t *topk;              /* n*k */
+    float *loss;                /* n */
+    char **paths;               /* n, or NULL */
+} ev_predictions_t;
+
+typedef struct {
+    uint32_t epoch;
+    uint8_t phase;
+    uint64_t done;              /* samples accounted for (result or failed) */
+    uint64_t total;
+    double images_per_sec;
+    double eta_s;
+    int32_t workers;
+} ev_progress_t;
+
+typedef struct {
+    char level[8];              /* "error" | "warn" | "info" */
+    char daemon[32];
+    int32_t rank;
+    char msg[1024];
+} ev_log_t;
+
+typedef struct {
+    int32_t rank;
+    char name[64];
+    char host[64];
+    char state[16];             /* "joined" | "dead" | "left" */
+    double images_per_sec;
+} ev_worker_t;
+
+typedef struct {
+    int32_t code;               /* 0: job completed */
+    char reason[1024];
+} ev_end_t;
+
+typedef struct {
+    ev_topic_t topic;
+    union {
+        ev_metric_t metric;
+        ev_predictions_t predictions;
+        ev_progress_t progress;
+        ev_log_t log;
+        ev_worker_t worker;
+        ev_end_t end;
+    } u;
+} ddp_event_t;
+
+const char *event_topic_name(ev_topic_t topic);
+zmsg_t *event_encode(const ddp_event_t *ev);
+int event_decode(zmsg_t *zmsg, ddp_event_t *out, char *why, size_t whylen);
+void event_clear(ddp_event_t *ev);
+/* JSON text of an event (for the tap's --json mirror); caller frees. */
+char *event_to_json(const ddp_event_t *ev);
+
+#endif
