@@ -166,6 +166,10 @@ int proto_decode(zmsg_t *zmsg, ddp_msg_t *out, char *why, size_t whylen);
 int proto_decode_bytes(const void *data, size_t size, zframe_t *pixels, ddp_msg_t *out,
                        char *why, size_t whylen);
 
+/* The semantic rules (ranges, sizes, NUL-terminated fixed strings, pixel
+ * frame size) that both encode and decode enforce. 0 or -1 with why. */
+int proto_validate(const ddp_msg_t *msg, char *why, size_t whylen);
+
 /* Free what decode allocated; safe on a zeroed or already-cleared msg. */
 void ddp_msg_clear(ddp_msg_t *msg);
 

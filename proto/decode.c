@@ -1,0 +1,263 @@
+/* decode — ZeroMQ frames -> validated ddp_msg_t.
+ *
+ * Two layers: the msgpack layer (this file) checks that every required key
+ * is there with the right msgpack type, integer ranges that the C field can
+ * hold, string lengths and bin sizes; then proto_validate applies the
+ * semantic rules shared with the encoder. Unknown keys are ignored so a
+ * newer sender can add fields without breaking older receivers.
+ */
+#include "proto/proto.h"
+
+#include "proto/mp.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int d_join(const mp_reader_t *r, ddp_join_t *m)
+{
+    return mp_get_u8(r, "role", 0, UINT8_MAX, &m->role) ||
+           mp_get_u32(r, "pid", 0, UINT32_MAX, &m->pid) ||
+           mp_get_i32(r, "want_rank", INT32_MIN, INT32_MAX, &m->want_rank) ||
+           mp_get_str(r, "name", m->name, sizeof m->name) ||
+           mp_get_str(r, "host", m->host, sizeof m->host) ||
+           mp_get_str(r, "backend", m->backend, sizeof m->backend)
+               ? -1 : 0;
+}
+
+static int d_welcome(const mp_reader_t *r, ddp_welcome_t *m)
+{
+    return mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
+           mp_get_i32(r, "world", INT32_MIN, INT32_MAX, &m->world) ||
+           mp_get_str(r, "job", m->job, sizeof m->job)
+               ? -1 : 0;
+}
+
+static int d_plan(const mp_reader_t *r, ddp_plan_t *m)
+{
+    size_t nc = 0, np = 0;
+    if (mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+        mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
+        mp_get_uint(r, "n", 0, DDP_MAX_SAMPLES, &m->n) ||
+        mp_get_str(r, "dataset", m->dataset, sizeof m->dataset))
+        return -1;
+    if (mp_get_strv(r, "class_names", SIZE_MAX, DDP_MAX_CLASSES, DDP_MAX_STR, false,
+                    &m->class_names, &nc))
+        return -1;
+    m->num_classes = (uint32_t)nc;
+    return mp_get_strv(r, "paths", (size_t)m->n, SIZE_MAX, DDP_MAX_STR, true, &m->paths, &np);
+}
+
+static int d_credit(const mp_reader_t *r, ddp_credit_t *m)
+{
+    if (mp_get_str(r, "worker", m->worker, sizeof m->worker) ||
+        mp_get_u32(r, "credits", 0, UINT32_MAX, &m->credits))
+        return -1;
+    bool dup;
+    const msgpack_object *o = mp_find(r, "acks", &dup);
+    if (dup)
+        return -1;
+    if (!o)
+        return mp_fail(r, "missing key 'acks'");
+    /* The ack count is implied by the bin length; bound it before copying. */
+    if (o->type == MSGPACK_OBJECT_BIN) {
+        if (o->via.bin.size % 8)
+            return mp_fail(r, "'acks' bin is %" PRIu32 " bytes, want a multiple of 8",
+                           o->via.bin.size);
+        if (o->via.bin.size / 8 > DDP_MAX_ACKS)
+            return mp_fail(r, "%" PRIu32 " acks, want at most %d", o->via.bin.size / 8,
+                           DDP_MAX_ACKS);
+        m->n_acks = o->via.bin.size / 8;
+    }
+    return mp_dup_bin(r, "acks", (size_t)m->n_acks * 8, "n_acks*8", (void **)&m->acks);
+}
+
+static int d_heartbeat(const mp_reader_t *r, ddp_heartbeat_t *m)
+{
+    return mp_get_str(r, "worker", m->worker, sizeof m->worker) ||
+           mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
+           mp_get_uint(r, "batches_done", 0, UINT64_MAX, &m->batches_done)
+               ? -1 : 0;
+}
+
+static int d_batch(const mp_reader_t *r, ddp_batch_t *m)
+{
+    uint16_t *dims[3] = {&m->c, &m->h, &m->w};
+    const char *keys[3] = {"c", "h", "w"};
+    if (mp_get_uint(r, "seq", 0, UINT64_MAX, &m->seq) ||
+        mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+        mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
+        mp_get_u32(r, "n", 1, DDP_MAX_BATCH, &m->n))
+        return -1;
+    for (int i = 0; i < 3; i++) {
+        uint64_t v;
+        if (mp_get_uint(r, keys[i], 0, UINT16_MAX, &v))
+            return -1;
+        *dims[i] = (uint16_t)v;
+    }
+    return mp_dup_bin(r, "ids", (size_t)m->n * 8, "n*8", (void **)&m->ids) ||
+           mp_dup_bin(r, "labels", (size_t)m->n * 4, "n*4", (void **)&m->labels)
+               ? -1 : 0;
+}
+
+static int d_end(const mp_reader_t *r, ddp_end_t *m)
+{
+    return mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+           mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase)
+               ? -1 : 0;
+}
+
+static int d_result(const mp_reader_t *r, ddp_result_t *m)
+{
+    if (mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
+        mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+        mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
+        mp_get_uint(r, "seq", 0, UINT64_MAX, &m->seq) ||
+        mp_get_u32(r, "n", 1, DDP_MAX_BATCH, &m->n) ||
+        mp_get_u32(r, "k", 1, DDP_MAX_K, &m->k) ||
+        mp_get_double(r, "compute_s", &m->compute_s))
+        return -1;
+    size_t n = m->n;
+    return mp_dup_bin(r, "ids", n * 8, "n*8", (void **)&m->ids) ||
+           mp_dup_bin(r, "labels", n * 4, "n*4", (void **)&m->labels) ||
+           mp_dup_bin(r, "topk", n * m->k * 4, "n*k*4", (void **)&m->topk) ||
+           mp_dup_bin(r, "loss", n * 4, "n*4", (void **)&m->loss)
+               ? -1 : 0;
+}
+
+static int d_failed(const mp_reader_t *r, ddp_failed_t *m)
+{
+    return mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+           mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
+           mp_get_uint(r, "id", 0, UINT64_MAX, &m->id) ||
+           mp_get_str(r, "path", m->path, sizeof m->path) ||
+           mp_get_str(r, "reason", m->reason, sizeof m->reason)
+               ? -1 : 0;
+}
+
+static int d_code_reason(const mp_reader_t *r, int32_t *code, char *reason, size_t cap)
+{
+    return mp_get_i32(r, "code", INT32_MIN, INT32_MAX, code) ||
+           mp_get_str(r, "reason", reason, cap)
+               ? -1 : 0;
+}
+
+static int d_body(const mp_reader_t *r, ddp_msg_t *out)
+{
+    switch (out->type) {
+    case DDP_JOIN: return d_join(r, &out->u.join);
+    case DDP_WELCOME: return d_welcome(r, &out->u.welcome);
+    case DDP_PLAN: return d_plan(r, &out->u.plan);
+    case DDP_CREDIT: return d_credit(r, &out->u.credit);
+    case DDP_HEARTBEAT: return d_heartbeat(r, &out->u.heartbeat);
+    case DDP_BATCH: return d_batch(r, &out->u.batch);
+    case DDP_END: return d_end(r, &out->u.end);
+    case DDP_RESULT: return d_result(r, &out->u.result);
+    case DDP_FAILED: return d_failed(r, &out->u.failed);
+    case DDP_STOP: return d_code_reason(r, &out->u.stop.code, out->u.stop.reason,
+                                        sizeof out->u.stop.reason);
+    case DDP_DONE: return d_code_reason(r, &out->u.done.code, out->u.done.reason,
+                                        sizeof out->u.done.reason);
+    }
+    return mp_fail(r, "unknown type");
+}
+
+/* Version, type, body. */
+static int d_map(const msgpack_object *map, ddp_msg_t *out, char *why, size_t whylen)
+{
+    mp_reader_t r = {.map = map, .what = "message", .why = why, .whylen = whylen};
+    uint64_t v, t;
+    if (mp_get_uint(&r, "v", 0, UINT64_MAX, &v))
+        return -1;
+    if (v != DDP_PROTO_VERSION)
+        return mp_fail(&r, "protocol version %" PRIu64 ", want %d", v, DDP_PROTO_VERSION);
+    if (mp_get_uint(&r, "t", 1, DDP_TYPE_MAX, &t))
+        return -1;
+    out->type = (ddp_type_t)t;
+    r.what = proto_type_name(out->type);
+    return d_body(&r, out);
+}
+
+/* Decodes the header frame; pixels is borrowed (the caller decides whether
+ * it is moved or copied into the result). */
+static int decode_frames(const void *data, size_t size, zframe_t *pixels, ddp_msg_t *out,
+                         char *why, size_t whylen)
+{
+    memset(out, 0, sizeof *out);
+    msgpack_unpacked u;
+    int rc = mp_parse(&u, data, size, why, whylen);
+    if (rc == 0)
+        rc = d_map(&u.data, out, why, whylen);
+    msgpack_unpacked_destroy(&u);
+    if (rc == 0 && out->type != DDP_BATCH && pixels) {
+        snprintf(why, whylen, "%s: unexpected 2nd frame of %zu bytes (only BATCH has one)",
+                 proto_type_name(out->type), zframe_size(pixels));
+        rc = -1;
+    }
+    if (rc == 0 && out->type == DDP_BATCH) {
+        out->u.batch.pixels = pixels; /* borrowed for validation only */
+        rc = proto_validate(out, why, whylen);
+        out->u.batch.pixels = NULL;
+    } else if (rc == 0) {
+        rc = proto_validate(out, why, whylen);
+    }
+    if (rc != 0)
+        ddp_msg_clear(out);
+    return rc;
+}
+
+int proto_decode_bytes(const void *data, size_t size, zframe_t *pixels, ddp_msg_t *out,
+                       char *why, size_t whylen)
+{
+    char scratch[8];
+    if (!why || !whylen) {
+        why = scratch;
+        whylen = sizeof scratch;
+    }
+    if (!out)
+        return -1;
+    if (!data && size) {
+        memset(out, 0, sizeof *out);
+        snprintf(why, whylen, "NULL data");
+        return -1;
+    }
+    if (decode_frames(data, size, pixels, out, why, whylen) != 0)
+        return -1;
+    if (out->type == DDP_BATCH) {
+        /* The caller keeps its frame; proto_decode is the zero-copy path. */
+        out->u.batch.pixels = zframe_dup(pixels);
+        if (!out->u.batch.pixels) {
+            snprintf(why, whylen, "BATCH: out of memory copying the pixel frame");
+            ddp_msg_clear(out);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int proto_decode(zmsg_t *zmsg, ddp_msg_t *out, char *why, size_t whylen)
+{
+    char scratch[8];
+    if (!why || !whylen) {
+        why = scratch;
+        whylen = sizeof scratch;
+    }
+    if (!out)
+        return -1;
+    memset(out, 0, sizeof *out);
+    size_t frames = zmsg ? zmsg_size(zmsg) : 0;
+    if (frames == 0 || frames > 2) {
+        snprintf(why, whylen, "message has %zu frames, want 1 (or 2 for BATCH)", frames);
+        return -1;
+    }
+    zframe_t *head = zmsg_first(zmsg);
+    zframe_t *pixels = frames == 2 ? zmsg_next(zmsg) : NULL;
+    if (decode_frames(zframe_data(head), zframe_size(head), pixels, out, why, whylen) != 0)
+        return -1;
+    if (pixels) { /* success and BATCH: move the pixel frame, no copy */
+        zmsg_remove(zmsg, pixels);
+        out->u.batch.pixels = pixels;
+    }
+    return 0;
+}

@@ -1,0 +1,176 @@
+/* encode — ddp_msg_t -> ZeroMQ multipart message (msgpack map [+ pixels]).
+ *
+ * Every map starts with "v" (version) and "t" (type); the other keys are the
+ * struct field names (PROTOCOL.md lists them). A struct that breaks the
+ * rules of proto_validate is refused with an error log, so a daemon can
+ * never emit what its peers would reject.
+ */
+/* log.h before czmq.h: syslog.h (via czmq) #defines LOG_INFO/LOG_DEBUG,
+ * which would clash with the enum in log.h. */
+#include "common/log.h"
+#include "proto/proto.h"
+
+#include "proto/mp.h"
+
+#include <string.h>
+
+/* Map header with room for "v" and "t" plus nkeys fields. */
+static int put_head(msgpack_packer *pk, ddp_type_t type, size_t nkeys)
+{
+    return msgpack_pack_map(pk, 2 + nkeys) || mp_put_uint(pk, "v", DDP_PROTO_VERSION) ||
+           mp_put_uint(pk, "t", (uint64_t)type);
+}
+
+static int pack_join(msgpack_packer *pk, const ddp_join_t *m)
+{
+    return put_head(pk, DDP_JOIN, 6) || mp_put_uint(pk, "role", m->role) ||
+           mp_put_uint(pk, "pid", m->pid) || mp_put_int(pk, "want_rank", m->want_rank) ||
+           mp_put_str(pk, "name", m->name) || mp_put_str(pk, "host", m->host) ||
+           mp_put_str(pk, "backend", m->backend);
+}
+
+static int pack_welcome(msgpack_packer *pk, const ddp_welcome_t *m)
+{
+    return put_head(pk, DDP_WELCOME, 3) || mp_put_int(pk, "rank", m->rank) ||
+           mp_put_int(pk, "world", m->world) || mp_put_str(pk, "job", m->job);
+}
+
+static int pack_plan(msgpack_packer *pk, const ddp_plan_t *m)
+{
+    /* num_classes is the length of class_names and n the length of paths:
+     * the wire carries each count once, so they cannot disagree. */
+    return put_head(pk, DDP_PLAN, m->paths ? 6 : 5) || mp_put_uint(pk, "epoch", m->epoch) ||
+           mp_put_uint(pk, "phase", m->phase) || mp_put_uint(pk, "n", m->n) ||
+           mp_put_strv(pk, "class_names", m->class_names, m->num_classes) ||
+           mp_put_str(pk, "dataset", m->dataset) ||
+           (m->paths && mp_put_strv(pk, "paths", m->paths, m->n));
+}
+
+static int pack_credit(msgpack_packer *pk, const ddp_credit_t *m)
+{
+    return put_head(pk, DDP_CREDIT, 3) || mp_put_str(pk, "worker", m->worker) ||
+           mp_put_uint(pk, "credits", m->credits) ||
+           mp_put_bin(pk, "acks", m->acks, (size_t)m->n_acks * 8);
+}
+
+static int pack_heartbeat(msgpack_packer *pk, const ddp_heartbeat_t *m)
+{
+    return put_head(pk, DDP_HEARTBEAT, 3) || mp_put_str(pk, "worker", m->worker) ||
+           mp_put_int(pk, "rank", m->rank) || mp_put_uint(pk, "batches_done", m->batches_done);
+}
+
+static int pack_batch(msgpack_packer *pk, const ddp_batch_t *m)
+{
+    return put_head(pk, DDP_BATCH, 9) || mp_put_uint(pk, "seq", m->seq) ||
+           mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "phase", m->phase) ||
+           mp_put_uint(pk, "n", m->n) || mp_put_uint(pk, "c", m->c) ||
+           mp_put_uint(pk, "h", m->h) || mp_put_uint(pk, "w", m->w) ||
+           mp_put_bin(pk, "ids", m->ids, (size_t)m->n * 8) ||
+           mp_put_bin(pk, "labels", m->labels, (size_t)m->n * 4);
+}
+
+static int pack_end(msgpack_packer *pk, const ddp_end_t *m)
+{
+    return put_head(pk, DDP_END, 2) || mp_put_uint(pk, "epoch", m->epoch) ||
+           mp_put_uint(pk, "phase", m->phase);
+}
+
+static int pack_result(msgpack_packer *pk, const ddp_result_t *m)
+{
+    return put_head(pk, DDP_RESULT, 11) || mp_put_int(pk, "rank", m->rank) ||
+           mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "phase", m->phase) ||
+           mp_put_uint(pk, "seq", m->seq) || mp_put_uint(pk, "n", m->n) ||
+           mp_put_uint(pk, "k", m->k) || mp_put_bin(pk, "ids", m->ids, (size_t)m->n * 8) ||
+           mp_put_bin(pk, "labels", m->labels, (size_t)m->n * 4) ||
+           mp_put_bin(pk, "topk", m->topk, (size_t)m->n * m->k * 4) ||
+           mp_put_bin(pk, "loss", m->loss, (size_t)m->n * 4) ||
+           mp_put_double(pk, "compute_s", m->compute_s);
+}
+
+static int pack_failed(msgpack_packer *pk, const ddp_failed_t *m)
+{
+    return put_head(pk, DDP_FAILED, 5) || mp_put_uint(pk, "epoch", m->epoch) ||
+           mp_put_uint(pk, "phase", m->phase) || mp_put_uint(pk, "id", m->id) ||
+           mp_put_str(pk, "path", m->path) || mp_put_str(pk, "reason", m->reason);
+}
+
+static int pack_code_reason(msgpack_packer *pk, ddp_type_t type, int32_t code,
+                            const char *reason)
+{
+    return put_head(pk, type, 2) || mp_put_int(pk, "code", code) ||
+           mp_put_str(pk, "reason", reason);
+}
+
+static int pack_msg(msgpack_packer *pk, const ddp_msg_t *msg)
+{
+    switch (msg->type) {
+    case DDP_JOIN: return pack_join(pk, &msg->u.join);
+    case DDP_WELCOME: return pack_welcome(pk, &msg->u.welcome);
+    case DDP_PLAN: return pack_plan(pk, &msg->u.plan);
+    case DDP_CREDIT: return pack_credit(pk, &msg->u.credit);
+    case DDP_HEARTBEAT: return pack_heartbeat(pk, &msg->u.heartbeat);
+    case DDP_BATCH: return pack_batch(pk, &msg->u.batch);
+    case DDP_END: return pack_end(pk, &msg->u.end);
+    case DDP_RESULT: return pack_result(pk, &msg->u.result);
+    case DDP_FAILED: return pack_failed(pk, &msg->u.failed);
+    case DDP_STOP: return pack_code_reason(pk, DDP_STOP, msg->u.stop.code, msg->u.stop.reason);
+    case DDP_DONE: return pack_code_reason(pk, DDP_DONE, msg->u.done.code, msg->u.done.reason);
+    }
+    return -1;
+}
+
+/* The header frame of msg in a new zmsg, or NULL (logged). */
+static zmsg_t *encode_header(const ddp_msg_t *msg)
+{
+    char why[256];
+    if (proto_validate(msg, why, sizeof why) != 0) {
+        log_error("proto_encode: refusing to send a bad %s (%s); fix the sender",
+                  proto_type_name(msg->type), why);
+        return NULL;
+    }
+    msgpack_sbuffer sbuf;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sbuf);
+    msgpack_packer_init(&pk, &sbuf, msgpack_sbuffer_write);
+    zmsg_t *zmsg = NULL;
+    if (pack_msg(&pk, msg) != 0)
+        log_error("proto_encode: msgpack packing of %s failed (out of memory?)",
+                  proto_type_name(msg->type));
+    else if (!(zmsg = zmsg_new()) || zmsg_addmem(zmsg, sbuf.data, sbuf.size) != 0) {
+        log_error("proto_encode: cannot build the zmsg of %s (out of memory?)",
+                  proto_type_name(msg->type));
+        zmsg_destroy(&zmsg);
+    }
+    msgpack_sbuffer_destroy(&sbuf);
+    return zmsg;
+}
+
+zmsg_t *proto_encode(const ddp_msg_t *msg)
+{
+    if (!msg)
+        return NULL;
+    zmsg_t *zmsg = encode_header(msg);
+    if (zmsg && msg->type == DDP_BATCH) {
+        /* msg is const: the pixels are copied. proto_encode_batch moves them. */
+        zframe_t *copy = zframe_dup(msg->u.batch.pixels);
+        if (!copy || zmsg_append(zmsg, &copy) != 0) {
+            log_error("proto_encode: cannot copy the BATCH pixel frame (out of memory?)");
+            zframe_destroy(&copy);
+            zmsg_destroy(&zmsg);
+        }
+    }
+    return zmsg;
+}
+
+zmsg_t *proto_encode_batch(ddp_batch_t *batch)
+{
+    if (!batch)
+        return NULL;
+    ddp_msg_t view = {.type = DDP_BATCH, .u.batch = *batch}; /* shallow: validation only */
+    zmsg_t *zmsg = encode_header(&view);
+    if (zmsg && zmsg_append(zmsg, &batch->pixels) != 0) {
+        log_error("proto_encode_batch: cannot append the pixel frame (out of memory?)");
+        zmsg_destroy(&zmsg);
+    }
+    return zmsg;
+}

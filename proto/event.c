@@ -1,0 +1,417 @@
+/* event — encode/decode/clear of the events reducerd publishes.
+ *
+ * Two frames: the topic string and a msgpack map {"v": 1, <struct fields>}.
+ * Keys are the struct field names; numeric arrays are little-endian bin as
+ * in proto.h. The topic frame is the single source of the event kind (it
+ * is what SUB sockets filter on), so the map does not repeat it.
+ */
+/* log.h before czmq.h: syslog.h (via czmq) #defines LOG_INFO/LOG_DEBUG,
+ * which would clash with the enum in log.h. */
+#include "common/log.h"
+#include "proto/event.h"
+
+#include "proto/mp.h"
+#include "proto/proto.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const topic_names[] = {
+    [EV_METRIC] = "metric", [EV_PREDICTIONS] = "predictions", [EV_PROGRESS] = "progress",
+    [EV_LOG] = "log",       [EV_WORKER] = "worker",           [EV_END] = "end",
+};
+
+const char *event_topic_name(ev_topic_t topic)
+{
+    if (topic < EV_METRIC || topic > EV_END)
+        return "unknown";
+    return topic_names[topic];
+}
+
+static int topic_from_frame(zframe_t *f)
+{
+    for (int t = EV_METRIC; t <= EV_END; t++)
+        if (zframe_streq(f, topic_names[t]))
+            return t;
+    return 0;
+}
+
+/* ---- validation shared by encode and decode ---- */
+
+static int ev_bad(char *why, size_t whylen, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int ev_bad(char *why, size_t whylen, const char *what, const char *fmt, ...)
+{
+    int n = snprintf(why, whylen, "%s: ", what);
+    if (n < 0 || (size_t)n >= whylen)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why + n, whylen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+#define EBAD(...) ev_bad(why, whylen, what, __VA_ARGS__)
+#define TERMINATED(a) (strnlen((a), sizeof(a)) < sizeof(a))
+
+static bool one_of(const char *s, const char *const *set)
+{
+    for (; *set; set++)
+        if (strcmp(s, *set) == 0)
+            return true;
+    return false;
+}
+
+static int v_metric(const ev_metric_t *m, char *why, size_t whylen, const char *what)
+{
+    if (m->phase > DDP_PHASE_TRAIN)
+        return EBAD("'phase' is %u, want 0 or 1", m->phase);
+    if (m->num_classes < 1 || m->num_classes > DDP_MAX_CLASSES)
+        return EBAD("%" PRIu32 " classes, want 1..%d", m->num_classes, DDP_MAX_CLASSES);
+    if (!m->class_names)
+        return EBAD("'class_names' is NULL");
+    for (uint32_t i = 0; i < m->num_classes; i++)
+        if (!m->class_names[i] || strnlen(m->class_names[i], DDP_MAX_STR) >= DDP_MAX_STR)
+            return EBAD("'class_names[%" PRIu32 "]' is NULL or too long", i);
+    if (m->correct_top1 > m->samples || m->correct_top5 > m->samples ||
+        m->correct_top1 > m->correct_top5)
+        return EBAD("want correct_top1 <= correct_top5 <= samples, got %" PRIu64 ", %" PRIu64
+                    ", %" PRIu64, m->correct_top1, m->correct_top5, m->samples);
+    return 0;
+}
+
+static int v_predictions(const ev_predictions_t *m, char *why, size_t whylen, const char *what)
+{
+    if (m->phase > DDP_PHASE_TRAIN)
+        return EBAD("'phase' is %u, want 0 or 1", m->phase);
+    if (m->k < 1 || m->k > DDP_MAX_K)
+        return EBAD("'k' is %" PRIu32 ", want 1..%d", m->k, DDP_MAX_K);
+    if (m->n > DDP_MAX_SAMPLES || m->first > DDP_MAX_SAMPLES - m->n || m->first + m->n > m->total)
+        return EBAD("chunk first=%" PRIu64 " n=%" PRIu64 " does not fit in total=%" PRIu64,
+                    m->first, m->n, m->total);
+    if (m->n && (!m->status || !m->labels || !m->topk || !m->loss))
+        return EBAD("'status', 'labels', 'topk' or 'loss' is NULL");
+    for (uint64_t i = 0; i < m->n; i++) {
+        if (m->status[i] != 1 && m->status[i] != 2)
+            return EBAD("'status[%" PRIu64 "]' is %u, want 1 (result) or 2 (failed)", i,
+                        m->status[i]);
+        if (m->labels[i] < -1)
+            return EBAD("'labels[%" PRIu64 "]' is %" PRId32 ", want >= -1", i, m->labels[i]);
+        for (uint32_t j = 0; j < m->k; j++)
+            if (m->topk[i * m->k + j] < -1)
+                return EBAD("'topk[%" PRIu64 "]' is %" PRId32 ", want >= -1 (-1: none)",
+                            i * m->k + j, m->topk[i * m->k + j]);
+        if (m->paths && (!m->paths[i] || strnlen(m->paths[i], DDP_MAX_STR) >= DDP_MAX_STR))
+            return EBAD("'paths[%" PRIu64 "]' is NULL or too long", i);
+    }
+    return 0;
+}
+
+int event_validate(const ddp_event_t *ev, char *why, size_t whylen)
+{
+    static const char *const levels[] = {"error", "warn", "info", NULL};
+    static const char *const states[] = {"joined", "dead", "left", NULL};
+    const char *what = event_topic_name(ev->topic);
+    switch (ev->topic) {
+    case EV_METRIC: return v_metric(&ev->u.metric, why, whylen, what);
+    case EV_PREDICTIONS: return v_predictions(&ev->u.predictions, why, whylen, what);
+    case EV_PROGRESS:
+        if (ev->u.progress.phase > DDP_PHASE_TRAIN)
+            return EBAD("'phase' is %u, want 0 or 1", ev->u.progress.phase);
+        return 0;
+    case EV_LOG:
+        if (!TERMINATED(ev->u.log.level) || !one_of(ev->u.log.level, levels))
+            return EBAD("'level' is not one of error, warn, info");
+        if (!TERMINATED(ev->u.log.daemon) || !TERMINATED(ev->u.log.msg))
+            return EBAD("'daemon' or 'msg' is not NUL-terminated");
+        return 0;
+    case EV_WORKER:
+        if (!TERMINATED(ev->u.worker.state) || !one_of(ev->u.worker.state, states))
+            return EBAD("'state' is not one of joined, dead, left");
+        if (!TERMINATED(ev->u.worker.name) || !TERMINATED(ev->u.worker.host))
+            return EBAD("'name' or 'host' is not NUL-terminated");
+        return 0;
+    case EV_END:
+        return TERMINATED(ev->u.end.reason) ? 0 : EBAD("'reason' is not NUL-terminated");
+    }
+    return ev_bad(why, whylen, "event", "unknown topic %d", (int)ev->topic);
+}
+
+/* ---- encode ---- */
+
+static int pack_metric(msgpack_packer *pk, const ev_metric_t *m)
+{
+    size_t nc = m->num_classes;
+    return msgpack_pack_map(pk, 16 + (m->confusion ? 1 : 0)) ||
+           mp_put_uint(pk, "v", DDP_PROTO_VERSION) || mp_put_uint(pk, "epoch", m->epoch) ||
+           mp_put_uint(pk, "phase", m->phase) || mp_put_bool(pk, "final", m->final) ||
+           mp_put_uint(pk, "planned", m->planned) || mp_put_uint(pk, "samples", m->samples) ||
+           mp_put_uint(pk, "failed", m->failed) ||
+           mp_put_uint(pk, "correct_top1", m->correct_top1) ||
+           mp_put_uint(pk, "correct_top5", m->correct_top5) ||
+           mp_put_uint(pk, "duplicates", m->duplicates) ||
+           mp_put_double(pk, "loss_sum", m->loss_sum) ||
+           mp_put_strv(pk, "class_names", m->class_names, nc) ||
+           mp_put_int(pk, "workers", m->workers) || mp_put_double(pk, "wall_s", m->wall_s) ||
+           mp_put_double(pk, "images_per_sec", m->images_per_sec) ||
+           mp_put_double(pk, "lr", m->lr) ||
+           (m->confusion && mp_put_bin(pk, "confusion", m->confusion, nc * nc * 8));
+}
+
+static int pack_predictions(msgpack_packer *pk, const ev_predictions_t *m)
+{
+    size_t n = (size_t)m->n;
+    return msgpack_pack_map(pk, 1 + 10 + (m->paths ? 1 : 0)) ||
+           mp_put_uint(pk, "v", DDP_PROTO_VERSION) || mp_put_uint(pk, "epoch", m->epoch) ||
+           mp_put_uint(pk, "phase", m->phase) || mp_put_uint(pk, "first", m->first) ||
+           mp_put_uint(pk, "n", m->n) || mp_put_uint(pk, "total", m->total) ||
+           mp_put_uint(pk, "k", m->k) || mp_put_bin(pk, "status", m->status, n) ||
+           mp_put_bin(pk, "labels", m->labels, n * 4) ||
+           mp_put_bin(pk, "topk", m->topk, n * m->k * 4) ||
+           mp_put_bin(pk, "loss", m->loss, n * 4) ||
+           (m->paths && mp_put_strv(pk, "paths", m->paths, n));
+}
+
+static int pack_progress(msgpack_packer *pk, const ev_progress_t *m)
+{
+    return msgpack_pack_map(pk, 8) || mp_put_uint(pk, "v", DDP_PROTO_VERSION) ||
+           mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "phase", m->phase) ||
+           mp_put_uint(pk, "done", m->done) || mp_put_uint(pk, "total", m->total) ||
+           mp_put_double(pk, "images_per_sec", m->images_per_sec) ||
+           mp_put_double(pk, "eta_s", m->eta_s) || mp_put_int(pk, "workers", m->workers);
+}
+
+static int pack_log(msgpack_packer *pk, const ev_log_t *m)
+{
+    return msgpack_pack_map(pk, 5) || mp_put_uint(pk, "v", DDP_PROTO_VERSION) ||
+           mp_put_str(pk, "level", m->level) || mp_put_str(pk, "daemon", m->daemon) ||
+           mp_put_int(pk, "rank", m->rank) || mp_put_str(pk, "msg", m->msg);
+}
+
+static int pack_worker(msgpack_packer *pk, const ev_worker_t *m)
+{
+    return msgpack_pack_map(pk, 6) || mp_put_uint(pk, "v", DDP_PROTO_VERSION) ||
+           mp_put_int(pk, "rank", m->rank) || mp_put_str(pk, "name", m->name) ||
+           mp_put_str(pk, "host", m->host) || mp_put_str(pk, "state", m->state) ||
+           mp_put_double(pk, "images_per_sec", m->images_per_sec);
+}
+
+static int pack_end(msgpack_packer *pk, const ev_end_t *m)
+{
+    return msgpack_pack_map(pk, 3) || mp_put_uint(pk, "v", DDP_PROTO_VERSION) ||
+           mp_put_int(pk, "code", m->code) || mp_put_str(pk, "reason", m->reason);
+}
+
+static int pack_event(msgpack_packer *pk, const ddp_event_t *ev)
+{
+    switch (ev->topic) {
+    case EV_METRIC: return pack_metric(pk, &ev->u.metric);
+    case EV_PREDICTIONS: return pack_predictions(pk, &ev->u.predictions);
+    case EV_PROGRESS: return pack_progress(pk, &ev->u.progress);
+    case EV_LOG: return pack_log(pk, &ev->u.log);
+    case EV_WORKER: return pack_worker(pk, &ev->u.worker);
+    case EV_END: return pack_end(pk, &ev->u.end);
+    }
+    return -1;
+}
+
+zmsg_t *event_encode(const ddp_event_t *ev)
+{
+    char why[256];
+    if (!ev)
+        return NULL;
+    if (event_validate(ev, why, sizeof why) != 0) {
+        log_error("event_encode: refusing to publish a bad event (%s); fix the publisher", why);
+        return NULL;
+    }
+    msgpack_sbuffer sbuf;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sbuf);
+    msgpack_packer_init(&pk, &sbuf, msgpack_sbuffer_write);
+    zmsg_t *zmsg = NULL;
+    if (pack_event(&pk, ev) != 0 || !(zmsg = zmsg_new()) ||
+        zmsg_addstr(zmsg, event_topic_name(ev->topic)) != 0 ||
+        zmsg_addmem(zmsg, sbuf.data, sbuf.size) != 0) {
+        log_error("event_encode: cannot build the %s event (out of memory?)",
+                  event_topic_name(ev->topic));
+        zmsg_destroy(&zmsg);
+    }
+    msgpack_sbuffer_destroy(&sbuf);
+    return zmsg;
+}
+
+/* ---- decode ---- */
+
+static int d_metric(const mp_reader_t *r, ev_metric_t *m)
+{
+    size_t nc = 0;
+    if (mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+        mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) || mp_get_bool(r, "final", &m->final) ||
+        mp_get_uint(r, "planned", 0, UINT64_MAX, &m->planned) ||
+        mp_get_uint(r, "samples", 0, UINT64_MAX, &m->samples) ||
+        mp_get_uint(r, "failed", 0, UINT64_MAX, &m->failed) ||
+        mp_get_uint(r, "correct_top1", 0, UINT64_MAX, &m->correct_top1) ||
+        mp_get_uint(r, "correct_top5", 0, UINT64_MAX, &m->correct_top5) ||
+        mp_get_uint(r, "duplicates", 0, UINT64_MAX, &m->duplicates) ||
+        mp_get_double(r, "loss_sum", &m->loss_sum) ||
+        mp_get_i32(r, "workers", INT32_MIN, INT32_MAX, &m->workers) ||
+        mp_get_double(r, "wall_s", &m->wall_s) ||
+        mp_get_double(r, "images_per_sec", &m->images_per_sec) ||
+        mp_get_double(r, "lr", &m->lr) ||
+        mp_get_strv(r, "class_names", SIZE_MAX, DDP_MAX_CLASSES, DDP_MAX_STR, false,
+                    &m->class_names, &nc))
+        return -1;
+    m->num_classes = (uint32_t)nc;
+    bool dup;
+    if (!mp_find(r, "confusion", &dup))
+        return dup ? -1 : 0; /* optional: publishers may leave it out */
+    return mp_dup_bin(r, "confusion", nc * nc * 8, "num_classes^2*8", (void **)&m->confusion);
+}
+
+static int d_predictions(const mp_reader_t *r, ev_predictions_t *m)
+{
+    size_t np = 0;
+    if (mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+        mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
+        mp_get_uint(r, "first", 0, DDP_MAX_SAMPLES, &m->first) ||
+        mp_get_uint(r, "n", 0, DDP_MAX_SAMPLES, &m->n) ||
+        mp_get_uint(r, "total", 0, DDP_MAX_SAMPLES, &m->total) ||
+        mp_get_u32(r, "k", 1, DDP_MAX_K, &m->k))
+        return -1;
+    /* mp_dup_bin checks each bin's size before allocating: a bogus n never
+     * allocates more than the frame holds. */
+    size_t n = (size_t)m->n;
+    return mp_dup_bin(r, "status", n, "n", (void **)&m->status) ||
+           mp_dup_bin(r, "labels", n * 4, "n*4", (void **)&m->labels) ||
+           mp_dup_bin(r, "topk", n * m->k * 4, "n*k*4", (void **)&m->topk) ||
+           mp_dup_bin(r, "loss", n * 4, "n*4", (void **)&m->loss) ||
+           mp_get_strv(r, "paths", n, SIZE_MAX, DDP_MAX_STR, true, &m->paths, &np)
+               ? -1 : 0;
+}
+
+static int d_body(const mp_reader_t *r, ddp_event_t *ev)
+{
+    switch (ev->topic) {
+    case EV_METRIC: return d_metric(r, &ev->u.metric);
+    case EV_PREDICTIONS: return d_predictions(r, &ev->u.predictions);
+    case EV_PROGRESS: {
+        ev_progress_t *m = &ev->u.progress;
+        return mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+               mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
+               mp_get_uint(r, "done", 0, UINT64_MAX, &m->done) ||
+               mp_get_uint(r, "total", 0, UINT64_MAX, &m->total) ||
+               mp_get_double(r, "images_per_sec", &m->images_per_sec) ||
+               mp_get_double(r, "eta_s", &m->eta_s) ||
+               mp_get_i32(r, "workers", INT32_MIN, INT32_MAX, &m->workers)
+                   ? -1 : 0;
+    }
+    case EV_LOG: {
+        ev_log_t *m = &ev->u.log;
+        return mp_get_str(r, "level", m->level, sizeof m->level) ||
+               mp_get_str(r, "daemon", m->daemon, sizeof m->daemon) ||
+               mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
+               mp_get_str(r, "msg", m->msg, sizeof m->msg)
+                   ? -1 : 0;
+    }
+    case EV_WORKER: {
+        ev_worker_t *m = &ev->u.worker;
+        return mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
+               mp_get_str(r, "name", m->name, sizeof m->name) ||
+               mp_get_str(r, "host", m->host, sizeof m->host) ||
+               mp_get_str(r, "state", m->state, sizeof m->state) ||
+               mp_get_double(r, "images_per_sec", &m->images_per_sec)
+                   ? -1 : 0;
+    }
+    case EV_END:
+        return mp_get_i32(r, "code", INT32_MIN, INT32_MAX, &ev->u.end.code) ||
+               mp_get_str(r, "reason", ev->u.end.reason, sizeof ev->u.end.reason)
+                   ? -1 : 0;
+    }
+    return mp_fail(r, "unknown topic");
+}
+
+int event_decode_bytes(ev_topic_t topic, const void *data, size_t size, ddp_event_t *out,
+                       char *why, size_t whylen)
+{
+    char scratch[8];
+    if (!why || !whylen) {
+        why = scratch;
+        whylen = sizeof scratch;
+    }
+    memset(out, 0, sizeof *out);
+    if (topic < EV_METRIC || topic > EV_END)
+        return ev_bad(why, whylen, "event", "unknown topic %d", (int)topic);
+    out->topic = topic;
+    msgpack_unpacked u;
+    mp_reader_t r = {.what = event_topic_name(topic), .why = why, .whylen = whylen};
+    int rc = mp_parse(&u, data, size, why, whylen);
+    uint64_t v;
+    if (rc == 0) {
+        r.map = &u.data;
+        rc = mp_get_uint(&r, "v", 0, UINT64_MAX, &v);
+    }
+    if (rc == 0 && v != DDP_PROTO_VERSION)
+        rc = mp_fail(&r, "protocol version %" PRIu64 ", want %d", v, DDP_PROTO_VERSION);
+    if (rc == 0)
+        rc = d_body(&r, out);
+    msgpack_unpacked_destroy(&u);
+    if (rc == 0)
+        rc = event_validate(out, why, whylen);
+    if (rc != 0)
+        event_clear(out);
+    return rc;
+}
+
+int event_decode(zmsg_t *zmsg, ddp_event_t *out, char *why, size_t whylen)
+{
+    char scratch[8];
+    if (!why || !whylen) {
+        why = scratch;
+        whylen = sizeof scratch;
+    }
+    memset(out, 0, sizeof *out);
+    size_t frames = zmsg ? zmsg_size(zmsg) : 0;
+    if (frames != 2) {
+        snprintf(why, whylen, "event has %zu frames, want 2 (topic, msgpack map)", frames);
+        return -1;
+    }
+    zframe_t *topic = zmsg_first(zmsg);
+    zframe_t *body = zmsg_next(zmsg);
+    int t = topic_from_frame(topic);
+    if (!t) {
+        snprintf(why, whylen, "unknown event topic frame of %zu bytes", zframe_size(topic));
+        return -1;
+    }
+    return event_decode_bytes((ev_topic_t)t, zframe_data(body), zframe_size(body), out, why,
+                              whylen);
+}
+
+static void free_strv(char **v, uint64_t n)
+{
+    if (!v)
+        return;
+    for (uint64_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+void event_clear(ddp_event_t *ev)
+{
+    if (!ev)
+        return;
+    if (ev->topic == EV_METRIC) {
+        free_strv(ev->u.metric.class_names, ev->u.metric.num_classes);
+        free(ev->u.metric.confusion);
+    } else if (ev->topic == EV_PREDICTIONS) {
+        ev_predictions_t *p = &ev->u.predictions;
+        free(p->status);
+        free(p->labels);
+        free(p->topk);
+        free(p->loss);
+        free_strv(p->paths, p->n);
+    }
+    memset(ev, 0, sizeof *ev);
+}

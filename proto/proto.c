@@ -1,0 +1,157 @@
+/* proto — names, ownership (ddp_msg_clear) and the socket send/recv helpers. */
+/* log.h before czmq.h: syslog.h (via czmq) #defines LOG_INFO/LOG_DEBUG,
+ * which would clash with the enum in log.h. */
+#include "common/log.h"
+#include "proto/proto.h"
+
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *proto_type_name(int type)
+{
+    static const char *names[] = {
+        [DDP_JOIN] = "JOIN",     [DDP_WELCOME] = "WELCOME", [DDP_PLAN] = "PLAN",
+        [DDP_CREDIT] = "CREDIT", [DDP_HEARTBEAT] = "HEARTBEAT", [DDP_BATCH] = "BATCH",
+        [DDP_END] = "END",       [DDP_RESULT] = "RESULT",   [DDP_FAILED] = "FAILED",
+        [DDP_STOP] = "STOP",     [DDP_DONE] = "DONE",
+    };
+    if (type < DDP_JOIN || type > DDP_TYPE_MAX)
+        return "UNKNOWN";
+    return names[type];
+}
+
+const char *proto_role_name(int role)
+{
+    switch (role) {
+    case DDP_ROLE_GPUD: return "gpud";
+    case DDP_ROLE_LOADER: return "loaderd";
+    case DDP_ROLE_REPORTER: return "reporterd";
+    default: return "unknown";
+    }
+}
+
+static void free_strv(char **v, uint64_t n)
+{
+    if (!v)
+        return;
+    for (uint64_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+void ddp_msg_clear(ddp_msg_t *msg)
+{
+    if (!msg)
+        return;
+    switch (msg->type) {
+    case DDP_PLAN:
+        free_strv(msg->u.plan.class_names, msg->u.plan.num_classes);
+        free_strv(msg->u.plan.paths, msg->u.plan.n);
+        break;
+    case DDP_CREDIT: free(msg->u.credit.acks); break;
+    case DDP_BATCH:
+        free(msg->u.batch.ids);
+        free(msg->u.batch.labels);
+        zframe_destroy(&msg->u.batch.pixels);
+        break;
+    case DDP_RESULT:
+        free(msg->u.result.ids);
+        free(msg->u.result.labels);
+        free(msg->u.result.topk);
+        free(msg->u.result.loss);
+        break;
+    default: break;
+    }
+    memset(msg, 0, sizeof *msg);
+}
+
+/* Prepends a copy of identity (the caller keeps its frame: a ROUTER often
+ * answers the same peer many times) and sends; destroys zmsg either way. */
+static int send_routed(void *sock, zframe_t *identity, zmsg_t **zmsg)
+{
+    if (!*zmsg) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (identity) {
+        zframe_t *copy = zframe_dup(identity);
+        if (!copy || zmsg_prepend(*zmsg, &copy) != 0) {
+            zframe_destroy(&copy);
+            zmsg_destroy(zmsg);
+            errno = ENOMEM;
+            return -1;
+        }
+    }
+    int rc = zmsg_send(zmsg, sock);
+    if (rc != 0) {
+        int saved = errno;
+        zmsg_destroy(zmsg); /* czmq leaves it to us on failure */
+        errno = saved;
+    }
+    return rc;
+}
+
+int proto_send(void *sock, zframe_t *identity, const ddp_msg_t *msg)
+{
+    zmsg_t *zmsg = proto_encode(msg);
+    return send_routed(sock, identity, &zmsg);
+}
+
+int proto_send_batch(void *sock, zframe_t *identity, ddp_batch_t *batch)
+{
+    zmsg_t *zmsg = proto_encode_batch(batch);
+    return send_routed(sock, identity, &zmsg);
+}
+
+/* "0a1b2c..." of at most 32 identity bytes, for the reject log line. */
+static void hex_identity(zframe_t *route, char *buf, size_t cap)
+{
+    if (!route) {
+        snprintf(buf, cap, "peer");
+        return;
+    }
+    const uint8_t *p = zframe_data(route);
+    size_t n = zframe_size(route), off = 0;
+    for (size_t i = 0; i < n && i < 32 && off + 3 <= cap; i++)
+        off += (size_t)snprintf(buf + off, cap - off, "%02x", p[i]);
+    if (n == 0)
+        snprintf(buf, cap, "empty identity");
+    else if (n > 32 && off + 4 <= cap)
+        snprintf(buf + off, cap - off, "...");
+}
+
+int proto_recv(void *sock, zframe_t **route, ddp_msg_t *out, proto_stats_t *stats)
+{
+    if (route)
+        *route = NULL;
+    memset(out, 0, sizeof *out);
+    zmsg_t *zmsg = zmsg_recv(sock);
+    if (!zmsg)
+        return -1;
+    if (stats)
+        stats->received++;
+    zframe_t *id = route ? zmsg_pop(zmsg) : NULL;
+    char why[256];
+    int rc;
+    if (route && !id) {
+        snprintf(why, sizeof why, "empty message (no identity frame)");
+        rc = -1;
+    } else {
+        rc = proto_decode(zmsg, out, why, sizeof why);
+    }
+    zmsg_destroy(&zmsg);
+    if (rc == 0) {
+        if (route)
+            *route = id;
+        return 0;
+    }
+    char hex[80];
+    hex_identity(id, hex, sizeof hex);
+    log_warn("rejected %s (from %s)", why, hex);
+    if (stats)
+        stats->rejected++;
+    zframe_destroy(&id);
+    return 1;
+}

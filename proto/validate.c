@@ -1,0 +1,218 @@
+/* validate — the semantic rules of every message, checked on the C struct.
+ *
+ * The same rules guard both directions: proto_encode refuses to put a bad
+ * struct on the wire, and proto_decode runs them after the msgpack layer
+ * has checked key presence, types and bin sizes. Keeping them in one place
+ * means a sender can never emit what a receiver rejects.
+ */
+#include "proto/proto.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static int bad(char *why, size_t whylen, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int bad(char *why, size_t whylen, const char *what, const char *fmt, ...)
+{
+    if (!why || !whylen)
+        return -1;
+    int n = snprintf(why, whylen, "%s: ", what);
+    if (n < 0 || (size_t)n >= whylen)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why + n, whylen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+#define BAD(...) bad(why, whylen, what, __VA_ARGS__)
+
+/* A fixed char array must hold a terminated string (encode side: a struct
+ * filled with strncpy may lack the NUL). */
+#define CHECK_FIXED(field, key, nonempty)                                                  \
+    do {                                                                                  \
+        if (strnlen((field), sizeof(field)) >= sizeof(field))                             \
+            return BAD("'%s' is not NUL-terminated within %zu bytes", key, sizeof(field)); \
+        if ((nonempty) && (field)[0] == '\0')                                             \
+            return BAD("'%s' is empty", key);                                             \
+    } while (0)
+
+static int check_phase(uint8_t phase, char *why, size_t whylen, const char *what)
+{
+    if (phase != DDP_PHASE_EVAL && phase != DDP_PHASE_TRAIN)
+        return BAD("'phase' is %u, want 0 (eval) or 1 (train)", phase);
+    return 0;
+}
+
+static int check_strv(char *const *v, uint64_t n, const char *key, char *why, size_t whylen,
+                      const char *what)
+{
+    if (n && !v)
+        return BAD("'%s' is NULL with %" PRIu64 " entries", key, n);
+    for (uint64_t i = 0; i < n; i++) {
+        if (!v[i])
+            return BAD("'%s[%" PRIu64 "]' is NULL", key, i);
+        if (strnlen(v[i], DDP_MAX_STR) >= DDP_MAX_STR)
+            return BAD("'%s[%" PRIu64 "]' is longer than %d bytes", key, i, DDP_MAX_STR - 1);
+    }
+    return 0;
+}
+
+static int check_ids(const uint64_t *ids, uint32_t n, char *why, size_t whylen, const char *what)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (ids[i] >= DDP_MAX_SAMPLES)
+            return BAD("'ids[%" PRIu32 "]' is %" PRIu64 ", want < 2^40", i, ids[i]);
+    return 0;
+}
+
+static int check_labels(const int32_t *labels, uint32_t n, char *why, size_t whylen,
+                        const char *what)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (labels[i] < -1 || labels[i] >= DDP_MAX_CLASSES)
+            return BAD("'labels[%" PRIu32 "]' is %" PRId32 ", want -1..%d", i, labels[i],
+                       DDP_MAX_CLASSES - 1);
+    return 0;
+}
+
+static int v_join(const ddp_join_t *m, char *why, size_t whylen, const char *what)
+{
+    if (m->role < DDP_ROLE_GPUD || m->role > DDP_ROLE_REPORTER)
+        return BAD("'role' is %u, want 1 (gpud), 2 (loader) or 3 (reporter)", m->role);
+    if (m->want_rank < -1)
+        return BAD("'want_rank' is %" PRId32 ", want -1 (any) or >= 0", m->want_rank);
+    CHECK_FIXED(m->name, "name", 1);
+    CHECK_FIXED(m->host, "host", 0);
+    CHECK_FIXED(m->backend, "backend", 0);
+    return 0;
+}
+
+static int v_welcome(const ddp_welcome_t *m, char *why, size_t whylen, const char *what)
+{
+    if (m->world < 1)
+        return BAD("'world' is %" PRId32 ", want >= 1", m->world);
+    if (m->rank < 0 || m->rank >= m->world)
+        return BAD("'rank' is %" PRId32 ", want 0..world-1 = 0..%" PRId32, m->rank,
+                   m->world - 1);
+    CHECK_FIXED(m->job, "job", 0);
+    return 0;
+}
+
+static int v_plan(const ddp_plan_t *m, char *why, size_t whylen, const char *what)
+{
+    if (check_phase(m->phase, why, whylen, what))
+        return -1;
+    if (m->n > DDP_MAX_SAMPLES)
+        return BAD("'n' is %" PRIu64 ", want at most 2^40", m->n);
+    if (m->num_classes < 1 || m->num_classes > DDP_MAX_CLASSES)
+        return BAD("%" PRIu32 " class names, want 1..%d", m->num_classes, DDP_MAX_CLASSES);
+    if (check_strv(m->class_names, m->num_classes, "class_names", why, whylen, what))
+        return -1;
+    if (m->paths && check_strv(m->paths, m->n, "paths", why, whylen, what))
+        return -1;
+    CHECK_FIXED(m->dataset, "dataset", 0);
+    return 0;
+}
+
+static int v_credit(const ddp_credit_t *m, char *why, size_t whylen, const char *what)
+{
+    CHECK_FIXED(m->worker, "worker", 1);
+    if (m->n_acks > DDP_MAX_ACKS)
+        return BAD("%" PRIu32 " acks, want at most %d", m->n_acks, DDP_MAX_ACKS);
+    if (m->n_acks && !m->acks)
+        return BAD("'acks' is NULL with n_acks = %" PRIu32, m->n_acks);
+    return 0;
+}
+
+static int v_heartbeat(const ddp_heartbeat_t *m, char *why, size_t whylen, const char *what)
+{
+    CHECK_FIXED(m->worker, "worker", 1);
+    if (m->rank < -1)
+        return BAD("'rank' is %" PRId32 ", want -1 (none yet) or >= 0", m->rank);
+    return 0;
+}
+
+static int v_batch(const ddp_batch_t *m, char *why, size_t whylen, const char *what)
+{
+    if (check_phase(m->phase, why, whylen, what))
+        return -1;
+    if (m->n < 1 || m->n > DDP_MAX_BATCH)
+        return BAD("'n' is %" PRIu32 ", want 1..%d", m->n, DDP_MAX_BATCH);
+    if (m->c < 1 || m->c > 4)
+        return BAD("'c' is %u, want 1..4", m->c);
+    if (m->h < 1 || m->w < 1)
+        return BAD("'h' x 'w' is %u x %u, want both >= 1", m->h, m->w);
+    if (!m->ids || !m->labels)
+        return BAD("'ids' or 'labels' is NULL");
+    if (check_ids(m->ids, m->n, why, whylen, what) || check_labels(m->labels, m->n, why, whylen, what))
+        return -1;
+    uint64_t want = (uint64_t)m->n * m->c * m->h * m->w;
+    if (want > DDP_MAX_PIXELS)
+        return BAD("n*c*h*w = %" PRIu64 " pixel bytes, want at most 2^31", want);
+    if (!m->pixels)
+        return BAD("missing pixel frame (want n*c*h*w = %" PRIu64 " bytes)", want);
+    if (zframe_size(m->pixels) != want)
+        return BAD("pixel frame is %zu bytes, want n*c*h*w = %" PRIu64, zframe_size(m->pixels),
+                   want);
+    return 0;
+}
+
+static int v_result(const ddp_result_t *m, char *why, size_t whylen, const char *what)
+{
+    if (m->rank < 0)
+        return BAD("'rank' is %" PRId32 ", want >= 0", m->rank);
+    if (check_phase(m->phase, why, whylen, what))
+        return -1;
+    if (m->n < 1 || m->n > DDP_MAX_BATCH)
+        return BAD("'n' is %" PRIu32 ", want 1..%d", m->n, DDP_MAX_BATCH);
+    if (m->k < 1 || m->k > DDP_MAX_K)
+        return BAD("'k' is %" PRIu32 ", want 1..%d", m->k, DDP_MAX_K);
+    if (!m->ids || !m->labels || !m->topk || !m->loss)
+        return BAD("'ids', 'labels', 'topk' or 'loss' is NULL");
+    if (check_ids(m->ids, m->n, why, whylen, what) || check_labels(m->labels, m->n, why, whylen, what))
+        return -1;
+    for (uint64_t i = 0; i < (uint64_t)m->n * m->k; i++)
+        if (m->topk[i] < 0 || m->topk[i] >= DDP_MAX_CLASSES)
+            return BAD("'topk[%" PRIu64 "]' is %" PRId32 ", want 0..%d", i, m->topk[i],
+                       DDP_MAX_CLASSES - 1);
+    /* loss may be NaN/inf (a diverged model is data, not a protocol error). */
+    if (!isfinite(m->compute_s) || m->compute_s < 0)
+        return BAD("'compute_s' is %g, want a finite value >= 0", m->compute_s);
+    return 0;
+}
+
+static int v_failed(const ddp_failed_t *m, char *why, size_t whylen, const char *what)
+{
+    if (check_phase(m->phase, why, whylen, what))
+        return -1;
+    if (m->id >= DDP_MAX_SAMPLES)
+        return BAD("'id' is %" PRIu64 ", want < 2^40", m->id);
+    CHECK_FIXED(m->path, "path", 0);
+    CHECK_FIXED(m->reason, "reason", 0);
+    return 0;
+}
+
+int proto_validate(const ddp_msg_t *msg, char *why, size_t whylen)
+{
+    const char *what = proto_type_name(msg->type);
+    switch (msg->type) {
+    case DDP_JOIN: return v_join(&msg->u.join, why, whylen, what);
+    case DDP_WELCOME: return v_welcome(&msg->u.welcome, why, whylen, what);
+    case DDP_PLAN: return v_plan(&msg->u.plan, why, whylen, what);
+    case DDP_CREDIT: return v_credit(&msg->u.credit, why, whylen, what);
+    case DDP_HEARTBEAT: return v_heartbeat(&msg->u.heartbeat, why, whylen, what);
+    case DDP_BATCH: return v_batch(&msg->u.batch, why, whylen, what);
+    case DDP_END: return check_phase(msg->u.end.phase, why, whylen, what);
+    case DDP_RESULT: return v_result(&msg->u.result, why, whylen, what);
+    case DDP_FAILED: return v_failed(&msg->u.failed, why, whylen, what);
+    case DDP_STOP: CHECK_FIXED(msg->u.stop.reason, "reason", 0); return 0;
+    case DDP_DONE: CHECK_FIXED(msg->u.done.reason, "reason", 0); return 0;
+    }
+    return bad(why, whylen, "message", "unknown type %d, want 1..%d", (int)msg->type,
+               DDP_TYPE_MAX);
+}
