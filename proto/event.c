@@ -21,19 +21,19 @@
 
 static const char *const topic_names[] = {
     [EV_METRIC] = "metric", [EV_PREDICTIONS] = "predictions", [EV_PROGRESS] = "progress",
-    [EV_LOG] = "log",       [EV_WORKER] = "worker",           [EV_END] = "end",
+    [EV_LOG] = "log",       [EV_WORKER] = "worker",           [EV_END] = "end", [EV_FAILED] = "failed",
 };
 
 const char *event_topic_name(ev_topic_t topic)
 {
-    if (topic < EV_METRIC || topic > EV_END)
+    if (topic < EV_METRIC || topic > EV_TOPIC_LAST)
         return "unknown";
     return topic_names[topic];
 }
 
 static int topic_from_frame(zframe_t *f)
 {
-    for (int t = EV_METRIC; t <= EV_END; t++)
+    for (int t = EV_METRIC; t <= EV_TOPIC_LAST; t++)
         if (zframe_streq(f, topic_names[t]))
             return t;
     return 0;
@@ -136,6 +136,11 @@ int event_validate(const ddp_event_t *ev, char *why, size_t whylen)
         return 0;
     case EV_END:
         return TERMINATED(ev->u.end.reason) ? 0 : EBAD("'reason' is not NUL-terminated");
+    case EV_FAILED:
+        if (ev->u.failed.phase > DDP_PHASE_TRAIN)
+            return EBAD("'phase' is %u, want 0 or 1", ev->u.failed.phase);
+        return TERMINATED(ev->u.failed.path) && TERMINATED(ev->u.failed.reason)
+                   ? 0 : EBAD("'path' or 'reason' is not NUL-terminated");
     }
     return ev_bad(why, whylen, "event", "unknown topic %d", (int)ev->topic);
 }
@@ -205,6 +210,14 @@ static int pack_end(msgpack_packer *pk, const ev_end_t *m)
            mp_put_int(pk, "code", m->code) || mp_put_str(pk, "reason", m->reason);
 }
 
+static int pack_failed(msgpack_packer *pk, const ev_failed_t *m)
+{
+    return msgpack_pack_map(pk, 6) || mp_put_uint(pk, "v", DDP_PROTO_VERSION) ||
+           mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "phase", m->phase) ||
+           mp_put_uint(pk, "id", m->id) || mp_put_str(pk, "path", m->path) ||
+           mp_put_str(pk, "reason", m->reason);
+}
+
 static int pack_event(msgpack_packer *pk, const ddp_event_t *ev)
 {
     switch (ev->topic) {
@@ -214,6 +227,7 @@ static int pack_event(msgpack_packer *pk, const ddp_event_t *ev)
     case EV_LOG: return pack_log(pk, &ev->u.log);
     case EV_WORKER: return pack_worker(pk, &ev->u.worker);
     case EV_END: return pack_end(pk, &ev->u.end);
+    case EV_FAILED: return pack_failed(pk, &ev->u.failed);
     }
     return -1;
 }
@@ -329,6 +343,15 @@ static int d_body(const mp_reader_t *r, ddp_event_t *ev)
         return mp_get_i32(r, "code", INT32_MIN, INT32_MAX, &ev->u.end.code) ||
                mp_get_str(r, "reason", ev->u.end.reason, sizeof ev->u.end.reason)
                    ? -1 : 0;
+    case EV_FAILED: {
+        ev_failed_t *m = &ev->u.failed;
+        return mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+               mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
+               mp_get_uint(r, "id", 0, UINT64_MAX, &m->id) ||
+               mp_get_str(r, "path", m->path, sizeof m->path) ||
+               mp_get_str(r, "reason", m->reason, sizeof m->reason)
+                   ? -1 : 0;
+    }
     }
     return mp_fail(r, "unknown topic");
 }
@@ -342,7 +365,7 @@ int event_decode_bytes(ev_topic_t topic, const void *data, size_t size, ddp_even
         whylen = sizeof scratch;
     }
     memset(out, 0, sizeof *out);
-    if (topic < EV_METRIC || topic > EV_END)
+    if (topic < EV_METRIC || topic > EV_TOPIC_LAST)
         return ev_bad(why, whylen, "event", "unknown topic %d", (int)topic);
     out->topic = topic;
     msgpack_unpacked u;

@@ -1,7 +1,7 @@
 /* event — what reducerd publishes (XPUB) and reporterd re-publishes on the tap.
  *
  * Each event is two frames: a topic string frame ("metric", "predictions",
- * "progress", "log", "worker", "end") and a msgpack map with "v" (version)
+ * "progress", "log", "worker", "end", "failed") and a msgpack map with "v" (version)
  * and the fields below (PROTOCOL.md documents each). Numeric arrays in
  * "predictions" travel as bin (little-endian), like proto.h.
  */
@@ -18,8 +18,14 @@ typedef enum {
     EV_PROGRESS = 3,
     EV_LOG = 4,
     EV_WORKER = 5,
-    EV_END = 6
+    EV_END = 6,
+    EV_FAILED = 7,
+    EV_TOPIC_LAST = 7
 } ev_topic_t;
+
+/* reporterd also subscribes to this never-published topic so reducerd's
+ * XPUB can tell the reporter's subscription from a monitor's. */
+#define EVENT_REPORTER_TOPIC "~reporter"
 
 /* Exact counts of one (epoch, phase); everything else derives from them. */
 typedef struct {
@@ -87,6 +93,15 @@ typedef struct {
     char reason[1024];
 } ev_end_t;
 
+/* A sample that could not be loaded (summary.json "failed_files"). */
+typedef struct {
+    uint32_t epoch;
+    uint8_t phase;
+    uint64_t id;
+    char path[4096];
+    char reason[1024];
+} ev_failed_t;
+
 typedef struct {
     ev_topic_t topic;
     union {
@@ -96,6 +111,7 @@ typedef struct {
         ev_log_t log;
         ev_worker_t worker;
         ev_end_t end;
+        ev_failed_t failed;
     } u;
 } ddp_event_t;
 

@@ -233,6 +233,13 @@ static void j_body(jbuf_t *j, const ddp_event_t *ev)
         jb_i64(j, "code", ev->u.end.code);
         jb_kstr(j, "reason", ev->u.end.reason);
         break;
+    case EV_FAILED:
+        jb_u64(j, "epoch", ev->u.failed.epoch);
+        jb_u64(j, "phase", ev->u.failed.phase);
+        jb_u64(j, "id", ev->u.failed.id);
+        jb_kstr(j, "path", ev->u.failed.path);
+        jb_kstr(j, "reason", ev->u.failed.reason);
+        break;
     }
 }
 
