@@ -22,7 +22,7 @@ int log_verbose(void) { return s_verbose; }
 void log_msg(log_level_t level, const char *fmt, ...)
 {
     static const char *names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
-    if (level == LOG_DEBUG && !s_verbose)
+    if (level == DLOG_DEBUG && !s_verbose)
         return;
     struct timeval tv;
     gettimeofday(&tv, NULL);
