@@ -1,0 +1,22 @@
+/* class_report — classification_report.txt in the exact text layout of
+ * sklearn.metrics.classification_report(y_true, y_pred,
+ * labels=range(nc), target_names=names, digits=2), rebuilt from the
+ * confusion matrix: per-class rows, then "accuracy" (or "micro avg" when a
+ * class has neither support nor predictions, as sklearn does), "macro avg"
+ * and "weighted avg". The name column is as wide as the longest name in
+ * code points (at least len("weighted avg")). */
+#ifndef DDP_CLASS_REPORT_H
+#define DDP_CLASS_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* names: nc UTF-8 strings, or NULL for "0", "1", ... (sklearn's default).
+ * Returns the text (caller frees) or NULL when out of memory / nc == 0. */
+char *class_report_text(const uint64_t *confusion, uint32_t nc, char *const *names);
+
+/* Atomically write the report to path. 0 or -1 with a reason. */
+int class_report_write(const char *path, const uint64_t *confusion, uint32_t nc,
+                       char *const *names, char *why, size_t whylen);
+
+#endif

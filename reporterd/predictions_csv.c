@@ -1,0 +1,120 @@
+#include "reporterd/predictions_csv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "reporterd/afile.h"
+#include "reporterd/textfmt.h"
+
+#define CSV_K 5
+
+struct predcsv {
+    afile_t *file;
+    uint64_t next;  /* index of the next entry expected */
+    uint64_t total; /* from the first chunk */
+    uint32_t epoch;
+    uint8_t phase;
+    int started;
+};
+
+predcsv_t *predcsv_new(const char *path, char *why, size_t whylen)
+{
+    predcsv_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        snprintf(why, whylen, "out of memory opening %s", path);
+        return NULL;
+    }
+    self->file = afile_new(path, why, whylen);
+    if (!self->file) {
+        free(self);
+        return NULL;
+    }
+    fputs("index,path,label,top1,top2,top3,top4,top5,loss\n", afile_stream(self->file));
+    return self;
+}
+
+void predcsv_destroy(predcsv_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    afile_destroy(&(*self_p)->file);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+uint64_t predcsv_next(const predcsv_t *self) { return self->next; }
+
+static int s_check_chunk(predcsv_t *self, const ev_predictions_t *c, char *why, size_t whylen)
+{
+    if (!self->started) {
+        self->total = c->total;
+        self->epoch = c->epoch;
+        self->phase = c->phase;
+        self->started = 1;
+    }
+    if (c->first != self->next || c->total != self->total || c->epoch != self->epoch ||
+        c->phase != self->phase) {
+        snprintf(why, whylen,
+                 "predictions chunk out of order: got epoch %u phase %u entries %llu+%llu of "
+                 "%llu, expected epoch %u phase %u from %llu of %llu",
+                 c->epoch, c->phase, (unsigned long long)c->first, (unsigned long long)c->n,
+                 (unsigned long long)c->total, self->epoch, self->phase,
+                 (unsigned long long)self->next, (unsigned long long)self->total);
+        return -1;
+    }
+    if (c->n > self->total - self->next || c->k == 0 || c->k > CSV_K) {
+        snprintf(why, whylen, "predictions chunk of %llu entries (k=%u) past the total %llu",
+                 (unsigned long long)c->n, c->k, (unsigned long long)self->total);
+        return -1;
+    }
+    return 0;
+}
+
+static void s_row(FILE *out, const ev_predictions_t *c, uint64_t i)
+{
+    fprintf(out, "%llu,", (unsigned long long)(c->first + i));
+    textfmt_csv_field(out, c->paths ? c->paths[i] : NULL);
+    fputc(',', out);
+    if (c->labels[i] >= 0)
+        fprintf(out, "%d", c->labels[i]);
+    if (c->status[i] != 1) { /* failed: no predictions, no loss */
+        fputs(",,,,,,\n", out);
+        return;
+    }
+    for (uint32_t j = 0; j < CSV_K; j++) {
+        fputc(',', out);
+        if (j < c->k)
+            fprintf(out, "%d", c->topk[i * c->k + j]);
+    }
+    fprintf(out, ",%.9g\n", (double)c->loss[i]);
+}
+
+int predcsv_add(predcsv_t *self, const ev_predictions_t *chunk, char *why, size_t whylen)
+{
+    if (s_check_chunk(self, chunk, why, whylen) != 0)
+        return -1;
+    FILE *out = afile_stream(self->file);
+    for (uint64_t i = 0; i < chunk->n; i++)
+        if (chunk->status[i] == 1 || chunk->status[i] == 2)
+            s_row(out, chunk, i);
+    self->next += chunk->n;
+    if (ferror(out)) {
+        snprintf(why, whylen, "cannot write %s", afile_tmp_path(self->file));
+        return -1;
+    }
+    return 0;
+}
+
+int predcsv_commit(predcsv_t **self_p, char *why, size_t whylen)
+{
+    predcsv_t *self = *self_p;
+    if (!self->started || self->next != self->total) {
+        snprintf(why, whylen, "predictions incomplete: %llu of %llu entries received",
+                 (unsigned long long)self->next, (unsigned long long)self->total);
+        predcsv_destroy(self_p);
+        return -1;
+    }
+    int rc = afile_commit(&self->file, why, whylen);
+    predcsv_destroy(self_p);
+    return rc;
+}
