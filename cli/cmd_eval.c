@@ -1,0 +1,464 @@
+/* ddpipe eval — run a whole evaluation job on this machine: reducerd,
+ * reporterd, loaderd and W gpud processes (the same binaries compose files
+ * start), a progress line, the final metrics, and nothing left behind. */
+#include "cli/argv.h"
+#include "cli/commands.h"
+#include "cli/launch.h"
+#include "common/clock.h"
+#include "common/flags.h"
+#include "proto/event.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *data, *model, *weights, *out, *device;
+    const char *channels, *mean, *std, *normalize, *crop, *fault;
+    long workers, batch_size, threads, loader_threads, resize, in_channels, num_classes, limit;
+    long timeout_s, worker_timeout_s, window;
+    int predictions, no_dct, verbose, quiet;
+} eval_opts_t;
+
+static volatile sig_atomic_t s_stop = 0;
+static void on_sig(int sig) { s_stop = sig; }
+
+static void eval_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: ddpipe eval --data PATH --model ARCH --weights FILE --out DIR [options]\n"
+        "  --data PATH           ImageFolder directory or idx:PREFIX (MNIST/Fashion-MNIST IDX)\n"
+        "  --model ARCH          resnet18 | wideresnet\n"
+        "  --weights FILE        safetensors with PyTorch state_dict names\n"
+        "  --out DIR             run directory (summary.json, CSVs, report, plots, logs/)\n"
+        "  --workers N           gpud processes (default 1)\n"
+        "  --batch-size N        samples per batch, per worker as in DDP (default 64)\n"
+        "  --device cpu          compute backend (default cpu)\n"
+        "  --threads N           compute threads per worker (default: cores / workers)\n"
+        "  --loader-threads N    JPEG decode threads (default: cores)\n"
+        "  --predictions         write predictions.csv (one row per sample)\n"
+        "  --resize N --crop N   eval transform (default: the model's; resnet18 256/224)\n"
+        "  --mean a,b,c --std a,b,c | --normalize none|imagenet\n"
+        "  --channels a,b,c,d    WideResNet widths (default 16,160,320,640)\n"
+        "  --in-channels N --num-classes N\n"
+        "  --limit N             evaluate only the first N samples\n"
+        "  --no-dct-scaling      full-size JPEG decode before resize (bit-exact PIL path)\n"
+        "  --timeout S           fail the job after S seconds (default: none)\n"
+        "  --worker-timeout S    declare a silent worker dead after S seconds (default 10)\n"
+        "  --quiet | --verbose\n");
+}
+
+static int eval_parse(int argc, char **argv, eval_opts_t *o)
+{
+    static struct option lo[] = {
+        {"data", 1, 0, 'D'}, {"model", 1, 0, 'm'}, {"weights", 1, 0, 'W'}, {"out", 1, 0, 'o'},
+        {"workers", 1, 0, 'w'}, {"batch-size", 1, 0, 'B'}, {"device", 1, 0, 'd'},
+        {"threads", 1, 0, 'T'}, {"loader-threads", 1, 0, 'L'}, {"predictions", 0, 0, 'P'},
+        {"resize", 1, 0, 'R'}, {"crop", 1, 0, 'C'}, {"mean", 1, 0, 'M'}, {"std", 1, 0, 'S'},
+        {"normalize", 1, 0, 'N'}, {"channels", 1, 0, 'c'}, {"in-channels", 1, 0, 'i'},
+        {"num-classes", 1, 0, 'n'}, {"limit", 1, 0, 'l'}, {"no-dct-scaling", 0, 0, 'x'},
+        {"timeout", 1, 0, 't'}, {"worker-timeout", 1, 0, 'k'}, {"window", 1, 0, 'u'},
+        {"fault", 1, 0, 'F'}, {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'}, {"help", 0, 0, 'h'},
+        {0, 0, 0, 0}};
+    *o = (eval_opts_t){.workers = 1, .batch_size = 64, .device = "cpu", .limit = -1,
+                       .worker_timeout_s = 10, .window = 2};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        int rc = 0;
+        switch (c) {
+        case 'D': o->data = optarg; break;
+        case 'm': o->model = optarg; break;
+        case 'W': o->weights = optarg; break;
+        case 'o': o->out = optarg; break;
+        case 'd': o->device = optarg; break;
+        case 'C': o->crop = optarg; break;
+        case 'M': o->mean = optarg; break;
+        case 'S': o->std = optarg; break;
+        case 'N': o->normalize = optarg; break;
+        case 'c': o->channels = optarg; break;
+        case 'F': o->fault = optarg; break;
+        case 'P': o->predictions = 1; break;
+        case 'x': o->no_dct = 1; break;
+        case 'q': o->quiet = 1; break;
+        case 'v': o->verbose = 1; break;
+        case 'w': rc = flags_long("workers", optarg, 1, 1024, &o->workers); break;
+        case 'B': rc = flags_long("batch-size", optarg, 1, 65536, &o->batch_size); break;
+        case 'T': rc = flags_long("threads", optarg, 1, 1024, &o->threads); break;
+        case 'L': rc = flags_long("loader-threads", optarg, 1, 1024, &o->loader_threads); break;
+        case 'R': rc = flags_long("resize", optarg, 1, 16384, &o->resize); break;
+        case 'i': rc = flags_long("in-channels", optarg, 1, 3, &o->in_channels); break;
+        case 'n': rc = flags_long("num-classes", optarg, 1, 100000, &o->num_classes); break;
+        case 'l': rc = flags_long("limit", optarg, 0, 1L << 40, &o->limit); break;
+        case 't': rc = flags_long("timeout", optarg, 1, 86400 * 30, &o->timeout_s); break;
+        case 'k': rc = flags_long("worker-timeout", optarg, 1, 86400, &o->worker_timeout_s); break;
+        case 'u': rc = flags_long("window", optarg, 1, 64, &o->window); break;
+        case 'h': eval_usage(stdout); exit(0);
+        default: eval_usage(stderr); return -1;
+        }
+        if (rc < 0)
+            return -1;
+    }
+    if (!o->data || !o->model || !o->weights || !o->out) {
+        fprintf(stderr, "ddpipe eval: --data, --model, --weights and --out are required\n");
+        eval_usage(stderr);
+        return -1;
+    }
+    if (strcmp(o->model, "resnet18") != 0 && strcmp(o->model, "wideresnet") != 0) {
+        fprintf(stderr, "ddpipe eval: --model %s is not known; choose resnet18 or wideresnet\n", o->model);
+        return -1;
+    }
+    if (strcmp(o->device, "cpu") != 0) {
+        fprintf(stderr, "ddpipe eval: --device %s: this build has only the cpu backend\n", o->device);
+        return -1;
+    }
+    if (access(o->weights, R_OK) != 0) {
+        fprintf(stderr, "ddpipe eval: --weights %s: %s\n", o->weights, strerror(errno));
+        return -1;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    if (!o->threads)
+        o->threads = cores / o->workers > 0 ? cores / o->workers : 1;
+    if (!o->loader_threads)
+        o->loader_threads = cores;
+    return 0;
+}
+
+static int mkdir_p(const char *dir)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(tmp, 0755);
+            *p = '/';
+        }
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "ddpipe: cannot create %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    char reducer[600], pub[600], loader[600], tap[600], dir[512];
+} endpoints_t;
+
+/* ipc:// under the run directory; a unix socket path must stay short, so
+ * fall back to a private folder under /tmp for deep run directories. */
+static int pick_endpoints(const char *out, endpoints_t *e)
+{
+    char abs[4096];
+    if (!realpath(out, abs))
+        snprintf(abs, sizeof abs, "%s", out);
+    if (strlen(abs) < 70)
+        snprintf(e->dir, sizeof e->dir, "%.70s/.ipc", abs);
+    else
+        snprintf(e->dir, sizeof e->dir, "/tmp/ddpipe-%d", (int)getpid());
+    if (mkdir_p(e->dir) < 0)
+        return -1;
+    snprintf(e->reducer, sizeof e->reducer, "ipc://%s/reducer", e->dir);
+    snprintf(e->pub, sizeof e->pub, "ipc://%s/events", e->dir);
+    snprintf(e->loader, sizeof e->loader, "ipc://%s/loader", e->dir);
+    snprintf(e->tap, sizeof e->tap, "ipc://%s/tap", e->dir);
+    return 0;
+}
+
+static void cleanup_endpoints(const endpoints_t *e)
+{
+    const char *eps[] = {e->reducer, e->pub, e->loader, e->tap};
+    for (int i = 0; i < 4; i++)
+        unlink(eps[i] + 6);
+    rmdir(e->dir);
+}
+
+static child_t *spawn(launch_t *L, const char *name, const char *prog, argv_t *a, const char *out)
+{
+    char log[1024];
+    snprintf(log, sizeof log, "%s/logs/%s.log", out, name);
+    unlink(log);
+    child_t *c = launch_spawn(L, name, prog, a->v, log);
+    argv_free(a);
+    return c;
+}
+
+static bool is_wrn(const eval_opts_t *o) { return strcmp(o->model, "wideresnet") == 0; }
+
+static int start_daemons(launch_t *L, const eval_opts_t *o, const endpoints_t *e)
+{
+    argv_t a;
+    argv_init(&a, "reducerd");
+    argv_add(&a, "--bind", e->reducer);
+    argv_add(&a, "--pub", e->pub);
+    argv_addf(&a, "--workers", "%ld", o->workers);
+    argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
+    if (o->predictions)
+        argv_add(&a, "--predictions", NULL);
+    if (o->verbose)
+        argv_add(&a, "--verbose", NULL);
+    if (!spawn(L, "reducerd", "reducerd", &a, o->out))
+        return -1;
+
+    argv_init(&a, "reporterd");
+    argv_add(&a, "--sub", e->pub);
+    argv_add(&a, "--reducer", e->reducer);
+    argv_add(&a, "--out", o->out);
+    argv_add(&a, "--tap", e->tap);
+    if (!spawn(L, "reporterd", "reporterd", &a, o->out))
+        return -1;
+
+    argv_init(&a, "loaderd");
+    argv_add(&a, "--data", o->data);
+    argv_add(&a, "--bind", e->loader);
+    argv_add(&a, "--reducer", e->reducer);
+    argv_addf(&a, "--batch-size", "%ld", o->batch_size);
+    argv_addf(&a, "--threads", "%ld", o->loader_threads);
+    argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
+    argv_addf(&a, "--prefetch", "%ld", o->workers * o->window + 1 < 16 ? o->workers * o->window + 1 : 16);
+    long in_c = o->in_channels ? o->in_channels : (is_wrn(o) ? 1 : 3);
+    argv_addf(&a, "--channels", "%ld", in_c);
+    long resize = o->resize ? o->resize : (is_wrn(o) ? 0 : 256);
+    const char *crop = o->crop ? o->crop : (is_wrn(o) ? NULL : "224");
+    if (resize)
+        argv_addf(&a, "--resize", "%ld", resize);
+    if (crop)
+        argv_add(&a, "--crop", crop);
+    if (o->no_dct)
+        argv_add(&a, "--no-dct-scaling", NULL);
+    if (o->limit >= 0)
+        argv_addf(&a, "--limit", "%ld", o->limit);
+    if (o->predictions)
+        argv_add(&a, "--predictions", NULL);
+    if (o->verbose)
+        argv_add(&a, "--verbose", NULL);
+    if (!spawn(L, "loaderd", "loaderd", &a, o->out))
+        return -1;
+
+    for (long r = 0; r < o->workers; r++) {
+        argv_init(&a, "gpud");
+        argv_add(&a, "--loader", e->loader);
+        argv_add(&a, "--reducer", e->reducer);
+        argv_add(&a, "--model", o->model);
+        argv_add(&a, "--weights", o->weights);
+        argv_add(&a, "--backend", o->device);
+        argv_addf(&a, "--threads", "%ld", o->threads);
+        argv_addf(&a, "--rank", "%ld", r);
+        argv_addf(&a, "--window", "%ld", o->window);
+        argv_addf(&a, "--in-channels", "%ld", in_c);
+        if (o->channels)
+            argv_add(&a, "--channels", o->channels);
+        if (o->num_classes)
+            argv_addf(&a, "--num-classes", "%ld", o->num_classes);
+        if (o->mean)
+            argv_add(&a, "--mean", o->mean);
+        if (o->std)
+            argv_add(&a, "--std", o->std);
+        if (o->normalize)
+            argv_add(&a, "--normalize", o->normalize);
+        long fr, fn;
+        if (o->fault && sscanf(o->fault, "%ld:%ld", &fr, &fn) == 2 && fr == r)
+            argv_addf(&a, "--fault-after", "%ld", fn);
+        if (o->verbose)
+            argv_add(&a, "--verbose", NULL);
+        char name[32];
+        snprintf(name, sizeof name, "gpud.%ld", r);
+        if (!spawn(L, name, "gpud", &a, o->out))
+            return -1;
+    }
+    return 0;
+}
+
+static void print_progress(const ev_progress_t *p, bool tty, double *last_print)
+{
+    double now = clock_mono_s();
+    if (!tty && now - *last_print < 5.0)
+        return;
+    *last_print = now;
+    double pct = p->total ? 100.0 * p->done / p->total : 0;
+    fprintf(stderr, "%seval %llu/%llu (%.1f%%)  %.1f img/s  ETA %s%.0fs  workers %d%s",
+            tty ? "\r" : "", (unsigned long long)p->done, (unsigned long long)p->total, pct,
+            p->images_per_sec, p->eta_s < 0 ? "?" : "", p->eta_s < 0 ? 0 : p->eta_s, p->workers,
+            tty ? "   " : "\n");
+}
+
+static void on_tap_event(zsock_t *tap, bool tty, double *last_print, bool quiet)
+{
+    zmsg_t *m = zmsg_recv(tap);
+    if (!m)
+        return;
+    ddp_event_t ev;
+    char why[256];
+    if (event_decode(m, &ev, why, sizeof why) == 0) {
+        if (ev.topic == EV_PROGRESS && !quiet)
+            print_progress(&ev.u.progress, tty, last_print);
+        else if (ev.topic == EV_WORKER && strcmp(ev.u.worker.state, "dead") == 0)
+            fprintf(stderr, "%sddpipe: worker rank %d (%s) is dead; its batches go to the others\n",
+                    tty ? "\n" : "", ev.u.worker.rank, ev.u.worker.name);
+        event_clear(&ev);
+    }
+    zmsg_destroy(&m);
+}
+
+/* Prints the headline numbers of summary.json. */
+static int print_summary(const char *out)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/summary.json", out);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "ddpipe: the job ended but %s is missing: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *keys[] = {"samples", "failed", "correct_top1", "correct_top5", "top1", "top5",
+                          "loss", "macro_f1", "workers", "images_per_sec", "wall_seconds"};
+    printf("ddpipe eval: %s\n", out);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char pat[64];
+        snprintf(pat, sizeof pat, "\"%s\":", keys[i]);
+        const char *p = strstr(buf, pat);
+        if (!p)
+            continue;
+        p += strlen(pat);
+        while (*p == ' ')
+            p++;
+        int len = (int)strcspn(p, ",\n}");
+        printf("  %-15s %.*s\n", keys[i], len, p);
+    }
+    return 0;
+}
+
+typedef struct {
+    launch_t L;
+    eval_opts_t o;
+    endpoints_t e;
+    zsock_t *tap;
+} job_t;
+
+/* Returns 0 when reporterd finished the run directory, else 1 (with why printed). */
+static int supervise(job_t *j)
+{
+    bool tty = isatty(STDERR_FILENO);
+    double last_print = 0, t0 = clock_mono_s();
+    zpoller_t *poller = zpoller_new(j->tap, NULL);
+    int result = -1;
+    while (result < 0) {
+        if (zpoller_wait(poller, 100) == j->tap)
+            on_tap_event(j->tap, tty, &last_print, j->o.quiet);
+        if (s_stop) {
+            fprintf(stderr, "%sddpipe: interrupted: stopping the daemons\n", tty ? "\n" : "");
+            result = 130;
+            break;
+        }
+        if (j->o.timeout_s && clock_mono_s() - t0 > j->o.timeout_s) {
+            fprintf(stderr, "ddpipe: --timeout %lds reached: stopping the job\n", j->o.timeout_s);
+            result = 1;
+            break;
+        }
+        child_t *c;
+        while ((c = launch_reap(&j->L))) {
+            char how[64];
+            launch_describe(c, how, sizeof how);
+            bool ok = WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
+            if (strcmp(c->name, "reporterd") == 0) {
+                if (tty && !j->o.quiet)
+                    fputc('\n', stderr);
+                result = ok ? 0 : 1;
+                if (!ok) {
+                    fprintf(stderr, "ddpipe: reporterd ended (%s) before finishing; its log:\n", how);
+                    launch_tail_log(c, 15);
+                }
+            } else if (strncmp(c->name, "gpud", 4) == 0 && !ok && launch_running(&j->L, "gpud") > 0) {
+                fprintf(stderr, "%sddpipe: %s ended (%s); the other workers take over its batches\n",
+                        tty ? "\n" : "", c->name, how);
+            } else if (!ok) {
+                fprintf(stderr, "%sddpipe: %s failed (%s); its log (%s):\n", tty ? "\n" : "", c->name,
+                        how, c->log);
+                launch_tail_log(c, 15);
+                result = 1;
+            } else if (strncmp(c->name, "gpud", 4) == 0 && launch_running(&j->L, "gpud") == 0 &&
+                       launch_running(&j->L, "reporterd") > 0) {
+                /* every worker left cleanly: the end is near, reporterd follows */
+            }
+            if (result >= 0)
+                break;
+        }
+        if (result < 0 && launch_running(&j->L, "gpud") == 0 && launch_running(&j->L, "reducerd") > 0 &&
+            j->L.n > 0) {
+            /* all workers gone and the reducer still waits: nobody can finish the job */
+            bool any_failed = false;
+            for (int i = 0; i < j->L.n; i++)
+                if (strncmp(j->L.c[i].name, "gpud", 4) == 0 &&
+                    !(WIFEXITED(j->L.c[i].status) && WEXITSTATUS(j->L.c[i].status) == 0))
+                    any_failed = true;
+            if (any_failed) {
+                fprintf(stderr, "ddpipe: every gpud worker has died; the job cannot finish. Last log:\n");
+                launch_tail_log(&j->L.c[j->L.n - 1], 15);
+                result = 1;
+            }
+        }
+    }
+    zpoller_destroy(&poller);
+    return result;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    job_t *j = calloc(1, sizeof *j);
+    if (!j)
+        return 1;
+    if (eval_parse(argc, argv, &j->o) < 0) {
+        free(j);
+        return 2;
+    }
+    char logs[1024];
+    snprintf(logs, sizeof logs, "%s/logs", j->o.out);
+    if (mkdir_p(logs) < 0 || pick_endpoints(j->o.out, &j->e) < 0) {
+        free(j);
+        return 1;
+    }
+    zsys_handler_set(NULL);
+    struct sigaction sa = {.sa_handler = on_sig};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+
+    launch_init(&j->L);
+    j->tap = zsock_new(ZMQ_SUB);
+    if (j->tap) {
+        zsock_set_subscribe(j->tap, "progress");
+        zsock_set_subscribe(j->tap, "worker");
+        zsock_connect(j->tap, "%s", j->e.tap);
+    }
+    double t0 = clock_mono_s();
+    int rc = start_daemons(&j->L, &j->o, &j->e) < 0 ? 1 : supervise(j);
+    if (rc == 0 && !launch_wait_all(&j->L, 15000))
+        fprintf(stderr, "ddpipe: some daemons did not exit after the job; stopping them\n");
+    launch_stop_all(&j->L, 3000);
+    zsock_destroy(&j->tap);
+    cleanup_endpoints(&j->e);
+    if (rc == 0) {
+        if (print_summary(j->o.out) < 0)
+            rc = 1;
+        else if (!j->o.quiet)
+            printf("  (%.1fs in all; logs in %s/logs)\n", clock_mono_s() - t0, j->o.out);
+    } else if (rc != 130) {
+        fprintf(stderr, "ddpipe eval failed; daemon logs are in %s/logs\n", j->o.out);
+    }
+    free(j);
+    return rc;
+}

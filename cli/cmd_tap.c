@@ -1,0 +1,115 @@
+/* ddpipe tap — print the live event stream of a job, one line per event. */
+#include "cli/commands.h"
+#include "common/flags.h"
+#include "proto/event.h"
+
+#include <czmq.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+static volatile sig_atomic_t s_stop = 0;
+static void on_sig(int sig) { s_stop = sig; }
+
+static void print_line(const ddp_event_t *ev)
+{
+    switch (ev->topic) {
+    case EV_METRIC: {
+        const ev_metric_t *m = &ev->u.metric;
+        double s = m->samples ? (double)m->samples : 1;
+        printf("metric   epoch %u %s: samples %llu failed %llu top1 %.4f top5 %.4f loss %.4f %.1f img/s%s\n",
+               m->epoch, m->phase ? "train" : "eval", (unsigned long long)m->samples,
+               (unsigned long long)m->failed, m->correct_top1 / s, m->correct_top5 / s, m->loss_sum / s,
+               m->images_per_sec, m->final ? " (final)" : "");
+        break;
+    }
+    case EV_PROGRESS:
+        printf("progress epoch %u: %llu/%llu %.1f img/s ETA %.0fs workers %d\n", ev->u.progress.epoch,
+               (unsigned long long)ev->u.progress.done, (unsigned long long)ev->u.progress.total,
+               ev->u.progress.images_per_sec, ev->u.progress.eta_s, ev->u.progress.workers);
+        break;
+    case EV_LOG:
+        printf("log      %s %s[%d]: %s\n", ev->u.log.level, ev->u.log.daemon, ev->u.log.rank, ev->u.log.msg);
+        break;
+    case EV_WORKER:
+        printf("worker   rank %d %s on %s: %s\n", ev->u.worker.rank, ev->u.worker.name, ev->u.worker.host,
+               ev->u.worker.state);
+        break;
+    case EV_END:
+        printf("end      code %d: %s\n", ev->u.end.code, ev->u.end.reason);
+        break;
+    case EV_FAILED:
+        printf("failed   #%llu %s: %s\n", (unsigned long long)ev->u.failed.id, ev->u.failed.path,
+               ev->u.failed.reason);
+        break;
+    case EV_PREDICTIONS:
+        printf("predictions %llu..%llu of %llu\n", (unsigned long long)ev->u.predictions.first,
+               (unsigned long long)(ev->u.predictions.first + ev->u.predictions.n),
+               (unsigned long long)ev->u.predictions.total);
+        break;
+    }
+}
+
+int cmd_tap(int argc, char **argv)
+{
+    static struct option lo[] = {{"json", 0, 0, 'j'}, {"until-end", 0, 0, 'e'},
+                                 {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int json = 0, until_end = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        if (c == 'j') json = 1;
+        else if (c == 'e') until_end = 1;
+        else {
+            fprintf(c == 'h' ? stdout : stderr,
+                    "usage: ddpipe tap ENDPOINT [--json] [--until-end]\n"
+                    "  prints every event of a job's reporterd tap (or reducerd's --pub)\n");
+            return c == 'h' ? 0 : 2;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "ddpipe tap: which endpoint? e.g. ddpipe tap tcp://head:5563\n");
+        return 2;
+    }
+    zsys_handler_set(NULL);
+    signal(SIGINT, on_sig);
+    signal(SIGTERM, on_sig);
+    zsock_t *sub = zsock_new_sub(argv[optind], "");
+    if (!sub) {
+        fprintf(stderr, "ddpipe tap: cannot connect to %s\n", argv[optind]);
+        return 1;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int rc = 0;
+    zpoller_t *poller = zpoller_new(sub, NULL);
+    while (!s_stop) {
+        if (zpoller_wait(poller, 200) != sub)
+            continue;
+        zmsg_t *m = zmsg_recv(sub);
+        ddp_event_t ev;
+        char why[256];
+        if (m && event_decode(m, &ev, why, sizeof why) == 0) {
+            if (json) {
+                char *s = event_to_json(&ev);
+                if (s)
+                    puts(s);
+                free(s);
+            } else {
+                print_line(&ev);
+            }
+            bool end = ev.topic == EV_END;
+            rc = end ? ev.u.end.code != 0 : rc;
+            event_clear(&ev);
+            if (end && until_end) {
+                zmsg_destroy(&m);
+                break;
+            }
+        } else if (m) {
+            fprintf(stderr, "ddpipe tap: ignoring a malformed event: %s\n", why);
+        }
+        zmsg_destroy(&m);
+    }
+    zpoller_destroy(&poller);
+    zsock_destroy(&sub);
+    return rc;
+}

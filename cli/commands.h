@@ -1,0 +1,6 @@
+/* commands — the ddpipe subcommands. Each returns the process exit code. */
+#ifndef DDP_CLI_COMMANDS_H
+#define DDP_CLI_COMMANDS_H
+int cmd_eval(int argc, char **argv);
+int cmd_tap(int argc, char **argv);
+#endif

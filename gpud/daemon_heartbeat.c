@@ -1,0 +1,64 @@
+#include "gpud/daemon_heartbeat.h"
+
+#include "common/log.h"
+#include "proto/proto.h"
+
+#include <string.h>
+
+static void send_beat(zsock_t *to, const heartbeat_args_t *a)
+{
+    ddp_msg_t m = {.type = DDP_HEARTBEAT};
+    snprintf(m.u.heartbeat.worker, sizeof m.u.heartbeat.worker, "%s", a->worker);
+    m.u.heartbeat.rank = a->rank;
+    m.u.heartbeat.batches_done = *a->batches_done;
+    if (proto_send(zsock_resolve(to), NULL, &m) < 0)
+        log_debug("heartbeat not sent: %s", zmq_strerror(zmq_errno()));
+}
+
+static void heartbeat_actor(zsock_t *pipe, void *argp)
+{
+    heartbeat_args_t *a = argp;
+    char id[DDP_MAX_NAME + 8];
+    snprintf(id, sizeof id, "%s.hb", a->worker);
+    zsock_t *loader = zsock_new(ZMQ_DEALER);
+    zsock_t *reducer = zsock_new(ZMQ_DEALER);
+    if (loader && reducer) {
+        zsock_set_linger(loader, 0);
+        zsock_set_linger(reducer, 0);
+        /* never queue stale beats: a beat only matters when fresh */
+        zsock_set_sndhwm(loader, 4);
+        zsock_set_sndhwm(reducer, 4);
+        zsock_set_sndtimeo(loader, 0);
+        zsock_set_sndtimeo(reducer, 0);
+        zsock_set_identity(loader, id);
+        zsock_set_identity(reducer, id);
+        zsock_connect(loader, "%s", a->loader);
+        zsock_connect(reducer, "%s", a->reducer);
+    }
+    zpoller_t *poller = zpoller_new(pipe, NULL);
+    zsock_signal(pipe, 0);
+    while (poller) {
+        zmsg_t *cmd = NULL;
+        if (zpoller_wait(poller, a->interval_ms) == pipe) {
+            cmd = zmsg_recv(pipe);
+            char *verb = cmd ? zmsg_popstr(cmd) : NULL;
+            bool term = !verb || strcmp(verb, "$TERM") == 0;
+            free(verb);
+            zmsg_destroy(&cmd);
+            if (term)
+                break;
+        }
+        if (loader && reducer) {
+            send_beat(loader, a);
+            send_beat(reducer, a);
+        }
+    }
+    zpoller_destroy(&poller);
+    zsock_destroy(&loader);
+    zsock_destroy(&reducer);
+}
+
+zactor_t *heartbeat_new(heartbeat_args_t *args)
+{
+    return zactor_new(heartbeat_actor, args);
+}

@@ -1,0 +1,20 @@
+/* heartbeat — an actor that tells loaderd and reducerd "still alive" every
+ * second while the main thread is busy computing, so a long forward pass is
+ * never mistaken for a dead worker, and a dead process falls silent. */
+#ifndef DDP_GPUD_HEARTBEAT_H
+#define DDP_GPUD_HEARTBEAT_H
+#include <czmq.h>
+#include <stdint.h>
+
+typedef struct {
+    const char *loader;        /* endpoints */
+    const char *reducer;
+    const char *worker;        /* worker name, as in CREDIT */
+    int32_t rank;
+    int interval_ms;
+    volatile uint64_t *batches_done;
+} heartbeat_args_t;
+
+/* args must outlive the actor. */
+zactor_t *heartbeat_new(heartbeat_args_t *args);
+#endif

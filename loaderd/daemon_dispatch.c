@@ -1,0 +1,250 @@
+#include "loaderd/daemon_dispatch.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_WORKERS 4096
+
+typedef struct {
+    char name[64];
+    zframe_t *identity;
+    uint32_t credits;
+    int64_t last_seen_ms;
+    bool dead;
+} worker_t;
+
+typedef struct {
+    uint64_t seq;
+    batch_range_t range;
+    int worker;                /* index into workers */
+} flight_t;
+
+struct dispatch {
+    uint64_t n;
+    uint32_t batch_size;
+    int64_t timeout_ms;
+    uint64_t next_first;       /* next fresh range starts here */
+    batch_range_t *requeue;    /* ranges of dead workers, sent before fresh ones */
+    size_t n_requeue, cap_requeue;
+    flight_t *flights;
+    size_t n_flights, cap_flights;
+    worker_t workers[MAX_WORKERS];
+    int n_workers;
+    uint64_t next_seq;
+    uint64_t requeued;
+};
+
+dispatch_t *dispatch_new(uint64_t n, uint32_t batch_size, int64_t worker_timeout_ms)
+{
+    dispatch_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->n = n;
+    self->batch_size = batch_size;
+    self->timeout_ms = worker_timeout_ms;
+    self->next_seq = 1;
+    return self;
+}
+
+void dispatch_destroy(dispatch_t **self)
+{
+    if (!self || !*self)
+        return;
+    for (int i = 0; i < (*self)->n_workers; i++)
+        zframe_destroy(&(*self)->workers[i].identity);
+    free((*self)->requeue);
+    free((*self)->flights);
+    free(*self);
+    *self = NULL;
+}
+
+static int find_worker(dispatch_t *self, const char *name)
+{
+    for (int i = 0; i < self->n_workers; i++)
+        if (strcmp(self->workers[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static int push_requeue(dispatch_t *self, batch_range_t r)
+{
+    if (self->n_requeue == self->cap_requeue) {
+        size_t cap = self->cap_requeue ? self->cap_requeue * 2 : 16;
+        batch_range_t *p = realloc(self->requeue, cap * sizeof *p);
+        if (!p)
+            return -1;
+        self->requeue = p;
+        self->cap_requeue = cap;
+    }
+    self->requeue[self->n_requeue++] = r;
+    return 0;
+}
+
+static void requeue_worker(dispatch_t *self, int w)
+{
+    for (size_t i = 0; i < self->n_flights;) {
+        if (self->flights[i].worker == w) {
+            if (push_requeue(self, self->flights[i].range) < 0)
+                log_error("out of memory re-queueing a batch; the job will stall");
+            self->requeued++;
+            self->flights[i] = self->flights[--self->n_flights];
+        } else {
+            i++;
+        }
+    }
+}
+
+static void ack(dispatch_t *self, int w, uint64_t seq)
+{
+    for (size_t i = 0; i < self->n_flights; i++) {
+        if (self->flights[i].seq == seq) {
+            if (self->flights[i].worker != w)
+                log_warn("%s acked batch %llu of another worker: ignored", self->workers[w].name,
+                         (unsigned long long)seq);
+            else
+                self->flights[i] = self->flights[--self->n_flights];
+            return;
+        }
+    }
+    log_debug("%s acked unknown batch %llu (already re-queued?)", self->workers[w].name,
+              (unsigned long long)seq);
+}
+
+void dispatch_credit(dispatch_t *self, zframe_t *identity, const char *name, uint32_t credits,
+                     const uint64_t *acks, uint32_t n_acks)
+{
+    int w = find_worker(self, name);
+    if (w < 0) {
+        if (self->n_workers >= MAX_WORKERS) {
+            log_error("more than %d workers: ignoring %s", MAX_WORKERS, name);
+            return;
+        }
+        w = self->n_workers++;
+        memset(&self->workers[w], 0, sizeof self->workers[w]);
+        snprintf(self->workers[w].name, sizeof self->workers[w].name, "%s", name);
+        log_info("worker %s connected", name);
+    }
+    worker_t *wk = &self->workers[w];
+    if (!wk->identity || !zframe_eq(wk->identity, identity)) {
+        zframe_destroy(&wk->identity);
+        wk->identity = zframe_dup(identity);
+    }
+    if (wk->dead) {
+        /* it came back (e.g. a network blip) after its batches were re-queued:
+         * whatever it still answers is a harmless duplicate at reducerd */
+        log_warn("worker %s is back after being declared dead", name);
+        wk->dead = false;
+        wk->credits = 0;
+    }
+    for (uint32_t i = 0; i < n_acks; i++)
+        ack(self, w, acks[i]);
+    /* cap credits: a bad or buggy worker must not make us buffer unboundedly */
+    wk->credits = wk->credits + credits > 64 ? 64 : wk->credits + credits;
+    wk->last_seen_ms = clock_mono_ms();
+}
+
+void dispatch_heartbeat(dispatch_t *self, const char *name)
+{
+    int w = find_worker(self, name);
+    if (w >= 0)
+        self->workers[w].last_seen_ms = clock_mono_ms();
+}
+
+int dispatch_reap(dispatch_t *self, int64_t now_ms)
+{
+    int died = 0;
+    for (int w = 0; w < self->n_workers; w++) {
+        worker_t *wk = &self->workers[w];
+        if (!wk->dead && now_ms - wk->last_seen_ms > self->timeout_ms) {
+            wk->dead = true;
+            wk->credits = 0;
+            size_t before = self->n_requeue;
+            requeue_worker(self, w);
+            log_warn("worker %s silent for %lld ms: declared dead, %zu batches re-queued", wk->name,
+                     (long long)(now_ms - wk->last_seen_ms), self->n_requeue - before);
+            died++;
+        }
+    }
+    return died;
+}
+
+bool dispatch_pop(dispatch_t *self, batch_range_t *out)
+{
+    if (self->n_requeue) {
+        *out = self->requeue[--self->n_requeue];
+        return true;
+    }
+    if (self->next_first >= self->n)
+        return false;
+    out->first = self->next_first;
+    uint64_t left = self->n - self->next_first;
+    out->count = left < self->batch_size ? (uint32_t)left : self->batch_size;
+    self->next_first += out->count;
+    return true;
+}
+
+const char *dispatch_ready_worker(dispatch_t *self, zframe_t **identity)
+{
+    /* the worker with most free credits first: spreads load, a slow worker
+     * (few credits back) gets less */
+    int best = -1;
+    for (int w = 0; w < self->n_workers; w++) {
+        worker_t *wk = &self->workers[w];
+        if (!wk->dead && wk->credits > 0 && (best < 0 || wk->credits > self->workers[best].credits))
+            best = w;
+    }
+    if (best < 0)
+        return NULL;
+    *identity = self->workers[best].identity;
+    return self->workers[best].name;
+}
+
+uint64_t dispatch_sent(dispatch_t *self, const char *name, batch_range_t r)
+{
+    int w = find_worker(self, name);
+    if (self->n_flights == self->cap_flights) {
+        size_t cap = self->cap_flights ? self->cap_flights * 2 : 64;
+        flight_t *p = realloc(self->flights, cap * sizeof *p);
+        if (!p) {
+            log_error("out of memory tracking batches in flight");
+            return 0;
+        }
+        self->flights = p;
+        self->cap_flights = cap;
+    }
+    uint64_t seq = self->next_seq++;
+    self->flights[self->n_flights++] = (flight_t){.seq = seq, .range = r, .worker = w};
+    if (w >= 0 && self->workers[w].credits > 0)
+        self->workers[w].credits--;
+    return seq;
+}
+
+size_t dispatch_in_flight(const dispatch_t *self) { return self->n_flights; }
+
+bool dispatch_all_sent(const dispatch_t *self)
+{
+    return self->n_requeue == 0 && self->next_first >= self->n;
+}
+
+bool dispatch_all_acked(const dispatch_t *self) { return dispatch_all_sent(self) && self->n_flights == 0; }
+
+int dispatch_live_workers(const dispatch_t *self)
+{
+    int n = 0;
+    for (int w = 0; w < self->n_workers; w++)
+        n += !self->workers[w].dead;
+    return n;
+}
+
+uint64_t dispatch_requeued(const dispatch_t *self) { return self->requeued; }
+
+zframe_t *dispatch_worker_identity(dispatch_t *self, int i, bool *alive)
+{
+    if (i < 0 || i >= self->n_workers)
+        return NULL;
+    *alive = !self->workers[i].dead;
+    return self->workers[i].identity;
+}

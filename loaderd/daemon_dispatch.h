@@ -1,0 +1,47 @@
+/* dispatch — which batch goes to which gpud: credits, in-flight batches,
+ * and re-queueing the batches of a worker declared dead.
+ *
+ * A batch is a contiguous range of plan positions [first, first+count).
+ * Pending batches wait in a FIFO (re-queued ones go to the front so the
+ * epoch finishes in order as far as possible); each batch sent gets a new
+ * seq and stays "in flight" until its worker acks it.
+ */
+#ifndef DDP_LOADERD_DISPATCH_H
+#define DDP_LOADERD_DISPATCH_H
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct {
+    uint64_t first;            /* plan position of the batch's first sample */
+    uint32_t count;            /* samples in the range */
+} batch_range_t;
+
+typedef struct dispatch dispatch_t;
+
+dispatch_t *dispatch_new(uint64_t n, uint32_t batch_size, int64_t worker_timeout_ms);
+void dispatch_destroy(dispatch_t **self);
+
+/* Workers: identified by name (their DEALER identity). */
+void dispatch_credit(dispatch_t *self, zframe_t *identity, const char *name, uint32_t credits,
+                     const uint64_t *acks, uint32_t n_acks);
+void dispatch_heartbeat(dispatch_t *self, const char *name);
+/* Declare workers silent for longer than the timeout dead; returns how many died now. */
+int dispatch_reap(dispatch_t *self, int64_t now_ms);
+
+/* Take the next pending range (re-queued ones first); false: none pending. */
+bool dispatch_pop(dispatch_t *self, batch_range_t *out);
+/* A worker with a free credit, or NULL. */
+const char *dispatch_ready_worker(dispatch_t *self, zframe_t **identity);
+/* Record that range r went to worker `name`; returns its new seq. */
+uint64_t dispatch_sent(dispatch_t *self, const char *name, batch_range_t r);
+
+bool dispatch_all_sent(const dispatch_t *self);   /* nothing pending */
+bool dispatch_all_acked(const dispatch_t *self);  /* nothing pending nor in flight */
+size_t dispatch_in_flight(const dispatch_t *self);
+int dispatch_live_workers(const dispatch_t *self);
+uint64_t dispatch_requeued(const dispatch_t *self);
+/* Every live worker, for END/broadcast: iterate i = 0.. until NULL. */
+zframe_t *dispatch_worker_identity(dispatch_t *self, int i, bool *alive);
+#endif

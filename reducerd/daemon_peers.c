@@ -1,0 +1,129 @@
+#include "reducerd/daemon_peers.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct peers {
+    peer_t items[PEERS_MAX];
+    int n;
+    int world;
+    int next_rank;
+    int max_rank;
+};
+
+peers_t *peers_new(int world)
+{
+    peers_t *self = calloc(1, sizeof *self);
+    if (self)
+        self->world = world;
+    return self;
+}
+
+void peers_destroy(peers_t **self)
+{
+    if (!self || !*self)
+        return;
+    for (int i = 0; i < (*self)->n; i++)
+        zframe_destroy(&(*self)->items[i].identity);
+    free(*self);
+    *self = NULL;
+}
+
+peer_t *peers_by_identity(peers_t *self, zframe_t *identity)
+{
+    for (int i = 0; i < self->n; i++)
+        if (zframe_eq(self->items[i].identity, identity))
+            return &self->items[i];
+    return NULL;
+}
+
+peer_t *peers_by_name(peers_t *self, const char *name)
+{
+    for (int i = 0; i < self->n; i++)
+        if (strcmp(self->items[i].name, name) == 0)
+            return &self->items[i];
+    return NULL;
+}
+
+peer_t *peers_by_rank(peers_t *self, int32_t rank)
+{
+    for (int i = 0; i < self->n; i++)
+        if (self->items[i].role == DDP_ROLE_GPUD && self->items[i].rank == rank)
+            return &self->items[i];
+    return NULL;
+}
+
+static int32_t pick_rank(peers_t *self, int32_t want)
+{
+    if (want >= 0) {
+        peer_t *holder = peers_by_rank(self, want);
+        if (!holder || holder->dead)
+            return want;
+        log_warn("rank %d is held by live worker %s; assigning another", want, holder->name);
+    }
+    /* lowest rank nobody holds, or whose holder died (a restarted worker takes its place) */
+    for (int32_t r = 0;; r++) {
+        peer_t *holder = peers_by_rank(self, r);
+        if (!holder || holder->dead)
+            return r;
+    }
+}
+
+peer_t *peers_join(peers_t *self, zframe_t *identity, const ddp_join_t *join)
+{
+    peer_t *p = peers_by_name(self, join->name);
+    if (p && !zframe_eq(p->identity, identity)) {
+        /* same name, new socket: a restarted process */
+        zframe_destroy(&p->identity);
+        p->identity = zframe_dup(identity);
+    }
+    if (!p) {
+        if (self->n >= PEERS_MAX) {
+            log_error("more than %d peers joined; ignoring %s", PEERS_MAX, join->name);
+            return NULL;
+        }
+        p = &self->items[self->n++];
+        memset(p, 0, sizeof *p);
+        p->identity = zframe_dup(identity);
+        p->rank = -1;
+    }
+    p->role = join->role;
+    snprintf(p->name, sizeof p->name, "%s", join->name);
+    snprintf(p->host, sizeof p->host, "%s", join->host);
+    if (join->role == DDP_ROLE_GPUD) {
+        if (p->rank < 0 || p->dead)
+            p->rank = pick_rank(self, p->rank >= 0 ? p->rank : join->want_rank);
+        if (p->rank > self->max_rank)
+            self->max_rank = p->rank;
+    }
+    p->dead = false;
+    p->last_seen_ms = clock_mono_ms();
+    return p;
+}
+
+int peers_count(const peers_t *self) { return self->n; }
+peer_t *peers_at(peers_t *self, int i) { return (i >= 0 && i < self->n) ? &self->items[i] : NULL; }
+
+int peers_alive(const peers_t *self, uint8_t role)
+{
+    int n = 0;
+    for (int i = 0; i < self->n; i++)
+        if (self->items[i].role == role && !self->items[i].dead)
+            n++;
+    return n;
+}
+
+int peers_gpud_ranks(const peers_t *self)
+{
+    int ranks = 0;
+    for (int r = 0; r <= self->max_rank; r++)
+        for (int i = 0; i < self->n; i++)
+            if (self->items[i].role == DDP_ROLE_GPUD && self->items[i].rank == r) {
+                ranks++;
+                break;
+            }
+    return ranks;
+}

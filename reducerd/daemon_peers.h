@@ -1,0 +1,36 @@
+/* peers — who joined reducerd: role, name, rank, ROUTER identity, liveness. */
+#ifndef DDP_REDUCERD_PEERS_H
+#define DDP_REDUCERD_PEERS_H
+
+#include "proto/proto.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+#define PEERS_MAX 1024
+
+typedef struct {
+    zframe_t *identity;        /* ROUTER identity of the peer's main socket */
+    uint8_t role;
+    char name[DDP_MAX_NAME];
+    char host[DDP_MAX_NAME];
+    int32_t rank;              /* gpud only; -1 else */
+    int64_t last_seen_ms;
+    bool dead;
+    uint64_t results;          /* samples received from this peer */
+} peer_t;
+
+typedef struct peers peers_t;
+
+peers_t *peers_new(int world);
+void peers_destroy(peers_t **self);
+/* Register (or re-register after a restart) a JOIN; returns the peer. */
+peer_t *peers_join(peers_t *self, zframe_t *identity, const ddp_join_t *join);
+peer_t *peers_by_identity(peers_t *self, zframe_t *identity);
+peer_t *peers_by_name(peers_t *self, const char *name);
+peer_t *peers_by_rank(peers_t *self, int32_t rank);
+int peers_count(const peers_t *self);
+peer_t *peers_at(peers_t *self, int i);
+int peers_alive(const peers_t *self, uint8_t role);
+/* gpud ranks that ever joined (the "workers" of the summary) */
+int peers_gpud_ranks(const peers_t *self);
+#endif
