@@ -1,0 +1,399 @@
+#include "loaderd/decode.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#ifdef DECODE_HAVE_PNG
+#include <png.h>
+#include <setjmp.h>
+#endif
+
+#define READ_MAX_BYTES ((size_t)256 << 20)
+
+image_t *image_new(int w, int h, int c)
+{
+    if (w <= 0 || h <= 0 || (c != 1 && c != 3) || (long long)w * h > DECODE_MAX_PIXELS)
+        return NULL;
+    image_t *img = calloc(1, sizeof *img);
+    if (!img)
+        return NULL;
+    img->px = malloc((size_t)w * h * c);
+    if (!img->px) {
+        free(img);
+        return NULL;
+    }
+    img->w = w;
+    img->h = h;
+    img->c = c;
+    return img;
+}
+
+void image_destroy(image_t **imgp)
+{
+    if (!imgp || !*imgp)
+        return;
+    free((*imgp)->px);
+    free(*imgp);
+    *imgp = NULL;
+}
+
+int decode_has_png(void)
+{
+#ifdef DECODE_HAVE_PNG
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* ---- format sniffing ---------------------------------------------------- */
+
+typedef enum { FMT_UNKNOWN, FMT_JPEG, FMT_PNG } fmt_t;
+
+static fmt_t sniff(const uint8_t *b, size_t len, char *err, size_t errlen)
+{
+    if (len == 0) {
+        snprintf(err, errlen, "empty file");
+        return FMT_UNKNOWN;
+    }
+    if (len >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
+        return FMT_JPEG;
+    if (len >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) {
+        if (decode_has_png())
+            return FMT_PNG;
+        snprintf(err, errlen, "PNG image, but this build has no PNG support (install libpng-dev "
+                              "and rebuild, or convert the file to JPEG)");
+        return FMT_UNKNOWN;
+    }
+    const char *name = NULL;
+    if (len >= 2 && b[0] == 'B' && b[1] == 'M')
+        name = "BMP";
+    else if (len >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4)))
+        name = "TIFF";
+    else if (len >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4))
+        name = "WebP";
+    else if (len >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6)))
+        name = "GIF";
+    else if (len >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6')
+        name = "PNM";
+    if (name) {
+        snprintf(err, errlen, "%s images are not supported (ddpipe decodes JPEG%s); convert it",
+                 name, decode_has_png() ? " and PNG" : "");
+        return FMT_UNKNOWN;
+    }
+    snprintf(err, errlen, "not an image: unknown signature %02x %02x %02x %02x (%zu bytes)",
+             b[0], len > 1 ? b[1] : 0, len > 2 ? b[2] : 0, len > 3 ? b[3] : 0, len);
+    return FMT_UNKNOWN;
+}
+
+static int check_dims(int w, int h, char *err, size_t errlen)
+{
+    if (w <= 0 || h <= 0) {
+        snprintf(err, errlen, "image has no pixels (%dx%d)", w, h);
+        return -1;
+    }
+    if (w > DECODE_MAX_DIM || h > DECODE_MAX_DIM || (long long)w * h > DECODE_MAX_PIXELS) {
+        snprintf(err, errlen, "image of %dx%d is larger than the %lld-pixel limit", w, h,
+                 (long long)DECODE_MAX_PIXELS);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- JPEG ----------------------------------------------------------------- */
+
+/* The smallest TurboJPEG scale whose output still covers the minimum, used
+ * only when the source is at least twice the minimum (see decode.h). */
+static tjscalingfactor pick_scale(int w, int h, const decode_opts_t *o)
+{
+    tjscalingfactor best = {1, 1};
+    if (!o || o->min_w <= 0 || o->min_h <= 0 || w < 2 * o->min_w || h < 2 * o->min_h)
+        return best;
+    int n = 0;
+    tjscalingfactor *sf = tjGetScalingFactors(&n);
+    for (int i = 0; sf && i < n; i++) {
+        if (sf[i].num >= sf[i].denom)
+            continue;
+        int sw = TJSCALED(w, sf[i]), sh = TJSCALED(h, sf[i]);
+        if (sw >= o->min_w && sh >= o->min_h &&
+            (long long)sw * sh < (long long)TJSCALED(w, best) * TJSCALED(h, best))
+            best = sf[i];
+    }
+    return best;
+}
+
+/* PIL reads CMYK JPEGs as Adobe-inverted ("CMYK;I") and converts with
+ * cmyk2rgb: nk = 255 - K; out = clip(nk - nk * C / 255) in its MULDIV255
+ * rounding. With the inversion folded in, nk is the stored K byte. */
+static void cmyk_to_rgb(const uint8_t *in, uint8_t *out, size_t npix)
+{
+    for (size_t i = 0; i < npix; i++, in += 4, out += 3) {
+        int nk = in[3];
+        for (int ch = 0; ch < 3; ch++) {
+            int t = (255 - in[ch]) * nk + 128;
+            int v = nk - (((t >> 8) + t) >> 8);
+            out[ch] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
+    }
+}
+
+/* tjDecompress2 returns -1 for warnings too. PIL ignores libjpeg warnings
+ * except running out of data, which it reports as a truncated file. */
+static int jpeg_failed(tjhandle tj, char *err, size_t errlen)
+{
+    const char *msg = tjGetErrorStr2(tj);
+    if (tjGetErrorCode(tj) == TJERR_WARNING && !strstr(msg, "Premature end of JPEG file"))
+        return 0;
+    if (strstr(msg, "Premature end of JPEG file"))
+        snprintf(err, errlen, "image file is truncated (%s)", msg);
+    else
+        snprintf(err, errlen, "corrupt JPEG: %s", msg);
+    return -1;
+}
+
+static image_t *decode_jpeg_tj(tjhandle tj, const uint8_t *buf, size_t len,
+                               const decode_opts_t *opts, int *src_w, int *src_h, char *err,
+                               size_t errlen)
+{
+    int w, h, subsamp, cs;
+    if (tjDecompressHeader3(tj, buf, (unsigned long)len, &w, &h, &subsamp, &cs) != 0) {
+        snprintf(err, errlen, "corrupt JPEG header: %s", tjGetErrorStr2(tj));
+        return NULL;
+    }
+    if (check_dims(w, h, err, errlen) != 0)
+        return NULL;
+    tjscalingfactor sf = pick_scale(w, h, opts);
+    int ow = TJSCALED(w, sf), oh = TJSCALED(h, sf);
+    int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
+    int pf = cs == TJCS_GRAY ? TJPF_GRAY : cmyk ? TJPF_CMYK : TJPF_RGB;
+    image_t *img = image_new(ow, oh, cs == TJCS_GRAY ? 1 : 3);
+    uint8_t *dst = img && cmyk ? malloc((size_t)ow * oh * 4) : img ? img->px : NULL;
+    if (!dst) {
+        snprintf(err, errlen, "out of memory for a %dx%d image", ow, oh);
+        image_destroy(&img);
+        return NULL;
+    }
+    int rc = tjDecompress2(tj, buf, (unsigned long)len, dst, ow, 0, oh, pf, 0);
+    if (rc != 0 && jpeg_failed(tj, err, errlen) != 0)
+        image_destroy(&img);
+    else if (cmyk)
+        cmyk_to_rgb(dst, img->px, (size_t)ow * oh);
+    if (cmyk)
+        free(dst);
+    *src_w = w;
+    *src_h = h;
+    return img;
+}
+
+static image_t *decode_jpeg(const uint8_t *buf, size_t len, const decode_opts_t *opts,
+                            int *src_w, int *src_h, char *err, size_t errlen)
+{
+    /* a handle per call: its setup is microseconds next to a decode, and it
+     * keeps decode_image free of shared state across threads */
+    tjhandle tj = tjInitDecompress();
+    if (!tj) {
+        snprintf(err, errlen, "cannot create a TurboJPEG decompressor: %s",
+                 tjGetErrorStr2(NULL));
+        return NULL;
+    }
+    image_t *img = decode_jpeg_tj(tj, buf, len, opts, src_w, src_h, err, errlen);
+    tjDestroy(tj);
+    return img;
+}
+
+/* ---- PNG ------------------------------------------------------------------ */
+
+#ifdef DECODE_HAVE_PNG
+typedef struct {
+    const uint8_t *buf;
+    size_t len, pos;
+    char *err;
+    size_t errlen;
+} png_src_t;
+
+static void png_read_mem(png_structp png, png_bytep out, png_size_t n)
+{
+    png_src_t *s = png_get_io_ptr(png);
+    if (n > s->len - s->pos) {
+        snprintf(s->err, s->errlen, "image file is truncated (PNG data ends early)");
+        png_longjmp(png, 1);
+    }
+    memcpy(out, s->buf + s->pos, n);
+    s->pos += n;
+}
+
+static void png_on_error(png_structp png, png_const_charp msg)
+{
+    png_src_t *s = png_get_error_ptr(png);
+    if (!s->err[0])
+        snprintf(s->err, s->errlen, "corrupt PNG: %s", msg);
+    png_longjmp(png, 1);
+}
+
+static void png_on_warning(png_structp png, png_const_charp msg)
+{
+    (void)png;
+    (void)msg; /* PIL ignores ancillary-chunk problems too */
+}
+
+/* Sets the transforms that give PIL's convert("RGB") (or "L") bytes and
+ * returns the channel count, or 0 for a size error. */
+static int png_setup(png_structp png, png_infop info, int *w, int *h, char *err, size_t errlen)
+{
+    png_read_info(png, info);
+    *w = (int)png_get_image_width(png, info);
+    *h = (int)png_get_image_height(png, info);
+    if (check_dims(*w, *h, err, errlen) != 0)
+        return 0;
+    int ct = png_get_color_type(png, info);
+    if (ct == PNG_COLOR_TYPE_PALETTE)
+        png_set_palette_to_rgb(png);
+    if (ct == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) < 8)
+        png_set_expand_gray_1_2_4_to_8(png);
+    if (png_get_bit_depth(png, info) == 16)
+        png_set_strip_16(png);
+    png_set_strip_alpha(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    int ch = png_get_channels(png, info);
+    if (ch != 1 && ch != 3) {
+        snprintf(err, errlen, "PNG with %d channels after conversion is not supported", ch);
+        return 0;
+    }
+    return ch;
+}
+
+static image_t *decode_png(const uint8_t *buf, size_t len, int *src_w, int *src_h, char *err,
+                           size_t errlen)
+{
+    err[0] = 0;
+    png_src_t src = {buf, len, 0, err, errlen};
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_on_error,
+                                             png_on_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    image_t *volatile img = NULL;
+    png_bytep *volatile rows = NULL;
+    if (!info) {
+        snprintf(err, errlen, "out of memory for a PNG decoder");
+    } else if (setjmp(png_jmpbuf(png)) == 0) {
+        png_set_read_fn(png, &src, png_read_mem);
+        int w, h, ch = png_setup(png, info, &w, &h, err, errlen);
+        img = ch ? image_new(w, h, ch) : NULL;
+        rows = img ? malloc((size_t)h * sizeof *rows) : NULL;
+        if (ch && !rows)
+            snprintf(err, errlen, "out of memory for a %dx%d image", w, h);
+        for (int y = 0; rows && y < h; y++)
+            rows[y] = img->px + (size_t)y * w * ch;
+        if (rows) {
+            png_read_image(png, rows);
+            png_read_end(png, NULL);
+            *src_w = w;
+            *src_h = h;
+        }
+    }
+    if (err[0]) {
+        image_t *tmp = img;
+        image_destroy(&tmp);
+        img = NULL;
+    }
+    free(rows);
+    png_destroy_read_struct(png ? &png : NULL, info ? &info : NULL, NULL);
+    return img;
+}
+#endif
+
+/* ---- public --------------------------------------------------------------- */
+
+image_t *decode_image(const uint8_t *buf, size_t len, const decode_opts_t *opts, int *src_w,
+                      int *src_h, char *err, size_t errlen)
+{
+    switch (sniff(buf, len, err, errlen)) {
+    case FMT_JPEG:
+        return decode_jpeg(buf, len, opts, src_w, src_h, err, errlen);
+#ifdef DECODE_HAVE_PNG
+    case FMT_PNG:
+        return decode_png(buf, len, src_w, src_h, err, errlen);
+#endif
+    default:
+        return NULL;
+    }
+}
+
+int decode_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen)
+{
+    fmt_t f = sniff(buf, len, err, errlen);
+    if (f == FMT_PNG) {
+        /* IHDR is always first: width and height at bytes 16..23 */
+        if (len < 24 || memcmp(buf + 12, "IHDR", 4) != 0) {
+            snprintf(err, errlen, "corrupt PNG: no IHDR chunk");
+            return -1;
+        }
+        *w = (int)((uint32_t)buf[16] << 24 | buf[17] << 16 | buf[18] << 8 | buf[19]);
+        *h = (int)((uint32_t)buf[20] << 24 | buf[21] << 16 | buf[22] << 8 | buf[23]);
+        return check_dims(*w, *h, err, errlen);
+    }
+    if (f != FMT_JPEG)
+        return -1;
+    tjhandle tj = tjInitDecompress();
+    int subsamp, cs, rc = -1;
+    if (!tj)
+        snprintf(err, errlen, "cannot create a TurboJPEG decompressor");
+    else if (tjDecompressHeader3(tj, buf, (unsigned long)len, w, h, &subsamp, &cs) != 0)
+        snprintf(err, errlen, "corrupt JPEG header: %s", tjGetErrorStr2(tj));
+    else
+        rc = check_dims(*w, *h, err, errlen);
+    if (tj)
+        tjDestroy(tj);
+    return rc;
+}
+
+int decode_read_file(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen)
+{
+    *buf = NULL;
+    *len = 0;
+    /* O_NONBLOCK: a FIFO among the images must not hang the loader */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    int rc = -1;
+    if (fstat(fd, &st) != 0)
+        snprintf(err, errlen, "cannot stat: %s", strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        snprintf(err, errlen, "not a regular file");
+    else if ((size_t)st.st_size > READ_MAX_BYTES)
+        snprintf(err, errlen, "file of %lld bytes is larger than the %zu MiB limit",
+                 (long long)st.st_size, READ_MAX_BYTES >> 20);
+    else if (!(*buf = malloc((size_t)st.st_size + 1)))
+        snprintf(err, errlen, "out of memory for %lld bytes", (long long)st.st_size);
+    else
+        rc = 0;
+    size_t got = 0;
+    while (rc == 0 && got < (size_t)st.st_size) {
+        ssize_t n = read(fd, *buf + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            snprintf(err, errlen, "read failed: %s", n < 0 ? strerror(errno) : "file shrank");
+            rc = -1;
+        } else {
+            got += (size_t)n;
+        }
+    }
+    close(fd);
+    if (rc != 0) {
+        free(*buf);
+        *buf = NULL;
+        return -1;
+    }
+    *len = got;
+    return 0;
+}

@@ -1,0 +1,38 @@
+/* resize — PIL's Image.resize(size, Image.BILINEAR) for uint8 images.
+ *
+ * Same arithmetic as Pillow's libImaging/Resample.c (9.x): a triangle filter
+ * whose support grows with the downscale factor (antialias), coefficients
+ * normalised per output pixel in double and rounded to 22-bit fixed point,
+ * a horizontal pass to an 8-bit intermediate image, then a vertical pass,
+ * each rounding like PIL's clip8. A pass whose size does not change is
+ * skipped, as PIL does. Results equal PIL's (the tests allow ±1).
+ *
+ * resize_region computes only a window of the resized image — resize then
+ * center crop without the pixels the crop throws away — and can write the
+ * window channel-planar (CHW) for the batch. */
+#ifndef DDP_RESIZE_H
+#define DDP_RESIZE_H
+
+#include "loaderd/decode.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* torchvision 0.14 Resize(size) for an image of w x h: the shorter side
+ * becomes SIZE, the longer int(size * long / short). */
+void resize_shorter_side(int w, int h, int size, int *out_w, int *out_h);
+
+typedef struct {
+    int x, y, w, h; /* window of the dst_w x dst_h result; parts outside it read as 0 */
+} resize_window_t;
+
+/* Resizes SRC to dst_w x dst_h and writes the window WIN into OUT:
+ * win.h x win.w x src->c interleaved (planar = 0) or src->c x win.h x win.w
+ * (planar = 1). Returns 0, or -1 with a reason (bad sizes, out of memory). */
+int resize_region(const image_t *src, int dst_w, int dst_h, const resize_window_t *win,
+                  uint8_t *out, int planar, char *err, size_t errlen);
+
+/* Whole-image convenience: a new dst_w x dst_h image, NULL on error. */
+image_t *resize_image(const image_t *src, int dst_w, int dst_h, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,180 @@
+#include "loaderd/transform.h"
+
+#include "loaderd/resize.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SIDE 65535
+
+int transform_check(const transform_t *t, char *err, size_t errlen)
+{
+    if (t->channels != 1 && t->channels != 3) {
+        snprintf(err, errlen, "channels must be 1 or 3, not %d", t->channels);
+        return -1;
+    }
+    if (t->resize < 0 || t->resize > MAX_SIDE) {
+        snprintf(err, errlen, "resize %d is out of range [0, %d]", t->resize, MAX_SIDE);
+        return -1;
+    }
+    if (t->crop_h < 0 || t->crop_w < 0 || t->crop_h > MAX_SIDE || t->crop_w > MAX_SIDE ||
+        (t->crop_h == 0) != (t->crop_w == 0)) {
+        snprintf(err, errlen, "crop %dx%d: give both sides (1..%d) or neither", t->crop_w,
+                 t->crop_h, MAX_SIDE);
+        return -1;
+    }
+    return 0;
+}
+
+int center_crop_offset(int size, int crop)
+{
+    if (crop > size)
+        return -((crop - size) / 2);
+    int d = size - crop, q = d / 2;
+    if (d % 2 && q % 2) /* q + 0.5 rounds half to even */
+        q++;
+    return q;
+}
+
+void rgb_to_gray(const uint8_t *rgb, uint8_t *gray, size_t npix)
+{
+    for (size_t i = 0; i < npix; i++, rgb += 3)
+        gray[i] = (uint8_t)((rgb[0] * 19595u + rgb[1] * 38470u + rgb[2] * 7471u + 0x8000u) >> 16);
+}
+
+/* Size after Resize (the source size when there is none). */
+static void resized_size(const transform_t *t, int src_w, int src_h, int *w, int *h)
+{
+    if (t->resize > 0)
+        resize_shorter_side(src_w, src_h, t->resize, w, h);
+    else {
+        *w = src_w;
+        *h = src_h;
+    }
+}
+
+int transform_image(const image_t *img, int src_w, int src_h, const transform_t *t,
+                    uint8_t *out, int out_h, int out_w, char *err, size_t errlen)
+{
+    if (transform_check(t, err, errlen) != 0)
+        return -1;
+    int rw, rh;
+    resized_size(t, src_w, src_h, &rw, &rh);
+    resize_window_t win = {0, 0, rw, rh};
+    if (t->crop_h) {
+        win = (resize_window_t){center_crop_offset(rw, t->crop_w),
+                                center_crop_offset(rh, t->crop_h), t->crop_w, t->crop_h};
+    }
+    if (win.w != out_w || win.h != out_h) {
+        snprintf(err, errlen, "image is %dx%d%s, batch needs %dx%d; use --crop/--resize", win.w,
+                 win.h, t->resize ? " after resize" : "", out_w, out_h);
+        return -1;
+    }
+    image_t *gray = NULL;
+    if (t->channels == 1 && img->c == 3) {
+        if (!(gray = image_new(img->w, img->h, 1))) {
+            snprintf(err, errlen, "out of memory for a %dx%d gray image", img->w, img->h);
+            return -1;
+        }
+        rgb_to_gray(img->px, gray->px, (size_t)img->w * img->h);
+        img = gray;
+    }
+    int rc = resize_region(img, rw, rh, &win, out, 1, err, errlen);
+    image_destroy(&gray);
+    if (rc == 0 && t->channels == 3 && img->c == 1) {
+        size_t plane = (size_t)out_h * out_w;
+        memcpy(out + plane, out, plane);
+        memcpy(out + 2 * plane, out, plane);
+    }
+    return rc;
+}
+
+/* Decodes file I of an ImageFolder, with DCT scaling down to what the
+ * resize needs when allowed. */
+static image_t *load_file(const dataset_t *ds, uint64_t i, const transform_t *t, int *src_w,
+                          int *src_h, char *err, size_t errlen)
+{
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/%s", dataset_root(ds), dataset_path(ds, i));
+    if (n < 0 || (size_t)n >= sizeof path) {
+        snprintf(err, errlen, "path too long");
+        return NULL;
+    }
+    uint8_t *buf;
+    size_t len;
+    if (decode_read_file(path, &buf, &len, err, errlen) != 0)
+        return NULL;
+    decode_opts_t opts = {0, 0};
+    int w, h;
+    if (t->dct_scaling && t->resize > 0 && decode_probe(buf, len, &w, &h, err, errlen) == 0)
+        resized_size(t, w, h, &opts.min_w, &opts.min_h);
+    image_t *img = decode_image(buf, len, &opts, src_w, src_h, err, errlen);
+    free(buf);
+    return img;
+}
+
+int sample_load(const dataset_t *ds, uint64_t i, const transform_t *t, uint8_t *out, int out_h,
+                int out_w, char *err, size_t errlen)
+{
+    if (i >= dataset_size(ds)) {
+        snprintf(err, errlen, "sample %llu is out of range (dataset has %llu)",
+                 (unsigned long long)i, (unsigned long long)dataset_size(ds));
+        return -1;
+    }
+    if (dataset_is_idx(ds)) {
+        image_t view = {0, 0, 1, NULL};
+        view.px = (uint8_t *)dataset_idx_pixels(ds, i, &view.h, &view.w);
+        return transform_image(&view, view.w, view.h, t, out, out_h, out_w, err, errlen);
+    }
+    int src_w, src_h;
+    image_t *img = load_file(ds, i, t, &src_w, &src_h, err, errlen);
+    if (!img)
+        return -1;
+    int rc = transform_image(img, src_w, src_h, t, out, out_h, out_w, err, errlen);
+    image_destroy(&img);
+    return rc;
+}
+
+static int first_image_size(const dataset_t *ds, int *w, int *h, char *err, size_t errlen)
+{
+    char why[256] = "";
+    for (uint64_t i = 0; i < dataset_size(ds); i++) {
+        char path[4096];
+        uint8_t *buf;
+        size_t len;
+        snprintf(path, sizeof path, "%s/%s", dataset_root(ds), dataset_path(ds, i));
+        if (decode_read_file(path, &buf, &len, why, sizeof why) != 0)
+            continue;
+        int rc = decode_probe(buf, len, w, h, why, sizeof why);
+        free(buf);
+        if (rc == 0)
+            return 0;
+    }
+    snprintf(err, errlen, "%s: no image in the dataset can be decoded (last: %s)",
+             dataset_root(ds), why);
+    return -1;
+}
+
+int transform_output_hw(const transform_t *t, const dataset_t *ds, int *h, int *w, char *err,
+                        size_t errlen)
+{
+    if (transform_check(t, err, errlen) != 0)
+        return -1;
+    if (t->crop_h) {
+        *h = t->crop_h;
+        *w = t->crop_w;
+        return 0;
+    }
+    int sw, sh;
+    if (dataset_is_idx(ds)) {
+        if (!dataset_idx_pixels(ds, 0, &sh, &sw)) {
+            snprintf(err, errlen, "idx dataset has no samples");
+            return -1;
+        }
+    } else if (first_image_size(ds, &sw, &sh, err, errlen) != 0) {
+        return -1;
+    }
+    resized_size(t, sw, sh, w, h);
+    return 0;
+}
