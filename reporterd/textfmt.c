@@ -17,6 +17,9 @@ const char *textfmt_num(double v, char buf[TEXTFMT_NUM_LEN])
         if (strtod(buf, NULL) == v)
             break;
     }
+    /* like Python's repr, a float always looks like one: "1.0", not "1" */
+    if (!strpbrk(buf, ".en"))
+        strcat(buf, ".0");
     return buf;
 }
 

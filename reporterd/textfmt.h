@@ -8,7 +8,8 @@
 #include <stdio.h>
 
 /* Shortest "%.{15,16,17}g" text that reads back as exactly v (like Python's
- * repr, so 0.85 prints "0.85", not "0.84999999999999998"). NaN and +-inf
+ * repr, so 0.85 prints "0.85", not "0.84999999999999998"; whole numbers get
+ * ".0" so JSON readers see a float: "1.0", "1e+16"). NaN and +-inf
  * give "null" (JSON has no such numbers). buf needs 32 bytes. */
 #define TEXTFMT_NUM_LEN 32
 const char *textfmt_num(double v, char buf[TEXTFMT_NUM_LEN]);

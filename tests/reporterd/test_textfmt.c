@@ -1,0 +1,92 @@
+/* textfmt: numbers, JSON strings, CSV fields, UTF-8 widths, timestamps. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "reporterd/textfmt.h"
+
+static char *s_capture(void (*fn)(FILE *, const char *), const char *s)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    fn(f, s);
+    fclose(f);
+    return text;
+}
+
+static void s_expect(void (*fn)(FILE *, const char *), const char *in, const char *want)
+{
+    char *got = s_capture(fn, in);
+    if (!got || strcmp(got, want) != 0) {
+        fprintf(stderr, "input [%s]: got [%s] want [%s]\n", in ? in : "(null)",
+                got ? got : "(null)", want);
+        g_failures++;
+    }
+    free(got);
+}
+
+static void test_num(void)
+{
+    char b[TEXTFMT_NUM_LEN];
+    CHECK(strcmp(textfmt_num(0.85, b), "0.85") == 0);
+    CHECK(strcmp(textfmt_num(0.1 + 0.2, b), "0.30000000000000004") == 0);
+    CHECK(strcmp(textfmt_num(1.0 / 3.0, b), "0.3333333333333333") == 0);
+    CHECK(strcmp(textfmt_num(0.0, b), "0.0") == 0);
+    CHECK(strcmp(textfmt_num(1e16, b), "1e+16") == 0);
+    CHECK(strcmp(textfmt_num(-2.0, b), "-2.0") == 0);
+    CHECK(strcmp(textfmt_num(12345.0, b), "12345.0") == 0);
+    CHECK(strcmp(textfmt_num(1e-7, b), "9.9999999999999995e-08") == 0 ||
+          strcmp(b, "1e-07") == 0);
+    CHECK(strcmp(textfmt_num(NAN, b), "null") == 0);
+    CHECK(strcmp(textfmt_num(INFINITY, b), "null") == 0);
+    /* round trip over awkward values */
+    double vals[] = {0.7, 2.0 / 3.0, 1e300, 5e-324, 123456.789, 0.1234567890123456789};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++)
+        CHECK(strtod(textfmt_num(vals[i], b), NULL) == vals[i]);
+}
+
+static void test_json(void)
+{
+    s_expect(textfmt_json_string, "plain", "\"plain\"");
+    s_expect(textfmt_json_string, "a\"b\\c", "\"a\\\"b\\\\c\"");
+    s_expect(textfmt_json_string, "t\tn\nr\r\x01", "\"t\\tn\\nr\\r\\u0001\"");
+    s_expect(textfmt_json_string, "p\xc3\xa2t\xc3\xa9", "\"p\xc3\xa2t\xc3\xa9\"");
+    s_expect(textfmt_json_string, "bad\xff\xc3", "\"bad\\ufffd\\ufffd\"");
+    s_expect(textfmt_json_string, "\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""); /* surrogate */
+    s_expect(textfmt_json_string, "\xc0\xaf", "\"\\ufffd\\ufffd\"");             /* overlong */
+    s_expect(textfmt_json_string, NULL, "null");
+}
+
+static void test_csv(void)
+{
+    s_expect(textfmt_csv_field, "a/b.jpg", "a/b.jpg");
+    s_expect(textfmt_csv_field, "a,b.jpg", "\"a,b.jpg\"");
+    s_expect(textfmt_csv_field, "say \"hi\".jpg", "\"say \"\"hi\"\".jpg\"");
+    s_expect(textfmt_csv_field, "two\nlines", "\"two\nlines\"");
+    s_expect(textfmt_csv_field, NULL, "");
+}
+
+static void test_utf8_and_time(void)
+{
+    CHECK(textfmt_utf8_len("") == 0);
+    CHECK(textfmt_utf8_len("weighted avg") == 12);
+    CHECK(textfmt_utf8_len("p\xc3\xa2t\xc3\xa9") == 4);
+    CHECK(textfmt_utf8_len("\xe7\x8c\xab\xf0\x9f\x90\x88") == 2);
+    CHECK(textfmt_utf8_len("a\xff") == 2);
+    char t[32];
+    CHECK(strcmp(textfmt_iso8601(0.0, t), "1970-01-01T00:00:00.000Z") == 0);
+    CHECK(strcmp(textfmt_iso8601(1714564800.25, t), "2024-05-01T12:00:00.250Z") == 0);
+}
+
+int main(void)
+{
+    test_num();
+    test_json();
+    test_csv();
+    test_utf8_and_time();
+    return check_done("test_textfmt");
+}
