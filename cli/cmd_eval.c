@@ -353,6 +353,8 @@ static int supervise(job_t *j)
 {
     bool tty = isatty(STDERR_FILENO);
     double last_print = 0, t0 = clock_mono_s();
+    child_t *last_dead = NULL;
+    bool gpud_finished = false;   /* a worker exited 0: it was told the job is over */
     zpoller_t *poller = zpoller_new(j->tap, NULL);
     int result = -1;
     while (result < 0) {
@@ -381,34 +383,28 @@ static int supervise(job_t *j)
                     fprintf(stderr, "ddpipe: reporterd ended (%s) before finishing; its log:\n", how);
                     launch_tail_log(c, 15);
                 }
-            } else if (strncmp(c->name, "gpud", 4) == 0 && !ok && launch_running(&j->L, "gpud") > 0) {
-                fprintf(stderr, "%sddpipe: %s ended (%s); the other workers take over its batches\n",
-                        tty ? "\n" : "", c->name, how);
+            } else if (strncmp(c->name, "gpud", 4) == 0 && ok) {
+                gpud_finished = true;
+            } else if (strncmp(c->name, "gpud", 4) == 0 && !ok) {
+                last_dead = c;
+                fprintf(stderr, "%sddpipe: %s ended (%s)%s\n", tty ? "\n" : "", c->name, how,
+                        launch_running(&j->L, "gpud") > 0 ? "; the other workers take over its batches" : "");
+                if (WIFEXITED(c->status))
+                    launch_tail_log(c, 5);   /* it said why before exiting */
             } else if (!ok) {
                 fprintf(stderr, "%sddpipe: %s failed (%s); its log (%s):\n", tty ? "\n" : "", c->name,
                         how, c->log);
                 launch_tail_log(c, 15);
                 result = 1;
-            } else if (strncmp(c->name, "gpud", 4) == 0 && launch_running(&j->L, "gpud") == 0 &&
-                       launch_running(&j->L, "reporterd") > 0) {
-                /* every worker left cleanly: the end is near, reporterd follows */
             }
             if (result >= 0)
                 break;
         }
-        if (result < 0 && launch_running(&j->L, "gpud") == 0 && launch_running(&j->L, "reducerd") > 0 &&
-            j->L.n > 0) {
-            /* all workers gone and the reducer still waits: nobody can finish the job */
-            bool any_failed = false;
-            for (int i = 0; i < j->L.n; i++)
-                if (strncmp(j->L.c[i].name, "gpud", 4) == 0 &&
-                    !(WIFEXITED(j->L.c[i].status) && WEXITSTATUS(j->L.c[i].status) == 0))
-                    any_failed = true;
-            if (any_failed) {
-                fprintf(stderr, "ddpipe: every gpud worker has died; the job cannot finish. Last log:\n");
-                launch_tail_log(&j->L.c[j->L.n - 1], 15);
-                result = 1;
-            }
+        if (result < 0 && last_dead && !gpud_finished && launch_running(&j->L, "gpud") == 0) {
+            /* all workers gone while the job is unfinished: nobody can finish it */
+            fprintf(stderr, "ddpipe: every gpud worker has died; the job cannot finish (see %s)\n",
+                    last_dead->log);
+            result = 1;
         }
     }
     zpoller_destroy(&poller);

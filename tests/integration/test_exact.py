@@ -1,0 +1,35 @@
+"""Exactness contract: summary counts and predictions.csv are byte-identical
+for --workers 1, 2, 3 and batch sizes 1, 7, 64 on a dataset of prime size
+(997 Fashion-MNIST JPEGs), every sample counted once."""
+import os
+from ddp_it import *
+
+N = 997
+data = jpeg_folder(N)
+wd = workdir("exact")
+ref = None
+for workers in (1, 2, 3):
+    for batch in (1, 7, 64):
+        out = os.path.join(wd, "w%d-b%d" % (workers, batch))
+        run_eval(data, out, workers, batch, extra=["--predictions"])
+        c = counts(out)
+        s = summary(out)
+        check(s["samples"] == N and s["failed"] == 0 and s["planned"] == N,
+              "%s: samples %s failed %s planned %s, want %d/0/%d" % (
+                  out, s["samples"], s["failed"], s["planned"], N, N))
+        check(s["workers"] == workers, "%s: workers %s, want %d" % (out, s["workers"], workers))
+        preds = read(os.path.join(out, "predictions.csv"))
+        rows = preds.strip().split("\n")
+        check(len(rows) == N + 1, "predictions.csv has %d rows, want %d + header" % (len(rows), N))
+        ids = [int(r.split(",")[0]) for r in rows[1:]]
+        check(ids == list(range(N)), "predictions.csv is not one row per index in order")
+        report = read(os.path.join(out, "classification_report.txt"))
+        if ref is None:
+            ref = (c, preds, report, out)
+            continue
+        for k in COUNT_KEYS:
+            check(c[k] == ref[0][k], "%s differs: %s=%r vs %s=%r" % (k, out, c[k], ref[3], ref[0][k]))
+        check(preds == ref[1], "predictions.csv of %s differs from %s" % (out, ref[3]))
+        check(report == ref[2], "classification_report.txt of %s differs from %s" % (out, ref[3]))
+        assert_no_leftovers(out)
+print("1 passed, 0 failed")
