@@ -5,8 +5,6 @@
  * rules of proto_validate is refused with an error log, so a daemon can
  * never emit what its peers would reject.
  */
-/* log.h before czmq.h: syslog.h (via czmq) #defines LOG_INFO/LOG_DEBUG,
- * which would clash with the enum in log.h. */
 #include "common/log.h"
 #include "proto/proto.h"
 

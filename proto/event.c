@@ -5,8 +5,6 @@
  * in proto.h. The topic frame is the single source of the event kind (it
  * is what SUB sockets filter on), so the map does not repeat it.
  */
-/* log.h before czmq.h: syslog.h (via czmq) #defines LOG_INFO/LOG_DEBUG,
- * which would clash with the enum in log.h. */
 #include "common/log.h"
 #include "proto/event.h"
 
@@ -139,6 +137,8 @@ int event_validate(const ddp_event_t *ev, char *why, size_t whylen)
     case EV_FAILED:
         if (ev->u.failed.phase > DDP_PHASE_TRAIN)
             return EBAD("'phase' is %u, want 0 or 1", ev->u.failed.phase);
+        if (ev->u.failed.id >= DDP_MAX_SAMPLES)
+            return EBAD("'id' is %" PRIu64 ", want < 2^40", ev->u.failed.id);
         return TERMINATED(ev->u.failed.path) && TERMINATED(ev->u.failed.reason)
                    ? 0 : EBAD("'path' or 'reason' is not NUL-terminated");
     }

@@ -96,12 +96,22 @@ static void jb_u64(jbuf_t *j, const char *key, uint64_t v) { jb_key(j, key); jb_
 static void jb_i64(jbuf_t *j, const char *key, int64_t v) { jb_key(j, key); jb_fmt(j, "%" PRId64, v); }
 static void jb_kstr(jbuf_t *j, const char *key, const char *s) { jb_key(j, key); jb_str(j, s); }
 
+/* Shortest of %.Ng (N = digits-2 .. digits) that reads back to the same
+ * value, so 0.1 prints as 0.1 and yet every value round-trips. */
 static void jb_num(jbuf_t *j, double v, int digits)
 {
-    if (isfinite(v))
-        jb_fmt(j, "%.*g", digits, v);
-    else
+    if (!isfinite(v)) {
         jb_raw(j, "null");
+        return;
+    }
+    char tmp[40];
+    for (int p = digits - 2; p <= digits; p++) {
+        snprintf(tmp, sizeof tmp, "%.*g", p, v);
+        double back = strtod(tmp, NULL);
+        if (digits > 9 ? back == v : (float)back == (float)v)
+            break;
+    }
+    jb_raw(j, tmp);
 }
 
 static void jb_dbl(jbuf_t *j, const char *key, double v)

@@ -1,6 +1,4 @@
 /* proto — names, ownership (ddp_msg_clear) and the socket send/recv helpers. */
-/* log.h before czmq.h: syslog.h (via czmq) #defines LOG_INFO/LOG_DEBUG,
- * which would clash with the enum in log.h. */
 #include "common/log.h"
 #include "proto/proto.h"
 
