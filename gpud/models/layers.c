@@ -1,0 +1,240 @@
+/* layers — state_dict loading with operator-facing errors, BN folding. */
+#include "gpud/models/layers.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct wloader {
+    const safetensors_t *st;
+    unsigned char *used;    /* per tensor, in safetensors_at order */
+    char hint[64];
+    char err[512];
+    int failed;
+};
+
+wloader_t *wloader_new(const safetensors_t *st, const char *hint)
+{
+    wloader_t *wl = calloc(1, sizeof *wl);
+    if (!wl)
+        return NULL;
+    wl->st = st;
+    wl->used = calloc(safetensors_count(st) + 1, 1);
+    if (!wl->used) {
+        free(wl);
+        return NULL;
+    }
+    snprintf(wl->hint, sizeof wl->hint, "%s", hint ? hint : "");
+    return wl;
+}
+
+void wloader_destroy(wloader_t **wl)
+{
+    if (!wl || !*wl)
+        return;
+    free((*wl)->used);
+    free(*wl);
+    *wl = NULL;
+}
+
+const char *wloader_error(const wloader_t *wl)
+{
+    return wl->failed ? wl->err : NULL;
+}
+
+static void wl_fail(wloader_t *wl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void wl_fail(wloader_t *wl, const char *fmt, ...)
+{
+    if (wl->failed)
+        return;
+    wl->failed = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(wl->err, sizeof wl->err, fmt, ap);
+    va_end(ap);
+}
+
+/* Look name up and mark it used. NULL (and error) when missing. */
+static const st_tensor_t *lookup(wloader_t *wl, const char *name, int required)
+{
+    const st_tensor_t *t = safetensors_get(wl->st, name);
+    if (!t) {
+        if (required)
+            wl_fail(wl, "%s: missing from %s (%s)", name, safetensors_path(wl->st),
+                    wl->hint[0] ? wl->hint : "wrong --model?");
+        return NULL;
+    }
+    wl->used[t - safetensors_at(wl->st, 0)] = 1;
+    return t;
+}
+
+float *wl_take(wloader_t *wl, const char *name, int ndim, const int64_t *shape)
+{
+    if (wl->failed)
+        return NULL;
+    const st_tensor_t *t = lookup(wl, name, 1);
+    if (!t)
+        return NULL;
+    int same = t->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++)
+        same = t->shape[i] == shape[i];
+    if (!same) {
+        char have[128], want[128];
+        wl_fail(wl, "%s: file has %s, model wants %s%s%s%s", name,
+                st_shape_str(t->shape, t->ndim, have, sizeof have),
+                st_shape_str(shape, ndim, want, sizeof want), wl->hint[0] ? " (" : "",
+                wl->hint, wl->hint[0] ? ")" : "");
+        return NULL;
+    }
+    float *v = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *v);
+    if (!v) {
+        wl_fail(wl, "%s: out of memory (%lld values)", name, (long long)t->numel);
+        return NULL;
+    }
+    if (st_tensor_to_f32(t, v, (size_t)t->numel) < 0) {
+        free(v);
+        wl_fail(wl, "%s: dtype %s is not a float type (F32, F16, BF16, F64)", name,
+                st_dtype_name(t->dtype));
+        return NULL;
+    }
+    return v;
+}
+
+int wl_shape(wloader_t *wl, const char *name, int64_t *shape, int max_dims)
+{
+    if (wl->failed)
+        return -1;
+    const st_tensor_t *t = safetensors_get(wl->st, name);
+    if (!t) {
+        wl_fail(wl, "%s: missing from %s (%s)", name, safetensors_path(wl->st),
+                wl->hint[0] ? wl->hint : "wrong --model?");
+        return -1;
+    }
+    if (t->ndim > max_dims) {
+        char have[128];
+        wl_fail(wl, "%s: file has %s, expected at most %d dimensions", name,
+                st_shape_str(t->shape, t->ndim, have, sizeof have), max_dims);
+        return -1;
+    }
+    memcpy(shape, t->shape, (size_t)t->ndim * sizeof *shape);
+    return t->ndim;
+}
+
+void wl_optional(wloader_t *wl, const char *name)
+{
+    (void)lookup(wl, name, 0);
+}
+
+int wl_finish(wloader_t *wl, const char *arch)
+{
+    if (wl->failed)
+        return -1;
+    size_t n = safetensors_count(wl->st), extra = 0;
+    const st_tensor_t *first = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!wl->used[i] && extra++ == 0)
+            first = safetensors_at(wl->st, i);
+    if (!first)
+        return 0;
+    char have[128];
+    wl_fail(wl, "%s: unexpected tensor %s (shape %s) is not part of %s%s%s%s%s",
+            safetensors_path(wl->st), first->name,
+            st_shape_str(first->shape, first->ndim, have, sizeof have), arch,
+            extra > 1 ? " (and more)" : "", wl->hint[0] ? " (" : "", wl->hint,
+            wl->hint[0] ? ")" : "");
+    return -1;
+}
+
+/* ------------------------------------------------------------- folding */
+
+void bn_fold(float *w, float *bias, int oc, size_t per_oc, const float *gamma,
+             const float *beta, const float *mean, const float *var, float eps)
+{
+    for (int o = 0; o < oc; o++) {
+        double s = (double)gamma[o] / sqrt((double)var[o] + (double)eps);
+        for (size_t i = 0; i < per_oc; i++)
+            w[(size_t)o * per_oc + i] = (float)(w[(size_t)o * per_oc + i] * s);
+        bias[o] = (float)(((double)bias[o] - mean[o]) * s + beta[o]);
+    }
+}
+
+static int load_bn_into(fconv_t *c, wloader_t *wl, const char *bn, int oc, int k_elems)
+{
+    const char *parts[4] = {"weight", "bias", "running_mean", "running_var"};
+    float *v[4] = {0};
+    int64_t shape[1] = {oc};
+    char name[256];
+    int ok = 1;
+    for (int i = 0; i < 4 && ok; i++) {
+        snprintf(name, sizeof name, "%s.%s", bn, parts[i]);
+        ok = (v[i] = wl_take(wl, name, 1, shape)) != NULL;
+    }
+    snprintf(name, sizeof name, "%s.num_batches_tracked", bn);
+    wl_optional(wl, name);
+    if (ok) {
+        for (int i = 0; i < oc && ok; i++)
+            if (!(v[3][i] >= 0.0f) || !isfinite(v[3][i])) {
+                wl_fail(wl, "%s.running_var[%d] = %g: a variance must be finite and >= 0",
+                        bn, i, (double)v[3][i]);
+                ok = 0;
+            }
+    }
+    if (ok)
+        bn_fold(c->w, c->b, oc, (size_t)k_elems, v[0], v[1], v[2], v[3], BN_EPS);
+    for (int i = 0; i < 4; i++)
+        free(v[i]);
+    return ok ? 0 : -1;
+}
+
+int fconv_load(fconv_t *c, wloader_t *wl, const char *conv, int has_bias, const char *bn,
+               int oc, int ic, int k, int stride, int pad)
+{
+    memset(c, 0, sizeof *c);
+    char name[256];
+    int64_t wshape[4] = {oc, ic, k, k}, bshape[1] = {oc};
+    snprintf(name, sizeof name, "%s.weight", conv);
+    c->w = wl_take(wl, name, 4, wshape);
+    if (!c->w)
+        return -1;
+    if (has_bias) {
+        snprintf(name, sizeof name, "%s.bias", conv);
+        c->b = wl_take(wl, name, 1, bshape);
+    } else if (bn) {
+        c->b = calloc((size_t)oc, sizeof *c->b);   /* the fold creates a bias */
+        if (!c->b)
+            wl_fail(wl, "%s: out of memory", conv);
+    }
+    if ((has_bias || bn) && !c->b) {
+        fconv_free(c);
+        return -1;
+    }
+    if (bn && load_bn_into(c, wl, bn, oc, ic * k * k) < 0) {
+        fconv_free(c);
+        return -1;
+    }
+    c->p = (bk_conv_t){.ic = ic, .oc = oc, .kh = k, .kw = k, .stride_h = stride,
+                       .stride_w = stride, .pad_h = pad, .pad_w = pad, .weight = c->w,
+                       .bias = c->b};
+    return 0;
+}
+
+void fconv_free(fconv_t *c)
+{
+    free(c->w);
+    free(c->b);
+    memset(c, 0, sizeof *c);
+}
+
+bk_tensor_t *fconv_apply(bk_graph_t *g, const fconv_t *c, const char *name, bk_tensor_t *x,
+                         bk_tensor_t *residual, int n_post, const bk_postop_t *post)
+{
+    bk_conv_t p = c->p;
+    p.n_post = n_post;
+    for (int i = 0; i < n_post && i < BK_MAX_POST; i++)
+        p.post[i] = post[i];
+    bk_set_name(g, name);
+    return bk_conv2d(g, x, &p, residual);
+}

@@ -1,0 +1,82 @@
+/* layers — what architectures share: loading state_dict tensors with
+ * name/shape checks, BatchNorm folding, and the arch table. */
+#ifndef DDP_MODELS_LAYERS_H
+#define DDP_MODELS_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/safetensors.h"
+#include "gpud/backend.h"
+#include "gpud/model.h"
+
+/* ------------------------------------------------------- weight loading */
+
+/* Hands out the tensors of a safetensors file by name and remembers which
+ * were taken, so that leftovers can be reported. The first error sticks. */
+typedef struct wloader wloader_t;
+
+/* hint ends shape errors, e.g. "check --channels". */
+wloader_t *wloader_new(const safetensors_t *st, const char *hint);
+void wloader_destroy(wloader_t **wl);
+/* malloc'd float copy of tensor `name`, which must have exactly `shape`.
+ * NULL on error (message in wloader_error). */
+float *wl_take(wloader_t *wl, const char *name, int ndim, const int64_t *shape);
+/* Shape of tensor `name` in the file, or -1 (missing; error recorded). */
+int wl_shape(wloader_t *wl, const char *name, int64_t *shape, int max_dims);
+/* Mark an optional tensor (e.g. num_batches_tracked) as used. */
+void wl_optional(wloader_t *wl, const char *name);
+/* Error if any tensor of the file was never taken. Returns 0 or -1. */
+int wl_finish(wloader_t *wl, const char *arch);
+const char *wloader_error(const wloader_t *wl);
+
+/* -------------------------------------------------- conv + folded BN */
+
+/* A convolution ready for the backend: BatchNorm folded in, post-ops set
+ * by the architecture when it builds the graph. */
+typedef struct {
+    bk_conv_t p;
+    float *w, *b;   /* owned: [oc, ic, kh, kw], [oc] or NULL */
+} fconv_t;
+
+#define BN_EPS 1e-5f
+
+/* Load conv `conv` (conv.weight, conv.bias if has_bias) followed by
+ * BatchNorm2d `bn` (may be NULL: no BN) and fold the BN in:
+ *   s = gamma / sqrt(var + eps);  w' = w * s;  b' = (b - mean) * s + beta.
+ * Returns 0 or -1 (error in the loader). */
+int fconv_load(fconv_t *c, wloader_t *wl, const char *conv, int has_bias, const char *bn,
+               int oc, int ic, int k, int stride, int pad);
+void fconv_free(fconv_t *c);
+/* The fold itself (double arithmetic), exposed for tests: w [oc, per_oc],
+ * bias [oc] (in/out, must exist). */
+void bn_fold(float *w, float *bias, int oc, size_t per_oc, const float *gamma,
+             const float *beta, const float *mean, const float *var, float eps);
+
+/* Build c on g: post-ops as given (n of them), residual for a SUM. */
+bk_tensor_t *fconv_apply(bk_graph_t *g, const fconv_t *c, const char *name, bk_tensor_t *x,
+                         bk_tensor_t *residual, int n_post, const bk_postop_t *post);
+
+/* ------------------------------------------------------------ arch table */
+
+typedef struct {
+    int in_channels, num_classes;
+    int nat_h, nat_w, hw_fixed;
+} arch_info_t;
+
+typedef struct {
+    const char *name;
+    /* Load and fold weights; fill info. NULL on error (err set). */
+    void *(*load)(const model_opts_t *o, const safetensors_t *st, arch_info_t *info,
+                  char *err, size_t errlen);
+    /* Append the network to g; returns the logits tensor (n, classes, 1, 1). */
+    bk_tensor_t *(*build)(const void *state, bk_graph_t *g, bk_tensor_t *x);
+    void (*destroy)(void *state);
+} arch_t;
+
+extern const arch_t ARCH_RESNET18;
+extern const arch_t ARCH_RESNET34;
+extern const arch_t ARCH_RESNET50;
+extern const arch_t ARCH_WIDERESNET;
+
+#endif
