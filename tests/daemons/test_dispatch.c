@@ -1,0 +1,101 @@
+/* loaderd's dispatch: credits, acks, and re-queueing a dead worker's batches. */
+#include "loaderd/daemon_dispatch.h"
+
+#include "common/clock.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CHECK(c)                                                                 \
+    do {                                                                         \
+        if (!(c)) {                                                              \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c); \
+            return 1;                                                            \
+        }                                                                        \
+    } while (0)
+
+static int test_ranges_cover_plan(void)
+{
+    dispatch_t *d = dispatch_new(23, 7, 1000);
+    batch_range_t r;
+    uint64_t next = 0;
+    int n = 0;
+    while (dispatch_pop(d, &r)) {
+        CHECK(r.first == next);
+        CHECK(r.count == (next + 7 <= 23 ? 7u : 23u - next));
+        next += r.count;
+        n++;
+    }
+    CHECK(next == 23 && n == 4);
+    CHECK(dispatch_all_sent(d) && dispatch_all_acked(d));
+    dispatch_destroy(&d);
+    CHECK(d == NULL);
+    return 0;
+}
+
+static int test_credits_and_acks(void)
+{
+    dispatch_t *d = dispatch_new(10, 5, 1000);
+    zframe_t *a = zframe_new("A", 1), *b = zframe_new("B", 1), *id = NULL;
+    CHECK(dispatch_ready_worker(d, &id) == NULL);
+    dispatch_credit(d, a, "wa", 1, NULL, 0);
+    dispatch_credit(d, b, "wb", 2, NULL, 0);
+    const char *w = dispatch_ready_worker(d, &id);
+    CHECK(w && strcmp(w, "wb") == 0 && zframe_eq(id, b)); /* most credits first */
+    batch_range_t r;
+    CHECK(dispatch_pop(d, &r));
+    uint64_t s1 = dispatch_sent(d, w, r);
+    CHECK(dispatch_pop(d, &r));
+    w = dispatch_ready_worker(d, &id);
+    uint64_t s2 = dispatch_sent(d, w, r);
+    CHECK(s1 != s2 && dispatch_in_flight(d) == 2);
+    CHECK(dispatch_all_sent(d) && !dispatch_all_acked(d));
+    dispatch_credit(d, b, "wb", 1, &s1, 1);
+    dispatch_credit(d, a, "wa", 1, &s2, 1); /* acks only count from their worker */
+    CHECK(dispatch_in_flight(d) == 1 || dispatch_in_flight(d) == 0);
+    uint64_t both[2] = {s1, s2};
+    dispatch_credit(d, a, "wa", 0, both, 2);
+    dispatch_credit(d, b, "wb", 0, both, 2);
+    CHECK(dispatch_all_acked(d));
+    zframe_destroy(&a);
+    zframe_destroy(&b);
+    dispatch_destroy(&d);
+    return 0;
+}
+
+static int test_dead_worker_requeued(void)
+{
+    dispatch_t *d = dispatch_new(30, 10, 100);
+    zframe_t *a = zframe_new("A", 1), *b = zframe_new("B", 1), *id = NULL;
+    dispatch_credit(d, a, "wa", 2, NULL, 0);
+    batch_range_t r0, r1;
+    CHECK(dispatch_pop(d, &r0));
+    uint64_t s0 = dispatch_sent(d, "wa", r0);
+    CHECK(dispatch_pop(d, &r1));
+    dispatch_sent(d, "wa", r1);
+    dispatch_credit(d, a, "wa", 1, &s0, 1); /* wa answers the first, then dies */
+    dispatch_credit(d, b, "wb", 1, NULL, 0);
+    int64_t now = clock_mono_ms();
+    dispatch_heartbeat(d, "wb");
+    CHECK(dispatch_reap(d, now + 50) == 0);
+    dispatch_heartbeat(d, "wb");
+    CHECK(dispatch_reap(d, clock_mono_ms() + 101) >= 1);
+    CHECK(dispatch_live_workers(d) <= 1);
+    CHECK(dispatch_requeued(d) == 1);
+    batch_range_t r;
+    CHECK(dispatch_pop(d, &r)); /* the re-queued batch comes before fresh ones */
+    CHECK(r.first == r1.first && r.count == r1.count);
+    CHECK(dispatch_ready_worker(d, &id) == NULL || zframe_eq(id, b));
+    zframe_destroy(&a);
+    zframe_destroy(&b);
+    dispatch_destroy(&d);
+    return 0;
+}
+
+int main(void)
+{
+    int fails = test_ranges_cover_plan() + test_credits_and_acks() + test_dead_worker_requeued();
+    printf("%d passed, %d failed\n", 3 - fails, fails);
+    return fails != 0;
+}
