@@ -1,0 +1,476 @@
+#include "reporterd/rundir.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "proto/proto.h" /* ddp_phase_t only */
+#include "reporterd/afile.h"
+#include "reporterd/class_report.h"
+#include "reporterd/metrics_csv.h"
+#include "reporterd/plot.h"
+#include "reporterd/predictions_csv.h"
+#include "reporterd/summary.h"
+
+#define PLOT_W 800
+#define PLOT_H 500
+
+typedef struct {
+    uint32_t epoch;
+    uint8_t phase;
+    uint64_t samples;
+    double loss, top1, top5, ips; /* NaN when samples is 0 */
+} point_t;
+
+typedef struct {
+    uint32_t epoch;
+    uint8_t phase;
+    uint64_t id;
+    char *path;   /* NULL: unknown */
+    char *reason; /* NULL: unknown */
+} failed_t;
+
+struct rundir {
+    char *dir;
+    point_t *hist; /* one per (epoch, phase), arrival order */
+    size_t nhist, caphist;
+    ev_metric_t *last_eval; /* deep copies */
+    ev_metric_t *last_any;
+    failed_t *failed; /* may hold repeats; deduplicated when written */
+    size_t nfailed, capfailed;
+    predcsv_t *pred;
+};
+
+static void s_metric_free(ev_metric_t **m_p)
+{
+    ev_metric_t *m = *m_p;
+    if (!m)
+        return;
+    if (m->class_names)
+        for (uint32_t c = 0; c < m->num_classes; c++)
+            free(m->class_names[c]);
+    free(m->class_names);
+    free(m->confusion);
+    free(m);
+    *m_p = NULL;
+}
+
+static ev_metric_t *s_metric_copy(const ev_metric_t *src)
+{
+    ev_metric_t *m = malloc(sizeof *m);
+    if (!m)
+        return NULL;
+    *m = *src;
+    m->class_names = NULL;
+    size_t cells = (size_t)src->num_classes * src->num_classes;
+    m->confusion = malloc((cells ? cells : 1) * sizeof(uint64_t));
+    if (!m->confusion) {
+        s_metric_free(&m);
+        return NULL;
+    }
+    if (src->confusion)
+        memcpy(m->confusion, src->confusion, cells * sizeof(uint64_t));
+    else
+        memset(m->confusion, 0, cells * sizeof(uint64_t));
+    if (src->class_names) {
+        m->class_names = calloc(src->num_classes ? src->num_classes : 1, sizeof(char *));
+        for (uint32_t c = 0; m->class_names && c < src->num_classes; c++)
+            if (!(m->class_names[c] = strdup(src->class_names[c] ? src->class_names[c] : ""))) {
+                s_metric_free(&m);
+                return NULL;
+            }
+        if (!m->class_names) {
+            s_metric_free(&m);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+rundir_t *rundir_new(const char *out_dir, char *why, size_t whylen)
+{
+    if (afile_mkdirs(out_dir, why, whylen) != 0)
+        return NULL;
+    rundir_t *self = calloc(1, sizeof *self);
+    if (!self || !(self->dir = strdup(out_dir))) {
+        free(self);
+        snprintf(why, whylen, "out of memory for run directory %s", out_dir);
+        return NULL;
+    }
+    return self;
+}
+
+void rundir_destroy(rundir_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    rundir_t *self = *self_p;
+    for (size_t i = 0; i < self->nfailed; i++) {
+        free(self->failed[i].path);
+        free(self->failed[i].reason);
+    }
+    free(self->failed);
+    free(self->hist);
+    s_metric_free(&self->last_eval);
+    s_metric_free(&self->last_any);
+    predcsv_destroy(&self->pred);
+    free(self->dir);
+    free(self);
+    *self_p = NULL;
+}
+
+const char *rundir_dir(const rundir_t *self) { return self->dir; }
+
+static char *s_join(const rundir_t *self, const char *name)
+{
+    size_t len = strlen(self->dir) + strlen(name) + 2;
+    char *p = malloc(len);
+    if (p)
+        snprintf(p, len, "%s/%s", self->dir, name);
+    return p;
+}
+
+/* Grow an array of `size`-byte items to hold one more. */
+static int s_grow(void **arr, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    size_t ncap = *cap ? *cap * 2 : 16;
+    void *bigger = realloc(*arr, ncap * size);
+    if (!bigger)
+        return -1;
+    *arr = bigger;
+    *cap = ncap;
+    return 0;
+}
+
+static point_t s_point(const ev_metric_t *m)
+{
+    double n = (double)m->samples;
+    bool any = m->samples > 0;
+    return (point_t){m->epoch,
+                     m->phase,
+                     m->samples,
+                     any ? m->loss_sum / n : NAN,
+                     any ? (double)m->correct_top1 / n : NAN,
+                     any ? (double)m->correct_top5 / n : NAN,
+                     m->images_per_sec};
+}
+
+/* Index of (epoch, phase) in the history, or nhist. */
+static size_t s_find(const rundir_t *self, uint32_t epoch, uint8_t phase)
+{
+    size_t i = 0;
+    while (i < self->nhist && !(self->hist[i].epoch == epoch && self->hist[i].phase == phase))
+        i++;
+    return i;
+}
+
+static int s_keep_metric(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen)
+{
+    ev_metric_t *copy = s_metric_copy(m), *copy2 = NULL;
+    if (copy && m->phase == DDP_PHASE_EVAL && !(copy2 = s_metric_copy(m)))
+        s_metric_free(&copy);
+    if (!copy) {
+        snprintf(why, whylen, "out of memory keeping the metric of epoch %u (%u classes)",
+                 m->epoch, m->num_classes);
+        return -1;
+    }
+    s_metric_free(&self->last_any);
+    self->last_any = copy;
+    if (copy2) {
+        s_metric_free(&self->last_eval);
+        self->last_eval = copy2;
+    }
+    return 0;
+}
+
+int rundir_on_metric(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen)
+{
+    size_t at = s_find(self, m->epoch, m->phase);
+    bool repeated = at < self->nhist;
+    if (!repeated) {
+        if (s_grow((void **)&self->hist, &self->caphist, self->nhist, sizeof(point_t)) != 0) {
+            snprintf(why, whylen, "out of memory for the metric history");
+            return -1;
+        }
+        self->nhist++;
+    }
+    self->hist[at] = s_point(m);
+    if (s_keep_metric(self, m, why, whylen) != 0)
+        return -1;
+    if (repeated)
+        return 0; /* one metrics.csv row per (epoch, phase) */
+    char *path = s_join(self, "metrics.csv");
+    if (!path) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    int rc = metrics_csv_append(path, m, clock_wall_s(), why, whylen);
+    free(path);
+    return rc;
+}
+
+static int s_add_failed(rundir_t *self, uint32_t epoch, uint8_t phase, uint64_t id,
+                        const char *path, const char *reason)
+{
+    if (s_grow((void **)&self->failed, &self->capfailed, self->nfailed, sizeof(failed_t)) != 0)
+        return -1;
+    failed_t *f = &self->failed[self->nfailed];
+    f->epoch = epoch;
+    f->phase = phase;
+    f->id = id;
+    f->path = path ? strdup(path) : NULL;
+    f->reason = reason ? strdup(reason) : NULL;
+    if ((path && !f->path) || (reason && !f->reason)) {
+        free(f->path);
+        free(f->reason);
+        return -1;
+    }
+    self->nfailed++;
+    return 0;
+}
+
+int rundir_on_failed(rundir_t *self, const ev_failed_t *f)
+{
+    return s_add_failed(self, f->epoch, f->phase, f->id, f->path[0] ? f->path : NULL,
+                        f->reason[0] ? f->reason : NULL);
+}
+
+int rundir_on_predictions(rundir_t *self, const ev_predictions_t *p, char *why, size_t whylen)
+{
+    for (uint64_t i = 0; i < p->n; i++)
+        if (p->status[i] == 2 &&
+            s_add_failed(self, p->epoch, p->phase, p->first + i, p->paths ? p->paths[i] : NULL,
+                         NULL) != 0) {
+            snprintf(why, whylen, "out of memory recording failed samples");
+            return -1;
+        }
+    if (p->first == 0) {
+        predcsv_destroy(&self->pred); /* an unfinished earlier stream is dropped */
+        char *path = s_join(self, "predictions.csv");
+        self->pred = path ? predcsv_new(path, why, whylen) : NULL;
+        if (!path)
+            snprintf(why, whylen, "out of memory");
+        free(path);
+        if (!self->pred)
+            return -1;
+    }
+    if (!self->pred) {
+        snprintf(why, whylen, "predictions chunk from %llu without its start (first 0)",
+                 (unsigned long long)p->first);
+        return -1;
+    }
+    if (predcsv_add(self->pred, p, why, whylen) != 0) {
+        predcsv_destroy(&self->pred);
+        return -1;
+    }
+    if (predcsv_next(self->pred) == p->total)
+        return predcsv_commit(&self->pred, why, whylen);
+    return 0;
+}
+
+static int s_by_id(const void *a, const void *b)
+{
+    const failed_t *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The summary's (epoch, phase) failures, one per id, sorted, the most
+ * informative report of each (path and reason may come from different
+ * events). Returns the count; *out borrows strings from self. */
+static int s_failed_for(rundir_t *self, const ev_metric_t *m, summary_failed_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (self->nfailed == 0)
+        return 0;
+    qsort(self->failed, self->nfailed, sizeof(failed_t), s_by_id);
+    summary_failed_t *list = calloc(self->nfailed, sizeof *list);
+    if (!list)
+        return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < self->nfailed; i++) {
+        const failed_t *f = &self->failed[i];
+        if (f->epoch != m->epoch || f->phase != m->phase)
+            continue;
+        if (k == 0 || list[k - 1].index != f->id)
+            list[k++] = (summary_failed_t){f->id, NULL, NULL};
+        if (!list[k - 1].path)
+            list[k - 1].path = f->path;
+        if (!list[k - 1].reason)
+            list[k - 1].reason = f->reason;
+    }
+    *out = list;
+    *n = k;
+    return 0;
+}
+
+/* Keep the first error, try everything. */
+static void s_note(int *rc, int step_rc, char *why, size_t whylen, const char *step_why)
+{
+    if (step_rc != 0 && *rc == 0) {
+        snprintf(why, whylen, "%s", step_why);
+        *rc = -1;
+    }
+}
+
+static int s_write_summary(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen)
+{
+    summary_failed_t *failed = NULL;
+    size_t nfailed = 0;
+    char *path = s_join(self, "summary.json");
+    if (!path || s_failed_for(self, m, &failed, &nfailed) != 0) {
+        free(path);
+        snprintf(why, whylen, "out of memory writing summary.json");
+        return -1;
+    }
+    int rc = summary_write(path, m, failed, nfailed, why, whylen);
+    free(failed);
+    free(path);
+    return rc;
+}
+
+static int s_write_report(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen)
+{
+    char *path = s_join(self, "classification_report.txt");
+    if (!path) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    int rc = class_report_write(path, m->confusion, m->num_classes, m->class_names, why, whylen);
+    free(path);
+    return rc;
+}
+
+enum { F_LOSS, F_TOP1, F_TOP5, F_IPS };
+
+static int s_by_epoch(const void *a, const void *b)
+{
+    const point_t *x = a, *y = b;
+    return (x->epoch > y->epoch) - (x->epoch < y->epoch);
+}
+
+/* Add one phase's values of one field, in epoch order, as a series. */
+static int s_add_series(plot_t *p, const rundir_t *self, uint8_t phase, int field,
+                        const char *name)
+{
+    size_t n = 0;
+    double *x = malloc((self->nhist + 1) * sizeof(double));
+    double *y = malloc((self->nhist + 1) * sizeof(double));
+    int rc = -1;
+    if (x && y) {
+        for (size_t i = 0; i < self->nhist; i++) {
+            const point_t *pt = &self->hist[i];
+            if (pt->phase != phase)
+                continue;
+            x[n] = pt->epoch;
+            y[n] = field == F_LOSS ? pt->loss : field == F_TOP1 ? pt->top1
+                 : field == F_TOP5 ? pt->top5 : pt->ips;
+            n++;
+        }
+        rc = n ? plot_add_series(p, name, x, y, n) : 0;
+    }
+    free(x);
+    free(y);
+    return rc;
+}
+
+static bool s_has_phase(const rundir_t *self, uint8_t phase)
+{
+    for (size_t i = 0; i < self->nhist; i++)
+        if (self->hist[i].phase == phase)
+            return true;
+    return false;
+}
+
+static int s_write_plot(rundir_t *self, plot_t *p, const char *stem, char *why, size_t whylen)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s.png", stem);
+    char *png = s_join(self, name);
+    snprintf(name, sizeof name, "%s.svg", stem);
+    char *svg = s_join(self, name);
+    int rc = -1;
+    if (!png || !svg)
+        snprintf(why, whylen, "out of memory");
+    else if (plot_write_png(p, png, PLOT_W, PLOT_H, why, whylen) == 0)
+        rc = plot_write_svg(p, svg, PLOT_W, PLOT_H, why, whylen);
+    free(png);
+    free(svg);
+    return rc;
+}
+
+/* One figure: for each phase present, the listed fields. */
+static int s_figure(rundir_t *self, const char *stem, const char *title, const char *ylabel,
+                    const int *fields, const char *const *field_names, int nfields,
+                    bool from_zero, char *why, size_t whylen)
+{
+    plot_t *p = plot_new(title, "epoch", ylabel);
+    if (!p) {
+        snprintf(why, whylen, "out of memory for plot %s", stem);
+        return -1;
+    }
+    plot_set_integer_x(p, true);
+    plot_set_y_from_zero(p, from_zero);
+    bool train = s_has_phase(self, DDP_PHASE_TRAIN);
+    /* with training the eval phase is the validation set */
+    const char *phase_names[2] = {train ? "val" : "eval", "train"};
+    uint8_t order[2] = {DDP_PHASE_TRAIN, DDP_PHASE_EVAL};
+    int rc = 0;
+    for (int o = 0; o < 2 && rc == 0; o++)
+        for (int f = 0; f < nfields && rc == 0; f++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s%s%s", phase_names[order[o]],
+                     field_names[f][0] ? " " : "", field_names[f]);
+            rc = s_add_series(p, self, order[o], fields[f], name);
+        }
+    if (rc != 0)
+        snprintf(why, whylen, "out of memory for plot %s", stem);
+    else
+        rc = s_write_plot(self, p, stem, why, whylen);
+    plot_destroy(&p);
+    return rc;
+}
+
+static int s_plots(rundir_t *self, char *why, size_t whylen)
+{
+    if (self->nhist)
+        qsort(self->hist, self->nhist, sizeof(point_t), s_by_epoch);
+    static const int loss[] = {F_LOSS}, acc[] = {F_TOP1, F_TOP5}, ips[] = {F_IPS};
+    static const char *const none[] = {""}, *const acc_names[] = {"top-1", "top-5"};
+    char w[512] = "";
+    int rc = 0;
+    s_note(&rc, s_figure(self, "loss", "Loss", "cross-entropy loss", loss, none, 1, false, w,
+                         sizeof w), why, whylen, w);
+    s_note(&rc, s_figure(self, "accuracy", "Accuracy", "accuracy", acc, acc_names, 2, false, w,
+                         sizeof w), why, whylen, w);
+    s_note(&rc, s_figure(self, "throughput", "Throughput", "images/s", ips, none, 1, true, w,
+                         sizeof w), why, whylen, w);
+    return rc;
+}
+
+int rundir_finish(rundir_t *self, char *why, size_t whylen)
+{
+    const ev_metric_t *m = self->last_eval ? self->last_eval : self->last_any;
+    char w[1024] = "";
+    int rc = 0;
+    if (!m) {
+        snprintf(why, whylen, "no metric received: summary.json and "
+                              "classification_report.txt not written");
+        rc = -1;
+    } else {
+        s_note(&rc, s_write_summary(self, m, w, sizeof w), why, whylen, w);
+        s_note(&rc, s_write_report(self, m, w, sizeof w), why, whylen, w);
+    }
+    s_note(&rc, s_plots(self, w, sizeof w), why, whylen, w);
+    if (self->pred) {
+        snprintf(w, sizeof w, "predictions.csv incomplete: %llu entries received, not written",
+                 (unsigned long long)predcsv_next(self->pred));
+        s_note(&rc, -1, why, whylen, w);
+        predcsv_destroy(&self->pred);
+    }
+    return rc;
+}

@@ -1,0 +1,49 @@
+/* rundir — the reporter's state across events and the run directory it
+ * writes (DESIGN.md "Run directory"):
+ *
+ *   metrics.csv                 one row per (epoch, phase), on each metric
+ *   predictions.csv             when predictions are sent, as they stream
+ *   summary.json                at finish: the last eval-phase metric (the
+ *   classification_report.txt   validation of the last epoch when training),
+ *                               or the last metric when there was no eval
+ *   loss.png/svg, accuracy.png/svg, throughput.png/svg   at finish
+ *
+ * Every file is written to a temporary name and renamed into place.
+ * Events are borrowed: the rundir copies what it keeps.
+ */
+#ifndef DDP_RUNDIR_H
+#define DDP_RUNDIR_H
+
+#include <stddef.h>
+
+#include "proto/event.h"
+
+typedef struct rundir rundir_t;
+
+/* Creates out_dir (mkdir -p). NULL with a reason in why. */
+rundir_t *rundir_new(const char *out_dir, char *why, size_t whylen);
+void rundir_destroy(rundir_t **self_p);
+const char *rundir_dir(const rundir_t *self);
+
+/* Appends the metrics.csv row (a repeated (epoch, phase) replaces the kept
+ * metric but adds no second row) and keeps the metric for summary/plots.
+ * 0, or -1 with a reason (the state is updated even when the file write
+ * failed, so finish() can still try). */
+int rundir_on_metric(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen);
+
+/* Streams predictions.csv: a chunk with first == 0 starts the file (again:
+ * a later epoch replaces an earlier one), the chunk that reaches total
+ * publishes it. Failed entries (status 2) are remembered for failed_files.
+ * 0, or -1 with a reason (an out-of-order chunk abandons the file). */
+int rundir_on_predictions(rundir_t *self, const ev_predictions_t *p, char *why, size_t whylen);
+
+/* A sample that could not be loaded; listed in summary.json's
+ * failed_files when its (epoch, phase) is the summary's. 0 or -1 (OOM). */
+int rundir_on_failed(rundir_t *self, const ev_failed_t *f);
+
+/* Writes summary.json, classification_report.txt and the plots. Tries all
+ * of them; 0, or -1 with the first failure in why. Without any metric it
+ * writes only the (empty) plots and returns -1 saying so. */
+int rundir_finish(rundir_t *self, char *why, size_t whylen);
+
+#endif

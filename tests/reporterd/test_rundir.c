@@ -1,0 +1,203 @@
+/* rundir: a short training run and an eval run, event by event, then the
+ * files of the run directory. */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "proto/proto.h"
+#include "reporterd/class_report.h"
+#include "reporterd/plot.h"
+#include "reporterd/rundir.h"
+
+#define NC 3
+static char *s_names[NC] = {"ant", "bee", "cicada"};
+
+static ev_metric_t s_metric(uint32_t epoch, uint8_t phase, uint64_t *conf, uint64_t failed)
+{
+    ev_metric_t m;
+    memset(&m, 0, sizeof m);
+    m.epoch = epoch;
+    m.phase = phase;
+    m.num_classes = NC;
+    m.class_names = s_names;
+    m.confusion = conf;
+    for (int t = 0; t < NC; t++)
+        for (int p = 0; p < NC; p++) {
+            m.samples += conf[t * NC + p];
+            m.correct_top1 += t == p ? conf[t * NC + p] : 0;
+        }
+    m.correct_top5 = m.samples;
+    m.failed = failed;
+    m.planned = m.samples + failed;
+    m.loss_sum = 2.0 / (epoch + 1) * (double)m.samples * (phase ? 1.0 : 1.2);
+    m.images_per_sec = phase ? 900.0 + 10 * epoch : 2500.0;
+    m.lr = phase ? 0.1 : 0.0;
+    m.workers = 2;
+    return m;
+}
+
+static int s_count_lines(const char *text)
+{
+    int n = 0;
+    for (const char *p = text; p && *p; p++)
+        n += *p == '\n';
+    return n;
+}
+
+static void s_expect_file(const char *dir, const char *name, size_t min_size)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (stat(path, &st) != 0 || (size_t)st.st_size < min_size) {
+        fprintf(stderr, "%s: missing or smaller than %zu bytes\n", path, min_size);
+        g_failures++;
+    }
+}
+
+static void s_no_temporaries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, ".tmp.")) {
+            fprintf(stderr, "left behind: %s/%s\n", dir, e->d_name);
+            g_failures++;
+        }
+    if (d)
+        closedir(d);
+}
+
+static char *s_read(const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return check_slurp(path, NULL);
+}
+
+static void test_training(const char *base)
+{
+    char dir[4096], why[1024];
+    snprintf(dir, sizeof dir, "%s/train/nested", base); /* mkdir -p */
+    char old[4200];
+    snprintf(old, sizeof old, "%s/metrics.csv", dir); /* appended to: start afresh */
+    unlink(old);
+    rundir_t *r = rundir_new(dir, why, sizeof why);
+    CHECK(r != NULL);
+    if (!r)
+        return;
+    uint64_t conf[3][NC * NC] = {{3, 2, 1, 1, 3, 2, 2, 1, 3},
+                                 {5, 1, 0, 1, 4, 1, 0, 1, 5},
+                                 {6, 0, 0, 0, 5, 1, 0, 0, 6}};
+    for (uint32_t e = 1; e <= 3; e++) {
+        ev_metric_t tr = s_metric(e, DDP_PHASE_TRAIN, conf[e - 1], 0);
+        ev_metric_t va = s_metric(e, DDP_PHASE_EVAL, conf[e - 1], 1);
+        CHECK(rundir_on_metric(r, &tr, why, sizeof why) == 0);
+        CHECK(rundir_on_metric(r, &va, why, sizeof why) == 0);
+        ev_failed_t f = {.epoch = e, .phase = DDP_PHASE_EVAL, .id = 7};
+        snprintf(f.path, sizeof f.path, "val/bee/broken.jpg");
+        snprintf(f.reason, sizeof f.reason, "epoch %u: Not a JPEG file", e);
+        CHECK(rundir_on_failed(r, &f) == 0);
+    }
+    /* a repeated metric replaces the kept one, no second CSV row */
+    ev_metric_t again = s_metric(3, DDP_PHASE_EVAL, conf[2], 1);
+    CHECK(rundir_on_metric(r, &again, why, sizeof why) == 0);
+    CHECK(rundir_finish(r, why, sizeof why) == 0);
+    rundir_destroy(&r);
+    CHECK(r == NULL);
+
+    char *csv = s_read(dir, "metrics.csv");
+    CHECK(csv && s_count_lines(csv) == 7);
+    CHECK(csv && strncmp(csv, "time,epoch,phase,", 17) == 0 && strstr(csv, ",3,eval,18,"));
+    free(csv);
+    char *sum = s_read(dir, "summary.json");
+    CHECK(sum && strstr(sum, "\"epoch\": 3,\n  \"phase\": \"eval\""));
+    CHECK(sum && strstr(sum, "\"failed_files\": [\n    {\"index\": 7, \"path\": "
+                             "\"val/bee/broken.jpg\", \"reason\": \"epoch 3: Not a JPEG file\"}\n  ]"));
+    free(sum);
+    char *rep = s_read(dir, "classification_report.txt");
+    char *want = class_report_text(conf[2], NC, s_names);
+    CHECK(rep && want && strcmp(rep, want) == 0);
+    free(rep);
+    free(want);
+    const char *plots[] = {"loss.png", "loss.svg", "accuracy.png", "accuracy.svg",
+                           "throughput.png", "throughput.svg"};
+    for (size_t i = 0; i < 6; i++)
+        s_expect_file(dir, plots[i], 5000);
+    s_no_temporaries(dir);
+}
+
+static ev_predictions_t s_chunk(uint64_t first, uint64_t n, uint8_t *st, int32_t *lab,
+                                int32_t *topk, float *loss, char **paths)
+{
+    ev_predictions_t p = {.epoch = 0, .phase = DDP_PHASE_EVAL, .first = first, .n = n,
+                          .total = 4, .k = 1, .status = st + first, .labels = lab + first,
+                          .topk = topk + first, .loss = loss + first, .paths = paths + first};
+    return p;
+}
+
+static void test_eval(const char *base)
+{
+    char dir[4096], why[1024];
+    snprintf(dir, sizeof dir, "%s/eval", base);
+    rundir_t *r = rundir_new(dir, why, sizeof why);
+    CHECK(r != NULL);
+    if (!r)
+        return;
+    uint8_t st[4] = {1, 2, 1, 1};
+    int32_t lab[4] = {0, -1, 2, 1}, topk[4] = {0, -1, 2, 2};
+    float loss[4] = {0.5f, 0, 0.25f, 1.5f};
+    char *paths[4] = {"a.jpg", "b.jpg", "c.jpg", "d.jpg"};
+    ev_predictions_t c1 = s_chunk(0, 2, st, lab, topk, loss, paths);
+    ev_predictions_t c2 = s_chunk(2, 2, st, lab, topk, loss, paths);
+    CHECK(rundir_on_predictions(r, &c2, why, sizeof why) == -1); /* no start */
+    CHECK(rundir_on_predictions(r, &c1, why, sizeof why) == 0);
+    CHECK(rundir_on_predictions(r, &c2, why, sizeof why) == 0);
+    uint64_t conf[NC * NC] = {1, 0, 0, 0, 0, 1, 0, 0, 1};
+    ev_metric_t m = s_metric(0, DDP_PHASE_EVAL, conf, 1);
+    CHECK(rundir_on_metric(r, &m, why, sizeof why) == 0);
+    CHECK(rundir_finish(r, why, sizeof why) == 0);
+    rundir_destroy(&r);
+    char *pred = s_read(dir, "predictions.csv");
+    CHECK(pred && strcmp(pred, "index,path,label,top1,top2,top3,top4,top5,loss\n"
+                               "0,a.jpg,0,0,,,,,0.5\n"
+                               "1,b.jpg,,,,,,,\n"
+                               "2,c.jpg,2,2,,,,,0.25\n"
+                               "3,d.jpg,1,2,,,,,1.5\n") == 0);
+    free(pred);
+    /* the failed sample came with the predictions: path known, reason not */
+    char *sum = s_read(dir, "summary.json");
+    CHECK(sum && strstr(sum, "{\"index\": 1, \"path\": \"b.jpg\", \"reason\": null}"));
+    free(sum);
+    s_expect_file(dir, "accuracy.png", 5000);
+    s_no_temporaries(dir);
+}
+
+static void test_errors(const char *base)
+{
+    char dir[4096], why[1024];
+    snprintf(dir, sizeof dir, "%s/empty", base);
+    rundir_t *r = rundir_new(dir, why, sizeof why);
+    CHECK(r != NULL);
+    CHECK(rundir_finish(r, why, sizeof why) == -1 && strstr(why, "no metric"));
+    s_expect_file(dir, "loss.png", 3000); /* the plots are still there */
+    rundir_destroy(&r);
+    /* a file where the directory should be */
+    snprintf(dir, sizeof dir, "%s/empty/loss.png", base);
+    CHECK(rundir_new(dir, why, sizeof why) == NULL && strstr(why, "loss.png"));
+}
+
+int main(int argc, char **argv)
+{
+    const char *base = argc > 1 ? argv[1] : "rundir.out";
+    mkdir(base, 0777);
+    test_training(base);
+    test_eval(base);
+    test_errors(base);
+    plot_shutdown();
+    return check_done("test_rundir");
+}
