@@ -260,13 +260,15 @@ static void on_join(reducer_t *r, zframe_t *route, const ddp_join_t *j)
     peer_t *p = peers_join(r->peers, route, j);
     if (!p)
         return;
-    ddp_msg_t w = {.type = DDP_WELCOME};
-    w.u.welcome.rank = p->rank;
-    w.u.welcome.world = (int32_t)r->o.workers;
-    snprintf(w.u.welcome.job, sizeof w.u.welcome.job, "%s", r->o.job);
-    send_to(r, route, &w);
-    log_info("%s %s joined from %s (pid %u)%s", proto_role_name(j->role), j->name, j->host, j->pid,
-             p->rank >= 0 ? "" : "");
+    if (p->role == DDP_ROLE_GPUD) {
+        /* only workers need a rank; the loader and reporters just start */
+        ddp_msg_t w = {.type = DDP_WELCOME};
+        w.u.welcome.rank = p->rank;
+        w.u.welcome.world = p->rank < r->o.workers ? (int32_t)r->o.workers : p->rank + 1;
+        snprintf(w.u.welcome.job, sizeof w.u.welcome.job, "%s", r->o.job);
+        send_to(r, route, &w);
+    }
+    log_info("%s %s joined from %s (pid %u)", proto_role_name(j->role), j->name, j->host, j->pid);
     if (p->role == DDP_ROLE_GPUD) {
         log_info("%s is rank %d of %ld", p->name, p->rank, r->o.workers);
         publish_worker(r, p, "joined");
