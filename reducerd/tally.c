@@ -57,6 +57,13 @@ tally_t *tally_new(uint32_t epoch, uint8_t phase, uint64_t n, uint32_t num_class
                   TALLY_MAX_CLASSES, k, TALLY_MAX_K);
         return NULL;
     }
+    if (k > num_classes) {
+        /* a top-k never lists more classes than exist; gpud sends
+         * k = min(num_classes, DDP_MAX_K), and the tally must use the same */
+        log_error("tally: k=%u is larger than the %u classes: use k = min(classes, %u)", k,
+                  num_classes, TALLY_MAX_K);
+        return NULL;
+    }
     if (n > (uint64_t)1 << 40) {
         log_error("tally: plan of %llu samples is larger than 2^40", (unsigned long long)n);
         return NULL;

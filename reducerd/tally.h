@@ -32,7 +32,8 @@
 
 typedef struct tally tally_t;
 
-/* n: samples in the plan; k: top-k carried per sample (1..TALLY_MAX_K).
+/* n: samples in the plan; k: top-k carried per sample, 1..min(num_classes,
+ * TALLY_MAX_K) — the k gpud sends (k > num_classes is refused).
  * Returns NULL (and logs why) on bad arguments or out of memory. */
 tally_t *tally_new(uint32_t epoch, uint8_t phase, uint64_t n, uint32_t num_classes, uint32_t k,
                    bool keep_predictions);

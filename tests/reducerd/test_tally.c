@@ -233,6 +233,10 @@ static void test_invalid(void)
     CHECK(tally_new(0, 0, 10, TALLY_MAX_CLASSES + 1, 5, false) == NULL);
     CHECK(tally_new(0, 0, 10, 10, 0, false) == NULL);
     CHECK(tally_new(0, 0, 10, 10, TALLY_MAX_K + 1, false) == NULL);
+    CHECK(tally_new(0, 0, 10, 2, 5, false) == NULL); /* k > classes */
+    t = tally_new(0, 0, 10, 2, 2, false);
+    CHECK(t != NULL);
+    tally_destroy(&t);
     tally_destroy(&t); /* NULL is fine */
 }
 
