@@ -1,12 +1,10 @@
-/* log.h before czmq.h (via tally.h): syslog.h, which czmq includes,
- * defines LOG_INFO/LOG_DEBUG as macros that break log.h's enum when they
- * come first. Only log_error (not a syslog name) is used here. */
-#include "common/log.h"
 #include "reducerd/tally.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/log.h"
 
 struct tally {
     uint32_t epoch;
