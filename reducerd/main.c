@@ -289,7 +289,8 @@ static void on_plan(reducer_t *r, ddp_plan_t *plan)
                      "plan the same dataset", (unsigned long long)plan->n);
         return;
     }
-    r->tally = tally_new(plan->epoch, plan->phase, plan->n, plan->num_classes, DDP_MAX_K, true);
+    uint32_t k = plan->num_classes < DDP_MAX_K ? plan->num_classes : DDP_MAX_K; /* as gpud sends */
+    r->tally = tally_new(plan->epoch, plan->phase, plan->n, plan->num_classes, k, true);
     r->fail_reason = calloc(plan->n ? plan->n : 1, sizeof(char *));
     if (!r->tally || !r->fail_reason) {
         log_error("out of memory for a plan of %llu samples", (unsigned long long)plan->n);

@@ -6,6 +6,7 @@
 #include "common/zsockopt.h"
 #include "proto/event.h"
 #include "proto/proto.h"
+#include "reporterd/plot.h"
 #include "reporterd/rundir.h"
 
 #include <getopt.h>
@@ -106,7 +107,7 @@ static void handle(reporter_t *R, const ddp_event_t *ev)
     case EV_METRIC: rc = rundir_on_metric(R->rd, &ev->u.metric, err, sizeof err); break;
     case EV_PREDICTIONS: rc = rundir_on_predictions(R->rd, &ev->u.predictions, err, sizeof err); break;
     case EV_FAILED:
-        rc = rundir_on_failed(R->rd, ev->u.failed.id, ev->u.failed.path, ev->u.failed.reason);
+        rc = rundir_on_failed(R->rd, &ev->u.failed);
         break;
     case EV_END: on_end(R, &ev->u.end); break;
     default: break;
@@ -196,5 +197,6 @@ int main(int argc, char **argv)
     zsock_destroy(&R.tap);
     zsock_destroy(&R.sub);
     zsock_destroy(&R.reducer);
+    plot_shutdown();   /* fontconfig's caches, or LeakSanitizer reports them */
     return rc;
 }
