@@ -111,7 +111,7 @@ int mp_prescan(const void *data, size_t size, char *why, size_t whylen)
         }
     }
     if (pos != size)
-        return scan_fail(why, whylen, "%zu trailing bytes after the msgpack map", size - pos);
+        return scan_fail(why, whylen, "%zu trailing bytes after the first msgpack value", size - pos);
     return 0;
 }
 
@@ -129,7 +129,7 @@ int mp_parse(msgpack_unpacked *u, const void *data, size_t size, char *why, size
     if (rc != MSGPACK_UNPACK_SUCCESS)
         return scan_fail(why, whylen, "not valid msgpack (unpack returned %d)", (int)rc);
     if (off != size)
-        return scan_fail(why, whylen, "%zu trailing bytes after the msgpack map", size - off);
+        return scan_fail(why, whylen, "%zu trailing bytes after the first msgpack value", size - off);
     if (u->data.type != MSGPACK_OBJECT_MAP)
         return scan_fail(why, whylen, "first frame is msgpack type %d, want a map",
                          (int)u->data.type);

@@ -38,6 +38,7 @@ static uint64_t next_rand(garbage_t *g)
 static int send_frames(garbage_t *g, zmsg_t **z)
 {
     if (zmsg_send(z, g->sock) != 0) {
+        zmsg_destroy(z); /* czmq keeps the message when the send fails */
         fprintf(stderr, "ddpipe-garbage: send failed (%s): is a daemon listening?\n",
                 zmq_strerror(zmq_errno()));
         return -1;
@@ -295,6 +296,9 @@ static zsock_t *open_socket(const opts_t *o)
     zsock_set_sndtimeo(s, 2000);
     if (type == ZMQ_DEALER)
         zsock_set_identity(s, o->identity);
+    /* Queue only on live connections: with no peer a send times out and we
+     * exit 1, instead of "sending" into a pipe that linger then drops. */
+    zsock_set_immediate(s, 1);
     int rc = o->bind ? zsock_bind(s, "%s", o->endpoint) : zsock_connect(s, "%s", o->endpoint);
     if (rc < 0) {
         fprintf(stderr, "ddpipe-garbage: cannot %s %s: %s\n", o->bind ? "bind" : "connect",
