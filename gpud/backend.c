@@ -182,6 +182,8 @@ bk_tensor_t *bk_conv2d(bk_graph_t *g, bk_tensor_t *x, const bk_conv_t *p, bk_ten
         return NULL;
     if (!p)
         return bk_fail(g, "no conv parameters");
+    if (residual == x)   /* the sum would overwrite the input while it is read */
+        return bk_fail(g, "the residual cannot be the convolution's own input");
     int out[4];
     if (conv_check(g, x, p, residual, out) < 0)
         return NULL;

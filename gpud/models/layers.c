@@ -10,12 +10,13 @@
 struct wloader {
     const safetensors_t *st;
     unsigned char *used;    /* per tensor, in safetensors_at order */
+    char arch[32];
     char hint[64];
     char err[512];
     int failed;
 };
 
-wloader_t *wloader_new(const safetensors_t *st, const char *hint)
+wloader_t *wloader_new(const safetensors_t *st, const char *arch, const char *hint)
 {
     wloader_t *wl = calloc(1, sizeof *wl);
     if (!wl)
@@ -26,8 +27,14 @@ wloader_t *wloader_new(const safetensors_t *st, const char *hint)
         free(wl);
         return NULL;
     }
-    snprintf(wl->hint, sizeof wl->hint, "%s", hint ? hint : "");
+    snprintf(wl->arch, sizeof wl->arch, "%s", arch);
+    wl_hint(wl, hint);
     return wl;
+}
+
+void wl_hint(wloader_t *wl, const char *hint)
+{
+    snprintf(wl->hint, sizeof wl->hint, "%s", hint ? hint : "");
 }
 
 void wloader_destroy(wloader_t **wl)
@@ -63,8 +70,8 @@ static const st_tensor_t *lookup(wloader_t *wl, const char *name, int required)
     const st_tensor_t *t = safetensors_get(wl->st, name);
     if (!t) {
         if (required)
-            wl_fail(wl, "%s: missing from %s (%s)", name, safetensors_path(wl->st),
-                    wl->hint[0] ? wl->hint : "wrong --model?");
+            wl_fail(wl, "%s: missing from %s (not a %s state_dict? check --model)", name,
+                    safetensors_path(wl->st), wl->arch);
         return NULL;
     }
     wl->used[t - safetensors_at(wl->st, 0)] = 1;
@@ -107,12 +114,9 @@ int wl_shape(wloader_t *wl, const char *name, int64_t *shape, int max_dims)
 {
     if (wl->failed)
         return -1;
-    const st_tensor_t *t = safetensors_get(wl->st, name);
-    if (!t) {
-        wl_fail(wl, "%s: missing from %s (%s)", name, safetensors_path(wl->st),
-                wl->hint[0] ? wl->hint : "wrong --model?");
+    const st_tensor_t *t = lookup(wl, name, 1);
+    if (!t)
         return -1;
-    }
     if (t->ndim > max_dims) {
         char have[128];
         wl_fail(wl, "%s: file has %s, expected at most %d dimensions", name,
@@ -128,7 +132,7 @@ void wl_optional(wloader_t *wl, const char *name)
     (void)lookup(wl, name, 0);
 }
 
-int wl_finish(wloader_t *wl, const char *arch)
+int wl_finish(wloader_t *wl)
 {
     if (wl->failed)
         return -1;
@@ -140,11 +144,10 @@ int wl_finish(wloader_t *wl, const char *arch)
     if (!first)
         return 0;
     char have[128];
-    wl_fail(wl, "%s: unexpected tensor %s (shape %s) is not part of %s%s%s%s%s",
+    wl_fail(wl, "%s: unexpected tensor %s (shape %s) is not part of %s%s (wrong --model?)",
             safetensors_path(wl->st), first->name,
-            st_shape_str(first->shape, first->ndim, have, sizeof have), arch,
-            extra > 1 ? " (and more)" : "", wl->hint[0] ? " (" : "", wl->hint,
-            wl->hint[0] ? ")" : "");
+            st_shape_str(first->shape, first->ndim, have, sizeof have), wl->arch,
+            extra > 1 ? " (and more)" : "");
     return -1;
 }
 

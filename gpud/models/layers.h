@@ -16,8 +16,10 @@
  * were taken, so that leftovers can be reported. The first error sticks. */
 typedef struct wloader wloader_t;
 
-/* hint ends shape errors, e.g. "check --channels". */
-wloader_t *wloader_new(const safetensors_t *st, const char *hint);
+/* arch names the model in messages; hint ends shape errors (e.g.
+ * "check --channels"), changeable with wl_hint (e.g. before the fc). */
+wloader_t *wloader_new(const safetensors_t *st, const char *arch, const char *hint);
+void wl_hint(wloader_t *wl, const char *hint);
 void wloader_destroy(wloader_t **wl);
 /* malloc'd float copy of tensor `name`, which must have exactly `shape`.
  * NULL on error (message in wloader_error). */
@@ -27,7 +29,7 @@ int wl_shape(wloader_t *wl, const char *name, int64_t *shape, int max_dims);
 /* Mark an optional tensor (e.g. num_batches_tracked) as used. */
 void wl_optional(wloader_t *wl, const char *name);
 /* Error if any tensor of the file was never taken. Returns 0 or -1. */
-int wl_finish(wloader_t *wl, const char *arch);
+int wl_finish(wloader_t *wl);
 const char *wloader_error(const wloader_t *wl);
 
 /* -------------------------------------------------- conv + folded BN */

@@ -81,6 +81,7 @@ static int load_block(resnet_t *r, wloader_t *wl, rblock_t *blk, int layer, int 
 static int load_fc(resnet_t *r, wloader_t *wl, const model_opts_t *o)
 {
     int64_t shape[4];
+    wl_hint(wl, "check --classes");
     int nd = wl_shape(wl, "fc.weight", shape, 4);
     if (nd < 0)
         return -1;
@@ -99,7 +100,7 @@ static void *resnet_load(const model_opts_t *o, const safetensors_t *st, arch_in
                          size_t errlen)
 {
     resnet_t *r = calloc(1, sizeof *r);
-    wloader_t *wl = wloader_new(st, "check --model and --classes");
+    wloader_t *wl = wloader_new(st, name, "check --model");
     if (!r || !wl) {
         snprintf(err, errlen, "%s: out of memory", name);
         free(r);
@@ -120,7 +121,7 @@ static void *resnet_load(const model_opts_t *o, const safetensors_t *st, arch_in
     if (rc == 0)
         rc = load_fc(r, wl, o);
     if (rc == 0)
-        rc = wl_finish(wl, name);
+        rc = wl_finish(wl);
     if (rc != 0) {
         snprintf(err, errlen, "%s", r->blocks && wloader_error(wl) ? wloader_error(wl)
                                                                    : "out of memory");

@@ -77,6 +77,7 @@ static int load_block(wblock_t *b, wloader_t *wl, int idx, int in, int out, int 
 static int load_fc(wrn_t *r, wloader_t *wl, const model_opts_t *o)
 {
     int64_t shape[4];
+    wl_hint(wl, "check --classes");
     int nd = wl_shape(wl, "fc.weight", shape, 4);
     if (nd < 0)
         return -1;
@@ -116,7 +117,7 @@ static void *wrn_load(const model_opts_t *o, const safetensors_t *st, arch_info_
                       char *err, size_t errlen)
 {
     wrn_t *r = calloc(1, sizeof *r);
-    wloader_t *wl = r ? wloader_new(st, "check --channels") : NULL;
+    wloader_t *wl = r ? wloader_new(st, "wideresnet", "check --channels") : NULL;
     if (!wl) {
         snprintf(err, errlen, "wideresnet: out of memory");
         free(r);
@@ -139,7 +140,7 @@ static void *wrn_load(const model_opts_t *o, const safetensors_t *st, arch_info_
     if (rc == 0)
         rc = load_fc(r, wl, o);
     if (rc == 0)
-        rc = wl_finish(wl, "wideresnet");
+        rc = wl_finish(wl);
     if (rc != 0) {
         snprintf(err, errlen, "%s", wloader_error(wl) ? wloader_error(wl) : "out of memory");
         wrn_destroy(r);

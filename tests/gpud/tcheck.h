@@ -19,11 +19,13 @@ static int tc_failures;
         }                                                                       \
     } while (0)
 
-/* Abort the test now: later steps would only cascade. */
+/* Abort the test now: later steps would only cascade. cond is evaluated
+ * once. */
 #define REQUIRE(cond, ...)                                                      \
     do {                                                                        \
-        CHECK(cond, __VA_ARGS__);                                               \
-        if (!(cond))                                                            \
+        int tc_ok_ = !!(cond);                                                  \
+        CHECK(tc_ok_ && #cond, __VA_ARGS__);                                    \
+        if (!tc_ok_)                                                            \
             exit(1);                                                            \
     } while (0)
 
