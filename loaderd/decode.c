@@ -157,16 +157,30 @@ static int jpeg_failed(tjhandle tj, char *err, size_t errlen)
     return -1;
 }
 
+/* tjDecompressHeader3 returns success without setting the size for data
+ * that ends before a frame header (libjpeg's "tables only" case), so the
+ * size starts at 0 and 0 means corrupt. */
+static int jpeg_header(tjhandle tj, const uint8_t *buf, size_t len, int *w, int *h, int *subsamp,
+                       int *cs, char *err, size_t errlen)
+{
+    *w = *h = 0;
+    if (tjDecompressHeader3(tj, buf, (unsigned long)len, w, h, subsamp, cs) != 0) {
+        snprintf(err, errlen, "corrupt JPEG header: %s", tjGetErrorStr2(tj));
+        return -1;
+    }
+    if (*w == 0 && *h == 0) {
+        snprintf(err, errlen, "corrupt JPEG: no frame header (truncated or tables-only data)");
+        return -1;
+    }
+    return check_dims(*w, *h, err, errlen);
+}
+
 static image_t *decode_jpeg_tj(tjhandle tj, const uint8_t *buf, size_t len,
                                const decode_opts_t *opts, int *src_w, int *src_h, char *err,
                                size_t errlen)
 {
     int w, h, subsamp, cs;
-    if (tjDecompressHeader3(tj, buf, (unsigned long)len, &w, &h, &subsamp, &cs) != 0) {
-        snprintf(err, errlen, "corrupt JPEG header: %s", tjGetErrorStr2(tj));
-        return NULL;
-    }
-    if (check_dims(w, h, err, errlen) != 0)
+    if (jpeg_header(tj, buf, len, &w, &h, &subsamp, &cs, err, errlen) != 0)
         return NULL;
     tjscalingfactor sf = pick_scale(w, h, opts);
     int ow = TJSCALED(w, sf), oh = TJSCALED(h, sf);
@@ -243,20 +257,24 @@ static void png_on_warning(png_structp png, png_const_charp msg)
 }
 
 /* Sets the transforms that give PIL's convert("RGB") (or "L") bytes and
- * returns the channel count, or 0 for a size error. */
-static int png_setup(png_structp png, png_infop info, int *w, int *h, char *err, size_t errlen)
+ * returns the channel count, or 0 for a size error. *wide is set for 16-bit
+ * gray, which PIL opens as mode "I" and clips to 255 instead of keeping
+ * the high byte (every other 16-bit PNG keeps the high byte in PIL). */
+static int png_setup(png_structp png, png_infop info, int *w, int *h, int *wide, char *err,
+                     size_t errlen)
 {
     png_read_info(png, info);
     *w = (int)png_get_image_width(png, info);
     *h = (int)png_get_image_height(png, info);
     if (check_dims(*w, *h, err, errlen) != 0)
         return 0;
-    int ct = png_get_color_type(png, info);
+    int ct = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
+    *wide = ct == PNG_COLOR_TYPE_GRAY && depth == 16;
     if (ct == PNG_COLOR_TYPE_PALETTE)
         png_set_palette_to_rgb(png);
-    if (ct == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) < 8)
+    if (ct == PNG_COLOR_TYPE_GRAY && depth < 8)
         png_set_expand_gray_1_2_4_to_8(png);
-    if (png_get_bit_depth(png, info) == 16)
+    if (depth == 16 && !*wide)
         png_set_strip_16(png);
     png_set_strip_alpha(png);
     png_set_interlace_handling(png);
@@ -269,6 +287,17 @@ static int png_setup(png_structp png, png_infop info, int *w, int *h, char *err,
     return ch;
 }
 
+/* 16-bit big-endian gray to 8 bits the way PIL's I -> L/RGB conversion does:
+ * values above 255 become 255. In place: each output byte is at or before
+ * the input sample it comes from. */
+static void png_clip16(uint8_t *px, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned v = (unsigned)px[2 * i] << 8 | px[2 * i + 1];
+        px[i] = (uint8_t)(v > 255 ? 255 : v);
+    }
+}
+
 static image_t *decode_png(const uint8_t *buf, size_t len, int *src_w, int *src_h, char *err,
                            size_t errlen)
 {
@@ -278,25 +307,33 @@ static image_t *decode_png(const uint8_t *buf, size_t len, int *src_w, int *src_
                                              png_on_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     image_t *volatile img = NULL;
+    uint8_t *volatile px = NULL; /* decoded samples: img->px, or a 16-bit buffer */
     png_bytep *volatile rows = NULL;
     if (!info) {
         snprintf(err, errlen, "out of memory for a PNG decoder");
     } else if (setjmp(png_jmpbuf(png)) == 0) {
         png_set_read_fn(png, &src, png_read_mem);
-        int w, h, ch = png_setup(png, info, &w, &h, err, errlen);
+        int w, h, wide = 0, ch = png_setup(png, info, &w, &h, &wide, err, errlen);
         img = ch ? image_new(w, h, ch) : NULL;
-        rows = img ? malloc((size_t)h * sizeof *rows) : NULL;
+        px = !img ? NULL : wide ? malloc((size_t)w * h * 2) : img->px;
+        rows = px ? malloc((size_t)h * sizeof *rows) : NULL;
         if (ch && !rows)
             snprintf(err, errlen, "out of memory for a %dx%d image", w, h);
         for (int y = 0; rows && y < h; y++)
-            rows[y] = img->px + (size_t)y * w * ch;
+            rows[y] = px + (size_t)y * w * ch * (wide ? 2 : 1);
         if (rows) {
             png_read_image(png, rows);
             png_read_end(png, NULL);
+            if (wide) {
+                png_clip16(px, (size_t)w * h);
+                memcpy(img->px, px, (size_t)w * h);
+            }
             *src_w = w;
             *src_h = h;
         }
     }
+    if (img && px != img->px)
+        free(px);
     if (err[0]) {
         image_t *tmp = img;
         image_destroy(&tmp);
@@ -344,10 +381,8 @@ int decode_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size
     int subsamp, cs, rc = -1;
     if (!tj)
         snprintf(err, errlen, "cannot create a TurboJPEG decompressor");
-    else if (tjDecompressHeader3(tj, buf, (unsigned long)len, w, h, &subsamp, &cs) != 0)
-        snprintf(err, errlen, "corrupt JPEG header: %s", tjGetErrorStr2(tj));
     else
-        rc = check_dims(*w, *h, err, errlen);
+        rc = jpeg_header(tj, buf, len, w, h, &subsamp, &cs, err, errlen);
     if (tj)
         tjDestroy(tj);
     return rc;

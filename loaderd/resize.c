@@ -25,6 +25,7 @@ typedef struct {
     int *lo;      /* first source index of each output pixel */
     int *n;       /* number of taps */
     int32_t *k;   /* count x ksize fixed-point weights */
+    int fixed;    /* every n == ksize (see taps_pad) */
 } taps_t;
 
 static void taps_free(taps_t *t)
@@ -86,37 +87,203 @@ static inline uint8_t clip8(int32_t v)
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
+/* Gives every output pixel exactly ksize taps (zero weights added, window
+ * moved inside the source), so the inner loops have a fixed length. Adding
+ * zero terms leaves every sum, hence every pixel, unchanged. */
+static void taps_pad(taps_t *t, int in_size, int count)
+{
+    if (in_size < t->ksize)
+        return;
+    for (int i = 0; i < count; i++) {
+        int32_t *k = t->k + (size_t)i * t->ksize;
+        int lo = t->lo[i] < in_size - t->ksize ? t->lo[i] : in_size - t->ksize;
+        int shift = t->lo[i] - lo;
+        memmove(k + shift, k, (size_t)t->n[i] * sizeof *k);
+        for (int j = 0; j < shift; j++)
+            k[j] = 0;
+        for (int j = shift + t->n[i]; j < t->ksize; j++)
+            k[j] = 0;
+        t->lo[i] = lo;
+        t->n[i] = t->ksize;
+    }
+    t->fixed = 1;
+}
+
+#define HALF (1 << (PRECISION_BITS - 1))
+
+/* Portable loops: fixed tap counts (after taps_pad) let the compiler unroll. */
+static void row_h_c(const uint8_t *in, uint8_t *out, const taps_t *t, int cols, int c)
+{
+    for (int x = 0; x < cols; x++) {
+        const int32_t *k = t->k + (size_t)x * t->ksize;
+        const int n = t->n[x];
+        const uint8_t *p = in + (size_t)t->lo[x] * c;
+        if (c == 1) {
+            int32_t s = HALF;
+            for (int j = 0; j < n; j++)
+                s += p[j] * k[j];
+            out[x] = clip8(s);
+            continue;
+        }
+        int32_t s0 = HALF, s1 = HALF, s2 = HALF;
+        for (int j = 0; j < n; j++, p += 3) {
+            s0 += p[0] * k[j];
+            s1 += p[1] * k[j];
+            s2 += p[2] * k[j];
+        }
+        out[3 * x] = clip8(s0);
+        out[3 * x + 1] = clip8(s1);
+        out[3 * x + 2] = clip8(s2);
+    }
+}
+
+static void row_v_c(const uint8_t *base, size_t stride, const int32_t *k, int n, size_t x,
+                    size_t len, uint8_t *row)
+{
+    for (; x < len; x++) {
+        int32_t s = HALF;
+        for (int j = 0; j < n; j++)
+            s += base[(size_t)j * stride + x] * k[j];
+        row[x] = clip8(s);
+    }
+}
+
+/* AVX2 versions, chosen at run time: the same integer arithmetic (32-bit
+ * products and sums, shift, saturate to 0..255), so the same pixels. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define RESIZE_AVX2 1
+
+static int have_avx2(void)
+{
+    static int cached = -1; /* benign race: every thread computes the same value */
+    if (cached < 0)
+        cached = __builtin_cpu_supports("avx2") ? 1 : 0;
+    return cached;
+}
+
+/* Two output pixels per vector: lanes 0-3 the RGB(+1 spare) of pixel x,
+ * lanes 4-7 of pixel x + 1. KK holds each pair's taps as 8 lanes. Reads one
+ * byte past each pixel's last tap, so IN needs a byte of slack. */
+__attribute__((target("avx2"))) static int row_h_rgb_avx2(const uint8_t *in, uint8_t *out,
+                                                          const taps_t *t, const int32_t *kk,
+                                                          int cols)
+{
+    const int K = t->ksize;
+    int x = 0;
+    for (; x + 2 <= cols; x += 2) {
+        const uint8_t *p0 = in + (size_t)t->lo[x] * 3, *p1 = in + (size_t)t->lo[x + 1] * 3;
+        const int32_t *kp = kk + (size_t)(x / 2) * K * 8;
+        __m256i acc = _mm256_set1_epi32(HALF);
+        for (int j = 0; j < K; j++) {
+            int32_t a, b;
+            memcpy(&a, p0 + 3 * j, 4);
+            memcpy(&b, p1 + 3 * j, 4);
+            __m256i v = _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, b, a));
+            __m256i w = _mm256_loadu_si256((const __m256i *)(kp + 8 * j));
+            acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(v, w));
+        }
+        acc = _mm256_srai_epi32(acc, PRECISION_BITS);
+        __m128i s16 = _mm_packs_epi32(_mm256_castsi256_si128(acc),
+                                      _mm256_extracti128_si256(acc, 1));
+        uint8_t px[16];
+        _mm_storeu_si128((__m128i *)px, _mm_packus_epi16(s16, s16));
+        memcpy(out + 3 * x, px, 3);
+        memcpy(out + 3 * x + 3, px + 4, 3);
+    }
+    return x;
+}
+
+/* Eight values per vector, sixteen per step. */
+__attribute__((target("avx2"))) static size_t row_v_avx2(const uint8_t *base, size_t stride,
+                                                         const int32_t *k, int n, size_t len,
+                                                         uint8_t *row)
+{
+    size_t x = 0;
+    for (; x + 16 <= len; x += 16) {
+        __m256i a0 = _mm256_set1_epi32(HALF), a1 = a0;
+        for (int j = 0; j < n; j++) {
+            const uint8_t *r = base + (size_t)j * stride + x;
+            __m256i kj = _mm256_set1_epi32(k[j]);
+            __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)r));
+            __m256i v1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(r + 8)));
+            a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(v0, kj));
+            a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(v1, kj));
+        }
+        a0 = _mm256_srai_epi32(a0, PRECISION_BITS);
+        a1 = _mm256_srai_epi32(a1, PRECISION_BITS);
+        __m128i s0 = _mm_packs_epi32(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1));
+        __m128i s1 = _mm_packs_epi32(_mm256_castsi256_si128(a1), _mm256_extracti128_si256(a1, 1));
+        _mm_storeu_si128((__m128i *)(row + x), _mm_packus_epi16(s0, s1));
+    }
+    return x;
+}
+#endif
+
+/* Pair-interleaved taps for row_h_rgb_avx2; NULL when not used. */
+static int32_t *taps_pairs(const taps_t *t, int cols)
+{
+#ifdef RESIZE_AVX2
+    if (!t->fixed || !have_avx2())
+        return NULL;
+    int32_t *kk = malloc((size_t)(cols / 2 + 1) * t->ksize * 8 * sizeof *kk);
+    for (int x = 0; kk && x + 2 <= cols; x += 2)
+        for (int j = 0; j < t->ksize; j++)
+            for (int l = 0; l < 8; l++)
+                kk[((size_t)(x / 2) * t->ksize + j) * 8 + l] =
+                    t->k[(size_t)(x + l / 4) * t->ksize + j];
+    return kk;
+#else
+    (void)t;
+    (void)cols;
+    return NULL;
+#endif
+}
+
+static void row_h(const uint8_t *in, uint8_t *out, const taps_t *t, const int32_t *kk, int cols,
+                  int c)
+{
+    int x = 0;
+#ifdef RESIZE_AVX2
+    if (kk && c == 3)
+        x = row_h_rgb_avx2(in, out, t, kk, cols);
+#else
+    (void)kk;
+#endif
+    if (x < cols) {
+        taps_t rest = *t;
+        rest.lo += x;
+        rest.n += x;
+        rest.k += (size_t)x * t->ksize;
+        row_h_c(in, out + (size_t)x * c, &rest, cols - x, c);
+    }
+}
+
 /* Horizontal pass over ROWS source rows starting at y0: dst row r gets the
  * columns described by T, interleaved with C channels. */
-static void pass_h(const image_t *src, int y0, int rows, const taps_t *t, int cols,
-                   uint8_t *dst)
+static int pass_h(const image_t *src, int y0, int rows, const taps_t *t, int cols, uint8_t *dst)
 {
     const int c = src->c;
+    const size_t stride = (size_t)src->w * c;
+    uint8_t *last = NULL;
+    int32_t *kk = c == 3 ? taps_pairs(t, cols) : NULL;
     for (int r = 0; r < rows; r++) {
-        const uint8_t *in = src->px + (size_t)(y0 + r) * src->w * c;
-        uint8_t *out = dst + (size_t)r * cols * c;
-        for (int x = 0; x < cols; x++) {
-            const int32_t *k = t->k + (size_t)x * t->ksize;
-            const uint8_t *p = in + (size_t)t->lo[x] * c;
-            int n = t->n[x];
-            if (c == 1) {
-                int32_t s0 = 1 << (PRECISION_BITS - 1);
-                for (int i = 0; i < n; i++)
-                    s0 += p[i] * k[i];
-                out[x] = clip8(s0);
-            } else {
-                int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
-                for (int i = 0; i < n; i++, p += 3) {
-                    s0 += p[0] * k[i];
-                    s1 += p[1] * k[i];
-                    s2 += p[2] * k[i];
-                }
-                out[3 * x] = clip8(s0);
-                out[3 * x + 1] = clip8(s1);
-                out[3 * x + 2] = clip8(s2);
+        const uint8_t *in = src->px + (size_t)(y0 + r) * stride;
+        if (c == 3 && y0 + r == src->h - 1) {
+            /* the RGB loop reads a byte past its last tap: give the image's
+             * final row that byte */
+            if (!(last = calloc(stride + 4, 1))) {
+                free(kk);
+                return -1;
             }
+            memcpy(last, in, stride);
+            in = last;
         }
+        row_h(in, dst + (size_t)r * cols * c, t, kk, cols, c);
     }
+    free(kk);
+    free(last);
+    return 0;
 }
 
 /* Writes one finished row of LEN interleaved values (cols x c) into the
@@ -139,24 +306,32 @@ static void put_row(uint8_t *out, const resize_window_t *win, int c, int planar,
 /* Vertical pass for output row i: source row y lives at
  * IN + (y - in_y0) * STRIDE; LEN values of each are filtered into ROW. */
 static void pass_v(const uint8_t *in, size_t stride, int in_y0, size_t len, const taps_t *tv,
-                   int i, int32_t *acc, uint8_t *row)
+                   int i, uint8_t *row)
 {
     const int32_t *k = tv->k + (size_t)i * tv->ksize;
-    for (size_t x = 0; x < len; x++)
-        acc[x] = 1 << (PRECISION_BITS - 1);
-    for (int j = 0; j < tv->n[i]; j++) {
-        const uint8_t *r = in + (size_t)(tv->lo[i] + j - in_y0) * stride;
-        int32_t kj = k[j];
-        for (size_t x = 0; x < len; x++)
-            acc[x] += r[x] * kj;
-    }
-    for (size_t x = 0; x < len; x++)
-        row[x] = clip8(acc[x]);
+    const uint8_t *base = in + (size_t)(tv->lo[i] - in_y0) * stride;
+    size_t x = 0;
+#ifdef RESIZE_AVX2
+    if (have_avx2())
+        x = row_v_avx2(base, stride, k, tv->n[i], len, row);
+#endif
+    row_v_c(base, stride, k, tv->n[i], x, len, row);
 }
 
 typedef struct {
     int x0, x1, y0, y1; /* clipped window in dst coordinates */
 } span_t;
+
+/* Rows [*y0, *y1) of the source that the vertical taps read. */
+static void taps_span(const taps_t *t, int count, int *y0, int *y1)
+{
+    *y0 = t->lo[0];
+    *y1 = t->lo[0] + t->n[0];
+    for (int i = 1; i < count; i++) {
+        *y0 = t->lo[i] < *y0 ? t->lo[i] : *y0;
+        *y1 = t->lo[i] + t->n[i] > *y1 ? t->lo[i] + t->n[i] : *y1;
+    }
+}
 
 static int resize_window(const image_t *src, int dst_w, int dst_h, const resize_window_t *win,
                          const span_t *sp, uint8_t *out, int planar)
@@ -165,31 +340,34 @@ static int resize_window(const image_t *src, int dst_w, int dst_h, const resize_
     const int need_h = dst_w != src->w, need_v = dst_h != src->h;
     taps_t th = {0}, tv = {0};
     uint8_t *tmp = NULL, *row = NULL;
-    int32_t *acc = NULL;
     int rc = -1;
-    if (need_v && taps_compute(src->h, dst_h, sp->y0, rows, &tv) != 0)
-        goto done;
-    /* source rows the vertical pass reads (all window rows when no pass) */
-    int sy0 = need_v ? tv.lo[0] : sp->y0;
-    int sy1 = need_v ? tv.lo[rows - 1] + tv.n[rows - 1] : sp->y1;
+    int sy0 = sp->y0, sy1 = sp->y1; /* source rows needed (all window rows without a pass) */
+    if (need_v) {
+        if (taps_compute(src->h, dst_h, sp->y0, rows, &tv) != 0)
+            goto done;
+        taps_pad(&tv, src->h, rows);
+        taps_span(&tv, rows, &sy0, &sy1);
+    }
     size_t len = (size_t)cols * c;
     if (need_h) {
         if (taps_compute(src->w, dst_w, sp->x0, cols, &th) != 0 ||
             !(tmp = malloc((size_t)(sy1 - sy0) * len)))
             goto done;
-        pass_h(src, sy0, sy1 - sy0, &th, cols, tmp);
+        taps_pad(&th, src->w, cols);
+        if (pass_h(src, sy0, sy1 - sy0, &th, cols, tmp) != 0)
+            goto done;
     }
     /* without a horizontal pass the rows are read straight from the source */
     const uint8_t *mid = tmp ? tmp : src->px;
     size_t stride = tmp ? len : (size_t)src->w * c;
     int mid_y0 = tmp ? sy0 : 0;
     size_t xoff = tmp ? 0 : (size_t)sp->x0 * c;
-    if (!(row = malloc(len)) || !(acc = malloc(len * sizeof *acc)))
+    if (!(row = malloc(len)))
         goto done;
     for (int i = 0; i < rows; i++) {
         const uint8_t *r = row;
         if (need_v)
-            pass_v(mid + xoff, stride, mid_y0, len, &tv, i, acc, row);
+            pass_v(mid + xoff, stride, mid_y0, len, &tv, i, row);
         else
             r = mid + (size_t)(sp->y0 + i - mid_y0) * stride + xoff;
         put_row(out, win, c, planar, sp->y0 + i - win->y, sp->x0 - win->x, r, cols);
@@ -200,7 +378,6 @@ done:
     taps_free(&tv);
     free(tmp);
     free(row);
-    free(acc);
     return rc;
 }
 
