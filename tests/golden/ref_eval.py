@@ -41,6 +41,15 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 NEAR_TIE = 1e-3
 
 
+def torchvision_version():
+    import torchvision
+    return torchvision.__version__
+
+
+def imagenet_name(resize, crop):
+    return f"Resize({resize})+CenterCrop({crop})+ToTensor+Normalize(ImageNet mean/std)"
+
+
 def md5_file(path):
     h = hashlib.md5()
     with open(path, "rb") as f:
@@ -59,6 +68,9 @@ class IdxSource:
 
     def __len__(self):
         return len(self.labels)
+
+    def transform_name(self, seed, resize, crop):
+        return "uint8/255 (= FashionMNIST+ToTensor)" if seed else "gray->RGB, " + imagenet_name(resize, crop)
 
     def batches(self, bs, arch_is_seed, tf=None):
         from PIL import Image
@@ -98,6 +110,9 @@ class FolderSource:
 
     def __len__(self):
         return len(self.indices)
+
+    def transform_name(self, seed, resize, crop):
+        return "ImageFolder(PIL RGB)+Grayscale(1)+ToTensor" if seed else "ImageFolder+" + imagenet_name(resize, crop)
 
     def batches(self, bs, arch_is_seed, tf=None):
         subset = torch.utils.data.Subset(self.ds, self.indices)
@@ -202,10 +217,10 @@ def main():
             "near_ties": near,
             "near_tie_threshold": NEAR_TIE,
             "data": args.data, "count": args.count, "arch": args.arch, "channels": args.channels,
-            "weights": os.path.basename(args.weights), "weights_md5": md5_file(args.weights),
-            "transform": "Grayscale(1)+ToTensor" if seed else
-                         f"Resize({args.resize})+CenterCrop({args.crop})+ToTensor+Normalize(ImageNet)",
-            "oracle": f"torch {torch.__version__}, tests/golden/ref_eval.py",
+            "weights": args.weights, "weights_md5": md5_file(args.weights),
+            "transform": src.transform_name(seed, args.resize, args.crop),
+            "oracle": f"torch {torch.__version__}, torchvision {torchvision_version()}",
+            "command": " ".join(sys.argv),
         }
         if src.files_md5:
             g["files_md5"] = src.files_md5
