@@ -73,7 +73,11 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void strvec_sort(strvec_t *sv) { qsort(sv->v, sv->n, sizeof *sv->v, cmp_str); }
+static void strvec_sort(strvec_t *sv)
+{
+    if (sv->n > 1)
+        qsort(sv->v, sv->n, sizeof *sv->v, cmp_str);
+}
 
 /* ---- sample table ---------------------------------------------------------- */
 
@@ -267,7 +271,7 @@ static int add_class_samples(dataset_t *ds, const char *cls, int32_t label, int 
 {
     walk_t w = {0};
     int rc = walk_dir(&w, ds->root, cls, 0);
-    if (rc == 0)
+    if (rc == 0 && w.n > 1)
         qsort(w.v, w.n, sizeof *w.v, cmp_walked);
     for (size_t d = 0; rc == 0 && d < w.n; d++)
         for (size_t f = 0; rc == 0 && f < w.v[d].files.n; f++) {

@@ -5,7 +5,8 @@
  *       (gray; --rgb: 3 channels; --size: upscaled with the PIL-bilinear
  *       resize). Class directories are the class names with '/' -> '_'; when
  *       sorting those would not keep the label order (Fashion-MNIST), each
- *       gets a "NN-" prefix so ImageFolder labels equal the IDX labels.
+ *       gets a "NN-" prefix so ImageFolder labels equal the IDX labels (as
+ *       long as every class gets a sample: only those get a directory).
  *   ddpipe-mkjpeg --synthetic N OUTDIR [--size 500x375] [--classes K]
  *                 [--quality Q] [--seed S]
  *       N colourful photo-like JPEGs (gradients, shapes, grain), sample i in
@@ -183,15 +184,17 @@ static int from_idx(const opts_t *o, tjhandle tj)
     char **dirs = class_dirs(ds);
     uint32_t nc = dataset_num_classes(ds);
     int rc = dirs ? 0 : -1;
-    for (uint32_t c = 0; rc == 0 && c < nc; c++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", o->outdir, dirs[c]);
-        if ((rc = mkdir_p(path)) != 0)
-            fprintf(stderr, "ddpipe-mkjpeg: cannot create %s: %s\n", path, strerror(errno));
-    }
     uint64_t n = dataset_size(ds);
     if (o->count > 0 && (uint64_t)o->count < n)
         n = (uint64_t)o->count;
+    /* only classes that get a sample have a directory: ImageFolder refuses
+     * empty class directories */
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", o->outdir, dirs[dataset_label(ds, i)]);
+        if ((rc = mkdir_p(path)) != 0)
+            fprintf(stderr, "ddpipe-mkjpeg: cannot create %s: %s\n", path, strerror(errno));
+    }
     for (uint64_t i = 0; rc == 0 && i < n; i++) {
         image_t view = {0, 0, 1, NULL}, *big = NULL, *rgb = NULL;
         view.px = (uint8_t *)dataset_idx_pixels(ds, i, &view.h, &view.w);
