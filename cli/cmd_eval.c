@@ -380,8 +380,11 @@ static int supervise(job_t *j)
                     fputc('\n', stderr);
                 result = ok ? 0 : 1;
                 if (!ok) {
-                    fprintf(stderr, "ddpipe: reporterd ended (%s) before finishing; its log:\n", how);
-                    launch_tail_log(c, 15);
+                    fprintf(stderr, "ddpipe: the job failed (reporterd %s); the coordinator's log:\n", how);
+                    for (int i = 0; i < j->L.n; i++)
+                        if (strcmp(j->L.c[i].name, "reducerd") == 0)
+                            launch_tail_log(&j->L.c[i], 8);
+                    launch_tail_log(c, 4);
                 }
             } else if (strncmp(c->name, "gpud", 4) == 0 && ok) {
                 gpud_finished = true;

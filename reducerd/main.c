@@ -233,6 +233,8 @@ static void publish_end(reducer_t *r, int code, const char *reason)
     publish(r, &ev);
 }
 
+static void finish(reducer_t *r, int code, const char *reason);
+
 /* ---- peers --------------------------------------------------------------- */
 
 static void send_to(reducer_t *r, zframe_t *identity, const ddp_msg_t *m)
@@ -328,6 +330,20 @@ static void on_result(reducer_t *r, zframe_t *route, const ddp_result_t *res)
     peer_t *p = peers_by_identity(r->peers, route);
     if (r->t_first_result == 0)
         r->t_first_result = clock_mono_s();
+    for (uint64_t i = 0; i < (uint64_t)res->n * res->k; i++) {
+        if (res->topk[i] >= (int32_t)r->plan.num_classes) {
+            /* not noise but a model/dataset mismatch: waiting would only hang */
+            char why[512];
+            snprintf(why, sizeof why,
+                     "rank %d predicts class %d but the dataset has %u classes: the model's classes "
+                     "(--num-classes, the weights' fc) must match the dataset's",
+                     res->rank, res->topk[i], r->plan.num_classes);
+            log_error("%s", why);
+            publish_log(r, "error", "%s", why);
+            finish(r, 1, why);
+            return;
+        }
+    }
     uint64_t invalid = 0, dup = 0;
     for (uint32_t i = 0; i < res->n; i++) {
         int rc = tally_add_result(r->tally, res->ids[i], res->labels[i], res->topk + (size_t)i * res->k,

@@ -92,10 +92,11 @@ static void on_end(reporter_t *R, const ev_end_t *end)
             log_info("run directory %s written", R->o.out);
         }
     } else {
-        log_warn("job ended with code %d (%s): no summary written", end->code, end->reason);
+        log_error("the job failed (code %d: %s): no summary written", end->code, end->reason);
     }
     send_done(R, code, code ? err : "ok");
-    R->exit_code = code;
+    /* our exit status tells the launcher whether the run directory is whole */
+    R->exit_code = code ? code : (end->code != 0);
     R->done = true;
 }
 

@@ -8,11 +8,11 @@ from ddp_it import *
 src = jpeg_folder(997)
 wd = workdir("corrupt")
 data = os.path.join(wd, "data")
-classes = sorted(d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d)))[:3]
+classes = sorted(d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d)))
 good = 0
 for c in classes:
     os.makedirs(os.path.join(data, c))
-    for f in sorted(os.listdir(os.path.join(src, c)))[:7]:
+    for f in sorted(os.listdir(os.path.join(src, c)))[:2]:
         shutil.copy(os.path.join(src, c, f), os.path.join(data, c, f))
         good += 1
 
@@ -45,4 +45,14 @@ for workers in (1, 2):
     preds = read(os.path.join(out, "predictions.csv")).strip().split("\n")
     check(len(preds) == n + 1, "predictions.csv has %d rows, want %d + header" % (len(preds) - 1, n))
     assert_no_leftovers(out)
+# a dataset with fewer classes than the model predicts: a clear error, not a hang
+few = os.path.join(wd, "three-classes")
+for c in classes[:3]:
+    shutil.copytree(os.path.join(data, c), os.path.join(few, c))
+out = os.path.join(wd, "mismatch")
+p = run_eval(few, out, 1, 4, expect_rc=None, timeout=120)
+check(p.returncode != 0, "a 10-class model on a 3-class dataset exited 0")
+check("3 classes" in p.stderr or "3 classes" in read(os.path.join(out, "logs", "reducerd.log")),
+      "the class mismatch was not explained:\n" + p.stderr)
+assert_no_leftovers(out)
 print("1 passed, 0 failed")
