@@ -385,9 +385,10 @@ int main(int argc, char **argv)
     log_init("gpud", -1, g.o.verbose);
     zs_install_signals();
     int rc = setup(&g) < 0 ? 1 : (g.stopped ? 0 : run(&g));
-    log_info("exiting: %llu batches, %llu samples, %.2fs compute (%.1f img/s)",
+    log_info("exiting: %llu batches, %llu samples, %.2fs compute (%.1f img/s); %llu messages, %llu rejected",
              (unsigned long long)g.batches, (unsigned long long)g.samples, g.compute_s,
-             g.compute_s > 0 ? g.samples / g.compute_s : 0.0);
+             g.compute_s > 0 ? g.samples / g.compute_s : 0.0, (unsigned long long)g.stats.received,
+             (unsigned long long)g.stats.rejected);
     zactor_destroy(&g.heartbeat);
     zsock_destroy(&g.loader);
     zsock_destroy(&g.reducer);
