@@ -5,8 +5,10 @@
  *                [--channels 1|3] [--dct 0|1] [--epochs E]
  *
  * One warm-up epoch (page cache, allocator), then E timed epochs. Prints
- * one line "ddpipe loader: ... img/s" plus a checksum of the last epoch's
- * pixels so the work cannot be optimised away. */
+ * one line with the wall-clock rate (img/s), the CPU time per image of the
+ * whole process (fair on a shared machine, where T threads and T + 1
+ * processes get different shares), and a checksum of the pixels (the
+ * same as loader_torch.py's, so equal numbers mean equal pixels). */
 #include "common/clock.h"
 #include "common/dataset.h"
 #include "common/flags.h"
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 typedef struct {
     const dataset_t *ds;
@@ -38,6 +41,15 @@ static void load_one(void *arg, int i)
         fprintf(stderr, "loader_bench: %s: %s\n", dataset_path(b->ds, id), err);
         b->fail_slot[i] = 1;
     }
+}
+
+/* CPU seconds of the whole process (all threads), user + system. */
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
 }
 
 /* Sum of every 7th row and column of every channel: the same number as
@@ -131,15 +143,15 @@ int main(int argc, char **argv)
         if (b.batch && b.fail_slot) {
             uint64_t sum = 0;
             int failed = run_epoch(pool, &b, (int)bs, &sum); /* warm-up */
-            double t0 = clock_mono_s();
+            double t0 = clock_mono_s(), c0 = cpu_seconds();
             for (long e = 0; e < epochs; e++)
                 failed += run_epoch(pool, &b, (int)bs, &sum);
-            double dt = clock_mono_s() - t0;
+            double dt = clock_mono_s() - t0, cpu = cpu_seconds() - c0;
             double n = (double)dataset_size(ds) * epochs;
             printf("ddpipe loader: %llu images x %ld epochs, %ld threads, batch %ld, %dx%d: "
-                   "%.1f img/s (checksum %" PRIu64 ", failed %d)\n",
+                   "%.1f img/s, %.2f CPU ms/img (checksum %" PRIu64 ", failed %d)\n",
                    (unsigned long long)dataset_size(ds), epochs, threads, bs, b.w, b.h, n / dt,
-                   sum, failed);
+                   cpu / n * 1e3, sum, failed);
             rc = failed ? 1 : 0;
         } else {
             fprintf(stderr, "loader_bench: out of memory\n");

@@ -1,37 +1,52 @@
 #!/bin/sh
 # Loader benchmark: ddpipe's loader (bench/loader_bench.c) vs torchvision's
 # ImageFolder + DataLoader (bench/loader_torch.py) on the same synthetic
-# ImageNet-sized JPEGs, same number of threads/workers, in the same run.
+# photo-like JPEGs, same number of threads/workers, in the same run.
 #
 #   bench/run_loader_bench.sh [BUILD_DIR] [IMAGES] [THREADS] [EPOCHS]
+#   env: SIZE=500x375 (source JPEG size), RESIZE=256, CROP=224
 #
 # BUILD_DIR must hold bin/loader_bench and bin/ddpipe-mkjpeg (build it
 # without sanitizers, e.g. -DCMAKE_BUILD_TYPE=Release). Defaults: build,
-# 400 images of 500x375, 2 threads, 3 timed epochs.
+# 400 images, 2 threads, 3 timed epochs. ddpipe runs twice: PIL-exact
+# (--dct 0, whose pixel checksum must equal torchvision's) and with
+# libjpeg-turbo DCT scaling allowed (--dct 1; only used when the resize
+# target is at most half the source, so not at all for 500x375 -> 256).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build}
 images=${2:-400}
 threads=${3:-2}
 epochs=${4:-3}
+size=${SIZE:-500x375}
+resize=${RESIZE:-256}
+crop=${CROP:-224}
 bin=$build/bin
 for tool in loader_bench ddpipe-mkjpeg; do
   [ -x "$bin/$tool" ] || { echo "run_loader_bench: $bin/$tool missing; build first" >&2; exit 1; }
 done
 data=$(mktemp -d "${TMPDIR:-/tmp}/ddpipe-loaderbench.XXXXXX")
 trap 'rm -rf "$data"' EXIT
-"$bin/ddpipe-mkjpeg" --synthetic "$images" "$data" --size 500x375 --classes 4 --quality 90 >/dev/null
-echo "$images synthetic 500x375 JPEGs (q90, 4:2:0, $(du -sk "$data" | cut -f1) KiB), $threads threads, Resize(256) CenterCrop(224) uint8"
-ours=$("$bin/loader_bench" "$data" --threads "$threads" --epochs "$epochs")
+"$bin/ddpipe-mkjpeg" --synthetic "$images" "$data" --size "$size" --classes 4 --quality 90 >/dev/null
+echo "$images synthetic $size JPEGs (q90, 4:2:0, $(du -sk "$data" | cut -f1) KiB), $threads threads," \
+     "Resize($resize) CenterCrop($crop) to uint8, $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
+common="--threads $threads --epochs $epochs --resize $resize --crop $crop"
+ours=$("$bin/loader_bench" "$data" $common --dct 0)
 echo "$ours"
-dct=$("$bin/loader_bench" "$data" --threads "$threads" --epochs "$epochs" --dct 1)
+dct=$("$bin/loader_bench" "$data" $common --dct 1)
 echo "$dct  [--dct 1]"
-torch=$(/usr/bin/python3 "$here/loader_torch.py" "$data" --threads "$threads" --epochs "$epochs")
+torch=$(/usr/bin/python3 "$here/loader_torch.py" "$data" --threads "$threads" --epochs "$epochs" \
+        --resize "$resize" --crop "$crop")
 echo "$torch"
 rate() { echo "$1" | sed -n 's/.*: \([0-9.]*\) img\/s.*/\1/p'; }
+cpu() { echo "$1" | sed -n 's/.* \([0-9.]*\) CPU ms\/img.*/\1/p'; }
 sum() { echo "$1" | sed -n 's/.*checksum \([0-9]*\).*/\1/p'; }
-awk -v a="$(rate "$ours")" -v b="$(rate "$torch")" \
-  'BEGIN { printf "speedup ddpipe/torchvision: %.2fx\n", a / b }'
+ratio() {
+  awk -v a="$(rate "$1")" -v b="$(rate "$torch")" -v c="$(cpu "$1")" -v d="$(cpu "$torch")" \
+    -v what="$2" 'BEGIN { printf "speedup %s/torchvision: %.2fx img/s, %.2fx CPU per image\n", what, a / b, d / c }'
+}
+ratio "$ours" "ddpipe"
+ratio "$dct" "ddpipe --dct 1"
 if [ "$(sum "$ours")" = "$(sum "$torch")" ]; then
   echo "pixels: identical checksums (PIL-exact)"
 else

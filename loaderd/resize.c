@@ -1,6 +1,7 @@
 #include "loaderd/resize.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,12 +155,13 @@ static void row_v_c(const uint8_t *base, size_t stride, const int32_t *k, int n,
 #include <immintrin.h>
 #define RESIZE_AVX2 1
 
+static atomic_int simd_allowed = 1;
+
 static int have_avx2(void)
 {
-    static int cached = -1; /* benign race: every thread computes the same value */
-    if (cached < 0)
-        cached = __builtin_cpu_supports("avx2") ? 1 : 0;
-    return cached;
+    /* __builtin_cpu_supports reads a table libgcc fills at start-up */
+    return atomic_load_explicit(&simd_allowed, memory_order_relaxed) &&
+           __builtin_cpu_supports("avx2");
 }
 
 /* Two output pixels per vector: lanes 0-3 the RGB(+1 spare) of pixel x,
@@ -403,6 +405,17 @@ int resize_region(const image_t *src, int dst_w, int dst_h, const resize_window_
         return -1;
     }
     return 0;
+}
+
+int resize_use_simd(int on)
+{
+#ifdef RESIZE_AVX2
+    atomic_store(&simd_allowed, on);
+    return have_avx2();
+#else
+    (void)on;
+    return 0;
+#endif
 }
 
 image_t *resize_image(const image_t *src, int dst_w, int dst_h, char *err, size_t errlen)

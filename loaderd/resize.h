@@ -35,4 +35,9 @@ int resize_region(const image_t *src, int dst_w, int dst_h, const resize_window_
 /* Whole-image convenience: a new dst_w x dst_h image, NULL on error. */
 image_t *resize_image(const image_t *src, int dst_w, int dst_h, char *err, size_t errlen);
 
+/* Tests: 0 forces the portable loops, 1 (the default) lets the AVX2 ones
+ * run where the CPU has them. Returns whether AVX2 is now in use. Call
+ * before any resize runs, not concurrently with one. */
+int resize_use_simd(int on);
+
 #endif

@@ -169,8 +169,12 @@ static void test_gray(void)
 
 int main(void)
 {
-    test_pil_goldens();
-    test_windows();
+    /* both code paths must give PIL's pixels */
+    for (int simd = 1; simd >= 0; simd--) {
+        printf("%s loops\n", resize_use_simd(simd) ? "AVX2" : "portable");
+        test_pil_goldens();
+        test_windows();
+    }
     test_bad_args();
     test_sizes();
     test_center_crop();
