@@ -9,7 +9,9 @@
  *    (directories sorted by path, files sorted by name). Sample i and its
  *    label are the same as torchvision.datasets.ImageFolder's samples[i].
  *    A root without class directories, or a class without one image file,
- *    is an error, as in torchvision.
+ *    is an error, as in torchvision. One deliberate difference: a symlink
+ *    back to an ancestor directory is skipped with a warning (os.walk
+ *    would follow it until the path gets too long).
  *  - "idx:PREFIX" for MNIST-style IDX files PREFIX-images-idx3-ubyte[.gz] and
  *    PREFIX-labels-idx1-ubyte[.gz], loaded into memory. Classes are
  *    Fashion-MNIST's names when PREFIX contains "fashion", else "0".."9".
