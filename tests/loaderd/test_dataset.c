@@ -127,6 +127,28 @@ static void test_imagefolder_errors(void)
     free(root);
 }
 
+/* A symlink back to an ancestor is not followed (os.walk would loop until
+ * the path is too long): the index stays finite and has each file once. */
+static void test_symlink_loop(void)
+{
+    char *root = tu_mkdtemp("loop");
+    if (!root)
+        return;
+    char path[4200], err[512];
+    snprintf(path, sizeof path, "%s/cls/a.jpg", root);
+    tu_write_file(path, "", 0);
+    snprintf(path, sizeof path, "%s/cls/sub/b.jpg", root);
+    tu_write_file(path, "", 0);
+    snprintf(path, sizeof path, "%s/cls/sub/up", root);
+    CHECK(symlink("..", path) == 0, "symlink");
+    dataset_t *ds = dataset_open(root, err, sizeof err);
+    CHECK(ds && dataset_size(ds) == 2, "loop: %s, %llu samples", ds ? "" : err,
+          ds ? (unsigned long long)dataset_size(ds) : 0ULL);
+    dataset_destroy(&ds);
+    tu_rmtree(root);
+    free(root);
+}
+
 /* ---- IDX ------------------------------------------------------------------ */
 
 static void be32(uint8_t *p, uint32_t v)
@@ -269,6 +291,7 @@ int main(void)
 {
     test_imagefolder_order();
     test_imagefolder_errors();
+    test_symlink_loop();
     char *dir = tu_mkdtemp("idx");
     if (dir) {
         test_idx_valid(dir);
