@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -135,6 +136,15 @@ def assert_no_leftovers(marker):
         except OSError:
             pass
     fail("processes left behind: %s" % left)
+
+
+def free_port():
+    """A loopback TCP port nobody listens on right now."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def load_json(path):

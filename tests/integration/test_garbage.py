@@ -3,18 +3,10 @@ sockets are rejected and counted; the job still completes with the right
 counts. Daemons are started one by one on tcp endpoints, as on a cluster."""
 import os
 import re
-import socket
 import subprocess
 import time
 from ddp_it import *
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 data = jpeg_folder(997)

@@ -3,7 +3,6 @@ with numprocs gpud workers; `ddpipe tap` watches it live; the run directory
 matches a `ddpipe eval` run of the same job."""
 import os
 import shutil
-import socket
 import subprocess
 import time
 from ddp_it import *
@@ -11,13 +10,6 @@ from ddp_it import *
 if not shutil.which("supervisord"):
     fail("supervisord not found: install Debian's supervisor (scripts/install-deps.sh --test)")
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 data = jpeg_folder(997)
