@@ -11,8 +11,12 @@
 
 #ifdef DECODE_HAVE_PNG
 #include <png.h>
-#include <setjmp.h>
 #endif
+#ifdef DECODE_HAVE_LIBJPEG
+#include <jpeglib.h> /* after stdio.h: it needs FILE and size_t */
+#include <jerror.h>
+#endif
+#include <setjmp.h>
 
 #define READ_MAX_BYTES ((size_t)256 << 20)
 
@@ -219,6 +223,215 @@ static image_t *decode_jpeg(const uint8_t *buf, size_t len, const decode_opts_t 
     image_t *img = decode_jpeg_tj(tj, buf, len, opts, src_w, src_h, err, errlen);
     tjDestroy(tj);
     return img;
+}
+
+/* ---- JPEG, partial: only the rectangle the caller needs ------------------- */
+
+#ifdef DECODE_HAVE_LIBJPEG
+/* libjpeg errors longjmp back to the decode; warnings are counted, and the
+ * one PIL treats as fatal (data ended early) is remembered. */
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf jb;
+    int truncated;
+} jl_err_t;
+
+static void jl_error_exit(j_common_ptr c)
+{
+    longjmp(((jl_err_t *)c->err)->jb, 1);
+}
+
+static void jl_emit(j_common_ptr c, int level)
+{
+    if (level >= 0)
+        return; /* trace messages */
+    if (c->err->msg_code == JWRN_JPEG_EOF)
+        ((jl_err_t *)c->err)->truncated = 1;
+    c->err->num_warnings++;
+}
+
+/* The partial decode handles single-scan Huffman or arithmetic JPEGs in
+ * YCbCr, RGB or gray. Progressive and multi-scan files buffer every
+ * coefficient before the first row comes out (crop and skip would save
+ * little), and CMYK/YCCK need PIL's conversion: those take the full path. */
+static int jl_eligible(j_decompress_ptr ci)
+{
+    if (ci->progressive_mode || jpeg_has_multiple_scans(ci))
+        return 0;
+    return (ci->jpeg_color_space == JCS_YCbCr && ci->num_components == 3) ||
+           (ci->jpeg_color_space == JCS_RGB && ci->num_components == 3) ||
+           (ci->jpeg_color_space == JCS_GRAYSCALE && ci->num_components == 1);
+}
+
+/* The rectangle to decode: NEED (clipped) widened by two chroma samples on
+ * each side. jpeg_crop_scanline then moves the left edge to an iMCU
+ * boundary; the fancy upsamplers treat the edges of the cropped row as
+ * image edges (libjpeg.txt, "Partial image decompression"), so the outer
+ * columns of the decoded window may differ from a full decode and must not
+ * be used: the margin keeps them outside NEED. Rows get the same margin
+ * above (jpeg_skip_scanlines is exact, the margin is cheap insurance);
+ * rows below the rectangle are never produced, which is exact. */
+static decode_rect_t jl_window(j_decompress_ptr ci, decode_rect_t need)
+{
+    int w = (int)ci->image_width, h = (int)ci->image_height;
+    int mx = 2 * ci->max_h_samp_factor, my = 2 * ci->max_v_samp_factor;
+    int x0 = need.x < 0 ? 0 : need.x, y0 = need.y < 0 ? 0 : need.y;
+    int x1 = need.x + need.w > w ? w : need.x + need.w;
+    int y1 = need.y + need.h > h ? h : need.y + need.h;
+    if (need.w <= 0 || need.h <= 0 || x0 >= x1 || y0 >= y1)
+        return (decode_rect_t){0, 0, w, h};
+    x0 = x0 - mx < 0 ? 0 : x0 - mx;
+    y0 = y0 - my < 0 ? 0 : y0 - my;
+    x1 = x1 + mx > w ? w : x1 + mx;
+    return (decode_rect_t){x0, y0, x1 - x0, y1 - y0};
+}
+
+/* Truncation check without decoding the rows below the rectangle: the
+ * data must end with the EOI marker. A file that does not (truncated, or
+ * with trailing bytes) is decoded to its end, so PIL's "truncated" verdict
+ * stays exactly as a full decode would give it. */
+static int jl_ends_with_eoi(const uint8_t *buf, size_t len)
+{
+    return len >= 4 && buf[len - 2] == 0xFF && buf[len - 1] == 0xD9;
+}
+
+/* Reads rows [y0, y0 + img->h) of the (cropped) output into IMG, straight
+ * into its rows, then skips or drains the rest. Runs under the caller's
+ * setjmp. */
+static void jl_read(j_decompress_ptr ci, image_t *img, int y0, int drain, uint8_t *scratch)
+{
+    if (y0 > 0)
+        jpeg_skip_scanlines(ci, (JDIMENSION)y0);
+    const size_t stride = (size_t)img->w * img->c;
+    JSAMPROW rows[16];
+    for (int y = 0; y < img->h;) {
+        int n = img->h - y < 16 ? img->h - y : 16;
+        for (int i = 0; i < n; i++)
+            rows[i] = img->px + (size_t)(y + i) * stride;
+        JDIMENSION got = jpeg_read_scanlines(ci, rows, (JDIMENSION)n);
+        if (got == 0)
+            ERREXIT(ci, JERR_INPUT_EMPTY); /* cannot happen with a memory source */
+        y += (int)got;
+    }
+    if (!drain)
+        return;
+    while (ci->output_scanline < ci->output_height) {
+        rows[0] = scratch;
+        if (jpeg_read_scanlines(ci, rows, 1) != 1)
+            ERREXIT(ci, JERR_INPUT_EMPTY);
+    }
+    jpeg_finish_decompress(ci);
+}
+
+typedef enum { JL_DONE, JL_FAILED, JL_FULL_PATH } jl_rc_t;
+
+/* Partial decode of a single-scan JPEG. JL_FULL_PATH: not eligible (or DCT
+ * scaling wanted), nothing was decoded. */
+static jl_rc_t jl_decode(const uint8_t *buf, size_t len, const decode_opts_t *opts,
+                         decode_need_fn need_fn, void *ctx, image_t **out, decode_part_t *part,
+                         int *src_w, int *src_h, char *err, size_t errlen)
+{
+    struct jpeg_decompress_struct ci;
+    jl_err_t je;
+    image_t *volatile img = NULL;
+    uint8_t *volatile scratch = NULL;
+    volatile jl_rc_t rc = JL_FAILED;
+    ci.err = jpeg_std_error(&je.pub);
+    je.pub.error_exit = jl_error_exit;
+    je.pub.emit_message = jl_emit;
+    je.truncated = 0;
+    if (setjmp(je.jb)) {
+        char msg[JMSG_LENGTH_MAX];
+        (*ci.err->format_message)((j_common_ptr)&ci, msg);
+        if (je.truncated) /* the error came from the fake EOI after the data ran out */
+            snprintf(err, errlen, "image file is truncated (%s)", msg);
+        else
+            snprintf(err, errlen, "corrupt JPEG: %s", msg);
+        image_t *tmp = img;
+        image_destroy(&tmp);
+        free(scratch);
+        jpeg_destroy_decompress(&ci);
+        return JL_FAILED;
+    }
+    jpeg_create_decompress(&ci);
+    jpeg_mem_src(&ci, buf, (unsigned long)len);
+    jpeg_read_header(&ci, TRUE);
+    int w = (int)ci.image_width, h = (int)ci.image_height;
+    decode_rect_t need = {0, 0, w, h};
+    tjscalingfactor sf = pick_scale(w, h, opts);
+    if (check_dims(w, h, err, errlen) != 0) {
+        rc = JL_FAILED;
+    } else if (!jl_eligible(&ci) || sf.num != sf.denom) {
+        rc = JL_FULL_PATH;
+    } else if (need_fn && need_fn(ctx, w, h, &need, err, errlen) != 0) {
+        rc = JL_FAILED;
+    } else {
+        /* PIL's settings, spelled out: accurate integer IDCT, fancy upsampling */
+        ci.out_color_space = ci.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
+        ci.dct_method = JDCT_ISLOW;
+        ci.do_fancy_upsampling = TRUE;
+        decode_rect_t win = jl_window(&ci, need);
+        jpeg_start_decompress(&ci);
+        JDIMENSION xoff = (JDIMENSION)win.x, cw = (JDIMENSION)win.w;
+        if (win.w < w)
+            jpeg_crop_scanline(&ci, &xoff, &cw);
+        int drain = !jl_ends_with_eoi(buf, len);
+        img = image_new((int)ci.output_width, win.h, ci.out_color_components);
+        scratch = drain && img ? malloc((size_t)ci.output_width * ci.out_color_components) : NULL;
+        if (!img || (drain && !scratch)) {
+            snprintf(err, errlen, "out of memory for a %dx%d image", (int)ci.output_width, win.h);
+        } else {
+            jl_read(&ci, img, win.y, drain, scratch);
+            if (je.truncated) {
+                snprintf(err, errlen, "image file is truncated (Premature end of JPEG file)");
+            } else {
+                *part = (decode_part_t){(int)xoff, win.y, w, h};
+                *src_w = w;
+                *src_h = h;
+                *out = img;
+                img = NULL;
+                rc = JL_DONE;
+            }
+        }
+    }
+    image_t *tmp = img;
+    image_destroy(&tmp);
+    free(scratch);
+    jpeg_destroy_decompress(&ci); /* also aborts a decode stopped early */
+    return rc;
+}
+#endif
+
+image_t *decode_image_part(const uint8_t *buf, size_t len, const decode_opts_t *opts,
+                           decode_need_fn need, void *ctx, decode_part_t *part, int *src_w,
+                           int *src_h, char *err, size_t errlen)
+{
+    err[0] = 0;
+#ifdef DECODE_HAVE_LIBJPEG
+    if (sniff(buf, len, err, errlen) == FMT_JPEG) {
+        image_t *img = NULL;
+        jl_rc_t rc = jl_decode(buf, len, opts, need, ctx, &img, part, src_w, src_h, err, errlen);
+        if (rc != JL_FULL_PATH)
+            return img;
+        err[0] = 0;
+    }
+#else
+    (void)need;
+    (void)ctx;
+#endif
+    image_t *img = decode_image(buf, len, opts, src_w, src_h, err, errlen);
+    if (img)
+        *part = (decode_part_t){0, 0, img->w, img->h};
+    return img;
+}
+
+int decode_has_partial_jpeg(void)
+{
+#ifdef DECODE_HAVE_LIBJPEG
+    return 1;
+#else
+    return 0;
+#endif
 }
 
 /* ---- PNG ------------------------------------------------------------------ */

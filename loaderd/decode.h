@@ -57,6 +57,38 @@ typedef struct {
 image_t *decode_image(const uint8_t *buf, size_t len, const decode_opts_t *opts, int *src_w,
                       int *src_h, char *err, size_t errlen);
 
+/* Partial decoding. decode_image_part asks NEED, once the header is read,
+ * for the rectangle of the src_w x src_h image the caller will use (0, or
+ * -1 with a reason, which fails the decode), and may then decode only a
+ * window covering it: for single-scan YCbCr/RGB/gray JPEGs (libjpeg's
+ * jpeg_crop_scanline and jpeg_skip_scanlines; rows below the rectangle are
+ * not decoded at all) when the build has the libjpeg API
+ * (DECODE_HAVE_LIBJPEG). Pixels inside the rectangle are identical to
+ * decode_image's. Every other input is decoded whole, as decode_image does
+ * (NEED may then not be called). Errors are decode_image's, truncation
+ * included: a file that does not end with the JPEG EOI marker is decoded
+ * to its end. */
+typedef struct {
+    int x, y, w, h;
+} decode_rect_t;
+
+typedef int (*decode_need_fn)(void *ctx, int src_w, int src_h, decode_rect_t *need, char *err,
+                              size_t errlen);
+
+/* Where the returned pixels lie: image pixel (0, 0) is pixel (x, y) of the
+ * full_w x full_h decoded image (the source size, or the DCT-scaled size
+ * when opts allowed scaling and it was used). */
+typedef struct {
+    int x, y, full_w, full_h;
+} decode_part_t;
+
+image_t *decode_image_part(const uint8_t *buf, size_t len, const decode_opts_t *opts,
+                           decode_need_fn need, void *ctx, decode_part_t *part, int *src_w,
+                           int *src_h, char *err, size_t errlen);
+
+/* 1 when this build decodes JPEG windows (decode_image_part can crop). */
+int decode_has_partial_jpeg(void);
+
 /* Image size from the header only; 0 or -1 with a reason. */
 int decode_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen);
 

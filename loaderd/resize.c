@@ -261,8 +261,9 @@ static void row_h(const uint8_t *in, uint8_t *out, const taps_t *t, const int32_
     }
 }
 
-/* Horizontal pass over ROWS source rows starting at y0: dst row r gets the
- * columns described by T, interleaved with C channels. */
+/* Horizontal pass over ROWS rows of SRC's buffer starting at row y0: dst
+ * row r gets the columns described by T (indices into SRC's buffer),
+ * interleaved with C channels. */
 static int pass_h(const image_t *src, int y0, int rows, const taps_t *t, int cols, uint8_t *dst)
 {
     const int c = src->c;
@@ -335,76 +336,187 @@ static void taps_span(const taps_t *t, int count, int *y0, int *y1)
     }
 }
 
-static int resize_window(const image_t *src, int dst_w, int dst_h, const resize_window_t *win,
-                         const span_t *sp, uint8_t *out, int planar)
+/* Where SRC's pixels lie in the image being resized: SRC holds the
+ * rectangle at (x, y) of a full_w x full_h image (all of it: 0, 0, src->w,
+ * src->h). */
+typedef struct {
+    int x, y, full_w, full_h;
+} placement_t;
+
+/* The taps of both passes over the clipped window SP; a pass whose size
+ * does not change has none (need_* = 0). */
+typedef struct {
+    int need_h, need_v;
+    taps_t th, tv;
+} plan_t;
+
+static void plan_free(plan_t *p)
+{
+    taps_free(&p->th);
+    taps_free(&p->tv);
+}
+
+static int plan_make(int full_w, int full_h, int dst_w, int dst_h, const span_t *sp, plan_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->need_h = dst_w != full_w;
+    p->need_v = dst_h != full_h;
+    const int cols = sp->x1 - sp->x0, rows = sp->y1 - sp->y0;
+    if (p->need_v) {
+        if (taps_compute(full_h, dst_h, sp->y0, rows, &p->tv) != 0)
+            return -1;
+        taps_pad(&p->tv, full_h, rows);
+    }
+    if (p->need_h) {
+        if (taps_compute(full_w, dst_w, sp->x0, cols, &p->th) != 0) {
+            plan_free(p);
+            return -1;
+        }
+        taps_pad(&p->th, full_w, cols);
+    }
+    return 0;
+}
+
+/* The source rectangle [*x0, *x1) x [*y0, *y1) that P reads (padded zero
+ * taps included: they are read, with weight 0). */
+static void plan_source(const plan_t *p, const span_t *sp, int *x0, int *x1, int *y0, int *y1)
+{
+    *x0 = sp->x0;
+    *x1 = sp->x1;
+    *y0 = sp->y0;
+    *y1 = sp->y1;
+    if (p->need_h)
+        taps_span(&p->th, sp->x1 - sp->x0, x0, x1);
+    if (p->need_v)
+        taps_span(&p->tv, sp->y1 - sp->y0, y0, y1);
+}
+
+static int resize_window(const image_t *src, const placement_t *pl, int dst_w, int dst_h,
+                         const resize_window_t *win, const span_t *sp, uint8_t *out, int planar)
 {
     const int c = src->c, cols = sp->x1 - sp->x0, rows = sp->y1 - sp->y0;
-    const int need_h = dst_w != src->w, need_v = dst_h != src->h;
-    taps_t th = {0}, tv = {0};
+    plan_t p;
     uint8_t *tmp = NULL, *row = NULL;
-    int rc = -1;
-    int sy0 = sp->y0, sy1 = sp->y1; /* source rows needed (all window rows without a pass) */
-    if (need_v) {
-        if (taps_compute(src->h, dst_h, sp->y0, rows, &tv) != 0)
-            goto done;
-        taps_pad(&tv, src->h, rows);
-        taps_span(&tv, rows, &sy0, &sy1);
+    int rc = -1, sx0, sx1, sy0, sy1;
+    if (plan_make(pl->full_w, pl->full_h, dst_w, dst_h, sp, &p) != 0)
+        return -1;
+    plan_source(&p, sp, &sx0, &sx1, &sy0, &sy1);
+    if (sx0 < pl->x || sy0 < pl->y || sx1 > pl->x + src->w || sy1 > pl->y + src->h) {
+        rc = -2; /* the caller's rectangle does not cover what the filter reads */
+        goto done;
     }
     size_t len = (size_t)cols * c;
-    if (need_h) {
-        if (taps_compute(src->w, dst_w, sp->x0, cols, &th) != 0 ||
-            !(tmp = malloc((size_t)(sy1 - sy0) * len)))
-            goto done;
-        taps_pad(&th, src->w, cols);
-        if (pass_h(src, sy0, sy1 - sy0, &th, cols, tmp) != 0)
+    if (p.need_h) {
+        for (int i = 0; i < cols; i++)
+            p.th.lo[i] -= pl->x; /* full-image columns to buffer columns */
+        if (!(tmp = malloc((size_t)(sy1 - sy0) * len)) ||
+            pass_h(src, sy0 - pl->y, sy1 - sy0, &p.th, cols, tmp) != 0)
             goto done;
     }
     /* without a horizontal pass the rows are read straight from the source */
     const uint8_t *mid = tmp ? tmp : src->px;
     size_t stride = tmp ? len : (size_t)src->w * c;
-    int mid_y0 = tmp ? sy0 : 0;
-    size_t xoff = tmp ? 0 : (size_t)sp->x0 * c;
+    int mid_y0 = tmp ? sy0 : pl->y;
+    size_t xoff = tmp ? 0 : (size_t)(sp->x0 - pl->x) * c;
     if (!(row = malloc(len)))
         goto done;
     for (int i = 0; i < rows; i++) {
         const uint8_t *r = row;
-        if (need_v)
-            pass_v(mid + xoff, stride, mid_y0, len, &tv, i, row);
+        if (p.need_v)
+            pass_v(mid + xoff, stride, mid_y0, len, &p.tv, i, row);
         else
             r = mid + (size_t)(sp->y0 + i - mid_y0) * stride + xoff;
         put_row(out, win, c, planar, sp->y0 + i - win->y, sp->x0 - win->x, r, cols);
     }
     rc = 0;
 done:
-    taps_free(&th);
-    taps_free(&tv);
+    plan_free(&p);
     free(tmp);
     free(row);
     return rc;
 }
 
-int resize_region(const image_t *src, int dst_w, int dst_h, const resize_window_t *win,
-                  uint8_t *out, int planar, char *err, size_t errlen)
+static int bad_args(int dst_w, int dst_h, const resize_window_t *win, char *err, size_t errlen)
 {
-    if (!src || dst_w <= 0 || dst_h <= 0 || dst_w > MAX_DIM || dst_h > MAX_DIM ||
-        win->w <= 0 || win->h <= 0 || win->w > MAX_DIM || win->h > MAX_DIM) {
+    if (dst_w <= 0 || dst_h <= 0 || dst_w > MAX_DIM || dst_h > MAX_DIM || win->w <= 0 ||
+        win->h <= 0 || win->w > MAX_DIM || win->h > MAX_DIM) {
         snprintf(err, errlen, "bad resize to %dx%d (window %dx%d)", dst_w, dst_h, win->w, win->h);
+        return 1;
+    }
+    return 0;
+}
+
+static span_t clip_window(const resize_window_t *win, int dst_w, int dst_h)
+{
+    return (span_t){win->x < 0 ? 0 : win->x, win->x + win->w > dst_w ? dst_w : win->x + win->w,
+                    win->y < 0 ? 0 : win->y, win->y + win->h > dst_h ? dst_h : win->y + win->h};
+}
+
+int resize_source_rect(int src_w, int src_h, int dst_w, int dst_h, const resize_window_t *win,
+                       resize_window_t *rect, char *err, size_t errlen)
+{
+    *rect = (resize_window_t){0, 0, 0, 0};
+    if (src_w <= 0 || src_h <= 0 || src_w > MAX_DIM || src_h > MAX_DIM ||
+        bad_args(dst_w, dst_h, win, err, errlen)) {
+        snprintf(err, errlen, "bad resize of %dx%d to %dx%d (window %dx%d)", src_w, src_h, dst_w,
+                 dst_h, win->w, win->h);
         return -1;
     }
-    span_t sp = {win->x < 0 ? 0 : win->x, win->x + win->w > dst_w ? dst_w : win->x + win->w,
-                 win->y < 0 ? 0 : win->y, win->y + win->h > dst_h ? dst_h : win->y + win->h};
+    span_t sp = clip_window(win, dst_w, dst_h);
+    if (sp.x0 >= sp.x1 || sp.y0 >= sp.y1)
+        return 0; /* all padding: no source pixel is read */
+    plan_t p;
+    if (plan_make(src_w, src_h, dst_w, dst_h, &sp, &p) != 0) {
+        snprintf(err, errlen, "out of memory planning a resize to %dx%d", dst_w, dst_h);
+        return -1;
+    }
+    int x0, x1, y0, y1;
+    plan_source(&p, &sp, &x0, &x1, &y0, &y1);
+    plan_free(&p);
+    *rect = (resize_window_t){x0, y0, x1 - x0, y1 - y0};
+    return 0;
+}
+
+int resize_region_at(const image_t *src, int src_x, int src_y, int full_w, int full_h,
+                     int dst_w, int dst_h, const resize_window_t *win, uint8_t *out, int planar,
+                     char *err, size_t errlen)
+{
+    if (!src || bad_args(dst_w, dst_h, win, err, errlen))
+        return -1;
+    if (src_x < 0 || src_y < 0 || full_w > MAX_DIM || full_h > MAX_DIM ||
+        src_x + src->w > full_w || src_y + src->h > full_h) {
+        snprintf(err, errlen, "source part %dx%d at (%d, %d) is not inside a %dx%d image",
+                 src->w, src->h, src_x, src_y, full_w, full_h);
+        return -1;
+    }
+    span_t sp = clip_window(win, dst_w, dst_h);
     /* zero padding of a crop larger than the image (torchvision pads with 0) */
     if (sp.x0 != win->x || sp.y0 != win->y || sp.x1 != win->x + win->w ||
         sp.y1 != win->y + win->h)
         memset(out, 0, (size_t)win->w * win->h * src->c);
     if (sp.x0 >= sp.x1 || sp.y0 >= sp.y1)
         return 0;
-    if (resize_window(src, dst_w, dst_h, win, &sp, out, planar) != 0) {
-        snprintf(err, errlen, "out of memory resizing %dx%d to %dx%d", src->w, src->h, dst_w,
+    placement_t pl = {src_x, src_y, full_w, full_h};
+    int rc = resize_window(src, &pl, dst_w, dst_h, win, &sp, out, planar);
+    if (rc == -2)
+        snprintf(err, errlen, "source part %dx%d at (%d, %d) misses pixels the resize of %dx%d "
+                 "to %dx%d reads (use resize_source_rect)", src->w, src->h, src_x, src_y,
+                 full_w, full_h, dst_w, dst_h);
+    else if (rc != 0)
+        snprintf(err, errlen, "out of memory resizing %dx%d to %dx%d", full_w, full_h, dst_w,
                  dst_h);
+    return rc == 0 ? 0 : -1;
+}
+
+int resize_region(const image_t *src, int dst_w, int dst_h, const resize_window_t *win,
+                  uint8_t *out, int planar, char *err, size_t errlen)
+{
+    if (!src) {
+        snprintf(err, errlen, "no image to resize");
         return -1;
     }
-    return 0;
+    return resize_region_at(src, 0, 0, src->w, src->h, dst_w, dst_h, win, out, planar, err,
+                            errlen);
 }
 
 int resize_use_simd(int on)

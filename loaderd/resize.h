@@ -32,6 +32,21 @@ typedef struct {
 int resize_region(const image_t *src, int dst_w, int dst_h, const resize_window_t *win,
                   uint8_t *out, int planar, char *err, size_t errlen);
 
+/* The rectangle of a src_w x src_h source (clipped to it) that resizing to
+ * dst_w x dst_h and keeping WIN reads, so a decoder can produce only that
+ * part; w = h = 0 when WIN lies wholly outside the result (all padding).
+ * 0, or -1 with a reason (bad sizes, out of memory). */
+int resize_source_rect(int src_w, int src_h, int dst_w, int dst_h, const resize_window_t *win,
+                       resize_window_t *rect, char *err, size_t errlen);
+
+/* resize_region when SRC holds only part of the image: the src->w x src->h
+ * pixels at (src_x, src_y) of a full_w x full_h image. The result is
+ * identical to resizing the full image, provided SRC covers the rectangle
+ * resize_source_rect gives (else -1). */
+int resize_region_at(const image_t *src, int src_x, int src_y, int full_w, int full_h,
+                     int dst_w, int dst_h, const resize_window_t *win, uint8_t *out, int planar,
+                     char *err, size_t errlen);
+
 /* Whole-image convenience: a new dst_w x dst_h image, NULL on error. */
 image_t *resize_image(const image_t *src, int dst_w, int dst_h, char *err, size_t errlen);
 

@@ -54,23 +54,33 @@ static void resized_size(const transform_t *t, int src_w, int src_h, int *w, int
     }
 }
 
-int transform_image(const image_t *img, int src_w, int src_h, const transform_t *t,
-                    uint8_t *out, int out_h, int out_w, char *err, size_t errlen)
+/* The resized size and the window of it that becomes the output. */
+static int output_window(const transform_t *t, int src_w, int src_h, int out_h, int out_w,
+                         int *rw, int *rh, resize_window_t *win, char *err, size_t errlen)
 {
-    if (transform_check(t, err, errlen) != 0)
-        return -1;
-    int rw, rh;
-    resized_size(t, src_w, src_h, &rw, &rh);
-    resize_window_t win = {0, 0, rw, rh};
+    resized_size(t, src_w, src_h, rw, rh);
+    *win = (resize_window_t){0, 0, *rw, *rh};
     if (t->crop_h) {
-        win = (resize_window_t){center_crop_offset(rw, t->crop_w),
-                                center_crop_offset(rh, t->crop_h), t->crop_w, t->crop_h};
+        *win = (resize_window_t){center_crop_offset(*rw, t->crop_w),
+                                 center_crop_offset(*rh, t->crop_h), t->crop_w, t->crop_h};
     }
-    if (win.w != out_w || win.h != out_h) {
-        snprintf(err, errlen, "image is %dx%d%s, batch needs %dx%d; use --crop/--resize", win.w,
-                 win.h, t->resize ? " after resize" : "", out_w, out_h);
+    if (win->w != out_w || win->h != out_h) {
+        snprintf(err, errlen, "image is %dx%d%s, batch needs %dx%d; use --crop/--resize", win->w,
+                 win->h, t->resize ? " after resize" : "", out_w, out_h);
         return -1;
     }
+    return 0;
+}
+
+int transform_part(const image_t *img, const decode_part_t *part, int src_w, int src_h,
+                   const transform_t *t, uint8_t *out, int out_h, int out_w, char *err,
+                   size_t errlen)
+{
+    int rw, rh;
+    resize_window_t win;
+    if (transform_check(t, err, errlen) != 0 ||
+        output_window(t, src_w, src_h, out_h, out_w, &rw, &rh, &win, err, errlen) != 0)
+        return -1;
     image_t *gray = NULL;
     if (t->channels == 1 && img->c == 3) {
         if (!(gray = image_new(img->w, img->h, 1))) {
@@ -80,7 +90,8 @@ int transform_image(const image_t *img, int src_w, int src_h, const transform_t 
         rgb_to_gray(img->px, gray->px, (size_t)img->w * img->h);
         img = gray;
     }
-    int rc = resize_region(img, rw, rh, &win, out, 1, err, errlen);
+    int rc = resize_region_at(img, part->x, part->y, part->full_w, part->full_h, rw, rh, &win,
+                              out, 1, err, errlen);
     image_destroy(&gray);
     if (rc == 0 && t->channels == 3 && img->c == 1) {
         size_t plane = (size_t)out_h * out_w;
@@ -90,10 +101,39 @@ int transform_image(const image_t *img, int src_w, int src_h, const transform_t 
     return rc;
 }
 
-/* Decodes file I of an ImageFolder, with DCT scaling down to what the
- * resize needs when allowed. */
-static image_t *load_file(const dataset_t *ds, uint64_t i, const transform_t *t, int *src_w,
-                          int *src_h, char *err, size_t errlen)
+int transform_image(const image_t *img, int src_w, int src_h, const transform_t *t,
+                    uint8_t *out, int out_h, int out_w, char *err, size_t errlen)
+{
+    decode_part_t whole = {0, 0, img->w, img->h};
+    return transform_part(img, &whole, src_w, src_h, t, out, out_h, out_w, err, errlen);
+}
+
+typedef struct {
+    const transform_t *t;
+    int out_h, out_w;
+} need_ctx_t;
+
+/* decode_need_fn: the source pixels that Resize + CenterCrop read. */
+static int need_rect(void *arg, int src_w, int src_h, decode_rect_t *need, char *err,
+                     size_t errlen)
+{
+    const need_ctx_t *n = arg;
+    int rw, rh;
+    resize_window_t win, rect;
+    if (output_window(n->t, src_w, src_h, n->out_h, n->out_w, &rw, &rh, &win, err, errlen) != 0 ||
+        resize_source_rect(src_w, src_h, rw, rh, &win, &rect, err, errlen) != 0)
+        return -1;
+    /* a crop wholly outside the image reads nothing: decode one pixel */
+    *need = rect.w > 0 ? (decode_rect_t){rect.x, rect.y, rect.w, rect.h}
+                       : (decode_rect_t){0, 0, 1, 1};
+    return 0;
+}
+
+/* Decodes the part of file I of an ImageFolder that T reads (with DCT
+ * scaling down to what the resize needs when allowed). */
+static image_t *load_file(const dataset_t *ds, uint64_t i, const transform_t *t, int out_h,
+                          int out_w, decode_part_t *part, int *src_w, int *src_h, char *err,
+                          size_t errlen)
 {
     char path[4096];
     int n = snprintf(path, sizeof path, "%s/%s", dataset_root(ds), dataset_path(ds, i));
@@ -109,7 +149,9 @@ static image_t *load_file(const dataset_t *ds, uint64_t i, const transform_t *t,
     int w, h;
     if (t->dct_scaling && t->resize > 0 && decode_probe(buf, len, &w, &h, err, errlen) == 0)
         resized_size(t, w, h, &opts.min_w, &opts.min_h);
-    image_t *img = decode_image(buf, len, &opts, src_w, src_h, err, errlen);
+    need_ctx_t need = {t, out_h, out_w};
+    image_t *img = decode_image_part(buf, len, &opts, need_rect, &need, part, src_w, src_h, err,
+                                     errlen);
     free(buf);
     return img;
 }
@@ -128,10 +170,13 @@ int sample_load(const dataset_t *ds, uint64_t i, const transform_t *t, uint8_t *
         return transform_image(&view, view.w, view.h, t, out, out_h, out_w, err, errlen);
     }
     int src_w, src_h;
-    image_t *img = load_file(ds, i, t, &src_w, &src_h, err, errlen);
+    decode_part_t part;
+    if (transform_check(t, err, errlen) != 0)
+        return -1;
+    image_t *img = load_file(ds, i, t, out_h, out_w, &part, &src_w, &src_h, err, errlen);
     if (!img)
         return -1;
-    int rc = transform_image(img, src_w, src_h, t, out, out_h, out_w, err, errlen);
+    int rc = transform_part(img, &part, src_w, src_h, t, out, out_h, out_w, err, errlen);
     image_destroy(&img);
     return rc;
 }

@@ -48,6 +48,12 @@ int sample_load(const dataset_t *ds, uint64_t i, const transform_t *t, uint8_t *
 int transform_image(const image_t *img, int src_w, int src_h, const transform_t *t,
                     uint8_t *out, int out_h, int out_w, char *err, size_t errlen);
 
+/* transform_image when IMG holds only part of the decoded image (from
+ * decode_image_part): PART says where. */
+int transform_part(const image_t *img, const decode_part_t *part, int src_w, int src_h,
+                   const transform_t *t, uint8_t *out, int out_h, int out_w, char *err,
+                   size_t errlen);
+
 /* torchvision CenterCrop's offset along one axis: int(round((size - crop) /
  * 2.0)) with Python's half-to-even round; when crop > size, minus the left
  * zero padding (crop - size) // 2. */
