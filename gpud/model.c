@@ -203,29 +203,39 @@ typedef void (*fill_fn)(const void *ctx, int first, int k, float *dst);
 typedef struct {
     const uint8_t *px;
     int c, hw;
-    const float *mean, *std;
+    const float *lut;   /* c x 256: the normalised value of each byte */
+    int threads;
 } u8_ctx_t;
 
 /* torchvision: ToTensor divides by 255 in float, Normalize subtracts the
- * mean and divides by the std, each step rounded to float. */
+ * mean and divides by the std, each step rounded to float. A byte has only
+ * 256 values, so each channel's results are tabulated once per call: the
+ * same floats, without a division per pixel. */
+static float *u8_table(int c, const float *mean, const float *std)
+{
+    float *lut = malloc((size_t)c * 256 * sizeof *lut);
+    if (!lut)
+        return NULL;
+    for (int ch = 0; ch < c; ch++)
+        for (int p = 0; p < 256; p++)
+            lut[ch * 256 + p] = mean ? ((float)p / 255.0f - mean[ch]) / std[ch]
+                                     : (float)p / 255.0f;
+    return lut;
+}
+
 static void fill_u8(const void *ctx, int first, int k, float *dst)
 {
     const u8_ctx_t *u = ctx;
     size_t per = (size_t)u->c * u->hw;
     const uint8_t *src = u->px + (size_t)first * per;
-    for (int s = 0; s < k; s++)
-        for (int ch = 0; ch < u->c; ch++) {
-            const uint8_t *p = src + (size_t)s * per + (size_t)ch * u->hw;
-            float *d = dst + (size_t)s * per + (size_t)ch * u->hw;
-            if (u->mean) {
-                float mu = u->mean[ch], sd = u->std[ch];
-                for (int i = 0; i < u->hw; i++)
-                    d[i] = ((float)p[i] / 255.0f - mu) / sd;
-            } else {
-                for (int i = 0; i < u->hw; i++)
-                    d[i] = (float)p[i] / 255.0f;
-            }
-        }
+#pragma omp parallel for schedule(static) num_threads(u->threads)
+    for (int sc = 0; sc < k * u->c; sc++) {
+        const float *lut = u->lut + (sc % u->c) * 256;
+        const uint8_t *p = src + (size_t)sc * u->hw;
+        float *d = dst + (size_t)sc * u->hw;
+        for (int i = 0; i < u->hw; i++)
+            d[i] = lut[p[i]];
+    }
 }
 
 typedef struct {
@@ -302,8 +312,19 @@ int model_forward_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int
                      m->arch->name, ch, (double)std[ch], ch, (double)mean[ch]);
             return -1;
         }
-    u8_ctx_t ctx = {pixels, c, h * w, mean, std};
-    return forward(m, fill_u8, &ctx, n, c, h, w, logits, err, errlen);
+    if (c < 1 || c > 64) {
+        snprintf(err, errlen, "%s: %d input channels", m->arch->name, c);
+        return -1;
+    }
+    float *lut = u8_table(c, mean, std);
+    if (!lut) {
+        snprintf(err, errlen, "%s: out of memory", m->arch->name);
+        return -1;
+    }
+    u8_ctx_t ctx = {pixels, c, h * w, lut, backend_threads(m->be)};
+    int rc = forward(m, fill_u8, &ctx, n, c, h, w, logits, err, errlen);
+    free(lut);
+    return rc;
 }
 
 int model_forward_f32(model_t *m, const float *x, int n, int c, int h, int w, float *logits,

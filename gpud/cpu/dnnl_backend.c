@@ -8,10 +8,11 @@
  *
  * Exactness: primitives are created once per graph (fixed shapes) with
  * fpmath_mode strict (no silent bf16 on AMX machines), and run with the
- * same thread count they were created with. Forward convolution, pooling
- * and inner product never split a reduction across threads, so the value of
- * an output element does not depend on the thread count or on its position
- * in the batch; tests/gpud checks this bit for bit.
+ * same thread count they were created with (per step). Forward convolution
+ * and pooling never split a reduction across threads; inner products can
+ * (small batches), so they are created and run on one thread. The value of
+ * an output element therefore depends neither on the thread count nor on
+ * its position in the batch; tests/gpud checks this bit for bit.
  *
  * Memory: activations are owned by the graph (one buffer each; a residual
  * sum accumulates in place into its residual's buffer); one scratchpad
@@ -50,6 +51,7 @@ typedef struct {
     dnnl_exec_arg_t args[MAX_ARGS];
     dnnl_memory_desc_t scratch_md;
     dnnl_memory_t scratch;      /* view of the shared buffer, made at finalize */
+    int threads;                /* created and run with this many threads */
     char name[128];
 } cpu_step_t;
 
@@ -82,10 +84,15 @@ static int dn(bk_graph_t *g, dnnl_status_t st, const char *what)
 /* Primitives are created and run with the backend's thread count: oneDNN
  * sizes its work split at creation time. The setting is per OS thread, so
  * it is repeated on every entry point. */
+static void set_threads(int n)
+{
+    if (omp_get_max_threads() != n)
+        omp_set_num_threads(n);
+}
+
 static void use_threads(bk_graph_t *g)
 {
-    if (omp_get_max_threads() != g->be->threads)
-        omp_set_num_threads(g->be->threads);
+    set_threads(g->be->threads);
 }
 
 /* ---------------------------------------------------------------- backend */
@@ -221,6 +228,7 @@ static cpu_step_t *step_add(cpu_graph_t *g, const_dnnl_primitive_desc_t pd)
     if (dn(&g->base, dnnl_primitive_create(&s->prim, pd), "primitive_create") < 0)
         return NULL;
     s->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    s->threads = omp_get_max_threads();
     snprintf(s->name, sizeof s->name, "%s", g->base.name);
     g->ns++;
     return s;
@@ -470,13 +478,45 @@ static bk_tensor_t *cpu_pool2d(bk_graph_t *bg, bk_tensor_t *bx, const bk_pool_t 
     return y ? &y->base : NULL;
 }
 
+/* x viewed as 2-D (n, c*h*w) when its layout allows (h = w = 1 after a
+ * global pool in NHWC): a 2-D inner product runs a far better kernel than
+ * the 4-D one (which ends up in a slow gemm). Else x itself. */
+static int linear_src(cpu_graph_t *g, cpu_tensor_t *x, dnnl_memory_desc_t *md,
+                      dnnl_memory_t *mem)
+{
+    *md = x->md;
+    *mem = x->mem;
+    if (x->md.ndims != 4)
+        return 0;
+    dnnl_dims_t d2 = {x->base.n, (dnnl_dim_t)x->base.c * x->base.h * x->base.w};
+    dnnl_memory_desc_t flat;
+    void *h = NULL;
+    if (dnnl_memory_desc_reshape(&flat, &x->md, 2, d2) != dnnl_success)
+        return 0;   /* blocked layout: keep the 4-D view */
+    dnnl_memory_t m = NULL;
+    if (dn(&g->base, dnnl_memory_get_data_handle(x->mem, &h), "get_data_handle") < 0 ||
+        dn(&g->base, dnnl_memory_create(&m, &flat, be_of(&g->base)->eng, h),
+           "memory_create") < 0 || own_memory(g, m) < 0)
+        return -1;
+    *md = flat;
+    *mem = m;
+    return 0;
+}
+
 static bk_tensor_t *cpu_linear(bk_graph_t *bg, bk_tensor_t *bx, const float *weight,
                                const float *bias, const int *out)
 {
     cpu_graph_t *g = (cpu_graph_t *)bg;
     cpu_tensor_t *x = (cpu_tensor_t *)bx;
-    use_threads(bg);
-    int nd = x->md.ndims;   /* 4 after a conv/pool, 2 after a linear */
+    /* One thread: oneDNN's inner products may split the reduction over the
+     * input features across threads when the batch is small, which would
+     * make the logits depend on the thread count. The layer is tiny. */
+    set_threads(1);
+    dnnl_memory_desc_t src;
+    dnnl_memory_t src_mem;
+    if (linear_src(g, x, &src, &src_mem) < 0)
+        return NULL;
+    int nd = src.ndims;   /* 4: blocked conv/pool output, 2: flat */
     dnnl_dims_t wd = {out[1], x->base.c, x->base.h, x->base.w};
     if (nd == 2)
         wd[1] = (dnnl_dim_t)x->base.c * x->base.h * x->base.w;
@@ -487,7 +527,7 @@ static bk_tensor_t *cpu_linear(bk_graph_t *bg, bk_tensor_t *bx, const float *wei
     md_plain(&bia, 1, bd);
     dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_f32, dnnl_format_tag_any);
     dnnl_inner_product_desc_t d;
-    if (dn(bg, dnnl_inner_product_forward_desc_init(&d, dnnl_forward_inference, &x->md, &wei,
+    if (dn(bg, dnnl_inner_product_forward_desc_init(&d, dnnl_forward_inference, &src, &wei,
                                                     bias ? &bia : NULL, &dst),
            "inner_product_forward_desc_init") < 0)
         return NULL;
@@ -509,7 +549,7 @@ static bk_tensor_t *cpu_linear(bk_graph_t *bg, bk_tensor_t *bx, const float *wei
     dnnl_primitive_desc_destroy(pd);
     if (!s)
         return NULL;
-    step_arg(s, DNNL_ARG_SRC, x->mem);
+    step_arg(s, DNNL_ARG_SRC, src_mem);
     step_arg(s, DNNL_ARG_WEIGHTS, wmem);
     if (bmem)
         step_arg(s, DNNL_ARG_BIAS, bmem);
@@ -602,15 +642,16 @@ static int cpu_run(bk_graph_t *bg)
     cpu_backend_t *be = be_of(bg);
     if (!g->finalized && finalize(g) < 0)
         return -1;
-    use_threads(bg);
     for (size_t i = 0; i < g->ns; i++) {
         cpu_step_t *s = &g->s[i];
+        set_threads(s->threads);
         dnnl_status_t st = dnnl_primitive_execute(s->prim, be->strm, s->nargs, s->args);
         if (st != dnnl_success) {
             bk_set_name(bg, s->name);
             return dn(bg, st, "execute");
         }
     }
+    use_threads(bg);   /* leave the caller's OpenMP setting as the backend's */
     return dn(bg, dnnl_stream_wait(be->strm), "stream_wait");
 }
 

@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+"""ResNet-18 eval throughput of PyTorch on CPU, the peer of eval_resnet18.c:
+uint8 batches -> ToTensor/Normalize arithmetic -> torchvision resnet18 in
+eval mode under no_grad, torch.set_num_threads(THREADS).
+
+  /usr/bin/python3 bench/eval_resnet18_torch.py [--batch 32] [--threads 2]
+                                                [--iters 6] [--warmup 1]
+
+Prints one line: "torch resnet18 img/s=X ...".
+"""
+import argparse
+import time
+
+import torch
+import torchvision
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=6)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--size", type=int, default=224)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    g = torch.Generator().manual_seed(1)
+    px = torch.randint(0, 256, (a.batch, 3, a.size, a.size), dtype=torch.uint8, generator=g)
+    mean = torch.tensor([0.485, 0.456, 0.406])[:, None, None]
+    std = torch.tensor([0.229, 0.224, 0.225])[:, None, None]
+    total, best = 0.0, 1e30
+    with torch.no_grad():
+        for it in range(a.warmup + a.iters):
+            t0 = time.perf_counter()
+            x = (px.float().div(255) - mean) / std
+            model(x)
+            dt = time.perf_counter() - t0
+            if it >= a.warmup:
+                total += dt
+                best = min(best, dt)
+    print("torch resnet18 img/s=%.2f best_img/s=%.2f batch=%d threads=%d iters=%d size=%d "
+          "torch=%s mkldnn=%s" % (a.batch * a.iters / total, a.batch / best, a.batch, a.threads,
+                                   a.iters, a.size, torch.__version__,
+                                   torch.backends.mkldnn.is_available()))
+
+
+if __name__ == "__main__":
+    main()

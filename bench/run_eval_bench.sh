@@ -1,0 +1,45 @@
+#!/bin/sh
+# ResNet-18 CPU eval: ddpipe (model_forward_u8, oneDNN) vs PyTorch 1.13 with
+# the same thread count, batch 32, 224x224, in one script run. The two are
+# interleaved ROUNDS times so that a noisy machine hurts both alike; the
+# ratio is of the best round of each (and of the means, for reference).
+#
+#   bench/run_eval_bench.sh [BUILD_DIR]     (default: build-bench, Release)
+#   THREADS=2 BATCH=32 ITERS=6 ROUNDS=2 bench/run_eval_bench.sh
+set -eu
+
+cd "$(dirname "$0")/.."
+BUILD=${1:-build-bench}
+THREADS=${THREADS:-2}
+BATCH=${BATCH:-32}
+ITERS=${ITERS:-6}
+ROUNDS=${ROUNDS:-2}
+PY=/usr/bin/python3
+
+if [ ! -x "$BUILD/bench/eval_resnet18" ]; then
+    cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$BUILD" --target eval_resnet18 -j2 >/dev/null
+fi
+
+echo "ResNet-18 eval, batch $BATCH, ${THREADS} threads, $ITERS timed iterations x $ROUNDS rounds"
+echo "host: $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+r=0
+while [ "$r" -lt "$ROUNDS" ]; do
+    "$BUILD/bench/eval_resnet18" --batch "$BATCH" --threads "$THREADS" --iters "$ITERS" \
+        | tee -a "$out"
+    $PY bench/eval_resnet18_torch.py --batch "$BATCH" --threads "$THREADS" --iters "$ITERS" \
+        | tee -a "$out"
+    r=$((r + 1))
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+awk '
+    { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+    /^ddpipe/ { if (v["best_img/s"] > db) db = v["best_img/s"]; dm += v["img/s"]; dn++ }
+    /^torch/  { if (v["best_img/s"] > tb) tb = v["best_img/s"]; tm += v["img/s"]; tn++ }
+    END {
+        printf "best:  ddpipe %.1f img/s, torch %.1f img/s, ratio %.2fx\n", db, tb, db / tb
+        printf "mean:  ddpipe %.1f img/s, torch %.1f img/s, ratio %.2fx\n", dm / dn, tm / tn,
+               (dm / dn) / (tm / tn)
+    }' "$out"
