@@ -38,6 +38,25 @@ image_t *image_new(int w, int h, int c)
     return img;
 }
 
+int image_buf_reshape(image_buf_t *b, int w, int h, int c)
+{
+    if (w <= 0 || h <= 0 || (c != 1 && c != 3) || (long long)w * h > DECODE_MAX_PIXELS)
+        return -1;
+    size_t need = (size_t)w * h * c;
+    if (need > b->cap) {
+        uint8_t *px = malloc(need);
+        if (!px)
+            return -1;
+        free(b->img.px);
+        b->img.px = px;
+        b->cap = need;
+    }
+    b->img.w = w;
+    b->img.h = h;
+    b->img.c = c;
+    return 0;
+}
+
 void image_destroy(image_t **imgp)
 {
     if (!imgp || !*imgp)
@@ -328,8 +347,8 @@ typedef enum { JL_DONE, JL_FAILED, JL_FULL_PATH } jl_rc_t;
 /* Partial decode of a single-scan JPEG. JL_FULL_PATH: not eligible (or DCT
  * scaling wanted), nothing was decoded. */
 static jl_rc_t jl_decode(const uint8_t *buf, size_t len, const decode_opts_t *opts,
-                         decode_need_fn need_fn, void *ctx, image_t **out, decode_part_t *part,
-                         int *src_w, int *src_h, char *err, size_t errlen)
+                         decode_need_fn need_fn, void *ctx, image_buf_t *reuse, image_t **out,
+                         decode_part_t *part, int *src_w, int *src_h, char *err, size_t errlen)
 {
     struct jpeg_decompress_struct ci;
     jl_err_t je;
@@ -348,7 +367,8 @@ static jl_rc_t jl_decode(const uint8_t *buf, size_t len, const decode_opts_t *op
         else
             snprintf(err, errlen, "corrupt JPEG: %s", msg);
         image_t *tmp = img;
-        image_destroy(&tmp);
+        if (!reuse || tmp != &reuse->img)
+            image_destroy(&tmp);
         free(scratch);
         jpeg_destroy_decompress(&ci);
         return JL_FAILED;
@@ -376,7 +396,11 @@ static jl_rc_t jl_decode(const uint8_t *buf, size_t len, const decode_opts_t *op
         if (win.w < w)
             jpeg_crop_scanline(&ci, &xoff, &cw);
         int drain = !jl_ends_with_eoi(buf, len);
-        img = image_new((int)ci.output_width, win.h, ci.out_color_components);
+        int ow = (int)ci.output_width, oc = ci.out_color_components;
+        if (!reuse)
+            img = image_new(ow, win.h, oc);
+        else if (image_buf_reshape(reuse, ow, win.h, oc) == 0)
+            img = &reuse->img;
         scratch = drain && img ? malloc((size_t)ci.output_width * ci.out_color_components) : NULL;
         if (!img || (drain && !scratch)) {
             snprintf(err, errlen, "out of memory for a %dx%d image", (int)ci.output_width, win.h);
@@ -395,7 +419,8 @@ static jl_rc_t jl_decode(const uint8_t *buf, size_t len, const decode_opts_t *op
         }
     }
     image_t *tmp = img;
-    image_destroy(&tmp);
+    if (!reuse || tmp != &reuse->img)
+        image_destroy(&tmp);
     free(scratch);
     jpeg_destroy_decompress(&ci); /* also aborts a decode stopped early */
     return rc;
@@ -403,14 +428,16 @@ static jl_rc_t jl_decode(const uint8_t *buf, size_t len, const decode_opts_t *op
 #endif
 
 image_t *decode_image_part(const uint8_t *buf, size_t len, const decode_opts_t *opts,
-                           decode_need_fn need, void *ctx, decode_part_t *part, int *src_w,
-                           int *src_h, char *err, size_t errlen)
+                           decode_need_fn need, void *ctx, image_buf_t *reuse,
+                           decode_part_t *part,
+                           int *src_w, int *src_h, char *err, size_t errlen)
 {
     err[0] = 0;
 #ifdef DECODE_HAVE_LIBJPEG
     if (sniff(buf, len, err, errlen) == FMT_JPEG) {
         image_t *img = NULL;
-        jl_rc_t rc = jl_decode(buf, len, opts, need, ctx, &img, part, src_w, src_h, err, errlen);
+        jl_rc_t rc = jl_decode(buf, len, opts, need, ctx, reuse, &img, part, src_w, src_h, err,
+                               errlen);
         if (rc != JL_FULL_PATH)
             return img;
         err[0] = 0;
@@ -418,6 +445,7 @@ image_t *decode_image_part(const uint8_t *buf, size_t len, const decode_opts_t *
 #else
     (void)need;
     (void)ctx;
+    (void)reuse;
 #endif
     image_t *img = decode_image(buf, len, opts, src_w, src_h, err, errlen);
     if (img)
@@ -601,9 +629,9 @@ int decode_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size
     return rc;
 }
 
-int decode_read_file(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen)
+int decode_read_file_into(const char *path, uint8_t **buf, size_t *cap, size_t *len, char *err,
+                          size_t errlen)
 {
-    *buf = NULL;
     *len = 0;
     /* O_NONBLOCK: a FIFO among the images must not hang the loader */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -613,17 +641,26 @@ int decode_read_file(const char *path, uint8_t **buf, size_t *len, char *err, si
     }
     struct stat st;
     int rc = -1;
-    if (fstat(fd, &st) != 0)
+    if (fstat(fd, &st) != 0) {
         snprintf(err, errlen, "cannot stat: %s", strerror(errno));
-    else if (!S_ISREG(st.st_mode))
+    } else if (!S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "not a regular file");
-    else if ((size_t)st.st_size > READ_MAX_BYTES)
+    } else if ((size_t)st.st_size > READ_MAX_BYTES) {
         snprintf(err, errlen, "file of %lld bytes is larger than the %zu MiB limit",
                  (long long)st.st_size, READ_MAX_BYTES >> 20);
-    else if (!(*buf = malloc((size_t)st.st_size + 1)))
-        snprintf(err, errlen, "out of memory for %lld bytes", (long long)st.st_size);
-    else
+    } else if ((size_t)st.st_size + 1 > *cap) {
+        uint8_t *nb = malloc((size_t)st.st_size + 1);
+        if (!nb) {
+            snprintf(err, errlen, "out of memory for %lld bytes", (long long)st.st_size);
+        } else {
+            free(*buf);
+            *buf = nb;
+            *cap = (size_t)st.st_size + 1;
+            rc = 0;
+        }
+    } else {
         rc = 0;
+    }
     size_t got = 0;
     while (rc == 0 && got < (size_t)st.st_size) {
         ssize_t n = read(fd, *buf + got, (size_t)st.st_size - got);
@@ -637,11 +674,19 @@ int decode_read_file(const char *path, uint8_t **buf, size_t *len, char *err, si
         }
     }
     close(fd);
-    if (rc != 0) {
+    if (rc == 0)
+        *len = got;
+    return rc;
+}
+
+int decode_read_file(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen)
+{
+    size_t cap = 0;
+    *buf = NULL;
+    if (decode_read_file_into(path, buf, &cap, len, err, errlen) != 0) {
         free(*buf);
         *buf = NULL;
         return -1;
     }
-    *len = got;
     return 0;
 }

@@ -39,6 +39,18 @@ typedef struct {
 image_t *image_new(int w, int h, int c);
 void image_destroy(image_t **img);
 
+/* An image whose pixel buffer (cap bytes, owned) is reused from image to
+ * image: per-thread reuse keeps the heap from growing and shrinking with
+ * every image. All zero is an empty one; free(b.img.px) releases it. */
+typedef struct {
+    image_t img;
+    size_t cap;
+} image_buf_t;
+
+/* Makes B's image w x h x c, keeping its buffer when it is big enough. 0,
+ * or -1 with B unchanged (bad size, out of memory). */
+int image_buf_reshape(image_buf_t *b, int w, int h, int c);
+
 /* Largest accepted width or height (PIL's default decompression-bomb limit
  * is ~89 Mpixel; JPEG's own limit is 65500). */
 #define DECODE_MAX_DIM 65500
@@ -82,9 +94,13 @@ typedef struct {
     int x, y, full_w, full_h;
 } decode_part_t;
 
+/* REUSE (may be NULL): the partial path decodes into its buffer and
+ * returns &reuse->img, which the caller keeps owning. Any other result is
+ * the caller's to image_destroy. */
 image_t *decode_image_part(const uint8_t *buf, size_t len, const decode_opts_t *opts,
-                           decode_need_fn need, void *ctx, decode_part_t *part, int *src_w,
-                           int *src_h, char *err, size_t errlen);
+                           decode_need_fn need, void *ctx, image_buf_t *reuse,
+                           decode_part_t *part,
+                           int *src_w, int *src_h, char *err, size_t errlen);
 
 /* 1 when this build decodes JPEG windows (decode_image_part can crop). */
 int decode_has_partial_jpeg(void);
@@ -98,5 +114,10 @@ int decode_has_png(void);
 /* Reads a whole file (at most 256 MiB) into *buf (malloc'd). 0 or -1 with a
  * reason. */
 int decode_read_file(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen);
+
+/* decode_read_file into *buf (*cap bytes, malloc'd or NULL), grown when
+ * the file is larger; *buf stays the caller's on success and failure. */
+int decode_read_file_into(const char *path, uint8_t **buf, size_t *cap, size_t *len, char *err,
+                          size_t errlen);
 
 #endif

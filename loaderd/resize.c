@@ -1,6 +1,7 @@
 #include "loaderd/resize.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -336,6 +337,63 @@ static void taps_span(const taps_t *t, int count, int *y0, int *y1)
     }
 }
 
+/* The horizontal pass's output (a few hundred KB per image) lives in a
+ * per-thread buffer reused across calls, so the heap does not grow and
+ * shrink with every image; one grown past TMP_KEEP_MAX is not kept. */
+#define TMP_KEEP_MAX ((size_t)16 << 20)
+
+typedef struct {
+    uint8_t *p;
+    size_t cap;
+} tmpbuf_t;
+
+static pthread_key_t tmp_key;
+static pthread_once_t tmp_once = PTHREAD_ONCE_INIT;
+static int tmp_key_ok;
+
+static void tmp_free(void *arg)
+{
+    tmpbuf_t *t = arg;
+    free(t->p);
+    free(t);
+}
+
+static void tmp_init(void)
+{
+    tmp_key_ok = pthread_key_create(&tmp_key, tmp_free) == 0;
+}
+
+static tmpbuf_t *tmp_slot(void)
+{
+    if (pthread_once(&tmp_once, tmp_init) != 0 || !tmp_key_ok)
+        return NULL;
+    tmpbuf_t *t = pthread_getspecific(tmp_key);
+    if (!t && (t = calloc(1, sizeof *t)) && pthread_setspecific(tmp_key, t) != 0) {
+        free(t);
+        t = NULL;
+    }
+    return t;
+}
+
+/* N bytes of scratch: the thread's buffer (*owned = 0) or, when that
+ * cannot be had or would be too large to keep, a fresh one (*owned = 1). */
+static uint8_t *tmp_get(size_t n, int *owned)
+{
+    tmpbuf_t *t = n <= TMP_KEEP_MAX ? tmp_slot() : NULL;
+    *owned = !t;
+    if (!t)
+        return malloc(n);
+    if (n > t->cap) {
+        uint8_t *p = malloc(n);
+        if (!p)
+            return NULL;
+        free(t->p);
+        t->p = p;
+        t->cap = n;
+    }
+    return t->p;
+}
+
 /* Where SRC's pixels lie in the image being resized: SRC holds the
  * rectangle at (x, y) of a full_w x full_h image (all of it: 0, 0, src->w,
  * src->h). */
@@ -397,7 +455,7 @@ static int resize_window(const image_t *src, const placement_t *pl, int dst_w, i
     const int c = src->c, cols = sp->x1 - sp->x0, rows = sp->y1 - sp->y0;
     plan_t p;
     uint8_t *tmp = NULL, *row = NULL;
-    int rc = -1, sx0, sx1, sy0, sy1;
+    int rc = -1, sx0, sx1, sy0, sy1, tmp_owned = 0;
     if (plan_make(pl->full_w, pl->full_h, dst_w, dst_h, sp, &p) != 0)
         return -1;
     plan_source(&p, sp, &sx0, &sx1, &sy0, &sy1);
@@ -409,7 +467,7 @@ static int resize_window(const image_t *src, const placement_t *pl, int dst_w, i
     if (p.need_h) {
         for (int i = 0; i < cols; i++)
             p.th.lo[i] -= pl->x; /* full-image columns to buffer columns */
-        if (!(tmp = malloc((size_t)(sy1 - sy0) * len)) ||
+        if (!(tmp = tmp_get((size_t)(sy1 - sy0) * len, &tmp_owned)) ||
             pass_h(src, sy0 - pl->y, sy1 - sy0, &p.th, cols, tmp) != 0)
             goto done;
     }
@@ -431,7 +489,8 @@ static int resize_window(const image_t *src, const placement_t *pl, int dst_w, i
     rc = 0;
 done:
     plan_free(&p);
-    free(tmp);
+    if (tmp_owned)
+        free(tmp);
     free(row);
     return rc;
 }

@@ -2,6 +2,7 @@
 
 #include "loaderd/resize.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,11 +130,67 @@ static int need_rect(void *arg, int src_w, int src_h, decode_rect_t *need, char 
     return 0;
 }
 
+/* Per-thread buffers for sample_load: the file bytes and the decoded
+ * window are reused from sample to sample, so a loader thread's heap does
+ * not grow and shrink (mmap, page faults, trimming) with every image.
+ * Buffers grown past KEEP_MAX bytes by an unusually large image are
+ * released after it. Freed when the thread exits. */
+#define KEEP_MAX ((size_t)16 << 20)
+
+typedef struct {
+    uint8_t *file;
+    size_t file_cap;
+    image_buf_t img;
+} workspace_t;
+
+static pthread_key_t ws_key;
+static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
+static int ws_key_ok;
+
+static void ws_free(void *arg)
+{
+    workspace_t *ws = arg;
+    free(ws->file);
+    free(ws->img.img.px);
+    free(ws);
+}
+
+static void ws_init(void)
+{
+    ws_key_ok = pthread_key_create(&ws_key, ws_free) == 0;
+}
+
+/* This thread's workspace; NULL (allocate per sample) if it cannot be made. */
+static workspace_t *workspace(void)
+{
+    if (pthread_once(&ws_once, ws_init) != 0 || !ws_key_ok)
+        return NULL;
+    workspace_t *ws = pthread_getspecific(ws_key);
+    if (!ws && (ws = calloc(1, sizeof *ws)) && pthread_setspecific(ws_key, ws) != 0) {
+        free(ws);
+        ws = NULL;
+    }
+    return ws;
+}
+
+static void ws_trim(workspace_t *ws)
+{
+    if (ws->file_cap > KEEP_MAX) {
+        free(ws->file);
+        ws->file = NULL;
+        ws->file_cap = 0;
+    }
+    if (ws->img.cap > KEEP_MAX) {
+        free(ws->img.img.px);
+        memset(&ws->img, 0, sizeof ws->img);
+    }
+}
+
 /* Decodes the part of file I of an ImageFolder that T reads (with DCT
  * scaling down to what the resize needs when allowed). */
 static image_t *load_file(const dataset_t *ds, uint64_t i, const transform_t *t, int out_h,
-                          int out_w, decode_part_t *part, int *src_w, int *src_h, char *err,
-                          size_t errlen)
+                          int out_w, workspace_t *ws, decode_part_t *part, int *src_w,
+                          int *src_h, char *err, size_t errlen)
 {
     char path[4096];
     int n = snprintf(path, sizeof path, "%s/%s", dataset_root(ds), dataset_path(ds, i));
@@ -141,17 +198,20 @@ static image_t *load_file(const dataset_t *ds, uint64_t i, const transform_t *t,
         snprintf(err, errlen, "path too long");
         return NULL;
     }
-    uint8_t *buf;
-    size_t len;
-    if (decode_read_file(path, &buf, &len, err, errlen) != 0)
+    uint8_t *buf = NULL;
+    size_t len, cap = 0;
+    uint8_t **bufp = ws ? &ws->file : &buf;
+    if (decode_read_file_into(path, bufp, ws ? &ws->file_cap : &cap, &len, err, errlen) != 0) {
+        free(buf);
         return NULL;
+    }
     decode_opts_t opts = {0, 0};
     int w, h;
-    if (t->dct_scaling && t->resize > 0 && decode_probe(buf, len, &w, &h, err, errlen) == 0)
+    if (t->dct_scaling && t->resize > 0 && decode_probe(*bufp, len, &w, &h, err, errlen) == 0)
         resized_size(t, w, h, &opts.min_w, &opts.min_h);
     need_ctx_t need = {t, out_h, out_w};
-    image_t *img = decode_image_part(buf, len, &opts, need_rect, &need, part, src_w, src_h, err,
-                                     errlen);
+    image_t *img = decode_image_part(*bufp, len, &opts, need_rect, &need, ws ? &ws->img : NULL,
+                                     part, src_w, src_h, err, errlen);
     free(buf);
     return img;
 }
@@ -173,11 +233,15 @@ int sample_load(const dataset_t *ds, uint64_t i, const transform_t *t, uint8_t *
     decode_part_t part;
     if (transform_check(t, err, errlen) != 0)
         return -1;
-    image_t *img = load_file(ds, i, t, out_h, out_w, &part, &src_w, &src_h, err, errlen);
-    if (!img)
-        return -1;
-    int rc = transform_part(img, &part, src_w, src_h, t, out, out_h, out_w, err, errlen);
-    image_destroy(&img);
+    workspace_t *ws = workspace();
+    image_t *img = load_file(ds, i, t, out_h, out_w, ws, &part, &src_w, &src_h, err, errlen);
+    int rc = -1;
+    if (img)
+        rc = transform_part(img, &part, src_w, src_h, t, out, out_h, out_w, err, errlen);
+    if (!ws || img != &ws->img.img)
+        image_destroy(&img);
+    if (ws)
+        ws_trim(ws);
     return rc;
 }
 

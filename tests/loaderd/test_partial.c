@@ -15,6 +15,11 @@
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 
+/* decode_image_part's REUSE buffer, used by every other check_rect call so
+ * it grows and shrinks across images of all sizes. */
+static image_buf_t reuse_img;
+static int reuse_turn;
+
 static int rnd(int n) /* 0..n-1 */
 {
     rng ^= rng << 13;
@@ -49,7 +54,8 @@ static int check_rect(const uint8_t *buf, size_t len, const image_t *full, decod
     decode_part_t part;
     int sw = 0, sh = 0;
     char err[256];
-    image_t *img = decode_image_part(buf, len, NULL, give_rect, &f, &part, &sw, &sh, err,
+    image_buf_t *reuse = reuse_turn++ % 2 ? &reuse_img : NULL;
+    image_t *img = decode_image_part(buf, len, NULL, give_rect, &f, reuse, &part, &sw, &sh, err,
                                      sizeof err);
     CHECK(img != NULL, "%s: partial decode failed: %s", what, err);
     if (!img)
@@ -75,7 +81,8 @@ static int check_rect(const uint8_t *buf, size_t len, const image_t *full, decod
         }
     }
     int smaller = (size_t)img->w * img->h < (size_t)full->w * full->h;
-    image_destroy(&img);
+    if (img != &reuse_img.img)
+        image_destroy(&img);
     return smaller;
 }
 
@@ -120,7 +127,7 @@ static void check_transform(const uint8_t *buf, size_t len, const image_t *full,
         f.rect = (decode_rect_t){0, 0, 1, 1};
     decode_part_t part;
     int sw, sh;
-    image_t *img = decode_image_part(buf, len, NULL, give_rect, &f, &part, &sw, &sh, err,
+    image_t *img = decode_image_part(buf, len, NULL, give_rect, &f, NULL, &part, &sw, &sh, err,
                                      sizeof err);
     CHECK(img != NULL, "%s: %s", what, err);
     if (img) {
@@ -249,12 +256,13 @@ static void test_truncation(void)
     decode_part_t part;
     int sw, sh;
     char err[256] = "";
-    image_t *img = decode_image_part(jpg, len * 3 / 4, NULL, give_rect, &top, &part, &sw, &sh,
-                                     err, sizeof err);
+    image_t *img = decode_image_part(jpg, len * 3 / 4, NULL, give_rect, &top, NULL, &part, &sw,
+                                     &sh, err, sizeof err);
     CHECK(!img && strstr(err, "truncated"), "cut at 3/4, rectangle at the top: want "
           "'truncated', got %s '%s'", img ? "an image" : "error", err);
     image_destroy(&img);
-    img = decode_image_part(jpg, 300, NULL, give_rect, &top, &part, &sw, &sh, err, sizeof err);
+    img = decode_image_part(jpg, 300, NULL, give_rect, &top, NULL, &part, &sw, &sh, err,
+                            sizeof err);
     CHECK(!img && err[0], "cut in the header: want an error");
     image_destroy(&img);
 
@@ -277,5 +285,6 @@ int main(void)
     test_goldens();
     test_random();
     test_truncation();
+    free(reuse_img.img.px);
     return tu_finish("loaderd.partial");
 }
