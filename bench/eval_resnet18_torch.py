@@ -30,20 +30,22 @@ def main():
     px = torch.randint(0, 256, (a.batch, 3, a.size, a.size), dtype=torch.uint8, generator=g)
     mean = torch.tensor([0.485, 0.456, 0.406])[:, None, None]
     std = torch.tensor([0.229, 0.224, 0.225])[:, None, None]
-    total, best = 0.0, 1e30
+    total, best, cpu = 0.0, 1e30, 0.0
     with torch.no_grad():
         for it in range(a.warmup + a.iters):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             x = (px.float().div(255) - mean) / std
             model(x)
             dt = time.perf_counter() - t0
             if it >= a.warmup:
+                cpu += time.process_time() - c0
                 total += dt
                 best = min(best, dt)
     print("torch resnet18 img/s=%.2f best_img/s=%.2f batch=%d threads=%d iters=%d size=%d "
-          "torch=%s mkldnn=%s" % (a.batch * a.iters / total, a.batch / best, a.batch, a.threads,
-                                   a.iters, a.size, torch.__version__,
-                                   torch.backends.mkldnn.is_available()))
+          "torch=%s mkldnn=%s cpu_ms/img=%.1f" % (
+              a.batch * a.iters / total, a.batch / best, a.batch, a.threads, a.iters, a.size,
+              torch.__version__, torch.backends.mkldnn.is_available(),
+              1e3 * cpu / (a.batch * a.iters)))
 
 
 if __name__ == "__main__":

@@ -36,10 +36,14 @@ done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 awk '
     { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
-    /^ddpipe/ { if (v["best_img/s"] > db) db = v["best_img/s"]; dm += v["img/s"]; dn++ }
-    /^torch/  { if (v["best_img/s"] > tb) tb = v["best_img/s"]; tm += v["img/s"]; tn++ }
+    /^ddpipe/ { if (v["best_img/s"] > db) db = v["best_img/s"]; dm += v["img/s"]; dn++
+                dc += v["cpu_ms/img"] }
+    /^torch/  { if (v["best_img/s"] > tb) tb = v["best_img/s"]; tm += v["img/s"]; tn++
+                tc += v["cpu_ms/img"] }
     END {
         printf "best:  ddpipe %.1f img/s, torch %.1f img/s, ratio %.2fx\n", db, tb, db / tb
         printf "mean:  ddpipe %.1f img/s, torch %.1f img/s, ratio %.2fx\n", dm / dn, tm / tn,
                (dm / dn) / (tm / tn)
+        printf "cpu:   ddpipe %.1f ms/img, torch %.1f ms/img, ratio %.2fx\n", dc / dn, tc / tn,
+               (tc / tn) / (dc / dn)
     }' "$out"
