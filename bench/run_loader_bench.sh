@@ -2,8 +2,13 @@
 # Loader benchmark: ddpipe's loader (bench/loader_bench.c) vs torchvision's
 # ImageFolder + DataLoader (bench/loader_torch.py) on the same synthetic
 # photo-like JPEGs, same number of threads/workers, in the same run.
+# torchvision runs twice: with PILToTensor() (uint8 batches, the same bytes
+# ddpipe delivers) and with the standard eval transform ToTensor() +
+# Normalize(ImageNet) (float32 batches: what a PyTorch DataLoader delivers
+# to the model; ddpipe's gpud normalises its uint8 batches on the device,
+# so this is the end-to-end like-for-like).
 #
-#   bench/run_loader_bench.sh [BUILD_DIR] [IMAGES] [THREADS] [EPOCHS]
+#   bench/run_loader_bench.sh [BUILD_DIR] [IMAGES] [THREADS] [EPOCHS]   (exit 1: pixels differ)
 #   env: SIZE=500x375 (source JPEG size), RESIZE=256, CROP=224
 #
 # BUILD_DIR must hold bin/loader_bench and bin/ddpipe-mkjpeg (build it
@@ -35,21 +40,27 @@ ours=$("$bin/loader_bench" "$data" $common --dct 0)
 echo "$ours"
 dct=$("$bin/loader_bench" "$data" $common --dct 1)
 echo "$dct  [--dct 1]"
-torch=$(/usr/bin/python3 "$here/loader_torch.py" "$data" --threads "$threads" --epochs "$epochs" \
-        --resize "$resize" --crop "$crop")
+torchargs="--threads $threads --epochs $epochs --resize $resize --crop $crop"
+torch=$(/usr/bin/python3 "$here/loader_torch.py" "$data" $torchargs --to uint8)
 echo "$torch"
+torchf=$(/usr/bin/python3 "$here/loader_torch.py" "$data" $torchargs --to float)
+echo "$torchf"
 rate() { echo "$1" | sed -n 's/.*: \([0-9.]*\) img\/s.*/\1/p'; }
 cpu() { echo "$1" | sed -n 's/.* \([0-9.]*\) CPU ms\/img.*/\1/p'; }
 sum() { echo "$1" | sed -n 's/.*checksum \([0-9]*\).*/\1/p'; }
-ratio() {
-  awk -v a="$(rate "$1")" -v b="$(rate "$torch")" -v c="$(cpu "$1")" -v d="$(cpu "$torch")" \
-    -v what="$2" 'BEGIN { printf "speedup %s/torchvision: %.2fx img/s, %.2fx CPU per image\n", what, a / b, d / c }'
+ratio() { # OURS THEIRS LABEL
+  awk -v a="$(rate "$1")" -v b="$(rate "$2")" -v c="$(cpu "$1")" -v d="$(cpu "$2")" \
+    -v what="$3" 'BEGIN { printf "speedup %s: %.2fx img/s, %.2fx CPU per image\n", what, a / b, d / c }'
 }
-ratio "$ours" "ddpipe"
-ratio "$dct" "ddpipe --dct 1"
-if [ "$(sum "$ours")" = "$(sum "$torch")" ]; then
-  echo "pixels: identical checksums (PIL-exact)"
-else
-  echo "pixels: checksums differ: ddpipe $(sum "$ours") torchvision $(sum "$torch")"
-  exit 1
-fi
+ratio "$ours" "$torch" "ddpipe uint8 / torchvision PILToTensor (uint8)"
+ratio "$ours" "$torchf" "ddpipe uint8 / torchvision ToTensor+Normalize (float32)"
+ratio "$dct" "$torch" "ddpipe --dct 1 / torchvision PILToTensor (uint8)"
+status=0
+for t in "$torch" "$torchf"; do
+  if [ "$(sum "$ours")" != "$(sum "$t")" ]; then
+    echo "pixels: checksums differ: ddpipe $(sum "$ours") torchvision $(sum "$t")"
+    status=1
+  fi
+done
+[ $status = 0 ] && echo "pixels: identical checksums, uint8 and float (PIL-exact)"
+exit $status
