@@ -16,6 +16,14 @@ torch 1.13 + torchvision 0.14). Output, next to this script:
   wrn_rgb.safetensors        channels 4,8,8,12, 3 input channels, 7 classes,
                              BF16
   wrn_rgb_io.safetensors     input_u8 [2,3,28,28] + logits [2,7]
+  synth_io.safetensors       logits only, for models whose weights are too big
+                             to commit (resnet34, resnet50, the seed WideResNet
+                             at its default 16,160,320,640): weights AND inputs
+                             are synthesised from each tensor's name by a hash
+                             (synth() below; tests/gpud/synth.h is the C twin),
+                             and the metadata lists every state_dict name and
+                             shape ("<model>.manifest"), so the C test rebuilds
+                             the exact file PyTorch used.
 
 Pixels go through torchvision's eval transform arithmetic: ToTensor's
 float(p)/255, then Normalize's (x - mean) / std, both in float32.
@@ -244,12 +252,81 @@ def gen_wrn(name, channels, in_channels, classes, kind, u8):
                      {"input_u8": u8, "logits": logits}, meta)
 
 
+# ---- synthetic weights: identical bits in numpy and in tests/gpud/synth.h
+def fnv1a32(name):
+    h = 2166136261
+    for b in name.encode():
+        h = ((h ^ b) * 16777619) & 0xffffffff
+    return h
+
+
+def synth_uniform(name, n):
+    """n values in [0, 1): a 32-bit hash of (name, index), as float64."""
+    i = np.arange(n, dtype=np.uint64)
+    x = (np.uint64(fnv1a32(name)) + i * np.uint64(2654435761)) & np.uint64(0xffffffff)
+    for _ in range(2):
+        x ^= x >> np.uint64(16)
+        x = (x * np.uint64(0x45d9f3b)) & np.uint64(0xffffffff)
+    x ^= x >> np.uint64(16)
+    return x.astype(np.float64) / 4294967296.0
+
+
+def synth(name, shape):
+    """float32 tensor for a state_dict entry, kind chosen by its name."""
+    n = int(np.prod(shape)) if len(shape) else 1
+    u = synth_uniform(name, n)
+    if name.endswith("running_var"):
+        v = 0.5 + 1.5 * u
+    elif name.endswith("running_mean") or name.endswith(".bias"):
+        v = 0.2 * (u - 0.5)
+    elif len(shape) == 1:                       # BatchNorm gamma
+        v = 0.5 + u
+    else:                                       # conv / linear weight: He-uniform
+        a = np.sqrt(6.0 / float(np.prod(shape[1:])))
+        v = (2.0 * u - 1.0) * a
+    return v.astype(np.float32).reshape(shape)
+
+
+def synth_pixels(name, shape):
+    return np.floor(synth_uniform(name, int(np.prod(shape))) * 256.0).astype(np.uint8).reshape(shape)
+
+
+def gen_synth():
+    cases = [
+        ("resnet34", lambda: torchvision.models.resnet34(weights=None), (2, 3, 64, 64), True),
+        ("resnet50", lambda: torchvision.models.resnet50(weights=None), (2, 3, 64, 64), True),
+        ("wideresnet", lambda: WideResNet(10), (2, 1, 28, 28), False),
+    ]
+    out, meta = {}, {"metric": "max|a-b|/max|b| per output tensor"}
+    for name, make, in_shape, norm in cases:
+        model = make()
+        sd = model.state_dict()
+        manifest = []
+        for k, v in sd.items():
+            if k.endswith("num_batches_tracked"):
+                continue
+            shape = tuple(v.shape)
+            sd[k] = torch.from_numpy(synth(k, shape))
+            manifest.append("%s=%s" % (k, ",".join(map(str, shape))))
+        model.load_state_dict(sd)
+        model.eval()
+        px = synth_pixels("input." + name, in_shape)
+        with torch.no_grad():
+            x = to_input(px, MEAN, STD) if norm else to_input(px)
+            out[name + ".logits"] = model(x).numpy()
+        meta[name + ".manifest"] = ";".join(manifest)
+        meta[name + ".input"] = ",".join(map(str, in_shape))
+        meta[name + ".normalize"] = "imagenet" if norm else "none"
+    save_safetensors(os.path.join(HERE, "synth_io.safetensors"), out, meta)
+
+
 def main():
     torch.set_num_threads(1)
     gen_resnet18()
     gen_wrn("wrn_small", (8, 16, 24, 32), 1, 10, "F32", fashion_mnist(3))
     rng = np.random.RandomState(5)
     gen_wrn("wrn_rgb", (4, 8, 8, 12), 3, 7, "BF16", smooth_images(rng, 2, 3, 28, 28))
+    gen_synth()
 
 
 if __name__ == "__main__":
