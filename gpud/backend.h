@@ -99,8 +99,9 @@ void bk_tensor_dims(const bk_tensor_t *t, int *n, int *c, int *h, int *w);
 
 /* Execution. Host buffers are plain NCHW float (n*c*h*w values). Only input
  * tensors can be written; any tensor can be read after bk_run (tests inspect
- * intermediates; a consumed residual reads as the op's output). Each returns
- * 0 or -1 with the reason in bk_graph_error. */
+ * intermediates; what a consumed residual holds is unspecified). Each
+ * returns 0 or -1 with the reason in bk_graph_error. A graph is used by one
+ * thread at a time. */
 int bk_write(bk_graph_t *g, bk_tensor_t *t, const float *src);
 int bk_run(bk_graph_t *g);
 int bk_read(bk_graph_t *g, bk_tensor_t *t, float *dst);

@@ -18,6 +18,8 @@
  * on fixed micro-batches (n is split; the last one is zero-filled and its
  * extra outputs dropped), so every worker of a job must use the same
  * micro_batch (leave it 0).
+ *
+ * A model_t is used by one thread at a time.
  */
 #ifndef DDP_MODEL_H
 #define DDP_MODEL_H
