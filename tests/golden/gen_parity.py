@@ -34,6 +34,7 @@ import gzip
 import json
 import os
 import struct
+import sys
 
 import numpy as np
 import torch
@@ -140,69 +141,10 @@ def smooth_images(rng, n, c, h, w):
 
 
 # ---- the seed WideResNet (NVIDIA DDP course), verbatim structure
-class cbrblock(nn.Module):
-    def __init__(self, input_channels, output_channels):
-        super().__init__()
-        self.cbr = nn.Sequential(
-            nn.Conv2d(input_channels, output_channels, kernel_size=3, stride=(1, 1),
-                      padding="same", bias=False),
-            nn.BatchNorm2d(output_channels), nn.ReLU())
-
-    def forward(self, x):
-        return self.cbr(x)
-
-
-class conv_block(nn.Module):
-    def __init__(self, input_channels, output_channels, scale_input):
-        super().__init__()
-        self.scale_input = scale_input
-        if self.scale_input:
-            self.scale = nn.Conv2d(input_channels, output_channels, kernel_size=1,
-                                   stride=(1, 1), padding="same")
-        self.layer1 = cbrblock(input_channels, output_channels)
-        self.dropout = nn.Dropout(p=0.01)
-        self.layer2 = cbrblock(output_channels, output_channels)
-
-    def forward(self, x):
-        residual = x
-        out = self.layer1(x)
-        out = self.dropout(out)
-        out = self.layer2(out)
-        if self.scale_input:
-            residual = self.scale(residual)
-        return out + residual
-
-
-class WideResNet(nn.Module):
-    def __init__(self, num_classes, channels=(16, 160, 320, 640), in_channels=1):
-        super().__init__()
-        nC = [in_channels] + list(channels)
-        self.input_block = cbrblock(nC[0], nC[1])
-        self.block1 = conv_block(nC[1], nC[2], 1)
-        self.block2 = conv_block(nC[2], nC[2], 0)
-        self.pool1 = nn.MaxPool2d(2)
-        self.block3 = conv_block(nC[2], nC[3], 1)
-        self.block4 = conv_block(nC[3], nC[3], 0)
-        self.pool2 = nn.MaxPool2d(2)
-        self.block5 = conv_block(nC[3], nC[4], 1)
-        self.block6 = conv_block(nC[4], nC[4], 0)
-        self.pool = nn.AvgPool2d(7)
-        self.flat = nn.Flatten()
-        self.fc = nn.Linear(nC[4], num_classes)
-
-    def forward(self, x):
-        out = self.input_block(x)
-        out = self.block1(out)
-        out = self.block2(out)
-        out = self.pool1(out)
-        out = self.block3(out)
-        out = self.block4(out)
-        out = self.pool2(out)
-        out = self.block5(out)
-        out = self.block6(out)
-        out = self.pool(out)
-        out = self.flat(out)
-        return self.fc(out)
+# The seed WideResNet lives in scripts/seed_models.py (one definition for
+# every script that needs it).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from seed_models import WideResNet  # noqa: E402
 
 
 def fashion_mnist(n):
