@@ -361,6 +361,40 @@ static void on_worker_msg(loader_t *L)
     zframe_destroy(&route);
 }
 
+/* Hand out nothing before reducerd has the plan (its WELCOME acks it):
+ * results of samples it has not planned would be dropped. */
+static int wait_plan_ack(loader_t *L)
+{
+    int64_t next_send = clock_mono_ms() + 2000;
+    zpoller_t *poller = zpoller_new(L->reducer, NULL);
+    int rc = -1;
+    while (rc < 0 && poller && !zs_interrupted()) {
+        if (zpoller_wait(poller, 200) == L->reducer) {
+            ddp_msg_t m;
+            if (proto_recv(zsock_resolve(L->reducer), NULL, &m, &L->stats) != 0)
+                continue;
+            ddp_type_t t = m.type;
+            if (t == DDP_STOP) {
+                log_info("reducerd says stop before we started: %s", m.u.stop.reason);
+                L->stopped = true;
+            }
+            ddp_msg_clear(&m);
+            if (t == DDP_WELCOME || t == DDP_STOP)
+                rc = 0;
+            continue;
+        }
+        if (clock_mono_ms() >= next_send) {
+            /* reducerd may have started after us, or restarted: plan again */
+            log_info("waiting for reducerd at %s to take the plan", L->o.reducer);
+            if (send_join_and_plan(L) < 0)
+                break;
+            next_send = clock_mono_ms() + 5000;
+        }
+    }
+    zpoller_destroy(&poller);
+    return rc;
+}
+
 static void on_reducer_msg(loader_t *L)
 {
     ddp_msg_t m;
@@ -460,7 +494,7 @@ int main(int argc, char **argv)
         return 2;
     log_init("loaderd", -1, L.o.verbose);
     zs_install_signals();
-    int rc = setup(&L) < 0 ? 1 : run(&L);
+    int rc = (setup(&L) < 0 || wait_plan_ack(&L) < 0) ? 1 : (L.stopped ? 0 : run(&L));
     log_info("exiting (%llu samples sent, %llu failed, %llu messages, %llu rejected)",
              (unsigned long long)L.sent_samples, (unsigned long long)L.failed,
              (unsigned long long)L.stats.received, (unsigned long long)L.stats.rejected);

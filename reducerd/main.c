@@ -283,12 +283,26 @@ static void on_join(reducer_t *r, zframe_t *route, const ddp_join_t *j)
     }
 }
 
-static void on_plan(reducer_t *r, ddp_plan_t *plan)
+/* The loader hands out no batch before this ack: a result can then never
+ * arrive before the plan it belongs to. */
+static void ack_plan(reducer_t *r, zframe_t *route)
+{
+    ddp_msg_t w = {.type = DDP_WELCOME};
+    w.u.welcome.rank = 0;
+    w.u.welcome.world = 1;
+    snprintf(w.u.welcome.job, sizeof w.u.welcome.job, "%s", r->o.job);
+    send_to(r, route, &w);
+}
+
+static void on_plan(reducer_t *r, zframe_t *route, ddp_plan_t *plan)
 {
     if (r->have_plan) {
-        if (plan->n != r->plan.n || plan->epoch != r->plan.epoch)
+        if (plan->n != r->plan.n || plan->epoch != r->plan.epoch) {
             log_warn("ignoring a second, different plan (n=%llu); a restarted loaderd must "
                      "plan the same dataset", (unsigned long long)plan->n);
+            return;
+        }
+        ack_plan(r, route);   /* a restarted loader: same plan, carry on */
         return;
     }
     uint32_t k = plan->num_classes < DDP_MAX_K ? plan->num_classes : DDP_MAX_K; /* as gpud sends */
@@ -305,6 +319,7 @@ static void on_plan(reducer_t *r, ddp_plan_t *plan)
     r->t_plan = clock_mono_s();
     log_info("plan: epoch %u, %llu samples, %u classes, dataset %s", r->plan.epoch,
              (unsigned long long)r->plan.n, r->plan.num_classes, r->plan.dataset);
+    ack_plan(r, route);
 }
 
 static bool plan_matches(reducer_t *r, uint32_t epoch, uint8_t phase, const char *what)
@@ -405,7 +420,7 @@ static void on_message(reducer_t *r, zframe_t *route, ddp_msg_t *m)
     r->last_activity_ms = clock_mono_ms();
     switch (m->type) {
     case DDP_JOIN: on_join(r, route, &m->u.join); break;
-    case DDP_PLAN: on_plan(r, &m->u.plan); break;
+    case DDP_PLAN: on_plan(r, route, &m->u.plan); break;
     case DDP_RESULT: on_result(r, route, &m->u.result); break;
     case DDP_FAILED: on_failed(r, &m->u.failed); break;
     case DDP_HEARTBEAT: on_heartbeat(r, route, &m->u.heartbeat); break;
@@ -527,7 +542,9 @@ static int run(reducer_t *r)
             finished_at = now;
         }
         if (r->finished) {
-            if (r->reporters_done >= r->o.reporters)
+            /* nobody to confirm when no reporter ever listened (a failure
+             * before it subscribed): the end event went nowhere */
+            if (r->reporters_done >= r->o.reporters || r->subscribers < 1)
                 break;
             if (now - finished_at > r->o.done_timeout_s * 1000) {
                 log_error("reporterd did not confirm the run directory within %lds; check its log",
