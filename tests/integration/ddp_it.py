@@ -68,7 +68,7 @@ def eval_cmd(data, out, workers=1, batch=64, extra=(), model_args=None):
             "--quiet"] + list(model_args if model_args is not None else WRN_ARGS) + list(extra)
 
 
-def run_eval(data, out, workers=1, batch=64, extra=(), model_args=None, timeout=300, expect_rc=0):
+def run_eval(data, out, workers=1, batch=64, extra=(), model_args=None, timeout=180, expect_rc=0):
     cmd = eval_cmd(data, out, workers, batch, extra, model_args)
     t0 = time.time()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
