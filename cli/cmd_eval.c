@@ -21,7 +21,7 @@
 
 typedef struct {
     const char *data, *model, *weights, *out, *device;
-    const char *channels, *mean, *std, *normalize, *crop, *fault;
+    const char *channels, *mean, *std, *normalize, *crop, *fault, *metrics_http;
     long workers, batch_size, threads, loader_threads, resize, in_channels, num_classes, limit;
     long timeout_s, worker_timeout_s, window;
     int predictions, no_dct, verbose, quiet;
@@ -51,6 +51,7 @@ static void eval_usage(FILE *f)
         "  --limit N             evaluate only the first N samples\n"
         "  --no-dct-scaling      full-size JPEG decode before resize (bit-exact PIL path)\n"
         "  --timeout S           fail the job after S seconds (default: none)\n"
+        "  --metrics-http H:P    Prometheus metrics at http://H:P/metrics while the job runs\n"
         "  --worker-timeout S    declare a silent worker dead after S seconds (default 10)\n"
         "  --quiet | --verbose\n");
 }
@@ -65,7 +66,7 @@ static int eval_parse(int argc, char **argv, eval_opts_t *o)
         {"normalize", 1, 0, 'N'}, {"channels", 1, 0, 'c'}, {"in-channels", 1, 0, 'i'},
         {"num-classes", 1, 0, 'n'}, {"limit", 1, 0, 'l'}, {"no-dct-scaling", 0, 0, 'x'},
         {"timeout", 1, 0, 't'}, {"worker-timeout", 1, 0, 'k'}, {"window", 1, 0, 'u'},
-        {"fault", 1, 0, 'F'}, {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'}, {"help", 0, 0, 'h'},
+        {"fault", 1, 0, 'F'}, {"metrics-http", 1, 0, 'H'}, {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     *o = (eval_opts_t){.workers = 1, .batch_size = 64, .device = "cpu", .limit = -1,
                        .worker_timeout_s = 10, .window = 2};
@@ -85,6 +86,7 @@ static int eval_parse(int argc, char **argv, eval_opts_t *o)
         case 'N': o->normalize = optarg; break;
         case 'c': o->channels = optarg; break;
         case 'F': o->fault = optarg; break;
+        case 'H': o->metrics_http = optarg; break;
         case 'P': o->predictions = 1; break;
         case 'x': o->no_dct = 1; break;
         case 'q': o->quiet = 1; break;
@@ -214,6 +216,8 @@ static int start_daemons(launch_t *L, const eval_opts_t *o, const endpoints_t *e
     argv_add(&a, "--reducer", e->reducer);
     argv_add(&a, "--out", o->out);
     argv_add(&a, "--tap", e->tap);
+    if (o->metrics_http)
+        argv_add(&a, "--metrics-http", o->metrics_http);
     if (!spawn(L, "reporterd", "reporterd", &a, o->out))
         return -1;
 
@@ -278,17 +282,40 @@ static int start_daemons(launch_t *L, const eval_opts_t *o, const endpoints_t *e
     return 0;
 }
 
+/* "1:05", "1:02:03", or "?" while the rate is unknown. */
+static void fmt_eta(double s, char *buf, size_t len)
+{
+    if (!(s >= 0) || s > 1e8) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* One line that rewrites itself on a terminal; on a pipe or file a plain
+ * line at most every 5 s, plus the last one (done == total), so logs stay
+ * short but complete. */
 static void print_progress(const ev_progress_t *p, bool tty, double *last_print)
 {
     double now = clock_mono_s();
-    if (!tty && now - *last_print < 5.0)
+    bool last = p->total && p->done >= p->total;
+    if (!tty && !last && now - *last_print < 5.0)
         return;
     *last_print = now;
-    double pct = p->total ? 100.0 * p->done / p->total : 0;
-    fprintf(stderr, "%seval %llu/%llu (%.1f%%)  %.1f img/s  ETA %s%.0fs  workers %d%s",
-            tty ? "\r" : "", (unsigned long long)p->done, (unsigned long long)p->total, pct,
-            p->images_per_sec, p->eta_s < 0 ? "?" : "", p->eta_s < 0 ? 0 : p->eta_s, p->workers,
-            tty ? "   " : "\n");
+    double pct = p->total ? 100.0 * (double)p->done / (double)p->total : 0;
+    char eta[32], failed[48] = "";
+    fmt_eta(p->eta_s, eta, sizeof eta);
+    if (p->failed)
+        snprintf(failed, sizeof failed, "  %llu failed", (unsigned long long)p->failed);
+    fprintf(stderr, "%s%s epoch %u  %llu/%llu (%5.1f%%)  %.1f img/s  ETA %s  workers %d%s%s",
+            tty ? "\r" : "", p->phase ? "train" : "eval", p->epoch,
+            (unsigned long long)p->done, (unsigned long long)p->total, pct, p->images_per_sec,
+            eta, p->workers, failed, tty ? "\033[K" : "\n");
+    fflush(stderr);
 }
 
 static void on_tap_event(zsock_t *tap, bool tty, double *last_print, bool quiet)
@@ -358,8 +385,10 @@ static int supervise(job_t *j)
     zpoller_t *poller = zpoller_new(j->tap, NULL);
     int result = -1;
     while (result < 0) {
-        if (zpoller_wait(poller, 100) == j->tap)
-            on_tap_event(j->tap, tty, &last_print, j->o.quiet);
+        if (zpoller_wait(poller, 100) == j->tap) /* all queued events: the last line too */
+            do
+                on_tap_event(j->tap, tty, &last_print, j->o.quiet);
+            while (zsock_events(j->tap) & ZMQ_POLLIN);
         if (s_stop) {
             fprintf(stderr, "%sddpipe: interrupted: stopping the daemons\n", tty ? "\n" : "");
             result = 130;

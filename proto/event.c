@@ -119,6 +119,10 @@ int event_validate(const ddp_event_t *ev, char *why, size_t whylen)
     case EV_PROGRESS:
         if (ev->u.progress.phase > DDP_PHASE_TRAIN)
             return EBAD("'phase' is %u, want 0 or 1", ev->u.progress.phase);
+        if (ev->u.progress.nranks > EVENT_MAX_RANKS ||
+            (ev->u.progress.nranks && !ev->u.progress.rank_done))
+            return EBAD("'rank_done' has %u entries (at most %d, non-NULL)",
+                        ev->u.progress.nranks, EVENT_MAX_RANKS);
         return 0;
     case EV_LOG:
         if (!TERMINATED(ev->u.log.level) || !one_of(ev->u.log.level, levels))
@@ -182,11 +186,16 @@ static int pack_predictions(msgpack_packer *pk, const ev_predictions_t *m)
 
 static int pack_progress(msgpack_packer *pk, const ev_progress_t *m)
 {
-    return msgpack_pack_map(pk, 8) || mp_put_uint(pk, "v", DDP_PROTO_VERSION) ||
+    bool ranks = m->nranks && m->rank_done;
+    return msgpack_pack_map(pk, 11 + (ranks ? 1 : 0)) ||
+           mp_put_uint(pk, "v", DDP_PROTO_VERSION) ||
            mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "phase", m->phase) ||
            mp_put_uint(pk, "done", m->done) || mp_put_uint(pk, "total", m->total) ||
            mp_put_double(pk, "images_per_sec", m->images_per_sec) ||
-           mp_put_double(pk, "eta_s", m->eta_s) || mp_put_int(pk, "workers", m->workers);
+           mp_put_double(pk, "eta_s", m->eta_s) || mp_put_int(pk, "workers", m->workers) ||
+           mp_put_double(pk, "elapsed_s", m->elapsed_s) ||
+           mp_put_uint(pk, "failed", m->failed) || mp_put_uint(pk, "rejected", m->rejected) ||
+           (ranks && mp_put_bin(pk, "rank_done", m->rank_done, (size_t)m->nranks * 8));
 }
 
 static int pack_log(msgpack_packer *pk, const ev_log_t *m)
@@ -306,22 +315,51 @@ static int d_predictions(const mp_reader_t *r, ev_predictions_t *m)
                ? -1 : 0;
 }
 
+/* Keys added within version 1 are optional: an older reducerd omits them. */
+static int d_progress_optional(const mp_reader_t *r, ev_progress_t *m)
+{
+    bool bad = false;
+    m->elapsed_s = -1;
+    if (mp_find(r, "elapsed_s", &bad) && mp_get_double(r, "elapsed_s", &m->elapsed_s))
+        return -1;
+    if (!bad && mp_find(r, "failed", &bad) && mp_get_uint(r, "failed", 0, UINT64_MAX, &m->failed))
+        return -1;
+    if (!bad && mp_find(r, "rejected", &bad) &&
+        mp_get_uint(r, "rejected", 0, UINT64_MAX, &m->rejected))
+        return -1;
+    const msgpack_object *o = bad ? NULL : mp_find(r, "rank_done", &bad);
+    if (bad)
+        return -1;
+    if (!o)
+        return 0;
+    if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size % 8 != 0 ||
+        o->via.bin.size / 8 > EVENT_MAX_RANKS)
+        return mp_fail(r, "'rank_done' must be a bin of n*8 bytes, n <= %d", EVENT_MAX_RANKS);
+    m->nranks = o->via.bin.size / 8;
+    return m->nranks ? mp_dup_bin(r, "rank_done", (size_t)m->nranks * 8, "nranks*8",
+                                  (void **)&m->rank_done)
+                     : 0;
+}
+
+static int d_progress(const mp_reader_t *r, ev_progress_t *m)
+{
+    return mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+           mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
+           mp_get_uint(r, "done", 0, UINT64_MAX, &m->done) ||
+           mp_get_uint(r, "total", 0, UINT64_MAX, &m->total) ||
+           mp_get_double(r, "images_per_sec", &m->images_per_sec) ||
+           mp_get_double(r, "eta_s", &m->eta_s) ||
+           mp_get_i32(r, "workers", INT32_MIN, INT32_MAX, &m->workers) ||
+           d_progress_optional(r, m)
+               ? -1 : 0;
+}
+
 static int d_body(const mp_reader_t *r, ddp_event_t *ev)
 {
     switch (ev->topic) {
     case EV_METRIC: return d_metric(r, &ev->u.metric);
     case EV_PREDICTIONS: return d_predictions(r, &ev->u.predictions);
-    case EV_PROGRESS: {
-        ev_progress_t *m = &ev->u.progress;
-        return mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
-               mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
-               mp_get_uint(r, "done", 0, UINT64_MAX, &m->done) ||
-               mp_get_uint(r, "total", 0, UINT64_MAX, &m->total) ||
-               mp_get_double(r, "images_per_sec", &m->images_per_sec) ||
-               mp_get_double(r, "eta_s", &m->eta_s) ||
-               mp_get_i32(r, "workers", INT32_MIN, INT32_MAX, &m->workers)
-                   ? -1 : 0;
-    }
+    case EV_PROGRESS: return d_progress(r, &ev->u.progress);
     case EV_LOG: {
         ev_log_t *m = &ev->u.log;
         return mp_get_str(r, "level", m->level, sizeof m->level) ||
@@ -428,6 +466,8 @@ void event_clear(ddp_event_t *ev)
     if (ev->topic == EV_METRIC) {
         free_strv(ev->u.metric.class_names, ev->u.metric.num_classes);
         free(ev->u.metric.confusion);
+    } else if (ev->topic == EV_PROGRESS) {
+        free(ev->u.progress.rank_done);
     } else if (ev->topic == EV_PREDICTIONS) {
         ev_predictions_t *p = &ev->u.predictions;
         free(p->status);

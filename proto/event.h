@@ -27,6 +27,9 @@ typedef enum {
  * XPUB can tell the reporter's subscription from a monitor's. */
 #define EVENT_REPORTER_TOPIC "~reporter"
 
+/* Most ranks a progress event's rank_done may list. */
+#define EVENT_MAX_RANKS 4096
+
 /* Exact counts of one (epoch, phase); everything else derives from them. */
 typedef struct {
     uint32_t epoch;
@@ -71,6 +74,13 @@ typedef struct {
     double images_per_sec;
     double eta_s;
     int32_t workers;
+    /* optional (added within version 1; an absent key decodes as shown) */
+    double elapsed_s;           /* s since the epoch's plan arrived; -1 absent */
+    uint64_t failed;            /* of done, samples that could not be loaded; 0 */
+    uint64_t rejected;          /* malformed messages reducerd rejected so far; 0 */
+    uint32_t nranks;            /* entries of rank_done; 0 absent */
+    uint64_t *rank_done;        /* nranks: samples with a result from rank r
+                                   (decode allocates; event_clear frees) */
 } ev_progress_t;
 
 typedef struct {

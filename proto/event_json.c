@@ -225,6 +225,19 @@ static void j_body(jbuf_t *j, const ddp_event_t *ev)
         jb_dbl(j, "images_per_sec", ev->u.progress.images_per_sec);
         jb_dbl(j, "eta_s", ev->u.progress.eta_s);
         jb_i64(j, "workers", ev->u.progress.workers);
+        jb_dbl(j, "elapsed_s", ev->u.progress.elapsed_s);
+        jb_u64(j, "failed", ev->u.progress.failed);
+        jb_u64(j, "rejected", ev->u.progress.rejected);
+        if (ev->u.progress.rank_done) {
+            jb_key(j, "rank_done");
+            jb_raw(j, "[");
+            for (uint32_t r = 0; r < ev->u.progress.nranks; r++) {
+                if (r)
+                    jb_raw(j, ",");
+                jb_fmt(j, "%" PRIu64, ev->u.progress.rank_done[r]);
+            }
+            jb_raw(j, "]");
+        }
         break;
     case EV_LOG:
         jb_kstr(j, "level", ev->u.log.level);

@@ -52,6 +52,7 @@ typedef struct {
     int exit_code;
     int reporters_done;
     char **fail_reason;       /* per failed id: "path\treason" (sparse, by id) */
+    uint64_t failed;          /* distinct failed ids of the plan (progress events) */
 } reducer_t;
 
 static void usage(FILE *f)
@@ -169,6 +170,18 @@ static void publish_progress(reducer_t *r)
                               ? (ev.u.progress.total - ev.u.progress.done) / ev.u.progress.images_per_sec
                               : -1;
     ev.u.progress.workers = peers_alive(r->peers, DDP_ROLE_GPUD);
+    ev.u.progress.elapsed_s = dt;
+    ev.u.progress.failed = r->failed;
+    ev.u.progress.rejected = r->stats.rejected;
+    /* per-rank result counts: reporterd plots and exports per-worker throughput */
+    uint64_t rank_done[64] = {0};
+    uint32_t nranks = r->o.workers < 64 ? (uint32_t)r->o.workers : 64;
+    for (uint32_t rank = 0; rank < nranks; rank++) {
+        const peer_t *p = peers_by_rank(r->peers, (int32_t)rank);
+        rank_done[rank] = p ? p->results : 0;
+    }
+    ev.u.progress.nranks = nranks;
+    ev.u.progress.rank_done = rank_done;
     publish(r, &ev);
 }
 
@@ -391,6 +404,8 @@ static void on_failed(reducer_t *r, const ddp_failed_t *f)
         log_warn("FAILED for id %llu outside the plan: ignored", (unsigned long long)f->id);
         return;
     }
+    if (rc == 0)
+        r->failed++;
     if (rc == 0 && !r->fail_reason[f->id]) {
         size_t len = strlen(f->path) + strlen(f->reason) + 2;
         r->fail_reason[f->id] = malloc(len);
@@ -480,6 +495,7 @@ static void finish(reducer_t *r, int code, const char *reason)
     if (r->finished)
         return;
     if (code == 0) {
+        publish_progress(r); /* a last one at done == total for monitors and plots */
         publish_failed_files(r);
         if (r->o.predictions)
             publish_predictions(r);

@@ -165,6 +165,9 @@ static axis_t s_y_axis(const plot_t *self, double lo, double hi)
     a.step = plot_nice_step(lo, hi, 6, &a.decimals);
     a.lo = floor(lo / a.step) * a.step;
     a.hi = ceil(hi / a.step) * a.step;
+    /* a rate touching the frame reads as clipped: one more tick of headroom */
+    if (self->y_from_zero && a.hi - hi < 0.03 * (a.hi - a.lo))
+        a.hi += a.step;
     return a;
 }
 

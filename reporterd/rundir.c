@@ -8,11 +8,13 @@
 #include "common/clock.h"
 #include "proto/proto.h" /* ddp_phase_t only */
 #include "reporterd/afile.h"
+#include "reporterd/chart.h"
 #include "reporterd/class_report.h"
 #include "reporterd/metrics_csv.h"
 #include "reporterd/plot.h"
 #include "reporterd/predictions_csv.h"
 #include "reporterd/summary.h"
+#include "reporterd/tput.h"
 
 #define PLOT_W 800
 #define PLOT_H 500
@@ -41,6 +43,7 @@ struct rundir {
     failed_t *failed; /* may hold repeats; deduplicated when written */
     size_t nfailed, capfailed;
     predcsv_t *pred;
+    tput_t *tput; /* throughput over time, from progress events */
 };
 
 static void s_metric_free(ev_metric_t **m_p)
@@ -94,7 +97,9 @@ rundir_t *rundir_new(const char *out_dir, char *why, size_t whylen)
     if (afile_mkdirs(out_dir, why, whylen) != 0)
         return NULL;
     rundir_t *self = calloc(1, sizeof *self);
-    if (!self || !(self->dir = strdup(out_dir))) {
+    if (!self || !(self->dir = strdup(out_dir)) || !(self->tput = tput_new())) {
+        if (self)
+            free(self->dir);
         free(self);
         snprintf(why, whylen, "out of memory for run directory %s", out_dir);
         return NULL;
@@ -116,6 +121,7 @@ void rundir_destroy(rundir_t **self_p)
     s_metric_free(&self->last_eval);
     s_metric_free(&self->last_any);
     predcsv_destroy(&self->pred);
+    tput_destroy(&self->tput);
     free(self->dir);
     free(self);
     *self_p = NULL;
@@ -187,6 +193,18 @@ static int s_keep_metric(rundir_t *self, const ev_metric_t *m, char *why, size_t
     return 0;
 }
 
+static int s_plots(rundir_t *self, char *why, size_t whylen);
+
+int rundir_on_progress(rundir_t *self, const ev_progress_t *p, double now_s, char *why,
+                       size_t whylen)
+{
+    if (tput_add(self->tput, p, now_s) != 0) {
+        snprintf(why, whylen, "out of memory for the throughput history");
+        return -1;
+    }
+    return 0;
+}
+
 int rundir_on_metric(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen)
 {
     size_t at = s_find(self, m->epoch, m->phase);
@@ -210,6 +228,9 @@ int rundir_on_metric(rundir_t *self, const ev_metric_t *m, char *why, size_t why
     }
     int rc = metrics_csv_append(path, m, clock_wall_s(), why, whylen);
     free(path);
+    /* refreshed after every epoch; the final metric's plots come with finish() */
+    if (rc == 0 && !m->final)
+        rc = s_plots(self, why, whylen);
     return rc;
 }
 
@@ -435,11 +456,32 @@ static int s_figure(rundir_t *self, const char *stem, const char *title, const c
     return rc;
 }
 
+/* Images/s over the job's time, all workers and per rank; per epoch when
+ * no progress event came (a job shorter than one progress tick). */
+static int s_throughput(rundir_t *self, char *why, size_t whylen)
+{
+    static const int ips[] = {F_IPS};
+    static const char *const none[] = {""};
+    if (tput_points(self->tput) < 2)
+        return s_figure(self, "throughput", "Throughput", "images/s", ips, none, 1, true, why,
+                        whylen);
+    plot_t *p = plot_new("Throughput", "seconds since the first progress report", "images/s");
+    int rc = -1;
+    if (!p || tput_plot(self->tput, p) != 0)
+        snprintf(why, whylen, "out of memory for plot throughput");
+    else {
+        plot_set_y_from_zero(p, true);
+        rc = s_write_plot(self, p, "throughput", why, whylen);
+    }
+    plot_destroy(&p);
+    return rc;
+}
+
 static int s_plots(rundir_t *self, char *why, size_t whylen)
 {
     if (self->nhist)
         qsort(self->hist, self->nhist, sizeof(point_t), s_by_epoch);
-    static const int loss[] = {F_LOSS}, acc[] = {F_TOP1, F_TOP5}, ips[] = {F_IPS};
+    static const int loss[] = {F_LOSS}, acc[] = {F_TOP1, F_TOP5};
     static const char *const none[] = {""}, *const acc_names[] = {"top-1", "top-5"};
     char w[512] = "";
     int rc = 0;
@@ -447,8 +489,35 @@ static int s_plots(rundir_t *self, char *why, size_t whylen)
                          sizeof w), why, whylen, w);
     s_note(&rc, s_figure(self, "accuracy", "Accuracy", "accuracy", acc, acc_names, 2, false, w,
                          sizeof w), why, whylen, w);
-    s_note(&rc, s_figure(self, "throughput", "Throughput", "images/s", ips, none, 1, true, w,
-                         sizeof w), why, whylen, w);
+    s_note(&rc, s_throughput(self, w, sizeof w), why, whylen, w);
+    return rc;
+}
+
+/* confusion.png/svg and f1.png/svg of the summary's metric. */
+static int s_class_charts(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen)
+{
+    char title[128];
+    bool train = s_has_phase(self, DDP_PHASE_TRAIN);
+    const char *what = m->phase == DDP_PHASE_TRAIN ? "train" : train ? "validation" : "eval";
+    char *png = s_join(self, "confusion.png"), *svg = s_join(self, "confusion.svg");
+    char *fpng = s_join(self, "f1.png"), *fsvg = s_join(self, "f1.svg");
+    int rc = -1;
+    if (!png || !svg || !fpng || !fsvg) {
+        snprintf(why, whylen, "out of memory");
+    } else {
+        chart_classes_t c = {title, m->confusion, m->num_classes, m->class_names};
+        snprintf(title, sizeof title, "Confusion matrix (%s, epoch %u, %llu samples)", what,
+                 m->epoch, (unsigned long long)m->samples);
+        rc = chart_confusion_write(&c, png, svg, why, whylen);
+        snprintf(title, sizeof title, "Per-class precision, recall and F1 (%s, epoch %u)", what,
+                 m->epoch);
+        if (rc == 0)
+            rc = chart_f1_write(&c, fpng, fsvg, why, whylen);
+    }
+    free(png);
+    free(svg);
+    free(fpng);
+    free(fsvg);
     return rc;
 }
 
@@ -464,6 +533,7 @@ int rundir_finish(rundir_t *self, char *why, size_t whylen)
     } else {
         s_note(&rc, s_write_summary(self, m, w, sizeof w), why, whylen, w);
         s_note(&rc, s_write_report(self, m, w, sizeof w), why, whylen, w);
+        s_note(&rc, s_class_charts(self, m, w, sizeof w), why, whylen, w);
     }
     s_note(&rc, s_plots(self, w, sizeof w), why, whylen, w);
     if (self->pred) {

@@ -6,7 +6,9 @@
  *   summary.json                at finish: the last eval-phase metric (the
  *   classification_report.txt   validation of the last epoch when training),
  *                               or the last metric when there was no eval
- *   loss.png/svg, accuracy.png/svg, throughput.png/svg   at finish
+ *   loss.png/svg, accuracy.png/svg, throughput.png/svg   after every
+ *                               epoch's metric and at finish
+ *   confusion.png/svg, f1.png/svg  at finish, for the summary's metric
  *
  * Every file is written to a temporary name and renamed into place.
  * Events are borrowed: the rundir copies what it keeps.
@@ -30,6 +32,11 @@ const char *rundir_dir(const rundir_t *self);
  * 0, or -1 with a reason (the state is updated even when the file write
  * failed, so finish() can still try). */
 int rundir_on_metric(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen);
+
+/* A progress event seen at now_s (monotonic seconds): a point of the
+ * throughput-over-time plot (whole job and per rank). 0 or -1 (OOM). */
+int rundir_on_progress(rundir_t *self, const ev_progress_t *p, double now_s, char *why,
+                       size_t whylen);
 
 /* Streams predictions.csv: a chunk with first == 0 starts the file (again:
  * a later epoch replaces an earlier one), the chunk that reaches total

@@ -38,9 +38,17 @@ static void same_event(const ddp_event_t *a, const ddp_event_t *b)
             CHECK_STR(x->paths[i], y->paths[i]);
         break;
     }
-    case EV_PROGRESS:
-        CHECK(memcmp(&a->u.progress, &b->u.progress, sizeof a->u.progress) == 0);
+    case EV_PROGRESS: {
+        const ev_progress_t *x = &a->u.progress, *y = &b->u.progress;
+        CHECK(x->epoch == y->epoch && x->phase == y->phase && x->done == y->done &&
+              x->total == y->total && x->images_per_sec == y->images_per_sec &&
+              x->eta_s == y->eta_s && x->workers == y->workers && x->elapsed_s == y->elapsed_s &&
+              x->failed == y->failed && x->rejected == y->rejected && x->nranks == y->nranks);
+        CHECK((x->rank_done == NULL) == (y->rank_done == NULL));
+        if (x->rank_done && y->rank_done)
+            CHECK(memcmp(x->rank_done, y->rank_done, 8u * x->nranks) == 0);
         break;
+    }
     case EV_LOG:
         CHECK_STR(a->u.log.level, b->u.log.level);
         CHECK_STR(a->u.log.daemon, b->u.log.daemon);
@@ -98,6 +106,45 @@ static void metric_without_confusion(void)
     event_clear(&out);
     zmsg_destroy(&z);
     event_clear(&in);
+}
+
+/* The optional progress keys: per-rank counts survive a round trip, and a
+ * progress map without the keys added in version 1 still decodes. */
+static void progress_optional(void)
+{
+    ddp_event_t in, out;
+    char why[256] = "";
+    uint64_t ranks[3] = {7, 0, 1ull << 40};
+    sample_event(EV_PROGRESS, &in);
+    in.u.progress.elapsed_s = 3.25;
+    in.u.progress.failed = 4;
+    in.u.progress.rejected = 9;
+    in.u.progress.nranks = 3;
+    in.u.progress.rank_done = ranks;
+    zmsg_t *z = event_encode(&in);
+    CHECK(event_decode(z, &out, why, sizeof why) == 0);
+    same_event(&in, &out);
+    char *json = event_to_json(&in);
+    CHECK(json && strstr(json, "\"elapsed_s\":3.25,\"failed\":4,\"rejected\":9,"
+                               "\"rank_done\":[7,0,1099511627776]}"));
+    free(json);
+    event_clear(&out);
+    zmsg_destroy(&z);
+    /* an old publisher's map: the 8 original keys only */
+    static const char old[] = "\x88\xa1v\x01\xa5" "epoch\x01\xa5phase\x00\xa4" "done\x05\xa5total\x0a"
+                              "\xaeimages_per_sec\x02\xa5" "eta_s\x03\xa7workers\x01";
+    CHECK_MSG(event_decode_bytes(EV_PROGRESS, old, sizeof old - 1, &out, why, sizeof why) == 0,
+              "%s", why);
+    CHECK(out.u.progress.done == 5 && out.u.progress.total == 10 &&
+          out.u.progress.elapsed_s == -1 && out.u.progress.nranks == 0 &&
+          out.u.progress.rank_done == NULL && out.u.progress.failed == 0);
+    event_clear(&out);
+    /* rank_done must be whole u64s */
+    static const char bad[] = "\x89\xa1v\x01\xa5" "epoch\x01\xa5phase\x00\xa4" "done\x05\xa5total\x0a"
+                              "\xaeimages_per_sec\x02\xa5" "eta_s\x03\xa7workers\x01"
+                              "\xa9rank_done\xc4\x03\x01\x02\x03";
+    CHECK(event_decode_bytes(EV_PROGRESS, bad, sizeof bad - 1, &out, why, sizeof why) == -1);
+    CHECK_MSG(strstr(why, "rank_done") != NULL, "%s", why);
 }
 
 /* Re-encodes a sample with one field broken, bypassing event_encode's own
@@ -210,7 +257,8 @@ static void json(void)
             "\"paths\":[\"val/cat/0001.jpg\",\"val/dog/0002.JPEG\"]}");
     json_of(EV_PROGRESS, nan_rate,
             "{\"topic\":\"progress\",\"v\":1,\"epoch\":1,\"phase\":0,\"done\":500,\"total\":1000,"
-            "\"images_per_sec\":250.5,\"eta_s\":null,\"workers\":2}");
+            "\"images_per_sec\":250.5,\"eta_s\":null,\"workers\":2,\"elapsed_s\":0,"
+            "\"failed\":0,\"rejected\":0}");
     json_of(EV_LOG, NULL,
             "{\"topic\":\"log\",\"v\":1,\"level\":\"warn\",\"daemon\":\"loaderd\",\"rank\":-1,"
             "\"msg\":\"cannot decode \\\"a.jpg\\\":\\tbad\\u0001 marker\"}");
@@ -232,6 +280,7 @@ int main(void)
     CHECK_STR(event_topic_name(EV_PREDICTIONS), "predictions");
     CHECK_STR(event_topic_name((ev_topic_t)0), "unknown");
     metric_without_confusion();
+    progress_optional();
     rejects();
     json();
     return check_exit("test_event");

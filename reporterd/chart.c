@@ -1,0 +1,470 @@
+#include "reporterd/chart.h"
+
+#include <cairo-svg.h>
+#include <cairo.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "reporterd/afile.h"
+#include "reporterd/clsmetrics.h"
+
+#define FONT "DejaVu Sans"
+
+/* Draws the figure on a canvas of w x h units. */
+typedef void (*chart_draw_fn)(const void *ctx, cairo_t *cr, double w, double h);
+
+/* ---- text helpers ---- */
+
+static void s_font(cairo_t *cr, double size, bool bold)
+{
+    cairo_select_font_face(cr, FONT, CAIRO_FONT_SLANT_NORMAL,
+                           bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(cr, size);
+}
+
+/* Draw text with its anchor: ax, ay in {0, 0.5, 1} of its box. */
+static void s_text(cairo_t *cr, const char *s, double x, double y, double ax, double ay)
+{
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, s, &e);
+    cairo_move_to(cr, x - e.x_bearing - e.width * ax, y - e.y_bearing - e.height * ay);
+    cairo_show_text(cr, s);
+}
+
+static double s_text_w(cairo_t *cr, const char *s)
+{
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, s, &e);
+    return e.x_advance;
+}
+
+/* Class c's display name: the name shortened to CHART_MAX_NAME code points
+ * (the last one "…"), or its index. */
+static const char *s_name(const chart_classes_t *c, uint32_t k, char buf[4 * CHART_MAX_NAME + 8])
+{
+    if (!c->names || !c->names[k]) {
+        snprintf(buf, 4 * CHART_MAX_NAME + 8, "%u", k);
+        return buf;
+    }
+    const unsigned char *s = (const unsigned char *)c->names[k];
+    size_t ends[CHART_MAX_NAME + 1] = {0}, i = 0, cps = 0;
+    while (s[i] && cps < CHART_MAX_NAME) {
+        i++;
+        for (int more = 0; more < 3 && (s[i] & 0xC0) == 0x80; more++)
+            i++; /* continuation bytes of this code point (at most 3) */
+        ends[++cps] = i;
+    }
+    if (!s[i]) { /* fits: at most CHART_MAX_NAME code points of <= 4 bytes */
+        memcpy(buf, s, i + 1);
+        return buf;
+    }
+    size_t keep = ends[CHART_MAX_NAME - 1];
+    memcpy(buf, s, keep);
+    memcpy(buf + keep, "\xe2\x80\xa6", 4); /* U+2026 and the NUL */
+    return buf;
+}
+
+/* White to a dark blue (matplotlib's "Blues" end points) by t in [0, 1]. */
+static void s_blue(double t, double rgb[3])
+{
+    static const double lo[3] = {0.969, 0.984, 1.000}, mid[3] = {0.420, 0.682, 0.839},
+                        hi[3] = {0.031, 0.188, 0.420};
+    t = t < 0 ? 0 : t > 1 ? 1 : t;
+    for (int i = 0; i < 3; i++)
+        rgb[i] = t < 0.5 ? lo[i] + (mid[i] - lo[i]) * t * 2 : mid[i] + (hi[i] - mid[i]) * (t - 0.5) * 2;
+}
+
+static void s_title(cairo_t *cr, const char *title, double cx)
+{
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    s_font(cr, 17, true);
+    s_text(cr, title ? title : "", cx, 16, 0.5, 0.0);
+}
+
+/* ---- confusion heat map ---- */
+
+typedef struct {
+    const chart_classes_t *c;
+    uint64_t *row; /* row sums */
+} conf_ctx_t;
+
+static double s_widest_name(cairo_t *cr, const chart_classes_t *c)
+{
+    char buf[4 * CHART_MAX_NAME + 8];
+    double w = 0;
+    for (uint32_t k = 0; k < c->nc; k++)
+        w = fmax(w, s_text_w(cr, s_name(c, k, buf)));
+    return w;
+}
+
+static void s_conf_cells(const conf_ctx_t *x, cairo_t *cr, double gx, double gy, double cell)
+{
+    const chart_classes_t *c = x->c;
+    char buf[32];
+    double fs = fmin(12, cell / 3.2);
+    bool numbers = cell >= 22 && fs >= 7;
+    s_font(cr, fs, false);
+    for (uint32_t t = 0; t < c->nc; t++)
+        for (uint32_t p = 0; p < c->nc; p++) {
+            uint64_t n = c->confusion[(size_t)t * c->nc + p];
+            double frac = x->row[t] ? (double)n / (double)x->row[t] : 0, rgb[3];
+            s_blue(frac, rgb);
+            cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
+            cairo_rectangle(cr, gx + p * cell, gy + t * cell, cell, cell);
+            cairo_fill(cr);
+            if (!numbers)
+                continue;
+            snprintf(buf, sizeof buf, "%llu", (unsigned long long)n);
+            if (s_text_w(cr, buf) > cell - 2)
+                continue; /* a huge count in a small cell: the colour says it */
+            double ink = frac > 0.55 ? 1.0 : 0.15;
+            cairo_set_source_rgb(cr, ink, ink, ink);
+            s_text(cr, buf, gx + (p + 0.5) * cell, gy + (t + 0.5) * cell, 0.5, 0.5);
+        }
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    cairo_set_line_width(cr, 1.0);
+    cairo_rectangle(cr, gx, gy, cell * c->nc, cell * c->nc);
+    cairo_stroke(cr);
+}
+
+static void s_conf_names(const chart_classes_t *c, cairo_t *cr, double gx, double gy, double cell)
+{
+    if (cell < 9)
+        return; /* unreadable: better none than a smear */
+    char buf[4 * CHART_MAX_NAME + 8];
+    s_font(cr, fmin(12, cell * 0.8), false);
+    cairo_set_source_rgb(cr, 0.15, 0.15, 0.15);
+    double side = cell * c->nc;
+    for (uint32_t k = 0; k < c->nc; k++) {
+        const char *name = s_name(c, k, buf);
+        s_text(cr, name, gx - 6, gy + (k + 0.5) * cell, 1.0, 0.5);
+        /* predicted-class names at 45 degrees, ending under their column */
+        cairo_save(cr);
+        cairo_translate(cr, gx + (k + 0.5) * cell + 4, gy + side + 6);
+        cairo_rotate(cr, -M_PI / 4);
+        cairo_text_extents_t e;
+        cairo_text_extents(cr, name, &e);
+        cairo_move_to(cr, -e.x_advance, e.height / 2);
+        cairo_show_text(cr, name);
+        cairo_restore(cr);
+    }
+}
+
+static void s_colorbar(cairo_t *cr, double x, double y, double h)
+{
+    const double bw = 18;
+    for (int i = 0; i < 100; i++) {
+        double rgb[3];
+        s_blue(1.0 - (i + 0.5) / 100.0, rgb);
+        cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
+        cairo_rectangle(cr, x, y + h * i / 100.0, bw, h / 100.0 + 0.6);
+        cairo_fill(cr);
+    }
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    cairo_set_line_width(cr, 1.0);
+    cairo_rectangle(cr, x, y, bw, h);
+    cairo_stroke(cr);
+    s_font(cr, 12, false);
+    char buf[16];
+    for (int k = 0; k <= 5; k++) {
+        double ty = y + h - h * k / 5.0;
+        cairo_move_to(cr, x + bw, ty);
+        cairo_line_to(cr, x + bw + 4, ty);
+        cairo_stroke(cr);
+        snprintf(buf, sizeof buf, "%.1f", k / 5.0);
+        s_text(cr, buf, x + bw + 7, ty, 0.0, 0.5);
+    }
+    cairo_save(cr);
+    cairo_translate(cr, x + bw + 44, y + h / 2);
+    cairo_rotate(cr, M_PI / 2);
+    s_font(cr, 13, false);
+    s_text(cr, "fraction of the true class", 0, 0, 0.5, 0.0);
+    cairo_restore(cr);
+}
+
+static void s_conf_draw(const void *ctx, cairo_t *cr, double w, double h)
+{
+    const conf_ctx_t *x = ctx;
+    const chart_classes_t *c = x->c;
+    s_font(cr, 12, false);
+    double name_w = c->nc <= 80 ? s_widest_name(cr, c) : 0;
+    double left = 16 + 18 + 10 + name_w + 10;
+    double bottom = 14 + 18 + 10 + name_w * M_SQRT1_2 + 16;
+    double top = 52, right = 18 + 70 + 16;
+    double side = fmin(w - left - right, h - top - bottom);
+    double cell = side / c->nc;
+    if (cell < 9 && name_w > 0) { /* no room for names after all: use it for cells */
+        left = 44;
+        bottom = 44;
+        side = fmin(w - left - right, h - top - bottom);
+        cell = side / c->nc;
+    }
+    double gx = left + (w - left - right - side) / 2, gy = top;
+    s_title(cr, c->title, w / 2);
+    s_conf_cells(x, cr, gx, gy, cell);
+    s_conf_names(c, cr, gx, gy, cell);
+    s_colorbar(cr, gx + side + 18, gy, side);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    s_font(cr, 14, false);
+    s_text(cr, "predicted class", gx + side / 2, h - 14, 0.5, 1.0);
+    cairo_save(cr);
+    cairo_translate(cr, 16, gy + side / 2);
+    cairo_rotate(cr, -M_PI / 2);
+    s_text(cr, "true class", 0, 0, 0.5, 0.0);
+    cairo_restore(cr);
+}
+
+/* ---- F1 bars ---- */
+
+typedef struct {
+    const chart_classes_t *c;
+    const clsmetrics_t *m;
+} f1_ctx_t;
+
+static void s_f1_axis(cairo_t *cr, double gx, double gy, double gw, double gh)
+{
+    char buf[16];
+    s_font(cr, 12, false);
+    cairo_set_line_width(cr, 1.0);
+    for (int k = 0; k <= 5; k++) {
+        double x = round(gx + gw * k / 5.0) + 0.5;
+        cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+        cairo_move_to(cr, x, gy);
+        cairo_line_to(cr, x, gy + gh);
+        cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+        snprintf(buf, sizeof buf, "%.1f", k / 5.0);
+        s_text(cr, buf, x, gy + gh + 6, 0.5, 0.0);
+    }
+}
+
+static void s_f1_marker(cairo_t *cr, bool square, double x, double y)
+{
+    if (square)
+        cairo_rectangle(cr, x - 3.5, y - 3.5, 7, 7);
+    else
+        cairo_arc(cr, x, y, 3.8, 0, 2 * M_PI);
+    cairo_fill_preserve(cr);
+    cairo_save(cr);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_set_line_width(cr, 1.0);
+    cairo_stroke(cr);
+    cairo_restore(cr);
+}
+
+static void s_f1_bars(const f1_ctx_t *x, cairo_t *cr, double gx, double gy, double gw, double row)
+{
+    const chart_classes_t *c = x->c;
+    char buf[4 * CHART_MAX_NAME + 8];
+    bool labels = row >= 9, values = row >= 12;
+    for (uint32_t k = 0; k < c->nc; k++) {
+        const cls_class_t *pc = &x->m->per_class[k];
+        double y = gy + row * k, bh = row * 0.7;
+        cairo_set_source_rgb(cr, 0.122, 0.467, 0.706);
+        cairo_rectangle(cr, gx, y + (row - bh) / 2, gw * pc->f1, bh);
+        cairo_fill(cr);
+        if (row >= 8) {
+            cairo_set_source_rgb(cr, 1.0, 0.498, 0.055);
+            s_f1_marker(cr, false, gx + gw * pc->precision, y + row / 2);
+            cairo_set_source_rgb(cr, 0.173, 0.627, 0.173);
+            s_f1_marker(cr, true, gx + gw * pc->recall, y + row / 2);
+        }
+        s_font(cr, fmin(12, row * 0.8), false);
+        cairo_set_source_rgb(cr, 0.15, 0.15, 0.15);
+        if (labels)
+            s_text(cr, s_name(c, k, buf), gx - 8, y + row / 2, 1.0, 0.5);
+        if (values) {
+            snprintf(buf, sizeof buf, "%.3f", pc->f1);
+            s_text(cr, buf, gx + gw + 8, y + row / 2, 0.0, 0.5);
+        }
+    }
+}
+
+static void s_f1_legend(const f1_ctx_t *x, cairo_t *cr, double gx, double y, double gw)
+{
+    char buf[64];
+    s_font(cr, 12, false);
+    double lx = gx;
+    cairo_set_source_rgb(cr, 0.122, 0.467, 0.706);
+    cairo_rectangle(cr, lx, y - 6, 22, 12);
+    cairo_fill(cr);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    s_text(cr, "F1", lx + 28, y, 0.0, 0.5);
+    lx += 70;
+    cairo_set_source_rgb(cr, 1.0, 0.498, 0.055);
+    s_f1_marker(cr, false, lx + 8, y);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    s_text(cr, "precision", lx + 18, y, 0.0, 0.5);
+    lx += 100;
+    cairo_set_source_rgb(cr, 0.173, 0.627, 0.173);
+    s_f1_marker(cr, true, lx + 8, y);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    s_text(cr, "recall", lx + 18, y, 0.0, 0.5);
+    lx += 80;
+    cairo_set_source_rgb(cr, 0.84, 0.15, 0.16);
+    cairo_set_line_width(cr, 2.0);
+    double dash[] = {6, 4};
+    cairo_set_dash(cr, dash, 2, 0);
+    cairo_move_to(cr, lx, y);
+    cairo_line_to(cr, lx + 26, y);
+    cairo_stroke(cr);
+    cairo_set_dash(cr, NULL, 0, 0);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    snprintf(buf, sizeof buf, "macro F1 %.3f", x->m->macro.f1);
+    s_text(cr, buf, lx + 32, y, 0.0, 0.5);
+    (void)gw;
+}
+
+static void s_f1_draw(const void *ctx, cairo_t *cr, double w, double h)
+{
+    const f1_ctx_t *x = ctx;
+    const chart_classes_t *c = x->c;
+    s_font(cr, 12, false);
+    double name_w = c->nc <= 200 ? s_widest_name(cr, c) : 0;
+    double top = 52 + 24, bottom = 12 + 18 + 8 + 16 + 10;
+    double gh = h - top - bottom, row = gh / c->nc;
+    if (row < 9)
+        name_w = 0;
+    double left = 16 + 18 + 10 + name_w + 10, right = 56;
+    double gx = left, gw = w - left - right;
+    s_title(cr, c->title, w / 2);
+    s_f1_legend(x, cr, gx, 52 + 6, gw);
+    s_f1_axis(cr, gx, top, gw, gh);
+    s_f1_bars(x, cr, gx, top, gw, row);
+    /* the macro average, dashed across all bars */
+    double mx = gx + gw * x->m->macro.f1;
+    cairo_set_source_rgb(cr, 0.84, 0.15, 0.16);
+    cairo_set_line_width(cr, 2.0);
+    double dash[] = {6, 4};
+    cairo_set_dash(cr, dash, 2, 0);
+    cairo_move_to(cr, mx, top);
+    cairo_line_to(cr, mx, top + gh);
+    cairo_stroke(cr);
+    cairo_set_dash(cr, NULL, 0, 0);
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    cairo_set_line_width(cr, 1.0);
+    cairo_rectangle(cr, round(gx) + 0.5, round(top) + 0.5, round(gw), round(gh));
+    cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    s_font(cr, 14, false);
+    s_text(cr, "score (precision, recall, F1)", gx + gw / 2, h - 12, 0.5, 1.0);
+    cairo_save(cr);
+    cairo_translate(cr, 16, top + gh / 2);
+    cairo_rotate(cr, -M_PI / 2);
+    s_text(cr, "class", 0, 0, 0.5, 0.0);
+    cairo_restore(cr);
+}
+
+/* ---- output ---- */
+
+static char *s_tmp_path(const char *path)
+{
+    size_t len = strlen(path) + 32;
+    char *tmp = malloc(len);
+    if (tmp)
+        snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    return tmp;
+}
+
+static void s_paint(chart_draw_fn draw, const void *ctx, cairo_t *cr, double w, double h,
+                    double base_w, double base_h)
+{
+    double scale = fmin(w / base_w, h / base_h);
+    cairo_scale(cr, scale, scale);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_paint(cr);
+    draw(ctx, cr, w / scale, h / scale);
+}
+
+/* Render to a PNG of w x h pixels or an SVG of w x h points, atomically. */
+static int s_write(chart_draw_fn draw, const void *ctx, const char *path, bool svg, double w,
+                   double h, char *why, size_t whylen)
+{
+    char *tmp = s_tmp_path(path);
+    if (!tmp) {
+        snprintf(why, whylen, "chart %s: out of memory", path);
+        return -1;
+    }
+    cairo_surface_t *surface = svg ? cairo_svg_surface_create(tmp, w, h)
+                                   : cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)w, (int)h);
+    cairo_t *cr = cairo_create(surface);
+    s_paint(draw, ctx, cr, w, h, w, h);
+    cairo_status_t st = cairo_status(cr);
+    cairo_destroy(cr);
+    if (svg)
+        cairo_surface_finish(surface); /* writes the file */
+    else if (st == CAIRO_STATUS_SUCCESS)
+        st = cairo_surface_write_to_png(surface, tmp);
+    if (st == CAIRO_STATUS_SUCCESS)
+        st = cairo_surface_status(surface);
+    cairo_surface_destroy(surface);
+    int rc = 0;
+    if (st != CAIRO_STATUS_SUCCESS) {
+        snprintf(why, whylen, "chart %s: %s", path, cairo_status_to_string(st));
+        unlink(tmp);
+        rc = -1;
+    } else {
+        rc = afile_publish(tmp, path, why, whylen);
+    }
+    free(tmp);
+    return rc;
+}
+
+static int s_write_both(chart_draw_fn draw, const void *ctx, const char *png, const char *svg,
+                        double w, double h, char *why, size_t whylen)
+{
+    if (png && s_write(draw, ctx, png, false, w, h, why, whylen) != 0)
+        return -1;
+    if (svg && s_write(draw, ctx, svg, true, w, h, why, whylen) != 0)
+        return -1;
+    return 0;
+}
+
+static int s_check(const chart_classes_t *c, char *why, size_t whylen)
+{
+    if (!c || !c->confusion || c->nc == 0) {
+        snprintf(why, whylen, "chart: no confusion matrix to draw");
+        return -1;
+    }
+    return 0;
+}
+
+int chart_confusion_write(const chart_classes_t *c, const char *png, const char *svg,
+                          char *why, size_t whylen)
+{
+    if (s_check(c, why, whylen) != 0)
+        return -1;
+    conf_ctx_t x = {c, calloc(c->nc, sizeof(uint64_t))};
+    if (!x.row) {
+        snprintf(why, whylen, "chart: out of memory for %u classes", c->nc);
+        return -1;
+    }
+    for (uint32_t t = 0; t < c->nc; t++)
+        for (uint32_t p = 0; p < c->nc; p++)
+            x.row[t] += c->confusion[(size_t)t * c->nc + p];
+    int rc = s_write_both(s_conf_draw, &x, png, svg, 820, 760, why, whylen);
+    free(x.row);
+    return rc;
+}
+
+int chart_f1_write(const chart_classes_t *c, const char *png, const char *svg, char *why,
+                   size_t whylen)
+{
+    if (s_check(c, why, whylen) != 0)
+        return -1;
+    clsmetrics_t m;
+    if (clsmetrics_compute(c->confusion, c->nc, &m) != 0) {
+        snprintf(why, whylen, "chart: out of memory for %u classes", c->nc);
+        return -1;
+    }
+    f1_ctx_t x = {c, &m};
+    /* a row per class: tall enough to read up to ~100 classes */
+    double h = fmin(3000, fmax(420, 150 + 26.0 * c->nc));
+    int rc = s_write_both(s_f1_draw, &x, png, svg, 820, h, why, whylen);
+    clsmetrics_clear(&m);
+    return rc;
+}

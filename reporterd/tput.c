@@ -1,0 +1,120 @@
+#include "reporterd/tput.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    double t;                        /* s since the first point */
+    uint32_t epoch;
+    uint8_t phase;
+    uint64_t done;
+    uint32_t nranks;                 /* <= TPUT_MAX_RANKS kept */
+    uint64_t rank_done[TPUT_MAX_RANKS];
+} tpoint_t;
+
+struct tput {
+    tpoint_t *pts;
+    size_t n, cap;
+    double t0;
+    uint32_t max_ranks; /* most ranks any point had */
+};
+
+tput_t *tput_new(void) { return calloc(1, sizeof(tput_t)); }
+
+void tput_destroy(tput_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    free((*self_p)->pts);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+size_t tput_points(const tput_t *self) { return self->n; }
+
+int tput_add(tput_t *self, const ev_progress_t *p, double now_s)
+{
+    if (self->n == self->cap) {
+        size_t cap = self->cap ? self->cap * 2 : 256;
+        tpoint_t *bigger = realloc(self->pts, cap * sizeof *bigger);
+        if (!bigger)
+            return -1;
+        self->pts = bigger;
+        self->cap = cap;
+    }
+    if (self->n == 0)
+        self->t0 = now_s;
+    tpoint_t *pt = &self->pts[self->n++];
+    memset(pt, 0, sizeof *pt);
+    pt->t = now_s - self->t0;
+    pt->epoch = p->epoch;
+    pt->phase = p->phase;
+    pt->done = p->done;
+    pt->nranks = p->nranks < TPUT_MAX_RANKS ? p->nranks : TPUT_MAX_RANKS;
+    if (p->rank_done)
+        memcpy(pt->rank_done, p->rank_done, pt->nranks * sizeof(uint64_t));
+    if (pt->nranks > self->max_ranks)
+        self->max_ranks = pt->nranks;
+    return 0;
+}
+
+static bool s_same_plan(const tpoint_t *a, const tpoint_t *b)
+{
+    return a->epoch == b->epoch && a->phase == b->phase;
+}
+
+/* The window's start for point i: TPUT_WINDOW_S earlier, same plan. */
+static size_t s_window_start(const tput_t *self, size_t i)
+{
+    size_t j = i;
+    while (j > 0 && s_same_plan(&self->pts[j - 1], &self->pts[i]) &&
+           self->pts[i].t - self->pts[j].t < TPUT_WINDOW_S)
+        j--;
+    return j;
+}
+
+/* rank < 0: the whole job. */
+static int s_series(const tput_t *self, plot_t *p, int rank, const char *name)
+{
+    double *x = malloc(self->n * sizeof(double)), *y = malloc(self->n * sizeof(double));
+    size_t k = 0;
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return -1;
+    }
+    for (size_t i = 1; i < self->n; i++) {
+        size_t j = s_window_start(self, i);
+        const tpoint_t *a = &self->pts[j], *b = &self->pts[i];
+        double dt = b->t - a->t;
+        if (j == i || dt <= 0)
+            continue;
+        uint64_t c0 = rank < 0 ? a->done : a->rank_done[rank];
+        uint64_t c1 = rank < 0 ? b->done : b->rank_done[rank];
+        x[k] = b->t;
+        y[k] = c1 >= c0 ? (double)(c1 - c0) / dt : 0;
+        k++;
+    }
+    int rc = k ? plot_add_series(p, name, x, y, k) : 0;
+    free(x);
+    free(y);
+    return rc;
+}
+
+int tput_plot(const tput_t *self, plot_t *p)
+{
+    if (self->n < 2)
+        return 0;
+    if (s_series(self, p, -1, "all workers") != 0)
+        return -1;
+    /* one rank is the same line as "all": only draw ranks when there are several */
+    for (uint32_t r = 0; self->max_ranks > 1 && r < self->max_ranks; r++) {
+        char name[32];
+        snprintf(name, sizeof name, "rank %u", r);
+        if (s_series(self, p, (int)r, name) != 0)
+            return -1;
+    }
+    return 0;
+}

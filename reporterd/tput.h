@@ -1,0 +1,37 @@
+/* tput — throughput over time from reducerd's progress events: the whole
+ * job's images/s and each rank's, as series for the throughput plot.
+ *
+ * Each progress event is one point: the time it arrived (the reporter's
+ * clock), the (epoch, phase) it belongs to, samples done and the per-rank
+ * result counts. A rate at point i is (count_i - count_j) / (t_i - t_j)
+ * with j the point TPUT_WINDOW_S seconds earlier (or the first point of
+ * the same epoch and phase), so a slow run with few batches per second
+ * does not saw-tooth between 0 and a burst. */
+#ifndef DDP_TPUT_H
+#define DDP_TPUT_H
+
+#include <stddef.h>
+
+#include "proto/event.h"
+#include "reporterd/plot.h"
+
+#define TPUT_WINDOW_S 3.0
+/* Per-rank series drawn (the plot holds PLOT_MAX_SERIES, one is "all"). */
+#define TPUT_MAX_RANKS (PLOT_MAX_SERIES - 1)
+
+typedef struct tput tput_t;
+
+tput_t *tput_new(void);
+void tput_destroy(tput_t **self_p);
+
+/* One progress event seen at now_s (monotonic seconds). 0, or -1 when out
+ * of memory (the point is dropped). */
+int tput_add(tput_t *self, const ev_progress_t *p, double now_s);
+size_t tput_points(const tput_t *self);
+
+/* Adds "all workers" and "rank r" series (x: seconds since the first
+ * progress event, y: images/s) to p. Nothing when there are fewer than two
+ * points. 0 or -1 (out of memory). */
+int tput_plot(const tput_t *self, plot_t *p);
+
+#endif
