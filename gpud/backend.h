@@ -27,6 +27,7 @@
 #define DDP_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct backend backend_t;
 typedef struct bk_graph bk_graph_t;
@@ -105,5 +106,97 @@ void bk_tensor_dims(const bk_tensor_t *t, int *n, int *c, int *h, int *w);
 int bk_write(bk_graph_t *g, bk_tensor_t *t, const float *src);
 int bk_run(bk_graph_t *g);
 int bk_read(bk_graph_t *g, bk_tensor_t *t, float *dst);
+
+/* ------------------------------------------------------------------------
+ * Training graphs: forward in training (or eval) mode and backward.
+ *
+ * A training graph records unfused ops for fixed shapes, like a graph, but
+ * keeps every activation and its gradient. Parameters are BOUND, not
+ * copied: an op keeps the caller's host arrays (PyTorch layout) for the
+ * weights and for their gradients, reads the weights at every forward (so
+ * an optimizer may update them in place between steps) and OVERWRITES the
+ * gradient arrays at every backward. A NULL gradient array freezes that
+ * parameter (no gradient computed). Each array is bound to one op.
+ *
+ *   bk_tgraph_t *g = bk_tgraph_new(be);
+ *   bk_tvar_t *x = bk_t_input(g, n, 3, 64, 64, 0);
+ *   bk_tvar_t *y = bk_t_conv2d(g, x, &conv);  ... bk_t_batchnorm, bk_t_relu ...
+ *   bk_tvar_t *l = bk_t_softmax_ce(g, logits, 0.1f);    per-sample losses
+ *   bk_t_write(g, x, host); bk_t_set_labels(g, labels);
+ *   bk_t_forward(g); bk_t_backward(g, l, dl);   dl = 1/global_batch each
+ *
+ * Activations live in the backend's memory and layout; bk_t_write/read
+ * move plain NCHW float. Errors stick as with graphs (bk_tgraph_error).
+ * Implementations provide kernels (backend_impl.h, bk_tkernels_t); the
+ * tape itself (gpud/backend_train.c) is shared.
+ * ------------------------------------------------------------------------ */
+typedef struct bk_tgraph bk_tgraph_t;
+typedef struct bk_tvar bk_tvar_t;
+
+typedef struct {
+    int ic, oc, kh, kw, stride_h, stride_w, pad_h, pad_w;
+    float *weight, *grad_weight;   /* [oc, ic, kh, kw]; grad NULL: frozen */
+    float *bias, *grad_bias;       /* [oc] or NULL (no bias) */
+} bk_tconv_t;
+
+/* BatchNorm2d. Training mode: normalise with the batch statistics and
+ * update running_mean/var in place as PyTorch does (momentum, UNBIASED
+ * variance n/(n-1) for running_var). Eval mode: use the running stats
+ * (frozen BN still passes gradients to its input, gamma and beta). */
+typedef struct {
+    int c;
+    float *weight, *grad_weight;   /* gamma [c]; grad NULL: frozen */
+    float *bias, *grad_bias;       /* beta [c] */
+    float *running_mean, *running_var;   /* [c], updated in training mode */
+    float momentum, eps;           /* PyTorch defaults 0.1, 1e-5 */
+} bk_tbn_t;
+
+bk_tgraph_t *bk_tgraph_new(backend_t *be);
+void bk_tgraph_destroy(bk_tgraph_t **g);
+const char *bk_tgraph_error(const bk_tgraph_t *g);
+void bk_tgraph_set_name(bk_tgraph_t *g, const char *name);
+/* 1 (default): BN uses batch statistics and updates running stats,
+ * dropout drops. 0: eval behaviour. May change between runs. */
+void bk_tgraph_set_training(bk_tgraph_t *g, int training);
+
+/* requires_grad: compute the gradient of the input too (tests). */
+bk_tvar_t *bk_t_input(bk_tgraph_t *g, int n, int c, int h, int w, int requires_grad);
+bk_tvar_t *bk_t_conv2d(bk_tgraph_t *g, bk_tvar_t *x, const bk_tconv_t *p);
+bk_tvar_t *bk_t_batchnorm(bk_tgraph_t *g, bk_tvar_t *x, const bk_tbn_t *p);
+bk_tvar_t *bk_t_relu(bk_tgraph_t *g, bk_tvar_t *x);
+bk_tvar_t *bk_t_pool2d(bk_tgraph_t *g, bk_tvar_t *x, const bk_pool_t *p);
+bk_tvar_t *bk_t_global_avg_pool(bk_tgraph_t *g, bk_tvar_t *x);
+/* (n, c, h, w) -> (n, c*h*w, 1, 1) in PyTorch's flatten order. */
+bk_tvar_t *bk_t_flatten(bk_tgraph_t *g, bk_tvar_t *x);
+/* y = x.flatten(1) @ weight^T + bias; weight [out, c*h*w]. */
+bk_tvar_t *bk_t_linear(bk_tgraph_t *g, bk_tvar_t *x, int out, float *weight,
+                       float *grad_weight, float *bias, float *grad_bias);
+bk_tvar_t *bk_t_add(bk_tgraph_t *g, bk_tvar_t *a, bk_tvar_t *b);
+/* torch.cat(xs, dim=1). */
+bk_tvar_t *bk_t_concat(bk_tgraph_t *g, int k, bk_tvar_t *const *xs);
+/* Inverted dropout with probability p. The mask of element (c, h, w) of a
+ * sample depends only on (seed, step, sample id, op index, c, h, w) —
+ * see bk_t_set_step — never on the batch's composition. */
+bk_tvar_t *bk_t_dropout(bk_tgraph_t *g, bk_tvar_t *x, float p);
+/* Per-sample softmax cross-entropy of logits (n, k, 1, 1) against the
+ * labels of bk_t_set_labels, with label smoothing eps as PyTorch's
+ * CrossEntropyLoss(label_smoothing=eps, reduction='none'). Output (n,1,1,1). */
+bk_tvar_t *bk_t_softmax_ce(bk_tgraph_t *g, bk_tvar_t *logits, float label_smoothing);
+
+/* Execution. Host buffers are NCHW float. */
+int bk_t_write(bk_tgraph_t *g, bk_tvar_t *x, const float *src);
+/* n labels in 0..k-1 for every softmax_ce op (copied). */
+int bk_t_set_labels(bk_tgraph_t *g, const int32_t *labels);
+/* Dropout stream: ids[i] is the dataset id of sample i (copied; NULL:
+ * 0..n-1). */
+int bk_t_set_step(bk_tgraph_t *g, uint64_t seed, uint64_t step, const int64_t *ids);
+int bk_t_forward(bk_tgraph_t *g);
+/* Backpropagate dy (the objective's gradient w.r.t. y, NCHW; NULL: ones)
+ * through every op recorded before y; writes the bound parameter
+ * gradients and, for inputs made with requires_grad, the input gradient. */
+int bk_t_backward(bk_tgraph_t *g, bk_tvar_t *y, const float *dy);
+int bk_t_read(bk_tgraph_t *g, bk_tvar_t *x, float *dst);
+int bk_t_read_grad(bk_tgraph_t *g, bk_tvar_t *x, float *dst);
+void bk_tvar_dims(const bk_tvar_t *t, int *n, int *c, int *h, int *w);
 
 #endif

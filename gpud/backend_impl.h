@@ -6,6 +6,7 @@
 #define DDP_BACKEND_IMPL_H
 
 #include <stdarg.h>
+#include <stdint.h>
 
 #include "gpud/backend.h"
 
@@ -23,6 +24,75 @@ struct bk_graph {
     char name[128];     /* current op name, for messages */
     char err[640];
 };
+
+/* ---------------------------------------------------------- training */
+
+/* An op's compiled state for fixed shapes (primitives, workspaces). */
+typedef struct bk_plan {
+    void (*destroy)(struct bk_plan *p);
+} bk_plan_t;
+
+/* Kernels of training graphs (the tape is gpud/backend_train.c). Buffers
+ * (void *) are the backend's activation memory in the backend's layout;
+ * parameters (float *) are host arrays in PyTorch layout, read at every
+ * call (they change between steps). Shapes are NCHW logical dims. Kernels
+ * OVERWRITE their outputs; the tape accumulates where a tensor feeds
+ * several ops. int-returning kernels give 0, or -1 after bk_fail(g, ...).
+ * A NULL gradient output means "not needed". */
+typedef struct bk_tkernels {
+    void *(*alloc)(bk_graph_t *g, size_t count);     /* zeroed floats */
+    void (*release)(backend_t *be, void *buf);
+    int (*write)(bk_graph_t *g, void *dst, const float *nchw, const int shape[4]);
+    int (*read)(bk_graph_t *g, const void *src, float *nchw, const int shape[4]);
+    /* element-wise (layout-agnostic), count elements */
+    void (*zero)(backend_t *be, void *y, size_t count);
+    void (*copy)(backend_t *be, void *y, const void *x, size_t count);
+    void (*add)(backend_t *be, void *y, const void *a, const void *b, size_t count);
+    void (*acc)(backend_t *be, void *y, const void *x, size_t count);   /* y += x */
+    /* y (n, cy, h, w) channels [off, off + cx) <-> x (n, cx, h, w):
+     * to_y: y part = x (forward); else x = y part (backward of concat). */
+    void (*concat)(backend_t *be, void *y, int cy, void *x, const int xshape[4], int off,
+                   int to_y);
+    /* (n,c,h,w) -> (n,c*h*w,1,1) in NCHW order; backward: the inverse */
+    void (*flatten)(backend_t *be, void *y, const void *x, const int xshape[4], int backward);
+    /* y = x * mask / (1 - p); mask from (seed, step, ids[i], op, c, h, w).
+     * The same call with x = dy, y = dx is the backward. */
+    void (*dropout)(backend_t *be, void *y, const void *x, const int shape[4], float p,
+                    uint64_t seed, uint64_t step, uint32_t op, const int64_t *ids);
+    /* logits (n, k): per-sample loss (n); backward: glogits = dloss[i] *
+     * (softmax - smoothed one-hot). labels: host, already checked. */
+    void (*ce_fwd)(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
+                   float eps, void *loss);
+    void (*ce_bwd)(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
+                   float eps, const void *dloss, void *glogits);
+
+    bk_plan_t *(*conv_plan)(bk_graph_t *g, const bk_tconv_t *p, const int in[4],
+                            const int out[4]);
+    int (*conv_fwd)(bk_graph_t *g, bk_plan_t *p, const void *x, const float *w,
+                    const float *b, void *y);
+    int (*conv_bwd)(bk_graph_t *g, bk_plan_t *p, const void *x, const float *w,
+                    const void *gy, void *gx, float *gw, float *gb);
+    /* training: mean/var OUT (batch mean, biased variance); else IN */
+    bk_plan_t *(*bn_plan)(bk_graph_t *g, const int in[4], float eps);
+    int (*bn_fwd)(bk_graph_t *g, bk_plan_t *p, int training, const void *x,
+                  const float *gamma, const float *beta, float *mean, float *var, void *y);
+    int (*bn_bwd)(bk_graph_t *g, bk_plan_t *p, int training, const void *x, const void *gy,
+                  const float *gamma, const float *mean, const float *var, void *gx,
+                  float *ggamma, float *gbeta);
+    bk_plan_t *(*relu_plan)(bk_graph_t *g, const int in[4]);
+    int (*relu_fwd)(bk_graph_t *g, bk_plan_t *p, const void *x, void *y);
+    int (*relu_bwd)(bk_graph_t *g, bk_plan_t *p, const void *y, const void *gy, void *gx);
+    bk_plan_t *(*pool_plan)(bk_graph_t *g, const bk_pool_t *pp, const int in[4],
+                            const int out[4]);
+    int (*pool_fwd)(bk_graph_t *g, bk_plan_t *p, const void *x, void *y);
+    int (*pool_bwd)(bk_graph_t *g, bk_plan_t *p, const void *x, const void *gy, void *gx);
+    /* x (n, c, h, w) flattened in NCHW order; weight [out, c*h*w] */
+    bk_plan_t *(*linear_plan)(bk_graph_t *g, const int in[4], int out, int has_bias);
+    int (*linear_fwd)(bk_graph_t *g, bk_plan_t *p, const void *x, const float *w,
+                      const float *b, void *y);
+    int (*linear_bwd)(bk_graph_t *g, bk_plan_t *p, const void *x, const float *w,
+                      const void *gy, void *gx, float *gw, float *gb);
+} bk_tkernels_t;
 
 typedef struct bk_ops {
     const char *name;
@@ -45,6 +115,7 @@ typedef struct bk_ops {
     int (*write)(bk_graph_t *g, bk_tensor_t *t, const float *src);
     int (*run)(bk_graph_t *g);
     int (*read)(bk_graph_t *g, bk_tensor_t *t, float *dst);
+    const struct bk_tkernels *train;   /* NULL: no training support */
 } bk_ops_t;
 
 /* Every implementation's backend starts with this. */

@@ -28,12 +28,8 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include "gpud/backend_impl.h"
-
-typedef struct {
-    backend_t base;
-    dnnl_engine_t eng;
-    dnnl_stream_t strm;
-} cpu_backend_t;
+#include "gpud/cpu/dnnl_priv.h"
+#include "gpud/cpu/host_kernels.h"
 
 typedef struct {
     bk_tensor_t base;
@@ -714,6 +710,7 @@ static const bk_ops_t CPU_OPS = {
     .write = cpu_write,
     .run = cpu_run,
     .read = cpu_read,
+    .train = &CPU_TKERNELS,
 };
 
 backend_t *cpu_backend_new(int threads, char *err, size_t errlen)

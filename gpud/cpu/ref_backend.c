@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gpud/backend_impl.h"
+#include "gpud/cpu/host_kernels.h"
 #include "gpud/cpu/ref_ops.h"
 
 typedef struct {
@@ -314,6 +315,7 @@ static const bk_ops_t REF_OPS = {
     .write = ref_write,
     .run = ref_run,
     .read = ref_read,
+    .train = &REF_TKERNELS,
 };
 
 backend_t *ref_backend_new(int threads, char *err, size_t errlen)

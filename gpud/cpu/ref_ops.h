@@ -6,6 +6,7 @@
 #define DDP_REF_OPS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* y[n,oc,oh,ow] = bias[oc] + sum x[n,ic,ih,iw] * w[oc,ic,kh,kw]; zero padding.
  * bias may be NULL. oh/ow must be the floor-mode output size. */
@@ -30,5 +31,57 @@ void ref_avgpool2d(const float *x, int n, int c, int ih, int iw, int kh, int kw,
 /* y[n,out] = bias[out] + sum_i x[n,i] * w[out,i]; bias may be NULL. */
 void ref_linear(const float *x, int n, int in, const float *w, const float *bias, int out,
                 float *y);
+
+/* ------------------------------------------------------------ backward
+ * Gradients of the ops above (and training-mode BatchNorm), NCHW, double
+ * accumulators; outputs are overwritten. NULL outputs are skipped. */
+
+/* gx[n,ic,ih,iw] from gy[n,oc,oh,ow] */
+void ref_conv2d_bwd_data(const float *gy, int n, int ic, int ih, int iw, const float *w,
+                         int oc, int kh, int kw, int sh, int sw, int ph, int pw, float *gx,
+                         int oh, int ow);
+/* gw[oc,ic,kh,kw] and gb[oc] (either may be NULL) */
+void ref_conv2d_bwd_weights(const float *x, int n, int ic, int ih, int iw, const float *gy,
+                            int oc, int kh, int kw, int sh, int sw, int ph, int pw,
+                            float *gw, float *gb, int oh, int ow);
+
+/* Training-mode BatchNorm2d: batch mean and BIASED variance per channel
+ * (out), y = (x - mean) / sqrt(var + eps) * gamma + beta. */
+void ref_bn_train_fwd(const float *x, int n, int c, int hw, const float *gamma,
+                      const float *beta, float eps, float *mean, float *var, float *y);
+/* Eval-mode BatchNorm2d out of place. */
+void ref_bn_eval_fwd(const float *x, int n, int c, int hw, const float *gamma,
+                     const float *beta, const float *mean, const float *var, float eps,
+                     float *y);
+/* training: mean/var are the batch statistics (gx through them too);
+ * else the running statistics (constants). */
+void ref_bn_bwd(const float *x, const float *gy, int n, int c, int hw, const float *gamma,
+                const float *mean, const float *var, float eps, int training, float *gx,
+                float *ggamma, float *gbeta);
+
+/* gx = gy where y > 0, else 0 */
+void ref_relu_bwd(const float *y, const float *gy, float *gx, size_t count);
+/* Gradient to the first maximum of each window (PyTorch's choice). */
+void ref_maxpool2d_bwd(const float *x, const float *gy, int n, int c, int ih, int iw, int kh,
+                       int kw, int sh, int sw, int ph, int pw, float *gx, int oh, int ow);
+void ref_avgpool2d_bwd(const float *gy, int n, int c, int ih, int iw, int kh, int kw, int sh,
+                       int sw, int ph, int pw, int count_include_pad, float *gx, int oh,
+                       int ow);
+void ref_linear_bwd(const float *x, const float *gy, int n, int in, const float *w, int out,
+                    float *gx, float *gw, float *gb);
+
+/* Dropout's keep decision for element idx (logical c*h*w index) of the
+ * sample whose key is dropout_key(seed, step, sample id, op). Shared by
+ * every CPU backend so masks agree bit for bit. */
+uint64_t ref_dropout_key(uint64_t seed, uint64_t step, int64_t id, uint32_t op);
+int ref_dropout_keep(uint64_t key, uint64_t idx, float p);
+
+/* Softmax cross-entropy per sample with label smoothing eps (PyTorch's
+ * CrossEntropyLoss(label_smoothing=eps, reduction='none')), in double. */
+void ref_ce_fwd(const float *logits, const int32_t *labels, int n, int k, float eps,
+                float *loss);
+/* glogits = dloss[i] * (softmax - ((1 - eps) onehot + eps / k)) */
+void ref_ce_bwd(const float *logits, const int32_t *labels, int n, int k, float eps,
+                const float *dloss, float *glogits);
 
 #endif

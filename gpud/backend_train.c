@@ -1,0 +1,764 @@
+/* backend_train — the tape of training graphs (backend.h, bk_t*): shape
+ * checks, gradient bookkeeping and the order of kernel calls. Kernels come
+ * from the backend (bk_tkernels_t), so a new backend only writes kernels.
+ *
+ * Gradients: backward walks the ops in reverse. A tensor that feeds several
+ * ops (a residual's input) gets its gradient from each; the first writer
+ * writes it directly, later ones write into a shared temporary that is then
+ * added, so no gradient buffer needs zeroing first. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/backend_impl.h"
+
+struct bk_tvar {
+    int n, c, h, w;
+    void *val, *grad;
+    int needs_grad;     /* some parameter or requires_grad input upstream */
+    int grad_set;       /* during backward: grad holds a value */
+    int is_input;
+    int producer;       /* op index, -1 for inputs */
+};
+
+typedef enum {
+    TO_CONV, TO_BN, TO_RELU, TO_POOL, TO_FLATTEN, TO_LINEAR, TO_ADD, TO_CONCAT, TO_DROPOUT,
+    TO_CE
+} top_kind_t;
+
+#define MAX_IN 64   /* concat inputs (DenseNet blocks have up to 32+1) */
+
+typedef struct {
+    top_kind_t kind;
+    char name[128];
+    bk_tvar_t *in[MAX_IN];
+    int nin;
+    bk_tvar_t *out;
+    bk_plan_t *plan;
+    bk_tconv_t conv;
+    bk_tbn_t bn;
+    float *save_mean, *save_var;    /* BN: batch statistics of the last forward */
+    float p;                        /* dropout probability, CE smoothing */
+    int lin_out;
+    float *w, *gw, *b, *gb;         /* linear */
+} top_t;
+
+struct bk_tgraph {
+    bk_graph_t base;
+    const bk_tkernels_t *k;
+    int training;
+    bk_tvar_t **v;
+    size_t nv, capv;
+    top_t *ops;
+    size_t nops, capops;
+    void *tmp;              /* gradient temporary, the largest tensor */
+    size_t tmp_count;
+    int32_t *labels;        /* n of the first CE op */
+    int label_n;
+    int have_labels;
+    uint64_t seed, step;
+    int64_t *ids;
+    int ids_n;
+};
+
+static size_t numel(const bk_tvar_t *t)
+{
+    return (size_t)t->n * t->c * t->h * t->w;
+}
+
+static void shape_of(const bk_tvar_t *t, int s[4])
+{
+    s[0] = t->n;
+    s[1] = t->c;
+    s[2] = t->h;
+    s[3] = t->w;
+}
+
+bk_tgraph_t *bk_tgraph_new(backend_t *be)
+{
+    if (!be)
+        return NULL;
+    bk_tgraph_t *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->base.be = be;
+    g->k = be->ops->train;
+    g->training = 1;
+    if (!g->k)
+        bk_fail(&g->base, "backend '%s' cannot train", be->ops->name);
+    return g;
+}
+
+void bk_tgraph_destroy(bk_tgraph_t **gp)
+{
+    if (!gp || !*gp)
+        return;
+    bk_tgraph_t *g = *gp;
+    backend_t *be = g->base.be;
+    for (size_t i = 0; i < g->nops; i++) {
+        top_t *o = &g->ops[i];
+        if (o->plan)
+            o->plan->destroy(o->plan);
+        free(o->save_mean);
+        free(o->save_var);
+    }
+    for (size_t i = 0; i < g->nv; i++) {
+        if (g->k) {
+            g->k->release(be, g->v[i]->val);
+            g->k->release(be, g->v[i]->grad);
+        }
+        free(g->v[i]);
+    }
+    if (g->k)
+        g->k->release(be, g->tmp);
+    free(g->v);
+    free(g->ops);
+    free(g->labels);
+    free(g->ids);
+    free(g);
+    *gp = NULL;
+}
+
+const char *bk_tgraph_error(const bk_tgraph_t *g)
+{
+    if (!g)
+        return "no training graph (out of memory?)";
+    return g->base.failed ? g->base.err : NULL;
+}
+
+void bk_tgraph_set_name(bk_tgraph_t *g, const char *name)
+{
+    if (g)
+        bk_set_name(&g->base, name);
+}
+
+void bk_tgraph_set_training(bk_tgraph_t *g, int training)
+{
+    if (g)
+        g->training = training != 0;
+}
+
+void bk_tvar_dims(const bk_tvar_t *t, int *n, int *c, int *h, int *w)
+{
+    *n = t->n;
+    *c = t->c;
+    *h = t->h;
+    *w = t->w;
+}
+
+/* ------------------------------------------------------------- building */
+
+static bk_tvar_t *var_new(bk_tgraph_t *g, const int s[4], int needs_grad)
+{
+    if (g->nv == g->capv) {
+        size_t cap = g->capv ? 2 * g->capv : 64;
+        bk_tvar_t **v = realloc(g->v, cap * sizeof *v);
+        if (!v)
+            return bk_fail(&g->base, "out of memory");
+        g->v = v;
+        g->capv = cap;
+    }
+    bk_tvar_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return bk_fail(&g->base, "out of memory");
+    *t = (bk_tvar_t){.n = s[0], .c = s[1], .h = s[2], .w = s[3], .needs_grad = needs_grad,
+                     .producer = -1};
+    g->v[g->nv++] = t;   /* owned from here on, even if allocation fails */
+    size_t cnt = numel(t);
+    t->val = g->k->alloc(&g->base, cnt);
+    if (t->val && needs_grad)
+        t->grad = g->k->alloc(&g->base, cnt);
+    if (!t->val || (needs_grad && !t->grad))
+        return bk_fail(&g->base, "out of memory for a [%d,%d,%d,%d] tensor", s[0], s[1], s[2],
+                       s[3]);
+    if (needs_grad && cnt > g->tmp_count) {
+        g->k->release(g->base.be, g->tmp);
+        g->tmp_count = 0;
+        g->tmp = g->k->alloc(&g->base, cnt);
+        if (!g->tmp)
+            return bk_fail(&g->base, "out of memory for the gradient temporary");
+        g->tmp_count = cnt;
+    }
+    return t;
+}
+
+/* A new op with inputs in[0..nin); its output is made by the caller. */
+static top_t *op_new(bk_tgraph_t *g, top_kind_t kind, bk_tvar_t *const *in, int nin)
+{
+    if (g->nops == g->capops) {
+        size_t cap = g->capops ? 2 * g->capops : 64;
+        top_t *o = realloc(g->ops, cap * sizeof *o);
+        if (!o)
+            return bk_fail(&g->base, "out of memory");
+        g->ops = o;
+        g->capops = cap;
+    }
+    top_t *o = &g->ops[g->nops];
+    memset(o, 0, sizeof *o);
+    o->kind = kind;
+    o->nin = nin;
+    memcpy(o->in, in, (size_t)nin * sizeof *in);
+    snprintf(o->name, sizeof o->name, "%s", g->base.name);
+    return o;
+}
+
+/* Make op's output of shape s and commit the op. */
+static bk_tvar_t *op_out(bk_tgraph_t *g, top_t *o, const int s[4], int param_grads)
+{
+    int ng = param_grads;
+    for (int i = 0; i < o->nin; i++)
+        ng |= o->in[i]->needs_grad;
+    bk_tvar_t *y = var_new(g, s, ng);
+    if (!y) {
+        if (o->plan)
+            o->plan->destroy(o->plan);
+        return NULL;
+    }
+    y->producer = (int)g->nops;
+    o->out = y;
+    g->nops++;
+    return y;
+}
+
+static int usable(bk_tgraph_t *g, const bk_tvar_t *x)
+{
+    if (!g || g->base.failed)
+        return 0;
+    if (!x) {
+        bk_fail(&g->base, "missing input tensor (an earlier step failed?)");
+        return 0;
+    }
+    return 1;
+}
+
+bk_tvar_t *bk_t_input(bk_tgraph_t *g, int n, int c, int h, int w, int requires_grad)
+{
+    if (!g || g->base.failed)
+        return NULL;
+    if (n < 1 || c < 1 || h < 1 || w < 1 || (long long)n * c * h * w > (1ll << 31))
+        return bk_fail(&g->base, "bad input shape [%d,%d,%d,%d]", n, c, h, w);
+    int s[4] = {n, c, h, w};
+    bk_tvar_t *t = var_new(g, s, requires_grad != 0);
+    if (t)
+        t->is_input = 1;
+    return t;
+}
+
+static int out_size(int in, int k, int stride, int pad)
+{
+    int span = in + 2 * pad - k;
+    return span < 0 ? 0 : span / stride + 1;
+}
+
+bk_tvar_t *bk_t_conv2d(bk_tgraph_t *g, bk_tvar_t *x, const bk_tconv_t *p)
+{
+    if (!usable(g, x))
+        return NULL;
+    if (!p || !p->weight || p->ic != x->c || p->oc < 1 || p->kh < 1 || p->kw < 1 ||
+        p->stride_h < 1 || p->stride_w < 1 || p->pad_h < 0 || p->pad_w < 0 ||
+        p->pad_h >= p->kh || p->pad_w >= p->kw || (p->grad_bias && !p->bias))
+        return bk_fail(&g->base, "bad conv: ic %d (input has %d), oc %d, kernel %dx%d, "
+                       "stride %dx%d, pad %dx%d", p ? p->ic : 0, x->c, p ? p->oc : 0,
+                       p ? p->kh : 0, p ? p->kw : 0, p ? p->stride_h : 0,
+                       p ? p->stride_w : 0, p ? p->pad_h : 0, p ? p->pad_w : 0);
+    int in[4], out[4] = {x->n, p->oc, out_size(x->h, p->kh, p->stride_h, p->pad_h),
+                         out_size(x->w, p->kw, p->stride_w, p->pad_w)};
+    if (out[2] < 1 || out[3] < 1)
+        return bk_fail(&g->base, "input %dx%d too small for a %dx%d kernel", x->h, x->w,
+                       p->kh, p->kw);
+    shape_of(x, in);
+    top_t *o = op_new(g, TO_CONV, &x, 1);
+    if (!o)
+        return NULL;
+    o->conv = *p;
+    o->plan = g->k->conv_plan(&g->base, p, in, out);
+    if (!o->plan)
+        return NULL;
+    return op_out(g, o, out, p->grad_weight || p->grad_bias);
+}
+
+bk_tvar_t *bk_t_batchnorm(bk_tgraph_t *g, bk_tvar_t *x, const bk_tbn_t *p)
+{
+    if (!usable(g, x))
+        return NULL;
+    if (!p || p->c != x->c || !p->weight || !p->bias || !p->running_mean ||
+        !p->running_var || !(p->eps > 0.0f) || !(p->momentum >= 0.0f && p->momentum <= 1.0f) ||
+        (p->grad_weight == NULL) != (p->grad_bias == NULL))
+        return bk_fail(&g->base, "bad batchnorm: %d channels (input has %d), eps %g, "
+                       "momentum %g, all four arrays needed, gradients both or neither",
+                       p ? p->c : 0, x->c, p ? (double)p->eps : 0.0,
+                       p ? (double)p->momentum : 0.0);
+    int s[4];
+    shape_of(x, s);
+    top_t *o = op_new(g, TO_BN, &x, 1);
+    if (!o)
+        return NULL;
+    o->bn = *p;
+    o->save_mean = calloc((size_t)p->c, sizeof(float));
+    o->save_var = calloc((size_t)p->c, sizeof(float));
+    if (!o->save_mean || !o->save_var) {
+        free(o->save_mean);
+        free(o->save_var);
+        return bk_fail(&g->base, "out of memory");
+    }
+    o->plan = g->k->bn_plan(&g->base, s, p->eps);
+    if (!o->plan) {
+        free(o->save_mean);
+        free(o->save_var);
+        return NULL;
+    }
+    bk_tvar_t *y = op_out(g, o, s, p->grad_weight != NULL);
+    if (!y) {   /* the op was not committed: its arrays are still ours */
+        free(o->save_mean);
+        free(o->save_var);
+    }
+    return y;
+}
+
+bk_tvar_t *bk_t_relu(bk_tgraph_t *g, bk_tvar_t *x)
+{
+    if (!usable(g, x))
+        return NULL;
+    int s[4];
+    shape_of(x, s);
+    top_t *o = op_new(g, TO_RELU, &x, 1);
+    if (!o || !(o->plan = g->k->relu_plan(&g->base, s)))
+        return NULL;
+    return op_out(g, o, s, 0);
+}
+
+bk_tvar_t *bk_t_pool2d(bk_tgraph_t *g, bk_tvar_t *x, const bk_pool_t *p)
+{
+    if (!usable(g, x))
+        return NULL;
+    if (!p || p->kh < 1 || p->kw < 1 || p->stride_h < 1 || p->stride_w < 1 || p->pad_h < 0 ||
+        p->pad_w < 0 || 2 * p->pad_h > p->kh || 2 * p->pad_w > p->kw ||
+        (unsigned)p->alg > BK_POOL_AVG_EXCLUDE_PAD)
+        return bk_fail(&g->base, "bad pooling parameters (pad must be at most half the kernel)");
+    int in[4], out[4] = {x->n, x->c, out_size(x->h, p->kh, p->stride_h, p->pad_h),
+                         out_size(x->w, p->kw, p->stride_w, p->pad_w)};
+    if (out[2] < 1 || out[3] < 1)
+        return bk_fail(&g->base, "input %dx%d too small for a %dx%d pooling window", x->h,
+                       x->w, p->kh, p->kw);
+    shape_of(x, in);
+    top_t *o = op_new(g, TO_POOL, &x, 1);
+    if (!o || !(o->plan = g->k->pool_plan(&g->base, p, in, out)))
+        return NULL;
+    return op_out(g, o, out, 0);
+}
+
+bk_tvar_t *bk_t_global_avg_pool(bk_tgraph_t *g, bk_tvar_t *x)
+{
+    if (!usable(g, x))
+        return NULL;
+    bk_pool_t p = {BK_POOL_AVG, x->h, x->w, x->h, x->w, 0, 0};
+    return bk_t_pool2d(g, x, &p);
+}
+
+bk_tvar_t *bk_t_flatten(bk_tgraph_t *g, bk_tvar_t *x)
+{
+    if (!usable(g, x))
+        return NULL;
+    int s[4] = {x->n, x->c * x->h * x->w, 1, 1};
+    top_t *o = op_new(g, TO_FLATTEN, &x, 1);
+    return o ? op_out(g, o, s, 0) : NULL;
+}
+
+bk_tvar_t *bk_t_linear(bk_tgraph_t *g, bk_tvar_t *x, int out_features, float *weight,
+                       float *grad_weight, float *bias, float *grad_bias)
+{
+    if (!usable(g, x))
+        return NULL;
+    if (out_features < 1 || !weight || (grad_bias && !bias))
+        return bk_fail(&g->base, "bad linear layer: %d outputs, weight %s", out_features,
+                       weight ? "given" : "missing");
+    int in[4], out[4] = {x->n, out_features, 1, 1};
+    shape_of(x, in);
+    top_t *o = op_new(g, TO_LINEAR, &x, 1);
+    if (!o || !(o->plan = g->k->linear_plan(&g->base, in, out_features, bias != NULL)))
+        return NULL;
+    o->lin_out = out_features;
+    o->w = weight;
+    o->gw = grad_weight;
+    o->b = bias;
+    o->gb = grad_bias;
+    return op_out(g, o, out, grad_weight || grad_bias);
+}
+
+bk_tvar_t *bk_t_add(bk_tgraph_t *g, bk_tvar_t *a, bk_tvar_t *b)
+{
+    if (!usable(g, a) || !usable(g, b))
+        return NULL;
+    if (a->n != b->n || a->c != b->c || a->h != b->h || a->w != b->w)
+        return bk_fail(&g->base, "add of different shapes [%d,%d,%d,%d] and [%d,%d,%d,%d]",
+                       a->n, a->c, a->h, a->w, b->n, b->c, b->h, b->w);
+    int s[4];
+    shape_of(a, s);
+    bk_tvar_t *in[2] = {a, b};
+    top_t *o = op_new(g, TO_ADD, in, 2);
+    return o ? op_out(g, o, s, 0) : NULL;
+}
+
+bk_tvar_t *bk_t_concat(bk_tgraph_t *g, int k, bk_tvar_t *const *xs)
+{
+    if (!g || g->base.failed)
+        return NULL;
+    if (k < 1 || k > MAX_IN || !xs)
+        return bk_fail(&g->base, "concat of %d tensors (1..%d)", k, MAX_IN);
+    int s[4];
+    for (int i = 0; i < k; i++) {
+        if (!usable(g, xs[i]))
+            return NULL;
+        if (xs[i]->n != xs[0]->n || xs[i]->h != xs[0]->h || xs[i]->w != xs[0]->w)
+            return bk_fail(&g->base, "concat: tensor %d is [%d,%d,%d,%d], tensor 0 is "
+                           "[%d,%d,%d,%d] (all but channels must agree)", i, xs[i]->n,
+                           xs[i]->c, xs[i]->h, xs[i]->w, xs[0]->n, xs[0]->c, xs[0]->h,
+                           xs[0]->w);
+    }
+    shape_of(xs[0], s);
+    s[1] = 0;
+    for (int i = 0; i < k; i++)
+        s[1] += xs[i]->c;
+    top_t *o = op_new(g, TO_CONCAT, xs, k);
+    return o ? op_out(g, o, s, 0) : NULL;
+}
+
+bk_tvar_t *bk_t_dropout(bk_tgraph_t *g, bk_tvar_t *x, float p)
+{
+    if (!usable(g, x))
+        return NULL;
+    if (!(p >= 0.0f && p < 1.0f))
+        return bk_fail(&g->base, "dropout probability %g outside [0, 1)", (double)p);
+    int s[4];
+    shape_of(x, s);
+    top_t *o = op_new(g, TO_DROPOUT, &x, 1);
+    if (!o)
+        return NULL;
+    o->p = p;
+    return op_out(g, o, s, 0);
+}
+
+bk_tvar_t *bk_t_softmax_ce(bk_tgraph_t *g, bk_tvar_t *x, float label_smoothing)
+{
+    if (!usable(g, x))
+        return NULL;
+    if (x->h != 1 || x->w != 1)
+        return bk_fail(&g->base, "cross-entropy wants (n, classes, 1, 1) logits, got "
+                       "[%d,%d,%d,%d]", x->n, x->c, x->h, x->w);
+    if (!(label_smoothing >= 0.0f && label_smoothing <= 1.0f))
+        return bk_fail(&g->base, "label smoothing %g outside [0, 1]", (double)label_smoothing);
+    if (g->label_n && g->label_n != x->n)
+        return bk_fail(&g->base, "a second cross-entropy with another batch size");
+    int s[4] = {x->n, 1, 1, 1};
+    top_t *o = op_new(g, TO_CE, &x, 1);
+    if (!o)
+        return NULL;
+    o->p = label_smoothing;
+    if (!g->labels && !(g->labels = calloc((size_t)x->n, sizeof *g->labels)))
+        return bk_fail(&g->base, "out of memory");
+    g->label_n = x->n;
+    bk_tvar_t *y = op_out(g, o, s, 0);
+    if (y)
+        y->needs_grad = x->needs_grad;
+    return y;
+}
+
+/* ------------------------------------------------------------- execution */
+
+int bk_t_write(bk_tgraph_t *g, bk_tvar_t *x, const float *src)
+{
+    if (!g || g->base.failed || !x || !src)
+        return -1;
+    if (!x->is_input) {
+        bk_fail(&g->base, "only input tensors can be written");
+        return -1;
+    }
+    int s[4];
+    shape_of(x, s);
+    return g->k->write(&g->base, x->val, src, s);
+}
+
+int bk_t_read(bk_tgraph_t *g, bk_tvar_t *x, float *dst)
+{
+    if (!g || g->base.failed || !x || !dst)
+        return -1;
+    int s[4];
+    shape_of(x, s);
+    return g->k->read(&g->base, x->val, dst, s);
+}
+
+int bk_t_read_grad(bk_tgraph_t *g, bk_tvar_t *x, float *dst)
+{
+    if (!g || g->base.failed || !x || !dst)
+        return -1;
+    if (!x->grad || !x->grad_set) {
+        bk_fail(&g->base, "no gradient for this tensor (requires_grad unset, or no "
+                "backward through it yet)");
+        return -1;
+    }
+    int s[4];
+    shape_of(x, s);
+    return g->k->read(&g->base, x->grad, dst, s);
+}
+
+int bk_t_set_labels(bk_tgraph_t *g, const int32_t *labels)
+{
+    if (!g || g->base.failed || !labels)
+        return -1;
+    if (!g->labels) {
+        bk_fail(&g->base, "labels given but the graph has no cross-entropy");
+        return -1;
+    }
+    int k = 0;
+    for (size_t i = 0; i < g->nops; i++)
+        if (g->ops[i].kind == TO_CE)
+            k = g->ops[i].in[0]->c;
+    for (int i = 0; i < g->label_n; i++)
+        if (labels[i] < 0 || labels[i] >= k) {
+            bk_fail(&g->base, "label %d of sample %d is outside 0..%d", (int)labels[i], i,
+                    k - 1);
+            return -1;
+        }
+    memcpy(g->labels, labels, (size_t)g->label_n * sizeof *labels);
+    g->have_labels = 1;
+    return 0;
+}
+
+int bk_t_set_step(bk_tgraph_t *g, uint64_t seed, uint64_t step, const int64_t *ids)
+{
+    if (!g || g->base.failed)
+        return -1;
+    int n = g->nv ? g->v[0]->n : 0;
+    if (ids && n > g->ids_n) {
+        int64_t *p = realloc(g->ids, (size_t)n * sizeof *p);
+        if (!p) {
+            bk_fail(&g->base, "out of memory");
+            return -1;
+        }
+        g->ids = p;
+        g->ids_n = n;
+    }
+    if (ids)
+        memcpy(g->ids, ids, (size_t)n * sizeof *ids);
+    else {
+        free(g->ids);
+        g->ids = NULL;
+        g->ids_n = 0;
+    }
+    g->seed = seed;
+    g->step = step;
+    return 0;
+}
+
+/* PyTorch's running-stat update: r = (1 - m) r + m s, with the unbiased
+ * batch variance for running_var. */
+static void bn_running_update(top_t *o, size_t count)
+{
+    double m = o->bn.momentum, unbias = count > 1 ? (double)count / (double)(count - 1) : 1.0;
+    for (int c = 0; c < o->bn.c; c++) {
+        o->bn.running_mean[c] =
+            (float)((1.0 - m) * o->bn.running_mean[c] + m * o->save_mean[c]);
+        o->bn.running_var[c] =
+            (float)((1.0 - m) * o->bn.running_var[c] + m * o->save_var[c] * unbias);
+    }
+}
+
+static int op_forward(bk_tgraph_t *g, top_t *o, uint32_t index)
+{
+    const bk_tkernels_t *k = g->k;
+    backend_t *be = g->base.be;
+    bk_graph_t *bg = &g->base;
+    bk_tvar_t *x = o->in[0], *y = o->out;
+    int s[4];
+    shape_of(x, s);
+    switch (o->kind) {
+    case TO_CONV:
+        return k->conv_fwd(bg, o->plan, x->val, o->conv.weight, o->conv.bias, y->val);
+    case TO_BN: {
+        float *mean = g->training ? o->save_mean : o->bn.running_mean;
+        float *var = g->training ? o->save_var : o->bn.running_var;
+        if (k->bn_fwd(bg, o->plan, g->training, x->val, o->bn.weight, o->bn.bias, mean, var,
+                      y->val) < 0)
+            return -1;
+        if (g->training)
+            bn_running_update(o, (size_t)x->n * x->h * x->w);
+        return 0;
+    }
+    case TO_RELU:
+        return k->relu_fwd(bg, o->plan, x->val, y->val);
+    case TO_POOL:
+        return k->pool_fwd(bg, o->plan, x->val, y->val);
+    case TO_FLATTEN:
+        k->flatten(be, y->val, x->val, s, 0);
+        return 0;
+    case TO_LINEAR:
+        return k->linear_fwd(bg, o->plan, x->val, o->w, o->b, y->val);
+    case TO_ADD:
+        k->add(be, y->val, x->val, o->in[1]->val, numel(y));
+        return 0;
+    case TO_CONCAT:
+        for (int i = 0, off = 0; i < o->nin; off += o->in[i]->c, i++) {
+            int xs[4];
+            shape_of(o->in[i], xs);
+            k->concat(be, y->val, y->c, o->in[i]->val, xs, off, 1);
+        }
+        return 0;
+    case TO_DROPOUT:
+        k->dropout(be, y->val, x->val, s, g->training ? o->p : 0.0f, g->seed, g->step, index,
+                   g->ids);
+        return 0;
+    case TO_CE:
+        if (!g->have_labels) {
+            bk_fail(bg, "cross-entropy without labels (call bk_t_set_labels)");
+            return -1;
+        }
+        k->ce_fwd(be, x->val, g->labels, x->n, x->c, o->p, y->val);
+        return 0;
+    }
+    return 0;
+}
+
+int bk_t_forward(bk_tgraph_t *g)
+{
+    if (!g || g->base.failed)
+        return -1;
+    for (size_t i = 0; i < g->nops; i++) {
+        bk_set_name(&g->base, g->ops[i].name);
+        if (op_forward(g, &g->ops[i], (uint32_t)i) < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < g->nv; i++)
+        g->v[i]->grad_set = 0;
+    return 0;
+}
+
+/* Where to write x's gradient: its own buffer the first time, else the
+ * temporary (then grad_commit adds it). NULL: x needs no gradient. */
+static void *grad_dst(bk_tgraph_t *g, bk_tvar_t *x)
+{
+    if (!x->needs_grad)
+        return NULL;
+    return x->grad_set ? g->tmp : x->grad;
+}
+
+static void grad_commit(bk_tgraph_t *g, bk_tvar_t *x)
+{
+    if (!x->needs_grad)
+        return;
+    if (x->grad_set)
+        g->k->acc(g->base.be, x->grad, g->tmp, numel(x));
+    x->grad_set = 1;
+}
+
+static int op_backward(bk_tgraph_t *g, top_t *o, uint32_t index)
+{
+    const bk_tkernels_t *k = g->k;
+    backend_t *be = g->base.be;
+    bk_graph_t *bg = &g->base;
+    bk_tvar_t *x = o->in[0], *y = o->out;
+    void *gx = grad_dst(g, x);
+    int s[4], rc = 0;
+    shape_of(x, s);
+    switch (o->kind) {
+    case TO_CONV:
+        rc = k->conv_bwd(bg, o->plan, x->val, o->conv.weight, y->grad, gx, o->conv.grad_weight,
+                         o->conv.grad_bias);
+        break;
+    case TO_BN:
+        rc = k->bn_bwd(bg, o->plan, g->training, x->val, y->grad, o->bn.weight,
+                       g->training ? o->save_mean : o->bn.running_mean,
+                       g->training ? o->save_var : o->bn.running_var, gx, o->bn.grad_weight,
+                       o->bn.grad_bias);
+        break;
+    case TO_RELU:
+        if (gx)
+            rc = k->relu_bwd(bg, o->plan, y->val, y->grad, gx);
+        break;
+    case TO_POOL:
+        if (gx)
+            rc = k->pool_bwd(bg, o->plan, x->val, y->grad, gx);
+        break;
+    case TO_FLATTEN:
+        if (gx)
+            k->flatten(be, gx, y->grad, s, 1);
+        break;
+    case TO_LINEAR:
+        rc = k->linear_bwd(bg, o->plan, x->val, o->w, y->grad, gx, o->gw, o->gb);
+        break;
+    case TO_ADD:
+        if (gx)
+            k->copy(be, gx, y->grad, numel(y));
+        grad_commit(g, x);
+        if ((gx = grad_dst(g, o->in[1])) != NULL)
+            k->copy(be, gx, y->grad, numel(y));
+        grad_commit(g, o->in[1]);
+        return 0;
+    case TO_CONCAT:
+        for (int i = 0, off = 0; i < o->nin; off += o->in[i]->c, i++) {
+            int xs[4];
+            shape_of(o->in[i], xs);
+            if ((gx = grad_dst(g, o->in[i])) != NULL)
+                k->concat(be, y->grad, y->c, gx, xs, off, 0);
+            grad_commit(g, o->in[i]);
+        }
+        return 0;
+    case TO_DROPOUT:
+        if (gx)
+            k->dropout(be, gx, y->grad, s, g->training ? o->p : 0.0f, g->seed, g->step, index,
+                       g->ids);
+        break;
+    case TO_CE:
+        if (gx)
+            k->ce_bwd(be, x->val, g->labels, x->n, x->c, o->p, y->grad, gx);
+        break;
+    }
+    if (rc == 0)
+        grad_commit(g, x);
+    return rc;
+}
+
+int bk_t_backward(bk_tgraph_t *g, bk_tvar_t *y, const float *dy)
+{
+    if (!g || g->base.failed || !y)
+        return -1;
+    if (!y->needs_grad) {
+        bk_fail(&g->base, "backward from a tensor that depends on no parameter");
+        return -1;
+    }
+    for (size_t i = 0; i < g->nv; i++)
+        g->v[i]->grad_set = 0;
+    int s[4];
+    shape_of(y, s);
+    size_t cnt = numel(y);
+    if (dy) {
+        if (g->k->write(&g->base, y->grad, dy, s) < 0)
+            return -1;
+    } else {
+        float *ones = malloc(cnt * sizeof *ones);
+        if (!ones) {
+            bk_fail(&g->base, "out of memory");
+            return -1;
+        }
+        for (size_t i = 0; i < cnt; i++)
+            ones[i] = 1.0f;
+        int rc = g->k->write(&g->base, y->grad, ones, s);
+        free(ones);
+        if (rc < 0)
+            return -1;
+    }
+    y->grad_set = 1;
+    for (int i = y->producer; i >= 0; i--) {
+        top_t *o = &g->ops[i];
+        if (!o->out->needs_grad)
+            continue;
+        if (!o->out->grad_set) {   /* a branch that does not reach y */
+            g->k->zero(g->base.be, o->out->grad, numel(o->out));
+            o->out->grad_set = 1;
+        }
+        bk_set_name(&g->base, o->name);
+        if (op_backward(g, o, (uint32_t)i) < 0)
+            return -1;
+    }
+    return 0;
+}

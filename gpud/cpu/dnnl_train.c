@@ -1,0 +1,709 @@
+/* dnnl_train — training kernels of the "cpu" backend on oneDNN 2.6:
+ * convolution forward_training / backward_data / backward_weights, batch
+ * normalization forward (batch or global statistics) / backward, eltwise
+ * ReLU forward / backward (from dst), pooling forward / backward (max with
+ * its workspace), inner product forward / backward_data / backward_weights.
+ *
+ * Activations are NHWC (plain "acdb"): every oneDNN primitive takes it, the
+ * AVX-512 convolutions run on it without reorders, and element-wise work,
+ * concat and dropout stay simple host loops. Weights are host arrays in
+ * PyTorch layout (they change every step): each forward reorders them into
+ * the primitive's layout, each backward reorders the weight gradient back.
+ * Every primitive is created once per plan (fixed shapes). */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include "gpud/cpu/dnnl_priv.h"
+#include "gpud/cpu/host_kernels.h"
+
+static cpu_backend_t *cbe(bk_graph_t *g)
+{
+    return (cpu_backend_t *)g->be;
+}
+
+static int dn(bk_graph_t *g, dnnl_status_t st, const char *what)
+{
+    if (st == dnnl_success)
+        return 0;
+    bk_fail(g, "oneDNN %s failed: %s", what, dnnl_status2str(st));
+    return -1;
+}
+
+static void use_threads(bk_graph_t *g)
+{
+    if (omp_get_max_threads() != g->be->threads)
+        omp_set_num_threads(g->be->threads);
+}
+
+static void md_act(dnnl_memory_desc_t *md, const int s[4])
+{
+    dnnl_dims_t d = {s[0], s[1], s[2], s[3]};
+    dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, dnnl_acdb);
+}
+
+static void md_tag(dnnl_memory_desc_t *md, int nd, const dnnl_dim_t *dims,
+                   dnnl_format_tag_t tag)
+{
+    dnnl_dims_t d = {0};
+    memcpy(d, dims, (size_t)nd * sizeof *dims);
+    dnnl_memory_desc_init_by_tag(md, nd, d, dnnl_f32, tag);
+}
+
+static dnnl_format_tag_t plain_tag(int nd)
+{
+    static const dnnl_format_tag_t t[] = {dnnl_format_tag_undef, dnnl_a, dnnl_ab, dnnl_abc,
+                                          dnnl_abcd};
+    return t[nd];
+}
+
+/* ------------------------------------------------------------ helpers */
+
+/* A primitive with the memory objects its arguments use. */
+typedef struct {
+    dnnl_primitive_t p;
+    int nargs;
+    dnnl_exec_arg_t args[10];
+} prim_t;
+
+static int prim_make(bk_graph_t *g, prim_t *pr, const_dnnl_op_desc_t d,
+                     const_dnnl_primitive_desc_t hint, dnnl_primitive_desc_t *pd_out,
+                     const char *what)
+{
+    dnnl_primitive_attr_t a = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    int ok = dn(g, dnnl_primitive_attr_create(&a), "attr_create") == 0 &&
+             dn(g, dnnl_primitive_attr_set_fpmath_mode(a, dnnl_fpmath_mode_strict),
+                "set_fpmath_mode") == 0 &&
+             dn(g, dnnl_primitive_desc_create(&pd, d, a, cbe(g)->eng, hint), what) == 0 &&
+             dn(g, dnnl_primitive_create(&pr->p, pd), what) == 0;
+    if (a)
+        dnnl_primitive_attr_destroy(a);
+    if (ok && pd_out)
+        *pd_out = pd;
+    else if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    return ok ? 0 : -1;
+}
+
+static void prim_arg(prim_t *pr, int arg, dnnl_memory_t m)
+{
+    pr->args[pr->nargs++] = (dnnl_exec_arg_t){arg, m};
+}
+
+static void prim_free(prim_t *pr)
+{
+    if (pr->p)
+        dnnl_primitive_destroy(pr->p);
+    pr->p = NULL;
+}
+
+static int prim_run(bk_graph_t *g, prim_t *pr, const char *what)
+{
+    use_threads(g);
+    if (dn(g, dnnl_primitive_execute(pr->p, cbe(g)->strm, pr->nargs, pr->args), what) < 0)
+        return -1;
+    return dn(g, dnnl_stream_wait(cbe(g)->strm), "stream_wait");
+}
+
+/* Memory of md: allocated (owned) or a handle set at each call (NONE). */
+static dnnl_memory_t mem(bk_graph_t *g, const dnnl_memory_desc_t *md, int alloc)
+{
+    dnnl_memory_t m = NULL;
+    if (dn(g, dnnl_memory_create(&m, md, cbe(g)->eng,
+                                 alloc ? DNNL_MEMORY_ALLOCATE : DNNL_MEMORY_NONE),
+           "memory_create") < 0)
+        return NULL;
+    return m;
+}
+
+static int set_handle(bk_graph_t *g, dnnl_memory_t m, const void *p)
+{
+    return dn(g, dnnl_memory_set_data_handle(m, (void *)p), "set_data_handle");
+}
+
+static void mem_free(dnnl_memory_t *m)
+{
+    if (*m)
+        dnnl_memory_destroy(*m);
+    *m = NULL;
+}
+
+/* Reorder from `from` to `to` (created once). */
+static int reorder_make(bk_graph_t *g, prim_t *pr, dnnl_memory_t from, dnnl_memory_t to)
+{
+    const dnnl_memory_desc_t *a, *b;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_memory_get_memory_desc(from, &a);
+    dnnl_memory_get_memory_desc(to, &b);
+    int ok = dn(g, dnnl_reorder_primitive_desc_create(&pd, a, cbe(g)->eng, b, cbe(g)->eng,
+                                                      NULL), "reorder") == 0 &&
+             dn(g, dnnl_primitive_create(&pr->p, pd), "reorder") == 0;
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    prim_arg(pr, DNNL_ARG_FROM, from);
+    prim_arg(pr, DNNL_ARG_TO, to);
+    return ok ? 0 : -1;
+}
+
+static const dnnl_memory_desc_t *q_md(const_dnnl_primitive_desc_t pd, dnnl_query_t q)
+{
+    return dnnl_primitive_desc_query_md(pd, q, 0);
+}
+
+/* -------------------------------------------------- weighted layers
+ * Convolution and inner product share the structure: forward, backward
+ * data and backward weights, with the weights in whatever layout each
+ * primitive chose and the host arrays in PyTorch layout. */
+typedef struct {
+    bk_plan_t base;
+    prim_t fwd, bwd_d, bwd_w;
+    prim_t w_to_fwd, w_to_bwd, gw_to_user;   /* reorders (p NULL: not needed) */
+    dnnl_memory_t x, y, gy, gx;         /* activation handles */
+    dnnl_memory_t w_user, w_fwd, w_bwd; /* w_bwd may be w_fwd */
+    dnnl_memory_t gw_user, gw_prim;     /* gw_prim may be gw_user */
+    dnnl_memory_t b, gb;                /* bias handles */
+    float *gb_tmp, *gw_tmp;             /* when only one of gw/gb is wanted */
+    size_t w_count;
+    int has_bias;
+} wplan_t;
+
+static void wplan_destroy(bk_plan_t *bp)
+{
+    wplan_t *p = (wplan_t *)bp;
+    prim_t *prims[] = {&p->fwd, &p->bwd_d, &p->bwd_w, &p->w_to_fwd, &p->w_to_bwd,
+                       &p->gw_to_user};
+    for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
+        prim_free(prims[i]);
+    if (p->w_bwd == p->w_fwd)
+        p->w_bwd = NULL;
+    if (p->gw_prim == p->gw_user)
+        p->gw_prim = NULL;
+    dnnl_memory_t *mems[] = {&p->x, &p->y, &p->gy, &p->gx, &p->w_user, &p->w_fwd, &p->w_bwd,
+                             &p->gw_user, &p->gw_prim, &p->b, &p->gb};
+    for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
+        mem_free(mems[i]);
+    free(p->gb_tmp);
+    free(p->gw_tmp);
+    free(p);
+}
+
+/* The three primitives from their op descriptors (fwd first: it is the
+ * others' hint), then the memories and reorders around them. */
+static int wplan_build(bk_graph_t *g, wplan_t *p, const_dnnl_op_desc_t fd,
+                       const_dnnl_op_desc_t bdd, const_dnnl_op_desc_t bwd,
+                       const dnnl_memory_desc_t *w_user_md, const dnnl_memory_desc_t *bias_md)
+{
+    dnnl_primitive_desc_t fpd = NULL, dpd = NULL, wpd = NULL;
+    int rc = -1;
+    use_threads(g);
+    if (prim_make(g, &p->fwd, fd, NULL, &fpd, "forward primitive") < 0 ||
+        prim_make(g, &p->bwd_d, bdd, fpd, &dpd, "backward-data primitive") < 0 ||
+        prim_make(g, &p->bwd_w, bwd, fpd, &wpd, "backward-weights primitive") < 0)
+        goto out;
+    const dnnl_memory_desc_t *wf = q_md(fpd, dnnl_query_weights_md);
+    const dnnl_memory_desc_t *wb = q_md(dpd, dnnl_query_weights_md);
+    const dnnl_memory_desc_t *gwm = q_md(wpd, dnnl_query_diff_weights_md);
+    p->w_count = dnnl_memory_desc_get_size(w_user_md) / sizeof(float);
+    if (!(p->x = mem(g, q_md(fpd, dnnl_query_src_md), 0)) ||
+        !(p->y = mem(g, q_md(fpd, dnnl_query_dst_md), 0)) ||
+        !(p->gy = mem(g, q_md(dpd, dnnl_query_diff_dst_md), 0)) ||
+        !(p->gx = mem(g, q_md(dpd, dnnl_query_diff_src_md), 0)) ||
+        !(p->w_user = mem(g, w_user_md, 0)) || !(p->w_fwd = mem(g, wf, 1)) ||
+        !(p->gw_user = mem(g, w_user_md, 0)))
+        goto out;
+    if (reorder_make(g, &p->w_to_fwd, p->w_user, p->w_fwd) < 0)
+        goto out;
+    if (dnnl_memory_desc_equal(wf, wb)) {
+        p->w_bwd = p->w_fwd;
+    } else if (!(p->w_bwd = mem(g, wb, 1)) ||
+               reorder_make(g, &p->w_to_bwd, p->w_user, p->w_bwd) < 0) {
+        goto out;
+    }
+    if (dnnl_memory_desc_equal(gwm, w_user_md)) {
+        p->gw_prim = p->gw_user;
+    } else if (!(p->gw_prim = mem(g, gwm, 1)) ||
+               reorder_make(g, &p->gw_to_user, p->gw_prim, p->gw_user) < 0) {
+        goto out;
+    }
+    if (p->has_bias && (!(p->b = mem(g, bias_md, 0)) || !(p->gb = mem(g, bias_md, 0))))
+        goto out;
+    prim_arg(&p->fwd, DNNL_ARG_SRC, p->x);
+    prim_arg(&p->fwd, DNNL_ARG_WEIGHTS, p->w_fwd);
+    if (p->has_bias)
+        prim_arg(&p->fwd, DNNL_ARG_BIAS, p->b);
+    prim_arg(&p->fwd, DNNL_ARG_DST, p->y);
+    prim_arg(&p->bwd_d, DNNL_ARG_DIFF_DST, p->gy);
+    prim_arg(&p->bwd_d, DNNL_ARG_WEIGHTS, p->w_bwd);
+    prim_arg(&p->bwd_d, DNNL_ARG_DIFF_SRC, p->gx);
+    prim_arg(&p->bwd_w, DNNL_ARG_SRC, p->x);
+    prim_arg(&p->bwd_w, DNNL_ARG_DIFF_DST, p->gy);
+    prim_arg(&p->bwd_w, DNNL_ARG_DIFF_WEIGHTS, p->gw_prim);
+    if (p->has_bias)
+        prim_arg(&p->bwd_w, DNNL_ARG_DIFF_BIAS, p->gb);
+    rc = 0;
+out:
+    if (fpd)
+        dnnl_primitive_desc_destroy(fpd);
+    if (dpd)
+        dnnl_primitive_desc_destroy(dpd);
+    if (wpd)
+        dnnl_primitive_desc_destroy(wpd);
+    return rc;
+}
+
+static wplan_t *wplan_new(bk_graph_t *g, int has_bias, int oc)
+{
+    wplan_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return bk_fail(g, "out of memory");
+    p->base.destroy = wplan_destroy;
+    p->has_bias = has_bias;
+    if (has_bias && !(p->gb_tmp = malloc((size_t)oc * sizeof(float)))) {
+        free(p);
+        return bk_fail(g, "out of memory");
+    }
+    return p;
+}
+
+static int w_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w, const float *b,
+                 void *y)
+{
+    wplan_t *p = (wplan_t *)bp;
+    if (set_handle(g, p->w_user, w) < 0 || prim_run(g, &p->w_to_fwd, "weights reorder") < 0)
+        return -1;
+    if (p->w_to_bwd.p && prim_run(g, &p->w_to_bwd, "weights reorder") < 0)
+        return -1;
+    if (set_handle(g, p->x, x) < 0 || set_handle(g, p->y, y) < 0 ||
+        (p->has_bias && set_handle(g, p->b, b) < 0))
+        return -1;
+    return prim_run(g, &p->fwd, "forward");
+}
+
+/* Weights were reordered by the forward of the same step. */
+static int w_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w, const void *gy,
+                 void *gx, float *gw, float *gb)
+{
+    wplan_t *p = (wplan_t *)bp;
+    (void)w;
+    if (set_handle(g, p->gy, gy) < 0)
+        return -1;
+    if (gx && (set_handle(g, p->gx, gx) < 0 || prim_run(g, &p->bwd_d, "backward data") < 0))
+        return -1;
+    if (!gw && !gb)
+        return 0;
+    if (!gw && !p->gw_tmp && !(p->gw_tmp = malloc(p->w_count * sizeof(float)))) {
+        bk_fail(g, "out of memory");
+        return -1;
+    }
+    if (set_handle(g, p->x, x) < 0 || set_handle(g, p->gw_user, gw ? gw : p->gw_tmp) < 0 ||
+        (p->has_bias && set_handle(g, p->gb, gb ? gb : p->gb_tmp) < 0) ||
+        prim_run(g, &p->bwd_w, "backward weights") < 0)
+        return -1;
+    return p->gw_to_user.p ? prim_run(g, &p->gw_to_user, "weight-gradient reorder") : 0;
+}
+
+static bk_plan_t *c_conv_plan(bk_graph_t *g, const bk_tconv_t *c, const int in[4],
+                              const int out[4])
+{
+    wplan_t *p = wplan_new(g, c->bias != NULL, c->oc);
+    if (!p)
+        return NULL;
+    dnnl_memory_desc_t src, dst, wany, wuser, bias;
+    md_act(&src, in);
+    md_act(&dst, out);
+    dnnl_dim_t wd[4] = {c->oc, c->ic, c->kh, c->kw}, bd[1] = {c->oc};
+    md_tag(&wany, 4, wd, dnnl_format_tag_any);
+    md_tag(&wuser, 4, wd, dnnl_oihw);
+    md_tag(&bias, 1, bd, dnnl_x);
+    dnnl_dims_t st = {c->stride_h, c->stride_w}, pl = {c->pad_h, c->pad_w};
+    /* right padding that makes oneDNN's size formula give the floor-mode out */
+    dnnl_dims_t pr = {(out[2] - 1) * c->stride_h + c->kh - in[2] - c->pad_h,
+                      (out[3] - 1) * c->stride_w + c->kw - in[3] - c->pad_w};
+    const dnnl_memory_desc_t *bp = c->bias ? &bias : NULL;
+    dnnl_convolution_desc_t fd, dd, wd_;
+    if (dn(g, dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
+                                                 dnnl_convolution_direct, &src, &wany, bp, &dst,
+                                                 st, pl, pr), "conv forward desc") < 0 ||
+        dn(g, dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &src,
+                                                       &wany, &dst, st, pl, pr),
+           "conv backward-data desc") < 0 ||
+        dn(g, dnnl_convolution_backward_weights_desc_init(&wd_, dnnl_convolution_direct, &src,
+                                                          &wany, bp, &dst, st, pl, pr),
+           "conv backward-weights desc") < 0 ||
+        wplan_build(g, p, &fd, &dd, &wd_, &wuser, &bias) < 0) {
+        wplan_destroy(&p->base);
+        return NULL;
+    }
+    return &p->base;
+}
+
+/* Inner product on x viewed 2-D when h = w = 1 (NHWC and NCHW agree),
+ * else 4-D with the weights as [out, c, h, w]: oneDNN then applies them
+ * in PyTorch's flatten order whatever x's layout. */
+static bk_plan_t *c_linear_plan(bk_graph_t *g, const int in[4], int out, int has_bias)
+{
+    wplan_t *p = wplan_new(g, has_bias, out);
+    if (!p)
+        return NULL;
+    int flat = in[2] == 1 && in[3] == 1, nd = flat ? 2 : 4;
+    dnnl_memory_desc_t src, dst, wany, wuser, bias;
+    dnnl_dim_t sd2[2] = {in[0], in[1]}, dd[2] = {in[0], out}, bd[1] = {out};
+    dnnl_dim_t wd[4] = {out, in[1], in[2], in[3]};
+    if (flat)
+        md_tag(&src, 2, sd2, dnnl_ab);
+    else
+        md_act(&src, in);
+    md_tag(&dst, 2, dd, dnnl_ab);
+    md_tag(&wany, nd, wd, dnnl_format_tag_any);
+    md_tag(&wuser, nd, wd, plain_tag(nd));
+    md_tag(&bias, 1, bd, dnnl_x);
+    const dnnl_memory_desc_t *bp = has_bias ? &bias : NULL;
+    dnnl_inner_product_desc_t fd, ddd, wdd;
+    if (dn(g, dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, &src, &wany, bp,
+                                                   &dst), "inner product forward desc") < 0 ||
+        dn(g, dnnl_inner_product_backward_data_desc_init(&ddd, &src, &wany, &dst),
+           "inner product backward-data desc") < 0 ||
+        dn(g, dnnl_inner_product_backward_weights_desc_init(&wdd, &src, &wany, bp, &dst),
+           "inner product backward-weights desc") < 0 ||
+        wplan_build(g, p, &fd, &ddd, &wdd, &wuser, &bias) < 0) {
+        wplan_destroy(&p->base);
+        return NULL;
+    }
+    return &p->base;
+}
+
+/* ------------------------------------------------------------ batchnorm */
+
+typedef struct {
+    bk_plan_t base;
+    prim_t fwd[2], bwd[2];   /* [training] */
+    dnnl_memory_t x, y, gy, gx, scale, shift, mean, var, gscale, gshift;
+    float *tmp_c;            /* 2c: frozen gamma/beta gradients */
+    float *tmp_x;            /* gx when the input needs none */
+    size_t count;
+} bnplan_t;
+
+static void bnplan_destroy(bk_plan_t *bp)
+{
+    bnplan_t *p = (bnplan_t *)bp;
+    for (int i = 0; i < 2; i++) {
+        prim_free(&p->fwd[i]);
+        prim_free(&p->bwd[i]);
+    }
+    dnnl_memory_t *m[] = {&p->x, &p->y, &p->gy, &p->gx, &p->scale, &p->shift, &p->mean,
+                          &p->var, &p->gscale, &p->gshift};
+    for (size_t i = 0; i < sizeof m / sizeof *m; i++)
+        mem_free(m[i]);
+    free(p->tmp_c);
+    free(p->tmp_x);
+    free(p);
+}
+
+static int bn_prims(bk_graph_t *g, bnplan_t *p, const dnnl_memory_desc_t *data, float eps,
+                    int training)
+{
+    unsigned flags = dnnl_use_scale | dnnl_use_shift | (training ? 0 : dnnl_use_global_stats);
+    dnnl_batch_normalization_desc_t fd, bd;
+    dnnl_primitive_desc_t fpd = NULL;
+    int rc = -1;
+    if (dn(g, dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, data, eps,
+                                                         flags), "bnorm forward desc") < 0 ||
+        dn(g, dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, data, data, eps,
+                                                          flags), "bnorm backward desc") < 0 ||
+        prim_make(g, &p->fwd[training], &fd, NULL, &fpd, "bnorm forward") < 0 ||
+        prim_make(g, &p->bwd[training], &bd, fpd, NULL, "bnorm backward") < 0)
+        goto out;
+    prim_t *f = &p->fwd[training], *b = &p->bwd[training];
+    prim_arg(f, DNNL_ARG_SRC, p->x);
+    prim_arg(f, DNNL_ARG_DST, p->y);
+    prim_arg(f, DNNL_ARG_SCALE, p->scale);
+    prim_arg(f, DNNL_ARG_SHIFT, p->shift);
+    prim_arg(f, DNNL_ARG_MEAN, p->mean);
+    prim_arg(f, DNNL_ARG_VARIANCE, p->var);
+    prim_arg(b, DNNL_ARG_SRC, p->x);
+    prim_arg(b, DNNL_ARG_MEAN, p->mean);
+    prim_arg(b, DNNL_ARG_VARIANCE, p->var);
+    prim_arg(b, DNNL_ARG_DIFF_DST, p->gy);
+    prim_arg(b, DNNL_ARG_SCALE, p->scale);
+    prim_arg(b, DNNL_ARG_SHIFT, p->shift);   /* unused, but checked: the forward's beta */
+    prim_arg(b, DNNL_ARG_DIFF_SRC, p->gx);
+    prim_arg(b, DNNL_ARG_DIFF_SCALE, p->gscale);
+    prim_arg(b, DNNL_ARG_DIFF_SHIFT, p->gshift);
+    rc = 0;
+out:
+    if (fpd)
+        dnnl_primitive_desc_destroy(fpd);
+    return rc;
+}
+
+static bk_plan_t *c_bn_plan(bk_graph_t *g, const int in[4], float eps)
+{
+    bnplan_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return bk_fail(g, "out of memory");
+    p->base.destroy = bnplan_destroy;
+    p->count = (size_t)in[0] * in[1] * in[2] * in[3];
+    dnnl_memory_desc_t data, ch;
+    dnnl_dim_t cd[1] = {in[1]};
+    md_act(&data, in);
+    md_tag(&ch, 1, cd, dnnl_x);
+    use_threads(g);
+    int ok = (p->tmp_c = malloc(2 * (size_t)in[1] * sizeof(float))) != NULL;
+    if (!ok)
+        bk_fail(g, "out of memory");
+    dnnl_memory_t *m4[] = {&p->x, &p->y, &p->gy, &p->gx};
+    dnnl_memory_t *m1[] = {&p->scale, &p->shift, &p->mean, &p->var, &p->gscale, &p->gshift};
+    for (int i = 0; ok && i < 4; i++)
+        ok = (*m4[i] = mem(g, &data, 0)) != NULL;
+    for (int i = 0; ok && i < 6; i++)
+        ok = (*m1[i] = mem(g, &ch, 0)) != NULL;
+    if (!ok || bn_prims(g, p, &data, eps, 1) < 0 || bn_prims(g, p, &data, eps, 0) < 0) {
+        bnplan_destroy(&p->base);
+        return NULL;
+    }
+    return &p->base;
+}
+
+static int c_bn_fwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x,
+                    const float *gamma, const float *beta, float *mean, float *var, void *y)
+{
+    bnplan_t *p = (bnplan_t *)bp;
+    if (set_handle(g, p->x, x) < 0 || set_handle(g, p->y, y) < 0 ||
+        set_handle(g, p->scale, gamma) < 0 || set_handle(g, p->shift, beta) < 0 ||
+        set_handle(g, p->mean, mean) < 0 || set_handle(g, p->var, var) < 0)
+        return -1;
+    return prim_run(g, &p->fwd[training != 0], "bnorm forward");
+}
+
+static int c_bn_bwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x, const void *gy,
+                    const float *gamma, const float *mean, const float *var, void *gx,
+                    float *ggamma, float *gbeta)
+{
+    bnplan_t *p = (bnplan_t *)bp;
+    const dnnl_memory_desc_t *md;
+    dnnl_memory_get_memory_desc(p->scale, &md);
+    size_t c = (size_t)md->dims[0];
+    if (!gx && !p->tmp_x && !(p->tmp_x = malloc(p->count * sizeof(float)))) {
+        bk_fail(g, "out of memory");
+        return -1;
+    }
+    if (set_handle(g, p->x, x) < 0 || set_handle(g, p->gy, gy) < 0 ||
+        set_handle(g, p->scale, gamma) < 0 || set_handle(g, p->mean, mean) < 0 ||
+        set_handle(g, p->var, var) < 0 || set_handle(g, p->gx, gx ? gx : p->tmp_x) < 0 ||
+        set_handle(g, p->gscale, ggamma ? ggamma : p->tmp_c) < 0 ||
+        set_handle(g, p->gshift, gbeta ? gbeta : p->tmp_c + c) < 0)
+        return -1;
+    return prim_run(g, &p->bwd[training != 0], "bnorm backward");
+}
+
+/* ---------------------------------------------------------- relu, pool */
+
+typedef struct {
+    bk_plan_t base;
+    prim_t fwd, bwd;
+    dnnl_memory_t x, y, gy, gx, ws;
+} uplan_t;
+
+static void uplan_destroy(bk_plan_t *bp)
+{
+    uplan_t *p = (uplan_t *)bp;
+    prim_free(&p->fwd);
+    prim_free(&p->bwd);
+    dnnl_memory_t *m[] = {&p->x, &p->y, &p->gy, &p->gx, &p->ws};
+    for (size_t i = 0; i < sizeof m / sizeof *m; i++)
+        mem_free(m[i]);
+    free(p);
+}
+
+/* fwd/bwd pair over x (in) and y (out) of an NHWC unary op. */
+static uplan_t *uplan_new(bk_graph_t *g, const_dnnl_op_desc_t fd, const_dnnl_op_desc_t bd,
+                          const int in[4], const int out[4], int max_pool)
+{
+    uplan_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return bk_fail(g, "out of memory");
+    p->base.destroy = uplan_destroy;
+    dnnl_memory_desc_t xm, ym;
+    md_act(&xm, in);
+    md_act(&ym, out);
+    dnnl_primitive_desc_t fpd = NULL;
+    use_threads(g);
+    int ok = prim_make(g, &p->fwd, fd, NULL, &fpd, "forward primitive") == 0 &&
+             prim_make(g, &p->bwd, bd, fpd, NULL, "backward primitive") == 0 &&
+             (p->x = mem(g, &xm, 0)) && (p->gx = mem(g, &xm, 0)) && (p->y = mem(g, &ym, 0)) &&
+             (p->gy = mem(g, &ym, 0));
+    if (ok && max_pool)
+        ok = (p->ws = mem(g, q_md(fpd, dnnl_query_workspace_md), 1)) != NULL;
+    if (fpd)
+        dnnl_primitive_desc_destroy(fpd);
+    if (!ok) {
+        uplan_destroy(&p->base);
+        return NULL;
+    }
+    prim_arg(&p->fwd, DNNL_ARG_SRC, p->x);
+    prim_arg(&p->fwd, DNNL_ARG_DST, p->y);
+    prim_arg(&p->bwd, DNNL_ARG_DIFF_DST, p->gy);
+    prim_arg(&p->bwd, DNNL_ARG_DIFF_SRC, p->gx);
+    if (p->ws) {
+        prim_arg(&p->fwd, DNNL_ARG_WORKSPACE, p->ws);
+        prim_arg(&p->bwd, DNNL_ARG_WORKSPACE, p->ws);
+    }
+    return p;
+}
+
+static bk_plan_t *c_relu_plan(bk_graph_t *g, const int in[4])
+{
+    dnnl_memory_desc_t md;
+    md_act(&md, in);
+    dnnl_eltwise_desc_t fd, bd;
+    /* from dst: backward needs only y, which the tape keeps anyway */
+    if (dn(g, dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training,
+                                             dnnl_eltwise_relu_use_dst_for_bwd, &md, 0.f, 0.f),
+           "eltwise forward desc") < 0 ||
+        dn(g, dnnl_eltwise_backward_desc_init(&bd, dnnl_eltwise_relu_use_dst_for_bwd, &md, &md,
+                                              0.f, 0.f), "eltwise backward desc") < 0)
+        return NULL;
+    uplan_t *p = uplan_new(g, &fd, &bd, in, in, 0);
+    if (!p)
+        return NULL;
+    p->bwd.args[p->bwd.nargs++] = (dnnl_exec_arg_t){DNNL_ARG_DST, p->y};
+    return &p->base;
+}
+
+static int c_relu_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)
+{
+    uplan_t *p = (uplan_t *)bp;
+    if (set_handle(g, p->x, x) < 0 || set_handle(g, p->y, y) < 0)
+        return -1;
+    return prim_run(g, &p->fwd, "relu forward");
+}
+
+static int c_relu_bwd(bk_graph_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
+{
+    uplan_t *p = (uplan_t *)bp;
+    if (set_handle(g, p->y, y) < 0 || set_handle(g, p->gy, gy) < 0 ||
+        set_handle(g, p->gx, gx) < 0)
+        return -1;
+    return prim_run(g, &p->bwd, "relu backward");
+}
+
+static bk_plan_t *c_pool_plan(bk_graph_t *g, const bk_pool_t *q, const int in[4],
+                              const int out[4])
+{
+    dnnl_memory_desc_t xm, ym;
+    md_act(&xm, in);
+    md_act(&ym, out);
+    dnnl_dims_t st = {q->stride_h, q->stride_w}, k = {q->kh, q->kw}, pl = {q->pad_h, q->pad_w};
+    dnnl_dims_t pr = {(out[2] - 1) * q->stride_h + q->kh - in[2] - q->pad_h,
+                      (out[3] - 1) * q->stride_w + q->kw - in[3] - q->pad_w};
+    dnnl_alg_kind_t alg = q->alg == BK_POOL_MAX   ? dnnl_pooling_max
+                          : q->alg == BK_POOL_AVG ? dnnl_pooling_avg_include_padding
+                                                  : dnnl_pooling_avg_exclude_padding;
+    dnnl_pooling_desc_t fd, bd;
+    if (dn(g, dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, alg, &xm, &ym, st, k,
+                                             pl, pr), "pooling forward desc") < 0 ||
+        dn(g, dnnl_pooling_backward_desc_init(&bd, alg, &xm, &ym, st, k, pl, pr),
+           "pooling backward desc") < 0)
+        return NULL;
+    uplan_t *p = uplan_new(g, &fd, &bd, in, out, q->alg == BK_POOL_MAX);
+    return p ? &p->base : NULL;
+}
+
+static int c_pool_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)
+{
+    uplan_t *p = (uplan_t *)bp;
+    if (set_handle(g, p->x, x) < 0 || set_handle(g, p->y, y) < 0)
+        return -1;
+    return prim_run(g, &p->fwd, "pooling forward");
+}
+
+/* Max pooling reads its workspace, written by this step's forward. */
+static int c_pool_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
+{
+    uplan_t *p = (uplan_t *)bp;
+    (void)x;
+    if (set_handle(g, p->gy, gy) < 0 || set_handle(g, p->gx, gx) < 0)
+        return -1;
+    return prim_run(g, &p->bwd, "pooling backward");
+}
+
+/* ------------------------------------------------- layout and host ops */
+
+static int c_write(bk_graph_t *g, void *dst, const float *src, const int s[4])
+{
+    (void)g;
+    float *d = dst;
+    size_t hw = (size_t)s[2] * s[3];
+    for (int b = 0; b < s[0]; b++)
+        for (int c = 0; c < s[1]; c++)
+            for (size_t p = 0; p < hw; p++)
+                d[((size_t)b * hw + p) * s[1] + c] = src[((size_t)b * s[1] + c) * hw + p];
+    return 0;
+}
+
+static int c_read(bk_graph_t *g, const void *src, float *dst, const int s[4])
+{
+    (void)g;
+    const float *x = src;
+    size_t hw = (size_t)s[2] * s[3];
+    for (int b = 0; b < s[0]; b++)
+        for (int c = 0; c < s[1]; c++)
+            for (size_t p = 0; p < hw; p++)
+                dst[((size_t)b * s[1] + c) * hw + p] = x[((size_t)b * hw + p) * s[1] + c];
+    return 0;
+}
+
+static void c_concat(backend_t *be, void *y, int cy, void *x, const int xs[4], int off, int to_y)
+{
+    (void)be;
+    hk_concat(y, cy, x, xs, off, to_y, 1);
+}
+
+static void c_flatten(backend_t *be, void *y, const void *x, const int xs[4], int backward)
+{
+    (void)be;
+    hk_flatten(y, x, xs, backward, 1);
+}
+
+static void c_dropout(backend_t *be, void *y, const void *x, const int s[4], float p,
+                      uint64_t seed, uint64_t step, uint32_t op, const int64_t *ids)
+{
+    (void)be;
+    hk_dropout(y, x, s, p, seed, step, op, ids, 1);
+}
+
+const bk_tkernels_t CPU_TKERNELS = {
+    .alloc = hk_alloc,
+    .release = hk_release,
+    .write = c_write,
+    .read = c_read,
+    .zero = hk_zero,
+    .copy = hk_copy,
+    .add = hk_add,
+    .acc = hk_acc,
+    .concat = c_concat,
+    .flatten = c_flatten,
+    .dropout = c_dropout,
+    .ce_fwd = hk_ce_fwd,
+    .ce_bwd = hk_ce_bwd,
+    .conv_plan = c_conv_plan,
+    .conv_fwd = w_fwd,
+    .conv_bwd = w_bwd,
+    .bn_plan = c_bn_plan,
+    .bn_fwd = c_bn_fwd,
+    .bn_bwd = c_bn_bwd,
+    .relu_plan = c_relu_plan,
+    .relu_fwd = c_relu_fwd,
+    .relu_bwd = c_relu_bwd,
+    .pool_plan = c_pool_plan,
+    .pool_fwd = c_pool_fwd,
+    .pool_bwd = c_pool_bwd,
+    .linear_plan = c_linear_plan,
+    .linear_fwd = w_fwd,
+    .linear_bwd = w_bwd,
+};

@@ -1,0 +1,33 @@
+/* host_kernels — training kernels on host float memory shared by the CPU
+ * backends: element-wise ops, concat, flatten, dropout and cross-entropy.
+ * Layout-dependent ones take nhwc (1: the oneDNN backend's NHWC
+ * activations, 0: the reference backend's NCHW). */
+#ifndef DDP_HOST_KERNELS_H
+#define DDP_HOST_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpud/backend_impl.h"
+
+void *hk_alloc(bk_graph_t *g, size_t count);
+void hk_release(backend_t *be, void *buf);
+void hk_zero(backend_t *be, void *y, size_t count);
+void hk_copy(backend_t *be, void *y, const void *x, size_t count);
+void hk_add(backend_t *be, void *y, const void *a, const void *b, size_t count);
+void hk_acc(backend_t *be, void *y, const void *x, size_t count);
+void hk_ce_fwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
+               float eps, void *loss);
+void hk_ce_bwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
+               float eps, const void *dloss, void *glogits);
+
+void hk_concat(void *y, int cy, void *x, const int xs[4], int off, int to_y, int nhwc);
+void hk_flatten(void *y, const void *x, const int xs[4], int backward, int nhwc);
+void hk_dropout(void *y, const void *x, const int s[4], float p, uint64_t seed,
+                uint64_t step, uint32_t op, const int64_t *ids, int nhwc);
+
+/* The training kernel tables of the CPU backends. */
+extern const bk_tkernels_t REF_TKERNELS;
+extern const bk_tkernels_t CPU_TKERNELS;
+
+#endif
