@@ -227,7 +227,7 @@ int mp_get_int(const mp_reader_t *r, const char *key, int64_t lo, int64_t hi, in
     const msgpack_object *o = need(r, key);
     if (!o)
         return -1;
-    int64_t v;
+    int64_t v = 0;
     if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
         if (o->via.u64 > (uint64_t)INT64_MAX)
             return mp_fail(r, "'%s' is %" PRIu64 ", want %" PRId64 "..%" PRId64, key,
@@ -271,7 +271,7 @@ int mp_get_bool(const mp_reader_t *r, const char *key, bool *out)
 
 int mp_get_u32(const mp_reader_t *r, const char *key, uint32_t lo, uint32_t hi, uint32_t *out)
 {
-    uint64_t v;
+    uint64_t v = 0;
     if (mp_get_uint(r, key, lo, hi, &v) != 0)
         return -1;
     *out = (uint32_t)v;
@@ -280,7 +280,7 @@ int mp_get_u32(const mp_reader_t *r, const char *key, uint32_t lo, uint32_t hi, 
 
 int mp_get_u8(const mp_reader_t *r, const char *key, uint8_t lo, uint8_t hi, uint8_t *out)
 {
-    uint64_t v;
+    uint64_t v = 0;
     if (mp_get_uint(r, key, lo, hi, &v) != 0)
         return -1;
     *out = (uint8_t)v;
@@ -289,7 +289,7 @@ int mp_get_u8(const mp_reader_t *r, const char *key, uint8_t lo, uint8_t hi, uin
 
 int mp_get_i32(const mp_reader_t *r, const char *key, int32_t lo, int32_t hi, int32_t *out)
 {
-    int64_t v;
+    int64_t v = 0;
     if (mp_get_int(r, key, lo, hi, &v) != 0)
         return -1;
     *out = (int32_t)v;
@@ -338,7 +338,7 @@ int mp_get_bin(const mp_reader_t *r, const char *key, size_t want, const char *f
 int mp_dup_bin(const mp_reader_t *r, const char *key, size_t want, const char *formula,
                void **out)
 {
-    const void *p;
+    const void *p = NULL;
     *out = NULL;
     if (mp_get_bin(r, key, want, formula, &p) != 0)
         return -1;
