@@ -3,7 +3,7 @@
 
     export_torchvision.py IN.pth OUT.safetensors [--arch resnet18|wideresnet [--channels 16,160,320,640]]
     export_torchvision.py --pretrained-arch resnet18 OUT.safetensors     # random init, no download
-    export_torchvision.py --reverse IN.safetensors OUT.pth [--arch ...]
+    export_torchvision.py --reverse IN.safetensors OUT.pth [--arch ...] [--optimizer-out OPT.pth]
 
 IN.pth may be a state_dict, a dict holding one under 'state_dict' / 'model' / 'model_state_dict'
 (as training scripts save them, optimizer and epoch alongside), or a whole pickled nn.Module.
@@ -13,6 +13,14 @@ With --arch the names and shapes are checked against that architecture (torchvis
 or the seed 'wideresnet'); a mismatch is an error that lists the missing, extra and misshapen tensors.
 For wideresnet, --channels and the class count default to what the checkpoint's shapes say.
 No network is used: torchvision models are built with weights=None.
+
+--reverse also reads ddpipe training checkpoints (gpud/checkpoint.h): the model tensors become the
+state_dict; with --optimizer-out the optimizer state (optim.<param>.<state> tensors) becomes a
+PyTorch optimizer state_dict (torch.optim.SGD / Adam / AdamW, or torch-optimizer's NovoGrad) whose
+parameter indices follow the order the parameters were registered in gpud (metadata optim.params),
+or model.parameters() order with --arch; parameters added with decay=false form a second
+param_group with weight_decay 0. Load it with optimizer.load_state_dict() on an optimizer built
+with the same groups.
 """
 
 import argparse
@@ -187,6 +195,82 @@ def export(args):
     print(f"wrote {out}: {len(tensors)} tensors" + (f", checked against {arch}" if arch else ""))
 
 
+CKPT_PREFIXES = ("optim.", "ckpt.")
+OPTIM_STATES = ("momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step")
+
+
+def _meta_float(meta, key, default=0.0):
+    try:
+        return float(meta.get(key, default))
+    except ValueError:
+        raise ExportError(f"metadata {key} is not a number: {meta.get(key)!r}") from None
+
+
+def _param_groups(kind, meta, order):
+    """PyTorch's param_groups (hyper-parameters as gpud saved them; the lr of the latest step)."""
+    no_decay = {n for n in meta.get("optim.no_decay", "").split(",") if n}
+    common = {"lr": _meta_float(meta, "optim.lr"), "weight_decay": _meta_float(meta, "optim.weight_decay")}
+    if kind == "sgd":
+        common.update(momentum=_meta_float(meta, "optim.momentum"), dampening=_meta_float(meta, "optim.dampening"),
+                      nesterov=bool(_meta_float(meta, "optim.nesterov")), maximize=False, foreach=None,
+                      differentiable=False)
+    else:
+        common.update(betas=(_meta_float(meta, "optim.beta1"), _meta_float(meta, "optim.beta2")),
+                      eps=_meta_float(meta, "optim.eps"), amsgrad=bool(_meta_float(meta, "optim.amsgrad")))
+        if kind == "novograd":
+            common["grad_averaging"] = bool(_meta_float(meta, "optim.grad_averaging"))
+        else:
+            common.update(maximize=False, foreach=None, capturable=False, differentiable=False, fused=False)
+    decay = [i for i, n in enumerate(order) if n not in no_decay]
+    plain = [i for i, n in enumerate(order) if n in no_decay]
+    groups = [dict(common, params=decay)] if decay else []
+    if plain:
+        groups.append(dict(common, weight_decay=0.0, params=plain))
+    return groups
+
+
+def optimizer_state_dict(tensors, meta, order):
+    """Turn a ddpipe checkpoint's optim.* tensors into a PyTorch optimizer state_dict."""
+    kind = meta.get("optim.kind")
+    if kind not in ("sgd", "adam", "adamw", "novograd"):
+        raise ExportError(f"no optimizer state in the checkpoint (optim.kind is {kind!r})")
+    by_param = collections.defaultdict(dict)
+    for name, t in tensors.items():
+        if not name.startswith("optim."):
+            continue
+        pname, _, sname = name[len("optim."):].rpartition(".")
+        if sname not in OPTIM_STATES or pname not in order:
+            raise ExportError(f"optimizer tensor {name}: unknown state or parameter")
+        by_param[pname][sname] = t
+    missing = [n for n in order if "step" not in by_param[n]]
+    if missing:
+        raise ExportError(f"no optimizer state for {len(missing)} parameters: " + _some(missing, ", "))
+    state = {}
+    for i, n in enumerate(order):
+        st = dict(by_param[n])
+        step = int(st.pop("step"))
+        if kind == "sgd":
+            if "momentum_buffer" in st:   # plain SGD keeps no state at all
+                state[i] = {"momentum_buffer": st["momentum_buffer"]}
+        elif step > 0:
+            # torch 1.13 Adam/AdamW keep step as a float32 tensor; torch-optimizer's NovoGrad an int
+            st["step"] = torch.tensor(float(step)) if kind != "novograd" else step
+            state[i] = st
+    return {"state": state, "param_groups": _param_groups(kind, meta, order)}
+
+
+def _check_loads(kind, osd, shapes):
+    """Prove the state_dict loads into the torch optimizer it is for (NovoGrad: not in torch)."""
+    if kind == "novograd":
+        return
+    params = [torch.nn.Parameter(torch.zeros(s)) for s in shapes]
+    groups = [dict({k: v for k, v in g.items() if k != "params"}, params=[params[i] for i in g["params"]])
+              for g in osd["param_groups"]]
+    cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[kind]
+    opt = cls(groups, lr=osd["param_groups"][0]["lr"])
+    opt.load_state_dict(osd)
+
+
 def reverse(args):
     if len(args.paths) != 2:
         raise ExportError("usage: export_torchvision.py --reverse IN.safetensors OUT.pth [--arch ARCH]")
@@ -197,12 +281,32 @@ def reverse(args):
     except (OSError, ValueError) as e:
         raise ExportError(f"{source}: {e}") from None
     arch = args.arch or meta.get("arch")
-    state = collections.OrderedDict(sorted(tensors.items()))
+    is_ckpt = meta.get("format") == "ddpipe-checkpoint"
+    model_tensors = {n: t for n, t in tensors.items() if not (is_ckpt and n.startswith(CKPT_PREFIXES))}
+    state = collections.OrderedDict(sorted(model_tensors.items()))
+    model = None
     if arch:
         model, _ = check_against(arch, state, args.channels or meta.get("channels"))
         # Keep the module order PyTorch itself would produce, and prove the dict loads strictly.
-        state = collections.OrderedDict((n, tensors[n]) for n in model.state_dict())
+        state = collections.OrderedDict((n, model_tensors[n]) for n in model.state_dict())
         model.load_state_dict(state, strict=True)
+    if args.optimizer_out:
+        if not is_ckpt:
+            raise ExportError(f"{source}: not a ddpipe checkpoint (no optimizer state)")
+        order = [n for n in meta.get("optim.params", "").split(",") if n]
+        if model is not None:
+            trainable = [n for n, p in model.named_parameters()]
+            unknown = [n for n in order if n not in trainable]
+            if unknown:
+                raise ExportError(f"optimizer parameters not in {arch}: " + _some(unknown, ", "))
+            order = [n for n in trainable if n in set(order)]   # model.parameters() order
+        osd = optimizer_state_dict(tensors, meta, order)
+        _check_loads(meta["optim.kind"], osd, [tuple(model_tensors[n].shape) for n in order])
+        tmp = args.optimizer_out + ".tmp"
+        torch.save(osd, tmp)
+        os.replace(tmp, args.optimizer_out)
+        print(f"wrote {args.optimizer_out}: {meta['optim.kind']} state of {len(order)} parameters "
+              f"({len(osd['param_groups'])} param groups)")
     tmp = out + ".tmp"
     torch.save(state, tmp)
     os.replace(tmp, out)
@@ -219,10 +323,15 @@ def main(argv=None):
                          "downloaded here)")
     ap.add_argument("--seed", type=int, default=0, help="seed for --pretrained-arch's random init")
     ap.add_argument("--reverse", action="store_true", help="convert IN.safetensors back to OUT.pth")
+    ap.add_argument("--optimizer-out", metavar="OPT.pth",
+                    help="with --reverse of a ddpipe checkpoint: also write its optimizer state as a PyTorch "
+                         "optimizer state_dict")
     args = ap.parse_args(argv)
     try:
         if args.reverse and args.pretrained_arch:
             raise ExportError("--reverse and --pretrained-arch do not combine")
+        if args.optimizer_out and not args.reverse:
+            raise ExportError("--optimizer-out goes with --reverse")
         reverse(args) if args.reverse else export(args)
     except ExportError as e:
         print(f"export_torchvision: error: {e}", file=sys.stderr)

@@ -31,6 +31,7 @@ typedef struct {
 
 struct optim {
     optim_cfg_t cfg;
+    double last_lr;   /* of the latest step: saved for the PyTorch export */
     oparam_t *p;
     int n, cap;
 };
@@ -427,6 +428,7 @@ static int novograd_step(const optim_cfg_t *c, oparam_t *p, double lr)
 
 void optim_step(optim_t *o, double lr)
 {
+    o->last_lr = lr;
     for (int i = 0; i < o->n; i++) {
         oparam_t *p = &o->p[i];
         if (!p->g)
@@ -464,11 +466,36 @@ static int meta_num(st_writer_t *w, const char *key, double v, char *err, size_t
     return st_writer_meta(w, key, buf, err, errlen);
 }
 
+/* Comma-separated names of the parameters (all, or those without decay), in
+ * registration order: the index order of a PyTorch optimizer state_dict. */
+static int meta_names(const optim_t *o, st_writer_t *w, const char *key, bool only_no_decay,
+                      char *err, size_t errlen)
+{
+    size_t len = 1;
+    for (int i = 0; i < o->n; i++)
+        len += strlen(o->p[i].name) + 1;
+    char *buf = malloc(len), *at = buf;
+    if (!buf) {
+        set_err(err, errlen, "optimizer metadata: out of memory");
+        return -1;
+    }
+    *at = '\0';
+    for (int i = 0; i < o->n; i++)
+        if (!only_no_decay || !o->p[i].decay)
+            at += sprintf(at, "%s%s", at == buf ? "" : ",", o->p[i].name);
+    int rc = st_writer_meta(w, key, buf, err, errlen);
+    free(buf);
+    return rc;
+}
+
 static int save_meta(const optim_t *o, st_writer_t *w, char *err, size_t errlen)
 {
     const optim_cfg_t *c = &o->cfg;
     if (st_writer_meta(w, "optim.kind", KIND_NAMES[c->kind], err, errlen) < 0 ||
-        meta_num(w, "optim.weight_decay", c->weight_decay, err, errlen) < 0)
+        meta_num(w, "optim.weight_decay", c->weight_decay, err, errlen) < 0 ||
+        meta_num(w, "optim.lr", o->last_lr, err, errlen) < 0 ||
+        meta_names(o, w, "optim.params", false, err, errlen) < 0 ||
+        meta_names(o, w, "optim.no_decay", true, err, errlen) < 0)
         return -1;
     if (c->kind == OPTIM_SGD)
         return meta_num(w, "optim.momentum", c->momentum, err, errlen) < 0 ||

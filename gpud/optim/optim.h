@@ -33,8 +33,11 @@
  *   optim.<param>.exp_avg_sq        Adam/AdamW (param shape), NovoGrad (scalar)
  *   optim.<param>.max_exp_avg_sq    amsgrad
  *   optim.<param>.step              I64 scalar, every algorithm
- * plus __metadata__ "optim.kind" (sgd|adam|adamw|novograd) and the
- * hyper-parameters (informational).
+ * plus __metadata__ "optim.kind" (sgd|adam|adamw|novograd), the
+ * hyper-parameters and the lr of the latest step (informational),
+ * "optim.params" (every parameter name, comma-separated, in the order they
+ * were added: a PyTorch optimizer state_dict's index order) and
+ * "optim.no_decay" (those added with decay=false).
  *
  * An optim_t is used by one thread at a time.
  */

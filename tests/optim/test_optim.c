@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpud/checkpoint.h"
 #include "gpud/optim/optim.h"
 #include "tests/optim/golden.h"
 
@@ -130,12 +131,16 @@ static void run_case(const safetensors_t *st, const char *cs, const char *const 
     model_t m;
     memset(&m, 0, sizeof m);
     load_weights(st, "%s/init/%s", cs, 0, &m, 0);
+    ckpt_tensor_t ct[N_PARAMS];
     for (int p = 0; p < N_PARAMS; p++) {
-        int64_t shape[1] = {m.n[p]};   /* flat: the update is elementwise */
+        snprintf(key, sizeof key, "%s/init/%s", cs, PARAMS[p]);
+        const st_tensor_t *t = safetensors_get(st, key);
+        ct[p] = (ckpt_tensor_t){.name = PARAMS[p], .dtype = ST_F32, .ndim = t->ndim, .data = m.w[p]};
+        memcpy(ct[p].shape, t->shape, sizeof t->shape);
         bool decay = !(no_decay && (strncmp(PARAMS[p], "bn.", 3) == 0 ||
                                     strstr(PARAMS[p], "bias") != NULL));
-        CHECK(optim_add_param(o, PARAMS[p], m.w[p], m.g[p], 1, shape, decay, err, sizeof err) == p,
-              "%s: %s", cs, err);
+        CHECK(optim_add_param(o, PARAMS[p], m.w[p], m.g[p], t->ndim, t->shape, decay, err,
+                              sizeof err) == p, "%s: %s", cs, err);
     }
     lr_sched_t *s = sched_idx >= 0 ? golden_sched(st, scheds[sched_idx], lr) : NULL;
     double worst = 0;
@@ -166,6 +171,14 @@ static void run_case(const safetensors_t *st, const char *cs, const char *const 
     }
     printf("  %-18s %s: max error %.2e over 3 steps, %d state tensors\n", cs,
            optim_kind_name(cfg.kind), worst, states);
+    /* for tests/optim/test_export.py: the state as a checkpoint, to compare with PyTorch's */
+    const char *keep = getenv("DDPIPE_OPTIM_CKPT_DIR");
+    if (keep) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.safetensors", keep, cs);
+        ckpt_info_t info = {.epoch = 3, .step = 3};
+        CHECK(ckpt_save(path, ct, N_PARAMS, o, &info, err, sizeof err) == 0, "%s", err);
+    }
     lr_sched_destroy(&s);
     optim_destroy(&o);
     for (int p = 0; p < N_PARAMS; p++) {
