@@ -301,7 +301,7 @@ int main(int argc, char **argv)
             void *which = zpoller_wait(poller, 200);
             if (which == R.sub) {
                 on_event(&R);
-            } else if (which == R.tap) {
+            } else if (R.tap && which == R.tap) {
                 on_tap_subscription(&R);
             } else if (which == R.reducer) {
                 ddp_msg_t m;
