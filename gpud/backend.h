@@ -155,9 +155,13 @@ bk_tgraph_t *bk_tgraph_new(backend_t *be);
 void bk_tgraph_destroy(bk_tgraph_t **g);
 const char *bk_tgraph_error(const bk_tgraph_t *g);
 void bk_tgraph_set_name(bk_tgraph_t *g, const char *name);
+/* Fail g with "NAME: message" (first failure sticks); returns NULL. */
+void *bk_tfail(bk_tgraph_t *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* 1 (default): BN uses batch statistics and updates running stats,
  * dropout drops. 0: eval behaviour. May change between runs. */
 void bk_tgraph_set_training(bk_tgraph_t *g, int training);
+/* 0: dropout is the identity even in training mode (parity tests). */
+void bk_tgraph_set_dropout(bk_tgraph_t *g, int enabled);
 
 /* requires_grad: compute the gradient of the input too (tests). */
 bk_tvar_t *bk_t_input(bk_tgraph_t *g, int n, int c, int h, int w, int requires_grad);

@@ -48,6 +48,7 @@ struct bk_tgraph {
     bk_graph_t base;
     const bk_tkernels_t *k;
     int training;
+    int no_dropout;
     bk_tvar_t **v;
     size_t nv, capv;
     top_t *ops;
@@ -133,10 +134,28 @@ void bk_tgraph_set_name(bk_tgraph_t *g, const char *name)
         bk_set_name(&g->base, name);
 }
 
+void *bk_tfail(bk_tgraph_t *g, const char *fmt, ...)
+{
+    if (!g || g->base.failed)
+        return NULL;
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return bk_fail(&g->base, "%s", msg);
+}
+
 void bk_tgraph_set_training(bk_tgraph_t *g, int training)
 {
     if (g)
         g->training = training != 0;
+}
+
+void bk_tgraph_set_dropout(bk_tgraph_t *g, int enabled)
+{
+    if (g)
+        g->no_dropout = !enabled;
 }
 
 void bk_tvar_dims(const bk_tvar_t *t, int *n, int *c, int *h, int *w)
@@ -564,6 +583,11 @@ static void bn_running_update(top_t *o, size_t count)
     }
 }
 
+static float drop_p(const bk_tgraph_t *g, const top_t *o)
+{
+    return g->training && !g->no_dropout ? o->p : 0.0f;
+}
+
 static int op_forward(bk_tgraph_t *g, top_t *o, uint32_t index)
 {
     const bk_tkernels_t *k = g->k;
@@ -605,7 +629,7 @@ static int op_forward(bk_tgraph_t *g, top_t *o, uint32_t index)
         }
         return 0;
     case TO_DROPOUT:
-        k->dropout(be, y->val, x->val, s, g->training ? o->p : 0.0f, g->seed, g->step, index,
+        k->dropout(be, y->val, x->val, s, drop_p(g, o), g->seed, g->step, index,
                    g->ids);
         return 0;
     case TO_CE:
@@ -705,7 +729,7 @@ static int op_backward(bk_tgraph_t *g, top_t *o, uint32_t index)
         return 0;
     case TO_DROPOUT:
         if (gx)
-            k->dropout(be, gx, y->grad, s, g->training ? o->p : 0.0f, g->seed, g->step, index,
+            k->dropout(be, gx, y->grad, s, drop_p(g, o), g->seed, g->step, index,
                        g->ids);
         break;
     case TO_CE:

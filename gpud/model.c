@@ -35,6 +35,14 @@ struct model {
     float *in_buf;      /* mb * c * h * w of the current shape */
     size_t in_cap;
     float *out_buf;     /* mb * num_classes */
+    model_opts_t opts;  /* as given (arch name not kept) */
+    pstore_t *ps;       /* unfolded parameters (train = 1) */
+    bk_tgraph_t *tg;    /* training graph of the last shape */
+    bk_tvar_t *t_in, *t_logits, *t_loss;
+    int tn, tc, th, tw;
+    float t_eps;
+    float *t_x, *t_dl;  /* input and loss-gradient staging */
+    size_t t_cap;
 };
 
 static const arch_t *const ARCHS[] = {&ARCH_RESNET18, &ARCH_RESNET34, &ARCH_RESNET50,
@@ -85,8 +93,16 @@ model_t *model_new(const model_opts_t *o, const char *backend, const char *weigh
         model_destroy(&m);
         return NULL;
     }
+    m->opts = *o;
+    m->opts.arch = NULL;
     m->state = m->arch->load(o, st, &m->info, err, errlen);
+    if (m->state && o->train)
+        m->ps = pstore_load(st, err, errlen);
     safetensors_destroy(&st);   /* loaders copied what they need */
+    if (m->state && o->train && !m->ps) {
+        model_destroy(&m);
+        return NULL;
+    }
     if (!m->state) {
         model_destroy(&m);
         return NULL;
@@ -114,6 +130,10 @@ void model_destroy(model_t **mp)
         bk_graph_destroy(&m->cache[i].g);
     if (m->state)
         m->arch->destroy(m->state);
+    bk_tgraph_destroy(&m->tg);
+    pstore_destroy(&m->ps);
+    free(m->t_x);
+    free(m->t_dl);
     backend_destroy(&m->be);
     free(m->in_buf);
     free(m->out_buf);
@@ -386,4 +406,256 @@ void model_topk_ce(const float *logits, int n, int num_classes, const int32_t *l
         if (loss)
             loss[i] = labels ? ce_one(l, num_classes, labels[i]) : NAN;
     }
+}
+
+/* -------------------------------------------------------------- training */
+
+int model_param_count(const model_t *m)
+{
+    return m->ps ? (int)m->ps->n : 0;
+}
+
+static void param_of(const pentry_t *e, model_param_t *p)
+{
+    *p = (model_param_t){.name = e->name, .value = e->w, .grad = e->g, .numel = e->n,
+                         .ndim = e->ndim};
+    memcpy(p->shape, e->shape, sizeof p->shape);
+}
+
+int model_param_at(const model_t *m, int i, model_param_t *p)
+{
+    if (!m->ps || i < 0 || (size_t)i >= m->ps->n)
+        return -1;
+    param_of(&m->ps->e[i], p);
+    return 0;
+}
+
+int model_param_find(const model_t *m, const char *name, model_param_t *p)
+{
+    const pentry_t *e = m->ps && name ? pstore_find(m->ps, name) : NULL;
+    if (!e)
+        return -1;
+    param_of(e, p);
+    return 0;
+}
+
+/* The training graph for n samples of (c, h, w) and label smoothing eps,
+ * rebuilt when either changes. */
+static int train_graph(model_t *m, int n, int c, int h, int w, float eps, char *err,
+                       size_t errlen)
+{
+    if (m->tg && m->tn == n && m->tc == c && m->th == h && m->tw == w && m->t_eps == eps)
+        return 0;
+    bk_tgraph_destroy(&m->tg);
+    size_t need = (size_t)n * c * h * w;
+    if (need > m->t_cap) {
+        float *x = realloc(m->t_x, need * sizeof *x);
+        if (x)
+            m->t_x = x;
+        if (!x) {
+            snprintf(err, errlen, "%s: out of memory for a %dx%dx%dx%d batch", m->arch->name,
+                     n, c, h, w);
+            return -1;
+        }
+        m->t_cap = need;
+    }
+    float *dl = realloc(m->t_dl, (size_t)n * sizeof *dl);
+    if (!dl) {
+        snprintf(err, errlen, "%s: out of memory", m->arch->name);
+        return -1;
+    }
+    m->t_dl = dl;
+    bk_tgraph_t *g = bk_tgraph_new(m->be);
+    bk_tgraph_set_name(g, "input");
+    m->t_in = bk_t_input(g, n, c, h, w, 0);
+    m->t_logits = m->arch->train_build(m->state, m->ps, g, m->t_in);
+    bk_tgraph_set_name(g, "loss");
+    m->t_loss = bk_t_softmax_ce(g, m->t_logits, eps);
+    if (!m->t_loss) {
+        snprintf(err, errlen, "%s training graph on %dx%dx%dx%d: %s", m->arch->name, n, c, h,
+                 w, bk_tgraph_error(g) ? bk_tgraph_error(g) : "build failed");
+        bk_tgraph_destroy(&g);
+        return -1;
+    }
+    m->tg = g;
+    m->tn = n;
+    m->tc = c;
+    m->th = h;
+    m->tw = w;
+    m->t_eps = eps;
+    return 0;
+}
+
+static int step_check(const model_t *m, int n, const model_step_t *s, char *err, size_t errlen)
+{
+    if (!m->ps) {
+        snprintf(err, errlen, "%s: not opened for training (model_opts_t.train = 1)",
+                 m->arch->name);
+        return -1;
+    }
+    if (!s || s->global_batch < n || s->global_batch < 1) {
+        snprintf(err, errlen, "%s: global batch %d must be >= the %d samples of the step",
+                 m->arch->name, s ? s->global_batch : 0, n);
+        return -1;
+    }
+    if (!(s->label_smoothing >= 0.0f && s->label_smoothing <= 1.0f)) {
+        snprintf(err, errlen, "%s: label smoothing %g outside [0, 1]", m->arch->name,
+                 (double)s->label_smoothing);
+        return -1;
+    }
+    return 0;
+}
+
+/* x (n*c*h*w, normalised) is in m->t_x. */
+static int train_run(model_t *m, int n, const int32_t *labels, const model_step_t *s,
+                     float *loss, float *logits, char *err, size_t errlen)
+{
+    bk_tgraph_t *g = m->tg;
+    bk_tgraph_set_training(g, 1);
+    bk_tgraph_set_dropout(g, !s->no_dropout);
+    int rc = bk_t_write(g, m->t_in, m->t_x);
+    rc = rc ? rc : bk_t_set_labels(g, labels);
+    rc = rc ? rc : bk_t_set_step(g, s->seed, s->step, s->ids);
+    rc = rc ? rc : bk_t_forward(g);
+    for (int i = 0; i < n; i++)   /* d(sum_i l_i / G) / d l_i */
+        m->t_dl[i] = (float)(1.0 / s->global_batch);
+    rc = rc ? rc : bk_t_backward(g, m->t_loss, m->t_dl);
+    if (rc == 0 && loss)
+        rc = bk_t_read(g, m->t_loss, loss);
+    if (rc == 0 && logits)
+        rc = bk_t_read(g, m->t_logits, logits);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s train step: %s", m->arch->name,
+                 bk_tgraph_error(g) ? bk_tgraph_error(g) : "backend failure");
+        bk_tgraph_destroy(&m->tg);   /* a failed graph is not reused */
+        return -1;
+    }
+    return 0;
+}
+
+static int train_step(model_t *m, fill_fn fill, const void *ctx, int n, int c, int h, int w,
+                      const int32_t *labels, const model_step_t *s, float *loss,
+                      float *logits, char *err, size_t errlen)
+{
+    if (step_check(m, n, s, err, errlen) < 0 || check_input(m, n, c, h, w, err, errlen) < 0)
+        return -1;
+    if (n == 0) {   /* an empty shard contributes nothing to the sum */
+        for (size_t i = 0; i < m->ps->n; i++)
+            if (m->ps->e[i].g)
+                memset(m->ps->e[i].g, 0, m->ps->e[i].n * sizeof(float));
+        return 0;
+    }
+    if (!labels) {
+        snprintf(err, errlen, "%s train step: no labels", m->arch->name);
+        return -1;
+    }
+    if (train_graph(m, n, c, h, w, s->label_smoothing, err, errlen) < 0)
+        return -1;
+    fill(ctx, 0, n, m->t_x);
+    return train_run(m, n, labels, s, loss, logits, err, errlen);
+}
+
+int model_train_step_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
+                        const float *mean, const float *std, const int32_t *labels,
+                        const model_step_t *s, float *loss, float *logits, char *err,
+                        size_t errlen)
+{
+    if ((mean == NULL) != (std == NULL) || c < 1 || c > 64) {
+        snprintf(err, errlen, "%s: bad normalisation or %d channels", m->arch->name, c);
+        return -1;
+    }
+    for (int ch = 0; std && ch < c; ch++)
+        if (!(fabsf(std[ch]) > 0.0f) || !isfinite(std[ch]) || !isfinite(mean[ch])) {
+            snprintf(err, errlen, "%s: normalisation std[%d]=%g / mean[%d]=%g is not usable",
+                     m->arch->name, ch, (double)std[ch], ch, (double)mean[ch]);
+            return -1;
+        }
+    float *lut = u8_table(c, mean, std);
+    if (!lut) {
+        snprintf(err, errlen, "%s: out of memory", m->arch->name);
+        return -1;
+    }
+    u8_ctx_t ctx = {pixels, c, h * w, lut, backend_threads(m->be)};
+    int rc = train_step(m, fill_u8, &ctx, n, c, h, w, labels, s, loss, logits, err, errlen);
+    free(lut);
+    return rc;
+}
+
+int model_train_step_f32(model_t *m, const float *x, int n, int c, int h, int w,
+                         const int32_t *labels, const model_step_t *s, float *loss,
+                         float *logits, char *err, size_t errlen)
+{
+    f32_ctx_t ctx = {x, (size_t)c * h * w};
+    return train_step(m, fill_f32, &ctx, n, c, h, w, labels, s, loss, logits, err, errlen);
+}
+
+/* The parameters as an in-memory safetensors image (F32). */
+static char *pstore_image(const pstore_t *ps, size_t *len)
+{
+    size_t hcap = 64 + ps->n * 400, hl = 0, data = 0;
+    char *h = malloc(hcap);
+    if (!h)
+        return NULL;
+    hl += (size_t)snprintf(h + hl, hcap - hl, "{");
+    for (size_t i = 0; i < ps->n; i++) {
+        const pentry_t *e = &ps->e[i];
+        hl += (size_t)snprintf(h + hl, hcap - hl, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[",
+                               i ? "," : "", e->name);
+        for (int d = 0; d < e->ndim; d++)
+            hl += (size_t)snprintf(h + hl, hcap - hl, "%s%lld", d ? "," : "",
+                                   (long long)e->shape[d]);
+        hl += (size_t)snprintf(h + hl, hcap - hl, "],\"data_offsets\":[%zu,%zu]}", data,
+                               data + e->n * sizeof(float));
+        data += e->n * sizeof(float);
+    }
+    hl += (size_t)snprintf(h + hl, hcap - hl, "}");
+    while (hl % 8)
+        h[hl++] = ' ';
+    char *img = malloc(8 + hl + data);
+    if (!img) {
+        free(h);
+        return NULL;
+    }
+    uint64_t hl64 = hl;
+    for (int i = 0; i < 8; i++)
+        img[i] = (char)(hl64 >> (8 * i));
+    memcpy(img + 8, h, hl);
+    free(h);
+    size_t off = 8 + hl;
+    for (size_t i = 0; i < ps->n; i++) {
+        memcpy(img + off, ps->e[i].w, ps->e[i].n * sizeof(float));
+        off += ps->e[i].n * sizeof(float);
+    }
+    *len = off;
+    return img;
+}
+
+int model_sync_eval(model_t *m, char *err, size_t errlen)
+{
+    if (!m->ps) {
+        snprintf(err, errlen, "%s: not opened for training", m->arch->name);
+        return -1;
+    }
+    size_t len = 0;
+    char *img = pstore_image(m->ps, &len);
+    safetensors_t *st = img ? safetensors_open_buffer(img, len, "trained parameters", err,
+                                                      errlen) : NULL;
+    free(img);
+    if (!st) {
+        if (!img)
+            snprintf(err, errlen, "%s: out of memory", m->arch->name);
+        return -1;
+    }
+    model_opts_t o = m->opts;
+    o.arch = m->arch->name;
+    arch_info_t info;
+    void *state = m->arch->load(&o, st, &info, err, errlen);
+    safetensors_destroy(&st);
+    if (!state)
+        return -1;
+    m->arch->destroy(m->state);
+    m->state = state;
+    for (int i = 0; i < GRAPH_CACHE; i++)   /* graphs hold the old folded weights */
+        bk_graph_destroy(&m->cache[i].g);
+    return 0;
 }

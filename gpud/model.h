@@ -37,6 +37,7 @@ typedef struct {
     int n_channels;      /* wideresnet widths; 0: default 16,160,320,640 */
     int threads;         /* oneDNN/OpenMP threads, 0: all cores */
     int micro_batch;     /* 0: MODEL_DEFAULT_MICRO_BATCH */
+    int train;           /* 1: also keep the unfolded parameters (model_train_step) */
 } model_opts_t;
 
 #define MODEL_DEFAULT_MICRO_BATCH 16
@@ -73,5 +74,72 @@ int model_forward_f32(model_t *m, const float *x, int n, int c, int h, int w, fl
  * topk: n*k, loss: n; either may be NULL. */
 void model_topk_ce(const float *logits, int n, int num_classes, const int32_t *labels, int k,
                    int32_t *topk, float *loss);
+
+/* ------------------------------------------------------------ training
+ *
+ * A model opened with opts.train = 1 keeps every tensor of its weights
+ * file, unfolded, by state_dict name ("layer1.0.conv1.weight", ...,
+ * "layer1.0.bn1.running_var"; num_batches_tracked is not kept). A train
+ * step runs the network in training mode (BatchNorm on the batch's
+ * statistics, updating running_mean/var in place with momentum 0.1 and the
+ * unbiased variance, as PyTorch; dropout on) and backward, and leaves in
+ * each parameter's `grad` the gradient of
+ *
+ *     sum over the n samples of CE(logits_i, label_i) / global_batch
+ *
+ * so that the sum of the workers' gradients is exactly the global batch's
+ * mean gradient, whatever the split (n = 0 gives zero gradients). Weights
+ * are updated by the caller in place in `value` (an optimizer holds the
+ * value/grad pointers: they stay valid until model_destroy), and the next
+ * step uses them. Training steps do not micro-batch: BatchNorm sees the
+ * whole n (one compiled graph per input shape, rebuilt when it changes).
+ *
+ *   for (int i = 0; i < model_param_count(m); i++) {
+ *       model_param_t p; model_param_at(m, i, &p);
+ *       if (p.grad) optim_add_param(opt, p.name, p.value, p.grad, p.numel);
+ *   }
+ *   model_step_t s = {.global_batch = G, .seed = seed, .step = step, .ids = ids};
+ *   model_train_step_u8(m, px, n, c, h, w, mean, std, labels, &s, loss, NULL, err, len);
+ *   optim_step(opt);
+ *   model_sync_eval(m, err, len);   before model_forward_* sees the new weights
+ */
+typedef struct {
+    const char *name;    /* state_dict name */
+    float *value;        /* live values, PyTorch layout; update in place */
+    float *grad;         /* gradient of the last step; NULL: buffer (running stats) */
+    size_t numel;
+    int ndim;
+    int64_t shape[4];
+} model_param_t;
+
+/* 0 unless the model was opened with train = 1. */
+int model_param_count(const model_t *m);
+/* 0, or -1 when i is out of range / the name is unknown. */
+int model_param_at(const model_t *m, int i, model_param_t *p);
+int model_param_find(const model_t *m, const char *name, model_param_t *p);
+
+typedef struct {
+    int global_batch;       /* >= n: the loss and gradients are sums / global_batch */
+    float label_smoothing;  /* CrossEntropyLoss(label_smoothing=...) */
+    uint64_t seed, step;    /* dropout stream (with the sample ids) */
+    const int64_t *ids;     /* dataset ids of the n samples; NULL: 0..n-1 */
+    int no_dropout;         /* 1: dropout is the identity (parity tests) */
+} model_step_t;
+
+/* One training step on n samples (uint8 CHW pixels normalised as in
+ * model_forward_u8). labels: n classes. loss (n per-sample cross-entropy
+ * values, label smoothing included) and logits (n * classes) may be NULL.
+ * Returns 0, or -1 with the reason in err. */
+int model_train_step_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
+                        const float *mean, const float *std, const int32_t *labels,
+                        const model_step_t *s, float *loss, float *logits, char *err,
+                        size_t errlen);
+int model_train_step_f32(model_t *m, const float *x, int n, int c, int h, int w,
+                         const int32_t *labels, const model_step_t *s, float *loss,
+                         float *logits, char *err, size_t errlen);
+
+/* Re-fold the current parameters (and running stats) into the inference
+ * network, so that model_forward_* uses the trained weights. */
+int model_sync_eval(model_t *m, char *err, size_t errlen);
 
 #endif

@@ -241,3 +241,153 @@ bk_tensor_t *fconv_apply(bk_graph_t *g, const fconv_t *c, const char *name, bk_t
     bk_set_name(g, name);
     return bk_conv2d(g, x, &p, residual);
 }
+
+/* ------------------------------------------------ training parameters */
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+void pstore_destroy(pstore_t **psp)
+{
+    if (!psp || !*psp)
+        return;
+    pstore_t *ps = *psp;
+    for (size_t i = 0; i < ps->n; i++) {
+        free(ps->e[i].w);
+        free(ps->e[i].g);
+    }
+    free(ps->e);
+    free(ps);
+    *psp = NULL;
+}
+
+static int pentry_load(pentry_t *e, const st_tensor_t *t, char *err, size_t errlen)
+{
+    if (strlen(t->name) >= sizeof e->name || t->ndim > 4) {
+        snprintf(err, errlen, "%s: name too long or more than 4 dimensions", t->name);
+        return -1;
+    }
+    snprintf(e->name, sizeof e->name, "%s", t->name);
+    e->n = (size_t)t->numel;
+    e->ndim = t->ndim;
+    memcpy(e->shape, t->shape, (size_t)t->ndim * sizeof *e->shape);
+    e->trainable = ends_with(t->name, ".weight") || ends_with(t->name, ".bias");
+    e->w = malloc((e->n ? e->n : 1) * sizeof *e->w);
+    e->g = e->trainable ? calloc(e->n ? e->n : 1, sizeof *e->g) : NULL;
+    if (!e->w || (e->trainable && !e->g)) {
+        snprintf(err, errlen, "%s: out of memory", t->name);
+        return -1;
+    }
+    if (st_tensor_to_f32(t, e->w, e->n) < 0) {
+        snprintf(err, errlen, "%s: dtype %s is not a float type (F32, F16, BF16, F64)",
+                 t->name, st_dtype_name(t->dtype));
+        return -1;
+    }
+    return 0;
+}
+
+pstore_t *pstore_load(const safetensors_t *st, char *err, size_t errlen)
+{
+    pstore_t *ps = calloc(1, sizeof *ps);
+    size_t cnt = safetensors_count(st);
+    if (!ps || !(ps->e = calloc(cnt + 1, sizeof *ps->e))) {
+        free(ps);
+        snprintf(err, errlen, "parameters: out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < cnt; i++) {
+        const st_tensor_t *t = safetensors_at(st, i);
+        if (ends_with(t->name, ".num_batches_tracked"))
+            continue;
+        if (pentry_load(&ps->e[ps->n++], t, err, errlen) < 0) {
+            pstore_destroy(&ps);
+            return NULL;
+        }
+    }
+    return ps;
+}
+
+pentry_t *pstore_find(const pstore_t *ps, const char *name)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (strcmp(ps->e[i].name, name) == 0)
+            return &ps->e[i];
+    return NULL;
+}
+
+/* name.suffix with exactly `numel` values, or NULL after failing g. */
+static pentry_t *tl_param(bk_tgraph_t *g, const pstore_t *ps, const char *name,
+                          const char *suffix, size_t numel)
+{
+    char full[160];
+    snprintf(full, sizeof full, "%s.%s", name, suffix);
+    pentry_t *e = pstore_find(ps, full);
+    bk_tgraph_set_name(g, name);
+    if (!e)
+        return bk_tfail(g, "%s: missing from the weights", full);
+    if (e->n != numel)
+        return bk_tfail(g, "%s: has %zu values, the network wants %zu", full, e->n, numel);
+    return e;
+}
+
+static bk_tvar_t *tl_missing(bk_tgraph_t *g, const char *name)
+{
+    bk_tgraph_set_name(g, name);
+    return bk_tfail(g, "no input (an earlier layer failed)");
+}
+
+bk_tvar_t *tl_conv(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x, int oc,
+                   int k, int stride, int pad, int has_bias)
+{
+    if (!x)
+        return tl_missing(g, name);
+    int n, c, h, w;
+    bk_tvar_dims(x, &n, &c, &h, &w);
+    pentry_t *we = tl_param(g, ps, name, "weight", (size_t)oc * c * k * k);
+    pentry_t *be = has_bias ? tl_param(g, ps, name, "bias", (size_t)oc) : NULL;
+    if (!we || (has_bias && !be))
+        return tl_missing(g, name);
+    bk_tconv_t p = {.ic = c, .oc = oc, .kh = k, .kw = k, .stride_h = stride,
+                    .stride_w = stride, .pad_h = pad, .pad_w = pad, .weight = we->w,
+                    .grad_weight = we->g, .bias = be ? be->w : NULL,
+                    .grad_bias = be ? be->g : NULL};
+    bk_tgraph_set_name(g, name);
+    return bk_t_conv2d(g, x, &p);
+}
+
+bk_tvar_t *tl_bn(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x)
+{
+    if (!x)
+        return tl_missing(g, name);
+    int n, c, h, w;
+    bk_tvar_dims(x, &n, &c, &h, &w);
+    pentry_t *gm = tl_param(g, ps, name, "weight", (size_t)c);
+    pentry_t *bt = tl_param(g, ps, name, "bias", (size_t)c);
+    pentry_t *rm = tl_param(g, ps, name, "running_mean", (size_t)c);
+    pentry_t *rv = tl_param(g, ps, name, "running_var", (size_t)c);
+    if (!gm || !bt || !rm || !rv)
+        return tl_missing(g, name);
+    bk_tbn_t p = {.c = c, .weight = gm->w, .grad_weight = gm->g, .bias = bt->w,
+                  .grad_bias = bt->g, .running_mean = rm->w, .running_var = rv->w,
+                  .momentum = 0.1f, .eps = BN_EPS};
+    bk_tgraph_set_name(g, name);
+    return bk_t_batchnorm(g, x, &p);
+}
+
+bk_tvar_t *tl_linear(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x,
+                     int out)
+{
+    if (!x)
+        return tl_missing(g, name);
+    int n, c, h, w;
+    bk_tvar_dims(x, &n, &c, &h, &w);
+    pentry_t *we = tl_param(g, ps, name, "weight", (size_t)out * c * h * w);
+    pentry_t *be = tl_param(g, ps, name, "bias", (size_t)out);
+    if (!we || !be)
+        return tl_missing(g, name);
+    bk_tgraph_set_name(g, name);
+    return bk_t_linear(g, x, out, we->w, we->g, be->w, be->g);
+}

@@ -59,6 +59,39 @@ void bn_fold(float *w, float *bias, int oc, size_t per_oc, const float *gamma,
 bk_tensor_t *fconv_apply(bk_graph_t *g, const fconv_t *c, const char *name, bk_tensor_t *x,
                          bk_tensor_t *residual, int n_post, const bk_postop_t *post);
 
+/* ------------------------------------------------ training parameters */
+
+/* The unfolded state_dict for training: every tensor of the weights file
+ * (as float), by name. weight/bias tensors are trainable and get a
+ * gradient array; running_mean/var are buffers (updated by BN in training
+ * mode); num_batches_tracked is counted by the model, not stored here. */
+typedef struct {
+    char name[128];
+    float *w, *g;           /* value; gradient (NULL: buffer or frozen) */
+    size_t n;
+    int ndim;
+    int64_t shape[4];
+    int trainable;
+} pentry_t;
+
+typedef struct {
+    pentry_t *e;
+    size_t n;
+} pstore_t;
+
+/* NULL on error (message in err). */
+pstore_t *pstore_load(const safetensors_t *st, char *err, size_t errlen);
+void pstore_destroy(pstore_t **ps);
+pentry_t *pstore_find(const pstore_t *ps, const char *name);
+
+/* Training-graph layers by state_dict prefix; they fail the graph naming
+ * the tensor when it is missing or has the wrong shape. */
+bk_tvar_t *tl_conv(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x, int oc,
+                   int k, int stride, int pad, int has_bias);
+bk_tvar_t *tl_bn(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x);
+bk_tvar_t *tl_linear(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x,
+                     int out);
+
 /* ------------------------------------------------------------ arch table */
 
 typedef struct {
@@ -74,6 +107,10 @@ typedef struct {
     /* Append the network to g; returns the logits tensor (n, classes, 1, 1). */
     bk_tensor_t *(*build)(const void *state, bk_graph_t *g, bk_tensor_t *x);
     void (*destroy)(void *state);
+    /* Append the unfolded training network (BN in training mode, dropout)
+     * to g with parameters from ps; returns the logits tensor. */
+    bk_tvar_t *(*train_build)(const void *state, const pstore_t *ps, bk_tgraph_t *g,
+                              bk_tvar_t *x);
 } arch_t;
 
 extern const arch_t ARCH_RESNET18;

@@ -199,6 +199,58 @@ static void *resnet50_load(const model_opts_t *o, const safetensors_t *st, arch_
     return resnet_load(o, st, info, layers, 1, "resnet50", err, errlen);
 }
 
-const arch_t ARCH_RESNET18 = {"resnet18", resnet18_load, resnet_build, resnet_destroy};
-const arch_t ARCH_RESNET34 = {"resnet34", resnet34_load, resnet_build, resnet_destroy};
-const arch_t ARCH_RESNET50 = {"resnet50", resnet50_load, resnet_build, resnet_destroy};
+/* ------------------------------------------------------------ training */
+
+/* torchvision's BasicBlock / Bottleneck, unfolded:
+ * relu(bn2(conv2(relu(bn1(conv1(x))))) + downsample(x)). */
+static bk_tvar_t *block_train(const resnet_t *r, const rblock_t *blk, const char *p,
+                              const pstore_t *ps, bk_tgraph_t *g, bk_tvar_t *x)
+{
+    char cn[96], bn[96];
+    int nconv = r->bottleneck ? 3 : 2;
+    const fconv_t *convs[3] = {&blk->c1, &blk->c2, &blk->c3};
+    bk_tvar_t *t = x;
+    for (int i = 0; i < nconv; i++) {
+        const bk_conv_t *c = &convs[i]->p;
+        snprintf(cn, sizeof cn, "%s.conv%d", p, i + 1);
+        snprintf(bn, sizeof bn, "%s.bn%d", p, i + 1);
+        t = tl_bn(g, ps, bn, tl_conv(g, ps, cn, t, c->oc, c->kh, c->stride_h, c->pad_h, 0));
+        if (i < nconv - 1)
+            t = bk_t_relu(g, t);
+    }
+    bk_tvar_t *id = x;
+    if (blk->has_ds) {
+        snprintf(cn, sizeof cn, "%s.downsample.0", p);
+        snprintf(bn, sizeof bn, "%s.downsample.1", p);
+        id = tl_bn(g, ps, bn, tl_conv(g, ps, cn, x, blk->ds.p.oc, 1, blk->ds.p.stride_h, 0, 0));
+    }
+    snprintf(cn, sizeof cn, "%s.add", p);
+    bk_tgraph_set_name(g, cn);
+    return bk_t_relu(g, bk_t_add(g, t, id));
+}
+
+static bk_tvar_t *resnet_train_build(const void *state, const pstore_t *ps, bk_tgraph_t *g,
+                                     bk_tvar_t *x)
+{
+    const resnet_t *r = state;
+    bk_tvar_t *t = tl_bn(g, ps, "bn1", tl_conv(g, ps, "conv1", x, 64, 7, 2, 3, 0));
+    bk_tgraph_set_name(g, "maxpool");
+    bk_pool_t mp = {BK_POOL_MAX, 3, 3, 2, 2, 1, 1};
+    t = bk_t_pool2d(g, bk_t_relu(g, t), &mp);
+    for (int l = 0, i = 0; l < 4; l++)
+        for (int b = 0; b < r->layers[l]; b++, i++) {
+            char prefix[32];
+            snprintf(prefix, sizeof prefix, "layer%d.%d", l + 1, b);
+            t = block_train(r, &r->blocks[i], prefix, ps, g, t);
+        }
+    bk_tgraph_set_name(g, "avgpool");
+    t = bk_t_global_avg_pool(g, t);
+    return tl_linear(g, ps, "fc", t, r->classes);
+}
+
+const arch_t ARCH_RESNET18 = {"resnet18", resnet18_load, resnet_build, resnet_destroy,
+                              resnet_train_build};
+const arch_t ARCH_RESNET34 = {"resnet34", resnet34_load, resnet_build, resnet_destroy,
+                              resnet_train_build};
+const arch_t ARCH_RESNET50 = {"resnet50", resnet50_load, resnet_build, resnet_destroy,
+                              resnet_train_build};

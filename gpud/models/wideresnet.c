@@ -197,4 +197,62 @@ static bk_tensor_t *wrn_build(const void *state, bk_graph_t *g, bk_tensor_t *x)
     return bk_linear(g, t, r->classes, r->fc_w, r->fc_b);
 }
 
-const arch_t ARCH_WIDERESNET = {"wideresnet", wrn_load, wrn_build, wrn_destroy};
+/* ------------------------------------------------------------ training */
+
+/* The seed's dropout (nn.Dropout(p=0.01) between layer1 and layer2). */
+#define WRN_DROPOUT 0.01f
+
+static bk_tvar_t *cbr_train(const pstore_t *ps, bk_tgraph_t *g, const char *p, bk_tvar_t *x,
+                            int oc)
+{
+    char cn[96], bn[96];
+    snprintf(cn, sizeof cn, "%s.cbr.0", p);
+    snprintf(bn, sizeof bn, "%s.cbr.1", p);
+    return bk_t_relu(g, tl_bn(g, ps, bn, tl_conv(g, ps, cn, x, oc, 3, 1, 1, 0)));
+}
+
+static bk_tvar_t *block_train(const wblock_t *b, int idx, const pstore_t *ps, bk_tgraph_t *g,
+                              bk_tvar_t *x)
+{
+    char name[64];
+    int oc = b->l1.p.oc;
+    snprintf(name, sizeof name, "block%d.layer1", idx);
+    bk_tvar_t *t = cbr_train(ps, g, name, x, oc);
+    snprintf(name, sizeof name, "block%d.dropout", idx);
+    bk_tgraph_set_name(g, name);
+    t = bk_t_dropout(g, t, WRN_DROPOUT);
+    snprintf(name, sizeof name, "block%d.layer2", idx);
+    t = cbr_train(ps, g, name, t, oc);
+    bk_tvar_t *res = x;
+    if (b->has_scale) {
+        snprintf(name, sizeof name, "block%d.scale", idx);
+        res = tl_conv(g, ps, name, x, oc, 1, 1, 0, 1);
+    }
+    snprintf(name, sizeof name, "block%d.add", idx);
+    bk_tgraph_set_name(g, name);
+    return bk_t_add(g, t, res);
+}
+
+static bk_tvar_t *wrn_train_build(const void *state, const pstore_t *ps, bk_tgraph_t *g,
+                                  bk_tvar_t *x)
+{
+    const wrn_t *r = state;
+    bk_pool_t max2 = {BK_POOL_MAX, 2, 2, 2, 2, 0, 0};
+    bk_pool_t avg7 = {BK_POOL_AVG, 7, 7, 7, 7, 0, 0};
+    bk_tvar_t *t = cbr_train(ps, g, "input_block", x, r->ch[0]);
+    for (int i = 0; i < 6; i++) {
+        t = block_train(&r->blocks[i], i + 1, ps, g, t);
+        if (i == 1 || i == 3) {
+            bk_tgraph_set_name(g, i == 1 ? "pool1" : "pool2");
+            t = bk_t_pool2d(g, t, &max2);
+        }
+    }
+    bk_tgraph_set_name(g, "pool");
+    t = bk_t_pool2d(g, t, &avg7);
+    bk_tgraph_set_name(g, "flat");
+    t = bk_t_flatten(g, t);
+    return tl_linear(g, ps, "fc", t, r->classes);
+}
+
+const arch_t ARCH_WIDERESNET = {"wideresnet", wrn_load, wrn_build, wrn_destroy,
+                                wrn_train_build};

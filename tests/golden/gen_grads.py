@@ -10,7 +10,19 @@ Every case is one op on a small input: its tensors are "<case>.<name>":
   rm_out, rv_out  running stats after one training forward
 and the metadata "<case>" = "op key=value ..." says how to build it; the C
 test (tests/gpud/test_train_ops.c) builds exactly that op from it, so the
-case list lives only here. Deterministic (seeded): same bytes every run.
+case list lives only here.
+
+Whole models: grads/models.safetensors, one training step (train-mode
+BatchNorm, loss = sum of per-sample CrossEntropy / global_batch) of
+  resnet18  tests/golden/resnet18.safetensors, input [2,3,64,64] uint8
+            (ImageNet normalisation), label smoothing 0.1, global batch 3
+  wrn       tests/golden/wrn_small.safetensors (channels 8,16,24,32), input
+            [4,1,28,28] uint8 (plain ToTensor), global batch 5, dropout off
+Tensors "<m>.input_u8", "<m>.labels", "<m>.loss" (per sample), "<m>.logits",
+"<m>:<param>.grad" and "<m>:<buffer>.after" (running stats after the step),
+each the full tensor flattened when it has <= 2048 values, else the 2048
+values at flat indices i * numel // 2048 (the C test takes the same).
+Deterministic (seeded): same bytes every run.
 """
 import os
 import sys
@@ -149,6 +161,81 @@ def run_case(name, op, shape, kw, gen):
     return out, meta
 
 
+SAMPLE = 2048
+MEAN = [0.485, 0.456, 0.406]
+STD = [0.229, 0.224, 0.225]
+
+
+def load_safetensors(path):
+    import json
+    import struct
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    dt = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "U8": np.uint8,
+          "I32": np.int32, "F64": np.float64}
+    out = {}
+    for k, v in header.items():
+        if k == "__metadata__":
+            continue
+        a, b = v["data_offsets"]
+        arr = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=dt[v["dtype"]]).reshape(v["shape"])
+        out[k] = torch.from_numpy(arr.astype(np.float32) if arr.dtype == np.float16 else arr.copy())
+    return out
+
+
+def sample(t):
+    f = t.detach().reshape(-1).numpy().astype(np.float32)
+    if f.size <= SAMPLE:
+        return f
+    idx = (np.arange(SAMPLE, dtype=np.int64) * f.size) // SAMPLE
+    return f[idx]
+
+
+def model_step(tag, model, weights, u8, labels, mean, std, G, smoothing, out, meta):
+    sd = load_safetensors(os.path.join(HERE, weights))
+    model.load_state_dict({k: v for k, v in sd.items()})
+    model.train()
+    x = torch.from_numpy(u8).float().div(255)
+    if mean is not None:
+        x = (x - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]
+    lab = torch.from_numpy(labels.astype(np.int64))
+    logits = model(x)
+    loss = F.cross_entropy(logits, lab, reduction="none", label_smoothing=smoothing)
+    (loss.sum() / G).backward()
+    out[tag + ".input_u8"] = u8
+    out[tag + ".labels"] = labels.astype(np.int32)
+    out[tag + ".loss"] = loss.detach().numpy()
+    out[tag + ".logits"] = logits.detach().numpy()
+    for name, p in model.named_parameters():
+        out["%s:%s.grad" % (tag, name)] = sample(p.grad)
+    for name, b in model.named_buffers():
+        if not name.endswith("num_batches_tracked"):
+            out["%s:%s.after" % (tag, name)] = sample(b)
+    meta[tag] = "weights=%s global_batch=%d smoothing=%s" % (weights, G, smoothing)
+
+
+def gen_models():
+    import torchvision
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+    from seed_models import WideResNet
+    torch.manual_seed(0)
+    rng = np.random.RandomState(5)
+    out, meta = {}, {}
+    u8 = rng.randint(0, 256, size=(2, 3, 64, 64)).astype(np.uint8)
+    model_step("resnet18", torchvision.models.resnet18(weights=None), "resnet18.safetensors",
+               u8, np.array([3, 917]), MEAN, STD, 3, 0.1, out, meta)
+    wrn = WideResNet(10, (8, 16, 24, 32), 1)
+    for m in wrn.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0   # the C side runs with dropout off (masks cannot match torch's RNG)
+    u8 = rng.randint(0, 256, size=(4, 1, 28, 28)).astype(np.uint8)
+    model_step("wrn", wrn, "wrn_small.safetensors", u8, np.array([1, 0, 9, 4]), None, None,
+               5, 0.0, out, meta)
+    save_safetensors(os.path.join(HERE, "grads", "models.safetensors"), out, meta)
+
+
 def main():
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1234)
@@ -158,6 +245,7 @@ def main():
         tensors.update(t)
         meta[name] = m
     save_safetensors(os.path.join(HERE, "grads", "ops.safetensors"), tensors, meta)
+    gen_models()
 
 
 if __name__ == "__main__":
