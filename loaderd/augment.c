@@ -402,3 +402,74 @@ int augment_sample(const augment_t *cfg, uint64_t seed, uint32_t epoch, uint64_t
     augment_params_t p = augment_draw(cfg, seed, epoch, id, src->w, src->h);
     return augment_apply(cfg, &p, src, out, out_h, out_w, err, errlen);
 }
+
+typedef struct {
+    const augment_t *cfg;
+    uint64_t seed, id;
+    uint32_t epoch;
+    augment_params_t p; /* drawn once the size is known */
+} load_ctx_t;
+
+/* decode_need_fn: draw the parameters from the real size, ask for the box. */
+static int need_box(void *arg, int src_w, int src_h, decode_rect_t *need, char *err,
+                    size_t errlen)
+{
+    load_ctx_t *c = arg;
+    (void)err;
+    (void)errlen;
+    c->p = augment_draw(c->cfg, c->seed, c->epoch, c->id, src_w, src_h);
+    *need = c->p.crop ? (decode_rect_t){c->p.left, c->p.top, c->p.w, c->p.h}
+                      : (decode_rect_t){0, 0, src_w, src_h};
+    return 0;
+}
+
+static int load_file(const dataset_t *ds, load_ctx_t *c, uint8_t *out, int out_h, int out_w,
+                     char *err, size_t errlen)
+{
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/%s", dataset_root(ds), dataset_path(ds, c->id));
+    if (n < 0 || (size_t)n >= sizeof path) {
+        snprintf(err, errlen, "path too long");
+        return -1;
+    }
+    uint8_t *buf = NULL;
+    size_t len;
+    if (decode_read_file(path, &buf, &len, err, errlen) != 0)
+        return -1;
+    decode_part_t part;
+    int src_w, src_h, rc = -1;
+    c->p = (augment_params_t){0};
+    image_t *img = decode_image_part(buf, len, NULL, need_box, c, NULL, &part, &src_w, &src_h,
+                                     err, errlen);
+    free(buf);
+    if (!img)
+        return -1;
+    if (part.x == 0 && part.y == 0 && part.full_w == img->w && part.full_h == img->h)
+        c->p = augment_draw(c->cfg, c->seed, c->epoch, c->id, src_w, src_h); /* whole image */
+    /* the box in the decoded window's coordinates */
+    augment_params_t p = c->p;
+    p.top -= part.y;
+    p.left -= part.x;
+    rc = augment_apply(c->cfg, &p, img, out, out_h, out_w, err, errlen);
+    image_destroy(&img);
+    return rc;
+}
+
+int augment_load(const dataset_t *ds, uint64_t id, const augment_t *cfg, uint64_t seed,
+                 uint32_t epoch, uint8_t *out, int out_h, int out_w, char *err, size_t errlen)
+{
+    if (id >= dataset_size(ds)) {
+        snprintf(err, errlen, "sample %llu is out of range (dataset has %llu)",
+                 (unsigned long long)id, (unsigned long long)dataset_size(ds));
+        return -1;
+    }
+    if (augment_check(cfg, err, errlen) != 0)
+        return -1;
+    if (dataset_is_idx(ds)) {
+        image_t view = {0, 0, 1, NULL};
+        view.px = (uint8_t *)dataset_idx_pixels(ds, id, &view.h, &view.w);
+        return augment_sample(cfg, seed, epoch, id, &view, out, out_h, out_w, err, errlen);
+    }
+    load_ctx_t c = {cfg, seed, id, epoch, {0}};
+    return load_file(ds, &c, out, out_h, out_w, err, errlen);
+}

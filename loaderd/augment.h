@@ -33,6 +33,7 @@
 #ifndef DDP_AUGMENT_H
 #define DDP_AUGMENT_H
 
+#include "common/dataset.h"
 #include "loaderd/decode.h"
 #include "loaderd/sampler.h"
 
@@ -85,6 +86,13 @@ int augment_apply(const augment_t *cfg, const augment_params_t *p, const image_t
 int augment_sample(const augment_t *cfg, uint64_t seed, uint32_t epoch, uint64_t id,
                    const image_t *src, uint8_t *out, int out_h, int out_w, char *err,
                    size_t errlen);
+
+/* sample_load's train counterpart: loads sample ID of DS (idx pixels, or
+ * the file decoded as PIL would, only the crop box's window of a JPEG
+ * where the build can), and writes augment_sample's result. 0, or -1 with
+ * a reason naming the problem (the caller adds the path). Thread-safe. */
+int augment_load(const dataset_t *ds, uint64_t id, const augment_t *cfg, uint64_t seed,
+                 uint32_t epoch, uint8_t *out, int out_h, int out_w, char *err, size_t errlen);
 
 /* The steps on their own, PIL-exact.
  * torchvision F.resized_crop(img, top, left, h, w, (out_h, out_w)) with

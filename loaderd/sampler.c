@@ -47,7 +47,8 @@ uint64_t rng_below(rng_t *r, uint64_t n)
 {
     if (n == 0)
         return 0;
-    return (uint64_t)(((unsigned __int128)rng_u64(r) * n) >> 64);
+    __extension__ typedef unsigned __int128 u128; /* GCC/clang; exact 64x64 product */
+    return (uint64_t)(((u128)rng_u64(r) * n) >> 64);
 }
 
 struct sampler_t {

@@ -321,6 +321,73 @@ static void test_errors(void)
     image_destroy(&src);
 }
 
+/* augment_load on an ImageFolder (a JPEG window is decoded, the crop
+ * box's part only) equals decoding the whole file + augment_sample; and on
+ * a file that is not an image it fails with a reason. */
+static void test_load(void)
+{
+    static const char *files[] = {"base420.jpg", "progressive.jpg", "gray.jpg", "odd420.jpg"};
+    char *root = tu_mkdtemp("augment");
+    CHECK(root != NULL, "temp dir");
+    if (!root)
+        return;
+    char path[4096], err[256] = "";
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char src[256];
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        snprintf(src, sizeof src, "tests/golden/loader/decode/%s", files[i]);
+        CHECK(decode_read_file(tu_src(src), &buf, &len, err, sizeof err) == 0, "%s", err);
+        snprintf(path, sizeof path, "%s/c%zu/%s", root, i % 2, files[i]);
+        CHECK(buf && tu_write_file(path, buf, len) == 0, "write %s", path);
+        free(buf);
+    }
+    snprintf(path, sizeof path, "%s/c0/broken.jpg", root);
+    CHECK(tu_write_file(path, "not a jpeg", 10) == 0, "write %s", path);
+    dataset_t *ds = dataset_open(root, err, sizeof err);
+    CHECK(ds != NULL, "dataset_open: %s", err);
+    augment_t cfg = augment_default(3);
+    cfg.rotate = 1;
+    cfg.degrees[0] = -15;
+    cfg.degrees[1] = 15;
+    enum { H = 32, W = 40 };
+    uint8_t got[3 * H * W], want[3 * H * W];
+    int compared = 0, failed = 0;
+    for (uint64_t i = 0; ds && i < dataset_size(ds); i++) {
+        snprintf(path, sizeof path, "%s/%s", dataset_root(ds), dataset_path(ds, i));
+        int broken = strstr(path, "broken") != NULL;
+        for (uint32_t epoch = 0; epoch < 6; epoch++) {
+            int rc = augment_load(ds, i, &cfg, 8, epoch, got, H, W, err, sizeof err);
+            if (broken) {
+                failed += rc == -1 && err[0];
+                continue;
+            }
+            CHECK(rc == 0, "%s: %s", path, err);
+            uint8_t *buf = NULL;
+            size_t len = 0;
+            int sw, sh;
+            image_t *img = decode_read_file(path, &buf, &len, err, sizeof err) == 0
+                               ? decode_image(buf, len, NULL, &sw, &sh, err, sizeof err)
+                               : NULL;
+            free(buf);
+            CHECK(img && augment_sample(&cfg, 8, epoch, i, img, want, H, W, err,
+                                        sizeof err) == 0, "%s: %s", path, err);
+            CHECK(rc == 0 && img && !memcmp(got, want, sizeof got),
+                  "%s epoch %u: windowed decode + augment differs from whole decode", path,
+                  epoch);
+            compared++;
+            image_destroy(&img);
+        }
+    }
+    CHECK(compared == 24 && failed == 6, "compared %d loads, %d failures on the broken file",
+          compared, failed);
+    CHECK(!ds || augment_load(ds, 99, &cfg, 0, 0, got, H, W, err, sizeof err) == -1,
+          "id out of range");
+    dataset_destroy(&ds);
+    tu_rmtree(root);
+    free(root);
+}
+
 int main(void)
 {
     test_pil_goldens();
@@ -329,5 +396,6 @@ int main(void)
     test_seeding();
     test_threads_and_order();
     test_errors();
+    test_load();
     return tu_finish("augment");
 }
