@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
+#include "common/log.h"
 #include "gpud/backend_impl.h"
 
 struct bk_tvar {
@@ -61,7 +63,12 @@ struct bk_tgraph {
     uint64_t seed, step;
     int64_t *ids;
     int ids_n;
+    int profile;                    /* DDPIPE_TRAIN_PROFILE set: time op kinds */
+    double prof[2][TO_CE + 1];      /* [backward][kind] seconds */
 };
+
+static const char *const KIND_NAMES[] = {"conv", "bn", "relu", "pool", "flatten",
+                                         "linear", "add", "concat", "dropout", "ce"};
 
 static size_t numel(const bk_tvar_t *t)
 {
@@ -86,6 +93,7 @@ bk_tgraph_t *bk_tgraph_new(backend_t *be)
     g->base.be = be;
     g->k = be->ops->train;
     g->training = 1;
+    g->profile = getenv("DDPIPE_TRAIN_PROFILE") != NULL;
     if (!g->k)
         bk_fail(&g->base, "backend '%s' cannot train", be->ops->name);
     return g;
@@ -97,6 +105,10 @@ void bk_tgraph_destroy(bk_tgraph_t **gp)
         return;
     bk_tgraph_t *g = *gp;
     backend_t *be = g->base.be;
+    for (int k = 0; g->profile && k <= TO_CE; k++)
+        if (g->prof[0][k] + g->prof[1][k] > 0)
+            log_info("train profile %-8s forward %8.3f s  backward %8.3f s", KIND_NAMES[k],
+                     g->prof[0][k], g->prof[1][k]);
     for (size_t i = 0; i < g->nops; i++) {
         top_t *o = &g->ops[i];
         if (o->plan)
@@ -649,8 +661,11 @@ int bk_t_forward(bk_tgraph_t *g)
         return -1;
     for (size_t i = 0; i < g->nops; i++) {
         bk_set_name(&g->base, g->ops[i].name);
+        double t0 = g->profile ? clock_mono_s() : 0.0;
         if (op_forward(g, &g->ops[i], (uint32_t)i) < 0)
             return -1;
+        if (g->profile)
+            g->prof[0][g->ops[i].kind] += clock_mono_s() - t0;
     }
     for (size_t i = 0; i < g->nv; i++)
         g->v[i]->grad_set = 0;
@@ -781,8 +796,11 @@ int bk_t_backward(bk_tgraph_t *g, bk_tvar_t *y, const float *dy)
             o->out->grad_set = 1;
         }
         bk_set_name(&g->base, o->name);
+        double t0 = g->profile ? clock_mono_s() : 0.0;
         if (op_backward(g, o, (uint32_t)i) < 0)
             return -1;
+        if (g->profile)
+            g->prof[1][o->kind] += clock_mono_s() - t0;
     }
     return 0;
 }
