@@ -6,6 +6,7 @@
 #   scripts/install-deps.sh --test     also the test oracles (PyTorch, Pillow, sklearn, supervisor)
 #   scripts/install-deps.sh --download DIR   fetch every .deb (with dependencies) into DIR
 #   scripts/install-deps.sh --offline DIR    install from the .debs in DIR, no network
+# (--test combines with --download/--offline)
 set -eu
 
 BUILD="build-essential cmake pkg-config git libzmq3-dev libczmq-dev libmsgpack-dev \
@@ -15,20 +16,21 @@ TEST="clang libclang-rt-14-dev python3 python3-torch python3-torchvision python3
 python3-numpy python3-sklearn python3-zmq python3-msgpack supervisor valgrind curl"
 
 mode=build
+with_test=0
 dir=
 while [ $# -gt 0 ]; do
     case "$1" in
-        --test) mode=test ;;
+        --test) with_test=1 ;;
         --download) mode=download; dir="$2"; shift ;;
         --offline) mode=offline; dir="$2"; shift ;;
-        -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
         *) echo "install-deps: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
 done
 
 want="$BUILD"
-[ "$mode" = build ] || want="$BUILD $TEST"
+[ "$with_test" = 1 ] && want="$BUILD $TEST"
 
 SUDO=
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
