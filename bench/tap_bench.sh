@@ -9,7 +9,9 @@
 #
 # BUILD_DIR: a build without sanitizers (default build). Defaults: 3 reps,
 # 10 monitors. Monitors start (and finish importing zmq) before the job, so
-# their start-up is not counted against it.
+# their start-up is not counted against it. monitors_cpu_s is the CPU the N
+# monitors used in all (start-up included); load1 the machine's 1-minute
+# load average after the job (on a shared machine, the noise).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -28,20 +30,23 @@ job() { # $1 = out dir; prints the wall seconds of the job
     cat "$work/time"
 }
 
-echo "rep monitors wall_s events_per_monitor"
+echo "rep monitors wall_s monitors_cpu_s load1 events_per_monitor"
 for r in $(seq 1 "$reps"); do
     for n in 0 "$mons"; do
         out="$work/run-$r-$n"
         mkdir -p "$out/.ipc"
         i=0
         while [ "$i" -lt "$n" ]; do
-            $py "$here/tap_bench_sub.py" "ipc://$out/.ipc/tap" 120 > "$work/sub-$r-$n-$i" &
+            /usr/bin/time -f "%U %S" -o "$work/cpu-$r-$n-$i" \
+                $py "$here/tap_bench_sub.py" "ipc://$out/.ipc/tap" 120 > "$work/sub-$r-$n-$i" &
             i=$((i + 1))
         done
-        [ "$n" -gt 0 ] && sleep 2
+        [ "$n" -gt 0 ] && sleep 5
         t=$(job "$out")
         wait
         ev=$(cat "$work"/sub-"$r"-"$n"-* 2>/dev/null | awk '{s = s $2 " "} END {print s}')
-        echo "$r $n $t ${ev:--}"
+        cpu=$(cat "$work"/cpu-"$r"-"$n"-* 2>/dev/null | awk '{s += $1 + $2} END {printf "%.2f", s}')
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        echo "$r $n $t $cpu $load ${ev:--}"
     done
 done
