@@ -191,8 +191,8 @@ bk_tvar_t *bk_t_softmax_ce(bk_tgraph_t *g, bk_tvar_t *logits, float label_smooth
 int bk_t_write(bk_tgraph_t *g, bk_tvar_t *x, const float *src);
 /* n labels in 0..k-1 for every softmax_ce op (copied). */
 int bk_t_set_labels(bk_tgraph_t *g, const int32_t *labels);
-/* Dropout stream: ids[i] is the dataset id of sample i (copied; NULL:
- * 0..n-1). */
+/* Dropout stream: ids[i] is the dataset id of sample i of the first input
+ * (n values, copied; NULL: 0..n-1). */
 int bk_t_set_step(bk_tgraph_t *g, uint64_t seed, uint64_t step, const int64_t *ids);
 int bk_t_forward(bk_tgraph_t *g);
 /* Backpropagate dy (the objective's gradient w.r.t. y, NCHW; NULL: ones)

@@ -63,6 +63,7 @@ struct bk_tgraph {
     uint64_t seed, step;
     int64_t *ids;
     int ids_n;
+    int batch;                      /* n of the first input */
     int profile;                    /* DDPIPE_TRAIN_PROFILE set: time op kinds */
     double prof[2][TO_CE + 1];      /* [backward][kind] seconds */
 };
@@ -273,6 +274,8 @@ bk_tvar_t *bk_t_input(bk_tgraph_t *g, int n, int c, int h, int w, int requires_g
     bk_tvar_t *t = var_new(g, s, requires_grad != 0);
     if (t)
         t->is_input = 1;
+    if (t && !g->batch)
+        g->batch = n;
     return t;
 }
 
@@ -560,7 +563,7 @@ int bk_t_set_step(bk_tgraph_t *g, uint64_t seed, uint64_t step, const int64_t *i
 {
     if (!g || g->base.failed)
         return -1;
-    int n = g->nv ? g->v[0]->n : 0;
+    int n = g->batch;
     if (ids && n > g->ids_n) {
         int64_t *p = realloc(g->ids, (size_t)n * sizeof *p);
         if (!p) {

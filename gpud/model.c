@@ -417,8 +417,8 @@ int model_param_count(const model_t *m)
 
 static void param_of(const pentry_t *e, model_param_t *p)
 {
-    *p = (model_param_t){.name = e->name, .value = e->w, .grad = e->g, .numel = e->n,
-                         .ndim = e->ndim};
+    *p = (model_param_t){.name = e->name, .value = e->w, .grad = e->frozen ? NULL : e->g,
+                         .numel = e->n, .ndim = e->ndim};
     memcpy(p->shape, e->shape, sizeof p->shape);
 }
 
@@ -437,6 +437,24 @@ int model_param_find(const model_t *m, const char *name, model_param_t *p)
         return -1;
     param_of(e, p);
     return 0;
+}
+
+int model_freeze(model_t *m, const char *prefix, int frozen)
+{
+    if (!m->ps || !prefix)
+        return -1;
+    int changed = 0;
+    size_t len = strlen(prefix);
+    for (size_t i = 0; i < m->ps->n; i++) {
+        pentry_t *e = &m->ps->e[i];
+        if (e->trainable && strncmp(e->name, prefix, len) == 0 && e->frozen != (frozen != 0)) {
+            e->frozen = frozen != 0;
+            changed++;
+        }
+    }
+    if (changed)   /* the graph bound the old gradient arrays */
+        bk_tgraph_destroy(&m->tg);
+    return changed;
 }
 
 /* The training graph for n samples of (c, h, w) and label smoothing eps,

@@ -138,6 +138,14 @@ int model_train_step_f32(model_t *m, const float *x, int n, int c, int h, int w,
                          const int32_t *labels, const model_step_t *s, float *loss,
                          float *logits, char *err, size_t errlen);
 
+/* Freeze (1) or unfreeze (0) every trainable parameter whose name starts
+ * with prefix ("" = all): a frozen parameter gets no gradient (its grad
+ * reads NULL in model_param_*, so optimizers skip it) and its layer skips
+ * the weight-gradient work — transfer learning with a frozen backbone.
+ * BatchNorm layers keep training-mode statistics. Returns the number of
+ * parameters changed, or -1 when not opened for training. */
+int model_freeze(model_t *m, const char *prefix, int frozen);
+
 /* Re-fold the current parameters (and running stats) into the inference
  * network, so that model_forward_* uses the trained weights. */
 int model_sync_eval(model_t *m, char *err, size_t errlen);

@@ -333,6 +333,12 @@ static pentry_t *tl_param(bk_tgraph_t *g, const pstore_t *ps, const char *name,
     return e;
 }
 
+/* The gradient array of a trainable, unfrozen entry, else NULL. */
+static float *live_grad(const pentry_t *e)
+{
+    return e && !e->frozen ? e->g : NULL;
+}
+
 static bk_tvar_t *tl_missing(bk_tgraph_t *g, const char *name)
 {
     bk_tgraph_set_name(g, name);
@@ -352,8 +358,8 @@ bk_tvar_t *tl_conv(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar
         return tl_missing(g, name);
     bk_tconv_t p = {.ic = c, .oc = oc, .kh = k, .kw = k, .stride_h = stride,
                     .stride_w = stride, .pad_h = pad, .pad_w = pad, .weight = we->w,
-                    .grad_weight = we->g, .bias = be ? be->w : NULL,
-                    .grad_bias = be ? be->g : NULL};
+                    .grad_weight = live_grad(we), .bias = be ? be->w : NULL,
+                    .grad_bias = live_grad(be)};
     bk_tgraph_set_name(g, name);
     return bk_t_conv2d(g, x, &p);
 }
@@ -370,8 +376,11 @@ bk_tvar_t *tl_bn(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t
     pentry_t *rv = tl_param(g, ps, name, "running_var", (size_t)c);
     if (!gm || !bt || !rm || !rv)
         return tl_missing(g, name);
-    bk_tbn_t p = {.c = c, .weight = gm->w, .grad_weight = gm->g, .bias = bt->w,
-                  .grad_bias = bt->g, .running_mean = rm->w, .running_var = rv->w,
+    /* the backend wants both BN gradients or neither */
+    int frozen = gm->frozen || bt->frozen;
+    bk_tbn_t p = {.c = c, .weight = gm->w, .grad_weight = frozen ? NULL : gm->g,
+                  .bias = bt->w, .grad_bias = frozen ? NULL : bt->g,
+                  .running_mean = rm->w, .running_var = rv->w,
                   .momentum = 0.1f, .eps = BN_EPS};
     bk_tgraph_set_name(g, name);
     return bk_t_batchnorm(g, x, &p);
@@ -389,5 +398,5 @@ bk_tvar_t *tl_linear(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tv
     if (!we || !be)
         return tl_missing(g, name);
     bk_tgraph_set_name(g, name);
-    return bk_t_linear(g, x, out, we->w, we->g, be->w, be->g);
+    return bk_t_linear(g, x, out, we->w, live_grad(we), be->w, live_grad(be));
 }

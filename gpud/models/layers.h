@@ -72,6 +72,7 @@ typedef struct {
     int ndim;
     int64_t shape[4];
     int trainable;
+    int frozen;             /* trainable but excluded: no gradient computed */
 } pentry_t;
 
 typedef struct {

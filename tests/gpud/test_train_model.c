@@ -5,6 +5,8 @@
  * every parameter and the running stats after the step, each within
  * max|ours - torch| / max|torch| <= 1e-4 (large tensors: the 2048 values
  * the generator sampled). On "cpu"; the WideResNet also on "ref".
+ * Frozen parameters (model_freeze: the backbone, or the stem) get no
+ * gradient and leave every other gradient as PyTorch's.
  * Also: an empty shard (n = 0) gives zero gradients, bad arguments fail
  * with a message, and model_sync_eval of unchanged weights reproduces the
  * eval logits bit for bit. */
@@ -77,9 +79,12 @@ static model_t *open_model(const char *arch, const char *backend, const char *we
 }
 
 static void step_case(const char *tag, const char *arch, const char *backend,
-                      const char *weights, int G, float smoothing, int normalise)
+                      const char *weights, int G, float smoothing, int normalise,
+                      const char *freeze)
 {
     model_t *m = open_model(arch, backend, weights);
+    if (freeze)
+        REQUIRE(model_freeze(m, freeze, 1) > 0, "freeze %s", freeze);
     char name[256], err[512];
     snprintf(name, sizeof name, "%s.input_u8", tag);
     const st_tensor_t *xt = safetensors_get(gold, name);
@@ -108,6 +113,12 @@ static void step_case(const char *tag, const char *arch, const char *backend,
     for (int i = 0; i < np; i++) {
         model_param_t p;
         REQUIRE(model_param_at(m, i, &p) == 0, "param %d", i);
+        int is_buffer = strstr(p.name, "running_") != NULL;
+        if (freeze && strncmp(p.name, freeze, strlen(freeze)) == 0 && !is_buffer) {
+            CHECK(!p.grad, "%s: frozen but has a gradient", p.name);
+            continue;   /* the others' gradients must not change */
+        }
+        CHECK((p.grad == NULL) == is_buffer, "%s: gradient array %s", p.name, p.grad ? "set" : "NULL");
         snprintf(name, sizeof name, "%s:%s.%s", tag, p.name, p.grad ? "grad" : "after");
         double e = cmp_sampled(name, p.grad ? p.grad : p.value, p.numel);
         if (e > worst) {
@@ -117,8 +128,9 @@ static void step_case(const char *tag, const char *arch, const char *backend,
         checked++;
     }
     CHECK(checked > 20, "%s: only %d tensors", tag, checked);
-    printf("%-9s %-3s loss %.2g logits %.2g; %d grads/running stats, worst %.2g (%s)\n", tag,
-           backend, el, eo, checked, worst, worst_name);
+    printf("%-9s %-3s %s%s loss %.2g logits %.2g; %d grads/running stats, worst %.2g (%s)\n",
+           tag, backend, freeze ? "frozen " : "", freeze ? freeze : "", el, eo, checked, worst,
+           worst_name);
     free(loss);
     free(logits);
     model_destroy(&m);
@@ -182,9 +194,12 @@ int main(void)
                                                 sizeof path), err, sizeof err);
     REQUIRE(st, "%s", err);
     gold = st;
-    step_case("resnet18", "resnet18", "cpu", "resnet18.safetensors", 3, 0.1f, 1);
-    step_case("wrn", "wideresnet", "cpu", "wrn_small.safetensors", 5, 0.0f, 0);
-    step_case("wrn", "wideresnet", "ref", "wrn_small.safetensors", 5, 0.0f, 0);
+    step_case("resnet18", "resnet18", "cpu", "resnet18.safetensors", 3, 0.1f, 1, NULL);
+    step_case("wrn", "wideresnet", "cpu", "wrn_small.safetensors", 5, 0.0f, 0, NULL);
+    step_case("wrn", "wideresnet", "ref", "wrn_small.safetensors", 5, 0.0f, 0, NULL);
+    /* a frozen backbone: the head's gradients are the same */
+    step_case("wrn", "wideresnet", "cpu", "wrn_small.safetensors", 5, 0.0f, 0, "block");
+    step_case("wrn", "wideresnet", "cpu", "wrn_small.safetensors", 5, 0.0f, 0, "input_block.");
     edge_cases();
     sync_eval_roundtrip();
     safetensors_destroy(&st);
