@@ -149,6 +149,7 @@ typedef struct {
     float *bias, *grad_bias;       /* beta [c] */
     float *running_mean, *running_var;   /* [c], updated in training mode */
     float momentum, eps;           /* PyTorch defaults 0.1, 1e-5 */
+    int relu;                      /* 1: output relu(bn(x)), fused (one op) */
 } bk_tbn_t;
 
 bk_tgraph_t *bk_tgraph_new(backend_t *be);

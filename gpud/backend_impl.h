@@ -72,13 +72,14 @@ typedef struct bk_tkernels {
                     const float *b, void *y);
     int (*conv_bwd)(bk_graph_t *g, bk_plan_t *p, const void *x, const float *w,
                     const void *gy, void *gx, float *gw, float *gb);
-    /* training: mean/var OUT (batch mean, biased variance); else IN */
-    bk_plan_t *(*bn_plan)(bk_graph_t *g, const int in[4], float eps);
+    /* training: mean/var OUT (batch mean, biased variance); else IN.
+     * relu: the output is relu(bn(x)); backward gets that y (the mask). */
+    bk_plan_t *(*bn_plan)(bk_graph_t *g, const int in[4], float eps, int relu);
     int (*bn_fwd)(bk_graph_t *g, bk_plan_t *p, int training, const void *x,
                   const float *gamma, const float *beta, float *mean, float *var, void *y);
-    int (*bn_bwd)(bk_graph_t *g, bk_plan_t *p, int training, const void *x, const void *gy,
-                  const float *gamma, const float *mean, const float *var, void *gx,
-                  float *ggamma, float *gbeta);
+    int (*bn_bwd)(bk_graph_t *g, bk_plan_t *p, int training, const void *x, const void *y,
+                  const void *gy, const float *gamma, const float *mean, const float *var,
+                  void *gx, float *ggamma, float *gbeta);
     bk_plan_t *(*relu_plan)(bk_graph_t *g, const int in[4]);
     int (*relu_fwd)(bk_graph_t *g, bk_plan_t *p, const void *x, void *y);
     int (*relu_bwd)(bk_graph_t *g, bk_plan_t *p, const void *y, const void *gy, void *gx);

@@ -336,7 +336,7 @@ bk_tvar_t *bk_t_batchnorm(bk_tgraph_t *g, bk_tvar_t *x, const bk_tbn_t *p)
         free(o->save_var);
         return bk_fail(&g->base, "out of memory");
     }
-    o->plan = g->k->bn_plan(&g->base, s, p->eps);
+    o->plan = g->k->bn_plan(&g->base, s, p->eps, p->relu != 0);
     if (!o->plan) {
         free(o->save_mean);
         free(o->save_var);
@@ -708,7 +708,7 @@ static int op_backward(bk_tgraph_t *g, top_t *o, uint32_t index)
                          o->conv.grad_bias);
         break;
     case TO_BN:
-        rc = k->bn_bwd(bg, o->plan, g->training, x->val, y->grad, o->bn.weight,
+        rc = k->bn_bwd(bg, o->plan, g->training, x->val, y->val, y->grad, o->bn.weight,
                        g->training ? o->save_mean : o->bn.running_mean,
                        g->training ? o->save_var : o->bn.running_var, gx, o->bn.grad_weight,
                        o->bn.grad_bias);

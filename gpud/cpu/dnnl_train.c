@@ -383,6 +383,7 @@ typedef struct {
     bk_plan_t base;
     prim_t fwd[2], bwd[2];   /* [training] */
     dnnl_memory_t x, y, gy, gx, scale, shift, mean, var, gscale, gshift;
+    dnnl_memory_t ws[2];     /* fused ReLU's mask, forward to backward */
     float *tmp_c;            /* 2c: frozen gamma/beta gradients */
     float *tmp_x;            /* gx when the input needs none */
     size_t count;
@@ -396,7 +397,7 @@ static void bnplan_destroy(bk_plan_t *bp)
         prim_free(&p->bwd[i]);
     }
     dnnl_memory_t *m[] = {&p->x, &p->y, &p->gy, &p->gx, &p->scale, &p->shift, &p->mean,
-                          &p->var, &p->gscale, &p->gshift};
+                          &p->var, &p->gscale, &p->gshift, &p->ws[0], &p->ws[1]};
     for (size_t i = 0; i < sizeof m / sizeof *m; i++)
         mem_free(m[i]);
     free(p->tmp_c);
@@ -405,9 +406,10 @@ static void bnplan_destroy(bk_plan_t *bp)
 }
 
 static int bn_prims(bk_graph_t *g, bnplan_t *p, const dnnl_memory_desc_t *data, float eps,
-                    int training)
+                    int training, int relu)
 {
-    unsigned flags = dnnl_use_scale | dnnl_use_shift | (training ? 0 : dnnl_use_global_stats);
+    unsigned flags = dnnl_use_scale | dnnl_use_shift | (training ? 0 : dnnl_use_global_stats) |
+                     (relu ? dnnl_fuse_norm_relu : 0);
     dnnl_batch_normalization_desc_t fd, bd;
     dnnl_primitive_desc_t fpd = NULL;
     int rc = -1;
@@ -417,6 +419,8 @@ static int bn_prims(bk_graph_t *g, bnplan_t *p, const dnnl_memory_desc_t *data, 
                                                           flags), "bnorm backward desc") < 0 ||
         prim_make(g, &p->fwd[training], &fd, NULL, &fpd, "bnorm forward") < 0 ||
         prim_make(g, &p->bwd[training], &bd, fpd, NULL, "bnorm backward") < 0)
+        goto out;
+    if (relu && !(p->ws[training] = mem(g, q_md(fpd, dnnl_query_workspace_md), 1)))
         goto out;
     prim_t *f = &p->fwd[training], *b = &p->bwd[training];
     prim_arg(f, DNNL_ARG_SRC, p->x);
@@ -434,6 +438,10 @@ static int bn_prims(bk_graph_t *g, bnplan_t *p, const dnnl_memory_desc_t *data, 
     prim_arg(b, DNNL_ARG_DIFF_SRC, p->gx);
     prim_arg(b, DNNL_ARG_DIFF_SCALE, p->gscale);
     prim_arg(b, DNNL_ARG_DIFF_SHIFT, p->gshift);
+    if (relu) {
+        prim_arg(f, DNNL_ARG_WORKSPACE, p->ws[training]);
+        prim_arg(b, DNNL_ARG_WORKSPACE, p->ws[training]);
+    }
     rc = 0;
 out:
     if (fpd)
@@ -441,7 +449,7 @@ out:
     return rc;
 }
 
-static bk_plan_t *c_bn_plan(bk_graph_t *g, const int in[4], float eps)
+static bk_plan_t *c_bn_plan(bk_graph_t *g, const int in[4], float eps, int relu)
 {
     bnplan_t *p = calloc(1, sizeof *p);
     if (!p)
@@ -462,7 +470,8 @@ static bk_plan_t *c_bn_plan(bk_graph_t *g, const int in[4], float eps)
         ok = (*m4[i] = mem(g, &data, 0)) != NULL;
     for (int i = 0; ok && i < 6; i++)
         ok = (*m1[i] = mem(g, &ch, 0)) != NULL;
-    if (!ok || bn_prims(g, p, &data, eps, 1) < 0 || bn_prims(g, p, &data, eps, 0) < 0) {
+    if (!ok || bn_prims(g, p, &data, eps, 1, relu) < 0 ||
+        bn_prims(g, p, &data, eps, 0, relu) < 0) {
         bnplan_destroy(&p->base);
         return NULL;
     }
@@ -480,11 +489,13 @@ static int c_bn_fwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x,
     return prim_run(g, &p->fwd[training != 0], "bnorm forward");
 }
 
-static int c_bn_bwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x, const void *gy,
-                    const float *gamma, const float *mean, const float *var, void *gx,
-                    float *ggamma, float *gbeta)
+/* A fused ReLU's mask is in the workspace of this step's forward. */
+static int c_bn_bwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
+                    const void *gy, const float *gamma, const float *mean, const float *var,
+                    void *gx, float *ggamma, float *gbeta)
 {
     bnplan_t *p = (bnplan_t *)bp;
+    (void)y;
     const dnnl_memory_desc_t *md;
     dnnl_memory_get_memory_desc(p->scale, &md);
     size_t c = (size_t)md->dims[0];

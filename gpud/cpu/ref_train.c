@@ -13,11 +13,14 @@ typedef struct {
     bk_tconv_t conv;    /* geometry only */
     bk_pool_t pool;
     float eps;
+    int relu;
+    float *tmp;         /* fused BN+ReLU: gy masked by y > 0 */
 } rplan_t;
 
-static void rplan_destroy(bk_plan_t *p)
+static void rplan_destroy(bk_plan_t *bp)
 {
-    free(p);
+    free(((rplan_t *)bp)->tmp);
+    free(bp);
 }
 
 static rplan_t *rplan_new(bk_graph_t *g, const int in[4], const int out[4])
@@ -102,12 +105,23 @@ static int r_conv_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *
     return 0;
 }
 
-static bk_plan_t *r_bn_plan(bk_graph_t *g, const int in[4], float eps)
+static size_t pnumel(const int s[4])
+{
+    return (size_t)s[0] * s[1] * s[2] * s[3];
+}
+
+static bk_plan_t *r_bn_plan(bk_graph_t *g, const int in[4], float eps, int relu)
 {
     rplan_t *p = rplan_new(g, in, NULL);
-    if (p)
-        p->eps = eps;
-    return p ? &p->base : NULL;
+    if (!p)
+        return NULL;
+    p->eps = eps;
+    p->relu = relu;
+    if (relu && !(p->tmp = malloc(pnumel(in) * sizeof(float)))) {
+        rplan_destroy(&p->base);
+        return bk_fail(g, "out of memory");
+    }
+    return &p->base;
 }
 
 static int r_bn_fwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x,
@@ -120,15 +134,21 @@ static int r_bn_fwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x,
         ref_bn_train_fwd(x, p->in[0], p->in[1], hw, gamma, beta, p->eps, mean, var, y);
     else
         ref_bn_eval_fwd(x, p->in[0], p->in[1], hw, gamma, beta, mean, var, p->eps, y);
+    if (p->relu)
+        ref_relu(y, pnumel(p->in));
     return 0;
 }
 
-static int r_bn_bwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x, const void *gy,
-                    const float *gamma, const float *mean, const float *var, void *gx,
-                    float *ggamma, float *gbeta)
+static int r_bn_bwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
+                    const void *gy, const float *gamma, const float *mean, const float *var,
+                    void *gx, float *ggamma, float *gbeta)
 {
     (void)g;
     const rplan_t *p = (const rplan_t *)bp;
+    if (p->relu) {   /* through the ReLU first */
+        ref_relu_bwd(y, gy, p->tmp, pnumel(p->in));
+        gy = p->tmp;
+    }
     ref_bn_bwd(x, gy, p->in[0], p->in[1], p->in[2] * p->in[3], gamma, mean, var, p->eps,
                training, gx, ggamma, gbeta);
     return 0;
@@ -138,11 +158,6 @@ static bk_plan_t *r_relu_plan(bk_graph_t *g, const int in[4])
 {
     rplan_t *p = rplan_new(g, in, NULL);
     return p ? &p->base : NULL;
-}
-
-static size_t pnumel(const int s[4])
-{
-    return (size_t)s[0] * s[1] * s[2] * s[3];
 }
 
 static int r_relu_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)

@@ -364,7 +364,8 @@ bk_tvar_t *tl_conv(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar
     return bk_t_conv2d(g, x, &p);
 }
 
-bk_tvar_t *tl_bn(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x)
+static bk_tvar_t *bn_layer(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x,
+                           int relu)
 {
     if (!x)
         return tl_missing(g, name);
@@ -381,9 +382,19 @@ bk_tvar_t *tl_bn(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t
     bk_tbn_t p = {.c = c, .weight = gm->w, .grad_weight = frozen ? NULL : gm->g,
                   .bias = bt->w, .grad_bias = frozen ? NULL : bt->g,
                   .running_mean = rm->w, .running_var = rv->w,
-                  .momentum = 0.1f, .eps = BN_EPS};
+                  .momentum = 0.1f, .eps = BN_EPS, .relu = relu};
     bk_tgraph_set_name(g, name);
     return bk_t_batchnorm(g, x, &p);
+}
+
+bk_tvar_t *tl_bn(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x)
+{
+    return bn_layer(g, ps, name, x, 0);
+}
+
+bk_tvar_t *tl_bn_relu(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x)
+{
+    return bn_layer(g, ps, name, x, 1);
 }
 
 bk_tvar_t *tl_linear(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x,

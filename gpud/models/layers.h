@@ -90,6 +90,8 @@ pentry_t *pstore_find(const pstore_t *ps, const char *name);
 bk_tvar_t *tl_conv(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x, int oc,
                    int k, int stride, int pad, int has_bias);
 bk_tvar_t *tl_bn(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x);
+/* relu(bn(x)) as one fused op */
+bk_tvar_t *tl_bn_relu(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x);
 bk_tvar_t *tl_linear(bk_tgraph_t *g, const pstore_t *ps, const char *name, bk_tvar_t *x,
                      int out);
 

@@ -214,9 +214,8 @@ static bk_tvar_t *block_train(const resnet_t *r, const rblock_t *blk, const char
         const bk_conv_t *c = &convs[i]->p;
         snprintf(cn, sizeof cn, "%s.conv%d", p, i + 1);
         snprintf(bn, sizeof bn, "%s.bn%d", p, i + 1);
-        t = tl_bn(g, ps, bn, tl_conv(g, ps, cn, t, c->oc, c->kh, c->stride_h, c->pad_h, 0));
-        if (i < nconv - 1)
-            t = bk_t_relu(g, t);
+        t = tl_conv(g, ps, cn, t, c->oc, c->kh, c->stride_h, c->pad_h, 0);
+        t = i < nconv - 1 ? tl_bn_relu(g, ps, bn, t) : tl_bn(g, ps, bn, t);
     }
     bk_tvar_t *id = x;
     if (blk->has_ds) {
@@ -233,10 +232,10 @@ static bk_tvar_t *resnet_train_build(const void *state, const pstore_t *ps, bk_t
                                      bk_tvar_t *x)
 {
     const resnet_t *r = state;
-    bk_tvar_t *t = tl_bn(g, ps, "bn1", tl_conv(g, ps, "conv1", x, 64, 7, 2, 3, 0));
+    bk_tvar_t *t = tl_bn_relu(g, ps, "bn1", tl_conv(g, ps, "conv1", x, 64, 7, 2, 3, 0));
     bk_tgraph_set_name(g, "maxpool");
     bk_pool_t mp = {BK_POOL_MAX, 3, 3, 2, 2, 1, 1};
-    t = bk_t_pool2d(g, bk_t_relu(g, t), &mp);
+    t = bk_t_pool2d(g, t, &mp);
     for (int l = 0, i = 0; l < 4; l++)
         for (int b = 0; b < r->layers[l]; b++, i++) {
             char prefix[32];

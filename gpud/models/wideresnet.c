@@ -208,7 +208,7 @@ static bk_tvar_t *cbr_train(const pstore_t *ps, bk_tgraph_t *g, const char *p, b
     char cn[96], bn[96];
     snprintf(cn, sizeof cn, "%s.cbr.0", p);
     snprintf(bn, sizeof bn, "%s.cbr.1", p);
-    return bk_t_relu(g, tl_bn(g, ps, bn, tl_conv(g, ps, cn, x, oc, 3, 1, 1, 0)));
+    return tl_bn_relu(g, ps, bn, tl_conv(g, ps, cn, x, oc, 3, 1, 1, 0));
 }
 
 static bk_tvar_t *block_train(const wblock_t *b, int idx, const pstore_t *ps, bk_tgraph_t *g,

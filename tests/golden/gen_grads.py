@@ -87,6 +87,8 @@ case("concat_x_relu", "concat", [2, 3, 3, 2])
 case("dropout", "dropout", [2, 3, 4, 5], p=0.3, seed=7, step=3, id0=11, id1=42)
 case("ce", "ce", [4, 5, 1, 1], smoothing=0.0)
 case("ce_smooth", "ce", [4, 5, 1, 1], smoothing=0.1)
+case("bn_relu_train", "bn", [3, 5, 4, 4], training=1, momentum=0.1, relu=1)
+case("bn_relu_eval", "bn", [2, 6, 3, 3], training=0, momentum=0.1, relu=1)
 
 
 def run_case(name, op, shape, kw, gen):
@@ -121,6 +123,8 @@ def run_case(name, op, shape, kw, gen):
     elif op == "bn":
         y = F.batch_norm(x, rm, rv, w, b, training=bool(kw["training"]),
                          momentum=kw["momentum"], eps=1e-5)
+        if kw.get("relu"):
+            y = F.relu(y)
         t["rm_out"], t["rv_out"] = rm, rv
     elif op == "relu":
         y = F.relu(x)
