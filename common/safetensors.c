@@ -2,6 +2,7 @@
  * Nothing in the file is trusted: every length, offset and shape is checked
  * against the bytes actually present before a tensor is exposed. */
 #include "common/safetensors.h"
+#include "common/errbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -158,18 +159,6 @@ struct safetensors {
     size_t n_meta, cap_meta;
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---------------------------------------------------------- JSON parser */
 
@@ -187,7 +176,7 @@ typedef struct {
 static int jp_fail(jp_t *p, const char *why)
 {
     if (!p->failed)
-        set_err(p->err, p->errlen, "%s: bad safetensors header: %s at byte %zu of %zu",
+        err_set(p->err, p->errlen, "%s: bad safetensors header: %s at byte %zu of %zu",
                 p->what, why, p->pos, p->len);
     p->failed = 1;
     return -1;
@@ -552,7 +541,7 @@ static int check_tensor(jp_t *p, st_tensor_t *t, const uint64_t off[2], size_t d
     }
     uint64_t bytes = numel * st_dtype_size(t->dtype);
     if (off[1] < off[0] || off[1] > data_len) {
-        set_err(p->err, p->errlen,
+        err_set(p->err, p->errlen,
                 "%s: tensor '%s': data_offsets [%llu,%llu] outside the data section "
                 "(%zu bytes; file truncated?)",
                 p->what, t->name, (unsigned long long)off[0], (unsigned long long)off[1],
@@ -562,7 +551,7 @@ static int check_tensor(jp_t *p, st_tensor_t *t, const uint64_t off[2], size_t d
     }
     if (off[1] - off[0] != bytes) {
         char sh[160];
-        set_err(p->err, p->errlen,
+        err_set(p->err, p->errlen,
                 "%s: tensor '%s': %s %s needs %llu bytes but data_offsets span %llu",
                 p->what, t->name, st_dtype_name(t->dtype), st_shape_str(t->shape, t->ndim, sh,
                 sizeof sh), (unsigned long long)bytes,
@@ -604,7 +593,7 @@ static int parse_tensor(jp_t *p, safetensors_t *st, char *name)
         p->pos++;
     }
     if (seen != (SEEN_DTYPE | SEEN_SHAPE | SEEN_OFFS)) {
-        set_err(p->err, p->errlen, "%s: tensor '%s' lacks dtype, shape or data_offsets",
+        err_set(p->err, p->errlen, "%s: tensor '%s' lacks dtype, shape or data_offsets",
                 p->what, name);
         p->failed = 1;
         return -1;
@@ -672,7 +661,7 @@ static int check_unique_and_disjoint(safetensors_t *st, char *err, size_t errlen
     qsort(st->tensors, st->n, sizeof *st->tensors, cmp_name);
     for (size_t i = 1; i < st->n; i++)
         if (strcmp(st->tensors[i - 1].name, st->tensors[i].name) == 0) {
-            set_err(err, errlen, "%s: tensor '%s' appears twice in the header", st->path,
+            err_set(err, errlen, "%s: tensor '%s' appears twice in the header", st->path,
                     st->tensors[i].name);
             return -1;
         }
@@ -680,7 +669,7 @@ static int check_unique_and_disjoint(safetensors_t *st, char *err, size_t errlen
         return 0;
     const st_tensor_t **order = malloc(st->n * sizeof *order);
     if (!order) {
-        set_err(err, errlen, "%s: out of memory", st->path);
+        err_set(err, errlen, "%s: out of memory", st->path);
         return -1;
     }
     size_t m = 0;
@@ -692,7 +681,7 @@ static int check_unique_and_disjoint(safetensors_t *st, char *err, size_t errlen
     for (size_t i = 1; i < m && rc == 0; i++) {
         const uint8_t *prev_end = (const uint8_t *)order[i - 1]->data + order[i - 1]->nbytes;
         if ((const uint8_t *)order[i]->data < prev_end) {
-            set_err(err, errlen, "%s: tensors '%s' and '%s' overlap in the data section",
+            err_set(err, errlen, "%s: tensors '%s' and '%s' overlap in the data section",
                     st->path, order[i - 1]->name, order[i]->name);
             rc = -1;
         }
@@ -705,7 +694,7 @@ static int check_unique_and_disjoint(safetensors_t *st, char *err, size_t errlen
 static int st_parse(safetensors_t *st, char *err, size_t errlen)
 {
     if (st->map_len < 8) {
-        set_err(err, errlen, "%s: not a safetensors file: %zu bytes, shorter than the 8-byte "
+        err_set(err, errlen, "%s: not a safetensors file: %zu bytes, shorter than the 8-byte "
                 "header length", st->path, st->map_len);
         return -1;
     }
@@ -713,7 +702,7 @@ static int st_parse(safetensors_t *st, char *err, size_t errlen)
     for (int i = 7; i >= 0; i--)
         hlen = hlen << 8 | st->map[i];
     if (hlen > ST_MAX_HEADER || hlen > st->map_len - 8) {
-        set_err(err, errlen, "%s: header length %llu exceeds the file (%zu bytes) or the "
+        err_set(err, errlen, "%s: header length %llu exceeds the file (%zu bytes) or the "
                 "%u-byte limit: truncated or not a safetensors file", st->path,
                 (unsigned long long)hlen, st->map_len, ST_MAX_HEADER);
         return -1;
@@ -723,7 +712,7 @@ static int st_parse(safetensors_t *st, char *err, size_t errlen)
     jp_t p = {.s = (const char *)st->map + 8, .len = (size_t)hlen, .what = st->path,
               .err = err, .errlen = errlen};
     if (memchr(p.s, '\0', p.len)) {
-        set_err(err, errlen, "%s: bad safetensors header: NUL byte inside the JSON", st->path);
+        err_set(err, errlen, "%s: bad safetensors header: NUL byte inside the JSON", st->path);
         return -1;
     }
     if (parse_header(&p, st) < 0)
@@ -748,18 +737,18 @@ safetensors_t *safetensors_open(const char *path, char *err, size_t errlen)
 {
     safetensors_t *st = st_alloc(path);
     if (!st) {
-        set_err(err, errlen, "%s: out of memory", path);
+        err_set(err, errlen, "%s: out of memory", path);
         return NULL;
     }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        err_set(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         safetensors_destroy(&st);
         return NULL;
     }
     struct stat sb;
     if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        set_err(err, errlen, "%s: not a regular file", path);
+        err_set(err, errlen, "%s: not a regular file", path);
         close(fd);
         safetensors_destroy(&st);
         return NULL;
@@ -768,7 +757,7 @@ safetensors_t *safetensors_open(const char *path, char *err, size_t errlen)
     if (st->map_len > 0) {
         void *m = mmap(NULL, st->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
-            set_err(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
+            err_set(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
             close(fd);
             st->map_len = 0;
             safetensors_destroy(&st);
@@ -789,7 +778,7 @@ safetensors_t *safetensors_open_buffer(const void *buf, size_t len, const char *
     safetensors_t *st = st_alloc(what ? what : "<buffer>");
     uint8_t *copy = st ? malloc(len ? len : 1) : NULL;
     if (!copy) {
-        set_err(err, errlen, "%s: out of memory", what ? what : "<buffer>");
+        err_set(err, errlen, "%s: out of memory", what ? what : "<buffer>");
         safetensors_destroy(&st);
         return NULL;
     }
@@ -971,18 +960,18 @@ int st_writer_add(st_writer_t *w, const char *name, st_dtype_t dt, int ndim,
 {
     if ((unsigned)dt >= ST_DTYPE_COUNT || ndim < 0 || ndim > ST_MAX_DIMS || !name ||
         !*name || strcmp(name, "__metadata__") == 0) {
-        set_err(err, errlen, "safetensors writer: bad tensor '%s' (dtype, rank <= %d, name)",
+        err_set(err, errlen, "safetensors writer: bad tensor '%s' (dtype, rank <= %d, name)",
                 name ? name : "(null)", ST_MAX_DIMS);
         return -1;
     }
     if (writer_has(w, name)) {
-        set_err(err, errlen, "safetensors writer: tensor '%s' added twice", name);
+        err_set(err, errlen, "safetensors writer: tensor '%s' added twice", name);
         return -1;
     }
     size_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0 || (shape[i] && numel > SIZE_MAX / 8 / (size_t)shape[i])) {
-            set_err(err, errlen, "safetensors writer: tensor '%s': bad shape", name);
+            err_set(err, errlen, "safetensors writer: tensor '%s': bad shape", name);
             return -1;
         }
         numel *= (size_t)shape[i];
@@ -1014,7 +1003,7 @@ int st_writer_add(st_writer_t *w, const char *name, st_dtype_t dt, int ndim,
     w->n++;
     return 0;
 oom:
-    set_err(err, errlen, "safetensors writer: out of memory adding '%s'", name);
+    err_set(err, errlen, "safetensors writer: out of memory adding '%s'", name);
     return -1;
 }
 
@@ -1037,7 +1026,7 @@ int st_writer_meta(st_writer_t *w, const char *key, const char *value, char *err
     w->meta[w->n_meta++] = (st_meta_t){k, v};
     return 0;
 oom:
-    set_err(err, errlen, "safetensors writer: out of memory adding metadata '%s'", key);
+    err_set(err, errlen, "safetensors writer: out of memory adding metadata '%s'", key);
     return -1;
 }
 
@@ -1178,28 +1167,28 @@ int st_writer_save(const st_writer_t *w, const char *path, char *err, size_t err
     sbuf_t hdr = {0};
     if (build_header(w, &hdr) < 0) {
         free(hdr.s);
-        set_err(err, errlen, "%s: out of memory building the header", path);
+        err_set(err, errlen, "%s: out of memory building the header", path);
         return -1;
     }
     size_t tlen = strlen(path) + 16;
     char *tmp = malloc(tlen);
     if (!tmp) {
         free(hdr.s);
-        set_err(err, errlen, "%s: out of memory", path);
+        err_set(err, errlen, "%s: out of memory", path);
         return -1;
     }
     snprintf(tmp, tlen, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(tmp);
     int rc = -1;
     if (fd < 0) {
-        set_err(err, errlen, "%s: cannot create temp file %s: %s", path, tmp, strerror(errno));
+        err_set(err, errlen, "%s: cannot create temp file %s: %s", path, tmp, strerror(errno));
     } else if (fchmod(fd, 0644) < 0 || write_body(w, fd, &hdr) < 0) {
-        set_err(err, errlen, "%s: writing %s failed: %s (disk full?)", path, tmp,
+        err_set(err, errlen, "%s: writing %s failed: %s (disk full?)", path, tmp,
                 strerror(errno));
         close(fd);
         unlink(tmp);
     } else if (close(fd) < 0 || rename(tmp, path) < 0) {
-        set_err(err, errlen, "%s: cannot rename %s into place: %s", path, tmp,
+        err_set(err, errlen, "%s: cannot rename %s into place: %s", path, tmp,
                 strerror(errno));
         unlink(tmp);
     } else {

@@ -1,5 +1,6 @@
 /* checkpoint — save and load training state as safetensors (see checkpoint.h). */
 #include "gpud/checkpoint.h"
+#include "common/errbuf.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,18 +12,6 @@
 #define RNG_NAME "ckpt.rng_state"
 #define SAMPLER_NAME "ckpt.sampler_state"
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---------------------------------------------------------------- save */
 
@@ -43,7 +32,7 @@ static int save_info(st_writer_t *w, const ckpt_info_t *info, char *err, size_t 
     if (!info)
         return 0;
     if (info->epoch < 0 || info->step < 0) {
-        set_err(err, errlen, "checkpoint: negative epoch (%" PRId64 ") or step (%" PRId64 ")",
+        err_set(err, errlen, "checkpoint: negative epoch (%" PRId64 ") or step (%" PRId64 ")",
                 info->epoch, info->step);
         return -1;
     }
@@ -71,12 +60,12 @@ static int check_model_entry(const ckpt_tensor_t *t, char *err, size_t errlen)
 {
     if (!t->name || !t->data || (t->dtype != ST_F32 && t->dtype != ST_I64) || t->ndim < 0 ||
         t->ndim > ST_MAX_DIMS) {
-        set_err(err, errlen, "checkpoint: model tensor %s: needs a name, data, dtype F32 or I64 "
+        err_set(err, errlen, "checkpoint: model tensor %s: needs a name, data, dtype F32 or I64 "
                 "and 0..%d dims", t->name ? t->name : "(null)", ST_MAX_DIMS);
         return -1;
     }
     if (strncmp(t->name, "optim.", 6) == 0 || strncmp(t->name, "ckpt.", 5) == 0) {
-        set_err(err, errlen, "checkpoint: model tensor %s: the prefixes optim. and ckpt. are "
+        err_set(err, errlen, "checkpoint: model tensor %s: the prefixes optim. and ckpt. are "
                 "reserved for training state", t->name);
         return -1;
     }
@@ -88,7 +77,7 @@ int ckpt_save(const char *path, const ckpt_tensor_t *model, size_t n_model, cons
 {
     st_writer_t *w = st_writer_new();
     if (!w) {
-        set_err(err, errlen, "%s: cannot save checkpoint: out of memory", path);
+        err_set(err, errlen, "%s: cannot save checkpoint: out of memory", path);
         return -1;
     }
     char sub[400] = "";
@@ -106,7 +95,7 @@ int ckpt_save(const char *path, const ckpt_tensor_t *model, size_t n_model, cons
     if (rc == 0)
         rc = st_writer_save(w, path, sub, sizeof sub);
     if (rc < 0)
-        set_err(err, errlen, "%s: cannot save checkpoint: %s", path, sub);
+        err_set(err, errlen, "%s: cannot save checkpoint: %s", path, sub);
     st_writer_destroy(&w);
     return rc;
 }
@@ -134,7 +123,7 @@ static int validate_model(const safetensors_t *st, const ckpt_tensor_t *model, s
         char want[128], got[128];
         st_shape_str(m->shape, m->ndim, want, sizeof want);
         if (!t) {
-            set_err(err, errlen, "%s: tensor %s %s is missing from the checkpoint", path, m->name,
+            err_set(err, errlen, "%s: tensor %s %s is missing from the checkpoint", path, m->name,
                     want);
             return -1;
         }
@@ -143,7 +132,7 @@ static int validate_model(const safetensors_t *st, const ckpt_tensor_t *model, s
         for (int d = 0; same && d < m->ndim; d++)
             same = t->shape[d] == m->shape[d];
         if (!same || t->dtype != m->dtype) {
-            set_err(err, errlen, "%s: tensor %s: checkpoint has %s %s, the model needs %s %s", path,
+            err_set(err, errlen, "%s: tensor %s: checkpoint has %s %s, the model needs %s %s", path,
                     m->name, st_dtype_name(t->dtype), got, st_dtype_name(m->dtype), want);
             return -1;
         }
@@ -154,7 +143,7 @@ static int validate_model(const safetensors_t *st, const ckpt_tensor_t *model, s
             strcmp(name, SAMPLER_NAME) == 0)
             continue;
         if (!find_model(model, n, name)) {
-            set_err(err, errlen, "%s: tensor %s in the checkpoint is not part of this model "
+            err_set(err, errlen, "%s: tensor %s in the checkpoint is not part of this model "
                     "(another architecture or width?)", path, name);
             return -1;
         }
@@ -167,14 +156,14 @@ static int meta_i64(const safetensors_t *st, const char *key, int64_t *out, char
 {
     const char *s = safetensors_meta(st, key);
     if (!s) {
-        set_err(err, errlen, "%s: metadata %s is missing", safetensors_path(st), key);
+        err_set(err, errlen, "%s: metadata %s is missing", safetensors_path(st), key);
         return -1;
     }
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s || *end || s[0] == '-' || v > INT64_MAX) {
-        set_err(err, errlen, "%s: metadata %s is not a non-negative integer: \"%s\"",
+        err_set(err, errlen, "%s: metadata %s is not a non-negative integer: \"%s\"",
                 safetensors_path(st), key, s);
         return -1;
     }
@@ -192,7 +181,7 @@ static int read_blob(const safetensors_t *st, const char *name, uint8_t **out, s
     if (!t)
         return 0;
     if (t->dtype != ST_U8 || t->ndim != 1) {
-        set_err(err, errlen, "%s: tensor %s: expected U8 with one dimension, got %s with %d",
+        err_set(err, errlen, "%s: tensor %s: expected U8 with one dimension, got %s with %d",
                 safetensors_path(st), name, st_dtype_name(t->dtype), t->ndim);
         return -1;
     }
@@ -200,7 +189,7 @@ static int read_blob(const safetensors_t *st, const char *name, uint8_t **out, s
         return 0;
     *out = malloc(t->nbytes);
     if (!*out) {
-        set_err(err, errlen, "%s: out of memory reading %s", safetensors_path(st), name);
+        err_set(err, errlen, "%s: out of memory reading %s", safetensors_path(st), name);
         return -1;
     }
     memcpy(*out, t->data, t->nbytes);
@@ -220,7 +209,7 @@ static int read_info(const safetensors_t *st, ckpt_info_t *info, char *err, size
     errno = 0;
     unsigned long long v = s ? strtoull(s, &end, 10) : 0;
     if (!s || errno || end == s || *end || s[0] == '-') {
-        set_err(err, errlen, "%s: metadata ckpt.seed is missing or not an unsigned integer",
+        err_set(err, errlen, "%s: metadata ckpt.seed is missing or not an unsigned integer",
                 safetensors_path(st));
         return -1;
     }
@@ -250,13 +239,13 @@ static int check_format(const safetensors_t *st, char *err, size_t errlen)
     const char *fmt = safetensors_meta(st, "format");
     const char *ver = safetensors_meta(st, "ckpt.version");
     if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0) {
-        set_err(err, errlen, "%s: not a ddpipe checkpoint (metadata format is \"%s\", expected "
+        err_set(err, errlen, "%s: not a ddpipe checkpoint (metadata format is \"%s\", expected "
                 "\"%s\"; plain weights load with --weights)", safetensors_path(st),
                 fmt ? fmt : "(none)", CKPT_FORMAT);
         return -1;
     }
     if (!ver || atoi(ver) != CKPT_VERSION) {
-        set_err(err, errlen, "%s: checkpoint version %s, this build reads version %d",
+        err_set(err, errlen, "%s: checkpoint version %s, this build reads version %d",
                 safetensors_path(st), ver ? ver : "(none)", CKPT_VERSION);
         return -1;
     }

@@ -1,6 +1,7 @@
 /* lr_sched — torch.optim.lr_scheduler's LinearLR, StepLR, CosineAnnealingLR
  * and SequentialLR, emulated state for state (see lr_sched.h). */
 #include "gpud/optim/lr_sched.h"
+#include "common/errbuf.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -24,18 +25,6 @@ struct lr_sched {
     int last_epoch;              /* SequentialLR's (or the single scheduler's) */
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 const char *lr_kind_name(lr_kind_t k)
 {
@@ -63,7 +52,7 @@ static int phase_fill(lr_phase_t *c, int i, char *err, size_t errlen)
             c->total_iters = 5;
         if (!(c->start_factor > 0 && c->start_factor <= 1) ||
             !(c->end_factor >= 0 && c->end_factor <= 1) || c->total_iters < 0) {
-            set_err(err, errlen, "lr schedule phase %d (linear): start_factor %g must be in (0,1], "
+            err_set(err, errlen, "lr schedule phase %d (linear): start_factor %g must be in (0,1], "
                     "end_factor %g in [0,1], total_iters %d > 0", i, c->start_factor,
                     c->end_factor, c->total_iters);
             return -1;
@@ -73,20 +62,20 @@ static int phase_fill(lr_phase_t *c, int i, char *err, size_t errlen)
         if (c->gamma == 0)
             c->gamma = 0.1;
         if (c->step_size <= 0 || !isfinite(c->gamma)) {
-            set_err(err, errlen, "lr schedule phase %d (step): step_size %d must be > 0", i,
+            err_set(err, errlen, "lr schedule phase %d (step): step_size %d must be > 0", i,
                     c->step_size);
             return -1;
         }
         return 0;
     case LR_COSINE:
         if (c->t_max <= 0 || !isfinite(c->eta_min)) {
-            set_err(err, errlen, "lr schedule phase %d (cosine): t_max %d must be > 0", i,
+            err_set(err, errlen, "lr schedule phase %d (cosine): t_max %d must be > 0", i,
                     c->t_max);
             return -1;
         }
         return 0;
     default:
-        set_err(err, errlen, "lr schedule phase %d: unknown kind %d", i, (int)c->kind);
+        err_set(err, errlen, "lr schedule phase %d: unknown kind %d", i, (int)c->kind);
         return -1;
     }
 }
@@ -186,13 +175,13 @@ lr_sched_t *lr_sched_new(double base_lr, const lr_phase_t *phases, int n_phases,
 {
     if (!isfinite(base_lr) || base_lr < 0 || n_phases < 0 || n_phases > LR_SCHED_MAX_PHASES ||
         (n_phases > 0 && !phases) || (n_phases > 1 && !milestones)) {
-        set_err(err, errlen, "lr schedule: need a finite lr >= 0 (got %g) and 0..%d phases with "
+        err_set(err, errlen, "lr schedule: need a finite lr >= 0 (got %g) and 0..%d phases with "
                 "n-1 milestones", base_lr, LR_SCHED_MAX_PHASES);
         return NULL;
     }
     lr_sched_t *s = calloc(1, sizeof *s);
     if (!s) {
-        set_err(err, errlen, "lr schedule: out of memory");
+        err_set(err, errlen, "lr schedule: out of memory");
         return NULL;
     }
     s->base_lr = base_lr;
@@ -206,7 +195,7 @@ lr_sched_t *lr_sched_new(double base_lr, const lr_phase_t *phases, int n_phases,
     }
     for (int i = 0; i + 1 < n_phases; i++) {
         if (milestones[i] <= (i ? milestones[i - 1] : 0)) {
-            set_err(err, errlen, "lr schedule: milestones must be increasing and > 0 "
+            err_set(err, errlen, "lr schedule: milestones must be increasing and > 0 "
                     "(milestone %d is %d)", i, milestones[i]);
             free(s);
             return NULL;
@@ -221,7 +210,7 @@ lr_sched_t *lr_sched_warmup(double base_lr, int warmup_epochs, double start_fact
                             const lr_phase_t *main, char *err, size_t errlen)
 {
     if (warmup_epochs < 0) {
-        set_err(err, errlen, "lr schedule: negative warm-up (%d epochs)", warmup_epochs);
+        err_set(err, errlen, "lr schedule: negative warm-up (%d epochs)", warmup_epochs);
         return NULL;
     }
     lr_phase_t ph[2] = {{.kind = LR_LINEAR, .start_factor = start_factor, .end_factor = 1.0,

@@ -5,6 +5,7 @@
  * rounds it, so results agree with PyTorch to a few ulps (ATen's vector
  * kernels may fuse a multiply-add; we do not). */
 #include "gpud/optim/optim.h"
+#include "common/errbuf.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -43,18 +44,6 @@ static const char *const STATE_NAMES[ST_COUNT] = {
 
 static const char *const KIND_NAMES[OPTIM_KIND_COUNT] = {"sgd", "adam", "adamw", "novograd"};
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ------------------------------------------------------------- config */
 
@@ -105,36 +94,36 @@ static bool is_adaptive(optim_kind_t k)
 static int cfg_check(const optim_cfg_t *c, char *err, size_t errlen)
 {
     if ((unsigned)c->kind >= OPTIM_KIND_COUNT) {
-        set_err(err, errlen, "optimizer: unknown kind %d", (int)c->kind);
+        err_set(err, errlen, "optimizer: unknown kind %d", (int)c->kind);
         return -1;
     }
     const char *kn = KIND_NAMES[c->kind];
     if (!(c->weight_decay >= 0)) {
-        set_err(err, errlen, "%s: invalid weight_decay %g (must be >= 0)", kn, c->weight_decay);
+        err_set(err, errlen, "%s: invalid weight_decay %g (must be >= 0)", kn, c->weight_decay);
         return -1;
     }
     if (c->kind == OPTIM_SGD) {
         if (!(c->momentum >= 0)) {
-            set_err(err, errlen, "sgd: invalid momentum %g (must be >= 0)", c->momentum);
+            err_set(err, errlen, "sgd: invalid momentum %g (must be >= 0)", c->momentum);
             return -1;
         }
         if (!isfinite(c->dampening)) {
-            set_err(err, errlen, "sgd: invalid dampening %g", c->dampening);
+            err_set(err, errlen, "sgd: invalid dampening %g", c->dampening);
             return -1;
         }
         if (c->nesterov && (c->momentum <= 0 || c->dampening != 0)) {
-            set_err(err, errlen, "sgd: nesterov momentum requires a momentum and zero dampening "
+            err_set(err, errlen, "sgd: nesterov momentum requires a momentum and zero dampening "
                                  "(momentum %g, dampening %g)", c->momentum, c->dampening);
             return -1;
         }
         return 0;
     }
     if (!(c->eps >= 0)) {
-        set_err(err, errlen, "%s: invalid eps %g (must be >= 0)", kn, c->eps);
+        err_set(err, errlen, "%s: invalid eps %g (must be >= 0)", kn, c->eps);
         return -1;
     }
     if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1)) {
-        set_err(err, errlen, "%s: invalid betas (%g, %g): each must be in [0, 1)", kn, c->beta1,
+        err_set(err, errlen, "%s: invalid betas (%g, %g): each must be in [0, 1)", kn, c->beta1,
                 c->beta2);
         return -1;
     }
@@ -144,14 +133,14 @@ static int cfg_check(const optim_cfg_t *c, char *err, size_t errlen)
 optim_t *optim_new(const optim_cfg_t *cfg, char *err, size_t errlen)
 {
     if (!cfg) {
-        set_err(err, errlen, "optim_new: no config");
+        err_set(err, errlen, "optim_new: no config");
         return NULL;
     }
     if (cfg_check(cfg, err, errlen) < 0)
         return NULL;
     optim_t *o = calloc(1, sizeof *o);
     if (!o) {
-        set_err(err, errlen, "optim_new: out of memory");
+        err_set(err, errlen, "optim_new: out of memory");
         return NULL;
     }
     o->cfg = *cfg;
@@ -195,18 +184,18 @@ int optim_add_param(optim_t *o, const char *name, float *w, const float *g, int 
                     const int64_t *shape, bool decay, char *err, size_t errlen)
 {
     if (!name || !*name || !w || ndim < 0 || ndim > ST_MAX_DIMS || (ndim > 0 && !shape)) {
-        set_err(err, errlen, "optim_add_param(%s): needs a name, weights and 0..%d dims",
+        err_set(err, errlen, "optim_add_param(%s): needs a name, weights and 0..%d dims",
                 name ? name : "(null)", ST_MAX_DIMS);
         return -1;
     }
     if (optim_find(o, name) >= 0) {
-        set_err(err, errlen, "optim_add_param: parameter %s added twice", name);
+        err_set(err, errlen, "optim_add_param: parameter %s added twice", name);
         return -1;
     }
     int64_t numel = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0 || (shape[d] > 0 && numel > INT64_MAX / shape[d])) {
-            set_err(err, errlen, "optim_add_param(%s): bad dimension %d: %" PRId64, name, d,
+            err_set(err, errlen, "optim_add_param(%s): bad dimension %d: %" PRId64, name, d,
                     shape[d]);
             return -1;
         }
@@ -216,7 +205,7 @@ int optim_add_param(optim_t *o, const char *name, float *w, const float *g, int 
         int cap = o->cap ? 2 * o->cap : 16;
         oparam_t *np = realloc(o->p, (size_t)cap * sizeof *np);
         if (!np) {
-            set_err(err, errlen, "optim_add_param(%s): out of memory", name);
+            err_set(err, errlen, "optim_add_param(%s): out of memory", name);
             return -1;
         }
         o->p = np;
@@ -226,7 +215,7 @@ int optim_add_param(optim_t *o, const char *name, float *w, const float *g, int 
     memset(p, 0, sizeof *p);
     p->name = strdup(name);
     if (!p->name) {
-        set_err(err, errlen, "optim_add_param(%s): out of memory", name);
+        err_set(err, errlen, "optim_add_param(%s): out of memory", name);
         return -1;
     }
     p->w = w;
@@ -476,7 +465,7 @@ static int meta_names(const optim_t *o, st_writer_t *w, const char *key, bool on
         len += strlen(o->p[i].name) + 1;
     char *buf = malloc(len), *at = buf;
     if (!buf) {
-        set_err(err, errlen, "optimizer metadata: out of memory");
+        err_set(err, errlen, "optimizer metadata: out of memory");
         return -1;
     }
     *at = '\0';
@@ -552,21 +541,21 @@ static int match_tensor(const optim_t *o, const st_tensor_t *t, found_t *f, char
     const char *dot = strrchr(rest, '.');
     int s = dot ? state_index(dot + 1) : -1;
     if (s < 0) {
-        set_err(err, errlen, "optimizer state %s: unknown state name (expected optim.<param>."
+        err_set(err, errlen, "optimizer state %s: unknown state name (expected optim.<param>."
                              "{momentum_buffer,exp_avg,exp_avg_sq,max_exp_avg_sq,step})", t->name);
         return -1;
     }
     char pname[512];
     size_t plen = (size_t)(dot - rest);
     if (plen == 0 || plen >= sizeof pname) {
-        set_err(err, errlen, "optimizer state %s: bad parameter name", t->name);
+        err_set(err, errlen, "optimizer state %s: bad parameter name", t->name);
         return -1;
     }
     memcpy(pname, rest, plen);
     pname[plen] = '\0';
     int i = optim_find(o, pname);
     if (i < 0) {
-        set_err(err, errlen, "optimizer state %s: no parameter %s in this model", t->name, pname);
+        err_set(err, errlen, "optimizer state %s: no parameter %s in this model", t->name, pname);
         return -1;
     }
     const oparam_t *p = &o->p[i];
@@ -574,14 +563,14 @@ static int match_tensor(const optim_t *o, const st_tensor_t *t, found_t *f, char
     st_shape_str(t->shape, t->ndim, got, sizeof got);
     if (s == ST_STEP) {
         if (t->dtype != ST_I64 || t->ndim != 0) {
-            set_err(err, errlen, "optimizer state %s: expected an I64 scalar, got %s %s", t->name,
+            err_set(err, errlen, "optimizer state %s: expected an I64 scalar, got %s %s", t->name,
                     st_dtype_name(t->dtype), got);
             return -1;
         }
     } else {
         int64_t n = state_numel(&o->cfg, p, s);
         if (n == 0) {
-            set_err(err, errlen, "optimizer state %s: %s with this configuration keeps no %s "
+            err_set(err, errlen, "optimizer state %s: %s with this configuration keeps no %s "
                                  "(checkpoint from another optimizer setting?)", t->name,
                     KIND_NAMES[o->cfg.kind], STATE_NAMES[s]);
             return -1;
@@ -593,7 +582,7 @@ static int match_tensor(const optim_t *o, const st_tensor_t *t, found_t *f, char
         for (int d = 0; same && d < ndim; d++)
             same = t->shape[d] == p->shape[d];
         if (t->dtype != ST_F32 || !same) {
-            set_err(err, errlen, "optimizer state %s: expected F32 %s, got %s %s", t->name, want,
+            err_set(err, errlen, "optimizer state %s: expected F32 %s, got %s %s", t->name, want,
                     st_dtype_name(t->dtype), got);
             return -1;
         }
@@ -610,18 +599,18 @@ static int check_complete(const optim_t *o, const found_t *byp, char *err, size_
     for (int i = 0; i < o->n; i++) {
         const found_t *f = &byp[(size_t)i * ST_COUNT];
         if (!f[ST_STEP].t) {
-            set_err(err, errlen, "optimizer state optim.%s.step: missing (the checkpoint has no "
+            err_set(err, errlen, "optimizer state optim.%s.step: missing (the checkpoint has no "
                                  "optimizer state for parameter %s)", o->p[i].name, o->p[i].name);
             return -1;
         }
         int64_t step;
         if (st_tensor_to_i64(f[ST_STEP].t, &step, 1) < 0 || step < 0) {
-            set_err(err, errlen, "optimizer state optim.%s.step: invalid step", o->p[i].name);
+            err_set(err, errlen, "optimizer state optim.%s.step: invalid step", o->p[i].name);
             return -1;
         }
         for (int s = 0; s < ST_STEP && step > 0; s++)
             if (state_numel(&o->cfg, &o->p[i], s) > 0 && !f[s].t) {
-                set_err(err, errlen, "optimizer state optim.%s.%s: missing (parameter stepped "
+                err_set(err, errlen, "optimizer state optim.%s.%s: missing (parameter stepped "
                                      "%" PRId64 " times)", o->p[i].name, STATE_NAMES[s], step);
                 return -1;
             }
@@ -657,17 +646,17 @@ int optim_load_state(optim_t *o, const safetensors_t *st, char *err, size_t errl
     const char *path = safetensors_path(st) ? safetensors_path(st) : "checkpoint";
     const char *kind = safetensors_meta(st, "optim.kind");
     if (!kind) {
-        set_err(err, errlen, "%s: no optimizer state (no optim.kind in the metadata)", path);
+        err_set(err, errlen, "%s: no optimizer state (no optim.kind in the metadata)", path);
         return -1;
     }
     if (strcmp(kind, KIND_NAMES[o->cfg.kind]) != 0) {
-        set_err(err, errlen, "%s: optimizer state is for %s, this optimizer is %s", path, kind,
+        err_set(err, errlen, "%s: optimizer state is for %s, this optimizer is %s", path, kind,
                 KIND_NAMES[o->cfg.kind]);
         return -1;
     }
     found_t *byp = calloc((size_t)(o->n ? o->n : 1) * ST_COUNT, sizeof *byp);
     if (!byp) {
-        set_err(err, errlen, "%s: out of memory", path);
+        err_set(err, errlen, "%s: out of memory", path);
         return -1;
     }
     int rc = 0;
@@ -681,14 +670,14 @@ int optim_load_state(optim_t *o, const safetensors_t *st, char *err, size_t errl
         if (rc == 0)
             byp[(size_t)f.param * ST_COUNT + (size_t)f.state] = f;
         else
-            set_err(err, errlen, "%s: %s", path, sub);
+            err_set(err, errlen, "%s: %s", path, sub);
     }
     char sub[400];
     if (rc == 0 && (rc = check_complete(o, byp, sub, sizeof sub)) < 0)
-        set_err(err, errlen, "%s: %s", path, sub);
+        err_set(err, errlen, "%s: %s", path, sub);
     for (int i = 0; i < o->n && rc == 0; i++)
         if ((rc = install_state(o, i, &byp[(size_t)i * ST_COUNT])) < 0)
-            set_err(err, errlen, "%s: out of memory loading the state of %s", path, o->p[i].name);
+            err_set(err, errlen, "%s: out of memory loading the state of %s", path, o->p[i].name);
     free(byp);
     return rc;
 }
