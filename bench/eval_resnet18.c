@@ -1,7 +1,7 @@
 /* eval_resnet18 — ResNet-18 eval throughput of ddpipe's compute engine:
  * model_forward_u8 (normalisation included) on batches of uint8 224x224
  * images, as gpud runs it. Compare with bench/eval_resnet18_torch.py; both
- * are driven by bench/run_eval_bench.sh.
+ * are driven by bench/resnet18_vs_torch.sh eval.
  *
  *   eval_resnet18 [--weights W] [--batch 32] [--threads 2] [--iters 6]
  *                 [--warmup 1] [--micro-batch 0] [--size 224]

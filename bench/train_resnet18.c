@@ -3,7 +3,7 @@
  * batch-statistics BatchNorm, softmax cross-entropy, backward of every
  * layer) plus a plain SGD update of every parameter in place, on batches
  * of uint8 224x224 images, as gpud runs a training step on one worker.
- * Compare with bench/train_resnet18_torch.py; bench/train_resnet18.sh runs
+ * Compare with bench/train_resnet18_torch.py; bench/resnet18_vs_torch.sh train runs
  * both interleaved.
  *
  *   train_resnet18 [--weights W] [--batch 32] [--threads 2] [--iters 3]
