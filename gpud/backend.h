@@ -150,6 +150,11 @@ typedef struct {
     float *running_mean, *running_var;   /* [c], updated in training mode */
     float momentum, eps;           /* PyTorch defaults 0.1, 1e-5 */
     int relu;                      /* 1: output relu(bn(x)), fused (one op) */
+    int eval;                      /* 1: eval mode even in a training graph (a
+                                    * frozen BN: running stats used, not
+                                    * updated, as module.eval() in PyTorch) */
+    float *num_batches;            /* NULL, or PyTorch's num_batches_tracked:
+                                    * +1 per training-mode forward */
 } bk_tbn_t;
 
 bk_tgraph_t *bk_tgraph_new(backend_t *be);
@@ -161,6 +166,10 @@ void *bk_tfail(bk_tgraph_t *g, const char *fmt, ...) __attribute__((format(print
 /* 1 (default): BN uses batch statistics and updates running stats,
  * dropout drops. 0: eval behaviour. May change between runs. */
 void bk_tgraph_set_training(bk_tgraph_t *g, int training);
+/* Before the first builder: a graph that only runs forward (inference on
+ * unfolded weights, e.g. DenseNet in eval mode): no gradient buffers are
+ * allocated and bk_t_backward fails. */
+void bk_tgraph_set_forward_only(bk_tgraph_t *g);
 /* 0: dropout is the identity even in training mode (parity tests). */
 void bk_tgraph_set_dropout(bk_tgraph_t *g, int enabled);
 

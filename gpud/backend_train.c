@@ -51,6 +51,7 @@ struct bk_tgraph {
     const bk_tkernels_t *k;
     int training;
     int no_dropout;
+    int forward_only;       /* no gradient buffers, no backward (inference) */
     bk_tvar_t **v;
     size_t nv, capv;
     top_t *ops;
@@ -165,6 +166,14 @@ void bk_tgraph_set_training(bk_tgraph_t *g, int training)
         g->training = training != 0;
 }
 
+void bk_tgraph_set_forward_only(bk_tgraph_t *g)
+{
+    if (g && g->nv == 0)
+        g->forward_only = 1;
+    else if (g)
+        bk_fail(&g->base, "bk_tgraph_set_forward_only after the first builder");
+}
+
 void bk_tgraph_set_dropout(bk_tgraph_t *g, int enabled)
 {
     if (g)
@@ -183,6 +192,8 @@ void bk_tvar_dims(const bk_tvar_t *t, int *n, int *c, int *h, int *w)
 
 static bk_tvar_t *var_new(bk_tgraph_t *g, const int s[4], int needs_grad)
 {
+    if (g->forward_only)
+        needs_grad = 0;
     if (g->nv == g->capv) {
         size_t cap = g->capv ? 2 * g->capv : 64;
         bk_tvar_t **v = realloc(g->v, cap * sizeof *v);
@@ -596,6 +607,15 @@ static void bn_running_update(top_t *o, size_t count)
         o->bn.running_var[c] =
             (float)((1.0 - m) * o->bn.running_var[c] + m * o->save_var[c] * unbias);
     }
+    if (o->bn.num_batches)
+        *o->bn.num_batches += 1.0f;
+}
+
+/* A BN op normalises with batch statistics only in a training graph and
+ * when not frozen in eval mode (bk_tbn_t.eval). */
+static int bn_training(const bk_tgraph_t *g, const top_t *o)
+{
+    return g->training && !o->bn.eval;
 }
 
 static float drop_p(const bk_tgraph_t *g, const top_t *o)
@@ -615,12 +635,12 @@ static int op_forward(bk_tgraph_t *g, top_t *o, uint32_t index)
     case TO_CONV:
         return k->conv_fwd(bg, o->plan, x->val, o->conv.weight, o->conv.bias, y->val);
     case TO_BN: {
-        float *mean = g->training ? o->save_mean : o->bn.running_mean;
-        float *var = g->training ? o->save_var : o->bn.running_var;
-        if (k->bn_fwd(bg, o->plan, g->training, x->val, o->bn.weight, o->bn.bias, mean, var,
-                      y->val) < 0)
+        int tr = bn_training(g, o);
+        float *mean = tr ? o->save_mean : o->bn.running_mean;
+        float *var = tr ? o->save_var : o->bn.running_var;
+        if (k->bn_fwd(bg, o->plan, tr, x->val, o->bn.weight, o->bn.bias, mean, var, y->val) < 0)
             return -1;
-        if (g->training)
+        if (tr)
             bn_running_update(o, (size_t)x->n * x->h * x->w);
         return 0;
     }
@@ -708,10 +728,10 @@ static int op_backward(bk_tgraph_t *g, top_t *o, uint32_t index)
                          o->conv.grad_bias);
         break;
     case TO_BN:
-        rc = k->bn_bwd(bg, o->plan, g->training, x->val, y->val, y->grad, o->bn.weight,
-                       g->training ? o->save_mean : o->bn.running_mean,
-                       g->training ? o->save_var : o->bn.running_var, gx, o->bn.grad_weight,
-                       o->bn.grad_bias);
+        rc = k->bn_bwd(bg, o->plan, bn_training(g, o), x->val, y->val, y->grad, o->bn.weight,
+                       bn_training(g, o) ? o->save_mean : o->bn.running_mean,
+                       bn_training(g, o) ? o->save_var : o->bn.running_var, gx,
+                       o->bn.grad_weight, o->bn.grad_bias);
         break;
     case TO_RELU:
         if (gx)

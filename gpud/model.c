@@ -43,10 +43,13 @@ struct model {
     float t_eps;
     float *t_x, *t_dl;  /* input and loss-gradient staging */
     size_t t_cap;
+    bk_tgraph_t *eg;    /* arch without a folded network: eval-mode graph */
+    bk_tvar_t *e_in, *e_out;
+    int ec, eh, ew;
 };
 
 static const arch_t *const ARCHS[] = {&ARCH_RESNET18, &ARCH_RESNET34, &ARCH_RESNET50,
-                                      &ARCH_WIDERESNET};
+                                      &ARCH_WIDERESNET, &ARCH_DENSENET121};
 
 static const arch_t *arch_find(const char *name)
 {
@@ -60,7 +63,7 @@ static int opts_check(const model_opts_t *o, char *err, size_t errlen)
 {
     if (!arch_find(o->arch)) {
         snprintf(err, errlen, "unknown model '%s' (known: resnet18, resnet34, resnet50, "
-                 "wideresnet)", o->arch ? o->arch : "(null)");
+                 "wideresnet, densenet121)", o->arch ? o->arch : "(null)");
         return -1;
     }
     if (o->micro_batch < 0 || o->micro_batch > MODEL_MAX_MICRO_BATCH) {
@@ -96,10 +99,11 @@ model_t *model_new(const model_opts_t *o, const char *backend, const char *weigh
     m->opts = *o;
     m->opts.arch = NULL;
     m->state = m->arch->load(o, st, &m->info, err, errlen);
-    if (m->state && o->train)
+    int unfolded = o->train || !m->arch->build;   /* inference on unfolded weights too */
+    if (m->state && unfolded)
         m->ps = pstore_load(st, err, errlen);
     safetensors_destroy(&st);   /* loaders copied what they need */
-    if (m->state && o->train && !m->ps) {
+    if (m->state && unfolded && !m->ps) {
         model_destroy(&m);
         return NULL;
     }
@@ -131,6 +135,7 @@ void model_destroy(model_t **mp)
     if (m->state)
         m->arch->destroy(m->state);
     bk_tgraph_destroy(&m->tg);
+    bk_tgraph_destroy(&m->eg);
     pstore_destroy(&m->ps);
     free(m->t_x);
     free(m->t_dl);
@@ -186,6 +191,23 @@ static int slot_build(model_t *m, graph_slot_t *s, int c, int h, int w, char *er
     return 0;
 }
 
+/* in_buf holds a micro-batch of (c, h, w) samples. */
+static int in_buf_fit(model_t *m, int c, int h, int w, char *err, size_t errlen)
+{
+    size_t need = (size_t)m->mb * c * h * w;
+    if (need > m->in_cap) {
+        float *b = realloc(m->in_buf, need * sizeof *b);
+        if (!b) {
+            snprintf(err, errlen, "model: out of memory for a %dx%dx%dx%d input", m->mb, c,
+                     h, w);
+            return -1;
+        }
+        m->in_buf = b;
+        m->in_cap = need;
+    }
+    return 0;
+}
+
 /* The compiled graph for (c, h, w): cached, least recently used evicted. */
 static graph_slot_t *graph_for(model_t *m, int c, int h, int w, char *err, size_t errlen)
 {
@@ -199,17 +221,8 @@ static graph_slot_t *graph_for(model_t *m, int c, int h, int w, char *err, size_
         if (!s->g || (victim->g && s->last_used < victim->last_used))
             victim = s;
     }
-    size_t need = (size_t)m->mb * c * h * w;
-    if (need > m->in_cap) {
-        float *b = realloc(m->in_buf, need * sizeof *b);
-        if (!b) {
-            snprintf(err, errlen, "model: out of memory for a %dx%dx%dx%d input", m->mb, c,
-                     h, w);
-            return NULL;
-        }
-        m->in_buf = b;
-        m->in_cap = need;
-    }
+    if (in_buf_fit(m, c, h, w, err, errlen) < 0)
+        return NULL;
     bk_graph_destroy(&victim->g);
     if (slot_build(m, victim, c, h, w, err, errlen) < 0)
         return NULL;
@@ -289,6 +302,60 @@ static int check_input(const model_t *m, int n, int c, int h, int w, char *err, 
     return 0;
 }
 
+/* The eval-mode training graph of (c, h, w) for an arch without a folded
+ * network (one shape cached): BatchNorm on the running stats of the live
+ * parameters, so trained values need no model_sync_eval. */
+static int eval_graph(model_t *m, int c, int h, int w, char *err, size_t errlen)
+{
+    if (m->eg && m->ec == c && m->eh == h && m->ew == w)
+        return 0;
+    bk_tgraph_destroy(&m->eg);
+    if (in_buf_fit(m, c, h, w, err, errlen) < 0)
+        return -1;
+    bk_tgraph_t *g = bk_tgraph_new(m->be);
+    bk_tgraph_set_forward_only(g);
+    bk_tgraph_set_training(g, 0);
+    bk_tgraph_set_name(g, "input");
+    m->e_in = bk_t_input(g, m->mb, c, h, w, 0);
+    m->e_out = m->arch->train_build(m->state, m->ps, g, m->e_in);
+    if (!m->e_out) {
+        snprintf(err, errlen, "%s eval graph on %dx%dx%dx%d: %s", m->arch->name, m->mb, c, h,
+                 w, bk_tgraph_error(g) ? bk_tgraph_error(g) : "build failed");
+        bk_tgraph_destroy(&g);
+        return -1;
+    }
+    m->eg = g;
+    m->ec = c;
+    m->eh = h;
+    m->ew = w;
+    return 0;
+}
+
+/* forward() of an arch without a folded network, same micro-batching. */
+static int forward_unfolded(model_t *m, fill_fn fill, const void *ctx, int n, int c, int h,
+                            int w, float *logits, char *err, size_t errlen)
+{
+    if (eval_graph(m, c, h, w, err, errlen) < 0)
+        return -1;
+    size_t per = (size_t)c * h * w, nc = (size_t)m->info.num_classes;
+    for (int first = 0; first < n; first += m->mb) {
+        int k = n - first < m->mb ? n - first : m->mb;
+        fill(ctx, first, k, m->in_buf);
+        if (k < m->mb)   /* padding samples: zeros, outputs dropped */
+            memset(m->in_buf + (size_t)k * per, 0, (size_t)(m->mb - k) * per * sizeof(float));
+        bk_tgraph_set_training(m->eg, 0);
+        if (bk_t_write(m->eg, m->e_in, m->in_buf) < 0 || bk_t_forward(m->eg) < 0 ||
+            bk_t_read(m->eg, m->e_out, m->out_buf) < 0) {
+            snprintf(err, errlen, "%s forward: %s", m->arch->name,
+                     bk_tgraph_error(m->eg) ? bk_tgraph_error(m->eg) : "backend failure");
+            bk_tgraph_destroy(&m->eg);   /* a failed graph is not reused */
+            return -1;
+        }
+        memcpy(logits + (size_t)first * nc, m->out_buf, (size_t)k * nc * sizeof *logits);
+    }
+    return 0;
+}
+
 static int forward(model_t *m, fill_fn fill, const void *ctx, int n, int c, int h, int w,
                    float *logits, char *err, size_t errlen)
 {
@@ -296,6 +363,8 @@ static int forward(model_t *m, fill_fn fill, const void *ctx, int n, int c, int 
         return -1;
     if (n == 0)
         return 0;
+    if (!m->arch->build)
+        return forward_unfolded(m, fill, ctx, n, c, h, w, logits, err, errlen);
     graph_slot_t *s = graph_for(m, c, h, w, err, errlen);
     if (!s)
         return -1;
@@ -412,7 +481,7 @@ void model_topk_ce(const float *logits, int n, int num_classes, const int32_t *l
 
 int model_param_count(const model_t *m)
 {
-    return m->ps ? (int)m->ps->n : 0;
+    return m->ps && m->opts.train ? (int)m->ps->n : 0;
 }
 
 static void param_of(const pentry_t *e, model_param_t *p)
@@ -424,7 +493,7 @@ static void param_of(const pentry_t *e, model_param_t *p)
 
 int model_param_at(const model_t *m, int i, model_param_t *p)
 {
-    if (!m->ps || i < 0 || (size_t)i >= m->ps->n)
+    if (!m->ps || !m->opts.train || i < 0 || (size_t)i >= m->ps->n)
         return -1;
     param_of(&m->ps->e[i], p);
     return 0;
@@ -432,7 +501,7 @@ int model_param_at(const model_t *m, int i, model_param_t *p)
 
 int model_param_find(const model_t *m, const char *name, model_param_t *p)
 {
-    const pentry_t *e = m->ps && name ? pstore_find(m->ps, name) : NULL;
+    const pentry_t *e = m->ps && m->opts.train && name ? pstore_find(m->ps, name) : NULL;
     if (!e)
         return -1;
     param_of(e, p);
@@ -441,7 +510,7 @@ int model_param_find(const model_t *m, const char *name, model_param_t *p)
 
 int model_freeze(model_t *m, const char *prefix, int frozen)
 {
-    if (!m->ps || !prefix)
+    if (!m->ps || !m->opts.train || !prefix)
         return -1;
     int changed = 0;
     size_t len = strlen(prefix);
@@ -453,6 +522,26 @@ int model_freeze(model_t *m, const char *prefix, int frozen)
         }
     }
     if (changed)   /* the graph bound the old gradient arrays */
+        bk_tgraph_destroy(&m->tg);
+    return changed;
+}
+
+int model_freeze_bn(model_t *m, const char *prefix, int frozen)
+{
+    if (!m->ps || !m->opts.train || !prefix)
+        return -1;
+    int changed = 0;
+    size_t len = strlen(prefix);
+    for (size_t i = 0; i < m->ps->n; i++) {
+        pentry_t *e = &m->ps->e[i];
+        size_t nl = strlen(e->name), sl = strlen(".running_mean");
+        if (nl > sl && strcmp(e->name + nl - sl, ".running_mean") == 0 &&
+            strncmp(e->name, prefix, len) == 0 && e->bn_eval != (frozen != 0)) {
+            e->bn_eval = frozen != 0;
+            changed++;
+        }
+    }
+    if (changed)   /* the graph fixed each BN's mode when it was built */
         bk_tgraph_destroy(&m->tg);
     return changed;
 }
@@ -506,7 +595,7 @@ static int train_graph(model_t *m, int n, int c, int h, int w, float eps, char *
 
 static int step_check(const model_t *m, int n, const model_step_t *s, char *err, size_t errlen)
 {
-    if (!m->ps) {
+    if (!m->ps || !m->opts.train) {
         snprintf(err, errlen, "%s: not opened for training (model_opts_t.train = 1)",
                  m->arch->name);
         return -1;
@@ -650,7 +739,7 @@ static char *pstore_image(const pstore_t *ps, size_t *len)
 
 int model_sync_eval(model_t *m, char *err, size_t errlen)
 {
-    if (!m->ps) {
+    if (!m->ps || !m->opts.train) {
         snprintf(err, errlen, "%s: not opened for training", m->arch->name);
         return -1;
     }

@@ -30,7 +30,8 @@
 typedef struct model model_t;
 
 typedef struct {
-    const char *arch;    /* "resnet18" | "wideresnet" */
+    const char *arch;    /* "resnet18" | "resnet34" | "resnet50" | "wideresnet" |
+                          * "densenet121" */
     int num_classes;     /* 0: take from the weights' fc */
     int in_channels;     /* 0: arch default (resnet18 3, wideresnet 1) */
     int channels[4];
@@ -142,9 +143,20 @@ int model_train_step_f32(model_t *m, const float *x, int n, int c, int h, int w,
  * with prefix ("" = all): a frozen parameter gets no gradient (its grad
  * reads NULL in model_param_*, so optimizers skip it) and its layer skips
  * the weight-gradient work — transfer learning with a frozen backbone.
- * BatchNorm layers keep training-mode statistics. Returns the number of
- * parameters changed, or -1 when not opened for training. */
+ * BatchNorm layers keep training-mode statistics (see model_freeze_bn).
+ * Returns the number of parameters changed, or -1 when not opened for
+ * training. */
 int model_freeze(model_t *m, const char *prefix, int frozen);
+
+/* BatchNorm layers whose state_dict prefix starts with prefix ("" = all)
+ * run in eval mode (1) or normally (0) in training steps: eval mode
+ * normalises with running_mean/var and does not update them, as
+ * `module.eval()` on a frozen backbone in PyTorch (the DenseNet seed:
+ * model_freeze(m, "features.", 1) + model_freeze_bn(m, "features.", 1)).
+ * Gradients still flow through such a BN to earlier trainable layers.
+ * Returns the number of BatchNorm layers changed, or -1 when not opened
+ * for training. */
+int model_freeze_bn(model_t *m, const char *prefix, int frozen);
 
 /* Re-fold the current parameters (and running stats) into the inference
  * network, so that model_forward_* uses the trained weights. */

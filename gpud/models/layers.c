@@ -382,7 +382,7 @@ static bk_tvar_t *bn_layer(bk_tgraph_t *g, const pstore_t *ps, const char *name,
     bk_tbn_t p = {.c = c, .weight = gm->w, .grad_weight = frozen ? NULL : gm->g,
                   .bias = bt->w, .grad_bias = frozen ? NULL : bt->g,
                   .running_mean = rm->w, .running_var = rv->w,
-                  .momentum = 0.1f, .eps = BN_EPS, .relu = relu};
+                  .momentum = 0.1f, .eps = BN_EPS, .relu = relu, .eval = rm->bn_eval};
     bk_tgraph_set_name(g, name);
     return bk_t_batchnorm(g, x, &p);
 }

@@ -73,6 +73,8 @@ typedef struct {
     int64_t shape[4];
     int trainable;
     int frozen;             /* trainable but excluded: no gradient computed */
+    int bn_eval;            /* on BN running_mean: that BN runs in eval mode
+                             * in training steps (model_freeze_bn) */
 } pentry_t;
 
 typedef struct {
@@ -107,7 +109,10 @@ typedef struct {
     /* Load and fold weights; fill info. NULL on error (err set). */
     void *(*load)(const model_opts_t *o, const safetensors_t *st, arch_info_t *info,
                   char *err, size_t errlen);
-    /* Append the network to g; returns the logits tensor (n, classes, 1, 1). */
+    /* Append the network to g; returns the logits tensor (n, classes, 1, 1).
+     * NULL for an architecture that has no folded inference network
+     * (DenseNet: BN precedes ReLU + conv, nothing to fold into): the model
+     * then runs train_build's graph in eval mode for inference. */
     bk_tensor_t *(*build)(const void *state, bk_graph_t *g, bk_tensor_t *x);
     void (*destroy)(void *state);
     /* Append the unfolded training network (BN in training mode, dropout)
@@ -120,5 +125,6 @@ extern const arch_t ARCH_RESNET18;
 extern const arch_t ARCH_RESNET34;
 extern const arch_t ARCH_RESNET50;
 extern const arch_t ARCH_WIDERESNET;
+extern const arch_t ARCH_DENSENET121;
 
 #endif
