@@ -89,6 +89,20 @@ case("ce", "ce", [4, 5, 1, 1], smoothing=0.0)
 case("ce_smooth", "ce", [4, 5, 1, 1], smoothing=0.1)
 case("bn_relu_train", "bn", [3, 5, 4, 4], training=1, momentum=0.1, relu=1)
 case("bn_relu_eval", "bn", [2, 6, 3, 3], training=0, momentum=0.1, relu=1)
+# resnet18 / densenet121 geometry at real channel counts (oneDNN
+# picks other kernels for these than for the small cases above). ties=1 puts
+# x on purpose at points where the op is not differentiable (no finite
+# differences there): max pooling on a few levels, so that overlapping
+# windows see equal maxima (PyTorch routes the gradient to the first maximum
+# of each window and overlapping windows accumulate); BN+ReLU with
+# pre-activations exactly 0 (PyTorch: no gradient through relu(0)).
+case("maxpool3x3_s2_p1_c64", "pool", [2, 64, 16, 16], alg=0, k=3, s=2, p=1)
+case("maxpool3x3_s2_p1_ties", "pool", [2, 64, 16, 16], alg=0, k=3, s=2, p=1, ties=1)
+case("conv7x7_s2_p3_c64", "conv", [2, 3, 32, 32], oc=64, k=7, s=2, p=3, bias=0)
+case("conv3x3_s2_p1_c64", "conv", [2, 64, 8, 8], oc=128, k=3, s=2, p=1, bias=0)
+case("conv1x1_s2_c64", "conv", [2, 64, 8, 8], oc=128, k=1, s=2, p=0, bias=0)
+case("bn_relu_train_c512", "bn", [4, 512, 2, 2], training=1, momentum=0.1, relu=1)
+case("bn_relu_train_zeros", "bn", [4, 64, 3, 3], training=1, momentum=0.1, relu=1, ties=1)
 
 
 def run_case(name, op, shape, kw, gen):
@@ -96,6 +110,10 @@ def run_case(name, op, shape, kw, gen):
     x = torch.randn(shape, generator=gen)
     if op == "relu":   # keep away from the kink for finite differences
         x = x + 0.1 * torch.sign(x)
+    if kw.get("ties"):   # a few levels: many equal maxima per window
+        x = torch.round(x * 2.0) / 2.0
+        if op == "bn":   # +-x per channel: mean exactly 0, so x == 0 -> 0
+            x = torch.cat([x[: shape[0] // 2], -x[: shape[0] // 2]])
     x.requires_grad_(True)
     params = {}
     if op == "conv":
@@ -107,6 +125,8 @@ def run_case(name, op, shape, kw, gen):
         c = shape[1]
         params["w"] = torch.rand(c, generator=gen) + 0.5
         params["b"] = torch.randn(c, generator=gen) * 0.1
+        if kw.get("ties"):
+            params["b"] = torch.zeros(c)
         rm = torch.randn(c, generator=gen) * 0.1
         rv = torch.rand(c, generator=gen) + 0.5
         t["rm"], t["rv"] = rm.clone(), rv.clone()

@@ -91,6 +91,19 @@ CASES = [
 RESNET18 = {"sgd_nesterov": (1e-3, {}), "sgd_step": (1e-3, {}),
             "adam": (1e-4, {"eps": 1e-4}), "adamw": (1e-4, {"eps": 1e-4}),
             "novograd": (1e-3, {})}
+# resnet18's step-1 batch must keep every ReLU input of the low-resolution
+# stages away from the kink: with 16 (layer4) or 64 (layer3) values per
+# BatchNorm channel, one pre-activation that float32 forward rounding (~1e-5
+# here, PyTorch's and oneDNN-NHWC's alike) puts on the other side of 0 moves
+# that channel's gradients by a few percent, and everything upstream with
+# them — a random draw had one at -3.5e-6 (float64), which PyTorch float32
+# happened to keep negative and ddpipe's "cpu" backend did not. The batch is
+# drawn from RandomState(R18_SEED0 + s) for the first s whose float64
+# forward keeps |ReLU input| >= R18_MARGIN[values per channel] (metadata
+# "resnet18.seed"). Steps 2-3 (other weights per case) are not screened:
+# the C test compares them at a looser bound.
+R18_SEED0 = 1000
+R18_MARGIN = {16: 3e-5, 64: 3e-5, 256: 2e-5, 1024: 2e-5}
 GBATCH_CASE = "sgd_nesterov"
 GBATCH_SHARDS = (3, 2)
 
@@ -155,6 +168,36 @@ def build(tag):
     assert not bad and not res.unexpected_keys, (bad, res.unexpected_keys)
     m.train()
     return m
+
+
+def relu_margins(model, x):
+    """min |ReLU input| of one float64 forward, by values per channel."""
+    m = copy.deepcopy(model).double()
+    got = {}
+
+    def pre(mod, inp):
+        t = inp[0]
+        k = t.shape[0] * t.shape[2] * t.shape[3]
+        got[k] = min(got.get(k, np.inf), t.detach().abs().min().item())
+
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.ReLU):
+            mod.register_forward_pre_hook(pre)
+    with torch.no_grad():
+        m(x.double())
+    return got
+
+
+def r18_batches(shape):
+    """(seed, u8 [STEPS, *shape]) whose step 1 clears R18_MARGIN."""
+    model = build("resnet18")
+    for s in range(200):
+        u8 = np.random.RandomState(R18_SEED0 + s).randint(
+            0, 256, size=(STEPS,) + shape).astype(np.uint8)
+        got = relu_margins(model, to_input(u8[0], MEAN, STD))
+        if all(got.get(k, np.inf) >= v for k, v in R18_MARGIN.items()):
+            return R18_SEED0 + s, u8
+    raise SystemExit("no resnet18 batch clears the ReLU margins")
 
 
 def make_sched(opt, sched):
@@ -246,6 +289,9 @@ def main():
     for tag, shape, classes, mean, std, n_sample in models:
         u8 = rng.randint(0, 256, size=(STEPS,) + shape).astype(np.uint8)
         labels = rng.randint(0, classes, size=(STEPS, shape[0])).astype(np.int32)
+        if tag == "resnet18":   # (the draw above keeps rng's stream as it was)
+            seed, u8 = r18_batches(shape)
+            meta[tag + ".seed"] = str(seed)
         out[tag + ".input_u8"] = u8
         out[tag + ".labels"] = labels
         meta[tag + ".sample"] = str(n_sample)

@@ -1,5 +1,5 @@
 /* Whole-model training against PyTorch 1.13: 3 optimizer steps of the seed
- * WideResNet (channels 8,16,24,32, dropout off) and resnet18 (2x3x64x64)
+ * WideResNet (channels 8,16,24,32, dropout off) and resnet18 (4x3x64x64)
  * from the same initial weights on the same fixed batches
  * (tests/golden/gen_train_steps.py, train_steps/steps.safetensors). For each
  * optimizer case — SGD momentum (nesterov, weight decay with a no-decay
@@ -41,13 +41,17 @@
 
 #define TOL 1e-5
 #define LOSS_TOL 1e-4
-/* resnet18 (OPEN FINDING, the ctest entry is disabled): after ONE step its
- * weights already differ from PyTorch's by up to 6e-5 at lr 1e-3 (conv1,
- * layer4.1.conv1.weight[881665]: a gradient error of ~3e-2 absolute, past
- * the 2048-sample gradient test), and Adam flips the sign of bn1.bias[60],
- * while PyTorch float32 and float64 agree to 7e-7 on these cases: not
- * rounding noise. Steps 2-3 are compared at this looser bound. */
-#define R18_LATE_TOL 5e-3
+/* resnet18 (4 noise images, 16 values per layer4 BatchNorm channel) is
+ * compared at TOL after step 1 only: its step-1 batch is screened by the
+ * generator so that no layer1-4 ReLU input lies within float32 forward
+ * rounding of 0 (R18_MARGIN in gen_train_steps.py). An unscreened draw had
+ * one layer4.1.bn1 pre-activation at -3.5e-6 (float64); the cpu backend's
+ * float32 forward put it at +1.7e-6, PyTorch float32's at -2.3e-6, and that
+ * single ReLU flip moved every upstream gradient by ~4% — no kernel was
+ * wrong (each matched PyTorch on its own; "ref" with double accumulators
+ * matched to 7e-7). Steps 2-3 run on per-case weights nobody screened: a
+ * flip there is possible, so they get this looser bound (worst seen 3.2e-5). */
+#define R18_LATE_TOL 2e-4
 #define STEPS 3
 #define MAX_CASES 8
 
