@@ -182,13 +182,18 @@ def gen_sched(name, base_lr, phases, milestones, out):
 
 
 def make_optimizer(kind, params, no_decay, lr, opts):
-    opts = dict(opts)
     if no_decay:
         decay = [p for n, p in params if not (n.startswith("bn.") or n.endswith("bias"))]
         plain = [p for n, p in params if n.startswith("bn.") or n.endswith("bias")]
         groups = [{"params": decay}, {"params": plain, "weight_decay": 0.0}]
     else:
         groups = [{"params": [p for _, p in params]}]
+    return optimizer_for_groups(kind, groups, lr, opts)
+
+
+def optimizer_for_groups(kind, groups, lr, opts):
+    """The PyTorch optimizer of `kind` over param groups (shared with gen_train_steps.py)."""
+    opts = dict(opts)
     if kind == "sgd":
         return torch.optim.SGD(groups, lr=lr, foreach=False, **opts)
     if kind == "adam":
@@ -198,7 +203,8 @@ def make_optimizer(kind, params, no_decay, lr, opts):
     return NovoGrad(groups, lr=lr, **opts)
 
 
-def case_cfg(kind, lr, opts, no_decay, sched):
+def case_cfg(kind, lr, opts, no_decay, sched_index):
+    """The cfg vector the C tests read; sched_index -1: no schedule."""
     defaults = {"sgd": {}, "adam": {"betas": (0.9, 0.999), "eps": 1e-8},
                 "adamw": {"betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 1e-2},
                 "novograd": {"betas": (0.95, 0.0), "eps": 1e-8}}[kind]
@@ -208,7 +214,7 @@ def case_cfg(kind, lr, opts, no_decay, sched):
                          o.get("dampening", 0.0), float(o.get("nesterov", False)), b1, b2,
                          o.get("eps", 0.0), float(o.get("amsgrad", False)),
                          float(o.get("grad_averaging", False)), float(no_decay),
-                         SCHED_INDEX[sched] if sched else -1], dtype=torch.float64)
+                         sched_index], dtype=torch.float64)
 
 
 def gen_case(name, kind, lr, opts, no_decay, sched, no_grad, gen, out):
@@ -241,7 +247,7 @@ def gen_case(name, kind, lr, opts, no_decay, sched, no_grad, gen, out):
                 out[f"{name}/state/{n}/{sname}"] = v.detach().clone().to(torch.float32)
             else:
                 out[f"{name}/state/{n}/{sname}"] = torch.tensor(float(v), dtype=torch.float32)
-    out[f"{name}/cfg"] = case_cfg(kind, lr, opts, no_decay, sched)
+    out[f"{name}/cfg"] = case_cfg(kind, lr, opts, no_decay, SCHED_INDEX[sched] if sched else -1)
 
 
 def main():

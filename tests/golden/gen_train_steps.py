@@ -54,7 +54,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import safetensors_io  # noqa: E402
-from gen_optim import KINDS, NovoGrad, make_scheduler, sched_cfg  # noqa: E402
+from gen_optim import (case_cfg, make_scheduler, optimizer_for_groups,  # noqa: E402
+                       sched_cfg)
 from seed_models import WideResNet  # noqa: E402
 
 OUT = os.path.join(HERE, "train_steps", "steps.safetensors")
@@ -115,26 +116,11 @@ def make_optimizer(kind, model, no_decay, lr, opts):
                   {"params": [p for _, p in named if p.ndim <= 1], "weight_decay": 0.0}]
     else:
         groups = [{"params": [p for _, p in named]}]
-    if kind == "sgd":
-        return torch.optim.SGD(groups, lr=lr, foreach=False, **opts)
-    if kind == "adam":
-        return torch.optim.Adam(groups, lr=lr, foreach=False, **opts)
-    if kind == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, foreach=False, **opts)
-    return NovoGrad(groups, lr=lr, **opts)
+    return optimizer_for_groups(kind, groups, lr, opts)
 
 
-def case_cfg(kind, lr, opts, no_decay, sched):
-    defaults = {"sgd": {}, "adam": {"betas": (0.9, 0.999), "eps": 1e-8},
-                "adamw": {"betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 1e-2},
-                "novograd": {"betas": (0.95, 0.0), "eps": 1e-8}}[kind]
-    o = dict(defaults, **opts)
-    b1, b2 = o.get("betas", (0.0, 0.0))
-    return torch.tensor([KINDS[kind], lr, o.get("weight_decay", 0.0), o.get("momentum", 0.0),
-                         o.get("dampening", 0.0), float(o.get("nesterov", False)), b1, b2,
-                         o.get("eps", 0.0), float(o.get("amsgrad", False)),
-                         float(o.get("grad_averaging", False)), float(no_decay),
-                         SCHED_INDEX[sched] if sched else -1], dtype=torch.float64)
+def sched_index(sched):
+    return SCHED_INDEX[sched] if sched else -1
 
 
 def sample(t, n):
@@ -235,7 +221,7 @@ def run_case(tag, case, u8, labels, mean, std, n_sample, out):
         losses.append(loss.detach().numpy())
         save_state(out, ("%s/%s" % (tag, name), k + 1), model, n_sample)
     out["%s/%s.loss" % (tag, name)] = np.stack(losses).astype(np.float32)
-    out["%s/%s/cfg" % (tag, name)] = case_cfg(kind, lr, opts, no_decay, sched)
+    out["%s/%s/cfg" % (tag, name)] = case_cfg(kind, lr, opts, no_decay, sched_index(sched))
 
 
 def run_gbatch(case, u8, labels, n_sample, out):
@@ -271,7 +257,7 @@ def run_gbatch(case, u8, labels, n_sample, out):
             for bname, b in w.named_buffers():
                 if not bname.endswith("num_batches_tracked"):
                     out["%s:w%d.%s.%d" % (prefix[0], r, bname, k + 1)] = sample(b, n_sample)
-    out["gbatch/%s/cfg" % name] = case_cfg(kind, lr, opts, no_decay, sched)
+    out["gbatch/%s/cfg" % name] = case_cfg(kind, lr, opts, no_decay, sched_index(sched))
 
 
 def main():
