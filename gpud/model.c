@@ -331,29 +331,28 @@ static int eval_graph(model_t *m, int c, int h, int w, char *err, size_t errlen)
     return 0;
 }
 
-/* forward() of an arch without a folded network, same micro-batching. */
-static int forward_unfolded(model_t *m, fill_fn fill, const void *ctx, int n, int c, int h,
-                            int w, float *logits, char *err, size_t errlen)
+/* One micro-batch of m->in_buf through the folded graph (slot) or, for an
+ * arch without one, the eval-mode training graph; m->out_buf gets logits.
+ * A failed graph is destroyed so it is not reused. */
+static int run_micro_batch(model_t *m, graph_slot_t *s, char *err, size_t errlen)
 {
-    if (eval_graph(m, c, h, w, err, errlen) < 0)
+    if (s) {
+        if (bk_write(s->g, s->in, m->in_buf) == 0 && bk_run(s->g) == 0 &&
+            bk_read(s->g, s->out, m->out_buf) == 0)
+            return 0;
+        snprintf(err, errlen, "%s forward: %s", m->arch->name,
+                 bk_graph_error(s->g) ? bk_graph_error(s->g) : "backend failure");
+        bk_graph_destroy(&s->g);
         return -1;
-    size_t per = (size_t)c * h * w, nc = (size_t)m->info.num_classes;
-    for (int first = 0; first < n; first += m->mb) {
-        int k = n - first < m->mb ? n - first : m->mb;
-        fill(ctx, first, k, m->in_buf);
-        if (k < m->mb)   /* padding samples: zeros, outputs dropped */
-            memset(m->in_buf + (size_t)k * per, 0, (size_t)(m->mb - k) * per * sizeof(float));
-        bk_tgraph_set_training(m->eg, 0);
-        if (bk_t_write(m->eg, m->e_in, m->in_buf) < 0 || bk_t_forward(m->eg) < 0 ||
-            bk_t_read(m->eg, m->e_out, m->out_buf) < 0) {
-            snprintf(err, errlen, "%s forward: %s", m->arch->name,
-                     bk_tgraph_error(m->eg) ? bk_tgraph_error(m->eg) : "backend failure");
-            bk_tgraph_destroy(&m->eg);   /* a failed graph is not reused */
-            return -1;
-        }
-        memcpy(logits + (size_t)first * nc, m->out_buf, (size_t)k * nc * sizeof *logits);
     }
-    return 0;
+    bk_tgraph_set_training(m->eg, 0);
+    if (bk_t_write(m->eg, m->e_in, m->in_buf) == 0 && bk_t_forward(m->eg) == 0 &&
+        bk_t_read(m->eg, m->e_out, m->out_buf) == 0)
+        return 0;
+    snprintf(err, errlen, "%s forward: %s", m->arch->name,
+             bk_tgraph_error(m->eg) ? bk_tgraph_error(m->eg) : "backend failure");
+    bk_tgraph_destroy(&m->eg);
+    return -1;
 }
 
 static int forward(model_t *m, fill_fn fill, const void *ctx, int n, int c, int h, int w,
@@ -363,24 +362,21 @@ static int forward(model_t *m, fill_fn fill, const void *ctx, int n, int c, int 
         return -1;
     if (n == 0)
         return 0;
-    if (!m->arch->build)
-        return forward_unfolded(m, fill, ctx, n, c, h, w, logits, err, errlen);
-    graph_slot_t *s = graph_for(m, c, h, w, err, errlen);
-    if (!s)
+    graph_slot_t *s = NULL;
+    if (!m->arch->build) {   /* no folded network (densenet): same micro-batching */
+        if (eval_graph(m, c, h, w, err, errlen) < 0)
+            return -1;
+    } else if (!(s = graph_for(m, c, h, w, err, errlen))) {
         return -1;
+    }
     size_t per = (size_t)c * h * w, nc = (size_t)m->info.num_classes;
     for (int first = 0; first < n; first += m->mb) {
         int k = n - first < m->mb ? n - first : m->mb;
         fill(ctx, first, k, m->in_buf);
         if (k < m->mb)   /* padding samples: zeros, outputs dropped */
             memset(m->in_buf + (size_t)k * per, 0, (size_t)(m->mb - k) * per * sizeof(float));
-        if (bk_write(s->g, s->in, m->in_buf) < 0 || bk_run(s->g) < 0 ||
-            bk_read(s->g, s->out, m->out_buf) < 0) {
-            snprintf(err, errlen, "%s forward: %s", m->arch->name,
-                     bk_graph_error(s->g) ? bk_graph_error(s->g) : "backend failure");
-            bk_graph_destroy(&s->g);   /* a failed graph is not reused */
+        if (run_micro_batch(m, s, err, errlen) < 0)
             return -1;
-        }
         memcpy(logits + (size_t)first * nc, m->out_buf, (size_t)k * nc * sizeof *logits);
     }
     return 0;
