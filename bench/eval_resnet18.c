@@ -57,14 +57,6 @@ static int parse(int argc, char **argv, bench_opts_t *o)
     return 0;
 }
 
-/* CPU seconds of the whole process: with --threads 1 a load-independent
- * measure for comparing settings on a busy machine. */
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
@@ -96,12 +88,12 @@ int main(int argc, char **argv)
     int rc = 0;
     double best = 1e30, total = 0, cpu = 0;
     for (long it = 0; it < o.warmup + o.iters && rc == 0; it++) {
-        double a = clock_mono_s(), c0 = cpu_s();
+        double a = clock_mono_s(), c0 = clock_cpu_s();
         rc = model_forward_u8(m, px, (int)o.batch, 3, (int)o.size, (int)o.size, MEAN, STD,
                               logits, err, sizeof err);
         double dt = clock_mono_s() - a;
         if (it >= o.warmup) {
-            cpu += cpu_s() - c0;
+            cpu += clock_cpu_s() - c0;
             total += dt;
             best = dt < best ? dt : best;
         }

@@ -58,12 +58,6 @@ static int parse(int argc, char **argv, bench_opts_t *o)
     return 0;
 }
 
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* w -= lr * g for every trainable parameter (what torch.optim.SGD does
  * without momentum); running stats are left to BatchNorm. */
@@ -107,7 +101,7 @@ int main(int argc, char **argv)
     int rc = 0;
     double best = 1e30, total = 0, cpu = 0, first = 0;
     for (long it = 0; it < o.warmup + o.iters && rc == 0; it++) {
-        double a = clock_mono_s(), c0 = cpu_s();
+        double a = clock_mono_s(), c0 = clock_cpu_s();
         model_step_t st = {.global_batch = (int)o.batch, .seed = 1, .step = (uint64_t)it};
         rc = model_train_step_u8(m, px, (int)o.batch, 3, (int)o.size, (int)o.size, MEAN, STD,
                                  labels, &st, loss, NULL, err, sizeof err);
@@ -116,7 +110,7 @@ int main(int argc, char **argv)
         if (it == 0)
             first = dt;
         if (it >= o.warmup) {
-            cpu += cpu_s() - c0;
+            cpu += clock_cpu_s() - c0;
             total += dt;
             best = dt < best ? dt : best;
         }

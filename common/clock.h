@@ -5,4 +5,5 @@
 int64_t clock_mono_ms(void);   /* monotonic milliseconds */
 double clock_mono_s(void);     /* monotonic seconds, sub-ms resolution */
 double clock_wall_s(void);     /* seconds since the epoch */
+double clock_cpu_s(void);      /* CPU seconds of the whole process, all threads */
 #endif
