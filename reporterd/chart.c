@@ -1,4 +1,5 @@
 #include "reporterd/chart.h"
+#include "reporterd/canvas.h"
 
 #include <cairo-svg.h>
 #include <cairo.h>
@@ -12,35 +13,9 @@
 #include "reporterd/afile.h"
 #include "reporterd/clsmetrics.h"
 
-#define FONT "DejaVu Sans"
 
 /* Draws the figure on a canvas of w x h units. */
 typedef void (*chart_draw_fn)(const void *ctx, cairo_t *cr, double w, double h);
-
-/* ---- text helpers ---- */
-
-static void s_font(cairo_t *cr, double size, bool bold)
-{
-    cairo_select_font_face(cr, FONT, CAIRO_FONT_SLANT_NORMAL,
-                           bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
-    cairo_set_font_size(cr, size);
-}
-
-/* Draw text with its anchor: ax, ay in {0, 0.5, 1} of its box. */
-static void s_text(cairo_t *cr, const char *s, double x, double y, double ax, double ay)
-{
-    cairo_text_extents_t e;
-    cairo_text_extents(cr, s, &e);
-    cairo_move_to(cr, x - e.x_bearing - e.width * ax, y - e.y_bearing - e.height * ay);
-    cairo_show_text(cr, s);
-}
-
-static double s_text_w(cairo_t *cr, const char *s)
-{
-    cairo_text_extents_t e;
-    cairo_text_extents(cr, s, &e);
-    return e.x_advance;
-}
 
 /* Class c's display name: the name shortened to CHART_MAX_NAME code points
  * (the last one "…"), or its index. */
@@ -81,8 +56,8 @@ static void s_blue(double t, double rgb[3])
 static void s_title(cairo_t *cr, const char *title, double cx)
 {
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    s_font(cr, 17, true);
-    s_text(cr, title ? title : "", cx, 16, 0.5, 0.0);
+    canvas_font(cr, 17, true);
+    canvas_text(cr, title ? title : "", cx, 16, 0.5, 0.0);
 }
 
 /* ---- confusion heat map ---- */
@@ -97,7 +72,7 @@ static double s_widest_name(cairo_t *cr, const chart_classes_t *c)
     char buf[4 * CHART_MAX_NAME + 8];
     double w = 0;
     for (uint32_t k = 0; k < c->nc; k++)
-        w = fmax(w, s_text_w(cr, s_name(c, k, buf)));
+        w = fmax(w, canvas_text_width(cr, s_name(c, k, buf)));
     return w;
 }
 
@@ -107,7 +82,7 @@ static void s_conf_cells(const conf_ctx_t *x, cairo_t *cr, double gx, double gy,
     char buf[32];
     double fs = fmin(12, cell / 3.2);
     bool numbers = cell >= 22 && fs >= 7;
-    s_font(cr, fs, false);
+    canvas_font(cr, fs, false);
     for (uint32_t t = 0; t < c->nc; t++)
         for (uint32_t p = 0; p < c->nc; p++) {
             uint64_t n = c->confusion[(size_t)t * c->nc + p];
@@ -119,11 +94,11 @@ static void s_conf_cells(const conf_ctx_t *x, cairo_t *cr, double gx, double gy,
             if (!numbers)
                 continue;
             snprintf(buf, sizeof buf, "%llu", (unsigned long long)n);
-            if (s_text_w(cr, buf) > cell - 2)
+            if (canvas_text_width(cr, buf) > cell - 2)
                 continue; /* a huge count in a small cell: the colour says it */
             double ink = frac > 0.55 ? 1.0 : 0.15;
             cairo_set_source_rgb(cr, ink, ink, ink);
-            s_text(cr, buf, gx + (p + 0.5) * cell, gy + (t + 0.5) * cell, 0.5, 0.5);
+            canvas_text(cr, buf, gx + (p + 0.5) * cell, gy + (t + 0.5) * cell, 0.5, 0.5);
         }
     cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
     cairo_set_line_width(cr, 1.0);
@@ -136,12 +111,12 @@ static void s_conf_names(const chart_classes_t *c, cairo_t *cr, double gx, doubl
     if (cell < 9)
         return; /* unreadable: better none than a smear */
     char buf[4 * CHART_MAX_NAME + 8];
-    s_font(cr, fmin(12, cell * 0.8), false);
+    canvas_font(cr, fmin(12, cell * 0.8), false);
     cairo_set_source_rgb(cr, 0.15, 0.15, 0.15);
     double side = cell * c->nc;
     for (uint32_t k = 0; k < c->nc; k++) {
         const char *name = s_name(c, k, buf);
-        s_text(cr, name, gx - 6, gy + (k + 0.5) * cell, 1.0, 0.5);
+        canvas_text(cr, name, gx - 6, gy + (k + 0.5) * cell, 1.0, 0.5);
         /* predicted-class names at 45 degrees, ending under their column */
         cairo_save(cr);
         cairo_translate(cr, gx + (k + 0.5) * cell + 4, gy + side + 6);
@@ -168,7 +143,7 @@ static void s_colorbar(cairo_t *cr, double x, double y, double h)
     cairo_set_line_width(cr, 1.0);
     cairo_rectangle(cr, x, y, bw, h);
     cairo_stroke(cr);
-    s_font(cr, 12, false);
+    canvas_font(cr, 12, false);
     char buf[16];
     for (int k = 0; k <= 5; k++) {
         double ty = y + h - h * k / 5.0;
@@ -176,13 +151,13 @@ static void s_colorbar(cairo_t *cr, double x, double y, double h)
         cairo_line_to(cr, x + bw + 4, ty);
         cairo_stroke(cr);
         snprintf(buf, sizeof buf, "%.1f", k / 5.0);
-        s_text(cr, buf, x + bw + 7, ty, 0.0, 0.5);
+        canvas_text(cr, buf, x + bw + 7, ty, 0.0, 0.5);
     }
     cairo_save(cr);
     cairo_translate(cr, x + bw + 44, y + h / 2);
     cairo_rotate(cr, M_PI / 2);
-    s_font(cr, 13, false);
-    s_text(cr, "fraction of the true class", 0, 0, 0.5, 0.0);
+    canvas_font(cr, 13, false);
+    canvas_text(cr, "fraction of the true class", 0, 0, 0.5, 0.0);
     cairo_restore(cr);
 }
 
@@ -190,7 +165,7 @@ static void s_conf_draw(const void *ctx, cairo_t *cr, double w, double h)
 {
     const conf_ctx_t *x = ctx;
     const chart_classes_t *c = x->c;
-    s_font(cr, 12, false);
+    canvas_font(cr, 12, false);
     double name_w = c->nc <= 80 ? s_widest_name(cr, c) : 0;
     double left = 16 + 18 + 10 + name_w + 10;
     double bottom = 14 + 18 + 10 + name_w * M_SQRT1_2 + 16;
@@ -209,12 +184,12 @@ static void s_conf_draw(const void *ctx, cairo_t *cr, double w, double h)
     s_conf_names(c, cr, gx, gy, cell);
     s_colorbar(cr, gx + side + 18, gy, side);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    s_font(cr, 14, false);
-    s_text(cr, "predicted class", gx + side / 2, h - 14, 0.5, 1.0);
+    canvas_font(cr, 14, false);
+    canvas_text(cr, "predicted class", gx + side / 2, h - 14, 0.5, 1.0);
     cairo_save(cr);
     cairo_translate(cr, 16, gy + side / 2);
     cairo_rotate(cr, -M_PI / 2);
-    s_text(cr, "true class", 0, 0, 0.5, 0.0);
+    canvas_text(cr, "true class", 0, 0, 0.5, 0.0);
     cairo_restore(cr);
 }
 
@@ -228,7 +203,7 @@ typedef struct {
 static void s_f1_axis(cairo_t *cr, double gx, double gy, double gw, double gh)
 {
     char buf[16];
-    s_font(cr, 12, false);
+    canvas_font(cr, 12, false);
     cairo_set_line_width(cr, 1.0);
     for (int k = 0; k <= 5; k++) {
         double x = round(gx + gw * k / 5.0) + 0.5;
@@ -238,7 +213,7 @@ static void s_f1_axis(cairo_t *cr, double gx, double gy, double gw, double gh)
         cairo_stroke(cr);
         cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
         snprintf(buf, sizeof buf, "%.1f", k / 5.0);
-        s_text(cr, buf, x, gy + gh + 6, 0.5, 0.0);
+        canvas_text(cr, buf, x, gy + gh + 6, 0.5, 0.0);
     }
 }
 
@@ -273,13 +248,13 @@ static void s_f1_bars(const f1_ctx_t *x, cairo_t *cr, double gx, double gy, doub
             cairo_set_source_rgb(cr, 0.173, 0.627, 0.173);
             s_f1_marker(cr, true, gx + gw * pc->recall, y + row / 2);
         }
-        s_font(cr, fmin(12, row * 0.8), false);
+        canvas_font(cr, fmin(12, row * 0.8), false);
         cairo_set_source_rgb(cr, 0.15, 0.15, 0.15);
         if (labels)
-            s_text(cr, s_name(c, k, buf), gx - 8, y + row / 2, 1.0, 0.5);
+            canvas_text(cr, s_name(c, k, buf), gx - 8, y + row / 2, 1.0, 0.5);
         if (values) {
             snprintf(buf, sizeof buf, "%.3f", pc->f1);
-            s_text(cr, buf, gx + gw + 8, y + row / 2, 0.0, 0.5);
+            canvas_text(cr, buf, gx + gw + 8, y + row / 2, 0.0, 0.5);
         }
     }
 }
@@ -287,23 +262,23 @@ static void s_f1_bars(const f1_ctx_t *x, cairo_t *cr, double gx, double gy, doub
 static void s_f1_legend(const f1_ctx_t *x, cairo_t *cr, double gx, double y, double gw)
 {
     char buf[64];
-    s_font(cr, 12, false);
+    canvas_font(cr, 12, false);
     double lx = gx;
     cairo_set_source_rgb(cr, 0.122, 0.467, 0.706);
     cairo_rectangle(cr, lx, y - 6, 22, 12);
     cairo_fill(cr);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    s_text(cr, "F1", lx + 28, y, 0.0, 0.5);
+    canvas_text(cr, "F1", lx + 28, y, 0.0, 0.5);
     lx += 70;
     cairo_set_source_rgb(cr, 1.0, 0.498, 0.055);
     s_f1_marker(cr, false, lx + 8, y);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    s_text(cr, "precision", lx + 18, y, 0.0, 0.5);
+    canvas_text(cr, "precision", lx + 18, y, 0.0, 0.5);
     lx += 100;
     cairo_set_source_rgb(cr, 0.173, 0.627, 0.173);
     s_f1_marker(cr, true, lx + 8, y);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    s_text(cr, "recall", lx + 18, y, 0.0, 0.5);
+    canvas_text(cr, "recall", lx + 18, y, 0.0, 0.5);
     lx += 80;
     cairo_set_source_rgb(cr, 0.84, 0.15, 0.16);
     cairo_set_line_width(cr, 2.0);
@@ -315,7 +290,7 @@ static void s_f1_legend(const f1_ctx_t *x, cairo_t *cr, double gx, double y, dou
     cairo_set_dash(cr, NULL, 0, 0);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     snprintf(buf, sizeof buf, "macro F1 %.3f", x->m->macro.f1);
-    s_text(cr, buf, lx + 32, y, 0.0, 0.5);
+    canvas_text(cr, buf, lx + 32, y, 0.0, 0.5);
     (void)gw;
 }
 
@@ -323,7 +298,7 @@ static void s_f1_draw(const void *ctx, cairo_t *cr, double w, double h)
 {
     const f1_ctx_t *x = ctx;
     const chart_classes_t *c = x->c;
-    s_font(cr, 12, false);
+    canvas_font(cr, 12, false);
     double name_w = c->nc <= 200 ? s_widest_name(cr, c) : 0;
     double top = 52 + 24, bottom = 12 + 18 + 8 + 16 + 10;
     double gh = h - top - bottom, row = gh / c->nc;
@@ -350,68 +325,40 @@ static void s_f1_draw(const void *ctx, cairo_t *cr, double w, double h)
     cairo_rectangle(cr, round(gx) + 0.5, round(top) + 0.5, round(gw), round(gh));
     cairo_stroke(cr);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    s_font(cr, 14, false);
-    s_text(cr, "score (precision, recall, F1)", gx + gw / 2, h - 12, 0.5, 1.0);
+    canvas_font(cr, 14, false);
+    canvas_text(cr, "score (precision, recall, F1)", gx + gw / 2, h - 12, 0.5, 1.0);
     cairo_save(cr);
     cairo_translate(cr, 16, top + gh / 2);
     cairo_rotate(cr, -M_PI / 2);
-    s_text(cr, "class", 0, 0, 0.5, 0.0);
+    canvas_text(cr, "class", 0, 0, 0.5, 0.0);
     cairo_restore(cr);
 }
 
 /* ---- output ---- */
 
-static char *s_tmp_path(const char *path)
-{
-    size_t len = strlen(path) + 32;
-    char *tmp = malloc(len);
-    if (tmp)
-        snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    return tmp;
-}
+/* Scales the figure's base size (base_w x base_h units) to the canvas. */
+typedef struct {
+    chart_draw_fn draw;
+    const void *ctx;
+    double base_w, base_h;
+} paint_t;
 
-static void s_paint(chart_draw_fn draw, const void *ctx, cairo_t *cr, double w, double h,
-                    double base_w, double base_h)
+static int s_paint(const void *ctx, cairo_t *cr, double w, double h)
 {
-    double scale = fmin(w / base_w, h / base_h);
+    const paint_t *p = ctx;
+    double scale = fmin(w / p->base_w, h / p->base_h);
     cairo_scale(cr, scale, scale);
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_paint(cr);
-    draw(ctx, cr, w / scale, h / scale);
+    p->draw(p->ctx, cr, w / scale, h / scale);
+    return 0;
 }
 
-/* Render to a PNG of w x h pixels or an SVG of w x h points, atomically. */
 static int s_write(chart_draw_fn draw, const void *ctx, const char *path, bool svg, double w,
                    double h, char *why, size_t whylen)
 {
-    char *tmp = s_tmp_path(path);
-    if (!tmp) {
-        snprintf(why, whylen, "chart %s: out of memory", path);
-        return -1;
-    }
-    cairo_surface_t *surface = svg ? cairo_svg_surface_create(tmp, w, h)
-                                   : cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)w, (int)h);
-    cairo_t *cr = cairo_create(surface);
-    s_paint(draw, ctx, cr, w, h, w, h);
-    cairo_status_t st = cairo_status(cr);
-    cairo_destroy(cr);
-    if (svg)
-        cairo_surface_finish(surface); /* writes the file */
-    else if (st == CAIRO_STATUS_SUCCESS)
-        st = cairo_surface_write_to_png(surface, tmp);
-    if (st == CAIRO_STATUS_SUCCESS)
-        st = cairo_surface_status(surface);
-    cairo_surface_destroy(surface);
-    int rc = 0;
-    if (st != CAIRO_STATUS_SUCCESS) {
-        snprintf(why, whylen, "chart %s: %s", path, cairo_status_to_string(st));
-        unlink(tmp);
-        rc = -1;
-    } else {
-        rc = afile_publish(tmp, path, why, whylen);
-    }
-    free(tmp);
-    return rc;
+    paint_t p = {.draw = draw, .ctx = ctx, .base_w = w, .base_h = h};
+    return canvas_write(s_paint, &p, path, svg, w, h, "chart", why, whylen);
 }
 
 static int s_write_both(chart_draw_fn draw, const void *ctx, const char *png, const char *svg,

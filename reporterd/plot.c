@@ -1,4 +1,5 @@
 #include "reporterd/plot.h"
+#include "reporterd/canvas.h"
 
 #include <cairo-svg.h>
 #include <cairo.h>
@@ -11,7 +12,6 @@
 
 #include "reporterd/afile.h"
 
-#define FONT "DejaVu Sans"
 /* Everything is laid out on an 800x500 canvas, scaled to the output size. */
 #define BASE_W 800.0
 #define BASE_H 500.0
@@ -200,22 +200,6 @@ static double s_py(const frame_t *f, double y)
     return f->y + f->h - (y - f->ay.lo) / (f->ay.hi - f->ay.lo) * f->h;
 }
 
-static void s_font(cairo_t *cr, double size, bool bold)
-{
-    cairo_select_font_face(cr, FONT, CAIRO_FONT_SLANT_NORMAL,
-                           bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
-    cairo_set_font_size(cr, size);
-}
-
-/* Draw text with its anchor: ax, ay in {0, 0.5, 1} of its box. */
-static void s_text(cairo_t *cr, const char *s, double x, double y, double ax, double ay)
-{
-    cairo_text_extents_t e;
-    cairo_text_extents(cr, s, &e);
-    cairo_move_to(cr, x - e.x_bearing - e.width * ax, y - e.y_bearing - e.height * ay);
-    cairo_show_text(cr, s);
-}
-
 static void s_tick_label(char *buf, size_t len, double v, int decimals)
 {
     snprintf(buf, len, "%.*f", decimals, v);
@@ -255,7 +239,7 @@ static frame_t s_layout(const plot_t *self, cairo_t *cr, double w, double h)
     s_data_range(self, &x0, &x1, &y0, &y1);
     f.ax = s_x_axis(self, x0, x1);
     f.ay = s_y_axis(self, y0, y1);
-    s_font(cr, 12, false);
+    canvas_font(cr, 12, false);
     double left = 16 + 18 + 8 + s_widest_ytick(cr, &f.ay) + 8;
     double top = self->title[0] ? 48 : 20;
     double bottom = 12 + 16 + 8 + 18 + 10;
@@ -270,7 +254,7 @@ static void s_grid_and_ticks(cairo_t *cr, const frame_t *f)
 {
     char buf[64];
     long k0, k1;
-    s_font(cr, 12, false);
+    canvas_font(cr, 12, false);
     cairo_set_line_width(cr, 1.0);
     s_tick_range(&f->ay, &k0, &k1);
     for (long k = k0; k <= k1; k++) {
@@ -281,7 +265,7 @@ static void s_grid_and_ticks(cairo_t *cr, const frame_t *f)
         cairo_stroke(cr);
         cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
         s_tick_label(buf, sizeof buf, v, f->ay.decimals);
-        s_text(cr, buf, f->x - 8, y, 1.0, 0.5);
+        canvas_text(cr, buf, f->x - 8, y, 1.0, 0.5);
     }
     s_tick_range(&f->ax, &k0, &k1);
     for (long k = k0; k <= k1; k++) {
@@ -295,7 +279,7 @@ static void s_grid_and_ticks(cairo_t *cr, const frame_t *f)
         cairo_line_to(cr, x, f->y + f->h + 5);
         cairo_stroke(cr);
         s_tick_label(buf, sizeof buf, v, f->ax.decimals);
-        s_text(cr, buf, x, f->y + f->h + 8, 0.5, 0.0);
+        canvas_text(cr, buf, x, f->y + f->h + 8, 0.5, 0.0);
     }
     cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
     cairo_rectangle(cr, round(f->x) + 0.5, round(f->y) + 0.5, round(f->w), round(f->h));
@@ -305,14 +289,14 @@ static void s_grid_and_ticks(cairo_t *cr, const frame_t *f)
 static void s_labels(const plot_t *self, cairo_t *cr, const frame_t *f, double w, double h)
 {
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    s_font(cr, 17, true);
-    s_text(cr, self->title, f->x + f->w / 2, 16, 0.5, 0.0);
-    s_font(cr, 14, false);
-    s_text(cr, self->xlabel, f->x + f->w / 2, h - 12, 0.5, 1.0);
+    canvas_font(cr, 17, true);
+    canvas_text(cr, self->title, f->x + f->w / 2, 16, 0.5, 0.0);
+    canvas_font(cr, 14, false);
+    canvas_text(cr, self->xlabel, f->x + f->w / 2, h - 12, 0.5, 1.0);
     cairo_save(cr);
     cairo_translate(cr, 16, f->y + f->h / 2);
     cairo_rotate(cr, -M_PI / 2);
-    s_text(cr, self->ylabel, 0, 0, 0.5, 0.0);
+    canvas_text(cr, self->ylabel, 0, 0, 0.5, 0.0);
     cairo_restore(cr);
     (void)w;
 }
@@ -370,8 +354,8 @@ static void s_series(const plot_t *self, cairo_t *cr, const frame_t *f)
         if (s->n == 1) { /* a lone point: say its value, there is no line to read */
             char buf[32];
             snprintf(buf, sizeof buf, "%.4g", s->y[0]);
-            s_font(cr, 12, false);
-            s_text(cr, buf, s_px(f, s->x[0]) + 9, s_py(f, s->y[0]), 0.0, 0.5);
+            canvas_font(cr, 12, false);
+            canvas_text(cr, buf, s_px(f, s->x[0]) + 9, s_py(f, s->y[0]), 0.0, 0.5);
         }
     }
     cairo_restore(cr);
@@ -395,7 +379,7 @@ static void s_legend(const plot_t *self, cairo_t *cr, const frame_t *f)
 {
     if (self->ns == 0)
         return;
-    s_font(cr, 12, false);
+    canvas_font(cr, 12, false);
     double tw = 0;
     for (int i = 0; i < self->ns; i++) {
         cairo_text_extents_t e;
@@ -431,7 +415,7 @@ static void s_legend(const plot_t *self, cairo_t *cr, const frame_t *f)
         cairo_stroke(cr);
         s_marker(cr, i, x + 26, ly, 4.5);
         cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        s_text(cr, self->series[i].name, x + 48, ly, 0.0, 0.5);
+        canvas_text(cr, self->series[i].name, x + 48, ly, 0.0, 0.5);
     }
 }
 
@@ -443,8 +427,9 @@ static bool s_has_points(const plot_t *self)
     return false;
 }
 
-static int s_render(const plot_t *self, cairo_t *cr, double width, double height)
+static int s_render(const void *ctx, cairo_t *cr, double width, double height)
 {
+    const plot_t *self = ctx;
     double scale = fmin(width / BASE_W, height / BASE_H);
     double w = width / scale, h = height / scale;
     cairo_scale(cr, scale, scale);
@@ -458,8 +443,8 @@ static int s_render(const plot_t *self, cairo_t *cr, double width, double height
         s_legend(self, cr, &f);
     } else {
         cairo_set_source_rgb(cr, 0.5, 0.5, 0.5);
-        s_font(cr, 16, false);
-        s_text(cr, "no data", f.x + f.w / 2, f.y + f.h / 2, 0.5, 0.5);
+        canvas_font(cr, 16, false);
+        canvas_text(cr, "no data", f.x + f.w / 2, f.y + f.h / 2, 0.5, 0.5);
     }
     return cairo_status(cr) == CAIRO_STATUS_SUCCESS ? 0 : -1;
 }
@@ -470,15 +455,6 @@ void plot_shutdown(void)
     FcFini();
 }
 
-static char *s_tmp_path(const char *path)
-{
-    size_t len = strlen(path) + 32;
-    char *tmp = malloc(len);
-    if (tmp)
-        snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    return tmp;
-}
-
 int plot_write_png(const plot_t *self, const char *path, int width, int height, char *why,
                    size_t whylen)
 {
@@ -487,26 +463,7 @@ int plot_write_png(const plot_t *self, const char *path, int width, int height, 
                  height);
         return -1;
     }
-    char *tmp = s_tmp_path(path);
-    cairo_surface_t *surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, width, height);
-    cairo_t *cr = cairo_create(surface);
-    int rc = tmp ? s_render(self, cr, width, height) : -1;
-    cairo_status_t st = cairo_status(cr);
-    cairo_destroy(cr);
-    if (rc == 0) {
-        st = cairo_surface_write_to_png(surface, tmp);
-        rc = st == CAIRO_STATUS_SUCCESS ? 0 : -1;
-    }
-    cairo_surface_destroy(surface);
-    if (rc != 0) {
-        snprintf(why, whylen, "plot %s: %s", path, cairo_status_to_string(st));
-        if (tmp)
-            unlink(tmp);
-    } else {
-        rc = afile_publish(tmp, path, why, whylen);
-    }
-    free(tmp);
-    return rc;
+    return canvas_write(s_render, self, path, false, width, height, "plot", why, whylen);
 }
 
 int plot_write_svg(const plot_t *self, const char *path, double width, double height,
@@ -517,27 +474,5 @@ int plot_write_svg(const plot_t *self, const char *path, double width, double he
                  height);
         return -1;
     }
-    char *tmp = s_tmp_path(path);
-    if (!tmp) {
-        snprintf(why, whylen, "plot %s: out of memory", path);
-        return -1;
-    }
-    cairo_surface_t *surface = cairo_svg_surface_create(tmp, width, height);
-    cairo_t *cr = cairo_create(surface);
-    int rc = s_render(self, cr, width, height);
-    cairo_status_t st = cairo_status(cr);
-    cairo_destroy(cr);
-    cairo_surface_finish(surface); /* writes the file */
-    if (st == CAIRO_STATUS_SUCCESS)
-        st = cairo_surface_status(surface);
-    cairo_surface_destroy(surface);
-    if (rc != 0 || st != CAIRO_STATUS_SUCCESS) {
-        snprintf(why, whylen, "plot %s: %s", path, cairo_status_to_string(st));
-        unlink(tmp);
-        rc = -1;
-    } else {
-        rc = afile_publish(tmp, path, why, whylen);
-    }
-    free(tmp);
-    return rc;
+    return canvas_write(s_render, self, path, true, width, height, "plot", why, whylen);
 }
