@@ -21,23 +21,25 @@ static int put_head(msgpack_packer *pk, ddp_type_t type, size_t nkeys)
 
 static int pack_join(msgpack_packer *pk, const ddp_join_t *m)
 {
-    return put_head(pk, DDP_JOIN, 6) || mp_put_uint(pk, "role", m->role) ||
+    return put_head(pk, DDP_JOIN, 7) || mp_put_uint(pk, "role", m->role) ||
            mp_put_uint(pk, "pid", m->pid) || mp_put_int(pk, "want_rank", m->want_rank) ||
            mp_put_str(pk, "name", m->name) || mp_put_str(pk, "host", m->host) ||
-           mp_put_str(pk, "backend", m->backend);
+           mp_put_str(pk, "backend", m->backend) || mp_put_str(pk, "ring", m->ring);
 }
 
 static int pack_welcome(msgpack_packer *pk, const ddp_welcome_t *m)
 {
-    return put_head(pk, DDP_WELCOME, 3) || mp_put_int(pk, "rank", m->rank) ||
-           mp_put_int(pk, "world", m->world) || mp_put_str(pk, "job", m->job);
+    return put_head(pk, DDP_WELCOME, 5) || mp_put_int(pk, "rank", m->rank) ||
+           mp_put_int(pk, "world", m->world) || mp_put_str(pk, "job", m->job) ||
+           mp_put_uint(pk, "train", m->train) || mp_put_str(pk, "next_ring", m->next_ring);
 }
 
 static int pack_plan(msgpack_packer *pk, const ddp_plan_t *m)
 {
     /* num_classes is the length of class_names and n the length of paths:
      * the wire carries each count once, so they cannot disagree. */
-    return put_head(pk, DDP_PLAN, m->paths ? 6 : 5) || mp_put_uint(pk, "epoch", m->epoch) ||
+    return put_head(pk, DDP_PLAN, m->paths ? 7 : 6) || mp_put_uint(pk, "epoch", m->epoch) ||
+           mp_put_uint(pk, "skip", m->skip) ||
            mp_put_uint(pk, "phase", m->phase) || mp_put_uint(pk, "n", m->n) ||
            mp_put_strv(pk, "class_names", m->class_names, m->num_classes) ||
            mp_put_str(pk, "dataset", m->dataset) ||
@@ -46,9 +48,11 @@ static int pack_plan(msgpack_packer *pk, const ddp_plan_t *m)
 
 static int pack_credit(msgpack_packer *pk, const ddp_credit_t *m)
 {
-    return put_head(pk, DDP_CREDIT, 3) || mp_put_str(pk, "worker", m->worker) ||
+    bool rank = m->rank >= 0;   /* optional: older senders have none */
+    return put_head(pk, DDP_CREDIT, rank ? 4 : 3) || mp_put_str(pk, "worker", m->worker) ||
            mp_put_uint(pk, "credits", m->credits) ||
-           mp_put_bin(pk, "acks", m->acks, (size_t)m->n_acks * 8);
+           mp_put_bin(pk, "acks", m->acks, (size_t)m->n_acks * 8) ||
+           (rank && mp_put_int(pk, "rank", m->rank));
 }
 
 static int pack_heartbeat(msgpack_packer *pk, const ddp_heartbeat_t *m)
@@ -59,7 +63,8 @@ static int pack_heartbeat(msgpack_packer *pk, const ddp_heartbeat_t *m)
 
 static int pack_batch(msgpack_packer *pk, const ddp_batch_t *m)
 {
-    return put_head(pk, DDP_BATCH, 9) || mp_put_uint(pk, "seq", m->seq) ||
+    return put_head(pk, DDP_BATCH, 11) || mp_put_uint(pk, "seq", m->seq) ||
+           mp_put_uint(pk, "step", m->step) || mp_put_uint(pk, "global_count", m->global_count) ||
            mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "phase", m->phase) ||
            mp_put_uint(pk, "n", m->n) || mp_put_uint(pk, "c", m->c) ||
            mp_put_uint(pk, "h", m->h) || mp_put_uint(pk, "w", m->w) ||
@@ -75,7 +80,8 @@ static int pack_end(msgpack_packer *pk, const ddp_end_t *m)
 
 static int pack_result(msgpack_packer *pk, const ddp_result_t *m)
 {
-    return put_head(pk, DDP_RESULT, 11) || mp_put_int(pk, "rank", m->rank) ||
+    return put_head(pk, DDP_RESULT, 13) || mp_put_int(pk, "rank", m->rank) ||
+           mp_put_double(pk, "lr", m->lr) || mp_put_uint(pk, "step", m->step) ||
            mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "phase", m->phase) ||
            mp_put_uint(pk, "seq", m->seq) || mp_put_uint(pk, "n", m->n) ||
            mp_put_uint(pk, "k", m->k) || mp_put_bin(pk, "ids", m->ids, (size_t)m->n * 8) ||
@@ -90,6 +96,13 @@ static int pack_failed(msgpack_packer *pk, const ddp_failed_t *m)
     return put_head(pk, DDP_FAILED, 5) || mp_put_uint(pk, "epoch", m->epoch) ||
            mp_put_uint(pk, "phase", m->phase) || mp_put_uint(pk, "id", m->id) ||
            mp_put_str(pk, "path", m->path) || mp_put_str(pk, "reason", m->reason);
+}
+
+static int pack_epoch(msgpack_packer *pk, const ddp_epoch_t *m)
+{
+    return put_head(pk, DDP_EPOCH, 5) || mp_put_uint(pk, "epoch", m->epoch) ||
+           mp_put_uint(pk, "decision", m->decision) || mp_put_uint(pk, "streak", m->streak) ||
+           mp_put_double(pk, "val_top1", m->val_top1) || mp_put_str(pk, "reason", m->reason);
 }
 
 static int pack_code_reason(msgpack_packer *pk, ddp_type_t type, int32_t code,
@@ -113,6 +126,7 @@ static int pack_msg(msgpack_packer *pk, const ddp_msg_t *msg)
     case DDP_FAILED: return pack_failed(pk, &msg->u.failed);
     case DDP_STOP: return pack_code_reason(pk, DDP_STOP, msg->u.stop.code, msg->u.stop.reason);
     case DDP_DONE: return pack_code_reason(pk, DDP_DONE, msg->u.done.code, msg->u.done.reason);
+    case DDP_EPOCH: return pack_epoch(pk, &msg->u.epoch);
     }
     return -1;
 }

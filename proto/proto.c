@@ -13,7 +13,7 @@ const char *proto_type_name(int type)
         [DDP_JOIN] = "JOIN",     [DDP_WELCOME] = "WELCOME", [DDP_PLAN] = "PLAN",
         [DDP_CREDIT] = "CREDIT", [DDP_HEARTBEAT] = "HEARTBEAT", [DDP_BATCH] = "BATCH",
         [DDP_END] = "END",       [DDP_RESULT] = "RESULT",   [DDP_FAILED] = "FAILED",
-        [DDP_STOP] = "STOP",     [DDP_DONE] = "DONE",
+        [DDP_STOP] = "STOP",     [DDP_DONE] = "DONE",       [DDP_EPOCH] = "EPOCH",
     };
     if (type < DDP_JOIN || type > DDP_TYPE_MAX)
         return "UNKNOWN";

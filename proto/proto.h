@@ -31,6 +31,7 @@
 #define DDP_MAX_SAMPLES (1ull << 40)
 #define DDP_MAX_PIXELS (1ull << 31) /* bytes in one BATCH pixel frame */
 #define DDP_MAX_ACKS 1024
+#define DDP_MAX_EP 256           /* an endpoint string (ring) */
 
 typedef enum {
     DDP_JOIN = 1,      /* any daemon -> reducerd: who I am */
@@ -44,7 +45,8 @@ typedef enum {
     DDP_FAILED = 9,    /* loaderd -> reducerd: a sample that could not be loaded */
     DDP_STOP = 10,     /* reducerd -> everyone joined: job is over (code, reason) */
     DDP_DONE = 11,     /* reporterd -> reducerd: run directory written */
-    DDP_TYPE_MAX = 11
+    DDP_EPOCH = 12,    /* reducerd -> loaderd, gpud: epoch decided (continue / stop), training */
+    DDP_TYPE_MAX = 12
 } ddp_type_t;
 
 typedef enum { DDP_ROLE_GPUD = 1, DDP_ROLE_LOADER = 2, DDP_ROLE_REPORTER = 3 } ddp_role_t;
@@ -57,12 +59,15 @@ typedef struct {
     char name[DDP_MAX_NAME];   /* "gpud-host-1234": also its loader identity */
     char host[DDP_MAX_NAME];
     char backend[16];          /* "cpu" | "cuda" | "" for non-compute roles */
+    char ring[DDP_MAX_EP];     /* optional: gpud's all-reduce PULL endpoint ("" none) */
 } ddp_join_t;
 
 typedef struct {
     int32_t rank;
     int32_t world;
     char job[DDP_MAX_NAME];
+    uint8_t train;             /* optional: 1 in a training job */
+    char next_ring[DDP_MAX_EP];/* optional: ring endpoint of rank (rank+1) % world */
 } ddp_welcome_t;
 
 typedef struct {
@@ -73,6 +78,7 @@ typedef struct {
     char **class_names;        /* num_classes strings */
     char **paths;              /* n strings, or NULL when not sent */
     char dataset[DDP_MAX_STR];
+    uint64_t skip;             /* optional (train resume): samples of the epoch already trained */
 } ddp_plan_t;
 
 typedef struct {
@@ -80,6 +86,7 @@ typedef struct {
     uint32_t credits;          /* additional batches the worker can take */
     uint32_t n_acks;
     uint64_t *acks;            /* batch seqs fully answered (results sent) */
+    int32_t rank;              /* optional: the sender's rank; -1 absent (not encoded) */
 } ddp_credit_t;
 
 typedef struct {
@@ -92,11 +99,13 @@ typedef struct {
     uint64_t seq;              /* unique per loaderd run */
     uint32_t epoch;
     uint8_t phase;
-    uint32_t n;                /* 1..DDP_MAX_BATCH */
+    uint32_t n;                /* 1..DDP_MAX_BATCH; 0 allowed in the train phase (empty shard) */
     uint16_t c, h, w;          /* per-sample CHW, each 1..65535 (c 1..4) */
-    uint64_t *ids;             /* n sample ids */
-    int32_t *labels;           /* n labels (-1: unknown) */
+    uint64_t *ids;             /* n sample ids (NULL when n == 0) */
+    int32_t *labels;           /* n labels (-1: unknown) (NULL when n == 0) */
     zframe_t *pixels;          /* n*c*h*w bytes; owned */
+    uint64_t step;             /* optional, train: absolute optimizer step of the run */
+    uint32_t global_count;     /* optional, train: samples in the whole global step (>= n) */
 } ddp_batch_t;
 
 typedef struct {
@@ -116,6 +125,8 @@ typedef struct {
     int32_t *topk;             /* n*k class ids, best first */
     float *loss;               /* n cross-entropy losses */
     double compute_s;          /* seconds of compute for this batch */
+    double lr;                 /* optional, train: learning rate of the step (0 absent) */
+    uint64_t step;             /* optional, train: absolute optimizer step */
 } ddp_result_t;
 
 typedef struct {
@@ -137,6 +148,16 @@ typedef struct {
 } ddp_done_t;
 
 typedef struct {
+    uint32_t epoch;            /* the epoch decided */
+    uint8_t decision;          /* ddp_decision_t */
+    uint32_t streak;           /* consecutive epochs with val top-1 >= target */
+    double val_top1;           /* the epoch's validation top-1, -1 without validation */
+    char reason[1024];         /* why (e.g. "val top-1 0.861 >= 0.85 for 2 epochs") */
+} ddp_epoch_t;
+
+typedef enum { DDP_DECISION_CONTINUE = 0, DDP_DECISION_STOP = 1 } ddp_decision_t;
+
+typedef struct {
     ddp_type_t type;
     union {
         ddp_join_t join;
@@ -150,6 +171,7 @@ typedef struct {
         ddp_failed_t failed;
         ddp_stop_t stop;
         ddp_done_t done;
+        ddp_epoch_t epoch;
     } u;
 } ddp_msg_t;
 

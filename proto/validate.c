@@ -89,6 +89,7 @@ static int v_join(const ddp_join_t *m, char *why, size_t whylen, const char *wha
     CHECK_FIXED(m->name, "name", 1);
     CHECK_FIXED(m->host, "host", 0);
     CHECK_FIXED(m->backend, "backend", 0);
+    CHECK_FIXED(m->ring, "ring", 0);
     return 0;
 }
 
@@ -100,6 +101,9 @@ static int v_welcome(const ddp_welcome_t *m, char *why, size_t whylen, const cha
         return BAD("'rank' is %" PRId32 ", want 0..world-1 = 0..%" PRId32, m->rank,
                    m->world - 1);
     CHECK_FIXED(m->job, "job", 0);
+    if (m->train > 1)
+        return BAD("'train' is %u, want 0 or 1", m->train);
+    CHECK_FIXED(m->next_ring, "next_ring", 0);
     return 0;
 }
 
@@ -116,6 +120,10 @@ static int v_plan(const ddp_plan_t *m, char *why, size_t whylen, const char *wha
     if (m->paths && check_strv(m->paths, m->n, "paths", why, whylen, what))
         return -1;
     CHECK_FIXED(m->dataset, "dataset", 0);
+    if (m->skip > m->n)
+        return BAD("'skip' is %" PRIu64 ", more than n = %" PRIu64, m->skip, m->n);
+    if (m->skip && m->phase != DDP_PHASE_TRAIN)
+        return BAD("'skip' is %" PRIu64 " in an eval plan (train resume only)", m->skip);
     return 0;
 }
 
@@ -126,6 +134,8 @@ static int v_credit(const ddp_credit_t *m, char *why, size_t whylen, const char 
         return BAD("%" PRIu32 " acks, want at most %d", m->n_acks, DDP_MAX_ACKS);
     if (m->n_acks && !m->acks)
         return BAD("'acks' is NULL with n_acks = %" PRIu32, m->n_acks);
+    if (m->rank < -1)
+        return BAD("'rank' is %" PRId32 ", want -1 (none) or >= 0", m->rank);
     return 0;
 }
 
@@ -141,13 +151,18 @@ static int v_batch(const ddp_batch_t *m, char *why, size_t whylen, const char *w
 {
     if (check_phase(m->phase, why, whylen, what))
         return -1;
-    if (m->n < 1 || m->n > DDP_MAX_BATCH)
-        return BAD("'n' is %" PRIu32 ", want 1..%d", m->n, DDP_MAX_BATCH);
+    bool train = m->phase == DDP_PHASE_TRAIN;
+    /* an empty shard (uneven last step) still takes part in the all-reduce */
+    if (m->n < (train ? 0u : 1u) || m->n > DDP_MAX_BATCH)
+        return BAD("'n' is %" PRIu32 ", want %d..%d", m->n, train ? 0 : 1, DDP_MAX_BATCH);
+    if (train && m->global_count < m->n)
+        return BAD("'global_count' is %" PRIu32 ", less than this shard's n = %" PRIu32,
+                   m->global_count, m->n);
     if (m->c < 1 || m->c > 4)
         return BAD("'c' is %u, want 1..4", m->c);
     if (m->h < 1 || m->w < 1)
         return BAD("'h' x 'w' is %u x %u, want both >= 1", m->h, m->w);
-    if (!m->ids || !m->labels)
+    if (m->n && (!m->ids || !m->labels))
         return BAD("'ids' or 'labels' is NULL");
     if (check_ids(m->ids, m->n, why, whylen, what) || check_labels(m->labels, m->n, why, whylen, what))
         return -1;
@@ -183,6 +198,8 @@ static int v_result(const ddp_result_t *m, char *why, size_t whylen, const char 
     /* loss may be NaN/inf (a diverged model is data, not a protocol error). */
     if (!isfinite(m->compute_s) || m->compute_s < 0)
         return BAD("'compute_s' is %g, want a finite value >= 0", m->compute_s);
+    if (!isfinite(m->lr) || m->lr < 0)
+        return BAD("'lr' is %g, want a finite value >= 0", m->lr);
     return 0;
 }
 
@@ -193,6 +210,16 @@ static int v_failed(const ddp_failed_t *m, char *why, size_t whylen, const char 
     if (m->id >= DDP_MAX_SAMPLES)
         return BAD("'id' is %" PRIu64 ", want < 2^40", m->id);
     CHECK_FIXED(m->path, "path", 0);
+    CHECK_FIXED(m->reason, "reason", 0);
+    return 0;
+}
+
+static int v_epoch(const ddp_epoch_t *m, char *why, size_t whylen, const char *what)
+{
+    if (m->decision > DDP_DECISION_STOP)
+        return BAD("'decision' is %u, want 0 (continue) or 1 (stop)", m->decision);
+    if (!(m->val_top1 == -1 || (m->val_top1 >= 0 && m->val_top1 <= 1)))
+        return BAD("'val_top1' is %g, want 0..1 or -1 (no validation)", m->val_top1);
     CHECK_FIXED(m->reason, "reason", 0);
     return 0;
 }
@@ -212,6 +239,7 @@ int proto_validate(const ddp_msg_t *msg, char *why, size_t whylen)
     case DDP_FAILED: return v_failed(&msg->u.failed, why, whylen, what);
     case DDP_STOP: CHECK_FIXED(msg->u.stop.reason, "reason", 0); return 0;
     case DDP_DONE: CHECK_FIXED(msg->u.done.reason, "reason", 0); return 0;
+    case DDP_EPOCH: return v_epoch(&msg->u.epoch, why, whylen, what);
     }
     return bad(why, whylen, "message", "unknown type %d, want 1..%d", (int)msg->type,
                DDP_TYPE_MAX);

@@ -40,6 +40,8 @@ static void sample_batch(ddp_batch_t *b)
     for (int i = 0; i < 18; i++)
         px[i] = (unsigned char)(i * 14);
     b->pixels = zframe_new(px, sizeof px);
+    b->step = 1ull << 35;
+    b->global_count = 7;
 }
 
 static void sample_result(ddp_result_t *r)
@@ -59,6 +61,8 @@ static void sample_result(ddp_result_t *r)
     r->topk = dup_mem(topk, sizeof topk);
     r->loss = dup_mem(loss, sizeof loss);
     r->compute_s = 0.0625;
+    r->lr = 0.1;
+    r->step = 12345;
 }
 
 int sample_msg(ddp_type_t t, ddp_msg_t *m)
@@ -71,10 +75,13 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
         strcpy(m->u.join.name, "gpud-host-4242");
         strcpy(m->u.join.host, "host");
         strcpy(m->u.join.backend, "cpu");
+        strcpy(m->u.join.ring, "tcp://127.0.0.1:41234");
         return 0;
     case DDP_WELCOME:
         m->u.welcome = (ddp_welcome_t){.rank = 1, .world = 3};
         strcpy(m->u.welcome.job, "job-7");
+        m->u.welcome.train = 1;
+        strcpy(m->u.welcome.next_ring, "ipc:///tmp/run/.ipc/ring-2");
         return 0;
     case DDP_PLAN:
         m->u.plan.epoch = 2;
@@ -91,6 +98,7 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
         m->u.credit.credits = 4;
         m->u.credit.n_acks = 3;
         m->u.credit.acks = dup_mem(acks, sizeof acks);
+        m->u.credit.rank = 2;
         return 0;
     }
     case DDP_HEARTBEAT:
@@ -113,6 +121,11 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
     case DDP_DONE:
         m->u.done.code = 0;
         strcpy(m->u.done.reason, "");
+        return 0;
+    case DDP_EPOCH:
+        m->u.epoch = (ddp_epoch_t){.epoch = 4, .decision = DDP_DECISION_STOP, .streak = 2,
+                                   .val_top1 = 0.8625};
+        strcpy(m->u.epoch.reason, "val top-1 0.8625 >= 0.85 for 2 epochs");
         return 0;
     }
     return -1;

@@ -26,10 +26,13 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         CHECK_STR(a->u.join.name, b->u.join.name);
         CHECK_STR(a->u.join.host, b->u.join.host);
         CHECK_STR(a->u.join.backend, b->u.join.backend);
+        CHECK_STR(a->u.join.ring, b->u.join.ring);
         break;
     case DDP_WELCOME:
         CHECK(a->u.welcome.rank == b->u.welcome.rank && a->u.welcome.world == b->u.welcome.world);
         CHECK_STR(a->u.welcome.job, b->u.welcome.job);
+        CHECK(a->u.welcome.train == b->u.welcome.train);
+        CHECK_STR(a->u.welcome.next_ring, b->u.welcome.next_ring);
         break;
     case DDP_PLAN:
         CHECK(a->u.plan.epoch == b->u.plan.epoch && a->u.plan.phase == b->u.plan.phase &&
@@ -37,11 +40,13 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         same_strv(a->u.plan.class_names, b->u.plan.class_names, a->u.plan.num_classes);
         same_strv(a->u.plan.paths, b->u.plan.paths, a->u.plan.n);
         CHECK_STR(a->u.plan.dataset, b->u.plan.dataset);
+        CHECK(a->u.plan.skip == b->u.plan.skip);
         break;
     case DDP_CREDIT:
         CHECK_STR(a->u.credit.worker, b->u.credit.worker);
         CHECK(a->u.credit.credits == b->u.credit.credits && a->u.credit.n_acks == b->u.credit.n_acks);
         CHECK(SAME_MEM(a->u.credit.acks, b->u.credit.acks, a->u.credit.n_acks * 8));
+        CHECK(a->u.credit.rank == b->u.credit.rank);
         break;
     case DDP_HEARTBEAT:
         CHECK_STR(a->u.heartbeat.worker, b->u.heartbeat.worker);
@@ -51,7 +56,8 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
     case DDP_BATCH: {
         const ddp_batch_t *x = &a->u.batch, *y = &b->u.batch;
         CHECK(x->seq == y->seq && x->epoch == y->epoch && x->phase == y->phase && x->n == y->n &&
-              x->c == y->c && x->h == y->h && x->w == y->w);
+              x->c == y->c && x->h == y->h && x->w == y->w && x->step == y->step &&
+              x->global_count == y->global_count);
         CHECK(SAME_MEM(x->ids, y->ids, x->n * 8) && SAME_MEM(x->labels, y->labels, x->n * 4));
         CHECK(y->pixels && zframe_eq(x->pixels, y->pixels));
         break;
@@ -62,7 +68,8 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
     case DDP_RESULT: {
         const ddp_result_t *x = &a->u.result, *y = &b->u.result;
         CHECK(x->rank == y->rank && x->epoch == y->epoch && x->phase == y->phase &&
-              x->seq == y->seq && x->n == y->n && x->k == y->k && x->compute_s == y->compute_s);
+              x->seq == y->seq && x->n == y->n && x->k == y->k && x->compute_s == y->compute_s &&
+              x->lr == y->lr && x->step == y->step);
         CHECK(SAME_MEM(x->ids, y->ids, x->n * 8) && SAME_MEM(x->labels, y->labels, x->n * 4));
         CHECK(SAME_MEM(x->topk, y->topk, x->n * x->k * 4) && SAME_MEM(x->loss, y->loss, x->n * 4));
         break;
@@ -80,6 +87,11 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
     case DDP_DONE:
         CHECK(a->u.done.code == b->u.done.code);
         CHECK_STR(a->u.done.reason, b->u.done.reason);
+        break;
+    case DDP_EPOCH:
+        CHECK(a->u.epoch.epoch == b->u.epoch.epoch && a->u.epoch.decision == b->u.epoch.decision &&
+              a->u.epoch.streak == b->u.epoch.streak && a->u.epoch.val_top1 == b->u.epoch.val_top1);
+        CHECK_STR(a->u.epoch.reason, b->u.epoch.reason);
         break;
     }
 }
@@ -253,6 +265,70 @@ static void sockets(void)
     zsock_destroy(&router);
 }
 
+/* Training additions: an empty train shard travels; an empty eval batch,
+ * a shard larger than its global step, a bad decision or skip do not. */
+static void train_additions(void)
+{
+    ddp_msg_t m, out;
+    char why[256];
+    memset(&m, 0, sizeof m);
+    m.type = DDP_BATCH;
+    m.u.batch = (ddp_batch_t){.seq = 9, .epoch = 1, .phase = DDP_PHASE_TRAIN, .n = 0, .c = 1,
+                              .h = 28, .w = 28, .step = 17, .global_count = 5};
+    m.u.batch.pixels = zframe_new(NULL, 0);
+    zmsg_t *z = proto_encode(&m);
+    CHECK_MSG(z != NULL, "an empty train shard encodes");
+    if (z) {
+        CHECK_MSG(proto_decode(z, &out, why, sizeof why) == 0, "empty shard decodes: %s", why);
+        CHECK(out.u.batch.n == 0 && out.u.batch.step == 17 && out.u.batch.global_count == 5 &&
+              zframe_size(out.u.batch.pixels) == 0);
+        ddp_msg_clear(&out);
+        zmsg_destroy(&z);
+    }
+    m.u.batch.phase = DDP_PHASE_EVAL;
+    CHECK_MSG(proto_validate(&m, why, sizeof why) != 0, "an empty eval batch is refused");
+    m.u.batch.phase = DDP_PHASE_TRAIN;
+    m.u.batch.global_count = 0;
+    CHECK(proto_validate(&m, why, sizeof why) == 0);
+    ddp_msg_clear(&m);
+
+    sample_msg(DDP_BATCH, &m);
+    m.u.batch.global_count = 2; /* n = 3 */
+    CHECK_MSG(proto_validate(&m, why, sizeof why) != 0, "global_count < n is refused");
+    ddp_msg_clear(&m);
+
+    sample_msg(DDP_EPOCH, &m);
+    m.u.epoch.decision = 2;
+    CHECK(proto_validate(&m, why, sizeof why) != 0);
+    m.u.epoch.decision = 0;
+    m.u.epoch.val_top1 = 1.5;
+    CHECK(proto_validate(&m, why, sizeof why) != 0);
+    m.u.epoch.val_top1 = -1;
+    CHECK(proto_validate(&m, why, sizeof why) == 0);
+    ddp_msg_clear(&m);
+
+    sample_msg(DDP_PLAN, &m);
+    m.u.plan.skip = 1;
+    CHECK_MSG(proto_validate(&m, why, sizeof why) != 0, "skip in an eval plan is refused");
+    m.u.plan.phase = DDP_PHASE_TRAIN;
+    CHECK(proto_validate(&m, why, sizeof why) == 0);
+    m.u.plan.skip = 4; /* n = 3 */
+    CHECK(proto_validate(&m, why, sizeof why) != 0);
+    ddp_msg_clear(&m);
+
+    /* A CREDIT without rank (older sender) decodes as -1; rank is not encoded when < 0. */
+    sample_msg(DDP_CREDIT, &m);
+    m.u.credit.rank = -1;
+    z = proto_encode(&m);
+    CHECK(z != NULL);
+    if (z) {
+        CHECK(proto_decode(z, &out, why, sizeof why) == 0 && out.u.credit.rank == -1);
+        ddp_msg_clear(&out);
+        zmsg_destroy(&z);
+    }
+    ddp_msg_clear(&m);
+}
+
 int main(void)
 {
     log_init("test_proto", -1, 0);
@@ -263,6 +339,7 @@ int main(void)
     encode_batch_moves_pixels();
     encode_refuses_bad_structs();
     plan_without_paths();
+    train_additions();
     names();
     sockets();
     return check_exit("test_proto_roundtrip");
