@@ -7,12 +7,13 @@
 #include <string.h>
 
 struct allreduce {
-    int rank, world;
+    int rank, world;           /* -1, 0 until allreduce_connect */
     zsock_t *pull;             /* from rank - 1 */
     zsock_t *push;             /* to rank + 1 */
     uint64_t op;               /* operations so far: a stale chunk is detected */
     float *scratch;
     size_t scratch_cap;
+    int (*cancelled)(void);
 };
 
 typedef struct {
@@ -28,6 +29,87 @@ size_t allreduce_chunk_offset(size_t n, int world, int c)
     return (size_t)((unsigned __int128)n * (unsigned)c / (unsigned)world);
 }
 
+allreduce_t *allreduce_bind(const char *bind_ep, char *resolved, size_t resolved_len, char *err,
+                            size_t errlen)
+{
+    allreduce_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        snprintf(err, errlen, "allreduce: out of memory");
+        return NULL;
+    }
+    self->rank = -1;
+    self->pull = zsock_new(ZMQ_PULL);
+    if (!self->pull) {
+        snprintf(err, errlen, "allreduce: cannot create a socket: %s", zmq_strerror(zmq_errno()));
+        allreduce_destroy(&self);
+        return NULL;
+    }
+    zsock_set_rcvhwm(self->pull, 0);
+    /* zmq_bind, not zsock_bind: czmq gives ":*" / ":!" port forms its own
+     * meaning; libzmq picks a free port for ":0" or ":*" and reports it in
+     * ZMQ_LAST_ENDPOINT */
+    if (zmq_bind(zsock_resolve(self->pull), bind_ep) < 0) {
+        snprintf(err, errlen, "allreduce: cannot bind %s: %s (is the port free? use --ring-bind "
+                 "tcp://HOST:0 to let the system pick one)", bind_ep, zmq_strerror(zmq_errno()));
+        allreduce_destroy(&self);
+        return NULL;
+    }
+    char ep[256] = "";
+    size_t len = sizeof ep;
+    if (zmq_getsockopt(zsock_resolve(self->pull), ZMQ_LAST_ENDPOINT, ep, &len) < 0 || !ep[0]) {
+        snprintf(err, errlen, "allreduce: cannot read the endpoint bound for %s: %s", bind_ep,
+                 zmq_strerror(zmq_errno()));
+        allreduce_destroy(&self);
+        return NULL;
+    }
+    if (resolved && (size_t)snprintf(resolved, resolved_len, "%s", ep) >= resolved_len) {
+        snprintf(err, errlen, "allreduce: endpoint %s is longer than %zu characters", ep,
+                 resolved_len - 1);
+        allreduce_destroy(&self);
+        return NULL;
+    }
+    return self;
+}
+
+int allreduce_connect(allreduce_t *self, int rank, int world, const char *next_ep, char *err,
+                      size_t errlen)
+{
+    if (world < 1 || rank < 0 || rank >= world) {
+        snprintf(err, errlen, "allreduce: rank %d of world %d is out of range", rank, world);
+        return -1;
+    }
+    if (self->push) {
+        snprintf(err, errlen, "allreduce: already connected as rank %d of %d", self->rank,
+                 self->world);
+        return -1;
+    }
+    self->rank = rank;
+    self->world = world;
+    if (world == 1) {   /* no peers: nothing may ever arrive */
+        zsock_destroy(&self->pull);
+        return 0;
+    }
+    if (!next_ep || !next_ep[0]) {
+        snprintf(err, errlen, "allreduce: no endpoint for rank %d (reducerd sent no next_ring)",
+                 (rank + 1) % world);
+        return -1;
+    }
+    self->push = zsock_new(ZMQ_PUSH);
+    if (!self->push) {
+        snprintf(err, errlen, "allreduce: cannot create a socket: %s", zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    zsock_set_linger(self->push, 1000);
+    zsock_set_sndhwm(self->push, 0);
+    if (zmq_connect(zsock_resolve(self->push), next_ep) < 0) {
+        snprintf(err, errlen, "allreduce: cannot connect to rank %d at %s: %s", (rank + 1) % world,
+                 next_ep, zmq_strerror(zmq_errno()));
+        zsock_destroy(&self->push);
+        return -1;
+    }
+    return 0;
+}
+
 allreduce_t *allreduce_new(int rank, int world, const char *bind_ep, const char *next_ep,
                            char *err, size_t errlen)
 {
@@ -35,38 +117,31 @@ allreduce_t *allreduce_new(int rank, int world, const char *bind_ep, const char 
         snprintf(err, errlen, "allreduce: rank %d of world %d is out of range", rank, world);
         return NULL;
     }
-    allreduce_t *self = calloc(1, sizeof *self);
+    allreduce_t *self = world == 1 ? calloc(1, sizeof *self)
+                                   : allreduce_bind(bind_ep, NULL, 0, err, errlen);
     if (!self) {
-        snprintf(err, errlen, "allreduce: out of memory");
+        if (world == 1)
+            snprintf(err, errlen, "allreduce: out of memory");
         return NULL;
     }
-    self->rank = rank;
-    self->world = world;
-    if (world == 1)
-        return self;
-    self->pull = zsock_new(ZMQ_PULL);
-    self->push = zsock_new(ZMQ_PUSH);
-    if (!self->pull || !self->push) {
-        snprintf(err, errlen, "allreduce: cannot create sockets: %s", zmq_strerror(zmq_errno()));
+    if (allreduce_connect(self, rank, world, next_ep, err, errlen) < 0)
         allreduce_destroy(&self);
-        return NULL;
-    }
-    zsock_set_linger(self->push, 1000);
-    zsock_set_rcvhwm(self->pull, 0);
-    zsock_set_sndhwm(self->push, 0);
-    if (zsock_bind(self->pull, "%s", bind_ep) < 0) {
-        snprintf(err, errlen, "allreduce: cannot bind %s: %s (is the port free?)", bind_ep,
-                 zmq_strerror(zmq_errno()));
-        allreduce_destroy(&self);
-        return NULL;
-    }
-    if (zsock_connect(self->push, "%s", next_ep) < 0) {
-        snprintf(err, errlen, "allreduce: cannot connect to rank %d at %s: %s", (rank + 1) % world,
-                 next_ep, zmq_strerror(zmq_errno()));
-        allreduce_destroy(&self);
-        return NULL;
-    }
     return self;
+}
+
+void allreduce_set_cancel(allreduce_t *self, int (*cancelled)(void))
+{
+    self->cancelled = cancelled;
+}
+
+int allreduce_rank(const allreduce_t *self)
+{
+    return self->rank;
+}
+
+int allreduce_world(const allreduce_t *self)
+{
+    return self->world;
 }
 
 void allreduce_destroy(allreduce_t **self)
@@ -94,19 +169,44 @@ static int send_chunk(allreduce_t *self, uint32_t step, int c, const float *data
     return 0;
 }
 
+/* Waits for a chunk in slices, so a cancel (a signal) ends the wait within
+ * 100 ms instead of after the whole timeout. */
+static int wait_readable(allreduce_t *self, void *s, int prev, uint32_t step, int timeout_ms,
+                         char *err, size_t errlen)
+{
+    zmq_pollitem_t item = {.socket = s, .events = ZMQ_POLLIN};
+    int64_t deadline = zclock_mono() + (timeout_ms > 0 ? timeout_ms : 0);
+    for (;;) {
+        if (self->cancelled && self->cancelled()) {
+            snprintf(err, errlen, "allreduce: interrupted while waiting for rank %d (step %u)",
+                     prev, step);
+            return -1;
+        }
+        int64_t left = deadline - zclock_mono();
+        int rc = zmq_poll(&item, 1, left <= 0 ? 0 : (left < 100 ? (long)left : 100));
+        if (rc > 0)
+            return 0;
+        if (rc < 0 && zmq_errno() != EINTR) {
+            snprintf(err, errlen, "allreduce: waiting for rank %d: %s", prev,
+                     zmq_strerror(zmq_errno()));
+            return -1;
+        }
+        if (left <= 0)
+            break;
+    }
+    snprintf(err, errlen, "allreduce: rank %d sent nothing for %d ms (step %u): is it dead? "
+             "(a dead rank ends the job; resume from the last checkpoint)", prev, timeout_ms, step);
+    return -1;
+}
+
 /* Receives the expected chunk into self->scratch; checks every header field. */
 static int recv_chunk(allreduce_t *self, uint32_t step, int c, size_t count, int timeout_ms,
                       char *err, size_t errlen)
 {
     int prev = (self->rank + self->world - 1) % self->world;
     void *s = zsock_resolve(self->pull);
-    zmq_pollitem_t item = {.socket = s, .events = ZMQ_POLLIN};
-    int rc = zmq_poll(&item, 1, timeout_ms);
-    if (rc <= 0) {
-        snprintf(err, errlen, "allreduce: rank %d sent nothing for %d ms (step %u): is it dead? "
-                 "(a dead rank ends the job; resume from the last checkpoint)", prev, timeout_ms, step);
+    if (wait_readable(self, s, prev, step, timeout_ms, err, errlen) < 0)
         return -1;
-    }
     chunk_hdr_t h;
     int more = 0;
     size_t more_size = sizeof more;
@@ -155,6 +255,10 @@ static int ensure_scratch(allreduce_t *self, size_t n)
 int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char *err, size_t errlen)
 {
     int W = self->world, r = self->rank;
+    if (r < 0) {
+        snprintf(err, errlen, "allreduce: not connected (allreduce_connect first)");
+        return -1;
+    }
     if (W == 1)
         return 0;
     self->op++;

@@ -15,13 +15,43 @@
 
 typedef struct allreduce allreduce_t;
 
-/* bind_ep: this rank's PULL endpoint; next_ep: rank (rank+1)%world's. */
+/* Two phases, because a gpud must publish its endpoint (JOIN.ring) before
+ * it learns its rank and its neighbour's endpoint (WELCOME.next_ring):
+ *
+ *   char ep[256];
+ *   allreduce_t *ar = allreduce_bind("tcp://127.0.0.1:0", ep, sizeof ep, err, len);
+ *   ... send ep, learn rank, world, next ...
+ *   allreduce_connect(ar, rank, world, next, err, len);
+ *   allreduce_sum(ar, grads, n, 60000, err, len);
+ *
+ * bind_ep: this rank's PULL endpoint; a tcp port 0 (or "*") is chosen by the
+ * system and `resolved` receives the endpoint peers must connect to
+ * (ZMQ_LAST_ENDPOINT, e.g. "tcp://127.0.0.1:41234"). NULL with the reason in
+ * err when the bind fails. */
+allreduce_t *allreduce_bind(const char *bind_ep, char *resolved, size_t resolved_len, char *err,
+                            size_t errlen);
+/* next_ep: the PULL endpoint of rank (rank+1)%world. world 1 needs no ring:
+ * the PULL socket is closed and allreduce_sum returns at once. 0, or -1 with
+ * the reason in err (then only allreduce_destroy is valid). */
+int allreduce_connect(allreduce_t *self, int rank, int world, const char *next_ep, char *err,
+                      size_t errlen);
+/* allreduce_bind + allreduce_connect, for callers that know everything up
+ * front (tests, benchmarks with fixed endpoints). */
 allreduce_t *allreduce_new(int rank, int world, const char *bind_ep, const char *next_ep,
                            char *err, size_t errlen);
 void allreduce_destroy(allreduce_t **self);
+/* A callback polled (every 100 ms at most) while allreduce_sum waits for a
+ * peer: when it returns non-zero the operation fails at once with
+ * "interrupted" (gpud passes zs_interrupted, so SIGTERM/SIGINT never wait out
+ * the ring timeout). NULL: only the timeout ends a wait. */
+void allreduce_set_cancel(allreduce_t *self, int (*cancelled)(void));
 /* In place: data becomes the element-wise sum over all ranks. 0, or -1 with
- * a reason (timeout, malformed chunk, socket error). */
+ * a reason (timeout, interrupted, malformed chunk, socket error). A failed
+ * operation leaves the ring out of step: the job cannot continue with it. */
 int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char *err, size_t errlen);
+/* This rank's ring position: allreduce_rank is -1 before allreduce_connect. */
+int allreduce_rank(const allreduce_t *self);
+int allreduce_world(const allreduce_t *self);
 /* Chunk boundaries of an n-element array over world ranks: [off(c), off(c+1)). */
 size_t allreduce_chunk_offset(size_t n, int world, int c);
 #endif

@@ -1,10 +1,15 @@
 /* gpud's ring all-reduce across real processes over real sockets: exact
  * (the ring's fixed order, reproduced here), identical on every rank, any
  * world size and length (empty chunks too), and a dead rank is an error
- * naming it within the timeout, not a hang. */
+ * naming it within the timeout, not a hang. The split API (bind to
+ * tcp://127.0.0.1:0, publish the resolved endpoint, connect later, as gpud
+ * does around JOIN/WELCOME) gives the same bytes, and a cancel callback
+ * ends a wait at once instead of after the timeout. */
 #include "gpud/daemon_allreduce.h"
 
 #include <math.h>
+#include <signal.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,13 +42,68 @@ static float ring_sum(int world, size_t n, size_t i)
 
 static void ep(char *buf, size_t len, int rank) { snprintf(buf, len, "ipc://%s/ar%d", s_dir, rank); }
 
+static int s_split;                       /* 1: bind tcp port 0 and exchange endpoints */
+static volatile sig_atomic_t s_cancel;    /* set by SIGUSR1 in a child */
+
+static int cancelled(void) { return s_cancel; }
+static void on_usr1(int sig) { (void)sig; s_cancel = 1; }
+
+/* Publishes rank's resolved endpoint (atomically, via rename) and reads
+ * rank next's, waiting for it: what reducerd's JOIN/WELCOME does in gpud. */
+static int exchange(int rank, int next, const char *mine, char *theirs, size_t len)
+{
+    char tmp[300], path[300];
+    snprintf(tmp, sizeof tmp, "%s/ep%d.tmp", s_dir, rank);
+    snprintf(path, sizeof path, "%s/ep%d", s_dir, rank);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%s", mine) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
+        return -1;
+    snprintf(path, sizeof path, "%s/ep%d", s_dir, next);
+    for (int tries = 0; tries < 1000; tries++) {   /* 10 s at most */
+        f = fopen(path, "r");
+        if (f) {
+            int ok = fgets(theirs, (int)len, f) != NULL;
+            fclose(f);
+            return ok ? 0 : -1;
+        }
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    return -1;
+}
+
+static allreduce_t *open_ring(int rank, int world, char *err, size_t errlen)
+{
+    char mine[300], next[300];
+    if (!s_split) {
+        ep(mine, sizeof mine, rank);
+        ep(next, sizeof next, (rank + 1) % world);
+        return allreduce_new(rank, world, mine, next, err, errlen);
+    }
+    allreduce_t *ar = allreduce_bind("tcp://127.0.0.1:0", mine, sizeof mine, err, errlen);
+    if (!ar)
+        return NULL;
+    if (strncmp(mine, "tcp://127.0.0.1:", 16) != 0 || atoi(mine + 16) <= 0) {
+        snprintf(err, errlen, "bind resolved to '%s', want tcp://127.0.0.1:<port>", mine);
+        allreduce_destroy(&ar);
+        return NULL;
+    }
+    if (allreduce_rank(ar) != -1 ||
+        exchange(rank, (rank + 1) % world, mine, next, sizeof next) < 0 ||
+        allreduce_connect(ar, rank, world, next, err, errlen) < 0 ||
+        allreduce_rank(ar) != rank || allreduce_world(ar) != world) {
+        if (!err[0])
+            snprintf(err, errlen, "endpoint exchange or connect failed");
+        allreduce_destroy(&ar);
+        return NULL;
+    }
+    return ar;
+}
+
 /* Child: all-reduce, then write the result to a file for the parent. */
 static int child(int rank, int world, size_t n, int die)
 {
-    char mine[300], next[300], err[512];
-    ep(mine, sizeof mine, rank);
-    ep(next, sizeof next, (rank + 1) % world);
-    allreduce_t *ar = allreduce_new(rank, world, mine, next, err, sizeof err);
+    char err[512] = "";
+    allreduce_t *ar = open_ring(rank, world, err, sizeof err);
     if (!ar) {
         fprintf(stderr, "rank %d: %s\n", rank, err);
         return 2;
@@ -72,6 +132,10 @@ static int child(int rank, int world, size_t n, int die)
 
 static int run(int world, size_t n, int dead_rank)
 {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -f %s/ep* %s/out*", s_dir, s_dir);
+    if (system(cmd) != 0)
+        return 1;
     pid_t pids[16];
     for (int r = 0; r < world; r++) {
         pids[r] = fork();
@@ -130,6 +194,84 @@ static int run(int world, size_t n, int dead_rank)
     return fails;
 }
 
+/* A rank whose peer never sends: SIGUSR1 (the cancel callback) must end
+ * its wait long before the 30 s timeout, with "interrupted". */
+static int cancel_case(void)
+{
+    int fds[2];
+    if (pipe(fds) < 0)
+        return 1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGUSR1, on_usr1);
+        char mine[300], err[512] = "";
+        allreduce_t *ar = allreduce_bind("tcp://127.0.0.1:0", mine, sizeof mine, err, sizeof err);
+        /* rank 0 of 2 whose next is itself: nothing is ever sent to it by rank 1 */
+        int ok = ar && allreduce_connect(ar, 0, 2, "tcp://127.0.0.1:1", err, sizeof err) == 0;
+        if (ar)
+            allreduce_set_cancel(ar, cancelled);
+        char c = ok ? 'r' : 'x';
+        if (write(fds[1], &c, 1) != 1)
+            _exit(5);
+        float x[4] = {1, 2, 3, 4};
+        int rc = ok ? allreduce_sum(ar, x, 4, 30000, err, sizeof err) : -1;
+        allreduce_destroy(&ar);
+        if (rc == 0 || !strstr(err, "interrupted")) {
+            fprintf(stderr, "cancel: rc %d, err '%s', want 'interrupted'\n", rc, err);
+            _exit(1);
+        }
+        _exit(0);
+    }
+    char c = 0;
+    if (read(fds[0], &c, 1) != 1 || c != 'r') {
+        fprintf(stderr, "cancel: child could not set up its ring\n");
+        kill(pid, SIGKILL);
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    nanosleep(&(struct timespec){0, 300000000}, NULL);
+    kill(pid, SIGUSR1);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double dt = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    close(fds[0]);
+    close(fds[1]);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || dt > 5.0) {
+        fprintf(stderr, "cancel: child exit %d after %.2fs, want 0 within 5s\n",
+                WIFEXITED(st) ? WEXITSTATUS(st) : -1, dt);
+        return 1;
+    }
+    return 0;
+}
+
+/* Errors a caller can make: sum before connect, rank out of range, connect
+ * twice, a bind to a bad endpoint. Each fails with a message. */
+static int misuse_case(void)
+{
+    char ep_[300], err[512] = "";
+    int fails = 0;
+    float x[2] = {0, 0};
+    allreduce_t *ar = allreduce_bind("tcp://127.0.0.1:0", ep_, sizeof ep_, err, sizeof err);
+    if (!ar)
+        return 1;
+    err[0] = 0;
+    fails += allreduce_sum(ar, x, 2, 100, err, sizeof err) == 0 || !strstr(err, "not connected");
+    err[0] = 0;
+    fails += allreduce_connect(ar, 2, 2, ep_, err, sizeof err) == 0 || !err[0];
+    fails += allreduce_connect(ar, 0, 2, ep_, err, sizeof err) != 0;
+    err[0] = 0;
+    fails += allreduce_connect(ar, 0, 2, ep_, err, sizeof err) == 0 || !strstr(err, "already");
+    allreduce_destroy(&ar);
+    err[0] = 0;
+    ar = allreduce_bind("bogus://x", ep_, sizeof ep_, err, sizeof err);
+    fails += ar != NULL || !strstr(err, "cannot bind");
+    allreduce_destroy(&ar);
+    if (fails)
+        fprintf(stderr, "misuse: %d checks failed (last error '%s')\n", fails, err);
+    return fails;
+}
+
 int main(void)
 {
     snprintf(s_dir, sizeof s_dir, "/tmp/ddpipe-ar-%d", (int)getpid());
@@ -143,6 +285,14 @@ int main(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++, total++)
         fails += run(cases[i].world, cases[i].n, -1) != 0;
     fails += run(3, 5000, 1) != 0; /* rank 1 dies: rank 2 times out naming it */
+    total++;
+    s_split = 1;
+    struct { int world; size_t n; } split[] = {{1, 7}, {2, 1000}, {3, 1001}, {4, 3}};
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++, total++)
+        fails += run(split[i].world, split[i].n, -1) != 0;
+    fails += cancel_case() != 0;
+    total++;
+    fails += misuse_case() != 0;
     total++;
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
     if (system(cmd) != 0)
