@@ -78,6 +78,13 @@ static int v_metric(const ev_metric_t *m, char *why, size_t whylen, const char *
         m->correct_top1 > m->correct_top5)
         return EBAD("want correct_top1 <= correct_top5 <= samples, got %" PRIu64 ", %" PRIu64
                     ", %" PRIu64, m->correct_top1, m->correct_top5, m->samples);
+    if (m->nranks > EVENT_MAX_RANKS || (m->nranks && !m->rank_images_per_sec))
+        return EBAD("'rank_images_per_sec' has %" PRIu32 " entries (at most %d, non-NULL)",
+                    m->nranks, EVENT_MAX_RANKS);
+    if (m->has_decision && m->decision > 1)
+        return EBAD("'decision' is %u, want 0 (continue) or 1 (stop)", m->decision);
+    if (!TERMINATED(m->decision_reason))
+        return EBAD("'decision_reason' is not NUL-terminated");
     return 0;
 }
 
@@ -151,10 +158,24 @@ int event_validate(const ddp_event_t *ev, char *why, size_t whylen)
 
 /* ---- encode ---- */
 
+/* The optional keys: absent (not nil) when unset, so an eval metric keeps
+ * the map it always had. */
+static int pack_metric_optional(msgpack_packer *pk, const ev_metric_t *m)
+{
+    if (m->nranks &&
+        mp_put_bin(pk, "rank_images_per_sec", m->rank_images_per_sec, (size_t)m->nranks * 8))
+        return -1;
+    return m->has_decision &&
+           (mp_put_uint(pk, "decision", m->decision) || mp_put_uint(pk, "streak", m->streak) ||
+            mp_put_uint(pk, "epochs", m->epochs) ||
+            mp_put_str(pk, "decision_reason", m->decision_reason));
+}
+
 static int pack_metric(msgpack_packer *pk, const ev_metric_t *m)
 {
     size_t nc = m->num_classes;
-    return msgpack_pack_map(pk, 16 + (m->confusion ? 1 : 0)) ||
+    size_t keys = 16 + (m->confusion ? 1 : 0) + (m->nranks ? 1 : 0) + (m->has_decision ? 4 : 0);
+    return msgpack_pack_map(pk, keys) ||
            mp_put_uint(pk, "v", DDP_PROTO_VERSION) || mp_put_uint(pk, "epoch", m->epoch) ||
            mp_put_uint(pk, "phase", m->phase) || mp_put_bool(pk, "final", m->final) ||
            mp_put_uint(pk, "planned", m->planned) || mp_put_uint(pk, "samples", m->samples) ||
@@ -167,7 +188,8 @@ static int pack_metric(msgpack_packer *pk, const ev_metric_t *m)
            mp_put_int(pk, "workers", m->workers) || mp_put_double(pk, "wall_s", m->wall_s) ||
            mp_put_double(pk, "images_per_sec", m->images_per_sec) ||
            mp_put_double(pk, "lr", m->lr) ||
-           (m->confusion && mp_put_bin(pk, "confusion", m->confusion, nc * nc * 8));
+           (m->confusion && mp_put_bin(pk, "confusion", m->confusion, nc * nc * 8)) ||
+           pack_metric_optional(pk, m);
 }
 
 static int pack_predictions(msgpack_packer *pk, const ev_predictions_t *m)
@@ -268,6 +290,34 @@ zmsg_t *event_encode(const ddp_event_t *ev)
 
 /* ---- decode ---- */
 
+/* Keys added within version 1 are optional: an eval metric or an older
+ * reducerd omits them. */
+static int d_metric_optional(const mp_reader_t *r, ev_metric_t *m)
+{
+    bool bad = false;
+    const msgpack_object *o = mp_find(r, "rank_images_per_sec", &bad);
+    if (bad)
+        return -1;
+    if (o) {
+        if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size % 8 != 0 ||
+            o->via.bin.size / 8 > EVENT_MAX_RANKS)
+            return mp_fail(r, "'rank_images_per_sec' must be a bin of n*8 bytes, n <= %d",
+                           EVENT_MAX_RANKS);
+        m->nranks = o->via.bin.size / 8;
+        if (m->nranks && mp_dup_bin(r, "rank_images_per_sec", (size_t)m->nranks * 8, "nranks*8",
+                                    (void **)&m->rank_images_per_sec))
+            return -1;
+    }
+    if (!mp_find(r, "decision", &bad))
+        return bad ? -1 : 0;
+    m->has_decision = true;
+    return mp_get_u8(r, "decision", 0, 1, &m->decision) ||
+           mp_get_u32(r, "streak", 0, UINT32_MAX, &m->streak) ||
+           mp_get_u32(r, "epochs", 0, UINT32_MAX, &m->epochs) ||
+           mp_get_str(r, "decision_reason", m->decision_reason, sizeof m->decision_reason)
+               ? -1 : 0;
+}
+
 static int d_metric(const mp_reader_t *r, ev_metric_t *m)
 {
     size_t nc = 0;
@@ -289,9 +339,14 @@ static int d_metric(const mp_reader_t *r, ev_metric_t *m)
         return -1;
     m->num_classes = (uint32_t)nc;
     bool dup;
-    if (!mp_find(r, "confusion", &dup))
-        return dup ? -1 : 0; /* optional: publishers may leave it out */
-    return mp_dup_bin(r, "confusion", nc * nc * 8, "num_classes^2*8", (void **)&m->confusion);
+    if (!mp_find(r, "confusion", &dup)) {
+        if (dup)
+            return -1; /* optional: publishers may leave it out */
+    } else if (mp_dup_bin(r, "confusion", nc * nc * 8, "num_classes^2*8",
+                          (void **)&m->confusion)) {
+        return -1;
+    }
+    return d_metric_optional(r, m);
 }
 
 static int d_predictions(const mp_reader_t *r, ev_predictions_t *m)
@@ -466,6 +521,7 @@ void event_clear(ddp_event_t *ev)
     if (ev->topic == EV_METRIC) {
         free_strv(ev->u.metric.class_names, ev->u.metric.num_classes);
         free(ev->u.metric.confusion);
+        free(ev->u.metric.rank_images_per_sec);
     } else if (ev->topic == EV_PROGRESS) {
         free(ev->u.progress.rank_done);
     } else if (ev->topic == EV_PREDICTIONS) {

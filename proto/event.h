@@ -49,6 +49,16 @@ typedef struct {
     double wall_s;              /* seconds since the epoch started */
     double images_per_sec;
     double lr;                  /* 0 in eval */
+    /* optional (added within version 1; an absent key decodes as shown) */
+    uint32_t nranks;            /* entries of rank_images_per_sec; 0 absent */
+    double *rank_images_per_sec; /* nranks: images/s of rank r while computing this
+                                   (epoch, phase): its samples / its RESULT compute_s
+                                   (decode allocates; event_clear frees) */
+    bool has_decision;          /* training: the keys below are set; false absent */
+    uint8_t decision;           /* ddp_decision_t reducerd took after this epoch */
+    uint32_t streak;            /* epochs in a row with val top-1 >= target, after this one */
+    uint32_t epochs;            /* the job's --epochs */
+    char decision_reason[1024]; /* why it stops / continues */
 } ev_metric_t;
 
 /* Per-sample results of an epoch, sorted by id; sent in chunks (first..). */

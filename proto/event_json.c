@@ -136,6 +136,27 @@ static void jb_strv(jbuf_t *j, const char *key, char *const *v, uint64_t n)
     jb_raw(j, "]");
 }
 
+/* The optional keys, present only when the msgpack map has them. */
+static void j_metric_optional(jbuf_t *j, const ev_metric_t *m)
+{
+    if (m->nranks) {
+        jb_key(j, "rank_images_per_sec");
+        jb_raw(j, "[");
+        for (uint32_t r = 0; r < m->nranks; r++) {
+            if (r)
+                jb_raw(j, ",");
+            jb_num(j, m->rank_images_per_sec[r], 17);
+        }
+        jb_raw(j, "]");
+    }
+    if (!m->has_decision)
+        return;
+    jb_u64(j, "decision", m->decision);
+    jb_u64(j, "streak", m->streak);
+    jb_u64(j, "epochs", m->epochs);
+    jb_kstr(j, "decision_reason", m->decision_reason);
+}
+
 static void j_metric(jbuf_t *j, const ev_metric_t *m)
 {
     jb_u64(j, "epoch", m->epoch);
@@ -154,17 +175,18 @@ static void j_metric(jbuf_t *j, const ev_metric_t *m)
     jb_dbl(j, "wall_s", m->wall_s);
     jb_dbl(j, "images_per_sec", m->images_per_sec);
     jb_dbl(j, "lr", m->lr);
-    if (!m->confusion)
-        return;
-    jb_key(j, "confusion");
-    jb_raw(j, "[");
-    for (uint64_t t = 0; t < m->num_classes; t++) {
-        jb_raw(j, t ? ",[" : "[");
-        for (uint64_t p = 0; p < m->num_classes; p++)
-            jb_fmt(j, p ? ",%" PRIu64 : "%" PRIu64, m->confusion[t * m->num_classes + p]);
+    if (m->confusion) {
+        jb_key(j, "confusion");
+        jb_raw(j, "[");
+        for (uint64_t t = 0; t < m->num_classes; t++) {
+            jb_raw(j, t ? ",[" : "[");
+            for (uint64_t p = 0; p < m->num_classes; p++)
+                jb_fmt(j, p ? ",%" PRIu64 : "%" PRIu64, m->confusion[t * m->num_classes + p]);
+            jb_raw(j, "]");
+        }
         jb_raw(j, "]");
     }
-    jb_raw(j, "]");
+    j_metric_optional(j, m);
 }
 
 static void j_i32s(jbuf_t *j, const char *key, const int32_t *v, uint64_t n)

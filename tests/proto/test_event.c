@@ -25,6 +25,12 @@ static void same_event(const ddp_event_t *a, const ddp_event_t *b)
         CHECK((x->confusion == NULL) == (y->confusion == NULL));
         if (x->confusion && y->confusion)
             CHECK(memcmp(x->confusion, y->confusion, 8u * x->num_classes * x->num_classes) == 0);
+        CHECK(x->nranks == y->nranks && (x->rank_images_per_sec == NULL) == (y->rank_images_per_sec == NULL));
+        if (x->rank_images_per_sec && y->rank_images_per_sec)
+            CHECK(memcmp(x->rank_images_per_sec, y->rank_images_per_sec, 8u * x->nranks) == 0);
+        CHECK(x->has_decision == y->has_decision && x->decision == y->decision &&
+              x->streak == y->streak && x->epochs == y->epochs);
+        CHECK_STR(x->decision_reason, y->decision_reason);
         break;
     }
     case EV_PREDICTIONS: {
@@ -145,6 +151,69 @@ static void progress_optional(void)
                               "\xa9rank_done\xc4\x03\x01\x02\x03";
     CHECK(event_decode_bytes(EV_PROGRESS, bad, sizeof bad - 1, &out, why, sizeof why) == -1);
     CHECK_MSG(strstr(why, "rank_done") != NULL, "%s", why);
+}
+
+/* The optional training keys of a metric: per-rank images/s and the
+ * epoch's decision survive a round trip and reach the JSON mirror; a bad
+ * decision is refused on both sides. */
+static void metric_optional(void)
+{
+    ddp_event_t in, out;
+    char why[256] = "";
+    double ips[2] = {120.5, 0.1};
+    sample_event(EV_METRIC, &in);
+    free(in.u.metric.confusion);
+    in.u.metric.confusion = NULL;
+    in.u.metric.nranks = 2;
+    in.u.metric.rank_images_per_sec = ips;
+    in.u.metric.has_decision = true;
+    in.u.metric.decision = 1; /* stop */
+    in.u.metric.streak = 2;
+    in.u.metric.epochs = 10;
+    snprintf(in.u.metric.decision_reason, sizeof in.u.metric.decision_reason, "target \"met\"");
+    zmsg_t *z = event_encode(&in);
+    CHECK_MSG(z && event_decode(z, &out, why, sizeof why) == 0, "%s", why);
+    same_event(&in, &out);
+    event_clear(&out);
+    zmsg_destroy(&z);
+    char *json = event_to_json(&in);
+    CHECK_MSG(json && strstr(json, "\"lr\":0.1,\"rank_images_per_sec\":[120.5,0.1],\"decision\":1,"
+                                   "\"streak\":2,\"epochs\":10,"
+                                   "\"decision_reason\":\"target \\\"met\\\"\"}"),
+              "%s", json ? json : "(null)");
+    free(json);
+    in.u.metric.decision = 2;
+    CHECK(event_encode(&in) == NULL);
+    in.u.metric.rank_images_per_sec = NULL;
+    in.u.metric.has_decision = false;
+    in.u.metric.nranks = 0;
+    event_clear(&in);
+    /* a rank array that is not whole doubles, a decision out of range */
+    static const char base[] = "\xa1v\x01\xa5" "epoch\x00\xa5phase\x01\xa5" "final\xc2\xa7planned\x01"
+                               "\xa7samples\x01\xa6" "failed\x00\xac" "correct_top1\x00\xac"
+                               "correct_top5\x00\xaa" "duplicates\x00\xa8loss_sum\x00\xab"
+                               "class_names\x91\xa1" "a\xa7workers\x01\xa6wall_s\x00\xae"
+                               "images_per_sec\x00\xa2lr\x00";
+    static const char ranks[] = "\xb3rank_images_per_sec\xc4\x03\x01\x02\x03";
+    static const char decision[] = "\xa8" "decision\x07\xa6streak\x00\xa6" "epochs\x01"
+                                   "\xaf" "decision_reason\xa0";
+    char bad[512];
+    size_t n = sizeof base - 1;
+    memcpy(bad, "\xde\x00\x11", 3); /* map16 of 17 keys */
+    memcpy(bad + 3, base, n);
+    memcpy(bad + 3 + n, ranks, sizeof ranks - 1);
+    CHECK(event_decode_bytes(EV_METRIC, bad, 3 + n + sizeof ranks - 1, &out, why, sizeof why) == -1);
+    CHECK_MSG(strstr(why, "rank_images_per_sec") != NULL, "%s", why);
+    bad[2] = 20; /* the decision group instead, with decision 7 */
+    memcpy(bad + 3 + n, decision, sizeof decision - 1);
+    size_t size = 3 + n + sizeof decision - 1;
+    CHECK(event_decode_bytes(EV_METRIC, bad, size, &out, why, sizeof why) == -1);
+    CHECK_MSG(strstr(why, "decision") != NULL, "%s", why);
+    bad[3 + n + 9] = 1; /* decision 1: fine */
+    CHECK_MSG(event_decode_bytes(EV_METRIC, bad, size, &out, why, sizeof why) == 0, "%s", why);
+    CHECK(out.u.metric.has_decision && out.u.metric.decision == 1 && out.u.metric.epochs == 1 &&
+          out.u.metric.nranks == 0);
+    event_clear(&out);
 }
 
 /* Re-encodes a sample with one field broken, bypassing event_encode's own
@@ -281,6 +350,7 @@ int main(void)
     CHECK_STR(event_topic_name((ev_topic_t)0), "unknown");
     metric_without_confusion();
     progress_optional();
+    metric_optional();
     rejects();
     json();
     return check_exit("test_event");
