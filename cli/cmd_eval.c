@@ -3,20 +3,16 @@
  * start), a progress line, the final metrics, and nothing left behind. */
 #include "cli/argv.h"
 #include "cli/commands.h"
-#include "cli/launch.h"
+#include "cli/job.h"
 #include "common/clock.h"
 #include "common/flags.h"
-#include "proto/event.h"
 
-#include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct {
@@ -26,9 +22,6 @@ typedef struct {
     long timeout_s, worker_timeout_s, window;
     int predictions, no_dct, verbose, quiet;
 } eval_opts_t;
-
-static volatile sig_atomic_t s_stop = 0;
-static void on_sig(int sig) { s_stop = sig; }
 
 static void eval_usage(FILE *f)
 {
@@ -135,69 +128,11 @@ static int eval_parse(int argc, char **argv, eval_opts_t *o)
     return 0;
 }
 
-static int mkdir_p(const char *dir)
-{
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            mkdir(tmp, 0755);
-            *p = '/';
-        }
-    if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
-        fprintf(stderr, "ddpipe: cannot create %s: %s\n", dir, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-typedef struct {
-    char reducer[600], pub[600], loader[600], tap[600], dir[512];
-} endpoints_t;
-
-/* ipc:// under the run directory; a unix socket path must stay short, so
- * fall back to a private folder under /tmp for deep run directories. */
-static int pick_endpoints(const char *out, endpoints_t *e)
-{
-    char abs[4096];
-    if (!realpath(out, abs))
-        snprintf(abs, sizeof abs, "%s", out);
-    if (strlen(abs) < 70)
-        snprintf(e->dir, sizeof e->dir, "%.70s/.ipc", abs);
-    else
-        snprintf(e->dir, sizeof e->dir, "/tmp/ddpipe-%d", (int)getpid());
-    if (mkdir_p(e->dir) < 0)
-        return -1;
-    snprintf(e->reducer, sizeof e->reducer, "ipc://%s/reducer", e->dir);
-    snprintf(e->pub, sizeof e->pub, "ipc://%s/events", e->dir);
-    snprintf(e->loader, sizeof e->loader, "ipc://%s/loader", e->dir);
-    snprintf(e->tap, sizeof e->tap, "ipc://%s/tap", e->dir);
-    return 0;
-}
-
-static void cleanup_endpoints(const endpoints_t *e)
-{
-    const char *eps[] = {e->reducer, e->pub, e->loader, e->tap};
-    for (int i = 0; i < 4; i++)
-        unlink(eps[i] + 6);
-    rmdir(e->dir);
-}
-
-static child_t *spawn(launch_t *L, const char *name, const char *prog, argv_t *a, const char *out)
-{
-    char log[1024];
-    snprintf(log, sizeof log, "%s/logs/%s.log", out, name);
-    unlink(log);
-    child_t *c = launch_spawn(L, name, prog, a->v, log);
-    argv_free(a);
-    return c;
-}
-
 static bool is_wrn(const eval_opts_t *o) { return strcmp(o->model, "wideresnet") == 0; }
 
-static int start_daemons(launch_t *L, const eval_opts_t *o, const endpoints_t *e)
+static int start_daemons(job_t *j, const eval_opts_t *o)
 {
+    const job_endpoints_t *e = job_endpoints(j);
     argv_t a;
     argv_init(&a, "reducerd");
     argv_add(&a, "--bind", e->reducer);
@@ -208,7 +143,7 @@ static int start_daemons(launch_t *L, const eval_opts_t *o, const endpoints_t *e
         argv_add(&a, "--predictions", NULL);
     if (o->verbose)
         argv_add(&a, "--verbose", NULL);
-    if (!spawn(L, "reducerd", "reducerd", &a, o->out))
+    if (job_spawn(j, "reducerd", "reducerd", &a) < 0)
         return -1;
 
     argv_init(&a, "reporterd");
@@ -218,7 +153,7 @@ static int start_daemons(launch_t *L, const eval_opts_t *o, const endpoints_t *e
     argv_add(&a, "--tap", e->tap);
     if (o->metrics_http)
         argv_add(&a, "--metrics-http", o->metrics_http);
-    if (!spawn(L, "reporterd", "reporterd", &a, o->out))
+    if (job_spawn(j, "reporterd", "reporterd", &a) < 0)
         return -1;
 
     argv_init(&a, "loaderd");
@@ -245,7 +180,7 @@ static int start_daemons(launch_t *L, const eval_opts_t *o, const endpoints_t *e
         argv_add(&a, "--predictions", NULL);
     if (o->verbose)
         argv_add(&a, "--verbose", NULL);
-    if (!spawn(L, "loaderd", "loaderd", &a, o->out))
+    if (job_spawn(j, "loaderd", "loaderd", &a) < 0)
         return -1;
 
     for (long r = 0; r < o->workers; r++) {
@@ -276,64 +211,10 @@ static int start_daemons(launch_t *L, const eval_opts_t *o, const endpoints_t *e
             argv_add(&a, "--verbose", NULL);
         char name[32];
         snprintf(name, sizeof name, "gpud.%ld", r);
-        if (!spawn(L, name, "gpud", &a, o->out))
+        if (job_spawn(j, name, "gpud", &a) < 0)
             return -1;
     }
     return 0;
-}
-
-/* "1:05", "1:02:03", or "?" while the rate is unknown. */
-static void fmt_eta(double s, char *buf, size_t len)
-{
-    if (!(s >= 0) || s > 1e8) {
-        snprintf(buf, len, "?");
-        return;
-    }
-    long t = (long)(s + 0.5);
-    if (t >= 3600)
-        snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-    else
-        snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
-}
-
-/* One line that rewrites itself on a terminal; on a pipe or file a plain
- * line at most every 5 s, plus the last one (done == total), so logs stay
- * short but complete. */
-static void print_progress(const ev_progress_t *p, bool tty, double *last_print)
-{
-    double now = clock_mono_s();
-    bool last = p->total && p->done >= p->total;
-    if (!tty && !last && now - *last_print < 5.0)
-        return;
-    *last_print = now;
-    double pct = p->total ? 100.0 * (double)p->done / (double)p->total : 0;
-    char eta[32], failed[48] = "";
-    fmt_eta(p->eta_s, eta, sizeof eta);
-    if (p->failed)
-        snprintf(failed, sizeof failed, "  %llu failed", (unsigned long long)p->failed);
-    fprintf(stderr, "%s%s epoch %u  %llu/%llu (%5.1f%%)  %.1f img/s  ETA %s  workers %d%s%s",
-            tty ? "\r" : "", p->phase ? "train" : "eval", p->epoch,
-            (unsigned long long)p->done, (unsigned long long)p->total, pct, p->images_per_sec,
-            eta, p->workers, failed, tty ? "\033[K" : "\n");
-    fflush(stderr);
-}
-
-static void on_tap_event(zsock_t *tap, bool tty, double *last_print, bool quiet)
-{
-    zmsg_t *m = zmsg_recv(tap);
-    if (!m)
-        return;
-    ddp_event_t ev;
-    char why[256];
-    if (event_decode(m, &ev, why, sizeof why) == 0) {
-        if (ev.topic == EV_PROGRESS && !quiet)
-            print_progress(&ev.u.progress, tty, last_print);
-        else if (ev.topic == EV_WORKER && strcmp(ev.u.worker.state, "dead") == 0)
-            fprintf(stderr, "%sddpipe: worker rank %d (%s) is dead; its batches go to the others\n",
-                    tty ? "\n" : "", ev.u.worker.rank, ev.u.worker.name);
-        event_clear(&ev);
-    }
-    zmsg_destroy(&m);
 }
 
 /* Prints the headline numbers of summary.json. */
@@ -368,125 +249,27 @@ static int print_summary(const char *out)
     return 0;
 }
 
-typedef struct {
-    launch_t L;
-    eval_opts_t o;
-    endpoints_t e;
-    zsock_t *tap;
-} job_t;
-
-/* Returns 0 when reporterd finished the run directory, else 1 (with why printed). */
-static int supervise(job_t *j)
-{
-    bool tty = isatty(STDERR_FILENO);
-    double last_print = 0, t0 = clock_mono_s();
-    child_t *last_dead = NULL;
-    bool gpud_finished = false;   /* a worker exited 0: it was told the job is over */
-    zpoller_t *poller = zpoller_new(j->tap, NULL);
-    int result = -1;
-    while (result < 0) {
-        if (zpoller_wait(poller, 100) == j->tap) /* all queued events: the last line too */
-            do
-                on_tap_event(j->tap, tty, &last_print, j->o.quiet);
-            while (zsock_events(j->tap) & ZMQ_POLLIN);
-        if (s_stop) {
-            fprintf(stderr, "%sddpipe: interrupted: stopping the daemons\n", tty ? "\n" : "");
-            result = 130;
-            break;
-        }
-        if (j->o.timeout_s && clock_mono_s() - t0 > j->o.timeout_s) {
-            fprintf(stderr, "ddpipe: --timeout %lds reached: stopping the job\n", j->o.timeout_s);
-            result = 1;
-            break;
-        }
-        child_t *c;
-        while ((c = launch_reap(&j->L))) {
-            char how[64];
-            launch_describe(c, how, sizeof how);
-            bool ok = WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
-            if (strcmp(c->name, "reporterd") == 0) {
-                if (tty && !j->o.quiet)
-                    fputc('\n', stderr);
-                result = ok ? 0 : 1;
-                if (!ok) {
-                    fprintf(stderr, "ddpipe: the job failed (reporterd %s); the coordinator's log:\n", how);
-                    for (int i = 0; i < j->L.n; i++)
-                        if (strcmp(j->L.c[i].name, "reducerd") == 0)
-                            launch_tail_log(&j->L.c[i], 8);
-                    launch_tail_log(c, 4);
-                }
-            } else if (strncmp(c->name, "gpud", 4) == 0 && ok) {
-                gpud_finished = true;
-            } else if (strncmp(c->name, "gpud", 4) == 0 && !ok) {
-                last_dead = c;
-                fprintf(stderr, "%sddpipe: %s ended (%s)%s\n", tty ? "\n" : "", c->name, how,
-                        launch_running(&j->L, "gpud") > 0 ? "; the other workers take over its batches" : "");
-                if (WIFEXITED(c->status))
-                    launch_tail_log(c, 5);   /* it said why before exiting */
-            } else if (!ok) {
-                fprintf(stderr, "%sddpipe: %s failed (%s); its log (%s):\n", tty ? "\n" : "", c->name,
-                        how, c->log);
-                launch_tail_log(c, 15);
-                result = 1;
-            }
-            if (result >= 0)
-                break;
-        }
-        if (result < 0 && last_dead && !gpud_finished && launch_running(&j->L, "gpud") == 0) {
-            /* all workers gone while the job is unfinished: nobody can finish it */
-            fprintf(stderr, "ddpipe: every gpud worker has died; the job cannot finish (see %s)\n",
-                    last_dead->log);
-            result = 1;
-        }
-    }
-    zpoller_destroy(&poller);
-    return result;
-}
-
 int cmd_eval(int argc, char **argv)
 {
-    job_t *j = calloc(1, sizeof *j);
+    eval_opts_t o;
+    if (eval_parse(argc, argv, &o) < 0)
+        return 2;
+    job_cfg_t cfg = {.cmd = "eval", .out = o.out, .timeout_s = o.timeout_s, .quiet = o.quiet};
+    job_t *j = job_new(&cfg);
     if (!j)
         return 1;
-    if (eval_parse(argc, argv, &j->o) < 0) {
-        free(j);
-        return 2;
-    }
-    char logs[1024];
-    snprintf(logs, sizeof logs, "%s/logs", j->o.out);
-    if (mkdir_p(logs) < 0 || pick_endpoints(j->o.out, &j->e) < 0) {
-        free(j);
-        return 1;
-    }
-    zsys_handler_set(NULL);
-    struct sigaction sa = {.sa_handler = on_sig};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-
-    launch_init(&j->L);
-    j->tap = zsock_new(ZMQ_SUB);
-    if (j->tap) {
-        zsock_set_subscribe(j->tap, "progress");
-        zsock_set_subscribe(j->tap, "worker");
-        zsock_connect(j->tap, "%s", j->e.tap);
-    }
     double t0 = clock_mono_s();
-    int rc = start_daemons(&j->L, &j->o, &j->e) < 0 ? 1 : supervise(j);
-    if (rc == 0 && !launch_wait_all(&j->L, 15000))
+    int rc = start_daemons(j, &o) < 0 ? 1 : job_supervise(j);
+    if (rc == 0 && !job_wait(j, NULL, 15000))
         fprintf(stderr, "ddpipe: some daemons did not exit after the job; stopping them\n");
-    launch_stop_all(&j->L, 3000);
-    zsock_destroy(&j->tap);
-    cleanup_endpoints(&j->e);
+    job_destroy(&j);
     if (rc == 0) {
-        if (print_summary(j->o.out) < 0)
+        if (print_summary(o.out) < 0)
             rc = 1;
-        else if (!j->o.quiet)
-            printf("  (%.1fs in all; logs in %s/logs)\n", clock_mono_s() - t0, j->o.out);
+        else if (!o.quiet)
+            printf("  (%.1fs in all; logs in %s/logs)\n", clock_mono_s() - t0, o.out);
     } else if (rc != 130) {
-        fprintf(stderr, "ddpipe eval failed; daemon logs are in %s/logs\n", j->o.out);
+        fprintf(stderr, "ddpipe eval failed; daemon logs are in %s/logs\n", o.out);
     }
-    free(j);
     return rc;
 }

@@ -2,5 +2,6 @@
 #ifndef DDP_CLI_COMMANDS_H
 #define DDP_CLI_COMMANDS_H
 int cmd_eval(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 int cmd_tap(int argc, char **argv);
 #endif

@@ -106,13 +106,26 @@ child_t *launch_reap(launch_t *L)
     return NULL;
 }
 
+static bool matches(const child_t *c, const char *prefix)
+{
+    return !prefix || strncmp(c->name, prefix, strlen(prefix)) == 0;
+}
+
 int launch_running(const launch_t *L, const char *prefix)
 {
     int n = 0;
     for (int i = 0; i < L->n; i++)
-        if (L->c[i].running && (!prefix || strncmp(L->c[i].name, prefix, strlen(prefix)) == 0))
+        if (L->c[i].running && matches(&L->c[i], prefix))
             n++;
     return n;
+}
+
+child_t *launch_find(launch_t *L, const char *name)
+{
+    for (int i = 0; i < L->n; i++)
+        if (strcmp(L->c[i].name, name) == 0)
+            return &L->c[i];
+    return NULL;
 }
 
 static void sleep_ms(int ms)
@@ -121,33 +134,37 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-bool launch_wait_all(launch_t *L, int ms)
+bool launch_wait(launch_t *L, const char *prefix, int ms)
 {
-    for (int waited = 0; launch_running(L, NULL) > 0; waited += 20) {
+    for (int waited = 0; launch_running(L, prefix) > 0; waited += 20) {
         if (waited >= ms)
             return false;
         while (launch_reap(L))
             ;
-        if (launch_running(L, NULL) > 0)
+        if (launch_running(L, prefix) > 0)
             sleep_ms(20);
     }
     return true;
 }
 
-void launch_stop_all(launch_t *L, int grace_ms)
+bool launch_wait_all(launch_t *L, int ms) { return launch_wait(L, NULL, ms); }
+
+void launch_stop(launch_t *L, const char *prefix, int grace_ms)
 {
     for (int i = 0; i < L->n; i++)
-        if (L->c[i].running)
+        if (L->c[i].running && matches(&L->c[i], prefix))
             kill(L->c[i].pid, SIGTERM);
-    if (launch_wait_all(L, grace_ms))
+    if (launch_wait(L, prefix, grace_ms))
         return;
     for (int i = 0; i < L->n; i++)
-        if (L->c[i].running) {
+        if (L->c[i].running && matches(&L->c[i], prefix)) {
             fprintf(stderr, "ddpipe: %s did not stop within %d ms: killing it\n", L->c[i].name, grace_ms);
             kill(L->c[i].pid, SIGKILL);
         }
-    launch_wait_all(L, 5000);
+    launch_wait(L, prefix, 5000);
 }
+
+void launch_stop_all(launch_t *L, int grace_ms) { launch_stop(L, NULL, grace_ms); }
 
 const char *launch_describe(const child_t *c, char *buf, int len)
 {

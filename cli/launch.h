@@ -30,9 +30,14 @@ child_t *launch_spawn(launch_t *L, const char *name, const char *prog, char *con
 /* Reap exited children without blocking; returns the first newly exited one or NULL. */
 child_t *launch_reap(launch_t *L);
 int launch_running(const launch_t *L, const char *prefix);
-/* SIGTERM everyone, wait up to grace_ms, then SIGKILL and reap. */
+/* The child of that name, or NULL. */
+child_t *launch_find(launch_t *L, const char *name);
+/* SIGTERM the children whose name starts with prefix (NULL: everyone),
+ * wait up to grace_ms, then SIGKILL and reap them. */
+void launch_stop(launch_t *L, const char *prefix, int grace_ms);
 void launch_stop_all(launch_t *L, int grace_ms);
-/* Wait up to ms for all children to exit by themselves; true if they did. */
+/* Wait up to ms for those children to exit by themselves; true if they did. */
+bool launch_wait(launch_t *L, const char *prefix, int ms);
 bool launch_wait_all(launch_t *L, int ms);
 /* "exit 1" / "killed by signal 9" */
 const char *launch_describe(const child_t *c, char *buf, int len);

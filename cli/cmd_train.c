@@ -1,0 +1,382 @@
+/* ddpipe train — run a whole data-parallel training job on this machine:
+ * reducerd (coordinator, exact tallies, early stop), reporterd (run
+ * directory), loaderd (sharded, augmented global steps) and W gpud ranks
+ * joined by a ring all-reduce (docs/TRAINING.md). One line per epoch, a
+ * final summary, non-zero with the coordinator's reason on failure, a
+ * checkpoint on Ctrl-C, and nothing left behind. */
+#include "cli/argv.h"
+#include "cli/commands.h"
+#include "cli/job.h"
+#include "cli/train_opts.h"
+#include "common/clock.h"
+#include "proto/event.h"
+#include "proto/proto.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* What the per-epoch lines and the final summary need, from the tap. */
+typedef struct {
+    const train_opts_t *o;
+    double t0;
+    long printed;               /* epochs with a line printed */
+    long last_epoch;            /* last epoch reported, -1 none */
+    long train_epoch;           /* epoch of the last train row */
+    bool have_train;
+    double train_loss, train_top1, val_loss, val_top1, val_top5, lr, img_s;
+    bool have_val;
+} train_view_t;
+
+static bool is_wrn(const train_opts_t *o) { return strcmp(o->model, "wideresnet") == 0; }
+static long in_channels(const train_opts_t *o) { return o->in_channels ? o->in_channels : (is_wrn(o) ? 1 : 3); }
+static double ratio(uint64_t a, uint64_t b) { return b ? (double)a / (double)b : 0; }
+
+static void path_in_out(const train_opts_t *o, const char *name, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s", o->out, name);
+}
+
+static int start_reducerd(job_t *j, const train_opts_t *o)
+{
+    const job_endpoints_t *e = job_endpoints(j);
+    argv_t a;
+    argv_init(&a, "reducerd");
+    argv_add(&a, "--bind", e->reducer);
+    argv_add(&a, "--pub", e->pub);
+    argv_add(&a, "--train", NULL);
+    argv_addf(&a, "--workers", "%ld", o->workers);
+    argv_addf(&a, "--epochs", "%ld", o->epochs);
+    argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
+    argv_addf(&a, "--target-accuracy", "%.17g", o->target_accuracy);
+    argv_addf(&a, "--patience", "%ld", o->patience);
+    if (o->resuming) {
+        argv_addf(&a, "--start-epoch", "%ld", o->resume.epoch);
+        argv_addf(&a, "--streak", "%ld", o->resume.streak);
+    }
+    if (o->verbose)
+        argv_add(&a, "--verbose", NULL);
+    return job_spawn(j, "reducerd", "reducerd", &a);
+}
+
+static int start_reporterd(job_t *j, const train_opts_t *o)
+{
+    const job_endpoints_t *e = job_endpoints(j);
+    char csv[256];
+    train_seed_csv_name(o, csv, sizeof csv);
+    argv_t a;
+    argv_init(&a, "reporterd");
+    argv_add(&a, "--sub", e->pub);
+    argv_add(&a, "--reducer", e->reducer);
+    argv_add(&a, "--out", o->out);
+    argv_add(&a, "--tap", e->tap);
+    argv_add(&a, "--seed-csv", csv);
+    if (o->metrics_http)
+        argv_add(&a, "--metrics-http", o->metrics_http);
+    return job_spawn(j, "reporterd", "reporterd", &a);
+}
+
+static void add_transform(argv_t *a, const train_opts_t *o)
+{
+    argv_addf(a, "--channels", "%ld", in_channels(o));
+    long resize = o->resize ? o->resize : (is_wrn(o) ? 0 : 256);
+    const char *crop = o->crop ? o->crop : (is_wrn(o) ? NULL : "224");
+    if (resize)
+        argv_addf(a, "--resize", "%ld", resize);
+    if (crop)
+        argv_add(a, "--crop", crop);
+    if (o->augment)
+        argv_add(a, "--augment", o->augment);
+    if (o->set_rotate)
+        argv_addf(a, "--rotate", "%.17g", o->rotate);
+}
+
+static int start_loaderd(job_t *j, const train_opts_t *o)
+{
+    const job_endpoints_t *e = job_endpoints(j);
+    argv_t a;
+    argv_init(&a, "loaderd");
+    argv_add(&a, "--data", o->data);
+    argv_add(&a, "--bind", e->loader);
+    argv_add(&a, "--reducer", e->reducer);
+    argv_add(&a, "--train", NULL);
+    if (o->val)
+        argv_add(&a, "--val", o->val);
+    argv_addf(&a, "--workers", "%ld", o->workers);
+    argv_addf(&a, "--global-batch-size", "%ld", o->global_batch);
+    argv_addf(&a, "--batch-size", "%ld", o->val_batch);
+    argv_addf(&a, "--epochs", "%ld", o->epochs);
+    argv_addf(&a, "--seed", "%ld", o->seed);
+    argv_addf(&a, "--threads", "%ld", o->loader_threads);
+    argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
+    argv_addf(&a, "--prefetch", "%ld", o->workers * o->window + 1 < 16 ? o->workers * o->window + 1 : 16);
+    add_transform(&a, o);
+    if (o->limit)
+        argv_addf(&a, "--limit", "%ld", o->limit);
+    if (o->resuming) {
+        argv_addf(&a, "--start-epoch", "%ld", o->resume.epoch);
+        argv_addf(&a, "--start-step", "%ld", o->resume.start_step);
+    }
+    if (o->verbose)
+        argv_add(&a, "--verbose", NULL);
+    return job_spawn(j, "loaderd", "loaderd", &a);
+}
+
+static void add_model(argv_t *a, const train_opts_t *o)
+{
+    argv_add(a, "--model", o->model);
+    if (o->weights)
+        argv_add(a, "--weights", o->weights);
+    argv_addf(a, "--in-channels", "%ld", in_channels(o));
+    if (o->channels)
+        argv_add(a, "--channels", o->channels);
+    if (o->num_classes)
+        argv_addf(a, "--num-classes", "%ld", o->num_classes);
+    if (o->mean)
+        argv_add(a, "--mean", o->mean);
+    if (o->std)
+        argv_add(a, "--std", o->std);
+    if (o->normalize)
+        argv_add(a, "--normalize", o->normalize);
+    if (o->freeze)
+        argv_add(a, "--freeze", o->freeze);
+    if (o->freeze_bn)
+        argv_add(a, "--freeze-bn", o->freeze_bn);
+    if (o->sync_bn)
+        argv_add(a, "--sync-bn", NULL);
+}
+
+/* Optimizer and schedule: only what applies to the chosen optimizer, so a
+ * flag the daemon would reject for it is never sent by default. */
+static void add_optimizer(argv_t *a, const train_opts_t *o)
+{
+    bool sgd = strcmp(o->optimizer, "sgd") == 0;
+    argv_add(a, "--optimizer", o->optimizer);
+    argv_addf(a, "--lr", "%.17g", o->lr);
+    if (sgd || o->set_momentum)
+        argv_addf(a, "--momentum", "%.17g", o->momentum);
+    argv_addf(a, "--weight-decay", "%.17g", o->weight_decay);
+    if (o->nesterov)
+        argv_add(a, "--nesterov", NULL);
+    if (o->set_dampening)
+        argv_addf(a, "--dampening", "%.17g", o->dampening);
+    if (o->betas)
+        argv_add(a, "--betas", o->betas);
+    if (o->set_eps)
+        argv_addf(a, "--eps", "%.17g", o->eps);
+    if (o->grad_averaging)
+        argv_add(a, "--grad-averaging", NULL);
+    argv_add(a, "--lr-schedule", o->lr_schedule);
+    if (o->set_step_size)
+        argv_addf(a, "--step-size", "%ld", o->step_size);
+    if (o->set_gamma)
+        argv_addf(a, "--gamma", "%.17g", o->gamma);
+    if (o->set_t_max)
+        argv_addf(a, "--t-max", "%ld", o->t_max);
+    if (o->set_eta_min)
+        argv_addf(a, "--eta-min", "%.17g", o->eta_min);
+    if (o->warmup_epochs > 0)
+        argv_addf(a, "--warmup-epochs", "%.17g", o->warmup_epochs);
+    if (o->set_warmup_sf)
+        argv_addf(a, "--warmup-start-factor", "%.17g", o->warmup_start_factor);
+    if (o->label_smoothing > 0)
+        argv_addf(a, "--label-smoothing", "%.17g", o->label_smoothing);
+}
+
+static void add_run_files(argv_t *a, const train_opts_t *o)
+{
+    char path[1100];
+    path_in_out(o, "checkpoint.safetensors", path, sizeof path);
+    argv_add(a, "--checkpoint", path);
+    argv_addf(a, "--checkpoint-every", "%ld", o->checkpoint_every);
+    path_in_out(o, "model.safetensors", path, sizeof path);
+    argv_add(a, "--save-weights", path);
+    if (o->resuming)
+        argv_add(a, "--resume", o->resume.file);
+}
+
+static int start_gpud(job_t *j, const train_opts_t *o, long rank)
+{
+    const job_endpoints_t *e = job_endpoints(j);
+    argv_t a;
+    argv_init(&a, "gpud");
+    argv_add(&a, "--loader", e->loader);
+    argv_add(&a, "--reducer", e->reducer);
+    argv_add(&a, "--train", NULL);
+    argv_add(&a, "--backend", o->device);
+    argv_addf(&a, "--threads", "%ld", o->threads);
+    argv_addf(&a, "--rank", "%ld", rank);
+    argv_addf(&a, "--window", "%ld", o->window);
+    argv_addf(&a, "--seed", "%ld", o->seed);
+    add_model(&a, o);
+    add_optimizer(&a, o);
+    add_run_files(&a, o);
+    char ring[700], name[32];
+    snprintf(name, sizeof name, "ring-%ld", rank);
+    job_ipc(j, name, ring, sizeof ring);
+    argv_add(&a, "--ring-bind", ring);
+    argv_addf(&a, "--ring-timeout", "%ld", o->ring_timeout_s);
+    long fr, fs;
+    if (o->fault && sscanf(o->fault, "%ld:%ld", &fr, &fs) == 2 && fr == rank)
+        argv_addf(&a, "--fault-at-step", "%ld", fs);
+    if (o->verbose)
+        argv_add(&a, "--verbose", NULL);
+    snprintf(name, sizeof name, "gpud.%ld", rank);
+    return job_spawn(j, name, "gpud", &a);
+}
+
+static int start_daemons(job_t *j, const train_opts_t *o)
+{
+    if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0 || start_loaderd(j, o) < 0)
+        return -1;
+    for (long r = 0; r < o->workers; r++)
+        if (start_gpud(j, o, r) < 0)
+            return -1;
+    return 0;
+}
+
+/* "epoch 3/10  train loss 0.4123 top-1 0.8512  val top-1 0.8650  lr 0.1  812 img/s  ETA 1:23" */
+static void print_epoch(train_view_t *v, bool tty)
+{
+    const train_opts_t *o = v->o;
+    v->printed++;
+    if (o->quiet)
+        return;
+    double per_epoch = (clock_mono_s() - v->t0) / (double)v->printed;
+    char eta[32], val[64] = "";
+    job_fmt_eta(per_epoch * (double)(o->epochs - v->last_epoch - 1), eta, sizeof eta);
+    if (v->have_val)
+        snprintf(val, sizeof val, "  val loss %.4f top-1 %.4f", v->val_loss, v->val_top1);
+    fprintf(stderr, "%sepoch %ld/%ld  train loss %.4f top-1 %.4f%s  lr %.6g  %.1f img/s  %.1fs  ETA %s\n",
+            tty ? "\r\033[K" : "", v->last_epoch + 1, o->epochs, v->train_loss, v->train_top1, val,
+            v->lr, v->img_s, per_epoch, eta);
+    fflush(stderr);
+}
+
+/* Metric events: a train row then (with --val) a val row per epoch; the
+ * line goes out when the epoch's last row is in. Final repeats are ignored. */
+static void on_metric(train_view_t *v, const ev_metric_t *m, bool tty)
+{
+    if ((long)m->epoch <= v->last_epoch)
+        return;
+    if (m->phase == DDP_PHASE_TRAIN) {
+        v->train_loss = m->samples ? m->loss_sum / (double)m->samples : 0;
+        v->train_top1 = ratio(m->correct_top1, m->samples);
+        v->lr = m->lr;
+        v->img_s = m->images_per_sec;
+        v->have_train = true;
+        v->train_epoch = m->epoch;
+        if (v->o->val)
+            return;
+    } else {
+        if (!v->have_train || v->train_epoch != (long)m->epoch)
+            return;
+        v->val_loss = m->samples ? m->loss_sum / (double)m->samples : 0;
+        v->val_top1 = ratio(m->correct_top1, m->samples);
+        v->val_top5 = ratio(m->correct_top5, m->samples);
+        v->have_val = true;
+    }
+    v->last_epoch = m->epoch;
+    print_epoch(v, tty);
+}
+
+static void on_event(void *arg, const ddp_event_t *ev, bool tty)
+{
+    train_view_t *v = arg;
+    if (ev->topic == EV_METRIC)
+        on_metric(v, &ev->u.metric, tty);
+    else if (ev->topic == EV_LOG && v->o->verbose)
+        fprintf(stderr, "%s%s: %s\n", tty ? "\r\033[K" : "", ev->u.log.daemon, ev->u.log.msg);
+}
+
+static bool file_exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* The last line: how the run ended and where the weights are. */
+static int print_final(const train_view_t *v)
+{
+    const train_opts_t *o = v->o;
+    char weights[1100];
+    path_in_out(o, "model.safetensors", weights, sizeof weights);
+    if (!file_exists(weights)) {
+        fprintf(stderr, "ddpipe train: the job ended but %s is missing (rank 0 writes it; see %s/logs/gpud.0.log)\n",
+                weights, o->out);
+        return 1;
+    }
+    long done = v->last_epoch + 1;
+    char how[256];
+    if (v->printed == 0)
+        snprintf(how, sizeof how, "finished");
+    else if (done < o->epochs)
+        snprintf(how, sizeof how, "stopped early after epoch %ld of %ld: val top-1 >= %g for %ld epoch%s",
+                 done, o->epochs, o->target_accuracy, o->patience, o->patience == 1 ? "" : "s");
+    else
+        snprintf(how, sizeof how, "completed %ld epoch%s", done, done == 1 ? "" : "s");
+    printf("ddpipe train: %s: %s", o->out, how);
+    if (v->have_train)
+        printf("; train loss %.4f top-1 %.4f", v->train_loss, v->train_top1);
+    if (v->have_val)
+        printf("; val loss %.4f top-1 %.4f top-5 %.4f", v->val_loss, v->val_top1, v->val_top5);
+    printf("; %.1fs; weights %s\n", clock_mono_s() - v->t0, weights);
+    return 0;
+}
+
+/* Training ranks hold state worth keeping: on a failure they are told to
+ * stop (rank 0 checkpoints); give them time before the SIGTERM, and SIGTERM
+ * them before the rest so rank 0 can still write its checkpoint. */
+static void shut_down(job_t *j, int rc)
+{
+    if (rc == 0) {
+        if (!job_wait(j, NULL, 60000))
+            fprintf(stderr, "ddpipe: some daemons did not exit after the job; stopping them\n");
+    } else {
+        if (rc != 130)
+            job_wait(j, "gpud", 10000);
+        job_stop(j, "gpud", 30000);
+    }
+    job_stop(j, NULL, 3000);
+}
+
+static void print_failure(const train_opts_t *o, job_t *j, int rc)
+{
+    char ckpt[1100];
+    path_in_out(o, "checkpoint.safetensors", ckpt, sizeof ckpt);
+    if (rc == 130)
+        fprintf(stderr, "ddpipe train: interrupted by signal %d\n", job_signal(j));
+    else if (job_fail_reason(j)[0])
+        fprintf(stderr, "ddpipe train failed: %s\n", job_fail_reason(j));
+    else
+        fprintf(stderr, "ddpipe train failed; daemon logs are in %s/logs\n", o->out);
+    if (file_exists(ckpt))
+        fprintf(stderr, "ddpipe train: checkpoint %s; continue with --resume %s\n", ckpt, o->out);
+}
+
+int cmd_train(int argc, char **argv)
+{
+    train_opts_t o;
+    int prc = train_parse(argc, argv, &o);
+    if (prc != 0)
+        return prc > 0 ? 0 : 2;
+    train_view_t v = {.o = &o, .t0 = clock_mono_s(), .last_epoch = -1};
+    if (o.resuming) {
+        v.last_epoch = o.resume.epoch - 1;
+        if (!o.quiet)
+            fprintf(stderr, "ddpipe train: resuming from %s at epoch %ld step %ld\n", o.resume.file,
+                    o.resume.epoch + 1, o.resume.start_step);
+    }
+    job_cfg_t cfg = {.cmd = "train", .out = o.out, .timeout_s = o.timeout_s, .quiet = o.quiet,
+                     .train = true, .verdict_s = o.worker_timeout_s + 15, .on_event = on_event,
+                     .arg = &v};
+    job_t *j = job_new(&cfg);
+    if (!j)
+        return 1;
+    int rc = start_daemons(j, &o) < 0 ? 1 : job_supervise(j);
+    shut_down(j, rc);
+    if (rc == 0)
+        rc = print_final(&v);
+    else
+        print_failure(&o, j, rc);
+    job_destroy(&j);
+    return rc;
+}

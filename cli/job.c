@@ -1,0 +1,336 @@
+#include "cli/job.h"
+
+#include "cli/launch.h"
+#include "common/clock.h"
+
+#include <czmq.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct job {
+    job_cfg_t cfg;
+    launch_t L;
+    job_endpoints_t e;
+    zsock_t *tap;
+    bool tty;
+    double last_print;          /* of a progress line on a pipe */
+    char fail_reason[1024];     /* from reducerd's "end" event */
+};
+
+static volatile sig_atomic_t s_stop = 0;
+static void on_sig(int sig) { s_stop = sig; }
+
+int job_mkdir_p(const char *dir)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(tmp, 0755);
+            *p = '/';
+        }
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "ddpipe: cannot create %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* ipc:// under the run directory; a unix socket path must stay short, so
+ * fall back to a private folder under /tmp for deep run directories. */
+static int pick_endpoints(const char *out, job_endpoints_t *e)
+{
+    char abs[4096];
+    if (!realpath(out, abs))
+        snprintf(abs, sizeof abs, "%s", out);
+    if (strlen(abs) < 70)
+        snprintf(e->dir, sizeof e->dir, "%.70s/.ipc", abs);
+    else
+        snprintf(e->dir, sizeof e->dir, "/tmp/ddpipe-%d", (int)getpid());
+    if (job_mkdir_p(e->dir) < 0)
+        return -1;
+    snprintf(e->reducer, sizeof e->reducer, "ipc://%s/reducer", e->dir);
+    snprintf(e->pub, sizeof e->pub, "ipc://%s/events", e->dir);
+    snprintf(e->loader, sizeof e->loader, "ipc://%s/loader", e->dir);
+    snprintf(e->tap, sizeof e->tap, "ipc://%s/tap", e->dir);
+    return 0;
+}
+
+/* The folder is the job's own: every socket file in it goes (ring-R too). */
+static void cleanup_endpoints(const job_endpoints_t *e)
+{
+    DIR *d = opendir(e->dir);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d))) {
+            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                continue;
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", e->dir, de->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(e->dir);
+}
+
+static void install_signals(void)
+{
+    s_stop = 0;
+    zsys_handler_set(NULL);
+    struct sigaction sa = {.sa_handler = on_sig};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+job_t *job_new(const job_cfg_t *cfg)
+{
+    job_t *j = calloc(1, sizeof *j);
+    if (!j) {
+        fprintf(stderr, "ddpipe %s: out of memory\n", cfg->cmd);
+        return NULL;
+    }
+    j->cfg = *cfg;
+    char logs[1024];
+    snprintf(logs, sizeof logs, "%s/logs", cfg->out);
+    if (job_mkdir_p(logs) < 0 || pick_endpoints(cfg->out, &j->e) < 0) {
+        free(j);
+        return NULL;
+    }
+    install_signals();
+    launch_init(&j->L);
+    j->tty = isatty(STDERR_FILENO);
+    j->tap = zsock_new(ZMQ_SUB);
+    if (!j->tap) {
+        fprintf(stderr, "ddpipe %s: cannot create the tap socket\n", cfg->cmd);
+        cleanup_endpoints(&j->e);
+        free(j);
+        return NULL;
+    }
+    const char *topics[] = {"progress", "worker", "metric", "end", "log"};
+    for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++)
+        zsock_set_subscribe(j->tap, topics[i]);
+    zsock_connect(j->tap, "%s", j->e.tap);
+    return j;
+}
+
+void job_destroy(job_t **pj)
+{
+    job_t *j = *pj;
+    if (!j)
+        return;
+    launch_stop_all(&j->L, 3000);
+    zsock_destroy(&j->tap);
+    cleanup_endpoints(&j->e);
+    free(j);
+    *pj = NULL;
+}
+
+const job_endpoints_t *job_endpoints(const job_t *j) { return &j->e; }
+
+void job_ipc(const job_t *j, const char *name, char *buf, size_t len)
+{
+    snprintf(buf, len, "ipc://%s/%s", j->e.dir, name);
+}
+
+int job_spawn(job_t *j, const char *name, const char *prog, argv_t *a)
+{
+    char log[1024];
+    snprintf(log, sizeof log, "%s/logs/%s.log", j->cfg.out, name);
+    unlink(log);
+    child_t *c = launch_spawn(&j->L, name, prog, a->v, log);
+    argv_free(a);
+    return c ? 0 : -1;
+}
+
+const char *job_fail_reason(const job_t *j) { return j->fail_reason; }
+int job_signal(const job_t *j) { (void)j; return s_stop; }
+
+bool job_wait(job_t *j, const char *prefix, int ms) { return launch_wait(&j->L, prefix, ms); }
+void job_stop(job_t *j, const char *prefix, int grace_ms) { launch_stop(&j->L, prefix, grace_ms); }
+
+void job_fmt_eta(double s, char *buf, size_t len)
+{
+    if (!(s >= 0) || s > 1e8) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* One line that rewrites itself on a terminal; on a pipe or file a plain
+ * line at most every 5 s, plus the last one (done == total), so logs stay
+ * short but complete. Training prints its own line per epoch, so its
+ * progress lines show on a terminal only. */
+static void print_progress(job_t *j, const ev_progress_t *p)
+{
+    if (j->cfg.quiet || (j->cfg.train && !j->tty))
+        return;
+    double now = clock_mono_s();
+    bool last = p->total && p->done >= p->total;
+    if (!j->tty && !last && now - j->last_print < 5.0)
+        return;
+    j->last_print = now;
+    double pct = p->total ? 100.0 * (double)p->done / (double)p->total : 0;
+    char eta[32], failed[48] = "";
+    job_fmt_eta(p->eta_s, eta, sizeof eta);
+    if (p->failed)
+        snprintf(failed, sizeof failed, "  %llu failed", (unsigned long long)p->failed);
+    fprintf(stderr, "%s%s epoch %u  %llu/%llu (%5.1f%%)  %.1f img/s  ETA %s  workers %d%s%s",
+            j->tty ? "\r" : "", p->phase ? "train" : "eval", p->epoch,
+            (unsigned long long)p->done, (unsigned long long)p->total, pct, p->images_per_sec,
+            eta, p->workers, failed, j->tty ? "\033[K" : "\n");
+    fflush(stderr);
+}
+
+static void on_tap_event(job_t *j)
+{
+    zmsg_t *m = zmsg_recv(j->tap);
+    if (!m)
+        return;
+    ddp_event_t ev;
+    char why[256];
+    if (event_decode(m, &ev, why, sizeof why) == 0) {
+        if (ev.topic == EV_PROGRESS)
+            print_progress(j, &ev.u.progress);
+        else if (ev.topic == EV_WORKER && strcmp(ev.u.worker.state, "dead") == 0)
+            fprintf(stderr, "%sddpipe: worker rank %d (%s) is dead%s\n", j->tty ? "\n" : "",
+                    ev.u.worker.rank, ev.u.worker.name,
+                    j->cfg.train ? "" : "; its batches go to the others");
+        else if (ev.topic == EV_END && ev.u.end.code != 0)
+            snprintf(j->fail_reason, sizeof j->fail_reason, "%s", ev.u.end.reason);
+        if (j->cfg.on_event)
+            j->cfg.on_event(j->cfg.arg, &ev, j->tty);
+        event_clear(&ev);
+    }
+    zmsg_destroy(&m);
+}
+
+static void drain_tap(job_t *j, zpoller_t *poller, int wait_ms)
+{
+    if (zpoller_wait(poller, wait_ms) == j->tap) /* all queued events: the last line too */
+        do
+            on_tap_event(j);
+        while (zsock_events(j->tap) & ZMQ_POLLIN);
+}
+
+/* State of one supervision loop. */
+typedef struct {
+    child_t *last_dead;         /* the last gpud that failed */
+    double dead_at;             /* when (train: reducerd's verdict is due) */
+    bool gpud_finished;         /* a worker exited 0: it was told the job is over */
+} watch_t;
+
+static int on_reporterd_exit(job_t *j, child_t *c, bool ok, const char *how)
+{
+    if (j->tty && !j->cfg.quiet)
+        fputc('\n', stderr);
+    if (ok)
+        return 0;
+    fprintf(stderr, "ddpipe: the job failed (reporterd %s); the coordinator's log:\n", how);
+    child_t *r = launch_find(&j->L, "reducerd");
+    if (r)
+        launch_tail_log(r, 8);
+    launch_tail_log(c, 4);
+    return 1;
+}
+
+static void on_gpud_failure(job_t *j, watch_t *w, child_t *c, const char *how)
+{
+    w->last_dead = c;
+    w->dead_at = clock_mono_s();
+    const char *then = "";
+    if (j->cfg.train)
+        then = "; training cannot go on without it";
+    else if (launch_running(&j->L, "gpud") > 0)
+        then = "; the other workers take over its batches";
+    fprintf(stderr, "%sddpipe: %s ended (%s)%s\n", j->tty ? "\n" : "", c->name, how, then);
+    if (WIFEXITED(c->status))
+        launch_tail_log(c, 5);   /* it said why before exiting */
+}
+
+/* -1: go on; else the job's result. */
+static int on_child_exit(job_t *j, watch_t *w, child_t *c)
+{
+    char how[64];
+    launch_describe(c, how, sizeof how);
+    bool ok = WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
+    if (strcmp(c->name, "reporterd") == 0)
+        return on_reporterd_exit(j, c, ok, how);
+    if (strncmp(c->name, "gpud", 4) == 0) {
+        if (ok)
+            w->gpud_finished = true;
+        else
+            on_gpud_failure(j, w, c, how);
+        return -1;
+    }
+    if (ok)
+        return -1;
+    fprintf(stderr, "%sddpipe: %s failed (%s); its log (%s):\n", j->tty ? "\n" : "", c->name, how, c->log);
+    launch_tail_log(c, 15);
+    return 1;
+}
+
+/* A job nobody can finish any more: -1 while it still can. */
+static int check_orphaned(job_t *j, const watch_t *w)
+{
+    if (!w->last_dead || w->gpud_finished)
+        return -1;
+    if (launch_running(&j->L, "gpud") == 0) {
+        fprintf(stderr, "ddpipe: every gpud worker has died; the job cannot finish (see %s)\n",
+                w->last_dead->log);
+        return 1;
+    }
+    /* training: reducerd names the dead rank and ends the job; if it does
+     * not within the bound, end it here so the exit stays bounded */
+    if (j->cfg.train && j->cfg.verdict_s > 0 && clock_mono_s() - w->dead_at > j->cfg.verdict_s) {
+        fprintf(stderr, "ddpipe: %s died and the coordinator did not end the job within %lds; "
+                "stopping it (see %s)\n", w->last_dead->name, j->cfg.verdict_s, w->last_dead->log);
+        return 1;
+    }
+    return -1;
+}
+
+int job_supervise(job_t *j)
+{
+    double t0 = clock_mono_s();
+    watch_t w = {0};
+    zpoller_t *poller = zpoller_new(j->tap, NULL);
+    int result = -1;
+    while (result < 0) {
+        drain_tap(j, poller, 100);
+        if (s_stop) {
+            fprintf(stderr, "%sddpipe: interrupted: stopping the daemons\n", j->tty ? "\n" : "");
+            result = 130;
+            break;
+        }
+        if (j->cfg.timeout_s && clock_mono_s() - t0 > j->cfg.timeout_s) {
+            fprintf(stderr, "ddpipe: --timeout %lds reached: stopping the job\n", j->cfg.timeout_s);
+            result = 1;
+            break;
+        }
+        child_t *c;
+        while (result < 0 && (c = launch_reap(&j->L)))
+            result = on_child_exit(j, &w, c);
+        if (result < 0)
+            result = check_orphaned(j, &w);
+    }
+    if (result != 0 && !j->fail_reason[0])
+        drain_tap(j, poller, 200); /* the "end" event may trail reporterd's exit */
+    zpoller_destroy(&poller);
+    return result;
+}

@@ -1,0 +1,75 @@
+/* job — what `ddpipe eval` and `ddpipe train` share: the run directory and
+ * its private ipc endpoints, the daemons as children (cli/launch.h), the
+ * tap subscription, the supervision loop (progress, dead workers, signals,
+ * --timeout) and a shutdown that leaves no process behind.
+ *
+ *   job_cfg_t cfg = {.cmd = "eval", .out = "runs/x"};
+ *   job_t *j = job_new(&cfg);                  // logs/, .ipc/, SIGINT/TERM/HUP handlers
+ *   argv_t a; argv_init(&a, "reducerd"); argv_add(&a, "--bind", job_endpoints(j)->reducer);
+ *   job_spawn(j, "reducerd", "reducerd", &a);  // ... loaderd, reporterd, gpud.R
+ *   int rc = job_supervise(j);                 // 0 done, 1 failed, 130 interrupted
+ *   job_wait(j, NULL, 15000); job_stop(j, NULL, 3000);
+ *   job_destroy(&j);                           // stops leftovers, removes the sockets
+ */
+#ifndef DDP_CLI_JOB_H
+#define DDP_CLI_JOB_H
+#include "cli/argv.h"
+#include "proto/event.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct {
+    char reducer[600], pub[600], loader[600], tap[600], dir[512];
+} job_endpoints_t;
+
+/* Called for every decoded tap event after the built-in handling. */
+typedef void(job_event_fn)(void *arg, const ddp_event_t *ev, bool tty);
+
+typedef struct {
+    const char *cmd;            /* "eval" | "train": names the command in messages */
+    const char *out;            /* run directory */
+    long timeout_s;             /* fail the job after this long; 0: never */
+    bool quiet;                 /* no progress lines */
+    /* Training: a dead gpud is fatal (reducerd fails the job and names the
+     * rank) instead of having its batches re-queued; progress lines only
+     * on a terminal (the caller prints one line per epoch). */
+    bool train;
+    long verdict_s;             /* train: how long reducerd may take to end the job after a gpud died */
+    job_event_fn *on_event;     /* may be NULL */
+    void *arg;
+} job_cfg_t;
+
+typedef struct job job_t;
+
+/* Creates OUT/logs and the ipc folder, installs the signal handlers and
+ * subscribes to the tap. NULL with the reason printed. */
+job_t *job_new(const job_cfg_t *cfg);
+/* Stops whatever still runs (SIGTERM, then SIGKILL), removes the sockets. */
+void job_destroy(job_t **pj);
+
+const job_endpoints_t *job_endpoints(const job_t *j);
+/* "ipc://DIR/NAME" in the job's private socket folder (e.g. "ring-1"). */
+void job_ipc(const job_t *j, const char *name, char *buf, size_t len);
+/* Starts bindir/prog logging to OUT/logs/NAME.log; frees a. 0 or -1. */
+int job_spawn(job_t *j, const char *name, const char *prog, argv_t *a);
+
+/* Runs until reporterd exits (0 when it finished the run directory, else
+ * 1), a daemon other than a gpud fails (1), a signal (130) or --timeout (1). */
+int job_supervise(job_t *j);
+/* The reason of reducerd's "end" event when its code was not 0, else "". */
+const char *job_fail_reason(const job_t *j);
+/* Who sent the signal that interrupted the job (0: none). */
+int job_signal(const job_t *j);
+
+/* Wait up to ms for the children whose name starts with prefix (NULL: all)
+ * to exit by themselves; true when they did. */
+bool job_wait(job_t *j, const char *prefix, int ms);
+/* SIGTERM the children of prefix (NULL: all), SIGKILL after grace_ms. */
+void job_stop(job_t *j, const char *prefix, int grace_ms);
+
+/* "1:05", "1:02:03", or "?" for a negative or absurd value. */
+void job_fmt_eta(double s, char *buf, size_t len);
+/* mkdir -p; 0 or -1 with the reason printed. */
+int job_mkdir_p(const char *dir);
+#endif

@@ -1,0 +1,148 @@
+/* Unit test of cli/train_opts: Python's str(float) for the seed CSV name,
+ * batch arithmetic, defaults, and --resume reading and refusing checkpoints. */
+#include "cli/train_opts.h"
+#include "common/safetensors.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int s_fail = 0;
+
+#define CHECK(cond, ...)                                                  \
+    do {                                                                  \
+        if (!(cond)) {                                                    \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);          \
+            fprintf(stderr, __VA_ARGS__);                                 \
+            fputc('\n', stderr);                                          \
+            s_fail++;                                                     \
+        }                                                                 \
+    } while (0)
+
+static void test_py_float_str(void)
+{
+    /* expected values are Python 3's str(float(x)) */
+    struct { double x; const char *want; } cases[] = {
+        {0.0, "0.0"}, {0.1, "0.1"}, {0.9, "0.9"}, {1.0, "1.0"}, {0.01, "0.01"}, {5e-4, "0.0005"},
+        {1e-4, "0.0001"}, {1e-5, "1e-05"}, {2.5e-5, "2.5e-05"}, {123.456, "123.456"},
+        {1e16, "1e+16"}, {1.5e16, "1.5e+16"}, {1e15, "1000000000000000.0"}, {-0.5, "-0.5"},
+        {0.30000000000000004, "0.30000000000000004"}, {1.0 / 3, "0.3333333333333333"},
+        {100.0, "100.0"}, {0.000123, "0.000123"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[64];
+        py_float_str(cases[i].x, buf, sizeof buf);
+        CHECK(strcmp(buf, cases[i].want) == 0, "py_float_str(%.17g) = %s, want %s", cases[i].x, buf,
+              cases[i].want);
+    }
+}
+
+/* optarg points into the split line: each parse gets its own buffer. */
+static int parse(train_opts_t *o, const char *line)
+{
+    static char keep[16][2048];
+    static int k = 0;
+    char *buf = keep[k++ % 16];
+    snprintf(buf, sizeof keep[0], "train %s", line);
+    char *argv[64];
+    int argc = 0;
+    for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " "))
+        argv[argc++] = t;
+    argv[argc] = NULL;
+    return train_parse(argc, argv, o);
+}
+
+static void test_batches_and_names(void)
+{
+    train_opts_t o;
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 2 --batch-size 128 "
+                    "--lr 0.01 --weight-decay 5e-4") == 0, "parse");
+    CHECK(o.global_batch == 256 && o.val_batch == 128, "G=%ld vb=%ld", o.global_batch, o.val_batch);
+    char name[256];
+    train_seed_csv_name(&o, name, sizeof name);
+    CHECK(strcmp(name, "2ranks-128bs-0.01lr-0.9m-0.0005w.csv") == 0, "csv %s", name);
+
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 3 --global-batch-size 100") == 0,
+          "parse G");
+    CHECK(o.global_batch == 100 && o.val_batch == 34, "G=%ld vb=%ld", o.global_batch, o.val_batch);
+    CHECK(o.lr == 0.1 && o.momentum == 0.9 && o.weight_decay == 0, "sgd defaults");
+    train_seed_csv_name(&o, name, sizeof name);
+    CHECK(strcmp(name, "3ranks-34bs-0.1lr-0.9m-0.0w.csv") == 0, "csv %s", name);
+
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --optimizer adamw") == 0, "adamw");
+    CHECK(o.lr == 0.001 && o.momentum == 0 && o.weight_decay == 0.01, "adamw defaults");
+
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --optimizer lamb") < 0, "bad optimizer");
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 2 --fault 2:3") < 0, "bad fault rank");
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 4 --global-batch-size 3") < 0,
+          "G < W");
+    CHECK(parse(&o, "--model wideresnet --out /tmp/r") < 0, "missing --data");
+}
+
+static void write_ckpt(const char *path, const char *epoch, const char *step, const char *gb, const char *spe)
+{
+    char err[256];
+    st_writer_t *w = st_writer_new();
+    float x = 1;
+    int64_t shape[1] = {1};
+    st_writer_add(w, "fc.bias", ST_F32, 1, shape, &x, err, sizeof err);
+    const char *kv[][2] = {{"ckpt.epoch", epoch}, {"ckpt.step", step}, {"ckpt.streak", "1"},
+                           {"ckpt.global_batch", gb}, {"ckpt.steps_per_epoch", spe}, {"ckpt.seed", "7"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        if (kv[i][1])
+            st_writer_meta(w, kv[i][0], kv[i][1], err, sizeof err);
+    if (st_writer_save(w, path, err, sizeof err) < 0)
+        fprintf(stderr, "cannot write %s: %s\n", path, err);
+    st_writer_destroy(&w);
+}
+
+static void test_resume(void)
+{
+    char dir[] = "/tmp/ddpipe-test-train-opts-XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    char path[256], line[512], err[256];
+    snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
+    write_ckpt(path, "2", "23", "64", "10");
+    train_resume_t r;
+    CHECK(train_resume_read(dir, &r, err, sizeof err) == 0, "read: %s", err);
+    CHECK(r.epoch == 2 && r.step == 23 && r.start_step == 3 && r.streak == 1 && r.seed == 7 &&
+          r.global_batch == 64, "resume %ld %ld %ld %ld", r.epoch, r.step, r.start_step, r.streak);
+
+    train_opts_t o;
+    snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 5 --workers 2 "
+             "--batch-size 32 --resume %s", dir, dir);
+    CHECK(parse(&o, line) == 0 && o.resuming && o.seed == 7, "resume parse");
+    snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 5 --workers 3 "
+             "--batch-size 32 --resume %s", dir, dir);
+    CHECK(parse(&o, line) < 0, "a different global batch must be refused");
+    snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 2 --global-batch-size 64 "
+             "--resume %s", dir, dir);
+    CHECK(parse(&o, line) < 0, "nothing left to do must be refused");
+    snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 5 --global-batch-size 64 "
+             "--seed 8 --resume %s", dir, dir);
+    CHECK(parse(&o, line) < 0, "a different seed must be refused");
+
+    write_ckpt(path, "2", "35", "64", "10"); /* step beyond the epoch */
+    CHECK(train_resume_read(dir, &r, err, sizeof err) < 0 && strstr(err, "inconsistent"), "bad step: %s", err);
+    write_ckpt(path, "2", "23", NULL, "10");
+    CHECK(train_resume_read(path, &r, err, sizeof err) < 0 && strstr(err, "ckpt.global_batch"),
+          "missing key: %s", err);
+    unlink(path);
+    CHECK(train_resume_read(dir, &r, err, sizeof err) < 0, "missing file");
+    rmdir(dir);
+}
+
+int main(void)
+{
+    test_py_float_str();
+    test_batches_and_names();
+    test_resume();
+    if (s_fail)
+        fprintf(stderr, "%d failed\n", s_fail);
+    else
+        printf("test_train_opts: all passed\n");
+    return s_fail ? 1 : 0;
+}

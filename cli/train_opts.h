@@ -1,0 +1,52 @@
+/* train_opts — the flags of `ddpipe train`: parsing, defaults, checks, the
+ * resume state read from a checkpoint's metadata and the seed course's CSV
+ * name. Kept apart from the launcher so each can be read on its own. */
+#ifndef DDP_CLI_TRAIN_OPTS_H
+#define DDP_CLI_TRAIN_OPTS_H
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Where a run continues: from DIR/checkpoint.safetensors's metadata. */
+typedef struct {
+    char file[1024];            /* the checkpoint gpud loads */
+    long epoch;                 /* ckpt.epoch: the epoch the run continues with */
+    long step;                  /* ckpt.step: optimizer steps done */
+    long streak;                /* ckpt.streak */
+    long global_batch;          /* ckpt.global_batch */
+    long steps_per_epoch;       /* ckpt.steps_per_epoch */
+    long start_step;            /* step - epoch * steps_per_epoch: steps of `epoch` already done */
+    long seed;                  /* ckpt.seed, -1 absent */
+} train_resume_t;
+
+typedef struct {
+    const char *data, *val, *model, *weights, *out, *device, *resume_dir;
+    const char *channels, *mean, *std, *normalize, *crop, *fault, *metrics_http;
+    const char *optimizer, *lr_schedule, *augment, *betas, *freeze, *freeze_bn;
+    long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;
+    long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
+    long timeout_s, worker_timeout_s, ring_timeout_s, t_max;
+    double lr, momentum, weight_decay, dampening, eps, gamma, eta_min, warmup_epochs;
+    double warmup_start_factor, label_smoothing, target_accuracy, rotate;
+    bool nesterov, sync_bn, grad_averaging, verbose, quiet;
+    bool set_batch, set_global, set_lr, set_momentum, set_wd, set_seed, set_dampening, set_eps;
+    bool set_warmup_sf, set_gamma, set_eta_min, set_t_max, set_step_size, set_rotate;
+    long val_batch;             /* validation batch per worker */
+    bool resuming;
+    train_resume_t resume;
+} train_opts_t;
+
+/* Parse argv (argv[0] = "train"); prints the reason and returns -1 on a bad
+ * flag, 1 after --help, 0 when o is ready (defaults applied, resume read). */
+int train_parse(int argc, char **argv, train_opts_t *o);
+
+/* Read DIR/checkpoint.safetensors (or DIR itself when it is a file). 0, or
+ * -1 with the reason in err. */
+int train_resume_read(const char *dir, train_resume_t *r, char *err, size_t errlen);
+
+/* Python's str(float): 0.1 -> "0.1", 0.0 -> "0.0", 1e-05 -> "1e-05". */
+void py_float_str(double x, char *buf, size_t len);
+
+/* The seed course's "{W}ranks-{bs}bs-{lr}lr-{m}m-{w}w.csv" (bs per rank,
+ * w the weight decay). */
+void train_seed_csv_name(const train_opts_t *o, char *buf, size_t len);
+#endif
