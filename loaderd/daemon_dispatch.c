@@ -13,13 +13,16 @@ typedef struct {
     zframe_t *identity;
     uint32_t credits;
     int64_t last_seen_ms;
+    int32_t rank;              /* training: the rank its CREDITs name; -1 none */
     bool dead;
+    bool lost_eval;            /* eval batches of it were re-queued while it was dead */
 } worker_t;
 
 typedef struct {
     uint64_t seq;
     batch_range_t range;
     int worker;                /* index into workers */
+    bool train;                /* a train shard: never re-queued */
 } flight_t;
 
 struct dispatch {
@@ -31,10 +34,12 @@ struct dispatch {
     size_t n_requeue, cap_requeue;
     flight_t *flights;
     size_t n_flights, cap_flights;
+    size_t n_train_flights;    /* of n_flights */
     worker_t workers[MAX_WORKERS];
     int n_workers;
     uint64_t next_seq;
     uint64_t requeued;
+    uint64_t lost_train;
 };
 
 dispatch_t *dispatch_new(uint64_t n, uint32_t batch_size, int64_t worker_timeout_ms)
@@ -83,17 +88,39 @@ static int push_requeue(dispatch_t *self, batch_range_t r)
     return 0;
 }
 
+static void drop_flight(dispatch_t *self, size_t i)
+{
+    if (self->flights[i].train)
+        self->n_train_flights--;
+    self->flights[i] = self->flights[--self->n_flights];
+}
+
+/* Eval batches of dead worker W go back to the queue; its train shards
+ * cannot (the other ranks' halves of the step are already computed), so
+ * they are only counted and logged. */
 static void requeue_worker(dispatch_t *self, int w)
 {
+    uint64_t lost = 0;
     for (size_t i = 0; i < self->n_flights;) {
         if (self->flights[i].worker == w) {
-            if (push_requeue(self, self->flights[i].range) < 0)
-                log_error("out of memory re-queueing a batch; the job will stall");
-            self->requeued++;
-            self->flights[i] = self->flights[--self->n_flights];
+            if (self->flights[i].train) {
+                lost++;
+            } else {
+                if (push_requeue(self, self->flights[i].range) < 0)
+                    log_error("out of memory re-queueing a batch; the job will stall");
+                self->requeued++;
+                self->workers[w].lost_eval = true;
+            }
+            drop_flight(self, i);
         } else {
             i++;
         }
+    }
+    if (lost) {
+        log_error("worker %s (rank %d) died with %llu train shards in flight: train batches are "
+                  "not re-queued, reducerd fails the job (resume from the last checkpoint)",
+                  self->workers[w].name, self->workers[w].rank, (unsigned long long)lost);
+        self->lost_train += lost;
     }
 }
 
@@ -105,7 +132,7 @@ static void ack(dispatch_t *self, int w, uint64_t seq)
                 log_warn("%s acked batch %llu of another worker: ignored", self->workers[w].name,
                          (unsigned long long)seq);
             else
-                self->flights[i] = self->flights[--self->n_flights];
+                drop_flight(self, i);
             return;
         }
     }
@@ -124,6 +151,7 @@ void dispatch_credit(dispatch_t *self, zframe_t *identity, const char *name, uin
         }
         w = self->n_workers++;
         memset(&self->workers[w], 0, sizeof self->workers[w]);
+        self->workers[w].rank = -1;
         snprintf(self->workers[w].name, sizeof self->workers[w].name, "%s", name);
         log_info("worker %s connected", name);
     }
@@ -137,7 +165,11 @@ void dispatch_credit(dispatch_t *self, zframe_t *identity, const char *name, uin
          * whatever it still answers is a harmless duplicate at reducerd */
         log_warn("worker %s is back after being declared dead", name);
         wk->dead = false;
-        wk->credits = 0;
+        /* a worker that lost nothing (training: its shards are not taken
+         * away) keeps its credit count, or it would starve */
+        if (wk->lost_eval)
+            wk->credits = 0;
+        wk->lost_eval = false;
     }
     for (uint32_t i = 0; i < n_acks; i++)
         ack(self, w, acks[i]);
@@ -160,7 +192,6 @@ int dispatch_reap(dispatch_t *self, int64_t now_ms)
         worker_t *wk = &self->workers[w];
         if (!wk->dead && now_ms - wk->last_seen_ms > self->timeout_ms) {
             wk->dead = true;
-            wk->credits = 0;
             size_t before = self->n_requeue;
             requeue_worker(self, w);
             log_warn("worker %s silent for %lld ms: declared dead, %zu batches re-queued", wk->name,
@@ -202,7 +233,7 @@ const char *dispatch_ready_worker(dispatch_t *self, zframe_t **identity)
     return self->workers[best].name;
 }
 
-uint64_t dispatch_sent(dispatch_t *self, const char *name, batch_range_t r)
+static uint64_t record_flight(dispatch_t *self, const char *name, batch_range_t r, bool train)
 {
     int w = find_worker(self, name);
     if (self->n_flights == self->cap_flights) {
@@ -216,10 +247,66 @@ uint64_t dispatch_sent(dispatch_t *self, const char *name, batch_range_t r)
         self->cap_flights = cap;
     }
     uint64_t seq = self->next_seq++;
-    self->flights[self->n_flights++] = (flight_t){.seq = seq, .range = r, .worker = w};
+    self->flights[self->n_flights++] = (flight_t){.seq = seq, .range = r, .worker = w, .train = train};
+    self->n_train_flights += train;
     if (w >= 0 && self->workers[w].credits > 0)
         self->workers[w].credits--;
     return seq;
+}
+
+uint64_t dispatch_sent(dispatch_t *self, const char *name, batch_range_t r)
+{
+    return record_flight(self, name, r, false);
+}
+
+uint64_t dispatch_sent_train(dispatch_t *self, const char *name)
+{
+    return record_flight(self, name, (batch_range_t){0, 0}, true);
+}
+
+uint64_t dispatch_lost_train(const dispatch_t *self) { return self->lost_train; }
+
+int dispatch_replan(dispatch_t *self, uint64_t n, uint32_t batch_size)
+{
+    if (!dispatch_all_acked(self))
+        return -1;
+    self->n = n;
+    self->batch_size = batch_size;
+    self->next_first = 0;
+    return 0;
+}
+
+void dispatch_set_rank(dispatch_t *self, const char *name, int32_t rank)
+{
+    int w = find_worker(self, name);
+    if (w < 0 || self->workers[w].rank == rank)
+        return;
+    for (int o = 0; o < self->n_workers; o++) {
+        if (o != w && self->workers[o].rank == rank) {
+            log_warn("rank %d moves from worker %s to %s (a restarted gpud?)", rank,
+                     self->workers[o].name, name);
+            self->workers[o].rank = -1;
+        }
+    }
+    if (self->workers[w].rank >= 0)
+        log_warn("worker %s changes its rank from %d to %d", name, self->workers[w].rank, rank);
+    self->workers[w].rank = rank;
+    log_info("worker %s is rank %d", name, rank);
+}
+
+const char *dispatch_rank_worker(dispatch_t *self, int32_t rank, zframe_t **identity, bool *alive,
+                                 uint32_t *credits)
+{
+    for (int w = 0; w < self->n_workers; w++) {
+        worker_t *wk = &self->workers[w];
+        if (wk->rank == rank && rank >= 0) {
+            *identity = wk->identity;
+            *alive = !wk->dead;
+            *credits = wk->credits;
+            return wk->name;
+        }
+    }
+    return NULL;
 }
 
 size_t dispatch_in_flight(const dispatch_t *self) { return self->n_flights; }
@@ -229,7 +316,11 @@ bool dispatch_all_sent(const dispatch_t *self)
     return self->n_requeue == 0 && self->next_first >= self->n;
 }
 
-bool dispatch_all_acked(const dispatch_t *self) { return dispatch_all_sent(self) && self->n_flights == 0; }
+bool dispatch_all_acked(const dispatch_t *self)
+{
+    /* train shards in flight do not hold up the validation's END */
+    return dispatch_all_sent(self) && self->n_flights == self->n_train_flights;
+}
 
 int dispatch_live_workers(const dispatch_t *self)
 {

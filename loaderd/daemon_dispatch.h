@@ -1,6 +1,12 @@
 /* dispatch — which batch goes to which gpud: credits, in-flight batches,
  * and re-queueing the batches of a worker declared dead.
  *
+ * Training (docs/TRAINING.md) adds ranks: a worker's CREDIT names its rank
+ * and train shards go to that rank only. Train batches share the credits
+ * and the seq counter with eval batches but are never re-queued: a rank
+ * that dies fails the job (reducerd decides), so its shards are only
+ * logged as lost.
+ *
  * A batch is a contiguous range of plan positions [first, first+count).
  * Pending batches wait in a FIFO (re-queued ones go to the front so the
  * epoch finishes in order as far as possible); each batch sent gets a new
@@ -38,10 +44,27 @@ const char *dispatch_ready_worker(dispatch_t *self, zframe_t **identity);
 uint64_t dispatch_sent(dispatch_t *self, const char *name, batch_range_t r);
 
 bool dispatch_all_sent(const dispatch_t *self);   /* nothing pending */
-bool dispatch_all_acked(const dispatch_t *self);  /* nothing pending nor in flight */
-size_t dispatch_in_flight(const dispatch_t *self);
+bool dispatch_all_acked(const dispatch_t *self);  /* no eval batch pending nor in flight */
+size_t dispatch_in_flight(const dispatch_t *self); /* eval + train batches */
 int dispatch_live_workers(const dispatch_t *self);
 uint64_t dispatch_requeued(const dispatch_t *self);
+/* Starts the next eval plan (the validation of another epoch) over N
+ * samples: workers, credits and seqs carry on, so seqs stay unique over a
+ * run. -1 when eval batches of the previous plan are pending or in flight. */
+int dispatch_replan(dispatch_t *self, uint64_t n, uint32_t batch_size);
+
+/* Training. Worker NAME (known from a CREDIT) holds RANK; a newer claimant
+ * of a rank takes it over (logged). */
+void dispatch_set_rank(dispatch_t *self, const char *name, int32_t rank);
+/* The worker holding RANK (NULL: none); *alive and *credits describe it. */
+const char *dispatch_rank_worker(dispatch_t *self, int32_t rank, zframe_t **identity,
+                                 bool *alive, uint32_t *credits);
+/* A train shard went to NAME: takes one of its credits, returns a new seq.
+ * It stays in flight until acked but is never re-queued. */
+uint64_t dispatch_sent_train(dispatch_t *self, const char *name);
+/* Train shards that were in flight at a worker declared dead. */
+uint64_t dispatch_lost_train(const dispatch_t *self);
+
 /* Every live worker, for END/broadcast: iterate i = 0.. until NULL. */
 zframe_t *dispatch_worker_identity(dispatch_t *self, int i, bool *alive);
 #endif

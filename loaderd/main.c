@@ -2,80 +2,54 @@
  * images on a thread pool and hands uint8 batches to whichever gpud has
  * credit. A batch a dead worker never acked is decoded and sent again;
  * reducerd ignores what was already counted, so the count stays exact.
+ *
+ * With --train it drives the epochs of docs/TRAINING.md instead: every
+ * global step's shards go to their ranks (daemon_train.c), then the
+ * validation set goes out as in eval mode, then reducerd's EPOCH decides
+ * whether another epoch follows.
  */
 #include "common/clock.h"
-#include "common/dataset.h"
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
-#include "loaderd/daemon_dispatch.h"
-#include "loaderd/pool.h"
-#include "loaderd/transform.h"
-#include "proto/proto.h"
+#include "loaderd/daemon_loader.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_READY 64
-
-typedef struct {
-    const char *data;
-    const char *bind;
-    const char *reducer;
-    long threads;
-    long batch_size;
-    long prefetch;
-    long worker_timeout_s;
-    long limit;
-    transform_t t;
-    int predictions;
-    int verbose;
-} opts_t;
-
-typedef struct {
-    batch_range_t range;
-    ddp_batch_t batch;         /* ids/labels malloc'd, pixels a frame */
-} ready_t;
-
-typedef struct {
-    opts_t o;
-    dataset_t *ds;
-    pool_t *pool;
-    zsock_t *router;
-    zsock_t *reducer;
-    dispatch_t *dispatch;
-    proto_stats_t stats;
-    uint64_t n;
-    int out_h, out_w;
-    ready_t ready[MAX_READY];
-    int n_ready;
-    bool end_sent;
-    bool stopped;
-    int exit_code;
-    uint64_t failed, sent_samples;
-} loader_t;
-
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: loaderd --data PATH --bind ENDPOINT --reducer ENDPOINT [options]\n"
-            "  --data PATH          ImageFolder directory or idx:PREFIX\n"
+            "  --data PATH          ImageFolder directory or idx:PREFIX (training: the train set)\n"
             "  --bind EP            ROUTER the gpud workers connect to\n"
             "  --reducer EP         reducerd's ROUTER (plan and failed samples go there)\n"
-            "  --batch-size N       samples per batch (default 64)\n"
+            "  --batch-size N       samples per batch (default 64; training: per worker)\n"
             "  --threads N          decode threads (default: all cores)\n"
             "  --prefetch N         batches decoded ahead (default 4; bounds memory)\n"
             "  --resize N           resize the shorter side to N (PIL bilinear + antialias)\n"
-            "  --crop N|HxW         center crop\n"
+            "  --crop N|HxW         center crop (training: also the RandomResizedCrop size)\n"
             "  --channels 1|3       channels the model wants (gray<->RGB as torchvision)\n"
             "  --no-dct-scaling     decode JPEGs at full size before resizing (exact PIL parity)\n"
-            "  --limit N            use only the first N samples of the dataset\n"
+            "  --limit N            use only the first N samples of the dataset(s)\n"
             "  --predictions        send sample paths to reducerd (for predictions.csv)\n"
             "  --worker-timeout S   re-queue the batches of a gpud silent this long (default 10)\n"
-            "  --verbose\n");
+            "  --verbose\n"
+            "training (docs/TRAINING.md):\n"
+            "  --train              train: epochs of global steps sharded over the ranks\n"
+            "  --val PATH           validation set, eval transform, after each epoch\n"
+            "  --workers W          ranks (default 1)\n"
+            "  --global-batch-size G  samples per global step (default --batch-size * W)\n"
+            "  --epochs E           most epochs (default 1; reducerd decides the stop)\n"
+            "  --seed S             shuffle and augmentation seed (default 0)\n"
+            "  --augment none|flip|crop-flip  (default crop-flip, none for idx:)\n"
+            "  --rotate DEG         RandomRotation((-DEG, DEG)) after the other transforms\n"
+            "  --start-epoch E      resume: first epoch (default 0)\n"
+            "  --start-step K       resume: first global step of the first epoch (default 0)\n");
 }
 
 static int parse_crop(const char *v, transform_t *t)
@@ -94,7 +68,52 @@ static int parse_crop(const char *v, transform_t *t)
     return 0;
 }
 
-static int parse(int argc, char **argv, opts_t *o)
+static int parse_augment(const char *v, int *out)
+{
+    static const char *names[] = {"none", "flip", "crop-flip"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(v, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    fprintf(stderr, "loaderd: --augment: '%s' is not one of none, flip, crop-flip\n", v);
+    return -1;
+}
+
+/* The training flags, given without --train, are a mistake worth naming. */
+static int check_train_opts(loader_opts_t *o, int train_flags)
+{
+    if (!o->train) {
+        if (train_flags) {
+            fprintf(stderr, "loaderd: --val, --workers, --global-batch-size, --epochs, --seed, "
+                            "--augment, --rotate, --start-epoch and --start-step need --train\n");
+            return -1;
+        }
+        return 0;
+    }
+    if (!o->global_batch) {
+        if (o->batch_size > LONG_MAX / o->workers) {
+            fprintf(stderr, "loaderd: --batch-size x --workers overflows\n");
+            return -1;
+        }
+        o->global_batch = o->batch_size * o->workers;
+    }
+    /* the largest shard is ceil(G / W) samples: it must fit one BATCH */
+    if ((o->global_batch + o->workers - 1) / o->workers > DDP_MAX_BATCH) {
+        fprintf(stderr, "loaderd: a global batch of %ld over %ld workers gives shards over %d "
+                        "samples; use more workers or a smaller --global-batch-size\n",
+                o->global_batch, o->workers, DDP_MAX_BATCH);
+        return -1;
+    }
+    if (o->start_epoch >= o->epochs) {
+        fprintf(stderr, "loaderd: --start-epoch %ld is not below --epochs %ld: nothing to train\n",
+                o->start_epoch, o->epochs);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse(int argc, char **argv, loader_opts_t *o)
 {
     static struct option lo[] = {
         {"data", 1, 0, 'D'},      {"bind", 1, 0, 'b'},        {"reducer", 1, 0, 'r'},
@@ -102,21 +121,26 @@ static int parse(int argc, char **argv, opts_t *o)
         {"resize", 1, 0, 'R'},    {"crop", 1, 0, 'C'},        {"channels", 1, 0, 'c'},
         {"no-dct-scaling", 0, 0, 'S'}, {"limit", 1, 0, 'l'},  {"predictions", 0, 0, 'P'},
         {"worker-timeout", 1, 0, 't'}, {"verbose", 0, 0, 'v'}, {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
-    *o = (opts_t){.batch_size = 64, .prefetch = 4, .worker_timeout_s = 10, .limit = -1};
+        {"train", 0, 0, 'X'},     {"val", 1, 0, 'V'},         {"workers", 1, 0, 'W'},
+        {"global-batch-size", 1, 0, 'G'}, {"epochs", 1, 0, 'E'}, {"seed", 1, 0, 's'},
+        {"augment", 1, 0, 'A'},   {"rotate", 1, 0, 'o'},      {"start-epoch", 1, 0, 'e'},
+        {"start-step", 1, 0, 'k'}, {0, 0, 0, 0}};
+    *o = (loader_opts_t){.batch_size = 64, .prefetch = 4, .worker_timeout_s = 10, .limit = -1,
+                         .workers = 1, .epochs = 1, .augment = AUG_DEFAULT};
     o->t.channels = 0;
     o->t.dct_scaling = 1;
     long v;
-    int c;
+    int c, train_flags = 0;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         int rc = 0;
+        train_flags += strchr("VWGEsAoek", c) != NULL;
         switch (c) {
         case 'D': o->data = optarg; break;
         case 'b': o->bind = optarg; break;
         case 'r': o->reducer = optarg; break;
         case 'B': rc = flags_long("batch-size", optarg, 1, DDP_MAX_BATCH, &o->batch_size); break;
         case 'T': rc = flags_long("threads", optarg, 1, 1024, &o->threads); break;
-        case 'p': rc = flags_long("prefetch", optarg, 1, MAX_READY, &o->prefetch); break;
+        case 'p': rc = flags_long("prefetch", optarg, 1, LOADER_MAX_READY, &o->prefetch); break;
         case 'R': rc = flags_long("resize", optarg, 1, 16384, &v); o->t.resize = (int)v; break;
         case 'C': rc = parse_crop(optarg, &o->t); break;
         case 'c': rc = flags_long("channels", optarg, 1, 3, &v); o->t.channels = (int)v;
@@ -127,6 +151,16 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'P': o->predictions = 1; break;
         case 't': rc = flags_long("worker-timeout", optarg, 1, 86400, &o->worker_timeout_s); break;
         case 'v': o->verbose = 1; break;
+        case 'X': o->train = 1; break;
+        case 'V': o->val = optarg; break;
+        case 'W': rc = flags_long("workers", optarg, 1, 4096, &o->workers); break;
+        case 'G': rc = flags_long("global-batch-size", optarg, 1, (long)1 << 40, &o->global_batch); break;
+        case 'E': rc = flags_long("epochs", optarg, 1, 1000000, &o->epochs); break;
+        case 's': rc = flags_long("seed", optarg, 0, LONG_MAX, &o->seed); break;
+        case 'A': rc = parse_augment(optarg, &o->augment); break;
+        case 'o': rc = flags_double("rotate", optarg, 0, 360, &o->rotate); break;
+        case 'e': rc = flags_long("start-epoch", optarg, 0, 1000000, &o->start_epoch); break;
+        case 'k': rc = flags_long("start-step", optarg, 0, (long)1 << 40, &o->start_step); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
@@ -142,12 +176,12 @@ static int parse(int argc, char **argv, opts_t *o)
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
         o->threads = nc > 0 ? nc : 1;
     }
-    return 0;
+    return check_train_opts(o, train_flags);
 }
 
-/* ---- plan ---------------------------------------------------------------- */
+/* ---- plans ---------------------------------------------------------------- */
 
-static int send_join_and_plan(loader_t *L)
+static int send_join(loader_t *L)
 {
     ddp_msg_t j = {.type = DDP_JOIN};
     j.u.join.role = DDP_ROLE_LOADER;
@@ -157,39 +191,117 @@ static int send_join_and_plan(loader_t *L)
     gethostname(host, sizeof host - 1);
     snprintf(j.u.join.host, sizeof j.u.join.host, "%s", host);
     snprintf(j.u.join.name, sizeof j.u.join.name, "loaderd-%s-%d", host, (int)getpid());
-    if (proto_send(zsock_resolve(L->reducer), NULL, &j) < 0)
+    if (proto_send(zsock_resolve(L->reducer), NULL, &j) < 0) {
+        log_error("cannot send JOIN to reducerd: %s", zmq_strerror(zmq_errno()));
         return -1;
+    }
+    return 0;
+}
 
+/* The plan of the current (epoch, phase): the train set (skipping what a
+ * resumed run already trained of its first epoch) or the eval/val set. */
+static int send_plan(loader_t *L)
+{
+    bool train = L->phase == DDP_PHASE_TRAIN;
+    const dataset_t *ds = train ? L->ds : L->eval_ds;
     ddp_msg_t p = {.type = DDP_PLAN};
     ddp_plan_t *pl = &p.u.plan;
-    pl->epoch = 0;
-    pl->phase = DDP_PHASE_EVAL;
-    pl->n = L->n;
-    pl->num_classes = dataset_num_classes(L->ds);
-    snprintf(pl->dataset, sizeof pl->dataset, "%s", L->o.data);
+    pl->epoch = L->epoch;
+    pl->phase = L->phase;
+    pl->n = train ? L->n : L->eval_n;
+    if (train && L->epoch == (uint32_t)L->o.start_epoch) {
+        uint64_t skip = (uint64_t)L->o.start_step * L->global_batch;
+        pl->skip = skip < pl->n ? skip : pl->n;
+    }
+    pl->num_classes = dataset_num_classes(ds);
+    snprintf(pl->dataset, sizeof pl->dataset, "%s", ds == L->val_ds ? L->o.val : L->o.data);
     /* borrow the dataset's strings: the encoder only reads them */
+    bool paths = L->o.predictions && !train;
     pl->class_names = calloc(pl->num_classes ? pl->num_classes : 1, sizeof(char *));
-    if (L->o.predictions)
-        pl->paths = calloc(L->n ? L->n : 1, sizeof(char *));
-    if (!pl->class_names || (L->o.predictions && !pl->paths)) {
+    if (paths)
+        pl->paths = calloc(pl->n ? pl->n : 1, sizeof(char *));
+    if (!pl->class_names || (paths && !pl->paths)) {
         free(pl->class_names);
         free(pl->paths);
         log_error("out of memory building the plan");
         return -1;
     }
     for (uint32_t c = 0; c < pl->num_classes; c++)
-        pl->class_names[c] = (char *)dataset_class_name(L->ds, c);
-    for (uint64_t i = 0; pl->paths && i < L->n; i++)
-        pl->paths[i] = (char *)dataset_path(L->ds, i);
+        pl->class_names[c] = (char *)dataset_class_name(ds, c);
+    for (uint64_t i = 0; pl->paths && i < pl->n; i++)
+        pl->paths[i] = (char *)dataset_path(ds, i);
     int rc = proto_send(zsock_resolve(L->reducer), NULL, &p);
     free(pl->class_names);
     free(pl->paths);
     if (rc < 0)
         log_error("cannot send the plan to reducerd: %s", zmq_strerror(zmq_errno()));
+    else
+        L->plans_sent++;
     return rc;
 }
 
-/* ---- decode -------------------------------------------------------------- */
+/* Sends the plan of (epoch, phase) and waits (ST_PLAN) for its ack:
+ * nothing is handed out before reducerd has the plan, or the results of
+ * samples it has not planned would be dropped. */
+static int start_plan(loader_t *L, uint32_t epoch, uint8_t phase)
+{
+    L->epoch = epoch;
+    L->phase = phase;
+    L->ack_target = L->plans_sent + 1;
+    L->next_plan_ms = clock_mono_ms() + 2000;
+    L->state = ST_PLAN;
+    return send_plan(L);
+}
+
+static bool plan_acked(const loader_t *L) { return L->acks_got >= L->ack_target; }
+
+/* ST_PLAN: reducerd may have started after us, or restarted: plan again. */
+static int plan_retry(loader_t *L)
+{
+    if (clock_mono_ms() < L->next_plan_ms)
+        return 0;
+    log_info("waiting for reducerd at %s to take the plan (epoch %u, %s)", L->o.reducer, L->epoch,
+             L->phase == DDP_PHASE_TRAIN ? "train" : "eval");
+    L->next_plan_ms = clock_mono_ms() + 5000;
+    return send_join(L) < 0 || send_plan(L) < 0 ? -1 : 0;
+}
+
+/* ---- failed samples, END ---------------------------------------------------- */
+
+void loader_report_failed(loader_t *L, const dataset_t *ds, uint32_t epoch, uint8_t phase,
+                          uint64_t id, const char *why)
+{
+    const char *path = dataset_path(ds, id);
+    log_warn("cannot load %s: %s (counted as failed)", path, why);
+    ddp_msg_t f = {.type = DDP_FAILED};
+    f.u.failed.epoch = epoch;
+    f.u.failed.phase = phase;
+    f.u.failed.id = id;
+    snprintf(f.u.failed.path, sizeof f.u.failed.path, "%s", path);
+    snprintf(f.u.failed.reason, sizeof f.u.failed.reason, "%s", why);
+    if (proto_send(zsock_resolve(L->reducer), NULL, &f) < 0)
+        log_error("cannot report a failed sample to reducerd: %s", zmq_strerror(zmq_errno()));
+    L->failed++;
+}
+
+void loader_broadcast_end(loader_t *L, uint32_t epoch, uint8_t phase)
+{
+    ddp_msg_t e = {.type = DDP_END};
+    e.u.end.epoch = epoch;
+    e.u.end.phase = phase;
+    bool alive;
+    zframe_t *identity;
+    for (int i = 0; (identity = dispatch_worker_identity(L->dispatch, i, &alive)); i++) {
+        if (!alive)
+            continue;
+        zframe_t *id = zframe_dup(identity);
+        if (proto_send(zsock_resolve(L->router), id, &e) < 0)
+            log_warn("cannot send END to a worker: %s", zmq_strerror(zmq_errno()));
+        zframe_destroy(&id);
+    }
+}
+
+/* ---- eval / validation: decode ------------------------------------------------ */
 
 typedef struct {
     loader_t *L;
@@ -203,31 +315,17 @@ typedef struct {
 static void decode_one(void *ctx, int i)
 {
     decode_job_t *job = ctx;
+    loader_t *L = job->L;
     uint64_t id = job->r.first + (uint64_t)i;
-    job->ok[i] = sample_load(job->L->ds, id, &job->L->o.t, job->pixels + (size_t)i * job->sample_bytes,
-                             job->L->out_h, job->L->out_w, job->why[i], sizeof job->why[i]) == 0;
-}
-
-static void report_failed(loader_t *L, uint64_t id, const char *why)
-{
-    const char *path = dataset_path(L->ds, id);
-    log_warn("cannot load %s: %s (counted as failed)", path, why);
-    ddp_msg_t f = {.type = DDP_FAILED};
-    f.u.failed.epoch = 0;
-    f.u.failed.phase = DDP_PHASE_EVAL;
-    f.u.failed.id = id;
-    snprintf(f.u.failed.path, sizeof f.u.failed.path, "%s", path);
-    snprintf(f.u.failed.reason, sizeof f.u.failed.reason, "%s", why);
-    if (proto_send(zsock_resolve(L->reducer), NULL, &f) < 0)
-        log_error("cannot report a failed sample to reducerd: %s", zmq_strerror(zmq_errno()));
-    L->failed++;
+    job->ok[i] = sample_load(L->eval_ds, id, &L->o.t, job->pixels + (size_t)i * job->sample_bytes,
+                             L->eval_h, L->eval_w, job->why[i], sizeof job->why[i]) == 0;
 }
 
 /* Decode range r into a ready batch; failed samples are reported and left out. */
 static int decode_batch(loader_t *L, batch_range_t r, ready_t *out)
 {
     int c = L->o.t.channels;
-    size_t sb = (size_t)c * L->out_h * L->out_w;
+    size_t sb = (size_t)c * L->eval_h * L->eval_w;
     zframe_t *frame = zframe_new(NULL, sb * r.count);
     int *ok = calloc(r.count, sizeof *ok);
     char(*why)[256] = calloc(r.count, sizeof *why);
@@ -245,20 +343,20 @@ static int decode_batch(loader_t *L, batch_range_t r, ready_t *out)
     for (uint32_t i = 0; i < r.count; i++) {
         uint64_t id = r.first + i;
         if (!ok[i]) {
-            report_failed(L, id, why[i]);
+            loader_report_failed(L, L->eval_ds, L->epoch, DDP_PHASE_EVAL, id, why[i]);
             continue;
         }
         if (n != i)
             memmove(job.pixels + n * sb, job.pixels + i * sb, sb);
         ids[n] = id;
-        labels[n] = dataset_label(L->ds, id);
+        labels[n] = dataset_label(L->eval_ds, id);
         n++;
     }
     free(ok);
     free(why);
     out->range = r;
-    out->batch = (ddp_batch_t){.epoch = 0, .phase = DDP_PHASE_EVAL, .n = n, .c = (uint16_t)c,
-                               .h = (uint16_t)L->out_h, .w = (uint16_t)L->out_w, .ids = ids,
+    out->batch = (ddp_batch_t){.epoch = L->epoch, .phase = DDP_PHASE_EVAL, .n = n, .c = (uint16_t)c,
+                               .h = (uint16_t)L->eval_h, .w = (uint16_t)L->eval_w, .ids = ids,
                                .labels = labels};
     if (n < r.count) {
         /* shrink the frame to the samples that decoded */
@@ -296,7 +394,7 @@ static void decode_ahead(loader_t *L)
     L->n_ready++;
 }
 
-/* ---- dispatch ------------------------------------------------------------ */
+/* ---- eval / validation: dispatch ------------------------------------------------ */
 
 static void send_ready(loader_t *L)
 {
@@ -323,21 +421,27 @@ static void send_ready(loader_t *L)
     }
 }
 
-static void broadcast_end(loader_t *L)
+/* ST_EVAL: 1 when every batch is handed out and answered. */
+static int eval_pump(loader_t *L)
 {
-    ddp_msg_t e = {.type = DDP_END};
-    bool alive;
-    zframe_t *identity;
-    for (int i = 0; (identity = dispatch_worker_identity(L->dispatch, i, &alive)); i++) {
-        if (!alive)
-            continue;
-        zframe_t *id = zframe_dup(identity);
-        proto_send(zsock_resolve(L->router), id, &e);
-        zframe_destroy(&id);
-    }
-    log_info("all %llu samples handed out and answered (%llu failed, %llu batches re-queued)",
-             (unsigned long long)L->n, (unsigned long long)L->failed,
-             (unsigned long long)dispatch_requeued(L->dispatch));
+    send_ready(L);
+    decode_ahead(L);
+    send_ready(L);
+    return L->n_ready == 0 && dispatch_all_acked(L->dispatch);
+}
+
+/* ---- messages ------------------------------------------------------------------ */
+
+static void on_credit(loader_t *L, zframe_t *route, const ddp_credit_t *c)
+{
+    dispatch_credit(L->dispatch, route, c->worker, c->credits, c->acks, c->n_acks);
+    if (!L->o.train)
+        return;
+    if (c->rank >= (int32_t)L->o.workers)
+        log_warn("%s says it is rank %d but the job has %ld ranks: it gets no train shards",
+                 c->worker, c->rank, L->o.workers);
+    else if (c->rank >= 0)
+        dispatch_set_rank(L->dispatch, c->worker, c->rank);
 }
 
 static void on_worker_msg(loader_t *L)
@@ -349,8 +453,7 @@ static void on_worker_msg(loader_t *L)
         return;
     }
     if (m.type == DDP_CREDIT) {
-        dispatch_credit(L->dispatch, route, m.u.credit.worker, m.u.credit.credits, m.u.credit.acks,
-                        m.u.credit.n_acks);
+        on_credit(L, route, &m.u.credit);
     } else if (m.type == DDP_HEARTBEAT) {
         dispatch_heartbeat(L->dispatch, m.u.heartbeat.worker);
     } else {
@@ -361,38 +464,19 @@ static void on_worker_msg(loader_t *L)
     zframe_destroy(&route);
 }
 
-/* Hand out nothing before reducerd has the plan (its WELCOME acks it):
- * results of samples it has not planned would be dropped. */
-static int wait_plan_ack(loader_t *L)
+static void on_epoch(loader_t *L, const ddp_epoch_t *e)
 {
-    int64_t next_send = clock_mono_ms() + 2000;
-    zpoller_t *poller = zpoller_new(L->reducer, NULL);
-    int rc = -1;
-    while (rc < 0 && poller && !zs_interrupted()) {
-        if (zpoller_wait(poller, 200) == L->reducer) {
-            ddp_msg_t m;
-            if (proto_recv(zsock_resolve(L->reducer), NULL, &m, &L->stats) != 0)
-                continue;
-            ddp_type_t t = m.type;
-            if (t == DDP_STOP) {
-                log_info("reducerd says stop before we started: %s", m.u.stop.reason);
-                L->stopped = true;
-            }
-            ddp_msg_clear(&m);
-            if (t == DDP_WELCOME || t == DDP_STOP)
-                rc = 0;
-            continue;
-        }
-        if (clock_mono_ms() >= next_send) {
-            /* reducerd may have started after us, or restarted: plan again */
-            log_info("waiting for reducerd at %s to take the plan", L->o.reducer);
-            if (send_join_and_plan(L) < 0)
-                break;
-            next_send = clock_mono_ms() + 5000;
-        }
+    if (!L->o.train || e->epoch != L->epoch || L->have_decision) {
+        L->stats.rejected++;
+        log_warn("EPOCH %u from reducerd while at epoch %u%s: ignored", e->epoch, L->epoch,
+                 L->o.train ? "" : " of an eval job");
+        return;
     }
-    zpoller_destroy(&poller);
-    return rc;
+    L->have_decision = true;
+    L->decision = e->decision;
+    log_info("reducerd: epoch %u %s (streak %u, val top-1 %.4f%s%s)", e->epoch,
+             e->decision == DDP_DECISION_STOP ? "is the last" : "done, continue", e->streak,
+             e->val_top1, e->reason[0] ? "; " : "", e->reason);
 }
 
 static void on_reducer_msg(loader_t *L)
@@ -401,14 +485,132 @@ static void on_reducer_msg(loader_t *L)
     if (proto_recv(zsock_resolve(L->reducer), NULL, &m, &L->stats) != 0)
         return;
     if (m.type == DDP_STOP) {
-        log_info("reducerd says stop (%d: %s)", m.u.stop.code, m.u.stop.reason);
+        if (m.u.stop.code != 0)
+            log_warn("reducerd stops the job (%d: %s)", m.u.stop.code, m.u.stop.reason);
+        else
+            log_info("reducerd says stop (%d: %s)", m.u.stop.code, m.u.stop.reason);
         L->stopped = true;
         L->exit_code = 0;
-    } else if (m.type != DDP_WELCOME) {
+    } else if (m.type == DDP_WELCOME) {
+        L->acks_got++;
+    } else if (m.type == DDP_EPOCH) {
+        on_epoch(L, &m.u.epoch);
+    } else {
         L->stats.rejected++;
         log_warn("unexpected %s from reducerd: ignored", proto_type_name(m.type));
     }
     ddp_msg_clear(&m);
+}
+
+/* ---- the state machine ------------------------------------------------------- */
+
+static int begin_train_epoch(loader_t *L, uint32_t epoch)
+{
+    L->have_decision = false;
+    return start_plan(L, epoch, DDP_PHASE_TRAIN);
+}
+
+static int after_train(loader_t *L)
+{
+    loader_broadcast_end(L, L->epoch, DDP_PHASE_TRAIN);
+    log_info("epoch %u: all %llu train steps handed out (%llu samples sent, %llu failed so far)",
+             L->epoch, (unsigned long long)L->spe, (unsigned long long)L->sent_samples,
+             (unsigned long long)L->failed);
+    if (!L->val_ds) {
+        L->state = ST_EPOCH;   /* no validation: reducerd decides on epochs alone */
+        return 0;
+    }
+    if (dispatch_replan(L->dispatch, L->eval_n, (uint32_t)L->o.batch_size) < 0) {
+        log_error("validation of epoch %u: eval batches of the last one are still out", L->epoch);
+        return -1;
+    }
+    return start_plan(L, L->epoch, DDP_PHASE_EVAL);
+}
+
+static int after_eval(loader_t *L)
+{
+    loader_broadcast_end(L, L->epoch, DDP_PHASE_EVAL);
+    log_info("%s%u: all %llu samples handed out and answered (%llu failed, %llu batches re-queued)",
+             L->o.train ? "validation of epoch " : "epoch ", L->epoch,
+             (unsigned long long)L->eval_n, (unsigned long long)L->failed,
+             (unsigned long long)dispatch_requeued(L->dispatch));
+    L->state = L->o.train ? ST_EPOCH : ST_IDLE;
+    return 0;
+}
+
+static int after_epoch(loader_t *L)
+{
+    if (L->decision == DDP_DECISION_STOP) {
+        log_info("training ends after epoch %u; waiting for reducerd's STOP", L->epoch);
+        L->state = ST_IDLE;
+        return 0;
+    }
+    if ((long)L->epoch + 1 >= L->o.epochs) {
+        log_warn("reducerd continues after epoch %u but --epochs is %ld: no more epochs; waiting "
+                 "for STOP", L->epoch, L->o.epochs);
+        L->state = ST_IDLE;
+        return 0;
+    }
+    return begin_train_epoch(L, L->epoch + 1);
+}
+
+static int plan_done(loader_t *L)
+{
+    if (L->phase != DDP_PHASE_TRAIN) {
+        L->state = ST_EVAL;
+        return 0;
+    }
+    uint64_t first = L->epoch == (uint32_t)L->o.start_epoch ? (uint64_t)L->o.start_step : 0;
+    train_begin_epoch(L, first);
+    log_info("epoch %u: %llu train samples in %llu steps of %llu from step %llu; waiting for %ld "
+             "ranks", L->epoch, (unsigned long long)L->n, (unsigned long long)L->spe,
+             (unsigned long long)L->global_batch, (unsigned long long)first, L->o.workers);
+    L->state = ST_RANKS;
+    return 0;
+}
+
+/* One move of the state machine; -1 on a fatal error. */
+static int advance(loader_t *L)
+{
+    int rc;
+    switch (L->state) {
+    case ST_PLAN:
+        return plan_acked(L) ? plan_done(L) : plan_retry(L);
+    case ST_RANKS:
+        if (train_ranks_known(L)) {
+            log_info("epoch %u: all %ld ranks have credit; training", L->epoch, L->o.workers);
+            L->state = ST_TRAIN;
+        }
+        return 0;
+    case ST_TRAIN:
+        rc = train_pump(L);
+        return rc < 0 ? -1 : rc ? after_train(L) : 0;
+    case ST_EVAL:
+        return eval_pump(L) ? after_eval(L) : 0;
+    case ST_EPOCH:
+        return L->have_decision ? after_epoch(L) : 0;
+    case ST_IDLE:
+        break;
+    }
+    return 0;
+}
+
+static bool busy(const loader_t *L)
+{
+    if (L->state == ST_EVAL)
+        return L->n_ready < L->o.prefetch && !dispatch_all_sent(L->dispatch);
+    return L->state == ST_TRAIN && train_busy(L);
+}
+
+static void reap(loader_t *L, int64_t now)
+{
+    if (dispatch_reap(L->dispatch, now) <= 0)
+        return;
+    if (L->state == ST_IDLE && !L->o.train && !dispatch_all_acked(L->dispatch))
+        L->state = ST_EVAL;    /* re-queued work: the epoch is not done */
+    if (L->o.train && (L->state == ST_RANKS || L->state == ST_TRAIN))
+        log_error("a rank died during training (epoch %u): its shards go to no other rank; "
+                  "reducerd fails the job", L->epoch);
 }
 
 static int run(loader_t *L)
@@ -418,8 +620,7 @@ static int run(loader_t *L)
         return 1;
     int64_t last_reap = clock_mono_ms();
     while (!L->stopped && !zs_interrupted()) {
-        bool busy = L->n_ready < L->o.prefetch && !dispatch_all_sent(L->dispatch);
-        void *which = zpoller_wait(poller, busy ? 0 : 100);
+        void *which = zpoller_wait(poller, busy(L) ? 0 : 100);
         if (which == L->router)
             on_worker_msg(L);
         else if (which == L->reducer)
@@ -429,15 +630,17 @@ static int run(loader_t *L)
         int64_t now = clock_mono_ms();
         if (now - last_reap >= 250) {
             last_reap = now;
-            if (dispatch_reap(L->dispatch, now) > 0)
-                L->end_sent = false;   /* re-queued work: the epoch is not done */
+            reap(L, now);
         }
-        send_ready(L);
-        decode_ahead(L);
-        send_ready(L);
-        if (!L->end_sent && L->n_ready == 0 && dispatch_all_acked(L->dispatch)) {
-            broadcast_end(L);
-            L->end_sent = true;
+        loader_state_t before;
+        int rc;
+        do {   /* follow transitions at once: no poll wait between them */
+            before = L->state;
+            rc = advance(L);
+        } while (rc == 0 && L->state != before && !L->stopped);
+        if (rc < 0) {
+            L->exit_code = 1;
+            break;
         }
     }
     zpoller_destroy(&poller);
@@ -446,28 +649,113 @@ static int run(loader_t *L)
     return L->exit_code;
 }
 
-static void loader_cleanup(loader_t *L)
+/* ---- setup ---------------------------------------------------------------------- */
+
+static dataset_t *open_dataset(const char *spec, long limit, uint64_t *n)
 {
-    for (int i = 0; i < L->n_ready; i++)
-        ready_free(&L->ready[i]);
-    dispatch_destroy(&L->dispatch);
-    zsock_destroy(&L->router);
-    zsock_destroy(&L->reducer);
-    pool_destroy(&L->pool);
-    dataset_destroy(&L->ds);
+    char err[512];
+    dataset_t *ds = dataset_open(spec, err, sizeof err);
+    if (!ds) {
+        log_error("cannot open dataset %s: %s", spec, err);
+        return NULL;
+    }
+    *n = dataset_size(ds);
+    if (limit >= 0 && (uint64_t)limit < *n)
+        *n = (uint64_t)limit;
+    return ds;
+}
+
+/* The validation set must name the same classes, in the same order. */
+static int check_val_classes(const loader_t *L)
+{
+    uint32_t nt = dataset_num_classes(L->ds), nv = dataset_num_classes(L->val_ds);
+    if (nt != nv) {
+        log_error("--val %s has %u classes, the train set %s has %u: they must be the same",
+                  L->o.val, nv, L->o.data, nt);
+        return -1;
+    }
+    for (uint32_t c = 0; c < nt; c++) {
+        if (strcmp(dataset_class_name(L->ds, c), dataset_class_name(L->val_ds, c)) != 0) {
+            log_error("class %u is '%s' in the train set but '%s' in --val %s: the class lists "
+                      "must be the same", c, dataset_class_name(L->ds, c),
+                      dataset_class_name(L->val_ds, c), L->o.val);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int setup_augment(loader_t *L)
+{
+    int mode = L->o.augment == AUG_DEFAULT ? (dataset_is_idx(L->ds) ? AUG_NONE : AUG_CROP_FLIP)
+                                           : L->o.augment;
+    int ch = L->o.t.channels;
+    L->aug = mode == AUG_CROP_FLIP ? augment_default(ch) : (augment_t){.channels = ch};
+    if (mode == AUG_FLIP)
+        L->aug.flip_p = 0.5;
+    if (L->o.rotate > 0) {
+        L->aug.rotate = 1;
+        L->aug.degrees[0] = -L->o.rotate;
+        L->aug.degrees[1] = L->o.rotate;
+    }
+    char err[256];
+    if (augment_check(&L->aug, err, sizeof err) < 0) {
+        log_error("%s", err);
+        return -1;
+    }
+    static const char *names[] = {"none", "flip", "crop-flip"};
+    log_info("train augmentation: %s%s, rotation %g degrees, seed %ld", names[mode],
+             L->o.augment == AUG_DEFAULT ? " (default)" : "", L->aug.rotate ? L->o.rotate : 0.0,
+             L->o.seed);
+    return 0;
+}
+
+static int setup_train(loader_t *L)
+{
+    if (setup_augment(L) < 0)
+        return -1;
+    L->global_batch = (uint64_t)L->o.global_batch;
+    L->sampler = sampler_new(L->n, (uint64_t)L->o.seed, 1);
+    if (!L->sampler) {
+        log_error("out of memory for the epoch permutation of %llu samples", (unsigned long long)L->n);
+        return -1;
+    }
+    L->spe = sampler_steps(L->sampler, L->global_batch);
+    if ((uint64_t)L->o.start_step >= L->spe && L->o.start_step > 0) {
+        log_error("--start-step %ld is past the epoch's end: an epoch has %llu steps of %llu",
+                  L->o.start_step, (unsigned long long)L->spe, (unsigned long long)L->global_batch);
+        return -1;
+    }
+    /* steps held ahead: about --prefetch per-worker batches' worth */
+    long depth = L->o.prefetch / L->o.workers;
+    L->window = train_window_new((int)L->o.workers, depth < 1 ? 1 : (int)depth);
+    if (!L->window) {
+        log_error("out of memory for the train step window");
+        return -1;
+    }
+    if (L->o.val) {
+        if (!(L->val_ds = open_dataset(L->o.val, L->o.limit, &L->eval_n)) || check_val_classes(L) < 0)
+            return -1;
+        char err[512];
+        if (transform_output_hw(&L->o.t, L->val_ds, &L->eval_h, &L->eval_w, err, sizeof err) < 0) {
+            log_error("cannot decide the validation image size: %s", err);
+            return -1;
+        }
+        L->eval_ds = L->val_ds;
+    }
+    log_info("training: %ld ranks, global batch %llu, %llu steps per epoch, epochs %ld..%ld; "
+             "validation %s (%llu samples, %dx%d)", L->o.workers,
+             (unsigned long long)L->global_batch, (unsigned long long)L->spe, L->o.start_epoch,
+             L->o.epochs - 1, L->o.val ? L->o.val : "none", (unsigned long long)L->eval_n,
+             L->eval_w, L->eval_h);
+    return 0;
 }
 
 static int setup(loader_t *L)
 {
     char err[512];
-    L->ds = dataset_open(L->o.data, err, sizeof err);
-    if (!L->ds) {
-        log_error("cannot open dataset %s: %s", L->o.data, err);
+    if (!(L->ds = open_dataset(L->o.data, L->o.limit, &L->n)))
         return -1;
-    }
-    L->n = dataset_size(L->ds);
-    if (L->o.limit >= 0 && (uint64_t)L->o.limit < L->n)
-        L->n = (uint64_t)L->o.limit;
     if (!L->o.t.channels)
         L->o.t.channels = dataset_is_idx(L->ds) ? 1 : 3;
     if (transform_output_hw(&L->o.t, L->ds, &L->out_h, &L->out_w, err, sizeof err) < 0) {
@@ -477,13 +765,39 @@ static int setup(loader_t *L)
     log_info("dataset %s: %llu samples, %u classes; batches of %ld x %dx%dx%d", L->o.data,
              (unsigned long long)L->n, dataset_num_classes(L->ds), L->o.batch_size, L->o.t.channels,
              L->out_h, L->out_w);
+    if (!L->o.train) {
+        L->eval_ds = L->ds;
+        L->eval_n = L->n;
+        L->eval_h = L->out_h;
+        L->eval_w = L->out_w;
+    } else if (setup_train(L) < 0) {
+        return -1;
+    }
     L->pool = pool_new((int)L->o.threads);
-    L->dispatch = dispatch_new(L->n, (uint32_t)L->o.batch_size, L->o.worker_timeout_s * 1000);
+    L->dispatch = dispatch_new(L->o.train ? 0 : L->n, (uint32_t)L->o.batch_size,
+                               L->o.worker_timeout_s * 1000);
     L->router = zs_bind(ZMQ_ROUTER, L->o.bind, "worker");
     L->reducer = zs_connect(ZMQ_DEALER, L->o.reducer, "reducer", NULL);
     if (!L->pool || !L->dispatch || !L->router || !L->reducer)
         return -1;
-    return send_join_and_plan(L);
+    if (send_join(L) < 0)
+        return -1;
+    return L->o.train ? begin_train_epoch(L, (uint32_t)L->o.start_epoch)
+                      : start_plan(L, 0, DDP_PHASE_EVAL);
+}
+
+static void loader_cleanup(loader_t *L)
+{
+    for (int i = 0; i < L->n_ready; i++)
+        ready_free(&L->ready[i]);
+    train_window_destroy(&L->window);
+    sampler_destroy(&L->sampler);
+    dispatch_destroy(&L->dispatch);
+    zsock_destroy(&L->router);
+    zsock_destroy(&L->reducer);
+    pool_destroy(&L->pool);
+    dataset_destroy(&L->val_ds);
+    dataset_destroy(&L->ds);
 }
 
 int main(int argc, char **argv)
@@ -494,9 +808,10 @@ int main(int argc, char **argv)
         return 2;
     log_init("loaderd", -1, L.o.verbose);
     zs_install_signals();
-    int rc = (setup(&L) < 0 || wait_plan_ack(&L) < 0) ? 1 : (L.stopped ? 0 : run(&L));
-    log_info("exiting (%llu samples sent, %llu failed, %llu messages, %llu rejected)",
-             (unsigned long long)L.sent_samples, (unsigned long long)L.failed,
+    int rc = setup(&L) < 0 ? 1 : run(&L);
+    log_info("exiting (%llu samples sent, %llu failed, %llu train shards lost, %llu messages, "
+             "%llu rejected)", (unsigned long long)L.sent_samples, (unsigned long long)L.failed,
+             (unsigned long long)(L.dispatch ? dispatch_lost_train(L.dispatch) : 0),
              (unsigned long long)L.stats.received, (unsigned long long)L.stats.rejected);
     loader_cleanup(&L);
     return rc;

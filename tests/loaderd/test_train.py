@@ -1,0 +1,407 @@
+"""loaderd --train as a process between a fake reducerd and fake gpud ranks
+(python3-zmq/msgpack, the wire format of proto/PROTOCOL.md), checking the
+contract of docs/TRAINING.md (steps 3, 4, 8 and failed train samples):
+
+- every sample id exactly once per epoch across the ranks; each shard is
+  sampler_shard's (the permutation and the split re-derived here from
+  loaderd/sampler.h's documented RNG); step = e*spe + k; global_count;
+- an uneven last step gives a rank an empty shard (n = 0, no pixels,
+  c/h/w set);
+- the same pixels for --workers 1 and 2 for each (seed, epoch, id), and
+  --augment flip equals the raw image flipped per the (seed, epoch, id) draw;
+- --start-epoch/--start-step skip what a resumed run already trained;
+- EPOCH: decision 0 -> next epoch, 1 -> no more plans until STOP; --epochs
+  caps the epochs even when reducerd says continue;
+- --val: an EVAL plan and batches after each epoch's train part, seqs unique
+  over the run; a --val with other classes is an error;
+- a corrupt image is reported FAILED (phase TRAIN) and left out of its step
+  and its global_count.
+Exit 77 (skipped) without Fashion-MNIST or python3-zmq/msgpack."""
+import gzip
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import msgpack
+    import zmq
+except ImportError:
+    print("SKIP: python3-zmq and python3-msgpack are needed")
+    sys.exit(77)
+
+BIN = os.environ.get("DDPIPE_BIN") or os.path.join(os.path.dirname(__file__), "../../build/bin")
+FMNIST = "/usr/share/datasets/fashion-mnist"
+if not os.path.exists(FMNIST + "/t10k-images-idx3-ubyte.gz"):
+    print("SKIP: Fashion-MNIST is not installed (dataset-fashion-mnist)")
+    sys.exit(77)
+IDX = "idx:%s/t10k" % FMNIST
+JOIN, WELCOME, PLAN, CREDIT, HEARTBEAT, BATCH, END, RESULT, FAILED, STOP, DONE, EPOCH = range(1, 13)
+EVAL, TRAIN = 0, 1
+
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL: " + msg, flush=True)
+    return cond
+
+
+def fatal(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+# ---- loaderd/sampler.h, re-derived ---------------------------------------
+M64 = (1 << 64) - 1
+GOLDEN = 0x9e3779b97f4a7c15
+
+
+def mix64(z):
+    z &= M64
+    z ^= z >> 30
+    z = (z * 0xbf58476d1ce4e5b9) & M64
+    z ^= z >> 27
+    z = (z * 0x94d049bb133111eb) & M64
+    return z ^ (z >> 31)
+
+
+class Rng:
+    def __init__(self, a, b, c, d):
+        k = mix64(a + GOLDEN)
+        k = mix64(k ^ ((b + 2 * GOLDEN) & M64))
+        k = mix64(k ^ ((c + 3 * GOLDEN) & M64))
+        self.key = mix64(k ^ ((d + 4 * GOLDEN) & M64))
+        self.ctr = 0
+
+    def u64(self):
+        self.ctr += 1
+        return mix64(self.key + self.ctr * GOLDEN)
+
+    def unit(self):
+        return (self.u64() >> 11) * (1.0 / 9007199254740992.0)
+
+    def below(self, n):
+        return (self.u64() * n) >> 64
+
+
+def permutation(n, seed, epoch):
+    r = Rng(seed, epoch, 0, 1)  # RNG_STREAM_SHUFFLE
+    p = list(range(n))
+    for i in range(n, 1, -1):
+        j = r.below(i)
+        p[i - 1], p[j] = p[j], p[i - 1]
+    return p
+
+
+def shard(n, step, g, world, rank):
+    lo = step * g
+    ln = min(n - lo, g)
+    base, rem = divmod(ln, world)
+    return lo + rank * base + min(rank, rem), base + (1 if rank < rem else 0)
+
+
+def flipped(seed, epoch, i):
+    return Rng(seed, epoch, i, 3).unit() < 0.5  # RNG_STREAM_FLIP, p = 0.5
+
+
+def idx_images(count):
+    with gzip.open(FMNIST + "/t10k-images-idx3-ubyte.gz") as f:
+        f.read(16)
+        data = f.read(count * 784)
+    return [data[i * 784:(i + 1) * 784] for i in range(count)]
+
+
+# ---- the fake peers ------------------------------------------------------
+ctx = zmq.Context.instance()
+BASE = tempfile.mkdtemp(prefix="ddpipe-loader-train-")
+
+
+def pack(t, **kw):
+    return msgpack.packb(dict(v=1, t=t, **kw), use_bin_type=True)
+
+
+def unpack(b):
+    return msgpack.unpackb(b, raw=False)
+
+
+class Job:
+    """One loaderd run: W fake ranks that ack every batch at once, and a fake
+    reducerd that acks plans and sends EPOCH(e, decide(e)) once every rank
+    has e's last END; after a stop it waits `quiet` s (no new plan may come)
+    and sends STOP."""
+
+    def __init__(self, tag, args, workers, decide, has_val=False, window=2, quiet=0.8,
+                 timeout=60, expect_rc=0):
+        self.tag, self.workers = tag, workers
+        wd = os.path.join(BASE, tag)
+        os.makedirs(wd)
+        red_ep, self.loader_ep = "ipc://%s/red" % wd, "ipc://%s/loader" % wd
+        self.red = ctx.socket(zmq.ROUTER)
+        self.red.bind(red_ep)
+        self.logpath = os.path.join(wd, "loaderd.log")
+        cmd = [os.path.join(BIN, "loaderd"), "--bind", self.loader_ep, "--reducer", red_ep,
+               "--threads", "2", "--worker-timeout", "30", "--train"] + args
+        with open(self.logpath, "w") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+        self.plans, self.batches, self.ends, self.failed, self.epochs_sent = [], [], [], [], []
+        self.decide, self.has_val, self.window = decide, has_val, window
+        self.ranks, self.events = [], [[] for _ in range(workers)]
+        self.loader_id, self.last_decision = None, None
+        try:
+            self._run(quiet, timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            for s in self.ranks + [self.red]:
+                s.close(linger=0)
+        self.log = open(self.logpath, errors="replace").read()
+        if not check(self.proc.returncode == expect_rc, "%s: loaderd exited %s, want %d:\n%s" % (
+                tag, self.proc.returncode, expect_rc, self.log[-3000:])):
+            return
+
+    def credit(self, r, n, acks=()):
+        self.ranks[r].send(pack(CREDIT, worker="rank%d" % r, credits=n,
+                                acks=struct.pack("<%dQ" % len(acks), *acks), rank=r))
+
+    def _on_reducer(self):
+        ident, raw = self.red.recv_multipart()
+        m = unpack(raw)
+        self.loader_id = ident
+        if m["t"] == PLAN:
+            self.plans.append((m["epoch"], m["phase"], m["n"], m.get("skip", 0), m["class_names"]))
+            if m["phase"] == TRAIN and self.last_decision == 0:
+                self.stop_at = None   # the next epoch came
+            self.red.send_multipart([ident, pack(WELCOME, rank=0, world=1, job="test")])
+        elif m["t"] == FAILED:
+            self.failed.append(m)
+
+    def _on_rank(self, r):
+        frames = self.ranks[r].recv_multipart()
+        m = unpack(frames[0])
+        if m["t"] == BATCH:
+            m["ids"] = list(struct.unpack("<%dQ" % m["n"], m["ids"])) if m["n"] else []
+            m["labels"] = list(struct.unpack("<%di" % m["n"], m["labels"])) if m["n"] else []
+            self.batches.append((r, m, frames[1] if len(frames) > 1 else None))
+            self.events[r].append(("B", m["epoch"], m["phase"]))
+            self.credit(r, 1, [m["seq"]])
+        elif m["t"] == END:
+            self.ends.append((r, m["epoch"], m["phase"]))
+            self.events[r].append(("E", m["epoch"], m["phase"]))
+            last = EVAL if self.has_val else TRAIN
+            e = m["epoch"]
+            done = {x for x, ee, ph in self.ends if ee == e and ph == last}
+            if m["phase"] == last and len(done) == self.workers and e not in self.epochs_sent:
+                d = self.decide(e)
+                self.epochs_sent.append(e)
+                self.last_decision = d
+                self.red.send_multipart([self.loader_id, pack(
+                    EPOCH, epoch=e, decision=d, streak=0, val_top1=-1.0, reason="test")])
+                # STOP unless a next epoch's plan comes within `quiet` s
+                self.stop_at = time.time() + self.quiet
+
+    def _run(self, quiet, timeout):
+        self.quiet, self.stop_at = quiet, None
+        for r in range(self.workers):
+            s = ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.IDENTITY, b"rank%d" % r)
+            s.connect(self.loader_ep)
+            self.ranks.append(s)
+            self.credit(r, self.window)
+        poller = zmq.Poller()
+        poller.register(self.red, zmq.POLLIN)
+        for s in self.ranks:
+            poller.register(s, zmq.POLLIN)
+        deadline = time.time() + timeout
+        stop_sent = False
+        while time.time() < deadline and self.proc.poll() is None:
+            for s, _ in poller.poll(50):
+                if s is self.red:
+                    self._on_reducer()
+                else:
+                    self._on_rank(self.ranks.index(s))
+            if self.stop_at and time.time() > self.stop_at and not stop_sent:
+                self.red.send_multipart([self.loader_id, pack(STOP, code=0, reason="test done")])
+                stop_sent = True
+        if self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=max(1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                fatal("%s: loaderd did not finish in %d s (plans %r, ends %r); log:\n%s" % (
+                    self.tag, timeout, self.plans, self.ends, open(self.logpath).read()[-3000:]))
+
+    def train(self, epoch=None):
+        return [(r, m, px) for r, m, px in self.batches
+                if m["phase"] == TRAIN and (epoch is None or m["epoch"] == epoch)]
+
+
+def check_train_epoch(job, e, n, g, seed, first_step=0):
+    """Shards, steps, counts of epoch e against the re-derived sampler."""
+    W, tag = job.workers, job.tag
+    spe = (n + g - 1) // g
+    perm = permutation(n, seed, e)
+    got = {}
+    for r, m, px in job.train(e):
+        k = m["step"] - e * spe
+        check(0 <= k < spe and (r, k) not in got, "%s: rank %d got step %d twice or out of range"
+              % (tag, r, m["step"]))
+        got[(r, k)] = m
+        check(m["n"] == len(m["ids"]) and len(px or b"") == m["n"] * m["c"] * m["h"] * m["w"]
+              and m["c"] >= 1 and m["h"] >= 1,
+              "%s: batch %d pixel frame %d bytes for n=%d c/h/w=%d/%d/%d" % (
+                  tag, m["seq"], len(px or b""), m["n"], m["c"], m["h"], m["w"]))
+    seen = []
+    for k in range(first_step, spe):
+        step_ids = []
+        for r in range(W):
+            m = got.get((r, k))
+            if not check(m is not None, "%s: epoch %d step %d: rank %d got no shard" % (tag, e, k, r)):
+                continue
+            f, c = shard(n, k, g, W, r)
+            check(m["ids"] == perm[f:f + c], "%s: epoch %d step %d rank %d: ids %r, sampler_shard "
+                  "says %r" % (tag, e, k, r, m["ids"], perm[f:f + c]))
+            step_ids += m["ids"]
+        for r in range(W):
+            m = got.get((r, k))
+            if m:
+                check(m["global_count"] == len(step_ids), "%s: epoch %d step %d: global_count %d, "
+                      "the step has %d samples" % (tag, e, k, m["global_count"], len(step_ids)))
+        seen += step_ids
+    check(len(got) == W * (spe - first_step), "%s: epoch %d: %d shards, want %d" % (
+        tag, e, len(got), W * (spe - first_step)))
+    want = sorted(perm[first_step * g:])
+    check(sorted(seen) == want, "%s: epoch %d: ids are not each sample once" % (tag, e))
+    # each rank's shards come in step order, and END(e, TRAIN) after its last one
+    for r in range(W):
+        steps = [m["step"] for rr, m, _ in job.train(e) if rr == r]
+        check(steps == sorted(steps), "%s: rank %d steps out of order: %r" % (tag, r, steps))
+        ev = job.events[r]
+        end = ("E", e, TRAIN)
+        check(end in ev and all(i < ev.index(end) for i, x in enumerate(ev) if x == ("B", e, TRAIN))
+              and all(i > ev.index(end) for i, x in enumerate(ev) if x == ("B", e, EVAL)),
+              "%s: rank %d: END(%d, TRAIN) missing or not between its train and validation "
+              "batches: %r" % (tag, r, e, ev))
+    return {(e, m["ids"][i]): px[i * 784:(i + 1) * 784]
+            for r, m, px in job.train(e) for i in range(m["n"])}
+
+
+def seqs_unique(job):
+    seqs = [m["seq"] for _, m, _ in job.batches]
+    check(len(seqs) == len(set(seqs)), "%s: batch seqs repeat" % job.tag)
+
+
+N, G, SEED = 50, 8, 7
+COMMON = ["--data", IDX, "--limit", str(N), "--global-batch-size", str(G), "--seed", str(SEED)]
+
+# 1. two ranks, crop-flip + rotation, three epochs allowed, reducerd stops after epoch 1
+aug = ["--augment", "crop-flip", "--rotate", "15", "--epochs", "3"]
+j2 = Job("w2", COMMON + aug + ["--workers", "2"], 2, decide=lambda e: 1 if e >= 1 else 0)
+check([p[:4] for p in j2.plans] == [(0, TRAIN, N, 0), (1, TRAIN, N, 0)],
+      "w2: plans %r, want epochs 0 and 1 only (EPOCH(1) said stop)" % [p[:4] for p in j2.plans])
+px2 = {}
+for e in (0, 1):
+    px2.update(check_train_epoch(j2, e, N, G, SEED))
+seqs_unique(j2)
+check(all(m["c"] == 1 and m["h"] == 28 and m["w"] == 28 for _, m, _ in j2.batches),
+      "w2: idx train batches are not 1x28x28")
+raw = idx_images(N)
+check(any(px2[(0, i)] != raw[i] for i in range(N)), "w2: crop-flip changed no image")
+check(any(px2[(0, i)] != px2[(1, i)] for i in range(N)), "w2: epochs 0 and 1 got the same pixels")
+print("w2: 2 epochs, shards = sampler_shard, each id once per epoch, EPOCH stop honoured", flush=True)
+
+# 2. one rank: same pixels for every (epoch, id)
+j1 = Job("w1", COMMON + aug + ["--workers", "1"], 1, decide=lambda e: 1 if e >= 1 else 0)
+px1 = {}
+for e in (0, 1):
+    px1.update(check_train_epoch(j1, e, N, G, SEED))
+check(px1.keys() == px2.keys() and all(px1[k] == px2[k] for k in px1),
+      "w1 vs w2: %d of %d samples got other pixels" % (
+          sum(px1.get(k) != px2[k] for k in px2), len(px2)))
+print("w1 == w2: same pixels per (seed, epoch, id)", flush=True)
+
+# 3. three ranks: the last step (2 samples) leaves rank 2 empty; --augment flip
+#    is the raw image flipped per its draw; validation after each epoch
+j3 = Job("w3", COMMON + ["--workers", "3", "--augment", "flip", "--epochs", "2", "--val", IDX,
+                         "--batch-size", "16"], 3, decide=lambda e: 0 if e < 1 else 1, has_val=True)
+check([p[:4] for p in j3.plans] == [(0, TRAIN, N, 0), (0, EVAL, N, 0), (1, TRAIN, N, 0),
+                                    (1, EVAL, N, 0)], "w3: plans %r" % [p[:4] for p in j3.plans])
+for e in (0, 1):
+    pix = check_train_epoch(j3, e, N, G, SEED)
+    bad = [i for i in range(N) if pix[(e, i)] != (
+        b"".join(raw[i][y * 28:(y + 1) * 28][::-1] for y in range(28)) if flipped(SEED, e, i) else raw[i])]
+    check(not bad, "w3: epoch %d: --augment flip pixels wrong for ids %r" % (e, bad[:10]))
+    last = [m for r, m, _ in j3.train(e) if m["step"] == e * 7 + 6]
+    check(sorted(m["n"] for m in last) == [0, 1, 1] and all(m["global_count"] == 2 for m in last),
+          "w3: epoch %d last step shards %r" % (e, [(m["n"], m["global_count"]) for m in last]))
+    empty = [(m, px) for r, m, px in j3.train(e) if m["step"] == e * 7 + 6 and r == 2]
+    check(empty and empty[0][0]["n"] == 0 and not empty[0][1] and empty[0][0]["c"] == 1
+          and empty[0][0]["h"] == 28 and empty[0][0]["w"] == 28,
+          "w3: rank 2's empty shard is not n=0 with an empty frame and c/h/w set")
+    val = [m for _, m, _ in j3.batches if m["phase"] == EVAL and m["epoch"] == e]
+    val_ids = sorted(i for m in val for i in m["ids"])
+    check(val_ids == list(range(N)), "w3: epoch %d validation ids %r" % (e, val_ids))
+    check(all(m["n"] <= 16 for m in val), "w3: validation batches over --batch-size")
+    check(all(raw[i] == px[k * 784:(k + 1) * 784] for _, m, px in j3.batches
+              if m["phase"] == EVAL for k, i in enumerate(m["ids"])),
+          "w3: validation pixels are not the eval transform's")
+    check(all((r, e, EVAL) in j3.ends for r in range(3)), "w3: END(%d, EVAL) missing" % e)
+seqs_unique(j3)
+print("w3: empty last shard, flip pixels exact, validation each epoch, seqs unique", flush=True)
+
+# 4. resume at epoch 1 step 3; reducerd says continue but --epochs 2 ends it
+j4 = Job("resume", COMMON + ["--workers", "2", "--epochs", "2", "--start-epoch", "1",
+                             "--start-step", "3"], 2, decide=lambda e: 0)
+check([p[:4] for p in j4.plans] == [(1, TRAIN, N, 3 * G)], "resume: plans %r, want (1, TRAIN, "
+      "%d, skip %d) only" % ([p[:4] for p in j4.plans], N, 3 * G))
+check_train_epoch(j4, 1, N, G, SEED, first_step=3)
+check(min(m["step"] for _, m, _ in j4.batches) == 7 + 3, "resume: first step is not 10")
+check("--epochs is 2" in j4.log, "resume: no warning about --epochs when reducerd continues")
+print("resume: --start-epoch/--start-step skip, --epochs cap", flush=True)
+
+# 5. a corrupt image in an ImageFolder: FAILED, left out of its step and global_count
+folder = os.path.join(BASE, "folder")
+subprocess.run([os.path.join(BIN, "ddpipe-mkjpeg"), "--synthetic", "20", folder, "--size", "40x30",
+                "--classes", "3"], check=True, stdout=subprocess.DEVNULL)
+with open(os.path.join(folder, "class01", "00007zz.jpg"), "wb") as f:
+    f.write(b"\xff\xd8\xff\xe0 this is not a JPEG")
+j5 = Job("corrupt", ["--data", folder, "--global-batch-size", "8", "--workers", "2", "--seed", "3",
+                     "--crop", "24"], 2, decide=lambda e: 1)
+check(len(j5.failed) == 1 and j5.failed[0]["phase"] == TRAIN and j5.failed[0]["epoch"] == 0
+      and j5.failed[0]["path"].endswith("00007zz.jpg"), "corrupt: FAILED %r" % j5.failed)
+if j5.failed:
+    bad = j5.failed[0]["id"]
+    perm = permutation(21, 3, 0)
+    k = perm.index(bad) // 8
+    step = [m for _, m, _ in j5.train(0) if m["step"] == k]
+    ids = sorted(i for _, m, _ in j5.train(0) for i in m["ids"])
+    check(ids == sorted(set(range(21)) - {bad}), "corrupt: train ids %r" % ids)
+    want = min(8, 21 - 8 * k) - 1
+    check(all(m["global_count"] == want for m in step) and sum(m["n"] for m in step) == want,
+          "corrupt: step %d global_count %r, want %d" % (k, [m["global_count"] for m in step], want))
+    check(all(m["c"] == 3 and m["h"] == 24 and m["w"] == 24 for _, m, _ in j5.batches),
+          "corrupt: train batches are not 3x24x24 (--crop)")
+print("corrupt: reported FAILED, excluded from global_count", flush=True)
+
+# 6. errors: --val with other classes; training flags without --train
+other = os.path.join(BASE, "other")
+subprocess.run([os.path.join(BIN, "ddpipe-mkjpeg"), "--synthetic", "4", other, "--size", "40x30",
+                "--classes", "2"], check=True, stdout=subprocess.DEVNULL)
+j6 = Job("classes", ["--data", folder, "--val", other, "--workers", "1"], 1, decide=lambda e: 1,
+         timeout=20, expect_rc=1)
+check("classes" in j6.log and not j6.plans, "classes: no clear error:\n" + j6.log[-2000:])
+p = subprocess.run([os.path.join(BIN, "loaderd"), "--data", IDX, "--bind", "ipc:///tmp/x",
+                    "--reducer", "ipc:///tmp/y", "--val", IDX], stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, text=True, timeout=20)
+check(p.returncode == 2 and "--train" in p.stdout, "--val without --train: exit %d, %s" % (
+    p.returncode, p.stdout))
+print("errors: class mismatch, flags without --train", flush=True)
+
+shutil.rmtree(BASE, ignore_errors=True)
+print("%d failed" % len(failures))
+sys.exit(1 if failures else 0)
