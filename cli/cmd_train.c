@@ -28,6 +28,9 @@ typedef struct {
     bool have_train;
     double train_loss, train_top1, val_loss, val_top1, val_top5, lr, img_s;
     bool have_val;
+    bool stop;                  /* reducerd's decision after the last epoch */
+    long streak;
+    char reason[1024];          /* and why */
 } train_view_t;
 
 static bool is_wrn(const train_opts_t *o) { return strcmp(o->model, "wideresnet") == 0; }
@@ -245,10 +248,12 @@ static void print_epoch(train_view_t *v, bool tty)
     if (o->quiet)
         return;
     double per_epoch = (clock_mono_s() - v->t0) / (double)v->printed;
-    char eta[32], val[64] = "";
+    char eta[32], val[128] = "";
     job_fmt_eta(per_epoch * (double)(o->epochs - v->last_epoch - 1), eta, sizeof eta);
     if (v->have_val)
         snprintf(val, sizeof val, "  val loss %.4f top-1 %.4f", v->val_loss, v->val_top1);
+    if (v->have_val && o->target_accuracy > 0)
+        snprintf(val + strlen(val), sizeof val - strlen(val), " (streak %ld/%ld)", v->streak, o->patience);
     fprintf(stderr, "%sepoch %ld/%ld  train loss %.4f top-1 %.4f%s  lr %.6g  %.1f img/s  %.1fs  ETA %s\n",
             tty ? "\r\033[K" : "", v->last_epoch + 1, o->epochs, v->train_loss, v->train_top1, val,
             v->lr, v->img_s, per_epoch, eta);
@@ -259,6 +264,11 @@ static void print_epoch(train_view_t *v, bool tty)
  * line goes out when the epoch's last row is in. Final repeats are ignored. */
 static void on_metric(train_view_t *v, const ev_metric_t *m, bool tty)
 {
+    if (m->has_decision) {
+        v->stop = m->decision != 0;
+        v->streak = m->streak;
+        snprintf(v->reason, sizeof v->reason, "%s", m->decision_reason);
+    }
     if ((long)m->epoch <= v->last_epoch)
         return;
     if (m->phase == DDP_PHASE_TRAIN) {
@@ -308,6 +318,8 @@ static int print_final(const train_view_t *v)
     char how[256];
     if (v->printed == 0)
         snprintf(how, sizeof how, "finished");
+    else if (done < o->epochs && v->reason[0])
+        snprintf(how, sizeof how, "stopped early after epoch %ld of %ld: %.150s", done, o->epochs, v->reason);
     else if (done < o->epochs)
         snprintf(how, sizeof how, "stopped early after epoch %ld of %ld: val top-1 >= %g for %ld epoch%s",
                  done, o->epochs, o->target_accuracy, o->patience, o->patience == 1 ? "" : "s");

@@ -150,3 +150,124 @@ def free_port():
 def load_json(path):
     with open(path) as f:
         return json.load(f)
+
+
+# ---- training (ddpipe train) ----------------------------------------------
+
+TRAIN_MODEL = ["--model", "wideresnet", "--channels", "4,8,16,32"]
+
+
+def _read_idx_gz(path):
+    import gzip
+    with gzip.open(path, "rb") as f:
+        return f.read()
+
+
+def idx_subset(split, first, count):
+    """idx:PREFIX of `count` Fashion-MNIST `split` ("train"/"t10k") samples
+    from index `first`, as uncompressed IDX files made once per build."""
+    import struct
+    out = os.path.join(BIN, "..", "testdata", "fmnist-%s-%d-%d" % (split, first, count))
+    img_path, lab_path = out + "-images-idx3-ubyte", out + "-labels-idx1-ubyte"
+    if not (os.path.exists(img_path) and os.path.exists(lab_path)):
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        img = _read_idx_gz("%s/%s-images-idx3-ubyte.gz" % (FMNIST, split))
+        lab = _read_idx_gz("%s/%s-labels-idx1-ubyte.gz" % (FMNIST, split))
+        _, n, rows, cols = struct.unpack(">IIII", img[:16])
+        check(first + count <= n, "idx_subset: %s has %d samples" % (split, n))
+        px = rows * cols
+        for path, data in ((img_path, struct.pack(">IIII", 0x803, count, rows, cols)
+                            + img[16 + first * px:16 + (first + count) * px]),
+                           (lab_path, struct.pack(">II", 0x801, count) + lab[8 + first:8 + first + count])):
+            tmp = "%s.tmp-%d" % (path, os.getpid())
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.rename(tmp, path)
+    return "idx:" + out
+
+
+def train_cmd(data, out, workers=1, extra=(), val=None, model_args=None):
+    cmd = [os.path.join(BIN, "ddpipe"), "train", "--data", data, "--out", out,
+           "--workers", str(workers), "--threads", "1", "--loader-threads", "1"]
+    if val:
+        cmd += ["--val", val]
+    return cmd + list(model_args if model_args is not None else TRAIN_MODEL) + list(extra)
+
+
+def _logs(out, lines=30):
+    text = ""
+    logdir = os.path.join(out, "logs")
+    if os.path.isdir(logdir):
+        for f in sorted(os.listdir(logdir)):
+            with open(os.path.join(logdir, f), errors="replace") as fh:
+                text += "---- %s\n%s" % (f, "".join(fh.readlines()[-lines:]))
+    return text
+
+
+def run_train(data, out, workers=1, extra=(), val=None, model_args=None, timeout=300, expect_rc=0):
+    cmd = train_cmd(data, out, workers, extra, val, model_args)
+    t0 = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    dt = time.time() - t0
+    if expect_rc is not None and p.returncode != expect_rc:
+        fail("%s\nexit %d, want %d\nstdout:\n%s\nstderr:\n%s\n%s" % (
+            " ".join(cmd), p.returncode, expect_rc, p.stdout, p.stderr, _logs(out)))
+    print("ran %s in %.1fs (exit %d)" % (" ".join(cmd[2:]), dt, p.returncode), flush=True)
+    p.seconds = dt
+    return p
+
+
+_ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
+              "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
+
+
+def safetensors_read(path):
+    """(tensors, metadata) of a safetensors file: name -> numpy array (numpy only)."""
+    import numpy as np
+    import struct
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {}) or {}
+    base = 8 + n
+    tensors = {}
+    for name, t in header.items():
+        a, b = t["data_offsets"]
+        arr = np.frombuffer(raw[base + a:base + b], dtype=np.dtype(_ST_DTYPES[t["dtype"]]))
+        tensors[name] = arr.reshape(t["shape"]) if t["shape"] else arr.reshape(())
+    return tensors, meta
+
+
+def weights_diff(path_a, path_b):
+    """Largest difference over all tensors of two weight files, each
+    |a - b| / max(1, |a|) (absolute for small values, relative for large);
+    fails when the tensor names or shapes differ."""
+    import numpy as np
+    a, _ = safetensors_read(path_a)
+    b, _ = safetensors_read(path_b)
+    check(sorted(a) == sorted(b), "%s and %s hold different tensors: %s" % (
+        path_a, path_b, sorted(set(a) ^ set(b))))
+    worst, where = 0.0, None
+    for name in a:
+        check(a[name].shape == b[name].shape, "%s: shape %s vs %s" % (name, a[name].shape, b[name].shape))
+        x, y = a[name].astype(np.float64), b[name].astype(np.float64)
+        if x.size == 0:
+            continue
+        d = float(np.max(np.abs(x - y) / np.maximum(1.0, np.abs(x))))
+        if d > worst:
+            worst, where = d, name
+    return worst, where
+
+
+def metrics_rows(out, phase=None):
+    """metrics.csv rows as dicts (optionally of one phase: "train" / "eval" / "val")."""
+    import csv
+    with open(os.path.join(out, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    return [r for r in rows if phase is None or r["phase"] == phase]
+
+
+def train_losses(out):
+    """{epoch: train loss} from metrics.csv."""
+    return {int(r["epoch"]): float(r["loss"]) for r in metrics_rows(out, "train")}
