@@ -16,7 +16,8 @@
  *   ckpt.rng_state                 U8 [n], opaque RNG state (absent if empty)
  *   ckpt.sampler_state             U8 [n], opaque sampler state (absent if empty)
  *   __metadata__: format=ddpipe-checkpoint, ckpt.version=1, ckpt.epoch,
- *   ckpt.step, ckpt.seed (decimal), arch (if set), optim.kind and the
+ *   ckpt.step, ckpt.seed, ckpt.streak, ckpt.global_batch,
+ *   ckpt.steps_per_epoch (decimal), arch (if set), optim.kind and the
  *   optimizer's hyper-parameters.
  * The model tensors keep PyTorch's names, so scripts/export_torchvision.py
  * --reverse turns a checkpoint into a state_dict (and its optimizer state
@@ -59,6 +60,11 @@ typedef struct {
     size_t rng_len;
     uint8_t *sampler;             /* the same for the sampler's state */
     size_t sampler_len;
+    /* training-through-the-pipeline state (docs/TRAINING.md); saved always,
+     * 0 when loading a checkpoint written before they existed */
+    int64_t streak;               /* epochs in a row at the target accuracy */
+    int64_t global_batch;         /* G: samples per optimizer step */
+    int64_t steps_per_epoch;      /* ceil(N / G) */
 } ckpt_info_t;
 
 #define CKPT_FORMAT "ddpipe-checkpoint"

@@ -91,7 +91,9 @@ model_t *model_new(const model_opts_t *o, const char *backend, const char *weigh
     }
     m->arch = arch_find(o->arch);
     m->mb = o->micro_batch ? o->micro_batch : MODEL_DEFAULT_MICRO_BATCH;
-    safetensors_t *st = safetensors_open(weights_path, err, errlen);
+    safetensors_t *st = !weights_path && o->init
+                            ? init_weights(m->arch, o, o->init_seed, err, errlen)   /* models/init.c */
+                            : safetensors_open(weights_path, err, errlen);
     if (!st) {
         model_destroy(&m);
         return NULL;

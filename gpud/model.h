@@ -39,11 +39,16 @@ typedef struct {
     int threads;         /* oneDNN/OpenMP threads, 0: all cores */
     int micro_batch;     /* 0: MODEL_DEFAULT_MICRO_BATCH */
     int train;           /* 1: also keep the unfolded parameters (model_train_step) */
+    int init;            /* 1 with weights_path NULL: PyTorch-default initial weights */
+    uint64_t init_seed;  /* init: the seed (same seed, same bytes; see models/init.c) */
 } model_opts_t;
 
 #define MODEL_DEFAULT_MICRO_BATCH 16
 #define MODEL_MAX_MICRO_BATCH 256
 
+/* weights_path NULL with o->init = 1: no file, the architecture's initial
+ * weights drawn from o->init_seed (training from scratch; num_classes 0
+ * then means the constructor's default, 10 for wideresnet, 1000 else). */
 model_t *model_new(const model_opts_t *o, const char *backend /* "cpu" | "ref" */,
                    const char *weights_path, char *err, size_t errlen);
 void model_destroy(model_t **m);

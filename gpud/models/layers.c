@@ -8,7 +8,8 @@
 #include <string.h>
 
 struct wloader {
-    const safetensors_t *st;
+    const safetensors_t *st;    /* NULL: record mode (rec) */
+    wl_record_t *rec;
     unsigned char *used;    /* per tensor, in safetensors_at order */
     char arch[32];
     char hint[64];
@@ -16,13 +17,64 @@ struct wloader {
     int failed;
 };
 
+/* The recording of this thread (init.c), see wl_record_begin. */
+static _Thread_local wl_record_t *s_record;
+
+void wl_record_begin(wl_record_t *r)
+{
+    s_record = r;
+}
+
+void wl_record_end(void)
+{
+    s_record = NULL;
+}
+
+void wl_record_free(wl_record_t *r)
+{
+    free(r->e);
+    memset(r, 0, sizeof *r);
+}
+
+static void record(wloader_t *wl, const char *name, int ndim, const int64_t *shape, int is_i64)
+{
+    wl_record_t *r = wl->rec;
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->e[i].name, name) == 0)
+            return;   /* densenet checks some tensors twice */
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 64;
+        wl_rec_t *e = realloc(r->e, cap * sizeof *e);
+        if (!e) {
+            r->failed = 1;
+            return;
+        }
+        r->e = e;
+        r->cap = cap;
+    }
+    if (strlen(name) >= sizeof r->e[0].name || ndim > 4) {
+        r->failed = 1;
+        return;
+    }
+    wl_rec_t *e = &r->e[r->n++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->ndim = ndim;
+    if (ndim > 0)
+        memcpy(e->shape, shape, (size_t)ndim * sizeof *shape);
+    e->is_i64 = is_i64;
+}
+
 wloader_t *wloader_new(const safetensors_t *st, const char *arch, const char *hint)
 {
+    if (!st && !s_record)
+        return NULL;
     wloader_t *wl = calloc(1, sizeof *wl);
     if (!wl)
         return NULL;
     wl->st = st;
-    wl->used = calloc(safetensors_count(st) + 1, 1);
+    wl->rec = st ? NULL : s_record;
+    wl->used = calloc((st ? safetensors_count(st) : 0) + 1, 1);
     if (!wl->used) {
         free(wl);
         return NULL;
@@ -78,10 +130,28 @@ static const st_tensor_t *lookup(wloader_t *wl, const char *name, int required)
     return t;
 }
 
+/* Record mode: remember the tensor, hand out zeros of its shape. */
+static float *take_recorded(wloader_t *wl, const char *name, int ndim, const int64_t *shape)
+{
+    size_t numel = 1;
+    for (int i = 0; i < ndim; i++)
+        numel *= (size_t)(shape[i] > 0 ? shape[i] : 0);
+    record(wl, name, ndim, shape, 0);
+    float *v = calloc(numel ? numel : 1, sizeof *v);
+    if (!v || wl->rec->failed) {
+        free(v);
+        wl_fail(wl, "%s: out of memory, or a name/shape too long to record", name);
+        return NULL;
+    }
+    return v;
+}
+
 float *wl_take(wloader_t *wl, const char *name, int ndim, const int64_t *shape)
 {
     if (wl->failed)
         return NULL;
+    if (wl->rec)
+        return take_recorded(wl, name, ndim, shape);
     const st_tensor_t *t = lookup(wl, name, 1);
     if (!t)
         return NULL;
@@ -114,6 +184,8 @@ int wl_shape(wloader_t *wl, const char *name, int64_t *shape, int max_dims)
 {
     if (wl->failed)
         return -1;
+    if (wl->rec)   /* no file: no shape; the arch falls back to its options */
+        return 0;
     const st_tensor_t *t = lookup(wl, name, 1);
     if (!t)
         return -1;
@@ -129,6 +201,12 @@ int wl_shape(wloader_t *wl, const char *name, int64_t *shape, int max_dims)
 
 void wl_optional(wloader_t *wl, const char *name)
 {
+    size_t nl = strlen(name), sl = strlen(".num_batches_tracked");
+    if (wl->rec) {   /* PyTorch's state_dict has the counter: so does the init */
+        if (nl > sl && strcmp(name + nl - sl, ".num_batches_tracked") == 0)
+            record(wl, name, 0, NULL, 1);
+        return;
+    }
     (void)lookup(wl, name, 0);
 }
 
@@ -136,6 +214,8 @@ int wl_finish(wloader_t *wl)
 {
     if (wl->failed)
         return -1;
+    if (wl->rec)
+        return 0;
     size_t n = safetensors_count(wl->st), extra = 0;
     const st_tensor_t *first = NULL;
     for (size_t i = 0; i < n; i++)

@@ -127,4 +127,41 @@ extern const arch_t ARCH_RESNET50;
 extern const arch_t ARCH_WIDERESNET;
 extern const arch_t ARCH_DENSENET121;
 
+/* ------------------------------------------------ init (record) mode
+ *
+ * A model without a weights file is initialised (init.c) by running the
+ * arch's own loader once in record mode: every wl_take records the tensor
+ * (name, shape) and hands out zeros, so the tensor list comes from the same
+ * code that loads real weights and cannot drift from it. The recording is
+ * per thread and active between wl_record_begin and wl_record_end; a
+ * loader created with st == NULL in that window records instead of reading. */
+typedef struct {
+    char name[128];
+    int ndim;
+    int64_t shape[4];
+    int is_i64;             /* num_batches_tracked: an I64 scalar */
+} wl_rec_t;
+
+typedef struct {
+    wl_rec_t *e;
+    size_t n, cap;
+    int failed;             /* out of memory or a name/rank too long */
+} wl_record_t;
+
+void wl_record_begin(wl_record_t *r);
+void wl_record_end(void);
+void wl_record_free(wl_record_t *r);
+
+/* The arch's state_dict with PyTorch's initial values for seed (init.c):
+ * wideresnet as the seed model (torch defaults: conv/linear weights and
+ * biases U(-1/sqrt(fan_in), 1/sqrt(fan_in)), i.e. kaiming_uniform(a=sqrt(5))),
+ * resnet* as torchvision's ResNet (conv kaiming_normal(fan_out, relu), fc
+ * torch default), densenet121 as torchvision's DenseNet (conv
+ * kaiming_normal(fan_in, relu), classifier bias 0); BatchNorm weight 1,
+ * bias 0, running_mean 0, running_var 1, num_batches_tracked 0. Each tensor
+ * draws from its own stream keyed by (seed, name): the values do not depend
+ * on tensor order. NULL with the reason in err. */
+safetensors_t *init_weights(const arch_t *arch, const model_opts_t *o, uint64_t seed,
+                            char *err, size_t errlen);
+
 #endif

@@ -1,0 +1,368 @@
+/* trainer — one gpud rank's optimizer, schedule, collectives and
+ * checkpoints (see daemon_train.h). */
+#include "gpud/daemon_train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/safetensors.h"
+
+struct trainer {
+    model_t *m;
+    trainer_cfg_t cfg;
+    optim_t *opt;
+    lr_sched_t *sched;
+    float *flat;            /* all-reduce staging: max(grad floats, param floats) */
+    size_t flat_cap;
+    size_t grad_floats;
+    float *buf_saved;       /* BN buffers before the current step (trainer_restore) */
+    size_t buf_floats;
+    int64_t *cnt_saved;     /* num_batches_tracked before the current step */
+    int n_cnt;
+};
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static int is_bn_buffer(const char *name)
+{
+    return ends_with(name, ".running_mean") || ends_with(name, ".running_var");
+}
+
+/* "x.weight" of a BatchNorm (its "x.running_mean" exists). */
+static int is_bn_weight(const model_t *m, const char *name)
+{
+    char rm[200];
+    size_t len = strlen(name);
+    if (!ends_with(name, ".weight") || len - 7 + 14 >= sizeof rm)
+        return 0;
+    snprintf(rm, sizeof rm, "%.*s.running_mean", (int)(len - 7), name);
+    model_param_t p;
+    return model_param_find(m, rm, &p) == 0;
+}
+
+static int apply_freezes(trainer_t *t, char *err, size_t errlen)
+{
+    for (int i = 0; i < t->cfg.n_freeze; i++)
+        if (model_freeze(t->m, t->cfg.freeze[i], 1) <= 0) {
+            snprintf(err, errlen, "--freeze %s: no trainable parameter has that prefix",
+                     t->cfg.freeze[i]);
+            return -1;
+        }
+    for (int i = 0; i < t->cfg.n_freeze_bn; i++)
+        if (model_freeze_bn(t->m, t->cfg.freeze_bn[i], 1) <= 0) {
+            snprintf(err, errlen, "--freeze-bn %s: no BatchNorm layer has that prefix",
+                     t->cfg.freeze_bn[i]);
+            return -1;
+        }
+    return 0;
+}
+
+/* Every parameter with a gradient, in model order (the same on every rank). */
+static int register_params(trainer_t *t, char *err, size_t errlen)
+{
+    size_t total = 0;
+    for (int i = 0; i < model_param_count(t->m); i++) {
+        model_param_t p;
+        if (model_param_at(t->m, i, &p) < 0)
+            continue;
+        total += p.numel;
+        if (is_bn_buffer(p.name))
+            t->buf_floats += p.numel;
+        if (!p.grad)
+            continue;
+        int decay = !(t->cfg.no_decay_bn_bias &&
+                      (ends_with(p.name, ".bias") || is_bn_weight(t->m, p.name)));
+        if (optim_add_param(t->opt, p.name, p.value, p.grad, p.ndim, p.shape, decay, err,
+                            errlen) < 0)
+            return -1;
+        t->grad_floats += p.numel;
+    }
+    if (t->grad_floats == 0) {
+        snprintf(err, errlen, "nothing to train: every parameter is frozen");
+        return -1;
+    }
+    t->flat_cap = total > t->grad_floats ? total : t->grad_floats;
+    t->flat = malloc((t->flat_cap ? t->flat_cap : 1) * sizeof *t->flat);
+    t->buf_saved = malloc((t->buf_floats ? t->buf_floats : 1) * sizeof *t->buf_saved);
+    t->n_cnt = model_i64_count(t->m);
+    t->cnt_saved = calloc((size_t)(t->n_cnt > 0 ? t->n_cnt : 1), sizeof *t->cnt_saved);
+    if (!t->flat || !t->buf_saved || !t->cnt_saved) {
+        snprintf(err, errlen, "out of memory for %zu floats of staging", t->flat_cap);
+        return -1;
+    }
+    return 0;
+}
+
+static int build_sched(trainer_t *t, char *err, size_t errlen)
+{
+    const trainer_cfg_t *c = &t->cfg;
+    t->sched = lr_sched_warmup(c->lr, c->warmup_epochs, c->warmup_start_factor,
+                               c->has_main ? &c->main : NULL, err, errlen);
+    return t->sched ? 0 : -1;
+}
+
+trainer_t *trainer_new(model_t *model, const trainer_cfg_t *cfg, char *err, size_t errlen)
+{
+    if (model_param_count(model) <= 0) {
+        snprintf(err, errlen, "the model was not opened for training");
+        return NULL;
+    }
+    if (!(cfg->lr >= 0)) {
+        snprintf(err, errlen, "--lr %g: must be >= 0", cfg->lr);
+        return NULL;
+    }
+    trainer_t *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    t->m = model;
+    t->cfg = *cfg;
+    t->opt = optim_new(&cfg->optim, err, errlen);
+    if (!t->opt || apply_freezes(t, err, errlen) < 0 || register_params(t, err, errlen) < 0 ||
+        build_sched(t, err, errlen) < 0)
+        trainer_destroy(&t);
+    return t;
+}
+
+void trainer_destroy(trainer_t **tp)
+{
+    if (!tp || !*tp)
+        return;
+    trainer_t *t = *tp;
+    optim_destroy(&t->opt);
+    lr_sched_destroy(&t->sched);
+    free(t->flat);
+    free(t->buf_saved);
+    free(t->cnt_saved);
+    free(t);
+    *tp = NULL;
+}
+
+double trainer_lr(trainer_t *t, int epoch)
+{
+    lr_sched_set_epoch(t->sched, epoch);
+    return lr_sched_lr(t->sched);
+}
+
+const optim_t *trainer_optim(const trainer_t *t)
+{
+    return t->opt;
+}
+
+size_t trainer_grad_floats(const trainer_t *t)
+{
+    return t->grad_floats;
+}
+
+/* Does entry p take part in a broadcast of `which`? */
+static int in_set(const model_param_t *p, trainer_set_t which)
+{
+    return which == TRAINER_ALL || is_bn_buffer(p->name);
+}
+
+int trainer_broadcast(trainer_t *t, allreduce_t *ar, trainer_set_t which, int timeout_ms,
+                      char *err, size_t errlen)
+{
+    int rank = allreduce_rank(ar), n = model_param_count(t->m);
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {   /* pack: rank 0 its values, the others zeros */
+        model_param_t p;
+        if (model_param_at(t->m, i, &p) < 0 || !in_set(&p, which))
+            continue;
+        if (rank == 0)
+            memcpy(t->flat + off, p.value, p.numel * sizeof(float));
+        else
+            memset(t->flat + off, 0, p.numel * sizeof(float));
+        off += p.numel;
+    }
+    if (allreduce_sum(ar, t->flat, off, timeout_ms, err, errlen) < 0)
+        return -1;
+    off = 0;
+    for (int i = 0; i < n; i++) {
+        model_param_t p;
+        if (model_param_at(t->m, i, &p) < 0 || !in_set(&p, which))
+            continue;
+        memcpy(p.value, t->flat + off, p.numel * sizeof(float));
+        off += p.numel;
+    }
+    return 0;
+}
+
+static void save_buffers(trainer_t *t)
+{
+    size_t off = 0;
+    for (int i = 0; i < model_param_count(t->m); i++) {
+        model_param_t p;
+        if (model_param_at(t->m, i, &p) == 0 && is_bn_buffer(p.name)) {
+            memcpy(t->buf_saved + off, p.value, p.numel * sizeof(float));
+            off += p.numel;
+        }
+    }
+    for (int i = 0; i < t->n_cnt; i++) {
+        model_i64_t c;
+        if (model_i64_at(t->m, i, &c) == 0)
+            t->cnt_saved[i] = *c.value;
+    }
+}
+
+void trainer_restore(trainer_t *t)
+{
+    size_t off = 0;
+    for (int i = 0; i < model_param_count(t->m); i++) {
+        model_param_t p;
+        if (model_param_at(t->m, i, &p) == 0 && is_bn_buffer(p.name)) {
+            memcpy(p.value, t->buf_saved + off, p.numel * sizeof(float));
+            off += p.numel;
+        }
+    }
+    for (int i = 0; i < t->n_cnt; i++) {
+        model_i64_t c;
+        if (model_i64_at(t->m, i, &c) == 0)
+            *c.value = t->cnt_saved[i];
+    }
+}
+
+int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss, float *logits,
+                             char *err, size_t errlen)
+{
+    if (b->n < 0 || (uint32_t)b->n > b->global_count) {
+        snprintf(err, errlen, "step %llu: %d samples here but global_count %u (loaderd bug?)",
+                 (unsigned long long)b->step, b->n, b->global_count);
+        return -1;
+    }
+    save_buffers(t);
+    model_step_t s = {.global_batch = b->global_count ? (int)b->global_count : 1,
+                      .label_smoothing = t->cfg.label_smoothing, .seed = t->cfg.seed,
+                      .step = b->step, .ids = (const int64_t *)b->ids};
+    static const uint8_t none = 0;
+    return model_train_step_u8(t->m, b->pixels ? b->pixels : &none, b->n, b->c, b->h, b->w,
+                               b->mean, b->std, b->labels, &s, loss, logits, err, errlen);
+}
+
+int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, size_t errlen)
+{
+    int n = optim_param_count(t->opt);
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {   /* pack in optimizer order */
+        model_param_t p;
+        if (model_param_find(t->m, optim_param_name(t->opt, i), &p) < 0 || !p.grad) {
+            snprintf(err, errlen, "parameter %s lost its gradient", optim_param_name(t->opt, i));
+            return -1;
+        }
+        memcpy(t->flat + off, p.grad, p.numel * sizeof(float));
+        off += p.numel;
+    }
+    if (allreduce_sum(ar, t->flat, off, timeout_ms, err, errlen) < 0)
+        return -1;
+    off = 0;
+    for (int i = 0; i < n; i++) {
+        model_param_t p;
+        model_param_find(t->m, optim_param_name(t->opt, i), &p);
+        memcpy(p.grad, t->flat + off, p.numel * sizeof(float));
+        off += p.numel;
+    }
+    return 0;
+}
+
+double trainer_apply(trainer_t *t, int epoch, uint32_t global_count)
+{
+    double lr = trainer_lr(t, epoch);
+    if (global_count > 0)
+        optim_step(t->opt, lr);
+    return lr;
+}
+
+/* ------------------------------------------------------- checkpoints */
+
+/* The model's tensors as checkpoint entries (F32 params/buffers, I64
+ * counters); *n set. NULL when out of memory. */
+static ckpt_tensor_t *model_tensors(trainer_t *t, size_t *n)
+{
+    int np = model_param_count(t->m), nc = model_i64_count(t->m);
+    ckpt_tensor_t *v = calloc((size_t)(np + nc) + 1, sizeof *v);
+    if (!v)
+        return NULL;
+    size_t k = 0;
+    for (int i = 0; i < np; i++) {
+        model_param_t p;
+        if (model_param_at(t->m, i, &p) < 0)
+            continue;
+        v[k] = (ckpt_tensor_t){.name = p.name, .dtype = ST_F32, .ndim = p.ndim, .data = p.value};
+        memcpy(v[k].shape, p.shape, sizeof p.shape);
+        k++;
+    }
+    for (int i = 0; i < nc; i++) {
+        model_i64_t c;
+        if (model_i64_at(t->m, i, &c) < 0)
+            continue;
+        v[k++] = (ckpt_tensor_t){.name = c.name, .dtype = ST_I64, .ndim = c.ndim,
+                                 .data = c.value};
+    }
+    *n = k;
+    return v;
+}
+
+int trainer_save(trainer_t *t, const char *path, const ckpt_info_t *info, char *err,
+                 size_t errlen)
+{
+    size_t n = 0;
+    ckpt_tensor_t *v = model_tensors(t, &n);
+    if (!v) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    ckpt_info_t i = *info;
+    snprintf(i.arch, sizeof i.arch, "%s", model_arch(t->m));
+    i.seed = t->cfg.seed;
+    int rc = ckpt_save(path, v, n, t->opt, &i, err, errlen);
+    free(v);
+    return rc;
+}
+
+int trainer_load(trainer_t *t, const char *path, ckpt_info_t *info, char *err, size_t errlen)
+{
+    size_t n = 0;
+    ckpt_tensor_t *v = model_tensors(t, &n);
+    if (!v) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    int rc = ckpt_load(path, v, n, t->opt, info, err, errlen);
+    free(v);
+    if (rc == 0 && info->arch[0] && strcmp(info->arch, model_arch(t->m)) != 0) {
+        snprintf(err, errlen, "%s: a checkpoint of %s, this gpud runs --model %s", path,
+                 info->arch, model_arch(t->m));
+        ckpt_info_clear(info);
+        return -1;
+    }
+    return rc;
+}
+
+int trainer_save_weights(trainer_t *t, const char *path, char *err, size_t errlen)
+{
+    size_t n = 0;
+    ckpt_tensor_t *v = model_tensors(t, &n);
+    st_writer_t *w = st_writer_new();
+    char sub[512] = "";
+    int rc = v && w ? 0 : -1;
+    if (rc < 0)
+        snprintf(sub, sizeof sub, "out of memory");
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = st_writer_add(w, v[i].name, v[i].dtype, v[i].ndim, v[i].shape, v[i].data, sub,
+                           sizeof sub);
+    if (rc == 0)
+        rc = st_writer_meta(w, "arch", model_arch(t->m), sub, sizeof sub);
+    if (rc == 0)
+        rc = st_writer_save(w, path, sub, sizeof sub);
+    if (rc < 0)
+        snprintf(err, errlen, "%s: cannot save weights: %s", path, sub);
+    st_writer_destroy(&w);
+    free(v);
+    return rc;
+}

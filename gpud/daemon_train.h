@@ -1,0 +1,113 @@
+/* trainer — the training side of one gpud rank (docs/TRAINING.md steps 2,
+ * 5, 7): the optimizer and learning-rate schedule over a model opened for
+ * training, the rank-0 broadcasts, one data-parallel step (train step,
+ * all-reduce of every gradient as one flat buffer, optimizer step), and
+ * checkpoints. The protocol (BATCH/RESULT/CREDIT/EPOCH) stays in main.c.
+ *
+ *   trainer_t *t = trainer_new(model, &cfg, err, len);
+ *   trainer_broadcast(t, ar, TRAINER_ALL, timeout_ms, err, len);   // rank 0's start
+ *   per train batch:
+ *       trainer_forward_backward(t, &in, loss, logits, err, len);
+ *       ... RESULT ...
+ *       trainer_reduce(t, ar, timeout_ms, err, len);
+ *       trainer_apply(t, epoch, global_count);
+ *   after an epoch's train batches:
+ *       trainer_broadcast(t, ar, TRAINER_BN_BUFFERS, ...); model_sync_eval(...)
+ *   trainer_save(t, path, &info, err, len);  trainer_destroy(&t);
+ *
+ * Every rank must make the same calls in the same order: the broadcasts and
+ * trainer_reduce are collective operations on the ring.
+ */
+#ifndef DDP_GPUD_DAEMON_TRAIN_H
+#define DDP_GPUD_DAEMON_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpud/checkpoint.h"
+#include "gpud/daemon_allreduce.h"
+#include "gpud/model.h"
+#include "gpud/optim/lr_sched.h"
+#include "gpud/optim/optim.h"
+
+#define TRAINER_MAX_PREFIXES 16
+
+typedef struct {
+    optim_cfg_t optim;            /* kind and hyper-parameters (PyTorch's meaning) */
+    double lr;                    /* base learning rate */
+    int no_decay_bn_bias;         /* 1: biases and BatchNorm weights in the wd = 0 group */
+    int has_main;                 /* 0: --lr-schedule none */
+    lr_phase_t main;              /* LR_STEP or LR_COSINE when has_main */
+    int warmup_epochs;            /* 0: none */
+    double warmup_start_factor;   /* 0: LinearLR's default 1/3 */
+    float label_smoothing;
+    uint64_t seed;                /* dropout stream; checkpoint's ckpt.seed */
+    const char *freeze[TRAINER_MAX_PREFIXES];      /* model_freeze prefixes */
+    int n_freeze;
+    const char *freeze_bn[TRAINER_MAX_PREFIXES];   /* model_freeze_bn prefixes */
+    int n_freeze_bn;
+} trainer_cfg_t;
+
+typedef struct trainer trainer_t;
+
+/* Applies the freezes, registers every parameter that has a gradient with a
+ * new optimizer (in model_param_at order) and builds the schedule. The model
+ * must be opened with train = 1 and outlive the trainer. NULL with the
+ * reason in err. */
+trainer_t *trainer_new(model_t *model, const trainer_cfg_t *cfg, char *err, size_t errlen);
+void trainer_destroy(trainer_t **t);
+
+/* lr(e): lr_sched_set_epoch(e) then lr_sched_lr — a pure function of e. */
+double trainer_lr(trainer_t *t, int epoch);
+const optim_t *trainer_optim(const trainer_t *t);
+/* Trainable (optimized) floats: the size of the all-reduced gradient. */
+size_t trainer_grad_floats(const trainer_t *t);
+
+typedef enum {
+    TRAINER_ALL = 0,              /* every parameter and buffer */
+    TRAINER_BN_BUFFERS = 1        /* running_mean / running_var only */
+} trainer_set_t;
+
+/* Every rank ends with rank 0's values: ranks != 0 zero theirs, then one
+ * allreduce_sum over a flat buffer (x + 0 + ... = x exactly). Collective.
+ * 0, or -1 with the reason in err. */
+int trainer_broadcast(trainer_t *t, allreduce_t *ar, trainer_set_t which, int timeout_ms,
+                      char *err, size_t errlen);
+
+typedef struct {
+    const uint8_t *pixels;        /* n * c * h * w bytes (may be NULL when n == 0) */
+    int n, c, h, w;
+    const float *mean, *std;      /* normalisation, both NULL: plain ToTensor */
+    const int32_t *labels;        /* n */
+    const uint64_t *ids;          /* n dataset ids (dropout stream) */
+    uint32_t global_count;        /* samples of the whole global step */
+    uint64_t step;                /* absolute step S */
+} trainer_batch_t;
+
+/* model_train_step_u8 on this rank's shard: gradients (sum / global_count)
+ * in the model; loss (n) and logits (n * classes) may be NULL. n = 0 runs
+ * the step too (zero gradients, sync-BN calls). The BN buffers are saved
+ * first, so trainer_restore can undo a step that could not be completed.
+ * 0, or -1 with the reason in err. */
+int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss, float *logits,
+                             char *err, size_t errlen);
+/* Sum every optimized gradient over the ranks as one flat buffer. Collective. */
+int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, size_t errlen);
+/* optim_step at lr(epoch), unless global_count == 0 (nothing was loaded:
+ * PyTorch would not step on an empty batch either). Returns the lr used. */
+double trainer_apply(trainer_t *t, int epoch, uint32_t global_count);
+/* Undo the buffer updates (running stats, num_batches_tracked) of the last
+ * trainer_forward_backward: the model is again at the last completed step. */
+void trainer_restore(trainer_t *t);
+
+/* Checkpoint of the model (every tensor, num_batches_tracked as I64) and
+ * the optimizer; info's counters as docs/TRAINING.md says. */
+int trainer_save(trainer_t *t, const char *path, const ckpt_info_t *info, char *err,
+                 size_t errlen);
+/* All or nothing; info receives the counters (ckpt_info_clear it). */
+int trainer_load(trainer_t *t, const char *path, ckpt_info_t *info, char *err, size_t errlen);
+/* The model tensors only, as a plain safetensors weights file (loads with
+ * model_new / `ddpipe eval --weights`). */
+int trainer_save_weights(trainer_t *t, const char *path, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,233 @@
+/* init — a model's initial weights without a weights file (training from
+ * scratch), as the PyTorch module's constructor would make them.
+ *
+ * The tensor list comes from the arch's own loader run in record mode
+ * (layers.h), so it always matches what the loader wants. Values:
+ *
+ *   arch          conv weight                      linear weight / bias
+ *   wideresnet    U(+-1/sqrt(fan_in)) (torch)       U(+-1/sqrt(fan_in)) both
+ *   resnet*       N(0, sqrt(2/fan_out)) (tv)        torch default (fc)
+ *   densenet121   N(0, sqrt(2/fan_in)) (tv)         torch weight, bias 0 (tv)
+ *
+ * "torch" = nn.Conv2d/nn.Linear.reset_parameters: kaiming_uniform_(a =
+ * sqrt(5)) is U(-b, b) with b = sqrt(6 / ((1 + 5) fan_in)) = 1/sqrt(fan_in),
+ * and the bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)). "tv" = the loops at the
+ * end of torchvision 0.14's ResNet.__init__ (kaiming_normal_(mode="fan_out",
+ * nonlinearity="relu"), zero_init_residual=False) and DenseNet.__init__
+ * (kaiming_normal_ with the defaults fan_in / leaky_relu(0) = relu gain,
+ * Linear bias 0). The seed WideResNet has no init code: torch defaults.
+ * BatchNorm: weight 1, bias 0, running_mean 0, running_var 1, counter 0.
+ *
+ * The distributions are PyTorch's, the random numbers are not (torch's
+ * Mersenne Twister stream depends on module construction order): each
+ * tensor gets its own splitmix64 stream keyed by (seed, name), so a value
+ * depends only on the seed and the tensor, never on the order or count of
+ * the others. Same seed, same bytes, on every rank and platform (doubles,
+ * no libm beyond sqrt/log/cos, rounded once to float).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/models/layers.h"
+
+typedef enum { POL_TORCH, POL_RESNET, POL_DENSENET } init_policy_t;
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* FNV-1a of the name, mixed with the seed: the tensor's stream. */
+static uint64_t stream_of(uint64_t seed, const char *name)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 0x100000001B3ull;
+    uint64_t s = seed ^ h;
+    (void)splitmix64(&s);
+    return s;
+}
+
+static double uniform01(uint64_t *s)   /* [0, 1), 53 bits */
+{
+    return (double)(splitmix64(s) >> 11) * 0x1.0p-53;
+}
+
+static void fill_uniform(float *v, size_t n, uint64_t st, double bound)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = (float)((2.0 * uniform01(&st) - 1.0) * bound);
+}
+
+static void fill_normal(float *v, size_t n, uint64_t st, double stddev)
+{
+    const double two_pi = 6.283185307179586476925;
+    for (size_t i = 0; i < n; i += 2) {   /* Box-Muller: two values per pair */
+        double u1 = 1.0 - uniform01(&st), u2 = uniform01(&st);
+        double r = sqrt(-2.0 * log(u1)) * stddev;
+        v[i] = (float)(r * cos(two_pi * u2));
+        if (i + 1 < n)
+            v[i + 1] = (float)(r * sin(two_pi * u2));
+    }
+}
+
+static void fill_const(float *v, size_t n, float c)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = c;
+}
+
+static int has_suffix(const char *s, const char *suffix, size_t *stem)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    if (a < b || strcmp(s + a - b, suffix) != 0)
+        return 0;
+    *stem = a - b;
+    return 1;
+}
+
+static const wl_rec_t *rec_find(const wl_record_t *r, const char *stem, size_t stem_len,
+                                const char *suffix)
+{
+    char name[160];
+    snprintf(name, sizeof name, "%.*s%s", (int)stem_len, stem, suffix);
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->e[i].name, name) == 0)
+            return &r->e[i];
+    return NULL;
+}
+
+static size_t numel_of(const wl_rec_t *e)
+{
+    size_t n = 1;
+    for (int d = 0; d < e->ndim; d++)
+        n *= (size_t)e->shape[d];
+    return n;
+}
+
+/* Values of float tensor e (n elements) under policy pol. */
+static void init_tensor(const wl_record_t *r, const wl_rec_t *e, init_policy_t pol, uint64_t seed,
+                        float *v, size_t n)
+{
+    size_t stem;
+    uint64_t st = stream_of(seed, e->name);
+    if (has_suffix(e->name, ".running_mean", &stem)) {
+        fill_const(v, n, 0.0f);
+    } else if (has_suffix(e->name, ".running_var", &stem)) {
+        fill_const(v, n, 1.0f);
+    } else if ((has_suffix(e->name, ".weight", &stem) || has_suffix(e->name, ".bias", &stem)) &&
+               rec_find(r, e->name, stem, ".running_mean")) {   /* BatchNorm affine */
+        fill_const(v, n, has_suffix(e->name, ".weight", &stem) ? 1.0f : 0.0f);
+    } else if (has_suffix(e->name, ".weight", &stem)) {
+        size_t fan_in = e->shape[0] > 0 ? n / (size_t)e->shape[0] : 1;
+        size_t fan_out = e->ndim == 4 ? n / (size_t)(e->shape[1] > 0 ? e->shape[1] : 1) : 0;
+        if (e->ndim == 4 && pol == POL_RESNET)
+            fill_normal(v, n, st, sqrt(2.0 / (double)(fan_out ? fan_out : 1)));
+        else if (e->ndim == 4 && pol == POL_DENSENET)
+            fill_normal(v, n, st, sqrt(2.0 / (double)(fan_in ? fan_in : 1)));
+        else
+            fill_uniform(v, n, st, 1.0 / sqrt((double)(fan_in ? fan_in : 1)));
+    } else if (has_suffix(e->name, ".bias", &stem)) {
+        const wl_rec_t *w = rec_find(r, e->name, stem, ".weight");
+        size_t wn = w ? numel_of(w) : 1, fan_in = w && w->shape[0] > 0 ? wn / (size_t)w->shape[0] : 1;
+        if (pol == POL_DENSENET && w && w->ndim == 2)
+            fill_const(v, n, 0.0f);
+        else
+            fill_uniform(v, n, st, 1.0 / sqrt((double)(fan_in ? fan_in : 1)));
+    } else {
+        fill_const(v, n, 0.0f);   /* nothing else exists today; zeros are safe */
+    }
+}
+
+/* The recorded tensors with their initial values as a safetensors image. */
+static safetensors_t *build_image(const wl_record_t *r, init_policy_t pol, uint64_t seed,
+                                  char *err, size_t errlen)
+{
+    size_t hcap = 64 + r->n * 400, hl = 0, data = 0;
+    char *h = malloc(hcap);
+    if (!h)
+        goto oom;
+    hl += (size_t)snprintf(h + hl, hcap - hl, "{");
+    for (size_t i = 0; i < r->n; i++) {
+        const wl_rec_t *e = &r->e[i];
+        size_t bytes = numel_of(e) * (e->is_i64 ? 8 : 4);
+        hl += (size_t)snprintf(h + hl, hcap - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[",
+                               i ? "," : "", e->name, e->is_i64 ? "I64" : "F32");
+        for (int d = 0; d < e->ndim; d++)
+            hl += (size_t)snprintf(h + hl, hcap - hl, "%s%lld", d ? "," : "",
+                                   (long long)e->shape[d]);
+        hl += (size_t)snprintf(h + hl, hcap - hl, "],\"data_offsets\":[%zu,%zu]}", data,
+                               data + bytes);
+        data += bytes;
+    }
+    hl += (size_t)snprintf(h + hl, hcap - hl, "}");
+    while (hl % 8)
+        h[hl++] = ' ';
+    char *img = calloc(1, 8 + hl + data);
+    if (!img) {
+        free(h);
+        goto oom;
+    }
+    for (int i = 0; i < 8; i++)
+        img[i] = (char)((uint64_t)hl >> (8 * i));
+    memcpy(img + 8, h, hl);
+    free(h);
+    size_t off = 8 + hl;
+    for (size_t i = 0; i < r->n; i++) {
+        const wl_rec_t *e = &r->e[i];
+        size_t n = numel_of(e);
+        if (!e->is_i64) {   /* I64 counters stay 0 (calloc) */
+            float *v = malloc((n ? n : 1) * sizeof *v);
+            if (!v) {
+                free(img);
+                goto oom;
+            }
+            init_tensor(r, e, pol, seed, v, n);
+            memcpy(img + off, v, n * sizeof *v);
+            free(v);
+        }
+        off += n * (e->is_i64 ? 8 : 4);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "initial weights (seed %llu)", (unsigned long long)seed);
+    safetensors_t *st = safetensors_open_buffer(img, off, what, err, errlen);
+    free(img);
+    return st;
+oom:
+    snprintf(err, errlen, "initial weights: out of memory");
+    return NULL;
+}
+
+safetensors_t *init_weights(const arch_t *arch, const model_opts_t *o, uint64_t seed,
+                            char *err, size_t errlen)
+{
+    /* without a file the class count cannot come from the fc: use the
+     * PyTorch constructor's default */
+    model_opts_t ro = *o;
+    int is_wrn = strcmp(arch->name, "wideresnet") == 0;
+    if (ro.num_classes <= 0)
+        ro.num_classes = is_wrn ? 10 : 1000;
+    init_policy_t pol = is_wrn ? POL_TORCH
+                        : strncmp(arch->name, "resnet", 6) == 0 ? POL_RESNET
+                        : strncmp(arch->name, "densenet", 8) == 0 ? POL_DENSENET : POL_TORCH;
+    wl_record_t rec = {0};
+    arch_info_t info;
+    wl_record_begin(&rec);
+    void *state = arch->load(&ro, NULL, &info, err, errlen);
+    wl_record_end();
+    if (state)
+        arch->destroy(state);
+    safetensors_t *st = NULL;
+    if (state && !rec.failed && rec.n > 0)
+        st = build_image(&rec, pol, seed, err, errlen);
+    else if (state)
+        snprintf(err, errlen, "%s: could not list the initial tensors (out of memory?)",
+                 arch->name);
+    wl_record_free(&rec);
+    return st;
+}
