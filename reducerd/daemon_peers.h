@@ -17,6 +17,7 @@ typedef struct {
     int64_t last_seen_ms;
     bool dead;
     uint64_t results;          /* samples received from this peer */
+    char ring[DDP_MAX_EP];     /* gpud --train: its all-reduce endpoint (JOIN ring) */
 } peer_t;
 
 typedef struct peers peers_t;

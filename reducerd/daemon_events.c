@@ -1,0 +1,149 @@
+/* reducerd's events on the XPUB (proto/event.h, PROTOCOL.md "Events"). */
+#include "common/clock.h"
+#include "common/log.h"
+#include "reducerd/daemon_reducer.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static void publish(reducer_t *r, const ddp_event_t *ev)
+{
+    zmsg_t *m = event_encode(ev);
+    if (!m) {
+        log_error("cannot encode a %s event (bug: please report)", event_topic_name(ev->topic));
+        return;
+    }
+    if (zmsg_send(&m, r->xpub) < 0) {
+        log_warn("publishing a %s event failed: %s", event_topic_name(ev->topic),
+                 zmq_strerror(zmq_errno()));
+        zmsg_destroy(&m);
+    }
+}
+
+void publish_log(reducer_t *r, const char *level, const char *fmt, ...)
+{
+    ddp_event_t ev = {.topic = EV_LOG};
+    snprintf(ev.u.log.level, sizeof ev.u.log.level, "%s", level);
+    snprintf(ev.u.log.daemon, sizeof ev.u.log.daemon, "reducerd");
+    ev.u.log.rank = -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ev.u.log.msg, sizeof ev.u.log.msg, fmt, ap);
+    va_end(ap);
+    publish(r, &ev);
+}
+
+void publish_worker(reducer_t *r, const peer_t *p, const char *state)
+{
+    ddp_event_t ev = {.topic = EV_WORKER};
+    ev.u.worker.rank = p->rank;
+    snprintf(ev.u.worker.name, sizeof ev.u.worker.name, "%s", p->name);
+    snprintf(ev.u.worker.host, sizeof ev.u.worker.host, "%s", p->host);
+    snprintf(ev.u.worker.state, sizeof ev.u.worker.state, "%s", state);
+    double dt = clock_mono_s() - r->t_job;
+    ev.u.worker.images_per_sec = (r->t_job > 0 && dt > 0) ? p->results / dt : 0;
+    publish(r, &ev);
+}
+
+void publish_progress(reducer_t *r)
+{
+    slot_t *s = active_slot(r);
+    if (!s)
+        return;
+    const ddp_plan_t *plan = slot_plan(s);
+    ev_metric_t m;
+    slot_fill_metric(s, clock_mono_s(), false, &m);
+    ddp_event_t ev = {.topic = EV_PROGRESS};
+    ev.u.progress.epoch = plan->epoch;
+    ev.u.progress.phase = plan->phase;
+    ev.u.progress.done = slot_accounted(s);
+    ev.u.progress.total = slot_expected(s);
+    double dt = m.wall_s;
+    ev.u.progress.images_per_sec = dt > 0 ? ev.u.progress.done / dt : 0;
+    ev.u.progress.eta_s = ev.u.progress.images_per_sec > 0 && ev.u.progress.total >= ev.u.progress.done
+                              ? (ev.u.progress.total - ev.u.progress.done) / ev.u.progress.images_per_sec
+                              : -1;
+    ev.u.progress.workers = peers_alive(r->peers, DDP_ROLE_GPUD);
+    ev.u.progress.elapsed_s = dt;
+    ev.u.progress.failed = slot_failed(s);
+    ev.u.progress.rejected = r->stats.rejected;
+    /* per-rank result counts: reporterd plots and exports per-worker throughput */
+    uint64_t rank_done[64] = {0};
+    uint32_t nranks = r->o.workers < 64 ? (uint32_t)r->o.workers : 64;
+    for (uint32_t rank = 0; rank < nranks; rank++) {
+        const peer_t *p = peers_by_rank(r->peers, (int32_t)rank);
+        rank_done[rank] = p ? p->results : 0;
+    }
+    ev.u.progress.nranks = nranks;
+    ev.u.progress.rank_done = rank_done;
+    publish(r, &ev);
+}
+
+void publish_failed_files(reducer_t *r, const slot_t *s)
+{
+    const ddp_plan_t *plan = slot_plan(s);
+    for (uint64_t id = 0; id < plan->n && slot_failed(s); id++) {
+        const char *fr = slot_fail_reason(s, id);
+        if (!fr)
+            continue;
+        ddp_event_t ev = {.topic = EV_FAILED};
+        ev.u.failed.epoch = plan->epoch;
+        ev.u.failed.phase = plan->phase;
+        ev.u.failed.id = id;
+        const char *tab = strchr(fr, '\t');
+        snprintf(ev.u.failed.path, sizeof ev.u.failed.path, "%.*s", (int)(tab - fr), fr);
+        snprintf(ev.u.failed.reason, sizeof ev.u.failed.reason, "%s", tab + 1);
+        publish(r, &ev);
+    }
+}
+
+void publish_predictions(reducer_t *r, const slot_t *s)
+{
+    const ddp_plan_t *plan = slot_plan(s);
+    const uint64_t chunk = 8192;
+    for (uint64_t first = 0; first < plan->n; first += chunk) {
+        uint64_t n = plan->n - first < chunk ? plan->n - first : chunk;
+        ddp_event_t ev = {.topic = EV_PREDICTIONS};
+        if (tally_fill_predictions(slot_tally(s), first, n, &ev.u.predictions) < 0) {
+            log_error("cannot gather predictions %llu..%llu (bug)", (unsigned long long)first,
+                      (unsigned long long)(first + n));
+            return;
+        }
+        ev.u.predictions.paths = plan->paths ? plan->paths + first : NULL;
+        publish(r, &ev);
+    }
+}
+
+void publish_metric(reducer_t *r, const slot_t *s, bool final, const ev_metric_t *decision)
+{
+    ddp_event_t ev = {.topic = EV_METRIC};
+    ev_metric_t *m = &ev.u.metric;
+    /* per-rank throughput only in training: an eval metric keeps its keys */
+    slot_fill_metric(s, clock_mono_s(), r->o.train, m);
+    m->final = final;
+    m->workers = peers_gpud_ranks(r->peers);
+    if (decision) {
+        m->has_decision = true;
+        m->decision = decision->decision;
+        m->streak = decision->streak;
+        m->epochs = decision->epochs;
+        snprintf(m->decision_reason, sizeof m->decision_reason, "%s", decision->decision_reason);
+    }
+    publish(r, &ev);
+    const char *phase = m->phase ? "train" : r->o.train ? "val" : "eval";
+    double n = m->samples ? (double)m->samples : 1.0;
+    log_info("epoch %u %s: %llu samples, %llu failed, top1 %.4f, top5 %.4f, loss %.4f, %.1f img/s"
+             ", %.2f s",
+             m->epoch, phase, (unsigned long long)m->samples, (unsigned long long)m->failed,
+             m->correct_top1 / n, m->correct_top5 / n, m->loss_sum / n, m->images_per_sec,
+             m->wall_s);
+}
+
+void publish_end(reducer_t *r, int code, const char *reason)
+{
+    ddp_event_t ev = {.topic = EV_END};
+    ev.u.end.code = code;
+    snprintf(ev.u.end.reason, sizeof ev.u.end.reason, "%s", reason);
+    publish(r, &ev);
+}
