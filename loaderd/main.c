@@ -613,6 +613,22 @@ static void reap(loader_t *L, int64_t now)
                   "reducerd fails the job", L->epoch);
 }
 
+/* Everything that queued up (a step can take a while to load): credits
+ * and heartbeats are seen before the next reap, so a worker is never
+ * declared dead for our own delay. Capped so sending is not starved. */
+static void drain(loader_t *L)
+{
+    for (int i = 0; i < 1024; i++) {
+        bool w = zsock_events(L->router) & ZMQ_POLLIN, r = zsock_events(L->reducer) & ZMQ_POLLIN;
+        if (!w && !r)
+            return;
+        if (w)
+            on_worker_msg(L);
+        if (r)
+            on_reducer_msg(L);
+    }
+}
+
 static int run(loader_t *L)
 {
     zpoller_t *poller = zpoller_new(L->router, L->reducer, NULL);
@@ -621,12 +637,9 @@ static int run(loader_t *L)
     int64_t last_reap = clock_mono_ms();
     while (!L->stopped && !zs_interrupted()) {
         void *which = zpoller_wait(poller, busy(L) ? 0 : 100);
-        if (which == L->router)
-            on_worker_msg(L);
-        else if (which == L->reducer)
-            on_reducer_msg(L);
-        else if (zpoller_terminated(poller))
+        if (!which && zpoller_terminated(poller))
             break;
+        drain(L);
         int64_t now = clock_mono_ms();
         if (now - last_reap >= 250) {
             last_reap = now;
