@@ -1,0 +1,256 @@
+"""gpud --train between a fake loaderd and a fake reducerd (python3-zmq/msgpack,
+written from docs/TRAINING.md and proto/PROTOCOL.md), with real gpud ranks on
+a real ring:
+
+  run 1: 2 ranks, 2 epochs x 2 steps, one step with an empty shard (n = 0):
+         JOIN carries a resolved ring endpoint, RESULTs carry step/lr/loss,
+         CREDITs carry the rank, a train batch of epoch 1 waits for EPOCH(0),
+         EPOCH(stop) writes the checkpoint (ckpt.* metadata) and the final
+         weights, STOP(0) exits 0;
+  run 2: a rank killed before step 3 (--fault-at-step): the other rank names
+         it ("all-reduce with rank ... failed"), writes the last completed
+         step's checkpoint and exits non-zero within the ring timeout.
+"""
+import json
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import msgpack
+    import zmq
+except ImportError:
+    print("SKIP: python3-zmq and python3-msgpack are needed")
+    sys.exit(0)
+
+BIN = os.environ.get("DDPIPE_BIN") or os.path.join(os.path.dirname(__file__), "../../build/bin")
+WRN = ["--model", "wideresnet", "--channels", "4,8,8,12", "--threads", "1"]
+G = 6   # global batch
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg)
+
+
+def pack(t, **kw):
+    return msgpack.packb(dict(v=1, t=t, **kw), use_bin_type=True)
+
+
+def recv(sock, want, timeout_s=30.0):
+    """Next message of type `want` (others, e.g. heartbeats, are skipped)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if not sock.poll(int(max(1, (deadline - time.time()) * 1000))):
+            break
+        frames = sock.recv_multipart()
+        m = msgpack.unpackb(frames[1], raw=False)
+        if m["t"] == want:
+            return frames[0], m
+    raise TimeoutError("no message of type %d within %.0fs" % (want, timeout_s))
+
+
+def batch(seq, epoch, step, ids, labels, gcount, phase=1):
+    n = len(ids)
+    px = bytes(((i * 37 + s * 11) % 256) for s in ids for i in range(28 * 28))
+    hdr = dict(seq=seq, epoch=epoch, phase=phase, n=n, c=1, h=28, w=28,
+               ids=struct.pack("<%dQ" % n, *ids), labels=struct.pack("<%di" % n, *labels))
+    if phase == 1:
+        hdr.update(step=step, global_count=gcount)
+    return [pack(6, **hdr), px]
+
+
+def safetensors_meta(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return json.loads(f.read(n)).get("__metadata__", {})
+
+
+class Job:
+    def __init__(self, wd, world, extra_per_rank):
+        self.ctx = zmq.Context()
+        self.loader = self.ctx.socket(zmq.ROUTER)
+        self.reducer = self.ctx.socket(zmq.ROUTER)
+        self.loader.bind("ipc://%s/loader" % wd)
+        self.reducer.bind("ipc://%s/reducer" % wd)
+        self.procs, self.logs = [], []
+        for r in range(world):
+            log = open(os.path.join(wd, "gpud%d.log" % r), "w")
+            cmd = [os.path.join(BIN, "gpud"), "--train", "--loader", "ipc://%s/loader" % wd,
+                   "--reducer", "ipc://%s/reducer" % wd, "--name", "g%d" % r, "--rank", str(r),
+                   "--seed", "3", "--lr", "0.05", "--momentum", "0.9", "--ring-timeout", "4",
+                   "--window", "4"] + WRN + extra_per_rank[r]
+            self.procs.append(subprocess.Popen(cmd, stdout=log, stderr=log))
+            self.logs.append(log.name)
+        self.world = world
+
+    def handshake(self):
+        joins = {}
+        while len(joins) < self.world:
+            ident, j = recv(self.reducer, 1)
+            joins[j["name"]] = (ident, j)
+        names = sorted(joins)
+        for r, name in enumerate(names):
+            ring = joins[name][1].get("ring", "")
+            check(ring.startswith("tcp://127.0.0.1:") and int(ring.rsplit(":", 1)[1]) > 0,
+                  "JOIN ring %r is not a resolved tcp endpoint" % ring)
+        self.rid = [joins[n][0] for n in names]
+        for r, name in enumerate(names):
+            nxt = joins[names[(r + 1) % self.world]][1]["ring"]
+            self.reducer.send_multipart([self.rid[r], pack(2, rank=r, world=self.world, job="t",
+                                                           train=1, next_ring=nxt)])
+        self.lid = {}
+        while len(self.lid) < self.world:   # the window CREDITs, with the rank
+            ident, c = recv(self.loader, 4)
+            check(c.get("rank", -1) in range(self.world), "CREDIT without rank: %r" % c)
+            self.lid[c["rank"]] = ident
+
+    def send(self, rank, frames):
+        self.loader.send_multipart([self.lid[rank]] + frames)
+
+    def to_reducer_all(self, frames):
+        for ident in self.rid:
+            self.reducer.send_multipart([ident] + frames)
+
+    def wait(self, timeout=30):
+        codes = []
+        for p in self.procs:
+            try:
+                codes.append(p.wait(timeout))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                codes.append("hung")
+        return codes
+
+    def log(self, r):
+        with open(self.logs[r]) as f:
+            return f.read()
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        self.ctx.destroy(linger=0)
+
+
+# shards of each absolute step: (ids, labels) per rank; step 3 has an empty shard
+SHARDS = {
+    0: [([0, 1, 2], [0, 1, 2]), ([3, 4, 5], [3, 4, 5])],
+    1: [([6, 7, 8], [6, 7, 8]), ([9, 10, 11], [9, 0, 1])],
+    2: [([12, 13, 14], [2, 3, 4]), ([15, 16, 17], [5, 6, 7])],
+    3: [([18], [8]), ([], [])],
+}
+
+
+def train_step(job, seq, epoch, step, expect_results=True):
+    gcount = sum(len(s[0]) for s in SHARDS[step])
+    for r in range(job.world):
+        ids, labels = SHARDS[step][r]
+        job.send(r, batch(seq + r, epoch, step, ids, labels, gcount))
+    if not expect_results:
+        return
+    for r in range(job.world):
+        if not SHARDS[step][r][0]:
+            continue   # an empty shard sends no RESULT
+        _, res = recv(job.reducer, 8)
+        check(res["phase"] == 1 and res["step"] == step, "RESULT %r for step %d" % (
+            {k: res[k] for k in ("phase", "step", "rank")}, step))
+        check(abs(res["lr"] - 0.05) < 1e-12, "RESULT lr %r" % res.get("lr"))
+        losses = struct.unpack("<%df" % res["n"], res["loss"])
+        check(all(math.isfinite(x) and x > 0 for x in losses), "losses %r" % (losses,))
+
+
+def run_ok(wd):
+    ckpt, final = os.path.join(wd, "ckpt.safetensors"), os.path.join(wd, "final.safetensors")
+    job = Job(wd, 2, [["--checkpoint", ckpt, "--save-weights", final], []])
+    try:
+        job.handshake()
+        train_step(job, 100, 0, 0)
+        train_step(job, 110, 0, 1)
+        for r in range(2):
+            job.send(r, [pack(7, epoch=0, phase=1)])
+        job.send(1, batch(120, 0, 0, [30, 31], [1, 2], 0, phase=0))   # validation
+        _, res = recv(job.reducer, 8)
+        check(res["phase"] == 0 and res["n"] == 2, "validation RESULT %r" % res)
+        # epoch 1's first step before EPOCH(0): no rank may start it
+        train_step(job, 200, 1, 2, expect_results=False)
+        try:
+            recv(job.reducer, 8, timeout_s=1.5)
+            check(False, "a train step of epoch 1 ran before EPOCH(0)")
+        except TimeoutError:
+            pass
+        job.to_reducer_all([pack(12, epoch=0, decision=0, streak=1, val_top1=0.5, reason="go on")])
+        for _ in range(2):
+            _, res = recv(job.reducer, 8)
+            check(res["step"] == 2, "after EPOCH(0): RESULT of step %r" % res.get("step"))
+        train_step(job, 210, 1, 3)
+        for r in range(2):
+            job.send(r, [pack(7, epoch=1, phase=1)])
+        job.to_reducer_all([pack(12, epoch=1, decision=1, streak=2, val_top1=0.9, reason="done")])
+        time.sleep(1.0)
+        job.to_reducer_all([pack(10, code=0, reason="finished")])
+        codes = job.wait()
+        check(codes == [0, 0], "exit codes %r, want [0, 0]" % codes)
+        meta = safetensors_meta(ckpt) if os.path.exists(ckpt) else {}
+        want = {"ckpt.epoch": "2", "ckpt.step": "4", "ckpt.seed": "3", "ckpt.streak": "2",
+                "ckpt.global_batch": str(G), "ckpt.steps_per_epoch": "2", "arch": "wideresnet"}
+        for k, v in want.items():
+            check(meta.get(k) == v, "checkpoint %s = %r, want %r" % (k, meta.get(k), v))
+        check(os.path.exists(final), "final weights not written")
+        check(not os.path.exists(os.path.join(wd, "ckpt1")), "rank 1 wrote a checkpoint")
+    finally:
+        job.close()
+    return job
+
+
+def run_fault(wd):
+    ckpt = os.path.join(wd, "ckpt.safetensors")
+    job = Job(wd, 2, [["--checkpoint", ckpt], ["--fault-at-step", "1"]])
+    try:
+        job.handshake()
+        train_step(job, 100, 0, 0)
+        t0 = time.time()
+        train_step(job, 110, 0, 1, expect_results=False)
+        codes = job.wait(timeout=20)
+        dt = time.time() - t0
+        check(codes[1] == -9, "rank 1 exit %r, want SIGKILL" % codes[1])
+        check(codes[0] not in (0, "hung"), "rank 0 exit %r, want non-zero" % codes[0])
+        check(dt < 12, "rank 0 took %.1fs to give up (ring timeout 4s)" % dt)
+        log0 = job.log(0)
+        check("all-reduce with rank 1 failed" in log0 and "resume with --resume" in log0,
+              "rank 0's log does not name rank 1:\n" + log0[-1500:])
+        meta = safetensors_meta(ckpt) if os.path.exists(ckpt) else {}
+        check(meta.get("ckpt.step") == "1" and meta.get("ckpt.epoch") == "0",
+              "failure checkpoint step %r epoch %r, want 1, 0" % (meta.get("ckpt.step"),
+                                                                  meta.get("ckpt.epoch")))
+    finally:
+        job.close()
+
+
+def main():
+    base = tempfile.mkdtemp(prefix="ddpipe-trd-")
+    try:
+        for name, fn in (("ok", run_ok), ("fault", run_fault)):
+            wd = os.path.join(base, name)
+            os.makedirs(wd)
+            n = len(failures)
+            fn(wd)
+            if len(failures) > n:
+                for f in sorted(os.listdir(wd)):
+                    if f.endswith(".log"):
+                        print("---- %s/%s" % (name, f))
+                        print(open(os.path.join(wd, f)).read()[-3000:])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print("%d failure(s)" % len(failures))
+    sys.exit(1 if failures else 0)
+
+
+main()
