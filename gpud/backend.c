@@ -1,6 +1,9 @@
 /* backend — dispatch to an implementation, argument checks, shape inference
  * and the graph's sticky error. */
 #include "gpud/backend_impl.h"
+#ifdef DDPIPE_HAVE_CUDA
+#include "gpud/cuda/cuda_backend.h"
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +41,10 @@ backend_t *backend_new(const char *name, int threads, char *err, size_t errlen)
         return cpu_backend_new(threads, err, errlen);
     if (name && strcmp(name, "ref") == 0)
         return ref_backend_new(threads, err, errlen);
+#ifdef DDPIPE_HAVE_CUDA
+    if (name && strcmp(name, "cuda") == 0)
+        return cuda_backend_new(threads, err, errlen);
+#endif
     snprintf(err, errlen, "backend '%s' is not available (built: cpu, ref%s)",
              name ? name : "(null)",
              name && strcmp(name, "cuda") == 0 ? "; cuda was not found at build time" : "");

@@ -1,0 +1,914 @@
+/* cuda_backend — backend.h on an NVIDIA GPU: device buffers in NCHW float,
+ * convolutions through cuDNN (algorithm found once per shape and cached in
+ * the backend, one workspace owned by the backend), linear layers through
+ * cuBLAS, everything else in gpud/cuda/cuda_kernels.cu. All work of a
+ * backend runs in order on one stream; bk_read and the kernels that hand
+ * values to the host synchronise it, and every CUDA, cuDNN and cuBLAS status
+ * is checked. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "gpud/cuda/cuda_backend.h"
+#include "gpud/cuda/cuda_priv.h"
+
+/* ----------------------------------------------------------------- errors */
+
+/* What to do about a failure, by its kind. */
+static const char *cuda_advice(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorMemoryAllocation:
+        return "the GPU is out of memory: lower the batch / micro-batch, or stop other "
+               "processes on the device (nvidia-smi)";
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInvalidDevice:
+        return "no usable GPU: check nvidia-smi, the driver version and CUDA_VISIBLE_DEVICES";
+    default:
+        return "the CUDA context may be unusable now: restart the process (run with "
+               "CUDA_LAUNCH_BLOCKING=1 to locate a failing kernel)";
+    }
+}
+
+int cu_check(bk_graph_t *g, cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return 0;
+    bk_fail(g, "%s failed: %s (%s); %s", what, cudaGetErrorName(e), cudaGetErrorString(e),
+            cuda_advice(e));
+    return -1;
+}
+
+int cudnn_check(bk_graph_t *g, cudnnStatus_t s, const char *what)
+{
+    if (s == CUDNN_STATUS_SUCCESS)
+        return 0;
+    char last[256] = "";
+    cudnnGetLastErrorString(last, sizeof last);
+    bk_fail(g, "cuDNN %s failed: %s%s%s; %s", what, cudnnGetErrorString(s), last[0] ? ": " : "",
+            last, s == CUDNN_STATUS_ALLOC_FAILED
+                      ? "the GPU is out of memory: lower the batch or DDPIPE_CUDA_WORKSPACE_MB"
+                      : "check that libcudnn matches the headers it was built with "
+                        "(CUDNN_LOGERR_DBG=1 CUDNN_LOGDEST_DBG=stderr logs the cause)");
+    return -1;
+}
+
+int cublas_check(bk_graph_t *g, cublasStatus_t s, const char *what)
+{
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return 0;
+    bk_fail(g, "cuBLAS %s failed: %s (%s); %s", what, cublasGetStatusName(s),
+            cublasGetStatusString(s),
+            s == CUBLAS_STATUS_ALLOC_FAILED ? "the GPU is out of memory: lower the batch"
+                                            : "restart the process; report the shapes if it "
+                                              "persists");
+    return -1;
+}
+
+void cu_note(backend_t *be, cudaError_t e, const char *what)
+{
+    cuda_backend_t *cb = cu_be(be);
+    if (e == cudaSuccess || cb->failed)
+        return;
+    cb->failed = 1;
+    snprintf(cb->err, sizeof cb->err, "%s failed: %s (%s); %s", what, cudaGetErrorName(e),
+             cudaGetErrorString(e), cuda_advice(e));
+}
+
+int cu_sticky(bk_graph_t *g)
+{
+    cuda_backend_t *cb = cu_be(g->be);
+    if (!cb->failed)
+        return 0;
+    bk_fail(g, "%s", cb->err);
+    return -1;
+}
+
+void *cu_alloc(bk_graph_t *g, size_t bytes)
+{
+    void *p = NULL;
+    char what[96];
+    snprintf(what, sizeof what, "cudaMalloc of %zu bytes", bytes);
+    if (cu_check(g, cudaMalloc(&p, bytes ? bytes : 4), what) < 0)
+        return NULL;
+    if (cu_check(g, cudaMemsetAsync(p, 0, bytes ? bytes : 4, cu_be(g->be)->stream),
+                 "cudaMemsetAsync") < 0) {
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+int cu_upload(bk_graph_t *g, void *dev, const void *host, size_t bytes)
+{
+    cudaStream_t s = cu_be(g->be)->stream;
+    /* from pageable memory the call returns once the source is staged, so
+     * the caller may reuse it at once; the copy itself runs in stream order */
+    return cu_check(g, cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s),
+                    "copy to the GPU (cudaMemcpyAsync)");
+}
+
+int cu_download(bk_graph_t *g, void *host, const void *dev, size_t bytes)
+{
+    cudaStream_t s = cu_be(g->be)->stream;
+    if (cu_check(g, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s),
+                 "copy from the GPU (cudaMemcpyAsync)") < 0)
+        return -1;
+    if (cu_check(g, cudaStreamSynchronize(s), "GPU work before a copy from the GPU") < 0)
+        return -1;
+    return cu_sticky(g);
+}
+
+void *cu_scratch_be(backend_t *be, size_t bytes)
+{
+    cuda_backend_t *cb = cu_be(be);
+    if (bytes <= cb->scratch_size)
+        return cb->scratch;
+    /* the old scratch may still be read by queued work */
+    cudaError_t e = cudaStreamSynchronize(cb->stream);
+    cu_note(be, e, "GPU work before growing the scratch buffer");
+    if (e != cudaSuccess)
+        return NULL;
+    cudaFree(cb->scratch);
+    cb->scratch = NULL;
+    cb->scratch_size = 0;
+    e = cudaMalloc(&cb->scratch, bytes);
+    cu_note(be, e, "cudaMalloc (scratch buffer)");
+    if (e != cudaSuccess) {
+        cb->scratch = NULL;
+        return NULL;
+    }
+    cb->scratch_size = bytes;
+    return cb->scratch;
+}
+
+void *cu_scratch(bk_graph_t *g, size_t bytes)
+{
+    void *p = cu_scratch_be(g->be, bytes);
+    if (!p)
+        cu_sticky(g);
+    return p;
+}
+
+int cu_upload_be(backend_t *be, void *dev, const void *host, size_t bytes)
+{
+    cudaError_t e = cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, cu_be(be)->stream);
+    cu_note(be, e, "copy to the GPU (cudaMemcpyAsync)");
+    return e == cudaSuccess ? 0 : -1;
+}
+
+int cu_download_be(backend_t *be, void *host, const void *dev, size_t bytes)
+{
+    cudaStream_t s = cu_be(be)->stream;
+    cudaError_t e = cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s);
+    cu_note(be, e, "copy from the GPU");
+    return e == cudaSuccess && !cu_be(be)->failed ? 0 : -1;
+}
+
+int cu_workspace(bk_graph_t *g, size_t bytes)
+{
+    cuda_backend_t *cb = cu_be(g->be);
+    if (bytes <= cb->ws_size)
+        return 0;
+    if (cu_check(g, cudaStreamSynchronize(cb->stream), "GPU work before growing the workspace") < 0)
+        return -1;
+    cudaFree(cb->ws);
+    cb->ws = NULL;
+    cb->ws_size = 0;
+    if (!(cb->ws = cu_alloc(g, bytes)))
+        return -1;
+    cb->ws_size = bytes;
+    return 0;
+}
+
+/* ------------------------------------------------------------ convolution */
+
+/* Prefer deterministic algorithms (ddpipe promises the same bytes for the
+ * same inputs); in fp32 mode never a TF32 tensor-op one. Picks perf[i] of
+ * the first acceptable entry (they come fastest first), or -1. */
+#define DEFINE_PICK(name, T)                                                          \
+    static int name(const T *perf, int count, int tf32, size_t cap)                    \
+    {                                                                                  \
+        for (int pass = 0; pass < 2; pass++)                                           \
+            for (int i = 0; i < count; i++)                                            \
+                if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= cap &&  \
+                    (tf32 || perf[i].mathType != CUDNN_TENSOR_OP_MATH) &&               \
+                    (pass == 1 || perf[i].determinism == CUDNN_DETERMINISTIC))         \
+                    return i;                                                          \
+        return -1;                                                                     \
+    }
+DEFINE_PICK(pick_fwd, cudnnConvolutionFwdAlgoPerf_t)
+DEFINE_PICK(pick_bwd_data, cudnnConvolutionBwdDataAlgoPerf_t)
+DEFINE_PICK(pick_bwd_filter, cudnnConvolutionBwdFilterAlgoPerf_t)
+
+static cu_algo_t *algo_lookup(cuda_backend_t *cb, const int key[13])
+{
+    for (size_t i = 0; i < cb->nalgos; i++)
+        if (memcmp(cb->algos[i].key, key, sizeof cb->algos[i].key) == 0)
+            return &cb->algos[i];
+    return NULL;
+}
+
+/* The math type an algorithm runs with: fp32 mode forbids TF32 (FMA only). */
+static cudnnMathType_t run_math(const cuda_backend_t *cb, cudnnMathType_t found)
+{
+    return cb->tf32 ? found : CUDNN_FMA_MATH;
+}
+
+static int find_fwd(bk_graph_t *g, cu_conv_t *c, cu_algo_t *a)
+{
+    cuda_backend_t *cb = cu_be(g->be);
+    cudnnConvolutionFwdAlgoPerf_t perf[16];
+    int n = 0;
+    if (cudnn_check(g, cudnnFindConvolutionForwardAlgorithm(cb->dnn, c->xd, c->wd, c->cd, c->yd,
+                                                            16, &n, perf),
+                    "cudnnFindConvolutionForwardAlgorithm") < 0)
+        return -1;
+    int i = pick_fwd(perf, n, cb->tf32, cb->ws_cap);
+    if (i < 0) {
+        bk_fail(g, "cuDNN offers no usable forward algorithm (%d tried, workspace cap %zu MB): "
+                "raise DDPIPE_CUDA_WORKSPACE_MB", n, cb->ws_cap >> 20);
+        return -1;
+    }
+    a->fwd = perf[i].algo;
+    a->math_fwd = run_math(cb, perf[i].mathType);
+    a->ws = perf[i].memory > a->ws ? perf[i].memory : a->ws;
+    return 0;
+}
+
+static int find_bwd(bk_graph_t *g, cu_conv_t *c, cu_algo_t *a)
+{
+    cuda_backend_t *cb = cu_be(g->be);
+    cudnnConvolutionBwdDataAlgoPerf_t pd[16];
+    cudnnConvolutionBwdFilterAlgoPerf_t pf[16];
+    int nd = 0, nf = 0;
+    if (cudnn_check(g, cudnnFindConvolutionBackwardDataAlgorithm(cb->dnn, c->wd, c->yd, c->cd,
+                                                                 c->xd, 16, &nd, pd),
+                    "cudnnFindConvolutionBackwardDataAlgorithm") < 0 ||
+        cudnn_check(g, cudnnFindConvolutionBackwardFilterAlgorithm(cb->dnn, c->xd, c->yd, c->cd,
+                                                                   c->wd, 16, &nf, pf),
+                    "cudnnFindConvolutionBackwardFilterAlgorithm") < 0)
+        return -1;
+    int id = pick_bwd_data(pd, nd, cb->tf32, cb->ws_cap);
+    int jf = pick_bwd_filter(pf, nf, cb->tf32, cb->ws_cap);
+    if (id < 0 || jf < 0) {
+        bk_fail(g, "cuDNN offers no usable backward-%s algorithm (workspace cap %zu MB): raise "
+                "DDPIPE_CUDA_WORKSPACE_MB", id < 0 ? "data" : "filter", cb->ws_cap >> 20);
+        return -1;
+    }
+    a->bwd_data = pd[id].algo;
+    a->math_bwd_data = run_math(cb, pd[id].mathType);
+    a->bwd_filter = pf[jf].algo;
+    a->math_bwd_filter = run_math(cb, pf[jf].mathType);
+    size_t m = pd[id].memory > pf[jf].memory ? pd[id].memory : pf[jf].memory;
+    a->ws = m > a->ws ? m : a->ws;
+    a->have_bwd = 1;
+    return 0;
+}
+
+/* The cached choice for c's shapes, found (benchmarked) on first use. */
+static int choose_algos(bk_graph_t *g, cu_conv_t *c, const int key[13], int train)
+{
+    cuda_backend_t *cb = cu_be(g->be);
+    cu_algo_t *a = algo_lookup(cb, key);
+    if (a && (a->have_bwd || !train)) {
+        c->algo = *a;
+        return cu_workspace(g, a->ws);
+    }
+    if (!a) {
+        if (cb->nalgos == cb->capalgos) {
+            size_t cap = cb->capalgos ? 2 * cb->capalgos : 32;
+            cu_algo_t *p = realloc(cb->algos, cap * sizeof *p);
+            if (!p) {
+                bk_fail(g, "out of memory");
+                return -1;
+            }
+            cb->algos = p;
+            cb->capalgos = cap;
+        }
+        a = &cb->algos[cb->nalgos];
+        memset(a, 0, sizeof *a);
+        memcpy(a->key, key, sizeof a->key);
+        if (find_fwd(g, c, a) < 0)
+            return -1;
+        cb->nalgos++;
+    }
+    if (train && !a->have_bwd && find_bwd(g, c, a) < 0)
+        return -1;
+    c->algo = *a;
+    return cu_workspace(g, a->ws);
+}
+
+int cu_conv_init(bk_graph_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
+                 int kw, int sh, int sw, int ph, int pw, int train)
+{
+    cuda_backend_t *cb = cu_be(g->be);
+    memset(c, 0, sizeof *c);
+    if (cudnn_check(g, cudnnCreateTensorDescriptor(&c->xd), "cudnnCreateTensorDescriptor") < 0 ||
+        cudnn_check(g, cudnnCreateTensorDescriptor(&c->yd), "cudnnCreateTensorDescriptor") < 0 ||
+        cudnn_check(g, cudnnCreateFilterDescriptor(&c->wd), "cudnnCreateFilterDescriptor") < 0 ||
+        cudnn_check(g, cudnnCreateConvolutionDescriptor(&c->cd),
+                    "cudnnCreateConvolutionDescriptor") < 0)
+        return -1;
+    if (cudnn_check(g, cudnnSetTensor4dDescriptor(c->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                                  in[0], in[1], in[2], in[3]),
+                    "cudnnSetTensor4dDescriptor (input)") < 0 ||
+        cudnn_check(g, cudnnSetTensor4dDescriptor(c->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                                  out[0], out[1], out[2], out[3]),
+                    "cudnnSetTensor4dDescriptor (output)") < 0 ||
+        cudnn_check(g, cudnnSetFilter4dDescriptor(c->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                  out[1], in[1], kh, kw),
+                    "cudnnSetFilter4dDescriptor") < 0 ||
+        /* PyTorch's conv is a cross-correlation */
+        cudnn_check(g, cudnnSetConvolution2dDescriptor(c->cd, ph, pw, sh, sw, 1, 1,
+                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                    "cudnnSetConvolution2dDescriptor") < 0 ||
+        cudnn_check(g, cudnnSetConvolutionMathType(c->cd, cb->tf32 ? CUDNN_DEFAULT_MATH
+                                                                   : CUDNN_FMA_MATH),
+                    "cudnnSetConvolutionMathType") < 0)
+        return -1;
+    int key[13] = {in[0], in[1], in[2], in[3], out[1], kh, kw, sh, sw, ph, pw, cb->tf32, 0};
+    return choose_algos(g, c, key, train);
+}
+
+void cu_conv_fini(cu_conv_t *c)
+{
+    if (c->xd)
+        cudnnDestroyTensorDescriptor(c->xd);
+    if (c->yd)
+        cudnnDestroyTensorDescriptor(c->yd);
+    if (c->wd)
+        cudnnDestroyFilterDescriptor(c->wd);
+    if (c->cd)
+        cudnnDestroyConvolutionDescriptor(c->cd);
+    memset(c, 0, sizeof *c);
+}
+
+int cu_conv_fwd(bk_graph_t *g, cu_conv_t *c, const float *x, const float *w, float *y)
+{
+    cuda_backend_t *cb = cu_be(g->be);
+    const float one = 1.0f, zero = 0.0f;
+    if (cudnn_check(g, cudnnSetConvolutionMathType(c->cd, c->algo.math_fwd),
+                    "cudnnSetConvolutionMathType") < 0)
+        return -1;
+    return cudnn_check(g, cudnnConvolutionForward(cb->dnn, &one, c->xd, x, c->wd, w, c->cd,
+                                                  c->algo.fwd, cb->ws, cb->ws_size, &zero,
+                                                  c->yd, y),
+                       "cudnnConvolutionForward");
+}
+
+/* Row-major y[n, out] = x[n, in] w[out, in]^T is column-major
+ * y^T (out x n) = op_T(w as in x out) * (x^T as in x n). */
+int cu_linear_fwd(bk_graph_t *g, const float *x, int n, int in, const float *w,
+                  const float *bias, int out, float *y)
+{
+    cuda_backend_t *cb = cu_be(g->be);
+    const float one = 1.0f, zero = 0.0f;
+    if (cublas_check(g, cublasSgemm(cb->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, in,
+                                    x, in, &zero, y, out),
+                     "cublasSgemm (linear forward)") < 0)
+        return -1;
+    return bias ? cu_check(g, ck_bias_rows(cb->stream, y, bias, n, out), "linear bias kernel")
+                : 0;
+}
+
+/* ------------------------------------------------------------ eval graphs */
+
+typedef struct {
+    bk_tensor_t base;
+    float *d;           /* device, NCHW */
+} cu_tensor_t;
+
+typedef enum { CS_CONV, CS_POOL, CS_LINEAR, CS_RELU, CS_ADD } cu_kind_t;
+
+typedef struct {
+    cu_kind_t kind;
+    cu_tensor_t *x, *x2, *y;   /* x2: conv residual / second addend */
+    cu_conv_t conv;
+    ck_post_t post;
+    ck_pool_t pool;
+    int relu, lin_in;
+    float *w, *b;              /* device copies of the weights */
+} cu_step_t;
+
+/* The pinned double buffer of cuda_graph_write_u8. */
+typedef struct {
+    uint8_t *host[2];          /* pinned */
+    uint8_t *dev[2];
+    cudaEvent_t used[2];       /* the normalise kernel that read dev[i] is done */
+    cudaEvent_t copied[2];
+    size_t bytes;
+    int next;
+    float *lut;                /* device, c x 256 */
+    float lut_host[4 * 256];
+    int lut_c, lut_valid;
+    cudaStream_t copy_stream;
+} cu_u8_t;
+
+typedef struct {
+    bk_graph_t base;
+    cu_tensor_t **t;
+    size_t nt, capt;
+    cu_step_t *s;
+    size_t ns, caps;
+    cu_u8_t u8;
+} cu_graph_t;
+
+static size_t numel(const bk_tensor_t *t)
+{
+    return (size_t)t->n * t->c * t->h * t->w;
+}
+
+static bk_graph_t *cg_new(backend_t *be)
+{
+    cu_graph_t *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->base.be = be;
+    return &g->base;
+}
+
+static void u8_free(cu_u8_t *u)
+{
+    for (int i = 0; i < 2; i++) {
+        if (u->used[i])
+            cudaEventSynchronize(u->used[i]);
+        cudaFreeHost(u->host[i]);
+        cudaFree(u->dev[i]);
+        if (u->used[i])
+            cudaEventDestroy(u->used[i]);
+        if (u->copied[i])
+            cudaEventDestroy(u->copied[i]);
+    }
+    cudaFree(u->lut);
+    if (u->copy_stream)
+        cudaStreamDestroy(u->copy_stream);
+    memset(u, 0, sizeof *u);
+}
+
+static void cg_destroy(bk_graph_t *bg)
+{
+    cu_graph_t *g = (cu_graph_t *)bg;
+    /* queued work may still use the buffers */
+    cudaStreamSynchronize(cu_be(bg->be)->stream);
+    u8_free(&g->u8);
+    for (size_t i = 0; i < g->ns; i++) {
+        if (g->s[i].kind == CS_CONV)
+            cu_conv_fini(&g->s[i].conv);
+        cudaFree(g->s[i].w);
+        cudaFree(g->s[i].b);
+    }
+    for (size_t i = 0; i < g->nt; i++) {
+        cudaFree(g->t[i]->d);
+        free(g->t[i]);
+    }
+    free(g->t);
+    free(g->s);
+    free(g);
+}
+
+static cu_tensor_t *tensor_new(cu_graph_t *g, const int out[4])
+{
+    if (g->nt == g->capt) {
+        size_t cap = g->capt ? 2 * g->capt : 32;
+        cu_tensor_t **t = realloc(g->t, cap * sizeof *t);
+        if (!t)
+            return bk_fail(&g->base, "out of memory");
+        g->t = t;
+        g->capt = cap;
+    }
+    cu_tensor_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return bk_fail(&g->base, "out of memory");
+    t->base = (bk_tensor_t){.n = out[0], .c = out[1], .h = out[2], .w = out[3]};
+    if (!(t->d = cu_alloc(&g->base, numel(&t->base) * sizeof(float)))) {
+        free(t);
+        return NULL;
+    }
+    g->t[g->nt++] = t;
+    return t;
+}
+
+static cu_step_t *step_new(cu_graph_t *g, cu_kind_t kind, bk_tensor_t *x, cu_tensor_t *y)
+{
+    if (g->ns == g->caps) {
+        size_t cap = g->caps ? 2 * g->caps : 32;
+        cu_step_t *s = realloc(g->s, cap * sizeof *s);
+        if (!s)
+            return bk_fail(&g->base, "out of memory");
+        g->s = s;
+        g->caps = cap;
+    }
+    cu_step_t *s = &g->s[g->ns++];
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->x = (cu_tensor_t *)x;
+    s->y = y;
+    return s;
+}
+
+/* A device copy of n host floats (NULL src: NULL, no error). */
+static int dev_copy(bk_graph_t *g, float **dst, const float *src, size_t n)
+{
+    *dst = NULL;
+    if (!src)
+        return 0;
+    if (!(*dst = cu_alloc(g, n * sizeof(float))))
+        return -1;
+    return cu_upload(g, *dst, src, n * sizeof(float));
+}
+
+static bk_tensor_t *cg_input(bk_graph_t *bg, const int *out)
+{
+    cu_tensor_t *t = tensor_new((cu_graph_t *)bg, out);
+    return t ? &t->base : NULL;
+}
+
+static bk_tensor_t *cg_conv2d(bk_graph_t *bg, bk_tensor_t *x, const bk_conv_t *p,
+                              bk_tensor_t *res, const int *out)
+{
+    cu_graph_t *g = (cu_graph_t *)bg;
+    cu_tensor_t *y = tensor_new(g, out);
+    cu_step_t *s = y ? step_new(g, CS_CONV, x, y) : NULL;
+    if (!s)
+        return NULL;
+    s->x2 = (cu_tensor_t *)res;
+    s->post.n_post = p->n_post;
+    for (int i = 0; i < p->n_post; i++)
+        s->post.post[i] = (int)p->post[i];
+    int in[4] = {x->n, x->c, x->h, x->w};
+    /* the step owns conv from here: cg_destroy finalises it */
+    if (cu_conv_init(bg, &s->conv, in, out, p->kh, p->kw, p->stride_h, p->stride_w, p->pad_h,
+                     p->pad_w, 0) < 0 ||
+        dev_copy(bg, &s->w, p->weight, (size_t)p->oc * p->ic * p->kh * p->kw) < 0 ||
+        dev_copy(bg, &s->b, p->bias, (size_t)p->oc) < 0)
+        return NULL;
+    return &y->base;
+}
+
+static bk_tensor_t *cg_pool2d(bk_graph_t *bg, bk_tensor_t *x, const bk_pool_t *p,
+                              const int *out)
+{
+    cu_graph_t *g = (cu_graph_t *)bg;
+    cu_tensor_t *y = tensor_new(g, out);
+    cu_step_t *s = y ? step_new(g, CS_POOL, x, y) : NULL;
+    if (!s)
+        return NULL;
+    s->pool = (ck_pool_t){.nc = x->n * x->c, .ih = x->h, .iw = x->w, .oh = out[2], .ow = out[3],
+                          .kh = p->kh, .kw = p->kw, .sh = p->stride_h, .sw = p->stride_w,
+                          .ph = p->pad_h, .pw = p->pad_w,
+                          .alg = p->alg == BK_POOL_MAX ? 0 : p->alg == BK_POOL_AVG ? 1 : 2};
+    return &y->base;
+}
+
+static bk_tensor_t *cg_linear(bk_graph_t *bg, bk_tensor_t *x, const float *weight,
+                              const float *bias, const int *out)
+{
+    cu_graph_t *g = (cu_graph_t *)bg;
+    cu_tensor_t *y = tensor_new(g, out);
+    cu_step_t *s = y ? step_new(g, CS_LINEAR, x, y) : NULL;
+    if (!s)
+        return NULL;
+    s->lin_in = x->c * x->h * x->w;
+    if (dev_copy(bg, &s->w, weight, (size_t)out[1] * s->lin_in) < 0 ||
+        dev_copy(bg, &s->b, bias, (size_t)out[1]) < 0)
+        return NULL;
+    return &y->base;
+}
+
+static bk_tensor_t *cg_relu(bk_graph_t *bg, bk_tensor_t *x, const int *out)
+{
+    cu_graph_t *g = (cu_graph_t *)bg;
+    cu_tensor_t *y = tensor_new(g, out);
+    return y && step_new(g, CS_RELU, x, y) ? &y->base : NULL;
+}
+
+static bk_tensor_t *cg_add(bk_graph_t *bg, bk_tensor_t *a, bk_tensor_t *b, int relu,
+                           const int *out)
+{
+    cu_graph_t *g = (cu_graph_t *)bg;
+    cu_tensor_t *y = tensor_new(g, out);
+    cu_step_t *s = y ? step_new(g, CS_ADD, a, y) : NULL;
+    if (!s)
+        return NULL;
+    s->x2 = (cu_tensor_t *)b;
+    s->relu = relu;
+    return &y->base;
+}
+
+static int run_step(cu_graph_t *g, cu_step_t *s)
+{
+    bk_graph_t *bg = &g->base;
+    cudaStream_t st = cu_be(bg->be)->stream;
+    const bk_tensor_t *x = &s->x->base, *y = &s->y->base;
+    switch (s->kind) {
+    case CS_CONV:
+        if (cu_conv_fwd(bg, &s->conv, s->x->d, s->w, s->y->d) < 0)
+            return -1;
+        if (!s->b && s->post.n_post == 0)
+            return 0;
+        return cu_check(bg, ck_bias_post(st, s->y->d, s->b, y->n, y->c, y->h * y->w, s->post,
+                                         s->x2 ? s->x2->d : NULL),
+                        "conv bias/post-op kernel");
+    case CS_POOL:
+        return cu_check(bg, ck_pool_fwd(st, &s->pool, s->x->d, s->y->d), "pooling kernel");
+    case CS_LINEAR:
+        return cu_linear_fwd(bg, s->x->d, x->n, s->lin_in, s->w, s->b, y->c, s->y->d);
+    case CS_RELU:
+        return cu_check(bg, ck_relu(st, s->y->d, s->x->d, numel(y)), "relu kernel");
+    case CS_ADD:
+        return cu_check(bg, ck_add(st, s->y->d, s->x->d, s->x2->d, numel(y), s->relu),
+                        "add kernel");
+    }
+    return 0;
+}
+
+static int cg_run(bk_graph_t *bg)
+{
+    cu_graph_t *g = (cu_graph_t *)bg;
+    if (cu_sticky(bg) < 0)
+        return -1;
+    for (size_t i = 0; i < g->ns; i++)
+        if (run_step(g, &g->s[i]) < 0)
+            return -1;
+    return 0;   /* asynchronous: bk_read waits */
+}
+
+static int cg_write(bk_graph_t *bg, bk_tensor_t *t, const float *src)
+{
+    return cu_upload(bg, ((cu_tensor_t *)t)->d, src, numel(t) * sizeof(float));
+}
+
+static int cg_read(bk_graph_t *bg, bk_tensor_t *t, float *dst)
+{
+    return cu_download(bg, dst, ((cu_tensor_t *)t)->d, numel(t) * sizeof(float));
+}
+
+/* ------------------------------------------------------ uint8 input path */
+
+static int u8_setup(cu_graph_t *g, size_t bytes)
+{
+    cu_u8_t *u = &g->u8;
+    bk_graph_t *bg = &g->base;
+    if (u->bytes >= bytes && u->lut)
+        return 0;
+    u8_free(u);
+    if (cu_check(bg, cudaStreamCreateWithFlags(&u->copy_stream, cudaStreamNonBlocking),
+                 "cudaStreamCreate (input copies)") < 0 ||
+        !(u->lut = cu_alloc(bg, 4 * 256 * sizeof(float))))
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        if (cu_check(bg, cudaHostAlloc((void **)&u->host[i], bytes, cudaHostAllocDefault),
+                     "cudaHostAlloc (pinned input buffer)") < 0 ||
+            !(u->dev[i] = cu_alloc(bg, bytes)) ||
+            cu_check(bg, cudaEventCreateWithFlags(&u->used[i], cudaEventDisableTiming),
+                     "cudaEventCreate") < 0 ||
+            cu_check(bg, cudaEventCreateWithFlags(&u->copied[i], cudaEventDisableTiming),
+                     "cudaEventCreate") < 0)
+            return -1;
+        /* "used" must be complete before the first wait on it */
+        if (cu_check(bg, cudaEventRecord(u->used[i], cu_be(bg->be)->stream), "cudaEventRecord") < 0)
+            return -1;
+    }
+    u->bytes = bytes;
+    return 0;
+}
+
+/* model.c's table: (p / 255 - mean) / std, each step rounded to float. */
+static int u8_lut(cu_graph_t *g, int c, const float *mean, const float *std)
+{
+    cu_u8_t *u = &g->u8;
+    float lut[4 * 256];
+    for (int ch = 0; ch < c; ch++)
+        for (int p = 0; p < 256; p++)
+            lut[ch * 256 + p] = mean ? ((float)p / 255.0f - mean[ch]) / std[ch] : (float)p / 255.0f;
+    if (u->lut_valid && u->lut_c == c && memcmp(lut, u->lut_host, (size_t)c * 256 * 4) == 0)
+        return 0;
+    memcpy(u->lut_host, lut, (size_t)c * 256 * sizeof(float));
+    u->lut_c = c;
+    u->lut_valid = 1;
+    return cu_upload(&g->base, u->lut, lut, (size_t)c * 256 * sizeof(float));
+}
+
+int cuda_graph_write_u8(bk_graph_t *bg, bk_tensor_t *t, const uint8_t *pixels,
+                        const float *mean, const float *std)
+{
+    if (!bg || bg->failed || !t || !pixels)
+        return -1;
+    if (!bg->be || bg->be->ops->train != &CUDA_TKERNELS) {
+        bk_fail(bg, "cuda_graph_write_u8 needs a graph of the cuda backend");
+        return -1;
+    }
+    if (!t->is_input || t->c > 4 || (mean == NULL) != (std == NULL)) {
+        bk_fail(bg, "cuda_graph_write_u8: an input tensor of at most 4 channels, and mean "
+                "and std both or neither");
+        return -1;
+    }
+    cu_graph_t *g = (cu_graph_t *)bg;
+    cu_u8_t *u = &g->u8;
+    size_t bytes = numel(t);
+    cudaStream_t st = cu_be(bg->be)->stream;
+    if (u8_setup(g, bytes) < 0 || u8_lut(g, t->c, mean, std) < 0)
+        return -1;
+    int i = u->next;
+    u->next ^= 1;
+    /* buffer i was last read by the normalise kernel two calls ago */
+    if (cu_check(bg, cudaEventSynchronize(u->used[i]), "waiting for an input buffer") < 0)
+        return -1;
+    memcpy(u->host[i], pixels, bytes);
+    if (cu_check(bg, cudaMemcpyAsync(u->dev[i], u->host[i], bytes, cudaMemcpyHostToDevice,
+                                     u->copy_stream), "input copy to the GPU") < 0 ||
+        cu_check(bg, cudaEventRecord(u->copied[i], u->copy_stream), "cudaEventRecord") < 0 ||
+        cu_check(bg, cudaStreamWaitEvent(st, u->copied[i], 0), "cudaStreamWaitEvent") < 0 ||
+        cu_check(bg, ck_u8_normalize(st, u->dev[i], t->n, t->c, t->h * t->w, u->lut,
+                                     ((cu_tensor_t *)t)->d), "uint8 normalise kernel") < 0)
+        return -1;
+    return cu_check(bg, cudaEventRecord(u->used[i], st), "cudaEventRecord");
+}
+
+/* ----------------------------------------------------------- top-k and CE */
+
+int cuda_topk_ce(backend_t *be, const float *logits, int n, int classes,
+                 const int32_t *labels, int k, int32_t *topk, float *loss, char *err,
+                 size_t errlen)
+{
+    if (!be || be->ops->train != &CUDA_TKERNELS || n < 0 || classes < 1 || k < 0) {
+        snprintf(err, errlen, "cuda_topk_ce: needs a cuda backend, n >= 0, classes >= 1, k >= 0");
+        return -1;
+    }
+    if (n == 0 || (!topk && !loss))
+        return 0;
+    bk_graph_t *g = be->ops->graph_new(be);
+    if (!g) {
+        snprintf(err, errlen, "cuda_topk_ce: out of memory");
+        return -1;
+    }
+    size_t nl = (size_t)n * classes, nk = (size_t)n * k;
+    char *d = cu_alloc(g, nl * 4 + (size_t)n * 4 + nk * 4 + (size_t)n * 4);
+    int rc = -1;
+    if (d) {
+        float *dl = (float *)d, *dloss = (float *)(d + nl * 4 + (size_t)n * 4 + nk * 4);
+        int32_t *dlab = (int32_t *)(d + nl * 4), *dtop = (int32_t *)(d + nl * 4 + (size_t)n * 4);
+        rc = cu_upload(g, dl, logits, nl * 4);
+        if (rc == 0 && labels)
+            rc = cu_upload(g, dlab, labels, (size_t)n * 4);
+        if (rc == 0)
+            rc = cu_check(g, ck_topk_ce(cu_be(be)->stream, dl, n, classes, labels ? dlab : NULL,
+                                        k, topk ? dtop : NULL, loss ? dloss : NULL),
+                          "top-k kernel");
+        if (rc == 0 && topk)
+            rc = cu_download(g, topk, dtop, nk * 4);
+        if (rc == 0 && loss)
+            rc = cu_download(g, loss, dloss, (size_t)n * 4);
+        cudaFree(d);
+    }
+    if (rc < 0)
+        snprintf(err, errlen, "%s", g->err);
+    be->ops->graph_destroy(g);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- backend */
+
+static void cb_destroy(backend_t *be)
+{
+    cuda_backend_t *cb = cu_be(be);
+    if (cb->stream)
+        cudaStreamSynchronize(cb->stream);
+    cudaFree(cb->ws);
+    cudaFree(cb->scratch);
+    if (cb->blas)
+        cublasDestroy(cb->blas);
+    if (cb->dnn)
+        cudnnDestroy(cb->dnn);
+    if (cb->stream)
+        cudaStreamDestroy(cb->stream);
+    free(cb->algos);
+    free(cb);
+}
+
+static const bk_ops_t CUDA_OPS = {
+    .name = "cuda",
+    .destroy = cb_destroy,
+    .graph_new = cg_new,
+    .graph_destroy = cg_destroy,
+    .input = cg_input,
+    .conv2d = cg_conv2d,
+    .pool2d = cg_pool2d,
+    .linear = cg_linear,
+    .relu = cg_relu,
+    .add = cg_add,
+    .write = cg_write,
+    .run = cg_run,
+    .read = cg_read,
+    .train = &CUDA_TKERNELS,
+};
+
+int cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();   /* clear: "no device" is not an error here */
+        return 0;
+    }
+    return n;
+}
+
+const char *cuda_backend_device_name(const backend_t *be)
+{
+    return be && be->ops == &CUDA_OPS ? ((const cuda_backend_t *)be)->device_name : "";
+}
+
+static long env_long(const char *name, long dflt)
+{
+    const char *v = getenv(name);
+    char *end;
+    long x = v && *v ? strtol(v, &end, 10) : dflt;
+    return v && *v && *end ? -1 : x;
+}
+
+/* Handles, stream and the first device check; message in err. */
+static int cb_start(cuda_backend_t *cb, char *err, size_t errlen)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        snprintf(err, errlen, "cuda backend: no CUDA device (%s): check nvidia-smi, the driver "
+                 "and CUDA_VISIBLE_DEVICES, or use --backend cpu",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return -1;
+    }
+    if (cb->device < 0 || cb->device >= count) {
+        snprintf(err, errlen, "cuda backend: DDPIPE_CUDA_DEVICE=%d but %d device(s) are visible",
+                 cb->device, count);
+        return -1;
+    }
+    struct cudaDeviceProp prop;
+    if ((e = cudaSetDevice(cb->device)) != cudaSuccess ||
+        (e = cudaGetDeviceProperties(&prop, cb->device)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        snprintf(err, errlen, "cuda backend: starting device %d failed: %s; %s", cb->device,
+                 cudaGetErrorString(e), cuda_advice(e));
+        return -1;
+    }
+    snprintf(cb->device_name, sizeof cb->device_name, "%s", prop.name);
+    cudnnStatus_t ds = cudnnCreate(&cb->dnn);
+    if (ds == CUDNN_STATUS_SUCCESS)
+        ds = cudnnSetStream(cb->dnn, cb->stream);
+    if (ds != CUDNN_STATUS_SUCCESS) {
+        snprintf(err, errlen, "cuda backend: cuDNN failed to start: %s (is libcudnn 9 installed "
+                 "and on the loader path?)", cudnnGetErrorString(ds));
+        return -1;
+    }
+    cublasStatus_t bs = cublasCreate(&cb->blas);
+    if (bs == CUBLAS_STATUS_SUCCESS)
+        bs = cublasSetStream(cb->blas, cb->stream);
+    if (bs == CUBLAS_STATUS_SUCCESS)
+        bs = cublasSetMathMode(cb->blas, cb->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                  : CUBLAS_PEDANTIC_MATH);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        snprintf(err, errlen, "cuda backend: cuBLAS failed to start: %s",
+                 cublasGetStatusString(bs));
+        return -1;
+    }
+    return 0;
+}
+
+backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
+{
+    cuda_backend_t *cb = calloc(1, sizeof *cb);
+    if (!cb) {
+        snprintf(err, errlen, "cuda backend: out of memory");
+        return NULL;
+    }
+    cb->base.ops = &CUDA_OPS;
+    cb->base.threads = threads;
+    const char *prec = getenv("DDPIPE_CUDA_PRECISION");
+    long dev = env_long("DDPIPE_CUDA_DEVICE", 0), ws_mb = env_long("DDPIPE_CUDA_WORKSPACE_MB", 1024);
+    if (prec && *prec && strcmp(prec, "fp32") != 0 && strcmp(prec, "tf32") != 0) {
+        snprintf(err, errlen, "cuda backend: DDPIPE_CUDA_PRECISION=%s: this build supports fp32 "
+                 "and tf32 (fp16/bf16 are not implemented yet, see docs/CUDA.md)", prec);
+        free(cb);
+        return NULL;
+    }
+    if (dev < 0 || dev > 1024 || ws_mb < 0 || ws_mb > (1l << 20)) {
+        snprintf(err, errlen, "cuda backend: DDPIPE_CUDA_DEVICE / DDPIPE_CUDA_WORKSPACE_MB must "
+                 "be non-negative integers");
+        free(cb);
+        return NULL;
+    }
+    cb->tf32 = prec && strcmp(prec, "tf32") == 0;
+    cb->device = (int)dev;
+    cb->ws_cap = (size_t)ws_mb << 20;
+    if (cb_start(cb, err, errlen) < 0) {
+        cb_destroy(&cb->base);
+        return NULL;
+    }
+    log_info("cuda backend: device %d (%s), %s", cb->device, cb->device_name,
+             cb->tf32 ? "tf32" : "fp32");
+    return &cb->base;
+}

@@ -1,0 +1,660 @@
+/* cuda_kernels — see cuda_kernels.h. Simple kernels, one thread per output
+ * element (grid-stride), one block per channel for reductions; written to be
+ * obviously equal to gpud/cpu/ref_ops.c rather than fastest. */
+#include "gpud/cuda/cuda_kernels.h"
+
+#include <math.h>
+
+#define THREADS 256
+
+static unsigned blocks_for(size_t count)
+{
+    size_t b = (count + THREADS - 1) / THREADS;
+    if (b < 1)
+        b = 1;
+    return b > 65535u * 8 ? 65535u * 8 : (unsigned)b;   /* grid-stride covers the rest */
+}
+
+#define GRID_STRIDE(i, count) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (count); \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* Sum of v over the block (THREADS threads); the result is valid in thread 0. */
+__device__ static double block_sum(double v)
+{
+    __shared__ double sh[THREADS];
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int k = THREADS / 2; k > 0; k >>= 1) {
+        if ((int)threadIdx.x < k)
+            sh[threadIdx.x] += sh[threadIdx.x + k];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();   /* sh is reused by the next call */
+    return r;
+}
+
+/* ------------------------------------------------------------ element-wise */
+
+__global__ static void k_u8_normalize(const uint8_t *px, size_t count, int c, int hw,
+                                      const float *lut, float *y)
+{
+    GRID_STRIDE(i, count)
+    {
+        int ch = (int)((i / (size_t)hw) % (size_t)c);
+        y[i] = lut[ch * 256 + px[i]];
+    }
+}
+
+cudaError_t ck_u8_normalize(cudaStream_t s, const uint8_t *px, int n, int c, int hw,
+                            const float *lut, float *y)
+{
+    size_t count = (size_t)n * c * hw;
+    k_u8_normalize<<<blocks_for(count), THREADS, 0, s>>>(px, count, c, hw, lut, y);
+    return cudaGetLastError();
+}
+
+__global__ static void k_bias_post(float *y, const float *bias, size_t count, int c, int hw,
+                                   ck_post_t post, const float *res)
+{
+    GRID_STRIDE(i, count)
+    {
+        float v = y[i];
+        if (bias)
+            v = __fadd_rn(v, bias[(i / (size_t)hw) % (size_t)c]);
+        for (int k = 0; k < post.n_post; k++)
+            v = post.post[k] == 1 ? (v > 0.0f ? v : 0.0f) : __fadd_rn(v, res[i]);
+        y[i] = v;
+    }
+}
+
+cudaError_t ck_bias_post(cudaStream_t s, float *y, const float *bias, int n, int c, int hw,
+                         ck_post_t post, const float *res)
+{
+    size_t count = (size_t)n * c * hw;
+    k_bias_post<<<blocks_for(count), THREADS, 0, s>>>(y, bias, count, c, hw, post, res);
+    return cudaGetLastError();
+}
+
+__global__ static void k_bias_rows(float *y, const float *bias, size_t count, int out)
+{
+    GRID_STRIDE(i, count)
+    y[i] = __fadd_rn(y[i], bias[i % (size_t)out]);
+}
+
+cudaError_t ck_bias_rows(cudaStream_t s, float *y, const float *bias, int n, int out)
+{
+    size_t count = (size_t)n * out;
+    k_bias_rows<<<blocks_for(count), THREADS, 0, s>>>(y, bias, count, out);
+    return cudaGetLastError();
+}
+
+__global__ static void k_col_sums(const float *gy, int n, int out, float *gb)
+{
+    GRID_STRIDE(o, (size_t)out)
+    {
+        double acc = 0.0;
+        for (int b = 0; b < n; b++)
+            acc += gy[(size_t)b * out + o];
+        gb[o] = (float)acc;
+    }
+}
+
+cudaError_t ck_col_sums(cudaStream_t s, const float *gy, int n, int out, float *gb)
+{
+    k_col_sums<<<blocks_for((size_t)out), THREADS, 0, s>>>(gy, n, out, gb);
+    return cudaGetLastError();
+}
+
+__global__ static void k_relu(float *y, const float *x, size_t count)
+{
+    GRID_STRIDE(i, count)
+    y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+cudaError_t ck_relu(cudaStream_t s, float *y, const float *x, size_t count)
+{
+    k_relu<<<blocks_for(count), THREADS, 0, s>>>(y, x, count);
+    return cudaGetLastError();
+}
+
+__global__ static void k_relu_bwd(float *gx, const float *y, const float *gy, size_t count)
+{
+    GRID_STRIDE(i, count)
+    gx[i] = y[i] > 0.0f ? gy[i] : 0.0f;
+}
+
+cudaError_t ck_relu_bwd(cudaStream_t s, float *gx, const float *y, const float *gy,
+                        size_t count)
+{
+    k_relu_bwd<<<blocks_for(count), THREADS, 0, s>>>(gx, y, gy, count);
+    return cudaGetLastError();
+}
+
+__global__ static void k_add(float *y, const float *a, const float *b, size_t count, int relu)
+{
+    GRID_STRIDE(i, count)
+    {
+        float v = __fadd_rn(a[i], b[i]);
+        y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+    }
+}
+
+cudaError_t ck_add(cudaStream_t s, float *y, const float *a, const float *b, size_t count,
+                   int relu)
+{
+    k_add<<<blocks_for(count), THREADS, 0, s>>>(y, a, b, count, relu);
+    return cudaGetLastError();
+}
+
+__global__ static void k_acc(float *y, const float *x, size_t count)
+{
+    GRID_STRIDE(i, count)
+    y[i] = __fadd_rn(y[i], x[i]);
+}
+
+cudaError_t ck_acc(cudaStream_t s, float *y, const float *x, size_t count)
+{
+    k_acc<<<blocks_for(count), THREADS, 0, s>>>(y, x, count);
+    return cudaGetLastError();
+}
+
+__global__ static void k_concat(float *y, int cy, float *x, size_t count, int cx, int hw,
+                                int off, int to_y)
+{
+    GRID_STRIDE(i, count)   /* i walks x (n, cx, hw) */
+    {
+        size_t per = (size_t)cx * hw, b = i / per, r = i % per;
+        size_t at = b * (size_t)cy * hw + (size_t)off * hw + r;
+        if (to_y)
+            y[at] = x[i];
+        else
+            x[i] = y[at];
+    }
+}
+
+cudaError_t ck_concat(cudaStream_t s, float *y, int cy, float *x, int n, int cx, int hw,
+                      int off, int to_y)
+{
+    size_t count = (size_t)n * cx * hw;
+    k_concat<<<blocks_for(count), THREADS, 0, s>>>(y, cy, x, count, cx, hw, off, to_y);
+    return cudaGetLastError();
+}
+
+/* ref_ops.c's dropout hash, bit for bit */
+__device__ static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+__global__ static void k_dropout(float *y, const float *x, size_t count, size_t per, float p,
+                                 float scale, uint64_t seed, uint64_t step, uint32_t op,
+                                 const int64_t *ids)
+{
+    GRID_STRIDE(i, count)
+    {
+        size_t b = i / per, idx = i % per;
+        int64_t id = ids ? ids[b] : (int64_t)b;
+        uint64_t key = mix64(mix64(mix64(mix64(seed) ^ step) ^ (uint64_t)id) ^ op);
+        double u = (double)(mix64(key ^ mix64(idx)) >> 40) / 16777216.0;
+        y[i] = u >= (double)p ? __fmul_rn(x[i], scale) : 0.0f;
+    }
+}
+
+cudaError_t ck_dropout(cudaStream_t s, float *y, const float *x, int n, size_t per, float p,
+                       uint64_t seed, uint64_t step, uint32_t op, const int64_t *ids)
+{
+    size_t count = (size_t)n * per;
+    if (p == 0.0f)
+        return y == x ? cudaSuccess
+                      : cudaMemcpyAsync(y, x, count * sizeof(float), cudaMemcpyDeviceToDevice, s);
+    float scale = 1.0f / (1.0f - p);
+    k_dropout<<<blocks_for(count), THREADS, 0, s>>>(y, x, count, per, p, scale, seed, step, op,
+                                                    ids);
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------- cross-entropy, top-k */
+
+__global__ static void k_ce(const float *logits, const int32_t *labels, int n, int k, float eps,
+                            const float *dloss, float *loss, float *glogits)
+{
+    GRID_STRIDE(i, (size_t)n)   /* one thread per sample; k is a few thousand at most */
+    {
+        const float *l = logits + i * (size_t)k;
+        double mx = -INFINITY, s = 0.0, sum = 0.0;
+        for (int c = 0; c < k; c++)
+            mx = l[c] > mx ? l[c] : mx;
+        for (int c = 0; c < k; c++) {
+            s += exp((double)l[c] - mx);
+            sum += l[c];
+        }
+        if (loss) {
+            double lse = mx + log(s);
+            loss[i] = (float)(lse - (1.0 - eps) * l[labels[i]] - (double)eps / k * sum);
+        }
+        if (glogits)
+            for (int c = 0; c < k; c++) {
+                double t = (double)eps / k + (c == labels[i] ? 1.0 - eps : 0.0);
+                glogits[i * (size_t)k + c] = (float)(dloss[i] * (exp((double)l[c] - mx) / s - t));
+            }
+    }
+}
+
+cudaError_t ck_ce_fwd(cudaStream_t s, const float *logits, const int32_t *labels, int n,
+                      int k, float eps, float *loss)
+{
+    k_ce<<<blocks_for((size_t)n), THREADS, 0, s>>>(logits, labels, n, k, eps, NULL, loss, NULL);
+    return cudaGetLastError();
+}
+
+cudaError_t ck_ce_bwd(cudaStream_t s, const float *logits, const int32_t *labels, int n,
+                      int k, float eps, const float *dloss, float *glogits)
+{
+    k_ce<<<blocks_for((size_t)n), THREADS, 0, s>>>(logits, labels, n, k, eps, dloss, NULL,
+                                                   glogits);
+    return cudaGetLastError();
+}
+
+/* model.c's ranks_before: higher logit first, NaN last, ties by id */
+__device__ static int ranks_before(const float *l, int a, int b)
+{
+    float x = l[a], y = l[b];
+    if (isnan(x) || isnan(y))
+        return isnan(y) && (!isnan(x) || a < b);
+    return x > y || (x == y && a < b);
+}
+
+__global__ static void k_topk_ce(const float *logits, int n, int nc, const int32_t *labels,
+                                 int k, int32_t *topk, float *loss)
+{
+    GRID_STRIDE(i, (size_t)n)
+    {
+        const float *l = logits + i * (size_t)nc;
+        int32_t *out = topk ? topk + i * (size_t)k : NULL;
+        for (int j = 0; out && j < k; j++) {
+            int best = -1;
+            for (int c = 0; c < nc; c++) {
+                int taken = 0;
+                for (int q = 0; q < j && !taken; q++)
+                    taken = out[q] == c;
+                if (!taken && (best < 0 || ranks_before(l, c, best)))
+                    best = c;
+            }
+            out[j] = best;
+        }
+        if (!loss)
+            continue;
+        int32_t label = labels ? labels[i] : -1;
+        double mx = -INFINITY, s = 0.0;
+        for (int c = 0; c < nc; c++)
+            mx = l[c] > mx ? l[c] : mx;
+        if (label < 0 || label >= nc || !isfinite(mx)) {
+            loss[i] = NAN;
+            continue;
+        }
+        for (int c = 0; c < nc; c++)
+            s += exp((double)l[c] - mx);
+        loss[i] = (float)(mx + log(s) - (double)l[label]);
+    }
+}
+
+cudaError_t ck_topk_ce(cudaStream_t s, const float *logits, int n, int classes,
+                       const int32_t *labels, int k, int32_t *topk, float *loss)
+{
+    k_topk_ce<<<blocks_for((size_t)n), THREADS, 0, s>>>(logits, n, classes, labels, k, topk,
+                                                        loss);
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------- batch-norm */
+
+/* x[(b*c + ch)*hw + p] for the j-th element (b, p) of channel ch */
+__device__ static size_t chan_at(size_t j, int ch, int c, int hw)
+{
+    return ((j / hw) * (size_t)c + ch) * hw + j % hw;
+}
+
+__global__ static void k_chan_sums(const float *x, size_t cnt, int c, int hw,
+                                   const float *center, double *out)
+{
+    int ch = blockIdx.x;
+    double acc = 0.0, m = center ? center[ch] : 0.0;
+    for (size_t j = threadIdx.x; j < cnt; j += THREADS) {
+        double v = x[chan_at(j, ch, c, hw)];
+        acc += center ? (v - m) * (v - m) : v;
+    }
+    acc = block_sum(acc);
+    if (threadIdx.x == 0)
+        out[ch] = acc;
+}
+
+cudaError_t ck_chan_sums(cudaStream_t s, const float *x, int n, int c, int hw,
+                         const float *center, double *out)
+{
+    k_chan_sums<<<c, THREADS, 0, s>>>(x, (size_t)n * hw, c, hw, center, out);
+    return cudaGetLastError();
+}
+
+__global__ static void k_chan_axpb(float *y, const float *x, size_t count, int c, int hw,
+                                   const float *center, const float *a, const float *b)
+{
+    GRID_STRIDE(i, count)
+    {
+        int ch = (int)((i / (size_t)hw) % (size_t)c);
+        y[i] += (float)((double)a[ch] * ((double)x[i] - center[ch]) + b[ch]);
+    }
+}
+
+cudaError_t ck_chan_axpb(cudaStream_t s, float *y, const float *x, int n, int c, int hw,
+                         const float *center, const float *a, const float *b)
+{
+    size_t count = (size_t)n * c * hw;
+    k_chan_axpb<<<blocks_for(count), THREADS, 0, s>>>(y, x, count, c, hw, center, a, b);
+    return cudaGetLastError();
+}
+
+__global__ static void k_bn_stats(const float *x, size_t cnt, int c, int hw, float *mean,
+                                  float *var)
+{
+    int ch = blockIdx.x;
+    double s = 0.0;
+    for (size_t j = threadIdx.x; j < cnt; j += THREADS)
+        s += x[chan_at(j, ch, c, hw)];
+    double m = block_sum(s) / (double)cnt, ss = 0.0;
+    for (size_t j = threadIdx.x; j < cnt; j += THREADS) {
+        double d = x[chan_at(j, ch, c, hw)] - m;
+        ss += d * d;
+    }
+    ss = block_sum(ss);
+    if (threadIdx.x == 0) {
+        mean[ch] = (float)m;
+        var[ch] = (float)(ss / (double)cnt);
+    }
+}
+
+cudaError_t ck_bn_stats(cudaStream_t s, const float *x, int n, int c, int hw, float *mean,
+                        float *var)
+{
+    k_bn_stats<<<c, THREADS, 0, s>>>(x, (size_t)n * hw, c, hw, mean, var);
+    return cudaGetLastError();
+}
+
+__global__ static void k_bn_apply(float *y, const float *x, size_t count, int c, int hw,
+                                  const float *gamma, const float *beta, const float *mean,
+                                  const float *var, float eps, int relu)
+{
+    GRID_STRIDE(i, count)
+    {
+        int ch = (int)((i / (size_t)hw) % (size_t)c);
+        double inv = 1.0 / sqrt((double)var[ch] + eps);
+        float v = (float)(((double)x[i] - mean[ch]) * inv * gamma[ch] + beta[ch]);
+        y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+    }
+}
+
+cudaError_t ck_bn_apply(cudaStream_t s, float *y, const float *x, int n, int c, int hw,
+                        const float *gamma, const float *beta, const float *mean,
+                        const float *var, float eps, int relu)
+{
+    size_t count = (size_t)n * c * hw;
+    k_bn_apply<<<blocks_for(count), THREADS, 0, s>>>(y, x, count, c, hw, gamma, beta, mean,
+                                                     var, eps, relu);
+    return cudaGetLastError();
+}
+
+__device__ static float masked(const float *y, const float *gy, size_t at)
+{
+    return y && !(y[at] > 0.0f) ? 0.0f : gy[at];
+}
+
+__global__ static void k_bn_bwd_sums(const float *x, const float *y, const float *gy,
+                                     size_t cnt, int c, int hw, const float *mean,
+                                     const float *var, float eps, double *sums)
+{
+    int ch = blockIdx.x;
+    double inv = 1.0 / sqrt((double)var[ch] + eps), sg = 0.0, sgx = 0.0;
+    for (size_t j = threadIdx.x; j < cnt; j += THREADS) {
+        size_t at = chan_at(j, ch, c, hw);
+        double g = masked(y, gy, at);
+        sg += g;
+        sgx += g * ((x[at] - (double)mean[ch]) * inv);
+    }
+    sg = block_sum(sg);
+    sgx = block_sum(sgx);
+    if (threadIdx.x == 0) {
+        sums[ch] = sg;
+        sums[c + ch] = sgx;
+    }
+}
+
+cudaError_t ck_bn_bwd_sums(cudaStream_t s, const float *x, const float *y, const float *gy,
+                           int n, int c, int hw, const float *mean, const float *var,
+                           float eps, double *sums)
+{
+    k_bn_bwd_sums<<<c, THREADS, 0, s>>>(x, y, gy, (size_t)n * hw, c, hw, mean, var, eps, sums);
+    return cudaGetLastError();
+}
+
+__global__ static void k_bn_bwd_data(float *gx, const float *x, const float *y, const float *gy,
+                                     size_t count, double cnt, int c, int hw,
+                                     const float *gamma, const float *mean, const float *var,
+                                     float eps, int training, const double *sums)
+{
+    GRID_STRIDE(i, count)
+    {
+        int ch = (int)((i / (size_t)hw) % (size_t)c);
+        double inv = 1.0 / sqrt((double)var[ch] + eps), d = masked(y, gy, i);
+        if (training) {
+            double xh = (x[i] - (double)mean[ch]) * inv;
+            d = d - sums[ch] / cnt - xh * sums[c + ch] / cnt;
+        }
+        gx[i] = (float)(d * gamma[ch] * inv);
+    }
+}
+
+cudaError_t ck_bn_bwd_data(cudaStream_t s, float *gx, const float *x, const float *y,
+                           const float *gy, int n, int c, int hw, const float *gamma,
+                           const float *mean, const float *var, float eps, int training,
+                           const double *sums)
+{
+    size_t count = (size_t)n * c * hw;
+    k_bn_bwd_data<<<blocks_for(count), THREADS, 0, s>>>(gx, x, y, gy, count, (double)n * hw, c,
+                                                        hw, gamma, mean, var, eps, training,
+                                                        sums);
+    return cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- pooling */
+
+/* Window of output (r, q): its first maximum (max) or its divisor (avg). */
+__device__ static int pool_argmax(const ck_pool_t p, const float *xp, int r, int q)
+{
+    float m = -INFINITY;
+    int at = -1;
+    for (int i = 0; i < p.kh; i++)
+        for (int j = 0; j < p.kw; j++) {
+            int yy = r * p.sh - p.ph + i, xx = q * p.sw - p.pw + j;
+            if (yy >= 0 && yy < p.ih && xx >= 0 && xx < p.iw &&
+                (at < 0 || xp[yy * p.iw + xx] > m)) {
+                m = xp[yy * p.iw + xx];
+                at = yy * p.iw + xx;
+            }
+        }
+    return at;
+}
+
+__device__ static int pool_div(const ck_pool_t p, int r, int q)
+{
+    int cnt = 0, cnt_pad = 0;
+    for (int i = 0; i < p.kh; i++)
+        for (int j = 0; j < p.kw; j++) {
+            int yy = r * p.sh - p.ph + i, xx = q * p.sw - p.pw + j;
+            cnt_pad += yy < p.ih + p.ph && xx < p.iw + p.pw;
+            cnt += yy >= 0 && yy < p.ih && xx >= 0 && xx < p.iw;
+        }
+    return p.alg == 1 ? cnt_pad : cnt;
+}
+
+__global__ static void k_pool_fwd(const ck_pool_t p, const float *x, float *y)
+{
+    size_t count = (size_t)p.nc * p.oh * p.ow;
+    GRID_STRIDE(i, count)
+    {
+        int q = (int)(i % p.ow), r = (int)((i / p.ow) % p.oh);
+        const float *xp = x + (i / ((size_t)p.oh * p.ow)) * p.ih * p.iw;
+        if (p.alg == 0) {
+            int at = pool_argmax(p, xp, r, q);
+            y[i] = at < 0 ? -INFINITY : xp[at];
+            continue;
+        }
+        double acc = 0.0;
+        for (int a = 0; a < p.kh; a++)
+            for (int b = 0; b < p.kw; b++) {
+                int yy = r * p.sh - p.ph + a, xx = q * p.sw - p.pw + b;
+                if (yy >= 0 && yy < p.ih && xx >= 0 && xx < p.iw)
+                    acc += xp[yy * p.iw + xx];
+            }
+        int div = pool_div(p, r, q);
+        y[i] = (float)(div ? acc / div : 0.0);
+    }
+}
+
+cudaError_t ck_pool_fwd(cudaStream_t s, const ck_pool_t *p, const float *x, float *y)
+{
+    size_t count = (size_t)p->nc * p->oh * p->ow;
+    k_pool_fwd<<<blocks_for(count), THREADS, 0, s>>>(*p, x, y);
+    return cudaGetLastError();
+}
+
+/* Gather: each input element sums the gradients of the windows that chose
+ * it (max) or contain it (avg), in the order of ref's scatter loop. */
+__global__ static void k_pool_bwd(const ck_pool_t p, const float *x, const float *gy, float *gx)
+{
+    size_t count = (size_t)p.nc * p.ih * p.iw;
+    GRID_STRIDE(i, count)
+    {
+        int xx = (int)(i % p.iw), yy = (int)((i / p.iw) % p.ih);
+        size_t plane = i / ((size_t)p.ih * p.iw);
+        const float *xp = x + plane * p.ih * p.iw, *gp = gy + plane * p.oh * p.ow;
+        float acc = 0.0f;
+        /* outputs r whose window covers yy: r*sh - ph <= yy < r*sh - ph + kh */
+        int r0 = (yy + p.ph - p.kh + p.sh) / p.sh, r1 = (yy + p.ph) / p.sh;
+        int q0 = (xx + p.pw - p.kw + p.sw) / p.sw, q1 = (xx + p.pw) / p.sw;
+        r0 = yy + p.ph - p.kh + 1 > 0 ? r0 : 0;
+        q0 = xx + p.pw - p.kw + 1 > 0 ? q0 : 0;
+        for (int r = r0; r <= r1 && r < p.oh; r++)
+            for (int q = q0; q <= q1 && q < p.ow; q++) {
+                if (p.alg == 0) {
+                    if (pool_argmax(p, xp, r, q) == yy * p.iw + xx)
+                        acc += gp[r * p.ow + q];
+                } else {
+                    int div = pool_div(p, r, q);
+                    if (div)
+                        acc += (float)((double)gp[r * p.ow + q] / div);
+                }
+            }
+        gx[i] = acc;
+    }
+}
+
+cudaError_t ck_pool_bwd(cudaStream_t s, const ck_pool_t *p, const float *x, const float *gy,
+                        float *gx)
+{
+    size_t count = (size_t)p->nc * p->ih * p->iw;
+    k_pool_bwd<<<blocks_for(count), THREADS, 0, s>>>(*p, x, gy, gx);
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------- optimizers */
+
+__global__ static void k_sgd(float *w, const float *g, float *buf, size_t n, ck_sgd_t c)
+{
+    GRID_STRIDE(i, n)
+    {
+        float d = g[i];
+        if (c.wd != 0)
+            d = __fadd_rn(d, __fmul_rn(c.wd, w[i]));
+        if (c.use_mom) {
+            buf[i] = c.first ? d : __fadd_rn(__fmul_rn(buf[i], c.mom), __fmul_rn(c.keep, d));
+            d = c.nesterov ? __fadd_rn(d, __fmul_rn(c.mom, buf[i])) : buf[i];
+        }
+        w[i] = __fadd_rn(w[i], __fmul_rn(c.neg_lr, d));
+    }
+}
+
+cudaError_t ck_sgd(cudaStream_t s, float *w, const float *g, float *buf, size_t n, ck_sgd_t c)
+{
+    k_sgd<<<blocks_for(n), THREADS, 0, s>>>(w, g, buf, n, c);
+    return cudaGetLastError();
+}
+
+__global__ static void k_adam(float *w, const float *g, float *m, float *v, float *vmax,
+                              size_t n, ck_adam_t c)
+{
+    GRID_STRIDE(i, n)
+    {
+        float d = g[i];
+        if (c.adamw)
+            w[i] = __fmul_rn(w[i], c.decay_mul);
+        else if (c.wd != 0)
+            d = __fadd_rn(d, __fmul_rn(c.wd, w[i]));
+        m[i] = __fadd_rn(__fmul_rn(m[i], c.b1), __fmul_rn(c.one_b1, d));
+        v[i] = __fadd_rn(__fmul_rn(v[i], c.b2), __fmul_rn(__fmul_rn(c.one_b2, d), d));
+        float vv = v[i];
+        if (vmax) {
+            vmax[i] = fmaxf(vmax[i], vv);
+            vv = vmax[i];
+        }
+        const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vv), c.bc2_sqrt), c.eps);
+        w[i] = __fadd_rn(w[i], __fdiv_rn(__fmul_rn(c.neg_step_size, m[i]), denom));
+    }
+}
+
+cudaError_t ck_adam(cudaStream_t s, float *w, const float *g, float *m, float *v, float *vmax,
+                    size_t n, ck_adam_t c)
+{
+    k_adam<<<blocks_for(n), THREADS, 0, s>>>(w, g, m, v, vmax, n, c);
+    return cudaGetLastError();
+}
+
+__global__ static void k_sumsq(const float *g, size_t n, double *out)
+{
+    double acc = 0.0;
+    for (size_t i = threadIdx.x; i < n; i += THREADS)
+        acc += (double)__fmul_rn(g[i], g[i]);
+    acc = block_sum(acc);
+    if (threadIdx.x == 0)
+        *out = acc;
+}
+
+cudaError_t ck_sumsq(cudaStream_t s, const float *g, size_t n, double *out)
+{
+    k_sumsq<<<1, THREADS, 0, s>>>(g, n, out);
+    return cudaGetLastError();
+}
+
+__global__ static void k_novograd(float *w, const float *g, float *m, size_t n, ck_novograd_t c)
+{
+    GRID_STRIDE(i, n)
+    {
+        float d = __fdiv_rn(g[i], c.denom);
+        if (c.wd != 0)
+            d = __fadd_rn(d, __fmul_rn(c.wd, w[i]));
+        if (c.grad_averaging)
+            d = __fmul_rn(d, c.avg);
+        m[i] = __fadd_rn(__fmul_rn(m[i], c.b1), d);
+        w[i] = __fadd_rn(w[i], __fmul_rn(c.neg_lr, m[i]));
+    }
+}
+
+cudaError_t ck_novograd(cudaStream_t s, float *w, const float *g, float *m, size_t n,
+                        ck_novograd_t c)
+{
+    k_novograd<<<blocks_for(n), THREADS, 0, s>>>(w, g, m, n, c);
+    return cudaGetLastError();
+}

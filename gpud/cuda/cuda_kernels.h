@@ -1,0 +1,128 @@
+/* cuda_kernels — the cuda backend's own kernels (gpud/cuda/cuda_kernels.cu),
+ * callable from C. Every tensor is device memory, NCHW float unless said
+ * otherwise. Each launcher enqueues on `s` and returns the launch status
+ * (cudaGetLastError); execution errors surface at the next synchronisation.
+ *
+ * The kernels follow gpud/cpu/ref_ops.c op for op (double accumulators for
+ * reductions, PyTorch's pooling windows and tie rules, the same dropout hash)
+ * so that the cuda backend agrees with the CPU reference to float rounding.
+ * The optimizer kernels follow gpud/optim/optim.c with explicit
+ * round-to-nearest intrinsics (no FMA contraction), so they are bit-exact. */
+#ifndef DDP_CUDA_KERNELS_H
+#define DDP_CUDA_KERNELS_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CK_MAX_POST 4
+/* The epilogue of a convolution: y = conv + bias[c], then post[i] in order:
+ * 1 = ReLU, 2 = + res (values as bk_postop_t). */
+typedef struct {
+    int n_post;
+    int post[CK_MAX_POST];
+} ck_post_t;
+
+/* y[n, c, hw] = lut[c][px[n, c, hw]] (lut: c x 256 floats, the normalised
+ * value of each byte, computed on the host exactly as model.c does). */
+cudaError_t ck_u8_normalize(cudaStream_t s, const uint8_t *px, int n, int c, int hw,
+                            const float *lut, float *y);
+/* conv epilogue in place on y; bias and res may be NULL. */
+cudaError_t ck_bias_post(cudaStream_t s, float *y, const float *bias, int n, int c, int hw,
+                         ck_post_t post, const float *res);
+/* y[b, o] += bias[o] (linear) */
+cudaError_t ck_bias_rows(cudaStream_t s, float *y, const float *bias, int n, int out);
+/* gb[o] = sum_b gy[b, o] (double accumulator) */
+cudaError_t ck_col_sums(cudaStream_t s, const float *gy, int n, int out, float *gb);
+
+cudaError_t ck_relu(cudaStream_t s, float *y, const float *x, size_t count);
+cudaError_t ck_relu_bwd(cudaStream_t s, float *gx, const float *y, const float *gy,
+                        size_t count);
+/* y = a + b, then ReLU if relu (y may alias a or b) */
+cudaError_t ck_add(cudaStream_t s, float *y, const float *a, const float *b, size_t count,
+                   int relu);
+cudaError_t ck_acc(cudaStream_t s, float *y, const float *x, size_t count);
+
+/* y (n, cy, hw) channels [off, off + cx) <-> x (n, cx, hw) */
+cudaError_t ck_concat(cudaStream_t s, float *y, int cy, float *x, int n, int cx, int hw,
+                      int off, int to_y);
+/* y = x * keep / (1 - p); ids: n device int64 or NULL (0..n-1). per = c*h*w */
+cudaError_t ck_dropout(cudaStream_t s, float *y, const float *x, int n, size_t per, float p,
+                       uint64_t seed, uint64_t step, uint32_t op, const int64_t *ids);
+
+/* Softmax cross-entropy with label smoothing (ref_ce_fwd / ref_ce_bwd). */
+cudaError_t ck_ce_fwd(cudaStream_t s, const float *logits, const int32_t *labels, int n,
+                      int k, float eps, float *loss);
+cudaError_t ck_ce_bwd(cudaStream_t s, const float *logits, const int32_t *labels, int n,
+                      int k, float eps, const float *dloss, float *glogits);
+/* model_topk_ce on the device: topk (n*k, may be NULL) best first, ties by
+ * lower id, NaN last, -1 past the classes; loss (n, may be NULL) = lse -
+ * logit[label] in double, NAN for a label outside 0..classes-1 or NULL labels. */
+cudaError_t ck_topk_ce(cudaStream_t s, const float *logits, int n, int classes,
+                       const int32_t *labels, int k, int32_t *topk, float *loss);
+
+/* Per-channel sums over (n, hw) in double: out[c] = sum x (center NULL) or
+ * sum (x - center[c])^2. */
+cudaError_t ck_chan_sums(cudaStream_t s, const float *x, int n, int c, int hw,
+                         const float *center, double *out);
+/* y += a[c] * (x - center[c]) + b[c] */
+cudaError_t ck_chan_axpb(cudaStream_t s, float *y, const float *x, int n, int c, int hw,
+                         const float *center, const float *a, const float *b);
+/* Training BN statistics: batch mean and biased variance (two passes, double). */
+cudaError_t ck_bn_stats(cudaStream_t s, const float *x, int n, int c, int hw, float *mean,
+                        float *var);
+/* y = (x - mean) / sqrt(var + eps) * gamma + beta, ReLU if relu */
+cudaError_t ck_bn_apply(cudaStream_t s, float *y, const float *x, int n, int c, int hw,
+                        const float *gamma, const float *beta, const float *mean,
+                        const float *var, float eps, int relu);
+/* BN backward. y != NULL: the op's output was relu(bn(x)), gy is masked by
+ * y > 0 first. sums: 2*c doubles, [sum g (c), sum g*xhat (c)] (out). */
+cudaError_t ck_bn_bwd_sums(cudaStream_t s, const float *x, const float *y, const float *gy,
+                           int n, int c, int hw, const float *mean, const float *var,
+                           float eps, double *sums);
+cudaError_t ck_bn_bwd_data(cudaStream_t s, float *gx, const float *x, const float *y,
+                           const float *gy, int n, int c, int hw, const float *gamma,
+                           const float *mean, const float *var, float eps, int training,
+                           const double *sums);
+
+/* Pooling as ref_maxpool2d / ref_avgpool2d (alg: 0 max, 1 avg incl. pad,
+ * 2 avg excl. pad). nc = n*c planes. */
+typedef struct {
+    int nc, ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, alg;
+} ck_pool_t;
+cudaError_t ck_pool_fwd(cudaStream_t s, const ck_pool_t *p, const float *x, float *y);
+/* gx from gy (max: to the first maximum of each window, as ref). */
+cudaError_t ck_pool_bwd(cudaStream_t s, const ck_pool_t *p, const float *x, const float *gy,
+                        float *gx);
+
+/* Optimizer updates on device arrays, as gpud/optim/optim.c. */
+typedef struct {
+    float wd, mom, keep, neg_lr;
+    int use_mom, first, nesterov;
+} ck_sgd_t;
+cudaError_t ck_sgd(cudaStream_t s, float *w, const float *g, float *buf, size_t n,
+                   ck_sgd_t c);
+typedef struct {
+    float b1, b2, one_b1, one_b2, wd, decay_mul, neg_step_size, bc2_sqrt, eps;
+    int adamw;
+} ck_adam_t;
+/* vmax NULL: no amsgrad */
+cudaError_t ck_adam(cudaStream_t s, float *w, const float *g, float *m, float *v, float *vmax,
+                    size_t n, ck_adam_t c);
+/* out (1 device double) = sum (double)(g*g in float) */
+cudaError_t ck_sumsq(cudaStream_t s, const float *g, size_t n, double *out);
+typedef struct {
+    float denom, wd, b1, avg, neg_lr;
+    int grad_averaging;
+} ck_novograd_t;
+cudaError_t ck_novograd(cudaStream_t s, float *w, const float *g, float *m, size_t n,
+                        ck_novograd_t c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,55 @@
+/* cuda_nccl — sum of a float array across the gpud ranks of a GPU job over
+ * NCCL: the GPU counterpart of gpud/daemon_allreduce.h (same contract: in
+ * place, the same bytes on every rank, a dead or silent peer fails the call
+ * with a message instead of hanging it).
+ *
+ * Wiring (docs/CUDA.md): rank 0 makes the id and publishes it in its JOIN;
+ * reducerd hands it to every rank in WELCOME (the same join as the ZeroMQ
+ * ring, so it works across hosts through NCCL's socket transport):
+ *
+ *   char id[NCCL_AR_ID_LEN];
+ *   if (rank == 0) nccl_ar_make_id(id, sizeof id, err, len);   ... JOIN/WELCOME ...
+ *   nccl_ar_t *ar = nccl_ar_new(rank, world, id, device, 60000, err, len);
+ *   nccl_ar_sum(ar, grads, n, 60000, err, len);          host array
+ *   nccl_ar_sum_device(ar, dev_grads, n, 60000, err, len);   device array
+ *   bk_tgraph_set_allreduce(g, nccl_ar_bk_allreduce, ar);    SyncBatchNorm
+ *
+ * The communicator is non-blocking (ncclConfig_t.blocking = 0): every wait
+ * polls ncclCommGetAsyncError and the stream, and aborts the communicator
+ * (ncclCommAbort) on an NCCL error, on the timeout or when the cancel
+ * callback fires; after a failure only nccl_ar_destroy is valid.
+ *
+ * One GPU per rank: NCCL refuses two ranks of one communicator on the same
+ * device. */
+#ifndef DDP_CUDA_NCCL_H
+#define DDP_CUDA_NCCL_H
+
+#include <stddef.h>
+
+/* hex of ncclUniqueId (128 bytes) + NUL */
+#define NCCL_AR_ID_LEN 257
+
+typedef struct nccl_ar nccl_ar_t;
+
+/* A fresh id (ncclGetUniqueId) as hex in hex[NCCL_AR_ID_LEN]. 0 or -1. */
+int nccl_ar_make_id(char *hex, size_t len, char *err, size_t errlen);
+/* Join the communicator of id_hex as rank of world on CUDA device `device`;
+ * waits at most timeout_ms for every rank to join. NULL with the reason. */
+nccl_ar_t *nccl_ar_new(int rank, int world, const char *id_hex, int device, int timeout_ms,
+                       char *err, size_t errlen);
+void nccl_ar_destroy(nccl_ar_t **self);
+/* Polled during waits; non-zero: fail with "interrupted" (gpud passes
+ * zs_interrupted). */
+void nccl_ar_set_cancel(nccl_ar_t *self, int (*cancelled)(void));
+/* In place sum over all ranks of n floats in host memory / device memory.
+ * 0, or -1 with the reason in err (the communicator is aborted then). */
+int nccl_ar_sum(nccl_ar_t *self, float *data, size_t n, int timeout_ms, char *err,
+                size_t errlen);
+int nccl_ar_sum_device(nccl_ar_t *self, float *dev, size_t n, int timeout_ms, char *err,
+                       size_t errlen);
+/* bk_allreduce_fn adapter (ctx: a nccl_ar_t *), 60 s timeout. */
+int nccl_ar_bk_allreduce(void *ctx, float *data, size_t n, char *err, size_t errlen);
+int nccl_ar_rank(const nccl_ar_t *self);
+int nccl_ar_world(const nccl_ar_t *self);
+
+#endif

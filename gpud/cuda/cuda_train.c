@@ -1,0 +1,519 @@
+/* cuda_train — the training kernels (bk_tkernels_t) of the cuda backend.
+ * Activations and gradients are device buffers in NCHW float; parameters
+ * and their gradients are the caller's host arrays (the tape's contract,
+ * gpud/backend_impl.h), so every call uploads the weights it reads and
+ * downloads the gradients it writes. Convolutions and linear layers run in
+ * cuDNN / cuBLAS; batch-norm, ReLU, pooling, dropout and cross-entropy are
+ * the own kernels of cuda_kernels.cu, which follow gpud/cpu/ref_ops.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/cuda/cuda_priv.h"
+
+static size_t count4(const int s[4])
+{
+    return (size_t)s[0] * s[1] * s[2] * s[3];
+}
+
+static cudaStream_t stream_of(backend_t *be)
+{
+    return cu_be(be)->stream;
+}
+
+/* ---------------------------------------------------------- memory, misc */
+
+static void *ct_alloc(bk_graph_t *g, size_t count)
+{
+    return cu_alloc(g, count * sizeof(float));
+}
+
+static void ct_release(backend_t *be, void *buf)
+{
+    (void)be;
+    cudaFree(buf);   /* synchronises with queued work; NULL is a no-op */
+}
+
+static int ct_write(bk_graph_t *g, void *dst, const float *nchw, const int shape[4])
+{
+    return cu_upload(g, dst, nchw, count4(shape) * sizeof(float));
+}
+
+static int ct_read(bk_graph_t *g, const void *src, float *nchw, const int shape[4])
+{
+    return cu_download(g, nchw, src, count4(shape) * sizeof(float));
+}
+
+static void ct_zero(backend_t *be, void *y, size_t count)
+{
+    cu_note(be, cudaMemsetAsync(y, 0, count * sizeof(float), stream_of(be)), "cudaMemsetAsync");
+}
+
+static void ct_copy(backend_t *be, void *y, const void *x, size_t count)
+{
+    cu_note(be, cudaMemcpyAsync(y, x, count * sizeof(float), cudaMemcpyDeviceToDevice,
+                                stream_of(be)), "device copy");
+}
+
+static void ct_add(backend_t *be, void *y, const void *a, const void *b, size_t count)
+{
+    cu_note(be, ck_add(stream_of(be), y, a, b, count, 0), "add kernel");
+}
+
+static void ct_acc(backend_t *be, void *y, const void *x, size_t count)
+{
+    cu_note(be, ck_acc(stream_of(be), y, x, count), "accumulate kernel");
+}
+
+static void ct_concat(backend_t *be, void *y, int cy, void *x, const int xs[4], int off,
+                      int to_y)
+{
+    cu_note(be, ck_concat(stream_of(be), y, cy, x, xs[0], xs[1], xs[2] * xs[3], off, to_y),
+            "concat kernel");
+}
+
+/* NCHW is already PyTorch's flatten order, both ways */
+static void ct_flatten(backend_t *be, void *y, const void *x, const int xs[4], int backward)
+{
+    (void)backward;
+    ct_copy(be, y, x, count4(xs));
+}
+
+static void ct_dropout(backend_t *be, void *y, const void *x, const int s[4], float p,
+                       uint64_t seed, uint64_t step, uint32_t op, const int64_t *ids)
+{
+    int64_t *dids = NULL;
+    if (ids && p != 0.0f) {
+        if (!(dids = cu_scratch_be(be, (size_t)s[0] * sizeof *ids)) ||
+            cu_upload_be(be, dids, ids, (size_t)s[0] * sizeof *ids) < 0)
+            return;
+    }
+    cu_note(be, ck_dropout(stream_of(be), y, x, s[0], (size_t)s[1] * s[2] * s[3], p, seed, step,
+                           op, dids), "dropout kernel");
+}
+
+static const int32_t *labels_up(backend_t *be, const int32_t *labels, int n)
+{
+    int32_t *d = cu_scratch_be(be, (size_t)n * sizeof *labels);
+    return d && cu_upload_be(be, d, labels, (size_t)n * sizeof *labels) == 0 ? d : NULL;
+}
+
+static void ct_ce_fwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
+                      float eps, void *loss)
+{
+    const int32_t *d = labels_up(be, labels, n);
+    if (d)
+        cu_note(be, ck_ce_fwd(stream_of(be), logits, d, n, k, eps, loss), "cross-entropy kernel");
+}
+
+static void ct_ce_bwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
+                      float eps, const void *dloss, void *glogits)
+{
+    const int32_t *d = labels_up(be, labels, n);
+    if (d)
+        cu_note(be, ck_ce_bwd(stream_of(be), logits, d, n, k, eps, dloss, glogits),
+                "cross-entropy backward kernel");
+}
+
+/* ------------------------------------------------------------ convolution */
+
+typedef struct {
+    bk_plan_t base;
+    cu_conv_t conv;
+    int in[4], out[4];
+    size_t wn;
+    float *w, *b, *gw;      /* device copies of the bound host arrays */
+    double *sums;           /* bias gradient, oc doubles */
+    double *host_sums;
+} conv_plan_t;
+
+static void conv_plan_destroy(bk_plan_t *bp)
+{
+    conv_plan_t *p = (conv_plan_t *)bp;
+    cu_conv_fini(&p->conv);
+    cudaFree(p->w);
+    cudaFree(p->b);
+    cudaFree(p->gw);
+    cudaFree(p->sums);
+    free(p->host_sums);
+    free(p);
+}
+
+static bk_plan_t *ct_conv_plan(bk_graph_t *g, const bk_tconv_t *c, const int in[4],
+                               const int out[4])
+{
+    conv_plan_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return bk_fail(g, "out of memory");
+    p->base.destroy = conv_plan_destroy;
+    memcpy(p->in, in, sizeof p->in);
+    memcpy(p->out, out, sizeof p->out);
+    p->wn = (size_t)c->oc * c->ic * c->kh * c->kw;
+    if (cu_conv_init(g, &p->conv, in, out, c->kh, c->kw, c->stride_h, c->stride_w, c->pad_h,
+                     c->pad_w, 1) < 0 ||
+        !(p->w = cu_alloc(g, p->wn * sizeof(float))) ||
+        !(p->gw = cu_alloc(g, p->wn * sizeof(float))) ||
+        !(p->b = cu_alloc(g, (size_t)c->oc * sizeof(float))) ||
+        !(p->sums = cu_alloc(g, (size_t)c->oc * sizeof(double))) ||
+        !(p->host_sums = malloc((size_t)c->oc * sizeof(double)))) {
+        conv_plan_destroy(&p->base);
+        return g->failed ? NULL : bk_fail(g, "out of memory");
+    }
+    return &p->base;
+}
+
+static int ct_conv_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w,
+                       const float *b, void *y)
+{
+    conv_plan_t *p = (conv_plan_t *)bp;
+    if (cu_sticky(g) < 0 || cu_upload(g, p->w, w, p->wn * sizeof(float)) < 0 ||
+        cu_conv_fwd(g, &p->conv, x, p->w, y) < 0)
+        return -1;
+    if (!b)
+        return 0;
+    ck_post_t none = {0, {0}};
+    if (cu_upload(g, p->b, b, (size_t)p->out[1] * sizeof(float)) < 0)
+        return -1;
+    return cu_check(g, ck_bias_post(stream_of(g->be), y, p->b, p->out[0], p->out[1],
+                                    p->out[2] * p->out[3], none, NULL), "conv bias kernel");
+}
+
+static int set_math(bk_graph_t *g, cu_conv_t *c, cudnnMathType_t m)
+{
+    return cudnn_check(g, cudnnSetConvolutionMathType(c->cd, m), "cudnnSetConvolutionMathType");
+}
+
+/* gb[o] = sum over (n, h, w) of gy, accumulated in double as ref does */
+static int conv_bias_grad(bk_graph_t *g, conv_plan_t *p, const void *gy, float *gb)
+{
+    int oc = p->out[1];
+    if (cu_check(g, ck_chan_sums(stream_of(g->be), gy, p->out[0], oc, p->out[2] * p->out[3],
+                                 NULL, p->sums), "bias gradient kernel") < 0 ||
+        cu_download(g, p->host_sums, p->sums, (size_t)oc * sizeof(double)) < 0)
+        return -1;
+    for (int o = 0; o < oc; o++)
+        gb[o] = (float)p->host_sums[o];
+    return 0;
+}
+
+static int ct_conv_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w,
+                       const void *gy, void *gx, float *gw, float *gb)
+{
+    conv_plan_t *p = (conv_plan_t *)bp;
+    cuda_backend_t *cb = cu_be(g->be);
+    cu_conv_t *c = &p->conv;
+    const float one = 1.0f, zero = 0.0f;
+    if (cu_sticky(g) < 0)
+        return -1;
+    if (gx && (cu_upload(g, p->w, w, p->wn * sizeof(float)) < 0 ||
+               set_math(g, c, c->algo.math_bwd_data) < 0 ||
+               cudnn_check(g, cudnnConvolutionBackwardData(cb->dnn, &one, c->wd, p->w, c->yd, gy,
+                                                           c->cd, c->algo.bwd_data, cb->ws,
+                                                           cb->ws_size, &zero, c->xd, gx),
+                           "cudnnConvolutionBackwardData") < 0))
+        return -1;
+    if (gw && (set_math(g, c, c->algo.math_bwd_filter) < 0 ||
+               cudnn_check(g, cudnnConvolutionBackwardFilter(cb->dnn, &one, c->xd, x, c->yd, gy,
+                                                             c->cd, c->algo.bwd_filter, cb->ws,
+                                                             cb->ws_size, &zero, c->wd, p->gw),
+                           "cudnnConvolutionBackwardFilter") < 0 ||
+               cu_download(g, gw, p->gw, p->wn * sizeof(float)) < 0))
+        return -1;
+    return gb ? conv_bias_grad(g, p, gy, gb) : 0;
+}
+
+/* ------------------------------------------------------------- batch-norm */
+
+typedef struct {
+    bk_plan_t base;
+    int in[4];
+    float eps;
+    int relu;
+    float *par;             /* device: gamma, beta, mean, var (4c floats) */
+    double *sums;           /* device: 2c */
+    double *host_sums;
+} bn_plan_t;
+
+static void bn_plan_destroy(bk_plan_t *bp)
+{
+    bn_plan_t *p = (bn_plan_t *)bp;
+    cudaFree(p->par);
+    cudaFree(p->sums);
+    free(p->host_sums);
+    free(p);
+}
+
+static bk_plan_t *ct_bn_plan(bk_graph_t *g, const int in[4], float eps, int relu)
+{
+    bn_plan_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return bk_fail(g, "out of memory");
+    p->base.destroy = bn_plan_destroy;
+    memcpy(p->in, in, sizeof p->in);
+    p->eps = eps;
+    p->relu = relu;
+    size_t c = (size_t)in[1];
+    if (!(p->par = cu_alloc(g, 4 * c * sizeof(float))) ||
+        !(p->sums = cu_alloc(g, 2 * c * sizeof(double))) ||
+        !(p->host_sums = malloc(2 * c * sizeof(double)))) {
+        bn_plan_destroy(&p->base);
+        return g->failed ? NULL : bk_fail(g, "out of memory");
+    }
+    return &p->base;
+}
+
+static int ct_bn_fwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x,
+                     const float *gamma, const float *beta, float *mean, float *var, void *y)
+{
+    bn_plan_t *p = (bn_plan_t *)bp;
+    size_t c = (size_t)p->in[1], fb = c * sizeof(float);
+    int n = p->in[0], hw = p->in[2] * p->in[3];
+    float *dg = p->par, *db = p->par + c, *dm = p->par + 2 * c, *dv = p->par + 3 * c;
+    cudaStream_t s = stream_of(g->be);
+    if (cu_sticky(g) < 0 || cu_upload(g, dg, gamma, fb) < 0 || cu_upload(g, db, beta, fb) < 0)
+        return -1;
+    if (training) {   /* batch statistics out to the host arrays */
+        if (cu_check(g, ck_bn_stats(s, x, n, (int)c, hw, dm, dv), "batch-norm statistics kernel") < 0 ||
+            cu_download(g, mean, dm, fb) < 0 || cu_download(g, var, dv, fb) < 0)
+            return -1;
+    } else if (cu_upload(g, dm, mean, fb) < 0 || cu_upload(g, dv, var, fb) < 0) {
+        return -1;
+    }
+    return cu_check(g, ck_bn_apply(s, y, x, n, (int)c, hw, dg, db, dm, dv, p->eps, p->relu),
+                    "batch-norm kernel");
+}
+
+static int ct_bn_bwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
+                     const void *gy, const float *gamma, const float *mean, const float *var,
+                     void *gx, float *ggamma, float *gbeta)
+{
+    bn_plan_t *p = (bn_plan_t *)bp;
+    size_t c = (size_t)p->in[1], fb = c * sizeof(float);
+    int n = p->in[0], hw = p->in[2] * p->in[3];
+    float *dg = p->par, *dm = p->par + 2 * c, *dv = p->par + 3 * c;
+    const float *mask = p->relu ? y : NULL;   /* through the fused ReLU first */
+    cudaStream_t s = stream_of(g->be);
+    if (cu_sticky(g) < 0 || cu_upload(g, dg, gamma, fb) < 0 || cu_upload(g, dm, mean, fb) < 0 ||
+        cu_upload(g, dv, var, fb) < 0 ||
+        cu_check(g, ck_bn_bwd_sums(s, x, mask, gy, n, (int)c, hw, dm, dv, p->eps, p->sums),
+                 "batch-norm backward sums kernel") < 0)
+        return -1;
+    if (ggamma || gbeta) {
+        if (cu_download(g, p->host_sums, p->sums, 2 * c * sizeof(double)) < 0)
+            return -1;
+        for (size_t i = 0; i < c; i++) {
+            if (gbeta)
+                gbeta[i] = (float)p->host_sums[i];
+            if (ggamma)
+                ggamma[i] = (float)p->host_sums[c + i];
+        }
+    }
+    if (!gx)
+        return 0;
+    return cu_check(g, ck_bn_bwd_data(s, gx, x, mask, gy, n, (int)c, hw, dg, dm, dv, p->eps,
+                                      training, p->sums), "batch-norm backward kernel");
+}
+
+/* SyncBatchNorm helpers (host center/a/b in, host sums out) */
+static void ct_chan_sums(backend_t *be, const void *x, const int s[4], const float *center,
+                         double *out)
+{
+    size_t c = (size_t)s[1];
+    char *d = cu_scratch_be(be, c * (sizeof(double) + sizeof(float)));
+    if (!d)
+        return;
+    double *dsum = (double *)d;
+    float *dcen = center ? (float *)(d + c * sizeof(double)) : NULL;
+    if (dcen && cu_upload_be(be, dcen, center, c * sizeof(float)) < 0)
+        return;
+    cu_note(be, ck_chan_sums(stream_of(be), x, s[0], (int)c, s[2] * s[3], dcen, dsum),
+            "channel sums kernel");
+    cu_download_be(be, out, dsum, c * sizeof(double));
+}
+
+static void ct_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
+                         const float *center, const float *a, const float *b)
+{
+    size_t c = (size_t)s[1];
+    float *d = cu_scratch_be(be, 3 * c * sizeof(float));
+    if (!d || cu_upload_be(be, d, center, c * sizeof(float)) < 0 ||
+        cu_upload_be(be, d + c, a, c * sizeof(float)) < 0 ||
+        cu_upload_be(be, d + 2 * c, b, c * sizeof(float)) < 0)
+        return;
+    cu_note(be, ck_chan_axpb(stream_of(be), y, x, s[0], (int)c, s[2] * s[3], d, d + c, d + 2 * c),
+            "channel axpb kernel");
+}
+
+/* ------------------------------------------------------------ relu, pool */
+
+typedef struct {
+    bk_plan_t base;
+    size_t count;
+    ck_pool_t pool;
+} simple_plan_t;
+
+static void simple_plan_destroy(bk_plan_t *bp)
+{
+    free(bp);
+}
+
+static simple_plan_t *simple_plan(bk_graph_t *g)
+{
+    simple_plan_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return bk_fail(g, "out of memory");
+    p->base.destroy = simple_plan_destroy;
+    return p;
+}
+
+static bk_plan_t *ct_relu_plan(bk_graph_t *g, const int in[4])
+{
+    simple_plan_t *p = simple_plan(g);
+    if (p)
+        p->count = count4(in);
+    return p ? &p->base : NULL;
+}
+
+static int ct_relu_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)
+{
+    return cu_check(g, ck_relu(stream_of(g->be), y, x, ((simple_plan_t *)bp)->count),
+                    "relu kernel");
+}
+
+static int ct_relu_bwd(bk_graph_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
+{
+    return cu_check(g, ck_relu_bwd(stream_of(g->be), gx, y, gy, ((simple_plan_t *)bp)->count),
+                    "relu backward kernel");
+}
+
+static bk_plan_t *ct_pool_plan(bk_graph_t *g, const bk_pool_t *pp, const int in[4],
+                               const int out[4])
+{
+    simple_plan_t *p = simple_plan(g);
+    if (!p)
+        return NULL;
+    p->pool = (ck_pool_t){.nc = in[0] * in[1], .ih = in[2], .iw = in[3], .oh = out[2],
+                          .ow = out[3], .kh = pp->kh, .kw = pp->kw, .sh = pp->stride_h,
+                          .sw = pp->stride_w, .ph = pp->pad_h, .pw = pp->pad_w,
+                          .alg = pp->alg == BK_POOL_MAX ? 0 : pp->alg == BK_POOL_AVG ? 1 : 2};
+    return &p->base;
+}
+
+static int ct_pool_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)
+{
+    return cu_check(g, ck_pool_fwd(stream_of(g->be), &((simple_plan_t *)bp)->pool, x, y),
+                    "pooling kernel");
+}
+
+static int ct_pool_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
+{
+    return cu_check(g, ck_pool_bwd(stream_of(g->be), &((simple_plan_t *)bp)->pool, x, gy, gx),
+                    "pooling backward kernel");
+}
+
+/* ----------------------------------------------------------------- linear */
+
+typedef struct {
+    bk_plan_t base;
+    int n, in, out, has_bias;
+    float *w, *b, *gw, *gb;   /* device */
+} lin_plan_t;
+
+static void lin_plan_destroy(bk_plan_t *bp)
+{
+    lin_plan_t *p = (lin_plan_t *)bp;
+    cudaFree(p->w);
+    cudaFree(p->b);
+    cudaFree(p->gw);
+    cudaFree(p->gb);
+    free(p);
+}
+
+static bk_plan_t *ct_linear_plan(bk_graph_t *g, const int in[4], int out, int has_bias)
+{
+    lin_plan_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return bk_fail(g, "out of memory");
+    p->base.destroy = lin_plan_destroy;
+    p->n = in[0];
+    p->in = in[1] * in[2] * in[3];
+    p->out = out;
+    p->has_bias = has_bias;
+    size_t wb = (size_t)out * p->in * sizeof(float), bb = (size_t)out * sizeof(float);
+    if (!(p->w = cu_alloc(g, wb)) || !(p->gw = cu_alloc(g, wb)) || !(p->b = cu_alloc(g, bb)) ||
+        !(p->gb = cu_alloc(g, bb))) {
+        lin_plan_destroy(&p->base);
+        return NULL;
+    }
+    return &p->base;
+}
+
+static int ct_linear_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w,
+                         const float *b, void *y)
+{
+    lin_plan_t *p = (lin_plan_t *)bp;
+    if (cu_sticky(g) < 0 || cu_upload(g, p->w, w, (size_t)p->out * p->in * sizeof(float)) < 0 ||
+        (b && cu_upload(g, p->b, b, (size_t)p->out * sizeof(float)) < 0))
+        return -1;
+    return cu_linear_fwd(g, x, p->n, p->in, p->w, b ? p->b : NULL, p->out, y);
+}
+
+/* Column-major views: gx^T (in x n) = w^T (in x out) gy^T (out x n);
+ * gw^T (in x out) = x^T (in x n) gy (n x out). */
+static int ct_linear_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w,
+                         const void *gy, void *gx, float *gw, float *gb)
+{
+    lin_plan_t *p = (lin_plan_t *)bp;
+    cuda_backend_t *cb = cu_be(g->be);
+    const float one = 1.0f, zero = 0.0f;
+    size_t wb = (size_t)p->out * p->in * sizeof(float);
+    if (cu_sticky(g) < 0)
+        return -1;
+    if (gx && (cu_upload(g, p->w, w, wb) < 0 ||
+               cublas_check(g, cublasSgemm(cb->blas, CUBLAS_OP_N, CUBLAS_OP_N, p->in, p->n, p->out,
+                                           &one, p->w, p->in, gy, p->out, &zero, gx, p->in),
+                            "cublasSgemm (linear backward data)") < 0))
+        return -1;
+    if (gw && (cublas_check(g, cublasSgemm(cb->blas, CUBLAS_OP_N, CUBLAS_OP_T, p->in, p->out, p->n,
+                                           &one, x, p->in, gy, p->out, &zero, p->gw, p->in),
+                            "cublasSgemm (linear backward weights)") < 0 ||
+               cu_download(g, gw, p->gw, wb) < 0))
+        return -1;
+    if (gb && (cu_check(g, ck_col_sums(cb->stream, gy, p->n, p->out, p->gb),
+                        "linear bias gradient kernel") < 0 ||
+               cu_download(g, gb, p->gb, (size_t)p->out * sizeof(float)) < 0))
+        return -1;
+    return 0;
+}
+
+const bk_tkernels_t CUDA_TKERNELS = {
+    .alloc = ct_alloc,
+    .release = ct_release,
+    .write = ct_write,
+    .read = ct_read,
+    .zero = ct_zero,
+    .copy = ct_copy,
+    .add = ct_add,
+    .acc = ct_acc,
+    .concat = ct_concat,
+    .flatten = ct_flatten,
+    .dropout = ct_dropout,
+    .ce_fwd = ct_ce_fwd,
+    .ce_bwd = ct_ce_bwd,
+    .conv_plan = ct_conv_plan,
+    .conv_fwd = ct_conv_fwd,
+    .conv_bwd = ct_conv_bwd,
+    .bn_plan = ct_bn_plan,
+    .bn_fwd = ct_bn_fwd,
+    .bn_bwd = ct_bn_bwd,
+    .chan_sums = ct_chan_sums,
+    .chan_axpb = ct_chan_axpb,
+    .relu_plan = ct_relu_plan,
+    .relu_fwd = ct_relu_fwd,
+    .relu_bwd = ct_relu_bwd,
+    .pool_plan = ct_pool_plan,
+    .pool_fwd = ct_pool_fwd,
+    .pool_bwd = ct_pool_bwd,
+    .linear_plan = ct_linear_plan,
+    .linear_fwd = ct_linear_fwd,
+    .linear_bwd = ct_linear_bwd,
+};
