@@ -7,9 +7,11 @@ a real ring:
          CREDITs carry the rank, a train batch of epoch 1 waits for EPOCH(0),
          EPOCH(stop) writes the checkpoint (ckpt.* metadata) and the final
          weights, STOP(0) exits 0;
-  run 2: a rank killed before step 3 (--fault-at-step): the other rank names
+  run 2: a rank killed before step 1 (--fault-at-step): the other rank names
          it ("all-reduce with rank ... failed"), writes the last completed
-         step's checkpoint and exits non-zero within the ring timeout.
+         step's checkpoint and exits non-zero within the ring timeout;
+  run 3: --sync-bn with 1 and 2 ranks over the same global steps (one with
+         an empty shard): the final weights agree within 1e-5.
 """
 import json
 import math
@@ -149,15 +151,22 @@ SHARDS = {
 }
 
 
-def train_step(job, seq, epoch, step, expect_results=True):
-    gcount = sum(len(s[0]) for s in SHARDS[step])
+def shards_of(step, world, table):
+    if world == 2:
+        return table[step]
+    return [(table[step][0][0] + table[step][1][0], table[step][0][1] + table[step][1][1])]
+
+
+def train_step(job, seq, epoch, step, expect_results=True, table=SHARDS):
+    shards = shards_of(step, job.world, table)
+    gcount = sum(len(s[0]) for s in shards)
     for r in range(job.world):
-        ids, labels = SHARDS[step][r]
+        ids, labels = shards[r]
         job.send(r, batch(seq + r, epoch, step, ids, labels, gcount))
     if not expect_results:
         return
     for r in range(job.world):
-        if not SHARDS[step][r][0]:
+        if not shards[r][0]:
             continue   # an empty shard sends no RESULT
         _, res = recv(job.reducer, 8)
         check(res["phase"] == 1 and res["step"] == step, "RESULT %r for step %d" % (
@@ -234,10 +243,62 @@ def run_fault(wd):
         job.close()
 
 
+def read_weights(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, t in hdr.items():
+        if name != "__metadata__" and t["dtype"] == "F32":
+            a, b = t["data_offsets"]
+            out[name] = struct.unpack("<%df" % ((b - a) // 4), data[a:b])
+    return out
+
+
+def run_syncbn(wd):
+    table = {0: SHARDS[0], 1: SHARDS[3]}   # step 1: rank 1's shard is empty
+    finals = []
+    for world in (1, 2):
+        d = os.path.join(wd, "w%d" % world)
+        os.makedirs(d)
+        final = os.path.join(d, "final.safetensors")
+        job = Job(d, world, [["--sync-bn", "--save-weights", final], ["--sync-bn"]])
+        try:
+            job.handshake()
+            train_step(job, 100, 0, 0, table=table)
+            train_step(job, 110, 0, 1, table=table)
+            for r in range(world):
+                job.send(r, [pack(7, epoch=0, phase=1)])
+            job.to_reducer_all([pack(12, epoch=0, decision=1, streak=0, val_top1=-1.0, reason="e")])
+            time.sleep(0.5)
+            job.to_reducer_all([pack(10, code=0, reason="finished")])
+            codes = job.wait()
+            check(codes == [0] * world, "sync-bn world %d: exit codes %r" % (world, codes))
+        finally:
+            job.close()
+        if not os.path.exists(final):
+            check(False, "sync-bn world %d: no final weights" % world)
+            return
+        finals.append(read_weights(final))
+    worst, where = 0.0, ""
+    for name, a in finals[0].items():
+        b = finals[1].get(name)
+        if b is None or len(a) != len(b):
+            check(False, "sync-bn: %s missing or reshaped with 2 ranks" % name)
+            continue
+        for x, y in zip(a, b):
+            d = abs(x - y) / max(1.0, abs(x))
+            if d > worst:
+                worst, where = d, name
+    check(worst <= 1e-5, "sync-bn: 1 vs 2 ranks differ by %g (%s)" % (worst, where))
+    print("sync-bn: 1 vs 2 ranks, worst relative difference %.2g (%s)" % (worst, where))
+
+
 def main():
     base = tempfile.mkdtemp(prefix="ddpipe-trd-")
     try:
-        for name, fn in (("ok", run_ok), ("fault", run_fault)):
+        for name, fn in (("ok", run_ok), ("fault", run_fault), ("syncbn", run_syncbn)):
             wd = os.path.join(base, name)
             os.makedirs(wd)
             n = len(failures)
