@@ -864,6 +864,10 @@ static int run(gpud_t *g)
 {
     if (g->trainer && train_start(g) < 0)
         return 1;
+    if (!g->trainer && g->welcome_train) {
+        log_error("reducerd runs a training job but this gpud was started without --train");
+        return 1;
+    }
     if (send_credit(g, (uint32_t)g->o.window, NULL) < 0) {
         log_error("cannot ask loaderd for work: %s", zmq_strerror(zmq_errno()));
         return 1;

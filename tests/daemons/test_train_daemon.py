@@ -10,7 +10,9 @@ a real ring:
   run 2: a rank killed before step 1 (--fault-at-step): the other rank names
          it ("all-reduce with rank ... failed"), writes the last completed
          step's checkpoint and exits non-zero within the ring timeout;
-  run 3: --sync-bn with 1 and 2 ranks over the same global steps (one with
+  run 3: SIGTERM to a rank blocked in the all-reduce: it stops within 2 s
+         (not the ring timeout), saves the last completed step, exits non-zero;
+  run 4: --sync-bn with 1 and 2 ranks over the same global steps (one with
          an empty shard): the final weights agree within 1e-5.
 """
 import json
@@ -243,6 +245,30 @@ def run_fault(wd):
         job.close()
 
 
+def run_sigterm(wd):
+    ckpt = os.path.join(wd, "ckpt.safetensors")
+    job = Job(wd, 2, [["--checkpoint", ckpt, "--ring-timeout", "60"], ["--ring-timeout", "60"]])
+    try:
+        job.handshake()
+        train_step(job, 100, 0, 0)
+        ids, labels = SHARDS[1][0]
+        job.send(0, batch(110, 0, 1, ids, labels, 6))   # rank 1 never gets its shard
+        recv(job.reducer, 8)                            # rank 0 is now in the all-reduce
+        time.sleep(0.3)
+        t0 = time.time()
+        job.procs[0].send_signal(15)
+        try:
+            code = job.procs[0].wait(5)
+        except subprocess.TimeoutExpired:
+            code = "hung"
+        check(code not in (0, "hung") and time.time() - t0 < 2.5,
+              "SIGTERM in the all-reduce: exit %r after %.1fs" % (code, time.time() - t0))
+        meta = safetensors_meta(ckpt) if os.path.exists(ckpt) else {}
+        check(meta.get("ckpt.step") == "1", "SIGTERM checkpoint step %r, want 1" % meta.get("ckpt.step"))
+    finally:
+        job.close()
+
+
 def read_weights(path):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
@@ -298,7 +324,8 @@ def run_syncbn(wd):
 def main():
     base = tempfile.mkdtemp(prefix="ddpipe-trd-")
     try:
-        for name, fn in (("ok", run_ok), ("fault", run_fault), ("syncbn", run_syncbn)):
+        for name, fn in (("ok", run_ok), ("fault", run_fault), ("sigterm", run_sigterm),
+                         ("syncbn", run_syncbn)):
             wd = os.path.join(base, name)
             os.makedirs(wd)
             n = len(failures)
