@@ -55,6 +55,9 @@ static int start_reducerd(job_t *j, const train_opts_t *o)
     argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
     argv_addf(&a, "--target-accuracy", "%.17g", o->target_accuracy);
     argv_addf(&a, "--patience", "%ld", o->patience);
+    argv_add(&a, "--resume-dir", o->out);
+    if (!o->val)
+        argv_add(&a, "--no-val", NULL);
     if (o->resuming) {
         argv_addf(&a, "--start-epoch", "%ld", o->resume.epoch);
         argv_addf(&a, "--streak", "%ld", o->resume.streak);
@@ -181,7 +184,7 @@ static void add_optimizer(argv_t *a, const train_opts_t *o)
     if (o->set_eta_min)
         argv_addf(a, "--eta-min", "%.17g", o->eta_min);
     if (o->warmup_epochs > 0)
-        argv_addf(a, "--warmup-epochs", "%.17g", o->warmup_epochs);
+        argv_addf(a, "--warmup-epochs", "%ld", o->warmup_epochs);
     if (o->set_warmup_sf)
         argv_addf(a, "--warmup-start-factor", "%.17g", o->warmup_start_factor);
     if (o->label_smoothing > 0)
@@ -213,6 +216,7 @@ static int start_gpud(job_t *j, const train_opts_t *o, long rank)
     argv_addf(&a, "--rank", "%ld", rank);
     argv_addf(&a, "--window", "%ld", o->window);
     argv_addf(&a, "--seed", "%ld", o->seed);
+    argv_addf(&a, "--global-batch-size", "%ld", o->global_batch);
     add_model(&a, o);
     add_optimizer(&a, o);
     add_run_files(&a, o);
@@ -257,6 +261,8 @@ static void print_epoch(train_view_t *v, bool tty)
     fprintf(stderr, "%sepoch %ld/%ld  train loss %.4f top-1 %.4f%s  lr %.6g  %.1f img/s  %.1fs  ETA %s\n",
             tty ? "\r\033[K" : "", v->last_epoch + 1, o->epochs, v->train_loss, v->train_top1, val,
             v->lr, v->img_s, per_epoch, eta);
+    if (o->verbose && v->reason[0])
+        fprintf(stderr, "  reducerd: %s %s\n", v->stop ? "stop:" : "continue:", v->reason);
     fflush(stderr);
 }
 
@@ -318,11 +324,10 @@ static int print_final(const train_view_t *v)
     char how[256];
     if (v->printed == 0)
         snprintf(how, sizeof how, "finished");
-    else if (done < o->epochs && v->reason[0])
-        snprintf(how, sizeof how, "stopped early after epoch %ld of %ld: %.150s", done, o->epochs, v->reason);
-    else if (done < o->epochs)
-        snprintf(how, sizeof how, "stopped early after epoch %ld of %ld: val top-1 >= %g for %ld epoch%s",
-                 done, o->epochs, o->target_accuracy, o->patience, o->patience == 1 ? "" : "s");
+    else if (done < o->epochs) /* reducerd's reason counts epochs from 0; these lines from 1 */
+        snprintf(how, sizeof how, "stopped early after epoch %ld of %ld: val top-1 >= %g for %ld epoch%s "
+                 "in a row (--patience %ld)", done, o->epochs, o->target_accuracy, v->streak,
+                 v->streak == 1 ? "" : "s", o->patience);
     else
         snprintf(how, sizeof how, "completed %ld epoch%s", done, done == 1 ? "" : "s");
     printf("ddpipe train: %s: %s", o->out, how);

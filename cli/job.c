@@ -280,6 +280,11 @@ static int on_child_exit(job_t *j, watch_t *w, child_t *c)
     }
     if (ok)
         return -1;
+    if (strcmp(c->name, "reducerd") == 0 && j->fail_reason[0]) {
+        /* it ended the job and said why: the caller prints the reason */
+        fprintf(stderr, "%sddpipe: reducerd ended the job (%s); its log: %s\n", j->tty ? "\n" : "", how, c->log);
+        return 1;
+    }
     fprintf(stderr, "%sddpipe: %s failed (%s); its log (%s):\n", j->tty ? "\n" : "", c->name, how, c->log);
     launch_tail_log(c, 15);
     return 1;

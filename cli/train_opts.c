@@ -149,6 +149,7 @@ static int parse_long_flag(train_opts_t *o, int c, const char *v)
     case O_TIMEOUT: return flags_long("timeout", v, 1, 86400 * 30, &o->timeout_s);
     case O_WTIMEOUT: return flags_long("worker-timeout", v, 1, 86400, &o->worker_timeout_s);
     case O_RTIMEOUT: return flags_long("ring-timeout", v, 1, 86400, &o->ring_timeout_s);
+    case O_WARMUP: return flags_long("warmup-epochs", v, 0, 1000000, &o->warmup_epochs);
     case O_TMAX: o->set_t_max = true; return flags_long("t-max", v, 1, 1000000, &o->t_max);
     default: return 1; /* not an integer flag */
     }
@@ -164,7 +165,6 @@ static int parse_double_flag(train_opts_t *o, int c, const char *v)
     case O_EPS: o->set_eps = true; return flags_double("eps", v, 0, 1, &o->eps);
     case O_GAMMA: o->set_gamma = true; return flags_double("gamma", v, 0, 1e6, &o->gamma);
     case O_ETA_MIN: o->set_eta_min = true; return flags_double("eta-min", v, 0, 1e6, &o->eta_min);
-    case O_WARMUP: return flags_double("warmup-epochs", v, 0, 1e6, &o->warmup_epochs);
     case O_WARMUP_SF: o->set_warmup_sf = true; return flags_double("warmup-start-factor", v, 0, 1, &o->warmup_start_factor);
     case O_SMOOTH: return flags_double("label-smoothing", v, 0, 1, &o->label_smoothing);
     case O_TARGET: return flags_double("target-accuracy", v, 0, 1, &o->target_accuracy);
@@ -224,6 +224,10 @@ static int check_choices(const train_opts_t *o)
     }
     if (strcmp(o->device, "cpu") != 0) {
         fprintf(stderr, "ddpipe train: --device %s: this build has only the cpu backend\n", o->device);
+        return -1;
+    }
+    if (o->target_accuracy > 0 && !o->val) {
+        fprintf(stderr, "ddpipe train: --target-accuracy needs a validation set (--val PATH)\n");
         return -1;
     }
     long fr, fs;
