@@ -924,6 +924,8 @@ static int train_setup(gpud_t *g)
                  (long long)info.epoch, (long long)info.step, (long long)info.streak);
         ckpt_info_clear(&info);
     }
+    if (zs_prepare_ipc(g->o.ring_bind) < 0)   /* ipc:// rings: the directory, path length */
+        return -1;
     g->ar = allreduce_bind(g->o.ring_bind, g->ring_ep, sizeof g->ring_ep, err, sizeof err);
     if (!g->ar) {
         log_error("%s", err);

@@ -103,8 +103,9 @@ class Job:
         names = sorted(joins)
         for r, name in enumerate(names):
             ring = joins[name][1].get("ring", "")
-            check(ring.startswith("tcp://127.0.0.1:") and int(ring.rsplit(":", 1)[1]) > 0,
-                  "JOIN ring %r is not a resolved tcp endpoint" % ring)
+            check(ring.startswith("ipc://") or
+                  (ring.startswith("tcp://127.0.0.1:") and int(ring.rsplit(":", 1)[1]) > 0),
+                  "JOIN ring %r is not a resolved endpoint" % ring)
         self.rid = [joins[n][0] for n in names]
         for r, name in enumerate(names):
             nxt = joins[names[(r + 1) % self.world]][1]["ring"]
@@ -247,7 +248,8 @@ def run_fault(wd):
 
 def run_sigterm(wd):
     ckpt = os.path.join(wd, "ckpt.safetensors")
-    job = Job(wd, 2, [["--checkpoint", ckpt, "--ring-timeout", "60"], ["--ring-timeout", "60"]])
+    job = Job(wd, 2, [["--checkpoint", ckpt, "--ring-timeout", "60", "--ring-bind",
+                       "ipc://%s/ring0" % wd], ["--ring-timeout", "60"]])   # ipc and tcp mixed
     try:
         job.handshake()
         train_step(job, 100, 0, 0)
