@@ -1,0 +1,101 @@
+/* cuda_optim — see cuda_optim.h. The scalars are derived on the host exactly
+ * as optim.c derives them; the kernels (cuda_kernels.cu) do the per-element
+ * work with explicitly rounded float operations. */
+#include "gpud/cuda/cuda_optim.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "gpud/cuda/cuda_kernels.h"
+
+static int ok(cudaError_t e, const char *what, char *err, size_t errlen)
+{
+    if (e == cudaSuccess)
+        return 0;
+    snprintf(err, errlen, "cuda optimizer: %s failed: %s (%s)", what, cudaGetErrorName(e),
+             cudaGetErrorString(e));
+    return -1;
+}
+
+static int sgd(const optim_cfg_t *c, cuda_oparam_t *p, double lr, cudaStream_t s, char *err,
+               size_t errlen)
+{
+    ck_sgd_t k = {.wd = p->decay ? (float)c->weight_decay : 0.0f,
+                  .mom = (float)c->momentum,
+                  .keep = (float)(1.0 - c->dampening),
+                  .neg_lr = (float)-lr,
+                  .use_mom = c->momentum != 0,
+                  .first = c->momentum != 0 && !p->have_buf,
+                  .nesterov = c->nesterov};
+    if (ok(ck_sgd(s, p->w, p->g, p->buf, (size_t)p->numel, k), "SGD kernel", err, errlen) < 0)
+        return -1;
+    p->have_buf |= k.use_mom;
+    p->step++;
+    return 0;
+}
+
+static int adam(const optim_cfg_t *c, cuda_oparam_t *p, double lr, cudaStream_t s, char *err,
+                size_t errlen)
+{
+    const double wdd = p->decay ? c->weight_decay : 0.0;
+    p->step++;
+    const double step = (double)(float)p->step;   /* PyTorch's float32 step */
+    const double bc1 = 1.0 - pow(c->beta1, step), bc2 = 1.0 - pow(c->beta2, step);
+    ck_adam_t k = {.b1 = (float)c->beta1,
+                   .b2 = (float)c->beta2,
+                   .one_b1 = (float)(1.0 - c->beta1),
+                   .one_b2 = (float)(1.0 - c->beta2),
+                   .wd = (float)wdd,
+                   .decay_mul = (float)(1.0 - lr * wdd),
+                   .neg_step_size = (float)-(lr / bc1),
+                   .bc2_sqrt = (float)sqrt(bc2),
+                   .eps = (float)c->eps,
+                   .adamw = c->kind == OPTIM_ADAMW};
+    return ok(ck_adam(s, p->w, p->g, p->buf, p->sq, c->amsgrad ? p->sq_max : NULL,
+                      (size_t)p->numel, k), "Adam kernel", err, errlen);
+}
+
+static int novograd(const optim_cfg_t *c, cuda_oparam_t *p, double lr, cudaStream_t s,
+                    char *err, size_t errlen)
+{
+    double sum = 0.0;
+    p->step++;
+    if (ok(ck_sumsq(s, p->g, (size_t)p->numel, p->dsum), "NovoGrad norm kernel", err, errlen) < 0 ||
+        ok(cudaMemcpyAsync(&sum, p->dsum, sizeof sum, cudaMemcpyDeviceToHost, s), "copy", err,
+           errlen) < 0 ||
+        ok(cudaStreamSynchronize(s), "NovoGrad norm", err, errlen) < 0)
+        return -1;
+    const float norm = (float)sum;
+    p->nv_sq = p->nv_sq == 0 ? norm : p->nv_sq * (float)c->beta2 + (float)(1.0 - c->beta2) * norm;
+    float vv = p->nv_sq;
+    if (c->amsgrad) {
+        p->nv_sq_max = fmaxf(p->nv_sq_max, vv);
+        vv = p->nv_sq_max;
+    }
+    ck_novograd_t k = {.denom = sqrtf(vv) + (float)c->eps,
+                       .wd = p->decay ? (float)c->weight_decay : 0.0f,
+                       .b1 = (float)c->beta1,
+                       .avg = (float)(1.0 - c->beta1),
+                       .neg_lr = (float)-lr,
+                       .grad_averaging = c->grad_averaging};
+    return ok(ck_novograd(s, p->w, p->g, p->buf, (size_t)p->numel, k), "NovoGrad kernel", err,
+              errlen);
+}
+
+int cuda_optim_step(const optim_cfg_t *c, cuda_oparam_t *p, double lr, void *stream,
+                    char *err, size_t errlen)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (c->kind) {
+    case OPTIM_SGD:
+        return sgd(c, p, lr, s, err, errlen);
+    case OPTIM_NOVOGRAD:
+        return novograd(c, p, lr, s, err, errlen);
+    case OPTIM_ADAM:
+    case OPTIM_ADAMW:
+        return adam(c, p, lr, s, err, errlen);
+    default:
+        snprintf(err, errlen, "cuda optimizer: unknown kind %d", (int)c->kind);
+        return -1;
+    }
+}

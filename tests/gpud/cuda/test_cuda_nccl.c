@@ -1,0 +1,104 @@
+/* gpud_cuda_nccl (GPU, >= 2 devices): two ranks, one process and one GPU
+ * each (NCCL refuses two ranks on one device), sum arrays with
+ * nccl_ar_sum (host) and nccl_ar_sum_device; every rank must end with the
+ * exact sums. Then rank 1 exits without joining the next all-reduce and
+ * rank 0 must fail within its timeout with a message, not hang.
+ * The parent spawns itself twice (exec: no CUDA state crosses a fork); rank
+ * 0 publishes the NCCL id through a file, as reducerd's WELCOME would.
+ * Exits 77 with fewer than 2 CUDA devices. */
+#include <cuda_runtime.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpud/cuda/cuda_backend.h"
+#include "gpud/cuda/cuda_nccl.h"
+#include "../tcheck.h"
+
+extern char **environ;
+
+enum { NF = 100003 };   /* odd size: no chunk divides it */
+
+static int read_id(const char *path, char *id)
+{
+    for (int i = 0; i < 600; i++) {   /* up to 60 s */
+        FILE *f = fopen(path, "r");
+        if (f) {
+            int ok = fgets(id, NCCL_AR_ID_LEN, f) && strlen(id) == NCCL_AR_ID_LEN - 1;
+            fclose(f);
+            if (ok)
+                return 0;
+        }
+        usleep(100000);
+    }
+    return -1;
+}
+
+static int rank_main(int rank, const char *idfile)
+{
+    char id[NCCL_AR_ID_LEN], err[512] = "", tmp[1100];
+    if (rank == 0) {
+        REQUIRE(nccl_ar_make_id(id, sizeof id, err, sizeof err) == 0, "%s", err);
+        snprintf(tmp, sizeof tmp, "%s.tmp", idfile);
+        FILE *f = fopen(tmp, "w");
+        REQUIRE(f && fputs(id, f) >= 0 && fclose(f) == 0 && rename(tmp, idfile) == 0, "id file");
+    } else {
+        REQUIRE(read_id(idfile, id) == 0, "rank 1: no id from rank 0");
+    }
+    nccl_ar_t *ar = nccl_ar_new(rank, 2, id, rank, 60000, err, sizeof err);
+    REQUIRE(ar, "rank %d: %s", rank, err);
+    static float a[NF];
+    for (int i = 0; i < NF; i++)
+        a[i] = (float)(rank + 1) * (float)(i % 1000);
+    CHECK(nccl_ar_sum(ar, a, NF, 30000, err, sizeof err) == 0, "rank %d host sum: %s", rank, err);
+    for (int i = 0; i < NF; i++)
+        if (a[i] != 3.0f * (float)(i % 1000)) {
+            CHECK(0, "rank %d: a[%d] = %g, want %g", rank, i, (double)a[i], 3.0 * (i % 1000));
+            break;
+        }
+    float *d = NULL;
+    REQUIRE(cudaMalloc((void **)&d, NF * 4) == cudaSuccess &&
+            cudaMemcpy(d, a, NF * 4, cudaMemcpyHostToDevice) == cudaSuccess, "device copy");
+    CHECK(nccl_ar_sum_device(ar, d, NF, 30000, err, sizeof err) == 0, "rank %d device sum: %s",
+          rank, err);
+    REQUIRE(cudaMemcpy(a, d, NF * 4, cudaMemcpyDeviceToHost) == cudaSuccess, "copy back");
+    CHECK(a[999] == 6.0f * 999.0f, "rank %d: device sum a[999] = %g", rank, (double)a[999]);
+    cudaFree(d);
+    if (rank == 1)   /* dies: leaves rank 0 alone in the next collective */
+        _exit(tc_failures ? 1 : 0);
+    CHECK(nccl_ar_sum(ar, a, NF, 3000, err, sizeof err) < 0, "rank 0: sum without a peer "
+          "succeeded");
+    printf("rank 0 with a dead peer: %s\n", err);
+    nccl_ar_destroy(&ar);
+    return tc_done("test_cuda_nccl rank 0");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3)
+        return rank_main(atoi(argv[1]), argv[2]);
+    if (cuda_device_count() < 2) {
+        printf("test_cuda_nccl: %d CUDA device(s), needs 2, skipped\n", cuda_device_count());
+        return 77;
+    }
+    char idfile[256];
+    snprintf(idfile, sizeof idfile, "/tmp/ddp_nccl_id_%d", (int)getpid());
+    unlink(idfile);
+    pid_t pid[2];
+    for (int r = 0; r < 2; r++) {
+        char rs[8];
+        snprintf(rs, sizeof rs, "%d", r);
+        char *args[] = {argv[0], rs, idfile, NULL};
+        REQUIRE(posix_spawn(&pid[r], argv[0], NULL, NULL, args, environ) == 0, "spawn");
+    }
+    for (int r = 0; r < 2; r++) {
+        int st = 0;
+        REQUIRE(waitpid(pid[r], &st, 0) == pid[r], "waitpid");
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d failed (status %d)", r, st);
+    }
+    unlink(idfile);
+    return tc_done("test_cuda_nccl");
+}

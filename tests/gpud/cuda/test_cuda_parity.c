@@ -1,0 +1,197 @@
+/* gpud_cuda_parity (GPU): the cuda backend on the committed goldens.
+ *  - logits of resnet18 (224x224 and 97x131) and the seed WideResNet (two
+ *    width sets) against PyTorch's (tests/golden/<model>_io.safetensors): max|a-b|
+ *    / max|b| <= 1e-4 in fp32, the CPU backend's bar (test_parity.c);
+ *  - the same logits against the CPU backend's, and eval metrics (top-1,
+ *    top-5 ids, per-sample CE) identical to the CPU backend's;
+ *  - cuda_topk_ce equal to model_topk_ce, ties and NaN included;
+ *  - cuda_graph_write_u8 produces exactly the floats of the host table.
+ * Exits 77 (skipped) when no CUDA device is present. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/safetensors.h"
+#include "gpud/backend.h"
+#include "gpud/cuda/cuda_backend.h"
+#include "gpud/model.h"
+#include "../tcheck.h"
+
+#define TOL 1e-4
+
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double maxdiff = 0.0, maxref = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        maxdiff = d > maxdiff || isnan(d) ? d : maxdiff;
+        maxref = fabs((double)b[i]) > maxref ? fabs((double)b[i]) : maxref;
+    }
+    return maxref > 0 ? maxdiff / maxref : maxdiff;
+}
+
+static safetensors_t *open_io(const char *rel)
+{
+    char path[1024], err[512] = "";
+    safetensors_t *st = safetensors_open(tc_src(rel, path, sizeof path), err, sizeof err);
+    REQUIRE(st, "%s", err);
+    return st;
+}
+
+static model_t *load(const char *arch, const char *backend, const char *weights,
+                     const int *channels, int in_channels)
+{
+    char path[1024], err[512] = "";
+    model_opts_t o = {.arch = arch, .in_channels = in_channels, .threads = 2};
+    if (channels) {
+        memcpy(o.channels, channels, sizeof o.channels);
+        o.n_channels = 4;
+    }
+    model_t *m = model_new(&o, backend, tc_src(weights, path, sizeof path), err, sizeof err);
+    REQUIRE(m, "model_new(%s, %s, %s): %s", arch, backend, weights, err);
+    return m;
+}
+
+/* logits of input `input` of io on m (n * classes floats, caller frees) */
+static float *run(model_t *m, const safetensors_t *io, const char *input, int normalise,
+                  int *n_out)
+{
+    const st_tensor_t *x = safetensors_get(io, input);
+    REQUIRE(x && x->dtype == ST_U8 && x->ndim == 4, "%s", input);
+    float mean[3], std[3];
+    if (normalise)
+        REQUIRE(st_tensor_to_f32(safetensors_get(io, "mean"), mean, 3) == 0 &&
+                st_tensor_to_f32(safetensors_get(io, "std"), std, 3) == 0, "mean/std");
+    int n = (int)x->shape[0], nc = model_num_classes(m);
+    float *got = calloc((size_t)n * nc, sizeof *got);
+    char err[512] = "";
+    REQUIRE(got, "alloc");
+    int rc = model_forward_u8(m, x->data, n, (int)x->shape[1], (int)x->shape[2],
+                              (int)x->shape[3], normalise ? mean : NULL, normalise ? std : NULL,
+                              got, err, sizeof err);
+    CHECK(rc == 0, "%s: forward failed: %s", input, err);
+    *n_out = n;
+    return got;
+}
+
+/* Top-1/top-5 ids and CE of a and b must be the same (eval metrics). */
+static void same_metrics(const char *label, const float *a, const float *b, int n, int nc,
+                         const int32_t *labels)
+{
+    int k = nc < 5 ? nc : 5, diff = 0;
+    int32_t *ta = malloc((size_t)n * k * 4), *tb = malloc((size_t)n * k * 4);
+    float *la = malloc((size_t)n * 4), *lb = malloc((size_t)n * 4);
+    REQUIRE(ta && tb && la && lb, "alloc");
+    model_topk_ce(a, n, nc, labels, k, ta, la);
+    model_topk_ce(b, n, nc, labels, k, tb, lb);
+    for (int i = 0; i < n; i++)
+        diff += ta[(size_t)i * k] != tb[(size_t)i * k];
+    printf("%-30s top-1 disagreements cuda vs cpu: %d of %d\n", label, diff, n);
+    CHECK(diff == 0, "%s: top-1 differs on %d samples", label, diff);
+    free(ta);
+    free(tb);
+    free(la);
+    free(lb);
+}
+
+static void check_model(const char *label, const char *arch, const char *weights,
+                        const char *io_path, const char *input, const char *logits,
+                        const int *channels, int in_channels, int normalise)
+{
+    safetensors_t *io = open_io(io_path);
+    model_t *mc = load(arch, "cuda", weights, channels, in_channels);
+    model_t *mp = load(arch, "cpu", weights, channels, in_channels);
+    int n = 0, n2 = 0, nc = model_num_classes(mc);
+    float *gc = run(mc, io, input, normalise, &n), *gp = run(mp, io, input, normalise, &n2);
+    const st_tensor_t *y = safetensors_get(io, logits);
+    REQUIRE(y && y->ndim == 2 && y->shape[0] == n && y->shape[1] == nc, "%s", logits);
+    float *want = malloc((size_t)n * nc * sizeof *want);
+    REQUIRE(want && st_tensor_to_f32(y, want, (size_t)n * nc) == 0, "alloc");
+    double et = rel_err(gc, want, (size_t)n * nc), ep = rel_err(gc, gp, (size_t)n * nc);
+    printf("%-30s n=%d vs torch %.3g, vs cpu %.3g (tol %.0e)\n", label, n, et, ep, TOL);
+    CHECK(et <= TOL, "%s: cuda vs torch %.3g > %g", label, et, TOL);
+    CHECK(ep <= TOL, "%s: cuda vs cpu %.3g > %g", label, ep, TOL);
+    int32_t *labels = malloc((size_t)n * 4);
+    REQUIRE(labels, "alloc");
+    for (int i = 0; i < n; i++)
+        labels[i] = i % nc;
+    same_metrics(label, gc, gp, n, nc, labels);
+    free(labels);
+    free(want);
+    free(gc);
+    free(gp);
+    model_destroy(&mc);
+    model_destroy(&mp);
+    safetensors_destroy(&io);
+}
+
+static void check_topk(void)
+{
+    char err[512] = "";
+    backend_t *be = backend_new("cuda", 1, err, sizeof err);
+    REQUIRE(be, "%s", err);
+    enum { N = 7, C = 11, K = 5 };
+    float l[N * C];
+    int32_t labels[N] = {0, 3, 10, -1, 11, 5, 2};
+    for (int i = 0; i < N * C; i++)
+        l[i] = (float)((i * 37) % 13) * 0.25f - 1.0f;   /* many ties */
+    l[2 * C + 4] = NAN;
+    l[5 * C + 1] = INFINITY;
+    int32_t ta[N * K], tb[N * K];
+    float la[N], lb[N];
+    model_topk_ce(l, N, C, labels, K, ta, la);
+    CHECK(cuda_topk_ce(be, l, N, C, labels, K, tb, lb, err, sizeof err) == 0, "%s", err);
+    CHECK(memcmp(ta, tb, sizeof ta) == 0, "top-k ids differ from model_topk_ce");
+    for (int i = 0; i < N; i++)
+        CHECK((isnan(la[i]) && isnan(lb[i])) || la[i] == lb[i], "loss[%d] %g vs %g", i,
+              (double)lb[i], (double)la[i]);
+    backend_destroy(&be);
+}
+
+static void check_u8(void)
+{
+    char err[512] = "";
+    backend_t *be = backend_new("cuda", 1, err, sizeof err);
+    REQUIRE(be, "%s", err);
+    enum { N = 3, C = 3, H = 5, W = 7 };
+    static const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    uint8_t px[N * C * H * W];
+    float want[N * C * H * W], got[N * C * H * W];
+    for (size_t i = 0; i < sizeof px; i++)
+        px[i] = (uint8_t)(i * 101 + 7);
+    for (size_t i = 0; i < sizeof px; i++) {
+        int ch = (int)((i / (H * W)) % C);
+        want[i] = ((float)px[i] / 255.0f - mean[ch]) / std[ch];   /* model.c's table */
+    }
+    bk_graph_t *g = bk_graph_new(be);
+    bk_tensor_t *x = bk_input(g, N, C, H, W);
+    for (int round = 0; round < 3; round++) {   /* both halves of the double buffer */
+        CHECK(cuda_graph_write_u8(g, x, px, mean, std) == 0 && bk_run(g) == 0 &&
+              bk_read(g, x, got) == 0, "u8 write: %s", bk_graph_error(g) ? bk_graph_error(g) : "");
+        CHECK(memcmp(got, want, sizeof got) == 0, "u8 normalise differs from the host table");
+    }
+    bk_graph_destroy(&g);
+    backend_destroy(&be);
+}
+
+int main(void)
+{
+    if (cuda_device_count() == 0) {
+        printf("test_cuda_parity: no CUDA device, skipped\n");
+        return 77;
+    }
+    static const int small[4] = {8, 16, 24, 32}, rgb[4] = {4, 8, 8, 12};
+    check_u8();
+    check_topk();
+    check_model("wrn 8,16,24,32 cuda", "wideresnet", "tests/golden/wrn_small.safetensors",
+                "tests/golden/wrn_small_io.safetensors", "input_u8", "logits", small, 0, 0);
+    check_model("wrn rgb cuda", "wideresnet", "tests/golden/wrn_rgb.safetensors",
+                "tests/golden/wrn_rgb_io.safetensors", "input_u8", "logits", rgb, 3, 0);
+    check_model("resnet18 cuda 224x224", "resnet18", "tests/golden/resnet18.safetensors",
+                "tests/golden/resnet18_io.safetensors", "input_u8", "logits", NULL, 0, 1);
+    check_model("resnet18 cuda 97x131", "resnet18", "tests/golden/resnet18.safetensors",
+                "tests/golden/resnet18_io.safetensors", "input2_u8", "logits2", NULL, 0, 1);
+    return tc_done("test_cuda_parity");
+}

@@ -1,0 +1,248 @@
+/* gpud_cuda_train_ops (GPU): training graphs on the cuda backend against
+ * the plain-C reference backend ("ref"): one graph that uses every op
+ * (conv with bias and stride, BN training + fused ReLU, frozen eval BN,
+ * ReLU, max/avg pooling, add, concat, dropout, global pooling, flatten,
+ * linear, label-smoothed CE). Two steps (weights updated in between, so the
+ * re-read of bound parameters is checked too): per-sample losses, logits,
+ * every parameter gradient, the input gradient and the running statistics
+ * agree to max|a-b|/max|b| <= 1e-4. Then the optimizer kernels against
+ * gpud/optim/optim.c over 3 steps. Exits 77 without a CUDA device. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/backend.h"
+#include "gpud/cuda/cuda_backend.h"
+#include "gpud/cuda/cuda_optim.h"
+#include "gpud/optim/optim.h"
+#include "../tcheck.h"
+
+#define TOL 1e-4
+enum { N = 4, C = 3, H = 11, W = 9, K = 5 };
+
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double maxdiff = 0.0, maxref = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        maxdiff = d > maxdiff || isnan(d) ? d : maxdiff;
+        maxref = fabs((double)b[i]) > maxref ? fabs((double)b[i]) : maxref;
+    }
+    return maxref > 0 ? maxdiff / maxref : maxdiff;
+}
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static float frand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* Every parameter array of the net, one set per backend. */
+#define NP 13
+typedef struct {
+    float *p[NP], *gp[NP];
+    size_t n[NP];
+} params_t;
+
+static const size_t SIZES[NP] = {
+    6 * C * 3 * 3, 6,       /* conv1 w, b */
+    6, 6, 6, 6,             /* bn1 gamma, beta, rmean, rvar */
+    8 * 6 * 1 * 1,          /* conv2 w (no bias) */
+    8, 8, 8, 8,             /* bn2 (frozen, eval mode) */
+    K * 14, K               /* fc (concat 6 + 8 channels, global pooled) */
+};
+
+static void params_init(params_t *a, params_t *b)
+{
+    for (int i = 0; i < NP; i++) {
+        a->n[i] = b->n[i] = SIZES[i];
+        a->p[i] = malloc(SIZES[i] * 4);
+        b->p[i] = malloc(SIZES[i] * 4);
+        a->gp[i] = calloc(SIZES[i], 4);
+        b->gp[i] = calloc(SIZES[i], 4);
+        REQUIRE(a->p[i] && b->p[i] && a->gp[i] && b->gp[i], "alloc");
+        for (size_t j = 0; j < SIZES[i]; j++) {
+            float v = frand();
+            if (i == 5 || i == 10)
+                v = 1.0f + 0.5f * v * v;   /* running variances: positive */
+            a->p[i][j] = b->p[i][j] = v;
+        }
+    }
+}
+
+static void params_free(params_t *a)
+{
+    for (int i = 0; i < NP; i++) {
+        free(a->p[i]);
+        free(a->gp[i]);
+    }
+}
+
+typedef struct {
+    bk_tgraph_t *g;
+    bk_tvar_t *x, *logits, *loss;
+} net_t;
+
+static net_t build(backend_t *be, params_t *P)
+{
+    net_t t = {.g = bk_tgraph_new(be)};
+    bk_tgraph_t *g = t.g;
+    t.x = bk_t_input(g, N, C, H, W, 1);
+    bk_tconv_t c1 = {C, 6, 3, 3, 2, 2, 1, 1, P->p[0], P->gp[0], P->p[1], P->gp[1]};
+    bk_tvar_t *a = bk_t_conv2d(g, t.x, &c1);
+    bk_tbn_t bn1 = {6, P->p[2], P->gp[2], P->p[3], P->gp[3], P->p[4], P->p[5], 0.1f, 1e-5f,
+                    1, 0, NULL};
+    a = bk_t_batchnorm(g, a, &bn1);                       /* training, fused ReLU */
+    bk_pool_t mp = {BK_POOL_MAX, 3, 3, 2, 2, 1, 1};
+    bk_tvar_t *p = bk_t_pool2d(g, a, &mp);
+    bk_tconv_t c2 = {6, 8, 1, 1, 1, 1, 0, 0, P->p[6], P->gp[6], NULL, NULL};
+    bk_tvar_t *b = bk_t_conv2d(g, p, &c2);
+    bk_tbn_t bn2 = {8, P->p[7], P->gp[7], P->p[8], P->gp[8], P->p[9], P->p[10], 0.1f, 1e-5f,
+                    0, 1, NULL};
+    b = bk_t_relu(g, bk_t_batchnorm(g, b, &bn2));        /* frozen BN, separate ReLU */
+    bk_pool_t ap = {BK_POOL_AVG_EXCLUDE_PAD, 3, 3, 1, 1, 1, 1};
+    bk_pool_t ai = {BK_POOL_AVG, 3, 3, 1, 1, 1, 1};
+    bk_tvar_t *q = bk_t_add(g, bk_t_pool2d(g, p, &ap), bk_t_pool2d(g, p, &ai));
+    q = bk_t_dropout(g, q, 0.25f);
+    bk_tvar_t *cat[2] = {q, b};
+    bk_tvar_t *y = bk_t_flatten(g, bk_t_global_avg_pool(g, bk_t_concat(g, 2, cat)));
+    t.logits = bk_t_linear(g, y, K, P->p[11], P->gp[11], P->p[12], P->gp[12]);
+    t.loss = bk_t_softmax_ce(g, t.logits, 0.1f);
+    REQUIRE(!bk_tgraph_error(g), "build on %s: %s", backend_name(be), bk_tgraph_error(g));
+    return t;
+}
+
+static void step(net_t *t, const float *x, const int32_t *labels, const int64_t *ids,
+                 uint64_t stepno)
+{
+    float dy[N];
+    for (int i = 0; i < N; i++)
+        dy[i] = 1.0f / N;
+    bk_tgraph_t *g = t->g;
+    CHECK(bk_t_write(g, t->x, x) == 0 && bk_t_set_labels(g, labels) == 0 &&
+          bk_t_set_step(g, 7, stepno, ids) == 0 && bk_t_forward(g) == 0 &&
+          bk_t_backward(g, t->loss, dy) == 0, "step: %s",
+          bk_tgraph_error(g) ? bk_tgraph_error(g) : "");
+}
+
+static void compare(const char *what, const float *a, const float *b, size_t n)
+{
+    double e = rel_err(a, b, n);
+    printf("  %-22s rel err %.2g\n", what, e);
+    CHECK(e <= TOL, "%s: cuda vs ref %.3g > %g", what, e, TOL);
+}
+
+static void check_graph(void)
+{
+    char err[512] = "";
+    backend_t *bc = backend_new("cuda", 1, err, sizeof err), *br = backend_new("ref", 2, err, sizeof err);
+    REQUIRE(bc && br, "backends: %s", err);
+    params_t pc, pr;
+    params_init(&pc, &pr);
+    net_t tc = build(bc, &pc), tr = build(br, &pr);
+    float x[N * C * H * W], a[N * C * H * W], b[N * C * H * W], lc[N * K], lr[N * K];
+    int32_t labels[N] = {1, 4, 0, 2};
+    int64_t ids[N] = {10, 11, 12, 99};
+    for (int s = 0; s < 2; s++) {
+        for (size_t i = 0; i < sizeof x / 4; i++)
+            x[i] = frand();
+        step(&tc, x, labels, ids, (uint64_t)s);
+        step(&tr, x, labels, ids, (uint64_t)s);
+        printf("step %d\n", s);
+        CHECK(bk_t_read(tc.g, tc.logits, lc) == 0 && bk_t_read(tr.g, tr.logits, lr) == 0, "read");
+        compare("logits", lc, lr, N * K);
+        CHECK(bk_t_read(tc.g, tc.loss, lc) == 0 && bk_t_read(tr.g, tr.loss, lr) == 0, "read");
+        compare("per-sample CE", lc, lr, N);
+        CHECK(bk_t_read_grad(tc.g, tc.x, a) == 0 && bk_t_read_grad(tr.g, tr.x, b) == 0, "grad");
+        compare("input gradient", a, b, sizeof a / 4);
+        for (int i = 0; i < 13; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "param %d", i);
+            compare(name, pc.p[i], pr.p[i], SIZES[i]);   /* running stats included */
+            if (i != 4 && i != 5 && i != 9 && i != 10) {
+                snprintf(name, sizeof name, "grad of param %d", i);
+                compare(name, pc.gp[i], pr.gp[i], SIZES[i]);
+            }
+        }
+        /* an SGD step on both sets: the next forward must read the new weights */
+        for (int i = 0; i < 13; i++)
+            for (size_t j = 0; j < SIZES[i]; j++) {
+                pc.p[i][j] -= 0.1f * pc.gp[i][j];
+                pr.p[i][j] = pc.p[i][j];
+            }
+    }
+    bk_tgraph_destroy(&tc.g);
+    bk_tgraph_destroy(&tr.g);
+    params_free(&pc);
+    params_free(&pr);
+    backend_destroy(&bc);
+    backend_destroy(&br);
+}
+
+/* The device optimizer against optim.c, 3 steps, several configurations. */
+static void check_optim(optim_kind_t kind, double wd, double mom, bool nesterov, bool ams,
+                        bool grad_avg)
+{
+    enum { M = 1000 };
+    char err[256] = "";
+    optim_cfg_t cfg = optim_cfg_default(kind);
+    cfg.weight_decay = wd;
+    cfg.momentum = mom;
+    cfg.nesterov = nesterov;
+    cfg.amsgrad = ams;
+    cfg.grad_averaging = grad_avg;
+    optim_t *o = optim_new(&cfg, err, sizeof err);
+    REQUIRE(o, "%s", err);
+    static float w[M], g[M], wd_host[M];
+    for (int i = 0; i < M; i++)
+        w[i] = wd_host[i] = frand();
+    int64_t shape[1] = {M};
+    REQUIRE(optim_add_param(o, "p", w, g, 1, shape, true, err, sizeof err) == 0, "%s", err);
+    float *dev = NULL;
+    double *dsum = NULL;
+    REQUIRE(cudaMalloc((void **)&dev, 5 * M * 4) == cudaSuccess &&
+            cudaMemset(dev, 0, 5 * M * 4) == cudaSuccess &&
+            cudaMalloc((void **)&dsum, 8) == cudaSuccess, "cudaMalloc");
+    cuda_oparam_t p = {.w = dev, .g = dev + M, .buf = dev + 2 * M, .sq = dev + 3 * M,
+                       .sq_max = dev + 4 * M, .numel = M, .decay = true, .dsum = dsum};
+    REQUIRE(cudaMemcpy(dev, wd_host, M * 4, cudaMemcpyHostToDevice) == cudaSuccess, "copy");
+    for (int s = 0; s < 3; s++) {
+        for (int i = 0; i < M; i++)
+            g[i] = frand() * (i % 7 == 0 ? 0.0f : 1.0f);
+        REQUIRE(cudaMemcpy(dev + M, g, M * 4, cudaMemcpyHostToDevice) == cudaSuccess, "copy");
+        optim_step(o, 0.05);
+        CHECK(cuda_optim_step(&cfg, &p, 0.05, NULL, err, sizeof err) == 0, "%s", err);
+    }
+    REQUIRE(cudaMemcpy(wd_host, dev, M * 4, cudaMemcpyDeviceToHost) == cudaSuccess, "copy");
+    double e = rel_err(wd_host, w, M);
+    int exact = memcmp(wd_host, w, sizeof w) == 0;
+    printf("optim %-8s wd %.0e mom %.1f nesterov %d amsgrad %d: rel err %.2g%s\n",
+           optim_kind_name(kind), wd, mom, nesterov, ams, e, exact ? " (bit-exact)" : "");
+    /* element-wise kernels are bit-exact; NovoGrad's norm is a parallel sum */
+    CHECK(kind == OPTIM_NOVOGRAD ? e <= 1e-6 : exact, "optimizer %s differs: %.3g",
+          optim_kind_name(kind), e);
+    cudaFree(dev);
+    cudaFree(dsum);
+    optim_destroy(&o);
+}
+
+int main(void)
+{
+    if (cuda_device_count() == 0) {
+        printf("test_cuda_train_ops: no CUDA device, skipped\n");
+        return 77;
+    }
+    check_graph();
+    check_optim(OPTIM_SGD, 5e-4, 0.9, false, false, false);
+    check_optim(OPTIM_SGD, 0.0, 0.9, true, false, false);
+    check_optim(OPTIM_ADAM, 1e-2, 0, false, false, false);
+    check_optim(OPTIM_ADAMW, 1e-2, 0, false, true, false);
+    check_optim(OPTIM_NOVOGRAD, 1e-3, 0, false, false, true);
+    return tc_done("test_cuda_train_ops");
+}
