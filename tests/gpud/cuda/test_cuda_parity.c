@@ -19,7 +19,13 @@
 #include "gpud/model.h"
 #include "../tcheck.h"
 
-#define TOL 1e-4
+/* fp32: the CPU backend's bar. tf32 (DDPIPE_CUDA_PRECISION=tf32): inputs
+ * of every conv/linear product are rounded to 10 mantissa bits (relative
+ * 2^-11 ~ 4.9e-4 each); over resnet18's 21 layers the logits drift by
+ * ~1e-3 relative, so 1e-2 bounds it with margin, and top-1 may differ on
+ * near-ties (reported, not required). */
+static double TOL = 1e-4;
+static int tf32;
 
 static double rel_err(const float *a, const float *b, size_t n)
 {
@@ -89,7 +95,7 @@ static void same_metrics(const char *label, const float *a, const float *b, int 
     for (int i = 0; i < n; i++)
         diff += ta[(size_t)i * k] != tb[(size_t)i * k];
     printf("%-30s top-1 disagreements cuda vs cpu: %d of %d\n", label, diff, n);
-    CHECK(diff == 0, "%s: top-1 differs on %d samples", label, diff);
+    CHECK(diff == 0 || tf32, "%s: top-1 differs on %d samples", label, diff);
     free(ta);
     free(tb);
     free(la);
@@ -183,6 +189,10 @@ int main(void)
         return 77;
     }
     static const int small[4] = {8, 16, 24, 32}, rgb[4] = {4, 8, 8, 12};
+    const char *prec = getenv("DDPIPE_CUDA_PRECISION");
+    tf32 = prec && strcmp(prec, "tf32") == 0;
+    TOL = tf32 ? 1e-2 : 1e-4;
+    printf("precision %s, tolerance %.0e\n", tf32 ? "tf32" : "fp32", TOL);
     check_u8();
     check_topk();
     check_model("wrn 8,16,24,32 cuda", "wideresnet", "tests/golden/wrn_small.safetensors",

@@ -1,0 +1,138 @@
+/* cuda_resnet18 — ResNet-18 throughput of ddpipe's cuda backend, as gpud
+ * runs it: model_forward_u8 (eval, normalisation included) or
+ * model_train_step_u8 + a plain SGD update (train) on batches of uint8
+ * images. Compare with bench/cuda_resnet18_torch.py on the same GPU; both are
+ * run by scripts/gpu-check.sh.
+ *
+ *   cuda_resnet18 eval|train [--batch 256] [--iters 10] [--warmup 2]
+ *                 [--size 224] [--precision fp32|tf32] [--weights W]
+ *
+ * Prints one line: "ddpipe-cuda resnet18 MODE img/s=X ... device=NAME".
+ */
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "gpud/backend.h"
+#include "gpud/cuda/cuda_backend.h"
+#include "gpud/model.h"
+
+static const float MEAN[3] = {0.485f, 0.456f, 0.406f}, STD[3] = {0.229f, 0.224f, 0.225f};
+
+typedef struct {
+    const char *mode, *weights, *precision;
+    long batch, iters, warmup, size;
+} opts_t;
+
+static int parse(int argc, char **argv, opts_t *o)
+{
+    static const struct option longs[] = {
+        {"batch", 1, 0, 'b'},  {"iters", 1, 0, 'i'},     {"warmup", 1, 0, 'u'},
+        {"size", 1, 0, 's'},   {"precision", 1, 0, 'p'}, {"weights", 1, 0, 'w'},
+        {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+        switch (c) {
+        case 'b': o->batch = atol(optarg); break;
+        case 'i': o->iters = atol(optarg); break;
+        case 'u': o->warmup = atol(optarg); break;
+        case 's': o->size = atol(optarg); break;
+        case 'p': o->precision = optarg; break;
+        case 'w': o->weights = optarg; break;
+        default: return -1;
+        }
+    }
+    if (optind != argc - 1 || (strcmp(argv[optind], "eval") && strcmp(argv[optind], "train")) ||
+        o->batch < 1 || o->batch > MODEL_MAX_MICRO_BATCH || o->iters < 1 || o->warmup < 0 ||
+        o->size < 32) {
+        fprintf(stderr, "usage: cuda_resnet18 eval|train [--batch 1..%d] [--iters N] "
+                "[--warmup N] [--size 224] [--precision fp32|tf32] [--weights W]\n",
+                MODEL_MAX_MICRO_BATCH);
+        return -1;
+    }
+    o->mode = argv[optind];
+    return 0;
+}
+
+static void sgd(model_t *m, float lr)
+{
+    for (int i = 0; i < model_param_count(m); i++) {
+        model_param_t p;
+        if (model_param_at(m, i, &p) == 0 && p.grad)
+            for (size_t j = 0; j < p.numel; j++)
+                p.value[j] -= lr * p.grad[j];
+    }
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o = {NULL, "tests/golden/resnet18.safetensors", "fp32", 256, 10, 2, 224};
+    if (parse(argc, argv, &o) < 0)
+        return 2;
+    setenv("DDPIPE_CUDA_PRECISION", o.precision, 1);
+    char err[512], device[256] = "?";
+    backend_t *be = backend_new("cuda", 1, err, sizeof err);
+    if (!be) {
+        fprintf(stderr, "cuda_resnet18: %s\n", err);
+        return 1;
+    }
+    snprintf(device, sizeof device, "%s", cuda_backend_device_name(be));
+    backend_destroy(&be);
+    int train = strcmp(o.mode, "train") == 0;
+    model_opts_t mo = {.arch = "resnet18", .threads = 1, .micro_batch = (int)o.batch,
+                       .train = train};
+    model_t *m = model_new(&mo, "cuda", o.weights, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "cuda_resnet18: %s\n", err);
+        return 1;
+    }
+    size_t per = 3 * (size_t)o.size * o.size, n = (size_t)o.batch;
+    uint8_t *px = malloc(n * per);
+    float *logits = malloc(n * model_num_classes(m) * sizeof *logits);
+    int32_t *labels = malloc(n * sizeof *labels);
+    if (!px || !logits || !labels) {
+        fprintf(stderr, "cuda_resnet18: out of memory\n");
+        return 1;
+    }
+    uint32_t s = 1;
+    for (size_t i = 0; i < n * per; i++) {
+        s = s * 1664525u + 1013904223u;
+        px[i] = (uint8_t)(s >> 24);
+    }
+    for (size_t i = 0; i < n; i++)
+        labels[i] = (int32_t)(i * 7919 % (size_t)model_num_classes(m));
+    int rc = 0;
+    double best = 1e30, total = 0;
+    for (long it = 0; it < o.warmup + o.iters && rc == 0; it++) {
+        double a = clock_mono_s();
+        if (train) {
+            model_step_t st = {.global_batch = (int)o.batch, .seed = 1, .step = (uint64_t)it};
+            rc = model_train_step_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, MEAN, STD,
+                                     labels, &st, NULL, logits, err, sizeof err);
+            sgd(m, 0.01f);
+        } else {
+            rc = model_forward_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, MEAN, STD, logits,
+                                  err, sizeof err);
+        }
+        double dt = clock_mono_s() - a;
+        if (it >= o.warmup) {
+            total += dt;
+            best = dt < best ? dt : best;
+        }
+    }
+    if (rc != 0) {
+        fprintf(stderr, "cuda_resnet18: %s\n", err);
+        return 1;
+    }
+    printf("ddpipe-cuda resnet18 %s img/s=%.1f best_img/s=%.1f batch=%ld iters=%ld size=%ld "
+           "precision=%s device=%s\n", o.mode, (double)n * o.iters / total, (double)n / best,
+           o.batch, o.iters, o.size, o.precision, device);
+    model_destroy(&m);
+    free(px);
+    free(logits);
+    free(labels);
+    return 0;
+}
