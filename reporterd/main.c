@@ -33,6 +33,8 @@ typedef struct {
     const char *metrics_http;
     long tap_hwm;
     int verbose;
+    const char *seed_csv; /* training: the seed course's time,val_accuracy file */
+    long start_epoch;     /* training resume: earlier rows kept; -1 none */
 } opts_t;
 
 typedef struct {
@@ -62,6 +64,11 @@ static void usage(FILE *f)
             "                          metric, progress and worker events\n"
             "  --tap-hwm N             events queued per tap subscriber before it drops (default 1000)\n"
             "  --metrics-http H:P      Prometheus text exposition at http://H:P/metrics\n"
+            "training (docs/TRAINING.md):\n"
+            "  --seed-csv NAME         also write the seed course's time,val_accuracy log as NAME\n"
+            "                          in the run directory ({W}ranks-{bs}bs-{lr}lr-{m}m-{w}w.csv)\n"
+            "  --start-epoch E         a resumed run: keep metrics.csv rows of epochs < E from the\n"
+            "                          earlier run, drop the rest (they are redone)\n"
             "  --verbose\n");
 }
 
@@ -70,15 +77,22 @@ static int parse(int argc, char **argv, opts_t *o)
     static struct option lo[] = {{"sub", 1, 0, 's'}, {"reducer", 1, 0, 'r'}, {"out", 1, 0, 'o'},
                                  {"tap", 1, 0, 't'}, {"tap-hwm", 1, 0, 'H'},
                                  {"metrics-http", 1, 0, 'm'}, {"verbose", 0, 0, 'v'},
+                                 {"seed-csv", 1, 0, 'S'}, {"start-epoch", 1, 0, 'E'},
                                  {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->tap_hwm = 1000;
+    o->start_epoch = -1;
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
         case 'm': o->metrics_http = optarg; break;
         case 'H':
             if (flags_long("tap-hwm", optarg, 1, 1000000, &o->tap_hwm) < 0)
+                return -1;
+            break;
+        case 'S': o->seed_csv = optarg; break;
+        case 'E':
+            if (flags_long("start-epoch", optarg, 0, 1000000, &o->start_epoch) < 0)
                 return -1;
             break;
         case 's': o->sub = optarg; break;
@@ -254,6 +268,11 @@ static int setup(reporter_t *R)
     }
     if (probe_writable(R->o.out) != 0)
         return -1;
+    if ((R->o.seed_csv || R->o.start_epoch >= 0) &&
+        rundir_train_setup(R->rd, R->o.start_epoch, R->o.seed_csv, err, sizeof err) != 0) {
+        log_error("cannot set up the training files of %s: %s", R->o.out, err);
+        return -1;
+    }
     R->prom = promstate_new();
     if (!R->prom) {
         log_error("out of memory");

@@ -13,18 +13,12 @@
 #include "reporterd/metrics_csv.h"
 #include "reporterd/plot.h"
 #include "reporterd/predictions_csv.h"
+#include "reporterd/seed_csv.h"
 #include "reporterd/summary.h"
 #include "reporterd/tput.h"
 
 #define PLOT_W 800
 #define PLOT_H 500
-
-typedef struct {
-    uint32_t epoch;
-    uint8_t phase;
-    uint64_t samples;
-    double loss, top1, top5, ips; /* NaN when samples is 0 */
-} point_t;
 
 typedef struct {
     uint32_t epoch;
@@ -36,8 +30,17 @@ typedef struct {
 
 struct rundir {
     char *dir;
-    point_t *hist; /* one per (epoch, phase), arrival order */
+    metrics_row_t *hist; /* one per (epoch, phase); training: sorted by epoch */
     size_t nhist, caphist;
+    /* training: the rows go to metrics.csv (rewritten whole) and the seed CSV */
+    bool training;
+    bool loaded;          /* an existing metrics.csv's rows are in hist */
+    long start_epoch;     /* --start-epoch: older rows of epochs >= it dropped; -1 */
+    char *seed_csv;       /* file name in dir, or NULL */
+    bool have_decision;   /* the last decision reducerd announced */
+    uint8_t decision;
+    uint32_t epochs;
+    char reason[1024];
     ev_metric_t *last_eval; /* deep copies */
     ev_metric_t *last_any;
     failed_t *failed; /* may hold repeats; deduplicated when written */
@@ -97,6 +100,8 @@ rundir_t *rundir_new(const char *out_dir, char *why, size_t whylen)
     if (afile_mkdirs(out_dir, why, whylen) != 0)
         return NULL;
     rundir_t *self = calloc(1, sizeof *self);
+    if (self)
+        self->start_epoch = -1;
     if (!self || !(self->dir = strdup(out_dir)) || !(self->tput = tput_new())) {
         if (self)
             free(self->dir);
@@ -117,7 +122,10 @@ void rundir_destroy(rundir_t **self_p)
         free(self->failed[i].reason);
     }
     free(self->failed);
+    for (size_t i = 0; i < self->nhist; i++)
+        metrics_csv_row_clear(&self->hist[i]);
     free(self->hist);
+    free(self->seed_csv);
     s_metric_free(&self->last_eval);
     s_metric_free(&self->last_any);
     predcsv_destroy(&self->pred);
@@ -150,19 +158,6 @@ static int s_grow(void **arr, size_t *cap, size_t n, size_t size)
     *arr = bigger;
     *cap = ncap;
     return 0;
-}
-
-static point_t s_point(const ev_metric_t *m)
-{
-    double n = (double)m->samples;
-    bool any = m->samples > 0;
-    return (point_t){m->epoch,
-                     m->phase,
-                     m->samples,
-                     any ? m->loss_sum / n : NAN,
-                     any ? (double)m->correct_top1 / n : NAN,
-                     any ? (double)m->correct_top5 / n : NAN,
-                     m->images_per_sec};
 }
 
 /* Index of (epoch, phase) in the history, or nhist. */
@@ -205,29 +200,131 @@ int rundir_on_progress(rundir_t *self, const ev_progress_t *p, double now_s, cha
     return 0;
 }
 
+/* Rows by epoch, train before validation: the order metrics.csv lists. */
+static int s_by_epoch_phase(const void *a, const void *b)
+{
+    const metrics_row_t *x = a, *y = b;
+    if (x->epoch != y->epoch)
+        return (x->epoch > y->epoch) - (x->epoch < y->epoch);
+    return (y->phase > x->phase) - (y->phase < x->phase);
+}
+
+/* A resumed run's rows: whatever metrics.csv holds (epochs >= --start-epoch
+ * are redone and dropped). Once per run. */
+static int s_load(rundir_t *self, char *why, size_t whylen)
+{
+    if (self->loaded)
+        return 0;
+    self->loaded = true;
+    char *path = s_join(self, "metrics.csv");
+    metrics_row_t *rows = NULL;
+    size_t n = 0, skipped = 0;
+    int rc = path ? metrics_csv_read(path, &rows, &n, &skipped, why, whylen) : -1;
+    if (!path)
+        snprintf(why, whylen, "out of memory");
+    free(path);
+    if (rc != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        bool keep = self->start_epoch < 0 || rows[i].epoch < (uint64_t)self->start_epoch;
+        keep = keep && s_find(self, rows[i].epoch, rows[i].phase) == self->nhist;
+        if (keep && s_grow((void **)&self->hist, &self->caphist, self->nhist,
+                           sizeof(metrics_row_t)) == 0)
+            self->hist[self->nhist++] = rows[i];
+        else
+            metrics_csv_row_clear(&rows[i]);
+    }
+    free(rows);
+    return 0;
+}
+
+/* metrics.csv (training layout) and the seed CSV from the rows. */
+static int s_write_training(rundir_t *self, char *why, size_t whylen)
+{
+    qsort(self->hist, self->nhist, sizeof(metrics_row_t), s_by_epoch_phase);
+    char *path = s_join(self, "metrics.csv");
+    int rc = path ? metrics_csv_write_rows(path, self->hist, self->nhist, why, whylen) : -1;
+    free(path);
+    if (rc == 0 && self->seed_csv) {
+        path = s_join(self, self->seed_csv);
+        rc = path ? seed_csv_write(path, self->hist, self->nhist, why, whylen) : -1;
+        free(path);
+    }
+    if (rc != 0 && !path)
+        snprintf(why, whylen, "out of memory");
+    return rc;
+}
+
+int rundir_train_setup(rundir_t *self, long start_epoch, const char *seed_csv, char *why,
+                       size_t whylen)
+{
+    if (seed_csv && (!seed_csv[0] || strchr(seed_csv, '/') || strcmp(seed_csv, "..") == 0)) {
+        snprintf(why, whylen, "--seed-csv '%s' must be a file name (it goes into %s)", seed_csv,
+                 self->dir);
+        return -1;
+    }
+    free(self->seed_csv);
+    self->seed_csv = seed_csv ? strdup(seed_csv) : NULL;
+    self->start_epoch = start_epoch;
+    self->training = true;
+    if ((seed_csv && !self->seed_csv) || s_load(self, why, whylen) != 0) {
+        if (seed_csv && !self->seed_csv)
+            snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    /* a resumed run's files cover the whole training from the start */
+    return start_epoch >= 0 ? s_write_training(self, why, whylen) : 0;
+}
+
+static void s_keep_decision(rundir_t *self, const ev_metric_t *m)
+{
+    if (!m->has_decision)
+        return;
+    self->have_decision = true;
+    self->decision = m->decision;
+    self->epochs = m->epochs;
+    snprintf(self->reason, sizeof self->reason, "%s", m->decision_reason);
+}
+
 int rundir_on_metric(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen)
 {
+    /* the first train metric makes this a training run (rows then go
+     * through the training layout, an existing file's rows kept) */
+    if (m->phase == DDP_PHASE_TRAIN && !self->training) {
+        self->training = true;
+        if (s_load(self, why, whylen) != 0)
+            return -1;
+    }
     size_t at = s_find(self, m->epoch, m->phase);
     bool repeated = at < self->nhist;
     if (!repeated) {
-        if (s_grow((void **)&self->hist, &self->caphist, self->nhist, sizeof(point_t)) != 0) {
+        if (s_grow((void **)&self->hist, &self->caphist, self->nhist, sizeof(metrics_row_t)) != 0) {
             snprintf(why, whylen, "out of memory for the metric history");
             return -1;
         }
-        self->nhist++;
+        memset(&self->hist[self->nhist++], 0, sizeof(metrics_row_t));
     }
-    self->hist[at] = s_point(m);
-    if (s_keep_metric(self, m, why, whylen) != 0)
-        return -1;
-    if (repeated)
-        return 0; /* one metrics.csv row per (epoch, phase) */
-    char *path = s_join(self, "metrics.csv");
-    if (!path) {
-        snprintf(why, whylen, "out of memory");
+    metrics_csv_row_clear(&self->hist[at]);
+    if (metrics_csv_row(m, clock_wall_s(), &self->hist[at]) != 0 ||
+        s_keep_metric(self, m, why, whylen) != 0) {
+        snprintf(why, whylen, "out of memory keeping the metric of epoch %u", m->epoch);
         return -1;
     }
-    int rc = metrics_csv_append(path, m, clock_wall_s(), why, whylen);
-    free(path);
+    s_keep_decision(self, m);
+    int rc = 0;
+    if (self->training) {
+        rc = s_write_training(self, why, whylen);
+    } else if (!repeated) { /* one metrics.csv row per (epoch, phase) */
+        char *path = s_join(self, "metrics.csv");
+        if (!path) {
+            snprintf(why, whylen, "out of memory");
+            return -1;
+        }
+        rc = metrics_csv_append(path, m, clock_wall_s(), why, whylen);
+        free(path);
+    } else {
+        return 0;
+    }
     /* refreshed after every epoch; the final metric's plots come with finish() */
     if (rc == 0 && !m->final)
         rc = s_plots(self, why, whylen);
@@ -338,6 +435,36 @@ static void s_note(int *rc, int step_rc, char *why, size_t whylen, const char *s
     }
 }
 
+/* The summary's "training" object from the rows (summary.h). */
+static void s_training(const rundir_t *self, summary_training_t *t)
+{
+    memset(t, 0, sizeof *t);
+    t->best_val_top1 = t->final_train_loss = t->final_train_top1 = NAN;
+    const metrics_row_t *last_train = NULL;
+    for (size_t i = 0; i < self->nhist; i++) {
+        const metrics_row_t *w = &self->hist[i];
+        t->last_epoch = w->epoch > t->last_epoch ? w->epoch : t->last_epoch;
+        if (isfinite(w->epoch_seconds))
+            t->total_seconds += w->epoch_seconds;
+        if (w->phase == DDP_PHASE_TRAIN) {
+            t->epochs_run++;
+            if (!last_train || w->epoch > last_train->epoch)
+                last_train = w;
+        } else if (isfinite(w->top1) && (!(w->top1 <= t->best_val_top1) ||
+                                         (w->top1 == t->best_val_top1 && w->epoch < t->best_val_epoch))) {
+            t->best_val_top1 = w->top1;
+            t->best_val_epoch = w->epoch;
+        }
+    }
+    if (last_train) {
+        t->final_train_loss = last_train->loss;
+        t->final_train_top1 = last_train->top1;
+    }
+    bool stop = self->have_decision && self->decision == 1;
+    t->stopped_early = stop && (uint64_t)t->last_epoch + 1 < self->epochs;
+    t->stop_reason = stop ? self->reason : NULL;
+}
+
 static int s_write_summary(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen)
 {
     summary_failed_t *failed = NULL;
@@ -348,7 +475,10 @@ static int s_write_summary(rundir_t *self, const ev_metric_t *m, char *why, size
         snprintf(why, whylen, "out of memory writing summary.json");
         return -1;
     }
-    int rc = summary_write(path, m, failed, nfailed, why, whylen);
+    summary_training_t t;
+    if (self->training)
+        s_training(self, &t);
+    int rc = summary_write(path, m, failed, nfailed, self->training ? &t : NULL, why, whylen);
     free(failed);
     free(path);
     return rc;
@@ -366,11 +496,24 @@ static int s_write_report(rundir_t *self, const ev_metric_t *m, char *why, size_
     return rc;
 }
 
-enum { F_LOSS, F_TOP1, F_TOP5, F_IPS };
+/* A series: one field of one phase's rows (F_RANK + r: rank r's images/s). */
+enum { F_LOSS, F_TOP1, F_TOP5, F_IPS, F_RANK };
+
+static double s_value(const metrics_row_t *w, int field)
+{
+    switch (field) {
+    case F_LOSS: return w->loss;
+    case F_TOP1: return w->top1;
+    case F_TOP5: return w->top5;
+    case F_IPS: return w->images_per_sec;
+    }
+    uint32_t r = (uint32_t)(field - F_RANK);
+    return r < w->nranks ? w->rank_ips[r] : NAN;
+}
 
 static int s_by_epoch(const void *a, const void *b)
 {
-    const point_t *x = a, *y = b;
+    const metrics_row_t *x = a, *y = b;
     return (x->epoch > y->epoch) - (x->epoch < y->epoch);
 }
 
@@ -384,12 +527,11 @@ static int s_add_series(plot_t *p, const rundir_t *self, uint8_t phase, int fiel
     int rc = -1;
     if (x && y) {
         for (size_t i = 0; i < self->nhist; i++) {
-            const point_t *pt = &self->hist[i];
-            if (pt->phase != phase)
+            const metrics_row_t *w = &self->hist[i];
+            if (w->phase != phase)
                 continue;
-            x[n] = pt->epoch;
-            y[n] = field == F_LOSS ? pt->loss : field == F_TOP1 ? pt->top1
-                 : field == F_TOP5 ? pt->top5 : pt->ips;
+            x[n] = w->epoch;
+            y[n] = s_value(w, field);
             n++;
         }
         rc = n ? plot_add_series(p, name, x, y, n) : 0;
@@ -397,14 +539,6 @@ static int s_add_series(plot_t *p, const rundir_t *self, uint8_t phase, int fiel
     free(x);
     free(y);
     return rc;
-}
-
-static bool s_has_phase(const rundir_t *self, uint8_t phase)
-{
-    for (size_t i = 0; i < self->nhist; i++)
-        if (self->hist[i].phase == phase)
-            return true;
-    return false;
 }
 
 static int s_write_plot(rundir_t *self, plot_t *p, const char *stem, char *why, size_t whylen)
@@ -424,10 +558,15 @@ static int s_write_plot(rundir_t *self, plot_t *p, const char *stem, char *why, 
     return rc;
 }
 
-/* One figure: for each phase present, the listed fields. */
+typedef struct {
+    uint8_t phase;
+    int field;
+    const char *name;
+} series_t;
+
+/* One per-epoch figure of the listed series. */
 static int s_figure(rundir_t *self, const char *stem, const char *title, const char *ylabel,
-                    const int *fields, const char *const *field_names, int nfields,
-                    bool from_zero, char *why, size_t whylen)
+                    const series_t *series, int nseries, bool from_zero, char *why, size_t whylen)
 {
     plot_t *p = plot_new(title, "epoch", ylabel);
     if (!p) {
@@ -436,18 +575,9 @@ static int s_figure(rundir_t *self, const char *stem, const char *title, const c
     }
     plot_set_integer_x(p, true);
     plot_set_y_from_zero(p, from_zero);
-    bool train = s_has_phase(self, DDP_PHASE_TRAIN);
-    /* with training the eval phase is the validation set */
-    const char *phase_names[2] = {train ? "val" : "eval", "train"};
-    uint8_t order[2] = {DDP_PHASE_TRAIN, DDP_PHASE_EVAL};
     int rc = 0;
-    for (int o = 0; o < 2 && rc == 0; o++)
-        for (int f = 0; f < nfields && rc == 0; f++) {
-            char name[64];
-            snprintf(name, sizeof name, "%s%s%s", phase_names[order[o]],
-                     field_names[f][0] ? " " : "", field_names[f]);
-            rc = s_add_series(p, self, order[o], fields[f], name);
-        }
+    for (int i = 0; i < nseries && rc == 0; i++)
+        rc = s_add_series(p, self, series[i].phase, series[i].field, series[i].name);
     if (rc != 0)
         snprintf(why, whylen, "out of memory for plot %s", stem);
     else
@@ -456,15 +586,34 @@ static int s_figure(rundir_t *self, const char *stem, const char *title, const c
     return rc;
 }
 
+/* Training: images/s per epoch, all ranks and each rank's compute rate. */
+static int s_throughput_epochs(rundir_t *self, char *why, size_t whylen)
+{
+    static char names[PLOT_MAX_SERIES][32];
+    series_t s[PLOT_MAX_SERIES] = {{DDP_PHASE_TRAIN, F_IPS, "train (all ranks)"},
+                                   {DDP_PHASE_EVAL, F_IPS, "val (all ranks)"}};
+    uint32_t ranks = 0;
+    for (size_t i = 0; i < self->nhist; i++)
+        if (self->hist[i].phase == DDP_PHASE_TRAIN && self->hist[i].nranks > ranks)
+            ranks = self->hist[i].nranks;
+    int n = 2;
+    for (uint32_t r = 0; r < ranks && n < PLOT_MAX_SERIES; r++, n++) {
+        snprintf(names[n], sizeof names[n], "train rank %u (compute)", r);
+        s[n] = (series_t){DDP_PHASE_TRAIN, F_RANK + (int)r, names[n]};
+    }
+    return s_figure(self, "throughput", "Throughput per epoch", "images/s", s, n, true, why,
+                    whylen);
+}
+
 /* Images/s over the job's time, all workers and per rank; per epoch when
  * no progress event came (a job shorter than one progress tick). */
 static int s_throughput(rundir_t *self, char *why, size_t whylen)
 {
-    static const int ips[] = {F_IPS};
-    static const char *const none[] = {""};
+    static const series_t ips[] = {{DDP_PHASE_EVAL, F_IPS, "eval"}};
+    if (self->training)
+        return s_throughput_epochs(self, why, whylen);
     if (tput_points(self->tput) < 2)
-        return s_figure(self, "throughput", "Throughput", "images/s", ips, none, 1, true, why,
-                        whylen);
+        return s_figure(self, "throughput", "Throughput", "images/s", ips, 1, true, why, whylen);
     plot_t *p = plot_new("Throughput", "seconds since the first progress report", "images/s");
     int rc = -1;
     if (!p || tput_plot(self->tput, p) != 0)
@@ -479,16 +628,23 @@ static int s_throughput(rundir_t *self, char *why, size_t whylen)
 
 static int s_plots(rundir_t *self, char *why, size_t whylen)
 {
-    if (self->nhist)
-        qsort(self->hist, self->nhist, sizeof(point_t), s_by_epoch);
-    static const int loss[] = {F_LOSS}, acc[] = {F_TOP1, F_TOP5};
-    static const char *const none[] = {""}, *const acc_names[] = {"top-1", "top-5"};
+    if (self->nhist && !self->training)
+        qsort(self->hist, self->nhist, sizeof(metrics_row_t), s_by_epoch);
+    static const series_t loss_eval[] = {{DDP_PHASE_EVAL, F_LOSS, "eval"}};
+    static const series_t loss_train[] = {{DDP_PHASE_TRAIN, F_LOSS, "train"},
+                                          {DDP_PHASE_EVAL, F_LOSS, "val"}};
+    static const series_t acc_eval[] = {{DDP_PHASE_EVAL, F_TOP1, "eval top-1"},
+                                        {DDP_PHASE_EVAL, F_TOP5, "eval top-5"}};
+    static const series_t acc_train[] = {{DDP_PHASE_TRAIN, F_TOP1, "train top-1"},
+                                         {DDP_PHASE_EVAL, F_TOP1, "val top-1"},
+                                         {DDP_PHASE_EVAL, F_TOP5, "val top-5"}};
+    bool t = self->training;
     char w[512] = "";
     int rc = 0;
-    s_note(&rc, s_figure(self, "loss", "Loss", "cross-entropy loss", loss, none, 1, false, w,
-                         sizeof w), why, whylen, w);
-    s_note(&rc, s_figure(self, "accuracy", "Accuracy", "accuracy", acc, acc_names, 2, false, w,
-                         sizeof w), why, whylen, w);
+    s_note(&rc, s_figure(self, "loss", "Loss", "cross-entropy loss", t ? loss_train : loss_eval,
+                         t ? 2 : 1, false, w, sizeof w), why, whylen, w);
+    s_note(&rc, s_figure(self, "accuracy", "Accuracy", "accuracy", t ? acc_train : acc_eval,
+                         t ? 3 : 2, false, w, sizeof w), why, whylen, w);
     s_note(&rc, s_throughput(self, w, sizeof w), why, whylen, w);
     return rc;
 }
@@ -497,8 +653,7 @@ static int s_plots(rundir_t *self, char *why, size_t whylen)
 static int s_class_charts(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen)
 {
     char title[128];
-    bool train = s_has_phase(self, DDP_PHASE_TRAIN);
-    const char *what = m->phase == DDP_PHASE_TRAIN ? "train" : train ? "validation" : "eval";
+    const char *what = m->phase == DDP_PHASE_TRAIN ? "train" : self->training ? "validation" : "eval";
     char *png = s_join(self, "confusion.png"), *svg = s_join(self, "confusion.svg");
     char *fpng = s_join(self, "f1.png"), *fsvg = s_join(self, "f1.svg");
     int rc = -1;

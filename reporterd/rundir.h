@@ -2,6 +2,9 @@
  * writes (DESIGN.md "Run directory"):
  *
  *   metrics.csv                 one row per (epoch, phase), on each metric
+ *                               (training: train/val rows, epoch seconds and
+ *                               per-rank images/s; a resumed run's earlier rows)
+ *   SEED.csv                    training with --seed-csv: time,val_accuracy
  *   predictions.csv             when predictions are sent, as they stream
  *   summary.json                at finish: the last eval-phase metric (the
  *   classification_report.txt   validation of the last epoch when training),
@@ -27,8 +30,20 @@ rundir_t *rundir_new(const char *out_dir, char *why, size_t whylen);
 void rundir_destroy(rundir_t **self_p);
 const char *rundir_dir(const rundir_t *self);
 
+/* A training run (reporterd --start-epoch / --seed-csv): rows of an
+ * existing metrics.csv are read back and kept, those of epochs >=
+ * start_epoch dropped (start_epoch < 0: none dropped; they are redone) and
+ * metrics.csv rewritten at once; seed_csv (a file name in the run
+ * directory, or NULL) gets the seed course's time,val_accuracy log
+ * (seed_csv.h) after every metric. 0, or -1 with a reason. */
+int rundir_train_setup(rundir_t *self, long start_epoch, const char *seed_csv, char *why,
+                       size_t whylen);
+
 /* Appends the metrics.csv row (a repeated (epoch, phase) replaces the kept
  * metric but adds no second row) and keeps the metric for summary/plots.
+ * The first train metric switches to the training layout (metrics_csv.h:
+ * the file is rewritten whole from the rows, an existing file's rows
+ * kept), and the seed CSV is refreshed.
  * 0, or -1 with a reason (the state is updated even when the file write
  * failed, so finish() can still try). */
 int rundir_on_metric(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen);

@@ -85,8 +85,26 @@ static int s_failed_files(FILE *out, const summary_failed_t *failed, size_t n)
     return 0;
 }
 
+static void s_training(FILE *out, const summary_training_t *t)
+{
+    char a[TEXTFMT_NUM_LEN], b[TEXTFMT_NUM_LEN], c[TEXTFMT_NUM_LEN], d[TEXTFMT_NUM_LEN];
+    fprintf(out, "  \"training\": {\"epochs_run\": %u, \"last_epoch\": %u, \"stopped_early\": %s, "
+                 "\"stop_reason\": ", t->epochs_run, t->last_epoch,
+            t->stopped_early ? "true" : "false");
+    textfmt_json_string(out, t->stop_reason);
+    fprintf(out, ", \"best_val_top1\": %s, \"best_val_epoch\": ", textfmt_num(t->best_val_top1, a));
+    if (isfinite(t->best_val_top1))
+        fprintf(out, "%u", t->best_val_epoch);
+    else
+        fputs("null", out);
+    fprintf(out, ", \"final_train_loss\": %s, \"final_train_top1\": %s, \"total_seconds\": %s}\n",
+            textfmt_num(t->final_train_loss, b), textfmt_num(t->final_train_top1, c),
+            textfmt_num(t->total_seconds, d));
+}
+
 static int s_body(FILE *out, const ev_metric_t *m, const clsmetrics_t *cm,
-                  const summary_failed_t *failed, size_t n_failed)
+                  const summary_failed_t *failed, size_t n_failed,
+                  const summary_training_t *training)
 {
     fprintf(out, "{\n  \"epoch\": %u,\n  \"phase\": \"%s\",\n", m->epoch,
             summary_phase_name(m->phase));
@@ -107,12 +125,15 @@ static int s_body(FILE *out, const ev_metric_t *m, const clsmetrics_t *cm,
     /* run-dependent keys last, one per line (see summary.h) */
     fprintf(out, "  \"workers\": %d,\n", m->workers);
     s_num(out, "images_per_sec", m->images_per_sec, ",");
-    s_num(out, "wall_seconds", m->wall_s, "");
+    s_num(out, "wall_seconds", m->wall_s, training ? "," : "");
+    if (training)
+        s_training(out, training);
     fputs("}\n", out);
     return 0;
 }
 
-char *summary_json(const ev_metric_t *m, const summary_failed_t *failed, size_t n_failed)
+char *summary_json(const ev_metric_t *m, const summary_failed_t *failed, size_t n_failed,
+                   const summary_training_t *training)
 {
     clsmetrics_t cm;
     if (clsmetrics_compute(m->confusion, m->num_classes, &cm) != 0)
@@ -124,7 +145,7 @@ char *summary_json(const ev_metric_t *m, const summary_failed_t *failed, size_t 
         clsmetrics_clear(&cm);
         return NULL;
     }
-    int bad = s_body(out, m, &cm, failed, n_failed) != 0 || ferror(out);
+    int bad = s_body(out, m, &cm, failed, n_failed, training) != 0 || ferror(out);
     if (fclose(out) != 0)
         bad = 1;
     clsmetrics_clear(&cm);
@@ -136,9 +157,9 @@ char *summary_json(const ev_metric_t *m, const summary_failed_t *failed, size_t 
 }
 
 int summary_write(const char *path, const ev_metric_t *m, const summary_failed_t *failed,
-                  size_t n_failed, char *why, size_t whylen)
+                  size_t n_failed, const summary_training_t *training, char *why, size_t whylen)
 {
-    char *text = summary_json(m, failed, n_failed);
+    char *text = summary_json(m, failed, n_failed, training);
     if (!text) {
         snprintf(why, whylen, "cannot build summary.json (%u classes): out of memory or no classes",
                  m->num_classes);

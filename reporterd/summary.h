@@ -16,10 +16,20 @@
  * exactly, fixed layout). The last three keys, each on its own line, depend
  * on the run (worker count and timing) and are the only ones that differ
  * between runs; tests strip those three lines.
+ *
+ * A training run adds one more key after them, "training" (the metric above
+ * is then the last validation): {epochs_run (epochs with a train row, a
+ * resumed run's earlier ones included), last_epoch, stopped_early (stopped
+ * by the target before --epochs), stop_reason (reducerd's decision text, or
+ * null), best_val_top1 and best_val_epoch (null without validation; the
+ * first epoch of the best), final_train_loss, final_train_top1 (of the last
+ * train row), total_seconds (sum of every row's epoch_seconds: train and
+ * validation phases of all epochs)}.
  */
 #ifndef DDP_SUMMARY_H
 #define DDP_SUMMARY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,13 +41,28 @@ typedef struct {
     const char *reason; /* NULL: unknown (written as null) */
 } summary_failed_t;
 
+/* The "training" object (see above); NaN doubles print as null. */
+typedef struct {
+    uint32_t epochs_run;
+    uint32_t last_epoch;
+    bool stopped_early;
+    const char *stop_reason;    /* NULL: null */
+    double best_val_top1;       /* NaN: no validation */
+    uint32_t best_val_epoch;
+    double final_train_loss;
+    double final_train_top1;
+    double total_seconds;
+} summary_training_t;
+
 /* The JSON text (caller frees), NULL when out of memory. m->class_names
- * may be NULL (names "0".."nc-1"); m->confusion must hold nc*nc counts. */
-char *summary_json(const ev_metric_t *m, const summary_failed_t *failed, size_t n_failed);
+ * may be NULL (names "0".."nc-1"); m->confusion must hold nc*nc counts.
+ * training: NULL for an eval run (no "training" key). */
+char *summary_json(const ev_metric_t *m, const summary_failed_t *failed, size_t n_failed,
+                   const summary_training_t *training);
 
 /* Atomically write summary_json() to path. 0 or -1 with a reason. */
 int summary_write(const char *path, const ev_metric_t *m, const summary_failed_t *failed,
-                  size_t n_failed, char *why, size_t whylen);
+                  size_t n_failed, const summary_training_t *training, char *why, size_t whylen);
 
 /* "eval", "train" or "phase<N>". */
 const char *summary_phase_name(uint8_t phase);

@@ -12,6 +12,16 @@ static int g_failures = 0;
         }                                                                              \
     } while (0)
 
+#define CHECK_MSG(cond, ...)                                                           \
+    do {                                                                               \
+        if (!(cond)) {                                                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                              \
+            fputc('\n', stderr);                                                       \
+            g_failures++;                                                              \
+        }                                                                              \
+    } while (0)
+
 static inline int check_done(const char *name)
 {
     if (g_failures) {

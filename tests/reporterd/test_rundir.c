@@ -112,7 +112,9 @@ static void test_training(const char *base)
 
     char *csv = s_read(dir, "metrics.csv");
     CHECK(csv && s_count_lines(csv) == 7);
-    CHECK(csv && strncmp(csv, "time,epoch,phase,", 17) == 0 && strstr(csv, ",3,eval,18,"));
+    /* a training run: the training layout, validation rows as "val" */
+    CHECK(csv && strncmp(csv, "time,epoch,phase,samples,loss,top1,top5,images_per_sec,lr,"
+                              "epoch_seconds\n", 70) == 0 && strstr(csv, ",3,val,18,"));
     free(csv);
     char *sum = s_read(dir, "summary.json");
     CHECK(sum && strstr(sum, "\"epoch\": 3,\n  \"phase\": \"eval\""));
@@ -128,6 +130,88 @@ static void test_training(const char *base)
                            "throughput.png", "throughput.svg"};
     for (size_t i = 0; i < 6; i++)
         s_expect_file(dir, plots[i], 5000);
+    s_no_temporaries(dir);
+}
+
+/* A training epoch's metrics with times, per-rank rates and the decision. */
+static void s_epoch(rundir_t *r, uint32_t e, uint64_t *conf, uint8_t decision, const char *reason,
+                    bool final)
+{
+    char why[1024];
+    double ranks[2] = {100.0 + e, 50.5};
+    ev_metric_t tr = s_metric(e, DDP_PHASE_TRAIN, conf, 0);
+    ev_metric_t va = s_metric(e, DDP_PHASE_EVAL, conf, 0);
+    tr.wall_s = 10.25 + e;
+    va.wall_s = 1.5;
+    tr.nranks = 2;
+    tr.rank_images_per_sec = ranks;
+    for (int i = 0; i < 2; i++) {
+        ev_metric_t *m = i ? &va : &tr;
+        m->has_decision = true;
+        m->decision = decision;
+        m->epochs = 10;
+        snprintf(m->decision_reason, sizeof m->decision_reason, "%s", reason);
+    }
+    va.final = final;
+    CHECK(rundir_on_metric(r, &tr, why, sizeof why) == 0);
+    CHECK(rundir_on_metric(r, &va, why, sizeof why) == 0);
+}
+
+/* Two runs of one training job: epochs 0-2, then a resume from epoch 2
+ * (its row redone) to an early stop after epoch 3. metrics.csv and the
+ * seed CSV cover the whole training; summary.json has the training object. */
+static void test_resume(const char *base)
+{
+    char dir[4096], why[1024], path[4200];
+    snprintf(dir, sizeof dir, "%s/resume", base);
+    snprintf(path, sizeof path, "%s/metrics.csv", dir);
+    unlink(path);
+    const char *seed = "2ranks-16bs-0.1lr-0.9m-5.0w.csv";
+    uint64_t conf[4][NC * NC] = {{3, 2, 1, 1, 3, 2, 2, 1, 3},   /* 9/18 */
+                                 {5, 1, 0, 1, 4, 1, 0, 1, 5},   /* 14/18 */
+                                 {6, 0, 0, 0, 5, 1, 0, 0, 6},   /* 17/18 */
+                                 {6, 0, 0, 0, 6, 0, 1, 0, 5}};  /* 17/18 */
+    rundir_t *r = rundir_new(dir, why, sizeof why);
+    CHECK(r && rundir_train_setup(r, -1, seed, why, sizeof why) == 0);
+    for (uint32_t e = 0; r && e < 3; e++)
+        s_epoch(r, e, conf[e], 0, "continue", false);
+    rundir_destroy(&r); /* killed before the end: no finish */
+    r = rundir_new(dir, why, sizeof why);
+    CHECK(r && rundir_train_setup(r, -1, "a/b.csv", why, sizeof why) == -1 && strstr(why, "file name"));
+    CHECK(r && rundir_train_setup(r, 2, seed, why, sizeof why) == 0);
+    char *csv = s_read(dir, "metrics.csv");
+    CHECK(csv && s_count_lines(csv) == 5 && !strstr(csv, ",2,train,"));
+    free(csv);
+    s_epoch(r, 2, conf[2], 0, "continue", false);
+    s_epoch(r, 3, conf[3], 1, "early stop after epoch 3: val top-1 0.9444", true);
+    CHECK(r && rundir_finish(r, why, sizeof why) == 0);
+    rundir_destroy(&r);
+    csv = s_read(dir, "metrics.csv");
+    CHECK(csv && s_count_lines(csv) == 9);
+    CHECK(csv && strncmp(csv, "time,epoch,phase,samples,loss,top1,top5,images_per_sec,lr,epoch_seconds,"
+                              "images_per_sec_rank0,images_per_sec_rank1\n", 113) == 0);
+    /* rows in epoch order, train first; the validation rows have no rank rates */
+    CHECK(csv && strstr(csv, ",0,train,18,2.0,0.5,1.0,900.0,0.1,10.25,100.0,50.5\n"));
+    CHECK(csv && strstr(csv, ",3,train,18,0.5,0.9444444444444444,1.0,930.0,0.1,13.25,103.0,50.5\n"));
+    CHECK(csv && strstr(csv, ",3,val,18,0.6,0.9444444444444444,1.0,2500.0,0.0,1.5,,\n"));
+    free(csv);
+    char *sc = s_read(dir, seed);
+    CHECK_MSG(sc && strcmp(sc, "time,val_accuracy\n0.0,0.0\n10.2,0.5\n21.5,0.7778\n33.8,0.9444\n"
+                              "47.0,0.9444\n") == 0, "seed csv:\n%s", sc ? sc : "(none)");
+    free(sc);
+    char *sum = s_read(dir, "summary.json");
+    CHECK_MSG(sum && strstr(sum, "\"epoch\": 3,\n  \"phase\": \"eval\"") &&
+              strstr(sum, "  \"training\": {\"epochs_run\": 4, \"last_epoch\": 3, \"stopped_early\": true, "
+                          "\"stop_reason\": \"early stop after epoch 3: val top-1 0.9444\", "
+                          "\"best_val_top1\": 0.9444444444444444, \"best_val_epoch\": 2, "
+                          "\"final_train_loss\": 0.5, \"final_train_top1\": 0.9444444444444444, "
+                          "\"total_seconds\": 53.0}\n}\n"), "summary:\n%s", sum ? sum : "(none)");
+    free(sum);
+    char *rep = s_read(dir, "classification_report.txt");
+    char *want = class_report_text(conf[3], NC, s_names);
+    CHECK(rep && want && strcmp(rep, want) == 0); /* of the last validation */
+    free(rep);
+    free(want);
     s_no_temporaries(dir);
 }
 
@@ -196,6 +280,7 @@ int main(int argc, char **argv)
     const char *base = argc > 1 ? argv[1] : "rundir.out";
     mkdir(base, 0777);
     test_training(base);
+    test_resume(base);
     test_eval(base);
     test_errors(base);
     plot_shutdown();

@@ -52,7 +52,7 @@ static double s_f1(double p, double r) { return p + r == 0.0 ? 0.0 : 2.0 * p * r
 static void test_values(void)
 {
     ev_metric_t m = s_metric();
-    char *j = summary_json(&m, NULL, 0);
+    char *j = summary_json(&m, NULL, 0, NULL);
     CHECK(j != NULL);
     if (!j)
         return;
@@ -110,7 +110,7 @@ static void test_determinism_and_failed(const char *outdir)
     b.images_per_sec = 1e6;
     summary_failed_t fa[2] = {{9, "b,ad.jpg", "not a JPEG"}, {3, "x\"y\n.png", NULL}};
     summary_failed_t fb[2] = {fa[1], fa[0]}; /* other arrival order */
-    char *ja = summary_json(&a, fa, 2), *jb = summary_json(&b, fb, 2);
+    char *ja = summary_json(&a, fa, 2, NULL), *jb = summary_json(&b, fb, 2, NULL);
     CHECK(ja && jb);
     if (!ja || !jb) {
         free(ja);
@@ -128,12 +128,12 @@ static void test_determinism_and_failed(const char *outdir)
     char path[4096], why[256];
     mkdir(outdir, 0777);
     snprintf(path, sizeof path, "%s/summary.json", outdir);
-    CHECK(summary_write(path, &a, fa, 2, why, sizeof why) == 0);
+    CHECK(summary_write(path, &a, fa, 2, NULL, why, sizeof why) == 0);
     char *disk = check_slurp(path, NULL);
     CHECK(disk && strcmp(disk, ja) == 0);
     free(disk);
     /* a directory that does not exist: an error with the path, no crash */
-    CHECK(summary_write("/nonexistent-dir/x/summary.json", &a, NULL, 0, why, sizeof why) == -1);
+    CHECK(summary_write("/nonexistent-dir/x/summary.json", &a, NULL, 0, NULL, why, sizeof why) == -1);
     CHECK(strstr(why, "/nonexistent-dir/x/summary.json") != NULL);
     free(ja);
     free(jb);
@@ -149,7 +149,7 @@ static void test_no_samples_and_no_names(void)
     m.failed = 2;
     m.num_classes = 2;
     m.confusion = zero;
-    char *j = summary_json(&m, NULL, 0);
+    char *j = summary_json(&m, NULL, 0, NULL);
     CHECK(j != NULL);
     if (!j)
         return;
@@ -162,8 +162,33 @@ static void test_no_samples_and_no_names(void)
     free(j);
 }
 
+/* A training run's object after the run-dependent keys; unknowns are null. */
+static void test_training_object(void)
+{
+    uint64_t conf[4] = {1, 0, 0, 1};
+    ev_metric_t m;
+    memset(&m, 0, sizeof m);
+    m.planned = m.samples = m.correct_top1 = m.correct_top5 = 2;
+    m.num_classes = 2;
+    m.confusion = conf;
+    m.wall_s = 0.5;
+    summary_training_t t = {.epochs_run = 2, .last_epoch = 1, .stop_reason = NULL,
+                            .best_val_top1 = NAN, .final_train_loss = 0.25,
+                            .final_train_top1 = NAN, .total_seconds = 12.5};
+    char *j = summary_json(&m, NULL, 0, &t);
+    CHECK(j && strstr(j, "\"wall_seconds\": 0.5,\n  \"training\": {\"epochs_run\": 2, \"last_epoch\": 1, "
+                         "\"stopped_early\": false, \"stop_reason\": null, \"best_val_top1\": null, "
+                         "\"best_val_epoch\": null, \"final_train_loss\": 0.25, \"final_train_top1\": null, "
+                         "\"total_seconds\": 12.5}\n}\n"));
+    free(j);
+    j = summary_json(&m, NULL, 0, NULL); /* eval: no training key */
+    CHECK(j && strstr(j, "\"wall_seconds\": 0.5\n}\n") && !strstr(j, "training"));
+    free(j);
+}
+
 int main(int argc, char **argv)
 {
+    test_training_object();
     test_values();
     test_determinism_and_failed(argc > 1 ? argv[1] : "summary.out");
     test_no_samples_and_no_names();
