@@ -658,6 +658,8 @@ static int cmp_ptr(const void *a, const void *b)
 /* Duplicate names and overlapping byte ranges both mean a corrupt file. */
 static int check_unique_and_disjoint(safetensors_t *st, char *err, size_t errlen)
 {
+    if (st->n < 2)   /* also: qsort of a NULL array is undefined even when empty */
+        return 0;
     qsort(st->tensors, st->n, sizeof *st->tensors, cmp_name);
     for (size_t i = 1; i < st->n; i++)
         if (strcmp(st->tensors[i - 1].name, st->tensors[i].name) == 0) {
@@ -665,8 +667,6 @@ static int check_unique_and_disjoint(safetensors_t *st, char *err, size_t errlen
                     st->tensors[i].name);
             return -1;
         }
-    if (st->n < 2)
-        return 0;
     const st_tensor_t **order = malloc(st->n * sizeof *order);
     if (!order) {
         err_set(err, errlen, "%s: out of memory", st->path);
