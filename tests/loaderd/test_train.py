@@ -162,6 +162,8 @@ class Job:
             for s in self.ranks + [self.red]:
                 s.close(linger=0)
         self.log = open(self.logpath, errors="replace").read()
+        check("runtime error" not in self.log and "Sanitizer" not in self.log,
+              "%s: sanitizer report:\n%s" % (tag, self.log[-3000:]))
         if not check(self.proc.returncode == expect_rc, "%s: loaderd exited %s, want %d:\n%s" % (
                 tag, self.proc.returncode, expect_rc, self.log[-3000:])):
             return
@@ -340,7 +342,7 @@ for e in (0, 1):
     check(sorted(m["n"] for m in last) == [0, 1, 1] and all(m["global_count"] == 2 for m in last),
           "w3: epoch %d last step shards %r" % (e, [(m["n"], m["global_count"]) for m in last]))
     empty = [(m, px) for r, m, px in j3.train(e) if m["step"] == e * 7 + 6 and r == 2]
-    check(empty and empty[0][0]["n"] == 0 and not empty[0][1] and empty[0][0]["c"] == 1
+    check(empty and empty[0][0]["n"] == 0 and empty[0][1] == b"" and empty[0][0]["c"] == 1
           and empty[0][0]["h"] == 28 and empty[0][0]["w"] == 28,
           "w3: rank 2's empty shard is not n=0 with an empty frame and c/h/w set")
     val = [m for _, m, _ in j3.batches if m["phase"] == EVAL and m["epoch"] == e]
