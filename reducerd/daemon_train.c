@@ -52,6 +52,13 @@ static void gang_start(reducer_t *r)
     r->gang = true;
     int64_t now_ms = clock_mono_ms();
     for (int32_t rank = 0; rank < r->o.workers; rank++) {
+        if (!peers_by_rank(r->peers, rank)) {
+            /* ranks are handed out lowest-free-first below W: cannot happen */
+            finish(r, 1, "internal error: a rank of the gang is missing; please report");
+            return;
+        }
+    }
+    for (int32_t rank = 0; rank < r->o.workers; rank++) {
         peer_t *p = peers_by_rank(r->peers, rank);
         p->last_seen_ms = now_ms; /* they waited without heartbeats */
         welcome(r, p);
@@ -93,8 +100,11 @@ static bool join_refused(reducer_t *r, zframe_t *route, const ddp_join_t *j, pee
         return false;
     if (r->gang || peers_alive(r->peers, DDP_ROLE_GPUD) >= r->o.workers ||
         j->want_rank >= r->o.workers) {
-        snprintf(why, sizeof why, "the job has %ld ranks: gpud %s (rank %d asked) is one too many; "
-                 "start exactly --workers gpuds", r->o.workers, j->name, j->want_rank);
+        char asked[48] = "";
+        if (j->want_rank >= 0)
+            snprintf(asked, sizeof asked, " (asking for rank %d)", j->want_rank);
+        snprintf(why, sizeof why, "the job has %ld ranks: gpud %s%s is one too many; start exactly "
+                 "--workers gpuds", r->o.workers, j->name, asked);
         log_warn("%s", why);
         publish_log(r, "warn", "%s", why);
         stop_one(r, route, 1, why);
