@@ -173,6 +173,23 @@ void bk_tgraph_set_forward_only(bk_tgraph_t *g);
 /* 0: dropout is the identity even in training mode (parity tests). */
 void bk_tgraph_set_dropout(bk_tgraph_t *g, int enabled);
 
+/* SyncBatchNorm. fn sums n floats element-wise over every rank of the job,
+ * in place (the result is the same on every rank); 0, or -1 with the reason
+ * in err. With fn set, every training-mode BatchNorm op of g normalises
+ * with the statistics of the union of all ranks' samples, as PyTorch's
+ * SyncBatchNorm: forward all-reduces [sum x (c), count] for the mean, then
+ * sum (x - mean)^2 (c) for the biased variance (no E[x^2] - mean^2
+ * cancellation); running_var gets the unbiased variance of the global
+ * count; backward all-reduces [sum dy (c), sum dy*xhat (c)] for the input
+ * gradient. gamma/beta gradients stay this rank's own sums (the caller
+ * all-reduces parameter gradients, as DDP). Eval-mode BN ops (bk_tbn_t.eval
+ * or a graph in eval mode) do not sync. Every rank must make the same calls
+ * in the same order: fn runs 2 times per training BN op in bk_t_forward and
+ * once per BN op reached by bk_t_backward, so every rank needs the same
+ * graph structure (shapes may differ in n). fn NULL: off (default). */
+typedef int (*bk_allreduce_fn)(void *ctx, float *data, size_t n, char *err, size_t errlen);
+void bk_tgraph_set_allreduce(bk_tgraph_t *g, bk_allreduce_fn fn, void *ctx);
+
 /* requires_grad: compute the gradient of the input too (tests). */
 bk_tvar_t *bk_t_input(bk_tgraph_t *g, int n, int c, int h, int w, int requires_grad);
 bk_tvar_t *bk_t_conv2d(bk_tgraph_t *g, bk_tvar_t *x, const bk_tconv_t *p);
@@ -209,6 +226,14 @@ int bk_t_forward(bk_tgraph_t *g);
  * through every op recorded before y; writes the bound parameter
  * gradients and, for inputs made with requires_grad, the input gradient. */
 int bk_t_backward(bk_tgraph_t *g, bk_tvar_t *y, const float *dy);
+/* The forward + backward(y) of a rank that holds no samples this step,
+ * for SyncBatchNorm: makes exactly the all-reduce calls bk_t_forward +
+ * bk_t_backward(g, y, ...) would make, contributing zeros, and updates the
+ * running stats of training-mode BN ops with the global statistics (so
+ * every rank keeps the same buffers). Runs no kernel and writes no
+ * gradient array (the caller zeroes them). Without an all-reduce hook it
+ * does nothing. */
+int bk_t_empty_step(bk_tgraph_t *g, bk_tvar_t *y);
 int bk_t_read(bk_tgraph_t *g, bk_tvar_t *x, float *dst);
 int bk_t_read_grad(bk_tgraph_t *g, bk_tvar_t *x, float *dst);
 void bk_tvar_dims(const bk_tvar_t *t, int *n, int *c, int *h, int *w);

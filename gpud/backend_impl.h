@@ -80,6 +80,27 @@ typedef struct bk_tkernels {
     int (*bn_bwd)(bk_graph_t *g, bk_plan_t *p, int training, const void *x, const void *y,
                   const void *gy, const float *gamma, const float *mean, const float *var,
                   void *gx, float *ggamma, float *gbeta);
+    /* Training-mode BatchNorm: the tape computes the batch statistics itself
+     * (two passes, double sums), so that the W ranks of SyncBatchNorm and
+     * one rank with the whole batch agree to float rounding; the normalising
+     * and the gradient's g * dy part are the eval-mode kernels (bn_fwd /
+     * bn_bwd with training = 0).
+     * out[c] = sum over (n, h, w) of x (center NULL) or of (x - center[c])^2. */
+    void (*chan_sums)(backend_t *be, const void *x, const int shape[4], const float *center,
+                      double *out);
+    /* y += a[c] * (x - center[c]) + b[c]: the gradient's batch-mean terms. */
+    void (*chan_axpb)(backend_t *be, void *y, const void *x, const int shape[4],
+                      const float *center, const float *a, const float *b);
+    /* Optional (NULL: bn_bwd's eval-mode sums and chan_axpb are used), for
+     * sums of better than float accuracy. dy' = gy, or gy where y > 0 when
+     * relu (y: the op's output). out[0, c) = sum dy', out[c, 2c) =
+     * sum dy' * (x - center[c]). */
+    void (*bn_grad_sums)(backend_t *be, const void *x, const void *y, const void *gy,
+                         const int shape[4], int relu, const float *center, double *out);
+    /* Optional, with bn_grad_sums: gx = scale[c] * dy' + a[c] * (x - center[c]) + b[c]. */
+    void (*bn_grad_apply)(backend_t *be, void *gx, const void *x, const void *y, const void *gy,
+                          const int shape[4], int relu, const float *center,
+                          const float *scale, const float *a, const float *b);
     bk_plan_t *(*relu_plan)(bk_graph_t *g, const int in[4]);
     int (*relu_fwd)(bk_graph_t *g, bk_plan_t *p, const void *x, void *y);
     int (*relu_bwd)(bk_graph_t *g, bk_plan_t *p, const void *y, const void *gy, void *gx);

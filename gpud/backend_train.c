@@ -41,6 +41,9 @@ typedef struct {
     bk_tconv_t conv;
     bk_tbn_t bn;
     float *save_mean, *save_var;    /* BN: batch statistics of the last forward */
+    float *sync;                    /* training BN scratch: 5c + 1 floats */
+    double *sync_d;                 /* 2c per-channel sums */
+    double sync_count;              /* global sample count of the last forward */
     float p;                        /* dropout probability, CE smoothing */
     int lin_out;
     float *w, *gw, *b, *gb;         /* linear */
@@ -65,6 +68,8 @@ struct bk_tgraph {
     int64_t *ids;
     int ids_n;
     int batch;                      /* n of the first input */
+    bk_allreduce_fn allreduce;      /* SyncBatchNorm; NULL: local statistics */
+    void *allreduce_ctx;
     int profile;                    /* DDPIPE_TRAIN_PROFILE set: time op kinds */
     double prof[2][TO_CE + 1];      /* [backward][kind] seconds */
 };
@@ -117,6 +122,8 @@ void bk_tgraph_destroy(bk_tgraph_t **gp)
             o->plan->destroy(o->plan);
         free(o->save_mean);
         free(o->save_var);
+        free(o->sync);
+        free(o->sync_d);
     }
     for (size_t i = 0; i < g->nv; i++) {
         if (g->k) {
@@ -178,6 +185,14 @@ void bk_tgraph_set_dropout(bk_tgraph_t *g, int enabled)
 {
     if (g)
         g->no_dropout = !enabled;
+}
+
+void bk_tgraph_set_allreduce(bk_tgraph_t *g, bk_allreduce_fn fn, void *ctx)
+{
+    if (!g)
+        return;
+    g->allreduce = fn;
+    g->allreduce_ctx = fn ? ctx : NULL;
 }
 
 void bk_tvar_dims(const bk_tvar_t *t, int *n, int *c, int *h, int *w)
@@ -618,6 +633,193 @@ static int bn_training(const bk_tgraph_t *g, const top_t *o)
     return g->training && !o->bn.eval;
 }
 
+/* ------------------------------------------- training-mode BatchNorm
+ *
+ * The batch statistics are computed here, not by the backend's training
+ * kernel: two passes with double sums (mean, then sum (x - mean)^2), so that
+ * SyncBatchNorm over W ranks and one rank holding the whole batch agree to
+ * float rounding, and inputs far from zero mean keep their precision
+ * (oneDNN's own training statistics drifted by up to 1e-3 relative on
+ * un-normalised activations). Without an all-reduce hook the same code
+ * runs with the "all-reduce" of a single rank: nothing. */
+
+/* A BN op's scratch, made on first use. sync: [0, c] forward statistics or
+ * [0, 2c) backward sums (sum dy, sum dy*xhat), then the backward's
+ * per-channel a, b and scale. sync_d: 2c double sums. */
+static int bn_scratch(bk_tgraph_t *g, top_t *o)
+{
+    if (o->sync)
+        return 0;
+    size_t c = (size_t)o->bn.c;
+    o->sync = malloc((5 * c + 1) * sizeof *o->sync);
+    o->sync_d = malloc(2 * c * sizeof *o->sync_d);
+    if (o->sync && o->sync_d)
+        return 0;
+    free(o->sync);
+    free(o->sync_d);
+    o->sync = NULL;
+    o->sync_d = NULL;
+    bk_fail(&g->base, "out of memory");
+    return -1;
+}
+
+static int sync_call(bk_tgraph_t *g, float *data, size_t n)
+{
+    char err[256] = "";
+    if (!g->allreduce || g->allreduce(g->allreduce_ctx, data, n, err, sizeof err) == 0)
+        return 0;
+    bk_fail(&g->base, "SyncBatchNorm all-reduce of %zu values failed: %s", n,
+            err[0] ? err : "no reason given");
+    return -1;
+}
+
+/* Per-channel sums of x into sync as floats (zeros when x is NULL: this
+ * rank holds no samples). */
+static void stat_sums(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x, const float *center)
+{
+    int s[4];
+    if (x) {
+        shape_of(x, s);
+        g->k->chan_sums(g->base.be, x->val, s, center, o->sync_d);
+    }
+    for (int c = 0; c < o->bn.c; c++)
+        o->sync[c] = x ? (float)o->sync_d[c] : 0.0f;
+}
+
+/* The batch statistics (over every rank) into save_mean / save_var:
+ * [sum x, count] gives the mean, then sum (x - mean)^2 the biased variance.
+ * Returns the global count (0 when no rank had samples: then every rank
+ * skips the second all-reduce alike), or -1. */
+static double bn_stats(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x)
+{
+    int c = o->bn.c;
+    if (bn_scratch(g, o) < 0)
+        return -1;
+    stat_sums(g, o, x, NULL);
+    o->sync[c] = x ? (float)((double)x->n * x->h * x->w) : 0.0f;
+    if (sync_call(g, o->sync, (size_t)c + 1) < 0)
+        return -1;
+    double count = o->sync[c];
+    o->sync_count = count >= 1.0 ? count : 0.0;
+    if (!(count >= 1.0))
+        return 0;
+    for (int i = 0; i < c; i++)
+        o->save_mean[i] = (float)(o->sync[i] / count);
+    stat_sums(g, o, x, o->save_mean);
+    if (sync_call(g, o->sync, (size_t)c) < 0)
+        return -1;
+    for (int i = 0; i < c; i++)
+        o->save_var[i] = (float)(o->sync[i] / count);
+    return count;
+}
+
+/* Normalising with given statistics is the eval-mode kernel. */
+static int bn_train_fwd(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x, bk_tvar_t *y)
+{
+    double count = bn_stats(g, o, x);
+    if (count < 0)
+        return -1;
+    if (g->k->bn_fwd(&g->base, o->plan, 0, x->val, o->bn.weight, o->bn.bias, o->save_mean,
+                     o->save_var, y->val) < 0)
+        return -1;
+    bn_running_update(o, (size_t)count);
+    return 0;
+}
+
+/* This rank's [sum dy', sum dy' * xhat] into sync[0, 2c) (dy' after the
+ * fused ReLU's mask); without the backend's bn_grad_sums, the eval-mode
+ * backward gives them and gx = g * dy'. */
+static int bn_grad_local(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x, const bk_tvar_t *y,
+                         void *gx)
+{
+    int c = o->bn.c;
+    float *sdy = o->sync, *sdyx = o->sync + c;
+    if (!g->k->bn_grad_sums)
+        return g->k->bn_bwd(&g->base, o->plan, 0, x->val, y->val, y->grad, o->bn.weight,
+                            o->save_mean, o->save_var, gx, sdyx, sdy);
+    int s[4];
+    shape_of(x, s);
+    g->k->bn_grad_sums(g->base.be, x->val, y->val, y->grad, s, o->bn.relu, o->save_mean,
+                       o->sync_d);
+    for (int i = 0; i < c; i++) {
+        sdy[i] = (float)o->sync_d[i];
+        sdyx[i] = (float)(o->sync_d[c + i] / sqrt((double)o->save_var[i] + o->bn.eps));
+    }
+    return 0;
+}
+
+/* Training-mode BN backward over the (global) batch. With k = gamma /
+ * sqrt(var + eps) and N the global count,
+ *     dx = k * (dy' - sum dy' / N - xhat * sum(dy' * xhat) / N).
+ * The sums are all-reduced; gamma/beta get this rank's own sums (the
+ * caller all-reduces parameter gradients, as DDP). x NULL: an empty rank. */
+static int bn_train_bwd(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x, const bk_tvar_t *y,
+                        void *gx)
+{
+    int c = o->bn.c;
+    float *sdy = o->sync, *sdyx = o->sync + c, *a = o->sync + 2 * c, *b = o->sync + 3 * c;
+    float *scale = o->sync + 4 * c;
+    if (!x)
+        memset(o->sync, 0, 2 * (size_t)c * sizeof *o->sync);
+    else if (bn_grad_local(g, o, x, y, gx) < 0)
+        return -1;
+    if (x && o->bn.grad_weight) {
+        memcpy(o->bn.grad_weight, sdyx, (size_t)c * sizeof *sdyx);
+        memcpy(o->bn.grad_bias, sdy, (size_t)c * sizeof *sdy);
+    }
+    if (sync_call(g, o->sync, 2 * (size_t)c) < 0)
+        return -1;
+    if (!x || !gx)
+        return 0;
+    for (int i = 0; i < c; i++) {
+        double rstd = 1.0 / sqrt((double)o->save_var[i] + o->bn.eps);
+        double k = (double)o->bn.weight[i] * rstd;
+        scale[i] = (float)k;
+        a[i] = (float)(-k * rstd * sdyx[i] / o->sync_count);
+        b[i] = (float)(-k * sdy[i] / o->sync_count);
+    }
+    int s[4];
+    shape_of(x, s);
+    if (g->k->bn_grad_sums && g->k->bn_grad_apply)
+        g->k->bn_grad_apply(g->base.be, gx, x->val, y->val, y->grad, s, o->bn.relu,
+                            o->save_mean, scale, a, b);
+    else
+        g->k->chan_axpb(g->base.be, gx, x->val, s, o->save_mean, a, b);
+    return 0;
+}
+
+int bk_t_empty_step(bk_tgraph_t *g, bk_tvar_t *y)
+{
+    if (!g || g->base.failed || !y)
+        return -1;
+    if (!g->allreduce)
+        return 0;
+    if (!y->needs_grad) {
+        bk_fail(&g->base, "backward from a tensor that depends on no parameter");
+        return -1;
+    }
+    for (size_t i = 0; i < g->nops; i++) {   /* as bk_t_forward */
+        top_t *o = &g->ops[i];
+        if (o->kind != TO_BN || !bn_training(g, o))
+            continue;
+        bk_set_name(&g->base, o->name);
+        double count = bn_stats(g, o, NULL);
+        if (count < 0)
+            return -1;
+        if (count >= 1.0)
+            bn_running_update(o, (size_t)count);
+    }
+    for (int i = y->producer; i >= 0; i--) {   /* as bk_t_backward */
+        top_t *o = &g->ops[i];
+        if (!o->out->needs_grad || o->kind != TO_BN || !bn_training(g, o))
+            continue;
+        bk_set_name(&g->base, o->name);
+        if (bn_train_bwd(g, o, NULL, o->out, NULL) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static float drop_p(const bk_tgraph_t *g, const top_t *o)
 {
     return g->training && !g->no_dropout ? o->p : 0.0f;
@@ -634,16 +836,11 @@ static int op_forward(bk_tgraph_t *g, top_t *o, uint32_t index)
     switch (o->kind) {
     case TO_CONV:
         return k->conv_fwd(bg, o->plan, x->val, o->conv.weight, o->conv.bias, y->val);
-    case TO_BN: {
-        int tr = bn_training(g, o);
-        float *mean = tr ? o->save_mean : o->bn.running_mean;
-        float *var = tr ? o->save_var : o->bn.running_var;
-        if (k->bn_fwd(bg, o->plan, tr, x->val, o->bn.weight, o->bn.bias, mean, var, y->val) < 0)
-            return -1;
-        if (tr)
-            bn_running_update(o, (size_t)x->n * x->h * x->w);
-        return 0;
-    }
+    case TO_BN:
+        if (bn_training(g, o))
+            return bn_train_fwd(g, o, x, y);
+        return k->bn_fwd(bg, o->plan, 0, x->val, o->bn.weight, o->bn.bias, o->bn.running_mean,
+                         o->bn.running_var, y->val);
     case TO_RELU:
         return k->relu_fwd(bg, o->plan, x->val, y->val);
     case TO_POOL:
@@ -728,10 +925,13 @@ static int op_backward(bk_tgraph_t *g, top_t *o, uint32_t index)
                          o->conv.grad_bias);
         break;
     case TO_BN:
-        rc = k->bn_bwd(bg, o->plan, bn_training(g, o), x->val, y->val, y->grad, o->bn.weight,
-                       bn_training(g, o) ? o->save_mean : o->bn.running_mean,
-                       bn_training(g, o) ? o->save_var : o->bn.running_var, gx,
-                       o->bn.grad_weight, o->bn.grad_bias);
+        if (bn_training(g, o)) {
+            rc = bn_train_bwd(g, o, x, y, gx);
+            break;
+        }
+        rc = k->bn_bwd(bg, o->plan, 0, x->val, y->val, y->grad, o->bn.weight,
+                       o->bn.running_mean, o->bn.running_var, gx, o->bn.grad_weight,
+                       o->bn.grad_bias);
         break;
     case TO_RELU:
         if (gx)

@@ -17,6 +17,13 @@
 
 #define GRAPH_CACHE 4   /* input shapes kept compiled at once */
 
+/* PyTorch's num_batches_tracked of one BatchNorm (model_count_at). */
+typedef struct {
+    char name[160];     /* "<bn>.num_batches_tracked" */
+    int64_t value;
+    size_t rm;          /* pstore index of the BN's running_mean (bn_eval) */
+} bn_count_t;
+
 typedef struct {
     int c, h, w;
     bk_graph_t *g;
@@ -46,6 +53,10 @@ struct model {
     bk_tgraph_t *eg;    /* arch without a folded network: eval-mode graph */
     bk_tvar_t *e_in, *e_out;
     int ec, eh, ew;
+    model_allreduce_fn sync_fn;   /* SyncBatchNorm hook, NULL: off */
+    void *sync_ctx;
+    bn_count_t *nbt;    /* num_batches_tracked of each BatchNorm (train = 1) */
+    int n_nbt;
 };
 
 static const arch_t *const ARCHS[] = {&ARCH_RESNET18, &ARCH_RESNET34, &ARCH_RESNET50,
@@ -79,6 +90,34 @@ static int opts_check(const model_opts_t *o, char *err, size_t errlen)
     return 0;
 }
 
+/* One num_batches_tracked counter per BatchNorm (an entry "<bn>.running_mean"
+ * of the parameters), valued from the weights file when it has one. */
+static int nbt_load(model_t *m, const safetensors_t *st, char *err, size_t errlen)
+{
+    static const char RM[] = ".running_mean";
+    m->nbt = calloc(m->ps->n + 1, sizeof *m->nbt);
+    if (!m->nbt) {
+        snprintf(err, errlen, "model: out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < m->ps->n; i++) {
+        const char *name = m->ps->e[i].name;
+        size_t nl = strlen(name), sl = sizeof RM - 1;
+        if (nl <= sl || strcmp(name + nl - sl, RM) != 0)
+            continue;
+        bn_count_t *c = &m->nbt[m->n_nbt++];
+        snprintf(c->name, sizeof c->name, "%.*s.num_batches_tracked", (int)(nl - sl), name);
+        c->rm = i;
+        const st_tensor_t *t = safetensors_get(st, c->name);
+        if (t && st_tensor_to_i64(t, &c->value, 1) < 0) {
+            snprintf(err, errlen, "%s: want one integer, the file has %s %lld values",
+                     c->name, st_dtype_name(t->dtype), (long long)t->numel);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 model_t *model_new(const model_opts_t *o, const char *backend, const char *weights_path,
                    char *err, size_t errlen)
 {
@@ -104,6 +143,8 @@ model_t *model_new(const model_opts_t *o, const char *backend, const char *weigh
     int unfolded = o->train || !m->arch->build;   /* inference on unfolded weights too */
     if (m->state && unfolded)
         m->ps = pstore_load(st, err, errlen);
+    if (m->ps && o->train && nbt_load(m, st, err, errlen) < 0)
+        pstore_destroy(&m->ps);
     safetensors_destroy(&st);   /* loaders copied what they need */
     if (m->state && unfolded && !m->ps) {
         model_destroy(&m);
@@ -139,6 +180,7 @@ void model_destroy(model_t **mp)
     bk_tgraph_destroy(&m->tg);
     bk_tgraph_destroy(&m->eg);
     pstore_destroy(&m->ps);
+    free(m->nbt);
     free(m->t_x);
     free(m->t_dl);
     backend_destroy(&m->be);
@@ -506,6 +548,38 @@ int model_param_find(const model_t *m, const char *name, model_param_t *p)
     return 0;
 }
 
+int model_i64_count(const model_t *m)
+{
+    return m->ps && m->opts.train ? m->n_nbt : 0;
+}
+
+int model_i64_at(const model_t *m, int i, model_i64_t *p)
+{
+    if (i < 0 || i >= model_i64_count(m))
+        return -1;
+    *p = (model_i64_t){.name = m->nbt[i].name, .value = &m->nbt[i].value, .numel = 1,
+                       .ndim = 0};
+    return 0;
+}
+
+/* A train step happened: +1 in every BatchNorm that trains. */
+static void nbt_step(model_t *m)
+{
+    for (int i = 0; i < m->n_nbt; i++)
+        if (!m->ps->e[m->nbt[i].rm].bn_eval)
+            m->nbt[i].value++;
+}
+
+int model_set_sync_bn(model_t *m, model_allreduce_fn fn, void *ctx)
+{
+    if (!m->ps || !m->opts.train)
+        return -1;
+    m->sync_fn = fn;
+    m->sync_ctx = ctx;
+    bk_tgraph_set_allreduce(m->tg, fn, ctx);   /* NULL graph: nothing */
+    return 0;
+}
+
 int model_freeze(model_t *m, const char *prefix, int frozen)
 {
     if (!m->ps || !m->opts.train || !prefix)
@@ -582,6 +656,7 @@ static int train_graph(model_t *m, int n, int c, int h, int w, float eps, char *
         bk_tgraph_destroy(&g);
         return -1;
     }
+    bk_tgraph_set_allreduce(g, m->sync_fn, m->sync_ctx);
     m->tg = g;
     m->tn = n;
     m->tc = c;
@@ -638,18 +713,42 @@ static int train_run(model_t *m, int n, const int32_t *labels, const model_step_
     return 0;
 }
 
+/* An empty shard contributes nothing to the gradient sum. With SyncBatchNorm
+ * the rank still takes part in every BatchNorm all-reduce (contributing
+ * zeros) and updates its running stats like the others: the hooks come from
+ * a graph of the same structure, the current one when its sample shape fits,
+ * else one built for a single sample. */
+static int empty_step(model_t *m, int c, int h, int w, const model_step_t *s, char *err,
+                      size_t errlen)
+{
+    for (size_t i = 0; i < m->ps->n; i++)
+        if (m->ps->e[i].g)
+            memset(m->ps->e[i].g, 0, m->ps->e[i].n * sizeof(float));
+    if (m->sync_fn) {
+        int fits = m->tg && m->tc == c && m->th == h && m->tw == w &&
+                   m->t_eps == s->label_smoothing;
+        if (!fits && train_graph(m, 1, c, h, w, s->label_smoothing, err, errlen) < 0)
+            return -1;
+        bk_tgraph_set_training(m->tg, 1);
+        if (bk_t_empty_step(m->tg, m->t_loss) < 0) {
+            snprintf(err, errlen, "%s train step (empty shard): %s", m->arch->name,
+                     bk_tgraph_error(m->tg) ? bk_tgraph_error(m->tg) : "backend failure");
+            bk_tgraph_destroy(&m->tg);
+            return -1;
+        }
+    }
+    nbt_step(m);
+    return 0;
+}
+
 static int train_step(model_t *m, fill_fn fill, const void *ctx, int n, int c, int h, int w,
                       const int32_t *labels, const model_step_t *s, float *loss,
                       float *logits, char *err, size_t errlen)
 {
     if (step_check(m, n, s, err, errlen) < 0 || check_input(m, n, c, h, w, err, errlen) < 0)
         return -1;
-    if (n == 0) {   /* an empty shard contributes nothing to the sum */
-        for (size_t i = 0; i < m->ps->n; i++)
-            if (m->ps->e[i].g)
-                memset(m->ps->e[i].g, 0, m->ps->e[i].n * sizeof(float));
-        return 0;
-    }
+    if (n == 0)
+        return empty_step(m, c, h, w, s, err, errlen);
     if (!labels) {
         snprintf(err, errlen, "%s train step: no labels", m->arch->name);
         return -1;
@@ -657,7 +756,10 @@ static int train_step(model_t *m, fill_fn fill, const void *ctx, int n, int c, i
     if (train_graph(m, n, c, h, w, s->label_smoothing, err, errlen) < 0)
         return -1;
     fill(ctx, 0, n, m->t_x);
-    return train_run(m, n, labels, s, loss, logits, err, errlen);
+    if (train_run(m, n, labels, s, loss, logits, err, errlen) < 0)
+        return -1;
+    nbt_step(m);
+    return 0;
 }
 
 int model_train_step_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,

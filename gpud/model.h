@@ -85,7 +85,7 @@ void model_topk_ce(const float *logits, int n, int num_classes, const int32_t *l
  *
  * A model opened with opts.train = 1 keeps every tensor of its weights
  * file, unfolded, by state_dict name ("layer1.0.conv1.weight", ...,
- * "layer1.0.bn1.running_var"; num_batches_tracked is not kept). A train
+ * "layer1.0.bn1.running_var"; num_batches_tracked: model_i64_at). A train
  * step runs the network in training mode (BatchNorm on the batch's
  * statistics, updating running_mean/var in place with momentum 0.1 and the
  * unbiased variance, as PyTorch; dropout on) and backward, and leaves in
@@ -143,6 +143,45 @@ int model_train_step_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, 
 int model_train_step_f32(model_t *m, const float *x, int n, int c, int h, int w,
                          const int32_t *labels, const model_step_t *s, float *loss,
                          float *logits, char *err, size_t errlen);
+
+/* BatchNorm's num_batches_tracked, PyTorch's I64 scalar buffer (shape [])
+ * "<bn>.num_batches_tracked", one per BatchNorm layer in state_dict order;
+ * kept apart from model_param_* (those are all F32). Valued from the
+ * weights file (0 when absent); +1 per model_train_step_* (n = 0 included,
+ * so that it counts the job's steps, the same on every rank) in each
+ * BatchNorm that trains (not in eval mode by model_freeze_bn). value is
+ * live and writable (checkpoint load). A checkpoint saves each as
+ *   (ckpt_tensor_t){.name = p.name, .dtype = ST_I64, .ndim = 0, .data = p.value}
+ * 0 unless opened with train = 1. */
+typedef struct {
+    const char *name;
+    int64_t *value;
+    size_t numel;        /* 1 */
+    int ndim;            /* 0: a scalar */
+} model_i64_t;
+
+int model_i64_count(const model_t *m);
+/* 0, or -1 when i is out of range. */
+int model_i64_at(const model_t *m, int i, model_i64_t *p);
+
+/* SyncBatchNorm: fn sums n floats element-wise over all ranks, in place
+ * (identical result on every rank), returning 0 or -1 with the reason in
+ * err. With it set, every training-mode BatchNorm normalises with the
+ * statistics of the union of all ranks' samples (PyTorch's SyncBatchNorm:
+ * batch mean and biased variance over the global count, running_var with
+ * the unbiased variance of the global count, backward with the all-reduced
+ * sum(dy) and sum(dy*xhat); each rank's gamma/beta gradients stay its own
+ * share, summed with the other gradients by the caller's all-reduce). fn
+ * runs from inside model_train_step_*: twice per training BatchNorm in the
+ * forward, once per BatchNorm in the backward, the same calls in the same
+ * order on every rank — also on a rank whose shard is empty (n = 0: it
+ * contributes zeros, gets zero gradients and the same running stats).
+ * BatchNorm layers in eval mode (model_freeze_bn) do not sync. Every rank
+ * must use the same architecture, freezes and label smoothing. A failing fn
+ * fails the step (the error names it). Returns 0, or -1 when the model was
+ * not opened for training. */
+typedef int (*model_allreduce_fn)(void *ctx, float *data, size_t n, char *err, size_t errlen);
+int model_set_sync_bn(model_t *m, model_allreduce_fn fn, void *ctx);  /* NULL fn: off */
 
 /* Freeze (1) or unfreeze (0) every trainable parameter whose name starts
  * with prefix ("" = all): a frozen parameter gets no gradient (its grad

@@ -688,6 +688,31 @@ static void c_dropout(backend_t *be, void *y, const void *x, const int s[4], flo
     hk_dropout(y, x, s, p, seed, step, op, ids, 1);
 }
 
+static void c_chan_sums(backend_t *be, const void *x, const int s[4], const float *center,
+                        double *out)
+{
+    hk_chan_sums(x, s, center, out, 1, be->threads);
+}
+
+static void c_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
+                        const float *center, const float *a, const float *b)
+{
+    hk_chan_axpb(y, x, s, center, a, b, 1, be->threads);
+}
+
+static void c_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
+                           const int s[4], int relu, const float *center, double *out)
+{
+    hk_bn_grad_sums(x, y, gy, s, relu, center, out, 1, be->threads);
+}
+
+static void c_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
+                            const void *gy, const int s[4], int relu, const float *center,
+                            const float *scale, const float *a, const float *b)
+{
+    hk_bn_grad_apply(gx, x, y, gy, s, relu, center, scale, a, b, 1, be->threads);
+}
+
 const bk_tkernels_t CPU_TKERNELS = {
     .alloc = hk_alloc,
     .release = hk_release,
@@ -708,6 +733,10 @@ const bk_tkernels_t CPU_TKERNELS = {
     .bn_plan = c_bn_plan,
     .bn_fwd = c_bn_fwd,
     .bn_bwd = c_bn_bwd,
+    .chan_sums = c_chan_sums,
+    .chan_axpb = c_chan_axpb,
+    .bn_grad_sums = c_bn_grad_sums,
+    .bn_grad_apply = c_bn_grad_apply,
     .relu_plan = c_relu_plan,
     .relu_fwd = c_relu_fwd,
     .relu_bwd = c_relu_bwd,

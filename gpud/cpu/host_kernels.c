@@ -127,3 +127,121 @@ void hk_dropout(void *y, const void *x, const int s[4], float p, uint64_t seed,
         }
     }
 }
+
+#define SUM_CHUNKS 32   /* fixed: the summation order must not follow the threads */
+
+/* What a per-channel reduction adds up (double accumulators). */
+typedef struct {
+    const float *x, *y, *gy;   /* y, gy: gradient sums only */
+    const float *center;       /* NULL: plain sums of x */
+    int relu;                  /* gradient sums: dy counts only where y > 0 */
+    int grads;                 /* 1: [sum dy', sum dy' (x - center)]; 0: sum x or
+                                * sum (x - center)^2 */
+} red_t;
+
+static inline void red_elem(const red_t *r, size_t i, int ch, double *acc, int c)
+{
+    double d = r->center ? (double)r->x[i] - r->center[ch] : (double)r->x[i];
+    if (!r->grads) {
+        acc[ch] += r->center ? d * d : d;
+        return;
+    }
+    double g = r->relu && !(r->y[i] > 0.0f) ? 0.0 : (double)r->gy[i];
+    acc[ch] += g;
+    acc[c + ch] += g * d;
+}
+
+/* NHWC: rows of c channels. Each of SUM_CHUNKS row ranges gets its own
+ * partial sums, added in chunk order. */
+static void reduce_nhwc(const red_t *r, size_t rows, int c, double *out, int threads)
+{
+    size_t width = (size_t)c * (r->grads ? 2 : 1);
+    size_t chunks = rows < SUM_CHUNKS ? rows : SUM_CHUNKS;
+    double *part = calloc(chunks * width, sizeof *part);
+    if (!part) {   /* no scratch: one serial chunk */
+        chunks = 1;
+        part = out;
+        memset(out, 0, width * sizeof *out);
+    }
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t k = 0; k < chunks; k++) {
+        double *acc = part + k * width;
+        for (size_t row = rows * k / chunks; row < rows * (k + 1) / chunks; row++)
+            for (int ch = 0; ch < c; ch++)
+                red_elem(r, row * (size_t)c + ch, ch, acc, c);
+    }
+    if (part == out)
+        return;
+    for (size_t j = 0; j < width; j++) {
+        double sum = 0.0;
+        for (size_t k = 0; k < chunks; k++)
+            sum += part[k * width + j];
+        out[j] = sum;
+    }
+    free(part);
+}
+
+/* NCHW: each channel is n planes of h*w values; one channel per thread. */
+static void reduce_nchw(const red_t *r, const int s[4], double *out, int threads)
+{
+    size_t hw = (size_t)s[2] * s[3];
+    int c = s[1];
+    memset(out, 0, (size_t)c * (r->grads ? 2 : 1) * sizeof *out);
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int ch = 0; ch < c; ch++)
+        for (int b = 0; b < s[0]; b++) {
+            size_t base = ((size_t)b * c + ch) * hw;
+            for (size_t i = 0; i < hw; i++)
+                red_elem(r, base + i, ch, out, c);
+        }
+}
+
+static void reduce(const red_t *r, const int s[4], double *out, int nhwc, int threads)
+{
+    if (nhwc)
+        reduce_nhwc(r, (size_t)s[0] * s[2] * s[3], s[1], out, threads);
+    else
+        reduce_nchw(r, s, out, threads);
+}
+
+void hk_chan_sums(const void *x, const int s[4], const float *center, double *out, int nhwc,
+                  int threads)
+{
+    red_t r = {.x = x, .center = center};
+    reduce(&r, s, out, nhwc, threads);
+}
+
+void hk_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4], int relu,
+                     const float *center, double *out, int nhwc, int threads)
+{
+    red_t r = {.x = x, .y = y, .gy = gy, .center = center, .relu = relu, .grads = 1};
+    reduce(&r, s, out, nhwc, threads);
+}
+
+void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, const int s[4],
+                      int relu, const float *center, const float *scale, const float *a,
+                      const float *b, int nhwc, int threads)
+{
+    float *px = gx;
+    const float *vx = x, *vy = y, *vg = gy;
+    size_t total = (size_t)s[0] * s[1] * s[2] * s[3], hw = (size_t)s[2] * s[3];
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t i = 0; i < total; i++) {
+        size_t ch = nhwc ? i % (size_t)s[1] : (i / hw) % (size_t)s[1];
+        double g = relu && !(vy[i] > 0.0f) ? 0.0 : (double)vg[i];
+        px[i] = (float)(scale[ch] * g + (double)a[ch] * ((double)vx[i] - center[ch]) + b[ch]);
+    }
+}
+
+void hk_chan_axpb(void *y, const void *x, const int s[4], const float *center, const float *a,
+                  const float *b, int nhwc, int threads)
+{
+    float *py = y;
+    const float *px = x;
+    size_t total = (size_t)s[0] * s[1] * s[2] * s[3], hw = (size_t)s[2] * s[3];
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t i = 0; i < total; i++) {
+        size_t ch = nhwc ? i % (size_t)s[1] : (i / hw) % (size_t)s[1];
+        py[i] = (float)((double)py[i] + (double)a[ch] * ((double)px[i] - center[ch]) + b[ch]);
+    }
+}

@@ -25,6 +25,18 @@ void hk_concat(void *y, int cy, void *x, const int xs[4], int off, int to_y, int
 void hk_flatten(void *y, const void *x, const int xs[4], int backward, int nhwc);
 void hk_dropout(void *y, const void *x, const int s[4], float p, uint64_t seed,
                 uint64_t step, uint32_t op, const int64_t *ids, int nhwc);
+/* Training-mode BatchNorm on host memory (backend_impl.h chan_sums,
+ * chan_axpb, bn_grad_sums, bn_grad_apply). Partial sums are combined in a fixed order,
+ * so results do not depend on the thread count. */
+void hk_chan_sums(const void *x, const int s[4], const float *center, double *out, int nhwc,
+                  int threads);
+void hk_chan_axpb(void *y, const void *x, const int s[4], const float *center, const float *a,
+                  const float *b, int nhwc, int threads);
+void hk_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4], int relu,
+                     const float *center, double *out, int nhwc, int threads);
+void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, const int s[4],
+                      int relu, const float *center, const float *scale, const float *a,
+                      const float *b, int nhwc, int threads);
 
 /* The training kernel tables of the CPU backends. */
 extern const bk_tkernels_t REF_TKERNELS;

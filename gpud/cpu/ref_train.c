@@ -241,6 +241,31 @@ static int r_linear_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float
     return 0;
 }
 
+static void r_chan_sums(backend_t *be, const void *x, const int s[4], const float *center,
+                        double *out)
+{
+    hk_chan_sums(x, s, center, out, 0, be->threads);
+}
+
+static void r_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
+                        const float *center, const float *a, const float *b)
+{
+    hk_chan_axpb(y, x, s, center, a, b, 0, be->threads);
+}
+
+static void r_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
+                           const int s[4], int relu, const float *center, double *out)
+{
+    hk_bn_grad_sums(x, y, gy, s, relu, center, out, 0, be->threads);
+}
+
+static void r_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
+                            const void *gy, const int s[4], int relu, const float *center,
+                            const float *scale, const float *a, const float *b)
+{
+    hk_bn_grad_apply(gx, x, y, gy, s, relu, center, scale, a, b, 0, be->threads);
+}
+
 const bk_tkernels_t REF_TKERNELS = {
     .alloc = hk_alloc,
     .release = hk_release,
@@ -261,6 +286,10 @@ const bk_tkernels_t REF_TKERNELS = {
     .bn_plan = r_bn_plan,
     .bn_fwd = r_bn_fwd,
     .bn_bwd = r_bn_bwd,
+    .chan_sums = r_chan_sums,
+    .chan_axpb = r_chan_axpb,
+    .bn_grad_sums = r_bn_grad_sums,
+    .bn_grad_apply = r_bn_grad_apply,
     .relu_plan = r_relu_plan,
     .relu_fwd = r_relu_fwd,
     .relu_bwd = r_relu_bwd,
