@@ -757,10 +757,10 @@ static int setup_train(loader_t *L)
         L->eval_ds = L->val_ds;
     }
     log_info("training: %ld ranks, global batch %llu, %llu steps per epoch, epochs %ld..%ld; "
-             "validation %s (%llu samples, %dx%d)", L->o.workers,
+             "validation %s (%llu samples, %dx%d, batches of %ld)", L->o.workers,
              (unsigned long long)L->global_batch, (unsigned long long)L->spe, L->o.start_epoch,
              L->o.epochs - 1, L->o.val ? L->o.val : "none", (unsigned long long)L->eval_n,
-             L->eval_w, L->eval_h);
+             L->eval_w, L->eval_h, L->o.batch_size);
     return 0;
 }
 
@@ -775,9 +775,14 @@ static int setup(loader_t *L)
         log_error("cannot decide the batch image size: %s", err);
         return -1;
     }
-    log_info("dataset %s: %llu samples, %u classes; batches of %ld x %dx%dx%d", L->o.data,
-             (unsigned long long)L->n, dataset_num_classes(L->ds), L->o.batch_size, L->o.t.channels,
-             L->out_h, L->out_w);
+    if (L->o.train)
+        log_info("train set %s: %llu samples, %u classes; samples of %dx%dx%d", L->o.data,
+                 (unsigned long long)L->n, dataset_num_classes(L->ds), L->o.t.channels, L->out_h,
+                 L->out_w);
+    else
+        log_info("dataset %s: %llu samples, %u classes; batches of %ld x %dx%dx%d", L->o.data,
+                 (unsigned long long)L->n, dataset_num_classes(L->ds), L->o.batch_size,
+                 L->o.t.channels, L->out_h, L->out_w);
     if (!L->o.train) {
         L->eval_ds = L->ds;
         L->eval_n = L->n;
