@@ -79,6 +79,8 @@ static int start_reporterd(job_t *j, const train_opts_t *o)
     argv_add(&a, "--out", o->out);
     argv_add(&a, "--tap", e->tap);
     argv_add(&a, "--seed-csv", csv);
+    if (o->resuming) /* its metrics.csv rows of the epochs before E stay */
+        argv_addf(&a, "--start-epoch", "%ld", o->resume.epoch);
     if (o->metrics_http)
         argv_add(&a, "--metrics-http", o->metrics_http);
     return job_spawn(j, "reporterd", "reporterd", &a);

@@ -56,11 +56,11 @@ static void test_batches_and_names(void)
 {
     train_opts_t o;
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 2 --batch-size 128 "
-                    "--lr 0.01 --weight-decay 5e-4") == 0, "parse");
+                    "--lr 0.01 --weight-decay 5e-4 --warmup-epochs 5") == 0, "parse");
     CHECK(o.global_batch == 256 && o.val_batch == 128, "G=%ld vb=%ld", o.global_batch, o.val_batch);
     char name[256];
     train_seed_csv_name(&o, name, sizeof name);
-    CHECK(strcmp(name, "2ranks-128bs-0.01lr-0.9m-0.0005w.csv") == 0, "csv %s", name);
+    CHECK(strcmp(name, "2ranks-128bs-0.01lr-0.9m-5.0w.csv") == 0, "csv %s", name);
 
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 3 --global-batch-size 100") == 0,
           "parse G");

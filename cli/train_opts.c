@@ -454,7 +454,7 @@ void train_seed_csv_name(const train_opts_t *o, char *buf, size_t len)
     char lr[40], m[40], w[40];
     py_float_str(o->lr, lr, sizeof lr);
     py_float_str(o->momentum, m, sizeof m);
-    py_float_str(o->weight_decay, w, sizeof w);
+    py_float_str((double)o->warmup_epochs, w, sizeof w);
     long bs = o->set_batch && !o->set_global ? o->batch_size
                                              : (o->global_batch + o->workers - 1) / o->workers;
     snprintf(buf, len, "%ldranks-%ldbs-%slr-%sm-%sw.csv", o->workers, bs, lr, m, w);

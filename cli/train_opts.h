@@ -46,7 +46,8 @@ int train_resume_read(const char *dir, train_resume_t *r, char *err, size_t errl
 /* Python's str(float): 0.1 -> "0.1", 0.0 -> "0.0", 1e-05 -> "1e-05". */
 void py_float_str(double x, char *buf, size_t len);
 
-/* The seed course's "{W}ranks-{bs}bs-{lr}lr-{m}m-{w}w.csv" (bs per rank,
- * w the weight decay). */
+/* The seed course's "{W}ranks-{bs}bs-{lr}lr-{m}m-{w}w.csv": bs per rank,
+ * lr, momentum and w (warm-up epochs) as Python's str(float) prints them
+ * (reporterd/seed_csv.h: "2ranks-16bs-0.1lr-0.9m-5.0w.csv"). */
 void train_seed_csv_name(const train_opts_t *o, char *buf, size_t len);
 #endif

@@ -22,8 +22,12 @@ check(meta.get("ckpt.epoch") == "2" and meta.get("ckpt.streak") == "2",
 seed_csv = os.path.join(out, "2ranks-16bs-0.05lr-0.9m-0.0w.csv")
 check(os.path.exists(seed_csv), "no seed-course CSV %s in %s" % (seed_csv, os.listdir(out)))
 lines = read(seed_csv).strip().splitlines()
-check(lines[0].replace(" ", "") == "time,val_accuracy" and len(lines) == 3,
-      "seed CSV: want a header and 2 rows:\n%s" % "\n".join(lines))
+# the seed's layout: header, the on_train_begin row "0.0,0.0", one row per epoch
+check(lines[0] == "time,val_accuracy" and lines[1] == "0.0,0.0" and len(lines) == 4,
+      "seed CSV: want a header, 0.0,0.0 and 2 epoch rows:\n%s" % "\n".join(lines))
+val_top1 = [float(r["top1"]) for r in metrics_rows(out) if r["phase"] != "train"]
+check([float(l.split(",")[1]) for l in lines[2:]] == [round(v, 4) for v in val_top1],
+      "seed CSV accuracies %s vs metrics.csv val top-1 %s" % (lines[2:], val_top1))
 
 # without a reachable target the run goes the whole way
 out = os.path.join(wd, "no-stop")
