@@ -675,7 +675,9 @@ static int u8_setup(cu_graph_t *g, size_t bytes)
             return -1;
     }
     u->bytes = bytes;
-    return 0;
+    /* cu_alloc zeroed dev[] on the main stream; the copy stream must not
+     * write them before that has run */
+    return cu_check(bg, cudaStreamSynchronize(cu_be(bg->be)->stream), "input buffer setup");
 }
 
 /* model.c's table: (p / 255 - mean) / std, each step rounded to float. */

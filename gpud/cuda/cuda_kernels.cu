@@ -469,6 +469,56 @@ cudaError_t ck_bn_bwd_data(cudaStream_t s, float *gx, const float *x, const floa
     return cudaGetLastError();
 }
 
+__global__ static void k_bn_grad_sums(const float *x, const float *y, const float *gy,
+                                      size_t cnt, int c, int hw, const float *center,
+                                      double *out)
+{
+    int ch = blockIdx.x;
+    double sg = 0.0, sgx = 0.0, m = center[ch];
+    for (size_t j = threadIdx.x; j < cnt; j += THREADS) {
+        size_t at = chan_at(j, ch, c, hw);
+        double g = masked(y, gy, at);
+        sg += g;
+        sgx += g * (x[at] - m);
+    }
+    sg = block_sum(sg);
+    sgx = block_sum(sgx);
+    if (threadIdx.x == 0) {
+        out[ch] = sg;
+        out[c + ch] = sgx;
+    }
+}
+
+cudaError_t ck_bn_grad_sums(cudaStream_t s, const float *x, const float *y, const float *gy,
+                            int n, int c, int hw, const float *center, double *out)
+{
+    k_bn_grad_sums<<<c, THREADS, 0, s>>>(x, y, gy, (size_t)n * hw, c, hw, center, out);
+    return cudaGetLastError();
+}
+
+__global__ static void k_bn_grad_apply(float *gx, const float *x, const float *y,
+                                       const float *gy, size_t count, int c, int hw,
+                                       const float *center, const float *scale, const float *a,
+                                       const float *b)
+{
+    GRID_STRIDE(i, count)
+    {
+        int ch = (int)((i / (size_t)hw) % (size_t)c);
+        gx[i] = (float)((double)scale[ch] * masked(y, gy, i) +
+                        (double)a[ch] * ((double)x[i] - center[ch]) + b[ch]);
+    }
+}
+
+cudaError_t ck_bn_grad_apply(cudaStream_t s, float *gx, const float *x, const float *y,
+                             const float *gy, int n, int c, int hw, const float *center,
+                             const float *scale, const float *a, const float *b)
+{
+    size_t count = (size_t)n * c * hw;
+    k_bn_grad_apply<<<blocks_for(count), THREADS, 0, s>>>(gx, x, y, gy, count, c, hw, center,
+                                                          scale, a, b);
+    return cudaGetLastError();
+}
+
 /* ---------------------------------------------------------------- pooling */
 
 /* Window of output (r, q): its first maximum (max) or its divisor (avg). */

@@ -89,6 +89,16 @@ cudaError_t ck_bn_bwd_data(cudaStream_t s, float *gx, const float *x, const floa
                            const float *mean, const float *var, float eps, int training,
                            const double *sums);
 
+/* SyncBatchNorm backward in double (bk_tkernels_t.bn_grad_sums/apply):
+ * dy' = gy, masked by y > 0 when y != NULL. out[0, c) = sum dy',
+ * out[c, 2c) = sum dy' (x - center[c]); gx = scale[c] dy' + a[c] (x -
+ * center[c]) + b[c]. */
+cudaError_t ck_bn_grad_sums(cudaStream_t s, const float *x, const float *y, const float *gy,
+                            int n, int c, int hw, const float *center, double *out);
+cudaError_t ck_bn_grad_apply(cudaStream_t s, float *gx, const float *x, const float *y,
+                             const float *gy, int n, int c, int hw, const float *center,
+                             const float *scale, const float *a, const float *b);
+
 /* Pooling as ref_maxpool2d / ref_avgpool2d (alg: 0 max, 1 avg incl. pad,
  * 2 avg excl. pad). nc = n*c planes. */
 typedef struct {

@@ -343,6 +343,39 @@ static void ct_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
             "channel axpb kernel");
 }
 
+/* SyncBatchNorm backward sums in double (optional table entries) */
+static void ct_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
+                            const int s[4], int relu, const float *center, double *out)
+{
+    size_t c = (size_t)s[1];
+    char *d = cu_scratch_be(be, c * (2 * sizeof(double) + sizeof(float)));
+    if (!d)
+        return;
+    double *dsum = (double *)d;
+    float *dcen = (float *)(d + 2 * c * sizeof(double));
+    if (cu_upload_be(be, dcen, center, c * sizeof(float)) < 0)
+        return;
+    cu_note(be, ck_bn_grad_sums(stream_of(be), x, relu ? y : NULL, gy, s[0], (int)c,
+                                s[2] * s[3], dcen, dsum), "batch-norm gradient sums kernel");
+    cu_download_be(be, out, dsum, 2 * c * sizeof(double));
+}
+
+static void ct_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
+                             const void *gy, const int s[4], int relu, const float *center,
+                             const float *scale, const float *a, const float *b)
+{
+    size_t c = (size_t)s[1];
+    float *d = cu_scratch_be(be, 4 * c * sizeof(float));
+    if (!d || cu_upload_be(be, d, center, c * sizeof(float)) < 0 ||
+        cu_upload_be(be, d + c, scale, c * sizeof(float)) < 0 ||
+        cu_upload_be(be, d + 2 * c, a, c * sizeof(float)) < 0 ||
+        cu_upload_be(be, d + 3 * c, b, c * sizeof(float)) < 0)
+        return;
+    cu_note(be, ck_bn_grad_apply(stream_of(be), gx, x, relu ? y : NULL, gy, s[0], (int)c,
+                                 s[2] * s[3], d, d + c, d + 2 * c, d + 3 * c),
+            "batch-norm gradient kernel");
+}
+
 /* ------------------------------------------------------------ relu, pool */
 
 typedef struct {
@@ -507,6 +540,8 @@ const bk_tkernels_t CUDA_TKERNELS = {
     .bn_bwd = ct_bn_bwd,
     .chan_sums = ct_chan_sums,
     .chan_axpb = ct_chan_axpb,
+    .bn_grad_sums = ct_bn_grad_sums,
+    .bn_grad_apply = ct_bn_grad_apply,
     .relu_plan = ct_relu_plan,
     .relu_fwd = ct_relu_fwd,
     .relu_bwd = ct_relu_bwd,
