@@ -341,16 +341,17 @@ static int print_final(const train_view_t *v)
     return 0;
 }
 
-/* Training ranks hold state worth keeping: on a failure they are told to
- * stop (rank 0 checkpoints); give them time before the SIGTERM, and SIGTERM
- * them before the rest so rank 0 can still write its checkpoint. */
+/* Training ranks hold state worth keeping. When reducerd failed the job it
+ * told the ranks to stop and rank 0 is writing its checkpoint: give them
+ * time. Otherwise (signal, --timeout, a daemon crash) SIGTERM the ranks
+ * before the rest, so rank 0 still has a coordinator while it checkpoints. */
 static void shut_down(job_t *j, int rc)
 {
     if (rc == 0) {
         if (!job_wait(j, NULL, 60000))
             fprintf(stderr, "ddpipe: some daemons did not exit after the job; stopping them\n");
     } else {
-        if (rc != 130)
+        if (job_fail_reason(j)[0])
             job_wait(j, "gpud", 10000);
         job_stop(j, "gpud", 30000);
     }

@@ -1,6 +1,7 @@
 """Stop after epoch 2 and --resume to epoch 3 = 3 epochs straight: the final
 weights within 1e-6 and the resumed epoch's metrics.csv row equal to the
-straight run's; a resume with a different global batch is refused."""
+straight run's; a resume with a different global batch is refused, and so
+are initial weights of the wrong shape (naming the tensor)."""
 import os
 from ddp_it import *
 
@@ -45,4 +46,12 @@ check(2 in vals_b and vals_a[2]["top1"] == vals_b[2]["top1"] and vals_a[2]["samp
       "epoch 2 validation rows differ:\n%s\n%s" % (vals_a.get(2), vals_b.get(2)))
 _, meta = safetensors_read(os.path.join(split, "checkpoint.safetensors"))
 check(meta.get("ckpt.epoch") == "3", "checkpoint after the resumed run: %s" % meta)
+
+# --weights of another width: both ranks fail at once, the tensor is named
+out = os.path.join(wd, "wrong-weights")
+p = run_train(train, out, 2, flags + ["--epochs", "1", "--weights", DEMO_WEIGHTS], val=val, expect_rc=None)
+check(p.returncode not in (0, 130) and "input_block.cbr.0.weight" in p.stderr,
+      "wrong --weights: exit %d, stderr:\n%s" % (p.returncode, p.stderr))
+check(p.seconds < 20, "wrong --weights took %.1fs to fail" % p.seconds)
+assert_no_leftovers(out)
 print("1 passed, 0 failed")
