@@ -12,7 +12,6 @@
 #include "proto/event.h"
 #include "proto/proto.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
