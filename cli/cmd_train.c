@@ -27,9 +27,9 @@ typedef struct {
     bool have_train;
     double train_loss, train_top1, val_loss, val_top1, val_top5, lr, img_s;
     bool have_val;
-    bool stop;                  /* reducerd's decision after the last epoch */
-    long streak;
-    char reason[1024];          /* and why */
+    double rank_img_s[64];      /* per-rank compute images/s of the last train row */
+    uint32_t nranks;
+    long streak;                /* reducerd's early-stop streak after the last epoch */
 } train_view_t;
 
 static bool is_wrn(const train_opts_t *o) { return strcmp(o->model, "wideresnet") == 0; }
@@ -262,8 +262,12 @@ static void print_epoch(train_view_t *v, bool tty)
     fprintf(stderr, "%sepoch %ld/%ld  train loss %.4f top-1 %.4f%s  lr %.6g  %.1f img/s  %.1fs  ETA %s\n",
             tty ? "\r\033[K" : "", v->last_epoch + 1, o->epochs, v->train_loss, v->train_top1, val,
             v->lr, v->img_s, per_epoch, eta);
-    if (o->verbose && v->reason[0])
-        fprintf(stderr, "  reducerd: %s %s\n", v->stop ? "stop:" : "continue:", v->reason);
+    if (o->verbose && v->nranks) {
+        fprintf(stderr, "  compute img/s per rank:");
+        for (uint32_t r = 0; r < v->nranks; r++)
+            fprintf(stderr, "%s rank %u %.1f", r ? "," : "", r, v->rank_img_s[r]);
+        fputc('\n', stderr);
+    }
     fflush(stderr);
 }
 
@@ -271,11 +275,8 @@ static void print_epoch(train_view_t *v, bool tty)
  * line goes out when the epoch's last row is in. Final repeats are ignored. */
 static void on_metric(train_view_t *v, const ev_metric_t *m, bool tty)
 {
-    if (m->has_decision) {
-        v->stop = m->decision != 0;
+    if (m->has_decision) /* the reason comes as a log event too (--verbose) */
         v->streak = m->streak;
-        snprintf(v->reason, sizeof v->reason, "%s", m->decision_reason);
-    }
     if ((long)m->epoch <= v->last_epoch)
         return;
     if (m->phase == DDP_PHASE_TRAIN) {
@@ -285,6 +286,9 @@ static void on_metric(train_view_t *v, const ev_metric_t *m, bool tty)
         v->img_s = m->images_per_sec;
         v->have_train = true;
         v->train_epoch = m->epoch;
+        v->nranks = m->nranks < 64 ? m->nranks : 64;
+        for (uint32_t r = 0; r < v->nranks; r++)
+            v->rank_img_s[r] = m->rank_images_per_sec[r];
         if (v->o->val)
             return;
     } else {
