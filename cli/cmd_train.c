@@ -385,8 +385,9 @@ int cmd_train(int argc, char **argv)
     if (o.resuming) {
         v.last_epoch = o.resume.epoch - 1;
         if (!o.quiet)
-            fprintf(stderr, "ddpipe train: resuming from %s at epoch %ld step %ld\n", o.resume.file,
-                    o.resume.epoch + 1, o.resume.start_step);
+            fprintf(stderr, "ddpipe train: resuming from %s: epoch %ld, %ld of its %ld steps done "
+                    "(%ld optimizer steps in all)\n", o.resume.file, o.resume.epoch + 1,
+                    o.resume.start_step, o.resume.steps_per_epoch, o.resume.step);
     }
     job_cfg_t cfg = {.cmd = "train", .out = o.out, .timeout_s = o.timeout_s, .quiet = o.quiet,
                      .train = true, .verdict_s = o.worker_timeout_s + 15, .on_event = on_event,
