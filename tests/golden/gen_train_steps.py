@@ -57,8 +57,14 @@ runs in float64 (the float32 weights and inputs, widened): PyTorch's own
 float32 gradients of this net are ~1e-3 off the exact ones (59 train-mode
 BatchNorms over few values per channel), so a float32 golden would measure
 PyTorch's rounding; the small learning rates keep the weights' float32
-noise under the 1e-5 tested. Keys as above with m = densenet121 (SAMPLE 64)
-plus the "scheds" tensors, so the C test reads it like the main file.
+noise under the 1e-5 tested at step 1. From step 2 on, BatchNorms over 8
+values per channel (block 4) whose channels ReLU nearly emptied amplify
+rounding of the weights, so the float32 of any implementation drifts from
+the exact values: each key "<k>" has "<k>.tol" [1] = max(1e-5, 3 * PyTorch
+float32's own error there, in the C test's metric) — ddpipe must be as
+close to exact as PyTorch's float32 (to 3x). Keys as above with m =
+densenet121 (SAMPLE 64) plus the "scheds" tensors, so the C test reads it
+like the main file.
 
 Sampling: a tensor with <= SAMPLE values is saved whole (flattened), else
 the SAMPLE values at flat indices i * numel // SAMPLE (SAMPLE 256 for the
@@ -131,18 +137,19 @@ MAX_TRIES = 400
 # batches (at 32x32 block 4 is 1x1: BatchNorm over 2 values, and a channel
 # that ReLU zeroed in both samples has variance 0, 1/sqrt(eps) = 316 in its
 # gradient: no float32 run can follow float64 there). Screened with
-# MARGIN["densenet121"]: 1e-5 where a channel has at most 32 values (blocks
-# 3-4: a flip there moves a channel by percents), 1e-6 up to 2048 (blocks
-# 1-2 and the stem: ~1e6 ReLU inputs, so a wider margin is rarely clear, and
-# a flip moves a channel of 128+ values far less).
+# MARGIN["densenet121"]: 1e-5 where a channel has at most 8 values (block 4:
+# a flip there moves a channel by percents), 2e-7 up to 2048 (blocks 1-3 and
+# the stem: ~2e6 ReLU inputs whose nearest to 0 is typically 1e-7..1e-6, and
+# a flip moves a channel of 32+ values far less).
 DENSENET_CASES = [
     ("sgd_nesterov", "sgd", 1e-3, {"momentum": 0.9, "nesterov": True, "weight_decay": 5e-4},
      True, "warmup_cosine"),
     ("adamw", "adamw", 1e-5, {"weight_decay": 0.05, "eps": 1e-4}, True, "warmup_cosine"),
 ]
-MARGIN["densenet121"] = {32: 1e-5, 2048: 1e-6}
+MARGIN["densenet121"] = {8: 1e-5, 2048: 2e-7}
 SEED0["densenet121"] = 20000
 DENSENET_OUT = os.path.join(HERE, "train_steps", "densenet.safetensors")
+DN_TOL_FACTOR = 3.0
 GBATCH_CASE = "sgd_nesterov"
 GBATCH_SHARDS = (3, 2)
 
@@ -274,15 +281,19 @@ def save_state(out, prefix, model, n, buffers_prefix=None):
         out["%s:%s.%d" % (prefix[0], key, prefix[1])] = sample(b, n)
 
 
-def run_case(tag, ci, case, shape, classes, mean, std, n_sample, out, meta):
+def run_case(tag, ci, case, shape, classes, mean, std, n_sample, out, meta, replay=None):
+    """replay: (u8 [STEPS, ...], labels) to run on instead of screening."""
     name, kind, lr, opts, no_decay, sched = case
-    model = build(tag)
+    model = build(tag) if replay is None else build(tag).float()
     opt = make_optimizer(kind, model, no_decay, lr, opts)
     sch = make_sched(opt, sched)
     losses, u8s, labs, seeds = [], [], [], []
     for k in range(STEPS):
-        seed, u8, labels = pick_batch([model], [shape[0]], shape, classes, mean, std,
-                                      MARGIN[tag], SEED0[tag] + 1000 * ci + 100 * k)
+        if replay is None:
+            seed, u8, labels = pick_batch([model], [shape[0]], shape, classes, mean, std,
+                                          MARGIN[tag], SEED0[tag] + 1000 * ci + 100 * k)
+        else:
+            seed, u8, labels = -1, replay[0][k], replay[1][k]
         u8s.append(u8)
         labs.append(labels)
         seeds.append(str(seed))
@@ -366,6 +377,17 @@ def gen_densenet():
                  "torch": torch.__version__, "generator": "tests/golden/gen_train_steps.py"})
     for ci, case in enumerate(DENSENET_CASES):
         run_case("densenet121", ci, case, (2, 3, 64, 64), 10, MEAN, STD, 64, out, meta)
+        # PyTorch's own float32 on the same batches: its distance from the
+        # float64 values sets each key's tolerance
+        key = "densenet121/%s" % case[0]
+        out32 = {}
+        run_case("densenet121", ci, case, (2, 3, 64, 64), 10, MEAN, STD, 64, out32, {},
+                 replay=(out[key + ".input_u8"], out[key + ".labels"]))
+        for k, v in out32.items():
+            if v.dtype == np.float32 and k in out and not k.endswith("/cfg"):
+                ref = out[k].astype(np.float64)
+                dev = np.max(np.abs(v - ref) / np.maximum(1.0, np.abs(ref)))
+                out[k + ".tol"] = np.array([max(1e-5, DN_TOL_FACTOR * dev)], np.float32)
         print("densenet121 %s: seeds %s" % (case[0], meta["densenet121/%s.seeds" % case[0]]),
               flush=True)
     safetensors_io.save(out, DENSENET_OUT, meta)
