@@ -139,16 +139,54 @@ typedef struct {
                                 * sum (x - center)^2 */
 } red_t;
 
-static inline void red_elem(const red_t *r, size_t i, int ch, double *acc, int c)
+/* acc (+ c) += the contributions of one NHWC row (c channels). The loops
+ * are branch-free over channels so that they vectorise (omp simd). */
+static void red_row(const red_t *r, size_t off, int c, double *acc)
 {
-    double d = r->center ? (double)r->x[i] - r->center[ch] : (double)r->x[i];
+    const float *x = r->x + off, *cen = r->center;
+    if (!r->grads && !cen) {
+#pragma omp simd
+        for (int ch = 0; ch < c; ch++)
+            acc[ch] += x[ch];
+    } else if (!r->grads) {
+#pragma omp simd
+        for (int ch = 0; ch < c; ch++) {
+            double d = (double)x[ch] - cen[ch];
+            acc[ch] += d * d;
+        }
+    } else {
+        const float *y = r->y + off, *gy = r->gy + off;
+        int relu = r->relu;
+#pragma omp simd
+        for (int ch = 0; ch < c; ch++) {
+            float g = !relu || y[ch] > 0.0f ? gy[ch] : 0.0f;
+            acc[ch] += g;
+            acc[c + ch] += (double)(g * (x[ch] - cen[ch]));
+        }
+    }
+}
+
+/* The same for one NCHW plane of n values of channel ch. */
+static void red_plane(const red_t *r, size_t off, size_t n, int ch, double *acc, int c)
+{
+    const float *x = r->x + off;
+    double cen = r->center ? r->center[ch] : 0.0, s0 = 0.0, s1 = 0.0;
     if (!r->grads) {
-        acc[ch] += r->center ? d * d : d;
+        for (size_t j = 0; j < n; j++) {
+            double d = (double)x[j] - cen;
+            s0 += r->center ? d * d : d;
+        }
+        acc[ch] += s0;
         return;
     }
-    double g = r->relu && !(r->y[i] > 0.0f) ? 0.0 : (double)r->gy[i];
-    acc[ch] += g;
-    acc[c + ch] += g * d;
+    const float *y = r->y + off, *gy = r->gy + off;
+    for (size_t j = 0; j < n; j++) {
+        double g = !r->relu || y[j] > 0.0f ? (double)gy[j] : 0.0;
+        s0 += g;
+        s1 += g * ((double)x[j] - cen);
+    }
+    acc[ch] += s0;
+    acc[c + ch] += s1;
 }
 
 /* NHWC: rows of c channels. Each of SUM_CHUNKS row ranges gets its own
@@ -167,8 +205,7 @@ static void reduce_nhwc(const red_t *r, size_t rows, int c, double *out, int thr
     for (size_t k = 0; k < chunks; k++) {
         double *acc = part + k * width;
         for (size_t row = rows * k / chunks; row < rows * (k + 1) / chunks; row++)
-            for (int ch = 0; ch < c; ch++)
-                red_elem(r, row * (size_t)c + ch, ch, acc, c);
+            red_row(r, row * (size_t)c, c, acc);
     }
     if (part == out)
         return;
@@ -189,11 +226,8 @@ static void reduce_nchw(const red_t *r, const int s[4], double *out, int threads
     memset(out, 0, (size_t)c * (r->grads ? 2 : 1) * sizeof *out);
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int ch = 0; ch < c; ch++)
-        for (int b = 0; b < s[0]; b++) {
-            size_t base = ((size_t)b * c + ch) * hw;
-            for (size_t i = 0; i < hw; i++)
-                red_elem(r, base + i, ch, out, c);
-        }
+        for (int b = 0; b < s[0]; b++)
+            red_plane(r, ((size_t)b * c + ch) * hw, hw, ch, out, c);
 }
 
 static void reduce(const red_t *r, const int s[4], double *out, int nhwc, int threads)
@@ -218,18 +252,41 @@ void hk_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4
     reduce(&r, s, out, nhwc, threads);
 }
 
+/* One NHWC row (n = c values, channel j) or NCHW plane (n values of channel
+ * ch). */
+static void apply_run(float *gx, const float *x, const float *y, const float *gy, size_t n,
+                      int nhwc, int ch, int relu, const float *center, const float *scale,
+                      const float *a, const float *b)
+{
+    if (nhwc) {
+#pragma omp simd
+        for (size_t j = 0; j < n; j++) {
+            float g = !relu || y[j] > 0.0f ? gy[j] : 0.0f;
+            gx[j] = scale[j] * g + a[j] * (x[j] - center[j]) + b[j];
+        }
+        return;
+    }
+    double sc = scale[ch], ac = a[ch], bc = b[ch], cen = center[ch];
+#pragma omp simd
+    for (size_t j = 0; j < n; j++) {
+        double g = !relu || y[j] > 0.0f ? (double)gy[j] : 0.0;
+        gx[j] = (float)(sc * g + ac * ((double)x[j] - cen) + bc);
+    }
+}
+
 void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, const int s[4],
                       int relu, const float *center, const float *scale, const float *a,
                       const float *b, int nhwc, int threads)
 {
     float *px = gx;
     const float *vx = x, *vy = y, *vg = gy;
-    size_t total = (size_t)s[0] * s[1] * s[2] * s[3], hw = (size_t)s[2] * s[3];
+    size_t hw = (size_t)s[2] * s[3], c = (size_t)s[1];
+    size_t runs = nhwc ? (size_t)s[0] * hw : (size_t)s[0] * c, len = nhwc ? c : hw;
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (size_t i = 0; i < total; i++) {
-        size_t ch = nhwc ? i % (size_t)s[1] : (i / hw) % (size_t)s[1];
-        double g = relu && !(vy[i] > 0.0f) ? 0.0 : (double)vg[i];
-        px[i] = (float)(scale[ch] * g + (double)a[ch] * ((double)vx[i] - center[ch]) + b[ch]);
+    for (size_t k = 0; k < runs; k++) {
+        size_t off = k * len;
+        apply_run(px + off, vx + off, vy + off, vg + off, len, nhwc, nhwc ? 0 : (int)(k % c),
+                  relu, center, scale, a, b);
     }
 }
 
