@@ -10,46 +10,20 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/safetensors.h"
-#include "gpud/model.h"
+#include "golden_io.h"
 #include "synth.h"
-#include "tcheck.h"
 
 #define TOL 1e-4
-
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double maxdiff = 0.0, maxref = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        maxdiff = d > maxdiff || isnan(d) ? d : maxdiff;
-        maxref = fabs((double)b[i]) > maxref ? fabs((double)b[i]) : maxref;
-    }
-    return maxref > 0 ? maxdiff / maxref : maxdiff;
-}
 
 /* Run `input` of io through m and compare with `logits`. */
 static void check_case(model_t *m, const safetensors_t *io, const char *input,
                        const char *logits, const char *label, int normalise)
 {
-    const st_tensor_t *x = safetensors_get(io, input), *y = safetensors_get(io, logits);
-    REQUIRE(x && y && x->dtype == ST_U8 && x->ndim == 4 && y->ndim == 2, "%s: golden io", label);
-    float mean[3], std[3];
-    if (normalise) {
-        REQUIRE(st_tensor_to_f32(safetensors_get(io, "mean"), mean, 3) == 0 &&
-                st_tensor_to_f32(safetensors_get(io, "std"), std, 3) == 0, "mean/std");
-    }
-    int n = (int)x->shape[0], nc = (int)y->shape[1];
-    REQUIRE(nc == model_num_classes(m), "%s: %d classes vs model %d", label, nc,
-            model_num_classes(m));
-    float *want = malloc((size_t)n * nc * sizeof *want), *got = calloc((size_t)n * nc, 4);
-    REQUIRE(want && got && st_tensor_to_f32(y, want, (size_t)n * nc) == 0, "alloc");
-    char err[512] = "";
-    int rc = model_forward_u8(m, x->data, n, (int)x->shape[1], (int)x->shape[2],
-                              (int)x->shape[3], normalise ? mean : NULL,
-                              normalise ? std : NULL, got, err, sizeof err);
-    CHECK(rc == 0, "%s: forward failed: %s", label, err);
-    double e = rel_err(got, want, (size_t)n * nc);
+    int n = 0, nc = model_num_classes(m);
+    float *got = golden_forward(m, io, input, normalise, &n);
+    float *want = golden_logits(io, logits, n, nc);
+    const st_tensor_t *x = safetensors_get(io, input);
+    double e = golden_rel_err(got, want, (size_t)n * nc);
     printf("%-28s n=%d %dx%d  max|a-b|/max|b| = %.3g (tol %.0e)\n", label, n,
            (int)x->shape[2], (int)x->shape[3], e, TOL);
     CHECK(e <= TOL, "%s: relative error %.3g > %g (got[0]=%g want[0]=%g)", label, e, TOL,
@@ -58,32 +32,10 @@ static void check_case(model_t *m, const safetensors_t *io, const char *input,
     free(got);
 }
 
-static model_t *load(const char *arch, const char *backend, const char *weights,
-                     const int *channels, int in_channels, int threads)
-{
-    char path[1024], err[512] = "";
-    model_opts_t o = {.arch = arch, .in_channels = in_channels, .threads = threads};
-    if (channels) {
-        memcpy(o.channels, channels, sizeof o.channels);
-        o.n_channels = 4;
-    }
-    model_t *m = model_new(&o, backend, tc_src(weights, path, sizeof path), err, sizeof err);
-    REQUIRE(m, "model_new(%s, %s, %s): %s", arch, backend, weights, err);
-    return m;
-}
-
-static safetensors_t *open_io(const char *rel)
-{
-    char path[1024], err[512] = "";
-    safetensors_t *st = safetensors_open(tc_src(rel, path, sizeof path), err, sizeof err);
-    REQUIRE(st, "%s", err);
-    return st;
-}
-
 static void test_resnet18(void)
 {
-    safetensors_t *io = open_io("tests/golden/resnet18_io.safetensors");
-    model_t *m = load("resnet18", "cpu", "tests/golden/resnet18.safetensors", NULL, 0, 2);
+    safetensors_t *io = golden_open("tests/golden/resnet18_io.safetensors");
+    model_t *m = golden_model("resnet18", "cpu", "tests/golden/resnet18.safetensors", NULL, 0, 2);
     int h, w;
     CHECK(model_input_hw(m, &h, &w) == 0 && h == 224 && w == 224, "resnet18 natural size");
     CHECK(model_in_channels(m) == 3 && model_num_classes(m) == 1000, "resnet18 info");
@@ -98,8 +50,9 @@ static void test_wrn(const char *backend)
 {
     static const int small[4] = {8, 16, 24, 32}, rgb[4] = {4, 8, 8, 12};
     char label[64];
-    safetensors_t *io = open_io("tests/golden/wrn_small_io.safetensors");
-    model_t *m = load("wideresnet", backend, "tests/golden/wrn_small.safetensors", small, 0, 2);
+    safetensors_t *io = golden_open("tests/golden/wrn_small_io.safetensors");
+    model_t *m = golden_model("wideresnet", backend, "tests/golden/wrn_small.safetensors", small,
+                              0, 2);
     int h, w;
     CHECK(model_input_hw(m, &h, &w) == 1 && h == 28 && w == 28, "wrn natural size");
     CHECK(model_in_channels(m) == 1 && model_num_classes(m) == 10, "wrn info");
@@ -108,8 +61,8 @@ static void test_wrn(const char *backend)
     model_destroy(&m);
     safetensors_destroy(&io);
 
-    io = open_io("tests/golden/wrn_rgb_io.safetensors");
-    m = load("wideresnet", backend, "tests/golden/wrn_rgb.safetensors", rgb, 3, 1);
+    io = golden_open("tests/golden/wrn_rgb_io.safetensors");
+    m = golden_model("wideresnet", backend, "tests/golden/wrn_rgb.safetensors", rgb, 3, 1);
     CHECK(model_in_channels(m) == 3 && model_num_classes(m) == 7, "wrn rgb info");
     snprintf(label, sizeof label, "wrn rgb bf16 %s", backend);
     check_case(m, io, "input_u8", "logits", label, 0);
@@ -121,7 +74,7 @@ static void test_wrn(const char *backend)
  * manifest, run, compare. */
 static void test_synth(const char *arch)
 {
-    safetensors_t *io = open_io("tests/golden/synth_io.safetensors");
+    safetensors_t *io = golden_open("tests/golden/synth_io.safetensors");
     char path[256], err[512] = "", key[128];
     snprintf(path, sizeof path, "/tmp/ddp_synth_%s_%d.safetensors", arch, (int)getpid());
     REQUIRE(synth_weights(io, arch, path, err, sizeof err) == 0, "%s: %s", arch, err);
@@ -148,7 +101,7 @@ static void test_synth(const char *arch)
     int rc = model_forward_u8(m, px, (int)in[0], (int)in[1], (int)in[2], (int)in[3],
                               norm ? mean : NULL, norm ? std : NULL, got, err, sizeof err);
     CHECK(rc == 0, "%s forward: %s", arch, err);
-    double e = rel_err(got, want, nl);
+    double e = golden_rel_err(got, want, nl);
     printf("%-28s n=%d %dx%d  max|a-b|/max|b| = %.3g (tol %.0e, synthesised weights)\n", arch,
            (int)in[0], (int)in[2], (int)in[3], e, TOL);
     CHECK(e <= TOL, "%s: relative error %.3g > %g", arch, e, TOL);

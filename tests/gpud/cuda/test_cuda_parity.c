@@ -13,11 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/safetensors.h"
 #include "gpud/backend.h"
 #include "gpud/cuda/cuda_backend.h"
-#include "gpud/model.h"
-#include "../tcheck.h"
+#include "../golden_io.h"
 
 /* fp32: the CPU backend's bar. tf32 (DDPIPE_CUDA_PRECISION=tf32): inputs
  * of every conv/linear product are rounded to 10 mantissa bits (relative
@@ -26,61 +24,6 @@
  * near-ties (reported, not required). */
 static double TOL = 1e-4;
 static int tf32;
-
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double maxdiff = 0.0, maxref = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        maxdiff = d > maxdiff || isnan(d) ? d : maxdiff;
-        maxref = fabs((double)b[i]) > maxref ? fabs((double)b[i]) : maxref;
-    }
-    return maxref > 0 ? maxdiff / maxref : maxdiff;
-}
-
-static safetensors_t *open_io(const char *rel)
-{
-    char path[1024], err[512] = "";
-    safetensors_t *st = safetensors_open(tc_src(rel, path, sizeof path), err, sizeof err);
-    REQUIRE(st, "%s", err);
-    return st;
-}
-
-static model_t *load(const char *arch, const char *backend, const char *weights,
-                     const int *channels, int in_channels)
-{
-    char path[1024], err[512] = "";
-    model_opts_t o = {.arch = arch, .in_channels = in_channels, .threads = 2};
-    if (channels) {
-        memcpy(o.channels, channels, sizeof o.channels);
-        o.n_channels = 4;
-    }
-    model_t *m = model_new(&o, backend, tc_src(weights, path, sizeof path), err, sizeof err);
-    REQUIRE(m, "model_new(%s, %s, %s): %s", arch, backend, weights, err);
-    return m;
-}
-
-/* logits of input `input` of io on m (n * classes floats, caller frees) */
-static float *run(model_t *m, const safetensors_t *io, const char *input, int normalise,
-                  int *n_out)
-{
-    const st_tensor_t *x = safetensors_get(io, input);
-    REQUIRE(x && x->dtype == ST_U8 && x->ndim == 4, "%s", input);
-    float mean[3], std[3];
-    if (normalise)
-        REQUIRE(st_tensor_to_f32(safetensors_get(io, "mean"), mean, 3) == 0 &&
-                st_tensor_to_f32(safetensors_get(io, "std"), std, 3) == 0, "mean/std");
-    int n = (int)x->shape[0], nc = model_num_classes(m);
-    float *got = calloc((size_t)n * nc, sizeof *got);
-    char err[512] = "";
-    REQUIRE(got, "alloc");
-    int rc = model_forward_u8(m, x->data, n, (int)x->shape[1], (int)x->shape[2],
-                              (int)x->shape[3], normalise ? mean : NULL, normalise ? std : NULL,
-                              got, err, sizeof err);
-    CHECK(rc == 0, "%s: forward failed: %s", input, err);
-    *n_out = n;
-    return got;
-}
 
 /* Top-1/top-5 ids and CE of a and b must be the same (eval metrics). */
 static void same_metrics(const char *label, const float *a, const float *b, int n, int nc,
@@ -106,16 +49,15 @@ static void check_model(const char *label, const char *arch, const char *weights
                         const char *io_path, const char *input, const char *logits,
                         const int *channels, int in_channels, int normalise)
 {
-    safetensors_t *io = open_io(io_path);
-    model_t *mc = load(arch, "cuda", weights, channels, in_channels);
-    model_t *mp = load(arch, "cpu", weights, channels, in_channels);
+    safetensors_t *io = golden_open(io_path);
+    model_t *mc = golden_model(arch, "cuda", weights, channels, in_channels, 2);
+    model_t *mp = golden_model(arch, "cpu", weights, channels, in_channels, 2);
     int n = 0, n2 = 0, nc = model_num_classes(mc);
-    float *gc = run(mc, io, input, normalise, &n), *gp = run(mp, io, input, normalise, &n2);
-    const st_tensor_t *y = safetensors_get(io, logits);
-    REQUIRE(y && y->ndim == 2 && y->shape[0] == n && y->shape[1] == nc, "%s", logits);
-    float *want = malloc((size_t)n * nc * sizeof *want);
-    REQUIRE(want && st_tensor_to_f32(y, want, (size_t)n * nc) == 0, "alloc");
-    double et = rel_err(gc, want, (size_t)n * nc), ep = rel_err(gc, gp, (size_t)n * nc);
+    float *gc = golden_forward(mc, io, input, normalise, &n);
+    float *gp = golden_forward(mp, io, input, normalise, &n2);
+    float *want = golden_logits(io, logits, n, nc);
+    size_t total = (size_t)n * nc;
+    double et = golden_rel_err(gc, want, total), ep = golden_rel_err(gc, gp, total);
     printf("%-30s n=%d vs torch %.3g, vs cpu %.3g (tol %.0e)\n", label, n, et, ep, TOL);
     CHECK(et <= TOL, "%s: cuda vs torch %.3g > %g", label, et, TOL);
     CHECK(ep <= TOL, "%s: cuda vs cpu %.3g > %g", label, ep, TOL);

@@ -18,21 +18,10 @@
 #include "gpud/cuda/cuda_backend.h"
 #include "gpud/cuda/cuda_optim.h"
 #include "gpud/optim/optim.h"
-#include "../tcheck.h"
+#include "../golden_io.h"
 
 #define TOL 1e-4
 enum { N = 4, C = 3, H = 11, W = 9, K = 5 };
-
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double maxdiff = 0.0, maxref = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        maxdiff = d > maxdiff || isnan(d) ? d : maxdiff;
-        maxref = fabs((double)b[i]) > maxref ? fabs((double)b[i]) : maxref;
-    }
-    return maxref > 0 ? maxdiff / maxref : maxdiff;
-}
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static float frand(void)
@@ -133,7 +122,7 @@ static void step(net_t *t, const float *x, const int32_t *labels, const int64_t 
 
 static void compare(const char *what, const float *a, const float *b, size_t n)
 {
-    double e = rel_err(a, b, n);
+    double e = golden_rel_err(a, b, n);
     printf("  %-22s rel err %.2g\n", what, e);
     CHECK(e <= TOL, "%s: cuda vs ref %.3g > %g", what, e, TOL);
 }
@@ -220,7 +209,7 @@ static void check_optim(optim_kind_t kind, double wd, double mom, bool nesterov,
         CHECK(cuda_optim_step(&cfg, &p, 0.05, NULL, err, sizeof err) == 0, "%s", err);
     }
     REQUIRE(cudaMemcpy(wd_host, dev, M * 4, cudaMemcpyDeviceToHost) == cudaSuccess, "copy");
-    double e = rel_err(wd_host, w, M);
+    double e = golden_rel_err(wd_host, w, M);
     int exact = memcmp(wd_host, w, sizeof w) == 0;
     printf("optim %-8s wd %.0e mom %.1f nesterov %d amsgrad %d: rel err %.2g%s\n",
            optim_kind_name(kind), wd, mom, nesterov, ams, e, exact ? " (bit-exact)" : "");
