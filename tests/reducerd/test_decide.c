@@ -8,15 +8,8 @@
 
 #include "reducerd/decide.h"
 #include "reducerd/slot.h"
+#include "tests/reporterd/check.h" /* CHECK and check_done, shared by the C tests */
 
-static int s_failures = 0;
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
-            s_failures++;                                                              \
-        }                                                                              \
-    } while (0)
 
 /* The seed's rule evaluated directly on the whole history. */
 static int seed_stops(const double *acc, int n, double target, int patience)
@@ -114,10 +107,5 @@ int main(void)
     streak_is_the_seed_rule();
     epochs_target_off_no_val();
     slot_counts();
-    if (s_failures) {
-        fprintf(stderr, "test_decide: %d checks failed\n", s_failures);
-        return 1;
-    }
-    printf("test_decide: ok\n");
-    return 0;
+    return check_done("test_decide");
 }

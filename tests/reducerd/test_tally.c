@@ -6,15 +6,8 @@
 #include <string.h>
 
 #include "reducerd/tally.h"
+#include "tests/reporterd/check.h" /* CHECK and check_done, shared by the C tests */
 
-static int s_failures = 0;
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
-            s_failures++;                                                              \
-        }                                                                              \
-    } while (0)
 
 #define N 20011u
 #define NC 10u
@@ -278,10 +271,5 @@ int main(void)
     test_small_exact();
     test_invalid();
     test_order_independence();
-    if (s_failures) {
-        fprintf(stderr, "test_tally: %d check(s) failed\n", s_failures);
-        return 1;
-    }
-    printf("test_tally: ok\n");
-    return 0;
+    return check_done("test_tally");
 }
