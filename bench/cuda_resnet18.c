@@ -15,12 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_model.h"
 #include "common/clock.h"
 #include "gpud/backend.h"
 #include "gpud/cuda/cuda_backend.h"
 #include "gpud/model.h"
-
-static const float MEAN[3] = {0.485f, 0.456f, 0.406f}, STD[3] = {0.229f, 0.224f, 0.225f};
 
 typedef struct {
     const char *mode, *weights, *precision;
@@ -57,16 +56,6 @@ static int parse(int argc, char **argv, opts_t *o)
     return 0;
 }
 
-static void sgd(model_t *m, float lr)
-{
-    for (int i = 0; i < model_param_count(m); i++) {
-        model_param_t p;
-        if (model_param_at(m, i, &p) == 0 && p.grad)
-            for (size_t j = 0; j < p.numel; j++)
-                p.value[j] -= lr * p.grad[j];
-    }
-}
-
 int main(int argc, char **argv)
 {
     opts_t o = {NULL, "tests/golden/resnet18.safetensors", "fp32", 256, 10, 2, 224};
@@ -97,25 +86,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "cuda_resnet18: out of memory\n");
         return 1;
     }
-    uint32_t s = 1;
-    for (size_t i = 0; i < n * per; i++) {
-        s = s * 1664525u + 1013904223u;
-        px[i] = (uint8_t)(s >> 24);
-    }
-    for (size_t i = 0; i < n; i++)
-        labels[i] = (int32_t)(i * 7919 % (size_t)model_num_classes(m));
+    bench_pixels(px, n * per);
+    bench_labels(labels, n, model_num_classes(m));
     int rc = 0;
     double best = 1e30, total = 0;
     for (long it = 0; it < o.warmup + o.iters && rc == 0; it++) {
         double a = clock_mono_s();
         if (train) {
             model_step_t st = {.global_batch = (int)o.batch, .seed = 1, .step = (uint64_t)it};
-            rc = model_train_step_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, MEAN, STD,
-                                     labels, &st, NULL, logits, err, sizeof err);
-            sgd(m, 0.01f);
+            rc = model_train_step_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, BENCH_MEAN,
+                                     BENCH_STD, labels, &st, NULL, logits, err, sizeof err);
+            bench_sgd(m, 0.01f);
         } else {
-            rc = model_forward_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, MEAN, STD, logits,
-                                  err, sizeof err);
+            rc = model_forward_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, BENCH_MEAN,
+                                  BENCH_STD, logits, err, sizeof err);
         }
         double dt = clock_mono_s() - a;
         if (it >= o.warmup) {

@@ -18,11 +18,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_model.h"
 #include "common/clock.h"
 #include "common/flags.h"
 #include "gpud/model.h"
-
-static const float MEAN[3] = {0.485f, 0.456f, 0.406f}, STD[3] = {0.229f, 0.224f, 0.225f};
 
 typedef struct {
     const char *weights, *backend;
@@ -58,19 +57,6 @@ static int parse(int argc, char **argv, bench_opts_t *o)
     return 0;
 }
 
-
-/* w -= lr * g for every trainable parameter (what torch.optim.SGD does
- * without momentum); running stats are left to BatchNorm. */
-static void sgd(model_t *m, float lr)
-{
-    for (int i = 0; i < model_param_count(m); i++) {
-        model_param_t p;
-        if (model_param_at(m, i, &p) == 0 && p.grad)
-            for (size_t j = 0; j < p.numel; j++)
-                p.value[j] -= lr * p.grad[j];
-    }
-}
-
 int main(int argc, char **argv)
 {
     bench_opts_t o = {"tests/golden/resnet18.safetensors", "cpu", 32, 2, 3, 1, 224};
@@ -91,21 +77,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "train_resnet18: out of memory\n");
         return 1;
     }
-    uint32_t s = 1;
-    for (size_t i = 0; i < (size_t)o.batch * per; i++) {
-        s = s * 1664525u + 1013904223u;
-        px[i] = (uint8_t)(s >> 24);
-    }
-    for (long i = 0; i < o.batch; i++)
-        labels[i] = (int32_t)(i * 7919 % model_num_classes(m));
+    bench_pixels(px, (size_t)o.batch * per);
+    bench_labels(labels, (size_t)o.batch, model_num_classes(m));
     int rc = 0;
     double best = 1e30, total = 0, cpu = 0, first = 0;
     for (long it = 0; it < o.warmup + o.iters && rc == 0; it++) {
         double a = clock_mono_s(), c0 = clock_cpu_s();
         model_step_t st = {.global_batch = (int)o.batch, .seed = 1, .step = (uint64_t)it};
-        rc = model_train_step_u8(m, px, (int)o.batch, 3, (int)o.size, (int)o.size, MEAN, STD,
-                                 labels, &st, loss, NULL, err, sizeof err);
-        sgd(m, 0.01f);
+        rc = model_train_step_u8(m, px, (int)o.batch, 3, (int)o.size, (int)o.size, BENCH_MEAN,
+                                 BENCH_STD, labels, &st, loss, NULL, err, sizeof err);
+        bench_sgd(m, 0.01f);
         double dt = clock_mono_s() - a;
         if (it == 0)
             first = dt;
