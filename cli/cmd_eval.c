@@ -3,6 +3,7 @@
  * start), a progress line, the final metrics, and nothing left behind. */
 #include "cli/argv.h"
 #include "cli/commands.h"
+#include "cli/daemon_defaults.h"
 #include "cli/job.h"
 #include "common/clock.h"
 #include "common/flags.h"
@@ -118,17 +119,9 @@ static int eval_parse(int argc, char **argv, eval_opts_t *o)
         fprintf(stderr, "ddpipe eval: --weights %s: %s\n", o->weights, strerror(errno));
         return -1;
     }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores < 1)
-        cores = 1;
-    if (!o->threads)
-        o->threads = cores / o->workers > 0 ? cores / o->workers : 1;
-    if (!o->loader_threads)
-        o->loader_threads = cores;
+    dd_default_threads(o->workers, &o->threads, &o->loader_threads);
     return 0;
 }
-
-static bool is_wrn(const eval_opts_t *o) { return strcmp(o->model, "wideresnet") == 0; }
 
 static int start_daemons(job_t *j, const eval_opts_t *o)
 {
@@ -163,15 +156,8 @@ static int start_daemons(job_t *j, const eval_opts_t *o)
     argv_addf(&a, "--batch-size", "%ld", o->batch_size);
     argv_addf(&a, "--threads", "%ld", o->loader_threads);
     argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
-    argv_addf(&a, "--prefetch", "%ld", o->workers * o->window + 1 < 16 ? o->workers * o->window + 1 : 16);
-    long in_c = o->in_channels ? o->in_channels : (is_wrn(o) ? 1 : 3);
-    argv_addf(&a, "--channels", "%ld", in_c);
-    long resize = o->resize ? o->resize : (is_wrn(o) ? 0 : 256);
-    const char *crop = o->crop ? o->crop : (is_wrn(o) ? NULL : "224");
-    if (resize)
-        argv_addf(&a, "--resize", "%ld", resize);
-    if (crop)
-        argv_add(&a, "--crop", crop);
+    argv_addf(&a, "--prefetch", "%ld", dd_prefetch(o->workers, o->window));
+    dd_add_transform(&a, o->model, o->in_channels, o->resize, o->crop);
     if (o->no_dct)
         argv_add(&a, "--no-dct-scaling", NULL);
     if (o->limit >= 0)
@@ -193,7 +179,7 @@ static int start_daemons(job_t *j, const eval_opts_t *o)
         argv_addf(&a, "--threads", "%ld", o->threads);
         argv_addf(&a, "--rank", "%ld", r);
         argv_addf(&a, "--window", "%ld", o->window);
-        argv_addf(&a, "--in-channels", "%ld", in_c);
+        argv_addf(&a, "--in-channels", "%ld", dd_in_channels(o->model, o->in_channels));
         if (o->channels)
             argv_add(&a, "--channels", o->channels);
         if (o->num_classes)

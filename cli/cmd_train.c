@@ -6,6 +6,7 @@
  * checkpoint on Ctrl-C, and nothing left behind. */
 #include "cli/argv.h"
 #include "cli/commands.h"
+#include "cli/daemon_defaults.h"
 #include "cli/job.h"
 #include "cli/train_opts.h"
 #include "common/clock.h"
@@ -32,8 +33,6 @@ typedef struct {
     long streak;                /* reducerd's early-stop streak after the last epoch */
 } train_view_t;
 
-static bool is_wrn(const train_opts_t *o) { return strcmp(o->model, "wideresnet") == 0; }
-static long in_channels(const train_opts_t *o) { return o->in_channels ? o->in_channels : (is_wrn(o) ? 1 : 3); }
 static double ratio(uint64_t a, uint64_t b) { return b ? (double)a / (double)b : 0; }
 
 static void path_in_out(const train_opts_t *o, const char *name, char *buf, size_t len)
@@ -87,13 +86,7 @@ static int start_reporterd(job_t *j, const train_opts_t *o)
 
 static void add_transform(argv_t *a, const train_opts_t *o)
 {
-    argv_addf(a, "--channels", "%ld", in_channels(o));
-    long resize = o->resize ? o->resize : (is_wrn(o) ? 0 : 256);
-    const char *crop = o->crop ? o->crop : (is_wrn(o) ? NULL : "224");
-    if (resize)
-        argv_addf(a, "--resize", "%ld", resize);
-    if (crop)
-        argv_add(a, "--crop", crop);
+    dd_add_transform(a, o->model, o->in_channels, o->resize, o->crop);
     if (o->augment)
         argv_add(a, "--augment", o->augment);
     if (o->set_rotate)
@@ -118,7 +111,7 @@ static int start_loaderd(job_t *j, const train_opts_t *o)
     argv_addf(&a, "--seed", "%ld", o->seed);
     argv_addf(&a, "--threads", "%ld", o->loader_threads);
     argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
-    argv_addf(&a, "--prefetch", "%ld", o->workers * o->window + 1 < 16 ? o->workers * o->window + 1 : 16);
+    argv_addf(&a, "--prefetch", "%ld", dd_prefetch(o->workers, o->window));
     add_transform(&a, o);
     if (o->limit)
         argv_addf(&a, "--limit", "%ld", o->limit);
@@ -136,7 +129,7 @@ static void add_model(argv_t *a, const train_opts_t *o)
     argv_add(a, "--model", o->model);
     if (o->weights)
         argv_add(a, "--weights", o->weights);
-    argv_addf(a, "--in-channels", "%ld", in_channels(o));
+    argv_addf(a, "--in-channels", "%ld", dd_in_channels(o->model, o->in_channels));
     if (o->channels)
         argv_add(a, "--channels", o->channels);
     if (o->num_classes)

@@ -1,4 +1,5 @@
 #include "cli/train_opts.h"
+#include "cli/daemon_defaults.h"
 
 #include "common/flags.h"
 #include "common/safetensors.h"
@@ -264,13 +265,7 @@ static void apply_defaults(train_opts_t *o)
         o->momentum = sgd ? 0.9 : 0;
     if (!o->set_wd)
         o->weight_decay = strcmp(o->optimizer, "adamw") == 0 ? 0.01 : 0;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores < 1)
-        cores = 1;
-    if (!o->threads)
-        o->threads = cores / o->workers > 0 ? cores / o->workers : 1;
-    if (!o->loader_threads)
-        o->loader_threads = cores;
+    dd_default_threads(o->workers, &o->threads, &o->loader_threads);
 }
 
 /* --resume: read the checkpoint and check it fits this run. */

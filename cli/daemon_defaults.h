@@ -1,0 +1,59 @@
+/* daemon_defaults — the defaults `ddpipe eval` and `ddpipe train` derive
+ * the same way from their flags before starting the daemons: threads from
+ * the cores, the model's input (channels, loaderd's resize/crop) and
+ * loaderd's prefetch depth. One place, so an eval and a training run of the
+ * same model see the same images. Header-only: both commands and
+ * train_opts.c (also linked alone into test_train_opts) include it. */
+#ifndef DDP_CLI_DAEMON_DEFAULTS_H
+#define DDP_CLI_DAEMON_DEFAULTS_H
+#include <stdbool.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/argv.h"
+
+/* --threads (0: the cores split over the workers, at least 1) and
+ * --loader-threads (0: every core). */
+static inline void dd_default_threads(long workers, long *threads, long *loader_threads)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    if (!*threads)
+        *threads = cores / workers > 0 ? cores / workers : 1;
+    if (!*loader_threads)
+        *loader_threads = cores;
+}
+
+/* The seed WideResNet reads 28x28 grayscale (Fashion-MNIST) as it is; the
+ * torchvision models read RGB resized to 256 and centre-cropped to 224. */
+static inline bool dd_is_wrn(const char *model) { return strcmp(model, "wideresnet") == 0; }
+
+/* Input channels: --in-channels, else the model's. */
+static inline long dd_in_channels(const char *model, long in_channels)
+{
+    return in_channels ? in_channels : (dd_is_wrn(model) ? 1 : 3);
+}
+
+/* loaderd's --channels, --resize and --crop: the flags given, else the
+ * model's (no resize or crop for the WideResNet). */
+static inline void dd_add_transform(argv_t *a, const char *model, long in_channels, long resize,
+                                    const char *crop)
+{
+    argv_addf(a, "--channels", "%ld", dd_in_channels(model, in_channels));
+    if (!resize)
+        resize = dd_is_wrn(model) ? 0 : 256;
+    if (!crop)
+        crop = dd_is_wrn(model) ? NULL : "224";
+    if (resize)
+        argv_addf(a, "--resize", "%ld", resize);
+    if (crop)
+        argv_add(a, "--crop", crop);
+}
+
+/* loaderd's --prefetch: every rank's window in flight plus one, at most 16. */
+static inline long dd_prefetch(long workers, long window)
+{
+    return workers * window + 1 < 16 ? workers * window + 1 : 16;
+}
+#endif
