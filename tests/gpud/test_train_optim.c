@@ -27,13 +27,21 @@
  * running stats after each of the 3 steps within the same 1e-5. From step
  * 2 on, BatchNorms over 8 values per channel amplify float32 rounding: the
  * golden's "<key>.tol" records 3x PyTorch float32's own error per key (up
- * to 4e-4). This part runs on the "ref" backend (worst 7.3e-6): the "cpu"
- * backend meets 1e-5 at step 1 but drifts to 1.4e-4 (conv0.weight) by step
- * 2 on keys where PyTorch float32 stays within 1e-5 — an open issue of the
- * oneDNN path, not of the golden.
+ * to 4e-4). All 3 steps run on the "ref" backend (worst 7.3e-6), whose
+ * double accumulators keep its forward ~5x closer to float64 than a float32
+ * engine. The "cpu" backend (oneDNN) is checked at step 1 only (part
+ * "densenet_cpu"): its forward is exactly as far from float64 as PyTorch's
+ * own float32 (up to 1.2e-4 of a channel's rms at block 4's BatchNorms over
+ * 8 values, measured op by op), and at step 1 of sgd_nesterov that flips
+ * one ReLU (denseblock4.denselayer15.norm1, sample 1, channel 812, (1, 0):
+ * 1.55e-5 in float64, 1e-5 the generator's margin) — which alone moves
+ * conv0.weight's gradient by 1.8% (the same flip forced in float64 PyTorch:
+ * 1.78%) and every weight after step 2 beyond 1e-5 (conv0.weight 1.4e-4).
+ * No kernel is wrong: PyTorch float32 itself drifts to 1.3e-4 on
+ * conv0.weight by step 3 of that case (the golden's ".tol" keys).
  *
- * argv[1]: "wrn" (WideResNet cases, global batch, checkpoints), "resnet18"
- * or "densenet" (argv[2]: only that case); none: everything. */
+ * argv[1]: "wrn" (WideResNet cases, global batch, checkpoints), "resnet18",
+ * "densenet" (argv[2]: only that case) or "densenet_cpu"; none: everything. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +78,8 @@ static char *scheds[MAX_CASES];
 static char sched_buf[256];
 static double worst_all;
 static char dn_weights[128];   /* densenet121's synthesised weights file */
+static const char *dn_backend = "ref";   /* densenet121's backend ... */
+static int dn_steps = STEPS;             /* ... and the steps it checks */
 
 /* One model + its optimizer and schedule, wired as a training loop does. */
 typedef struct {
@@ -102,9 +112,9 @@ static batches_t batches(const char *tag)
 static model_t *open_model(const char *tag)
 {
     char path[512], err[512];
-    if (strcmp(tag, "densenet121") == 0) {   /* "ref": see the header */
+    if (strcmp(tag, "densenet121") == 0) {   /* see the header */
         model_opts_t o = {.arch = tag, .threads = 2, .train = 1};
-        model_t *m = model_new(&o, "ref", dn_weights, err, sizeof err);
+        model_t *m = model_new(&o, dn_backend, dn_weights, err, sizeof err);
         REQUIRE(m, "%s: %s", tag, err);
         return m;
     }
@@ -229,7 +239,25 @@ static double cmp_model(const trainer_t *t, const char *prefix, const char *bufp
     return worst;
 }
 
-static void run_case(const char *tag, const char *cs)
+/* The per-sample losses of the first nsteps steps within LOSS_TOL. */
+static double cmp_losses(const char *tag, const char *cs, const float *flat, int nsteps, int n)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s/%s.loss", tag, cs);
+    if (nsteps == STEPS)
+        return cmp_golden(key, flat, (size_t)STEPS * n, LOSS_TOL);
+    int64_t ng;
+    double *want = golden_f64(gold, key, &ng), worst = 0;
+    REQUIRE(want && ng == (int64_t)STEPS * n, "golden %s", key);
+    for (int i = 0; i < nsteps * n; i++)
+        worst = fmax(worst, fabs((double)flat[i] - want[i]) / fmax(1.0, fabs(want[i])));
+    CHECK(worst <= LOSS_TOL, "%s: first %d step(s): error %.3g", key, nsteps, worst);
+    free(want);
+    return worst;
+}
+
+/* nsteps (<= STEPS) optimizer steps, each checked. */
+static void run_case(const char *tag, const char *cs, int nsteps)
 {
     char key[256];
     snprintf(key, sizeof key, "%s/%s/cfg", tag, cs);
@@ -240,7 +268,7 @@ static void run_case(const char *tag, const char *cs)
     REQUIRE(b.n <= 8, "batch %d", b.n);
     double worst = 0, wl = 0;
     const char *wn = "";
-    for (int k = 0; k < STEPS; k++) {
+    for (int k = 0; k < nsteps; k++) {
         trainer_grad(&t, &b, k, 0, b.n, b.n, loss[k]);
         trainer_update(&t);
         snprintf(key, sizeof key, "%s/%s", tag, cs);
@@ -252,12 +280,11 @@ static void run_case(const char *tag, const char *cs)
         }
     }
     float flat[STEPS * 8];
-    for (int k = 0; k < STEPS; k++)
+    for (int k = 0; k < nsteps; k++)
         memcpy(flat + k * b.n, loss[k], (size_t)b.n * sizeof(float));
-    snprintf(key, sizeof key, "%s/%s.loss", tag, cs);
-    wl = cmp_golden(key, flat, (size_t)STEPS * b.n, LOSS_TOL);
-    printf("%-8s %-13s 3 steps: loss err %.2g, weights/running stats worst %.2g (%s)\n", tag, cs,
-           wl, worst, wn);
+    wl = cmp_losses(tag, cs, flat, nsteps, b.n);
+    printf("%-8s %-13s %d step(s): loss err %.2g, weights/running stats worst %.2g (%s)\n", tag,
+           cs, nsteps, wl, worst, wn);
     worst_all = fmax(worst_all, worst);
     trainer_destroy(&t);
 }
@@ -419,7 +446,7 @@ static void densenet_cases(const char *only_case)
     CHECK(nc >= 2, "only %d densenet cases", nc);
     for (int i = 0; i < nc; i++)
         if (!*only_case || strcmp(only_case, cases[i]) == 0)
-            run_case("densenet121", cases[i]);
+            run_case("densenet121", cases[i], dn_steps);
     CHECK(unlink(dn_weights) == 0, "cleanup %s", dn_weights);
     memcpy(scheds, saved, sizeof saved);
     gold = main_gold;
@@ -444,7 +471,7 @@ int main(int argc, char **argv)
         if (*only && strcmp(only, tags[t]) != 0)
             continue;
         for (int i = 0; i < nc; i++)
-            run_case(tags[t], cases[i]);
+            run_case(tags[t], cases[i], STEPS);
     }
     if (!*only || strcmp(only, "wrn") == 0) {
         gbatch_case();
@@ -457,6 +484,11 @@ int main(int argc, char **argv)
     }
     if (!*only || strcmp(only, "densenet") == 0)
         densenet_cases(argc > 2 ? argv[2] : "");
+    if (!*only || strcmp(only, "densenet_cpu") == 0) {
+        dn_backend = "cpu";
+        dn_steps = 1;
+        densenet_cases("");
+    }
     printf("worst weight error, every case and step %.3g (tolerance %g)\n", worst_all, TOL);
     safetensors_destroy(&st);
     return tc_done("test_train_optim");
