@@ -139,30 +139,111 @@ typedef struct {
                                 * sum (x - center)^2 */
 } red_t;
 
-/* acc (+ c) += the contributions of one NHWC row (c channels). The loops
- * are branch-free over channels so that they vectorise (omp simd). */
-static void red_row(const red_t *r, size_t off, int c, double *acc)
+/* Build the hot NHWC loops for AVX-512, AVX2 and baseline x86-64, picked at
+ * load time: each lane is one channel and every channel's additions keep
+ * their order, so the vector width does not change a bit of the results
+ * (SyncBatchNorm's W ranks == 1 rank rests on that); contraction into FMA
+ * stays off, as one rounding instead of two would. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define HK_VECTOR \
+    __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+#else
+#define HK_VECTOR
+#endif
+
+#define TILE_ROWS 64   /* rows per pass of the channel blocks: 64 x c floats stay in L2 */
+#define CBLK 16        /* channels whose accumulators stay in registers */
+
+/* 8 channels of a row, as floats and as doubles (GCC/clang vector types:
+ * element-wise operations, so each lane computes what the scalar code
+ * would). */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int v8i __attribute__((vector_size(32)));
+typedef double v8d __attribute__((vector_size(64)));
+
+/* Macros, not functions: vector-typed returns would change the ABI of the
+ * baseline build (-Wpsabi). LD8 loads 8 unaligned floats; WIDE widens. */
+#define LD8(dst, p) memcpy(&(dst), (p), sizeof(v8f))
+#define WIDE(v) __builtin_convertvector((v), v8d)
+
+/* Channels [cb, cb + CBLK) of rows [r0, r1): acc (+ c) += their
+ * contributions, row by row (each channel adds in the order a row-by-row
+ * walk of all channels would), the 2 x 2 accumulators in registers.
+ * Always inlined, so that each build of red_rows gets its own ISA. */
+__attribute__((always_inline)) static inline void red_block16(const red_t *r, size_t r0,
+                                                             size_t r1, int c, int cb,
+                                                             double *acc)
 {
-    const float *x = r->x + off, *cen = r->center;
-    if (!r->grads && !cen) {
-#pragma omp simd
-        for (int ch = 0; ch < c; ch++)
-            acc[ch] += x[ch];
-    } else if (!r->grads) {
-#pragma omp simd
-        for (int ch = 0; ch < c; ch++) {
-            double d = (double)x[ch] - cen[ch];
-            acc[ch] += d * d;
+    v8d s0[2], s1[2] = {{0}, {0}};
+    v8f cen[2] = {{0}, {0}};
+    for (int h = 0; h < 2; h++) {
+        memcpy(&s0[h], acc + cb + 8 * h, sizeof s0[h]);
+        if (r->grads)
+            memcpy(&s1[h], acc + c + cb + 8 * h, sizeof s1[h]);
+        if (r->center)
+            LD8(cen[h], r->center + cb + 8 * h);
+    }
+    const v8f zero = {0};
+    for (size_t row = r0; row < r1; row++) {
+        size_t off = row * (size_t)c + (size_t)cb;
+        for (int h = 0; h < 2; h++) {
+            v8f x, gy, y;
+            LD8(x, r->x + off + 8 * h);
+            if (!r->grads && !r->center) {
+                s0[h] += WIDE(x);
+            } else if (!r->grads) {
+                v8d d = WIDE(x) - WIDE(cen[h]);
+                s0[h] += d * d;
+            } else {
+                LD8(gy, r->gy + off + 8 * h);
+                if (r->relu) {   /* dy' = y > 0 ? dy : +0, lane by lane */
+                    LD8(y, r->y + off + 8 * h);
+                    gy = (v8f)((v8i)gy & (y > zero));
+                }
+                s0[h] += WIDE(gy);
+                s1[h] += WIDE(gy * (x - cen[h]));
+            }
         }
-    } else {
-        const float *y = r->y + off, *gy = r->gy + off;
-        int relu = r->relu;
-#pragma omp simd
-        for (int ch = 0; ch < c; ch++) {
-            float g = !relu || y[ch] > 0.0f ? gy[ch] : 0.0f;
-            acc[ch] += g;
-            acc[c + ch] += (double)(g * (x[ch] - cen[ch]));
+    }
+    for (int h = 0; h < 2; h++) {
+        memcpy(acc + cb + 8 * h, &s0[h], sizeof s0[h]);
+        if (r->grads)
+            memcpy(acc + c + cb + 8 * h, &s1[h], sizeof s1[h]);
+    }
+}
+
+/* The same for n < CBLK channels [cb, cb + n), one scalar at a time. */
+__attribute__((always_inline)) static inline void red_tail(const red_t *r, size_t r0, size_t r1,
+                                                          int c, int cb, int n, double *acc)
+{
+    for (size_t row = r0; row < r1; row++)
+        for (int j = cb; j < cb + n; j++) {
+            size_t at = row * (size_t)c + (size_t)j;
+            float x = r->x[at];
+            if (!r->grads && !r->center) {
+                acc[j] += x;
+            } else if (!r->grads) {
+                double d = (double)x - r->center[j];
+                acc[j] += d * d;
+            } else {
+                float g = !r->relu || r->y[at] > 0.0f ? r->gy[at] : 0.0f;
+                acc[j] += g;
+                acc[c + j] += (double)(g * (x - r->center[j]));
+            }
         }
+}
+
+/* acc (+ c) += the contributions of rows [r0, r1), TILE_ROWS at a time,
+ * channel block by channel block. */
+HK_VECTOR static void red_rows(const red_t *r, size_t r0, size_t r1, int c, double *acc)
+{
+    for (size_t t0 = r0; t0 < r1; t0 += TILE_ROWS) {
+        size_t t1 = r1 - t0 < TILE_ROWS ? r1 : t0 + TILE_ROWS;
+        int cb = 0;
+        for (; cb + CBLK <= c; cb += CBLK)
+            red_block16(r, t0, t1, c, cb, acc);
+        if (cb < c)
+            red_tail(r, t0, t1, c, cb, c - cb, acc);
     }
 }
 
@@ -202,11 +283,8 @@ static void reduce_nhwc(const red_t *r, size_t rows, int c, double *out, int thr
         memset(out, 0, width * sizeof *out);
     }
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (size_t k = 0; k < chunks; k++) {
-        double *acc = part + k * width;
-        for (size_t row = rows * k / chunks; row < rows * (k + 1) / chunks; row++)
-            red_row(r, row * (size_t)c, c, acc);
-    }
+    for (size_t k = 0; k < chunks; k++)
+        red_rows(r, rows * k / chunks, rows * (k + 1) / chunks, c, part + k * width);
     if (part == out)
         return;
     for (size_t j = 0; j < width; j++) {
@@ -252,27 +330,36 @@ void hk_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4
     reduce(&r, s, out, nhwc, threads);
 }
 
-/* One NHWC row (n = c values, channel j) or NCHW plane (n values of channel
- * ch). */
-static void apply_run(float *gx, const float *x, const float *y, const float *gy, size_t n,
-                      int nhwc, int ch, int relu, const float *center, const float *scale,
-                      const float *a, const float *b)
+/* gx = scale * dy' + a * (x - center) + b over NHWC rows [r0, r1) of c
+ * channels, in float. */
+HK_VECTOR static void apply_rows(float *gx, const float *x, const float *y, const float *gy,
+                                 size_t r0, size_t r1, int c, int relu, const float *center,
+                                 const float *scale, const float *a, const float *b)
 {
-    if (nhwc) {
+    for (size_t row = r0; row < r1; row++) {
+        size_t off = row * (size_t)c;
+        float *o = gx + off;
+        const float *px = x + off, *py = y + off, *pg = gy + off;
 #pragma omp simd
-        for (size_t j = 0; j < n; j++) {
-            float g = !relu || y[j] > 0.0f ? gy[j] : 0.0f;
-            gx[j] = scale[j] * g + a[j] * (x[j] - center[j]) + b[j];
+        for (int j = 0; j < c; j++) {
+            float g = !relu || py[j] > 0.0f ? pg[j] : 0.0f;
+            o[j] = scale[j] * g + a[j] * (px[j] - center[j]) + b[j];
         }
-        return;
     }
-    double sc = scale[ch], ac = a[ch], bc = b[ch], cen = center[ch];
+}
+
+/* The same for one NCHW plane of n values of channel ch, in double. */
+static void apply_plane(float *gx, const float *x, const float *y, const float *gy, size_t n,
+                        int relu, double sc, double ac, double bc, double cen)
+{
 #pragma omp simd
     for (size_t j = 0; j < n; j++) {
         double g = !relu || y[j] > 0.0f ? (double)gy[j] : 0.0;
         gx[j] = (float)(sc * g + ac * ((double)x[j] - cen) + bc);
     }
 }
+
+#define APPLY_PARTS 64   /* row ranges of the NHWC apply, shared among the threads */
 
 void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, const int s[4],
                       int relu, const float *center, const float *scale, const float *a,
@@ -281,12 +368,20 @@ void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, co
     float *px = gx;
     const float *vx = x, *vy = y, *vg = gy;
     size_t hw = (size_t)s[2] * s[3], c = (size_t)s[1];
-    size_t runs = nhwc ? (size_t)s[0] * hw : (size_t)s[0] * c, len = nhwc ? c : hw;
+    if (nhwc) {
+        size_t rows = (size_t)s[0] * hw;
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (size_t k = 0; k < runs; k++) {
-        size_t off = k * len;
-        apply_run(px + off, vx + off, vy + off, vg + off, len, nhwc, nhwc ? 0 : (int)(k % c),
-                  relu, center, scale, a, b);
+        for (size_t k = 0; k < APPLY_PARTS; k++)
+            apply_rows(px, vx, vy, vg, rows * k / APPLY_PARTS, rows * (k + 1) / APPLY_PARTS,
+                       (int)c, relu, center, scale, a, b);
+        return;
+    }
+    size_t planes = (size_t)s[0] * c;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t k = 0; k < planes; k++) {
+        size_t ch = k % c, off = k * hw;
+        apply_plane(px + off, vx + off, vy + off, vg + off, hw, relu, scale[ch], a[ch], b[ch],
+                    center[ch]);
     }
 }
 
