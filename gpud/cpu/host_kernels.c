@@ -151,7 +151,7 @@ typedef struct {
 #define HK_VECTOR
 #endif
 
-#define TILE_ROWS 64   /* rows per pass of the channel blocks: 64 x c floats stay in L2 */
+#define TILE_ROWS 8    /* rows per pass of the channel blocks (in L1); measured best of 2-64 */
 #define CBLK 16        /* channels whose accumulators stay in registers */
 
 /* 8 channels of a row, as floats and as doubles (GCC/clang vector types:
