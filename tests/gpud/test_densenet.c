@@ -27,7 +27,7 @@
 #include "common/safetensors.h"
 #include "gpud/model.h"
 #include "synth.h"
-#include "tcheck.h"
+#include "golden_io.h"
 
 #define TOL 1e-4
 #define SAMPLE 256
@@ -39,17 +39,6 @@ static uint8_t *pixels;
 static int in_shape[4];
 static int n_over;   /* tensors above 1e-4 (within PyTorch's own float32 error) */
 static const float MEAN[3] = {0.485f, 0.456f, 0.406f}, STD[3] = {0.229f, 0.224f, 0.225f};
-
-static double rel_err(const float *a, const float *ref, size_t n)
-{
-    double md = 0.0, mr = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - ref[i]);
-        md = d > md || isnan(d) ? d : md;
-        mr = fabs((double)ref[i]) > mr ? fabs((double)ref[i]) : mr;
-    }
-    return mr > 0 ? md / mr : md;
-}
 
 /* Compare v (numel values) with the golden's full or sampled copy. */
 static double cmp_sampled(const char *name, const float *v, size_t numel)
@@ -70,7 +59,7 @@ static double cmp_sampled(const char *name, const float *v, size_t numel)
     const st_tensor_t *tt = safetensors_get(gold, tn);
     float tol = (float)TOL;
     REQUIRE(tt && tt->numel == 1 && st_tensor_to_f32(tt, &tol, 1) == 0, "%s missing", tn);
-    double e = rel_err(got, want, ng);
+    double e = golden_rel_err(got, want, ng);
     CHECK(e <= tol, "%s: relative error %.3g > %g", name, e, (double)tol);
     n_over += e > TOL;
     free(want);

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "gpud/model.h"
-#include "tcheck.h"
+#include "golden_io.h"
 
 #define TOL 1e-5
 #define MAXW 3
@@ -185,18 +185,6 @@ static void batch_fill(batch_t *b, const spec_t *sp, int g, int classes, unsigne
     }
 }
 
-/* max |a - b| / max |b| over n values. */
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double d = 0, ref = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]);
-        d = isnan(e) || e > d ? (isnan(e) ? INFINITY : e) : d;
-        ref = fmax(ref, fabs((double)b[i]));
-    }
-    return ref > 0 ? d / ref : d;
-}
-
 typedef struct {
     double grad, stats, weight, loss;
 } worst_t;
@@ -212,13 +200,13 @@ static void compare(const char *tag, int step, model_t *single, rank_t *rk, int 
             model_param_t p;
             REQUIRE(model_param_at(rk[r].m, i, &p) == 0 && strcmp(p.name, s.name) == 0, "%d",
                     i);
-            double e = rel_err(p.value, s.value, s.numel);
+            double e = golden_rel_err(p.value, s.value, s.numel);
             double *slot = s.grad ? &wo->weight : &wo->stats;
             *slot = fmax(*slot, e);
             CHECK(e <= TOL, "%s step %d rank %d: %s off by %.3g", tag, step, r, s.name, e);
             if (!s.grad)
                 continue;
-            e = rel_err(p.grad, s.grad, s.numel);
+            e = golden_rel_err(p.grad, s.grad, s.numel);
             wo->grad = fmax(wo->grad, e);
             CHECK(e <= TOL, "%s step %d rank %d: gradient of %s off by %.3g", tag, step, r,
                   s.name, e);
@@ -231,7 +219,7 @@ static void compare(const char *tag, int step, model_t *single, rank_t *rk, int 
     }
     for (int r = 0; r < w; r++)
         if (rk[r].n) {
-            double e = rel_err(rk[r].loss, loss + rk[r].lo, (size_t)rk[r].n);
+            double e = golden_rel_err(rk[r].loss, loss + rk[r].lo, (size_t)rk[r].n);
             wo->loss = fmax(wo->loss, e);
             CHECK(e <= TOL, "%s step %d rank %d: losses off by %.3g", tag, step, r, e);
         }

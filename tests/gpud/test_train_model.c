@@ -18,24 +18,13 @@
 
 #include "common/safetensors.h"
 #include "gpud/model.h"
-#include "tcheck.h"
+#include "golden_io.h"
 
 #define TOL 1e-4
 #define SAMPLE 2048
 
 static const safetensors_t *gold;
 static const float MEAN[3] = {0.485f, 0.456f, 0.406f}, STD[3] = {0.229f, 0.224f, 0.225f};
-
-static double rel_err(const float *a, const float *ref, size_t n)
-{
-    double md = 0.0, mr = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - ref[i]);
-        md = d > md || isnan(d) ? d : md;
-        mr = fabs((double)ref[i]) > mr ? fabs((double)ref[i]) : mr;
-    }
-    return mr > 0 ? md / mr : md;
-}
 
 static float *golden(const char *name, size_t *n)
 {
@@ -57,7 +46,7 @@ static double cmp_sampled(const char *name, const float *v, size_t numel)
             ng, numel);
     for (size_t i = 0; i < ng; i++)
         got[i] = v[numel <= SAMPLE ? i : (size_t)((uint64_t)i * numel / SAMPLE)];
-    double e = rel_err(got, want, ng);
+    double e = golden_rel_err(got, want, ng);
     CHECK(e <= TOL, "%s: relative error %.3g > %g", name, e, TOL);
     free(want);
     free(got);

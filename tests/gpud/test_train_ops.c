@@ -22,7 +22,7 @@
 
 #include "common/safetensors.h"
 #include "gpud/backend.h"
-#include "tcheck.h"
+#include "golden_io.h"
 
 #define TOL 1e-4
 #define FD_H 1e-2
@@ -179,17 +179,6 @@ static double objective(built_t *b, const float *x, const float *dy, float *ybuf
     return s;
 }
 
-static double rel_err(const float *a, const float *ref, size_t n)
-{
-    double md = 0.0, mr = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - ref[i]);
-        md = d > md || isnan(d) ? d : md;
-        mr = fabs((double)ref[i]) > mr ? fabs((double)ref[i]) : mr;
-    }
-    return mr > 0 ? md / mr : md;
-}
-
 static void cmp(const char *c, const char *be, const char *what, const float *got,
                 size_t n)
 {
@@ -198,7 +187,7 @@ static void cmp(const char *c, const char *be, const char *what, const float *go
     if (!want)
         return;
     REQUIRE(nw == n, "%s.%s: %zu values, golden has %zu", c, what, n, nw);
-    double e = rel_err(got, want, n);
+    double e = golden_rel_err(got, want, n);
     CHECK(e <= TOL, "%s on %s: %s relative error %.3g > %g", c, be, what, e, TOL);
     printf("  %-4s %-6s rel err %.2g\n", be, what, e);
     free(want);
