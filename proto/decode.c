@@ -15,20 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Optional keys (added within version 1): absent leaves *out as the caller
- * preset it; present must be well-formed. */
-static int opt_uint(const mp_reader_t *r, const char *key, uint64_t hi, uint64_t *out)
-{
-    bool dup;
-    if (!mp_find(r, key, &dup))
-        return dup ? -1 : 0;
-    return mp_get_uint(r, key, 0, hi, out);
-}
-
+/* Narrowing conveniences over mp_opt_uint (optional keys). */
 static int opt_u32(const mp_reader_t *r, const char *key, uint32_t *out)
 {
     uint64_t v = *out;
-    int rc = opt_uint(r, key, UINT32_MAX, &v);
+    int rc = mp_opt_uint(r, key, UINT32_MAX, &v);
     *out = (uint32_t)v;
     return rc;
 }
@@ -36,25 +27,9 @@ static int opt_u32(const mp_reader_t *r, const char *key, uint32_t *out)
 static int opt_u8(const mp_reader_t *r, const char *key, uint8_t *out)
 {
     uint64_t v = *out;
-    int rc = opt_uint(r, key, UINT8_MAX, &v);
+    int rc = mp_opt_uint(r, key, UINT8_MAX, &v);
     *out = (uint8_t)v;
     return rc;
-}
-
-static int opt_str(const mp_reader_t *r, const char *key, char *dst, size_t cap)
-{
-    bool dup;
-    if (!mp_find(r, key, &dup))
-        return dup ? -1 : 0;
-    return mp_get_str(r, key, dst, cap);
-}
-
-static int opt_double(const mp_reader_t *r, const char *key, double *out)
-{
-    bool dup;
-    if (!mp_find(r, key, &dup))
-        return dup ? -1 : 0;
-    return mp_get_double(r, key, out);
 }
 
 static int d_join(const mp_reader_t *r, ddp_join_t *m)
@@ -65,7 +40,7 @@ static int d_join(const mp_reader_t *r, ddp_join_t *m)
            mp_get_str(r, "name", m->name, sizeof m->name) ||
            mp_get_str(r, "host", m->host, sizeof m->host) ||
            mp_get_str(r, "backend", m->backend, sizeof m->backend) ||
-           opt_str(r, "ring", m->ring, sizeof m->ring)
+           mp_opt_str(r, "ring", m->ring, sizeof m->ring)
                ? -1 : 0;
 }
 
@@ -74,7 +49,7 @@ static int d_welcome(const mp_reader_t *r, ddp_welcome_t *m)
     return mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
            mp_get_i32(r, "world", INT32_MIN, INT32_MAX, &m->world) ||
            mp_get_str(r, "job", m->job, sizeof m->job) || opt_u8(r, "train", &m->train) ||
-           opt_str(r, "next_ring", m->next_ring, sizeof m->next_ring)
+           mp_opt_str(r, "next_ring", m->next_ring, sizeof m->next_ring)
                ? -1 : 0;
 }
 
@@ -85,7 +60,7 @@ static int d_plan(const mp_reader_t *r, ddp_plan_t *m)
         mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
         mp_get_uint(r, "n", 0, DDP_MAX_SAMPLES, &m->n) ||
         mp_get_str(r, "dataset", m->dataset, sizeof m->dataset) ||
-        opt_uint(r, "skip", DDP_MAX_SAMPLES, &m->skip))
+        mp_opt_uint(r, "skip", DDP_MAX_SAMPLES, &m->skip))
         return -1;
     if (mp_get_strv(r, "class_names", SIZE_MAX, DDP_MAX_CLASSES, DDP_MAX_STR, false,
                     &m->class_names, &nc))
@@ -138,7 +113,7 @@ static int d_batch(const mp_reader_t *r, ddp_batch_t *m)
     if (mp_get_uint(r, "seq", 0, UINT64_MAX, &m->seq) ||
         mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
         mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
-        mp_get_u32(r, "n", 0, DDP_MAX_BATCH, &m->n) || opt_uint(r, "step", UINT64_MAX, &m->step) ||
+        mp_get_u32(r, "n", 0, DDP_MAX_BATCH, &m->n) || mp_opt_uint(r, "step", UINT64_MAX, &m->step) ||
         opt_u32(r, "global_count", &m->global_count))
         return -1;
     for (int i = 0; i < 3; i++) {
@@ -167,8 +142,8 @@ static int d_result(const mp_reader_t *r, ddp_result_t *m)
         mp_get_uint(r, "seq", 0, UINT64_MAX, &m->seq) ||
         mp_get_u32(r, "n", 1, DDP_MAX_BATCH, &m->n) ||
         mp_get_u32(r, "k", 1, DDP_MAX_K, &m->k) ||
-        mp_get_double(r, "compute_s", &m->compute_s) || opt_double(r, "lr", &m->lr) ||
-        opt_uint(r, "step", UINT64_MAX, &m->step))
+        mp_get_double(r, "compute_s", &m->compute_s) || mp_opt_double(r, "lr", &m->lr) ||
+        mp_opt_uint(r, "step", UINT64_MAX, &m->step))
         return -1;
     size_t n = m->n;
     return mp_dup_bin(r, "ids", n * 8, "n*8", (void **)&m->ids) ||

@@ -290,24 +290,30 @@ zmsg_t *event_encode(const ddp_event_t *ev)
 
 /* ---- decode ---- */
 
+/* An optional per-rank array: a bin of n 8-byte elements, n <= EVENT_MAX_RANKS
+ * (its length is *nranks); absent leaves *nranks 0 and *out NULL. */
+static int d_rank_array(const mp_reader_t *r, const char *key, uint32_t *nranks, void **out)
+{
+    bool bad = false;
+    const msgpack_object *o = mp_find(r, key, &bad);
+    if (bad)
+        return -1;
+    if (!o)
+        return 0;
+    if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size % 8 != 0 ||
+        o->via.bin.size / 8 > EVENT_MAX_RANKS)
+        return mp_fail(r, "'%s' must be a bin of n*8 bytes, n <= %d", key, EVENT_MAX_RANKS);
+    *nranks = o->via.bin.size / 8;
+    return *nranks ? mp_dup_bin(r, key, (size_t)*nranks * 8, "nranks*8", out) : 0;
+}
+
 /* Keys added within version 1 are optional: an eval metric or an older
  * reducerd omits them. */
 static int d_metric_optional(const mp_reader_t *r, ev_metric_t *m)
 {
     bool bad = false;
-    const msgpack_object *o = mp_find(r, "rank_images_per_sec", &bad);
-    if (bad)
+    if (d_rank_array(r, "rank_images_per_sec", &m->nranks, (void **)&m->rank_images_per_sec))
         return -1;
-    if (o) {
-        if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size % 8 != 0 ||
-            o->via.bin.size / 8 > EVENT_MAX_RANKS)
-            return mp_fail(r, "'rank_images_per_sec' must be a bin of n*8 bytes, n <= %d",
-                           EVENT_MAX_RANKS);
-        m->nranks = o->via.bin.size / 8;
-        if (m->nranks && mp_dup_bin(r, "rank_images_per_sec", (size_t)m->nranks * 8, "nranks*8",
-                                    (void **)&m->rank_images_per_sec))
-            return -1;
-    }
     if (!mp_find(r, "decision", &bad))
         return bad ? -1 : 0;
     m->has_decision = true;
@@ -373,27 +379,12 @@ static int d_predictions(const mp_reader_t *r, ev_predictions_t *m)
 /* Keys added within version 1 are optional: an older reducerd omits them. */
 static int d_progress_optional(const mp_reader_t *r, ev_progress_t *m)
 {
-    bool bad = false;
     m->elapsed_s = -1;
-    if (mp_find(r, "elapsed_s", &bad) && mp_get_double(r, "elapsed_s", &m->elapsed_s))
-        return -1;
-    if (!bad && mp_find(r, "failed", &bad) && mp_get_uint(r, "failed", 0, UINT64_MAX, &m->failed))
-        return -1;
-    if (!bad && mp_find(r, "rejected", &bad) &&
-        mp_get_uint(r, "rejected", 0, UINT64_MAX, &m->rejected))
-        return -1;
-    const msgpack_object *o = bad ? NULL : mp_find(r, "rank_done", &bad);
-    if (bad)
-        return -1;
-    if (!o)
-        return 0;
-    if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size % 8 != 0 ||
-        o->via.bin.size / 8 > EVENT_MAX_RANKS)
-        return mp_fail(r, "'rank_done' must be a bin of n*8 bytes, n <= %d", EVENT_MAX_RANKS);
-    m->nranks = o->via.bin.size / 8;
-    return m->nranks ? mp_dup_bin(r, "rank_done", (size_t)m->nranks * 8, "nranks*8",
-                                  (void **)&m->rank_done)
-                     : 0;
+    return mp_opt_double(r, "elapsed_s", &m->elapsed_s) ||
+           mp_opt_uint(r, "failed", UINT64_MAX, &m->failed) ||
+           mp_opt_uint(r, "rejected", UINT64_MAX, &m->rejected) ||
+           d_rank_array(r, "rank_done", &m->nranks, (void **)&m->rank_done)
+               ? -1 : 0;
 }
 
 static int d_progress(const mp_reader_t *r, ev_progress_t *m)

@@ -244,6 +244,30 @@ int mp_get_int(const mp_reader_t *r, const char *key, int64_t lo, int64_t hi, in
     return 0;
 }
 
+int mp_opt_uint(const mp_reader_t *r, const char *key, uint64_t hi, uint64_t *out)
+{
+    bool dup;
+    if (!mp_find(r, key, &dup))
+        return dup ? -1 : 0;
+    return mp_get_uint(r, key, 0, hi, out);
+}
+
+int mp_opt_double(const mp_reader_t *r, const char *key, double *out)
+{
+    bool dup;
+    if (!mp_find(r, key, &dup))
+        return dup ? -1 : 0;
+    return mp_get_double(r, key, out);
+}
+
+int mp_opt_str(const mp_reader_t *r, const char *key, char *dst, size_t cap)
+{
+    bool dup;
+    if (!mp_find(r, key, &dup))
+        return dup ? -1 : 0;
+    return mp_get_str(r, key, dst, cap);
+}
+
 int mp_get_double(const mp_reader_t *r, const char *key, double *out)
 {
     const msgpack_object *o = need(r, key);

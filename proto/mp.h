@@ -59,6 +59,13 @@ int mp_get_u32(const mp_reader_t *r, const char *key, uint32_t lo, uint32_t hi, 
 int mp_get_u8(const mp_reader_t *r, const char *key, uint8_t lo, uint8_t hi, uint8_t *out);
 int mp_get_i32(const mp_reader_t *r, const char *key, int32_t lo, int32_t hi, int32_t *out);
 
+/* Optional keys (added within a version): absent (or nil) leaves *out as
+ * the caller preset it and returns 0; present must be well-formed. The
+ * range of mp_opt_uint is [0, hi]. */
+int mp_opt_uint(const mp_reader_t *r, const char *key, uint64_t hi, uint64_t *out);
+int mp_opt_double(const mp_reader_t *r, const char *key, double *out);
+int mp_opt_str(const mp_reader_t *r, const char *key, char *dst, size_t cap);
+
 /* Required string copied into dst[cap]: rejects length >= cap and NULs. */
 int mp_get_str(const mp_reader_t *r, const char *key, char *dst, size_t cap);
 
