@@ -648,44 +648,69 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(((const st_tensor_t *)a)->name, ((const st_tensor_t *)b)->name);
 }
 
-static int cmp_ptr(const void *a, const void *b)
+/* By where the data starts, then ends (empty tensors sort before a
+ * tensor starting at the same offset). */
+static int cmp_span(const void *a, const void *b)
 {
     const st_tensor_t *x = *(st_tensor_t *const *)a, *y = *(st_tensor_t *const *)b;
     const uint8_t *px = x->data, *py = y->data;
-    return px < py ? -1 : px > py;
+    if (px != py)
+        return px < py ? -1 : 1;
+    return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
-/* Duplicate names and overlapping byte ranges both mean a corrupt file. */
-static int check_unique_and_disjoint(safetensors_t *st, char *err, size_t errlen)
+/* The tensors must tile the data section exactly, as the reference reader
+ * requires: no overlap, no gap, and no byte after the last tensor (trailing
+ * bytes are where a truncated header or an appended payload would hide). */
+static int check_tiling(safetensors_t *st, const st_tensor_t **order, char *err, size_t errlen)
 {
-    if (st->n < 2)   /* also: qsort of a NULL array is undefined even when empty */
-        return 0;
-    qsort(st->tensors, st->n, sizeof *st->tensors, cmp_name);
+    for (size_t i = 0; i < st->n; i++)
+        order[i] = &st->tensors[i];
+    qsort(order, st->n, sizeof *order, cmp_span);
+    size_t end = 0;
+    const char *prev = NULL;
+    for (size_t i = 0; i < st->n; i++) {
+        size_t begin = (size_t)((const uint8_t *)order[i]->data - st->data);
+        if (begin < end) {
+            err_set(err, errlen, "%s: tensors '%s' and '%s' overlap in the data section",
+                    st->path, prev, order[i]->name);
+            return -1;
+        }
+        if (begin > end) {
+            err_set(err, errlen, "%s: %zu bytes before tensor '%s' (data_offsets %zu) belong to "
+                    "no tensor: corrupt file", st->path, begin - end, order[i]->name, begin);
+            return -1;
+        }
+        end = begin + order[i]->nbytes;
+        prev = order[i]->name;
+    }
+    if (end != st->data_len) {
+        err_set(err, errlen, "%s: %zu trailing bytes after the last tensor's data (the header's "
+                "offsets cover %zu of the %zu-byte data section): corrupt or appended-to file",
+                st->path, st->data_len - end, end, st->data_len);
+        return -1;
+    }
+    return 0;
+}
+
+/* Duplicate names, overlapping, uncovered or trailing bytes all mean a
+ * corrupt file. */
+static int check_unique_and_tiled(safetensors_t *st, char *err, size_t errlen)
+{
+    if (st->n >= 2) /* qsort of a NULL array is undefined even when empty */
+        qsort(st->tensors, st->n, sizeof *st->tensors, cmp_name);
     for (size_t i = 1; i < st->n; i++)
         if (strcmp(st->tensors[i - 1].name, st->tensors[i].name) == 0) {
             err_set(err, errlen, "%s: tensor '%s' appears twice in the header", st->path,
                     st->tensors[i].name);
             return -1;
         }
-    const st_tensor_t **order = malloc(st->n * sizeof *order);
+    const st_tensor_t **order = malloc((st->n ? st->n : 1) * sizeof *order);
     if (!order) {
         err_set(err, errlen, "%s: out of memory", st->path);
         return -1;
     }
-    size_t m = 0;
-    for (size_t i = 0; i < st->n; i++)
-        if (st->tensors[i].nbytes)     /* empty tensors occupy no bytes */
-            order[m++] = &st->tensors[i];
-    qsort(order, m, sizeof *order, cmp_ptr);
-    int rc = 0;
-    for (size_t i = 1; i < m && rc == 0; i++) {
-        const uint8_t *prev_end = (const uint8_t *)order[i - 1]->data + order[i - 1]->nbytes;
-        if ((const uint8_t *)order[i]->data < prev_end) {
-            err_set(err, errlen, "%s: tensors '%s' and '%s' overlap in the data section",
-                    st->path, order[i - 1]->name, order[i]->name);
-            rc = -1;
-        }
-    }
+    int rc = check_tiling(st, order, err, errlen);
     free(order);
     return rc;
 }
@@ -717,7 +742,7 @@ static int st_parse(safetensors_t *st, char *err, size_t errlen)
     }
     if (parse_header(&p, st) < 0)
         return -1;
-    return check_unique_and_disjoint(st, err, errlen);
+    return check_unique_and_tiled(st, err, errlen);
 }
 
 static safetensors_t *st_alloc(const char *path)

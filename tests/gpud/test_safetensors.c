@@ -185,6 +185,18 @@ static void test_rejects(void)
     expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                   "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 16,
                   "overlap");
+    /* the tensors must tile the data section: trailing bytes, gaps */
+    expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 9,
+                  "1 trailing bytes after the last tensor's data");
+    expect_reject("{}", 16, "16 trailing bytes");
+    expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12,
+                  "4 bytes before tensor 'a'");
+    expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                  "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[12,16]}}", 16,
+                  "4 bytes before tensor 'b'");
+    expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                  "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}", 8,
+                  "overlap");
     expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8,
                   "outside the data section");
     expect_reject("{\"__metadata__\":{\"k\":1}}", 0, "must be strings");
@@ -271,6 +283,20 @@ static void test_files(void)
     fclose(out);
     st = safetensors_open(tpath, err, sizeof err);
     CHECK(!st && strstr(err, "truncated") && strstr(err, "'w'"), "truncated: %s", err);
+    /* a copy with bytes appended after the last tensor: refused */
+    tmp_path("tail.safetensors", tpath, sizeof tpath);
+    in = fopen(path, "rb");
+    out = fopen(tpath, "wb");
+    REQUIRE(in && out, "copy");
+    for (long i = 0; i < sb.st_size; i++)
+        fputc(fgetc(in), out);
+    fputs("appended", out);
+    fclose(in);
+    fclose(out);
+    st = safetensors_open(tpath, err, sizeof err);
+    CHECK(!st && strstr(err, "8 trailing bytes") && strstr(err, "tail.safetensors"),
+          "trailing bytes: %s", err);
+    unlink(tpath);
     st = safetensors_open(tmp_path("missing.safetensors", tpath, sizeof tpath), err, sizeof err);
     CHECK(!st && strstr(err, "cannot open") && strstr(err, "missing.safetensors"), "%s", err);
     st = safetensors_open(tmpdir, err, sizeof err);
