@@ -186,6 +186,21 @@ static void ws_trim(workspace_t *ws)
     }
 }
 
+/* Decodes the part of BUF that T reads (with DCT scaling down to what the
+ * resize needs when allowed). */
+static image_t *decode_for(const uint8_t *buf, size_t len, const transform_t *t, int out_h,
+                           int out_w, image_buf_t *reuse, decode_part_t *part, int *src_w,
+                           int *src_h, char *err, size_t errlen)
+{
+    decode_opts_t opts = {0, 0};
+    int w, h;
+    if (t->dct_scaling && t->resize > 0 && decode_probe(buf, len, &w, &h, err, errlen) == 0)
+        resized_size(t, w, h, &opts.min_w, &opts.min_h);
+    need_ctx_t need = {t, out_h, out_w};
+    return decode_image_part(buf, len, &opts, need_rect, &need, reuse, part, src_w, src_h, err,
+                             errlen);
+}
+
 /* Decodes the part of file I of an ImageFolder that T reads (with DCT
  * scaling down to what the resize needs when allowed). */
 static image_t *load_file(const dataset_t *ds, uint64_t i, const transform_t *t, int out_h,
@@ -205,15 +220,23 @@ static image_t *load_file(const dataset_t *ds, uint64_t i, const transform_t *t,
         free(buf);
         return NULL;
     }
-    decode_opts_t opts = {0, 0};
-    int w, h;
-    if (t->dct_scaling && t->resize > 0 && decode_probe(*bufp, len, &w, &h, err, errlen) == 0)
-        resized_size(t, w, h, &opts.min_w, &opts.min_h);
-    need_ctx_t need = {t, out_h, out_w};
-    image_t *img = decode_image_part(*bufp, len, &opts, need_rect, &need, ws ? &ws->img : NULL,
-                                     part, src_w, src_h, err, errlen);
+    image_t *img = decode_for(*bufp, len, t, out_h, out_w, ws ? &ws->img : NULL, part, src_w,
+                              src_h, err, errlen);
     free(buf);
     return img;
+}
+
+int sample_load_buffer(const uint8_t *buf, size_t len, const transform_t *t, uint8_t *out,
+                       int out_h, int out_w, char *err, size_t errlen)
+{
+    int src_w, src_h;
+    decode_part_t part;
+    if (transform_check(t, err, errlen) != 0)
+        return -1;
+    image_t *img = decode_for(buf, len, t, out_h, out_w, NULL, &part, &src_w, &src_h, err, errlen);
+    int rc = img ? transform_part(img, &part, src_w, src_h, t, out, out_h, out_w, err, errlen) : -1;
+    image_destroy(&img);
+    return rc;
 }
 
 int sample_load(const dataset_t *ds, uint64_t i, const transform_t *t, uint8_t *out, int out_h,

@@ -43,6 +43,11 @@ int transform_output_hw(const transform_t *t, const dataset_t *ds, int *h, int *
 int sample_load(const dataset_t *ds, uint64_t i, const transform_t *t, uint8_t *out, int out_h,
                 int out_w, char *err, size_t errlen);
 
+/* sample_load for an image already in memory (BUF, LEN bytes of a JPEG or
+ * PNG file): the same decode and steps. The fuzz target's entry point. */
+int sample_load_buffer(const uint8_t *buf, size_t len, const transform_t *t, uint8_t *out,
+                       int out_h, int out_w, char *err, size_t errlen);
+
 /* The steps after decoding: IMG is the decoded image, src_w x src_h its size
  * before any DCT scaling (PIL's Image.size). */
 int transform_image(const image_t *img, int src_w, int src_h, const transform_t *t,
