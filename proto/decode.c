@@ -32,6 +32,35 @@ static int opt_u8(const mp_reader_t *r, const char *key, uint8_t *out)
     return rc;
 }
 
+/* An optional bin of exactly `len` bytes copied into dst. */
+static int opt_fixed_bin(const mp_reader_t *r, const char *key, void *dst, size_t len, bool *present)
+{
+    bool dup;
+    *present = false;
+    if (!mp_find(r, key, &dup))
+        return dup ? -1 : 0;
+    const void *p;
+    if (mp_get_bin(r, key, len, key, &p))
+        return -1;
+    memcpy(dst, p, len);
+    *present = true;
+    return 0;
+}
+
+/* The optional auth keys: a token without a session (or the reverse) is
+ * malformed; job is optional with them. */
+static int d_auth(const mp_reader_t *r, ddp_auth_t *a)
+{
+    bool have_token;
+    if (mp_opt_str(r, "job", a->job, sizeof a->job) ||
+        mp_opt_uint(r, "session", UINT64_MAX, &a->session) ||
+        opt_fixed_bin(r, "token", a->token, DDP_TOKEN_LEN, &have_token))
+        return -1;
+    if (have_token != (a->session != 0))
+        return mp_fail(r, "'token' and a non-zero 'session' come together");
+    return 0;
+}
+
 static int d_join(const mp_reader_t *r, ddp_join_t *m)
 {
     return mp_get_u8(r, "role", 0, UINT8_MAX, &m->role) ||
@@ -46,11 +75,18 @@ static int d_join(const mp_reader_t *r, ddp_join_t *m)
 
 static int d_welcome(const mp_reader_t *r, ddp_welcome_t *m)
 {
-    return mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
-           mp_get_i32(r, "world", INT32_MIN, INT32_MAX, &m->world) ||
-           mp_get_str(r, "job", m->job, sizeof m->job) || opt_u8(r, "train", &m->train) ||
-           mp_opt_str(r, "next_ring", m->next_ring, sizeof m->next_ring)
-               ? -1 : 0;
+    bool have_token;
+    if (mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
+        mp_get_i32(r, "world", INT32_MIN, INT32_MAX, &m->world) ||
+        mp_get_str(r, "job", m->job, sizeof m->job) || opt_u8(r, "train", &m->train) ||
+        mp_opt_str(r, "next_ring", m->next_ring, sizeof m->next_ring) ||
+        mp_opt_uint(r, "session", UINT64_MAX, &m->session) ||
+        opt_fixed_bin(r, "token", m->token, DDP_TOKEN_LEN, &have_token) ||
+        opt_fixed_bin(r, "secret", m->secret, DDP_SECRET_LEN, &m->has_secret))
+        return -1;
+    if (have_token != (m->session != 0))
+        return mp_fail(r, "'token' and a non-zero 'session' come together");
+    return 0;
 }
 
 static int d_plan(const mp_reader_t *r, ddp_plan_t *m)
@@ -60,7 +96,7 @@ static int d_plan(const mp_reader_t *r, ddp_plan_t *m)
         mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
         mp_get_uint(r, "n", 0, DDP_MAX_SAMPLES, &m->n) ||
         mp_get_str(r, "dataset", m->dataset, sizeof m->dataset) ||
-        mp_opt_uint(r, "skip", DDP_MAX_SAMPLES, &m->skip))
+        mp_opt_uint(r, "skip", DDP_MAX_SAMPLES, &m->skip) || d_auth(r, &m->auth))
         return -1;
     if (mp_get_strv(r, "class_names", SIZE_MAX, DDP_MAX_CLASSES, DDP_MAX_STR, false,
                     &m->class_names, &nc))
@@ -72,7 +108,7 @@ static int d_plan(const mp_reader_t *r, ddp_plan_t *m)
 static int d_credit(const mp_reader_t *r, ddp_credit_t *m)
 {
     if (mp_get_str(r, "worker", m->worker, sizeof m->worker) ||
-        mp_get_u32(r, "credits", 0, UINT32_MAX, &m->credits))
+        mp_get_u32(r, "credits", 0, UINT32_MAX, &m->credits) || d_auth(r, &m->auth))
         return -1;
     bool dup;
     m->rank = -1;
@@ -102,7 +138,8 @@ static int d_heartbeat(const mp_reader_t *r, ddp_heartbeat_t *m)
 {
     return mp_get_str(r, "worker", m->worker, sizeof m->worker) ||
            mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
-           mp_get_uint(r, "batches_done", 0, UINT64_MAX, &m->batches_done)
+           mp_get_uint(r, "batches_done", 0, UINT64_MAX, &m->batches_done) ||
+           mp_opt_uint(r, "rejected", UINT64_MAX, &m->rejected) || d_auth(r, &m->auth)
                ? -1 : 0;
 }
 
@@ -143,7 +180,7 @@ static int d_result(const mp_reader_t *r, ddp_result_t *m)
         mp_get_u32(r, "n", 1, DDP_MAX_BATCH, &m->n) ||
         mp_get_u32(r, "k", 1, DDP_MAX_K, &m->k) ||
         mp_get_double(r, "compute_s", &m->compute_s) || mp_opt_double(r, "lr", &m->lr) ||
-        mp_opt_uint(r, "step", UINT64_MAX, &m->step))
+        mp_opt_uint(r, "step", UINT64_MAX, &m->step) || d_auth(r, &m->auth))
         return -1;
     size_t n = m->n;
     return mp_dup_bin(r, "ids", n * 8, "n*8", (void **)&m->ids) ||
@@ -159,6 +196,30 @@ static int d_failed(const mp_reader_t *r, ddp_failed_t *m)
            mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
            mp_get_uint(r, "id", 0, UINT64_MAX, &m->id) ||
            mp_get_str(r, "path", m->path, sizeof m->path) ||
+           mp_get_str(r, "reason", m->reason, sizeof m->reason) || d_auth(r, &m->auth)
+               ? -1 : 0;
+}
+
+static int d_issued(const mp_reader_t *r, ddp_issued_t *m)
+{
+    if (mp_get_uint(r, "seq", 0, UINT64_MAX, &m->seq) ||
+        mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+        mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
+        mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
+        mp_get_u32(r, "n", 0, DDP_MAX_BATCH, &m->n) ||
+        mp_opt_uint(r, "rejected", UINT64_MAX, &m->rejected) || d_auth(r, &m->auth))
+        return -1;
+    return mp_dup_bin(r, "ids", (size_t)m->n * 8, "n*8", (void **)&m->ids) ||
+           mp_dup_bin(r, "labels", (size_t)m->n * 4, "n*4", (void **)&m->labels)
+               ? -1 : 0;
+}
+
+static int d_reissue(const mp_reader_t *r, ddp_reissue_t *m)
+{
+    return mp_get_uint(r, "seq", 0, UINT64_MAX, &m->seq) ||
+           mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+           mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
+           mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
            mp_get_str(r, "reason", m->reason, sizeof m->reason)
                ? -1 : 0;
 }
@@ -197,6 +258,8 @@ static int d_body(const mp_reader_t *r, ddp_msg_t *out)
     case DDP_DONE: return d_code_reason(r, &out->u.done.code, out->u.done.reason,
                                         sizeof out->u.done.reason);
     case DDP_EPOCH: return d_epoch(r, &out->u.epoch);
+    case DDP_ISSUED: return d_issued(r, &out->u.issued);
+    case DDP_REISSUE: return d_reissue(r, &out->u.reissue);
     }
     return mp_fail(r, "unknown type");
 }

@@ -19,6 +19,17 @@ static int put_head(msgpack_packer *pk, ddp_type_t type, size_t nkeys)
            mp_put_uint(pk, "t", (uint64_t)type);
 }
 
+/* The auth keys (job, session, token) are sent only with a session. */
+static size_t auth_keys(const ddp_auth_t *a) { return a->session ? 3 : 0; }
+
+static int put_auth(msgpack_packer *pk, const ddp_auth_t *a)
+{
+    if (!a->session)
+        return 0;
+    return mp_put_str(pk, "job", a->job) || mp_put_uint(pk, "session", a->session) ||
+           mp_put_bin(pk, "token", a->token, DDP_TOKEN_LEN);
+}
+
 static int pack_join(msgpack_packer *pk, const ddp_join_t *m)
 {
     return put_head(pk, DDP_JOIN, 7) || mp_put_uint(pk, "role", m->role) ||
@@ -29,16 +40,21 @@ static int pack_join(msgpack_packer *pk, const ddp_join_t *m)
 
 static int pack_welcome(msgpack_packer *pk, const ddp_welcome_t *m)
 {
-    return put_head(pk, DDP_WELCOME, 5) || mp_put_int(pk, "rank", m->rank) ||
+    size_t extra = (m->session ? 2 : 0) + (m->has_secret ? 1 : 0);
+    return put_head(pk, DDP_WELCOME, 5 + extra) || mp_put_int(pk, "rank", m->rank) ||
            mp_put_int(pk, "world", m->world) || mp_put_str(pk, "job", m->job) ||
-           mp_put_uint(pk, "train", m->train) || mp_put_str(pk, "next_ring", m->next_ring);
+           mp_put_uint(pk, "train", m->train) || mp_put_str(pk, "next_ring", m->next_ring) ||
+           (m->session && (mp_put_uint(pk, "session", m->session) ||
+                           mp_put_bin(pk, "token", m->token, DDP_TOKEN_LEN))) ||
+           (m->has_secret && mp_put_bin(pk, "secret", m->secret, DDP_SECRET_LEN));
 }
 
 static int pack_plan(msgpack_packer *pk, const ddp_plan_t *m)
 {
     /* num_classes is the length of class_names and n the length of paths:
      * the wire carries each count once, so they cannot disagree. */
-    return put_head(pk, DDP_PLAN, m->paths ? 7 : 6) || mp_put_uint(pk, "epoch", m->epoch) ||
+    return put_head(pk, DDP_PLAN, (m->paths ? 7 : 6) + auth_keys(&m->auth)) ||
+           put_auth(pk, &m->auth) || mp_put_uint(pk, "epoch", m->epoch) ||
            mp_put_uint(pk, "skip", m->skip) ||
            mp_put_uint(pk, "phase", m->phase) || mp_put_uint(pk, "n", m->n) ||
            mp_put_strv(pk, "class_names", m->class_names, m->num_classes) ||
@@ -49,7 +65,8 @@ static int pack_plan(msgpack_packer *pk, const ddp_plan_t *m)
 static int pack_credit(msgpack_packer *pk, const ddp_credit_t *m)
 {
     bool rank = m->rank >= 0;   /* optional: older senders have none */
-    return put_head(pk, DDP_CREDIT, rank ? 4 : 3) || mp_put_str(pk, "worker", m->worker) ||
+    return put_head(pk, DDP_CREDIT, (rank ? 4 : 3) + auth_keys(&m->auth)) ||
+           put_auth(pk, &m->auth) || mp_put_str(pk, "worker", m->worker) ||
            mp_put_uint(pk, "credits", m->credits) ||
            mp_put_bin(pk, "acks", m->acks, (size_t)m->n_acks * 8) ||
            (rank && mp_put_int(pk, "rank", m->rank));
@@ -57,8 +74,10 @@ static int pack_credit(msgpack_packer *pk, const ddp_credit_t *m)
 
 static int pack_heartbeat(msgpack_packer *pk, const ddp_heartbeat_t *m)
 {
-    return put_head(pk, DDP_HEARTBEAT, 3) || mp_put_str(pk, "worker", m->worker) ||
-           mp_put_int(pk, "rank", m->rank) || mp_put_uint(pk, "batches_done", m->batches_done);
+    return put_head(pk, DDP_HEARTBEAT, 4 + auth_keys(&m->auth)) || put_auth(pk, &m->auth) ||
+           mp_put_str(pk, "worker", m->worker) || mp_put_int(pk, "rank", m->rank) ||
+           mp_put_uint(pk, "batches_done", m->batches_done) ||
+           mp_put_uint(pk, "rejected", m->rejected);
 }
 
 static int pack_batch(msgpack_packer *pk, const ddp_batch_t *m)
@@ -80,7 +99,8 @@ static int pack_end(msgpack_packer *pk, const ddp_end_t *m)
 
 static int pack_result(msgpack_packer *pk, const ddp_result_t *m)
 {
-    return put_head(pk, DDP_RESULT, 13) || mp_put_int(pk, "rank", m->rank) ||
+    return put_head(pk, DDP_RESULT, 13 + auth_keys(&m->auth)) || put_auth(pk, &m->auth) ||
+           mp_put_int(pk, "rank", m->rank) ||
            mp_put_double(pk, "lr", m->lr) || mp_put_uint(pk, "step", m->step) ||
            mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "phase", m->phase) ||
            mp_put_uint(pk, "seq", m->seq) || mp_put_uint(pk, "n", m->n) ||
@@ -93,7 +113,8 @@ static int pack_result(msgpack_packer *pk, const ddp_result_t *m)
 
 static int pack_failed(msgpack_packer *pk, const ddp_failed_t *m)
 {
-    return put_head(pk, DDP_FAILED, 5) || mp_put_uint(pk, "epoch", m->epoch) ||
+    return put_head(pk, DDP_FAILED, 5 + auth_keys(&m->auth)) || put_auth(pk, &m->auth) ||
+           mp_put_uint(pk, "epoch", m->epoch) ||
            mp_put_uint(pk, "phase", m->phase) || mp_put_uint(pk, "id", m->id) ||
            mp_put_str(pk, "path", m->path) || mp_put_str(pk, "reason", m->reason);
 }
@@ -103,6 +124,23 @@ static int pack_epoch(msgpack_packer *pk, const ddp_epoch_t *m)
     return put_head(pk, DDP_EPOCH, 5) || mp_put_uint(pk, "epoch", m->epoch) ||
            mp_put_uint(pk, "decision", m->decision) || mp_put_uint(pk, "streak", m->streak) ||
            mp_put_double(pk, "val_top1", m->val_top1) || mp_put_str(pk, "reason", m->reason);
+}
+
+static int pack_issued(msgpack_packer *pk, const ddp_issued_t *m)
+{
+    return put_head(pk, DDP_ISSUED, 8 + auth_keys(&m->auth)) || put_auth(pk, &m->auth) ||
+           mp_put_uint(pk, "seq", m->seq) || mp_put_uint(pk, "epoch", m->epoch) ||
+           mp_put_uint(pk, "phase", m->phase) || mp_put_int(pk, "rank", m->rank) ||
+           mp_put_uint(pk, "n", m->n) || mp_put_bin(pk, "ids", m->ids, (size_t)m->n * 8) ||
+           mp_put_bin(pk, "labels", m->labels, (size_t)m->n * 4) ||
+           mp_put_uint(pk, "rejected", m->rejected);
+}
+
+static int pack_reissue(msgpack_packer *pk, const ddp_reissue_t *m)
+{
+    return put_head(pk, DDP_REISSUE, 5) || mp_put_uint(pk, "seq", m->seq) ||
+           mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "phase", m->phase) ||
+           mp_put_int(pk, "rank", m->rank) || mp_put_str(pk, "reason", m->reason);
 }
 
 static int pack_code_reason(msgpack_packer *pk, ddp_type_t type, int32_t code,
@@ -127,6 +165,8 @@ static int pack_msg(msgpack_packer *pk, const ddp_msg_t *msg)
     case DDP_STOP: return pack_code_reason(pk, DDP_STOP, msg->u.stop.code, msg->u.stop.reason);
     case DDP_DONE: return pack_code_reason(pk, DDP_DONE, msg->u.done.code, msg->u.done.reason);
     case DDP_EPOCH: return pack_epoch(pk, &msg->u.epoch);
+    case DDP_ISSUED: return pack_issued(pk, &msg->u.issued);
+    case DDP_REISSUE: return pack_reissue(pk, &msg->u.reissue);
     }
     return -1;
 }

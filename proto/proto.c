@@ -1,7 +1,7 @@
 /* proto — names, ownership (ddp_msg_clear) and the socket send/recv helpers. */
 #include "common/log.h"
 #include "proto/proto.h"
-
+#include "proto/ratelog.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -14,6 +14,7 @@ const char *proto_type_name(int type)
         [DDP_CREDIT] = "CREDIT", [DDP_HEARTBEAT] = "HEARTBEAT", [DDP_BATCH] = "BATCH",
         [DDP_END] = "END",       [DDP_RESULT] = "RESULT",   [DDP_FAILED] = "FAILED",
         [DDP_STOP] = "STOP",     [DDP_DONE] = "DONE",       [DDP_EPOCH] = "EPOCH",
+        [DDP_ISSUED] = "ISSUED", [DDP_REISSUE] = "REISSUE",
     };
     if (type < DDP_JOIN || type > DDP_TYPE_MAX)
         return "UNKNOWN";
@@ -53,6 +54,10 @@ void ddp_msg_clear(ddp_msg_t *msg)
         free(msg->u.batch.ids);
         free(msg->u.batch.labels);
         zframe_destroy(&msg->u.batch.pixels);
+        break;
+    case DDP_ISSUED:
+        free(msg->u.issued.ids);
+        free(msg->u.issued.labels);
         break;
     case DDP_RESULT:
         free(msg->u.result.ids);
@@ -147,7 +152,14 @@ int proto_recv(void *sock, zframe_t **route, ddp_msg_t *out, proto_stats_t *stat
     }
     char hex[80];
     hex_identity(id, hex, sizeof hex);
-    log_warn("rejected %s (from %s)", why, hex);
+    uint64_t held = 0;
+    if (ratelog_allow(sock, hex, why, &held)) {
+        if (held)
+            log_warn("rejected %s (from %s; %llu more reject lines held back)", why, hex,
+                     (unsigned long long)held);
+        else
+            log_warn("rejected %s (from %s)", why, hex);
+    }
     if (stats)
         stats->rejected++;
     zframe_destroy(&id);

@@ -32,6 +32,8 @@
 #define DDP_MAX_PIXELS (1ull << 31) /* bytes in one BATCH pixel frame */
 #define DDP_MAX_ACKS 1024
 #define DDP_MAX_EP 256           /* an endpoint string (ring) */
+#define DDP_TOKEN_LEN 16         /* a peer's session token (keyed BLAKE2b) */
+#define DDP_SECRET_LEN 32        /* the job secret reducerd hands loaderd */
 
 typedef enum {
     DDP_JOIN = 1,      /* any daemon -> reducerd: who I am */
@@ -46,11 +48,23 @@ typedef enum {
     DDP_STOP = 10,     /* reducerd -> everyone joined: job is over (code, reason) */
     DDP_DONE = 11,     /* reporterd -> reducerd: run directory written */
     DDP_EPOCH = 12,    /* reducerd -> loaderd, gpud: epoch decided (continue / stop), training */
-    DDP_TYPE_MAX = 12
+    DDP_ISSUED = 13,   /* loaderd -> reducerd: batch seq went to rank R (ids, labels) */
+    DDP_REISSUE = 14,  /* reducerd -> loaderd: the answer to seq was rejected, hand it out again */
+    DDP_TYPE_MAX = 14
 } ddp_type_t;
 
 typedef enum { DDP_ROLE_GPUD = 1, DDP_ROLE_LOADER = 2, DDP_ROLE_REPORTER = 3 } ddp_role_t;
 typedef enum { DDP_PHASE_EVAL = 0, DDP_PHASE_TRAIN = 1 } ddp_phase_t;
+
+/* Who sent a message (PROTOCOL.md "Trust"): the job name, reducerd's
+ * session nonce and the sender's token from its WELCOME. session 0: absent
+ * on the wire (then job and token are not sent either); receivers that
+ * check trust reject such a message. */
+typedef struct {
+    char job[DDP_MAX_NAME];
+    uint64_t session;
+    uint8_t token[DDP_TOKEN_LEN];
+} ddp_auth_t;
 
 typedef struct {
     uint8_t role;              /* ddp_role_t */
@@ -68,6 +82,10 @@ typedef struct {
     char job[DDP_MAX_NAME];
     uint8_t train;             /* optional: 1 in a training job */
     char next_ring[DDP_MAX_EP];/* optional: ring endpoint of rank (rank+1) % world */
+    uint64_t session;          /* optional: the job's session nonce (0 absent) */
+    uint8_t token[DDP_TOKEN_LEN]; /* with session: the joiner's token */
+    bool has_secret;           /* optional: loaderd's plan ack carries the job secret */
+    uint8_t secret[DDP_SECRET_LEN];
 } ddp_welcome_t;
 
 typedef struct {
@@ -79,6 +97,7 @@ typedef struct {
     char **paths;              /* n strings, or NULL when not sent */
     char dataset[DDP_MAX_STR];
     uint64_t skip;             /* optional (train resume): samples of the epoch already trained */
+    ddp_auth_t auth;           /* optional: the loader's token once it has one */
 } ddp_plan_t;
 
 typedef struct {
@@ -87,12 +106,15 @@ typedef struct {
     uint32_t n_acks;
     uint64_t *acks;            /* batch seqs fully answered (results sent) */
     int32_t rank;              /* optional: the sender's rank; -1 absent (not encoded) */
+    ddp_auth_t auth;           /* optional on the wire, required by loaderd */
 } ddp_credit_t;
 
 typedef struct {
     char worker[DDP_MAX_NAME];
     int32_t rank;
     uint64_t batches_done;
+    uint64_t rejected;         /* optional: loaderd's rejected messages so far (loader beats) */
+    ddp_auth_t auth;           /* optional on the wire, required by reducerd and loaderd */
 } ddp_heartbeat_t;
 
 typedef struct {
@@ -127,6 +149,7 @@ typedef struct {
     double compute_s;          /* seconds of compute for this batch */
     double lr;                 /* optional, train: learning rate of the step (0 absent) */
     uint64_t step;             /* optional, train: absolute optimizer step */
+    ddp_auth_t auth;           /* optional on the wire, required by reducerd */
 } ddp_result_t;
 
 typedef struct {
@@ -135,6 +158,7 @@ typedef struct {
     uint64_t id;
     char path[DDP_MAX_STR];
     char reason[DDP_MAX_STR];
+    ddp_auth_t auth;           /* optional on the wire, required by reducerd */
 } ddp_failed_t;
 
 typedef struct {
@@ -158,6 +182,26 @@ typedef struct {
 typedef enum { DDP_DECISION_CONTINUE = 0, DDP_DECISION_STOP = 1 } ddp_decision_t;
 
 typedef struct {
+    uint64_t seq;              /* the BATCH seq */
+    uint32_t epoch;
+    uint8_t phase;
+    int32_t rank;              /* the rank of the worker it goes to */
+    uint32_t n;                /* 0..DDP_MAX_BATCH (0: an empty train shard) */
+    uint64_t *ids;             /* n, as in the BATCH */
+    int32_t *labels;           /* n, as in the BATCH: the labels reducerd counts */
+    uint64_t rejected;         /* optional: loaderd's rejected messages so far */
+    ddp_auth_t auth;           /* optional on the wire, required by reducerd */
+} ddp_issued_t;
+
+typedef struct {
+    uint64_t seq;              /* the batch whose answer was rejected */
+    uint32_t epoch;
+    uint8_t phase;
+    int32_t rank;              /* the rank that answered it */
+    char reason[1024];
+} ddp_reissue_t;
+
+typedef struct {
     ddp_type_t type;
     union {
         ddp_join_t join;
@@ -172,6 +216,8 @@ typedef struct {
         ddp_stop_t stop;
         ddp_done_t done;
         ddp_epoch_t epoch;
+        ddp_issued_t issued;
+        ddp_reissue_t reissue;
     } u;
 } ddp_msg_t;
 

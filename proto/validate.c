@@ -80,6 +80,12 @@ static int check_labels(const int32_t *labels, uint32_t n, char *why, size_t why
     return 0;
 }
 
+static int v_auth(const ddp_auth_t *a, char *why, size_t whylen, const char *what)
+{
+    CHECK_FIXED(a->job, "job", 0);
+    return 0;
+}
+
 static int v_join(const ddp_join_t *m, char *why, size_t whylen, const char *what)
 {
     if (m->role < DDP_ROLE_GPUD || m->role > DDP_ROLE_REPORTER)
@@ -124,7 +130,7 @@ static int v_plan(const ddp_plan_t *m, char *why, size_t whylen, const char *wha
         return BAD("'skip' is %" PRIu64 ", more than n = %" PRIu64, m->skip, m->n);
     if (m->skip && m->phase != DDP_PHASE_TRAIN)
         return BAD("'skip' is %" PRIu64 " in an eval plan (train resume only)", m->skip);
-    return 0;
+    return v_auth(&m->auth, why, whylen, what);
 }
 
 static int v_credit(const ddp_credit_t *m, char *why, size_t whylen, const char *what)
@@ -136,7 +142,7 @@ static int v_credit(const ddp_credit_t *m, char *why, size_t whylen, const char 
         return BAD("'acks' is NULL with n_acks = %" PRIu32, m->n_acks);
     if (m->rank < -1)
         return BAD("'rank' is %" PRId32 ", want -1 (none) or >= 0", m->rank);
-    return 0;
+    return v_auth(&m->auth, why, whylen, what);
 }
 
 static int v_heartbeat(const ddp_heartbeat_t *m, char *why, size_t whylen, const char *what)
@@ -144,7 +150,7 @@ static int v_heartbeat(const ddp_heartbeat_t *m, char *why, size_t whylen, const
     CHECK_FIXED(m->worker, "worker", 1);
     if (m->rank < -1)
         return BAD("'rank' is %" PRId32 ", want -1 (none yet) or >= 0", m->rank);
-    return 0;
+    return v_auth(&m->auth, why, whylen, what);
 }
 
 static int v_batch(const ddp_batch_t *m, char *why, size_t whylen, const char *what)
@@ -200,7 +206,7 @@ static int v_result(const ddp_result_t *m, char *why, size_t whylen, const char 
         return BAD("'compute_s' is %g, want a finite value >= 0", m->compute_s);
     if (!isfinite(m->lr) || m->lr < 0)
         return BAD("'lr' is %g, want a finite value >= 0", m->lr);
-    return 0;
+    return v_auth(&m->auth, why, whylen, what);
 }
 
 static int v_failed(const ddp_failed_t *m, char *why, size_t whylen, const char *what)
@@ -211,7 +217,7 @@ static int v_failed(const ddp_failed_t *m, char *why, size_t whylen, const char 
         return BAD("'id' is %" PRIu64 ", want < 2^40", m->id);
     CHECK_FIXED(m->path, "path", 0);
     CHECK_FIXED(m->reason, "reason", 0);
-    return 0;
+    return v_auth(&m->auth, why, whylen, what);
 }
 
 static int v_epoch(const ddp_epoch_t *m, char *why, size_t whylen, const char *what)
@@ -220,6 +226,31 @@ static int v_epoch(const ddp_epoch_t *m, char *why, size_t whylen, const char *w
         return BAD("'decision' is %u, want 0 (continue) or 1 (stop)", m->decision);
     if (!(m->val_top1 == -1 || (m->val_top1 >= 0 && m->val_top1 <= 1)))
         return BAD("'val_top1' is %g, want 0..1 or -1 (no validation)", m->val_top1);
+    CHECK_FIXED(m->reason, "reason", 0);
+    return 0;
+}
+
+static int v_issued(const ddp_issued_t *m, char *why, size_t whylen, const char *what)
+{
+    if (check_phase(m->phase, why, whylen, what))
+        return -1;
+    if (m->rank < 0)
+        return BAD("'rank' is %" PRId32 ", want >= 0", m->rank);
+    if (m->n > DDP_MAX_BATCH)
+        return BAD("'n' is %" PRIu32 ", want 0..%d", m->n, DDP_MAX_BATCH);
+    if (m->n && (!m->ids || !m->labels))
+        return BAD("'ids' or 'labels' is NULL");
+    if (check_ids(m->ids, m->n, why, whylen, what) || check_labels(m->labels, m->n, why, whylen, what))
+        return -1;
+    return v_auth(&m->auth, why, whylen, what);
+}
+
+static int v_reissue(const ddp_reissue_t *m, char *why, size_t whylen, const char *what)
+{
+    if (check_phase(m->phase, why, whylen, what))
+        return -1;
+    if (m->rank < 0)
+        return BAD("'rank' is %" PRId32 ", want >= 0", m->rank);
     CHECK_FIXED(m->reason, "reason", 0);
     return 0;
 }
@@ -240,6 +271,8 @@ int proto_validate(const ddp_msg_t *msg, char *why, size_t whylen)
     case DDP_STOP: CHECK_FIXED(msg->u.stop.reason, "reason", 0); return 0;
     case DDP_DONE: CHECK_FIXED(msg->u.done.reason, "reason", 0); return 0;
     case DDP_EPOCH: return v_epoch(&msg->u.epoch, why, whylen, what);
+    case DDP_ISSUED: return v_issued(&msg->u.issued, why, whylen, what);
+    case DDP_REISSUE: return v_reissue(&msg->u.reissue, why, whylen, what);
     }
     return bad(why, whylen, "message", "unknown type %d, want 1..%d", (int)msg->type,
                DDP_TYPE_MAX);

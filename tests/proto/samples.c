@@ -44,6 +44,14 @@ static void sample_batch(ddp_batch_t *b)
     b->global_count = 7;
 }
 
+static void sample_auth(ddp_auth_t *a)
+{
+    strcpy(a->job, "job-7");
+    a->session = 0xfedcba9876543210ull;
+    for (int i = 0; i < DDP_TOKEN_LEN; i++)
+        a->token[i] = (uint8_t)(0xa0 + i);
+}
+
 static void sample_result(ddp_result_t *r)
 {
     static const uint64_t ids[] = {5, 99};
@@ -63,6 +71,7 @@ static void sample_result(ddp_result_t *r)
     r->compute_s = 0.0625;
     r->lr = 0.1;
     r->step = 12345;
+    sample_auth(&r->auth);
 }
 
 int sample_msg(ddp_type_t t, ddp_msg_t *m)
@@ -82,6 +91,12 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
         strcpy(m->u.welcome.job, "job-7");
         m->u.welcome.train = 1;
         strcpy(m->u.welcome.next_ring, "ipc:///tmp/run/.ipc/ring-2");
+        m->u.welcome.session = 0x0123456789abcdefull;
+        for (int i = 0; i < DDP_TOKEN_LEN; i++)
+            m->u.welcome.token[i] = (uint8_t)(i * 7);
+        m->u.welcome.has_secret = true;
+        for (int i = 0; i < DDP_SECRET_LEN; i++)
+            m->u.welcome.secret[i] = (uint8_t)(255 - i);
         return 0;
     case DDP_PLAN:
         m->u.plan.epoch = 2;
@@ -99,12 +114,15 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
         m->u.credit.n_acks = 3;
         m->u.credit.acks = dup_mem(acks, sizeof acks);
         m->u.credit.rank = 2;
+        sample_auth(&m->u.credit.auth);
         return 0;
     }
     case DDP_HEARTBEAT:
         strcpy(m->u.heartbeat.worker, "gpud-host-4242");
         m->u.heartbeat.rank = 0;
         m->u.heartbeat.batches_done = 1ull << 33;
+        m->u.heartbeat.rejected = 17;
+        sample_auth(&m->u.heartbeat.auth);
         return 0;
     case DDP_BATCH: sample_batch(&m->u.batch); return 0;
     case DDP_END: m->u.end = (ddp_end_t){.epoch = 9, .phase = DDP_PHASE_TRAIN}; return 0;
@@ -113,6 +131,7 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
         m->u.failed = (ddp_failed_t){.epoch = 1, .phase = 0, .id = 77};
         strcpy(m->u.failed.path, "val/cat/broken.jpg");
         strcpy(m->u.failed.reason, "Premature end of JPEG file");
+        sample_auth(&m->u.failed.auth);
         return 0;
     case DDP_STOP:
         m->u.stop.code = 3;
@@ -127,6 +146,20 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
                                    .val_top1 = 0.8625};
         strcpy(m->u.epoch.reason, "val top-1 0.8625 >= 0.85 for 2 epochs");
         return 0;
+    case DDP_ISSUED: {
+        static const uint64_t ids[] = {5, 99, 3};
+        static const int32_t labels[] = {1, -1, 2};
+        m->u.issued = (ddp_issued_t){.seq = 42, .epoch = 1, .phase = DDP_PHASE_EVAL, .rank = 2,
+                                     .n = 3, .rejected = 5};
+        m->u.issued.ids = dup_mem(ids, sizeof ids);
+        m->u.issued.labels = dup_mem(labels, sizeof labels);
+        sample_auth(&m->u.issued.auth);
+        return 0;
+    }
+    case DDP_REISSUE:
+        m->u.reissue = (ddp_reissue_t){.seq = 42, .epoch = 1, .phase = DDP_PHASE_EVAL, .rank = 2};
+        strcpy(m->u.reissue.reason, "rank 2 predicts class 99 but the dataset has 10 classes");
+        return 0;
     }
     return -1;
 }
@@ -137,7 +170,7 @@ static void sample_metric(ev_metric_t *m)
     *m = (ev_metric_t){.epoch = 4, .phase = 1, .final = true, .planned = 21, .samples = 20,
                        .failed = 1, .correct_top1 = 16, .correct_top5 = 20, .duplicates = 2,
                        .loss_sum = 12.345678901234567, .num_classes = 3, .workers = 3,
-                       .wall_s = 1.5, .images_per_sec = 13.25, .lr = 0.1};
+                       .wall_s = 1.5, .images_per_sec = 13.25, .lr = 0.1, .rejected = 6};
     m->class_names = strv(class_names, 3);
     m->confusion = dup_mem(conf, sizeof conf);
 }

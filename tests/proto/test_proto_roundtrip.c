@@ -16,6 +16,12 @@ static void same_strv(char **a, char **b, uint64_t n)
         CHECK_STR(a[i], b[i]);
 }
 
+static void same_auth(const ddp_auth_t *a, const ddp_auth_t *b)
+{
+    CHECK_STR(a->job, b->job);
+    CHECK(a->session == b->session && SAME_MEM(a->token, b->token, DDP_TOKEN_LEN));
+}
+
 static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
 {
     CHECK(a->type == b->type);
@@ -33,6 +39,10 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         CHECK_STR(a->u.welcome.job, b->u.welcome.job);
         CHECK(a->u.welcome.train == b->u.welcome.train);
         CHECK_STR(a->u.welcome.next_ring, b->u.welcome.next_ring);
+        CHECK(a->u.welcome.session == b->u.welcome.session &&
+              SAME_MEM(a->u.welcome.token, b->u.welcome.token, DDP_TOKEN_LEN));
+        CHECK(a->u.welcome.has_secret == b->u.welcome.has_secret &&
+              SAME_MEM(a->u.welcome.secret, b->u.welcome.secret, DDP_SECRET_LEN));
         break;
     case DDP_PLAN:
         CHECK(a->u.plan.epoch == b->u.plan.epoch && a->u.plan.phase == b->u.plan.phase &&
@@ -41,17 +51,21 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         same_strv(a->u.plan.paths, b->u.plan.paths, a->u.plan.n);
         CHECK_STR(a->u.plan.dataset, b->u.plan.dataset);
         CHECK(a->u.plan.skip == b->u.plan.skip);
+        same_auth(&a->u.plan.auth, &b->u.plan.auth);
         break;
     case DDP_CREDIT:
         CHECK_STR(a->u.credit.worker, b->u.credit.worker);
         CHECK(a->u.credit.credits == b->u.credit.credits && a->u.credit.n_acks == b->u.credit.n_acks);
         CHECK(SAME_MEM(a->u.credit.acks, b->u.credit.acks, a->u.credit.n_acks * 8));
         CHECK(a->u.credit.rank == b->u.credit.rank);
+        same_auth(&a->u.credit.auth, &b->u.credit.auth);
         break;
     case DDP_HEARTBEAT:
         CHECK_STR(a->u.heartbeat.worker, b->u.heartbeat.worker);
         CHECK(a->u.heartbeat.rank == b->u.heartbeat.rank &&
-              a->u.heartbeat.batches_done == b->u.heartbeat.batches_done);
+              a->u.heartbeat.batches_done == b->u.heartbeat.batches_done &&
+              a->u.heartbeat.rejected == b->u.heartbeat.rejected);
+        same_auth(&a->u.heartbeat.auth, &b->u.heartbeat.auth);
         break;
     case DDP_BATCH: {
         const ddp_batch_t *x = &a->u.batch, *y = &b->u.batch;
@@ -72,6 +86,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
               x->lr == y->lr && x->step == y->step);
         CHECK(SAME_MEM(x->ids, y->ids, x->n * 8) && SAME_MEM(x->labels, y->labels, x->n * 4));
         CHECK(SAME_MEM(x->topk, y->topk, x->n * x->k * 4) && SAME_MEM(x->loss, y->loss, x->n * 4));
+        same_auth(&x->auth, &y->auth);
         break;
     }
     case DDP_FAILED:
@@ -79,6 +94,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
               a->u.failed.id == b->u.failed.id);
         CHECK_STR(a->u.failed.path, b->u.failed.path);
         CHECK_STR(a->u.failed.reason, b->u.failed.reason);
+        same_auth(&a->u.failed.auth, &b->u.failed.auth);
         break;
     case DDP_STOP:
         CHECK(a->u.stop.code == b->u.stop.code);
@@ -92,6 +108,19 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         CHECK(a->u.epoch.epoch == b->u.epoch.epoch && a->u.epoch.decision == b->u.epoch.decision &&
               a->u.epoch.streak == b->u.epoch.streak && a->u.epoch.val_top1 == b->u.epoch.val_top1);
         CHECK_STR(a->u.epoch.reason, b->u.epoch.reason);
+        break;
+    case DDP_ISSUED: {
+        const ddp_issued_t *x = &a->u.issued, *y = &b->u.issued;
+        CHECK(x->seq == y->seq && x->epoch == y->epoch && x->phase == y->phase &&
+              x->rank == y->rank && x->n == y->n && x->rejected == y->rejected);
+        CHECK(SAME_MEM(x->ids, y->ids, x->n * 8) && SAME_MEM(x->labels, y->labels, x->n * 4));
+        same_auth(&x->auth, &y->auth);
+        break;
+    }
+    case DDP_REISSUE:
+        CHECK(a->u.reissue.seq == b->u.reissue.seq && a->u.reissue.epoch == b->u.reissue.epoch &&
+              a->u.reissue.phase == b->u.reissue.phase && a->u.reissue.rank == b->u.reissue.rank);
+        CHECK_STR(a->u.reissue.reason, b->u.reissue.reason);
         break;
     }
 }

@@ -1,0 +1,22 @@
+/* ratelog — rate limit for "rejected ..." log lines (never a flood).
+ *
+ * A reject line is logged at most once per RATELOG_WINDOW_S for the same
+ * (scope, peer, kind), and at most RATELOG_BURST lines per second in all;
+ * what is held back is counted and reported with the next line that goes
+ * out. Counting the rejects themselves is the caller's business: every
+ * reject is counted, only the logging is limited. The table is per thread.
+ */
+#ifndef DDP_PROTO_RATELOG_H
+#define DDP_PROTO_RATELOG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RATELOG_WINDOW_S 10
+#define RATELOG_BURST 20
+
+/* True when a line about (scope, peer, kind) may be logged now; *held gets
+ * the number of reject lines suppressed since the last one logged. scope:
+ * any pointer naming the socket or subsystem (NULL is fine). */
+bool ratelog_allow(const void *scope, const char *peer, const char *kind, uint64_t *held);
+#endif
