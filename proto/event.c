@@ -165,6 +165,8 @@ static int pack_metric_optional(msgpack_packer *pk, const ev_metric_t *m)
     if (m->nranks &&
         mp_put_bin(pk, "rank_images_per_sec", m->rank_images_per_sec, (size_t)m->nranks * 8))
         return -1;
+    if (m->rejected && mp_put_uint(pk, "rejected", m->rejected))
+        return -1;
     return m->has_decision &&
            (mp_put_uint(pk, "decision", m->decision) || mp_put_uint(pk, "streak", m->streak) ||
             mp_put_uint(pk, "epochs", m->epochs) ||
@@ -174,7 +176,8 @@ static int pack_metric_optional(msgpack_packer *pk, const ev_metric_t *m)
 static int pack_metric(msgpack_packer *pk, const ev_metric_t *m)
 {
     size_t nc = m->num_classes;
-    size_t keys = 16 + (m->confusion ? 1 : 0) + (m->nranks ? 1 : 0) + (m->has_decision ? 4 : 0);
+    size_t keys = 16 + (m->confusion ? 1 : 0) + (m->nranks ? 1 : 0) + (m->has_decision ? 4 : 0) +
+                  (m->rejected ? 1 : 0);
     return msgpack_pack_map(pk, keys) ||
            mp_put_uint(pk, "v", DDP_PROTO_VERSION) || mp_put_uint(pk, "epoch", m->epoch) ||
            mp_put_uint(pk, "phase", m->phase) || mp_put_bool(pk, "final", m->final) ||
@@ -312,7 +315,8 @@ static int d_rank_array(const mp_reader_t *r, const char *key, uint32_t *nranks,
 static int d_metric_optional(const mp_reader_t *r, ev_metric_t *m)
 {
     bool bad = false;
-    if (d_rank_array(r, "rank_images_per_sec", &m->nranks, (void **)&m->rank_images_per_sec))
+    if (d_rank_array(r, "rank_images_per_sec", &m->nranks, (void **)&m->rank_images_per_sec) ||
+        mp_opt_uint(r, "rejected", UINT64_MAX, &m->rejected))
         return -1;
     if (!mp_find(r, "decision", &bad))
         return bad ? -1 : 0;

@@ -59,6 +59,8 @@ typedef struct {
     uint32_t streak;            /* epochs in a row with val top-1 >= target, after this one */
     uint32_t epochs;            /* the job's --epochs */
     char decision_reason[1024]; /* why it stops / continues */
+    uint64_t rejected;          /* messages rejected so far by reducerd and loaderd (key
+                                   "rejected"; absent decodes as 0) */
 } ev_metric_t;
 
 /* Per-sample results of an epoch, sorted by id; sent in chunks (first..). */

@@ -149,6 +149,8 @@ static void j_metric_optional(jbuf_t *j, const ev_metric_t *m)
         }
         jb_raw(j, "]");
     }
+    if (m->rejected)
+        jb_u64(j, "rejected", m->rejected);
     if (!m->has_decision)
         return;
     jb_u64(j, "decision", m->decision);

@@ -67,7 +67,7 @@ void publish_progress(reducer_t *r)
     ev.u.progress.workers = peers_alive(r->peers, DDP_ROLE_GPUD);
     ev.u.progress.elapsed_s = dt;
     ev.u.progress.failed = slot_failed(s);
-    ev.u.progress.rejected = r->stats.rejected;
+    ev.u.progress.rejected = rejected_total(r);
     /* per-rank result counts: reporterd plots and exports per-worker throughput */
     uint64_t rank_done[64] = {0};
     uint32_t nranks = r->o.workers < 64 ? (uint32_t)r->o.workers : 64;
@@ -123,6 +123,7 @@ void publish_metric(reducer_t *r, const slot_t *s, bool final, const ev_metric_t
     slot_fill_metric(s, clock_mono_s(), r->o.train, m);
     m->final = final;
     m->workers = peers_gpud_ranks(r->peers);
+    m->rejected = rejected_total(r);
     if (decision) {
         m->has_decision = true;
         m->decision = decision->decision;

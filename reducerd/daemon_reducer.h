@@ -9,7 +9,9 @@
 
 #include "proto/event.h"
 #include "proto/proto.h"
+#include "common/token.h"
 #include "reducerd/daemon_peers.h"
+#include "reducerd/issued.h"
 #include "reducerd/slot.h"
 
 typedef struct {
@@ -40,13 +42,24 @@ typedef struct {
     zsock_t *xpub;
     peers_t *peers;
     proto_stats_t stats;
+    /* trust (PROTOCOL.md "Trust"): the job's secret and session nonce,
+     * the identity bound to the loader role, what it issued */
+    uint8_t secret[TOKEN_SECRET_LEN];
+    uint64_t session;
+    zframe_t *loader_id;
+    char loader_name[DDP_MAX_NAME];
+    int64_t loader_seen_ms;
+    uint64_t loader_rejected;  /* loaderd's own count, from its ISSUED/HEARTBEAT */
+    issued_t *issued;
+    uint64_t rejected_results; /* RESULTs refused (of stats.rejected) */
+    char last_reject[320];     /* the latest refused RESULT, for the stall message */
     /* by phase: an eval job uses the one its plan names; training keeps
      * the current epoch's [DDP_PHASE_TRAIN] and [DDP_PHASE_EVAL] */
     slot_t *slot[2];
     int subscribers;          /* reporterd subscriptions seen on the XPUB */
     double t_job;             /* the first plan (worker images/s) */
     int64_t last_progress_ms;
-    int64_t last_activity_ms;
+    int64_t last_activity_ms;  /* last progress: accepted samples, failures, plans, joins */
     bool finished;            /* end published */
     int exit_code;
     int reporters_done;
@@ -70,6 +83,19 @@ void publish_metric(reducer_t *r, const slot_t *s, bool final, const ev_metric_t
 void publish_end(reducer_t *r, int code, const char *reason);
 
 /* main.c */
+/* Counts a rejected message and logs why, at most once per (peer, kind)
+ * per RATELOG_WINDOW_S. */
+void reject(reducer_t *r, const char *peer, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* WELCOME fields of a trusted joiner: session and its token. */
+void welcome_auth(reducer_t *r, ddp_welcome_t *w, uint8_t role, int32_t rank, const char *name);
+/* Messages rejected so far by reducerd and loaderd (summary.json's rejected_messages). */
+uint64_t rejected_total(const reducer_t *r);
+/* (epoch, phase) is over: its issued batches are forgotten and RESULTs
+ * still held for them (never issued) are rejected. */
+void end_issued(reducer_t *r, uint32_t epoch, uint8_t phase);
+/* A JOIN as loader: false (rejected) while another loader identity is alive. */
+bool loader_join_ok(reducer_t *r, zframe_t *route, const ddp_join_t *j);
 void send_to(reducer_t *r, zframe_t *identity, const ddp_msg_t *m);
 void stop_everyone(reducer_t *r, int code, const char *reason);
 /* Ends the job: code 0 of an eval job publishes its results first; then

@@ -41,6 +41,7 @@ static void welcome(reducer_t *r, const peer_t *p)
     w.u.welcome.world = world;
     w.u.welcome.train = 1;
     snprintf(w.u.welcome.job, sizeof w.u.welcome.job, "%s", r->o.job);
+    welcome_auth(r, &w.u.welcome, DDP_ROLE_GPUD, p->rank, p->name);
     snprintf(w.u.welcome.next_ring, sizeof w.u.welcome.next_ring, "%s", next ? next->ring : "");
     send_to(r, p->identity, &w);
 }
@@ -72,6 +73,8 @@ static void gang_start(reducer_t *r)
 
 static void join_other(reducer_t *r, zframe_t *route, const ddp_join_t *j)
 {
+    if (j->role == DDP_ROLE_LOADER && !loader_join_ok(r, route, j))
+        return;
     peer_t *p = peers_join(r->peers, route, j);
     if (!p)
         return;
@@ -262,6 +265,8 @@ static void decide_now(reducer_t *r, slot_t *t, slot_t *v)
         finish(r, 0, d.reason);
         return;
     }
+    end_issued(r, r->epoch, DDP_PHASE_TRAIN);
+    end_issued(r, r->epoch, DDP_PHASE_EVAL);
     slot_destroy(&r->slot[DDP_PHASE_TRAIN]);
     slot_destroy(&r->slot[DDP_PHASE_EVAL]);
     r->epoch++;

@@ -13,9 +13,11 @@
 #include "common/zsockopt.h"
 #include "proto/event.h"
 #include "proto/proto.h"
+#include "proto/ratelog.h"
 #include "reducerd/daemon_reducer.h"
 
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +35,9 @@ static void usage(FILE *f)
             "  --predictions        publish per-sample predictions (for predictions.csv; training:\n"
             "                       of the last validation)\n"
             "  --worker-timeout S   a gpud silent this long is reported dead (default 10)\n"
-            "  --stall-timeout S    fail the job when nothing arrives for S seconds (default 600, 0 off)\n"
+            "  --stall-timeout S    fail the job after S seconds without progress: no accepted\n"
+            "                       result, failure, plan or new worker (heartbeats and rejected\n"
+            "                       messages do not count; default 600, 0 off)\n"
             "  --done-timeout S     how long to wait for reporterd at the end (default 60)\n"
             "training (docs/TRAINING.md):\n"
             "  --train              coordinate a training job: WELCOME the gpuds once all --workers\n"
@@ -141,10 +145,138 @@ void stop_everyone(reducer_t *r, int code, const char *reason)
     }
 }
 
+/* ---- trust (PROTOCOL.md "Trust") ------------------------------------------ */
+
+void reject(reducer_t *r, const char *peer, const char *kind, const char *fmt, ...)
+{
+    r->stats.rejected++;
+    uint64_t held = 0;
+    if (!ratelog_allow(r, peer, kind, &held))
+        return;
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (held)
+        log_warn("rejected %s from %s: %s (%llu more reject lines held back)", kind, peer, msg,
+                 (unsigned long long)held);
+    else
+        log_warn("rejected %s from %s: %s", kind, peer, msg);
+}
+
+uint64_t rejected_total(const reducer_t *r) { return r->stats.rejected + r->loader_rejected; }
+
+void welcome_auth(reducer_t *r, ddp_welcome_t *w, uint8_t role, int32_t rank, const char *name)
+{
+    w->session = r->session;
+    token_compute(r->secret, r->session, role, rank, name, w->token);
+}
+
+/* job, session and token of a message claiming (role, rank, name). */
+static bool auth_ok(const reducer_t *r, const ddp_auth_t *a, uint8_t role, int32_t rank,
+                    const char *name)
+{
+    return a->session == r->session && strcmp(a->job, r->o.job) == 0 &&
+           token_valid(r->secret, r->session, role, rank, name, a->token);
+}
+
+/* A printable name for a ROUTER identity: the joined peer's name, or hex. */
+static void peer_label(reducer_t *r, zframe_t *route, char *buf, size_t cap)
+{
+    peer_t *p = route ? peers_by_identity(r->peers, route) : NULL;
+    if (p) {
+        snprintf(buf, cap, "%s", p->name);
+        return;
+    }
+    size_t n = route ? zframe_size(route) : 0, off = 0;
+    const uint8_t *d = route ? zframe_data(route) : NULL;
+    off += (size_t)snprintf(buf, cap, "unjoined ");
+    for (size_t i = 0; i < n && i < 16 && off + 3 < cap; i++)
+        off += (size_t)snprintf(buf + off, cap - off, "%02x", d[i]);
+}
+
+static bool loader_alive(const reducer_t *r)
+{
+    return r->loader_id && clock_mono_ms() - r->loader_seen_ms <= r->o.worker_timeout_s * 1000;
+}
+
+/* The loader role belongs to the identity that joined as loader; a second
+ * one is refused while the first is heard from (PLAN, ISSUED, FAILED,
+ * HEARTBEAT), so a stranger cannot take the plan over. A loader silent for
+ * --worker-timeout may be replaced (a restarted loaderd). */
+bool loader_join_ok(reducer_t *r, zframe_t *route, const ddp_join_t *j)
+{
+    if (r->loader_id && zframe_eq(r->loader_id, route)) {
+        r->loader_seen_ms = clock_mono_ms();
+        return true;
+    }
+    if (loader_alive(r)) {
+        reject(r, j->name, "JOIN", "a second loader while %s is alive: only one loaderd per job",
+               r->loader_name);
+        return false;
+    }
+    if (r->loader_id) {
+        uint64_t dropped = issued_reset(r->issued);
+        r->stats.rejected += dropped;
+        log_warn("loader %s replaces %s (silent for more than %lds)", j->name, r->loader_name,
+                 r->o.worker_timeout_s);
+    }
+    zframe_destroy(&r->loader_id);
+    r->loader_id = zframe_dup(route);
+    snprintf(r->loader_name, sizeof r->loader_name, "%s", j->name);
+    r->loader_seen_ms = clock_mono_ms();
+    return true;
+}
+
+/* From the loader's identity (and, once it has one, with its token). */
+static bool from_loader(reducer_t *r, zframe_t *route, const ddp_auth_t *a, bool need_token,
+                        const char *kind)
+{
+    char who[64];
+    if (!r->loader_id || !zframe_eq(r->loader_id, route)) {
+        peer_label(r, route, who, sizeof who);
+        reject(r, who, kind, "only the loader that joined (%s) may send %s",
+               r->loader_id ? r->loader_name : "none yet", kind);
+        return false;
+    }
+    if ((need_token || a->session) && !auth_ok(r, a, DDP_ROLE_LOADER, -1, r->loader_name)) {
+        reject(r, r->loader_name, kind, "missing or wrong session token");
+        return false;
+    }
+    r->loader_seen_ms = clock_mono_ms();
+    return true;
+}
+
+void end_issued(reducer_t *r, uint32_t epoch, uint8_t phase)
+{
+    uint64_t dropped = issued_end(r->issued, epoch, phase);
+    if (dropped) {
+        r->rejected_results += dropped;
+        reject(r, "ranks", "RESULT", "%llu RESULTs of epoch %u phase %u never matched an issued "
+               "batch", (unsigned long long)dropped, epoch, phase);
+        r->stats.rejected += dropped - 1;
+    }
+}
+
+/* ---- joins and plans ------------------------------------------------------ */
+
 static void on_join(reducer_t *r, zframe_t *route, const ddp_join_t *j)
 {
     if (r->o.train) {
         train_on_join(r, route, j);
+        return;
+    }
+    if (j->role == DDP_ROLE_LOADER && !loader_join_ok(r, route, j))
+        return;
+    peer_t *held = peers_by_name(r->peers, j->name);
+    bool known = held != NULL;
+    if (held && !zframe_eq(held->identity, route) && !held->dead &&
+        clock_mono_ms() - held->last_seen_ms <= r->o.worker_timeout_s * 1000) {
+        /* a name is a rank's: a second socket may take it only once the
+         * first fell silent (a restarted gpud), never from a live one */
+        reject(r, j->name, "JOIN", "the name is held by a live %s (rank %d)",
+               proto_role_name(held->role), held->rank);
         return;
     }
     peer_t *p = peers_join(r->peers, route, j);
@@ -156,7 +288,10 @@ static void on_join(reducer_t *r, zframe_t *route, const ddp_join_t *j)
         w.u.welcome.rank = p->rank;
         w.u.welcome.world = p->rank < r->o.workers ? (int32_t)r->o.workers : p->rank + 1;
         snprintf(w.u.welcome.job, sizeof w.u.welcome.job, "%s", r->o.job);
+        welcome_auth(r, &w.u.welcome, DDP_ROLE_GPUD, p->rank, p->name);
         send_to(r, route, &w);
+        if (!known)
+            r->last_activity_ms = clock_mono_ms(); /* a new worker is progress */
     }
     log_info("%s %s joined from %s (pid %u)", proto_role_name(j->role), j->name, j->host, j->pid);
     if (p->role == DDP_ROLE_GPUD) {
@@ -172,13 +307,17 @@ static void on_join(reducer_t *r, zframe_t *route, const ddp_join_t *j)
 }
 
 /* The loader hands out no batch before this ack: a result can then never
- * arrive before the plan it belongs to. */
+ * arrive before the plan it belongs to. It carries the loader's session
+ * token and the job secret (loaderd checks gpud tokens with it). */
 void ack_plan(reducer_t *r, zframe_t *route)
 {
     ddp_msg_t w = {.type = DDP_WELCOME};
     w.u.welcome.rank = 0;
     w.u.welcome.world = 1;
     snprintf(w.u.welcome.job, sizeof w.u.welcome.job, "%s", r->o.job);
+    welcome_auth(r, &w.u.welcome, DDP_ROLE_LOADER, -1, r->loader_name);
+    w.u.welcome.has_secret = true;
+    memcpy(w.u.welcome.secret, r->secret, sizeof r->secret);
     send_to(r, route, &w);
 }
 
@@ -190,6 +329,7 @@ slot_t *open_slot(reducer_t *r, ddp_plan_t *plan, bool keep_predictions)
         return NULL;
     const ddp_plan_t *p = slot_plan(s);
     r->slot[p->phase] = s;
+    r->last_activity_ms = clock_mono_ms();
     if (r->t_job == 0)
         r->t_job = now;
     log_info("plan: epoch %u %s, %llu samples%s%.0llu, %u classes, dataset %s", p->epoch,
@@ -201,6 +341,8 @@ slot_t *open_slot(reducer_t *r, ddp_plan_t *plan, bool keep_predictions)
 
 static void on_plan(reducer_t *r, zframe_t *route, ddp_plan_t *plan)
 {
+    if (!from_loader(r, route, &plan->auth, false, "PLAN"))
+        return;
     if (r->o.train) {
         train_on_plan(r, route, plan);
         return;
@@ -209,8 +351,8 @@ static void on_plan(reducer_t *r, zframe_t *route, ddp_plan_t *plan)
     if (have) {
         const ddp_plan_t *p = slot_plan(have);
         if (plan->n != p->n || plan->epoch != p->epoch) {
-            log_warn("ignoring a second, different plan (n=%llu); a restarted loaderd must "
-                     "plan the same dataset", (unsigned long long)plan->n);
+            reject(r, r->loader_name, "PLAN", "a second, different plan (n=%llu); a restarted "
+                   "loaderd must plan the same dataset", (unsigned long long)plan->n);
             return;
         }
         ack_plan(r, route);   /* a restarted loader: same plan, carry on */
@@ -224,58 +366,75 @@ static void on_plan(reducer_t *r, zframe_t *route, ddp_plan_t *plan)
 }
 
 /* The slot counting (epoch, phase), or NULL (logged, counted as rejected). */
-static slot_t *slot_for(reducer_t *r, uint32_t epoch, uint8_t phase, const char *what)
+static slot_t *slot_for(reducer_t *r, const char *peer, uint32_t epoch, uint8_t phase,
+                        const char *what)
 {
     slot_t *s = phase <= DDP_PHASE_TRAIN ? r->slot[phase] : NULL;
     if (s && slot_plan(s)->epoch == epoch)
         return s;
-    r->stats.rejected++;
     if (!r->slot[0] && !r->slot[1])
-        log_warn("%s before any plan: dropped (the loader must send PLAN first)", what);
+        reject(r, peer, what, "before any plan (the loader must send PLAN first)");
     else
-        log_warn("%s for epoch %u phase %u, no such plan is being counted: dropped", what, epoch,
-                 phase);
+        reject(r, peer, what, "for epoch %u phase %u: no such plan is being counted", epoch,
+               phase);
     return NULL;
 }
 
-/* A class id beyond the dataset's is a model/dataset mismatch, not noise:
- * waiting would only hang. */
-static bool classes_fit(reducer_t *r, const slot_t *s, const ddp_result_t *res)
+/* ---- results ---------------------------------------------------------------- */
+
+/* Asks the loader to hand an eval batch out again: its answer was refused,
+ * and waiting for it would hang the epoch. Train shards cannot be redone
+ * alone (the step's gradient is summed): the stall rule names them. */
+static void ask_reissue(reducer_t *r, const ddp_result_t *res, const char *why)
+{
+    if (res->phase != DDP_PHASE_EVAL || !r->loader_id)
+        return;
+    ddp_msg_t m = {.type = DDP_REISSUE};
+    m.u.reissue = (ddp_reissue_t){.seq = res->seq, .epoch = res->epoch, .phase = res->phase,
+                                  .rank = res->rank};
+    snprintf(m.u.reissue.reason, sizeof m.u.reissue.reason, "%s", why);
+    send_to(r, r->loader_id, &m);
+}
+
+static void refuse_result(reducer_t *r, const char *peer, const ddp_result_t *res, const char *why)
+{
+    r->rejected_results++;
+    snprintf(r->last_reject, sizeof r->last_reject, "rank %d: %s", res->rank, why);
+    reject(r, peer, "RESULT", "seq %llu: %s", (unsigned long long)res->seq, why);
+}
+
+/* Every class id within the plan's classes; else why. */
+static bool classes_fit(const slot_t *s, const ddp_result_t *res, char *why, size_t whylen)
 {
     uint32_t nc = slot_plan(s)->num_classes;
     for (uint64_t i = 0; i < (uint64_t)res->n * res->k; i++) {
         if (res->topk[i] >= (int32_t)nc) {
-            char why[512];
-            snprintf(why, sizeof why,
-                     "rank %d predicts class %d but the dataset has %u classes: the model's classes "
-                     "(--num-classes, the weights' fc) must match the dataset's",
+            snprintf(why, whylen, "rank %d predicts class %d but the dataset has %u classes: "
+                     "--num-classes (the weights' fc) and --classes must match the dataset",
                      res->rank, res->topk[i], nc);
-            log_error("%s", why);
-            publish_log(r, "error", "%s", why);
-            finish(r, 1, why);
             return false;
         }
     }
     return true;
 }
 
-static void on_result(reducer_t *r, zframe_t *route, const ddp_result_t *res)
+/* Counts a RESULT that answers its issued batch, with the issued labels. */
+static void count_result(reducer_t *r, slot_t *s, peer_t *p, const ddp_result_t *res,
+                         int32_t *labels)
 {
-    slot_t *s = slot_for(r, res->epoch, res->phase, "RESULT");
-    if (!s || !classes_fit(r, s, res))
-        return;
-    peer_t *p = peers_by_identity(r->peers, route);
+    ddp_result_t view = *res;
+    view.labels = labels;   /* a worker cannot change the labels */
     uint64_t invalid, dup;
-    slot_add_result(s, res, clock_mono_s(), &invalid, &dup);
+    slot_add_result(s, &view, clock_mono_s(), &invalid, &dup);
     if (r->o.train)
         train_note_step(r, res);
-    if (p) {
-        p->results += res->n - invalid - dup;
-        p->last_seen_ms = clock_mono_ms();
-    }
+    uint64_t counted = res->n - invalid - dup;
+    p->results += counted;
+    if (counted)
+        r->last_activity_ms = clock_mono_ms();
     if (invalid) {
         r->stats.rejected++;
-        log_warn("RESULT seq %llu from rank %d: %llu of %u samples invalid (id/label/class out of range "
+        log_warn("RESULT seq %llu from rank %d: %llu of %u samples invalid (id out of the plan "
                  "or bad loss), ignored", (unsigned long long)res->seq, res->rank,
                  (unsigned long long)invalid, res->n);
     }
@@ -284,28 +443,130 @@ static void on_result(reducer_t *r, zframe_t *route, const ddp_result_t *res)
                   (unsigned long long)res->seq, (unsigned long long)dup);
 }
 
-static void on_failed(reducer_t *r, const ddp_failed_t *f)
+/* A RESULT from a trusted rank, judged against what was issued. held: it
+ * was held back before (its ISSUED has now arrived). */
+static void judge_result(reducer_t *r, peer_t *p, ddp_result_t *res)
 {
-    slot_t *s = slot_for(r, f->epoch, f->phase, "FAILED");
+    char why[512] = "";
+    slot_t *s = slot_for(r, p->name, res->epoch, res->phase, "RESULT");
+    if (!s) {
+        r->rejected_results++;
+        return;
+    }
+    int32_t *labels = NULL;
+    switch (issued_judge(r->issued, res, &labels, why, sizeof why)) {
+    case ISSUED_LATER:
+        if (issued_hold(r->issued, res) < 0)
+            refuse_result(r, p->name, res, "too many RESULTs ahead of their ISSUED");
+        return;
+    case ISSUED_FOREIGN:
+        refuse_result(r, p->name, res, why);
+        return;
+    case ISSUED_WRONG:
+        refuse_result(r, p->name, res, why);
+        ask_reissue(r, res, why);
+        return;
+    case ISSUED_MATCH: break;
+    }
+    if (!classes_fit(s, res, why, sizeof why)) {
+        refuse_result(r, p->name, res, why);
+        publish_log(r, "error", "%s", why);
+        ask_reissue(r, res, why);
+    } else {
+        count_result(r, s, p, res, labels);
+    }
+    free(labels);
+}
+
+static void on_result(reducer_t *r, zframe_t *route, ddp_result_t *res)
+{
+    /* the sender: the socket that joined as this rank, with its token */
+    peer_t *p = peers_by_identity(r->peers, route);
+    char who[64];
+    peer_label(r, route, who, sizeof who);
+    if (!p || p->role != DDP_ROLE_GPUD || p->rank != res->rank) {
+        r->rejected_results++;
+        reject(r, who, "RESULT", "claims rank %d but this socket did not join as rank %d",
+               res->rank, res->rank);
+        return;
+    }
+    if (!auth_ok(r, &res->auth, DDP_ROLE_GPUD, p->rank, p->name)) {
+        r->rejected_results++;
+        reject(r, who, "RESULT", "missing or wrong job/session token");
+        return;
+    }
+    p->last_seen_ms = clock_mono_ms();
+    judge_result(r, p, res);
+}
+
+static void on_failed(reducer_t *r, zframe_t *route, const ddp_failed_t *f)
+{
+    if (!from_loader(r, route, &f->auth, true, "FAILED"))
+        return;
+    slot_t *s = slot_for(r, r->loader_name, f->epoch, f->phase, "FAILED");
     if (!s)
         return;
     int rc = slot_add_failed(s, f, clock_mono_s());
     if (rc < 0) {
-        r->stats.rejected++;
-        log_warn("FAILED for id %llu outside the plan: ignored", (unsigned long long)f->id);
+        reject(r, r->loader_name, "FAILED", "id %llu is outside the plan",
+               (unsigned long long)f->id);
         return;
     }
-    if (rc == 0)
+    if (rc == 0) {
+        r->last_activity_ms = clock_mono_ms();
         publish_log(r, "warn", "failed %s: %s", f->path, f->reason);
+    }
+}
+
+/* RESULTs held back for an ISSUED that has now come are judged. */
+static void judge_held(reducer_t *r)
+{
+    ddp_result_t res;
+    while (issued_pop_decidable(r->issued, &res)) {
+        peer_t *p = peers_by_rank(r->peers, res.rank);
+        if (p)
+            judge_result(r, p, &res);
+        ddp_msg_t m = {.type = DDP_RESULT};
+        m.u.result = res;
+        ddp_msg_clear(&m);
+    }
+}
+
+static void on_issued(reducer_t *r, zframe_t *route, ddp_issued_t *is)
+{
+    if (!from_loader(r, route, &is->auth, true, "ISSUED"))
+        return;
+    if (is->rejected > r->loader_rejected)
+        r->loader_rejected = is->rejected;
+    char why[256];
+    if (issued_add(r->issued, is, why, sizeof why) < 0) {
+        reject(r, r->loader_name, "ISSUED", "%s", why);
+        return;
+    }
+    judge_held(r);
 }
 
 static void on_heartbeat(reducer_t *r, zframe_t *route, const ddp_heartbeat_t *hb)
 {
-    peer_t *p = peers_by_name(r->peers, hb->worker);
-    if (!p)
-        p = peers_by_identity(r->peers, route);
-    if (!p)
+    char who[64];
+    peer_label(r, route, who, sizeof who);
+    if (r->loader_id && hb->rank == -1 && strcmp(hb->worker, r->loader_name) == 0) {
+        if (!auth_ok(r, &hb->auth, DDP_ROLE_LOADER, -1, r->loader_name)) {
+            reject(r, who, "HEARTBEAT", "loader heartbeat without its session token");
+            return;
+        }
+        r->loader_seen_ms = clock_mono_ms();
+        if (hb->rejected > r->loader_rejected)
+            r->loader_rejected = hb->rejected;
         return;
+    }
+    peer_t *p = peers_by_name(r->peers, hb->worker);
+    if (!p || p->role != DDP_ROLE_GPUD || p->rank != hb->rank ||
+        !auth_ok(r, &hb->auth, DDP_ROLE_GPUD, p->rank, p->name)) {
+        reject(r, who, "HEARTBEAT", "from '%s' rank %d: not a joined worker with its session "
+               "token", hb->worker, hb->rank);
+        return;
+    }
     if (p->dead) {
         if (r->o.train)
             return; /* the job already failed on its death */
@@ -316,27 +577,42 @@ static void on_heartbeat(reducer_t *r, zframe_t *route, const ddp_heartbeat_t *h
     p->last_seen_ms = clock_mono_ms();
 }
 
+static void on_done(reducer_t *r, zframe_t *route, const ddp_done_t *d)
+{
+    peer_t *p = peers_by_identity(r->peers, route);
+    if (!p || p->role != DDP_ROLE_REPORTER) {
+        char who[64];
+        peer_label(r, route, who, sizeof who);
+        reject(r, who, "DONE", "only a joined reporterd sends DONE");
+        return;
+    }
+    r->reporters_done++;
+    if (d->code != 0) {
+        log_error("reporterd could not write the run directory: %s", d->reason);
+        r->exit_code = 1;
+    } else {
+        log_info("reporterd wrote the run directory");
+    }
+}
+
+/* Heartbeats and rejected messages are not progress: only what moves the
+ * count (accepted results and failures, plans, new workers) resets the
+ * stall clock (last_activity_ms), so nothing keeps a stuck job alive. */
 static void on_message(reducer_t *r, zframe_t *route, ddp_msg_t *m)
 {
-    r->last_activity_ms = clock_mono_ms();
     switch (m->type) {
     case DDP_JOIN: on_join(r, route, &m->u.join); break;
     case DDP_PLAN: on_plan(r, route, &m->u.plan); break;
     case DDP_RESULT: on_result(r, route, &m->u.result); break;
-    case DDP_FAILED: on_failed(r, &m->u.failed); break;
+    case DDP_FAILED: on_failed(r, route, &m->u.failed); break;
+    case DDP_ISSUED: on_issued(r, route, &m->u.issued); break;
     case DDP_HEARTBEAT: on_heartbeat(r, route, &m->u.heartbeat); break;
-    case DDP_DONE:
-        r->reporters_done++;
-        if (m->u.done.code != 0) {
-            log_error("reporterd could not write the run directory: %s", m->u.done.reason);
-            r->exit_code = 1;
-        } else {
-            log_info("reporterd wrote the run directory");
-        }
-        break;
-    default:
-        r->stats.rejected++;
-        log_warn("unexpected %s on the reducer socket: ignored", proto_type_name(m->type));
+    case DDP_DONE: on_done(r, route, &m->u.done); break;
+    default: {
+        char who[64];
+        peer_label(r, route, who, sizeof who);
+        reject(r, who, proto_type_name(m->type), "unexpected on the reducer socket");
+    }
     }
 }
 
@@ -402,6 +678,8 @@ void finish(reducer_t *r, int code, const char *reason)
             publish_predictions(r, s);
         publish_metric(r, s, true, NULL);
     }
+    if (s && !r->o.train)
+        end_issued(r, slot_plan(s)->epoch, slot_plan(s)->phase);
     publish_end(r, code, reason);
     stop_everyone(r, code, reason);
     r->finished = true;
@@ -425,6 +703,26 @@ bool reporter_listening(reducer_t *r)
     return false;
 }
 
+/* No progress for --stall-timeout: fail, saying what is missing and why. */
+static void stalled(reducer_t *r)
+{
+    char why[1024], what[256] = "no plan from loaderd yet (is loaderd running?)";
+    slot_t *s = active_slot(r);
+    if (s)
+        snprintf(what, sizeof what, "epoch %u %s has %llu of %llu samples accounted for",
+                 slot_plan(s)->epoch, slot_plan(s)->phase == DDP_PHASE_TRAIN ? "train" : "eval",
+                 (unsigned long long)slot_accounted(s), (unsigned long long)slot_expected(s));
+    if (r->rejected_results)
+        snprintf(why, sizeof why, "no progress for %lds (--stall-timeout): %s; %llu RESULTs were "
+                 "rejected (latest: %s)", r->o.stall_timeout_s, what,
+                 (unsigned long long)r->rejected_results, r->last_reject);
+    else
+        snprintf(why, sizeof why, "no progress for %lds (--stall-timeout): %s; are loaderd and "
+                 "the gpuds running and reachable?", r->o.stall_timeout_s, what);
+    publish_log(r, "error", "%s", why);
+    finish(r, 1, why);
+}
+
 static void tick(reducer_t *r, int64_t now)
 {
     if (now - r->last_progress_ms >= 1000) {
@@ -440,7 +738,7 @@ static void tick(reducer_t *r, int64_t now)
         finish(r, 0, "all samples accounted for");
     if (!r->finished && r->o.stall_timeout_s > 0 &&
         now - r->last_activity_ms > r->o.stall_timeout_s * 1000)
-        finish(r, 1, "no message for --stall-timeout seconds: are loaderd and gpud running?");
+        stalled(r);
 }
 
 static int run(reducer_t *r)
@@ -501,6 +799,8 @@ static void reducer_cleanup(reducer_t *r)
     slot_destroy(&r->slot[0]);
     slot_destroy(&r->slot[1]);
     peers_destroy(&r->peers);
+    issued_destroy(&r->issued);
+    zframe_destroy(&r->loader_id);
     zsock_destroy(&r->router);
     zsock_destroy(&r->xpub);
 }
@@ -516,7 +816,13 @@ int main(int argc, char **argv)
     r.router = zs_bind(ZMQ_ROUTER, r.o.bind, "reducer");
     r.xpub = zs_bind(ZMQ_XPUB, r.o.pub, "event");
     r.peers = peers_new((int)r.o.workers);
-    if (!r.router || !r.xpub || !r.peers) {
+    r.issued = issued_new();
+    if (token_random(r.secret, sizeof r.secret) < 0 || token_new_session(&r.session) < 0) {
+        log_error("cannot draw the job secret: no kernel randomness (getrandom)?");
+        reducer_cleanup(&r);
+        return 1;
+    }
+    if (!r.router || !r.xpub || !r.peers || !r.issued) {
         reducer_cleanup(&r);
         return 1;
     }
@@ -532,8 +838,9 @@ int main(int argc, char **argv)
         log_info("listening on %s, publishing on %s, expecting %ld workers", r.o.bind, r.o.pub,
                  r.o.workers);
     int rc = run(&r);
-    log_info("exiting (%llu messages, %llu rejected)", (unsigned long long)r.stats.received,
-             (unsigned long long)r.stats.rejected);
+    log_info("exiting (%llu messages, %llu rejected); loaderd reported %llu rejected",
+             (unsigned long long)r.stats.received, (unsigned long long)r.stats.rejected,
+             (unsigned long long)r.loader_rejected);
     reducer_cleanup(&r);
     return rc;
 }

@@ -112,6 +112,7 @@ static int s_body(FILE *out, const ev_metric_t *m, const clsmetrics_t *cm,
     s_uint(out, "samples", m->samples);
     s_uint(out, "failed", m->failed);
     s_uint(out, "duplicates_ignored", m->duplicates);
+    s_uint(out, "rejected_messages", m->rejected);
     s_uint(out, "correct_top1", m->correct_top1);
     s_uint(out, "correct_top5", m->correct_top5);
     s_num(out, "top1", s_frac((double)m->correct_top1, m->samples), ",");

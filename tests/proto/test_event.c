@@ -25,7 +25,7 @@ static void same_event(const ddp_event_t *a, const ddp_event_t *b)
         CHECK((x->confusion == NULL) == (y->confusion == NULL));
         if (x->confusion && y->confusion)
             CHECK(memcmp(x->confusion, y->confusion, 8u * x->num_classes * x->num_classes) == 0);
-        CHECK(x->nranks == y->nranks && (x->rank_images_per_sec == NULL) == (y->rank_images_per_sec == NULL));
+        CHECK(x->rejected == y->rejected && x->nranks == y->nranks && (x->rank_images_per_sec == NULL) == (y->rank_images_per_sec == NULL));
         if (x->rank_images_per_sec && y->rank_images_per_sec)
             CHECK(memcmp(x->rank_images_per_sec, y->rank_images_per_sec, 8u * x->nranks) == 0);
         CHECK(x->has_decision == y->has_decision && x->decision == y->decision &&
@@ -177,7 +177,7 @@ static void metric_optional(void)
     event_clear(&out);
     zmsg_destroy(&z);
     char *json = event_to_json(&in);
-    CHECK_MSG(json && strstr(json, "\"lr\":0.1,\"rank_images_per_sec\":[120.5,0.1],\"decision\":1,"
+    CHECK_MSG(json && strstr(json, "\"lr\":0.1,\"rank_images_per_sec\":[120.5,0.1],\"rejected\":6,\"decision\":1,"
                                    "\"streak\":2,\"epochs\":10,"
                                    "\"decision_reason\":\"target \\\"met\\\"\"}"),
               "%s", json ? json : "(null)");
@@ -318,7 +318,7 @@ static void json(void)
             "\"samples\":20,\"failed\":1,\"correct_top1\":16,\"correct_top5\":20,\"duplicates\":2,"
             "\"loss_sum\":12.345678901234567,\"class_names\":[\"cat\",\"dog \\\"quoted\\\"\","
             "\"b\\\\ird\\n\"],\"workers\":3,\"wall_s\":1.5,\"images_per_sec\":13.25,\"lr\":0.1,"
-            "\"confusion\":[[5,1,0],[0,4,2],[1,0,7]]}");
+            "\"confusion\":[[5,1,0],[0,4,2],[1,0,7]],\"rejected\":6}");
     json_of(EV_PREDICTIONS, inf_loss,
             "{\"topic\":\"predictions\",\"v\":1,\"epoch\":0,\"phase\":0,\"first\":10,\"n\":2,"
             "\"total\":12,\"k\":5,\"status\":[1,2],\"labels\":[2,0],"

@@ -1,0 +1,62 @@
+/* issued — the batches loaderd said it handed out (ISSUED), so reducerd
+ * counts a RESULT only when it answers one of them: the right seq, sent to
+ * that rank, for that epoch and phase, with the same ids, and only once.
+ *
+ * A RESULT may overtake its ISSUED (they travel on different connections),
+ * so one whose seq is above every ISSUED seen is held back (bounded per
+ * rank) and checked when ISSUED catches up; loaderd sends ISSUED in seq
+ * order, so once a higher seq was issued the held RESULT is decided.
+ * Entries are freed when answered or when their (epoch, phase) ends; their
+ * number is bounded by what loaderd has in flight (ISSUED_MAX_ENTRIES as a
+ * hard cap).
+ */
+#ifndef DDP_REDUCERD_ISSUED_H
+#define DDP_REDUCERD_ISSUED_H
+
+#include "proto/proto.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define ISSUED_MAX_ENTRIES 16384
+#define ISSUED_MAX_HELD_PER_RANK 64
+
+typedef struct issued issued_t;
+
+typedef enum {
+    ISSUED_MATCH,    /* counts: *labels now owned by the caller (free()) */
+    ISSUED_LATER,    /* seq not issued yet: hold it (issued_hold) */
+    ISSUED_FOREIGN,  /* not an answer to anything issued to this rank: reject */
+    ISSUED_WRONG,    /* the rank's own batch answered wrongly: reject, batch withdrawn */
+} issued_verdict_t;
+
+issued_t *issued_new(void);
+void issued_destroy(issued_t **self_p);
+
+/* Records m (takes its ids/labels). -1 (with why) on a duplicate seq or a
+ * full table. */
+int issued_add(issued_t *self, ddp_issued_t *m, char *why, size_t whylen);
+
+/* Judges res against what was issued. ISSUED_MATCH removes the entry and
+ * hands its labels to *labels (the ids are equal to res's). ISSUED_WRONG
+ * removes the entry too (the batch must be handed out again). why explains
+ * the verdicts that reject. */
+issued_verdict_t issued_judge(issued_t *self, const ddp_result_t *res, int32_t **labels,
+                              char *why, size_t whylen);
+
+/* Holds res (takes its arrays) until an ISSUED decides it; -1 when its
+ * rank already holds ISSUED_MAX_HELD_PER_RANK. */
+int issued_hold(issued_t *self, ddp_result_t *res);
+/* Pops a held RESULT whose seq is now at or below the highest issued seq
+ * (decidable); false when none. The caller owns *out (ddp_msg_clear). */
+bool issued_pop_decidable(issued_t *self, ddp_result_t *out);
+
+/* (epoch, phase) is over: its entries are freed; returns how many held
+ * RESULTs of it were dropped (they were never issued: rejected). */
+uint64_t issued_end(issued_t *self, uint32_t epoch, uint8_t phase);
+/* A new loader (restart): seqs start again; everything is forgotten.
+ * Returns the held RESULTs dropped. */
+uint64_t issued_reset(issued_t *self);
+
+size_t issued_count(const issued_t *self);
+#endif
