@@ -16,6 +16,8 @@ typedef struct {
     int32_t rank;              /* training: the rank its CREDITs name; -1 none */
     bool dead;
     bool lost_eval;            /* eval batches of it were re-queued while it was dead */
+    bool banned;               /* reducerd refused its answer: no more batches */
+    int64_t last_ack_ms;       /* its last ack: a batch's deadline runs from here */
 } worker_t;
 
 typedef struct {
@@ -23,6 +25,7 @@ typedef struct {
     batch_range_t range;
     int worker;                /* index into workers */
     bool train;                /* a train shard: never re-queued */
+    int64_t sent_ms;
 } flight_t;
 
 struct dispatch {
@@ -34,6 +37,8 @@ struct dispatch {
     size_t n_requeue, cap_requeue;
     flight_t *flights;
     size_t n_flights, cap_flights;
+    flight_t *answered;        /* acked eval batches of this plan (a REISSUE may want one back) */
+    size_t n_answered, cap_answered;
     size_t n_train_flights;    /* of n_flights */
     worker_t workers[MAX_WORKERS];
     int n_workers;
@@ -62,6 +67,7 @@ void dispatch_destroy(dispatch_t **self)
         zframe_destroy(&(*self)->workers[i].identity);
     free((*self)->requeue);
     free((*self)->flights);
+    free((*self)->answered);
     free(*self);
     *self = NULL;
 }
@@ -124,15 +130,36 @@ static void requeue_worker(dispatch_t *self, int w)
     }
 }
 
+/* Kept until the next plan: reducerd may refuse the answer (REISSUE). */
+static void remember_answered(dispatch_t *self, const flight_t *f)
+{
+    if (self->n_answered == self->cap_answered) {
+        size_t cap = self->cap_answered ? self->cap_answered * 2 : 64;
+        flight_t *p = realloc(self->answered, cap * sizeof *p);
+        if (!p) {
+            log_error("out of memory remembering answered batches: a refused answer of batch "
+                      "%llu could not be handed out again", (unsigned long long)f->seq);
+            return;
+        }
+        self->answered = p;
+        self->cap_answered = cap;
+    }
+    self->answered[self->n_answered++] = *f;
+}
+
 static void ack(dispatch_t *self, int w, uint64_t seq)
 {
     for (size_t i = 0; i < self->n_flights; i++) {
         if (self->flights[i].seq == seq) {
-            if (self->flights[i].worker != w)
+            if (self->flights[i].worker != w) {
                 log_warn("%s acked batch %llu of another worker: ignored", self->workers[w].name,
                          (unsigned long long)seq);
-            else
+            } else {
+                if (!self->flights[i].train)
+                    remember_answered(self, &self->flights[i]);
                 drop_flight(self, i);
+                self->workers[w].last_ack_ms = clock_mono_ms();
+            }
             return;
         }
     }
@@ -160,6 +187,12 @@ void dispatch_credit(dispatch_t *self, zframe_t *identity, const char *name, uin
         zframe_destroy(&wk->identity);
         wk->identity = zframe_dup(identity);
     }
+    if (wk->dead && (wk->banned || (wk->lost_eval && n_acks == 0))) {
+        /* a worker that lost batches by not answering comes back only
+         * with an answer (an ack), never by asking for more */
+        wk->last_seen_ms = clock_mono_ms();
+        return;
+    }
     if (wk->dead) {
         /* it came back (e.g. a network blip) after its batches were re-queued:
          * whatever it still answers is a harmless duplicate at reducerd */
@@ -185,11 +218,41 @@ void dispatch_heartbeat(dispatch_t *self, const char *name)
         self->workers[w].last_seen_ms = clock_mono_ms();
 }
 
+/* The oldest eval batch of worker w has waited past the timeout for an
+ * answer: from when it was sent, or from w's last ack if later (a worker
+ * computes its batches one after the other). Heartbeats do not count. */
+static bool overdue(const dispatch_t *self, int w, int64_t now_ms, int64_t *waited)
+{
+    for (size_t i = 0; i < self->n_flights; i++) {
+        const flight_t *f = &self->flights[i];
+        if (f->worker != w || f->train)
+            continue;
+        int64_t from = f->sent_ms > self->workers[w].last_ack_ms ? f->sent_ms
+                                                                 : self->workers[w].last_ack_ms;
+        if (now_ms - from > self->timeout_ms) {
+            *waited = now_ms - from;
+            return true;
+        }
+    }
+    return false;
+}
+
 int dispatch_reap(dispatch_t *self, int64_t now_ms)
 {
     int died = 0;
     for (int w = 0; w < self->n_workers; w++) {
         worker_t *wk = &self->workers[w];
+        int64_t waited = 0;
+        if (!wk->dead && overdue(self, w, now_ms, &waited)) {
+            wk->dead = true;
+            size_t before = self->n_requeue;
+            requeue_worker(self, w);
+            log_warn("worker %s has not answered a batch for %lld ms (heartbeats do not count): "
+                     "dropped, %zu batches re-queued to the others", wk->name, (long long)waited,
+                     self->n_requeue - before);
+            died++;
+            continue;
+        }
         if (!wk->dead && now_ms - wk->last_seen_ms > self->timeout_ms) {
             wk->dead = true;
             size_t before = self->n_requeue;
@@ -247,7 +310,8 @@ static uint64_t record_flight(dispatch_t *self, const char *name, batch_range_t 
         self->cap_flights = cap;
     }
     uint64_t seq = self->next_seq++;
-    self->flights[self->n_flights++] = (flight_t){.seq = seq, .range = r, .worker = w, .train = train};
+    self->flights[self->n_flights++] =
+        (flight_t){.seq = seq, .range = r, .worker = w, .train = train, .sent_ms = clock_mono_ms()};
     self->n_train_flights += train;
     if (w >= 0 && self->workers[w].credits > 0)
         self->workers[w].credits--;
@@ -273,7 +337,51 @@ int dispatch_replan(dispatch_t *self, uint64_t n, uint32_t batch_size)
     self->n = n;
     self->batch_size = batch_size;
     self->next_first = 0;
+    self->n_answered = 0;
     return 0;
+}
+
+int dispatch_reissue(dispatch_t *self, uint64_t seq, bool ban)
+{
+    flight_t f;
+    bool found = false;
+    for (size_t i = 0; i < self->n_flights && !found; i++) {
+        if (self->flights[i].seq == seq && !self->flights[i].train) {
+            f = self->flights[i];
+            drop_flight(self, i);
+            found = true;
+        }
+    }
+    for (size_t i = 0; i < self->n_answered && !found; i++) {
+        if (self->answered[i].seq == seq) {
+            f = self->answered[i];
+            self->answered[i] = self->answered[--self->n_answered];
+            found = true;
+        }
+    }
+    if (!found)
+        return -1;
+    if (push_requeue(self, f.range) < 0) {
+        log_error("out of memory re-queueing batch %llu", (unsigned long long)seq);
+        return -1;
+    }
+    self->requeued++;
+    if (ban && f.worker >= 0 && f.worker < self->n_workers) {
+        worker_t *wk = &self->workers[f.worker];
+        if (!wk->banned)
+            log_warn("worker %s (rank %d) gets no more batches: reducerd refused its answer",
+                     wk->name, wk->rank);
+        wk->banned = true;
+        wk->dead = true;
+        requeue_worker(self, f.worker);
+    }
+    return 0;
+}
+
+int32_t dispatch_worker_rank(dispatch_t *self, const char *name)
+{
+    int w = find_worker(self, name);
+    return w < 0 ? -1 : self->workers[w].rank;
 }
 
 void dispatch_set_rank(dispatch_t *self, const char *name, int32_t rank)

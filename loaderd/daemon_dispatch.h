@@ -33,7 +33,10 @@ void dispatch_destroy(dispatch_t **self);
 void dispatch_credit(dispatch_t *self, zframe_t *identity, const char *name, uint32_t credits,
                      const uint64_t *acks, uint32_t n_acks);
 void dispatch_heartbeat(dispatch_t *self, const char *name);
-/* Declare workers silent for longer than the timeout dead; returns how many died now. */
+/* Declare dead the workers silent for longer than the timeout, and those
+ * holding an eval batch unanswered (no ack) for longer than it, heartbeats
+ * or not; their eval batches are re-queued. A worker dropped with batches
+ * comes back only with an ack. Returns how many died now. */
 int dispatch_reap(dispatch_t *self, int64_t now_ms);
 
 /* Take the next pending range (re-queued ones first); false: none pending. */
@@ -52,6 +55,13 @@ uint64_t dispatch_requeued(const dispatch_t *self);
  * samples: workers, credits and seqs carry on, so seqs stay unique over a
  * run. -1 when eval batches of the previous plan are pending or in flight. */
 int dispatch_replan(dispatch_t *self, uint64_t n, uint32_t batch_size);
+
+/* reducerd refused the answer to eval batch SEQ (in flight or acked in
+ * this plan): its range is re-queued; with ban its worker gets no more
+ * batches (its other eval batches are re-queued too). -1: unknown seq. */
+int dispatch_reissue(dispatch_t *self, uint64_t seq, bool ban);
+/* The rank a worker's CREDITs name (-1: none, unknown worker). */
+int32_t dispatch_worker_rank(dispatch_t *self, const char *name);
 
 /* Training. Worker NAME (known from a CREDIT) holds RANK; a newer claimant
  * of a rank takes it over (logged). */

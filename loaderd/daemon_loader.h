@@ -11,6 +11,7 @@
 #define DDP_LOADERD_LOADER_H
 
 #include "common/dataset.h"
+#include "common/token.h"
 #include "loaderd/augment.h"
 #include "loaderd/daemon_dispatch.h"
 #include "loaderd/pool.h"
@@ -81,6 +82,16 @@ typedef struct {
     uint64_t plans_sent, acks_got, ack_target;
     int64_t next_plan_ms;
 
+    /* trust (PROTOCOL.md "Trust"): from reducerd's plan ack */
+    char name[DDP_MAX_NAME];   /* our JOIN name */
+    bool trusted;              /* session, token and secret known */
+    ddp_auth_t auth;           /* ours: job, session, token */
+    uint8_t secret[TOKEN_SECRET_LEN];
+    ddp_credit_t *held;        /* CREDITs that came before the secret (moved) */
+    zframe_t **held_route;
+    int n_held;
+    int64_t next_beat_ms;      /* our HEARTBEAT to reducerd */
+
     /* eval phase: the dataset in eval mode, the --val set in training */
     const dataset_t *eval_ds;
     uint64_t eval_n;
@@ -105,6 +116,8 @@ typedef struct {
 } loader_t;
 
 /* main.c */
+/* ISSUED to reducerd for a batch about to go to worker NAME. */
+void loader_send_issued(loader_t *L, const ddp_batch_t *b, const char *name);
 void loader_report_failed(loader_t *L, const dataset_t *ds, uint32_t epoch, uint8_t phase,
                           uint64_t id, const char *why);
 void loader_broadcast_end(loader_t *L, uint32_t epoch, uint8_t phase);

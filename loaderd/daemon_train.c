@@ -291,6 +291,7 @@ static void send_shard(loader_t *L, const char *name, zframe_t *identity, step_t
     ddp_batch_t *b = &st->shard[r];
     b->seq = dispatch_sent_train(L->dispatch, name);
     uint32_t n = b->n;
+    loader_send_issued(L, b, name);
     zframe_t *id = zframe_dup(identity);
     if (proto_send_batch(zsock_resolve(L->router), id, b) < 0)
         log_error("sending step %llu to rank %d (%s) failed: %s; train shards are not re-sent",

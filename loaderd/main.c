@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/zsockopt.h"
 #include "loaderd/daemon_loader.h"
+#include "proto/ratelog.h"
 
 #include <getopt.h>
 #include <limits.h>
@@ -37,7 +38,9 @@ static void usage(FILE *f)
             "  --no-dct-scaling     decode JPEGs at full size before resizing (exact PIL parity)\n"
             "  --limit N            use only the first N samples of the dataset(s)\n"
             "  --predictions        send sample paths to reducerd (for predictions.csv)\n"
-            "  --worker-timeout S   re-queue the batches of a gpud silent this long (default 10)\n"
+            "  --worker-timeout S   a gpud that leaves a batch unanswered this long (heartbeats do\n"
+            "                       not count) or is silent this long is dropped and its batches\n"
+            "                       go to the others (default 10)\n"
             "  --verbose\n"
             "training (docs/TRAINING.md):\n"
             "  --train              train: epochs of global steps sharded over the ranks\n"
@@ -190,7 +193,8 @@ static int send_join(loader_t *L)
     char host[DDP_MAX_NAME] = "?";
     gethostname(host, sizeof host - 1);
     snprintf(j.u.join.host, sizeof j.u.join.host, "%s", host);
-    snprintf(j.u.join.name, sizeof j.u.join.name, "loaderd-%s-%d", host, (int)getpid());
+    snprintf(L->name, sizeof L->name, "loaderd-%.40s-%d", host, (int)getpid());
+    snprintf(j.u.join.name, sizeof j.u.join.name, "%s", L->name);
     if (proto_send(zsock_resolve(L->reducer), NULL, &j) < 0) {
         log_error("cannot send JOIN to reducerd: %s", zmq_strerror(zmq_errno()));
         return -1;
@@ -215,6 +219,8 @@ static int send_plan(loader_t *L)
     }
     pl->num_classes = dataset_num_classes(ds);
     snprintf(pl->dataset, sizeof pl->dataset, "%s", ds == L->val_ds ? L->o.val : L->o.data);
+    if (L->trusted)
+        pl->auth = L->auth;
     /* borrow the dataset's strings: the encoder only reads them */
     bool paths = L->o.predictions && !train;
     pl->class_names = calloc(pl->num_classes ? pl->num_classes : 1, sizeof(char *));
@@ -279,9 +285,43 @@ void loader_report_failed(loader_t *L, const dataset_t *ds, uint32_t epoch, uint
     f.u.failed.id = id;
     snprintf(f.u.failed.path, sizeof f.u.failed.path, "%s", path);
     snprintf(f.u.failed.reason, sizeof f.u.failed.reason, "%s", why);
+    f.u.failed.auth = L->auth;
     if (proto_send(zsock_resolve(L->reducer), NULL, &f) < 0)
         log_error("cannot report a failed sample to reducerd: %s", zmq_strerror(zmq_errno()));
     L->failed++;
+}
+
+void loader_send_issued(loader_t *L, const ddp_batch_t *b, const char *name)
+{
+    if (b->n == 0)
+        return; /* an empty train shard has no RESULT to match */
+    ddp_msg_t m = {.type = DDP_ISSUED};
+    m.u.issued = (ddp_issued_t){.seq = b->seq, .epoch = b->epoch, .phase = b->phase,
+                                .rank = dispatch_worker_rank(L->dispatch, name), .n = b->n,
+                                .ids = b->ids, .labels = b->labels,
+                                .rejected = L->stats.rejected, .auth = L->auth};
+    if (m.u.issued.rank < 0)
+        m.u.issued.rank = 0; /* cannot happen: only verified workers (with a rank) get batches */
+    if (proto_send(zsock_resolve(L->reducer), NULL, &m) < 0)
+        log_error("cannot tell reducerd batch %llu was issued: %s (its RESULT will be refused)",
+                  (unsigned long long)b->seq, zmq_strerror(zmq_errno()));
+}
+
+/* Every second once trusted: reducerd keeps the loader role bound to us
+ * while it hears from us, and learns our rejected count. */
+static void loader_beat(loader_t *L)
+{
+    int64_t now = clock_mono_ms();
+    if (!L->trusted || now < L->next_beat_ms)
+        return;
+    L->next_beat_ms = now + 1000;
+    ddp_msg_t m = {.type = DDP_HEARTBEAT};
+    snprintf(m.u.heartbeat.worker, sizeof m.u.heartbeat.worker, "%s", L->name);
+    m.u.heartbeat.rank = -1;
+    m.u.heartbeat.rejected = L->stats.rejected;
+    m.u.heartbeat.auth = L->auth;
+    if (proto_send(zsock_resolve(L->reducer), NULL, &m) < 0)
+        log_debug("heartbeat to reducerd not sent: %s", zmq_strerror(zmq_errno()));
 }
 
 void loader_broadcast_end(loader_t *L, uint32_t epoch, uint8_t phase)
@@ -406,6 +446,7 @@ static void send_ready(loader_t *L)
         ready_t *r = &L->ready[0];
         r->batch.seq = dispatch_sent(L->dispatch, name, r->range);
         uint32_t n = r->batch.n;
+        loader_send_issued(L, &r->batch, name);
         zframe_t *id = zframe_dup(identity);
         if (proto_send_batch(zsock_resolve(L->router), id, &r->batch) < 0)
             log_warn("sending batch %llu to %s failed: %s (it will be re-sent if %s is dead)",
@@ -432,16 +473,81 @@ static int eval_pump(loader_t *L)
 
 /* ---- messages ------------------------------------------------------------------ */
 
+/* Counts a rejected message; logs it at most once per (peer, kind) per
+ * RATELOG_WINDOW_S. */
+static void loader_reject(loader_t *L, const char *peer, const char *kind, const char *why)
+{
+    L->stats.rejected++;
+    uint64_t held = 0;
+    if (!ratelog_allow(L, peer, kind, &held))
+        return;
+    if (held)
+        log_warn("rejected %s from %s: %s (%llu more reject lines held back)", kind, peer, why,
+                 (unsigned long long)held);
+    else
+        log_warn("rejected %s from %s: %s", kind, peer, why);
+}
+
+/* A gpud message is trusted with the token reducerd gave (session, gpud,
+ * rank, name), from the socket named after the worker (suffix: ".hb" for
+ * the heartbeat socket). */
+static bool worker_trusted(const loader_t *L, zframe_t *route, const char *suffix,
+                           const char *name, int32_t rank, const ddp_auth_t *a)
+{
+    char want[DDP_MAX_NAME + 8];
+    snprintf(want, sizeof want, "%s%s", name, suffix);
+    return rank >= 0 && a->session == L->auth.session && strcmp(a->job, L->auth.job) == 0 &&
+           zframe_size(route) == strlen(want) && memcmp(zframe_data(route), want, strlen(want)) == 0 &&
+           token_valid(L->secret, L->auth.session, DDP_ROLE_GPUD, rank, name, a->token);
+}
+
 static void on_credit(loader_t *L, zframe_t *route, const ddp_credit_t *c)
 {
-    dispatch_credit(L->dispatch, route, c->worker, c->credits, c->acks, c->n_acks);
-    if (!L->o.train)
+    if (!worker_trusted(L, route, "", c->worker, c->rank, &c->auth)) {
+        loader_reject(L, c->worker, "CREDIT", "no valid session token for this worker and rank "
+                      "(a gpud that did not join this job): it gets no batch");
         return;
-    if (c->rank >= (int32_t)L->o.workers)
+    }
+    dispatch_credit(L->dispatch, route, c->worker, c->credits, c->acks, c->n_acks);
+    if (L->o.train && c->rank >= (int32_t)L->o.workers)
         log_warn("%s says it is rank %d but the job has %ld ranks: it gets no train shards",
                  c->worker, c->rank, L->o.workers);
-    else if (c->rank >= 0)
+    else
         dispatch_set_rank(L->dispatch, c->worker, c->rank);
+}
+
+#define LOADER_MAX_HELD 256
+
+/* CREDITs before the plan ack cannot be checked yet: kept (bounded) and
+ * judged when the secret arrives. */
+static void hold_credit(loader_t *L, zframe_t **route, ddp_credit_t *c)
+{
+    if (L->n_held >= LOADER_MAX_HELD) {
+        loader_reject(L, c->worker, "CREDIT", "too many CREDITs before reducerd acked the plan");
+        return;
+    }
+    if (!L->held) {
+        L->held = calloc(LOADER_MAX_HELD, sizeof *L->held);
+        L->held_route = calloc(LOADER_MAX_HELD, sizeof *L->held_route);
+        if (!L->held || !L->held_route) {
+            loader_reject(L, c->worker, "CREDIT", "out of memory holding it");
+            return;
+        }
+    }
+    L->held[L->n_held] = *c;
+    c->acks = NULL;   /* moved */
+    L->held_route[L->n_held++] = *route;
+    *route = NULL;
+}
+
+static void judge_held_credits(loader_t *L)
+{
+    for (int i = 0; i < L->n_held; i++) {
+        on_credit(L, L->held_route[i], &L->held[i]);
+        free(L->held[i].acks);
+        zframe_destroy(&L->held_route[i]);
+    }
+    L->n_held = 0;
 }
 
 static void on_worker_msg(loader_t *L)
@@ -452,16 +558,55 @@ static void on_worker_msg(loader_t *L)
         zframe_destroy(&route);
         return;
     }
-    if (m.type == DDP_CREDIT) {
+    if (m.type == DDP_CREDIT && !L->trusted) {
+        hold_credit(L, &route, &m.u.credit);
+    } else if (m.type == DDP_CREDIT) {
         on_credit(L, route, &m.u.credit);
     } else if (m.type == DDP_HEARTBEAT) {
-        dispatch_heartbeat(L->dispatch, m.u.heartbeat.worker);
+        const ddp_heartbeat_t *hb = &m.u.heartbeat;
+        if (L->trusted && worker_trusted(L, route, ".hb", hb->worker, hb->rank, &hb->auth))
+            dispatch_heartbeat(L->dispatch, hb->worker);
+        else if (L->trusted)
+            loader_reject(L, hb->worker, "HEARTBEAT", "no valid session token for this worker");
     } else {
-        L->stats.rejected++;
-        log_warn("unexpected %s on the worker socket: ignored", proto_type_name(m.type));
+        loader_reject(L, "a worker", proto_type_name(m.type), "unexpected on the worker socket");
     }
     ddp_msg_clear(&m);
     zframe_destroy(&route);
+}
+
+/* The plan ack: reducerd's session, our token and the job secret. */
+static void on_welcome(loader_t *L, const ddp_welcome_t *w)
+{
+    L->acks_got++;
+    if (!w->session || !w->has_secret) {
+        log_warn("reducerd's plan ack carries no session token: a reducerd of another version? "
+                 "gpud CREDITs cannot be checked, no batch goes out");
+        return;
+    }
+    if (L->trusted && w->session == L->auth.session)
+        return;
+    snprintf(L->auth.job, sizeof L->auth.job, "%s", w->job);
+    L->auth.session = w->session;
+    memcpy(L->auth.token, w->token, sizeof L->auth.token);
+    memcpy(L->secret, w->secret, sizeof L->secret);
+    L->trusted = true;
+    judge_held_credits(L);
+}
+
+static void on_reissue(loader_t *L, const ddp_reissue_t *ri)
+{
+    log_warn("reducerd refused rank %d's answer to batch %llu (%s): handing it out again",
+             ri->rank, (unsigned long long)ri->seq, ri->reason);
+    if (dispatch_reissue(L->dispatch, ri->seq, true) < 0) {
+        log_warn("batch %llu is not one of this plan's eval batches: nothing to re-issue",
+                 (unsigned long long)ri->seq);
+        return;
+    }
+    /* the eval (or validation) phase is not done after all */
+    if ((L->state == ST_IDLE && !L->o.train) ||
+        (L->state == ST_EPOCH && !L->have_decision && L->val_ds && ri->phase == DDP_PHASE_EVAL))
+        L->state = ST_EVAL;
 }
 
 static void on_epoch(loader_t *L, const ddp_epoch_t *e)
@@ -492,7 +637,9 @@ static void on_reducer_msg(loader_t *L)
         L->stopped = true;
         L->exit_code = 0;
     } else if (m.type == DDP_WELCOME) {
-        L->acks_got++;
+        on_welcome(L, &m.u.welcome);
+    } else if (m.type == DDP_REISSUE) {
+        on_reissue(L, &m.u.reissue);
     } else if (m.type == DDP_EPOCH) {
         on_epoch(L, &m.u.epoch);
     } else {
@@ -640,6 +787,7 @@ static int run(loader_t *L)
         if (!which && zpoller_terminated(poller))
             break;
         drain(L);
+        loader_beat(L);
         int64_t now = clock_mono_ms();
         if (now - last_reap >= 250) {
             last_reap = now;
@@ -806,6 +954,12 @@ static int setup(loader_t *L)
 
 static void loader_cleanup(loader_t *L)
 {
+    for (int i = 0; i < L->n_held; i++) {
+        free(L->held[i].acks);
+        zframe_destroy(&L->held_route[i]);
+    }
+    free(L->held);
+    free(L->held_route);
     for (int i = 0; i < L->n_ready; i++)
         ready_free(&L->ready[i]);
     train_window_destroy(&L->window);
