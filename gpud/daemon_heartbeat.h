@@ -3,6 +3,8 @@
  * never mistaken for a dead worker, and a dead process falls silent. */
 #ifndef DDP_GPUD_HEARTBEAT_H
 #define DDP_GPUD_HEARTBEAT_H
+#include "proto/proto.h"
+
 #include <czmq.h>
 #include <stdint.h>
 
@@ -13,6 +15,7 @@ typedef struct {
     int32_t rank;
     int interval_ms;
     volatile uint64_t *batches_done;
+    ddp_auth_t auth;           /* the WELCOME's session token: beats without it are refused */
 } heartbeat_args_t;
 
 /* args must outlive the actor. */

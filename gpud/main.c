@@ -83,6 +83,7 @@ typedef struct {
     allreduce_t *ar;
     char ring_ep[DDP_MAX_EP];      /* our resolved PULL endpoint (JOIN.ring) */
     char next_ring[DDP_MAX_EP];    /* WELCOME.next_ring */
+    ddp_auth_t auth;               /* job, session, token from WELCOME: in every message */
     int32_t world;
     int welcome_train;
     uint64_t expect_step;          /* S of the next train step */
@@ -409,6 +410,12 @@ static int join(gpud_t *g)
             g->world = m.u.welcome.world;
             g->welcome_train = m.u.welcome.train;
             snprintf(g->next_ring, sizeof g->next_ring, "%s", m.u.welcome.next_ring);
+            snprintf(g->auth.job, sizeof g->auth.job, "%s", m.u.welcome.job);
+            g->auth.session = m.u.welcome.session;
+            memcpy(g->auth.token, m.u.welcome.token, sizeof g->auth.token);
+            if (!g->auth.session)
+                log_warn("reducerd's WELCOME carries no session token: loaderd and reducerd "
+                         "will refuse this worker's messages (mixed versions?)");
             log_set_rank(g->rank);
             log_info("joined job %s as rank %d of %d%s", m.u.welcome.job, g->rank,
                      m.u.welcome.world, m.u.welcome.train ? " (training)" : "");
@@ -435,6 +442,7 @@ static int send_credit(gpud_t *g, uint32_t credits, const uint64_t *ack)
     m.u.credit.rank = g->rank;   /* loaderd addresses train shards by rank */
     m.u.credit.n_acks = ack ? 1 : 0;
     m.u.credit.acks = (uint64_t *)ack;
+    m.u.credit.auth = g->auth;
     return proto_send(zsock_resolve(g->loader), NULL, &m);
 }
 
@@ -490,7 +498,8 @@ static int on_batch(gpud_t *g, ddp_batch_t *b)
     ddp_msg_t r = {.type = DDP_RESULT};
     ddp_result_t *res = &r.u.result;
     *res = (ddp_result_t){.rank = g->rank, .epoch = b->epoch, .phase = b->phase, .seq = b->seq,
-                          .n = b->n, .k = (uint32_t)k, .ids = b->ids, .labels = b->labels};
+                          .n = b->n, .k = (uint32_t)k, .ids = b->ids, .labels = b->labels,
+                          .auth = g->auth};
     res->topk = malloc((size_t)b->n * k * sizeof *res->topk);
     res->loss = malloc((size_t)b->n * sizeof *res->loss);
     if (!res->topk || !res->loss) {
@@ -609,7 +618,8 @@ static int send_train_result(gpud_t *g, const ddp_batch_t *b, double lr, double 
     r.u.result = (ddp_result_t){.rank = g->rank, .epoch = b->epoch, .phase = DDP_PHASE_TRAIN,
                                 .seq = b->seq, .n = b->n, .k = (uint32_t)k, .ids = b->ids,
                                 .labels = b->labels, .topk = g->topk, .loss = g->loss,
-                                .compute_s = compute_s, .lr = lr, .step = b->step};
+                                .compute_s = compute_s, .lr = lr, .step = b->step,
+                                .auth = g->auth};
     if (proto_send(zsock_resolve(g->reducer), NULL, &r) < 0) {
         log_error("cannot send results to reducerd: %s", zmq_strerror(zmq_errno()));
         return -1;
@@ -966,7 +976,8 @@ static int setup(gpud_t *g)
     if (join(g) < 0)
         return -1;
     g->hb = (heartbeat_args_t){.loader = g->o.loader, .reducer = g->o.reducer, .worker = g->name,
-                               .rank = g->rank, .interval_ms = 1000, .batches_done = &g->batches};
+                               .rank = g->rank, .interval_ms = 1000, .batches_done = &g->batches,
+                               .auth = g->auth};
     g->heartbeat = heartbeat_new(&g->hb);
     if (!g->heartbeat) {
         log_error("cannot start the heartbeat thread");
