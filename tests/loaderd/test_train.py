@@ -33,6 +33,9 @@ except ImportError:
     print("SKIP: python3-zmq and python3-msgpack are needed")
     sys.exit(77)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from ddp_trust import GPUD, LOADER, auth, new_secret, token  # noqa: E402
+
 BIN = os.environ.get("DDPIPE_BIN") or os.path.join(os.path.dirname(__file__), "../../build/bin")
 FMNIST = "/usr/share/datasets/fashion-mnist"
 if not os.path.exists(FMNIST + "/t10k-images-idx3-ubyte.gz"):
@@ -139,6 +142,7 @@ class Job:
     def __init__(self, tag, args, workers, decide, has_val=False, window=2, quiet=0.8,
                  timeout=60, expect_rc=0):
         self.tag, self.workers = tag, workers
+        self.secret, self.session = new_secret()
         wd = os.path.join(BASE, tag)
         os.makedirs(wd)
         red_ep, self.loader_ep = "ipc://%s/red" % wd, "ipc://%s/loader" % wd
@@ -169,8 +173,11 @@ class Job:
             return
 
     def credit(self, r, n, acks=()):
-        self.ranks[r].send(pack(CREDIT, worker="rank%d" % r, credits=n,
-                                acks=struct.pack("<%dQ" % len(acks), *acks), rank=r))
+        name = "rank%d" % r
+        self.ranks[r].send(pack(CREDIT, worker=name, credits=n,
+                                acks=struct.pack("<%dQ" % len(acks), *acks), rank=r,
+                                **auth("test", self.session,
+                                       token(self.secret, self.session, GPUD, r, name))))
 
     def _on_reducer(self):
         ident, raw = self.red.recv_multipart()
@@ -180,7 +187,10 @@ class Job:
             self.plans.append((m["epoch"], m["phase"], m["n"], m.get("skip", 0), m["class_names"]))
             if m["phase"] == TRAIN and self.last_decision == 0:
                 self.stop_at = None   # the next epoch came
-            self.red.send_multipart([ident, pack(WELCOME, rank=0, world=1, job="test")])
+            # the plan ack carries the session, the loader's token and the secret
+            self.red.send_multipart([ident, pack(
+                WELCOME, rank=0, world=1, job="test", session=self.session,
+                token=token(self.secret, self.session, LOADER, -1, "loaderd"), secret=self.secret)])
         elif m["t"] == FAILED:
             self.failed.append(m)
 

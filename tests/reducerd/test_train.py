@@ -22,6 +22,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from ddp_it import BIN, check, fail, workdir  # noqa: E402
+from ddp_trust import auth  # noqa: E402
 
 try:
     import msgpack
@@ -30,7 +31,7 @@ except ImportError:
     fail("python3-zmq and python3-msgpack are needed (scripts/install-deps.sh --test)")
 
 ctx = zmq.Context()
-JOIN, WELCOME, PLAN, HEARTBEAT, RESULT, FAILED, STOP, DONE, EPOCH = 1, 2, 3, 5, 8, 9, 10, 11, 12
+JOIN, WELCOME, PLAN, HEARTBEAT, RESULT, FAILED, STOP, DONE, EPOCH, ISSUED = 1, 2, 3, 5, 8, 9, 10, 11, 12, 13
 TRAIN, EVAL = 1, 0
 NAMES = ["a", "b", "c"]
 
@@ -46,6 +47,8 @@ class Peer:
         self.s = s
         self.name = name
         self.inbox = []
+        self.rank = -1
+        self.auth = {}         # job, session, token from its WELCOME (PROTOCOL.md "Trust")
 
     def send(self, frame):
         self.s.send(frame)
@@ -88,6 +91,8 @@ class Job:
                     backend="cpu" if role == 1 else "", ring=ring))
         peer = Peer(s, name)
         self.peers.append(peer)
+        if role == 2:
+            LOADER[0] = peer
         return peer
 
     def pump(self, dt=0.05):
@@ -97,7 +102,7 @@ class Job:
         while True:
             if time.time() - self.last_beat > 0.3:
                 for g in self.beating:
-                    g.send(pack(HEARTBEAT, worker=g.name, rank=-1, batches_done=0))
+                    g.send(pack(HEARTBEAT, worker=g.name, rank=g.rank, batches_done=0, **g.auth))
                 self.last_beat = time.time()
             poller = zmq.Poller()
             poller.register(self.sub, zmq.POLLIN)
@@ -124,6 +129,9 @@ class Job:
         while time.time() < end:
             for i, m in enumerate(sock.inbox):
                 if m["t"] == t:
+                    if t == WELCOME and m.get("session"):
+                        sock.rank = m["rank"] if "secret" not in m else -1
+                        sock.auth = auth(m["job"], m["session"], m["token"])
                     return sock.inbox.pop(i)
             self.pump(0.05)
         fail("%s got no message of type %d within %.0fs (inbox %r)\n%s" % (
@@ -155,12 +163,23 @@ class Job:
 
 def plan(loader, epoch, phase, n, skip=0):
     loader.send(pack(PLAN, epoch=epoch, phase=phase, n=n, skip=skip, class_names=NAMES,
-                     dataset="fake"))
+                     dataset="fake", **loader.auth))
+
+
+LOADER = [None]   # the scenario's loader: it ISSUEs every batch a RESULT answers
+SEQ = [0]
 
 
 def result(g, rank, epoch, phase, seq, ids, right, loss, lr=0.0, step=0, compute_s=0.5):
-    """labels = id % 3; top-1 = the label where right(id), else the next class."""
+    """labels = id % 3; top-1 = the label where right(id), else the next class.
+    The loader first ISSUEs the batch (a new seq each time: seq is ignored)."""
+    SEQ[0] += 1
+    seq = SEQ[0]
     labels = [i % 3 for i in ids]
+    loader = LOADER[0]
+    loader.send(pack(ISSUED, seq=seq, epoch=epoch, phase=phase, rank=rank, n=len(ids),
+                     ids=struct.pack("<%dQ" % len(ids), *ids),
+                     labels=struct.pack("<%di" % len(ids), *labels), **loader.auth))
     topk = []
     for i, lab in zip(ids, labels):
         first = lab if right(i) else (lab + 1) % 3
@@ -170,7 +189,7 @@ def result(g, rank, epoch, phase, seq, ids, right, loss, lr=0.0, step=0, compute
                 ids=struct.pack("<%dQ" % n, *ids), labels=struct.pack("<%di" % n, *labels),
                 topk=struct.pack("<%di" % (3 * n), *topk),
                 loss=struct.pack("<%df" % n, *[loss(i) for i in ids]),
-                compute_s=compute_s, lr=lr, step=step))
+                compute_s=compute_s, lr=lr, step=step, **g.auth))
 
 
 def near(a, b):
@@ -207,7 +226,8 @@ def scenario_epochs():
     J.expect(loader, WELCOME)
     result(g1, 1, 0, TRAIN, 2, [5, 6, 7, 8], lambda i: i not in wrong, quarter, lr=0.1, step=1,
            compute_s=0.25)
-    loader.send(pack(FAILED, epoch=0, phase=TRAIN, id=9, path="x/9.png", reason="truncated"))
+    loader.send(pack(FAILED, epoch=0, phase=TRAIN, id=9, path="x/9.png", reason="truncated",
+                     **loader.auth))
     J.quiet(loader, EPOCH)                           # train complete, validation not yet
     result(g0, 0, 0, EVAL, 3, [0, 1, 2], lambda i: True, lambda i: 0.5)
     result(g1, 1, 0, EVAL, 4, [3, 4, 5], lambda i: i == 3, lambda i: 1.0)
