@@ -482,7 +482,8 @@ static void loader_reject(loader_t *L, const char *peer, const char *kind, const
     if (!ratelog_allow(L, peer, kind, &held))
         return;
     if (held)
-        log_warn("rejected %s from %s: %s (%llu more reject lines held back)", kind, peer, why,
+        log_warn("rejected %s from %s: %s (%llu other reject lines held back before this one)",
+                 kind, peer, why,
                  (unsigned long long)held);
     else
         log_warn("rejected %s from %s: %s", kind, peer, why);
@@ -599,8 +600,8 @@ static void on_reissue(loader_t *L, const ddp_reissue_t *ri)
     log_warn("reducerd refused rank %d's answer to batch %llu (%s): handing it out again",
              ri->rank, (unsigned long long)ri->seq, ri->reason);
     if (dispatch_reissue(L->dispatch, ri->seq, true) < 0) {
-        log_warn("batch %llu is not one of this plan's eval batches: nothing to re-issue",
-                 (unsigned long long)ri->seq);
+        log_info("batch %llu is neither in flight nor answered (re-queued already, with its "
+                 "worker?): nothing more to do", (unsigned long long)ri->seq);
         return;
     }
     /* the eval (or validation) phase is not done after all */

@@ -155,7 +155,8 @@ int proto_recv(void *sock, zframe_t **route, ddp_msg_t *out, proto_stats_t *stat
     uint64_t held = 0;
     if (ratelog_allow(sock, hex, why, &held)) {
         if (held)
-            log_warn("rejected %s (from %s; %llu more reject lines held back)", why, hex,
+            log_warn("rejected %s (from %s; %llu other reject lines held back before this one)",
+                     why, hex,
                      (unsigned long long)held);
         else
             log_warn("rejected %s (from %s)", why, hex);

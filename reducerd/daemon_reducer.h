@@ -52,7 +52,8 @@ typedef struct {
     uint64_t loader_rejected;  /* loaderd's own count, from its ISSUED/HEARTBEAT */
     issued_t *issued;
     uint64_t rejected_results; /* RESULTs refused (of stats.rejected) */
-    char last_reject[320];     /* the latest refused RESULT, for the stall message */
+    char first_reject[320];    /* the first and the latest refused RESULT of a joined */
+    char last_reject[320];     /* rank, for the stall message */
     /* by phase: an eval job uses the one its plan names; training keeps
      * the current epoch's [DDP_PHASE_TRAIN] and [DDP_PHASE_EVAL] */
     slot_t *slot[2];

@@ -159,7 +159,8 @@ void reject(reducer_t *r, const char *peer, const char *kind, const char *fmt, .
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (held)
-        log_warn("rejected %s from %s: %s (%llu more reject lines held back)", kind, peer, msg,
+        log_warn("rejected %s from %s: %s (%llu other reject lines held back before this one)",
+                 kind, peer, msg,
                  (unsigned long long)held);
     else
         log_warn("rejected %s from %s: %s", kind, peer, msg);
@@ -398,6 +399,8 @@ static void ask_reissue(reducer_t *r, const ddp_result_t *res, const char *why)
 
 static void refuse_result(reducer_t *r, const char *peer, const ddp_result_t *res, const char *why)
 {
+    if (!r->first_reject[0])
+        snprintf(r->first_reject, sizeof r->first_reject, "rank %d: %s", res->rank, why);
     r->rejected_results++;
     snprintf(r->last_reject, sizeof r->last_reject, "rank %d: %s", res->rank, why);
     reject(r, peer, "RESULT", "seq %llu: %s", (unsigned long long)res->seq, why);
@@ -706,7 +709,7 @@ bool reporter_listening(reducer_t *r)
 /* No progress for --stall-timeout: fail, saying what is missing and why. */
 static void stalled(reducer_t *r)
 {
-    char why[1024], what[256] = "no plan from loaderd yet (is loaderd running?)";
+    char why[1536], what[256] = "no plan from loaderd yet (is loaderd running?)";
     slot_t *s = active_slot(r);
     if (s)
         snprintf(what, sizeof what, "epoch %u %s has %llu of %llu samples accounted for",
@@ -714,8 +717,9 @@ static void stalled(reducer_t *r)
                  (unsigned long long)slot_accounted(s), (unsigned long long)slot_expected(s));
     if (r->rejected_results)
         snprintf(why, sizeof why, "no progress for %lds (--stall-timeout): %s; %llu RESULTs were "
-                 "rejected (latest: %s)", r->o.stall_timeout_s, what,
-                 (unsigned long long)r->rejected_results, r->last_reject);
+                 "rejected (first: %s; latest: %s)", r->o.stall_timeout_s, what,
+                 (unsigned long long)r->rejected_results,
+                 r->first_reject[0] ? r->first_reject : "not from a joined rank", r->last_reject);
     else
         snprintf(why, sizeof why, "no progress for %lds (--stall-timeout): %s; are loaderd and "
                  "the gpuds running and reachable?", r->o.stall_timeout_s, what);
