@@ -93,9 +93,95 @@ static int test_dead_worker_requeued(void)
     return 0;
 }
 
+/* A worker that heart-beats but never answers its batch is dropped once
+ * the batch is older than the timeout; heartbeats and bare credits do not
+ * bring it back, an ack does. */
+static int test_stuck_worker_dropped_despite_heartbeats(void)
+{
+    dispatch_t *d = dispatch_new(20, 10, 100);
+    zframe_t *a = zframe_new("A", 1), *id = NULL;
+    dispatch_credit(d, a, "wa", 2, NULL, 0);
+    batch_range_t r0;
+    CHECK(dispatch_pop(d, &r0));
+    uint64_t s0 = dispatch_sent(d, "wa", r0);
+    int64_t t0 = clock_mono_ms();
+    dispatch_heartbeat(d, "wa");
+    CHECK(dispatch_reap(d, t0 + 50) == 0);
+    dispatch_heartbeat(d, "wa");   /* alive... */
+    CHECK(dispatch_reap(d, clock_mono_ms() + 150) == 1); /* ...but the batch is overdue */
+    CHECK(dispatch_live_workers(d) == 0 && dispatch_requeued(d) == 1);
+    dispatch_credit(d, a, "wa", 4, NULL, 0);  /* asking for more is not an answer */
+    CHECK(dispatch_live_workers(d) == 0 && dispatch_ready_worker(d, &id) == NULL);
+    dispatch_credit(d, a, "wa", 1, &s0, 1);   /* a (late) answer brings it back */
+    CHECK(dispatch_live_workers(d) == 1);
+    batch_range_t r;
+    CHECK(dispatch_pop(d, &r) && r.first == r0.first && r.count == r0.count);
+    zframe_destroy(&a);
+    dispatch_destroy(&d);
+    return 0;
+}
+
+/* The deadline of a worker's second batch runs from its last ack: a worker
+ * computing its batches one after the other is not dropped for queueing. */
+static int test_deadline_from_last_ack(void)
+{
+    dispatch_t *d = dispatch_new(30, 10, 200);
+    zframe_t *a = zframe_new("A", 1);
+    dispatch_credit(d, a, "wa", 2, NULL, 0);
+    batch_range_t r;
+    CHECK(dispatch_pop(d, &r));
+    uint64_t s0 = dispatch_sent(d, "wa", r);
+    CHECK(dispatch_pop(d, &r));
+    dispatch_sent(d, "wa", r);
+    /* the first answer comes at 150 ms: the second batch's clock restarts */
+    int64_t t0 = clock_mono_ms();
+    while (clock_mono_ms() < t0 + 150)
+        zclock_sleep(10);
+    dispatch_credit(d, a, "wa", 1, &s0, 1);
+    CHECK(dispatch_reap(d, clock_mono_ms() + 100) == 0);
+    CHECK(dispatch_reap(d, clock_mono_ms() + 250) == 1);
+    zframe_destroy(&a);
+    dispatch_destroy(&d);
+    return 0;
+}
+
+/* REISSUE: an answered (acked) batch goes back in the queue and its worker
+ * gets nothing more; its other batches are re-queued too. */
+static int test_reissue_bans(void)
+{
+    dispatch_t *d = dispatch_new(30, 10, 100000);
+    zframe_t *a = zframe_new("A", 1), *b = zframe_new("B", 1), *id = NULL;
+    dispatch_credit(d, a, "wa", 2, NULL, 0);
+    batch_range_t r0, r1;
+    CHECK(dispatch_pop(d, &r0) && dispatch_pop(d, &r1));
+    uint64_t s0 = dispatch_sent(d, "wa", r0);
+    uint64_t s1 = dispatch_sent(d, "wa", r1);
+    dispatch_credit(d, a, "wa", 1, &s0, 1);  /* acked: then its answer is refused */
+    CHECK(dispatch_reissue(d, s0, true) == 0);
+    CHECK(dispatch_reissue(d, s1, true) == -1);  /* already re-queued with its worker */
+    CHECK(dispatch_reissue(d, 999, true) == -1);
+    CHECK(dispatch_requeued(d) == 2 && dispatch_live_workers(d) == 0);
+    uint64_t acks[1] = {s1};
+    dispatch_credit(d, a, "wa", 5, acks, 1); /* a banned worker stays out, acks or not */
+    CHECK(dispatch_ready_worker(d, &id) == NULL);
+    dispatch_credit(d, b, "wb", 1, NULL, 0);
+    CHECK(dispatch_ready_worker(d, &id) && zframe_eq(id, b));
+    batch_range_t r;
+    int got = 0;
+    while (dispatch_pop(d, &r))
+        got += (r.first == r0.first || r.first == r1.first) && r.count == 10;
+    CHECK(got == 2);
+    zframe_destroy(&a);
+    zframe_destroy(&b);
+    dispatch_destroy(&d);
+    return 0;
+}
+
 int main(void)
 {
-    int fails = test_ranges_cover_plan() + test_credits_and_acks() + test_dead_worker_requeued();
-    printf("%d passed, %d failed\n", 3 - fails, fails);
+    int fails = test_ranges_cover_plan() + test_credits_and_acks() + test_dead_worker_requeued() +
+                test_stuck_worker_dropped_despite_heartbeats() + test_deadline_from_last_ack() +
+                test_reissue_bans();
+    printf("%d passed, %d failed\n", 6 - fails, fails);
     return fails != 0;
 }

@@ -1,0 +1,124 @@
+/* reducerd/issued: a RESULT counts only as the answer to an ISSUED batch of
+ * its rank (same ids, once); early RESULTs are held (bounded) and decided
+ * when ISSUED catches up; the end of a phase drops what was never issued. */
+#include "reducerd/issued.h"
+#include "tests/reporterd/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void *dup_mem(const void *p, size_t n)
+{
+    void *q = malloc(n);
+    memcpy(q, p, n);
+    return q;
+}
+
+static const uint64_t IDS[3] = {4, 5, 6};
+static const int32_t LABELS[3] = {1, 2, 0};
+
+static ddp_issued_t issued(uint64_t seq, int32_t rank)
+{
+    return (ddp_issued_t){.seq = seq, .epoch = 0, .phase = DDP_PHASE_EVAL, .rank = rank, .n = 3,
+                          .ids = dup_mem(IDS, sizeof IDS), .labels = dup_mem(LABELS, sizeof LABELS)};
+}
+
+/* A RESULT with malloc'ed arrays (issued_hold takes them). */
+static ddp_result_t result(uint64_t seq, int32_t rank, uint64_t first_id)
+{
+    uint64_t ids[3] = {first_id, first_id + 1, first_id + 2};
+    int32_t topk[3] = {0, 0, 0}, labels[3] = {9, 9, 9};
+    float loss[3] = {0, 0, 0};
+    return (ddp_result_t){.rank = rank, .epoch = 0, .phase = DDP_PHASE_EVAL, .seq = seq, .n = 3,
+                          .k = 1, .ids = dup_mem(ids, sizeof ids),
+                          .labels = dup_mem(labels, sizeof labels), .topk = dup_mem(topk, sizeof topk),
+                          .loss = dup_mem(loss, sizeof loss)};
+}
+
+static void clear(ddp_result_t *r)
+{
+    ddp_msg_t m = {.type = DDP_RESULT};
+    m.u.result = *r;
+    ddp_msg_clear(&m);
+}
+
+static void test_match_once(void)
+{
+    issued_t *t = issued_new();
+    char why[256];
+    ddp_issued_t is = issued(1, 0);
+    CHECK(issued_add(t, &is, why, sizeof why) == 0 && is.ids == NULL);
+    ddp_issued_t again = issued(1, 0);
+    CHECK(issued_add(t, &again, why, sizeof why) == -1); /* a seq is issued once */
+    free(again.ids), free(again.labels);
+    int32_t *labels;
+    ddp_result_t r = result(1, 1, 4);
+    CHECK(issued_judge(t, &r, &labels, why, sizeof why) == ISSUED_FOREIGN); /* other rank */
+    CHECK(strstr(why, "issued to rank 0, not 1") != NULL);
+    clear(&r);
+    r = result(1, 0, 4);
+    CHECK(issued_judge(t, &r, &labels, why, sizeof why) == ISSUED_MATCH);
+    CHECK(labels && memcmp(labels, LABELS, sizeof LABELS) == 0); /* the issued labels */
+    free(labels);
+    CHECK(issued_judge(t, &r, &labels, why, sizeof why) == ISSUED_FOREIGN); /* a replay */
+    CHECK(strstr(why, "not an unanswered batch") != NULL);
+    clear(&r);
+    CHECK(issued_count(t) == 0);
+    issued_destroy(&t);
+}
+
+static void test_wrong_ids_withdraws(void)
+{
+    issued_t *t = issued_new();
+    char why[256];
+    int32_t *labels;
+    ddp_issued_t is = issued(3, 2);
+    issued_add(t, &is, why, sizeof why);
+    ddp_result_t r = result(3, 2, 100);
+    CHECK(issued_judge(t, &r, &labels, why, sizeof why) == ISSUED_WRONG && labels == NULL);
+    CHECK(issued_count(t) == 0); /* withdrawn: the caller has it re-issued */
+    clear(&r);
+    issued_destroy(&t);
+}
+
+static void test_held_until_issued(void)
+{
+    issued_t *t = issued_new();
+    char why[256];
+    int32_t *labels;
+    ddp_issued_t first = issued(1, 0);
+    issued_add(t, &first, why, sizeof why);
+    ddp_result_t early = result(2, 0, 4);
+    CHECK(issued_judge(t, &early, &labels, why, sizeof why) == ISSUED_LATER);
+    CHECK(issued_hold(t, &early) == 0 && early.ids == NULL);
+    ddp_result_t out;
+    CHECK(!issued_pop_decidable(t, &out)); /* seq 2 not issued yet */
+    ddp_issued_t second = issued(2, 0);
+    issued_add(t, &second, why, sizeof why);
+    CHECK(issued_pop_decidable(t, &out) && out.seq == 2);
+    CHECK(issued_judge(t, &out, &labels, why, sizeof why) == ISSUED_MATCH);
+    free(labels);
+    clear(&out);
+    /* bounded per rank */
+    int held = 0;
+    for (int i = 0; i < ISSUED_MAX_HELD_PER_RANK + 5; i++) {
+        ddp_result_t r = result(1000 + (uint64_t)i, 1, 4);
+        if (issued_hold(t, &r) == 0)
+            held++;
+        else
+            clear(&r);
+    }
+    CHECK(held == ISSUED_MAX_HELD_PER_RANK);
+    /* never issued: dropped (rejected) when the phase ends */
+    CHECK(issued_end(t, 0, DDP_PHASE_EVAL) == (uint64_t)ISSUED_MAX_HELD_PER_RANK);
+    CHECK(issued_count(t) == 0); /* seq 1, never answered, is freed with its phase */
+    issued_destroy(&t);
+}
+
+int main(void)
+{
+    test_match_once();
+    test_wrong_ids_withdraws();
+    test_held_until_issued();
+    return check_done("test_issued");
+}
