@@ -22,11 +22,11 @@ py=/usr/bin/python3
 work=$(mktemp -d /tmp/ddpipe-tapbench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-job() { # $1 = out dir; prints the wall seconds of the job
+job() { # $1 = out dir, $2 = tap endpoint; prints the wall seconds of the job
     /usr/bin/time -f %e -o "$work/time" "$build/bin/ddpipe" eval \
         --data idx:/usr/share/datasets/fashion-mnist/t10k --model wideresnet \
         --channels 16,32,64,128 --weights "$root/demo/wrn-fmnist.safetensors" \
-        --workers 2 --predictions --quiet --out "$1" > /dev/null
+        --workers 2 --predictions --quiet --out "$1" --tap "$2" > /dev/null
     cat "$work/time"
 }
 
@@ -34,15 +34,15 @@ echo "rep monitors wall_s monitors_cpu_s load1 events_per_monitor"
 for r in $(seq 1 "$reps"); do
     for n in 0 "$mons"; do
         out="$work/run-$r-$n"
-        mkdir -p "$out/.ipc"
+        tap="ipc://$work/tap-$r-$n"
         i=0
         while [ "$i" -lt "$n" ]; do
             /usr/bin/time -f "%U %S" -o "$work/cpu-$r-$n-$i" \
-                $py "$here/tap_bench_sub.py" "ipc://$out/.ipc/tap" 120 > "$work/sub-$r-$n-$i" &
+                $py "$here/tap_bench_sub.py" "$tap" 120 > "$work/sub-$r-$n-$i" &
             i=$((i + 1))
         done
         [ "$n" -gt 0 ] && sleep 5
-        t=$(job "$out")
+        t=$(job "$out" "$tap")
         wait
         ev=$(cat "$work"/sub-"$r"-"$n"-* 2>/dev/null | awk '{s = s $2 " "} END {print s}')
         cpu=$(cat "$work"/cpu-"$r"-"$n"-* 2>/dev/null | awk '{s += $1 + $2} END {printf "%.2f", s}')

@@ -18,10 +18,10 @@
 
 typedef struct {
     const char *data, *model, *weights, *out, *device;
-    const char *channels, *mean, *std, *normalize, *crop, *fault, *metrics_http;
+    const char *channels, *mean, *std, *normalize, *crop, *fault, *metrics_http, *tap;
     long workers, batch_size, threads, loader_threads, resize, in_channels, num_classes, limit;
     long timeout_s, worker_timeout_s, window;
-    int predictions, no_dct, verbose, quiet;
+    int predictions, no_dct, verbose, quiet, overwrite;
 } eval_opts_t;
 
 static void eval_usage(FILE *f)
@@ -32,6 +32,9 @@ static void eval_usage(FILE *f)
         "  --model ARCH          resnet18 | wideresnet\n"
         "  --weights FILE        safetensors with PyTorch state_dict names\n"
         "  --out DIR             run directory (summary.json, CSVs, report, plots, logs/)\n"
+        "  --overwrite           remove a previous run's outputs from --out first (else refused)\n"
+        "  --tap ENDPOINT        publish the live event tap there (default: the job's private\n"
+        "                        ipc folder)\n"
         "  --workers N           gpud processes (default 1)\n"
         "  --batch-size N        samples per batch, per worker as in DDP (default 64)\n"
         "  --device cpu          compute backend (default cpu)\n"
@@ -60,7 +63,7 @@ static int eval_parse(int argc, char **argv, eval_opts_t *o)
         {"normalize", 1, 0, 'N'}, {"channels", 1, 0, 'c'}, {"in-channels", 1, 0, 'i'},
         {"num-classes", 1, 0, 'n'}, {"limit", 1, 0, 'l'}, {"no-dct-scaling", 0, 0, 'x'},
         {"timeout", 1, 0, 't'}, {"worker-timeout", 1, 0, 'k'}, {"window", 1, 0, 'u'},
-        {"fault", 1, 0, 'F'}, {"metrics-http", 1, 0, 'H'}, {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'}, {"help", 0, 0, 'h'},
+        {"fault", 1, 0, 'F'}, {"metrics-http", 1, 0, 'H'}, {"overwrite", 0, 0, 'O'}, {"tap", 1, 0, 'a'}, {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     *o = (eval_opts_t){.workers = 1, .batch_size = 64, .device = "cpu", .limit = -1,
                        .worker_timeout_s = 10, .window = 2};
@@ -82,6 +85,8 @@ static int eval_parse(int argc, char **argv, eval_opts_t *o)
         case 'F': o->fault = optarg; break;
         case 'H': o->metrics_http = optarg; break;
         case 'P': o->predictions = 1; break;
+        case 'O': o->overwrite = 1; break;
+        case 'a': o->tap = optarg; break;
         case 'x': o->no_dct = 1; break;
         case 'q': o->quiet = 1; break;
         case 'v': o->verbose = 1; break;
@@ -240,7 +245,9 @@ int cmd_eval(int argc, char **argv)
     eval_opts_t o;
     if (eval_parse(argc, argv, &o) < 0)
         return 2;
-    job_cfg_t cfg = {.cmd = "eval", .out = o.out, .timeout_s = o.timeout_s, .quiet = o.quiet};
+    const char *keep[] = {o.weights};
+    job_cfg_t cfg = {.cmd = "eval", .out = o.out, .timeout_s = o.timeout_s, .quiet = o.quiet,
+                     .overwrite = o.overwrite, .keep = keep, .nkeep = 1, .tap = o.tap};
     job_t *j = job_new(&cfg);
     if (!j)
         return 1;

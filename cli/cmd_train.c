@@ -13,6 +13,7 @@
 #include "proto/event.h"
 #include "proto/proto.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,7 +217,8 @@ static int start_gpud(job_t *j, const train_opts_t *o, long rank)
     add_run_files(&a, o);
     char ring[700], name[32];
     snprintf(name, sizeof name, "ring-%ld", rank);
-    job_ipc(j, name, ring, sizeof ring);
+    if (job_ipc(j, name, ring, sizeof ring) < 0)
+        return -1;
     argv_add(&a, "--ring-bind", ring);
     argv_addf(&a, "--ring-timeout", "%ld", o->ring_timeout_s);
     long fr, fs;
@@ -307,6 +309,14 @@ static void on_event(void *arg, const ddp_event_t *ev, bool tty)
 
 static bool file_exists(const char *path) { return access(path, F_OK) == 0; }
 
+/* --resume DIR --out DIR: the run goes on in its own directory, so its
+ * files stay (cli/outdir.h is not asked). */
+static bool resumes_in_place(const train_opts_t *o)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    return o->resuming && realpath(o->resume_dir, a) && realpath(o->out, b) && strcmp(a, b) == 0;
+}
+
 /* The last line: how the run ended and where the weights are. */
 static int print_final(const train_view_t *v)
 {
@@ -382,9 +392,11 @@ int cmd_train(int argc, char **argv)
                     "(%ld optimizer steps in all)\n", o.resume.file, o.resume.epoch + 1,
                     o.resume.start_step, o.resume.steps_per_epoch, o.resume.step);
     }
+    const char *keep[] = {o.weights, o.resuming ? o.resume.file : NULL};
     job_cfg_t cfg = {.cmd = "train", .out = o.out, .timeout_s = o.timeout_s, .quiet = o.quiet,
                      .train = true, .verdict_s = o.worker_timeout_s + 15, .on_event = on_event,
-                     .arg = &v};
+                     .arg = &v, .overwrite = o.overwrite, .resume = resumes_in_place(&o),
+                     .keep = keep, .nkeep = 2, .tap = o.tap};
     job_t *j = job_new(&cfg);
     if (!j)
         return 1;

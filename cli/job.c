@@ -1,10 +1,11 @@
 #include "cli/job.h"
 
+#include "cli/ipcdir.h"
 #include "cli/launch.h"
+#include "cli/outdir.h"
 #include "common/clock.h"
 
 #include <czmq.h>
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 struct job {
     job_cfg_t cfg;
     launch_t L;
+    ipcdir_t *ipc;
     job_endpoints_t e;
     zsock_t *tap;
     bool tty;
@@ -44,42 +46,26 @@ int job_mkdir_p(const char *dir)
     return 0;
 }
 
-/* ipc:// under the run directory; a unix socket path must stay short, so
- * fall back to a private folder under /tmp for deep run directories. */
-static int pick_endpoints(const char *out, job_endpoints_t *e)
+/* The job's private ipc folder (cli/ipcdir.h) and its four endpoints; the
+ * tap at the user's --tap when given. */
+static int pick_endpoints(job_t *j)
 {
-    char abs[4096];
-    if (!realpath(out, abs))
-        snprintf(abs, sizeof abs, "%s", out);
-    if (strlen(abs) < 70)
-        snprintf(e->dir, sizeof e->dir, "%.70s/.ipc", abs);
-    else
-        snprintf(e->dir, sizeof e->dir, "/tmp/ddpipe-%d", (int)getpid());
-    if (job_mkdir_p(e->dir) < 0)
+    char err[2048];
+    if (!(j->ipc = ipcdir_new(j->cfg.out, err, sizeof err))) {
+        fprintf(stderr, "ddpipe %s: cannot create a private folder for the job's sockets (%s); "
+                "set TMPDIR to a short writable path\n", j->cfg.cmd, err);
         return -1;
-    snprintf(e->reducer, sizeof e->reducer, "ipc://%s/reducer", e->dir);
-    snprintf(e->pub, sizeof e->pub, "ipc://%s/events", e->dir);
-    snprintf(e->loader, sizeof e->loader, "ipc://%s/loader", e->dir);
-    snprintf(e->tap, sizeof e->tap, "ipc://%s/tap", e->dir);
-    return 0;
-}
-
-/* The folder is the job's own: every socket file in it goes (ring-R too). */
-static void cleanup_endpoints(const job_endpoints_t *e)
-{
-    DIR *d = opendir(e->dir);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d))) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            char path[1024];
-            snprintf(path, sizeof path, "%s/%s", e->dir, de->d_name);
-            unlink(path);
-        }
-        closedir(d);
     }
-    rmdir(e->dir);
+    job_endpoints_t *e = &j->e;
+    snprintf(e->dir, sizeof e->dir, "%s", ipcdir_path(j->ipc));
+    ipcdir_endpoint(j->ipc, "reducer", e->reducer, sizeof e->reducer);
+    ipcdir_endpoint(j->ipc, "events", e->pub, sizeof e->pub);
+    ipcdir_endpoint(j->ipc, "loader", e->loader, sizeof e->loader);
+    if (j->cfg.tap)
+        snprintf(e->tap, sizeof e->tap, "%s", j->cfg.tap);
+    else
+        ipcdir_endpoint(j->ipc, "tap", e->tap, sizeof e->tap);
+    return 0;
 }
 
 static void install_signals(void)
@@ -103,7 +89,10 @@ job_t *job_new(const job_cfg_t *cfg)
     j->cfg = *cfg;
     char logs[1024];
     snprintf(logs, sizeof logs, "%s/logs", cfg->out);
-    if (job_mkdir_p(logs) < 0 || pick_endpoints(cfg->out, &j->e) < 0) {
+    /* the previous run's outputs go (or the job is refused) before anything starts */
+    if ((!cfg->resume && outdir_prepare(cfg->cmd, cfg->out, cfg->overwrite, cfg->keep,
+                                        cfg->nkeep) < 0) ||
+        job_mkdir_p(logs) < 0 || pick_endpoints(j) < 0) {
         free(j);
         return NULL;
     }
@@ -113,7 +102,7 @@ job_t *job_new(const job_cfg_t *cfg)
     j->tap = zsock_new(ZMQ_SUB);
     if (!j->tap) {
         fprintf(stderr, "ddpipe %s: cannot create the tap socket\n", cfg->cmd);
-        cleanup_endpoints(&j->e);
+        ipcdir_destroy(&j->ipc);
         free(j);
         return NULL;
     }
@@ -131,16 +120,19 @@ void job_destroy(job_t **pj)
         return;
     launch_stop_all(&j->L, 3000);
     zsock_destroy(&j->tap);
-    cleanup_endpoints(&j->e);
+    ipcdir_destroy(&j->ipc);
     free(j);
     *pj = NULL;
 }
 
 const job_endpoints_t *job_endpoints(const job_t *j) { return &j->e; }
 
-void job_ipc(const job_t *j, const char *name, char *buf, size_t len)
+int job_ipc(job_t *j, const char *name, char *buf, size_t len)
 {
-    snprintf(buf, len, "ipc://%s/%s", j->e.dir, name);
+    if (ipcdir_endpoint(j->ipc, name, buf, len) == 0)
+        return 0;
+    fprintf(stderr, "ddpipe %s: bad ipc socket name '%s'\n", j->cfg.cmd, name);
+    return -1;
 }
 
 int job_spawn(job_t *j, const char *name, const char *prog, argv_t *a)

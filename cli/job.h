@@ -29,6 +29,14 @@ typedef void(job_event_fn)(void *arg, const ddp_event_t *ev, bool tty);
 typedef struct {
     const char *cmd;            /* "eval" | "train": names the command in messages */
     const char *out;            /* run directory */
+    /* A run directory holding a previous run's outputs (cli/outdir.h) is
+     * refused unless overwrite, which removes them first; keep lists nkeep
+     * input files (NULL entries skipped) that are never removed; resume
+     * (train --resume into the same directory) skips both. */
+    bool overwrite, resume;
+    const char *const *keep;
+    size_t nkeep;
+    const char *tap;            /* --tap endpoint for reporterd's tap; NULL: private ipc */
     long timeout_s;             /* fail the job after this long; 0: never */
     bool quiet;                 /* no progress lines */
     /* Training: a dead gpud is fatal (reducerd fails the job and names the
@@ -42,15 +50,18 @@ typedef struct {
 
 typedef struct job job_t;
 
-/* Creates OUT/logs and the ipc folder, installs the signal handlers and
- * subscribes to the tap. NULL with the reason printed. */
+/* Clears (or refuses) a previous run's outputs in OUT, creates OUT/logs
+ * and the private ipc folder (cli/ipcdir.h), installs the signal handlers
+ * and subscribes to the tap. NULL with the reason printed. */
 job_t *job_new(const job_cfg_t *cfg);
-/* Stops whatever still runs (SIGTERM, then SIGKILL), removes the sockets. */
+/* Stops whatever still runs (SIGTERM, then SIGKILL), removes the sockets
+ * it handed out and the ipc folder. */
 void job_destroy(job_t **pj);
 
 const job_endpoints_t *job_endpoints(const job_t *j);
-/* "ipc://DIR/NAME" in the job's private socket folder (e.g. "ring-1"). */
-void job_ipc(const job_t *j, const char *name, char *buf, size_t len);
+/* "ipc://DIR/NAME" in the job's private socket folder (e.g. "ring-1"; at
+ * most IPCDIR_NAME_MAX characters); removed by job_destroy. 0 or -1. */
+int job_ipc(job_t *j, const char *name, char *buf, size_t len);
 /* Starts bindir/prog logging to OUT/logs/NAME.log; frees a. 0 or -1. */
 int job_spawn(job_t *j, const char *name, const char *prog, argv_t *a);
 

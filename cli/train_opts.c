@@ -51,6 +51,8 @@ static void train_usage(FILE *f)
         "run\n"
         "  --out DIR               run directory: metrics.csv, plots, checkpoint.safetensors,\n"
         "                          model.safetensors (final weights), logs/\n"
+        "  --overwrite             remove a previous run's outputs from --out first (else\n"
+        "                          refused; --resume into the same --out keeps them)\n"
         "  --resume DIR            continue from DIR/checkpoint.safetensors\n"
         "  --checkpoint-every N    checkpoint after every N epochs (default 1)\n"
         "  --device cpu            compute backend (default cpu)\n"
@@ -60,6 +62,7 @@ static void train_usage(FILE *f)
         "  --worker-timeout S      declare a silent worker dead after S seconds (default 10)\n"
         "  --ring-timeout S        all-reduce peer timeout (default 60)\n"
         "  --metrics-http H:P      Prometheus metrics at http://H:P/metrics\n"
+        "  --tap ENDPOINT          publish the live event tap there (default: private ipc)\n"
         "  --quiet | --verbose\n"
         "test hooks\n"
         "  --fault RANK:STEP       gpud RANK kills itself before optimizer step STEP\n");
@@ -72,7 +75,7 @@ enum {
     O_IN_CH, O_NCLASS, O_LIMIT, O_WINDOW, O_SEED, O_PATIENCE, O_CKPT_EVERY, O_STEP_SIZE,
     O_TIMEOUT, O_WTIMEOUT, O_RTIMEOUT, O_TMAX, O_LR, O_MOMENTUM, O_WD, O_DAMP, O_EPS, O_GAMMA,
     O_ETA_MIN, O_WARMUP, O_WARMUP_SF, O_SMOOTH, O_TARGET, O_ROTATE, O_NESTEROV, O_SYNC_BN,
-    O_GRAD_AVG, O_VERBOSE, O_QUIET, O_HELP
+    O_GRAD_AVG, O_VERBOSE, O_QUIET, O_HELP, O_OVERWRITE, O_TAP
 };
 
 static const struct option s_longopts[] = {
@@ -97,7 +100,8 @@ static const struct option s_longopts[] = {
     {"label-smoothing", 1, 0, O_SMOOTH}, {"target-accuracy", 1, 0, O_TARGET},
     {"rotate", 1, 0, O_ROTATE}, {"nesterov", 0, 0, O_NESTEROV}, {"sync-bn", 0, 0, O_SYNC_BN},
     {"grad-averaging", 0, 0, O_GRAD_AVG}, {"verbose", 0, 0, O_VERBOSE}, {"quiet", 0, 0, O_QUIET},
-    {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+    {"help", 0, 0, O_HELP}, {"overwrite", 0, 0, O_OVERWRITE}, {"tap", 1, 0, O_TAP},
+    {0, 0, 0, 0}};
 
 /* String-valued flags: where each one goes. */
 static const char **str_slot(train_opts_t *o, int c)
@@ -117,6 +121,7 @@ static const char **str_slot(train_opts_t *o, int c)
     case O_CROP: return &o->crop;
     case O_FAULT: return &o->fault;
     case O_HTTP: return &o->metrics_http;
+    case O_TAP: return &o->tap;
     case O_OPTIM: return &o->optimizer;
     case O_SCHED: return &o->lr_schedule;
     case O_AUGMENT: return &o->augment;
@@ -193,6 +198,7 @@ static int parse_one(train_opts_t *o, int c, const char *v)
     case O_GRAD_AVG: o->grad_averaging = true; return 0;
     case O_VERBOSE: o->verbose = true; return 0;
     case O_QUIET: o->quiet = true; return 0;
+    case O_OVERWRITE: o->overwrite = true; return 0;
     default: return -1;
     }
 }

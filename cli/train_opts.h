@@ -20,14 +20,14 @@ typedef struct {
 
 typedef struct {
     const char *data, *val, *model, *weights, *out, *device, *resume_dir;
-    const char *channels, *mean, *std, *normalize, *crop, *fault, *metrics_http;
+    const char *channels, *mean, *std, *normalize, *crop, *fault, *metrics_http, *tap;
     const char *optimizer, *lr_schedule, *augment, *betas, *freeze, *freeze_bn;
     long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
     long timeout_s, worker_timeout_s, ring_timeout_s, t_max, warmup_epochs;
     double lr, momentum, weight_decay, dampening, eps, gamma, eta_min;
     double warmup_start_factor, label_smoothing, target_accuracy, rotate;
-    bool nesterov, sync_bn, grad_averaging, verbose, quiet;
+    bool nesterov, sync_bn, grad_averaging, verbose, quiet, overwrite;
     bool set_batch, set_global, set_lr, set_momentum, set_wd, set_seed, set_dampening, set_eps;
     bool set_warmup_sf, set_gamma, set_eta_min, set_t_max, set_step_size, set_rotate;
     long val_batch;             /* validation batch per worker */

@@ -62,14 +62,18 @@ def jpeg_folder(count=997):
     return out
 
 
-def eval_cmd(data, out, workers=1, batch=64, extra=(), model_args=None):
+def eval_cmd(data, out, workers=1, batch=64, extra=(), model_args=None, overwrite=True):
+    """overwrite: tests rerun into their run directories (--overwrite clears
+    the previous outputs; test_rundir.py checks the refusal without it)."""
     return [os.path.join(BIN, "ddpipe"), "eval", "--data", data, "--out", out,
             "--workers", str(workers), "--batch-size", str(batch), "--threads", "1",
-            "--quiet"] + list(model_args if model_args is not None else WRN_ARGS) + list(extra)
+            "--quiet"] + (["--overwrite"] if overwrite else []) + list(
+                model_args if model_args is not None else WRN_ARGS) + list(extra)
 
 
-def run_eval(data, out, workers=1, batch=64, extra=(), model_args=None, timeout=180, expect_rc=0):
-    cmd = eval_cmd(data, out, workers, batch, extra, model_args)
+def run_eval(data, out, workers=1, batch=64, extra=(), model_args=None, timeout=180, expect_rc=0,
+             overwrite=True):
+    cmd = eval_cmd(data, out, workers, batch, extra, model_args, overwrite)
     t0 = time.time()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=timeout)
@@ -186,9 +190,11 @@ def idx_subset(split, first, count):
     return "idx:" + out
 
 
-def train_cmd(data, out, workers=1, extra=(), val=None, model_args=None):
+def train_cmd(data, out, workers=1, extra=(), val=None, model_args=None, overwrite=True):
     cmd = [os.path.join(BIN, "ddpipe"), "train", "--data", data, "--out", out,
            "--workers", str(workers), "--threads", "1", "--loader-threads", "1"]
+    if overwrite:
+        cmd.append("--overwrite")
     if val:
         cmd += ["--val", val]
     return cmd + list(model_args if model_args is not None else TRAIN_MODEL) + list(extra)
@@ -204,8 +210,9 @@ def _logs(out, lines=30):
     return text
 
 
-def run_train(data, out, workers=1, extra=(), val=None, model_args=None, timeout=300, expect_rc=0):
-    cmd = train_cmd(data, out, workers, extra, val, model_args)
+def run_train(data, out, workers=1, extra=(), val=None, model_args=None, timeout=300, expect_rc=0,
+              overwrite=True):
+    cmd = train_cmd(data, out, workers, extra, val, model_args, overwrite)
     t0 = time.time()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
     dt = time.time() - t0
