@@ -248,7 +248,7 @@ int dispatch_reap(dispatch_t *self, int64_t now_ms)
             size_t before = self->n_requeue;
             requeue_worker(self, w);
             log_warn("worker %s has not answered a batch for %lld ms (heartbeats do not count): "
-                     "dropped, %zu batches re-queued to the others", wk->name, (long long)waited,
+                     "declared dead, %zu batches re-queued to the others", wk->name, (long long)waited,
                      self->n_requeue - before);
             died++;
             continue;
