@@ -18,6 +18,7 @@ typedef struct {
     bool dead;
     uint64_t results;          /* samples received from this peer */
     char ring[DDP_MAX_EP];     /* gpud --train: its all-reduce endpoint (JOIN ring) */
+    bool told_classes;         /* the class-mismatch hint went to the event log once */
 } peer_t;
 
 typedef struct peers peers_t;

@@ -54,6 +54,7 @@ typedef struct {
     uint64_t rejected_results; /* RESULTs refused (of stats.rejected) */
     char first_reject[320];    /* the first and the latest refused RESULT of a joined */
     char last_reject[320];     /* rank, for the stall message */
+    char class_hint[512];      /* the latest out-of-range class refusal */
     /* by phase: an eval job uses the one its plan names; training keeps
      * the current epoch's [DDP_PHASE_TRAIN] and [DDP_PHASE_EVAL] */
     slot_t *slot[2];

@@ -473,7 +473,10 @@ static void judge_result(reducer_t *r, peer_t *p, ddp_result_t *res)
     }
     if (!classes_fit(s, res, why, sizeof why)) {
         refuse_result(r, p->name, res, why);
-        publish_log(r, "error", "%s", why);
+        if (!p->told_classes)   /* once per peer: the hint, not a flood */
+            publish_log(r, "error", "%s", why);
+        p->told_classes = true;
+        snprintf(r->class_hint, sizeof r->class_hint, "%s", why);
         ask_reissue(r, res, why);
     } else {
         count_result(r, s, p, res, labels);
@@ -727,6 +730,30 @@ static void stalled(reducer_t *r)
     finish(r, 1, why);
 }
 
+/* Every live worker had its answers refused for classes outside the
+ * dataset's and nothing moved for --worker-timeout: a model/dataset
+ * mismatch, not noise; no worker is left whose answers can count (loaderd
+ * gives refused workers no more batches), so waiting would only hang. A
+ * worker refused while others count changes nothing. */
+static void check_refused_workers(reducer_t *r, int64_t now)
+{
+    int live = 0, refused = 0;
+    for (int i = 0; i < peers_count(r->peers); i++) {
+        peer_t *p = peers_at(r->peers, i);
+        if (p->role == DDP_ROLE_GPUD && !p->dead) {
+            live++;
+            refused += p->told_classes;
+        }
+    }
+    if (live == 0 || refused < live || now - r->last_activity_ms <= r->o.worker_timeout_s * 1000)
+        return;
+    char why[1024];
+    snprintf(why, sizeof why, "every worker's answers were refused (%d of %d): %s", refused, live,
+             r->class_hint);
+    log_error("%s", why);
+    finish(r, 1, why);
+}
+
 static void tick(reducer_t *r, int64_t now)
 {
     if (now - r->last_progress_ms >= 1000) {
@@ -740,6 +767,8 @@ static void tick(reducer_t *r, int64_t now)
         train_tick(r);
     else if (!r->finished && s && slot_complete(s) && reporter_listening(r))
         finish(r, 0, "all samples accounted for");
+    if (!r->finished)
+        check_refused_workers(r, now);
     if (!r->finished && r->o.stall_timeout_s > 0 &&
         now - r->last_activity_ms > r->o.stall_timeout_s * 1000)
         stalled(r);
