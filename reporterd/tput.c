@@ -34,7 +34,8 @@ void tput_destroy(tput_t **self_p)
 
 size_t tput_points(const tput_t *self) { return self->n; }
 
-int tput_add(tput_t *self, const ev_progress_t *p, double now_s)
+/* Room for one more point. 0 or -1. */
+static int s_grow(tput_t *self)
 {
     if (self->n == self->cap) {
         size_t cap = self->cap ? self->cap * 2 : 256;
@@ -43,6 +44,23 @@ int tput_add(tput_t *self, const ev_progress_t *p, double now_s)
             return -1;
         self->pts = bigger;
         self->cap = cap;
+    }
+    return 0;
+}
+
+int tput_add(tput_t *self, const ev_progress_t *p, double now_s)
+{
+    if (s_grow(self) != 0)
+        return -1;
+    if (self->n == 0 && p->elapsed_s > 0 && p->elapsed_s <= now_s) {
+        /* The plan's arrival is the curve's origin (nothing done by any
+         * rank yet): a job shorter than one progress tick still has a rate,
+         * however fast the machine. Only for the first plan: per-rank
+         * counts run on over a job's later plans. */
+        self->t0 = now_s - p->elapsed_s;
+        self->pts[self->n++] = (tpoint_t){.epoch = p->epoch, .phase = p->phase};
+        if (s_grow(self) != 0)
+            return -1;
     }
     if (self->n == 0)
         self->t0 = now_s;
@@ -78,6 +96,7 @@ static size_t s_window_start(const tput_t *self, size_t i)
 /* rank < 0: the whole job. */
 static int s_series(const tput_t *self, plot_t *p, int rank, const char *name)
 {
+    /* n - 1 windows plus the first one's start */
     double *x = malloc(self->n * sizeof(double)), *y = malloc(self->n * sizeof(double));
     size_t k = 0;
     if (!x || !y) {
@@ -93,9 +112,15 @@ static int s_series(const tput_t *self, plot_t *p, int rank, const char *name)
             continue;
         uint64_t c0 = rank < 0 ? a->done : a->rank_done[rank];
         uint64_t c1 = rank < 0 ? b->done : b->rank_done[rank];
+        double rate = c1 >= c0 ? (double)(c1 - c0) / dt : 0;
+        if (k == 0) {
+            /* the first window's rate from its start, so that even two
+             * points (origin and end) draw a line */
+            x[k] = a->t;
+            y[k++] = rate;
+        }
         x[k] = b->t;
-        y[k] = c1 >= c0 ? (double)(c1 - c0) / dt : 0;
-        k++;
+        y[k++] = rate;
     }
     int rc = k ? plot_add_series(p, name, x, y, k) : 0;
     free(x);

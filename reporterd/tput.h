@@ -3,7 +3,8 @@
  *
  * Each progress event is one point: the time it arrived (the reporter's
  * clock), the (epoch, phase) it belongs to, samples done and the per-rank
- * result counts. A rate at point i is (count_i - count_j) / (t_i - t_j)
+ * result counts. The first event's elapsed_s adds the plan's arrival as an
+ * origin point (nothing done), so any job has a curve. A rate at point i is (count_i - count_j) / (t_i - t_j)
  * with j the point TPUT_WINDOW_S seconds earlier (or the first point of
  * the same epoch and phase), so a slow run with few batches per second
  * does not saw-tooth between 0 and a burst. */

@@ -93,6 +93,41 @@ static void test_tput(void)
     tput_destroy(&t);
 }
 
+/* A job shorter than one progress tick: its only event (elapsed_s since
+ * the plan) still gives a curve from the plan's arrival, per rank too. */
+static void test_tput_one_event(void)
+{
+    tput_t *t = tput_new();
+    uint64_t ranks[2] = {300, 700};
+    ev_progress_t p = {.done = 1000, .total = 1000, .elapsed_s = 0.5, .nranks = 2,
+                       .rank_done = ranks};
+    CHECK(tput_add(t, &p, 100.0) == 0);
+    CHECK(tput_points(t) == 2);
+    plot_t *pl = plot_new("Throughput", "s", "images/s");
+    CHECK(tput_plot(t, pl) == 0);
+    char path[512], why[256];
+    snprintf(path, sizeof path, "%s/tput1.svg", s_dir);
+    CHECK(plot_write_svg(pl, path, 800, 500, why, sizeof why) == 0);
+    FILE *f = fopen(path, "r");
+    char *svg = calloc(1, 1 << 20);
+    CHECK(f && svg && fread(svg, 1, (1 << 20) - 1, f) > 0);
+    if (f)
+        fclose(f);
+    /* tab10's first three colours: "all workers", rank 0, rank 1; each a
+     * legend line and a curve */
+    const char *colours[] = {"stroke:rgb(12.2%,46.7%,70.6%);", "stroke:rgb(100%,49.8%,5.5%);",
+                             "stroke:rgb(17.3%,62.7%,17.3%);"};
+    for (int c = 0; c < 3; c++) {
+        int n = 0;
+        for (const char *q = svg; (q = strstr(q, colours[c])) != NULL; q++)
+            n++;
+        CHECK(n >= 2);
+    }
+    free(svg);
+    plot_destroy(&pl);
+    tput_destroy(&t);
+}
+
 static zmsg_t *s_msg(const char *topic, const char *body)
 {
     zmsg_t *m = zmsg_new();
@@ -194,6 +229,7 @@ int main(int argc, char **argv)
         return 1;
     test_charts();
     test_tput();
+    test_tput_one_event();
     test_tapcache();
     test_promstate();
     plot_shutdown();
