@@ -614,7 +614,7 @@ static int s_throughput(rundir_t *self, char *why, size_t whylen)
         return s_throughput_epochs(self, why, whylen);
     if (tput_points(self->tput) < 2)
         return s_figure(self, "throughput", "Throughput", "images/s", ips, 1, true, why, whylen);
-    plot_t *p = plot_new("Throughput", "seconds since the first progress report", "images/s");
+    plot_t *p = plot_new("Throughput", "seconds since the plan", "images/s");
     int rc = -1;
     if (!p || tput_plot(self->tput, p) != 0)
         snprintf(why, whylen, "out of memory for plot throughput");
