@@ -116,6 +116,14 @@ else:
     print("planted /tmp/ddpipe-PID and OUT/.ipc symlinks: untouched, victim intact", flush=True)
 victim_ok("after every run")
 
+# --tap puts the tap where asked: the CLI's own progress lines come from it
+tap = "ipc://%s/mytap" % wd
+cmd = [a for a in eval_cmd(data, os.path.join(wd, "tap"), 1, 64, LIMIT + ["--tap", tap]) if a != "--quiet"]
+p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+check(p.returncode == 0 and "300/300" in p.stderr,
+      "--tap %s: exit %d, no final progress line from the tap:\n%s" % (tap, p.returncode, p.stderr))
+print("--tap: progress came through %s" % tap, flush=True)
+
 # ---- stale outputs ---------------------------------------------------------
 out = os.path.join(wd, "stale")
 run_eval(data, out, 1, 64, LIMIT, overwrite=False)
