@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,8 @@ struct ipcdir {
 };
 
 /* Appends "; what" to ERR (every candidate's reason ends up there). */
-static void note(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
+__attribute__((format(printf, 3, 4)))
+static void note(char *err, size_t errlen, const char *fmt, ...)
 {
     size_t used = strlen(err);
     if (used + 3 >= errlen)
@@ -25,7 +27,10 @@ static void note(char *err, size_t errlen, const char *fmt, const char *a, const
     if (used)
         strcat(err, "; ");
     used = strlen(err);
-    snprintf(err + used, errlen - used, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + used, errlen - used, fmt, ap);
+    va_end(ap);
 }
 
 /* mkdtemp under BASE with the leaf LEAF ("ddpipe-XXXXXX"); 0 when made and
@@ -33,13 +38,13 @@ static void note(char *err, size_t errlen, const char *fmt, const char *a, const
 static int try_base(ipcdir_t *d, const char *base, const char *leaf, char *err, size_t errlen)
 {
     if (base[0] != '/') {
-        note(err, errlen, "%s%s: not an absolute path", base, "");
+        note(err, errlen, "%s: not an absolute path", base);
         return -1;
     }
     int n = snprintf(d->path, sizeof d->path, "%s%s%s", base,
                      base[strlen(base) - 1] == '/' ? "" : "/", leaf);
     if (n < 0 || (size_t)n + 1 + IPCDIR_NAME_MAX > IPCDIR_PATH_MAX) {
-        note(err, errlen, "%s: too long for socket paths (%s)", base, "over 100 bytes");
+        note(err, errlen, "%s: too long for socket paths (over %d bytes)", base, IPCDIR_PATH_MAX);
         return -1;
     }
     int pfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
