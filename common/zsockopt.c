@@ -1,6 +1,7 @@
 #include "common/zsockopt.h"
 
 #include "common/log.h"
+#include "common/zsecurity.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -80,6 +81,10 @@ zsock_t *zs_bind(int type, const char *endpoint, const char *what)
     set_common(s);
     if (type == ZMQ_ROUTER)
         zsock_set_router_mandatory(s, 0);
+    if (zs_secure_server(s, endpoint, what) < 0) {
+        zsock_destroy(&s);
+        return NULL;
+    }
     if (zsock_bind(s, "%s", endpoint) < 0) {
         log_error("cannot bind the %s socket to %s: %s (is another ddpipe job using it? "
                   "pick another endpoint)", what, endpoint, zmq_strerror(zmq_errno()));
@@ -99,6 +104,10 @@ zsock_t *zs_connect(int type, const char *endpoint, const char *what, const char
     set_common(s);
     if (identity)
         zsock_set_identity(s, identity);
+    if (zs_secure_client(s, endpoint, what) < 0) {
+        zsock_destroy(&s);
+        return NULL;
+    }
     if (zsock_connect(s, "%s", endpoint) < 0) {
         log_error("cannot connect the %s socket to %s: %s (check the endpoint syntax, "
                   "e.g. tcp://host:5555)", what, endpoint, zmq_strerror(zmq_errno()));

@@ -1,4 +1,5 @@
 /* zsockopt — socket setup shared by the daemons: linger, HWM, timeouts,
+ * transport security (zsecurity: CURVE on tcp, the loopback rule),
  * and endpoint checks with operator-facing errors. */
 #ifndef DDP_ZSOCKOPT_H
 #define DDP_ZSOCKOPT_H

@@ -1,5 +1,8 @@
 #include "gpud/daemon_allreduce.h"
 
+#include "common/log.h"
+#include "common/zsecurity.h"
+
 #include <czmq.h>
 #include <errno.h>
 #include <stdint.h>
@@ -14,6 +17,9 @@ struct allreduce {
     float *scratch;
     size_t scratch_cap;
     int (*cancelled)(void);
+    uint64_t dropped;          /* frames that were not the chunk expected */
+    uint64_t held;             /* drops not logged since the last line */
+    int64_t last_log_ms;       /* rate limit of the drop lines */
 };
 
 typedef struct {
@@ -45,6 +51,11 @@ allreduce_t *allreduce_bind(const char *bind_ep, char *resolved, size_t resolved
         return NULL;
     }
     zsock_set_rcvhwm(self->pull, 0);
+    if (zs_secure_server(self->pull, bind_ep, "gradient ring") < 0) {
+        snprintf(err, errlen, "allreduce: %s cannot be served (see the error above)", bind_ep);
+        allreduce_destroy(&self);
+        return NULL;
+    }
     /* zmq_bind, not zsock_bind: czmq gives ":*" / ":!" port forms its own
      * meaning; libzmq picks a free port for ":0" or ":*" and reports it in
      * ZMQ_LAST_ENDPOINT */
@@ -101,6 +112,12 @@ int allreduce_connect(allreduce_t *self, int rank, int world, const char *next_e
     }
     zsock_set_linger(self->push, 1000);
     zsock_set_sndhwm(self->push, 0);
+    if (zs_secure_client(self->push, next_ep, "gradient ring") < 0) {
+        snprintf(err, errlen, "allreduce: cannot secure the connection to rank %d at %s",
+                 (rank + 1) % world, next_ep);
+        zsock_destroy(&self->push);
+        return -1;
+    }
     if (zmq_connect(zsock_resolve(self->push), next_ep) < 0) {
         snprintf(err, errlen, "allreduce: cannot connect to rank %d at %s: %s", (rank + 1) % world,
                  next_ep, zmq_strerror(zmq_errno()));
@@ -144,6 +161,11 @@ int allreduce_world(const allreduce_t *self)
     return self->world;
 }
 
+uint64_t allreduce_dropped(const allreduce_t *self)
+{
+    return self->dropped;
+}
+
 void allreduce_destroy(allreduce_t **self)
 {
     if (!self || !*self)
@@ -169,13 +191,12 @@ static int send_chunk(allreduce_t *self, uint32_t step, int c, const float *data
     return 0;
 }
 
-/* Waits for a chunk in slices, so a cancel (a signal) ends the wait within
- * 100 ms instead of after the whole timeout. */
-static int wait_readable(allreduce_t *self, void *s, int prev, uint32_t step, int timeout_ms,
-                         char *err, size_t errlen)
+/* Waits for a message until deadline (zclock_mono ms), in slices, so a
+ * cancel (a signal) ends the wait within 100 ms instead of at the deadline. */
+static int wait_readable(allreduce_t *self, void *s, int prev, uint32_t step, int64_t deadline,
+                         int timeout_ms, char *err, size_t errlen)
 {
     zmq_pollitem_t item = {.socket = s, .events = ZMQ_POLLIN};
-    int64_t deadline = zclock_mono() + (timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
         if (self->cancelled && self->cancelled()) {
             snprintf(err, errlen, "allreduce: interrupted while waiting for rank %d (step %u)",
@@ -194,50 +215,119 @@ static int wait_readable(allreduce_t *self, void *s, int prev, uint32_t step, in
         if (left <= 0)
             break;
     }
-    snprintf(err, errlen, "allreduce: rank %d sent nothing for %d ms (step %u): is it dead? "
-             "(a dead rank ends the job; resume from the last checkpoint)", prev, timeout_ms, step);
+    snprintf(err, errlen, "allreduce: rank %d sent nothing valid for %d ms (step %u): is it "
+             "dead? (a dead rank ends the job; resume from the last checkpoint)", prev,
+             timeout_ms, step);
     return -1;
 }
 
-/* Receives the expected chunk into self->scratch; checks every header field. */
+/* A dropped frame: counted always, logged at most once per 10 s (with the
+ * count held back), so garbage can neither kill the job nor flood the log. */
+static void note_drop(allreduce_t *self, zmq_msg_t *first, const char *why)
+{
+    self->dropped++;
+    int64_t now = zclock_mono();
+    if (self->last_log_ms && now - self->last_log_ms < 10000) {
+        self->held++;
+        return;
+    }
+    const char *peer = first ? zmq_msg_gets(first, "Peer-Address") : NULL;
+    log_warn("gradient ring: dropped a frame from %s: %s (%llu dropped so far, %llu not logged "
+             "since the last line); a stranger or a rank of another job is pushing into this "
+             "ring's endpoint", peer ? peer : "a peer", why, (unsigned long long)self->dropped,
+             (unsigned long long)self->held);
+    self->held = 0;
+    self->last_log_ms = now;
+}
+
+/* One whole message: its first two frames in hdr and body (initialised
+ * here, closed by the caller), the rest drained. The number of frames, or
+ * -1 on a socket error. */
+static int recv_message(void *s, zmq_msg_t *hdr, zmq_msg_t *body)
+{
+    zmq_msg_init(hdr);
+    zmq_msg_init(body);
+    if (zmq_msg_recv(hdr, s, ZMQ_DONTWAIT) < 0)
+        return -1;
+    int frames = 1;
+    if (zmq_msg_more(hdr)) {
+        if (zmq_msg_recv(body, s, 0) < 0)
+            return -1;
+        frames++;
+        zmq_msg_t extra;
+        zmq_msg_init(&extra);
+        int more = zmq_msg_more(body);
+        while (more && zmq_msg_recv(&extra, s, 0) >= 0) {
+            frames++;
+            more = zmq_msg_more(&extra);
+        }
+        zmq_msg_close(&extra);
+        if (more)
+            return -1;
+    }
+    return frames;
+}
+
+/* Is this message exactly the chunk expected? Sizes first, then the header
+ * (copied out of the frame only once its size is right). */
+static int check_chunk(const allreduce_t *self, int frames, zmq_msg_t *hdr, zmq_msg_t *body,
+                       uint32_t step, int c, size_t count, char *why, size_t len)
+{
+    if (frames != 2 || zmq_msg_size(hdr) != sizeof(chunk_hdr_t)) {
+        snprintf(why, len, "%d frame(s), header of %zu bytes, want 2 frames and a %zu-byte "
+                 "header", frames, zmq_msg_size(hdr), sizeof(chunk_hdr_t));
+        return -1;
+    }
+    chunk_hdr_t h;
+    memcpy(&h, zmq_msg_data(hdr), sizeof h);
+    if (h.op != self->op || h.step != step || h.chunk != (uint32_t)c || h.count != count ||
+        zmq_msg_size(body) != count * sizeof(float)) {
+        snprintf(why, len, "op %llu step %u chunk %u of %llu floats (%zu bytes), want op %llu "
+                 "step %u chunk %d of %zu floats", (unsigned long long)h.op, h.step, h.chunk,
+                 (unsigned long long)h.count, zmq_msg_size(body), (unsigned long long)self->op,
+                 step, c, count);
+        return -1;
+    }
+    return 0;
+}
+
+/* Receives the expected chunk into self->scratch. Anything else that arrives
+ * (garbage, a foreign or stale frame) is dropped and the wait goes on, but
+ * never past the one deadline: junk cannot extend the timeout. */
 static int recv_chunk(allreduce_t *self, uint32_t step, int c, size_t count, int timeout_ms,
                       char *err, size_t errlen)
 {
     int prev = (self->rank + self->world - 1) % self->world;
     void *s = zsock_resolve(self->pull);
-    if (wait_readable(self, s, prev, step, timeout_ms, err, errlen) < 0)
-        return -1;
-    chunk_hdr_t h;
-    int more = 0;
-    size_t more_size = sizeof more;
-    int got = zmq_recv(s, &h, sizeof h, 0);
-    zmq_getsockopt(s, ZMQ_RCVMORE, &more, &more_size);
-    if (got != (int)sizeof h || !more) {
-        snprintf(err, errlen, "allreduce: malformed chunk header from rank %d (%d bytes)", prev, got);
-        while (more && zmq_recv(s, NULL, 0, 0) >= 0 &&
-               zmq_getsockopt(s, ZMQ_RCVMORE, &more, &more_size) == 0)
-            ;
-        return -1;
-    }
-    zmq_msg_t body;
-    zmq_msg_init(&body);
-    if (zmq_msg_recv(&body, s, 0) < 0) {
-        snprintf(err, errlen, "allreduce: receiving from rank %d: %s", prev, zmq_strerror(zmq_errno()));
+    int64_t deadline = zclock_mono() + (timeout_ms > 0 ? timeout_ms : 0);
+    for (;;) {
+        if (wait_readable(self, s, prev, step, deadline, timeout_ms, err, errlen) < 0)
+            return -1;
+        zmq_msg_t hdr, body;
+        int frames = recv_message(s, &hdr, &body);
+        if (frames < 0 && zmq_errno() == EAGAIN) {   /* a poll wake-up without a message */
+            zmq_msg_close(&hdr);
+            zmq_msg_close(&body);
+            continue;
+        }
+        if (frames < 0) {
+            snprintf(err, errlen, "allreduce: receiving from rank %d: %s", prev,
+                     zmq_strerror(zmq_errno()));
+            zmq_msg_close(&hdr);
+            zmq_msg_close(&body);
+            return -1;
+        }
+        char why[256];
+        int ok = check_chunk(self, frames, &hdr, &body, step, c, count, why, sizeof why) == 0;
+        if (ok)
+            memcpy(self->scratch, zmq_msg_data(&body), count * sizeof(float));
+        else
+            note_drop(self, &hdr, why);
+        zmq_msg_close(&hdr);
         zmq_msg_close(&body);
-        return -1;
+        if (ok)
+            return 0;
     }
-    int bad = h.op != self->op || h.step != step || h.chunk != (uint32_t)c || h.count != count ||
-              zmq_msg_size(&body) != count * sizeof(float) || zmq_msg_more(&body);
-    if (bad) {
-        snprintf(err, errlen, "allreduce: rank %d sent op %llu step %u chunk %u of %llu floats "
-                 "(%zu bytes), want op %llu step %u chunk %d of %zu: ranks out of step",
-                 prev, (unsigned long long)h.op, h.step, h.chunk, (unsigned long long)h.count,
-                 zmq_msg_size(&body), (unsigned long long)self->op, step, c, count);
-    } else {
-        memcpy(self->scratch, zmq_msg_data(&body), count * sizeof(float));
-    }
-    zmq_msg_close(&body);
-    return bad ? -1 : 0;
 }
 
 static int ensure_scratch(allreduce_t *self, size_t n)

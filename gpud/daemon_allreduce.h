@@ -6,12 +6,17 @@
  * (chunk c is summed x[c] + x[c+1] + ... around the ring), so a result is
  * deterministic for a given world size and every rank ends with the same
  * bytes. Every chunk travels with (op, step, chunk, count) and is checked on
- * receipt; a peer silent for longer than the timeout fails the operation with
+ * receipt, sizes before anything is read: a frame that is not exactly the
+ * chunk expected (garbage, a foreign or stale frame) is logged (rate-limited),
+ * counted and dropped, and the wait goes on until the real chunk comes or the
+ * timeout, which junk never extends. tcp endpoints follow zsecurity (CURVE
+ * with --curve-dir, the loopback rule without). A peer silent for longer than the timeout fails the operation with
  * a message naming it, so a dead rank never hangs the job.
  */
 #ifndef DDP_GPUD_ALLREDUCE_H
 #define DDP_GPUD_ALLREDUCE_H
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct allreduce allreduce_t;
 
@@ -46,9 +51,11 @@ void allreduce_destroy(allreduce_t **self);
  * the ring timeout). NULL: only the timeout ends a wait. */
 void allreduce_set_cancel(allreduce_t *self, int (*cancelled)(void));
 /* In place: data becomes the element-wise sum over all ranks. 0, or -1 with
- * a reason (timeout, interrupted, malformed chunk, socket error). A failed
+ * a reason (timeout, interrupted, socket error). A failed
  * operation leaves the ring out of step: the job cannot continue with it. */
 int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char *err, size_t errlen);
+/* Frames dropped so far because they were not the chunk expected. */
+uint64_t allreduce_dropped(const allreduce_t *self);
 /* This rank's ring position: allreduce_rank is -1 before allreduce_connect. */
 int allreduce_rank(const allreduce_t *self);
 int allreduce_world(const allreduce_t *self);

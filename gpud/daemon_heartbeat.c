@@ -1,6 +1,7 @@
 #include "gpud/daemon_heartbeat.h"
 
 #include "common/log.h"
+#include "common/zsecurity.h"
 #include "proto/proto.h"
 
 #include <string.h>
@@ -33,8 +34,16 @@ static void heartbeat_actor(zsock_t *pipe, void *argp)
         zsock_set_sndtimeo(reducer, 0);
         zsock_set_identity(loader, id);
         zsock_set_identity(reducer, id);
-        zsock_connect(loader, "%s", a->loader);
-        zsock_connect(reducer, "%s", a->reducer);
+        /* CURVE on tcp as every other socket (zsecurity); a beat that
+         * cannot go out is only logged: the main sockets carry the job */
+        if (zs_secure_client(loader, a->loader, "heartbeat") < 0 ||
+            zs_secure_client(reducer, a->reducer, "heartbeat") < 0 ||
+            zsock_connect(loader, "%s", a->loader) < 0 ||
+            zsock_connect(reducer, "%s", a->reducer) < 0) {
+            log_error("heartbeats cannot be sent to %s and %s: %s", a->loader, a->reducer,
+                      zmq_strerror(zmq_errno()));
+            zsock_destroy(&loader);
+        }
     }
     zpoller_t *poller = zpoller_new(pipe, NULL);
     zsock_signal(pipe, 0);
