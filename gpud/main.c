@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/zsecurity.h"
 #include "common/zsockopt.h"
 #include "gpud/daemon_allreduce.h"
 #include "gpud/daemon_heartbeat.h"
@@ -138,7 +139,8 @@ static void usage(FILE *f)
             "  --save-weights FILE    rank 0 writes the final weights (loadable by --weights)\n"
             "  --resume FILE          continue from a checkpoint (every rank)\n"
             "  --global-batch-size G  recorded in checkpoints (default: inferred)\n"
-            "  --fault-at-step S      test hook: SIGKILL before train step S\n");
+            "  --fault-at-step S      test hook: SIGKILL before train step S\n"
+            ZS_SECURITY_USAGE);
 }
 
 static int parse_floats(const char *name, const char *v, float *out, int *set)
@@ -991,6 +993,8 @@ int main(int argc, char **argv)
     gpud_t g;
     memset(&g, 0, sizeof g);
     g.rank = -1;
+    if (zs_security_args(&argc, argv) < 0)
+        return 2;
     if (parse(argc, argv, &g.o) < 0)
         return 2;
     settle_normalisation(&g.o);

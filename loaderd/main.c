@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/zsecurity.h"
 #include "common/zsockopt.h"
 #include "loaderd/daemon_loader.h"
 #include "proto/ratelog.h"
@@ -52,7 +53,8 @@ static void usage(FILE *f)
             "  --augment none|flip|crop-flip  (default crop-flip, none for idx:)\n"
             "  --rotate DEG         RandomRotation((-DEG, DEG)) after the other transforms\n"
             "  --start-epoch E      resume: first epoch (default 0)\n"
-            "  --start-step K       resume: first global step of the first epoch (default 0)\n");
+            "  --start-step K       resume: first global step of the first epoch (default 0)\n"
+            ZS_SECURITY_USAGE);
 }
 
 static int parse_crop(const char *v, transform_t *t)
@@ -977,6 +979,8 @@ int main(int argc, char **argv)
 {
     loader_t L;
     memset(&L, 0, sizeof L);
+    if (zs_security_args(&argc, argv) < 0)
+        return 2;
     if (parse(argc, argv, &L.o) < 0)
         return 2;
     log_init("loaderd", -1, L.o.verbose);

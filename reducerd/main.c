@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/zsecurity.h"
 #include "common/zsockopt.h"
 #include "proto/event.h"
 #include "proto/proto.h"
@@ -52,6 +53,7 @@ static void usage(FILE *f)
             "  --start-epoch E      the epoch a resumed run continues with (default 0)\n"
             "  --streak K           the streak a resumed run continues (checkpoint ckpt.streak)\n"
             "  --resume-dir DIR     run directory named in a failure's \"resume with\" hint\n"
+            ZS_SECURITY_USAGE
             "  --verbose\n");
 }
 
@@ -842,6 +844,8 @@ int main(int argc, char **argv)
 {
     reducer_t r;
     memset(&r, 0, sizeof r);
+    if (zs_security_args(&argc, argv) < 0)
+        return 2;
     if (parse(argc, argv, &r.o) < 0)
         return 2;
     log_init("reducerd", -1, r.o.verbose);

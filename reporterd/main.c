@@ -7,6 +7,7 @@
  * server has its own thread. */
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/zsecurity.h"
 #include "common/zsockopt.h"
 #include "proto/event.h"
 #include "proto/proto.h"
@@ -69,6 +70,7 @@ static void usage(FILE *f)
             "                          in the run directory ({W}ranks-{bs}bs-{lr}lr-{m}m-{w}w.csv)\n"
             "  --start-epoch E         a resumed run: keep metrics.csv rows of epochs < E from the\n"
             "                          earlier run, drop the rest (they are redone)\n"
+            ZS_SECURITY_USAGE
             "  --verbose\n");
 }
 
@@ -251,6 +253,8 @@ static int setup_tap(reporter_t *R)
     zsock_set_xpub_verbose(R->tap, 1);
     zsock_set_sndhwm(R->tap, (int)R->o.tap_hwm);
     zsock_set_linger(R->tap, 0);
+    if (zs_secure_server(R->tap, R->o.tap, "tap") < 0)
+        return -1;
     if (zs_prepare_ipc(R->o.tap) != 0 || zsock_bind(R->tap, "%s", R->o.tap) < 0) {
         log_error("cannot bind the tap on %s: %s", R->o.tap, zmq_strerror(zmq_errno()));
         return -1;
@@ -279,6 +283,8 @@ static int setup(reporter_t *R)
         return -1;
     }
     if (R->o.metrics_http) {
+        if (zs_security_check_listen(R->o.metrics_http, "--metrics-http endpoint") < 0)
+            return -1;
         if (!(R->http = metrics_http_new(R->o.metrics_http, R->prom, err, sizeof err))) {
             log_error("%s", err);
             return -1;
@@ -307,6 +313,8 @@ int main(int argc, char **argv)
 {
     reporter_t R;
     memset(&R, 0, sizeof R);
+    if (zs_security_args(&argc, argv) < 0)
+        return 2;
     if (parse(argc, argv, &R.o) < 0)
         return 2;
     log_init("reporterd", -1, R.o.verbose);
