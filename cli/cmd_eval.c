@@ -35,6 +35,9 @@ static void eval_usage(FILE *f)
         "  --overwrite           remove a previous run's outputs from --out first (else refused)\n"
         "  --tap ENDPOINT        publish the live event tap there (default: the job's private\n"
         "                        ipc folder)\n"
+        "  --curve-dir DIR       CURVE on every tcp:// socket of the job ('ddpipe keygen DIR';\n"
+        "                        default $DDPIPE_CURVE_DIR), passed on to every daemon\n"
+        "  --insecure            allow a non-loopback tcp:// listen without CURVE (warned)\n"
         "  --workers N           gpud processes (default 1)\n"
         "  --batch-size N        samples per batch, per worker as in DDP (default 64)\n"
         "  --device cpu          compute backend (default cpu)\n"
@@ -208,6 +211,22 @@ static int start_daemons(job_t *j, const eval_opts_t *o)
     return 0;
 }
 
+/* The text of top-level key's value in summary.json's text (*len bytes),
+ * or NULL. summary.json is ours and flat at the top: no JSON parser needed. */
+static const char *summary_value(const char *json, const char *key, int *len)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(json, pat);
+    if (!p)
+        return NULL;
+    p += strlen(pat);
+    while (*p == ' ')
+        p++;
+    *len = (int)strcspn(p, ",\n}");
+    return p;
+}
+
 /* Prints the headline numbers of summary.json. */
 static int print_summary(const char *out)
 {
@@ -223,20 +242,21 @@ static int print_summary(const char *out)
     fclose(f);
     buf[n] = 0;
     const char *keys[] = {"samples", "failed", "correct_top1", "correct_top5", "top1", "top5",
-                          "loss", "macro_f1", "workers", "images_per_sec", "wall_seconds"};
+                          "loss", "nonfinite_loss", "rejected_messages", "macro_f1", "workers",
+                          "images_per_sec", "wall_seconds"};
     printf("ddpipe eval: %s\n", out);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        char pat[64];
-        snprintf(pat, sizeof pat, "\"%s\":", keys[i]);
-        const char *p = strstr(buf, pat);
-        if (!p)
-            continue;
-        p += strlen(pat);
-        while (*p == ' ')
-            p++;
-        int len = (int)strcspn(p, ",\n}");
-        printf("  %-15s %.*s\n", keys[i], len, p);
+        int len;
+        const char *v = summary_value(buf, keys[i], &len);
+        if (v)
+            printf("  %-17s %.*s\n", keys[i], len, v);
     }
+    int len;
+    const char *nf = summary_value(buf, "nonfinite_loss", &len);
+    if (nf && strtoull(nf, NULL, 10) > 0)
+        fprintf(stderr, "ddpipe: warning: %.*s samples have a non-finite loss (NaN/inf logits): "
+                "the model diverged or its weights hold NaN/inf; they are counted, the mean loss "
+                "is null in summary.json\n", len, nf);
     return 0;
 }
 

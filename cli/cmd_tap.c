@@ -1,6 +1,7 @@
 /* ddpipe tap — print the live event stream of a job, one line per event. */
 #include "cli/commands.h"
 #include "common/flags.h"
+#include "common/zsockopt.h"
 #include "proto/event.h"
 
 #include <czmq.h>
@@ -62,8 +63,9 @@ int cmd_tap(int argc, char **argv)
         else if (c == 'e') until_end = 1;
         else {
             fprintf(c == 'h' ? stdout : stderr,
-                    "usage: ddpipe tap ENDPOINT [--json] [--until-end]\n"
-                    "  prints every event of a job's reporterd tap (or reducerd's --pub)\n");
+                    "usage: ddpipe tap ENDPOINT [--json] [--until-end] [--curve-dir DIR]\n"
+                    "  prints every event of a job's reporterd tap (or reducerd's --pub);\n"
+                    "  --curve-dir DIR: a CURVE client on tcp:// (the job's 'ddpipe keygen' DIR)\n");
             return c == 'h' ? 0 : 2;
         }
     }
@@ -74,11 +76,11 @@ int cmd_tap(int argc, char **argv)
     zsys_handler_set(NULL);
     signal(SIGINT, on_sig);
     signal(SIGTERM, on_sig);
-    zsock_t *sub = zsock_new_sub(argv[optind], "");
-    if (!sub) {
-        fprintf(stderr, "ddpipe tap: cannot connect to %s\n", argv[optind]);
+    /* zs_connect: CURVE on tcp with --curve-dir, as every ddpipe socket */
+    zsock_t *sub = zs_connect(ZMQ_SUB, argv[optind], "tap", NULL);
+    if (!sub)
         return 1;
-    }
+    zsock_set_subscribe(sub, "");
     setvbuf(stdout, NULL, _IOLBF, 0);
     int rc = 0;
     zpoller_t *poller = zpoller_new(sub, NULL);

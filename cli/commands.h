@@ -4,4 +4,5 @@
 int cmd_eval(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_tap(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
 #endif

@@ -4,6 +4,7 @@
 #include "cli/launch.h"
 #include "cli/outdir.h"
 #include "common/clock.h"
+#include "common/zsecurity.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -109,7 +110,15 @@ job_t *job_new(const job_cfg_t *cfg)
     const char *topics[] = {"progress", "worker", "metric", "end", "log"};
     for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++)
         zsock_set_subscribe(j->tap, topics[i]);
-    zsock_connect(j->tap, "%s", j->e.tap);
+    if (zs_secure_client(j->tap, j->e.tap, "tap") < 0 ||
+        zsock_connect(j->tap, "%s", j->e.tap) < 0) {
+        fprintf(stderr, "ddpipe %s: cannot connect to the tap %s: %s\n", cfg->cmd, j->e.tap,
+                zmq_strerror(zmq_errno()));
+        zsock_destroy(&j->tap);
+        ipcdir_destroy(&j->ipc);
+        free(j);
+        return NULL;
+    }
     return j;
 }
 
@@ -140,6 +149,11 @@ int job_spawn(job_t *j, const char *name, const char *prog, argv_t *a)
     char log[1024];
     snprintf(log, sizeof log, "%s/logs/%s.log", j->cfg.out, name);
     unlink(log);
+    /* every daemon gets the job's transport security (common/zsecurity.h) */
+    if (zs_security_curve_dir())
+        argv_add(a, "--curve-dir", zs_security_curve_dir());
+    if (zs_security_insecure())
+        argv_add(a, "--insecure", NULL);
     child_t *c = launch_spawn(&j->L, name, prog, a->v, log);
     argv_free(a);
     return c ? 0 : -1;

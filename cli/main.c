@@ -1,5 +1,6 @@
 /* ddpipe — the command line: run a whole job locally, tap a job's events. */
 #include "cli/commands.h"
+#include "common/zsecurity.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +12,10 @@ static void usage(FILE *f)
             "  eval   evaluate a classifier with W worker processes, exact metrics\n"
             "  train  train a classifier data-parallel over W worker processes\n"
             "  tap    print a job's live events (ddpipe tap ENDPOINT [--json])\n"
+            "  keygen write the CURVE certificates of a cluster (ddpipe keygen DIR)\n"
+            "eval, train and tap take --curve-dir DIR (CURVE on every tcp:// socket, passed on\n"
+            "to every daemon; default $DDPIPE_CURVE_DIR) and --insecure (allow a non-loopback\n"
+            "tcp:// listen without CURVE).\n"
             "Run 'ddpipe COMMAND --help' for the options of a command.\n");
 }
 
@@ -20,6 +25,12 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (strcmp(argv[1], "keygen") == 0)
+        return cmd_keygen(argc - 1, argv + 1);
+    /* the commands that open sockets: --curve-dir/--insecure, one parser */
+    if ((strcmp(argv[1], "eval") == 0 || strcmp(argv[1], "train") == 0 ||
+         strcmp(argv[1], "tap") == 0) && zs_security_args(&argc, argv) < 0)
+        return 2;
     if (strcmp(argv[1], "eval") == 0)
         return cmd_eval(argc - 1, argv + 1);
     if (strcmp(argv[1], "train") == 0)

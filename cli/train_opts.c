@@ -63,6 +63,9 @@ static void train_usage(FILE *f)
         "  --ring-timeout S        all-reduce peer timeout (default 60)\n"
         "  --metrics-http H:P      Prometheus metrics at http://H:P/metrics\n"
         "  --tap ENDPOINT          publish the live event tap there (default: private ipc)\n"
+        "  --curve-dir DIR         CURVE on every tcp:// socket ('ddpipe keygen DIR'; default\n"
+        "                          $DDPIPE_CURVE_DIR), passed on to every daemon\n"
+        "  --insecure              allow a non-loopback tcp:// listen without CURVE (warned)\n"
         "  --quiet | --verbose\n"
         "test hooks\n"
         "  --fault RANK:STEP       gpud RANK kills itself before optimizer step STEP\n");
