@@ -6,6 +6,7 @@
 #include "gpud/model.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -465,12 +466,14 @@ int model_forward_f32(model_t *m, const float *x, int n, int c, int h, int w, fl
 
 /* ------------------------------------------------------- top-k and loss */
 
-/* Does class a rank before class b? Higher logit first, NaN last, ties by id. */
+/* Does class a rank before class b? Higher logit first, ties by id; NaN
+ * above everything as in torch.topk/argmax, so top-1 of a row with NaNs is
+ * torch.argmax's (its first NaN). */
 static int ranks_before(const float *l, int a, int b)
 {
     float x = l[a], y = l[b];
     if (isnan(x) || isnan(y))
-        return isnan(y) && (!isnan(x) || a < b);
+        return isnan(x) && (!isnan(y) || a < b);
     return x > y || (x == y && a < b);
 }
 
@@ -495,10 +498,13 @@ static float ce_one(const float *l, int nc, int32_t label)
     if (label < 0 || label >= nc)
         return NAN;
     double mx = -INFINITY;
-    for (int c = 0; c < nc; c++)
+    bool nan = false;
+    for (int c = 0; c < nc; c++) {
+        nan |= isnan(l[c]);
         mx = l[c] > mx ? l[c] : mx;
-    if (!isfinite(mx))
-        return NAN;
+    }
+    if (nan || !isfinite(mx))
+        return NAN;   /* as torch's log_softmax: a NaN logit, or inf - inf */
     double s = 0.0;
     for (int c = 0; c < nc; c++)
         s += exp((double)l[c] - mx);

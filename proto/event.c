@@ -78,6 +78,9 @@ static int v_metric(const ev_metric_t *m, char *why, size_t whylen, const char *
         m->correct_top1 > m->correct_top5)
         return EBAD("want correct_top1 <= correct_top5 <= samples, got %" PRIu64 ", %" PRIu64
                     ", %" PRIu64, m->correct_top1, m->correct_top5, m->samples);
+    if (m->nonfinite_loss > m->samples)
+        return EBAD("'nonfinite_loss' %" PRIu64 " > samples %" PRIu64, m->nonfinite_loss,
+                    m->samples);
     if (m->nranks > EVENT_MAX_RANKS || (m->nranks && !m->rank_images_per_sec))
         return EBAD("'rank_images_per_sec' has %" PRIu32 " entries (at most %d, non-NULL)",
                     m->nranks, EVENT_MAX_RANKS);
@@ -167,6 +170,8 @@ static int pack_metric_optional(msgpack_packer *pk, const ev_metric_t *m)
         return -1;
     if (m->rejected && mp_put_uint(pk, "rejected", m->rejected))
         return -1;
+    if (m->nonfinite_loss && mp_put_uint(pk, "nonfinite_loss", m->nonfinite_loss))
+        return -1;
     return m->has_decision &&
            (mp_put_uint(pk, "decision", m->decision) || mp_put_uint(pk, "streak", m->streak) ||
             mp_put_uint(pk, "epochs", m->epochs) ||
@@ -177,7 +182,7 @@ static int pack_metric(msgpack_packer *pk, const ev_metric_t *m)
 {
     size_t nc = m->num_classes;
     size_t keys = 16 + (m->confusion ? 1 : 0) + (m->nranks ? 1 : 0) + (m->has_decision ? 4 : 0) +
-                  (m->rejected ? 1 : 0);
+                  (m->rejected ? 1 : 0) + (m->nonfinite_loss ? 1 : 0);
     return msgpack_pack_map(pk, keys) ||
            mp_put_uint(pk, "v", DDP_PROTO_VERSION) || mp_put_uint(pk, "epoch", m->epoch) ||
            mp_put_uint(pk, "phase", m->phase) || mp_put_bool(pk, "final", m->final) ||
@@ -316,7 +321,8 @@ static int d_metric_optional(const mp_reader_t *r, ev_metric_t *m)
 {
     bool bad = false;
     if (d_rank_array(r, "rank_images_per_sec", &m->nranks, (void **)&m->rank_images_per_sec) ||
-        mp_opt_uint(r, "rejected", UINT64_MAX, &m->rejected))
+        mp_opt_uint(r, "rejected", UINT64_MAX, &m->rejected) ||
+        mp_opt_uint(r, "nonfinite_loss", UINT64_MAX, &m->nonfinite_loss))
         return -1;
     if (!mp_find(r, "decision", &bad))
         return bad ? -1 : 0;

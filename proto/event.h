@@ -61,6 +61,8 @@ typedef struct {
     char decision_reason[1024]; /* why it stops / continues */
     uint64_t rejected;          /* messages rejected so far by reducerd and loaderd (key
                                    "rejected"; absent decodes as 0) */
+    uint64_t nonfinite_loss;    /* of samples, those whose loss is NaN or inf (a diverged
+                                   model; key "nonfinite_loss", absent decodes as 0) */
 } ev_metric_t;
 
 /* Per-sample results of an epoch, sorted by id; sent in chunks (first..). */

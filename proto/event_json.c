@@ -151,6 +151,8 @@ static void j_metric_optional(jbuf_t *j, const ev_metric_t *m)
     }
     if (m->rejected)
         jb_u64(j, "rejected", m->rejected);
+    if (m->nonfinite_loss)
+        jb_u64(j, "nonfinite_loss", m->nonfinite_loss);
     if (!m->has_decision)
         return;
     jb_u64(j, "decision", m->decision);

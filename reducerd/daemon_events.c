@@ -139,6 +139,15 @@ void publish_metric(reducer_t *r, const slot_t *s, bool final, const ev_metric_t
              m->epoch, phase, (unsigned long long)m->samples, (unsigned long long)m->failed,
              m->correct_top1 / n, m->correct_top5 / n, m->loss_sum / n, m->images_per_sec,
              m->wall_s);
+    if (m->nonfinite_loss) {
+        log_warn("epoch %u %s: %llu samples with a non-finite loss", m->epoch, phase,
+                 (unsigned long long)m->nonfinite_loss);
+        publish_log(r, "warn",
+                    "epoch %u %s: %llu of %llu samples have a non-finite loss (NaN/inf logits: "
+                    "the model diverged or its weights hold NaN/inf); they count as results, the "
+                    "mean loss is NaN/inf", m->epoch, phase,
+                    (unsigned long long)m->nonfinite_loss, (unsigned long long)m->samples);
+    }
 }
 
 void publish_end(reducer_t *r, int code, const char *reason)

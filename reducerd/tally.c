@@ -16,6 +16,7 @@ struct tally {
     float *loss;         /* n; 0 for ids without a result (adds nothing) */
     uint64_t *confusion; /* nc*nc, [true*nc + top1] */
     uint64_t samples, failed, correct1, correct5, duplicates;
+    uint64_t nonfinite;  /* results whose loss is NaN or inf */
     /* with keep_predictions only: */
     uint8_t *status; /* n */
     int32_t *labels; /* n */
@@ -114,7 +115,9 @@ static bool s_result_valid(const tally_t *self, uint64_t id, int32_t label, cons
     for (uint32_t j = 0; j < k; j++)
         if (topk[j] < 0 || (uint32_t)topk[j] >= self->nc)
             return false;
-    return isfinite(loss) && loss >= 0.0f;
+    /* NaN and +inf are data (a diverged model: counted, see nonfinite);
+     * a negative cross-entropy is not */
+    return isnan(loss) || loss >= 0.0f;
 }
 
 int tally_add_result(tally_t *self, uint64_t id, int32_t label, const int32_t *topk, uint32_t k,
@@ -129,6 +132,7 @@ int tally_add_result(tally_t *self, uint64_t id, int32_t label, const int32_t *t
     s_set(self->seen, id);
     self->samples++;
     self->loss[id] = loss;
+    self->nonfinite += !isfinite(loss);
     if (topk[0] == label)
         self->correct1++;
     for (uint32_t j = 0; j < k; j++)
@@ -187,6 +191,7 @@ void tally_fill_metric(const tally_t *self, ev_metric_t *out)
     out->correct_top1 = self->correct1;
     out->correct_top5 = self->correct5;
     out->duplicates = self->duplicates;
+    out->nonfinite_loss = self->nonfinite;
     out->loss_sum = s_loss_sum(self);
     out->num_classes = self->nc;
     out->confusion = self->confusion;

@@ -41,8 +41,10 @@ void tally_destroy(tally_t **self_p);
 
 /* 0: counted; 1: duplicate (id already has a result or failed; ignored and
  * counted in duplicates); -1: invalid (id >= n, label outside [0, nc), a
- * top-k class outside [0, nc), k different from the tally's k, loss NaN, inf
- * or negative). An invalid result changes nothing, not even duplicates. */
+ * top-k class outside [0, nc), k different from the tally's k, loss negative
+ * or -inf). An invalid result changes nothing, not even duplicates. A NaN or
+ * +inf loss is counted (the sample is a result; the loss sum becomes NaN or
+ * inf) and in nonfinite_loss. */
 int tally_add_result(tally_t *self, uint64_t id, int32_t label, const int32_t *topk, uint32_t k,
                      float loss);
 /* A sample that could not be loaded. Same return convention (-1: id >= n). */
@@ -56,7 +58,8 @@ uint64_t tally_accounted(const tally_t *self);
 bool tally_complete(const tally_t *self);
 
 /* Overwrites *out entirely: epoch, phase, planned, samples, failed,
- * correct_top1, correct_top5, duplicates, loss_sum, num_classes, confusion.
+ * correct_top1, correct_top5, duplicates, loss_sum, nonfinite_loss, num_classes,
+ * confusion.
  * out->confusion borrows the tally's memory (valid until the next add or
  * destroy); class_names, workers, wall_s, images_per_sec, lr and final are
  * zero/NULL for the caller to set. O(n) (the id-order loss sum). */

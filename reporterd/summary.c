@@ -118,6 +118,7 @@ static int s_body(FILE *out, const ev_metric_t *m, const clsmetrics_t *cm,
     s_num(out, "top1", s_frac((double)m->correct_top1, m->samples), ",");
     s_num(out, "top5", s_frac((double)m->correct_top5, m->samples), ",");
     s_num(out, "loss", s_frac(m->loss_sum, m->samples), ",");
+    s_uint(out, "nonfinite_loss", m->nonfinite_loss);
     s_num(out, "macro_f1", cm->macro.f1, ",");
     s_num(out, "weighted_f1", cm->weighted.f1, ",");
     s_per_class(out, m, cm);

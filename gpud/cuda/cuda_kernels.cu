@@ -260,12 +260,12 @@ cudaError_t ck_ce_bwd(cudaStream_t s, const float *logits, const int32_t *labels
     return cudaGetLastError();
 }
 
-/* model.c's ranks_before: higher logit first, NaN last, ties by id */
+/* model.c's ranks_before: higher logit first, NaN first as torch.topk, ties by id */
 __device__ static int ranks_before(const float *l, int a, int b)
 {
     float x = l[a], y = l[b];
     if (isnan(x) || isnan(y))
-        return isnan(y) && (!isnan(x) || a < b);
+        return isnan(x) && (!isnan(y) || a < b);
     return x > y || (x == y && a < b);
 }
 

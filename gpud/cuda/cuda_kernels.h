@@ -60,7 +60,7 @@ cudaError_t ck_ce_fwd(cudaStream_t s, const float *logits, const int32_t *labels
 cudaError_t ck_ce_bwd(cudaStream_t s, const float *logits, const int32_t *labels, int n,
                       int k, float eps, const float *dloss, float *glogits);
 /* model_topk_ce on the device: topk (n*k, may be NULL) best first, ties by
- * lower id, NaN last, -1 past the classes; loss (n, may be NULL) = lse -
+ * lower id, NaN first (torch.topk), -1 past the classes; loss (n, may be NULL) = lse -
  * logit[label] in double, NAN for a label outside 0..classes-1 or NULL labels. */
 cudaError_t ck_topk_ce(cudaStream_t s, const float *logits, int n, int classes,
                        const int32_t *labels, int k, int32_t *topk, float *loss);

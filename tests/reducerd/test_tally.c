@@ -207,8 +207,7 @@ static void test_invalid(void)
     CHECK(tally_add_result(t, 1, 1, ok, 1, 0.5f) == -1);        /* k mismatch */
     CHECK(tally_add_result(t, 1, 1, ok, 3, 0.5f) == -1);        /* k mismatch */
     CHECK(tally_add_result(t, 1, 1, NULL, 2, 0.5f) == -1);      /* no top-k */
-    CHECK(tally_add_result(t, 1, 1, ok, 2, NAN) == -1);
-    CHECK(tally_add_result(t, 1, 1, ok, 2, INFINITY) == -1);
+    CHECK(tally_add_result(t, 1, 1, ok, 2, -INFINITY) == -1);
     CHECK(tally_add_result(t, 1, 1, ok, 2, -0.25f) == -1);
     CHECK(tally_add_result(t, 0, 9, ok, 2, 0.5f) == -1);        /* invalid beats duplicate */
     CHECK(tally_add_failed(t, 10) == -1);
@@ -265,11 +264,32 @@ static void test_small_exact(void)
     tally_destroy(&t);
 }
 
+/* A diverged model's NaN/+inf losses are results: counted (top-1 as sent),
+ * the loss sum follows IEEE (NaN wins), nonfinite_loss says how many. */
+static void test_nonfinite_loss(void)
+{
+    tally_t *t = tally_new(0, 0, 4, 3, 2, false);
+    int32_t right[2] = {1, 2}, wrong[2] = {0, 2};
+    CHECK(tally_add_result(t, 0, 1, right, 2, 0.5f) == 0);
+    CHECK(tally_add_result(t, 1, 1, wrong, 2, INFINITY) == 0);
+    ev_metric_t m;
+    tally_fill_metric(t, &m);
+    CHECK(m.samples == 2 && m.nonfinite_loss == 1 && isinf(m.loss_sum));
+    CHECK(tally_add_result(t, 2, 1, right, 2, NAN) == 0);
+    CHECK(tally_add_result(t, 2, 1, right, 2, NAN) == 1);   /* duplicate, not counted twice */
+    CHECK(tally_add_result(t, 3, 0, wrong, 2, 1.0f) == 0);
+    tally_fill_metric(t, &m);
+    CHECK(m.samples == 4 && tally_complete(t) && m.nonfinite_loss == 2 && isnan(m.loss_sum));
+    CHECK(m.correct_top1 == 3 && m.correct_top5 == 3);
+    tally_destroy(&t);
+}
+
 int main(void)
 {
     s_make_truth();
     test_small_exact();
     test_invalid();
+    test_nonfinite_loss();
     test_order_independence();
     return check_done("test_tally");
 }

@@ -3,7 +3,8 @@ import json
 import sys
 
 KEYS = ["epoch", "phase", "planned", "samples", "failed", "duplicates_ignored",
-        "rejected_messages", "correct_top1", "correct_top5", "top1", "top5", "loss", "macro_f1", "weighted_f1",
+        "rejected_messages", "correct_top1", "correct_top5", "top1", "top5", "loss", "nonfinite_loss",
+        "macro_f1", "weighted_f1",
         "per_class", "failed_files", "workers", "images_per_sec", "wall_seconds"]
 
 with open(sys.argv[1], encoding="utf-8") as f:
