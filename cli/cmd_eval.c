@@ -20,7 +20,7 @@ typedef struct {
     const char *data, *model, *weights, *out, *device;
     const char *channels, *mean, *std, *normalize, *crop, *fault, *metrics_http, *tap;
     long workers, batch_size, threads, loader_threads, resize, in_channels, num_classes, limit;
-    long timeout_s, worker_timeout_s, window;
+    long timeout_s, max_time_s, worker_timeout_s, window;
     int predictions, no_dct, verbose, quiet, overwrite;
 } eval_opts_t;
 
@@ -50,7 +50,10 @@ static void eval_usage(FILE *f)
         "  --in-channels N --num-classes N\n"
         "  --limit N             evaluate only the first N samples\n"
         "  --no-dct-scaling      full-size JPEG decode before resize (bit-exact PIL path)\n"
-        "  --timeout S           fail the job after S seconds (default: none)\n"
+        "  --timeout S           fail the job when no sample is accounted for in S seconds,\n"
+        "                        naming what is missing; heartbeats do not count (default 600,\n"
+        "                        0 off)\n"
+        "  --max-time S          stop the job after S seconds of wall time (default: none)\n"
         "  --metrics-http H:P    Prometheus metrics at http://H:P/metrics while the job runs\n"
         "  --worker-timeout S    declare a silent worker dead after S seconds (default 10)\n"
         "  --quiet | --verbose\n");
@@ -65,11 +68,11 @@ static int eval_parse(int argc, char **argv, eval_opts_t *o)
         {"resize", 1, 0, 'R'}, {"crop", 1, 0, 'C'}, {"mean", 1, 0, 'M'}, {"std", 1, 0, 'S'},
         {"normalize", 1, 0, 'N'}, {"channels", 1, 0, 'c'}, {"in-channels", 1, 0, 'i'},
         {"num-classes", 1, 0, 'n'}, {"limit", 1, 0, 'l'}, {"no-dct-scaling", 0, 0, 'x'},
-        {"timeout", 1, 0, 't'}, {"worker-timeout", 1, 0, 'k'}, {"window", 1, 0, 'u'},
+        {"timeout", 1, 0, 't'}, {"max-time", 1, 0, 'X'}, {"worker-timeout", 1, 0, 'k'}, {"window", 1, 0, 'u'},
         {"fault", 1, 0, 'F'}, {"metrics-http", 1, 0, 'H'}, {"overwrite", 0, 0, 'O'}, {"tap", 1, 0, 'a'}, {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     *o = (eval_opts_t){.workers = 1, .batch_size = 64, .device = "cpu", .limit = -1,
-                       .worker_timeout_s = 10, .window = 2};
+                       .timeout_s = 600, .worker_timeout_s = 10, .window = 2};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -101,7 +104,8 @@ static int eval_parse(int argc, char **argv, eval_opts_t *o)
         case 'i': rc = flags_long("in-channels", optarg, 1, 3, &o->in_channels); break;
         case 'n': rc = flags_long("num-classes", optarg, 1, 100000, &o->num_classes); break;
         case 'l': rc = flags_long("limit", optarg, 0, 1L << 40, &o->limit); break;
-        case 't': rc = flags_long("timeout", optarg, 1, 86400 * 30, &o->timeout_s); break;
+        case 't': rc = flags_long("timeout", optarg, 0, 86400 * 30, &o->timeout_s); break;
+        case 'X': rc = flags_long("max-time", optarg, 1, 86400 * 365, &o->max_time_s); break;
         case 'k': rc = flags_long("worker-timeout", optarg, 1, 86400, &o->worker_timeout_s); break;
         case 'u': rc = flags_long("window", optarg, 1, 64, &o->window); break;
         case 'h': eval_usage(stdout); exit(0);
@@ -140,6 +144,7 @@ static int start_daemons(job_t *j, const eval_opts_t *o)
     argv_add(&a, "--pub", e->pub);
     argv_addf(&a, "--workers", "%ld", o->workers);
     argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
+    argv_addf(&a, "--stall-timeout", "%ld", o->timeout_s);
     if (o->predictions)
         argv_add(&a, "--predictions", NULL);
     if (o->verbose)
@@ -266,7 +271,7 @@ int cmd_eval(int argc, char **argv)
     if (eval_parse(argc, argv, &o) < 0)
         return 2;
     const char *keep[] = {o.weights};
-    job_cfg_t cfg = {.cmd = "eval", .out = o.out, .timeout_s = o.timeout_s, .quiet = o.quiet,
+    job_cfg_t cfg = {.cmd = "eval", .out = o.out, .timeout_s = o.max_time_s, .quiet = o.quiet,
                      .overwrite = o.overwrite, .keep = keep, .nkeep = 1, .tap = o.tap};
     job_t *j = job_new(&cfg);
     if (!j)

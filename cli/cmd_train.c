@@ -52,6 +52,7 @@ static int start_reducerd(job_t *j, const train_opts_t *o)
     argv_addf(&a, "--workers", "%ld", o->workers);
     argv_addf(&a, "--epochs", "%ld", o->epochs);
     argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
+    argv_addf(&a, "--stall-timeout", "%ld", o->timeout_s);
     argv_addf(&a, "--target-accuracy", "%.17g", o->target_accuracy);
     argv_addf(&a, "--patience", "%ld", o->patience);
     argv_add(&a, "--resume-dir", o->out);
@@ -393,7 +394,7 @@ int cmd_train(int argc, char **argv)
                     o.resume.start_step, o.resume.steps_per_epoch, o.resume.step);
     }
     const char *keep[] = {o.weights, o.resuming ? o.resume.file : NULL};
-    job_cfg_t cfg = {.cmd = "train", .out = o.out, .timeout_s = o.timeout_s, .quiet = o.quiet,
+    job_cfg_t cfg = {.cmd = "train", .out = o.out, .timeout_s = o.max_time_s, .quiet = o.quiet,
                      .train = true, .verdict_s = o.worker_timeout_s + 15, .on_event = on_event,
                      .arg = &v, .overwrite = o.overwrite, .resume = resumes_in_place(&o),
                      .keep = keep, .nkeep = 2, .tap = o.tap};

@@ -58,7 +58,10 @@ static void train_usage(FILE *f)
         "  --device cpu            compute backend (default cpu)\n"
         "  --threads N             compute threads per worker (default: cores / workers)\n"
         "  --loader-threads N      decode threads (default: cores)\n"
-        "  --timeout S             fail the job after S seconds (default: none)\n"
+        "  --timeout S             fail the job when no sample is accounted for in S seconds,\n"
+        "                          naming what is missing; heartbeats do not count (default\n"
+        "                          600, 0 off)\n"
+        "  --max-time S            stop the job after S seconds of wall time (default: none)\n"
         "  --worker-timeout S      declare a silent worker dead after S seconds (default 10)\n"
         "  --ring-timeout S        all-reduce peer timeout (default 60)\n"
         "  --metrics-http H:P      Prometheus metrics at http://H:P/metrics\n"
@@ -76,7 +79,7 @@ enum {
     O_NORMALIZE, O_CROP, O_FAULT, O_HTTP, O_OPTIM, O_SCHED, O_AUGMENT, O_BETAS, O_FREEZE,
     O_FREEZE_BN, O_WORKERS, O_BATCH, O_GLOBAL, O_EPOCHS, O_THREADS, O_LTHREADS, O_RESIZE,
     O_IN_CH, O_NCLASS, O_LIMIT, O_WINDOW, O_SEED, O_PATIENCE, O_CKPT_EVERY, O_STEP_SIZE,
-    O_TIMEOUT, O_WTIMEOUT, O_RTIMEOUT, O_TMAX, O_LR, O_MOMENTUM, O_WD, O_DAMP, O_EPS, O_GAMMA,
+    O_TIMEOUT, O_MAXTIME, O_WTIMEOUT, O_RTIMEOUT, O_TMAX, O_LR, O_MOMENTUM, O_WD, O_DAMP, O_EPS, O_GAMMA,
     O_ETA_MIN, O_WARMUP, O_WARMUP_SF, O_SMOOTH, O_TARGET, O_ROTATE, O_NESTEROV, O_SYNC_BN,
     O_GRAD_AVG, O_VERBOSE, O_QUIET, O_HELP, O_OVERWRITE, O_TAP
 };
@@ -95,7 +98,8 @@ static const struct option s_longopts[] = {
     {"in-channels", 1, 0, O_IN_CH}, {"num-classes", 1, 0, O_NCLASS}, {"limit", 1, 0, O_LIMIT},
     {"window", 1, 0, O_WINDOW}, {"seed", 1, 0, O_SEED}, {"patience", 1, 0, O_PATIENCE},
     {"checkpoint-every", 1, 0, O_CKPT_EVERY}, {"step-size", 1, 0, O_STEP_SIZE},
-    {"timeout", 1, 0, O_TIMEOUT}, {"worker-timeout", 1, 0, O_WTIMEOUT},
+    {"timeout", 1, 0, O_TIMEOUT}, {"max-time", 1, 0, O_MAXTIME},
+    {"worker-timeout", 1, 0, O_WTIMEOUT},
     {"ring-timeout", 1, 0, O_RTIMEOUT}, {"t-max", 1, 0, O_TMAX}, {"lr", 1, 0, O_LR},
     {"momentum", 1, 0, O_MOMENTUM}, {"weight-decay", 1, 0, O_WD}, {"dampening", 1, 0, O_DAMP},
     {"eps", 1, 0, O_EPS}, {"gamma", 1, 0, O_GAMMA}, {"eta-min", 1, 0, O_ETA_MIN},
@@ -155,7 +159,8 @@ static int parse_long_flag(train_opts_t *o, int c, const char *v)
     case O_PATIENCE: return flags_long("patience", v, 1, 1000000, &o->patience);
     case O_CKPT_EVERY: return flags_long("checkpoint-every", v, 1, 1000000, &o->checkpoint_every);
     case O_STEP_SIZE: o->set_step_size = true; return flags_long("step-size", v, 1, 1000000, &o->step_size);
-    case O_TIMEOUT: return flags_long("timeout", v, 1, 86400 * 30, &o->timeout_s);
+    case O_TIMEOUT: return flags_long("timeout", v, 0, 86400 * 30, &o->timeout_s);
+    case O_MAXTIME: return flags_long("max-time", v, 1, 86400 * 365, &o->max_time_s);
     case O_WTIMEOUT: return flags_long("worker-timeout", v, 1, 86400, &o->worker_timeout_s);
     case O_RTIMEOUT: return flags_long("ring-timeout", v, 1, 86400, &o->ring_timeout_s);
     case O_WARMUP: return flags_long("warmup-epochs", v, 0, 1000000, &o->warmup_epochs);
@@ -332,7 +337,8 @@ int train_parse(int argc, char **argv, train_opts_t *o)
 {
     *o = (train_opts_t){.workers = 1, .batch_size = 64, .epochs = 1, .device = "cpu",
                         .optimizer = "sgd", .lr_schedule = "none", .window = 2, .patience = 1,
-                        .checkpoint_every = 1, .worker_timeout_s = 10, .ring_timeout_s = 60,
+                        .checkpoint_every = 1, .timeout_s = 600, .worker_timeout_s = 10,
+                        .ring_timeout_s = 60,
                         .resume = {.seed = -1}};
     int c;
     optind = 1;

@@ -24,7 +24,7 @@ typedef struct {
     const char *optimizer, *lr_schedule, *augment, *betas, *freeze, *freeze_bn;
     long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
-    long timeout_s, worker_timeout_s, ring_timeout_s, t_max, warmup_epochs;
+    long timeout_s, max_time_s, worker_timeout_s, ring_timeout_s, t_max, warmup_epochs;
     double lr, momentum, weight_decay, dampening, eps, gamma, eta_min;
     double warmup_start_factor, label_smoothing, target_accuracy, rotate;
     bool nesterov, sync_bn, grad_averaging, verbose, quiet, overwrite;
