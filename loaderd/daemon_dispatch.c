@@ -18,6 +18,7 @@ typedef struct {
     bool lost_eval;            /* eval batches of it were re-queued while it was dead */
     bool banned;               /* reducerd refused its answer: no more batches */
     int64_t last_ack_ms;       /* its last ack: a batch's deadline runs from here */
+    double batch_ms;           /* moving average of its answer times (0: none yet) */
 } worker_t;
 
 typedef struct {
@@ -147,6 +148,16 @@ static void remember_answered(dispatch_t *self, const flight_t *f)
     self->answered[self->n_answered++] = *f;
 }
 
+/* A worker's answer time for batch f (from when it was sent, or from the
+ * worker's previous answer if later: it computes its batches in turn). */
+static void note_answer_time(worker_t *wk, const flight_t *f, int64_t now_ms)
+{
+    int64_t from = f->sent_ms > wk->last_ack_ms ? f->sent_ms : wk->last_ack_ms;
+    double t = now_ms > from ? (double)(now_ms - from) : 0.0;
+    wk->batch_ms = wk->batch_ms > 0 ? 0.75 * wk->batch_ms + 0.25 * t : t;
+    wk->last_ack_ms = now_ms;
+}
+
 static void ack(dispatch_t *self, int w, uint64_t seq)
 {
     for (size_t i = 0; i < self->n_flights; i++) {
@@ -157,8 +168,8 @@ static void ack(dispatch_t *self, int w, uint64_t seq)
             } else {
                 if (!self->flights[i].train)
                     remember_answered(self, &self->flights[i]);
+                note_answer_time(&self->workers[w], &self->flights[i], clock_mono_ms());
                 drop_flight(self, i);
-                self->workers[w].last_ack_ms = clock_mono_ms();
             }
             return;
         }
@@ -218,7 +229,22 @@ void dispatch_heartbeat(dispatch_t *self, const char *name)
         self->workers[w].last_seen_ms = clock_mono_ms();
 }
 
-/* The oldest eval batch of worker w has waited past the timeout for an
+/* How long worker w may take for a batch: the timeout plus four times its
+ * usual answer time, so a model slower than --worker-timeout per batch is
+ * not dropped batch after batch; answers (acks) alone set it, never
+ * heartbeats, so it stays finite for a worker that stops answering. */
+static int64_t answer_deadline_ms(const dispatch_t *self, int w)
+{
+    return self->timeout_ms + (int64_t)(4.0 * self->workers[w].batch_ms);
+}
+
+int64_t dispatch_answer_deadline_ms(dispatch_t *self, const char *name)
+{
+    int w = find_worker(self, name);
+    return w < 0 ? -1 : answer_deadline_ms(self, w);
+}
+
+/* The oldest eval batch of worker w has waited past its deadline for an
  * answer: from when it was sent, or from w's last ack if later (a worker
  * computes its batches one after the other). Heartbeats do not count. */
 static bool overdue(const dispatch_t *self, int w, int64_t now_ms, int64_t *waited)
@@ -229,7 +255,7 @@ static bool overdue(const dispatch_t *self, int w, int64_t now_ms, int64_t *wait
             continue;
         int64_t from = f->sent_ms > self->workers[w].last_ack_ms ? f->sent_ms
                                                                  : self->workers[w].last_ack_ms;
-        if (now_ms - from > self->timeout_ms) {
+        if (now_ms - from > answer_deadline_ms(self, w)) {
             *waited = now_ms - from;
             return true;
         }

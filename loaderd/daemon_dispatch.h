@@ -34,10 +34,15 @@ void dispatch_credit(dispatch_t *self, zframe_t *identity, const char *name, uin
                      const uint64_t *acks, uint32_t n_acks);
 void dispatch_heartbeat(dispatch_t *self, const char *name);
 /* Declare dead the workers silent for longer than the timeout, and those
- * holding an eval batch unanswered (no ack) for longer than it, heartbeats
- * or not; their eval batches are re-queued. A worker dropped with batches
+ * holding an eval batch unanswered (no ack) past their answer deadline
+ * (below), heartbeats or not; their eval batches are re-queued. A worker dropped with batches
  * comes back only with an ack. Returns how many died now. */
 int dispatch_reap(dispatch_t *self, int64_t now_ms);
+/* How long worker NAME may take to answer a batch: the timeout plus 4x its
+ * moving-average answer time (acks only; heartbeats never extend it), so a
+ * model slower than the timeout per batch is not dropped batch after batch.
+ * -1: no such worker. */
+int64_t dispatch_answer_deadline_ms(dispatch_t *self, const char *name);
 
 /* Take the next pending range (re-queued ones first); false: none pending. */
 bool dispatch_pop(dispatch_t *self, batch_range_t *out);

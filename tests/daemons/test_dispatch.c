@@ -130,16 +130,23 @@ static int test_deadline_from_last_ack(void)
     dispatch_credit(d, a, "wa", 2, NULL, 0);
     batch_range_t r;
     CHECK(dispatch_pop(d, &r));
+    int64_t t_sent = clock_mono_ms();
     uint64_t s0 = dispatch_sent(d, "wa", r);
     CHECK(dispatch_pop(d, &r));
     dispatch_sent(d, "wa", r);
-    /* the first answer comes at 150 ms: the second batch's clock restarts */
+    /* the first answer comes after >= 150 ms: the second batch's clock
+     * restarts, and its deadline grows by 4x the answer time (>= 150 ms;
+     * at most what the clock says, however slow the machine) */
     int64_t t0 = clock_mono_ms();
     while (clock_mono_ms() < t0 + 150)
         zclock_sleep(10);
     dispatch_credit(d, a, "wa", 1, &s0, 1);
-    CHECK(dispatch_reap(d, clock_mono_ms() + 100) == 0);
-    CHECK(dispatch_reap(d, clock_mono_ms() + 250) == 1);
+    int64_t t1 = clock_mono_ms(), answer_max = t1 - t_sent + 1;
+    CHECK(dispatch_answer_deadline_ms(d, "wa") >= 200 + 4 * 150);
+    CHECK(dispatch_answer_deadline_ms(d, "wa") <= 200 + 4 * answer_max);
+    CHECK(dispatch_answer_deadline_ms(d, "nobody") == -1);
+    CHECK(dispatch_reap(d, t1 + 100) == 0);
+    CHECK(dispatch_reap(d, t1 + 200 + 4 * answer_max + 10) == 1);
     zframe_destroy(&a);
     dispatch_destroy(&d);
     return 0;
