@@ -14,6 +14,7 @@
 /* One configuration per process: set before the first socket, read after. */
 static struct {
     bool curve, insecure;
+    bool have_server, have_client;   /* the secret certificates are there */
     char dir[PATH_MAX];
     char authorized[PATH_MAX + 16];
     uint8_t server_public[32], server_secret[32];
@@ -88,23 +89,51 @@ static int check_authorized_dir(void)
     return 0;
 }
 
+static bool exists(const char *name)
+{
+    char file[PATH_MAX + 64];
+    snprintf(file, sizeof file, "%s/%s", s_sec.dir, name);
+    return access(file, F_OK) == 0;
+}
+
+/* server.cert (the server's public key) is needed by every connect; the
+ * secret halves only by the role that uses them (a host that only connects
+ * needs no server secret), so a missing one is an error at its first use,
+ * a malformed one at once. */
 static int load_all(void)
 {
     uint8_t pub_of_secret[32];
-    if (load_cert("server.cert", false, s_sec.server_public, NULL) < 0 ||
-        load_cert("server.cert", true, pub_of_secret, s_sec.server_secret) < 0 ||
-        load_cert("client.cert", true, s_sec.client_public, s_sec.client_secret) < 0 ||
-        check_authorized_dir() < 0)
+    if (load_cert("server.cert", false, s_sec.server_public, NULL) < 0)
+        return -1;
+    s_sec.have_server = exists("server.cert_secret");
+    if (s_sec.have_server &&
+        load_cert("server.cert", true, pub_of_secret, s_sec.server_secret) < 0)
+        return -1;
+    s_sec.have_client = exists("client.cert_secret");
+    if (s_sec.have_client &&
+        load_cert("client.cert", true, s_sec.client_public, s_sec.client_secret) < 0)
         return -1;
     /* a server.cert from one keygen and a server.cert_secret from another
      * would fail every handshake without a word: say it now */
-    if (memcmp(pub_of_secret, s_sec.server_public, 32) != 0) {
+    if (s_sec.have_server && memcmp(pub_of_secret, s_sec.server_public, 32) != 0) {
         log_error("CURVE certificates %s/server.cert and %s/server.cert_secret are not one pair "
                   "(copied from two different 'ddpipe keygen' runs?); copy the whole directory "
                   "again from one host", s_sec.dir, s_sec.dir);
         return -1;
     }
     return 0;
+}
+
+/* The role's files, checked at its first socket: the error names them. */
+static int need(bool have, const char *name)
+{
+    if (have)
+        return 0;
+    char file[PATH_MAX + 64], hint[PATH_MAX + 128];
+    snprintf(file, sizeof file, "%s/%s", s_sec.dir, name);
+    fix_hint(hint, sizeof hint);
+    log_error("cannot read the CURVE certificate %s: %s; %s", file, strerror(ENOENT), hint);
+    return -1;
 }
 
 void zs_security_shutdown(void)
@@ -277,7 +306,8 @@ int zs_secure_server(zsock_t *s, const char *endpoint, const char *what)
                              "without CURVE");
     int one = 1;
     void *h = zsock_resolve(s);
-    if (start_auth() < 0 || set_key(h, ZMQ_CURVE_SERVER, &one, sizeof one, what, endpoint) < 0 ||
+    if (need(s_sec.have_server, "server.cert_secret") < 0 || check_authorized_dir() < 0 ||
+        start_auth() < 0 || set_key(h, ZMQ_CURVE_SERVER, &one, sizeof one, what, endpoint) < 0 ||
         set_key(h, ZMQ_CURVE_SECRETKEY, s_sec.server_secret, 32, what, endpoint) < 0)
         return -1;
     return 0;
@@ -288,7 +318,7 @@ int zs_secure_client(zsock_t *s, const char *endpoint, const char *what)
     if (!is_tcp(endpoint) || !s_sec.curve)
         return 0;
     void *h = zsock_resolve(s);
-    if (set_key(h, ZMQ_CURVE_SERVERKEY, s_sec.server_public, 32, what, endpoint) < 0 ||
+    if (need(s_sec.have_client, "client.cert_secret") < 0 || set_key(h, ZMQ_CURVE_SERVERKEY, s_sec.server_public, 32, what, endpoint) < 0 ||
         set_key(h, ZMQ_CURVE_PUBLICKEY, s_sec.client_public, 32, what, endpoint) < 0 ||
         set_key(h, ZMQ_CURVE_SECRETKEY, s_sec.client_secret, 32, what, endpoint) < 0)
         return -1;

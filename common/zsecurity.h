@@ -18,7 +18,9 @@
 #include <stdbool.h>
 
 /* curve_dir NULL or "": no CURVE. Loads and checks the certificates now, so a
- * bad DIR fails at start with the file and the fix. 0, or -1 (logged). */
+ * bad DIR fails at start with the file and the fix: DIR/server.cert always;
+ * server.cert_secret and client.cert_secret when present (a missing one is an
+ * error at the first bind, resp. connect, that needs it). 0, or -1 (logged). */
 int zs_security_init(const char *curve_dir, bool insecure);
 /* Takes --curve-dir DIR, --curve-dir=DIR and --insecure out of argv (every
  * ddpipe program accepts them: one parser for all) and calls
