@@ -34,6 +34,19 @@ def victim_ok(what):
           "%s: the victim's file was removed or changed" % what)
 
 
+def ipc_folder(out, want_under):
+    """The private socket folder the job used (from reducerd's log): under
+    want_under, a mkdtemp name, and gone after the job."""
+    import re
+    m = re.search(r"listening on ipc://(/\S+)/reducer", read(os.path.join(out, "logs", "reducerd.log")))
+    check(m, "%s: reducerd did not log its ipc endpoint" % out)
+    d = m.group(1)
+    check(os.path.dirname(d) == want_under and re.fullmatch(r"(ddpipe|\.ipc)-\w{6}", os.path.basename(d)),
+          "ipc folder %s, want a mkdtemp folder in %s" % (d, want_under))
+    check(not os.path.lexists(d), "the ipc folder %s was left behind" % d)
+    return d
+
+
 def long_out(tag):
     """An --out path far over the 107-byte socket path limit."""
     d = os.path.join(wd, "out-" + tag, *(["a-rather-long-directory-name-%d" % i for i in range(5)]), "run")
@@ -51,9 +64,7 @@ p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
 check(p.returncode == 0, "long --out: exit %d\n%s" % (p.returncode, p.stderr))
 check(summary(out)["samples"] == 300, "long --out: %s" % summary(out))
 check(os.listdir(xdg) == [], "stray entries left in XDG_RUNTIME_DIR: %s" % os.listdir(xdg))
-used = [l for l in read(os.path.join(out, "logs", "reducerd.log")).splitlines() if xdg in l]
-print("long --out ran with its sockets under XDG_RUNTIME_DIR (%d log lines name it)" % len(used),
-      flush=True)
+print("long --out ran with its sockets in %s" % ipc_folder(out, xdg), flush=True)
 assert_no_leftovers(out)
 
 # the same without XDG_RUNTIME_DIR: TMPDIR
@@ -66,6 +77,7 @@ p = subprocess.run(eval_cmd(data, out, 1, 64, LIMIT, overwrite=False), env=env,
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
 check(p.returncode == 0 and summary(out)["samples"] == 300, "TMPDIR: exit %d\n%s" % (p.returncode, p.stderr))
 check(os.listdir(tmpd) == [], "stray entries left in TMPDIR: %s" % os.listdir(tmpd))
+ipc_folder(out, tmpd)
 assert_no_leftovers(out)
 
 # ddpipe as PID 1 in a new PID namespace: the old code's /tmp/ddpipe-1 is a
@@ -98,6 +110,7 @@ else:
         check(p.returncode == 0 and summary(out)["samples"] == 300,
               "PID 1, long --out: exit %d\n%s" % (p.returncode, p.stderr))
         victim_ok("PID 1, long --out")
+        ipc_folder(out, "/tmp")
         short = os.path.join(wd, "s")
         os.makedirs(short)
         os.symlink(victim, os.path.join(short, ".ipc"))
@@ -106,6 +119,7 @@ else:
         check(p.returncode == 0 and summary(short)["samples"] == 300,
               "short --out with .ipc planted: exit %d\n%s" % (p.returncode, p.stderr))
         victim_ok("short --out with OUT/.ipc planted")
+        ipc_folder(short, short)
         left = [e for e in os.listdir(short) if e.startswith(".ipc-")]
         check(left == [], "ipc folders left in the run directory: %s" % left)
         for link in planted:
