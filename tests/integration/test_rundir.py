@@ -86,10 +86,11 @@ assert_no_leftovers(out)
 unshare = shutil.which("unshare")
 ns = []
 if unshare:
-    if os.geteuid() == 0:
-        ns = [unshare, "--pid", "--fork", "--kill-child", "--"]
-    else:
-        ns = [unshare, "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--"]
+    # --mount-proc: a /proc of the new PID namespace (LeakSanitizer reads
+    # /proc/PID/task; the host's /proc would not match the PIDs)
+    ns = [unshare, "--pid", "--fork", "--kill-child", "--mount-proc", "--"]
+    if os.geteuid() != 0:
+        ns[1:1] = ["--user", "--map-root-user"]
     if subprocess.run(ns + ["true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
         ns = []
 if not ns:
