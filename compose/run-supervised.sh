@@ -1,7 +1,11 @@
 #!/bin/sh
 # Run one ddpipe job under supervisord with defaults for every variable of
 # compose/supervisord.conf; any of them can be overridden from the environment.
-#   compose/run-supervised.sh            (Fashion-MNIST demo, 2 workers)
+# Returns when the job has ended, with reducerd's exit status (0 the job
+# finished; 3 reducerd restarted and the job's state was lost; else failed),
+# after stopping supervisord and every daemon.
+#   compose/run-supervised.sh                                  (Fashion-MNIST demo, 2 workers)
+#   DDPIPE_MODEL=resnet18 DDPIPE_DATA=/data/val DDPIPE_WEIGHTS=r18.safetensors compose/run-supervised.sh
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -9,9 +13,21 @@ root=$(dirname "$here")
 : "${DDPIPE_OUT:=$root/runs/supervised}"
 : "${DDPIPE_DATA:=idx:/usr/share/datasets/fashion-mnist/t10k}"
 : "${DDPIPE_MODEL:=wideresnet}"
-: "${DDPIPE_WEIGHTS:=$root/demo/wrn-fmnist.safetensors}"
-: "${DDPIPE_MODEL_ARGS:=--channels 16,32,64,128 --in-channels 1}"
-: "${DDPIPE_LOADER_ARGS:=--channels 1}"
+# Per-model defaults apply only to variables that are unset: an empty value
+# (DDPIPE_MODEL_ARGS=) means "no extra flags".
+case "$DDPIPE_MODEL" in
+wideresnet)
+    : "${DDPIPE_WEIGHTS=$root/demo/wrn-fmnist.safetensors}"
+    : "${DDPIPE_MODEL_ARGS=--channels 16,32,64,128 --in-channels 1}"
+    : "${DDPIPE_LOADER_ARGS=--channels 1}" ;;
+*)
+    : "${DDPIPE_MODEL_ARGS=}"
+    : "${DDPIPE_LOADER_ARGS=--resize 256 --crop 224 --channels 3}" ;;
+esac
+if [ -z "${DDPIPE_WEIGHTS:-}" ]; then
+    echo "run-supervised.sh: set DDPIPE_WEIGHTS to the $DDPIPE_MODEL safetensors file" >&2
+    exit 2
+fi
 : "${DDPIPE_WORKERS:=2}"
 : "${DDPIPE_BATCH:=64}"
 : "${DDPIPE_PORT:=5560}"
@@ -19,7 +35,45 @@ root=$(dirname "$here")
 : "${DDPIPE_EVENTS:=tcp://127.0.0.1:$((DDPIPE_PORT + 1))}"
 : "${DDPIPE_LOADER:=tcp://127.0.0.1:$((DDPIPE_PORT + 2))}"
 : "${DDPIPE_TAP:=tcp://127.0.0.1:$((DDPIPE_PORT + 3))}"
+: "${DDPIPE_METRICS_HTTP:=127.0.0.1:$((DDPIPE_PORT + 4))}"
 export DDPIPE_BIN DDPIPE_OUT DDPIPE_DATA DDPIPE_MODEL DDPIPE_WEIGHTS DDPIPE_MODEL_ARGS \
-    DDPIPE_LOADER_ARGS DDPIPE_WORKERS DDPIPE_BATCH DDPIPE_REDUCER DDPIPE_EVENTS DDPIPE_LOADER DDPIPE_TAP
+    DDPIPE_LOADER_ARGS DDPIPE_WORKERS DDPIPE_BATCH DDPIPE_REDUCER DDPIPE_EVENTS DDPIPE_LOADER \
+    DDPIPE_TAP DDPIPE_METRICS_HTTP
 mkdir -p "$DDPIPE_OUT/logs"
-exec supervisord -n -c "$here/supervisord.conf"
+log="$DDPIPE_OUT/logs/supervisord.log"
+: >"$log"
+conf="$here/supervisord.conf"
+ctl() { supervisorctl -c "$conf" "$@"; }
+
+supervisord -n -c "$conf" &
+sup=$!
+stop() {
+    ctl shutdown >/dev/null 2>&1 || kill "$sup" 2>/dev/null || true
+    wait "$sup" 2>/dev/null || true
+}
+trap 'stop; exit 130' INT TERM
+
+# The job has ended when reducerd stays down: EXITED (an expected exit: 0 or
+# 3) or FATAL (it kept crashing). The daemons bound every wait, so this ends.
+state=""
+while kill -0 "$sup" 2>/dev/null; do
+    state=$(ctl status reducerd 2>/dev/null | awk '{print $2}') || true
+    case "$state" in EXITED|FATAL) break ;; esac
+    sleep 1
+done
+# the others follow reducerd's STOP (bounded by their own timeouts)
+i=0
+while [ $i -lt 120 ] && ctl status 2>/dev/null | grep -v '^reporterd' | grep -Eq 'RUNNING|STARTING|BACKOFF'; do
+    sleep 1
+    i=$((i + 1))
+done
+rc=$(sed -n 's/.*exited: reducerd (exit status \([0-9]*\);.*/\1/p' "$log" | tail -n 1)
+stop
+trap - INT TERM
+if [ "$state" = FATAL ]; then
+    echo "run-supervised.sh: reducerd kept failing; see $DDPIPE_OUT/logs/reducerd.log" >&2
+    exit 1
+fi
+[ -n "$rc" ] || rc=1
+[ "$rc" -eq 0 ] || echo "run-supervised.sh: the job failed (reducerd exit $rc); see $DDPIPE_OUT/logs/" >&2
+exit "$rc"

@@ -17,6 +17,22 @@ static void send_beat(zsock_t *to, const heartbeat_args_t *a)
         log_debug("heartbeat not sent: %s", zmq_strerror(zmq_errno()));
 }
 
+/* A STOP on the beat socket (reducerd answers beats of an earlier
+ * reducerd's session with STOP(DDP_STOP_JOB_LOST)) goes to the main
+ * thread as "STOP" code reason: it may be idle, waiting for batches that
+ * will never come. Anything else there is dropped. */
+static void forward_stop(zsock_t *from, zsock_t *pipe)
+{
+    ddp_msg_t m;
+    proto_stats_t st = {0};
+    if (proto_recv(zsock_resolve(from), NULL, &m, &st) != 0)
+        return;
+    if (m.type == DDP_STOP)
+        zstr_sendx(pipe, "STOP", m.u.stop.code == DDP_STOP_JOB_LOST ? "3" : "1", m.u.stop.reason,
+                   NULL);
+    ddp_msg_clear(&m);
+}
+
 static void heartbeat_actor(zsock_t *pipe, void *argp)
 {
     heartbeat_args_t *a = argp;
@@ -46,10 +62,16 @@ static void heartbeat_actor(zsock_t *pipe, void *argp)
         }
     }
     zpoller_t *poller = zpoller_new(pipe, NULL);
+    if (poller && loader && reducer)
+        zpoller_add(poller, reducer);
     zsock_signal(pipe, 0);
+    int64_t next_beat = 0;
     while (poller) {
         zmsg_t *cmd = NULL;
-        if (zpoller_wait(poller, a->interval_ms) == pipe) {
+        void *which = zpoller_wait(poller, a->interval_ms);
+        if (which == reducer) {
+            forward_stop(reducer, pipe);
+        } else if (which == pipe) {
             cmd = zmsg_recv(pipe);
             char *verb = cmd ? zmsg_popstr(cmd) : NULL;
             bool term = !verb || strcmp(verb, "$TERM") == 0;
@@ -58,7 +80,8 @@ static void heartbeat_actor(zsock_t *pipe, void *argp)
             if (term)
                 break;
         }
-        if (loader && reducer) {
+        if (loader && reducer && zclock_mono() >= next_beat) {
+            next_beat = zclock_mono() + a->interval_ms;
             send_beat(loader, a);
             send_beat(reducer, a);
         }

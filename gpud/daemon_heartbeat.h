@@ -18,6 +18,8 @@ typedef struct {
     ddp_auth_t auth;           /* the WELCOME's session token: beats without it are refused */
 } heartbeat_args_t;
 
-/* args must outlive the actor. */
+/* args must outlive the actor. A STOP that reducerd sends to the beat
+ * socket arrives on the actor as the frames "STOP", code ("1" or "3"),
+ * reason. */
 zactor_t *heartbeat_new(heartbeat_args_t *args);
 #endif

@@ -736,7 +736,7 @@ static void on_stop(gpud_t *g, const ddp_stop_t *st)
         log_info("reducerd says stop (0: %s)", st->reason);
     } else {
         log_error("reducerd stops the job (%d): %s", st->code, st->reason);
-        g->exit_code = 1;
+        g->exit_code = st->code == DDP_STOP_JOB_LOST ? DDP_STOP_JOB_LOST : 1;
         g->fail_ckpt = true;
     }
     g->stopped = true;
@@ -861,6 +861,8 @@ static void on_reducer_msg(gpud_t *g)
             on_stop(g, &m.u.stop);
         } else {
             log_info("reducerd says stop (%d: %s)", m.u.stop.code, m.u.stop.reason);
+            if (m.u.stop.code == DDP_STOP_JOB_LOST)
+                g->exit_code = DDP_STOP_JOB_LOST;
             g->stopped = true;
         }
     } else if (m.type == DDP_EPOCH && g->trainer) {
@@ -870,6 +872,20 @@ static void on_reducer_msg(gpud_t *g)
         log_warn("unexpected %s from reducerd: ignored", proto_type_name(m.type));
     }
     ddp_msg_clear(&m);
+}
+
+/* The heartbeat actor relays a STOP reducerd sent to the beat socket. */
+static void on_heartbeat_msg(gpud_t *g)
+{
+    char *verb = NULL, *code = NULL, *reason = NULL;
+    if (zstr_recvx(g->heartbeat, &verb, &code, &reason, NULL) == 3 && strcmp(verb, "STOP") == 0) {
+        ddp_stop_t st = {.code = atoi(code)};
+        snprintf(st.reason, sizeof st.reason, "%s", reason);
+        on_stop(g, &st);
+    }
+    zstr_free(&verb);
+    zstr_free(&code);
+    zstr_free(&reason);
 }
 
 static int run(gpud_t *g)
@@ -884,11 +900,13 @@ static int run(gpud_t *g)
         log_error("cannot ask loaderd for work: %s", zmq_strerror(zmq_errno()));
         return 1;
     }
-    zpoller_t *poller = zpoller_new(g->loader, g->reducer, NULL);
+    zpoller_t *poller = zpoller_new(g->loader, g->reducer, g->heartbeat, NULL);
     while (!g->stopped && !zs_interrupted()) {
         void *which = zpoller_wait(poller, 500);
         if (which == g->reducer)
             on_reducer_msg(g);
+        else if (which == g->heartbeat)
+            on_heartbeat_msg(g);
         else if (which == g->loader)
             on_loader_msg(g);
         else if (zpoller_terminated(poller))

@@ -638,7 +638,7 @@ static void on_reducer_msg(loader_t *L)
         else
             log_info("reducerd says stop (%d: %s)", m.u.stop.code, m.u.stop.reason);
         L->stopped = true;
-        L->exit_code = 0;
+        L->exit_code = m.u.stop.code == DDP_STOP_JOB_LOST ? DDP_STOP_JOB_LOST : 0;
     } else if (m.type == DDP_WELCOME) {
         on_welcome(L, &m.u.welcome);
     } else if (m.type == DDP_REISSUE) {

@@ -53,6 +53,11 @@ typedef enum {
     DDP_TYPE_MAX = 14
 } ddp_type_t;
 
+/* STOP code (and exit status of every daemon hearing it) when reducerd
+ * restarted and the job's state was lost with it: not restarted by
+ * supervisord (exitcodes=0,3), the job must be run again. */
+#define DDP_STOP_JOB_LOST 3
+
 typedef enum { DDP_ROLE_GPUD = 1, DDP_ROLE_LOADER = 2, DDP_ROLE_REPORTER = 3 } ddp_role_t;
 typedef enum { DDP_PHASE_EVAL = 0, DDP_PHASE_TRAIN = 1 } ddp_phase_t;
 

@@ -63,6 +63,8 @@ typedef struct {
     int64_t last_progress_ms;
     int64_t last_activity_ms;  /* last progress: accepted samples, failures, plans, joins */
     bool finished;            /* end published */
+    bool job_lost;            /* finished: peers of an earlier reducerd of this job spoke */
+    char end_reason[1024];    /* the end event's reason (re-sent to a late reporterd) */
     int exit_code;
     int reporters_done;
     /* training */

@@ -606,8 +606,52 @@ static void on_done(reducer_t *r, zframe_t *route, const ddp_done_t *d)
 /* Heartbeats and rejected messages are not progress: only what moves the
  * count (accepted results and failures, plans, new workers) resets the
  * stall clock (last_activity_ms), so nothing keeps a stuck job alive. */
+/* The trust keys a message carries, or NULL. */
+static const ddp_auth_t *msg_auth(const ddp_msg_t *m)
+{
+    switch (m->type) {
+    case DDP_PLAN: return &m->u.plan.auth;
+    case DDP_RESULT: return &m->u.result.auth;
+    case DDP_FAILED: return &m->u.failed.auth;
+    case DDP_ISSUED: return &m->u.issued.auth;
+    case DDP_HEARTBEAT: return &m->u.heartbeat.auth;
+    default: return NULL;
+    }
+}
+
+/* A message of this job under another session comes from a peer that an
+ * earlier reducerd welcomed: that reducerd died (kill -9, a crash) and its
+ * tallies died with it. The peer is told to stop with DDP_STOP_JOB_LOST,
+ * and a reducerd that has no job of its own yet (no plan, no rank: the
+ * restarted one) ends too, so nothing waits for state that is gone. A
+ * reducerd with a job only rejects it (a stranger must not end a job). */
+static bool stale_session(reducer_t *r, zframe_t *route, const ddp_msg_t *m)
+{
+    const ddp_auth_t *a = msg_auth(m);
+    if (!a || a->session == 0 || a->session == r->session || strcmp(a->job, r->o.job) != 0)
+        return false;
+    static const char why[] =
+        "reducerd restarted and this job's tallies were lost with the previous one: every "
+        "daemon stops (exit 3); run the job again";
+    ddp_msg_t s = {.type = DDP_STOP};
+    s.u.stop.code = DDP_STOP_JOB_LOST;
+    snprintf(s.u.stop.reason, sizeof s.u.stop.reason, "%s", why);
+    send_to(r, route, &s);
+    char who[64];
+    peer_label(r, route, who, sizeof who);
+    reject(r, who, proto_type_name(m->type), "session of an earlier reducerd: told to stop");
+    bool fresh = !r->slot[0] && !r->slot[1] && peers_alive(r->peers, DDP_ROLE_GPUD) == 0;
+    if (fresh && !r->finished) {
+        r->job_lost = true;
+        finish(r, DDP_STOP_JOB_LOST, why);
+    }
+    return true;
+}
+
 static void on_message(reducer_t *r, zframe_t *route, ddp_msg_t *m)
 {
+    if (stale_session(r, route, m))
+        return;
     switch (m->type) {
     case DDP_JOIN: on_join(r, route, &m->u.join); break;
     case DDP_PLAN: on_plan(r, route, &m->u.plan); break;
@@ -638,6 +682,8 @@ static void on_subscription(reducer_t *r)
     if (is_reporter && zframe_data(f)[0] == 1) {
         r->subscribers++;
         log_debug("reporterd subscribed to the event stream (%d)", r->subscribers);
+        if (r->job_lost)   /* a reporterd reconnecting after the end: tell it too */
+            publish_end(r, r->exit_code, r->end_reason);
     } else if (is_reporter && zframe_data(f)[0] == 0) {
         r->subscribers--;
     }
@@ -689,6 +735,7 @@ void finish(reducer_t *r, int code, const char *reason)
     if (s && !r->o.train)
         end_issued(r, slot_plan(s)->epoch, slot_plan(s)->phase);
     publish_end(r, code, reason);
+    snprintf(r->end_reason, sizeof r->end_reason, "%s", reason);
     stop_everyone(r, code, reason);
     r->finished = true;
     r->exit_code = r->exit_code ? r->exit_code : code;
@@ -806,12 +853,24 @@ static int run(reducer_t *r)
         if (r->finished && !was_finished)
             finished_at = now;
         if (r->finished) {
+            if (finished_at == 0)
+                finished_at = now;
+            /* A lost job stays up for --worker-timeout, so that every live
+             * peer of the earlier reducerd (each speaks at least that
+             * often) hears its STOP, and until a reporterd of it has
+             * resubscribed and heard the end (at most --done-timeout); no
+             * DONE comes from it. */
+            if (r->job_lost) {
+                int64_t up = now - finished_at;
+                if (up > r->o.worker_timeout_s * 1000 &&
+                    (r->subscribers >= 1 || up > r->o.done_timeout_s * 1000))
+                    break;
+                continue;
+            }
             /* nobody to confirm when no reporter ever listened (a failure
              * before it subscribed): the end event went nowhere */
             if (r->reporters_done >= r->o.reporters || r->subscribers < 1)
                 break;
-            if (finished_at == 0)
-                finished_at = now;
             if (now - finished_at > r->o.done_timeout_s * 1000) {
                 log_error("reporterd did not confirm the run directory within %lds; check its log",
                           r->o.done_timeout_s);

@@ -33,6 +33,7 @@ typedef struct {
     const char *tap;
     const char *metrics_http;
     long tap_hwm;
+    long linger_s;        /* after the end, keep /metrics and the tap up this long */
     int verbose;
     const char *seed_csv; /* training: the seed course's time,val_accuracy file */
     long start_epoch;     /* training resume: earlier rows kept; -1 none */
@@ -65,6 +66,9 @@ static void usage(FILE *f)
             "                          metric, progress and worker events\n"
             "  --tap-hwm N             events queued per tap subscriber before it drops (default 1000)\n"
             "  --metrics-http H:P      Prometheus text exposition at http://H:P/metrics\n"
+            "  --linger S              after the job's end keep serving /metrics and the tap for\n"
+            "                          S seconds, or until SIGTERM (compose: a scrape after the\n"
+            "                          end still sees the final values; default 0)\n"
             "training (docs/TRAINING.md):\n"
             "  --seed-csv NAME         also write the seed course's time,val_accuracy log as NAME\n"
             "                          in the run directory ({W}ranks-{bs}bs-{lr}lr-{m}m-{w}w.csv)\n"
@@ -79,6 +83,7 @@ static int parse(int argc, char **argv, opts_t *o)
     static struct option lo[] = {{"sub", 1, 0, 's'}, {"reducer", 1, 0, 'r'}, {"out", 1, 0, 'o'},
                                  {"tap", 1, 0, 't'}, {"tap-hwm", 1, 0, 'H'},
                                  {"metrics-http", 1, 0, 'm'}, {"verbose", 0, 0, 'v'},
+                                 {"linger", 1, 0, 'L'},
                                  {"seed-csv", 1, 0, 'S'}, {"start-epoch", 1, 0, 'E'},
                                  {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -88,6 +93,10 @@ static int parse(int argc, char **argv, opts_t *o)
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
         case 'm': o->metrics_http = optarg; break;
+        case 'L':
+            if (flags_long("linger", optarg, 0, 86400, &o->linger_s) < 0)
+                return -1;
+            break;
         case 'H':
             if (flags_long("tap-hwm", optarg, 1, 1000000, &o->tap_hwm) < 0)
                 return -1;
@@ -144,7 +153,9 @@ static void on_end(reporter_t *R, const ev_end_t *end)
     }
     send_done(R, code, code ? err : "ok");
     /* our exit status tells the launcher whether the run directory is whole */
-    R->exit_code = code ? code : (end->code != 0);
+    R->exit_code = code                               ? code
+                   : end->code == DDP_STOP_JOB_LOST ? DDP_STOP_JOB_LOST
+                                                    : (end->code != 0);
     R->done = true;
 }
 
@@ -309,6 +320,23 @@ static int setup(reporter_t *R)
     return proto_send(zsock_resolve(R->reducer), NULL, &j);
 }
 
+/* The job is over; /metrics (its own thread) keeps serving the final
+ * values and tap subscribers still get the cached last state, until
+ * --linger seconds pass or SIGTERM/SIGINT comes. */
+static void linger(reporter_t *R)
+{
+    log_info("job over: serving the final values for %lds (SIGTERM to stop)", R->o.linger_s);
+    zpoller_t *poller = R->tap ? zpoller_new(R->tap, NULL) : NULL;
+    int64_t until = zclock_mono() + R->o.linger_s * 1000;
+    while (!zs_interrupted() && zclock_mono() < until) {
+        if (poller && zpoller_wait(poller, 200) == R->tap)
+            on_tap_subscription(R);
+        else if (!poller)
+            zclock_sleep(200);
+    }
+    zpoller_destroy(&poller);
+}
+
 int main(int argc, char **argv)
 {
     reporter_t R;
@@ -341,6 +369,8 @@ int main(int argc, char **argv)
         }
         zpoller_destroy(&poller);
         rc = R.done ? R.exit_code : 130;
+        if (R.done && R.o.linger_s > 0)
+            linger(&R);
     }
     log_info("exiting (%llu events, %llu rejected, %llu tap replays)",
              (unsigned long long)R.events, (unsigned long long)R.rejected,
