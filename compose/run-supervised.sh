@@ -39,6 +39,21 @@ fi
 export DDPIPE_BIN DDPIPE_OUT DDPIPE_DATA DDPIPE_MODEL DDPIPE_WEIGHTS DDPIPE_MODEL_ARGS \
     DDPIPE_LOADER_ARGS DDPIPE_WORKERS DDPIPE_BATCH DDPIPE_REDUCER DDPIPE_EVENTS DDPIPE_LOADER \
     DDPIPE_TAP DDPIPE_METRICS_HTTP
+# A previous run's results must never look like this run's: refuse, or with
+# DDPIPE_OVERWRITE=1 move the whole previous run directory aside first.
+for f in summary.json predictions.csv metrics.csv classification_report.txt; do
+    [ -e "$DDPIPE_OUT/$f" ] || continue
+    if [ "${DDPIPE_OVERWRITE:-0}" = 1 ]; then
+        old="$DDPIPE_OUT.previous-$(date +%Y%m%dT%H%M%S)"
+        mv "$DDPIPE_OUT" "$old"
+        echo "run-supervised.sh: the previous run in $DDPIPE_OUT moved to $old" >&2
+    else
+        echo "run-supervised.sh: $DDPIPE_OUT holds a previous run ($f): set DDPIPE_OVERWRITE=1" \
+             "to move it aside, or choose another DDPIPE_OUT" >&2
+        exit 2
+    fi
+    break
+done
 mkdir -p "$DDPIPE_OUT/logs"
 log="$DDPIPE_OUT/logs/supervisord.log"
 : >"$log"
@@ -55,14 +70,24 @@ trap 'stop; exit 130' INT TERM
 
 # The job has ended when reducerd stays down: EXITED (an expected exit: 0 or
 # 3) or FATAL (it kept crashing). The daemons bound every wait, so this ends.
+# A job whose loaderd or every gpud gave up (FATAL: kept crashing, e.g.
+# wrong weights) cannot finish: that ends it too, as a failure.
 state=""
 while kill -0 "$sup" 2>/dev/null; do
-    state=$(ctl status reducerd 2>/dev/null | awk '{print $2}') || true
+    status=$(ctl status 2>/dev/null) || true
+    state=$(printf '%s\n' "$status" | awk '$1 == "reducerd" {print $2}')
     case "$state" in EXITED|FATAL) break ;; esac
+    if printf '%s\n' "$status" | grep -q '^loaderd  *FATAL' ||
+        { printf '%s\n' "$status" | grep -q '^gpud:' &&
+          ! printf '%s\n' "$status" | grep '^gpud:' | grep -qv FATAL; }; then
+        state=GAVEUP
+        break
+    fi
     sleep 1
 done
 # the others follow reducerd's STOP (bounded by their own timeouts)
 i=0
+[ "$state" != GAVEUP ] || i=120
 while [ $i -lt 120 ] && ctl status 2>/dev/null | grep -v '^reporterd' | grep -Eq 'RUNNING|STARTING|BACKOFF'; do
     sleep 1
     i=$((i + 1))
@@ -70,8 +95,9 @@ done
 rc=$(sed -n 's/.*exited: reducerd (exit status \([0-9]*\);.*/\1/p' "$log" | tail -n 1)
 stop
 trap - INT TERM
-if [ "$state" = FATAL ]; then
-    echo "run-supervised.sh: reducerd kept failing; see $DDPIPE_OUT/logs/reducerd.log" >&2
+if [ "$state" = FATAL ] || [ "$state" = GAVEUP ]; then
+    echo "run-supervised.sh: the job failed: a daemon kept crashing (supervisorctl FATAL);" \
+         "see $DDPIPE_OUT/logs/" >&2
     exit 1
 fi
 [ -n "$rc" ] || rc=1

@@ -125,6 +125,23 @@ check(counts(out) == counts(ref), "supervised %r != ddpipe eval %r" % (counts(ou
 check(all(c == [0] for c in exits(out).values()) and len(exits(out)) == 4,
       "wideresnet example exits %r" % exits(out))
 
+# a rerun into the same run directory: refused, or moved aside with DDPIPE_OVERWRITE=1
+p = subprocess.run(["sh", "-c", wrn_cmd], cwd=SRC, env=env, stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, text=True, timeout=60)
+check(p.returncode == 2 and "DDPIPE_OVERWRITE=1" in p.stdout,
+      "a rerun into a finished run directory: exit %r\n%s" % (p.returncode, p.stdout[-1500:]))
+check(counts(out) == counts(ref), "the refused rerun changed the previous results")
+env["DDPIPE_WEIGHTS"] = os.path.join(wd, "missing.safetensors")   # this rerun fails
+env["DDPIPE_OVERWRITE"] = "1"
+p = subprocess.run(["sh", "-c", wrn_cmd], cwd=SRC, env=env, stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, text=True, timeout=300)
+check(p.returncode != 0, "a rerun with missing weights succeeded:\n" + p.stdout[-1500:])
+check(not os.path.exists(os.path.join(out, "summary.json")),
+      "a failed rerun left the previous run's summary.json in place")
+moved = [d for d in os.listdir(wd) if d.startswith("wrn.previous-")]
+check(len(moved) == 1 and os.path.exists(os.path.join(wd, moved[0], "summary.json")),
+      "the previous run was not moved aside: %r" % moved)
+
 # --- 2. the ResNet-18 example, as printed (empty DDPIPE_MODEL_ARGS) --------
 data = os.path.join(wd, "val")
 subprocess.run([os.path.join(BIN, "ddpipe-mkjpeg"), "--synthetic", "1000", data, "--size", "80x60",
