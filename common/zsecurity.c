@@ -207,6 +207,10 @@ int zs_security_args(int *argc, char **argv)
             i++;
         }
     }
+    if (dir && !dir[0]) {
+        log_error("--curve-dir needs a directory (made by 'ddpipe keygen DIR')");
+        return -1;
+    }
     if (!dir)
         dir = getenv("DDPIPE_CURVE_DIR");
     return zs_security_init(dir, insecure);
@@ -244,25 +248,28 @@ static bool hostport_is_loopback(const char *hp)
     return zs_host_is_loopback(hp, len);
 }
 
-static int loopback_rule(const char *address, bool loopback, const char *what, const char *why)
+/* why: what is missing; fix: what to do instead of --insecure. */
+static int loopback_rule(const char *address, bool loopback, const char *what, const char *why,
+                         const char *fix)
 {
     if (loopback)
         return 0;
     if (s_sec.insecure) {
-        log_warn("the %s listens on %s, not a loopback address, %s (--insecure): anyone who can "
-                 "reach it can read and send its traffic", what, address, why);
+        log_warn("the %s listens on %s, not a loopback address, and %s (--insecure): anyone who "
+                 "can reach it can read its traffic%s", what, address, why,
+                 s_sec.curve ? "" : " and send to it");
         return 0;
     }
-    log_error("refusing to listen on %s for the %s: not a loopback address and %s; give "
-              "--curve-dir DIR (certificates from 'ddpipe keygen DIR') or, on a network you "
-              "trust, --insecure", address, what, why);
+    log_error("refusing to listen on %s for the %s: it is not a loopback address and %s; %s, "
+              "or, on a network you trust, give --insecure", address, what, why, fix);
     return -1;
 }
 
 int zs_security_check_listen(const char *hostport, const char *what)
 {
     return loopback_rule(hostport, hostport_is_loopback(hostport), what,
-                         "it is never encrypted");
+                         "HTTP is never encrypted",
+                         "listen on 127.0.0.1 (a local Prometheus or an SSH tunnel can read it)");
 }
 
 static int set_key(void *h, int opt, const void *val, size_t len, const char *what, const char *ep)
@@ -302,8 +309,8 @@ int zs_secure_server(zsock_t *s, const char *endpoint, const char *what)
     if (!is_tcp(endpoint))
         return 0;
     if (!s_sec.curve)
-        return loopback_rule(endpoint, hostport_is_loopback(endpoint + 6), what,
-                             "without CURVE");
+        return loopback_rule(endpoint, hostport_is_loopback(endpoint + 6), what, "CURVE is off",
+                             "give --curve-dir DIR (certificates from 'ddpipe keygen DIR')");
     int one = 1;
     void *h = zsock_resolve(s);
     if (need(s_sec.have_server, "server.cert_secret") < 0 || check_authorized_dir() < 0 ||
