@@ -19,7 +19,7 @@ run_eval(data, ref, 1, 32, extra=["--predictions"])
 
 out = os.path.join(wd, "run")
 env = dict(os.environ)
-ports = [free_port() for _ in range(4)]
+ports = [free_port() for _ in range(5)]
 env.update({
     "DDPIPE_BIN": os.path.realpath(BIN), "DDPIPE_OUT": out, "DDPIPE_DATA": data,
     "DDPIPE_MODEL": "wideresnet", "DDPIPE_WEIGHTS": DEMO_WEIGHTS,
@@ -27,6 +27,7 @@ env.update({
     "DDPIPE_LOADER_ARGS": "--channels 1", "DDPIPE_WORKERS": "3", "DDPIPE_BATCH": "32",
     "DDPIPE_REDUCER": "tcp://127.0.0.1:%d" % ports[0], "DDPIPE_EVENTS": "tcp://127.0.0.1:%d" % ports[1],
     "DDPIPE_LOADER": "tcp://127.0.0.1:%d" % ports[2], "DDPIPE_TAP": "tcp://127.0.0.1:%d" % ports[3],
+    "DDPIPE_METRICS_HTTP": "127.0.0.1:%d" % ports[4],
 })
 os.makedirs(os.path.join(out, "logs"))
 conf = os.path.join(SRC, "compose", "supervisord.conf")
@@ -44,7 +45,9 @@ try:
                             stderr=subprocess.STDOUT, text=True)
         status = st.stdout
         lines = [l for l in status.splitlines() if l.strip()]
-        if len(lines) == 6 and all("EXITED" in l for l in lines):
+        # reporterd lingers (--linger: /metrics keeps the final values)
+        # until supervisord shuts it down; the job is over when the rest exited
+        if len(lines) == 6 and all("EXITED" in l for l in lines if not l.startswith("reporterd")):
             break
         if any("FATAL" in l or "BACKOFF" in l for l in lines):
             fail("a supervised program failed:\n" + status)
