@@ -16,6 +16,7 @@ try:
     import zmq
 except ImportError:
     fail("python3-zmq and python3-msgpack are needed (scripts/install-deps.sh --test)")
+from ddp_fake import expect_msg, new_dealer, pack
 
 JOIN, WELCOME, PLAN, HEARTBEAT, RESULT, STOP, ISSUED, REISSUE = 1, 2, 3, 5, 8, 10, 13, 14
 ctx = zmq.Context()
@@ -24,26 +25,12 @@ ep = "ipc://%s/reducer" % wd
 logpath = os.path.join(wd, "reducerd.log")
 
 
-def pack(t, **kw):
-    return msgpack.packb(dict(v=1, t=t, **kw), use_bin_type=True)
-
-
 def dealer(identity):
-    s = ctx.socket(zmq.DEALER)
-    s.setsockopt(zmq.LINGER, 0)
-    s.setsockopt(zmq.IDENTITY, identity)
-    s.connect(ep)
-    return s
+    return new_dealer(ctx, ep, identity)
 
 
 def expect(sock, t, timeout=20):
-    end = time.time() + timeout
-    while time.time() < end:
-        if sock.poll(100):
-            m = msgpack.unpackb(sock.recv(), raw=False)
-            if m["t"] == t:
-                return m
-    fail("no message of type %d within %ds:\n%s" % (t, timeout, read(logpath)))
+    return expect_msg(sock, t, logpath, timeout)
 
 
 with open(logpath, "w") as log:

@@ -1,0 +1,34 @@
+"""Fake peers for daemon tests over real sockets (python3-zmq, msgpack):
+protocol maps, DEALERs with a chosen identity, and waiting for a message
+type with a bound that prints the daemon's log when it runs out."""
+import time
+
+import msgpack
+import zmq
+
+from ddp_it import fail, read
+
+
+def pack(t, **kw):
+    """A protocol map of type t (version 1) as msgpack bytes."""
+    return msgpack.packb(dict(v=1, t=t, **kw), use_bin_type=True)
+
+
+def new_dealer(ctx, endpoint, identity):
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.IDENTITY, identity)
+    s.connect(endpoint)
+    return s
+
+
+def expect_msg(sock, t, logpath, timeout=20):
+    """The next message of type t on sock (others skipped); fails with the
+    daemon's log at logpath after timeout seconds."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if sock.poll(100):
+            m = msgpack.unpackb(sock.recv(), raw=False)
+            if m["t"] == t:
+                return m
+    fail("no message of type %d within %ds:\n%s" % (t, timeout, read(logpath)))
