@@ -4,7 +4,7 @@
  * folder (a symlink planted at the old /tmp/ddpipe-PID path, or inside the
  * folder, leads nowhere). */
 #include "cli/ipcdir.h"
-#include "check.h"
+#include "tests/reporterd/check.h" /* CHECK_MSG and check_done, shared by the C tests */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,7 +38,7 @@ static void make_socket(const char *path)
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
-    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0, "bind %s: %s", path,
+    CHECK_MSG(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0, "bind %s: %s", path,
           strerror(errno));
     if (fd >= 0)
         close(fd);
@@ -60,10 +60,10 @@ static void check_folder(const ipcdir_t *d, const char *prefix, const char *leaf
 {
     const char *p = ipcdir_path(d);
     struct stat st;
-    CHECK(strncmp(p, prefix, strlen(prefix)) == 0 && strstr(p + strlen(prefix), leaf) &&
+    CHECK_MSG(strncmp(p, prefix, strlen(prefix)) == 0 && strstr(p + strlen(prefix), leaf) &&
               strlen(p) + 1 + IPCDIR_NAME_MAX <= IPCDIR_PATH_MAX,
           "folder %s, want under %s (%s)", p, prefix, leaf);
-    CHECK(lstat(p, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700 &&
+    CHECK_MSG(lstat(p, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700 &&
               st.st_uid == geteuid(), "%s: mode %o", p, st.st_mode & 0777);
 }
 
@@ -73,7 +73,7 @@ static void test_places(void)
     snprintf(run, sizeof run, "%s/run", s_base);
     mkdir(run, 0755);
     ipcdir_t *d = ipcdir_new(run, err, sizeof err);
-    CHECK(d, "short run dir: %s", err);
+    CHECK_MSG(d, "short run dir: %s", err);
     if (d) {
         check_folder(d, run, "/.ipc-");
         ipcdir_destroy(&d);
@@ -87,14 +87,14 @@ static void test_places(void)
     setenv("XDG_RUNTIME_DIR", xdg, 1);
     setenv("TMPDIR", tmp, 1);
     d = ipcdir_new(deep, err, sizeof err);
-    CHECK(d, "deep, XDG: %s", err);
+    CHECK_MSG(d, "deep, XDG: %s", err);
     if (d) {
         check_folder(d, xdg, "/ddpipe-");
         ipcdir_destroy(&d);
     }
     setenv("XDG_RUNTIME_DIR", "relative/dir", 1); /* not absolute: skipped */
     d = ipcdir_new(deep, err, sizeof err);
-    CHECK(d, "deep, TMPDIR: %s", err);
+    CHECK_MSG(d, "deep, TMPDIR: %s", err);
     if (d) {
         check_folder(d, tmp, "/ddpipe-");
         ipcdir_destroy(&d);
@@ -102,7 +102,7 @@ static void test_places(void)
     unsetenv("XDG_RUNTIME_DIR");
     setenv("TMPDIR", deep, 1); /* too long for sockets: /tmp */
     d = ipcdir_new(deep, err, sizeof err);
-    CHECK(d, "deep, /tmp: %s", err);
+    CHECK_MSG(d, "deep, /tmp: %s", err);
     if (d) {
         check_folder(d, "/tmp/", "ddpipe-");
         ipcdir_destroy(&d);
@@ -111,7 +111,7 @@ static void test_places(void)
     /* nothing stray: the folders went with their ipcdir */
     char cmd[8400];
     snprintf(cmd, sizeof cmd, "test -z \"$(find %s %s %s -mindepth 1)\"", xdg, tmp, run);
-    CHECK(system(cmd) == 0, "stray folders left in %s, %s or %s", xdg, tmp, run);
+    CHECK_MSG(system(cmd) == 0, "stray folders left in %s, %s or %s", xdg, tmp, run);
 }
 
 /* The old predictable path, pre-made as a symlink to a victim: never used,
@@ -127,13 +127,13 @@ static void test_predictable_path(void)
     int planted = symlink(victim, old) == 0;
     long_dir(deep, 150);
     ipcdir_t *d = ipcdir_new(deep, err, sizeof err);
-    CHECK(d && strcmp(ipcdir_path(d), old) != 0, "used the predictable path: %s", err);
+    CHECK_MSG(d && strcmp(ipcdir_path(d), old) != 0, "used the predictable path: %s", err);
     char ep[256];
     if (d) {
-        CHECK(ipcdir_endpoint(d, "precious", ep, sizeof ep) == 0, "endpoint");
+        CHECK_MSG(ipcdir_endpoint(d, "precious", ep, sizeof ep) == 0, "endpoint");
         ipcdir_destroy(&d);
     }
-    CHECK(exists(file), "the victim's file was removed");
+    CHECK_MSG(exists(file), "the victim's file was removed");
     if (planted)
         unlink(old);
 }
@@ -146,17 +146,17 @@ static void test_removal(void)
     snprintf(victim, sizeof victim, "%s/victim2", s_base);
     touch(victim, "keep me");
     ipcdir_t *d = ipcdir_new(run, err, sizeof err);
-    CHECK(d, "%s", err);
+    CHECK_MSG(d, "%s", err);
     if (!d)
         return;
     char dir[256];
     snprintf(dir, sizeof dir, "%s", ipcdir_path(d));
-    CHECK(ipcdir_endpoint(d, "reducer", ep, sizeof ep) == 0 && strstr(ep, "ipc://") == ep &&
+    CHECK_MSG(ipcdir_endpoint(d, "reducer", ep, sizeof ep) == 0 && strstr(ep, "ipc://") == ep &&
               !strcmp(ep + 6 + strlen(dir), "/reducer"), "endpoint %s", ep);
-    CHECK(ipcdir_endpoint(d, "", ep, sizeof ep) < 0 && !ep[0], "empty name");
-    CHECK(ipcdir_endpoint(d, "../x", ep, sizeof ep) < 0, "a name with a slash");
-    CHECK(ipcdir_endpoint(d, "..", ep, sizeof ep) < 0, "..");
-    CHECK(ipcdir_endpoint(d, "sixteen-chars-xx", ep, sizeof ep) < 0, "a name too long");
+    CHECK_MSG(ipcdir_endpoint(d, "", ep, sizeof ep) < 0 && !ep[0], "empty name");
+    CHECK_MSG(ipcdir_endpoint(d, "../x", ep, sizeof ep) < 0, "a name with a slash");
+    CHECK_MSG(ipcdir_endpoint(d, "..", ep, sizeof ep) < 0, "..");
+    CHECK_MSG(ipcdir_endpoint(d, "sixteen-chars-xx", ep, sizeof ep) < 0, "a name too long");
     ipcdir_endpoint(d, "ring-0", ep, sizeof ep);
     ipcdir_endpoint(d, "notasocket", ep, sizeof ep);
     ipcdir_endpoint(d, "link", ep, sizeof ep);
@@ -165,16 +165,16 @@ static void test_removal(void)
     snprintf(path, sizeof path, "%s/notasocket", dir);
     touch(path, "x");
     snprintf(path, sizeof path, "%s/link", dir);
-    CHECK(symlink(victim, path) == 0, "symlink");
+    CHECK_MSG(symlink(victim, path) == 0, "symlink");
     /* ring-0 was never bound: nothing to remove */
     ipcdir_destroy(&d);
     snprintf(path, sizeof path, "%s/reducer", dir);
-    CHECK(!exists(path), "the socket stayed");
+    CHECK_MSG(!exists(path), "the socket stayed");
     snprintf(path, sizeof path, "%s/notasocket", dir);
-    CHECK(exists(path), "a regular file was removed");
+    CHECK_MSG(exists(path), "a regular file was removed");
     snprintf(path, sizeof path, "%s/link", dir);
-    CHECK(exists(path) && exists(victim), "the link or its target was removed");
-    CHECK(exists(dir), "a folder with foreign files was removed");
+    CHECK_MSG(exists(path) && exists(victim), "the link or its target was removed");
+    CHECK_MSG(exists(dir), "a folder with foreign files was removed");
     /* only sockets: the folder goes too */
     d = ipcdir_new(run, err, sizeof err);
     if (d) {
@@ -183,7 +183,7 @@ static void test_removal(void)
         snprintf(path, sizeof path, "%s/events", dir);
         make_socket(path);
         ipcdir_destroy(&d);
-        CHECK(!exists(dir), "%s stayed", dir);
+        CHECK_MSG(!exists(dir), "%s stayed", dir);
     }
 }
 

@@ -2,7 +2,7 @@
  * without --overwrite (untouched), removed with it; files ddpipe does not
  * write, kept inputs and symlink targets survive. */
 #include "cli/outdir.h"
-#include "check.h"
+#include "tests/reporterd/check.h" /* CHECK_MSG and check_done, shared by the C tests */
 
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +18,7 @@ static void touch(const char *dir, const char *name)
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "create %s", path);
+    CHECK_MSG(f != NULL, "create %s", path);
     if (f) {
         fputs("x", f);
         fclose(f);
@@ -59,7 +59,7 @@ static void fill(const char *out)
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/.ipc-a1B2c3/reducer", out);
-    CHECK(n < (int)sizeof a.sun_path && fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0,
+    CHECK_MSG(n < (int)sizeof a.sun_path && fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0,
           "bind");
     if (fd >= 0)
         close(fd);
@@ -69,39 +69,39 @@ static void test_names(void)
 {
     for (size_t i = 0; i < sizeof outputs / sizeof *outputs; i++)
         if (!strchr(outputs[i], '/'))
-            CHECK(outdir_is_output(outputs[i]), "%s is an output", outputs[i]);
+            CHECK_MSG(outdir_is_output(outputs[i]), "%s is an output", outputs[i]);
     for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++)
-        CHECK(!outdir_is_output(foreign[i]), "%s is not an output", foreign[i]);
-    CHECK(outdir_is_output("logs") && outdir_is_output(".ipc") && outdir_is_output(".ipc-zZ09aB"),
+        CHECK_MSG(!outdir_is_output(foreign[i]), "%s is not an output", foreign[i]);
+    CHECK_MSG(outdir_is_output("logs") && outdir_is_output(".ipc") && outdir_is_output(".ipc-zZ09aB"),
           "folders");
-    CHECK(!outdir_is_output(".ipc-toolong") && !outdir_is_output("logs2"), "near misses");
+    CHECK_MSG(!outdir_is_output(".ipc-toolong") && !outdir_is_output("logs2"), "near misses");
 }
 
 static void test_refuse_and_remove(void)
 {
     char out[128], keep[160];
     snprintf(out, sizeof out, "%s/run", s_base);
-    CHECK(outdir_prepare("test", out, false, NULL, 0) == 0, "a missing --out is fine");
+    CHECK_MSG(outdir_prepare("test", out, false, NULL, 0) == 0, "a missing --out is fine");
     mkdir(out, 0755);
     touch(out, "notes.txt");
-    CHECK(outdir_prepare("test", out, false, NULL, 0) == 0, "foreign files only: fine");
+    CHECK_MSG(outdir_prepare("test", out, false, NULL, 0) == 0, "foreign files only: fine");
     fill(out);
-    CHECK(outdir_prepare("test", out, false, NULL, 0) < 0, "previous outputs: refused");
+    CHECK_MSG(outdir_prepare("test", out, false, NULL, 0) < 0, "previous outputs: refused");
     for (size_t i = 0; i < sizeof outputs / sizeof *outputs; i++)
-        CHECK(has(out, outputs[i]), "refusal removed %s", outputs[i]);
+        CHECK_MSG(has(out, outputs[i]), "refusal removed %s", outputs[i]);
     snprintf(keep, sizeof keep, "%s/model.safetensors", out);
     const char *const k[] = {NULL, keep};
-    CHECK(outdir_prepare("test", out, true, k, 2) == 0, "--overwrite");
+    CHECK_MSG(outdir_prepare("test", out, true, k, 2) == 0, "--overwrite");
     for (size_t i = 0; i < sizeof outputs / sizeof *outputs; i++)
-        CHECK(!has(out, outputs[i]), "--overwrite left %s", outputs[i]);
-    CHECK(!has(out, "logs") && !has(out, ".ipc-a1B2c3"), "folders left");
+        CHECK_MSG(!has(out, outputs[i]), "--overwrite left %s", outputs[i]);
+    CHECK_MSG(!has(out, "logs") && !has(out, ".ipc-a1B2c3"), "folders left");
     for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++)
-        CHECK(has(out, foreign[i]), "--overwrite removed %s", foreign[i]);
-    CHECK(has(out, "model.safetensors"), "the kept input was removed");
-    CHECK(outdir_prepare("test", out, false, k, 2) == 0, "clean after --overwrite (model.safetensors kept)");
+        CHECK_MSG(has(out, foreign[i]), "--overwrite removed %s", foreign[i]);
+    CHECK_MSG(has(out, "model.safetensors"), "the kept input was removed");
+    CHECK_MSG(outdir_prepare("test", out, false, k, 2) == 0, "clean after --overwrite (model.safetensors kept)");
     /* without keep, model.safetensors is an output */
     touch(out, "model.safetensors");
-    CHECK(outdir_prepare("test", out, true, NULL, 0) == 0 && !has(out, "model.safetensors"),
+    CHECK_MSG(outdir_prepare("test", out, true, NULL, 0) == 0 && !has(out, "model.safetensors"),
           "model.safetensors not removed");
 }
 
@@ -119,18 +119,18 @@ static void test_links(void)
     snprintf(path, sizeof path, "%s/summary.json", victim);
     char link[512];
     snprintf(link, sizeof link, "%s/summary.json", out);
-    CHECK(symlink(path, link) == 0, "symlink");
+    CHECK_MSG(symlink(path, link) == 0, "symlink");
     snprintf(link, sizeof link, "%s/.ipc", out);
-    CHECK(symlink(victim, link) == 0, "symlink");
-    CHECK(outdir_prepare("test", out, true, NULL, 0) == 0, "--overwrite with links");
-    CHECK(!has(out, "summary.json") && !has(out, ".ipc"), "links stayed");
-    CHECK(has(victim, "summary.json") && has(victim, "a.log"), "a link's target was removed");
+    CHECK_MSG(symlink(victim, link) == 0, "symlink");
+    CHECK_MSG(outdir_prepare("test", out, true, NULL, 0) == 0, "--overwrite with links");
+    CHECK_MSG(!has(out, "summary.json") && !has(out, ".ipc"), "links stayed");
+    CHECK_MSG(has(victim, "summary.json") && has(victim, "a.log"), "a link's target was removed");
     snprintf(path, sizeof path, "%s/logs", out);
     mkdir(path, 0755);
     touch(out, "logs/gpud.0.log");
     touch(out, "logs/mine.txt");
-    CHECK(outdir_prepare("test", out, true, NULL, 0) == 0, "--overwrite, foreign file in logs/");
-    CHECK(!has(out, "logs/gpud.0.log") && has(out, "logs/mine.txt"), "logs/ sweep");
+    CHECK_MSG(outdir_prepare("test", out, true, NULL, 0) == 0, "--overwrite, foreign file in logs/");
+    CHECK_MSG(!has(out, "logs/gpud.0.log") && has(out, "logs/mine.txt"), "logs/ sweep");
 }
 
 int main(void)
