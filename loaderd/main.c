@@ -480,15 +480,7 @@ static int eval_pump(loader_t *L)
 static void loader_reject(loader_t *L, const char *peer, const char *kind, const char *why)
 {
     L->stats.rejected++;
-    uint64_t held = 0;
-    if (!ratelog_allow(L, peer, kind, &held))
-        return;
-    if (held)
-        log_warn("rejected %s from %s: %s (%llu other reject lines held back before this one)",
-                 kind, peer, why,
-                 (unsigned long long)held);
-    else
-        log_warn("rejected %s from %s: %s", kind, peer, why);
+    ratelog_reject(L, peer, kind, why);
 }
 
 /* A gpud message is trusted with the token reducerd gave (session, gpud,

@@ -1,6 +1,7 @@
 #include "proto/ratelog.h"
 
 #include "common/clock.h"
+#include "common/log.h"
 
 #include <string.h>
 
@@ -53,4 +54,16 @@ bool ratelog_allow(const void *scope, const char *peer, const char *kind, uint64
         *held = held_total;
     held_total = 0;
     return true;
+}
+
+void ratelog_reject(const void *scope, const char *peer, const char *kind, const char *why)
+{
+    uint64_t held = 0;
+    if (!ratelog_allow(scope, peer, kind, &held))
+        return;
+    if (held)
+        log_warn("rejected %s from %s: %s (%llu other reject lines held back before this one)",
+                 kind, peer, why, (unsigned long long)held);
+    else
+        log_warn("rejected %s from %s: %s", kind, peer, why);
 }

@@ -19,4 +19,8 @@
  * the number of reject lines suppressed since the last one logged. scope:
  * any pointer naming the socket or subsystem (NULL is fine). */
 bool ratelog_allow(const void *scope, const char *peer, const char *kind, uint64_t *held);
+
+/* Logs "rejected KIND from PEER: WHY" (WARN) when ratelog_allow lets it,
+ * with the count held back before it. */
+void ratelog_reject(const void *scope, const char *peer, const char *kind, const char *why);
 #endif

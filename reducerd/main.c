@@ -152,20 +152,12 @@ void stop_everyone(reducer_t *r, int code, const char *reason)
 void reject(reducer_t *r, const char *peer, const char *kind, const char *fmt, ...)
 {
     r->stats.rejected++;
-    uint64_t held = 0;
-    if (!ratelog_allow(r, peer, kind, &held))
-        return;
     char msg[768];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (held)
-        log_warn("rejected %s from %s: %s (%llu other reject lines held back before this one)",
-                 kind, peer, msg,
-                 (unsigned long long)held);
-    else
-        log_warn("rejected %s from %s: %s", kind, peer, msg);
+    ratelog_reject(r, peer, kind, msg);
 }
 
 uint64_t rejected_total(const reducer_t *r) { return r->stats.rejected + r->loader_rejected; }
