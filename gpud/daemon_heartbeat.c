@@ -11,7 +11,7 @@ static void send_beat(zsock_t *to, const heartbeat_args_t *a)
     ddp_msg_t m = {.type = DDP_HEARTBEAT};
     snprintf(m.u.heartbeat.worker, sizeof m.u.heartbeat.worker, "%s", a->worker);
     m.u.heartbeat.rank = a->rank;
-    m.u.heartbeat.batches_done = *a->batches_done;
+    m.u.heartbeat.batches_done = atomic_load(a->batches_done);
     m.u.heartbeat.auth = a->auth;
     if (proto_send(zsock_resolve(to), NULL, &m) < 0)
         log_debug("heartbeat not sent: %s", zmq_strerror(zmq_errno()));

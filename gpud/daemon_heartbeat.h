@@ -6,6 +6,7 @@
 #include "proto/proto.h"
 
 #include <czmq.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 typedef struct {
@@ -14,7 +15,7 @@ typedef struct {
     const char *worker;        /* worker name, as in CREDIT */
     int32_t rank;
     int interval_ms;
-    volatile uint64_t *batches_done;
+    _Atomic uint64_t *batches_done;  /* the main thread's counter, read here atomically */
     ddp_auth_t auth;           /* the WELCOME's session token: beats without it are refused */
 } heartbeat_args_t;
 

@@ -22,6 +22,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +73,9 @@ typedef struct {
     proto_stats_t stats;
     char name[DDP_MAX_NAME];
     int32_t rank;
-    volatile uint64_t batches;
+    /* written by the main thread only; the heartbeat actor reads it (C11
+     * atomic: a plain or volatile counter read across threads is a race) */
+    _Atomic uint64_t batches;
     uint64_t samples;
     double compute_s;
     float *logits;
@@ -468,7 +471,7 @@ static int sync_eval(gpud_t *g);
 
 static int on_batch(gpud_t *g, ddp_batch_t *b)
 {
-    if (g->o.fault_after >= 0 && g->batches >= (uint64_t)g->o.fault_after) {
+    if (g->o.fault_after >= 0 && atomic_load(&g->batches) >= (uint64_t)g->o.fault_after) {
         log_warn("--fault-after %ld reached: dying without answering batch %llu (test hook)",
                  g->o.fault_after, (unsigned long long)b->seq);
         raise(SIGKILL);
@@ -518,7 +521,7 @@ static int on_batch(gpud_t *g, ddp_batch_t *b)
         log_error("cannot send results to reducerd: %s", zmq_strerror(zmq_errno()));
         return -1;
     }
-    g->batches++;
+    atomic_fetch_add(&g->batches, 1);
     g->samples += b->n;
     log_debug("batch %llu: %u samples in %.3fs", (unsigned long long)b->seq, b->n, res->compute_s);
     return send_credit(g, 1, &b->seq);
@@ -686,7 +689,7 @@ static int on_train_batch(gpud_t *g, ddp_batch_t *b)
     g->expect_step++;
     if (!g->o.global_batch && b->global_count > g->gbatch)
         g->gbatch = b->global_count;
-    g->batches++;
+    atomic_fetch_add(&g->batches, 1);
     g->samples += b->n;
     log_debug("step %llu (epoch %u): %u of %u samples, lr %g, %.3fs", (unsigned long long)b->step,
               b->epoch, b->n, b->global_count, lr, compute_s);
@@ -1026,7 +1029,7 @@ int main(int argc, char **argv)
         rc = rc ? rc : 1;
     }
     log_info("exiting: %llu batches, %llu samples, %.2fs compute (%.1f img/s); %llu messages, %llu rejected",
-             (unsigned long long)g.batches, (unsigned long long)g.samples, g.compute_s,
+             (unsigned long long)atomic_load(&g.batches), (unsigned long long)g.samples, g.compute_s,
              g.compute_s > 0 ? g.samples / g.compute_s : 0.0, (unsigned long long)g.stats.received,
              (unsigned long long)g.stats.rejected);
     zactor_destroy(&g.heartbeat);
