@@ -43,8 +43,8 @@ static void check_event(const ddp_event_t *ev)
     zmsg_destroy(&z);
 }
 
-/* Inputs that decoded successfully (corpus_replay checks seeds do). */
-unsigned long fuzz_proto_accepted;
+/* Inputs that decoded successfully (tests/fuzz_replay.c checks seeds do). */
+unsigned long fuzz_accepted;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (event_decode_bytes(topic, data + 1, size - 1, &ev, why, sizeof why) == 0) {
             check_event(&ev);
             event_clear(&ev);
-            fuzz_proto_accepted++;
+            fuzz_accepted++;
         }
         return 0;
     }
@@ -80,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (proto_decode_bytes(data + 2, head, px, &m, why, sizeof why) == 0) {
         check_message(&m);
         ddp_msg_clear(&m);
-        fuzz_proto_accepted++;
+        fuzz_accepted++;
     }
     zframe_destroy(&px);
     return 0;

@@ -1,6 +1,6 @@
 /* fuzz_replay — feeds every file of a committed fuzz corpus (and any files
  * or folders given) through a fuzz target body built with the ordinary
- * compiler + ASan/UBSan, so each ctest run replays what the fuzzers found
+ * compiler + ASan/UBSan (proto_corpus_replay, loaderd.fuzz_replay_*), so each ctest run replays what the fuzzers found
  * without clang or libFuzzer. Files named seed-* are valid inputs by
  * construction and must be accepted (else the corpus drifted). */
 #include <dirent.h>
