@@ -652,13 +652,27 @@ static int check_train_batch(gpud_t *g, const ddp_batch_t *b)
     return check_batch_shape(g, b);
 }
 
+/* The --fault-at-step hook dies as a rank that completed step S-1. The
+ * last ring frames of S-1 may still sit in ZeroMQ's queues: they are
+ * flushed first (terminating the context waits for them, up to the
+ * sockets' linger), else the peers would fail S-1 instead of S — a race a
+ * loaded machine loses. */
+static void die_at_fault(gpud_t *g)
+{
+    log_warn("--fault-at-step %ld reached: dying before the step (test hook)", g->o.fault_at_step);
+    zactor_destroy(&g->heartbeat);
+    allreduce_destroy(&g->ar);
+    zsock_destroy(&g->loader);
+    zsock_destroy(&g->reducer);
+    zsys_shutdown();
+    raise(SIGKILL);
+}
+
 /* One data-parallel step (docs/TRAINING.md step 5). */
 static int on_train_batch(gpud_t *g, ddp_batch_t *b)
 {
-    if (g->o.fault_at_step >= 0 && b->step == (uint64_t)g->o.fault_at_step) {
-        log_warn("--fault-at-step %ld reached: dying before the step (test hook)", g->o.fault_at_step);
-        raise(SIGKILL);
-    }
+    if (g->o.fault_at_step >= 0 && b->step == (uint64_t)g->o.fault_at_step)
+        die_at_fault(g);
     if (check_train_batch(g, b) < 0)
         return -1;
     g->cur_epoch = b->epoch;
