@@ -40,6 +40,9 @@ struct dispatch {
     size_t n_flights, cap_flights;
     flight_t *answered;        /* acked eval batches of this plan (a REISSUE may want one back) */
     size_t n_answered, cap_answered;
+    flight_t *overdue;         /* eval batches of this plan re-queued from a worker declared
+                                * dead: its late answer still tells its answer time */
+    size_t n_overdue, cap_overdue;
     size_t n_train_flights;    /* of n_flights */
     worker_t workers[MAX_WORKERS];
     int n_workers;
@@ -69,6 +72,7 @@ void dispatch_destroy(dispatch_t **self)
     free((*self)->requeue);
     free((*self)->flights);
     free((*self)->answered);
+    free((*self)->overdue);
     free(*self);
     *self = NULL;
 }
@@ -102,6 +106,24 @@ static void drop_flight(dispatch_t *self, size_t i)
     self->flights[i] = self->flights[--self->n_flights];
 }
 
+/* Append a copy of f to a list kept until the next plan (false: out of
+ * memory, logged; the copy is only lost, nothing else goes wrong). */
+static bool keep_flight(flight_t **list, size_t *n, size_t *cap, const flight_t *f)
+{
+    if (*n == *cap) {
+        size_t grown = *cap ? *cap * 2 : 64;
+        flight_t *p = realloc(*list, grown * sizeof *p);
+        if (!p) {
+            log_error("out of memory remembering batch %llu", (unsigned long long)f->seq);
+            return false;
+        }
+        *list = p;
+        *cap = grown;
+    }
+    (*list)[(*n)++] = *f;
+    return true;
+}
+
 /* Eval batches of dead worker W go back to the queue; its train shards
  * cannot (the other ranks' halves of the step are already computed), so
  * they are only counted and logged. */
@@ -115,6 +137,8 @@ static void requeue_worker(dispatch_t *self, int w)
             } else {
                 if (push_requeue(self, self->flights[i].range) < 0)
                     log_error("out of memory re-queueing a batch; the job will stall");
+                keep_flight(&self->overdue, &self->n_overdue, &self->cap_overdue,
+                            &self->flights[i]);
                 self->requeued++;
                 self->workers[w].lost_eval = true;
             }
@@ -131,23 +155,6 @@ static void requeue_worker(dispatch_t *self, int w)
     }
 }
 
-/* Kept until the next plan: reducerd may refuse the answer (REISSUE). */
-static void remember_answered(dispatch_t *self, const flight_t *f)
-{
-    if (self->n_answered == self->cap_answered) {
-        size_t cap = self->cap_answered ? self->cap_answered * 2 : 64;
-        flight_t *p = realloc(self->answered, cap * sizeof *p);
-        if (!p) {
-            log_error("out of memory remembering answered batches: a refused answer of batch "
-                      "%llu could not be handed out again", (unsigned long long)f->seq);
-            return;
-        }
-        self->answered = p;
-        self->cap_answered = cap;
-    }
-    self->answered[self->n_answered++] = *f;
-}
-
 /* A worker's answer time for batch f (from when it was sent, or from the
  * worker's previous answer if later: it computes its batches in turn). */
 static void note_answer_time(worker_t *wk, const flight_t *f, int64_t now_ms)
@@ -158,6 +165,28 @@ static void note_answer_time(worker_t *wk, const flight_t *f, int64_t now_ms)
     wk->last_ack_ms = now_ms;
 }
 
+static int64_t answer_deadline_ms(const dispatch_t *self, int w);
+
+/* Worker w answered batch seq after it was declared dead and the batch
+ * re-queued: it is slow, not gone. Its answer time counts, so its next
+ * deadline (timeout + 4x that time) fits its speed; without this a model
+ * slower than --worker-timeout per batch would lose every batch it gets. */
+static bool late_ack(dispatch_t *self, int w, uint64_t seq)
+{
+    for (size_t i = 0; i < self->n_overdue; i++) {
+        flight_t *f = &self->overdue[i];
+        if (f->seq != seq || f->worker != w)
+            continue;
+        worker_t *wk = &self->workers[w];
+        note_answer_time(wk, f, clock_mono_ms());
+        log_warn("worker %s answered batch %llu late: its answer deadline is now %lld ms",
+                 wk->name, (unsigned long long)seq, (long long)answer_deadline_ms(self, w));
+        *f = self->overdue[--self->n_overdue];
+        return true;
+    }
+    return false;
+}
+
 static void ack(dispatch_t *self, int w, uint64_t seq)
 {
     for (size_t i = 0; i < self->n_flights; i++) {
@@ -166,14 +195,18 @@ static void ack(dispatch_t *self, int w, uint64_t seq)
                 log_warn("%s acked batch %llu of another worker: ignored", self->workers[w].name,
                          (unsigned long long)seq);
             } else {
+                /* kept: reducerd may refuse the answer (REISSUE) */
                 if (!self->flights[i].train)
-                    remember_answered(self, &self->flights[i]);
+                    keep_flight(&self->answered, &self->n_answered, &self->cap_answered,
+                                &self->flights[i]);
                 note_answer_time(&self->workers[w], &self->flights[i], clock_mono_ms());
                 drop_flight(self, i);
             }
             return;
         }
     }
+    if (late_ack(self, w, seq))
+        return;
     log_debug("%s acked unknown batch %llu (already re-queued?)", self->workers[w].name,
               (unsigned long long)seq);
 }
@@ -364,6 +397,7 @@ int dispatch_replan(dispatch_t *self, uint64_t n, uint32_t batch_size)
     self->batch_size = batch_size;
     self->next_first = 0;
     self->n_answered = 0;
+    self->n_overdue = 0;
     return 0;
 }
 
