@@ -173,7 +173,8 @@ static void list_text(const option_t *opt, const void *list, char *buf, size_t c
         int w = opt->type == OPTION_TYPE_DOUBLES
                     ? snprintf(buf + off, cap - off, "%s%.17g", sep,
                                ((const option_doubles_t *)list)->v[i])
-                    : snprintf(buf + off, cap - off, "%s%d", sep, ((const option_ints_t *)list)->v[i]);
+                    : snprintf(buf + off, cap - off, "%s%d", sep,
+                               ((const option_ints_t *)list)->v[i]);
         off += w > 0 ? (size_t)w : 0;
     }
 }
@@ -246,9 +247,11 @@ static void print_wrapped(FILE *f, const char *text, int column, int at)
 void options_usage(const option_table_t *table, FILE *f)
 {
     int column = 0;
-    for (const option_t *opt = table->rows; opt->type != OPTION_TYPE_END; opt++)
-        if (is_option(opt) && left_width(opt) + 2 > column && left_width(opt) + 2 <= USAGE_MAX_COLUMN)
-            column = left_width(opt) + 2;
+    for (const option_t *opt = table->rows; opt->type != OPTION_TYPE_END; opt++) {
+        int width = is_option(opt) ? left_width(opt) + 2 : 0;
+        if (width > column && width <= USAGE_MAX_COLUMN)
+            column = width;
+    }
     fprintf(f, "usage: %s %s\n", table->program, table->synopsis);
     for (const option_t *opt = table->rows; opt->type != OPTION_TYPE_END; opt++) {
         if (opt->type == OPTION_TYPE_SECTION) {
@@ -257,8 +260,8 @@ void options_usage(const option_table_t *table, FILE *f)
         }
         char def[256], help[2048];
         options_default_text(opt, def, sizeof def);
-        snprintf(help, sizeof help, "%s%s%s%s", opt->help ? opt->help : "", def[0] ? " (default " : "",
-                 def, def[0] ? ")" : "");
+        snprintf(help, sizeof help, "%s%s%s%s", opt->help ? opt->help : "",
+                 def[0] ? " (default " : "", def, def[0] ? ")" : "");
         int at = fprintf(f, "  --%s%s%s", opt->name, opt->metavar ? " " : "",
                          opt->metavar ? opt->metavar : "");
         if (!help[0]) {

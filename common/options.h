@@ -55,7 +55,7 @@ typedef enum {
     OPTION_TYPE_DOUBLE,    /* double in [lo, hi] */
     OPTION_TYPE_STRING,    /* const char * */
     OPTION_TYPE_DOUBLES,   /* "a,b,c": count_min..count_max doubles, each in [lo, hi] */
-    OPTION_TYPE_INTS,      /* "a,b,c": count_min..count_max non-negative ints in [long_lo, long_hi] */
+    OPTION_TYPE_INTS,      /* "a,b,c": count_min..count_max ints in [long_lo, long_hi], >= 0 */
 } option_type_t;
 
 /* The field offset of a row that fills no field: the option is declared
