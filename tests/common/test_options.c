@@ -3,6 +3,7 @@
  * through options_parse, the table walk. */
 #include "common/options.h"
 
+#include "tests/common/emitted_argv.h"
 #include "tests/proto/check.h"
 
 #include <stdlib.h>
@@ -145,38 +146,18 @@ static void test_usage(void)
     free(u);
 }
 
-typedef struct {
-    char *argv[64];
-    int argc;
-} argv_t;
-
-static void add_arg(void *arg, const char *flag, const char *value)
-{
-    argv_t *a = arg;
-    a->argv[a->argc++] = strdup(flag);
-    if (value)
-        a->argv[a->argc++] = strdup(value);
-    a->argv[a->argc] = NULL;
-}
-
-static void argv_free(argv_t *a)
-{
-    for (int i = 1; i < a->argc; i++)
-        free(a->argv[i]);
-}
-
 static void test_emit(void)
 {
     test_options_t o, back;
     memset(&o, 0, sizeof o); /* padding compares equal */
     memset(&back, 0, sizeof back);
     options_defaults(&s_table, &o);
-    argv_t a = {.argv = {"prog"}, .argc = 1};
-    CHECK(options_emit(&s_table, &o, NULL, add_arg, &a) == 0); /* all defaults: nothing */
+    emitted_argv_t a = {.argv = {"prog"}, .argc = 1};
+    CHECK(options_emit(&s_table, &o, NULL, emitted_argv_add, &a) == 0); /* all defaults: nothing */
     CHECK(parse_line("--bind ipc://x --workers 7 --train --target-accuracy 0.1 --channels 1,2,3,4 "
                      "--job ddpipe",
                      &o) == 0);
-    CHECK(options_emit(&s_table, &o, NULL, add_arg, &a) == 5); /* not --job: its default */
+    CHECK(options_emit(&s_table, &o, NULL, emitted_argv_add, &a) == 5); /* not --job: its default */
     CHECK(a.argc == 10);
     CHECK_STR(a.argv[1], "--bind");
     CHECK_STR(a.argv[2], "ipc://x");
@@ -189,33 +170,31 @@ static void test_emit(void)
     back.bind = o.bind; /* the same text at other addresses */
     back.job = o.job;
     CHECK(memcmp(&back, &o, sizeof o) == 0);
-    argv_free(&a);
+    emitted_argv_free(&a);
 
     /* a double that needs all 17 digits comes back the same */
-    a = (argv_t){.argv = {"prog"}, .argc = 1};
     o.target = 0.1 + 0.2;
     o.mean.n = 1;
     o.mean.v[0] = 1.0 / 3.0;
-    CHECK(options_emit(&s_table, &o, NULL, add_arg, &a) == 6);
+    CHECK(options_emit(&s_table, &o, NULL, emitted_argv_add, &a) == 6);
     CHECK(options_parse(&s_table, a.argc, a.argv, &back, NULL) == 0);
     CHECK(back.target == o.target && back.mean.n == 1 && back.mean.v[0] == o.mean.v[0]);
-    argv_free(&a);
+    emitted_argv_free(&a);
 
     /* a named list: exactly those, defaults included, unset flags left out */
-    a = (argv_t){.argv = {"prog"}, .argc = 1};
     options_defaults(&s_table, &o);
     const char *only[] = {"workers", "job", "train", NULL};
-    CHECK(options_emit(&s_table, &o, only, add_arg, &a) == 2);
+    CHECK(options_emit(&s_table, &o, only, emitted_argv_add, &a) == 2);
     CHECK(a.argc == 5);
     CHECK_STR(a.argv[1], "--job");
     CHECK_STR(a.argv[3], "--workers");
     CHECK_STR(a.argv[4], "1");
-    argv_free(&a);
+    emitted_argv_free(&a);
     const char *bad[] = {"no-such", NULL};
     const char *elsewhere[] = {"curve-dir", NULL};
     fprintf(stderr, "(the errors below are expected)\n");
-    CHECK(options_emit(&s_table, &o, bad, add_arg, &a) == -1);
-    CHECK(options_emit(&s_table, &o, elsewhere, add_arg, &a) == -1);
+    CHECK(options_emit(&s_table, &o, bad, emitted_argv_add, &a) == -1);
+    CHECK(options_emit(&s_table, &o, elsewhere, emitted_argv_add, &a) == -1);
 }
 
 static void count_row(void *arg, const option_t *opt, const char *section)

@@ -3,6 +3,7 @@
  * launcher emits from a filled struct parsing back to the same struct. */
 #include "reducerd/options.h"
 
+#include "tests/common/emitted_argv.h"
 #include "tests/proto/check.h"
 
 #include <stdlib.h>
@@ -75,20 +76,6 @@ static void test_usage_names_every_option(void)
     free(text);
 }
 
-typedef struct {
-    char *argv[64];
-    int argc;
-} args_t;
-
-static void add_arg(void *arg, const char *flag, const char *value)
-{
-    args_t *a = arg;
-    a->argv[a->argc++] = strdup(flag);
-    if (value)
-        a->argv[a->argc++] = strdup(value);
-    a->argv[a->argc] = NULL;
-}
-
 /* What ddpipe train starts reducerd with, emitted and parsed back. */
 static void test_emit_round_trip(void)
 {
@@ -97,8 +84,8 @@ static void test_emit_round_trip(void)
                       "--target-accuracy 0.85 --patience 2 --resume-dir runs/x --start-epoch 4 "
                       "--streak 1 --predictions --verbose",
                       &o) == 0);
-    args_t a = {.argv = {"reducerd"}, .argc = 1};
-    CHECK(options_emit(&reducer_options_table, &o, NULL, add_arg, &a) == 12);
+    emitted_argv_t a = {.argv = {"reducerd"}, .argc = 1};
+    CHECK(options_emit(&reducer_options_table, &o, NULL, emitted_argv_add, &a) == 12);
     memset(&back, 0, sizeof back);
     CHECK(reducer_options_parse(&back, a.argc, a.argv) == 0);
     CHECK_STR(back.bind, o.bind);
@@ -107,8 +94,7 @@ static void test_emit_round_trip(void)
     CHECK_STR(back.job, o.job);
     back.bind = o.bind, back.pub = o.pub, back.resume_dir = o.resume_dir, back.job = o.job;
     CHECK(memcmp(&back, &o, sizeof o) == 0);
-    for (int i = 1; i < a.argc; i++)
-        free(a.argv[i]);
+    emitted_argv_free(&a);
 }
 
 int main(void)
