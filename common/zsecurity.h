@@ -14,6 +14,8 @@
  * `ddpipe keygen DIR` writes DIR. */
 #ifndef DDP_ZSECURITY_H
 #define DDP_ZSECURITY_H
+#include "common/options.h"
+
 #include <czmq.h>
 #include <stdbool.h>
 
@@ -47,7 +49,17 @@ int zs_security_check_listen(const char *hostport, const char *what);
  * 127.0.0.0/8, ::1 or localhost. "*" and 0.0.0.0 are not. */
 bool zs_host_is_loopback(const char *host, size_t len);
 
-/* The two options in every program's --help. */
+/* The two options as rows of a program's option table (common/options.h):
+ * declared there for its usage, man page and completion, taken out of argv
+ * by zs_security_args before options_parse. */
+#define ZS_SECURITY_OPTIONS                                                                    \
+    OPTION_ELSEWHERE(OPTION_TYPE_STRING, "curve-dir", "DIR",                                   \
+                     "CURVE on every tcp:// socket, certificates from 'ddpipe keygen DIR' "    \
+                     "(default $DDPIPE_CURVE_DIR): lets in only DIR/authorized/"),             \
+    OPTION_ELSEWHERE(OPTION_TYPE_FLAG, "insecure", NULL,                                       \
+                     "allow a non-loopback tcp:// listen without CURVE (warned)")
+
+/* The two options in the --help of a program without an option table. */
 #define ZS_SECURITY_USAGE                                                                      \
     "  --curve-dir DIR      CURVE on every tcp:// socket, certificates from 'ddpipe keygen\n"  \
     "                       DIR' (default $DDPIPE_CURVE_DIR): lets in only DIR/authorized/\n"    \

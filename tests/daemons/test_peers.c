@@ -1,6 +1,6 @@
 /* reducerd's peers: ranks are handed out once, a dead rank is reused by a
  * restarted worker, and a re-sent JOIN keeps its rank. */
-#include "reducerd/daemon_peers.h"
+#include "reducerd/peers.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "reducerd/daemon_peers.h"
+#include "reducerd/peers.h"
 
 #include "common/clock.h"
 #include "common/log.h"

@@ -1,0 +1,367 @@
+#include "common/options.h"
+
+#include "common/flags.h"
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Usage layout: help text starts at most this far right and lines end
+ * before this width. */
+#define USAGE_MAX_COLUMN 32
+#define USAGE_WIDTH 90
+/* getopt_long's code of row i: above every char. */
+#define ROW_CODE_BASE 256
+#define HELP_CODE 'h'
+
+static bool is_option(const option_t *opt)
+{
+    return opt->type != OPTION_TYPE_SECTION && opt->type != OPTION_TYPE_END;
+}
+
+static bool has_field(const option_t *opt)
+{
+    return is_option(opt) && opt->offset != OPTION_NO_FIELD;
+}
+
+static void *field(const option_t *opt, void *opts) { return (char *)opts + opt->offset; }
+
+static const void *field_of(const option_t *opt, const void *opts)
+{
+    return (const char *)opts + opt->offset;
+}
+
+/* "a,b,c" into a list row's field; -1 with "--NAME: why" on stderr. */
+static int parse_list(const option_t *opt, const char *text, void *out)
+{
+    int max = opt->count_max > 0 && opt->count_max < OPTION_LIST_MAX ? opt->count_max
+                                                                      : OPTION_LIST_MAX;
+    int n = 0;
+    double doubles[OPTION_LIST_MAX];
+    int ints[OPTION_LIST_MAX];
+    int rc = opt->type == OPTION_TYPE_DOUBLES ? flags_doubles(opt->name, text, doubles, max, &n)
+                                              : flags_ints(opt->name, text, ints, max, &n);
+    if (rc < 0)
+        return -1;
+    if (n < opt->count_min) {
+        if (opt->count_min == max)
+            fprintf(stderr, "--%s: want %d values\n", opt->name, max);
+        else
+            fprintf(stderr, "--%s: want %d to %d values\n", opt->name, opt->count_min, max);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (opt->type == OPTION_TYPE_DOUBLES && (doubles[i] < opt->lo || doubles[i] > opt->hi)) {
+            fprintf(stderr, "--%s: %g is out of range [%g, %g]\n", opt->name, doubles[i], opt->lo,
+                    opt->hi);
+            return -1;
+        }
+        if (opt->type == OPTION_TYPE_INTS && (ints[i] < opt->long_lo || ints[i] > opt->long_hi)) {
+            fprintf(stderr, "--%s: %d is out of range [%ld, %ld]\n", opt->name, ints[i],
+                    opt->long_lo, opt->long_hi);
+            return -1;
+        }
+    }
+    if (opt->type == OPTION_TYPE_DOUBLES) {
+        option_doubles_t *list = out;
+        list->n = n;
+        memcpy(list->v, doubles, (size_t)n * sizeof doubles[0]);
+    } else {
+        option_ints_t *list = out;
+        list->n = n;
+        memcpy(list->v, ints, (size_t)n * sizeof ints[0]);
+    }
+    return 0;
+}
+
+/* One value (text) into the row's field, checked. */
+static int set_value(const option_t *opt, void *opts, const char *text)
+{
+    void *out = field(opt, opts);
+    switch (opt->type) {
+    case OPTION_TYPE_FLAG: *(int *)out = 1; return 0;
+    case OPTION_TYPE_LONG: return flags_long(opt->name, text, opt->long_lo, opt->long_hi, out);
+    case OPTION_TYPE_DOUBLE: return flags_double(opt->name, text, opt->lo, opt->hi, out);
+    case OPTION_TYPE_STRING: *(const char **)out = text; return 0;
+    case OPTION_TYPE_DOUBLES:
+    case OPTION_TYPE_INTS: return parse_list(opt, text, out);
+    default: return 0;
+    }
+}
+
+int options_defaults(const option_table_t *table, void *opts)
+{
+    for (const option_t *opt = table->rows; opt->type != OPTION_TYPE_END; opt++) {
+        if (!has_field(opt))
+            continue;
+        void *out = field(opt, opts);
+        switch (opt->type) {
+        case OPTION_TYPE_FLAG: *(int *)out = 0; break;
+        case OPTION_TYPE_LONG: *(long *)out = opt->long_default; break;
+        case OPTION_TYPE_DOUBLE: *(double *)out = opt->double_default; break;
+        case OPTION_TYPE_STRING: *(const char **)out = opt->text_default; break;
+        case OPTION_TYPE_DOUBLES: memset(out, 0, sizeof(option_doubles_t)); break;
+        case OPTION_TYPE_INTS: memset(out, 0, sizeof(option_ints_t)); break;
+        default: break;
+        }
+        if ((opt->type == OPTION_TYPE_DOUBLES || opt->type == OPTION_TYPE_INTS) &&
+            opt->text_default && parse_list(opt, opt->text_default, out) < 0) {
+            fprintf(stderr, "%s: the default of --%s does not parse (bug: please report)\n",
+                    table->program, opt->name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int count_rows(const option_table_t *table)
+{
+    int n = 0;
+    while (table->rows[n].type != OPTION_TYPE_END)
+        n++;
+    return n;
+}
+
+int options_parse(const option_table_t *table, int argc, char **argv, void *opts, int *next_arg)
+{
+    if (options_defaults(table, opts) < 0)
+        return -1;
+    int rows = count_rows(table);
+    struct option *longopts = calloc((size_t)rows + 2, sizeof *longopts);
+    if (!longopts) {
+        fprintf(stderr, "%s: out of memory\n", table->program);
+        return -1;
+    }
+    int n = 0;
+    for (int i = 0; i < rows; i++) {
+        const option_t *opt = &table->rows[i];
+        if (has_field(opt))
+            longopts[n++] = (struct option){opt->name, opt->type == OPTION_TYPE_FLAG ? 0 : 1,
+                                            NULL, ROW_CODE_BASE + i};
+    }
+    longopts[n] = (struct option){"help", 0, NULL, HELP_CODE};
+    int rc = 0, code;
+    optind = 0; /* a full restart of getopt's scan, also for a second parse */
+    while (rc == 0 && (code = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (code == HELP_CODE) {
+            options_usage(table, stdout);
+            rc = 1;
+        } else if (code >= ROW_CODE_BASE && code < ROW_CODE_BASE + rows) {
+            rc = set_value(&table->rows[code - ROW_CODE_BASE], opts, optarg);
+        } else { /* getopt said what was wrong */
+            options_usage(table, stderr);
+            rc = -1;
+        }
+    }
+    free(longopts);
+    if (next_arg)
+        *next_arg = optind;
+    return rc;
+}
+
+/* ---- text of values -------------------------------------------------------- */
+
+static void list_text(const option_t *opt, const void *list, char *buf, size_t cap)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    int n = opt->type == OPTION_TYPE_DOUBLES ? ((const option_doubles_t *)list)->n
+                                             : ((const option_ints_t *)list)->n;
+    for (int i = 0; i < n && off < cap; i++) {
+        const char *sep = i ? "," : "";
+        int w = opt->type == OPTION_TYPE_DOUBLES
+                    ? snprintf(buf + off, cap - off, "%s%.17g", sep,
+                               ((const option_doubles_t *)list)->v[i])
+                    : snprintf(buf + off, cap - off, "%s%d", sep,
+                               ((const option_ints_t *)list)->v[i]);
+        off += w > 0 ? (size_t)w : 0;
+    }
+}
+
+int options_value_text(const option_t *opt, const void *opts, char *buf, size_t cap)
+{
+    const void *in = field_of(opt, opts);
+    buf[0] = '\0';
+    switch (opt->type) {
+    case OPTION_TYPE_FLAG: return *(const int *)in != 0;
+    case OPTION_TYPE_LONG: snprintf(buf, cap, "%ld", *(const long *)in); return 1;
+    case OPTION_TYPE_DOUBLE: snprintf(buf, cap, "%.17g", *(const double *)in); return 1;
+    case OPTION_TYPE_STRING: {
+        const char *s = *(const char *const *)in;
+        if (!s)
+            return 0;
+        snprintf(buf, cap, "%s", s);
+        return 1;
+    }
+    case OPTION_TYPE_DOUBLES:
+    case OPTION_TYPE_INTS: list_text(opt, in, buf, cap); return 1;
+    default: return 0;
+    }
+}
+
+void options_default_text(const option_t *opt, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (!has_field(opt))
+        return;
+    if (opt->type == OPTION_TYPE_LONG)
+        snprintf(buf, cap, "%ld", opt->long_default);
+    else if (opt->type == OPTION_TYPE_DOUBLE)
+        snprintf(buf, cap, "%g", opt->double_default);
+    else if (opt->type != OPTION_TYPE_FLAG && opt->text_default)
+        snprintf(buf, cap, "%s", opt->text_default);
+}
+
+/* ---- usage ------------------------------------------------------------------ */
+
+static int left_width(const option_t *opt)
+{
+    return 4 + (int)strlen(opt->name) + (opt->metavar ? 1 + (int)strlen(opt->metavar) : 0);
+}
+
+/* Words of text, wrapped to lines of USAGE_WIDTH starting at column. */
+static void print_wrapped(FILE *f, const char *text, int column, int at)
+{
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        size_t word = strcspn(p, " ");
+        if (!word)
+            break;
+        if (at > column && at + 1 + (int)word > USAGE_WIDTH) {
+            fprintf(f, "\n%*s", column, "");
+            at = column;
+        } else if (at > column) {
+            fputc(' ', f);
+            at++;
+        }
+        fprintf(f, "%.*s", (int)word, p);
+        at += (int)word;
+        p += word;
+    }
+    fputc('\n', f);
+}
+
+void options_usage(const option_table_t *table, FILE *f)
+{
+    int column = 0;
+    for (const option_t *opt = table->rows; opt->type != OPTION_TYPE_END; opt++) {
+        int width = is_option(opt) ? left_width(opt) + 2 : 0;
+        if (width > column && width <= USAGE_MAX_COLUMN)
+            column = width;
+    }
+    fprintf(f, "usage: %s %s\n", table->program, table->synopsis);
+    for (const option_t *opt = table->rows; opt->type != OPTION_TYPE_END; opt++) {
+        if (opt->type == OPTION_TYPE_SECTION) {
+            fprintf(f, "%s\n", opt->name);
+            continue;
+        }
+        char def[256], help[2048];
+        options_default_text(opt, def, sizeof def);
+        snprintf(help, sizeof help, "%s%s%s%s", opt->help ? opt->help : "",
+                 def[0] ? " (default " : "", def, def[0] ? ")" : "");
+        int at = fprintf(f, "  --%s%s%s", opt->name, opt->metavar ? " " : "",
+                         opt->metavar ? opt->metavar : "");
+        if (!help[0]) {
+            fputc('\n', f);
+            continue;
+        }
+        if (at + 2 > column) {
+            fputc('\n', f);
+            at = 0;
+        }
+        fprintf(f, "%*s", column - at, "");
+        print_wrapped(f, help, column, column);
+    }
+}
+
+/* ---- emit ------------------------------------------------------------------- */
+
+static bool differs_from_default(const option_t *opt, const void *opts)
+{
+    const void *in = field_of(opt, opts);
+    switch (opt->type) {
+    case OPTION_TYPE_FLAG: return *(const int *)in != 0;
+    case OPTION_TYPE_LONG: return *(const long *)in != opt->long_default;
+    case OPTION_TYPE_DOUBLE: return !(*(const double *)in == opt->double_default);
+    case OPTION_TYPE_STRING: {
+        const char *s = *(const char *const *)in, *d = opt->text_default;
+        return (s == NULL) != (d == NULL) || (s && strcmp(s, d) != 0);
+    }
+    case OPTION_TYPE_DOUBLES:
+    case OPTION_TYPE_INTS: {
+        char now[1024], def[1024] = "";
+        list_text(opt, in, now, sizeof now);
+        if (opt->text_default) {
+            union {
+                option_doubles_t doubles;
+                option_ints_t ints;
+            } parsed;
+            if (parse_list(opt, opt->text_default, &parsed) == 0)
+                list_text(opt, &parsed, def, sizeof def);
+        }
+        return strcmp(now, def) != 0;
+    }
+    default: return false;
+    }
+}
+
+static bool named(const char *const *only, const char *name)
+{
+    for (; *only; only++)
+        if (strcmp(*only, name) == 0)
+            return true;
+    return false;
+}
+
+int options_emit(const option_table_t *table, const void *opts, const char *const *only,
+                 option_emit_fn *fn, void *arg)
+{
+    for (const char *const *name = only; name && *name; name++) {
+        const option_t *opt = options_find(table, *name);
+        if (!opt || !has_field(opt)) {
+            fprintf(stderr, "%s: cannot pass --%s on: not a parsed option of its table (bug)\n",
+                    table->program, *name);
+            return -1;
+        }
+    }
+    int emitted = 0;
+    for (const option_t *opt = table->rows; opt->type != OPTION_TYPE_END; opt++) {
+        if (!has_field(opt))
+            continue;
+        if (only ? !named(only, opt->name) : !differs_from_default(opt, opts))
+            continue;
+        char flag[128], value[1024];
+        if (!options_value_text(opt, opts, value, sizeof value))
+            continue;
+        snprintf(flag, sizeof flag, "--%s", opt->name);
+        const char *text = value;
+        if (opt->type == OPTION_TYPE_STRING) /* not truncated: the struct's own string */
+            text = *(const char *const *)field_of(opt, opts);
+        fn(arg, flag, opt->type == OPTION_TYPE_FLAG ? NULL : text);
+        emitted++;
+    }
+    return emitted;
+}
+
+/* ---- walking the table ----------------------------------------------------------- */
+
+const option_t *options_find(const option_table_t *table, const char *name)
+{
+    for (const option_t *opt = table->rows; opt->type != OPTION_TYPE_END; opt++)
+        if (is_option(opt) && strcmp(opt->name, name) == 0)
+            return opt;
+    return NULL;
+}
+
+void options_foreach(const option_table_t *table, option_visit_fn *fn, void *arg)
+{
+    const char *section = NULL;
+    for (const option_t *opt = table->rows; opt->type != OPTION_TYPE_END; opt++) {
+        if (opt->type == OPTION_TYPE_SECTION)
+            section = opt->name;
+        fn(arg, opt, section);
+    }
+}

@@ -1,0 +1,171 @@
+#include "reducerd/coordinator.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "reducerd/eval.h"
+#include "reducerd/job.h"
+#include "reducerd/publish.h"
+#include "reducerd/results.h"
+#include "reducerd/training.h"
+#include "reducerd/trust.h"
+#include "reducerd/watchdog.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
+{
+    if (self->options.train)
+        training_on_join(self, route, join);
+    else
+        eval_on_join(self, route, join);
+}
+
+static void on_plan(reducer_t *self, zframe_t *route, ddp_plan_t *plan)
+{
+    if (!trust_from_loader(self, route, &plan->auth, false, "PLAN"))
+        return;
+    if (self->options.train)
+        training_on_plan(self, route, plan);
+    else
+        eval_on_plan(self, route, plan);
+}
+
+static void on_heartbeat(reducer_t *self, zframe_t *route, const ddp_heartbeat_t *hb)
+{
+    char who[64];
+    trust_peer_label(self, route, who, sizeof who);
+    if (self->loader_identity && hb->rank == -1 && strcmp(hb->worker, self->loader_name) == 0) {
+        if (!trust_auth_ok(self, &hb->auth, DDP_ROLE_LOADER, -1, self->loader_name)) {
+            trust_reject(self, who, "HEARTBEAT", "loader heartbeat without its session token");
+            return;
+        }
+        self->loader_last_seen_ms = clock_mono_ms();
+        if (hb->rejected > self->loader_rejected)
+            self->loader_rejected = hb->rejected;
+        return;
+    }
+    peer_t *p = peers_by_name(self->peers, hb->worker);
+    if (!p || p->role != DDP_ROLE_GPUD || p->rank != hb->rank ||
+        !trust_auth_ok(self, &hb->auth, DDP_ROLE_GPUD, p->rank, p->name)) {
+        trust_reject(self, who, "HEARTBEAT", "from '%s' rank %d: not a joined worker with its "
+                     "session token", hb->worker, hb->rank);
+        return;
+    }
+    if (p->dead) {
+        if (self->options.train)
+            return; /* the job already failed on its death */
+        p->dead = false;
+        log_info("%s is alive again", p->name);
+        publish_worker(self, p, "joined");
+    }
+    p->last_seen_ms = clock_mono_ms();
+}
+
+static void on_done(reducer_t *self, zframe_t *route, const ddp_done_t *done)
+{
+    peer_t *p = peers_by_identity(self->peers, route);
+    if (!p || p->role != DDP_ROLE_REPORTER) {
+        char who[64];
+        trust_peer_label(self, route, who, sizeof who);
+        trust_reject(self, who, "DONE", "only a joined reporterd sends DONE");
+        return;
+    }
+    self->reporters_done++;
+    if (done->code != 0) {
+        log_error("reporterd could not write the run directory: %s", done->reason);
+        self->exit_code = 1;
+    } else {
+        log_info("reporterd wrote the run directory");
+    }
+}
+
+/* The trust keys a message carries, or NULL. */
+static const ddp_auth_t *msg_auth(const ddp_msg_t *m)
+{
+    switch (m->type) {
+    case DDP_PLAN: return &m->u.plan.auth;
+    case DDP_RESULT: return &m->u.result.auth;
+    case DDP_FAILED: return &m->u.failed.auth;
+    case DDP_ISSUED: return &m->u.issued.auth;
+    case DDP_HEARTBEAT: return &m->u.heartbeat.auth;
+    default: return NULL;
+    }
+}
+
+/* A message of this job under another session comes from a peer that an
+ * earlier reducerd welcomed: that reducerd died (kill -9, a crash) and its
+ * tallies died with it. The peer is told to stop with DDP_STOP_JOB_LOST,
+ * and a reducerd that has no job of its own yet (no plan, no rank: the
+ * restarted one) ends too, so nothing waits for state that is gone. A
+ * reducerd with a job only rejects it (a stranger must not end a job). */
+static bool stale_session(reducer_t *self, zframe_t *route, const ddp_msg_t *m)
+{
+    const ddp_auth_t *auth = msg_auth(m);
+    if (!auth || auth->session == 0 || auth->session == self->session ||
+        strcmp(auth->job, self->options.job) != 0)
+        return false;
+    static const char why[] =
+        "reducerd restarted and this job's tallies were lost with the previous one: every "
+        "daemon stops (exit 3); run the job again";
+    job_stop_peer(self, route, DDP_STOP_JOB_LOST, why);
+    char who[64];
+    trust_peer_label(self, route, who, sizeof who);
+    trust_reject(self, who, proto_type_name(m->type),
+                 "session of an earlier reducerd: told to stop");
+    bool fresh = !self->slot[0] && !self->slot[1] && peers_alive(self->peers, DDP_ROLE_GPUD) == 0;
+    if (fresh && !self->finished) {
+        self->job_lost = true;
+        job_finish(self, DDP_STOP_JOB_LOST, why);
+    }
+    return true;
+}
+
+static void on_message(reducer_t *self, zframe_t *route, ddp_msg_t *m)
+{
+    if (stale_session(self, route, m))
+        return;
+    switch (m->type) {
+    case DDP_JOIN: on_join(self, route, &m->u.join); break;
+    case DDP_PLAN: on_plan(self, route, &m->u.plan); break;
+    case DDP_RESULT: results_on_result(self, route, &m->u.result); break;
+    case DDP_FAILED: results_on_failed(self, route, &m->u.failed); break;
+    case DDP_ISSUED: results_on_issued(self, route, &m->u.issued); break;
+    case DDP_HEARTBEAT: on_heartbeat(self, route, &m->u.heartbeat); break;
+    case DDP_DONE: on_done(self, route, &m->u.done); break;
+    default: {
+        char who[64];
+        trust_peer_label(self, route, who, sizeof who);
+        trust_reject(self, who, proto_type_name(m->type), "unexpected on the reducer socket");
+    }
+    }
+}
+
+void coordinator_receive(reducer_t *self)
+{
+    zframe_t *route = NULL;
+    ddp_msg_t m;
+    if (proto_recv(zsock_resolve(self->router), &route, &m, &self->stats) == 0) {
+        on_message(self, route, &m);
+        ddp_msg_clear(&m);
+    }
+    zframe_destroy(&route);
+}
+
+void coordinator_tick(reducer_t *self, int64_t now_ms)
+{
+    if (now_ms - self->last_progress_event_ms >= 1000) {
+        self->last_progress_event_ms = now_ms;
+        watchdog_check_liveness(self);
+        if (!self->finished)
+            publish_progress(self);
+    }
+    if (!self->finished && self->options.train)
+        training_tick(self);
+    else if (!self->finished)
+        eval_tick(self);
+    if (!self->finished)
+        watchdog_check_refused_workers(self, now_ms);
+    if (!self->finished)
+        watchdog_check_stall(self, now_ms);
+}

@@ -1,0 +1,84 @@
+#include "reducerd/eval.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "reducerd/job.h"
+#include "reducerd/publish.h"
+#include "reducerd/trust.h"
+
+#include <stdio.h>
+
+/* A gpud gets its rank and the world at once (the loader and reporters
+ * just start). A name is a rank's: a second socket may take it only once
+ * the first fell silent (a restarted gpud), never from a live one. */
+void eval_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
+{
+    if (join->role == DDP_ROLE_LOADER && !trust_loader_join(self, route, join))
+        return;
+    peer_t *held = peers_by_name(self->peers, join->name);
+    bool known = held != NULL;
+    if (held && !zframe_eq(held->identity, route) && !held->dead &&
+        clock_mono_ms() - held->last_seen_ms <= self->options.worker_timeout_s * 1000) {
+        trust_reject(self, join->name, "JOIN", "the name is held by a live %s (rank %d)",
+                     proto_role_name(held->role), held->rank);
+        return;
+    }
+    peer_t *p = peers_join(self->peers, route, join);
+    if (!p)
+        return;
+    long workers = self->options.workers;
+    if (p->role == DDP_ROLE_GPUD) {
+        ddp_msg_t w = {.type = DDP_WELCOME};
+        w.u.welcome.rank = p->rank;
+        w.u.welcome.world = p->rank < workers ? (int32_t)workers : p->rank + 1;
+        snprintf(w.u.welcome.job, sizeof w.u.welcome.job, "%s", self->options.job);
+        trust_welcome_auth(self, &w.u.welcome, DDP_ROLE_GPUD, p->rank, p->name);
+        reducer_send(self, route, &w);
+        if (!known)
+            self->last_activity_ms = clock_mono_ms(); /* a new worker is progress */
+    }
+    log_info("%s %s joined from %s (pid %u)", proto_role_name(join->role), join->name, join->host,
+             join->pid);
+    if (p->role == DDP_ROLE_GPUD) {
+        log_info("%s is rank %d of %ld", p->name, p->rank, workers);
+        publish_worker(self, p, "joined");
+    }
+    /* a late joiner (e.g. restarted by supervisord) after the end: tell it to go home */
+    if (self->finished && p->role != DDP_ROLE_REPORTER)
+        job_stop_peer(self, route, 0, "job already finished");
+}
+
+void eval_on_plan(reducer_t *self, zframe_t *route, ddp_plan_t *plan)
+{
+    slot_t *have = self->slot[DDP_PHASE_EVAL] ? self->slot[DDP_PHASE_EVAL]
+                                              : self->slot[DDP_PHASE_TRAIN];
+    if (have) {
+        const ddp_plan_t *counting = slot_plan(have);
+        if (plan->n != counting->n || plan->epoch != counting->epoch) {
+            trust_reject(self, self->loader_name, "PLAN", "a second, different plan (n=%llu); a "
+                         "restarted loaderd must plan the same dataset",
+                         (unsigned long long)plan->n);
+            return;
+        }
+        job_ack_plan(self, route); /* a restarted loader: same plan, carry on */
+        return;
+    }
+    if (plan->phase > DDP_PHASE_TRAIN || !reducer_open_slot(self, plan, true)) {
+        self->exit_code = 1;
+        return;
+    }
+    job_ack_plan(self, route);
+}
+
+void eval_tick(reducer_t *self)
+{
+    slot_t *slot = reducer_active_slot(self);
+    if (!slot || !slot_complete(slot) || !job_reporter_listening(self))
+        return;
+    publish_progress(self); /* a last one at done == total for monitors and plots */
+    publish_failed_files(self, slot);
+    if (self->options.predictions)
+        publish_predictions(self, slot);
+    publish_metric(self, slot, true, NULL);
+    job_finish(self, 0, "all samples accounted for");
+}

@@ -1,0 +1,85 @@
+/* reducerd's option table and the checks across its options. */
+#include "reducerd/options.h"
+
+#include "common/zsecurity.h"
+
+#include <stdio.h>
+
+#define T reducer_options_t
+static const option_t s_rows[] = {
+    OPTION_STRING(T, bind, "bind", "EP", NULL,
+                  "ROUTER for joins, plans, results (e.g. tcp://127.0.0.1:5560)"),
+    OPTION_STRING(T, pub, "pub", "EP", NULL,
+                  "XPUB for events (metric, predictions, progress, log, worker, end)"),
+    OPTION_LONG(T, workers, "workers", "N", 1, 1, 4096, "gpud ranks expected: the world size"),
+    OPTION_LONG(T, reporters, "reporters", "N", 1, 0, 16,
+                "reporterd DONE replies to wait for before exiting"),
+    OPTION_STRING(T, job, "job", "NAME", "ddpipe", "job name handed to joiners"),
+    OPTION_FLAG(T, predictions, "predictions",
+                "publish per-sample predictions (for predictions.csv; training: of the last "
+                "validation)"),
+    OPTION_LONG(T, worker_timeout_s, "worker-timeout", "S", 10, 1, 86400,
+                "a gpud silent this long is reported dead"),
+    OPTION_LONG(T, stall_timeout_s, "stall-timeout", "S", 600, 0, 86400 * 7,
+                "fail the job after S seconds without progress: no accepted result, failure, plan "
+                "or new worker (heartbeats and rejected messages do not count); 0 off"),
+    OPTION_LONG(T, done_timeout_s, "done-timeout", "S", 60, 1, 86400,
+                "how long to wait for reporterd at the end"),
+    OPTION_SECTION("training (docs/TRAINING.md):"),
+    OPTION_FLAG(T, train, "train",
+                "coordinate a training job: WELCOME the gpuds once all --workers ranks joined, "
+                "tally each epoch's train and validation, decide early stopping and send EPOCH; "
+                "a dead rank fails the job"),
+    OPTION_LONG(T, epochs, "epochs", "E", 1, 1, 1000000, "epochs of the run"),
+    OPTION_DOUBLE(T, target_accuracy, "target-accuracy", "A", 0, 0, 1,
+                  "stop once val top-1 >= A (a fraction) for --patience epochs in a row; 0 off"),
+    OPTION_LONG(T, patience, "patience", "P", 1, 1, 1000000,
+                "epochs in a row at the target before stopping"),
+    OPTION_FLAG(T, no_val, "no-val",
+                "no validation plan comes (loaderd without --val): decide after each epoch's "
+                "train tally, by --epochs only"),
+    OPTION_LONG(T, start_epoch, "start-epoch", "E", 0, 0, 1000000,
+                "the epoch a resumed run continues with"),
+    OPTION_LONG(T, streak, "streak", "K", 0, 0, 1000000,
+                "the streak a resumed run continues (checkpoint ckpt.streak)"),
+    OPTION_STRING(T, resume_dir, "resume-dir", "DIR", NULL,
+                  "run directory named in a failure's \"resume with\" hint"),
+    ZS_SECURITY_OPTIONS,
+    OPTION_FLAG(T, verbose, "verbose", NULL),
+    OPTION_END};
+#undef T
+
+const option_table_t reducer_options_table = {
+    "reducerd", "--bind ENDPOINT --pub ENDPOINT [options]", s_rows};
+
+static int check_training(const reducer_options_t *self)
+{
+    if (!self->train)
+        return 0;
+    if (self->start_epoch >= self->epochs) {
+        fprintf(stderr, "reducerd: --start-epoch %ld is not below --epochs %ld: nothing to train\n",
+                self->start_epoch, self->epochs);
+        return -1;
+    }
+    if (self->no_val && self->target_accuracy > 0) {
+        fprintf(stderr, "reducerd: --target-accuracy needs validation: drop --no-val (and give "
+                        "loaderd --val) or drop --target-accuracy\n");
+        return -1;
+    }
+    return 0;
+}
+
+int reducer_options_parse(reducer_options_t *self, int argc, char **argv)
+{
+    if (zs_security_args(&argc, argv) < 0)
+        return -1;
+    int rc = options_parse(&reducer_options_table, argc, argv, self, NULL);
+    if (rc != 0)
+        return rc;
+    if (!self->bind || !self->pub) {
+        fprintf(stderr, "reducerd: --bind and --pub are required\n");
+        options_usage(&reducer_options_table, stderr);
+        return -1;
+    }
+    return check_training(self);
+}

@@ -1,0 +1,40 @@
+/* reducerd's options: the table every flag is declared in once (usage,
+ * parsing, and the argv a launcher emits from it) and the checks across
+ * options. */
+#ifndef DDP_REDUCERD_OPTIONS_H
+#define DDP_REDUCERD_OPTIONS_H
+
+#include "common/options.h"
+
+typedef struct {
+    const char *bind;          /* ROUTER: joins, plans, results */
+    const char *pub;           /* XPUB: events */
+    long workers;              /* gpud ranks: the world size */
+    long reporters;            /* reporterd DONE replies to wait for */
+    const char *job;
+    int predictions;
+    long worker_timeout_s;
+    long stall_timeout_s;      /* 0: off */
+    long done_timeout_s;
+    /* training (--train) */
+    int train;
+    long epochs;
+    double target_accuracy;    /* a fraction; 0: off */
+    long patience;
+    int no_val;                /* no validation plan comes: decide on train alone */
+    long start_epoch;
+    long streak;               /* the streak a resumed run continues */
+    const char *resume_dir;    /* named in a failure's "resume with" hint */
+    int verbose;
+} reducer_options_t;
+
+/* Every option of reducerd, for its usage and for a launcher's
+ * options_emit (with a filled reducer_options_t). */
+extern const option_table_t reducer_options_table;
+
+/* Takes the security options (zs_security_args), then the table's, then
+ * checks them together. 0; 1 after --help (exit 0); -1 after the error
+ * went to stderr (exit 2). */
+int reducer_options_parse(reducer_options_t *self, int argc, char **argv);
+
+#endif

@@ -1,0 +1,88 @@
+/* reducer — reducerd's state: one instance per process, made by main.c
+ * (reducer_new) and handed as `self` to the role files above it:
+ *
+ *   main.c         the loop: poll, receive, tick, exit
+ *   coordinator.c  every message in, by type and mode; the periodic tick
+ *   eval.c         an eval job: joins, its one plan, the end when complete
+ *   training.c     a training job: the gang of ranks, epochs, early stop
+ *   watchdog.c     dead ranks, stalls, workers whose answers never count
+ *   results.c      RESULT, FAILED and ISSUED: what counts, what is refused
+ *   job.c          plan acknowledgement, the end of the job, STOP
+ *   trust.c        tokens, the loader role, rejection (PROTOCOL.md "Trust")
+ *   publish.c      events on the XPUB
+ *   reducer.c      this state and what only touches it
+ *
+ * Imports point down that list (main.c at the top), never up. Below the
+ * state: peers, slot (tally), issued, decide, options.
+ */
+#ifndef DDP_REDUCERD_REDUCER_H
+#define DDP_REDUCERD_REDUCER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/token.h"
+#include "proto/event.h"
+#include "proto/proto.h"
+#include "reducerd/issued.h"
+#include "reducerd/options.h"
+#include "reducerd/peers.h"
+#include "reducerd/slot.h"
+
+typedef struct reducer {
+    reducer_options_t options;
+    zsock_t *router;
+    zsock_t *xpub;
+    peers_t *peers;
+    proto_stats_t stats;
+    /* trust (PROTOCOL.md "Trust"): the job's secret and session nonce,
+     * the identity bound to the loader role, what it issued */
+    uint8_t secret[TOKEN_SECRET_LEN];
+    uint64_t session;
+    zframe_t *loader_identity;
+    char loader_name[DDP_MAX_NAME];
+    int64_t loader_last_seen_ms;
+    uint64_t loader_rejected;   /* loaderd's own count, from its ISSUED/HEARTBEAT */
+    issued_t *issued;
+    uint64_t rejected_results;  /* RESULTs refused (of stats.rejected) */
+    char first_rejected_result[320]; /* the first and the latest refused RESULT of a */
+    char last_rejected_result[320];  /* joined rank, for the stall message */
+    char class_mismatch_hint[512];   /* the latest out-of-range class refusal */
+    /* by phase: an eval job uses the one its plan names; training keeps
+     * the current epoch's [DDP_PHASE_TRAIN] and [DDP_PHASE_EVAL] */
+    slot_t *slot[2];
+    int reporters_subscribed;   /* reporterd subscriptions seen on the XPUB */
+    double job_started_s;       /* the first plan (worker images/s) */
+    int64_t last_progress_event_ms;
+    int64_t last_activity_ms;   /* last progress: accepted samples, failures, plans, joins */
+    bool finished;              /* end published */
+    int64_t finished_at_ms;     /* when the loop first saw it finished */
+    bool job_lost;              /* finished: peers of an earlier reducerd of this job spoke */
+    char end_reason[1024];      /* the end event's reason (re-sent to a late reporterd) */
+    int exit_code;
+    int reporters_done;
+    bool waiting_for_reporter_logged;
+    /* training */
+    bool gang_formed;           /* all --workers ranks joined and were welcomed */
+    uint32_t epoch;             /* the epoch being trained */
+    uint32_t streak;
+    uint64_t last_step;         /* highest RESULT step of the run */
+    bool have_step;
+} reducer_t;
+
+/* Binds the sockets, draws the job's secret and session; NULL (logged)
+ * when any of it fails. Owned by the caller. */
+reducer_t *reducer_new(const reducer_options_t *options);
+void reducer_destroy(reducer_t **self_p);
+
+/* A message to one peer by its ROUTER identity (a failure is logged). */
+void reducer_send(reducer_t *self, zframe_t *identity, const ddp_msg_t *m);
+/* The slot progress events describe: the one still counting. */
+slot_t *reducer_active_slot(reducer_t *self);
+/* A slot for the plan (takes its arrays) in self->slot[phase]; NULL (logged)
+ * on a bad plan or out of memory. */
+slot_t *reducer_open_slot(reducer_t *self, ddp_plan_t *plan, bool keep_predictions);
+/* Messages rejected so far by reducerd and loaderd (summary.json's rejected_messages). */
+uint64_t reducer_rejected_total(const reducer_t *self);
+
+#endif

@@ -1,0 +1,218 @@
+#include "reducerd/results.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "reducerd/publish.h"
+#include "reducerd/trust.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* The slot counting (epoch, phase), or NULL (logged, counted as rejected). */
+static slot_t *slot_for(reducer_t *self, const char *peer, uint32_t epoch, uint8_t phase,
+                        const char *what)
+{
+    slot_t *slot = phase <= DDP_PHASE_TRAIN ? self->slot[phase] : NULL;
+    if (slot && slot_plan(slot)->epoch == epoch)
+        return slot;
+    if (!self->slot[0] && !self->slot[1])
+        trust_reject(self, peer, what, "before any plan (the loader must send PLAN first)");
+    else
+        trust_reject(self, peer, what, "for epoch %u phase %u: no such plan is being counted",
+                     epoch, phase);
+    return NULL;
+}
+
+/* Asks the loader to hand an eval batch out again: its answer was refused,
+ * and waiting for it would hang the epoch. Train shards cannot be redone
+ * alone (the step's gradient is summed): the stall rule names them. */
+static void ask_reissue(reducer_t *self, const ddp_result_t *res, const char *why)
+{
+    if (res->phase != DDP_PHASE_EVAL || !self->loader_identity)
+        return;
+    ddp_msg_t m = {.type = DDP_REISSUE};
+    m.u.reissue = (ddp_reissue_t){.seq = res->seq, .epoch = res->epoch, .phase = res->phase,
+                                  .rank = res->rank};
+    snprintf(m.u.reissue.reason, sizeof m.u.reissue.reason, "%s", why);
+    reducer_send(self, self->loader_identity, &m);
+}
+
+static void refuse_result(reducer_t *self, const char *peer, const ddp_result_t *res,
+                          const char *why)
+{
+    if (!self->first_rejected_result[0])
+        snprintf(self->first_rejected_result, sizeof self->first_rejected_result, "rank %d: %s",
+                 res->rank, why);
+    self->rejected_results++;
+    snprintf(self->last_rejected_result, sizeof self->last_rejected_result, "rank %d: %s",
+             res->rank, why);
+    trust_reject(self, peer, "RESULT", "seq %llu: %s", (unsigned long long)res->seq, why);
+}
+
+/* Every class id within the plan's classes; else why. */
+static bool classes_fit(const slot_t *slot, const ddp_result_t *res, char *why, size_t whylen)
+{
+    uint32_t nc = slot_plan(slot)->num_classes;
+    for (uint64_t i = 0; i < (uint64_t)res->n * res->k; i++) {
+        if (res->topk[i] >= (int32_t)nc) {
+            snprintf(why, whylen, "rank %d predicts class %d but the dataset has %u classes: "
+                     "--num-classes (the weights' fc) and --classes must match the dataset",
+                     res->rank, res->topk[i], nc);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Keeps the run's highest train step (RESULT step) for the failure message. */
+static void note_step(reducer_t *self, const ddp_result_t *res)
+{
+    if (res->phase != DDP_PHASE_TRAIN)
+        return;
+    if (!self->have_step || res->step > self->last_step)
+        self->last_step = res->step;
+    self->have_step = true;
+}
+
+/* Counts a RESULT that answers its issued batch, with the issued labels. */
+static void count_result(reducer_t *self, slot_t *slot, peer_t *p, const ddp_result_t *res,
+                         int32_t *labels)
+{
+    ddp_result_t view = *res;
+    view.labels = labels;   /* a worker cannot change the labels */
+    uint64_t invalid, dup;
+    slot_add_result(slot, &view, clock_mono_s(), &invalid, &dup);
+    if (self->options.train)
+        note_step(self, res);
+    uint64_t counted = res->n - invalid - dup;
+    p->results += counted;
+    if (counted)
+        self->last_activity_ms = clock_mono_ms();
+    if (invalid) {
+        self->stats.rejected++;
+        log_warn("RESULT seq %llu from rank %d: %llu of %u samples invalid (id out of the plan "
+                 "or bad loss), ignored", (unsigned long long)res->seq, res->rank,
+                 (unsigned long long)invalid, res->n);
+    }
+    if (dup)
+        log_debug("RESULT seq %llu: %llu duplicates ignored (re-sent batch)",
+                  (unsigned long long)res->seq, (unsigned long long)dup);
+}
+
+/* A RESULT from a trusted rank, judged against what was issued. held: it
+ * was held back before (its ISSUED has now arrived). */
+static void judge_result(reducer_t *self, peer_t *p, ddp_result_t *res)
+{
+    char why[512] = "";
+    slot_t *slot = slot_for(self, p->name, res->epoch, res->phase, "RESULT");
+    if (!slot) {
+        self->rejected_results++;
+        return;
+    }
+    int32_t *labels = NULL;
+    switch (issued_judge(self->issued, res, &labels, why, sizeof why)) {
+    case ISSUED_LATER:
+        if (issued_hold(self->issued, res) < 0)
+            refuse_result(self, p->name, res, "too many RESULTs ahead of their ISSUED");
+        return;
+    case ISSUED_FOREIGN:
+        refuse_result(self, p->name, res, why);
+        return;
+    case ISSUED_WRONG:
+        refuse_result(self, p->name, res, why);
+        ask_reissue(self, res, why);
+        return;
+    case ISSUED_MATCH: break;
+    }
+    if (!classes_fit(slot, res, why, sizeof why)) {
+        refuse_result(self, p->name, res, why);
+        if (!p->told_classes)   /* once per peer: the hint, not a flood */
+            publish_log(self, "error", "%s", why);
+        p->told_classes = true;
+        snprintf(self->class_mismatch_hint, sizeof self->class_mismatch_hint, "%s", why);
+        ask_reissue(self, res, why);
+    } else {
+        count_result(self, slot, p, res, labels);
+    }
+    free(labels);
+}
+
+void results_on_result(reducer_t *self, zframe_t *route, ddp_result_t *res)
+{
+    /* the sender: the socket that joined as this rank, with its token */
+    peer_t *p = peers_by_identity(self->peers, route);
+    char who[64];
+    trust_peer_label(self, route, who, sizeof who);
+    if (!p || p->role != DDP_ROLE_GPUD || p->rank != res->rank) {
+        self->rejected_results++;
+        trust_reject(self, who, "RESULT",
+                     "claims rank %d but this socket did not join as rank %d", res->rank,
+                     res->rank);
+        return;
+    }
+    if (!trust_auth_ok(self, &res->auth, DDP_ROLE_GPUD, p->rank, p->name)) {
+        self->rejected_results++;
+        trust_reject(self, who, "RESULT", "missing or wrong job/session token");
+        return;
+    }
+    p->last_seen_ms = clock_mono_ms();
+    judge_result(self, p, res);
+}
+
+void results_on_failed(reducer_t *self, zframe_t *route, const ddp_failed_t *f)
+{
+    if (!trust_from_loader(self, route, &f->auth, true, "FAILED"))
+        return;
+    slot_t *slot = slot_for(self, self->loader_name, f->epoch, f->phase, "FAILED");
+    if (!slot)
+        return;
+    int rc = slot_add_failed(slot, f, clock_mono_s());
+    if (rc < 0) {
+        trust_reject(self, self->loader_name, "FAILED", "id %llu is outside the plan",
+                     (unsigned long long)f->id);
+        return;
+    }
+    if (rc == 0) {
+        self->last_activity_ms = clock_mono_ms();
+        publish_log(self, "warn", "failed %s: %s", f->path, f->reason);
+    }
+}
+
+/* RESULTs held back for an ISSUED that has now come are judged. */
+static void judge_held(reducer_t *self)
+{
+    ddp_result_t res;
+    while (issued_pop_decidable(self->issued, &res)) {
+        peer_t *p = peers_by_rank(self->peers, res.rank);
+        if (p)
+            judge_result(self, p, &res);
+        ddp_msg_t m = {.type = DDP_RESULT};
+        m.u.result = res;
+        ddp_msg_clear(&m);
+    }
+}
+
+void results_on_issued(reducer_t *self, zframe_t *route, ddp_issued_t *is)
+{
+    if (!trust_from_loader(self, route, &is->auth, true, "ISSUED"))
+        return;
+    if (is->rejected > self->loader_rejected)
+        self->loader_rejected = is->rejected;
+    char why[256];
+    if (issued_add(self->issued, is, why, sizeof why) < 0) {
+        trust_reject(self, self->loader_name, "ISSUED", "%s", why);
+        return;
+    }
+    judge_held(self);
+}
+
+void results_end_phase(reducer_t *self, uint32_t epoch, uint8_t phase)
+{
+    uint64_t dropped = issued_end(self->issued, epoch, phase);
+    if (dropped) {
+        self->rejected_results += dropped;
+        trust_reject(self, "ranks", "RESULT", "%llu RESULTs of epoch %u phase %u never matched an "
+                     "issued batch", (unsigned long long)dropped, epoch, phase);
+        self->stats.rejected += dropped - 1;
+    }
+}

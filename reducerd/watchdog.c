@@ -1,0 +1,85 @@
+#include "reducerd/watchdog.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "reducerd/job.h"
+#include "reducerd/publish.h"
+#include "reducerd/training.h"
+
+#include <stdio.h>
+
+void watchdog_check_liveness(reducer_t *self)
+{
+    /* training ranks wait for their gang without heartbeats: judge them
+     * from the WELCOME on */
+    if (self->options.train && !self->gang_formed)
+        return;
+    int64_t now = clock_mono_ms();
+    for (int i = 0; i < peers_count(self->peers) && !self->finished; i++) {
+        peer_t *p = peers_at(self->peers, i);
+        if (p->role == DDP_ROLE_GPUD && !p->dead &&
+            now - p->last_seen_ms > self->options.worker_timeout_s * 1000) {
+            p->dead = true;
+            log_warn("rank %d (%s) silent for %lds: declared dead%s", p->rank, p->name,
+                     self->options.worker_timeout_s,
+                     self->options.train ? "" : "; loaderd re-sends its batches");
+            publish_log(self, "warn", "rank %d (%s) declared dead", p->rank, p->name);
+            publish_worker(self, p, "dead");
+            if (self->options.train)
+                training_rank_died(self, p);
+        }
+    }
+}
+
+/* Every live worker had its answers refused for classes outside the
+ * dataset's and nothing moved for --worker-timeout: a model/dataset
+ * mismatch, not noise; no worker is left whose answers can count (loaderd
+ * gives refused workers no more batches), so waiting would only hang. A
+ * worker refused while others count changes nothing. */
+void watchdog_check_refused_workers(reducer_t *self, int64_t now_ms)
+{
+    int live = 0, refused = 0;
+    for (int i = 0; i < peers_count(self->peers); i++) {
+        peer_t *p = peers_at(self->peers, i);
+        if (p->role == DDP_ROLE_GPUD && !p->dead) {
+            live++;
+            refused += p->told_classes;
+        }
+    }
+    if (live == 0 || refused < live ||
+        now_ms - self->last_activity_ms <= self->options.worker_timeout_s * 1000)
+        return;
+    char why[1024];
+    snprintf(why, sizeof why, "every worker's answers were refused (%d of %d): %s", refused, live,
+             self->class_mismatch_hint);
+    log_error("%s", why);
+    job_finish(self, 1, why);
+}
+
+/* No progress for --stall-timeout: fail, saying what is missing and why. */
+void watchdog_check_stall(reducer_t *self, int64_t now_ms)
+{
+    if (self->options.stall_timeout_s <= 0 ||
+        now_ms - self->last_activity_ms <= self->options.stall_timeout_s * 1000)
+        return;
+    char why[1536], what[256] = "no plan from loaderd yet (is loaderd running?)";
+    slot_t *slot = reducer_active_slot(self);
+    if (slot)
+        snprintf(what, sizeof what, "epoch %u %s has %llu of %llu samples accounted for",
+                 slot_plan(slot)->epoch,
+                 slot_plan(slot)->phase == DDP_PHASE_TRAIN ? "train" : "eval",
+                 (unsigned long long)slot_accounted(slot),
+                 (unsigned long long)slot_expected(slot));
+    if (self->rejected_results)
+        snprintf(why, sizeof why, "no progress for %lds (--stall-timeout): %s; %llu RESULTs were "
+                 "rejected (first: %s; latest: %s)", self->options.stall_timeout_s, what,
+                 (unsigned long long)self->rejected_results,
+                 self->first_rejected_result[0] ? self->first_rejected_result
+                                                : "not from a joined rank",
+                 self->last_rejected_result);
+    else
+        snprintf(why, sizeof why, "no progress for %lds (--stall-timeout): %s; are loaderd and "
+                 "the gpuds running and reachable?", self->options.stall_timeout_s, what);
+    publish_log(self, "error", "%s", why);
+    job_finish(self, 1, why);
+}

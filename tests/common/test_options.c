@@ -1,0 +1,235 @@
+/* common/options: defaults, parsing of every type, ranges and errors, the
+ * generated usage, emit (differences and named lists) and its round trip
+ * through options_parse, the table walk. */
+#include "common/options.h"
+
+#include "tests/common/emitted_argv.h"
+#include "tests/proto/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *bind;
+    const char *job;
+    long workers;
+    long timeout_s;
+    double target;
+    int train;
+    int verbose;
+    option_doubles_t mean;
+    option_ints_t channels;
+} test_options_t;
+
+#define T test_options_t
+static const option_t s_rows[] = {
+    OPTION_STRING(T, bind, "bind", "EP", NULL, "ROUTER for joins"),
+    OPTION_STRING(T, job, "job", "NAME", "ddpipe", "job name handed to joiners"),
+    OPTION_LONG(T, workers, "workers", "N", 1, 1, 4096, "ranks expected"),
+    OPTION_LONG(T, timeout_s, "stall-timeout", "S", 600, 0, 86400,
+                "fail the job after S seconds without progress: no accepted result, failure, plan "
+                "or new worker; 0 off"),
+    OPTION_SECTION("training:"),
+    OPTION_FLAG(T, train, "train", "coordinate a training job"),
+    OPTION_DOUBLE(T, target, "target-accuracy", "A", 0, 0, 1, "stop at A"),
+    OPTION_DOUBLES(T, mean, "mean", "a,b,c", "0.485,0.456,0.406", 1, 3, -10, 10, "normalisation"),
+    OPTION_INTS(T, channels, "channels", "a,b,c,d", NULL, 4, 4, 1, 4096, "widths"),
+    OPTION_ELSEWHERE(OPTION_TYPE_STRING, "curve-dir", "DIR", "CURVE certificates"),
+    OPTION_FLAG(T, verbose, "verbose", NULL),
+    OPTION_END};
+#undef T
+static const option_table_t s_table = {"prog", "--bind EP [options]", s_rows};
+
+/* argv from a string of words (kept in a static buffer). */
+static int split(char *line, char **argv, int max)
+{
+    int n = 0;
+    argv[n++] = "prog";
+    for (char *save = NULL, *w = strtok_r(line, " ", &save); w && n < max - 1;
+         w = strtok_r(NULL, " ", &save))
+        argv[n++] = w;
+    argv[n] = NULL;
+    return n;
+}
+
+static int parse_line(const char *words, test_options_t *o)
+{
+    static char line[1024];
+    char *argv[64];
+    snprintf(line, sizeof line, "%s", words);
+    int argc = split(line, argv, 64);
+    return options_parse(&s_table, argc, argv, o, NULL);
+}
+
+static void test_defaults(void)
+{
+    test_options_t o;
+    memset(&o, 0x55, sizeof o);
+    CHECK(options_defaults(&s_table, &o) == 0);
+    CHECK(o.bind == NULL);
+    CHECK_STR(o.job, "ddpipe");
+    CHECK(o.workers == 1 && o.timeout_s == 600 && o.target == 0);
+    CHECK(o.train == 0 && o.verbose == 0);
+    CHECK(o.mean.n == 3 && o.mean.v[0] == 0.485 && o.mean.v[2] == 0.406);
+    CHECK(o.channels.n == 0);
+    test_options_t p;
+    memset(&p, 0x55, sizeof p); /* the same padding */
+    CHECK(parse_line("", &p) == 0);
+    CHECK(memcmp(&o, &p, sizeof o) == 0);
+}
+
+static void test_values(void)
+{
+    test_options_t o;
+    CHECK(parse_line("--bind tcp://a:1 --workers=3 --train --target-accuracy 0.5 --mean 1,2 "
+                     "--channels 16,32,64,128 --verbose --stall-time 0",
+                     &o) == 0);
+    CHECK_STR(o.bind, "tcp://a:1");
+    CHECK(o.workers == 3 && o.train == 1 && o.verbose == 1 && o.target == 0.5);
+    CHECK(o.timeout_s == 0); /* a unique prefix, as getopt_long allows */
+    CHECK(o.mean.n == 2 && o.mean.v[0] == 1 && o.mean.v[1] == 2);
+    CHECK(o.channels.n == 4 && o.channels.v[3] == 128);
+    int next = 0;
+    char *argv[] = {"prog", "--workers", "2", "operand", NULL};
+    CHECK(options_parse(&s_table, 4, argv, &o, &next) == 0);
+    CHECK(o.workers == 2 && next == 3 && strcmp(argv[next], "operand") == 0);
+}
+
+static void test_errors(void)
+{
+    test_options_t o;
+    fprintf(stderr, "(the errors below are expected)\n");
+    CHECK(parse_line("--workers 0", &o) == -1);          /* below the range */
+    CHECK(parse_line("--workers 4097", &o) == -1);       /* above it */
+    CHECK(parse_line("--workers two", &o) == -1);        /* not an integer */
+    CHECK(parse_line("--target-accuracy 1.5", &o) == -1);
+    CHECK(parse_line("--target-accuracy x", &o) == -1);
+    CHECK(parse_line("--mean 1,2,3,4", &o) == -1);       /* too many */
+    CHECK(parse_line("--mean 1,99", &o) == -1);          /* out of range */
+    CHECK(parse_line("--channels 1,2,3", &o) == -1);     /* too few */
+    CHECK(parse_line("--channels 1,2,3,0", &o) == -1);   /* below the range */
+    CHECK(parse_line("--channels 1,2,3,1.5", &o) == -1); /* not an integer */
+    CHECK(parse_line("--no-such-option", &o) == -1);
+    CHECK(parse_line("--workers", &o) == -1);            /* missing value */
+    CHECK(parse_line("--curve-dir /tmp", &o) == -1);     /* taken out before parsing */
+    CHECK(parse_line("--help", &o) == 1);
+}
+
+static char *usage_text(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    options_usage(&s_table, f);
+    fclose(f);
+    return text;
+}
+
+static void test_usage(void)
+{
+    char *u = usage_text();
+    CHECK(strncmp(u, "usage: prog --bind EP [options]\n", 32) == 0);
+    /* help beside the longest "--name META" plus two spaces */
+    CHECK(strstr(u, "\n  --bind EP" "            " "ROUTER for joins\n") != NULL);
+    CHECK(strstr(u, "\n  --target-accuracy A  stop at A (default 0)\n") != NULL);
+    CHECK(strstr(u, "job name handed to joiners (default ddpipe)\n") != NULL);
+    CHECK(strstr(u, "normalisation (default 0.485,0.456,0.406)\n") != NULL);
+    CHECK(strstr(u, "\ntraining:\n  --train") != NULL);
+    CHECK(strstr(u, "\n  --curve-dir DIR      CURVE certificates\n") != NULL);
+    CHECK(strstr(u, "\n  --verbose\n") != NULL);
+    /* a long help wraps onto lines indented to the help column */
+    CHECK(strstr(u, "result,\n                       failure, plan") != NULL);
+    for (char *line = u, *end; *line; line = end + 1) {
+        end = strchr(line, '\n');
+        CHECK_MSG(end - line <= 90, "usage line too long: %.*s", (int)(end - line), line);
+    }
+    free(u);
+}
+
+static void test_emit(void)
+{
+    test_options_t o, back;
+    memset(&o, 0, sizeof o); /* padding compares equal */
+    memset(&back, 0, sizeof back);
+    options_defaults(&s_table, &o);
+    emitted_argv_t a = {.argv = {"prog"}, .argc = 1};
+    CHECK(options_emit(&s_table, &o, NULL, emitted_argv_add, &a) == 0); /* all defaults: nothing */
+    CHECK(parse_line("--bind ipc://x --workers 7 --train --target-accuracy 0.1 --channels 1,2,3,4 "
+                     "--job ddpipe",
+                     &o) == 0);
+    CHECK(options_emit(&s_table, &o, NULL, emitted_argv_add, &a) == 5); /* not --job: its default */
+    CHECK(a.argc == 10);
+    CHECK_STR(a.argv[1], "--bind");
+    CHECK_STR(a.argv[2], "ipc://x");
+    CHECK_STR(a.argv[5], "--train");
+    CHECK_STR(a.argv[6], "--target-accuracy");
+    CHECK_STR(a.argv[9], "1,2,3,4");
+    CHECK(options_parse(&s_table, a.argc, a.argv, &back, NULL) == 0);
+    CHECK(strcmp(back.bind, o.bind) == 0);
+    CHECK(strcmp(back.job, o.job) == 0);
+    back.bind = o.bind; /* the same text at other addresses */
+    back.job = o.job;
+    CHECK(memcmp(&back, &o, sizeof o) == 0);
+    emitted_argv_free(&a);
+
+    /* a double that needs all 17 digits comes back the same */
+    o.target = 0.1 + 0.2;
+    o.mean.n = 1;
+    o.mean.v[0] = 1.0 / 3.0;
+    CHECK(options_emit(&s_table, &o, NULL, emitted_argv_add, &a) == 6);
+    CHECK(options_parse(&s_table, a.argc, a.argv, &back, NULL) == 0);
+    CHECK(back.target == o.target && back.mean.n == 1 && back.mean.v[0] == o.mean.v[0]);
+    emitted_argv_free(&a);
+
+    /* a named list: exactly those, defaults included, unset flags left out */
+    options_defaults(&s_table, &o);
+    const char *only[] = {"workers", "job", "train", NULL};
+    CHECK(options_emit(&s_table, &o, only, emitted_argv_add, &a) == 2);
+    CHECK(a.argc == 5);
+    CHECK_STR(a.argv[1], "--job");
+    CHECK_STR(a.argv[3], "--workers");
+    CHECK_STR(a.argv[4], "1");
+    emitted_argv_free(&a);
+    const char *bad[] = {"no-such", NULL};
+    const char *elsewhere[] = {"curve-dir", NULL};
+    fprintf(stderr, "(the errors below are expected)\n");
+    CHECK(options_emit(&s_table, &o, bad, emitted_argv_add, &a) == -1);
+    CHECK(options_emit(&s_table, &o, elsewhere, emitted_argv_add, &a) == -1);
+}
+
+static void count_row(void *arg, const option_t *opt, const char *section)
+{
+    int *counts = arg;
+    counts[0]++;
+    if (section && strcmp(section, "training:") == 0)
+        counts[1]++;
+    if (opt->type == OPTION_TYPE_SECTION)
+        counts[2]++;
+}
+
+static void test_walk(void)
+{
+    int counts[3] = {0};
+    options_foreach(&s_table, count_row, counts);
+    CHECK(counts[0] == 11 && counts[1] == 7 && counts[2] == 1);
+    const option_t *opt = options_find(&s_table, "stall-timeout");
+    CHECK(opt && opt->type == OPTION_TYPE_LONG && opt->long_hi == 86400);
+    CHECK(options_find(&s_table, "training:") == NULL);
+    CHECK(options_find(&s_table, "stall") == NULL);
+    char def[64];
+    options_default_text(options_find(&s_table, "workers"), def, sizeof def);
+    CHECK_STR(def, "1");
+    options_default_text(options_find(&s_table, "train"), def, sizeof def);
+    CHECK_STR(def, "");
+}
+
+int main(void)
+{
+    test_defaults();
+    test_values();
+    test_errors();
+    test_usage();
+    test_emit();
+    test_walk();
+    return check_exit("test_options");
+}

@@ -1,0 +1,107 @@
+/* reducerd's option table: the defaults and ranges of every flag, the
+ * checks across options, a usage that names every option, and the argv a
+ * launcher emits from a filled struct parsing back to the same struct. */
+#include "reducerd/options.h"
+
+#include "tests/common/emitted_argv.h"
+#include "tests/proto/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int parse_words(const char *words, reducer_options_t *o)
+{
+    static char line[1024];
+    char *argv[64];
+    int argc = 0;
+    snprintf(line, sizeof line, "%s", words);
+    argv[argc++] = "reducerd";
+    for (char *save = NULL, *w = strtok_r(line, " ", &save); w && argc < 63;
+         w = strtok_r(NULL, " ", &save))
+        argv[argc++] = w;
+    argv[argc] = NULL;
+    memset(o, 0, sizeof *o);
+    return reducer_options_parse(o, argc, argv);
+}
+
+static void test_defaults(void)
+{
+    reducer_options_t o;
+    CHECK(parse_words("--bind ipc://a --pub ipc://b", &o) == 0);
+    CHECK_STR(o.bind, "ipc://a");
+    CHECK_STR(o.pub, "ipc://b");
+    CHECK_STR(o.job, "ddpipe");
+    CHECK(o.workers == 1 && o.reporters == 1);
+    CHECK(o.worker_timeout_s == 10 && o.stall_timeout_s == 600 && o.done_timeout_s == 60);
+    CHECK(o.epochs == 1 && o.patience == 1 && o.target_accuracy == 0);
+    CHECK(o.start_epoch == 0 && o.streak == 0 && o.resume_dir == NULL);
+    CHECK(!o.predictions && !o.verbose && !o.train && !o.no_val);
+}
+
+static void test_errors(void)
+{
+    reducer_options_t o;
+    fprintf(stderr, "(the errors below are expected)\n");
+    CHECK(parse_words("--bind ipc://a", &o) == -1); /* --pub is required */
+    CHECK(parse_words("--bind a --pub b --workers 4097", &o) == -1);
+    CHECK(parse_words("--bind a --pub b --reporters 17", &o) == -1);
+    CHECK(parse_words("--bind a --pub b --reporters 0", &o) == 0);
+    CHECK(parse_words("--bind a --pub b --stall-timeout 604801", &o) == -1);
+    CHECK(parse_words("--bind a --pub b --stall-timeout 604800", &o) == 0);
+    CHECK(parse_words("--bind a --pub b --worker-timeout 0", &o) == -1);
+    CHECK(parse_words("--bind a --pub b --target-accuracy 1.01", &o) == -1);
+    CHECK(parse_words("--bind a --pub b --train --epochs 2 --start-epoch 2", &o) == -1);
+    CHECK(parse_words("--bind a --pub b --epochs 2 --start-epoch 2", &o) == 0); /* eval */
+    CHECK(parse_words("--bind a --pub b --train --no-val --target-accuracy 0.5", &o) == -1);
+    CHECK(parse_words("--help", &o) == 1);
+}
+
+static void test_usage_names_every_option(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    options_usage(&reducer_options_table, f);
+    fclose(f);
+    int options = 0;
+    for (const option_t *opt = reducer_options_table.rows; opt->type != OPTION_TYPE_END; opt++) {
+        if (opt->type == OPTION_TYPE_SECTION)
+            continue;
+        char flag[64];
+        snprintf(flag, sizeof flag, "\n  --%s", opt->name);
+        CHECK_MSG(strstr(text, flag) != NULL, "usage lacks --%s", opt->name);
+        options++;
+    }
+    CHECK(options == 20); /* 18 of reducerd's own, --curve-dir and --insecure */
+    free(text);
+}
+
+/* What ddpipe train starts reducerd with, emitted and parsed back. */
+static void test_emit_round_trip(void)
+{
+    reducer_options_t o, back;
+    CHECK(parse_words("--bind ipc://r --pub ipc://e --train --workers 3 --epochs 10 "
+                      "--target-accuracy 0.85 --patience 2 --resume-dir runs/x --start-epoch 4 "
+                      "--streak 1 --predictions --verbose",
+                      &o) == 0);
+    emitted_argv_t a = {.argv = {"reducerd"}, .argc = 1};
+    CHECK(options_emit(&reducer_options_table, &o, NULL, emitted_argv_add, &a) == 12);
+    memset(&back, 0, sizeof back);
+    CHECK(reducer_options_parse(&back, a.argc, a.argv) == 0);
+    CHECK_STR(back.bind, o.bind);
+    CHECK_STR(back.pub, o.pub);
+    CHECK_STR(back.resume_dir, o.resume_dir);
+    CHECK_STR(back.job, o.job);
+    back.bind = o.bind, back.pub = o.pub, back.resume_dir = o.resume_dir, back.job = o.job;
+    CHECK(memcmp(&back, &o, sizeof o) == 0);
+    emitted_argv_free(&a);
+}
+
+int main(void)
+{
+    test_defaults();
+    test_errors();
+    test_usage_names_every_option();
+    test_emit_round_trip();
+    return check_exit("test_options");
+}
