@@ -1,12 +1,12 @@
-/* safetensors — reader (mmap + own JSON header parser) and atomic writer.
+/* safetensors — reader (mmap + own JSON header parser) and writer.
  * Nothing in the file is trusted: every length, offset and shape is checked
  * against the bytes actually present before a tensor is exposed. */
 #include "common/safetensors.h"
+#include "common/atomic_file.h"
 #include "common/errbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1144,47 +1144,17 @@ static int build_header(const st_writer_t *w, sbuf_t *b)
     return b->oom ? -1 : 0;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const uint8_t *p = buf;
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-static int write_body(const st_writer_t *w, int fd, const sbuf_t *hdr)
+static int write_body(const st_writer_t *w, FILE *out, const sbuf_t *hdr)
 {
     uint8_t len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (uint8_t)((uint64_t)hdr->len >> (8 * i));
-    if (write_all(fd, len8, 8) < 0 || write_all(fd, hdr->s, hdr->len) < 0)
+    if (fwrite(len8, 1, 8, out) != 8 || fwrite(hdr->s, 1, hdr->len, out) != hdr->len)
         return -1;
     for (size_t i = 0; i < w->n; i++)
-        if (write_all(fd, w->t[i].data, w->t[i].nbytes) < 0)
+        if (w->t[i].nbytes && fwrite(w->t[i].data, 1, w->t[i].nbytes, out) != w->t[i].nbytes)
             return -1;
-    return fsync(fd);
-}
-
-/* fsync the directory holding path so the rename itself is durable. */
-static void fsync_dir(const char *path)
-{
-    char *copy = strdup(path);
-    if (!copy)
-        return;
-    int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
-    }
-    free(copy);
+    return 0;
 }
 
 int st_writer_save(const st_writer_t *w, const char *path, char *err, size_t errlen)
@@ -1195,32 +1165,15 @@ int st_writer_save(const st_writer_t *w, const char *path, char *err, size_t err
         err_set(err, errlen, "%s: out of memory building the header", path);
         return -1;
     }
-    size_t tlen = strlen(path) + 16;
-    char *tmp = malloc(tlen);
-    if (!tmp) {
-        free(hdr.s);
-        err_set(err, errlen, "%s: out of memory", path);
-        return -1;
-    }
-    snprintf(tmp, tlen, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
+    atomic_file_t *f = atomic_file_new(path, err, errlen);
     int rc = -1;
-    if (fd < 0) {
-        err_set(err, errlen, "%s: cannot create temp file %s: %s", path, tmp, strerror(errno));
-    } else if (fchmod(fd, 0644) < 0 || write_body(w, fd, &hdr) < 0) {
-        err_set(err, errlen, "%s: writing %s failed: %s (disk full?)", path, tmp,
-                strerror(errno));
-        close(fd);
-        unlink(tmp);
-    } else if (close(fd) < 0 || rename(tmp, path) < 0) {
-        err_set(err, errlen, "%s: cannot rename %s into place: %s", path, tmp,
-                strerror(errno));
-        unlink(tmp);
-    } else {
-        fsync_dir(path);
-        rc = 0;
+    if (f && write_body(w, atomic_file_stream(f), &hdr) < 0) {
+        err_set(err, errlen, "%s: writing %s failed: %s (disk full?)", path,
+                atomic_file_tmp_path(f), strerror(errno));
+        atomic_file_destroy(&f);
+    } else if (f) {
+        rc = atomic_file_commit(&f, err, errlen);
     }
-    free(tmp);
     free(hdr.s);
     return rc;
 }

@@ -13,7 +13,7 @@
  *   const st_tensor_t *t = safetensors_get(st, "fc.weight");
  *   st_tensor_to_f32(t, buf, t->numel);   // F32/F16/BF16/F64 -> float
  *   safetensors_destroy(&st);             // tensors point into the mapping
- * Writer (atomic: temp file in the same directory, fsync, rename):
+ * Writer (atomic, through common/atomic_file.h):
  *   st_writer_t *w = st_writer_new();
  *   st_writer_add(w, "fc.weight", ST_F32, 2, shape, data, err, sizeof err);
  *   st_writer_save(w, "ckpt.safetensors", err, sizeof err);
@@ -93,7 +93,7 @@ st_writer_t *st_writer_new(void);
 int st_writer_add(st_writer_t *w, const char *name, st_dtype_t dt, int ndim,
                   const int64_t *shape, const void *data, char *err, size_t errlen);
 int st_writer_meta(st_writer_t *w, const char *key, const char *value, char *err, size_t errlen);
-/* Write atomically: PATH.tmp.XXXXXX, fsync, rename over PATH, fsync the dir. */
+/* Write atomically (common/atomic_file.h: temp file, fsync, rename, fsync the dir). */
 int st_writer_save(const st_writer_t *w, const char *path, char *err, size_t errlen);
 void st_writer_destroy(st_writer_t **w);
 

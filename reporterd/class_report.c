@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reporterd/afile.h"
+#include "common/atomic_file.h"
+#include "common/errbuf.h"
 #include "reporterd/clsmetrics.h"
 #include "reporterd/textfmt.h"
 
@@ -95,11 +96,11 @@ int class_report_write(const char *path, const uint64_t *confusion, uint32_t nc,
 {
     char *text = class_report_text(confusion, nc, names);
     if (!text) {
-        snprintf(why, whylen, "cannot build the classification report (%u classes): %s", nc,
-                 nc ? "out of memory" : "no classes");
+        err_set(why, whylen, "cannot build the classification report (%u classes): %s", nc,
+                nc ? "out of memory" : "no classes");
         return -1;
     }
-    int rc = afile_write_all(path, text, strlen(text), why, whylen);
+    int rc = atomic_file_write(path, text, strlen(text), why, whylen);
     free(text);
     return rc;
 }

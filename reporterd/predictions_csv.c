@@ -3,13 +3,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "reporterd/afile.h"
+#include "common/atomic_file.h"
+#include "common/errbuf.h"
 #include "reporterd/textfmt.h"
 
 #define CSV_K 5
 
 struct predcsv {
-    afile_t *file;
+    atomic_file_t *file;
     uint64_t next;  /* index of the next entry expected */
     uint64_t total; /* from the first chunk */
     uint32_t epoch;
@@ -24,12 +25,12 @@ predcsv_t *predcsv_new(const char *path, char *why, size_t whylen)
         snprintf(why, whylen, "out of memory opening %s", path);
         return NULL;
     }
-    self->file = afile_new(path, why, whylen);
+    self->file = atomic_file_new(path, why, whylen);
     if (!self->file) {
         free(self);
         return NULL;
     }
-    fputs("index,path,label,top1,top2,top3,top4,top5,loss\n", afile_stream(self->file));
+    fputs("index,path,label,top1,top2,top3,top4,top5,loss\n", atomic_file_stream(self->file));
     return self;
 }
 
@@ -37,7 +38,7 @@ void predcsv_destroy(predcsv_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
-    afile_destroy(&(*self_p)->file);
+    atomic_file_destroy(&(*self_p)->file);
     free(*self_p);
     *self_p = NULL;
 }
@@ -93,13 +94,13 @@ int predcsv_add(predcsv_t *self, const ev_predictions_t *chunk, char *why, size_
 {
     if (s_check_chunk(self, chunk, why, whylen) != 0)
         return -1;
-    FILE *out = afile_stream(self->file);
+    FILE *out = atomic_file_stream(self->file);
     for (uint64_t i = 0; i < chunk->n; i++)
         if (chunk->status[i] == 1 || chunk->status[i] == 2)
             s_row(out, chunk, i);
     self->next += chunk->n;
     if (ferror(out)) {
-        snprintf(why, whylen, "cannot write %s", afile_tmp_path(self->file));
+        err_set(why, whylen, "cannot write %s", atomic_file_tmp_path(self->file));
         return -1;
     }
     return 0;
@@ -114,7 +115,7 @@ int predcsv_commit(predcsv_t **self_p, char *why, size_t whylen)
         predcsv_destroy(self_p);
         return -1;
     }
-    int rc = afile_commit(&self->file, why, whylen);
+    int rc = atomic_file_commit(&self->file, why, whylen);
     predcsv_destroy(self_p);
     return rc;
 }

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reporterd/afile.h"
+#include "common/atomic_file.h"
+#include "common/errbuf.h"
 #include "reporterd/clsmetrics.h"
 #include "reporterd/textfmt.h"
 
@@ -163,11 +164,11 @@ int summary_write(const char *path, const ev_metric_t *m, const summary_failed_t
 {
     char *text = summary_json(m, failed, n_failed, training);
     if (!text) {
-        snprintf(why, whylen, "cannot build summary.json (%u classes): out of memory or no classes",
-                 m->num_classes);
+        err_set(why, whylen, "cannot build summary.json (%u classes): out of memory or no classes",
+                m->num_classes);
         return -1;
     }
-    int rc = afile_write_all(path, text, strlen(text), why, whylen);
+    int rc = atomic_file_write(path, text, strlen(text), why, whylen);
     free(text);
     return rc;
 }
