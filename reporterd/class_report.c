@@ -6,6 +6,7 @@
 
 #include "common/atomic_file.h"
 #include "common/errbuf.h"
+#include "common/utf8.h"
 #include "reporterd/clsmetrics.h"
 #include "reporterd/textfmt.h"
 
@@ -14,7 +15,7 @@
 /* Python's "{:>{width}s}": right-align by code points, never truncate. */
 static void s_name(FILE *out, const char *name, size_t width)
 {
-    size_t len = textfmt_utf8_len(name);
+    size_t len = utf8_length(name);
     for (size_t i = len; i < width; i++)
         fputc(' ', out);
     fputs(name, out);
@@ -35,7 +36,7 @@ static size_t s_width(uint32_t nc, char *const *names)
     char num[16];
     for (uint32_t c = 0; c < nc; c++) {
         snprintf(num, sizeof num, "%u", c);
-        size_t len = textfmt_utf8_len(names ? names[c] : num);
+        size_t len = utf8_length(names ? names[c] : num);
         if (len > width)
             width = len;
     }
