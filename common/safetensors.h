@@ -3,9 +3,13 @@
  * File layout: u64 little-endian N, N bytes of JSON header, then the data
  * section. The header maps tensor names to {"dtype","shape","data_offsets"}
  * (offsets relative to the data section) plus an optional "__metadata__"
- * map of strings. The reader maps the file read-only and validates every
- * field against the file size before exposing a tensor: a malformed or
- * truncated file is an error with a message, never a crash.
+ * map of strings. The header is UTF-8 JSON (jansson reads and writes it;
+ * duplicate keys are refused). The reader maps the file read-only and
+ * validates every field against the file size before exposing a tensor: a
+ * malformed or truncated file is an error with a message, never a crash.
+ *
+ * Files: safetensors.c the reader, safetensors_writer.c the writer,
+ * safetensors_dtype.c element types and conversions.
  *
  * Reader:
  *   char err[256];
@@ -88,7 +92,8 @@ float st_bf16_to_f32(uint16_t h);
 uint16_t st_f32_to_f16(float f);
 uint16_t st_f32_to_bf16(float f);
 
-/* Writer. Tensors are copied on add; names must be unique. */
+/* Writer. Tensors are copied on add; names must be unique and UTF-8, as must
+ * metadata (a metadata key set twice keeps the last value). */
 st_writer_t *st_writer_new(void);
 int st_writer_add(st_writer_t *w, const char *name, st_dtype_t dt, int ndim,
                   const int64_t *shape, const void *data, char *err, size_t errlen);

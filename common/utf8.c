@@ -34,6 +34,14 @@ int utf8_char_len(const char *str)
     return len;
 }
 
+bool utf8_is_valid(const char *s)
+{
+    for (int len; *s; s += len)
+        if ((len = utf8_char_len(s)) == 0)
+            return false;
+    return true;
+}
+
 size_t utf8_length(const char *s)
 {
     size_t n = 0;

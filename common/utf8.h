@@ -4,11 +4,15 @@
 #ifndef DDP_UTF8_H
 #define DDP_UTF8_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Bytes (1..4) of the valid character that starts at s, or 0 when the bytes
  * there are not valid UTF-8. An ASCII byte, NUL included, is 1. */
 int utf8_char_len(const char *s);
+
+/* Is all of s valid UTF-8? */
+bool utf8_is_valid(const char *s);
 
 /* Code points in s (what Python's len() counts); each invalid byte counts
  * as one. */
