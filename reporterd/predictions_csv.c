@@ -22,7 +22,7 @@ predcsv_t *predcsv_new(const char *path, char *why, size_t whylen)
 {
     predcsv_t *self = calloc(1, sizeof *self);
     if (!self) {
-        snprintf(why, whylen, "out of memory opening %s", path);
+        err_set(why, whylen, "out of memory opening %s", path);
         return NULL;
     }
     self->file = atomic_file_new(path, why, whylen);
@@ -55,17 +55,17 @@ static int s_check_chunk(predcsv_t *self, const ev_predictions_t *c, char *why, 
     }
     if (c->first != self->next || c->total != self->total || c->epoch != self->epoch ||
         c->phase != self->phase) {
-        snprintf(why, whylen,
-                 "predictions chunk out of order: got epoch %u phase %u entries %llu+%llu of "
-                 "%llu, expected epoch %u phase %u from %llu of %llu",
-                 c->epoch, c->phase, (unsigned long long)c->first, (unsigned long long)c->n,
-                 (unsigned long long)c->total, self->epoch, self->phase,
-                 (unsigned long long)self->next, (unsigned long long)self->total);
+        err_set(why, whylen,
+                "predictions chunk out of order: got epoch %u phase %u entries %llu+%llu of "
+                "%llu, expected epoch %u phase %u from %llu of %llu",
+                c->epoch, c->phase, (unsigned long long)c->first, (unsigned long long)c->n,
+                (unsigned long long)c->total, self->epoch, self->phase,
+                (unsigned long long)self->next, (unsigned long long)self->total);
         return -1;
     }
     if (c->n > self->total - self->next || c->k == 0 || c->k > CSV_K) {
-        snprintf(why, whylen, "predictions chunk of %llu entries (k=%u) past the total %llu",
-                 (unsigned long long)c->n, c->k, (unsigned long long)self->total);
+        err_set(why, whylen, "predictions chunk of %llu entries (k=%u) past the total %llu",
+                (unsigned long long)c->n, c->k, (unsigned long long)self->total);
         return -1;
     }
     return 0;
@@ -110,8 +110,8 @@ int predcsv_commit(predcsv_t **self_p, char *why, size_t whylen)
 {
     predcsv_t *self = *self_p;
     if (!self->started || self->next != self->total) {
-        snprintf(why, whylen, "predictions incomplete: %llu of %llu entries received",
-                 (unsigned long long)self->next, (unsigned long long)self->total);
+        err_set(why, whylen, "predictions incomplete: %llu of %llu entries received",
+                (unsigned long long)self->next, (unsigned long long)self->total);
         predcsv_destroy(self_p);
         return -1;
     }

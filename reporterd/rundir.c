@@ -514,7 +514,7 @@ static int s_write_summary(rundir_t *self, const ev_metric_t *m, char *why, size
     char *path = s_join(self, "summary.json");
     if (!path || s_failed_for(self, m, &failed, &nfailed) != 0) {
         free(path);
-        snprintf(why, whylen, "out of memory writing summary.json");
+        err_set(why, whylen, "out of memory writing summary.json");
         return -1;
     }
     summary_training_t t;
