@@ -100,6 +100,7 @@ static void cpu_destroy(backend_t *b)
         dnnl_stream_destroy(be->strm);
     if (be->eng)
         dnnl_engine_destroy(be->eng);
+    free(be->scratch);
     free(be);
 }
 
@@ -389,6 +390,45 @@ static cpu_tensor_t *conv_dst(cpu_graph_t *g, cpu_tensor_t *res, const dnnl_memo
     return y ? reorder_step(g, res, md, y) : NULL;
 }
 
+/* True when oneDNN chose its reference (plain loop) implementation. */
+static int is_reference_impl(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+        return 0;
+    return impl && strncmp(impl, "ref", 3) == 0;
+}
+
+static int sum_position(const bk_conv_t *p)
+{
+    for (int i = 0; i < p->n_post; i++)
+        if (p->post[i] == BK_PO_SUM)
+            return i;
+    return -1;
+}
+
+static bk_tensor_t *cpu_add(bk_graph_t *bg, bk_tensor_t *ba, bk_tensor_t *bb, int relu,
+                            const int *out);
+static bk_tensor_t *cpu_conv2d(bk_graph_t *bg, bk_tensor_t *bx, const bk_conv_t *p,
+                               bk_tensor_t *bres, const int *out);
+
+/* The residual sum as its own step: conv with the post-ops before the sum,
+ * then a binary add carrying the ReLU that followed it. The float
+ * operations and their order are those of the fused sum post-op (relu(acc)
+ * + residual), so the logits are the same bits. */
+static bk_tensor_t *conv_then_add(bk_graph_t *bg, bk_tensor_t *bx, const bk_conv_t *p,
+                                  bk_tensor_t *bres, const int *out)
+{
+    int at = sum_position(p);
+    bk_conv_t head = *p;
+    head.n_post = at;
+    int relu_after = 0;
+    for (int i = at + 1; i < p->n_post; i++)
+        relu_after |= p->post[i] == BK_PO_RELU;
+    bk_tensor_t *t = cpu_conv2d(bg, bx, &head, NULL, out);
+    return t ? cpu_add(bg, t, bres, relu_after, out) : NULL;
+}
+
 static bk_tensor_t *cpu_conv2d(bk_graph_t *bg, bk_tensor_t *bx, const bk_conv_t *p,
                                bk_tensor_t *bres, const int *out)
 {
@@ -398,6 +438,13 @@ static bk_tensor_t *cpu_conv2d(bk_graph_t *bg, bk_tensor_t *bx, const bk_conv_t 
     dnnl_primitive_desc_t pd = conv_pd(bg, x, p, out);
     if (!pd)
         return NULL;
+    /* oneDNN 2.6 has no JIT convolution below AVX-512 for a sum post-op
+     * after an eltwise ({relu, sum}: the seed WideResNet's order) and falls
+     * back to its reference loops, ~100x slower: split the sum off. */
+    if (bres && is_reference_impl(pd) && sum_position(p) >= 0) {
+        dnnl_primitive_desc_destroy(pd);
+        return conv_then_add(bg, bx, p, bres, out);
+    }
     cpu_tensor_t *y = NULL;
     dnnl_memory_t wmem = NULL, bmem = NULL;
     const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);

@@ -11,6 +11,13 @@ typedef struct {
     backend_t base;
     dnnl_engine_t eng;
     dnnl_stream_t strm;
+    /* The training kernels' scratchpad (user mode, dnnl_train.c): one
+     * buffer, grown to the largest primitive's need, shared by the
+     * primitives of every plan (a backend runs on one thread, one
+     * primitive at a time). oneDNN's own scratchpad is thread-local and
+     * leaks when a plan is destroyed on another thread. */
+    void *scratch;
+    size_t scratch_cap;
 } cpu_backend_t;
 
 #endif

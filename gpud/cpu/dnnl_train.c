@@ -63,24 +63,63 @@ static dnnl_format_tag_t plain_tag(int nd)
 
 /* ------------------------------------------------------------ helpers */
 
-/* A primitive with the memory objects its arguments use. */
+/* A primitive with the memory objects its arguments use; scratch is a
+ * view of the backend's shared scratchpad (its handle set at each run). */
 typedef struct {
     dnnl_primitive_t p;
     int nargs;
-    dnnl_exec_arg_t args[10];
+    dnnl_exec_arg_t args[12];
+    dnnl_memory_t scratch;
+    size_t scratch_size;
 } prim_t;
+
+static void prim_arg(prim_t *pr, int arg, dnnl_memory_t m)
+{
+    pr->args[pr->nargs++] = (dnnl_exec_arg_t){arg, m};
+}
+
+/* Attributes of every training primitive: strict fp32 math, and a
+ * scratchpad we own (dnnl_priv.h says why). */
+static dnnl_primitive_attr_t attr_new(bk_graph_t *g)
+{
+    dnnl_primitive_attr_t a = NULL;
+    if (dn(g, dnnl_primitive_attr_create(&a), "attr_create") < 0)
+        return NULL;
+    if (dn(g, dnnl_primitive_attr_set_fpmath_mode(a, dnnl_fpmath_mode_strict),
+           "set_fpmath_mode") < 0 ||
+        dn(g, dnnl_primitive_attr_set_scratchpad_mode(a, dnnl_scratchpad_mode_user),
+           "set_scratchpad_mode") < 0) {
+        dnnl_primitive_attr_destroy(a);
+        return NULL;
+    }
+    return a;
+}
+
+/* The primitive of pd, with a scratchpad argument when it needs one. */
+static int prim_create(bk_graph_t *g, prim_t *pr, const_dnnl_primitive_desc_t pd,
+                       const char *what)
+{
+    if (dn(g, dnnl_primitive_create(&pr->p, pd), what) < 0)
+        return -1;
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    pr->scratch_size = smd ? dnnl_memory_desc_get_size(smd) : 0;
+    if (pr->scratch_size == 0)
+        return 0;
+    if (dn(g, dnnl_memory_create(&pr->scratch, smd, cbe(g)->eng, DNNL_MEMORY_NONE),
+           "scratchpad memory_create") < 0)
+        return -1;
+    prim_arg(pr, DNNL_ARG_SCRATCHPAD, pr->scratch);
+    return 0;
+}
 
 static int prim_make(bk_graph_t *g, prim_t *pr, const_dnnl_op_desc_t d,
                      const_dnnl_primitive_desc_t hint, dnnl_primitive_desc_t *pd_out,
                      const char *what)
 {
-    dnnl_primitive_attr_t a = NULL;
+    dnnl_primitive_attr_t a = attr_new(g);
     dnnl_primitive_desc_t pd = NULL;
-    int ok = dn(g, dnnl_primitive_attr_create(&a), "attr_create") == 0 &&
-             dn(g, dnnl_primitive_attr_set_fpmath_mode(a, dnnl_fpmath_mode_strict),
-                "set_fpmath_mode") == 0 &&
-             dn(g, dnnl_primitive_desc_create(&pd, d, a, cbe(g)->eng, hint), what) == 0 &&
-             dn(g, dnnl_primitive_create(&pr->p, pd), what) == 0;
+    int ok = a && dn(g, dnnl_primitive_desc_create(&pd, d, a, cbe(g)->eng, hint), what) == 0 &&
+             prim_create(g, pr, pd, what) == 0;
     if (a)
         dnnl_primitive_attr_destroy(a);
     if (ok && pd_out)
@@ -90,21 +129,40 @@ static int prim_make(bk_graph_t *g, prim_t *pr, const_dnnl_op_desc_t d,
     return ok ? 0 : -1;
 }
 
-static void prim_arg(prim_t *pr, int arg, dnnl_memory_t m)
-{
-    pr->args[pr->nargs++] = (dnnl_exec_arg_t){arg, m};
-}
-
 static void prim_free(prim_t *pr)
 {
     if (pr->p)
         dnnl_primitive_destroy(pr->p);
+    if (pr->scratch)
+        dnnl_memory_destroy(pr->scratch);
     pr->p = NULL;
+    pr->scratch = NULL;
+}
+
+/* Point pr's scratchpad at the backend's buffer, grown if pr needs more. */
+static int prim_scratch(bk_graph_t *g, prim_t *pr)
+{
+    cpu_backend_t *be = cbe(g);
+    if (!pr->scratch)
+        return 0;
+    if (pr->scratch_size > be->scratch_cap) {
+        void *buf = NULL;
+        if (posix_memalign(&buf, 64, pr->scratch_size) != 0) {
+            bk_fail(g, "out of memory for a %zu-byte oneDNN scratchpad", pr->scratch_size);
+            return -1;
+        }
+        free(be->scratch);
+        be->scratch = buf;
+        be->scratch_cap = pr->scratch_size;
+    }
+    return dn(g, dnnl_memory_set_data_handle(pr->scratch, be->scratch), "scratchpad handle");
 }
 
 static int prim_run(bk_graph_t *g, prim_t *pr, const char *what)
 {
     use_threads(g);
+    if (prim_scratch(g, pr) < 0)
+        return -1;
     if (dn(g, dnnl_primitive_execute(pr->p, cbe(g)->strm, pr->nargs, pr->args), what) < 0)
         return -1;
     return dn(g, dnnl_stream_wait(cbe(g)->strm), "stream_wait");
@@ -140,9 +198,13 @@ static int reorder_make(bk_graph_t *g, prim_t *pr, dnnl_memory_t from, dnnl_memo
     dnnl_primitive_desc_t pd = NULL;
     dnnl_memory_get_memory_desc(from, &a);
     dnnl_memory_get_memory_desc(to, &b);
-    int ok = dn(g, dnnl_reorder_primitive_desc_create(&pd, a, cbe(g)->eng, b, cbe(g)->eng,
-                                                      NULL), "reorder") == 0 &&
-             dn(g, dnnl_primitive_create(&pr->p, pd), "reorder") == 0;
+    dnnl_primitive_attr_t attr = attr_new(g);
+    int ok = attr &&
+             dn(g, dnnl_reorder_primitive_desc_create(&pd, a, cbe(g)->eng, b, cbe(g)->eng, attr),
+                "reorder") == 0 &&
+             prim_create(g, pr, pd, "reorder") == 0;
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     prim_arg(pr, DNNL_ARG_FROM, from);

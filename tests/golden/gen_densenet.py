@@ -32,9 +32,19 @@ by up to ~5e-3 relative (single thread; 59 train-mode BatchNorms over few
 elements per channel at 64x64, where the true gradients of many tensors
 are small differences of large terms), so a float32 golden would measure
 PyTorch's rounding, not ours. Results are stored as float32, each with
-"<key>.tol" = max(1e-4, 3 * max|torch32 - torch64| / max|torch64|): the C
-test requires ours to be as close to the exact value as PyTorch's own
-float32 arithmetic (to 3x), and never looser than that.
+"<key>.tol" = max(1e-4, 3 * noise), noise the largest max|x - torch64| /
+max|torch64| of
+  - PyTorch's own float32 run, and
+  - float64 runs in which every ReLU input is moved by float32's rounding
+    (EPS = 1e-7 of that tensor's largest magnitude, about one float32 ulp;
+    NOISE_SEEDS draws): this net has ReLU inputs within 4e-8 of zero
+    relative to their tensor, so whether one flips depends on the order of
+    a float32 sum, and a flip moves whole gradients by up to ~5e-2. One
+    float32 library (PyTorch's oneDNN on one CPU) flips some, another
+    (oneDNN's AVX2 kernels, PyTorch's native conv) others: the perturbed
+    runs measure how far any correct float32 order can land.
+The C test requires ours to be that close to the exact value (to 3x); the
+"frozen" case and the logits stay near 1e-4, where no flip reaches them.
 
 Gradients and buffers are the full tensor when it has <= 256 values, else
 the 256 values at flat indices i * numel // 256 (the C test takes the same).
@@ -59,6 +69,8 @@ LABELS = np.array([3, 7], dtype=np.int32)
 G = 3
 SMOOTHING = 0.1
 TOL_FACTOR = 3.0
+EPS = 1e-7
+NOISE_SEEDS = 4
 
 
 def sample(t):
@@ -69,7 +81,21 @@ def sample(t):
     return f[idx]
 
 
-def synth_model(dtype):
+def relu_noise(model, seed):
+    """Move every ReLU input by EPS * max|input| * N(0, 1) (seeded)."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def pre(_mod, inp):
+        x = inp[0]
+        n = torch.randn(x.shape, generator=gen, dtype=x.dtype)
+        return (x + EPS * x.detach().abs().max() * n,)
+
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.ReLU):
+            mod.register_forward_pre_hook(pre)
+
+
+def synth_model(dtype, noise_seed=None):
     model = torchvision.models.densenet121(weights=None, num_classes=CLASSES)
     sd = model.state_dict()
     manifest = []
@@ -80,6 +106,8 @@ def synth_model(dtype):
         sd[k] = torch.from_numpy(synth(k, shape))
         manifest.append("%s=%s" % (k, ",".join(map(str, shape))))
     model.load_state_dict(sd)
+    if noise_seed is not None:
+        relu_noise(model, noise_seed)
     return model.to(dtype), ";".join(manifest)
 
 
@@ -108,17 +136,17 @@ def step(tag, model, x, out, trainable=None):  # noqa: C901
             out["%s:%s.after" % (tag, name)] = sample(b)
 
 
-def run_all(dtype, out):
+def run_all(dtype, out, noise_seed=None):
     px = synth_pixels("input.densenet121", IN_SHAPE)
     x = to_input(px, MEAN, STD).to(dtype)
-    model, manifest = synth_model(dtype)
+    model, manifest = synth_model(dtype, noise_seed)
     model.eval()
     with torch.no_grad():
         out["eval.logits"] = model(x).float().numpy()
     step("train", model, x, out)
-    model, _ = synth_model(dtype)
+    model, _ = synth_model(dtype, noise_seed)
     step("frozen", model, x, out, trainable=["classifier"])
-    model, _ = synth_model(dtype)
+    model, _ = synth_model(dtype, noise_seed)
     step("partial", model, x, out, trainable=["classifier", "features.denseblock1."])
     return manifest
 
@@ -135,8 +163,14 @@ def main():
     out, out32 = {"train.labels": LABELS}, {}
     manifest = run_all(torch.float64, out)
     run_all(torch.float32, out32)
-    for k, v in out32.items():   # how far PyTorch's own float32 is from float64
-        out[k + ".tol"] = np.array([max(1e-4, TOL_FACTOR * rel(v, out[k]))], np.float32)
+    noise = {k: rel(v, out[k]) for k, v in out32.items()}
+    for seed in range(NOISE_SEEDS):
+        perturbed = {}
+        run_all(torch.float64, perturbed, noise_seed=seed)
+        for k, v in perturbed.items():
+            noise[k] = max(noise[k], rel(v, out[k]))
+    for k, e in noise.items():
+        out[k + ".tol"] = np.array([max(1e-4, TOL_FACTOR * e)], np.float32)
     meta = {"densenet121.manifest": manifest, "densenet121.input": ",".join(map(str, IN_SHAPE)),
             "densenet121.normalize": "imagenet", "global_batch": G, "smoothing": SMOOTHING,
             "sample": SAMPLE, "metric": "max|a-b|/max|b| per output tensor"}
