@@ -7,6 +7,7 @@
 #include "cli/job.h"
 #include "common/clock.h"
 #include "common/flags.h"
+#include "common/json.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -216,52 +217,34 @@ static int start_daemons(job_t *j, const eval_opts_t *o)
     return 0;
 }
 
-/* The text of top-level key's value in summary.json's text (*len bytes),
- * or NULL. summary.json is ours and flat at the top: no JSON parser needed. */
-static const char *summary_value(const char *json, const char *key, int *len)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(json, pat);
-    if (!p)
-        return NULL;
-    p += strlen(pat);
-    while (*p == ' ')
-        p++;
-    *len = (int)strcspn(p, ",\n}");
-    return p;
-}
-
-/* Prints the headline numbers of summary.json. */
+/* Prints the headline numbers of summary.json, as the file spells them. */
 static int print_summary(const char *out)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/summary.json", out);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "ddpipe: the job ended but %s is missing: %s\n", path, strerror(errno));
+    json_error_t error;
+    json_t *summary = json_load_file(path, JSON_REJECT_DUPLICATES, &error);
+    if (!summary) {
+        fprintf(stderr, "ddpipe: the job ended but %s cannot be read: %s\n", path, error.text);
         return -1;
     }
-    char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
     const char *keys[] = {"samples", "failed", "correct_top1", "correct_top5", "top1", "top5",
                           "loss", "nonfinite_loss", "rejected_messages", "macro_f1", "workers",
                           "images_per_sec", "wall_seconds"};
     printf("ddpipe eval: %s\n", out);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        int len;
-        const char *v = summary_value(buf, keys[i], &len);
-        if (v)
-            printf("  %-17s %.*s\n", keys[i], len, v);
+        json_t *value = json_object_get(summary, keys[i]);
+        char *text = value ? json_to_text(value, JSON_STYLE_SPACED) : NULL;
+        if (text)
+            printf("  %-17s %s\n", keys[i], text);
+        free(text);
     }
-    int len;
-    const char *nf = summary_value(buf, "nonfinite_loss", &len);
-    if (nf && strtoull(nf, NULL, 10) > 0)
-        fprintf(stderr, "ddpipe: warning: %.*s samples have a non-finite loss (NaN/inf logits): "
+    json_int_t nonfinite = json_integer_value(json_object_get(summary, "nonfinite_loss"));
+    if (nonfinite > 0)
+        fprintf(stderr, "ddpipe: warning: %lld samples have a non-finite loss (NaN/inf logits): "
                 "the model diverged or its weights hold NaN/inf; they are counted, the mean loss "
-                "is null in summary.json\n", len, nf);
+                "is null in summary.json\n", (long long)nonfinite);
+    json_decref(summary);
     return 0;
 }
 

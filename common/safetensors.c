@@ -1,13 +1,16 @@
-/* safetensors — reader (mmap + own JSON header parser) and atomic writer.
- * Nothing in the file is trusted: every length, offset and shape is checked
- * against the bytes actually present before a tensor is exposed. */
+/* safetensors reader: the file mapped read-only (or a copy of a buffer),
+ * its JSON header parsed by jansson and checked field by field. Nothing in
+ * the file is trusted: every length, offset and shape is checked against the
+ * bytes actually present before a tensor is exposed, and a refusal says what
+ * is wrong and where. */
 #include "common/safetensors.h"
+
 #include "common/errbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
-#include <stdarg.h>
+#include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,135 +18,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ------------------------------------------------------------------ dtypes */
-
-static const struct {
-    const char *name;
-    size_t size;
-} DTYPES[ST_DTYPE_COUNT] = {
-    [ST_F64] = {"F64", 8}, [ST_F32] = {"F32", 4}, [ST_F16] = {"F16", 2},
-    [ST_BF16] = {"BF16", 2}, [ST_I64] = {"I64", 8}, [ST_I32] = {"I32", 4},
-    [ST_I16] = {"I16", 2}, [ST_I8] = {"I8", 1}, [ST_U8] = {"U8", 1},
-    [ST_BOOL] = {"BOOL", 1},
-};
-
-const char *st_dtype_name(st_dtype_t dt)
-{
-    return (unsigned)dt < ST_DTYPE_COUNT ? DTYPES[dt].name : "?";
-}
-
-size_t st_dtype_size(st_dtype_t dt)
-{
-    return (unsigned)dt < ST_DTYPE_COUNT ? DTYPES[dt].size : 0;
-}
-
-int st_dtype_parse(const char *s, st_dtype_t *out)
-{
-    for (int i = 0; i < ST_DTYPE_COUNT; i++)
-        if (strcmp(s, DTYPES[i].name) == 0) {
-            *out = (st_dtype_t)i;
-            return 0;
-        }
-    return -1;
-}
-
-char *st_shape_str(const int64_t *shape, int ndim, char *buf, size_t len)
-{
-    size_t used = 0;
-    if (len == 0)
-        return buf;
-    buf[0] = '\0';
-    used += (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < ndim && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? "," : "",
-                                 (long long)shape[i]);
-    if (used < len)
-        snprintf(buf + used, len - used, "]");
-    return buf;
-}
-
-/* ------------------------------------------------------- half conversions */
-
-float st_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu;
-    uint32_t man = h & 0x3ffu;
-    uint32_t bits;
-    if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13);    /* inf / nan */
-    } else if (exp != 0) {
-        bits = sign | ((exp + 112u) << 23) | (man << 13);
-    } else if (man == 0) {
-        bits = sign;                                /* signed zero */
-    } else {                                        /* subnormal: normalise */
-        int e = -1;
-        do {
-            e++;
-            man <<= 1;
-        } while ((man & 0x400u) == 0);
-        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
-    }
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-float st_bf16_to_f32(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-uint16_t st_f32_to_bf16(float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    if ((bits & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((bits >> 16) | 0x40u);    /* quiet nan */
-    bits += 0x7fffu + ((bits >> 16) & 1u);          /* round to nearest even */
-    return (uint16_t)(bits >> 16);
-}
-
-uint16_t st_f32_to_f16(float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
-    uint32_t absb = bits & 0x7fffffffu;
-    if (absb > 0x7f800000u)
-        return sign | 0x7e00u;                      /* nan */
-    if (absb >= 0x477ff000u)                        /* rounds to >= 65520: inf */
-        return sign | 0x7c00u;
-    if (absb < 0x33000001u)                         /* < half the smallest subnormal */
-        return sign;
-    uint32_t exp = absb >> 23;
-    uint32_t man = (absb & 0x7fffffu) | 0x800000u;
-    int shift;
-    uint32_t base;
-    if (exp < 113) {                                /* subnormal half */
-        shift = (int)(126 - exp);                   /* 14..24 */
-        base = 0;
-    } else {
-        shift = 13;
-        base = (exp - 112) << 10;
-        man &= 0x7fffffu;
-    }
-    uint32_t q = man >> shift;
-    uint32_t rem = man & ((1u << shift) - 1);
-    uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1u)))
-        q++;
-    return (uint16_t)(sign | (base + q));           /* carry into exp is right */
-}
-
-/* ----------------------------------------------------------- file object */
+/* An unknown field of a tensor entry may nest at most this many arrays or
+ * objects (newer writers may add fields; nothing sane nests deeper). */
+#define ST_MAX_NESTING 31
 
 typedef struct {
-    char *key;
-    char *value;
+    const char *key;        /* into the header document */
+    const char *value;
 } st_meta_t;
 
 struct safetensors {
@@ -153,495 +34,220 @@ struct safetensors {
     int mapped;             /* 1: munmap, 0: free */
     const uint8_t *data;    /* data section */
     size_t data_len;
+    json_t *header;         /* the parsed header; tensor names and metadata point into it */
     st_tensor_t *tensors;   /* sorted by name */
-    size_t n, cap;
-    st_meta_t *meta;
-    size_t n_meta, cap_meta;
+    size_t n;
+    st_meta_t *meta;        /* in file order */
+    size_t n_meta;
 };
-
-
-/* ---------------------------------------------------------- JSON parser */
-
-/* A cursor over the header; on the first error `err` is filled and every
- * later call fails fast. */
-typedef struct {
-    const char *s;
-    size_t len, pos;
-    const char *what;   /* file name for messages */
-    char *err;
-    size_t errlen;
-    int failed;
-} jp_t;
-
-static int jp_fail(jp_t *p, const char *why)
-{
-    if (!p->failed)
-        err_set(p->err, p->errlen, "%s: bad safetensors header: %s at byte %zu of %zu",
-                p->what, why, p->pos, p->len);
-    p->failed = 1;
-    return -1;
-}
-
-static void jp_ws(jp_t *p)
-{
-    while (p->pos < p->len) {
-        char c = p->s[p->pos];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
-            break;
-        p->pos++;
-    }
-}
-
-/* Consume character c after optional whitespace. */
-static int jp_expect(jp_t *p, char c)
-{
-    jp_ws(p);
-    if (p->pos >= p->len || p->s[p->pos] != c) {
-        char why[48];
-        snprintf(why, sizeof why, "expected '%c'", c);
-        return jp_fail(p, why);
-    }
-    p->pos++;
-    return 0;
-}
-
-/* Peek the next non-space character (0 at the end). */
-static char jp_peek(jp_t *p)
-{
-    jp_ws(p);
-    return p->pos < p->len ? p->s[p->pos] : 0;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static int jp_hex4(jp_t *p, uint32_t *out)
-{
-    if (p->len - p->pos < 4)
-        return jp_fail(p, "truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) {
-        int h = hexval(p->s[p->pos + (size_t)i]);
-        if (h < 0)
-            return jp_fail(p, "bad \\u escape");
-        v = v << 4 | (uint32_t)h;
-    }
-    p->pos += 4;
-    *out = v;
-    return 0;
-}
-
-static size_t utf8_put(char *o, uint32_t cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xc0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
-static int jp_escape(jp_t *p, char *o, size_t *n)
-{
-    char c = p->s[p->pos++];
-    const char *simple = "\"\\/bfnrt", *val = "\"\\/\b\f\n\r\t";
-    const char *hit = c ? strchr(simple, c) : NULL;
-    if (hit) {
-        o[(*n)++] = val[hit - simple];
-        return 0;
-    }
-    if (c != 'u')
-        return jp_fail(p, "bad escape in string");
-    uint32_t cp;
-    if (jp_hex4(p, &cp) < 0)
-        return -1;
-    if (cp >= 0xd800 && cp < 0xdc00) {     /* surrogate pair */
-        uint32_t lo;
-        if (p->len - p->pos < 2 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u')
-            return jp_fail(p, "lone surrogate in string");
-        p->pos += 2;
-        if (jp_hex4(p, &lo) < 0)
-            return -1;
-        if (lo < 0xdc00 || lo > 0xdfff)
-            return jp_fail(p, "bad surrogate pair in string");
-        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-    } else if (cp >= 0xdc00 && cp <= 0xdfff) {
-        return jp_fail(p, "lone surrogate in string");
-    }
-    if (cp == 0)
-        return jp_fail(p, "NUL character in string");
-    *n += utf8_put(o + *n, cp);
-    return 0;
-}
-
-/* Parse a JSON string into a new NUL-terminated buffer (*out, caller frees).
- * Escaped output is never longer than its source, so the source length
- * bounds the allocation. */
-static int jp_string(jp_t *p, char **out)
-{
-    *out = NULL;
-    if (jp_expect(p, '"') < 0)
-        return -1;
-    size_t start = p->pos;
-    char *o = malloc(p->len - start + 1);
-    if (!o)
-        return jp_fail(p, "out of memory");
-    size_t n = 0;
-    for (;;) {
-        if (p->pos >= p->len) {
-            free(o);
-            return jp_fail(p, "unterminated string");
-        }
-        unsigned char c = (unsigned char)p->s[p->pos++];
-        if (c == '"')
-            break;
-        if (c < 0x20) {
-            free(o);
-            return jp_fail(p, "control character in string");
-        }
-        if (c == '\\') {
-            if (p->pos >= p->len || jp_escape(p, o, &n) < 0) {
-                free(o);
-                return jp_fail(p, "unterminated escape");
-            }
-            continue;
-        }
-        o[n++] = (char)c;
-    }
-    o[n] = '\0';
-    *out = o;
-    return 0;
-}
-
-/* Non-negative integer without sign, fraction or exponent, < 2^53. */
-static int jp_uint(jp_t *p, uint64_t *out)
-{
-    jp_ws(p);
-    size_t start = p->pos;
-    uint64_t v = 0;
-    while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') {
-        v = v * 10 + (uint64_t)(p->s[p->pos] - '0');
-        if (v > (1ull << 53))
-            return jp_fail(p, "integer too large");
-        p->pos++;
-    }
-    if (p->pos == start)
-        return jp_fail(p, "expected a non-negative integer");
-    if (p->pos - start > 1 && p->s[start] == '0')
-        return jp_fail(p, "leading zero in integer");
-    if (p->pos < p->len && strchr(".eE", p->s[p->pos]) && p->s[p->pos])
-        return jp_fail(p, "expected an integer, got a fraction");
-    *out = v;
-    return 0;
-}
-
-/* Skip any JSON value (for fields we do not know), depth-limited. */
-static int jp_skip(jp_t *p, int depth)
-{
-    if (depth > 32)
-        return jp_fail(p, "nesting too deep");
-    char c = jp_peek(p);
-    if (c == '"') {
-        char *s;
-        if (jp_string(p, &s) < 0)
-            return -1;
-        free(s);
-        return 0;
-    }
-    if (c == '{' || c == '[') {
-        char close = c == '{' ? '}' : ']';
-        p->pos++;
-        if (jp_peek(p) == close) {
-            p->pos++;
-            return 0;
-        }
-        for (;;) {
-            if (c == '{') {
-                char *k;
-                if (jp_string(p, &k) < 0)
-                    return -1;
-                free(k);
-                if (jp_expect(p, ':') < 0)
-                    return -1;
-            }
-            if (jp_skip(p, depth + 1) < 0)
-                return -1;
-            char d = jp_peek(p);
-            p->pos++;
-            if (d == close)
-                return 0;
-            if (d != ',')
-                return jp_fail(p, "expected ',' or end of container");
-        }
-    }
-    /* literal or number: a run of allowed characters */
-    size_t start = p->pos;
-    while (p->pos < p->len && strchr("0123456789+-.eEtruefalsn", p->s[p->pos]) &&
-           p->s[p->pos])
-        p->pos++;
-    if (p->pos == start)
-        return jp_fail(p, "expected a value");
-    return 0;
-}
 
 /* ------------------------------------------------------ header contents */
 
-static int tensor_reserve(safetensors_t *st)
+/* "PATH: bad safetensors header: [tensor 'NAME': ]why"; returns -1. */
+static int s_bad(const safetensors_t *st, const char *tensor, const char *why, char *err,
+                 size_t errlen)
 {
-    if (st->n < st->cap)
-        return 0;
-    size_t cap = st->cap ? st->cap * 2 : 64;
-    st_tensor_t *t = realloc(st->tensors, cap * sizeof *t);
-    if (!t)
-        return -1;
-    st->tensors = t;
-    st->cap = cap;
-    return 0;
+    if (tensor)
+        err_set(err, errlen, "%s: bad safetensors header: tensor '%s': %s", st->path, tensor, why);
+    else
+        err_set(err, errlen, "%s: bad safetensors header: %s", st->path, why);
+    return -1;
 }
 
-static int meta_add(safetensors_t *st, char *key, char *value)
+/* A dimension or an offset: a non-negative integer up to 2^53 (what every
+ * writer's JSON, Python's included, keeps exact). NULL, or what is wrong. */
+static const char *s_uint(const json_t *v, uint64_t *out)
 {
-    if (st->n_meta == st->cap_meta) {
-        size_t cap = st->cap_meta ? st->cap_meta * 2 : 8;
-        st_meta_t *m = realloc(st->meta, cap * sizeof *m);
-        if (!m)
-            return -1;
-        st->meta = m;
-        st->cap_meta = cap;
-    }
-    st->meta[st->n_meta++] = (st_meta_t){key, value};
-    return 0;
+    if (json_is_real(v))
+        return "expected an integer, got a fraction";
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return "expected a non-negative integer";
+    if ((uint64_t)json_integer_value(v) > (1ull << 53))
+        return "integer too large";
+    *out = (uint64_t)json_integer_value(v);
+    return NULL;
 }
 
-static int parse_metadata(jp_t *p, safetensors_t *st)
+static const char *s_shape(const json_t *v, st_tensor_t *t)
 {
-    if (jp_expect(p, '{') < 0)
-        return -1;
-    if (jp_peek(p) == '}') {
-        p->pos++;
-        return 0;
-    }
-    for (;;) {
-        char *k = NULL, *v = NULL;
-        if (jp_string(p, &k) < 0 || jp_expect(p, ':') < 0 ||
-            (jp_peek(p) != '"' && jp_fail(p, "__metadata__ values must be strings") < 0) ||
-            jp_string(p, &v) < 0 || meta_add(st, k, v) < 0) {
-            free(k);
-            free(v);
-            return jp_fail(p, "bad __metadata__");
-        }
-        char d = jp_peek(p);
-        p->pos++;
-        if (d == '}')
-            return 0;
-        if (d != ',')
-            return jp_fail(p, "expected ',' or '}' in __metadata__");
-    }
-}
-
-static int parse_shape(jp_t *p, st_tensor_t *t)
-{
-    if (jp_expect(p, '[') < 0)
-        return -1;
+    if (!json_is_array(v))
+        return "shape must be an array of integers";
+    if (json_array_size(v) > ST_MAX_DIMS)
+        return "too many dimensions";
+    size_t i;
+    const json_t *d;
     t->ndim = 0;
-    if (jp_peek(p) == ']') {
-        p->pos++;
+    json_array_foreach(v, i, d) {
+        uint64_t dim;
+        const char *why = s_uint(d, &dim);
+        if (why)
+            return why;
+        t->shape[t->ndim++] = (int64_t)dim;
+    }
+    return NULL;
+}
+
+static const char *s_offsets(const json_t *v, uint64_t off[2])
+{
+    if (!json_is_array(v) || json_array_size(v) != 2)
+        return "data_offsets must be [begin,end]";
+    const char *why = s_uint(json_array_get(v, 0), &off[0]);
+    return why ? why : s_uint(json_array_get(v, 1), &off[1]);
+}
+
+/* Arrays and objects nested in v, itself included (0 for a scalar). */
+static int s_nesting(const json_t *v)
+{
+    int deepest = 0;
+    if (json_is_array(v)) {
+        size_t i;
+        const json_t *item;
+        json_array_foreach(v, i, item) {
+            int d = s_nesting(item);
+            deepest = d > deepest ? d : deepest;
+        }
+    } else if (json_is_object(v)) {
+        const char *key;
+        const json_t *item;
+        json_object_foreach((json_t *)v, key, item) {
+            int d = s_nesting(item);
+            deepest = d > deepest ? d : deepest;
+        }
+    } else {
         return 0;
     }
-    for (;;) {
-        uint64_t d;
-        if (t->ndim == ST_MAX_DIMS)
-            return jp_fail(p, "too many dimensions");
-        if (jp_uint(p, &d) < 0)
-            return -1;
-        t->shape[t->ndim++] = (int64_t)d;
-        char c = jp_peek(p);
-        p->pos++;
-        if (c == ']')
-            return 0;
-        if (c != ',')
-            return jp_fail(p, "expected ',' or ']' in shape");
-    }
+    return deepest + 1;
 }
 
-static int parse_offsets(jp_t *p, uint64_t off[2])
+/* Fields other than dtype, shape and data_offsets are tolerated (newer
+ * writers may add some), as long as they are not absurdly deep. */
+static const char *s_unknown_fields(const json_t *entry)
 {
-    if (jp_expect(p, '[') < 0 || jp_uint(p, &off[0]) < 0 || jp_expect(p, ',') < 0 ||
-        jp_uint(p, &off[1]) < 0 || jp_expect(p, ']') < 0)
-        return jp_fail(p, "data_offsets must be [begin,end]");
-    return 0;
-}
-
-/* Bits of which fields were seen, so each appears exactly once. */
-enum { SEEN_DTYPE = 1, SEEN_SHAPE = 2, SEEN_OFFS = 4 };
-
-static int parse_tensor_field(jp_t *p, st_tensor_t *t, uint64_t off[2], int *seen)
-{
-    char *k;
-    if (jp_string(p, &k) < 0 || jp_expect(p, ':') < 0) {
-        free(k);
-        return -1;
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)entry, key, v) {
+        if (strcmp(key, "dtype") != 0 && strcmp(key, "shape") != 0 &&
+            strcmp(key, "data_offsets") != 0 && s_nesting(v) > ST_MAX_NESTING)
+            return "nesting too deep";
     }
-    int rc = 0, bit = 0;
-    if (strcmp(k, "dtype") == 0) {
-        char *d = NULL;
-        bit = SEEN_DTYPE;
-        rc = jp_string(p, &d);
-        if (rc == 0 && st_dtype_parse(d, &t->dtype) < 0)
-            rc = jp_fail(p, "unknown dtype");
-        free(d);
-    } else if (strcmp(k, "shape") == 0) {
-        bit = SEEN_SHAPE;
-        rc = parse_shape(p, t);
-    } else if (strcmp(k, "data_offsets") == 0) {
-        bit = SEEN_OFFS;
-        rc = parse_offsets(p, off);
-    } else {
-        rc = jp_skip(p, 2);   /* tolerate fields newer writers may add */
-    }
-    free(k);
-    if (rc == 0 && (*seen & bit))
-        rc = jp_fail(p, "duplicate field in tensor entry");
-    *seen |= bit;
-    return rc;
+    return NULL;
 }
 
 /* Check the entry against the data section: numel and byte count agree,
  * the range lies inside the file. */
-static int check_tensor(jp_t *p, st_tensor_t *t, const uint64_t off[2], size_t data_len)
+static int check_tensor(const safetensors_t *st, st_tensor_t *t, const uint64_t off[2],
+                        char *err, size_t errlen)
 {
     uint64_t numel = 1;
     for (int i = 0; i < t->ndim; i++) {
         uint64_t d = (uint64_t)t->shape[i];
         if (d != 0 && numel > (UINT64_MAX / 8) / d)
-            return jp_fail(p, "shape too large");
+            return s_bad(st, t->name, "shape too large", err, errlen);
         numel *= d;
     }
     uint64_t bytes = numel * st_dtype_size(t->dtype);
-    if (off[1] < off[0] || off[1] > data_len) {
-        err_set(p->err, p->errlen,
+    if (off[1] < off[0] || off[1] > st->data_len) {
+        err_set(err, errlen,
                 "%s: tensor '%s': data_offsets [%llu,%llu] outside the data section "
                 "(%zu bytes; file truncated?)",
-                p->what, t->name, (unsigned long long)off[0], (unsigned long long)off[1],
-                data_len);
-        p->failed = 1;
+                st->path, t->name, (unsigned long long)off[0], (unsigned long long)off[1],
+                st->data_len);
         return -1;
     }
     if (off[1] - off[0] != bytes) {
         char sh[160];
-        err_set(p->err, p->errlen,
-                "%s: tensor '%s': %s %s needs %llu bytes but data_offsets span %llu",
-                p->what, t->name, st_dtype_name(t->dtype), st_shape_str(t->shape, t->ndim, sh,
-                sizeof sh), (unsigned long long)bytes,
+        err_set(err, errlen, "%s: tensor '%s': %s %s needs %llu bytes but data_offsets span %llu",
+                st->path, t->name, st_dtype_name(t->dtype),
+                st_shape_str(t->shape, t->ndim, sh, sizeof sh), (unsigned long long)bytes,
                 (unsigned long long)(off[1] - off[0]));
-        p->failed = 1;
         return -1;
     }
     t->numel = (int64_t)numel;
     t->nbytes = (size_t)bytes;
-    return 0;
-}
-
-static int parse_tensor(jp_t *p, safetensors_t *st, char *name)
-{
-    if (tensor_reserve(st) < 0) {
-        free(name);
-        return jp_fail(p, "out of memory");
-    }
-    st_tensor_t *t = &st->tensors[st->n];
-    memset(t, 0, sizeof *t);
-    t->name = name;
-    st->n++;    /* owned by st from here on, freed by destroy */
-    uint64_t off[2] = {0, 0};
-    int seen = 0;
-    if (jp_expect(p, '{') < 0)
-        return -1;
-    if (jp_peek(p) != '}') {
-        for (;;) {
-            if (parse_tensor_field(p, t, off, &seen) < 0)
-                return -1;
-            char d = jp_peek(p);
-            p->pos++;
-            if (d == '}')
-                break;
-            if (d != ',')
-                return jp_fail(p, "expected ',' or '}' in tensor entry");
-        }
-    } else {
-        p->pos++;
-    }
-    if (seen != (SEEN_DTYPE | SEEN_SHAPE | SEEN_OFFS)) {
-        err_set(p->err, p->errlen, "%s: tensor '%s' lacks dtype, shape or data_offsets",
-                p->what, name);
-        p->failed = 1;
-        return -1;
-    }
-    if (check_tensor(p, t, off, st->data_len) < 0)
-        return -1;
     t->data = st->data + off[0];
     return 0;
 }
 
-static int parse_header(jp_t *p, safetensors_t *st)
+static int parse_tensor(safetensors_t *st, const char *name, const json_t *entry, char *err,
+                        size_t errlen)
 {
-    int seen_meta = 0;
-    if (jp_expect(p, '{') < 0)
+    st_tensor_t *t = &st->tensors[st->n++];
+    memset(t, 0, sizeof *t);
+    t->name = name;
+    if (!json_is_object(entry))
+        return s_bad(st, name, "expected '{': an entry is an object", err, errlen);
+    const char *why = s_unknown_fields(entry);
+    if (why)
+        return s_bad(st, name, why, err, errlen);
+    const json_t *dtype = json_object_get(entry, "dtype");
+    const json_t *shape = json_object_get(entry, "shape");
+    const json_t *offsets = json_object_get(entry, "data_offsets");
+    if (!dtype || !shape || !offsets) {
+        err_set(err, errlen, "%s: tensor '%s' lacks dtype, shape or data_offsets", st->path, name);
         return -1;
-    if (jp_peek(p) == '}') {
-        p->pos++;
-    } else {
-        for (;;) {
-            char *key;
-            if (jp_string(p, &key) < 0 || jp_expect(p, ':') < 0) {
-                free(key);
-                return -1;
-            }
-            int rc;
-            if (strcmp(key, "__metadata__") == 0) {
-                free(key);
-                if (seen_meta++)
-                    return jp_fail(p, "duplicate __metadata__");
-                rc = parse_metadata(p, st);
-            } else {
-                rc = parse_tensor(p, st, key);
-            }
-            if (rc < 0)
-                return -1;
-            char d = jp_peek(p);
-            p->pos++;
-            if (d == '}')
-                break;
-            if (d != ',')
-                return jp_fail(p, "expected ',' or '}' after a tensor");
-        }
     }
-    jp_ws(p);
-    if (p->pos != p->len)
-        return jp_fail(p, "trailing bytes after the header object");
+    if (!json_is_string(dtype) || st_dtype_parse(json_string_value(dtype), &t->dtype) < 0) {
+        err_set(err, errlen, "%s: bad safetensors header: tensor '%s': unknown dtype %s (F64, "
+                "F32, F16, BF16, I64, I32, I16, I8, U8 or BOOL)", st->path, name,
+                json_is_string(dtype) ? json_string_value(dtype) : "(not a string)");
+        return -1;
+    }
+    uint64_t off[2];
+    why = s_shape(shape, t);
+    if (!why)
+        why = s_offsets(offsets, off);
+    if (why)
+        return s_bad(st, name, why, err, errlen);
+    return check_tensor(st, t, off, err, errlen);
+}
+
+static int parse_metadata(safetensors_t *st, const json_t *meta, char *err, size_t errlen)
+{
+    if (!json_is_object(meta))
+        return s_bad(st, NULL, "__metadata__ must be an object of strings", err, errlen);
+    st->meta = malloc((json_object_size(meta) ? json_object_size(meta) : 1) * sizeof *st->meta);
+    if (!st->meta)
+        return s_bad(st, NULL, "out of memory", err, errlen);
+    const char *key;
+    const json_t *value;
+    json_object_foreach((json_t *)meta, key, value) {
+        if (!json_is_string(value))
+            return s_bad(st, NULL, "__metadata__ values must be strings", err, errlen);
+        st->meta[st->n_meta++] = (st_meta_t){key, json_string_value(value)};
+    }
     return 0;
 }
+
+/* The header document into tensors (file order) and metadata. */
+static int parse_header(safetensors_t *st, const char *text, size_t len, char *err,
+                        size_t errlen)
+{
+    json_error_t jerr;
+    /* duplicate keys would let one tensor entry silently hide another */
+    st->header = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!st->header) {
+        err_set(err, errlen, "%s: bad safetensors header: %s at byte %d of %zu", st->path,
+                jerr.text, jerr.position, len);
+        return -1;
+    }
+    if (!json_is_object(st->header))
+        return s_bad(st, NULL, "expected '{': the header is a JSON object", err, errlen);
+    size_t n = json_object_size(st->header);
+    st->tensors = malloc((n ? n : 1) * sizeof *st->tensors);
+    if (!st->tensors)
+        return s_bad(st, NULL, "out of memory", err, errlen);
+    const char *key;
+    const json_t *value;
+    json_object_foreach(st->header, key, value) {
+        int rc = strcmp(key, "__metadata__") == 0 ? parse_metadata(st, value, err, errlen)
+                                                   : parse_tensor(st, key, value, err, errlen);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ the layout */
 
 static int cmp_name(const void *a, const void *b)
 {
@@ -693,29 +299,8 @@ static int check_tiling(safetensors_t *st, const st_tensor_t **order, char *err,
     return 0;
 }
 
-/* Duplicate names, overlapping, uncovered or trailing bytes all mean a
- * corrupt file. */
-static int check_unique_and_tiled(safetensors_t *st, char *err, size_t errlen)
-{
-    if (st->n >= 2) /* qsort of a NULL array is undefined even when empty */
-        qsort(st->tensors, st->n, sizeof *st->tensors, cmp_name);
-    for (size_t i = 1; i < st->n; i++)
-        if (strcmp(st->tensors[i - 1].name, st->tensors[i].name) == 0) {
-            err_set(err, errlen, "%s: tensor '%s' appears twice in the header", st->path,
-                    st->tensors[i].name);
-            return -1;
-        }
-    const st_tensor_t **order = malloc((st->n ? st->n : 1) * sizeof *order);
-    if (!order) {
-        err_set(err, errlen, "%s: out of memory", st->path);
-        return -1;
-    }
-    int rc = check_tiling(st, order, err, errlen);
-    free(order);
-    return rc;
-}
-
-/* Parse st->map (already set) into tensors. */
+/* Parse st->map (already set) into tensors: the header, then the tiling
+ * (overlapping, uncovered or trailing bytes all mean a corrupt file). */
 static int st_parse(safetensors_t *st, char *err, size_t errlen)
 {
     if (st->map_len < 8) {
@@ -734,15 +319,19 @@ static int st_parse(safetensors_t *st, char *err, size_t errlen)
     }
     st->data = st->map + 8 + hlen;
     st->data_len = st->map_len - 8 - (size_t)hlen;
-    jp_t p = {.s = (const char *)st->map + 8, .len = (size_t)hlen, .what = st->path,
-              .err = err, .errlen = errlen};
-    if (memchr(p.s, '\0', p.len)) {
-        err_set(err, errlen, "%s: bad safetensors header: NUL byte inside the JSON", st->path);
+    const char *text = (const char *)st->map + 8;
+    if (memchr(text, '\0', (size_t)hlen))
+        return s_bad(st, NULL, "NUL byte inside the JSON", err, errlen);
+    if (parse_header(st, text, (size_t)hlen, err, errlen) < 0)
         return -1;
-    }
-    if (parse_header(&p, st) < 0)
-        return -1;
-    return check_unique_and_tiled(st, err, errlen);
+    if (st->n >= 2) /* qsort of a NULL array is undefined even when empty */
+        qsort(st->tensors, st->n, sizeof *st->tensors, cmp_name);
+    const st_tensor_t **order = malloc((st->n ? st->n : 1) * sizeof *order);
+    if (!order)
+        return s_bad(st, NULL, "out of memory", err, errlen);
+    int rc = check_tiling(st, order, err, errlen);
+    free(order);
+    return rc;
 }
 
 static safetensors_t *st_alloc(const char *path)
@@ -821,14 +410,9 @@ void safetensors_destroy(safetensors_t **stp)
     if (!stp || !*stp)
         return;
     safetensors_t *st = *stp;
-    for (size_t i = 0; i < st->n; i++)
-        free((char *)st->tensors[i].name);
     free(st->tensors);
-    for (size_t i = 0; i < st->n_meta; i++) {
-        free(st->meta[i].key);
-        free(st->meta[i].value);
-    }
     free(st->meta);
+    json_decref(st->header);
     if (st->mapped)
         munmap((void *)st->map, st->map_len);
     else
@@ -881,346 +465,3 @@ const char *safetensors_meta(const safetensors_t *st, const char *key)
     return NULL;
 }
 
-/* ------------------------------------------------------------ conversion */
-
-int st_tensor_to_f32(const st_tensor_t *t, float *out, size_t n)
-{
-    if (!t || (int64_t)n != t->numel)
-        return -1;
-    const uint8_t *s = t->data;
-    switch (t->dtype) {
-    case ST_F32:
-        memcpy(out, s, n * 4);
-        return 0;
-    case ST_F64:
-        for (size_t i = 0; i < n; i++) {
-            double d;
-            memcpy(&d, s + 8 * i, 8);
-            out[i] = (float)d;
-        }
-        return 0;
-    case ST_F16:
-    case ST_BF16:
-        for (size_t i = 0; i < n; i++) {
-            uint16_t h = (uint16_t)(s[2 * i] | s[2 * i + 1] << 8);
-            out[i] = t->dtype == ST_F16 ? st_f16_to_f32(h) : st_bf16_to_f32(h);
-        }
-        return 0;
-    default:
-        return -1;
-    }
-}
-
-int st_tensor_to_i64(const st_tensor_t *t, int64_t *out, size_t n)
-{
-    if (!t || (int64_t)n != t->numel)
-        return -1;
-    const uint8_t *s = t->data;
-    for (size_t i = 0; i < n; i++) {
-        switch (t->dtype) {
-        case ST_I64: memcpy(&out[i], s + 8 * i, 8); break;
-        case ST_I32: { int32_t v; memcpy(&v, s + 4 * i, 4); out[i] = v; break; }
-        case ST_I16: { int16_t v; memcpy(&v, s + 2 * i, 2); out[i] = v; break; }
-        case ST_I8: out[i] = (int8_t)s[i]; break;
-        case ST_U8:
-        case ST_BOOL: out[i] = s[i]; break;
-        default: return -1;
-        }
-    }
-    return 0;
-}
-
-/* ---------------------------------------------------------------- writer */
-
-typedef struct {
-    char *name;
-    st_dtype_t dtype;
-    int ndim;
-    int64_t shape[ST_MAX_DIMS];
-    uint8_t *data;
-    size_t nbytes;
-} stw_tensor_t;
-
-struct st_writer {
-    stw_tensor_t *t;
-    size_t n, cap;
-    st_meta_t *meta;
-    size_t n_meta, cap_meta;
-};
-
-st_writer_t *st_writer_new(void)
-{
-    return calloc(1, sizeof(st_writer_t));
-}
-
-void st_writer_destroy(st_writer_t **wp)
-{
-    if (!wp || !*wp)
-        return;
-    st_writer_t *w = *wp;
-    for (size_t i = 0; i < w->n; i++) {
-        free(w->t[i].name);
-        free(w->t[i].data);
-    }
-    free(w->t);
-    for (size_t i = 0; i < w->n_meta; i++) {
-        free(w->meta[i].key);
-        free(w->meta[i].value);
-    }
-    free(w->meta);
-    free(w);
-    *wp = NULL;
-}
-
-static int writer_has(const st_writer_t *w, const char *name)
-{
-    for (size_t i = 0; i < w->n; i++)
-        if (strcmp(w->t[i].name, name) == 0)
-            return 1;
-    return 0;
-}
-
-int st_writer_add(st_writer_t *w, const char *name, st_dtype_t dt, int ndim,
-                  const int64_t *shape, const void *data, char *err, size_t errlen)
-{
-    if ((unsigned)dt >= ST_DTYPE_COUNT || ndim < 0 || ndim > ST_MAX_DIMS || !name ||
-        !*name || strcmp(name, "__metadata__") == 0) {
-        err_set(err, errlen, "safetensors writer: bad tensor '%s' (dtype, rank <= %d, name)",
-                name ? name : "(null)", ST_MAX_DIMS);
-        return -1;
-    }
-    if (writer_has(w, name)) {
-        err_set(err, errlen, "safetensors writer: tensor '%s' added twice", name);
-        return -1;
-    }
-    size_t numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0 || (shape[i] && numel > SIZE_MAX / 8 / (size_t)shape[i])) {
-            err_set(err, errlen, "safetensors writer: tensor '%s': bad shape", name);
-            return -1;
-        }
-        numel *= (size_t)shape[i];
-    }
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 32;
-        stw_tensor_t *t = realloc(w->t, cap * sizeof *t);
-        if (!t)
-            goto oom;
-        w->t = t;
-        w->cap = cap;
-    }
-    stw_tensor_t *t = &w->t[w->n];
-    memset(t, 0, sizeof *t);
-    t->nbytes = numel * st_dtype_size(dt);
-    t->name = strdup(name);
-    t->data = malloc(t->nbytes ? t->nbytes : 1);
-    if (!t->name || !t->data) {
-        free(t->name);
-        free(t->data);
-        goto oom;
-    }
-    if (t->nbytes)
-        memcpy(t->data, data, t->nbytes);
-    t->dtype = dt;
-    t->ndim = ndim;
-    for (int i = 0; i < ndim; i++)
-        t->shape[i] = shape[i];
-    w->n++;
-    return 0;
-oom:
-    err_set(err, errlen, "safetensors writer: out of memory adding '%s'", name);
-    return -1;
-}
-
-int st_writer_meta(st_writer_t *w, const char *key, const char *value, char *err, size_t errlen)
-{
-    if (w->n_meta == w->cap_meta) {
-        size_t cap = w->cap_meta ? w->cap_meta * 2 : 8;
-        st_meta_t *m = realloc(w->meta, cap * sizeof *m);
-        if (!m)
-            goto oom;
-        w->meta = m;
-        w->cap_meta = cap;
-    }
-    char *k = strdup(key), *v = strdup(value);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        goto oom;
-    }
-    w->meta[w->n_meta++] = (st_meta_t){k, v};
-    return 0;
-oom:
-    err_set(err, errlen, "safetensors writer: out of memory adding metadata '%s'", key);
-    return -1;
-}
-
-/* A growable text buffer for the header. */
-typedef struct {
-    char *s;
-    size_t len, cap;
-    int oom;
-} sbuf_t;
-
-static void sb_putn(sbuf_t *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) {
-            b->oom = 1;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void sb_puts(sbuf_t *b, const char *s)
-{
-    sb_putn(b, s, strlen(s));
-}
-
-static void sb_json_str(sbuf_t *b, const char *s)
-{
-    sb_puts(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        char esc[8];
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)c;
-            sb_putn(b, esc, 2);
-        } else if (c < 0x20) {
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            sb_puts(b, esc);
-        } else {
-            sb_putn(b, (const char *)&c, 1);
-        }
-    }
-    sb_puts(b, "\"");
-}
-
-/* Header JSON, padded with spaces so the data section starts 8-aligned. */
-static int build_header(const st_writer_t *w, sbuf_t *b)
-{
-    size_t off = 0;
-    char num[64];
-    sb_puts(b, "{");
-    if (w->n_meta) {
-        sb_puts(b, "\"__metadata__\":{");
-        for (size_t i = 0; i < w->n_meta; i++) {
-            if (i)
-                sb_puts(b, ",");
-            sb_json_str(b, w->meta[i].key);
-            sb_puts(b, ":");
-            sb_json_str(b, w->meta[i].value);
-        }
-        sb_puts(b, "}");
-    }
-    for (size_t i = 0; i < w->n; i++) {
-        const stw_tensor_t *t = &w->t[i];
-        if (i || w->n_meta)
-            sb_puts(b, ",");
-        sb_json_str(b, t->name);
-        sb_puts(b, ":{\"dtype\":\"");
-        sb_puts(b, st_dtype_name(t->dtype));
-        sb_puts(b, "\",\"shape\":");
-        sb_puts(b, st_shape_str(t->shape, t->ndim, num, sizeof num));
-        snprintf(num, sizeof num, ",\"data_offsets\":[%zu,%zu]}", off, off + t->nbytes);
-        sb_puts(b, num);
-        off += t->nbytes;
-    }
-    sb_puts(b, "}");
-    while (!b->oom && (b->len % 8) != 0)
-        sb_puts(b, " ");
-    return b->oom ? -1 : 0;
-}
-
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const uint8_t *p = buf;
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-static int write_body(const st_writer_t *w, int fd, const sbuf_t *hdr)
-{
-    uint8_t len8[8];
-    for (int i = 0; i < 8; i++)
-        len8[i] = (uint8_t)((uint64_t)hdr->len >> (8 * i));
-    if (write_all(fd, len8, 8) < 0 || write_all(fd, hdr->s, hdr->len) < 0)
-        return -1;
-    for (size_t i = 0; i < w->n; i++)
-        if (write_all(fd, w->t[i].data, w->t[i].nbytes) < 0)
-            return -1;
-    return fsync(fd);
-}
-
-/* fsync the directory holding path so the rename itself is durable. */
-static void fsync_dir(const char *path)
-{
-    char *copy = strdup(path);
-    if (!copy)
-        return;
-    int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
-    }
-    free(copy);
-}
-
-int st_writer_save(const st_writer_t *w, const char *path, char *err, size_t errlen)
-{
-    sbuf_t hdr = {0};
-    if (build_header(w, &hdr) < 0) {
-        free(hdr.s);
-        err_set(err, errlen, "%s: out of memory building the header", path);
-        return -1;
-    }
-    size_t tlen = strlen(path) + 16;
-    char *tmp = malloc(tlen);
-    if (!tmp) {
-        free(hdr.s);
-        err_set(err, errlen, "%s: out of memory", path);
-        return -1;
-    }
-    snprintf(tmp, tlen, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    int rc = -1;
-    if (fd < 0) {
-        err_set(err, errlen, "%s: cannot create temp file %s: %s", path, tmp, strerror(errno));
-    } else if (fchmod(fd, 0644) < 0 || write_body(w, fd, &hdr) < 0) {
-        err_set(err, errlen, "%s: writing %s failed: %s (disk full?)", path, tmp,
-                strerror(errno));
-        close(fd);
-        unlink(tmp);
-    } else if (close(fd) < 0 || rename(tmp, path) < 0) {
-        err_set(err, errlen, "%s: cannot rename %s into place: %s", path, tmp,
-                strerror(errno));
-        unlink(tmp);
-    } else {
-        fsync_dir(path);
-        rc = 0;
-    }
-    free(tmp);
-    free(hdr.s);
-    return rc;
-}

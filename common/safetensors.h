@@ -3,9 +3,13 @@
  * File layout: u64 little-endian N, N bytes of JSON header, then the data
  * section. The header maps tensor names to {"dtype","shape","data_offsets"}
  * (offsets relative to the data section) plus an optional "__metadata__"
- * map of strings. The reader maps the file read-only and validates every
- * field against the file size before exposing a tensor: a malformed or
- * truncated file is an error with a message, never a crash.
+ * map of strings. The header is UTF-8 JSON (jansson reads and writes it;
+ * duplicate keys are refused). The reader maps the file read-only and
+ * validates every field against the file size before exposing a tensor: a
+ * malformed or truncated file is an error with a message, never a crash.
+ *
+ * Files: safetensors.c the reader, safetensors_writer.c the writer,
+ * safetensors_dtype.c element types and conversions.
  *
  * Reader:
  *   char err[256];
@@ -13,7 +17,7 @@
  *   const st_tensor_t *t = safetensors_get(st, "fc.weight");
  *   st_tensor_to_f32(t, buf, t->numel);   // F32/F16/BF16/F64 -> float
  *   safetensors_destroy(&st);             // tensors point into the mapping
- * Writer (atomic: temp file in the same directory, fsync, rename):
+ * Writer (atomic, through common/atomic_file.h):
  *   st_writer_t *w = st_writer_new();
  *   st_writer_add(w, "fc.weight", ST_F32, 2, shape, data, err, sizeof err);
  *   st_writer_save(w, "ckpt.safetensors", err, sizeof err);
@@ -88,12 +92,13 @@ float st_bf16_to_f32(uint16_t h);
 uint16_t st_f32_to_f16(float f);
 uint16_t st_f32_to_bf16(float f);
 
-/* Writer. Tensors are copied on add; names must be unique. */
+/* Writer. Tensors are copied on add; names must be unique and UTF-8, as must
+ * metadata (a metadata key set twice keeps the last value). */
 st_writer_t *st_writer_new(void);
 int st_writer_add(st_writer_t *w, const char *name, st_dtype_t dt, int ndim,
                   const int64_t *shape, const void *data, char *err, size_t errlen);
 int st_writer_meta(st_writer_t *w, const char *key, const char *value, char *err, size_t errlen);
-/* Write atomically: PATH.tmp.XXXXXX, fsync, rename over PATH, fsync the dir. */
+/* Write atomically (common/atomic_file.h: temp file, fsync, rename, fsync the dir). */
 int st_writer_save(const st_writer_t *w, const char *path, char *err, size_t errlen);
 void st_writer_destroy(st_writer_t **w);
 

@@ -3,291 +3,204 @@
  * {"topic":"metric","v":1, <the msgpack keys>}: the same keys as the
  * msgpack map, bins become arrays of numbers (confusion becomes nested
  * rows), non-finite doubles become null (JSON has no NaN), strings are
- * escaped per RFC 8259 (bytes >= 0x80 pass through: names are UTF-8).
+ * UTF-8 (bytes that are not become U+FFFD). Built with jansson, written by
+ * common/json.h in its compact style.
  */
 #include "proto/event.h"
 
+#include "common/json.h"
 #include "proto/proto.h"
 
-#include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
+/* An object being filled; one failed insertion (out of memory) spoils it. */
 typedef struct {
-    char *buf;
-    size_t len, cap;
-    bool oom;
-} jbuf_t;
+    json_t *json;
+    bool bad;
+} obj_t;
 
-static void jb_reserve(jbuf_t *j, size_t more)
+static void s_put(obj_t *o, const char *key, json_t *value)
 {
-    if (j->oom || j->len + more + 1 <= j->cap)
-        return;
-    size_t cap = j->cap ? j->cap : 256;
-    while (cap < j->len + more + 1)
-        cap *= 2;
-    char *p = realloc(j->buf, cap);
-    if (!p) {
-        j->oom = true;
-        return;
-    }
-    j->buf = p;
-    j->cap = cap;
+    if (json_object_set_new(o->json, key, value) != 0)
+        o->bad = true;
 }
 
-static void jb_mem(jbuf_t *j, const char *s, size_t n)
+static void s_uint(obj_t *o, const char *key, uint64_t v) { s_put(o, key, json_integer((json_int_t)v)); }
+static void s_int(obj_t *o, const char *key, int64_t v) { s_put(o, key, json_integer(v)); }
+static void s_num(obj_t *o, const char *key, double v) { s_put(o, key, json_number_or_null(v)); }
+static void s_str(obj_t *o, const char *key, const char *s) { s_put(o, key, json_utf8_or_null(s)); }
+
+/* Appends v to array a; NULL (and a freed) when either is missing, so a
+ * failure anywhere in a loop ends as a NULL array that s_put reports. */
+static json_t *s_append(json_t *a, json_t *v)
 {
-    jb_reserve(j, n);
-    if (j->oom)
-        return;
-    memcpy(j->buf + j->len, s, n);
-    j->len += n;
-    j->buf[j->len] = '\0';
+    if (json_array_append_new(a, v) == 0)
+        return a;
+    json_decref(a);
+    return NULL;
 }
 
-static void jb_raw(jbuf_t *j, const char *s) { jb_mem(j, s, strlen(s)); }
-
-static void jb_fmt(jbuf_t *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void jb_fmt(jbuf_t *j, const char *fmt, ...)
+static json_t *s_uints(const uint64_t *v, uint64_t n)
 {
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        jb_mem(j, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+    json_t *a = json_array();
+    for (uint64_t i = 0; i < n; i++)
+        a = s_append(a, json_integer((json_int_t)v[i]));
+    return a;
 }
 
-static void jb_str(jbuf_t *j, const char *s)
+static json_t *s_ints(const int32_t *v, uint64_t n)
 {
-    jb_raw(j, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': jb_raw(j, "\\\""); break;
-        case '\\': jb_raw(j, "\\\\"); break;
-        case '\n': jb_raw(j, "\\n"); break;
-        case '\r': jb_raw(j, "\\r"); break;
-        case '\t': jb_raw(j, "\\t"); break;
-        case '\b': jb_raw(j, "\\b"); break;
-        case '\f': jb_raw(j, "\\f"); break;
-        default:
-            if (*p < 0x20 || *p == 0x7f)
-                jb_fmt(j, "\\u%04x", *p);
-            else
-                jb_mem(j, (const char *)p, 1);
-        }
-    }
-    jb_raw(j, "\"");
+    json_t *a = json_array();
+    for (uint64_t i = 0; i < n; i++)
+        a = s_append(a, json_integer(v[i]));
+    return a;
 }
 
-/* ,"key": */
-static void jb_key(jbuf_t *j, const char *key)
+/* names or paths; null when the event has none */
+static json_t *s_strings(char *const *v, uint64_t n)
 {
-    jb_raw(j, ",");
-    jb_str(j, key);
-    jb_raw(j, ":");
+    if (!v)
+        return json_null();
+    json_t *a = json_array();
+    for (uint64_t i = 0; i < n; i++)
+        a = s_append(a, json_utf8_or_null(v[i]));
+    return a;
 }
 
-static void jb_u64(jbuf_t *j, const char *key, uint64_t v) { jb_key(j, key); jb_fmt(j, "%" PRIu64, v); }
-static void jb_i64(jbuf_t *j, const char *key, int64_t v) { jb_key(j, key); jb_fmt(j, "%" PRId64, v); }
-static void jb_kstr(jbuf_t *j, const char *key, const char *s) { jb_key(j, key); jb_str(j, s); }
-
-/* Shortest of %.Ng (N = digits-2 .. digits) that reads back to the same
- * value, so 0.1 prints as 0.1 and yet every value round-trips. */
-static void jb_num(jbuf_t *j, double v, int digits)
+/* A float32 loss as the double its shortest float text reads as (7 to 9
+ * digits), so that 0.1f prints "0.1", not "0.10000000149011612"; null when
+ * it is not finite. */
+static json_t *s_float(float f)
 {
-    if (!isfinite(v)) {
-        jb_raw(j, "null");
-        return;
-    }
-    char tmp[40];
-    for (int p = digits - 2; p <= digits; p++) {
-        snprintf(tmp, sizeof tmp, "%.*g", p, v);
-        double back = strtod(tmp, NULL);
-        if (digits > 9 ? back == v : (float)back == (float)v)
+    if (!isfinite(f))
+        return json_null();
+    char text[32];
+    for (int digits = 7; digits <= 9; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, (double)f);
+        if ((float)strtod(text, NULL) == f)
             break;
     }
-    jb_raw(j, tmp);
-}
-
-static void jb_dbl(jbuf_t *j, const char *key, double v)
-{
-    jb_key(j, key);
-    jb_num(j, v, 17);
-}
-
-static void jb_strv(jbuf_t *j, const char *key, char *const *v, uint64_t n)
-{
-    jb_key(j, key);
-    if (!v) {
-        jb_raw(j, "null");
-        return;
-    }
-    jb_raw(j, "[");
-    for (uint64_t i = 0; i < n; i++) {
-        if (i)
-            jb_raw(j, ",");
-        jb_str(j, v[i]);
-    }
-    jb_raw(j, "]");
+    return json_real(strtod(text, NULL));
 }
 
 /* The optional keys, present only when the msgpack map has them. */
-static void j_metric_optional(jbuf_t *j, const ev_metric_t *m)
+static void s_metric_optional(obj_t *o, const ev_metric_t *m)
 {
     if (m->nranks) {
-        jb_key(j, "rank_images_per_sec");
-        jb_raw(j, "[");
-        for (uint32_t r = 0; r < m->nranks; r++) {
-            if (r)
-                jb_raw(j, ",");
-            jb_num(j, m->rank_images_per_sec[r], 17);
-        }
-        jb_raw(j, "]");
+        json_t *a = json_array();
+        for (uint32_t r = 0; r < m->nranks; r++)
+            a = s_append(a, json_number_or_null(m->rank_images_per_sec[r]));
+        s_put(o, "rank_images_per_sec", a);
     }
     if (m->rejected)
-        jb_u64(j, "rejected", m->rejected);
+        s_uint(o, "rejected", m->rejected);
     if (m->nonfinite_loss)
-        jb_u64(j, "nonfinite_loss", m->nonfinite_loss);
+        s_uint(o, "nonfinite_loss", m->nonfinite_loss);
     if (!m->has_decision)
         return;
-    jb_u64(j, "decision", m->decision);
-    jb_u64(j, "streak", m->streak);
-    jb_u64(j, "epochs", m->epochs);
-    jb_kstr(j, "decision_reason", m->decision_reason);
+    s_uint(o, "decision", m->decision);
+    s_uint(o, "streak", m->streak);
+    s_uint(o, "epochs", m->epochs);
+    s_str(o, "decision_reason", m->decision_reason);
 }
 
-static void j_metric(jbuf_t *j, const ev_metric_t *m)
+static void s_metric(obj_t *o, const ev_metric_t *m)
 {
-    jb_u64(j, "epoch", m->epoch);
-    jb_u64(j, "phase", m->phase);
-    jb_key(j, "final");
-    jb_raw(j, m->final ? "true" : "false");
-    jb_u64(j, "planned", m->planned);
-    jb_u64(j, "samples", m->samples);
-    jb_u64(j, "failed", m->failed);
-    jb_u64(j, "correct_top1", m->correct_top1);
-    jb_u64(j, "correct_top5", m->correct_top5);
-    jb_u64(j, "duplicates", m->duplicates);
-    jb_dbl(j, "loss_sum", m->loss_sum);
-    jb_strv(j, "class_names", m->class_names, m->num_classes);
-    jb_i64(j, "workers", m->workers);
-    jb_dbl(j, "wall_s", m->wall_s);
-    jb_dbl(j, "images_per_sec", m->images_per_sec);
-    jb_dbl(j, "lr", m->lr);
+    s_uint(o, "epoch", m->epoch);
+    s_uint(o, "phase", m->phase);
+    s_put(o, "final", json_boolean(m->final));
+    s_uint(o, "planned", m->planned);
+    s_uint(o, "samples", m->samples);
+    s_uint(o, "failed", m->failed);
+    s_uint(o, "correct_top1", m->correct_top1);
+    s_uint(o, "correct_top5", m->correct_top5);
+    s_uint(o, "duplicates", m->duplicates);
+    s_num(o, "loss_sum", m->loss_sum);
+    s_put(o, "class_names", s_strings(m->class_names, m->num_classes));
+    s_int(o, "workers", m->workers);
+    s_num(o, "wall_s", m->wall_s);
+    s_num(o, "images_per_sec", m->images_per_sec);
+    s_num(o, "lr", m->lr);
     if (m->confusion) {
-        jb_key(j, "confusion");
-        jb_raw(j, "[");
-        for (uint64_t t = 0; t < m->num_classes; t++) {
-            jb_raw(j, t ? ",[" : "[");
-            for (uint64_t p = 0; p < m->num_classes; p++)
-                jb_fmt(j, p ? ",%" PRIu64 : "%" PRIu64, m->confusion[t * m->num_classes + p]);
-            jb_raw(j, "]");
-        }
-        jb_raw(j, "]");
+        json_t *rows = json_array();
+        for (uint64_t t = 0; t < m->num_classes; t++)
+            rows = s_append(rows, s_uints(m->confusion + t * m->num_classes, m->num_classes));
+        s_put(o, "confusion", rows);
     }
-    j_metric_optional(j, m);
+    s_metric_optional(o, m);
 }
 
-static void j_i32s(jbuf_t *j, const char *key, const int32_t *v, uint64_t n)
+static void s_predictions(obj_t *o, const ev_predictions_t *m)
 {
-    jb_key(j, key);
-    jb_raw(j, "[");
-    for (uint64_t i = 0; i < n; i++)
-        jb_fmt(j, i ? ",%" PRId32 : "%" PRId32, v[i]);
-    jb_raw(j, "]");
-}
-
-static void j_predictions(jbuf_t *j, const ev_predictions_t *m)
-{
-    jb_u64(j, "epoch", m->epoch);
-    jb_u64(j, "phase", m->phase);
-    jb_u64(j, "first", m->first);
-    jb_u64(j, "n", m->n);
-    jb_u64(j, "total", m->total);
-    jb_u64(j, "k", m->k);
-    jb_key(j, "status");
-    jb_raw(j, "[");
-    for (uint64_t i = 0; i < m->n; i++)
-        jb_fmt(j, i ? ",%u" : "%u", m->status[i]);
-    jb_raw(j, "]");
-    j_i32s(j, "labels", m->labels, m->n);
-    /* topk as one array of k ids per sample, as a user would index it. */
-    jb_key(j, "topk");
-    jb_raw(j, "[");
+    s_uint(o, "epoch", m->epoch);
+    s_uint(o, "phase", m->phase);
+    s_uint(o, "first", m->first);
+    s_uint(o, "n", m->n);
+    s_uint(o, "total", m->total);
+    s_uint(o, "k", m->k);
+    json_t *status = json_array(), *topk = json_array(), *loss = json_array();
     for (uint64_t i = 0; i < m->n; i++) {
-        jb_raw(j, i ? ",[" : "[");
-        for (uint32_t c = 0; c < m->k; c++)
-            jb_fmt(j, c ? ",%" PRId32 : "%" PRId32, m->topk[i * m->k + c]);
-        jb_raw(j, "]");
+        status = s_append(status, json_integer(m->status[i]));
+        /* topk as one array of k ids per sample, as a user would index it */
+        topk = s_append(topk, s_ints(m->topk + i * m->k, m->k));
+        loss = s_append(loss, s_float(m->loss[i]));
     }
-    jb_raw(j, "]");
-    jb_key(j, "loss");
-    jb_raw(j, "[");
-    for (uint64_t i = 0; i < m->n; i++) {
-        if (i)
-            jb_raw(j, ",");
-        jb_num(j, m->loss[i], 9); /* 9 digits round-trip a float32 */
-    }
-    jb_raw(j, "]");
+    s_put(o, "status", status);
+    s_put(o, "labels", s_ints(m->labels, m->n));
+    s_put(o, "topk", topk);
+    s_put(o, "loss", loss);
     if (m->paths)
-        jb_strv(j, "paths", m->paths, m->n);
+        s_put(o, "paths", s_strings(m->paths, m->n));
 }
 
-static void j_body(jbuf_t *j, const ddp_event_t *ev)
+static void s_progress(obj_t *o, const ev_progress_t *p)
+{
+    s_uint(o, "epoch", p->epoch);
+    s_uint(o, "phase", p->phase);
+    s_uint(o, "done", p->done);
+    s_uint(o, "total", p->total);
+    s_num(o, "images_per_sec", p->images_per_sec);
+    s_num(o, "eta_s", p->eta_s);
+    s_int(o, "workers", p->workers);
+    s_num(o, "elapsed_s", p->elapsed_s);
+    s_uint(o, "failed", p->failed);
+    s_uint(o, "rejected", p->rejected);
+    if (p->rank_done)
+        s_put(o, "rank_done", s_uints(p->rank_done, p->nranks));
+}
+
+static void s_body(obj_t *o, const ddp_event_t *ev)
 {
     switch (ev->topic) {
-    case EV_METRIC: j_metric(j, &ev->u.metric); break;
-    case EV_PREDICTIONS: j_predictions(j, &ev->u.predictions); break;
-    case EV_PROGRESS:
-        jb_u64(j, "epoch", ev->u.progress.epoch);
-        jb_u64(j, "phase", ev->u.progress.phase);
-        jb_u64(j, "done", ev->u.progress.done);
-        jb_u64(j, "total", ev->u.progress.total);
-        jb_dbl(j, "images_per_sec", ev->u.progress.images_per_sec);
-        jb_dbl(j, "eta_s", ev->u.progress.eta_s);
-        jb_i64(j, "workers", ev->u.progress.workers);
-        jb_dbl(j, "elapsed_s", ev->u.progress.elapsed_s);
-        jb_u64(j, "failed", ev->u.progress.failed);
-        jb_u64(j, "rejected", ev->u.progress.rejected);
-        if (ev->u.progress.rank_done) {
-            jb_key(j, "rank_done");
-            jb_raw(j, "[");
-            for (uint32_t r = 0; r < ev->u.progress.nranks; r++) {
-                if (r)
-                    jb_raw(j, ",");
-                jb_fmt(j, "%" PRIu64, ev->u.progress.rank_done[r]);
-            }
-            jb_raw(j, "]");
-        }
-        break;
+    case EV_METRIC: s_metric(o, &ev->u.metric); break;
+    case EV_PREDICTIONS: s_predictions(o, &ev->u.predictions); break;
+    case EV_PROGRESS: s_progress(o, &ev->u.progress); break;
     case EV_LOG:
-        jb_kstr(j, "level", ev->u.log.level);
-        jb_kstr(j, "daemon", ev->u.log.daemon);
-        jb_i64(j, "rank", ev->u.log.rank);
-        jb_kstr(j, "msg", ev->u.log.msg);
+        s_str(o, "level", ev->u.log.level);
+        s_str(o, "daemon", ev->u.log.daemon);
+        s_int(o, "rank", ev->u.log.rank);
+        s_str(o, "msg", ev->u.log.msg);
         break;
     case EV_WORKER:
-        jb_i64(j, "rank", ev->u.worker.rank);
-        jb_kstr(j, "name", ev->u.worker.name);
-        jb_kstr(j, "host", ev->u.worker.host);
-        jb_kstr(j, "state", ev->u.worker.state);
-        jb_dbl(j, "images_per_sec", ev->u.worker.images_per_sec);
+        s_int(o, "rank", ev->u.worker.rank);
+        s_str(o, "name", ev->u.worker.name);
+        s_str(o, "host", ev->u.worker.host);
+        s_str(o, "state", ev->u.worker.state);
+        s_num(o, "images_per_sec", ev->u.worker.images_per_sec);
         break;
     case EV_END:
-        jb_i64(j, "code", ev->u.end.code);
-        jb_kstr(j, "reason", ev->u.end.reason);
+        s_int(o, "code", ev->u.end.code);
+        s_str(o, "reason", ev->u.end.reason);
         break;
     case EV_FAILED:
-        jb_u64(j, "epoch", ev->u.failed.epoch);
-        jb_u64(j, "phase", ev->u.failed.phase);
-        jb_u64(j, "id", ev->u.failed.id);
-        jb_kstr(j, "path", ev->u.failed.path);
-        jb_kstr(j, "reason", ev->u.failed.reason);
+        s_uint(o, "epoch", ev->u.failed.epoch);
+        s_uint(o, "phase", ev->u.failed.phase);
+        s_uint(o, "id", ev->u.failed.id);
+        s_str(o, "path", ev->u.failed.path);
+        s_str(o, "reason", ev->u.failed.reason);
         break;
     }
 }
@@ -297,15 +210,11 @@ char *event_to_json(const ddp_event_t *ev)
     char why[256];
     if (!ev || event_validate(ev, why, sizeof why) != 0)
         return NULL;
-    jbuf_t j = {0};
-    jb_raw(&j, "{\"topic\":");
-    jb_str(&j, event_topic_name(ev->topic));
-    jb_u64(&j, "v", DDP_PROTO_VERSION);
-    j_body(&j, ev);
-    jb_raw(&j, "}");
-    if (j.oom) {
-        free(j.buf);
-        return NULL;
-    }
-    return j.buf;
+    obj_t o = {.json = json_object()};
+    s_str(&o, "topic", event_topic_name(ev->topic));
+    s_uint(&o, "v", DDP_PROTO_VERSION);
+    s_body(&o, ev);
+    char *text = o.bad ? NULL : json_to_text(o.json, JSON_STYLE_COMPACT);
+    json_decref(o.json);
+    return text;
 }

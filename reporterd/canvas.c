@@ -1,12 +1,10 @@
 #include "reporterd/canvas.h"
 
-#include "reporterd/afile.h"
+#include "common/atomic_file.h"
+#include "common/errbuf.h"
 
 #include <cairo-svg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 void canvas_font(cairo_t *cr, double size, bool bold)
 {
@@ -30,18 +28,23 @@ double canvas_text_width(cairo_t *cr, const char *s)
     return e.x_advance;
 }
 
+/* cairo's write callback: into the atomic file's stream */
+static cairo_status_t s_write(void *closure, const unsigned char *data, unsigned int length)
+{
+    return fwrite(data, 1, length, closure) == length ? CAIRO_STATUS_SUCCESS
+                                                      : CAIRO_STATUS_WRITE_ERROR;
+}
+
 int canvas_write(canvas_draw_fn draw, const void *ctx, const char *path, bool svg, double w,
                  double h, const char *what, char *why, size_t whylen)
 {
-    size_t len = strlen(path) + 32;
-    char *tmp = malloc(len);
-    if (!tmp) {
-        snprintf(why, whylen, "%s %s: out of memory", what, path);
+    atomic_file_t *file = atomic_file_new(path, why, whylen);
+    if (!file)
         return -1;
-    }
-    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    cairo_surface_t *surface = svg ? cairo_svg_surface_create(tmp, w, h)
-                                   : cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)w, (int)h);
+    FILE *out = atomic_file_stream(file);
+    cairo_surface_t *surface =
+        svg ? cairo_svg_surface_create_for_stream(s_write, out, w, h)
+            : cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)w, (int)h);
     cairo_t *cr = cairo_create(surface);
     int rc = draw(ctx, cr, w, h);
     cairo_status_t st = cairo_status(cr);
@@ -49,17 +52,14 @@ int canvas_write(canvas_draw_fn draw, const void *ctx, const char *path, bool sv
     if (svg)
         cairo_surface_finish(surface); /* writes the file */
     else if (rc == 0 && st == CAIRO_STATUS_SUCCESS)
-        st = cairo_surface_write_to_png(surface, tmp);
+        st = cairo_surface_write_to_png_stream(surface, s_write, out);
     if (st == CAIRO_STATUS_SUCCESS)
         st = cairo_surface_status(surface);
     cairo_surface_destroy(surface);
     if (rc != 0 || st != CAIRO_STATUS_SUCCESS) {
-        snprintf(why, whylen, "%s %s: %s", what, path, cairo_status_to_string(st));
-        unlink(tmp);
-        rc = -1;
-    } else {
-        rc = afile_publish(tmp, path, why, whylen);
+        err_set(why, whylen, "%s %s: %s", what, path, cairo_status_to_string(st));
+        atomic_file_destroy(&file);
+        return -1;
     }
-    free(tmp);
-    return rc;
+    return atomic_file_commit(&file, why, whylen);
 }

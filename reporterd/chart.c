@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "reporterd/afile.h"
 #include "reporterd/clsmetrics.h"
 
 

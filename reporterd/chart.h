@@ -11,7 +11,7 @@
  * Class names longer than CHART_MAX_NAME code points are shortened with
  * "…"; with too many classes for labels (cells or bars under ~9 px) the
  * names are left out rather than overprinted. Files are written to a
- * temporary name and renamed into place (afile_publish). Text uses
+ * temporary name and renamed into place (common/atomic_file.h). Text uses
  * "DejaVu Sans", as plot.h.
  */
 #ifndef DDP_CHART_H

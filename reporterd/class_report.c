@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reporterd/afile.h"
+#include "common/atomic_file.h"
+#include "common/errbuf.h"
+#include "common/utf8.h"
 #include "reporterd/clsmetrics.h"
 #include "reporterd/textfmt.h"
 
@@ -13,7 +15,7 @@
 /* Python's "{:>{width}s}": right-align by code points, never truncate. */
 static void s_name(FILE *out, const char *name, size_t width)
 {
-    size_t len = textfmt_utf8_len(name);
+    size_t len = utf8_length(name);
     for (size_t i = len; i < width; i++)
         fputc(' ', out);
     fputs(name, out);
@@ -34,7 +36,7 @@ static size_t s_width(uint32_t nc, char *const *names)
     char num[16];
     for (uint32_t c = 0; c < nc; c++) {
         snprintf(num, sizeof num, "%u", c);
-        size_t len = textfmt_utf8_len(names ? names[c] : num);
+        size_t len = utf8_length(names ? names[c] : num);
         if (len > width)
             width = len;
     }
@@ -95,11 +97,11 @@ int class_report_write(const char *path, const uint64_t *confusion, uint32_t nc,
 {
     char *text = class_report_text(confusion, nc, names);
     if (!text) {
-        snprintf(why, whylen, "cannot build the classification report (%u classes): %s", nc,
-                 nc ? "out of memory" : "no classes");
+        err_set(why, whylen, "cannot build the classification report (%u classes): %s", nc,
+                nc ? "out of memory" : "no classes");
         return -1;
     }
-    int rc = afile_write_all(path, text, strlen(text), why, whylen);
+    int rc = atomic_file_write(path, text, strlen(text), why, whylen);
     free(text);
     return rc;
 }

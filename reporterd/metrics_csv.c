@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "reporterd/afile.h"
+#include "common/atomic_file.h"
 #include "reporterd/summary.h"
 #include "reporterd/textfmt.h"
 
@@ -55,13 +55,13 @@ static void s_field(FILE *out, double v, int present)
 int metrics_csv_append(const char *path, const ev_metric_t *m, double unix_time, char *why,
                        size_t whylen)
 {
-    afile_t *f = afile_new(path, why, whylen);
+    atomic_file_t *f = atomic_file_new(path, why, whylen);
     if (!f)
         return -1;
-    FILE *out = afile_stream(f);
+    FILE *out = atomic_file_stream(f);
     int had = s_copy_existing(path, out, why, whylen);
     if (had < 0) {
-        afile_destroy(&f);
+        atomic_file_destroy(&f);
         return -1;
     }
     if (!had)
@@ -76,7 +76,7 @@ int metrics_csv_append(const char *path, const ev_metric_t *m, double unix_time,
     s_field(out, m->images_per_sec, 1);
     s_field(out, m->lr, 1);
     fputc('\n', out);
-    return afile_commit(&f, why, whylen);
+    return atomic_file_commit(&f, why, whylen);
 }
 
 /* ---- the training layout ------------------------------------------------- */
@@ -121,10 +121,10 @@ int metrics_csv_write_rows(const char *path, const metrics_row_t *rows, size_t n
     uint32_t ranks = 0;
     for (size_t i = 0; i < n; i++)
         ranks = rows[i].nranks > ranks ? rows[i].nranks : ranks;
-    afile_t *f = afile_new(path, why, whylen);
+    atomic_file_t *f = atomic_file_new(path, why, whylen);
     if (!f)
         return -1;
-    FILE *out = afile_stream(f);
+    FILE *out = atomic_file_stream(f);
     fputs("time,epoch,phase,samples,loss,top1,top5,images_per_sec,lr," TRAIN_COLUMNS, out);
     for (uint32_t r = 0; r < ranks; r++)
         fprintf(out, "," RANK_COLUMN "%u", r);
@@ -143,7 +143,7 @@ int metrics_csv_write_rows(const char *path, const metrics_row_t *rows, size_t n
             s_field(out, r < w->nranks ? w->rank_ips[r] : 0, r < w->nranks);
         fputc('\n', out);
     }
-    return afile_commit(&f, why, whylen);
+    return atomic_file_commit(&f, why, whylen);
 }
 
 /* Column indices of the header fields a row is read from (-1: absent). */

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "reporterd/afile.h"
 
 /* Everything is laid out on an 800x500 canvas, scaled to the output size. */
 #define BASE_W 800.0

@@ -3,13 +3,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "reporterd/afile.h"
+#include "common/atomic_file.h"
+#include "common/errbuf.h"
 #include "reporterd/textfmt.h"
 
 #define CSV_K 5
 
 struct predcsv {
-    afile_t *file;
+    atomic_file_t *file;
     uint64_t next;  /* index of the next entry expected */
     uint64_t total; /* from the first chunk */
     uint32_t epoch;
@@ -21,15 +22,15 @@ predcsv_t *predcsv_new(const char *path, char *why, size_t whylen)
 {
     predcsv_t *self = calloc(1, sizeof *self);
     if (!self) {
-        snprintf(why, whylen, "out of memory opening %s", path);
+        err_set(why, whylen, "out of memory opening %s", path);
         return NULL;
     }
-    self->file = afile_new(path, why, whylen);
+    self->file = atomic_file_new(path, why, whylen);
     if (!self->file) {
         free(self);
         return NULL;
     }
-    fputs("index,path,label,top1,top2,top3,top4,top5,loss\n", afile_stream(self->file));
+    fputs("index,path,label,top1,top2,top3,top4,top5,loss\n", atomic_file_stream(self->file));
     return self;
 }
 
@@ -37,7 +38,7 @@ void predcsv_destroy(predcsv_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
-    afile_destroy(&(*self_p)->file);
+    atomic_file_destroy(&(*self_p)->file);
     free(*self_p);
     *self_p = NULL;
 }
@@ -54,17 +55,17 @@ static int s_check_chunk(predcsv_t *self, const ev_predictions_t *c, char *why, 
     }
     if (c->first != self->next || c->total != self->total || c->epoch != self->epoch ||
         c->phase != self->phase) {
-        snprintf(why, whylen,
-                 "predictions chunk out of order: got epoch %u phase %u entries %llu+%llu of "
-                 "%llu, expected epoch %u phase %u from %llu of %llu",
-                 c->epoch, c->phase, (unsigned long long)c->first, (unsigned long long)c->n,
-                 (unsigned long long)c->total, self->epoch, self->phase,
-                 (unsigned long long)self->next, (unsigned long long)self->total);
+        err_set(why, whylen,
+                "predictions chunk out of order: got epoch %u phase %u entries %llu+%llu of "
+                "%llu, expected epoch %u phase %u from %llu of %llu",
+                c->epoch, c->phase, (unsigned long long)c->first, (unsigned long long)c->n,
+                (unsigned long long)c->total, self->epoch, self->phase,
+                (unsigned long long)self->next, (unsigned long long)self->total);
         return -1;
     }
     if (c->n > self->total - self->next || c->k == 0 || c->k > CSV_K) {
-        snprintf(why, whylen, "predictions chunk of %llu entries (k=%u) past the total %llu",
-                 (unsigned long long)c->n, c->k, (unsigned long long)self->total);
+        err_set(why, whylen, "predictions chunk of %llu entries (k=%u) past the total %llu",
+                (unsigned long long)c->n, c->k, (unsigned long long)self->total);
         return -1;
     }
     return 0;
@@ -93,13 +94,13 @@ int predcsv_add(predcsv_t *self, const ev_predictions_t *chunk, char *why, size_
 {
     if (s_check_chunk(self, chunk, why, whylen) != 0)
         return -1;
-    FILE *out = afile_stream(self->file);
+    FILE *out = atomic_file_stream(self->file);
     for (uint64_t i = 0; i < chunk->n; i++)
         if (chunk->status[i] == 1 || chunk->status[i] == 2)
             s_row(out, chunk, i);
     self->next += chunk->n;
     if (ferror(out)) {
-        snprintf(why, whylen, "cannot write %s", afile_tmp_path(self->file));
+        err_set(why, whylen, "cannot write %s", atomic_file_tmp_path(self->file));
         return -1;
     }
     return 0;
@@ -109,12 +110,12 @@ int predcsv_commit(predcsv_t **self_p, char *why, size_t whylen)
 {
     predcsv_t *self = *self_p;
     if (!self->started || self->next != self->total) {
-        snprintf(why, whylen, "predictions incomplete: %llu of %llu entries received",
-                 (unsigned long long)self->next, (unsigned long long)self->total);
+        err_set(why, whylen, "predictions incomplete: %llu of %llu entries received",
+                (unsigned long long)self->next, (unsigned long long)self->total);
         predcsv_destroy(self_p);
         return -1;
     }
-    int rc = afile_commit(&self->file, why, whylen);
+    int rc = atomic_file_commit(&self->file, why, whylen);
     predcsv_destroy(self_p);
     return rc;
 }

@@ -1,13 +1,15 @@
 #include "reporterd/rundir.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/clock.h"
+#include "common/errbuf.h"
 #include "proto/proto.h" /* ddp_phase_t only */
-#include "reporterd/afile.h"
 #include "reporterd/chart.h"
 #include "reporterd/class_report.h"
 #include "reporterd/metrics_csv.h"
@@ -95,9 +97,49 @@ static ev_metric_t *s_metric_copy(const ev_metric_t *src)
     return m;
 }
 
+/* mkdir -p dir; it must end up a directory. 0, or -1 with path and errno. */
+static int s_mkdirs(const char *dir, char *why, size_t whylen)
+{
+    if (!dir || !*dir) {
+        err_set(why, whylen, "empty run directory name");
+        return -1;
+    }
+    char *copy = strdup(dir);
+    if (!copy) {
+        err_set(why, whylen, "out of memory for run directory %s", dir);
+        return -1;
+    }
+    int rc = 0;
+    /* create each prefix in turn; EEXIST is fine as long as it is a dir */
+    for (char *p = copy + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir(copy, 0777) != 0 && errno != EEXIST) {
+            err_set(why, whylen, "cannot create directory %s: %s", copy, strerror(errno));
+            rc = -1;
+            break;
+        }
+        *p = saved;
+        if (saved == '\0')
+            break;
+    }
+    struct stat st;
+    if (rc == 0 && stat(dir, &st) != 0) {
+        err_set(why, whylen, "cannot stat %s: %s", dir, strerror(errno));
+        rc = -1;
+    } else if (rc == 0 && !S_ISDIR(st.st_mode)) {
+        err_set(why, whylen, "cannot use as run directory %s: %s", dir, strerror(ENOTDIR));
+        rc = -1;
+    }
+    free(copy);
+    return rc;
+}
+
 rundir_t *rundir_new(const char *out_dir, char *why, size_t whylen)
 {
-    if (afile_mkdirs(out_dir, why, whylen) != 0)
+    if (s_mkdirs(out_dir, why, whylen) != 0)
         return NULL;
     rundir_t *self = calloc(1, sizeof *self);
     if (self)
@@ -106,7 +148,7 @@ rundir_t *rundir_new(const char *out_dir, char *why, size_t whylen)
         if (self)
             free(self->dir);
         free(self);
-        snprintf(why, whylen, "out of memory for run directory %s", out_dir);
+        err_set(why, whylen, "out of memory for run directory %s", out_dir);
         return NULL;
     }
     return self;
@@ -472,7 +514,7 @@ static int s_write_summary(rundir_t *self, const ev_metric_t *m, char *why, size
     char *path = s_join(self, "summary.json");
     if (!path || s_failed_for(self, m, &failed, &nfailed) != 0) {
         free(path);
-        snprintf(why, whylen, "out of memory writing summary.json");
+        err_set(why, whylen, "out of memory writing summary.json");
         return -1;
     }
     summary_training_t t;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "proto/proto.h" /* ddp_phase_t */
-#include "reporterd/afile.h"
+#include "common/atomic_file.h"
 
 const char *seed_csv_round(double v, int digits, char buf[40])
 {
@@ -44,10 +44,10 @@ int seed_csv_write(const char *path, const metrics_row_t *rows, size_t n, char *
     uint32_t last = 0;
     for (size_t i = 0; i < n; i++)
         last = rows[i].epoch > last ? rows[i].epoch : last;
-    afile_t *f = afile_new(path, why, whylen);
+    atomic_file_t *f = atomic_file_new(path, why, whylen);
     if (!f)
         return -1;
-    FILE *out = afile_stream(f);
+    FILE *out = atomic_file_stream(f);
     fputs("time,val_accuracy\n0.0,0.0\n", out);
     double total = 0;
     char t[40], a[40];
@@ -60,5 +60,5 @@ int seed_csv_write(const char *path, const metrics_row_t *rows, size_t n, char *
         double acc = isfinite(rows[va].top1) ? rows[va].top1 : 0.0;
         fprintf(out, "%s,%s\n", seed_csv_round(total, 1, t), seed_csv_round(acc, 4, a));
     }
-    return afile_commit(&f, why, whylen);
+    return atomic_file_commit(&f, why, whylen);
 }

@@ -5,9 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reporterd/afile.h"
+#include "common/atomic_file.h"
+#include "common/errbuf.h"
+#include "common/json.h"
 #include "reporterd/clsmetrics.h"
-#include "reporterd/textfmt.h"
 
 const char *summary_phase_name(uint8_t phase)
 {
@@ -22,37 +23,32 @@ const char *summary_phase_name(uint8_t phase)
     return buf;
 }
 
-static void s_num(FILE *out, const char *key, double v, const char *sep)
-{
-    char buf[TEXTFMT_NUM_LEN];
-    fprintf(out, "  \"%s\": %s%s\n", key, textfmt_num(v, buf), sep);
-}
-
-static void s_uint(FILE *out, const char *key, uint64_t v)
-{
-    fprintf(out, "  \"%s\": %llu,\n", key, (unsigned long long)v);
-}
-
-/* a / samples, or null when there are no samples */
+/* a / samples, or NaN (null) when there are no samples */
 static double s_frac(double a, uint64_t samples)
 {
     return samples ? a / (double)samples : NAN;
 }
 
-static void s_per_class(FILE *out, const ev_metric_t *m, const clsmetrics_t *cm)
+static json_t *s_per_class(const ev_metric_t *m, const clsmetrics_t *cm)
 {
-    char p[TEXTFMT_NUM_LEN], r[TEXTFMT_NUM_LEN], f[TEXTFMT_NUM_LEN], num[16];
-    fputs("  \"per_class\": [", out);
-    for (uint32_t c = 0; c < cm->nc; c++) {
+    json_t *all = json_array();
+    for (uint32_t c = 0; all && c < cm->nc; c++) {
         const cls_class_t *k = &cm->per_class[c];
+        char num[16];
         snprintf(num, sizeof num, "%u", c);
-        fputs(c ? ",\n    {\"name\": " : "\n    {\"name\": ", out);
-        textfmt_json_string(out, m->class_names ? m->class_names[c] : num);
-        fprintf(out, ", \"precision\": %s, \"recall\": %s, \"f1\": %s, \"support\": %llu}",
-                textfmt_num(k->precision, p), textfmt_num(k->recall, r), textfmt_num(k->f1, f),
-                (unsigned long long)k->support);
+        json_t *o = json_object();
+        int bad = json_array_append_new(all, o);
+        bad |= json_object_set_new(o, "name", json_utf8_or_null(m->class_names ? m->class_names[c] : num));
+        bad |= json_object_set_new(o, "precision", json_number_or_null(k->precision));
+        bad |= json_object_set_new(o, "recall", json_number_or_null(k->recall));
+        bad |= json_object_set_new(o, "f1", json_number_or_null(k->f1));
+        bad |= json_object_set_new(o, "support", json_integer((json_int_t)k->support));
+        if (bad) {
+            json_decref(all);
+            all = NULL;
+        }
     }
-    fputs(cm->nc ? "\n  ],\n" : "],\n", out);
+    return all;
 }
 
 static int s_by_index(const void *a, const void *b)
@@ -61,77 +57,86 @@ static int s_by_index(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int s_failed_files(FILE *out, const summary_failed_t *failed, size_t n)
+/* failed_files, sorted by index */
+static json_t *s_failed_files(const summary_failed_t *failed, size_t n)
 {
-    summary_failed_t *sorted = NULL;
-    if (n) {
-        sorted = malloc(n * sizeof *sorted);
-        if (!sorted)
-            return -1;
+    summary_failed_t *sorted = n ? malloc(n * sizeof *sorted) : NULL;
+    json_t *all = n && !sorted ? NULL : json_array();
+    if (n && sorted) {
         memcpy(sorted, failed, n * sizeof *sorted);
         qsort(sorted, n, sizeof *sorted, s_by_index);
     }
-    fputs("  \"failed_files\": [", out);
-    for (size_t i = 0; i < n; i++) {
-        fprintf(out, "%s    {\"index\": %llu, \"path\": ", i ? ",\n" : "\n",
-                (unsigned long long)sorted[i].index);
-        textfmt_json_string(out, sorted[i].path);
-        fputs(", \"reason\": ", out);
-        textfmt_json_string(out, sorted[i].reason);
-        fputc('}', out);
+    for (size_t i = 0; all && i < n; i++) {
+        json_t *o = json_object();
+        int bad = json_array_append_new(all, o);
+        bad |= json_object_set_new(o, "index", json_integer((json_int_t)sorted[i].index));
+        bad |= json_object_set_new(o, "path", json_utf8_or_null(sorted[i].path));
+        bad |= json_object_set_new(o, "reason", json_utf8_or_null(sorted[i].reason));
+        if (bad) {
+            json_decref(all);
+            all = NULL;
+        }
     }
-    fputs(n ? "\n  ],\n" : "],\n", out);
     free(sorted);
-    return 0;
+    return all;
 }
 
-static void s_training(FILE *out, const summary_training_t *t)
+static json_t *s_training(const summary_training_t *t)
 {
-    char a[TEXTFMT_NUM_LEN], b[TEXTFMT_NUM_LEN], c[TEXTFMT_NUM_LEN], d[TEXTFMT_NUM_LEN];
-    fprintf(out, "  \"training\": {\"epochs_run\": %u, \"last_epoch\": %u, \"stopped_early\": %s, "
-                 "\"stop_reason\": ", t->epochs_run, t->last_epoch,
-            t->stopped_early ? "true" : "false");
-    textfmt_json_string(out, t->stop_reason);
-    fprintf(out, ", \"best_val_top1\": %s, \"best_val_epoch\": ", textfmt_num(t->best_val_top1, a));
-    if (isfinite(t->best_val_top1))
-        fprintf(out, "%u", t->best_val_epoch);
-    else
-        fputs("null", out);
-    fprintf(out, ", \"final_train_loss\": %s, \"final_train_top1\": %s, \"total_seconds\": %s}\n",
-            textfmt_num(t->final_train_loss, b), textfmt_num(t->final_train_top1, c),
-            textfmt_num(t->total_seconds, d));
+    json_t *o = json_object();
+    bool val = isfinite(t->best_val_top1);
+    int bad = !o;
+    bad |= json_object_set_new(o, "epochs_run", json_integer(t->epochs_run));
+    bad |= json_object_set_new(o, "last_epoch", json_integer(t->last_epoch));
+    bad |= json_object_set_new(o, "stopped_early", json_boolean(t->stopped_early));
+    bad |= json_object_set_new(o, "stop_reason", json_utf8_or_null(t->stop_reason));
+    bad |= json_object_set_new(o, "best_val_top1", json_number_or_null(t->best_val_top1));
+    bad |= json_object_set_new(o, "best_val_epoch",
+                               val ? json_integer(t->best_val_epoch) : json_null());
+    bad |= json_object_set_new(o, "final_train_loss", json_number_or_null(t->final_train_loss));
+    bad |= json_object_set_new(o, "final_train_top1", json_number_or_null(t->final_train_top1));
+    bad |= json_object_set_new(o, "total_seconds", json_number_or_null(t->total_seconds));
+    if (bad) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
 }
 
-static int s_body(FILE *out, const ev_metric_t *m, const clsmetrics_t *cm,
-                  const summary_failed_t *failed, size_t n_failed,
-                  const summary_training_t *training)
+static json_t *s_document(const ev_metric_t *m, const clsmetrics_t *cm,
+                          const summary_failed_t *failed, size_t n_failed,
+                          const summary_training_t *training)
 {
-    fprintf(out, "{\n  \"epoch\": %u,\n  \"phase\": \"%s\",\n", m->epoch,
-            summary_phase_name(m->phase));
-    s_uint(out, "planned", m->planned);
-    s_uint(out, "samples", m->samples);
-    s_uint(out, "failed", m->failed);
-    s_uint(out, "duplicates_ignored", m->duplicates);
-    s_uint(out, "rejected_messages", m->rejected);
-    s_uint(out, "correct_top1", m->correct_top1);
-    s_uint(out, "correct_top5", m->correct_top5);
-    s_num(out, "top1", s_frac((double)m->correct_top1, m->samples), ",");
-    s_num(out, "top5", s_frac((double)m->correct_top5, m->samples), ",");
-    s_num(out, "loss", s_frac(m->loss_sum, m->samples), ",");
-    s_uint(out, "nonfinite_loss", m->nonfinite_loss);
-    s_num(out, "macro_f1", cm->macro.f1, ",");
-    s_num(out, "weighted_f1", cm->weighted.f1, ",");
-    s_per_class(out, m, cm);
-    if (s_failed_files(out, failed, n_failed) != 0)
-        return -1;
+    json_t *d = json_object();
+    int bad = !d;
+    bad |= json_object_set_new(d, "epoch", json_integer(m->epoch));
+    bad |= json_object_set_new(d, "phase", json_string(summary_phase_name(m->phase)));
+    bad |= json_object_set_new(d, "planned", json_integer((json_int_t)m->planned));
+    bad |= json_object_set_new(d, "samples", json_integer((json_int_t)m->samples));
+    bad |= json_object_set_new(d, "failed", json_integer((json_int_t)m->failed));
+    bad |= json_object_set_new(d, "duplicates_ignored", json_integer((json_int_t)m->duplicates));
+    bad |= json_object_set_new(d, "rejected_messages", json_integer((json_int_t)m->rejected));
+    bad |= json_object_set_new(d, "correct_top1", json_integer((json_int_t)m->correct_top1));
+    bad |= json_object_set_new(d, "correct_top5", json_integer((json_int_t)m->correct_top5));
+    bad |= json_object_set_new(d, "top1", json_number_or_null(s_frac((double)m->correct_top1, m->samples)));
+    bad |= json_object_set_new(d, "top5", json_number_or_null(s_frac((double)m->correct_top5, m->samples)));
+    bad |= json_object_set_new(d, "loss", json_number_or_null(s_frac(m->loss_sum, m->samples)));
+    bad |= json_object_set_new(d, "nonfinite_loss", json_integer((json_int_t)m->nonfinite_loss));
+    bad |= json_object_set_new(d, "macro_f1", json_number_or_null(cm->macro.f1));
+    bad |= json_object_set_new(d, "weighted_f1", json_number_or_null(cm->weighted.f1));
+    bad |= json_object_set_new(d, "per_class", s_per_class(m, cm));
+    bad |= json_object_set_new(d, "failed_files", s_failed_files(failed, n_failed));
     /* run-dependent keys last, one per line (see summary.h) */
-    fprintf(out, "  \"workers\": %d,\n", m->workers);
-    s_num(out, "images_per_sec", m->images_per_sec, ",");
-    s_num(out, "wall_seconds", m->wall_s, training ? "," : "");
+    bad |= json_object_set_new(d, "workers", json_integer(m->workers));
+    bad |= json_object_set_new(d, "images_per_sec", json_number_or_null(m->images_per_sec));
+    bad |= json_object_set_new(d, "wall_seconds", json_number_or_null(m->wall_s));
     if (training)
-        s_training(out, training);
-    fputs("}\n", out);
-    return 0;
+        bad |= json_object_set_new(d, "training", s_training(training));
+    if (bad) {
+        json_decref(d);
+        d = NULL;
+    }
+    return d;
 }
 
 char *summary_json(const ev_metric_t *m, const summary_failed_t *failed, size_t n_failed,
@@ -140,21 +145,10 @@ char *summary_json(const ev_metric_t *m, const summary_failed_t *failed, size_t 
     clsmetrics_t cm;
     if (clsmetrics_compute(m->confusion, m->num_classes, &cm) != 0)
         return NULL;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    if (!out) {
-        clsmetrics_clear(&cm);
-        return NULL;
-    }
-    int bad = s_body(out, m, &cm, failed, n_failed, training) != 0 || ferror(out);
-    if (fclose(out) != 0)
-        bad = 1;
+    json_t *doc = s_document(m, &cm, failed, n_failed, training);
     clsmetrics_clear(&cm);
-    if (bad) {
-        free(text);
-        return NULL;
-    }
+    char *text = doc ? json_to_text(doc, JSON_STYLE_LINES) : NULL;
+    json_decref(doc);
     return text;
 }
 
@@ -163,11 +157,11 @@ int summary_write(const char *path, const ev_metric_t *m, const summary_failed_t
 {
     char *text = summary_json(m, failed, n_failed, training);
     if (!text) {
-        snprintf(why, whylen, "cannot build summary.json (%u classes): out of memory or no classes",
-                 m->num_classes);
+        err_set(why, whylen, "cannot build summary.json (%u classes): out of memory or no classes",
+                m->num_classes);
         return -1;
     }
-    int rc = afile_write_all(path, text, strlen(text), why, whylen);
+    int rc = atomic_file_write(path, text, strlen(text), why, whylen);
     free(text);
     return rc;
 }

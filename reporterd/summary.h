@@ -13,7 +13,7 @@
  *
  * Determinism: every key before "workers" is byte-identical for identical
  * counts (integers as integers, doubles in the shortest text that reads back
- * exactly, fixed layout). The last three keys, each on its own line, depend
+ * exactly, fixed layout: common/json.h's JSON_STYLE_LINES). The last three keys, each on its own line, depend
  * on the run (worker count and timing) and are the only ones that differ
  * between runs; tests strip those three lines.
  *

@@ -45,6 +45,10 @@ static void test_roundtrip(void)
     CHECK(st_writer_add(w, "empty", ST_F32, 2, s03, NULL, err, sizeof err) == 0, "%s", err);
     CHECK(st_writer_add(w, "f32", ST_F32, 1, s4, f32, err, sizeof err) < 0 &&
           strstr(err, "added twice"), "duplicate add refused: %s", err);
+    CHECK(st_writer_add(w, "bad\xff", ST_F32, 1, s4, f32, err, sizeof err) < 0 &&
+          strstr(err, "UTF-8"), "a name that is not UTF-8 is refused: %s", err);
+    CHECK(st_writer_meta(w, "k", "bad\xc3", err, sizeof err) < 0 && strstr(err, "UTF-8"),
+          "metadata that is not UTF-8 is refused: %s", err);
     CHECK(st_writer_meta(w, "format", "pt", err, sizeof err) == 0, "%s", err);
     CHECK(st_writer_meta(w, "note", "quote \" and \\ backslash", err, sizeof err) == 0, "%s",
           err);
@@ -165,7 +169,7 @@ static void test_rejects(void)
     free(ok);
 
     expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8,
-                  "expected ','");
+                  "'}' expected");
     expect_reject("{\"a\":{\"dtype\":\"F8\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
                   "unknown dtype");
     expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4,
@@ -178,10 +182,10 @@ static void test_rejects(void)
                   "fraction");
     expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "lacks dtype, shape or");
     expect_reject("{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[2],"
-                  "\"data_offsets\":[0,8]}}", 8, "duplicate field");
+                  "\"data_offsets\":[0,8]}}", 8, "duplicate object key near '\"dtype\"'");
     expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                   "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 16,
-                  "appears twice");
+                  "duplicate object key near '\"a\"'");
     expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                   "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 16,
                   "overlap");
@@ -200,19 +204,22 @@ static void test_rejects(void)
     expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8,
                   "outside the data section");
     expect_reject("{\"__metadata__\":{\"k\":1}}", 0, "must be strings");
-    expect_reject("{} x", 0, "trailing bytes");
+    expect_reject("{} x", 0, "end of file expected near 'x'");
     expect_reject("[]", 0, "expected '{'");
     expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],"
                   "\"data_offsets\":[0,4]}}", 4, "too many dimensions");
     expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[99999999999999999999],"
+                  "\"data_offsets\":[0,4]}}", 4, "too big integer");
+    expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[9007199254740993],"
                   "\"data_offsets\":[0,4]}}", 4, "integer too large");
     expect_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],"
                   "\"data_offsets\":[0,4]}}", 4, "shape too large");
-    expect_reject("{\"a\\ud800\":{}}", 0, "surrogate");
+    expect_reject("{\"a\\ud800\":{}}", 0, "invalid Unicode '\\uD800'");
     expect_reject("{\"a\\u0000\":{}}", 0, "NUL");
+    expect_reject("{\"a\xff\":{}}", 0, "unable to decode byte 0xff"); /* names are UTF-8 */
     expect_reject("{\"a\":{\"x\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]"
                   "]]]]]]]]]]]]]]]]]]]}}", 0, "nesting too deep");
-    expect_reject("{\"a\":{\"dtype\":\"F32", 0, "unterminated string");
+    expect_reject("{\"a\":{\"dtype\":\"F32", 0, "premature end of input");
 
     /* tolerated: unknown fields, whitespace, escapes, empty header */
     const char *fine = " { \"\\u00e9\\n\" : { \"extra\" : [1, {\"k\": null}], \"dtype\" : \"U8\","

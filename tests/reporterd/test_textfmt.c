@@ -1,9 +1,12 @@
-/* textfmt: numbers, JSON strings, CSV fields, UTF-8 widths, timestamps. */
+/* textfmt: numbers, CSV fields, timestamps; and common/json.h strings and
+ * common/utf8.h lengths, which the run directory's files rely on. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "common/json.h"
+#include "common/utf8.h"
 #include "reporterd/textfmt.h"
 
 static char *s_capture(void (*fn)(FILE *, const char *), const char *s)
@@ -49,16 +52,31 @@ static void test_num(void)
         CHECK(strtod(textfmt_num(vals[i], b), NULL) == vals[i]);
 }
 
+/* Strings in JSON (common/json.h): escaped by jansson, and bytes that are
+ * not UTF-8 become U+FFFD rather than an error. */
+static void s_expect_json(const char *in, const char *want)
+{
+    json_t *j = json_utf8_or_null(in);
+    char *got = j ? json_to_text(j, JSON_STYLE_COMPACT) : NULL;
+    if (!got || strcmp(got, want) != 0) {
+        fprintf(stderr, "input [%s]: got [%s] want [%s]\n", in ? in : "(null)",
+                got ? got : "(null)", want);
+        g_failures++;
+    }
+    free(got);
+    json_decref(j);
+}
+
 static void test_json(void)
 {
-    s_expect(textfmt_json_string, "plain", "\"plain\"");
-    s_expect(textfmt_json_string, "a\"b\\c", "\"a\\\"b\\\\c\"");
-    s_expect(textfmt_json_string, "t\tn\nr\r\x01", "\"t\\tn\\nr\\r\\u0001\"");
-    s_expect(textfmt_json_string, "p\xc3\xa2t\xc3\xa9", "\"p\xc3\xa2t\xc3\xa9\"");
-    s_expect(textfmt_json_string, "bad\xff\xc3", "\"bad\\ufffd\\ufffd\"");
-    s_expect(textfmt_json_string, "\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""); /* surrogate */
-    s_expect(textfmt_json_string, "\xc0\xaf", "\"\\ufffd\\ufffd\"");             /* overlong */
-    s_expect(textfmt_json_string, NULL, "null");
+    s_expect_json("plain", "\"plain\"");
+    s_expect_json("a\"b\\c", "\"a\\\"b\\\\c\"");
+    s_expect_json("t\tn\nr\r\x01", "\"t\\tn\\nr\\r\\u0001\"");
+    s_expect_json("p\xc3\xa2t\xc3\xa9", "\"p\xc3\xa2t\xc3\xa9\"");
+    s_expect_json("bad\xff\xc3", "\"bad\xef\xbf\xbd\xef\xbf\xbd\"");
+    s_expect_json("\xed\xa0\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""); /* surrogate */
+    s_expect_json("\xc0\xaf", "\"\xef\xbf\xbd\xef\xbf\xbd\"");                   /* overlong */
+    s_expect_json(NULL, "null");
 }
 
 static void test_csv(void)
@@ -72,11 +90,11 @@ static void test_csv(void)
 
 static void test_utf8_and_time(void)
 {
-    CHECK(textfmt_utf8_len("") == 0);
-    CHECK(textfmt_utf8_len("weighted avg") == 12);
-    CHECK(textfmt_utf8_len("p\xc3\xa2t\xc3\xa9") == 4);
-    CHECK(textfmt_utf8_len("\xe7\x8c\xab\xf0\x9f\x90\x88") == 2);
-    CHECK(textfmt_utf8_len("a\xff") == 2);
+    CHECK(utf8_length("") == 0);
+    CHECK(utf8_length("weighted avg") == 12);
+    CHECK(utf8_length("p\xc3\xa2t\xc3\xa9") == 4);
+    CHECK(utf8_length("\xe7\x8c\xab\xf0\x9f\x90\x88") == 2);
+    CHECK(utf8_length("a\xff") == 2);
     char t[32];
     CHECK(strcmp(textfmt_iso8601(0.0, t), "1970-01-01T00:00:00.000Z") == 0);
     CHECK(strcmp(textfmt_iso8601(1714564800.25, t), "2024-05-01T12:00:00.250Z") == 0);

@@ -1,0 +1,25 @@
+/* utf8 — UTF-8 as RFC 3629 defines it: no overlong forms, no surrogates,
+ * nothing past U+10FFFF. For text that leaves ddpipe (JSON, reports) and
+ * for column widths. */
+#ifndef DDP_UTF8_H
+#define DDP_UTF8_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Bytes (1..4) of the valid character that starts at s, or 0 when the bytes
+ * there are not valid UTF-8. An ASCII byte, NUL included, is 1. */
+int utf8_char_len(const char *s);
+
+/* Is all of s valid UTF-8? */
+bool utf8_is_valid(const char *s);
+
+/* Code points in s (what Python's len() counts); each invalid byte counts
+ * as one. */
+size_t utf8_length(const char *s);
+
+/* A copy of s with each invalid byte replaced by U+FFFD (caller frees);
+ * NULL when out of memory. */
+char *utf8_repair(const char *s);
+
+#endif
