@@ -200,7 +200,10 @@ static int own_memory(cpu_graph_t *g, dnnl_memory_t m)
     return 0;
 }
 
-static dnnl_primitive_attr_t attr_new(bk_graph_t *g)
+/* Attributes of every primitive of both CPU engines (inference graphs and
+ * training kernels): a scratchpad we own (dnnl_priv.h says why) and strict
+ * fp32 math (no silent bf16 on AMX machines). */
+dnnl_primitive_attr_t cpu_attr_new(bk_graph_t *g)
 {
     dnnl_primitive_attr_t a = NULL;
     if (dn(g, dnnl_primitive_attr_create(&a), "attr_create") < 0)
@@ -241,7 +244,7 @@ static dnnl_primitive_desc_t reorder_pd(bk_graph_t *g, const dnnl_memory_desc_t 
                                         const dnnl_memory_desc_t *dst)
 {
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_primitive_attr_t a = attr_new(g);
+    dnnl_primitive_attr_t a = cpu_attr_new(g);
     if (!a)
         return NULL;
     dnnl_engine_t e = be_of(g)->eng;
@@ -366,7 +369,7 @@ static dnnl_primitive_desc_t conv_pd(bk_graph_t *g, const cpu_tensor_t *x, const
                                                  p->bias ? &bia : NULL, &dst, strides, pad,
                                                  pad), "convolution_forward_desc_init") < 0)
         return NULL;
-    dnnl_primitive_attr_t a = attr_new(g);
+    dnnl_primitive_attr_t a = cpu_attr_new(g);
     if (!a)
         return NULL;
     dnnl_primitive_desc_t pd = NULL;
@@ -416,10 +419,9 @@ static bk_tensor_t *cpu_conv2d(bk_graph_t *bg, bk_tensor_t *bx, const bk_conv_t 
  * then a binary add carrying the ReLU that followed it. The float
  * operations and their order are those of the fused sum post-op (relu(acc)
  * + residual), so the logits are the same bits. */
-static bk_tensor_t *conv_then_add(bk_graph_t *bg, bk_tensor_t *bx, const bk_conv_t *p,
+static bk_tensor_t *conv_then_add(bk_graph_t *bg, bk_tensor_t *bx, const bk_conv_t *p, int at,
                                   bk_tensor_t *bres, const int *out)
 {
-    int at = sum_position(p);
     bk_conv_t head = *p;
     head.n_post = at;
     int relu_after = 0;
@@ -441,9 +443,10 @@ static bk_tensor_t *cpu_conv2d(bk_graph_t *bg, bk_tensor_t *bx, const bk_conv_t 
     /* oneDNN 2.6 has no JIT convolution below AVX-512 for a sum post-op
      * after an eltwise ({relu, sum}: the seed WideResNet's order) and falls
      * back to its reference loops, ~100x slower: split the sum off. */
-    if (bres && is_reference_impl(pd) && sum_position(p) >= 0) {
+    int at = sum_position(p);
+    if (bres && at >= 0 && is_reference_impl(pd)) {
         dnnl_primitive_desc_destroy(pd);
-        return conv_then_add(bg, bx, p, bres, out);
+        return conv_then_add(bg, bx, p, at, bres, out);
     }
     cpu_tensor_t *y = NULL;
     dnnl_memory_t wmem = NULL, bmem = NULL;
@@ -513,7 +516,7 @@ static bk_tensor_t *cpu_pool2d(bk_graph_t *bg, bk_tensor_t *bx, const bk_pool_t 
                                               strides, kernel, pad, pad),
            "pooling_forward_desc_init") < 0)
         return NULL;
-    dnnl_primitive_attr_t a = attr_new(bg);
+    dnnl_primitive_attr_t a = cpu_attr_new(bg);
     if (!a)
         return NULL;
     cpu_tensor_t *y = unary_step((cpu_graph_t *)bg, &d, a, x, out, "pooling primitive_desc");
@@ -574,7 +577,7 @@ static bk_tensor_t *cpu_linear(bk_graph_t *bg, bk_tensor_t *bx, const float *wei
                                                     bias ? &bia : NULL, &dst),
            "inner_product_forward_desc_init") < 0)
         return NULL;
-    dnnl_primitive_attr_t a = attr_new(bg);
+    dnnl_primitive_attr_t a = cpu_attr_new(bg);
     dnnl_primitive_desc_t pd = NULL;
     if (a)
         dn(bg, dnnl_primitive_desc_create(&pd, &d, a, be_of(bg)->eng, NULL),
@@ -608,7 +611,7 @@ static bk_tensor_t *cpu_relu(bk_graph_t *bg, bk_tensor_t *bx, const int *out)
     if (dn(bg, dnnl_eltwise_forward_desc_init(&d, dnnl_forward_inference, dnnl_eltwise_relu,
                                               &x->md, 0.f, 0.f), "eltwise_forward_desc_init") < 0)
         return NULL;
-    dnnl_primitive_attr_t a = attr_new(bg);
+    dnnl_primitive_attr_t a = cpu_attr_new(bg);
     if (!a)
         return NULL;
     cpu_tensor_t *y = unary_step((cpu_graph_t *)bg, &d, a, x, out, "eltwise primitive_desc");
@@ -629,7 +632,7 @@ static bk_tensor_t *cpu_add(bk_graph_t *bg, bk_tensor_t *ba, bk_tensor_t *bb, in
     if (dn(bg, dnnl_binary_desc_init(&d, dnnl_binary_add, &a->md, &b->md, &dst),
            "binary_desc_init") < 0)
         return NULL;
-    dnnl_primitive_attr_t attr = attr_new(bg);
+    dnnl_primitive_attr_t attr = cpu_attr_new(bg);
     bk_postop_t po = BK_PO_RELU;
     dnnl_primitive_desc_t pd = NULL;
     if (attr && post_ops_attr(bg, attr, &po, relu ? 1 : 0) == 0)

@@ -20,4 +20,8 @@ typedef struct {
     size_t scratch_cap;
 } cpu_backend_t;
 
+/* A primitive attribute with a user scratchpad and strict fp32 math (NULL:
+ * the graph failed, with the reason). The caller destroys it. */
+dnnl_primitive_attr_t cpu_attr_new(bk_graph_t *g);
+
 #endif

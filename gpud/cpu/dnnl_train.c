@@ -78,23 +78,6 @@ static void prim_arg(prim_t *pr, int arg, dnnl_memory_t m)
     pr->args[pr->nargs++] = (dnnl_exec_arg_t){arg, m};
 }
 
-/* Attributes of every training primitive: strict fp32 math, and a
- * scratchpad we own (dnnl_priv.h says why). */
-static dnnl_primitive_attr_t attr_new(bk_graph_t *g)
-{
-    dnnl_primitive_attr_t a = NULL;
-    if (dn(g, dnnl_primitive_attr_create(&a), "attr_create") < 0)
-        return NULL;
-    if (dn(g, dnnl_primitive_attr_set_fpmath_mode(a, dnnl_fpmath_mode_strict),
-           "set_fpmath_mode") < 0 ||
-        dn(g, dnnl_primitive_attr_set_scratchpad_mode(a, dnnl_scratchpad_mode_user),
-           "set_scratchpad_mode") < 0) {
-        dnnl_primitive_attr_destroy(a);
-        return NULL;
-    }
-    return a;
-}
-
 /* The primitive of pd, with a scratchpad argument when it needs one. */
 static int prim_create(bk_graph_t *g, prim_t *pr, const_dnnl_primitive_desc_t pd,
                        const char *what)
@@ -116,7 +99,7 @@ static int prim_make(bk_graph_t *g, prim_t *pr, const_dnnl_op_desc_t d,
                      const_dnnl_primitive_desc_t hint, dnnl_primitive_desc_t *pd_out,
                      const char *what)
 {
-    dnnl_primitive_attr_t a = attr_new(g);
+    dnnl_primitive_attr_t a = cpu_attr_new(g);
     dnnl_primitive_desc_t pd = NULL;
     int ok = a && dn(g, dnnl_primitive_desc_create(&pd, d, a, cbe(g)->eng, hint), what) == 0 &&
              prim_create(g, pr, pd, what) == 0;
@@ -198,7 +181,7 @@ static int reorder_make(bk_graph_t *g, prim_t *pr, dnnl_memory_t from, dnnl_memo
     dnnl_primitive_desc_t pd = NULL;
     dnnl_memory_get_memory_desc(from, &a);
     dnnl_memory_get_memory_desc(to, &b);
-    dnnl_primitive_attr_t attr = attr_new(g);
+    dnnl_primitive_attr_t attr = cpu_attr_new(g);
     int ok = attr &&
              dn(g, dnnl_reorder_primitive_desc_create(&pd, a, cbe(g)->eng, b, cbe(g)->eng, attr),
                 "reorder") == 0 &&
