@@ -11,7 +11,7 @@
 #include "cli/train_opts.h"
 #include "common/clock.h"
 #include "proto/event.h"
-#include "proto/proto.h"
+#include "proto/messages.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * semantic rules shared with the encoder. Unknown keys are ignored so a
  * newer sender can add fields without breaking older receivers.
  */
-#include "proto/proto.h"
+#include "proto/codec.h"
 
 #include "proto/mp.h"
 

@@ -6,7 +6,7 @@
  * never emit what its peers would reject.
  */
 #include "common/log.h"
-#include "proto/proto.h"
+#include "proto/codec.h"
 
 #include "proto/mp.h"
 

@@ -2,14 +2,14 @@
  *
  * Two frames: the topic string and a msgpack map {"v": 1, <struct fields>}.
  * Keys are the struct field names; numeric arrays are little-endian bin as
- * in proto.h. The topic frame is the single source of the event kind (it
+ * in proto/messages.h. The topic frame is the single source of the event kind (it
  * is what SUB sockets filter on), so the map does not repeat it.
  */
 #include "common/log.h"
 #include "proto/event.h"
 
 #include "proto/mp.h"
-#include "proto/proto.h"
+#include "proto/messages.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

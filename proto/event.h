@@ -3,7 +3,7 @@
  * Each event is two frames: a topic string frame ("metric", "predictions",
  * "progress", "log", "worker", "end", "failed") and a msgpack map with "v" (version)
  * and the fields below (PROTOCOL.md documents each). Numeric arrays in
- * "predictions" travel as bin (little-endian), like proto.h.
+ * "predictions" travel as bin (little-endian), like proto/messages.h.
  */
 #ifndef DDP_EVENT_H
 #define DDP_EVENT_H

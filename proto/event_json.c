@@ -9,7 +9,7 @@
 #include "proto/event.h"
 
 #include "common/json.h"
-#include "proto/proto.h"
+#include "proto/messages.h"
 
 #include <math.h>
 #include <stdbool.h>

@@ -5,7 +5,7 @@
  * has checked key presence, types and bin sizes. Keeping them in one place
  * means a sender can never emit what a receiver rejects.
  */
-#include "proto/proto.h"
+#include "proto/codec.h"
 
 #include <inttypes.h>
 #include <math.h>

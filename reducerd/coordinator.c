@@ -9,6 +9,7 @@
 #include "reducerd/training.h"
 #include "reducerd/trust.h"
 #include "reducerd/watchdog.h"
+#include "proto/wire.h"
 
 #include <stdio.h>
 #include <string.h>

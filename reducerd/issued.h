@@ -13,7 +13,7 @@
 #ifndef DDP_REDUCERD_ISSUED_H
 #define DDP_REDUCERD_ISSUED_H
 
-#include "proto/proto.h"
+#include "proto/messages.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -10,7 +10,7 @@
 #include "common/zsecurity.h"
 #include "common/zsockopt.h"
 #include "proto/event.h"
-#include "proto/proto.h"
+#include "proto/wire.h"
 #include "common/clock.h"
 #include "reporterd/metrics_http.h"
 #include "reporterd/plot.h"

@@ -9,7 +9,7 @@
 
 #include "common/clock.h"
 #include "common/errbuf.h"
-#include "proto/proto.h" /* ddp_phase_t only */
+#include "proto/messages.h"
 #include "reporterd/chart.h"
 #include "reporterd/class_report.h"
 #include "reporterd/metrics_csv.h"

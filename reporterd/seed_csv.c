@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/proto.h" /* ddp_phase_t */
+#include "proto/messages.h"
 #include "common/atomic_file.h"
 
 const char *seed_csv_round(double v, int digits, char buf[40])

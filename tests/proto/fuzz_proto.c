@@ -10,7 +10,7 @@
  * encoder enforces the same rules) and decode again to the same type. */
 #include "common/log.h"
 #include "proto/event.h"
-#include "proto/proto.h"
+#include "proto/codec.h"
 
 #include <stdint.h>
 #include <stdlib.h>

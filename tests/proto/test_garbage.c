@@ -4,7 +4,7 @@
 #include "common/log.h"
 #include "tests/proto/check.h"
 #include "proto/event.h"
-#include "proto/proto.h"
+#include "proto/wire.h"
 
 #include <spawn.h>
 #include <stdlib.h>

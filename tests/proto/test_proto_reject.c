@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "tests/proto/check.h"
 #include "tests/proto/samples.h"
+#include "proto/codec.h"
 
 #include <stdlib.h>
 

@@ -4,6 +4,8 @@
 #include "common/log.h"
 #include "tests/proto/check.h"
 #include "tests/proto/samples.h"
+#include "proto/codec.h"
+#include "proto/wire.h"
 
 #include <stdlib.h>
 

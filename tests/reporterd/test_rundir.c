@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "proto/proto.h"
+#include "proto/messages.h"
 #include "reporterd/class_report.h"
 #include "reporterd/plot.h"
 #include "reporterd/rundir.h"
