@@ -27,7 +27,7 @@ static const option_t s_rows[] = {
                   "directory ({W}ranks-{bs}bs-{lr}lr-{m}m-{w}w.csv)"),
     OPTION_LONG(T, start_epoch, "start-epoch", "E", -1, 0, 1000000,
                 "a resumed run: keep metrics.csv rows of epochs < E from the earlier run, drop "
-                "the rest (they are redone); -1: not a resumed run"),
+                "the rest (they are redone)"),
     ZS_SECURITY_OPTIONS,
     OPTION_FLAG(T, verbose, "verbose", NULL),
     OPTION_END};
