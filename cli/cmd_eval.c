@@ -8,6 +8,8 @@
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/json.h"
+#include "reducerd/options.h"
+#include "reporterd/options.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -136,33 +138,56 @@ static int eval_parse(int argc, char **argv, eval_opts_t *o)
     return 0;
 }
 
+/* reducerd: the exact tally of this eval. */
+static int start_reducerd(job_t *j, const eval_opts_t *o)
+{
+    const job_endpoints_t *e = job_endpoints(j);
+    reducer_options_t r;
+    if (options_defaults(&reducer_options_table, &r) < 0)
+        return -1;
+    r.bind = e->reducer;
+    r.pub = e->pub;
+    r.workers = o->workers;
+    r.worker_timeout_s = o->worker_timeout_s;
+    r.stall_timeout_s = o->timeout_s;
+    r.predictions = o->predictions;
+    r.verbose = o->verbose;
+    argv_t a;
+    argv_init(&a, "reducerd");
+    if (argv_add_options(&a, &reducer_options_table, &r) < 0) {
+        argv_free(&a);
+        return -1;
+    }
+    return job_spawn(j, "reducerd", "reducerd", &a);
+}
+
+/* reporterd: the run directory, the tap and /metrics. */
+static int start_reporterd(job_t *j, const eval_opts_t *o)
+{
+    const job_endpoints_t *e = job_endpoints(j);
+    reporter_options_t r;
+    if (options_defaults(&reporter_options_table, &r) < 0)
+        return -1;
+    r.sub = e->pub;
+    r.reducer = e->reducer;
+    r.out = o->out;
+    r.tap = e->tap;
+    r.metrics_http = o->metrics_http;
+    argv_t a;
+    argv_init(&a, "reporterd");
+    if (argv_add_options(&a, &reporter_options_table, &r) < 0) {
+        argv_free(&a);
+        return -1;
+    }
+    return job_spawn(j, "reporterd", "reporterd", &a);
+}
+
 static int start_daemons(job_t *j, const eval_opts_t *o)
 {
     const job_endpoints_t *e = job_endpoints(j);
+    if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0)
+        return -1;
     argv_t a;
-    argv_init(&a, "reducerd");
-    argv_add(&a, "--bind", e->reducer);
-    argv_add(&a, "--pub", e->pub);
-    argv_addf(&a, "--workers", "%ld", o->workers);
-    argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
-    argv_addf(&a, "--stall-timeout", "%ld", o->timeout_s);
-    if (o->predictions)
-        argv_add(&a, "--predictions", NULL);
-    if (o->verbose)
-        argv_add(&a, "--verbose", NULL);
-    if (job_spawn(j, "reducerd", "reducerd", &a) < 0)
-        return -1;
-
-    argv_init(&a, "reporterd");
-    argv_add(&a, "--sub", e->pub);
-    argv_add(&a, "--reducer", e->reducer);
-    argv_add(&a, "--out", o->out);
-    argv_add(&a, "--tap", e->tap);
-    if (o->metrics_http)
-        argv_add(&a, "--metrics-http", o->metrics_http);
-    if (job_spawn(j, "reporterd", "reporterd", &a) < 0)
-        return -1;
-
     argv_init(&a, "loaderd");
     argv_add(&a, "--data", o->data);
     argv_add(&a, "--bind", e->loader);

@@ -12,6 +12,8 @@
 #include "common/clock.h"
 #include "proto/event.h"
 #include "proto/messages.h"
+#include "reducerd/options.h"
+#include "reporterd/options.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -41,49 +43,63 @@ static void path_in_out(const train_opts_t *o, const char *name, char *buf, size
     snprintf(buf, len, "%s/%s", o->out, name);
 }
 
+/* Spawns the daemon `name` with the options of opts (its table's struct). */
+static int spawn_with_options(job_t *j, const char *name, const option_table_t *table,
+                              const void *opts)
+{
+    argv_t a;
+    argv_init(&a, name);
+    if (argv_add_options(&a, table, opts) < 0) {
+        argv_free(&a);
+        return -1;
+    }
+    return job_spawn(j, name, name, &a);
+}
+
+/* reducerd: the coordinator (epochs, early stop) and the exact tallies. */
 static int start_reducerd(job_t *j, const train_opts_t *o)
 {
     const job_endpoints_t *e = job_endpoints(j);
-    argv_t a;
-    argv_init(&a, "reducerd");
-    argv_add(&a, "--bind", e->reducer);
-    argv_add(&a, "--pub", e->pub);
-    argv_add(&a, "--train", NULL);
-    argv_addf(&a, "--workers", "%ld", o->workers);
-    argv_addf(&a, "--epochs", "%ld", o->epochs);
-    argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
-    argv_addf(&a, "--stall-timeout", "%ld", o->timeout_s);
-    argv_addf(&a, "--target-accuracy", "%.17g", o->target_accuracy);
-    argv_addf(&a, "--patience", "%ld", o->patience);
-    argv_add(&a, "--resume-dir", o->out);
-    if (!o->val)
-        argv_add(&a, "--no-val", NULL);
+    reducer_options_t r;
+    if (options_defaults(&reducer_options_table, &r) < 0)
+        return -1;
+    r.bind = e->reducer;
+    r.pub = e->pub;
+    r.train = 1;
+    r.workers = o->workers;
+    r.epochs = o->epochs;
+    r.worker_timeout_s = o->worker_timeout_s;
+    r.stall_timeout_s = o->timeout_s;
+    r.target_accuracy = o->target_accuracy;
+    r.patience = o->patience;
+    r.resume_dir = o->out;
+    r.no_val = !o->val;
     if (o->resuming) {
-        argv_addf(&a, "--start-epoch", "%ld", o->resume.epoch);
-        argv_addf(&a, "--streak", "%ld", o->resume.streak);
+        r.start_epoch = o->resume.epoch;
+        r.streak = o->resume.streak;
     }
-    if (o->verbose)
-        argv_add(&a, "--verbose", NULL);
-    return job_spawn(j, "reducerd", "reducerd", &a);
+    r.verbose = o->verbose;
+    return spawn_with_options(j, "reducerd", &reducer_options_table, &r);
 }
 
+/* reporterd: the run directory, the seed course's CSV, the tap, /metrics. */
 static int start_reporterd(job_t *j, const train_opts_t *o)
 {
     const job_endpoints_t *e = job_endpoints(j);
     char csv[256];
     train_seed_csv_name(o, csv, sizeof csv);
-    argv_t a;
-    argv_init(&a, "reporterd");
-    argv_add(&a, "--sub", e->pub);
-    argv_add(&a, "--reducer", e->reducer);
-    argv_add(&a, "--out", o->out);
-    argv_add(&a, "--tap", e->tap);
-    argv_add(&a, "--seed-csv", csv);
+    reporter_options_t r;
+    if (options_defaults(&reporter_options_table, &r) < 0)
+        return -1;
+    r.sub = e->pub;
+    r.reducer = e->reducer;
+    r.out = o->out;
+    r.tap = e->tap;
+    r.seed_csv = csv;
     if (o->resuming) /* its metrics.csv rows of the epochs before E stay */
-        argv_addf(&a, "--start-epoch", "%ld", o->resume.epoch);
-    if (o->metrics_http)
-        argv_add(&a, "--metrics-http", o->metrics_http);
-    return job_spawn(j, "reporterd", "reporterd", &a);
+        r.start_epoch = o->resume.epoch;
+    r.metrics_http = o->metrics_http;
+    return spawn_with_options(j, "reporterd", &reporter_options_table, &r);
 }
 
 static void add_transform(argv_t *a, const train_opts_t *o)
