@@ -1,6 +1,7 @@
 #include "cli/train_opts.h"
 #include "cli/daemon_defaults.h"
 
+#include "common/errbuf.h"
 #include "common/flags.h"
 #include "common/safetensors.h"
 
@@ -373,7 +374,7 @@ static int meta_long(const safetensors_t *st, const char *key, long *out, char *
     errno = 0;
     long x = v ? strtol(v, &end, 10) : 0;
     if (!v || end == v || *end || errno || x < 0) {
-        snprintf(err, errlen, "%s: metadata %s is %s%s%s (a checkpoint written by ddpipe train "
+        err_set(err, errlen, "%s: metadata %s is %s%s%s (a checkpoint written by ddpipe train "
                  "has it)", safetensors_path(st), key, v ? "'" : "missing", v ? v : "", v ? "'" : "");
         return -1;
     }
@@ -406,7 +407,7 @@ int train_resume_read(const char *dir, train_resume_t *r, char *err, size_t errl
         r->start_step = r->step - r->epoch * r->steps_per_epoch;
         if (r->steps_per_epoch < 1 || r->global_batch < 1 || r->start_step < 0 ||
             r->start_step >= r->steps_per_epoch)
-            snprintf(err, errlen, "%s: inconsistent metadata: step %ld at epoch %ld with %ld steps per "
+            err_set(err, errlen, "%s: inconsistent metadata: step %ld at epoch %ld with %ld steps per "
                      "epoch, global batch %ld", r->file, r->step, r->epoch, r->steps_per_epoch,
                      r->global_batch);
         else

@@ -1,6 +1,7 @@
 /* wire — send and receive ddpipe messages on ZeroMQ sockets. */
 #include "proto/wire.h"
 
+#include "common/errbuf.h"
 #include "common/log.h"
 #include "proto/codec.h"
 #include "proto/ratelog.h"
@@ -75,13 +76,13 @@ int proto_recv(void *sock, zframe_t **route, ddp_msg_t *out, proto_stats_t *stat
     if (stats)
         stats->received++;
     zframe_t *id = route ? zmsg_pop(zmsg) : NULL;
-    char why[256];
+    char err[256];
     int rc;
     if (route && !id) {
-        snprintf(why, sizeof why, "empty message (no identity frame)");
+        err_set(err, sizeof err, "empty message (no identity frame)");
         rc = -1;
     } else {
-        rc = proto_decode(zmsg, out, why, sizeof why);
+        rc = proto_decode(zmsg, out, err, sizeof err);
     }
     zmsg_destroy(&zmsg);
     if (rc == 0) {
@@ -92,13 +93,13 @@ int proto_recv(void *sock, zframe_t **route, ddp_msg_t *out, proto_stats_t *stat
     char hex[80];
     hex_identity(id, hex, sizeof hex);
     uint64_t held = 0;
-    if (ratelog_allow(sock, hex, why, &held)) {
+    if (ratelog_allow(sock, hex, err, &held)) {
         if (held)
             log_warn("rejected %s (from %s; %llu other reject lines held back before this one)",
-                     why, hex,
+                     err, hex,
                      (unsigned long long)held);
         else
-            log_warn("rejected %s (from %s)", why, hex);
+            log_warn("rejected %s (from %s)", err, hex);
     }
     if (stats)
         stats->rejected++;

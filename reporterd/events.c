@@ -2,6 +2,7 @@
 #include "reporterd/events.h"
 
 #include "common/clock.h"
+#include "common/errbuf.h"
 #include "common/log.h"
 #include "proto/event.h"
 #include "proto/wire.h"
@@ -29,7 +30,7 @@ static void on_end(reporter_t *self, const ev_end_t *end)
             code = 1;
         } else if (self->write_error[0]) {
             /* finished, but a file written during the run was lost: say so */
-            snprintf(err, sizeof err, "%s", self->write_error);
+            err_set(err, sizeof err, "%s", self->write_error);
             log_error("the run directory %s is incomplete: %s", out, err);
             code = 1;
         } else {
