@@ -16,7 +16,7 @@
 #include "gpud/daemon_heartbeat.h"
 #include "gpud/daemon_train.h"
 #include "gpud/model.h"
-#include "proto/proto.h"
+#include "proto/wire.h"
 
 #include <getopt.h>
 #include <limits.h>

@@ -2,6 +2,7 @@
 
 #include "common/log.h"
 #include "loaderd/reducer_link.h"
+#include "proto/wire.h"
 
 #include <stdlib.h>
 #include <string.h>

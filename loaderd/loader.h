@@ -31,7 +31,8 @@
 #include "loaderd/sampler.h"
 #include "loaderd/step_window.h"
 #include "loaderd/transform.h"
-#include "proto/proto.h"
+#include "proto/messages.h"
+#include "proto/wire.h"
 
 #include <czmq.h>
 #include <stdbool.h>

@@ -3,7 +3,7 @@
 
 #include "common/flags.h"
 #include "common/zsecurity.h"
-#include "proto/proto.h"
+#include "proto/messages.h"
 
 #include <limits.h>
 #include <stdbool.h>
@@ -20,20 +20,20 @@ static const option_t s_rows[] = {
                   "reducerd's ROUTER (plan and failed samples go there)"),
     OPTION_LONG(T, batch_size, "batch-size", "N", 64, 1, DDP_MAX_BATCH,
                 "samples per batch (training: per worker)"),
-    OPTION_LONG(T, threads, "threads", "N", 0, 0, 1024, "decode threads; 0: all cores"),
+    OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024, "decode threads (default: all cores)"),
     OPTION_LONG(T, prefetch, "prefetch", "N", 4, 1, LOADER_MAX_READY,
                 "batches decoded ahead (bounds memory)"),
-    OPTION_LONG(T, resize, "resize", "N", 0, 0, 16384,
-                "resize the shorter side to N (PIL bilinear + antialias); 0: no resize"),
+    OPTION_LONG(T, resize, "resize", "N", 0, 1, 16384,
+                "resize the shorter side to N (PIL bilinear + antialias)"),
     OPTION_STRING(T, crop, "crop", "N|HxW", NULL,
                   "center crop (training: also the RandomResizedCrop size)"),
-    OPTION_LONG(T, channels, "channels", "1|3", 0, 0, 3,
-                "channels the model wants (gray<->RGB as torchvision); 0: the dataset's (1 for "
-                "idx:, else 3)"),
+    OPTION_LONG(T, channels, "channels", "1|3", 0, 1, 3,
+                "channels the model wants (gray<->RGB as torchvision; default 1 for idx:, else "
+                "3)"),
     OPTION_FLAG(T, no_dct_scaling, "no-dct-scaling",
                 "decode JPEGs at full size before resizing (exact PIL parity)"),
-    OPTION_LONG(T, limit, "limit", "N", -1, -1, (long)1 << 40,
-                "use only the first N samples of the dataset(s); -1: all"),
+    OPTION_LONG(T, limit, "limit", "N", -1, 0, (long)1 << 40,
+                "use only the first N samples of the dataset(s)"),
     OPTION_FLAG(T, predictions, "predictions",
                 "send sample paths to reducerd (for predictions.csv)"),
     OPTION_LONG(T, worker_timeout_s, "worker-timeout", "S", 10, 1, 86400,
@@ -44,14 +44,14 @@ static const option_t s_rows[] = {
     OPTION_FLAG(T, train, "train", "train: epochs of global steps sharded over the ranks"),
     OPTION_STRING(T, val, "val", "PATH", NULL, "validation set, eval transform, after each epoch"),
     OPTION_LONG(T, workers, "workers", "W", 1, 1, 4096, "ranks"),
-    OPTION_LONG(T, global_batch, "global-batch-size", "G", 0, 0, (long)1 << 40,
-                "samples per global step; 0: --batch-size * W"),
+    OPTION_LONG(T, global_batch, "global-batch-size", "G", 0, 1, (long)1 << 40,
+                "samples per global step (default --batch-size * W)"),
     OPTION_LONG(T, epochs, "epochs", "E", 1, 1, 1000000, "most epochs (reducerd decides the stop)"),
     OPTION_LONG(T, seed, "seed", "S", 0, 0, LONG_MAX, "shuffle and augmentation seed"),
     OPTION_STRING(T, augment, "augment", "none|flip|crop-flip", NULL,
                   "train transforms (default crop-flip, none for idx:)"),
     OPTION_DOUBLE(T, rotate, "rotate", "DEG", 0, 0, 360,
-                  "RandomRotation((-DEG, DEG)) after the other transforms; 0: none"),
+                  "RandomRotation((-DEG, DEG)) after the other transforms"),
     OPTION_LONG(T, start_epoch, "start-epoch", "E", 0, 0, 1000000, "resume: first epoch"),
     OPTION_LONG(T, start_step, "start-step", "K", 0, 0, (long)1 << 40,
                 "resume: first global step of the first epoch"),

@@ -17,6 +17,8 @@ typedef enum {
     LOADER_AUGMENT_CROP_FLIP = 2
 } loader_augment_t;
 
+/* A default outside its row's range is a sentinel (common/options.h): the
+ * option was not given and loaderd derives the value, as said beside it. */
 typedef struct {
     const char *data;          /* ImageFolder directory or idx:PREFIX */
     const char *bind;          /* ROUTER: gpud workers */

@@ -3,6 +3,8 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "loaderd/workers.h"
+#include "proto/messages.h"
+#include "proto/wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
 #ifndef DDP_LOADERD_STEP_WINDOW_H
 #define DDP_LOADERD_STEP_WINDOW_H
 
-#include "proto/proto.h"
+#include "proto/messages.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -3,6 +3,7 @@
 #include "common/errbuf.h"
 #include "common/log.h"
 #include "loaderd/reducer_link.h"
+#include "proto/wire.h"
 
 #include <stdlib.h>
 #include <string.h>

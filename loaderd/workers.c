@@ -1,7 +1,9 @@
 #include "loaderd/workers.h"
 
 #include "common/log.h"
+#include "proto/messages.h"
 #include "proto/ratelog.h"
+#include "proto/wire.h"
 
 #include <stdlib.h>
 #include <string.h>

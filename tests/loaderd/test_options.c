@@ -89,7 +89,12 @@ static void test_errors(void)
     REFUSED(BASE "--batch-size 65537", "--batch-size: 65537 is out of range [1, 65536]");
     REFUSED(BASE "--prefetch 65", "--prefetch: 65 is out of range [1, 64]");
     REFUSED(BASE "--worker-timeout 0", "--worker-timeout: 0 is out of range [1, 86400]");
-    REFUSED(BASE "--threads 1025", "--threads: 1025 is out of range");
+    REFUSED(BASE "--threads 1025", "--threads: 1025 is out of range [1, 1024]");
+    /* the sentinel defaults are not values one can give */
+    REFUSED(BASE "--threads 0", "--threads: 0 is out of range [1, 1024]");
+    REFUSED(BASE "--limit -1", "--limit: -1 is out of range [0, 1099511627776]");
+    REFUSED(BASE "--channels 0", "--channels: 0 is out of range [1, 3]");
+    REFUSED(BASE "--train --global-batch-size 0", "--global-batch-size: 0 is out of range");
     REFUSED(BASE "--resize x", "--resize: 'x' is not an integer");
     REFUSED(BASE "--channels 2", "--channels: 1 or 3");
     REFUSED(BASE "--crop 0", "--crop: 0 is out of range [1, 16384]");
@@ -99,6 +104,7 @@ static void test_errors(void)
     REFUSED(BASE "--train --epochs 2 --start-epoch 2", "--start-epoch 2 is not below --epochs 2");
     REFUSED(BASE "--train --global-batch-size 65537", "gives shards over 65536 samples");
     CHECK(parse_words(BASE "--train --global-batch-size 131072 --workers 2", &o) == 0);
+    CHECK(parse_words(BASE "--limit 0 --resize 1", &o) == 0 && o.limit == 0 && o.resize == 1);
     /* given without --train, whatever the value, however spelled */
     REFUSED(BASE "--seed 0", "need --train");
     REFUSED(BASE "--epo 2", "need --train");
@@ -127,6 +133,9 @@ static void test_usage_names_every_option(void)
         options++;
     }
     CHECK(options == 26); /* 24 of loaderd's own, --curve-dir and --insecure */
+    /* a sentinel default is said in words, never as its number */
+    CHECK(strstr(text, "decode threads (default: all cores)\n") != NULL);
+    CHECK(strstr(text, "(default 0)\n  --prefetch") == NULL);
     free(text);
 }
 
