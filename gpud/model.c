@@ -140,7 +140,7 @@ model_t *model_new(const model_opts_t *o, const char *backend, const char *weigh
     }
     m->opts = *o;
     m->opts.arch = NULL;
-    m->state = m->arch->load(o, st, &m->info, err, errlen);
+    m->state = m->arch->load(o, &(wl_source_t){.file = st}, &m->info, err, errlen);
     int unfolded = o->train || !m->arch->build;   /* inference on unfolded weights too */
     if (m->state && unfolded)
         m->ps = pstore_load(st, err, errlen);
@@ -862,7 +862,7 @@ int model_sync_eval(model_t *m, char *err, size_t errlen)
     model_opts_t o = m->opts;
     o.arch = m->arch->name;
     arch_info_t info;
-    void *state = m->arch->load(&o, st, &info, err, errlen);
+    void *state = m->arch->load(&o, &(wl_source_t){.file = st}, &info, err, errlen);
     safetensors_destroy(&st);
     if (!state)
         return -1;
