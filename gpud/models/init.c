@@ -226,7 +226,7 @@ safetensors_t *init_weights(const arch_t *arch, const model_opts_t *o, uint64_t 
         st = build_image(&rec, pol, seed, err, errlen);
     else if (state)
         err_set(err, errlen, "%s: could not list the initial tensors (out of memory?)",
-                 arch->name);
+                arch->name);
     wl_record_free(&rec);
     return st;
 }

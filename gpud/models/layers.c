@@ -353,7 +353,7 @@ static int pentry_load(pentry_t *e, const st_tensor_t *t, char *err, size_t errl
     }
     if (st_tensor_to_f32(t, e->w, e->n) < 0) {
         err_set(err, errlen, "%s: dtype %s is not a float type (F32, F16, BF16, F64)",
-                 t->name, st_dtype_name(t->dtype));
+                t->name, st_dtype_name(t->dtype));
         return -1;
     }
     return 0;

@@ -8,7 +8,7 @@
 
 #include "common/safetensors.h"
 #include "gpud/backend.h"
-#include "gpud/model.h"
+#include "gpud/model_opts.h"
 
 /* ------------------------------------------------ init (record) mode
  *
