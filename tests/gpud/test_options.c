@@ -5,7 +5,9 @@
  * defaults). */
 #include "gpud/options.h"
 
+#include "tests/common/argv_words.h"
 #include "tests/common/emitted_argv.h"
+#include "tests/common/usage_text.h"
 #include "tests/proto/check.h"
 
 #include <math.h>
@@ -17,15 +19,8 @@
 
 static int parse_words(const char *words, gpud_options_t *o)
 {
-    static char line[2048];
     char *argv[96];
-    int argc = 0;
-    snprintf(line, sizeof line, "%s", words);
-    argv[argc++] = "gpud";
-    for (char *save = NULL, *w = strtok_r(line, " ", &save); w && argc < 95;
-         w = strtok_r(NULL, " ", &save))
-        argv[argc++] = w;
-    argv[argc] = NULL;
+    int argc = argv_words("gpud", words, argv, 96);
     memset(o, 0, sizeof *o);
     return gpud_options_parse(o, argc, argv);
 }
@@ -115,20 +110,9 @@ static void test_errors(void)
 
 static void test_usage_names_every_option(void)
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    options_usage(&gpud_options_table, f);
-    fclose(f);
-    int options = 0;
-    for (const option_t *opt = gpud_options_table.rows; opt->type != OPTION_TYPE_END; opt++) {
-        if (opt->type == OPTION_TYPE_SECTION)
-            continue;
-        char flag[64];
-        snprintf(flag, sizeof flag, "\n  --%s", opt->name);
-        CHECK_MSG(strstr(text, flag) != NULL, "usage lacks --%s", opt->name);
-        options++;
-    }
+    int options, unnamed;
+    char *text = usage_text(&gpud_options_table, &options, &unnamed);
+    CHECK(unnamed == 0);
     CHECK(options == 53); /* 51 of gpud's own, --curve-dir and --insecure */
     CHECK(strstr(text, "(default nan)") == NULL); /* an unset default shows none */
     free(text);
