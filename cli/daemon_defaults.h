@@ -3,7 +3,7 @@
  * the cores, the model's input (channels, loaderd's resize/crop) and
  * loaderd's prefetch depth. One place, so an eval and a training run of the
  * same model see the same images. Header-only: both commands and
- * train_opts.c (also linked alone into test_train_opts) include it. */
+ * train_options.c (also linked alone into tests/cli test_cli_train_options) include it. */
 #ifndef DDP_CLI_DAEMON_DEFAULTS_H
 #define DDP_CLI_DAEMON_DEFAULTS_H
 #include <stdbool.h>

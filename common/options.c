@@ -229,10 +229,15 @@ void options_default_text(const option_t *opt, char *buf, size_t cap)
     buf[0] = '\0';
     if (!has_field(opt))
         return;
-    if (opt->type == OPTION_TYPE_LONG)
-        snprintf(buf, cap, "%ld", opt->long_default);
-    else if (opt->type == OPTION_TYPE_DOUBLE && !isnan(opt->double_default))
-        snprintf(buf, cap, "%g", opt->double_default);
+    /* a default outside the range is a sentinel ("derived, see the help"):
+     * no number to show */
+    if (opt->type == OPTION_TYPE_LONG) {
+        if (opt->long_default >= opt->long_lo && opt->long_default <= opt->long_hi)
+            snprintf(buf, cap, "%ld", opt->long_default);
+    } else if (opt->type == OPTION_TYPE_DOUBLE) {
+        if (opt->double_default >= opt->lo && opt->double_default <= opt->hi)
+            snprintf(buf, cap, "%g", opt->double_default);
+    }
     else if (opt->type != OPTION_TYPE_FLAG && opt->text_default)
         snprintf(buf, cap, "%s", opt->text_default);
 }
@@ -311,7 +316,7 @@ static bool differs_from_default(const option_t *opt, const void *opts)
     case OPTION_TYPE_LONG: return *(const long *)in != opt->long_default;
     case OPTION_TYPE_DOUBLE: {
         double v = *(const double *)in;
-        return !(v == opt->double_default) && !(isnan(v) && isnan(opt->double_default));
+        return isnan(v) ? !isnan(opt->double_default) : v != opt->double_default;
     }
     case OPTION_TYPE_STRINGS: return ((const option_strings_t *)in)->n > 0;
     case OPTION_TYPE_STRING: {

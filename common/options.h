@@ -24,12 +24,17 @@
  *       OPTION_END};
  *   const option_table_t my_table = {"prog", "--bind EP [options]", s_rows};
  *
+ * A default outside the row's range (a long, or a double; NAN for a double)
+ * is a sentinel: "not given, the program derives it" (the help says how).
+ * The usage shows no default for it, options_emit passes it on only when
+ * the value differs (NAN equals NAN), and the program tests the field
+ * against the sentinel.
+ *
  * Field types (checked at compile time by the row macros): a flag fills an
  * int (0, or 1 when given), a long a long, a double a double, a string a
  * const char * (pointing into argv or at the default), a list of doubles an
  * option_doubles_t, a list of integers an option_ints_t and a repeatable
- * string (each use adds one) an option_strings_t. A double whose default is
- * NAN has none: unset, the program chooses (e.g. by another option).
+ * string (each use adds one) an option_strings_t.
  */
 #ifndef DDP_OPTIONS_H
 #define DDP_OPTIONS_H

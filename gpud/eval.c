@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "proto/wire.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
+#include "proto/wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,8 +173,8 @@ int gpud_check_batch_shape(gpud_t *self, const ddp_batch_t *batch)
     int want_c = model_in_channels(self->model), h = 0, w = 0;
     const char *arch = self->options.model;
     if (batch->c != want_c) {
-        log_error("loaderd sends %u-channel images but %s wants %d: start loaderd with --channels %d",
-                  batch->c, arch, want_c, want_c);
+        log_error("loaderd sends %u-channel images but %s wants %d: start loaderd with "
+                  "--channels %d", batch->c, arch, want_c, want_c);
         return -1;
     }
     if (model_input_hw(self->model, &h, &w) && (batch->h != h || batch->w != w)) {

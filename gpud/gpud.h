@@ -26,7 +26,8 @@
 #include "gpud/options.h"
 #include "gpud/ring.h"
 #include "gpud/trainer.h"
-#include "proto/proto.h"
+#include "proto/messages.h"
+#include "proto/wire.h"
 
 typedef struct gpud {
     gpud_options_t options;

@@ -2,7 +2,7 @@
 
 #include "common/log.h"
 #include "common/zsecurity.h"
-#include "proto/proto.h"
+#include "proto/wire.h"
 
 #include <string.h>
 

@@ -7,6 +7,7 @@
 #include "common/zsockopt.h"
 #include "gpud/eval.h"
 #include "gpud/train.h"
+#include "proto/wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,8 @@ static ddp_msg_t join_message(const gpud_t *self)
     gethostname(j.u.join.host, sizeof j.u.join.host - 1);
     snprintf(j.u.join.name, sizeof j.u.join.name, "%s", self->name);
     snprintf(j.u.join.backend, sizeof j.u.join.backend, "%s", self->options.backend);
-    snprintf(j.u.join.ring, sizeof j.u.join.ring, "%s", self->ring_endpoint); /* "" unless --train */
+    /* "" unless --train */
+    snprintf(j.u.join.ring, sizeof j.u.join.ring, "%s", self->ring_endpoint);
     return j;
 }
 

@@ -55,8 +55,8 @@ model_t *model_new(const model_opts_t *o, const char *backend, const char *weigh
     }
     m->arch = arch_find(o->arch);
     m->mb = o->micro_batch ? o->micro_batch : MODEL_DEFAULT_MICRO_BATCH;
-    safetensors_t *st = !weights_path && o->init
-                            ? init_weights(m->arch, o, o->init_seed, err, errlen)   /* models/init.c */
+    safetensors_t *st = !weights_path && o->init   /* models/init.c */
+                            ? init_weights(m->arch, o, o->init_seed, err, errlen)
                             : safetensors_open(weights_path, err, errlen);
     if (!st) {
         model_destroy(&m);

@@ -3,7 +3,7 @@
 
 #include "common/zsecurity.h"
 #include "gpud/optim/optim.h"
-#include "proto/proto.h"
+#include "proto/messages.h"
 
 #include <limits.h>
 #include <math.h>
@@ -23,14 +23,15 @@ static const option_t s_rows[] = {
     OPTION_INTS(T, channels, "channels", "a,b,c,d", "16,160,320,640", 4, 4, 0, INT_MAX,
                 "WideResNet widths"),
     OPTION_LONG(T, num_classes, "num-classes", "N", 0, 1, DDP_MAX_CLASSES,
-                "classes; 0: from the weights"),
+                "classes (default: from the weights)"),
     OPTION_LONG(T, in_channels, "in-channels", "N", 0, 1, 3,
-                "model input channels; 0: the architecture's"),
-    OPTION_STRING(T, backend, "backend", "NAME", "cpu", "compute backend (cuda when built with it)"),
-    OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024, "compute threads; 0: all cores"),
+                "model input channels (default: the architecture's)"),
+    OPTION_STRING(T, backend, "backend", "NAME", "cpu",
+                  "compute backend (cuda when built with it)"),
+    OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024, "compute threads (default: all cores)"),
     OPTION_LONG(T, micro_batch, "micro-batch", "N", 0, 1, 4096,
-                "samples per forward pass, the same on every worker of a job; 0: the model's "
-                "default (16)"),
+                "samples per forward pass, the same on every worker of a job (default: the "
+                "model's, 16)"),
     OPTION_DOUBLES(T, mean, "mean", "a,b,c", NULL, 1, 4, -1e30, 1e30,
                    "normalisation mean per channel (default: the architecture's)"),
     OPTION_DOUBLES(T, std, "std", "a,b,c", NULL, 1, 4, -1e30, 1e30,
@@ -38,12 +39,12 @@ static const option_t s_rows[] = {
     OPTION_STRING(T, normalize, "normalize", "none|imagenet", NULL,
                   "ImageNet statistics or plain ToTensor (default: the architecture's)"),
     OPTION_LONG(T, window, "window", "N", 2, 1, 64, "batches in flight to this worker"),
-    OPTION_LONG(T, rank, "rank", "N", -1, 0, 65535, "ask reducerd for this rank; -1: any"),
+    OPTION_LONG(T, rank, "rank", "N", -1, 0, 65535, "ask reducerd for this rank (default: any)"),
     OPTION_STRING(T, name, "name", "NAME", NULL, "worker name (default gpud-HOST-PID)"),
     OPTION_LONG(T, join_timeout_s, "join-timeout", "S", 60, 1, 86400,
                 "give up when reducerd does not answer"),
     OPTION_LONG(T, fault_after, "fault-after", "N", -1, 0, 1L << 40,
-                "test hook: die without answering the batch after N; -1 off"),
+                "test hook: die without answering the batch after N (default: off)"),
     OPTION_FLAG(T, verbose, "verbose", NULL),
     OPTION_SECTION("training (--train; see docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train", "one data-parallel rank of a training job"),
@@ -63,13 +64,15 @@ static const option_t s_rows[] = {
                 "biases and BatchNorm weights get no weight decay"),
     OPTION_STRING(T, lr_schedule, "lr-schedule", "none|step|cosine", "none",
                   "learning-rate schedule after the warmup"),
-    OPTION_LONG(T, step_size, "step-size", "N", 0, 1, 1000000, "step schedule: epochs per decay"),
+    OPTION_LONG(T, step_size, "step-size", "N", 0, 1, 1000000,
+                "step schedule: epochs per decay (needed by --lr-schedule step)"),
     OPTION_DOUBLE(T, gamma, "gamma", "G", 0.1, 0, 1e6, "step schedule: the decay factor"),
-    OPTION_LONG(T, t_max, "t-max", "N", 0, 1, 1000000, "cosine schedule: epochs of the cosine"),
+    OPTION_LONG(T, t_max, "t-max", "N", 0, 1, 1000000,
+                "cosine schedule: epochs of the cosine (needed by --lr-schedule cosine)"),
     OPTION_DOUBLE(T, eta_min, "eta-min", "LR", 0, 0, 1e6, "cosine schedule: the lowest lr"),
     OPTION_LONG(T, warmup_epochs, "warmup-epochs", "N", 0, 0, 1000000, "linear warmup epochs"),
     OPTION_DOUBLE(T, warmup_start_factor, "warmup-start-factor", "F", 0, 1e-12, 1,
-                  "lr factor of the warmup's first epoch; 0: 1/3"),
+                  "lr factor of the warmup's first epoch (default 1/3)"),
     OPTION_DOUBLE(T, label_smoothing, "label-smoothing", "E", 0, 0, 1,
                   "CrossEntropyLoss label smoothing"),
     OPTION_FLAG(T, sync_bn, "sync-bn", "SyncBatchNorm over the ranks"),
@@ -89,9 +92,9 @@ static const option_t s_rows[] = {
                   "rank 0 writes the final weights (loadable by --weights)"),
     OPTION_STRING(T, resume, "resume", "FILE", NULL, "continue from a checkpoint (every rank)"),
     OPTION_LONG(T, global_batch, "global-batch-size", "G", 0, 1, 1L << 31,
-                "recorded in checkpoints; 0: inferred"),
+                "recorded in checkpoints (default: inferred)"),
     OPTION_LONG(T, fault_at_step, "fault-at-step", "S", -1, 0, LONG_MAX,
-                "test hook: SIGKILL before train step S; -1 off"),
+                "test hook: SIGKILL before train step S (default: off)"),
     ZS_SECURITY_OPTIONS,
     OPTION_END};
 #undef T

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/zsecurity.h"
 #include "common/zsockopt.h"
+#include "proto/wire.h"
 
 #include <math.h>
 #include <signal.h>
@@ -127,7 +128,8 @@ int train_start(gpud_t *self)
 {
     char err[1024];
     if (!self->welcome_train) {
-        log_error("gpud --train joined a reducerd that is not training: start reducerd with --train");
+        log_error("gpud --train joined a reducerd that is not training: start reducerd with "
+                  "--train");
         return -1;
     }
     if (allreduce_connect(self->ring, self->rank, self->world, self->next_ring, err,

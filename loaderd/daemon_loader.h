@@ -17,7 +17,7 @@
 #include "loaderd/pool.h"
 #include "loaderd/sampler.h"
 #include "loaderd/transform.h"
-#include "proto/proto.h"
+#include "proto/wire.h"
 
 #include <czmq.h>
 #include <stdbool.h>

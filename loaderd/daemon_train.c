@@ -6,6 +6,7 @@
  * freed once every rank has its shard, and at most `depth` steps are held. */
 #include "common/log.h"
 #include "loaderd/daemon_loader.h"
+#include "proto/wire.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -15,6 +15,7 @@
 #include "common/zsockopt.h"
 #include "loaderd/daemon_loader.h"
 #include "proto/ratelog.h"
+#include "proto/wire.h"
 
 #include <getopt.h>
 #include <limits.h>
