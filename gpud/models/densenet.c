@@ -128,11 +128,11 @@ static int need_all(densenet_t *d, wloader_t *wl, const model_opts_t *o)
     return need_classifier(d, wl, o);
 }
 
-static void *densenet_load(const model_opts_t *o, const safetensors_t *st, arch_info_t *info,
+static void *densenet_load(const model_opts_t *o, const wl_source_t *src, arch_info_t *info,
                            char *err, size_t errlen)
 {
     densenet_t *d = calloc(1, sizeof *d);
-    wloader_t *wl = wloader_new(st, "densenet121", "check --model");
+    wloader_t *wl = wloader_new(src, "densenet121", "check --model");
     if (!d || !wl) {
         snprintf(err, errlen, "densenet121: out of memory");
         free(d);

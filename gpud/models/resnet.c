@@ -95,12 +95,12 @@ static int load_fc(resnet_t *r, wloader_t *wl, const model_opts_t *o)
     return r->fc_b ? 0 : -1;
 }
 
-static void *resnet_load(const model_opts_t *o, const safetensors_t *st, arch_info_t *info,
+static void *resnet_load(const model_opts_t *o, const wl_source_t *src, arch_info_t *info,
                          const int layers[4], int bottleneck, const char *name, char *err,
                          size_t errlen)
 {
     resnet_t *r = calloc(1, sizeof *r);
-    wloader_t *wl = wloader_new(st, name, "check --model");
+    wloader_t *wl = wloader_new(src, name, "check --model");
     if (!r || !wl) {
         snprintf(err, errlen, "%s: out of memory", name);
         free(r);
@@ -178,25 +178,25 @@ static bk_tensor_t *resnet_build(const void *state, bk_graph_t *g, bk_tensor_t *
     return bk_linear(g, t, r->classes, r->fc_w, r->fc_b);
 }
 
-static void *resnet18_load(const model_opts_t *o, const safetensors_t *st, arch_info_t *info,
+static void *resnet18_load(const model_opts_t *o, const wl_source_t *src, arch_info_t *info,
                            char *err, size_t errlen)
 {
     static const int layers[4] = {2, 2, 2, 2};
-    return resnet_load(o, st, info, layers, 0, "resnet18", err, errlen);
+    return resnet_load(o, src, info, layers, 0, "resnet18", err, errlen);
 }
 
-static void *resnet34_load(const model_opts_t *o, const safetensors_t *st, arch_info_t *info,
+static void *resnet34_load(const model_opts_t *o, const wl_source_t *src, arch_info_t *info,
                            char *err, size_t errlen)
 {
     static const int layers[4] = {3, 4, 6, 3};
-    return resnet_load(o, st, info, layers, 0, "resnet34", err, errlen);
+    return resnet_load(o, src, info, layers, 0, "resnet34", err, errlen);
 }
 
-static void *resnet50_load(const model_opts_t *o, const safetensors_t *st, arch_info_t *info,
+static void *resnet50_load(const model_opts_t *o, const wl_source_t *src, arch_info_t *info,
                            char *err, size_t errlen)
 {
     static const int layers[4] = {3, 4, 6, 3};
-    return resnet_load(o, st, info, layers, 1, "resnet50", err, errlen);
+    return resnet_load(o, src, info, layers, 1, "resnet50", err, errlen);
 }
 
 /* ------------------------------------------------------------ training */

@@ -113,11 +113,11 @@ static int channels_from_opts(wrn_t *r, const model_opts_t *o, char *err, size_t
     return 0;
 }
 
-static void *wrn_load(const model_opts_t *o, const safetensors_t *st, arch_info_t *info,
+static void *wrn_load(const model_opts_t *o, const wl_source_t *src, arch_info_t *info,
                       char *err, size_t errlen)
 {
     wrn_t *r = calloc(1, sizeof *r);
-    wloader_t *wl = r ? wloader_new(st, "wideresnet", "check --channels") : NULL;
+    wloader_t *wl = r ? wloader_new(src, "wideresnet", "check --channels") : NULL;
     if (!wl) {
         snprintf(err, errlen, "wideresnet: out of memory");
         free(r);

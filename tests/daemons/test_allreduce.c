@@ -5,7 +5,7 @@
  * tcp://127.0.0.1:0, publish the resolved endpoint, connect later, as gpud
  * does around JOIN/WELCOME) gives the same bytes, and a cancel callback
  * ends a wait at once instead of after the timeout. */
-#include "gpud/daemon_allreduce.h"
+#include "gpud/ring.h"
 
 #include <math.h>
 #include <signal.h>

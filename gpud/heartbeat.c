@@ -1,4 +1,4 @@
-#include "gpud/daemon_heartbeat.h"
+#include "gpud/heartbeat.h"
 
 #include "common/log.h"
 #include "common/zsecurity.h"
