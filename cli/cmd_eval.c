@@ -62,32 +62,40 @@ static int start_reporterd(job_t *j, const eval_options_t *o)
     return job_spawn(j, "reporterd", "reporterd", &a);
 }
 
+/* loaderd: the images, decoded and transformed, to whichever gpud has credit. */
+static int start_loaderd(job_t *j, const eval_options_t *o)
+{
+    const job_endpoints_t *e = job_endpoints(j);
+    loader_options_t l;
+    if (options_defaults(&loader_options_table, &l) < 0)
+        return -1;
+    l.data = o->data;
+    l.bind = e->loader;
+    l.reducer = e->reducer;
+    l.batch_size = o->batch_size;
+    l.threads = o->loader_threads;
+    l.worker_timeout_s = o->worker_timeout_s;
+    l.prefetch = dd_prefetch(o->workers, o->window);
+    dd_loader_transform(&l, o->model, o->in_channels, o->resize, o->crop);
+    l.no_dct_scaling = o->no_dct;
+    l.limit = o->limit;
+    l.predictions = o->predictions;
+    l.verbose = o->verbose;
+    argv_t a;
+    argv_init(&a, "loaderd");
+    if (argv_add_options(&a, &loader_options_table, &l) < 0) {
+        argv_free(&a);
+        return -1;
+    }
+    return job_spawn(j, "loaderd", "loaderd", &a);
+}
+
 static int start_daemons(job_t *j, const eval_options_t *o)
 {
     const job_endpoints_t *e = job_endpoints(j);
-    if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0)
+    if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0 || start_loaderd(j, o) < 0)
         return -1;
     argv_t a;
-    argv_init(&a, "loaderd");
-    argv_add(&a, "--data", o->data);
-    argv_add(&a, "--bind", e->loader);
-    argv_add(&a, "--reducer", e->reducer);
-    argv_addf(&a, "--batch-size", "%ld", o->batch_size);
-    argv_addf(&a, "--threads", "%ld", o->loader_threads);
-    argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
-    argv_addf(&a, "--prefetch", "%ld", dd_prefetch(o->workers, o->window));
-    dd_add_transform(&a, o->model, o->in_channels, o->resize, o->crop);
-    if (o->no_dct)
-        argv_add(&a, "--no-dct-scaling", NULL);
-    if (o->limit >= 0)
-        argv_addf(&a, "--limit", "%ld", o->limit);
-    if (o->predictions)
-        argv_add(&a, "--predictions", NULL);
-    if (o->verbose)
-        argv_add(&a, "--verbose", NULL);
-    if (job_spawn(j, "loaderd", "loaderd", &a) < 0)
-        return -1;
-
     for (long r = 0; r < o->workers; r++) {
         argv_init(&a, "gpud");
         argv_add(&a, "--loader", e->loader);

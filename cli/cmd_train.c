@@ -102,44 +102,37 @@ static int start_reporterd(job_t *j, const train_options_t *o)
     return spawn_with_options(j, "reporterd", &reporter_options_table, &r);
 }
 
-static void add_transform(argv_t *a, const train_options_t *o)
-{
-    dd_add_transform(a, o->model, o->in_channels, o->resize, o->crop);
-    if (o->augment)
-        argv_add(a, "--augment", o->augment);
-    if (o->set_rotate)
-        argv_addf(a, "--rotate", "%.17g", o->rotate);
-}
-
+/* loaderd: the global steps sharded over the ranks, then validation. */
 static int start_loaderd(job_t *j, const train_options_t *o)
 {
     const job_endpoints_t *e = job_endpoints(j);
-    argv_t a;
-    argv_init(&a, "loaderd");
-    argv_add(&a, "--data", o->data);
-    argv_add(&a, "--bind", e->loader);
-    argv_add(&a, "--reducer", e->reducer);
-    argv_add(&a, "--train", NULL);
-    if (o->val)
-        argv_add(&a, "--val", o->val);
-    argv_addf(&a, "--workers", "%ld", o->workers);
-    argv_addf(&a, "--global-batch-size", "%ld", o->global_batch);
-    argv_addf(&a, "--batch-size", "%ld", o->val_batch);
-    argv_addf(&a, "--epochs", "%ld", o->epochs);
-    argv_addf(&a, "--seed", "%ld", o->seed);
-    argv_addf(&a, "--threads", "%ld", o->loader_threads);
-    argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
-    argv_addf(&a, "--prefetch", "%ld", dd_prefetch(o->workers, o->window));
-    add_transform(&a, o);
+    loader_options_t l;
+    if (options_defaults(&loader_options_table, &l) < 0)
+        return -1;
+    l.data = o->data;
+    l.bind = e->loader;
+    l.reducer = e->reducer;
+    l.train = 1;
+    l.val = o->val;
+    l.workers = o->workers;
+    l.global_batch = o->global_batch;
+    l.batch_size = o->val_batch;
+    l.epochs = o->epochs;
+    l.seed = o->seed;
+    l.threads = o->loader_threads;
+    l.worker_timeout_s = o->worker_timeout_s;
+    l.prefetch = dd_prefetch(o->workers, o->window);
+    dd_loader_transform(&l, o->model, o->in_channels, o->resize, o->crop);
+    l.augment = o->augment;
+    l.rotate = o->rotate;
     if (o->limit)
-        argv_addf(&a, "--limit", "%ld", o->limit);
+        l.limit = o->limit;
     if (o->resuming) {
-        argv_addf(&a, "--start-epoch", "%ld", o->resume.epoch);
-        argv_addf(&a, "--start-step", "%ld", o->resume.start_step);
+        l.start_epoch = o->resume.epoch;
+        l.start_step = o->resume.start_step;
     }
-    if (o->verbose)
-        argv_add(&a, "--verbose", NULL);
-    return job_spawn(j, "loaderd", "loaderd", &a);
+    l.verbose = o->verbose;
+    return spawn_with_options(j, "loaderd", &loader_options_table, &l);
 }
 
 static void add_model(argv_t *a, const train_options_t *o)
