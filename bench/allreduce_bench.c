@@ -3,7 +3,7 @@
  *   allreduce_bench [WORLD] [FLOATS] [ITERS] [ipc|tcp]
  * Prints per-op time, algorithm bandwidth (bytes/time) and NCCL-style bus
  * bandwidth (2(W-1)/W bytes/time), and memcpy GB/s. */
-#include "gpud/daemon_allreduce.h"
+#include "gpud/ring.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -37,3 +37,13 @@ void argv_free(argv_t *a)
         free(a->v[i]);
     memset(a, 0, sizeof *a);
 }
+
+static void add_emitted(void *arg, const char *flag, const char *value)
+{
+    argv_add(arg, flag, value);
+}
+
+int argv_add_options(argv_t *a, const option_table_t *table, const void *opts)
+{
+    return options_emit(table, opts, NULL, add_emitted, a);
+}

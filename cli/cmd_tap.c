@@ -89,8 +89,8 @@ int cmd_tap(int argc, char **argv)
             continue;
         zmsg_t *m = zmsg_recv(sub);
         ddp_event_t ev;
-        char why[256];
-        if (m && event_decode(m, &ev, why, sizeof why) == 0) {
+        char err[256];
+        if (m && event_decode(m, &ev, err, sizeof err) == 0) {
             if (json) {
                 char *s = event_to_json(&ev);
                 if (s)
@@ -107,7 +107,7 @@ int cmd_tap(int argc, char **argv)
                 break;
             }
         } else if (m) {
-            fprintf(stderr, "ddpipe tap: ignoring a malformed event: %s\n", why);
+            fprintf(stderr, "ddpipe tap: ignoring a malformed event: %s\n", err);
         }
         zmsg_destroy(&m);
     }

@@ -8,10 +8,12 @@
 #include "cli/commands.h"
 #include "cli/daemon_defaults.h"
 #include "cli/job.h"
-#include "cli/train_opts.h"
+#include "cli/train_options.h"
 #include "common/clock.h"
 #include "proto/event.h"
-#include "proto/proto.h"
+#include "proto/messages.h"
+#include "reducerd/options.h"
+#include "reporterd/options.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -21,7 +23,7 @@
 
 /* What the per-epoch lines and the final summary need, from the tap. */
 typedef struct {
-    const train_opts_t *o;
+    const train_options_t *o;
     double t0;
     long printed;               /* epochs with a line printed */
     long last_epoch;            /* last epoch reported, -1 none */
@@ -36,97 +38,104 @@ typedef struct {
 
 static double ratio(uint64_t a, uint64_t b) { return b ? (double)a / (double)b : 0; }
 
-static void path_in_out(const train_opts_t *o, const char *name, char *buf, size_t len)
+static void path_in_out(const train_options_t *o, const char *name, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/%s", o->out, name);
 }
 
-static int start_reducerd(job_t *j, const train_opts_t *o)
+/* Spawns the daemon `name` with the options of opts (its table's struct). */
+static int spawn_with_options(job_t *j, const char *name, const option_table_t *table,
+                              const void *opts)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     argv_t a;
-    argv_init(&a, "reducerd");
-    argv_add(&a, "--bind", e->reducer);
-    argv_add(&a, "--pub", e->pub);
-    argv_add(&a, "--train", NULL);
-    argv_addf(&a, "--workers", "%ld", o->workers);
-    argv_addf(&a, "--epochs", "%ld", o->epochs);
-    argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
-    argv_addf(&a, "--stall-timeout", "%ld", o->timeout_s);
-    argv_addf(&a, "--target-accuracy", "%.17g", o->target_accuracy);
-    argv_addf(&a, "--patience", "%ld", o->patience);
-    argv_add(&a, "--resume-dir", o->out);
-    if (!o->val)
-        argv_add(&a, "--no-val", NULL);
-    if (o->resuming) {
-        argv_addf(&a, "--start-epoch", "%ld", o->resume.epoch);
-        argv_addf(&a, "--streak", "%ld", o->resume.streak);
+    argv_init(&a, name);
+    if (argv_add_options(&a, table, opts) < 0) {
+        argv_free(&a);
+        return -1;
     }
-    if (o->verbose)
-        argv_add(&a, "--verbose", NULL);
-    return job_spawn(j, "reducerd", "reducerd", &a);
+    return job_spawn(j, name, name, &a);
 }
 
-static int start_reporterd(job_t *j, const train_opts_t *o)
+/* reducerd: the coordinator (epochs, early stop) and the exact tallies. */
+static int start_reducerd(job_t *j, const train_options_t *o)
+{
+    const job_endpoints_t *e = job_endpoints(j);
+    reducer_options_t r;
+    if (options_defaults(&reducer_options_table, &r) < 0)
+        return -1;
+    r.bind = e->reducer;
+    r.pub = e->pub;
+    r.train = 1;
+    r.workers = o->workers;
+    r.epochs = o->epochs;
+    r.worker_timeout_s = o->worker_timeout_s;
+    r.stall_timeout_s = o->timeout_s;
+    r.target_accuracy = o->target_accuracy;
+    r.patience = o->patience;
+    r.resume_dir = o->out;
+    r.no_val = !o->val;
+    if (o->resuming) {
+        r.start_epoch = o->resume.epoch;
+        r.streak = o->resume.streak;
+    }
+    r.verbose = o->verbose;
+    return spawn_with_options(j, "reducerd", &reducer_options_table, &r);
+}
+
+/* reporterd: the run directory, the seed course's CSV, the tap, /metrics. */
+static int start_reporterd(job_t *j, const train_options_t *o)
 {
     const job_endpoints_t *e = job_endpoints(j);
     char csv[256];
     train_seed_csv_name(o, csv, sizeof csv);
-    argv_t a;
-    argv_init(&a, "reporterd");
-    argv_add(&a, "--sub", e->pub);
-    argv_add(&a, "--reducer", e->reducer);
-    argv_add(&a, "--out", o->out);
-    argv_add(&a, "--tap", e->tap);
-    argv_add(&a, "--seed-csv", csv);
+    reporter_options_t r;
+    if (options_defaults(&reporter_options_table, &r) < 0)
+        return -1;
+    r.sub = e->pub;
+    r.reducer = e->reducer;
+    r.out = o->out;
+    r.tap = e->tap;
+    r.seed_csv = csv;
     if (o->resuming) /* its metrics.csv rows of the epochs before E stay */
-        argv_addf(&a, "--start-epoch", "%ld", o->resume.epoch);
-    if (o->metrics_http)
-        argv_add(&a, "--metrics-http", o->metrics_http);
-    return job_spawn(j, "reporterd", "reporterd", &a);
+        r.start_epoch = o->resume.epoch;
+    r.metrics_http = o->metrics_http;
+    return spawn_with_options(j, "reporterd", &reporter_options_table, &r);
 }
 
-static void add_transform(argv_t *a, const train_opts_t *o)
-{
-    dd_add_transform(a, o->model, o->in_channels, o->resize, o->crop);
-    if (o->augment)
-        argv_add(a, "--augment", o->augment);
-    if (o->set_rotate)
-        argv_addf(a, "--rotate", "%.17g", o->rotate);
-}
-
-static int start_loaderd(job_t *j, const train_opts_t *o)
+/* loaderd: the global steps sharded over the ranks, then validation. */
+static int start_loaderd(job_t *j, const train_options_t *o)
 {
     const job_endpoints_t *e = job_endpoints(j);
-    argv_t a;
-    argv_init(&a, "loaderd");
-    argv_add(&a, "--data", o->data);
-    argv_add(&a, "--bind", e->loader);
-    argv_add(&a, "--reducer", e->reducer);
-    argv_add(&a, "--train", NULL);
-    if (o->val)
-        argv_add(&a, "--val", o->val);
-    argv_addf(&a, "--workers", "%ld", o->workers);
-    argv_addf(&a, "--global-batch-size", "%ld", o->global_batch);
-    argv_addf(&a, "--batch-size", "%ld", o->val_batch);
-    argv_addf(&a, "--epochs", "%ld", o->epochs);
-    argv_addf(&a, "--seed", "%ld", o->seed);
-    argv_addf(&a, "--threads", "%ld", o->loader_threads);
-    argv_addf(&a, "--worker-timeout", "%ld", o->worker_timeout_s);
-    argv_addf(&a, "--prefetch", "%ld", dd_prefetch(o->workers, o->window));
-    add_transform(&a, o);
+    loader_options_t l;
+    if (options_defaults(&loader_options_table, &l) < 0)
+        return -1;
+    l.data = o->data;
+    l.bind = e->loader;
+    l.reducer = e->reducer;
+    l.train = 1;
+    l.val = o->val;
+    l.workers = o->workers;
+    l.global_batch = o->global_batch;
+    l.batch_size = o->val_batch;
+    l.epochs = o->epochs;
+    l.seed = o->seed;
+    l.threads = o->loader_threads;
+    l.worker_timeout_s = o->worker_timeout_s;
+    l.prefetch = dd_prefetch(o->workers, o->window);
+    dd_loader_transform(&l, o->model, o->in_channels, o->resize, o->crop);
+    l.augment = o->augment;
+    l.rotate = o->rotate;
     if (o->limit)
-        argv_addf(&a, "--limit", "%ld", o->limit);
+        l.limit = o->limit;
     if (o->resuming) {
-        argv_addf(&a, "--start-epoch", "%ld", o->resume.epoch);
-        argv_addf(&a, "--start-step", "%ld", o->resume.start_step);
+        l.start_epoch = o->resume.epoch;
+        l.start_step = o->resume.start_step;
     }
-    if (o->verbose)
-        argv_add(&a, "--verbose", NULL);
-    return job_spawn(j, "loaderd", "loaderd", &a);
+    l.verbose = o->verbose;
+    return spawn_with_options(j, "loaderd", &loader_options_table, &l);
 }
 
-static void add_model(argv_t *a, const train_opts_t *o)
+static void add_model(argv_t *a, const train_options_t *o)
 {
     argv_add(a, "--model", o->model);
     if (o->weights)
@@ -152,7 +161,7 @@ static void add_model(argv_t *a, const train_opts_t *o)
 
 /* Optimizer and schedule: only what applies to the chosen optimizer, so a
  * flag the daemon would reject for it is never sent by default. */
-static void add_optimizer(argv_t *a, const train_opts_t *o)
+static void add_optimizer(argv_t *a, const train_options_t *o)
 {
     bool sgd = strcmp(o->optimizer, "sgd") == 0;
     argv_add(a, "--optimizer", o->optimizer);
@@ -187,7 +196,7 @@ static void add_optimizer(argv_t *a, const train_opts_t *o)
         argv_addf(a, "--label-smoothing", "%.17g", o->label_smoothing);
 }
 
-static void add_run_files(argv_t *a, const train_opts_t *o)
+static void add_run_files(argv_t *a, const train_options_t *o)
 {
     char path[1100];
     path_in_out(o, "checkpoint.safetensors", path, sizeof path);
@@ -199,7 +208,7 @@ static void add_run_files(argv_t *a, const train_opts_t *o)
         argv_add(a, "--resume", o->resume.file);
 }
 
-static int start_gpud(job_t *j, const train_opts_t *o, long rank)
+static int start_gpud(job_t *j, const train_options_t *o, long rank)
 {
     const job_endpoints_t *e = job_endpoints(j);
     argv_t a;
@@ -231,7 +240,7 @@ static int start_gpud(job_t *j, const train_opts_t *o, long rank)
     return job_spawn(j, name, "gpud", &a);
 }
 
-static int start_daemons(job_t *j, const train_opts_t *o)
+static int start_daemons(job_t *j, const train_options_t *o)
 {
     if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0 || start_loaderd(j, o) < 0)
         return -1;
@@ -244,7 +253,7 @@ static int start_daemons(job_t *j, const train_opts_t *o)
 /* "epoch 3/10  train loss 0.4123 top-1 0.8512  val top-1 0.8650  lr 0.1  812 img/s  ETA 1:23" */
 static void print_epoch(train_view_t *v, bool tty)
 {
-    const train_opts_t *o = v->o;
+    const train_options_t *o = v->o;
     v->printed++;
     if (o->quiet)
         return;
@@ -312,7 +321,7 @@ static bool file_exists(const char *path) { return access(path, F_OK) == 0; }
 
 /* --resume DIR --out DIR: the run goes on in its own directory, so its
  * files stay (cli/outdir.h is not asked). */
-static bool resumes_in_place(const train_opts_t *o)
+static bool resumes_in_place(const train_options_t *o)
 {
     char a[PATH_MAX], b[PATH_MAX];
     return o->resuming && realpath(o->resume_dir, a) && realpath(o->out, b) && strcmp(a, b) == 0;
@@ -321,7 +330,7 @@ static bool resumes_in_place(const train_opts_t *o)
 /* The last line: how the run ended and where the weights are. */
 static int print_final(const train_view_t *v)
 {
-    const train_opts_t *o = v->o;
+    const train_options_t *o = v->o;
     char weights[1100];
     path_in_out(o, "model.safetensors", weights, sizeof weights);
     if (!file_exists(weights)) {
@@ -365,7 +374,7 @@ static void shut_down(job_t *j, int rc)
     job_stop(j, NULL, 3000);
 }
 
-static void print_failure(const train_opts_t *o, job_t *j, int rc)
+static void print_failure(const train_options_t *o, job_t *j, int rc)
 {
     char ckpt[1100];
     path_in_out(o, "checkpoint.safetensors", ckpt, sizeof ckpt);
@@ -381,8 +390,8 @@ static void print_failure(const train_opts_t *o, job_t *j, int rc)
 
 int cmd_train(int argc, char **argv)
 {
-    train_opts_t o;
-    int prc = train_parse(argc, argv, &o);
+    train_options_t o;
+    int prc = train_options_parse(argc, argv, &o);
     if (prc != 0)
         return prc > 0 ? 0 : 2;
     train_view_t v = {.o = &o, .t0 = clock_mono_s(), .last_epoch = -1};

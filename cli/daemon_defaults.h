@@ -3,14 +3,14 @@
  * the cores, the model's input (channels, loaderd's resize/crop) and
  * loaderd's prefetch depth. One place, so an eval and a training run of the
  * same model see the same images. Header-only: both commands and
- * train_opts.c (also linked alone into test_train_opts) include it. */
+ * train_options.c (also linked alone into tests/cli test_cli_train_options) include it. */
 #ifndef DDP_CLI_DAEMON_DEFAULTS_H
 #define DDP_CLI_DAEMON_DEFAULTS_H
 #include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/argv.h"
+#include "loaderd/options.h"
 
 /* --threads (0: the cores split over the workers, at least 1) and
  * --loader-threads (0: every core). */
@@ -37,18 +37,12 @@ static inline long dd_in_channels(const char *model, long in_channels)
 
 /* loaderd's --channels, --resize and --crop: the flags given, else the
  * model's (no resize or crop for the WideResNet). */
-static inline void dd_add_transform(argv_t *a, const char *model, long in_channels, long resize,
-                                    const char *crop)
+static inline void dd_loader_transform(loader_options_t *l, const char *model, long in_channels,
+                                       long resize, const char *crop)
 {
-    argv_addf(a, "--channels", "%ld", dd_in_channels(model, in_channels));
-    if (!resize)
-        resize = dd_is_wrn(model) ? 0 : 256;
-    if (!crop)
-        crop = dd_is_wrn(model) ? NULL : "224";
-    if (resize)
-        argv_addf(a, "--resize", "%ld", resize);
-    if (crop)
-        argv_add(a, "--crop", crop);
+    l->channels = dd_in_channels(model, in_channels);
+    l->resize = resize ? resize : dd_is_wrn(model) ? 0 : 256;
+    l->crop = crop ? crop : dd_is_wrn(model) ? NULL : "224";
 }
 
 /* loaderd's --prefetch: every rank's window in flight plus one, at most 16. */

@@ -1,4 +1,5 @@
 #include "cli/ipcdir.h"
+#include "common/errbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,7 +76,7 @@ ipcdir_t *ipcdir_new(const char *run_dir, char *err, size_t errlen)
 {
     ipcdir_t *d = calloc(1, sizeof *d);
     if (!d) {
-        snprintf(err, errlen, "out of memory");
+        err_set(err, errlen, "out of memory");
         return NULL;
     }
     err[0] = 0;

@@ -209,8 +209,8 @@ static void on_tap_event(job_t *j)
     if (!m)
         return;
     ddp_event_t ev;
-    char why[256];
-    if (event_decode(m, &ev, why, sizeof why) == 0) {
+    char err[256];
+    if (event_decode(m, &ev, err, sizeof err) == 0) {
         if (ev.topic == EV_PROGRESS)
             print_progress(j, &ev.u.progress);
         else if (ev.topic == EV_WORKER && strcmp(ev.u.worker.state, "dead") == 0)

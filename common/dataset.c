@@ -1,4 +1,5 @@
 #include "common/dataset.h"
+#include "common/errbuf.h"
 
 #include "common/idx.h"
 #include "common/log.h"
@@ -310,11 +311,11 @@ static int open_folder(dataset_t *ds, const char *dir, char *err, size_t errlen)
     if (list_dir(dir, &classes, &files) != 0) {
         if (errno == ENOMEM)
             goto oom;
-        snprintf(err, errlen, "%s: cannot open dataset directory: %s", dir, strerror(errno));
+        err_set(err, errlen, "%s: cannot open dataset directory: %s", dir, strerror(errno));
         goto fail;
     }
     if (classes.n == 0) {
-        snprintf(err, errlen,
+        err_set(err, errlen,
                  "%s: couldn't find any class folder (ImageFolder wants ROOT/CLASS/IMAGE)", dir);
         goto fail;
     }
@@ -340,7 +341,7 @@ static int open_folder(dataset_t *ds, const char *dir, char *err, size_t errlen)
     strvec_free(&files);
     return 0;
 oom:
-    snprintf(err, errlen, "%s: out of memory while indexing the dataset", dir);
+    err_set(err, errlen, "%s: out of memory while indexing the dataset", dir);
 fail:
     strvec_free(&classes);
     strvec_free(&files);
@@ -353,18 +354,18 @@ static int idx_check(const idx_file_t *im, const idx_file_t *lb, const char *ipa
                      const char *lpath, char *err, size_t errlen)
 {
     if (im->dims[0] != lb->dims[0]) {
-        snprintf(err, errlen, "%s has %" PRIu32 " images but %s has %" PRIu32 " labels", ipath,
+        err_set(err, errlen, "%s has %" PRIu32 " images but %s has %" PRIu32 " labels", ipath,
                  im->dims[0], lpath, lb->dims[0]);
         return -1;
     }
     if (im->dims[1] > 65535 || im->dims[2] > 65535) {
-        snprintf(err, errlen, "%s: images of %" PRIu32 "x%" PRIu32 " are too large", ipath,
+        err_set(err, errlen, "%s: images of %" PRIu32 "x%" PRIu32 " are too large", ipath,
                  im->dims[2], im->dims[1]);
         return -1;
     }
     for (uint32_t i = 0; i < lb->dims[0]; i++)
         if (lb->data[i] >= 10) {
-            snprintf(err, errlen, "%s: label %d of sample %" PRIu32 " is not in 0..9", lpath,
+            err_set(err, errlen, "%s: label %d of sample %" PRIu32 " is not in 0..9", lpath,
                      lb->data[i], i);
             return -1;
         }
@@ -390,7 +391,7 @@ static int idx_index(dataset_t *ds, const char *prefix, const char *ipath, const
 static int open_idx(dataset_t *ds, const char *prefix, char *err, size_t errlen)
 {
     if (!*prefix) {
-        snprintf(err, errlen, "idx: empty prefix (want idx:DIR/t10k for DIR/t10k-images-idx3-ubyte[.gz])");
+        err_set(err, errlen, "idx: empty prefix (want idx:DIR/t10k for DIR/t10k-images-idx3-ubyte[.gz])");
         return -1;
     }
     ds->is_idx = 1;
@@ -405,7 +406,7 @@ static int open_idx(dataset_t *ds, const char *prefix, char *err, size_t errlen)
     if (rc == 0)
         rc = idx_check(&ds->images, &labels, ipath, lpath, err, errlen);
     if (rc == 0 && idx_index(ds, prefix, ipath, &labels) != 0) {
-        snprintf(err, errlen, "%s: out of memory while indexing", ipath);
+        err_set(err, errlen, "%s: out of memory while indexing", ipath);
         rc = -1;
     }
     idx_file_free(&labels);
@@ -420,7 +421,7 @@ dataset_t *dataset_open(const char *spec, char *err, size_t errlen)
 {
     dataset_t *ds = calloc(1, sizeof *ds);
     if (!ds) {
-        snprintf(err, errlen, "out of memory");
+        err_set(err, errlen, "out of memory");
         return NULL;
     }
     int rc = strncmp(spec, "idx:", 4) == 0 ? open_idx(ds, spec + 4, err, errlen)

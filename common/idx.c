@@ -1,3 +1,4 @@
+#include "common/errbuf.h"
 #include "common/idx.h"
 
 #include <errno.h>
@@ -26,17 +27,17 @@ static int parse_header(const uint8_t *hdr, size_t n, const char *name, int ndim
 {
     size_t hlen = 4 + 4 * (size_t)ndims;
     if (n < 4) {
-        snprintf(err, errlen, "%s: file too short for an IDX header (%zu bytes)", name, n);
+        err_set(err, errlen, "%s: file too short for an IDX header (%zu bytes)", name, n);
         return -1;
     }
     uint32_t want_magic = 0x00000800u | (uint32_t)ndims;
     if (be32(hdr) != want_magic) {
-        snprintf(err, errlen, "%s: bad IDX magic 0x%08x (want 0x%08x: uint8, %d dims): not an "
+        err_set(err, errlen, "%s: bad IDX magic 0x%08x (want 0x%08x: uint8, %d dims): not an "
                  "IDX file of this kind", name, be32(hdr), want_magic, ndims);
         return -1;
     }
     if (n < hlen) {
-        snprintf(err, errlen, "%s: truncated IDX header (%zu of %zu bytes)", name, n, hlen);
+        err_set(err, errlen, "%s: truncated IDX header (%zu of %zu bytes)", name, n, hlen);
         return -1;
     }
     out->ndims = ndims;
@@ -44,11 +45,11 @@ static int parse_header(const uint8_t *hdr, size_t n, const char *name, int ndim
     for (int d = 0; d < ndims; d++) {
         out->dims[d] = be32(hdr + 4 + 4 * d);
         if (out->dims[d] == 0) {
-            snprintf(err, errlen, "%s: dimension %d is zero", name, d);
+            err_set(err, errlen, "%s: dimension %d is zero", name, d);
             return -1;
         }
         if (out->len > IDX_MAX_BYTES / out->dims[d]) {
-            snprintf(err, errlen, "%s: the header's dimensions make more than %zu bytes: corrupt "
+            err_set(err, errlen, "%s: the header's dimensions make more than %zu bytes: corrupt "
                      "or not an IDX file", name, (size_t)IDX_MAX_BYTES);
             return -1;
         }
@@ -67,12 +68,12 @@ static int parse_plain(uint8_t *raw, size_t rawlen, int own, const char *name, i
         return -1;
     size_t have = rawlen - hlen;
     if (have < out->len) {
-        snprintf(err, errlen, "%s: truncated: the header declares %zu data bytes, the file has "
+        err_set(err, errlen, "%s: truncated: the header declares %zu data bytes, the file has "
                  "%zu", name, out->len, have);
         return -1;
     }
     if (have > out->len) {
-        snprintf(err, errlen, "%s: more data than the header declares (%zu bytes after its %zu "
+        err_set(err, errlen, "%s: more data than the header declares (%zu bytes after its %zu "
                  "data bytes): corrupt or not an IDX file", name, have - out->len, out->len);
         return -1;
     }
@@ -83,7 +84,7 @@ static int parse_plain(uint8_t *raw, size_t rawlen, int own, const char *name, i
         return 0;
     }
     if (!(out->data = malloc(out->len))) {
-        snprintf(err, errlen, "%s: out of memory for %zu bytes", name, out->len);
+        err_set(err, errlen, "%s: out of memory for %zu bytes", name, out->len);
         return -1;
     }
     memcpy(out->data, raw + hlen, out->len);
@@ -107,20 +108,20 @@ static int gz_pull(z_stream *z, uint8_t *dst, size_t want, size_t *got, const ch
             if (z->avail_in == 0)
                 return 0;
             if (!is_gzip(z->next_in, z->avail_in)) {
-                snprintf(err, errlen, "%s: %u bytes of garbage after the gzip stream", name,
+                err_set(err, errlen, "%s: %u bytes of garbage after the gzip stream", name,
                          z->avail_in);
                 return -1;
             }
             if (inflateReset(z) != Z_OK) {
-                snprintf(err, errlen, "%s: corrupt gzip stream", name);
+                err_set(err, errlen, "%s: corrupt gzip stream", name);
                 return -1;
             }
         } else if (rc == Z_BUF_ERROR && z->avail_in == 0) {
-            snprintf(err, errlen, "%s: truncated gzip stream (%zu of the wanted bytes inflated)",
+            err_set(err, errlen, "%s: truncated gzip stream (%zu of the wanted bytes inflated)",
                      name, *got);
             return -1;
         } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-            snprintf(err, errlen, "%s: corrupt gzip data: %s", name, z->msg ? z->msg : "?");
+            err_set(err, errlen, "%s: corrupt gzip data: %s", name, z->msg ? z->msg : "?");
             return -1;
         }
     }
@@ -139,7 +140,7 @@ static int gz_payload(z_stream *z, const char *name, idx_file_t *out, char *err,
         ncap = ncap < want ? ncap : want;
         uint8_t *p = realloc(buf, ncap);
         if (!p) {
-            snprintf(err, errlen, "%s: out of memory for %zu bytes", name, ncap);
+            err_set(err, errlen, "%s: out of memory for %zu bytes", name, ncap);
             rc = -1;
             break;
         }
@@ -152,11 +153,11 @@ static int gz_payload(z_stream *z, const char *name, idx_file_t *out, char *err,
             break; /* the stream ended */
     }
     if (rc == 0 && have < out->len) {
-        snprintf(err, errlen, "%s: truncated: the header declares %zu data bytes, the file has "
+        err_set(err, errlen, "%s: truncated: the header declares %zu data bytes, the file has "
                  "%zu", name, out->len, have);
         rc = -1;
     } else if (rc == 0 && have > out->len) {
-        snprintf(err, errlen, "%s: more data than the header declares (over its %zu data "
+        err_set(err, errlen, "%s: more data than the header declares (over its %zu data "
                  "bytes): corrupt or not an IDX file", name, out->len);
         rc = -1;
     }
@@ -172,12 +173,12 @@ static int parse_gzip(const uint8_t *raw, size_t rawlen, const char *name, int n
                       idx_file_t *out, char *err, size_t errlen)
 {
     if (rawlen > UINT32_MAX) {
-        snprintf(err, errlen, "%s: gzip file too large (%zu bytes)", name, rawlen);
+        err_set(err, errlen, "%s: gzip file too large (%zu bytes)", name, rawlen);
         return -1;
     }
     z_stream z = {0};
     if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
-        snprintf(err, errlen, "%s: cannot start zlib", name);
+        err_set(err, errlen, "%s: cannot start zlib", name);
         return -1;
     }
     z.next_in = (Bytef *)raw;
@@ -199,7 +200,7 @@ static int parse_any(uint8_t *raw, size_t rawlen, int own, const char *name, int
     memset(out, 0, sizeof *out);
     *took = 0;
     if (ndims < 1 || ndims > IDX_MAX_DIMS) {
-        snprintf(err, errlen, "%s: unsupported number of dimensions %d", name, ndims);
+        err_set(err, errlen, "%s: unsupported number of dimensions %d", name, ndims);
         return -1;
     }
     int rc = is_gzip(raw, rawlen)
@@ -222,18 +223,18 @@ static uint8_t *read_file(const char *path, size_t *len, char *err, size_t errle
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        err_set(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     struct stat sb;
     uint8_t *buf = NULL;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(err, errlen, "%s: not a regular file", path);
+        err_set(err, errlen, "%s: not a regular file", path);
     } else if ((unsigned long long)sb.st_size > IDX_MAX_BYTES + 64) {
-        snprintf(err, errlen, "%s: %lld bytes is more than an IDX file may hold (%zu)", path,
+        err_set(err, errlen, "%s: %lld bytes is more than an IDX file may hold (%zu)", path,
                  (long long)sb.st_size, (size_t)IDX_MAX_BYTES);
     } else if (!(buf = malloc(sb.st_size ? (size_t)sb.st_size : 1))) {
-        snprintf(err, errlen, "%s: out of memory for %lld bytes", path, (long long)sb.st_size);
+        err_set(err, errlen, "%s: out of memory for %lld bytes", path, (long long)sb.st_size);
     } else {
         size_t got = 0, want = (size_t)sb.st_size;
         while (got < want) {
@@ -241,7 +242,7 @@ static uint8_t *read_file(const char *path, size_t *len, char *err, size_t errle
             if (n < 0 && errno == EINTR)
                 continue;
             if (n <= 0) {
-                snprintf(err, errlen, "%s: read failed: %s", path, n < 0 ? strerror(errno)
+                err_set(err, errlen, "%s: read failed: %s", path, n < 0 ? strerror(errno)
                                                                           : "file shrank");
                 free(buf);
                 buf = NULL;
@@ -282,7 +283,7 @@ char *idx_find(const char *prefix, const char *suffix, char *err, size_t errlen)
         size_t len = strlen(prefix) + strlen(suffix) + 8;
         char *path = malloc(len);
         if (!path) {
-            snprintf(err, errlen, "out of memory");
+            err_set(err, errlen, "out of memory");
             return NULL;
         }
         snprintf(path, len, "%s-%s%s", prefix, suffix, ext[i]);
@@ -290,7 +291,7 @@ char *idx_find(const char *prefix, const char *suffix, char *err, size_t errlen)
             return path;
         free(path);
     }
-    snprintf(err, errlen, "neither %s-%s nor %s-%s.gz is readable", prefix, suffix, prefix,
+    err_set(err, errlen, "neither %s-%s nor %s-%s.gz is readable", prefix, suffix, prefix,
              suffix);
     return NULL;
 }

@@ -3,6 +3,7 @@
 #include "common/flags.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,19 @@ static int parse_list(const option_t *opt, const char *text, void *out)
     return 0;
 }
 
+/* One more use of a repeatable string. */
+static int add_string(const option_t *opt, option_strings_t *list, const char *text)
+{
+    int max = opt->count_max > 0 && opt->count_max < OPTION_LIST_MAX ? opt->count_max
+                                                                      : OPTION_LIST_MAX;
+    if (list->n >= max) {
+        fprintf(stderr, "--%s: at most %d times\n", opt->name, max);
+        return -1;
+    }
+    list->v[list->n++] = text;
+    return 0;
+}
+
 /* One value (text) into the row's field, checked. */
 static int set_value(const option_t *opt, void *opts, const char *text)
 {
@@ -86,6 +100,7 @@ static int set_value(const option_t *opt, void *opts, const char *text)
     case OPTION_TYPE_STRING: *(const char **)out = text; return 0;
     case OPTION_TYPE_DOUBLES:
     case OPTION_TYPE_INTS: return parse_list(opt, text, out);
+    case OPTION_TYPE_STRINGS: return add_string(opt, out, text);
     default: return 0;
     }
 }
@@ -103,6 +118,7 @@ int options_defaults(const option_table_t *table, void *opts)
         case OPTION_TYPE_STRING: *(const char **)out = opt->text_default; break;
         case OPTION_TYPE_DOUBLES: memset(out, 0, sizeof(option_doubles_t)); break;
         case OPTION_TYPE_INTS: memset(out, 0, sizeof(option_ints_t)); break;
+        case OPTION_TYPE_STRINGS: memset(out, 0, sizeof(option_strings_t)); break;
         default: break;
         }
         if ((opt->type == OPTION_TYPE_DOUBLES || opt->type == OPTION_TYPE_INTS) &&
@@ -186,7 +202,9 @@ int options_value_text(const option_t *opt, const void *opts, char *buf, size_t 
     switch (opt->type) {
     case OPTION_TYPE_FLAG: return *(const int *)in != 0;
     case OPTION_TYPE_LONG: snprintf(buf, cap, "%ld", *(const long *)in); return 1;
-    case OPTION_TYPE_DOUBLE: snprintf(buf, cap, "%.17g", *(const double *)in); return 1;
+    case OPTION_TYPE_DOUBLE:
+        snprintf(buf, cap, "%.17g", *(const double *)in);
+        return !isnan(*(const double *)in);
     case OPTION_TYPE_STRING: {
         const char *s = *(const char *const *)in;
         if (!s)
@@ -196,6 +214,12 @@ int options_value_text(const option_t *opt, const void *opts, char *buf, size_t 
     }
     case OPTION_TYPE_DOUBLES:
     case OPTION_TYPE_INTS: list_text(opt, in, buf, cap); return 1;
+    case OPTION_TYPE_STRINGS: {
+        const option_strings_t *list = in;
+        for (int i = 0, off = 0; i < list->n && off < (int)cap; i++)
+            off += snprintf(buf + off, cap - (size_t)off, "%s%s", i ? "," : "", list->v[i]);
+        return list->n > 0;
+    }
     default: return 0;
     }
 }
@@ -205,10 +229,15 @@ void options_default_text(const option_t *opt, char *buf, size_t cap)
     buf[0] = '\0';
     if (!has_field(opt))
         return;
-    if (opt->type == OPTION_TYPE_LONG)
-        snprintf(buf, cap, "%ld", opt->long_default);
-    else if (opt->type == OPTION_TYPE_DOUBLE)
-        snprintf(buf, cap, "%g", opt->double_default);
+    /* a default outside the range is a sentinel ("derived, see the help"):
+     * no number to show */
+    if (opt->type == OPTION_TYPE_LONG) {
+        if (opt->long_default >= opt->long_lo && opt->long_default <= opt->long_hi)
+            snprintf(buf, cap, "%ld", opt->long_default);
+    } else if (opt->type == OPTION_TYPE_DOUBLE) {
+        if (opt->double_default >= opt->lo && opt->double_default <= opt->hi)
+            snprintf(buf, cap, "%g", opt->double_default);
+    }
     else if (opt->type != OPTION_TYPE_FLAG && opt->text_default)
         snprintf(buf, cap, "%s", opt->text_default);
 }
@@ -285,7 +314,11 @@ static bool differs_from_default(const option_t *opt, const void *opts)
     switch (opt->type) {
     case OPTION_TYPE_FLAG: return *(const int *)in != 0;
     case OPTION_TYPE_LONG: return *(const long *)in != opt->long_default;
-    case OPTION_TYPE_DOUBLE: return !(*(const double *)in == opt->double_default);
+    case OPTION_TYPE_DOUBLE: {
+        double v = *(const double *)in;
+        return isnan(v) ? !isnan(opt->double_default) : v != opt->double_default;
+    }
+    case OPTION_TYPE_STRINGS: return ((const option_strings_t *)in)->n > 0;
     case OPTION_TYPE_STRING: {
         const char *s = *(const char *const *)in, *d = opt->text_default;
         return (s == NULL) != (d == NULL) || (s && strcmp(s, d) != 0);
@@ -306,6 +339,14 @@ static bool differs_from_default(const option_t *opt, const void *opts)
     }
     default: return false;
     }
+}
+
+static int emit_strings(const char *flag, const option_strings_t *list, option_emit_fn *fn,
+                        void *arg)
+{
+    for (int i = 0; i < list->n; i++)
+        fn(arg, flag, list->v[i]);
+    return list->n;
 }
 
 static bool named(const char *const *only, const char *name)
@@ -337,6 +378,10 @@ int options_emit(const option_table_t *table, const void *opts, const char *cons
         if (!options_value_text(opt, opts, value, sizeof value))
             continue;
         snprintf(flag, sizeof flag, "--%s", opt->name);
+        if (opt->type == OPTION_TYPE_STRINGS) {
+            emitted += emit_strings(flag, field_of(opt, opts), fn, arg);
+            continue;
+        }
         const char *text = value;
         if (opt->type == OPTION_TYPE_STRING) /* not truncated: the struct's own string */
             text = *(const char *const *)field_of(opt, opts);

@@ -24,10 +24,17 @@
  *       OPTION_END};
  *   const option_table_t my_table = {"prog", "--bind EP [options]", s_rows};
  *
+ * A default outside the row's range (a long, or a double; NAN for a double)
+ * is a sentinel: "not given, the program derives it" (the help says how).
+ * The usage shows no default for it, options_emit passes it on only when
+ * the value differs (NAN equals NAN), and the program tests the field
+ * against the sentinel.
+ *
  * Field types (checked at compile time by the row macros): a flag fills an
  * int (0, or 1 when given), a long a long, a double a double, a string a
  * const char * (pointing into argv or at the default), a list of doubles an
- * option_doubles_t and a list of integers an option_ints_t.
+ * option_doubles_t, a list of integers an option_ints_t and a repeatable
+ * string (each use adds one) an option_strings_t.
  */
 #ifndef DDP_OPTIONS_H
 #define DDP_OPTIONS_H
@@ -47,6 +54,11 @@ typedef struct {
     int v[OPTION_LIST_MAX];
 } option_ints_t;
 
+typedef struct {
+    int n;
+    const char *v[OPTION_LIST_MAX];   /* pointing into argv */
+} option_strings_t;
+
 typedef enum {
     OPTION_TYPE_END = 0,   /* the table's last row */
     OPTION_TYPE_SECTION,   /* not an option: a usage heading (name is its text) */
@@ -56,6 +68,7 @@ typedef enum {
     OPTION_TYPE_STRING,    /* const char * */
     OPTION_TYPE_DOUBLES,   /* "a,b,c": count_min..count_max doubles, each in [lo, hi] */
     OPTION_TYPE_INTS,      /* "a,b,c": count_min..count_max ints in [long_lo, long_hi], >= 0 */
+    OPTION_TYPE_STRINGS,   /* repeatable: each use adds one string, at most count_max */
 } option_type_t;
 
 /* The field offset of a row that fills no field: the option is declared
@@ -110,6 +123,10 @@ typedef struct {
     {.name = NAME, .type = OPTION_TYPE_INTS,                                                  \
      .offset = OPTION_FIELD(TYPE, FIELD, option_ints_t), .metavar = META, .help = HELP,       \
      .text_default = DEF, .count_min = CMIN, .count_max = CMAX, .long_lo = LO, .long_hi = HI}
+#define OPTION_STRINGS(TYPE, FIELD, NAME, META, CMAX, HELP)                                 \
+    {.name = NAME, .type = OPTION_TYPE_STRINGS,                                               \
+     .offset = OPTION_FIELD(TYPE, FIELD, option_strings_t), .metavar = META, .help = HELP,    \
+     .count_max = CMAX}
 /* Declared (usage, man page, completion) but taken out of argv before
  * options_parse; see OPTION_NO_FIELD. OPTION_TYPE: OPTION_TYPE_FLAG, or
  * OPTION_TYPE_STRING for one that takes a value. */
@@ -134,21 +151,23 @@ int options_parse(const option_table_t *table, int argc, char **argv, void *opts
  * sections as their heading. */
 void options_usage(const option_table_t *table, FILE *f);
 
-/* The value of row `opt` in opts as text ("" for a flag); false when a
- * flag is unset or a string NULL (nothing to pass). */
+/* The value of row `opt` in opts as text ("" for a flag; a repeatable
+ * string's values joined by ","); false when a flag is unset, a string
+ * NULL, a double NAN or a repeatable string never given (nothing to pass). */
 int options_value_text(const option_t *opt, const void *opts, char *buf, size_t cap);
 /* The default as text ("" when there is none). */
 void options_default_text(const option_t *opt, char *buf, size_t cap);
 
 /* Called with ("--name", value) per option to pass, value NULL for a flag
- * (the shape of cli/argv.h's argv_add). */
+ * (the shape of cli/argv.h's argv_add); a repeatable string once per value. */
 typedef void option_emit_fn(void *arg, const char *flag, const char *value);
 /* The options of opts a child program needs to get the same struct from
  * options_parse: with only NULL, every option whose value differs from its
  * default; else exactly the options named in `only` (NULL-terminated), in
- * table order, whatever their value (a flag only when set). Rows without a
- * field are never emitted. Returns the number of options emitted, or -1
- * when `only` names an option the table lacks. */
+ * table order, whatever their value (a flag only when set, a NAN double
+ * never). Rows without a field are never emitted. Returns the number of
+ * flags emitted (a repeatable string's once per value), or -1 when `only`
+ * names an option the table lacks. */
 int options_emit(const option_table_t *table, const void *opts, const char *const *only,
                  option_emit_fn *fn, void *arg);
 

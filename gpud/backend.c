@@ -1,55 +1,8 @@
-/* backend — dispatch to an implementation, argument checks, shape inference
- * and the graph's sticky error. */
+/* backend — the generic layer of every implementation: argument checks and
+ * shape inference, then dispatch through the backend's ops. Which
+ * implementations exist is backend_select.c's; the graph's sticky error is
+ * graph_error.c's (the implementations use it too, so it sits below both). */
 #include "gpud/backend_impl.h"
-#ifdef DDPIPE_HAVE_CUDA
-#include "gpud/cuda/cuda_backend.h"
-#endif
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-void *bk_fail(bk_graph_t *g, const char *fmt, ...)
-{
-    if (g->failed)
-        return NULL;
-    g->failed = 1;
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (g->name[0])
-        snprintf(g->err, sizeof g->err, "%s: %s", g->name, msg);
-    else
-        snprintf(g->err, sizeof g->err, "%s", msg);
-    return NULL;
-}
-
-backend_t *backend_new(const char *name, int threads, char *err, size_t errlen)
-{
-    if (threads < 0 || threads > 1024) {
-        snprintf(err, errlen, "backend: threads must be 0 (all cores) .. 1024, got %d", threads);
-        return NULL;
-    }
-    if (threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (int)n : 1;
-    }
-    if (name && strcmp(name, "cpu") == 0)
-        return cpu_backend_new(threads, err, errlen);
-    if (name && strcmp(name, "ref") == 0)
-        return ref_backend_new(threads, err, errlen);
-#ifdef DDPIPE_HAVE_CUDA
-    if (name && strcmp(name, "cuda") == 0)
-        return cuda_backend_new(threads, err, errlen);
-#endif
-    snprintf(err, errlen, "backend '%s' is not available (built: cpu, ref%s)",
-             name ? name : "(null)",
-             name && strcmp(name, "cuda") == 0 ? "; cuda was not found at build time" : "");
-    return NULL;
-}
 
 void backend_destroy(backend_t **be)
 {
@@ -80,19 +33,6 @@ void bk_graph_destroy(bk_graph_t **g)
         return;
     (*g)->be->ops->graph_destroy(*g);
     *g = NULL;
-}
-
-const char *bk_graph_error(const bk_graph_t *g)
-{
-    if (!g)
-        return "no graph (out of memory?)";
-    return g->failed ? g->err : NULL;
-}
-
-void bk_set_name(bk_graph_t *g, const char *name)
-{
-    if (g)
-        snprintf(g->name, sizeof g->name, "%s", name ? name : "");
 }
 
 void bk_tensor_dims(const bk_tensor_t *t, int *n, int *c, int *h, int *w)

@@ -1,7 +1,12 @@
 /* backend_impl — what an implementation of backend.h provides. Not for
- * model code. The generic layer (backend.c) validates arguments, computes
- * output shapes and keeps the sticky error; an implementation only creates
- * and runs primitives for shapes that are already known to be valid. */
+ * model code. The generic layer (backend.c) validates arguments and
+ * computes output shapes; an implementation only creates and runs
+ * primitives for shapes that are already known to be valid, and reports a
+ * failure with bk_fail (graph_error.c, the sticky error).
+ *
+ * Imports point one way: backend_select.c (backend_new) -> the
+ * implementations (cpu/, cuda/) -> graph_error.c; backend.c and
+ * backend_train.c reach an implementation only through its ops table. */
 #ifndef DDP_BACKEND_IMPL_H
 #define DDP_BACKEND_IMPL_H
 

@@ -19,7 +19,8 @@
  * extra outputs dropped), so every worker of a job must use the same
  * micro_batch (leave it 0).
  *
- * A model_t is used by one thread at a time.
+ * A model_t is used by one thread at a time. model_priv.h lists the files
+ * that implement it.
  */
 #ifndef DDP_MODEL_H
 #define DDP_MODEL_H
@@ -27,24 +28,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpud/model_opts.h"
+
 typedef struct model model_t;
-
-typedef struct {
-    const char *arch;    /* "resnet18" | "resnet34" | "resnet50" | "wideresnet" |
-                          * "densenet121" */
-    int num_classes;     /* 0: take from the weights' fc */
-    int in_channels;     /* 0: arch default (resnet18 3, wideresnet 1) */
-    int channels[4];
-    int n_channels;      /* wideresnet widths; 0: default 16,160,320,640 */
-    int threads;         /* oneDNN/OpenMP threads, 0: all cores */
-    int micro_batch;     /* 0: MODEL_DEFAULT_MICRO_BATCH */
-    int train;           /* 1: also keep the unfolded parameters (model_train_step) */
-    int init;            /* 1 with weights_path NULL: PyTorch-default initial weights */
-    uint64_t init_seed;  /* init: the seed (same seed, same bytes; see models/init.c) */
-} model_opts_t;
-
-#define MODEL_DEFAULT_MICRO_BATCH 16
-#define MODEL_MAX_MICRO_BATCH 256
 
 /* weights_path NULL with o->init = 1: no file, the architecture's initial
  * weights drawn from o->init_seed (training from scratch; num_classes 0

@@ -1,4 +1,5 @@
 #include "loaderd/augment.h"
+#include "common/errbuf.h"
 
 #include "loaderd/resize.h"
 #include "loaderd/transform.h"
@@ -32,28 +33,28 @@ augment_t augment_default(int channels)
 int augment_check(const augment_t *cfg, char *err, size_t errlen)
 {
     if (cfg->channels != 1 && cfg->channels != 3) {
-        snprintf(err, errlen, "augment: channels must be 1 or 3, not %d", cfg->channels);
+        err_set(err, errlen, "augment: channels must be 1 or 3, not %d", cfg->channels);
         return -1;
     }
     if (cfg->crop && !(cfg->scale[0] > 0 && cfg->scale[0] <= cfg->scale[1] &&
                        isfinite(cfg->scale[1]))) {
-        snprintf(err, errlen, "augment: crop scale (%g, %g) must satisfy 0 < min <= max",
+        err_set(err, errlen, "augment: crop scale (%g, %g) must satisfy 0 < min <= max",
                  cfg->scale[0], cfg->scale[1]);
         return -1;
     }
     if (cfg->crop && !(cfg->ratio[0] > 0 && cfg->ratio[0] <= cfg->ratio[1] &&
                        isfinite(cfg->ratio[1]))) {
-        snprintf(err, errlen, "augment: crop ratio (%g, %g) must satisfy 0 < min <= max",
+        err_set(err, errlen, "augment: crop ratio (%g, %g) must satisfy 0 < min <= max",
                  cfg->ratio[0], cfg->ratio[1]);
         return -1;
     }
     if (!(cfg->flip_p >= 0 && cfg->flip_p <= 1)) {
-        snprintf(err, errlen, "augment: flip probability %g is not in [0, 1]", cfg->flip_p);
+        err_set(err, errlen, "augment: flip probability %g is not in [0, 1]", cfg->flip_p);
         return -1;
     }
     if (cfg->rotate && !(isfinite(cfg->degrees[0]) && isfinite(cfg->degrees[1]) &&
                          cfg->degrees[0] <= cfg->degrees[1])) {
-        snprintf(err, errlen, "augment: rotation range (%g, %g) must be finite with min <= max",
+        err_set(err, errlen, "augment: rotation range (%g, %g) must be finite with min <= max",
                  cfg->degrees[0], cfg->degrees[1]);
         return -1;
     }
@@ -129,7 +130,7 @@ int augment_resized_crop(const image_t *src, int top, int left, int h, int w, ui
                          int out_h, int out_w, char *err, size_t errlen)
 {
     if (top < 0 || left < 0 || h < 1 || w < 1 || top > src->h - h || left > src->w - w) {
-        snprintf(err, errlen, "crop box %dx%d at (%d, %d) is not inside the %dx%d image", w, h,
+        err_set(err, errlen, "crop box %dx%d at (%d, %d) is not inside the %dx%d image", w, h,
                  left, top, src->w, src->h);
         return -1;
     }
@@ -137,7 +138,7 @@ int augment_resized_crop(const image_t *src, int top, int left, int h, int w, ui
      * sees only the box (edge taps are renormalised at the box's border) */
     image_t *box = image_new(w, h, src->c);
     if (!box) {
-        snprintf(err, errlen, "out of memory for a %dx%d crop", w, h);
+        err_set(err, errlen, "out of memory for a %dx%d crop", w, h);
         return -1;
     }
     size_t row = (size_t)w * src->c;
@@ -337,7 +338,7 @@ static int apply_steps(const augment_params_t *p, const image_t *src, uint8_t *o
                                  errlen) != 0)
             return -1;
     } else if (src->w != out_w || src->h != out_h) {
-        snprintf(err, errlen, "image is %dx%d, batch needs %dx%d; without a random crop the "
+        err_set(err, errlen, "image is %dx%d, batch needs %dx%d; without a random crop the "
                  "source must have the output size", src->w, src->h, out_w, out_h);
         return -1;
     } else {
@@ -349,7 +350,7 @@ static int apply_steps(const augment_params_t *p, const image_t *src, uint8_t *o
         size_t n = (size_t)src->c * out_h * out_w;
         uint8_t *tmp = malloc(n);
         if (!tmp) {
-            snprintf(err, errlen, "out of memory rotating a %dx%d image", out_w, out_h);
+            err_set(err, errlen, "out of memory rotating a %dx%d image", out_w, out_h);
             return -1;
         }
         memcpy(tmp, out, n);
@@ -366,7 +367,7 @@ int augment_apply(const augment_t *cfg, const augment_params_t *p, const image_t
         return -1;
     if (!src || !src->px || (src->c != 1 && src->c != 3) || out_h < 1 || out_w < 1 ||
         out_h > MAX_SIDE || out_w > MAX_SIDE) {
-        snprintf(err, errlen, "augment: bad input (need a 1- or 3-channel image and an output "
+        err_set(err, errlen, "augment: bad input (need a 1- or 3-channel image and an output "
                  "size in 1..%d, got %dx%d)", MAX_SIDE, out_w, out_h);
         return -1;
     }
@@ -375,7 +376,7 @@ int augment_apply(const augment_t *cfg, const augment_params_t *p, const image_t
         /* Grayscale first, as the eval path does (resize does not commute
          * with PIL's rounding gray conversion) */
         if (!(gray = image_new(src->w, src->h, 1))) {
-            snprintf(err, errlen, "out of memory for a %dx%d gray image", src->w, src->h);
+            err_set(err, errlen, "out of memory for a %dx%d gray image", src->w, src->h);
             return -1;
         }
         rgb_to_gray(src->px, gray->px, (size_t)src->w * src->h);
@@ -396,7 +397,7 @@ int augment_sample(const augment_t *cfg, uint64_t seed, uint32_t epoch, uint64_t
                    size_t errlen)
 {
     if (!src) {
-        snprintf(err, errlen, "augment: no image");
+        err_set(err, errlen, "augment: no image");
         return -1;
     }
     augment_params_t p = augment_draw(cfg, seed, epoch, id, src->w, src->h);
@@ -429,7 +430,7 @@ static int load_file(const dataset_t *ds, load_ctx_t *c, uint8_t *out, int out_h
     char path[4096];
     int n = snprintf(path, sizeof path, "%s/%s", dataset_root(ds), dataset_path(ds, c->id));
     if (n < 0 || (size_t)n >= sizeof path) {
-        snprintf(err, errlen, "path too long");
+        err_set(err, errlen, "path too long");
         return -1;
     }
     uint8_t *buf = NULL;
@@ -459,7 +460,7 @@ int augment_load(const dataset_t *ds, uint64_t id, const augment_t *cfg, uint64_
                  uint32_t epoch, uint8_t *out, int out_h, int out_w, char *err, size_t errlen)
 {
     if (id >= dataset_size(ds)) {
-        snprintf(err, errlen, "sample %llu is out of range (dataset has %llu)",
+        err_set(err, errlen, "sample %llu is out of range (dataset has %llu)",
                  (unsigned long long)id, (unsigned long long)dataset_size(ds));
         return -1;
     }

@@ -1,4 +1,5 @@
 #include "loaderd/decode.h"
+#include "common/errbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -82,7 +83,7 @@ typedef enum { FMT_UNKNOWN, FMT_JPEG, FMT_PNG } fmt_t;
 static fmt_t sniff(const uint8_t *b, size_t len, char *err, size_t errlen)
 {
     if (len == 0) {
-        snprintf(err, errlen, "empty file");
+        err_set(err, errlen, "empty file");
         return FMT_UNKNOWN;
     }
     if (len >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
@@ -90,7 +91,7 @@ static fmt_t sniff(const uint8_t *b, size_t len, char *err, size_t errlen)
     if (len >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) {
         if (decode_has_png())
             return FMT_PNG;
-        snprintf(err, errlen, "PNG image, but this build has no PNG support (install libpng-dev "
+        err_set(err, errlen, "PNG image, but this build has no PNG support (install libpng-dev "
                               "and rebuild, or convert the file to JPEG)");
         return FMT_UNKNOWN;
     }
@@ -106,11 +107,11 @@ static fmt_t sniff(const uint8_t *b, size_t len, char *err, size_t errlen)
     else if (len >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6')
         name = "PNM";
     if (name) {
-        snprintf(err, errlen, "%s images are not supported (ddpipe decodes JPEG%s); convert it",
+        err_set(err, errlen, "%s images are not supported (ddpipe decodes JPEG%s); convert it",
                  name, decode_has_png() ? " and PNG" : "");
         return FMT_UNKNOWN;
     }
-    snprintf(err, errlen, "not an image: unknown signature %02x %02x %02x %02x (%zu bytes)",
+    err_set(err, errlen, "not an image: unknown signature %02x %02x %02x %02x (%zu bytes)",
              b[0], len > 1 ? b[1] : 0, len > 2 ? b[2] : 0, len > 3 ? b[3] : 0, len);
     return FMT_UNKNOWN;
 }
@@ -118,11 +119,11 @@ static fmt_t sniff(const uint8_t *b, size_t len, char *err, size_t errlen)
 static int check_dims(int w, int h, char *err, size_t errlen)
 {
     if (w <= 0 || h <= 0) {
-        snprintf(err, errlen, "image has no pixels (%dx%d)", w, h);
+        err_set(err, errlen, "image has no pixels (%dx%d)", w, h);
         return -1;
     }
     if (w > DECODE_MAX_DIM || h > DECODE_MAX_DIM || (long long)w * h > DECODE_MAX_PIXELS) {
-        snprintf(err, errlen, "image of %dx%d is larger than the %lld-pixel limit", w, h,
+        err_set(err, errlen, "image of %dx%d is larger than the %lld-pixel limit", w, h,
                  (long long)DECODE_MAX_PIXELS);
         return -1;
     }
@@ -174,9 +175,9 @@ static int jpeg_failed(tjhandle tj, char *err, size_t errlen)
     if (tjGetErrorCode(tj) == TJERR_WARNING && !strstr(msg, "Premature end of JPEG file"))
         return 0;
     if (strstr(msg, "Premature end of JPEG file"))
-        snprintf(err, errlen, "image file is truncated (%s)", msg);
+        err_set(err, errlen, "image file is truncated (%s)", msg);
     else
-        snprintf(err, errlen, "corrupt JPEG: %s", msg);
+        err_set(err, errlen, "corrupt JPEG: %s", msg);
     return -1;
 }
 
@@ -188,11 +189,11 @@ static int jpeg_header(tjhandle tj, const uint8_t *buf, size_t len, int *w, int 
 {
     *w = *h = 0;
     if (tjDecompressHeader3(tj, buf, (unsigned long)len, w, h, subsamp, cs) != 0) {
-        snprintf(err, errlen, "corrupt JPEG header: %s", tjGetErrorStr2(tj));
+        err_set(err, errlen, "corrupt JPEG header: %s", tjGetErrorStr2(tj));
         return -1;
     }
     if (*w == 0 && *h == 0) {
-        snprintf(err, errlen, "corrupt JPEG: no frame header (truncated or tables-only data)");
+        err_set(err, errlen, "corrupt JPEG: no frame header (truncated or tables-only data)");
         return -1;
     }
     return check_dims(*w, *h, err, errlen);
@@ -212,7 +213,7 @@ static image_t *decode_jpeg_tj(tjhandle tj, const uint8_t *buf, size_t len,
     image_t *img = image_new(ow, oh, cs == TJCS_GRAY ? 1 : 3);
     uint8_t *dst = img && cmyk ? malloc((size_t)ow * oh * 4) : img ? img->px : NULL;
     if (!dst) {
-        snprintf(err, errlen, "out of memory for a %dx%d image", ow, oh);
+        err_set(err, errlen, "out of memory for a %dx%d image", ow, oh);
         image_destroy(&img);
         return NULL;
     }
@@ -235,7 +236,7 @@ static image_t *decode_jpeg(const uint8_t *buf, size_t len, const decode_opts_t 
      * keeps decode_image free of shared state across threads */
     tjhandle tj = tjInitDecompress();
     if (!tj) {
-        snprintf(err, errlen, "cannot create a TurboJPEG decompressor: %s",
+        err_set(err, errlen, "cannot create a TurboJPEG decompressor: %s",
                  tjGetErrorStr2(NULL));
         return NULL;
     }
@@ -363,9 +364,9 @@ static jl_rc_t jl_decode(const uint8_t *buf, size_t len, const decode_opts_t *op
         char msg[JMSG_LENGTH_MAX];
         (*ci.err->format_message)((j_common_ptr)&ci, msg);
         if (je.truncated) /* the error came from the fake EOI after the data ran out */
-            snprintf(err, errlen, "image file is truncated (%s)", msg);
+            err_set(err, errlen, "image file is truncated (%s)", msg);
         else
-            snprintf(err, errlen, "corrupt JPEG: %s", msg);
+            err_set(err, errlen, "corrupt JPEG: %s", msg);
         image_t *tmp = img;
         if (!reuse || tmp != &reuse->img)
             image_destroy(&tmp);
@@ -403,11 +404,11 @@ static jl_rc_t jl_decode(const uint8_t *buf, size_t len, const decode_opts_t *op
             img = &reuse->img;
         scratch = drain && img ? malloc((size_t)ci.output_width * ci.out_color_components) : NULL;
         if (!img || (drain && !scratch)) {
-            snprintf(err, errlen, "out of memory for a %dx%d image", (int)ci.output_width, win.h);
+            err_set(err, errlen, "out of memory for a %dx%d image", (int)ci.output_width, win.h);
         } else {
             jl_read(&ci, img, win.y, drain, scratch);
             if (je.truncated) {
-                snprintf(err, errlen, "image file is truncated (Premature end of JPEG file)");
+                err_set(err, errlen, "image file is truncated (Premature end of JPEG file)");
             } else {
                 *part = (decode_part_t){(int)xoff, win.y, w, h};
                 *src_w = w;
@@ -522,7 +523,7 @@ static int png_setup(png_structp png, png_infop info, int *w, int *h, int *wide,
     png_read_update_info(png, info);
     int ch = png_get_channels(png, info);
     if (ch != 1 && ch != 3) {
-        snprintf(err, errlen, "PNG with %d channels after conversion is not supported", ch);
+        err_set(err, errlen, "PNG with %d channels after conversion is not supported", ch);
         return 0;
     }
     return ch;
@@ -551,7 +552,7 @@ static image_t *decode_png(const uint8_t *buf, size_t len, int *src_w, int *src_
     uint8_t *volatile px = NULL; /* decoded samples: img->px, or a 16-bit buffer */
     png_bytep *volatile rows = NULL;
     if (!info) {
-        snprintf(err, errlen, "out of memory for a PNG decoder");
+        err_set(err, errlen, "out of memory for a PNG decoder");
     } else if (setjmp(png_jmpbuf(png)) == 0) {
         png_set_read_fn(png, &src, png_read_mem);
         int w, h, wide = 0, ch = png_setup(png, info, &w, &h, &wide, err, errlen);
@@ -559,7 +560,7 @@ static image_t *decode_png(const uint8_t *buf, size_t len, int *src_w, int *src_
         px = !img ? NULL : wide ? malloc((size_t)w * h * 2) : img->px;
         rows = px ? malloc((size_t)h * sizeof *rows) : NULL;
         if (ch && !rows)
-            snprintf(err, errlen, "out of memory for a %dx%d image", w, h);
+            err_set(err, errlen, "out of memory for a %dx%d image", w, h);
         for (int y = 0; rows && y < h; y++)
             rows[y] = px + (size_t)y * w * ch * (wide ? 2 : 1);
         if (rows) {
@@ -609,7 +610,7 @@ int decode_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size
     if (f == FMT_PNG) {
         /* IHDR is always first: width and height at bytes 16..23 */
         if (len < 24 || memcmp(buf + 12, "IHDR", 4) != 0) {
-            snprintf(err, errlen, "corrupt PNG: no IHDR chunk");
+            err_set(err, errlen, "corrupt PNG: no IHDR chunk");
             return -1;
         }
         *w = (int)((uint32_t)buf[16] << 24 | buf[17] << 16 | buf[18] << 8 | buf[19]);
@@ -621,7 +622,7 @@ int decode_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size
     tjhandle tj = tjInitDecompress();
     int subsamp, cs, rc = -1;
     if (!tj)
-        snprintf(err, errlen, "cannot create a TurboJPEG decompressor");
+        err_set(err, errlen, "cannot create a TurboJPEG decompressor");
     else
         rc = jpeg_header(tj, buf, len, w, h, &subsamp, &cs, err, errlen);
     if (tj)
@@ -636,22 +637,22 @@ int decode_read_file_into(const char *path, uint8_t **buf, size_t *cap, size_t *
     /* O_NONBLOCK: a FIFO among the images must not hang the loader */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        err_set(err, errlen, "cannot open: %s", strerror(errno));
         return -1;
     }
     struct stat st;
     int rc = -1;
     if (fstat(fd, &st) != 0) {
-        snprintf(err, errlen, "cannot stat: %s", strerror(errno));
+        err_set(err, errlen, "cannot stat: %s", strerror(errno));
     } else if (!S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "not a regular file");
+        err_set(err, errlen, "not a regular file");
     } else if ((size_t)st.st_size > READ_MAX_BYTES) {
-        snprintf(err, errlen, "file of %lld bytes is larger than the %zu MiB limit",
+        err_set(err, errlen, "file of %lld bytes is larger than the %zu MiB limit",
                  (long long)st.st_size, READ_MAX_BYTES >> 20);
     } else if ((size_t)st.st_size + 1 > *cap) {
         uint8_t *nb = malloc((size_t)st.st_size + 1);
         if (!nb) {
-            snprintf(err, errlen, "out of memory for %lld bytes", (long long)st.st_size);
+            err_set(err, errlen, "out of memory for %lld bytes", (long long)st.st_size);
         } else {
             free(*buf);
             *buf = nb;
@@ -667,7 +668,7 @@ int decode_read_file_into(const char *path, uint8_t **buf, size_t *cap, size_t *
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            snprintf(err, errlen, "read failed: %s", n < 0 ? strerror(errno) : "file shrank");
+            err_set(err, errlen, "read failed: %s", n < 0 ? strerror(errno) : "file shrank");
             rc = -1;
         } else {
             got += (size_t)n;

@@ -1,4 +1,5 @@
 #include "loaderd/resize.h"
+#include "common/errbuf.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -499,7 +500,7 @@ static int bad_args(int dst_w, int dst_h, const resize_window_t *win, char *err,
 {
     if (dst_w <= 0 || dst_h <= 0 || dst_w > MAX_DIM || dst_h > MAX_DIM || win->w <= 0 ||
         win->h <= 0 || win->w > MAX_DIM || win->h > MAX_DIM) {
-        snprintf(err, errlen, "bad resize to %dx%d (window %dx%d)", dst_w, dst_h, win->w, win->h);
+        err_set(err, errlen, "bad resize to %dx%d (window %dx%d)", dst_w, dst_h, win->w, win->h);
         return 1;
     }
     return 0;
@@ -517,7 +518,7 @@ int resize_source_rect(int src_w, int src_h, int dst_w, int dst_h, const resize_
     *rect = (resize_window_t){0, 0, 0, 0};
     if (src_w <= 0 || src_h <= 0 || src_w > MAX_DIM || src_h > MAX_DIM ||
         bad_args(dst_w, dst_h, win, err, errlen)) {
-        snprintf(err, errlen, "bad resize of %dx%d to %dx%d (window %dx%d)", src_w, src_h, dst_w,
+        err_set(err, errlen, "bad resize of %dx%d to %dx%d (window %dx%d)", src_w, src_h, dst_w,
                  dst_h, win->w, win->h);
         return -1;
     }
@@ -526,7 +527,7 @@ int resize_source_rect(int src_w, int src_h, int dst_w, int dst_h, const resize_
         return 0; /* all padding: no source pixel is read */
     plan_t p;
     if (plan_make(src_w, src_h, dst_w, dst_h, &sp, &p) != 0) {
-        snprintf(err, errlen, "out of memory planning a resize to %dx%d", dst_w, dst_h);
+        err_set(err, errlen, "out of memory planning a resize to %dx%d", dst_w, dst_h);
         return -1;
     }
     int x0, x1, y0, y1;
@@ -544,7 +545,7 @@ int resize_region_at(const image_t *src, int src_x, int src_y, int full_w, int f
         return -1;
     if (src_x < 0 || src_y < 0 || full_w > MAX_DIM || full_h > MAX_DIM ||
         src_x + src->w > full_w || src_y + src->h > full_h) {
-        snprintf(err, errlen, "source part %dx%d at (%d, %d) is not inside a %dx%d image",
+        err_set(err, errlen, "source part %dx%d at (%d, %d) is not inside a %dx%d image",
                  src->w, src->h, src_x, src_y, full_w, full_h);
         return -1;
     }
@@ -558,11 +559,11 @@ int resize_region_at(const image_t *src, int src_x, int src_y, int full_w, int f
     placement_t pl = {src_x, src_y, full_w, full_h};
     int rc = resize_window(src, &pl, dst_w, dst_h, win, &sp, out, planar);
     if (rc == -2)
-        snprintf(err, errlen, "source part %dx%d at (%d, %d) misses pixels the resize of %dx%d "
+        err_set(err, errlen, "source part %dx%d at (%d, %d) misses pixels the resize of %dx%d "
                  "to %dx%d reads (use resize_source_rect)", src->w, src->h, src_x, src_y,
                  full_w, full_h, dst_w, dst_h);
     else if (rc != 0)
-        snprintf(err, errlen, "out of memory resizing %dx%d to %dx%d", full_w, full_h, dst_w,
+        err_set(err, errlen, "out of memory resizing %dx%d to %dx%d", full_w, full_h, dst_w,
                  dst_h);
     return rc == 0 ? 0 : -1;
 }
@@ -571,7 +572,7 @@ int resize_region(const image_t *src, int dst_w, int dst_h, const resize_window_
                   uint8_t *out, int planar, char *err, size_t errlen)
 {
     if (!src) {
-        snprintf(err, errlen, "no image to resize");
+        err_set(err, errlen, "no image to resize");
         return -1;
     }
     return resize_region_at(src, 0, 0, src->w, src->h, dst_w, dst_h, win, out, planar, err,
@@ -593,7 +594,7 @@ image_t *resize_image(const image_t *src, int dst_w, int dst_h, char *err, size_
 {
     image_t *img = image_new(dst_w, dst_h, src ? src->c : 1);
     if (!img) {
-        snprintf(err, errlen, "cannot allocate a %dx%d image", dst_w, dst_h);
+        err_set(err, errlen, "cannot allocate a %dx%d image", dst_w, dst_h);
         return NULL;
     }
     resize_window_t win = {0, 0, dst_w, dst_h};

@@ -1,4 +1,5 @@
 #include "loaderd/sampler.h"
+#include "common/errbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,13 +128,13 @@ int sampler_shard(const sampler_t *s, uint64_t step, uint64_t global_batch, int 
                   uint64_t *first_pos, uint64_t *count, char *err, size_t errlen)
 {
     if (global_batch == 0 || world < 1 || rank < 0 || rank >= world) {
-        snprintf(err, errlen, "bad shard request: global batch %llu, rank %d of %d (need G >= 1 "
+        err_set(err, errlen, "bad shard request: global batch %llu, rank %d of %d (need G >= 1 "
                  "and 0 <= rank < world)", (unsigned long long)global_batch, rank, world);
         return -1;
     }
     uint64_t steps = sampler_steps(s, global_batch);
     if (step >= steps) {
-        snprintf(err, errlen, "step %llu is past the epoch's end (%llu steps of %llu for %llu "
+        err_set(err, errlen, "step %llu is past the epoch's end (%llu steps of %llu for %llu "
                  "samples)", (unsigned long long)step, (unsigned long long)steps,
                  (unsigned long long)global_batch, (unsigned long long)s->n);
         return -1;
@@ -176,14 +177,14 @@ sampler_state_t sampler_state(const sampler_t *s)
 sampler_t *sampler_restore(const sampler_state_t *st, char *err, size_t errlen)
 {
     if (st->global_batch && st->step > st->n / st->global_batch + 1) {
-        snprintf(err, errlen, "sampler state: step %llu is past the end of an epoch of %llu "
+        err_set(err, errlen, "sampler state: step %llu is past the end of an epoch of %llu "
                  "samples in batches of %llu", (unsigned long long)st->step,
                  (unsigned long long)st->n, (unsigned long long)st->global_batch);
         return NULL;
     }
     sampler_t *s = sampler_new(st->n, st->seed, (int)st->shuffle);
     if (!s) {
-        snprintf(err, errlen, "out of memory for a sampler of %llu samples",
+        err_set(err, errlen, "out of memory for a sampler of %llu samples",
                  (unsigned long long)st->n);
         return NULL;
     }
@@ -224,7 +225,7 @@ int sampler_state_unpack(const uint8_t in[SAMPLER_STATE_BYTES], sampler_state_t 
                          size_t errlen)
 {
     if (memcmp(in, "DDSM", 4) != 0 || get_le(in + 4, 4) != STATE_VERSION) {
-        snprintf(err, errlen, "sampler state: not a version %d ddpipe sampler record "
+        err_set(err, errlen, "sampler state: not a version %d ddpipe sampler record "
                  "(bad magic or version); the checkpoint is from another build or corrupt",
                  STATE_VERSION);
         return -1;

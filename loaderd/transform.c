@@ -1,4 +1,5 @@
 #include "loaderd/transform.h"
+#include "common/errbuf.h"
 
 #include "loaderd/resize.h"
 
@@ -12,16 +13,16 @@
 int transform_check(const transform_t *t, char *err, size_t errlen)
 {
     if (t->channels != 1 && t->channels != 3) {
-        snprintf(err, errlen, "channels must be 1 or 3, not %d", t->channels);
+        err_set(err, errlen, "channels must be 1 or 3, not %d", t->channels);
         return -1;
     }
     if (t->resize < 0 || t->resize > MAX_SIDE) {
-        snprintf(err, errlen, "resize %d is out of range [0, %d]", t->resize, MAX_SIDE);
+        err_set(err, errlen, "resize %d is out of range [0, %d]", t->resize, MAX_SIDE);
         return -1;
     }
     if (t->crop_h < 0 || t->crop_w < 0 || t->crop_h > MAX_SIDE || t->crop_w > MAX_SIDE ||
         (t->crop_h == 0) != (t->crop_w == 0)) {
-        snprintf(err, errlen, "crop %dx%d: give both sides (1..%d) or neither", t->crop_w,
+        err_set(err, errlen, "crop %dx%d: give both sides (1..%d) or neither", t->crop_w,
                  t->crop_h, MAX_SIDE);
         return -1;
     }
@@ -66,7 +67,7 @@ static int output_window(const transform_t *t, int src_w, int src_h, int out_h, 
                                  center_crop_offset(*rh, t->crop_h), t->crop_w, t->crop_h};
     }
     if (win->w != out_w || win->h != out_h) {
-        snprintf(err, errlen, "image is %dx%d%s, batch needs %dx%d; use --crop/--resize", win->w,
+        err_set(err, errlen, "image is %dx%d%s, batch needs %dx%d; use --crop/--resize", win->w,
                  win->h, t->resize ? " after resize" : "", out_w, out_h);
         return -1;
     }
@@ -85,7 +86,7 @@ int transform_part(const image_t *img, const decode_part_t *part, int src_w, int
     image_t *gray = NULL;
     if (t->channels == 1 && img->c == 3) {
         if (!(gray = image_new(img->w, img->h, 1))) {
-            snprintf(err, errlen, "out of memory for a %dx%d gray image", img->w, img->h);
+            err_set(err, errlen, "out of memory for a %dx%d gray image", img->w, img->h);
             return -1;
         }
         rgb_to_gray(img->px, gray->px, (size_t)img->w * img->h);
@@ -210,7 +211,7 @@ static image_t *load_file(const dataset_t *ds, uint64_t i, const transform_t *t,
     char path[4096];
     int n = snprintf(path, sizeof path, "%s/%s", dataset_root(ds), dataset_path(ds, i));
     if (n < 0 || (size_t)n >= sizeof path) {
-        snprintf(err, errlen, "path too long");
+        err_set(err, errlen, "path too long");
         return NULL;
     }
     uint8_t *buf = NULL;
@@ -243,7 +244,7 @@ int sample_load(const dataset_t *ds, uint64_t i, const transform_t *t, uint8_t *
                 int out_w, char *err, size_t errlen)
 {
     if (i >= dataset_size(ds)) {
-        snprintf(err, errlen, "sample %llu is out of range (dataset has %llu)",
+        err_set(err, errlen, "sample %llu is out of range (dataset has %llu)",
                  (unsigned long long)i, (unsigned long long)dataset_size(ds));
         return -1;
     }
@@ -283,7 +284,7 @@ static int first_image_size(const dataset_t *ds, int *w, int *h, char *err, size
         if (rc == 0)
             return 0;
     }
-    snprintf(err, errlen, "%s: no image in the dataset can be decoded (last: %s)",
+    err_set(err, errlen, "%s: no image in the dataset can be decoded (last: %s)",
              dataset_root(ds), why);
     return -1;
 }
@@ -301,7 +302,7 @@ int transform_output_hw(const transform_t *t, const dataset_t *ds, int *h, int *
     int sw, sh;
     if (dataset_is_idx(ds)) {
         if (!dataset_idx_pixels(ds, 0, &sh, &sw)) {
-            snprintf(err, errlen, "idx dataset has no samples");
+            err_set(err, errlen, "idx dataset has no samples");
             return -1;
         }
     } else if (first_image_size(ds, &sw, &sh, err, errlen) != 0) {

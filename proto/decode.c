@@ -6,7 +6,8 @@
  * semantic rules shared with the encoder. Unknown keys are ignored so a
  * newer sender can add fields without breaking older receivers.
  */
-#include "proto/proto.h"
+#include "proto/codec.h"
+#include "common/errbuf.h"
 
 #include "proto/mp.h"
 
@@ -265,9 +266,9 @@ static int d_body(const mp_reader_t *r, ddp_msg_t *out)
 }
 
 /* Version, type, body. */
-static int d_map(const msgpack_object *map, ddp_msg_t *out, char *why, size_t whylen)
+static int d_map(const msgpack_object *map, ddp_msg_t *out, char *err, size_t errlen)
 {
-    mp_reader_t r = {.map = map, .what = "message", .why = why, .whylen = whylen};
+    mp_reader_t r = {.map = map, .what = "message", .err = err, .errlen = errlen};
     uint64_t v, t;
     if (mp_get_uint(&r, "v", 0, UINT64_MAX, &v))
         return -1;
@@ -283,25 +284,25 @@ static int d_map(const msgpack_object *map, ddp_msg_t *out, char *why, size_t wh
 /* Decodes the header frame; pixels is borrowed (the caller decides whether
  * it is moved or copied into the result). */
 static int decode_frames(const void *data, size_t size, zframe_t *pixels, ddp_msg_t *out,
-                         char *why, size_t whylen)
+                         char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     msgpack_unpacked u;
-    int rc = mp_parse(&u, data, size, why, whylen);
+    int rc = mp_parse(&u, data, size, err, errlen);
     if (rc == 0)
-        rc = d_map(&u.data, out, why, whylen);
+        rc = d_map(&u.data, out, err, errlen);
     msgpack_unpacked_destroy(&u);
     if (rc == 0 && out->type != DDP_BATCH && pixels) {
-        snprintf(why, whylen, "%s: unexpected 2nd frame of %zu bytes (only BATCH has one)",
+        err_set(err, errlen, "%s: unexpected 2nd frame of %zu bytes (only BATCH has one)",
                  proto_type_name(out->type), zframe_size(pixels));
         rc = -1;
     }
     if (rc == 0 && out->type == DDP_BATCH) {
         out->u.batch.pixels = pixels; /* borrowed for validation only */
-        rc = proto_validate(out, why, whylen);
+        rc = proto_validate(out, err, errlen);
         out->u.batch.pixels = NULL;
     } else if (rc == 0) {
-        rc = proto_validate(out, why, whylen);
+        rc = proto_validate(out, err, errlen);
     }
     if (rc != 0)
         ddp_msg_clear(out);
@@ -309,27 +310,27 @@ static int decode_frames(const void *data, size_t size, zframe_t *pixels, ddp_ms
 }
 
 int proto_decode_bytes(const void *data, size_t size, zframe_t *pixels, ddp_msg_t *out,
-                       char *why, size_t whylen)
+                       char *err, size_t errlen)
 {
     char scratch[8];
-    if (!why || !whylen) {
-        why = scratch;
-        whylen = sizeof scratch;
+    if (!err || !errlen) {
+        err = scratch;
+        errlen = sizeof scratch;
     }
     if (!out)
         return -1;
     if (!data && size) {
         memset(out, 0, sizeof *out);
-        snprintf(why, whylen, "NULL data");
+        err_set(err, errlen, "NULL data");
         return -1;
     }
-    if (decode_frames(data, size, pixels, out, why, whylen) != 0)
+    if (decode_frames(data, size, pixels, out, err, errlen) != 0)
         return -1;
     if (out->type == DDP_BATCH) {
         /* The caller keeps its frame; proto_decode is the zero-copy path. */
         out->u.batch.pixels = zframe_dup(pixels);
         if (!out->u.batch.pixels) {
-            snprintf(why, whylen, "BATCH: out of memory copying the pixel frame");
+            err_set(err, errlen, "BATCH: out of memory copying the pixel frame");
             ddp_msg_clear(out);
             return -1;
         }
@@ -337,24 +338,24 @@ int proto_decode_bytes(const void *data, size_t size, zframe_t *pixels, ddp_msg_
     return 0;
 }
 
-int proto_decode(zmsg_t *zmsg, ddp_msg_t *out, char *why, size_t whylen)
+int proto_decode(zmsg_t *zmsg, ddp_msg_t *out, char *err, size_t errlen)
 {
     char scratch[8];
-    if (!why || !whylen) {
-        why = scratch;
-        whylen = sizeof scratch;
+    if (!err || !errlen) {
+        err = scratch;
+        errlen = sizeof scratch;
     }
     if (!out)
         return -1;
     memset(out, 0, sizeof *out);
     size_t frames = zmsg ? zmsg_size(zmsg) : 0;
     if (frames == 0 || frames > 2) {
-        snprintf(why, whylen, "message has %zu frames, want 1 (or 2 for BATCH)", frames);
+        err_set(err, errlen, "message has %zu frames, want 1 (or 2 for BATCH)", frames);
         return -1;
     }
     zframe_t *head = zmsg_first(zmsg);
     zframe_t *pixels = frames == 2 ? zmsg_next(zmsg) : NULL;
-    if (decode_frames(zframe_data(head), zframe_size(head), pixels, out, why, whylen) != 0)
+    if (decode_frames(zframe_data(head), zframe_size(head), pixels, out, err, errlen) != 0)
         return -1;
     if (pixels) { /* success and BATCH: move the pixel frame, no copy */
         zmsg_remove(zmsg, pixels);

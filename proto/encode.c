@@ -6,7 +6,7 @@
  * never emit what its peers would reject.
  */
 #include "common/log.h"
-#include "proto/proto.h"
+#include "proto/codec.h"
 
 #include "proto/mp.h"
 
@@ -174,10 +174,10 @@ static int pack_msg(msgpack_packer *pk, const ddp_msg_t *msg)
 /* The header frame of msg in a new zmsg, or NULL (logged). */
 static zmsg_t *encode_header(const ddp_msg_t *msg)
 {
-    char why[256];
-    if (proto_validate(msg, why, sizeof why) != 0) {
+    char err[256];
+    if (proto_validate(msg, err, sizeof err) != 0) {
         log_error("proto_encode: refusing to send a bad %s (%s); fix the sender",
-                  proto_type_name(msg->type), why);
+                  proto_type_name(msg->type), err);
         return NULL;
     }
     msgpack_sbuffer sbuf;

@@ -2,14 +2,15 @@
  *
  * Two frames: the topic string and a msgpack map {"v": 1, <struct fields>}.
  * Keys are the struct field names; numeric arrays are little-endian bin as
- * in proto.h. The topic frame is the single source of the event kind (it
+ * in proto/messages.h. The topic frame is the single source of the event kind (it
  * is what SUB sockets filter on), so the map does not repeat it.
  */
+#include "common/errbuf.h"
 #include "common/log.h"
 #include "proto/event.h"
 
 #include "proto/mp.h"
-#include "proto/proto.h"
+#include "proto/messages.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -39,20 +40,20 @@ static int topic_from_frame(zframe_t *f)
 
 /* ---- validation shared by encode and decode ---- */
 
-static int ev_bad(char *why, size_t whylen, const char *what, const char *fmt, ...)
+static int ev_bad(char *err, size_t errlen, const char *what, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static int ev_bad(char *why, size_t whylen, const char *what, const char *fmt, ...)
+static int ev_bad(char *err, size_t errlen, const char *what, const char *fmt, ...)
 {
-    int n = snprintf(why, whylen, "%s: ", what);
-    if (n < 0 || (size_t)n >= whylen)
+    int n = snprintf(err, errlen, "%s: ", what);
+    if (n < 0 || (size_t)n >= errlen)
         return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why + n, whylen - (size_t)n, fmt, ap);
+    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
     va_end(ap);
     return -1;
 }
-#define EBAD(...) ev_bad(why, whylen, what, __VA_ARGS__)
+#define EBAD(...) ev_bad(err, errlen, what, __VA_ARGS__)
 #define TERMINATED(a) (strnlen((a), sizeof(a)) < sizeof(a))
 
 static bool one_of(const char *s, const char *const *set)
@@ -63,7 +64,7 @@ static bool one_of(const char *s, const char *const *set)
     return false;
 }
 
-static int v_metric(const ev_metric_t *m, char *why, size_t whylen, const char *what)
+static int v_metric(const ev_metric_t *m, char *err, size_t errlen, const char *what)
 {
     if (m->phase > DDP_PHASE_TRAIN)
         return EBAD("'phase' is %u, want 0 or 1", m->phase);
@@ -91,7 +92,7 @@ static int v_metric(const ev_metric_t *m, char *why, size_t whylen, const char *
     return 0;
 }
 
-static int v_predictions(const ev_predictions_t *m, char *why, size_t whylen, const char *what)
+static int v_predictions(const ev_predictions_t *m, char *err, size_t errlen, const char *what)
 {
     if (m->phase > DDP_PHASE_TRAIN)
         return EBAD("'phase' is %u, want 0 or 1", m->phase);
@@ -118,14 +119,14 @@ static int v_predictions(const ev_predictions_t *m, char *why, size_t whylen, co
     return 0;
 }
 
-int event_validate(const ddp_event_t *ev, char *why, size_t whylen)
+int event_validate(const ddp_event_t *ev, char *err, size_t errlen)
 {
     static const char *const levels[] = {"error", "warn", "info", NULL};
     static const char *const states[] = {"joined", "dead", "left", NULL};
     const char *what = event_topic_name(ev->topic);
     switch (ev->topic) {
-    case EV_METRIC: return v_metric(&ev->u.metric, why, whylen, what);
-    case EV_PREDICTIONS: return v_predictions(&ev->u.predictions, why, whylen, what);
+    case EV_METRIC: return v_metric(&ev->u.metric, err, errlen, what);
+    case EV_PREDICTIONS: return v_predictions(&ev->u.predictions, err, errlen, what);
     case EV_PROGRESS:
         if (ev->u.progress.phase > DDP_PHASE_TRAIN)
             return EBAD("'phase' is %u, want 0 or 1", ev->u.progress.phase);
@@ -156,7 +157,7 @@ int event_validate(const ddp_event_t *ev, char *why, size_t whylen)
         return TERMINATED(ev->u.failed.path) && TERMINATED(ev->u.failed.reason)
                    ? 0 : EBAD("'path' or 'reason' is not NUL-terminated");
     }
-    return ev_bad(why, whylen, "event", "unknown topic %d", (int)ev->topic);
+    return ev_bad(err, errlen, "event", "unknown topic %d", (int)ev->topic);
 }
 
 /* ---- encode ---- */
@@ -273,11 +274,11 @@ static int pack_event(msgpack_packer *pk, const ddp_event_t *ev)
 
 zmsg_t *event_encode(const ddp_event_t *ev)
 {
-    char why[256];
+    char err[256];
     if (!ev)
         return NULL;
-    if (event_validate(ev, why, sizeof why) != 0) {
-        log_error("event_encode: refusing to publish a bad event (%s); fix the publisher", why);
+    if (event_validate(ev, err, sizeof err) != 0) {
+        log_error("event_encode: refusing to publish a bad event (%s); fix the publisher", err);
         return NULL;
     }
     msgpack_sbuffer sbuf;
@@ -451,20 +452,20 @@ static int d_body(const mp_reader_t *r, ddp_event_t *ev)
 }
 
 int event_decode_bytes(ev_topic_t topic, const void *data, size_t size, ddp_event_t *out,
-                       char *why, size_t whylen)
+                       char *err, size_t errlen)
 {
     char scratch[8];
-    if (!why || !whylen) {
-        why = scratch;
-        whylen = sizeof scratch;
+    if (!err || !errlen) {
+        err = scratch;
+        errlen = sizeof scratch;
     }
     memset(out, 0, sizeof *out);
     if (topic < EV_METRIC || topic > EV_TOPIC_LAST)
-        return ev_bad(why, whylen, "event", "unknown topic %d", (int)topic);
+        return ev_bad(err, errlen, "event", "unknown topic %d", (int)topic);
     out->topic = topic;
     msgpack_unpacked u;
-    mp_reader_t r = {.what = event_topic_name(topic), .why = why, .whylen = whylen};
-    int rc = mp_parse(&u, data, size, why, whylen);
+    mp_reader_t r = {.what = event_topic_name(topic), .err = err, .errlen = errlen};
+    int rc = mp_parse(&u, data, size, err, errlen);
     uint64_t v;
     if (rc == 0) {
         r.map = &u.data;
@@ -476,34 +477,34 @@ int event_decode_bytes(ev_topic_t topic, const void *data, size_t size, ddp_even
         rc = d_body(&r, out);
     msgpack_unpacked_destroy(&u);
     if (rc == 0)
-        rc = event_validate(out, why, whylen);
+        rc = event_validate(out, err, errlen);
     if (rc != 0)
         event_clear(out);
     return rc;
 }
 
-int event_decode(zmsg_t *zmsg, ddp_event_t *out, char *why, size_t whylen)
+int event_decode(zmsg_t *zmsg, ddp_event_t *out, char *err, size_t errlen)
 {
     char scratch[8];
-    if (!why || !whylen) {
-        why = scratch;
-        whylen = sizeof scratch;
+    if (!err || !errlen) {
+        err = scratch;
+        errlen = sizeof scratch;
     }
     memset(out, 0, sizeof *out);
     size_t frames = zmsg ? zmsg_size(zmsg) : 0;
     if (frames != 2) {
-        snprintf(why, whylen, "event has %zu frames, want 2 (topic, msgpack map)", frames);
+        err_set(err, errlen, "event has %zu frames, want 2 (topic, msgpack map)", frames);
         return -1;
     }
     zframe_t *topic = zmsg_first(zmsg);
     zframe_t *body = zmsg_next(zmsg);
     int t = topic_from_frame(topic);
     if (!t) {
-        snprintf(why, whylen, "unknown event topic frame of %zu bytes", zframe_size(topic));
+        err_set(err, errlen, "unknown event topic frame of %zu bytes", zframe_size(topic));
         return -1;
     }
-    return event_decode_bytes((ev_topic_t)t, zframe_data(body), zframe_size(body), out, why,
-                              whylen);
+    return event_decode_bytes((ev_topic_t)t, zframe_data(body), zframe_size(body), out, err,
+                              errlen);
 }
 
 static void free_strv(char **v, uint64_t n)

@@ -3,7 +3,7 @@
  * Each event is two frames: a topic string frame ("metric", "predictions",
  * "progress", "log", "worker", "end", "failed") and a msgpack map with "v" (version)
  * and the fields below (PROTOCOL.md documents each). Numeric arrays in
- * "predictions" travel as bin (little-endian), like proto.h.
+ * "predictions" travel as bin (little-endian), like proto/messages.h.
  */
 #ifndef DDP_EVENT_H
 #define DDP_EVENT_H
@@ -141,16 +141,16 @@ typedef struct {
 
 const char *event_topic_name(ev_topic_t topic);
 zmsg_t *event_encode(const ddp_event_t *ev);
-int event_decode(zmsg_t *zmsg, ddp_event_t *out, char *why, size_t whylen);
+int event_decode(zmsg_t *zmsg, ddp_event_t *out, char *err, size_t errlen);
 /* Same from the raw map bytes of a known topic (used by the fuzzer and by
  * tools that already split the frames). Never trusts the input. */
 int event_decode_bytes(ev_topic_t topic, const void *data, size_t size, ddp_event_t *out,
-                       char *why, size_t whylen);
+                       char *err, size_t errlen);
 /* Free what decode allocated; safe on a zeroed or already-cleared event. */
 void event_clear(ddp_event_t *ev);
 /* The rules encode and decode enforce (phase, k, chunk bounds, status
  * values, enumerated strings, NUL-terminated fields). 0 or -1 with why. */
-int event_validate(const ddp_event_t *ev, char *why, size_t whylen);
+int event_validate(const ddp_event_t *ev, char *err, size_t errlen);
 /* JSON text of an event (for the tap's --json mirror); caller frees.
  * NULL when ev fails event_validate or memory runs out. */
 char *event_to_json(const ddp_event_t *ev);

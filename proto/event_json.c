@@ -9,7 +9,7 @@
 #include "proto/event.h"
 
 #include "common/json.h"
-#include "proto/proto.h"
+#include "proto/messages.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -207,8 +207,8 @@ static void s_body(obj_t *o, const ddp_event_t *ev)
 
 char *event_to_json(const ddp_event_t *ev)
 {
-    char why[256];
-    if (!ev || event_validate(ev, why, sizeof why) != 0)
+    char err[256];
+    if (!ev || event_validate(ev, err, sizeof err) != 0)
         return NULL;
     obj_t o = {.json = json_object()};
     s_str(&o, "topic", event_topic_name(ev->topic));

@@ -8,14 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int scan_fail(char *why, size_t whylen, const char *fmt, ...)
+static int scan_fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static int scan_fail(char *why, size_t whylen, const char *fmt, ...)
+static int scan_fail(char *err, size_t errlen, const char *fmt, ...)
 {
-    if (why && whylen) {
+    if (err && errlen) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(why, whylen, fmt, ap);
+        vsnprintf(err, errlen, fmt, ap);
         va_end(ap);
     }
     return -1;
@@ -74,14 +74,14 @@ static int tag_info(uint8_t tag, tag_info_t *ti, uint64_t *inline_count)
     }
 }
 
-int mp_prescan(const void *data, size_t size, char *why, size_t whylen)
+int mp_prescan(const void *data, size_t size, char *err, size_t errlen)
 {
     const uint8_t *p = data;
     size_t pos = 0;
     uint64_t pending = 1; /* values still to read; each takes >= 1 byte */
     while (pending > 0) {
         if (pos >= size)
-            return scan_fail(why, whylen, "truncated msgpack (%zu bytes, %" PRIu64
+            return scan_fail(err, errlen, "truncated msgpack (%zu bytes, %" PRIu64
                              " more values expected)", size, pending);
         uint8_t tag = p[pos++];
         pending--;
@@ -89,63 +89,63 @@ int mp_prescan(const void *data, size_t size, char *why, size_t whylen)
         uint64_t count;
         int raw = tag_info(tag, &ti, &count);
         if (raw < 0)
-            return scan_fail(why, whylen, "invalid msgpack tag 0xc1 at byte %zu", pos - 1);
+            return scan_fail(err, errlen, "invalid msgpack tag 0xc1 at byte %zu", pos - 1);
         size_t head = ti.fixed + ti.lenbytes + ti.extra;
         if (size - pos < head)
-            return scan_fail(why, whylen, "truncated msgpack header at byte %zu", pos - 1);
+            return scan_fail(err, errlen, "truncated msgpack header at byte %zu", pos - 1);
         if (ti.lenbytes)
             count = load_be(p + pos, ti.lenbytes);
         pos += head;
         if (raw) { /* str/bin/ext: count payload bytes follow */
             if (count > size - pos)
-                return scan_fail(why, whylen, "msgpack string/bin of %" PRIu64
+                return scan_fail(err, errlen, "msgpack string/bin of %" PRIu64
                                  " bytes at byte %zu overruns the frame", count, pos);
             pos += (size_t)count;
         } else if (ti.kind) {
             uint64_t add = ti.kind == 2 ? 2 * count : count;
             pending += add;
             if (pending > size - pos)
-                return scan_fail(why, whylen, "msgpack %s of %" PRIu64
+                return scan_fail(err, errlen, "msgpack %s of %" PRIu64
                                  " elements but only %zu bytes remain",
                                  ti.kind == 2 ? "map" : "array", count, size - pos);
         }
     }
     if (pos != size)
-        return scan_fail(why, whylen, "%zu trailing bytes after the first msgpack value", size - pos);
+        return scan_fail(err, errlen, "%zu trailing bytes after the first msgpack value", size - pos);
     return 0;
 }
 
-int mp_parse(msgpack_unpacked *u, const void *data, size_t size, char *why, size_t whylen)
+int mp_parse(msgpack_unpacked *u, const void *data, size_t size, char *err, size_t errlen)
 {
     msgpack_unpacked_init(u);
     if (size == 0)
-        return scan_fail(why, whylen, "empty frame");
-    if (mp_prescan(data, size, why, whylen) != 0)
+        return scan_fail(err, errlen, "empty frame");
+    if (mp_prescan(data, size, err, errlen) != 0)
         return -1;
     size_t off = 0;
     msgpack_unpack_return rc = msgpack_unpack_next(u, data, size, &off);
     if (rc == MSGPACK_UNPACK_NOMEM_ERROR)
-        return scan_fail(why, whylen, "msgpack nested too deep or out of memory");
+        return scan_fail(err, errlen, "msgpack nested too deep or out of memory");
     if (rc != MSGPACK_UNPACK_SUCCESS)
-        return scan_fail(why, whylen, "not valid msgpack (unpack returned %d)", (int)rc);
+        return scan_fail(err, errlen, "not valid msgpack (unpack returned %d)", (int)rc);
     if (off != size)
-        return scan_fail(why, whylen, "%zu trailing bytes after the first msgpack value", size - off);
+        return scan_fail(err, errlen, "%zu trailing bytes after the first msgpack value", size - off);
     if (u->data.type != MSGPACK_OBJECT_MAP)
-        return scan_fail(why, whylen, "first frame is msgpack type %d, want a map",
+        return scan_fail(err, errlen, "first frame is msgpack type %d, want a map",
                          (int)u->data.type);
     return 0;
 }
 
 int mp_fail(const mp_reader_t *r, const char *fmt, ...)
 {
-    if (!r->why || !r->whylen)
+    if (!r->err || !r->errlen)
         return -1;
-    int n = snprintf(r->why, r->whylen, "%s: ", r->what);
-    if (n < 0 || (size_t)n >= r->whylen)
+    int n = snprintf(r->err, r->errlen, "%s: ", r->what);
+    if (n < 0 || (size_t)n >= r->errlen)
         return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->why + n, r->whylen - (size_t)n, fmt, ap);
+    vsnprintf(r->err + n, r->errlen - (size_t)n, fmt, ap);
     va_end(ap);
     return -1;
 }

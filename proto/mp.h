@@ -29,19 +29,19 @@
 typedef struct {
     const msgpack_object *map;
     const char *what;
-    char *why;
-    size_t whylen;
+    char *err;
+    size_t errlen;
 } mp_reader_t;
 
 /* Checks that data holds exactly one well-formed msgpack value whose
- * containers never claim more elements than bytes remain. 0 or -1+why. */
-int mp_prescan(const void *data, size_t size, char *why, size_t whylen);
+ * containers never claim more elements than bytes remain. 0 or -1 with the reason in err. */
+int mp_prescan(const void *data, size_t size, char *err, size_t errlen);
 
 /* Pre-scan + unpack one map filling the whole frame. The objects point into
  * data (keep it alive while reading). Caller destroys *u in every case. */
-int mp_parse(msgpack_unpacked *u, const void *data, size_t size, char *why, size_t whylen);
+int mp_parse(msgpack_unpacked *u, const void *data, size_t size, char *err, size_t errlen);
 
-/* Writes "<what>: <fmt...>" into r->why and returns -1. */
+/* Writes "<what>: <fmt...>" into r->err and returns -1. */
 int mp_fail(const mp_reader_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The value of key, or NULL when absent (or nil: nil means absent). Sets

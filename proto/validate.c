@@ -5,7 +5,7 @@
  * has checked key presence, types and bin sizes. Keeping them in one place
  * means a sender can never emit what a receiver rejects.
  */
-#include "proto/proto.h"
+#include "proto/codec.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -13,23 +13,23 @@
 #include <stdio.h>
 #include <string.h>
 
-static int bad(char *why, size_t whylen, const char *what, const char *fmt, ...)
+static int bad(char *err, size_t errlen, const char *what, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static int bad(char *why, size_t whylen, const char *what, const char *fmt, ...)
+static int bad(char *err, size_t errlen, const char *what, const char *fmt, ...)
 {
-    if (!why || !whylen)
+    if (!err || !errlen)
         return -1;
-    int n = snprintf(why, whylen, "%s: ", what);
-    if (n < 0 || (size_t)n >= whylen)
+    int n = snprintf(err, errlen, "%s: ", what);
+    if (n < 0 || (size_t)n >= errlen)
         return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why + n, whylen - (size_t)n, fmt, ap);
+    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
     va_end(ap);
     return -1;
 }
 
-#define BAD(...) bad(why, whylen, what, __VA_ARGS__)
+#define BAD(...) bad(err, errlen, what, __VA_ARGS__)
 
 /* A fixed char array must hold a terminated string (encode side: a struct
  * filled with strncpy may lack the NUL). */
@@ -41,14 +41,14 @@ static int bad(char *why, size_t whylen, const char *what, const char *fmt, ...)
             return BAD("'%s' is empty", key);                                             \
     } while (0)
 
-static int check_phase(uint8_t phase, char *why, size_t whylen, const char *what)
+static int check_phase(uint8_t phase, char *err, size_t errlen, const char *what)
 {
     if (phase != DDP_PHASE_EVAL && phase != DDP_PHASE_TRAIN)
         return BAD("'phase' is %u, want 0 (eval) or 1 (train)", phase);
     return 0;
 }
 
-static int check_strv(char *const *v, uint64_t n, const char *key, char *why, size_t whylen,
+static int check_strv(char *const *v, uint64_t n, const char *key, char *err, size_t errlen,
                       const char *what)
 {
     if (n && !v)
@@ -62,7 +62,7 @@ static int check_strv(char *const *v, uint64_t n, const char *key, char *why, si
     return 0;
 }
 
-static int check_ids(const uint64_t *ids, uint32_t n, char *why, size_t whylen, const char *what)
+static int check_ids(const uint64_t *ids, uint32_t n, char *err, size_t errlen, const char *what)
 {
     for (uint32_t i = 0; i < n; i++)
         if (ids[i] >= DDP_MAX_SAMPLES)
@@ -70,7 +70,7 @@ static int check_ids(const uint64_t *ids, uint32_t n, char *why, size_t whylen, 
     return 0;
 }
 
-static int check_labels(const int32_t *labels, uint32_t n, char *why, size_t whylen,
+static int check_labels(const int32_t *labels, uint32_t n, char *err, size_t errlen,
                         const char *what)
 {
     for (uint32_t i = 0; i < n; i++)
@@ -80,13 +80,13 @@ static int check_labels(const int32_t *labels, uint32_t n, char *why, size_t why
     return 0;
 }
 
-static int v_auth(const ddp_auth_t *a, char *why, size_t whylen, const char *what)
+static int v_auth(const ddp_auth_t *a, char *err, size_t errlen, const char *what)
 {
     CHECK_FIXED(a->job, "job", 0);
     return 0;
 }
 
-static int v_join(const ddp_join_t *m, char *why, size_t whylen, const char *what)
+static int v_join(const ddp_join_t *m, char *err, size_t errlen, const char *what)
 {
     if (m->role < DDP_ROLE_GPUD || m->role > DDP_ROLE_REPORTER)
         return BAD("'role' is %u, want 1 (gpud), 2 (loader) or 3 (reporter)", m->role);
@@ -99,7 +99,7 @@ static int v_join(const ddp_join_t *m, char *why, size_t whylen, const char *wha
     return 0;
 }
 
-static int v_welcome(const ddp_welcome_t *m, char *why, size_t whylen, const char *what)
+static int v_welcome(const ddp_welcome_t *m, char *err, size_t errlen, const char *what)
 {
     if (m->world < 1)
         return BAD("'world' is %" PRId32 ", want >= 1", m->world);
@@ -113,27 +113,27 @@ static int v_welcome(const ddp_welcome_t *m, char *why, size_t whylen, const cha
     return 0;
 }
 
-static int v_plan(const ddp_plan_t *m, char *why, size_t whylen, const char *what)
+static int v_plan(const ddp_plan_t *m, char *err, size_t errlen, const char *what)
 {
-    if (check_phase(m->phase, why, whylen, what))
+    if (check_phase(m->phase, err, errlen, what))
         return -1;
     if (m->n > DDP_MAX_SAMPLES)
         return BAD("'n' is %" PRIu64 ", want at most 2^40", m->n);
     if (m->num_classes < 1 || m->num_classes > DDP_MAX_CLASSES)
         return BAD("%" PRIu32 " class names, want 1..%d", m->num_classes, DDP_MAX_CLASSES);
-    if (check_strv(m->class_names, m->num_classes, "class_names", why, whylen, what))
+    if (check_strv(m->class_names, m->num_classes, "class_names", err, errlen, what))
         return -1;
-    if (m->paths && check_strv(m->paths, m->n, "paths", why, whylen, what))
+    if (m->paths && check_strv(m->paths, m->n, "paths", err, errlen, what))
         return -1;
     CHECK_FIXED(m->dataset, "dataset", 0);
     if (m->skip > m->n)
         return BAD("'skip' is %" PRIu64 ", more than n = %" PRIu64, m->skip, m->n);
     if (m->skip && m->phase != DDP_PHASE_TRAIN)
         return BAD("'skip' is %" PRIu64 " in an eval plan (train resume only)", m->skip);
-    return v_auth(&m->auth, why, whylen, what);
+    return v_auth(&m->auth, err, errlen, what);
 }
 
-static int v_credit(const ddp_credit_t *m, char *why, size_t whylen, const char *what)
+static int v_credit(const ddp_credit_t *m, char *err, size_t errlen, const char *what)
 {
     CHECK_FIXED(m->worker, "worker", 1);
     if (m->n_acks > DDP_MAX_ACKS)
@@ -142,20 +142,20 @@ static int v_credit(const ddp_credit_t *m, char *why, size_t whylen, const char 
         return BAD("'acks' is NULL with n_acks = %" PRIu32, m->n_acks);
     if (m->rank < -1)
         return BAD("'rank' is %" PRId32 ", want -1 (none) or >= 0", m->rank);
-    return v_auth(&m->auth, why, whylen, what);
+    return v_auth(&m->auth, err, errlen, what);
 }
 
-static int v_heartbeat(const ddp_heartbeat_t *m, char *why, size_t whylen, const char *what)
+static int v_heartbeat(const ddp_heartbeat_t *m, char *err, size_t errlen, const char *what)
 {
     CHECK_FIXED(m->worker, "worker", 1);
     if (m->rank < -1)
         return BAD("'rank' is %" PRId32 ", want -1 (none yet) or >= 0", m->rank);
-    return v_auth(&m->auth, why, whylen, what);
+    return v_auth(&m->auth, err, errlen, what);
 }
 
-static int v_batch(const ddp_batch_t *m, char *why, size_t whylen, const char *what)
+static int v_batch(const ddp_batch_t *m, char *err, size_t errlen, const char *what)
 {
-    if (check_phase(m->phase, why, whylen, what))
+    if (check_phase(m->phase, err, errlen, what))
         return -1;
     bool train = m->phase == DDP_PHASE_TRAIN;
     /* an empty shard (uneven last step) still takes part in the all-reduce */
@@ -170,7 +170,7 @@ static int v_batch(const ddp_batch_t *m, char *why, size_t whylen, const char *w
         return BAD("'h' x 'w' is %u x %u, want both >= 1", m->h, m->w);
     if (m->n && (!m->ids || !m->labels))
         return BAD("'ids' or 'labels' is NULL");
-    if (check_ids(m->ids, m->n, why, whylen, what) || check_labels(m->labels, m->n, why, whylen, what))
+    if (check_ids(m->ids, m->n, err, errlen, what) || check_labels(m->labels, m->n, err, errlen, what))
         return -1;
     uint64_t want = (uint64_t)m->n * m->c * m->h * m->w;
     if (want > DDP_MAX_PIXELS)
@@ -183,11 +183,11 @@ static int v_batch(const ddp_batch_t *m, char *why, size_t whylen, const char *w
     return 0;
 }
 
-static int v_result(const ddp_result_t *m, char *why, size_t whylen, const char *what)
+static int v_result(const ddp_result_t *m, char *err, size_t errlen, const char *what)
 {
     if (m->rank < 0)
         return BAD("'rank' is %" PRId32 ", want >= 0", m->rank);
-    if (check_phase(m->phase, why, whylen, what))
+    if (check_phase(m->phase, err, errlen, what))
         return -1;
     if (m->n < 1 || m->n > DDP_MAX_BATCH)
         return BAD("'n' is %" PRIu32 ", want 1..%d", m->n, DDP_MAX_BATCH);
@@ -195,7 +195,7 @@ static int v_result(const ddp_result_t *m, char *why, size_t whylen, const char 
         return BAD("'k' is %" PRIu32 ", want 1..%d", m->k, DDP_MAX_K);
     if (!m->ids || !m->labels || !m->topk || !m->loss)
         return BAD("'ids', 'labels', 'topk' or 'loss' is NULL");
-    if (check_ids(m->ids, m->n, why, whylen, what) || check_labels(m->labels, m->n, why, whylen, what))
+    if (check_ids(m->ids, m->n, err, errlen, what) || check_labels(m->labels, m->n, err, errlen, what))
         return -1;
     for (uint64_t i = 0; i < (uint64_t)m->n * m->k; i++)
         if (m->topk[i] < 0 || m->topk[i] >= DDP_MAX_CLASSES)
@@ -206,21 +206,21 @@ static int v_result(const ddp_result_t *m, char *why, size_t whylen, const char 
         return BAD("'compute_s' is %g, want a finite value >= 0", m->compute_s);
     if (!isfinite(m->lr) || m->lr < 0)
         return BAD("'lr' is %g, want a finite value >= 0", m->lr);
-    return v_auth(&m->auth, why, whylen, what);
+    return v_auth(&m->auth, err, errlen, what);
 }
 
-static int v_failed(const ddp_failed_t *m, char *why, size_t whylen, const char *what)
+static int v_failed(const ddp_failed_t *m, char *err, size_t errlen, const char *what)
 {
-    if (check_phase(m->phase, why, whylen, what))
+    if (check_phase(m->phase, err, errlen, what))
         return -1;
     if (m->id >= DDP_MAX_SAMPLES)
         return BAD("'id' is %" PRIu64 ", want < 2^40", m->id);
     CHECK_FIXED(m->path, "path", 0);
     CHECK_FIXED(m->reason, "reason", 0);
-    return v_auth(&m->auth, why, whylen, what);
+    return v_auth(&m->auth, err, errlen, what);
 }
 
-static int v_epoch(const ddp_epoch_t *m, char *why, size_t whylen, const char *what)
+static int v_epoch(const ddp_epoch_t *m, char *err, size_t errlen, const char *what)
 {
     if (m->decision > DDP_DECISION_STOP)
         return BAD("'decision' is %u, want 0 (continue) or 1 (stop)", m->decision);
@@ -230,9 +230,9 @@ static int v_epoch(const ddp_epoch_t *m, char *why, size_t whylen, const char *w
     return 0;
 }
 
-static int v_issued(const ddp_issued_t *m, char *why, size_t whylen, const char *what)
+static int v_issued(const ddp_issued_t *m, char *err, size_t errlen, const char *what)
 {
-    if (check_phase(m->phase, why, whylen, what))
+    if (check_phase(m->phase, err, errlen, what))
         return -1;
     if (m->rank < 0)
         return BAD("'rank' is %" PRId32 ", want >= 0", m->rank);
@@ -240,14 +240,14 @@ static int v_issued(const ddp_issued_t *m, char *why, size_t whylen, const char 
         return BAD("'n' is %" PRIu32 ", want 0..%d", m->n, DDP_MAX_BATCH);
     if (m->n && (!m->ids || !m->labels))
         return BAD("'ids' or 'labels' is NULL");
-    if (check_ids(m->ids, m->n, why, whylen, what) || check_labels(m->labels, m->n, why, whylen, what))
+    if (check_ids(m->ids, m->n, err, errlen, what) || check_labels(m->labels, m->n, err, errlen, what))
         return -1;
-    return v_auth(&m->auth, why, whylen, what);
+    return v_auth(&m->auth, err, errlen, what);
 }
 
-static int v_reissue(const ddp_reissue_t *m, char *why, size_t whylen, const char *what)
+static int v_reissue(const ddp_reissue_t *m, char *err, size_t errlen, const char *what)
 {
-    if (check_phase(m->phase, why, whylen, what))
+    if (check_phase(m->phase, err, errlen, what))
         return -1;
     if (m->rank < 0)
         return BAD("'rank' is %" PRId32 ", want >= 0", m->rank);
@@ -255,25 +255,25 @@ static int v_reissue(const ddp_reissue_t *m, char *why, size_t whylen, const cha
     return 0;
 }
 
-int proto_validate(const ddp_msg_t *msg, char *why, size_t whylen)
+int proto_validate(const ddp_msg_t *msg, char *err, size_t errlen)
 {
     const char *what = proto_type_name(msg->type);
     switch (msg->type) {
-    case DDP_JOIN: return v_join(&msg->u.join, why, whylen, what);
-    case DDP_WELCOME: return v_welcome(&msg->u.welcome, why, whylen, what);
-    case DDP_PLAN: return v_plan(&msg->u.plan, why, whylen, what);
-    case DDP_CREDIT: return v_credit(&msg->u.credit, why, whylen, what);
-    case DDP_HEARTBEAT: return v_heartbeat(&msg->u.heartbeat, why, whylen, what);
-    case DDP_BATCH: return v_batch(&msg->u.batch, why, whylen, what);
-    case DDP_END: return check_phase(msg->u.end.phase, why, whylen, what);
-    case DDP_RESULT: return v_result(&msg->u.result, why, whylen, what);
-    case DDP_FAILED: return v_failed(&msg->u.failed, why, whylen, what);
+    case DDP_JOIN: return v_join(&msg->u.join, err, errlen, what);
+    case DDP_WELCOME: return v_welcome(&msg->u.welcome, err, errlen, what);
+    case DDP_PLAN: return v_plan(&msg->u.plan, err, errlen, what);
+    case DDP_CREDIT: return v_credit(&msg->u.credit, err, errlen, what);
+    case DDP_HEARTBEAT: return v_heartbeat(&msg->u.heartbeat, err, errlen, what);
+    case DDP_BATCH: return v_batch(&msg->u.batch, err, errlen, what);
+    case DDP_END: return check_phase(msg->u.end.phase, err, errlen, what);
+    case DDP_RESULT: return v_result(&msg->u.result, err, errlen, what);
+    case DDP_FAILED: return v_failed(&msg->u.failed, err, errlen, what);
     case DDP_STOP: CHECK_FIXED(msg->u.stop.reason, "reason", 0); return 0;
     case DDP_DONE: CHECK_FIXED(msg->u.done.reason, "reason", 0); return 0;
-    case DDP_EPOCH: return v_epoch(&msg->u.epoch, why, whylen, what);
-    case DDP_ISSUED: return v_issued(&msg->u.issued, why, whylen, what);
-    case DDP_REISSUE: return v_reissue(&msg->u.reissue, why, whylen, what);
+    case DDP_EPOCH: return v_epoch(&msg->u.epoch, err, errlen, what);
+    case DDP_ISSUED: return v_issued(&msg->u.issued, err, errlen, what);
+    case DDP_REISSUE: return v_reissue(&msg->u.reissue, err, errlen, what);
     }
-    return bad(why, whylen, "message", "unknown type %d, want 1..%d", (int)msg->type,
+    return bad(err, errlen, "message", "unknown type %d, want 1..%d", (int)msg->type,
                DDP_TYPE_MAX);
 }

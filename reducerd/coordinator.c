@@ -9,6 +9,7 @@
 #include "reducerd/training.h"
 #include "reducerd/trust.h"
 #include "reducerd/watchdog.h"
+#include "proto/wire.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -105,10 +106,10 @@ static bool stale_session(reducer_t *self, zframe_t *route, const ddp_msg_t *m)
     if (!auth || auth->session == 0 || auth->session == self->session ||
         strcmp(auth->job, self->options.job) != 0)
         return false;
-    static const char why[] =
+    static const char err[] =
         "reducerd restarted and this job's tallies were lost with the previous one: every "
         "daemon stops (exit 3); run the job again";
-    job_stop_peer(self, route, DDP_STOP_JOB_LOST, why);
+    job_stop_peer(self, route, DDP_STOP_JOB_LOST, err);
     char who[64];
     trust_peer_label(self, route, who, sizeof who);
     trust_reject(self, who, proto_type_name(m->type),
@@ -116,7 +117,7 @@ static bool stale_session(reducer_t *self, zframe_t *route, const ddp_msg_t *m)
     bool fresh = !self->slot[0] && !self->slot[1] && peers_alive(self->peers, DDP_ROLE_GPUD) == 0;
     if (fresh && !self->finished) {
         self->job_lost = true;
-        job_finish(self, DDP_STOP_JOB_LOST, why);
+        job_finish(self, DDP_STOP_JOB_LOST, err);
     }
     return true;
 }

@@ -1,4 +1,5 @@
 #include "reducerd/issued.h"
+#include "common/errbuf.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -68,21 +69,21 @@ static void s_remove(issued_t *self, entry_t *e, bool free_labels)
     *e = self->e[--self->n];
 }
 
-int issued_add(issued_t *self, ddp_issued_t *m, char *why, size_t whylen)
+int issued_add(issued_t *self, ddp_issued_t *m, char *err, size_t errlen)
 {
     if (s_find(self, m->seq)) {
-        snprintf(why, whylen, "ISSUED seq %" PRIu64 " twice", m->seq);
+        err_set(err, errlen, "ISSUED seq %" PRIu64 " twice", m->seq);
         return -1;
     }
     if (self->n >= ISSUED_MAX_ENTRIES) {
-        snprintf(why, whylen, "more than %d batches issued and unanswered", ISSUED_MAX_ENTRIES);
+        err_set(err, errlen, "more than %d batches issued and unanswered", ISSUED_MAX_ENTRIES);
         return -1;
     }
     if (self->n == self->cap) {
         size_t cap = self->cap ? self->cap * 2 : 64;
         entry_t *p = realloc(self->e, cap * sizeof *p);
         if (!p) {
-            snprintf(why, whylen, "out of memory recording an issued batch");
+            err_set(err, errlen, "out of memory recording an issued batch");
             return -1;
         }
         self->e = p;
@@ -99,25 +100,25 @@ int issued_add(issued_t *self, ddp_issued_t *m, char *why, size_t whylen)
 }
 
 issued_verdict_t issued_judge(issued_t *self, const ddp_result_t *res, int32_t **labels,
-                              char *why, size_t whylen)
+                              char *err, size_t errlen)
 {
     *labels = NULL;
     entry_t *e = s_find(self, res->seq);
     if (!e) {
         if (!self->any || res->seq > self->max_seq)
             return ISSUED_LATER;
-        snprintf(why, whylen, "seq %" PRIu64 " is not an unanswered batch (a replay, or never "
+        err_set(err, errlen, "seq %" PRIu64 " is not an unanswered batch (a replay, or never "
                  "issued)", res->seq);
         return ISSUED_FOREIGN;
     }
     if (e->rank != res->rank) {
-        snprintf(why, whylen, "seq %" PRIu64 " was issued to rank %" PRId32 ", not %" PRId32,
+        err_set(err, errlen, "seq %" PRIu64 " was issued to rank %" PRId32 ", not %" PRId32,
                  res->seq, e->rank, res->rank);
         return ISSUED_FOREIGN;
     }
     if (e->epoch != res->epoch || e->phase != res->phase || e->n != res->n ||
         memcmp(e->ids, res->ids, (size_t)res->n * 8) != 0) {
-        snprintf(why, whylen, "seq %" PRIu64 " answered with other samples than issued (epoch %"
+        err_set(err, errlen, "seq %" PRIu64 " answered with other samples than issued (epoch %"
                  PRIu32 " phase %u, %" PRIu32 " ids; issued epoch %" PRIu32 " phase %u, %" PRIu32
                  " ids)", res->seq, res->epoch, res->phase, res->n, e->epoch, e->phase, e->n);
         s_remove(self, e, true);

@@ -13,7 +13,7 @@
 #ifndef DDP_REDUCERD_ISSUED_H
 #define DDP_REDUCERD_ISSUED_H
 
-#include "proto/proto.h"
+#include "proto/messages.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -35,14 +35,14 @@ void issued_destroy(issued_t **self_p);
 
 /* Records m (takes its ids/labels). -1 (with why) on a duplicate seq or a
  * full table. */
-int issued_add(issued_t *self, ddp_issued_t *m, char *why, size_t whylen);
+int issued_add(issued_t *self, ddp_issued_t *m, char *err, size_t errlen);
 
 /* Judges res against what was issued. ISSUED_MATCH removes the entry and
  * hands its labels to *labels (the ids are equal to res's). ISSUED_WRONG
  * removes the entry too (the batch must be handed out again). why explains
  * the verdicts that reject. */
 issued_verdict_t issued_judge(issued_t *self, const ddp_result_t *res, int32_t **labels,
-                              char *why, size_t whylen);
+                              char *err, size_t errlen);
 
 /* Holds res (takes its arrays) until an ISSUED decides it; -1 when its
  * rank already holds ISSUED_MAX_HELD_PER_RANK. */

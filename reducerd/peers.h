@@ -2,7 +2,7 @@
 #ifndef DDP_REDUCERD_PEERS_H
 #define DDP_REDUCERD_PEERS_H
 
-#include "proto/proto.h"
+#include "proto/messages.h"
 #include <stdbool.h>
 #include <stdint.h>
 

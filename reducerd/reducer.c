@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
+#include "proto/wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>

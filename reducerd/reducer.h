@@ -23,7 +23,7 @@
 
 #include "common/token.h"
 #include "proto/event.h"
-#include "proto/proto.h"
+#include "proto/wire.h"
 #include "reducerd/issued.h"
 #include "reducerd/options.h"
 #include "reducerd/peers.h"

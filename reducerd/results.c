@@ -1,6 +1,7 @@
 #include "reducerd/results.h"
 
 #include "common/clock.h"
+#include "common/errbuf.h"
 #include "common/log.h"
 #include "reducerd/publish.h"
 #include "reducerd/trust.h"
@@ -50,12 +51,12 @@ static void refuse_result(reducer_t *self, const char *peer, const ddp_result_t 
 }
 
 /* Every class id within the plan's classes; else why. */
-static bool classes_fit(const slot_t *slot, const ddp_result_t *res, char *why, size_t whylen)
+static bool classes_fit(const slot_t *slot, const ddp_result_t *res, char *err, size_t errlen)
 {
     uint32_t nc = slot_plan(slot)->num_classes;
     for (uint64_t i = 0; i < (uint64_t)res->n * res->k; i++) {
         if (res->topk[i] >= (int32_t)nc) {
-            snprintf(why, whylen, "rank %d predicts class %d but the dataset has %u classes: "
+            err_set(err, errlen, "rank %d predicts class %d but the dataset has %u classes: "
                      "--num-classes (the weights' fc) and --classes must match the dataset",
                      res->rank, res->topk[i], nc);
             return false;
@@ -103,34 +104,34 @@ static void count_result(reducer_t *self, slot_t *slot, peer_t *p, const ddp_res
  * was held back before (its ISSUED has now arrived). */
 static void judge_result(reducer_t *self, peer_t *p, ddp_result_t *res)
 {
-    char why[512] = "";
+    char err[512] = "";
     slot_t *slot = slot_for(self, p->name, res->epoch, res->phase, "RESULT");
     if (!slot) {
         self->rejected_results++;
         return;
     }
     int32_t *labels = NULL;
-    switch (issued_judge(self->issued, res, &labels, why, sizeof why)) {
+    switch (issued_judge(self->issued, res, &labels, err, sizeof err)) {
     case ISSUED_LATER:
         if (issued_hold(self->issued, res) < 0)
             refuse_result(self, p->name, res, "too many RESULTs ahead of their ISSUED");
         return;
     case ISSUED_FOREIGN:
-        refuse_result(self, p->name, res, why);
+        refuse_result(self, p->name, res, err);
         return;
     case ISSUED_WRONG:
-        refuse_result(self, p->name, res, why);
-        ask_reissue(self, res, why);
+        refuse_result(self, p->name, res, err);
+        ask_reissue(self, res, err);
         return;
     case ISSUED_MATCH: break;
     }
-    if (!classes_fit(slot, res, why, sizeof why)) {
-        refuse_result(self, p->name, res, why);
+    if (!classes_fit(slot, res, err, sizeof err)) {
+        refuse_result(self, p->name, res, err);
         if (!p->told_classes)   /* once per peer: the hint, not a flood */
-            publish_log(self, "error", "%s", why);
+            publish_log(self, "error", "%s", err);
         p->told_classes = true;
-        snprintf(self->class_mismatch_hint, sizeof self->class_mismatch_hint, "%s", why);
-        ask_reissue(self, res, why);
+        snprintf(self->class_mismatch_hint, sizeof self->class_mismatch_hint, "%s", err);
+        ask_reissue(self, res, err);
     } else {
         count_result(self, slot, p, res, labels);
     }
@@ -198,9 +199,9 @@ void results_on_issued(reducer_t *self, zframe_t *route, ddp_issued_t *is)
         return;
     if (is->rejected > self->loader_rejected)
         self->loader_rejected = is->rejected;
-    char why[256];
-    if (issued_add(self->issued, is, why, sizeof why) < 0) {
-        trust_reject(self, self->loader_name, "ISSUED", "%s", why);
+    char err[256];
+    if (issued_add(self->issued, is, err, sizeof err) < 0) {
+        trust_reject(self, self->loader_name, "ISSUED", "%s", err);
         return;
     }
     judge_held(self);

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "proto/event.h"
-#include "proto/proto.h"
+#include "proto/messages.h"
 #include "reducerd/tally.h"
 
 typedef struct slot slot_t;

@@ -19,6 +19,7 @@
 #include "reducerd/training.h"
 
 #include "common/clock.h"
+#include "common/errbuf.h"
 #include "common/log.h"
 #include "reducerd/decide.h"
 #include "reducerd/job.h"
@@ -90,17 +91,17 @@ static void join_other(reducer_t *self, zframe_t *route, const ddp_join_t *join)
 /* A gpud JOIN the job has no room for, or one from a restarted rank. */
 static bool join_refused(reducer_t *self, zframe_t *route, const ddp_join_t *join, peer_t *known)
 {
-    char why[512];
+    char err[512];
     if (known && self->gang_formed) {
         if (zframe_eq(known->identity, route)) {
             welcome(self, known); /* the same socket asking again */
             return true;
         }
-        snprintf(why, sizeof why, "rank %d (%s) restarted during training: a training ring cannot "
+        err_set(err, sizeof err, "rank %d (%s) restarted during training: a training ring cannot "
                  "take a new process; resume with ddpipe train --resume %s", known->rank,
                  known->name, resume_dir(self));
-        job_finish(self, 1, why);
-        job_stop_peer(self, route, 1, why);
+        job_finish(self, 1, err);
+        job_stop_peer(self, route, 1, err);
         return true;
     }
     if (known)
@@ -110,11 +111,11 @@ static bool join_refused(reducer_t *self, zframe_t *route, const ddp_join_t *joi
         char asked[48] = "";
         if (join->want_rank >= 0)
             snprintf(asked, sizeof asked, " (asking for rank %d)", join->want_rank);
-        snprintf(why, sizeof why, "the job has %ld ranks: gpud %s%s is one too many; start exactly "
+        err_set(err, sizeof err, "the job has %ld ranks: gpud %s%s is one too many; start exactly "
                  "--workers gpuds", self->options.workers, join->name, asked);
-        log_warn("%s", why);
-        publish_log(self, "warn", "%s", why);
-        job_stop_peer(self, route, 1, why);
+        log_warn("%s", err);
+        publish_log(self, "warn", "%s", err);
+        job_stop_peer(self, route, 1, err);
         return true;
     }
     return false;
@@ -139,10 +140,10 @@ void training_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
              join->pid, p->rank, self->options.workers, join->ring[0] ? join->ring : "(none)");
     publish_worker(self, p, "joined");
     if (!join->ring[0]) {
-        char why[512];
-        snprintf(why, sizeof why, "gpud %s joined without a ring endpoint: a training job needs "
+        char err[512];
+        err_set(err, sizeof err, "gpud %s joined without a ring endpoint: a training job needs "
                  "every gpud started with --train", join->name);
-        job_finish(self, 1, why);
+        job_finish(self, 1, err);
         return;
     }
     int joined = peers_alive(self->peers, DDP_ROLE_GPUD);
@@ -157,28 +158,28 @@ void training_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
  * only hang both. */
 static bool plan_refused(reducer_t *self, zframe_t *route, const ddp_plan_t *plan)
 {
-    char why[512] = "";
+    char err[512] = "";
     const char *ph = plan->phase == DDP_PHASE_TRAIN ? "train" : "validation";
     slot_t *have = plan->phase <= DDP_PHASE_TRAIN ? self->slot[plan->phase] : NULL;
     if (plan->epoch != self->epoch)
-        snprintf(why, sizeof why, "loaderd plans epoch %u (%s) while reducerd is at epoch %u: "
+        err_set(err, sizeof err, "loaderd plans epoch %u (%s) while reducerd is at epoch %u: "
                  "start both with the same --start-epoch", plan->epoch, ph, self->epoch);
     else if (plan->phase == DDP_PHASE_EVAL && self->options.no_val)
-        snprintf(why, sizeof why, "loaderd sends a validation plan but reducerd runs with "
+        err_set(err, sizeof err, "loaderd sends a validation plan but reducerd runs with "
                  "--no-val: give loaderd --val and reducerd no --no-val, or neither");
     else if (plan->phase == DDP_PHASE_EVAL && !self->slot[DDP_PHASE_TRAIN])
-        snprintf(why, sizeof why, "validation plan of epoch %u before its train plan",
+        err_set(err, sizeof err, "validation plan of epoch %u before its train plan",
                  self->epoch);
     else if (have && slot_plan(have)->n == plan->n) {
         job_ack_plan(self, route); /* a restarted loader: same plan, carry on */
         return true;
     } else if (have)
-        snprintf(why, sizeof why, "a second, different %s plan for epoch %u (n=%llu, was %llu)",
+        err_set(err, sizeof err, "a second, different %s plan for epoch %u (n=%llu, was %llu)",
                  ph, self->epoch, (unsigned long long)plan->n,
                  (unsigned long long)slot_plan(have)->n);
-    if (!why[0])
+    if (!err[0])
         return false;
-    job_finish(self, 1, why);
+    job_finish(self, 1, err);
     return true;
 }
 
@@ -201,12 +202,12 @@ void training_on_plan(reducer_t *self, zframe_t *route, ddp_plan_t *plan)
 
 void training_rank_died(reducer_t *self, const peer_t *p)
 {
-    char why[1024];
-    snprintf(why, sizeof why, "rank %d (%s) died at epoch %u step %llu; resume with ddpipe train "
+    char err[1024];
+    err_set(err, sizeof err, "rank %d (%s) died at epoch %u step %llu; resume with ddpipe train "
              "--resume %s", p->rank, p->name, self->epoch,
              (unsigned long long)(self->have_step ? self->last_step : 0), resume_dir(self));
-    publish_log(self, "error", "%s", why);
-    job_finish(self, 1, why);
+    publish_log(self, "error", "%s", err);
+    job_finish(self, 1, err);
 }
 
 static void send_epoch(reducer_t *self, const decide_t *decision, double val_top1)

@@ -1,6 +1,7 @@
 #include "reducerd/watchdog.h"
 
 #include "common/clock.h"
+#include "common/errbuf.h"
 #include "common/log.h"
 #include "reducerd/job.h"
 #include "reducerd/publish.h"
@@ -49,11 +50,11 @@ void watchdog_check_refused_workers(reducer_t *self, int64_t now_ms)
     if (live == 0 || refused < live ||
         now_ms - self->last_activity_ms <= self->options.worker_timeout_s * 1000)
         return;
-    char why[1024];
-    snprintf(why, sizeof why, "every worker's answers were refused (%d of %d): %s", refused, live,
+    char err[1024];
+    err_set(err, sizeof err, "every worker's answers were refused (%d of %d): %s", refused, live,
              self->class_mismatch_hint);
-    log_error("%s", why);
-    job_finish(self, 1, why);
+    log_error("%s", err);
+    job_finish(self, 1, err);
 }
 
 /* No progress for --stall-timeout: fail, saying what is missing and why. */
@@ -62,7 +63,7 @@ void watchdog_check_stall(reducer_t *self, int64_t now_ms)
     if (self->options.stall_timeout_s <= 0 ||
         now_ms - self->last_activity_ms <= self->options.stall_timeout_s * 1000)
         return;
-    char why[1536], what[256] = "no plan from loaderd yet (is loaderd running?)";
+    char err[1536], what[256] = "no plan from loaderd yet (is loaderd running?)";
     slot_t *slot = reducer_active_slot(self);
     if (slot)
         snprintf(what, sizeof what, "epoch %u %s has %llu of %llu samples accounted for",
@@ -71,15 +72,15 @@ void watchdog_check_stall(reducer_t *self, int64_t now_ms)
                  (unsigned long long)slot_accounted(slot),
                  (unsigned long long)slot_expected(slot));
     if (self->rejected_results)
-        snprintf(why, sizeof why, "no progress for %lds (--stall-timeout): %s; %llu RESULTs were "
+        err_set(err, sizeof err, "no progress for %lds (--stall-timeout): %s; %llu RESULTs were "
                  "rejected (first: %s; latest: %s)", self->options.stall_timeout_s, what,
                  (unsigned long long)self->rejected_results,
                  self->first_rejected_result[0] ? self->first_rejected_result
                                                 : "not from a joined rank",
                  self->last_rejected_result);
     else
-        snprintf(why, sizeof why, "no progress for %lds (--stall-timeout): %s; are loaderd and "
+        err_set(err, sizeof err, "no progress for %lds (--stall-timeout): %s; are loaderd and "
                  "the gpuds running and reachable?", self->options.stall_timeout_s, what);
-    publish_log(self, "error", "%s", why);
-    job_finish(self, 1, why);
+    publish_log(self, "error", "%s", err);
+    job_finish(self, 1, err);
 }

@@ -36,9 +36,9 @@ static cairo_status_t s_write(void *closure, const unsigned char *data, unsigned
 }
 
 int canvas_write(canvas_draw_fn draw, const void *ctx, const char *path, bool svg, double w,
-                 double h, const char *what, char *why, size_t whylen)
+                 double h, const char *what, char *err, size_t errlen)
 {
-    atomic_file_t *file = atomic_file_new(path, why, whylen);
+    atomic_file_t *file = atomic_file_new(path, err, errlen);
     if (!file)
         return -1;
     FILE *out = atomic_file_stream(file);
@@ -57,9 +57,9 @@ int canvas_write(canvas_draw_fn draw, const void *ctx, const char *path, bool sv
         st = cairo_surface_status(surface);
     cairo_surface_destroy(surface);
     if (rc != 0 || st != CAIRO_STATUS_SUCCESS) {
-        err_set(why, whylen, "%s %s: %s", what, path, cairo_status_to_string(st));
+        err_set(err, errlen, "%s %s: %s", what, path, cairo_status_to_string(st));
         atomic_file_destroy(&file);
         return -1;
     }
-    return atomic_file_commit(&file, why, whylen);
+    return atomic_file_commit(&file, err, errlen);
 }

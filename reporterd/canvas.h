@@ -21,5 +21,5 @@ typedef int (*canvas_draw_fn)(const void *ctx, cairo_t *cr, double w, double h);
  * a temporary file renamed into place. `what` names the figure in errors
  * ("plot", "chart"). 0, or -1 with a reason. */
 int canvas_write(canvas_draw_fn draw, const void *ctx, const char *path, bool svg, double w,
-                 double h, const char *what, char *why, size_t whylen);
+                 double h, const char *what, char *err, size_t errlen);
 #endif

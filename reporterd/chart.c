@@ -1,4 +1,5 @@
 #include "reporterd/chart.h"
+#include "common/errbuf.h"
 #include "reporterd/canvas.h"
 
 #include <cairo-svg.h>
@@ -354,63 +355,63 @@ static int s_paint(const void *ctx, cairo_t *cr, double w, double h)
 }
 
 static int s_write(chart_draw_fn draw, const void *ctx, const char *path, bool svg, double w,
-                   double h, char *why, size_t whylen)
+                   double h, char *err, size_t errlen)
 {
     paint_t p = {.draw = draw, .ctx = ctx, .base_w = w, .base_h = h};
-    return canvas_write(s_paint, &p, path, svg, w, h, "chart", why, whylen);
+    return canvas_write(s_paint, &p, path, svg, w, h, "chart", err, errlen);
 }
 
 static int s_write_both(chart_draw_fn draw, const void *ctx, const char *png, const char *svg,
-                        double w, double h, char *why, size_t whylen)
+                        double w, double h, char *err, size_t errlen)
 {
-    if (png && s_write(draw, ctx, png, false, w, h, why, whylen) != 0)
+    if (png && s_write(draw, ctx, png, false, w, h, err, errlen) != 0)
         return -1;
-    if (svg && s_write(draw, ctx, svg, true, w, h, why, whylen) != 0)
+    if (svg && s_write(draw, ctx, svg, true, w, h, err, errlen) != 0)
         return -1;
     return 0;
 }
 
-static int s_check(const chart_classes_t *c, char *why, size_t whylen)
+static int s_check(const chart_classes_t *c, char *err, size_t errlen)
 {
     if (!c || !c->confusion || c->nc == 0) {
-        snprintf(why, whylen, "chart: no confusion matrix to draw");
+        err_set(err, errlen, "chart: no confusion matrix to draw");
         return -1;
     }
     return 0;
 }
 
 int chart_confusion_write(const chart_classes_t *c, const char *png, const char *svg,
-                          char *why, size_t whylen)
+                          char *err, size_t errlen)
 {
-    if (s_check(c, why, whylen) != 0)
+    if (s_check(c, err, errlen) != 0)
         return -1;
     conf_ctx_t x = {c, calloc(c->nc, sizeof(uint64_t))};
     if (!x.row) {
-        snprintf(why, whylen, "chart: out of memory for %u classes", c->nc);
+        err_set(err, errlen, "chart: out of memory for %u classes", c->nc);
         return -1;
     }
     for (uint32_t t = 0; t < c->nc; t++)
         for (uint32_t p = 0; p < c->nc; p++)
             x.row[t] += c->confusion[(size_t)t * c->nc + p];
-    int rc = s_write_both(s_conf_draw, &x, png, svg, 820, 760, why, whylen);
+    int rc = s_write_both(s_conf_draw, &x, png, svg, 820, 760, err, errlen);
     free(x.row);
     return rc;
 }
 
-int chart_f1_write(const chart_classes_t *c, const char *png, const char *svg, char *why,
-                   size_t whylen)
+int chart_f1_write(const chart_classes_t *c, const char *png, const char *svg, char *err,
+                   size_t errlen)
 {
-    if (s_check(c, why, whylen) != 0)
+    if (s_check(c, err, errlen) != 0)
         return -1;
     clsmetrics_t m;
     if (clsmetrics_compute(c->confusion, c->nc, &m) != 0) {
-        snprintf(why, whylen, "chart: out of memory for %u classes", c->nc);
+        err_set(err, errlen, "chart: out of memory for %u classes", c->nc);
         return -1;
     }
     f1_ctx_t x = {c, &m};
     /* a row per class: tall enough to read up to ~100 classes */
     double h = fmin(3000, fmax(420, 150 + 26.0 * c->nc));
-    int rc = s_write_both(s_f1_draw, &x, png, svg, 820, h, why, whylen);
+    int rc = s_write_both(s_f1_draw, &x, png, svg, 820, h, err, errlen);
     clsmetrics_clear(&m);
     return rc;
 }

@@ -32,11 +32,11 @@ typedef struct {
 /* Heat map of the confusion matrix as PNG (pixels) and SVG (points) at the
  * given paths (either may be NULL to skip it). 0, or -1 with a reason. */
 int chart_confusion_write(const chart_classes_t *c, const char *png, const char *svg,
-                          char *why, size_t whylen);
+                          char *err, size_t errlen);
 
 /* Per-class F1 bars (sklearn's precision_recall_fscore_support numbers,
  * clsmetrics.h). 0, or -1 with a reason. */
-int chart_f1_write(const chart_classes_t *c, const char *png, const char *svg, char *why,
-                   size_t whylen);
+int chart_f1_write(const chart_classes_t *c, const char *png, const char *svg, char *err,
+                   size_t errlen);
 
 #endif

@@ -93,15 +93,15 @@ char *class_report_text(const uint64_t *confusion, uint32_t nc, char *const *nam
 }
 
 int class_report_write(const char *path, const uint64_t *confusion, uint32_t nc,
-                       char *const *names, char *why, size_t whylen)
+                       char *const *names, char *err, size_t errlen)
 {
     char *text = class_report_text(confusion, nc, names);
     if (!text) {
-        err_set(why, whylen, "cannot build the classification report (%u classes): %s", nc,
+        err_set(err, errlen, "cannot build the classification report (%u classes): %s", nc,
                 nc ? "out of memory" : "no classes");
         return -1;
     }
-    int rc = atomic_file_write(path, text, strlen(text), why, whylen);
+    int rc = atomic_file_write(path, text, strlen(text), err, errlen);
     free(text);
     return rc;
 }

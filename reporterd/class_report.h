@@ -17,6 +17,6 @@ char *class_report_text(const uint64_t *confusion, uint32_t nc, char *const *nam
 
 /* Atomically write the report to path. 0 or -1 with a reason. */
 int class_report_write(const char *path, const uint64_t *confusion, uint32_t nc,
-                       char *const *names, char *why, size_t whylen);
+                       char *const *names, char *err, size_t errlen);
 
 #endif

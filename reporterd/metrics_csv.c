@@ -8,19 +8,20 @@
 #include <string.h>
 
 #include "common/atomic_file.h"
+#include "common/errbuf.h"
 #include "reporterd/summary.h"
 #include "reporterd/textfmt.h"
 
 #define HEADER "time,epoch,phase,samples,loss,top1,top5,images_per_sec,lr\n"
 
 /* Copy the existing file (if any) into out; 1 if copied, 0 if absent. */
-static int s_copy_existing(const char *path, FILE *out, char *why, size_t whylen)
+static int s_copy_existing(const char *path, FILE *out, char *err, size_t errlen)
 {
     FILE *in = fopen(path, "r");
     if (!in) {
         if (errno == ENOENT)
             return 0;
-        snprintf(why, whylen, "cannot read %s: %s", path, strerror(errno));
+        err_set(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return -1;
     }
     char buf[8192];
@@ -34,7 +35,7 @@ static int s_copy_existing(const char *path, FILE *out, char *why, size_t whylen
     int bad = ferror(in);
     fclose(in);
     if (bad) {
-        snprintf(why, whylen, "cannot read %s", path);
+        err_set(err, errlen, "cannot read %s", path);
         return -1;
     }
     if (total == 0)
@@ -52,14 +53,14 @@ static void s_field(FILE *out, double v, int present)
         fputs(textfmt_num(v, buf), out);
 }
 
-int metrics_csv_append(const char *path, const ev_metric_t *m, double unix_time, char *why,
-                       size_t whylen)
+int metrics_csv_append(const char *path, const ev_metric_t *m, double unix_time, char *err,
+                       size_t errlen)
 {
-    atomic_file_t *f = atomic_file_new(path, why, whylen);
+    atomic_file_t *f = atomic_file_new(path, err, errlen);
     if (!f)
         return -1;
     FILE *out = atomic_file_stream(f);
-    int had = s_copy_existing(path, out, why, whylen);
+    int had = s_copy_existing(path, out, err, errlen);
     if (had < 0) {
         atomic_file_destroy(&f);
         return -1;
@@ -76,7 +77,7 @@ int metrics_csv_append(const char *path, const ev_metric_t *m, double unix_time,
     s_field(out, m->images_per_sec, 1);
     s_field(out, m->lr, 1);
     fputc('\n', out);
-    return atomic_file_commit(&f, why, whylen);
+    return atomic_file_commit(&f, err, errlen);
 }
 
 /* ---- the training layout ------------------------------------------------- */
@@ -115,13 +116,13 @@ void metrics_csv_row_clear(metrics_row_t *row)
     memset(row, 0, sizeof *row);
 }
 
-int metrics_csv_write_rows(const char *path, const metrics_row_t *rows, size_t n, char *why,
-                           size_t whylen)
+int metrics_csv_write_rows(const char *path, const metrics_row_t *rows, size_t n, char *err,
+                           size_t errlen)
 {
     uint32_t ranks = 0;
     for (size_t i = 0; i < n; i++)
         ranks = rows[i].nranks > ranks ? rows[i].nranks : ranks;
-    atomic_file_t *f = atomic_file_new(path, why, whylen);
+    atomic_file_t *f = atomic_file_new(path, err, errlen);
     if (!f)
         return -1;
     FILE *out = atomic_file_stream(f);
@@ -143,7 +144,7 @@ int metrics_csv_write_rows(const char *path, const metrics_row_t *rows, size_t n
             s_field(out, r < w->nranks ? w->rank_ips[r] : 0, r < w->nranks);
         fputc('\n', out);
     }
-    return atomic_file_commit(&f, why, whylen);
+    return atomic_file_commit(&f, err, errlen);
 }
 
 /* Column indices of the header fields a row is read from (-1: absent). */
@@ -241,14 +242,14 @@ static int s_row(char *line, const columns_t *c, metrics_row_t *w)
     return 0;
 }
 
-static char *s_slurp(const char *path, char *why, size_t whylen, bool *absent)
+static char *s_slurp(const char *path, char *err, size_t errlen, bool *absent)
 {
     *absent = false;
     FILE *in = fopen(path, "r");
     if (!in) {
         *absent = errno == ENOENT;
         if (!*absent)
-            snprintf(why, whylen, "cannot read %s: %s", path, strerror(errno));
+            err_set(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return NULL;
     }
     char *text = NULL;
@@ -263,7 +264,7 @@ static char *s_slurp(const char *path, char *why, size_t whylen, bool *absent)
     if (mem && fclose(mem) != 0)
         bad = 1;
     if (bad) {
-        snprintf(why, whylen, "cannot read %s", path);
+        err_set(err, errlen, "cannot read %s", path);
         free(text);
         return NULL;
     }
@@ -271,14 +272,14 @@ static char *s_slurp(const char *path, char *why, size_t whylen, bool *absent)
 }
 
 int metrics_csv_read(const char *path, metrics_row_t **rows, size_t *n, size_t *skipped,
-                     char *why, size_t whylen)
+                     char *err, size_t errlen)
 {
     *rows = NULL;
     *n = *skipped = 0;
-    if (whylen)
-        why[0] = '\0';
+    if (errlen)
+        err[0] = '\0';
     bool absent;
-    char *text = s_slurp(path, why, whylen, &absent);
+    char *text = s_slurp(path, err, errlen, &absent);
     if (!text)
         return absent ? 0 : -1;
     columns_t *c = malloc(sizeof *c);
@@ -286,10 +287,10 @@ int metrics_csv_read(const char *path, metrics_row_t **rows, size_t *n, size_t *
     char *save = NULL;
     char *line = strtok_r(text, "\r\n", &save);
     if (!c) {
-        snprintf(why, whylen, "out of memory reading %s", path);
+        err_set(err, errlen, "out of memory reading %s", path);
         rc = -1;
     } else if (line && s_header(line, c) != 0) {
-        snprintf(why, whylen, "%s has no epoch/phase header: not a metrics.csv of ddpipe", path);
+        err_set(err, errlen, "%s has no epoch/phase header: not a metrics.csv of ddpipe", path);
         rc = -1;
     }
     size_t cap = 0;
@@ -308,8 +309,8 @@ int metrics_csv_read(const char *path, metrics_row_t **rows, size_t *n, size_t *
         *n += r == 0;
         *skipped += r == -1;
     }
-    if (rc != 0 && !why[0])
-        snprintf(why, whylen, "out of memory reading %s", path);
+    if (rc != 0 && !err[0])
+        err_set(err, errlen, "out of memory reading %s", path);
     if (rc != 0) {
         for (size_t i = 0; i < *n; i++)
             metrics_csv_row_clear(&(*rows)[i]);

@@ -19,8 +19,8 @@
 #include "proto/event.h"
 
 /* unix_time: the row's wall-clock time (seconds since 1970). */
-int metrics_csv_append(const char *path, const ev_metric_t *m, double unix_time, char *why,
-                       size_t whylen);
+int metrics_csv_append(const char *path, const ev_metric_t *m, double unix_time, char *err,
+                       size_t errlen);
 
 /* A training run's metrics.csv appends two kinds of columns:
  *
@@ -51,14 +51,14 @@ int metrics_csv_row(const ev_metric_t *m, double unix_time, metrics_row_t *out);
 void metrics_csv_row_clear(metrics_row_t *row);
 
 /* Atomically write the training layout with these rows in order. */
-int metrics_csv_write_rows(const char *path, const metrics_row_t *rows, size_t n, char *why,
-                           size_t whylen);
+int metrics_csv_write_rows(const char *path, const metrics_row_t *rows, size_t n, char *err,
+                           size_t errlen);
 
 /* Read back a metrics.csv of either layout: *rows (malloc'ed; free each
  * with metrics_csv_row_clear, then the array) and *n; an absent file gives
  * 0 rows. Lines that do not parse are skipped and counted in *skipped.
  * 0, or -1 with a reason (unreadable file, no known header, OOM). */
 int metrics_csv_read(const char *path, metrics_row_t **rows, size_t *n, size_t *skipped,
-                     char *why, size_t whylen);
+                     char *err, size_t errlen);
 
 #endif

@@ -1,4 +1,5 @@
 #include "reporterd/metrics_http.h"
+#include "common/errbuf.h"
 
 #include <microhttpd.h>
 #include <netdb.h>
@@ -74,13 +75,13 @@ static int s_split(const char *hostport, char *buf, size_t len, const char **hos
     return 0;
 }
 
-metrics_http_t *metrics_http_new(const char *hostport, promstate_t *state, char *why,
-                                 size_t whylen)
+metrics_http_t *metrics_http_new(const char *hostport, promstate_t *state, char *err,
+                                 size_t errlen)
 {
     char buf[512];
     const char *host, *port;
     if (s_split(hostport, buf, sizeof buf, &host, &port) != 0) {
-        snprintf(why, whylen, "--metrics-http '%s': want HOST:PORT, e.g. 127.0.0.1:9100",
+        err_set(err, errlen, "--metrics-http '%s': want HOST:PORT, e.g. 127.0.0.1:9100",
                  hostport);
         return NULL;
     }
@@ -88,7 +89,7 @@ metrics_http_t *metrics_http_new(const char *hostport, promstate_t *state, char 
                              .ai_flags = AI_NUMERICSERV}, *ai = NULL;
     int gai = getaddrinfo(host, port, &hints, &ai);
     if (gai != 0) {
-        snprintf(why, whylen, "--metrics-http '%s': %s", hostport, gai_strerror(gai));
+        err_set(err, errlen, "--metrics-http '%s': %s", hostport, gai_strerror(gai));
         return NULL;
     }
     metrics_http_t *self = calloc(1, sizeof *self);
@@ -106,7 +107,7 @@ metrics_http_t *metrics_http_new(const char *hostport, promstate_t *state, char 
     }
     freeaddrinfo(ai);
     if (!self || !self->daemon) {
-        snprintf(why, whylen,
+        err_set(err, errlen,
                  "--metrics-http %s: cannot listen (port in use, or not this host's address?)",
                  hostport);
         free(self);

@@ -1,4 +1,5 @@
 #include "reporterd/plot.h"
+#include "common/errbuf.h"
 #include "reporterd/canvas.h"
 
 #include <cairo-svg.h>
@@ -454,24 +455,24 @@ void plot_shutdown(void)
     FcFini();
 }
 
-int plot_write_png(const plot_t *self, const char *path, int width, int height, char *why,
-                   size_t whylen)
+int plot_write_png(const plot_t *self, const char *path, int width, int height, char *err,
+                   size_t errlen)
 {
     if (width < 100 || height < 80 || width > 10000 || height > 10000) {
-        snprintf(why, whylen, "plot %s: size %dx%d outside 100x80..10000x10000", path, width,
+        err_set(err, errlen, "plot %s: size %dx%d outside 100x80..10000x10000", path, width,
                  height);
         return -1;
     }
-    return canvas_write(s_render, self, path, false, width, height, "plot", why, whylen);
+    return canvas_write(s_render, self, path, false, width, height, "plot", err, errlen);
 }
 
 int plot_write_svg(const plot_t *self, const char *path, double width, double height,
-                   char *why, size_t whylen)
+                   char *err, size_t errlen)
 {
     if (!(width >= 100 && height >= 80 && width <= 10000 && height <= 10000)) {
-        snprintf(why, whylen, "plot %s: size %gx%g outside 100x80..10000x10000", path, width,
+        err_set(err, errlen, "plot %s: size %gx%g outside 100x80..10000x10000", path, width,
                  height);
         return -1;
     }
-    return canvas_write(s_render, self, path, true, width, height, "plot", why, whylen);
+    return canvas_write(s_render, self, path, true, width, height, "plot", err, errlen);
 }

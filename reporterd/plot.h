@@ -31,10 +31,10 @@ void plot_set_y_from_zero(plot_t *self, bool on);
 
 /* Write atomically (temporary file + rename). Sizes in pixels (PNG) or
  * points (SVG). 0, or -1 with a reason. */
-int plot_write_png(const plot_t *self, const char *path, int width, int height, char *why,
-                   size_t whylen);
+int plot_write_png(const plot_t *self, const char *path, int width, int height, char *err,
+                   size_t errlen);
 int plot_write_svg(const plot_t *self, const char *path, double width, double height,
-                   char *why, size_t whylen);
+                   char *err, size_t errlen);
 
 /* Free cairo's and fontconfig's process-wide caches (font faces); call
  * once at exit, after the last plot, so leak checkers see a clean exit. */

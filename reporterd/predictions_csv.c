@@ -18,14 +18,14 @@ struct predcsv {
     int started;
 };
 
-predcsv_t *predcsv_new(const char *path, char *why, size_t whylen)
+predcsv_t *predcsv_new(const char *path, char *err, size_t errlen)
 {
     predcsv_t *self = calloc(1, sizeof *self);
     if (!self) {
-        err_set(why, whylen, "out of memory opening %s", path);
+        err_set(err, errlen, "out of memory opening %s", path);
         return NULL;
     }
-    self->file = atomic_file_new(path, why, whylen);
+    self->file = atomic_file_new(path, err, errlen);
     if (!self->file) {
         free(self);
         return NULL;
@@ -45,7 +45,7 @@ void predcsv_destroy(predcsv_t **self_p)
 
 uint64_t predcsv_next(const predcsv_t *self) { return self->next; }
 
-static int s_check_chunk(predcsv_t *self, const ev_predictions_t *c, char *why, size_t whylen)
+static int s_check_chunk(predcsv_t *self, const ev_predictions_t *c, char *err, size_t errlen)
 {
     if (!self->started) {
         self->total = c->total;
@@ -55,7 +55,7 @@ static int s_check_chunk(predcsv_t *self, const ev_predictions_t *c, char *why, 
     }
     if (c->first != self->next || c->total != self->total || c->epoch != self->epoch ||
         c->phase != self->phase) {
-        err_set(why, whylen,
+        err_set(err, errlen,
                 "predictions chunk out of order: got epoch %u phase %u entries %llu+%llu of "
                 "%llu, expected epoch %u phase %u from %llu of %llu",
                 c->epoch, c->phase, (unsigned long long)c->first, (unsigned long long)c->n,
@@ -64,7 +64,7 @@ static int s_check_chunk(predcsv_t *self, const ev_predictions_t *c, char *why, 
         return -1;
     }
     if (c->n > self->total - self->next || c->k == 0 || c->k > CSV_K) {
-        err_set(why, whylen, "predictions chunk of %llu entries (k=%u) past the total %llu",
+        err_set(err, errlen, "predictions chunk of %llu entries (k=%u) past the total %llu",
                 (unsigned long long)c->n, c->k, (unsigned long long)self->total);
         return -1;
     }
@@ -90,9 +90,9 @@ static void s_row(FILE *out, const ev_predictions_t *c, uint64_t i)
     fprintf(out, ",%.9g\n", (double)c->loss[i]);
 }
 
-int predcsv_add(predcsv_t *self, const ev_predictions_t *chunk, char *why, size_t whylen)
+int predcsv_add(predcsv_t *self, const ev_predictions_t *chunk, char *err, size_t errlen)
 {
-    if (s_check_chunk(self, chunk, why, whylen) != 0)
+    if (s_check_chunk(self, chunk, err, errlen) != 0)
         return -1;
     FILE *out = atomic_file_stream(self->file);
     for (uint64_t i = 0; i < chunk->n; i++)
@@ -100,22 +100,22 @@ int predcsv_add(predcsv_t *self, const ev_predictions_t *chunk, char *why, size_
             s_row(out, chunk, i);
     self->next += chunk->n;
     if (ferror(out)) {
-        err_set(why, whylen, "cannot write %s", atomic_file_tmp_path(self->file));
+        err_set(err, errlen, "cannot write %s", atomic_file_tmp_path(self->file));
         return -1;
     }
     return 0;
 }
 
-int predcsv_commit(predcsv_t **self_p, char *why, size_t whylen)
+int predcsv_commit(predcsv_t **self_p, char *err, size_t errlen)
 {
     predcsv_t *self = *self_p;
     if (!self->started || self->next != self->total) {
-        err_set(why, whylen, "predictions incomplete: %llu of %llu entries received",
+        err_set(err, errlen, "predictions incomplete: %llu of %llu entries received",
                 (unsigned long long)self->next, (unsigned long long)self->total);
         predcsv_destroy(self_p);
         return -1;
     }
-    int rc = atomic_file_commit(&self->file, why, whylen);
+    int rc = atomic_file_commit(&self->file, err, errlen);
     predcsv_destroy(self_p);
     return rc;
 }

@@ -24,14 +24,14 @@
 typedef struct predcsv predcsv_t;
 
 /* Creates the temporary file and writes the header. */
-predcsv_t *predcsv_new(const char *path, char *why, size_t whylen);
+predcsv_t *predcsv_new(const char *path, char *err, size_t errlen);
 /* Append a chunk; its first must equal the rows so far (next index) and its
  * total the total of the first chunk. 0 or -1 with a reason. */
-int predcsv_add(predcsv_t *self, const ev_predictions_t *chunk, char *why, size_t whylen);
+int predcsv_add(predcsv_t *self, const ev_predictions_t *chunk, char *err, size_t errlen);
 /* Entries written so far (next expected index). */
 uint64_t predcsv_next(const predcsv_t *self);
 /* Publish the file; destroys *self_p. Fails if entries < total. */
-int predcsv_commit(predcsv_t **self_p, char *why, size_t whylen);
+int predcsv_commit(predcsv_t **self_p, char *err, size_t errlen);
 /* Abandon (the temporary file is removed). NULL-safe. */
 void predcsv_destroy(predcsv_t **self_p);
 

@@ -9,7 +9,7 @@
 
 #include "common/clock.h"
 #include "common/errbuf.h"
-#include "proto/proto.h" /* ddp_phase_t only */
+#include "proto/messages.h"
 #include "reporterd/chart.h"
 #include "reporterd/class_report.h"
 #include "reporterd/metrics_csv.h"
@@ -98,15 +98,15 @@ static ev_metric_t *s_metric_copy(const ev_metric_t *src)
 }
 
 /* mkdir -p dir; it must end up a directory. 0, or -1 with path and errno. */
-static int s_mkdirs(const char *dir, char *why, size_t whylen)
+static int s_mkdirs(const char *dir, char *err, size_t errlen)
 {
     if (!dir || !*dir) {
-        err_set(why, whylen, "empty run directory name");
+        err_set(err, errlen, "empty run directory name");
         return -1;
     }
     char *copy = strdup(dir);
     if (!copy) {
-        err_set(why, whylen, "out of memory for run directory %s", dir);
+        err_set(err, errlen, "out of memory for run directory %s", dir);
         return -1;
     }
     int rc = 0;
@@ -117,7 +117,7 @@ static int s_mkdirs(const char *dir, char *why, size_t whylen)
         char saved = *p;
         *p = '\0';
         if (mkdir(copy, 0777) != 0 && errno != EEXIST) {
-            err_set(why, whylen, "cannot create directory %s: %s", copy, strerror(errno));
+            err_set(err, errlen, "cannot create directory %s: %s", copy, strerror(errno));
             rc = -1;
             break;
         }
@@ -127,19 +127,19 @@ static int s_mkdirs(const char *dir, char *why, size_t whylen)
     }
     struct stat st;
     if (rc == 0 && stat(dir, &st) != 0) {
-        err_set(why, whylen, "cannot stat %s: %s", dir, strerror(errno));
+        err_set(err, errlen, "cannot stat %s: %s", dir, strerror(errno));
         rc = -1;
     } else if (rc == 0 && !S_ISDIR(st.st_mode)) {
-        err_set(why, whylen, "cannot use as run directory %s: %s", dir, strerror(ENOTDIR));
+        err_set(err, errlen, "cannot use as run directory %s: %s", dir, strerror(ENOTDIR));
         rc = -1;
     }
     free(copy);
     return rc;
 }
 
-rundir_t *rundir_new(const char *out_dir, char *why, size_t whylen)
+rundir_t *rundir_new(const char *out_dir, char *err, size_t errlen)
 {
-    if (s_mkdirs(out_dir, why, whylen) != 0)
+    if (s_mkdirs(out_dir, err, errlen) != 0)
         return NULL;
     rundir_t *self = calloc(1, sizeof *self);
     if (self)
@@ -148,7 +148,7 @@ rundir_t *rundir_new(const char *out_dir, char *why, size_t whylen)
         if (self)
             free(self->dir);
         free(self);
-        err_set(why, whylen, "out of memory for run directory %s", out_dir);
+        err_set(err, errlen, "out of memory for run directory %s", out_dir);
         return NULL;
     }
     return self;
@@ -211,13 +211,13 @@ static size_t s_find(const rundir_t *self, uint32_t epoch, uint8_t phase)
     return i;
 }
 
-static int s_keep_metric(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen)
+static int s_keep_metric(rundir_t *self, const ev_metric_t *m, char *err, size_t errlen)
 {
     ev_metric_t *copy = s_metric_copy(m), *copy2 = NULL;
     if (copy && m->phase == DDP_PHASE_EVAL && !(copy2 = s_metric_copy(m)))
         s_metric_free(&copy);
     if (!copy) {
-        snprintf(why, whylen, "out of memory keeping the metric of epoch %u (%u classes)",
+        err_set(err, errlen, "out of memory keeping the metric of epoch %u (%u classes)",
                  m->epoch, m->num_classes);
         return -1;
     }
@@ -230,13 +230,13 @@ static int s_keep_metric(rundir_t *self, const ev_metric_t *m, char *why, size_t
     return 0;
 }
 
-static int s_plots(rundir_t *self, char *why, size_t whylen);
+static int s_plots(rundir_t *self, char *err, size_t errlen);
 
-int rundir_on_progress(rundir_t *self, const ev_progress_t *p, double now_s, char *why,
-                       size_t whylen)
+int rundir_on_progress(rundir_t *self, const ev_progress_t *p, double now_s, char *err,
+                       size_t errlen)
 {
     if (tput_add(self->tput, p, now_s) != 0) {
-        snprintf(why, whylen, "out of memory for the throughput history");
+        err_set(err, errlen, "out of memory for the throughput history");
         return -1;
     }
     return 0;
@@ -253,7 +253,7 @@ static int s_by_epoch_phase(const void *a, const void *b)
 
 /* A resumed run's rows: whatever metrics.csv holds (epochs >= --start-epoch
  * are redone and dropped). Once per run. */
-static int s_load(rundir_t *self, char *why, size_t whylen)
+static int s_load(rundir_t *self, char *err, size_t errlen)
 {
     if (self->loaded)
         return 0;
@@ -261,9 +261,9 @@ static int s_load(rundir_t *self, char *why, size_t whylen)
     char *path = s_join(self, "metrics.csv");
     metrics_row_t *rows = NULL;
     size_t n = 0, skipped = 0;
-    int rc = path ? metrics_csv_read(path, &rows, &n, &skipped, why, whylen) : -1;
+    int rc = path ? metrics_csv_read(path, &rows, &n, &skipped, err, errlen) : -1;
     if (!path)
-        snprintf(why, whylen, "out of memory");
+        err_set(err, errlen, "out of memory");
     free(path);
     if (rc != 0)
         return -1;
@@ -281,27 +281,27 @@ static int s_load(rundir_t *self, char *why, size_t whylen)
 }
 
 /* metrics.csv (training layout) and the seed CSV from the rows. */
-static int s_write_training(rundir_t *self, char *why, size_t whylen)
+static int s_write_training(rundir_t *self, char *err, size_t errlen)
 {
     qsort(self->hist, self->nhist, sizeof(metrics_row_t), s_by_epoch_phase);
     char *path = s_join(self, "metrics.csv");
-    int rc = path ? metrics_csv_write_rows(path, self->hist, self->nhist, why, whylen) : -1;
+    int rc = path ? metrics_csv_write_rows(path, self->hist, self->nhist, err, errlen) : -1;
     free(path);
     if (rc == 0 && self->seed_csv) {
         path = s_join(self, self->seed_csv);
-        rc = path ? seed_csv_write(path, self->hist, self->nhist, why, whylen) : -1;
+        rc = path ? seed_csv_write(path, self->hist, self->nhist, err, errlen) : -1;
         free(path);
     }
     if (rc != 0 && !path)
-        snprintf(why, whylen, "out of memory");
+        err_set(err, errlen, "out of memory");
     return rc;
 }
 
-int rundir_train_setup(rundir_t *self, long start_epoch, const char *seed_csv, char *why,
-                       size_t whylen)
+int rundir_train_setup(rundir_t *self, long start_epoch, const char *seed_csv, char *err,
+                       size_t errlen)
 {
     if (seed_csv && (!seed_csv[0] || strchr(seed_csv, '/') || strcmp(seed_csv, "..") == 0)) {
-        snprintf(why, whylen, "--seed-csv '%s' must be a file name (it goes into %s)", seed_csv,
+        err_set(err, errlen, "--seed-csv '%s' must be a file name (it goes into %s)", seed_csv,
                  self->dir);
         return -1;
     }
@@ -309,13 +309,13 @@ int rundir_train_setup(rundir_t *self, long start_epoch, const char *seed_csv, c
     self->seed_csv = seed_csv ? strdup(seed_csv) : NULL;
     self->start_epoch = start_epoch;
     self->training = true;
-    if ((seed_csv && !self->seed_csv) || s_load(self, why, whylen) != 0) {
+    if ((seed_csv && !self->seed_csv) || s_load(self, err, errlen) != 0) {
         if (seed_csv && !self->seed_csv)
-            snprintf(why, whylen, "out of memory");
+            err_set(err, errlen, "out of memory");
         return -1;
     }
     /* a resumed run's files cover the whole training from the start */
-    return start_epoch >= 0 ? s_write_training(self, why, whylen) : 0;
+    return start_epoch >= 0 ? s_write_training(self, err, errlen) : 0;
 }
 
 static void s_keep_decision(rundir_t *self, const ev_metric_t *m)
@@ -328,48 +328,48 @@ static void s_keep_decision(rundir_t *self, const ev_metric_t *m)
     snprintf(self->reason, sizeof self->reason, "%s", m->decision_reason);
 }
 
-int rundir_on_metric(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen)
+int rundir_on_metric(rundir_t *self, const ev_metric_t *m, char *err, size_t errlen)
 {
     /* the first train metric makes this a training run (rows then go
      * through the training layout, an existing file's rows kept) */
     if (m->phase == DDP_PHASE_TRAIN && !self->training) {
         self->training = true;
-        if (s_load(self, why, whylen) != 0)
+        if (s_load(self, err, errlen) != 0)
             return -1;
     }
     size_t at = s_find(self, m->epoch, m->phase);
     bool repeated = at < self->nhist;
     if (!repeated) {
         if (s_grow((void **)&self->hist, &self->caphist, self->nhist, sizeof(metrics_row_t)) != 0) {
-            snprintf(why, whylen, "out of memory for the metric history");
+            err_set(err, errlen, "out of memory for the metric history");
             return -1;
         }
         memset(&self->hist[self->nhist++], 0, sizeof(metrics_row_t));
     }
     metrics_csv_row_clear(&self->hist[at]);
     if (metrics_csv_row(m, clock_wall_s(), &self->hist[at]) != 0 ||
-        s_keep_metric(self, m, why, whylen) != 0) {
-        snprintf(why, whylen, "out of memory keeping the metric of epoch %u", m->epoch);
+        s_keep_metric(self, m, err, errlen) != 0) {
+        err_set(err, errlen, "out of memory keeping the metric of epoch %u", m->epoch);
         return -1;
     }
     s_keep_decision(self, m);
     int rc = 0;
     if (self->training) {
-        rc = s_write_training(self, why, whylen);
+        rc = s_write_training(self, err, errlen);
     } else if (!repeated) { /* one metrics.csv row per (epoch, phase) */
         char *path = s_join(self, "metrics.csv");
         if (!path) {
-            snprintf(why, whylen, "out of memory");
+            err_set(err, errlen, "out of memory");
             return -1;
         }
-        rc = metrics_csv_append(path, m, clock_wall_s(), why, whylen);
+        rc = metrics_csv_append(path, m, clock_wall_s(), err, errlen);
         free(path);
     } else {
         return 0;
     }
     /* refreshed after every epoch; the final metric's plots come with finish() */
     if (rc == 0 && !m->final)
-        rc = s_plots(self, why, whylen);
+        rc = s_plots(self, err, errlen);
     return rc;
 }
 
@@ -399,36 +399,36 @@ int rundir_on_failed(rundir_t *self, const ev_failed_t *f)
                         f->reason[0] ? f->reason : NULL);
 }
 
-int rundir_on_predictions(rundir_t *self, const ev_predictions_t *p, char *why, size_t whylen)
+int rundir_on_predictions(rundir_t *self, const ev_predictions_t *p, char *err, size_t errlen)
 {
     for (uint64_t i = 0; i < p->n; i++)
         if (p->status[i] == 2 &&
             s_add_failed(self, p->epoch, p->phase, p->first + i, p->paths ? p->paths[i] : NULL,
                          NULL) != 0) {
-            snprintf(why, whylen, "out of memory recording failed samples");
+            err_set(err, errlen, "out of memory recording failed samples");
             return -1;
         }
     if (p->first == 0) {
         predcsv_destroy(&self->pred); /* an unfinished earlier stream is dropped */
         char *path = s_join(self, "predictions.csv");
-        self->pred = path ? predcsv_new(path, why, whylen) : NULL;
+        self->pred = path ? predcsv_new(path, err, errlen) : NULL;
         if (!path)
-            snprintf(why, whylen, "out of memory");
+            err_set(err, errlen, "out of memory");
         free(path);
         if (!self->pred)
             return -1;
     }
     if (!self->pred) {
-        snprintf(why, whylen, "predictions chunk from %llu without its start (first 0)",
+        err_set(err, errlen, "predictions chunk from %llu without its start (first 0)",
                  (unsigned long long)p->first);
         return -1;
     }
-    if (predcsv_add(self->pred, p, why, whylen) != 0) {
+    if (predcsv_add(self->pred, p, err, errlen) != 0) {
         predcsv_destroy(&self->pred);
         return -1;
     }
     if (predcsv_next(self->pred) == p->total)
-        return predcsv_commit(&self->pred, why, whylen);
+        return predcsv_commit(&self->pred, err, errlen);
     return 0;
 }
 
@@ -469,10 +469,10 @@ static int s_failed_for(rundir_t *self, const ev_metric_t *m, summary_failed_t *
 }
 
 /* Keep the first error, try everything. */
-static void s_note(int *rc, int step_rc, char *why, size_t whylen, const char *step_why)
+static void s_note(int *rc, int step_rc, char *err, size_t errlen, const char *step_why)
 {
     if (step_rc != 0 && *rc == 0) {
-        snprintf(why, whylen, "%s", step_why);
+        err_set(err, errlen, "%s", step_why);
         *rc = -1;
     }
 }
@@ -507,33 +507,33 @@ static void s_training(const rundir_t *self, summary_training_t *t)
     t->stop_reason = stop ? self->reason : NULL;
 }
 
-static int s_write_summary(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen)
+static int s_write_summary(rundir_t *self, const ev_metric_t *m, char *err, size_t errlen)
 {
     summary_failed_t *failed = NULL;
     size_t nfailed = 0;
     char *path = s_join(self, "summary.json");
     if (!path || s_failed_for(self, m, &failed, &nfailed) != 0) {
         free(path);
-        err_set(why, whylen, "out of memory writing summary.json");
+        err_set(err, errlen, "out of memory writing summary.json");
         return -1;
     }
     summary_training_t t;
     if (self->training)
         s_training(self, &t);
-    int rc = summary_write(path, m, failed, nfailed, self->training ? &t : NULL, why, whylen);
+    int rc = summary_write(path, m, failed, nfailed, self->training ? &t : NULL, err, errlen);
     free(failed);
     free(path);
     return rc;
 }
 
-static int s_write_report(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen)
+static int s_write_report(rundir_t *self, const ev_metric_t *m, char *err, size_t errlen)
 {
     char *path = s_join(self, "classification_report.txt");
     if (!path) {
-        snprintf(why, whylen, "out of memory");
+        err_set(err, errlen, "out of memory");
         return -1;
     }
-    int rc = class_report_write(path, m->confusion, m->num_classes, m->class_names, why, whylen);
+    int rc = class_report_write(path, m->confusion, m->num_classes, m->class_names, err, errlen);
     free(path);
     return rc;
 }
@@ -583,7 +583,7 @@ static int s_add_series(plot_t *p, const rundir_t *self, uint8_t phase, int fiel
     return rc;
 }
 
-static int s_write_plot(rundir_t *self, plot_t *p, const char *stem, char *why, size_t whylen)
+static int s_write_plot(rundir_t *self, plot_t *p, const char *stem, char *err, size_t errlen)
 {
     char name[64];
     snprintf(name, sizeof name, "%s.png", stem);
@@ -592,9 +592,9 @@ static int s_write_plot(rundir_t *self, plot_t *p, const char *stem, char *why, 
     char *svg = s_join(self, name);
     int rc = -1;
     if (!png || !svg)
-        snprintf(why, whylen, "out of memory");
-    else if (plot_write_png(p, png, PLOT_W, PLOT_H, why, whylen) == 0)
-        rc = plot_write_svg(p, svg, PLOT_W, PLOT_H, why, whylen);
+        err_set(err, errlen, "out of memory");
+    else if (plot_write_png(p, png, PLOT_W, PLOT_H, err, errlen) == 0)
+        rc = plot_write_svg(p, svg, PLOT_W, PLOT_H, err, errlen);
     free(png);
     free(svg);
     return rc;
@@ -608,11 +608,11 @@ typedef struct {
 
 /* One per-epoch figure of the listed series. */
 static int s_figure(rundir_t *self, const char *stem, const char *title, const char *ylabel,
-                    const series_t *series, int nseries, bool from_zero, char *why, size_t whylen)
+                    const series_t *series, int nseries, bool from_zero, char *err, size_t errlen)
 {
     plot_t *p = plot_new(title, "epoch", ylabel);
     if (!p) {
-        snprintf(why, whylen, "out of memory for plot %s", stem);
+        err_set(err, errlen, "out of memory for plot %s", stem);
         return -1;
     }
     plot_set_integer_x(p, true);
@@ -621,15 +621,15 @@ static int s_figure(rundir_t *self, const char *stem, const char *title, const c
     for (int i = 0; i < nseries && rc == 0; i++)
         rc = s_add_series(p, self, series[i].phase, series[i].field, series[i].name);
     if (rc != 0)
-        snprintf(why, whylen, "out of memory for plot %s", stem);
+        err_set(err, errlen, "out of memory for plot %s", stem);
     else
-        rc = s_write_plot(self, p, stem, why, whylen);
+        rc = s_write_plot(self, p, stem, err, errlen);
     plot_destroy(&p);
     return rc;
 }
 
 /* Training: images/s per epoch, all ranks and each rank's compute rate. */
-static int s_throughput_epochs(rundir_t *self, char *why, size_t whylen)
+static int s_throughput_epochs(rundir_t *self, char *err, size_t errlen)
 {
     static char names[PLOT_MAX_SERIES][32];
     series_t s[PLOT_MAX_SERIES] = {{DDP_PHASE_TRAIN, F_IPS, "train (all ranks)"},
@@ -643,32 +643,32 @@ static int s_throughput_epochs(rundir_t *self, char *why, size_t whylen)
         snprintf(names[n], sizeof names[n], "train rank %u (compute)", r);
         s[n] = (series_t){DDP_PHASE_TRAIN, F_RANK + (int)r, names[n]};
     }
-    return s_figure(self, "throughput", "Throughput per epoch", "images/s", s, n, true, why,
-                    whylen);
+    return s_figure(self, "throughput", "Throughput per epoch", "images/s", s, n, true, err,
+                    errlen);
 }
 
 /* Images/s over the job's time, all workers and per rank; per epoch when
  * no progress event came (a job shorter than one progress tick). */
-static int s_throughput(rundir_t *self, char *why, size_t whylen)
+static int s_throughput(rundir_t *self, char *err, size_t errlen)
 {
     static const series_t ips[] = {{DDP_PHASE_EVAL, F_IPS, "eval"}};
     if (self->training)
-        return s_throughput_epochs(self, why, whylen);
+        return s_throughput_epochs(self, err, errlen);
     if (tput_points(self->tput) < 2)
-        return s_figure(self, "throughput", "Throughput", "images/s", ips, 1, true, why, whylen);
+        return s_figure(self, "throughput", "Throughput", "images/s", ips, 1, true, err, errlen);
     plot_t *p = plot_new("Throughput", "seconds since the plan", "images/s");
     int rc = -1;
     if (!p || tput_plot(self->tput, p) != 0)
-        snprintf(why, whylen, "out of memory for plot throughput");
+        err_set(err, errlen, "out of memory for plot throughput");
     else {
         plot_set_y_from_zero(p, true);
-        rc = s_write_plot(self, p, "throughput", why, whylen);
+        rc = s_write_plot(self, p, "throughput", err, errlen);
     }
     plot_destroy(&p);
     return rc;
 }
 
-static int s_plots(rundir_t *self, char *why, size_t whylen)
+static int s_plots(rundir_t *self, char *err, size_t errlen)
 {
     if (self->nhist && !self->training)
         qsort(self->hist, self->nhist, sizeof(metrics_row_t), s_by_epoch);
@@ -684,15 +684,15 @@ static int s_plots(rundir_t *self, char *why, size_t whylen)
     char w[512] = "";
     int rc = 0;
     s_note(&rc, s_figure(self, "loss", "Loss", "cross-entropy loss", t ? loss_train : loss_eval,
-                         t ? 2 : 1, false, w, sizeof w), why, whylen, w);
+                         t ? 2 : 1, false, w, sizeof w), err, errlen, w);
     s_note(&rc, s_figure(self, "accuracy", "Accuracy", "accuracy", t ? acc_train : acc_eval,
-                         t ? 3 : 2, false, w, sizeof w), why, whylen, w);
-    s_note(&rc, s_throughput(self, w, sizeof w), why, whylen, w);
+                         t ? 3 : 2, false, w, sizeof w), err, errlen, w);
+    s_note(&rc, s_throughput(self, w, sizeof w), err, errlen, w);
     return rc;
 }
 
 /* confusion.png/svg and f1.png/svg of the summary's metric. */
-static int s_class_charts(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen)
+static int s_class_charts(rundir_t *self, const ev_metric_t *m, char *err, size_t errlen)
 {
     char title[128];
     const char *what = m->phase == DDP_PHASE_TRAIN ? "train" : self->training ? "validation" : "eval";
@@ -700,16 +700,16 @@ static int s_class_charts(rundir_t *self, const ev_metric_t *m, char *why, size_
     char *fpng = s_join(self, "f1.png"), *fsvg = s_join(self, "f1.svg");
     int rc = -1;
     if (!png || !svg || !fpng || !fsvg) {
-        snprintf(why, whylen, "out of memory");
+        err_set(err, errlen, "out of memory");
     } else {
         chart_classes_t c = {title, m->confusion, m->num_classes, m->class_names};
         snprintf(title, sizeof title, "Confusion matrix (%s, epoch %u, %llu samples)", what,
                  m->epoch, (unsigned long long)m->samples);
-        rc = chart_confusion_write(&c, png, svg, why, whylen);
+        rc = chart_confusion_write(&c, png, svg, err, errlen);
         snprintf(title, sizeof title, "Per-class precision, recall and F1 (%s, epoch %u)", what,
                  m->epoch);
         if (rc == 0)
-            rc = chart_f1_write(&c, fpng, fsvg, why, whylen);
+            rc = chart_f1_write(&c, fpng, fsvg, err, errlen);
     }
     free(png);
     free(svg);
@@ -718,25 +718,25 @@ static int s_class_charts(rundir_t *self, const ev_metric_t *m, char *why, size_
     return rc;
 }
 
-int rundir_finish(rundir_t *self, char *why, size_t whylen)
+int rundir_finish(rundir_t *self, char *err, size_t errlen)
 {
     const ev_metric_t *m = self->last_eval ? self->last_eval : self->last_any;
     char w[1024] = "";
     int rc = 0;
     if (!m) {
-        snprintf(why, whylen, "no metric received: summary.json and "
+        err_set(err, errlen, "no metric received: summary.json and "
                               "classification_report.txt not written");
         rc = -1;
     } else {
-        s_note(&rc, s_write_summary(self, m, w, sizeof w), why, whylen, w);
-        s_note(&rc, s_write_report(self, m, w, sizeof w), why, whylen, w);
-        s_note(&rc, s_class_charts(self, m, w, sizeof w), why, whylen, w);
+        s_note(&rc, s_write_summary(self, m, w, sizeof w), err, errlen, w);
+        s_note(&rc, s_write_report(self, m, w, sizeof w), err, errlen, w);
+        s_note(&rc, s_class_charts(self, m, w, sizeof w), err, errlen, w);
     }
-    s_note(&rc, s_plots(self, w, sizeof w), why, whylen, w);
+    s_note(&rc, s_plots(self, w, sizeof w), err, errlen, w);
     if (self->pred) {
         snprintf(w, sizeof w, "predictions.csv incomplete: %llu entries received, not written",
                  (unsigned long long)predcsv_next(self->pred));
-        s_note(&rc, -1, why, whylen, w);
+        s_note(&rc, -1, err, errlen, w);
         predcsv_destroy(&self->pred);
     }
     return rc;

@@ -26,7 +26,7 @@
 typedef struct rundir rundir_t;
 
 /* Creates out_dir (mkdir -p). NULL with a reason in why. */
-rundir_t *rundir_new(const char *out_dir, char *why, size_t whylen);
+rundir_t *rundir_new(const char *out_dir, char *err, size_t errlen);
 void rundir_destroy(rundir_t **self_p);
 const char *rundir_dir(const rundir_t *self);
 
@@ -36,8 +36,8 @@ const char *rundir_dir(const rundir_t *self);
  * metrics.csv rewritten at once; seed_csv (a file name in the run
  * directory, or NULL) gets the seed course's time,val_accuracy log
  * (seed_csv.h) after every metric. 0, or -1 with a reason. */
-int rundir_train_setup(rundir_t *self, long start_epoch, const char *seed_csv, char *why,
-                       size_t whylen);
+int rundir_train_setup(rundir_t *self, long start_epoch, const char *seed_csv, char *err,
+                       size_t errlen);
 
 /* Appends the metrics.csv row (a repeated (epoch, phase) replaces the kept
  * metric but adds no second row) and keeps the metric for summary/plots.
@@ -46,18 +46,18 @@ int rundir_train_setup(rundir_t *self, long start_epoch, const char *seed_csv, c
  * kept), and the seed CSV is refreshed.
  * 0, or -1 with a reason (the state is updated even when the file write
  * failed, so finish() can still try). */
-int rundir_on_metric(rundir_t *self, const ev_metric_t *m, char *why, size_t whylen);
+int rundir_on_metric(rundir_t *self, const ev_metric_t *m, char *err, size_t errlen);
 
 /* A progress event seen at now_s (monotonic seconds): a point of the
  * throughput-over-time plot (whole job and per rank). 0 or -1 (OOM). */
-int rundir_on_progress(rundir_t *self, const ev_progress_t *p, double now_s, char *why,
-                       size_t whylen);
+int rundir_on_progress(rundir_t *self, const ev_progress_t *p, double now_s, char *err,
+                       size_t errlen);
 
 /* Streams predictions.csv: a chunk with first == 0 starts the file (again:
  * a later epoch replaces an earlier one), the chunk that reaches total
  * publishes it. Failed entries (status 2) are remembered for failed_files.
  * 0, or -1 with a reason (an out-of-order chunk abandons the file). */
-int rundir_on_predictions(rundir_t *self, const ev_predictions_t *p, char *why, size_t whylen);
+int rundir_on_predictions(rundir_t *self, const ev_predictions_t *p, char *err, size_t errlen);
 
 /* A sample that could not be loaded; listed in summary.json's
  * failed_files when its (epoch, phase) is the summary's. 0 or -1 (OOM). */
@@ -66,6 +66,6 @@ int rundir_on_failed(rundir_t *self, const ev_failed_t *f);
 /* Writes summary.json, classification_report.txt and the plots. Tries all
  * of them; 0, or -1 with the first failure in why. Without any metric it
  * writes only the (empty) plots and returns -1 saying so. */
-int rundir_finish(rundir_t *self, char *why, size_t whylen);
+int rundir_finish(rundir_t *self, char *err, size_t errlen);
 
 #endif

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/proto.h" /* ddp_phase_t */
+#include "proto/messages.h"
 #include "common/atomic_file.h"
 
 const char *seed_csv_round(double v, int digits, char buf[40])
@@ -38,13 +38,13 @@ static long s_find(const metrics_row_t *rows, size_t n, uint32_t epoch, uint8_t 
     return at;
 }
 
-int seed_csv_write(const char *path, const metrics_row_t *rows, size_t n, char *why,
-                   size_t whylen)
+int seed_csv_write(const char *path, const metrics_row_t *rows, size_t n, char *err,
+                   size_t errlen)
 {
     uint32_t last = 0;
     for (size_t i = 0; i < n; i++)
         last = rows[i].epoch > last ? rows[i].epoch : last;
-    atomic_file_t *f = atomic_file_new(path, why, whylen);
+    atomic_file_t *f = atomic_file_new(path, err, errlen);
     if (!f)
         return -1;
     FILE *out = atomic_file_stream(f);
@@ -60,5 +60,5 @@ int seed_csv_write(const char *path, const metrics_row_t *rows, size_t n, char *
         double acc = isfinite(rows[va].top1) ? rows[va].top1 : 0.0;
         fprintf(out, "%s,%s\n", seed_csv_round(total, 1, t), seed_csv_round(acc, 4, a));
     }
-    return atomic_file_commit(&f, why, whylen);
+    return atomic_file_commit(&f, err, errlen);
 }

@@ -29,7 +29,7 @@
 const char *seed_csv_round(double v, int digits, char buf[40]);
 
 /* The whole file from the rows (any order). 0, or -1 with a reason. */
-int seed_csv_write(const char *path, const metrics_row_t *rows, size_t n, char *why,
-                   size_t whylen);
+int seed_csv_write(const char *path, const metrics_row_t *rows, size_t n, char *err,
+                   size_t errlen);
 
 #endif

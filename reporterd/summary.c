@@ -153,15 +153,15 @@ char *summary_json(const ev_metric_t *m, const summary_failed_t *failed, size_t 
 }
 
 int summary_write(const char *path, const ev_metric_t *m, const summary_failed_t *failed,
-                  size_t n_failed, const summary_training_t *training, char *why, size_t whylen)
+                  size_t n_failed, const summary_training_t *training, char *err, size_t errlen)
 {
     char *text = summary_json(m, failed, n_failed, training);
     if (!text) {
-        err_set(why, whylen, "cannot build summary.json (%u classes): out of memory or no classes",
+        err_set(err, errlen, "cannot build summary.json (%u classes): out of memory or no classes",
                 m->num_classes);
         return -1;
     }
-    int rc = atomic_file_write(path, text, strlen(text), why, whylen);
+    int rc = atomic_file_write(path, text, strlen(text), err, errlen);
     free(text);
     return rc;
 }

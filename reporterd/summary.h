@@ -62,7 +62,7 @@ char *summary_json(const ev_metric_t *m, const summary_failed_t *failed, size_t 
 
 /* Atomically write summary_json() to path. 0 or -1 with a reason. */
 int summary_write(const char *path, const ev_metric_t *m, const summary_failed_t *failed,
-                  size_t n_failed, const summary_training_t *training, char *why, size_t whylen);
+                  size_t n_failed, const summary_training_t *training, char *err, size_t errlen);
 
 /* "eval", "train" or "phase<N>". */
 const char *summary_phase_name(uint8_t phase);

@@ -1,5 +1,5 @@
 /* cuda_nccl — sum of a float array across the gpud ranks of a GPU job over
- * NCCL: the GPU counterpart of gpud/daemon_allreduce.h (same contract: in
+ * NCCL: the GPU counterpart of gpud/ring.h (same contract: in
  * place, the same bytes on every rank, a dead or silent peer fails the call
  * with a message instead of hanging it).
  *

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/errbuf.h"
 #include "gpud/models/layers.h"
 
 typedef enum { POL_TORCH, POL_RESNET, POL_DENSENET } init_policy_t;
@@ -199,7 +200,7 @@ static safetensors_t *build_image(const wl_record_t *r, init_policy_t pol, uint6
     free(img);
     return st;
 oom:
-    snprintf(err, errlen, "initial weights: out of memory");
+    err_set(err, errlen, "initial weights: out of memory");
     return NULL;
 }
 
@@ -217,17 +218,15 @@ safetensors_t *init_weights(const arch_t *arch, const model_opts_t *o, uint64_t 
                         : strncmp(arch->name, "densenet", 8) == 0 ? POL_DENSENET : POL_TORCH;
     wl_record_t rec = {0};
     arch_info_t info;
-    wl_record_begin(&rec);
-    void *state = arch->load(&ro, NULL, &info, err, errlen);
-    wl_record_end();
+    void *state = arch->load(&ro, &(wl_source_t){.record = &rec}, &info, err, errlen);
     if (state)
         arch->destroy(state);
     safetensors_t *st = NULL;
     if (state && !rec.failed && rec.n > 0)
         st = build_image(&rec, pol, seed, err, errlen);
     else if (state)
-        snprintf(err, errlen, "%s: could not list the initial tensors (out of memory?)",
-                 arch->name);
+        err_set(err, errlen, "%s: could not list the initial tensors (out of memory?)",
+                arch->name);
     wl_record_free(&rec);
     return st;
 }

@@ -1,6 +1,8 @@
 /* layers — state_dict loading with operator-facing errors, BN folding. */
 #include "gpud/models/layers.h"
 
+#include "common/errbuf.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,19 +18,6 @@ struct wloader {
     char err[512];
     int failed;
 };
-
-/* The recording of this thread (init.c), see wl_record_begin. */
-static _Thread_local wl_record_t *s_record;
-
-void wl_record_begin(wl_record_t *r)
-{
-    s_record = r;
-}
-
-void wl_record_end(void)
-{
-    s_record = NULL;
-}
 
 void wl_record_free(wl_record_t *r)
 {
@@ -65,15 +54,16 @@ static void record(wloader_t *wl, const char *name, int ndim, const int64_t *sha
     e->is_i64 = is_i64;
 }
 
-wloader_t *wloader_new(const safetensors_t *st, const char *arch, const char *hint)
+wloader_t *wloader_new(const wl_source_t *src, const char *arch, const char *hint)
 {
-    if (!st && !s_record)
+    const safetensors_t *st = src ? src->file : NULL;
+    if (!st && !(src && src->record))
         return NULL;
     wloader_t *wl = calloc(1, sizeof *wl);
     if (!wl)
         return NULL;
     wl->st = st;
-    wl->rec = st ? NULL : s_record;
+    wl->rec = st ? NULL : src->record;
     wl->used = calloc((st ? safetensors_count(st) : 0) + 1, 1);
     if (!wl->used) {
         free(wl);
@@ -347,7 +337,7 @@ void pstore_destroy(pstore_t **psp)
 static int pentry_load(pentry_t *e, const st_tensor_t *t, char *err, size_t errlen)
 {
     if (strlen(t->name) >= sizeof e->name || t->ndim > 4) {
-        snprintf(err, errlen, "%s: name too long or more than 4 dimensions", t->name);
+        err_set(err, errlen, "%s: name too long or more than 4 dimensions", t->name);
         return -1;
     }
     snprintf(e->name, sizeof e->name, "%s", t->name);
@@ -358,12 +348,12 @@ static int pentry_load(pentry_t *e, const st_tensor_t *t, char *err, size_t errl
     e->w = malloc((e->n ? e->n : 1) * sizeof *e->w);
     e->g = e->trainable ? calloc(e->n ? e->n : 1, sizeof *e->g) : NULL;
     if (!e->w || (e->trainable && !e->g)) {
-        snprintf(err, errlen, "%s: out of memory", t->name);
+        err_set(err, errlen, "%s: out of memory", t->name);
         return -1;
     }
     if (st_tensor_to_f32(t, e->w, e->n) < 0) {
-        snprintf(err, errlen, "%s: dtype %s is not a float type (F32, F16, BF16, F64)",
-                 t->name, st_dtype_name(t->dtype));
+        err_set(err, errlen, "%s: dtype %s is not a float type (F32, F16, BF16, F64)",
+                t->name, st_dtype_name(t->dtype));
         return -1;
     }
     return 0;
@@ -375,7 +365,7 @@ pstore_t *pstore_load(const safetensors_t *st, char *err, size_t errlen)
     size_t cnt = safetensors_count(st);
     if (!ps || !(ps->e = calloc(cnt + 1, sizeof *ps->e))) {
         free(ps);
-        snprintf(err, errlen, "parameters: out of memory");
+        err_set(err, errlen, "parameters: out of memory");
         return NULL;
     }
     for (size_t i = 0; i < cnt; i++) {

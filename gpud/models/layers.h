@@ -8,7 +8,35 @@
 
 #include "common/safetensors.h"
 #include "gpud/backend.h"
-#include "gpud/model.h"
+#include "gpud/model_opts.h"
+
+/* ------------------------------------------------ init (record) mode
+ *
+ * A model without a weights file is initialised (init.c) by running the
+ * arch's own loader once in record mode: every wl_take records the tensor
+ * (name, shape) and hands out zeros, so the tensor list comes from the same
+ * code that loads real weights and cannot drift from it. */
+typedef struct {
+    char name[128];
+    int ndim;
+    int64_t shape[4];
+    int is_i64;             /* num_batches_tracked: an I64 scalar */
+} wl_rec_t;
+
+typedef struct {
+    wl_rec_t *e;
+    size_t n, cap;
+    int failed;             /* out of memory or a name/rank too long */
+} wl_record_t;
+
+void wl_record_free(wl_record_t *r);
+
+/* Where a loader's tensors come from: a weights file, or a recording
+ * (file NULL): then each wl_take is recorded and answered with zeros. */
+typedef struct {
+    const safetensors_t *file;
+    wl_record_t *record;
+} wl_source_t;
 
 /* ------------------------------------------------------- weight loading */
 
@@ -16,9 +44,10 @@
  * were taken, so that leftovers can be reported. The first error sticks. */
 typedef struct wloader wloader_t;
 
-/* arch names the model in messages; hint ends shape errors (e.g.
+/* src: the file, or the recording (init.c); NULL when it has neither.
+ * arch names the model in messages; hint ends shape errors (e.g.
  * "check --channels"), changeable with wl_hint (e.g. before the fc). */
-wloader_t *wloader_new(const safetensors_t *st, const char *arch, const char *hint);
+wloader_t *wloader_new(const wl_source_t *src, const char *arch, const char *hint);
 void wl_hint(wloader_t *wl, const char *hint);
 void wloader_destroy(wloader_t **wl);
 /* malloc'd float copy of tensor `name`, which must have exactly `shape`.
@@ -107,7 +136,7 @@ typedef struct {
 typedef struct {
     const char *name;
     /* Load and fold weights; fill info. NULL on error (err set). */
-    void *(*load)(const model_opts_t *o, const safetensors_t *st, arch_info_t *info,
+    void *(*load)(const model_opts_t *o, const wl_source_t *src, arch_info_t *info,
                   char *err, size_t errlen);
     /* Append the network to g; returns the logits tensor (n, classes, 1, 1).
      * NULL for an architecture that has no folded inference network
@@ -126,31 +155,6 @@ extern const arch_t ARCH_RESNET34;
 extern const arch_t ARCH_RESNET50;
 extern const arch_t ARCH_WIDERESNET;
 extern const arch_t ARCH_DENSENET121;
-
-/* ------------------------------------------------ init (record) mode
- *
- * A model without a weights file is initialised (init.c) by running the
- * arch's own loader once in record mode: every wl_take records the tensor
- * (name, shape) and hands out zeros, so the tensor list comes from the same
- * code that loads real weights and cannot drift from it. The recording is
- * per thread and active between wl_record_begin and wl_record_end; a
- * loader created with st == NULL in that window records instead of reading. */
-typedef struct {
-    char name[128];
-    int ndim;
-    int64_t shape[4];
-    int is_i64;             /* num_batches_tracked: an I64 scalar */
-} wl_rec_t;
-
-typedef struct {
-    wl_rec_t *e;
-    size_t n, cap;
-    int failed;             /* out of memory or a name/rank too long */
-} wl_record_t;
-
-void wl_record_begin(wl_record_t *r);
-void wl_record_end(void);
-void wl_record_free(wl_record_t *r);
 
 /* The arch's state_dict with PyTorch's initial values for seed (init.c):
  * wideresnet as the seed model (torch defaults: conv/linear weights and

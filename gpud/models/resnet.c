@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gpud/models/layers.h"
+#include "common/errbuf.h"
 
 typedef struct {
     fconv_t c1, c2, c3, ds;     /* c3 only in bottlenecks; ds when has_ds */
@@ -95,14 +96,14 @@ static int load_fc(resnet_t *r, wloader_t *wl, const model_opts_t *o)
     return r->fc_b ? 0 : -1;
 }
 
-static void *resnet_load(const model_opts_t *o, const safetensors_t *st, arch_info_t *info,
+static void *resnet_load(const model_opts_t *o, const wl_source_t *src, arch_info_t *info,
                          const int layers[4], int bottleneck, const char *name, char *err,
                          size_t errlen)
 {
     resnet_t *r = calloc(1, sizeof *r);
-    wloader_t *wl = wloader_new(st, name, "check --model");
+    wloader_t *wl = wloader_new(src, name, "check --model");
     if (!r || !wl) {
-        snprintf(err, errlen, "%s: out of memory", name);
+        err_set(err, errlen, "%s: out of memory", name);
         free(r);
         wloader_destroy(&wl);
         return NULL;
@@ -123,7 +124,7 @@ static void *resnet_load(const model_opts_t *o, const safetensors_t *st, arch_in
     if (rc == 0)
         rc = wl_finish(wl);
     if (rc != 0) {
-        snprintf(err, errlen, "%s", r->blocks && wloader_error(wl) ? wloader_error(wl)
+        err_set(err, errlen, "%s", r->blocks && wloader_error(wl) ? wloader_error(wl)
                                                                    : "out of memory");
         resnet_destroy(r);
         r = NULL;
@@ -178,25 +179,25 @@ static bk_tensor_t *resnet_build(const void *state, bk_graph_t *g, bk_tensor_t *
     return bk_linear(g, t, r->classes, r->fc_w, r->fc_b);
 }
 
-static void *resnet18_load(const model_opts_t *o, const safetensors_t *st, arch_info_t *info,
+static void *resnet18_load(const model_opts_t *o, const wl_source_t *src, arch_info_t *info,
                            char *err, size_t errlen)
 {
     static const int layers[4] = {2, 2, 2, 2};
-    return resnet_load(o, st, info, layers, 0, "resnet18", err, errlen);
+    return resnet_load(o, src, info, layers, 0, "resnet18", err, errlen);
 }
 
-static void *resnet34_load(const model_opts_t *o, const safetensors_t *st, arch_info_t *info,
+static void *resnet34_load(const model_opts_t *o, const wl_source_t *src, arch_info_t *info,
                            char *err, size_t errlen)
 {
     static const int layers[4] = {3, 4, 6, 3};
-    return resnet_load(o, st, info, layers, 0, "resnet34", err, errlen);
+    return resnet_load(o, src, info, layers, 0, "resnet34", err, errlen);
 }
 
-static void *resnet50_load(const model_opts_t *o, const safetensors_t *st, arch_info_t *info,
+static void *resnet50_load(const model_opts_t *o, const wl_source_t *src, arch_info_t *info,
                            char *err, size_t errlen)
 {
     static const int layers[4] = {3, 4, 6, 3};
-    return resnet_load(o, st, info, layers, 1, "resnet50", err, errlen);
+    return resnet_load(o, src, info, layers, 1, "resnet50", err, errlen);
 }
 
 /* ------------------------------------------------------------ training */

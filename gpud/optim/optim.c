@@ -42,25 +42,7 @@ enum { ST_MOMENTUM, ST_EXP_AVG, ST_EXP_AVG_SQ, ST_MAX_EXP_AVG_SQ, ST_STEP, ST_CO
 static const char *const STATE_NAMES[ST_COUNT] = {
     "momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"};
 
-static const char *const KIND_NAMES[OPTIM_KIND_COUNT] = {"sgd", "adam", "adamw", "novograd"};
-
-
 /* ------------------------------------------------------------- config */
-
-const char *optim_kind_name(optim_kind_t kind)
-{
-    return (unsigned)kind < OPTIM_KIND_COUNT ? KIND_NAMES[kind] : "?";
-}
-
-int optim_kind_parse(const char *s, optim_kind_t *out)
-{
-    for (int k = 0; k < OPTIM_KIND_COUNT; k++)
-        if (s && strcmp(s, KIND_NAMES[k]) == 0) {
-            *out = (optim_kind_t)k;
-            return 0;
-        }
-    return -1;
-}
 
 optim_cfg_t optim_cfg_default(optim_kind_t kind)
 {
@@ -97,7 +79,7 @@ static int cfg_check(const optim_cfg_t *c, char *err, size_t errlen)
         err_set(err, errlen, "optimizer: unknown kind %d", (int)c->kind);
         return -1;
     }
-    const char *kn = KIND_NAMES[c->kind];
+    const char *kn = optim_kind_name(c->kind);
     if (!(c->weight_decay >= 0)) {
         err_set(err, errlen, "%s: invalid weight_decay %g (must be >= 0)", kn, c->weight_decay);
         return -1;
@@ -480,7 +462,7 @@ static int meta_names(const optim_t *o, st_writer_t *w, const char *key, bool on
 static int save_meta(const optim_t *o, st_writer_t *w, char *err, size_t errlen)
 {
     const optim_cfg_t *c = &o->cfg;
-    if (st_writer_meta(w, "optim.kind", KIND_NAMES[c->kind], err, errlen) < 0 ||
+    if (st_writer_meta(w, "optim.kind", optim_kind_name(c->kind), err, errlen) < 0 ||
         meta_num(w, "optim.weight_decay", c->weight_decay, err, errlen) < 0 ||
         meta_num(w, "optim.lr", o->last_lr, err, errlen) < 0 ||
         meta_names(o, w, "optim.params", false, err, errlen) < 0 ||
@@ -572,7 +554,7 @@ static int match_tensor(const optim_t *o, const st_tensor_t *t, found_t *f, char
         if (n == 0) {
             err_set(err, errlen, "optimizer state %s: %s with this configuration keeps no %s "
                                  "(checkpoint from another optimizer setting?)", t->name,
-                    KIND_NAMES[o->cfg.kind], STATE_NAMES[s]);
+                    optim_kind_name(o->cfg.kind), STATE_NAMES[s]);
             return -1;
         }
         bool scalar = o->cfg.kind == OPTIM_NOVOGRAD && s != ST_EXP_AVG;
@@ -649,9 +631,9 @@ int optim_load_state(optim_t *o, const safetensors_t *st, char *err, size_t errl
         err_set(err, errlen, "%s: no optimizer state (no optim.kind in the metadata)", path);
         return -1;
     }
-    if (strcmp(kind, KIND_NAMES[o->cfg.kind]) != 0) {
+    if (strcmp(kind, optim_kind_name(o->cfg.kind)) != 0) {
         err_set(err, errlen, "%s: optimizer state is for %s, this optimizer is %s", path, kind,
-                KIND_NAMES[o->cfg.kind]);
+                optim_kind_name(o->cfg.kind));
         return -1;
     }
     found_t *byp = calloc((size_t)(o->n ? o->n : 1) * ST_COUNT, sizeof *byp);

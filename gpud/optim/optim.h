@@ -47,6 +47,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common/safetensors.h"
 
@@ -70,9 +71,23 @@ typedef struct optim optim_t;
  * eps 1e-8, wd 0; AdamW the same with wd 1e-2; NovoGrad (torch_optimizer)
  * betas (0.95, 0), eps 1e-8, wd 0, grad_averaging false. */
 optim_cfg_t optim_cfg_default(optim_kind_t kind);
-/* "sgd" | "adam" | "adamw" | "novograd"; parse returns 0, or -1. */
-const char *optim_kind_name(optim_kind_t kind);
-int optim_kind_parse(const char *s, optim_kind_t *out);
+/* "sgd" | "adam" | "adamw" | "novograd"; parse returns 0, or -1. Inline:
+ * gpud's option checks (gpud/options.c) use them without this library. */
+static inline const char *optim_kind_name(optim_kind_t kind)
+{
+    static const char *const names[OPTIM_KIND_COUNT] = {"sgd", "adam", "adamw", "novograd"};
+    return (unsigned)kind < OPTIM_KIND_COUNT ? names[kind] : "?";
+}
+
+static inline int optim_kind_parse(const char *s, optim_kind_t *out)
+{
+    for (int k = 0; k < OPTIM_KIND_COUNT; k++)
+        if (s && strcmp(s, optim_kind_name((optim_kind_t)k)) == 0) {
+            *out = (optim_kind_t)k;
+            return 0;
+        }
+    return -1;
+}
 
 /* NULL with the reason in err for an invalid config (PyTorch's checks:
  * negative momentum/wd/eps, betas outside [0,1), nesterov without momentum

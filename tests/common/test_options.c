@@ -6,6 +6,7 @@
 #include "tests/common/emitted_argv.h"
 #include "tests/proto/check.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -223,8 +224,47 @@ static void test_walk(void)
     CHECK_STR(def, "");
 }
 
+/* Defaults outside the range: "derived" - no default in the usage, and
+ * emitted only when set (NAN equals NAN). */
+typedef struct {
+    double lr;
+    long seed;
+} sentinel_options_t;
+
+static void test_sentinels(void)
+{
+    static const option_t rows[] = {
+        OPTION_DOUBLE(sentinel_options_t, lr, "lr", "X", NAN, 0, 1e6,
+                      "learning rate: the optimizer's"),
+        OPTION_LONG(sentinel_options_t, seed, "seed", "S", -1, 0, 1000, "seed: the checkpoint's"),
+        OPTION_END};
+    const option_table_t table = {"prog", "[options]", rows};
+    sentinel_options_t o;
+    CHECK(options_defaults(&table, &o) == 0 && isnan(o.lr) && o.seed == -1);
+    char def[64];
+    options_default_text(&rows[0], def, sizeof def);
+    CHECK_STR(def, "");
+    options_default_text(&rows[1], def, sizeof def);
+    CHECK_STR(def, "");
+    emitted_argv_t a = {.argv = {"prog"}, .argc = 1};
+    CHECK(options_emit(&table, &o, NULL, emitted_argv_add, &a) == 0);
+    o.lr = 0.5;
+    o.seed = 7;
+    CHECK(options_emit(&table, &o, NULL, emitted_argv_add, &a) == 2);
+    CHECK(a.argc == 5 && strcmp(a.argv[2], "0.5") == 0 && strcmp(a.argv[4], "7") == 0);
+    emitted_argv_free(&a);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    options_usage(&table, f);
+    fclose(f);
+    CHECK(strstr(text, "(default") == NULL);
+    free(text);
+}
+
 int main(void)
 {
+    test_sentinels();
     test_defaults();
     test_values();
     test_errors();

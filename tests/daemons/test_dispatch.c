@@ -1,5 +1,5 @@
 /* loaderd's dispatch: credits, acks, and re-queueing a dead worker's batches. */
-#include "loaderd/daemon_dispatch.h"
+#include "loaderd/dispatch.h"
 
 #include "common/clock.h"
 

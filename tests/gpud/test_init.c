@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gpud/daemon_allreduce.h"
-#include "gpud/daemon_train.h"
+#include "gpud/ring.h"
+#include "gpud/trainer.h"
 #include "gpud/model.h"
 #include "tcheck.h"
 

@@ -13,7 +13,7 @@
  *            plain client get nothing in (no frame reaches the ring).
  */
 #include "common/zsecurity.h"
-#include "gpud/daemon_allreduce.h"
+#include "gpud/ring.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -34,7 +34,7 @@
         }                                                                                       \
     } while (0)
 
-typedef struct {   /* the ring's chunk header, as daemon_allreduce.c sends it */
+typedef struct {   /* the ring's chunk header, as ring.c sends it */
     uint64_t op;
     uint32_t step, chunk;
     uint64_t count;

@@ -1,4 +1,4 @@
-/* gpud's trainer (daemon_train.h) on one rank: a checkpoint written after
+/* gpud's trainer (trainer.h) on one rank: a checkpoint written after
  * two steps and loaded into a fresh trainer gives back the model, the
  * optimizer state and the metadata the CLI reads (ckpt.epoch, step, seed,
  * streak, global_batch, steps_per_epoch), and the next step is then
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "common/safetensors.h"
-#include "gpud/daemon_train.h"
+#include "gpud/trainer.h"
 #include "tcheck.h"
 
 #define N 4

@@ -10,7 +10,7 @@
  * encoder enforces the same rules) and decode again to the same type. */
 #include "common/log.h"
 #include "proto/event.h"
-#include "proto/proto.h"
+#include "proto/codec.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,8 +21,8 @@ static void check_message(const ddp_msg_t *m)
     if (!z)
         abort(); /* decode accepted what encode refuses */
     ddp_msg_t again;
-    char why[256];
-    if (proto_decode(z, &again, why, sizeof why) != 0 || again.type != m->type)
+    char err[256];
+    if (proto_decode(z, &again, err, sizeof err) != 0 || again.type != m->type)
         abort();
     ddp_msg_clear(&again);
     zmsg_destroy(&z);
@@ -36,8 +36,8 @@ static void check_event(const ddp_event_t *ev)
         abort();
     free(json);
     ddp_event_t again;
-    char why[256];
-    if (event_decode(z, &again, why, sizeof why) != 0 || again.topic != ev->topic)
+    char err[256];
+    if (event_decode(z, &again, err, sizeof err) != 0 || again.topic != ev->topic)
         abort();
     event_clear(&again);
     zmsg_destroy(&z);
@@ -56,11 +56,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (size < 1)
         return 0;
-    char why[256];
+    char err[256];
     if (data[0] & 1) {
         ddp_event_t ev;
         ev_topic_t topic = (ev_topic_t)((data[0] >> 1) % EV_TOPIC_LAST + 1);
-        if (event_decode_bytes(topic, data + 1, size - 1, &ev, why, sizeof why) == 0) {
+        if (event_decode_bytes(topic, data + 1, size - 1, &ev, err, sizeof err) == 0) {
             check_event(&ev);
             event_clear(&ev);
             fuzz_accepted++;
@@ -77,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         px = zframe_new(data + 2 + head, npx);
     }
     ddp_msg_t m;
-    if (proto_decode_bytes(data + 2, head, px, &m, why, sizeof why) == 0) {
+    if (proto_decode_bytes(data + 2, head, px, &m, err, sizeof err) == 0) {
         check_message(&m);
         ddp_msg_clear(&m);
         fuzz_accepted++;

@@ -1,5 +1,6 @@
 /* samples — see samples.h. */
 #include "tests/proto/samples.h"
+#include "proto/codec.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 #define DDP_TEST_SAMPLES_H
 
 #include "proto/event.h"
-#include "proto/proto.h"
+#include "proto/messages.h"
 
 #include <msgpack.h>
 

@@ -84,13 +84,13 @@ static void same_event(const ddp_event_t *a, const ddp_event_t *b)
 static void roundtrip(ev_topic_t t)
 {
     ddp_event_t in, out;
-    char why[256] = "";
+    char err[256] = "";
     CHECK(sample_event(t, &in) == 0);
     zmsg_t *z = event_encode(&in);
     CHECK(z && zmsg_size(z) == 2);
     CHECK(z && zframe_streq(zmsg_first(z), event_topic_name(t)));
-    int rc = event_decode(z, &out, why, sizeof why);
-    CHECK_MSG(rc == 0, "%s: %s", event_topic_name(t), why);
+    int rc = event_decode(z, &out, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s: %s", event_topic_name(t), err);
     if (rc == 0)
         same_event(&in, &out);
     event_clear(&out);
@@ -102,12 +102,12 @@ static void roundtrip(ev_topic_t t)
 static void metric_without_confusion(void)
 {
     ddp_event_t in, out;
-    char why[256];
+    char err[256];
     sample_event(EV_METRIC, &in);
     free(in.u.metric.confusion);
     in.u.metric.confusion = NULL;
     zmsg_t *z = event_encode(&in);
-    CHECK(event_decode(z, &out, why, sizeof why) == 0 && out.u.metric.confusion == NULL);
+    CHECK(event_decode(z, &out, err, sizeof err) == 0 && out.u.metric.confusion == NULL);
     same_event(&in, &out);
     event_clear(&out);
     zmsg_destroy(&z);
@@ -119,7 +119,7 @@ static void metric_without_confusion(void)
 static void progress_optional(void)
 {
     ddp_event_t in, out;
-    char why[256] = "";
+    char err[256] = "";
     uint64_t ranks[3] = {7, 0, 1ull << 40};
     sample_event(EV_PROGRESS, &in);
     in.u.progress.elapsed_s = 3.25;
@@ -128,7 +128,7 @@ static void progress_optional(void)
     in.u.progress.nranks = 3;
     in.u.progress.rank_done = ranks;
     zmsg_t *z = event_encode(&in);
-    CHECK(event_decode(z, &out, why, sizeof why) == 0);
+    CHECK(event_decode(z, &out, err, sizeof err) == 0);
     same_event(&in, &out);
     char *json = event_to_json(&in);
     CHECK(json && strstr(json, "\"elapsed_s\":3.25,\"failed\":4,\"rejected\":9,"
@@ -139,8 +139,8 @@ static void progress_optional(void)
     /* an old publisher's map: the 8 original keys only */
     static const char old[] = "\x88\xa1v\x01\xa5" "epoch\x01\xa5phase\x00\xa4" "done\x05\xa5total\x0a"
                               "\xaeimages_per_sec\x02\xa5" "eta_s\x03\xa7workers\x01";
-    CHECK_MSG(event_decode_bytes(EV_PROGRESS, old, sizeof old - 1, &out, why, sizeof why) == 0,
-              "%s", why);
+    CHECK_MSG(event_decode_bytes(EV_PROGRESS, old, sizeof old - 1, &out, err, sizeof err) == 0,
+              "%s", err);
     CHECK(out.u.progress.done == 5 && out.u.progress.total == 10 &&
           out.u.progress.elapsed_s == -1 && out.u.progress.nranks == 0 &&
           out.u.progress.rank_done == NULL && out.u.progress.failed == 0);
@@ -149,8 +149,8 @@ static void progress_optional(void)
     static const char bad[] = "\x89\xa1v\x01\xa5" "epoch\x01\xa5phase\x00\xa4" "done\x05\xa5total\x0a"
                               "\xaeimages_per_sec\x02\xa5" "eta_s\x03\xa7workers\x01"
                               "\xa9rank_done\xc4\x03\x01\x02\x03";
-    CHECK(event_decode_bytes(EV_PROGRESS, bad, sizeof bad - 1, &out, why, sizeof why) == -1);
-    CHECK_MSG(strstr(why, "rank_done") != NULL, "%s", why);
+    CHECK(event_decode_bytes(EV_PROGRESS, bad, sizeof bad - 1, &out, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "rank_done") != NULL, "%s", err);
 }
 
 /* The optional training keys of a metric: per-rank images/s and the
@@ -159,7 +159,7 @@ static void progress_optional(void)
 static void metric_optional(void)
 {
     ddp_event_t in, out;
-    char why[256] = "";
+    char err[256] = "";
     double ips[2] = {120.5, 0.1};
     sample_event(EV_METRIC, &in);
     free(in.u.metric.confusion);
@@ -172,7 +172,7 @@ static void metric_optional(void)
     in.u.metric.epochs = 10;
     snprintf(in.u.metric.decision_reason, sizeof in.u.metric.decision_reason, "target \"met\"");
     zmsg_t *z = event_encode(&in);
-    CHECK_MSG(z && event_decode(z, &out, why, sizeof why) == 0, "%s", why);
+    CHECK_MSG(z && event_decode(z, &out, err, sizeof err) == 0, "%s", err);
     same_event(&in, &out);
     event_clear(&out);
     zmsg_destroy(&z);
@@ -202,15 +202,15 @@ static void metric_optional(void)
     memcpy(bad, "\xde\x00\x11", 3); /* map16 of 17 keys */
     memcpy(bad + 3, base, n);
     memcpy(bad + 3 + n, ranks, sizeof ranks - 1);
-    CHECK(event_decode_bytes(EV_METRIC, bad, 3 + n + sizeof ranks - 1, &out, why, sizeof why) == -1);
-    CHECK_MSG(strstr(why, "rank_images_per_sec") != NULL, "%s", why);
+    CHECK(event_decode_bytes(EV_METRIC, bad, 3 + n + sizeof ranks - 1, &out, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "rank_images_per_sec") != NULL, "%s", err);
     bad[2] = 20; /* the decision group instead, with decision 7 */
     memcpy(bad + 3 + n, decision, sizeof decision - 1);
     size_t size = 3 + n + sizeof decision - 1;
-    CHECK(event_decode_bytes(EV_METRIC, bad, size, &out, why, sizeof why) == -1);
-    CHECK_MSG(strstr(why, "decision") != NULL, "%s", why);
+    CHECK(event_decode_bytes(EV_METRIC, bad, size, &out, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "decision") != NULL, "%s", err);
     bad[3 + n + 9] = 1; /* decision 1: fine */
-    CHECK_MSG(event_decode_bytes(EV_METRIC, bad, size, &out, why, sizeof why) == 0, "%s", why);
+    CHECK_MSG(event_decode_bytes(EV_METRIC, bad, size, &out, err, sizeof err) == 0, "%s", err);
     CHECK(out.u.metric.has_decision && out.u.metric.decision == 1 && out.u.metric.epochs == 1 &&
           out.u.metric.nranks == 0);
     event_clear(&out);
@@ -224,9 +224,9 @@ static void expect_reject_frames(const char *topic, const void *body, size_t siz
     zmsg_addstr(z, topic);
     zmsg_addmem(z, body, size);
     ddp_event_t out;
-    char why[256] = "";
-    CHECK_MSG(event_decode(z, &out, why, sizeof why) == -1, "accepted, want '%s'", want);
-    CHECK_MSG(strstr(why, want) != NULL, "reason '%s' lacks '%s'", why, want);
+    char err[256] = "";
+    CHECK_MSG(event_decode(z, &out, err, sizeof err) == -1, "accepted, want '%s'", want);
+    CHECK_MSG(strstr(err, want) != NULL, "reason '%s' lacks '%s'", err, want);
     CHECK(out.topic == 0);
     zmsg_destroy(&z);
 }
@@ -263,10 +263,10 @@ static void rejects(void)
         "predictions: 'status[1]' is 3, want 1 (result) or 2 (failed)");
 
     ddp_event_t out;
-    char why[256];
+    char err[256];
     zmsg_t *z = zmsg_new();
     zmsg_addstr(z, "end");
-    CHECK(event_decode(z, &out, why, sizeof why) == -1 && strstr(why, "1 frames"));
+    CHECK(event_decode(z, &out, err, sizeof err) == -1 && strstr(err, "1 frames"));
     zmsg_destroy(&z);
 
     /* encode refuses what decode would reject */
@@ -289,7 +289,7 @@ static void rejects(void)
         for (size_t len = 0; len < size; len++) {
             unsigned char *cut = malloc(len ? len : 1);
             memcpy(cut, bytes, len);
-            CHECK(event_decode_bytes((ev_topic_t)t, cut, len, &out, why, sizeof why) == -1);
+            CHECK(event_decode_bytes((ev_topic_t)t, cut, len, &out, err, sizeof err) == -1);
             free(cut);
         }
         free(bytes);

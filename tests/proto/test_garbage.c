@@ -4,7 +4,7 @@
 #include "common/log.h"
 #include "tests/proto/check.h"
 #include "proto/event.h"
-#include "proto/proto.h"
+#include "proto/wire.h"
 
 #include <spawn.h>
 #include <stdlib.h>
@@ -80,9 +80,9 @@ static void subscriber_rejects_everything(const char *endpoint)
     zmsg_t *z;
     while (got < 8 * 3 && (z = zmsg_recv(sub))) {
         ddp_event_t ev;
-        char why[256];
+        char err[256];
         got++;
-        CHECK_MSG(event_decode(z, &ev, why, sizeof why) == -1, "event %d accepted", got);
+        CHECK_MSG(event_decode(z, &ev, err, sizeof err) == -1, "event %d accepted", got);
         event_clear(&ev);
         zmsg_destroy(&z);
     }

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "tests/proto/check.h"
 #include "tests/proto/samples.h"
+#include "proto/codec.h"
 
 #include <stdlib.h>
 
@@ -170,15 +171,15 @@ static void run_table(void)
         msgpack_sbuffer_init(&sb);
         CHECK_MSG(mutate(bytes, size, m, &sb) == 0, "row %zu: key '%s' not in the sample", i, m->key);
         ddp_msg_t out;
-        char why[512] = "";
-        int rc = proto_decode_bytes(sb.data, sb.size, px, &out, why, sizeof why);
+        char err[512] = "";
+        int rc = proto_decode_bytes(sb.data, sb.size, px, &out, err, sizeof err);
         if (m->want) {
             CHECK_MSG(rc == -1, "row %zu (%s '%s') was accepted", i, proto_type_name(m->type), m->key);
-            CHECK_MSG(strstr(why, m->want) != NULL, "row %zu: reason '%s' lacks '%s'", i, why, m->want);
+            CHECK_MSG(strstr(err, m->want) != NULL, "row %zu: reason '%s' lacks '%s'", i, err, m->want);
             /* A rejected decode leaves nothing to free. */
             CHECK(out.type == 0);
         } else {
-            CHECK_MSG(rc == 0, "row %zu (%s '%s') rejected: %s", i, proto_type_name(m->type), m->key, why);
+            CHECK_MSG(rc == 0, "row %zu (%s '%s') rejected: %s", i, proto_type_name(m->type), m->key, err);
         }
         ddp_msg_clear(&out);
         msgpack_sbuffer_destroy(&sb);
@@ -199,10 +200,10 @@ static void truncations(void)
             unsigned char *cut = malloc(len ? len : 1);
             memcpy(cut, bytes, len);
             ddp_msg_t out;
-            char why[256] = "";
-            CHECK_MSG(proto_decode_bytes(cut, len, px, &out, why, sizeof why) == -1,
+            char err[256] = "";
+            CHECK_MSG(proto_decode_bytes(cut, len, px, &out, err, sizeof err) == -1,
                       "%s cut to %zu bytes accepted", proto_type_name(t), len);
-            CHECK(why[0] != '\0');
+            CHECK(err[0] != '\0');
             free(cut);
         }
         /* one trailing byte is rejected too */
@@ -210,9 +211,9 @@ static void truncations(void)
         memcpy(more, bytes, size);
         more[size] = 0xc0;
         ddp_msg_t out;
-        char why[256] = "";
-        CHECK(proto_decode_bytes(more, size + 1, px, &out, why, sizeof why) == -1);
-        CHECK_MSG(strstr(why, "1 trailing bytes") != NULL, "%s", why);
+        char err[256] = "";
+        CHECK(proto_decode_bytes(more, size + 1, px, &out, err, sizeof err) == -1);
+        CHECK_MSG(strstr(err, "1 trailing bytes") != NULL, "%s", err);
         free(more);
         zframe_destroy(&px);
         free(bytes);
@@ -222,9 +223,9 @@ static void truncations(void)
 static void expect_reject(const void *data, size_t size, zframe_t *px, const char *want)
 {
     ddp_msg_t out;
-    char why[256] = "";
-    CHECK_MSG(proto_decode_bytes(data, size, px, &out, why, sizeof why) == -1, "accepted, want '%s'", want);
-    CHECK_MSG(strstr(why, want) != NULL, "reason '%s' lacks '%s'", why, want);
+    char err[256] = "";
+    CHECK_MSG(proto_decode_bytes(data, size, px, &out, err, sizeof err) == -1, "accepted, want '%s'", want);
+    CHECK_MSG(strstr(err, want) != NULL, "reason '%s' lacks '%s'", err, want);
     ddp_msg_clear(&out);
 }
 
@@ -257,17 +258,17 @@ static void hostile_frames(void)
     expect_reject(batch, size, short_px, "BATCH: pixel frame is 17 bytes, want n*c*h*w = 18");
 
     ddp_msg_t out;
-    char why[256];
+    char err[256];
     zmsg_t *z = zmsg_new();
-    CHECK(proto_decode(z, &out, why, sizeof why) == -1 && strstr(why, "0 frames"));
+    CHECK(proto_decode(z, &out, err, sizeof err) == -1 && strstr(err, "0 frames"));
     zmsg_addmem(z, batch, size);
     zmsg_append(z, &px);
     zmsg_addstr(z, "third");
-    CHECK(proto_decode(z, &out, why, sizeof why) == -1 && strstr(why, "3 frames"));
+    CHECK(proto_decode(z, &out, err, sizeof err) == -1 && strstr(err, "3 frames"));
     CHECK(zmsg_size(z) == 3); /* a rejected decode leaves the zmsg alone */
     zmsg_destroy(&z);
-    CHECK(proto_decode(NULL, &out, why, sizeof why) == -1);
-    CHECK(proto_decode_bytes(NULL, 5, NULL, &out, why, sizeof why) == -1);
+    CHECK(proto_decode(NULL, &out, err, sizeof err) == -1);
+    CHECK(proto_decode_bytes(NULL, 5, NULL, &out, err, sizeof err) == -1);
     /* why may be NULL */
     CHECK(proto_decode_bytes("\xc1", 1, NULL, &out, NULL, 0) == -1);
 

@@ -4,6 +4,8 @@
 #include "common/log.h"
 #include "tests/proto/check.h"
 #include "tests/proto/samples.h"
+#include "proto/codec.h"
+#include "proto/wire.h"
 
 #include <stdlib.h>
 
@@ -128,7 +130,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
 static void roundtrip_zmsg(ddp_type_t t)
 {
     ddp_msg_t in, out;
-    char why[256] = "";
+    char err[256] = "";
     CHECK(sample_msg(t, &in) == 0);
     zmsg_t *z = proto_encode(&in);
     CHECK_MSG(z != NULL, "encode %s", proto_type_name(t));
@@ -137,8 +139,8 @@ static void roundtrip_zmsg(ddp_type_t t)
         return;
     }
     CHECK(zmsg_size(z) == (t == DDP_BATCH ? 2u : 1u));
-    int rc = proto_decode(z, &out, why, sizeof why);
-    CHECK_MSG(rc == 0, "decode %s: %s", proto_type_name(t), why);
+    int rc = proto_decode(z, &out, err, sizeof err);
+    CHECK_MSG(rc == 0, "decode %s: %s", proto_type_name(t), err);
     if (rc == 0) {
         same_msg(&in, &out);
         /* The pixel frame moved out of the zmsg instead of being copied. */
@@ -156,11 +158,11 @@ static void roundtrip_bytes(ddp_type_t t)
     zframe_t *px;
     unsigned char *bytes = sample_msg_bytes(t, &size, &px);
     ddp_msg_t in, out;
-    char why[256] = "";
+    char err[256] = "";
     CHECK(bytes != NULL);
     sample_msg(t, &in);
-    int rc = proto_decode_bytes(bytes, size, px, &out, why, sizeof why);
-    CHECK_MSG(rc == 0, "decode_bytes %s: %s", proto_type_name(t), why);
+    int rc = proto_decode_bytes(bytes, size, px, &out, err, sizeof err);
+    CHECK_MSG(rc == 0, "decode_bytes %s: %s", proto_type_name(t), err);
     if (rc == 0)
         same_msg(&in, &out);
     /* The caller keeps its frame. */
@@ -174,11 +176,11 @@ static void roundtrip_bytes(ddp_type_t t)
 static void encode_batch_moves_pixels(void)
 {
     ddp_msg_t m, out;
-    char why[256];
+    char err[256];
     sample_msg(DDP_BATCH, &m);
     zmsg_t *z = proto_encode_batch(&m.u.batch);
     CHECK(z && m.u.batch.pixels == NULL);
-    CHECK(proto_decode(z, &out, why, sizeof why) == 0);
+    CHECK(proto_decode(z, &out, err, sizeof err) == 0);
     CHECK(out.u.batch.pixels && zframe_size(out.u.batch.pixels) == 18);
     ddp_msg_clear(&out);
     zmsg_destroy(&z);
@@ -218,7 +220,7 @@ static void encode_refuses_bad_structs(void)
 static void plan_without_paths(void)
 {
     ddp_msg_t m, out;
-    char why[256];
+    char err[256];
     sample_msg(DDP_PLAN, &m);
     for (int i = 0; i < 3; i++)
         free(m.u.plan.paths[i]);
@@ -227,7 +229,7 @@ static void plan_without_paths(void)
     m.u.plan.n = 1281167; /* ImageNet train: large n costs nothing without paths */
     zmsg_t *z = proto_encode(&m);
     CHECK(z != NULL);
-    CHECK(proto_decode(z, &out, why, sizeof why) == 0);
+    CHECK(proto_decode(z, &out, err, sizeof err) == 0);
     CHECK(out.u.plan.n == 1281167 && out.u.plan.paths == NULL && out.u.plan.num_classes == 3);
     ddp_msg_clear(&out);
     zmsg_destroy(&z);
@@ -299,7 +301,7 @@ static void sockets(void)
 static void train_additions(void)
 {
     ddp_msg_t m, out;
-    char why[256];
+    char err[256];
     memset(&m, 0, sizeof m);
     m.type = DDP_BATCH;
     m.u.batch = (ddp_batch_t){.seq = 9, .epoch = 1, .phase = DDP_PHASE_TRAIN, .n = 0, .c = 1,
@@ -308,41 +310,41 @@ static void train_additions(void)
     zmsg_t *z = proto_encode(&m);
     CHECK_MSG(z != NULL, "an empty train shard encodes");
     if (z) {
-        CHECK_MSG(proto_decode(z, &out, why, sizeof why) == 0, "empty shard decodes: %s", why);
+        CHECK_MSG(proto_decode(z, &out, err, sizeof err) == 0, "empty shard decodes: %s", err);
         CHECK(out.u.batch.n == 0 && out.u.batch.step == 17 && out.u.batch.global_count == 5 &&
               zframe_size(out.u.batch.pixels) == 0);
         ddp_msg_clear(&out);
         zmsg_destroy(&z);
     }
     m.u.batch.phase = DDP_PHASE_EVAL;
-    CHECK_MSG(proto_validate(&m, why, sizeof why) != 0, "an empty eval batch is refused");
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0, "an empty eval batch is refused");
     m.u.batch.phase = DDP_PHASE_TRAIN;
     m.u.batch.global_count = 0;
-    CHECK(proto_validate(&m, why, sizeof why) == 0);
+    CHECK(proto_validate(&m, err, sizeof err) == 0);
     ddp_msg_clear(&m);
 
     sample_msg(DDP_BATCH, &m);
     m.u.batch.global_count = 2; /* n = 3 */
-    CHECK_MSG(proto_validate(&m, why, sizeof why) != 0, "global_count < n is refused");
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0, "global_count < n is refused");
     ddp_msg_clear(&m);
 
     sample_msg(DDP_EPOCH, &m);
     m.u.epoch.decision = 2;
-    CHECK(proto_validate(&m, why, sizeof why) != 0);
+    CHECK(proto_validate(&m, err, sizeof err) != 0);
     m.u.epoch.decision = 0;
     m.u.epoch.val_top1 = 1.5;
-    CHECK(proto_validate(&m, why, sizeof why) != 0);
+    CHECK(proto_validate(&m, err, sizeof err) != 0);
     m.u.epoch.val_top1 = -1;
-    CHECK(proto_validate(&m, why, sizeof why) == 0);
+    CHECK(proto_validate(&m, err, sizeof err) == 0);
     ddp_msg_clear(&m);
 
     sample_msg(DDP_PLAN, &m);
     m.u.plan.skip = 1;
-    CHECK_MSG(proto_validate(&m, why, sizeof why) != 0, "skip in an eval plan is refused");
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0, "skip in an eval plan is refused");
     m.u.plan.phase = DDP_PHASE_TRAIN;
-    CHECK(proto_validate(&m, why, sizeof why) == 0);
+    CHECK(proto_validate(&m, err, sizeof err) == 0);
     m.u.plan.skip = 4; /* n = 3 */
-    CHECK(proto_validate(&m, why, sizeof why) != 0);
+    CHECK(proto_validate(&m, err, sizeof err) != 0);
     ddp_msg_clear(&m);
 
     /* A CREDIT without rank (older sender) decodes as -1; rank is not encoded when < 0. */
@@ -351,7 +353,7 @@ static void train_additions(void)
     z = proto_encode(&m);
     CHECK(z != NULL);
     if (z) {
-        CHECK(proto_decode(z, &out, why, sizeof why) == 0 && out.u.credit.rank == -1);
+        CHECK(proto_decode(z, &out, err, sizeof err) == 0 && out.u.credit.rank == -1);
         ddp_msg_clear(&out);
         zmsg_destroy(&z);
     }

@@ -45,23 +45,23 @@ static void clear(ddp_result_t *r)
 static void test_match_once(void)
 {
     issued_t *t = issued_new();
-    char why[256];
+    char err[256];
     ddp_issued_t is = issued(1, 0);
-    CHECK(issued_add(t, &is, why, sizeof why) == 0 && is.ids == NULL);
+    CHECK(issued_add(t, &is, err, sizeof err) == 0 && is.ids == NULL);
     ddp_issued_t again = issued(1, 0);
-    CHECK(issued_add(t, &again, why, sizeof why) == -1); /* a seq is issued once */
+    CHECK(issued_add(t, &again, err, sizeof err) == -1); /* a seq is issued once */
     free(again.ids), free(again.labels);
     int32_t *labels;
     ddp_result_t r = result(1, 1, 4);
-    CHECK(issued_judge(t, &r, &labels, why, sizeof why) == ISSUED_FOREIGN); /* other rank */
-    CHECK(strstr(why, "issued to rank 0, not 1") != NULL);
+    CHECK(issued_judge(t, &r, &labels, err, sizeof err) == ISSUED_FOREIGN); /* other rank */
+    CHECK(strstr(err, "issued to rank 0, not 1") != NULL);
     clear(&r);
     r = result(1, 0, 4);
-    CHECK(issued_judge(t, &r, &labels, why, sizeof why) == ISSUED_MATCH);
+    CHECK(issued_judge(t, &r, &labels, err, sizeof err) == ISSUED_MATCH);
     CHECK(labels && memcmp(labels, LABELS, sizeof LABELS) == 0); /* the issued labels */
     free(labels);
-    CHECK(issued_judge(t, &r, &labels, why, sizeof why) == ISSUED_FOREIGN); /* a replay */
-    CHECK(strstr(why, "not an unanswered batch") != NULL);
+    CHECK(issued_judge(t, &r, &labels, err, sizeof err) == ISSUED_FOREIGN); /* a replay */
+    CHECK(strstr(err, "not an unanswered batch") != NULL);
     clear(&r);
     CHECK(issued_count(t) == 0);
     issued_destroy(&t);
@@ -70,12 +70,12 @@ static void test_match_once(void)
 static void test_wrong_ids_withdraws(void)
 {
     issued_t *t = issued_new();
-    char why[256];
+    char err[256];
     int32_t *labels;
     ddp_issued_t is = issued(3, 2);
-    issued_add(t, &is, why, sizeof why);
+    issued_add(t, &is, err, sizeof err);
     ddp_result_t r = result(3, 2, 100);
-    CHECK(issued_judge(t, &r, &labels, why, sizeof why) == ISSUED_WRONG && labels == NULL);
+    CHECK(issued_judge(t, &r, &labels, err, sizeof err) == ISSUED_WRONG && labels == NULL);
     CHECK(issued_count(t) == 0); /* withdrawn: the caller has it re-issued */
     clear(&r);
     issued_destroy(&t);
@@ -84,19 +84,19 @@ static void test_wrong_ids_withdraws(void)
 static void test_held_until_issued(void)
 {
     issued_t *t = issued_new();
-    char why[256];
+    char err[256];
     int32_t *labels;
     ddp_issued_t first = issued(1, 0);
-    issued_add(t, &first, why, sizeof why);
+    issued_add(t, &first, err, sizeof err);
     ddp_result_t early = result(2, 0, 4);
-    CHECK(issued_judge(t, &early, &labels, why, sizeof why) == ISSUED_LATER);
+    CHECK(issued_judge(t, &early, &labels, err, sizeof err) == ISSUED_LATER);
     CHECK(issued_hold(t, &early) == 0 && early.ids == NULL);
     ddp_result_t out;
     CHECK(!issued_pop_decidable(t, &out)); /* seq 2 not issued yet */
     ddp_issued_t second = issued(2, 0);
-    issued_add(t, &second, why, sizeof why);
+    issued_add(t, &second, err, sizeof err);
     CHECK(issued_pop_decidable(t, &out) && out.seq == 2);
-    CHECK(issued_judge(t, &out, &labels, why, sizeof why) == ISSUED_MATCH);
+    CHECK(issued_judge(t, &out, &labels, err, sizeof err) == ISSUED_MATCH);
     free(labels);
     clear(&out);
     /* bounded per rank */

@@ -3,7 +3,9 @@
  * launcher emits from a filled struct parsing back to the same struct. */
 #include "reducerd/options.h"
 
+#include "tests/common/argv_words.h"
 #include "tests/common/emitted_argv.h"
+#include "tests/common/usage_text.h"
 #include "tests/proto/check.h"
 
 #include <stdlib.h>
@@ -11,15 +13,8 @@
 
 static int parse_words(const char *words, reducer_options_t *o)
 {
-    static char line[1024];
     char *argv[64];
-    int argc = 0;
-    snprintf(line, sizeof line, "%s", words);
-    argv[argc++] = "reducerd";
-    for (char *save = NULL, *w = strtok_r(line, " ", &save); w && argc < 63;
-         w = strtok_r(NULL, " ", &save))
-        argv[argc++] = w;
-    argv[argc] = NULL;
+    int argc = argv_words("reducerd", words, argv, 64);
     memset(o, 0, sizeof *o);
     return reducer_options_parse(o, argc, argv);
 }
@@ -58,20 +53,9 @@ static void test_errors(void)
 
 static void test_usage_names_every_option(void)
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    options_usage(&reducer_options_table, f);
-    fclose(f);
-    int options = 0;
-    for (const option_t *opt = reducer_options_table.rows; opt->type != OPTION_TYPE_END; opt++) {
-        if (opt->type == OPTION_TYPE_SECTION)
-            continue;
-        char flag[64];
-        snprintf(flag, sizeof flag, "\n  --%s", opt->name);
-        CHECK_MSG(strstr(text, flag) != NULL, "usage lacks --%s", opt->name);
-        options++;
-    }
+    int options, unnamed;
+    char *text = usage_text(&reducer_options_table, &options, &unnamed);
+    CHECK(unnamed == 0);
     CHECK(options == 20); /* 18 of reducerd's own, --curve-dir and --insecure */
     free(text);
 }

@@ -63,13 +63,13 @@ static void test_charts(void)
     s_charts("fmnist", 10, names);
     s_charts("one", 1, NULL);
     s_charts("many", 300, NULL);
-    char why[256];
+    char err[256];
     chart_classes_t none = {"x", NULL, 0, NULL};
-    CHECK(chart_confusion_write(&none, "/nonexistent/a.png", NULL, why, sizeof why) == -1);
+    CHECK(chart_confusion_write(&none, "/nonexistent/a.png", NULL, err, sizeof err) == -1);
     uint64_t one = 1;
     chart_classes_t c = {"x", &one, 1, NULL};
-    CHECK(chart_confusion_write(&c, "/nonexistent-dir/a.png", NULL, why, sizeof why) == -1);
-    CHECK(strstr(why, "/nonexistent-dir/a.png") != NULL);
+    CHECK(chart_confusion_write(&c, "/nonexistent-dir/a.png", NULL, err, sizeof err) == -1);
+    CHECK(strstr(err, "/nonexistent-dir/a.png") != NULL);
 }
 
 static void test_tput(void)

@@ -13,10 +13,10 @@
  * training rows round-trip through write_rows/read; the seed CSV. */
 static void test_training_layout(const char *eval_path, const char *dir)
 {
-    char why[512], path[4096];
+    char err[512], path[4096];
     metrics_row_t *rows;
     size_t n, skipped;
-    CHECK(metrics_csv_read(eval_path, &rows, &n, &skipped, why, sizeof why) == 0);
+    CHECK(metrics_csv_read(eval_path, &rows, &n, &skipped, err, sizeof err) == 0);
     CHECK(n == 3 && skipped == 1 && rows[0].phase == 1 && rows[0].loss == 0.375 &&
           isnan(rows[1].top1) && isnan(rows[0].epoch_seconds) && rows[2].samples == 4 &&
           strcmp(rows[2].time, "2024-05-01T12:00:03.000Z") == 0 && rows[0].nranks == 0);
@@ -27,7 +27,7 @@ static void test_training_layout(const char *eval_path, const char *dir)
     rows = realloc(rows, 4 * sizeof *rows);
     CHECK(rows && metrics_csv_row(&m, 1714564810.0, &rows[3]) == 0);
     snprintf(path, sizeof path, "%s/train.csv", dir);
-    CHECK(metrics_csv_write_rows(path, rows, 4, why, sizeof why) == 0);
+    CHECK(metrics_csv_write_rows(path, rows, 4, err, sizeof err) == 0);
     char *got = check_slurp(path, NULL);
     const char *want = "time,epoch,phase,samples,loss,top1,top5,images_per_sec,lr,epoch_seconds,"
                        "images_per_sec_rank0,images_per_sec_rank1,images_per_sec_rank2\n"
@@ -39,7 +39,7 @@ static void test_training_layout(const char *eval_path, const char *dir)
     free(got);
     metrics_row_t *back;
     size_t nb;
-    CHECK(metrics_csv_read(path, &back, &nb, &skipped, why, sizeof why) == 0);
+    CHECK(metrics_csv_read(path, &back, &nb, &skipped, err, sizeof err) == 0);
     CHECK(nb == 4 && skipped == 0 && back[3].nranks == 3 && back[3].rank_ips[2] == 7.25 &&
           back[3].epoch_seconds == 0.25 && back[1].phase == 0 && back[0].nranks == 0);
     for (size_t i = 0; i < nb; i++)
@@ -48,7 +48,7 @@ static void test_training_layout(const char *eval_path, const char *dir)
     for (size_t i = 0; i < 4; i++)
         metrics_csv_row_clear(&rows[i]);
     free(rows);
-    CHECK(metrics_csv_read("/nonexistent-dir/none.csv", &back, &nb, &skipped, why, sizeof why) == 0 &&
+    CHECK(metrics_csv_read("/nonexistent-dir/none.csv", &back, &nb, &skipped, err, sizeof err) == 0 &&
           nb == 0);
     snprintf(path, sizeof path, "%s/other.csv", dir);
     FILE *f = fopen(path, "w");
@@ -56,7 +56,7 @@ static void test_training_layout(const char *eval_path, const char *dir)
         fputs("a,b\n1,2\n", f);
         fclose(f);
     }
-    CHECK(metrics_csv_read(path, &back, &nb, &skipped, why, sizeof why) == -1 && strstr(why, "header"));
+    CHECK(metrics_csv_read(path, &back, &nb, &skipped, err, sizeof err) == -1 && strstr(err, "header"));
 }
 
 /* Python's repr(round(v, d)), as the seed's csv.writer prints it. */

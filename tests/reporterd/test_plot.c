@@ -113,10 +113,10 @@ static void test_files(void)
     p = plot_new("Loss", "epoch", "loss");
     CHECK(plot_add_series(p, "val", &e0, &nan, 1) == 0);
     s_write(p, "empty", 4000, 1000);
-    char why[512];
-    CHECK(plot_write_png(p, "/nonexistent-dir/x.png", 800, 500, why, sizeof why) == -1);
-    CHECK(plot_write_svg(p, "/nonexistent-dir/x.svg", 800, 500, why, sizeof why) == -1);
-    CHECK(plot_write_png(p, "x.png", 5, 5, why, sizeof why) == -1);
+    char err[512];
+    CHECK(plot_write_png(p, "/nonexistent-dir/x.png", 800, 500, err, sizeof err) == -1);
+    CHECK(plot_write_svg(p, "/nonexistent-dir/x.svg", 800, 500, err, sizeof err) == -1);
+    CHECK(plot_write_png(p, "x.png", 5, 5, err, sizeof err) == -1);
     for (int i = 1; i < PLOT_MAX_SERIES; i++)
         CHECK(plot_add_series(p, "more", &e0, &e0, 1) == 0);
     CHECK(plot_add_series(p, "too many", &e0, &e0, 1) == -1);

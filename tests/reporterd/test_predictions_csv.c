@@ -30,23 +30,23 @@ static void test_rows(void)
     c2.topk += 2 * 3;
     c2.loss += 2;
     c2.paths += 2;
-    char why[512];
+    char err[512];
     unlink(s_path);
-    predcsv_t *w = predcsv_new(s_path, why, sizeof why);
+    predcsv_t *w = predcsv_new(s_path, err, sizeof err);
     CHECK(w != NULL);
     if (!w)
         return;
     ev_predictions_t skip = c2;
-    CHECK(predcsv_add(w, &skip, why, sizeof why) == -1); /* starts at 2: out of order */
-    CHECK(strstr(why, "out of order") != NULL);
-    CHECK(predcsv_add(w, &c1, why, sizeof why) == 0);
+    CHECK(predcsv_add(w, &skip, err, sizeof err) == -1); /* starts at 2: out of order */
+    CHECK(strstr(err, "out of order") != NULL);
+    CHECK(predcsv_add(w, &c1, err, sizeof err) == 0);
     CHECK(access(s_path, F_OK) != 0); /* nothing visible before commit */
     ev_predictions_t wrong_total = c2;
     wrong_total.total = 6;
-    CHECK(predcsv_add(w, &wrong_total, why, sizeof why) == -1);
-    CHECK(predcsv_add(w, &c2, why, sizeof why) == 0);
+    CHECK(predcsv_add(w, &wrong_total, err, sizeof err) == -1);
+    CHECK(predcsv_add(w, &c2, err, sizeof err) == 0);
     CHECK(predcsv_next(w) == 5);
-    CHECK(predcsv_commit(&w, why, sizeof why) == 0);
+    CHECK(predcsv_commit(&w, err, sizeof err) == 0);
     CHECK(w == NULL);
     char *got = check_slurp(s_path, NULL);
     const char *want = "index,path,label,top1,top2,top3,top4,top5,loss\n"
@@ -72,19 +72,19 @@ static void test_k5_no_paths_and_incomplete(void)
     ev_predictions_t c = {.epoch = 2, .phase = 1, .first = 0, .n = 2, .total = 3, .k = 5,
                           .status = status, .labels = labels, .topk = topk, .loss = loss,
                           .paths = NULL};
-    char why[512];
+    char err[512];
     char path[4200];
     snprintf(path, sizeof path, "%s.k5", s_path);
     unlink(path);
-    predcsv_t *w = predcsv_new(path, why, sizeof why);
-    CHECK(w && predcsv_add(w, &c, why, sizeof why) == 0);
+    predcsv_t *w = predcsv_new(path, err, sizeof err);
+    CHECK(w && predcsv_add(w, &c, err, sizeof err) == 0);
     /* one entry short: no file, an error saying how many */
-    CHECK(predcsv_commit(&w, why, sizeof why) == -1);
-    CHECK(w == NULL && strstr(why, "2 of 3") != NULL);
+    CHECK(predcsv_commit(&w, err, sizeof err) == -1);
+    CHECK(w == NULL && strstr(err, "2 of 3") != NULL);
     CHECK(access(path, F_OK) != 0);
     c.total = 2;
-    w = predcsv_new(path, why, sizeof why);
-    CHECK(w && predcsv_add(w, &c, why, sizeof why) == 0 && predcsv_commit(&w, why, sizeof why) == 0);
+    w = predcsv_new(path, err, sizeof err);
+    CHECK(w && predcsv_add(w, &c, err, sizeof err) == 0 && predcsv_commit(&w, err, sizeof err) == 0);
     char *got = check_slurp(path, NULL);
     CHECK(got && strcmp(got, "index,path,label,top1,top2,top3,top4,top5,loss\n"
                              "0,,1,1,2,3,4,5,1\n"
@@ -92,11 +92,11 @@ static void test_k5_no_paths_and_incomplete(void)
     free(got);
     /* abandoned writer leaves nothing behind */
     unlink(path);
-    w = predcsv_new(path, why, sizeof why);
+    w = predcsv_new(path, err, sizeof err);
     predcsv_destroy(&w);
     CHECK(w == NULL && access(path, F_OK) != 0);
-    CHECK(predcsv_new("/nonexistent-dir/p.csv", why, sizeof why) == NULL);
-    CHECK(strstr(why, "/nonexistent-dir/p.csv") != NULL);
+    CHECK(predcsv_new("/nonexistent-dir/p.csv", err, sizeof err) == NULL);
+    CHECK(strstr(err, "/nonexistent-dir/p.csv") != NULL);
 }
 
 int main(int argc, char **argv)

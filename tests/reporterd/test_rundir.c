@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "proto/proto.h"
+#include "proto/messages.h"
 #include "reporterd/class_report.h"
 #include "reporterd/plot.h"
 #include "reporterd/rundir.h"
@@ -137,7 +137,7 @@ static void test_training(const char *base)
 static void s_epoch(rundir_t *r, uint32_t e, uint64_t *conf, uint8_t decision, const char *reason,
                     bool final)
 {
-    char why[1024];
+    char err[1024];
     double ranks[2] = {100.0 + e, 50.5};
     ev_metric_t tr = s_metric(e, DDP_PHASE_TRAIN, conf, 0);
     ev_metric_t va = s_metric(e, DDP_PHASE_EVAL, conf, 0);
@@ -153,8 +153,8 @@ static void s_epoch(rundir_t *r, uint32_t e, uint64_t *conf, uint8_t decision, c
         snprintf(m->decision_reason, sizeof m->decision_reason, "%s", reason);
     }
     va.final = final;
-    CHECK(rundir_on_metric(r, &tr, why, sizeof why) == 0);
-    CHECK(rundir_on_metric(r, &va, why, sizeof why) == 0);
+    CHECK(rundir_on_metric(r, &tr, err, sizeof err) == 0);
+    CHECK(rundir_on_metric(r, &va, err, sizeof err) == 0);
 }
 
 /* Two runs of one training job: epochs 0-2, then a resume from epoch 2

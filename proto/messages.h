@@ -1,4 +1,6 @@
-/* proto — every ddpipe message: C struct, msgpack encode, decode + validate.
+/* messages — every ddpipe message as a C struct: types, roles, limits,
+ * and who owns a decoded message's arrays (ddp_msg_clear). The bytes on the
+ * wire are codec.h's business, the sockets wire.h's.
  *
  * Wire format (see proto/PROTOCOL.md): a message is a ZeroMQ multipart
  * message whose first frame is a msgpack map with at least
@@ -15,8 +17,8 @@
  * the caller logs + counts it. Decoded arrays are owned by the ddp_msg_t
  * and freed by ddp_msg_clear().
  */
-#ifndef DDP_PROTO_H
-#define DDP_PROTO_H
+#ifndef DDP_PROTO_MESSAGES_H
+#define DDP_PROTO_MESSAGES_H
 
 #include <czmq.h>
 #include <stdbool.h>
@@ -226,44 +228,10 @@ typedef struct {
     } u;
 } ddp_msg_t;
 
-/* Encode: returns a new zmsg_t (caller owns) or NULL on a bad struct. */
-zmsg_t *proto_encode(const ddp_msg_t *msg);
-/* For BATCH the pixel frame is moved into the message: *pixels becomes NULL. */
-zmsg_t *proto_encode_batch(ddp_batch_t *batch);
-
-/* Decode + validate the payload frames of *zmsg (identity frames already
- * popped). Returns 0 and fills *out, or -1 with a reason in why.
- * Never trusts the input: any byte string is safe to pass. */
-int proto_decode(zmsg_t *zmsg, ddp_msg_t *out, char *why, size_t whylen);
-/* Same from raw bytes of the first frame (used by the fuzzer). */
-int proto_decode_bytes(const void *data, size_t size, zframe_t *pixels, ddp_msg_t *out,
-                       char *why, size_t whylen);
-
-/* The semantic rules (ranges, sizes, NUL-terminated fixed strings, pixel
- * frame size) that both encode and decode enforce. 0 or -1 with why. */
-int proto_validate(const ddp_msg_t *msg, char *why, size_t whylen);
-
 /* Free what decode allocated; safe on a zeroed or already-cleared msg. */
 void ddp_msg_clear(ddp_msg_t *msg);
 
 const char *proto_type_name(int type);
 const char *proto_role_name(int role);
-
-/* Send helpers: send msg on sock, with an optional ROUTER identity frame
- * first. Return 0 or -1 (errno from zmq). */
-int proto_send(void *sock, zframe_t *identity, const ddp_msg_t *msg);
-int proto_send_batch(void *sock, zframe_t *identity, ddp_batch_t *batch);
-
-/* Counters of rejected messages, per daemon (reported in logs and /metrics). */
-typedef struct {
-    uint64_t received;
-    uint64_t rejected;
-} proto_stats_t;
-
-/* Receive one message from sock (blocking per the socket's RCVTIMEO).
- * If route is non-NULL the first frame is popped into *route (ROUTER).
- * Returns 0 ok; 1 rejected (logged with the reason, counted in stats);
- * -1 on interrupt/timeout/no message. */
-int proto_recv(void *sock, zframe_t **route, ddp_msg_t *out, proto_stats_t *stats);
 
 #endif

@@ -1,4 +1,4 @@
-/* train_opts — the flags of `ddpipe train`: parsing, defaults, checks, the
+/* train_options — the flags of `ddpipe train`: parsing, defaults, checks, the
  * resume state read from a checkpoint's metadata and the seed course's CSV
  * name. Kept apart from the launcher so each can be read on its own. */
 #ifndef DDP_CLI_TRAIN_OPTS_H
@@ -27,17 +27,18 @@ typedef struct {
     long timeout_s, max_time_s, worker_timeout_s, ring_timeout_s, t_max, warmup_epochs;
     double lr, momentum, weight_decay, dampening, eps, gamma, eta_min;
     double warmup_start_factor, label_smoothing, target_accuracy, rotate;
-    bool nesterov, sync_bn, grad_averaging, verbose, quiet, overwrite;
+    int nesterov, sync_bn, grad_averaging, verbose, quiet, overwrite;  /* flags */
+    /* given on the command line: from the sentinel defaults, after parsing */
     bool set_batch, set_global, set_lr, set_momentum, set_wd, set_seed, set_dampening, set_eps;
     bool set_warmup_sf, set_gamma, set_eta_min, set_t_max, set_step_size, set_rotate;
     long val_batch;             /* validation batch per worker */
     bool resuming;
     train_resume_t resume;
-} train_opts_t;
+} train_options_t;
 
 /* Parse argv (argv[0] = "train"); prints the reason and returns -1 on a bad
  * flag, 1 after --help, 0 when o is ready (defaults applied, resume read). */
-int train_parse(int argc, char **argv, train_opts_t *o);
+int train_options_parse(int argc, char **argv, train_options_t *o);
 
 /* Read DIR/checkpoint.safetensors (or DIR itself when it is a file). 0, or
  * -1 with the reason in err. */
@@ -49,5 +50,5 @@ void py_float_str(double x, char *buf, size_t len);
 /* The seed course's "{W}ranks-{bs}bs-{lr}lr-{m}m-{w}w.csv": bs per rank,
  * lr, momentum and w (warm-up epochs) as Python's str(float) prints them
  * (reporterd/seed_csv.h: "2ranks-16bs-0.1lr-0.9m-5.0w.csv"). */
-void train_seed_csv_name(const train_opts_t *o, char *buf, size_t len);
+void train_seed_csv_name(const train_options_t *o, char *buf, size_t len);
 #endif

@@ -2,7 +2,7 @@
  * 5, 7): the optimizer and learning-rate schedule over a model opened for
  * training, the rank-0 broadcasts, one data-parallel step (train step,
  * all-reduce of every gradient as one flat buffer, optimizer step), and
- * checkpoints. The protocol (BATCH/RESULT/CREDIT/EPOCH) stays in main.c.
+ * checkpoints. The protocol (BATCH/RESULT/CREDIT/EPOCH) is train.c's.
  *
  *   trainer_t *t = trainer_new(model, &cfg, err, len);
  *   trainer_broadcast(t, ar, TRAINER_ALL, timeout_ms, err, len);   // rank 0's start
@@ -18,14 +18,14 @@
  * Every rank must make the same calls in the same order: the broadcasts and
  * trainer_reduce are collective operations on the ring.
  */
-#ifndef DDP_GPUD_DAEMON_TRAIN_H
-#define DDP_GPUD_DAEMON_TRAIN_H
+#ifndef DDP_GPUD_TRAINER_H
+#define DDP_GPUD_TRAINER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "gpud/checkpoint.h"
-#include "gpud/daemon_allreduce.h"
+#include "gpud/ring.h"
 #include "gpud/model.h"
 #include "gpud/optim/lr_sched.h"
 #include "gpud/optim/optim.h"

@@ -1,4 +1,4 @@
-#include "loaderd/daemon_dispatch.h"
+#include "loaderd/dispatch.h"
 
 #include "common/clock.h"
 #include "common/log.h"

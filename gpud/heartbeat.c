@@ -1,8 +1,8 @@
-#include "gpud/daemon_heartbeat.h"
+#include "gpud/heartbeat.h"
 
 #include "common/log.h"
 #include "common/zsecurity.h"
-#include "proto/proto.h"
+#include "proto/wire.h"
 
 #include <string.h>
 

@@ -1,5 +1,6 @@
-#include "gpud/daemon_allreduce.h"
+#include "gpud/ring.h"
 
+#include "common/errbuf.h"
 #include "common/log.h"
 #include "common/zsecurity.h"
 
@@ -40,19 +41,19 @@ allreduce_t *allreduce_bind(const char *bind_ep, char *resolved, size_t resolved
 {
     allreduce_t *self = calloc(1, sizeof *self);
     if (!self) {
-        snprintf(err, errlen, "allreduce: out of memory");
+        err_set(err, errlen, "allreduce: out of memory");
         return NULL;
     }
     self->rank = -1;
     self->pull = zsock_new(ZMQ_PULL);
     if (!self->pull) {
-        snprintf(err, errlen, "allreduce: cannot create a socket: %s", zmq_strerror(zmq_errno()));
+        err_set(err, errlen, "allreduce: cannot create a socket: %s", zmq_strerror(zmq_errno()));
         allreduce_destroy(&self);
         return NULL;
     }
     zsock_set_rcvhwm(self->pull, 0);
     if (zs_secure_server(self->pull, bind_ep, "gradient ring") < 0) {
-        snprintf(err, errlen, "allreduce: %s cannot be served (see the error above)", bind_ep);
+        err_set(err, errlen, "allreduce: %s cannot be served (see the error above)", bind_ep);
         allreduce_destroy(&self);
         return NULL;
     }
@@ -60,22 +61,22 @@ allreduce_t *allreduce_bind(const char *bind_ep, char *resolved, size_t resolved
      * meaning; libzmq picks a free port for ":0" or ":*" and reports it in
      * ZMQ_LAST_ENDPOINT */
     if (zmq_bind(zsock_resolve(self->pull), bind_ep) < 0) {
-        snprintf(err, errlen, "allreduce: cannot bind %s: %s (is the port free? use --ring-bind "
-                 "tcp://HOST:0 to let the system pick one)", bind_ep, zmq_strerror(zmq_errno()));
+        err_set(err, errlen, "allreduce: cannot bind %s: %s (is the port free? use --ring-bind "
+                "tcp://HOST:0 to let the system pick one)", bind_ep, zmq_strerror(zmq_errno()));
         allreduce_destroy(&self);
         return NULL;
     }
     char ep[256] = "";
     size_t len = sizeof ep;
     if (zmq_getsockopt(zsock_resolve(self->pull), ZMQ_LAST_ENDPOINT, ep, &len) < 0 || !ep[0]) {
-        snprintf(err, errlen, "allreduce: cannot read the endpoint bound for %s: %s", bind_ep,
-                 zmq_strerror(zmq_errno()));
+        err_set(err, errlen, "allreduce: cannot read the endpoint bound for %s: %s", bind_ep,
+                zmq_strerror(zmq_errno()));
         allreduce_destroy(&self);
         return NULL;
     }
     if (resolved && (size_t)snprintf(resolved, resolved_len, "%s", ep) >= resolved_len) {
-        snprintf(err, errlen, "allreduce: endpoint %s is longer than %zu characters", ep,
-                 resolved_len - 1);
+        err_set(err, errlen, "allreduce: endpoint %s is longer than %zu characters", ep,
+                resolved_len - 1);
         allreduce_destroy(&self);
         return NULL;
     }
@@ -86,12 +87,12 @@ int allreduce_connect(allreduce_t *self, int rank, int world, const char *next_e
                       size_t errlen)
 {
     if (world < 1 || rank < 0 || rank >= world) {
-        snprintf(err, errlen, "allreduce: rank %d of world %d is out of range", rank, world);
+        err_set(err, errlen, "allreduce: rank %d of world %d is out of range", rank, world);
         return -1;
     }
     if (self->push) {
-        snprintf(err, errlen, "allreduce: already connected as rank %d of %d", self->rank,
-                 self->world);
+        err_set(err, errlen, "allreduce: already connected as rank %d of %d", self->rank,
+                self->world);
         return -1;
     }
     self->rank = rank;
@@ -101,26 +102,26 @@ int allreduce_connect(allreduce_t *self, int rank, int world, const char *next_e
         return 0;
     }
     if (!next_ep || !next_ep[0]) {
-        snprintf(err, errlen, "allreduce: no endpoint for rank %d (reducerd sent no next_ring)",
-                 (rank + 1) % world);
+        err_set(err, errlen, "allreduce: no endpoint for rank %d (reducerd sent no next_ring)",
+                (rank + 1) % world);
         return -1;
     }
     self->push = zsock_new(ZMQ_PUSH);
     if (!self->push) {
-        snprintf(err, errlen, "allreduce: cannot create a socket: %s", zmq_strerror(zmq_errno()));
+        err_set(err, errlen, "allreduce: cannot create a socket: %s", zmq_strerror(zmq_errno()));
         return -1;
     }
     zsock_set_linger(self->push, 1000);
     zsock_set_sndhwm(self->push, 0);
     if (zs_secure_client(self->push, next_ep, "gradient ring") < 0) {
-        snprintf(err, errlen, "allreduce: cannot secure the connection to rank %d at %s",
-                 (rank + 1) % world, next_ep);
+        err_set(err, errlen, "allreduce: cannot secure the connection to rank %d at %s",
+                (rank + 1) % world, next_ep);
         zsock_destroy(&self->push);
         return -1;
     }
     if (zmq_connect(zsock_resolve(self->push), next_ep) < 0) {
-        snprintf(err, errlen, "allreduce: cannot connect to rank %d at %s: %s", (rank + 1) % world,
-                 next_ep, zmq_strerror(zmq_errno()));
+        err_set(err, errlen, "allreduce: cannot connect to rank %d at %s: %s", (rank + 1) % world,
+                next_ep, zmq_strerror(zmq_errno()));
         zsock_destroy(&self->push);
         return -1;
     }
@@ -131,14 +132,14 @@ allreduce_t *allreduce_new(int rank, int world, const char *bind_ep, const char 
                            char *err, size_t errlen)
 {
     if (world < 1 || rank < 0 || rank >= world) {
-        snprintf(err, errlen, "allreduce: rank %d of world %d is out of range", rank, world);
+        err_set(err, errlen, "allreduce: rank %d of world %d is out of range", rank, world);
         return NULL;
     }
     allreduce_t *self = world == 1 ? calloc(1, sizeof *self)
                                    : allreduce_bind(bind_ep, NULL, 0, err, errlen);
     if (!self) {
         if (world == 1)
-            snprintf(err, errlen, "allreduce: out of memory");
+            err_set(err, errlen, "allreduce: out of memory");
         return NULL;
     }
     if (allreduce_connect(self, rank, world, next_ep, err, errlen) < 0)
@@ -184,8 +185,8 @@ static int send_chunk(allreduce_t *self, uint32_t step, int c, const float *data
     void *s = zsock_resolve(self->push);
     if (zmq_send(s, &h, sizeof h, ZMQ_SNDMORE) < 0 ||
         zmq_send(s, data, count * sizeof *data, 0) < 0) {
-        snprintf(err, errlen, "allreduce: sending chunk %d to rank %d failed: %s", c,
-                 (self->rank + 1) % self->world, zmq_strerror(zmq_errno()));
+        err_set(err, errlen, "allreduce: sending chunk %d to rank %d failed: %s", c,
+                (self->rank + 1) % self->world, zmq_strerror(zmq_errno()));
         return -1;
     }
     return 0;
@@ -199,8 +200,8 @@ static int wait_readable(allreduce_t *self, void *s, int prev, uint32_t step, in
     zmq_pollitem_t item = {.socket = s, .events = ZMQ_POLLIN};
     for (;;) {
         if (self->cancelled && self->cancelled()) {
-            snprintf(err, errlen, "allreduce: interrupted while waiting for rank %d (step %u)",
-                     prev, step);
+            err_set(err, errlen, "allreduce: interrupted while waiting for rank %d (step %u)",
+                    prev, step);
             return -1;
         }
         int64_t left = deadline - zclock_mono();
@@ -208,16 +209,16 @@ static int wait_readable(allreduce_t *self, void *s, int prev, uint32_t step, in
         if (rc > 0)
             return 0;
         if (rc < 0 && zmq_errno() != EINTR) {
-            snprintf(err, errlen, "allreduce: waiting for rank %d: %s", prev,
-                     zmq_strerror(zmq_errno()));
+            err_set(err, errlen, "allreduce: waiting for rank %d: %s", prev,
+                    zmq_strerror(zmq_errno()));
             return -1;
         }
         if (left <= 0)
             break;
     }
-    snprintf(err, errlen, "allreduce: rank %d sent nothing valid for %d ms (step %u): is it "
-             "dead? (a dead rank ends the job; resume from the last checkpoint)", prev,
-             timeout_ms, step);
+    err_set(err, errlen, "allreduce: rank %d sent nothing valid for %d ms (step %u): is it "
+            "dead? (a dead rank ends the job; resume from the last checkpoint)", prev,
+            timeout_ms, step);
     return -1;
 }
 
@@ -311,8 +312,8 @@ static int recv_chunk(allreduce_t *self, uint32_t step, int c, size_t count, int
             continue;
         }
         if (frames < 0) {
-            snprintf(err, errlen, "allreduce: receiving from rank %d: %s", prev,
-                     zmq_strerror(zmq_errno()));
+            err_set(err, errlen, "allreduce: receiving from rank %d: %s", prev,
+                    zmq_strerror(zmq_errno()));
             zmq_msg_close(&hdr);
             zmq_msg_close(&body);
             return -1;
@@ -346,7 +347,7 @@ int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char
 {
     int W = self->world, r = self->rank;
     if (r < 0) {
-        snprintf(err, errlen, "allreduce: not connected (allreduce_connect first)");
+        err_set(err, errlen, "allreduce: not connected (allreduce_connect first)");
         return -1;
     }
     if (W == 1)
@@ -354,7 +355,7 @@ int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char
     self->op++;
     size_t biggest = allreduce_chunk_offset(n, W, 1) + 1;
     if (ensure_scratch(self, biggest) < 0) {
-        snprintf(err, errlen, "allreduce: out of memory for %zu floats", biggest);
+        err_set(err, errlen, "allreduce: out of memory for %zu floats", biggest);
         return -1;
     }
     /* reduce-scatter: after W-1 steps rank r holds the sum of chunk r+1 */

@@ -3,7 +3,7 @@
  * never mistaken for a dead worker, and a dead process falls silent. */
 #ifndef DDP_GPUD_HEARTBEAT_H
 #define DDP_GPUD_HEARTBEAT_H
-#include "proto/proto.h"
+#include "proto/messages.h"
 
 #include <czmq.h>
 #include <stdatomic.h>

@@ -1,74 +1,14 @@
-/* proto — names, ownership (ddp_msg_clear) and the socket send/recv helpers. */
+/* wire — send and receive ddpipe messages on ZeroMQ sockets. */
+#include "proto/wire.h"
+
+#include "common/errbuf.h"
 #include "common/log.h"
-#include "proto/proto.h"
+#include "proto/codec.h"
 #include "proto/ratelog.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-const char *proto_type_name(int type)
-{
-    static const char *names[] = {
-        [DDP_JOIN] = "JOIN",     [DDP_WELCOME] = "WELCOME", [DDP_PLAN] = "PLAN",
-        [DDP_CREDIT] = "CREDIT", [DDP_HEARTBEAT] = "HEARTBEAT", [DDP_BATCH] = "BATCH",
-        [DDP_END] = "END",       [DDP_RESULT] = "RESULT",   [DDP_FAILED] = "FAILED",
-        [DDP_STOP] = "STOP",     [DDP_DONE] = "DONE",       [DDP_EPOCH] = "EPOCH",
-        [DDP_ISSUED] = "ISSUED", [DDP_REISSUE] = "REISSUE",
-    };
-    if (type < DDP_JOIN || type > DDP_TYPE_MAX)
-        return "UNKNOWN";
-    return names[type];
-}
-
-const char *proto_role_name(int role)
-{
-    switch (role) {
-    case DDP_ROLE_GPUD: return "gpud";
-    case DDP_ROLE_LOADER: return "loaderd";
-    case DDP_ROLE_REPORTER: return "reporterd";
-    default: return "unknown";
-    }
-}
-
-static void free_strv(char **v, uint64_t n)
-{
-    if (!v)
-        return;
-    for (uint64_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
-void ddp_msg_clear(ddp_msg_t *msg)
-{
-    if (!msg)
-        return;
-    switch (msg->type) {
-    case DDP_PLAN:
-        free_strv(msg->u.plan.class_names, msg->u.plan.num_classes);
-        free_strv(msg->u.plan.paths, msg->u.plan.n);
-        break;
-    case DDP_CREDIT: free(msg->u.credit.acks); break;
-    case DDP_BATCH:
-        free(msg->u.batch.ids);
-        free(msg->u.batch.labels);
-        zframe_destroy(&msg->u.batch.pixels);
-        break;
-    case DDP_ISSUED:
-        free(msg->u.issued.ids);
-        free(msg->u.issued.labels);
-        break;
-    case DDP_RESULT:
-        free(msg->u.result.ids);
-        free(msg->u.result.labels);
-        free(msg->u.result.topk);
-        free(msg->u.result.loss);
-        break;
-    default: break;
-    }
-    memset(msg, 0, sizeof *msg);
-}
 
 /* Prepends a copy of identity (the caller keeps its frame: a ROUTER often
  * answers the same peer many times) and sends; destroys zmsg either way. */
@@ -136,13 +76,13 @@ int proto_recv(void *sock, zframe_t **route, ddp_msg_t *out, proto_stats_t *stat
     if (stats)
         stats->received++;
     zframe_t *id = route ? zmsg_pop(zmsg) : NULL;
-    char why[256];
+    char err[256];
     int rc;
     if (route && !id) {
-        snprintf(why, sizeof why, "empty message (no identity frame)");
+        err_set(err, sizeof err, "empty message (no identity frame)");
         rc = -1;
     } else {
-        rc = proto_decode(zmsg, out, why, sizeof why);
+        rc = proto_decode(zmsg, out, err, sizeof err);
     }
     zmsg_destroy(&zmsg);
     if (rc == 0) {
@@ -153,13 +93,13 @@ int proto_recv(void *sock, zframe_t **route, ddp_msg_t *out, proto_stats_t *stat
     char hex[80];
     hex_identity(id, hex, sizeof hex);
     uint64_t held = 0;
-    if (ratelog_allow(sock, hex, why, &held)) {
+    if (ratelog_allow(sock, hex, err, &held)) {
         if (held)
             log_warn("rejected %s (from %s; %llu other reject lines held back before this one)",
-                     why, hex,
+                     err, hex,
                      (unsigned long long)held);
         else
-            log_warn("rejected %s (from %s)", why, hex);
+            log_warn("rejected %s (from %s)", err, hex);
     }
     if (stats)
         stats->rejected++;

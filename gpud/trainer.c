@@ -1,11 +1,12 @@
 /* trainer — one gpud rank's optimizer, schedule, collectives and
- * checkpoints (see daemon_train.h). */
-#include "gpud/daemon_train.h"
+ * checkpoints (see trainer.h). */
+#include "gpud/trainer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/errbuf.h"
 #include "common/safetensors.h"
 
 struct trainer {
@@ -49,14 +50,14 @@ static int apply_freezes(trainer_t *t, char *err, size_t errlen)
 {
     for (int i = 0; i < t->cfg.n_freeze; i++)
         if (model_freeze(t->m, t->cfg.freeze[i], 1) <= 0) {
-            snprintf(err, errlen, "--freeze %s: no trainable parameter has that prefix",
-                     t->cfg.freeze[i]);
+            err_set(err, errlen, "--freeze %s: no trainable parameter has that prefix",
+                    t->cfg.freeze[i]);
             return -1;
         }
     for (int i = 0; i < t->cfg.n_freeze_bn; i++)
         if (model_freeze_bn(t->m, t->cfg.freeze_bn[i], 1) <= 0) {
-            snprintf(err, errlen, "--freeze-bn %s: no BatchNorm layer has that prefix",
-                     t->cfg.freeze_bn[i]);
+            err_set(err, errlen, "--freeze-bn %s: no BatchNorm layer has that prefix",
+                    t->cfg.freeze_bn[i]);
             return -1;
         }
     return 0;
@@ -83,7 +84,7 @@ static int register_params(trainer_t *t, char *err, size_t errlen)
         t->grad_floats += p.numel;
     }
     if (t->grad_floats == 0) {
-        snprintf(err, errlen, "nothing to train: every parameter is frozen");
+        err_set(err, errlen, "nothing to train: every parameter is frozen");
         return -1;
     }
     t->flat_cap = total > t->grad_floats ? total : t->grad_floats;
@@ -92,7 +93,7 @@ static int register_params(trainer_t *t, char *err, size_t errlen)
     t->n_cnt = model_i64_count(t->m);
     t->cnt_saved = calloc((size_t)(t->n_cnt > 0 ? t->n_cnt : 1), sizeof *t->cnt_saved);
     if (!t->flat || !t->buf_saved || !t->cnt_saved) {
-        snprintf(err, errlen, "out of memory for %zu floats of staging", t->flat_cap);
+        err_set(err, errlen, "out of memory for %zu floats of staging", t->flat_cap);
         return -1;
     }
     return 0;
@@ -109,16 +110,16 @@ static int build_sched(trainer_t *t, char *err, size_t errlen)
 trainer_t *trainer_new(model_t *model, const trainer_cfg_t *cfg, char *err, size_t errlen)
 {
     if (model_param_count(model) <= 0) {
-        snprintf(err, errlen, "the model was not opened for training");
+        err_set(err, errlen, "the model was not opened for training");
         return NULL;
     }
     if (!(cfg->lr >= 0)) {
-        snprintf(err, errlen, "--lr %g: must be >= 0", cfg->lr);
+        err_set(err, errlen, "--lr %g: must be >= 0", cfg->lr);
         return NULL;
     }
     trainer_t *t = calloc(1, sizeof *t);
     if (!t) {
-        snprintf(err, errlen, "out of memory");
+        err_set(err, errlen, "out of memory");
         return NULL;
     }
     t->m = model;
@@ -232,8 +233,8 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
                              char *err, size_t errlen)
 {
     if (b->n < 0 || (uint32_t)b->n > b->global_count) {
-        snprintf(err, errlen, "step %llu: %d samples here but global_count %u (loaderd bug?)",
-                 (unsigned long long)b->step, b->n, b->global_count);
+        err_set(err, errlen, "step %llu: %d samples here but global_count %u (loaderd bug?)",
+                (unsigned long long)b->step, b->n, b->global_count);
         return -1;
     }
     save_buffers(t);
@@ -252,7 +253,7 @@ int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, siz
     for (int i = 0; i < n; i++) {   /* pack in optimizer order */
         model_param_t p;
         if (model_param_find(t->m, optim_param_name(t->opt, i), &p) < 0 || !p.grad) {
-            snprintf(err, errlen, "parameter %s lost its gradient", optim_param_name(t->opt, i));
+            err_set(err, errlen, "parameter %s lost its gradient", optim_param_name(t->opt, i));
             return -1;
         }
         memcpy(t->flat + off, p.grad, p.numel * sizeof(float));
@@ -314,7 +315,7 @@ int trainer_save(trainer_t *t, const char *path, const ckpt_info_t *info, char *
     size_t n = 0;
     ckpt_tensor_t *v = model_tensors(t, &n);
     if (!v) {
-        snprintf(err, errlen, "%s: out of memory", path);
+        err_set(err, errlen, "%s: out of memory", path);
         return -1;
     }
     ckpt_info_t i = *info;
@@ -330,14 +331,14 @@ int trainer_load(trainer_t *t, const char *path, ckpt_info_t *info, char *err, s
     size_t n = 0;
     ckpt_tensor_t *v = model_tensors(t, &n);
     if (!v) {
-        snprintf(err, errlen, "%s: out of memory", path);
+        err_set(err, errlen, "%s: out of memory", path);
         return -1;
     }
     int rc = ckpt_load(path, v, n, t->opt, info, err, errlen);
     free(v);
     if (rc == 0 && info->arch[0] && strcmp(info->arch, model_arch(t->m)) != 0) {
-        snprintf(err, errlen, "%s: a checkpoint of %s, this gpud runs --model %s", path,
-                 info->arch, model_arch(t->m));
+        err_set(err, errlen, "%s: a checkpoint of %s, this gpud runs --model %s", path,
+                info->arch, model_arch(t->m));
         ckpt_info_clear(info);
         return -1;
     }
@@ -361,7 +362,7 @@ int trainer_save_weights(trainer_t *t, const char *path, char *err, size_t errle
     if (rc == 0)
         rc = st_writer_save(w, path, sub, sizeof sub);
     if (rc < 0)
-        snprintf(err, errlen, "%s: cannot save weights: %s", path, sub);
+        err_set(err, errlen, "%s: cannot save weights: %s", path, sub);
     st_writer_destroy(&w);
     free(v);
     return rc;

@@ -1,5 +1,6 @@
-/* allreduce — sum of a float array across the gpud ranks of a CPU job: a ring
- * (reduce-scatter, then all-gather) over ZeroMQ, as NCCL does on GPUs.
+/* ring — allreduce_t, the sum of a float array across the gpud ranks of a
+ * CPU job: a ring (reduce-scatter, then all-gather) over ZeroMQ, as NCCL
+ * does on GPUs.
  *
  * Each rank binds a PULL socket and connects a PUSH to the next rank's, so
  * the ring needs no broker. The order of the additions is fixed by the ring
@@ -10,11 +11,12 @@
  * chunk expected (garbage, a foreign or stale frame) is logged (rate-limited),
  * counted and dropped, and the wait goes on until the real chunk comes or the
  * timeout, which junk never extends. tcp endpoints follow zsecurity (CURVE
- * with --curve-dir, the loopback rule without). A peer silent for longer than the timeout fails the operation with
- * a message naming it, so a dead rank never hangs the job.
+ * with --curve-dir, the loopback rule without). A peer silent for longer
+ * than the timeout fails the operation with a message naming it, so a dead
+ * rank never hangs the job.
  */
-#ifndef DDP_GPUD_ALLREDUCE_H
-#define DDP_GPUD_ALLREDUCE_H
+#ifndef DDP_GPUD_RING_H
+#define DDP_GPUD_RING_H
 #include <stddef.h>
 #include <stdint.h>
 

@@ -1,6 +1,6 @@
-/* Unit test of cli/train_opts: Python's str(float) for the seed CSV name,
+/* Unit test of cli/train_options: Python's str(float) for the seed CSV name,
  * batch arithmetic, defaults, and --resume reading and refusing checkpoints. */
-#include "cli/train_opts.h"
+#include "cli/train_options.h"
 #include "common/safetensors.h"
 
 #include <stdio.h>
@@ -38,7 +38,7 @@ static void test_py_float_str(void)
 }
 
 /* optarg points into the split line: each parse gets its own buffer. */
-static int parse(train_opts_t *o, const char *line)
+static int parse(train_options_t *o, const char *line)
 {
     static char keep[16][2048];
     static int k = 0;
@@ -49,12 +49,12 @@ static int parse(train_opts_t *o, const char *line)
     for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " "))
         argv[argc++] = t;
     argv[argc] = NULL;
-    return train_parse(argc, argv, o);
+    return train_options_parse(argc, argv, o);
 }
 
 static void test_batches_and_names(void)
 {
-    train_opts_t o;
+    train_options_t o;
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 2 --batch-size 128 "
                     "--lr 0.01 --weight-decay 5e-4 --warmup-epochs 5") == 0, "parse");
     CHECK(o.global_batch == 256 && o.val_batch == 128, "G=%ld vb=%ld", o.global_batch, o.val_batch);
@@ -111,7 +111,7 @@ static void test_resume(void)
     CHECK(r.epoch == 2 && r.step == 23 && r.start_step == 3 && r.streak == 1 && r.seed == 7 &&
           r.global_batch == 64, "resume %ld %ld %ld %ld", r.epoch, r.step, r.start_step, r.streak);
 
-    train_opts_t o;
+    train_options_t o;
     snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 5 --workers 2 "
              "--batch-size 32 --resume %s", dir, dir);
     CHECK(parse(&o, line) == 0 && o.resuming && o.seed == 7, "resume parse");
@@ -143,6 +143,6 @@ int main(void)
     if (s_fail)
         fprintf(stderr, "%d failed\n", s_fail);
     else
-        printf("test_train_opts: all passed\n");
+        printf("test_train_options: all passed\n");
     return s_fail ? 1 : 0;
 }

@@ -1,0 +1,79 @@
+/* The flags of `ddpipe eval`. */
+#include "cli/eval_options.h"
+
+#include "cli/daemon_defaults.h"
+#include "cli/job_options.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define T eval_options_t
+static const option_t s_rows[] = {
+    OPTION_STRING(T, data, "data", "PATH",
+                  NULL, "ImageFolder directory or idx:PREFIX (MNIST/Fashion-MNIST IDX)"),
+    OPTION_STRING(T, model, "model", "ARCH", NULL, "resnet18 | wideresnet"),
+    OPTION_STRING(T, weights, "weights", "FILE", NULL,
+                  "safetensors with PyTorch state_dict names"),
+    OPTION_STRING(T, out, "out", "DIR", NULL,
+                  "run directory (summary.json, CSVs, report, plots, logs/)"),
+    OPTION_FLAG(T, overwrite, "overwrite",
+                "remove a previous run's outputs from --out first (else refused)"),
+    OPTION_LONG(T, batch_size, "batch-size", "N", 64, 1, 65536,
+                "samples per batch, per worker as in DDP"),
+    OPTION_FLAG(T, predictions, "predictions", "write predictions.csv (one row per sample)"),
+    OPTION_LONG(T, limit, "limit", "N", -1, 0, 1L << 40, "evaluate only the first N samples"),
+    OPTION_FLAG(T, no_dct, "no-dct-scaling",
+                "full-size JPEG decode before resize (bit-exact PIL path)"),
+    OPTION_SECTION("model input:"),
+    JOB_MODEL_OPTIONS(T),
+    OPTION_SECTION("run:"),
+    JOB_RUN_OPTIONS(T),
+    OPTION_SECTION("test hooks:"),
+    OPTION_STRING(T, fault, "fault", "RANK:N", NULL, "gpud RANK exits after N batches"),
+    OPTION_END};
+#undef T
+
+const option_table_t eval_options_table = {
+    "ddpipe eval", "--data PATH --model ARCH --weights FILE --out DIR [options]", s_rows};
+
+static int check(const eval_options_t *o)
+{
+    if (!o->data || !o->model || !o->weights || !o->out) {
+        fprintf(stderr, "ddpipe eval: --data, --model, --weights and --out are required\n");
+        options_usage(&eval_options_table, stderr);
+        return -1;
+    }
+    if (strcmp(o->model, "resnet18") != 0 && strcmp(o->model, "wideresnet") != 0) {
+        fprintf(stderr, "ddpipe eval: --model %s is not known; choose resnet18 or wideresnet\n",
+                o->model);
+        return -1;
+    }
+    if (strcmp(o->device, "cpu") != 0) {
+        fprintf(stderr, "ddpipe eval: --device %s: this build has only the cpu backend\n",
+                o->device);
+        return -1;
+    }
+    if (access(o->weights, R_OK) != 0) {
+        fprintf(stderr, "ddpipe eval: --weights %s: %s\n", o->weights, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int eval_options_parse(eval_options_t *o, int argc, char **argv)
+{
+    int next = 0;
+    int rc = options_parse(&eval_options_table, argc, argv, o, &next);
+    if (rc != 0)
+        return rc;
+    if (next < argc) {
+        fprintf(stderr, "ddpipe eval: unexpected argument '%s'\n", argv[next]);
+        return -1;
+    }
+    if (check(o) < 0)
+        return -1;
+    dd_default_threads(o->workers, &o->threads, &o->loader_threads);
+    return 0;
+}

@@ -1,0 +1,32 @@
+/* eval_options — the flags of `ddpipe eval`: one declared table (rows
+ * shared with `ddpipe train` come from cli/job_options.h), parsing, the
+ * checks and the defaults derived from other flags. */
+#ifndef DDP_CLI_EVAL_OPTIONS_H
+#define DDP_CLI_EVAL_OPTIONS_H
+
+#include "common/options.h"
+
+typedef struct {
+    const char *data, *model, *weights, *out;
+    int overwrite;
+    /* the model's input (JOB_MODEL_OPTIONS) */
+    const char *channels, *crop, *mean, *std, *normalize;
+    long in_channels, num_classes, resize;  /* 0: the model's */
+    long batch_size;
+    int predictions;
+    long limit;                             /* -1: every sample */
+    int no_dct;
+    /* where and how long (JOB_RUN_OPTIONS) */
+    long workers, threads, loader_threads, window, timeout_s, max_time_s, worker_timeout_s;
+    const char *device, *metrics_http, *tap;
+    int quiet, verbose;
+    const char *fault;                      /* test hook: RANK:N */
+} eval_options_t;
+
+extern const option_table_t eval_options_table;
+
+/* argv[0] = "eval". 0 when o is ready (threads derived from the cores);
+ * 1 after --help; -1 after the reason went to stderr. */
+int eval_options_parse(eval_options_t *o, int argc, char **argv);
+
+#endif

@@ -1,0 +1,53 @@
+/* job_options — the options `ddpipe eval` and `ddpipe train` share, each
+ * declared once as a row of common/options.h for both commands' tables
+ * (cli/eval_options.c, cli/train_options.c). A command's struct names the
+ * fields as these rows do. Long defaults of 0 and -1 outside a row's range
+ * are sentinels: derived later (common/options.h). */
+#ifndef DDP_CLI_JOB_OPTIONS_H
+#define DDP_CLI_JOB_OPTIONS_H
+
+#include "common/options.h"
+#include "common/zsecurity.h"
+
+/* What to read and the model's input. */
+#define JOB_MODEL_OPTIONS(T)                                                                   \
+    OPTION_STRING(T, channels, "channels", "a,b,c,d", NULL,                                     \
+                  "WideResNet widths (default 16,160,320,640)"),                               \
+    OPTION_LONG(T, in_channels, "in-channels", "N", 0, 1, 3,                                    \
+                "input channels (default: the model's, 1 for wideresnet, 3 otherwise)"),       \
+    OPTION_LONG(T, num_classes, "num-classes", "N", 0, 1, 100000,                               \
+                "classes of the model's head (default: the model's)"),                         \
+    OPTION_LONG(T, resize, "resize", "N", 0, 1, 16384,                                          \
+                "resize the shorter side to N (default: the model's; resnet18 256)"),          \
+    OPTION_STRING(T, crop, "crop", "N", NULL,                                                   \
+                  "centre crop N or HxW (default: the model's; resnet18 224)"),                \
+    OPTION_STRING(T, mean, "mean", "a,b,c", NULL, "per-channel normalisation mean"),           \
+    OPTION_STRING(T, std, "std", "a,b,c", NULL, "per-channel normalisation std"),              \
+    OPTION_STRING(T, normalize, "normalize", "none|imagenet", NULL,                             \
+                  "named normalisation instead of --mean/--std")
+
+/* Where the job runs and how long it may take. */
+#define JOB_RUN_OPTIONS(T)                                                                     \
+    OPTION_LONG(T, workers, "workers", "N", 1, 1, 1024, "gpud processes"),                      \
+    OPTION_STRING(T, device, "device", "cpu", "cpu", "compute backend"),                        \
+    OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024,                                         \
+                "compute threads per worker (default: cores / workers)"),                      \
+    OPTION_LONG(T, loader_threads, "loader-threads", "N", 0, 1, 1024,                           \
+                "JPEG decode threads (default: cores)"),                                       \
+    OPTION_LONG(T, window, "window", "N", 2, 1, 64, "batches in flight per worker"),            \
+    OPTION_LONG(T, timeout_s, "timeout", "S", 600, 0, 86400 * 30,                               \
+                "fail the job when no sample is accounted for in S seconds, naming what is "   \
+                "missing; heartbeats do not count; 0 off"),                                    \
+    OPTION_LONG(T, max_time_s, "max-time", "S", 0, 1, 86400 * 365,                              \
+                "stop the job after S seconds of wall time (default: none)"),                  \
+    OPTION_LONG(T, worker_timeout_s, "worker-timeout", "S", 10, 1, 86400,                       \
+                "declare a silent worker dead after S seconds"),                               \
+    OPTION_STRING(T, metrics_http, "metrics-http", "H:P", NULL,                                 \
+                  "Prometheus metrics at http://H:P/metrics while the job runs"),              \
+    OPTION_STRING(T, tap, "tap", "ENDPOINT", NULL,                                              \
+                  "publish the live event tap there (default: the job's private ipc folder)"), \
+    ZS_SECURITY_OPTIONS,                                                                       \
+    OPTION_FLAG(T, quiet, "quiet", "no progress line"),                                         \
+    OPTION_FLAG(T, verbose, "verbose", "every daemon logs more")
+
+#endif

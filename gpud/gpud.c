@@ -1,0 +1,210 @@
+/* gpud — the worker's state (gpud.h lists the files above it). */
+#include "gpud/gpud.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/zsockopt.h"
+#include "proto/wire.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void name_worker(gpud_t *self)
+{
+    if (self->options.name) {
+        snprintf(self->name, sizeof self->name, "%s", self->options.name);
+        return;
+    }
+    char host[48] = "host";
+    gethostname(host, sizeof host - 1);
+    snprintf(self->name, sizeof self->name, "gpud-%s-%d", host, (int)getpid());
+}
+
+/* What model_new is given; training from scratch draws the initial
+ * weights from --seed. */
+static void settle_model_options(gpud_t *self)
+{
+    const gpud_options_t *o = &self->options;
+    model_opts_t *m = &self->model_options;
+    *m = (model_opts_t){.arch = o->model, .num_classes = (int)o->num_classes,
+                        .in_channels = (int)o->in_channels, .n_channels = o->channels.n,
+                        .threads = (int)o->threads, .micro_batch = (int)o->micro_batch,
+                        .train = o->train};
+    for (int i = 0; i < o->channels.n && i < 4; i++)
+        m->channels[i] = o->channels.v[i];
+    if (o->train && !o->weights) {
+        m->init = 1;
+        m->init_seed = (uint64_t)o->seed;
+    }
+}
+
+/* Up to 4 values, the last repeated for the channels after it. */
+static void per_channel(const option_doubles_t *values, float out[4])
+{
+    for (int i = 0; i < 4; i++)
+        out[i] = (float)values->v[i < values->n ? i : values->n - 1];
+}
+
+/* Defaults follow the model: torchvision models use ImageNet statistics,
+ * the seed WideResNet plain ToTensor. Explicit flags win. */
+static void settle_normalisation(gpud_t *self)
+{
+    static const float in_mean[3] = {0.485f, 0.456f, 0.406f}, in_std[3] = {0.229f, 0.224f, 0.225f};
+    const gpud_options_t *o = &self->options;
+    if (o->mean.n || o->std.n) {
+        for (int i = 0; i < 4; i++)
+            self->mean[i] = 0, self->std[i] = 1;
+        if (o->mean.n)
+            per_channel(&o->mean, self->mean);
+        if (o->std.n)
+            per_channel(&o->std, self->std);
+        self->normalize = true;
+        return;
+    }
+    if (o->normalize)
+        self->normalize = strcmp(o->normalize, "imagenet") == 0;
+    else
+        self->normalize = strcmp(o->model, "wideresnet") != 0;
+    for (int i = 0; i < 4; i++) {
+        self->mean[i] = in_mean[i < 3 ? i : 2];
+        self->std[i] = in_std[i < 3 ? i : 2];
+    }
+}
+
+gpud_t *gpud_new(const gpud_options_t *options)
+{
+    gpud_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        log_error("out of memory");
+        return NULL;
+    }
+    self->options = *options;
+    self->rank = -1;
+    name_worker(self);
+    settle_model_options(self);
+    settle_normalisation(self);
+    return self;
+}
+
+void gpud_destroy(gpud_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpud_t *self = *self_p;
+    zactor_destroy(&self->heartbeat);
+    zsock_destroy(&self->loader);
+    zsock_destroy(&self->reducer);
+    trainer_destroy(&self->trainer);
+    allreduce_destroy(&self->ring);
+    model_destroy(&self->model);
+    free(self->logits);
+    free(self->loss);
+    free(self->topk);
+    free(self);
+    *self_p = NULL;
+}
+
+int gpud_load_model(gpud_t *self)
+{
+    const gpud_options_t *o = &self->options;
+    char err[1024];
+    double t0 = clock_mono_s();
+    self->model = model_new(&self->model_options, o->backend, o->weights, err, sizeof err);
+    if (!self->model) {
+        log_error("cannot load model %s from %s: %s", o->model,
+                  o->weights ? o->weights : "its initial weights", err);
+        return -1;
+    }
+    log_info("model %s (%d classes, %d input channels) on %s ready in %.2fs", o->model,
+             model_num_classes(self->model), model_in_channels(self->model), o->backend,
+             clock_mono_s() - t0);
+    return 0;
+}
+
+int gpud_connect(gpud_t *self)
+{
+    self->reducer = zs_connect(ZMQ_DEALER, self->options.reducer, "reducer", self->name);
+    self->loader = zs_connect(ZMQ_DEALER, self->options.loader, "loader", self->name);
+    return self->reducer && self->loader ? 0 : -1;
+}
+
+int gpud_start_heartbeat(gpud_t *self)
+{
+    self->heartbeat_args = (heartbeat_args_t){
+        .loader = self->options.loader, .reducer = self->options.reducer, .worker = self->name,
+        .rank = self->rank, .interval_ms = 1000, .batches_done = &self->batches,
+        .auth = self->auth};
+    self->heartbeat = heartbeat_new(&self->heartbeat_args);
+    if (!self->heartbeat) {
+        log_error("cannot start the heartbeat thread");
+        return -1;
+    }
+    return 0;
+}
+
+int gpud_send_credit(gpud_t *self, uint32_t credits, const uint64_t *ack)
+{
+    ddp_msg_t m = {.type = DDP_CREDIT};
+    snprintf(m.u.credit.worker, sizeof m.u.credit.worker, "%s", self->name);
+    m.u.credit.credits = credits;
+    m.u.credit.rank = self->rank;   /* loaderd addresses train shards by rank */
+    m.u.credit.n_acks = ack ? 1 : 0;
+    m.u.credit.acks = (uint64_t *)ack;
+    m.u.credit.auth = self->auth;
+    return proto_send(zsock_resolve(self->loader), NULL, &m);
+}
+
+void gpud_stop(gpud_t *self, const ddp_stop_t *stop)
+{
+    if (stop->code == 0) {
+        log_info("reducerd says stop (0: %s)", stop->reason);
+    } else {
+        log_error("reducerd stops the job (%d): %s", stop->code, stop->reason);
+        self->exit_code = stop->code == DDP_STOP_JOB_LOST ? DDP_STOP_JOB_LOST : 1;
+        self->checkpoint_on_exit = true;
+    }
+    self->stopped = true;
+}
+
+int gpud_check_batch_shape(gpud_t *self, const ddp_batch_t *batch)
+{
+    int want_c = model_in_channels(self->model), h = 0, w = 0;
+    const char *arch = self->options.model;
+    if (batch->c != want_c) {
+        log_error("loaderd sends %u-channel images but %s wants %d: start loaderd with "
+                  "--channels %d", batch->c, arch, want_c, want_c);
+        return -1;
+    }
+    if (model_input_hw(self->model, &h, &w) && (batch->h != h || batch->w != w)) {
+        log_error("loaderd sends %ux%u images but %s wants %dx%d: fix loaderd's --resize/--crop",
+                  batch->h, batch->w, arch, h, w);
+        return -1;
+    }
+    return 0;
+}
+
+int gpud_fit_logits(gpud_t *self, uint32_t n)
+{
+    size_t need = (size_t)n * (size_t)model_num_classes(self->model);
+    if (need <= self->logits_cap)
+        return 0;
+    float *p = realloc(self->logits, need * sizeof *p);
+    if (!p)
+        return -1;
+    self->logits = p;
+    self->logits_cap = need;
+    return 0;
+}
+
+int gpud_sync_eval(gpud_t *self)
+{
+    char err[512];
+    if (model_sync_eval(self->model, err, sizeof err) < 0) {
+        log_error("cannot fold the trained weights for validation: %s", err);
+        return -1;
+    }
+    self->eval_stale = false;
+    return 0;
+}

@@ -1,0 +1,106 @@
+/* gpud — the state of one compute worker: one instance per process, made
+ * by main.c (gpud_new) and handed as `self` to the role files above it:
+ *
+ *   main.c     options, the state, the actors, the poll loop, the exit
+ *   link.c     JOIN/WELCOME with reducerd; every message in, to the role
+ *              that answers it (loaderd, reducerd, the heartbeat actor)
+ *   eval.c     an eval batch: forward, top-k and loss, RESULT, CREDIT
+ *   train.c    one data-parallel rank: train steps over the gradient ring,
+ *              END and EPOCH in order, checkpoints
+ *   gpud.c     this state and what only touches it (sockets, CREDIT, STOP)
+ *
+ * Imports point down that list (main.c at the top), never up. Below the
+ * state: options (the flags), model (-> backend), trainer (optimizer,
+ * schedule, checkpoints), ring (the CPU all-reduce), heartbeat (the
+ * actor), then common/ and proto/.
+ */
+#ifndef DDP_GPUD_GPUD_H
+#define DDP_GPUD_GPUD_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpud/heartbeat.h"
+#include "gpud/model.h"
+#include "gpud/options.h"
+#include "gpud/ring.h"
+#include "gpud/trainer.h"
+#include "proto/messages.h"
+#include "proto/wire.h"
+
+typedef struct gpud {
+    gpud_options_t options;
+    model_opts_t model_options;    /* what the options ask of model_new */
+    bool normalize;                /* false: plain ToTensor (mean/std unused) */
+    float mean[4], std[4];         /* per channel: the flags' or the architecture's */
+    char name[DDP_MAX_NAME];       /* as in JOIN and CREDIT */
+    model_t *model;
+    zsock_t *loader;               /* DEALER: CREDIT out, BATCH and END in */
+    zsock_t *reducer;              /* DEALER: JOIN, RESULT out; WELCOME, EPOCH, STOP in */
+    zactor_t *heartbeat;
+    heartbeat_args_t heartbeat_args;   /* read by the actor: lives as long as it */
+    proto_stats_t stats;
+    /* from WELCOME */
+    int32_t rank;                  /* -1 until joined */
+    int32_t world;
+    bool welcome_train;            /* reducerd runs a training job */
+    ddp_auth_t auth;               /* job, session, token: in every message */
+    char next_ring[DDP_MAX_EP];    /* the next rank's ring endpoint */
+    /* written by the main thread only; the heartbeat actor reads it (C11
+     * atomic: a plain or volatile counter read across threads is a race) */
+    _Atomic uint64_t batches;
+    uint64_t samples;
+    double compute_s;
+    float *logits;                 /* a batch's logits, grown as needed */
+    size_t logits_cap;
+    int exit_code;
+    bool stopped;
+    /* --train (train.c) */
+    trainer_t *trainer;
+    allreduce_t *ring;
+    char ring_endpoint[DDP_MAX_EP];  /* our resolved PULL endpoint (JOIN.ring) */
+    uint64_t next_step;            /* S of the next train step */
+    int64_t epoch;                 /* the epoch a resume would continue with */
+    int64_t epoch_done;            /* last EPOCH(e) handled; start epoch - 1 */
+    int64_t train_end_done;        /* last END(e, TRAIN) handled */
+    bool epoch_pending;            /* an EPOCH that came before its END(TRAIN) */
+    ddp_epoch_t pending_epoch;
+    uint32_t streak;
+    uint64_t steps_per_epoch;      /* checkpoint metadata */
+    uint64_t global_batch;         /* checkpoint metadata */
+    bool step_open;                /* a step's buffers changed, its update not applied */
+    bool eval_stale;               /* trained since the last model_sync_eval */
+    bool checkpoint_on_exit;       /* rank 0 saves the last completed step on exit */
+    float *loss;                   /* a train batch's per-sample loss and top-k */
+    int32_t *topk;
+    size_t per_sample_cap;
+} gpud_t;
+
+/* The state from the options: the worker's name, the model's options and
+ * the normalisation settled; nothing opened yet. NULL (logged) when out of
+ * memory. Owned by the caller. */
+gpud_t *gpud_new(const gpud_options_t *options);
+/* Stops the heartbeat actor first (it reads the state), then frees all. */
+void gpud_destroy(gpud_t **self_p);
+
+/* model_new from the options; -1 (logged). */
+int gpud_load_model(gpud_t *self);
+/* The DEALER sockets to reducerd and loaderd; -1 (logged). */
+int gpud_connect(gpud_t *self);
+/* The heartbeat actor, beating with the WELCOME's rank and token; -1 (logged). */
+int gpud_start_heartbeat(gpud_t *self);
+
+/* CREDIT to loaderd: credits more batches, ack (may be NULL) the one answered. */
+int gpud_send_credit(gpud_t *self, uint32_t credits, const uint64_t *ack);
+/* reducerd stops the job: logged; a non-zero code fails this worker (and
+ * asks for the exit checkpoint of a training rank). */
+void gpud_stop(gpud_t *self, const ddp_stop_t *stop);
+/* The batch's images are what the model takes; -1 (logged with the fix). */
+int gpud_check_batch_shape(gpud_t *self, const ddp_batch_t *batch);
+/* Room for n samples' logits in self->logits; -1 when out of memory. */
+int gpud_fit_logits(gpud_t *self, uint32_t n);
+/* The inference network takes the trained weights (before validation); -1 (logged). */
+int gpud_sync_eval(gpud_t *self);
+
+#endif

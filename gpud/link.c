@@ -1,0 +1,160 @@
+/* link — the worker's link to reducerd and loaderd: JOIN until WELCOME,
+ * then every message in, to the role that answers it. */
+#include "gpud/link.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/zsockopt.h"
+#include "gpud/eval.h"
+#include "gpud/train.h"
+#include "proto/wire.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void on_welcome(gpud_t *self, const ddp_welcome_t *w)
+{
+    self->rank = w->rank;
+    self->world = w->world;
+    self->welcome_train = w->train;
+    snprintf(self->next_ring, sizeof self->next_ring, "%s", w->next_ring);
+    snprintf(self->auth.job, sizeof self->auth.job, "%s", w->job);
+    self->auth.session = w->session;
+    memcpy(self->auth.token, w->token, sizeof self->auth.token);
+    if (!self->auth.session)
+        log_warn("reducerd's WELCOME carries no session token: loaderd and reducerd "
+                 "will refuse this worker's messages (mixed versions?)");
+    log_set_rank(self->rank);
+    log_info("joined job %s as rank %d of %d%s", w->job, self->rank, w->world,
+             w->train ? " (training)" : "");
+}
+
+static ddp_msg_t join_message(const gpud_t *self)
+{
+    ddp_msg_t j = {.type = DDP_JOIN};
+    j.u.join.role = DDP_ROLE_GPUD;
+    j.u.join.pid = (uint32_t)getpid();
+    j.u.join.want_rank = (int32_t)self->options.rank;
+    gethostname(j.u.join.host, sizeof j.u.join.host - 1);
+    snprintf(j.u.join.name, sizeof j.u.join.name, "%s", self->name);
+    snprintf(j.u.join.backend, sizeof j.u.join.backend, "%s", self->options.backend);
+    /* "" unless --train */
+    snprintf(j.u.join.ring, sizeof j.u.join.ring, "%s", self->ring_endpoint);
+    return j;
+}
+
+/* One answer to JOIN: 0 once WELCOME (or a STOP) came. */
+static int join_answer(gpud_t *self)
+{
+    ddp_msg_t m;
+    if (proto_recv(zsock_resolve(self->reducer), NULL, &m, &self->stats) != 0)
+        return -1;
+    int rc = -1;
+    if (m.type == DDP_WELCOME) {
+        on_welcome(self, &m.u.welcome);
+        rc = 0;
+    } else if (m.type == DDP_STOP) {
+        log_info("reducerd says stop before we started: %s", m.u.stop.reason);
+        self->stopped = true;
+        rc = 0;
+    }
+    ddp_msg_clear(&m);
+    return rc;
+}
+
+int link_join(gpud_t *self)
+{
+    ddp_msg_t j = join_message(self);
+    int64_t deadline = clock_mono_ms() + self->options.join_timeout_s * 1000;
+    int64_t next_send = 0;
+    zpoller_t *poller = zpoller_new(self->reducer, NULL);
+    int rc = -1;
+    while (rc < 0 && !zs_interrupted() && clock_mono_ms() < deadline) {
+        if (clock_mono_ms() >= next_send) {
+            /* re-sending is harmless: reducerd keys peers by name */
+            proto_send(zsock_resolve(self->reducer), NULL, &j);
+            next_send = clock_mono_ms() + 2000;
+        }
+        if (zpoller_wait(poller, 200) == self->reducer)
+            rc = join_answer(self);
+    }
+    zpoller_destroy(&poller);
+    if (rc < 0 && !zs_interrupted())
+        log_error("reducerd at %s did not answer within %lds; is it running and reachable?",
+                  self->options.reducer, self->options.join_timeout_s);
+    return rc;
+}
+
+static void fail(gpud_t *self)
+{
+    self->exit_code = 1;
+    self->stopped = true;
+}
+
+void link_on_loader(gpud_t *self)
+{
+    ddp_msg_t m;
+    if (proto_recv(zsock_resolve(self->loader), NULL, &m, &self->stats) != 0)
+        return;
+    int t = self->trainer ? train_receive(self, &m) : 1;
+    if (t <= 0) {
+        if (t < 0)
+            fail(self);
+    } else if (m.type == DDP_BATCH && m.u.batch.phase == DDP_PHASE_TRAIN) {
+        self->stats.rejected++;
+        log_warn("a train batch, but this gpud runs without --train: ignored");
+    } else if (m.type == DDP_BATCH) {
+        if (eval_on_batch(self, &m.u.batch) < 0)
+            fail(self);
+    } else if (m.type == DDP_END) {
+        log_debug("loaderd: epoch %u handed out", m.u.end.epoch);
+    } else {
+        self->stats.rejected++;
+        log_warn("unexpected %s from loaderd: ignored", proto_type_name(m.type));
+    }
+    ddp_msg_clear(&m);
+}
+
+/* STOP to an eval worker: only a lost job fails it. */
+static void eval_stop(gpud_t *self, const ddp_stop_t *stop)
+{
+    log_info("reducerd says stop (%d: %s)", stop->code, stop->reason);
+    if (stop->code == DDP_STOP_JOB_LOST)
+        self->exit_code = DDP_STOP_JOB_LOST;
+    self->stopped = true;
+}
+
+void link_on_reducer(gpud_t *self)
+{
+    ddp_msg_t m;
+    if (proto_recv(zsock_resolve(self->reducer), NULL, &m, &self->stats) != 0)
+        return;
+    if (m.type == DDP_STOP) {
+        if (self->trainer)
+            gpud_stop(self, &m.u.stop);
+        else
+            eval_stop(self, &m.u.stop);
+    } else if (m.type == DDP_EPOCH && self->trainer) {
+        train_on_epoch(self, &m.u.epoch);
+    } else if (m.type != DDP_WELCOME) {
+        self->stats.rejected++;
+        log_warn("unexpected %s from reducerd: ignored", proto_type_name(m.type));
+    }
+    ddp_msg_clear(&m);
+}
+
+void link_on_heartbeat(gpud_t *self)
+{
+    char *verb = NULL, *code = NULL, *reason = NULL;
+    if (zstr_recvx(self->heartbeat, &verb, &code, &reason, NULL) == 3 &&
+        strcmp(verb, "STOP") == 0) {
+        ddp_stop_t stop = {.code = atoi(code)};
+        snprintf(stop.reason, sizeof stop.reason, "%s", reason);
+        gpud_stop(self, &stop);
+    }
+    zstr_free(&verb);
+    zstr_free(&code);
+    zstr_free(&reason);
+}

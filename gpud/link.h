@@ -1,0 +1,19 @@
+/* link — the worker's link to reducerd and loaderd: JOIN/WELCOME, and
+ * every message in, handed to the role that answers it (eval.c, train.c)
+ * or to the state (STOP). */
+#ifndef DDP_GPUD_LINK_H
+#define DDP_GPUD_LINK_H
+
+#include "gpud/gpud.h"
+
+/* JOIN (re-sent every 2 s) until reducerd's WELCOME (rank, world, token,
+ * the next ring endpoint) or STOP (self->stopped), within --join-timeout.
+ * 0, or -1 (logged). */
+int link_join(gpud_t *self);
+/* One message waiting on each socket: BATCH and END from loaderd;
+ * EPOCH and STOP from reducerd; a STOP the heartbeat actor relays. */
+void link_on_loader(gpud_t *self);
+void link_on_reducer(gpud_t *self);
+void link_on_heartbeat(gpud_t *self);
+
+#endif

@@ -1,0 +1,106 @@
+/* model_priv — what the model's files share: the model object and the
+ * input staging both the forward and the train step use. Not for code
+ * outside gpud/model*.c.
+ *
+ *   model.c          the architecture table, model_new/destroy, what a model is
+ *   model_input.c    uint8 pixels to normalised floats, input checks
+ *   model_forward.c  inference: compiled graphs per input shape, micro-batches
+ *   model_topk.c     per-sample top-k and cross-entropy of logits
+ *   model_params.c   the unfolded parameters: access, BatchNorm counters,
+ *                    freezing, SyncBatchNorm, refolding (model_sync_eval)
+ *   model_train.c    one training step: the training graph, forward, backward
+ *
+ * All sit on backend.h (bk_graph for inference, bk_tgraph for training)
+ * and models/layers.h (the architectures). */
+#ifndef DDP_MODEL_PRIV_H
+#define DDP_MODEL_PRIV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/safetensors.h"
+#include "gpud/backend.h"
+#include "gpud/model.h"
+#include "gpud/models/layers.h"
+
+#define GRAPH_CACHE 4   /* input shapes kept compiled at once */
+
+/* PyTorch's num_batches_tracked of one BatchNorm (model_i64_at). */
+typedef struct {
+    char name[160];     /* "<bn>.num_batches_tracked" */
+    int64_t value;
+    size_t rm;          /* pstore index of the BN's running_mean (bn_eval) */
+} bn_count_t;
+
+/* An inference graph compiled for one input shape. */
+typedef struct {
+    int c, h, w;
+    bk_graph_t *g;
+    bk_tensor_t *in, *out;
+    unsigned long last_used;
+} graph_slot_t;
+
+struct model {
+    const arch_t *arch;
+    void *state;
+    arch_info_t info;
+    backend_t *be;
+    int mb;
+    graph_slot_t cache[GRAPH_CACHE];
+    unsigned long tick;
+    float *in_buf;      /* mb * c * h * w of the current shape */
+    size_t in_cap;
+    float *out_buf;     /* mb * num_classes */
+    model_opts_t opts;  /* as given (arch name not kept) */
+    pstore_t *ps;       /* unfolded parameters (train = 1) */
+    bk_tgraph_t *tg;    /* training graph of the last shape */
+    bk_tvar_t *t_in, *t_logits, *t_loss;
+    int tn, tc, th, tw;
+    float t_eps;
+    float *t_x, *t_dl;  /* input and loss-gradient staging */
+    size_t t_cap;
+    bk_tgraph_t *eg;    /* arch without a folded network: eval-mode graph */
+    bk_tvar_t *e_in, *e_out;
+    int ec, eh, ew;
+    model_allreduce_fn sync_fn;   /* SyncBatchNorm hook, NULL: off */
+    void *sync_ctx;
+    bn_count_t *nbt;    /* num_batches_tracked of each BatchNorm (train = 1) */
+    int n_nbt;
+};
+
+/* ---- model_input.c */
+
+/* Fills rows [0, k) of dst from samples [first, first + k). */
+typedef void (*model_fill_fn)(const void *src, int first, int k, float *dst);
+
+/* uint8 CHW samples and their normalisation table (model_fill_u8). */
+typedef struct {
+    const uint8_t *px;
+    int c, hw;
+    const float *lut;   /* c x 256: the normalised value of each byte */
+    int threads;
+} model_u8_src_t;
+
+/* float samples already normalised (model_fill_f32). */
+typedef struct {
+    const float *x;
+    size_t per;
+} model_f32_src_t;
+
+void model_fill_u8(const void *src, int first, int k, float *dst);
+void model_fill_f32(const void *src, int first, int k, float *dst);
+/* The c x 256 table of model_fill_u8 after checking mean/std (both NULL:
+ * plain ToTensor); NULL with the reason in err. */
+float *model_u8_table(const model_t *m, int c, const float *mean, const float *std, char *err,
+                      size_t errlen);
+/* n samples of (c, h, w) are what the architecture takes; -1 (err set). */
+int model_check_input(const model_t *m, int n, int c, int h, int w, char *err, size_t errlen);
+
+/* ---- model_params.c */
+
+/* One num_batches_tracked counter per BatchNorm, from st when it has one. */
+int model_counts_load(model_t *m, const safetensors_t *st, char *err, size_t errlen);
+/* A train step happened: +1 in every BatchNorm that trains. */
+void model_counts_step(model_t *m);
+
+#endif

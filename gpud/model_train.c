@@ -1,0 +1,180 @@
+/* model_train — one training step: the training graph (rebuilt when the
+ * batch's shape or the label smoothing changes), forward, backward of
+ * sum(loss) / global_batch, the gradients left in the parameters. */
+#include "gpud/model_priv.h"
+
+#include "common/errbuf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The training graph for n samples of (c, h, w) and label smoothing eps,
+ * rebuilt when either changes. */
+static int train_graph(model_t *m, int n, int c, int h, int w, float eps, char *err,
+                       size_t errlen)
+{
+    if (m->tg && m->tn == n && m->tc == c && m->th == h && m->tw == w && m->t_eps == eps)
+        return 0;
+    bk_tgraph_destroy(&m->tg);
+    size_t need = (size_t)n * c * h * w;
+    if (need > m->t_cap) {
+        float *x = realloc(m->t_x, need * sizeof *x);
+        if (x)
+            m->t_x = x;
+        if (!x) {
+            err_set(err, errlen, "%s: out of memory for a %dx%dx%dx%d batch", m->arch->name,
+                    n, c, h, w);
+            return -1;
+        }
+        m->t_cap = need;
+    }
+    float *dl = realloc(m->t_dl, (size_t)n * sizeof *dl);
+    if (!dl) {
+        err_set(err, errlen, "%s: out of memory", m->arch->name);
+        return -1;
+    }
+    m->t_dl = dl;
+    bk_tgraph_t *g = bk_tgraph_new(m->be);
+    bk_tgraph_set_name(g, "input");
+    m->t_in = bk_t_input(g, n, c, h, w, 0);
+    m->t_logits = m->arch->train_build(m->state, m->ps, g, m->t_in);
+    bk_tgraph_set_name(g, "loss");
+    m->t_loss = bk_t_softmax_ce(g, m->t_logits, eps);
+    if (!m->t_loss) {
+        err_set(err, errlen, "%s training graph on %dx%dx%dx%d: %s", m->arch->name, n, c, h,
+                w, bk_tgraph_error(g) ? bk_tgraph_error(g) : "build failed");
+        bk_tgraph_destroy(&g);
+        return -1;
+    }
+    bk_tgraph_set_allreduce(g, m->sync_fn, m->sync_ctx);
+    m->tg = g;
+    m->tn = n;
+    m->tc = c;
+    m->th = h;
+    m->tw = w;
+    m->t_eps = eps;
+    return 0;
+}
+
+static int step_check(const model_t *m, int n, const model_step_t *s, char *err, size_t errlen)
+{
+    if (!m->ps || !m->opts.train) {
+        err_set(err, errlen, "%s: not opened for training (model_opts_t.train = 1)",
+                m->arch->name);
+        return -1;
+    }
+    if (!s || s->global_batch < n || s->global_batch < 1) {
+        err_set(err, errlen, "%s: global batch %d must be >= the %d samples of the step",
+                m->arch->name, s ? s->global_batch : 0, n);
+        return -1;
+    }
+    if (!(s->label_smoothing >= 0.0f && s->label_smoothing <= 1.0f)) {
+        err_set(err, errlen, "%s: label smoothing %g outside [0, 1]", m->arch->name,
+                (double)s->label_smoothing);
+        return -1;
+    }
+    return 0;
+}
+
+/* x (n*c*h*w, normalised) is in m->t_x. */
+static int train_run(model_t *m, int n, const int32_t *labels, const model_step_t *s,
+                     float *loss, float *logits, char *err, size_t errlen)
+{
+    bk_tgraph_t *g = m->tg;
+    bk_tgraph_set_training(g, 1);
+    bk_tgraph_set_dropout(g, !s->no_dropout);
+    int rc = bk_t_write(g, m->t_in, m->t_x);
+    rc = rc ? rc : bk_t_set_labels(g, labels);
+    rc = rc ? rc : bk_t_set_step(g, s->seed, s->step, s->ids);
+    rc = rc ? rc : bk_t_forward(g);
+    for (int i = 0; i < n; i++)   /* d(sum_i l_i / G) / d l_i */
+        m->t_dl[i] = (float)(1.0 / s->global_batch);
+    rc = rc ? rc : bk_t_backward(g, m->t_loss, m->t_dl);
+    if (rc == 0 && loss)
+        rc = bk_t_read(g, m->t_loss, loss);
+    if (rc == 0 && logits)
+        rc = bk_t_read(g, m->t_logits, logits);
+    if (rc != 0) {
+        err_set(err, errlen, "%s train step: %s", m->arch->name,
+                bk_tgraph_error(g) ? bk_tgraph_error(g) : "backend failure");
+        bk_tgraph_destroy(&m->tg);   /* a failed graph is not reused */
+        return -1;
+    }
+    return 0;
+}
+
+/* An empty shard contributes nothing to the gradient sum. With SyncBatchNorm
+ * the rank still takes part in every BatchNorm all-reduce (contributing
+ * zeros) and updates its running stats like the others: the hooks come from
+ * a graph of the same structure, the current one when its sample shape fits,
+ * else one built for a single sample. */
+static int empty_step(model_t *m, int c, int h, int w, const model_step_t *s, char *err,
+                      size_t errlen)
+{
+    for (size_t i = 0; i < m->ps->n; i++)
+        if (m->ps->e[i].g)
+            memset(m->ps->e[i].g, 0, m->ps->e[i].n * sizeof(float));
+    if (m->sync_fn) {
+        int fits = m->tg && m->tc == c && m->th == h && m->tw == w &&
+                   m->t_eps == s->label_smoothing;
+        if (!fits && train_graph(m, 1, c, h, w, s->label_smoothing, err, errlen) < 0)
+            return -1;
+        bk_tgraph_set_training(m->tg, 1);
+        if (bk_t_empty_step(m->tg, m->t_loss) < 0) {
+            err_set(err, errlen, "%s train step (empty shard): %s", m->arch->name,
+                    bk_tgraph_error(m->tg) ? bk_tgraph_error(m->tg) : "backend failure");
+            bk_tgraph_destroy(&m->tg);
+            return -1;
+        }
+    }
+    model_counts_step(m);
+    return 0;
+}
+
+static int train_step(model_t *m, model_fill_fn fill, const void *ctx, int n, int c, int h, int w,
+                      const int32_t *labels, const model_step_t *s, float *loss,
+                      float *logits, char *err, size_t errlen)
+{
+    if (step_check(m, n, s, err, errlen) < 0 || model_check_input(m, n, c, h, w, err, errlen) < 0)
+        return -1;
+    if (n == 0)
+        return empty_step(m, c, h, w, s, err, errlen);
+    if (!labels) {
+        err_set(err, errlen, "%s train step: no labels", m->arch->name);
+        return -1;
+    }
+    if (train_graph(m, n, c, h, w, s->label_smoothing, err, errlen) < 0)
+        return -1;
+    fill(ctx, 0, n, m->t_x);
+    if (train_run(m, n, labels, s, loss, logits, err, errlen) < 0)
+        return -1;
+    model_counts_step(m);
+    return 0;
+}
+
+int model_train_step_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
+                        const float *mean, const float *std, const int32_t *labels,
+                        const model_step_t *s, float *loss, float *logits, char *err,
+                        size_t errlen)
+{
+    if ((mean == NULL) != (std == NULL) || c < 1 || c > 64) {
+        err_set(err, errlen, "%s: bad normalisation or %d channels", m->arch->name, c);
+        return -1;
+    }
+    float *lut = model_u8_table(m, c, mean, std, err, errlen);
+    if (!lut)
+        return -1;
+    model_u8_src_t src = {pixels, c, h * w, lut, backend_threads(m->be)};
+    int rc = train_step(m, model_fill_u8, &src, n, c, h, w, labels, s, loss, logits, err,
+                        errlen);
+    free(lut);
+    return rc;
+}
+
+int model_train_step_f32(model_t *m, const float *x, int n, int c, int h, int w,
+                         const int32_t *labels, const model_step_t *s, float *loss,
+                         float *logits, char *err, size_t errlen)
+{
+    model_f32_src_t ctx = {x, (size_t)c * h * w};
+    return train_step(m, model_fill_f32, &ctx, n, c, h, w, labels, s, loss, logits, err, errlen);
+}

@@ -1,0 +1,163 @@
+/* gpud's option table and the checks across its options. */
+#include "gpud/options.h"
+
+#include "common/zsecurity.h"
+#include "gpud/optim/optim.h"
+#include "proto/messages.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define T gpud_options_t
+static const option_t s_rows[] = {
+    OPTION_STRING(T, loader, "loader", "EP", NULL, "loaderd's endpoint: batches in, credits out"),
+    OPTION_STRING(T, reducer, "reducer", "EP", NULL,
+                  "reducerd's endpoint: JOIN, results, heartbeats"),
+    OPTION_STRING(T, model, "model", "ARCH", NULL,
+                  "resnet18|resnet34|resnet50|wideresnet|densenet121"),
+    OPTION_STRING(T, weights, "weights", "FILE", NULL,
+                  "safetensors with PyTorch state_dict names (--train without it: "
+                  "PyTorch-default init from --seed)"),
+    OPTION_INTS(T, channels, "channels", "a,b,c,d", "16,160,320,640", 4, 4, 0, INT_MAX,
+                "WideResNet widths"),
+    OPTION_LONG(T, num_classes, "num-classes", "N", 0, 1, DDP_MAX_CLASSES,
+                "classes (default: from the weights)"),
+    OPTION_LONG(T, in_channels, "in-channels", "N", 0, 1, 3,
+                "model input channels (default: the architecture's)"),
+    OPTION_STRING(T, backend, "backend", "NAME", "cpu",
+                  "compute backend (cuda when built with it)"),
+    OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024, "compute threads (default: all cores)"),
+    OPTION_LONG(T, micro_batch, "micro-batch", "N", 0, 1, 4096,
+                "samples per forward pass, the same on every worker of a job (default: the "
+                "model's, 16)"),
+    OPTION_DOUBLES(T, mean, "mean", "a,b,c", NULL, 1, 4, -1e30, 1e30,
+                   "normalisation mean per channel (default: the architecture's)"),
+    OPTION_DOUBLES(T, std, "std", "a,b,c", NULL, 1, 4, -1e30, 1e30,
+                   "normalisation std per channel (default: the architecture's)"),
+    OPTION_STRING(T, normalize, "normalize", "none|imagenet", NULL,
+                  "ImageNet statistics or plain ToTensor (default: the architecture's)"),
+    OPTION_LONG(T, window, "window", "N", 2, 1, 64, "batches in flight to this worker"),
+    OPTION_LONG(T, rank, "rank", "N", -1, 0, 65535, "ask reducerd for this rank (default: any)"),
+    OPTION_STRING(T, name, "name", "NAME", NULL, "worker name (default gpud-HOST-PID)"),
+    OPTION_LONG(T, join_timeout_s, "join-timeout", "S", 60, 1, 86400,
+                "give up when reducerd does not answer"),
+    OPTION_LONG(T, fault_after, "fault-after", "N", -1, 0, 1L << 40,
+                "test hook: die without answering the batch after N (default: off)"),
+    OPTION_FLAG(T, verbose, "verbose", NULL),
+    OPTION_SECTION("training (--train; see docs/TRAINING.md):"),
+    OPTION_FLAG(T, train, "train", "one data-parallel rank of a training job"),
+    OPTION_STRING(T, optimizer, "optimizer", "sgd|adam|adamw|novograd", "sgd", "the optimizer"),
+    OPTION_DOUBLE(T, lr, "lr", "LR", 0.01, 0, 1e6, "base learning rate"),
+    OPTION_DOUBLE(T, momentum, "momentum", "M", NAN, 0, 1e6, "SGD momentum (default 0)"),
+    OPTION_DOUBLE(T, weight_decay, "weight-decay", "WD", NAN, 0, 1e6,
+                  "weight decay (default: the optimizer's, 0 or AdamW's 0.01)"),
+    OPTION_FLAG(T, nesterov, "nesterov", "SGD with Nesterov momentum"),
+    OPTION_DOUBLE(T, dampening, "dampening", "D", NAN, -1e6, 1e6, "SGD dampening (default 0)"),
+    OPTION_DOUBLES(T, betas, "betas", "a,b", NULL, 2, 2, -1e30, 1e30,
+                   "Adam/AdamW/NovoGrad betas (default: the optimizer's)"),
+    OPTION_DOUBLE(T, eps, "eps", "E", NAN, 0, 1, "Adam/AdamW/NovoGrad eps (default 1e-8)"),
+    OPTION_FLAG(T, grad_averaging, "grad-averaging", "NovoGrad gradient averaging"),
+    OPTION_FLAG(T, amsgrad, "amsgrad", "Adam/AdamW/NovoGrad AMSGrad"),
+    OPTION_FLAG(T, no_decay_bn_bias, "no-decay-bn-bias",
+                "biases and BatchNorm weights get no weight decay"),
+    OPTION_STRING(T, lr_schedule, "lr-schedule", "none|step|cosine", "none",
+                  "learning-rate schedule after the warmup"),
+    OPTION_LONG(T, step_size, "step-size", "N", 0, 1, 1000000,
+                "step schedule: epochs per decay (needed by --lr-schedule step)"),
+    OPTION_DOUBLE(T, gamma, "gamma", "G", 0.1, 0, 1e6, "step schedule: the decay factor"),
+    OPTION_LONG(T, t_max, "t-max", "N", 0, 1, 1000000,
+                "cosine schedule: epochs of the cosine (needed by --lr-schedule cosine)"),
+    OPTION_DOUBLE(T, eta_min, "eta-min", "LR", 0, 0, 1e6, "cosine schedule: the lowest lr"),
+    OPTION_LONG(T, warmup_epochs, "warmup-epochs", "N", 0, 0, 1000000, "linear warmup epochs"),
+    OPTION_DOUBLE(T, warmup_start_factor, "warmup-start-factor", "F", 0, 1e-12, 1,
+                  "lr factor of the warmup's first epoch (default 1/3)"),
+    OPTION_DOUBLE(T, label_smoothing, "label-smoothing", "E", 0, 0, 1,
+                  "CrossEntropyLoss label smoothing"),
+    OPTION_FLAG(T, sync_bn, "sync-bn", "SyncBatchNorm over the ranks"),
+    OPTION_STRINGS(T, freeze, "freeze", "PREFIX", 16,
+                   "parameters whose name starts with PREFIX get no gradient (repeatable)"),
+    OPTION_STRINGS(T, freeze_bn, "freeze-bn", "PREFIX", 16,
+                   "BatchNorm layers under PREFIX run in eval mode (repeatable; \"\": all)"),
+    OPTION_LONG(T, seed, "seed", "S", 0, 0, LONG_MAX, "initial weights and dropout"),
+    OPTION_STRING(T, ring_bind, "ring-bind", "EP", "tcp://127.0.0.1:0",
+                  "all-reduce PULL endpoint"),
+    OPTION_LONG(T, ring_timeout_s, "ring-timeout", "S", 60, 1, 86400,
+                "a silent ring peer fails the job after S s"),
+    OPTION_STRING(T, checkpoint, "checkpoint", "FILE", NULL, "rank 0 writes checkpoints there"),
+    OPTION_LONG(T, checkpoint_every, "checkpoint-every", "N", 1, 1, 1000000,
+                "a checkpoint every N epochs"),
+    OPTION_STRING(T, save_weights, "save-weights", "FILE", NULL,
+                  "rank 0 writes the final weights (loadable by --weights)"),
+    OPTION_STRING(T, resume, "resume", "FILE", NULL, "continue from a checkpoint (every rank)"),
+    OPTION_LONG(T, global_batch, "global-batch-size", "G", 0, 1, 1L << 31,
+                "recorded in checkpoints (default: inferred)"),
+    OPTION_LONG(T, fault_at_step, "fault-at-step", "S", -1, 0, LONG_MAX,
+                "test hook: SIGKILL before train step S (default: off)"),
+    ZS_SECURITY_OPTIONS,
+    OPTION_END};
+#undef T
+
+const option_table_t gpud_options_table = {
+    "gpud",
+    "--loader EP --reducer EP --model ARCH --weights FILE [options]\n"
+    "       gpud --train --loader EP --reducer EP --model ARCH [--weights FILE] [train options]",
+    s_rows};
+
+static int check_required(const gpud_options_t *self)
+{
+    if (!self->loader || !self->reducer || !self->model || (!self->weights && !self->train)) {
+        fprintf(stderr, "gpud: --loader, --reducer, --model and --weights (optional with "
+                        "--train) are required\n");
+        options_usage(&gpud_options_table, stderr);
+        return -1;
+    }
+    if (!self->train && (self->resume || self->checkpoint || self->save_weights)) {
+        fprintf(stderr, "gpud: --resume, --checkpoint and --save-weights need --train\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* The optimizer's name and the schedule's needs (their values are train.c's). */
+static int check_training(const gpud_options_t *self)
+{
+    optim_kind_t kind;
+    if (optim_kind_parse(self->optimizer, &kind) < 0) {
+        fprintf(stderr, "gpud: --optimizer: sgd, adam, adamw or novograd, not '%s'\n",
+                self->optimizer);
+        return -1;
+    }
+    const char *schedule = self->lr_schedule;
+    if (strcmp(schedule, "step") == 0 && self->step_size < 1) {
+        fprintf(stderr, "gpud: --lr-schedule step needs --step-size N\n");
+        return -1;
+    }
+    if (strcmp(schedule, "cosine") == 0 && self->t_max < 1) {
+        fprintf(stderr, "gpud: --lr-schedule cosine needs --t-max N\n");
+        return -1;
+    }
+    if (strcmp(schedule, "none") && strcmp(schedule, "step") && strcmp(schedule, "cosine")) {
+        fprintf(stderr, "gpud: --lr-schedule: none, step or cosine, not '%s'\n", schedule);
+        return -1;
+    }
+    return 0;
+}
+
+int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
+{
+    if (zs_security_args(&argc, argv) < 0)
+        return -1;
+    int rc = options_parse(&gpud_options_table, argc, argv, self, NULL);
+    if (rc != 0)
+        return rc;
+    if (self->normalize && strcmp(self->normalize, "none") != 0 &&
+        strcmp(self->normalize, "imagenet") != 0) {
+        fprintf(stderr, "--normalize: none or imagenet\n");
+        return -1;
+    }
+    if (check_required(self) < 0)
+        return -1;
+    return self->train ? check_training(self) : 0;
+}

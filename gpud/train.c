@@ -1,0 +1,406 @@
+/* train — one data-parallel rank (docs/TRAINING.md): train batches run a
+ * train step, the gradients are summed over the ranks' ring and every rank
+ * takes the same optimizer step; END and EPOCH from the pipeline drive the
+ * BatchNorm broadcast, validation, checkpoints and the end of the job. */
+#include "gpud/train.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/zsecurity.h"
+#include "common/zsockopt.h"
+#include "proto/wire.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int ring_timeout_ms(const gpud_t *self)
+{
+    return (int)(self->options.ring_timeout_s * 1000);
+}
+
+/* The optimizer and schedule of the flags, PyTorch's defaults for the rest
+ * (options.c checked the names). */
+static void trainer_config(const gpud_options_t *o, trainer_cfg_t *c)
+{
+    optim_kind_t kind = OPTIM_SGD;
+    optim_kind_parse(o->optimizer, &kind);
+    *c = (trainer_cfg_t){.optim = optim_cfg_default(kind), .lr = o->lr,
+                         .no_decay_bn_bias = o->no_decay_bn_bias,
+                         .label_smoothing = (float)o->label_smoothing, .seed = (uint64_t)o->seed,
+                         .warmup_epochs = (int)o->warmup_epochs,
+                         .warmup_start_factor = o->warmup_start_factor};
+    optim_cfg_t *opt = &c->optim;
+    if (!isnan(o->momentum)) opt->momentum = o->momentum;
+    if (!isnan(o->weight_decay)) opt->weight_decay = o->weight_decay;
+    if (!isnan(o->dampening)) opt->dampening = o->dampening;
+    if (!isnan(o->eps)) opt->eps = o->eps;
+    if (o->betas.n == 2) opt->beta1 = o->betas.v[0], opt->beta2 = o->betas.v[1];
+    opt->nesterov = o->nesterov;
+    opt->amsgrad = o->amsgrad;
+    opt->grad_averaging = o->grad_averaging;
+    if (strcmp(o->lr_schedule, "step") == 0)
+        c->main = (lr_phase_t){.kind = LR_STEP, .step_size = (int)o->step_size, .gamma = o->gamma};
+    else if (strcmp(o->lr_schedule, "cosine") == 0)
+        c->main = (lr_phase_t){.kind = LR_COSINE, .t_max = (int)o->t_max, .eta_min = o->eta_min};
+    c->has_main = strcmp(o->lr_schedule, "none") != 0;
+    for (int i = 0; i < o->freeze.n; i++)
+        c->freeze[c->n_freeze++] = o->freeze.v[i];
+    for (int i = 0; i < o->freeze_bn.n; i++)
+        c->freeze_bn[c->n_freeze_bn++] = o->freeze_bn.v[i];
+}
+
+/* The counters a checkpoint holds, back in the state. */
+static int resume(gpud_t *self, const char *path)
+{
+    char err[1024];
+    ckpt_info_t info;
+    if (trainer_load(self->trainer, path, &info, err, sizeof err) < 0) {
+        log_error("cannot resume: %s", err);
+        return -1;
+    }
+    uint64_t seed = (uint64_t)self->options.seed;
+    if (info.seed != seed)
+        log_warn("%s was trained with --seed %llu, this run has --seed %llu: dropout differs "
+                 "from an uninterrupted run", path, (unsigned long long)info.seed,
+                 (unsigned long long)seed);
+    self->next_step = (uint64_t)info.step;
+    self->epoch = info.epoch;
+    self->epoch_done = self->train_end_done = info.epoch - 1;
+    self->streak = (uint32_t)info.streak;
+    self->steps_per_epoch = (uint64_t)info.steps_per_epoch;
+    if (!self->global_batch)
+        self->global_batch = (uint64_t)info.global_batch;
+    log_info("resuming from %s: epoch %lld, step %lld, streak %lld", path, (long long)info.epoch,
+             (long long)info.step, (long long)info.streak);
+    ckpt_info_clear(&info);
+    return 0;
+}
+
+int train_open(gpud_t *self)
+{
+    char err[1024];
+    trainer_cfg_t cfg;
+    trainer_config(&self->options, &cfg);
+    self->trainer = trainer_new(self->model, &cfg, err, sizeof err);
+    if (!self->trainer) {
+        log_error("cannot set up training: %s", err);
+        return -1;
+    }
+    self->epoch_done = self->train_end_done = -1;
+    self->global_batch = (uint64_t)self->options.global_batch;
+    if (self->options.resume && resume(self, self->options.resume) < 0)
+        return -1;
+    const char *bind = self->options.ring_bind;
+    if (zs_prepare_ipc(bind) < 0)   /* ipc:// rings: the directory, path length */
+        return -1;
+    self->ring = allreduce_bind(bind, self->ring_endpoint, sizeof self->ring_endpoint, err,
+                                sizeof err);
+    if (!self->ring) {
+        log_error("%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* A collective failed: the ring is out of step and the job cannot go on.
+ * Rank 0 saves the last completed step on the way out. */
+static int ring_failed(gpud_t *self, const char *what, const char *err)
+{
+    int peer = self->world > 0 ? (self->rank + self->world - 1) % self->world : -1;
+    if (zs_interrupted())
+        log_error("%s interrupted by a signal: stopping (resume with --resume)", what);
+    else
+        log_error("all-reduce with rank %d failed (%s): %s; the job cannot continue — resume "
+                  "with --resume", peer, what, err);
+    self->checkpoint_on_exit = true;
+    return -1;
+}
+
+static int sync_bn_sum(void *ctx, float *data, size_t n, char *err, size_t errlen)
+{
+    gpud_t *self = ctx;
+    return allreduce_sum(self->ring, data, n, ring_timeout_ms(self), err, errlen);
+}
+
+int train_start(gpud_t *self)
+{
+    char err[1024];
+    if (!self->welcome_train) {
+        log_error("gpud --train joined a reducerd that is not training: start reducerd with "
+                  "--train");
+        return -1;
+    }
+    if (allreduce_connect(self->ring, self->rank, self->world, self->next_ring, err,
+                          sizeof err) < 0) {
+        log_error("cannot join the all-reduce ring: %s", err);
+        return -1;
+    }
+    allreduce_set_cancel(self->ring, zs_interrupted);
+    if (self->options.sync_bn && self->world > 1 &&
+        model_set_sync_bn(self->model, sync_bn_sum, self) < 0) {
+        log_error("--sync-bn: the model refuses SyncBatchNorm");
+        return -1;
+    }
+    if (trainer_broadcast(self->trainer, self->ring, TRAINER_ALL, ring_timeout_ms(self), err,
+                          sizeof err) < 0)
+        return ring_failed(self, "initial weights", err);
+    self->eval_stale = true;
+    log_info("rank %d of %d: %zu trainable floats, next step %llu, ring %s -> %s", self->rank,
+             self->world, trainer_grad_floats(self->trainer), (unsigned long long)self->next_step,
+             self->ring_endpoint, self->world > 1 ? self->next_ring : "(none)");
+    return 0;
+}
+
+static int write_checkpoint(gpud_t *self, const char *why)
+{
+    const char *path = self->options.checkpoint;
+    if (self->rank != 0 || !path || !self->trainer)
+        return 0;
+    ckpt_info_t info = {.epoch = self->epoch, .step = (int64_t)self->next_step,
+                        .streak = self->streak, .global_batch = (int64_t)self->global_batch,
+                        .steps_per_epoch = (int64_t)self->steps_per_epoch};
+    char err[1024];
+    if (trainer_save(self->trainer, path, &info, err, sizeof err) < 0) {
+        log_error("checkpoint (%s) not written: %s", why, err);
+        return -1;
+    }
+    log_info("checkpoint %s: epoch %lld, step %lld (%s)", path, (long long)info.epoch,
+             (long long)info.step, why);
+    return 0;
+}
+
+/* Room for n samples' logits, loss and top-k. */
+static int grow_sample_bufs(gpud_t *self, uint32_t n)
+{
+    if (gpud_fit_logits(self, n) < 0)
+        return -1;
+    if (n > self->per_sample_cap) {
+        float *l = realloc(self->loss, n * sizeof *l);
+        if (l)
+            self->loss = l;
+        int32_t *t = realloc(self->topk, (size_t)n * DDP_MAX_K * sizeof *t);
+        if (t)
+            self->topk = t;
+        if (!l || !t)
+            return -1;
+        self->per_sample_cap = n;
+    }
+    return 0;
+}
+
+/* RESULT of this rank's shard: the train step's per-sample loss, top-k
+ * from its logits. */
+static int send_result(gpud_t *self, const ddp_batch_t *b, double lr, double compute_s)
+{
+    int nc = model_num_classes(self->model), k = nc < DDP_MAX_K ? nc : DDP_MAX_K;
+    model_topk_ce(self->logits, (int)b->n, nc, b->labels, k, self->topk, NULL);
+    ddp_msg_t r = {.type = DDP_RESULT};
+    r.u.result = (ddp_result_t){.rank = self->rank, .epoch = b->epoch, .phase = DDP_PHASE_TRAIN,
+                                .seq = b->seq, .n = b->n, .k = (uint32_t)k, .ids = b->ids,
+                                .labels = b->labels, .topk = self->topk, .loss = self->loss,
+                                .compute_s = compute_s, .lr = lr, .step = b->step,
+                                .auth = self->auth};
+    if (proto_send(zsock_resolve(self->reducer), NULL, &r) < 0) {
+        log_error("cannot send results to reducerd: %s", zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    return 0;
+}
+
+static int check_batch(gpud_t *self, const ddp_batch_t *b)
+{
+    if (b->step != self->next_step) {
+        log_error("loaderd sends step %llu, checkpoint/state says %llu: restart loaderd with the "
+                  "checkpoint's --start-epoch/--start-step (or resume every gpud from the same "
+                  "checkpoint)", (unsigned long long)b->step, (unsigned long long)self->next_step);
+        return -1;
+    }
+    if (b->n > b->global_count || (b->n > 0 && !b->pixels)) {
+        log_error("train batch %llu: %u samples, global_count %u: malformed",
+                  (unsigned long long)b->seq, b->n, b->global_count);
+        return -1;
+    }
+    if (grow_sample_bufs(self, b->n) < 0) {
+        log_error("out of memory for a %u-sample train batch", b->n);
+        return -1;
+    }
+    return gpud_check_batch_shape(self, b);
+}
+
+/* The --fault-at-step hook dies as a rank that completed step S-1. The
+ * last ring frames of S-1 may still sit in ZeroMQ's queues: they are
+ * flushed first (terminating the context waits for them, up to the
+ * sockets' linger), else the peers would fail S-1 instead of S — a race a
+ * loaded machine loses. */
+static void die_at_fault(gpud_t *self)
+{
+    log_warn("--fault-at-step %ld reached: dying before the step (test hook)",
+             self->options.fault_at_step);
+    zactor_destroy(&self->heartbeat);
+    allreduce_destroy(&self->ring);
+    zsock_destroy(&self->loader);
+    zsock_destroy(&self->reducer);
+    zsys_shutdown();
+    raise(SIGKILL);
+}
+
+/* This rank's share of the step: forward and backward on its shard. */
+static int forward_backward(gpud_t *self, const ddp_batch_t *b)
+{
+    trainer_batch_t tb = {.pixels = b->n ? zframe_data(b->pixels) : NULL, .n = (int)b->n,
+                          .c = b->c, .h = b->h, .w = b->w,
+                          .mean = self->normalize ? self->mean : NULL,
+                          .std = self->normalize ? self->std : NULL, .labels = b->labels,
+                          .ids = b->ids, .global_count = b->global_count, .step = b->step};
+    char err[1024];
+    self->step_open = true;
+    if (trainer_forward_backward(self->trainer, &tb, self->loss, self->logits, err,
+                                 sizeof err) == 0)
+        return 0;
+    if (self->options.sync_bn && self->world > 1 && strstr(err, "allreduce"))
+        return ring_failed(self, "sync-bn", err);
+    log_error("train step %llu failed: %s", (unsigned long long)b->step, err);
+    self->checkpoint_on_exit = true;
+    return -1;
+}
+
+/* One data-parallel step (docs/TRAINING.md step 5). */
+static int on_batch(gpud_t *self, ddp_batch_t *b)
+{
+    if (self->options.fault_at_step >= 0 && b->step == (uint64_t)self->options.fault_at_step)
+        die_at_fault(self);
+    if (check_batch(self, b) < 0)
+        return -1;
+    self->epoch = b->epoch;
+    double t0 = clock_mono_s();
+    if (forward_backward(self, b) < 0)
+        return -1;
+    double compute_s = clock_mono_s() - t0, lr = trainer_lr(self->trainer, (int)b->epoch);
+    self->compute_s += compute_s;
+    if (b->n > 0 && send_result(self, b, lr, compute_s) < 0)
+        return -1;
+    char err[1024];
+    if (trainer_reduce(self->trainer, self->ring, ring_timeout_ms(self), err, sizeof err) < 0)
+        return ring_failed(self, "gradients", err);
+    trainer_apply(self->trainer, (int)b->epoch, b->global_count);
+    self->step_open = false;
+    self->eval_stale = true;
+    self->next_step++;
+    if (!self->options.global_batch && b->global_count > self->global_batch)
+        self->global_batch = b->global_count;
+    atomic_fetch_add(&self->batches, 1);
+    self->samples += b->n;
+    log_debug("step %llu (epoch %u): %u of %u samples, lr %g, %.3fs", (unsigned long long)b->step,
+              b->epoch, b->n, b->global_count, lr, compute_s);
+    return gpud_send_credit(self, 1, &b->seq);
+}
+
+/* EPOCH(e): remember the decision; rank 0 checkpoints (step 7). */
+static void handle_epoch(gpud_t *self, const ddp_epoch_t *ep)
+{
+    if ((int64_t)ep->epoch <= self->epoch_done)
+        return;   /* a duplicate */
+    self->epoch_done = ep->epoch;
+    self->epoch = (int64_t)ep->epoch + 1;
+    self->streak = ep->streak;
+    if (self->next_step % (ep->epoch + 1) == 0)   /* S = (e+1) * spe after epoch e */
+        self->steps_per_epoch = self->next_step / (ep->epoch + 1);
+    bool stop = ep->decision == DDP_DECISION_STOP;
+    log_info("epoch %u done: %s (streak %u, val top-1 %.4f)%s%s", ep->epoch,
+             stop ? "stop" : "continue", ep->streak, ep->val_top1, ep->reason[0] ? ": " : "",
+             ep->reason);
+    if (stop || (ep->epoch + 1) % (uint64_t)self->options.checkpoint_every == 0)
+        write_checkpoint(self, stop ? "final" : "end of epoch");
+    const char *weights = self->options.save_weights;
+    if (stop && self->rank == 0 && weights) {
+        char err[1024];
+        if (trainer_save_weights(self->trainer, weights, err, sizeof err) < 0)
+            log_error("final weights not written: %s", err);
+        else
+            log_info("weights %s written", weights);
+    }
+}
+
+void train_on_epoch(gpud_t *self, const ddp_epoch_t *ep)
+{
+    if ((int64_t)ep->epoch <= self->train_end_done) {
+        handle_epoch(self, ep);
+    } else {
+        self->pending_epoch = *ep;
+        self->epoch_pending = true;
+    }
+}
+
+/* END(e, TRAIN): rank 0's BatchNorm buffers to every rank (as DDP's
+ * broadcast_buffers), the inference network refolded for validation. */
+static int on_train_end(gpud_t *self, uint32_t epoch)
+{
+    char err[1024];
+    if (trainer_broadcast(self->trainer, self->ring, TRAINER_BN_BUFFERS, ring_timeout_ms(self),
+                          err, sizeof err) < 0)
+        return ring_failed(self, "BatchNorm buffers", err);
+    if (gpud_sync_eval(self) < 0)
+        return -1;
+    self->train_end_done = epoch;
+    if (self->epoch_pending && (int64_t)self->pending_epoch.epoch <= self->train_end_done) {
+        self->epoch_pending = false;
+        handle_epoch(self, &self->pending_epoch);
+    }
+    return 0;
+}
+
+/* A train batch of epoch e waits until EPOCH(e-1) is handled: only the
+ * reducer socket is read meanwhile (the batch stays with us). */
+static int wait_epoch(gpud_t *self, int64_t e)
+{
+    if (self->epoch_pending && (int64_t)self->pending_epoch.epoch <= e) {
+        self->epoch_pending = false;   /* a batch of e+1 proves this rank finished e */
+        handle_epoch(self, &self->pending_epoch);
+    }
+    zpoller_t *poller = zpoller_new(self->reducer, NULL);
+    while (self->epoch_done < e && !self->stopped && !zs_interrupted()) {
+        if (zpoller_wait(poller, 200) != self->reducer)
+            continue;
+        ddp_msg_t m;
+        if (proto_recv(zsock_resolve(self->reducer), NULL, &m, &self->stats) != 0)
+            continue;
+        if (m.type == DDP_EPOCH)
+            handle_epoch(self, &m.u.epoch);
+        else if (m.type == DDP_STOP)
+            gpud_stop(self, &m.u.stop);
+        ddp_msg_clear(&m);
+    }
+    zpoller_destroy(&poller);
+    return self->epoch_done >= e ? 0 : -1;
+}
+
+int train_receive(gpud_t *self, ddp_msg_t *m)
+{
+    if (m->type == DDP_BATCH && m->u.batch.phase == DDP_PHASE_TRAIN) {
+        if (wait_epoch(self, (int64_t)m->u.batch.epoch - 1) < 0)
+            return 0;   /* stopped or interrupted while waiting */
+        return on_batch(self, &m->u.batch);
+    }
+    if (m->type == DDP_END && m->u.end.phase == DDP_PHASE_TRAIN)
+        return on_train_end(self, m->u.end.epoch);
+    return 1;   /* not a training message */
+}
+
+void train_interrupted(gpud_t *self)
+{
+    log_error("interrupted by a signal: stopping (resume with --resume)");
+    self->checkpoint_on_exit = true;
+    self->exit_code = 1;
+}
+
+int train_finish(gpud_t *self, int rc)
+{
+    if (!self->checkpoint_on_exit || !self->trainer)
+        return rc;
+    if (self->step_open)   /* the last completed step, mid-epoch or not */
+        trainer_restore(self->trainer);
+    write_checkpoint(self, "stopped early");
+    return rc ? rc : 1;
+}

@@ -1,0 +1,32 @@
+/* train — the training role of a worker (--train): one data-parallel rank
+ * of docs/TRAINING.md. The order of a run:
+ *
+ *   train_open       before JOIN: the trainer, a resumed checkpoint, the
+ *                    ring's PULL socket (JOIN carries its endpoint)
+ *   train_start      after WELCOME: the ring to the next rank, SyncBatchNorm,
+ *                    rank 0's weights on every rank
+ *   train_receive    loaderd's train batches and END(TRAIN), in step order
+ *   train_on_epoch   reducerd's EPOCH, applied after this rank's END(TRAIN)
+ *   train_finish     on the way out: the checkpoint of a stopped run
+ */
+#ifndef DDP_GPUD_TRAIN_H
+#define DDP_GPUD_TRAIN_H
+
+#include "gpud/gpud.h"
+
+/* 0, or -1 (logged). */
+int train_open(gpud_t *self);
+/* 0, or -1 (logged): the job cannot start. */
+int train_start(gpud_t *self);
+/* A message from loaderd: 0 handled, -1 failed (logged: the worker stops),
+ * 1 not a training message. */
+int train_receive(gpud_t *self, ddp_msg_t *m);
+void train_on_epoch(gpud_t *self, const ddp_epoch_t *epoch);
+/* The loop ended on a signal: fail, saving the last completed step. */
+void train_interrupted(gpud_t *self);
+/* Rank 0 saves the last completed step when the run stopped early (a
+ * failed collective or step, a failing STOP, a signal); rc, or 1 when
+ * such a stop found rc 0. */
+int train_finish(gpud_t *self, int rc);
+
+#endif

@@ -1,0 +1,188 @@
+#include "loaderd/loader.h"
+
+#include "common/log.h"
+#include "common/zsockopt.h"
+#include "loaderd/scan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The train set (eval mode: the dataset), its sample size and channels. */
+static int open_dataset(loader_t *self)
+{
+    const loader_options_t *o = &self->options;
+    char err[512];
+    if (!(self->dataset = scan_open(o->data, o->limit, &self->samples)))
+        return -1;
+    if (!self->transform.channels)
+        self->transform.channels = dataset_is_idx(self->dataset) ? 1 : 3;
+    if (transform_output_hw(&self->transform, self->dataset, &self->out_h, &self->out_w, err,
+                            sizeof err) < 0) {
+        log_error("cannot decide the batch image size: %s", err);
+        return -1;
+    }
+    if (o->train)
+        log_info("train set %s: %llu samples, %u classes; samples of %dx%dx%d", o->data,
+                 (unsigned long long)self->samples, dataset_num_classes(self->dataset),
+                 self->transform.channels, self->out_h, self->out_w);
+    else
+        log_info("dataset %s: %llu samples, %u classes; batches of %ld x %dx%dx%d", o->data,
+                 (unsigned long long)self->samples, dataset_num_classes(self->dataset),
+                 o->batch_size, self->transform.channels, self->out_h, self->out_w);
+    return 0;
+}
+
+/* --augment and --rotate as the train transforms of augment.c. */
+static int decide_augment(loader_t *self)
+{
+    const loader_options_t *o = &self->options;
+    loader_augment_t mode = o->augment_mode;
+    if (mode == LOADER_AUGMENT_DEFAULT)
+        mode = dataset_is_idx(self->dataset) ? LOADER_AUGMENT_NONE : LOADER_AUGMENT_CROP_FLIP;
+    int channels = self->transform.channels;
+    self->augment = mode == LOADER_AUGMENT_CROP_FLIP ? augment_default(channels)
+                                                     : (augment_t){.channels = channels};
+    if (mode == LOADER_AUGMENT_FLIP)
+        self->augment.flip_p = 0.5;
+    if (o->rotate > 0) {
+        self->augment.rotate = 1;
+        self->augment.degrees[0] = -o->rotate;
+        self->augment.degrees[1] = o->rotate;
+    }
+    char err[256];
+    if (augment_check(&self->augment, err, sizeof err) < 0) {
+        log_error("%s", err);
+        return -1;
+    }
+    static const char *names[] = {"none", "flip", "crop-flip"};
+    log_info("train augmentation: %s%s, rotation %g degrees, seed %ld", names[mode],
+             o->augment_mode == LOADER_AUGMENT_DEFAULT ? " (default)" : "",
+             self->augment.rotate ? o->rotate : 0.0, o->seed);
+    return 0;
+}
+
+/* The --val set: same classes as the train set, eval transform. */
+static int open_val_set(loader_t *self)
+{
+    const loader_options_t *o = &self->options;
+    if (!(self->val_set = scan_open(o->val, o->limit, &self->eval_samples)) ||
+        scan_check_val_classes(self->dataset, o->data, self->val_set, o->val) < 0)
+        return -1;
+    char err[512];
+    if (transform_output_hw(&self->transform, self->val_set, &self->eval_h, &self->eval_w, err,
+                            sizeof err) < 0) {
+        log_error("cannot decide the validation image size: %s", err);
+        return -1;
+    }
+    self->eval_set = self->val_set;
+    return 0;
+}
+
+/* The epoch permutation, the steps held ahead, the validation set. */
+static int prepare_training(loader_t *self)
+{
+    const loader_options_t *o = &self->options;
+    if (decide_augment(self) < 0)
+        return -1;
+    self->global_batch = (uint64_t)o->global_batch;
+    self->sampler = sampler_new(self->samples, (uint64_t)o->seed, 1);
+    if (!self->sampler) {
+        log_error("out of memory for the epoch permutation of %llu samples",
+                  (unsigned long long)self->samples);
+        return -1;
+    }
+    self->steps_per_epoch = sampler_steps(self->sampler, self->global_batch);
+    if ((uint64_t)o->start_step >= self->steps_per_epoch && o->start_step > 0) {
+        log_error("--start-step %ld is past the epoch's end: an epoch has %llu steps of %llu",
+                  o->start_step, (unsigned long long)self->steps_per_epoch,
+                  (unsigned long long)self->global_batch);
+        return -1;
+    }
+    /* steps held ahead: about --prefetch per-worker batches' worth */
+    long depth = o->prefetch / o->workers;
+    self->window = step_window_new((int)o->workers, depth < 1 ? 1 : (int)depth);
+    if (!self->window) {
+        log_error("out of memory for the train step window");
+        return -1;
+    }
+    if (o->val && open_val_set(self) < 0)
+        return -1;
+    log_info("training: %ld ranks, global batch %llu, %llu steps per epoch, epochs %ld..%ld; "
+             "validation %s (%llu samples, %dx%d, batches of %ld)", o->workers,
+             (unsigned long long)self->global_batch, (unsigned long long)self->steps_per_epoch,
+             o->start_epoch, o->epochs - 1, o->val ? o->val : "none",
+             (unsigned long long)self->eval_samples, self->eval_w, self->eval_h, o->batch_size);
+    return 0;
+}
+
+static int prepare(loader_t *self)
+{
+    const loader_options_t *o = &self->options;
+    if (open_dataset(self) < 0)
+        return -1;
+    if (!o->train) {
+        self->eval_set = self->dataset;
+        self->eval_samples = self->samples;
+        self->eval_h = self->out_h;
+        self->eval_w = self->out_w;
+    } else if (prepare_training(self) < 0) {
+        return -1;
+    }
+    self->pool = pool_new((int)o->threads);
+    self->dispatch = dispatch_new(o->train ? 0 : self->samples, (uint32_t)o->batch_size,
+                                  o->worker_timeout_s * 1000);
+    self->router = zs_bind(ZMQ_ROUTER, o->bind, "worker");
+    self->reducer = zs_connect(ZMQ_DEALER, o->reducer, "reducer", NULL);
+    return self->pool && self->dispatch && self->router && self->reducer ? 0 : -1;
+}
+
+loader_t *loader_new(const loader_options_t *options)
+{
+    loader_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        log_error("out of memory");
+        return NULL;
+    }
+    self->options = *options;
+    self->transform = (transform_t){.resize = (int)options->resize,
+                                    .crop_h = options->crop_h,
+                                    .crop_w = options->crop_w,
+                                    .channels = (int)options->channels,
+                                    .dct_scaling = !options->no_dct_scaling};
+    if (prepare(self) < 0)
+        loader_destroy(&self);
+    return self;
+}
+
+void loader_destroy(loader_t **self_p)
+{
+    loader_t *self = self_p ? *self_p : NULL;
+    if (!self)
+        return;
+    for (int i = 0; i < self->n_held; i++) {
+        free(self->held_credits[i].acks);
+        zframe_destroy(&self->held_routes[i]);
+    }
+    free(self->held_credits);
+    free(self->held_routes);
+    for (int i = 0; i < self->n_ready; i++)
+        ready_batch_clear(&self->ready[i]);
+    step_window_destroy(&self->window);
+    sampler_destroy(&self->sampler);
+    dispatch_destroy(&self->dispatch);
+    zsock_destroy(&self->router);
+    zsock_destroy(&self->reducer);
+    pool_destroy(&self->pool);
+    dataset_destroy(&self->val_set);
+    dataset_destroy(&self->dataset);
+    free(self);
+    *self_p = NULL;
+}
+
+void ready_batch_clear(ready_batch_t *ready)
+{
+    free(ready->batch.ids);
+    free(ready->batch.labels);
+    zframe_destroy(&ready->batch.pixels);
+    memset(ready, 0, sizeof *ready);
+}

@@ -1,0 +1,181 @@
+/* gpud's option table: the defaults and ranges of every flag, "--NAME:
+ * why" for a value out of range, the checks across options, a usage that
+ * names every option, and the argv a launcher emits from a filled struct
+ * parsing back to the same struct (repeatable --freeze, unset NAN
+ * defaults). */
+#include "gpud/options.h"
+
+#include "tests/common/argv_words.h"
+#include "tests/common/emitted_argv.h"
+#include "tests/common/usage_text.h"
+#include "tests/proto/check.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BASE "--loader ipc://l --reducer ipc://r --model resnet18 "
+
+static int parse_words(const char *words, gpud_options_t *o)
+{
+    char *argv[96];
+    int argc = argv_words("gpud", words, argv, 96);
+    memset(o, 0, sizeof *o);
+    return gpud_options_parse(o, argc, argv);
+}
+
+/* What the parse said on stderr, in text (cap bytes). */
+static int parse_stderr(const char *words, char *text, size_t cap)
+{
+    gpud_options_t o;
+    FILE *tmp = tmpfile();
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fileno(tmp), 2);
+    int rc = parse_words(words, &o);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(text, 1, cap - 1, tmp);
+    text[n] = '\0';
+    fclose(tmp);
+    return rc;
+}
+
+static void test_defaults(void)
+{
+    gpud_options_t o;
+    CHECK(parse_words(BASE "--weights w.safetensors", &o) == 0);
+    CHECK_STR(o.loader, "ipc://l");
+    CHECK_STR(o.reducer, "ipc://r");
+    CHECK_STR(o.model, "resnet18");
+    CHECK_STR(o.weights, "w.safetensors");
+    CHECK_STR(o.backend, "cpu");
+    CHECK(o.channels.n == 4 && o.channels.v[0] == 16 && o.channels.v[3] == 640);
+    CHECK(o.num_classes == 0 && o.in_channels == 0 && o.threads == 0 && o.micro_batch == 0);
+    CHECK(o.mean.n == 0 && o.std.n == 0 && o.normalize == NULL && o.name == NULL);
+    CHECK(o.window == 2 && o.rank == -1 && o.join_timeout_s == 60 && o.fault_after == -1);
+    CHECK(!o.verbose && !o.train);
+    CHECK_STR(o.optimizer, "sgd");
+    CHECK_STR(o.lr_schedule, "none");
+    CHECK(o.lr == 0.01 && o.gamma == 0.1 && o.eta_min == 0 && o.label_smoothing == 0);
+    CHECK(isnan(o.momentum) && isnan(o.weight_decay) && isnan(o.dampening) && isnan(o.eps));
+    CHECK(o.betas.n == 0 && o.freeze.n == 0 && o.freeze_bn.n == 0);
+    CHECK(o.step_size == 0 && o.t_max == 0 && o.warmup_epochs == 0);
+    CHECK(o.warmup_start_factor == 0 && o.seed == 0);
+    CHECK_STR(o.ring_bind, "tcp://127.0.0.1:0");
+    CHECK(o.ring_timeout_s == 60 && o.checkpoint_every == 1 && o.fault_at_step == -1);
+    CHECK(o.global_batch == 0 && !o.checkpoint && !o.save_weights && !o.resume);
+    CHECK(parse_words(BASE "--train", &o) == 0); /* --weights optional with --train */
+}
+
+static void test_errors(void)
+{
+    gpud_options_t o;
+    char text[4096];
+    fprintf(stderr, "(the errors below are expected)\n");
+    CHECK(parse_stderr(BASE "--weights w --window 65", text, sizeof text) == -1);
+    CHECK_MSG(strstr(text, "--window: 65 is out of range [1, 64]") != NULL, "%s", text);
+    CHECK(parse_stderr(BASE "--weights w --num-classes 0", text, sizeof text) == -1);
+    CHECK_MSG(strstr(text, "--num-classes: 0 is out of range") != NULL, "%s", text);
+    CHECK(parse_words(BASE, &o) == -1); /* --weights is required without --train */
+    CHECK(parse_words("--loader a --reducer b --weights w", &o) == -1); /* --model */
+    CHECK(parse_words(BASE "--weights w --window 0", &o) == -1);
+    CHECK(parse_words(BASE "--weights w --rank 65536", &o) == -1);
+    CHECK(parse_words(BASE "--weights w --in-channels 4", &o) == -1);
+    CHECK(parse_words(BASE "--weights w --channels 16,160,320", &o) == -1);
+    CHECK(parse_words(BASE "--weights w --mean 0.5,0.5,0.5,0.5,0.5", &o) == -1);
+    CHECK(parse_words(BASE "--weights w --normalize zscore", &o) == -1);
+    CHECK(parse_words(BASE "--weights w --resume ckpt", &o) == -1); /* needs --train */
+    CHECK(parse_words(BASE "--train --betas 0.9", &o) == -1);
+    CHECK(parse_words(BASE "--train --eps 2", &o) == -1);
+    CHECK(parse_words(BASE "--train --warmup-start-factor 0", &o) == -1);
+    CHECK(parse_words(BASE "--train --label-smoothing 1.5", &o) == -1);
+    CHECK(parse_words(BASE "--train --optimizer lamb", &o) == -1);
+    CHECK(parse_words(BASE "--weights w --optimizer lamb", &o) == 0); /* eval ignores it */
+    CHECK(parse_words(BASE "--train --lr-schedule step", &o) == -1);
+    CHECK(parse_words(BASE "--train --lr-schedule step --step-size 3", &o) == 0);
+    CHECK(parse_words(BASE "--train --lr-schedule cosine", &o) == -1);
+    CHECK(parse_words(BASE "--train --lr-schedule cosine --t-max 9", &o) == 0);
+    CHECK(parse_words(BASE "--train --lr-schedule cyclic", &o) == -1);
+    CHECK(parse_words(BASE "--weights w --no-such-flag", &o) == -1);
+    char many[1024] = BASE "--train";
+    for (int i = 0; i < 17; i++)
+        strcat(many, " --freeze p");
+    CHECK(parse_words(many, &o) == -1); /* at most 16 prefixes */
+    CHECK(parse_words("--help", &o) == 1);
+}
+
+static void test_usage_names_every_option(void)
+{
+    int options, unnamed;
+    char *text = usage_text(&gpud_options_table, &options, &unnamed);
+    CHECK(unnamed == 0);
+    CHECK(options == 53); /* 51 of gpud's own, --curve-dir and --insecure */
+    CHECK(strstr(text, "(default nan)") == NULL); /* an unset default shows none */
+    free(text);
+}
+
+/* The strings of back point at the emitted argv: after checking them,
+ * make them o's so the rest compares byte for byte. */
+static void same_strings(gpud_options_t *back, const gpud_options_t *o)
+{
+    const char **b[] = {&back->loader, &back->reducer, &back->model, &back->weights,
+                        &back->backend, &back->normalize, &back->name, &back->optimizer,
+                        &back->lr_schedule, &back->ring_bind, &back->checkpoint,
+                        &back->save_weights, &back->resume};
+    const char *const *a[] = {&o->loader, &o->reducer, &o->model, &o->weights, &o->backend,
+                              &o->normalize, &o->name, &o->optimizer, &o->lr_schedule,
+                              &o->ring_bind, &o->checkpoint, &o->save_weights, &o->resume};
+    for (size_t i = 0; i < sizeof b / sizeof *b; i++) {
+        CHECK((*a[i] == NULL) == (*b[i] == NULL));
+        if (*a[i] && *b[i])
+            CHECK_STR(*b[i], *a[i]);
+        *b[i] = *a[i];
+    }
+    CHECK(back->freeze.n == o->freeze.n && back->freeze_bn.n == o->freeze_bn.n);
+    for (int i = 0; i < o->freeze.n && i < back->freeze.n; i++) {
+        CHECK_STR(back->freeze.v[i], o->freeze.v[i]);
+        back->freeze.v[i] = o->freeze.v[i];
+    }
+    for (int i = 0; i < o->freeze_bn.n && i < back->freeze_bn.n; i++) {
+        CHECK_STR(back->freeze_bn.v[i], o->freeze_bn.v[i]);
+        back->freeze_bn.v[i] = o->freeze_bn.v[i];
+    }
+}
+
+/* What ddpipe train starts a rank with, emitted and parsed back. */
+static void test_emit_round_trip(void)
+{
+    gpud_options_t o, back;
+    CHECK(parse_words(BASE "--train --name w0 --in-channels 1 --channels 8,16,32,64 "
+                      "--mean 0.5 --std 0.25,0.5 --optimizer adamw --lr 0.003 "
+                      "--weight-decay 0.05 --betas 0.8,0.99 --lr-schedule cosine --t-max 40 "
+                      "--warmup-epochs 5 --label-smoothing 0.1 --sync-bn --freeze layer1. "
+                      "--freeze layer2. --freeze-bn features. --seed 7 --checkpoint ck "
+                      "--resume ck --ring-timeout 30 --verbose",
+                      &o) == 0);
+    emitted_argv_t a = {.argv = {"gpud"}, .argc = 1};
+    CHECK(options_emit(&gpud_options_table, &o, NULL, emitted_argv_add, &a) == 26);
+    memset(&back, 0, sizeof back);
+    CHECK(gpud_options_parse(&back, a.argc, a.argv) == 0);
+    same_strings(&back, &o);
+    CHECK(isnan(back.momentum) && back.weight_decay == 0.05);
+    CHECK(memcmp(&back, &o, sizeof o) == 0);
+    emitted_argv_free(&a);
+    /* defaults and unset NAN values are never emitted */
+    CHECK(parse_words(BASE "--weights w", &o) == 0);
+    CHECK(options_emit(&gpud_options_table, &o, NULL, emitted_argv_add, &a) == 4);
+    emitted_argv_free(&a);
+}
+
+int main(void)
+{
+    test_defaults();
+    test_errors();
+    test_usage_names_every_option();
+    test_emit_round_trip();
+    return check_exit("test_options");
+}
