@@ -3,11 +3,12 @@
  * start), a progress line, the final metrics, and nothing left behind. */
 #include "cli/argv.h"
 #include "cli/commands.h"
-#include "cli/daemon_defaults.h"
+#include "cli/child_defaults.h"
 #include "cli/eval_options.h"
 #include "cli/job.h"
 #include "common/clock.h"
 #include "common/json.h"
+#include "gpud/options.h"
 #include "reducerd/options.h"
 #include "reporterd/options.h"
 
@@ -90,43 +91,50 @@ static int start_loaderd(job_t *j, const eval_options_t *o)
     return job_spawn(j, "loaderd", "loaderd", &a);
 }
 
-static int start_daemons(job_t *j, const eval_options_t *o)
+/* gpud rank r: the model on this rank's batches. */
+static int start_gpud(job_t *j, const eval_options_t *o, long rank)
 {
     const job_endpoints_t *e = job_endpoints(j);
+    gpud_options_t g;
+    if (options_defaults(&gpud_options_table, &g) < 0)
+        return -1;
+    g.loader = e->loader;
+    g.reducer = e->reducer;
+    g.model = o->model;
+    g.weights = o->weights;
+    g.backend = o->device;
+    g.threads = o->threads;
+    g.rank = rank;
+    g.window = o->window;
+    g.in_channels = dd_in_channels(o->model, o->in_channels);
+    g.channels = o->channels;
+    g.num_classes = o->num_classes;
+    g.mean = o->mean;
+    g.std = o->std;
+    g.normalize = o->normalize;
+    long fault_rank, fault_batches;
+    if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_batches) == 2 &&
+        fault_rank == rank)
+        g.fault_after = fault_batches;
+    g.verbose = o->verbose;
+    argv_t a;
+    argv_init(&a, "gpud");
+    if (argv_add_options(&a, &gpud_options_table, &g) < 0) {
+        argv_free(&a);
+        return -1;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "gpud.%ld", rank);
+    return job_spawn(j, name, "gpud", &a);
+}
+
+static int start_daemons(job_t *j, const eval_options_t *o)
+{
     if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0 || start_loaderd(j, o) < 0)
         return -1;
-    argv_t a;
-    for (long r = 0; r < o->workers; r++) {
-        argv_init(&a, "gpud");
-        argv_add(&a, "--loader", e->loader);
-        argv_add(&a, "--reducer", e->reducer);
-        argv_add(&a, "--model", o->model);
-        argv_add(&a, "--weights", o->weights);
-        argv_add(&a, "--backend", o->device);
-        argv_addf(&a, "--threads", "%ld", o->threads);
-        argv_addf(&a, "--rank", "%ld", r);
-        argv_addf(&a, "--window", "%ld", o->window);
-        argv_addf(&a, "--in-channels", "%ld", dd_in_channels(o->model, o->in_channels));
-        if (o->channels)
-            argv_add(&a, "--channels", o->channels);
-        if (o->num_classes)
-            argv_addf(&a, "--num-classes", "%ld", o->num_classes);
-        if (o->mean)
-            argv_add(&a, "--mean", o->mean);
-        if (o->std)
-            argv_add(&a, "--std", o->std);
-        if (o->normalize)
-            argv_add(&a, "--normalize", o->normalize);
-        long fr, fn;
-        if (o->fault && sscanf(o->fault, "%ld:%ld", &fr, &fn) == 2 && fr == r)
-            argv_addf(&a, "--fault-after", "%ld", fn);
-        if (o->verbose)
-            argv_add(&a, "--verbose", NULL);
-        char name[32];
-        snprintf(name, sizeof name, "gpud.%ld", r);
-        if (job_spawn(j, name, "gpud", &a) < 0)
+    for (long rank = 0; rank < o->workers; rank++)
+        if (start_gpud(j, o, rank) < 0)
             return -1;
-    }
     return 0;
 }
 

@@ -28,6 +28,7 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include "gpud/backend_impl.h"
+#include "common/errbuf.h"
 #include "gpud/cpu/dnnl_priv.h"
 #include "gpud/cpu/host_kernels.h"
 
@@ -767,7 +768,7 @@ backend_t *cpu_backend_new(int threads, char *err, size_t errlen)
 {
     cpu_backend_t *be = calloc(1, sizeof *be);
     if (!be) {
-        snprintf(err, errlen, "cpu backend: out of memory");
+        err_set(err, errlen, "cpu backend: out of memory");
         return NULL;
     }
     be->base.ops = &CPU_OPS;
@@ -776,7 +777,7 @@ backend_t *cpu_backend_new(int threads, char *err, size_t errlen)
     if (st == dnnl_success)
         st = dnnl_stream_create(&be->strm, be->eng, dnnl_stream_default_flags);
     if (st != dnnl_success) {
-        snprintf(err, errlen, "cpu backend: oneDNN engine/stream creation failed: %s",
+        err_set(err, errlen, "cpu backend: oneDNN engine/stream creation failed: %s",
                  dnnl_status2str(st));
         cpu_destroy(&be->base);
         return NULL;

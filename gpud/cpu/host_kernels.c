@@ -143,8 +143,12 @@ typedef struct {
  * load time: each lane is one channel and every channel's additions keep
  * their order, so the vector width does not change a bit of the results
  * (SyncBatchNorm's W ranks == 1 rank rests on that); contraction into FMA
- * stays off, as one rounding instead of two would. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+ * stays off, as one rounding instead of two would. Not under ThreadSanitizer:
+ * GCC instruments the clones' ifunc resolver with __tsan_func_entry, which
+ * ld.so runs while relocating gpud, before libtsan is set up (SIGSEGV before
+ * main); the baseline build gives the same bits. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+    !defined(__SANITIZE_THREAD__)
 #define HK_VECTOR \
     __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
 #else

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gpud/backend_impl.h"
+#include "common/errbuf.h"
 #include "gpud/cpu/host_kernels.h"
 #include "gpud/cpu/ref_ops.h"
 
@@ -322,7 +323,7 @@ backend_t *ref_backend_new(int threads, char *err, size_t errlen)
 {
     backend_t *be = calloc(1, sizeof *be);
     if (!be) {
-        snprintf(err, errlen, "ref backend: out of memory");
+        err_set(err, errlen, "ref backend: out of memory");
         return NULL;
     }
     be->ops = &REF_OPS;

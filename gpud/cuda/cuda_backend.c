@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/errbuf.h"
 #include "common/log.h"
 #include "gpud/cuda/cuda_backend.h"
 #include "gpud/cuda/cuda_priv.h"
@@ -739,14 +740,14 @@ int cuda_topk_ce(backend_t *be, const float *logits, int n, int classes,
                  size_t errlen)
 {
     if (!be || be->ops->train != &CUDA_TKERNELS || n < 0 || classes < 1 || k < 0) {
-        snprintf(err, errlen, "cuda_topk_ce: needs a cuda backend, n >= 0, classes >= 1, k >= 0");
+        err_set(err, errlen, "cuda_topk_ce: needs a cuda backend, n >= 0, classes >= 1, k >= 0");
         return -1;
     }
     if (n == 0 || (!topk && !loss))
         return 0;
     bk_graph_t *g = be->ops->graph_new(be);
     if (!g) {
-        snprintf(err, errlen, "cuda_topk_ce: out of memory");
+        err_set(err, errlen, "cuda_topk_ce: out of memory");
         return -1;
     }
     size_t nl = (size_t)n * classes, nk = (size_t)n * k;
@@ -769,7 +770,7 @@ int cuda_topk_ce(backend_t *be, const float *logits, int n, int classes,
         cudaFree(d);
     }
     if (rc < 0)
-        snprintf(err, errlen, "%s", g->err);
+        err_set(err, errlen, "%s", g->err);
     be->ops->graph_destroy(g);
     return rc;
 }
@@ -839,13 +840,13 @@ static int cb_start(cuda_backend_t *cb, char *err, size_t errlen)
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
-        snprintf(err, errlen, "cuda backend: no CUDA device (%s): check nvidia-smi, the driver "
+        err_set(err, errlen, "cuda backend: no CUDA device (%s): check nvidia-smi, the driver "
                  "and CUDA_VISIBLE_DEVICES, or use --backend cpu",
                  e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         return -1;
     }
     if (cb->device < 0 || cb->device >= count) {
-        snprintf(err, errlen, "cuda backend: DDPIPE_CUDA_DEVICE=%d but %d device(s) are visible",
+        err_set(err, errlen, "cuda backend: DDPIPE_CUDA_DEVICE=%d but %d device(s) are visible",
                  cb->device, count);
         return -1;
     }
@@ -853,7 +854,7 @@ static int cb_start(cuda_backend_t *cb, char *err, size_t errlen)
     if ((e = cudaSetDevice(cb->device)) != cudaSuccess ||
         (e = cudaGetDeviceProperties(&prop, cb->device)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking)) != cudaSuccess) {
-        snprintf(err, errlen, "cuda backend: starting device %d failed: %s; %s", cb->device,
+        err_set(err, errlen, "cuda backend: starting device %d failed: %s; %s", cb->device,
                  cudaGetErrorString(e), cuda_advice(e));
         return -1;
     }
@@ -862,7 +863,7 @@ static int cb_start(cuda_backend_t *cb, char *err, size_t errlen)
     if (ds == CUDNN_STATUS_SUCCESS)
         ds = cudnnSetStream(cb->dnn, cb->stream);
     if (ds != CUDNN_STATUS_SUCCESS) {
-        snprintf(err, errlen, "cuda backend: cuDNN failed to start: %s (is libcudnn 9 installed "
+        err_set(err, errlen, "cuda backend: cuDNN failed to start: %s (is libcudnn 9 installed "
                  "and on the loader path?)", cudnnGetErrorString(ds));
         return -1;
     }
@@ -873,7 +874,7 @@ static int cb_start(cuda_backend_t *cb, char *err, size_t errlen)
         bs = cublasSetMathMode(cb->blas, cb->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                   : CUBLAS_PEDANTIC_MATH);
     if (bs != CUBLAS_STATUS_SUCCESS) {
-        snprintf(err, errlen, "cuda backend: cuBLAS failed to start: %s",
+        err_set(err, errlen, "cuda backend: cuBLAS failed to start: %s",
                  cublasGetStatusString(bs));
         return -1;
     }
@@ -884,7 +885,7 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
 {
     cuda_backend_t *cb = calloc(1, sizeof *cb);
     if (!cb) {
-        snprintf(err, errlen, "cuda backend: out of memory");
+        err_set(err, errlen, "cuda backend: out of memory");
         return NULL;
     }
     cb->base.ops = &CUDA_OPS;
@@ -892,13 +893,13 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
     const char *prec = getenv("DDPIPE_CUDA_PRECISION");
     long dev = env_long("DDPIPE_CUDA_DEVICE", 0), ws_mb = env_long("DDPIPE_CUDA_WORKSPACE_MB", 1024);
     if (prec && *prec && strcmp(prec, "fp32") != 0 && strcmp(prec, "tf32") != 0) {
-        snprintf(err, errlen, "cuda backend: DDPIPE_CUDA_PRECISION=%s: this build supports fp32 "
+        err_set(err, errlen, "cuda backend: DDPIPE_CUDA_PRECISION=%s: this build supports fp32 "
                  "and tf32 (fp16/bf16 are not implemented yet, see docs/CUDA.md)", prec);
         free(cb);
         return NULL;
     }
     if (dev < 0 || dev > 1024 || ws_mb < 0 || ws_mb > (1l << 20)) {
-        snprintf(err, errlen, "cuda backend: DDPIPE_CUDA_DEVICE / DDPIPE_CUDA_WORKSPACE_MB must "
+        err_set(err, errlen, "cuda backend: DDPIPE_CUDA_DEVICE / DDPIPE_CUDA_WORKSPACE_MB must "
                  "be non-negative integers");
         free(cb);
         return NULL;

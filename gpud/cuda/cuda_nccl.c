@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/errbuf.h"
 
 struct nccl_ar {
     int rank, world, device;
@@ -40,7 +41,7 @@ static int wait_check(nccl_ar_t *s, double deadline, const char *what, char *err
     ncclResult_t st = ncclSuccess;
     ncclResult_t q = ncclCommGetAsyncError(s->comm, &st);
     if (q != ncclSuccess || (st != ncclSuccess && st != ncclInProgress)) {
-        snprintf(err, errlen, "NCCL %s failed on rank %d/%d: %s (%s); a peer died or the "
+        err_set(err, errlen, "NCCL %s failed on rank %d/%d: %s (%s); a peer died or the "
                  "network failed: the job must stop (NCCL_DEBUG=INFO shows more)", what, s->rank,
                  s->world, ncclGetErrorString(q != ncclSuccess ? q : st),
                  ncclGetLastError(s->comm));
@@ -48,12 +49,12 @@ static int wait_check(nccl_ar_t *s, double deadline, const char *what, char *err
         return -1;
     }
     if (s->cancelled && s->cancelled()) {
-        snprintf(err, errlen, "NCCL %s: interrupted", what);
+        err_set(err, errlen, "NCCL %s: interrupted", what);
         ar_abort(s);
         return -1;
     }
     if (clock_mono_s() > deadline) {
-        snprintf(err, errlen, "NCCL %s timed out on rank %d/%d: a peer is dead or stuck; the "
+        err_set(err, errlen, "NCCL %s timed out on rank %d/%d: a peer is dead or stuck; the "
                  "communicator was aborted", what, s->rank, s->world);
         ar_abort(s);
         return -1;
@@ -85,7 +86,7 @@ static int wait_stream(nccl_ar_t *s, double deadline, const char *what, char *er
         if (e == cudaSuccess)
             return 0;
         if (e != cudaErrorNotReady) {
-            snprintf(err, errlen, "%s: CUDA error %s (%s); restart the process", what,
+            err_set(err, errlen, "%s: CUDA error %s (%s); restart the process", what,
                      cudaGetErrorName(e), cudaGetErrorString(e));
             ar_abort(s);
             return -1;
@@ -101,12 +102,12 @@ int nccl_ar_make_id(char *hex, size_t len, char *err, size_t errlen)
     ncclUniqueId id;
     ncclResult_t r;
     if (len < NCCL_AR_ID_LEN || NCCL_UNIQUE_ID_BYTES * 2 + 1 != NCCL_AR_ID_LEN) {
-        snprintf(err, errlen, "nccl_ar_make_id: buffer of %zu bytes, need %d", len,
+        err_set(err, errlen, "nccl_ar_make_id: buffer of %zu bytes, need %d", len,
                  NCCL_AR_ID_LEN);
         return -1;
     }
     if ((r = ncclGetUniqueId(&id)) != ncclSuccess) {
-        snprintf(err, errlen, "ncclGetUniqueId failed: %s (%s); check NCCL_SOCKET_IFNAME and "
+        err_set(err, errlen, "ncclGetUniqueId failed: %s (%s); check NCCL_SOCKET_IFNAME and "
                  "that a network interface is up", ncclGetErrorString(r), ncclGetLastError(NULL));
         return -1;
     }
@@ -136,14 +137,14 @@ nccl_ar_t *nccl_ar_new(int rank, int world, const char *id_hex, int device, int 
 {
     ncclUniqueId id;
     if (world < 1 || rank < 0 || rank >= world || timeout_ms < 1 || parse_id(id_hex, &id) < 0) {
-        snprintf(err, errlen, "nccl_ar_new: rank %d of world %d, timeout %d ms, id of %zu hex "
+        err_set(err, errlen, "nccl_ar_new: rank %d of world %d, timeout %d ms, id of %zu hex "
                  "digits (need %d)", rank, world, timeout_ms, id_hex ? strlen(id_hex) : 0,
                  2 * NCCL_UNIQUE_ID_BYTES);
         return NULL;
     }
     nccl_ar_t *s = calloc(1, sizeof *s);
     if (!s) {
-        snprintf(err, errlen, "nccl_ar_new: out of memory");
+        err_set(err, errlen, "nccl_ar_new: out of memory");
         return NULL;
     }
     *s = (nccl_ar_t){.rank = rank, .world = world, .device = device};
@@ -151,7 +152,7 @@ nccl_ar_t *nccl_ar_new(int rank, int world, const char *id_hex, int device, int 
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
-        snprintf(err, errlen, "nccl_ar_new: CUDA device %d: %s; check nvidia-smi and "
+        err_set(err, errlen, "nccl_ar_new: CUDA device %d: %s; check nvidia-smi and "
                  "CUDA_VISIBLE_DEVICES", device, cudaGetErrorString(e));
         nccl_ar_destroy(&s);
         return NULL;
@@ -160,7 +161,7 @@ nccl_ar_t *nccl_ar_new(int rank, int world, const char *id_hex, int device, int 
     cfg.blocking = 0;   /* so that waits can time out and abort */
     ncclResult_t r = ncclCommInitRankConfig(&s->comm, world, id, rank, &cfg);
     if (r != ncclSuccess && r != ncclInProgress) {
-        snprintf(err, errlen, "ncclCommInitRankConfig (rank %d of %d) failed: %s (%s)", rank,
+        err_set(err, errlen, "ncclCommInitRankConfig (rank %d of %d) failed: %s (%s)", rank,
                  world, ncclGetErrorString(r), ncclGetLastError(NULL));
         s->comm = NULL;
         nccl_ar_destroy(&s);
@@ -214,7 +215,7 @@ int nccl_ar_sum_device(nccl_ar_t *s, float *dev, size_t n, int timeout_ms, char 
                        size_t errlen)
 {
     if (s->broken) {
-        snprintf(err, errlen, "NCCL all-reduce: the communicator was aborted by an earlier "
+        err_set(err, errlen, "NCCL all-reduce: the communicator was aborted by an earlier "
                  "failure");
         return -1;
     }
@@ -223,7 +224,7 @@ int nccl_ar_sum_device(nccl_ar_t *s, float *dev, size_t n, int timeout_ms, char 
     double deadline = clock_mono_s() + timeout_ms / 1000.0;
     ncclResult_t r = ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, s->comm, s->stream);
     if (r != ncclSuccess && r != ncclInProgress) {
-        snprintf(err, errlen, "ncclAllReduce of %zu floats failed on rank %d/%d: %s (%s)", n,
+        err_set(err, errlen, "ncclAllReduce of %zu floats failed on rank %d/%d: %s (%s)", n,
                  s->rank, s->world, ncclGetErrorString(r), ncclGetLastError(s->comm));
         ar_abort(s);
         return -1;
@@ -243,7 +244,7 @@ int nccl_ar_sum(nccl_ar_t *s, float *data, size_t n, int timeout_ms, char *err, 
         s->staging_n = 0;
         cudaError_t e = cudaMalloc((void **)&s->staging, n * sizeof(float));
         if (e != cudaSuccess) {
-            snprintf(err, errlen, "NCCL all-reduce: cudaMalloc of %zu floats: %s; the GPU is out "
+            err_set(err, errlen, "NCCL all-reduce: cudaMalloc of %zu floats: %s; the GPU is out "
                      "of memory", n, cudaGetErrorString(e));
             return -1;
         }
@@ -252,7 +253,7 @@ int nccl_ar_sum(nccl_ar_t *s, float *data, size_t n, int timeout_ms, char *err, 
     cudaError_t e = cudaMemcpyAsync(s->staging, data, n * sizeof(float), cudaMemcpyHostToDevice,
                                     s->stream);
     if (e != cudaSuccess) {
-        snprintf(err, errlen, "NCCL all-reduce: copy to the GPU: %s", cudaGetErrorString(e));
+        err_set(err, errlen, "NCCL all-reduce: copy to the GPU: %s", cudaGetErrorString(e));
         return -1;
     }
     if (nccl_ar_sum_device(s, s->staging, n, timeout_ms, err, errlen) < 0)
@@ -261,7 +262,7 @@ int nccl_ar_sum(nccl_ar_t *s, float *data, size_t n, int timeout_ms, char *err, 
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(s->stream);
     if (e != cudaSuccess) {
-        snprintf(err, errlen, "NCCL all-reduce: copy from the GPU: %s", cudaGetErrorString(e));
+        err_set(err, errlen, "NCCL all-reduce: copy from the GPU: %s", cudaGetErrorString(e));
         return -1;
     }
     return 0;

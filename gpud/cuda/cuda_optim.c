@@ -2,6 +2,7 @@
  * as optim.c derives them; the kernels (cuda_kernels.cu) do the per-element
  * work with explicitly rounded float operations. */
 #include "gpud/cuda/cuda_optim.h"
+#include "common/errbuf.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -12,7 +13,7 @@ static int ok(cudaError_t e, const char *what, char *err, size_t errlen)
 {
     if (e == cudaSuccess)
         return 0;
-    snprintf(err, errlen, "cuda optimizer: %s failed: %s (%s)", what, cudaGetErrorName(e),
+    err_set(err, errlen, "cuda optimizer: %s failed: %s (%s)", what, cudaGetErrorName(e),
              cudaGetErrorString(e));
     return -1;
 }
@@ -95,7 +96,7 @@ int cuda_optim_step(const optim_cfg_t *c, cuda_oparam_t *p, double lr, void *str
     case OPTIM_ADAMW:
         return adam(c, p, lr, s, err, errlen);
     default:
-        snprintf(err, errlen, "cuda optimizer: unknown kind %d", (int)c->kind);
+        err_set(err, errlen, "cuda optimizer: unknown kind %d", (int)c->kind);
         return -1;
     }
 }

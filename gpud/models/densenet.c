@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "gpud/models/layers.h"
+#include "common/errbuf.h"
 
 #define DN_GROWTH 32
 #define DN_BN_SIZE 4
@@ -134,14 +135,14 @@ static void *densenet_load(const model_opts_t *o, const wl_source_t *src, arch_i
     densenet_t *d = calloc(1, sizeof *d);
     wloader_t *wl = wloader_new(src, "densenet121", "check --model");
     if (!d || !wl) {
-        snprintf(err, errlen, "densenet121: out of memory");
+        err_set(err, errlen, "densenet121: out of memory");
         free(d);
         wloader_destroy(&wl);
         return NULL;
     }
     d->in_c = o->in_channels > 0 ? o->in_channels : 3;
     if (need_all(d, wl, o) < 0 || wl_finish(wl) < 0) {
-        snprintf(err, errlen, "%s", wloader_error(wl));
+        err_set(err, errlen, "%s", wloader_error(wl));
         free(d);
         d = NULL;
     } else {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gpud/models/layers.h"
+#include "common/errbuf.h"
 
 typedef struct {
     fconv_t c1, c2, c3, ds;     /* c3 only in bottlenecks; ds when has_ds */
@@ -102,7 +103,7 @@ static void *resnet_load(const model_opts_t *o, const wl_source_t *src, arch_inf
     resnet_t *r = calloc(1, sizeof *r);
     wloader_t *wl = wloader_new(src, name, "check --model");
     if (!r || !wl) {
-        snprintf(err, errlen, "%s: out of memory", name);
+        err_set(err, errlen, "%s: out of memory", name);
         free(r);
         wloader_destroy(&wl);
         return NULL;
@@ -123,7 +124,7 @@ static void *resnet_load(const model_opts_t *o, const wl_source_t *src, arch_inf
     if (rc == 0)
         rc = wl_finish(wl);
     if (rc != 0) {
-        snprintf(err, errlen, "%s", r->blocks && wloader_error(wl) ? wloader_error(wl)
+        err_set(err, errlen, "%s", r->blocks && wloader_error(wl) ? wloader_error(wl)
                                                                    : "out of memory");
         resnet_destroy(r);
         r = NULL;

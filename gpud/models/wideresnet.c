@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "gpud/models/layers.h"
+#include "common/errbuf.h"
 
 typedef struct {
     fconv_t l1, l2, scale;
@@ -98,13 +99,13 @@ static int channels_from_opts(wrn_t *r, const model_opts_t *o, char *err, size_t
         return 0;
     }
     if (o->n_channels != 4) {
-        snprintf(err, errlen, "wideresnet: --channels needs 4 widths (e.g. 16,160,320,640), "
+        err_set(err, errlen, "wideresnet: --channels needs 4 widths (e.g. 16,160,320,640), "
                  "got %d", o->n_channels);
         return -1;
     }
     for (int i = 0; i < 4; i++) {
         if (o->channels[i] < 1 || o->channels[i] > 65536) {
-            snprintf(err, errlen, "wideresnet: channel width %d out of range 1..65536",
+            err_set(err, errlen, "wideresnet: channel width %d out of range 1..65536",
                      o->channels[i]);
             return -1;
         }
@@ -119,7 +120,7 @@ static void *wrn_load(const model_opts_t *o, const wl_source_t *src, arch_info_t
     wrn_t *r = calloc(1, sizeof *r);
     wloader_t *wl = r ? wloader_new(src, "wideresnet", "check --channels") : NULL;
     if (!wl) {
-        snprintf(err, errlen, "wideresnet: out of memory");
+        err_set(err, errlen, "wideresnet: out of memory");
         free(r);
         return NULL;
     }
@@ -142,7 +143,7 @@ static void *wrn_load(const model_opts_t *o, const wl_source_t *src, arch_info_t
     if (rc == 0)
         rc = wl_finish(wl);
     if (rc != 0) {
-        snprintf(err, errlen, "%s", wloader_error(wl) ? wloader_error(wl) : "out of memory");
+        err_set(err, errlen, "%s", wloader_error(wl) ? wloader_error(wl) : "out of memory");
         wrn_destroy(r);
         r = NULL;
     } else {

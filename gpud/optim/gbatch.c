@@ -1,6 +1,7 @@
 /* gbatch — scale a worker's summed gradient into its share of the
  * global-batch mean (see gbatch.h). */
 #include "gpud/optim/gbatch.h"
+#include "common/errbuf.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,7 +17,7 @@ int gbatch_scale_grad(float *g, size_t n, int64_t n_local, int64_t global_count,
 {
     if (n_local < 0 || global_count <= 0 || n_local > global_count) {
         if (err && errlen)
-            snprintf(err, errlen, "global-batch gradient: %" PRId64 " local samples of a global "
+            err_set(err, errlen, "global-batch gradient: %" PRId64 " local samples of a global "
                      "batch of %" PRId64 " (need 0 <= local <= global, global > 0)", n_local,
                      global_count);
         return -1;

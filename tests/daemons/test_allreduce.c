@@ -6,6 +6,7 @@
  * does around JOIN/WELCOME) gives the same bytes, and a cancel callback
  * ends a wait at once instead of after the timeout. */
 #include "gpud/ring.h"
+#include "common/errbuf.h"
 
 #include <math.h>
 #include <signal.h>
@@ -83,7 +84,7 @@ static allreduce_t *open_ring(int rank, int world, char *err, size_t errlen)
     if (!ar)
         return NULL;
     if (strncmp(mine, "tcp://127.0.0.1:", 16) != 0 || atoi(mine + 16) <= 0) {
-        snprintf(err, errlen, "bind resolved to '%s', want tcp://127.0.0.1:<port>", mine);
+        err_set(err, errlen, "bind resolved to '%s', want tcp://127.0.0.1:<port>", mine);
         allreduce_destroy(&ar);
         return NULL;
     }
@@ -92,7 +93,7 @@ static allreduce_t *open_ring(int rank, int world, char *err, size_t errlen)
         allreduce_connect(ar, rank, world, next, err, errlen) < 0 ||
         allreduce_rank(ar) != rank || allreduce_world(ar) != world) {
         if (!err[0])
-            snprintf(err, errlen, "endpoint exchange or connect failed");
+            err_set(err, errlen, "endpoint exchange or connect failed");
         allreduce_destroy(&ar);
         return NULL;
     }

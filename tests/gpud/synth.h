@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/errbuf.h"
 #include "common/safetensors.h"
 
 static inline uint32_t synth_fnv1a(const char *s)
@@ -97,7 +98,7 @@ static inline int synth_weights(const safetensors_t *io, const char *model, cons
     snprintf(key, sizeof key, "%s.manifest", model);
     const char *man = safetensors_meta(io, key);
     if (!man) {
-        snprintf(err, errlen, "no %s in the golden", key);
+        err_set(err, errlen, "no %s in the golden", key);
         return -1;
     }
     char *copy = strdup(man), *save = NULL;
@@ -109,7 +110,7 @@ static inline int synth_weights(const safetensors_t *io, const char *model, cons
         int64_t shape[ST_MAX_DIMS];
         int nd = eq ? synth_shape(eq + 1, shape, ST_MAX_DIMS) : -1;
         if (nd < 0) {
-            snprintf(err, errlen, "bad manifest entry '%s'", e);
+            err_set(err, errlen, "bad manifest entry '%s'", e);
             rc = -1;
             break;
         }
@@ -119,7 +120,7 @@ static inline int synth_weights(const safetensors_t *io, const char *model, cons
             n *= shape[i];
         float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
         if (!v) {
-            snprintf(err, errlen, "out of memory");
+            err_set(err, errlen, "out of memory");
             rc = -1;
             break;
         }

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "gpud/model.h"
+#include "common/errbuf.h"
 #include "golden_io.h"
 
 #define TOL 1e-5
@@ -72,7 +73,7 @@ static int group_sum(void *ctx, float *data, size_t n, char *err, size_t errlen)
             sum[i] += g->slot[r][i];
     pthread_barrier_wait(&g->bar);   /* nobody reads the slots any more */
     if (!sum) {
-        snprintf(err, errlen, same ? "out of memory" : "ranks disagree on the size (%zu here)",
+        err_set(err, errlen, same ? "out of memory" : "ranks disagree on the size (%zu here)",
                  n);
         return -1;
     }
@@ -85,7 +86,7 @@ static int failing_sum(void *ctx, float *data, size_t n, char *err, size_t errle
 {
     (void)ctx;
     (void)data;
-    snprintf(err, errlen, "peer 7 is silent (%zu values)", n);
+    err_set(err, errlen, "peer 7 is silent (%zu values)", n);
     return -1;
 }
 

@@ -324,8 +324,7 @@ int main(int argc, char **argv)
     if (!known)
         return usage("unknown KIND");
     log_init("ddpipe-garbage", -1, 0);
-    zsys_init();
-    zsys_set_linger(1000);
+    zsys_init(); /* open_socket sets the socket's linger to 1 s */
     zsock_t *s = open_socket(&o);
     if (!s)
         return 1;
