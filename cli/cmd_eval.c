@@ -1,16 +1,13 @@
 /* ddpipe eval — run a whole evaluation job on this machine: reducerd,
  * reporterd, loaderd and W gpud processes (the same binaries compose files
  * start), a progress line, the final metrics, and nothing left behind. */
-#include "cli/argv.h"
 #include "cli/commands.h"
 #include "cli/child_defaults.h"
+#include "cli/children.h"
 #include "cli/eval_options.h"
 #include "cli/job.h"
 #include "common/clock.h"
 #include "common/json.h"
-#include "gpud/options.h"
-#include "reducerd/options.h"
-#include "reporterd/options.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -22,90 +19,45 @@
 /* reducerd: the exact tally of this eval. */
 static int start_reducerd(job_t *j, const eval_options_t *o)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     reducer_options_t r;
-    if (options_defaults(&reducer_options_table, &r) < 0)
+    if (children_reducer(j, &r, o->workers, o->worker_timeout_s, o->timeout_s, o->verbose) < 0)
         return -1;
-    r.bind = e->reducer;
-    r.pub = e->pub;
-    r.workers = o->workers;
-    r.worker_timeout_s = o->worker_timeout_s;
-    r.stall_timeout_s = o->timeout_s;
     r.predictions = o->predictions;
-    r.verbose = o->verbose;
-    argv_t a;
-    argv_init(&a, "reducerd");
-    if (argv_add_options(&a, &reducer_options_table, &r) < 0) {
-        argv_free(&a);
-        return -1;
-    }
-    return job_spawn(j, "reducerd", "reducerd", &a);
+    return children_spawn(j, "reducerd", "reducerd", &reducer_options_table, &r);
 }
 
 /* reporterd: the run directory, the tap and /metrics. */
 static int start_reporterd(job_t *j, const eval_options_t *o)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     reporter_options_t r;
-    if (options_defaults(&reporter_options_table, &r) < 0)
+    if (children_reporter(j, &r, o->out, o->metrics_http) < 0)
         return -1;
-    r.sub = e->pub;
-    r.reducer = e->reducer;
-    r.out = o->out;
-    r.tap = e->tap;
-    r.metrics_http = o->metrics_http;
-    argv_t a;
-    argv_init(&a, "reporterd");
-    if (argv_add_options(&a, &reporter_options_table, &r) < 0) {
-        argv_free(&a);
-        return -1;
-    }
-    return job_spawn(j, "reporterd", "reporterd", &a);
+    return children_spawn(j, "reporterd", "reporterd", &reporter_options_table, &r);
 }
 
 /* loaderd: the images, decoded and transformed, to whichever gpud has credit. */
 static int start_loaderd(job_t *j, const eval_options_t *o)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     loader_options_t l;
-    if (options_defaults(&loader_options_table, &l) < 0)
+    if (children_loader(j, &l, o->data, o->loader_threads, o->worker_timeout_s,
+                        dd_prefetch(o->workers, o->window), o->verbose) < 0)
         return -1;
-    l.data = o->data;
-    l.bind = e->loader;
-    l.reducer = e->reducer;
     l.batch_size = o->batch_size;
-    l.threads = o->loader_threads;
-    l.worker_timeout_s = o->worker_timeout_s;
-    l.prefetch = dd_prefetch(o->workers, o->window);
     dd_loader_transform(&l, o->model, o->in_channels, o->resize, o->crop);
     l.no_dct_scaling = o->no_dct;
     l.limit = o->limit;
     l.predictions = o->predictions;
-    l.verbose = o->verbose;
-    argv_t a;
-    argv_init(&a, "loaderd");
-    if (argv_add_options(&a, &loader_options_table, &l) < 0) {
-        argv_free(&a);
-        return -1;
-    }
-    return job_spawn(j, "loaderd", "loaderd", &a);
+    return children_spawn(j, "loaderd", "loaderd", &loader_options_table, &l);
 }
 
 /* gpud rank r: the model on this rank's batches. */
 static int start_gpud(job_t *j, const eval_options_t *o, long rank)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     gpud_options_t g;
-    if (options_defaults(&gpud_options_table, &g) < 0)
+    if (children_gpud(j, &g, o->device, o->threads, rank, o->window, o->verbose) < 0)
         return -1;
-    g.loader = e->loader;
-    g.reducer = e->reducer;
     g.model = o->model;
     g.weights = o->weights;
-    g.backend = o->device;
-    g.threads = o->threads;
-    g.rank = rank;
-    g.window = o->window;
     g.in_channels = dd_in_channels(o->model, o->in_channels);
     g.channels = o->channels;
     g.num_classes = o->num_classes;
@@ -116,16 +68,9 @@ static int start_gpud(job_t *j, const eval_options_t *o, long rank)
     if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_batches) == 2 &&
         fault_rank == rank)
         g.fault_after = fault_batches;
-    g.verbose = o->verbose;
-    argv_t a;
-    argv_init(&a, "gpud");
-    if (argv_add_options(&a, &gpud_options_table, &g) < 0) {
-        argv_free(&a);
-        return -1;
-    }
     char name[32];
     snprintf(name, sizeof name, "gpud.%ld", rank);
-    return job_spawn(j, name, "gpud", &a);
+    return children_spawn(j, name, "gpud", &gpud_options_table, &g);
 }
 
 static int start_daemons(job_t *j, const eval_options_t *o)

@@ -4,17 +4,14 @@
  * joined by a ring all-reduce (docs/TRAINING.md). One line per epoch, a
  * final summary, non-zero with the coordinator's reason on failure, a
  * checkpoint on Ctrl-C, and nothing left behind. */
-#include "cli/argv.h"
 #include "cli/commands.h"
 #include "cli/child_defaults.h"
+#include "cli/children.h"
 #include "cli/job.h"
 #include "cli/train_options.h"
 #include "common/clock.h"
 #include "proto/event.h"
 #include "proto/messages.h"
-#include "gpud/options.h"
-#include "reducerd/options.h"
-#include "reporterd/options.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -44,34 +41,14 @@ static void path_in_out(const train_options_t *o, const char *name, char *buf, s
     snprintf(buf, len, "%s/%s", o->out, name);
 }
 
-/* Spawns program prog as the job's child `name` with the options of opts
- * (the struct of prog's table). */
-static int spawn_with_options(job_t *j, const char *name, const char *prog,
-                              const option_table_t *table, const void *opts)
-{
-    argv_t a;
-    argv_init(&a, prog);
-    if (argv_add_options(&a, table, opts) < 0) {
-        argv_free(&a);
-        return -1;
-    }
-    return job_spawn(j, name, prog, &a);
-}
-
 /* reducerd: the coordinator (epochs, early stop) and the exact tallies. */
 static int start_reducerd(job_t *j, const train_options_t *o)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     reducer_options_t r;
-    if (options_defaults(&reducer_options_table, &r) < 0)
+    if (children_reducer(j, &r, o->workers, o->worker_timeout_s, o->timeout_s, o->verbose) < 0)
         return -1;
-    r.bind = e->reducer;
-    r.pub = e->pub;
     r.train = 1;
-    r.workers = o->workers;
     r.epochs = o->epochs;
-    r.worker_timeout_s = o->worker_timeout_s;
-    r.stall_timeout_s = o->timeout_s;
     r.target_accuracy = o->target_accuracy;
     r.patience = o->patience;
     r.resume_dir = o->out;
@@ -80,40 +57,30 @@ static int start_reducerd(job_t *j, const train_options_t *o)
         r.start_epoch = o->resume.epoch;
         r.streak = o->resume.streak;
     }
-    r.verbose = o->verbose;
-    return spawn_with_options(j, "reducerd", "reducerd", &reducer_options_table, &r);
+    return children_spawn(j, "reducerd", "reducerd", &reducer_options_table, &r);
 }
 
 /* reporterd: the run directory, the seed course's CSV, the tap, /metrics. */
 static int start_reporterd(job_t *j, const train_options_t *o)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     char csv[256];
     train_seed_csv_name(o, csv, sizeof csv);
     reporter_options_t r;
-    if (options_defaults(&reporter_options_table, &r) < 0)
+    if (children_reporter(j, &r, o->out, o->metrics_http) < 0)
         return -1;
-    r.sub = e->pub;
-    r.reducer = e->reducer;
-    r.out = o->out;
-    r.tap = e->tap;
     r.seed_csv = csv;
     if (o->resuming) /* its metrics.csv rows of the epochs before E stay */
         r.start_epoch = o->resume.epoch;
-    r.metrics_http = o->metrics_http;
-    return spawn_with_options(j, "reporterd", "reporterd", &reporter_options_table, &r);
+    return children_spawn(j, "reporterd", "reporterd", &reporter_options_table, &r);
 }
 
 /* loaderd: the global steps sharded over the ranks, then validation. */
 static int start_loaderd(job_t *j, const train_options_t *o)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     loader_options_t l;
-    if (options_defaults(&loader_options_table, &l) < 0)
+    if (children_loader(j, &l, o->data, o->loader_threads, o->worker_timeout_s,
+                        dd_prefetch(o->workers, o->window), o->verbose) < 0)
         return -1;
-    l.data = o->data;
-    l.bind = e->loader;
-    l.reducer = e->reducer;
     l.train = 1;
     l.val = o->val;
     l.workers = o->workers;
@@ -121,9 +88,6 @@ static int start_loaderd(job_t *j, const train_options_t *o)
     l.batch_size = o->val_batch;
     l.epochs = o->epochs;
     l.seed = o->seed;
-    l.threads = o->loader_threads;
-    l.worker_timeout_s = o->worker_timeout_s;
-    l.prefetch = dd_prefetch(o->workers, o->window);
     dd_loader_transform(&l, o->model, o->in_channels, o->resize, o->crop);
     l.augment = o->augment;
     l.rotate = o->rotate;
@@ -133,8 +97,7 @@ static int start_loaderd(job_t *j, const train_options_t *o)
         l.start_epoch = o->resume.epoch;
         l.start_step = o->resume.start_step;
     }
-    l.verbose = o->verbose;
-    return spawn_with_options(j, "loaderd", "loaderd", &loader_options_table, &l);
+    return children_spawn(j, "loaderd", "loaderd", &loader_options_table, &l);
 }
 
 /* A single --freeze/--freeze-bn PREFIX as gpud's repeatable option. */
@@ -194,17 +157,10 @@ static void fill_optimizer(gpud_options_t *g, const train_options_t *o)
 /* gpud rank `rank`: one data-parallel rank with its own ring endpoint. */
 static int start_gpud(job_t *j, const train_options_t *o, long rank)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     gpud_options_t g;
-    if (options_defaults(&gpud_options_table, &g) < 0)
+    if (children_gpud(j, &g, o->device, o->threads, rank, o->window, o->verbose) < 0)
         return -1;
-    g.loader = e->loader;
-    g.reducer = e->reducer;
     g.train = 1;
-    g.backend = o->device;
-    g.threads = o->threads;
-    g.rank = rank;
-    g.window = o->window;
     g.seed = o->seed;
     g.global_batch = o->global_batch;
     fill_model(&g, o);
@@ -226,9 +182,8 @@ static int start_gpud(job_t *j, const train_options_t *o, long rank)
     if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_step) == 2 &&
         fault_rank == rank)
         g.fault_at_step = fault_step;
-    g.verbose = o->verbose;
     snprintf(name, sizeof name, "gpud.%ld", rank);
-    return spawn_with_options(j, name, "gpud", &gpud_options_table, &g);
+    return children_spawn(j, name, "gpud", &gpud_options_table, &g);
 }
 
 static int start_daemons(job_t *j, const train_options_t *o)
