@@ -14,6 +14,11 @@ int children_reducer(job_t *j, reducer_options_t *r, long workers, long worker_t
     r->workers = workers;
     r->worker_timeout_s = worker_timeout_s;
     r->stall_timeout_s = stall_timeout_s;
+    /* Writing the run directory (a 1000-class confusion chart on a loaded
+     * machine: over a minute) is bounded like any other progress: by the
+     * job's --timeout, not by reducerd's 60 s default. */
+    if (stall_timeout_s > r->done_timeout_s)
+        r->done_timeout_s = stall_timeout_s < 86400 ? stall_timeout_s : 86400;
     r->verbose = verbose;
     return 0;
 }
