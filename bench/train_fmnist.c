@@ -27,6 +27,7 @@
 
 #include "common/clock.h"
 #include "common/dataset.h"
+#include "common/errbuf.h"
 #include "common/flags.h"
 #include "gpud/model.h"
 #include "gpud/optim/optim.h"
@@ -164,7 +165,7 @@ static optim_t *sgd_new(model_t *m)
     for (int i = 0; opt && i < model_param_count(m); i++) {
         model_param_t p;
         if (model_param_at(m, i, &p) != 0) {
-            snprintf(err, sizeof err, "model parameter %d unreadable", i);
+            err_set(err, sizeof err, "model parameter %d unreadable", i);
             optim_destroy(&opt);
         } else if (p.grad && optim_add_param(opt, p.name, p.value, p.grad, p.ndim, p.shape, true,
                                              err, sizeof err) < 0) {

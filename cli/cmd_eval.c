@@ -1,15 +1,13 @@
 /* ddpipe eval — run a whole evaluation job on this machine: reducerd,
  * reporterd, loaderd and W gpud processes (the same binaries compose files
  * start), a progress line, the final metrics, and nothing left behind. */
-#include "cli/argv.h"
 #include "cli/commands.h"
-#include "cli/daemon_defaults.h"
+#include "cli/child_defaults.h"
+#include "cli/children.h"
 #include "cli/eval_options.h"
 #include "cli/job.h"
 #include "common/clock.h"
 #include "common/json.h"
-#include "reducerd/options.h"
-#include "reporterd/options.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -21,112 +19,67 @@
 /* reducerd: the exact tally of this eval. */
 static int start_reducerd(job_t *j, const eval_options_t *o)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     reducer_options_t r;
-    if (options_defaults(&reducer_options_table, &r) < 0)
+    if (children_reducer(j, &r, o->workers, o->worker_timeout_s, o->timeout_s, o->verbose) < 0)
         return -1;
-    r.bind = e->reducer;
-    r.pub = e->pub;
-    r.workers = o->workers;
-    r.worker_timeout_s = o->worker_timeout_s;
-    r.stall_timeout_s = o->timeout_s;
     r.predictions = o->predictions;
-    r.verbose = o->verbose;
-    argv_t a;
-    argv_init(&a, "reducerd");
-    if (argv_add_options(&a, &reducer_options_table, &r) < 0) {
-        argv_free(&a);
-        return -1;
-    }
-    return job_spawn(j, "reducerd", "reducerd", &a);
+    return children_spawn(j, "reducerd", "reducerd", &reducer_options_table, &r);
 }
 
 /* reporterd: the run directory, the tap and /metrics. */
 static int start_reporterd(job_t *j, const eval_options_t *o)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     reporter_options_t r;
-    if (options_defaults(&reporter_options_table, &r) < 0)
+    if (children_reporter(j, &r, o->out, o->metrics_http) < 0)
         return -1;
-    r.sub = e->pub;
-    r.reducer = e->reducer;
-    r.out = o->out;
-    r.tap = e->tap;
-    r.metrics_http = o->metrics_http;
-    argv_t a;
-    argv_init(&a, "reporterd");
-    if (argv_add_options(&a, &reporter_options_table, &r) < 0) {
-        argv_free(&a);
-        return -1;
-    }
-    return job_spawn(j, "reporterd", "reporterd", &a);
+    return children_spawn(j, "reporterd", "reporterd", &reporter_options_table, &r);
 }
 
 /* loaderd: the images, decoded and transformed, to whichever gpud has credit. */
 static int start_loaderd(job_t *j, const eval_options_t *o)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     loader_options_t l;
-    if (options_defaults(&loader_options_table, &l) < 0)
+    if (children_loader(j, &l, o->data, o->loader_threads, o->worker_timeout_s,
+                        dd_prefetch(o->workers, o->window), o->verbose) < 0)
         return -1;
-    l.data = o->data;
-    l.bind = e->loader;
-    l.reducer = e->reducer;
     l.batch_size = o->batch_size;
-    l.threads = o->loader_threads;
-    l.worker_timeout_s = o->worker_timeout_s;
-    l.prefetch = dd_prefetch(o->workers, o->window);
     dd_loader_transform(&l, o->model, o->in_channels, o->resize, o->crop);
     l.no_dct_scaling = o->no_dct;
     l.limit = o->limit;
     l.predictions = o->predictions;
-    l.verbose = o->verbose;
-    argv_t a;
-    argv_init(&a, "loaderd");
-    if (argv_add_options(&a, &loader_options_table, &l) < 0) {
-        argv_free(&a);
+    return children_spawn(j, "loaderd", "loaderd", &loader_options_table, &l);
+}
+
+/* gpud rank r: the model on this rank's batches. */
+static int start_gpud(job_t *j, const eval_options_t *o, long rank)
+{
+    gpud_options_t g;
+    if (children_gpud(j, &g, o->device, o->threads, rank, o->window, o->verbose) < 0)
         return -1;
-    }
-    return job_spawn(j, "loaderd", "loaderd", &a);
+    g.model = o->model;
+    g.weights = o->weights;
+    g.in_channels = dd_in_channels(o->model, o->in_channels);
+    g.channels = o->channels;
+    g.num_classes = o->num_classes;
+    g.mean = o->mean;
+    g.std = o->std;
+    g.normalize = o->normalize;
+    long fault_rank, fault_batches;
+    if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_batches) == 2 &&
+        fault_rank == rank)
+        g.fault_after = fault_batches;
+    char name[32];
+    snprintf(name, sizeof name, "gpud.%ld", rank);
+    return children_spawn(j, name, "gpud", &gpud_options_table, &g);
 }
 
 static int start_daemons(job_t *j, const eval_options_t *o)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0 || start_loaderd(j, o) < 0)
         return -1;
-    argv_t a;
-    for (long r = 0; r < o->workers; r++) {
-        argv_init(&a, "gpud");
-        argv_add(&a, "--loader", e->loader);
-        argv_add(&a, "--reducer", e->reducer);
-        argv_add(&a, "--model", o->model);
-        argv_add(&a, "--weights", o->weights);
-        argv_add(&a, "--backend", o->device);
-        argv_addf(&a, "--threads", "%ld", o->threads);
-        argv_addf(&a, "--rank", "%ld", r);
-        argv_addf(&a, "--window", "%ld", o->window);
-        argv_addf(&a, "--in-channels", "%ld", dd_in_channels(o->model, o->in_channels));
-        if (o->channels)
-            argv_add(&a, "--channels", o->channels);
-        if (o->num_classes)
-            argv_addf(&a, "--num-classes", "%ld", o->num_classes);
-        if (o->mean)
-            argv_add(&a, "--mean", o->mean);
-        if (o->std)
-            argv_add(&a, "--std", o->std);
-        if (o->normalize)
-            argv_add(&a, "--normalize", o->normalize);
-        long fr, fn;
-        if (o->fault && sscanf(o->fault, "%ld:%ld", &fr, &fn) == 2 && fr == r)
-            argv_addf(&a, "--fault-after", "%ld", fn);
-        if (o->verbose)
-            argv_add(&a, "--verbose", NULL);
-        char name[32];
-        snprintf(name, sizeof name, "gpud.%ld", r);
-        if (job_spawn(j, name, "gpud", &a) < 0)
+    for (long rank = 0; rank < o->workers; rank++)
+        if (start_gpud(j, o, rank) < 0)
             return -1;
-    }
     return 0;
 }
 

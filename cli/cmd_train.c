@@ -4,16 +4,14 @@
  * joined by a ring all-reduce (docs/TRAINING.md). One line per epoch, a
  * final summary, non-zero with the coordinator's reason on failure, a
  * checkpoint on Ctrl-C, and nothing left behind. */
-#include "cli/argv.h"
 #include "cli/commands.h"
-#include "cli/daemon_defaults.h"
+#include "cli/child_defaults.h"
+#include "cli/children.h"
 #include "cli/job.h"
 #include "cli/train_options.h"
 #include "common/clock.h"
 #include "proto/event.h"
 #include "proto/messages.h"
-#include "reducerd/options.h"
-#include "reporterd/options.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -43,33 +41,14 @@ static void path_in_out(const train_options_t *o, const char *name, char *buf, s
     snprintf(buf, len, "%s/%s", o->out, name);
 }
 
-/* Spawns the daemon `name` with the options of opts (its table's struct). */
-static int spawn_with_options(job_t *j, const char *name, const option_table_t *table,
-                              const void *opts)
-{
-    argv_t a;
-    argv_init(&a, name);
-    if (argv_add_options(&a, table, opts) < 0) {
-        argv_free(&a);
-        return -1;
-    }
-    return job_spawn(j, name, name, &a);
-}
-
 /* reducerd: the coordinator (epochs, early stop) and the exact tallies. */
 static int start_reducerd(job_t *j, const train_options_t *o)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     reducer_options_t r;
-    if (options_defaults(&reducer_options_table, &r) < 0)
+    if (children_reducer(j, &r, o->workers, o->worker_timeout_s, o->timeout_s, o->verbose) < 0)
         return -1;
-    r.bind = e->reducer;
-    r.pub = e->pub;
     r.train = 1;
-    r.workers = o->workers;
     r.epochs = o->epochs;
-    r.worker_timeout_s = o->worker_timeout_s;
-    r.stall_timeout_s = o->timeout_s;
     r.target_accuracy = o->target_accuracy;
     r.patience = o->patience;
     r.resume_dir = o->out;
@@ -78,40 +57,30 @@ static int start_reducerd(job_t *j, const train_options_t *o)
         r.start_epoch = o->resume.epoch;
         r.streak = o->resume.streak;
     }
-    r.verbose = o->verbose;
-    return spawn_with_options(j, "reducerd", &reducer_options_table, &r);
+    return children_spawn(j, "reducerd", "reducerd", &reducer_options_table, &r);
 }
 
 /* reporterd: the run directory, the seed course's CSV, the tap, /metrics. */
 static int start_reporterd(job_t *j, const train_options_t *o)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     char csv[256];
     train_seed_csv_name(o, csv, sizeof csv);
     reporter_options_t r;
-    if (options_defaults(&reporter_options_table, &r) < 0)
+    if (children_reporter(j, &r, o->out, o->metrics_http) < 0)
         return -1;
-    r.sub = e->pub;
-    r.reducer = e->reducer;
-    r.out = o->out;
-    r.tap = e->tap;
     r.seed_csv = csv;
     if (o->resuming) /* its metrics.csv rows of the epochs before E stay */
         r.start_epoch = o->resume.epoch;
-    r.metrics_http = o->metrics_http;
-    return spawn_with_options(j, "reporterd", &reporter_options_table, &r);
+    return children_spawn(j, "reporterd", "reporterd", &reporter_options_table, &r);
 }
 
 /* loaderd: the global steps sharded over the ranks, then validation. */
 static int start_loaderd(job_t *j, const train_options_t *o)
 {
-    const job_endpoints_t *e = job_endpoints(j);
     loader_options_t l;
-    if (options_defaults(&loader_options_table, &l) < 0)
+    if (children_loader(j, &l, o->data, o->loader_threads, o->worker_timeout_s,
+                        dd_prefetch(o->workers, o->window), o->verbose) < 0)
         return -1;
-    l.data = o->data;
-    l.bind = e->loader;
-    l.reducer = e->reducer;
     l.train = 1;
     l.val = o->val;
     l.workers = o->workers;
@@ -119,9 +88,6 @@ static int start_loaderd(job_t *j, const train_options_t *o)
     l.batch_size = o->val_batch;
     l.epochs = o->epochs;
     l.seed = o->seed;
-    l.threads = o->loader_threads;
-    l.worker_timeout_s = o->worker_timeout_s;
-    l.prefetch = dd_prefetch(o->workers, o->window);
     dd_loader_transform(&l, o->model, o->in_channels, o->resize, o->crop);
     l.augment = o->augment;
     l.rotate = o->rotate;
@@ -131,113 +97,93 @@ static int start_loaderd(job_t *j, const train_options_t *o)
         l.start_epoch = o->resume.epoch;
         l.start_step = o->resume.start_step;
     }
-    l.verbose = o->verbose;
-    return spawn_with_options(j, "loaderd", &loader_options_table, &l);
+    return children_spawn(j, "loaderd", "loaderd", &loader_options_table, &l);
 }
 
-static void add_model(argv_t *a, const train_options_t *o)
+/* A single --freeze/--freeze-bn PREFIX as gpud's repeatable option. */
+static option_strings_t one_prefix(const char *prefix)
 {
-    argv_add(a, "--model", o->model);
-    if (o->weights)
-        argv_add(a, "--weights", o->weights);
-    argv_addf(a, "--in-channels", "%ld", dd_in_channels(o->model, o->in_channels));
-    if (o->channels)
-        argv_add(a, "--channels", o->channels);
-    if (o->num_classes)
-        argv_addf(a, "--num-classes", "%ld", o->num_classes);
-    if (o->mean)
-        argv_add(a, "--mean", o->mean);
-    if (o->std)
-        argv_add(a, "--std", o->std);
-    if (o->normalize)
-        argv_add(a, "--normalize", o->normalize);
-    if (o->freeze)
-        argv_add(a, "--freeze", o->freeze);
-    if (o->freeze_bn)
-        argv_add(a, "--freeze-bn", o->freeze_bn);
-    if (o->sync_bn)
-        argv_add(a, "--sync-bn", NULL);
+    option_strings_t list = {0};
+    if (prefix)
+        list.v[list.n++] = prefix;
+    return list;
+}
+
+/* The model, its input and what trains. */
+static void fill_model(gpud_options_t *g, const train_options_t *o)
+{
+    g->model = o->model;
+    g->weights = o->weights;
+    g->in_channels = dd_in_channels(o->model, o->in_channels);
+    g->channels = o->channels;
+    g->num_classes = o->num_classes;
+    g->mean = o->mean;
+    g->std = o->std;
+    g->normalize = o->normalize;
+    g->freeze = one_prefix(o->freeze);
+    g->freeze_bn = one_prefix(o->freeze_bn);
+    g->sync_bn = o->sync_bn;
 }
 
 /* Optimizer and schedule: only what applies to the chosen optimizer, so a
  * flag the daemon would reject for it is never sent by default. */
-static void add_optimizer(argv_t *a, const train_options_t *o)
+static void fill_optimizer(gpud_options_t *g, const train_options_t *o)
 {
     bool sgd = strcmp(o->optimizer, "sgd") == 0;
-    argv_add(a, "--optimizer", o->optimizer);
-    argv_addf(a, "--lr", "%.17g", o->lr);
+    g->optimizer = o->optimizer;
+    g->lr = o->lr;
     if (sgd || o->set_momentum)
-        argv_addf(a, "--momentum", "%.17g", o->momentum);
-    argv_addf(a, "--weight-decay", "%.17g", o->weight_decay);
-    if (o->nesterov)
-        argv_add(a, "--nesterov", NULL);
+        g->momentum = o->momentum;
+    g->weight_decay = o->weight_decay;
+    g->nesterov = o->nesterov;
     if (o->set_dampening)
-        argv_addf(a, "--dampening", "%.17g", o->dampening);
-    if (o->betas)
-        argv_add(a, "--betas", o->betas);
-    if (o->set_eps)
-        argv_addf(a, "--eps", "%.17g", o->eps);
-    if (o->grad_averaging)
-        argv_add(a, "--grad-averaging", NULL);
-    argv_add(a, "--lr-schedule", o->lr_schedule);
-    if (o->set_step_size)
-        argv_addf(a, "--step-size", "%ld", o->step_size);
+        g->dampening = o->dampening;
+    g->betas = o->betas;
+    g->eps = o->eps;
+    g->grad_averaging = o->grad_averaging;
+    g->lr_schedule = o->lr_schedule;
+    g->step_size = o->step_size;
     if (o->set_gamma)
-        argv_addf(a, "--gamma", "%.17g", o->gamma);
-    if (o->set_t_max)
-        argv_addf(a, "--t-max", "%ld", o->t_max);
+        g->gamma = o->gamma;
+    g->t_max = o->t_max;
     if (o->set_eta_min)
-        argv_addf(a, "--eta-min", "%.17g", o->eta_min);
-    if (o->warmup_epochs > 0)
-        argv_addf(a, "--warmup-epochs", "%ld", o->warmup_epochs);
+        g->eta_min = o->eta_min;
+    g->warmup_epochs = o->warmup_epochs;
     if (o->set_warmup_sf)
-        argv_addf(a, "--warmup-start-factor", "%.17g", o->warmup_start_factor);
-    if (o->label_smoothing > 0)
-        argv_addf(a, "--label-smoothing", "%.17g", o->label_smoothing);
+        g->warmup_start_factor = o->warmup_start_factor;
+    g->label_smoothing = o->label_smoothing;
 }
 
-static void add_run_files(argv_t *a, const train_options_t *o)
-{
-    char path[1100];
-    path_in_out(o, "checkpoint.safetensors", path, sizeof path);
-    argv_add(a, "--checkpoint", path);
-    argv_addf(a, "--checkpoint-every", "%ld", o->checkpoint_every);
-    path_in_out(o, "model.safetensors", path, sizeof path);
-    argv_add(a, "--save-weights", path);
-    if (o->resuming)
-        argv_add(a, "--resume", o->resume.file);
-}
-
+/* gpud rank `rank`: one data-parallel rank with its own ring endpoint. */
 static int start_gpud(job_t *j, const train_options_t *o, long rank)
 {
-    const job_endpoints_t *e = job_endpoints(j);
-    argv_t a;
-    argv_init(&a, "gpud");
-    argv_add(&a, "--loader", e->loader);
-    argv_add(&a, "--reducer", e->reducer);
-    argv_add(&a, "--train", NULL);
-    argv_add(&a, "--backend", o->device);
-    argv_addf(&a, "--threads", "%ld", o->threads);
-    argv_addf(&a, "--rank", "%ld", rank);
-    argv_addf(&a, "--window", "%ld", o->window);
-    argv_addf(&a, "--seed", "%ld", o->seed);
-    argv_addf(&a, "--global-batch-size", "%ld", o->global_batch);
-    add_model(&a, o);
-    add_optimizer(&a, o);
-    add_run_files(&a, o);
-    char ring[700], name[32];
+    gpud_options_t g;
+    if (children_gpud(j, &g, o->device, o->threads, rank, o->window, o->verbose) < 0)
+        return -1;
+    g.train = 1;
+    g.seed = o->seed;
+    g.global_batch = o->global_batch;
+    fill_model(&g, o);
+    fill_optimizer(&g, o);
+    char checkpoint[1100], weights[1100], ring[700], name[32];
+    path_in_out(o, "checkpoint.safetensors", checkpoint, sizeof checkpoint);
+    path_in_out(o, "model.safetensors", weights, sizeof weights);
+    g.checkpoint = checkpoint;
+    g.checkpoint_every = o->checkpoint_every;
+    g.save_weights = weights;
+    if (o->resuming)
+        g.resume = o->resume.file;
     snprintf(name, sizeof name, "ring-%ld", rank);
     if (job_ipc(j, name, ring, sizeof ring) < 0)
         return -1;
-    argv_add(&a, "--ring-bind", ring);
-    argv_addf(&a, "--ring-timeout", "%ld", o->ring_timeout_s);
-    long fr, fs;
-    if (o->fault && sscanf(o->fault, "%ld:%ld", &fr, &fs) == 2 && fr == rank)
-        argv_addf(&a, "--fault-at-step", "%ld", fs);
-    if (o->verbose)
-        argv_add(&a, "--verbose", NULL);
+    g.ring_bind = ring;
+    g.ring_timeout_s = o->ring_timeout_s;
+    long fault_rank, fault_step;
+    if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_step) == 2 &&
+        fault_rank == rank)
+        g.fault_at_step = fault_step;
     snprintf(name, sizeof name, "gpud.%ld", rank);
-    return job_spawn(j, name, "gpud", &a);
+    return children_spawn(j, name, "gpud", &gpud_options_table, &g);
 }
 
 static int start_daemons(job_t *j, const train_options_t *o)

@@ -1,7 +1,7 @@
 /* The flags of `ddpipe eval`. */
 #include "cli/eval_options.h"
 
-#include "cli/daemon_defaults.h"
+#include "cli/child_defaults.h"
 #include "cli/job_options.h"
 
 #include <errno.h>

@@ -10,7 +10,9 @@ typedef struct {
     const char *data, *model, *weights, *out;
     int overwrite;
     /* the model's input (JOB_MODEL_OPTIONS) */
-    const char *channels, *crop, *mean, *std, *normalize;
+    option_ints_t channels;                 /* gpud's rows */
+    option_doubles_t mean, std;
+    const char *crop, *normalize;
     long in_channels, num_classes, resize;  /* 0: the model's */
     long batch_size;
     int predictions;

@@ -8,23 +8,16 @@
 
 #include "common/options.h"
 #include "common/zsecurity.h"
+#include "gpud/options.h"
 
-/* What to read and the model's input. */
+/* The model's input: gpud's rows (channels, num-classes, in-channels, mean,
+ * std, normalize) and loaderd's transform sizes. */
 #define JOB_MODEL_OPTIONS(T)                                                                   \
-    OPTION_STRING(T, channels, "channels", "a,b,c,d", NULL,                                     \
-                  "WideResNet widths (default 16,160,320,640)"),                               \
-    OPTION_LONG(T, in_channels, "in-channels", "N", 0, 1, 3,                                    \
-                "input channels (default: the model's, 1 for wideresnet, 3 otherwise)"),       \
-    OPTION_LONG(T, num_classes, "num-classes", "N", 0, 1, 100000,                               \
-                "classes of the model's head (default: the model's)"),                         \
+    GPUD_INPUT_OPTIONS(T),                                                                     \
     OPTION_LONG(T, resize, "resize", "N", 0, 1, 16384,                                          \
                 "resize the shorter side to N (default: the model's; resnet18 256)"),          \
     OPTION_STRING(T, crop, "crop", "N", NULL,                                                   \
-                  "centre crop N or HxW (default: the model's; resnet18 224)"),                \
-    OPTION_STRING(T, mean, "mean", "a,b,c", NULL, "per-channel normalisation mean"),           \
-    OPTION_STRING(T, std, "std", "a,b,c", NULL, "per-channel normalisation std"),              \
-    OPTION_STRING(T, normalize, "normalize", "none|imagenet", NULL,                             \
-                  "named normalisation instead of --mean/--std")
+                  "centre crop N or HxW (default: the model's; resnet18 224)")
 
 /* Where the job runs and how long it may take. */
 #define JOB_RUN_OPTIONS(T)                                                                     \

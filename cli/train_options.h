@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/options.h"
+
 /* Where a run continues: from DIR/checkpoint.safetensors's metadata. */
 typedef struct {
     char file[1024];            /* the checkpoint gpud loads */
@@ -20,8 +22,10 @@ typedef struct {
 
 typedef struct {
     const char *data, *val, *model, *weights, *out, *device, *resume_dir;
-    const char *channels, *mean, *std, *normalize, *crop, *fault, *metrics_http, *tap;
-    const char *optimizer, *lr_schedule, *augment, *betas, *freeze, *freeze_bn;
+    option_ints_t channels;     /* gpud's rows (GPUD_INPUT_OPTIONS, GPUD_TRAINING_OPTIONS) */
+    option_doubles_t mean, std, betas;
+    const char *normalize, *crop, *fault, *metrics_http, *tap;
+    const char *optimizer, *lr_schedule, *augment, *freeze, *freeze_bn;
     long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
     long timeout_s, max_time_s, worker_timeout_s, ring_timeout_s, t_max, warmup_epochs;

@@ -59,9 +59,4 @@ bool zs_host_is_loopback(const char *host, size_t len);
     OPTION_ELSEWHERE(OPTION_TYPE_FLAG, "insecure", NULL,                                       \
                      "allow a non-loopback tcp:// listen without CURVE (warned)")
 
-/* The two options in the --help of a program without an option table. */
-#define ZS_SECURITY_USAGE                                                                      \
-    "  --curve-dir DIR      CURVE on every tcp:// socket, certificates from 'ddpipe keygen\n"  \
-    "                       DIR' (default $DDPIPE_CURVE_DIR): lets in only DIR/authorized/\n"    \
-    "  --insecure           allow a non-loopback tcp:// listen without CURVE (warned)\n"
 #endif

@@ -68,10 +68,25 @@ stop() {
 }
 trap 'stop; exit 130' INT TERM
 
+# Unexpected exits of program $1 (supervisord's log): a daemon that failed
+# this often (e.g. wrong weights) will not get better by restarting, however
+# long each run took - supervisord's own FATAL needs each run to end within
+# startsecs, which a loaded machine does not promise.
+crashes() { grep -c "exited: $1 (exit status [0-9]*; not expected)" "$log" || true; }
+gave_up() {
+    [ "$(crashes loaderd)" -ge 4 ] && return 0
+    w=0
+    while [ $w -lt "$DDPIPE_WORKERS" ]; do
+        [ "$(crashes "gpud_$w")" -ge 4 ] || return 1
+        w=$((w + 1))
+    done
+    return 0
+}
+
 # The job has ended when reducerd stays down: EXITED (an expected exit: 0 or
 # 3) or FATAL (it kept crashing). The daemons bound every wait, so this ends.
-# A job whose loaderd or every gpud gave up (FATAL: kept crashing, e.g.
-# wrong weights) cannot finish: that ends it too, as a failure.
+# A job whose loaderd or every gpud gave up (FATAL, or crashed 4 times)
+# cannot finish: that ends it too, as a failure.
 state=""
 while kill -0 "$sup" 2>/dev/null; do
     status=$(ctl status 2>/dev/null) || true
@@ -79,7 +94,7 @@ while kill -0 "$sup" 2>/dev/null; do
     case "$state" in EXITED|FATAL) break ;; esac
     if printf '%s\n' "$status" | grep -q '^loaderd  *FATAL' ||
         { printf '%s\n' "$status" | grep -q '^gpud:' &&
-          ! printf '%s\n' "$status" | grep '^gpud:' | grep -qv FATAL; }; then
+          ! printf '%s\n' "$status" | grep '^gpud:' | grep -qv FATAL; } || gave_up; then
         state=GAVEUP
         break
     fi
@@ -96,7 +111,8 @@ rc=$(sed -n 's/.*exited: reducerd (exit status \([0-9]*\);.*/\1/p' "$log" | tail
 stop
 trap - INT TERM
 if [ "$state" = FATAL ] || [ "$state" = GAVEUP ]; then
-    echo "run-supervised.sh: the job failed: a daemon kept crashing (supervisorctl FATAL);" \
+    echo "run-supervised.sh: the job failed: a daemon kept crashing (supervisorctl FATAL," \
+         "or 4 unexpected exits);" \
          "see $DDPIPE_OUT/logs/" >&2
     exit 1
 fi

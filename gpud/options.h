@@ -7,6 +7,49 @@
 #define DDP_GPUD_OPTIONS_H
 
 #include "common/options.h"
+#include "proto/messages.h"
+
+#include <limits.h>
+#include <math.h>
+
+/* Rows `ddpipe eval` and `ddpipe train` declare through gpud's (cli/):
+ * each option is declared once, here; a table that uses them names its
+ * fields as gpud_options_t does. */
+#define GPUD_INPUT_OPTIONS(T)                                                  \
+    OPTION_INTS(T, channels, "channels", "a,b,c,d", "16,160,320,640", 4, 4, 0, INT_MAX,    \
+                "WideResNet widths"),                                                      \
+    OPTION_LONG(T, num_classes, "num-classes", "N", 0, 1, DDP_MAX_CLASSES,                 \
+                "classes (default: from the weights)"),                                    \
+    OPTION_LONG(T, in_channels, "in-channels", "N", 0, 1, 3,                               \
+                "model input channels (default: the architecture's)"),                     \
+    OPTION_DOUBLES(T, mean, "mean", "a,b,c", NULL, 1, 4, -1e30, 1e30,                      \
+                   "normalisation mean per channel (default: the architecture's)"),        \
+    OPTION_DOUBLES(T, std, "std", "a,b,c", NULL, 1, 4, -1e30, 1e30,                        \
+                   "normalisation std per channel (default: the architecture's)"),         \
+    OPTION_STRING(T, normalize, "normalize", "none|imagenet", NULL,                        \
+                  "ImageNet statistics or plain ToTensor (default: the architecture's)")
+
+#define GPUD_TRAINING_OPTIONS(T)                                               \
+    OPTION_STRING(T, optimizer, "optimizer", "sgd|adam|adamw|novograd", "sgd", "the optimizer"),\
+    OPTION_FLAG(T, nesterov, "nesterov", "SGD with Nesterov momentum"),                    \
+    OPTION_DOUBLES(T, betas, "betas", "a,b", NULL, 2, 2, -1e30, 1e30,                      \
+                   "Adam/AdamW/NovoGrad betas (default: the optimizer's)"),                \
+    OPTION_DOUBLE(T, eps, "eps", "E", NAN, 0, 1, "Adam/AdamW/NovoGrad eps (default 1e-8)"),\
+    OPTION_FLAG(T, grad_averaging, "grad-averaging", "NovoGrad gradient averaging"),       \
+    OPTION_STRING(T, lr_schedule, "lr-schedule", "none|step|cosine", "none",               \
+                  "learning-rate schedule after the warmup"),                              \
+    OPTION_LONG(T, step_size, "step-size", "N", 0, 1, 1000000,                             \
+                "step schedule: epochs per decay (needed by --lr-schedule step)"),         \
+    OPTION_LONG(T, t_max, "t-max", "N", 0, 1, 1000000,                                     \
+                "cosine schedule: epochs of the cosine (needed by --lr-schedule cosine)"), \
+    OPTION_LONG(T, warmup_epochs, "warmup-epochs", "N", 0, 0, 1000000, "linear warmup epochs"),\
+    OPTION_DOUBLE(T, label_smoothing, "label-smoothing", "E", 0, 0, 1,                     \
+                  "CrossEntropyLoss label smoothing"),                                     \
+    OPTION_FLAG(T, sync_bn, "sync-bn", "SyncBatchNorm over the ranks"),                    \
+    OPTION_LONG(T, ring_timeout_s, "ring-timeout", "S", 60, 1, 86400,                      \
+                "a silent ring peer fails the job after S s"),                             \
+    OPTION_LONG(T, checkpoint_every, "checkpoint-every", "N", 1, 1, 1000000,               \
+                "a checkpoint every N epochs")
 
 typedef struct {
     const char *loader;          /* loaderd's ROUTER: batches in, credits out */

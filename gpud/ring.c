@@ -272,10 +272,10 @@ static int recv_message(void *s, zmq_msg_t *hdr, zmq_msg_t *body)
 /* Is this message exactly the chunk expected? Sizes first, then the header
  * (copied out of the frame only once its size is right). */
 static int check_chunk(const allreduce_t *self, int frames, zmq_msg_t *hdr, zmq_msg_t *body,
-                       uint32_t step, int c, size_t count, char *why, size_t len)
+                       uint32_t step, int c, size_t count, char *err, size_t errlen)
 {
     if (frames != 2 || zmq_msg_size(hdr) != sizeof(chunk_hdr_t)) {
-        snprintf(why, len, "%d frame(s), header of %zu bytes, want 2 frames and a %zu-byte "
+        err_set(err, errlen, "%d frame(s), header of %zu bytes, want 2 frames and a %zu-byte "
                  "header", frames, zmq_msg_size(hdr), sizeof(chunk_hdr_t));
         return -1;
     }
@@ -283,7 +283,7 @@ static int check_chunk(const allreduce_t *self, int frames, zmq_msg_t *hdr, zmq_
     memcpy(&h, zmq_msg_data(hdr), sizeof h);
     if (h.op != self->op || h.step != step || h.chunk != (uint32_t)c || h.count != count ||
         zmq_msg_size(body) != count * sizeof(float)) {
-        snprintf(why, len, "op %llu step %u chunk %u of %llu floats (%zu bytes), want op %llu "
+        err_set(err, errlen, "op %llu step %u chunk %u of %llu floats (%zu bytes), want op %llu "
                  "step %u chunk %d of %zu floats", (unsigned long long)h.op, h.step, h.chunk,
                  (unsigned long long)h.count, zmq_msg_size(body), (unsigned long long)self->op,
                  step, c, count);

@@ -5,7 +5,9 @@
  * to the same struct. */
 #include "loaderd/options.h"
 
+#include "tests/common/argv_words.h"
 #include "tests/common/emitted_argv.h"
+#include "tests/common/usage_text.h"
 #include "tests/proto/check.h"
 
 #include <stdlib.h>
@@ -14,15 +16,8 @@
 
 static int parse_words(const char *words, loader_options_t *o)
 {
-    static char line[1024];
     char *argv[64];
-    int argc = 0;
-    snprintf(line, sizeof line, "%s", words);
-    argv[argc++] = "loaderd";
-    for (char *save = NULL, *w = strtok_r(line, " ", &save); w && argc < 63;
-         w = strtok_r(NULL, " ", &save))
-        argv[argc++] = w;
-    argv[argc] = NULL;
+    int argc = argv_words("loaderd", words, argv, 64);
     memset(o, 0, sizeof *o);
     return loader_options_parse(o, argc, argv);
 }
@@ -118,20 +113,9 @@ static void test_errors(void)
 
 static void test_usage_names_every_option(void)
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    options_usage(&loader_options_table, f);
-    fclose(f);
-    int options = 0;
-    for (const option_t *opt = loader_options_table.rows; opt->type != OPTION_TYPE_END; opt++) {
-        if (opt->type == OPTION_TYPE_SECTION)
-            continue;
-        char flag[64];
-        snprintf(flag, sizeof flag, "\n  --%s", opt->name);
-        CHECK_MSG(strstr(text, flag) != NULL, "usage lacks --%s", opt->name);
-        options++;
-    }
+    int options, unnamed;
+    char *text = usage_text(&loader_options_table, &options, &unnamed);
+    CHECK(unnamed == 0);
     CHECK(options == 26); /* 24 of loaderd's own, --curve-dir and --insecure */
     /* a sentinel default is said in words, never as its number */
     CHECK(strstr(text, "decode threads (default: all cores)\n") != NULL);

@@ -1,11 +1,11 @@
-/* daemon_defaults — the defaults `ddpipe eval` and `ddpipe train` derive
+/* child_defaults — the defaults `ddpipe eval` and `ddpipe train` derive
  * the same way from their flags before starting the daemons: threads from
  * the cores, the model's input (channels, loaderd's resize/crop) and
  * loaderd's prefetch depth. One place, so an eval and a training run of the
  * same model see the same images. Header-only: both commands and
  * train_options.c (also linked alone into tests/cli test_cli_train_options) include it. */
-#ifndef DDP_CLI_DAEMON_DEFAULTS_H
-#define DDP_CLI_DAEMON_DEFAULTS_H
+#ifndef DDP_CLI_CHILD_DEFAULTS_H
+#define DDP_CLI_CHILD_DEFAULTS_H
 #include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
