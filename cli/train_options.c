@@ -198,29 +198,30 @@ static int check_required(const train_options_t *o)
 }
 
 /* The "given" marks and the values a sentinel default stands for
- * (common/options.h): what the checks and the launcher read. */
+ * (common/options.h): what the checks and the launcher read. --eps,
+ * --step-size and --t-max stay as parsed: gpud's rows, the same sentinels,
+ * passed on as they are. */
 static void resolve_sentinels(train_options_t *o)
 {
     o->set_batch = o->batch_size != 0;
     o->set_global = o->global_batch != 0;
     o->set_seed = o->seed >= 0;
-    o->set_step_size = o->step_size != 0;
-    o->set_t_max = o->t_max != 0;
     if (!o->set_batch)
         o->batch_size = 64;
     if (!o->set_seed)
         o->seed = 0;
     struct {
         double *value;
-        bool *given;
+        bool *given;   /* NULL: only the value is needed (loaderd's 0: none) */
     } doubles[] = {{&o->lr, &o->set_lr},           {&o->momentum, &o->set_momentum},
                    {&o->weight_decay, &o->set_wd}, {&o->dampening, &o->set_dampening},
-                   {&o->eps, &o->set_eps},         {&o->gamma, &o->set_gamma},
-                   {&o->eta_min, &o->set_eta_min}, {&o->warmup_start_factor, &o->set_warmup_sf},
-                   {&o->rotate, &o->set_rotate}};
+                   {&o->gamma, &o->set_gamma},     {&o->eta_min, &o->set_eta_min},
+                   {&o->warmup_start_factor, &o->set_warmup_sf}, {&o->rotate, NULL}};
     for (size_t i = 0; i < sizeof doubles / sizeof doubles[0]; i++) {
-        *doubles[i].given = !isnan(*doubles[i].value);
-        if (!*doubles[i].given)
+        bool given = !isnan(*doubles[i].value);
+        if (doubles[i].given)
+            *doubles[i].given = given;
+        if (!given)
             *doubles[i].value = 0;
     }
 }

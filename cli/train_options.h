@@ -33,8 +33,8 @@ typedef struct {
     double warmup_start_factor, label_smoothing, target_accuracy, rotate;
     int nesterov, sync_bn, grad_averaging, verbose, quiet, overwrite;  /* flags */
     /* given on the command line: from the sentinel defaults, after parsing */
-    bool set_batch, set_global, set_lr, set_momentum, set_wd, set_seed, set_dampening, set_eps;
-    bool set_warmup_sf, set_gamma, set_eta_min, set_t_max, set_step_size, set_rotate;
+    bool set_batch, set_global, set_lr, set_momentum, set_wd, set_seed, set_dampening;
+    bool set_warmup_sf, set_gamma, set_eta_min;
     long val_batch;             /* validation batch per worker */
     bool resuming;
     train_resume_t resume;

@@ -3,6 +3,7 @@
 #include "cli/train_options.h"
 #include "common/safetensors.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,11 @@ static void test_batches_and_names(void)
 
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --optimizer adamw") == 0, "adamw");
     CHECK(o.lr == 0.001 && o.momentum == 0 && o.weight_decay == 0.01, "adamw defaults");
+    /* gpud's rows pass on as parsed: no --eps means gpud's (NAN: not emitted), not 0 */
+    CHECK(isnan(o.eps) && o.step_size == 0 && o.t_max == 0, "eps %g step %ld t_max %ld", o.eps,
+          o.step_size, o.t_max);
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --optimizer adam --eps 1e-6") == 0
+          && o.eps == 1e-6, "--eps 1e-6: %g", o.eps);
 
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --optimizer lamb") < 0, "bad optimizer");
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 2 --fault 2:3") < 0, "bad fault rank");
