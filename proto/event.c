@@ -507,21 +507,12 @@ int event_decode(zmsg_t *zmsg, ddp_event_t *out, char *err, size_t errlen)
                               errlen);
 }
 
-static void free_strv(char **v, uint64_t n)
-{
-    if (!v)
-        return;
-    for (uint64_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
 void event_clear(ddp_event_t *ev)
 {
     if (!ev)
         return;
     if (ev->topic == EV_METRIC) {
-        free_strv(ev->u.metric.class_names, ev->u.metric.num_classes);
+        mp_strv_free(ev->u.metric.class_names, ev->u.metric.num_classes);
         free(ev->u.metric.confusion);
         free(ev->u.metric.rank_images_per_sec);
     } else if (ev->topic == EV_PROGRESS) {
@@ -532,7 +523,7 @@ void event_clear(ddp_event_t *ev)
         free(p->labels);
         free(p->topk);
         free(p->loss);
-        free_strv(p->paths, p->n);
+        mp_strv_free(p->paths, p->n);
     }
     memset(ev, 0, sizeof *ev);
 }

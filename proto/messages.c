@@ -1,5 +1,6 @@
 /* messages — names of types and roles, and ownership (ddp_msg_clear). */
 #include "proto/messages.h"
+#include "proto/mp.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,23 +29,14 @@ const char *proto_role_name(int role)
     }
 }
 
-static void free_strv(char **v, uint64_t n)
-{
-    if (!v)
-        return;
-    for (uint64_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
 void ddp_msg_clear(ddp_msg_t *msg)
 {
     if (!msg)
         return;
     switch (msg->type) {
     case DDP_PLAN:
-        free_strv(msg->u.plan.class_names, msg->u.plan.num_classes);
-        free_strv(msg->u.plan.paths, msg->u.plan.n);
+        mp_strv_free(msg->u.plan.class_names, msg->u.plan.num_classes);
+        mp_strv_free(msg->u.plan.paths, msg->u.plan.n);
         break;
     case DDP_CREDIT: free(msg->u.credit.acks); break;
     case DDP_BATCH:
