@@ -5,6 +5,7 @@
  * defaults). */
 #include "gpud/options.h"
 
+#include "tests/common/adopt_strings.h"
 #include "tests/common/argv_words.h"
 #include "tests/common/emitted_argv.h"
 #include "tests/common/usage_text.h"
@@ -118,34 +119,6 @@ static void test_usage_names_every_option(void)
     free(text);
 }
 
-/* The strings of back point at the emitted argv: after checking them,
- * make them o's so the rest compares byte for byte. */
-static void same_strings(gpud_options_t *back, const gpud_options_t *o)
-{
-    const char **b[] = {&back->loader, &back->reducer, &back->model, &back->weights,
-                        &back->backend, &back->normalize, &back->name, &back->optimizer,
-                        &back->lr_schedule, &back->ring_bind, &back->checkpoint,
-                        &back->save_weights, &back->resume};
-    const char *const *a[] = {&o->loader, &o->reducer, &o->model, &o->weights, &o->backend,
-                              &o->normalize, &o->name, &o->optimizer, &o->lr_schedule,
-                              &o->ring_bind, &o->checkpoint, &o->save_weights, &o->resume};
-    for (size_t i = 0; i < sizeof b / sizeof *b; i++) {
-        CHECK((*a[i] == NULL) == (*b[i] == NULL));
-        if (*a[i] && *b[i])
-            CHECK_STR(*b[i], *a[i]);
-        *b[i] = *a[i];
-    }
-    CHECK(back->freeze.n == o->freeze.n && back->freeze_bn.n == o->freeze_bn.n);
-    for (int i = 0; i < o->freeze.n && i < back->freeze.n; i++) {
-        CHECK_STR(back->freeze.v[i], o->freeze.v[i]);
-        back->freeze.v[i] = o->freeze.v[i];
-    }
-    for (int i = 0; i < o->freeze_bn.n && i < back->freeze_bn.n; i++) {
-        CHECK_STR(back->freeze_bn.v[i], o->freeze_bn.v[i]);
-        back->freeze_bn.v[i] = o->freeze_bn.v[i];
-    }
-}
-
 /* What ddpipe train starts a rank with, emitted and parsed back. */
 static void test_emit_round_trip(void)
 {
@@ -161,7 +134,7 @@ static void test_emit_round_trip(void)
     CHECK(options_emit(&gpud_options_table, &o, NULL, emitted_argv_add, &a) == 26);
     memset(&back, 0, sizeof back);
     CHECK(gpud_options_parse(&back, a.argc, a.argv) == 0);
-    same_strings(&back, &o);
+    CHECK(adopt_strings(&gpud_options_table, &back, &o) == 0);
     CHECK(isnan(back.momentum) && back.weight_decay == 0.05);
     CHECK(memcmp(&back, &o, sizeof o) == 0);
     emitted_argv_free(&a);

@@ -3,7 +3,10 @@
  * filled struct parsing back to the same struct. */
 #include "reporterd/options.h"
 
+#include "tests/common/adopt_strings.h"
+#include "tests/common/argv_words.h"
 #include "tests/common/emitted_argv.h"
+#include "tests/common/usage_text.h"
 #include "tests/proto/check.h"
 
 #include <stdlib.h>
@@ -11,15 +14,8 @@
 
 static int parse_words(const char *words, reporter_options_t *o)
 {
-    static char line[1024];
     char *argv[64];
-    int argc = 0;
-    snprintf(line, sizeof line, "%s", words);
-    argv[argc++] = "reporterd";
-    for (char *save = NULL, *w = strtok_r(line, " ", &save); w && argc < 63;
-         w = strtok_r(NULL, " ", &save))
-        argv[argc++] = w;
-    argv[argc] = NULL;
+    int argc = argv_words("reporterd", words, argv, 64);
     memset(o, 0, sizeof *o);
     return reporter_options_parse(o, argc, argv);
 }
@@ -53,20 +49,9 @@ static void test_errors(void)
 
 static void test_usage_names_every_option(void)
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    options_usage(&reporter_options_table, f);
-    fclose(f);
-    int options = 0;
-    for (const option_t *opt = reporter_options_table.rows; opt->type != OPTION_TYPE_END; opt++) {
-        if (opt->type == OPTION_TYPE_SECTION)
-            continue;
-        char flag[64];
-        snprintf(flag, sizeof flag, "\n  --%s", opt->name);
-        CHECK_MSG(strstr(text, flag) != NULL, "usage lacks --%s", opt->name);
-        options++;
-    }
+    int options, unnamed;
+    char *text = usage_text(&reporter_options_table, &options, &unnamed);
+    CHECK(unnamed == 0);
     CHECK(options == 12); /* 10 of reporterd's own, --curve-dir and --insecure */
     free(text);
 }
@@ -82,13 +67,7 @@ static void test_emit_round_trip(void)
     CHECK(options_emit(&reporter_options_table, &o, NULL, emitted_argv_add, &a) == 10);
     memset(&back, 0, sizeof back);
     CHECK(reporter_options_parse(&back, a.argc, a.argv) == 0);
-    const char **o_str[] = {&o.sub, &o.reducer, &o.out, &o.tap, &o.metrics_http, &o.seed_csv};
-    const char **b_str[] = {&back.sub, &back.reducer, &back.out, &back.tap, &back.metrics_http,
-                            &back.seed_csv};
-    for (size_t i = 0; i < sizeof o_str / sizeof *o_str; i++) {
-        CHECK_STR(*b_str[i], *o_str[i]);
-        *b_str[i] = *o_str[i];
-    }
+    CHECK(adopt_strings(&reporter_options_table, &back, &o) == 0);
     CHECK(memcmp(&back, &o, sizeof o) == 0);
     emitted_argv_free(&a);
 }
