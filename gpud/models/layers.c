@@ -223,22 +223,14 @@ bk_tvar_t *arch_describe(const arch_t *arch, const arch_info_t *a, pstore_t *ps,
 
 int arch_walk(const arch_t *arch, const arch_info_t *a, pstore_t *ps, char *err, size_t errlen)
 {
-    /* A forward-only graph of one sample at the natural size on the ref
-     * backend, built and thrown away. TODO(lead): a description graph
-     * (bk_tgraph_new(NULL)) that allocates nothing. */
-    backend_t *be = backend_new("ref", 1, err, errlen);
-    if (!be)
-        return -1;
-    bk_tgraph_t *g = bk_tgraph_new(be);
-    bk_tgraph_set_forward_only(g);
-    bk_tgraph_set_training(g, 0);
+    /* a description graph: shapes checked, parameters bound, nothing made */
+    bk_tgraph_t *g = bk_tgraph_new(NULL);
     bk_tgraph_set_name(g, "input");
     bk_tvar_t *x = bk_t_input(g, 1, a->in_channels, a->nat_h, a->nat_w, 0);
     bk_tvar_t *y = x ? arch_describe(arch, a, ps, g, x) : NULL;
     if (!y)
         err_set(err, errlen, "%s", bk_tgraph_error(g) ? bk_tgraph_error(g) : "out of memory");
     bk_tgraph_destroy(&g);
-    backend_destroy(&be);
     return y ? 0 : -1;
 }
 
