@@ -51,8 +51,10 @@ int model_params_open(model_t *m, const model_opts_t *o, const char *weights_pat
     int rc = st ? m->arch->resolve(o, st, &m->info, err, errlen) : -1;
     if (rc == 0 && !(m->ps = pstore_load(st, o->train, err, errlen)))
         rc = -1;
-    rc = rc ? rc : arch_check(m->arch, &m->info, m->ps, st, err, errlen);
-    rc = rc || !o->train ? rc : counts_load(m, st, err, errlen);
+    if (rc == 0)
+        rc = arch_check(m->arch, &m->info, m->ps, st, err, errlen);
+    if (rc == 0 && o->train)
+        rc = counts_load(m, st, err, errlen);
     safetensors_destroy(&st);
     return rc;
 }

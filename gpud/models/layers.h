@@ -130,8 +130,9 @@ int arch_classes(const model_opts_t *o, const safetensors_t *st, const char *hea
 /* describe on g with ps's hint reset to the arch's. */
 bk_tvar_t *arch_describe(const arch_t *arch, const arch_info_t *a, pstore_t *ps, bk_tgraph_t *g,
                          bk_tvar_t *x);
-/* Walk describe once in ps's mode without running it: binds (marks) what
- * the description uses, or records it (PS_RECORD). 0, or -1 with err. */
+/* Walk describe once, in ps's mode, on a description graph (one sample at
+ * the natural size, nothing allocated): marks what the description binds,
+ * or records it (PS_RECORD). 0, or -1 with err. */
 int arch_walk(const arch_t *arch, const arch_info_t *a, pstore_t *ps, char *err, size_t errlen);
 /* model_new's checks of a weights file loaded into ps: every tensor the
  * description binds exists with its shape and sane values, and every
