@@ -7,15 +7,21 @@
  *   conv [-> bn] [-> relu | add | ...]  one conv: the BN folded into its
  *       weights (graph_fold.c), then post-ops while the chain's value has a
  *       single reader: a ReLU -> BK_PO_RELU, an add -> BK_PO_SUM whose
- *       residual is the add's other operand (computed before the conv and
- *       read by nothing after it, since the sum accumulates into it in
- *       place), at most BK_MAX_POST;
+ *       residual is the add's other operand, at most BK_MAX_POST;
  *   add [-> relu], relu, pool, linear   one op each;
  *   dropout (eval: the identity), flatten (bk_linear flattens)  no op: the
  *       output is its input's tensor.
  * Any other op (BN not after a conv, concat, cross-entropy ...) has no
  * fused form and the whole graph runs on the tape instead: no partial
  * fusion, so the two paths never mix buffers.
+ *
+ * A fused op runs where the last tape op it absorbed stood, so a block's
+ * main branch, recorded first (conv-bn-relu-conv-bn), takes the sum of its
+ * shortcut (downsample conv-bn, recorded after it) as the hand-built eval
+ * graphs did: same primitives, same bits. The sum accumulates into the
+ * residual in place, so every other reader of it must have run before; a
+ * reader whose place is not known yet counts as after (no sum, a plain
+ * add: slower, never wrong).
  *
  * Parameters stay bound to the tape's ops: the program copies (folds) them
  * when it is built, and bk_tgraph_reload rebuilds it from the live arrays. */
@@ -35,7 +41,9 @@ typedef struct {
     int relu;       /* add: a ReLU fused */
     int n_post;
     bk_postop_t post[BK_MAX_POST];
-    int last;       /* the op whose output var the emitted op computes */
+    int last;       /* the op whose output var the emitted op computes: also
+                     * where in the program it runs */
+    int anchor;     /* the emitted op this one is part of; -1: not planned yet */
 } pop_t;
 
 typedef struct {
@@ -78,6 +86,8 @@ static int plan_init(plan_t *pl, const bk_tgraph_t *g, char *why, size_t len)
         return -1;
     for (size_t i = 0; i < g->nv; i++)
         pl->root[i] = (int)i;
+    for (size_t i = 0; i < g->nops; i++)
+        pl->op[i].anchor = -1;
     for (size_t i = 0; i < g->nops; i++) {   /* tape order: inputs' roots are known */
         const top_t *o = &g->ops[i];
         if (is_alias(o->kind)) {
@@ -107,10 +117,17 @@ static int no_fusion(plan_t *pl, const top_t *o, const char *reason)
     return 0;
 }
 
-/* The var whose tensor a conv at op i may accumulate add j into (the add's
- * operand other than cur), or -1: it must exist before the conv runs, not
- * be an input (the caller's data) nor the conv's own input, and no op
- * after the conv but the add may read it (the sum overwrites it). */
+/* Where op k runs in the program; -1 while not planned. */
+static int place(const plan_t *pl, int k)
+{
+    int a = pl->op[k].anchor;
+    return a < 0 ? -1 : pl->op[a].last;
+}
+
+/* The var whose tensor conv op i may accumulate add j into (the add's
+ * operand other than cur), or -1: not an input (the caller's data) nor the
+ * conv's own input, and every other op reading it placed before j (the
+ * sum, which runs at j or later, overwrites it). */
 static int residual_for(const plan_t *pl, int i, int j, int cur)
 {
     const bk_tgraph_t *g = pl->g;
@@ -120,16 +137,16 @@ static int residual_for(const plan_t *pl, int i, int j, int cur)
         return -1;
     int r = a == cur ? b : a;
     const bk_tvar_t *rv = g->v[r];
-    if (rv->is_input || rv->producer >= i || r == root_of(pl, conv->in[0]) ||
-        rv->n != conv->out->n || rv->c != conv->out->c || rv->h != conv->out->h ||
-        rv->w != conv->out->w)
+    if (rv->is_input || r == root_of(pl, conv->in[0]) || rv->n != conv->out->n ||
+        rv->c != conv->out->c || rv->h != conv->out->h || rv->w != conv->out->w)
         return -1;
-    for (size_t k = (size_t)i; k < g->nops; k++) {
+    for (size_t k = 0; k < g->nops; k++) {
         const top_t *o = &g->ops[k];
         if ((int)k == j || is_alias(o->kind))   /* aliases' readers count themselves */
             continue;
+        int at = place(pl, (int)k);
         for (int m = 0; m < o->nin; m++)
-            if (root_of(pl, o->in[m]) == r)
+            if (root_of(pl, o->in[m]) == r && (at < 0 || at >= j))
                 return -1;
     }
     return r;
@@ -146,11 +163,11 @@ static void plan_conv(plan_t *pl, int i)
 {
     const bk_tgraph_t *g = pl->g;
     pop_t *p = &pl->op[i];
-    *p = (pop_t){.role = R_EMIT, .bn = -1, .res = -1, .last = i};
+    *p = (pop_t){.role = R_EMIT, .bn = -1, .res = -1, .last = i, .anchor = i};
     int cur = g->ops[i].out->id, j = sole_reader(pl, cur);
     if (j >= 0 && g->ops[j].kind == TO_BN) {
         p->bn = p->last = j;
-        pl->op[j].role = R_ABSORBED;
+        pl->op[j] = (pop_t){.role = R_ABSORBED, .anchor = i};
         if (g->ops[j].bn.relu)
             post_add(p, BK_PO_RELU);
         cur = g->ops[j].out->id;
@@ -164,7 +181,7 @@ static void plan_conv(plan_t *pl, int i)
         if (res >= 0)
             p->res = res;
         post_add(p, res >= 0 ? BK_PO_SUM : BK_PO_RELU);
-        pl->op[j].role = R_ABSORBED;
+        pl->op[j] = (pop_t){.role = R_ABSORBED, .anchor = i};
         p->last = j;
         cur = o->out->id;
     }
@@ -175,12 +192,12 @@ static void plan_add(plan_t *pl, int i)
 {
     const bk_tgraph_t *g = pl->g;
     pop_t *p = &pl->op[i];
-    *p = (pop_t){.role = R_EMIT, .bn = -1, .res = -1, .last = i};
+    *p = (pop_t){.role = R_EMIT, .bn = -1, .res = -1, .last = i, .anchor = i};
     int j = sole_reader(pl, g->ops[i].out->id);
     if (j >= 0 && g->ops[j].kind == TO_RELU) {
         p->relu = 1;
         p->last = j;
-        pl->op[j].role = R_ABSORBED;
+        pl->op[j] = (pop_t){.role = R_ABSORBED, .anchor = i};
     }
 }
 
@@ -217,14 +234,15 @@ static int plan_ops(plan_t *pl)
         case TO_RELU:
         case TO_POOL:
         case TO_LINEAR:
-            pl->op[i] = (pop_t){.role = R_EMIT, .bn = -1, .res = -1, .last = (int)i};
+            pl->op[i] = (pop_t){.role = R_EMIT, .bn = -1, .res = -1, .last = (int)i,
+                                .anchor = (int)i};
             break;
         case TO_FLATTEN:
             if (!flatten_free(pl, (int)i))
                 return no_fusion(pl, o, "flatten read by more than linear layers");
             /* fall through */
         case TO_DROPOUT:
-            pl->op[i].role = R_ALIAS;
+            pl->op[i] = (pop_t){.role = R_ALIAS, .anchor = -1};
             continue;
         case TO_BN:
             return no_fusion(pl, o, "batchnorm not after a convolution that only it reads");
@@ -298,8 +316,8 @@ static bk_tensor_t *build_op(bk_graph_t *fg, const plan_t *pl, int i)
     }
 }
 
-/* The program: inputs, then the emitted ops in tape order. Each var gets
- * the tensor holding its value; vars fused away keep NULL. */
+/* The program: inputs, then each emitted op where its last tape op stood.
+ * Each var gets the tensor holding its value; vars fused away keep NULL. */
 static bk_graph_t *build_program(bk_tgraph_t *g, const plan_t *pl)
 {
     bk_graph_t *fg = bk_graph_new(g->base.be);
@@ -313,14 +331,15 @@ static bk_graph_t *build_program(bk_tgraph_t *g, const plan_t *pl)
             t->ft = bk_input(fg, t->n, t->c, t->h, t->w);
         }
     }
-    for (size_t i = 0; i < g->nops && !bk_graph_error(fg); i++) {
-        const top_t *o = &g->ops[i];
-        const pop_t *p = &pl->op[i];
-        bk_set_name(fg, o->name);
-        if (p->role == R_ALIAS)
+    for (size_t q = 0; q < g->nops && !bk_graph_error(fg); q++) {
+        const top_t *o = &g->ops[q];
+        int a = pl->op[q].anchor;
+        if (pl->op[q].role == R_ALIAS) {
             o->out->ft = o->in[0]->ft;
-        else if (p->role == R_EMIT)
-            g->ops[p->last].out->ft = build_op(fg, pl, (int)i);
+        } else if (a >= 0 && pl->op[a].last == (int)q) {
+            bk_set_name(fg, g->ops[a].name);
+            o->out->ft = build_op(fg, pl, a);
+        }
     }
     return fg;
 }

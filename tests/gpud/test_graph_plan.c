@@ -8,6 +8,9 @@
  *     (bk_tgraph_fused) and agree with the same graph on the tape in eval
  *     mode: max|fused - tape| <= TOL * max|tape| (the fold rounds the
  *     weights once; float convolutions then differ in the last bits);
+ *   - the fused program is the hand-built eval graph of the old path (BN
+ *     folded by models/layers.c's arithmetic, the block's main branch
+ *     taking the shortcut's sum): bit for bit the same output;
  *   - a DenseNet-like graph (bn-relu-conv, concat) stays on the tape, same
  *     output;
  *   - the fused program snapshots the bound parameters: a changed weight
@@ -410,6 +413,81 @@ static void fused_away(backend_t *be)
     params_free(&ps);
 }
 
+/* The old eval path's fold (models/layers.c bn_fold): a folded copy of
+ * conv weight w [oc, per] and a bias from BN arrays bn[0..3]. */
+static void fold(const float *w, const float *bias, int oc, size_t per, float *const *bnp,
+                 float *fw, float *fb)
+{
+    for (int o = 0; o < oc; o++) {
+        double s = (double)bnp[0][o] / sqrt((double)bnp[3][o] + 1e-5);
+        for (size_t i = 0; i < per; i++)
+            fw[(size_t)o * per + i] = (float)(w[(size_t)o * per + i] * s);
+        fb[o] = (float)(((double)(bias ? bias[o] : 0.0f) - bnp[2][o]) * s + bnp[1][o]);
+    }
+}
+
+/* Conv of parameter index pi (its BN at pi + 1 .. pi + 4 when bn) on the
+ * old eval builders. */
+static bk_tensor_t *old_conv(bk_graph_t *g, params_t *ps, int pi, int bn_, bk_tensor_t *x,
+                             int ic, int oc, int k, int stride, bk_tensor_t *res, int n_post,
+                             bk_postop_t p0, bk_postop_t p1)
+{
+    size_t per = (size_t)ic * k * k;
+    static float fw[24 * 24 * 9], fb[24];
+    const float *bias = bn_ ? NULL : ps->p[pi + 1];   /* no BN: the scale conv's bias */
+    if (bn_)
+        fold(ps->p[pi], NULL, oc, per, &ps->p[pi + 1], fw, fb);
+    bk_conv_t p = {.ic = ic, .oc = oc, .kh = k, .kw = k, .stride_h = stride,
+                   .stride_w = stride, .pad_h = k / 2, .pad_w = k / 2,
+                   .weight = bn_ ? fw : ps->p[pi], .bias = bn_ ? fb : bias, .n_post = n_post,
+                   .post = {p0, p1}};
+    return bk_conv2d(g, x, &p, res);
+}
+
+/* A stem, a BasicBlock with downsample and a WideResNet block with a scale
+ * conv: tape (fused) vs the eval graph built by hand as models/ did. */
+static bk_tvar_t *net_oldpath(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x)
+{
+    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, 8, 3, 1, 1, 0), 1);   /* params 0..4 */
+    t = basic_block(g, ps, t, 16, 2, 1);                          /* 5..19 */
+    return wrn_block(g, ps, t, 24);                               /* 20..31 */
+}
+
+static void same_bits_as_eval_graph(backend_t *be)
+{
+    const char *bn_ = backend_name(be);
+    const net_t net = {"oldpath", net_oldpath, 3, 12, 12, 1};
+    params_t ps = {.seed = 3};
+    built_t f = build(be, &net, &ps, 1);
+    REQUIRE(ps.n == 32, "net_oldpath has %d parameter arrays, the old path wants 32", ps.n);
+    bk_graph_t *g = bk_graph_new(be);
+    bk_tensor_t *x = bk_input(g, BATCH, 3, 12, 12);
+    bk_tensor_t *t = old_conv(g, &ps, 0, 1, x, 3, 8, 3, 1, NULL, 1, BK_PO_RELU, 0);
+    bk_tensor_t *y = old_conv(g, &ps, 5, 1, t, 8, 16, 3, 2, NULL, 1, BK_PO_RELU, 0);
+    bk_tensor_t *id = old_conv(g, &ps, 15, 1, t, 8, 16, 1, 2, NULL, 0, 0, 0);
+    t = old_conv(g, &ps, 10, 1, y, 16, 16, 3, 1, id, 2, BK_PO_SUM, BK_PO_RELU);
+    y = old_conv(g, &ps, 20, 1, t, 16, 24, 3, 1, NULL, 1, BK_PO_RELU, 0);
+    bk_tensor_t *res = old_conv(g, &ps, 30, 0, t, 16, 24, 1, 1, NULL, 0, 0, 0);
+    t = old_conv(g, &ps, 25, 1, y, 24, 24, 3, 1, res, 2, BK_PO_RELU, BK_PO_SUM);
+    REQUIRE(t, "%s: old eval graph: %s", bn_, bk_graph_error(g));
+    float *xin = input(&ps, f.nx), *ya = malloc(f.ny * 4), *yb = malloc(f.ny * 4);
+    REQUIRE(ya && yb, "out of memory");
+    REQUIRE(bk_write(g, x, xin) == 0 && bk_run(g) == 0 && bk_read(g, t, ya) == 0, "%s: %s",
+            bn_, bk_graph_error(g));
+    run(&f, "oldpath", xin, yb);
+    CHECK(bk_tgraph_fused(f.g), "%s: oldpath not fused", bn_);
+    CHECK(memcmp(ya, yb, f.ny * sizeof *ya) == 0, "%s: fused vs the old eval graph: %.3g",
+          bn_, rel_err(yb, ya, f.ny));
+    printf("  %-4s oldpath    fused vs hand-built eval graph: max rel diff %.2g\n", bn_,
+           rel_err(yb, ya, f.ny));
+    bk_graph_destroy(&g);
+    bk_tgraph_destroy(&f.g);
+    free(xin);
+    free(ya);
+    free(yb);
+    params_free(&ps);
+}
+
 /* ------------------------------------------------------------ description */
 
 static void description_graph(void)
@@ -487,6 +565,7 @@ int main(void)
         build_after_compile(be);
         for (size_t k = 0; k < sizeof NETS / sizeof NETS[0]; k++)
             fused_vs_tape(be, &NETS[k]);
+        same_bits_as_eval_graph(be);
         reload_and_modes(be);
         fused_away(be);
         backend_destroy(&be);
