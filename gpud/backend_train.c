@@ -1,6 +1,9 @@
-/* backend_train — the tape of training graphs (backend.h, bk_t*): shape
+/* backend_train — the tape, the graph engine (backend.h, bk_t*): shape
  * checks, gradient bookkeeping and the order of kernel calls. Kernels come
  * from the backend (bk_tkernels_t), so a new backend only writes kernels.
+ * Building only records; bk_tgraph_compile picks how the graph runs: the
+ * inference plan's fused program (graph_plan.c) or the tape's kernel plans
+ * and buffers (tape_compile.c). Execution dispatches to the one chosen.
  *
  * Gradients: backward walks the ops in reverse. A tensor that feeds several
  * ops (a residual's input) gets its gradient from each; the first writer
