@@ -164,9 +164,8 @@ int model_sync_eval(model_t *m, char *err, size_t errlen)
         err_set(err, errlen, "%s: not opened for training", m->arch->name);
         return -1;
     }
-    /* The eval graphs read the live parameters, but a fused eval plan
-     * prepares them when it is built: build them again at the next
-     * forward. TODO(lead): bk_tgraph_reload(g) on each instead. */
-    model_eval_drop(m);
+    /* the eval graphs' fused programs hold the parameters folded */
+    for (int i = 0; i < GRAPH_CACHE; i++)
+        bk_tgraph_reload(m->cache[i].g);
     return 0;
 }

@@ -94,7 +94,7 @@ int model_check_input(const model_t *m, int n, int c, int h, int w, char *err, s
 
 /* ---- model_forward.c */
 
-/* Destroy the cached eval graphs (model_sync_eval, model_destroy). */
+/* Destroy the cached eval graphs. */
 void model_eval_drop(model_t *m);
 
 /* ---- model_params.c */
