@@ -202,7 +202,7 @@ int gpud_sync_eval(gpud_t *self)
 {
     char err[512];
     if (model_sync_eval(self->model, err, sizeof err) < 0) {
-        log_error("cannot fold the trained weights for validation: %s", err);
+        log_error("cannot give validation the trained weights: %s", err);
         return -1;
     }
     self->eval_stale = false;

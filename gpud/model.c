@@ -2,7 +2,7 @@
  * (model_priv.h lists the files of the model API).
  *
  * Exactness: the network always runs on micro-batches of m->mb samples
- * (a graph is compiled once per input shape for exactly that batch), so a
+ * (a graph is built once per input shape for exactly that batch), so a
  * sample's arithmetic never depends on n or on its neighbours. */
 #include "gpud/model_priv.h"
 
@@ -55,27 +55,9 @@ model_t *model_new(const model_opts_t *o, const char *backend, const char *weigh
     }
     m->arch = arch_find(o->arch);
     m->mb = o->micro_batch ? o->micro_batch : MODEL_DEFAULT_MICRO_BATCH;
-    safetensors_t *st = !weights_path && o->init   /* models/init.c */
-                            ? init_weights(m->arch, o, o->init_seed, err, errlen)
-                            : safetensors_open(weights_path, err, errlen);
-    if (!st) {
-        model_destroy(&m);
-        return NULL;
-    }
     m->opts = *o;
     m->opts.arch = NULL;
-    m->state = m->arch->load(o, &(wl_source_t){.file = st}, &m->info, err, errlen);
-    int unfolded = o->train || !m->arch->build;   /* inference on unfolded weights too */
-    if (m->state && unfolded)
-        m->ps = pstore_load(st, err, errlen);
-    if (m->ps && o->train && model_counts_load(m, st, err, errlen) < 0)
-        pstore_destroy(&m->ps);
-    safetensors_destroy(&st);   /* loaders copied what they need */
-    if (m->state && unfolded && !m->ps) {
-        model_destroy(&m);
-        return NULL;
-    }
-    if (!m->state) {
+    if (model_params_open(m, o, weights_path, err, errlen) < 0) {
         model_destroy(&m);
         return NULL;
     }
@@ -98,12 +80,8 @@ void model_destroy(model_t **mp)
     if (!mp || !*mp)
         return;
     model_t *m = *mp;
-    for (int i = 0; i < GRAPH_CACHE; i++)
-        bk_graph_destroy(&m->cache[i].g);
-    if (m->state)
-        m->arch->destroy(m->state);
+    model_eval_drop(m);
     bk_tgraph_destroy(&m->tg);
-    bk_tgraph_destroy(&m->eg);
     pstore_destroy(&m->ps);
     free(m->nbt);
     free(m->t_x);

@@ -188,8 +188,8 @@ int model_freeze(model_t *m, const char *prefix, int frozen);
  * for training. */
 int model_freeze_bn(model_t *m, const char *prefix, int frozen);
 
-/* Re-fold the current parameters (and running stats) into the inference
- * network, so that model_forward_* uses the trained weights. */
+/* Tell the inference graphs that the parameters (and running stats)
+ * changed, so that model_forward_* uses the trained weights. */
 int model_sync_eval(model_t *m, char *err, size_t errlen);
 
 #endif

@@ -1,8 +1,9 @@
-/* model_forward — inference: the network compiled once per input shape
- * for a micro-batch of m->mb samples (a few shapes cached), n samples run
- * as micro-batches, the last one zero-padded and its extra outputs dropped.
- * An architecture without a folded network (DenseNet) runs its training
- * graph in eval mode instead. */
+/* model_forward — inference: the architecture's description built once per
+ * input shape as a forward-only, eval-mode graph for a micro-batch of m->mb
+ * samples (a few shapes cached), n samples run as micro-batches, the last
+ * one zero-padded and its extra outputs dropped. The graphs bind the live
+ * parameters, as the training graph does: eval and training run the same
+ * description. */
 #include "gpud/model_priv.h"
 
 #include "common/errbuf.h"
@@ -10,21 +11,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Compile the network for a micro-batch of (c, h, w) inputs. */
-static int slot_build(model_t *m, graph_slot_t *s, int c, int h, int w, char *err,
+/* Build the eval graph of a micro-batch of (c, h, w) inputs into s. */
+static int slot_build(model_t *m, eval_slot_t *s, int c, int h, int w, char *err,
                       size_t errlen)
 {
-    bk_graph_t *g = bk_graph_new(m->be);
-    bk_set_name(g, "input");
-    bk_tensor_t *in = bk_input(g, m->mb, c, h, w);
-    bk_tensor_t *out = m->arch->build(m->state, g, in);
+    bk_tgraph_t *g = bk_tgraph_new(m->be);
+    bk_tgraph_set_forward_only(g);
+    bk_tgraph_set_training(g, 0);
+    bk_tgraph_set_name(g, "input");
+    bk_tvar_t *in = bk_t_input(g, m->mb, c, h, w, 0);
+    bk_tvar_t *out = arch_describe(m->arch, &m->info, m->ps, g, in);
     if (!out) {
         err_set(err, errlen, "%s on %dx%dx%d input: %s", m->arch->name, c, h, w,
-                bk_graph_error(g) ? bk_graph_error(g) : "graph build failed");
-        bk_graph_destroy(&g);
+                bk_tgraph_error(g) ? bk_tgraph_error(g) : "graph build failed");
+        bk_tgraph_destroy(&g);
         return -1;
     }
-    *s = (graph_slot_t){.c = c, .h = h, .w = w, .g = g, .in = in, .out = out};
+    *s = (eval_slot_t){.c = c, .h = h, .w = w, .g = g, .in = in, .out = out};
     return 0;
 }
 
@@ -45,12 +48,12 @@ static int in_buf_fit(model_t *m, int c, int h, int w, char *err, size_t errlen)
     return 0;
 }
 
-/* The compiled graph for (c, h, w): cached, least recently used evicted. */
-static graph_slot_t *graph_for(model_t *m, int c, int h, int w, char *err, size_t errlen)
+/* The eval graph for (c, h, w): cached, least recently used evicted. */
+static eval_slot_t *graph_for(model_t *m, int c, int h, int w, char *err, size_t errlen)
 {
-    graph_slot_t *victim = &m->cache[0];
+    eval_slot_t *victim = &m->cache[0];
     for (int i = 0; i < GRAPH_CACHE; i++) {
-        graph_slot_t *s = &m->cache[i];
+        eval_slot_t *s = &m->cache[i];
         if (s->g && s->c == c && s->h == h && s->w == w) {
             s->last_used = ++m->tick;
             return s;
@@ -60,63 +63,29 @@ static graph_slot_t *graph_for(model_t *m, int c, int h, int w, char *err, size_
     }
     if (in_buf_fit(m, c, h, w, err, errlen) < 0)
         return NULL;
-    bk_graph_destroy(&victim->g);
+    bk_tgraph_destroy(&victim->g);
     if (slot_build(m, victim, c, h, w, err, errlen) < 0)
         return NULL;
     victim->last_used = ++m->tick;
     return victim;
 }
 
-/* The eval-mode training graph of (c, h, w) for an arch without a folded
- * network (one shape cached): BatchNorm on the running stats of the live
- * parameters, so trained values need no model_sync_eval. */
-static int eval_graph(model_t *m, int c, int h, int w, char *err, size_t errlen)
+void model_eval_drop(model_t *m)
 {
-    if (m->eg && m->ec == c && m->eh == h && m->ew == w)
-        return 0;
-    bk_tgraph_destroy(&m->eg);
-    if (in_buf_fit(m, c, h, w, err, errlen) < 0)
-        return -1;
-    bk_tgraph_t *g = bk_tgraph_new(m->be);
-    bk_tgraph_set_forward_only(g);
-    bk_tgraph_set_training(g, 0);
-    bk_tgraph_set_name(g, "input");
-    m->e_in = bk_t_input(g, m->mb, c, h, w, 0);
-    m->e_out = m->arch->train_build(m->state, m->ps, g, m->e_in);
-    if (!m->e_out) {
-        err_set(err, errlen, "%s eval graph on %dx%dx%dx%d: %s", m->arch->name, m->mb, c, h,
-                w, bk_tgraph_error(g) ? bk_tgraph_error(g) : "build failed");
-        bk_tgraph_destroy(&g);
-        return -1;
-    }
-    m->eg = g;
-    m->ec = c;
-    m->eh = h;
-    m->ew = w;
-    return 0;
+    for (int i = 0; i < GRAPH_CACHE; i++)
+        bk_tgraph_destroy(&m->cache[i].g);
 }
 
-/* One micro-batch of m->in_buf through the folded graph (slot) or, for an
- * arch without one, the eval-mode training graph; m->out_buf gets logits.
- * A failed graph is destroyed so it is not reused. */
-static int run_micro_batch(model_t *m, graph_slot_t *s, char *err, size_t errlen)
+/* One micro-batch of m->in_buf through s; m->out_buf gets the logits. A
+ * failed graph is destroyed so it is not reused. */
+static int run_micro_batch(model_t *m, eval_slot_t *s, char *err, size_t errlen)
 {
-    if (s) {
-        if (bk_write(s->g, s->in, m->in_buf) == 0 && bk_run(s->g) == 0 &&
-            bk_read(s->g, s->out, m->out_buf) == 0)
-            return 0;
-        err_set(err, errlen, "%s forward: %s", m->arch->name,
-                bk_graph_error(s->g) ? bk_graph_error(s->g) : "backend failure");
-        bk_graph_destroy(&s->g);
-        return -1;
-    }
-    bk_tgraph_set_training(m->eg, 0);
-    if (bk_t_write(m->eg, m->e_in, m->in_buf) == 0 && bk_t_forward(m->eg) == 0 &&
-        bk_t_read(m->eg, m->e_out, m->out_buf) == 0)
+    if (bk_t_write(s->g, s->in, m->in_buf) == 0 && bk_t_forward(s->g) == 0 &&
+        bk_t_read(s->g, s->out, m->out_buf) == 0)
         return 0;
     err_set(err, errlen, "%s forward: %s", m->arch->name,
-            bk_tgraph_error(m->eg) ? bk_tgraph_error(m->eg) : "backend failure");
-    bk_tgraph_destroy(&m->eg);
+            bk_tgraph_error(s->g) ? bk_tgraph_error(s->g) : "backend failure");
+    bk_tgraph_destroy(&s->g);
     return -1;
 }
 
@@ -127,13 +96,9 @@ static int forward(model_t *m, model_fill_fn fill, const void *ctx, int n, int c
         return -1;
     if (n == 0)
         return 0;
-    graph_slot_t *s = NULL;
-    if (!m->arch->build) {   /* no folded network (densenet): same micro-batching */
-        if (eval_graph(m, c, h, w, err, errlen) < 0)
-            return -1;
-    } else if (!(s = graph_for(m, c, h, w, err, errlen))) {
+    eval_slot_t *s = graph_for(m, c, h, w, err, errlen);
+    if (!s)
         return -1;
-    }
     size_t per = (size_t)c * h * w, nc = (size_t)m->info.num_classes;
     for (int first = 0; first < n; first += m->mb) {
         int k = n - first < m->mb ? n - first : m->mb;

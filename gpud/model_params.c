@@ -1,7 +1,7 @@
-/* model_params — the unfolded parameters of a model opened for training:
- * access by index and name, BatchNorm's num_batches_tracked counters,
- * freezing, the SyncBatchNorm hook, and refolding the trained values into
- * the inference network (model_sync_eval). */
+/* model_params — a model's parameters: opened from the weights file and
+ * checked against the description (or initialised), access by index and
+ * name, BatchNorm's num_batches_tracked counters, freezing, the
+ * SyncBatchNorm hook, and model_sync_eval. */
 #include "gpud/model_priv.h"
 
 #include "common/errbuf.h"
@@ -11,8 +11,8 @@
 #include <string.h>
 
 /* One num_batches_tracked counter per BatchNorm (an entry "<bn>.running_mean"
- * of the parameters), valued from the weights file when it has one. */
-int model_counts_load(model_t *m, const safetensors_t *st, char *err, size_t errlen)
+ * of the parameters), valued from the weights file st when it has one. */
+static int counts_load(model_t *m, const safetensors_t *st, char *err, size_t errlen)
 {
     static const char RM[] = ".running_mean";
     m->nbt = calloc(m->ps->n + 1, sizeof *m->nbt);
@@ -28,7 +28,7 @@ int model_counts_load(model_t *m, const safetensors_t *st, char *err, size_t err
         bn_count_t *c = &m->nbt[m->n_nbt++];
         snprintf(c->name, sizeof c->name, "%.*s.num_batches_tracked", (int)(nl - sl), name);
         c->rm = i;
-        const st_tensor_t *t = safetensors_get(st, c->name);
+        const st_tensor_t *t = st ? safetensors_get(st, c->name) : NULL;
         if (t && st_tensor_to_i64(t, &c->value, 1) < 0) {
             err_set(err, errlen, "%s: want one integer, the file has %s %lld values",
                     c->name, st_dtype_name(t->dtype), (long long)t->numel);
@@ -36,6 +36,27 @@ int model_counts_load(model_t *m, const safetensors_t *st, char *err, size_t err
         }
     }
     return 0;
+}
+
+int model_params_open(model_t *m, const model_opts_t *o, const char *weights_path, char *err,
+                      size_t errlen)
+{
+    if (!weights_path && o->init) {   /* models/init.c */
+        if (m->arch->resolve(o, NULL, &m->info, err, errlen) < 0)
+            return -1;
+        m->ps = init_weights(m->arch, &m->info, o->init_seed, o->train, err, errlen);
+        return m->ps && (!o->train || counts_load(m, NULL, err, errlen) == 0) ? 0 : -1;
+    }
+    safetensors_t *st = safetensors_open(weights_path, err, errlen);
+    int rc = st ? m->arch->resolve(o, st, &m->info, err, errlen) : -1;
+    if (rc == 0 && !(m->ps = pstore_load(st, o->train, err, errlen)))
+        rc = -1;
+    if (rc == 0)
+        rc = arch_check(m->arch, &m->info, m->ps, st, err, errlen);
+    if (rc == 0 && o->train)
+        rc = counts_load(m, st, err, errlen);
+    safetensors_destroy(&st);
+    return rc;
 }
 
 int model_param_count(const model_t *m)
@@ -137,73 +158,15 @@ int model_freeze_bn(model_t *m, const char *prefix, int frozen)
     return changed;
 }
 
-/* The parameters as an in-memory safetensors image (F32). */
-static char *pstore_image(const pstore_t *ps, size_t *len)
-{
-    size_t hcap = 64 + ps->n * 400, hl = 0, data = 0;
-    char *h = malloc(hcap);
-    if (!h)
-        return NULL;
-    hl += (size_t)snprintf(h + hl, hcap - hl, "{");
-    for (size_t i = 0; i < ps->n; i++) {
-        const pentry_t *e = &ps->e[i];
-        hl += (size_t)snprintf(h + hl, hcap - hl, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[",
-                               i ? "," : "", e->name);
-        for (int d = 0; d < e->ndim; d++)
-            hl += (size_t)snprintf(h + hl, hcap - hl, "%s%lld", d ? "," : "",
-                                   (long long)e->shape[d]);
-        hl += (size_t)snprintf(h + hl, hcap - hl, "],\"data_offsets\":[%zu,%zu]}", data,
-                               data + e->n * sizeof(float));
-        data += e->n * sizeof(float);
-    }
-    hl += (size_t)snprintf(h + hl, hcap - hl, "}");
-    while (hl % 8)
-        h[hl++] = ' ';
-    char *img = malloc(8 + hl + data);
-    if (!img) {
-        free(h);
-        return NULL;
-    }
-    uint64_t hl64 = hl;
-    for (int i = 0; i < 8; i++)
-        img[i] = (char)(hl64 >> (8 * i));
-    memcpy(img + 8, h, hl);
-    free(h);
-    size_t off = 8 + hl;
-    for (size_t i = 0; i < ps->n; i++) {
-        memcpy(img + off, ps->e[i].w, ps->e[i].n * sizeof(float));
-        off += ps->e[i].n * sizeof(float);
-    }
-    *len = off;
-    return img;
-}
-
 int model_sync_eval(model_t *m, char *err, size_t errlen)
 {
     if (!m->ps || !m->opts.train) {
         err_set(err, errlen, "%s: not opened for training", m->arch->name);
         return -1;
     }
-    size_t len = 0;
-    char *img = pstore_image(m->ps, &len);
-    safetensors_t *st = img ? safetensors_open_buffer(img, len, "trained parameters", err,
-                                                      errlen) : NULL;
-    free(img);
-    if (!st) {
-        if (!img)
-            err_set(err, errlen, "%s: out of memory", m->arch->name);
-        return -1;
-    }
-    model_opts_t o = m->opts;
-    o.arch = m->arch->name;
-    arch_info_t info;
-    void *state = m->arch->load(&o, &(wl_source_t){.file = st}, &info, err, errlen);
-    safetensors_destroy(&st);
-    if (!state)
-        return -1;
-    m->arch->destroy(m->state);
-    m->state = state;
-    for (int i = 0; i < GRAPH_CACHE; i++)   /* graphs hold the old folded weights */
-        bk_graph_destroy(&m->cache[i].g);
+    /* The eval graphs read the live parameters, but a fused eval plan
+     * prepares them when it is built: build them again at the next
+     * forward. TODO(lead): bk_tgraph_reload(g) on each instead. */
+    model_eval_drop(m);
     return 0;
 }

@@ -4,14 +4,14 @@
  *
  *   model.c          the architecture table, model_new/destroy, what a model is
  *   model_input.c    uint8 pixels to normalised floats, input checks
- *   model_forward.c  inference: compiled graphs per input shape, micro-batches
+ *   model_forward.c  inference: eval graphs per input shape, micro-batches
  *   model_topk.c     per-sample top-k and cross-entropy of logits
- *   model_params.c   the unfolded parameters: access, BatchNorm counters,
- *                    freezing, SyncBatchNorm, refolding (model_sync_eval)
+ *   model_params.c   the parameters: access, BatchNorm counters, freezing,
+ *                    SyncBatchNorm, model_sync_eval
  *   model_train.c    one training step: the training graph, forward, backward
  *
- * All sit on backend.h (bk_graph for inference, bk_tgraph for training)
- * and models/layers.h (the architectures). */
+ * All sit on backend.h (bk_tgraph: every graph is the architecture's one
+ * description, models/layers.h) and models/layers.h. */
 #ifndef DDP_MODEL_PRIV_H
 #define DDP_MODEL_PRIV_H
 
@@ -32,36 +32,32 @@ typedef struct {
     size_t rm;          /* pstore index of the BN's running_mean (bn_eval) */
 } bn_count_t;
 
-/* An inference graph compiled for one input shape. */
+/* The forward-only, eval-mode graph of one input shape. */
 typedef struct {
     int c, h, w;
-    bk_graph_t *g;
-    bk_tensor_t *in, *out;
+    bk_tgraph_t *g;
+    bk_tvar_t *in, *out;
     unsigned long last_used;
-} graph_slot_t;
+} eval_slot_t;
 
 struct model {
     const arch_t *arch;
-    void *state;
-    arch_info_t info;
+    arch_info_t info;   /* the architecture's configuration (resolve) */
     backend_t *be;
     int mb;
-    graph_slot_t cache[GRAPH_CACHE];
+    eval_slot_t cache[GRAPH_CACHE];
     unsigned long tick;
     float *in_buf;      /* mb * c * h * w of the current shape */
     size_t in_cap;
     float *out_buf;     /* mb * num_classes */
     model_opts_t opts;  /* as given (arch name not kept) */
-    pstore_t *ps;       /* unfolded parameters (train = 1) */
+    pstore_t *ps;       /* the parameters (gradient arrays when train = 1) */
     bk_tgraph_t *tg;    /* training graph of the last shape */
     bk_tvar_t *t_in, *t_logits, *t_loss;
     int tn, tc, th, tw;
     float t_eps;
     float *t_x, *t_dl;  /* input and loss-gradient staging */
     size_t t_cap;
-    bk_tgraph_t *eg;    /* arch without a folded network: eval-mode graph */
-    bk_tvar_t *e_in, *e_out;
-    int ec, eh, ew;
     model_allreduce_fn sync_fn;   /* SyncBatchNorm hook, NULL: off */
     void *sync_ctx;
     bn_count_t *nbt;    /* num_batches_tracked of each BatchNorm (train = 1) */
@@ -96,10 +92,18 @@ float *model_u8_table(const model_t *m, int c, const float *mean, const float *s
 /* n samples of (c, h, w) are what the architecture takes; -1 (err set). */
 int model_check_input(const model_t *m, int n, int c, int h, int w, char *err, size_t errlen);
 
+/* ---- model_forward.c */
+
+/* Destroy the cached eval graphs (model_sync_eval, model_destroy). */
+void model_eval_drop(model_t *m);
+
 /* ---- model_params.c */
 
-/* One num_batches_tracked counter per BatchNorm, from st when it has one. */
-int model_counts_load(model_t *m, const safetensors_t *st, char *err, size_t errlen);
+/* The parameters of the weights file (checked against the description) or,
+ * without one and with o->init, the initial ones; m->info resolved. */
+int model_params_open(model_t *m, const model_opts_t *o, const char *weights_path, char *err,
+                      size_t errlen);
+
 /* A train step happened: +1 in every BatchNorm that trains. */
 void model_counts_step(model_t *m);
 

@@ -37,7 +37,7 @@ static int train_graph(model_t *m, int n, int c, int h, int w, float eps, char *
     bk_tgraph_t *g = bk_tgraph_new(m->be);
     bk_tgraph_set_name(g, "input");
     m->t_in = bk_t_input(g, n, c, h, w, 0);
-    m->t_logits = m->arch->train_build(m->state, m->ps, g, m->t_in);
+    m->t_logits = arch_describe(m->arch, &m->info, m->ps, g, m->t_in);
     bk_tgraph_set_name(g, "loss");
     m->t_loss = bk_t_softmax_ce(g, m->t_logits, eps);
     if (!m->t_loss) {

@@ -334,7 +334,7 @@ void train_on_epoch(gpud_t *self, const ddp_epoch_t *ep)
 }
 
 /* END(e, TRAIN): rank 0's BatchNorm buffers to every rank (as DDP's
- * broadcast_buffers), the inference network refolded for validation. */
+ * broadcast_buffers), then model_sync_eval for validation. */
 static int on_train_end(gpud_t *self, uint32_t epoch)
 {
     char err[1024];

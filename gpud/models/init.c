@@ -1,8 +1,9 @@
 /* init — a model's initial weights without a weights file (training from
  * scratch), as the PyTorch module's constructor would make them.
  *
- * The tensor list comes from the arch's own loader run in record mode
- * (layers.h), so it always matches what the loader wants. Values:
+ * The tensor list comes from the arch's own description walked on a
+ * recording parameter store (layers.h: PS_RECORD), so it always matches
+ * what the network binds. Values:
  *
  *   arch          conv weight                      linear weight / bias
  *   wideresnet    U(+-1/sqrt(fan_in)) (torch)       U(+-1/sqrt(fan_in)) both
@@ -92,141 +93,79 @@ static int has_suffix(const char *s, const char *suffix, size_t *stem)
     return 1;
 }
 
-static const wl_rec_t *rec_find(const wl_record_t *r, const char *stem, size_t stem_len,
-                                const char *suffix)
+static const pentry_t *sibling(const pstore_t *ps, const char *stem, size_t stem_len,
+                              const char *suffix)
 {
     char name[160];
     snprintf(name, sizeof name, "%.*s%s", (int)stem_len, stem, suffix);
-    for (size_t i = 0; i < r->n; i++)
-        if (strcmp(r->e[i].name, name) == 0)
-            return &r->e[i];
-    return NULL;
+    return pstore_find(ps, name);
 }
 
-static size_t numel_of(const wl_rec_t *e)
+static void init_weight(const pentry_t *e, init_policy_t pol, uint64_t st, float *v, size_t n)
 {
-    size_t n = 1;
-    for (int d = 0; d < e->ndim; d++)
-        n *= (size_t)e->shape[d];
-    return n;
+    size_t fan_in = e->shape[0] > 0 ? n / (size_t)e->shape[0] : 1;
+    size_t fan_out = e->ndim == 4 ? n / (size_t)(e->shape[1] > 0 ? e->shape[1] : 1) : 0;
+    if (e->ndim == 4 && pol == POL_RESNET)
+        fill_normal(v, n, st, sqrt(2.0 / (double)(fan_out ? fan_out : 1)));
+    else if (e->ndim == 4 && pol == POL_DENSENET)
+        fill_normal(v, n, st, sqrt(2.0 / (double)(fan_in ? fan_in : 1)));
+    else
+        fill_uniform(v, n, st, 1.0 / sqrt((double)(fan_in ? fan_in : 1)));
 }
 
-/* Values of float tensor e (n elements) under policy pol. */
-static void init_tensor(const wl_record_t *r, const wl_rec_t *e, init_policy_t pol, uint64_t seed,
-                        float *v, size_t n)
+/* The bias of weight w (NULL: none found). */
+static void init_bias(const pentry_t *w, init_policy_t pol, uint64_t st, float *v, size_t n)
 {
-    size_t stem;
+    size_t fan_in = w && w->shape[0] > 0 ? w->n / (size_t)w->shape[0] : 1;
+    if (pol == POL_DENSENET && w && w->ndim == 2)
+        fill_const(v, n, 0.0f);
+    else
+        fill_uniform(v, n, st, 1.0 / sqrt((double)(fan_in ? fan_in : 1)));
+}
+
+/* The values of entry e under policy pol. */
+static void init_tensor(const pstore_t *ps, pentry_t *e, init_policy_t pol, uint64_t seed)
+{
+    size_t stem, n = e->n;
+    float *v = e->w;
     uint64_t st = stream_of(seed, e->name);
     if (has_suffix(e->name, ".running_mean", &stem)) {
         fill_const(v, n, 0.0f);
     } else if (has_suffix(e->name, ".running_var", &stem)) {
         fill_const(v, n, 1.0f);
     } else if ((has_suffix(e->name, ".weight", &stem) || has_suffix(e->name, ".bias", &stem)) &&
-               rec_find(r, e->name, stem, ".running_mean")) {   /* BatchNorm affine */
+               sibling(ps, e->name, stem, ".running_mean")) {   /* BatchNorm affine */
         fill_const(v, n, has_suffix(e->name, ".weight", &stem) ? 1.0f : 0.0f);
     } else if (has_suffix(e->name, ".weight", &stem)) {
-        size_t fan_in = e->shape[0] > 0 ? n / (size_t)e->shape[0] : 1;
-        size_t fan_out = e->ndim == 4 ? n / (size_t)(e->shape[1] > 0 ? e->shape[1] : 1) : 0;
-        if (e->ndim == 4 && pol == POL_RESNET)
-            fill_normal(v, n, st, sqrt(2.0 / (double)(fan_out ? fan_out : 1)));
-        else if (e->ndim == 4 && pol == POL_DENSENET)
-            fill_normal(v, n, st, sqrt(2.0 / (double)(fan_in ? fan_in : 1)));
-        else
-            fill_uniform(v, n, st, 1.0 / sqrt((double)(fan_in ? fan_in : 1)));
+        init_weight(e, pol, st, v, n);
     } else if (has_suffix(e->name, ".bias", &stem)) {
-        const wl_rec_t *w = rec_find(r, e->name, stem, ".weight");
-        size_t wn = w ? numel_of(w) : 1, fan_in = w && w->shape[0] > 0 ? wn / (size_t)w->shape[0] : 1;
-        if (pol == POL_DENSENET && w && w->ndim == 2)
-            fill_const(v, n, 0.0f);
-        else
-            fill_uniform(v, n, st, 1.0 / sqrt((double)(fan_in ? fan_in : 1)));
+        init_bias(sibling(ps, e->name, stem, ".weight"), pol, st, v, n);
     } else {
         fill_const(v, n, 0.0f);   /* nothing else exists today; zeros are safe */
     }
 }
 
-/* The recorded tensors with their initial values as a safetensors image. */
-static safetensors_t *build_image(const wl_record_t *r, init_policy_t pol, uint64_t seed,
-                                  char *err, size_t errlen)
+pstore_t *init_weights(const arch_t *arch, const arch_info_t *a, uint64_t seed, int grads,
+                       char *err, size_t errlen)
 {
-    size_t hcap = 64 + r->n * 400, hl = 0, data = 0;
-    char *h = malloc(hcap);
-    if (!h)
-        goto oom;
-    hl += (size_t)snprintf(h + hl, hcap - hl, "{");
-    for (size_t i = 0; i < r->n; i++) {
-        const wl_rec_t *e = &r->e[i];
-        size_t bytes = numel_of(e) * (e->is_i64 ? 8 : 4);
-        hl += (size_t)snprintf(h + hl, hcap - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[",
-                               i ? "," : "", e->name, e->is_i64 ? "I64" : "F32");
-        for (int d = 0; d < e->ndim; d++)
-            hl += (size_t)snprintf(h + hl, hcap - hl, "%s%lld", d ? "," : "",
-                                   (long long)e->shape[d]);
-        hl += (size_t)snprintf(h + hl, hcap - hl, "],\"data_offsets\":[%zu,%zu]}", data,
-                               data + bytes);
-        data += bytes;
-    }
-    hl += (size_t)snprintf(h + hl, hcap - hl, "}");
-    while (hl % 8)
-        h[hl++] = ' ';
-    char *img = calloc(1, 8 + hl + data);
-    if (!img) {
-        free(h);
-        goto oom;
-    }
-    for (int i = 0; i < 8; i++)
-        img[i] = (char)((uint64_t)hl >> (8 * i));
-    memcpy(img + 8, h, hl);
-    free(h);
-    size_t off = 8 + hl;
-    for (size_t i = 0; i < r->n; i++) {
-        const wl_rec_t *e = &r->e[i];
-        size_t n = numel_of(e);
-        if (!e->is_i64) {   /* I64 counters stay 0 (calloc) */
-            float *v = malloc((n ? n : 1) * sizeof *v);
-            if (!v) {
-                free(img);
-                goto oom;
-            }
-            init_tensor(r, e, pol, seed, v, n);
-            memcpy(img + off, v, n * sizeof *v);
-            free(v);
-        }
-        off += n * (e->is_i64 ? 8 : 4);
-    }
+    init_policy_t pol = strncmp(arch->name, "resnet", 6) == 0     ? POL_RESNET
+                        : strncmp(arch->name, "densenet", 8) == 0 ? POL_DENSENET
+                                                                   : POL_TORCH;
     char what[64];
     snprintf(what, sizeof what, "initial weights (seed %llu)", (unsigned long long)seed);
-    safetensors_t *st = safetensors_open_buffer(img, off, what, err, errlen);
-    free(img);
-    return st;
-oom:
-    err_set(err, errlen, "initial weights: out of memory");
-    return NULL;
-}
-
-safetensors_t *init_weights(const arch_t *arch, const model_opts_t *o, uint64_t seed,
-                            char *err, size_t errlen)
-{
-    /* without a file the class count cannot come from the fc: use the
-     * PyTorch constructor's default */
-    model_opts_t ro = *o;
-    int is_wrn = strcmp(arch->name, "wideresnet") == 0;
-    if (ro.num_classes <= 0)
-        ro.num_classes = is_wrn ? 10 : 1000;
-    init_policy_t pol = is_wrn ? POL_TORCH
-                        : strncmp(arch->name, "resnet", 6) == 0 ? POL_RESNET
-                        : strncmp(arch->name, "densenet", 8) == 0 ? POL_DENSENET : POL_TORCH;
-    wl_record_t rec = {0};
-    arch_info_t info;
-    void *state = arch->load(&ro, &(wl_source_t){.record = &rec}, &info, err, errlen);
-    if (state)
-        arch->destroy(state);
-    safetensors_t *st = NULL;
-    if (state && !rec.failed && rec.n > 0)
-        st = build_image(&rec, pol, seed, err, errlen);
-    else if (state)
-        err_set(err, errlen, "%s: could not list the initial tensors (out of memory?)",
-                arch->name);
-    wl_record_free(&rec);
-    return st;
+    pstore_t *ps = pstore_new(what, grads);
+    if (!ps) {
+        err_set(err, errlen, "initial weights: out of memory");
+        return NULL;
+    }
+    ps->mode = PS_RECORD;
+    if (arch_walk(arch, a, ps, err, errlen) < 0) {
+        pstore_destroy(&ps);
+        return NULL;
+    }
+    ps->mode = PS_BIND;
+    pstore_sort(ps);   /* the order of a file's tensors, so of model_param_at */
+    for (size_t i = 0; i < ps->n; i++)
+        init_tensor(ps, &ps->e[i], pol, seed);
+    return ps;
 }

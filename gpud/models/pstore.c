@@ -1,0 +1,174 @@
+/* pstore — the parameter store: a state_dict by name, loaded from a weights
+ * file or recorded from the description (init.c), and the check that a
+ * file holds nothing the description left unbound. */
+#include "gpud/models/layers.h"
+
+#include "common/errbuf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char NBT[] = ".num_batches_tracked";
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+pstore_t *pstore_new(const char *src, int grads)
+{
+    pstore_t *ps = calloc(1, sizeof *ps);
+    if (ps && !(ps->src = strdup(src ? src : "the weights"))) {
+        free(ps);
+        return NULL;
+    }
+    if (ps)
+        ps->grads = grads != 0;
+    return ps;
+}
+
+void pstore_destroy(pstore_t **psp)
+{
+    if (!psp || !*psp)
+        return;
+    pstore_t *ps = *psp;
+    for (size_t i = 0; i < ps->n; i++) {
+        free(ps->e[i].w);
+        free(ps->e[i].g);
+    }
+    free(ps->e);
+    free(ps->src);
+    free(ps);
+    *psp = NULL;
+}
+
+int pstore_reserve(pstore_t *ps, size_t n)
+{
+    if (ps->n + n <= ps->cap)
+        return 0;
+    size_t cap = ps->cap ? 2 * ps->cap : 64;
+    while (cap < ps->n + n)
+        cap *= 2;
+    pentry_t *e = realloc(ps->e, cap * sizeof *e);
+    if (!e)
+        return -1;
+    ps->e = e;
+    ps->cap = cap;
+    return 0;
+}
+
+pentry_t *pstore_add(pstore_t *ps, const char *name, int ndim, const int64_t *shape)
+{
+    if (strlen(name) >= sizeof ps->e->name || ndim < 0 || ndim > 4 || pstore_reserve(ps, 1) < 0)
+        return NULL;
+    pentry_t *e = &ps->e[ps->n];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->n = 1;
+    for (int d = 0; d < ndim; d++)
+        e->n *= (size_t)(shape[d] > 0 ? shape[d] : 0);
+    e->ndim = ndim;
+    if (ndim > 0)
+        memcpy(e->shape, shape, (size_t)ndim * sizeof *shape);
+    e->trainable = ends_with(name, ".weight") || ends_with(name, ".bias");
+    e->w = calloc(e->n ? e->n : 1, sizeof *e->w);
+    e->g = e->trainable && ps->grads ? calloc(e->n ? e->n : 1, sizeof *e->g) : NULL;
+    if (!e->w || (e->trainable && ps->grads && !e->g)) {
+        free(e->w);
+        free(e->g);
+        return NULL;
+    }
+    ps->n++;
+    return e;
+}
+
+static int entry_load(pstore_t *ps, const st_tensor_t *t, char *err, size_t errlen)
+{
+    pentry_t *e = pstore_add(ps, t->name, t->ndim, t->shape);
+    if (!e) {
+        err_set(err, errlen, "%s: out of memory, or a name too long or more than 4 "
+                "dimensions", t->name);
+        return -1;
+    }
+    if (st_tensor_to_f32(t, e->w, e->n) < 0) {
+        err_set(err, errlen, "%s: dtype %s is not a float type (F32, F16, BF16, F64)",
+                t->name, st_dtype_name(t->dtype));
+        return -1;
+    }
+    return 0;
+}
+
+pstore_t *pstore_load(const safetensors_t *st, int grads, char *err, size_t errlen)
+{
+    pstore_t *ps = pstore_new(safetensors_path(st), grads);
+    if (!ps || pstore_reserve(ps, safetensors_count(st)) < 0) {
+        pstore_destroy(&ps);
+        err_set(err, errlen, "parameters: out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < safetensors_count(st); i++) {
+        const st_tensor_t *t = safetensors_at(st, i);
+        if (!ends_with(t->name, NBT) && entry_load(ps, t, err, errlen) < 0) {
+            pstore_destroy(&ps);
+            return NULL;
+        }
+    }
+    return ps;
+}
+
+pentry_t *pstore_find(const pstore_t *ps, const char *name)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (strcmp(ps->e[i].name, name) == 0)
+            return &ps->e[i];
+    return NULL;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const pentry_t *)a)->name, ((const pentry_t *)b)->name);
+}
+
+void pstore_sort(pstore_t *ps)
+{
+    if (ps->n > 1)
+        qsort(ps->e, ps->n, sizeof *ps->e, by_name);
+}
+
+void pstore_hint(pstore_t *ps, const char *hint)
+{
+    snprintf(ps->hint, sizeof ps->hint, "%s", hint ? hint : "");
+}
+
+/* t was bound; num_batches_tracked counts as bound with its BatchNorm. */
+static int is_bound(const pstore_t *ps, const st_tensor_t *t)
+{
+    char name[sizeof ps->e->name + sizeof NBT];
+    size_t len = strlen(t->name);
+    if (ends_with(t->name, NBT))
+        snprintf(name, sizeof name, "%.*s.running_mean", (int)(len - (sizeof NBT - 1)),
+                 t->name);
+    else
+        snprintf(name, sizeof name, "%s", t->name);
+    const pentry_t *e = pstore_find(ps, name);
+    return e && e->bound;
+}
+
+int pstore_leftovers(const pstore_t *ps, const safetensors_t *st, char *err, size_t errlen)
+{
+    size_t extra = 0;
+    const st_tensor_t *first = NULL;
+    for (size_t i = 0; i < safetensors_count(st); i++)
+        if (!is_bound(ps, safetensors_at(st, i)) && extra++ == 0)
+            first = safetensors_at(st, i);
+    if (!first)
+        return 0;
+    char have[128];
+    err_set(err, errlen, "%s: unexpected tensor %s (shape %s) is not part of %s%s (wrong "
+            "--model?)", safetensors_path(st), first->name,
+            st_shape_str(first->shape, first->ndim, have, sizeof have), ps->arch,
+            extra > 1 ? " (and more)" : "");
+    return -1;
+}
