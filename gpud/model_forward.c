@@ -76,6 +76,13 @@ void model_eval_drop(model_t *m)
         bk_tgraph_destroy(&m->cache[i].g);
 }
 
+void model_eval_reload(model_t *m)
+{
+    for (int i = 0; i < GRAPH_CACHE; i++)
+        if (m->cache[i].g)
+            bk_tgraph_reload(m->cache[i].g);
+}
+
 /* One micro-batch of m->in_buf through s; m->out_buf gets the logits. A
  * failed graph is destroyed so it is not reused. */
 static int run_micro_batch(model_t *m, eval_slot_t *s, char *err, size_t errlen)

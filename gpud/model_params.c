@@ -164,9 +164,8 @@ int model_sync_eval(model_t *m, char *err, size_t errlen)
         err_set(err, errlen, "%s: not opened for training", m->arch->name);
         return -1;
     }
-    /* The eval graphs read the live parameters, but a fused eval plan
-     * prepares them when it is built: build them again at the next
-     * forward. TODO(lead): bk_tgraph_reload(g) on each instead. */
-    model_eval_drop(m);
+    /* The eval graphs are bound to the live parameters, but a fused eval
+     * plan folds them when it compiles: fold again at the next forward. */
+    model_eval_reload(m);
     return 0;
 }

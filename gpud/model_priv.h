@@ -96,6 +96,9 @@ int model_check_input(const model_t *m, int n, int c, int h, int w, char *err, s
 
 /* Destroy the cached eval graphs (model_sync_eval, model_destroy). */
 void model_eval_drop(model_t *m);
+/* The cached eval graphs fold the (changed) parameters again at their next
+ * forward (model_sync_eval). */
+void model_eval_reload(model_t *m);
 
 /* ---- model_params.c */
 

@@ -1,6 +1,6 @@
 /* layers — the layers that bind parameter-store entries into a tape graph
- * (checking name and shape), BatchNorm folding, and the walks of a
- * description that check or record the parameters without running it. */
+ * (checking name and shape), and the walks of a description that check or
+ * record the parameters without running it. */
 #include "gpud/models/layers.h"
 
 #include "common/errbuf.h"
@@ -9,19 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ------------------------------------------------------------- folding */
-
-void bn_fold(float *w, float *bias, int oc, size_t per_oc, const float *gamma,
-             const float *beta, const float *mean, const float *var, float eps)
-{
-    for (int o = 0; o < oc; o++) {
-        double s = (double)gamma[o] / sqrt((double)var[o] + (double)eps);
-        for (size_t i = 0; i < per_oc; i++)
-            w[(size_t)o * per_oc + i] = (float)(w[(size_t)o * per_oc + i] * s);
-        bias[o] = (float)(((double)bias[o] - mean[o]) * s + beta[o]);
-    }
-}
 
 /* ---------------------------------------------------------- parameters */
 

@@ -90,12 +90,6 @@ bk_tvar_t *tl_bn(bk_tgraph_t *g, pstore_t *ps, const char *name, bk_tvar_t *x);
 bk_tvar_t *tl_bn_relu(bk_tgraph_t *g, pstore_t *ps, const char *name, bk_tvar_t *x);
 bk_tvar_t *tl_linear(bk_tgraph_t *g, pstore_t *ps, const char *name, bk_tvar_t *x, int out);
 
-/* BatchNorm folded into the preceding conv, in double arithmetic (tests;
- * the backend's fused eval plan): w [oc, per_oc], bias [oc] (in/out):
- *   s = gamma / sqrt(var + eps);  w' = w * s;  b' = (b - mean) * s + beta. */
-void bn_fold(float *w, float *bias, int oc, size_t per_oc, const float *gamma,
-             const float *beta, const float *mean, const float *var, float eps);
-
 /* ------------------------------------------------------------ arch table */
 
 /* An architecture's configuration, fixed by resolve. */

@@ -28,6 +28,7 @@
 
 #include "common/log.h"
 #include "gpud/backend.h"
+#include "gpud/tape_priv.h"
 #include "tcheck.h"
 
 /* ------------------------------------------------------------ parameters */
@@ -413,17 +414,15 @@ static void fused_away(backend_t *be)
     params_free(&ps);
 }
 
-/* The old eval path's fold (models/layers.c bn_fold): a folded copy of
- * conv weight w [oc, per] and a bias from BN arrays bn[0..3]. */
+/* A folded copy of conv weight w [oc, per] and a bias from BN arrays
+ * bn[0..3], by the engine's fold, for the hand-built old-style graph. */
 static void fold(const float *w, const float *bias, int oc, size_t per, float *const *bnp,
                  float *fw, float *fb)
 {
-    for (int o = 0; o < oc; o++) {
-        double s = (double)bnp[0][o] / sqrt((double)bnp[3][o] + 1e-5);
-        for (size_t i = 0; i < per; i++)
-            fw[(size_t)o * per + i] = (float)(w[(size_t)o * per + i] * s);
-        fb[o] = (float)(((double)(bias ? bias[o] : 0.0f) - bnp[2][o]) * s + bnp[1][o]);
-    }
+    memcpy(fw, w, (size_t)oc * per * sizeof *fw);
+    for (int o = 0; o < oc; o++)
+        fb[o] = bias ? bias[o] : 0.0f;
+    bk_bn_fold(fw, fb, oc, per, bnp[0], bnp[1], bnp[2], bnp[3], 1e-5f);
 }
 
 /* Conv of parameter index pi (its BN at pi + 1 .. pi + 4 when bn) on the

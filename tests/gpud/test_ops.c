@@ -15,6 +15,7 @@
 #include "gpud/backend.h"
 #include "gpud/cpu/ref_ops.h"
 #include "gpud/models/layers.h"
+#include "gpud/tape_priv.h"
 #include "tcheck.h"
 
 #define TOL 1e-5
@@ -322,7 +323,7 @@ static void test_bn_fold(void)
     REQUIRE(y1 && y2, "alloc");
     ref_conv2d(x, n, ic, h, w, wt, b, oc, k, k, 1, 1, 1, 1, y1, h, w);
     ref_batchnorm(y1, n, oc, h * w, gamma, beta, mean, var, BN_EPS);
-    bn_fold(wt, b, oc, (size_t)ic * k * k, gamma, beta, mean, var, BN_EPS);
+    bk_bn_fold(wt, b, oc, (size_t)ic * k * k, gamma, beta, mean, var, BN_EPS);
     ref_conv2d(x, n, ic, h, w, wt, b, oc, k, k, 1, 1, 1, 1, y2, h, w);
     double maxd = 0, maxr = 1e-3;
     for (size_t i = 0; i < outn; i++) {
