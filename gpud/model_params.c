@@ -116,7 +116,7 @@ int model_set_sync_bn(model_t *m, model_allreduce_fn fn, void *ctx)
         return -1;
     m->sync_fn = fn;
     m->sync_ctx = ctx;
-    bk_tgraph_set_allreduce(m->tg, fn, ctx);   /* NULL graph: nothing */
+    bk_graph_set_allreduce(m->tg, fn, ctx);   /* NULL graph: nothing */
     return 0;
 }
 
@@ -134,7 +134,7 @@ int model_freeze(model_t *m, const char *prefix, int frozen)
         }
     }
     if (changed)   /* the graph bound the old gradient arrays */
-        bk_tgraph_destroy(&m->tg);
+        bk_graph_destroy(&m->tg);
     return changed;
 }
 
@@ -154,7 +154,7 @@ int model_freeze_bn(model_t *m, const char *prefix, int frozen)
         }
     }
     if (changed)   /* the graph fixed each BN's mode when it was built */
-        bk_tgraph_destroy(&m->tg);
+        bk_graph_destroy(&m->tg);
     return changed;
 }
 
