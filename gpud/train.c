@@ -118,6 +118,13 @@ static int ring_failed(gpud_t *self, const char *what, const char *err)
     return -1;
 }
 
+/* Polled while the ring waits: a signal ends the wait at once. */
+static const char *ring_cancelled(void *ctx)
+{
+    (void)ctx;
+    return zs_interrupted() ? "interrupted" : NULL;
+}
+
 static int sync_bn_sum(void *ctx, float *data, size_t n, char *err, size_t errlen)
 {
     gpud_t *self = ctx;
@@ -137,7 +144,7 @@ int train_start(gpud_t *self)
         log_error("cannot join the all-reduce ring: %s", err);
         return -1;
     }
-    allreduce_set_cancel(self->ring, zs_interrupted);
+    allreduce_set_cancel(self->ring, ring_cancelled, self);
     if (self->options.sync_bn && self->world > 1 &&
         model_set_sync_bn(self->model, sync_bn_sum, self) < 0) {
         log_error("--sync-bn: the model refuses SyncBatchNorm");
