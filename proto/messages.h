@@ -226,6 +226,11 @@ typedef struct {
     uint32_t epoch;            /* the epoch that step belongs to */
     char **names;              /* world worker names, by new rank (owned) */
     char reason[1024];         /* "rank 1 (gpud-a-12) lost: ..." */
+    /* optional, to a gpud: the session and its token for its *new* rank
+     * (a token binds (role, rank, name): the old one is void with the old
+     * rank, at reducerd and at loaderd). 0: absent (loaderd keeps its own) */
+    uint64_t session;
+    uint8_t token[DDP_TOKEN_LEN];
 } ddp_members_t;
 
 typedef enum { DDP_STEP_SUMMED = 0, DDP_STEP_RING_FAILED = 1 } ddp_step_status_t;

@@ -90,6 +90,7 @@ static const ddp_auth_t *msg_auth(const ddp_msg_t *m)
     case DDP_FAILED: return &m->u.failed.auth;
     case DDP_ISSUED: return &m->u.issued.auth;
     case DDP_HEARTBEAT: return &m->u.heartbeat.auth;
+    case DDP_STEP: return &m->u.step.auth;
     default: return NULL;
     }
 }
