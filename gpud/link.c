@@ -136,8 +136,10 @@ void link_on_reducer(gpud_t *self)
             gpud_stop(self, &m.u.stop);
         else
             eval_stop(self, &m.u.stop);
-    } else if (m.type == DDP_EPOCH && self->trainer) {
-        train_on_epoch(self, &m.u.epoch);
+    } else if (self->trainer && (m.type == DDP_EPOCH || m.type == DDP_MEMBERS ||
+                                 m.type == DDP_COMMIT)) {
+        if (train_on_reducer(self, &m) < 0)
+            fail(self);
     } else if (m.type != DDP_WELCOME) {
         self->stats.rejected++;
         log_warn("unexpected %s from reducerd: ignored", proto_type_name(m.type));
