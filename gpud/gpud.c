@@ -179,6 +179,20 @@ void gpud_stop(gpud_t *self, const ddp_stop_t *stop)
     self->stopped = true;
 }
 
+void gpud_on_heartbeat(gpud_t *self)
+{
+    char *verb = NULL, *code = NULL, *reason = NULL;
+    if (zstr_recvx(self->heartbeat, &verb, &code, &reason, NULL) == 3 &&
+        strcmp(verb, "STOP") == 0) {
+        ddp_stop_t stop = {.code = atoi(code)};
+        snprintf(stop.reason, sizeof stop.reason, "%s", reason);
+        gpud_stop(self, &stop);
+    }
+    zstr_free(&verb);
+    zstr_free(&code);
+    zstr_free(&reason);
+}
+
 int gpud_check_batch_shape(gpud_t *self, const ddp_batch_t *batch)
 {
     int want_c = model_in_channels(self->model), h = 0, w = 0;

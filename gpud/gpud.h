@@ -105,6 +105,9 @@ int gpud_send_credit(gpud_t *self, uint32_t credits, const uint64_t *ack);
 /* reducerd stops the job: logged; a non-zero code fails this worker (and
  * asks for the exit checkpoint of a training rank). */
 void gpud_stop(gpud_t *self, const ddp_stop_t *stop);
+/* What the heartbeat actor says (a STOP reducerd sent to the beat socket:
+ * a lost job, or this rank fenced out), applied. */
+void gpud_on_heartbeat(gpud_t *self);
 /* The batch's images are what the model takes; -1 (logged with the fix). */
 int gpud_check_batch_shape(gpud_t *self, const ddp_batch_t *batch);
 /* Room for n samples' logits in self->logits; -1 when out of memory. */

@@ -149,14 +149,5 @@ void link_on_reducer(gpud_t *self)
 
 void link_on_heartbeat(gpud_t *self)
 {
-    char *verb = NULL, *code = NULL, *reason = NULL;
-    if (zstr_recvx(self->heartbeat, &verb, &code, &reason, NULL) == 3 &&
-        strcmp(verb, "STOP") == 0) {
-        ddp_stop_t stop = {.code = atoi(code)};
-        snprintf(stop.reason, sizeof stop.reason, "%s", reason);
-        gpud_stop(self, &stop);
-    }
-    zstr_free(&verb);
-    zstr_free(&code);
-    zstr_free(&reason);
+    gpud_on_heartbeat(self);
 }

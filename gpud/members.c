@@ -80,6 +80,14 @@ static members_event_t read_reducer(gpud_t *self, uint64_t step)
     return ev;
 }
 
+/* A STOP the heartbeat actor passes on (reducerd answers a fenced rank's
+ * beats with it), without waiting. */
+static void read_heartbeat(gpud_t *self)
+{
+    if (self->heartbeat && (zsock_events(self->heartbeat) & ZMQ_POLLIN))
+        gpud_on_heartbeat(self);
+}
+
 const char *members_ring_cancel(void *ctx)
 {
     gpud_t *self = ctx;
@@ -87,6 +95,8 @@ const char *members_ring_cancel(void *ctx)
         return "interrupted";
     if (!self->members_pending && !self->stopped)
         read_reducer(self, UINT64_MAX);
+    if (!self->members_pending && !self->stopped)
+        read_heartbeat(self);
     if (self->members_pending)
         return "membership changed";
     return self->stopped ? "stopped by reducerd" : NULL;
@@ -110,11 +120,16 @@ members_event_t members_wait(gpud_t *self, uint64_t step)
 {
     int64_t deadline = clock_mono_ms() + commit_timeout_ms(self);
     zpoller_t *poller = zpoller_new(self->reducer, NULL);
+    if (self->heartbeat)
+        zpoller_add(poller, self->heartbeat);
     members_event_t ev = self->members_pending ? MEMBERS_CHANGED : MEMBERS_WAIT;
     while (ev == MEMBERS_WAIT && !self->stopped && !zs_interrupted() &&
            clock_mono_ms() < deadline) {
-        if (zpoller_wait(poller, 200) == self->reducer)
+        void *which = zpoller_wait(poller, 200);
+        if (which == self->reducer)
             ev = read_reducer(self, step);
+        else if (which && which == (void *)self->heartbeat)
+            read_heartbeat(self);
     }
     zpoller_destroy(&poller);
     if (ev == MEMBERS_WAIT && (self->stopped || zs_interrupted()))

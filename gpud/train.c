@@ -420,7 +420,8 @@ int train_on_reducer(gpud_t *self, ddp_msg_t *m)
 }
 
 /* A train batch of epoch e waits until EPOCH(e-1) is handled: only the
- * reducer socket is read meanwhile (the batch stays with us). 0, 1
+ * reducer socket and the heartbeat's STOPs are read meanwhile (the batch
+ * stays with us). 0, 1
  * stopped or interrupted, -1 failed. */
 static int wait_epoch(gpud_t *self, int64_t e)
 {
@@ -429,9 +430,14 @@ static int wait_epoch(gpud_t *self, int64_t e)
         handle_epoch(self, &self->pending_epoch);
     }
     zpoller_t *poller = zpoller_new(self->reducer, NULL);
+    if (self->heartbeat)
+        zpoller_add(poller, self->heartbeat);
     int rc = 0;
     while (rc == 0 && self->epoch_done < e && !self->stopped && !zs_interrupted()) {
-        if (zpoller_wait(poller, 200) != self->reducer)
+        void *which = zpoller_wait(poller, 200);
+        if (which && which == (void *)self->heartbeat)
+            gpud_on_heartbeat(self);
+        if (which != self->reducer)
             continue;
         ddp_msg_t m;
         if (proto_recv(zsock_resolve(self->reducer), NULL, &m, &self->stats) != 0)
