@@ -242,6 +242,17 @@ int sample_event(ev_topic_t t, ddp_event_t *ev)
         ev->u.end.code = 0;
         strcpy(ev->u.end.reason, "done");
         return 0;
+    case EV_MEMBERSHIP: {
+        static const int32_t ranks[] = {1, 3};
+        static const char *const names[] = {"gpud-a-12", "gpud-b-\"7\""};
+        ev->u.membership = (ev_membership_t){.gen = 2, .world = 2, .n = 2, .step = 17,
+                                             .epoch = 1, .redone = true};
+        strcpy(ev->u.membership.change, "lost");
+        ev->u.membership.ranks = dup_mem(ranks, sizeof ranks);
+        ev->u.membership.names = strv(names, 2);
+        strcpy(ev->u.membership.reason, "ranks 1, 3 lost: silent for 10s");
+        return 0;
+    }
     case EV_FAILED:
         ev->u.failed = (ev_failed_t){.epoch = 2, .phase = 1, .id = 31};
         strcpy(ev->u.failed.path, "train/dog/bad.jpg");
