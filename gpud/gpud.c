@@ -161,8 +161,48 @@ int gpud_send_credit(gpud_t *self, uint32_t credits, const uint64_t *ack)
     return proto_send(zsock_resolve(self->loader), NULL, &m);
 }
 
+int64_t gpud_commit_timeout_ms(const gpud_t *self)
+{
+    long s = self->options.commit_timeout_s;
+    return (s > 0 ? s : 2 * self->options.ring_timeout_s) * 1000;
+}
+
+/* STOP(0) while the job's last EPOCH waits for its END(TRAIN). */
+static bool defer_stop(gpud_t *self, const ddp_stop_t *stop)
+{
+    if (stop->code != 0 || !self->trainer || self->stop_deferred || !self->epoch_pending ||
+        (int64_t)self->pending_epoch.epoch <= self->train_end_done)
+        return false;
+    log_info("reducerd says stop (0: %s); first loaderd's END of epoch %u (its BatchNorm "
+             "broadcast, the final checkpoint)", stop->reason, self->pending_epoch.epoch);
+    self->stop_deferred = true;
+    self->deferred_stop = *stop;
+    self->deferred_until_ms = clock_mono_ms() + gpud_commit_timeout_ms(self);
+    return true;
+}
+
+void gpud_end_handled(gpud_t *self)
+{
+    if (self->stop_deferred && !self->epoch_pending) {
+        self->stop_deferred = false;
+        gpud_stop(self, &self->deferred_stop);
+    }
+}
+
+void gpud_tick(gpud_t *self)
+{
+    if (self->stop_deferred && clock_mono_ms() > self->deferred_until_ms) {
+        log_error("loaderd's END of epoch %u did not come: stopping without the final "
+                  "checkpoint", self->pending_epoch.epoch);
+        self->stop_deferred = false;
+        gpud_stop(self, &self->deferred_stop);
+    }
+}
+
 void gpud_stop(gpud_t *self, const ddp_stop_t *stop)
 {
+    if (defer_stop(self, stop))
+        return;
     if (stop->code == 0) {
         log_info("reducerd says stop (0: %s)", stop->reason);
     } else if (strncmp(stop->reason, "fenced", 6) == 0) {

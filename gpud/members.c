@@ -9,12 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static int64_t commit_timeout_ms(const gpud_t *self)
-{
-    long s = self->options.commit_timeout_s;
-    return (s > 0 ? s : 2 * self->options.ring_timeout_s) * 1000;
-}
-
 /* A MEMBERS newer than what this rank is in (or has pending) replaces the
  * pending one: a change that supersedes another mid re-form wins. The
  * names move out of m. */
@@ -118,7 +112,7 @@ int members_send_step(gpud_t *self, uint32_t epoch, uint64_t step, ddp_step_stat
 
 members_event_t members_wait(gpud_t *self, uint64_t step)
 {
-    int64_t deadline = clock_mono_ms() + commit_timeout_ms(self);
+    int64_t deadline = clock_mono_ms() + gpud_commit_timeout_ms(self);
     zpoller_t *poller = zpoller_new(self->reducer, NULL);
     if (self->heartbeat)
         zpoller_add(poller, self->heartbeat);
@@ -170,7 +164,7 @@ int members_ring_failed(gpud_t *self, const char *what, uint32_t epoch, uint64_t
         return members_apply(self) < 0 ? -1 : 1;
     if (ev == MEMBERS_WAIT)
         log_error("reducerd decided nothing within %llds after the ring failed",
-                  (long long)(commit_timeout_ms(self) / 1000));
+                  (long long)(gpud_commit_timeout_ms(self) / 1000));
     return fatal(self, what, err);
 }
 

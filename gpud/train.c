@@ -400,6 +400,7 @@ static int on_train_end(gpud_t *self, uint32_t epoch)
         return -1;
     self->train_end_done = epoch;
     flush_epoch(self);
+    gpud_end_handled(self);   /* a STOP(0) that waited for this END */
     return 0;
 }
 
