@@ -3,7 +3,8 @@
 # what the per-step commit costs a job that loses none.
 #
 #   bench/elastic_bench.sh AFTER_BUILD [BEFORE_BUILD]
-#   RUNS=3 N=6144 G=128 bench/elastic_bench.sh build-rel build-before
+#   RUNS=3 N=6144 G=128 WS="3 2" bench/elastic_bench.sh build-rel build-before
+#   RECOVERY=0 bench/elastic_bench.sh build-rel build-before    (the cost only)
 #
 # recovery  `ddpipe train` of W ranks (WideResNet 8,16,32,64, global batch G,
 #           one thread per rank) where rank 1 SIGKILLs itself before step
@@ -43,7 +44,7 @@ recovery() {
     "$AFTER/bin/ddpipe" train --data "$DATA" --limit "$RN" --model wideresnet --channels 8,16,32,64 \
         --workers "$w" --global-batch-size "$G" --epochs 1 --lr 0.05 --momentum 0.9 --seed 1 \
         --threads 1 --loader-threads 1 --quiet --verbose --fault "1:$FAULT" "$@" --out "$out" \
-        >"$out.txt" 2>&1 || { echo "W=$w $* failed:"; tail -20 "$out.txt"; exit 1; }
+        >"$out.txt" 2>&1 || { echo "W=$w $* failed:" >&2; tail -20 "$out.txt" >&2; exit 1; }
     $PY - "$out/logs" "$FAULT" <<'EOF'
 import datetime, glob, re, sys
 logs, fault = sys.argv[1], int(sys.argv[2])
@@ -64,10 +65,11 @@ print("%.2f %.2f" % (first - death, step))
 EOF
 }
 
-echo
-echo "| ranks | timeouts | death -> first committed step of the survivors (s) | one step (s) |"
-echo "|---|---|---|---|"
-for w in 3 2; do
+[ "${RECOVERY:-1}" = 1 ] && echo && \
+    echo "| ranks | timeouts | death -> first committed step of the survivors (s) | one step (s) |" &&
+    echo "|---|---|---|---|"
+[ "${RECOVERY:-1}" = 1 ] || WS=" "
+for w in ${WS:-3 2}; do
     for t in default "--ring-timeout 1"; do
         if [ "$t" = default ]; then set --; else set -- $t; fi
         r=$(recovery "$w" "$@")
@@ -82,7 +84,7 @@ cost() {
     "$1/bin/ddpipe" train --data "$DATA" --limit "$N" --model wideresnet --channels 8,16,32,64 \
         --workers 2 --global-batch-size "$G" --epochs 2 --lr 0.05 --momentum 0.9 --seed 1 \
         --threads 1 --loader-threads 1 --quiet --out "$out" >"$out.txt" 2>&1 || {
-        echo "$1 failed:"; tail -20 "$out.txt"; exit 1; }
+        echo "$1 failed:" >&2; tail -20 "$out.txt" >&2; exit 1; }
     awk -F, '$3 == "train" { v = $8 } END { print v }' "$out/metrics.csv"
 }
 b="" a=""
@@ -95,8 +97,8 @@ echo "| build | train img/s (last epoch), each run | mean |"
 echo "|---|---|---|"
 for side in before after; do
     if [ $side = before ]; then v=$b; else v=$a; fi
-    echo "$side $v" | awk '{ s = 0; for (i = 2; i <= NF; i++) s += $i;
-        printf "| %s |%s | %.1f |\n", $1, substr($0, length($1) + 1), s / (NF - 1) }'
+    echo "$side $v" | awk '{ s = 0; l = ""; for (i = 2; i <= NF; i++) { s += $i;
+        l = l sprintf(" %.1f", $i) }; printf "| %s |%s | %.1f |\n", $1, l, s / (NF - 1) }'
 done
 echo "$b|$a" | awk -F'|' '{ nb = split($1, x, " "); na = split($2, y, " "); sb = sa = 0;
     for (i = 1; i <= nb; i++) sb += x[i]; for (i = 1; i <= na; i++) sa += y[i];

@@ -41,9 +41,9 @@ members_event_t members_on_message(gpud_t *self, ddp_msg_t *m, uint64_t step)
     case DDP_MEMBERS:
         keep_members(self, &m->u.members);
         return self->members_pending ? MEMBERS_CHANGED : MEMBERS_WAIT;
-    case DDP_STOP:
+    case DDP_STOP:   /* a STOP(0) may wait for the last END (gpud_stop) */
         gpud_stop(self, &m->u.stop);
-        return MEMBERS_STOPPED;
+        return self->stopped ? MEMBERS_STOPPED : MEMBERS_WAIT;
     case DDP_EPOCH:   /* train.c handles it in its place (after END(TRAIN)) */
         self->pending_epoch = m->u.epoch;
         self->epoch_pending = true;

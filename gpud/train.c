@@ -422,8 +422,7 @@ int train_on_reducer(gpud_t *self, ddp_msg_t *m)
 
 /* A train batch of epoch e waits until EPOCH(e-1) is handled: only the
  * reducer socket and the heartbeat's STOPs are read meanwhile (the batch
- * stays with us). 0, 1
- * stopped or interrupted, -1 failed. */
+ * stays with us). 0, 1 stopped or interrupted, -1 failed. */
 static int wait_epoch(gpud_t *self, int64_t e)
 {
     if (self->epoch_pending && (int64_t)self->pending_epoch.epoch <= e) {

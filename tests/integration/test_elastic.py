@@ -119,10 +119,10 @@ def check_lost(out, what, lost, world):
     for r in lost:
         check(any("lost" in row.get("change", "") and row.get("rank") == str(r) for row in rows),
               "%s: membership.csv has no row losing rank %d: %s" % (what, r, rows))
-    s = summary(out)
-    check(s.get("ranks_lost") == len(lost) and s.get("world_size") == world,
-          "%s: summary.json ranks_lost %r world_size %r, want %d and %d" % (
-              what, s.get("ranks_lost"), s.get("world_size"), len(lost), world))
+    t = summary(out).get("training") or {}
+    check(t.get("ranks_lost") == len(lost) and t.get("world_size") == world,
+          "%s: summary.json's training ranks_lost %r world_size %r, want %d and %d" % (
+              what, t.get("ranks_lost"), t.get("world_size"), len(lost), world))
 
 
 # the uninterrupted run every other is compared with
