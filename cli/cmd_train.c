@@ -180,6 +180,8 @@ static int start_gpud(job_t *j, const train_options_t *o, long rank)
         return -1;
     g.ring_bind = ring;
     g.ring_timeout_s = o->ring_timeout_s;
+    /* reducerd answers a step after a lost rank once heartbeats declare it dead */
+    g.commit_timeout_s = o->ring_timeout_s + o->worker_timeout_s;
     long fault_rank, fault_step;
     if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_step) == 2 &&
         fault_rank == rank)

@@ -99,6 +99,8 @@ void gpud_destroy(gpud_t **self_p)
     trainer_destroy(&self->trainer);
     allreduce_destroy(&self->ring);
     model_destroy(&self->model);
+    ddp_msg_t pending = {.type = DDP_MEMBERS, .u.members = self->members};
+    ddp_msg_clear(&pending);   /* a MEMBERS never applied */
     free(self->logits);
     free(self->loss);
     free(self->topk);
@@ -150,9 +152,12 @@ int gpud_send_credit(gpud_t *self, uint32_t credits, const uint64_t *ack)
     snprintf(m.u.credit.worker, sizeof m.u.credit.worker, "%s", self->name);
     m.u.credit.credits = credits;
     m.u.credit.rank = self->rank;   /* loaderd addresses train shards by rank */
+    m.u.credit.gen = self->gen;     /* ... of this generation */
     m.u.credit.n_acks = ack ? 1 : 0;
     m.u.credit.acks = (uint64_t *)ack;
     m.u.credit.auth = self->auth;
+    if (!ack)
+        self->credit_sent = true;
     return proto_send(zsock_resolve(self->loader), NULL, &m);
 }
 
@@ -160,12 +165,32 @@ void gpud_stop(gpud_t *self, const ddp_stop_t *stop)
 {
     if (stop->code == 0) {
         log_info("reducerd says stop (0: %s)", stop->reason);
+    } else if (strncmp(stop->reason, "fenced", 6) == 0) {
+        /* the job went on without this rank (docs/ELASTIC.md): whatever it
+         * holds is behind the survivors', so it writes nothing */
+        log_error("reducerd removed this rank from the job (%d): %s", stop->code, stop->reason);
+        self->exit_code = 1;
+        self->fenced = true;
     } else {
         log_error("reducerd stops the job (%d): %s", stop->code, stop->reason);
         self->exit_code = stop->code == DDP_STOP_JOB_LOST ? DDP_STOP_JOB_LOST : 1;
         self->checkpoint_on_exit = true;
     }
     self->stopped = true;
+}
+
+void gpud_on_heartbeat(gpud_t *self)
+{
+    char *verb = NULL, *code = NULL, *reason = NULL;
+    if (zstr_recvx(self->heartbeat, &verb, &code, &reason, NULL) == 3 &&
+        strcmp(verb, "STOP") == 0) {
+        ddp_stop_t stop = {.code = atoi(code)};
+        snprintf(stop.reason, sizeof stop.reason, "%s", reason);
+        gpud_stop(self, &stop);
+    }
+    zstr_free(&verb);
+    zstr_free(&code);
+    zstr_free(&reason);
 }
 
 int gpud_check_batch_shape(gpud_t *self, const ddp_batch_t *batch)
