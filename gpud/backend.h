@@ -111,7 +111,9 @@ int bk_read(bk_graph_t *g, bk_tensor_t *t, float *dst);
  * Training graphs: forward in training (or eval) mode and backward.
  *
  * A training graph records unfused ops for fixed shapes, like a graph, but
- * keeps every activation and its gradient. Parameters are BOUND, not
+ * keeps every activation and its gradient. Builders only record ops and
+ * check shapes; kernel plans and buffers are made by bk_tgraph_compile (the
+ * first write, forward or read). Parameters are BOUND, not
  * copied: an op keeps the caller's host arrays (PyTorch layout) for the
  * weights and for their gradients, reads the weights at every forward (so
  * an optimizer may update them in place between steps) and OVERWRITES the
@@ -157,8 +159,18 @@ typedef struct {
                                     * +1 per training-mode forward */
 } bk_tbn_t;
 
+/* be NULL: a DESCRIPTION graph. Builders check shapes and bind parameters
+ * exactly as with a backend (so a model can list and check its parameters,
+ * name and shape, without one), but nothing is planned or allocated, and
+ * write, forward, backward and read fail. */
 bk_tgraph_t *bk_tgraph_new(backend_t *be);
 void bk_tgraph_destroy(bk_tgraph_t **g);
+/* Plan every op and allocate its buffers, for the ops recorded so far;
+ * builders fail afterwards. The first bk_t_write, bk_t_forward, bk_t_read
+ * or bk_t_empty_step compiles implicitly; calling it first only moves the
+ * cost (and an out-of-memory error) to a known place. 0, or -1 with the
+ * reason in bk_tgraph_error. */
+int bk_tgraph_compile(bk_tgraph_t *g);
 const char *bk_tgraph_error(const bk_tgraph_t *g);
 void bk_tgraph_set_name(bk_tgraph_t *g, const char *name);
 /* Fail g with "NAME: message" (first failure sticks); returns NULL. */

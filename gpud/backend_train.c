@@ -13,95 +13,23 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "gpud/backend_impl.h"
-
-struct bk_tvar {
-    int n, c, h, w;
-    void *val, *grad;
-    int needs_grad;     /* some parameter or requires_grad input upstream */
-    int grad_set;       /* during backward: grad holds a value */
-    int is_input;
-    int producer;       /* op index, -1 for inputs */
-};
-
-typedef enum {
-    TO_CONV, TO_BN, TO_RELU, TO_POOL, TO_FLATTEN, TO_LINEAR, TO_ADD, TO_CONCAT, TO_DROPOUT,
-    TO_CE
-} top_kind_t;
-
-#define MAX_IN 64   /* concat inputs (DenseNet blocks have up to 32+1) */
-
-typedef struct {
-    top_kind_t kind;
-    char name[128];
-    bk_tvar_t *in[MAX_IN];
-    int nin;
-    bk_tvar_t *out;
-    bk_plan_t *plan;
-    bk_tconv_t conv;
-    bk_tbn_t bn;
-    float *save_mean, *save_var;    /* BN: batch statistics of the last forward */
-    float *sync;                    /* training BN scratch: 5c + 1 floats */
-    double *sync_d;                 /* 2c per-channel sums */
-    double sync_count;              /* global sample count of the last forward */
-    float p;                        /* dropout probability, CE smoothing */
-    int lin_out;
-    float *w, *gw, *b, *gb;         /* linear */
-} top_t;
-
-struct bk_tgraph {
-    bk_graph_t base;
-    const bk_tkernels_t *k;
-    int training;
-    int no_dropout;
-    int forward_only;       /* no gradient buffers, no backward (inference) */
-    bk_tvar_t **v;
-    size_t nv, capv;
-    top_t *ops;
-    size_t nops, capops;
-    void *tmp;              /* gradient temporary, the largest tensor */
-    size_t tmp_count;
-    int32_t *labels;        /* n of the first CE op */
-    int label_n;
-    int have_labels;
-    uint64_t seed, step;
-    int64_t *ids;
-    int ids_n;
-    int batch;                      /* n of the first input */
-    bk_allreduce_fn allreduce;      /* SyncBatchNorm; NULL: local statistics */
-    void *allreduce_ctx;
-    int profile;                    /* DDPIPE_TRAIN_PROFILE set: time op kinds */
-    double prof[2][TO_CE + 1];      /* [backward][kind] seconds */
-};
+#include "gpud/tape_priv.h"
 
 static const char *const KIND_NAMES[] = {"conv", "bn", "relu", "pool", "flatten",
                                          "linear", "add", "concat", "dropout", "ce"};
 
-static size_t numel(const bk_tvar_t *t)
-{
-    return (size_t)t->n * t->c * t->h * t->w;
-}
-
-static void shape_of(const bk_tvar_t *t, int s[4])
-{
-    s[0] = t->n;
-    s[1] = t->c;
-    s[2] = t->h;
-    s[3] = t->w;
-}
-
+/* be NULL: a description graph (builders check shapes and bind parameters,
+ * nothing is planned or allocated, nothing runs). */
 bk_tgraph_t *bk_tgraph_new(backend_t *be)
 {
-    if (!be)
-        return NULL;
     bk_tgraph_t *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
     g->base.be = be;
-    g->k = be->ops->train;
+    g->k = be ? be->ops->train : NULL;
     g->training = 1;
     g->profile = getenv("DDPIPE_TRAIN_PROFILE") != NULL;
-    if (!g->k)
+    if (be && !g->k)
         bk_fail(&g->base, "backend '%s' cannot train", be->ops->name);
     return g;
 }
@@ -111,29 +39,13 @@ void bk_tgraph_destroy(bk_tgraph_t **gp)
     if (!gp || !*gp)
         return;
     bk_tgraph_t *g = *gp;
-    backend_t *be = g->base.be;
     for (int k = 0; g->profile && k <= TO_CE; k++)
         if (g->prof[0][k] + g->prof[1][k] > 0)
             log_info("train profile %-8s forward %8.3f s  backward %8.3f s", KIND_NAMES[k],
                      g->prof[0][k], g->prof[1][k]);
-    for (size_t i = 0; i < g->nops; i++) {
-        top_t *o = &g->ops[i];
-        if (o->plan)
-            o->plan->destroy(o->plan);
-        free(o->save_mean);
-        free(o->save_var);
-        free(o->sync);
-        free(o->sync_d);
-    }
-    for (size_t i = 0; i < g->nv; i++) {
-        if (g->k) {
-            g->k->release(be, g->v[i]->val);
-            g->k->release(be, g->v[i]->grad);
-        }
+    tape_release(g);
+    for (size_t i = 0; i < g->nv; i++)
         free(g->v[i]);
-    }
-    if (g->k)
-        g->k->release(be, g->tmp);
     free(g->v);
     free(g->ops);
     free(g->labels);
@@ -205,6 +117,7 @@ void bk_tvar_dims(const bk_tvar_t *t, int *n, int *c, int *h, int *w)
 
 /* ------------------------------------------------------------- building */
 
+/* Records a var of shape s; its buffers come with the compile step. */
 static bk_tvar_t *var_new(bk_tgraph_t *g, const int s[4], int needs_grad)
 {
     if (g->forward_only)
@@ -220,24 +133,9 @@ static bk_tvar_t *var_new(bk_tgraph_t *g, const int s[4], int needs_grad)
     bk_tvar_t *t = calloc(1, sizeof *t);
     if (!t)
         return bk_fail(&g->base, "out of memory");
-    *t = (bk_tvar_t){.n = s[0], .c = s[1], .h = s[2], .w = s[3], .needs_grad = needs_grad,
-                     .producer = -1};
-    g->v[g->nv++] = t;   /* owned from here on, even if allocation fails */
-    size_t cnt = numel(t);
-    t->val = g->k->alloc(&g->base, cnt);
-    if (t->val && needs_grad)
-        t->grad = g->k->alloc(&g->base, cnt);
-    if (!t->val || (needs_grad && !t->grad))
-        return bk_fail(&g->base, "out of memory for a [%d,%d,%d,%d] tensor", s[0], s[1], s[2],
-                       s[3]);
-    if (needs_grad && cnt > g->tmp_count) {
-        g->k->release(g->base.be, g->tmp);
-        g->tmp_count = 0;
-        g->tmp = g->k->alloc(&g->base, cnt);
-        if (!g->tmp)
-            return bk_fail(&g->base, "out of memory for the gradient temporary");
-        g->tmp_count = cnt;
-    }
+    *t = (bk_tvar_t){.n = s[0], .c = s[1], .h = s[2], .w = s[3], .id = (int)g->nv,
+                     .needs_grad = needs_grad, .producer = -1};
+    g->v[g->nv++] = t;
     return t;
 }
 
@@ -268,20 +166,31 @@ static bk_tvar_t *op_out(bk_tgraph_t *g, top_t *o, const int s[4], int param_gra
     for (int i = 0; i < o->nin; i++)
         ng |= o->in[i]->needs_grad;
     bk_tvar_t *y = var_new(g, s, ng);
-    if (!y) {
-        if (o->plan)
-            o->plan->destroy(o->plan);
+    if (!y)
         return NULL;
-    }
     y->producer = (int)g->nops;
     o->out = y;
     g->nops++;
     return y;
 }
 
-static int usable(bk_tgraph_t *g, const bk_tvar_t *x)
+/* Builders run on a healthy graph that has not run yet: the compile step
+ * planned (or fused) exactly the ops recorded before it. */
+static int building(bk_tgraph_t *g)
 {
     if (!g || g->base.failed)
+        return 0;
+    if (g->compiled) {
+        bk_fail(&g->base, "builder after the graph was compiled (its first write, forward "
+                "or read): record every op first");
+        return 0;
+    }
+    return 1;
+}
+
+static int usable(bk_tgraph_t *g, const bk_tvar_t *x)
+{
+    if (!building(g))
         return 0;
     if (!x) {
         bk_fail(&g->base, "missing input tensor (an earlier step failed?)");
@@ -292,7 +201,7 @@ static int usable(bk_tgraph_t *g, const bk_tvar_t *x)
 
 bk_tvar_t *bk_t_input(bk_tgraph_t *g, int n, int c, int h, int w, int requires_grad)
 {
-    if (!g || g->base.failed)
+    if (!building(g))
         return NULL;
     if (n < 1 || c < 1 || h < 1 || w < 1 || (long long)n * c * h * w > (1ll << 31))
         return bk_fail(&g->base, "bad input shape [%d,%d,%d,%d]", n, c, h, w);
@@ -322,19 +231,15 @@ bk_tvar_t *bk_t_conv2d(bk_tgraph_t *g, bk_tvar_t *x, const bk_tconv_t *p)
                        "stride %dx%d, pad %dx%d", p ? p->ic : 0, x->c, p ? p->oc : 0,
                        p ? p->kh : 0, p ? p->kw : 0, p ? p->stride_h : 0,
                        p ? p->stride_w : 0, p ? p->pad_h : 0, p ? p->pad_w : 0);
-    int in[4], out[4] = {x->n, p->oc, out_size(x->h, p->kh, p->stride_h, p->pad_h),
-                         out_size(x->w, p->kw, p->stride_w, p->pad_w)};
+    int out[4] = {x->n, p->oc, out_size(x->h, p->kh, p->stride_h, p->pad_h),
+                  out_size(x->w, p->kw, p->stride_w, p->pad_w)};
     if (out[2] < 1 || out[3] < 1)
         return bk_fail(&g->base, "input %dx%d too small for a %dx%d kernel", x->h, x->w,
                        p->kh, p->kw);
-    shape_of(x, in);
     top_t *o = op_new(g, TO_CONV, &x, 1);
     if (!o)
         return NULL;
     o->conv = *p;
-    o->plan = g->k->conv_plan(&g->base, p, in, out);
-    if (!o->plan)
-        return NULL;
     return op_out(g, o, out, p->grad_weight || p->grad_bias);
 }
 
@@ -355,25 +260,7 @@ bk_tvar_t *bk_t_batchnorm(bk_tgraph_t *g, bk_tvar_t *x, const bk_tbn_t *p)
     if (!o)
         return NULL;
     o->bn = *p;
-    o->save_mean = calloc((size_t)p->c, sizeof(float));
-    o->save_var = calloc((size_t)p->c, sizeof(float));
-    if (!o->save_mean || !o->save_var) {
-        free(o->save_mean);
-        free(o->save_var);
-        return bk_fail(&g->base, "out of memory");
-    }
-    o->plan = g->k->bn_plan(&g->base, s, p->eps, p->relu != 0);
-    if (!o->plan) {
-        free(o->save_mean);
-        free(o->save_var);
-        return NULL;
-    }
-    bk_tvar_t *y = op_out(g, o, s, p->grad_weight != NULL);
-    if (!y) {   /* the op was not committed: its arrays are still ours */
-        free(o->save_mean);
-        free(o->save_var);
-    }
-    return y;
+    return op_out(g, o, s, p->grad_weight != NULL);
 }
 
 bk_tvar_t *bk_t_relu(bk_tgraph_t *g, bk_tvar_t *x)
@@ -383,9 +270,7 @@ bk_tvar_t *bk_t_relu(bk_tgraph_t *g, bk_tvar_t *x)
     int s[4];
     shape_of(x, s);
     top_t *o = op_new(g, TO_RELU, &x, 1);
-    if (!o || !(o->plan = g->k->relu_plan(&g->base, s)))
-        return NULL;
-    return op_out(g, o, s, 0);
+    return o ? op_out(g, o, s, 0) : NULL;
 }
 
 bk_tvar_t *bk_t_pool2d(bk_tgraph_t *g, bk_tvar_t *x, const bk_pool_t *p)
@@ -396,15 +281,15 @@ bk_tvar_t *bk_t_pool2d(bk_tgraph_t *g, bk_tvar_t *x, const bk_pool_t *p)
         p->pad_w < 0 || 2 * p->pad_h > p->kh || 2 * p->pad_w > p->kw ||
         (unsigned)p->alg > BK_POOL_AVG_EXCLUDE_PAD)
         return bk_fail(&g->base, "bad pooling parameters (pad must be at most half the kernel)");
-    int in[4], out[4] = {x->n, x->c, out_size(x->h, p->kh, p->stride_h, p->pad_h),
-                         out_size(x->w, p->kw, p->stride_w, p->pad_w)};
+    int out[4] = {x->n, x->c, out_size(x->h, p->kh, p->stride_h, p->pad_h),
+                  out_size(x->w, p->kw, p->stride_w, p->pad_w)};
     if (out[2] < 1 || out[3] < 1)
         return bk_fail(&g->base, "input %dx%d too small for a %dx%d pooling window", x->h,
                        x->w, p->kh, p->kw);
-    shape_of(x, in);
     top_t *o = op_new(g, TO_POOL, &x, 1);
-    if (!o || !(o->plan = g->k->pool_plan(&g->base, p, in, out)))
+    if (!o)
         return NULL;
+    o->pool = *p;
     return op_out(g, o, out, 0);
 }
 
@@ -433,10 +318,9 @@ bk_tvar_t *bk_t_linear(bk_tgraph_t *g, bk_tvar_t *x, int out_features, float *we
     if (out_features < 1 || !weight || (grad_bias && !bias))
         return bk_fail(&g->base, "bad linear layer: %d outputs, weight %s", out_features,
                        weight ? "given" : "missing");
-    int in[4], out[4] = {x->n, out_features, 1, 1};
-    shape_of(x, in);
+    int out[4] = {x->n, out_features, 1, 1};
     top_t *o = op_new(g, TO_LINEAR, &x, 1);
-    if (!o || !(o->plan = g->k->linear_plan(&g->base, in, out_features, bias != NULL)))
+    if (!o)
         return NULL;
     o->lin_out = out_features;
     o->w = weight;
@@ -462,7 +346,7 @@ bk_tvar_t *bk_t_add(bk_tgraph_t *g, bk_tvar_t *a, bk_tvar_t *b)
 
 bk_tvar_t *bk_t_concat(bk_tgraph_t *g, int k, bk_tvar_t *const *xs)
 {
-    if (!g || g->base.failed)
+    if (!building(g))
         return NULL;
     if (k < 1 || k > MAX_IN || !xs)
         return bk_fail(&g->base, "concat of %d tensors (1..%d)", k, MAX_IN);
@@ -526,9 +410,24 @@ bk_tvar_t *bk_t_softmax_ce(bk_tgraph_t *g, bk_tvar_t *x, float label_smoothing)
 
 /* ------------------------------------------------------------- execution */
 
+int bk_tgraph_compile(bk_tgraph_t *g)
+{
+    if (!g || g->base.failed)
+        return -1;
+    if (g->compiled)
+        return 0;
+    if (!g->k) {
+        bk_set_name(&g->base, NULL);
+        bk_fail(&g->base, "a description graph (bk_tgraph_new(NULL)) has no backend: it "
+                "cannot run");
+        return -1;
+    }
+    return tape_compile(g);
+}
+
 int bk_t_write(bk_tgraph_t *g, bk_tvar_t *x, const float *src)
 {
-    if (!g || g->base.failed || !x || !src)
+    if (!g || g->base.failed || !x || !src || bk_tgraph_compile(g) < 0)
         return -1;
     if (!x->is_input) {
         bk_fail(&g->base, "only input tensors can be written");
@@ -541,7 +440,7 @@ int bk_t_write(bk_tgraph_t *g, bk_tvar_t *x, const float *src)
 
 int bk_t_read(bk_tgraph_t *g, bk_tvar_t *x, float *dst)
 {
-    if (!g || g->base.failed || !x || !dst)
+    if (!g || g->base.failed || !x || !dst || bk_tgraph_compile(g) < 0)
         return -1;
     int s[4];
     shape_of(x, s);
@@ -550,7 +449,7 @@ int bk_t_read(bk_tgraph_t *g, bk_tvar_t *x, float *dst)
 
 int bk_t_read_grad(bk_tgraph_t *g, bk_tvar_t *x, float *dst)
 {
-    if (!g || g->base.failed || !x || !dst)
+    if (!g || g->base.failed || !x || !dst || bk_tgraph_compile(g) < 0)
         return -1;
     if (!x->grad || !x->grad_set) {
         bk_fail(&g->base, "no gradient for this tensor (requires_grad unset, or no "
@@ -790,7 +689,7 @@ static int bn_train_bwd(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x, const bk_t
 
 int bk_t_empty_step(bk_tgraph_t *g, bk_tvar_t *y)
 {
-    if (!g || g->base.failed || !y)
+    if (!g || g->base.failed || !y || bk_tgraph_compile(g) < 0)
         return -1;
     if (!g->allreduce)
         return 0;
@@ -877,7 +776,7 @@ static int op_forward(bk_tgraph_t *g, top_t *o, uint32_t index)
 
 int bk_t_forward(bk_tgraph_t *g)
 {
-    if (!g || g->base.failed)
+    if (!g || g->base.failed || bk_tgraph_compile(g) < 0)
         return -1;
     for (size_t i = 0; i < g->nops; i++) {
         bk_set_name(&g->base, g->ops[i].name);
@@ -982,7 +881,7 @@ static int op_backward(bk_tgraph_t *g, top_t *o, uint32_t index)
 
 int bk_t_backward(bk_tgraph_t *g, bk_tvar_t *y, const float *dy)
 {
-    if (!g || g->base.failed || !y)
+    if (!g || g->base.failed || !y || bk_tgraph_compile(g) < 0)
         return -1;
     if (!y->needs_grad) {
         bk_fail(&g->base, "backward from a tensor that depends on no parameter");
