@@ -116,9 +116,13 @@ def check_lost(out, what, lost, world):
     """membership.csv has a row losing each rank of `lost` (old ranks), the
     summary counts them and the final world size."""
     rows = membership_rows(out)
+    # ranks are renumbered at each change: follow the names of the gang's ranks
+    names = {row["rank"]: row["name"] for row in rows if row.get("gen") == "0"}
     for r in lost:
-        check(any("lost" in row.get("change", "") and row.get("rank") == str(r) for row in rows),
-              "%s: membership.csv has no row losing rank %d: %s" % (what, r, rows))
+        check(any(row.get("change") == "lost" and row.get("name") == names.get(str(r))
+                  for row in rows),
+              "%s: membership.csv has no row losing rank %d (%s): %s" % (
+                  what, r, names.get(str(r)), rows))
     t = summary(out).get("training") or {}
     check(t.get("ranks_lost") == len(lost) and t.get("world_size") == world,
           "%s: summary.json's training ranks_lost %r world_size %r, want %d and %d" % (
