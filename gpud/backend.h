@@ -1,5 +1,14 @@
 /* backend — the compute engine interface gpud's models are written against.
  *
+ * One graph engine: the tape (bk_tgraph, the second half of this file). A
+ * model describes itself once, as tape ops. Training runs the tape's
+ * forward plan and its backward plan; inference is a forward-only,
+ * eval-mode tape, which the engine runs as the backend's FUSED program when
+ * every op has a fused form (BatchNorm folded into its conv, ReLU and the
+ * residual sum as conv post-ops: gpud/graph_plan.c). The eval builders
+ * below (bk_graph, bk_conv2d ...) are that fused program's instruction set;
+ * the engine calls them, models need not.
+ *
  * A backend owns the device-side state: engine, stream, thread pool. A
  * graph is a sequence of fused ops compiled for FIXED shapes (micro-batch,
  * channels, height, width); it owns its tensors (activations in whatever
@@ -16,8 +25,8 @@
  *                            builder calls return NULL and do nothing)
  *   bk_write(g, x, host_nchw); bk_run(g); bk_read(g, y, host_out);
  *
- * Batch-norm (eval) has no op of its own: models fold it into the preceding
- * convolution's weights and bias at load time (see models/layers.h).
+ * Batch-norm (eval) has no op of its own: the inference plan folds it into
+ * the preceding convolution's weights and bias (graph_fold.c).
  *
  * Implementations: "cpu" (oneDNN, gpud/cpu/dnnl_backend.c) and "ref"
  * (plain C loops, gpud/cpu/ref_backend.c — the oracle of the unit tests).
@@ -108,17 +117,22 @@ int bk_run(bk_graph_t *g);
 int bk_read(bk_graph_t *g, bk_tensor_t *t, float *dst);
 
 /* ------------------------------------------------------------------------
- * Training graphs: forward in training (or eval) mode and backward.
+ * Tape graphs: THE graph of the engine. Forward in training or eval mode,
+ * backward; or forward only (inference).
  *
- * A training graph records unfused ops for fixed shapes, like a graph, but
- * keeps every activation and its gradient. Builders only record ops and
- * check shapes; kernel plans and buffers are made by bk_tgraph_compile (the
- * first write, forward or read). Parameters are BOUND, not
+ * A tape graph records unfused ops for fixed shapes. Builders only record
+ * ops and check shapes; bk_tgraph_compile (the first write, forward or
+ * read) makes the plan: for training, the tape's kernel plans and every
+ * activation and its gradient; for a forward-only eval-mode graph, the
+ * backend's fused program when every op has a fused form (then no tape
+ * buffer exists and ops fused away cannot be read), else the tape's
+ * forward. Parameters are BOUND, not
  * copied: an op keeps the caller's host arrays (PyTorch layout) for the
  * weights and for their gradients, reads the weights at every forward (so
  * an optimizer may update them in place between steps) and OVERWRITES the
  * gradient arrays at every backward. A NULL gradient array freezes that
- * parameter (no gradient computed). Each array is bound to one op.
+ * parameter (no gradient computed). Each array is bound to one op. (A
+ * fused program reads them when it is built: see bk_tgraph_reload.)
  *
  *   bk_tgraph_t *g = bk_tgraph_new(be);
  *   bk_tvar_t *x = bk_t_input(g, n, 3, 64, 64, 0);
@@ -130,7 +144,8 @@ int bk_read(bk_graph_t *g, bk_tensor_t *t, float *dst);
  * Activations live in the backend's memory and layout; bk_t_write/read
  * move plain NCHW float. Errors stick as with graphs (bk_tgraph_error).
  * Implementations provide kernels (backend_impl.h, bk_tkernels_t); the
- * tape itself (gpud/backend_train.c) is shared.
+ * engine itself (gpud/backend_train.c, tape_compile.c, graph_plan.c) is
+ * shared.
  * ------------------------------------------------------------------------ */
 typedef struct bk_tgraph bk_tgraph_t;
 typedef struct bk_tvar bk_tvar_t;
@@ -171,6 +186,17 @@ void bk_tgraph_destroy(bk_tgraph_t **g);
  * cost (and an out-of-memory error) to a known place. 0, or -1 with the
  * reason in bk_tgraph_error. */
 int bk_tgraph_compile(bk_tgraph_t *g);
+/* 1 when the forward runs as the backend's fused program (a forward-only
+ * graph compiled in eval mode whose every op has a fused form; see the
+ * --verbose line "graph: inference plan"), 0 before compiling, on the tape,
+ * or in training mode. */
+int bk_tgraph_fused(const bk_tgraph_t *g);
+/* A fused program holds a snapshot of the bound parameters (BatchNorm
+ * folded into the conv weights when it was built). Call this after
+ * changing them (an optimizer step, a checkpoint load): the next
+ * bk_t_forward re-reads them (re-folds), keeping the written inputs. On the
+ * tape, which reads them at every forward, it does nothing. */
+void bk_tgraph_reload(bk_tgraph_t *g);
 const char *bk_tgraph_error(const bk_tgraph_t *g);
 void bk_tgraph_set_name(bk_tgraph_t *g, const char *name);
 /* Fail g with "NAME: message" (first failure sticks); returns NULL. */
@@ -178,9 +204,10 @@ void *bk_tfail(bk_tgraph_t *g, const char *fmt, ...) __attribute__((format(print
 /* 1 (default): BN uses batch statistics and updates running stats,
  * dropout drops. 0: eval behaviour. May change between runs. */
 void bk_tgraph_set_training(bk_tgraph_t *g, int training);
-/* Before the first builder: a graph that only runs forward (inference on
- * unfolded weights, e.g. DenseNet in eval mode): no gradient buffers are
- * allocated and bk_t_backward fails. */
+/* Before the first builder: a graph that only runs forward (inference): no
+ * gradient buffers are allocated and bk_t_backward fails. In eval mode at
+ * compile it is the inference plan above; switched to training mode later,
+ * it gives the fused program up for the tape at its next forward. */
 void bk_tgraph_set_forward_only(bk_tgraph_t *g);
 /* 0: dropout is the identity even in training mode (parity tests). */
 void bk_tgraph_set_dropout(bk_tgraph_t *g, int enabled);

@@ -4,9 +4,17 @@
  * primitives for shapes that are already known to be valid, and reports a
  * failure with bk_fail (graph_error.c, the sticky error).
  *
+ * One engine, two tables per backend: the tape (backend_train.c,
+ * tape_compile.c) runs training — the forward plan, then the backward plan
+ * — on the unfused kernels of bk_tkernels_t; the inference plan
+ * (graph_plan.c) runs a forward-only eval-mode tape as a fused program on
+ * the eval ops of bk_ops_t (conv with BN folded in and post-ops, pool,
+ * linear, relu, add), through backend.c's checked builders.
+ *
  * Imports point one way: backend_select.c (backend_new) -> the
- * implementations (cpu/, cuda/) -> graph_error.c; backend.c and
- * backend_train.c reach an implementation only through its ops table. */
+ * implementations (cpu/, cuda/) -> graph_error.c; backend.c,
+ * backend_train.c, tape_compile.c and graph_plan.c reach an implementation
+ * only through its tables. */
 #ifndef DDP_BACKEND_IMPL_H
 #define DDP_BACKEND_IMPL_H
 
@@ -37,10 +45,10 @@ typedef struct bk_plan {
     void (*destroy)(struct bk_plan *p);
 } bk_plan_t;
 
-/* Kernels of training graphs (the tape is gpud/backend_train.c). Buffers
- * (void *) are the backend's activation memory in the backend's layout;
- * parameters (float *) are host arrays in PyTorch layout, read at every
- * call (they change between steps). Shapes are NCHW logical dims. Kernels
+/* Kernels of the tape (gpud/backend_train.c): training, and inference
+ * that has no fused form. Buffers (void *) are the backend's activation
+ * memory in the backend's layout; parameters (float *) are host arrays in
+ * PyTorch layout, read at every call (they change between steps). Shapes are NCHW logical dims. Kernels
  * OVERWRITE their outputs; the tape accumulates where a tensor feeds
  * several ops. int-returning kernels give 0, or -1 after bk_fail(g, ...).
  * A NULL gradient output means "not needed". */

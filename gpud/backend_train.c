@@ -1,6 +1,9 @@
-/* backend_train — the tape of training graphs (backend.h, bk_t*): shape
+/* backend_train — the tape, the graph engine (backend.h, bk_t*): shape
  * checks, gradient bookkeeping and the order of kernel calls. Kernels come
  * from the backend (bk_tkernels_t), so a new backend only writes kernels.
+ * Building only records; bk_tgraph_compile picks how the graph runs: the
+ * inference plan's fused program (graph_plan.c) or the tape's kernel plans
+ * and buffers (tape_compile.c). Execution dispatches to the one chosen.
  *
  * Gradients: backward walks the ops in reverse. A tensor that feeds several
  * ops (a residual's input) gets its gradient from each; the first writer
@@ -43,6 +46,7 @@ void bk_tgraph_destroy(bk_tgraph_t **gp)
         if (g->prof[0][k] + g->prof[1][k] > 0)
             log_info("train profile %-8s forward %8.3f s  backward %8.3f s", KIND_NAMES[k],
                      g->prof[0][k], g->prof[1][k]);
+    plan_fused_drop(g);
     tape_release(g);
     for (size_t i = 0; i < g->nv; i++)
         free(g->v[i]);
@@ -180,7 +184,7 @@ static int building(bk_tgraph_t *g)
 {
     if (!g || g->base.failed)
         return 0;
-    if (g->compiled) {
+    if (g->compiled || g->fused) {
         bk_fail(&g->base, "builder after the graph was compiled (its first write, forward "
                 "or read): record every op first");
         return 0;
@@ -410,11 +414,14 @@ bk_tvar_t *bk_t_softmax_ce(bk_tgraph_t *g, bk_tvar_t *x, float label_smoothing)
 
 /* ------------------------------------------------------------- execution */
 
+/* A forward-only eval-mode graph runs as the backend's fused program when
+ * every op has a fused form (graph_plan.c), else, as any other, on the
+ * tape. The choice is made once, here. */
 int bk_tgraph_compile(bk_tgraph_t *g)
 {
     if (!g || g->base.failed)
         return -1;
-    if (g->compiled)
+    if (g->compiled || g->fused)
         return 0;
     if (!g->k) {
         bk_set_name(&g->base, NULL);
@@ -422,7 +429,48 @@ int bk_tgraph_compile(bk_tgraph_t *g)
                 "cannot run");
         return -1;
     }
+    if (g->forward_only && !g->training) {
+        char why[256] = "";
+        int rc = plan_fused_build(g, why, sizeof why);
+        if (rc < 0)
+            return -1;
+        log_debug("graph: inference %s: %s", rc ? "plan" : "on the tape", why);
+        if (rc)
+            return 0;
+    }
     return tape_compile(g);
+}
+
+/* Compiled, and ready for a forward in the current mode: a fused program
+ * re-folded after bk_tgraph_reload, or given up for the tape when the
+ * graph was switched to training mode. */
+static int ready(bk_tgraph_t *g)
+{
+    if (bk_tgraph_compile(g) < 0)
+        return -1;
+    if (g->fused && (g->training || g->fused_stale))
+        return plan_fused_replace(g, !g->training);
+    return 0;
+}
+
+int bk_tgraph_fused(const bk_tgraph_t *g)
+{
+    return g && g->fused && !g->training;
+}
+
+void bk_tgraph_reload(bk_tgraph_t *g)
+{
+    if (g && g->fused)
+        g->fused_stale = 1;
+}
+
+/* The fused program's error as the graph's own. */
+static int fused_failed(bk_tgraph_t *g)
+{
+    const char *err = bk_graph_error(g->fused);
+    bk_set_name(&g->base, NULL);
+    bk_fail(&g->base, "%s", err ? err : "the fused program failed");
+    return -1;
 }
 
 int bk_t_write(bk_tgraph_t *g, bk_tvar_t *x, const float *src)
@@ -433,6 +481,8 @@ int bk_t_write(bk_tgraph_t *g, bk_tvar_t *x, const float *src)
         bk_fail(&g->base, "only input tensors can be written");
         return -1;
     }
+    if (g->fused)
+        return bk_write(g->fused, x->ft, src) == 0 ? 0 : fused_failed(g);
     int s[4];
     shape_of(x, s);
     return g->k->write(&g->base, x->val, src, s);
@@ -442,6 +492,13 @@ int bk_t_read(bk_tgraph_t *g, bk_tvar_t *x, float *dst)
 {
     if (!g || g->base.failed || !x || !dst || bk_tgraph_compile(g) < 0)
         return -1;
+    if (g->fused && (!x->ft || x->ft->consumed)) {
+        bk_fail(&g->base, "tensor [%d,%d,%d,%d] was fused away by the inference plan (a "
+                "fused graph keeps only what its fused ops compute)", x->n, x->c, x->h, x->w);
+        return -1;
+    }
+    if (g->fused)
+        return bk_read(g->fused, x->ft, dst) == 0 ? 0 : fused_failed(g);
     int s[4];
     shape_of(x, s);
     return g->k->read(&g->base, x->val, dst, s);
@@ -689,7 +746,7 @@ static int bn_train_bwd(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x, const bk_t
 
 int bk_t_empty_step(bk_tgraph_t *g, bk_tvar_t *y)
 {
-    if (!g || g->base.failed || !y || bk_tgraph_compile(g) < 0)
+    if (!g || g->base.failed || !y || ready(g) < 0)
         return -1;
     if (!g->allreduce)
         return 0;
@@ -776,8 +833,10 @@ static int op_forward(bk_tgraph_t *g, top_t *o, uint32_t index)
 
 int bk_t_forward(bk_tgraph_t *g)
 {
-    if (!g || g->base.failed || bk_tgraph_compile(g) < 0)
+    if (!g || g->base.failed || ready(g) < 0)
         return -1;
+    if (g->fused)
+        return bk_run(g->fused) == 0 ? 0 : fused_failed(g);
     for (size_t i = 0; i < g->nops; i++) {
         bk_set_name(&g->base, g->ops[i].name);
         double t0 = g->profile ? clock_mono_s() : 0.0;
@@ -881,7 +940,7 @@ static int op_backward(bk_tgraph_t *g, top_t *o, uint32_t index)
 
 int bk_t_backward(bk_tgraph_t *g, bk_tvar_t *y, const float *dy)
 {
-    if (!g || g->base.failed || !y || bk_tgraph_compile(g) < 0)
+    if (!g || g->base.failed || !y || ready(g) < 0)
         return -1;
     if (!y->needs_grad) {
         bk_fail(&g->base, "backward from a tensor that depends on no parameter");

@@ -3,9 +3,13 @@
  *
  *   backend_train.c  the tape: builders (shape checks), forward, backward
  *   tape_compile.c   the compile step: kernel plans and buffers
+ *   graph_plan.c     the inference plan: a forward-only eval-mode tape run
+ *                    as the backend's fused program (bk_graph, backend.h)
+ *   graph_fold.c     BatchNorm folded into the preceding convolution
  *
  * Building records ops and shapes only; bk_tgraph_compile (run by the first
- * write, forward or read) makes the kernel plans and the buffers. */
+ * write, forward or read) chooses how the graph runs: the fused program
+ * when graph_plan.c can express it, else the tape's own kernels. */
 #ifndef DDP_TAPE_PRIV_H
 #define DDP_TAPE_PRIV_H
 
@@ -18,6 +22,7 @@ struct bk_tvar {
     int n, c, h, w;
     int id;             /* index in the graph's var list */
     void *val, *grad;   /* tape buffers, made by the compile step */
+    bk_tensor_t *ft;    /* its tensor in the fused program (NULL: fused away) */
     int needs_grad;     /* some parameter or requires_grad input upstream */
     int grad_set;       /* during backward: grad holds a value */
     int is_input;
@@ -57,6 +62,8 @@ struct bk_tgraph {
     int no_dropout;
     int forward_only;       /* no gradient buffers, no backward (inference) */
     int compiled;           /* the tape's plans and buffers exist */
+    bk_graph_t *fused;      /* the fused program (graph_plan.c), or NULL */
+    int fused_stale;        /* bk_tgraph_reload: re-fold at the next forward */
     bk_tvar_t **v;
     size_t nv, capv;
     top_t *ops;
@@ -94,5 +101,23 @@ static inline void shape_of(const bk_tvar_t *t, int s[4])
 int tape_compile(bk_tgraph_t *g);
 /* Release them (plans, buffers, BN scratch). */
 void tape_release(bk_tgraph_t *g);
+
+/* graph_plan.c. Build g->fused from g's ops: 1 when built (a summary in
+ * why), 0 when some op has no fused form (which, in why; nothing changed),
+ * -1 after bk_fail. For a forward-only eval-mode graph with a backend. */
+int plan_fused_build(bk_tgraph_t *g, char *why, size_t len);
+/* Destroy g->fused and forget every var's fused tensor. */
+void plan_fused_drop(bk_tgraph_t *g);
+/* Replace the fused program, keeping the inputs written to it: refold 1
+ * rebuilds it from the bound parameters (bk_tgraph_reload), 0 compiles the
+ * tape instead (the graph was switched to training mode). 0 or -1. */
+int plan_fused_replace(bk_tgraph_t *g, int refold);
+
+/* graph_fold.c. Eval-mode BatchNorm folded into the preceding conv, in
+ * place: w [oc, per_oc] scaled by s = gamma / sqrt(var + eps) per output
+ * channel, bias = (bias - mean) * s + beta, in double, rounded once per
+ * value. */
+void bk_bn_fold(float *w, float *bias, int oc, size_t per_oc, const float *gamma,
+                const float *beta, const float *mean, const float *var, float eps);
 
 #endif

@@ -1,4 +1,22 @@
-/* The graph engine's compile step (backend.h, bk_tgraph_compile):
+/* The graph engine's compile step and inference plan (backend.h,
+ * bk_tgraph_compile, gpud/graph_plan.c), on backends "cpu" and "ref":
+ *   - small random networks shaped like torchvision's BasicBlock and
+ *     Bottleneck (with and without downsample), the seed WideResNet's block
+ *     (conv-bn_relu-dropout-conv-bn_relu + a scale conv with bias) and
+ *     heads of max/avg/global-average pooling, flatten and linear, built as
+ *     forward-only eval-mode graphs, run as the fused program
+ *     (bk_tgraph_fused) and agree with the same graph on the tape in eval
+ *     mode: max|fused - tape| <= TOL * max|tape| (the fold rounds the
+ *     weights once; float convolutions then differ in the last bits);
+ *   - the fused program is the hand-built eval graph of the old path (BN
+ *     folded by models/layers.c's arithmetic, the block's main branch
+ *     taking the shortcut's sum): bit for bit the same output;
+ *   - a DenseNet-like graph (bn-relu-conv, concat) stays on the tape, same
+ *     output;
+ *   - the fused program snapshots the bound parameters: a changed weight
+ *     changes nothing until bk_tgraph_reload, then the output follows;
+ *   - switched to training mode, a fused graph runs on the tape;
+ *   - reading a tensor fused away fails;
  *   - a description graph (bk_tgraph_new(NULL)) checks shapes as a graph
  *     with a backend does and refuses to run;
  *   - builders after the compile step fail. */
@@ -8,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "gpud/backend.h"
 #include "tcheck.h"
 
@@ -15,10 +34,13 @@
 
 #define MAX_PARAMS 256
 
-/* Every parameter array of a test network, random and kept for its life. */
+#define TOL 2e-5
+
+/* Every parameter array of a test network, random and kept for its life.
+ * Building the network again (cur reset to 0) binds the same arrays. */
 typedef struct {
     float *p[MAX_PARAMS];
-    int n;
+    int n, cur;
     uint64_t seed;
 } params_t;
 
@@ -31,12 +53,15 @@ static float uniform(params_t *ps)
 /* n values in lo + (hi - lo) * U(0, 1). */
 static float *param(params_t *ps, size_t n, float lo, float hi)
 {
+    if (ps->cur < ps->n)
+        return ps->p[ps->cur++];
     REQUIRE(ps->n < MAX_PARAMS, "too many parameters");
     float *v = malloc(n * sizeof *v);
     REQUIRE(v, "out of memory");
     for (size_t i = 0; i < n; i++)
         v[i] = lo + (hi - lo) * uniform(ps);
     ps->p[ps->n++] = v;
+    ps->cur = ps->n;
     return v;
 }
 
@@ -63,6 +88,406 @@ static bk_tvar_t *conv(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x, int oc, int k
     return bk_t_conv2d(g, x, &p);
 }
 
+/* BatchNorm in eval mode on random running stats, relu fused if asked. */
+static bk_tvar_t *bn(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x, int relu)
+{
+    int n, c, h, w;
+    if (!x)
+        return NULL;
+    bk_tvar_dims(x, &n, &c, &h, &w);
+    bk_tbn_t p = {.c = c, .weight = param(ps, (size_t)c, 0.5f, 1.5f),
+                  .bias = param(ps, (size_t)c, -0.1f, 0.1f),
+                  .running_mean = param(ps, (size_t)c, -0.1f, 0.1f),
+                  .running_var = param(ps, (size_t)c, 0.5f, 2.0f), .momentum = 0.1f,
+                  .eps = 1e-5f, .relu = relu};
+    return bk_t_batchnorm(g, x, &p);
+}
+
+static bk_tvar_t *linear(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x, int out)
+{
+    int n, c, h, w;
+    if (!x)
+        return NULL;
+    bk_tvar_dims(x, &n, &c, &h, &w);
+    float a = sqrtf(1.0f / (float)(c * h * w));
+    return bk_t_linear(g, x, out, param(ps, (size_t)out * c * h * w, -a, a), NULL,
+                       param(ps, (size_t)out, -a, a), NULL);
+}
+
+static bk_tvar_t *pool(bk_tgraph_t *g, bk_tvar_t *x, bk_pool_alg_t alg, int k, int s, int p)
+{
+    bk_pool_t pl = {alg, k, k, s, s, p, p};
+    return bk_t_pool2d(g, x, &pl);
+}
+
+/* ------------------------------------------------------------- networks */
+
+typedef bk_tvar_t *(*net_fn)(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x);
+
+/* torchvision's BasicBlock: conv-bn-relu, conv-bn, + identity or
+ * downsample (conv1x1-bn), relu. The first block spells relu as its own op,
+ * the second fuses it into the BN. */
+static bk_tvar_t *basic_block(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x, int oc, int stride,
+                              int bn_relu)
+{
+    int n, c, h, w;
+    bk_tvar_dims(x, &n, &c, &h, &w);
+    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, oc, 3, stride, 1, 0), bn_relu);
+    if (!bn_relu)
+        t = bk_t_relu(g, t);
+    t = bn(g, ps, conv(g, ps, t, oc, 3, 1, 1, 0), 0);
+    bk_tvar_t *id = x;
+    if (stride != 1 || c != oc)
+        id = bn(g, ps, conv(g, ps, x, oc, 1, stride, 0, 0), 0);
+    return bk_t_relu(g, bk_t_add(g, t, id));
+}
+
+static bk_tvar_t *net_basic(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x)
+{
+    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, 8, 3, 1, 1, 0), 1);
+    t = pool(g, t, BK_POOL_MAX, 3, 2, 1);
+    t = basic_block(g, ps, t, 8, 1, 0);
+    t = basic_block(g, ps, t, 16, 2, 1);
+    return linear(g, ps, bk_t_global_avg_pool(g, t), 10);
+}
+
+/* torchvision's Bottleneck: 1x1 / 3x3 (stride) / 1x1 x4, downsample. */
+static bk_tvar_t *bottleneck(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x, int planes,
+                             int stride)
+{
+    int n, c, h, w;
+    bk_tvar_dims(x, &n, &c, &h, &w);
+    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, planes, 1, 1, 0, 0), 1);
+    t = bn(g, ps, conv(g, ps, t, planes, 3, stride, 1, 0), 1);
+    t = bn(g, ps, conv(g, ps, t, 4 * planes, 1, 1, 0, 0), 0);
+    bk_tvar_t *id = x;
+    if (stride != 1 || c != 4 * planes)
+        id = bn(g, ps, conv(g, ps, x, 4 * planes, 1, stride, 0, 0), 0);
+    return bk_t_relu(g, bk_t_add(g, t, id));
+}
+
+static bk_tvar_t *net_bottleneck(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x)
+{
+    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, 16, 7, 2, 3, 0), 1);
+    t = bottleneck(g, ps, t, 4, 1);
+    t = bottleneck(g, ps, t, 4, 1);
+    t = bottleneck(g, ps, t, 8, 2);
+    return linear(g, ps, bk_t_flatten(g, bk_t_global_avg_pool(g, t)), 10);
+}
+
+/* The seed WideResNet's block: conv-bn_relu, dropout, conv-bn_relu, then
+ * + x or + a 1x1 scale conv with bias ({RELU, SUM}: ReLU before the sum). */
+static bk_tvar_t *wrn_block(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x, int oc)
+{
+    int n, c, h, w;
+    bk_tvar_dims(x, &n, &c, &h, &w);
+    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, oc, 3, 1, 1, 0), 1);
+    t = bk_t_dropout(g, t, 0.3f);
+    t = bn(g, ps, conv(g, ps, t, oc, 3, 1, 1, 0), 1);
+    bk_tvar_t *res = c == oc ? x : conv(g, ps, x, oc, 1, 1, 0, 1);
+    return bk_t_add(g, t, res);
+}
+
+static bk_tvar_t *net_wrn(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x)
+{
+    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, 8, 3, 1, 1, 0), 1);
+    t = wrn_block(g, ps, t, 16);
+    t = wrn_block(g, ps, t, 16);
+    t = pool(g, t, BK_POOL_MAX, 2, 2, 0);
+    t = wrn_block(g, ps, t, 24);
+    t = pool(g, t, BK_POOL_AVG, 2, 2, 0);
+    return linear(g, ps, bk_t_flatten(g, t), 10);   /* flatten of a 4x4 map */
+}
+
+/* Pooling heads and ops with no conv to fuse into: a conv-relu (relu as a
+ * post-op), an add of the graph's input (an input is never a residual: a
+ * plain add), a residual read again after the add (no sum post-op either),
+ * an add of two pools with a relu, average pooling without the padding, a
+ * linear over a spatial map. */
+static bk_tvar_t *net_heads(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x)
+{
+    int n, c, h, w;
+    bk_tvar_dims(x, &n, &c, &h, &w);
+    bk_tvar_t *u = bk_t_relu(g, conv(g, ps, x, c, 3, 1, 1, 1));
+    bk_tvar_t *t = bk_t_add(g, bn(g, ps, conv(g, ps, u, c, 3, 1, 1, 0), 0), x);
+    t = bk_t_add(g, bn(g, ps, conv(g, ps, t, c, 3, 1, 1, 0), 0), u);
+    t = bk_t_add(g, t, u);
+    bk_tvar_t *a = pool(g, t, BK_POOL_MAX, 3, 1, 1), *b = pool(g, t, BK_POOL_AVG, 3, 1, 1);
+    t = bk_t_relu(g, bk_t_add(g, a, b));
+    t = pool(g, t, BK_POOL_AVG_EXCLUDE_PAD, 3, 2, 1);
+    t = bk_t_relu(g, t);
+    return linear(g, ps, t, 7);
+}
+
+/* DenseNet's layer: bn-relu-conv (a BN after a concat, not a conv), concat:
+ * no fused form. */
+static bk_tvar_t *net_dense(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x)
+{
+    bk_tvar_t *t = pool(g, bn(g, ps, conv(g, ps, x, 8, 3, 1, 1, 0), 1), BK_POOL_MAX, 2, 2, 0);
+    for (int i = 0; i < 2; i++) {
+        bk_tvar_t *y = conv(g, ps, bn(g, ps, t, 1), 4, 3, 1, 1, 0);
+        bk_tvar_t *xs[2] = {t, y};
+        t = bk_t_concat(g, 2, xs);
+    }
+    return linear(g, ps, bk_t_global_avg_pool(g, bn(g, ps, t, 1)), 10);
+}
+
+typedef struct {
+    const char *name;
+    net_fn fn;
+    int c, h, w;
+    int fused;      /* expected bk_tgraph_fused */
+} net_t;
+
+static const net_t NETS[] = {
+    {"basic", net_basic, 3, 16, 16, 1},
+    {"bottleneck", net_bottleneck, 3, 32, 32, 1},
+    {"wrn", net_wrn, 3, 16, 16, 1},
+    {"heads", net_heads, 4, 9, 9, 1},
+    {"dense", net_dense, 3, 8, 8, 0},
+};
+
+#define BATCH 2
+
+/* A built network: the graph, its input and output. */
+typedef struct {
+    bk_tgraph_t *g;
+    bk_tvar_t *x, *y;
+    size_t nx, ny;
+} built_t;
+
+/* forward_only: the inference graph (fused when it can be); else the same
+ * graph as a training graph, in eval mode. */
+static built_t build(backend_t *be, const net_t *net, params_t *ps, int forward_only)
+{
+    built_t b = {.g = bk_tgraph_new(be)};
+    if (forward_only)
+        bk_tgraph_set_forward_only(b.g);
+    bk_tgraph_set_training(b.g, 0);
+    ps->cur = 0;
+    b.x = bk_t_input(b.g, BATCH, net->c, net->h, net->w, 0);
+    b.y = net->fn(b.g, ps, b.x);
+    REQUIRE(b.y, "%s: build: %s", net->name, bk_tgraph_error(b.g));
+    int n, c, h, w;
+    bk_tvar_dims(b.y, &n, &c, &h, &w);
+    b.ny = (size_t)n * c * h * w;
+    b.nx = (size_t)BATCH * net->c * net->h * net->w;
+    return b;
+}
+
+static void run(built_t *b, const char *what, const float *x, float *y)
+{
+    if (x)
+        REQUIRE(bk_t_write(b->g, b->x, x) == 0, "%s: write: %s", what, bk_tgraph_error(b->g));
+    REQUIRE(bk_t_forward(b->g) == 0 && bk_t_read(b->g, b->y, y) == 0, "%s: forward: %s", what,
+            bk_tgraph_error(b->g));
+}
+
+/* max|a - b| / max|b|, and whether any value differs. */
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double d = 0.0, m = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return d / m;
+}
+
+static float *input(params_t *ps, size_t n)
+{
+    float *x = malloc(n * sizeof *x);
+    REQUIRE(x, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        x[i] = 2.0f * uniform(ps) - 1.0f;
+    return x;
+}
+
+/* The inference graph agrees with the tape in eval mode, fused or not as
+ * expected. */
+static void fused_vs_tape(backend_t *be, const net_t *net)
+{
+    const char *bn_ = backend_name(be);
+    params_t ps = {.seed = 7};
+    built_t t = build(be, net, &ps, 0), f = build(be, net, &ps, 1);
+    float *x = input(&ps, t.nx), *yt = malloc(t.ny * sizeof *yt), *yf = malloc(t.ny * 4);
+    REQUIRE(yt && yf, "out of memory");
+    run(&t, net->name, x, yt);
+    run(&f, net->name, x, yf);
+    double e = rel_err(yf, yt, t.ny);
+    printf("  %-4s %-10s fused %d  max|fused - tape| / max|tape| %.2g\n", bn_, net->name,
+           bk_tgraph_fused(f.g), e);
+    CHECK(bk_tgraph_fused(f.g) == net->fused, "%s %s: bk_tgraph_fused %d, want %d", bn_,
+          net->name, bk_tgraph_fused(f.g), net->fused);
+    CHECK(!bk_tgraph_fused(t.g), "%s %s: a training graph is never fused", bn_, net->name);
+    CHECK(e <= TOL, "%s %s: fused vs tape %.3g > %g", bn_, net->name, e, TOL);
+    bk_tgraph_destroy(&t.g);
+    bk_tgraph_destroy(&f.g);
+    free(x);
+    free(yt);
+    free(yf);
+    params_free(&ps);
+}
+
+/* The fused program snapshots the parameters: a changed BN gamma shows only
+ * after bk_tgraph_reload (with the input written before it kept), then as
+ * on the tape. Switched to training mode, the graph runs on the tape. */
+static void reload_and_modes(backend_t *be)
+{
+    const char *bn_ = backend_name(be);
+    const net_t *net = &NETS[0];
+    params_t ps = {.seed = 11};
+    built_t t = build(be, net, &ps, 0), f = build(be, net, &ps, 1);
+    size_t ny = t.ny;
+    float *x = input(&ps, t.nx), *y0 = malloc(ny * 4), *y1 = malloc(ny * 4), *yt = malloc(ny * 4);
+    REQUIRE(y0 && y1 && yt, "out of memory");
+    run(&f, "reload", x, y0);
+    REQUIRE(bk_tgraph_fused(f.g), "%s: not fused", bn_);
+    float *gamma = ps.p[1];   /* the stem BN's weight (ps.p[0]: the conv's) */
+    for (int i = 0; i < 8; i++)
+        gamma[i] *= 1.5f;
+    run(&f, "reload", NULL, y1);
+    CHECK(rel_err(y1, y0, ny) == 0.0, "%s: output changed before bk_tgraph_reload", bn_);
+    bk_tgraph_reload(f.g);
+    run(&f, "reload", NULL, y1);
+    run(&t, "reload", x, yt);
+    CHECK(rel_err(y1, y0, ny) > 1e-3, "%s: bk_tgraph_reload did not re-read the weights", bn_);
+    CHECK(rel_err(y1, yt, ny) <= TOL, "%s: after reload, fused vs tape %.3g", bn_,
+          rel_err(y1, yt, ny));
+    CHECK(bk_tgraph_fused(f.g), "%s: fused after reload", bn_);
+
+    /* training mode: batch statistics, on the tape (the input carried over) */
+    bk_tgraph_set_training(f.g, 1);
+    bk_tgraph_set_training(t.g, 1);
+    run(&f, "training", NULL, y1);
+    run(&t, "training", NULL, yt);
+    CHECK(!bk_tgraph_fused(f.g), "%s: fused in training mode", bn_);
+    CHECK(rel_err(y1, yt, ny) == 0.0 && rel_err(y1, y0, ny) > 1e-3,
+          "%s: training mode after fusing: %.3g from the tape", bn_, rel_err(y1, yt, ny));
+    bk_tgraph_destroy(&t.g);
+    bk_tgraph_destroy(&f.g);
+    free(x);
+    free(y0);
+    free(y1);
+    free(yt);
+    params_free(&ps);
+}
+
+/* Writing the input and reading the output work on a fused graph; reading
+ * a tensor that was folded away, or a residual accumulated into, fails. */
+static void fused_away(backend_t *be)
+{
+    const char *bn_ = backend_name(be);
+    params_t ps = {.seed = 5};
+    bk_tgraph_t *g = bk_tgraph_new(be);
+    bk_tgraph_set_forward_only(g);
+    bk_tgraph_set_training(g, 0);
+    bk_tvar_t *x = bk_t_input(g, 1, 2, 4, 4, 0);
+    bk_tvar_t *c = conv(g, &ps, x, 4, 3, 1, 1, 0);
+    bk_tvar_t *r = bn(g, &ps, c, 1);
+    bk_tvar_t *y = bk_t_add(g, bn(g, &ps, conv(g, &ps, r, 4, 3, 1, 1, 0), 0), r);
+    float in[32], out[64];
+    for (int i = 0; i < 32; i++)
+        in[i] = (float)i / 32.0f;
+    REQUIRE(bk_t_write(g, x, in) == 0 && bk_t_forward(g) == 0 && bk_t_read(g, y, out) == 0,
+            "%s: fused forward: %s", bn_, bk_tgraph_error(g));
+    CHECK(bk_tgraph_fused(g), "%s: conv-bn-add not fused", bn_);
+    CHECK(bk_t_read(g, c, out) < 0 && bk_tgraph_error(g) &&
+          strstr(bk_tgraph_error(g), "fused away"), "%s: read of a folded conv: %s", bn_,
+          bk_tgraph_error(g));
+    bk_tgraph_destroy(&g);
+
+    /* a BasicBlock: r is the residual the last conv accumulates into */
+    g = bk_tgraph_new(be);
+    bk_tgraph_set_forward_only(g);
+    bk_tgraph_set_training(g, 0);
+    x = bk_t_input(g, 1, 2, 4, 4, 0);
+    r = bn(g, &ps, conv(g, &ps, x, 4, 3, 1, 1, 0), 1);
+    c = bn(g, &ps, conv(g, &ps, r, 4, 3, 1, 1, 0), 1);
+    y = bk_t_add(g, bn(g, &ps, conv(g, &ps, c, 4, 3, 1, 1, 0), 0), r);
+    REQUIRE(bk_t_write(g, x, in) == 0 && bk_t_forward(g) == 0 && bk_t_read(g, c, out) == 0,
+            "%s: a tensor the fused program computes: %s", bn_, bk_tgraph_error(g));
+    CHECK(bk_t_read(g, r, out) < 0 && strstr(bk_tgraph_error(g), "fused away"),
+          "%s: read of a residual accumulated into", bn_);
+    bk_tgraph_destroy(&g);
+    params_free(&ps);
+}
+
+/* The old eval path's fold (models/layers.c bn_fold): a folded copy of
+ * conv weight w [oc, per] and a bias from BN arrays bn[0..3]. */
+static void fold(const float *w, const float *bias, int oc, size_t per, float *const *bnp,
+                 float *fw, float *fb)
+{
+    for (int o = 0; o < oc; o++) {
+        double s = (double)bnp[0][o] / sqrt((double)bnp[3][o] + 1e-5);
+        for (size_t i = 0; i < per; i++)
+            fw[(size_t)o * per + i] = (float)(w[(size_t)o * per + i] * s);
+        fb[o] = (float)(((double)(bias ? bias[o] : 0.0f) - bnp[2][o]) * s + bnp[1][o]);
+    }
+}
+
+/* Conv of parameter index pi (its BN at pi + 1 .. pi + 4 when bn) on the
+ * old eval builders. */
+static bk_tensor_t *old_conv(bk_graph_t *g, params_t *ps, int pi, int bn_, bk_tensor_t *x,
+                             int ic, int oc, int k, int stride, bk_tensor_t *res, int n_post,
+                             bk_postop_t p0, bk_postop_t p1)
+{
+    size_t per = (size_t)ic * k * k;
+    static float fw[24 * 24 * 9], fb[24];
+    const float *bias = bn_ ? NULL : ps->p[pi + 1];   /* no BN: the scale conv's bias */
+    if (bn_)
+        fold(ps->p[pi], NULL, oc, per, &ps->p[pi + 1], fw, fb);
+    bk_conv_t p = {.ic = ic, .oc = oc, .kh = k, .kw = k, .stride_h = stride,
+                   .stride_w = stride, .pad_h = k / 2, .pad_w = k / 2,
+                   .weight = bn_ ? fw : ps->p[pi], .bias = bn_ ? fb : bias, .n_post = n_post,
+                   .post = {p0, p1}};
+    return bk_conv2d(g, x, &p, res);
+}
+
+/* A stem, a BasicBlock with downsample and a WideResNet block with a scale
+ * conv: tape (fused) vs the eval graph built by hand as models/ did. */
+static bk_tvar_t *net_oldpath(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x)
+{
+    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, 8, 3, 1, 1, 0), 1);   /* params 0..4 */
+    t = basic_block(g, ps, t, 16, 2, 1);                          /* 5..19 */
+    return wrn_block(g, ps, t, 24);                               /* 20..31 */
+}
+
+static void same_bits_as_eval_graph(backend_t *be)
+{
+    const char *bn_ = backend_name(be);
+    const net_t net = {"oldpath", net_oldpath, 3, 12, 12, 1};
+    params_t ps = {.seed = 3};
+    built_t f = build(be, &net, &ps, 1);
+    REQUIRE(ps.n == 32, "net_oldpath has %d parameter arrays, the old path wants 32", ps.n);
+    bk_graph_t *g = bk_graph_new(be);
+    bk_tensor_t *x = bk_input(g, BATCH, 3, 12, 12);
+    bk_tensor_t *t = old_conv(g, &ps, 0, 1, x, 3, 8, 3, 1, NULL, 1, BK_PO_RELU, 0);
+    bk_tensor_t *y = old_conv(g, &ps, 5, 1, t, 8, 16, 3, 2, NULL, 1, BK_PO_RELU, 0);
+    bk_tensor_t *id = old_conv(g, &ps, 15, 1, t, 8, 16, 1, 2, NULL, 0, 0, 0);
+    t = old_conv(g, &ps, 10, 1, y, 16, 16, 3, 1, id, 2, BK_PO_SUM, BK_PO_RELU);
+    y = old_conv(g, &ps, 20, 1, t, 16, 24, 3, 1, NULL, 1, BK_PO_RELU, 0);
+    bk_tensor_t *res = old_conv(g, &ps, 30, 0, t, 16, 24, 1, 1, NULL, 0, 0, 0);
+    t = old_conv(g, &ps, 25, 1, y, 24, 24, 3, 1, res, 2, BK_PO_RELU, BK_PO_SUM);
+    REQUIRE(t, "%s: old eval graph: %s", bn_, bk_graph_error(g));
+    float *xin = input(&ps, f.nx), *ya = malloc(f.ny * 4), *yb = malloc(f.ny * 4);
+    REQUIRE(ya && yb, "out of memory");
+    REQUIRE(bk_write(g, x, xin) == 0 && bk_run(g) == 0 && bk_read(g, t, ya) == 0, "%s: %s",
+            bn_, bk_graph_error(g));
+    run(&f, "oldpath", xin, yb);
+    CHECK(bk_tgraph_fused(f.g), "%s: oldpath not fused", bn_);
+    CHECK(memcmp(ya, yb, f.ny * sizeof *ya) == 0, "%s: fused vs the old eval graph: %.3g",
+          bn_, rel_err(yb, ya, f.ny));
+    printf("  %-4s oldpath    fused vs hand-built eval graph: max rel diff %.2g\n", bn_,
+           rel_err(yb, ya, f.ny));
+    bk_graph_destroy(&g);
+    bk_tgraph_destroy(&f.g);
+    free(xin);
+    free(ya);
+    free(yb);
+    params_free(&ps);
+}
+
 /* ------------------------------------------------------------ description */
 
 static void description_graph(void)
@@ -86,6 +511,18 @@ static void description_graph(void)
           "forward of a description graph: %s", bk_tgraph_error(g));
     CHECK(bk_t_read(g, y, out) < 0, "read of a description graph");
     bk_tgraph_destroy(&g);
+
+    /* every test network describes itself without a backend */
+    for (size_t i = 0; i < sizeof NETS / sizeof NETS[0]; i++) {
+        g = bk_tgraph_new(NULL);
+        ps.cur = ps.n;   /* new arrays */
+        x = bk_t_input(g, BATCH, NETS[i].c, NETS[i].h, NETS[i].w, 0);
+        CHECK(NETS[i].fn(g, &ps, x) && !bk_tgraph_error(g), "description of %s: %s",
+              NETS[i].name, bk_tgraph_error(g));
+        CHECK(bk_t_write(g, x, out) < 0 && !bk_tgraph_fused(g), "description of %s ran",
+              NETS[i].name);
+        bk_tgraph_destroy(&g);
+    }
 
     /* shape checks with the messages of a graph with a backend */
     g = bk_tgraph_new(NULL);
@@ -118,6 +555,7 @@ static void build_after_compile(backend_t *be)
 
 int main(void)
 {
+    log_init("test_graph_plan", -1, 1);   /* the plan's debug lines: what fused */
     description_graph();
     const char *names[2] = {"cpu", "ref"};
     for (int i = 0; i < 2; i++) {
@@ -125,6 +563,11 @@ int main(void)
         backend_t *be = backend_new(names[i], 2, err, sizeof err);
         REQUIRE(be, "backend %s: %s", names[i], err);
         build_after_compile(be);
+        for (size_t k = 0; k < sizeof NETS / sizeof NETS[0]; k++)
+            fused_vs_tape(be, &NETS[k]);
+        same_bits_as_eval_graph(be);
+        reload_and_modes(be);
+        fused_away(be);
         backend_destroy(&be);
     }
     return tc_done("test_graph_plan");
