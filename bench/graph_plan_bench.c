@@ -1,6 +1,6 @@
 /* graph_plan_bench — the inference plan's speed: a ResNet-18-shaped network
  * with random weights run (a) as the old eval graph, built by hand on the
- * bk_graph builders with BatchNorm folded in and ReLU / residual sum as conv
+ * bk_prog builders with BatchNorm folded in and ReLU / residual sum as conv
  * post-ops, as models/resnet.c builds it, and (b) as the one description
  * on the tape (conv, batchnorm, relu, add, as for training), forward-only
  * in eval mode, which the engine runs as its fused program. Repetitions
@@ -21,7 +21,7 @@
 
 #include "common/clock.h"
 #include "common/flags.h"
-#include "gpud/backend.h"
+#include "gpud/backend_prog.h"
 
 #define MAX_ARRAYS 512
 #define CLASSES 1000
@@ -56,8 +56,8 @@ static float *arr(arena_t *a, size_t n, float lo, float hi)
 /* One conv + its BatchNorm: unfolded parameters (the tape binds them) and
  * the folded copy of the old path. */
 typedef struct {
-    bk_tconv_t c;
-    bk_tbn_t bn;
+    bk_conv_t c;
+    bk_bn_t bn;
     float *fw, *fb;
 } cbn_t;
 
@@ -136,49 +136,49 @@ static void net_free(net_t *m)
 
 /* ---------------------------------------------------- the old eval graph */
 
-static bk_tensor_t *old_conv(bk_graph_t *g, const cbn_t *u, bk_tensor_t *x, bk_tensor_t *res,
+static bk_ptensor_t *old_conv(bk_prog_t *g, const cbn_t *u, bk_ptensor_t *x, bk_ptensor_t *res,
                              int n_post, bk_postop_t p0, bk_postop_t p1)
 {
-    bk_conv_t p = {.ic = u->c.ic, .oc = u->c.oc, .kh = u->c.kh, .kw = u->c.kw,
+    bk_pconv_t p = {.ic = u->c.ic, .oc = u->c.oc, .kh = u->c.kh, .kw = u->c.kw,
                    .stride_h = u->c.stride_h, .stride_w = u->c.stride_w,
                    .pad_h = u->c.pad_h, .pad_w = u->c.pad_w, .weight = u->fw, .bias = u->fb,
                    .n_post = n_post, .post = {p0, p1}};
-    return bk_conv2d(g, x, &p, res);
+    return bk_prog_conv2d(g, x, &p, res);
 }
 
-static bk_tensor_t *old_build(bk_graph_t *g, const net_t *m, bk_tensor_t *x)
+static bk_ptensor_t *old_build(bk_prog_t *g, const net_t *m, bk_ptensor_t *x)
 {
-    bk_tensor_t *t = old_conv(g, &m->stem, x, NULL, 1, BK_PO_RELU, 0);
+    bk_ptensor_t *t = old_conv(g, &m->stem, x, NULL, 1, BK_PO_RELU, 0);
     bk_pool_t mp = {BK_POOL_MAX, 3, 3, 2, 2, 1, 1};
-    t = bk_pool2d(g, t, &mp);
+    t = bk_prog_pool2d(g, t, &mp);
     for (int b = 0; b < 8; b++) {
-        bk_tensor_t *y = old_conv(g, &m->c1[b], t, NULL, 1, BK_PO_RELU, 0);
-        bk_tensor_t *id = m->has_ds[b] ? old_conv(g, &m->ds[b], t, NULL, 0, 0, 0) : t;
+        bk_ptensor_t *y = old_conv(g, &m->c1[b], t, NULL, 1, BK_PO_RELU, 0);
+        bk_ptensor_t *id = m->has_ds[b] ? old_conv(g, &m->ds[b], t, NULL, 0, 0, 0) : t;
         t = old_conv(g, &m->c2[b], y, id, 2, BK_PO_SUM, BK_PO_RELU);
     }
-    return bk_linear(g, bk_global_avg_pool(g, t), CLASSES, m->fc_w, m->fc_b);
+    return bk_prog_linear(g, bk_prog_global_avg_pool(g, t), CLASSES, m->fc_w, m->fc_b);
 }
 
 /* ---------------------------------------------------- the tape description */
 
-static bk_tvar_t *tape_cbn(bk_tgraph_t *g, const cbn_t *u, bk_tvar_t *x, int relu)
+static bk_tensor_t *tape_cbn(bk_graph_t *g, const cbn_t *u, bk_tensor_t *x, int relu)
 {
-    bk_tbn_t bn = u->bn;
+    bk_bn_t bn = u->bn;
     bn.relu = relu;
-    return bk_t_batchnorm(g, bk_t_conv2d(g, x, &u->c), &bn);
+    return bk_batchnorm(g, bk_conv2d(g, x, &u->c), &bn);
 }
 
-static bk_tvar_t *tape_build(bk_tgraph_t *g, const net_t *m, bk_tvar_t *x)
+static bk_tensor_t *tape_build(bk_graph_t *g, const net_t *m, bk_tensor_t *x)
 {
-    bk_tvar_t *t = tape_cbn(g, &m->stem, x, 1);
+    bk_tensor_t *t = tape_cbn(g, &m->stem, x, 1);
     bk_pool_t mp = {BK_POOL_MAX, 3, 3, 2, 2, 1, 1};
-    t = bk_t_pool2d(g, t, &mp);
+    t = bk_pool2d(g, t, &mp);
     for (int b = 0; b < 8; b++) {
-        bk_tvar_t *y = tape_cbn(g, &m->c2[b], tape_cbn(g, &m->c1[b], t, 1), 0);
-        bk_tvar_t *id = m->has_ds[b] ? tape_cbn(g, &m->ds[b], t, 0) : t;
-        t = bk_t_relu(g, bk_t_add(g, y, id));
+        bk_tensor_t *y = tape_cbn(g, &m->c2[b], tape_cbn(g, &m->c1[b], t, 1), 0);
+        bk_tensor_t *id = m->has_ds[b] ? tape_cbn(g, &m->ds[b], t, 0) : t;
+        t = bk_relu(g, bk_add(g, y, id));
     }
-    return bk_t_linear(g, bk_t_global_avg_pool(g, t), CLASSES, m->fc_w, NULL, m->fc_b, NULL);
+    return bk_linear(g, bk_global_avg_pool(g, t), CLASSES, m->fc_w, NULL, m->fc_b, NULL);
 }
 
 /* ------------------------------------------------------------------ run */
@@ -238,20 +238,20 @@ int main(int argc, char **argv)
     float *x = arr(&a, nx, -2.0f, 2.0f), *ya = malloc(ny * 4), *yb = malloc(ny * 4);
 
     double t0 = clock_mono_s();
-    bk_graph_t *og = bk_graph_new(be);
-    bk_tensor_t *ox = bk_input(og, n, 3, s, s), *oy = old_build(og, &m, ox);
+    bk_prog_t *og = bk_prog_new(be);
+    bk_ptensor_t *ox = bk_prog_input(og, n, 3, s, s), *oy = old_build(og, &m, ox);
     if (!oy)
-        die("old eval graph", bk_graph_error(og));
+        die("old eval graph", bk_prog_error(og));
     double t_old = clock_mono_s() - t0;
     t0 = clock_mono_s();
-    bk_tgraph_t *tg = bk_tgraph_new(be);
-    bk_tgraph_set_forward_only(tg);
-    bk_tgraph_set_training(tg, 0);
-    bk_tvar_t *tx = bk_t_input(tg, n, 3, s, s, 0), *ty = tape_build(tg, &m, tx);
-    if (!ty || bk_tgraph_compile(tg) < 0)
-        die("tape graph", bk_tgraph_error(tg));
+    bk_graph_t *tg = bk_graph_new(be);
+    bk_graph_set_forward_only(tg);
+    bk_graph_set_training(tg, 0);
+    bk_tensor_t *tx = bk_input(tg, n, 3, s, s, 0), *ty = tape_build(tg, &m, tx);
+    if (!ty || bk_graph_compile(tg) < 0)
+        die("tape graph", bk_graph_error(tg));
     double t_new = clock_mono_s() - t0;
-    printf("build+compile: old %.3f s, tape (fused %d) %.3f s\n", t_old, bk_tgraph_fused(tg),
+    printf("build+compile: old %.3f s, tape (fused %d) %.3f s\n", t_old, bk_graph_fused(tg),
            t_new);
 
     double *ta = calloc((size_t)o.reps, sizeof *ta), *tb = calloc((size_t)o.reps, sizeof *tb);
@@ -260,12 +260,12 @@ int main(int argc, char **argv)
         for (int k = 0; k < 2; k++) {
             int old_now = (k == 0) == (r % 2 == 0);
             double c = clock_mono_s();
-            if (old_now && (bk_write(og, ox, x) < 0 || bk_run(og) < 0 ||
-                            bk_read(og, oy, ya) < 0))
-                die("old forward", bk_graph_error(og));
-            if (!old_now && (bk_t_write(tg, tx, x) < 0 || bk_t_forward(tg) < 0 ||
-                             bk_t_read(tg, ty, yb) < 0))
-                die("tape forward", bk_tgraph_error(tg));
+            if (old_now && (bk_prog_write(og, ox, x) < 0 || bk_prog_run(og) < 0 ||
+                            bk_prog_read(og, oy, ya) < 0))
+                die("old forward", bk_prog_error(og));
+            if (!old_now && (bk_write(tg, tx, x) < 0 || bk_forward(tg) < 0 ||
+                             bk_read(tg, ty, yb) < 0))
+                die("tape forward", bk_graph_error(tg));
             *(old_now ? &da : &db) = clock_mono_s() - c;
         }
         if (r < 0)
@@ -286,8 +286,8 @@ int main(int argc, char **argv)
            "max|old - fused|/max|old| %.2g\n", o.backend, n, s, o.threads, o.reps, ta[0],
            ta[o.reps / 2], tb[0], tb[o.reps / 2], tb[0] / ta[0], tb[o.reps / 2] / ta[o.reps / 2],
            dmax / ymax);
-    bk_graph_destroy(&og);
-    bk_tgraph_destroy(&tg);
+    bk_prog_destroy(&og);
+    bk_graph_destroy(&tg);
     backend_destroy(&be);
     net_free(&m);
     for (int i = 0; i < a.n; i++)

@@ -44,6 +44,12 @@ static void print_line(const ddp_event_t *ev)
         printf("failed   #%llu %s: %s\n", (unsigned long long)ev->u.failed.id, ev->u.failed.path,
                ev->u.failed.reason);
         break;
+    case EV_MEMBERSHIP:
+        printf("membership gen %u world %d: %s (%u rank%s) step %llu%s: %s\n", ev->u.membership.gen,
+               ev->u.membership.world, ev->u.membership.change, ev->u.membership.n,
+               ev->u.membership.n == 1 ? "" : "s", (unsigned long long)ev->u.membership.step,
+               ev->u.membership.redone ? " redone" : "", ev->u.membership.reason);
+        break;
     case EV_PREDICTIONS:
         printf("predictions %llu..%llu of %llu\n", (unsigned long long)ev->u.predictions.first,
                (unsigned long long)(ev->u.predictions.first + ev->u.predictions.n),

@@ -53,9 +53,11 @@ static int start_reducerd(job_t *j, const train_options_t *o)
     r.patience = o->patience;
     r.resume_dir = o->out;
     r.no_val = !o->val;
+    r.min_workers = o->min_workers;
     if (o->resuming) {
         r.start_epoch = o->resume.epoch;
         r.streak = o->resume.streak;
+        r.start_step = o->resume.step;
     }
     return children_spawn(j, "reducerd", "reducerd", &reducer_options_table, &r);
 }
@@ -178,6 +180,8 @@ static int start_gpud(job_t *j, const train_options_t *o, long rank)
         return -1;
     g.ring_bind = ring;
     g.ring_timeout_s = o->ring_timeout_s;
+    /* reducerd answers a step after a lost rank once heartbeats declare it dead */
+    g.commit_timeout_s = o->ring_timeout_s + o->worker_timeout_s;
     long fault_rank, fault_step;
     if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_step) == 2 &&
         fault_rank == rank)
@@ -350,7 +354,8 @@ int cmd_train(int argc, char **argv)
     }
     const char *keep[] = {o.weights, o.resuming ? o.resume.file : NULL};
     job_cfg_t cfg = {.cmd = "train", .out = o.out, .timeout_s = o.max_time_s, .quiet = o.quiet,
-                     .train = true, .verdict_s = o.worker_timeout_s + 15, .on_event = on_event,
+                     .train = true, .verdict_s = o.worker_timeout_s + 15,
+                     .min_workers = o.min_workers, .on_event = on_event,
                      .arg = &v, .overwrite = o.overwrite, .resume = resumes_in_place(&o),
                      .keep = keep, .nkeep = 2, .tap = o.tap};
     job_t *j = job_new(&cfg);

@@ -25,6 +25,7 @@ struct job {
     bool tty;
     double last_print;          /* of a progress line on a pipe */
     char fail_reason[1024];     /* from reducerd's "end" event */
+    long ranks_lost;            /* training: ranks the membership events removed */
 };
 
 static volatile sig_atomic_t s_stop = 0;
@@ -107,7 +108,7 @@ job_t *job_new(const job_cfg_t *cfg)
         free(j);
         return NULL;
     }
-    const char *topics[] = {"progress", "worker", "metric", "end", "log"};
+    const char *topics[] = {"progress", "worker", "metric", "end", "log", "membership"};
     for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++)
         zsock_set_subscribe(j->tap, topics[i]);
     if (zs_secure_client(j->tap, j->e.tap, "tap") < 0 ||
@@ -203,6 +204,18 @@ static void print_progress(job_t *j, const ev_progress_t *p)
     fflush(stderr);
 }
 
+/* One console line per membership change of a training job. */
+static void print_membership(job_t *j, const ev_membership_t *m)
+{
+    if (strcmp(m->change, "formed") == 0)
+        return; /* the gang as started: not a change */
+    if (strcmp(m->change, "lost") == 0)
+        j->ranks_lost += m->n;
+    fprintf(stderr, "%sddpipe: membership generation %u: %s; %d rank%s continue from step %llu%s\n",
+            j->tty ? "\n" : "", m->gen, m->reason, m->world, m->world == 1 ? "" : "s",
+            (unsigned long long)m->step, m->redone ? " (the interrupted step is redone)" : "");
+}
+
 static void on_tap_event(job_t *j)
 {
     zmsg_t *m = zmsg_recv(j->tap);
@@ -219,6 +232,8 @@ static void on_tap_event(job_t *j)
                     j->cfg.train ? "" : "; its batches go to the others");
         else if (ev.topic == EV_END && ev.u.end.code != 0)
             snprintf(j->fail_reason, sizeof j->fail_reason, "%s", ev.u.end.reason);
+        else if (ev.topic == EV_MEMBERSHIP)
+            print_membership(j, &ev.u.membership);
         if (j->cfg.on_event)
             j->cfg.on_event(j->cfg.arg, &ev, j->tty);
         event_clear(&ev);
@@ -239,6 +254,7 @@ typedef struct {
     child_t *last_dead;         /* the last gpud that failed */
     double dead_at;             /* when (train: reducerd's verdict is due) */
     bool gpud_finished;         /* a worker exited 0: it was told the job is over */
+    long gpud_failures;         /* gpuds that failed (train: each must be a lost rank) */
 } watch_t;
 
 static int on_reporterd_exit(job_t *j, child_t *c, bool ok, const char *how)
@@ -259,8 +275,11 @@ static void on_gpud_failure(job_t *j, watch_t *w, child_t *c, const char *how)
 {
     w->last_dead = c;
     w->dead_at = clock_mono_s();
+    w->gpud_failures++;
     const char *then = "";
-    if (j->cfg.train)
+    if (j->cfg.train && launch_running(&j->L, "gpud") >= (j->cfg.min_workers > 0 ? j->cfg.min_workers : 1))
+        then = "; the survivors continue once reducerd re-forms the ring";
+    else if (j->cfg.train)
         then = "; training cannot go on without it";
     else if (launch_running(&j->L, "gpud") > 0)
         then = "; the other workers take over its batches";
@@ -306,11 +325,16 @@ static int check_orphaned(job_t *j, const watch_t *w)
                 w->last_dead->log);
         return 1;
     }
-    /* training: reducerd names the dead rank and ends the job; if it does
-     * not within the bound, end it here so the exit stays bounded */
+    /* training: reducerd either re-forms the ring without the dead rank (a
+     * membership event: every failed gpud is a lost rank; a fenced rank
+     * exits after it was removed) or names it and ends the job; if neither
+     * happens within the bound, end the job here so the exit stays bounded */
+    if (j->cfg.train && w->gpud_failures <= j->ranks_lost)
+        return -1;
     if (j->cfg.train && j->cfg.verdict_s > 0 && clock_mono_s() - w->dead_at > j->cfg.verdict_s) {
-        fprintf(stderr, "ddpipe: %s died and the coordinator did not end the job within %lds; "
-                "stopping it (see %s)\n", w->last_dead->name, j->cfg.verdict_s, w->last_dead->log);
+        fprintf(stderr, "ddpipe: %s died and the coordinator neither re-formed the ring nor ended "
+                "the job within %lds; stopping it (see %s)\n", w->last_dead->name,
+                j->cfg.verdict_s, w->last_dead->log);
         return 1;
     }
     return -1;

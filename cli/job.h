@@ -39,11 +39,13 @@ typedef struct {
     const char *tap;            /* --tap endpoint for reporterd's tap; NULL: private ipc */
     long timeout_s;             /* fail the job after this long; 0: never */
     bool quiet;                 /* no progress lines */
-    /* Training: a dead gpud is fatal (reducerd fails the job and names the
-     * rank) instead of having its batches re-queued; progress lines only
+    /* Training: a dead gpud costs its step while min_workers ranks are left
+     * (reducerd re-forms the ring: a membership event; docs/ELASTIC.md),
+     * else reducerd fails the job and names the rank; progress lines only
      * on a terminal (the caller prints one line per epoch). */
     bool train;
-    long verdict_s;             /* train: how long reducerd may take to end the job after a gpud died */
+    long verdict_s;             /* train: how long reducerd may take to re-form or end the job after a gpud died */
+    long min_workers;           /* train: the fewest ranks the job goes on with (>= 1) */
     job_event_fn *on_event;     /* may be NULL */
     void *arg;
 } job_cfg_t;

@@ -16,7 +16,7 @@
  * and train leave nothing else. */
 static const char *const s_files[] = {
     "summary.json", "predictions.csv", "metrics.csv", "classification_report.txt",
-    "checkpoint.safetensors", "model.safetensors",
+    "checkpoint.safetensors", "model.safetensors", "membership.csv",
     "loss.png", "loss.svg", "accuracy.png", "accuracy.svg", "throughput.png", "throughput.svg",
     "confusion.png", "confusion.svg", "f1.png", "f1.svg",
 };

@@ -66,6 +66,9 @@ static const option_t s_rows[] = {
                 "data order, augmentation, dropout, init (default 0, or the checkpoint's)"),
     OPTION_SECTION("run:"),
     JOB_RUN_OPTIONS(T),
+    OPTION_LONG(T, min_workers, "min-workers", "N", 1, 1, 4096,
+                "a rank lost mid-training costs its step, not the job, while at least N ranks "
+                "are left (docs/ELASTIC.md); below N the job stops with a resumable checkpoint"),
     OPTION_SECTION("test hooks:"),
     OPTION_STRING(T, fault, "fault", "RANK:STEP", NULL,
                   "gpud RANK kills itself before optimizer step STEP"),
@@ -107,6 +110,11 @@ static int check_choices(const train_options_t *o)
     }
     if (o->target_accuracy > 0 && !o->val) {
         fprintf(stderr, "ddpipe train: --target-accuracy needs a validation set (--val PATH)\n");
+        return -1;
+    }
+    if (o->min_workers > o->workers) {
+        fprintf(stderr, "ddpipe train: --min-workers %ld is more than --workers %ld\n",
+                o->min_workers, o->workers);
         return -1;
     }
     long fr, fs;

@@ -29,6 +29,7 @@ typedef struct {
     long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
     long timeout_s, max_time_s, worker_timeout_s, ring_timeout_s, t_max, warmup_epochs;
+    long min_workers;           /* elastic: fewer ranks left fail the job (docs/ELASTIC.md) */
     double lr, momentum, weight_decay, dampening, eps, gamma, eta_min;
     double warmup_start_factor, label_smoothing, target_accuracy, rotate;
     int nesterov, sync_bn, grad_averaging, verbose, quiet, overwrite;  /* flags */

@@ -2,11 +2,11 @@
  * model code. The generic layer (backend.c) validates arguments and
  * computes output shapes; an implementation only creates and runs
  * primitives for shapes that are already known to be valid, and reports a
- * failure with bk_fail (graph_error.c, the sticky error).
+ * failure with bk_prog_fail (graph_error.c, the sticky error).
  *
  * One engine, two tables per backend: the tape (backend_train.c,
  * tape_compile.c) runs training — the forward plan, then the backward plan
- * — on the unfused kernels of bk_tkernels_t; the inference plan
+ * — on the unfused kernels of bk_kernels_t; the inference plan
  * (graph_plan.c) runs a forward-only eval-mode tape as a fused program on
  * the eval ops of bk_ops_t (conv with BN folded in and post-ops, pool,
  * linear, relu, add), through backend.c's checked builders.
@@ -22,16 +22,17 @@
 #include <stdint.h>
 
 #include "gpud/backend.h"
+#include "gpud/backend_prog.h"
 
 /* Every implementation's tensor starts with this. */
-struct bk_tensor {
+struct bk_ptensor {
     int n, c, h, w;
     int is_input;
     int consumed;   /* a residual that an op accumulated into */
 };
 
 /* Every implementation's graph starts with this. */
-struct bk_graph {
+struct bk_prog {
     backend_t *be;
     int failed;
     char name[128];     /* current op name, for messages */
@@ -50,13 +51,13 @@ typedef struct bk_plan {
  * memory in the backend's layout; parameters (float *) are host arrays in
  * PyTorch layout, read at every call (they change between steps). Shapes are NCHW logical dims. Kernels
  * OVERWRITE their outputs; the tape accumulates where a tensor feeds
- * several ops. int-returning kernels give 0, or -1 after bk_fail(g, ...).
+ * several ops. int-returning kernels give 0, or -1 after bk_prog_fail(g, ...).
  * A NULL gradient output means "not needed". */
-typedef struct bk_tkernels {
-    void *(*alloc)(bk_graph_t *g, size_t count);     /* zeroed floats */
+typedef struct bk_kernels {
+    void *(*alloc)(bk_prog_t *g, size_t count);     /* zeroed floats */
     void (*release)(backend_t *be, void *buf);
-    int (*write)(bk_graph_t *g, void *dst, const float *nchw, const int shape[4]);
-    int (*read)(bk_graph_t *g, const void *src, float *nchw, const int shape[4]);
+    int (*write)(bk_prog_t *g, void *dst, const float *nchw, const int shape[4]);
+    int (*read)(bk_prog_t *g, const void *src, float *nchw, const int shape[4]);
     /* element-wise (layout-agnostic), count elements */
     void (*zero)(backend_t *be, void *y, size_t count);
     void (*copy)(backend_t *be, void *y, const void *x, size_t count);
@@ -79,18 +80,18 @@ typedef struct bk_tkernels {
     void (*ce_bwd)(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
                    float eps, const void *dloss, void *glogits);
 
-    bk_plan_t *(*conv_plan)(bk_graph_t *g, const bk_tconv_t *p, const int in[4],
+    bk_plan_t *(*conv_plan)(bk_prog_t *g, const bk_conv_t *p, const int in[4],
                             const int out[4]);
-    int (*conv_fwd)(bk_graph_t *g, bk_plan_t *p, const void *x, const float *w,
+    int (*conv_fwd)(bk_prog_t *g, bk_plan_t *p, const void *x, const float *w,
                     const float *b, void *y);
-    int (*conv_bwd)(bk_graph_t *g, bk_plan_t *p, const void *x, const float *w,
+    int (*conv_bwd)(bk_prog_t *g, bk_plan_t *p, const void *x, const float *w,
                     const void *gy, void *gx, float *gw, float *gb);
     /* training: mean/var OUT (batch mean, biased variance); else IN.
      * relu: the output is relu(bn(x)); backward gets that y (the mask). */
-    bk_plan_t *(*bn_plan)(bk_graph_t *g, const int in[4], float eps, int relu);
-    int (*bn_fwd)(bk_graph_t *g, bk_plan_t *p, int training, const void *x,
+    bk_plan_t *(*bn_plan)(bk_prog_t *g, const int in[4], float eps, int relu);
+    int (*bn_fwd)(bk_prog_t *g, bk_plan_t *p, int training, const void *x,
                   const float *gamma, const float *beta, float *mean, float *var, void *y);
-    int (*bn_bwd)(bk_graph_t *g, bk_plan_t *p, int training, const void *x, const void *y,
+    int (*bn_bwd)(bk_prog_t *g, bk_plan_t *p, int training, const void *x, const void *y,
                   const void *gy, const float *gamma, const float *mean, const float *var,
                   void *gx, float *ggamma, float *gbeta);
     /* Training-mode BatchNorm: the tape computes the batch statistics itself
@@ -114,43 +115,43 @@ typedef struct bk_tkernels {
     void (*bn_grad_apply)(backend_t *be, void *gx, const void *x, const void *y, const void *gy,
                           const int shape[4], int relu, const float *center,
                           const float *scale, const float *a, const float *b);
-    bk_plan_t *(*relu_plan)(bk_graph_t *g, const int in[4]);
-    int (*relu_fwd)(bk_graph_t *g, bk_plan_t *p, const void *x, void *y);
-    int (*relu_bwd)(bk_graph_t *g, bk_plan_t *p, const void *y, const void *gy, void *gx);
-    bk_plan_t *(*pool_plan)(bk_graph_t *g, const bk_pool_t *pp, const int in[4],
+    bk_plan_t *(*relu_plan)(bk_prog_t *g, const int in[4]);
+    int (*relu_fwd)(bk_prog_t *g, bk_plan_t *p, const void *x, void *y);
+    int (*relu_bwd)(bk_prog_t *g, bk_plan_t *p, const void *y, const void *gy, void *gx);
+    bk_plan_t *(*pool_plan)(bk_prog_t *g, const bk_pool_t *pp, const int in[4],
                             const int out[4]);
-    int (*pool_fwd)(bk_graph_t *g, bk_plan_t *p, const void *x, void *y);
-    int (*pool_bwd)(bk_graph_t *g, bk_plan_t *p, const void *x, const void *gy, void *gx);
+    int (*pool_fwd)(bk_prog_t *g, bk_plan_t *p, const void *x, void *y);
+    int (*pool_bwd)(bk_prog_t *g, bk_plan_t *p, const void *x, const void *gy, void *gx);
     /* x (n, c, h, w) flattened in NCHW order; weight [out, c*h*w] */
-    bk_plan_t *(*linear_plan)(bk_graph_t *g, const int in[4], int out, int has_bias);
-    int (*linear_fwd)(bk_graph_t *g, bk_plan_t *p, const void *x, const float *w,
+    bk_plan_t *(*linear_plan)(bk_prog_t *g, const int in[4], int out, int has_bias);
+    int (*linear_fwd)(bk_prog_t *g, bk_plan_t *p, const void *x, const float *w,
                       const float *b, void *y);
-    int (*linear_bwd)(bk_graph_t *g, bk_plan_t *p, const void *x, const float *w,
+    int (*linear_bwd)(bk_prog_t *g, bk_plan_t *p, const void *x, const float *w,
                       const void *gy, void *gx, float *gw, float *gb);
-} bk_tkernels_t;
+} bk_kernels_t;
 
 typedef struct bk_ops {
     const char *name;
     void (*destroy)(backend_t *be);
-    bk_graph_t *(*graph_new)(backend_t *be);
-    void (*graph_destroy)(bk_graph_t *g);
+    bk_prog_t *(*graph_new)(backend_t *be);
+    void (*graph_destroy)(bk_prog_t *g);
     /* Builders get validated arguments and the output shape in `out`
      * (n, c, h, w); they return a tensor of that shape or NULL after
-     * bk_fail. */
-    bk_tensor_t *(*input)(bk_graph_t *g, const int out[4]);
-    bk_tensor_t *(*conv2d)(bk_graph_t *g, bk_tensor_t *x, const bk_conv_t *p,
-                           bk_tensor_t *residual, const int out[4]);
-    bk_tensor_t *(*pool2d)(bk_graph_t *g, bk_tensor_t *x, const bk_pool_t *p,
+     * bk_prog_fail. */
+    bk_ptensor_t *(*input)(bk_prog_t *g, const int out[4]);
+    bk_ptensor_t *(*conv2d)(bk_prog_t *g, bk_ptensor_t *x, const bk_pconv_t *p,
+                           bk_ptensor_t *residual, const int out[4]);
+    bk_ptensor_t *(*pool2d)(bk_prog_t *g, bk_ptensor_t *x, const bk_pool_t *p,
                            const int out[4]);
-    bk_tensor_t *(*linear)(bk_graph_t *g, bk_tensor_t *x, const float *weight,
+    bk_ptensor_t *(*linear)(bk_prog_t *g, bk_ptensor_t *x, const float *weight,
                            const float *bias, const int out[4]);
-    bk_tensor_t *(*relu)(bk_graph_t *g, bk_tensor_t *x, const int out[4]);
-    bk_tensor_t *(*add)(bk_graph_t *g, bk_tensor_t *a, bk_tensor_t *b, int relu,
+    bk_ptensor_t *(*relu)(bk_prog_t *g, bk_ptensor_t *x, const int out[4]);
+    bk_ptensor_t *(*add)(bk_prog_t *g, bk_ptensor_t *a, bk_ptensor_t *b, int relu,
                         const int out[4]);
-    int (*write)(bk_graph_t *g, bk_tensor_t *t, const float *src);
-    int (*run)(bk_graph_t *g);
-    int (*read)(bk_graph_t *g, bk_tensor_t *t, float *dst);
-    const struct bk_tkernels *train;   /* NULL: no training support */
+    int (*write)(bk_prog_t *g, bk_ptensor_t *t, const float *src);
+    int (*run)(bk_prog_t *g);
+    int (*read)(bk_prog_t *g, bk_ptensor_t *t, float *dst);
+    const struct bk_kernels *train;   /* NULL: no training support */
 } bk_ops_t;
 
 /* Every implementation's backend starts with this. */

@@ -1,7 +1,7 @@
 /* backend_train — the tape, the graph engine (backend.h, bk_t*): shape
  * checks, gradient bookkeeping and the order of kernel calls. Kernels come
- * from the backend (bk_tkernels_t), so a new backend only writes kernels.
- * Building only records; bk_tgraph_compile picks how the graph runs: the
+ * from the backend (bk_kernels_t), so a new backend only writes kernels.
+ * Building only records; bk_graph_compile picks how the graph runs: the
  * inference plan's fused program (graph_plan.c) or the tape's kernel plans
  * and buffers (tape_compile.c). Execution dispatches to the one chosen.
  *
@@ -23,9 +23,9 @@ static const char *const KIND_NAMES[] = {"conv", "bn", "relu", "pool", "flatten"
 
 /* be NULL: a description graph (builders check shapes and bind parameters,
  * nothing is planned or allocated, nothing runs). */
-bk_tgraph_t *bk_tgraph_new(backend_t *be)
+bk_graph_t *bk_graph_new(backend_t *be)
 {
-    bk_tgraph_t *g = calloc(1, sizeof *g);
+    bk_graph_t *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
     g->base.be = be;
@@ -33,15 +33,15 @@ bk_tgraph_t *bk_tgraph_new(backend_t *be)
     g->training = 1;
     g->profile = getenv("DDPIPE_TRAIN_PROFILE") != NULL;
     if (be && !g->k)
-        bk_fail(&g->base, "backend '%s' cannot train", be->ops->name);
+        bk_prog_fail(&g->base, "backend '%s' cannot train", be->ops->name);
     return g;
 }
 
-void bk_tgraph_destroy(bk_tgraph_t **gp)
+void bk_graph_destroy(bk_graph_t **gp)
 {
     if (!gp || !*gp)
         return;
-    bk_tgraph_t *g = *gp;
+    bk_graph_t *g = *gp;
     for (int k = 0; g->profile && k <= TO_CE; k++)
         if (g->prof[0][k] + g->prof[1][k] > 0)
             log_info("train profile %-8s forward %8.3f s  backward %8.3f s", KIND_NAMES[k],
@@ -58,20 +58,20 @@ void bk_tgraph_destroy(bk_tgraph_t **gp)
     *gp = NULL;
 }
 
-const char *bk_tgraph_error(const bk_tgraph_t *g)
+const char *bk_graph_error(const bk_graph_t *g)
 {
     if (!g)
         return "no training graph (out of memory?)";
     return g->base.failed ? g->base.err : NULL;
 }
 
-void bk_tgraph_set_name(bk_tgraph_t *g, const char *name)
+void bk_graph_set_name(bk_graph_t *g, const char *name)
 {
     if (g)
-        bk_set_name(&g->base, name);
+        bk_prog_set_name(&g->base, name);
 }
 
-void *bk_tfail(bk_tgraph_t *g, const char *fmt, ...)
+void *bk_fail(bk_graph_t *g, const char *fmt, ...)
 {
     if (!g || g->base.failed)
         return NULL;
@@ -80,30 +80,30 @@ void *bk_tfail(bk_tgraph_t *g, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return bk_fail(&g->base, "%s", msg);
+    return bk_prog_fail(&g->base, "%s", msg);
 }
 
-void bk_tgraph_set_training(bk_tgraph_t *g, int training)
+void bk_graph_set_training(bk_graph_t *g, int training)
 {
     if (g)
         g->training = training != 0;
 }
 
-void bk_tgraph_set_forward_only(bk_tgraph_t *g)
+void bk_graph_set_forward_only(bk_graph_t *g)
 {
     if (g && g->nv == 0)
         g->forward_only = 1;
     else if (g)
-        bk_fail(&g->base, "bk_tgraph_set_forward_only after the first builder");
+        bk_prog_fail(&g->base, "bk_graph_set_forward_only after the first builder");
 }
 
-void bk_tgraph_set_dropout(bk_tgraph_t *g, int enabled)
+void bk_graph_set_dropout(bk_graph_t *g, int enabled)
 {
     if (g)
         g->no_dropout = !enabled;
 }
 
-void bk_tgraph_set_allreduce(bk_tgraph_t *g, bk_allreduce_fn fn, void *ctx)
+void bk_graph_set_allreduce(bk_graph_t *g, bk_allreduce_fn fn, void *ctx)
 {
     if (!g)
         return;
@@ -111,7 +111,7 @@ void bk_tgraph_set_allreduce(bk_tgraph_t *g, bk_allreduce_fn fn, void *ctx)
     g->allreduce_ctx = fn ? ctx : NULL;
 }
 
-void bk_tvar_dims(const bk_tvar_t *t, int *n, int *c, int *h, int *w)
+void bk_tensor_dims(const bk_tensor_t *t, int *n, int *c, int *h, int *w)
 {
     *n = t->n;
     *c = t->c;
@@ -122,35 +122,35 @@ void bk_tvar_dims(const bk_tvar_t *t, int *n, int *c, int *h, int *w)
 /* ------------------------------------------------------------- building */
 
 /* Records a var of shape s; its buffers come with the compile step. */
-static bk_tvar_t *var_new(bk_tgraph_t *g, const int s[4], int needs_grad)
+static bk_tensor_t *var_new(bk_graph_t *g, const int s[4], int needs_grad)
 {
     if (g->forward_only)
         needs_grad = 0;
     if (g->nv == g->capv) {
         size_t cap = g->capv ? 2 * g->capv : 64;
-        bk_tvar_t **v = realloc(g->v, cap * sizeof *v);
+        bk_tensor_t **v = realloc(g->v, cap * sizeof *v);
         if (!v)
-            return bk_fail(&g->base, "out of memory");
+            return bk_prog_fail(&g->base, "out of memory");
         g->v = v;
         g->capv = cap;
     }
-    bk_tvar_t *t = calloc(1, sizeof *t);
+    bk_tensor_t *t = calloc(1, sizeof *t);
     if (!t)
-        return bk_fail(&g->base, "out of memory");
-    *t = (bk_tvar_t){.n = s[0], .c = s[1], .h = s[2], .w = s[3], .id = (int)g->nv,
+        return bk_prog_fail(&g->base, "out of memory");
+    *t = (bk_tensor_t){.n = s[0], .c = s[1], .h = s[2], .w = s[3], .id = (int)g->nv,
                      .needs_grad = needs_grad, .producer = -1};
     g->v[g->nv++] = t;
     return t;
 }
 
 /* A new op with inputs in[0..nin); its output is made by the caller. */
-static top_t *op_new(bk_tgraph_t *g, top_kind_t kind, bk_tvar_t *const *in, int nin)
+static top_t *op_new(bk_graph_t *g, top_kind_t kind, bk_tensor_t *const *in, int nin)
 {
     if (g->nops == g->capops) {
         size_t cap = g->capops ? 2 * g->capops : 64;
         top_t *o = realloc(g->ops, cap * sizeof *o);
         if (!o)
-            return bk_fail(&g->base, "out of memory");
+            return bk_prog_fail(&g->base, "out of memory");
         g->ops = o;
         g->capops = cap;
     }
@@ -164,12 +164,12 @@ static top_t *op_new(bk_tgraph_t *g, top_kind_t kind, bk_tvar_t *const *in, int 
 }
 
 /* Make op's output of shape s and commit the op. */
-static bk_tvar_t *op_out(bk_tgraph_t *g, top_t *o, const int s[4], int param_grads)
+static bk_tensor_t *op_out(bk_graph_t *g, top_t *o, const int s[4], int param_grads)
 {
     int ng = param_grads;
     for (int i = 0; i < o->nin; i++)
         ng |= o->in[i]->needs_grad;
-    bk_tvar_t *y = var_new(g, s, ng);
+    bk_tensor_t *y = var_new(g, s, ng);
     if (!y)
         return NULL;
     y->producer = (int)g->nops;
@@ -180,37 +180,37 @@ static bk_tvar_t *op_out(bk_tgraph_t *g, top_t *o, const int s[4], int param_gra
 
 /* Builders run on a healthy graph that has not run yet: the compile step
  * planned (or fused) exactly the ops recorded before it. */
-static int building(bk_tgraph_t *g)
+static int building(bk_graph_t *g)
 {
     if (!g || g->base.failed)
         return 0;
     if (g->compiled || g->fused) {
-        bk_fail(&g->base, "builder after the graph was compiled (its first write, forward "
+        bk_prog_fail(&g->base, "builder after the graph was compiled (its first write, forward "
                 "or read): record every op first");
         return 0;
     }
     return 1;
 }
 
-static int usable(bk_tgraph_t *g, const bk_tvar_t *x)
+static int usable(bk_graph_t *g, const bk_tensor_t *x)
 {
     if (!building(g))
         return 0;
     if (!x) {
-        bk_fail(&g->base, "missing input tensor (an earlier step failed?)");
+        bk_prog_fail(&g->base, "missing input tensor (an earlier step failed?)");
         return 0;
     }
     return 1;
 }
 
-bk_tvar_t *bk_t_input(bk_tgraph_t *g, int n, int c, int h, int w, int requires_grad)
+bk_tensor_t *bk_input(bk_graph_t *g, int n, int c, int h, int w, int requires_grad)
 {
     if (!building(g))
         return NULL;
     if (n < 1 || c < 1 || h < 1 || w < 1 || (long long)n * c * h * w > (1ll << 31))
-        return bk_fail(&g->base, "bad input shape [%d,%d,%d,%d]", n, c, h, w);
+        return bk_prog_fail(&g->base, "bad input shape [%d,%d,%d,%d]", n, c, h, w);
     int s[4] = {n, c, h, w};
-    bk_tvar_t *t = var_new(g, s, requires_grad != 0);
+    bk_tensor_t *t = var_new(g, s, requires_grad != 0);
     if (t)
         t->is_input = 1;
     if (t && !g->batch)
@@ -224,21 +224,21 @@ static int out_size(int in, int k, int stride, int pad)
     return span < 0 ? 0 : span / stride + 1;
 }
 
-bk_tvar_t *bk_t_conv2d(bk_tgraph_t *g, bk_tvar_t *x, const bk_tconv_t *p)
+bk_tensor_t *bk_conv2d(bk_graph_t *g, bk_tensor_t *x, const bk_conv_t *p)
 {
     if (!usable(g, x))
         return NULL;
     if (!p || !p->weight || p->ic != x->c || p->oc < 1 || p->kh < 1 || p->kw < 1 ||
         p->stride_h < 1 || p->stride_w < 1 || p->pad_h < 0 || p->pad_w < 0 ||
         p->pad_h >= p->kh || p->pad_w >= p->kw || (p->grad_bias && !p->bias))
-        return bk_fail(&g->base, "bad conv: ic %d (input has %d), oc %d, kernel %dx%d, "
+        return bk_prog_fail(&g->base, "bad conv: ic %d (input has %d), oc %d, kernel %dx%d, "
                        "stride %dx%d, pad %dx%d", p ? p->ic : 0, x->c, p ? p->oc : 0,
                        p ? p->kh : 0, p ? p->kw : 0, p ? p->stride_h : 0,
                        p ? p->stride_w : 0, p ? p->pad_h : 0, p ? p->pad_w : 0);
     int out[4] = {x->n, p->oc, out_size(x->h, p->kh, p->stride_h, p->pad_h),
                   out_size(x->w, p->kw, p->stride_w, p->pad_w)};
     if (out[2] < 1 || out[3] < 1)
-        return bk_fail(&g->base, "input %dx%d too small for a %dx%d kernel", x->h, x->w,
+        return bk_prog_fail(&g->base, "input %dx%d too small for a %dx%d kernel", x->h, x->w,
                        p->kh, p->kw);
     top_t *o = op_new(g, TO_CONV, &x, 1);
     if (!o)
@@ -247,14 +247,14 @@ bk_tvar_t *bk_t_conv2d(bk_tgraph_t *g, bk_tvar_t *x, const bk_tconv_t *p)
     return op_out(g, o, out, p->grad_weight || p->grad_bias);
 }
 
-bk_tvar_t *bk_t_batchnorm(bk_tgraph_t *g, bk_tvar_t *x, const bk_tbn_t *p)
+bk_tensor_t *bk_batchnorm(bk_graph_t *g, bk_tensor_t *x, const bk_bn_t *p)
 {
     if (!usable(g, x))
         return NULL;
     if (!p || p->c != x->c || !p->weight || !p->bias || !p->running_mean ||
         !p->running_var || !(p->eps > 0.0f) || !(p->momentum >= 0.0f && p->momentum <= 1.0f) ||
         (p->grad_weight == NULL) != (p->grad_bias == NULL))
-        return bk_fail(&g->base, "bad batchnorm: %d channels (input has %d), eps %g, "
+        return bk_prog_fail(&g->base, "bad batchnorm: %d channels (input has %d), eps %g, "
                        "momentum %g, all four arrays needed, gradients both or neither",
                        p ? p->c : 0, x->c, p ? (double)p->eps : 0.0,
                        p ? (double)p->momentum : 0.0);
@@ -267,7 +267,7 @@ bk_tvar_t *bk_t_batchnorm(bk_tgraph_t *g, bk_tvar_t *x, const bk_tbn_t *p)
     return op_out(g, o, s, p->grad_weight != NULL);
 }
 
-bk_tvar_t *bk_t_relu(bk_tgraph_t *g, bk_tvar_t *x)
+bk_tensor_t *bk_relu(bk_graph_t *g, bk_tensor_t *x)
 {
     if (!usable(g, x))
         return NULL;
@@ -277,18 +277,18 @@ bk_tvar_t *bk_t_relu(bk_tgraph_t *g, bk_tvar_t *x)
     return o ? op_out(g, o, s, 0) : NULL;
 }
 
-bk_tvar_t *bk_t_pool2d(bk_tgraph_t *g, bk_tvar_t *x, const bk_pool_t *p)
+bk_tensor_t *bk_pool2d(bk_graph_t *g, bk_tensor_t *x, const bk_pool_t *p)
 {
     if (!usable(g, x))
         return NULL;
     if (!p || p->kh < 1 || p->kw < 1 || p->stride_h < 1 || p->stride_w < 1 || p->pad_h < 0 ||
         p->pad_w < 0 || 2 * p->pad_h > p->kh || 2 * p->pad_w > p->kw ||
         (unsigned)p->alg > BK_POOL_AVG_EXCLUDE_PAD)
-        return bk_fail(&g->base, "bad pooling parameters (pad must be at most half the kernel)");
+        return bk_prog_fail(&g->base, "bad pooling parameters (pad must be at most half the kernel)");
     int out[4] = {x->n, x->c, out_size(x->h, p->kh, p->stride_h, p->pad_h),
                   out_size(x->w, p->kw, p->stride_w, p->pad_w)};
     if (out[2] < 1 || out[3] < 1)
-        return bk_fail(&g->base, "input %dx%d too small for a %dx%d pooling window", x->h,
+        return bk_prog_fail(&g->base, "input %dx%d too small for a %dx%d pooling window", x->h,
                        x->w, p->kh, p->kw);
     top_t *o = op_new(g, TO_POOL, &x, 1);
     if (!o)
@@ -297,15 +297,15 @@ bk_tvar_t *bk_t_pool2d(bk_tgraph_t *g, bk_tvar_t *x, const bk_pool_t *p)
     return op_out(g, o, out, 0);
 }
 
-bk_tvar_t *bk_t_global_avg_pool(bk_tgraph_t *g, bk_tvar_t *x)
+bk_tensor_t *bk_global_avg_pool(bk_graph_t *g, bk_tensor_t *x)
 {
     if (!usable(g, x))
         return NULL;
     bk_pool_t p = {BK_POOL_AVG, x->h, x->w, x->h, x->w, 0, 0};
-    return bk_t_pool2d(g, x, &p);
+    return bk_pool2d(g, x, &p);
 }
 
-bk_tvar_t *bk_t_flatten(bk_tgraph_t *g, bk_tvar_t *x)
+bk_tensor_t *bk_flatten(bk_graph_t *g, bk_tensor_t *x)
 {
     if (!usable(g, x))
         return NULL;
@@ -314,13 +314,13 @@ bk_tvar_t *bk_t_flatten(bk_tgraph_t *g, bk_tvar_t *x)
     return o ? op_out(g, o, s, 0) : NULL;
 }
 
-bk_tvar_t *bk_t_linear(bk_tgraph_t *g, bk_tvar_t *x, int out_features, float *weight,
+bk_tensor_t *bk_linear(bk_graph_t *g, bk_tensor_t *x, int out_features, float *weight,
                        float *grad_weight, float *bias, float *grad_bias)
 {
     if (!usable(g, x))
         return NULL;
     if (out_features < 1 || !weight || (grad_bias && !bias))
-        return bk_fail(&g->base, "bad linear layer: %d outputs, weight %s", out_features,
+        return bk_prog_fail(&g->base, "bad linear layer: %d outputs, weight %s", out_features,
                        weight ? "given" : "missing");
     int out[4] = {x->n, out_features, 1, 1};
     top_t *o = op_new(g, TO_LINEAR, &x, 1);
@@ -334,32 +334,32 @@ bk_tvar_t *bk_t_linear(bk_tgraph_t *g, bk_tvar_t *x, int out_features, float *we
     return op_out(g, o, out, grad_weight || grad_bias);
 }
 
-bk_tvar_t *bk_t_add(bk_tgraph_t *g, bk_tvar_t *a, bk_tvar_t *b)
+bk_tensor_t *bk_add(bk_graph_t *g, bk_tensor_t *a, bk_tensor_t *b)
 {
     if (!usable(g, a) || !usable(g, b))
         return NULL;
     if (a->n != b->n || a->c != b->c || a->h != b->h || a->w != b->w)
-        return bk_fail(&g->base, "add of different shapes [%d,%d,%d,%d] and [%d,%d,%d,%d]",
+        return bk_prog_fail(&g->base, "add of different shapes [%d,%d,%d,%d] and [%d,%d,%d,%d]",
                        a->n, a->c, a->h, a->w, b->n, b->c, b->h, b->w);
     int s[4];
     shape_of(a, s);
-    bk_tvar_t *in[2] = {a, b};
+    bk_tensor_t *in[2] = {a, b};
     top_t *o = op_new(g, TO_ADD, in, 2);
     return o ? op_out(g, o, s, 0) : NULL;
 }
 
-bk_tvar_t *bk_t_concat(bk_tgraph_t *g, int k, bk_tvar_t *const *xs)
+bk_tensor_t *bk_concat(bk_graph_t *g, int k, bk_tensor_t *const *xs)
 {
     if (!building(g))
         return NULL;
     if (k < 1 || k > MAX_IN || !xs)
-        return bk_fail(&g->base, "concat of %d tensors (1..%d)", k, MAX_IN);
+        return bk_prog_fail(&g->base, "concat of %d tensors (1..%d)", k, MAX_IN);
     int s[4];
     for (int i = 0; i < k; i++) {
         if (!usable(g, xs[i]))
             return NULL;
         if (xs[i]->n != xs[0]->n || xs[i]->h != xs[0]->h || xs[i]->w != xs[0]->w)
-            return bk_fail(&g->base, "concat: tensor %d is [%d,%d,%d,%d], tensor 0 is "
+            return bk_prog_fail(&g->base, "concat: tensor %d is [%d,%d,%d,%d], tensor 0 is "
                            "[%d,%d,%d,%d] (all but channels must agree)", i, xs[i]->n,
                            xs[i]->c, xs[i]->h, xs[i]->w, xs[0]->n, xs[0]->c, xs[0]->h,
                            xs[0]->w);
@@ -372,12 +372,12 @@ bk_tvar_t *bk_t_concat(bk_tgraph_t *g, int k, bk_tvar_t *const *xs)
     return o ? op_out(g, o, s, 0) : NULL;
 }
 
-bk_tvar_t *bk_t_dropout(bk_tgraph_t *g, bk_tvar_t *x, float p)
+bk_tensor_t *bk_dropout(bk_graph_t *g, bk_tensor_t *x, float p)
 {
     if (!usable(g, x))
         return NULL;
     if (!(p >= 0.0f && p < 1.0f))
-        return bk_fail(&g->base, "dropout probability %g outside [0, 1)", (double)p);
+        return bk_prog_fail(&g->base, "dropout probability %g outside [0, 1)", (double)p);
     int s[4];
     shape_of(x, s);
     top_t *o = op_new(g, TO_DROPOUT, &x, 1);
@@ -387,26 +387,26 @@ bk_tvar_t *bk_t_dropout(bk_tgraph_t *g, bk_tvar_t *x, float p)
     return op_out(g, o, s, 0);
 }
 
-bk_tvar_t *bk_t_softmax_ce(bk_tgraph_t *g, bk_tvar_t *x, float label_smoothing)
+bk_tensor_t *bk_softmax_ce(bk_graph_t *g, bk_tensor_t *x, float label_smoothing)
 {
     if (!usable(g, x))
         return NULL;
     if (x->h != 1 || x->w != 1)
-        return bk_fail(&g->base, "cross-entropy wants (n, classes, 1, 1) logits, got "
+        return bk_prog_fail(&g->base, "cross-entropy wants (n, classes, 1, 1) logits, got "
                        "[%d,%d,%d,%d]", x->n, x->c, x->h, x->w);
     if (!(label_smoothing >= 0.0f && label_smoothing <= 1.0f))
-        return bk_fail(&g->base, "label smoothing %g outside [0, 1]", (double)label_smoothing);
+        return bk_prog_fail(&g->base, "label smoothing %g outside [0, 1]", (double)label_smoothing);
     if (g->label_n && g->label_n != x->n)
-        return bk_fail(&g->base, "a second cross-entropy with another batch size");
+        return bk_prog_fail(&g->base, "a second cross-entropy with another batch size");
     int s[4] = {x->n, 1, 1, 1};
     top_t *o = op_new(g, TO_CE, &x, 1);
     if (!o)
         return NULL;
     o->p = label_smoothing;
     if (!g->labels && !(g->labels = calloc((size_t)x->n, sizeof *g->labels)))
-        return bk_fail(&g->base, "out of memory");
+        return bk_prog_fail(&g->base, "out of memory");
     g->label_n = x->n;
-    bk_tvar_t *y = op_out(g, o, s, 0);
+    bk_tensor_t *y = op_out(g, o, s, 0);
     if (y)
         y->needs_grad = x->needs_grad;
     return y;
@@ -417,15 +417,15 @@ bk_tvar_t *bk_t_softmax_ce(bk_tgraph_t *g, bk_tvar_t *x, float label_smoothing)
 /* A forward-only eval-mode graph runs as the backend's fused program when
  * every op has a fused form (graph_plan.c), else, as any other, on the
  * tape. The choice is made once, here. */
-int bk_tgraph_compile(bk_tgraph_t *g)
+int bk_graph_compile(bk_graph_t *g)
 {
     if (!g || g->base.failed)
         return -1;
     if (g->compiled || g->fused)
         return 0;
     if (!g->k) {
-        bk_set_name(&g->base, NULL);
-        bk_fail(&g->base, "a description graph (bk_tgraph_new(NULL)) has no backend: it "
+        bk_prog_set_name(&g->base, NULL);
+        bk_prog_fail(&g->base, "a description graph (bk_graph_new(NULL)) has no backend: it "
                 "cannot run");
         return -1;
     }
@@ -442,74 +442,74 @@ int bk_tgraph_compile(bk_tgraph_t *g)
 }
 
 /* Compiled, and ready for a forward in the current mode: a fused program
- * re-folded after bk_tgraph_reload, or given up for the tape when the
+ * re-folded after bk_graph_reload, or given up for the tape when the
  * graph was switched to training mode. */
-static int ready(bk_tgraph_t *g)
+static int ready(bk_graph_t *g)
 {
-    if (bk_tgraph_compile(g) < 0)
+    if (bk_graph_compile(g) < 0)
         return -1;
     if (g->fused && (g->training || g->fused_stale))
         return plan_fused_replace(g, !g->training);
     return 0;
 }
 
-int bk_tgraph_fused(const bk_tgraph_t *g)
+int bk_graph_fused(const bk_graph_t *g)
 {
     return g && g->fused && !g->training;
 }
 
-void bk_tgraph_reload(bk_tgraph_t *g)
+void bk_graph_reload(bk_graph_t *g)
 {
     if (g && g->fused)
         g->fused_stale = 1;
 }
 
 /* The fused program's error as the graph's own. */
-static int fused_failed(bk_tgraph_t *g)
+static int fused_failed(bk_graph_t *g)
 {
-    const char *err = bk_graph_error(g->fused);
-    bk_set_name(&g->base, NULL);
-    bk_fail(&g->base, "%s", err ? err : "the fused program failed");
+    const char *err = bk_prog_error(g->fused);
+    bk_prog_set_name(&g->base, NULL);
+    bk_prog_fail(&g->base, "%s", err ? err : "the fused program failed");
     return -1;
 }
 
-int bk_t_write(bk_tgraph_t *g, bk_tvar_t *x, const float *src)
+int bk_write(bk_graph_t *g, bk_tensor_t *x, const float *src)
 {
-    if (!g || g->base.failed || !x || !src || bk_tgraph_compile(g) < 0)
+    if (!g || g->base.failed || !x || !src || bk_graph_compile(g) < 0)
         return -1;
     if (!x->is_input) {
-        bk_fail(&g->base, "only input tensors can be written");
+        bk_prog_fail(&g->base, "only input tensors can be written");
         return -1;
     }
     if (g->fused)
-        return bk_write(g->fused, x->ft, src) == 0 ? 0 : fused_failed(g);
+        return bk_prog_write(g->fused, x->ft, src) == 0 ? 0 : fused_failed(g);
     int s[4];
     shape_of(x, s);
     return g->k->write(&g->base, x->val, src, s);
 }
 
-int bk_t_read(bk_tgraph_t *g, bk_tvar_t *x, float *dst)
+int bk_read(bk_graph_t *g, bk_tensor_t *x, float *dst)
 {
-    if (!g || g->base.failed || !x || !dst || bk_tgraph_compile(g) < 0)
+    if (!g || g->base.failed || !x || !dst || bk_graph_compile(g) < 0)
         return -1;
     if (g->fused && (!x->ft || x->ft->consumed)) {
-        bk_fail(&g->base, "tensor [%d,%d,%d,%d] was fused away by the inference plan (a "
+        bk_prog_fail(&g->base, "tensor [%d,%d,%d,%d] was fused away by the inference plan (a "
                 "fused graph keeps only what its fused ops compute)", x->n, x->c, x->h, x->w);
         return -1;
     }
     if (g->fused)
-        return bk_read(g->fused, x->ft, dst) == 0 ? 0 : fused_failed(g);
+        return bk_prog_read(g->fused, x->ft, dst) == 0 ? 0 : fused_failed(g);
     int s[4];
     shape_of(x, s);
     return g->k->read(&g->base, x->val, dst, s);
 }
 
-int bk_t_read_grad(bk_tgraph_t *g, bk_tvar_t *x, float *dst)
+int bk_read_grad(bk_graph_t *g, bk_tensor_t *x, float *dst)
 {
-    if (!g || g->base.failed || !x || !dst || bk_tgraph_compile(g) < 0)
+    if (!g || g->base.failed || !x || !dst || bk_graph_compile(g) < 0)
         return -1;
     if (!x->grad || !x->grad_set) {
-        bk_fail(&g->base, "no gradient for this tensor (requires_grad unset, or no "
+        bk_prog_fail(&g->base, "no gradient for this tensor (requires_grad unset, or no "
                 "backward through it yet)");
         return -1;
     }
@@ -518,12 +518,12 @@ int bk_t_read_grad(bk_tgraph_t *g, bk_tvar_t *x, float *dst)
     return g->k->read(&g->base, x->grad, dst, s);
 }
 
-int bk_t_set_labels(bk_tgraph_t *g, const int32_t *labels)
+int bk_set_labels(bk_graph_t *g, const int32_t *labels)
 {
     if (!g || g->base.failed || !labels)
         return -1;
     if (!g->labels) {
-        bk_fail(&g->base, "labels given but the graph has no cross-entropy");
+        bk_prog_fail(&g->base, "labels given but the graph has no cross-entropy");
         return -1;
     }
     int k = 0;
@@ -532,7 +532,7 @@ int bk_t_set_labels(bk_tgraph_t *g, const int32_t *labels)
             k = g->ops[i].in[0]->c;
     for (int i = 0; i < g->label_n; i++)
         if (labels[i] < 0 || labels[i] >= k) {
-            bk_fail(&g->base, "label %d of sample %d is outside 0..%d", (int)labels[i], i,
+            bk_prog_fail(&g->base, "label %d of sample %d is outside 0..%d", (int)labels[i], i,
                     k - 1);
             return -1;
         }
@@ -541,7 +541,7 @@ int bk_t_set_labels(bk_tgraph_t *g, const int32_t *labels)
     return 0;
 }
 
-int bk_t_set_step(bk_tgraph_t *g, uint64_t seed, uint64_t step, const int64_t *ids)
+int bk_set_step(bk_graph_t *g, uint64_t seed, uint64_t step, const int64_t *ids)
 {
     if (!g || g->base.failed)
         return -1;
@@ -549,7 +549,7 @@ int bk_t_set_step(bk_tgraph_t *g, uint64_t seed, uint64_t step, const int64_t *i
     if (ids && n > g->ids_n) {
         int64_t *p = realloc(g->ids, (size_t)n * sizeof *p);
         if (!p) {
-            bk_fail(&g->base, "out of memory");
+            bk_prog_fail(&g->base, "out of memory");
             return -1;
         }
         g->ids = p;
@@ -583,8 +583,8 @@ static void bn_running_update(top_t *o, size_t count)
 }
 
 /* A BN op normalises with batch statistics only in a training graph and
- * when not frozen in eval mode (bk_tbn_t.eval). */
-static int bn_training(const bk_tgraph_t *g, const top_t *o)
+ * when not frozen in eval mode (bk_bn_t.eval). */
+static int bn_training(const bk_graph_t *g, const top_t *o)
 {
     return g->training && !o->bn.eval;
 }
@@ -602,7 +602,7 @@ static int bn_training(const bk_tgraph_t *g, const top_t *o)
 /* A BN op's scratch, made on first use. sync: [0, c] forward statistics or
  * [0, 2c) backward sums (sum dy, sum dy*xhat), then the backward's
  * per-channel a, b and scale. sync_d: 2c double sums. */
-static int bn_scratch(bk_tgraph_t *g, top_t *o)
+static int bn_scratch(bk_graph_t *g, top_t *o)
 {
     if (o->sync)
         return 0;
@@ -615,23 +615,23 @@ static int bn_scratch(bk_tgraph_t *g, top_t *o)
     free(o->sync_d);
     o->sync = NULL;
     o->sync_d = NULL;
-    bk_fail(&g->base, "out of memory");
+    bk_prog_fail(&g->base, "out of memory");
     return -1;
 }
 
-static int sync_call(bk_tgraph_t *g, float *data, size_t n)
+static int sync_call(bk_graph_t *g, float *data, size_t n)
 {
     char err[256] = "";
     if (!g->allreduce || g->allreduce(g->allreduce_ctx, data, n, err, sizeof err) == 0)
         return 0;
-    bk_fail(&g->base, "SyncBatchNorm all-reduce of %zu values failed: %s", n,
+    bk_prog_fail(&g->base, "SyncBatchNorm all-reduce of %zu values failed: %s", n,
             err[0] ? err : "no reason given");
     return -1;
 }
 
 /* Per-channel sums of x into sync as floats (zeros when x is NULL: this
  * rank holds no samples). */
-static void stat_sums(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x, const float *center)
+static void stat_sums(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const float *center)
 {
     int s[4];
     if (x) {
@@ -646,7 +646,7 @@ static void stat_sums(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x, const float 
  * [sum x, count] gives the mean, then sum (x - mean)^2 the biased variance.
  * Returns the global count (0 when no rank had samples: then every rank
  * skips the second all-reduce alike), or -1. */
-static double bn_stats(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x)
+static double bn_stats(bk_graph_t *g, top_t *o, const bk_tensor_t *x)
 {
     int c = o->bn.c;
     if (bn_scratch(g, o) < 0)
@@ -670,7 +670,7 @@ static double bn_stats(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x)
 }
 
 /* Normalising with given statistics is the eval-mode kernel. */
-static int bn_train_fwd(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x, bk_tvar_t *y)
+static int bn_train_fwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y)
 {
     double count = bn_stats(g, o, x);
     if (count < 0)
@@ -685,7 +685,7 @@ static int bn_train_fwd(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x, bk_tvar_t 
 /* This rank's [sum dy', sum dy' * xhat] into sync[0, 2c) (dy' after the
  * fused ReLU's mask); without the backend's bn_grad_sums, the eval-mode
  * backward gives them and gx = g * dy'. */
-static int bn_grad_local(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x, const bk_tvar_t *y,
+static int bn_grad_local(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y,
                          void *gx)
 {
     int c = o->bn.c;
@@ -709,7 +709,7 @@ static int bn_grad_local(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x, const bk_
  *     dx = k * (dy' - sum dy' / N - xhat * sum(dy' * xhat) / N).
  * The sums are all-reduced; gamma/beta get this rank's own sums (the
  * caller all-reduces parameter gradients, as DDP). x NULL: an empty rank. */
-static int bn_train_bwd(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x, const bk_tvar_t *y,
+static int bn_train_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y,
                         void *gx)
 {
     int c = o->bn.c;
@@ -744,49 +744,49 @@ static int bn_train_bwd(bk_tgraph_t *g, top_t *o, const bk_tvar_t *x, const bk_t
     return 0;
 }
 
-int bk_t_empty_step(bk_tgraph_t *g, bk_tvar_t *y)
+int bk_empty_step(bk_graph_t *g, bk_tensor_t *y)
 {
     if (!g || g->base.failed || !y || ready(g) < 0)
         return -1;
     if (!g->allreduce)
         return 0;
     if (!y->needs_grad) {
-        bk_fail(&g->base, "backward from a tensor that depends on no parameter");
+        bk_prog_fail(&g->base, "backward from a tensor that depends on no parameter");
         return -1;
     }
-    for (size_t i = 0; i < g->nops; i++) {   /* as bk_t_forward */
+    for (size_t i = 0; i < g->nops; i++) {   /* as bk_forward */
         top_t *o = &g->ops[i];
         if (o->kind != TO_BN || !bn_training(g, o))
             continue;
-        bk_set_name(&g->base, o->name);
+        bk_prog_set_name(&g->base, o->name);
         double count = bn_stats(g, o, NULL);
         if (count < 0)
             return -1;
         if (count >= 1.0)
             bn_running_update(o, (size_t)count);
     }
-    for (int i = y->producer; i >= 0; i--) {   /* as bk_t_backward */
+    for (int i = y->producer; i >= 0; i--) {   /* as bk_backward */
         top_t *o = &g->ops[i];
         if (!o->out->needs_grad || o->kind != TO_BN || !bn_training(g, o))
             continue;
-        bk_set_name(&g->base, o->name);
+        bk_prog_set_name(&g->base, o->name);
         if (bn_train_bwd(g, o, NULL, o->out, NULL) < 0)
             return -1;
     }
     return 0;
 }
 
-static float drop_p(const bk_tgraph_t *g, const top_t *o)
+static float drop_p(const bk_graph_t *g, const top_t *o)
 {
     return g->training && !g->no_dropout ? o->p : 0.0f;
 }
 
-static int op_forward(bk_tgraph_t *g, top_t *o, uint32_t index)
+static int op_forward(bk_graph_t *g, top_t *o, uint32_t index)
 {
-    const bk_tkernels_t *k = g->k;
+    const bk_kernels_t *k = g->k;
     backend_t *be = g->base.be;
-    bk_graph_t *bg = &g->base;
-    bk_tvar_t *x = o->in[0], *y = o->out;
+    bk_prog_t *bg = &g->base;
+    bk_tensor_t *x = o->in[0], *y = o->out;
     int s[4];
     shape_of(x, s);
     switch (o->kind) {
@@ -822,7 +822,7 @@ static int op_forward(bk_tgraph_t *g, top_t *o, uint32_t index)
         return 0;
     case TO_CE:
         if (!g->have_labels) {
-            bk_fail(bg, "cross-entropy without labels (call bk_t_set_labels)");
+            bk_prog_fail(bg, "cross-entropy without labels (call bk_set_labels)");
             return -1;
         }
         k->ce_fwd(be, x->val, g->labels, x->n, x->c, o->p, y->val);
@@ -831,14 +831,14 @@ static int op_forward(bk_tgraph_t *g, top_t *o, uint32_t index)
     return 0;
 }
 
-int bk_t_forward(bk_tgraph_t *g)
+int bk_forward(bk_graph_t *g)
 {
     if (!g || g->base.failed || ready(g) < 0)
         return -1;
     if (g->fused)
-        return bk_run(g->fused) == 0 ? 0 : fused_failed(g);
+        return bk_prog_run(g->fused) == 0 ? 0 : fused_failed(g);
     for (size_t i = 0; i < g->nops; i++) {
-        bk_set_name(&g->base, g->ops[i].name);
+        bk_prog_set_name(&g->base, g->ops[i].name);
         double t0 = g->profile ? clock_mono_s() : 0.0;
         if (op_forward(g, &g->ops[i], (uint32_t)i) < 0)
             return -1;
@@ -852,14 +852,14 @@ int bk_t_forward(bk_tgraph_t *g)
 
 /* Where to write x's gradient: its own buffer the first time, else the
  * temporary (then grad_commit adds it). NULL: x needs no gradient. */
-static void *grad_dst(bk_tgraph_t *g, bk_tvar_t *x)
+static void *grad_dst(bk_graph_t *g, bk_tensor_t *x)
 {
     if (!x->needs_grad)
         return NULL;
     return x->grad_set ? g->tmp : x->grad;
 }
 
-static void grad_commit(bk_tgraph_t *g, bk_tvar_t *x)
+static void grad_commit(bk_graph_t *g, bk_tensor_t *x)
 {
     if (!x->needs_grad)
         return;
@@ -868,12 +868,12 @@ static void grad_commit(bk_tgraph_t *g, bk_tvar_t *x)
     x->grad_set = 1;
 }
 
-static int op_backward(bk_tgraph_t *g, top_t *o, uint32_t index)
+static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
 {
-    const bk_tkernels_t *k = g->k;
+    const bk_kernels_t *k = g->k;
     backend_t *be = g->base.be;
-    bk_graph_t *bg = &g->base;
-    bk_tvar_t *x = o->in[0], *y = o->out;
+    bk_prog_t *bg = &g->base;
+    bk_tensor_t *x = o->in[0], *y = o->out;
     void *gx = grad_dst(g, x);
     int s[4], rc = 0;
     shape_of(x, s);
@@ -938,12 +938,12 @@ static int op_backward(bk_tgraph_t *g, top_t *o, uint32_t index)
     return rc;
 }
 
-int bk_t_backward(bk_tgraph_t *g, bk_tvar_t *y, const float *dy)
+int bk_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy)
 {
     if (!g || g->base.failed || !y || ready(g) < 0)
         return -1;
     if (!y->needs_grad) {
-        bk_fail(&g->base, "backward from a tensor that depends on no parameter");
+        bk_prog_fail(&g->base, "backward from a tensor that depends on no parameter");
         return -1;
     }
     for (size_t i = 0; i < g->nv; i++)
@@ -957,7 +957,7 @@ int bk_t_backward(bk_tgraph_t *g, bk_tvar_t *y, const float *dy)
     } else {
         float *ones = malloc(cnt * sizeof *ones);
         if (!ones) {
-            bk_fail(&g->base, "out of memory");
+            bk_prog_fail(&g->base, "out of memory");
             return -1;
         }
         for (size_t i = 0; i < cnt; i++)
@@ -976,7 +976,7 @@ int bk_t_backward(bk_tgraph_t *g, bk_tvar_t *y, const float *dy)
             g->k->zero(g->base.be, o->out->grad, numel(o->out));
             o->out->grad_set = 1;
         }
-        bk_set_name(&g->base, o->name);
+        bk_prog_set_name(&g->base, o->name);
         double t0 = g->profile ? clock_mono_s() : 0.0;
         if (op_backward(g, o, (uint32_t)i) < 0)
             return -1;

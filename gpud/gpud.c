@@ -99,6 +99,8 @@ void gpud_destroy(gpud_t **self_p)
     trainer_destroy(&self->trainer);
     allreduce_destroy(&self->ring);
     model_destroy(&self->model);
+    ddp_msg_t pending = {.type = DDP_MEMBERS, .u.members = self->members};
+    ddp_msg_clear(&pending);   /* a MEMBERS never applied */
     free(self->logits);
     free(self->loss);
     free(self->topk);
@@ -150,22 +152,85 @@ int gpud_send_credit(gpud_t *self, uint32_t credits, const uint64_t *ack)
     snprintf(m.u.credit.worker, sizeof m.u.credit.worker, "%s", self->name);
     m.u.credit.credits = credits;
     m.u.credit.rank = self->rank;   /* loaderd addresses train shards by rank */
+    m.u.credit.gen = self->gen;     /* ... of this generation */
     m.u.credit.n_acks = ack ? 1 : 0;
     m.u.credit.acks = (uint64_t *)ack;
     m.u.credit.auth = self->auth;
+    if (!ack)
+        self->credit_sent = true;
     return proto_send(zsock_resolve(self->loader), NULL, &m);
+}
+
+int64_t gpud_commit_timeout_ms(const gpud_t *self)
+{
+    long s = self->options.commit_timeout_s;
+    return (s > 0 ? s : 2 * self->options.ring_timeout_s) * 1000;
+}
+
+/* STOP(0) while the job's last EPOCH waits for its END(TRAIN). */
+static bool defer_stop(gpud_t *self, const ddp_stop_t *stop)
+{
+    if (stop->code != 0 || !self->trainer || self->stop_deferred || !self->epoch_pending ||
+        (int64_t)self->pending_epoch.epoch <= self->train_end_done)
+        return false;
+    log_info("reducerd says stop (0: %s); first loaderd's END of epoch %u (its BatchNorm "
+             "broadcast, the final checkpoint)", stop->reason, self->pending_epoch.epoch);
+    self->stop_deferred = true;
+    self->deferred_stop = *stop;
+    self->deferred_until_ms = clock_mono_ms() + gpud_commit_timeout_ms(self);
+    return true;
+}
+
+void gpud_end_handled(gpud_t *self)
+{
+    if (self->stop_deferred && !self->epoch_pending) {
+        self->stop_deferred = false;
+        gpud_stop(self, &self->deferred_stop);
+    }
+}
+
+void gpud_tick(gpud_t *self)
+{
+    if (self->stop_deferred && clock_mono_ms() > self->deferred_until_ms) {
+        log_error("loaderd's END of epoch %u did not come: stopping without the final "
+                  "checkpoint", self->pending_epoch.epoch);
+        self->stop_deferred = false;
+        gpud_stop(self, &self->deferred_stop);
+    }
 }
 
 void gpud_stop(gpud_t *self, const ddp_stop_t *stop)
 {
+    if (defer_stop(self, stop))
+        return;
     if (stop->code == 0) {
         log_info("reducerd says stop (0: %s)", stop->reason);
+    } else if (strncmp(stop->reason, "fenced", 6) == 0) {
+        /* the job went on without this rank (docs/ELASTIC.md): whatever it
+         * holds is behind the survivors', so it writes nothing */
+        log_error("reducerd removed this rank from the job (%d): %s", stop->code, stop->reason);
+        self->exit_code = 1;
+        self->fenced = true;
     } else {
         log_error("reducerd stops the job (%d): %s", stop->code, stop->reason);
         self->exit_code = stop->code == DDP_STOP_JOB_LOST ? DDP_STOP_JOB_LOST : 1;
         self->checkpoint_on_exit = true;
     }
     self->stopped = true;
+}
+
+void gpud_on_heartbeat(gpud_t *self)
+{
+    char *verb = NULL, *code = NULL, *reason = NULL;
+    if (zstr_recvx(self->heartbeat, &verb, &code, &reason, NULL) == 3 &&
+        strcmp(verb, "STOP") == 0) {
+        ddp_stop_t stop = {.code = atoi(code)};
+        snprintf(stop.reason, sizeof stop.reason, "%s", reason);
+        gpud_stop(self, &stop);
+    }
+    zstr_free(&verb);
+    zstr_free(&code);
+    zstr_free(&reason);
 }
 
 int gpud_check_batch_shape(gpud_t *self, const ddp_batch_t *batch)

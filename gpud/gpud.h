@@ -7,6 +7,8 @@
  *   eval.c     an eval batch: forward, top-k and loss, RESULT, CREDIT
  *   train.c    one data-parallel rank: train steps over the gradient ring,
  *              END and EPOCH in order, checkpoints
+ *   members.c  the rank's side of elastic training (docs/ELASTIC.md): STEP,
+ *              reducerd's answer (COMMIT, MEMBERS, STOP), the re-form
  *   gpud.c     this state and what only touches it (sockets, CREDIT, STOP)
  *
  * Imports point down that list (main.c at the top), never up. Below the
@@ -56,10 +58,20 @@ typedef struct gpud {
     size_t logits_cap;
     int exit_code;
     bool stopped;
+    bool fenced;                   /* reducerd removed this rank: no checkpoint on exit */
+    bool stop_deferred;            /* STOP(0) waits for the last END(TRAIN) (gpud_stop) */
+    ddp_stop_t deferred_stop;
+    int64_t deferred_until_ms;     /* ... at most until then */
+    bool credit_sent;              /* the first CREDIT(window) went out */
     /* --train (train.c) */
     trainer_t *trainer;
     allreduce_t *ring;
     char ring_endpoint[DDP_MAX_EP];  /* our resolved PULL endpoint (JOIN.ring) */
+    /* membership (docs/ELASTIC.md, members.c) */
+    uint32_t gen;                  /* the generation rank and world belong to */
+    bool members_pending;          /* a MEMBERS newer than gen, not applied yet */
+    ddp_members_t members;         /* that MEMBERS (names owned) */
+    bool bn_redo;                  /* the END(TRAIN) BatchNorm broadcast must be redone */
     uint64_t next_step;            /* S of the next train step */
     int64_t epoch;                 /* the epoch a resume would continue with */
     int64_t epoch_done;            /* last EPOCH(e) handled; start epoch - 1 */
@@ -94,8 +106,22 @@ int gpud_start_heartbeat(gpud_t *self);
 /* CREDIT to loaderd: credits more batches, ack (may be NULL) the one answered. */
 int gpud_send_credit(gpud_t *self, uint32_t credits, const uint64_t *ack);
 /* reducerd stops the job: logged; a non-zero code fails this worker (and
- * asks for the exit checkpoint of a training rank). */
+ * asks for the exit checkpoint of a training rank). A training job that
+ * ends (code 0) right after an EPOCH that came before its END(TRAIN) (no
+ * validation: reducerd decides once the last step is committed, loaderd's
+ * END follows that COMMIT) stops only once that END is handled (its
+ * BatchNorm broadcast, the final checkpoint and weights: gpud_end_handled),
+ * or when --commit-timeout runs out (gpud_tick). */
 void gpud_stop(gpud_t *self, const ddp_stop_t *stop);
+/* The END(TRAIN) a deferred stop waited for is handled: stop now. */
+void gpud_end_handled(gpud_t *self);
+/* Called every turn of the loop: a deferred stop whose time ran out. */
+void gpud_tick(gpud_t *self);
+/* How long a rank waits for reducerd's answer (--commit-timeout, ms). */
+int64_t gpud_commit_timeout_ms(const gpud_t *self);
+/* What the heartbeat actor says (a STOP reducerd sent to the beat socket:
+ * a lost job, or this rank fenced out), applied. */
+void gpud_on_heartbeat(gpud_t *self);
 /* The batch's images are what the model takes; -1 (logged with the fix). */
 int gpud_check_batch_shape(gpud_t *self, const ddp_batch_t *batch);
 /* Room for n samples' logits in self->logits; -1 when out of memory. */

@@ -1,13 +1,13 @@
-/* graph_error — the sticky error of an eval graph (bk_graph_t): the first
+/* graph_error — the sticky error of an eval graph (bk_prog_t): the first
  * failure is kept with the name of the op that failed, later ones dropped.
  * Below backend.c and every implementation (cpu/, cuda/), which all report
- * through bk_fail: the implementations never call into backend.c. */
+ * through bk_prog_fail: the implementations never call into backend.c. */
 #include "gpud/backend_impl.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 
-void *bk_fail(bk_graph_t *g, const char *fmt, ...)
+void *bk_prog_fail(bk_prog_t *g, const char *fmt, ...)
 {
     if (g->failed)
         return NULL;
@@ -24,14 +24,14 @@ void *bk_fail(bk_graph_t *g, const char *fmt, ...)
     return NULL;
 }
 
-const char *bk_graph_error(const bk_graph_t *g)
+const char *bk_prog_error(const bk_prog_t *g)
 {
     if (!g)
         return "no graph (out of memory?)";
     return g->failed ? g->err : NULL;
 }
 
-void bk_set_name(bk_graph_t *g, const char *name)
+void bk_prog_set_name(bk_prog_t *g, const char *name)
 {
     if (g)
         snprintf(g->name, sizeof g->name, "%s", name ? name : "");

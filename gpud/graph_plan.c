@@ -9,7 +9,7 @@
  *       single reader: a ReLU -> BK_PO_RELU, an add -> BK_PO_SUM whose
  *       residual is the add's other operand, at most BK_MAX_POST;
  *   add [-> relu], relu, pool, linear   one op each;
- *   dropout (eval: the identity), flatten (bk_linear flattens)  no op: the
+ *   dropout (eval: the identity), flatten (bk_prog_linear flattens)  no op: the
  *       output is its input's tensor.
  * Any other op (BN not after a conv, concat, cross-entropy ...) has no
  * fused form and the whole graph runs on the tape instead: no partial
@@ -24,7 +24,7 @@
  * add: slower, never wrong).
  *
  * Parameters stay bound to the tape's ops: the program copies (folds) them
- * when it is built, and bk_tgraph_reload rebuilds it from the live arrays. */
+ * when it is built, and bk_graph_reload rebuilds it from the live arrays. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +47,7 @@ typedef struct {
 } pop_t;
 
 typedef struct {
-    const bk_tgraph_t *g;
+    const bk_graph_t *g;
     int *root;      /* per var: the var whose tensor it is (aliases: their input's) */
     int *nread;     /* per root var: inputs of non-alias ops reading it */
     int *reader;    /* per root var: the last such op */
@@ -62,7 +62,7 @@ static int is_alias(top_kind_t k)
     return k == TO_DROPOUT || k == TO_FLATTEN;
 }
 
-static int root_of(const plan_t *pl, const bk_tvar_t *v)
+static int root_of(const plan_t *pl, const bk_tensor_t *v)
 {
     return pl->root[v->id];
 }
@@ -74,7 +74,7 @@ static int sole_reader(const plan_t *pl, int v)
     return pl->nread[r] == 1 ? pl->reader[r] : -1;
 }
 
-static int plan_init(plan_t *pl, const bk_tgraph_t *g, char *why, size_t len)
+static int plan_init(plan_t *pl, const bk_graph_t *g, char *why, size_t len)
 {
     *pl = (plan_t){.g = g, .why = why, .whylen = len};
     size_t nv = g->nv ? g->nv : 1, nops = g->nops ? g->nops : 1;
@@ -130,13 +130,13 @@ static int place(const plan_t *pl, int k)
  * sum, which runs at j or later, overwrites it). */
 static int residual_for(const plan_t *pl, int i, int j, int cur)
 {
-    const bk_tgraph_t *g = pl->g;
+    const bk_graph_t *g = pl->g;
     const top_t *add = &g->ops[j], *conv = &g->ops[i];
     int a = root_of(pl, add->in[0]), b = root_of(pl, add->in[1]);
     if (a == b)
         return -1;
     int r = a == cur ? b : a;
-    const bk_tvar_t *rv = g->v[r];
+    const bk_tensor_t *rv = g->v[r];
     if (rv->is_input || r == root_of(pl, conv->in[0]) || rv->n != conv->out->n ||
         rv->c != conv->out->c || rv->h != conv->out->h || rv->w != conv->out->w)
         return -1;
@@ -161,7 +161,7 @@ static void post_add(pop_t *p, bk_postop_t po)
  * residual add while the chain's value has a single reader. */
 static void plan_conv(plan_t *pl, int i)
 {
-    const bk_tgraph_t *g = pl->g;
+    const bk_graph_t *g = pl->g;
     pop_t *p = &pl->op[i];
     *p = (pop_t){.role = R_EMIT, .bn = -1, .res = -1, .last = i, .anchor = i};
     int cur = g->ops[i].out->id, j = sole_reader(pl, cur);
@@ -187,10 +187,10 @@ static void plan_conv(plan_t *pl, int i)
     }
 }
 
-/* An add that no conv absorbed: bk_add, with a ReLU reading it alone. */
+/* An add that no conv absorbed: bk_prog_add, with a ReLU reading it alone. */
 static void plan_add(plan_t *pl, int i)
 {
-    const bk_tgraph_t *g = pl->g;
+    const bk_graph_t *g = pl->g;
     pop_t *p = &pl->op[i];
     *p = (pop_t){.role = R_EMIT, .bn = -1, .res = -1, .last = i, .anchor = i};
     int j = sole_reader(pl, g->ops[i].out->id);
@@ -201,12 +201,12 @@ static void plan_add(plan_t *pl, int i)
     }
 }
 
-/* A flatten costs nothing when bk_linear (which flattens) is all that reads
+/* A flatten costs nothing when bk_prog_linear (which flattens) is all that reads
  * it, or when it changes no layout (1x1 spatial). */
 static int flatten_free(const plan_t *pl, int i)
 {
-    const bk_tgraph_t *g = pl->g;
-    const bk_tvar_t *x = g->ops[i].in[0], *y = g->ops[i].out;
+    const bk_graph_t *g = pl->g;
+    const bk_tensor_t *x = g->ops[i].in[0], *y = g->ops[i].out;
     if (x->h == 1 && x->w == 1)
         return 1;
     for (size_t k = (size_t)i + 1; k < g->nops; k++)
@@ -219,7 +219,7 @@ static int flatten_free(const plan_t *pl, int i)
 /* Every op's role: 1 when the graph has a fused form, else 0 (why set). */
 static int plan_ops(plan_t *pl)
 {
-    const bk_tgraph_t *g = pl->g;
+    const bk_graph_t *g = pl->g;
     for (size_t i = 0; i < g->nops; i++) {
         const top_t *o = &g->ops[i];
         if (pl->op[i].role == R_ABSORBED)
@@ -260,27 +260,27 @@ static int plan_ops(plan_t *pl)
 
 /* Conv op i with its post-ops; a folded BN gets its own copy of the
  * weights (the bound arrays stay the unfolded parameters). */
-static bk_tensor_t *build_conv(bk_graph_t *fg, const plan_t *pl, int i)
+static bk_ptensor_t *build_conv(bk_prog_t *fg, const plan_t *pl, int i)
 {
-    const bk_tgraph_t *g = pl->g;
+    const bk_graph_t *g = pl->g;
     const top_t *o = &g->ops[i];
     const pop_t *p = &pl->op[i];
-    const bk_tconv_t *c = &o->conv;
-    bk_conv_t cv = {.ic = c->ic, .oc = c->oc, .kh = c->kh, .kw = c->kw,
+    const bk_conv_t *c = &o->conv;
+    bk_pconv_t cv = {.ic = c->ic, .oc = c->oc, .kh = c->kh, .kw = c->kw,
                     .stride_h = c->stride_h, .stride_w = c->stride_w, .pad_h = c->pad_h,
                     .pad_w = c->pad_w, .weight = c->weight, .bias = c->bias,
                     .n_post = p->n_post};
     memcpy(cv.post, p->post, sizeof cv.post);
     float *w = NULL, *b = NULL;
     if (p->bn >= 0) {
-        const bk_tbn_t *bn = &g->ops[p->bn].bn;
+        const bk_bn_t *bn = &g->ops[p->bn].bn;
         size_t per = (size_t)c->ic * c->kh * c->kw;
         w = malloc((size_t)c->oc * per * sizeof *w);
         b = calloc((size_t)c->oc, sizeof *b);   /* no conv bias: the fold makes one */
         if (!w || !b) {
             free(w);
             free(b);
-            return bk_fail(fg, "out of memory folding the batchnorm");
+            return bk_prog_fail(fg, "out of memory folding the batchnorm");
         }
         memcpy(w, c->weight, (size_t)c->oc * per * sizeof *w);
         if (c->bias)
@@ -290,72 +290,72 @@ static bk_tensor_t *build_conv(bk_graph_t *fg, const plan_t *pl, int i)
         cv.weight = w;
         cv.bias = b;
     }
-    bk_tensor_t *res = p->res >= 0 ? g->v[p->res]->ft : NULL;
-    bk_tensor_t *y = bk_conv2d(fg, o->in[0]->ft, &cv, res);
+    bk_ptensor_t *res = p->res >= 0 ? g->v[p->res]->ft : NULL;
+    bk_ptensor_t *y = bk_prog_conv2d(fg, o->in[0]->ft, &cv, res);
     free(w);
     free(b);
     return y;
 }
 
-static bk_tensor_t *build_op(bk_graph_t *fg, const plan_t *pl, int i)
+static bk_ptensor_t *build_op(bk_prog_t *fg, const plan_t *pl, int i)
 {
     const top_t *o = &pl->g->ops[i];
     switch (o->kind) {
     case TO_CONV:
         return build_conv(fg, pl, i);
     case TO_ADD:
-        return bk_add(fg, o->in[0]->ft, o->in[1]->ft, pl->op[i].relu);
+        return bk_prog_add(fg, o->in[0]->ft, o->in[1]->ft, pl->op[i].relu);
     case TO_RELU:
-        return bk_relu(fg, o->in[0]->ft);
+        return bk_prog_relu(fg, o->in[0]->ft);
     case TO_POOL:
-        return bk_pool2d(fg, o->in[0]->ft, &o->pool);
+        return bk_prog_pool2d(fg, o->in[0]->ft, &o->pool);
     case TO_LINEAR:
-        return bk_linear(fg, o->in[0]->ft, o->lin_out, o->w, o->b);
+        return bk_prog_linear(fg, o->in[0]->ft, o->lin_out, o->w, o->b);
     default:
-        return bk_fail(fg, "no fused form (planner bug)");
+        return bk_prog_fail(fg, "no fused form (planner bug)");
     }
 }
 
 /* The program: inputs, then each emitted op where its last tape op stood.
  * Each var gets the tensor holding its value; vars fused away keep NULL. */
-static bk_graph_t *build_program(bk_tgraph_t *g, const plan_t *pl)
+static bk_prog_t *build_program(bk_graph_t *g, const plan_t *pl)
 {
-    bk_graph_t *fg = bk_graph_new(g->base.be);
+    bk_prog_t *fg = bk_prog_new(g->base.be);
     if (!fg)
         return NULL;
     for (size_t i = 0; i < g->nv; i++) {
-        bk_tvar_t *t = g->v[i];
+        bk_tensor_t *t = g->v[i];
         t->ft = NULL;
         if (t->is_input) {
-            bk_set_name(fg, "input");
-            t->ft = bk_input(fg, t->n, t->c, t->h, t->w);
+            bk_prog_set_name(fg, "input");
+            t->ft = bk_prog_input(fg, t->n, t->c, t->h, t->w);
         }
     }
-    for (size_t q = 0; q < g->nops && !bk_graph_error(fg); q++) {
+    for (size_t q = 0; q < g->nops && !bk_prog_error(fg); q++) {
         const top_t *o = &g->ops[q];
         int a = pl->op[q].anchor;
         if (pl->op[q].role == R_ALIAS) {
             o->out->ft = o->in[0]->ft;
         } else if (a >= 0 && pl->op[a].last == (int)q) {
-            bk_set_name(fg, g->ops[a].name);
+            bk_prog_set_name(fg, g->ops[a].name);
             o->out->ft = build_op(fg, pl, a);
         }
     }
     return fg;
 }
 
-int plan_fused_build(bk_tgraph_t *g, char *why, size_t len)
+int plan_fused_build(bk_graph_t *g, char *why, size_t len)
 {
     plan_t pl;
     int rc = plan_init(&pl, g, why, len) < 0 ? -1 : plan_ops(&pl);
     if (rc < 0)
-        bk_tfail(g, "out of memory planning the graph");
+        bk_fail(g, "out of memory planning the graph");
     if (rc == 1) {
         g->fused = build_program(g, &pl);
-        const char *err = g->fused ? bk_graph_error(g->fused) : "out of memory";
+        const char *err = g->fused ? bk_prog_error(g->fused) : "out of memory";
         if (err) {
-            bk_set_name(&g->base, NULL);
-            bk_fail(&g->base, "%s", err);
+            bk_prog_set_name(&g->base, NULL);
+            bk_prog_fail(&g->base, "%s", err);
             plan_fused_drop(g);
             rc = -1;
         } else {
@@ -366,9 +366,9 @@ int plan_fused_build(bk_tgraph_t *g, char *why, size_t len)
     return rc;
 }
 
-void plan_fused_drop(bk_tgraph_t *g)
+void plan_fused_drop(bk_graph_t *g)
 {
-    bk_graph_destroy(&g->fused);
+    bk_prog_destroy(&g->fused);
     for (size_t i = 0; i < g->nv; i++)
         g->v[i]->ft = NULL;
     g->fused_stale = 0;
@@ -377,22 +377,22 @@ void plan_fused_drop(bk_tgraph_t *g)
 /* ----------------------------------------------------- replacing it */
 
 /* Host copies of the program's inputs (what the caller last wrote), in var
- * order; NULL after bk_tfail. */
-static float **inputs_save(bk_tgraph_t *g)
+ * order; NULL after bk_fail. */
+static float **inputs_save(bk_graph_t *g)
 {
     float **saved = calloc(g->nv, sizeof *saved);
     if (!saved) {
-        bk_tfail(g, "out of memory");
+        bk_fail(g, "out of memory");
         return NULL;
     }
     for (size_t i = 0; i < g->nv; i++) {
-        bk_tvar_t *t = g->v[i];
+        bk_tensor_t *t = g->v[i];
         if (!t->is_input)
             continue;
         if (!(saved[i] = malloc(numel(t) * sizeof(float))) ||
-            bk_read(g->fused, t->ft, saved[i]) < 0) {
-            bk_tfail(g, "saving input [%d,%d,%d,%d]: %s", t->n, t->c, t->h, t->w,
-                     saved[i] ? bk_graph_error(g->fused) : "out of memory");
+            bk_prog_read(g->fused, t->ft, saved[i]) < 0) {
+            bk_fail(g, "saving input [%d,%d,%d,%d]: %s", t->n, t->c, t->h, t->w,
+                     saved[i] ? bk_prog_error(g->fused) : "out of memory");
             return saved;   /* freed by inputs_restore */
         }
     }
@@ -400,25 +400,25 @@ static float **inputs_save(bk_tgraph_t *g)
 }
 
 /* Write the saved inputs into whatever now runs g (fused or tape). */
-static int inputs_restore(bk_tgraph_t *g, float **saved)
+static int inputs_restore(bk_graph_t *g, float **saved)
 {
     int rc = g->base.failed ? -1 : 0;
     for (size_t i = 0; i < g->nv; i++) {
-        bk_tvar_t *t = g->v[i];
+        bk_tensor_t *t = g->v[i];
         int s[4];
         shape_of(t, s);
         if (rc == 0 && saved[i])
-            rc = g->fused ? bk_write(g->fused, t->ft, saved[i])
+            rc = g->fused ? bk_prog_write(g->fused, t->ft, saved[i])
                           : g->k->write(&g->base, t->val, saved[i], s);
         free(saved[i]);
     }
     free(saved);
     if (rc < 0 && g->fused && !g->base.failed)
-        bk_fail(&g->base, "%s", bk_graph_error(g->fused));
+        bk_prog_fail(&g->base, "%s", bk_prog_error(g->fused));
     return rc;
 }
 
-int plan_fused_replace(bk_tgraph_t *g, int refold)
+int plan_fused_replace(bk_graph_t *g, int refold)
 {
     float **saved = inputs_save(g);
     if (!saved)

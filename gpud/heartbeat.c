@@ -6,13 +6,13 @@
 
 #include <string.h>
 
-static void send_beat(zsock_t *to, const heartbeat_args_t *a)
+static void send_beat(zsock_t *to, const heartbeat_args_t *a, int32_t rank, const ddp_auth_t *auth)
 {
     ddp_msg_t m = {.type = DDP_HEARTBEAT};
     snprintf(m.u.heartbeat.worker, sizeof m.u.heartbeat.worker, "%s", a->worker);
-    m.u.heartbeat.rank = a->rank;
+    m.u.heartbeat.rank = rank;
     m.u.heartbeat.batches_done = atomic_load(a->batches_done);
-    m.u.heartbeat.auth = a->auth;
+    m.u.heartbeat.auth = *auth;
     if (proto_send(zsock_resolve(to), NULL, &m) < 0)
         log_debug("heartbeat not sent: %s", zmq_strerror(zmq_errno()));
 }
@@ -33,9 +33,34 @@ static void forward_stop(zsock_t *from, zsock_t *pipe)
     ddp_msg_clear(&m);
 }
 
+/* "AUTH" rank auth: the beats' new rank and token. */
+static void take_auth(zmsg_t *cmd, int32_t *rank, ddp_auth_t *auth)
+{
+    zframe_t *r = zmsg_pop(cmd), *a = zmsg_pop(cmd);
+    if (r && a && zframe_size(r) == sizeof *rank && zframe_size(a) == sizeof *auth) {
+        memcpy(rank, zframe_data(r), sizeof *rank);
+        memcpy(auth, zframe_data(a), sizeof *auth);
+    }
+    zframe_destroy(&r);
+    zframe_destroy(&a);
+}
+
+int heartbeat_set_auth(zactor_t *self, int32_t rank, const ddp_auth_t *auth)
+{
+    zmsg_t *m = zmsg_new();
+    if (!m || zmsg_addstr(m, "AUTH") < 0 || zmsg_addmem(m, &rank, sizeof rank) < 0 ||
+        zmsg_addmem(m, auth, sizeof *auth) < 0) {
+        zmsg_destroy(&m);
+        return -1;
+    }
+    return zmsg_send(&m, self);
+}
+
 static void heartbeat_actor(zsock_t *pipe, void *argp)
 {
     heartbeat_args_t *a = argp;
+    int32_t rank = a->rank;      /* ours: the main thread renumbers through AUTH */
+    ddp_auth_t auth = a->auth;
     char id[DDP_MAX_NAME + 8];
     snprintf(id, sizeof id, "%s.hb", a->worker);
     zsock_t *loader = zsock_new(ZMQ_DEALER);
@@ -75,6 +100,8 @@ static void heartbeat_actor(zsock_t *pipe, void *argp)
             cmd = zmsg_recv(pipe);
             char *verb = cmd ? zmsg_popstr(cmd) : NULL;
             bool term = !verb || strcmp(verb, "$TERM") == 0;
+            if (verb && strcmp(verb, "AUTH") == 0)
+                take_auth(cmd, &rank, &auth);
             free(verb);
             zmsg_destroy(&cmd);
             if (term)
@@ -82,8 +109,8 @@ static void heartbeat_actor(zsock_t *pipe, void *argp)
         }
         if (loader && reducer && zclock_mono() >= next_beat) {
             next_beat = zclock_mono() + a->interval_ms;
-            send_beat(loader, a);
-            send_beat(reducer, a);
+            send_beat(loader, a, rank, &auth);
+            send_beat(reducer, a, rank, &auth);
         }
     }
     zpoller_destroy(&poller);

@@ -19,8 +19,12 @@ typedef struct {
     ddp_auth_t auth;           /* the WELCOME's session token: beats without it are refused */
 } heartbeat_args_t;
 
-/* args must outlive the actor. A STOP that reducerd sends to the beat
- * socket arrives on the actor as the frames "STOP", code ("1" or "3"),
- * reason. */
+/* args must outlive the actor; it keeps its own copy of rank and auth. A
+ * STOP that reducerd sends to the beat socket arrives on the actor as the
+ * frames "STOP", code ("1" or "3"), reason. */
 zactor_t *heartbeat_new(heartbeat_args_t *args);
+/* The beats' rank and token from now on (a new membership generation
+ * renumbers the ranks, docs/ELASTIC.md). 0, or -1 when the actor could
+ * not be told. */
+int heartbeat_set_auth(zactor_t *self, int32_t rank, const ddp_auth_t *auth);
 #endif

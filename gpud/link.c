@@ -136,8 +136,10 @@ void link_on_reducer(gpud_t *self)
             gpud_stop(self, &m.u.stop);
         else
             eval_stop(self, &m.u.stop);
-    } else if (m.type == DDP_EPOCH && self->trainer) {
-        train_on_epoch(self, &m.u.epoch);
+    } else if (self->trainer && (m.type == DDP_EPOCH || m.type == DDP_MEMBERS ||
+                                 m.type == DDP_COMMIT)) {
+        if (train_on_reducer(self, &m) < 0)
+            fail(self);
     } else if (m.type != DDP_WELCOME) {
         self->stats.rejected++;
         log_warn("unexpected %s from reducerd: ignored", proto_type_name(m.type));
@@ -147,14 +149,5 @@ void link_on_reducer(gpud_t *self)
 
 void link_on_heartbeat(gpud_t *self)
 {
-    char *verb = NULL, *code = NULL, *reason = NULL;
-    if (zstr_recvx(self->heartbeat, &verb, &code, &reason, NULL) == 3 &&
-        strcmp(verb, "STOP") == 0) {
-        ddp_stop_t stop = {.code = atoi(code)};
-        snprintf(stop.reason, sizeof stop.reason, "%s", reason);
-        gpud_stop(self, &stop);
-    }
-    zstr_free(&verb);
-    zstr_free(&code);
-    zstr_free(&reason);
+    gpud_on_heartbeat(self);
 }

@@ -51,6 +51,7 @@ static int run(gpud_t *self)
             link_on_loader(self);
         else if (zpoller_terminated(poller))
             break;
+        gpud_tick(self);
     }
     zpoller_destroy(&poller);
     if (self->trainer && zs_interrupted())

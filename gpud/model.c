@@ -81,7 +81,7 @@ void model_destroy(model_t **mp)
         return;
     model_t *m = *mp;
     model_eval_drop(m);
-    bk_tgraph_destroy(&m->tg);
+    bk_graph_destroy(&m->tg);
     pstore_destroy(&m->ps);
     free(m->nbt);
     free(m->t_x);

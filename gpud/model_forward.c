@@ -15,16 +15,16 @@
 static int slot_build(model_t *m, eval_slot_t *s, int c, int h, int w, char *err,
                       size_t errlen)
 {
-    bk_tgraph_t *g = bk_tgraph_new(m->be);
-    bk_tgraph_set_forward_only(g);
-    bk_tgraph_set_training(g, 0);
-    bk_tgraph_set_name(g, "input");
-    bk_tvar_t *in = bk_t_input(g, m->mb, c, h, w, 0);
-    bk_tvar_t *out = arch_describe(m->arch, &m->info, m->ps, g, in);
+    bk_graph_t *g = bk_graph_new(m->be);
+    bk_graph_set_forward_only(g);
+    bk_graph_set_training(g, 0);
+    bk_graph_set_name(g, "input");
+    bk_tensor_t *in = bk_input(g, m->mb, c, h, w, 0);
+    bk_tensor_t *out = arch_describe(m->arch, &m->info, m->ps, g, in);
     if (!out) {
         err_set(err, errlen, "%s on %dx%dx%d input: %s", m->arch->name, c, h, w,
-                bk_tgraph_error(g) ? bk_tgraph_error(g) : "graph build failed");
-        bk_tgraph_destroy(&g);
+                bk_graph_error(g) ? bk_graph_error(g) : "graph build failed");
+        bk_graph_destroy(&g);
         return -1;
     }
     *s = (eval_slot_t){.c = c, .h = h, .w = w, .g = g, .in = in, .out = out};
@@ -63,7 +63,7 @@ static eval_slot_t *graph_for(model_t *m, int c, int h, int w, char *err, size_t
     }
     if (in_buf_fit(m, c, h, w, err, errlen) < 0)
         return NULL;
-    bk_tgraph_destroy(&victim->g);
+    bk_graph_destroy(&victim->g);
     if (slot_build(m, victim, c, h, w, err, errlen) < 0)
         return NULL;
     victim->last_used = ++m->tick;
@@ -73,19 +73,26 @@ static eval_slot_t *graph_for(model_t *m, int c, int h, int w, char *err, size_t
 void model_eval_drop(model_t *m)
 {
     for (int i = 0; i < GRAPH_CACHE; i++)
-        bk_tgraph_destroy(&m->cache[i].g);
+        bk_graph_destroy(&m->cache[i].g);
+}
+
+void model_eval_reload(model_t *m)
+{
+    for (int i = 0; i < GRAPH_CACHE; i++)
+        if (m->cache[i].g)
+            bk_graph_reload(m->cache[i].g);
 }
 
 /* One micro-batch of m->in_buf through s; m->out_buf gets the logits. A
  * failed graph is destroyed so it is not reused. */
 static int run_micro_batch(model_t *m, eval_slot_t *s, char *err, size_t errlen)
 {
-    if (bk_t_write(s->g, s->in, m->in_buf) == 0 && bk_t_forward(s->g) == 0 &&
-        bk_t_read(s->g, s->out, m->out_buf) == 0)
+    if (bk_write(s->g, s->in, m->in_buf) == 0 && bk_forward(s->g) == 0 &&
+        bk_read(s->g, s->out, m->out_buf) == 0)
         return 0;
     err_set(err, errlen, "%s forward: %s", m->arch->name,
-            bk_tgraph_error(s->g) ? bk_tgraph_error(s->g) : "backend failure");
-    bk_tgraph_destroy(&s->g);
+            bk_graph_error(s->g) ? bk_graph_error(s->g) : "backend failure");
+    bk_graph_destroy(&s->g);
     return -1;
 }
 

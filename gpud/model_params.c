@@ -116,7 +116,7 @@ int model_set_sync_bn(model_t *m, model_allreduce_fn fn, void *ctx)
         return -1;
     m->sync_fn = fn;
     m->sync_ctx = ctx;
-    bk_tgraph_set_allreduce(m->tg, fn, ctx);   /* NULL graph: nothing */
+    bk_graph_set_allreduce(m->tg, fn, ctx);   /* NULL graph: nothing */
     return 0;
 }
 
@@ -134,7 +134,7 @@ int model_freeze(model_t *m, const char *prefix, int frozen)
         }
     }
     if (changed)   /* the graph bound the old gradient arrays */
-        bk_tgraph_destroy(&m->tg);
+        bk_graph_destroy(&m->tg);
     return changed;
 }
 
@@ -154,7 +154,7 @@ int model_freeze_bn(model_t *m, const char *prefix, int frozen)
         }
     }
     if (changed)   /* the graph fixed each BN's mode when it was built */
-        bk_tgraph_destroy(&m->tg);
+        bk_graph_destroy(&m->tg);
     return changed;
 }
 
@@ -164,8 +164,8 @@ int model_sync_eval(model_t *m, char *err, size_t errlen)
         err_set(err, errlen, "%s: not opened for training", m->arch->name);
         return -1;
     }
-    /* the eval graphs' fused programs hold the parameters folded */
-    for (int i = 0; i < GRAPH_CACHE; i++)
-        bk_tgraph_reload(m->cache[i].g);
+    /* The eval graphs are bound to the live parameters, but a fused eval
+     * plan folds them when it compiles: fold again at the next forward. */
+    model_eval_reload(m);
     return 0;
 }

@@ -10,7 +10,7 @@
  *                    SyncBatchNorm, model_sync_eval
  *   model_train.c    one training step: the training graph, forward, backward
  *
- * All sit on backend.h (bk_tgraph: every graph is the architecture's one
+ * All sit on backend.h (bk_graph: every graph is the architecture's one
  * description, models/layers.h) and models/layers.h. */
 #ifndef DDP_MODEL_PRIV_H
 #define DDP_MODEL_PRIV_H
@@ -35,8 +35,8 @@ typedef struct {
 /* The forward-only, eval-mode graph of one input shape. */
 typedef struct {
     int c, h, w;
-    bk_tgraph_t *g;
-    bk_tvar_t *in, *out;
+    bk_graph_t *g;
+    bk_tensor_t *in, *out;
     unsigned long last_used;
 } eval_slot_t;
 
@@ -52,8 +52,8 @@ struct model {
     float *out_buf;     /* mb * num_classes */
     model_opts_t opts;  /* as given (arch name not kept) */
     pstore_t *ps;       /* the parameters (gradient arrays when train = 1) */
-    bk_tgraph_t *tg;    /* training graph of the last shape */
-    bk_tvar_t *t_in, *t_logits, *t_loss;
+    bk_graph_t *tg;    /* training graph of the last shape */
+    bk_tensor_t *t_in, *t_logits, *t_loss;
     int tn, tc, th, tw;
     float t_eps;
     float *t_x, *t_dl;  /* input and loss-gradient staging */
@@ -96,6 +96,9 @@ int model_check_input(const model_t *m, int n, int c, int h, int w, char *err, s
 
 /* Destroy the cached eval graphs. */
 void model_eval_drop(model_t *m);
+/* The cached eval graphs fold the (changed) parameters again at their next
+ * forward (model_sync_eval). */
+void model_eval_reload(model_t *m);
 
 /* ---- model_params.c */
 

@@ -15,7 +15,7 @@ static int train_graph(model_t *m, int n, int c, int h, int w, float eps, char *
 {
     if (m->tg && m->tn == n && m->tc == c && m->th == h && m->tw == w && m->t_eps == eps)
         return 0;
-    bk_tgraph_destroy(&m->tg);
+    bk_graph_destroy(&m->tg);
     size_t need = (size_t)n * c * h * w;
     if (need > m->t_cap) {
         float *x = realloc(m->t_x, need * sizeof *x);
@@ -34,19 +34,19 @@ static int train_graph(model_t *m, int n, int c, int h, int w, float eps, char *
         return -1;
     }
     m->t_dl = dl;
-    bk_tgraph_t *g = bk_tgraph_new(m->be);
-    bk_tgraph_set_name(g, "input");
-    m->t_in = bk_t_input(g, n, c, h, w, 0);
+    bk_graph_t *g = bk_graph_new(m->be);
+    bk_graph_set_name(g, "input");
+    m->t_in = bk_input(g, n, c, h, w, 0);
     m->t_logits = arch_describe(m->arch, &m->info, m->ps, g, m->t_in);
-    bk_tgraph_set_name(g, "loss");
-    m->t_loss = bk_t_softmax_ce(g, m->t_logits, eps);
+    bk_graph_set_name(g, "loss");
+    m->t_loss = bk_softmax_ce(g, m->t_logits, eps);
     if (!m->t_loss) {
         err_set(err, errlen, "%s training graph on %dx%dx%dx%d: %s", m->arch->name, n, c, h,
-                w, bk_tgraph_error(g) ? bk_tgraph_error(g) : "build failed");
-        bk_tgraph_destroy(&g);
+                w, bk_graph_error(g) ? bk_graph_error(g) : "build failed");
+        bk_graph_destroy(&g);
         return -1;
     }
-    bk_tgraph_set_allreduce(g, m->sync_fn, m->sync_ctx);
+    bk_graph_set_allreduce(g, m->sync_fn, m->sync_ctx);
     m->tg = g;
     m->tn = n;
     m->tc = c;
@@ -80,24 +80,24 @@ static int step_check(const model_t *m, int n, const model_step_t *s, char *err,
 static int train_run(model_t *m, int n, const int32_t *labels, const model_step_t *s,
                      float *loss, float *logits, char *err, size_t errlen)
 {
-    bk_tgraph_t *g = m->tg;
-    bk_tgraph_set_training(g, 1);
-    bk_tgraph_set_dropout(g, !s->no_dropout);
-    int rc = bk_t_write(g, m->t_in, m->t_x);
-    rc = rc ? rc : bk_t_set_labels(g, labels);
-    rc = rc ? rc : bk_t_set_step(g, s->seed, s->step, s->ids);
-    rc = rc ? rc : bk_t_forward(g);
+    bk_graph_t *g = m->tg;
+    bk_graph_set_training(g, 1);
+    bk_graph_set_dropout(g, !s->no_dropout);
+    int rc = bk_write(g, m->t_in, m->t_x);
+    rc = rc ? rc : bk_set_labels(g, labels);
+    rc = rc ? rc : bk_set_step(g, s->seed, s->step, s->ids);
+    rc = rc ? rc : bk_forward(g);
     for (int i = 0; i < n; i++)   /* d(sum_i l_i / G) / d l_i */
         m->t_dl[i] = (float)(1.0 / s->global_batch);
-    rc = rc ? rc : bk_t_backward(g, m->t_loss, m->t_dl);
+    rc = rc ? rc : bk_backward(g, m->t_loss, m->t_dl);
     if (rc == 0 && loss)
-        rc = bk_t_read(g, m->t_loss, loss);
+        rc = bk_read(g, m->t_loss, loss);
     if (rc == 0 && logits)
-        rc = bk_t_read(g, m->t_logits, logits);
+        rc = bk_read(g, m->t_logits, logits);
     if (rc != 0) {
         err_set(err, errlen, "%s train step: %s", m->arch->name,
-                bk_tgraph_error(g) ? bk_tgraph_error(g) : "backend failure");
-        bk_tgraph_destroy(&m->tg);   /* a failed graph is not reused */
+                bk_graph_error(g) ? bk_graph_error(g) : "backend failure");
+        bk_graph_destroy(&m->tg);   /* a failed graph is not reused */
         return -1;
     }
     return 0;
@@ -119,11 +119,11 @@ static int empty_step(model_t *m, int c, int h, int w, const model_step_t *s, ch
                    m->t_eps == s->label_smoothing;
         if (!fits && train_graph(m, 1, c, h, w, s->label_smoothing, err, errlen) < 0)
             return -1;
-        bk_tgraph_set_training(m->tg, 1);
-        if (bk_t_empty_step(m->tg, m->t_loss) < 0) {
+        bk_graph_set_training(m->tg, 1);
+        if (bk_empty_step(m->tg, m->t_loss) < 0) {
             err_set(err, errlen, "%s train step (empty shard): %s", m->arch->name,
-                    bk_tgraph_error(m->tg) ? bk_tgraph_error(m->tg) : "backend failure");
-            bk_tgraph_destroy(&m->tg);
+                    bk_graph_error(m->tg) ? bk_graph_error(m->tg) : "backend failure");
+            bk_graph_destroy(&m->tg);
             return -1;
         }
     }

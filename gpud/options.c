@@ -57,6 +57,10 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, seed, "seed", "S", 0, 0, LONG_MAX, "initial weights and dropout"),
     OPTION_STRING(T, ring_bind, "ring-bind", "EP", "tcp://127.0.0.1:0",
                   "all-reduce PULL endpoint"),
+    OPTION_LONG(T, commit_timeout_s, "commit-timeout", "S", 0, 1, 172800,
+                "how long a rank waits for reducerd's answer to its step (COMMIT, MEMBERS or "
+                "STOP) before it fails (default 2 x --ring-timeout; give at least --ring-timeout "
+                "+ reducerd's --worker-timeout)"),
     OPTION_STRING(T, checkpoint, "checkpoint", "FILE", NULL, "rank 0 writes checkpoints there"),
     OPTION_STRING(T, save_weights, "save-weights", "FILE", NULL,
                   "rank 0 writes the final weights (loadable by --weights)"),

@@ -89,6 +89,7 @@ typedef struct {
     long seed;
     const char *ring_bind;
     long ring_timeout_s;
+    long commit_timeout_s;       /* 0: 2 x ring_timeout_s */
     const char *checkpoint;
     long checkpoint_every;
     const char *save_weights;

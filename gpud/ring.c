@@ -6,29 +6,51 @@
 
 #include <czmq.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct allreduce {
-    int rank, world;           /* -1, 0 until allreduce_connect */
-    zsock_t *pull;             /* from rank - 1 */
-    zsock_t *push;             /* to rank + 1 */
-    uint64_t op;               /* operations so far: a stale chunk is detected */
-    float *scratch;
-    size_t scratch_cap;
-    int (*cancelled)(void);
-    uint64_t dropped;          /* frames that were not the chunk expected */
-    uint64_t held;             /* drops not logged since the last line */
-    int64_t last_log_ms;       /* rate limit of the drop lines */
-};
 
 typedef struct {
     uint64_t op;
     uint32_t step;
     uint32_t chunk;
     uint64_t count;
+    uint32_t gen;              /* membership generation of the sender */
+    uint32_t reserved;         /* 0: keeps the header free of padding */
 } chunk_hdr_t;
+
+/* A whole chunk of a newer generation, kept until this rank re-forms. */
+typedef struct {
+    chunk_hdr_t hdr;
+    zmq_msg_t body;
+} early_t;
+
+/* At most this many early chunks: a peer of the next generation can be
+ * only a few ring steps ahead (it needs our chunks to go on), so more is
+ * junk and is dropped. */
+#define RING_MAX_EARLY 64
+
+struct allreduce {
+    int rank, world;           /* -1, 0 until allreduce_connect */
+    uint32_t gen;              /* membership generation */
+    zsock_t *pull;             /* from rank - 1 */
+    zsock_t *push;             /* to rank + 1 */
+    char next_ep[256];         /* where push points */
+    uint64_t op;               /* operations of this generation: a stale chunk is detected */
+    float *scratch;
+    size_t scratch_cap;
+    allreduce_cancel_fn cancel;
+    void *cancel_ctx;
+    allreduce_failure_t failure;   /* of the last operation */
+    int suspect;               /* the rank waited for in vain, -1 */
+    early_t early[RING_MAX_EARLY];
+    int n_early;
+    uint64_t dropped;          /* frames that were not the chunk expected */
+    uint64_t stale;            /* frames of an older generation */
+    uint64_t held;             /* drops not logged since the last line */
+    int64_t last_log_ms;       /* rate limit of the drop lines */
+};
 
 size_t allreduce_chunk_offset(size_t n, int world, int c)
 {
@@ -83,6 +105,42 @@ allreduce_t *allreduce_bind(const char *bind_ep, char *resolved, size_t resolved
     return self;
 }
 
+/* The PUSH to the next rank (self->rank, self->world set) at next_ep. */
+static int open_push(allreduce_t *self, const char *next_ep, char *err, size_t errlen)
+{
+    int next = (self->rank + 1) % self->world;
+    if (!next_ep || !next_ep[0]) {
+        err_set(err, errlen, "allreduce: no endpoint for rank %d (reducerd sent no next_ring)",
+                next);
+        return -1;
+    }
+    if (strlen(next_ep) >= sizeof self->next_ep) {
+        err_set(err, errlen, "allreduce: endpoint %s of rank %d is too long", next_ep, next);
+        return -1;
+    }
+    self->push = zsock_new(ZMQ_PUSH);
+    if (!self->push) {
+        err_set(err, errlen, "allreduce: cannot create a socket: %s", zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    zsock_set_linger(self->push, 1000);
+    zsock_set_sndhwm(self->push, 0);
+    if (zs_secure_client(self->push, next_ep, "gradient ring") < 0) {
+        err_set(err, errlen, "allreduce: cannot secure the connection to rank %d at %s", next,
+                next_ep);
+        zsock_destroy(&self->push);
+        return -1;
+    }
+    if (zmq_connect(zsock_resolve(self->push), next_ep) < 0) {
+        err_set(err, errlen, "allreduce: cannot connect to rank %d at %s: %s", next, next_ep,
+                zmq_strerror(zmq_errno()));
+        zsock_destroy(&self->push);
+        return -1;
+    }
+    snprintf(self->next_ep, sizeof self->next_ep, "%s", next_ep);
+    return 0;
+}
+
 int allreduce_connect(allreduce_t *self, int rank, int world, const char *next_ep, char *err,
                       size_t errlen)
 {
@@ -101,31 +159,7 @@ int allreduce_connect(allreduce_t *self, int rank, int world, const char *next_e
         zsock_destroy(&self->pull);
         return 0;
     }
-    if (!next_ep || !next_ep[0]) {
-        err_set(err, errlen, "allreduce: no endpoint for rank %d (reducerd sent no next_ring)",
-                (rank + 1) % world);
-        return -1;
-    }
-    self->push = zsock_new(ZMQ_PUSH);
-    if (!self->push) {
-        err_set(err, errlen, "allreduce: cannot create a socket: %s", zmq_strerror(zmq_errno()));
-        return -1;
-    }
-    zsock_set_linger(self->push, 1000);
-    zsock_set_sndhwm(self->push, 0);
-    if (zs_secure_client(self->push, next_ep, "gradient ring") < 0) {
-        err_set(err, errlen, "allreduce: cannot secure the connection to rank %d at %s",
-                (rank + 1) % world, next_ep);
-        zsock_destroy(&self->push);
-        return -1;
-    }
-    if (zmq_connect(zsock_resolve(self->push), next_ep) < 0) {
-        err_set(err, errlen, "allreduce: cannot connect to rank %d at %s: %s", (rank + 1) % world,
-                next_ep, zmq_strerror(zmq_errno()));
-        zsock_destroy(&self->push);
-        return -1;
-    }
-    return 0;
+    return open_push(self, next_ep, err, errlen);
 }
 
 allreduce_t *allreduce_new(int rank, int world, const char *bind_ep, const char *next_ep,
@@ -147,9 +181,30 @@ allreduce_t *allreduce_new(int rank, int world, const char *bind_ep, const char 
     return self;
 }
 
-void allreduce_set_cancel(allreduce_t *self, int (*cancelled)(void))
+void allreduce_set_cancel(allreduce_t *self, allreduce_cancel_fn fn, void *ctx)
 {
-    self->cancelled = cancelled;
+    self->cancel = fn;
+    self->cancel_ctx = ctx;
+}
+
+allreduce_failure_t allreduce_failure(const allreduce_t *self)
+{
+    return self->failure;
+}
+
+int allreduce_suspect(const allreduce_t *self)
+{
+    return self->suspect;
+}
+
+uint32_t allreduce_gen(const allreduce_t *self)
+{
+    return self->gen;
+}
+
+uint64_t allreduce_stale(const allreduce_t *self)
+{
+    return self->stale;
 }
 
 int allreduce_rank(const allreduce_t *self)
@@ -167,10 +222,18 @@ uint64_t allreduce_dropped(const allreduce_t *self)
     return self->dropped;
 }
 
+static void drop_early(allreduce_t *self, int i)
+{
+    zmq_msg_close(&self->early[i].body);
+    self->early[i] = self->early[--self->n_early];
+}
+
 void allreduce_destroy(allreduce_t **self)
 {
     if (!self || !*self)
         return;
+    while ((*self)->n_early > 0)
+        drop_early(*self, 0);
     zsock_destroy(&(*self)->pull);
     zsock_destroy(&(*self)->push);
     free((*self)->scratch);
@@ -178,31 +241,42 @@ void allreduce_destroy(allreduce_t **self)
     *self = NULL;
 }
 
+/* -1 after an operation failed for `why` (the message is in err already). */
+static int failed(allreduce_t *self, allreduce_failure_t why, int suspect)
+{
+    self->failure = why;
+    self->suspect = suspect;
+    return -1;
+}
+
 static int send_chunk(allreduce_t *self, uint32_t step, int c, const float *data, size_t count,
                       char *err, size_t errlen)
 {
-    chunk_hdr_t h = {.op = self->op, .step = step, .chunk = (uint32_t)c, .count = count};
+    chunk_hdr_t h = {.op = self->op, .step = step, .chunk = (uint32_t)c, .count = count,
+                     .gen = self->gen};
     void *s = zsock_resolve(self->push);
     if (zmq_send(s, &h, sizeof h, ZMQ_SNDMORE) < 0 ||
         zmq_send(s, data, count * sizeof *data, 0) < 0) {
         err_set(err, errlen, "allreduce: sending chunk %d to rank %d failed: %s", c,
                 (self->rank + 1) % self->world, zmq_strerror(zmq_errno()));
-        return -1;
+        return failed(self, ALLREDUCE_ERROR, -1);
     }
     return 0;
 }
 
 /* Waits for a message until deadline (zclock_mono ms), in slices, so a
- * cancel (a signal) ends the wait within 100 ms instead of at the deadline. */
+ * cancel (a signal, a new membership) ends the wait within 100 ms instead
+ * of at the deadline. */
 static int wait_readable(allreduce_t *self, void *s, int prev, uint32_t step, int64_t deadline,
                          int timeout_ms, char *err, size_t errlen)
 {
     zmq_pollitem_t item = {.socket = s, .events = ZMQ_POLLIN};
     for (;;) {
-        if (self->cancelled && self->cancelled()) {
-            err_set(err, errlen, "allreduce: interrupted while waiting for rank %d (step %u)",
-                    prev, step);
-            return -1;
+        const char *why = self->cancel ? self->cancel(self->cancel_ctx) : NULL;
+        if (why) {
+            err_set(err, errlen, "allreduce: %s while waiting for rank %d (step %u)", why, prev,
+                    step);
+            return failed(self, ALLREDUCE_CANCELLED, -1);
         }
         int64_t left = deadline - zclock_mono();
         int rc = zmq_poll(&item, 1, left <= 0 ? 0 : (left < 100 ? (long)left : 100));
@@ -211,15 +285,14 @@ static int wait_readable(allreduce_t *self, void *s, int prev, uint32_t step, in
         if (rc < 0 && zmq_errno() != EINTR) {
             err_set(err, errlen, "allreduce: waiting for rank %d: %s", prev,
                     zmq_strerror(zmq_errno()));
-            return -1;
+            return failed(self, ALLREDUCE_ERROR, -1);
         }
         if (left <= 0)
             break;
     }
-    err_set(err, errlen, "allreduce: rank %d sent nothing valid for %d ms (step %u): is it "
-            "dead? (a dead rank ends the job; resume from the last checkpoint)", prev,
-            timeout_ms, step);
-    return -1;
+    err_set(err, errlen, "allreduce: rank %d sent nothing valid for %d ms (step %u, generation "
+            "%u): is it dead?", prev, timeout_ms, step, self->gen);
+    return failed(self, ALLREDUCE_TIMEOUT, prev);
 }
 
 /* A dropped frame: counted always, logged at most once per 10 s (with the
@@ -241,9 +314,19 @@ static void note_drop(allreduce_t *self, zmq_msg_t *first, const char *why)
     self->last_log_ms = now;
 }
 
+/* A chunk of an older generation: the abandoned step, or a fenced rank. */
+static void note_stale(allreduce_t *self, const chunk_hdr_t *h)
+{
+    self->stale++;
+    log_debug("gradient ring: dropped a stale chunk of generation %u (op %llu step %u chunk %u), "
+              "this ring is at generation %u (%llu stale so far)", h->gen,
+              (unsigned long long)h->op, h->step, h->chunk, self->gen,
+              (unsigned long long)self->stale);
+}
+
 /* One whole message: its first two frames in hdr and body (initialised
  * here, closed by the caller), the rest drained. The number of frames, or
- * -1 on a socket error. */
+ * -1 on a socket error (EAGAIN: nothing was there). */
 static int recv_message(void *s, zmq_msg_t *hdr, zmq_msg_t *body)
 {
     zmq_msg_init(hdr);
@@ -269,27 +352,115 @@ static int recv_message(void *s, zmq_msg_t *hdr, zmq_msg_t *body)
     return frames;
 }
 
-/* Is this message exactly the chunk expected? Sizes first, then the header
- * (copied out of the frame only once its size is right). */
-static int check_chunk(const allreduce_t *self, int frames, zmq_msg_t *hdr, zmq_msg_t *body,
+typedef enum { MSG_JUNK, MSG_STALE, MSG_EARLY, MSG_CURRENT } msg_kind_t;
+
+/* A message's shape and generation; h receives its header (not JUNK). */
+static msg_kind_t classify(const allreduce_t *self, int frames, zmq_msg_t *hdr, chunk_hdr_t *h,
+                           char *err, size_t errlen)
+{
+    if (frames != 2 || zmq_msg_size(hdr) != sizeof *h) {
+        err_set(err, errlen, "%d frame(s), header of %zu bytes, want 2 frames and a %zu-byte "
+                 "header", frames, zmq_msg_size(hdr), sizeof *h);
+        return MSG_JUNK;
+    }
+    memcpy(h, zmq_msg_data(hdr), sizeof *h);
+    return h->gen < self->gen ? MSG_STALE : h->gen > self->gen ? MSG_EARLY : MSG_CURRENT;
+}
+
+/* Is this chunk of the current generation exactly the one expected? */
+static int check_chunk(const allreduce_t *self, const chunk_hdr_t *h, zmq_msg_t *body,
                        uint32_t step, int c, size_t count, char *err, size_t errlen)
 {
-    if (frames != 2 || zmq_msg_size(hdr) != sizeof(chunk_hdr_t)) {
-        err_set(err, errlen, "%d frame(s), header of %zu bytes, want 2 frames and a %zu-byte "
-                 "header", frames, zmq_msg_size(hdr), sizeof(chunk_hdr_t));
-        return -1;
-    }
-    chunk_hdr_t h;
-    memcpy(&h, zmq_msg_data(hdr), sizeof h);
-    if (h.op != self->op || h.step != step || h.chunk != (uint32_t)c || h.count != count ||
+    if (h->op != self->op || h->step != step || h->chunk != (uint32_t)c || h->count != count ||
         zmq_msg_size(body) != count * sizeof(float)) {
         err_set(err, errlen, "op %llu step %u chunk %u of %llu floats (%zu bytes), want op %llu "
-                 "step %u chunk %d of %zu floats", (unsigned long long)h.op, h.step, h.chunk,
-                 (unsigned long long)h.count, zmq_msg_size(body), (unsigned long long)self->op,
+                 "step %u chunk %d of %zu floats", (unsigned long long)h->op, h->step, h->chunk,
+                 (unsigned long long)h->count, zmq_msg_size(body), (unsigned long long)self->op,
                  step, c, count);
         return -1;
     }
     return 0;
+}
+
+/* Keeps a chunk of a newer generation (its body moved) for after the re-form. */
+static void hold_early(allreduce_t *self, const chunk_hdr_t *h, zmq_msg_t *hdr, zmq_msg_t *body)
+{
+    if (self->n_early >= RING_MAX_EARLY) {
+        note_drop(self, hdr, "more chunks of a newer generation than a ring peer can send ahead");
+        return;
+    }
+    early_t *e = &self->early[self->n_early++];
+    e->hdr = *h;
+    zmq_msg_init(&e->body);
+    zmq_msg_move(&e->body, body);
+}
+
+/* The oldest held chunk of the current generation, or -1. */
+static int early_of_gen(const allreduce_t *self)
+{
+    for (int i = 0; i < self->n_early; i++)
+        if (self->early[i].hdr.gen == self->gen)
+            return i;
+    return -1;
+}
+
+/* Removes held chunk i, keeping the others in arrival order. */
+static void remove_early(allreduce_t *self, int i)
+{
+    zmq_msg_close(&self->early[i].body);
+    memmove(&self->early[i], &self->early[i + 1],
+            (size_t)(self->n_early - i - 1) * sizeof self->early[0]);
+    self->n_early--;
+}
+
+/* A held chunk of this generation, taken if it is the one expected
+ * (else dropped as junk). 1: scratch filled; 0: none was held. */
+static int take_early(allreduce_t *self, uint32_t step, int c, size_t count)
+{
+    int i;
+    while ((i = early_of_gen(self)) >= 0) {
+        early_t *e = &self->early[i];
+        char why[256];
+        int ok = check_chunk(self, &e->hdr, &e->body, step, c, count, why, sizeof why) == 0;
+        if (ok)
+            memcpy(self->scratch, zmq_msg_data(&e->body), count * sizeof(float));
+        else
+            note_drop(self, NULL, why);
+        remove_early(self, i);
+        if (ok)
+            return 1;
+    }
+    return 0;
+}
+
+/* One message off the PULL socket, sorted: 1 it is the chunk expected
+ * (in scratch), 0 it was dropped or held, -1 a socket error (EAGAIN:
+ * nothing there). Expect count = SIZE_MAX when draining: nothing is
+ * expected, current chunks are held too. */
+static int take_message(allreduce_t *self, void *s, uint32_t step, int c, size_t count)
+{
+    zmq_msg_t hdr, body;
+    int frames = recv_message(s, &hdr, &body), rc = 0;
+    if (frames >= 0) {
+        chunk_hdr_t h;
+        char why[256];
+        msg_kind_t kind = classify(self, frames, &hdr, &h, why, sizeof why);
+        if (kind == MSG_JUNK)
+            note_drop(self, &hdr, why);
+        else if (kind == MSG_STALE)
+            note_stale(self, &h);
+        else if (kind == MSG_EARLY || count == SIZE_MAX)
+            hold_early(self, &h, &hdr, &body);
+        else if (check_chunk(self, &h, &body, step, c, count, why, sizeof why) < 0)
+            note_drop(self, &hdr, why);
+        else
+            memcpy(self->scratch, zmq_msg_data(&body), count * sizeof(float)), rc = 1;
+    } else {
+        rc = -1;
+    }
+    zmq_msg_close(&hdr);
+    zmq_msg_close(&body);
+    return rc;
 }
 
 /* Receives the expected chunk into self->scratch. Anything else that arrives
@@ -299,36 +470,64 @@ static int recv_chunk(allreduce_t *self, uint32_t step, int c, size_t count, int
                       char *err, size_t errlen)
 {
     int prev = (self->rank + self->world - 1) % self->world;
+    if (take_early(self, step, c, count))
+        return 0;
     void *s = zsock_resolve(self->pull);
     int64_t deadline = zclock_mono() + (timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
         if (wait_readable(self, s, prev, step, deadline, timeout_ms, err, errlen) < 0)
             return -1;
-        zmq_msg_t hdr, body;
-        int frames = recv_message(s, &hdr, &body);
-        if (frames < 0 && zmq_errno() == EAGAIN) {   /* a poll wake-up without a message */
-            zmq_msg_close(&hdr);
-            zmq_msg_close(&body);
-            continue;
-        }
-        if (frames < 0) {
+        int rc = take_message(self, s, step, c, count);
+        if (rc > 0)
+            return 0;
+        if (rc < 0 && zmq_errno() != EAGAIN) {   /* EAGAIN: a poll wake-up without a message */
             err_set(err, errlen, "allreduce: receiving from rank %d: %s", prev,
                     zmq_strerror(zmq_errno()));
-            zmq_msg_close(&hdr);
-            zmq_msg_close(&body);
-            return -1;
+            return failed(self, ALLREDUCE_ERROR, -1);
         }
-        char why[256];
-        int ok = check_chunk(self, frames, &hdr, &body, step, c, count, why, sizeof why) == 0;
-        if (ok)
-            memcpy(self->scratch, zmq_msg_data(&body), count * sizeof(float));
-        else
-            note_drop(self, &hdr, why);
-        zmq_msg_close(&hdr);
-        zmq_msg_close(&body);
-        if (ok)
-            return 0;
     }
+}
+
+int allreduce_reform(allreduce_t *self, uint32_t gen, int rank, int world, const char *next_ep,
+                     char *err, size_t errlen)
+{
+    if (world < 1 || rank < 0 || rank >= world) {
+        err_set(err, errlen, "allreduce: rank %d of world %d is out of range", rank, world);
+        return -1;
+    }
+    if (self->rank < 0 || gen <= self->gen) {
+        err_set(err, errlen, "allreduce: cannot re-form as generation %u (%s generation %u)",
+                gen, self->rank < 0 ? "not connected;" : "the ring is at", self->gen);
+        return -1;
+    }
+    if (world > 1 && !self->pull) {
+        err_set(err, errlen, "allreduce: a ring of one rank cannot grow to %d", world);
+        return -1;
+    }
+    bool same_next = self->push && world > 1 && next_ep && strcmp(next_ep, self->next_ep) == 0;
+    if (!same_next) {
+        zsock_destroy(&self->push);
+        self->next_ep[0] = 0;
+    }
+    self->gen = gen;
+    self->rank = rank;
+    self->world = world;
+    self->op = 0;
+    if (world > 1 && !same_next && open_push(self, next_ep, err, errlen) < 0)
+        return -1;
+    /* what is queued now: stale frames go, chunks of gen are held */
+    for (int guard = 0; self->pull && guard < 100000; guard++)
+        if (take_message(self, zsock_resolve(self->pull), 0, 0, SIZE_MAX) < 0)
+            break;
+    for (int i = 0; i < self->n_early;) {
+        if (self->early[i].hdr.gen < gen) {
+            note_stale(self, &self->early[i].hdr);
+            remove_early(self, i);
+        } else {
+            i++;
+        }
+    }
+    return 0;
 }
 
 static int ensure_scratch(allreduce_t *self, size_t n)
@@ -346,9 +545,11 @@ static int ensure_scratch(allreduce_t *self, size_t n)
 int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char *err, size_t errlen)
 {
     int W = self->world, r = self->rank;
+    self->failure = ALLREDUCE_OK;
+    self->suspect = -1;
     if (r < 0) {
         err_set(err, errlen, "allreduce: not connected (allreduce_connect first)");
-        return -1;
+        return failed(self, ALLREDUCE_ERROR, -1);
     }
     if (W == 1)
         return 0;
@@ -356,7 +557,7 @@ int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char
     size_t biggest = allreduce_chunk_offset(n, W, 1) + 1;
     if (ensure_scratch(self, biggest) < 0) {
         err_set(err, errlen, "allreduce: out of memory for %zu floats", biggest);
-        return -1;
+        return failed(self, ALLREDUCE_ERROR, -1);
     }
     /* reduce-scatter: after W-1 steps rank r holds the sum of chunk r+1 */
     for (int s = 0; s < W - 1; s++) {

@@ -6,14 +6,21 @@
  * the ring needs no broker. The order of the additions is fixed by the ring
  * (chunk c is summed x[c] + x[c+1] + ... around the ring), so a result is
  * deterministic for a given world size and every rank ends with the same
- * bytes. Every chunk travels with (op, step, chunk, count) and is checked on
- * receipt, sizes before anything is read: a frame that is not exactly the
- * chunk expected (garbage, a foreign or stale frame) is logged (rate-limited),
- * counted and dropped, and the wait goes on until the real chunk comes or the
- * timeout, which junk never extends. tcp endpoints follow zsecurity (CURVE
- * with --curve-dir, the loopback rule without). A peer silent for longer
- * than the timeout fails the operation with a message naming it, so a dead
- * rank never hangs the job.
+ * bytes. Every chunk travels with (gen, op, step, chunk, count) and is
+ * checked on receipt, sizes before anything is read: a frame that is not
+ * exactly the chunk expected (garbage, a foreign frame) is logged
+ * (rate-limited), counted and dropped, and the wait goes on until the real
+ * chunk comes or the timeout, which junk never extends. tcp endpoints follow
+ * zsecurity (CURVE with --curve-dir, the loopback rule without). A peer
+ * silent for longer than the timeout fails the operation with a message
+ * naming it, so a dead rank never hangs the job.
+ *
+ * Generations (docs/ELASTIC.md): the ring of a membership generation is
+ * re-formed by allreduce_reform when a rank is lost. A chunk of an older
+ * generation is stale (a rank that was fenced, or the abandoned step of
+ * the survivors): dropped and counted, never summed. A chunk of a newer
+ * one comes from a peer that re-formed first: it is held until this rank
+ * re-forms too (bounded), then used.
  */
 #ifndef DDP_GPUD_RING_H
 #define DDP_GPUD_RING_H
@@ -37,8 +44,8 @@ typedef struct allreduce allreduce_t;
  * err when the bind fails. */
 allreduce_t *allreduce_bind(const char *bind_ep, char *resolved, size_t resolved_len, char *err,
                             size_t errlen);
-/* next_ep: the PULL endpoint of rank (rank+1)%world. world 1 needs no ring:
- * the PULL socket is closed and allreduce_sum returns at once. 0, or -1 with
+/* next_ep: the PULL endpoint of rank (rank+1)%world; generation 0. world 1
+ * needs no ring: the PULL socket is closed and allreduce_sum returns at once. 0, or -1 with
  * the reason in err (then only allreduce_destroy is valid). */
 int allreduce_connect(allreduce_t *self, int rank, int world, const char *next_ep, char *err,
                       size_t errlen);
@@ -47,17 +54,49 @@ int allreduce_connect(allreduce_t *self, int rank, int world, const char *next_e
 allreduce_t *allreduce_new(int rank, int world, const char *bind_ep, const char *next_ep,
                            char *err, size_t errlen);
 void allreduce_destroy(allreduce_t **self);
-/* A callback polled (every 100 ms at most) while allreduce_sum waits for a
- * peer: when it returns non-zero the operation fails at once with
- * "interrupted" (gpud passes zs_interrupted, so SIGTERM/SIGINT never wait out
- * the ring timeout). NULL: only the timeout ends a wait. */
-void allreduce_set_cancel(allreduce_t *self, int (*cancelled)(void));
+/* A callback polled (every 100 ms at most, and before each wait) while
+ * allreduce_sum waits for a peer, with the ctx given here: NULL lets the
+ * wait go on; a reason (a static string, e.g. "interrupted", "membership
+ * changed") fails the operation at once with it (ALLREDUCE_CANCELLED).
+ * gpud cancels on a signal and when reducerd's MEMBERS arrives, so neither
+ * waits out the ring timeout. fn NULL: only the timeout ends a wait. */
+typedef const char *(*allreduce_cancel_fn)(void *ctx);
+void allreduce_set_cancel(allreduce_t *self, allreduce_cancel_fn fn, void *ctx);
 /* In place: data becomes the element-wise sum over all ranks. 0, or -1 with
- * a reason (timeout, interrupted, socket error). A failed
- * operation leaves the ring out of step: the job cannot continue with it. */
+ * a reason (timeout, cancelled, socket error; allreduce_failure says which).
+ * A failed operation leaves the ring out of step: only a re-form
+ * (allreduce_reform, a new generation) makes it usable again. */
 int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char *err, size_t errlen);
-/* Frames dropped so far because they were not the chunk expected. */
+
+/* Why the last allreduce_sum failed (ALLREDUCE_OK after a success), so a
+ * caller that got -1 through layers (trainer, SyncBatchNorm in the model)
+ * can tell a silent peer from a cancel. */
+typedef enum {
+    ALLREDUCE_OK = 0,
+    ALLREDUCE_ERROR = 1,       /* a socket error, out of memory, not connected */
+    ALLREDUCE_TIMEOUT = 2,     /* the predecessor sent nothing valid in time */
+    ALLREDUCE_CANCELLED = 3    /* the cancel callback gave a reason */
+} allreduce_failure_t;
+allreduce_failure_t allreduce_failure(const allreduce_t *self);
+/* The rank the last operation waited for in vain (ALLREDUCE_TIMEOUT: the
+ * ring predecessor, in the generation of that operation), else -1. */
+int allreduce_suspect(const allreduce_t *self);
+
+/* A new membership generation: rank of world, the PUSH re-pointed at
+ * next_ep (the ring of rank (rank+1)%world; unused when world is 1; kept
+ * when unchanged), the operation count restarted. Frames already queued of
+ * an older generation are drained and dropped (stale), those of gen kept
+ * for the next operation. gen must be newer than the current one. 0, or -1
+ * with the reason (then the ring cannot be used). */
+int allreduce_reform(allreduce_t *self, uint32_t gen, int rank, int world, const char *next_ep,
+                     char *err, size_t errlen);
+/* The current generation: 0 after allreduce_connect. */
+uint32_t allreduce_gen(const allreduce_t *self);
+/* Frames dropped so far because they were not the chunk expected (garbage,
+ * a foreign frame; stale ones are not counted here). */
 uint64_t allreduce_dropped(const allreduce_t *self);
+/* Frames of an older generation dropped so far. */
+uint64_t allreduce_stale(const allreduce_t *self);
 /* This rank's ring position: allreduce_rank is -1 before allreduce_connect. */
 int allreduce_rank(const allreduce_t *self);
 int allreduce_world(const allreduce_t *self);

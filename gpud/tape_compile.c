@@ -9,7 +9,7 @@
 #include "gpud/tape_priv.h"
 
 /* The var's buffers, and its gradient's when it needs one. */
-static int var_alloc(bk_tgraph_t *g, bk_tvar_t *t)
+static int var_alloc(bk_graph_t *g, bk_tensor_t *t)
 {
     size_t cnt = numel(t);
     t->val = g->k->alloc(&g->base, cnt);
@@ -17,18 +17,18 @@ static int var_alloc(bk_tgraph_t *g, bk_tvar_t *t)
         t->grad = g->k->alloc(&g->base, cnt);
     if (t->val && (!t->needs_grad || t->grad))
         return 0;
-    bk_fail(&g->base, "out of memory for a [%d,%d,%d,%d] tensor", t->n, t->c, t->h, t->w);
+    bk_prog_fail(&g->base, "out of memory for a [%d,%d,%d,%d] tensor", t->n, t->c, t->h, t->w);
     return -1;
 }
 
 /* Every var's buffers and the gradient temporary (as large as the largest
  * tensor with a gradient). Allocation errors name the producing op. */
-static int vars_alloc(bk_tgraph_t *g)
+static int vars_alloc(bk_graph_t *g)
 {
     size_t tmp = 0;
     for (size_t i = 0; i < g->nv; i++) {
-        bk_tvar_t *t = g->v[i];
-        bk_set_name(&g->base, t->producer >= 0 ? g->ops[t->producer].name : "input");
+        bk_tensor_t *t = g->v[i];
+        bk_prog_set_name(&g->base, t->producer >= 0 ? g->ops[t->producer].name : "input");
         if (var_alloc(g, t) < 0)
             return -1;
         if (t->needs_grad && numel(t) > tmp)
@@ -38,18 +38,18 @@ static int vars_alloc(bk_tgraph_t *g)
         return 0;
     g->tmp = g->k->alloc(&g->base, tmp);
     if (!g->tmp) {
-        bk_fail(&g->base, "out of memory for the gradient temporary");
+        bk_prog_fail(&g->base, "out of memory for the gradient temporary");
         return -1;
     }
     g->tmp_count = tmp;
     return 0;
 }
 
-/* The op's kernel plan; NULL after bk_fail, or for kinds that need none
+/* The op's kernel plan; NULL after bk_prog_fail, or for kinds that need none
  * (*none set). */
-static bk_plan_t *op_plan(bk_tgraph_t *g, top_t *o, int *none)
+static bk_plan_t *op_plan(bk_graph_t *g, top_t *o, int *none)
 {
-    const bk_tkernels_t *k = g->k;
+    const bk_kernels_t *k = g->k;
     int in[4], out[4];
     shape_of(o->in[0], in);
     shape_of(o->out, out);
@@ -72,12 +72,12 @@ static bk_plan_t *op_plan(bk_tgraph_t *g, top_t *o, int *none)
 }
 
 /* Plans, and each BN op's batch statistics (host, c floats each). */
-static int ops_plan(bk_tgraph_t *g)
+static int ops_plan(bk_graph_t *g)
 {
     for (size_t i = 0; i < g->nops; i++) {
         top_t *o = &g->ops[i];
         int none;
-        bk_set_name(&g->base, o->name);
+        bk_prog_set_name(&g->base, o->name);
         o->plan = op_plan(g, o, &none);
         if (!o->plan && !none)
             return -1;
@@ -86,14 +86,14 @@ static int ops_plan(bk_tgraph_t *g)
         o->save_mean = calloc((size_t)o->bn.c, sizeof(float));
         o->save_var = calloc((size_t)o->bn.c, sizeof(float));
         if (!o->save_mean || !o->save_var) {
-            bk_fail(&g->base, "out of memory");
+            bk_prog_fail(&g->base, "out of memory");
             return -1;
         }
     }
     return 0;
 }
 
-int tape_compile(bk_tgraph_t *g)
+int tape_compile(bk_graph_t *g)
 {
     g->compiled = 1;   /* what exists is released by tape_release, even half made */
     if (vars_alloc(g) < 0 || ops_plan(g) < 0)
@@ -101,7 +101,7 @@ int tape_compile(bk_tgraph_t *g)
     return 0;
 }
 
-void tape_release(bk_tgraph_t *g)
+void tape_release(bk_graph_t *g)
 {
     backend_t *be = g->base.be;
     for (size_t i = 0; i < g->nops; i++) {

@@ -4,10 +4,10 @@
  *   backend_train.c  the tape: builders (shape checks), forward, backward
  *   tape_compile.c   the compile step: kernel plans and buffers
  *   graph_plan.c     the inference plan: a forward-only eval-mode tape run
- *                    as the backend's fused program (bk_graph, backend.h)
+ *                    as the backend's fused program (bk_prog, backend.h)
  *   graph_fold.c     BatchNorm folded into the preceding convolution
  *
- * Building records ops and shapes only; bk_tgraph_compile (run by the first
+ * Building records ops and shapes only; bk_graph_compile (run by the first
  * write, forward or read) chooses how the graph runs: the fused program
  * when graph_plan.c can express it, else the tape's own kernels. */
 #ifndef DDP_TAPE_PRIV_H
@@ -18,11 +18,11 @@
 
 #include "gpud/backend_impl.h"
 
-struct bk_tvar {
+struct bk_tensor {
     int n, c, h, w;
     int id;             /* index in the graph's var list */
     void *val, *grad;   /* tape buffers, made by the compile step */
-    bk_tensor_t *ft;    /* its tensor in the fused program (NULL: fused away) */
+    bk_ptensor_t *ft;    /* its tensor in the fused program (NULL: fused away) */
     int needs_grad;     /* some parameter or requires_grad input upstream */
     int grad_set;       /* during backward: grad holds a value */
     int is_input;
@@ -39,12 +39,12 @@ typedef enum {
 typedef struct {
     top_kind_t kind;
     char name[128];
-    bk_tvar_t *in[MAX_IN];
+    bk_tensor_t *in[MAX_IN];
     int nin;
-    bk_tvar_t *out;
+    bk_tensor_t *out;
     bk_plan_t *plan;
-    bk_tconv_t conv;
-    bk_tbn_t bn;
+    bk_conv_t conv;
+    bk_bn_t bn;
     bk_pool_t pool;
     float *save_mean, *save_var;    /* BN: batch statistics of the last forward */
     float *sync;                    /* training BN scratch: 5c + 1 floats */
@@ -55,16 +55,16 @@ typedef struct {
     float *w, *gw, *b, *gb;         /* linear */
 } top_t;
 
-struct bk_tgraph {
-    bk_graph_t base;
-    const bk_tkernels_t *k; /* NULL: a description graph (no backend) */
+struct bk_graph {
+    bk_prog_t base;
+    const bk_kernels_t *k; /* NULL: a description graph (no backend) */
     int training;
     int no_dropout;
     int forward_only;       /* no gradient buffers, no backward (inference) */
     int compiled;           /* the tape's plans and buffers exist */
-    bk_graph_t *fused;      /* the fused program (graph_plan.c), or NULL */
-    int fused_stale;        /* bk_tgraph_reload: re-fold at the next forward */
-    bk_tvar_t **v;
+    bk_prog_t *fused;      /* the fused program (graph_plan.c), or NULL */
+    int fused_stale;        /* bk_graph_reload: re-fold at the next forward */
+    bk_tensor_t **v;
     size_t nv, capv;
     top_t *ops;
     size_t nops, capops;
@@ -83,12 +83,12 @@ struct bk_tgraph {
     double prof[2][TO_CE + 1];      /* [backward][kind] seconds */
 };
 
-static inline size_t numel(const bk_tvar_t *t)
+static inline size_t numel(const bk_tensor_t *t)
 {
     return (size_t)t->n * t->c * t->h * t->w;
 }
 
-static inline void shape_of(const bk_tvar_t *t, int s[4])
+static inline void shape_of(const bk_tensor_t *t, int s[4])
 {
     s[0] = t->n;
     s[1] = t->c;
@@ -97,27 +97,21 @@ static inline void shape_of(const bk_tvar_t *t, int s[4])
 }
 
 /* tape_compile.c: every op's kernel plan and every var's buffers, 0 or -1
- * after bk_fail (what was made is still released by tape_release). */
-int tape_compile(bk_tgraph_t *g);
+ * after bk_prog_fail (what was made is still released by tape_release). */
+int tape_compile(bk_graph_t *g);
 /* Release them (plans, buffers, BN scratch). */
-void tape_release(bk_tgraph_t *g);
+void tape_release(bk_graph_t *g);
 
 /* graph_plan.c. Build g->fused from g's ops: 1 when built (a summary in
  * why), 0 when some op has no fused form (which, in why; nothing changed),
- * -1 after bk_fail. For a forward-only eval-mode graph with a backend. */
-int plan_fused_build(bk_tgraph_t *g, char *why, size_t len);
+ * -1 after bk_prog_fail. For a forward-only eval-mode graph with a backend. */
+int plan_fused_build(bk_graph_t *g, char *why, size_t len);
 /* Destroy g->fused and forget every var's fused tensor. */
-void plan_fused_drop(bk_tgraph_t *g);
+void plan_fused_drop(bk_graph_t *g);
 /* Replace the fused program, keeping the inputs written to it: refold 1
- * rebuilds it from the bound parameters (bk_tgraph_reload), 0 compiles the
+ * rebuilds it from the bound parameters (bk_graph_reload), 0 compiles the
  * tape instead (the graph was switched to training mode). 0 or -1. */
-int plan_fused_replace(bk_tgraph_t *g, int refold);
+int plan_fused_replace(bk_graph_t *g, int refold);
 
-/* graph_fold.c. Eval-mode BatchNorm folded into the preceding conv, in
- * place: w [oc, per_oc] scaled by s = gamma / sqrt(var + eps) per output
- * channel, bias = (bias - mean) * s + beta, in double, rounded once per
- * value. */
-void bk_bn_fold(float *w, float *bias, int oc, size_t per_oc, const float *gamma,
-                const float *beta, const float *mean, const float *var, float eps);
 
 #endif

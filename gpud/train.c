@@ -1,8 +1,11 @@
 /* train — one data-parallel rank (docs/TRAINING.md): train batches run a
  * train step, the gradients are summed over the ranks' ring and every rank
- * takes the same optimizer step; END and EPOCH from the pipeline drive the
- * BatchNorm broadcast, validation, checkpoints and the end of the job. */
+ * takes the same optimizer step once reducerd commits it (docs/ELASTIC.md;
+ * members.c); END and EPOCH from the pipeline drive the BatchNorm
+ * broadcast, validation, checkpoints and the end of the job. */
 #include "gpud/train.h"
+
+#include "gpud/members.h"
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -104,24 +107,26 @@ int train_open(gpud_t *self)
     return 0;
 }
 
-/* A collective failed: the ring is out of step and the job cannot go on.
- * Rank 0 saves the last completed step on the way out. */
-static int ring_failed(gpud_t *self, const char *what, const char *err)
-{
-    int peer = self->world > 0 ? (self->rank + self->world - 1) % self->world : -1;
-    if (zs_interrupted())
-        log_error("%s interrupted by a signal: stopping (resume with --resume)", what);
-    else
-        log_error("all-reduce with rank %d failed (%s): %s; the job cannot continue — resume "
-                  "with --resume", peer, what, err);
-    self->checkpoint_on_exit = true;
-    return -1;
-}
-
 static int sync_bn_sum(void *ctx, float *data, size_t n, char *err, size_t errlen)
 {
     gpud_t *self = ctx;
     return allreduce_sum(self->ring, data, n, ring_timeout_ms(self), err, errlen);
+}
+
+/* Rank 0's values of `which` on every rank; after a membership change
+ * (the ring re-formed) again, from the new rank 0. 0, or -1 (logged). */
+static int broadcast(gpud_t *self, trainer_set_t which, const char *what, uint32_t epoch)
+{
+    char err[1024];
+    for (int tries = 0; tries < DDP_MAX_WORLD; tries++) {   /* each try: a smaller world */
+        if (trainer_broadcast(self->trainer, self->ring, which, ring_timeout_ms(self), err,
+                              sizeof err) == 0)
+            return 0;
+        if (members_ring_failed(self, what, epoch, self->next_step, err) < 0)
+            return -1;
+    }
+    log_error("%s: the membership kept changing; giving up", what);
+    return -1;
 }
 
 int train_start(gpud_t *self)
@@ -137,15 +142,15 @@ int train_start(gpud_t *self)
         log_error("cannot join the all-reduce ring: %s", err);
         return -1;
     }
-    allreduce_set_cancel(self->ring, zs_interrupted);
+    allreduce_set_cancel(self->ring, members_ring_cancel, self);
+    /* the callback sums over self->ring: after a re-form, over the new world */
     if (self->options.sync_bn && self->world > 1 &&
         model_set_sync_bn(self->model, sync_bn_sum, self) < 0) {
         log_error("--sync-bn: the model refuses SyncBatchNorm");
         return -1;
     }
-    if (trainer_broadcast(self->trainer, self->ring, TRAINER_ALL, ring_timeout_ms(self), err,
-                          sizeof err) < 0)
-        return ring_failed(self, "initial weights", err);
+    if (broadcast(self, TRAINER_ALL, "initial weights", (uint32_t)self->epoch) < 0)
+        return -1;
     self->eval_stale = true;
     log_info("rank %d of %d: %zu trainable floats, next step %llu, ring %s -> %s", self->rank,
              self->world, trainer_grad_floats(self->trainer), (unsigned long long)self->next_step,
@@ -201,7 +206,7 @@ static int send_result(gpud_t *self, const ddp_batch_t *b, double lr, double com
                                 .seq = b->seq, .n = b->n, .k = (uint32_t)k, .ids = b->ids,
                                 .labels = b->labels, .topk = self->topk, .loss = self->loss,
                                 .compute_s = compute_s, .lr = lr, .step = b->step,
-                                .auth = self->auth};
+                                .gen = self->gen, .auth = self->auth};
     if (proto_send(zsock_resolve(self->reducer), NULL, &r) < 0) {
         log_error("cannot send results to reducerd: %s", zmq_strerror(zmq_errno()));
         return -1;
@@ -246,7 +251,8 @@ static void die_at_fault(gpud_t *self)
     raise(SIGKILL);
 }
 
-/* This rank's share of the step: forward and backward on its shard. */
+/* This rank's share of the step: forward and backward on its shard. 0,
+ * 1 the step was dropped (a new generation), -1 failed. */
 static int forward_backward(gpud_t *self, const ddp_batch_t *b)
 {
     trainer_batch_t tb = {.pixels = b->n ? zframe_data(b->pixels) : NULL, .n = (int)b->n,
@@ -259,31 +265,16 @@ static int forward_backward(gpud_t *self, const ddp_batch_t *b)
     if (trainer_forward_backward(self->trainer, &tb, self->loss, self->logits, err,
                                  sizeof err) == 0)
         return 0;
-    if (self->options.sync_bn && self->world > 1 && strstr(err, "allreduce"))
-        return ring_failed(self, "sync-bn", err);
+    if (self->options.sync_bn && allreduce_failure(self->ring) != ALLREDUCE_OK)
+        return members_ring_failed(self, "sync-bn", b->epoch, b->step, err);
     log_error("train step %llu failed: %s", (unsigned long long)b->step, err);
     self->checkpoint_on_exit = true;
     return -1;
 }
 
-/* One data-parallel step (docs/TRAINING.md step 5). */
-static int on_batch(gpud_t *self, ddp_batch_t *b)
+/* The step is committed: every rank applies the same optimizer step. */
+static int apply_step(gpud_t *self, const ddp_batch_t *b, double lr, double compute_s)
 {
-    if (self->options.fault_at_step >= 0 && b->step == (uint64_t)self->options.fault_at_step)
-        die_at_fault(self);
-    if (check_batch(self, b) < 0)
-        return -1;
-    self->epoch = b->epoch;
-    double t0 = clock_mono_s();
-    if (forward_backward(self, b) < 0)
-        return -1;
-    double compute_s = clock_mono_s() - t0, lr = trainer_lr(self->trainer, (int)b->epoch);
-    self->compute_s += compute_s;
-    if (b->n > 0 && send_result(self, b, lr, compute_s) < 0)
-        return -1;
-    char err[1024];
-    if (trainer_reduce(self->trainer, self->ring, ring_timeout_ms(self), err, sizeof err) < 0)
-        return ring_failed(self, "gradients", err);
     trainer_apply(self->trainer, (int)b->epoch, b->global_count);
     self->step_open = false;
     self->eval_stale = true;
@@ -292,9 +283,59 @@ static int on_batch(gpud_t *self, ddp_batch_t *b)
         self->global_batch = b->global_count;
     atomic_fetch_add(&self->batches, 1);
     self->samples += b->n;
-    log_debug("step %llu (epoch %u): %u of %u samples, lr %g, %.3fs", (unsigned long long)b->step,
-              b->epoch, b->n, b->global_count, lr, compute_s);
+    log_debug("step %llu (epoch %u, generation %u): %u of %u samples, lr %g, %.3fs",
+              (unsigned long long)b->step, b->epoch, self->gen, b->n, b->global_count, lr,
+              compute_s);
     return gpud_send_credit(self, 1, &b->seq);
+}
+
+/* STEP to reducerd, then its answer: COMMIT applies the step, MEMBERS
+ * drops it (loaderd sends it again to the new generation). */
+static int commit_step(gpud_t *self, const ddp_batch_t *b, double lr, double compute_s)
+{
+    if (members_send_step(self, b->epoch, b->step, DDP_STEP_SUMMED, -1) < 0)
+        return -1;
+    switch (members_wait(self, b->step)) {
+    case MEMBERS_COMMIT:
+        return apply_step(self, b, lr, compute_s);
+    case MEMBERS_CHANGED:
+        return members_apply(self);
+    case MEMBERS_STOPPED:
+        return 0;   /* the loop ends; gpud_stop set the exit code */
+    case MEMBERS_WAIT:
+        break;
+    }
+    log_error("reducerd did not answer step %llu within the commit timeout: stopping (resume "
+              "with --resume)", (unsigned long long)b->step);
+    self->checkpoint_on_exit = true;
+    return -1;
+}
+
+/* One data-parallel step (docs/TRAINING.md step 5, docs/ELASTIC.md). */
+static int on_batch(gpud_t *self, ddp_batch_t *b)
+{
+    if (b->gen != self->gen) {   /* the shard of an abandoned generation */
+        log_debug("train batch %llu of generation %u dropped: this rank is at generation %u",
+                  (unsigned long long)b->seq, b->gen, self->gen);
+        return 0;
+    }
+    if (self->options.fault_at_step >= 0 && b->step == (uint64_t)self->options.fault_at_step)
+        die_at_fault(self);
+    if (check_batch(self, b) < 0)
+        return -1;
+    self->epoch = b->epoch;
+    double t0 = clock_mono_s();
+    int rc = forward_backward(self, b);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
+    double compute_s = clock_mono_s() - t0, lr = trainer_lr(self->trainer, (int)b->epoch);
+    char err[1024];
+    if (trainer_reduce(self->trainer, self->ring, ring_timeout_ms(self), err, sizeof err) < 0)
+        return members_ring_failed(self, "gradients", b->epoch, b->step, err) < 0 ? -1 : 0;
+    self->compute_s += compute_s;
+    if (b->n > 0 && send_result(self, b, lr, compute_s) < 0)
+        return -1;
+    return commit_step(self, b, lr, compute_s);
 }
 
 /* EPOCH(e): remember the decision; rank 0 checkpoints (step 7). */
@@ -333,26 +374,55 @@ void train_on_epoch(gpud_t *self, const ddp_epoch_t *ep)
     }
 }
 
-/* END(e, TRAIN): rank 0's BatchNorm buffers to every rank (as DDP's
- * broadcast_buffers), then model_sync_eval for validation. */
-static int on_train_end(gpud_t *self, uint32_t epoch)
+/* An EPOCH that came before its END(TRAIN), once that END is handled. */
+static void flush_epoch(gpud_t *self)
 {
-    char err[1024];
-    if (trainer_broadcast(self->trainer, self->ring, TRAINER_BN_BUFFERS, ring_timeout_ms(self),
-                          err, sizeof err) < 0)
-        return ring_failed(self, "BatchNorm buffers", err);
-    if (gpud_sync_eval(self) < 0)
-        return -1;
-    self->train_end_done = epoch;
     if (self->epoch_pending && (int64_t)self->pending_epoch.epoch <= self->train_end_done) {
         self->epoch_pending = false;
         handle_epoch(self, &self->pending_epoch);
     }
+}
+
+/* Rank 0's BatchNorm buffers to every rank (as DDP's broadcast_buffers),
+ * the inference network refolded for validation. */
+static int sync_bn_buffers(gpud_t *self, uint32_t epoch)
+{
+    if (broadcast(self, TRAINER_BN_BUFFERS, "BatchNorm buffers", epoch) < 0)
+        return -1;
+    self->bn_redo = false;
+    return gpud_sync_eval(self);
+}
+
+/* END(e, TRAIN): the broadcast, then an EPOCH(e) that came first. */
+static int on_train_end(gpud_t *self, uint32_t epoch)
+{
+    if (sync_bn_buffers(self, epoch) < 0)
+        return -1;
+    self->train_end_done = epoch;
+    flush_epoch(self);
+    gpud_end_handled(self);   /* a STOP(0) that waited for this END */
     return 0;
 }
 
+int train_on_reducer(gpud_t *self, ddp_msg_t *m)
+{
+    if (m->type == DDP_EPOCH) {
+        train_on_epoch(self, &m->u.epoch);
+        return 0;
+    }
+    if (m->type != DDP_MEMBERS && m->type != DDP_COMMIT)
+        return 1;
+    /* between steps: a change while idle, or a COMMIT already acted on */
+    if (members_on_message(self, m, UINT64_MAX) != MEMBERS_CHANGED)
+        return 0;
+    if (members_apply(self) < 0)
+        return -1;
+    return self->bn_redo ? sync_bn_buffers(self, (uint32_t)self->train_end_done) : 0;
+}
+
 /* A train batch of epoch e waits until EPOCH(e-1) is handled: only the
- * reducer socket is read meanwhile (the batch stays with us). */
+ * reducer socket and the heartbeat's STOPs are read meanwhile (the batch
+ * stays with us). 0, 1 stopped or interrupted, -1 failed. */
 static int wait_epoch(gpud_t *self, int64_t e)
 {
     if (self->epoch_pending && (int64_t)self->pending_epoch.epoch <= e) {
@@ -360,8 +430,14 @@ static int wait_epoch(gpud_t *self, int64_t e)
         handle_epoch(self, &self->pending_epoch);
     }
     zpoller_t *poller = zpoller_new(self->reducer, NULL);
-    while (self->epoch_done < e && !self->stopped && !zs_interrupted()) {
-        if (zpoller_wait(poller, 200) != self->reducer)
+    if (self->heartbeat)
+        zpoller_add(poller, self->heartbeat);
+    int rc = 0;
+    while (rc == 0 && self->epoch_done < e && !self->stopped && !zs_interrupted()) {
+        void *which = zpoller_wait(poller, 200);
+        if (which && which == (void *)self->heartbeat)
+            gpud_on_heartbeat(self);
+        if (which != self->reducer)
             continue;
         ddp_msg_t m;
         if (proto_recv(zsock_resolve(self->reducer), NULL, &m, &self->stats) != 0)
@@ -370,17 +446,20 @@ static int wait_epoch(gpud_t *self, int64_t e)
             handle_epoch(self, &m.u.epoch);
         else if (m.type == DDP_STOP)
             gpud_stop(self, &m.u.stop);
+        else if (train_on_reducer(self, &m) < 0)
+            rc = -1;
         ddp_msg_clear(&m);
     }
     zpoller_destroy(&poller);
-    return self->epoch_done >= e ? 0 : -1;
+    return rc < 0 ? -1 : self->epoch_done >= e ? 0 : 1;
 }
 
 int train_receive(gpud_t *self, ddp_msg_t *m)
 {
     if (m->type == DDP_BATCH && m->u.batch.phase == DDP_PHASE_TRAIN) {
-        if (wait_epoch(self, (int64_t)m->u.batch.epoch - 1) < 0)
-            return 0;   /* stopped or interrupted while waiting */
+        int rc = wait_epoch(self, (int64_t)m->u.batch.epoch - 1);
+        if (rc != 0)
+            return rc < 0 ? -1 : 0;   /* 1: stopped or interrupted while waiting */
         return on_batch(self, &m->u.batch);
     }
     if (m->type == DDP_END && m->u.end.phase == DDP_PHASE_TRAIN)
@@ -397,6 +476,8 @@ void train_interrupted(gpud_t *self)
 
 int train_finish(gpud_t *self, int rc)
 {
+    if (self->fenced)   /* the job went on without this rank: its state is behind */
+        return rc ? rc : 1;
     if (!self->checkpoint_on_exit || !self->trainer)
         return rc;
     if (self->step_open)   /* the last completed step, mid-epoch or not */

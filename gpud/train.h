@@ -7,6 +7,8 @@
  *                    rank 0's weights on every rank
  *   train_receive    loaderd's train batches and END(TRAIN), in step order
  *   train_on_epoch   reducerd's EPOCH, applied after this rank's END(TRAIN)
+ *   train_on_reducer EPOCH, MEMBERS (a new generation: the ring re-forms)
+ *                    and stray COMMITs between steps
  *   train_finish     on the way out: the checkpoint of a stopped run
  */
 #ifndef DDP_GPUD_TRAIN_H
@@ -22,11 +24,14 @@ int train_start(gpud_t *self);
  * 1 not a training message. */
 int train_receive(gpud_t *self, ddp_msg_t *m);
 void train_on_epoch(gpud_t *self, const ddp_epoch_t *epoch);
+/* A message from reducerd between steps: 0 handled, -1 failed (logged: the
+ * worker stops), 1 not a training message (STOP: link.c's). */
+int train_on_reducer(gpud_t *self, ddp_msg_t *m);
 /* The loop ended on a signal: fail, saving the last completed step. */
 void train_interrupted(gpud_t *self);
-/* Rank 0 saves the last completed step when the run stopped early (a
- * failed collective or step, a failing STOP, a signal); rc, or 1 when
- * such a stop found rc 0. */
+/* Rank 0 saves the last committed step when the run stopped early (a
+ * failed collective or step, a failing STOP, a signal), unless reducerd
+ * fenced this rank out; rc, or 1 when such a stop found rc 0. */
 int train_finish(gpud_t *self, int rc);
 
 #endif

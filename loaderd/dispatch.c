@@ -14,6 +14,7 @@ typedef struct {
     uint32_t credits;
     int64_t last_seen_ms;
     int32_t rank;              /* training: the rank its CREDITs name; -1 none */
+    uint32_t gen;              /* training: the generation of its CREDITs */
     bool dead;
     bool lost_eval;            /* eval batches of it were re-queued while it was dead */
     bool banned;               /* reducerd refused its answer: no more batches */
@@ -49,6 +50,7 @@ struct dispatch {
     uint64_t next_seq;
     uint64_t requeued;
     uint64_t lost_train;
+    uint32_t gen;              /* training: the current membership generation */
 };
 
 dispatch_t *dispatch_new(uint64_t n, uint32_t batch_size, int64_t worker_timeout_ms)
@@ -148,8 +150,8 @@ static void requeue_worker(dispatch_t *self, int w)
         }
     }
     if (lost) {
-        log_error("worker %s (rank %d) died with %llu train shards in flight: train batches are "
-                  "not re-queued, reducerd fails the job (resume from the last checkpoint)",
+        log_error("worker %s (rank %d) died with %llu train shards in flight: reducerd decides "
+                  "whether the survivors go on (their step is then sent again) or the job stops",
                   self->workers[w].name, self->workers[w].rank, (unsigned long long)lost);
         self->lost_train += lost;
     }
@@ -214,6 +216,12 @@ static void ack(dispatch_t *self, int w, uint64_t seq)
 void dispatch_credit(dispatch_t *self, zframe_t *identity, const char *name, uint32_t credits,
                      const uint64_t *acks, uint32_t n_acks)
 {
+    dispatch_credit_gen(self, identity, name, credits, acks, n_acks, self->gen);
+}
+
+void dispatch_credit_gen(dispatch_t *self, zframe_t *identity, const char *name,
+                         uint32_t credits, const uint64_t *acks, uint32_t n_acks, uint32_t gen)
+{
     int w = find_worker(self, name);
     if (w < 0) {
         if (self->n_workers >= MAX_WORKERS) {
@@ -223,10 +231,20 @@ void dispatch_credit(dispatch_t *self, zframe_t *identity, const char *name, uin
         w = self->n_workers++;
         memset(&self->workers[w], 0, sizeof self->workers[w]);
         self->workers[w].rank = -1;
+        self->workers[w].gen = gen;
         snprintf(self->workers[w].name, sizeof self->workers[w].name, "%s", name);
         log_info("worker %s connected", name);
     }
     worker_t *wk = &self->workers[w];
+    if (gen < wk->gen || gen < self->gen) {
+        log_debug("a CREDIT of generation %u from %s ignored: stale (generation %u)", gen, name,
+                  wk->gen > self->gen ? wk->gen : self->gen);
+        return;
+    }
+    if (gen > wk->gen) {   /* its credits of the generation before went with that one */
+        wk->gen = gen;
+        wk->credits = 0;
+    }
     if (!wk->identity || !zframe_eq(wk->identity, identity)) {
         zframe_destroy(&wk->identity);
         wk->identity = zframe_dup(identity);
@@ -389,6 +407,28 @@ uint64_t dispatch_sent_train(dispatch_t *self, const char *name)
 
 uint64_t dispatch_lost_train(const dispatch_t *self) { return self->lost_train; }
 
+uint32_t dispatch_gen(const dispatch_t *self) { return self->gen; }
+
+void dispatch_set_gen(dispatch_t *self, uint32_t gen)
+{
+    if (gen < self->gen)
+        return;
+    self->gen = gen;
+    for (int w = 0; w < self->n_workers; w++) {
+        worker_t *wk = &self->workers[w];
+        if (wk->gen < gen) {   /* it has not spoken in this generation yet */
+            wk->credits = 0;
+            wk->rank = -1;
+        }
+    }
+    for (size_t i = 0; i < self->n_flights;) {
+        if (self->flights[i].train)
+            drop_flight(self, i);
+        else
+            i++;
+    }
+}
+
 int dispatch_replan(dispatch_t *self, uint64_t n, uint32_t batch_size)
 {
     if (!dispatch_all_acked(self))
@@ -451,13 +491,15 @@ void dispatch_set_rank(dispatch_t *self, const char *name, int32_t rank)
         return;
     for (int o = 0; o < self->n_workers; o++) {
         if (o != w && self->workers[o].rank == rank) {
-            log_warn("rank %d moves from worker %s to %s (a restarted gpud?)", rank,
-                     self->workers[o].name, name);
+            if (self->workers[o].gen >= self->workers[w].gen)   /* else: renumbered */
+                log_warn("rank %d moves from worker %s to %s (a restarted gpud?)", rank,
+                         self->workers[o].name, name);
             self->workers[o].rank = -1;
         }
     }
     if (self->workers[w].rank >= 0)
-        log_warn("worker %s changes its rank from %d to %d", name, self->workers[w].rank, rank);
+        log_info("worker %s changes its rank from %d to %d (generation %u)", name,
+                 self->workers[w].rank, rank, self->workers[w].gen);
     self->workers[w].rank = rank;
     log_info("worker %s is rank %d", name, rank);
 }
@@ -467,7 +509,7 @@ const char *dispatch_rank_worker(dispatch_t *self, int32_t rank, zframe_t **iden
 {
     for (int w = 0; w < self->n_workers; w++) {
         worker_t *wk = &self->workers[w];
-        if (wk->rank == rank && rank >= 0) {
+        if (wk->rank == rank && rank >= 0 && wk->gen == self->gen) {
             *identity = wk->identity;
             *alive = !wk->dead;
             *credits = wk->credits;

@@ -3,9 +3,12 @@
  *
  * Training (docs/TRAINING.md) adds ranks: a worker's CREDIT names its rank
  * and train shards go to that rank only. Train batches share the credits
- * and the seq counter with eval batches but are never re-queued: a rank
- * that dies fails the job (reducerd decides), so its shards are only
- * logged as lost.
+ * and the seq counter with eval batches but are never re-queued one by
+ * one: when a rank dies reducerd decides (docs/ELASTIC.md), and a new
+ * membership generation makes loaderd re-send the whole interrupted step
+ * to the survivors. Each worker's credits belong to the generation of its
+ * CREDITs; a new generation (dispatch_set_gen) forgets every rank and
+ * credit until a CREDIT of that generation comes.
  *
  * A batch is a contiguous range of plan positions [first, first+count).
  * Pending batches wait in a FIFO (re-queued ones go to the front so the
@@ -32,6 +35,11 @@ void dispatch_destroy(dispatch_t **self);
 /* Workers: identified by name (their DEALER identity). */
 void dispatch_credit(dispatch_t *self, zframe_t *identity, const char *name, uint32_t credits,
                      const uint64_t *acks, uint32_t n_acks);
+/* The same, from a worker in membership generation GEN: older than the
+ * worker's last one, it is stale and ignored; newer, its credits start
+ * again from these. (dispatch_credit: the current generation.) */
+void dispatch_credit_gen(dispatch_t *self, zframe_t *identity, const char *name,
+                         uint32_t credits, const uint64_t *acks, uint32_t n_acks, uint32_t gen);
 void dispatch_heartbeat(dispatch_t *self, const char *name);
 /* Declare dead the workers silent for longer than the timeout, and those
  * holding an eval batch unanswered (no ack) past their answer deadline
@@ -71,7 +79,8 @@ int32_t dispatch_worker_rank(dispatch_t *self, const char *name);
 /* Training. Worker NAME (known from a CREDIT) holds RANK; a newer claimant
  * of a rank takes it over (logged). */
 void dispatch_set_rank(dispatch_t *self, const char *name, int32_t rank);
-/* The worker holding RANK (NULL: none); *alive and *credits describe it. */
+/* The worker holding RANK in the current generation (NULL: none); *alive
+ * and *credits describe it. */
 const char *dispatch_rank_worker(dispatch_t *self, int32_t rank, zframe_t **identity,
                                  bool *alive, uint32_t *credits);
 /* A train shard went to NAME: takes one of its credits, returns a new seq.
@@ -79,6 +88,11 @@ const char *dispatch_rank_worker(dispatch_t *self, int32_t rank, zframe_t **iden
 uint64_t dispatch_sent_train(dispatch_t *self, const char *name);
 /* Train shards that were in flight at a worker declared dead. */
 uint64_t dispatch_lost_train(const dispatch_t *self);
+/* A new membership generation (training): ranks and credits of workers of
+ * older ones are forgotten, train shards in flight dropped (their step is
+ * sent again whole). GEN must not be older than the current one. */
+void dispatch_set_gen(dispatch_t *self, uint32_t gen);
+uint32_t dispatch_gen(const dispatch_t *self);
 
 /* Every live worker, for END/broadcast: iterate i = 0.. until NULL. */
 zframe_t *dispatch_worker_identity(dispatch_t *self, int i, bool *alive);

@@ -100,7 +100,10 @@ static int prepare_training(loader_t *self)
     }
     /* steps held ahead: about --prefetch per-worker batches' worth */
     long depth = o->prefetch / o->workers;
-    self->window = step_window_new((int)o->workers, depth < 1 ? 1 : (int)depth);
+    self->world = (int)o->workers;
+    self->window_depth = depth < 1 ? 1 : (int)depth;
+    self->commit_next = (uint64_t)o->start_epoch * self->steps_per_epoch + (uint64_t)o->start_step;
+    self->window = step_window_new(self->world, self->window_depth);
     if (!self->window) {
         log_error("out of memory for the train step window");
         return -1;

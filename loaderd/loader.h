@@ -6,7 +6,7 @@
  *   eval.c          the eval / validation phase: decode ranges ahead, send them
  *   training.c      the train phase: sharded global steps to their ranks
  *   reducer_link.c  reducerd: JOIN, PLAN, ISSUED, FAILED, HEARTBEAT out;
- *                   WELCOME (trust), REISSUE, EPOCH, STOP in
+ *                   WELCOME (trust), REISSUE, EPOCH, MEMBERS, COMMIT, STOP in
  *   workers.c       the gpuds: CREDIT and HEARTBEAT in, END out, dead workers
  *   loader.c        this state: made whole (datasets, sockets, threads) or not at all
  *
@@ -18,7 +18,11 @@
  *   PLAN(0, EVAL) -> EVAL -> IDLE (until STOP)
  * and training (--train), for each epoch e from --start-epoch,
  *   PLAN(e, TRAIN) -> RANKS -> TRAIN -> [PLAN(e, EVAL) -> EVAL] -> EPOCH
- * where EPOCH waits for reducerd's decision: continue with e+1, or IDLE. */
+ * where EPOCH waits for reducerd's decision: continue with e+1, or IDLE.
+ * TRAIN ends (END(e, TRAIN)) once the epoch's last step is committed
+ * (reducerd's COMMIT); a new membership generation (MEMBERS,
+ * docs/ELASTIC.md) sends the train part back to RANKS at the first step
+ * not committed, re-split over the survivors. */
 #ifndef DDP_LOADERD_LOADER_H
 #define DDP_LOADERD_LOADER_H
 
@@ -104,8 +108,16 @@ typedef struct loader {
     uint64_t global_batch;
     uint64_t steps_per_epoch;
     step_window_t *window;     /* the epoch's steps loaded ahead */
+    int window_depth;
     bool have_decision;        /* EPOCH(epoch) arrived */
     uint8_t decision;
+
+    /* membership (docs/ELASTIC.md) */
+    uint32_t gen;              /* the generation shards are made for */
+    int world;                 /* its ranks (--workers at generation 0) */
+    uint64_t commit_next;      /* absolute step after the last committed one */
+    bool members_pending;      /* a MEMBERS newer than gen, not acted on yet */
+    ddp_members_t members;     /* that MEMBERS (names not kept) */
 } loader_t;
 
 /* Opens the datasets, decides the sample sizes and the train augmentation,

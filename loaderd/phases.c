@@ -97,7 +97,7 @@ static int plan_done(loader_t *self)
     log_info("epoch %u: %llu train samples in %llu steps of %llu from step %llu; waiting for %ld "
              "ranks", self->epoch, (unsigned long long)self->samples,
              (unsigned long long)self->steps_per_epoch, (unsigned long long)self->global_batch,
-             (unsigned long long)first, o->workers);
+             (unsigned long long)first, (long)self->world);
     self->stage = STAGE_RANKS;
     return 0;
 }
@@ -118,7 +118,7 @@ static int advance(loader_t *self)
         return 0;
     case STAGE_TRAIN:
         rc = training_pump(self);
-        return rc < 0 ? -1 : rc ? after_train(self) : 0;
+        return rc < 0 ? -1 : rc && training_committed(self) ? after_train(self) : 0;
     case STAGE_EVAL:
         return eval_pump(self) ? after_eval(self) : 0;
     case STAGE_EPOCH:
@@ -141,6 +141,8 @@ int phases_advance(loader_t *self)
 {
     loader_stage_t before;
     int rc;
+    if (self->members_pending && training_on_members(self) < 0)
+        return -1;
     do { /* follow transitions at once: no poll wait between them */
         before = self->stage;
         rc = advance(self);

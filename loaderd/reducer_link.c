@@ -175,6 +175,29 @@ static void on_epoch(loader_t *self, const ddp_epoch_t *e)
              e->val_top1, e->reason[0] ? "; " : "", e->reason);
 }
 
+/* A new membership generation: acted on by the phases (training.c). */
+static void on_members(loader_t *self, const ddp_members_t *m)
+{
+    uint32_t have = self->members_pending ? self->members.gen : self->gen;
+    if (!self->options.train || m->gen <= have) {
+        self->stats.rejected += !self->options.train;
+        log_warn("MEMBERS of generation %u from reducerd while at generation %u%s: ignored", m->gen,
+                 have, self->options.train ? "" : " of an eval job");
+        return;
+    }
+    self->members = *m;
+    self->members.names = NULL;   /* loaderd needs the count, not the names */
+    self->members_pending = true;
+}
+
+/* Every step before commit_next is committed: the train part may end. */
+static void on_commit(loader_t *self, const ddp_commit_t *c)
+{
+    if (c->step + 1 > self->commit_next)
+        self->commit_next = c->step + 1;
+    log_debug("step %llu of generation %u committed", (unsigned long long)c->step, c->gen);
+}
+
 static void on_stop(loader_t *self, const ddp_stop_t *stop)
 {
     if (stop->code != 0)
@@ -198,6 +221,10 @@ void reducer_link_receive(loader_t *self)
         on_reissue(self, &m.u.reissue);
     } else if (m.type == DDP_EPOCH) {
         on_epoch(self, &m.u.epoch);
+    } else if (m.type == DDP_MEMBERS) {
+        on_members(self, &m.u.members);
+    } else if (m.type == DDP_COMMIT && self->options.train) {
+        on_commit(self, &m.u.commit);
     } else {
         self->stats.rejected++;
         log_warn("unexpected %s from reducerd: ignored", proto_type_name(m.type));

@@ -1,7 +1,8 @@
 /* reducer_link — loaderd's side of reducerd (PROTOCOL.md): what goes
  * there (JOIN, PLAN, ISSUED, FAILED, HEARTBEAT) and what comes back on
  * the DEALER (WELCOME: the plan ack with the trust tokens; REISSUE;
- * EPOCH; STOP). A role over loader_t (loader.h). */
+ * EPOCH; MEMBERS and COMMIT, kept for the phases; STOP). A role over
+ * loader_t (loader.h). */
 #ifndef DDP_LOADERD_REDUCER_LINK_H
 #define DDP_LOADERD_REDUCER_LINK_H
 

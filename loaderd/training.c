@@ -22,7 +22,7 @@ bool training_busy(const loader_t *self)
 
 bool training_ranks_known(loader_t *self)
 {
-    for (int r = 0; r < (int)self->options.workers; r++) {
+    for (int r = 0; r < self->world; r++) {
         zframe_t *id;
         bool alive;
         uint32_t credits;
@@ -88,8 +88,8 @@ static int shard_alloc(loader_t *self, uint64_t k, int r, ddp_batch_t *b, uint64
 {
     uint64_t count;
     char err[256];
-    if (sampler_shard(self->sampler, k, self->global_batch, (int)self->options.workers, r, first,
-                      &count, err, sizeof err) != 0) {
+    if (sampler_shard(self->sampler, k, self->global_batch, self->world, r, first, &count, err,
+                      sizeof err) != 0) {
         log_error("cannot shard step %llu for rank %d: %s", (unsigned long long)k, r, err);
         return -1;
     }
@@ -97,7 +97,8 @@ static int shard_alloc(loader_t *self, uint64_t k, int r, ddp_batch_t *b, uint64
     size_t sb = (size_t)c * self->out_h * self->out_w;
     *b = (ddp_batch_t){.epoch = self->epoch, .phase = DDP_PHASE_TRAIN, .n = (uint32_t)count,
                        .c = (uint16_t)c, .h = (uint16_t)self->out_h, .w = (uint16_t)self->out_w,
-                       .step = (uint64_t)self->epoch * self->steps_per_epoch + k};
+                       .step = (uint64_t)self->epoch * self->steps_per_epoch + k,
+                       .gen = self->gen};
     b->ids = calloc(count ? count : 1, sizeof *b->ids);
     b->labels = calloc(count ? count : 1, sizeof *b->labels);
     b->pixels = zframe_new(NULL, sb * count);
@@ -146,7 +147,7 @@ static void shard_compact(loader_t *self, ddp_batch_t *b, const int *ok, char (*
  * left out and the step's global_count set. */
 static void load_shards(loader_t *self, step_t *st, step_job_t *job)
 {
-    int world = (int)self->options.workers;
+    int world = self->world;
     size_t sb = (size_t)self->augment.channels * self->out_h * self->out_w, i = 0;
     for (int r = 0; r < world; r++)
         for (uint32_t s = 0; s < st->shard[r].n; s++, i++) {
@@ -171,7 +172,7 @@ static int load_step(loader_t *self, uint64_t k, step_t *st)
 {
     uint64_t total = 0, first;
     st->k = k;
-    for (int r = 0; r < (int)self->options.workers; r++) {
+    for (int r = 0; r < self->world; r++) {
         if (shard_alloc(self, k, r, &st->shard[r], &first) < 0)
             return -1;
         total += st->shard[r].n;
@@ -266,4 +267,54 @@ int training_pump(loader_t *self)
         return -1;
     send_ready_shards(self);
     return self->window->count == 0 && self->window->next_k >= self->steps_per_epoch;
+}
+
+/* ---- membership (docs/ELASTIC.md) --------------------------------------- */
+
+bool training_committed(const loader_t *self)
+{
+    return self->commit_next >= ((uint64_t)self->epoch + 1) * self->steps_per_epoch;
+}
+
+/* The window for WORLD ranks, empty; -1 when out of memory (logged). */
+static int rebuild_window(loader_t *self, int world)
+{
+    if (world == self->window->world)
+        return 0;
+    step_window_t *w = step_window_new(world, self->window_depth);
+    if (!w) {
+        log_error("out of memory for the train step window of %d ranks", world);
+        return -1;
+    }
+    step_window_destroy(&self->window);
+    self->window = w;
+    return 0;
+}
+
+int training_on_members(loader_t *self)
+{
+    ddp_members_t *m = &self->members;
+    self->members_pending = false;
+    uint64_t first = (uint64_t)self->epoch * self->steps_per_epoch;
+    bool training = self->stage == STAGE_RANKS || self->stage == STAGE_TRAIN;
+    if (m->step < self->commit_next || (training && m->step < first)) {
+        log_error("MEMBERS of generation %u restarts at step %llu, before the last committed "
+                  "one (%llu): loaderd and reducerd disagree", m->gen, (unsigned long long)m->step,
+                  (unsigned long long)self->commit_next);
+        return -1;
+    }
+    log_warn("membership generation %u: %d ranks (%s); training goes on at step %llu", m->gen,
+             m->world, m->reason, (unsigned long long)m->step);
+    self->gen = m->gen;
+    self->commit_next = m->step;
+    dispatch_set_gen(self->dispatch, m->gen);
+    if (rebuild_window(self, m->world) < 0)
+        return -1;
+    self->world = m->world;
+    if (training) {   /* re-load from the first step not committed, split over W' */
+        uint64_t k = m->step - first;
+        step_window_reset(self->window, k < self->steps_per_epoch ? k : self->steps_per_epoch);
+        self->stage = STAGE_RANKS;
+    }
+    return 0;
 }

@@ -16,7 +16,14 @@ void training_begin_epoch(loader_t *self, uint64_t first_step);
 int training_pump(loader_t *self);
 /* Work that needs no message: a step to load. */
 bool training_busy(const loader_t *self);
-/* Every rank 0..W-1 has sent a CREDIT carrying its rank. */
+/* Every rank 0..W-1 has sent a CREDIT carrying its rank (of this
+ * generation). */
 bool training_ranks_known(loader_t *self);
+/* The epoch's last step is committed: END(e, TRAIN) may go out. */
+bool training_committed(const loader_t *self);
+/* The pending MEMBERS (self->members): world W', generation g'; a train
+ * part in progress restarts at the MEMBERS step, re-split over W' (STAGE_RANKS
+ * until every rank sent a CREDIT of g'). 0, or -1 (logged): fatal. */
+int training_on_members(loader_t *self);
 
 #endif

@@ -39,10 +39,17 @@ static void on_credit(loader_t *self, zframe_t *route, const ddp_credit_t *c)
                "(a gpud that did not join this job): it gets no batch");
         return;
     }
-    dispatch_credit(self->dispatch, route, c->worker, c->credits, c->acks, c->n_acks);
-    if (self->options.train && c->rank >= (int32_t)self->options.workers)
-        log_warn("%s says it is rank %d but the job has %ld ranks: it gets no train shards",
-                 c->worker, c->rank, self->options.workers);
+    if (self->options.train && c->gen < self->gen) {
+        /* a rank of an older generation: removed, or a CREDIT from before
+         * its MEMBERS; its credits went with that generation */
+        log_debug("CREDIT of generation %u from %s ignored: the job is at generation %u", c->gen,
+                  c->worker, self->gen);
+        return;
+    }
+    dispatch_credit_gen(self->dispatch, route, c->worker, c->credits, c->acks, c->n_acks, c->gen);
+    if (self->options.train && c->rank >= self->world)
+        log_warn("%s says it is rank %d but the job has %d ranks: it gets no train shards",
+                 c->worker, c->rank, self->world);
     else
         dispatch_set_rank(self->dispatch, c->worker, c->rank);
 }
@@ -132,6 +139,6 @@ void workers_reap(loader_t *self, int64_t now)
         !dispatch_all_acked(self->dispatch))
         self->stage = STAGE_EVAL; /* re-queued work: the epoch is not done */
     if (self->options.train && (self->stage == STAGE_RANKS || self->stage == STAGE_TRAIN))
-        log_error("a rank died during training (epoch %u): its shards go to no other rank; "
-                  "reducerd fails the job", self->epoch);
+        log_warn("a rank died during training (epoch %u): reducerd decides whether the "
+                 "survivors go on (a new membership) or the job stops", self->epoch);
 }

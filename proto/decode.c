@@ -83,7 +83,8 @@ static int d_welcome(const mp_reader_t *r, ddp_welcome_t *m)
         mp_opt_str(r, "next_ring", m->next_ring, sizeof m->next_ring) ||
         mp_opt_uint(r, "session", UINT64_MAX, &m->session) ||
         opt_fixed_bin(r, "token", m->token, DDP_TOKEN_LEN, &have_token) ||
-        opt_fixed_bin(r, "secret", m->secret, DDP_SECRET_LEN, &m->has_secret))
+        opt_fixed_bin(r, "secret", m->secret, DDP_SECRET_LEN, &m->has_secret) ||
+        opt_u32(r, "gen", &m->gen))
         return -1;
     if (have_token != (m->session != 0))
         return mp_fail(r, "'token' and a non-zero 'session' come together");
@@ -109,7 +110,8 @@ static int d_plan(const mp_reader_t *r, ddp_plan_t *m)
 static int d_credit(const mp_reader_t *r, ddp_credit_t *m)
 {
     if (mp_get_str(r, "worker", m->worker, sizeof m->worker) ||
-        mp_get_u32(r, "credits", 0, UINT32_MAX, &m->credits) || d_auth(r, &m->auth))
+        mp_get_u32(r, "credits", 0, UINT32_MAX, &m->credits) || opt_u32(r, "gen", &m->gen) ||
+        d_auth(r, &m->auth))
         return -1;
     bool dup;
     m->rank = -1;
@@ -152,7 +154,7 @@ static int d_batch(const mp_reader_t *r, ddp_batch_t *m)
         mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
         mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
         mp_get_u32(r, "n", 0, DDP_MAX_BATCH, &m->n) || mp_opt_uint(r, "step", UINT64_MAX, &m->step) ||
-        opt_u32(r, "global_count", &m->global_count))
+        opt_u32(r, "global_count", &m->global_count) || opt_u32(r, "gen", &m->gen))
         return -1;
     for (int i = 0; i < 3; i++) {
         uint64_t v;
@@ -181,7 +183,8 @@ static int d_result(const mp_reader_t *r, ddp_result_t *m)
         mp_get_u32(r, "n", 1, DDP_MAX_BATCH, &m->n) ||
         mp_get_u32(r, "k", 1, DDP_MAX_K, &m->k) ||
         mp_get_double(r, "compute_s", &m->compute_s) || mp_opt_double(r, "lr", &m->lr) ||
-        mp_opt_uint(r, "step", UINT64_MAX, &m->step) || d_auth(r, &m->auth))
+        mp_opt_uint(r, "step", UINT64_MAX, &m->step) || opt_u32(r, "gen", &m->gen) ||
+        d_auth(r, &m->auth))
         return -1;
     size_t n = m->n;
     return mp_dup_bin(r, "ids", n * 8, "n*8", (void **)&m->ids) ||
@@ -235,6 +238,46 @@ static int d_epoch(const mp_reader_t *r, ddp_epoch_t *m)
                ? -1 : 0;
 }
 
+static int d_members(const mp_reader_t *r, ddp_members_t *m)
+{
+    size_t count = 0;
+    bool have_token;
+    /* world bounds the names array: checked before it is read */
+    if (mp_get_u32(r, "gen", 0, UINT32_MAX, &m->gen) ||
+        mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
+        mp_get_i32(r, "world", 1, DDP_MAX_WORLD, &m->world) ||
+        mp_get_str(r, "next_ring", m->next_ring, sizeof m->next_ring) ||
+        mp_get_uint(r, "step", 0, UINT64_MAX, &m->step) ||
+        mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+        mp_get_str(r, "reason", m->reason, sizeof m->reason) ||
+        mp_opt_uint(r, "session", UINT64_MAX, &m->session) ||
+        opt_fixed_bin(r, "token", m->token, DDP_TOKEN_LEN, &have_token))
+        return -1;
+    if (have_token != (m->session != 0))
+        return mp_fail(r, "'token' and a non-zero 'session' come together");
+    return mp_get_strv(r, "names", (size_t)m->world, SIZE_MAX, DDP_MAX_NAME, false, &m->names,
+                       &count);
+}
+
+static int d_step(const mp_reader_t *r, ddp_step_t *m)
+{
+    return mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
+           mp_get_u32(r, "gen", 0, UINT32_MAX, &m->gen) ||
+           mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+           mp_get_uint(r, "step", 0, UINT64_MAX, &m->step) ||
+           mp_get_u8(r, "status", 0, UINT8_MAX, &m->status) ||
+           mp_get_i32(r, "suspect", INT32_MIN, INT32_MAX, &m->suspect) || d_auth(r, &m->auth)
+               ? -1 : 0;
+}
+
+static int d_commit(const mp_reader_t *r, ddp_commit_t *m)
+{
+    return mp_get_u32(r, "gen", 0, UINT32_MAX, &m->gen) ||
+           mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+           mp_get_uint(r, "step", 0, UINT64_MAX, &m->step)
+               ? -1 : 0;
+}
+
 static int d_code_reason(const mp_reader_t *r, int32_t *code, char *reason, size_t cap)
 {
     return mp_get_i32(r, "code", INT32_MIN, INT32_MAX, code) ||
@@ -261,6 +304,9 @@ static int d_body(const mp_reader_t *r, ddp_msg_t *out)
     case DDP_EPOCH: return d_epoch(r, &out->u.epoch);
     case DDP_ISSUED: return d_issued(r, &out->u.issued);
     case DDP_REISSUE: return d_reissue(r, &out->u.reissue);
+    case DDP_MEMBERS: return d_members(r, &out->u.members);
+    case DDP_STEP: return d_step(r, &out->u.step);
+    case DDP_COMMIT: return d_commit(r, &out->u.commit);
     }
     return mp_fail(r, "unknown type");
 }

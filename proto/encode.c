@@ -30,6 +30,13 @@ static int put_auth(msgpack_packer *pk, const ddp_auth_t *a)
            mp_put_bin(pk, "token", a->token, DDP_TOKEN_LEN);
 }
 
+/* gen is optional with 0 absent: sent only when non-zero, so eval traffic
+ * and generation 0 keep their bytes. */
+static int put_gen(msgpack_packer *pk, uint32_t gen)
+{
+    return gen ? mp_put_uint(pk, "gen", gen) : 0;
+}
+
 static int pack_join(msgpack_packer *pk, const ddp_join_t *m)
 {
     return put_head(pk, DDP_JOIN, 7) || mp_put_uint(pk, "role", m->role) ||
@@ -40,8 +47,8 @@ static int pack_join(msgpack_packer *pk, const ddp_join_t *m)
 
 static int pack_welcome(msgpack_packer *pk, const ddp_welcome_t *m)
 {
-    size_t extra = (m->session ? 2 : 0) + (m->has_secret ? 1 : 0);
-    return put_head(pk, DDP_WELCOME, 5 + extra) || mp_put_int(pk, "rank", m->rank) ||
+    size_t extra = (m->session ? 2 : 0) + (m->has_secret ? 1 : 0) + (m->gen ? 1 : 0);
+    return put_head(pk, DDP_WELCOME, 5 + extra) || put_gen(pk, m->gen) || mp_put_int(pk, "rank", m->rank) ||
            mp_put_int(pk, "world", m->world) || mp_put_str(pk, "job", m->job) ||
            mp_put_uint(pk, "train", m->train) || mp_put_str(pk, "next_ring", m->next_ring) ||
            (m->session && (mp_put_uint(pk, "session", m->session) ||
@@ -65,8 +72,8 @@ static int pack_plan(msgpack_packer *pk, const ddp_plan_t *m)
 static int pack_credit(msgpack_packer *pk, const ddp_credit_t *m)
 {
     bool rank = m->rank >= 0;   /* optional: older senders have none */
-    return put_head(pk, DDP_CREDIT, (rank ? 4 : 3) + auth_keys(&m->auth)) ||
-           put_auth(pk, &m->auth) || mp_put_str(pk, "worker", m->worker) ||
+    return put_head(pk, DDP_CREDIT, (rank ? 4 : 3) + (m->gen ? 1 : 0) + auth_keys(&m->auth)) ||
+           put_auth(pk, &m->auth) || put_gen(pk, m->gen) || mp_put_str(pk, "worker", m->worker) ||
            mp_put_uint(pk, "credits", m->credits) ||
            mp_put_bin(pk, "acks", m->acks, (size_t)m->n_acks * 8) ||
            (rank && mp_put_int(pk, "rank", m->rank));
@@ -82,7 +89,8 @@ static int pack_heartbeat(msgpack_packer *pk, const ddp_heartbeat_t *m)
 
 static int pack_batch(msgpack_packer *pk, const ddp_batch_t *m)
 {
-    return put_head(pk, DDP_BATCH, 11) || mp_put_uint(pk, "seq", m->seq) ||
+    return put_head(pk, DDP_BATCH, 11 + (m->gen ? 1 : 0)) || put_gen(pk, m->gen) ||
+           mp_put_uint(pk, "seq", m->seq) ||
            mp_put_uint(pk, "step", m->step) || mp_put_uint(pk, "global_count", m->global_count) ||
            mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "phase", m->phase) ||
            mp_put_uint(pk, "n", m->n) || mp_put_uint(pk, "c", m->c) ||
@@ -99,7 +107,8 @@ static int pack_end(msgpack_packer *pk, const ddp_end_t *m)
 
 static int pack_result(msgpack_packer *pk, const ddp_result_t *m)
 {
-    return put_head(pk, DDP_RESULT, 13 + auth_keys(&m->auth)) || put_auth(pk, &m->auth) ||
+    return put_head(pk, DDP_RESULT, 13 + (m->gen ? 1 : 0) + auth_keys(&m->auth)) ||
+           put_auth(pk, &m->auth) || put_gen(pk, m->gen) ||
            mp_put_int(pk, "rank", m->rank) ||
            mp_put_double(pk, "lr", m->lr) || mp_put_uint(pk, "step", m->step) ||
            mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "phase", m->phase) ||
@@ -143,6 +152,32 @@ static int pack_reissue(msgpack_packer *pk, const ddp_reissue_t *m)
            mp_put_int(pk, "rank", m->rank) || mp_put_str(pk, "reason", m->reason);
 }
 
+static int pack_members(msgpack_packer *pk, const ddp_members_t *m)
+{
+    return put_head(pk, DDP_MEMBERS, 8 + (m->session ? 2 : 0)) || mp_put_uint(pk, "gen", m->gen) ||
+           mp_put_int(pk, "rank", m->rank) || mp_put_int(pk, "world", m->world) ||
+           mp_put_str(pk, "next_ring", m->next_ring) || mp_put_uint(pk, "step", m->step) ||
+           mp_put_uint(pk, "epoch", m->epoch) ||
+           mp_put_strv(pk, "names", m->names, (size_t)m->world) ||
+           mp_put_str(pk, "reason", m->reason) ||
+           (m->session && (mp_put_uint(pk, "session", m->session) ||
+                           mp_put_bin(pk, "token", m->token, DDP_TOKEN_LEN)));
+}
+
+static int pack_step(msgpack_packer *pk, const ddp_step_t *m)
+{
+    return put_head(pk, DDP_STEP, 6 + auth_keys(&m->auth)) || put_auth(pk, &m->auth) ||
+           mp_put_int(pk, "rank", m->rank) || mp_put_uint(pk, "gen", m->gen) ||
+           mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "step", m->step) ||
+           mp_put_uint(pk, "status", m->status) || mp_put_int(pk, "suspect", m->suspect);
+}
+
+static int pack_commit(msgpack_packer *pk, const ddp_commit_t *m)
+{
+    return put_head(pk, DDP_COMMIT, 3) || mp_put_uint(pk, "gen", m->gen) ||
+           mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "step", m->step);
+}
+
 static int pack_code_reason(msgpack_packer *pk, ddp_type_t type, int32_t code,
                             const char *reason)
 {
@@ -167,6 +202,9 @@ static int pack_msg(msgpack_packer *pk, const ddp_msg_t *msg)
     case DDP_EPOCH: return pack_epoch(pk, &msg->u.epoch);
     case DDP_ISSUED: return pack_issued(pk, &msg->u.issued);
     case DDP_REISSUE: return pack_reissue(pk, &msg->u.reissue);
+    case DDP_MEMBERS: return pack_members(pk, &msg->u.members);
+    case DDP_STEP: return pack_step(pk, &msg->u.step);
+    case DDP_COMMIT: return pack_commit(pk, &msg->u.commit);
     }
     return -1;
 }

@@ -21,6 +21,7 @@
 static const char *const topic_names[] = {
     [EV_METRIC] = "metric", [EV_PREDICTIONS] = "predictions", [EV_PROGRESS] = "progress",
     [EV_LOG] = "log",       [EV_WORKER] = "worker",           [EV_END] = "end", [EV_FAILED] = "failed",
+    [EV_MEMBERSHIP] = "membership",
 };
 
 const char *event_topic_name(ev_topic_t topic)
@@ -119,6 +120,26 @@ static int v_predictions(const ev_predictions_t *m, char *err, size_t errlen, co
     return 0;
 }
 
+static int v_membership(const ev_membership_t *m, char *err, size_t errlen, const char *what)
+{
+    static const char *const changes[] = {"formed", "lost", "joined", NULL};
+    if (!TERMINATED(m->change) || !one_of(m->change, changes))
+        return EBAD("'change' is not one of formed, lost, joined");
+    if (m->world < 1 || m->world > EVENT_MAX_RANKS)
+        return EBAD("'world' is %" PRId32 ", want 1..%d", m->world, EVENT_MAX_RANKS);
+    if (m->n > EVENT_MAX_RANKS || (m->n && (!m->ranks || !m->names)))
+        return EBAD("%" PRIu32 " ranks (at most %d, non-NULL)", m->n, EVENT_MAX_RANKS);
+    for (uint32_t i = 0; i < m->n; i++) {
+        if (m->ranks[i] < 0 || m->ranks[i] >= EVENT_MAX_RANKS)
+            return EBAD("'ranks[%" PRIu32 "]' is %" PRId32 ", want 0..%d", i, m->ranks[i],
+                        EVENT_MAX_RANKS - 1);
+        if (!m->names[i] || strnlen(m->names[i], DDP_MAX_NAME) >= DDP_MAX_NAME)
+            return EBAD("'names[%" PRIu32 "]' is NULL or longer than %d bytes", i,
+                        DDP_MAX_NAME - 1);
+    }
+    return TERMINATED(m->reason) ? 0 : EBAD("'reason' is not NUL-terminated");
+}
+
 int event_validate(const ddp_event_t *ev, char *err, size_t errlen)
 {
     static const char *const levels[] = {"error", "warn", "info", NULL};
@@ -156,6 +177,7 @@ int event_validate(const ddp_event_t *ev, char *err, size_t errlen)
             return EBAD("'id' is %" PRIu64 ", want < 2^40", ev->u.failed.id);
         return TERMINATED(ev->u.failed.path) && TERMINATED(ev->u.failed.reason)
                    ? 0 : EBAD("'path' or 'reason' is not NUL-terminated");
+    case EV_MEMBERSHIP: return v_membership(&ev->u.membership, err, errlen, what);
     }
     return ev_bad(err, errlen, "event", "unknown topic %d", (int)ev->topic);
 }
@@ -258,6 +280,17 @@ static int pack_failed(msgpack_packer *pk, const ev_failed_t *m)
            mp_put_str(pk, "reason", m->reason);
 }
 
+static int pack_membership(msgpack_packer *pk, const ev_membership_t *m)
+{
+    return msgpack_pack_map(pk, 10) || mp_put_uint(pk, "v", DDP_PROTO_VERSION) ||
+           mp_put_uint(pk, "gen", m->gen) || mp_put_int(pk, "world", m->world) ||
+           mp_put_str(pk, "change", m->change) ||
+           mp_put_bin(pk, "ranks", m->ranks, (size_t)m->n * 4) ||
+           mp_put_strv(pk, "names", m->names, m->n) || mp_put_uint(pk, "step", m->step) ||
+           mp_put_uint(pk, "epoch", m->epoch) || mp_put_bool(pk, "redone", m->redone) ||
+           mp_put_str(pk, "reason", m->reason);
+}
+
 static int pack_event(msgpack_packer *pk, const ddp_event_t *ev)
 {
     switch (ev->topic) {
@@ -268,6 +301,7 @@ static int pack_event(msgpack_packer *pk, const ddp_event_t *ev)
     case EV_WORKER: return pack_worker(pk, &ev->u.worker);
     case EV_END: return pack_end(pk, &ev->u.end);
     case EV_FAILED: return pack_failed(pk, &ev->u.failed);
+    case EV_MEMBERSHIP: return pack_membership(pk, &ev->u.membership);
     }
     return -1;
 }
@@ -411,6 +445,37 @@ static int d_progress(const mp_reader_t *r, ev_progress_t *m)
                ? -1 : 0;
 }
 
+static int d_membership(const mp_reader_t *r, ev_membership_t *m)
+{
+    size_t nnames = 0;
+    bool bad = false;
+    const msgpack_object *o = mp_find(r, "ranks", &bad);
+    if (bad)
+        return -1;
+    /* the ranks bin gives n (bounded before anything is copied); names must match it */
+    if (o && o->type == MSGPACK_OBJECT_BIN) {
+        if (o->via.bin.size % 4 || o->via.bin.size / 4 > EVENT_MAX_RANKS)
+            return mp_fail(r, "'ranks' must be a bin of n*4 bytes, n <= %d", EVENT_MAX_RANKS);
+        m->n = o->via.bin.size / 4;
+    }
+    if (mp_get_u32(r, "gen", 0, UINT32_MAX, &m->gen) ||
+        mp_get_i32(r, "world", INT32_MIN, INT32_MAX, &m->world) ||
+        mp_get_str(r, "change", m->change, sizeof m->change) ||
+        mp_get_uint(r, "step", 0, UINT64_MAX, &m->step) ||
+        mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+        mp_get_bool(r, "redone", &m->redone) ||
+        mp_get_str(r, "reason", m->reason, sizeof m->reason) ||
+        mp_dup_bin(r, "ranks", (size_t)m->n * 4, "n*4", (void **)&m->ranks))
+        return -1;
+    if (mp_get_strv(r, "names", m->n, SIZE_MAX, DDP_MAX_NAME, false, &m->names, &nnames)) {
+        free(m->ranks); /* event_clear frees names by n: keep them paired */
+        m->ranks = NULL;
+        m->n = 0;
+        return -1;
+    }
+    return 0;
+}
+
 static int d_body(const mp_reader_t *r, ddp_event_t *ev)
 {
     switch (ev->topic) {
@@ -447,6 +512,7 @@ static int d_body(const mp_reader_t *r, ddp_event_t *ev)
                mp_get_str(r, "reason", m->reason, sizeof m->reason)
                    ? -1 : 0;
     }
+    case EV_MEMBERSHIP: return d_membership(r, &ev->u.membership);
     }
     return mp_fail(r, "unknown topic");
 }
@@ -524,6 +590,9 @@ void event_clear(ddp_event_t *ev)
         free(p->topk);
         free(p->loss);
         mp_strv_free(p->paths, p->n);
+    } else if (ev->topic == EV_MEMBERSHIP) {
+        free(ev->u.membership.ranks);
+        mp_strv_free(ev->u.membership.names, ev->u.membership.names ? ev->u.membership.n : 0);
     }
     memset(ev, 0, sizeof *ev);
 }

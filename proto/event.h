@@ -1,7 +1,7 @@
 /* event — what reducerd publishes (XPUB) and reporterd re-publishes on the tap.
  *
  * Each event is two frames: a topic string frame ("metric", "predictions",
- * "progress", "log", "worker", "end", "failed") and a msgpack map with "v" (version)
+ * "progress", "log", "worker", "end", "failed", "membership") and a msgpack map with "v" (version)
  * and the fields below (PROTOCOL.md documents each). Numeric arrays in
  * "predictions" travel as bin (little-endian), like proto/messages.h.
  */
@@ -20,7 +20,8 @@ typedef enum {
     EV_WORKER = 5,
     EV_END = 6,
     EV_FAILED = 7,
-    EV_TOPIC_LAST = 7
+    EV_MEMBERSHIP = 8,
+    EV_TOPIC_LAST = 8
 } ev_topic_t;
 
 /* reporterd also subscribes to this never-published topic so reducerd's
@@ -126,6 +127,21 @@ typedef struct {
     char reason[1024];
 } ev_failed_t;
 
+/* A training job's membership changed (docs/ELASTIC.md): published by
+ * reducerd when the gang forms (gen 0) and at every new generation. */
+typedef struct {
+    uint32_t gen;               /* the generation now in force */
+    int32_t world;              /* its members, 1..EVENT_MAX_RANKS */
+    char change[16];            /* "formed" | "lost" | "joined" */
+    uint32_t n;                 /* ranks that changed (formed: every member) */
+    int32_t *ranks;             /* n: lost: their rank in the previous generation; else the new one */
+    char **names;               /* n worker names, each < 64 */
+    uint64_t step;              /* the first step of the generation (lost: the one redone) */
+    uint32_t epoch;             /* the epoch of that step */
+    bool redone;                /* a step was in flight and is redone by the new generation */
+    char reason[1024];
+} ev_membership_t;
+
 typedef struct {
     ev_topic_t topic;
     union {
@@ -136,6 +152,7 @@ typedef struct {
         ev_worker_t worker;
         ev_end_t end;
         ev_failed_t failed;
+        ev_membership_t membership;
     } u;
 } ddp_event_t;
 

@@ -195,6 +195,19 @@ static void s_body(obj_t *o, const ddp_event_t *ev)
         s_int(o, "code", ev->u.end.code);
         s_str(o, "reason", ev->u.end.reason);
         break;
+    case EV_MEMBERSHIP: {
+        const ev_membership_t *m = &ev->u.membership;
+        s_uint(o, "gen", m->gen);
+        s_int(o, "world", m->world);
+        s_str(o, "change", m->change);
+        s_put(o, "ranks", s_ints(m->ranks, m->n));
+        s_put(o, "names", s_strings(m->names, m->n));
+        s_uint(o, "step", m->step);
+        s_uint(o, "epoch", m->epoch);
+        s_put(o, "redone", json_boolean(m->redone));
+        s_str(o, "reason", m->reason);
+        break;
+    }
     case EV_FAILED:
         s_uint(o, "epoch", ev->u.failed.epoch);
         s_uint(o, "phase", ev->u.failed.phase);

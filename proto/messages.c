@@ -12,7 +12,8 @@ const char *proto_type_name(int type)
         [DDP_CREDIT] = "CREDIT", [DDP_HEARTBEAT] = "HEARTBEAT", [DDP_BATCH] = "BATCH",
         [DDP_END] = "END",       [DDP_RESULT] = "RESULT",   [DDP_FAILED] = "FAILED",
         [DDP_STOP] = "STOP",     [DDP_DONE] = "DONE",       [DDP_EPOCH] = "EPOCH",
-        [DDP_ISSUED] = "ISSUED", [DDP_REISSUE] = "REISSUE",
+        [DDP_ISSUED] = "ISSUED", [DDP_REISSUE] = "REISSUE", [DDP_MEMBERS] = "MEMBERS",
+        [DDP_STEP] = "STEP",     [DDP_COMMIT] = "COMMIT",
     };
     if (type < DDP_JOIN || type > DDP_TYPE_MAX)
         return "UNKNOWN";
@@ -39,6 +40,10 @@ void ddp_msg_clear(ddp_msg_t *msg)
         mp_strv_free(msg->u.plan.paths, msg->u.plan.n);
         break;
     case DDP_CREDIT: free(msg->u.credit.acks); break;
+    case DDP_MEMBERS:
+        /* world is the names count; a decode that failed midway left it valid or 0 */
+        mp_strv_free(msg->u.members.names, msg->u.members.world > 0 ? (size_t)msg->u.members.world : 0);
+        break;
     case DDP_BATCH:
         free(msg->u.batch.ids);
         free(msg->u.batch.labels);

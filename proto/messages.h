@@ -52,7 +52,10 @@ typedef enum {
     DDP_EPOCH = 12,    /* reducerd -> loaderd, gpud: epoch decided (continue / stop), training */
     DDP_ISSUED = 13,   /* loaderd -> reducerd: batch seq went to rank R (ids, labels) */
     DDP_REISSUE = 14,  /* reducerd -> loaderd: the answer to seq was rejected, hand it out again */
-    DDP_TYPE_MAX = 14
+    DDP_MEMBERS = 15,  /* reducerd -> gpud, loaderd: a new membership generation (docs/ELASTIC.md) */
+    DDP_STEP = 16,     /* gpud -> reducerd: my share of step S is summed (or my ring failed) */
+    DDP_COMMIT = 17,   /* reducerd -> gpud, loaderd: every member summed step S: apply it */
+    DDP_TYPE_MAX = 17
 } ddp_type_t;
 
 /* STOP code (and exit status of every daemon hearing it) when reducerd
@@ -93,6 +96,7 @@ typedef struct {
     uint8_t token[DDP_TOKEN_LEN]; /* with session: the joiner's token */
     bool has_secret;           /* optional: loaderd's plan ack carries the job secret */
     uint8_t secret[DDP_SECRET_LEN];
+    uint32_t gen;              /* optional, train: membership generation (0 absent) */
 } ddp_welcome_t;
 
 typedef struct {
@@ -113,6 +117,7 @@ typedef struct {
     uint32_t n_acks;
     uint64_t *acks;            /* batch seqs fully answered (results sent) */
     int32_t rank;              /* optional: the sender's rank; -1 absent (not encoded) */
+    uint32_t gen;              /* optional, train: the generation the rank is in (0 absent) */
     ddp_auth_t auth;           /* optional on the wire, required by loaderd */
 } ddp_credit_t;
 
@@ -135,6 +140,7 @@ typedef struct {
     zframe_t *pixels;          /* n*c*h*w bytes; owned */
     uint64_t step;             /* optional, train: absolute optimizer step of the run */
     uint32_t global_count;     /* optional, train: samples in the whole global step (>= n) */
+    uint32_t gen;              /* optional, train: membership generation (0 absent) */
 } ddp_batch_t;
 
 typedef struct {
@@ -156,6 +162,7 @@ typedef struct {
     double compute_s;          /* seconds of compute for this batch */
     double lr;                 /* optional, train: learning rate of the step (0 absent) */
     uint64_t step;             /* optional, train: absolute optimizer step */
+    uint32_t gen;              /* optional, train: membership generation (0 absent) */
     ddp_auth_t auth;           /* optional on the wire, required by reducerd */
 } ddp_result_t;
 
@@ -208,6 +215,44 @@ typedef struct {
     char reason[1024];
 } ddp_reissue_t;
 
+/* MEMBERS: the members of generation gen, in ring order (docs/ELASTIC.md). */
+#define DDP_MAX_WORLD 4096
+typedef struct {
+    uint32_t gen;              /* >= 1 (0 is the gang's first, announced by WELCOME) */
+    int32_t rank;              /* the recipient's new rank, -1 for loaderd */
+    int32_t world;             /* 1..DDP_MAX_WORLD */
+    char next_ring[DDP_MAX_EP];/* ring of rank (rank+1) % world ("" for loaderd, world 1) */
+    uint64_t step;             /* the first step of this generation (last committed + 1) */
+    uint32_t epoch;            /* the epoch that step belongs to */
+    char **names;              /* world worker names, by new rank (owned) */
+    char reason[1024];         /* "rank 1 (gpud-a-12) lost: ..." */
+    /* optional, to a gpud: the session and its token for its *new* rank
+     * (a token binds (role, rank, name): the old one is void with the old
+     * rank, at reducerd and at loaderd). 0: absent (loaderd keeps its own) */
+    uint64_t session;
+    uint8_t token[DDP_TOKEN_LEN];
+} ddp_members_t;
+
+typedef enum { DDP_STEP_SUMMED = 0, DDP_STEP_RING_FAILED = 1 } ddp_step_status_t;
+
+/* STEP: gpud -> reducerd after its all-reduce of step `step`. */
+typedef struct {
+    int32_t rank;
+    uint32_t gen;
+    uint32_t epoch;
+    uint64_t step;
+    uint8_t status;            /* ddp_step_status_t */
+    int32_t suspect;           /* status 1: the silent ring predecessor's rank, else -1 */
+    ddp_auth_t auth;           /* optional on the wire, required by reducerd */
+} ddp_step_t;
+
+/* COMMIT: reducerd -> members and loaderd: step `step` of gen may be applied. */
+typedef struct {
+    uint32_t gen;
+    uint32_t epoch;
+    uint64_t step;
+} ddp_commit_t;
+
 typedef struct {
     ddp_type_t type;
     union {
@@ -225,6 +270,9 @@ typedef struct {
         ddp_epoch_t epoch;
         ddp_issued_t issued;
         ddp_reissue_t reissue;
+        ddp_members_t members;
+        ddp_step_t step;
+        ddp_commit_t commit;
     } u;
 } ddp_msg_t;
 

@@ -255,6 +255,48 @@ static int v_reissue(const ddp_reissue_t *m, char *err, size_t errlen, const cha
     return 0;
 }
 
+static int v_members(const ddp_members_t *m, char *err, size_t errlen, const char *what)
+{
+    if (m->gen < 1)
+        return BAD("'gen' is 0, want >= 1 (generation 0 is announced by WELCOME)");
+    if (m->world < 1 || m->world > DDP_MAX_WORLD)
+        return BAD("'world' is %" PRId32 ", want 1..%d", m->world, DDP_MAX_WORLD);
+    if (m->rank < -1 || m->rank >= m->world)
+        return BAD("'rank' is %" PRId32 ", want -1 (loaderd) or 0..world-1 = 0..%" PRId32,
+                   m->rank, m->world - 1);
+    CHECK_FIXED(m->next_ring, "next_ring", 0);
+    CHECK_FIXED(m->reason, "reason", 0);
+    if (m->session && m->rank < 0)
+        return BAD("a token for loaderd (rank -1): only a gpud's MEMBERS carries one");
+    if (!m->names)
+        return BAD("'names' is NULL with world = %" PRId32, m->world);
+    for (int32_t i = 0; i < m->world; i++) {
+        if (!m->names[i])
+            return BAD("'names[%" PRId32 "]' is NULL", i);
+        size_t len = strnlen(m->names[i], DDP_MAX_NAME);
+        if (len == 0)
+            return BAD("'names[%" PRId32 "]' is empty", i);
+        if (len >= DDP_MAX_NAME)
+            return BAD("'names[%" PRId32 "]' is longer than %d bytes", i, DDP_MAX_NAME - 1);
+    }
+    return 0;
+}
+
+static int v_step(const ddp_step_t *m, char *err, size_t errlen, const char *what)
+{
+    if (m->rank < 0)
+        return BAD("'rank' is %" PRId32 ", want >= 0", m->rank);
+    if (m->status > DDP_STEP_RING_FAILED)
+        return BAD("'status' is %u, want 0 (summed) or 1 (ring failed)", m->status);
+    /* a summed step suspects nobody; a failed one may not know whom (-1) */
+    if (m->status == DDP_STEP_SUMMED && m->suspect != -1)
+        return BAD("'suspect' is %" PRId32 " with status 0, want -1", m->suspect);
+    if (m->suspect < -1 || m->suspect == m->rank)
+        return BAD("'suspect' is %" PRId32 ", want -1 or another rank (>= 0, not %" PRId32 ")",
+                   m->suspect, m->rank);
+    return v_auth(&m->auth, err, errlen, what);
+}
+
 int proto_validate(const ddp_msg_t *msg, char *err, size_t errlen)
 {
     const char *what = proto_type_name(msg->type);
@@ -273,6 +315,9 @@ int proto_validate(const ddp_msg_t *msg, char *err, size_t errlen)
     case DDP_EPOCH: return v_epoch(&msg->u.epoch, err, errlen, what);
     case DDP_ISSUED: return v_issued(&msg->u.issued, err, errlen, what);
     case DDP_REISSUE: return v_reissue(&msg->u.reissue, err, errlen, what);
+    case DDP_MEMBERS: return v_members(&msg->u.members, err, errlen, what);
+    case DDP_STEP: return v_step(&msg->u.step, err, errlen, what);
+    case DDP_COMMIT: return 0;
     }
     return bad(err, errlen, "message", "unknown type %d, want 1..%d", (int)msg->type,
                DDP_TYPE_MAX);

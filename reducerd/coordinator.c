@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "reducerd/eval.h"
 #include "reducerd/job.h"
+#include "reducerd/membership.h"
 #include "reducerd/publish.h"
 #include "reducerd/results.h"
 #include "reducerd/training.h"
@@ -47,8 +48,10 @@ static void on_heartbeat(reducer_t *self, zframe_t *route, const ddp_heartbeat_t
         return;
     }
     peer_t *p = peers_by_name(self->peers, hb->worker);
-    if (!p || p->role != DDP_ROLE_GPUD || p->rank != hb->rank ||
-        !trust_auth_ok(self, &hb->auth, DDP_ROLE_GPUD, p->rank, p->name)) {
+    /* a heartbeat sent before its MEMBERS arrived still names the old rank */
+    bool rank_ok = p && (p->rank == hb->rank || (p->prev_rank >= 0 && p->prev_rank == hb->rank));
+    if (!p || p->role != DDP_ROLE_GPUD || !rank_ok ||
+        !trust_auth_ok(self, &hb->auth, DDP_ROLE_GPUD, hb->rank, p->name)) {
         trust_reject(self, who, "HEARTBEAT", "from '%s' rank %d: not a joined worker with its "
                      "session token", hb->worker, hb->rank);
         return;
@@ -90,6 +93,7 @@ static const ddp_auth_t *msg_auth(const ddp_msg_t *m)
     case DDP_FAILED: return &m->u.failed.auth;
     case DDP_ISSUED: return &m->u.issued.auth;
     case DDP_HEARTBEAT: return &m->u.heartbeat.auth;
+    case DDP_STEP: return &m->u.step.auth;
     default: return NULL;
     }
 }
@@ -122,9 +126,28 @@ static bool stale_session(reducer_t *self, zframe_t *route, const ddp_msg_t *m)
     return true;
 }
 
+/* A message from a rank removed from the training job (docs/ELASTIC.md):
+ * answered once with STOP(fenced), never counted. Its heartbeats come from
+ * another socket (<name>.hb) and name it, with its token. */
+static bool from_removed_rank(reducer_t *self, zframe_t *route, const ddp_msg_t *m)
+{
+    peer_t *p = NULL;
+    if (m->type == DDP_RESULT || m->type == DDP_STEP)
+        p = peers_by_identity(self->peers, route);
+    else if (m->type == DDP_HEARTBEAT && m->u.heartbeat.rank >= 0)
+        p = peers_by_name(self->peers, m->u.heartbeat.worker);
+    if (!p || !p->removed || p->role != DDP_ROLE_GPUD)
+        return false;
+    if (m->type == DDP_HEARTBEAT &&
+        !trust_auth_ok(self, &m->u.heartbeat.auth, DDP_ROLE_GPUD, m->u.heartbeat.rank, p->name))
+        return false; /* not its own: judged (rejected) as any heartbeat */
+    membership_fence(self, route, p, proto_type_name(m->type));
+    return true;
+}
+
 static void on_message(reducer_t *self, zframe_t *route, ddp_msg_t *m)
 {
-    if (stale_session(self, route, m))
+    if (stale_session(self, route, m) || from_removed_rank(self, route, m))
         return;
     switch (m->type) {
     case DDP_JOIN: on_join(self, route, &m->u.join); break;
@@ -134,6 +157,7 @@ static void on_message(reducer_t *self, zframe_t *route, ddp_msg_t *m)
     case DDP_ISSUED: results_on_issued(self, route, &m->u.issued); break;
     case DDP_HEARTBEAT: on_heartbeat(self, route, &m->u.heartbeat); break;
     case DDP_DONE: on_done(self, route, &m->u.done); break;
+    case DDP_STEP: membership_on_step(self, route, &m->u.step); break;
     default: {
         char who[64];
         trust_peer_label(self, route, who, sizeof who);

@@ -197,4 +197,35 @@ uint64_t issued_reset(issued_t *self)
     return dropped;
 }
 
+/* The new rank of old, or -1 (removed, or a rank the map does not know). */
+static int32_t s_mapped(const int32_t *map, int32_t old_world, int32_t old)
+{
+    return old >= 0 && old < old_world ? map[old] : -1;
+}
+
+uint64_t issued_renumber(issued_t *self, const int32_t *map, int32_t old_world)
+{
+    for (size_t i = 0; i < self->n;) {
+        int32_t r = s_mapped(map, old_world, self->e[i].rank);
+        if (r < 0) {
+            s_remove(self, &self->e[i], true);
+        } else {
+            self->e[i++].rank = r;
+        }
+    }
+    uint64_t dropped = 0;
+    for (size_t i = 0; i < self->n_held;) {
+        int32_t r = s_mapped(map, old_world, self->held[i].rank);
+        if (r < 0) {
+            s_free_result(&self->held[i]);
+            memmove(&self->held[i], &self->held[i + 1], (self->n_held - i - 1) * sizeof *self->held);
+            self->n_held--;
+            dropped++;
+        } else {
+            self->held[i++].rank = r;
+        }
+    }
+    return dropped;
+}
+
 size_t issued_count(const issued_t *self) { return self->n; }

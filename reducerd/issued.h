@@ -58,5 +58,11 @@ uint64_t issued_end(issued_t *self, uint32_t epoch, uint8_t phase);
  * Returns the held RESULTs dropped. */
 uint64_t issued_reset(issued_t *self);
 
+/* A new membership generation renumbered the ranks (docs/ELASTIC.md):
+ * map[old rank] = new rank, or -1 for a removed one (old_world entries).
+ * Batches issued to, and RESULTs held from, a removed rank are dropped;
+ * the others follow their rank. Returns the held RESULTs dropped. */
+uint64_t issued_renumber(issued_t *self, const int32_t *map, int32_t old_world);
+
 size_t issued_count(const issued_t *self);
 #endif

@@ -58,6 +58,11 @@ void job_finish(reducer_t *self, int code, const char *reason)
         log_error("job failed: %s", reason);
 }
 
+const char *job_resume_dir(const reducer_t *self)
+{
+    return self->options.resume_dir ? self->options.resume_dir : "<run directory>";
+}
+
 /* Events are lost on a PUB with nobody listening: results wait until the
  * expected reporter has subscribed. */
 bool job_reporter_listening(reducer_t *self)

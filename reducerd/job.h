@@ -14,6 +14,8 @@ void job_ack_plan(reducer_t *self, zframe_t *route);
 void job_finish(reducer_t *self, int code, const char *reason);
 void job_stop_peer(reducer_t *self, zframe_t *route, int code, const char *reason);
 void job_stop_everyone(reducer_t *self, int code, const char *reason);
+/* The run directory a failure's "resume with" hint names. */
+const char *job_resume_dir(const reducer_t *self);
 /* True when events can go out: reporterd subscribed, or none is expected. */
 bool job_reporter_listening(reducer_t *self);
 /* After the end, true once reducerd may exit (at now_ms): every reporterd

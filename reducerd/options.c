@@ -29,7 +29,7 @@ static const option_t s_rows[] = {
     OPTION_FLAG(T, train, "train",
                 "coordinate a training job: WELCOME the gpuds once all --workers ranks joined, "
                 "tally each epoch's train and validation, decide early stopping and send EPOCH; "
-                "a dead rank fails the job"),
+                "commit each step, and re-form the ring without a lost rank (docs/ELASTIC.md)"),
     OPTION_LONG(T, epochs, "epochs", "E", 1, 1, 1000000, "epochs of the run"),
     OPTION_DOUBLE(T, target_accuracy, "target-accuracy", "A", 0, 0, 1,
                   "stop once val top-1 >= A (a fraction) for --patience epochs in a row; 0 off"),
@@ -44,6 +44,11 @@ static const option_t s_rows[] = {
                 "the streak a resumed run continues (checkpoint ckpt.streak)"),
     OPTION_STRING(T, resume_dir, "resume-dir", "DIR", NULL,
                   "run directory named in a failure's \"resume with\" hint"),
+    OPTION_LONG(T, min_workers, "min-workers", "N", 1, 1, 4096,
+                "a lost rank costs its step, not the job, while at least N ranks are left; "
+                "below N the job fails with a resumable checkpoint"),
+    OPTION_LONG(T, start_step, "start-step", "S", 0, 0, (long)1 << 40,
+                "the run's first optimizer step (a resumed run's ckpt.step)"),
     ZS_SECURITY_OPTIONS,
     OPTION_FLAG(T, verbose, "verbose", NULL),
     OPTION_END};
@@ -59,6 +64,11 @@ static int check_training(const reducer_options_t *self)
     if (self->start_epoch >= self->epochs) {
         fprintf(stderr, "reducerd: --start-epoch %ld is not below --epochs %ld: nothing to train\n",
                 self->start_epoch, self->epochs);
+        return -1;
+    }
+    if (self->min_workers > self->workers) {
+        fprintf(stderr, "reducerd: --min-workers %ld is more than --workers %ld\n",
+                self->min_workers, self->workers);
         return -1;
     }
     if (self->no_val && self->target_accuracy > 0) {

@@ -25,6 +25,8 @@ typedef struct {
     long start_epoch;
     long streak;               /* the streak a resumed run continues */
     const char *resume_dir;    /* named in a failure's "resume with" hint */
+    long min_workers;          /* elastic: fewer ranks than this fail the job */
+    long start_step;           /* the run's first optimizer step (a resume's ckpt.step) */
     int verbose;
 } reducer_options_t;
 

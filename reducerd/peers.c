@@ -51,9 +51,15 @@ peer_t *peers_by_name(peers_t *self, const char *name)
 peer_t *peers_by_rank(peers_t *self, int32_t rank)
 {
     for (int i = 0; i < self->n; i++)
-        if (self->items[i].role == DDP_ROLE_GPUD && self->items[i].rank == rank)
+        if (self->items[i].role == DDP_ROLE_GPUD && self->items[i].rank == rank &&
+            !self->items[i].removed)
             return &self->items[i];
     return NULL;
+}
+
+int peers_index_of(const peers_t *self, const peer_t *p)
+{
+    return (int)(p - self->items);
 }
 
 static int32_t pick_rank(peers_t *self, int32_t want)
@@ -89,6 +95,7 @@ peer_t *peers_join(peers_t *self, zframe_t *identity, const ddp_join_t *join)
         memset(p, 0, sizeof *p);
         p->identity = zframe_dup(identity);
         p->rank = -1;
+        p->prev_rank = -1;
     }
     p->role = join->role;
     snprintf(p->name, sizeof p->name, "%s", join->name);

@@ -19,6 +19,12 @@ typedef struct {
     uint64_t results;          /* samples received from this peer */
     char ring[DDP_MAX_EP];     /* gpud --train: its all-reduce endpoint (JOIN ring) */
     bool told_classes;         /* the class-mismatch hint went to the event log once */
+    /* elastic training (docs/ELASTIC.md): ranks are renumbered at each
+     * membership generation; a removed rank holds none and is fenced */
+    int32_t prev_rank;         /* its rank in the previous generation, -1 none */
+    bool removed;              /* lost: dead, holds no rank, answered with STOP(fenced) */
+    uint32_t removed_gen;      /* the generation that left it out */
+    bool told_fenced;          /* its STOP(fenced) went out (once) */
 } peer_t;
 
 typedef struct peers peers_t;
@@ -29,7 +35,10 @@ void peers_destroy(peers_t **self);
 peer_t *peers_join(peers_t *self, zframe_t *identity, const ddp_join_t *join);
 peer_t *peers_by_identity(peers_t *self, zframe_t *identity);
 peer_t *peers_by_name(peers_t *self, const char *name);
+/* The gpud that holds rank now (a removed one holds none). */
 peer_t *peers_by_rank(peers_t *self, int32_t rank);
+/* p's index (peers_at(index) == p), stable for the peer's life. */
+int peers_index_of(const peers_t *self, const peer_t *p);
 int peers_count(const peers_t *self);
 peer_t *peers_at(peers_t *self, int i);
 int peers_alive(const peers_t *self, uint8_t role);

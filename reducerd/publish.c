@@ -160,6 +160,25 @@ void publish_end(reducer_t *self, int code, const char *reason)
     publish(self, &ev);
 }
 
+void publish_membership(reducer_t *self, const char *change, uint32_t n, const int32_t *ranks,
+                        char *const *names, bool redone, uint64_t step, uint32_t epoch,
+                        const char *reason)
+{
+    ddp_event_t ev = {.topic = EV_MEMBERSHIP};
+    ev_membership_t *m = &ev.u.membership;
+    m->gen = self->elastic->gen;
+    m->world = self->elastic->world;
+    snprintf(m->change, sizeof m->change, "%s", change);
+    m->n = n;
+    m->ranks = (int32_t *)ranks;  /* borrowed: ev is not cleared */
+    m->names = (char **)names;
+    m->step = step;
+    m->epoch = epoch;
+    m->redone = redone;
+    snprintf(m->reason, sizeof m->reason, "%s", reason);
+    publish(self, &ev);
+}
+
 /* XPUB hands us subscriptions: a reporter is listening once one arrives. */
 void publish_on_subscription(reducer_t *self)
 {

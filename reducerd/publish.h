@@ -15,6 +15,10 @@ void publish_predictions(reducer_t *self, const slot_t *slot);
 /* The slot's metric; decision NULL outside training. */
 void publish_metric(reducer_t *self, const slot_t *slot, bool final, const ev_metric_t *decision);
 void publish_end(reducer_t *self, int code, const char *reason);
+/* A membership change (training): the ranks (and their names) that changed. */
+void publish_membership(reducer_t *self, const char *change, uint32_t n, const int32_t *ranks,
+                        char *const *names, bool redone, uint64_t step, uint32_t epoch,
+                        const char *reason);
 /* A (un)subscription arrived on the XPUB: counts reporterd's; a reporterd
  * back after a lost job hears the end again. */
 void publish_on_subscription(reducer_t *self);

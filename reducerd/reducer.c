@@ -20,13 +20,14 @@ reducer_t *reducer_new(const reducer_options_t *options)
     self->xpub = zs_bind(ZMQ_XPUB, options->pub, "event");
     self->peers = peers_new((int)options->workers);
     self->issued = issued_new();
+    self->pending = pending_new();
     if (token_random(self->secret, sizeof self->secret) < 0 ||
         token_new_session(&self->session) < 0) {
         log_error("cannot draw the job secret: no kernel randomness (getrandom)?");
         reducer_destroy(&self);
         return NULL;
     }
-    if (!self->router || !self->xpub || !self->peers || !self->issued) {
+    if (!self->router || !self->xpub || !self->peers || !self->issued || !self->pending) {
         reducer_destroy(&self);
         return NULL;
     }
@@ -45,6 +46,8 @@ void reducer_destroy(reducer_t **self_p)
     slot_destroy(&self->slot[1]);
     peers_destroy(&self->peers);
     issued_destroy(&self->issued);
+    pending_destroy(&self->pending);
+    elastic_destroy(&self->elastic);
     zframe_destroy(&self->loader_identity);
     zsock_destroy(&self->router);
     zsock_destroy(&self->xpub);
@@ -91,4 +94,14 @@ slot_t *reducer_open_slot(reducer_t *self, ddp_plan_t *plan, bool keep_predictio
 uint64_t reducer_rejected_total(const reducer_t *self)
 {
     return self->stats.rejected + self->loader_rejected;
+}
+
+bool reducer_stale_gen(reducer_t *self, uint32_t gen, const char *who, const char *kind)
+{
+    if (!self->elastic || gen >= self->elastic->gen)
+        return false;
+    self->stale_messages++;
+    log_debug("%s from %s of generation %u (now %u): stale, dropped", kind, who, gen,
+              self->elastic->gen);
+    return true;
 }

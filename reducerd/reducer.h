@@ -6,6 +6,7 @@
  *   eval.c         an eval job: joins, its one plan, the end when complete
  *   training.c     a training job: the gang of ranks, epochs, early stop
  *   watchdog.c     dead ranks, stalls, workers whose answers never count
+ *   membership.c   elastic training: STEP, COMMIT, lost ranks, MEMBERS, fencing
  *   results.c      RESULT, FAILED and ISSUED: what counts, what is refused
  *   job.c          plan acknowledgement, the end of the job, STOP
  *   trust.c        tokens, the loader role, rejection (PROTOCOL.md "Trust")
@@ -13,7 +14,7 @@
  *   reducer.c      this state and what only touches it
  *
  * Imports point down that list (main.c at the top), never up. Below the
- * state: peers, slot (tally), issued, decide, options.
+ * state: peers, slot (tally), issued, decide, elastic, options.
  */
 #ifndef DDP_REDUCERD_REDUCER_H
 #define DDP_REDUCERD_REDUCER_H
@@ -24,6 +25,7 @@
 #include "common/token.h"
 #include "proto/event.h"
 #include "proto/wire.h"
+#include "reducerd/elastic.h"
 #include "reducerd/issued.h"
 #include "reducerd/options.h"
 #include "reducerd/peers.h"
@@ -68,6 +70,13 @@ typedef struct reducer {
     uint32_t streak;
     uint64_t last_step;         /* highest RESULT step of the run */
     bool have_step;
+    /* elastic training (membership.c, docs/ELASTIC.md) */
+    elastic_t *elastic;         /* from the gang's forming: generation, members, commits */
+    pending_t *pending;         /* train RESULTs held until their step commits */
+    uint64_t stale_messages;    /* of an older generation: dropped, never counted */
+    uint64_t fenced_messages;   /* from removed ranks: answered once, never counted */
+    uint32_t ranks_lost;
+    uint32_t steps_redone;
 } reducer_t;
 
 /* Binds the sockets, draws the job's secret and session; NULL (logged)
@@ -82,6 +91,10 @@ slot_t *reducer_active_slot(reducer_t *self);
 /* A slot for the plan (takes its arrays) in self->slot[phase]; NULL (logged)
  * on a bad plan or out of memory. */
 slot_t *reducer_open_slot(reducer_t *self, ddp_plan_t *plan, bool keep_predictions);
+/* A training message of an older membership generation than the current
+ * one (docs/ELASTIC.md): stale — counted in stale_messages, logged at
+ * --verbose, never counted. False when gen is current (or no gang yet). */
+bool reducer_stale_gen(reducer_t *self, uint32_t gen, const char *who, const char *kind);
 /* Messages rejected so far by reducerd and loaderd (summary.json's rejected_messages). */
 uint64_t reducer_rejected_total(const reducer_t *self);
 

@@ -100,11 +100,38 @@ static void count_result(reducer_t *self, slot_t *slot, peer_t *p, const ddp_res
                   (unsigned long long)res->seq, (unsigned long long)dup);
 }
 
+void results_count_committed(reducer_t *self, peer_t *p, const ddp_result_t *res,
+                             int32_t *labels)
+{
+    slot_t *slot = slot_for(self, p->name, res->epoch, res->phase, "RESULT");
+    if (slot)
+        count_result(self, slot, p, res, labels);
+    else
+        self->rejected_results++;
+}
+
+/* A train RESULT of a step not yet committed is held until its COMMIT
+ * (docs/ELASTIC.md): a step a new generation redoes must not count twice.
+ * True when held (or refused); the labels are taken. */
+static bool hold_uncommitted(reducer_t *self, peer_t *p, ddp_result_t *res, int32_t **labels)
+{
+    if (res->phase != DDP_PHASE_TRAIN || !self->elastic ||
+        elastic_is_committed(self->elastic, res->step))
+        return false;
+    note_step(self, res);
+    if (pending_add(self->pending, peers_index_of(self->peers, p), res, labels) < 0)
+        refuse_result(self, p->name, res, "too many RESULTs waiting for their step's COMMIT");
+    return true;
+}
+
 /* A RESULT from a trusted rank, judged against what was issued. held: it
  * was held back before (its ISSUED has now arrived). */
 static void judge_result(reducer_t *self, peer_t *p, ddp_result_t *res)
 {
     char err[512] = "";
+    /* held for its ISSUED across a membership change: its step is redone */
+    if (res->phase == DDP_PHASE_TRAIN && reducer_stale_gen(self, res->gen, p->name, "RESULT"))
+        return;
     slot_t *slot = slot_for(self, p->name, res->epoch, res->phase, "RESULT");
     if (!slot) {
         self->rejected_results++;
@@ -132,10 +159,21 @@ static void judge_result(reducer_t *self, peer_t *p, ddp_result_t *res)
         p->told_classes = true;
         snprintf(self->class_mismatch_hint, sizeof self->class_mismatch_hint, "%s", err);
         ask_reissue(self, res, err);
-    } else {
+    } else if (!hold_uncommitted(self, p, res, &labels)) {
         count_result(self, slot, p, res, labels);
     }
     free(labels);
+}
+
+/* The rank res names is p's: the one it holds, or (an eval RESULT sent
+ * before its MEMBERS arrived) the one it held in the previous generation;
+ * a train RESULT must be of the current generation. */
+static bool holds_rank(const reducer_t *self, const peer_t *p, const ddp_result_t *res)
+{
+    if (res->phase == DDP_PHASE_TRAIN && self->elastic && res->gen != self->elastic->gen)
+        return false;
+    return p->rank == res->rank ||
+           (res->phase == DDP_PHASE_EVAL && p->prev_rank >= 0 && p->prev_rank == res->rank);
 }
 
 void results_on_result(reducer_t *self, zframe_t *route, ddp_result_t *res)
@@ -144,19 +182,24 @@ void results_on_result(reducer_t *self, zframe_t *route, ddp_result_t *res)
     peer_t *p = peers_by_identity(self->peers, route);
     char who[64];
     trust_peer_label(self, route, who, sizeof who);
-    if (!p || p->role != DDP_ROLE_GPUD || p->rank != res->rank) {
+    /* a train RESULT of an older generation carries its old rank: stale */
+    if (p && p->role == DDP_ROLE_GPUD && res->phase == DDP_PHASE_TRAIN &&
+        reducer_stale_gen(self, res->gen, p->name, "RESULT"))
+        return;
+    if (!p || p->role != DDP_ROLE_GPUD || !holds_rank(self, p, res)) {
         self->rejected_results++;
         trust_reject(self, who, "RESULT",
                      "claims rank %d but this socket did not join as rank %d", res->rank,
                      res->rank);
         return;
     }
-    if (!trust_auth_ok(self, &res->auth, DDP_ROLE_GPUD, p->rank, p->name)) {
+    if (!trust_auth_ok(self, &res->auth, DDP_ROLE_GPUD, res->rank, p->name)) {
         self->rejected_results++;
         trust_reject(self, who, "RESULT", "missing or wrong job/session token");
         return;
     }
     p->last_seen_ms = clock_mono_ms();
+    res->rank = p->rank; /* the batches issued to its old rank were renumbered with it */
     judge_result(self, p, res);
 }
 

@@ -12,9 +12,10 @@
  * early stopping once (decide.h) and sends EPOCH to loaderd and every
  * gpud; a stop then ends the job like an eval (end, STOP(0), DONE).
  *
- * Failure: a gpud declared dead (missed heartbeats) fails the job with
- * STOP(1, "rank R (NAME) died at epoch e step S; resume with ..."), the
- * same reason in the end event.
+ * Failure: a lost rank costs its step, not the job (membership.c,
+ * docs/ELASTIC.md), while --min-workers ranks are left; fewer fail the job
+ * with STOP(1, "rank R (NAME) died at epoch e step S; resume with ..."),
+ * the same reason in the end event.
  */
 #include "reducerd/training.h"
 
@@ -23,18 +24,13 @@
 #include "common/log.h"
 #include "reducerd/decide.h"
 #include "reducerd/job.h"
+#include "reducerd/membership.h"
 #include "reducerd/publish.h"
 #include "reducerd/results.h"
 #include "reducerd/trust.h"
 
 #include <stdio.h>
 #include <string.h>
-
-/* The run directory a failure's "resume with" hint names. */
-static const char *resume_dir(const reducer_t *self)
-{
-    return self->options.resume_dir ? self->options.resume_dir : "<run directory>";
-}
 
 static void welcome(reducer_t *self, const peer_t *p)
 {
@@ -68,6 +64,7 @@ static void gang_start(reducer_t *self)
         p->last_seen_ms = now_ms; /* they waited without heartbeats */
         welcome(self, p);
     }
+    membership_start(self);
     log_info("all %ld ranks joined: training starts", self->options.workers);
     publish_log(self, "info", "all %ld ranks joined: training starts", self->options.workers);
     /* the epoch's clock starts when its ranks can work */
@@ -92,6 +89,10 @@ static void join_other(reducer_t *self, zframe_t *route, const ddp_join_t *join)
 static bool join_refused(reducer_t *self, zframe_t *route, const ddp_join_t *join, peer_t *known)
 {
     char err[512];
+    if (known && known->removed) { /* joining a running job: not yet (ELASTIC.md) */
+        membership_fence(self, route, known, "JOIN");
+        return true;
+    }
     if (known && self->gang_formed) {
         if (zframe_eq(known->identity, route)) {
             welcome(self, known); /* the same socket asking again */
@@ -99,7 +100,7 @@ static bool join_refused(reducer_t *self, zframe_t *route, const ddp_join_t *joi
         }
         err_set(err, sizeof err, "rank %d (%s) restarted during training: a training ring cannot "
                  "take a new process; resume with ddpipe train --resume %s", known->rank,
-                 known->name, resume_dir(self));
+                 known->name, job_resume_dir(self));
         job_finish(self, 1, err);
         job_stop_peer(self, route, 1, err);
         return true;
@@ -198,16 +199,6 @@ void training_on_plan(reducer_t *self, zframe_t *route, ddp_plan_t *plan)
         return;
     }
     job_ack_plan(self, route);
-}
-
-void training_rank_died(reducer_t *self, const peer_t *p)
-{
-    char err[1024];
-    err_set(err, sizeof err, "rank %d (%s) died at epoch %u step %llu; resume with ddpipe train "
-             "--resume %s", p->rank, p->name, self->epoch,
-             (unsigned long long)(self->have_step ? self->last_step : 0), resume_dir(self));
-    publish_log(self, "error", "%s", err);
-    job_finish(self, 1, err);
 }
 
 static void send_epoch(reducer_t *self, const decide_t *decision, double val_top1)

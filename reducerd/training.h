@@ -1,7 +1,8 @@
 /* training — reducerd --train, the training coordinator: the gang of
  * ranks (WELCOME once all --workers joined, with the ring), each epoch's
  * train and validation plans, the early-stop decision and EPOCH, and a
- * dead or restarted rank failing the job (docs/TRAINING.md). */
+ * restarted rank failing the job (docs/TRAINING.md); a lost rank is
+ * membership.c's. */
 #ifndef DDP_REDUCERD_TRAINING_H
 #define DDP_REDUCERD_TRAINING_H
 
@@ -12,7 +13,5 @@ void training_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join);
 void training_on_plan(reducer_t *self, zframe_t *route, ddp_plan_t *plan);
 /* Called from the loop: decides the epoch once its tallies are complete. */
 void training_tick(reducer_t *self);
-/* A gpud was declared dead: the training job fails. */
-void training_rank_died(reducer_t *self, const peer_t *p);
 
 #endif

@@ -5,7 +5,7 @@
 #include "common/log.h"
 #include "reducerd/job.h"
 #include "reducerd/publish.h"
-#include "reducerd/training.h"
+#include "reducerd/membership.h"
 
 #include <stdio.h>
 
@@ -27,7 +27,7 @@ void watchdog_check_liveness(reducer_t *self)
             publish_log(self, "warn", "rank %d (%s) declared dead", p->rank, p->name);
             publish_worker(self, p, "dead");
             if (self->options.train)
-                training_rank_died(self, p);
+                membership_rank_dead(self, p);
         }
     }
 }

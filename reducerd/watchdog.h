@@ -8,7 +8,7 @@
 #include "reducerd/reducer.h"
 
 /* Declares silent gpuds dead (an eval job goes on without them: loaderd
- * re-sends their batches; a training job fails). */
+ * re-sends their batches; a training job loses the rank: membership.c). */
 void watchdog_check_liveness(reducer_t *self);
 void watchdog_check_refused_workers(reducer_t *self, int64_t now_ms);
 /* Heartbeats and rejected messages are not progress: only what moves the

@@ -60,6 +60,9 @@ static void handle(reporter_t *self, const ddp_event_t *ev)
     case EV_PROGRESS:
         rc = rundir_on_progress(self->rundir, &ev->u.progress, clock_mono_s(), err, sizeof err);
         break;
+    case EV_MEMBERSHIP:
+        rc = rundir_on_membership(self->rundir, &ev->u.membership, err, sizeof err);
+        break;
     case EV_END: on_end(self, &ev->u.end); break;
     default: break;
     }

@@ -40,6 +40,8 @@ struct promstate {
     phase_metric_t last[2];
     uint64_t events[EV_TOPIC_LAST + 1];
     bool finished;
+    int32_t world_size;    /* training: the last membership generation's; -1 none */
+    uint32_t generation;
 };
 
 promstate_t *promstate_new(void)
@@ -49,8 +51,10 @@ promstate_t *promstate_new(void)
         free(self);
         return NULL;
     }
-    if (self)
+    if (self) {
         self->eta_s = -1;
+        self->world_size = -1;
+    }
     return self;
 }
 
@@ -173,6 +177,10 @@ void promstate_on_event(promstate_t *self, const ddp_event_t *ev, double now_s)
         s_metric(self, &ev->u.metric);
     else if (ev->topic == EV_END)
         self->finished = true;
+    else if (ev->topic == EV_MEMBERSHIP) {
+        self->world_size = ev->u.membership.world;
+        self->generation = ev->u.membership.gen;
+    }
     pthread_mutex_unlock(&self->lock);
 }
 
@@ -271,6 +279,19 @@ static void s_render_workers(const promstate_t *s, out_t *o)
         s_put(o, "ddpipe_worker_images_per_second{rank=\"%u\"} %s\n", r, s_num(s->rank_ips[r], nb));
 }
 
+/* Training only (an eval job has no membership): the live world size. */
+static void s_render_membership(const promstate_t *s, out_t *o)
+{
+    if (s->world_size < 0)
+        return;
+    s_family(o, "ddpipe_world_size", "gauge",
+             "Ranks of the training job's current membership generation (docs/ELASTIC.md).");
+    s_put(o, "ddpipe_world_size %" PRId32 "\n", s->world_size);
+    s_family(o, "ddpipe_membership_generation", "gauge",
+             "The training job's membership generation (0 as formed, +1 per change).");
+    s_put(o, "ddpipe_membership_generation %u\n", s->generation);
+}
+
 static void s_render_epoch(const promstate_t *s, out_t *o)
 {
     char nb[TEXTFMT_NUM_LEN];
@@ -316,6 +337,7 @@ char *promstate_render(promstate_t *self)
     pthread_mutex_lock(&self->lock);
     s_render_counts(self, &o);
     s_render_workers(self, &o);
+    s_render_membership(self, &o);
     s_render_epoch(self, &o);
     s_render_quality(self, &o);
     pthread_mutex_unlock(&self->lock);

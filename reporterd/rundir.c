@@ -12,6 +12,7 @@
 #include "proto/messages.h"
 #include "reporterd/chart.h"
 #include "reporterd/class_report.h"
+#include "reporterd/membership_csv.h"
 #include "reporterd/metrics_csv.h"
 #include "reporterd/plot.h"
 #include "reporterd/predictions_csv.h"
@@ -49,6 +50,7 @@ struct rundir {
     size_t nfailed, capfailed;
     predcsv_t *pred;
     tput_t *tput; /* throughput over time, from progress events */
+    membership_log_t members; /* membership.csv and the elastic counts */
 };
 
 static void s_metric_free(ev_metric_t **m_p)
@@ -142,8 +144,10 @@ rundir_t *rundir_new(const char *out_dir, char *err, size_t errlen)
     if (s_mkdirs(out_dir, err, errlen) != 0)
         return NULL;
     rundir_t *self = calloc(1, sizeof *self);
-    if (self)
+    if (self) {
         self->start_epoch = -1;
+        membership_log_init(&self->members);
+    }
     if (!self || !(self->dir = strdup(out_dir)) || !(self->tput = tput_new())) {
         if (self)
             free(self->dir);
@@ -172,6 +176,7 @@ void rundir_destroy(rundir_t **self_p)
     s_metric_free(&self->last_any);
     predcsv_destroy(&self->pred);
     tput_destroy(&self->tput);
+    membership_log_free(&self->members);
     free(self->dir);
     free(self);
     *self_p = NULL;
@@ -393,6 +398,22 @@ static int s_add_failed(rundir_t *self, uint32_t epoch, uint8_t phase, uint64_t 
     return 0;
 }
 
+int rundir_on_membership(rundir_t *self, const ev_membership_t *m, char *err, size_t errlen)
+{
+    if (membership_log_add(&self->members, m, clock_wall_s()) != 0) {
+        err_set(err, errlen, "out of memory recording a membership change");
+        return -1;
+    }
+    char *path = s_join(self, "membership.csv");
+    if (!path) {
+        err_set(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = membership_log_write(&self->members, path, err, errlen);
+    free(path);
+    return rc;
+}
+
 int rundir_on_failed(rundir_t *self, const ev_failed_t *f)
 {
     return s_add_failed(self, f->epoch, f->phase, f->id, f->path[0] ? f->path : NULL,
@@ -505,6 +526,10 @@ static void s_training(const rundir_t *self, summary_training_t *t)
     bool stop = self->have_decision && self->decision == 1;
     t->stopped_early = stop && (uint64_t)t->last_epoch + 1 < self->epochs;
     t->stop_reason = stop ? self->reason : NULL;
+    t->ranks_lost = self->members.ranks_lost;
+    t->ranks_joined = self->members.ranks_joined;
+    t->steps_redone = self->members.steps_redone;
+    t->world_size = self->members.world_size;
 }
 
 static int s_write_summary(rundir_t *self, const ev_metric_t *m, char *err, size_t errlen)

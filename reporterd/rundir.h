@@ -12,6 +12,8 @@
  *   loss.png/svg, accuracy.png/svg, throughput.png/svg   after every
  *                               epoch's metric and at finish
  *   confusion.png/svg, f1.png/svg  at finish, for the summary's metric
+ *   membership.csv              training: on every membership event
+ *                               (membership_csv.h)
  *
  * Every file is written to a temporary name and renamed into place.
  * Events are borrowed: the rundir copies what it keeps.
@@ -58,6 +60,10 @@ int rundir_on_progress(rundir_t *self, const ev_progress_t *p, double now_s, cha
  * publishes it. Failed entries (status 2) are remembered for failed_files.
  * 0, or -1 with a reason (an out-of-order chunk abandons the file). */
 int rundir_on_predictions(rundir_t *self, const ev_predictions_t *p, char *err, size_t errlen);
+
+/* A membership change of a training run: membership.csv rewritten, the
+ * counts kept for summary.json. 0, or -1 with a reason. */
+int rundir_on_membership(rundir_t *self, const ev_membership_t *m, char *err, size_t errlen);
 
 /* A sample that could not be loaded; listed in summary.json's
  * failed_files when its (epoch, phase) is the summary's. 0 or -1 (OOM). */

@@ -96,6 +96,11 @@ static json_t *s_training(const summary_training_t *t)
     bad |= json_object_set_new(o, "final_train_loss", json_number_or_null(t->final_train_loss));
     bad |= json_object_set_new(o, "final_train_top1", json_number_or_null(t->final_train_top1));
     bad |= json_object_set_new(o, "total_seconds", json_number_or_null(t->total_seconds));
+    bad |= json_object_set_new(o, "ranks_lost", json_integer(t->ranks_lost));
+    bad |= json_object_set_new(o, "ranks_joined", json_integer(t->ranks_joined));
+    bad |= json_object_set_new(o, "steps_redone", json_integer(t->steps_redone));
+    bad |= json_object_set_new(o, "world_size",
+                               t->world_size >= 0 ? json_integer(t->world_size) : json_null());
     if (bad) {
         json_decref(o);
         o = NULL;

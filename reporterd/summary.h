@@ -24,7 +24,10 @@
  * null), best_val_top1 and best_val_epoch (null without validation; the
  * first epoch of the best), final_train_loss, final_train_top1 (of the last
  * train row), total_seconds (sum of every row's epoch_seconds: train and
- * validation phases of all epochs)}.
+ * validation phases of all epochs), ranks_lost, ranks_joined, steps_redone
+ * (elastic training, docs/ELASTIC.md: from the membership events),
+ * world_size (the ranks of the last membership generation; null when no
+ * membership event came)}.
  */
 #ifndef DDP_SUMMARY_H
 #define DDP_SUMMARY_H
@@ -52,6 +55,10 @@ typedef struct {
     double final_train_loss;
     double final_train_top1;
     double total_seconds;
+    uint32_t ranks_lost;
+    uint32_t ranks_joined;
+    uint32_t steps_redone;
+    int32_t world_size;         /* < 0: null */
 } summary_training_t;
 
 /* The JSON text (caller frees), NULL when out of memory. m->class_names

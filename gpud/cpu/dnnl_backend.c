@@ -33,11 +33,11 @@
 #include "gpud/cpu/host_kernels.h"
 
 typedef struct {
-    bk_tensor_t base;
+    bk_ptensor_t base;
     dnnl_memory_desc_t md;      /* actual layout chosen by the producer */
     dnnl_memory_t mem;          /* owned iff owns */
     int owns;
-    dnnl_primitive_t rd;        /* cached reorder to plain, for bk_read */
+    dnnl_primitive_t rd;        /* cached reorder to plain, for bk_prog_read */
     dnnl_memory_t rd_dst;
 } cpu_tensor_t;
 
@@ -53,7 +53,7 @@ typedef struct {
 } cpu_step_t;
 
 typedef struct {
-    bk_graph_t base;
+    bk_prog_t base;
     cpu_tensor_t **t;
     size_t nt, capt;
     cpu_step_t *s;
@@ -64,17 +64,17 @@ typedef struct {
     int finalized;
 } cpu_graph_t;
 
-static cpu_backend_t *be_of(bk_graph_t *g)
+static cpu_backend_t *be_of(bk_prog_t *g)
 {
     return (cpu_backend_t *)g->be;
 }
 
 /* 0 on success; else fail the graph with the oneDNN status. */
-static int dn(bk_graph_t *g, dnnl_status_t st, const char *what)
+static int dn(bk_prog_t *g, dnnl_status_t st, const char *what)
 {
     if (st == dnnl_success)
         return 0;
-    bk_fail(g, "oneDNN %s failed: %s", what, dnnl_status2str(st));
+    bk_prog_fail(g, "oneDNN %s failed: %s", what, dnnl_status2str(st));
     return -1;
 }
 
@@ -87,7 +87,7 @@ static void set_threads(int n)
         omp_set_num_threads(n);
 }
 
-static void use_threads(bk_graph_t *g)
+static void use_threads(bk_prog_t *g)
 {
     set_threads(g->be->threads);
 }
@@ -107,7 +107,7 @@ static void cpu_destroy(backend_t *b)
 
 /* ------------------------------------------------------------------ graph */
 
-static bk_graph_t *cpu_graph_new(backend_t *be)
+static bk_prog_t *cpu_graph_new(backend_t *be)
 {
     cpu_graph_t *g = calloc(1, sizeof *g);
     if (!g)
@@ -127,7 +127,7 @@ static void tensor_free(cpu_tensor_t *t)
     free(t);
 }
 
-static void cpu_graph_destroy(bk_graph_t *bg)
+static void cpu_graph_destroy(bk_prog_t *bg)
 {
     cpu_graph_t *g = (cpu_graph_t *)bg;
     for (size_t i = 0; i < g->ns; i++) {
@@ -147,14 +147,14 @@ static void cpu_graph_destroy(bk_graph_t *bg)
     free(g);
 }
 
-static int grow(bk_graph_t *g, void **arr, size_t *cap, size_t n, size_t elem)
+static int grow(bk_prog_t *g, void **arr, size_t *cap, size_t n, size_t elem)
 {
     if (n < *cap)
         return 0;
     size_t nc = *cap ? 2 * *cap : 32;
     void *a = realloc(*arr, nc * elem);
     if (!a) {
-        bk_fail(g, "out of memory");
+        bk_prog_fail(g, "out of memory");
         return -1;
     }
     *arr = a;
@@ -171,7 +171,7 @@ static cpu_tensor_t *tensor_new(cpu_graph_t *g, const int out[4], const dnnl_mem
         return NULL;
     cpu_tensor_t *t = calloc(1, sizeof *t);
     if (!t)
-        return bk_fail(&g->base, "out of memory");
+        return bk_prog_fail(&g->base, "out of memory");
     t->base.n = out[0];
     t->base.c = out[1];
     t->base.h = out[2];
@@ -204,7 +204,7 @@ static int own_memory(cpu_graph_t *g, dnnl_memory_t m)
 /* Attributes of every primitive of both CPU engines (inference graphs and
  * training kernels): a scratchpad we own (dnnl_priv.h says why) and strict
  * fp32 math (no silent bf16 on AMX machines). */
-dnnl_primitive_attr_t cpu_attr_new(bk_graph_t *g)
+dnnl_primitive_attr_t cpu_attr_new(bk_prog_t *g)
 {
     dnnl_primitive_attr_t a = NULL;
     if (dn(g, dnnl_primitive_attr_create(&a), "attr_create") < 0)
@@ -241,7 +241,7 @@ static void step_arg(cpu_step_t *s, int arg, dnnl_memory_t m)
 }
 
 /* Reorder pd from src to dst layout, with the graph's attributes. */
-static dnnl_primitive_desc_t reorder_pd(bk_graph_t *g, const dnnl_memory_desc_t *src,
+static dnnl_primitive_desc_t reorder_pd(bk_prog_t *g, const dnnl_memory_desc_t *src,
                                         const dnnl_memory_desc_t *dst)
 {
     dnnl_primitive_desc_t pd = NULL;
@@ -319,7 +319,7 @@ static void md_plain(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims)
 
 /* --------------------------------------------------------------- builders */
 
-static bk_tensor_t *cpu_input(bk_graph_t *bg, const int *out)
+static bk_ptensor_t *cpu_input(bk_prog_t *bg, const int *out)
 {
     dnnl_dims_t dims = {out[0], out[1], out[2], out[3]};
     dnnl_memory_desc_t md;
@@ -328,7 +328,7 @@ static bk_tensor_t *cpu_input(bk_graph_t *bg, const int *out)
     return t ? &t->base : NULL;
 }
 
-static int post_ops_attr(bk_graph_t *g, dnnl_primitive_attr_t a, const bk_postop_t *post,
+static int post_ops_attr(bk_prog_t *g, dnnl_primitive_attr_t a, const bk_postop_t *post,
                          int n_post)
 {
     if (n_post == 0)
@@ -348,7 +348,7 @@ static int post_ops_attr(bk_graph_t *g, dnnl_primitive_attr_t a, const bk_postop
     return rc;
 }
 
-static dnnl_primitive_desc_t conv_pd(bk_graph_t *g, const cpu_tensor_t *x, const bk_conv_t *p,
+static dnnl_primitive_desc_t conv_pd(bk_prog_t *g, const cpu_tensor_t *x, const bk_pconv_t *p,
                                      const int *out)
 {
     dnnl_dims_t src_d = {x->base.n, p->ic, x->base.h, x->base.w};
@@ -403,7 +403,7 @@ static int is_reference_impl(const_dnnl_primitive_desc_t pd)
     return impl && strncmp(impl, "ref", 3) == 0;
 }
 
-static int sum_position(const bk_conv_t *p)
+static int sum_position(const bk_pconv_t *p)
 {
     for (int i = 0; i < p->n_post; i++)
         if (p->post[i] == BK_PO_SUM)
@@ -411,29 +411,29 @@ static int sum_position(const bk_conv_t *p)
     return -1;
 }
 
-static bk_tensor_t *cpu_add(bk_graph_t *bg, bk_tensor_t *ba, bk_tensor_t *bb, int relu,
+static bk_ptensor_t *cpu_add(bk_prog_t *bg, bk_ptensor_t *ba, bk_ptensor_t *bb, int relu,
                             const int *out);
-static bk_tensor_t *cpu_conv2d(bk_graph_t *bg, bk_tensor_t *bx, const bk_conv_t *p,
-                               bk_tensor_t *bres, const int *out);
+static bk_ptensor_t *cpu_conv2d(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pconv_t *p,
+                               bk_ptensor_t *bres, const int *out);
 
 /* The residual sum as its own step: conv with the post-ops before the sum,
  * then a binary add carrying the ReLU that followed it. The float
  * operations and their order are those of the fused sum post-op (relu(acc)
  * + residual), so the logits are the same bits. */
-static bk_tensor_t *conv_then_add(bk_graph_t *bg, bk_tensor_t *bx, const bk_conv_t *p, int at,
-                                  bk_tensor_t *bres, const int *out)
+static bk_ptensor_t *conv_then_add(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pconv_t *p, int at,
+                                  bk_ptensor_t *bres, const int *out)
 {
-    bk_conv_t head = *p;
+    bk_pconv_t head = *p;
     head.n_post = at;
     int relu_after = 0;
     for (int i = at + 1; i < p->n_post; i++)
         relu_after |= p->post[i] == BK_PO_RELU;
-    bk_tensor_t *t = cpu_conv2d(bg, bx, &head, NULL, out);
+    bk_ptensor_t *t = cpu_conv2d(bg, bx, &head, NULL, out);
     return t ? cpu_add(bg, t, bres, relu_after, out) : NULL;
 }
 
-static bk_tensor_t *cpu_conv2d(bk_graph_t *bg, bk_tensor_t *bx, const bk_conv_t *p,
-                               bk_tensor_t *bres, const int *out)
+static bk_ptensor_t *cpu_conv2d(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pconv_t *p,
+                               bk_ptensor_t *bres, const int *out)
 {
     cpu_graph_t *g = (cpu_graph_t *)bg;
     cpu_tensor_t *x = (cpu_tensor_t *)bx;
@@ -499,7 +499,7 @@ static cpu_tensor_t *unary_step(cpu_graph_t *g, const_dnnl_op_desc_t op_desc,
     return y;
 }
 
-static bk_tensor_t *cpu_pool2d(bk_graph_t *bg, bk_tensor_t *bx, const bk_pool_t *p,
+static bk_ptensor_t *cpu_pool2d(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pool_t *p,
                                const int *out)
 {
     cpu_tensor_t *x = (cpu_tensor_t *)bx;
@@ -550,7 +550,7 @@ static int linear_src(cpu_graph_t *g, cpu_tensor_t *x, dnnl_memory_desc_t *md,
     return 0;
 }
 
-static bk_tensor_t *cpu_linear(bk_graph_t *bg, bk_tensor_t *bx, const float *weight,
+static bk_ptensor_t *cpu_linear(bk_prog_t *bg, bk_ptensor_t *bx, const float *weight,
                                const float *bias, const int *out)
 {
     cpu_graph_t *g = (cpu_graph_t *)bg;
@@ -604,7 +604,7 @@ static bk_tensor_t *cpu_linear(bk_graph_t *bg, bk_tensor_t *bx, const float *wei
     return &y->base;
 }
 
-static bk_tensor_t *cpu_relu(bk_graph_t *bg, bk_tensor_t *bx, const int *out)
+static bk_ptensor_t *cpu_relu(bk_prog_t *bg, bk_ptensor_t *bx, const int *out)
 {
     cpu_tensor_t *x = (cpu_tensor_t *)bx;
     use_threads(bg);
@@ -620,7 +620,7 @@ static bk_tensor_t *cpu_relu(bk_graph_t *bg, bk_tensor_t *bx, const int *out)
     return y ? &y->base : NULL;
 }
 
-static bk_tensor_t *cpu_add(bk_graph_t *bg, bk_tensor_t *ba, bk_tensor_t *bb, int relu,
+static bk_ptensor_t *cpu_add(bk_prog_t *bg, bk_ptensor_t *ba, bk_ptensor_t *bb, int relu,
                             const int *out)
 {
     cpu_graph_t *g = (cpu_graph_t *)bg;
@@ -667,7 +667,7 @@ static int finalize(cpu_graph_t *g)
     }
     if (need && posix_memalign(&g->scratch_buf, 64, need) != 0) {
         g->scratch_buf = NULL;
-        bk_fail(&g->base, "out of memory for a %zu-byte scratchpad", need);
+        bk_prog_fail(&g->base, "out of memory for a %zu-byte scratchpad", need);
         return -1;
     }
     for (size_t i = 0; i < g->ns; i++) {
@@ -683,7 +683,7 @@ static int finalize(cpu_graph_t *g)
     return 0;
 }
 
-static int cpu_run(bk_graph_t *bg)
+static int cpu_run(bk_prog_t *bg)
 {
     cpu_graph_t *g = (cpu_graph_t *)bg;
     cpu_backend_t *be = be_of(bg);
@@ -694,7 +694,7 @@ static int cpu_run(bk_graph_t *bg)
         set_threads(s->threads);
         dnnl_status_t st = dnnl_primitive_execute(s->prim, be->strm, s->nargs, s->args);
         if (st != dnnl_success) {
-            bk_set_name(bg, s->name);
+            bk_prog_set_name(bg, s->name);
             return dn(bg, st, "execute");
         }
     }
@@ -702,7 +702,7 @@ static int cpu_run(bk_graph_t *bg)
     return dn(bg, dnnl_stream_wait(be->strm), "stream_wait");
 }
 
-static int cpu_write(bk_graph_t *bg, bk_tensor_t *bt, const float *src)
+static int cpu_write(bk_prog_t *bg, bk_ptensor_t *bt, const float *src)
 {
     cpu_tensor_t *t = (cpu_tensor_t *)bt;
     void *h = NULL;
@@ -713,7 +713,7 @@ static int cpu_write(bk_graph_t *bg, bk_tensor_t *bt, const float *src)
 }
 
 /* Plain layout of t: nchw, or nc for the 2-D output of a linear layer. */
-static int cpu_read(bk_graph_t *bg, bk_tensor_t *bt, float *dst)
+static int cpu_read(bk_prog_t *bg, bk_ptensor_t *bt, float *dst)
 {
     cpu_tensor_t *t = (cpu_tensor_t *)bt;
     cpu_backend_t *be = be_of(bg);

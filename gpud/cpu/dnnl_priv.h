@@ -22,6 +22,6 @@ typedef struct {
 
 /* A primitive attribute with a user scratchpad and strict fp32 math (NULL:
  * the graph failed, with the reason). The caller destroys it. */
-dnnl_primitive_attr_t cpu_attr_new(bk_graph_t *g);
+dnnl_primitive_attr_t cpu_attr_new(bk_prog_t *g);
 
 #endif

@@ -21,20 +21,20 @@
 #include "gpud/cpu/dnnl_priv.h"
 #include "gpud/cpu/host_kernels.h"
 
-static cpu_backend_t *cbe(bk_graph_t *g)
+static cpu_backend_t *cbe(bk_prog_t *g)
 {
     return (cpu_backend_t *)g->be;
 }
 
-static int dn(bk_graph_t *g, dnnl_status_t st, const char *what)
+static int dn(bk_prog_t *g, dnnl_status_t st, const char *what)
 {
     if (st == dnnl_success)
         return 0;
-    bk_fail(g, "oneDNN %s failed: %s", what, dnnl_status2str(st));
+    bk_prog_fail(g, "oneDNN %s failed: %s", what, dnnl_status2str(st));
     return -1;
 }
 
-static void use_threads(bk_graph_t *g)
+static void use_threads(bk_prog_t *g)
 {
     if (omp_get_max_threads() != g->be->threads)
         omp_set_num_threads(g->be->threads);
@@ -79,7 +79,7 @@ static void prim_arg(prim_t *pr, int arg, dnnl_memory_t m)
 }
 
 /* The primitive of pd, with a scratchpad argument when it needs one. */
-static int prim_create(bk_graph_t *g, prim_t *pr, const_dnnl_primitive_desc_t pd,
+static int prim_create(bk_prog_t *g, prim_t *pr, const_dnnl_primitive_desc_t pd,
                        const char *what)
 {
     if (dn(g, dnnl_primitive_create(&pr->p, pd), what) < 0)
@@ -95,7 +95,7 @@ static int prim_create(bk_graph_t *g, prim_t *pr, const_dnnl_primitive_desc_t pd
     return 0;
 }
 
-static int prim_make(bk_graph_t *g, prim_t *pr, const_dnnl_op_desc_t d,
+static int prim_make(bk_prog_t *g, prim_t *pr, const_dnnl_op_desc_t d,
                      const_dnnl_primitive_desc_t hint, dnnl_primitive_desc_t *pd_out,
                      const char *what)
 {
@@ -123,7 +123,7 @@ static void prim_free(prim_t *pr)
 }
 
 /* Point pr's scratchpad at the backend's buffer, grown if pr needs more. */
-static int prim_scratch(bk_graph_t *g, prim_t *pr)
+static int prim_scratch(bk_prog_t *g, prim_t *pr)
 {
     cpu_backend_t *be = cbe(g);
     if (!pr->scratch)
@@ -131,7 +131,7 @@ static int prim_scratch(bk_graph_t *g, prim_t *pr)
     if (pr->scratch_size > be->scratch_cap) {
         void *buf = NULL;
         if (posix_memalign(&buf, 64, pr->scratch_size) != 0) {
-            bk_fail(g, "out of memory for a %zu-byte oneDNN scratchpad", pr->scratch_size);
+            bk_prog_fail(g, "out of memory for a %zu-byte oneDNN scratchpad", pr->scratch_size);
             return -1;
         }
         free(be->scratch);
@@ -141,7 +141,7 @@ static int prim_scratch(bk_graph_t *g, prim_t *pr)
     return dn(g, dnnl_memory_set_data_handle(pr->scratch, be->scratch), "scratchpad handle");
 }
 
-static int prim_run(bk_graph_t *g, prim_t *pr, const char *what)
+static int prim_run(bk_prog_t *g, prim_t *pr, const char *what)
 {
     use_threads(g);
     if (prim_scratch(g, pr) < 0)
@@ -152,7 +152,7 @@ static int prim_run(bk_graph_t *g, prim_t *pr, const char *what)
 }
 
 /* Memory of md: allocated (owned) or a handle set at each call (NONE). */
-static dnnl_memory_t mem(bk_graph_t *g, const dnnl_memory_desc_t *md, int alloc)
+static dnnl_memory_t mem(bk_prog_t *g, const dnnl_memory_desc_t *md, int alloc)
 {
     dnnl_memory_t m = NULL;
     if (dn(g, dnnl_memory_create(&m, md, cbe(g)->eng,
@@ -162,7 +162,7 @@ static dnnl_memory_t mem(bk_graph_t *g, const dnnl_memory_desc_t *md, int alloc)
     return m;
 }
 
-static int set_handle(bk_graph_t *g, dnnl_memory_t m, const void *p)
+static int set_handle(bk_prog_t *g, dnnl_memory_t m, const void *p)
 {
     return dn(g, dnnl_memory_set_data_handle(m, (void *)p), "set_data_handle");
 }
@@ -175,7 +175,7 @@ static void mem_free(dnnl_memory_t *m)
 }
 
 /* Reorder from `from` to `to` (created once). */
-static int reorder_make(bk_graph_t *g, prim_t *pr, dnnl_memory_t from, dnnl_memory_t to)
+static int reorder_make(bk_prog_t *g, prim_t *pr, dnnl_memory_t from, dnnl_memory_t to)
 {
     const dnnl_memory_desc_t *a, *b;
     dnnl_primitive_desc_t pd = NULL;
@@ -239,7 +239,7 @@ static void wplan_destroy(bk_plan_t *bp)
 
 /* The three primitives from their op descriptors (fwd first: it is the
  * others' hint), then the memories and reorders around them. */
-static int wplan_build(bk_graph_t *g, wplan_t *p, const_dnnl_op_desc_t fd,
+static int wplan_build(bk_prog_t *g, wplan_t *p, const_dnnl_op_desc_t fd,
                        const_dnnl_op_desc_t bdd, const_dnnl_op_desc_t bwd,
                        const dnnl_memory_desc_t *w_user_md, const dnnl_memory_desc_t *bias_md)
 {
@@ -301,21 +301,21 @@ out:
     return rc;
 }
 
-static wplan_t *wplan_new(bk_graph_t *g, int has_bias, int oc)
+static wplan_t *wplan_new(bk_prog_t *g, int has_bias, int oc)
 {
     wplan_t *p = calloc(1, sizeof *p);
     if (!p)
-        return bk_fail(g, "out of memory");
+        return bk_prog_fail(g, "out of memory");
     p->base.destroy = wplan_destroy;
     p->has_bias = has_bias;
     if (has_bias && !(p->gb_tmp = malloc((size_t)oc * sizeof(float)))) {
         free(p);
-        return bk_fail(g, "out of memory");
+        return bk_prog_fail(g, "out of memory");
     }
     return p;
 }
 
-static int w_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w, const float *b,
+static int w_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w, const float *b,
                  void *y)
 {
     wplan_t *p = (wplan_t *)bp;
@@ -330,7 +330,7 @@ static int w_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w, co
 }
 
 /* Weights were reordered by the forward of the same step. */
-static int w_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w, const void *gy,
+static int w_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w, const void *gy,
                  void *gx, float *gw, float *gb)
 {
     wplan_t *p = (wplan_t *)bp;
@@ -342,7 +342,7 @@ static int w_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w, co
     if (!gw && !gb)
         return 0;
     if (!gw && !p->gw_tmp && !(p->gw_tmp = malloc(p->w_count * sizeof(float)))) {
-        bk_fail(g, "out of memory");
+        bk_prog_fail(g, "out of memory");
         return -1;
     }
     if (set_handle(g, p->x, x) < 0 || set_handle(g, p->gw_user, gw ? gw : p->gw_tmp) < 0 ||
@@ -352,7 +352,7 @@ static int w_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w, co
     return p->gw_to_user.p ? prim_run(g, &p->gw_to_user, "weight-gradient reorder") : 0;
 }
 
-static bk_plan_t *c_conv_plan(bk_graph_t *g, const bk_tconv_t *c, const int in[4],
+static bk_plan_t *c_conv_plan(bk_prog_t *g, const bk_conv_t *c, const int in[4],
                               const int out[4])
 {
     wplan_t *p = wplan_new(g, c->bias != NULL, c->oc);
@@ -390,7 +390,7 @@ static bk_plan_t *c_conv_plan(bk_graph_t *g, const bk_tconv_t *c, const int in[4
 /* Inner product on x viewed 2-D when h = w = 1 (NHWC and NCHW agree),
  * else 4-D with the weights as [out, c, h, w]: oneDNN then applies them
  * in PyTorch's flatten order whatever x's layout. */
-static bk_plan_t *c_linear_plan(bk_graph_t *g, const int in[4], int out, int has_bias)
+static bk_plan_t *c_linear_plan(bk_prog_t *g, const int in[4], int out, int has_bias)
 {
     wplan_t *p = wplan_new(g, has_bias, out);
     if (!p)
@@ -450,7 +450,7 @@ static void bnplan_destroy(bk_plan_t *bp)
     free(p);
 }
 
-static int bn_prims(bk_graph_t *g, bnplan_t *p, const dnnl_memory_desc_t *data, float eps,
+static int bn_prims(bk_prog_t *g, bnplan_t *p, const dnnl_memory_desc_t *data, float eps,
                     int training, int relu)
 {
     unsigned flags = dnnl_use_scale | dnnl_use_shift | (training ? 0 : dnnl_use_global_stats) |
@@ -494,11 +494,11 @@ out:
     return rc;
 }
 
-static bk_plan_t *c_bn_plan(bk_graph_t *g, const int in[4], float eps, int relu)
+static bk_plan_t *c_bn_plan(bk_prog_t *g, const int in[4], float eps, int relu)
 {
     bnplan_t *p = calloc(1, sizeof *p);
     if (!p)
-        return bk_fail(g, "out of memory");
+        return bk_prog_fail(g, "out of memory");
     p->base.destroy = bnplan_destroy;
     p->count = (size_t)in[0] * in[1] * in[2] * in[3];
     dnnl_memory_desc_t data, ch;
@@ -508,7 +508,7 @@ static bk_plan_t *c_bn_plan(bk_graph_t *g, const int in[4], float eps, int relu)
     use_threads(g);
     int ok = (p->tmp_c = malloc(2 * (size_t)in[1] * sizeof(float))) != NULL;
     if (!ok)
-        bk_fail(g, "out of memory");
+        bk_prog_fail(g, "out of memory");
     dnnl_memory_t *m4[] = {&p->x, &p->y, &p->gy, &p->gx};
     dnnl_memory_t *m1[] = {&p->scale, &p->shift, &p->mean, &p->var, &p->gscale, &p->gshift};
     for (int i = 0; ok && i < 4; i++)
@@ -523,7 +523,7 @@ static bk_plan_t *c_bn_plan(bk_graph_t *g, const int in[4], float eps, int relu)
     return &p->base;
 }
 
-static int c_bn_fwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x,
+static int c_bn_fwd(bk_prog_t *g, bk_plan_t *bp, int training, const void *x,
                     const float *gamma, const float *beta, float *mean, float *var, void *y)
 {
     bnplan_t *p = (bnplan_t *)bp;
@@ -535,7 +535,7 @@ static int c_bn_fwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x,
 }
 
 /* A fused ReLU's mask is in the workspace of this step's forward. */
-static int c_bn_bwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
+static int c_bn_bwd(bk_prog_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
                     const void *gy, const float *gamma, const float *mean, const float *var,
                     void *gx, float *ggamma, float *gbeta)
 {
@@ -545,7 +545,7 @@ static int c_bn_bwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x, c
     dnnl_memory_get_memory_desc(p->scale, &md);
     size_t c = (size_t)md->dims[0];
     if (!gx && !p->tmp_x && !(p->tmp_x = malloc(p->count * sizeof(float)))) {
-        bk_fail(g, "out of memory");
+        bk_prog_fail(g, "out of memory");
         return -1;
     }
     if (set_handle(g, p->x, x) < 0 || set_handle(g, p->gy, gy) < 0 ||
@@ -577,12 +577,12 @@ static void uplan_destroy(bk_plan_t *bp)
 }
 
 /* fwd/bwd pair over x (in) and y (out) of an NHWC unary op. */
-static uplan_t *uplan_new(bk_graph_t *g, const_dnnl_op_desc_t fd, const_dnnl_op_desc_t bd,
+static uplan_t *uplan_new(bk_prog_t *g, const_dnnl_op_desc_t fd, const_dnnl_op_desc_t bd,
                           const int in[4], const int out[4], int max_pool)
 {
     uplan_t *p = calloc(1, sizeof *p);
     if (!p)
-        return bk_fail(g, "out of memory");
+        return bk_prog_fail(g, "out of memory");
     p->base.destroy = uplan_destroy;
     dnnl_memory_desc_t xm, ym;
     md_act(&xm, in);
@@ -612,7 +612,7 @@ static uplan_t *uplan_new(bk_graph_t *g, const_dnnl_op_desc_t fd, const_dnnl_op_
     return p;
 }
 
-static bk_plan_t *c_relu_plan(bk_graph_t *g, const int in[4])
+static bk_plan_t *c_relu_plan(bk_prog_t *g, const int in[4])
 {
     dnnl_memory_desc_t md;
     md_act(&md, in);
@@ -631,7 +631,7 @@ static bk_plan_t *c_relu_plan(bk_graph_t *g, const int in[4])
     return &p->base;
 }
 
-static int c_relu_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)
+static int c_relu_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     uplan_t *p = (uplan_t *)bp;
     if (set_handle(g, p->x, x) < 0 || set_handle(g, p->y, y) < 0)
@@ -639,7 +639,7 @@ static int c_relu_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)
     return prim_run(g, &p->fwd, "relu forward");
 }
 
-static int c_relu_bwd(bk_graph_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
+static int c_relu_bwd(bk_prog_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
 {
     uplan_t *p = (uplan_t *)bp;
     if (set_handle(g, p->y, y) < 0 || set_handle(g, p->gy, gy) < 0 ||
@@ -648,7 +648,7 @@ static int c_relu_bwd(bk_graph_t *g, bk_plan_t *bp, const void *y, const void *g
     return prim_run(g, &p->bwd, "relu backward");
 }
 
-static bk_plan_t *c_pool_plan(bk_graph_t *g, const bk_pool_t *q, const int in[4],
+static bk_plan_t *c_pool_plan(bk_prog_t *g, const bk_pool_t *q, const int in[4],
                               const int out[4])
 {
     dnnl_memory_desc_t xm, ym;
@@ -670,7 +670,7 @@ static bk_plan_t *c_pool_plan(bk_graph_t *g, const bk_pool_t *q, const int in[4]
     return p ? &p->base : NULL;
 }
 
-static int c_pool_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)
+static int c_pool_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     uplan_t *p = (uplan_t *)bp;
     if (set_handle(g, p->x, x) < 0 || set_handle(g, p->y, y) < 0)
@@ -679,7 +679,7 @@ static int c_pool_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)
 }
 
 /* Max pooling reads its workspace, written by this step's forward. */
-static int c_pool_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
+static int c_pool_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
 {
     uplan_t *p = (uplan_t *)bp;
     (void)x;
@@ -690,7 +690,7 @@ static int c_pool_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const void *g
 
 /* ------------------------------------------------- layout and host ops */
 
-static int c_write(bk_graph_t *g, void *dst, const float *src, const int s[4])
+static int c_write(bk_prog_t *g, void *dst, const float *src, const int s[4])
 {
     (void)g;
     float *d = dst;
@@ -702,7 +702,7 @@ static int c_write(bk_graph_t *g, void *dst, const float *src, const int s[4])
     return 0;
 }
 
-static int c_read(bk_graph_t *g, const void *src, float *dst, const int s[4])
+static int c_read(bk_prog_t *g, const void *src, float *dst, const int s[4])
 {
     (void)g;
     const float *x = src;
@@ -758,7 +758,7 @@ static void c_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *
     hk_bn_grad_apply(gx, x, y, gy, s, relu, center, scale, a, b, 1, be->threads);
 }
 
-const bk_tkernels_t CPU_TKERNELS = {
+const bk_kernels_t CPU_TKERNELS = {
     .alloc = hk_alloc,
     .release = hk_release,
     .write = c_write,

@@ -6,12 +6,12 @@
 
 #include "gpud/cpu/ref_ops.h"
 
-void *hk_alloc(bk_graph_t *g, size_t count)
+void *hk_alloc(bk_prog_t *g, size_t count)
 {
     void *p = NULL;
     size_t bytes = (count ? count : 1) * sizeof(float);
     if (posix_memalign(&p, 64, bytes) != 0)
-        return bk_fail(g, "out of memory (%zu floats)", count);
+        return bk_prog_fail(g, "out of memory (%zu floats)", count);
     memset(p, 0, bytes);
     return p;
 }

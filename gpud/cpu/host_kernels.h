@@ -10,7 +10,7 @@
 
 #include "gpud/backend_impl.h"
 
-void *hk_alloc(bk_graph_t *g, size_t count);
+void *hk_alloc(bk_prog_t *g, size_t count);
 void hk_release(backend_t *be, void *buf);
 void hk_zero(backend_t *be, void *y, size_t count);
 void hk_copy(backend_t *be, void *y, const void *x, size_t count);
@@ -39,7 +39,7 @@ void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, co
                       const float *b, int nhwc, int threads);
 
 /* The training kernel tables of the CPU backends. */
-extern const bk_tkernels_t REF_TKERNELS;
-extern const bk_tkernels_t CPU_TKERNELS;
+extern const bk_kernels_t REF_TKERNELS;
+extern const bk_kernels_t CPU_TKERNELS;
 
 #endif

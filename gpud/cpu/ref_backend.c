@@ -13,7 +13,7 @@
 #include "gpud/cpu/ref_ops.h"
 
 typedef struct {
-    bk_tensor_t base;
+    bk_ptensor_t base;
     float *data;        /* n*c*h*w, NCHW; aliases for consumed residuals */
     int owns;
 } ref_tensor_t;
@@ -23,21 +23,21 @@ typedef enum { RS_CONV, RS_POOL, RS_LINEAR, RS_RELU, RS_ADD } ref_kind_t;
 typedef struct {
     ref_kind_t kind;
     ref_tensor_t *x, *x2, *y;   /* x2: residual of conv, second operand of add */
-    bk_conv_t conv;             /* weight/bias point at owned copies below */
+    bk_pconv_t conv;             /* weight/bias point at owned copies below */
     bk_pool_t pool;
     int relu;
     float *w, *b;
 } ref_step_t;
 
 typedef struct {
-    bk_graph_t base;
+    bk_prog_t base;
     ref_tensor_t **t;
     size_t nt, capt;
     ref_step_t *s;
     size_t ns, caps;
 } ref_graph_t;
 
-static size_t numel(const bk_tensor_t *t)
+static size_t numel(const bk_ptensor_t *t)
 {
     return (size_t)t->n * t->c * t->h * t->w;
 }
@@ -47,7 +47,7 @@ static void ref_destroy(backend_t *be)
     free(be);
 }
 
-static bk_graph_t *ref_graph_new(backend_t *be)
+static bk_prog_t *ref_graph_new(backend_t *be)
 {
     ref_graph_t *g = calloc(1, sizeof *g);
     if (!g)
@@ -56,7 +56,7 @@ static bk_graph_t *ref_graph_new(backend_t *be)
     return &g->base;
 }
 
-static void ref_graph_destroy(bk_graph_t *bg)
+static void ref_graph_destroy(bk_prog_t *bg)
 {
     ref_graph_t *g = (ref_graph_t *)bg;
     for (size_t i = 0; i < g->nt; i++) {
@@ -80,13 +80,13 @@ static ref_tensor_t *tensor_new(ref_graph_t *g, const int out[4], ref_tensor_t *
         size_t cap = g->capt ? 2 * g->capt : 32;
         ref_tensor_t **t = realloc(g->t, cap * sizeof *t);
         if (!t)
-            return bk_fail(&g->base, "out of memory");
+            return bk_prog_fail(&g->base, "out of memory");
         g->t = t;
         g->capt = cap;
     }
     ref_tensor_t *t = calloc(1, sizeof *t);
     if (!t)
-        return bk_fail(&g->base, "out of memory");
+        return bk_prog_fail(&g->base, "out of memory");
     t->base.n = out[0];
     t->base.c = out[1];
     t->base.h = out[2];
@@ -98,7 +98,7 @@ static ref_tensor_t *tensor_new(ref_graph_t *g, const int out[4], ref_tensor_t *
         t->owns = 1;
         if (!t->data) {
             free(t);
-            return bk_fail(&g->base, "out of memory for a [%d,%d,%d,%d] tensor", out[0],
+            return bk_prog_fail(&g->base, "out of memory for a [%d,%d,%d,%d] tensor", out[0],
                            out[1], out[2], out[3]);
         }
     }
@@ -112,7 +112,7 @@ static ref_step_t *step_new(ref_graph_t *g, ref_kind_t kind)
         size_t cap = g->caps ? 2 * g->caps : 32;
         ref_step_t *s = realloc(g->s, cap * sizeof *s);
         if (!s)
-            return bk_fail(&g->base, "out of memory");
+            return bk_prog_fail(&g->base, "out of memory");
         g->s = s;
         g->caps = cap;
     }
@@ -130,14 +130,14 @@ static float *copy_floats(const float *src, size_t n)
     return d;
 }
 
-static bk_tensor_t *ref_input(bk_graph_t *bg, const int *out)
+static bk_ptensor_t *ref_input(bk_prog_t *bg, const int *out)
 {
     ref_tensor_t *t = tensor_new((ref_graph_t *)bg, out, NULL);
     return t ? &t->base : NULL;
 }
 
-static bk_tensor_t *rb_conv2d(bk_graph_t *bg, bk_tensor_t *x, const bk_conv_t *p,
-                               bk_tensor_t *res, const int *out)
+static bk_ptensor_t *rb_conv2d(bk_prog_t *bg, bk_ptensor_t *x, const bk_pconv_t *p,
+                               bk_ptensor_t *res, const int *out)
 {
     ref_graph_t *g = (ref_graph_t *)bg;
     ref_tensor_t *y = tensor_new(g, out, (ref_tensor_t *)res);
@@ -151,13 +151,13 @@ static bk_tensor_t *rb_conv2d(bk_graph_t *bg, bk_tensor_t *x, const bk_conv_t *p
     s->w = copy_floats(p->weight, (size_t)p->oc * p->ic * p->kh * p->kw);
     s->b = p->bias ? copy_floats(p->bias, (size_t)p->oc) : NULL;
     if (!s->w || (p->bias && !s->b))
-        return bk_fail(bg, "out of memory copying weights");
+        return bk_prog_fail(bg, "out of memory copying weights");
     s->conv.weight = s->w;
     s->conv.bias = s->b;
     return &y->base;
 }
 
-static bk_tensor_t *ref_pool2d(bk_graph_t *bg, bk_tensor_t *x, const bk_pool_t *p,
+static bk_ptensor_t *ref_pool2d(bk_prog_t *bg, bk_ptensor_t *x, const bk_pool_t *p,
                                const int *out)
 {
     ref_graph_t *g = (ref_graph_t *)bg;
@@ -171,7 +171,7 @@ static bk_tensor_t *ref_pool2d(bk_graph_t *bg, bk_tensor_t *x, const bk_pool_t *
     return &y->base;
 }
 
-static bk_tensor_t *rb_linear(bk_graph_t *bg, bk_tensor_t *x, const float *weight,
+static bk_ptensor_t *rb_linear(bk_prog_t *bg, bk_ptensor_t *x, const float *weight,
                                const float *bias, const int *out)
 {
     ref_graph_t *g = (ref_graph_t *)bg;
@@ -185,11 +185,11 @@ static bk_tensor_t *rb_linear(bk_graph_t *bg, bk_tensor_t *x, const float *weigh
     s->w = copy_floats(weight, (size_t)out[1] * in);
     s->b = bias ? copy_floats(bias, (size_t)out[1]) : NULL;
     if (!s->w || (bias && !s->b))
-        return bk_fail(bg, "out of memory copying weights");
+        return bk_prog_fail(bg, "out of memory copying weights");
     return &y->base;
 }
 
-static bk_tensor_t *ref_relu_op(bk_graph_t *bg, bk_tensor_t *x, const int *out)
+static bk_ptensor_t *ref_relu_op(bk_prog_t *bg, bk_ptensor_t *x, const int *out)
 {
     ref_graph_t *g = (ref_graph_t *)bg;
     ref_tensor_t *y = tensor_new(g, out, NULL);
@@ -201,7 +201,7 @@ static bk_tensor_t *ref_relu_op(bk_graph_t *bg, bk_tensor_t *x, const int *out)
     return &y->base;
 }
 
-static bk_tensor_t *ref_add_op(bk_graph_t *bg, bk_tensor_t *a, bk_tensor_t *b, int relu,
+static bk_ptensor_t *ref_add_op(bk_prog_t *bg, bk_ptensor_t *a, bk_ptensor_t *b, int relu,
                                const int *out)
 {
     ref_graph_t *g = (ref_graph_t *)bg;
@@ -220,14 +220,14 @@ static bk_tensor_t *ref_add_op(bk_graph_t *bg, bk_tensor_t *a, bk_tensor_t *b, i
  * already (aliased), so it is saved before the conv overwrites it. */
 static int run_conv(ref_graph_t *g, ref_step_t *s)
 {
-    const bk_conv_t *p = &s->conv;
-    const bk_tensor_t *x = &s->x->base, *y = &s->y->base;
+    const bk_pconv_t *p = &s->conv;
+    const bk_ptensor_t *x = &s->x->base, *y = &s->y->base;
     size_t n = numel(y);
     float *res = NULL;
     if (s->x2) {
         res = copy_floats(s->y->data, n);
         if (!res) {
-            bk_fail(&g->base, "out of memory");
+            bk_prog_fail(&g->base, "out of memory");
             return -1;
         }
     }
@@ -246,7 +246,7 @@ static int run_conv(ref_graph_t *g, ref_step_t *s)
 static void run_pool(ref_step_t *s)
 {
     const bk_pool_t *p = &s->pool;
-    const bk_tensor_t *x = &s->x->base, *y = &s->y->base;
+    const bk_ptensor_t *x = &s->x->base, *y = &s->y->base;
     if (p->alg == BK_POOL_MAX)
         ref_maxpool2d(s->x->data, x->n, x->c, x->h, x->w, p->kh, p->kw, p->stride_h,
                       p->stride_w, p->pad_h, p->pad_w, s->y->data, y->h, y->w);
@@ -256,13 +256,13 @@ static void run_pool(ref_step_t *s)
                       y->h, y->w);
 }
 
-static int ref_run(bk_graph_t *bg)
+static int ref_run(bk_prog_t *bg)
 {
     ref_graph_t *g = (ref_graph_t *)bg;
     omp_set_num_threads(bg->be->threads);
     for (size_t i = 0; i < g->ns; i++) {
         ref_step_t *s = &g->s[i];
-        const bk_tensor_t *x = &s->x->base, *y = &s->y->base;
+        const bk_ptensor_t *x = &s->x->base, *y = &s->y->base;
         switch (s->kind) {
         case RS_CONV:
             if (run_conv(g, s) < 0)
@@ -288,14 +288,14 @@ static int ref_run(bk_graph_t *bg)
     return 0;
 }
 
-static int ref_write(bk_graph_t *bg, bk_tensor_t *t, const float *src)
+static int ref_write(bk_prog_t *bg, bk_ptensor_t *t, const float *src)
 {
     (void)bg;
     memcpy(((ref_tensor_t *)t)->data, src, numel(t) * sizeof(float));
     return 0;
 }
 
-static int ref_read(bk_graph_t *bg, bk_tensor_t *t, float *dst)
+static int ref_read(bk_prog_t *bg, bk_ptensor_t *t, float *dst)
 {
     (void)bg;
     memcpy(dst, ((ref_tensor_t *)t)->data, numel(t) * sizeof(float));

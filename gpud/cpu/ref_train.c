@@ -10,7 +10,7 @@
 typedef struct {
     bk_plan_t base;
     int in[4], out[4];
-    bk_tconv_t conv;    /* geometry only */
+    bk_conv_t conv;    /* geometry only */
     bk_pool_t pool;
     float eps;
     int relu;
@@ -23,11 +23,11 @@ static void rplan_destroy(bk_plan_t *bp)
     free(bp);
 }
 
-static rplan_t *rplan_new(bk_graph_t *g, const int in[4], const int out[4])
+static rplan_t *rplan_new(bk_prog_t *g, const int in[4], const int out[4])
 {
     rplan_t *p = calloc(1, sizeof *p);
     if (!p)
-        return bk_fail(g, "out of memory");
+        return bk_prog_fail(g, "out of memory");
     p->base.destroy = rplan_destroy;
     memcpy(p->in, in, sizeof p->in);
     if (out)
@@ -35,14 +35,14 @@ static rplan_t *rplan_new(bk_graph_t *g, const int in[4], const int out[4])
     return p;
 }
 
-static int r_write(bk_graph_t *g, void *dst, const float *src, const int s[4])
+static int r_write(bk_prog_t *g, void *dst, const float *src, const int s[4])
 {
     (void)g;
     memcpy(dst, src, (size_t)s[0] * s[1] * s[2] * s[3] * sizeof(float));
     return 0;
 }
 
-static int r_read(bk_graph_t *g, const void *src, float *dst, const int s[4])
+static int r_read(bk_prog_t *g, const void *src, float *dst, const int s[4])
 {
     (void)g;
     memcpy(dst, src, (size_t)s[0] * s[1] * s[2] * s[3] * sizeof(float));
@@ -68,7 +68,7 @@ static void r_dropout(backend_t *be, void *y, const void *x, const int s[4], flo
     hk_dropout(y, x, s, p, seed, step, op, ids, 0);
 }
 
-static bk_plan_t *r_conv_plan(bk_graph_t *g, const bk_tconv_t *c, const int in[4],
+static bk_plan_t *r_conv_plan(bk_prog_t *g, const bk_conv_t *c, const int in[4],
                               const int out[4])
 {
     rplan_t *p = rplan_new(g, in, out);
@@ -77,23 +77,23 @@ static bk_plan_t *r_conv_plan(bk_graph_t *g, const bk_tconv_t *c, const int in[4
     return p ? &p->base : NULL;
 }
 
-static int r_conv_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w,
+static int r_conv_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
                       const float *b, void *y)
 {
     (void)g;
     const rplan_t *p = (const rplan_t *)bp;
-    const bk_tconv_t *c = &p->conv;
+    const bk_conv_t *c = &p->conv;
     ref_conv2d(x, p->in[0], p->in[1], p->in[2], p->in[3], w, b, c->oc, c->kh, c->kw,
                c->stride_h, c->stride_w, c->pad_h, c->pad_w, y, p->out[2], p->out[3]);
     return 0;
 }
 
-static int r_conv_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w,
+static int r_conv_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
                       const void *gy, void *gx, float *gw, float *gb)
 {
     (void)g;
     const rplan_t *p = (const rplan_t *)bp;
-    const bk_tconv_t *c = &p->conv;
+    const bk_conv_t *c = &p->conv;
     if (gx)
         ref_conv2d_bwd_data(gy, p->in[0], p->in[1], p->in[2], p->in[3], w, c->oc, c->kh,
                             c->kw, c->stride_h, c->stride_w, c->pad_h, c->pad_w, gx,
@@ -110,7 +110,7 @@ static size_t pnumel(const int s[4])
     return (size_t)s[0] * s[1] * s[2] * s[3];
 }
 
-static bk_plan_t *r_bn_plan(bk_graph_t *g, const int in[4], float eps, int relu)
+static bk_plan_t *r_bn_plan(bk_prog_t *g, const int in[4], float eps, int relu)
 {
     rplan_t *p = rplan_new(g, in, NULL);
     if (!p)
@@ -119,12 +119,12 @@ static bk_plan_t *r_bn_plan(bk_graph_t *g, const int in[4], float eps, int relu)
     p->relu = relu;
     if (relu && !(p->tmp = malloc(pnumel(in) * sizeof(float)))) {
         rplan_destroy(&p->base);
-        return bk_fail(g, "out of memory");
+        return bk_prog_fail(g, "out of memory");
     }
     return &p->base;
 }
 
-static int r_bn_fwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x,
+static int r_bn_fwd(bk_prog_t *g, bk_plan_t *bp, int training, const void *x,
                     const float *gamma, const float *beta, float *mean, float *var, void *y)
 {
     (void)g;
@@ -139,7 +139,7 @@ static int r_bn_fwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x,
     return 0;
 }
 
-static int r_bn_bwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
+static int r_bn_bwd(bk_prog_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
                     const void *gy, const float *gamma, const float *mean, const float *var,
                     void *gx, float *ggamma, float *gbeta)
 {
@@ -154,13 +154,13 @@ static int r_bn_bwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x, c
     return 0;
 }
 
-static bk_plan_t *r_relu_plan(bk_graph_t *g, const int in[4])
+static bk_plan_t *r_relu_plan(bk_prog_t *g, const int in[4])
 {
     rplan_t *p = rplan_new(g, in, NULL);
     return p ? &p->base : NULL;
 }
 
-static int r_relu_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)
+static int r_relu_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     (void)g;
     size_t n = pnumel(((rplan_t *)bp)->in);
@@ -169,14 +169,14 @@ static int r_relu_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)
     return 0;
 }
 
-static int r_relu_bwd(bk_graph_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
+static int r_relu_bwd(bk_prog_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
 {
     (void)g;
     ref_relu_bwd(y, gy, gx, pnumel(((rplan_t *)bp)->in));
     return 0;
 }
 
-static bk_plan_t *r_pool_plan(bk_graph_t *g, const bk_pool_t *pp, const int in[4],
+static bk_plan_t *r_pool_plan(bk_prog_t *g, const bk_pool_t *pp, const int in[4],
                               const int out[4])
 {
     rplan_t *p = rplan_new(g, in, out);
@@ -185,7 +185,7 @@ static bk_plan_t *r_pool_plan(bk_graph_t *g, const bk_pool_t *pp, const int in[4
     return p ? &p->base : NULL;
 }
 
-static int r_pool_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)
+static int r_pool_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     (void)g;
     const rplan_t *p = (const rplan_t *)bp;
@@ -200,7 +200,7 @@ static int r_pool_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)
     return 0;
 }
 
-static int r_pool_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
+static int r_pool_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
 {
     (void)g;
     const rplan_t *p = (const rplan_t *)bp;
@@ -215,7 +215,7 @@ static int r_pool_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const void *g
     return 0;
 }
 
-static bk_plan_t *r_linear_plan(bk_graph_t *g, const int in[4], int out, int has_bias)
+static bk_plan_t *r_linear_plan(bk_prog_t *g, const int in[4], int out, int has_bias)
 {
     (void)has_bias;
     int o[4] = {in[0], out, 1, 1};
@@ -223,7 +223,7 @@ static bk_plan_t *r_linear_plan(bk_graph_t *g, const int in[4], int out, int has
     return p ? &p->base : NULL;
 }
 
-static int r_linear_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w,
+static int r_linear_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
                         const float *b, void *y)
 {
     (void)g;
@@ -232,7 +232,7 @@ static int r_linear_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float
     return 0;
 }
 
-static int r_linear_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w,
+static int r_linear_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
                         const void *gy, void *gx, float *gw, float *gb)
 {
     (void)g;
@@ -266,7 +266,7 @@ static void r_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *
     hk_bn_grad_apply(gx, x, y, gy, s, relu, center, scale, a, b, 0, be->threads);
 }
 
-const bk_tkernels_t REF_TKERNELS = {
+const bk_kernels_t REF_TKERNELS = {
     .alloc = hk_alloc,
     .release = hk_release,
     .write = r_write,

@@ -2,7 +2,7 @@
  * convolutions through cuDNN (algorithm found once per shape and cached in
  * the backend, one workspace owned by the backend), linear layers through
  * cuBLAS, everything else in gpud/cuda/cuda_kernels.cu. All work of a
- * backend runs in order on one stream; bk_read and the kernels that hand
+ * backend runs in order on one stream; bk_prog_read and the kernels that hand
  * values to the host synchronise it, and every CUDA, cuDNN and cuBLAS status
  * is checked. */
 #include <stdio.h>
@@ -33,22 +33,22 @@ static const char *cuda_advice(cudaError_t e)
     }
 }
 
-int cu_check(bk_graph_t *g, cudaError_t e, const char *what)
+int cu_check(bk_prog_t *g, cudaError_t e, const char *what)
 {
     if (e == cudaSuccess)
         return 0;
-    bk_fail(g, "%s failed: %s (%s); %s", what, cudaGetErrorName(e), cudaGetErrorString(e),
+    bk_prog_fail(g, "%s failed: %s (%s); %s", what, cudaGetErrorName(e), cudaGetErrorString(e),
             cuda_advice(e));
     return -1;
 }
 
-int cudnn_check(bk_graph_t *g, cudnnStatus_t s, const char *what)
+int cudnn_check(bk_prog_t *g, cudnnStatus_t s, const char *what)
 {
     if (s == CUDNN_STATUS_SUCCESS)
         return 0;
     char last[256] = "";
     cudnnGetLastErrorString(last, sizeof last);
-    bk_fail(g, "cuDNN %s failed: %s%s%s; %s", what, cudnnGetErrorString(s), last[0] ? ": " : "",
+    bk_prog_fail(g, "cuDNN %s failed: %s%s%s; %s", what, cudnnGetErrorString(s), last[0] ? ": " : "",
             last, s == CUDNN_STATUS_ALLOC_FAILED
                       ? "the GPU is out of memory: lower the batch or DDPIPE_CUDA_WORKSPACE_MB"
                       : "check that libcudnn matches the headers it was built with "
@@ -56,11 +56,11 @@ int cudnn_check(bk_graph_t *g, cudnnStatus_t s, const char *what)
     return -1;
 }
 
-int cublas_check(bk_graph_t *g, cublasStatus_t s, const char *what)
+int cublas_check(bk_prog_t *g, cublasStatus_t s, const char *what)
 {
     if (s == CUBLAS_STATUS_SUCCESS)
         return 0;
-    bk_fail(g, "cuBLAS %s failed: %s (%s); %s", what, cublasGetStatusName(s),
+    bk_prog_fail(g, "cuBLAS %s failed: %s (%s); %s", what, cublasGetStatusName(s),
             cublasGetStatusString(s),
             s == CUBLAS_STATUS_ALLOC_FAILED ? "the GPU is out of memory: lower the batch"
                                             : "restart the process; report the shapes if it "
@@ -78,16 +78,16 @@ void cu_note(backend_t *be, cudaError_t e, const char *what)
              cudaGetErrorString(e), cuda_advice(e));
 }
 
-int cu_sticky(bk_graph_t *g)
+int cu_sticky(bk_prog_t *g)
 {
     cuda_backend_t *cb = cu_be(g->be);
     if (!cb->failed)
         return 0;
-    bk_fail(g, "%s", cb->err);
+    bk_prog_fail(g, "%s", cb->err);
     return -1;
 }
 
-void *cu_alloc(bk_graph_t *g, size_t bytes)
+void *cu_alloc(bk_prog_t *g, size_t bytes)
 {
     void *p = NULL;
     char what[96];
@@ -102,7 +102,7 @@ void *cu_alloc(bk_graph_t *g, size_t bytes)
     return p;
 }
 
-int cu_upload(bk_graph_t *g, void *dev, const void *host, size_t bytes)
+int cu_upload(bk_prog_t *g, void *dev, const void *host, size_t bytes)
 {
     cudaStream_t s = cu_be(g->be)->stream;
     /* from pageable memory the call returns once the source is staged, so
@@ -111,7 +111,7 @@ int cu_upload(bk_graph_t *g, void *dev, const void *host, size_t bytes)
                     "copy to the GPU (cudaMemcpyAsync)");
 }
 
-int cu_download(bk_graph_t *g, void *host, const void *dev, size_t bytes)
+int cu_download(bk_prog_t *g, void *host, const void *dev, size_t bytes)
 {
     cudaStream_t s = cu_be(g->be)->stream;
     if (cu_check(g, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s),
@@ -145,7 +145,7 @@ void *cu_scratch_be(backend_t *be, size_t bytes)
     return cb->scratch;
 }
 
-void *cu_scratch(bk_graph_t *g, size_t bytes)
+void *cu_scratch(bk_prog_t *g, size_t bytes)
 {
     void *p = cu_scratch_be(g->be, bytes);
     if (!p)
@@ -170,7 +170,7 @@ int cu_download_be(backend_t *be, void *host, const void *dev, size_t bytes)
     return e == cudaSuccess && !cu_be(be)->failed ? 0 : -1;
 }
 
-int cu_workspace(bk_graph_t *g, size_t bytes)
+int cu_workspace(bk_prog_t *g, size_t bytes)
 {
     cuda_backend_t *cb = cu_be(g->be);
     if (bytes <= cb->ws_size)
@@ -220,7 +220,7 @@ static cudnnMathType_t run_math(const cuda_backend_t *cb, cudnnMathType_t found)
     return cb->tf32 ? found : CUDNN_FMA_MATH;
 }
 
-static int find_fwd(bk_graph_t *g, cu_conv_t *c, cu_algo_t *a)
+static int find_fwd(bk_prog_t *g, cu_conv_t *c, cu_algo_t *a)
 {
     cuda_backend_t *cb = cu_be(g->be);
     cudnnConvolutionFwdAlgoPerf_t perf[16];
@@ -231,7 +231,7 @@ static int find_fwd(bk_graph_t *g, cu_conv_t *c, cu_algo_t *a)
         return -1;
     int i = pick_fwd(perf, n, cb->tf32, cb->ws_cap);
     if (i < 0) {
-        bk_fail(g, "cuDNN offers no usable forward algorithm (%d tried, workspace cap %zu MB): "
+        bk_prog_fail(g, "cuDNN offers no usable forward algorithm (%d tried, workspace cap %zu MB): "
                 "raise DDPIPE_CUDA_WORKSPACE_MB", n, cb->ws_cap >> 20);
         return -1;
     }
@@ -241,7 +241,7 @@ static int find_fwd(bk_graph_t *g, cu_conv_t *c, cu_algo_t *a)
     return 0;
 }
 
-static int find_bwd(bk_graph_t *g, cu_conv_t *c, cu_algo_t *a)
+static int find_bwd(bk_prog_t *g, cu_conv_t *c, cu_algo_t *a)
 {
     cuda_backend_t *cb = cu_be(g->be);
     cudnnConvolutionBwdDataAlgoPerf_t pd[16];
@@ -257,7 +257,7 @@ static int find_bwd(bk_graph_t *g, cu_conv_t *c, cu_algo_t *a)
     int id = pick_bwd_data(pd, nd, cb->tf32, cb->ws_cap);
     int jf = pick_bwd_filter(pf, nf, cb->tf32, cb->ws_cap);
     if (id < 0 || jf < 0) {
-        bk_fail(g, "cuDNN offers no usable backward-%s algorithm (workspace cap %zu MB): raise "
+        bk_prog_fail(g, "cuDNN offers no usable backward-%s algorithm (workspace cap %zu MB): raise "
                 "DDPIPE_CUDA_WORKSPACE_MB", id < 0 ? "data" : "filter", cb->ws_cap >> 20);
         return -1;
     }
@@ -272,7 +272,7 @@ static int find_bwd(bk_graph_t *g, cu_conv_t *c, cu_algo_t *a)
 }
 
 /* The cached choice for c's shapes, found (benchmarked) on first use. */
-static int choose_algos(bk_graph_t *g, cu_conv_t *c, const int key[13], int train)
+static int choose_algos(bk_prog_t *g, cu_conv_t *c, const int key[13], int train)
 {
     cuda_backend_t *cb = cu_be(g->be);
     cu_algo_t *a = algo_lookup(cb, key);
@@ -285,7 +285,7 @@ static int choose_algos(bk_graph_t *g, cu_conv_t *c, const int key[13], int trai
             size_t cap = cb->capalgos ? 2 * cb->capalgos : 32;
             cu_algo_t *p = realloc(cb->algos, cap * sizeof *p);
             if (!p) {
-                bk_fail(g, "out of memory");
+                bk_prog_fail(g, "out of memory");
                 return -1;
             }
             cb->algos = p;
@@ -304,7 +304,7 @@ static int choose_algos(bk_graph_t *g, cu_conv_t *c, const int key[13], int trai
     return cu_workspace(g, a->ws);
 }
 
-int cu_conv_init(bk_graph_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
+int cu_conv_init(bk_prog_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
                  int kw, int sh, int sw, int ph, int pw, int train)
 {
     cuda_backend_t *cb = cu_be(g->be);
@@ -349,7 +349,7 @@ void cu_conv_fini(cu_conv_t *c)
     memset(c, 0, sizeof *c);
 }
 
-int cu_conv_fwd(bk_graph_t *g, cu_conv_t *c, const float *x, const float *w, float *y)
+int cu_conv_fwd(bk_prog_t *g, cu_conv_t *c, const float *x, const float *w, float *y)
 {
     cuda_backend_t *cb = cu_be(g->be);
     const float one = 1.0f, zero = 0.0f;
@@ -364,7 +364,7 @@ int cu_conv_fwd(bk_graph_t *g, cu_conv_t *c, const float *x, const float *w, flo
 
 /* Row-major y[n, out] = x[n, in] w[out, in]^T is column-major
  * y^T (out x n) = op_T(w as in x out) * (x^T as in x n). */
-int cu_linear_fwd(bk_graph_t *g, const float *x, int n, int in, const float *w,
+int cu_linear_fwd(bk_prog_t *g, const float *x, int n, int in, const float *w,
                   const float *bias, int out, float *y)
 {
     cuda_backend_t *cb = cu_be(g->be);
@@ -380,7 +380,7 @@ int cu_linear_fwd(bk_graph_t *g, const float *x, int n, int in, const float *w,
 /* ------------------------------------------------------------ eval graphs */
 
 typedef struct {
-    bk_tensor_t base;
+    bk_ptensor_t base;
     float *d;           /* device, NCHW */
 } cu_tensor_t;
 
@@ -411,7 +411,7 @@ typedef struct {
 } cu_u8_t;
 
 typedef struct {
-    bk_graph_t base;
+    bk_prog_t base;
     cu_tensor_t **t;
     size_t nt, capt;
     cu_step_t *s;
@@ -419,12 +419,12 @@ typedef struct {
     cu_u8_t u8;
 } cu_graph_t;
 
-static size_t numel(const bk_tensor_t *t)
+static size_t numel(const bk_ptensor_t *t)
 {
     return (size_t)t->n * t->c * t->h * t->w;
 }
 
-static bk_graph_t *cg_new(backend_t *be)
+static bk_prog_t *cg_new(backend_t *be)
 {
     cu_graph_t *g = calloc(1, sizeof *g);
     if (!g)
@@ -451,7 +451,7 @@ static void u8_free(cu_u8_t *u)
     memset(u, 0, sizeof *u);
 }
 
-static void cg_destroy(bk_graph_t *bg)
+static void cg_destroy(bk_prog_t *bg)
 {
     cu_graph_t *g = (cu_graph_t *)bg;
     /* queued work may still use the buffers */
@@ -478,14 +478,14 @@ static cu_tensor_t *tensor_new(cu_graph_t *g, const int out[4])
         size_t cap = g->capt ? 2 * g->capt : 32;
         cu_tensor_t **t = realloc(g->t, cap * sizeof *t);
         if (!t)
-            return bk_fail(&g->base, "out of memory");
+            return bk_prog_fail(&g->base, "out of memory");
         g->t = t;
         g->capt = cap;
     }
     cu_tensor_t *t = calloc(1, sizeof *t);
     if (!t)
-        return bk_fail(&g->base, "out of memory");
-    t->base = (bk_tensor_t){.n = out[0], .c = out[1], .h = out[2], .w = out[3]};
+        return bk_prog_fail(&g->base, "out of memory");
+    t->base = (bk_ptensor_t){.n = out[0], .c = out[1], .h = out[2], .w = out[3]};
     if (!(t->d = cu_alloc(&g->base, numel(&t->base) * sizeof(float)))) {
         free(t);
         return NULL;
@@ -494,13 +494,13 @@ static cu_tensor_t *tensor_new(cu_graph_t *g, const int out[4])
     return t;
 }
 
-static cu_step_t *step_new(cu_graph_t *g, cu_kind_t kind, bk_tensor_t *x, cu_tensor_t *y)
+static cu_step_t *step_new(cu_graph_t *g, cu_kind_t kind, bk_ptensor_t *x, cu_tensor_t *y)
 {
     if (g->ns == g->caps) {
         size_t cap = g->caps ? 2 * g->caps : 32;
         cu_step_t *s = realloc(g->s, cap * sizeof *s);
         if (!s)
-            return bk_fail(&g->base, "out of memory");
+            return bk_prog_fail(&g->base, "out of memory");
         g->s = s;
         g->caps = cap;
     }
@@ -513,7 +513,7 @@ static cu_step_t *step_new(cu_graph_t *g, cu_kind_t kind, bk_tensor_t *x, cu_ten
 }
 
 /* A device copy of n host floats (NULL src: NULL, no error). */
-static int dev_copy(bk_graph_t *g, float **dst, const float *src, size_t n)
+static int dev_copy(bk_prog_t *g, float **dst, const float *src, size_t n)
 {
     *dst = NULL;
     if (!src)
@@ -523,14 +523,14 @@ static int dev_copy(bk_graph_t *g, float **dst, const float *src, size_t n)
     return cu_upload(g, *dst, src, n * sizeof(float));
 }
 
-static bk_tensor_t *cg_input(bk_graph_t *bg, const int *out)
+static bk_ptensor_t *cg_input(bk_prog_t *bg, const int *out)
 {
     cu_tensor_t *t = tensor_new((cu_graph_t *)bg, out);
     return t ? &t->base : NULL;
 }
 
-static bk_tensor_t *cg_conv2d(bk_graph_t *bg, bk_tensor_t *x, const bk_conv_t *p,
-                              bk_tensor_t *res, const int *out)
+static bk_ptensor_t *cg_conv2d(bk_prog_t *bg, bk_ptensor_t *x, const bk_pconv_t *p,
+                              bk_ptensor_t *res, const int *out)
 {
     cu_graph_t *g = (cu_graph_t *)bg;
     cu_tensor_t *y = tensor_new(g, out);
@@ -551,7 +551,7 @@ static bk_tensor_t *cg_conv2d(bk_graph_t *bg, bk_tensor_t *x, const bk_conv_t *p
     return &y->base;
 }
 
-static bk_tensor_t *cg_pool2d(bk_graph_t *bg, bk_tensor_t *x, const bk_pool_t *p,
+static bk_ptensor_t *cg_pool2d(bk_prog_t *bg, bk_ptensor_t *x, const bk_pool_t *p,
                               const int *out)
 {
     cu_graph_t *g = (cu_graph_t *)bg;
@@ -566,7 +566,7 @@ static bk_tensor_t *cg_pool2d(bk_graph_t *bg, bk_tensor_t *x, const bk_pool_t *p
     return &y->base;
 }
 
-static bk_tensor_t *cg_linear(bk_graph_t *bg, bk_tensor_t *x, const float *weight,
+static bk_ptensor_t *cg_linear(bk_prog_t *bg, bk_ptensor_t *x, const float *weight,
                               const float *bias, const int *out)
 {
     cu_graph_t *g = (cu_graph_t *)bg;
@@ -581,14 +581,14 @@ static bk_tensor_t *cg_linear(bk_graph_t *bg, bk_tensor_t *x, const float *weigh
     return &y->base;
 }
 
-static bk_tensor_t *cg_relu(bk_graph_t *bg, bk_tensor_t *x, const int *out)
+static bk_ptensor_t *cg_relu(bk_prog_t *bg, bk_ptensor_t *x, const int *out)
 {
     cu_graph_t *g = (cu_graph_t *)bg;
     cu_tensor_t *y = tensor_new(g, out);
     return y && step_new(g, CS_RELU, x, y) ? &y->base : NULL;
 }
 
-static bk_tensor_t *cg_add(bk_graph_t *bg, bk_tensor_t *a, bk_tensor_t *b, int relu,
+static bk_ptensor_t *cg_add(bk_prog_t *bg, bk_ptensor_t *a, bk_ptensor_t *b, int relu,
                            const int *out)
 {
     cu_graph_t *g = (cu_graph_t *)bg;
@@ -603,9 +603,9 @@ static bk_tensor_t *cg_add(bk_graph_t *bg, bk_tensor_t *a, bk_tensor_t *b, int r
 
 static int run_step(cu_graph_t *g, cu_step_t *s)
 {
-    bk_graph_t *bg = &g->base;
+    bk_prog_t *bg = &g->base;
     cudaStream_t st = cu_be(bg->be)->stream;
-    const bk_tensor_t *x = &s->x->base, *y = &s->y->base;
+    const bk_ptensor_t *x = &s->x->base, *y = &s->y->base;
     switch (s->kind) {
     case CS_CONV:
         if (cu_conv_fwd(bg, &s->conv, s->x->d, s->w, s->y->d) < 0)
@@ -628,7 +628,7 @@ static int run_step(cu_graph_t *g, cu_step_t *s)
     return 0;
 }
 
-static int cg_run(bk_graph_t *bg)
+static int cg_run(bk_prog_t *bg)
 {
     cu_graph_t *g = (cu_graph_t *)bg;
     if (cu_sticky(bg) < 0)
@@ -636,15 +636,15 @@ static int cg_run(bk_graph_t *bg)
     for (size_t i = 0; i < g->ns; i++)
         if (run_step(g, &g->s[i]) < 0)
             return -1;
-    return 0;   /* asynchronous: bk_read waits */
+    return 0;   /* asynchronous: bk_prog_read waits */
 }
 
-static int cg_write(bk_graph_t *bg, bk_tensor_t *t, const float *src)
+static int cg_write(bk_prog_t *bg, bk_ptensor_t *t, const float *src)
 {
     return cu_upload(bg, ((cu_tensor_t *)t)->d, src, numel(t) * sizeof(float));
 }
 
-static int cg_read(bk_graph_t *bg, bk_tensor_t *t, float *dst)
+static int cg_read(bk_prog_t *bg, bk_ptensor_t *t, float *dst)
 {
     return cu_download(bg, dst, ((cu_tensor_t *)t)->d, numel(t) * sizeof(float));
 }
@@ -654,7 +654,7 @@ static int cg_read(bk_graph_t *bg, bk_tensor_t *t, float *dst)
 static int u8_setup(cu_graph_t *g, size_t bytes)
 {
     cu_u8_t *u = &g->u8;
-    bk_graph_t *bg = &g->base;
+    bk_prog_t *bg = &g->base;
     if (u->bytes >= bytes && u->lut)
         return 0;
     u8_free(u);
@@ -697,17 +697,17 @@ static int u8_lut(cu_graph_t *g, int c, const float *mean, const float *std)
     return cu_upload(&g->base, u->lut, lut, (size_t)c * 256 * sizeof(float));
 }
 
-int cuda_graph_write_u8(bk_graph_t *bg, bk_tensor_t *t, const uint8_t *pixels,
+int cuda_graph_write_u8(bk_prog_t *bg, bk_ptensor_t *t, const uint8_t *pixels,
                         const float *mean, const float *std)
 {
     if (!bg || bg->failed || !t || !pixels)
         return -1;
     if (!bg->be || bg->be->ops->train != &CUDA_TKERNELS) {
-        bk_fail(bg, "cuda_graph_write_u8 needs a graph of the cuda backend");
+        bk_prog_fail(bg, "cuda_graph_write_u8 needs a graph of the cuda backend");
         return -1;
     }
     if (!t->is_input || t->c > 4 || (mean == NULL) != (std == NULL)) {
-        bk_fail(bg, "cuda_graph_write_u8: an input tensor of at most 4 channels, and mean "
+        bk_prog_fail(bg, "cuda_graph_write_u8: an input tensor of at most 4 channels, and mean "
                 "and std both or neither");
         return -1;
     }
@@ -745,7 +745,7 @@ int cuda_topk_ce(backend_t *be, const float *logits, int n, int classes,
     }
     if (n == 0 || (!topk && !loss))
         return 0;
-    bk_graph_t *g = be->ops->graph_new(be);
+    bk_prog_t *g = be->ops->graph_new(be);
     if (!g) {
         err_set(err, errlen, "cuda_topk_ce: out of memory");
         return -1;

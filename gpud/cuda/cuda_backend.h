@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpud/backend.h"
+#include "gpud/backend_prog.h"
 
 /* threads is ignored (host threads are not the GPU's). NULL with the reason
  * in err when there is no usable device or a library fails to start. */
@@ -30,8 +30,8 @@ int cuda_device_count(void);
  * (p/255 - mean[c]) / std[c] in float (mean/std NULL: p/255). t must be an
  * input tensor of g (a graph of a cuda backend) of shape (n, c, h, w).
  * The copy of call i+1 overlaps the run of call i. 0, or -1 with the reason
- * in bk_graph_error. */
-int cuda_graph_write_u8(bk_graph_t *g, bk_tensor_t *t, const uint8_t *pixels,
+ * in bk_prog_error. */
+int cuda_graph_write_u8(bk_prog_t *g, bk_ptensor_t *t, const uint8_t *pixels,
                         const float *mean, const float *std);
 
 /* Top-k and cross-entropy of logits on the device, exactly as

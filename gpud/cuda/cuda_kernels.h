@@ -89,7 +89,7 @@ cudaError_t ck_bn_bwd_data(cudaStream_t s, float *gx, const float *x, const floa
                            const float *mean, const float *var, float eps, int training,
                            const double *sums);
 
-/* SyncBatchNorm backward in double (bk_tkernels_t.bn_grad_sums/apply):
+/* SyncBatchNorm backward in double (bk_kernels_t.bn_grad_sums/apply):
  * dy' = gy, masked by y > 0 when y != NULL. out[0, c) = sum dy',
  * out[c, 2c) = sum dy' (x - center[c]); gx = scale[c] dy' + a[c] (x -
  * center[c]) + b[c]. */

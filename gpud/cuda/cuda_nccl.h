@@ -12,7 +12,7 @@
  *   nccl_ar_t *ar = nccl_ar_new(rank, world, id, device, 60000, err, len);
  *   nccl_ar_sum(ar, grads, n, 60000, err, len);          host array
  *   nccl_ar_sum_device(ar, dev_grads, n, 60000, err, len);   device array
- *   bk_tgraph_set_allreduce(g, nccl_ar_bk_allreduce, ar);    SyncBatchNorm
+ *   bk_graph_set_allreduce(g, nccl_ar_bk_allreduce, ar);    SyncBatchNorm
  *
  * The communicator is non-blocking (ncclConfig_t.blocking = 0): every wait
  * polls ncclCommGetAsyncError and the stream, and aborts the communicator

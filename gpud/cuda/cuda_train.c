@@ -1,4 +1,4 @@
-/* cuda_train — the training kernels (bk_tkernels_t) of the cuda backend.
+/* cuda_train — the training kernels (bk_kernels_t) of the cuda backend.
  * Activations and gradients are device buffers in NCHW float; parameters
  * and their gradients are the caller's host arrays (the tape's contract,
  * gpud/backend_impl.h), so every call uploads the weights it reads and
@@ -22,7 +22,7 @@ static cudaStream_t stream_of(backend_t *be)
 
 /* ---------------------------------------------------------- memory, misc */
 
-static void *ct_alloc(bk_graph_t *g, size_t count)
+static void *ct_alloc(bk_prog_t *g, size_t count)
 {
     return cu_alloc(g, count * sizeof(float));
 }
@@ -33,12 +33,12 @@ static void ct_release(backend_t *be, void *buf)
     cudaFree(buf);   /* synchronises with queued work; NULL is a no-op */
 }
 
-static int ct_write(bk_graph_t *g, void *dst, const float *nchw, const int shape[4])
+static int ct_write(bk_prog_t *g, void *dst, const float *nchw, const int shape[4])
 {
     return cu_upload(g, dst, nchw, count4(shape) * sizeof(float));
 }
 
-static int ct_read(bk_graph_t *g, const void *src, float *nchw, const int shape[4])
+static int ct_read(bk_prog_t *g, const void *src, float *nchw, const int shape[4])
 {
     return cu_download(g, nchw, src, count4(shape) * sizeof(float));
 }
@@ -138,12 +138,12 @@ static void conv_plan_destroy(bk_plan_t *bp)
     free(p);
 }
 
-static bk_plan_t *ct_conv_plan(bk_graph_t *g, const bk_tconv_t *c, const int in[4],
+static bk_plan_t *ct_conv_plan(bk_prog_t *g, const bk_conv_t *c, const int in[4],
                                const int out[4])
 {
     conv_plan_t *p = calloc(1, sizeof *p);
     if (!p)
-        return bk_fail(g, "out of memory");
+        return bk_prog_fail(g, "out of memory");
     p->base.destroy = conv_plan_destroy;
     memcpy(p->in, in, sizeof p->in);
     memcpy(p->out, out, sizeof p->out);
@@ -156,12 +156,12 @@ static bk_plan_t *ct_conv_plan(bk_graph_t *g, const bk_tconv_t *c, const int in[
         !(p->sums = cu_alloc(g, (size_t)c->oc * sizeof(double))) ||
         !(p->host_sums = malloc((size_t)c->oc * sizeof(double)))) {
         conv_plan_destroy(&p->base);
-        return g->failed ? NULL : bk_fail(g, "out of memory");
+        return g->failed ? NULL : bk_prog_fail(g, "out of memory");
     }
     return &p->base;
 }
 
-static int ct_conv_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w,
+static int ct_conv_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
                        const float *b, void *y)
 {
     conv_plan_t *p = (conv_plan_t *)bp;
@@ -177,13 +177,13 @@ static int ct_conv_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float 
                                     p->out[2] * p->out[3], none, NULL), "conv bias kernel");
 }
 
-static int set_math(bk_graph_t *g, cu_conv_t *c, cudnnMathType_t m)
+static int set_math(bk_prog_t *g, cu_conv_t *c, cudnnMathType_t m)
 {
     return cudnn_check(g, cudnnSetConvolutionMathType(c->cd, m), "cudnnSetConvolutionMathType");
 }
 
 /* gb[o] = sum over (n, h, w) of gy, accumulated in double as ref does */
-static int conv_bias_grad(bk_graph_t *g, conv_plan_t *p, const void *gy, float *gb)
+static int conv_bias_grad(bk_prog_t *g, conv_plan_t *p, const void *gy, float *gb)
 {
     int oc = p->out[1];
     if (cu_check(g, ck_chan_sums(stream_of(g->be), gy, p->out[0], oc, p->out[2] * p->out[3],
@@ -195,7 +195,7 @@ static int conv_bias_grad(bk_graph_t *g, conv_plan_t *p, const void *gy, float *
     return 0;
 }
 
-static int ct_conv_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w,
+static int ct_conv_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
                        const void *gy, void *gx, float *gw, float *gb)
 {
     conv_plan_t *p = (conv_plan_t *)bp;
@@ -242,11 +242,11 @@ static void bn_plan_destroy(bk_plan_t *bp)
     free(p);
 }
 
-static bk_plan_t *ct_bn_plan(bk_graph_t *g, const int in[4], float eps, int relu)
+static bk_plan_t *ct_bn_plan(bk_prog_t *g, const int in[4], float eps, int relu)
 {
     bn_plan_t *p = calloc(1, sizeof *p);
     if (!p)
-        return bk_fail(g, "out of memory");
+        return bk_prog_fail(g, "out of memory");
     p->base.destroy = bn_plan_destroy;
     memcpy(p->in, in, sizeof p->in);
     p->eps = eps;
@@ -256,12 +256,12 @@ static bk_plan_t *ct_bn_plan(bk_graph_t *g, const int in[4], float eps, int relu
         !(p->sums = cu_alloc(g, 2 * c * sizeof(double))) ||
         !(p->host_sums = malloc(2 * c * sizeof(double)))) {
         bn_plan_destroy(&p->base);
-        return g->failed ? NULL : bk_fail(g, "out of memory");
+        return g->failed ? NULL : bk_prog_fail(g, "out of memory");
     }
     return &p->base;
 }
 
-static int ct_bn_fwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x,
+static int ct_bn_fwd(bk_prog_t *g, bk_plan_t *bp, int training, const void *x,
                      const float *gamma, const float *beta, float *mean, float *var, void *y)
 {
     bn_plan_t *p = (bn_plan_t *)bp;
@@ -282,7 +282,7 @@ static int ct_bn_fwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x,
                     "batch-norm kernel");
 }
 
-static int ct_bn_bwd(bk_graph_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
+static int ct_bn_bwd(bk_prog_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
                      const void *gy, const float *gamma, const float *mean, const float *var,
                      void *gx, float *ggamma, float *gbeta)
 {
@@ -389,16 +389,16 @@ static void simple_plan_destroy(bk_plan_t *bp)
     free(bp);
 }
 
-static simple_plan_t *simple_plan(bk_graph_t *g)
+static simple_plan_t *simple_plan(bk_prog_t *g)
 {
     simple_plan_t *p = calloc(1, sizeof *p);
     if (!p)
-        return bk_fail(g, "out of memory");
+        return bk_prog_fail(g, "out of memory");
     p->base.destroy = simple_plan_destroy;
     return p;
 }
 
-static bk_plan_t *ct_relu_plan(bk_graph_t *g, const int in[4])
+static bk_plan_t *ct_relu_plan(bk_prog_t *g, const int in[4])
 {
     simple_plan_t *p = simple_plan(g);
     if (p)
@@ -406,19 +406,19 @@ static bk_plan_t *ct_relu_plan(bk_graph_t *g, const int in[4])
     return p ? &p->base : NULL;
 }
 
-static int ct_relu_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)
+static int ct_relu_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     return cu_check(g, ck_relu(stream_of(g->be), y, x, ((simple_plan_t *)bp)->count),
                     "relu kernel");
 }
 
-static int ct_relu_bwd(bk_graph_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
+static int ct_relu_bwd(bk_prog_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
 {
     return cu_check(g, ck_relu_bwd(stream_of(g->be), gx, y, gy, ((simple_plan_t *)bp)->count),
                     "relu backward kernel");
 }
 
-static bk_plan_t *ct_pool_plan(bk_graph_t *g, const bk_pool_t *pp, const int in[4],
+static bk_plan_t *ct_pool_plan(bk_prog_t *g, const bk_pool_t *pp, const int in[4],
                                const int out[4])
 {
     simple_plan_t *p = simple_plan(g);
@@ -431,13 +431,13 @@ static bk_plan_t *ct_pool_plan(bk_graph_t *g, const bk_pool_t *pp, const int in[
     return &p->base;
 }
 
-static int ct_pool_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, void *y)
+static int ct_pool_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     return cu_check(g, ck_pool_fwd(stream_of(g->be), &((simple_plan_t *)bp)->pool, x, y),
                     "pooling kernel");
 }
 
-static int ct_pool_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
+static int ct_pool_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
 {
     return cu_check(g, ck_pool_bwd(stream_of(g->be), &((simple_plan_t *)bp)->pool, x, gy, gx),
                     "pooling backward kernel");
@@ -461,11 +461,11 @@ static void lin_plan_destroy(bk_plan_t *bp)
     free(p);
 }
 
-static bk_plan_t *ct_linear_plan(bk_graph_t *g, const int in[4], int out, int has_bias)
+static bk_plan_t *ct_linear_plan(bk_prog_t *g, const int in[4], int out, int has_bias)
 {
     lin_plan_t *p = calloc(1, sizeof *p);
     if (!p)
-        return bk_fail(g, "out of memory");
+        return bk_prog_fail(g, "out of memory");
     p->base.destroy = lin_plan_destroy;
     p->n = in[0];
     p->in = in[1] * in[2] * in[3];
@@ -480,7 +480,7 @@ static bk_plan_t *ct_linear_plan(bk_graph_t *g, const int in[4], int out, int ha
     return &p->base;
 }
 
-static int ct_linear_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w,
+static int ct_linear_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
                          const float *b, void *y)
 {
     lin_plan_t *p = (lin_plan_t *)bp;
@@ -492,7 +492,7 @@ static int ct_linear_fwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const floa
 
 /* Column-major views: gx^T (in x n) = w^T (in x out) gy^T (out x n);
  * gw^T (in x out) = x^T (in x n) gy (n x out). */
-static int ct_linear_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const float *w,
+static int ct_linear_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
                          const void *gy, void *gx, float *gw, float *gb)
 {
     lin_plan_t *p = (lin_plan_t *)bp;
@@ -518,7 +518,7 @@ static int ct_linear_bwd(bk_graph_t *g, bk_plan_t *bp, const void *x, const floa
     return 0;
 }
 
-const bk_tkernels_t CUDA_TKERNELS = {
+const bk_kernels_t CUDA_TKERNELS = {
     .alloc = ct_alloc,
     .release = ct_release,
     .write = ct_write,

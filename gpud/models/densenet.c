@@ -33,15 +33,15 @@ static int densenet_resolve(const model_opts_t *o, const safetensors_t *st, arch
 }
 
 /* One _DenseLayer on the concatenation of xs[0..k): its 32 new channels. */
-static bk_tvar_t *dense_layer(pstore_t *ps, bk_tgraph_t *g, const char *p, int k,
-                              bk_tvar_t *const *xs)
+static bk_tensor_t *dense_layer(pstore_t *ps, bk_graph_t *g, const char *p, int k,
+                              bk_tensor_t *const *xs)
 {
     char n[128];
-    bk_tvar_t *t = xs[0];
+    bk_tensor_t *t = xs[0];
     if (k > 1) {
         snprintf(n, sizeof n, "%s.cat", p);
-        bk_tgraph_set_name(g, n);
-        t = bk_t_concat(g, k, xs);
+        bk_graph_set_name(g, n);
+        t = bk_concat(g, k, xs);
     }
     snprintf(n, sizeof n, "%s.norm1", p);
     t = tl_bn_relu(g, ps, n, t);
@@ -54,9 +54,9 @@ static bk_tvar_t *dense_layer(pstore_t *ps, bk_tgraph_t *g, const char *p, int k
 }
 
 /* _DenseBlock b: the block input followed by every layer's output. */
-static bk_tvar_t *dense_block(pstore_t *ps, bk_tgraph_t *g, int b, bk_tvar_t *x)
+static bk_tensor_t *dense_block(pstore_t *ps, bk_graph_t *g, int b, bk_tensor_t *x)
 {
-    bk_tvar_t *xs[1 + 24];
+    bk_tensor_t *xs[1 + 24];
     int k = 0;
     xs[k++] = x;
     for (int l = 0; l < DN_BLOCKS[b - 1]; l++, k++) {
@@ -66,34 +66,34 @@ static bk_tvar_t *dense_block(pstore_t *ps, bk_tgraph_t *g, int b, bk_tvar_t *x)
     }
     char n[64];
     snprintf(n, sizeof n, "features.denseblock%d.cat", b);
-    bk_tgraph_set_name(g, n);
-    return bk_t_concat(g, k, xs);
+    bk_graph_set_name(g, n);
+    return bk_concat(g, k, xs);
 }
 
-static bk_tvar_t *transition(pstore_t *ps, bk_tgraph_t *g, int b, bk_tvar_t *x)
+static bk_tensor_t *transition(pstore_t *ps, bk_graph_t *g, int b, bk_tensor_t *x)
 {
     char n[64];
     int c = 0, unused;
     if (x)
-        bk_tvar_dims(x, &unused, &c, &unused, &unused);
+        bk_tensor_dims(x, &unused, &c, &unused, &unused);
     snprintf(n, sizeof n, "features.transition%d.norm", b);
     x = tl_bn_relu(g, ps, n, x);
     snprintf(n, sizeof n, "features.transition%d.conv", b);
     x = tl_conv(g, ps, n, x, c / 2, 1, 1, 0, 0);
     snprintf(n, sizeof n, "features.transition%d.pool", b);
-    bk_tgraph_set_name(g, n);
+    bk_graph_set_name(g, n);
     bk_pool_t ap = {BK_POOL_AVG, 2, 2, 2, 2, 0, 0};
-    return bk_t_pool2d(g, x, &ap);
+    return bk_pool2d(g, x, &ap);
 }
 
-static bk_tvar_t *densenet_describe(const arch_info_t *a, pstore_t *ps, bk_tgraph_t *g,
-                                    bk_tvar_t *x)
+static bk_tensor_t *densenet_describe(const arch_info_t *a, pstore_t *ps, bk_graph_t *g,
+                                    bk_tensor_t *x)
 {
-    bk_tvar_t *t = tl_conv(g, ps, "features.conv0", x, DN_INIT, 7, 2, 3, 0);
+    bk_tensor_t *t = tl_conv(g, ps, "features.conv0", x, DN_INIT, 7, 2, 3, 0);
     t = tl_bn_relu(g, ps, "features.norm0", t);
-    bk_tgraph_set_name(g, "features.pool0");
+    bk_graph_set_name(g, "features.pool0");
     bk_pool_t mp = {BK_POOL_MAX, 3, 3, 2, 2, 1, 1};
-    t = bk_t_pool2d(g, t, &mp);
+    t = bk_pool2d(g, t, &mp);
     for (int b = 1; b <= 4; b++) {
         t = dense_block(ps, g, b, t);
         if (b < 4)
@@ -101,8 +101,8 @@ static bk_tvar_t *densenet_describe(const arch_info_t *a, pstore_t *ps, bk_tgrap
     }
     /* features end with norm5; forward() applies the ReLU: one fused op */
     t = tl_bn_relu(g, ps, "features.norm5", t);
-    bk_tgraph_set_name(g, "avgpool");
-    t = bk_t_global_avg_pool(g, t);
+    bk_graph_set_name(g, "avgpool");
+    t = bk_global_avg_pool(g, t);
     pstore_hint(ps, "check --classes");
     return tl_linear(g, ps, "classifier", t, a->num_classes);
 }

@@ -77,24 +77,18 @@ int pstore_leftovers(const pstore_t *ps, const safetensors_t *st, char *err, siz
  * unless frozen, the gradient arrays) and fails the graph naming the
  * tensor when one is missing or has the wrong shape (with the store's
  * hint). */
-bk_tvar_t *tl_conv(bk_tgraph_t *g, pstore_t *ps, const char *name, bk_tvar_t *x, int oc, int k,
+bk_tensor_t *tl_conv(bk_graph_t *g, pstore_t *ps, const char *name, bk_tensor_t *x, int oc, int k,
                    int stride, int pad, int has_bias);
 /* tl_conv in two steps: bind the parameters of a conv on ic channels into
  * *p (0, or -1 with g failed), then build it. For a description that binds
  * in state_dict order but runs the ops in forward order. */
-int tl_conv_bind(bk_tgraph_t *g, pstore_t *ps, const char *name, int ic, int oc, int k,
-                 int stride, int pad, int has_bias, bk_tconv_t *p);
-bk_tvar_t *tl_conv_on(bk_tgraph_t *g, const char *name, bk_tvar_t *x, const bk_tconv_t *p);
-bk_tvar_t *tl_bn(bk_tgraph_t *g, pstore_t *ps, const char *name, bk_tvar_t *x);
+int tl_conv_bind(bk_graph_t *g, pstore_t *ps, const char *name, int ic, int oc, int k,
+                 int stride, int pad, int has_bias, bk_conv_t *p);
+bk_tensor_t *tl_conv_on(bk_graph_t *g, const char *name, bk_tensor_t *x, const bk_conv_t *p);
+bk_tensor_t *tl_bn(bk_graph_t *g, pstore_t *ps, const char *name, bk_tensor_t *x);
 /* relu(bn(x)) as one fused op */
-bk_tvar_t *tl_bn_relu(bk_tgraph_t *g, pstore_t *ps, const char *name, bk_tvar_t *x);
-bk_tvar_t *tl_linear(bk_tgraph_t *g, pstore_t *ps, const char *name, bk_tvar_t *x, int out);
-
-/* BatchNorm folded into the preceding conv, in double arithmetic (tests;
- * the backend's fused eval plan): w [oc, per_oc], bias [oc] (in/out):
- *   s = gamma / sqrt(var + eps);  w' = w * s;  b' = (b - mean) * s + beta. */
-void bn_fold(float *w, float *bias, int oc, size_t per_oc, const float *gamma,
-             const float *beta, const float *mean, const float *var, float eps);
+bk_tensor_t *tl_bn_relu(bk_graph_t *g, pstore_t *ps, const char *name, bk_tensor_t *x);
+bk_tensor_t *tl_linear(bk_graph_t *g, pstore_t *ps, const char *name, bk_tensor_t *x, int out);
 
 /* ------------------------------------------------------------ arch table */
 
@@ -115,7 +109,7 @@ typedef struct {
     /* Append the network (BatchNorm and dropout as the graph's mode says)
      * to g with parameters from ps; returns the logits (n, classes, 1, 1),
      * NULL with g failed. */
-    bk_tvar_t *(*describe)(const arch_info_t *a, pstore_t *ps, bk_tgraph_t *g, bk_tvar_t *x);
+    bk_tensor_t *(*describe)(const arch_info_t *a, pstore_t *ps, bk_graph_t *g, bk_tensor_t *x);
 } arch_t;
 
 extern const arch_t ARCH_RESNET18;
@@ -128,8 +122,8 @@ extern const arch_t ARCH_DENSENET121;
  * else def (no file; or the head is missing, which describe reports). */
 int arch_classes(const model_opts_t *o, const safetensors_t *st, const char *head, int def);
 /* describe on g with ps's hint reset to the arch's. */
-bk_tvar_t *arch_describe(const arch_t *arch, const arch_info_t *a, pstore_t *ps, bk_tgraph_t *g,
-                         bk_tvar_t *x);
+bk_tensor_t *arch_describe(const arch_t *arch, const arch_info_t *a, pstore_t *ps, bk_graph_t *g,
+                         bk_tensor_t *x);
 /* Walk describe once, in ps's mode, on a description graph (one sample at
  * the natural size, nothing allocated): marks what the description binds,
  * or records it (PS_RECORD). 0, or -1 with err. */

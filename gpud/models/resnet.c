@@ -19,12 +19,12 @@ static int resnet_resolve(const model_opts_t *o, const safetensors_t *st, arch_i
 /* torchvision's BasicBlock / Bottleneck `p` on inplanes channels:
  * relu(bn2(conv2(relu(bn1(conv1(x))))) + downsample(x)); the bottleneck
  * has conv1 1x1, conv2 3x3 with the stride, conv3 1x1 to planes * 4. */
-static bk_tvar_t *block(pstore_t *ps, bk_tgraph_t *g, const char *p, bk_tvar_t *x, int inplanes,
+static bk_tensor_t *block(pstore_t *ps, bk_graph_t *g, const char *p, bk_tensor_t *x, int inplanes,
                         int planes, int stride, int bottleneck)
 {
     char cn[96], bn[96];
     int nconv = bottleneck ? 3 : 2, out = bottleneck ? planes * 4 : planes;
-    bk_tvar_t *t = x;
+    bk_tensor_t *t = x;
     for (int i = 0; i < nconv; i++) {
         int k = bottleneck && i != 1 ? 1 : 3, s = i == (bottleneck ? 1 : 0) ? stride : 1;
         snprintf(cn, sizeof cn, "%s.conv%d", p, i + 1);
@@ -32,24 +32,24 @@ static bk_tvar_t *block(pstore_t *ps, bk_tgraph_t *g, const char *p, bk_tvar_t *
         t = tl_conv(g, ps, cn, t, i == nconv - 1 ? out : planes, k, s, k / 2, 0);
         t = i < nconv - 1 ? tl_bn_relu(g, ps, bn, t) : tl_bn(g, ps, bn, t);
     }
-    bk_tvar_t *id = x;
+    bk_tensor_t *id = x;
     if (stride != 1 || inplanes != out) {
         snprintf(cn, sizeof cn, "%s.downsample.0", p);
         snprintf(bn, sizeof bn, "%s.downsample.1", p);
         id = tl_bn(g, ps, bn, tl_conv(g, ps, cn, x, out, 1, stride, 0, 0));
     }
     snprintf(cn, sizeof cn, "%s.add", p);
-    bk_tgraph_set_name(g, cn);
-    return bk_t_relu(g, bk_t_add(g, t, id));
+    bk_graph_set_name(g, cn);
+    return bk_relu(g, bk_add(g, t, id));
 }
 
-static bk_tvar_t *resnet(const arch_info_t *a, pstore_t *ps, bk_tgraph_t *g, bk_tvar_t *x,
+static bk_tensor_t *resnet(const arch_info_t *a, pstore_t *ps, bk_graph_t *g, bk_tensor_t *x,
                          const int layers[4], int bottleneck)
 {
-    bk_tvar_t *t = tl_bn_relu(g, ps, "bn1", tl_conv(g, ps, "conv1", x, 64, 7, 2, 3, 0));
-    bk_tgraph_set_name(g, "maxpool");
+    bk_tensor_t *t = tl_bn_relu(g, ps, "bn1", tl_conv(g, ps, "conv1", x, 64, 7, 2, 3, 0));
+    bk_graph_set_name(g, "maxpool");
     bk_pool_t mp = {BK_POOL_MAX, 3, 3, 2, 2, 1, 1};
-    t = bk_t_pool2d(g, t, &mp);
+    t = bk_pool2d(g, t, &mp);
     int inplanes = 64;
     for (int l = 0; l < 4; l++)
         for (int b = 0; b < layers[l]; b++) {
@@ -59,25 +59,25 @@ static bk_tvar_t *resnet(const arch_info_t *a, pstore_t *ps, bk_tgraph_t *g, bk_
             t = block(ps, g, p, t, inplanes, planes, stride, bottleneck);
             inplanes = bottleneck ? planes * 4 : planes;
         }
-    bk_tgraph_set_name(g, "avgpool");
-    t = bk_t_global_avg_pool(g, t);
+    bk_graph_set_name(g, "avgpool");
+    t = bk_global_avg_pool(g, t);
     pstore_hint(ps, "check --classes");
     return tl_linear(g, ps, "fc", t, a->num_classes);
 }
 
-static bk_tvar_t *resnet18(const arch_info_t *a, pstore_t *ps, bk_tgraph_t *g, bk_tvar_t *x)
+static bk_tensor_t *resnet18(const arch_info_t *a, pstore_t *ps, bk_graph_t *g, bk_tensor_t *x)
 {
     static const int layers[4] = {2, 2, 2, 2};
     return resnet(a, ps, g, x, layers, 0);
 }
 
-static bk_tvar_t *resnet34(const arch_info_t *a, pstore_t *ps, bk_tgraph_t *g, bk_tvar_t *x)
+static bk_tensor_t *resnet34(const arch_info_t *a, pstore_t *ps, bk_graph_t *g, bk_tensor_t *x)
 {
     static const int layers[4] = {3, 4, 6, 3};
     return resnet(a, ps, g, x, layers, 0);
 }
 
-static bk_tvar_t *resnet50(const arch_info_t *a, pstore_t *ps, bk_tgraph_t *g, bk_tvar_t *x)
+static bk_tensor_t *resnet50(const arch_info_t *a, pstore_t *ps, bk_graph_t *g, bk_tensor_t *x)
 {
     static const int layers[4] = {3, 4, 6, 3};
     return resnet(a, ps, g, x, layers, 1);

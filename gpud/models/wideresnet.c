@@ -55,7 +55,7 @@ static int wrn_resolve(const model_opts_t *o, const safetensors_t *st, arch_info
     return channels_from_opts(a, o, err, errlen);
 }
 
-static bk_tvar_t *cbr(pstore_t *ps, bk_tgraph_t *g, const char *p, bk_tvar_t *x, int oc)
+static bk_tensor_t *cbr(pstore_t *ps, bk_graph_t *g, const char *p, bk_tensor_t *x, int oc)
 {
     char cn[96], bn[96];
     snprintf(cn, sizeof cn, "%s.cbr.0", p);
@@ -67,60 +67,60 @@ static bk_tvar_t *cbr(pstore_t *ps, bk_tgraph_t *g, const char *p, bk_tvar_t *x,
  * registers it (state_dict order: a bad file is reported at its first
  * tensor), but runs after layer2: ops stay in forward order, and a
  * dropout's mask follows its op index. */
-static bk_tvar_t *block(pstore_t *ps, bk_tgraph_t *g, int idx, bk_tvar_t *x, int ic, int oc,
+static bk_tensor_t *block(pstore_t *ps, bk_graph_t *g, int idx, bk_tensor_t *x, int ic, int oc,
                         int scale)
 {
     char sn[64], name[64];
-    bk_tconv_t sp;
+    bk_conv_t sp;
     snprintf(sn, sizeof sn, "block%d.scale", idx);
     if (scale && tl_conv_bind(g, ps, sn, ic, oc, 1, 1, 0, 1, &sp) < 0)
         return NULL;
     snprintf(name, sizeof name, "block%d.layer1", idx);
-    bk_tvar_t *t = cbr(ps, g, name, x, oc);
+    bk_tensor_t *t = cbr(ps, g, name, x, oc);
     snprintf(name, sizeof name, "block%d.dropout", idx);
-    bk_tgraph_set_name(g, name);
-    t = bk_t_dropout(g, t, WRN_DROPOUT);
+    bk_graph_set_name(g, name);
+    t = bk_dropout(g, t, WRN_DROPOUT);
     snprintf(name, sizeof name, "block%d.layer2", idx);
     t = cbr(ps, g, name, t, oc);
-    bk_tvar_t *res = scale ? tl_conv_on(g, sn, x, &sp) : x;
+    bk_tensor_t *res = scale ? tl_conv_on(g, sn, x, &sp) : x;
     snprintf(name, sizeof name, "block%d.add", idx);
-    bk_tgraph_set_name(g, name);
-    return bk_t_add(g, t, res);
+    bk_graph_set_name(g, name);
+    return bk_add(g, t, res);
 }
 
 /* AvgPool2d(7) must leave 1x1 for the fc. */
-static bk_tvar_t *head_pool(bk_tgraph_t *g, bk_tvar_t *t)
+static bk_tensor_t *head_pool(bk_graph_t *g, bk_tensor_t *t)
 {
     bk_pool_t avg7 = {BK_POOL_AVG, 7, 7, 7, 7, 0, 0};
-    bk_tgraph_set_name(g, "pool");
-    t = bk_t_pool2d(g, t, &avg7);
+    bk_graph_set_name(g, "pool");
+    t = bk_pool2d(g, t, &avg7);
     int n, c, h, w;
     if (t)
-        bk_tvar_dims(t, &n, &c, &h, &w);
+        bk_tensor_dims(t, &n, &c, &h, &w);
     if (t && (h != 1 || w != 1))
-        return bk_tfail(g, "AvgPool2d(7) leaves %dx%d, the fc needs 1x1: wideresnet wants "
+        return bk_fail(g, "AvgPool2d(7) leaves %dx%d, the fc needs 1x1: wideresnet wants "
                         "28x28 inputs", h, w);
     return t;
 }
 
-static bk_tvar_t *wrn_describe(const arch_info_t *a, pstore_t *ps, bk_tgraph_t *g, bk_tvar_t *x)
+static bk_tensor_t *wrn_describe(const arch_info_t *a, pstore_t *ps, bk_graph_t *g, bk_tensor_t *x)
 {
     const int *C = a->ch;
     /* (in, out, scale) of block1..6, as in the seed's __init__ */
     const int spec[6][3] = {{C[0], C[1], 1}, {C[1], C[1], 0}, {C[1], C[2], 1},
                             {C[2], C[2], 0}, {C[2], C[3], 1}, {C[3], C[3], 0}};
     bk_pool_t max2 = {BK_POOL_MAX, 2, 2, 2, 2, 0, 0};
-    bk_tvar_t *t = cbr(ps, g, "input_block", x, C[0]);
+    bk_tensor_t *t = cbr(ps, g, "input_block", x, C[0]);
     for (int i = 0; i < 6; i++) {
         t = block(ps, g, i + 1, t, spec[i][0], spec[i][1], spec[i][2]);
         if (i == 1 || i == 3) {
-            bk_tgraph_set_name(g, i == 1 ? "pool1" : "pool2");
-            t = bk_t_pool2d(g, t, &max2);
+            bk_graph_set_name(g, i == 1 ? "pool1" : "pool2");
+            t = bk_pool2d(g, t, &max2);
         }
     }
     t = head_pool(g, t);
-    bk_tgraph_set_name(g, "flat");
-    t = bk_t_flatten(g, t);
+    bk_graph_set_name(g, "flat");
+    t = bk_flatten(g, t);
     pstore_hint(ps, "check --classes");
     return tl_linear(g, ps, "fc", t, a->num_classes);
 }

@@ -37,7 +37,7 @@ static const char *const outputs[] = {
     "summary.json", "predictions.csv", "metrics.csv", "classification_report.txt",
     "checkpoint.safetensors", "loss.png", "accuracy.svg", "throughput.png", "confusion.svg",
     "f1.png", "2ranks-64bs-0.05lr-0.9m-0.0w.csv", "summary.json.tmp.1234",
-    "checkpoint.safetensors.tmp.Ab12Cd", "logs/reducerd.log", "logs/gpud.0.log",
+    "checkpoint.safetensors.tmp.Ab12Cd", "logs/reducerd.log", "logs/gpud.0.log", "membership.csv",
 };
 static const char *const foreign[] = {"notes.txt", "data.csv", "summary.json.bak", "tmp.x",
                                       "my.tmp.file"};

@@ -83,6 +83,12 @@ static void test_batches_and_names(void)
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 4 --global-batch-size 3") < 0,
           "G < W");
     CHECK(parse(&o, "--model wideresnet --out /tmp/r") < 0, "missing --data");
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 3") == 0 &&
+          o.min_workers == 1, "--min-workers defaults to 1: %ld", o.min_workers);
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 3 --min-workers 3") == 0 &&
+          o.min_workers == 3, "--min-workers 3");
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 2 --min-workers 3") < 0,
+          "--min-workers above --workers");
 }
 
 static void write_ckpt(const char *path, const char *epoch, const char *step, const char *gb, const char *spe)

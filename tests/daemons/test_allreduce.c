@@ -3,12 +3,15 @@
  * world size and length (empty chunks too), and a dead rank is an error
  * naming it within the timeout, not a hang. The split API (bind to
  * tcp://127.0.0.1:0, publish the resolved endpoint, connect later, as gpud
- * does around JOIN/WELCOME) gives the same bytes, and a cancel callback
- * ends a wait at once instead of after the timeout. */
+ * does around JOIN/WELCOME) gives the same bytes, a cancel callback ends a
+ * wait at once instead of after the timeout (told apart from a timeout), and
+ * a ring of 3 that lost a rank re-forms as a new generation of 2 whose sum is
+ * exactly a 2-rank ring's (docs/ELASTIC.md). */
 #include "gpud/ring.h"
 #include "common/errbuf.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <time.h>
 #include <stdint.h>
@@ -46,7 +49,8 @@ static void ep(char *buf, size_t len, int rank) { snprintf(buf, len, "ipc://%s/a
 static int s_split;                       /* 1: bind tcp port 0 and exchange endpoints */
 static volatile sig_atomic_t s_cancel;    /* set by SIGUSR1 in a child */
 
-static int cancelled(void) { return s_cancel; }
+/* The cancel callback: its ctx is the reason it gives once SIGUSR1 came. */
+static const char *cancelled(void *ctx) { return s_cancel ? ctx : NULL; }
 static void on_usr1(int sig) { (void)sig; s_cancel = 1; }
 
 /* Publishes rank's resolved endpoint (atomically, via rename) and reads
@@ -117,9 +121,12 @@ static int child(int rank, int world, size_t n, int die)
     int rc = allreduce_sum(ar, x, n, die < 0 ? 1500 : 20000, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "rank %d: %s\n", rank, err);
+        int prev = (rank + world - 1) % world;
+        int timed_out = strstr(err, "is it dead?") && allreduce_failure(ar) == ALLREDUCE_TIMEOUT &&
+                        allreduce_suspect(ar) == prev;
         allreduce_destroy(&ar);
         free(x);
-        return strstr(err, "is it dead?") ? 3 : 1;
+        return timed_out ? 3 : 1;
     }
     char path[300];
     snprintf(path, sizeof path, "%s/out%d", s_dir, rank);
@@ -195,8 +202,98 @@ static int run(int world, size_t n, int dead_rank)
     return fails;
 }
 
+/* Writes rank's result where the parent reads it. */
+static void write_out(int rank, const float *x, size_t n)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/out%d", s_dir, rank);
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(x, sizeof *x, n, f);
+        fclose(f);
+    }
+}
+
+/* Child of reform_case: old rank 1 vanishes; 0 and 2 time out, re-form as
+ * generation 1 (0 -> 0, 2 -> 1, world 2) and sum again. */
+static int reform_child(int rank, size_t n)
+{
+    char err[512] = "", next[300];
+    allreduce_t *ar = open_ring(rank, 3, err, sizeof err);
+    if (!ar) {
+        fprintf(stderr, "rank %d: %s\n", rank, err);
+        return 2;
+    }
+    if (rank == 1)
+        _exit(0);
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = value(rank, i);
+    int code = 0;
+    if (allreduce_sum(ar, x, n, 1500, err, sizeof err) == 0 ||
+        allreduce_failure(ar) != ALLREDUCE_TIMEOUT)
+        code = 4;
+    int nr = rank == 0 ? 0 : 1;
+    ep(next, sizeof next, rank == 0 ? 2 : 0);
+    if (!code && allreduce_reform(ar, 1, nr, 2, next, err, sizeof err) < 0)
+        code = 5;
+    for (size_t i = 0; i < n; i++)
+        x[i] = value(nr, i);
+    if (!code && (allreduce_sum(ar, x, n, 20000, err, sizeof err) < 0 || allreduce_gen(ar) != 1))
+        code = 6;
+    if (code)
+        fprintf(stderr, "reform: rank %d failed (%d): %s\n", rank, code, err);
+    else
+        write_out(nr, x, n);
+    allreduce_destroy(&ar);
+    free(x);
+    return code;
+}
+
+/* A reform from 3 ranks to 2 sums exactly as a 2-rank ring does. */
+static int reform_case(size_t n)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -f %s/ep* %s/out*", s_dir, s_dir);
+    if (system(cmd) != 0)
+        return 1;
+    pid_t pids[3];
+    for (int r = 0; r < 3; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0)
+            exit(reform_child(r, n));
+    }
+    int fails = 0;
+    for (int r = 0; r < 3; r++) {
+        int st;
+        waitpid(pids[r], &st, 0);
+        fails += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    }
+    float *got = malloc(n * sizeof *got);
+    for (int r = 0; r < 2 && !fails; r++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/out%d", s_dir, r);
+        FILE *f = fopen(path, "rb");
+        size_t got_n = f ? fread(got, sizeof *got, n, f) : 0;
+        if (f)
+            fclose(f);
+        for (size_t i = 0; i < n && got_n == n; i++)
+            got_n -= got[i] != ring_sum(2, n, i);
+        if (got_n != n) {
+            fprintf(stderr, "reform 3 -> 2: new rank %d's sum differs from a 2-rank ring's\n", r);
+            fails++;
+        }
+    }
+    free(got);
+    if (fails)
+        fprintf(stderr, "reform 3 -> 2: %d failures\n", fails);
+    return fails;
+}
+
 /* A rank whose peer never sends: SIGUSR1 (the cancel callback) must end
- * its wait long before the 30 s timeout, with "interrupted". */
+ * its wait long before the 30 s timeout, with the callback's reason
+ * ("membership changed", as gpud's when MEMBERS arrives), told apart from
+ * a timeout by allreduce_failure. */
 static int cancel_case(void)
 {
     int fds[2];
@@ -210,15 +307,16 @@ static int cancel_case(void)
         /* rank 0 of 2 whose next is itself: nothing is ever sent to it by rank 1 */
         int ok = ar && allreduce_connect(ar, 0, 2, "tcp://127.0.0.1:1", err, sizeof err) == 0;
         if (ar)
-            allreduce_set_cancel(ar, cancelled);
+            allreduce_set_cancel(ar, cancelled, (void *)"membership changed");
         char c = ok ? 'r' : 'x';
         if (write(fds[1], &c, 1) != 1)
             _exit(5);
         float x[4] = {1, 2, 3, 4};
         int rc = ok ? allreduce_sum(ar, x, 4, 30000, err, sizeof err) : -1;
+        bool why = ar && allreduce_failure(ar) == ALLREDUCE_CANCELLED && allreduce_suspect(ar) < 0;
         allreduce_destroy(&ar);
-        if (rc == 0 || !strstr(err, "interrupted")) {
-            fprintf(stderr, "cancel: rc %d, err '%s', want 'interrupted'\n", rc, err);
+        if (rc == 0 || !why || !strstr(err, "membership changed")) {
+            fprintf(stderr, "cancel: rc %d, err '%s', want 'membership changed'\n", rc, err);
             _exit(1);
         }
         _exit(0);
@@ -292,6 +390,9 @@ int main(void)
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++, total++)
         fails += run(split[i].world, split[i].n, -1) != 0;
     fails += cancel_case() != 0;
+    total++;
+    s_split = 0;
+    fails += reform_case(1001) != 0;
     total++;
     fails += misuse_case() != 0;
     total++;

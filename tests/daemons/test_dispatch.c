@@ -1,4 +1,5 @@
-/* loaderd's dispatch: credits, acks, and re-queueing a dead worker's batches. */
+/* loaderd's dispatch: credits, acks, re-queueing a dead worker's batches,
+ * and the ranks and credits of membership generations (training). */
 #include "loaderd/dispatch.h"
 
 #include "common/clock.h"
@@ -219,11 +220,56 @@ static int test_reissue_bans(void)
     return 0;
 }
 
+/* Generations (docs/ELASTIC.md): a new one forgets every rank and credit
+ * until a CREDIT of it comes; a CREDIT of an older one is ignored; one of a
+ * newer one (before loaderd's MEMBERS) restarts that worker's credits but
+ * gets it no shard until loaderd is in that generation too. */
+static int test_generations(void)
+{
+    dispatch_t *d = dispatch_new(0, 1, 100000);
+    zframe_t *a = zframe_new("A", 1), *b = zframe_new("B", 1), *c = zframe_new("C", 1), *id;
+    bool alive;
+    uint32_t credits;
+    dispatch_credit(d, a, "wa", 2, NULL, 0);
+    dispatch_credit(d, b, "wb", 2, NULL, 0);
+    dispatch_credit(d, c, "wc", 2, NULL, 0);
+    dispatch_set_rank(d, "wa", 0);
+    dispatch_set_rank(d, "wb", 1);
+    dispatch_set_rank(d, "wc", 2);
+    uint64_t s = dispatch_sent_train(d, "wb");
+    CHECK(dispatch_in_flight(d) == 1);
+    /* wc of generation 1 (rank 1 there) speaks before loaderd's MEMBERS */
+    dispatch_credit_gen(d, c, "wc", 2, NULL, 0, 1);
+    dispatch_set_rank(d, "wc", 1);
+    CHECK(dispatch_rank_worker(d, 1, &id, &alive, &credits) == NULL);  /* wb lost rank 1 */
+    CHECK(dispatch_rank_worker(d, 2, &id, &alive, &credits) == NULL);
+    dispatch_set_gen(d, 1);
+    CHECK(dispatch_gen(d) == 1 && dispatch_in_flight(d) == 0);   /* train shards dropped */
+    CHECK(dispatch_rank_worker(d, 0, &id, &alive, &credits) == NULL);  /* wa: not yet */
+    const char *w = dispatch_rank_worker(d, 1, &id, &alive, &credits);
+    CHECK(w && strcmp(w, "wc") == 0 && credits == 2);
+    dispatch_credit_gen(d, b, "wb", 1, &s, 1, 0);      /* removed: stale, ignored */
+    dispatch_credit_gen(d, a, "wa", 1, NULL, 0, 0);    /* from before its MEMBERS */
+    CHECK(dispatch_rank_worker(d, 0, &id, &alive, &credits) == NULL);
+    dispatch_credit_gen(d, a, "wa", 2, NULL, 0, 1);
+    dispatch_set_rank(d, "wa", 0);
+    w = dispatch_rank_worker(d, 0, &id, &alive, &credits);
+    CHECK(w && strcmp(w, "wa") == 0 && credits == 2 && alive);   /* 2, not 2 + 2 + 1 */
+    dispatch_credit_gen(d, c, "wc", 1, NULL, 0, 0);    /* an old CREDIT arriving late */
+    dispatch_rank_worker(d, 1, &id, &alive, &credits);
+    CHECK(credits == 2);
+    zframe_destroy(&a);
+    zframe_destroy(&b);
+    zframe_destroy(&c);
+    dispatch_destroy(&d);
+    return 0;
+}
+
 int main(void)
 {
     int fails = test_ranges_cover_plan() + test_credits_and_acks() + test_dead_worker_requeued() +
                 test_stuck_worker_dropped_despite_heartbeats() + test_deadline_from_last_ack() +
-                test_reissue_bans() + test_late_answer_sets_deadline();
-    printf("%d passed, %d failed\n", 7 - fails, fails);
+                test_reissue_bans() + test_late_answer_sets_deadline() + test_generations();
+    printf("%d passed, %d failed\n", 8 - fails, fails);
     return fails != 0;
 }

@@ -4,12 +4,15 @@ a real ring:
 
   run 1: 2 ranks, 2 epochs x 2 steps, one step with an empty shard (n = 0):
          JOIN carries a resolved ring endpoint, RESULTs carry step/lr/loss,
-         CREDITs carry the rank, a train batch of epoch 1 waits for EPOCH(0),
-         EPOCH(stop) writes the checkpoint (ckpt.* metadata) and the final
-         weights, STOP(0) exits 0;
-  run 2: a rank killed before step 1 (--fault-at-step): the other rank names
-         it ("all-reduce with rank ... failed"), writes the last completed
-         step's checkpoint and exits non-zero within the ring timeout;
+         every rank sends STEP(gen 0, step, status 0) and takes the step on
+         the fake reducerd's COMMIT (docs/ELASTIC.md), CREDITs carry the rank,
+         a train batch of epoch 1 waits for EPOCH(0), EPOCH(stop) writes the
+         checkpoint (ckpt.* metadata) and the final weights, STOP(0) exits 0;
+  run 2: a rank killed before step 1 (--fault-at-step): the other rank
+         reports it (STEP status 1, suspect 1), and with no answer from the
+         fake reducerd names it ("all-reduce with rank ... failed"), writes
+         the last committed step's checkpoint and exits non-zero within the
+         ring timeout plus the commit timeout;
   run 3: SIGTERM to a rank blocked in the all-reduce: it stops within 2 s
          (not the ring timeout), saves the last completed step, exits non-zero;
   run 4: --sync-bn with 1 and 2 ranks over the same global steps (one with
@@ -49,16 +52,18 @@ def pack(t, **kw):
 
 
 def recv(sock, want, timeout_s=30.0):
-    """Next message of type `want` (others, e.g. heartbeats, are skipped)."""
+    """Next message of type `want` (an int or a tuple of them; others, e.g.
+    heartbeats, are skipped)."""
+    want = want if isinstance(want, tuple) else (want,)
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         if not sock.poll(int(max(1, (deadline - time.time()) * 1000))):
             break
         frames = sock.recv_multipart()
         m = msgpack.unpackb(frames[1], raw=False)
-        if m["t"] == want:
+        if m["t"] in want:
             return frames[0], m
-    raise TimeoutError("no message of type %d within %.0fs" % (want, timeout_s))
+    raise TimeoutError("no message of type %r within %.0fs" % (want, timeout_s))
 
 
 def batch(seq, epoch, step, ids, labels, gcount, phase=1):
@@ -166,17 +171,29 @@ def train_step(job, seq, epoch, step, expect_results=True, table=SHARDS):
     for r in range(job.world):
         ids, labels = shards[r]
         job.send(r, batch(seq + r, epoch, step, ids, labels, gcount))
-    if not expect_results:
-        return
-    for r in range(job.world):
-        if not shards[r][0]:
-            continue   # an empty shard sends no RESULT
-        _, res = recv(job.reducer, 8)
-        check(res["phase"] == 1 and res["step"] == step, "RESULT %r for step %d" % (
-            {k: res[k] for k in ("phase", "step", "rank")}, step))
-        check(abs(res["lr"] - 0.05) < 1e-12, "RESULT lr %r" % res.get("lr"))
-        losses = struct.unpack("<%df" % res["n"], res["loss"])
+    if expect_results:
+        commit_step(job, epoch, step, sum(1 for ids, _ in shards if ids))
+
+
+def commit_step(job, epoch, step, n_results):
+    """The ranks' RESULTs (an empty shard sends none) and STEPs of `step`,
+    then COMMIT to every rank, as reducerd does."""
+    steps = set()
+    while n_results > 0 or len(steps) < job.world:
+        _, m = recv(job.reducer, (8, 16))
+        if m["t"] == 16:
+            check(m["step"] == step and m["status"] == 0 and m["gen"] == 0 and m["suspect"] == -1
+                  and m["epoch"] == epoch, "STEP %r for step %d" % (m, step))
+            steps.add(m["rank"])
+            continue
+        n_results -= 1
+        check(m["rank"] not in steps, "rank %d's RESULT after its STEP" % m["rank"])
+        check(m["phase"] == 1 and m["step"] == step, "RESULT %r for step %d" % (
+            {k: m[k] for k in ("phase", "step", "rank")}, step))
+        check(abs(m["lr"] - 0.05) < 1e-12, "RESULT lr %r" % m.get("lr"))
+        losses = struct.unpack("<%df" % m["n"], m["loss"])
         check(all(math.isfinite(x) and x > 0 for x in losses), "losses %r" % (losses,))
+    job.to_reducer_all([pack(17, gen=0, epoch=epoch, step=step)])
 
 
 def wait_acks(job, seqs):
@@ -208,9 +225,7 @@ def run_ok(wd):
         except TimeoutError:
             pass
         job.to_reducer_all([pack(12, epoch=0, decision=0, streak=1, val_top1=0.5, reason="go on")])
-        for _ in range(2):
-            _, res = recv(job.reducer, 8)
-            check(res["step"] == 2, "after EPOCH(0): RESULT of step %r" % res.get("step"))
+        commit_step(job, 1, 2, 2)
         train_step(job, 210, 1, 3)
         for r in range(2):
             job.send(r, [pack(7, epoch=1, phase=1)])
@@ -237,12 +252,15 @@ def run_fault(wd):
     try:
         job.handshake()
         train_step(job, 100, 0, 0)
-        # A RESULT goes out before the step's all-reduce: wait for both ranks'
-        # acks (sent after the optimizer step) so that step 0 is complete on
-        # both, whatever the machine's speed, before rank 1 dies at step 1.
+        # wait for both ranks' acks (sent after the committed optimizer step)
+        # so that step 0 is complete on both, whatever the machine's speed,
+        # before rank 1 dies at step 1
         wait_acks(job, {100, 101})
         train_step(job, 110, 0, 1, expect_results=False)
-        # bounded by the 4 s ring timeout; 120 s only guards against a hang
+        _, st = recv(job.reducer, 16)   # within the 4 s ring timeout
+        check(st["rank"] == 0 and st["status"] == 1 and st["suspect"] == 1 and st["step"] == 1,
+              "rank 0's report of the silent rank 1: %r" % st)
+        # no answer: 4 s ring + 8 s commit timeout; 120 s only guards against a hang
         codes = job.wait(timeout=120)
         check(codes[1] == -9, "rank 1 exit %r, want SIGKILL" % codes[1])
         check(codes[0] not in (0, "hung"), "rank 0 exit %r, want non-zero" % codes[0])
@@ -266,8 +284,10 @@ def run_sigterm(wd):
         train_step(job, 100, 0, 0)
         ids, labels = SHARDS[1][0]
         job.send(0, batch(110, 0, 1, ids, labels, 6))   # rank 1 never gets its shard
-        recv(job.reducer, 8)                            # rank 0 is now in the all-reduce
-        time.sleep(0.3)
+        # rank 0 sends nothing until its all-reduce ends (RESULT follows the
+        # sum): give it time to enter it; SIGTERM during the (ms-long)
+        # forward pass would end the run just as well, only sooner
+        time.sleep(1.0)
         t0 = time.time()
         job.procs[0].send_signal(15)
         # The ring timeout is 60 s: exiting well before it shows that SIGTERM,

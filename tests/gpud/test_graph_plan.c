@@ -1,11 +1,11 @@
 /* The graph engine's compile step and inference plan (backend.h,
- * bk_tgraph_compile, gpud/graph_plan.c), on backends "cpu" and "ref":
+ * bk_graph_compile, gpud/graph_plan.c), on backends "cpu" and "ref":
  *   - small random networks shaped like torchvision's BasicBlock and
  *     Bottleneck (with and without downsample), the seed WideResNet's block
  *     (conv-bn_relu-dropout-conv-bn_relu + a scale conv with bias) and
  *     heads of max/avg/global-average pooling, flatten and linear, built as
  *     forward-only eval-mode graphs, run as the fused program
- *     (bk_tgraph_fused) and agree with the same graph on the tape in eval
+ *     (bk_graph_fused) and agree with the same graph on the tape in eval
  *     mode: max|fused - tape| <= TOL * max|tape| (the fold rounds the
  *     weights once; float convolutions then differ in the last bits);
  *   - the fused program is the hand-built eval graph of the old path (BN
@@ -14,10 +14,10 @@
  *   - a DenseNet-like graph (bn-relu-conv, concat) stays on the tape, same
  *     output;
  *   - the fused program snapshots the bound parameters: a changed weight
- *     changes nothing until bk_tgraph_reload, then the output follows;
+ *     changes nothing until bk_graph_reload, then the output follows;
  *   - switched to training mode, a fused graph runs on the tape;
  *   - reading a tensor fused away fails;
- *   - a description graph (bk_tgraph_new(NULL)) checks shapes as a graph
+ *   - a description graph (bk_graph_new(NULL)) checks shapes as a graph
  *     with a backend does and refuses to run;
  *   - builders after the compile step fail. */
 #include <math.h>
@@ -28,6 +28,7 @@
 
 #include "common/log.h"
 #include "gpud/backend.h"
+#include "gpud/backend_prog.h"
 #include "tcheck.h"
 
 /* ------------------------------------------------------------ parameters */
@@ -73,130 +74,130 @@ static void params_free(params_t *ps)
 }
 
 /* Conv of k x k, He-uniform weights, bias if has_bias. */
-static bk_tvar_t *conv(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x, int oc, int k, int stride,
+static bk_tensor_t *conv(bk_graph_t *g, params_t *ps, bk_tensor_t *x, int oc, int k, int stride,
                        int pad, int has_bias)
 {
     int n, c, h, w;
     if (!x)
         return NULL;
-    bk_tvar_dims(x, &n, &c, &h, &w);
+    bk_tensor_dims(x, &n, &c, &h, &w);
     float a = sqrtf(6.0f / (float)(c * k * k));
-    bk_tconv_t p = {.ic = c, .oc = oc, .kh = k, .kw = k, .stride_h = stride,
+    bk_conv_t p = {.ic = c, .oc = oc, .kh = k, .kw = k, .stride_h = stride,
                     .stride_w = stride, .pad_h = pad, .pad_w = pad,
                     .weight = param(ps, (size_t)oc * c * k * k, -a, a),
                     .bias = has_bias ? param(ps, (size_t)oc, -0.1f, 0.1f) : NULL};
-    return bk_t_conv2d(g, x, &p);
+    return bk_conv2d(g, x, &p);
 }
 
 /* BatchNorm in eval mode on random running stats, relu fused if asked. */
-static bk_tvar_t *bn(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x, int relu)
+static bk_tensor_t *bn(bk_graph_t *g, params_t *ps, bk_tensor_t *x, int relu)
 {
     int n, c, h, w;
     if (!x)
         return NULL;
-    bk_tvar_dims(x, &n, &c, &h, &w);
-    bk_tbn_t p = {.c = c, .weight = param(ps, (size_t)c, 0.5f, 1.5f),
+    bk_tensor_dims(x, &n, &c, &h, &w);
+    bk_bn_t p = {.c = c, .weight = param(ps, (size_t)c, 0.5f, 1.5f),
                   .bias = param(ps, (size_t)c, -0.1f, 0.1f),
                   .running_mean = param(ps, (size_t)c, -0.1f, 0.1f),
                   .running_var = param(ps, (size_t)c, 0.5f, 2.0f), .momentum = 0.1f,
                   .eps = 1e-5f, .relu = relu};
-    return bk_t_batchnorm(g, x, &p);
+    return bk_batchnorm(g, x, &p);
 }
 
-static bk_tvar_t *linear(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x, int out)
+static bk_tensor_t *linear(bk_graph_t *g, params_t *ps, bk_tensor_t *x, int out)
 {
     int n, c, h, w;
     if (!x)
         return NULL;
-    bk_tvar_dims(x, &n, &c, &h, &w);
+    bk_tensor_dims(x, &n, &c, &h, &w);
     float a = sqrtf(1.0f / (float)(c * h * w));
-    return bk_t_linear(g, x, out, param(ps, (size_t)out * c * h * w, -a, a), NULL,
+    return bk_linear(g, x, out, param(ps, (size_t)out * c * h * w, -a, a), NULL,
                        param(ps, (size_t)out, -a, a), NULL);
 }
 
-static bk_tvar_t *pool(bk_tgraph_t *g, bk_tvar_t *x, bk_pool_alg_t alg, int k, int s, int p)
+static bk_tensor_t *pool(bk_graph_t *g, bk_tensor_t *x, bk_pool_alg_t alg, int k, int s, int p)
 {
     bk_pool_t pl = {alg, k, k, s, s, p, p};
-    return bk_t_pool2d(g, x, &pl);
+    return bk_pool2d(g, x, &pl);
 }
 
 /* ------------------------------------------------------------- networks */
 
-typedef bk_tvar_t *(*net_fn)(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x);
+typedef bk_tensor_t *(*net_fn)(bk_graph_t *g, params_t *ps, bk_tensor_t *x);
 
 /* torchvision's BasicBlock: conv-bn-relu, conv-bn, + identity or
  * downsample (conv1x1-bn), relu. The first block spells relu as its own op,
  * the second fuses it into the BN. */
-static bk_tvar_t *basic_block(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x, int oc, int stride,
+static bk_tensor_t *basic_block(bk_graph_t *g, params_t *ps, bk_tensor_t *x, int oc, int stride,
                               int bn_relu)
 {
     int n, c, h, w;
-    bk_tvar_dims(x, &n, &c, &h, &w);
-    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, oc, 3, stride, 1, 0), bn_relu);
+    bk_tensor_dims(x, &n, &c, &h, &w);
+    bk_tensor_t *t = bn(g, ps, conv(g, ps, x, oc, 3, stride, 1, 0), bn_relu);
     if (!bn_relu)
-        t = bk_t_relu(g, t);
+        t = bk_relu(g, t);
     t = bn(g, ps, conv(g, ps, t, oc, 3, 1, 1, 0), 0);
-    bk_tvar_t *id = x;
+    bk_tensor_t *id = x;
     if (stride != 1 || c != oc)
         id = bn(g, ps, conv(g, ps, x, oc, 1, stride, 0, 0), 0);
-    return bk_t_relu(g, bk_t_add(g, t, id));
+    return bk_relu(g, bk_add(g, t, id));
 }
 
-static bk_tvar_t *net_basic(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x)
+static bk_tensor_t *net_basic(bk_graph_t *g, params_t *ps, bk_tensor_t *x)
 {
-    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, 8, 3, 1, 1, 0), 1);
+    bk_tensor_t *t = bn(g, ps, conv(g, ps, x, 8, 3, 1, 1, 0), 1);
     t = pool(g, t, BK_POOL_MAX, 3, 2, 1);
     t = basic_block(g, ps, t, 8, 1, 0);
     t = basic_block(g, ps, t, 16, 2, 1);
-    return linear(g, ps, bk_t_global_avg_pool(g, t), 10);
+    return linear(g, ps, bk_global_avg_pool(g, t), 10);
 }
 
 /* torchvision's Bottleneck: 1x1 / 3x3 (stride) / 1x1 x4, downsample. */
-static bk_tvar_t *bottleneck(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x, int planes,
+static bk_tensor_t *bottleneck(bk_graph_t *g, params_t *ps, bk_tensor_t *x, int planes,
                              int stride)
 {
     int n, c, h, w;
-    bk_tvar_dims(x, &n, &c, &h, &w);
-    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, planes, 1, 1, 0, 0), 1);
+    bk_tensor_dims(x, &n, &c, &h, &w);
+    bk_tensor_t *t = bn(g, ps, conv(g, ps, x, planes, 1, 1, 0, 0), 1);
     t = bn(g, ps, conv(g, ps, t, planes, 3, stride, 1, 0), 1);
     t = bn(g, ps, conv(g, ps, t, 4 * planes, 1, 1, 0, 0), 0);
-    bk_tvar_t *id = x;
+    bk_tensor_t *id = x;
     if (stride != 1 || c != 4 * planes)
         id = bn(g, ps, conv(g, ps, x, 4 * planes, 1, stride, 0, 0), 0);
-    return bk_t_relu(g, bk_t_add(g, t, id));
+    return bk_relu(g, bk_add(g, t, id));
 }
 
-static bk_tvar_t *net_bottleneck(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x)
+static bk_tensor_t *net_bottleneck(bk_graph_t *g, params_t *ps, bk_tensor_t *x)
 {
-    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, 16, 7, 2, 3, 0), 1);
+    bk_tensor_t *t = bn(g, ps, conv(g, ps, x, 16, 7, 2, 3, 0), 1);
     t = bottleneck(g, ps, t, 4, 1);
     t = bottleneck(g, ps, t, 4, 1);
     t = bottleneck(g, ps, t, 8, 2);
-    return linear(g, ps, bk_t_flatten(g, bk_t_global_avg_pool(g, t)), 10);
+    return linear(g, ps, bk_flatten(g, bk_global_avg_pool(g, t)), 10);
 }
 
 /* The seed WideResNet's block: conv-bn_relu, dropout, conv-bn_relu, then
  * + x or + a 1x1 scale conv with bias ({RELU, SUM}: ReLU before the sum). */
-static bk_tvar_t *wrn_block(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x, int oc)
+static bk_tensor_t *wrn_block(bk_graph_t *g, params_t *ps, bk_tensor_t *x, int oc)
 {
     int n, c, h, w;
-    bk_tvar_dims(x, &n, &c, &h, &w);
-    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, oc, 3, 1, 1, 0), 1);
-    t = bk_t_dropout(g, t, 0.3f);
+    bk_tensor_dims(x, &n, &c, &h, &w);
+    bk_tensor_t *t = bn(g, ps, conv(g, ps, x, oc, 3, 1, 1, 0), 1);
+    t = bk_dropout(g, t, 0.3f);
     t = bn(g, ps, conv(g, ps, t, oc, 3, 1, 1, 0), 1);
-    bk_tvar_t *res = c == oc ? x : conv(g, ps, x, oc, 1, 1, 0, 1);
-    return bk_t_add(g, t, res);
+    bk_tensor_t *res = c == oc ? x : conv(g, ps, x, oc, 1, 1, 0, 1);
+    return bk_add(g, t, res);
 }
 
-static bk_tvar_t *net_wrn(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x)
+static bk_tensor_t *net_wrn(bk_graph_t *g, params_t *ps, bk_tensor_t *x)
 {
-    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, 8, 3, 1, 1, 0), 1);
+    bk_tensor_t *t = bn(g, ps, conv(g, ps, x, 8, 3, 1, 1, 0), 1);
     t = wrn_block(g, ps, t, 16);
     t = wrn_block(g, ps, t, 16);
     t = pool(g, t, BK_POOL_MAX, 2, 2, 0);
     t = wrn_block(g, ps, t, 24);
     t = pool(g, t, BK_POOL_AVG, 2, 2, 0);
-    return linear(g, ps, bk_t_flatten(g, t), 10);   /* flatten of a 4x4 map */
+    return linear(g, ps, bk_flatten(g, t), 10);   /* flatten of a 4x4 map */
 }
 
 /* Pooling heads and ops with no conv to fuse into: a conv-relu (relu as a
@@ -204,39 +205,39 @@ static bk_tvar_t *net_wrn(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x)
  * plain add), a residual read again after the add (no sum post-op either),
  * an add of two pools with a relu, average pooling without the padding, a
  * linear over a spatial map. */
-static bk_tvar_t *net_heads(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x)
+static bk_tensor_t *net_heads(bk_graph_t *g, params_t *ps, bk_tensor_t *x)
 {
     int n, c, h, w;
-    bk_tvar_dims(x, &n, &c, &h, &w);
-    bk_tvar_t *u = bk_t_relu(g, conv(g, ps, x, c, 3, 1, 1, 1));
-    bk_tvar_t *t = bk_t_add(g, bn(g, ps, conv(g, ps, u, c, 3, 1, 1, 0), 0), x);
-    t = bk_t_add(g, bn(g, ps, conv(g, ps, t, c, 3, 1, 1, 0), 0), u);
-    t = bk_t_add(g, t, u);
-    bk_tvar_t *a = pool(g, t, BK_POOL_MAX, 3, 1, 1), *b = pool(g, t, BK_POOL_AVG, 3, 1, 1);
-    t = bk_t_relu(g, bk_t_add(g, a, b));
+    bk_tensor_dims(x, &n, &c, &h, &w);
+    bk_tensor_t *u = bk_relu(g, conv(g, ps, x, c, 3, 1, 1, 1));
+    bk_tensor_t *t = bk_add(g, bn(g, ps, conv(g, ps, u, c, 3, 1, 1, 0), 0), x);
+    t = bk_add(g, bn(g, ps, conv(g, ps, t, c, 3, 1, 1, 0), 0), u);
+    t = bk_add(g, t, u);
+    bk_tensor_t *a = pool(g, t, BK_POOL_MAX, 3, 1, 1), *b = pool(g, t, BK_POOL_AVG, 3, 1, 1);
+    t = bk_relu(g, bk_add(g, a, b));
     t = pool(g, t, BK_POOL_AVG_EXCLUDE_PAD, 3, 2, 1);
-    t = bk_t_relu(g, t);
+    t = bk_relu(g, t);
     return linear(g, ps, t, 7);
 }
 
 /* DenseNet's layer: bn-relu-conv (a BN after a concat, not a conv), concat:
  * no fused form. */
-static bk_tvar_t *net_dense(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x)
+static bk_tensor_t *net_dense(bk_graph_t *g, params_t *ps, bk_tensor_t *x)
 {
-    bk_tvar_t *t = pool(g, bn(g, ps, conv(g, ps, x, 8, 3, 1, 1, 0), 1), BK_POOL_MAX, 2, 2, 0);
+    bk_tensor_t *t = pool(g, bn(g, ps, conv(g, ps, x, 8, 3, 1, 1, 0), 1), BK_POOL_MAX, 2, 2, 0);
     for (int i = 0; i < 2; i++) {
-        bk_tvar_t *y = conv(g, ps, bn(g, ps, t, 1), 4, 3, 1, 1, 0);
-        bk_tvar_t *xs[2] = {t, y};
-        t = bk_t_concat(g, 2, xs);
+        bk_tensor_t *y = conv(g, ps, bn(g, ps, t, 1), 4, 3, 1, 1, 0);
+        bk_tensor_t *xs[2] = {t, y};
+        t = bk_concat(g, 2, xs);
     }
-    return linear(g, ps, bk_t_global_avg_pool(g, bn(g, ps, t, 1)), 10);
+    return linear(g, ps, bk_global_avg_pool(g, bn(g, ps, t, 1)), 10);
 }
 
 typedef struct {
     const char *name;
     net_fn fn;
     int c, h, w;
-    int fused;      /* expected bk_tgraph_fused */
+    int fused;      /* expected bk_graph_fused */
 } net_t;
 
 static const net_t NETS[] = {
@@ -251,8 +252,8 @@ static const net_t NETS[] = {
 
 /* A built network: the graph, its input and output. */
 typedef struct {
-    bk_tgraph_t *g;
-    bk_tvar_t *x, *y;
+    bk_graph_t *g;
+    bk_tensor_t *x, *y;
     size_t nx, ny;
 } built_t;
 
@@ -260,16 +261,16 @@ typedef struct {
  * graph as a training graph, in eval mode. */
 static built_t build(backend_t *be, const net_t *net, params_t *ps, int forward_only)
 {
-    built_t b = {.g = bk_tgraph_new(be)};
+    built_t b = {.g = bk_graph_new(be)};
     if (forward_only)
-        bk_tgraph_set_forward_only(b.g);
-    bk_tgraph_set_training(b.g, 0);
+        bk_graph_set_forward_only(b.g);
+    bk_graph_set_training(b.g, 0);
     ps->cur = 0;
-    b.x = bk_t_input(b.g, BATCH, net->c, net->h, net->w, 0);
+    b.x = bk_input(b.g, BATCH, net->c, net->h, net->w, 0);
     b.y = net->fn(b.g, ps, b.x);
-    REQUIRE(b.y, "%s: build: %s", net->name, bk_tgraph_error(b.g));
+    REQUIRE(b.y, "%s: build: %s", net->name, bk_graph_error(b.g));
     int n, c, h, w;
-    bk_tvar_dims(b.y, &n, &c, &h, &w);
+    bk_tensor_dims(b.y, &n, &c, &h, &w);
     b.ny = (size_t)n * c * h * w;
     b.nx = (size_t)BATCH * net->c * net->h * net->w;
     return b;
@@ -278,9 +279,9 @@ static built_t build(backend_t *be, const net_t *net, params_t *ps, int forward_
 static void run(built_t *b, const char *what, const float *x, float *y)
 {
     if (x)
-        REQUIRE(bk_t_write(b->g, b->x, x) == 0, "%s: write: %s", what, bk_tgraph_error(b->g));
-    REQUIRE(bk_t_forward(b->g) == 0 && bk_t_read(b->g, b->y, y) == 0, "%s: forward: %s", what,
-            bk_tgraph_error(b->g));
+        REQUIRE(bk_write(b->g, b->x, x) == 0, "%s: write: %s", what, bk_graph_error(b->g));
+    REQUIRE(bk_forward(b->g) == 0 && bk_read(b->g, b->y, y) == 0, "%s: forward: %s", what,
+            bk_graph_error(b->g));
 }
 
 /* max|a - b| / max|b|, and whether any value differs. */
@@ -316,13 +317,13 @@ static void fused_vs_tape(backend_t *be, const net_t *net)
     run(&f, net->name, x, yf);
     double e = rel_err(yf, yt, t.ny);
     printf("  %-4s %-10s fused %d  max|fused - tape| / max|tape| %.2g\n", bn_, net->name,
-           bk_tgraph_fused(f.g), e);
-    CHECK(bk_tgraph_fused(f.g) == net->fused, "%s %s: bk_tgraph_fused %d, want %d", bn_,
-          net->name, bk_tgraph_fused(f.g), net->fused);
-    CHECK(!bk_tgraph_fused(t.g), "%s %s: a training graph is never fused", bn_, net->name);
+           bk_graph_fused(f.g), e);
+    CHECK(bk_graph_fused(f.g) == net->fused, "%s %s: bk_graph_fused %d, want %d", bn_,
+          net->name, bk_graph_fused(f.g), net->fused);
+    CHECK(!bk_graph_fused(t.g), "%s %s: a training graph is never fused", bn_, net->name);
     CHECK(e <= TOL, "%s %s: fused vs tape %.3g > %g", bn_, net->name, e, TOL);
-    bk_tgraph_destroy(&t.g);
-    bk_tgraph_destroy(&f.g);
+    bk_graph_destroy(&t.g);
+    bk_graph_destroy(&f.g);
     free(x);
     free(yt);
     free(yf);
@@ -330,7 +331,7 @@ static void fused_vs_tape(backend_t *be, const net_t *net)
 }
 
 /* The fused program snapshots the parameters: a changed BN gamma shows only
- * after bk_tgraph_reload (with the input written before it kept), then as
+ * after bk_graph_reload (with the input written before it kept), then as
  * on the tape. Switched to training mode, the graph runs on the tape. */
 static void reload_and_modes(backend_t *be)
 {
@@ -342,30 +343,30 @@ static void reload_and_modes(backend_t *be)
     float *x = input(&ps, t.nx), *y0 = malloc(ny * 4), *y1 = malloc(ny * 4), *yt = malloc(ny * 4);
     REQUIRE(y0 && y1 && yt, "out of memory");
     run(&f, "reload", x, y0);
-    REQUIRE(bk_tgraph_fused(f.g), "%s: not fused", bn_);
+    REQUIRE(bk_graph_fused(f.g), "%s: not fused", bn_);
     float *gamma = ps.p[1];   /* the stem BN's weight (ps.p[0]: the conv's) */
     for (int i = 0; i < 8; i++)
         gamma[i] *= 1.5f;
     run(&f, "reload", NULL, y1);
-    CHECK(rel_err(y1, y0, ny) == 0.0, "%s: output changed before bk_tgraph_reload", bn_);
-    bk_tgraph_reload(f.g);
+    CHECK(rel_err(y1, y0, ny) == 0.0, "%s: output changed before bk_graph_reload", bn_);
+    bk_graph_reload(f.g);
     run(&f, "reload", NULL, y1);
     run(&t, "reload", x, yt);
-    CHECK(rel_err(y1, y0, ny) > 1e-3, "%s: bk_tgraph_reload did not re-read the weights", bn_);
+    CHECK(rel_err(y1, y0, ny) > 1e-3, "%s: bk_graph_reload did not re-read the weights", bn_);
     CHECK(rel_err(y1, yt, ny) <= TOL, "%s: after reload, fused vs tape %.3g", bn_,
           rel_err(y1, yt, ny));
-    CHECK(bk_tgraph_fused(f.g), "%s: fused after reload", bn_);
+    CHECK(bk_graph_fused(f.g), "%s: fused after reload", bn_);
 
     /* training mode: batch statistics, on the tape (the input carried over) */
-    bk_tgraph_set_training(f.g, 1);
-    bk_tgraph_set_training(t.g, 1);
+    bk_graph_set_training(f.g, 1);
+    bk_graph_set_training(t.g, 1);
     run(&f, "training", NULL, y1);
     run(&t, "training", NULL, yt);
-    CHECK(!bk_tgraph_fused(f.g), "%s: fused in training mode", bn_);
+    CHECK(!bk_graph_fused(f.g), "%s: fused in training mode", bn_);
     CHECK(rel_err(y1, yt, ny) == 0.0 && rel_err(y1, y0, ny) > 1e-3,
           "%s: training mode after fusing: %.3g from the tape", bn_, rel_err(y1, yt, ny));
-    bk_tgraph_destroy(&t.g);
-    bk_tgraph_destroy(&f.g);
+    bk_graph_destroy(&t.g);
+    bk_graph_destroy(&f.g);
     free(x);
     free(y0);
     free(y1);
@@ -379,57 +380,55 @@ static void fused_away(backend_t *be)
 {
     const char *bn_ = backend_name(be);
     params_t ps = {.seed = 5};
-    bk_tgraph_t *g = bk_tgraph_new(be);
-    bk_tgraph_set_forward_only(g);
-    bk_tgraph_set_training(g, 0);
-    bk_tvar_t *x = bk_t_input(g, 1, 2, 4, 4, 0);
-    bk_tvar_t *c = conv(g, &ps, x, 4, 3, 1, 1, 0);
-    bk_tvar_t *r = bn(g, &ps, c, 1);
-    bk_tvar_t *y = bk_t_add(g, bn(g, &ps, conv(g, &ps, r, 4, 3, 1, 1, 0), 0), r);
+    bk_graph_t *g = bk_graph_new(be);
+    bk_graph_set_forward_only(g);
+    bk_graph_set_training(g, 0);
+    bk_tensor_t *x = bk_input(g, 1, 2, 4, 4, 0);
+    bk_tensor_t *c = conv(g, &ps, x, 4, 3, 1, 1, 0);
+    bk_tensor_t *r = bn(g, &ps, c, 1);
+    bk_tensor_t *y = bk_add(g, bn(g, &ps, conv(g, &ps, r, 4, 3, 1, 1, 0), 0), r);
     float in[32], out[64];
     for (int i = 0; i < 32; i++)
         in[i] = (float)i / 32.0f;
-    REQUIRE(bk_t_write(g, x, in) == 0 && bk_t_forward(g) == 0 && bk_t_read(g, y, out) == 0,
-            "%s: fused forward: %s", bn_, bk_tgraph_error(g));
-    CHECK(bk_tgraph_fused(g), "%s: conv-bn-add not fused", bn_);
-    CHECK(bk_t_read(g, c, out) < 0 && bk_tgraph_error(g) &&
-          strstr(bk_tgraph_error(g), "fused away"), "%s: read of a folded conv: %s", bn_,
-          bk_tgraph_error(g));
-    bk_tgraph_destroy(&g);
+    REQUIRE(bk_write(g, x, in) == 0 && bk_forward(g) == 0 && bk_read(g, y, out) == 0,
+            "%s: fused forward: %s", bn_, bk_graph_error(g));
+    CHECK(bk_graph_fused(g), "%s: conv-bn-add not fused", bn_);
+    CHECK(bk_read(g, c, out) < 0 && bk_graph_error(g) &&
+          strstr(bk_graph_error(g), "fused away"), "%s: read of a folded conv: %s", bn_,
+          bk_graph_error(g));
+    bk_graph_destroy(&g);
 
     /* a BasicBlock: r is the residual the last conv accumulates into */
-    g = bk_tgraph_new(be);
-    bk_tgraph_set_forward_only(g);
-    bk_tgraph_set_training(g, 0);
-    x = bk_t_input(g, 1, 2, 4, 4, 0);
+    g = bk_graph_new(be);
+    bk_graph_set_forward_only(g);
+    bk_graph_set_training(g, 0);
+    x = bk_input(g, 1, 2, 4, 4, 0);
     r = bn(g, &ps, conv(g, &ps, x, 4, 3, 1, 1, 0), 1);
     c = bn(g, &ps, conv(g, &ps, r, 4, 3, 1, 1, 0), 1);
-    y = bk_t_add(g, bn(g, &ps, conv(g, &ps, c, 4, 3, 1, 1, 0), 0), r);
-    REQUIRE(bk_t_write(g, x, in) == 0 && bk_t_forward(g) == 0 && bk_t_read(g, c, out) == 0,
-            "%s: a tensor the fused program computes: %s", bn_, bk_tgraph_error(g));
-    CHECK(bk_t_read(g, r, out) < 0 && strstr(bk_tgraph_error(g), "fused away"),
+    y = bk_add(g, bn(g, &ps, conv(g, &ps, c, 4, 3, 1, 1, 0), 0), r);
+    REQUIRE(bk_write(g, x, in) == 0 && bk_forward(g) == 0 && bk_read(g, c, out) == 0,
+            "%s: a tensor the fused program computes: %s", bn_, bk_graph_error(g));
+    CHECK(bk_read(g, r, out) < 0 && strstr(bk_graph_error(g), "fused away"),
           "%s: read of a residual accumulated into", bn_);
-    bk_tgraph_destroy(&g);
+    bk_graph_destroy(&g);
     params_free(&ps);
 }
 
-/* The old eval path's fold (models/layers.c bn_fold): a folded copy of
- * conv weight w [oc, per] and a bias from BN arrays bn[0..3]. */
+/* A folded copy of conv weight w [oc, per] and a bias from BN arrays
+ * bn[0..3], by the engine's fold, for the hand-built old-style graph. */
 static void fold(const float *w, const float *bias, int oc, size_t per, float *const *bnp,
                  float *fw, float *fb)
 {
-    for (int o = 0; o < oc; o++) {
-        double s = (double)bnp[0][o] / sqrt((double)bnp[3][o] + 1e-5);
-        for (size_t i = 0; i < per; i++)
-            fw[(size_t)o * per + i] = (float)(w[(size_t)o * per + i] * s);
-        fb[o] = (float)(((double)(bias ? bias[o] : 0.0f) - bnp[2][o]) * s + bnp[1][o]);
-    }
+    memcpy(fw, w, (size_t)oc * per * sizeof *fw);
+    for (int o = 0; o < oc; o++)
+        fb[o] = bias ? bias[o] : 0.0f;
+    bk_bn_fold(fw, fb, oc, per, bnp[0], bnp[1], bnp[2], bnp[3], 1e-5f);
 }
 
 /* Conv of parameter index pi (its BN at pi + 1 .. pi + 4 when bn) on the
  * old eval builders. */
-static bk_tensor_t *old_conv(bk_graph_t *g, params_t *ps, int pi, int bn_, bk_tensor_t *x,
-                             int ic, int oc, int k, int stride, bk_tensor_t *res, int n_post,
+static bk_ptensor_t *old_conv(bk_prog_t *g, params_t *ps, int pi, int bn_, bk_ptensor_t *x,
+                             int ic, int oc, int k, int stride, bk_ptensor_t *res, int n_post,
                              bk_postop_t p0, bk_postop_t p1)
 {
     size_t per = (size_t)ic * k * k;
@@ -437,18 +436,18 @@ static bk_tensor_t *old_conv(bk_graph_t *g, params_t *ps, int pi, int bn_, bk_te
     const float *bias = bn_ ? NULL : ps->p[pi + 1];   /* no BN: the scale conv's bias */
     if (bn_)
         fold(ps->p[pi], NULL, oc, per, &ps->p[pi + 1], fw, fb);
-    bk_conv_t p = {.ic = ic, .oc = oc, .kh = k, .kw = k, .stride_h = stride,
+    bk_pconv_t p = {.ic = ic, .oc = oc, .kh = k, .kw = k, .stride_h = stride,
                    .stride_w = stride, .pad_h = k / 2, .pad_w = k / 2,
                    .weight = bn_ ? fw : ps->p[pi], .bias = bn_ ? fb : bias, .n_post = n_post,
                    .post = {p0, p1}};
-    return bk_conv2d(g, x, &p, res);
+    return bk_prog_conv2d(g, x, &p, res);
 }
 
 /* A stem, a BasicBlock with downsample and a WideResNet block with a scale
  * conv: tape (fused) vs the eval graph built by hand as models/ did. */
-static bk_tvar_t *net_oldpath(bk_tgraph_t *g, params_t *ps, bk_tvar_t *x)
+static bk_tensor_t *net_oldpath(bk_graph_t *g, params_t *ps, bk_tensor_t *x)
 {
-    bk_tvar_t *t = bn(g, ps, conv(g, ps, x, 8, 3, 1, 1, 0), 1);   /* params 0..4 */
+    bk_tensor_t *t = bn(g, ps, conv(g, ps, x, 8, 3, 1, 1, 0), 1);   /* params 0..4 */
     t = basic_block(g, ps, t, 16, 2, 1);                          /* 5..19 */
     return wrn_block(g, ps, t, 24);                               /* 20..31 */
 }
@@ -460,28 +459,28 @@ static void same_bits_as_eval_graph(backend_t *be)
     params_t ps = {.seed = 3};
     built_t f = build(be, &net, &ps, 1);
     REQUIRE(ps.n == 32, "net_oldpath has %d parameter arrays, the old path wants 32", ps.n);
-    bk_graph_t *g = bk_graph_new(be);
-    bk_tensor_t *x = bk_input(g, BATCH, 3, 12, 12);
-    bk_tensor_t *t = old_conv(g, &ps, 0, 1, x, 3, 8, 3, 1, NULL, 1, BK_PO_RELU, 0);
-    bk_tensor_t *y = old_conv(g, &ps, 5, 1, t, 8, 16, 3, 2, NULL, 1, BK_PO_RELU, 0);
-    bk_tensor_t *id = old_conv(g, &ps, 15, 1, t, 8, 16, 1, 2, NULL, 0, 0, 0);
+    bk_prog_t *g = bk_prog_new(be);
+    bk_ptensor_t *x = bk_prog_input(g, BATCH, 3, 12, 12);
+    bk_ptensor_t *t = old_conv(g, &ps, 0, 1, x, 3, 8, 3, 1, NULL, 1, BK_PO_RELU, 0);
+    bk_ptensor_t *y = old_conv(g, &ps, 5, 1, t, 8, 16, 3, 2, NULL, 1, BK_PO_RELU, 0);
+    bk_ptensor_t *id = old_conv(g, &ps, 15, 1, t, 8, 16, 1, 2, NULL, 0, 0, 0);
     t = old_conv(g, &ps, 10, 1, y, 16, 16, 3, 1, id, 2, BK_PO_SUM, BK_PO_RELU);
     y = old_conv(g, &ps, 20, 1, t, 16, 24, 3, 1, NULL, 1, BK_PO_RELU, 0);
-    bk_tensor_t *res = old_conv(g, &ps, 30, 0, t, 16, 24, 1, 1, NULL, 0, 0, 0);
+    bk_ptensor_t *res = old_conv(g, &ps, 30, 0, t, 16, 24, 1, 1, NULL, 0, 0, 0);
     t = old_conv(g, &ps, 25, 1, y, 24, 24, 3, 1, res, 2, BK_PO_RELU, BK_PO_SUM);
-    REQUIRE(t, "%s: old eval graph: %s", bn_, bk_graph_error(g));
+    REQUIRE(t, "%s: old eval graph: %s", bn_, bk_prog_error(g));
     float *xin = input(&ps, f.nx), *ya = malloc(f.ny * 4), *yb = malloc(f.ny * 4);
     REQUIRE(ya && yb, "out of memory");
-    REQUIRE(bk_write(g, x, xin) == 0 && bk_run(g) == 0 && bk_read(g, t, ya) == 0, "%s: %s",
-            bn_, bk_graph_error(g));
+    REQUIRE(bk_prog_write(g, x, xin) == 0 && bk_prog_run(g) == 0 && bk_prog_read(g, t, ya) == 0, "%s: %s",
+            bn_, bk_prog_error(g));
     run(&f, "oldpath", xin, yb);
-    CHECK(bk_tgraph_fused(f.g), "%s: oldpath not fused", bn_);
+    CHECK(bk_graph_fused(f.g), "%s: oldpath not fused", bn_);
     CHECK(memcmp(ya, yb, f.ny * sizeof *ya) == 0, "%s: fused vs the old eval graph: %.3g",
           bn_, rel_err(yb, ya, f.ny));
     printf("  %-4s oldpath    fused vs hand-built eval graph: max rel diff %.2g\n", bn_,
            rel_err(yb, ya, f.ny));
-    bk_graph_destroy(&g);
-    bk_tgraph_destroy(&f.g);
+    bk_prog_destroy(&g);
+    bk_graph_destroy(&f.g);
     free(xin);
     free(ya);
     free(yb);
@@ -493,47 +492,47 @@ static void same_bits_as_eval_graph(backend_t *be)
 static void description_graph(void)
 {
     params_t ps = {.seed = 1};
-    bk_tgraph_t *g = bk_tgraph_new(NULL);
-    REQUIRE(g, "bk_tgraph_new(NULL)");
-    bk_tgraph_set_name(g, "input");
-    bk_tvar_t *x = bk_t_input(g, 2, 3, 8, 8, 0);
-    bk_tgraph_set_name(g, "conv1");
-    bk_tvar_t *y = conv(g, &ps, x, 8, 3, 1, 1, 0);
-    CHECK(y && !bk_tgraph_error(g), "description graph: conv: %s", bk_tgraph_error(g));
+    bk_graph_t *g = bk_graph_new(NULL);
+    REQUIRE(g, "bk_graph_new(NULL)");
+    bk_graph_set_name(g, "input");
+    bk_tensor_t *x = bk_input(g, 2, 3, 8, 8, 0);
+    bk_graph_set_name(g, "conv1");
+    bk_tensor_t *y = conv(g, &ps, x, 8, 3, 1, 1, 0);
+    CHECK(y && !bk_graph_error(g), "description graph: conv: %s", bk_graph_error(g));
     int n, c, h, w;
     if (y) {
-        bk_tvar_dims(y, &n, &c, &h, &w);
+        bk_tensor_dims(y, &n, &c, &h, &w);
         CHECK(n == 2 && c == 8 && h == 8 && w == 8, "conv output [%d,%d,%d,%d]", n, c, h, w);
     }
     float out[2 * 8 * 8 * 8];
-    CHECK(bk_t_forward(g) < 0 && bk_tgraph_error(g) &&
-          strstr(bk_tgraph_error(g), "description graph"),
-          "forward of a description graph: %s", bk_tgraph_error(g));
-    CHECK(bk_t_read(g, y, out) < 0, "read of a description graph");
-    bk_tgraph_destroy(&g);
+    CHECK(bk_forward(g) < 0 && bk_graph_error(g) &&
+          strstr(bk_graph_error(g), "description graph"),
+          "forward of a description graph: %s", bk_graph_error(g));
+    CHECK(bk_read(g, y, out) < 0, "read of a description graph");
+    bk_graph_destroy(&g);
 
     /* every test network describes itself without a backend */
     for (size_t i = 0; i < sizeof NETS / sizeof NETS[0]; i++) {
-        g = bk_tgraph_new(NULL);
+        g = bk_graph_new(NULL);
         ps.cur = ps.n;   /* new arrays */
-        x = bk_t_input(g, BATCH, NETS[i].c, NETS[i].h, NETS[i].w, 0);
-        CHECK(NETS[i].fn(g, &ps, x) && !bk_tgraph_error(g), "description of %s: %s",
-              NETS[i].name, bk_tgraph_error(g));
-        CHECK(bk_t_write(g, x, out) < 0 && !bk_tgraph_fused(g), "description of %s ran",
+        x = bk_input(g, BATCH, NETS[i].c, NETS[i].h, NETS[i].w, 0);
+        CHECK(NETS[i].fn(g, &ps, x) && !bk_graph_error(g), "description of %s: %s",
+              NETS[i].name, bk_graph_error(g));
+        CHECK(bk_write(g, x, out) < 0 && !bk_graph_fused(g), "description of %s ran",
               NETS[i].name);
-        bk_tgraph_destroy(&g);
+        bk_graph_destroy(&g);
     }
 
     /* shape checks with the messages of a graph with a backend */
-    g = bk_tgraph_new(NULL);
-    x = bk_t_input(g, 2, 3, 8, 8, 0);
-    bk_tgraph_set_name(g, "conv1");
-    bk_tconv_t bad = {.ic = 4, .oc = 8, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
+    g = bk_graph_new(NULL);
+    x = bk_input(g, 2, 3, 8, 8, 0);
+    bk_graph_set_name(g, "conv1");
+    bk_conv_t bad = {.ic = 4, .oc = 8, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
                       .weight = param(&ps, 8 * 4 * 9, -1, 1)};
-    CHECK(!bk_t_conv2d(g, x, &bad) && bk_tgraph_error(g) &&
-          strstr(bk_tgraph_error(g), "conv1: bad conv: ic 4 (input has 3)"),
-          "shape check: %s", bk_tgraph_error(g));
-    bk_tgraph_destroy(&g);
+    CHECK(!bk_conv2d(g, x, &bad) && bk_graph_error(g) &&
+          strstr(bk_graph_error(g), "conv1: bad conv: ic 4 (input has 3)"),
+          "shape check: %s", bk_graph_error(g));
+    bk_graph_destroy(&g);
     params_free(&ps);
 }
 
@@ -542,14 +541,14 @@ static void description_graph(void)
 static void build_after_compile(backend_t *be)
 {
     params_t ps = {.seed = 2};
-    bk_tgraph_t *g = bk_tgraph_new(be);
-    bk_tvar_t *x = bk_t_input(g, 1, 3, 4, 4, 0);
-    bk_tvar_t *y = conv(g, &ps, x, 4, 3, 1, 1, 1);
-    CHECK(bk_tgraph_compile(g) == 0, "%s: compile: %s", backend_name(be), bk_tgraph_error(g));
-    CHECK(!bk_t_relu(g, y) && bk_tgraph_error(g) &&
-          strstr(bk_tgraph_error(g), "after the graph was compiled"),
-          "%s: builder after compile: %s", backend_name(be), bk_tgraph_error(g));
-    bk_tgraph_destroy(&g);
+    bk_graph_t *g = bk_graph_new(be);
+    bk_tensor_t *x = bk_input(g, 1, 3, 4, 4, 0);
+    bk_tensor_t *y = conv(g, &ps, x, 4, 3, 1, 1, 1);
+    CHECK(bk_graph_compile(g) == 0, "%s: compile: %s", backend_name(be), bk_graph_error(g));
+    CHECK(!bk_relu(g, y) && bk_graph_error(g) &&
+          strstr(bk_graph_error(g), "after the graph was compiled"),
+          "%s: builder after compile: %s", backend_name(be), bk_graph_error(g));
+    bk_graph_destroy(&g);
     params_free(&ps);
 }
 

@@ -15,6 +15,7 @@
 #include "gpud/backend.h"
 #include "gpud/cpu/ref_ops.h"
 #include "gpud/models/layers.h"
+#include "gpud/backend_prog.h"
 #include "tcheck.h"
 
 #define TOL 1e-5
@@ -36,34 +37,34 @@ static float *rand_buf(size_t n)
     return b;
 }
 
-static size_t numel(const bk_tensor_t *t)
+static size_t numel(const bk_ptensor_t *t)
 {
     int n, c, h, w;
-    bk_tensor_dims(t, &n, &c, &h, &w);
+    bk_ptensor_dims(t, &n, &c, &h, &w);
     return (size_t)n * c * h * w;
 }
 
 /* A test case builds its ops on g from the input x; returns the output. */
-typedef bk_tensor_t *(*build_fn)(bk_graph_t *g, bk_tensor_t *x, const void *arg);
+typedef bk_ptensor_t *(*build_fn)(bk_prog_t *g, bk_ptensor_t *x, const void *arg);
 
 /* Build + run on one backend; returns the output (malloc'd) and its size. */
 static float *run_on(backend_t *be, build_fn build, const void *arg, const int in[4],
                      const float *x, size_t *count)
 {
-    bk_graph_t *g = bk_graph_new(be);
+    bk_prog_t *g = bk_prog_new(be);
     REQUIRE(g, "graph");
-    bk_tensor_t *xt = bk_input(g, in[0], in[1], in[2], in[3]);
-    bk_tensor_t *y = build(g, xt, arg);
-    REQUIRE(y, "%s build: %s", backend_name(be), bk_graph_error(g));
+    bk_ptensor_t *xt = bk_prog_input(g, in[0], in[1], in[2], in[3]);
+    bk_ptensor_t *y = build(g, xt, arg);
+    REQUIRE(y, "%s build: %s", backend_name(be), bk_prog_error(g));
     *count = numel(y);
     float *out = malloc(*count * sizeof *out);
     REQUIRE(out, "alloc");
     /* run twice: a graph must be re-runnable with the same result */
     for (int i = 0; i < 2; i++) {
-        REQUIRE(bk_write(g, xt, x) == 0 && bk_run(g) == 0 && bk_read(g, y, out) == 0,
-                "%s run: %s", backend_name(be), bk_graph_error(g));
+        REQUIRE(bk_prog_write(g, xt, x) == 0 && bk_prog_run(g) == 0 && bk_prog_read(g, y, out) == 0,
+                "%s run: %s", backend_name(be), bk_prog_error(g));
     }
-    bk_graph_destroy(&g);
+    bk_prog_destroy(&g);
     return out;
 }
 
@@ -99,40 +100,40 @@ typedef struct {
     float *w, *b;
 } conv_case_t;
 
-static bk_conv_t conv_of(const conv_case_t *cc, int ic)
+static bk_pconv_t conv_of(const conv_case_t *cc, int ic)
 {
-    bk_conv_t p = {.ic = ic, .oc = cc->oc, .kh = cc->k, .kw = cc->k, .stride_h = cc->stride,
+    bk_pconv_t p = {.ic = ic, .oc = cc->oc, .kh = cc->k, .kw = cc->k, .stride_h = cc->stride,
                    .stride_w = cc->stride, .pad_h = cc->pad, .pad_w = cc->pad,
                    .weight = cc->w, .bias = cc->bias ? cc->b : NULL, .n_post = cc->n_post};
     memcpy(p.post, cc->post, sizeof p.post);
     return p;
 }
 
-static bk_tensor_t *build_conv(bk_graph_t *g, bk_tensor_t *x, const void *arg)
+static bk_ptensor_t *build_conv(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
 {
     const conv_case_t *cc = arg;
     int n, c, h, w;
-    bk_tensor_dims(x, &n, &c, &h, &w);
-    bk_conv_t p = conv_of(cc, c);
-    bk_tensor_t *res = NULL;
+    bk_ptensor_dims(x, &n, &c, &h, &w);
+    bk_pconv_t p = conv_of(cc, c);
+    bk_ptensor_t *res = NULL;
     int has_sum = 0;
     for (int i = 0; i < cc->n_post; i++)
         has_sum |= cc->post[i] == BK_PO_SUM;
     if (has_sum) {
         /* the residual: a 1x1 projection of x with the conv's stride, made
          * with the same weights (first ic of each filter) to keep it simple */
-        bk_conv_t r = {.ic = c, .oc = cc->oc, .kh = 1, .kw = 1, .stride_h = cc->stride,
+        bk_pconv_t r = {.ic = c, .oc = cc->oc, .kh = 1, .kw = 1, .stride_h = cc->stride,
                        .stride_w = cc->stride, .weight = cc->w};
         int oh = (h + 2 * cc->pad - cc->k) / cc->stride + 1;
         int ow = (w + 2 * cc->pad - cc->k) / cc->stride + 1;
         /* a 1x1 conv without padding must give the same size as the k x k */
         if ((h - 1) / cc->stride + 1 != oh || (w - 1) / cc->stride + 1 != ow)
-            return bk_fail(g, "test shape mismatch");
-        bk_set_name(g, "residual");
-        res = bk_conv2d(g, x, &r, NULL);
+            return bk_prog_fail(g, "test shape mismatch");
+        bk_prog_set_name(g, "residual");
+        res = bk_prog_conv2d(g, x, &r, NULL);
     }
-    bk_set_name(g, "conv");
-    return bk_conv2d(g, x, &p, res);
+    bk_prog_set_name(g, "conv");
+    return bk_prog_conv2d(g, x, &p, res);
 }
 
 static void conv_case(const char *what, int n, int ic, int h, int w, int oc, int k, int stride,
@@ -165,16 +166,16 @@ static void test_convs(void)
 
 /* ----------------------------------------------------------------- pools */
 
-static bk_tensor_t *build_pool(bk_graph_t *g, bk_tensor_t *x, const void *arg)
+static bk_ptensor_t *build_pool(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
 {
-    bk_set_name(g, "pool");
-    return bk_pool2d(g, x, (const bk_pool_t *)arg);
+    bk_prog_set_name(g, "pool");
+    return bk_prog_pool2d(g, x, (const bk_pool_t *)arg);
 }
 
-static bk_tensor_t *build_gap(bk_graph_t *g, bk_tensor_t *x, const void *arg)
+static bk_ptensor_t *build_gap(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
 {
     (void)arg;
-    return bk_global_avg_pool(g, x);
+    return bk_prog_global_avg_pool(g, x);
 }
 
 static void test_pools(void)
@@ -200,20 +201,20 @@ typedef struct {
     float *w, *b, *w2;
 } lin_case_t;
 
-static bk_tensor_t *build_linear(bk_graph_t *g, bk_tensor_t *x, const void *arg)
+static bk_ptensor_t *build_linear(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
 {
     const lin_case_t *lc = arg;
-    bk_set_name(g, "fc");
-    bk_tensor_t *y = bk_linear(g, x, lc->out, lc->w, lc->b);
+    bk_prog_set_name(g, "fc");
+    bk_ptensor_t *y = bk_prog_linear(g, x, lc->out, lc->w, lc->b);
     if (lc->out2)   /* a second linear on the 2-D output, no bias */
-        y = bk_linear(g, y, lc->out2, lc->w2, NULL);
+        y = bk_prog_linear(g, y, lc->out2, lc->w2, NULL);
     return y;
 }
 
-static bk_tensor_t *build_relu(bk_graph_t *g, bk_tensor_t *x, const void *arg)
+static bk_ptensor_t *build_relu(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
 {
     (void)arg;
-    return bk_relu(g, x);
+    return bk_prog_relu(g, x);
 }
 
 typedef struct {
@@ -222,15 +223,15 @@ typedef struct {
 } add_case_t;
 
 /* add(relu(x), conv1x1(x)) : operands from two different producers */
-static bk_tensor_t *build_add(bk_graph_t *g, bk_tensor_t *x, const void *arg)
+static bk_ptensor_t *build_add(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
 {
     const add_case_t *ac = arg;
     int n, c, h, w;
-    bk_tensor_dims(x, &n, &c, &h, &w);
-    bk_conv_t p = {.ic = c, .oc = c, .kh = 1, .kw = 1, .stride_h = 1, .stride_w = 1,
+    bk_ptensor_dims(x, &n, &c, &h, &w);
+    bk_pconv_t p = {.ic = c, .oc = c, .kh = 1, .kw = 1, .stride_h = 1, .stride_w = 1,
                    .weight = ac->w};
-    bk_tensor_t *a = bk_relu(g, x), *b = bk_conv2d(g, x, &p, NULL);
-    return bk_add(g, a, b, ac->relu);
+    bk_ptensor_t *a = bk_prog_relu(g, x), *b = bk_prog_conv2d(g, x, &p, NULL);
+    return bk_prog_add(g, a, b, ac->relu);
 }
 
 /* conv -> maxpool -> conv(sum) -> gap -> fc: layouts flow between ops */
@@ -238,40 +239,40 @@ typedef struct {
     float *w1, *b1, *w2, *fw, *fb;
 } chain_case_t;
 
-static bk_tensor_t *build_chain(bk_graph_t *g, bk_tensor_t *x, const void *arg)
+static bk_ptensor_t *build_chain(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
 {
     const chain_case_t *cc = arg;
-    bk_conv_t c1 = {.ic = 3, .oc = 16, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
+    bk_pconv_t c1 = {.ic = 3, .oc = 16, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
                     .pad_h = 1, .pad_w = 1, .weight = cc->w1, .bias = cc->b1, .n_post = 1,
                     .post = {BK_PO_RELU}};
-    bk_conv_t c2 = {.ic = 16, .oc = 16, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
+    bk_pconv_t c2 = {.ic = 16, .oc = 16, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
                     .pad_h = 1, .pad_w = 1, .weight = cc->w2, .n_post = 2,
                     .post = {BK_PO_SUM, BK_PO_RELU}};
     bk_pool_t mp = {BK_POOL_MAX, 2, 2, 2, 2, 0, 0};
-    bk_tensor_t *t = bk_conv2d(g, x, &c1, NULL);
-    t = bk_pool2d(g, t, &mp);
-    t = bk_conv2d(g, t, &c2, t);   /* residual = its own input: refused */
+    bk_ptensor_t *t = bk_prog_conv2d(g, x, &c1, NULL);
+    t = bk_prog_pool2d(g, t, &mp);
+    t = bk_prog_conv2d(g, t, &c2, t);   /* residual = its own input: refused */
     if (t)
-        return bk_fail(g, "a tensor was used as both the input and the residual");
+        return bk_prog_fail(g, "a tensor was used as both the input and the residual");
     return NULL;
 }
 
-static bk_tensor_t *build_chain_ok(bk_graph_t *g, bk_tensor_t *x, const void *arg)
+static bk_ptensor_t *build_chain_ok(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
 {
     const chain_case_t *cc = arg;
-    bk_conv_t c1 = {.ic = 3, .oc = 16, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
+    bk_pconv_t c1 = {.ic = 3, .oc = 16, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
                     .pad_h = 1, .pad_w = 1, .weight = cc->w1, .bias = cc->b1, .n_post = 1,
                     .post = {BK_PO_RELU}};
-    bk_conv_t c2 = {.ic = 16, .oc = 16, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
+    bk_pconv_t c2 = {.ic = 16, .oc = 16, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
                     .pad_h = 1, .pad_w = 1, .weight = cc->w2, .n_post = 2,
                     .post = {BK_PO_SUM, BK_PO_RELU}};
     bk_pool_t mp = {BK_POOL_MAX, 2, 2, 2, 2, 0, 0};
-    bk_tensor_t *t = bk_conv2d(g, x, &c1, NULL);
-    t = bk_pool2d(g, t, &mp);
-    bk_tensor_t *r = bk_relu(g, t);
-    t = bk_conv2d(g, t, &c2, r);
-    t = bk_global_avg_pool(g, t);
-    return bk_linear(g, t, 5, cc->fw, cc->fb);
+    bk_ptensor_t *t = bk_prog_conv2d(g, x, &c1, NULL);
+    t = bk_prog_pool2d(g, t, &mp);
+    bk_ptensor_t *r = bk_prog_relu(g, t);
+    t = bk_prog_conv2d(g, t, &c2, r);
+    t = bk_prog_global_avg_pool(g, t);
+    return bk_prog_linear(g, t, 5, cc->fw, cc->fb);
 }
 
 static void test_misc_ops(void)
@@ -296,11 +297,11 @@ static void test_misc_ops(void)
     compare("chain conv-pool-conv(sum)-gap-fc", build_chain_ok, &cc, 2, 3, 12, 12);
 
     /* a conv cannot accumulate into its own input */
-    bk_graph_t *g = bk_graph_new(cpu);
-    bk_tensor_t *x = bk_input(g, 1, 3, 8, 8);
-    CHECK(build_chain(g, x, &cc) == NULL && bk_graph_error(g) &&
-          strstr(bk_graph_error(g), "own input"), "self-residual: %s", bk_graph_error(g));
-    bk_graph_destroy(&g);
+    bk_prog_t *g = bk_prog_new(cpu);
+    bk_ptensor_t *x = bk_prog_input(g, 1, 3, 8, 8);
+    CHECK(build_chain(g, x, &cc) == NULL && bk_prog_error(g) &&
+          strstr(bk_prog_error(g), "own input"), "self-residual: %s", bk_prog_error(g));
+    bk_prog_destroy(&g);
     free(cc.w1);
     free(cc.b1);
     free(cc.w2);
@@ -322,7 +323,7 @@ static void test_bn_fold(void)
     REQUIRE(y1 && y2, "alloc");
     ref_conv2d(x, n, ic, h, w, wt, b, oc, k, k, 1, 1, 1, 1, y1, h, w);
     ref_batchnorm(y1, n, oc, h * w, gamma, beta, mean, var, BN_EPS);
-    bn_fold(wt, b, oc, (size_t)ic * k * k, gamma, beta, mean, var, BN_EPS);
+    bk_bn_fold(wt, b, oc, (size_t)ic * k * k, gamma, beta, mean, var, BN_EPS);
     ref_conv2d(x, n, ic, h, w, wt, b, oc, k, k, 1, 1, 1, 1, y2, h, w);
     double maxd = 0, maxr = 1e-3;
     for (size_t i = 0; i < outn; i++) {
@@ -338,55 +339,55 @@ static void test_bn_fold(void)
 static void test_errors(void)
 {
     float wt[8 * 3 * 9] = {0};
-    bk_graph_t *g = bk_graph_new(cpu);
-    bk_tensor_t *x = bk_input(g, 1, 3, 8, 8);
-    bk_conv_t p = {.ic = 4, .oc = 8, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
+    bk_prog_t *g = bk_prog_new(cpu);
+    bk_ptensor_t *x = bk_prog_input(g, 1, 3, 8, 8);
+    bk_pconv_t p = {.ic = 4, .oc = 8, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
                    .pad_h = 1, .pad_w = 1, .weight = wt};
-    bk_set_name(g, "layer9.conv1");
-    CHECK(bk_conv2d(g, x, &p, NULL) == NULL, "ic mismatch accepted");
-    const char *e = bk_graph_error(g);
+    bk_prog_set_name(g, "layer9.conv1");
+    CHECK(bk_prog_conv2d(g, x, &p, NULL) == NULL, "ic mismatch accepted");
+    const char *e = bk_prog_error(g);
     CHECK(e && strstr(e, "layer9.conv1") && strstr(e, "ic 4 (input has 3)"), "error: %s", e);
     p.ic = 3;
-    CHECK(bk_conv2d(g, x, &p, NULL) == NULL, "graph stays failed");
-    CHECK(bk_run(g) < 0, "failed graph does not run");
-    bk_graph_destroy(&g);
+    CHECK(bk_prog_conv2d(g, x, &p, NULL) == NULL, "graph stays failed");
+    CHECK(bk_prog_run(g) < 0, "failed graph does not run");
+    bk_prog_destroy(&g);
 
-    g = bk_graph_new(cpu);
-    x = bk_input(g, 1, 3, 8, 8);
+    g = bk_prog_new(cpu);
+    x = bk_prog_input(g, 1, 3, 8, 8);
     p.n_post = 1;
     p.post[0] = BK_PO_SUM;
-    CHECK(bk_conv2d(g, x, &p, NULL) == NULL && strstr(bk_graph_error(g), "residual"),
-          "SUM without residual: %s", bk_graph_error(g));
-    bk_graph_destroy(&g);
+    CHECK(bk_prog_conv2d(g, x, &p, NULL) == NULL && strstr(bk_prog_error(g), "residual"),
+          "SUM without residual: %s", bk_prog_error(g));
+    bk_prog_destroy(&g);
 
-    g = bk_graph_new(ref);
-    x = bk_input(g, 1, 3, 4, 4);
-    bk_conv_t big = {.ic = 3, .oc = 8, .kh = 7, .kw = 7, .stride_h = 1, .stride_w = 1,
+    g = bk_prog_new(ref);
+    x = bk_prog_input(g, 1, 3, 4, 4);
+    bk_pconv_t big = {.ic = 3, .oc = 8, .kh = 7, .kw = 7, .stride_h = 1, .stride_w = 1,
                      .weight = wt};
-    CHECK(bk_conv2d(g, x, &big, NULL) == NULL && strstr(bk_graph_error(g), "too small"),
-          "kernel larger than input: %s", bk_graph_error(g));
-    bk_graph_destroy(&g);
+    CHECK(bk_prog_conv2d(g, x, &big, NULL) == NULL && strstr(bk_prog_error(g), "too small"),
+          "kernel larger than input: %s", bk_prog_error(g));
+    bk_prog_destroy(&g);
 
-    g = bk_graph_new(cpu);
-    x = bk_input(g, 1, 3, 4, 4);
-    bk_tensor_t *y = bk_relu(g, x);
+    g = bk_prog_new(cpu);
+    x = bk_prog_input(g, 1, 3, 4, 4);
+    bk_ptensor_t *y = bk_prog_relu(g, x);
     float buf[48] = {0};
-    CHECK(bk_write(g, y, buf) < 0 && strstr(bk_graph_error(g), "input"), "write to non-input");
-    bk_graph_destroy(&g);
+    CHECK(bk_prog_write(g, y, buf) < 0 && strstr(bk_prog_error(g), "input"), "write to non-input");
+    bk_prog_destroy(&g);
 
     /* a residual is consumed: using it again is an error */
-    g = bk_graph_new(cpu);
-    x = bk_input(g, 1, 3, 8, 8);
-    p = (bk_conv_t){.ic = 3, .oc = 3, .kh = 1, .kw = 1, .stride_h = 1, .stride_w = 1,
+    g = bk_prog_new(cpu);
+    x = bk_prog_input(g, 1, 3, 8, 8);
+    p = (bk_pconv_t){.ic = 3, .oc = 3, .kh = 1, .kw = 1, .stride_h = 1, .stride_w = 1,
                     .weight = wt};
-    bk_tensor_t *r = bk_relu(g, x);
-    bk_conv_t ps = p;
+    bk_ptensor_t *r = bk_prog_relu(g, x);
+    bk_pconv_t ps = p;
     ps.n_post = 1;
     ps.post[0] = BK_PO_SUM;
-    CHECK(bk_conv2d(g, x, &ps, r) != NULL, "sum conv: %s", bk_graph_error(g));
-    CHECK(bk_relu(g, r) == NULL && strstr(bk_graph_error(g), "consumed"), "reuse: %s",
-          bk_graph_error(g));
-    bk_graph_destroy(&g);
+    CHECK(bk_prog_conv2d(g, x, &ps, r) != NULL, "sum conv: %s", bk_prog_error(g));
+    CHECK(bk_prog_relu(g, r) == NULL && strstr(bk_prog_error(g), "consumed"), "reuse: %s",
+          bk_prog_error(g));
+    bk_prog_destroy(&g);
 
     char err[256];
     CHECK(backend_new("tpu", 1, err, sizeof err) == NULL && strstr(err, "tpu"), "%s", err);

@@ -68,6 +68,7 @@ static void test_defaults(void)
     CHECK(o.warmup_start_factor == 0 && o.seed == 0);
     CHECK_STR(o.ring_bind, "tcp://127.0.0.1:0");
     CHECK(o.ring_timeout_s == 60 && o.checkpoint_every == 1 && o.fault_at_step == -1);
+    CHECK(o.commit_timeout_s == 0);   /* sentinel: 2 x --ring-timeout */
     CHECK(o.global_batch == 0 && !o.checkpoint && !o.save_weights && !o.resume);
     CHECK(parse_words(BASE "--train", &o) == 0); /* --weights optional with --train */
 }
@@ -114,7 +115,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&gpud_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 53); /* 51 of gpud's own, --curve-dir and --insecure */
+    CHECK(options == 54); /* 52 of gpud's own, --curve-dir and --insecure */
     CHECK(strstr(text, "(default nan)") == NULL); /* an unset default shows none */
     free(text);
 }
@@ -128,10 +129,10 @@ static void test_emit_round_trip(void)
                       "--weight-decay 0.05 --betas 0.8,0.99 --lr-schedule cosine --t-max 40 "
                       "--warmup-epochs 5 --label-smoothing 0.1 --sync-bn --freeze layer1. "
                       "--freeze layer2. --freeze-bn features. --seed 7 --checkpoint ck "
-                      "--resume ck --ring-timeout 30 --verbose",
+                      "--resume ck --ring-timeout 30 --commit-timeout 40 --verbose",
                       &o) == 0);
     emitted_argv_t a = {.argv = {"gpud"}, .argc = 1};
-    CHECK(options_emit(&gpud_options_table, &o, NULL, emitted_argv_add, &a) == 26);
+    CHECK(options_emit(&gpud_options_table, &o, NULL, emitted_argv_add, &a) == 27);
     memset(&back, 0, sizeof back);
     CHECK(gpud_options_parse(&back, a.argc, a.argv) == 0);
     CHECK(adopt_strings(&gpud_options_table, &back, &o) == 0);

@@ -10,7 +10,11 @@
  *   timeout: junk alone, pushed without end, cannot extend the ring timeout;
  *   curve:   the ring under --curve-dir (zsecurity): an authorized rank 0
  *            completes the sum, a stranger with its own certificate and a
- *            plain client get nothing in (no frame reaches the ring).
+ *            plain client get nothing in (no frame reaches the ring);
+ *   gens:    membership generations (docs/ELASTIC.md): after a re-form,
+ *            chunks of an older generation are dropped as stale (never
+ *            summed, not counted as junk); a chunk of a newer generation
+ *            that arrives before this rank re-forms is held and used after.
  */
 #include "common/zsecurity.h"
 #include "gpud/ring.h"
@@ -38,6 +42,7 @@ typedef struct {   /* the ring's chunk header, as ring.c sends it */
     uint64_t op;
     uint32_t step, chunk;
     uint64_t count;
+    uint32_t gen, reserved;
 } hdr_t;
 
 enum { N = 1001 };
@@ -98,12 +103,18 @@ static int push_junk(void *push, uint32_t step, uint32_t chunk, uint64_t count)
 }
 
 /* Receives rank 1's chunk (step, chunk) into buf, checking its header. */
-static void recv_chunk(void *pull, uint32_t step, uint32_t chunk, float *buf, size_t count)
+static void recv_chunk_gen(void *pull, uint32_t gen, uint32_t step, uint32_t chunk, float *buf,
+                           size_t count)
 {
     hdr_t h;
     CHECK(zmq_recv(pull, &h, sizeof h, 0) == sizeof h);
-    CHECK(h.op == 1 && h.step == step && h.chunk == chunk && h.count == count);
+    CHECK(h.op == 1 && h.gen == gen && h.step == step && h.chunk == chunk && h.count == count);
     CHECK(zmq_recv(pull, buf, count * 4, 0) == (int)(count * 4));
+}
+
+static void recv_chunk(void *pull, uint32_t step, uint32_t chunk, float *buf, size_t count)
+{
+    recv_chunk_gen(pull, 0, step, chunk, buf, count);
 }
 
 /* Plays rank 0 of a world of 2 against the real rank 1; junk before each
@@ -218,6 +229,7 @@ static void test_timeout(void *ctx)
     CHECK(pthread_join(t, &ran_out) == 0);
     CHECK(ran_out == NULL);   /* the sum gave up while junk was still coming */
     CHECK(r->rc == -1 && strstr(r->err, "sent nothing valid"));
+    CHECK(allreduce_failure(r->ar) == ALLREDUCE_TIMEOUT && allreduce_suspect(r->ar) == 0);
     CHECK(allreduce_dropped(r->ar) > 0);
     printf("timeout: junk did not extend the timeout (%llu dropped): %s\n",
            (unsigned long long)allreduce_dropped(r->ar), r->err);
@@ -340,6 +352,75 @@ static void test_curve(void *ctx, const char *dir)
     zs_security_shutdown();
 }
 
+/* Rank 0's two real chunks of generation gen (op 1), each preceded by
+ * `stale` copies from generation gen - 1; before step 1, one chunk of
+ * generation gen + 1 (step 0), which rank 1 must hold for later. */
+static void play_gen(rank1_t *r1, void *push, void *pull, uint32_t gen, int stale, bool early,
+                     bool skip_step0)
+{
+    size_t off = allreduce_chunk_offset(N, 2, 1), n0 = off, n1 = N - off;
+    static float got[N], send[N];
+    for (size_t i = 0; i < N; i++)
+        r1->data[i] = x1(i);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, rank1_main, r1) == 0);
+    recv_chunk_gen(pull, gen, 0, 1, got, n1);
+    for (size_t i = 0; i < n0; i++)
+        send[i] = x0(i);
+    hdr_t h = {.op = 1, .step = 0, .chunk = 0, .count = n0, .gen = gen - 1};
+    for (int k = 0; k < stale; k++) {   /* the right chunk, of the abandoned generation */
+        static float poison[N];
+        for (size_t i = 0; i < n0; i++)
+            poison[i] = 1e30f;
+        send2(push, &h, sizeof h, poison, n0 * 4);
+    }
+    h.gen = gen;
+    if (!skip_step0)   /* else rank 1 held it from before its re-form */
+        send2(push, &h, sizeof h, send, n0 * 4);
+    recv_chunk_gen(pull, gen, 1, 0, got, n0);
+    for (size_t i = 0; i < n0; i++)
+        CHECK(got[i] == x0(i) + x1(i));
+    if (early) {   /* the next generation's first chunk, sent ahead */
+        hdr_t e = {.op = 1, .step = 0, .chunk = 0, .count = n0, .gen = gen + 1};
+        send2(push, &e, sizeof e, send, n0 * 4);
+    }
+    for (size_t i = 0; i < n1; i++)
+        send[i] = x1(off + i) + x0(off + i);
+    h = (hdr_t){.op = 1, .step = 1, .chunk = 1, .count = n1, .gen = gen};
+    send2(push, &h, sizeof h, send, n1 * 4);
+    CHECK(pthread_join(t, NULL) == 0);
+    check_sum(r1);
+}
+
+static void test_generations(void *ctx)
+{
+    char r0_ep[256], r1_ep[256], err[512];
+    void *pull = bind_pull(ctx, r0_ep, sizeof r0_ep);
+    rank1_t *r = rank1_new(r1_ep, sizeof r1_ep, r0_ep, 20000);
+    void *push = zmq_socket(ctx, ZMQ_PUSH);
+    CHECK(push && zmq_connect(push, r1_ep) == 0);
+    CHECK(allreduce_gen(r->ar) == 0);
+    CHECK(allreduce_reform(r->ar, 0, 1, 2, r0_ep, err, sizeof err) == -1);   /* not newer */
+    CHECK(allreduce_reform(r->ar, 2, 1, 2, r0_ep, err, sizeof err) == 0);
+    CHECK(allreduce_gen(r->ar) == 2);
+    play_gen(r, push, pull, 2, 5, true, false);
+    CHECK(allreduce_stale(r->ar) == 5 && allreduce_dropped(r->ar) == 0);
+    /* a chunk of generation 1 still queued is drained by the next re-form */
+    hdr_t h = {.op = 1, .step = 0, .chunk = 0, .count = 7, .gen = 1};
+    static float body[N];
+    send2(push, &h, sizeof h, body, 7 * 4);
+    usleep(100000);
+    CHECK(allreduce_reform(r->ar, 3, 1, 2, r0_ep, err, sizeof err) == 0);
+    play_gen(r, push, pull, 3, 2, false, true);   /* step 0's chunk was held */
+    CHECK(allreduce_stale(r->ar) == 8 && allreduce_dropped(r->ar) == 0);
+    printf("gens: %llu stale chunks dropped, a chunk of the next generation held and summed\n",
+           (unsigned long long)allreduce_stale(r->ar));
+    allreduce_destroy(&r->ar);
+    free(r);
+    zmq_close(push);
+    zmq_close(pull);
+}
+
 int main(void)
 {
     zsys_init();
@@ -349,7 +430,8 @@ int main(void)
     CHECK(mkdtemp(dir));
     test_plain(ctx);
     test_timeout(ctx);
-    test_curve(ctx, dir);
+    test_generations(ctx);
+    test_curve(ctx, dir);   /* last: zsecurity stays set up in this process */
     zmq_ctx_term(ctx);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

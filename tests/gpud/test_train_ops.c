@@ -89,55 +89,55 @@ static void params_free(params_t *p)
     free(p->rv);
 }
 
-static bk_tvar_t *build_op(bk_tgraph_t *g, bk_tvar_t *x, const char *meta, params_t *p)
+static bk_tensor_t *build_op(bk_graph_t *g, bk_tensor_t *x, const char *meta, params_t *p)
 {
     int n, c, h, w;
-    bk_tvar_dims(x, &n, &c, &h, &w);
+    bk_tensor_dims(x, &n, &c, &h, &w);
     if (strncmp(meta, "conv ", 5) == 0) {
         int k = (int)arg(meta, "k", 1), s = (int)arg(meta, "s", 1), pd = (int)arg(meta, "p", 0);
-        bk_tconv_t cv = {.ic = c, .oc = (int)arg(meta, "oc", 1), .kh = k, .kw = k,
+        bk_conv_t cv = {.ic = c, .oc = (int)arg(meta, "oc", 1), .kh = k, .kw = k,
                          .stride_h = s, .stride_w = s, .pad_h = pd, .pad_w = pd,
                          .weight = p->w, .grad_weight = p->gw, .bias = p->b,
                          .grad_bias = p->gb};
-        return bk_t_conv2d(g, x, &cv);
+        return bk_conv2d(g, x, &cv);
     }
     if (strncmp(meta, "bn ", 3) == 0) {
-        bk_tbn_t bn = {.c = c, .weight = p->w, .grad_weight = p->gw, .bias = p->b,
+        bk_bn_t bn = {.c = c, .weight = p->w, .grad_weight = p->gw, .bias = p->b,
                        .grad_bias = p->gb, .running_mean = p->rm, .running_var = p->rv,
                        .momentum = (float)arg(meta, "momentum", 0.1), .eps = 1e-5f,
                        .relu = (int)arg(meta, "relu", 0)};
-        bk_tgraph_set_training(g, (int)arg(meta, "training", 1));
-        return bk_t_batchnorm(g, x, &bn);
+        bk_graph_set_training(g, (int)arg(meta, "training", 1));
+        return bk_batchnorm(g, x, &bn);
     }
     if (strcmp(meta, "relu") == 0)
-        return bk_t_relu(g, x);
+        return bk_relu(g, x);
     if (strncmp(meta, "pool ", 5) == 0) {
         int k = (int)arg(meta, "k", 1), s = (int)arg(meta, "s", 1), pd = (int)arg(meta, "p", 0);
         bk_pool_t pl = {(bk_pool_alg_t)(int)arg(meta, "alg", 0), k, k, s, s, pd, pd};
-        return bk_t_pool2d(g, x, &pl);
+        return bk_pool2d(g, x, &pl);
     }
     if (strcmp(meta, "gap") == 0)
-        return bk_t_global_avg_pool(g, x);
+        return bk_global_avg_pool(g, x);
     if (strncmp(meta, "linear ", 7) == 0)
-        return bk_t_linear(g, x, (int)arg(meta, "out", 1), p->w, p->gw, p->b, p->gb);
+        return bk_linear(g, x, (int)arg(meta, "out", 1), p->w, p->gw, p->b, p->gb);
     if (strcmp(meta, "flatten") == 0)
-        return bk_t_flatten(g, x);
+        return bk_flatten(g, x);
     if (strcmp(meta, "add") == 0)
-        return bk_t_add(g, bk_t_relu(g, x), x);
+        return bk_add(g, bk_relu(g, x), x);
     if (strcmp(meta, "concat") == 0) {
-        bk_tvar_t *xs[2] = {x, bk_t_relu(g, x)};
-        return bk_t_concat(g, 2, xs);
+        bk_tensor_t *xs[2] = {x, bk_relu(g, x)};
+        return bk_concat(g, 2, xs);
     }
     if (strncmp(meta, "dropout ", 8) == 0)
-        return bk_t_dropout(g, x, (float)arg(meta, "p", 0));
+        return bk_dropout(g, x, (float)arg(meta, "p", 0));
     if (strncmp(meta, "ce ", 3) == 0)
-        return bk_t_softmax_ce(g, x, (float)arg(meta, "smoothing", 0));
+        return bk_softmax_ce(g, x, (float)arg(meta, "smoothing", 0));
     return NULL;
 }
 
 typedef struct {
-    bk_tgraph_t *g;
-    bk_tvar_t *x, *y;
+    bk_graph_t *g;
+    bk_tensor_t *x, *y;
     size_t nx, ny;
 } built_t;
 
@@ -145,13 +145,13 @@ static void build_case(built_t *b, backend_t *be, const char *c, const char *met
 {
     const st_tensor_t *xt = tensor(c, "x");
     REQUIRE(xt && xt->ndim == 4, "%s.x", c);
-    b->g = bk_tgraph_new(be);
-    b->x = bk_t_input(b->g, (int)xt->shape[0], (int)xt->shape[1], (int)xt->shape[2],
+    b->g = bk_graph_new(be);
+    b->x = bk_input(b->g, (int)xt->shape[0], (int)xt->shape[1], (int)xt->shape[2],
                       (int)xt->shape[3], 1);
     b->y = build_op(b->g, b->x, meta, p);
-    REQUIRE(b->y, "%s on %s: build failed: %s", c, backend_name(be), bk_tgraph_error(b->g));
+    REQUIRE(b->y, "%s on %s: build failed: %s", c, backend_name(be), bk_graph_error(b->g));
     int n, ch, h, w;
-    bk_tvar_dims(b->y, &n, &ch, &h, &w);
+    bk_tensor_dims(b->y, &n, &ch, &h, &w);
     b->ny = (size_t)n * ch * h * w;
     b->nx = (size_t)xt->numel;
     const st_tensor_t *lt = tensor(c, "labels");
@@ -159,20 +159,20 @@ static void build_case(built_t *b, backend_t *be, const char *c, const char *met
         int32_t lab[16];
         REQUIRE(lt->numel <= 16, "labels");
         memcpy(lab, lt->data, (size_t)lt->numel * sizeof *lab);
-        REQUIRE(bk_t_set_labels(b->g, lab) == 0, "labels: %s", bk_tgraph_error(b->g));
+        REQUIRE(bk_set_labels(b->g, lab) == 0, "labels: %s", bk_graph_error(b->g));
     }
     int64_t ids[2] = {(int64_t)arg(meta, "id0", 0), (int64_t)arg(meta, "id1", 1)};
     int drop = strncmp(meta, "dropout ", 8) == 0;
     REQUIRE(!drop || n == 2, "the dropout case has 2 samples");
-    REQUIRE(bk_t_set_step(b->g, (uint64_t)arg(meta, "seed", 0), (uint64_t)arg(meta, "step", 0),
+    REQUIRE(bk_set_step(b->g, (uint64_t)arg(meta, "seed", 0), (uint64_t)arg(meta, "step", 0),
                           drop ? ids : NULL) == 0, "set_step");
 }
 
 /* sum(y * dy) in double after a forward with the current x and params. */
 static double objective(built_t *b, const float *x, const float *dy, float *ybuf)
 {
-    REQUIRE(bk_t_write(b->g, b->x, x) == 0 && bk_t_forward(b->g) == 0 &&
-            bk_t_read(b->g, b->y, ybuf) == 0, "forward: %s", bk_tgraph_error(b->g));
+    REQUIRE(bk_write(b->g, b->x, x) == 0 && bk_forward(b->g) == 0 &&
+            bk_read(b->g, b->y, ybuf) == 0, "forward: %s", bk_graph_error(b->g));
     double s = 0.0;
     for (size_t i = 0; i < b->ny; i++)
         s += (double)ybuf[i] * dy[i];
@@ -233,8 +233,8 @@ static void run_case(backend_t *be, const char *c, const char *meta, int fd)
         cmp(c, bn, "rm_out", p.rm, p.nc);
         cmp(c, bn, "rv_out", p.rv, p.nc);
     }
-    REQUIRE(bk_t_backward(b.g, b.y, dy) == 0 && bk_t_read_grad(b.g, b.x, gx) == 0,
-            "%s backward: %s", c, bk_tgraph_error(b.g));
+    REQUIRE(bk_backward(b.g, b.y, dy) == 0 && bk_read_grad(b.g, b.x, gx) == 0,
+            "%s backward: %s", c, bk_graph_error(b.g));
     cmp(c, bn, "gx", gx, b.nx);
     if (p.w)
         cmp(c, bn, "gw", p.gw, p.nw);
@@ -248,7 +248,7 @@ static void run_case(backend_t *be, const char *c, const char *meta, int fd)
         if (p.b)
             fd_check(&b, c, "b", p.b, p.nb, p.gb, x, dy, y, h);
     }
-    bk_tgraph_destroy(&b.g);
+    bk_graph_destroy(&b.g);
     params_free(&p);
     free(x);
     free(dy);
@@ -260,26 +260,26 @@ static void run_case(backend_t *be, const char *c, const char *meta, int fd)
 static void dropout_ids(backend_t *be)
 {
     int c = 3, h = 4, w = 5, per = c * h * w;
-    bk_tgraph_t *g2 = bk_tgraph_new(be), *g1 = bk_tgraph_new(be);
-    bk_tvar_t *x2 = bk_t_input(g2, 2, c, h, w, 0), *x1 = bk_t_input(g1, 1, c, h, w, 0);
-    bk_tvar_t *y2 = bk_t_dropout(g2, x2, 0.5f), *y1 = bk_t_dropout(g1, x1, 0.5f);
+    bk_graph_t *g2 = bk_graph_new(be), *g1 = bk_graph_new(be);
+    bk_tensor_t *x2 = bk_input(g2, 2, c, h, w, 0), *x1 = bk_input(g1, 1, c, h, w, 0);
+    bk_tensor_t *y2 = bk_dropout(g2, x2, 0.5f), *y1 = bk_dropout(g1, x1, 0.5f);
     REQUIRE(y1 && y2, "dropout build");
     float ones[2 * 60], a[2 * 60], b[60];
     for (int i = 0; i < 2 * per; i++)
         ones[i] = 1.0f;
     int64_t ids2[2] = {7, 42}, ids1[1] = {42};
-    REQUIRE(bk_t_set_step(g2, 1, 9, ids2) == 0 && bk_t_set_step(g1, 1, 9, ids1) == 0 &&
-            bk_t_write(g2, x2, ones) == 0 && bk_t_write(g1, x1, ones) == 0 &&
-            bk_t_forward(g2) == 0 && bk_t_forward(g1) == 0 && bk_t_read(g2, y2, a) == 0 &&
-            bk_t_read(g1, y1, b) == 0, "dropout run");
+    REQUIRE(bk_set_step(g2, 1, 9, ids2) == 0 && bk_set_step(g1, 1, 9, ids1) == 0 &&
+            bk_write(g2, x2, ones) == 0 && bk_write(g1, x1, ones) == 0 &&
+            bk_forward(g2) == 0 && bk_forward(g1) == 0 && bk_read(g2, y2, a) == 0 &&
+            bk_read(g1, y1, b) == 0, "dropout run");
     CHECK(memcmp(a + per, b, (size_t)per * sizeof *b) == 0,
           "%s: dropout mask of sample 42 depends on its batch position", backend_name(be));
     int kept = 0;
     for (int i = 0; i < per; i++)
         kept += b[i] != 0.0f;
     CHECK(kept > per / 5 && kept < per * 4 / 5, "dropout kept %d of %d at p=0.5", kept, per);
-    bk_tgraph_destroy(&g1);
-    bk_tgraph_destroy(&g2);
+    bk_graph_destroy(&g1);
+    bk_graph_destroy(&g2);
 }
 
 int main(void)

@@ -1,5 +1,6 @@
-"""A rank that dies mid-training ends the job in bounded time with a message
-naming it, leaves no process behind and a checkpoint of the last completed
+"""A rank that dies mid-training, leaving fewer than --min-workers ranks (2
+of 2 here; an elastic job goes on: test_elastic.py), ends the job in
+bounded time with a message naming it, leaves no process behind and a checkpoint of the last completed
 step, from which --resume finishes with the uninterrupted run's weights.
 Ctrl-C checkpoints too (exit 130)."""
 import os
@@ -13,7 +14,7 @@ val = idx_subset("t10k", 0, 64)
 wd = workdir("train-kill")
 spe = (160 + 47) // 48  # 4 steps of 48 per epoch
 flags = ["--batch-size", "24", "--seed", "9", "--lr", "0.05", "--momentum", "0.9", "--epochs", "3",
-         "--worker-timeout", "2", "--ring-timeout", "5"]
+         "--min-workers", "2", "--worker-timeout", "2", "--ring-timeout", "5"]
 FAULT_STEP = spe + 2      # epoch 1, step 2
 
 out = os.path.join(wd, "killed")

@@ -15,7 +15,13 @@ contract of docs/TRAINING.md (steps 3, 4, 8 and failed train samples):
 - --val: an EVAL plan and batches after each epoch's train part, seqs unique
   over the run; a --val with other classes is an error;
 - a corrupt image is reported FAILED (phase TRAIN) and left out of its step
-  and its global_count.
+  and its global_count;
+- the commit (docs/ELASTIC.md): END(e, TRAIN) only after reducerd's COMMIT of
+  the epoch's last step; MEMBERS (3 -> 2 ranks mid-epoch) re-splits the
+  first step not committed and those after it over the survivors (each
+  sample of the epoch once over the committed steps and the re-sent ones,
+  no committed step again), BATCHes carry the new generation, the removed
+  rank's and stale CREDITs are ignored.
 Exit 77 (skipped) without Fashion-MNIST or python3-zmq/msgpack."""
 import gzip
 import os
@@ -43,6 +49,7 @@ if not os.path.exists(FMNIST + "/t10k-images-idx3-ubyte.gz"):
     sys.exit(77)
 IDX = "idx:%s/t10k" % FMNIST
 JOIN, WELCOME, PLAN, CREDIT, HEARTBEAT, BATCH, END, RESULT, FAILED, STOP, DONE, EPOCH = range(1, 13)
+MEMBERS, STEP, COMMIT = 15, 16, 17
 EVAL, TRAIN = 0, 1
 
 failures = []
@@ -135,13 +142,23 @@ def unpack(b):
 
 class Job:
     """One loaderd run: W fake ranks that ack every batch at once, and a fake
-    reducerd that acks plans and sends EPOCH(e, decide(e)) once every rank
-    has e's last END; after a stop it waits `quiet` s (no new plan may come)
-    and sends STOP."""
+    reducerd that acks plans, commits a step once every rank of the
+    generation has its shard (after `commit_delay` s for an epoch's last
+    step), and sends EPOCH(e, decide(e)) once every rank has e's last END;
+    after a stop it waits `quiet` s (no new plan may come) and sends STOP.
+    members=(step, lost rank): when every rank has step `step`, MEMBERS
+    instead of its COMMIT; the lost rank falls silent (one stale CREDIT),
+    the others are renumbered and CREDIT in generation 1."""
 
     def __init__(self, tag, args, workers, decide, has_val=False, window=2, quiet=0.8,
-                 timeout=60, expect_rc=0):
+                 timeout=60, expect_rc=0, members=None, commit_delay=0.0):
         self.tag, self.workers = tag, workers
+        self.g = int(args[args.index("--global-batch-size") + 1]) if "--global-batch-size" in args else 1
+        self.gen, self.world, self.rank_of = 0, workers, list(range(workers))
+        self.members_at, self.commit_delay = members, commit_delay
+        self.have, self.commits, self.commit_times, self.end_times = {}, [], {}, {}
+        self.due, self.stale = [], []
+        self.spe = None
         self.secret, self.session = new_secret()
         wd = os.path.join(BASE, tag)
         os.makedirs(wd)
@@ -172,12 +189,43 @@ class Job:
                 tag, self.proc.returncode, expect_rc, self.log[-3000:])):
             return
 
-    def credit(self, r, n, acks=()):
+    def credit(self, r, n, acks=(), gen=None, rank=None):
         name = "rank%d" % r
+        gen = self.gen if gen is None else gen
+        rank = self.rank_of[r] if rank is None else rank
+        extra = {"gen": gen} if gen else {}
         self.ranks[r].send(pack(CREDIT, worker=name, credits=n,
-                                acks=struct.pack("<%dQ" % len(acks), *acks), rank=r,
-                                **auth("test", self.session,
-                                       token(self.secret, self.session, GPUD, r, name))))
+                                acks=struct.pack("<%dQ" % len(acks), *acks), rank=rank,
+                                **extra, **auth("test", self.session,
+                                                token(self.secret, self.session, GPUD, rank, name))))
+
+    def _full(self, m):
+        """Every rank of the generation has its shard of m's step."""
+        step, e = m["step"], m["epoch"]
+        if self.members_at and self.gen == 0 and step == self.members_at[0]:
+            lost = self.members_at[1]
+            self.gen, self.world = 1, self.world - 1
+            self.rank_of = [None if r == lost else r - (r > lost) for r in range(self.workers)]
+            names = ["rank%d" % r for r in range(self.workers) if r != lost]
+            self.red.send_multipart([self.loader_id, pack(
+                MEMBERS, gen=1, rank=-1, world=self.world, next_ring="", step=step, epoch=e,
+                names=names, reason="test: rank %d lost" % lost)])
+            self.credit(lost, 2, gen=0, rank=lost)  # late, of the old generation: ignored
+            for r in range(self.workers):
+                if self.rank_of[r] is not None:
+                    self.credit(r, self.window)
+            return
+        last = self.spe is not None and (step + 1) % self.spe == 0
+        self.due.append((time.time() + (self.commit_delay if last else 0), self.gen, e, step))
+
+    def _commit_due(self):
+        now = time.time()
+        for item in [d for d in self.due if d[0] <= now]:
+            self.due.remove(item)
+            _, gen, e, step = item
+            self.commits.append((gen, step))
+            self.commit_times[step] = time.time()
+            self.red.send_multipart([self.loader_id, pack(COMMIT, gen=gen, epoch=e, step=step)])
 
     def _on_reducer(self):
         ident, raw = self.red.recv_multipart()
@@ -185,6 +233,8 @@ class Job:
         self.loader_id = ident
         if m["t"] == PLAN:
             self.plans.append((m["epoch"], m["phase"], m["n"], m.get("skip", 0), m["class_names"]))
+            if self.spe is None and m["phase"] == TRAIN:
+                self.spe = (m["n"] + self.g - 1) // self.g
             if m["phase"] == TRAIN and self.last_decision == 0:
                 self.stop_at = None   # the next epoch came
             # the plan ack carries the session, the loader's token and the secret
@@ -200,10 +250,19 @@ class Job:
         if m["t"] == BATCH:
             m["ids"] = list(struct.unpack("<%dQ" % m["n"], m["ids"])) if m["n"] else []
             m["labels"] = list(struct.unpack("<%di" % m["n"], m["labels"])) if m["n"] else []
+            if m["phase"] == TRAIN and (self.rank_of[r] is None or m.get("gen", 0) < self.gen):
+                self.stale.append((r, m))  # a gpud drops a shard of an older generation
+                return
             self.batches.append((r, m, frames[1] if len(frames) > 1 else None))
             self.events[r].append(("B", m["epoch"], m["phase"]))
             self.credit(r, 1, [m["seq"]])
+            if m["phase"] == TRAIN:
+                key = (self.gen, m["step"])
+                self.have.setdefault(key, set()).add(r)
+                if len(self.have[key]) == self.world:
+                    self._full(m)
         elif m["t"] == END:
+            self.end_times.setdefault((m["epoch"], m["phase"]), time.time())
             self.ends.append((r, m["epoch"], m["phase"]))
             self.events[r].append(("E", m["epoch"], m["phase"]))
             last = EVAL if self.has_val else TRAIN
@@ -238,6 +297,7 @@ class Job:
                     self._on_reducer()
                 else:
                     self._on_rank(self.ranks.index(s))
+            self._commit_due()
             if self.stop_at and time.time() > self.stop_at and not stop_sent:
                 self.red.send_multipart([self.loader_id, pack(STOP, code=0, reason="test done")])
                 stop_sent = True
@@ -400,7 +460,54 @@ if j5.failed:
           "corrupt: train batches are not 3x24x24 (--crop)")
 print("corrupt: reported FAILED, excluded from global_count", flush=True)
 
-# 6. errors: --val with other classes; training flags without --train
+# 6. membership: 3 ranks, rank 1 lost when every rank has step 2 (not committed);
+#    the survivors (0 -> 0, 2 -> 1) get steps 2.. of the epoch re-split over 2
+#    ranks, and epoch 1 over 2; END(e, TRAIN) waits for the last step's COMMIT
+j7 = Job("members", COMMON + ["--workers", "3", "--epochs", "2"], 3,
+         decide=lambda e: 0 if e < 1 else 1, members=(2, 1), commit_delay=0.5)
+spe7 = (N + G - 1) // G
+want_commits = [(0, 0), (0, 1)] + [(1, s) for s in range(2, 2 * spe7)]
+check(j7.commits == want_commits, "members: commits %r, want %r" % (j7.commits, want_commits))
+for e in (0, 1):
+    perm = permutation(N, SEED, e)
+    new = {}
+    for r, m, _ in j7.train(e):
+        if m.get("gen", 0) != 1:
+            continue
+        nr = j7.rank_of[r]
+        check(nr is not None and (nr, m["step"]) not in new,
+              "members: epoch %d: generation 1 step %d twice at rank %r" % (e, m["step"], nr))
+        new[(nr, m["step"])] = m
+    first = 2 if e == 0 else 0
+    seen = []
+    if e == 0:   # the committed steps, as generation 0 sent them over 3 ranks
+        seen = [i for r, m, _ in j7.train(0) if m.get("gen", 0) == 0 and m["step"] < 2
+                for i in m["ids"]]
+        check(not any(m["step"] < 2 for m in new.values()),
+              "members: a committed step was sent again: %r" % sorted(new))
+    for k in range(first, spe7):
+        count = min(G, N - k * G)
+        for nr in range(2):
+            m = new.get((nr, e * spe7 + k))
+            f, c = shard(N, k, G, 2, nr)
+            if check(m is not None, "members: epoch %d step %d: no shard for new rank %d" % (e, k, nr)):
+                check(m["ids"] == perm[f:f + c] and m["global_count"] == count,
+                      "members: epoch %d step %d rank %d: ids %r (global %d), sampler_shard over 2 "
+                      "ranks says %r (%d)" % (e, k, nr, m["ids"], m["global_count"], perm[f:f + c],
+                                              count))
+                seen += m["ids"]
+    check(sorted(seen) == list(range(N)), "members: epoch %d: not each sample once over the "
+          "committed and re-sent steps" % e)
+    check(j7.end_times.get((e, TRAIN), 0) >= j7.commit_times.get(e * spe7 + spe7 - 1, 1e18),
+          "members: END(%d, TRAIN) came before the COMMIT of the epoch's last step" % e)
+check(not any(j7.rank_of[r] is None for r, m, _ in j7.train() if m.get("gen", 0) == 1),
+      "members: the lost rank got a shard of generation 1")
+check(all((r, e, TRAIN) in j7.ends for r in (0, 2) for e in (0, 1)),
+      "members: END(TRAIN) missing at a survivor: %r" % j7.ends)
+print("members: 3 -> 2 ranks mid-epoch: interrupted step re-split, committed steps not resent, "
+      "END after the last COMMIT", flush=True)
+
+# 7. errors: --val with other classes; training flags without --train
 other = os.path.join(BASE, "other")
 subprocess.run([os.path.join(BIN, "ddpipe-mkjpeg"), "--synthetic", "4", other, "--size", "40x30",
                 "--classes", "2"], check=True, stdout=subprocess.DEVNULL)

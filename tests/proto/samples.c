@@ -43,6 +43,7 @@ static void sample_batch(ddp_batch_t *b)
     b->pixels = zframe_new(px, sizeof px);
     b->step = 1ull << 35;
     b->global_count = 7;
+    b->gen = 2;
 }
 
 static void sample_auth(ddp_auth_t *a)
@@ -72,6 +73,7 @@ static void sample_result(ddp_result_t *r)
     r->compute_s = 0.0625;
     r->lr = 0.1;
     r->step = 12345;
+    r->gen = 70000;
     sample_auth(&r->auth);
 }
 
@@ -98,6 +100,7 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
         m->u.welcome.has_secret = true;
         for (int i = 0; i < DDP_SECRET_LEN; i++)
             m->u.welcome.secret[i] = (uint8_t)(255 - i);
+        m->u.welcome.gen = 4;
         return 0;
     case DDP_PLAN:
         m->u.plan.epoch = 2;
@@ -115,6 +118,7 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
         m->u.credit.n_acks = 3;
         m->u.credit.acks = dup_mem(acks, sizeof acks);
         m->u.credit.rank = 2;
+        m->u.credit.gen = 1;
         sample_auth(&m->u.credit.auth);
         return 0;
     }
@@ -160,6 +164,26 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
     case DDP_REISSUE:
         m->u.reissue = (ddp_reissue_t){.seq = 42, .epoch = 1, .phase = DDP_PHASE_EVAL, .rank = 2};
         strcpy(m->u.reissue.reason, "rank 2 predicts class 99 but the dataset has 10 classes");
+        return 0;
+    case DDP_MEMBERS: {
+        static const char *const names[] = {"gpud-a-12", "gpud-b-7"};
+        m->u.members = (ddp_members_t){.gen = 3, .rank = 1, .world = 2, .step = 1ull << 34,
+                                       .epoch = 5};
+        strcpy(m->u.members.next_ring, "ipc:///tmp/run/.ipc/ring-0");
+        m->u.members.names = strv(names, 2);
+        strcpy(m->u.members.reason, "rank 1 (gpud-c-9) lost: missed heartbeats");
+        m->u.members.session = 0x0123456789abcdefull;
+        for (int i = 0; i < DDP_TOKEN_LEN; i++)
+            m->u.members.token[i] = (uint8_t)(3 * i + 1);
+        return 0;
+    }
+    case DDP_STEP:
+        m->u.step = (ddp_step_t){.rank = 2, .gen = 3, .epoch = 5, .step = 1ull << 34,
+                                 .status = DDP_STEP_RING_FAILED, .suspect = 1};
+        sample_auth(&m->u.step.auth);
+        return 0;
+    case DDP_COMMIT:
+        m->u.commit = (ddp_commit_t){.gen = 3, .epoch = 5, .step = (1ull << 34) + 1};
         return 0;
     }
     return -1;
@@ -218,6 +242,17 @@ int sample_event(ev_topic_t t, ddp_event_t *ev)
         ev->u.end.code = 0;
         strcpy(ev->u.end.reason, "done");
         return 0;
+    case EV_MEMBERSHIP: {
+        static const int32_t ranks[] = {1, 3};
+        static const char *const names[] = {"gpud-a-12", "gpud-b-\"7\""};
+        ev->u.membership = (ev_membership_t){.gen = 2, .world = 2, .n = 2, .step = 17,
+                                             .epoch = 1, .redone = true};
+        strcpy(ev->u.membership.change, "lost");
+        ev->u.membership.ranks = dup_mem(ranks, sizeof ranks);
+        ev->u.membership.names = strv(names, 2);
+        strcpy(ev->u.membership.reason, "ranks 1, 3 lost: silent for 10s");
+        return 0;
+    }
     case EV_FAILED:
         ev->u.failed = (ev_failed_t){.epoch = 2, .phase = 1, .id = 31};
         strcpy(ev->u.failed.path, "train/dog/bad.jpg");

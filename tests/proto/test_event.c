@@ -78,6 +78,17 @@ static void same_event(const ddp_event_t *a, const ddp_event_t *b)
         CHECK_STR(a->u.failed.path, b->u.failed.path);
         CHECK_STR(a->u.failed.reason, b->u.failed.reason);
         break;
+    case EV_MEMBERSHIP: {
+        const ev_membership_t *x = &a->u.membership, *y = &b->u.membership;
+        CHECK(x->gen == y->gen && x->world == y->world && x->n == y->n && x->step == y->step &&
+              x->epoch == y->epoch && x->redone == y->redone);
+        CHECK_STR(x->change, y->change);
+        CHECK_STR(x->reason, y->reason);
+        CHECK(x->n == 0 || memcmp(x->ranks, y->ranks, 4u * x->n) == 0);
+        for (uint32_t i = 0; i < x->n && y->names; i++)
+            CHECK_STR(x->names[i], y->names[i]);
+        break;
+    }
     }
 }
 
@@ -276,6 +287,16 @@ static void rejects(void)
     CHECK(event_encode(&ev) == NULL);
     CHECK(event_to_json(&ev) == NULL);
     event_clear(&ev);
+    sample_event(EV_MEMBERSHIP, &ev);
+    strcpy(ev.u.membership.change, "left");
+    CHECK(event_encode(&ev) == NULL);
+    strcpy(ev.u.membership.change, "joined");
+    ev.u.membership.world = 0;
+    CHECK(event_encode(&ev) == NULL);
+    ev.u.membership.world = 2;
+    ev.u.membership.ranks[1] = -1;
+    CHECK(event_encode(&ev) == NULL);
+    event_clear(&ev);
     sample_event(EV_WORKER, &ev);
     strcpy(ev.u.worker.state, "zombie");
     CHECK(event_encode(&ev) == NULL);
@@ -338,6 +359,10 @@ static void json(void)
     json_of(EV_FAILED, NULL,
             "{\"topic\":\"failed\",\"v\":1,\"epoch\":2,\"phase\":1,\"id\":31,"
             "\"path\":\"train/dog/bad.jpg\",\"reason\":\"Not a JPEG file: starts with 0x89 0x50\"}");
+    json_of(EV_MEMBERSHIP, NULL,
+            "{\"topic\":\"membership\",\"v\":1,\"gen\":2,\"world\":2,\"change\":\"lost\","
+            "\"ranks\":[1,3],\"names\":[\"gpud-a-12\",\"gpud-b-\\\"7\\\"\"],\"step\":17,"
+            "\"epoch\":1,\"redone\":true,\"reason\":\"ranks 1, 3 lost: silent for 10s\"}");
     CHECK(event_to_json(NULL) == NULL);
 }
 

@@ -45,6 +45,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
               SAME_MEM(a->u.welcome.token, b->u.welcome.token, DDP_TOKEN_LEN));
         CHECK(a->u.welcome.has_secret == b->u.welcome.has_secret &&
               SAME_MEM(a->u.welcome.secret, b->u.welcome.secret, DDP_SECRET_LEN));
+        CHECK(a->u.welcome.gen == b->u.welcome.gen);
         break;
     case DDP_PLAN:
         CHECK(a->u.plan.epoch == b->u.plan.epoch && a->u.plan.phase == b->u.plan.phase &&
@@ -59,7 +60,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         CHECK_STR(a->u.credit.worker, b->u.credit.worker);
         CHECK(a->u.credit.credits == b->u.credit.credits && a->u.credit.n_acks == b->u.credit.n_acks);
         CHECK(SAME_MEM(a->u.credit.acks, b->u.credit.acks, a->u.credit.n_acks * 8));
-        CHECK(a->u.credit.rank == b->u.credit.rank);
+        CHECK(a->u.credit.rank == b->u.credit.rank && a->u.credit.gen == b->u.credit.gen);
         same_auth(&a->u.credit.auth, &b->u.credit.auth);
         break;
     case DDP_HEARTBEAT:
@@ -73,7 +74,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         const ddp_batch_t *x = &a->u.batch, *y = &b->u.batch;
         CHECK(x->seq == y->seq && x->epoch == y->epoch && x->phase == y->phase && x->n == y->n &&
               x->c == y->c && x->h == y->h && x->w == y->w && x->step == y->step &&
-              x->global_count == y->global_count);
+              x->global_count == y->global_count && x->gen == y->gen);
         CHECK(SAME_MEM(x->ids, y->ids, x->n * 8) && SAME_MEM(x->labels, y->labels, x->n * 4));
         CHECK(y->pixels && zframe_eq(x->pixels, y->pixels));
         break;
@@ -85,7 +86,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         const ddp_result_t *x = &a->u.result, *y = &b->u.result;
         CHECK(x->rank == y->rank && x->epoch == y->epoch && x->phase == y->phase &&
               x->seq == y->seq && x->n == y->n && x->k == y->k && x->compute_s == y->compute_s &&
-              x->lr == y->lr && x->step == y->step);
+              x->lr == y->lr && x->step == y->step && x->gen == y->gen);
         CHECK(SAME_MEM(x->ids, y->ids, x->n * 8) && SAME_MEM(x->labels, y->labels, x->n * 4));
         CHECK(SAME_MEM(x->topk, y->topk, x->n * x->k * 4) && SAME_MEM(x->loss, y->loss, x->n * 4));
         same_auth(&x->auth, &y->auth);
@@ -123,6 +124,27 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         CHECK(a->u.reissue.seq == b->u.reissue.seq && a->u.reissue.epoch == b->u.reissue.epoch &&
               a->u.reissue.phase == b->u.reissue.phase && a->u.reissue.rank == b->u.reissue.rank);
         CHECK_STR(a->u.reissue.reason, b->u.reissue.reason);
+        break;
+    case DDP_MEMBERS: {
+        const ddp_members_t *x = &a->u.members, *y = &b->u.members;
+        CHECK(x->gen == y->gen && x->rank == y->rank && x->world == y->world &&
+              x->step == y->step && x->epoch == y->epoch);
+        CHECK_STR(x->next_ring, y->next_ring);
+        same_strv(x->names, y->names, (uint64_t)x->world);
+        CHECK_STR(x->reason, y->reason);
+        CHECK(x->session == y->session && SAME_MEM(x->token, y->token, DDP_TOKEN_LEN));
+        break;
+    }
+    case DDP_STEP: {
+        const ddp_step_t *x = &a->u.step, *y = &b->u.step;
+        CHECK(x->rank == y->rank && x->gen == y->gen && x->epoch == y->epoch &&
+              x->step == y->step && x->status == y->status && x->suspect == y->suspect);
+        same_auth(&x->auth, &y->auth);
+        break;
+    }
+    case DDP_COMMIT:
+        CHECK(a->u.commit.gen == b->u.commit.gen && a->u.commit.epoch == b->u.commit.epoch &&
+              a->u.commit.step == b->u.commit.step);
         break;
     }
 }
@@ -360,6 +382,72 @@ static void train_additions(void)
     ddp_msg_clear(&m);
 }
 
+/* Elastic training (docs/ELASTIC.md): gen is optional with 0 absent (not
+ * encoded, so eval traffic keeps its bytes); MEMBERS for loaderd has rank -1;
+ * a summed STEP suspects nobody. */
+static void elastic_additions(void)
+{
+    ddp_msg_t m, out;
+    char err[256];
+    ddp_type_t with_gen[] = {DDP_WELCOME, DDP_CREDIT, DDP_BATCH, DDP_RESULT};
+    for (size_t i = 0; i < sizeof with_gen / sizeof with_gen[0]; i++) {
+        sample_msg(with_gen[i], &m);
+        uint32_t *gen = with_gen[i] == DDP_WELCOME  ? &m.u.welcome.gen
+                        : with_gen[i] == DDP_CREDIT ? &m.u.credit.gen
+                        : with_gen[i] == DDP_BATCH  ? &m.u.batch.gen
+                                                    : &m.u.result.gen;
+        size_t with_size = 0;
+        zmsg_t *z = proto_encode(&m);
+        if (z)
+            with_size = zframe_size(zmsg_first(z));
+        zmsg_destroy(&z);
+        *gen = 0;
+        z = proto_encode(&m);
+        CHECK(z != NULL);
+        if (z) {
+            CHECK_MSG(zframe_size(zmsg_first(z)) + 5 <= with_size, "%s: gen 0 is not encoded",
+                      proto_type_name(with_gen[i]));
+            CHECK(proto_decode(z, &out, err, sizeof err) == 0);
+            CHECK(out.type == with_gen[i]);
+            ddp_msg_clear(&out);
+            zmsg_destroy(&z);
+        }
+        ddp_msg_clear(&m);
+    }
+
+    sample_msg(DDP_MEMBERS, &m);
+    m.u.members.rank = -1;
+    m.u.members.next_ring[0] = '\0';
+    CHECK(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "a token for loaderd"));
+    m.u.members.session = 0;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) == 0, "MEMBERS for loaderd: %s", err);
+    m.u.members.rank = 2;
+    CHECK(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'rank' is 2"));
+    m.u.members.rank = 0;
+    m.u.members.gen = 0;
+    CHECK(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'gen' is 0"));
+    m.u.members.gen = 1;
+    m.u.members.names[1][0] = '\0';
+    CHECK(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'names[1]' is empty"));
+    ddp_msg_clear(&m);
+
+    sample_msg(DDP_STEP, &m);
+    m.u.step.status = DDP_STEP_SUMMED;
+    CHECK(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "with status 0"));
+    m.u.step.suspect = -1;
+    CHECK(proto_validate(&m, err, sizeof err) == 0);
+    m.u.step.status = DDP_STEP_RING_FAILED; /* a failed ring that cannot name the silent rank */
+    CHECK(proto_validate(&m, err, sizeof err) == 0);
+    m.u.step.suspect = m.u.step.rank;
+    CHECK(proto_validate(&m, err, sizeof err) != 0);
+    m.u.step.suspect = 0;
+    m.u.step.status = 2;
+    CHECK(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'status' is 2"));
+    ddp_msg_clear(&m);
+    CHECK_STR(proto_type_name(DDP_MEMBERS), "MEMBERS");
+    CHECK_STR(proto_type_name(DDP_COMMIT), "COMMIT");
+}
+
 int main(void)
 {
     log_init("test_proto", -1, 0);
@@ -371,6 +459,7 @@ int main(void)
     encode_refuses_bad_structs();
     plan_without_paths();
     train_additions();
+    elastic_additions();
     names();
     sockets();
     return check_exit("test_proto_roundtrip");

@@ -115,9 +115,42 @@ static void test_held_until_issued(void)
     issued_destroy(&t);
 }
 
+/* A new membership generation (docs/ELASTIC.md): batches issued to, and
+ * RESULTs held from, a removed rank go; the others follow their rank. */
+static void test_renumber(void)
+{
+    issued_t *t = issued_new();
+    char err[256];
+    for (int32_t rank = 0; rank < 3; rank++) {
+        ddp_issued_t is = issued(1 + (uint64_t)rank, rank);
+        CHECK(issued_add(t, &is, err, sizeof err) == 0);
+    }
+    ddp_result_t early = result(9, 1, 4), early2 = result(10, 2, 4);
+    CHECK(issued_hold(t, &early) == 0 && issued_hold(t, &early2) == 0);
+    const int32_t map[3] = {0, -1, 1}; /* rank 1 lost, rank 2 is rank 1 now */
+    CHECK(issued_renumber(t, map, 3) == 1);
+    CHECK(issued_count(t) == 2);
+    int32_t *labels;
+    ddp_result_t r = result(3, 1, 4);   /* old rank 2's batch, answered as rank 1 */
+    CHECK(issued_judge(t, &r, &labels, err, sizeof err) == ISSUED_MATCH);
+    free(labels);
+    clear(&r);
+    r = result(2, 1, 4);                /* the lost rank's batch is gone */
+    CHECK(issued_judge(t, &r, &labels, err, sizeof err) == ISSUED_FOREIGN);
+    clear(&r);
+    ddp_issued_t later = issued(10, 1);
+    CHECK(issued_add(t, &later, err, sizeof err) == 0);
+    ddp_result_t held;
+    CHECK(issued_pop_decidable(t, &held) && held.seq == 10 && held.rank == 1);
+    clear(&held);
+    CHECK(!issued_pop_decidable(t, &held));
+    issued_destroy(&t);
+}
+
 int main(void)
 {
     test_match_once();
+    test_renumber();
     test_wrong_ids_withdraws();
     test_held_until_issued();
     return check_done("test_issued");

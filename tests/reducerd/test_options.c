@@ -31,6 +31,7 @@ static void test_defaults(void)
     CHECK(o.worker_timeout_s == 10 && o.stall_timeout_s == 600 && o.done_timeout_s == 60);
     CHECK(o.epochs == 1 && o.patience == 1 && o.target_accuracy == 0);
     CHECK(o.start_epoch == 0 && o.streak == 0 && o.resume_dir == NULL);
+    CHECK(o.min_workers == 1 && o.start_step == 0);
     CHECK(!o.predictions && !o.verbose && !o.train && !o.no_val);
 }
 
@@ -49,6 +50,9 @@ static void test_errors(void)
     CHECK(parse_words("--bind a --pub b --train --epochs 2 --start-epoch 2", &o) == -1);
     CHECK(parse_words("--bind a --pub b --epochs 2 --start-epoch 2", &o) == 0); /* eval */
     CHECK(parse_words("--bind a --pub b --train --no-val --target-accuracy 0.5", &o) == -1);
+    CHECK(parse_words("--bind a --pub b --train --workers 2 --min-workers 3", &o) == -1);
+    CHECK(parse_words("--bind a --pub b --train --workers 3 --min-workers 3", &o) == 0);
+    CHECK(parse_words("--bind a --pub b --min-workers 0", &o) == -1);
     CHECK(parse_words("--help", &o) == 1);
 }
 
@@ -57,7 +61,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&reducer_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 20); /* 18 of reducerd's own, --curve-dir and --insecure */
+    CHECK(options == 22); /* 20 of reducerd's own, --curve-dir and --insecure */
     free(text);
 }
 
@@ -67,10 +71,10 @@ static void test_emit_round_trip(void)
     reducer_options_t o, back;
     CHECK(parse_words("--bind ipc://r --pub ipc://e --train --workers 3 --epochs 10 "
                       "--target-accuracy 0.85 --patience 2 --resume-dir runs/x --start-epoch 4 "
-                      "--streak 1 --predictions --verbose",
+                      "--streak 1 --predictions --verbose --min-workers 2 --start-step 57",
                       &o) == 0);
     emitted_argv_t a = {.argv = {"reducerd"}, .argc = 1};
-    CHECK(options_emit(&reducer_options_table, &o, NULL, emitted_argv_add, &a) == 12);
+    CHECK(options_emit(&reducer_options_table, &o, NULL, emitted_argv_add, &a) == 14);
     memset(&back, 0, sizeof back);
     CHECK(reducer_options_parse(&back, a.argc, a.argv) == 0);
     CHECK(adopt_strings(&reducer_options_table, &back, &o) == 0);

@@ -32,6 +32,7 @@ except ImportError:
 
 ctx = zmq.Context()
 JOIN, WELCOME, PLAN, HEARTBEAT, RESULT, FAILED, STOP, DONE, EPOCH, ISSUED = 1, 2, 3, 5, 8, 9, 10, 11, 12, 13
+MEMBERS, STEP, COMMIT = 15, 16, 17
 TRAIN, EVAL = 1, 0
 NAMES = ["a", "b", "c"]
 
@@ -49,6 +50,7 @@ class Peer:
         self.inbox = []
         self.rank = -1
         self.auth = {}         # job, session, token from its WELCOME (PROTOCOL.md "Trust")
+        self.gen = 0           # its membership generation (MEMBERS)
 
     def send(self, frame):
         self.s.send(frame)
@@ -132,6 +134,9 @@ class Job:
                     if t == WELCOME and m.get("session"):
                         sock.rank = m["rank"] if "secret" not in m else -1
                         sock.auth = auth(m["job"], m["session"], m["token"])
+                    if t == MEMBERS and m.get("session"):   # a new rank, a new token
+                        sock.rank, sock.gen = m["rank"], m["gen"]
+                        sock.auth = auth(sock.auth["job"], m["session"], m["token"])
                     return sock.inbox.pop(i)
             self.pump(0.05)
         fail("%s got no message of type %d within %.0fs (inbox %r)\n%s" % (
@@ -170,6 +175,15 @@ LOADER = [None]   # the scenario's loader: it ISSUEs every batch a RESULT answer
 SEQ = [0]
 
 
+def step(ranks, epoch, s, status=None):
+    """STEP(s) from each rank (its share is summed): status maps a rank to
+    (1, suspect) for a failed ring."""
+    for g in ranks:
+        st, suspect = (status or {}).get(g.rank, (0, -1))
+        g.send(pack(STEP, rank=g.rank, gen=g.gen, epoch=epoch, step=s, status=st, suspect=suspect,
+                    **g.auth))
+
+
 def result(g, rank, epoch, phase, seq, ids, right, loss, lr=0.0, step=0, compute_s=0.5):
     """labels = id % 3; top-1 = the label where right(id), else the next class.
     The loader first ISSUEs the batch (a new seq each time: seq is ignored)."""
@@ -189,7 +203,7 @@ def result(g, rank, epoch, phase, seq, ids, right, loss, lr=0.0, step=0, compute
                 ids=struct.pack("<%dQ" % n, *ids), labels=struct.pack("<%di" % n, *labels),
                 topk=struct.pack("<%di" % (3 * n), *topk),
                 loss=struct.pack("<%df" % n, *[loss(i) for i in ids]),
-                compute_s=compute_s, lr=lr, step=step, **g.auth))
+                compute_s=compute_s, lr=lr, step=step, gen=g.gen, **g.auth))
 
 
 def near(a, b):
@@ -222,10 +236,17 @@ def scenario_epochs():
     quarter = lambda i: i * 0.25
     result(g0, 0, 0, TRAIN, 1, [0, 1, 2, 3, 4], lambda i: i not in wrong, quarter, lr=0.1, step=0)
     result(g0, 0, 0, TRAIN, 1, [0, 1], lambda i: True, quarter, lr=0.1, step=0, compute_s=0.2)  # re-sent
+    step([g0], 0, 0)
+    J.quiet(g0, COMMIT)                              # rank 1 has not summed step 0 yet
+    step([g1], 0, 0)
+    for s in (g0, g1, loader):
+        c = J.expect(s, COMMIT)
+        check(c["gen"] == 0 and c["step"] == 0 and c["epoch"] == 0, "COMMIT to %s: %r" % (s.name, c))
     plan(loader, 0, EVAL, 6)                         # validation plan before the last train result
     J.expect(loader, WELCOME)
     result(g1, 1, 0, TRAIN, 2, [5, 6, 7, 8], lambda i: i not in wrong, quarter, lr=0.1, step=1,
            compute_s=0.25)
+    step([g0, g1], 0, 1)
     loader.send(pack(FAILED, epoch=0, phase=TRAIN, id=9, path="x/9.png", reason="truncated",
                      **loader.auth))
     J.quiet(loader, EPOCH)                           # train complete, validation not yet
@@ -256,8 +277,9 @@ def scenario_epochs():
     result(g0, 0, 5, TRAIN, 9, [0], lambda i: True, quarter)     # an epoch nobody plans: dropped
     plan(loader, 1, TRAIN, 10, skip=4)
     J.expect(loader, WELCOME)
-    result(g0, 0, 1, TRAIN, 5, [0, 1, 2], lambda i: True, lambda i: 0.125, lr=0.05, step=7)
-    result(g1, 1, 1, TRAIN, 6, [3, 4, 5], lambda i: True, lambda i: 0.125, lr=0.05, step=7)
+    result(g0, 0, 1, TRAIN, 5, [0, 1, 2], lambda i: True, lambda i: 0.125, lr=0.05, step=2)
+    result(g1, 1, 1, TRAIN, 6, [3, 4, 5], lambda i: True, lambda i: 0.125, lr=0.05, step=2)
+    step([g0, g1], 1, 2)
     plan(loader, 1, EVAL, 6)
     J.expect(loader, WELCOME)
     result(g1, 1, 1, EVAL, 7, [0, 1, 2, 3, 4, 5], lambda i: i != 5, lambda i: 0.25)
@@ -281,7 +303,7 @@ def scenario_epochs():
 
 def scenario_dead():
     J = Job("dead", ["--workers", "2", "--epochs", "3", "--worker-timeout", "1",
-                     "--resume-dir", "/runs/x"])
+                     "--resume-dir", "/runs/x", "--min-workers", "2"])
     g0 = J.peer("g0", 1, ring="tcp://127.0.0.1:41010")
     g1 = J.peer("g1", 1, ring="tcp://127.0.0.1:41011")
     J.beating = [g0, g1]
@@ -312,7 +334,9 @@ def scenario_no_val():
     for epoch in (0, 1):
         plan(loader, epoch, TRAIN, 4)
         J.expect(loader, WELCOME)
-        result(g0, 0, epoch, TRAIN, epoch, [0, 1, 2, 3], lambda i: i < 2, lambda i: 0.5, lr=0.1)
+        result(g0, 0, epoch, TRAIN, epoch, [0, 1, 2, 3], lambda i: i < 2, lambda i: 0.5, lr=0.1,
+               step=epoch)
+        step([g0], epoch, epoch)
         e = J.expect(loader, EPOCH)
         check(e["epoch"] == epoch and e["decision"] == epoch and e["val_top1"] == -1,
               "EPOCH %d without validation: %r" % (epoch, e))
@@ -342,7 +366,111 @@ def scenario_refusals():
     print("refusals: --no-val with a target, a plan of the wrong epoch", flush=True)
 
 
+def expect_members(J, g, gen, rank, world, step_, names, next_ring):
+    m = J.expect(g, MEMBERS)
+    check(m["gen"] == gen and m["rank"] == rank and m["world"] == world and m["step"] == step_ and
+          m["names"] == names and m["next_ring"] == next_ring, "MEMBERS to %s: %r" % (g.name, m))
+    check((rank >= 0) == ("token" in m), "MEMBERS to %s: a token only for a rank: %r" % (g.name, m))
+    return m
+
+
+def scenario_elastic():
+    """3 ranks; rank 2 dies in step 1: rank 0 times out on it, rank 1 on rank 0
+    (stuck too). The survivors redo step 1 as ranks 0, 1 of generation 1."""
+    J = Job("elastic", ["--workers", "3", "--epochs", "1", "--no-val", "--worker-timeout", "30"])
+    rings = ["tcp://127.0.0.1:4104%d" % r for r in range(3)]
+    g = [J.peer("g%d" % r, 1, ring=rings[r]) for r in range(3)]
+    J.beating = list(g)
+    for x in g:
+        J.expect(x, WELCOME)
+    loader = J.peer("loaderd-1", 2)
+    plan(loader, 0, TRAIN, 12)
+    J.expect(loader, WELCOME)
+    formed = [e for e in J.events if e["topic"] == "membership"]
+    check(len(formed) == 1 and formed[0]["change"] == "formed" and formed[0]["world"] == 3 and
+          formed[0]["names"] == ["g0", "g1", "g2"], "membership when the gang formed: %r" % formed)
+    one = lambda i: 1.0
+    for r in range(3):                               # step 0: ids 0..5, two per rank
+        result(g[r], r, 0, TRAIN, 0, [2 * r, 2 * r + 1], lambda i: True, one, lr=0.1, step=0)
+    step(g, 0, 0)
+    for x in g + [loader]:
+        J.expect(x, COMMIT)
+    for r in range(2):                               # step 1, attempt 1: rank 2 never answers
+        result(g[r], r, 0, TRAIN, 0, [6 + 2 * r, 7 + 2 * r], lambda i: True, lambda i: 9.0, lr=0.1,
+               step=1)
+    J.beating = g[:2]
+    step([g[0]], 0, 1, {0: (1, 2)})                  # rank 0 timed out on rank 2
+    J.quiet(g[0], MEMBERS)                           # one report is not enough
+    step([g[1]], 0, 1, {1: (1, 0)})                  # rank 1 on rank 0: rank 2 is the silent one
+    gen0_auth = dict(g[1].auth)
+    expect_members(J, g[0], 1, 0, 2, 1, ["g0", "g1"], rings[1])
+    expect_members(J, g[1], 1, 1, 2, 1, ["g0", "g1"], rings[0])
+    expect_members(J, loader, 1, -1, 2, 1, ["g0", "g1"], "")
+    J.pump(0.2)
+    lost = [e for e in J.events if e["topic"] == "membership"][1:]
+    check(len(lost) == 1 and lost[0]["change"] == "lost" and lost[0]["gen"] == 1 and
+          lost[0]["world"] == 2 and lost[0]["names"] == ["g2"] and lost[0]["redone"] and
+          lost[0]["step"] == 1 and struct.unpack("<i", lost[0]["ranks"]) == (2,) and
+          "rank 2 (g2) lost" in lost[0]["reason"], "membership event %r" % lost)
+    print("elastic: rank 2 lost by the blame rule after both reports: %s" % lost[0]["reason"], flush=True)
+
+    # a late RESULT of generation 0 (its old rank and token) is stale; the
+    # removed rank is fenced once
+    new_auth = g[1].auth
+    g[1].gen, g[1].auth = 0, gen0_auth
+    result(g[1], 1, 0, TRAIN, 0, [8, 9], lambda i: True, lambda i: 7.0, step=1)
+    g[1].gen, g[1].auth = 1, new_auth
+    g[2].send(pack(HEARTBEAT, worker="g2", rank=2, batches_done=0, **g[2].auth))
+    g[2].send(pack(HEARTBEAT, worker="g2", rank=2, batches_done=0, **g[2].auth))
+    f = J.expect(g[2], STOP)
+    check(f["code"] == 1 and f["reason"].startswith("fenced: removed from the job at generation 1"),
+          "fenced STOP %r" % f)
+    J.quiet(g[2], STOP)
+    # step 1, attempt 2 over two ranks: ids 6..11, three each, with other losses
+    for r in range(2):
+        result(g[r], r, 0, TRAIN, 0, [6 + 3 * r, 7 + 3 * r, 8 + 3 * r], lambda i: i != 11,
+               lambda i: 0.5, lr=0.1, step=1)
+    step(g[:2], 0, 1)
+    for x in (g[0], g[1], loader):
+        c = J.expect(x, COMMIT)
+        check(c["gen"] == 1 and c["step"] == 1, "COMMIT of the redone step to %s: %r" % (x.name, c))
+    e = J.expect(loader, EPOCH)
+    check(e["decision"] == 1, "EPOCH %r" % e)
+    end = J.end(0)
+    t = J.metrics()[0]
+    check(t["samples"] == 12 and t["duplicates"] == 0 and t["loss_sum"] == 6 * 1.0 + 6 * 0.5 and
+          t["correct_top1"] == 11,
+          "the train tally counts the redone step once, not its first attempt: %r" % t)
+    print("elastic: the redone step counted once (loss %.1f), fenced STOP once, %s" % (
+        t["loss_sum"], end["reason"]), flush=True)
+
+
+def scenario_elastic_dead():
+    """2 ranks, rank 0 silent past --worker-timeout: rank 1 goes on alone as rank 0."""
+    J = Job("elastic-dead", ["--workers", "2", "--epochs", "1", "--no-val", "--worker-timeout", "1"])
+    g = [J.peer("g%d" % r, 1, ring="tcp://127.0.0.1:4105%d" % r) for r in range(2)]
+    J.beating = list(g)
+    for x in g:
+        J.expect(x, WELCOME)
+    loader = J.peer("loaderd-1", 2)
+    plan(loader, 0, TRAIN, 4)
+    J.expect(loader, WELCOME)
+    result(g[1], 1, 0, TRAIN, 0, [2, 3], lambda i: True, lambda i: 1.0, step=0)
+    step([g[1]], 0, 0)
+    J.beating = [g[1]]
+    expect_members(J, g[1], 1, 0, 1, 0, ["g1"], "")
+    result(g[1], 0, 0, TRAIN, 0, [0, 1, 2, 3], lambda i: True, lambda i: 0.25, step=0)
+    step([g[1]], 0, 0)
+    J.expect(loader, COMMIT)
+    J.end(0)
+    t = J.metrics()[0]
+    check(t["samples"] == 4 and t["loss_sum"] == 1.0, "one rank redid step 0: %r" % t)
+    print("elastic: rank 0 dead by heartbeats, rank 1 finished alone as rank 0", flush=True)
+
+
 scenario_epochs()
+scenario_elastic()
+scenario_elastic_dead()
 scenario_dead()
 scenario_no_val()
 scenario_refusals()

@@ -214,7 +214,18 @@ static void test_promstate(void)
                 CHECK(n > 6 && strcmp(name + n - 6, "_total") == 0);
         }
         CHECK(families >= 15);
+        CHECK(strstr(text, "ddpipe_world_size") == NULL); /* no membership: an eval job */
     }
+    free(text);
+    /* training: the live world size from the membership events */
+    ddp_event_t mev = {.topic = EV_MEMBERSHIP};
+    mev.u.membership = (ev_membership_t){.gen = 2, .world = 3};
+    strcpy(mev.u.membership.change, "lost");
+    promstate_on_event(s, &mev, 5.0);
+    text = promstate_render(s);
+    CHECK(text && s_value(text, "\nddpipe_world_size ") == 3);
+    CHECK(text && s_value(text, "\nddpipe_membership_generation ") == 2);
+    CHECK(text && s_value(text, "ddpipe_events_total{topic=\"membership\"} ") == 1);
     free(text);
     promstate_destroy(&s);
 }

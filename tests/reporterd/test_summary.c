@@ -174,12 +174,18 @@ static void test_training_object(void)
     m.wall_s = 0.5;
     summary_training_t t = {.epochs_run = 2, .last_epoch = 1, .stop_reason = NULL,
                             .best_val_top1 = NAN, .final_train_loss = 0.25,
-                            .final_train_top1 = NAN, .total_seconds = 12.5};
+                            .final_train_top1 = NAN, .total_seconds = 12.5, .ranks_lost = 2,
+                            .steps_redone = 1, .world_size = 1};
     char *j = summary_json(&m, NULL, 0, &t);
     CHECK(j && strstr(j, "\"wall_seconds\": 0.5,\n  \"training\": {\"epochs_run\": 2, \"last_epoch\": 1, "
                          "\"stopped_early\": false, \"stop_reason\": null, \"best_val_top1\": null, "
                          "\"best_val_epoch\": null, \"final_train_loss\": 0.25, \"final_train_top1\": null, "
-                         "\"total_seconds\": 12.5}\n}\n"));
+                         "\"total_seconds\": 12.5, \"ranks_lost\": 2, \"ranks_joined\": 0, "
+                         "\"steps_redone\": 1, \"world_size\": 1}\n}\n"));
+    free(j);
+    t.world_size = -1; /* no membership event (an older reducerd) */
+    j = summary_json(&m, NULL, 0, &t);
+    CHECK(j && strstr(j, "\"world_size\": null}\n}\n"));
     free(j);
     j = summary_json(&m, NULL, 0, NULL); /* eval: no training key */
     CHECK(j && strstr(j, "\"wall_seconds\": 0.5\n}\n") && !strstr(j, "training"));

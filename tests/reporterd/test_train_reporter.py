@@ -48,6 +48,12 @@ def metric(epoch, phase, right, wall_s, decision, streak, reason, final=False, r
     return [b"metric", msgpack.packb(ev, use_bin_type=True)]
 
 
+def membership(gen, world, change, ranks, names, step, epoch, redone, reason):
+    ev = dict(v=1, gen=gen, world=world, change=change, ranks=struct.pack("<%di" % len(ranks), *ranks),
+              names=names, step=step, epoch=epoch, redone=redone, reason=reason)
+    return [b"membership", msgpack.packb(ev, use_bin_type=True)]
+
+
 def run(extra, epochs):
     """One reporterd run: the given epochs' metrics, then end; its exit code."""
     tag = "-".join(str(e[0]) for e in epochs)
@@ -110,9 +116,12 @@ check(r[0]["epoch_seconds"] == "2.25" and r[0]["images_per_sec_rank0"] == "40.0"
 first_time = r[0]["time"]
 
 # ---- resumed at epoch 1: epoch 1 redone with other numbers, epoch 2 stops early
+# (elastic training: the gang forms with 3 ranks, rank 1 is lost in epoch 2 step 9)
+gang = (1, [membership(0, 3, "formed", [0, 1, 2], ["g-a", "g-b", "g-c"], 6, 1, False, "the gang formed")])
+lost = membership(1, 2, "lost", [1], ["g-b"], 9, 2, True, 'rank 1 (g-b) lost: silent, "kill -9"')
+e2 = epoch(2, 15, 16, 1, 2, "early stop after epoch 2: val top-1 0.8889", final=True)
 rc = run(["--seed-csv", SEED, "--start-epoch", "1"],
-         [epoch(1, 13, 14, 0, 1, "continue after epoch 1"),
-          epoch(2, 15, 16, 1, 2, "early stop after epoch 2: val top-1 0.8889", final=True)])
+         [gang, epoch(1, 13, 14, 0, 1, "continue after epoch 1"), (2, [lost] + e2[1])])
 check(rc == 0, "resumed reporterd exited %d" % rc)
 r = rows()
 check([(x["epoch"], x["phase"]) for x in r] ==
@@ -132,7 +141,18 @@ check(t["epochs_run"] == 3 and t["last_epoch"] == 2 and t["stopped_early"] and
       t["stop_reason"].startswith("early stop after epoch 2") and t["best_val_epoch"] == 2 and
       abs(t["best_val_top1"] - 16 / 18) < 1e-15 and abs(t["final_train_top1"] - 15 / 18) < 1e-15 and
       t["total_seconds"] == 2.25 + 3.25 + 4.25 + 3 * 0.5, "training object %r" % t)
+check(t["ranks_lost"] == 1 and t["ranks_joined"] == 0 and t["steps_redone"] == 1 and t["world_size"] == 2,
+      "elastic counts in the training object %r" % t)
+with open(os.path.join(out, "membership.csv")) as f:
+    mrows = list(csv.DictReader(f))
+check([(x["gen"], x["world"], x["change"], x["rank"], x["name"], x["step"]) for x in mrows] ==
+      [("0", "3", "formed", "0", "g-a", "6"), ("0", "3", "formed", "1", "g-b", "6"),
+       ("0", "3", "formed", "2", "g-c", "6"), ("1", "2", "lost", "1", "g-b", "9")],
+      "membership.csv rows %r" % mrows)
+check(mrows[3]["reason"] == 'rank 1 (g-b) lost: silent, "kill -9"' and mrows[3]["time"].endswith("Z"),
+      "membership.csv reason/time %r" % mrows[3])
 for name in ("loss.png", "accuracy.svg", "throughput.png", "classification_report.txt", "confusion.png"):
     check(os.path.getsize(os.path.join(out, name)) > 200, "%s missing or short" % name)
-print("training run directory: metrics.csv, %s, summary.json training object, resume" % SEED)
+print("training run directory: metrics.csv, %s, summary.json training object, resume, "
+      "membership.csv" % SEED)
 print("1 passed, 0 failed")

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpud/backend.h"
+#include "gpud/backend_prog.h"
 #include "gpud/cuda/cuda_backend.h"
 #include "../golden_io.h"
 
@@ -113,14 +113,14 @@ static void check_u8(void)
         int ch = (int)((i / (H * W)) % C);
         want[i] = ((float)px[i] / 255.0f - mean[ch]) / std[ch];   /* model.c's table */
     }
-    bk_graph_t *g = bk_graph_new(be);
-    bk_tensor_t *x = bk_input(g, N, C, H, W);
+    bk_prog_t *g = bk_prog_new(be);
+    bk_ptensor_t *x = bk_prog_input(g, N, C, H, W);
     for (int round = 0; round < 3; round++) {   /* both halves of the double buffer */
-        CHECK(cuda_graph_write_u8(g, x, px, mean, std) == 0 && bk_run(g) == 0 &&
-              bk_read(g, x, got) == 0, "u8 write: %s", bk_graph_error(g) ? bk_graph_error(g) : "");
+        CHECK(cuda_graph_write_u8(g, x, px, mean, std) == 0 && bk_prog_run(g) == 0 &&
+              bk_prog_read(g, x, got) == 0, "u8 write: %s", bk_prog_error(g) ? bk_prog_error(g) : "");
         CHECK(memcmp(got, want, sizeof got) == 0, "u8 normalise differs from the host table");
     }
-    bk_graph_destroy(&g);
+    bk_prog_destroy(&g);
     backend_destroy(&be);
 }
 

@@ -74,36 +74,36 @@ static void params_free(params_t *a)
 }
 
 typedef struct {
-    bk_tgraph_t *g;
-    bk_tvar_t *x, *logits, *loss;
+    bk_graph_t *g;
+    bk_tensor_t *x, *logits, *loss;
 } net_t;
 
 static net_t build(backend_t *be, params_t *P)
 {
-    net_t t = {.g = bk_tgraph_new(be)};
-    bk_tgraph_t *g = t.g;
-    t.x = bk_t_input(g, N, C, H, W, 1);
-    bk_tconv_t c1 = {C, 6, 3, 3, 2, 2, 1, 1, P->p[0], P->gp[0], P->p[1], P->gp[1]};
-    bk_tvar_t *a = bk_t_conv2d(g, t.x, &c1);
-    bk_tbn_t bn1 = {6, P->p[2], P->gp[2], P->p[3], P->gp[3], P->p[4], P->p[5], 0.1f, 1e-5f,
+    net_t t = {.g = bk_graph_new(be)};
+    bk_graph_t *g = t.g;
+    t.x = bk_input(g, N, C, H, W, 1);
+    bk_conv_t c1 = {C, 6, 3, 3, 2, 2, 1, 1, P->p[0], P->gp[0], P->p[1], P->gp[1]};
+    bk_tensor_t *a = bk_conv2d(g, t.x, &c1);
+    bk_bn_t bn1 = {6, P->p[2], P->gp[2], P->p[3], P->gp[3], P->p[4], P->p[5], 0.1f, 1e-5f,
                     1, 0, NULL};
-    a = bk_t_batchnorm(g, a, &bn1);                       /* training, fused ReLU */
+    a = bk_batchnorm(g, a, &bn1);                       /* training, fused ReLU */
     bk_pool_t mp = {BK_POOL_MAX, 3, 3, 2, 2, 1, 1};
-    bk_tvar_t *p = bk_t_pool2d(g, a, &mp);
-    bk_tconv_t c2 = {6, 8, 1, 1, 1, 1, 0, 0, P->p[6], P->gp[6], NULL, NULL};
-    bk_tvar_t *b = bk_t_conv2d(g, p, &c2);
-    bk_tbn_t bn2 = {8, P->p[7], P->gp[7], P->p[8], P->gp[8], P->p[9], P->p[10], 0.1f, 1e-5f,
+    bk_tensor_t *p = bk_pool2d(g, a, &mp);
+    bk_conv_t c2 = {6, 8, 1, 1, 1, 1, 0, 0, P->p[6], P->gp[6], NULL, NULL};
+    bk_tensor_t *b = bk_conv2d(g, p, &c2);
+    bk_bn_t bn2 = {8, P->p[7], P->gp[7], P->p[8], P->gp[8], P->p[9], P->p[10], 0.1f, 1e-5f,
                     0, 1, NULL};
-    b = bk_t_relu(g, bk_t_batchnorm(g, b, &bn2));        /* frozen BN, separate ReLU */
+    b = bk_relu(g, bk_batchnorm(g, b, &bn2));        /* frozen BN, separate ReLU */
     bk_pool_t ap = {BK_POOL_AVG_EXCLUDE_PAD, 3, 3, 1, 1, 1, 1};
     bk_pool_t ai = {BK_POOL_AVG, 3, 3, 1, 1, 1, 1};
-    bk_tvar_t *q = bk_t_add(g, bk_t_pool2d(g, p, &ap), bk_t_pool2d(g, p, &ai));
-    q = bk_t_dropout(g, q, 0.25f);
-    bk_tvar_t *cat[2] = {q, b};
-    bk_tvar_t *y = bk_t_flatten(g, bk_t_global_avg_pool(g, bk_t_concat(g, 2, cat)));
-    t.logits = bk_t_linear(g, y, K, P->p[11], P->gp[11], P->p[12], P->gp[12]);
-    t.loss = bk_t_softmax_ce(g, t.logits, 0.1f);
-    REQUIRE(!bk_tgraph_error(g), "build on %s: %s", backend_name(be), bk_tgraph_error(g));
+    bk_tensor_t *q = bk_add(g, bk_pool2d(g, p, &ap), bk_pool2d(g, p, &ai));
+    q = bk_dropout(g, q, 0.25f);
+    bk_tensor_t *cat[2] = {q, b};
+    bk_tensor_t *y = bk_flatten(g, bk_global_avg_pool(g, bk_concat(g, 2, cat)));
+    t.logits = bk_linear(g, y, K, P->p[11], P->gp[11], P->p[12], P->gp[12]);
+    t.loss = bk_softmax_ce(g, t.logits, 0.1f);
+    REQUIRE(!bk_graph_error(g), "build on %s: %s", backend_name(be), bk_graph_error(g));
     return t;
 }
 
@@ -113,11 +113,11 @@ static void step(net_t *t, const float *x, const int32_t *labels, const int64_t 
     float dy[N];
     for (int i = 0; i < N; i++)
         dy[i] = 1.0f / N;
-    bk_tgraph_t *g = t->g;
-    CHECK(bk_t_write(g, t->x, x) == 0 && bk_t_set_labels(g, labels) == 0 &&
-          bk_t_set_step(g, 7, stepno, ids) == 0 && bk_t_forward(g) == 0 &&
-          bk_t_backward(g, t->loss, dy) == 0, "step: %s",
-          bk_tgraph_error(g) ? bk_tgraph_error(g) : "");
+    bk_graph_t *g = t->g;
+    CHECK(bk_write(g, t->x, x) == 0 && bk_set_labels(g, labels) == 0 &&
+          bk_set_step(g, 7, stepno, ids) == 0 && bk_forward(g) == 0 &&
+          bk_backward(g, t->loss, dy) == 0, "step: %s",
+          bk_graph_error(g) ? bk_graph_error(g) : "");
 }
 
 static void compare(const char *what, const float *a, const float *b, size_t n)
@@ -144,11 +144,11 @@ static void check_graph(void)
         step(&tc, x, labels, ids, (uint64_t)s);
         step(&tr, x, labels, ids, (uint64_t)s);
         printf("step %d\n", s);
-        CHECK(bk_t_read(tc.g, tc.logits, lc) == 0 && bk_t_read(tr.g, tr.logits, lr) == 0, "read");
+        CHECK(bk_read(tc.g, tc.logits, lc) == 0 && bk_read(tr.g, tr.logits, lr) == 0, "read");
         compare("logits", lc, lr, N * K);
-        CHECK(bk_t_read(tc.g, tc.loss, lc) == 0 && bk_t_read(tr.g, tr.loss, lr) == 0, "read");
+        CHECK(bk_read(tc.g, tc.loss, lc) == 0 && bk_read(tr.g, tr.loss, lr) == 0, "read");
         compare("per-sample CE", lc, lr, N);
-        CHECK(bk_t_read_grad(tc.g, tc.x, a) == 0 && bk_t_read_grad(tr.g, tr.x, b) == 0, "grad");
+        CHECK(bk_read_grad(tc.g, tc.x, a) == 0 && bk_read_grad(tr.g, tr.x, b) == 0, "grad");
         compare("input gradient", a, b, sizeof a / 4);
         for (int i = 0; i < 13; i++) {
             char name[32];
@@ -166,8 +166,8 @@ static void check_graph(void)
                 pr.p[i][j] = pc.p[i][j];
             }
     }
-    bk_tgraph_destroy(&tc.g);
-    bk_tgraph_destroy(&tr.g);
+    bk_graph_destroy(&tc.g);
+    bk_graph_destroy(&tr.g);
     params_free(&pc);
     params_free(&pr);
     backend_destroy(&bc);

@@ -1,0 +1,61 @@
+/* members — a training rank's side of elastic training (docs/ELASTIC.md):
+ * the end of a step (STEP to reducerd, then its answer: COMMIT, MEMBERS or
+ * STOP), a ring that failed (STEP with the silent predecessor), and the
+ * re-form a new membership generation asks for (BatchNorm buffers of the
+ * abandoned step restored, the ring re-pointed, the new rank and world,
+ * CREDIT of the new generation to loaderd). A role over gpud_t, below
+ * train.c.
+ *
+ * Waits are bounded: reducerd's answer to a step by --commit-timeout
+ * (default 2 x --ring-timeout: reducerd answers as soon as every member
+ * reported, or once heartbeats declared a rank dead, --worker-timeout after
+ * it fell silent; the CLI passes --ring-timeout + --worker-timeout). A wait
+ * that runs out fails the rank as a ring failure always did.
+ */
+#ifndef DDP_GPUD_MEMBERS_H
+#define DDP_GPUD_MEMBERS_H
+
+#include "gpud/gpud.h"
+
+typedef enum {
+    MEMBERS_WAIT = 0,      /* nothing decisive came */
+    MEMBERS_COMMIT,        /* COMMIT of the step waited for */
+    MEMBERS_CHANGED,       /* a newer MEMBERS is pending (self->members) */
+    MEMBERS_STOPPED        /* STOP from reducerd, or a signal */
+} members_event_t;
+
+/* The ring's cancel callback (ctx: the gpud_t): a signal, or a STOP or a
+ * MEMBERS read from the reducer socket meanwhile, ends a collective at once
+ * ("interrupted", "stopped", "membership changed"). */
+const char *members_ring_cancel(void *ctx);
+
+/* One message from reducerd (decoded; the caller clears it): EPOCH kept
+ * for train.c (self->pending_epoch), STOP applied, a newer MEMBERS kept;
+ * COMMIT of (gen, step) is MEMBERS_COMMIT, any other is stale and ignored. */
+members_event_t members_on_message(gpud_t *self, ddp_msg_t *m, uint64_t step);
+
+/* STEP(gen, epoch, step, status, suspect) to reducerd. 0, or -1 (logged). */
+int members_send_step(gpud_t *self, uint32_t epoch, uint64_t step, ddp_step_status_t status,
+                      int32_t suspect);
+/* Waits up to --commit-timeout for reducerd's answer about `step`
+ * (UINT64_MAX: no COMMIT is awaited, only MEMBERS or STOP). MEMBERS_WAIT
+ * means the time ran out. */
+members_event_t members_wait(gpud_t *self, uint64_t step);
+
+/* A collective (what: "gradients", "sync-bn", "BatchNorm buffers") failed
+ * with err during step `step` of `epoch` (between steps: the next one):
+ * a membership change re-forms the ring, a silent predecessor is reported
+ * (STEP status 1) and the answer awaited. 1: re-formed as a new generation,
+ * what ran is dropped; -1: fatal (logged; rank 0 checkpoints on exit unless
+ * fenced). */
+int members_ring_failed(gpud_t *self, const char *what, uint32_t epoch, uint64_t step,
+                        const char *err);
+
+/* Applies the pending MEMBERS: the open step's BatchNorm buffers restored,
+ * the ring re-formed, rank and world (SyncBatchNorm sums over the new ring),
+ * bn_redo when the END(TRAIN) broadcast of an undecided epoch is done, and
+ * CREDIT(window, rank, gen) once the first CREDIT went out. 0, or -1
+ * (logged): the rank cannot go on. */
+int members_apply(gpud_t *self);
+
+#endif
