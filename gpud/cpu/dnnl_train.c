@@ -71,6 +71,7 @@ typedef struct {
     dnnl_exec_arg_t args[12];
     dnnl_memory_t scratch;
     size_t scratch_size;
+    int one_thread;     /* created and run on one thread (inner products) */
 } prim_t;
 
 static void prim_arg(prim_t *pr, int arg, dnnl_memory_t m)
@@ -143,7 +144,10 @@ static int prim_scratch(bk_prog_t *g, prim_t *pr)
 
 static int prim_run(bk_prog_t *g, prim_t *pr, const char *what)
 {
-    use_threads(g);
+    if (pr->one_thread)
+        omp_set_num_threads(1);
+    else
+        use_threads(g);
     if (prim_scratch(g, pr) < 0)
         return -1;
     if (dn(g, dnnl_primitive_execute(pr->p, cbe(g)->strm, pr->nargs, pr->args), what) < 0)
@@ -245,7 +249,10 @@ static int wplan_build(bk_prog_t *g, wplan_t *p, const_dnnl_op_desc_t fd,
 {
     dnnl_primitive_desc_t fpd = NULL, dpd = NULL, wpd = NULL;
     int rc = -1;
-    use_threads(g);
+    if (p->fwd.one_thread)   /* created with the thread count it runs with */
+        omp_set_num_threads(1);
+    else
+        use_threads(g);
     if (prim_make(g, &p->fwd, fd, NULL, &fpd, "forward primitive") < 0 ||
         prim_make(g, &p->bwd_d, bdd, fpd, &dpd, "backward-data primitive") < 0 ||
         prim_make(g, &p->bwd_w, bwd, fpd, &wpd, "backward-weights primitive") < 0)
@@ -387,6 +394,23 @@ static bk_plan_t *c_conv_plan(bk_prog_t *g, const bk_conv_t *c, const int in[4],
     return &p->base;
 }
 
+/* An inner product's primitives, created and run on one thread: oneDNN
+ * splits its reduction across threads, so with the backend's threads a
+ * logit's bits would depend on the thread count (the fused program's inner
+ * product does the same, dnnl_backend.c). The layer is small next to the
+ * convolutions. */
+static int linear_build(bk_prog_t *g, wplan_t *p, const_dnnl_op_desc_t fd,
+                        const_dnnl_op_desc_t ddd, const_dnnl_op_desc_t wdd,
+                        const dnnl_memory_desc_t *wuser, const dnnl_memory_desc_t *bias)
+{
+    prim_t *all[] = {&p->fwd, &p->bwd_d, &p->bwd_w, &p->w_to_fwd, &p->w_to_bwd, &p->gw_to_user};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        all[i]->one_thread = 1;
+    int rc = wplan_build(g, p, fd, ddd, wdd, wuser, bias);
+    use_threads(g);
+    return rc;
+}
+
 /* Inner product on x viewed 2-D when h = w = 1 (NHWC and NCHW agree),
  * else 4-D with the weights as [out, c, h, w]: oneDNN then applies them
  * in PyTorch's flatten order whatever x's layout. */
@@ -415,7 +439,7 @@ static bk_plan_t *c_linear_plan(bk_prog_t *g, const int in[4], int out, int has_
            "inner product backward-data desc") < 0 ||
         dn(g, dnnl_inner_product_backward_weights_desc_init(&wdd, &src, &wany, bp, &dst),
            "inner product backward-weights desc") < 0 ||
-        wplan_build(g, p, &fd, &ddd, &wdd, &wuser, &bias) < 0) {
+        linear_build(g, p, &fd, &ddd, &wdd, &wuser, &bias) < 0) {
         wplan_destroy(&p->base);
         return NULL;
     }

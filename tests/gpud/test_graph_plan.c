@@ -552,10 +552,59 @@ static void build_after_compile(backend_t *be)
     params_free(&ps);
 }
 
+/* A graph on the tape gives the same bits with 1 and 2 threads: its inner
+ * products run on one thread (dnnl_train.c), as the fused program's do. A
+ * 640 -> 10 linear split over 2 threads changed logits' last bits. */
+static bk_tensor_t *net_fc(bk_graph_t *g, params_t *ps, bk_tensor_t *x)
+{
+    return linear(g, ps, x, 10);
+}
+
+#define FC_BATCH 64
+
+static void tape_thread_invariance(void)
+{
+    static const net_t fcs[] = {{"fc 640", net_fc, 640, 1, 1, 0}, {"fc 64x4x4", net_fc, 64, 4, 4, 0},
+                                {"dense", net_dense, 3, 8, 8, 0}};
+    for (size_t k = 0; k < sizeof fcs / sizeof fcs[0]; k++) {
+        float *y[2] = {NULL, NULL}, *x = NULL;
+        size_t ny = 0;
+        for (int t = 0; t < 2; t++) {
+            char err[256];
+            backend_t *be = backend_new("cpu", t + 1, err, sizeof err);
+            REQUIRE(be, "backend cpu: %s", err);
+            params_t ps = {.seed = 77};
+            built_t b = {.g = bk_graph_new(be)};
+            bk_graph_set_training(b.g, 0);
+            b.x = bk_input(b.g, FC_BATCH, fcs[k].c, fcs[k].h, fcs[k].w, 0);
+            b.y = fcs[k].fn(b.g, &ps, b.x);
+            REQUIRE(b.y, "%s: build: %s", fcs[k].name, bk_graph_error(b.g));
+            int n, c, h, w;
+            bk_tensor_dims(b.y, &n, &c, &h, &w);
+            b.ny = (size_t)n * c * h * w;
+            b.nx = (size_t)FC_BATCH * fcs[k].c * fcs[k].h * fcs[k].w;
+            if (!x)
+                x = input(&ps, b.nx);
+            ny = b.ny;
+            y[t] = malloc(b.ny * sizeof *y[t]);
+            REQUIRE(y[t], "out of memory");
+            run(&b, fcs[k].name, x, y[t]);
+            bk_graph_destroy(&b.g);
+            params_free(&ps);
+            backend_destroy(&be);
+        }
+        CHECK(memcmp(y[0], y[1], ny * sizeof *y[0]) == 0,
+              "%s on the tape: 1 vs 2 threads differ (rel %.3g)", fcs[k].name,
+              rel_err(y[1], y[0], ny));
+        free(x), free(y[0]), free(y[1]);
+    }
+}
+
 int main(void)
 {
     log_init("test_graph_plan", -1, 1);   /* the plan's debug lines: what fused */
     description_graph();
+    tape_thread_invariance();
     const char *names[2] = {"cpu", "ref"};
     for (int i = 0; i < 2; i++) {
         char err[256];
