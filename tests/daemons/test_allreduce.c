@@ -33,6 +33,18 @@ static float value(int rank, size_t i)
 }
 
 /* The sum exactly as the ring adds it: x[c], + x[c+1], ..., + x[c+W-1]. */
+/* Rank r's result file into got (up to n floats); how many were read. */
+static size_t read_out(int r, float *got, size_t n)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/out%d", s_dir, r);
+    FILE *f = fopen(path, "rb");
+    size_t got_n = f ? fread(got, sizeof *got, n, f) : 0;
+    if (f)
+        fclose(f);
+    return got_n;
+}
+
 static float ring_sum(int world, size_t n, size_t i)
 {
     int c = 0;
@@ -172,12 +184,7 @@ static int run(int world, size_t n, int dead_rank)
     for (size_t i = 0; i < n; i++)
         ref[i] = ring_sum(world, n, i);
     for (int r = 0; r < world && !fails; r++) {
-        char path[300];
-        snprintf(path, sizeof path, "%s/out%d", s_dir, r);
-        FILE *f = fopen(path, "rb");
-        size_t got_n = f ? fread(got, sizeof *got, n, f) : 0;
-        if (f)
-            fclose(f);
+        size_t got_n = read_out(r, got, n);
         if (got_n != n || memcmp(got, ref, n * sizeof *got) != 0) {
             fprintf(stderr, "world %d n %zu: rank %d's sum differs from the ring order\n", world, n, r);
             fails++;
@@ -271,12 +278,7 @@ static int reform_case(size_t n)
     }
     float *got = malloc(n * sizeof *got);
     for (int r = 0; r < 2 && !fails; r++) {
-        char path[300];
-        snprintf(path, sizeof path, "%s/out%d", s_dir, r);
-        FILE *f = fopen(path, "rb");
-        size_t got_n = f ? fread(got, sizeof *got, n, f) : 0;
-        if (f)
-            fclose(f);
+        size_t got_n = read_out(r, got, n);
         for (size_t i = 0; i < n && got_n == n; i++)
             got_n -= got[i] != ring_sum(2, n, i);
         if (got_n != n) {
