@@ -69,9 +69,17 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, min_workers, "min-workers", "N", 1, 1, 4096,
                 "a rank lost mid-training costs its step, not the job, while at least N ranks "
                 "are left (docs/ELASTIC.md); below N the job stops with a resumable checkpoint"),
+    OPTION_LONG(T, max_workers, "max-workers", "N", 0, 1, 4096,
+                "gpuds started later with --join (the same settings) enter the running job "
+                "while fewer than N ranks train (default: --workers; docs/ELASTIC.md)"),
+    OPTION_LONG(T, rejoin_timeout_s, "rejoin-timeout", "S", 60, 0, 86400,
+                "below --min-workers training pauses up to S s for gpuds to join (--join), "
+                "then stops with a resumable checkpoint (0: stop at once)"),
     OPTION_SECTION("test hooks:"),
     OPTION_STRING(T, fault, "fault", "RANK:STEP", NULL,
                   "gpud RANK kills itself before optimizer step STEP"),
+    OPTION_LONG(T, pause_at_step, "pause-at-step", "S", -1, 0, 1L << 40,
+                "training pauses before step S until one more gpud joined (--join)"),
     OPTION_END};
 #undef T
 
@@ -110,6 +118,11 @@ static int check_choices(const train_options_t *o)
     }
     if (o->target_accuracy > 0 && !o->val) {
         fprintf(stderr, "ddpipe train: --target-accuracy needs a validation set (--val PATH)\n");
+        return -1;
+    }
+    if (o->max_workers && o->max_workers < o->workers) {
+        fprintf(stderr, "ddpipe train: --max-workers %ld is less than --workers %ld\n",
+                o->max_workers, o->workers);
         return -1;
     }
     if (o->min_workers > o->workers) {

@@ -30,6 +30,9 @@ typedef struct {
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
     long timeout_s, max_time_s, worker_timeout_s, ring_timeout_s, t_max, warmup_epochs;
     long min_workers;           /* elastic: fewer ranks left fail the job (docs/ELASTIC.md) */
+    long max_workers;           /* elastic: joiners enter while fewer ranks train (0: workers) */
+    long rejoin_timeout_s;      /* elastic: a pause below min_workers lasts at most this */
+    long pause_at_step;         /* test hook: pause before this step for a joiner; -1 off */
     double lr, momentum, weight_decay, dampening, eps, gamma, eta_min;
     double warmup_start_factor, label_smoothing, target_accuracy, rotate;
     int nesterov, sync_bn, grad_averaging, verbose, quiet, overwrite;  /* flags */

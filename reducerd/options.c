@@ -2,6 +2,7 @@
 #include "reducerd/options.h"
 
 #include "common/zsecurity.h"
+#include "proto/messages.h"
 
 #include <stdio.h>
 
@@ -47,6 +48,14 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, min_workers, "min-workers", "N", 1, 1, 4096,
                 "a lost rank costs its step, not the job, while at least N ranks are left; "
                 "below N the job fails with a resumable checkpoint"),
+    OPTION_LONG(T, max_workers, "max-workers", "N", 0, 1, DDP_MAX_WORLD,
+                "gpuds that join the running job are admitted while fewer than N ranks train "
+                "(default: --workers, so a replacement can fill a lost rank's place)"),
+    OPTION_LONG(T, rejoin_timeout_s, "rejoin-timeout", "S", 60, 0, 86400,
+                "below --min-workers the job pauses up to S s for ranks to join (gpud --join); "
+                "then it stops with a resumable checkpoint (0: at once)"),
+    OPTION_LONG(T, pause_at_step, "pause-at-step", "S", -1, 0, (long)1 << 40,
+                "test hook: pause before step S until a rank joins (default: off)"),
     OPTION_LONG(T, start_step, "start-step", "S", 0, 0, (long)1 << 40,
                 "the run's first optimizer step (a resumed run's ckpt.step)"),
     ZS_SECURITY_OPTIONS,
@@ -69,6 +78,11 @@ static int check_training(const reducer_options_t *self)
     if (self->min_workers > self->workers) {
         fprintf(stderr, "reducerd: --min-workers %ld is more than --workers %ld\n",
                 self->min_workers, self->workers);
+        return -1;
+    }
+    if (self->max_workers && self->max_workers < self->workers) {
+        fprintf(stderr, "reducerd: --max-workers %ld is less than --workers %ld\n",
+                self->max_workers, self->workers);
         return -1;
     }
     if (self->no_val && self->target_accuracy > 0) {
