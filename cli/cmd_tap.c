@@ -65,14 +65,15 @@ typedef struct {
 
 #define T tap_options_t
 static const option_t s_rows[] = {
-    OPTION_FLAG(T, json, "json", "one JSON object per event (README: \"ddpipe tap\")"),
+    OPTION_FLAG(T, json, "json",
+                "one JSON object per line and event (its keys: README.md, \"Watching a job\")"),
     OPTION_FLAG(T, until_end, "until-end", "exit after the job's end event, with its verdict"),
     ZS_SECURITY_OPTIONS,
     OPTION_END};
 #undef T
 
-const option_table_t tap_options_table = {"ddpipe tap", "ENDPOINT [--json] [--until-end] [options]",
-                                          s_rows};
+const option_table_t tap_options_table = {
+    "ddpipe tap", "ENDPOINT [--json] [--until-end] [options]", s_rows};
 
 int cmd_tap(int argc, char **argv)
 {
