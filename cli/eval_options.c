@@ -13,7 +13,7 @@
 static const option_t s_rows[] = {
     OPTION_STRING(T, data, "data", "PATH",
                   NULL, "ImageFolder directory or idx:PREFIX (MNIST/Fashion-MNIST IDX)"),
-    OPTION_STRING(T, model, "model", "ARCH", NULL, "resnet18 | wideresnet"),
+    OPTION_STRING(T, model, "model", "resnet18|wideresnet", NULL, "the architecture"),
     OPTION_STRING(T, weights, "weights", "FILE", NULL,
                   "safetensors with PyTorch state_dict names"),
     OPTION_STRING(T, out, "out", "DIR", NULL,

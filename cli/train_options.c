@@ -19,7 +19,7 @@ static const option_t s_rows[] = {
                   "training set: ImageFolder directory or idx:PREFIX"),
     OPTION_STRING(T, val, "val", "PATH", NULL,
                   "validation set (eval transform); without it the run stops by --epochs only"),
-    OPTION_STRING(T, model, "model", "ARCH", NULL, "wideresnet | resnet18 | densenet121"),
+    OPTION_STRING(T, model, "model", "wideresnet|resnet18|densenet121", NULL, "the architecture"),
     OPTION_STRING(T, weights, "weights", "FILE", NULL,
                   "initial weights (default: seeded PyTorch-default init)"),
     OPTION_STRING(T, out, "out", "DIR", NULL,
@@ -83,7 +83,7 @@ static const option_t s_rows[] = {
     OPTION_END};
 #undef T
 
-static const option_table_t s_table = {"ddpipe train",
+const option_table_t train_options_table = {"ddpipe train",
                                        "--data PATH --model ARCH --out DIR [options]", s_rows};
 
 static bool one_of(const char *v, const char *const *allowed)
@@ -203,7 +203,7 @@ static int check_required(const train_options_t *o)
 {
     if (!o->data || !o->model || !o->out) {
         fprintf(stderr, "ddpipe train: --data, --model and --out are required\n");
-        options_usage(&s_table, stderr);
+        options_usage(&train_options_table, stderr);
         return -1;
     }
     const char *files[] = {o->weights, o->val && strncmp(o->val, "idx:", 4) != 0 ? o->val : NULL};
@@ -252,7 +252,7 @@ int train_options_parse(int argc, char **argv, train_options_t *o)
     memset(o, 0, sizeof *o);
     o->resume.seed = -1;
     int next = 0;
-    int rc = options_parse(&s_table, argc, argv, o, &next);
+    int rc = options_parse(&train_options_table, argc, argv, o, &next);
     if (rc != 0)
         return rc;
     if (next < argc) {

@@ -44,8 +44,11 @@ typedef struct {
     train_resume_t resume;
 } train_options_t;
 
+/* The table train_options_parse reads (also for the man page and completion). */
+extern const option_table_t train_options_table;
 /* Parse argv (argv[0] = "train"); prints the reason and returns -1 on a bad
- * flag, 1 after --help, 0 when o is ready (defaults applied, resume read). */
+ * flag, 1 after --help or --version, 0 when o is ready (defaults applied,
+ * resume read). */
 int train_options_parse(int argc, char **argv, train_options_t *o);
 
 /* Read DIR/checkpoint.safetensors (or DIR itself when it is a file). 0, or

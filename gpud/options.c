@@ -18,13 +18,13 @@ static const option_t s_rows[] = {
     OPTION_STRING(T, join, "join", "EP", NULL,
                   "--train: reducerd's endpoint, joining a job that may run already (then the "
                   "weights, optimizer state and step come from a live rank; docs/ELASTIC.md)"),
-    OPTION_STRING(T, model, "model", "ARCH", NULL,
-                  "resnet18|resnet34|resnet50|wideresnet|densenet121"),
+    OPTION_STRING(T, model, "model", "resnet18|resnet34|resnet50|wideresnet|densenet121", NULL,
+                  "the architecture"),
     OPTION_STRING(T, weights, "weights", "FILE", NULL,
                   "safetensors with PyTorch state_dict names (--train without it: "
                   "PyTorch-default init from --seed)"),
     GPUD_INPUT_OPTIONS(T),
-    OPTION_STRING(T, backend, "backend", "NAME", "cpu",
+    OPTION_STRING(T, backend, "backend", "cpu|cuda", "cpu",
                   "compute backend (cuda when built with it)"),
     OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024, "compute threads (default: all cores)"),
     OPTION_LONG(T, micro_batch, "micro-batch", "N", 0, 1, 4096,
