@@ -32,7 +32,7 @@ n = good + len(bad)
 
 for workers in (1, 2):
     out = os.path.join(wd, "run-w%d" % workers)
-    p = run_eval(data, out, workers, 4, extra=["--predictions"])
+    p = run_eval(data, out, workers, 4, extra=["--predictions", "topk"])
     s = summary(out)
     check(s["planned"] == n, "planned %s, want %d (N must not shrink)" % (s["planned"], n))
     check(s["failed"] == len(bad), "failed %s, want %d" % (s["failed"], len(bad)))
