@@ -115,7 +115,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&gpud_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 54); /* 52 of gpud's own, --curve-dir and --insecure */
+    CHECK(options == 55); /* 53 of gpud's own, --curve-dir and --insecure */
     CHECK(strstr(text, "(default nan)") == NULL); /* an unset default shows none */
     free(text);
 }
