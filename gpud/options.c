@@ -37,6 +37,9 @@ static const option_t s_rows[] = {
                 "give up when reducerd does not answer"),
     OPTION_LONG(T, fault_after, "fault-after", "N", -1, 0, 1L << 40,
                 "test hook: die without answering the batch after N (default: off)"),
+    OPTION_FLAG(T, probs, "probs",
+                "eval: send every class's softmax probability, quantized to 1e-4 (2 bytes per "
+                "class and sample), for reducerd --probs"),
     OPTION_FLAG(T, verbose, "verbose", NULL),
     OPTION_SECTION("training (--train; see docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train", "one data-parallel rank of a training job"),

@@ -69,6 +69,7 @@ typedef struct {
     long rank;                   /* -1: reducerd chooses */
     const char *name;            /* NULL: gpud-HOST-PID */
     long join_timeout_s;
+    int probs;                   /* eval: send the quantized softmax in each RESULT */
     long fault_after;            /* test hook: die on the batch after this many; -1 off */
     int verbose;
     /* training (--train) */

@@ -175,6 +175,17 @@ static int d_end(const mp_reader_t *r, ddp_end_t *m)
                ? -1 : 0;
 }
 
+/* Optional "nprob" + "probs": the quantized softmax of every class. */
+static int d_result_probs(const mp_reader_t *r, ddp_result_t *m)
+{
+    bool bad = false;
+    if (!mp_find(r, "nprob", &bad))
+        return bad ? -1 : 0;
+    if (mp_get_u32(r, "nprob", 1, DDP_MAX_CLASSES, &m->nprob))
+        return -1;
+    return mp_dup_bin(r, "probs", (size_t)m->n * m->nprob * 2, "n*nprob*2", (void **)&m->probs);
+}
+
 static int d_result(const mp_reader_t *r, ddp_result_t *m)
 {
     if (mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
@@ -191,12 +202,18 @@ static int d_result(const mp_reader_t *r, ddp_result_t *m)
     return mp_dup_bin(r, "ids", n * 8, "n*8", (void **)&m->ids) ||
            mp_dup_bin(r, "labels", n * 4, "n*4", (void **)&m->labels) ||
            mp_dup_bin(r, "topk", n * m->k * 4, "n*k*4", (void **)&m->topk) ||
-           mp_dup_bin(r, "loss", n * 4, "n*4", (void **)&m->loss)
+           mp_dup_bin(r, "loss", n * 4, "n*4", (void **)&m->loss) || d_result_probs(r, m)
                ? -1 : 0;
 }
 
 static int d_failed(const mp_reader_t *r, ddp_failed_t *m)
 {
+    bool bad = false;
+    m->label = -1;
+    if (mp_find(r, "label", &bad) && mp_get_i32(r, "label", 0, DDP_MAX_CLASSES - 1, &m->label))
+        return -1;
+    if (bad)
+        return -1;
     return mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
            mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
            mp_get_uint(r, "id", 0, UINT64_MAX, &m->id) ||

@@ -112,7 +112,10 @@ static int pack_end(msgpack_packer *pk, const ddp_end_t *m)
 
 static int pack_result(msgpack_packer *pk, const ddp_result_t *m)
 {
-    return put_head(pk, DDP_RESULT, 13 + (m->gen ? 1 : 0) + auth_keys(&m->auth)) ||
+    return put_head(pk, DDP_RESULT,
+                    13 + (m->gen ? 1 : 0) + (m->nprob ? 2 : 0) + auth_keys(&m->auth)) ||
+           (m->nprob && (mp_put_uint(pk, "nprob", m->nprob) ||
+                         mp_put_bin(pk, "probs", m->probs, (size_t)m->n * m->nprob * 2))) ||
            put_auth(pk, &m->auth) || put_gen(pk, m->gen) ||
            mp_put_int(pk, "rank", m->rank) ||
            mp_put_double(pk, "lr", m->lr) || mp_put_uint(pk, "step", m->step) ||
@@ -127,7 +130,8 @@ static int pack_result(msgpack_packer *pk, const ddp_result_t *m)
 
 static int pack_failed(msgpack_packer *pk, const ddp_failed_t *m)
 {
-    return put_head(pk, DDP_FAILED, 5 + auth_keys(&m->auth)) || put_auth(pk, &m->auth) ||
+    return put_head(pk, DDP_FAILED, 5 + (m->label >= 0 ? 1 : 0) + auth_keys(&m->auth)) ||
+           put_auth(pk, &m->auth) || (m->label >= 0 && mp_put_int(pk, "label", m->label)) ||
            mp_put_uint(pk, "epoch", m->epoch) ||
            mp_put_uint(pk, "phase", m->phase) || mp_put_uint(pk, "id", m->id) ||
            mp_put_str(pk, "path", m->path) || mp_put_str(pk, "reason", m->reason);

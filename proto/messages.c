@@ -58,6 +58,7 @@ void ddp_msg_clear(ddp_msg_t *msg)
         free(msg->u.result.ids);
         free(msg->u.result.labels);
         free(msg->u.result.topk);
+        free(msg->u.result.probs);
         free(msg->u.result.loss);
         break;
     default: break;

@@ -166,6 +166,9 @@ typedef struct {
     int32_t *labels;           /* n */
     int32_t *topk;             /* n*k class ids, best first */
     float *loss;               /* n cross-entropy losses */
+    uint32_t nprob;            /* optional: classes per sample in probs (0 absent) */
+    uint16_t *probs;           /* n*nprob softmax probabilities quantized to 1e-4:
+                                  q = round(p * 10^4), 0..10000 (--probs) */
     double compute_s;          /* seconds of compute for this batch */
     double lr;                 /* optional, train: learning rate of the step (0 absent) */
     uint64_t step;             /* optional, train: absolute optimizer step */
@@ -179,6 +182,8 @@ typedef struct {
     uint64_t id;
     char path[DDP_MAX_STR];
     char reason[DDP_MAX_STR];
+    int32_t label;             /* optional: the sample's class when known (-1, the
+                                  default, absent: unknown) */
     ddp_auth_t auth;           /* optional on the wire, required by reducerd */
 } ddp_failed_t;
 

@@ -205,6 +205,12 @@ static int v_result(const ddp_result_t *m, char *err, size_t errlen, const char 
         if (m->topk[i] < 0 || m->topk[i] >= DDP_MAX_CLASSES)
             return BAD("'topk[%" PRIu64 "]' is %" PRId32 ", want 0..%d", i, m->topk[i],
                        DDP_MAX_CLASSES - 1);
+    if (m->nprob > DDP_MAX_CLASSES || (m->nprob && !m->probs))
+        return BAD("'nprob' is %" PRIu32 " (at most %d) or 'probs' is NULL", m->nprob,
+                   DDP_MAX_CLASSES);
+    for (uint64_t i = 0; i < (uint64_t)m->n * m->nprob; i++)
+        if (m->probs[i] > 10000)
+            return BAD("'probs[%" PRIu64 "]' is %u, want 0..10000 (p * 10^4)", i, m->probs[i]);
     /* loss may be NaN/inf (a diverged model is data, not a protocol error). */
     if (!isfinite(m->compute_s) || m->compute_s < 0)
         return BAD("'compute_s' is %g, want a finite value >= 0", m->compute_s);
@@ -215,6 +221,9 @@ static int v_result(const ddp_result_t *m, char *err, size_t errlen, const char 
 
 static int v_failed(const ddp_failed_t *m, char *err, size_t errlen, const char *what)
 {
+    if (m->label < -1 || m->label >= DDP_MAX_CLASSES)
+        return BAD("'label' is %" PRId32 ", want 0..%d (or absent)", m->label,
+                   DDP_MAX_CLASSES - 1);
     if (check_phase(m->phase, err, errlen, what))
         return -1;
     if (m->id >= DDP_MAX_SAMPLES)

@@ -273,6 +273,7 @@ int pending_add(pending_t *self, int32_t id, ddp_result_t *res, int32_t **labels
     res->labels = NULL;
     res->topk = NULL;
     res->loss = NULL;
+    res->probs = NULL;
     *labels = NULL;
     return 0;
 }

@@ -5,6 +5,7 @@
 #include "proto/messages.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #define T reducer_options_t
 static const option_t s_rows[] = {
@@ -19,6 +20,10 @@ static const option_t s_rows[] = {
     OPTION_FLAG(T, predictions, "predictions",
                 "publish per-sample predictions (for predictions.csv; training: of the last "
                 "validation)"),
+    OPTION_STRING(T, probs, "probs", "MODE", NULL,
+                  "eval: every RESULT must carry the quantized softmax (gpud --probs); compute "
+                  "ECE, per-class ROC-AUC and average precision exactly, and keep the "
+                  "probabilities of the top-k (topk) or of every class (all) for the predictions"),
     OPTION_LONG(T, worker_timeout_s, "worker-timeout", "S", 10, 1, 86400,
                 "a gpud silent this long is reported dead"),
     OPTION_LONG(T, stall_timeout_s, "stall-timeout", "S", 600, 0, 86400 * 7,
@@ -103,6 +108,10 @@ int reducer_options_parse(reducer_options_t *self, int argc, char **argv)
     if (!self->bind || !self->pub) {
         fprintf(stderr, "reducerd: --bind and --pub are required\n");
         options_usage(&reducer_options_table, stderr);
+        return -1;
+    }
+    if (self->probs && strcmp(self->probs, "topk") != 0 && strcmp(self->probs, "all") != 0) {
+        fprintf(stderr, "reducerd: --probs %s: want topk or all\n", self->probs);
         return -1;
     }
     return check_training(self);

@@ -13,6 +13,7 @@ typedef struct {
     long reporters;            /* reporterd DONE replies to wait for */
     const char *job;
     int predictions;
+    const char *probs;         /* NULL, "topk" or "all": probability metrics (eval) */
     long worker_timeout_s;
     long stall_timeout_s;      /* 0: off */
     long done_timeout_s;

@@ -55,6 +55,8 @@ static void test_errors(void)
     CHECK(parse_words("--bind a --pub b --min-workers 0", &o) == -1);
     CHECK(parse_words("--help", &o) == 1);
     CHECK(parse_words("--bind a --pub b --train --workers 3 --max-workers 2", &o) == -1);
+    CHECK(parse_words("--bind a --pub b --probs all", &o) == 0 && strcmp(o.probs, "all") == 0);
+    CHECK(parse_words("--bind a --pub b --probs some", &o) == -1);
 }
 
 static void test_usage_names_every_option(void)
@@ -62,7 +64,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&reducer_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 25); /* 23 of reducerd's own, --curve-dir and --insecure */
+    CHECK(options == 26); /* 24 of reducerd's own, --curve-dir and --insecure */
     free(text);
 }
 
