@@ -1,0 +1,86 @@
+"""An eval worker that joins mid-run (docs/ELASTIC.md, issue 13 item 4):
+`ddpipe eval` with one worker on 997 Fashion-MNIST JPEGs; once it answered
+a batch it is paused (SIGSTOP), so the job cannot end without help, and a
+second gpud started by hand with the first one's command line (another
+--name) joins. It takes the batches (the paused worker's in-flight ones
+are handed out again when reducerd declares it dead), and the job ends
+with exit 0 and the same exact counts as an uninterrupted run; the summary
+counts two workers. Every wait is on an event and bounded."""
+import os
+import signal
+import subprocess
+import time
+from ddp_it import *
+
+data = jpeg_folder()
+wd = workdir("eval_join")
+extra = ["--worker-timeout", "2", "--verbose"]
+
+base = os.path.join(wd, "straight")
+run_eval(data, base, 1)
+want = counts(base)
+
+
+def gpud_args(out):
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            exe = os.path.basename(os.readlink("/proc/%s/exe" % pid).replace(" (deleted)", ""))
+            args = read("/proc/%s/cmdline" % pid, "rb").decode(errors="replace").split("\0")[:-1]
+        except OSError:
+            continue
+        if exe == "gpud" and any(out in a for a in args):
+            return int(pid), args
+    return None, None
+
+
+def answered_a_batch(out):
+    try:
+        return " samples in " in read(os.path.join(out, "logs", "gpud.0.log"), "rb").decode(errors="replace")
+    except OSError:
+        return False
+
+
+out = os.path.join(wd, "joined")
+proc = subprocess.Popen(eval_cmd(data, out, 1, extra=extra), stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
+deadline = time.time() + 180
+pid, args = None, None
+while time.time() < deadline and proc.poll() is None:
+    pid, args = gpud_args(out)
+    if pid and answered_a_batch(out):
+        break
+    time.sleep(0.02)
+check(pid is not None and proc.poll() is None, "eval_join: the worker never answered a batch")
+os.kill(pid, signal.SIGSTOP)
+try:
+    joiner = [a for a in args]
+    if "--name" in joiner:
+        i = joiner.index("--name")
+        del joiner[i:i + 2]
+    joiner += ["--name", "gpud-joiner"]
+    log = open(os.path.join(wd, "joiner.log"), "w")
+    jp = subprocess.Popen(joiner, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    try:
+        so, se = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        so, se = proc.communicate()
+        fail("eval_join: the job did not end\n%s" % se)
+    jrc = jp.wait(timeout=120)
+finally:
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass   # ddpipe ended it with the job
+check(proc.returncode == 0, "eval_join: exit %d\n%s" % (proc.returncode, se))
+check(jrc == 0, "eval_join: the joiner exited %d:\n%s" % (jrc, read(os.path.join(wd, "joiner.log"))))
+got = counts(out)
+check(got == want, "eval_join: counts %r, uninterrupted %r" % (got, want))
+s = summary(out)
+check(s.get("workers") == 2, "eval_join: summary counts %r workers, want 2" % s.get("workers"))
+assert_no_leftovers(out)
+print("eval_join: a worker joined mid-run while the first was paused; counts exact %r" % (got,))
+print("1 passed, 0 failed")
