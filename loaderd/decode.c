@@ -687,8 +687,26 @@ int decode_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size
         *h = (int)((uint32_t)buf[20] << 24 | buf[21] << 16 | buf[22] << 8 | buf[23]);
         return check_dims(*w, *h, err, errlen);
     }
-    if (f != FMT_JPEG)
-        return -1;
+    switch (f) {
+    case FMT_BMP:
+        return decode_bmp_probe(buf, len, w, h, err, errlen);
+    case FMT_PNM:
+        return decode_pnm_probe(buf, len, w, h, err, errlen);
+    case FMT_GIF:
+        return decode_gif_probe(buf, len, w, h, err, errlen);
+#ifdef DECODE_HAVE_TIFF
+    case FMT_TIFF:
+        return decode_tiff_probe(buf, len, w, h, err, errlen);
+#endif
+#ifdef DECODE_HAVE_WEBP
+    case FMT_WEBP:
+        return decode_webp_probe(buf, len, w, h, err, errlen);
+#endif
+    case FMT_JPEG:
+        break;
+    default:
+        return -1; /* sniff said why */
+    }
     tjhandle tj = tjInitDecompress();
     int subsamp, cs, rc = -1;
     if (!tj)

@@ -324,3 +324,13 @@ image_t *decode_bmp(const uint8_t *buf, size_t len, char *err, size_t errlen)
     free(idx);
     return img;
 }
+
+int decode_bmp_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen)
+{
+    bmp_t b;
+    if (parse_header(buf, len, &b, err, errlen) != 0)
+        return -1;
+    *w = (int)b.w;
+    *h = (int)b.h;
+    return 0;
+}

@@ -24,6 +24,13 @@ image_t *decode_tiff(const uint8_t *buf, size_t len, char *err, size_t errlen);
 image_t *decode_webp(const uint8_t *buf, size_t len, char *err, size_t errlen);
 image_t *decode_gif(const uint8_t *buf, size_t len, char *err, size_t errlen);
 
+/* The size from the header alone (decode_probe): 0, or -1 with a reason. */
+int decode_bmp_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen);
+int decode_pnm_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen);
+int decode_tiff_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen);
+int decode_webp_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen);
+int decode_gif_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen);
+
 /* Size limits shared by every decoder (decode.h): 0, or -1 with a reason. */
 int decode_check_dims(long long w, long long h, char *err, size_t errlen);
 

@@ -9,6 +9,17 @@
 #include "common/errbuf.h"
 #include "loaderd/decode_fmt.h"
 
+int decode_gif_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen)
+{
+    if (len < 10) {
+        err_set(err, errlen, "image file is truncated (GIF header ends early)");
+        return -1;
+    }
+    *w = buf[6] | buf[7] << 8; /* the logical screen; a first frame may grow it */
+    *h = buf[8] | buf[9] << 8;
+    return decode_check_dims(*w, *h, err, errlen);
+}
+
 #ifdef DECODE_HAVE_GIF
 #include <gif_lib.h>
 #include <stdlib.h>

@@ -176,33 +176,80 @@ static int read_binary(const uint8_t *b, size_t len, size_t pos, const pnm_t *p,
     return 0;
 }
 
-image_t *decode_pnm(const uint8_t *buf, size_t len, char *err, size_t errlen)
+/* The header: magic, size, maxval; *pos is then where the data starts. */
+static int parse_header(const uint8_t *buf, size_t len, pnm_t *p, long *w, long *h, size_t *pos,
+                        char *err, size_t errlen)
 {
     /* the magic: up to 6 characters before a blank, as PIL reads it */
-    size_t pos = 0;
-    while (pos < 6 && pos < len && !is_space(buf[pos]))
-        pos++;
-    if (pos != 2 || buf[0] != 'P' || buf[1] < '1' || buf[1] > '6') {
-        err_set(err, errlen, "corrupt PNM: unknown magic '%.*s'", (int)pos, (const char *)buf);
-        return NULL;
+    *pos = 0;
+    while (*pos < 6 && *pos < len && !is_space(buf[*pos]))
+        (*pos)++;
+    if (*pos != 2 || buf[0] != 'P' || buf[1] < '1' || buf[1] > '6') {
+        err_set(err, errlen, "corrupt PNM: unknown magic '%.*s'", (int)*pos, (const char *)buf);
+        return -1;
     }
-    if (pos < len)
-        pos++;
-    pnm_t p = {buf[1] - '0', 1, 1, 0};
-    p.bands = p.kind == 3 || p.kind == 6 ? 3 : 1;
-    long w = read_token(buf, len, &pos, err, errlen);
-    long h = w < 0 ? -1 : read_token(buf, len, &pos, err, errlen);
-    if (h < 0 || decode_check_dims(w, h, err, errlen) != 0)
+    if (*pos < len)
+        (*pos)++;
+    *p = (pnm_t){buf[1] - '0', 1, 1, 0};
+    p->bands = p->kind == 3 || p->kind == 6 ? 3 : 1;
+    *w = read_token(buf, len, pos, err, errlen);
+    *h = *w < 0 ? -1 : read_token(buf, len, pos, err, errlen);
+    if (*h < 0 || decode_check_dims(*w, *h, err, errlen) != 0)
+        return -1;
+    if (p->kind == 1 || p->kind == 4)
+        return 0;
+    p->maxval = read_token(buf, len, pos, err, errlen);
+    if (p->maxval < 0)
+        return -1;
+    if (p->maxval < 1 || p->maxval > 65535) {
+        err_set(err, errlen, "corrupt PNM: maxval %ld is not in 1..65535", p->maxval);
+        return -1;
+    }
+    p->wide = p->bands == 1 && p->maxval > 255;
+    return 0;
+}
+
+/* The fewest bytes the data can take (1 bit per PBM pixel, every plain
+ * sample a digit and a blank): a short file fails before the image is
+ * allocated. */
+static size_t min_data(const pnm_t *p, size_t w, size_t h)
+{
+    size_t n = w * h * (size_t)p->bands;
+    switch (p->kind) {
+    case 1:
+        return n;
+    case 4:
+        return (w + 7) / 8 * h;
+    case 2:
+    case 3:
+        return 2 * n - 1;
+    default:
+        return n * (p->maxval > 255 ? 2 : 1);
+    }
+}
+
+int decode_pnm_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen)
+{
+    pnm_t p;
+    long lw, lh;
+    size_t pos;
+    if (parse_header(buf, len, &p, &lw, &lh, &pos, err, errlen) != 0)
+        return -1;
+    *w = (int)lw;
+    *h = (int)lh;
+    return 0;
+}
+
+image_t *decode_pnm(const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+    pnm_t p;
+    long w, h;
+    size_t pos;
+    if (parse_header(buf, len, &p, &w, &h, &pos, err, errlen) != 0)
         return NULL;
-    if (p.kind != 1 && p.kind != 4) {
-        p.maxval = read_token(buf, len, &pos, err, errlen);
-        if (p.maxval < 0)
-            return NULL;
-        if (p.maxval < 1 || p.maxval > 65535) {
-            err_set(err, errlen, "corrupt PNM: maxval %ld is not in 1..65535", p.maxval);
-            return NULL;
-        }
-        p.wide = p.bands == 1 && p.maxval > 255;
+    if (len - pos < min_data(&p, (size_t)w, (size_t)h)) {
+        err_set(err, errlen, "image file is truncated (PNM data ends early)");
+        return NULL;
     }
     image_t *img = decode_image_new((int)w, (int)h, p.bands, err, errlen);
     if (!img)

@@ -377,26 +377,52 @@ static image_t *decode_open(TIFF *tif, char *err, size_t errlen)
     return img;
 }
 
+static TIFF *open_mem(tiff_src_t *src)
+{
+    TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
+    if (!opts) {
+        err_set(src->err, src->errlen, "out of memory for a TIFF decoder");
+        return NULL;
+    }
+    TIFFOpenOptionsSetErrorHandlerExtR(opts, on_error, src);
+    TIFFOpenOptionsSetWarningHandlerExtR(opts, on_warning, src);
+    /* "m": no memory mapping (the procs above cannot map) */
+    TIFF *tif = TIFFClientOpenExt("tiff", "rm", (thandle_t)src, mem_read, mem_write, mem_seek,
+                                  mem_close, mem_size, mem_map, mem_unmap, opts);
+    TIFFOpenOptionsFree(opts);
+    if (!tif && !src->err[0])
+        err_set(src->err, src->errlen, "corrupt TIFF: cannot read its header");
+    return tif;
+}
+
+int decode_tiff_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen)
+{
+    err[0] = 0;
+    tiff_src_t src = {buf, len, 0, err, errlen};
+    TIFF *tif = open_mem(&src);
+    uint32_t tw = 0, th = 0;
+    if (!tif)
+        return -1;
+    int ok = TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &tw) && TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &th);
+    TIFFClose(tif);
+    if (!ok) {
+        err_set(err, errlen, "corrupt TIFF: no image size");
+        return -1;
+    }
+    if (decode_check_dims(tw, th, err, errlen) != 0)
+        return -1;
+    *w = (int)tw;
+    *h = (int)th;
+    return 0;
+}
+
 image_t *decode_tiff(const uint8_t *buf, size_t len, char *err, size_t errlen)
 {
     err[0] = 0;
     tiff_src_t src = {buf, len, 0, err, errlen};
-    TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
-    if (!opts) {
-        err_set(err, errlen, "out of memory for a TIFF decoder");
+    TIFF *tif = open_mem(&src);
+    if (!tif)
         return NULL;
-    }
-    TIFFOpenOptionsSetErrorHandlerExtR(opts, on_error, &src);
-    TIFFOpenOptionsSetWarningHandlerExtR(opts, on_warning, &src);
-    /* "m": no memory mapping (the procs above cannot map) */
-    TIFF *tif = TIFFClientOpenExt("tiff", "rm", (thandle_t)&src, mem_read, mem_write, mem_seek,
-                                  mem_close, mem_size, mem_map, mem_unmap, opts);
-    TIFFOpenOptionsFree(opts);
-    if (!tif) {
-        if (!err[0])
-            err_set(err, errlen, "corrupt TIFF: cannot read its header");
-        return NULL;
-    }
     image_t *img = decode_open(tif, err, errlen);
     TIFFClose(tif);
     if (err[0])

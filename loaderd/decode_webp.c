@@ -22,6 +22,15 @@ static void why(const uint8_t *buf, size_t len, char *err, size_t errlen)
         err_set(err, errlen, "corrupt WebP: the container does not parse (truncated or damaged)");
 }
 
+int decode_webp_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen)
+{
+    if (!WebPGetInfo(buf, len, w, h)) {
+        why(buf, len, err, errlen);
+        return -1;
+    }
+    return decode_check_dims(*w, *h, err, errlen);
+}
+
 image_t *decode_webp(const uint8_t *buf, size_t len, char *err, size_t errlen)
 {
     WebPAnimDecoderOptions o;

@@ -126,6 +126,9 @@ static void test_goldens(void)
             skipped++;
         } else if (buf && want) {
             CHECK(img != NULL, "%s: %s", name, err);
+            int pw = 0, ph = 0;
+            CHECK(decode_probe(buf, len, &pw, &ph, err, sizeof err) == 0 && pw == w && ph == h,
+                  "%s: probe says %dx%d (%s), PIL %dx%d", name, pw, ph, err, w, h);
             if (img) {
                 CHECK(sw == w && sh == h, "%s: source size %dx%d", name, sw, sh);
                 compare(name, img, want, glen, w, h);
