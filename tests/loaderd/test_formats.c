@@ -145,7 +145,8 @@ static void test_goldens(void)
         free(want);
     }
     fclose(f);
-    CHECK(n >= 40, "only %d golden files checked", n);
+    /* BMP and PNM are always built in (27 files); the rest may be refused */
+    CHECK(n >= 25 && n + skipped >= 60, "only %d golden files checked (%d refused)", n, skipped);
     printf("formats: %d files bit-identical to PIL, %d refused (library not built)\n", n, skipped);
 }
 
