@@ -294,8 +294,27 @@ static uint8_t clip16(unsigned v)
     return (uint8_t)(v > 255 ? 255 : v);
 }
 
+/* The common case, 8-bit contiguous gray or RGB(+extra) without
+ * premultiplied alpha, row by row without the per-sample lookups. 1 when
+ * it applied. */
+static int convert_fast(const tinfo_t *t, const samples_t *sm, image_t *img)
+{
+    if (t->bps != 8 || sm->nplanes != 1 || t->assoc || t->invert ||
+        (t->layout != L_GRAY && t->layout != L_RGB))
+        return 0;
+    for (uint32_t y = 0; y < t->h; y++) {
+        const uint8_t *s = sm->plane[0] + (size_t)y * sm->stride;
+        uint8_t *d = img->px + (size_t)y * t->w * img->c;
+        for (uint32_t x = 0; x < t->w; x++, s += sm->per, d += img->c)
+            memcpy(d, s, (size_t)img->c);
+    }
+    return 1;
+}
+
 static void convert(const tinfo_t *t, const samples_t *sm, image_t *img)
 {
+    if (convert_fast(t, sm, img))
+        return;
     for (uint32_t y = 0; y < t->h; y++) {
         uint8_t *d = img->px + (size_t)y * t->w * img->c;
         for (uint32_t x = 0; x < t->w; x++, d += img->c) {
