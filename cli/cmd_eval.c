@@ -16,13 +16,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* reducerd's --probs for --predictions: probs keeps the top-k's
+ * probabilities, all every class's; NULL: no probabilities at all. */
+static const char *eval_probs_mode(const eval_options_t *o)
+{
+    if (!o->predictions || strcmp(o->predictions, "topk") == 0)
+        return NULL;
+    return strcmp(o->predictions, "all") == 0 ? "all" : "topk";
+}
+
 /* reducerd: the exact tally of this eval. */
 static int start_reducerd(job_t *j, const eval_options_t *o)
 {
     reducer_options_t r;
     if (children_reducer(j, &r, o->workers, o->worker_timeout_s, o->timeout_s, o->verbose) < 0)
         return -1;
-    r.predictions = o->predictions;
+    r.predictions = o->predictions != NULL;
+    r.probs = eval_probs_mode(o);
     return children_spawn(j, "reducerd", "reducerd", &reducer_options_table, &r);
 }
 
@@ -46,7 +56,7 @@ static int start_loaderd(job_t *j, const eval_options_t *o)
     dd_loader_transform(&l, o->model, o->in_channels, o->resize, o->crop);
     l.no_dct_scaling = o->no_dct;
     l.limit = o->limit;
-    l.predictions = o->predictions;
+    l.predictions = o->predictions != NULL;
     return children_spawn(j, "loaderd", "loaderd", &loader_options_table, &l);
 }
 
@@ -64,6 +74,7 @@ static int start_gpud(job_t *j, const eval_options_t *o, long rank)
     g.mean = o->mean;
     g.std = o->std;
     g.normalize = o->normalize;
+    g.probs = eval_probs_mode(o) != NULL;
     long fault_rank, fault_batches;
     if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_batches) == 2 &&
         fault_rank == rank)

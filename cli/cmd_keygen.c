@@ -6,10 +6,10 @@
  * zauth lets in. One DIR, copied whole to every host of the job, is what
  * --curve-dir DIR (or DDPIPE_CURVE_DIR) reads: see common/zsecurity.h. */
 #include "cli/commands.h"
+#include "common/options.h"
 
 #include <czmq.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -108,31 +108,31 @@ static int write_all(const char *dir)
     return rc;
 }
 
-static int usage(FILE *f, int rc)
-{
-    fprintf(f, "usage: ddpipe keygen DIR [--force]\n"
-               "  writes the CURVE certificates of a cluster into DIR (mode 700):\n"
-               "  server.cert(+_secret), client.cert(+_secret), and authorized/ with the\n"
-               "  client certificate that daemons let in. Copy DIR to every host, then give\n"
-               "  every daemon and ddpipe --curve-dir DIR (or set DDPIPE_CURVE_DIR).\n"
-               "  --force   replace existing keys (then copy DIR to every host again)\n");
-    return rc;
-}
+typedef struct {
+    int force;
+} keygen_options_t;
+
+static const option_t s_rows[] = {
+    OPTION_FLAG(keygen_options_t, force, "force",
+                "replace existing keys (then copy DIR to every host again)"),
+    OPTION_END};
+
+const option_table_t keygen_options_table = {"ddpipe keygen", "DIR [--force]", s_rows};
 
 int cmd_keygen(int argc, char **argv)
 {
-    static struct option lo[] = {{"force", 0, 0, 'f'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    int force = 0, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-        if (c == 'f')
-            force = 1;
-        else
-            return usage(c == 'h' ? stdout : stderr, c == 'h' ? 0 : 2);
+    keygen_options_t o;
+    int next = 0;
+    int prc = options_parse(&keygen_options_table, argc, argv, &o, &next);
+    if (prc != 0)
+        return prc > 0 ? 0 : 2;
+    if (next != argc - 1) {
+        fprintf(stderr, "ddpipe keygen: want one DIR (where the certificates go)\n");
+        options_usage(&keygen_options_table, stderr);
+        return 2;
     }
-    if (optind != argc - 1)
-        return usage(stderr, 2);
-    const char *dir = argv[optind];
+    int force = o.force;
+    const char *dir = argv[next];
     if (strlen(dir) > 200) {   /* czmq's zcert_save takes 255-character paths */
         fprintf(stderr, "ddpipe keygen: %s is longer than 200 characters; pick a shorter DIR\n",
                 dir);

@@ -1,11 +1,12 @@
 /* ddpipe tap — print the live event stream of a job, one line per event. */
 #include "cli/commands.h"
 #include "common/flags.h"
+#include "common/options.h"
+#include "common/zsecurity.h"
 #include "common/zsockopt.h"
 #include "proto/event.h"
 
 #include <czmq.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -58,32 +59,40 @@ static void print_line(const ddp_event_t *ev)
     }
 }
 
+typedef struct {
+    int json, until_end;
+} tap_options_t;
+
+#define T tap_options_t
+static const option_t s_rows[] = {
+    OPTION_FLAG(T, json, "json",
+                "one JSON object per line and event (its keys: README.md, \"Watching a job\")"),
+    OPTION_FLAG(T, until_end, "until-end", "exit after the job's end event, with its verdict"),
+    ZS_SECURITY_OPTIONS,
+    OPTION_END};
+#undef T
+
+const option_table_t tap_options_table = {
+    "ddpipe tap", "ENDPOINT [--json] [--until-end] [options]", s_rows};
+
 int cmd_tap(int argc, char **argv)
 {
-    static struct option lo[] = {{"json", 0, 0, 'j'}, {"until-end", 0, 0, 'e'},
-                                 {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    int json = 0, until_end = 0, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-        if (c == 'j') json = 1;
-        else if (c == 'e') until_end = 1;
-        else {
-            fprintf(c == 'h' ? stdout : stderr,
-                    "usage: ddpipe tap ENDPOINT [--json] [--until-end] [--curve-dir DIR]\n"
-                    "  prints every event of a job's reporterd tap (or reducerd's --pub);\n"
-                    "  --curve-dir DIR: a CURVE client on tcp:// (the job's 'ddpipe keygen' DIR)\n");
-            return c == 'h' ? 0 : 2;
-        }
-    }
-    if (optind >= argc) {
+    tap_options_t o;
+    int next = 0;
+    int prc = options_parse(&tap_options_table, argc, argv, &o, &next);
+    if (prc != 0)
+        return prc > 0 ? 0 : 2;
+    if (next >= argc) {
         fprintf(stderr, "ddpipe tap: which endpoint? e.g. ddpipe tap tcp://head:5563\n");
         return 2;
     }
+    int json = o.json, until_end = o.until_end;
+    const char *endpoint = argv[next];
     zsys_handler_set(NULL);
     signal(SIGINT, on_sig);
     signal(SIGTERM, on_sig);
     /* zs_connect: CURVE on tcp with --curve-dir, as every ddpipe socket */
-    zsock_t *sub = zs_connect(ZMQ_SUB, argv[optind], "tap", NULL);
+    zsock_t *sub = zs_connect(ZMQ_SUB, endpoint, "tap", NULL);
     if (!sub)
         return 1;
     zsock_set_subscribe(sub, "");

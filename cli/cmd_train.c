@@ -54,6 +54,9 @@ static int start_reducerd(job_t *j, const train_options_t *o)
     r.resume_dir = o->out;
     r.no_val = !o->val;
     r.min_workers = o->min_workers;
+    r.max_workers = o->max_workers;
+    r.rejoin_timeout_s = o->rejoin_timeout_s;
+    r.pause_at_step = o->pause_at_step;
     if (o->resuming) {
         r.start_epoch = o->resume.epoch;
         r.streak = o->resume.streak;

@@ -13,7 +13,7 @@
 static const option_t s_rows[] = {
     OPTION_STRING(T, data, "data", "PATH",
                   NULL, "ImageFolder directory or idx:PREFIX (MNIST/Fashion-MNIST IDX)"),
-    OPTION_STRING(T, model, "model", "ARCH", NULL, "resnet18 | wideresnet"),
+    OPTION_STRING(T, model, "model", "resnet18|wideresnet", NULL, "the architecture"),
     OPTION_STRING(T, weights, "weights", "FILE", NULL,
                   "safetensors with PyTorch state_dict names"),
     OPTION_STRING(T, out, "out", "DIR", NULL,
@@ -22,7 +22,10 @@ static const option_t s_rows[] = {
                 "remove a previous run's outputs from --out first (else refused)"),
     OPTION_LONG(T, batch_size, "batch-size", "N", 64, 1, 65536,
                 "samples per batch, per worker as in DDP"),
-    OPTION_FLAG(T, predictions, "predictions", "write predictions.csv (one row per sample)"),
+    OPTION_STRING(T, predictions, "predictions", "MODE", NULL,
+                  "write predictions.csv (one row per sample): topk (class ids and loss), "
+                  "probs (also the top-k softmax probabilities, and ECE, ROC-AUC and AP in "
+                  "summary.json with their plots) or all (probabilities of every class)"),
     OPTION_LONG(T, limit, "limit", "N", -1, 0, 1L << 40, "evaluate only the first N samples"),
     OPTION_FLAG(T, no_dct, "no-dct-scaling",
                 "full-size JPEG decode before resize (bit-exact PIL path)"),
@@ -48,6 +51,12 @@ static int check(const eval_options_t *o)
     if (strcmp(o->model, "resnet18") != 0 && strcmp(o->model, "wideresnet") != 0) {
         fprintf(stderr, "ddpipe eval: --model %s is not known; choose resnet18 or wideresnet\n",
                 o->model);
+        return -1;
+    }
+    if (o->predictions && strcmp(o->predictions, "topk") != 0 &&
+        strcmp(o->predictions, "probs") != 0 && strcmp(o->predictions, "all") != 0) {
+        fprintf(stderr, "ddpipe eval: --predictions %s is not known; choose topk, probs or all\n",
+                o->predictions);
         return -1;
     }
     if (strcmp(o->device, "cpu") != 0) {

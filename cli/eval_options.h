@@ -15,7 +15,7 @@ typedef struct {
     const char *crop, *normalize;
     long in_channels, num_classes, resize;  /* 0: the model's */
     long batch_size;
-    int predictions;
+    const char *predictions;                /* NULL | "topk" | "probs" | "all" */
     long limit;                             /* -1: every sample */
     int no_dct;
     /* where and how long (JOB_RUN_OPTIONS) */

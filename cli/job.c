@@ -280,7 +280,7 @@ static void on_gpud_failure(job_t *j, watch_t *w, child_t *c, const char *how)
     if (j->cfg.train && launch_running(&j->L, "gpud") >= (j->cfg.min_workers > 0 ? j->cfg.min_workers : 1))
         then = "; the survivors continue once reducerd re-forms the ring";
     else if (j->cfg.train)
-        then = "; training cannot go on without it";
+        then = "; training pauses for gpuds to join (--rejoin-timeout) or stops";
     else if (launch_running(&j->L, "gpud") > 0)
         then = "; the other workers take over its batches";
     fprintf(stderr, "%sddpipe: %s ended (%s)%s\n", j->tty ? "\n" : "", c->name, how, then);

@@ -19,7 +19,7 @@ static const option_t s_rows[] = {
                   "training set: ImageFolder directory or idx:PREFIX"),
     OPTION_STRING(T, val, "val", "PATH", NULL,
                   "validation set (eval transform); without it the run stops by --epochs only"),
-    OPTION_STRING(T, model, "model", "ARCH", NULL, "wideresnet | resnet18 | densenet121"),
+    OPTION_STRING(T, model, "model", "wideresnet|resnet18|densenet121", NULL, "the architecture"),
     OPTION_STRING(T, weights, "weights", "FILE", NULL,
                   "initial weights (default: seeded PyTorch-default init)"),
     OPTION_STRING(T, out, "out", "DIR", NULL,
@@ -69,13 +69,21 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, min_workers, "min-workers", "N", 1, 1, 4096,
                 "a rank lost mid-training costs its step, not the job, while at least N ranks "
                 "are left (docs/ELASTIC.md); below N the job stops with a resumable checkpoint"),
+    OPTION_LONG(T, max_workers, "max-workers", "N", 0, 1, 4096,
+                "gpuds started later with --join (the same settings) enter the running job "
+                "while fewer than N ranks train (default: --workers; docs/ELASTIC.md)"),
+    OPTION_LONG(T, rejoin_timeout_s, "rejoin-timeout", "S", 60, 0, 86400,
+                "below --min-workers training pauses up to S s for gpuds to join (--join), "
+                "then stops with a resumable checkpoint (0: stop at once)"),
     OPTION_SECTION("test hooks:"),
     OPTION_STRING(T, fault, "fault", "RANK:STEP", NULL,
                   "gpud RANK kills itself before optimizer step STEP"),
+    OPTION_LONG(T, pause_at_step, "pause-at-step", "S", -1, 0, 1L << 40,
+                "training pauses before step S until one more gpud joined (--join)"),
     OPTION_END};
 #undef T
 
-static const option_table_t s_table = {"ddpipe train",
+const option_table_t train_options_table = {"ddpipe train",
                                        "--data PATH --model ARCH --out DIR [options]", s_rows};
 
 static bool one_of(const char *v, const char *const *allowed)
@@ -110,6 +118,11 @@ static int check_choices(const train_options_t *o)
     }
     if (o->target_accuracy > 0 && !o->val) {
         fprintf(stderr, "ddpipe train: --target-accuracy needs a validation set (--val PATH)\n");
+        return -1;
+    }
+    if (o->max_workers && o->max_workers < o->workers) {
+        fprintf(stderr, "ddpipe train: --max-workers %ld is less than --workers %ld\n",
+                o->max_workers, o->workers);
         return -1;
     }
     if (o->min_workers > o->workers) {
@@ -190,7 +203,7 @@ static int check_required(const train_options_t *o)
 {
     if (!o->data || !o->model || !o->out) {
         fprintf(stderr, "ddpipe train: --data, --model and --out are required\n");
-        options_usage(&s_table, stderr);
+        options_usage(&train_options_table, stderr);
         return -1;
     }
     const char *files[] = {o->weights, o->val && strncmp(o->val, "idx:", 4) != 0 ? o->val : NULL};
@@ -239,7 +252,7 @@ int train_options_parse(int argc, char **argv, train_options_t *o)
     memset(o, 0, sizeof *o);
     o->resume.seed = -1;
     int next = 0;
-    int rc = options_parse(&s_table, argc, argv, o, &next);
+    int rc = options_parse(&train_options_table, argc, argv, o, &next);
     if (rc != 0)
         return rc;
     if (next < argc) {

@@ -30,6 +30,9 @@ typedef struct {
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
     long timeout_s, max_time_s, worker_timeout_s, ring_timeout_s, t_max, warmup_epochs;
     long min_workers;           /* elastic: fewer ranks left fail the job (docs/ELASTIC.md) */
+    long max_workers;           /* elastic: joiners enter while fewer ranks train (0: workers) */
+    long rejoin_timeout_s;      /* elastic: a pause below min_workers lasts at most this */
+    long pause_at_step;         /* test hook: pause before this step for a joiner; -1 off */
     double lr, momentum, weight_decay, dampening, eps, gamma, eta_min;
     double warmup_start_factor, label_smoothing, target_accuracy, rotate;
     int nesterov, sync_bn, grad_averaging, verbose, quiet, overwrite;  /* flags */
@@ -41,8 +44,11 @@ typedef struct {
     train_resume_t resume;
 } train_options_t;
 
+/* The table train_options_parse reads (also for the man page and completion). */
+extern const option_table_t train_options_table;
 /* Parse argv (argv[0] = "train"); prints the reason and returns -1 on a bad
- * flag, 1 after --help, 0 when o is ready (defaults applied, resume read). */
+ * flag, 1 after --help or --version, 0 when o is ready (defaults applied,
+ * resume read). */
 int train_options_parse(int argc, char **argv, train_options_t *o);
 
 /* Read DIR/checkpoint.safetensors (or DIR itself when it is a file). 0, or

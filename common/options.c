@@ -1,6 +1,7 @@
 #include "common/options.h"
 
 #include "common/flags.h"
+#include "common/version.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 /* getopt_long's code of row i: above every char. */
 #define ROW_CODE_BASE 256
 #define HELP_CODE 'h'
+#define VERSION_CODE 'V'
 
 static bool is_option(const option_t *opt)
 {
@@ -144,7 +146,7 @@ int options_parse(const option_table_t *table, int argc, char **argv, void *opts
     if (options_defaults(table, opts) < 0)
         return -1;
     int rows = count_rows(table);
-    struct option *longopts = calloc((size_t)rows + 2, sizeof *longopts);
+    struct option *longopts = calloc((size_t)rows + 3, sizeof *longopts);
     if (!longopts) {
         fprintf(stderr, "%s: out of memory\n", table->program);
         return -1;
@@ -156,12 +158,16 @@ int options_parse(const option_table_t *table, int argc, char **argv, void *opts
             longopts[n++] = (struct option){opt->name, opt->type == OPTION_TYPE_FLAG ? 0 : 1,
                                             NULL, ROW_CODE_BASE + i};
     }
-    longopts[n] = (struct option){"help", 0, NULL, HELP_CODE};
+    longopts[n++] = (struct option){"help", 0, NULL, HELP_CODE};
+    longopts[n] = (struct option){"version", 0, NULL, VERSION_CODE};
     int rc = 0, code;
     optind = 0; /* a full restart of getopt's scan, also for a second parse */
     while (rc == 0 && (code = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         if (code == HELP_CODE) {
             options_usage(table, stdout);
+            rc = 1;
+        } else if (code == VERSION_CODE) {
+            version_print(stdout, table->program);
             rc = 1;
         } else if (code >= ROW_CODE_BASE && code < ROW_CODE_BASE + rows) {
             rc = set_value(&table->rows[code - ROW_CODE_BASE], opts, optarg);

@@ -141,7 +141,7 @@ int options_defaults(const option_table_t *table, void *opts);
 
 /* Defaults, then argv (getopt_long: --name VALUE, --name=VALUE, unique
  * prefixes; operands are permuted to the end). Returns 0; 1 after --help
- * printed the usage on stdout; -1 after the error went to stderr ("--NAME:
+ * printed the usage, or --version the version (common/version.h), on stdout; -1 after the error went to stderr ("--NAME:
  * why" for a bad value; an unknown option or a missing value also prints
  * the usage). *next_arg (may be NULL) gets the index of the first operand. */
 int options_parse(const option_table_t *table, int argc, char **argv, void *opts, int *next_arg);

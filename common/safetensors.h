@@ -100,6 +100,8 @@ int st_writer_add(st_writer_t *w, const char *name, st_dtype_t dt, int ndim,
 int st_writer_meta(st_writer_t *w, const char *key, const char *value, char *err, size_t errlen);
 /* Write atomically (common/atomic_file.h: temp file, fsync, rename, fsync the dir). */
 int st_writer_save(const st_writer_t *w, const char *path, char *err, size_t errlen);
+/* The same bytes in memory: *out (malloc'd, the caller frees it), *len. */
+int st_writer_image(const st_writer_t *w, uint8_t **out, size_t *len, char *err, size_t errlen);
 void st_writer_destroy(st_writer_t **w);
 
 #endif

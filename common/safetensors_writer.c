@@ -184,3 +184,21 @@ int st_writer_save(const st_writer_t *w, const char *path, char *err, size_t err
     free(hdr);
     return rc;
 }
+
+int st_writer_image(const st_writer_t *w, uint8_t **out, size_t *len, char *err, size_t errlen)
+{
+    size_t hdr_len = 0;
+    char *hdr = s_header(w, &hdr_len), *buf = NULL;
+    FILE *mem = hdr ? open_memstream(&buf, len) : NULL;
+    int rc = mem && s_write(w, mem, hdr, hdr_len) == 0 ? 0 : -1;
+    if (mem && fclose(mem) != 0)
+        rc = -1;
+    free(hdr);
+    if (rc < 0) {
+        free(buf);
+        err_set(err, errlen, "out of memory building a safetensors image");
+        return -1;
+    }
+    *out = (uint8_t *)buf;
+    return 0;
+}

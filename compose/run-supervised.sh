@@ -9,8 +9,15 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-: "${DDPIPE_BIN:=$root/build/bin}"
-: "${DDPIPE_OUT:=$root/runs/supervised}"
+# From the source tree: build/bin and runs/ there. Installed (the .deb puts
+# this in /usr/share/ddpipe/compose): the daemons on PATH, runs/ here.
+if [ -x "$root/build/bin/gpud" ] || ! command -v gpud >/dev/null 2>&1; then
+    : "${DDPIPE_BIN:=$root/build/bin}"
+    : "${DDPIPE_OUT:=$root/runs/supervised}"
+else
+    : "${DDPIPE_BIN:=$(dirname "$(command -v gpud)")}"
+    : "${DDPIPE_OUT:=$PWD/runs/supervised}"
+fi
 : "${DDPIPE_DATA:=idx:/usr/share/datasets/fashion-mnist/t10k}"
 : "${DDPIPE_MODEL:=wideresnet}"
 # Per-model defaults apply only to variables that are unset: an empty value
@@ -58,6 +65,11 @@ mkdir -p "$DDPIPE_OUT/logs"
 log="$DDPIPE_OUT/logs/supervisord.log"
 : >"$log"
 conf="$here/supervisord.conf"
+# supervisorctl's socket sits next to the conf: installed read-only, run a copy
+if [ ! -w "$here" ]; then
+    cp "$here/supervisord.conf" "$DDPIPE_OUT/supervisord.conf"
+    conf="$DDPIPE_OUT/supervisord.conf"
+fi
 ctl() { supervisorctl -c "$conf" "$@"; }
 
 supervisord -n -c "$conf" &

@@ -77,30 +77,51 @@ static int check_model_entry(const ckpt_tensor_t *t, char *err, size_t errlen)
     return 0;
 }
 
-int ckpt_save(const char *path, const ckpt_tensor_t *model, size_t n_model, const optim_t *optim,
-              const ckpt_info_t *info, char *err, size_t errlen)
+/* The checkpoint's tensors and metadata in a writer; NULL with why in sub. */
+static st_writer_t *build(const ckpt_tensor_t *model, size_t n_model, const optim_t *optim,
+                          const ckpt_info_t *info, char *sub, size_t cap)
 {
     st_writer_t *w = st_writer_new();
     if (!w) {
-        err_set(err, errlen, "%s: cannot save checkpoint: out of memory", path);
-        return -1;
+        err_set(sub, cap, "out of memory");
+        return NULL;
     }
-    char sub[400] = "";
     int rc = 0;
     for (size_t i = 0; i < n_model && rc == 0; i++) {
         const ckpt_tensor_t *t = &model[i];
-        rc = check_model_entry(t, sub, sizeof sub);
+        rc = check_model_entry(t, sub, cap);
         if (rc == 0)
-            rc = st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, sub, sizeof sub);
+            rc = st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, sub, cap);
     }
     if (rc == 0 && optim)
-        rc = optim_save_state(optim, w, sub, sizeof sub);
+        rc = optim_save_state(optim, w, sub, cap);
     if (rc == 0)
-        rc = save_info(w, info, sub, sizeof sub);
-    if (rc == 0)
-        rc = st_writer_save(w, path, sub, sizeof sub);
+        rc = save_info(w, info, sub, cap);
+    if (rc < 0)
+        st_writer_destroy(&w);
+    return w;
+}
+
+int ckpt_save(const char *path, const ckpt_tensor_t *model, size_t n_model, const optim_t *optim,
+              const ckpt_info_t *info, char *err, size_t errlen)
+{
+    char sub[400] = "";
+    st_writer_t *w = build(model, n_model, optim, info, sub, sizeof sub);
+    int rc = w ? st_writer_save(w, path, sub, sizeof sub) : -1;
     if (rc < 0)
         err_set(err, errlen, "%s: cannot save checkpoint: %s", path, sub);
+    st_writer_destroy(&w);
+    return rc;
+}
+
+int ckpt_save_image(uint8_t **image, size_t *len, const ckpt_tensor_t *model, size_t n_model,
+                    const optim_t *optim, const ckpt_info_t *info, char *err, size_t errlen)
+{
+    char sub[400] = "";
+    st_writer_t *w = build(model, n_model, optim, info, sub, sizeof sub);
+    int rc = w ? st_writer_image(w, image, len, sub, sizeof sub) : -1;
+    if (rc < 0)
+        err_set(err, errlen, "cannot build the training state: %s", sub);
     st_writer_destroy(&w);
     return rc;
 }
@@ -274,12 +295,10 @@ static void copy_model(const safetensors_t *st, const ckpt_tensor_t *model, size
     }
 }
 
-int ckpt_load(const char *path, const ckpt_tensor_t *model, size_t n_model, optim_t *optim,
-              ckpt_info_t *info, char *err, size_t errlen)
+/* Everything checked, then everything copied: all or nothing. */
+static int load_from(safetensors_t *st, const ckpt_tensor_t *model, size_t n_model, optim_t *optim,
+                     ckpt_info_t *info, char *err, size_t errlen)
 {
-    safetensors_t *st = safetensors_open(path, err, errlen);
-    if (!st)
-        return -1;
     ckpt_info_t got = {0};
     int rc = check_format(st, err, errlen);
     if (rc == 0)
@@ -299,6 +318,27 @@ int ckpt_load(const char *path, const ckpt_tensor_t *model, size_t n_model, opti
     } else {
         ckpt_info_clear(&got);
     }
+    return rc;
+}
+
+int ckpt_load(const char *path, const ckpt_tensor_t *model, size_t n_model, optim_t *optim,
+              ckpt_info_t *info, char *err, size_t errlen)
+{
+    safetensors_t *st = safetensors_open(path, err, errlen);
+    if (!st)
+        return -1;
+    int rc = load_from(st, model, n_model, optim, info, err, errlen);
+    safetensors_destroy(&st);
+    return rc;
+}
+
+int ckpt_load_image(const void *image, size_t len, const char *what, const ckpt_tensor_t *model,
+                    size_t n_model, optim_t *optim, ckpt_info_t *info, char *err, size_t errlen)
+{
+    safetensors_t *st = safetensors_open_buffer(image, len, what, err, errlen);
+    if (!st)
+        return -1;
+    int rc = load_from(st, model, n_model, optim, info, err, errlen);
     safetensors_destroy(&st);
     return rc;
 }

@@ -82,6 +82,14 @@ int ckpt_save(const char *path, const ckpt_tensor_t *model, size_t n_model, cons
 int ckpt_load(const char *path, const ckpt_tensor_t *model, size_t n_model, optim_t *optim,
               ckpt_info_t *info, char *err, size_t errlen);
 
+/* The same checkpoint as bytes in memory (a joiner's state, docs/ELASTIC.md):
+ * *image malloc'd (the caller frees it), *len its size; loaded back by
+ * ckpt_load_image with the same checks as a file (what: its name in errors). */
+int ckpt_save_image(uint8_t **image, size_t *len, const ckpt_tensor_t *model, size_t n_model,
+                    const optim_t *optim, const ckpt_info_t *info, char *err, size_t errlen);
+int ckpt_load_image(const void *image, size_t len, const char *what, const ckpt_tensor_t *model,
+                    size_t n_model, optim_t *optim, ckpt_info_t *info, char *err, size_t errlen);
+
 /* Free what ckpt_load allocated in info and zero it. */
 void ckpt_info_clear(ckpt_info_t *info);
 

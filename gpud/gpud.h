@@ -72,6 +72,9 @@ typedef struct gpud {
     bool members_pending;          /* a MEMBERS newer than gen, not applied yet */
     ddp_members_t members;         /* that MEMBERS (names owned) */
     bool bn_redo;                  /* the END(TRAIN) BatchNorm broadcast must be redone */
+    bool joining;                  /* WELCOME said the job runs: state and place come (joining.c) */
+    bool joined_late;              /* entered a running job: no initial-weights broadcast */
+    bool snapshot_pending;         /* the COMMIT awaited asks for this rank's state (rank 0) */
     uint64_t next_step;            /* S of the next train step */
     int64_t epoch;                 /* the epoch a resume would continue with */
     int64_t epoch_done;            /* last EPOCH(e) handled; start epoch - 1 */

@@ -19,6 +19,8 @@ static void on_welcome(gpud_t *self, const ddp_welcome_t *w)
     self->rank = w->rank;
     self->world = w->world;
     self->welcome_train = w->train;
+    self->joining = w->joining;
+    self->gen = w->gen;
     snprintf(self->next_ring, sizeof self->next_ring, "%s", w->next_ring);
     snprintf(self->auth.job, sizeof self->auth.job, "%s", w->job);
     self->auth.session = w->session;
@@ -27,8 +29,12 @@ static void on_welcome(gpud_t *self, const ddp_welcome_t *w)
         log_warn("reducerd's WELCOME carries no session token: loaderd and reducerd "
                  "will refuse this worker's messages (mixed versions?)");
     log_set_rank(self->rank);
-    log_info("joined job %s as rank %d of %d%s", w->job, self->rank, w->world,
-             w->train ? " (training)" : "");
+    if (w->joining)
+        log_info("joined the running training job %s (%d ranks): waiting for the state and a "
+                 "place in the ring", w->job, w->world);
+    else
+        log_info("joined job %s as rank %d of %d%s", w->job, self->rank, w->world,
+                 w->train ? " (training)" : "");
 }
 
 static ddp_msg_t join_message(const gpud_t *self)
@@ -42,6 +48,8 @@ static ddp_msg_t join_message(const gpud_t *self)
     snprintf(j.u.join.backend, sizeof j.u.join.backend, "%s", self->options.backend);
     /* "" unless --train */
     snprintf(j.u.join.ring, sizeof j.u.join.ring, "%s", self->ring_endpoint);
+    if (self->options.train)   /* every rank of a job must agree on these */
+        gpud_options_job_config(&self->options, j.u.join.config, sizeof j.u.join.config);
     return j;
 }
 
@@ -56,7 +64,11 @@ static int join_answer(gpud_t *self)
         on_welcome(self, &m.u.welcome);
         rc = 0;
     } else if (m.type == DDP_STOP) {
-        log_info("reducerd says stop before we started: %s", m.u.stop.reason);
+        if (m.u.stop.code)   /* refused: the reason is the operator's answer */
+            log_error("reducerd refuses this worker (%d): %s", m.u.stop.code, m.u.stop.reason);
+        else
+            log_info("reducerd says stop before we started: %s", m.u.stop.reason);
+        self->exit_code = m.u.stop.code;
         self->stopped = true;
         rc = 0;
     }
@@ -137,7 +149,7 @@ void link_on_reducer(gpud_t *self)
         else
             eval_stop(self, &m.u.stop);
     } else if (self->trainer && (m.type == DDP_EPOCH || m.type == DDP_MEMBERS ||
-                                 m.type == DDP_COMMIT)) {
+                                 m.type == DDP_COMMIT || m.type == DDP_STATE)) {
         if (train_on_reducer(self, &m) < 0)
             fail(self);
     } else if (m.type != DDP_WELCOME) {

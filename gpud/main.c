@@ -17,6 +17,7 @@
 #include "gpud/gpud.h"
 #include "gpud/link.h"
 #include "gpud/options.h"
+#include "gpud/joining.h"
 #include "gpud/train.h"
 
 /* The model, the training state, the sockets, JOIN, then the heartbeat
@@ -27,9 +28,9 @@ static int start(gpud_t *self)
         return -1;
     if (self->options.train && train_open(self) < 0)
         return -1;
-    if (gpud_connect(self) < 0 || link_join(self) < 0)
+    if (gpud_connect(self) < 0 || link_join(self) < 0 || joining_enter(self) < 0)
         return -1;
-    return gpud_start_heartbeat(self);
+    return self->stopped ? 0 : gpud_start_heartbeat(self);
 }
 
 static int run(gpud_t *self)
@@ -51,6 +52,8 @@ static int run(gpud_t *self)
             link_on_loader(self);
         else if (zpoller_terminated(poller))
             break;
+        if (self->trainer)
+            train_idle(self);
         gpud_tick(self);
     }
     zpoller_destroy(&poller);
@@ -70,7 +73,7 @@ int main(int argc, char **argv)
     gpud_t *self = gpud_new(&options);
     if (!self)
         return 1;
-    rc = start(self) < 0 ? 1 : self->stopped ? 0 : run(self);
+    rc = start(self) < 0 ? 1 : self->stopped ? self->exit_code : run(self);
     rc = train_finish(self, rc);
     log_info("exiting: %llu batches, %llu samples, %.2fs compute (%.1f img/s); %llu messages, "
              "%llu rejected", (unsigned long long)atomic_load(&self->batches),

@@ -32,8 +32,10 @@ members_event_t members_on_message(gpud_t *self, ddp_msg_t *m, uint64_t step)
 {
     switch (m->type) {
     case DDP_COMMIT:
-        if (m->u.commit.gen == self->gen && m->u.commit.step == step)
+        if (m->u.commit.gen == self->gen && m->u.commit.step == step) {
+            self->snapshot_pending = m->u.commit.snapshot && self->rank == 0;
             return MEMBERS_COMMIT;
+        }
         log_debug("COMMIT of generation %u step %llu ignored (generation %u, step %llu awaited)",
                   m->u.commit.gen, (unsigned long long)m->u.commit.step, self->gen,
                   (unsigned long long)step);
@@ -50,6 +52,9 @@ members_event_t members_on_message(gpud_t *self, ddp_msg_t *m, uint64_t step)
         return MEMBERS_WAIT;
     case DDP_WELCOME:
         return MEMBERS_WAIT;   /* a JOIN answered twice */
+    case DDP_STATE:   /* a paused job's joiner wants rank 0's state: sent when idle */
+        self->snapshot_pending = self->rank == 0 && !m->u.state.image;
+        return MEMBERS_WAIT;
     default:
         self->stats.rejected++;
         log_warn("unexpected %s from reducerd during a training step: ignored",

@@ -64,6 +64,11 @@ int model_forward_f32(model_t *m, const float *x, int n, int c, int h, int w, fl
  * ranks last; ids past num_classes are -1) and cross-entropy
  * (log-sum-exp - logit[label], in double; label < 0 or >= num_classes: NAN).
  * topk: n*k, loss: n; either may be NULL. */
+/* Per-sample softmax as torch.softmax(logits, 1) (fp32 result; max
+ * subtracted, exp and sum in double), quantized to q = round(p * 10^4)
+ * (common/scorehist.h prob_quantize): n*num_classes values 0..10000. A row
+ * with a NaN logit or an infinite maximum has no probabilities: all 0. */
+void model_softmax_q(const float *logits, int n, int num_classes, uint16_t *q);
 void model_topk_ce(const float *logits, int n, int num_classes, const int32_t *labels, int k,
                    int32_t *topk, float *loss);
 

@@ -4,6 +4,9 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
+
+#include "common/scorehist.h"
 
 /* Does class a rank before class b? Higher logit first, ties by id; NaN
  * above everything as in torch.topk/argmax, so top-1 of a row with NaNs is
@@ -59,5 +62,28 @@ void model_topk_ce(const float *logits, int n, int num_classes, const int32_t *l
             topk_one(l, num_classes, k, topk + (size_t)i * k);
         if (loss)
             loss[i] = labels ? ce_one(l, num_classes, labels[i]) : NAN;
+    }
+}
+
+void model_softmax_q(const float *logits, int n, int num_classes, uint16_t *q)
+{
+    for (int i = 0; i < n; i++) {
+        const float *l = logits + (size_t)i * num_classes;
+        uint16_t *out = q + (size_t)i * num_classes;
+        double mx = -INFINITY;
+        bool nan = false;
+        for (int c = 0; c < num_classes; c++) {
+            nan |= isnan(l[c]);
+            mx = l[c] > mx ? l[c] : mx;
+        }
+        if (nan || !isfinite(mx)) {
+            memset(out, 0, (size_t)num_classes * sizeof *out);
+            continue;
+        }
+        double s = 0.0;
+        for (int c = 0; c < num_classes; c++)
+            s += exp((double)l[c] - mx);
+        for (int c = 0; c < num_classes; c++)
+            out[c] = prob_quantize((float)(exp((double)l[c] - mx) / s));
     }
 }

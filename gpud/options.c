@@ -15,13 +15,16 @@ static const option_t s_rows[] = {
     OPTION_STRING(T, loader, "loader", "EP", NULL, "loaderd's endpoint: batches in, credits out"),
     OPTION_STRING(T, reducer, "reducer", "EP", NULL,
                   "reducerd's endpoint: JOIN, results, heartbeats"),
-    OPTION_STRING(T, model, "model", "ARCH", NULL,
-                  "resnet18|resnet34|resnet50|wideresnet|densenet121"),
+    OPTION_STRING(T, join, "join", "EP", NULL,
+                  "--train: reducerd's endpoint, joining a job that may run already (then the "
+                  "weights, optimizer state and step come from a live rank; docs/ELASTIC.md)"),
+    OPTION_STRING(T, model, "model", "resnet18|resnet34|resnet50|wideresnet|densenet121", NULL,
+                  "the architecture"),
     OPTION_STRING(T, weights, "weights", "FILE", NULL,
                   "safetensors with PyTorch state_dict names (--train without it: "
                   "PyTorch-default init from --seed)"),
     GPUD_INPUT_OPTIONS(T),
-    OPTION_STRING(T, backend, "backend", "NAME", "cpu",
+    OPTION_STRING(T, backend, "backend", "cpu|cuda", "cpu",
                   "compute backend (cuda when built with it)"),
     OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024, "compute threads (default: all cores)"),
     OPTION_LONG(T, micro_batch, "micro-batch", "N", 0, 1, 4096,
@@ -34,6 +37,9 @@ static const option_t s_rows[] = {
                 "give up when reducerd does not answer"),
     OPTION_LONG(T, fault_after, "fault-after", "N", -1, 0, 1L << 40,
                 "test hook: die without answering the batch after N (default: off)"),
+    OPTION_FLAG(T, probs, "probs",
+                "eval: send every class's softmax probability, quantized to 1e-4 (2 bytes per "
+                "class and sample), for reducerd --probs"),
     OPTION_FLAG(T, verbose, "verbose", NULL),
     OPTION_SECTION("training (--train; see docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train", "one data-parallel rank of a training job"),
@@ -131,7 +137,51 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
         fprintf(stderr, "--normalize: none or imagenet\n");
         return -1;
     }
+    if (self->join && !self->train) {
+        fprintf(stderr, "gpud: --join is for a training rank: add --train (an eval worker "
+                        "joins with --reducer at any time)\n");
+        return -1;
+    }
+    if (self->join && self->reducer && strcmp(self->join, self->reducer) != 0) {
+        fprintf(stderr, "gpud: --join %s and --reducer %s name different reducerds: give one\n",
+                self->join, self->reducer);
+        return -1;
+    }
+    if (self->join)
+        self->reducer = self->join;
     if (check_required(self) < 0)
         return -1;
     return self->train ? check_training(self) : 0;
+}
+
+/* The settings every rank of a training job must share (docs/ELASTIC.md
+ * "Joining"): a joiner whose differ is refused. Not here: what a rank may
+ * choose alone (threads, window, names, endpoints, timeouts, --weights and
+ * --resume: a joiner gets the state of a live rank). */
+static const char *const s_job_wide[] = {
+    "model", "channels", "num-classes", "in-channels", "mean", "std", "normalize",
+    "micro-batch", "optimizer", "nesterov", "betas", "eps", "grad-averaging", "lr-schedule",
+    "step-size", "t-max", "warmup-epochs", "label-smoothing", "sync-bn", "lr", "momentum",
+    "weight-decay", "dampening", "amsgrad", "no-decay-bn-bias", "gamma", "eta-min",
+    "warmup-start-factor", "freeze", "freeze-bn", "seed", "global-batch-size", NULL};
+
+typedef struct {
+    char *buf;
+    size_t cap, len;
+} config_text_t;
+
+static void add_flag(void *arg, const char *flag, const char *value)
+{
+    config_text_t *t = arg;
+    int n = snprintf(t->buf + t->len, t->cap - t->len, "%s%s%s%s", t->len ? " " : "", flag,
+                     value ? " " : "", value ? value : "");
+    if (n > 0 && (size_t)n < t->cap - t->len)
+        t->len += (size_t)n;
+}
+
+void gpud_options_job_config(const gpud_options_t *self, char *buf, size_t cap)
+{
+    config_text_t t = {buf, cap, 0};
+    buf[0] = '\0';
+    options_emit(&gpud_options_table, self, s_job_wide, add_flag, &t);
 }

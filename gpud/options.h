@@ -54,6 +54,7 @@
 typedef struct {
     const char *loader;          /* loaderd's ROUTER: batches in, credits out */
     const char *reducer;         /* reducerd's ROUTER: JOIN, RESULT, STOP */
+    const char *join;            /* --join: the same, for a rank that may join a running job */
     const char *model;           /* the architecture */
     const char *weights;         /* NULL: initial weights (--train only) */
     option_ints_t channels;      /* WideResNet widths */
@@ -68,6 +69,7 @@ typedef struct {
     long rank;                   /* -1: reducerd chooses */
     const char *name;            /* NULL: gpud-HOST-PID */
     long join_timeout_s;
+    int probs;                   /* eval: send the quantized softmax in each RESULT */
     long fault_after;            /* test hook: die on the batch after this many; -1 off */
     int verbose;
     /* training (--train) */
@@ -106,5 +108,8 @@ extern const option_table_t gpud_options_table;
  * checks them together. 0; 1 after --help (exit 0); -1 after the error
  * went to stderr (exit 2). */
 int gpud_options_parse(gpud_options_t *self, int argc, char **argv);
+/* The job-wide training settings as flags ("--model wideresnet --lr 0.1
+ * ..."), the same text on every rank of a job (JOIN.config). */
+void gpud_options_job_config(const gpud_options_t *self, char *buf, size_t cap);
 
 #endif

@@ -155,10 +155,8 @@ int allreduce_connect(allreduce_t *self, int rank, int world, const char *next_e
     }
     self->rank = rank;
     self->world = world;
-    if (world == 1) {   /* no peers: nothing may ever arrive */
-        zsock_destroy(&self->pull);
+    if (world == 1)   /* no peers yet; the PULL stays bound for ranks that join */
         return 0;
-    }
     return open_push(self, next_ep, err, errlen);
 }
 

@@ -54,19 +54,18 @@ static void trainer_config(const gpud_options_t *o, trainer_cfg_t *c)
         c->freeze_bn[c->n_freeze_bn++] = o->freeze_bn.v[i];
 }
 
-/* The counters a checkpoint holds, back in the state. */
-static int resume(gpud_t *self, const char *path)
+int train_load_state(gpud_t *self, const char *what, const void *image, size_t len)
 {
     char err[1024];
     ckpt_info_t info;
-    if (trainer_load(self->trainer, path, &info, err, sizeof err) < 0) {
-        log_error("cannot resume: %s", err);
+    if (trainer_load_from(self->trainer, what, image, len, &info, err, sizeof err) < 0) {
+        log_error("cannot %s: %s", image ? "take the job's state" : "resume", err);
         return -1;
     }
     uint64_t seed = (uint64_t)self->options.seed;
     if (info.seed != seed)
         log_warn("%s was trained with --seed %llu, this run has --seed %llu: dropout differs "
-                 "from an uninterrupted run", path, (unsigned long long)info.seed,
+                 "from an uninterrupted run", what, (unsigned long long)info.seed,
                  (unsigned long long)seed);
     self->next_step = (uint64_t)info.step;
     self->epoch = info.epoch;
@@ -75,8 +74,8 @@ static int resume(gpud_t *self, const char *path)
     self->steps_per_epoch = (uint64_t)info.steps_per_epoch;
     if (!self->global_batch)
         self->global_batch = (uint64_t)info.global_batch;
-    log_info("resuming from %s: epoch %lld, step %lld, streak %lld", path, (long long)info.epoch,
-             (long long)info.step, (long long)info.streak);
+    log_info("%s %s: epoch %lld, step %lld, streak %lld", image ? "state from" : "resuming from",
+             what, (long long)info.epoch, (long long)info.step, (long long)info.streak);
     ckpt_info_clear(&info);
     return 0;
 }
@@ -93,7 +92,7 @@ int train_open(gpud_t *self)
     }
     self->epoch_done = self->train_end_done = -1;
     self->global_batch = (uint64_t)self->options.global_batch;
-    if (self->options.resume && resume(self, self->options.resume) < 0)
+    if (self->options.resume && train_load_state(self, self->options.resume, NULL, 0) < 0)
         return -1;
     const char *bind = self->options.ring_bind;
     if (zs_prepare_ipc(bind) < 0)   /* ipc:// rings: the directory, path length */
@@ -137,8 +136,12 @@ int train_start(gpud_t *self)
                   "--train");
         return -1;
     }
-    if (allreduce_connect(self->ring, self->rank, self->world, self->next_ring, err,
-                          sizeof err) < 0) {
+    /* a joiner's ring is generation gen's (a re-form of a ring of one) */
+    bool late = self->joined_late;
+    if (allreduce_connect(self->ring, late ? 0 : self->rank, late ? 1 : self->world,
+                          self->next_ring, err, sizeof err) < 0 ||
+        (late && allreduce_reform(self->ring, self->gen, self->rank, self->world,
+                                  self->next_ring, err, sizeof err) < 0)) {
         log_error("cannot join the all-reduce ring: %s", err);
         return -1;
     }
@@ -149,7 +152,8 @@ int train_start(gpud_t *self)
         log_error("--sync-bn: the model refuses SyncBatchNorm");
         return -1;
     }
-    if (broadcast(self, TRAINER_ALL, "initial weights", (uint32_t)self->epoch) < 0)
+    /* a joiner holds the live ranks' state already */
+    if (!late && broadcast(self, TRAINER_ALL, "initial weights", (uint32_t)self->epoch) < 0)
         return -1;
     self->eval_stale = true;
     log_info("rank %d of %d: %zu trainable floats, next step %llu, ring %s -> %s", self->rank,
@@ -158,14 +162,20 @@ int train_start(gpud_t *self)
     return 0;
 }
 
+/* The counters a checkpoint (or a joiner's state) holds. */
+static ckpt_info_t state_info(const gpud_t *self)
+{
+    return (ckpt_info_t){.epoch = self->epoch, .step = (int64_t)self->next_step,
+                         .streak = self->streak, .global_batch = (int64_t)self->global_batch,
+                         .steps_per_epoch = (int64_t)self->steps_per_epoch};
+}
+
 static int write_checkpoint(gpud_t *self, const char *why)
 {
     const char *path = self->options.checkpoint;
     if (self->rank != 0 || !path || !self->trainer)
         return 0;
-    ckpt_info_t info = {.epoch = self->epoch, .step = (int64_t)self->next_step,
-                        .streak = self->streak, .global_batch = (int64_t)self->global_batch,
-                        .steps_per_epoch = (int64_t)self->steps_per_epoch};
+    ckpt_info_t info = state_info(self);
     char err[1024];
     if (trainer_save(self->trainer, path, &info, err, sizeof err) < 0) {
         log_error("checkpoint (%s) not written: %s", why, err);
@@ -174,6 +184,34 @@ static int write_checkpoint(gpud_t *self, const char *why)
     log_info("checkpoint %s: epoch %lld, step %lld (%s)", path, (long long)info.epoch,
              (long long)info.step, why);
     return 0;
+}
+
+/* Rank 0, after the COMMIT that asked for it: the state of the committed
+ * step as STATE to reducerd, for a joiner (docs/ELASTIC.md "Joining"). A
+ * failure is logged: reducerd's admission deadline sends the joiner away. */
+static void send_state(gpud_t *self)
+{
+    self->snapshot_pending = false;
+    ckpt_info_t info = state_info(self);
+    uint8_t *image = NULL;
+    size_t len = 0;
+    char err[1024];
+    if (trainer_save_to(self->trainer, NULL, &image, &len, &info, err, sizeof err) < 0) {
+        log_error("the state a joiner waits for was not sent: %s", err);
+        return;
+    }
+    ddp_msg_t m = {.type = DDP_STATE};
+    m.u.state = (ddp_state_t){.gen = self->gen, .epoch = (uint32_t)self->epoch,
+                              .step = self->next_step, .image = zframe_new(image, len),
+                              .auth = self->auth};
+    free(image);
+    if (!m.u.state.image || proto_send(zsock_resolve(self->reducer), NULL, &m) < 0)
+        log_error("the state a joiner waits for was not sent: %s",
+                  m.u.state.image ? zmq_strerror(zmq_errno()) : "out of memory");
+    else
+        log_info("state of step %llu (%zu bytes) sent for a joiner",
+                 (unsigned long long)self->next_step, len);
+    zframe_destroy(&m.u.state.image);
 }
 
 /* Room for n samples' logits, loss and top-k. */
@@ -283,6 +321,8 @@ static int apply_step(gpud_t *self, const ddp_batch_t *b, double lr, double comp
         self->global_batch = b->global_count;
     atomic_fetch_add(&self->batches, 1);
     self->samples += b->n;
+    if (self->snapshot_pending)
+        send_state(self);
     log_debug("step %llu (epoch %u, generation %u): %u of %u samples, lr %g, %.3fs",
               (unsigned long long)b->step, b->epoch, self->gen, b->n, b->global_count, lr,
               compute_s);
@@ -410,6 +450,11 @@ int train_on_reducer(gpud_t *self, ddp_msg_t *m)
         train_on_epoch(self, &m->u.epoch);
         return 0;
     }
+    if (m->type == DDP_STATE) {
+        members_on_message(self, m, UINT64_MAX);
+        train_idle(self);
+        return 0;
+    }
     if (m->type != DDP_MEMBERS && m->type != DDP_COMMIT)
         return 1;
     /* between steps: a change while idle, or a COMMIT already acted on */
@@ -465,6 +510,12 @@ int train_receive(gpud_t *self, ddp_msg_t *m)
     if (m->type == DDP_END && m->u.end.phase == DDP_PHASE_TRAIN)
         return on_train_end(self, m->u.end.epoch);
     return 1;   /* not a training message */
+}
+
+void train_idle(gpud_t *self)
+{
+    if (self->snapshot_pending && !self->step_open)
+        send_state(self);
 }
 
 void train_interrupted(gpud_t *self)

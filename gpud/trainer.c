@@ -312,32 +312,46 @@ static ckpt_tensor_t *model_tensors(trainer_t *t, size_t *n)
 int trainer_save(trainer_t *t, const char *path, const ckpt_info_t *info, char *err,
                  size_t errlen)
 {
+    return trainer_save_to(t, path, NULL, NULL, info, err, errlen);
+}
+
+int trainer_save_to(trainer_t *t, const char *path, uint8_t **image, size_t *len,
+                    const ckpt_info_t *info, char *err, size_t errlen)
+{
     size_t n = 0;
     ckpt_tensor_t *v = model_tensors(t, &n);
     if (!v) {
-        err_set(err, errlen, "%s: out of memory", path);
+        err_set(err, errlen, "%s: out of memory", path ? path : "training state");
         return -1;
     }
     ckpt_info_t i = *info;
     snprintf(i.arch, sizeof i.arch, "%s", model_arch(t->m));
     i.seed = t->cfg.seed;
-    int rc = ckpt_save(path, v, n, t->opt, &i, err, errlen);
+    int rc = path ? ckpt_save(path, v, n, t->opt, &i, err, errlen)
+                  : ckpt_save_image(image, len, v, n, t->opt, &i, err, errlen);
     free(v);
     return rc;
 }
 
 int trainer_load(trainer_t *t, const char *path, ckpt_info_t *info, char *err, size_t errlen)
 {
+    return trainer_load_from(t, path, NULL, 0, info, err, errlen);
+}
+
+int trainer_load_from(trainer_t *t, const char *what, const void *image, size_t len,
+                      ckpt_info_t *info, char *err, size_t errlen)
+{
     size_t n = 0;
     ckpt_tensor_t *v = model_tensors(t, &n);
     if (!v) {
-        err_set(err, errlen, "%s: out of memory", path);
+        err_set(err, errlen, "%s: out of memory", what);
         return -1;
     }
-    int rc = ckpt_load(path, v, n, t->opt, info, err, errlen);
+    int rc = image ? ckpt_load_image(image, len, what, v, n, t->opt, info, err, errlen)
+                   : ckpt_load(what, v, n, t->opt, info, err, errlen);
     free(v);
     if (rc == 0 && info->arch[0] && strcmp(info->arch, model_arch(t->m)) != 0) {
-        err_set(err, errlen, "%s: a checkpoint of %s, this gpud runs --model %s", path,
+        err_set(err, errlen, "%s: a checkpoint of %s, this gpud runs --model %s", what,
                 info->arch, model_arch(t->m));
         ckpt_info_clear(info);
         return -1;

@@ -106,6 +106,13 @@ int trainer_save(trainer_t *t, const char *path, const ckpt_info_t *info, char *
                  size_t errlen);
 /* All or nothing; info receives the counters (ckpt_info_clear it). */
 int trainer_load(trainer_t *t, const char *path, ckpt_info_t *info, char *err, size_t errlen);
+/* The same with the checkpoint in memory (a joiner's state, docs/ELASTIC.md):
+ * path NULL saves into *image (malloc'd, *len bytes); image NULL loads the
+ * file `what`, else the image (`what` names it in errors). */
+int trainer_save_to(trainer_t *t, const char *path, uint8_t **image, size_t *len,
+                    const ckpt_info_t *info, char *err, size_t errlen);
+int trainer_load_from(trainer_t *t, const char *what, const void *image, size_t len,
+                      ckpt_info_t *info, char *err, size_t errlen);
 /* The model tensors only, as a plain safetensors weights file (loads with
  * model_new / `ddpipe eval --weights`). */
 int trainer_save_weights(trainer_t *t, const char *path, char *err, size_t errlen);

@@ -117,6 +117,7 @@ typedef struct loader {
     int world;                 /* its ranks (--workers at generation 0) */
     uint64_t commit_next;      /* absolute step after the last committed one */
     bool members_pending;      /* a MEMBERS newer than gen, not acted on yet */
+    bool train_paused;         /* the current generation is paused: no train shard goes out */
     ddp_members_t members;     /* that MEMBERS (names not kept) */
 } loader_t;
 

@@ -86,6 +86,7 @@ void reducer_link_report_failed(loader_t *self, const dataset_t *set, uint32_t e
     f.u.failed.epoch = epoch;
     f.u.failed.phase = phase;
     f.u.failed.id = id;
+    f.u.failed.label = dataset_label(set, id); /* predictions.csv shows it on the failed row */
     snprintf(f.u.failed.path, sizeof f.u.failed.path, "%s", path);
     snprintf(f.u.failed.reason, sizeof f.u.failed.reason, "%s", reason);
     f.u.failed.auth = self->auth;

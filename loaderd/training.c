@@ -262,6 +262,8 @@ static void send_ready_shards(loader_t *self)
 
 int training_pump(loader_t *self)
 {
+    if (self->train_paused)   /* too few ranks: nothing until reducerd says go */
+        return 0;
     send_ready_shards(self);
     if (prepare_next(self) < 0)
         return -1;
@@ -306,6 +308,9 @@ int training_on_members(loader_t *self)
     log_warn("membership generation %u: %d ranks (%s); training goes on at step %llu", m->gen,
              m->world, m->reason, (unsigned long long)m->step);
     self->gen = m->gen;
+    self->train_paused = m->paused;
+    if (m->paused)
+        log_warn("training paused at step %llu until ranks join", (unsigned long long)m->step);
     self->commit_next = m->step;
     dispatch_set_gen(self->dispatch, m->gen);
     if (rebuild_window(self, m->world) < 0)

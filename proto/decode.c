@@ -70,7 +70,8 @@ static int d_join(const mp_reader_t *r, ddp_join_t *m)
            mp_get_str(r, "name", m->name, sizeof m->name) ||
            mp_get_str(r, "host", m->host, sizeof m->host) ||
            mp_get_str(r, "backend", m->backend, sizeof m->backend) ||
-           mp_opt_str(r, "ring", m->ring, sizeof m->ring)
+           mp_opt_str(r, "ring", m->ring, sizeof m->ring) ||
+           mp_opt_str(r, "config", m->config, sizeof m->config)
                ? -1 : 0;
 }
 
@@ -84,7 +85,7 @@ static int d_welcome(const mp_reader_t *r, ddp_welcome_t *m)
         mp_opt_uint(r, "session", UINT64_MAX, &m->session) ||
         opt_fixed_bin(r, "token", m->token, DDP_TOKEN_LEN, &have_token) ||
         opt_fixed_bin(r, "secret", m->secret, DDP_SECRET_LEN, &m->has_secret) ||
-        opt_u32(r, "gen", &m->gen))
+        opt_u32(r, "gen", &m->gen) || opt_u8(r, "joining", &m->joining))
         return -1;
     if (have_token != (m->session != 0))
         return mp_fail(r, "'token' and a non-zero 'session' come together");
@@ -174,6 +175,17 @@ static int d_end(const mp_reader_t *r, ddp_end_t *m)
                ? -1 : 0;
 }
 
+/* Optional "nprob" + "probs": the quantized softmax of every class. */
+static int d_result_probs(const mp_reader_t *r, ddp_result_t *m)
+{
+    bool bad = false;
+    if (!mp_find(r, "nprob", &bad))
+        return bad ? -1 : 0;
+    if (mp_get_u32(r, "nprob", 1, DDP_MAX_CLASSES, &m->nprob))
+        return -1;
+    return mp_dup_bin(r, "probs", (size_t)m->n * m->nprob * 2, "n*nprob*2", (void **)&m->probs);
+}
+
 static int d_result(const mp_reader_t *r, ddp_result_t *m)
 {
     if (mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
@@ -190,12 +202,18 @@ static int d_result(const mp_reader_t *r, ddp_result_t *m)
     return mp_dup_bin(r, "ids", n * 8, "n*8", (void **)&m->ids) ||
            mp_dup_bin(r, "labels", n * 4, "n*4", (void **)&m->labels) ||
            mp_dup_bin(r, "topk", n * m->k * 4, "n*k*4", (void **)&m->topk) ||
-           mp_dup_bin(r, "loss", n * 4, "n*4", (void **)&m->loss)
+           mp_dup_bin(r, "loss", n * 4, "n*4", (void **)&m->loss) || d_result_probs(r, m)
                ? -1 : 0;
 }
 
 static int d_failed(const mp_reader_t *r, ddp_failed_t *m)
 {
+    bool bad = false;
+    m->label = -1;
+    if (mp_find(r, "label", &bad) && mp_get_i32(r, "label", 0, DDP_MAX_CLASSES - 1, &m->label))
+        return -1;
+    if (bad)
+        return -1;
     return mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
            mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
            mp_get_uint(r, "id", 0, UINT64_MAX, &m->id) ||
@@ -251,7 +269,8 @@ static int d_members(const mp_reader_t *r, ddp_members_t *m)
         mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
         mp_get_str(r, "reason", m->reason, sizeof m->reason) ||
         mp_opt_uint(r, "session", UINT64_MAX, &m->session) ||
-        opt_fixed_bin(r, "token", m->token, DDP_TOKEN_LEN, &have_token))
+        opt_fixed_bin(r, "token", m->token, DDP_TOKEN_LEN, &have_token) ||
+        opt_u8(r, "paused", &m->paused))
         return -1;
     if (have_token != (m->session != 0))
         return mp_fail(r, "'token' and a non-zero 'session' come together");
@@ -274,7 +293,15 @@ static int d_commit(const mp_reader_t *r, ddp_commit_t *m)
 {
     return mp_get_u32(r, "gen", 0, UINT32_MAX, &m->gen) ||
            mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
-           mp_get_uint(r, "step", 0, UINT64_MAX, &m->step)
+           mp_get_uint(r, "step", 0, UINT64_MAX, &m->step) || opt_u8(r, "snapshot", &m->snapshot)
+               ? -1 : 0;
+}
+
+static int d_state(const mp_reader_t *r, ddp_state_t *m)
+{
+    return mp_get_u32(r, "gen", 0, UINT32_MAX, &m->gen) ||
+           mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
+           mp_get_uint(r, "step", 0, UINT64_MAX, &m->step) || d_auth(r, &m->auth)
                ? -1 : 0;
 }
 
@@ -307,6 +334,7 @@ static int d_body(const mp_reader_t *r, ddp_msg_t *out)
     case DDP_MEMBERS: return d_members(r, &out->u.members);
     case DDP_STEP: return d_step(r, &out->u.step);
     case DDP_COMMIT: return d_commit(r, &out->u.commit);
+    case DDP_STATE: return d_state(r, &out->u.state);
     }
     return mp_fail(r, "unknown type");
 }
@@ -327,6 +355,14 @@ static int d_map(const msgpack_object *map, ddp_msg_t *out, char *err, size_t er
     return d_body(&r, out);
 }
 
+/* Where a type keeps its second (data) frame: BATCH's pixels, STATE's
+ * image; NULL for the types that have none. */
+static zframe_t **data_slot(ddp_msg_t *m)
+{
+    return m->type == DDP_BATCH ? &m->u.batch.pixels
+           : m->type == DDP_STATE ? &m->u.state.image : NULL;
+}
+
 /* Decodes the header frame; pixels is borrowed (the caller decides whether
  * it is moved or copied into the result). */
 static int decode_frames(const void *data, size_t size, zframe_t *pixels, ddp_msg_t *out,
@@ -338,15 +374,16 @@ static int decode_frames(const void *data, size_t size, zframe_t *pixels, ddp_ms
     if (rc == 0)
         rc = d_map(&u.data, out, err, errlen);
     msgpack_unpacked_destroy(&u);
-    if (rc == 0 && out->type != DDP_BATCH && pixels) {
-        err_set(err, errlen, "%s: unexpected 2nd frame of %zu bytes (only BATCH has one)",
-                 proto_type_name(out->type), zframe_size(pixels));
+    zframe_t **slot = rc == 0 ? data_slot(out) : NULL;
+    if (rc == 0 && !slot && pixels) {
+        err_set(err, errlen, "%s: unexpected 2nd frame of %zu bytes (only BATCH and STATE "
+                 "have one)", proto_type_name(out->type), zframe_size(pixels));
         rc = -1;
     }
-    if (rc == 0 && out->type == DDP_BATCH) {
-        out->u.batch.pixels = pixels; /* borrowed for validation only */
+    if (rc == 0 && slot) {
+        *slot = pixels; /* borrowed for validation only */
         rc = proto_validate(out, err, errlen);
-        out->u.batch.pixels = NULL;
+        *slot = NULL;
     } else if (rc == 0) {
         rc = proto_validate(out, err, errlen);
     }
@@ -372,11 +409,13 @@ int proto_decode_bytes(const void *data, size_t size, zframe_t *pixels, ddp_msg_
     }
     if (decode_frames(data, size, pixels, out, err, errlen) != 0)
         return -1;
-    if (out->type == DDP_BATCH) {
+    zframe_t **slot = data_slot(out);
+    if (slot && pixels) {
         /* The caller keeps its frame; proto_decode is the zero-copy path. */
-        out->u.batch.pixels = zframe_dup(pixels);
-        if (!out->u.batch.pixels) {
-            err_set(err, errlen, "BATCH: out of memory copying the pixel frame");
+        *slot = zframe_dup(pixels);
+        if (!*slot) {
+            err_set(err, errlen, "%s: out of memory copying the data frame",
+                     proto_type_name(out->type));
             ddp_msg_clear(out);
             return -1;
         }
@@ -396,16 +435,16 @@ int proto_decode(zmsg_t *zmsg, ddp_msg_t *out, char *err, size_t errlen)
     memset(out, 0, sizeof *out);
     size_t frames = zmsg ? zmsg_size(zmsg) : 0;
     if (frames == 0 || frames > 2) {
-        err_set(err, errlen, "message has %zu frames, want 1 (or 2 for BATCH)", frames);
+        err_set(err, errlen, "message has %zu frames, want 1 (or 2 for BATCH, STATE)", frames);
         return -1;
     }
     zframe_t *head = zmsg_first(zmsg);
     zframe_t *pixels = frames == 2 ? zmsg_next(zmsg) : NULL;
     if (decode_frames(zframe_data(head), zframe_size(head), pixels, out, err, errlen) != 0)
         return -1;
-    if (pixels) { /* success and BATCH: move the pixel frame, no copy */
+    if (pixels) { /* success and BATCH or STATE: move the data frame, no copy */
         zmsg_remove(zmsg, pixels);
-        out->u.batch.pixels = pixels;
+        *data_slot(out) = pixels;
     }
     return 0;
 }

@@ -39,7 +39,9 @@ static int put_gen(msgpack_packer *pk, uint32_t gen)
 
 static int pack_join(msgpack_packer *pk, const ddp_join_t *m)
 {
-    return put_head(pk, DDP_JOIN, 7) || mp_put_uint(pk, "role", m->role) ||
+    return put_head(pk, DDP_JOIN, 7 + (m->config[0] ? 1 : 0)) ||
+           (m->config[0] && mp_put_str(pk, "config", m->config)) ||
+           mp_put_uint(pk, "role", m->role) ||
            mp_put_uint(pk, "pid", m->pid) || mp_put_int(pk, "want_rank", m->want_rank) ||
            mp_put_str(pk, "name", m->name) || mp_put_str(pk, "host", m->host) ||
            mp_put_str(pk, "backend", m->backend) || mp_put_str(pk, "ring", m->ring);
@@ -47,8 +49,11 @@ static int pack_join(msgpack_packer *pk, const ddp_join_t *m)
 
 static int pack_welcome(msgpack_packer *pk, const ddp_welcome_t *m)
 {
-    size_t extra = (m->session ? 2 : 0) + (m->has_secret ? 1 : 0) + (m->gen ? 1 : 0);
-    return put_head(pk, DDP_WELCOME, 5 + extra) || put_gen(pk, m->gen) || mp_put_int(pk, "rank", m->rank) ||
+    size_t extra = (m->session ? 2 : 0) + (m->has_secret ? 1 : 0) + (m->gen ? 1 : 0) +
+                   (m->joining ? 1 : 0);
+    return put_head(pk, DDP_WELCOME, 5 + extra) || put_gen(pk, m->gen) ||
+           (m->joining && mp_put_uint(pk, "joining", m->joining)) ||
+           mp_put_int(pk, "rank", m->rank) ||
            mp_put_int(pk, "world", m->world) || mp_put_str(pk, "job", m->job) ||
            mp_put_uint(pk, "train", m->train) || mp_put_str(pk, "next_ring", m->next_ring) ||
            (m->session && (mp_put_uint(pk, "session", m->session) ||
@@ -107,7 +112,10 @@ static int pack_end(msgpack_packer *pk, const ddp_end_t *m)
 
 static int pack_result(msgpack_packer *pk, const ddp_result_t *m)
 {
-    return put_head(pk, DDP_RESULT, 13 + (m->gen ? 1 : 0) + auth_keys(&m->auth)) ||
+    return put_head(pk, DDP_RESULT,
+                    13 + (m->gen ? 1 : 0) + (m->nprob ? 2 : 0) + auth_keys(&m->auth)) ||
+           (m->nprob && (mp_put_uint(pk, "nprob", m->nprob) ||
+                         mp_put_bin(pk, "probs", m->probs, (size_t)m->n * m->nprob * 2))) ||
            put_auth(pk, &m->auth) || put_gen(pk, m->gen) ||
            mp_put_int(pk, "rank", m->rank) ||
            mp_put_double(pk, "lr", m->lr) || mp_put_uint(pk, "step", m->step) ||
@@ -122,7 +130,8 @@ static int pack_result(msgpack_packer *pk, const ddp_result_t *m)
 
 static int pack_failed(msgpack_packer *pk, const ddp_failed_t *m)
 {
-    return put_head(pk, DDP_FAILED, 5 + auth_keys(&m->auth)) || put_auth(pk, &m->auth) ||
+    return put_head(pk, DDP_FAILED, 5 + (m->label >= 0 ? 1 : 0) + auth_keys(&m->auth)) ||
+           put_auth(pk, &m->auth) || (m->label >= 0 && mp_put_int(pk, "label", m->label)) ||
            mp_put_uint(pk, "epoch", m->epoch) ||
            mp_put_uint(pk, "phase", m->phase) || mp_put_uint(pk, "id", m->id) ||
            mp_put_str(pk, "path", m->path) || mp_put_str(pk, "reason", m->reason);
@@ -154,7 +163,8 @@ static int pack_reissue(msgpack_packer *pk, const ddp_reissue_t *m)
 
 static int pack_members(msgpack_packer *pk, const ddp_members_t *m)
 {
-    return put_head(pk, DDP_MEMBERS, 8 + (m->session ? 2 : 0)) || mp_put_uint(pk, "gen", m->gen) ||
+    return put_head(pk, DDP_MEMBERS, 8 + (m->session ? 2 : 0) + (m->paused ? 1 : 0)) ||
+           (m->paused && mp_put_uint(pk, "paused", m->paused)) || mp_put_uint(pk, "gen", m->gen) ||
            mp_put_int(pk, "rank", m->rank) || mp_put_int(pk, "world", m->world) ||
            mp_put_str(pk, "next_ring", m->next_ring) || mp_put_uint(pk, "step", m->step) ||
            mp_put_uint(pk, "epoch", m->epoch) ||
@@ -174,8 +184,17 @@ static int pack_step(msgpack_packer *pk, const ddp_step_t *m)
 
 static int pack_commit(msgpack_packer *pk, const ddp_commit_t *m)
 {
-    return put_head(pk, DDP_COMMIT, 3) || mp_put_uint(pk, "gen", m->gen) ||
-           mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "step", m->step);
+    return put_head(pk, DDP_COMMIT, 3 + (m->snapshot ? 1 : 0)) ||
+           mp_put_uint(pk, "gen", m->gen) || mp_put_uint(pk, "epoch", m->epoch) ||
+           mp_put_uint(pk, "step", m->step) ||
+           (m->snapshot && mp_put_uint(pk, "snapshot", m->snapshot));
+}
+
+static int pack_state(msgpack_packer *pk, const ddp_state_t *m)
+{
+    return put_head(pk, DDP_STATE, 3 + auth_keys(&m->auth)) || put_auth(pk, &m->auth) ||
+           mp_put_uint(pk, "gen", m->gen) || mp_put_uint(pk, "epoch", m->epoch) ||
+           mp_put_uint(pk, "step", m->step);
 }
 
 static int pack_code_reason(msgpack_packer *pk, ddp_type_t type, int32_t code,
@@ -205,6 +224,7 @@ static int pack_msg(msgpack_packer *pk, const ddp_msg_t *msg)
     case DDP_MEMBERS: return pack_members(pk, &msg->u.members);
     case DDP_STEP: return pack_step(pk, &msg->u.step);
     case DDP_COMMIT: return pack_commit(pk, &msg->u.commit);
+    case DDP_STATE: return pack_state(pk, &msg->u.state);
     }
     return -1;
 }
@@ -240,11 +260,14 @@ zmsg_t *proto_encode(const ddp_msg_t *msg)
     if (!msg)
         return NULL;
     zmsg_t *zmsg = encode_header(msg);
-    if (zmsg && msg->type == DDP_BATCH) {
-        /* msg is const: the pixels are copied. proto_encode_batch moves them. */
-        zframe_t *copy = zframe_dup(msg->u.batch.pixels);
+    zframe_t *data = msg->type == DDP_BATCH ? msg->u.batch.pixels
+                     : msg->type == DDP_STATE ? msg->u.state.image : NULL;
+    if (zmsg && data) {
+        /* msg is const: the frame is copied. proto_encode_batch moves pixels. */
+        zframe_t *copy = zframe_dup(data);
         if (!copy || zmsg_append(zmsg, &copy) != 0) {
-            log_error("proto_encode: cannot copy the BATCH pixel frame (out of memory?)");
+            log_error("proto_encode: cannot copy the %s data frame (out of memory?)",
+                      proto_type_name(msg->type));
             zframe_destroy(&copy);
             zmsg_destroy(&zmsg);
         }

@@ -90,6 +90,15 @@ static int v_metric(const ev_metric_t *m, char *err, size_t errlen, const char *
         return EBAD("'decision' is %u, want 0 (continue) or 1 (stop)", m->decision);
     if (!TERMINATED(m->decision_reason))
         return EBAD("'decision_reason' is not NUL-terminated");
+    if (m->has_probs && (!m->calib || !m->auc || !m->ap))
+        return EBAD("'calib', 'auc' or 'ap' is NULL");
+    if (m->ncurves > EVENT_MAX_CURVES ||
+        (m->ncurves && (!m->curve_class || !m->curve_pos || !m->curve_neg)))
+        return EBAD("%" PRIu32 " curves (at most %u, non-NULL)", m->ncurves, EVENT_MAX_CURVES);
+    for (uint32_t i = 0; i < m->ncurves; i++)
+        if (m->curve_class[i] < 0 || (uint32_t)m->curve_class[i] >= m->num_classes)
+            return EBAD("'curve_class[%" PRIu32 "]' is %" PRId32 ", want 0..%" PRIu32, i,
+                        m->curve_class[i], m->num_classes - 1);
     return 0;
 }
 
@@ -117,6 +126,13 @@ static int v_predictions(const ev_predictions_t *m, char *err, size_t errlen, co
         if (m->paths && (!m->paths[i] || strnlen(m->paths[i], DDP_MAX_STR) >= DDP_MAX_STR))
             return EBAD("'paths[%" PRIu64 "]' is NULL or too long", i);
     }
+    if (m->nprob > DDP_MAX_CLASSES || (m->nprob && m->n && !m->probs))
+        return EBAD("'nprob' is %" PRIu32 " (at most %d) or 'probs' is NULL", m->nprob,
+                    DDP_MAX_CLASSES);
+    for (uint64_t i = 0; i < m->n * m->nprob; i++)
+        if (m->probs[i] > EVENT_PROB_BINS - 1)
+            return EBAD("'probs[%" PRIu64 "]' is %u, want 0..%u", i, m->probs[i],
+                        EVENT_PROB_BINS - 1);
     return 0;
 }
 
@@ -195,6 +211,16 @@ static int pack_metric_optional(msgpack_packer *pk, const ev_metric_t *m)
         return -1;
     if (m->nonfinite_loss && mp_put_uint(pk, "nonfinite_loss", m->nonfinite_loss))
         return -1;
+    size_t nc = m->num_classes, nk = m->ncurves;
+    if (m->has_probs &&
+        (mp_put_double(pk, "ece", m->ece) ||
+         mp_put_bin(pk, "calib", m->calib, 3 * EVENT_CALIB_SLOTS * 8) ||
+         mp_put_bin(pk, "auc", m->auc, nc * 8) || mp_put_bin(pk, "ap", m->ap, nc * 8)))
+        return -1;
+    if (nk && (mp_put_bin(pk, "curve_class", m->curve_class, nk * 4) ||
+               mp_put_bin(pk, "curve_pos", m->curve_pos, nk * EVENT_PROB_BINS * 4) ||
+               mp_put_bin(pk, "curve_neg", m->curve_neg, nk * EVENT_PROB_BINS * 4)))
+        return -1;
     return m->has_decision &&
            (mp_put_uint(pk, "decision", m->decision) || mp_put_uint(pk, "streak", m->streak) ||
             mp_put_uint(pk, "epochs", m->epochs) ||
@@ -205,7 +231,8 @@ static int pack_metric(msgpack_packer *pk, const ev_metric_t *m)
 {
     size_t nc = m->num_classes;
     size_t keys = 16 + (m->confusion ? 1 : 0) + (m->nranks ? 1 : 0) + (m->has_decision ? 4 : 0) +
-                  (m->rejected ? 1 : 0) + (m->nonfinite_loss ? 1 : 0);
+                  (m->rejected ? 1 : 0) + (m->nonfinite_loss ? 1 : 0) +
+                  (m->has_probs ? 4 : 0) + (m->ncurves ? 3 : 0);
     return msgpack_pack_map(pk, keys) ||
            mp_put_uint(pk, "v", DDP_PROTO_VERSION) || mp_put_uint(pk, "epoch", m->epoch) ||
            mp_put_uint(pk, "phase", m->phase) || mp_put_bool(pk, "final", m->final) ||
@@ -226,7 +253,7 @@ static int pack_metric(msgpack_packer *pk, const ev_metric_t *m)
 static int pack_predictions(msgpack_packer *pk, const ev_predictions_t *m)
 {
     size_t n = (size_t)m->n;
-    return msgpack_pack_map(pk, 1 + 10 + (m->paths ? 1 : 0)) ||
+    return msgpack_pack_map(pk, 1 + 10 + (m->paths ? 1 : 0) + (m->nprob ? 2 : 0)) ||
            mp_put_uint(pk, "v", DDP_PROTO_VERSION) || mp_put_uint(pk, "epoch", m->epoch) ||
            mp_put_uint(pk, "phase", m->phase) || mp_put_uint(pk, "first", m->first) ||
            mp_put_uint(pk, "n", m->n) || mp_put_uint(pk, "total", m->total) ||
@@ -234,7 +261,9 @@ static int pack_predictions(msgpack_packer *pk, const ev_predictions_t *m)
            mp_put_bin(pk, "labels", m->labels, n * 4) ||
            mp_put_bin(pk, "topk", m->topk, n * m->k * 4) ||
            mp_put_bin(pk, "loss", m->loss, n * 4) ||
-           (m->paths && mp_put_strv(pk, "paths", m->paths, n));
+           (m->paths && mp_put_strv(pk, "paths", m->paths, n)) ||
+           (m->nprob && (mp_put_uint(pk, "nprob", m->nprob) ||
+                         mp_put_bin(pk, "probs", m->probs, n * m->nprob * 2)));
 }
 
 static int pack_progress(msgpack_packer *pk, const ev_progress_t *m)
@@ -350,6 +379,39 @@ static int d_rank_array(const mp_reader_t *r, const char *key, uint32_t *nranks,
     return *nranks ? mp_dup_bin(r, key, (size_t)*nranks * 8, "nranks*8", out) : 0;
 }
 
+/* The probability metrics: "ece" present means calib, auc and ap are too;
+ * curves only with their three keys. */
+static int d_metric_probs(const mp_reader_t *r, ev_metric_t *m)
+{
+    bool bad = false;
+    size_t nc = m->num_classes;
+    if (mp_find(r, "ece", &bad)) {
+        m->has_probs = true;
+        if (mp_get_double(r, "ece", &m->ece) ||
+            mp_dup_bin(r, "calib", 3 * EVENT_CALIB_SLOTS * 8, "3*16*8", (void **)&m->calib) ||
+            mp_dup_bin(r, "auc", nc * 8, "num_classes*8", (void **)&m->auc) ||
+            mp_dup_bin(r, "ap", nc * 8, "num_classes*8", (void **)&m->ap))
+            return -1;
+    } else if (bad) {
+        return -1;
+    }
+    const msgpack_object *o = mp_find(r, "curve_class", &bad);
+    if (bad)
+        return -1;
+    if (!o)
+        return 0;
+    if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size % 4 != 0 || o->via.bin.size == 0 ||
+        o->via.bin.size / 4 > EVENT_MAX_CURVES)
+        return mp_fail(r, "'curve_class' must be a bin of n*4 bytes, n 1..%u", EVENT_MAX_CURVES);
+    m->ncurves = o->via.bin.size / 4;
+    size_t h = (size_t)m->ncurves * EVENT_PROB_BINS * 4;
+    return mp_dup_bin(r, "curve_class", (size_t)m->ncurves * 4, "ncurves*4",
+                      (void **)&m->curve_class) ||
+           mp_dup_bin(r, "curve_pos", h, "ncurves*10001*4", (void **)&m->curve_pos) ||
+           mp_dup_bin(r, "curve_neg", h, "ncurves*10001*4", (void **)&m->curve_neg)
+               ? -1 : 0;
+}
+
 /* Keys added within version 1 are optional: an eval metric or an older
  * reducerd omits them. */
 static int d_metric_optional(const mp_reader_t *r, ev_metric_t *m)
@@ -357,7 +419,8 @@ static int d_metric_optional(const mp_reader_t *r, ev_metric_t *m)
     bool bad = false;
     if (d_rank_array(r, "rank_images_per_sec", &m->nranks, (void **)&m->rank_images_per_sec) ||
         mp_opt_uint(r, "rejected", UINT64_MAX, &m->rejected) ||
-        mp_opt_uint(r, "nonfinite_loss", UINT64_MAX, &m->nonfinite_loss))
+        mp_opt_uint(r, "nonfinite_loss", UINT64_MAX, &m->nonfinite_loss) ||
+        d_metric_probs(r, m))
         return -1;
     if (!mp_find(r, "decision", &bad))
         return bad ? -1 : 0;
@@ -400,6 +463,18 @@ static int d_metric(const mp_reader_t *r, ev_metric_t *m)
     return d_metric_optional(r, m);
 }
 
+/* Optional "nprob" + "probs" (--predictions probs|all). */
+static int d_predictions_probs(const mp_reader_t *r, ev_predictions_t *m)
+{
+    bool bad = false;
+    if (!mp_find(r, "nprob", &bad))
+        return bad ? -1 : 0;
+    if (mp_get_u32(r, "nprob", 1, DDP_MAX_CLASSES, &m->nprob))
+        return -1;
+    return mp_dup_bin(r, "probs", (size_t)m->n * m->nprob * 2, "n*nprob*2",
+                      (void **)&m->probs);
+}
+
 static int d_predictions(const mp_reader_t *r, ev_predictions_t *m)
 {
     size_t np = 0;
@@ -417,7 +492,8 @@ static int d_predictions(const mp_reader_t *r, ev_predictions_t *m)
            mp_dup_bin(r, "labels", n * 4, "n*4", (void **)&m->labels) ||
            mp_dup_bin(r, "topk", n * m->k * 4, "n*k*4", (void **)&m->topk) ||
            mp_dup_bin(r, "loss", n * 4, "n*4", (void **)&m->loss) ||
-           mp_get_strv(r, "paths", n, SIZE_MAX, DDP_MAX_STR, true, &m->paths, &np)
+           mp_get_strv(r, "paths", n, SIZE_MAX, DDP_MAX_STR, true, &m->paths, &np) ||
+           d_predictions_probs(r, m)
                ? -1 : 0;
 }
 
@@ -581,6 +657,12 @@ void event_clear(ddp_event_t *ev)
         mp_strv_free(ev->u.metric.class_names, ev->u.metric.num_classes);
         free(ev->u.metric.confusion);
         free(ev->u.metric.rank_images_per_sec);
+        free(ev->u.metric.calib);
+        free(ev->u.metric.auc);
+        free(ev->u.metric.ap);
+        free(ev->u.metric.curve_class);
+        free(ev->u.metric.curve_pos);
+        free(ev->u.metric.curve_neg);
     } else if (ev->topic == EV_PROGRESS) {
         free(ev->u.progress.rank_done);
     } else if (ev->topic == EV_PREDICTIONS) {
@@ -589,6 +671,7 @@ void event_clear(ddp_event_t *ev)
         free(p->labels);
         free(p->topk);
         free(p->loss);
+        free(p->probs);
         mp_strv_free(p->paths, p->n);
     } else if (ev->topic == EV_MEMBERSHIP) {
         free(ev->u.membership.ranks);

@@ -30,6 +30,10 @@ typedef enum {
 
 /* Most ranks a progress event's rank_done may list. */
 #define EVENT_MAX_RANKS 4096
+/* Probability metrics: see common/scorehist.h (PROB_BINS, CALIB_BINS + 1). */
+#define EVENT_PROB_BINS 10001u
+#define EVENT_CALIB_SLOTS 16u
+#define EVENT_MAX_CURVES 3u
 
 /* Exact counts of one (epoch, phase); everything else derives from them. */
 typedef struct {
@@ -64,6 +68,15 @@ typedef struct {
                                    "rejected"; absent decodes as 0) */
     uint64_t nonfinite_loss;    /* of samples, those whose loss is NaN or inf (a diverged
                                    model; key "nonfinite_loss", absent decodes as 0) */
+    /* Probability metrics (eval with --predictions probs|all; key "ece"
+     * present): exact from quantized probabilities (common/scorehist.h). */
+    bool has_probs;
+    double ece;                 /* TorchMetrics' 15-bin l1 calibration error */
+    uint64_t *calib;            /* 3 x EVENT_CALIB_SLOTS: count, correct, qsum per bin */
+    double *auc, *ap;           /* num_classes each, one-vs-rest; NaN: undefined */
+    uint32_t ncurves;           /* 0..EVENT_MAX_CURVES: the worst classes by AP */
+    int32_t *curve_class;       /* ncurves */
+    uint32_t *curve_pos, *curve_neg; /* ncurves x EVENT_PROB_BINS score histograms */
 } ev_metric_t;
 
 /* Per-sample results of an epoch, sorted by id; sent in chunks (first..). */
@@ -79,6 +92,8 @@ typedef struct {
     int32_t *topk;              /* n*k */
     float *loss;                /* n */
     char **paths;               /* n, or NULL */
+    uint32_t nprob;             /* probabilities per entry: 0 none, k (top-k) or num_classes */
+    uint16_t *probs;            /* n*nprob, quantized: p = q / 10^4 (key "probs") */
 } ev_predictions_t;
 
 typedef struct {

@@ -2,7 +2,8 @@
  *
  * {"topic":"metric","v":1, <the msgpack keys>}: the same keys as the
  * msgpack map, bins become arrays of numbers (confusion becomes nested
- * rows), non-finite doubles become null (JSON has no NaN), strings are
+ * rows), `phase` becomes its name ("eval" or "train", ddp_phase_t; as in
+ * summary.json), non-finite doubles become null (JSON has no NaN), strings are
  * UTF-8 (bytes that are not become U+FFFD). Built with jansson, written by
  * common/json.h in its compact style.
  */
@@ -32,6 +33,11 @@ static void s_uint(obj_t *o, const char *key, uint64_t v) { s_put(o, key, json_i
 static void s_int(obj_t *o, const char *key, int64_t v) { s_put(o, key, json_integer(v)); }
 static void s_num(obj_t *o, const char *key, double v) { s_put(o, key, json_number_or_null(v)); }
 static void s_str(obj_t *o, const char *key, const char *s) { s_put(o, key, json_utf8_or_null(s)); }
+/* event_validate let only DDP_PHASE_EVAL and DDP_PHASE_TRAIN through */
+static void s_phase(obj_t *o, uint8_t phase)
+{
+    s_put(o, "phase", json_string(phase == DDP_PHASE_TRAIN ? "train" : "eval"));
+}
 
 /* Appends v to array a; NULL (and a freed) when either is missing, so a
  * failure anywhere in a loop ends as a NULL array that s_put reports. */
@@ -110,7 +116,7 @@ static void s_metric_optional(obj_t *o, const ev_metric_t *m)
 static void s_metric(obj_t *o, const ev_metric_t *m)
 {
     s_uint(o, "epoch", m->epoch);
-    s_uint(o, "phase", m->phase);
+    s_phase(o, m->phase);
     s_put(o, "final", json_boolean(m->final));
     s_uint(o, "planned", m->planned);
     s_uint(o, "samples", m->samples);
@@ -136,7 +142,7 @@ static void s_metric(obj_t *o, const ev_metric_t *m)
 static void s_predictions(obj_t *o, const ev_predictions_t *m)
 {
     s_uint(o, "epoch", m->epoch);
-    s_uint(o, "phase", m->phase);
+    s_phase(o, m->phase);
     s_uint(o, "first", m->first);
     s_uint(o, "n", m->n);
     s_uint(o, "total", m->total);
@@ -159,7 +165,7 @@ static void s_predictions(obj_t *o, const ev_predictions_t *m)
 static void s_progress(obj_t *o, const ev_progress_t *p)
 {
     s_uint(o, "epoch", p->epoch);
-    s_uint(o, "phase", p->phase);
+    s_phase(o, p->phase);
     s_uint(o, "done", p->done);
     s_uint(o, "total", p->total);
     s_num(o, "images_per_sec", p->images_per_sec);
@@ -210,7 +216,7 @@ static void s_body(obj_t *o, const ddp_event_t *ev)
     }
     case EV_FAILED:
         s_uint(o, "epoch", ev->u.failed.epoch);
-        s_uint(o, "phase", ev->u.failed.phase);
+        s_phase(o, ev->u.failed.phase);
         s_uint(o, "id", ev->u.failed.id);
         s_str(o, "path", ev->u.failed.path);
         s_str(o, "reason", ev->u.failed.reason);

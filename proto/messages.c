@@ -13,7 +13,7 @@ const char *proto_type_name(int type)
         [DDP_END] = "END",       [DDP_RESULT] = "RESULT",   [DDP_FAILED] = "FAILED",
         [DDP_STOP] = "STOP",     [DDP_DONE] = "DONE",       [DDP_EPOCH] = "EPOCH",
         [DDP_ISSUED] = "ISSUED", [DDP_REISSUE] = "REISSUE", [DDP_MEMBERS] = "MEMBERS",
-        [DDP_STEP] = "STEP",     [DDP_COMMIT] = "COMMIT",
+        [DDP_STEP] = "STEP",     [DDP_COMMIT] = "COMMIT",   [DDP_STATE] = "STATE",
     };
     if (type < DDP_JOIN || type > DDP_TYPE_MAX)
         return "UNKNOWN";
@@ -49,6 +49,7 @@ void ddp_msg_clear(ddp_msg_t *msg)
         free(msg->u.batch.labels);
         zframe_destroy(&msg->u.batch.pixels);
         break;
+    case DDP_STATE: zframe_destroy(&msg->u.state.image); break;
     case DDP_ISSUED:
         free(msg->u.issued.ids);
         free(msg->u.issued.labels);
@@ -57,6 +58,7 @@ void ddp_msg_clear(ddp_msg_t *msg)
         free(msg->u.result.ids);
         free(msg->u.result.labels);
         free(msg->u.result.topk);
+        free(msg->u.result.probs);
         free(msg->u.result.loss);
         break;
     default: break;

@@ -55,7 +55,8 @@ typedef enum {
     DDP_MEMBERS = 15,  /* reducerd -> gpud, loaderd: a new membership generation (docs/ELASTIC.md) */
     DDP_STEP = 16,     /* gpud -> reducerd: my share of step S is summed (or my ring failed) */
     DDP_COMMIT = 17,   /* reducerd -> gpud, loaderd: every member summed step S: apply it */
-    DDP_TYPE_MAX = 17
+    DDP_STATE = 18,    /* a joiner's training state: rank 0 -> reducerd -> joiner; the joiner's ack */
+    DDP_TYPE_MAX = 18
 } ddp_type_t;
 
 /* STOP code (and exit status of every daemon hearing it) when reducerd
@@ -84,6 +85,9 @@ typedef struct {
     char host[DDP_MAX_NAME];
     char backend[16];          /* "cpu" | "cuda" | "" for non-compute roles */
     char ring[DDP_MAX_EP];     /* optional: gpud's all-reduce PULL endpoint ("" none) */
+    /* optional, gpud --train: the job-wide settings (model, optimizer,
+     * schedule, G, seed ... as flags); every rank of a job has the same */
+    char config[DDP_MAX_STR];
 } ddp_join_t;
 
 typedef struct {
@@ -97,6 +101,9 @@ typedef struct {
     bool has_secret;           /* optional: loaderd's plan ack carries the job secret */
     uint8_t secret[DDP_SECRET_LEN];
     uint32_t gen;              /* optional, train: membership generation (0 absent) */
+    /* optional, train: 1 = the job runs already; this gpud waits for its
+     * STATE and its place (MEMBERS); rank is then -1 (docs/ELASTIC.md) */
+    uint8_t joining;
 } ddp_welcome_t;
 
 typedef struct {
@@ -159,6 +166,9 @@ typedef struct {
     int32_t *labels;           /* n */
     int32_t *topk;             /* n*k class ids, best first */
     float *loss;               /* n cross-entropy losses */
+    uint32_t nprob;            /* optional: classes per sample in probs (0 absent) */
+    uint16_t *probs;           /* n*nprob softmax probabilities quantized to 1e-4:
+                                  q = round(p * 10^4), 0..10000 (--probs) */
     double compute_s;          /* seconds of compute for this batch */
     double lr;                 /* optional, train: learning rate of the step (0 absent) */
     uint64_t step;             /* optional, train: absolute optimizer step */
@@ -172,6 +182,8 @@ typedef struct {
     uint64_t id;
     char path[DDP_MAX_STR];
     char reason[DDP_MAX_STR];
+    int32_t label;             /* optional: the sample's class when known (-1, the
+                                  default, absent: unknown) */
     ddp_auth_t auth;           /* optional on the wire, required by reducerd */
 } ddp_failed_t;
 
@@ -231,6 +243,9 @@ typedef struct {
      * rank, at reducerd and at loaderd). 0: absent (loaderd keeps its own) */
     uint64_t session;
     uint8_t token[DDP_TOKEN_LEN];
+    /* optional: 1 = too few ranks (or the --pause-at-step hook): nobody
+     * trains until a later MEMBERS; joiners may enter meanwhile */
+    uint8_t paused;
 } ddp_members_t;
 
 typedef enum { DDP_STEP_SUMMED = 0, DDP_STEP_RING_FAILED = 1 } ddp_step_status_t;
@@ -251,7 +266,21 @@ typedef struct {
     uint32_t gen;
     uint32_t epoch;
     uint64_t step;
+    uint8_t snapshot;          /* optional, to rank 0: send STATE after applying it (a joiner waits) */
 } ddp_commit_t;
+
+/* STATE (docs/ELASTIC.md "Joining"): with an image, the training state
+ * after the last committed step (a checkpoint file's bytes) from rank 0 to
+ * reducerd and from reducerd to the joiner; without one, the joiner's
+ * "loaded" answer. step: the first step the joiner will run (C + 1). */
+#define DDP_MAX_STATE (1ull << 34)
+typedef struct {
+    uint32_t gen;              /* the generation it was made in */
+    uint32_t epoch;            /* the epoch of step */
+    uint64_t step;
+    zframe_t *image;           /* optional second frame; owned */
+    ddp_auth_t auth;           /* optional on the wire, required by reducerd */
+} ddp_state_t;
 
 typedef struct {
     ddp_type_t type;
@@ -273,6 +302,7 @@ typedef struct {
         ddp_members_t members;
         ddp_step_t step;
         ddp_commit_t commit;
+        ddp_state_t state;
     } u;
 } ddp_msg_t;
 

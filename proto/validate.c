@@ -96,6 +96,7 @@ static int v_join(const ddp_join_t *m, char *err, size_t errlen, const char *wha
     CHECK_FIXED(m->host, "host", 0);
     CHECK_FIXED(m->backend, "backend", 0);
     CHECK_FIXED(m->ring, "ring", 0);
+    CHECK_FIXED(m->config, "config", 0);
     return 0;
 }
 
@@ -103,9 +104,12 @@ static int v_welcome(const ddp_welcome_t *m, char *err, size_t errlen, const cha
 {
     if (m->world < 1)
         return BAD("'world' is %" PRId32 ", want >= 1", m->world);
-    if (m->rank < 0 || m->rank >= m->world)
-        return BAD("'rank' is %" PRId32 ", want 0..world-1 = 0..%" PRId32, m->rank,
-                   m->world - 1);
+    if (m->joining > 1 || (m->joining && !m->train))
+        return BAD("'joining' is %u (train %u), want 0, or 1 in a training job", m->joining,
+                   m->train);
+    if (m->joining ? m->rank != -1 : (m->rank < 0 || m->rank >= m->world))
+        return BAD("'rank' is %" PRId32 ", want %s0..world-1 = 0..%" PRId32, m->rank,
+                   m->joining ? "-1 for a joiner, not " : "", m->world - 1);
     CHECK_FIXED(m->job, "job", 0);
     if (m->train > 1)
         return BAD("'train' is %u, want 0 or 1", m->train);
@@ -201,6 +205,12 @@ static int v_result(const ddp_result_t *m, char *err, size_t errlen, const char 
         if (m->topk[i] < 0 || m->topk[i] >= DDP_MAX_CLASSES)
             return BAD("'topk[%" PRIu64 "]' is %" PRId32 ", want 0..%d", i, m->topk[i],
                        DDP_MAX_CLASSES - 1);
+    if (m->nprob > DDP_MAX_CLASSES || (m->nprob && !m->probs))
+        return BAD("'nprob' is %" PRIu32 " (at most %d) or 'probs' is NULL", m->nprob,
+                   DDP_MAX_CLASSES);
+    for (uint64_t i = 0; i < (uint64_t)m->n * m->nprob; i++)
+        if (m->probs[i] > 10000)
+            return BAD("'probs[%" PRIu64 "]' is %u, want 0..10000 (p * 10^4)", i, m->probs[i]);
     /* loss may be NaN/inf (a diverged model is data, not a protocol error). */
     if (!isfinite(m->compute_s) || m->compute_s < 0)
         return BAD("'compute_s' is %g, want a finite value >= 0", m->compute_s);
@@ -211,6 +221,9 @@ static int v_result(const ddp_result_t *m, char *err, size_t errlen, const char 
 
 static int v_failed(const ddp_failed_t *m, char *err, size_t errlen, const char *what)
 {
+    if (m->label < -1 || m->label >= DDP_MAX_CLASSES)
+        return BAD("'label' is %" PRId32 ", want 0..%d (or absent)", m->label,
+                   DDP_MAX_CLASSES - 1);
     if (check_phase(m->phase, err, errlen, what))
         return -1;
     if (m->id >= DDP_MAX_SAMPLES)
@@ -268,6 +281,8 @@ static int v_members(const ddp_members_t *m, char *err, size_t errlen, const cha
     CHECK_FIXED(m->reason, "reason", 0);
     if (m->session && m->rank < 0)
         return BAD("a token for loaderd (rank -1): only a gpud's MEMBERS carries one");
+    if (m->paused > 1)
+        return BAD("'paused' is %u, want 0 or 1", m->paused);
     if (!m->names)
         return BAD("'names' is NULL with world = %" PRId32, m->world);
     for (int32_t i = 0; i < m->world; i++) {
@@ -297,6 +312,15 @@ static int v_step(const ddp_step_t *m, char *err, size_t errlen, const char *wha
     return v_auth(&m->auth, err, errlen, what);
 }
 
+static int v_state(const ddp_state_t *m, char *err, size_t errlen, const char *what)
+{
+    if (m->image && zframe_size(m->image) == 0)
+        return BAD("an empty state image");
+    if (m->image && zframe_size(m->image) > DDP_MAX_STATE)
+        return BAD("a state image of %zu bytes, want at most 2^34", zframe_size(m->image));
+    return v_auth(&m->auth, err, errlen, what);
+}
+
 int proto_validate(const ddp_msg_t *msg, char *err, size_t errlen)
 {
     const char *what = proto_type_name(msg->type);
@@ -317,7 +341,12 @@ int proto_validate(const ddp_msg_t *msg, char *err, size_t errlen)
     case DDP_REISSUE: return v_reissue(&msg->u.reissue, err, errlen, what);
     case DDP_MEMBERS: return v_members(&msg->u.members, err, errlen, what);
     case DDP_STEP: return v_step(&msg->u.step, err, errlen, what);
-    case DDP_COMMIT: return 0;
+    case DDP_COMMIT:
+        if (msg->u.commit.snapshot > 1)
+            return bad(err, errlen, what, "'snapshot' is %u, want 0 or 1",
+                       msg->u.commit.snapshot);
+        return 0;
+    case DDP_STATE: return v_state(&msg->u.state, err, errlen, what);
     }
     return bad(err, errlen, "message", "unknown type %d, want 1..%d", (int)msg->type,
                DDP_TYPE_MAX);

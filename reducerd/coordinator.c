@@ -2,6 +2,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "reducerd/admission.h"
 #include "reducerd/eval.h"
 #include "reducerd/job.h"
 #include "reducerd/membership.h"
@@ -94,6 +95,7 @@ static const ddp_auth_t *msg_auth(const ddp_msg_t *m)
     case DDP_ISSUED: return &m->u.issued.auth;
     case DDP_HEARTBEAT: return &m->u.heartbeat.auth;
     case DDP_STEP: return &m->u.step.auth;
+    case DDP_STATE: return &m->u.state.auth;
     default: return NULL;
     }
 }
@@ -158,6 +160,7 @@ static void on_message(reducer_t *self, zframe_t *route, ddp_msg_t *m)
     case DDP_HEARTBEAT: on_heartbeat(self, route, &m->u.heartbeat); break;
     case DDP_DONE: on_done(self, route, &m->u.done); break;
     case DDP_STEP: membership_on_step(self, route, &m->u.step); break;
+    case DDP_STATE: admission_on_state(self, route, &m->u.state); break;
     default: {
         char who[64];
         trust_peer_label(self, route, who, sizeof who);
@@ -185,8 +188,10 @@ void coordinator_tick(reducer_t *self, int64_t now_ms)
         if (!self->finished)
             publish_progress(self);
     }
-    if (!self->finished && self->options.train)
+    if (!self->finished && self->options.train) {
+        admission_tick(self, now_ms);
         training_tick(self);
+    }
     else if (!self->finished)
         eval_tick(self);
     if (!self->finished)

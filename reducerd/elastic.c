@@ -196,6 +196,25 @@ int32_t elastic_change(elastic_t *self, const bool *lost, int32_t *map)
     return w;
 }
 
+int32_t elastic_grow(elastic_t *self, int32_t id)
+{
+    if (self->world >= DDP_MAX_WORLD)
+        return -1;
+    elastic_t bigger = *self;
+    if (alloc_ranks(&bigger, self->world + 1) < 0) {
+        free_ranks(&bigger);
+        return -1;
+    }
+    memcpy(bigger.member, self->member, (size_t)self->world * sizeof *self->member);
+    free_ranks(self);
+    *self = bigger;
+    self->member[self->world] = id;
+    self->world++;
+    self->gen++;
+    clear_reports(self);   /* dead[] is zeroed by calloc: nobody is dead yet */
+    return self->world - 1;
+}
+
 uint64_t elastic_next_step(const elastic_t *self)
 {
     return self->have_committed ? self->committed + 1 : self->step;
@@ -254,6 +273,7 @@ int pending_add(pending_t *self, int32_t id, ddp_result_t *res, int32_t **labels
     res->labels = NULL;
     res->topk = NULL;
     res->loss = NULL;
+    res->probs = NULL;
     *labels = NULL;
     return 0;
 }

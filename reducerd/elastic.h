@@ -83,6 +83,12 @@ void elastic_commit(elastic_t *self);
  * for a lost one (world entries). Returns W' (0: nobody is left). */
 int32_t elastic_change(elastic_t *self, const bool *lost, int32_t *map);
 
+/* The next generation with id joined as the last rank: gen + 1, world + 1,
+ * reports and deaths cleared, the same step in flight (C + 1: redone).
+ * Returns the joiner's rank, or -1 (out of memory, DDP_MAX_WORLD reached:
+ * nothing changed). */
+int32_t elastic_grow(elastic_t *self, int32_t id);
+
 /* The first step of the current generation's work: C + 1, or the step in
  * flight before any commit. */
 uint64_t elastic_next_step(const elastic_t *self);

@@ -63,7 +63,8 @@ void eval_on_plan(reducer_t *self, zframe_t *route, ddp_plan_t *plan)
         job_ack_plan(self, route); /* a restarted loader: same plan, carry on */
         return;
     }
-    if (plan->phase > DDP_PHASE_TRAIN || !reducer_open_slot(self, plan, true)) {
+    slot_t *opened = plan->phase > DDP_PHASE_TRAIN ? NULL : reducer_open_slot(self, plan, true);
+    if (!opened || (self->options.probs && slot_enable_probs(opened, self->options.probs) < 0)) {
         self->exit_code = 1;
         return;
     }

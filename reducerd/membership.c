@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "common/errbuf.h"
 #include "common/log.h"
+#include "reducerd/admission.h"
 #include "reducerd/job.h"
 #include "reducerd/publish.h"
 #include "reducerd/results.h"
@@ -68,6 +69,27 @@ static uint32_t epoch_in_flight(const reducer_t *self)
     return train && slot_complete(train) ? self->epoch + 1 : self->epoch;
 }
 
+/* The --pause-at-step test hook: the same ranks in a new, paused
+ * generation, until one more rank joined (a scale-up at a known step). */
+static void pause_hook(reducer_t *self, uint64_t step, uint32_t epoch)
+{
+    elastic_t *e = self->elastic;
+    bool *none = calloc((size_t)e->world, sizeof *none);
+    int32_t *map = calloc((size_t)e->world, sizeof *map);
+    char reason[256] = "--pause-at-step (a test hook)";
+    self->options.pause_at_step = -1;   /* once */
+    if (!none || !map) {
+        job_finish(self, 1, "out of memory pausing the job");
+    } else {
+        elastic_change(e, none, map);
+        admission_pause(self, e->world + 1, step, epoch, reason, sizeof reason);
+        membership_announce(self, step, epoch, reason);
+        admission_pump(self);
+    }
+    free(none);
+    free(map);
+}
+
 static void commit(reducer_t *self)
 {
     elastic_t *e = self->elastic;
@@ -80,12 +102,22 @@ static void commit(reducer_t *self)
         results_count_committed(self, peers_at(self->peers, item.id), &item.res, item.labels);
         pending_item_free(&item);
     }
-    for (int32_t r = 0; r < e->world; r++)
+    /* the --pause-at-step hook pauses after the step before; else a joiner
+     * that waits enters now: rank 0 sends its state once it applied the step */
+    bool hook = self->options.pause_at_step >= 0 && !self->paused &&
+                (uint64_t)self->options.pause_at_step == m.u.commit.step + 1;
+    bool snapshot = !hook && admission_begin(self, m.u.commit.step, m.u.commit.epoch);
+    for (int32_t r = 0; r < e->world; r++) {
+        m.u.commit.snapshot = r == 0 && snapshot;
         reducer_send(self, member(self, r)->identity, &m);
+    }
+    m.u.commit.snapshot = 0;
     if (self->loader_identity)
         reducer_send(self, self->loader_identity, &m);
     log_debug("generation %u: step %" PRIu64 " of epoch %u committed", m.u.commit.gen,
               m.u.commit.step, m.u.commit.epoch);
+    if (hook)
+        pause_hook(self, m.u.commit.step + 1, m.u.commit.epoch);
 }
 
 /* Below --min-workers: the job fails as it always did on a dead rank. */
@@ -119,9 +151,7 @@ static void cause_of(reducer_t *self, int32_t r, char *buf, size_t cap)
     snprintf(buf, cap, "lost");
 }
 
-/* The MEMBERS of the current generation to every member (with its token
- * for its new rank) and to loaderd. */
-static void send_members(reducer_t *self, uint64_t step, uint32_t epoch, const char *reason)
+void membership_announce(reducer_t *self, uint64_t step, uint32_t epoch, const char *reason)
 {
     elastic_t *e = self->elastic;
     char **names = calloc((size_t)e->world, sizeof *names);
@@ -134,7 +164,7 @@ static void send_members(reducer_t *self, uint64_t step, uint32_t epoch, const c
     ddp_msg_t m = {.type = DDP_MEMBERS};
     ddp_members_t *mm = &m.u.members;
     *mm = (ddp_members_t){.gen = e->gen, .world = e->world, .step = step, .epoch = epoch,
-                          .names = names};
+                          .names = names, .paused = self->paused};
     snprintf(mm->reason, sizeof mm->reason, "%s", reason);
     for (int32_t r = 0; r < e->world; r++) {
         peer_t *p = member(self, r);
@@ -166,8 +196,9 @@ static void change(reducer_t *self, const bool *lost)
             nlost++;
             first = first < 0 ? r : first;
         }
-    if (old_world - nlost < self->options.min_workers) {
-        fail_below_min(self, member(self, first), old_world - nlost);
+    int32_t left = old_world - nlost;
+    if (left < self->options.min_workers && (left < 1 || !self->options.rejoin_timeout_s)) {
+        fail_below_min(self, member(self, first), left);
         return;
     }
     uint64_t step = elastic_next_step(e);
@@ -206,7 +237,11 @@ static void change(reducer_t *self, const bool *lost)
     size_t dropped = pending_drop_after(self->pending, e->have_committed, e->committed);
     self->stale_messages += issued_renumber(self->issued, map, old_world);
     bool redone = dropped || (train && !slot_complete(train));
-    send_members(self, step, epoch, reason);
+    admission_cancel(self, "a rank was lost");
+    if (left < self->options.min_workers)   /* too few: wait for joiners */
+        admission_pause(self, (int32_t)self->options.min_workers, step, epoch, reason,
+                        sizeof reason);
+    membership_announce(self, step, epoch, reason);
     self->ranks_lost += (uint32_t)nlost;
     self->steps_redone += redone;
     self->last_activity_ms = clock_mono_ms();
@@ -216,13 +251,13 @@ static void change(reducer_t *self, const bool *lost)
                 "step %llu", e->gen, reason, e->world, e->world == 1 ? "" : "s",
                 (unsigned long long)step);
     publish_membership(self, "lost", (uint32_t)nlost, ranks, names, redone, step, epoch, reason);
+    admission_pump(self);   /* a joiner may be waiting already */
     free(map);
     free(ranks);
     free(names);
 }
 
-/* Commits and changes until nothing is left to decide. */
-static void decide(reducer_t *self)
+void membership_decide(reducer_t *self)
 {
     while (!self->finished && self->elastic) {
         bool *lost = calloc((size_t)self->elastic->world, sizeof *lost);
@@ -231,6 +266,10 @@ static void decide(reducer_t *self)
             return;
         }
         elastic_verdict_t v = elastic_judge(self->elastic, lost);
+        if (v == ELASTIC_COMMIT && admission_holds(self)) {
+            free(lost);   /* the joiner enters first; this step is then redone */
+            return;
+        }
         if (v == ELASTIC_COMMIT)
             commit(self);
         else if (v == ELASTIC_CHANGE)
@@ -258,7 +297,7 @@ void membership_rank_dead(reducer_t *self, peer_t *p)
     if (r < 0)
         return;
     elastic_dead(self->elastic, r);
-    decide(self);
+    membership_decide(self);
 }
 
 /* A STEP from the socket that holds its rank in the current generation,
@@ -304,5 +343,5 @@ void membership_on_step(reducer_t *self, zframe_t *route, const ddp_step_t *st)
         log_warn("rank %d (%s): its ring failed at step %llu%s", st->rank,
                  member(self, st->rank)->name, (unsigned long long)st->step, suspect);
     }
-    decide(self);
+    membership_decide(self);
 }

@@ -2,8 +2,10 @@
 #include "reducerd/options.h"
 
 #include "common/zsecurity.h"
+#include "proto/messages.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #define T reducer_options_t
 static const option_t s_rows[] = {
@@ -18,6 +20,10 @@ static const option_t s_rows[] = {
     OPTION_FLAG(T, predictions, "predictions",
                 "publish per-sample predictions (for predictions.csv; training: of the last "
                 "validation)"),
+    OPTION_STRING(T, probs, "probs", "MODE", NULL,
+                  "eval: every RESULT must carry the quantized softmax (gpud --probs); compute "
+                  "ECE, per-class ROC-AUC and average precision exactly, and keep the "
+                  "probabilities of the top-k (topk) or of every class (all) for the predictions"),
     OPTION_LONG(T, worker_timeout_s, "worker-timeout", "S", 10, 1, 86400,
                 "a gpud silent this long is reported dead"),
     OPTION_LONG(T, stall_timeout_s, "stall-timeout", "S", 600, 0, 86400 * 7,
@@ -47,6 +53,14 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, min_workers, "min-workers", "N", 1, 1, 4096,
                 "a lost rank costs its step, not the job, while at least N ranks are left; "
                 "below N the job fails with a resumable checkpoint"),
+    OPTION_LONG(T, max_workers, "max-workers", "N", 0, 1, DDP_MAX_WORLD,
+                "gpuds that join the running job are admitted while fewer than N ranks train "
+                "(default: --workers, so a replacement can fill a lost rank's place)"),
+    OPTION_LONG(T, rejoin_timeout_s, "rejoin-timeout", "S", 60, 0, 86400,
+                "below --min-workers the job pauses up to S s for ranks to join (gpud --join); "
+                "then it stops with a resumable checkpoint (0: at once)"),
+    OPTION_LONG(T, pause_at_step, "pause-at-step", "S", -1, 0, (long)1 << 40,
+                "test hook: pause before step S until a rank joins (default: off)"),
     OPTION_LONG(T, start_step, "start-step", "S", 0, 0, (long)1 << 40,
                 "the run's first optimizer step (a resumed run's ckpt.step)"),
     ZS_SECURITY_OPTIONS,
@@ -71,6 +85,11 @@ static int check_training(const reducer_options_t *self)
                 self->min_workers, self->workers);
         return -1;
     }
+    if (self->max_workers && self->max_workers < self->workers) {
+        fprintf(stderr, "reducerd: --max-workers %ld is less than --workers %ld\n",
+                self->max_workers, self->workers);
+        return -1;
+    }
     if (self->no_val && self->target_accuracy > 0) {
         fprintf(stderr, "reducerd: --target-accuracy needs validation: drop --no-val (and give "
                         "loaderd --val) or drop --target-accuracy\n");
@@ -89,6 +108,10 @@ int reducer_options_parse(reducer_options_t *self, int argc, char **argv)
     if (!self->bind || !self->pub) {
         fprintf(stderr, "reducerd: --bind and --pub are required\n");
         options_usage(&reducer_options_table, stderr);
+        return -1;
+    }
+    if (self->probs && strcmp(self->probs, "topk") != 0 && strcmp(self->probs, "all") != 0) {
+        fprintf(stderr, "reducerd: --probs %s: want topk or all\n", self->probs);
         return -1;
     }
     return check_training(self);

@@ -13,6 +13,7 @@ typedef struct {
     long reporters;            /* reporterd DONE replies to wait for */
     const char *job;
     int predictions;
+    const char *probs;         /* NULL, "topk" or "all": probability metrics (eval) */
     long worker_timeout_s;
     long stall_timeout_s;      /* 0: off */
     long done_timeout_s;
@@ -26,6 +27,9 @@ typedef struct {
     long streak;               /* the streak a resumed run continues */
     const char *resume_dir;    /* named in a failure's "resume with" hint */
     long min_workers;          /* elastic: fewer ranks than this fail the job */
+    long max_workers;          /* elastic: joiners are admitted up to this world (0: --workers) */
+    long rejoin_timeout_s;     /* elastic: how long a job below --min-workers waits for joiners */
+    long pause_at_step;        /* test hook: pause before this step until a rank joins; -1 off */
     long start_step;           /* the run's first optimizer step (a resume's ckpt.step) */
     int verbose;
 } reducer_options_t;

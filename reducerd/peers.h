@@ -25,6 +25,7 @@ typedef struct {
     bool removed;              /* lost: dead, holds no rank, answered with STOP(fenced) */
     uint32_t removed_gen;      /* the generation that left it out */
     bool told_fenced;          /* its STOP(fenced) went out (once) */
+    bool joining;              /* welcomed into the running job, waiting for its place (rank -1) */
 } peer_t;
 
 typedef struct peers peers_t;

@@ -21,6 +21,7 @@ reducer_t *reducer_new(const reducer_options_t *options)
     self->peers = peers_new((int)options->workers);
     self->issued = issued_new();
     self->pending = pending_new();
+    self->admit.peer = -1;
     if (token_random(self->secret, sizeof self->secret) < 0 ||
         token_new_session(&self->session) < 0) {
         log_error("cannot draw the job secret: no kernel randomness (getrandom)?");

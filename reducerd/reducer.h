@@ -77,6 +77,25 @@ typedef struct reducer {
     uint64_t fenced_messages;   /* from removed ranks: answered once, never counted */
     uint32_t ranks_lost;
     uint32_t steps_redone;
+    /* ranks joining the running job (admission.c) */
+    char job_config[DDP_MAX_STR]; /* the first training gpud's settings; every other must match */
+    bool have_job_config;
+    struct {
+        int peer;               /* the joiner being admitted (peer index), -1 none */
+        bool state_sent;        /* rank 0's STATE went on to it; its answer is awaited */
+        uint64_t step;          /* the step it enters at (C + 1) */
+        uint32_t epoch;
+        int64_t deadline_ms;
+    } admit;
+    uint32_t ranks_joined;
+    uint32_t joins_refused;
+    /* paused (too few ranks, or the --pause-at-step hook): no step runs
+     * until joiners bring the world to pause_until_world */
+    bool paused;
+    int32_t pause_until_world;
+    int64_t pause_deadline_ms;
+    uint64_t pause_step;
+    uint32_t pause_epoch;
 } reducer_t;
 
 /* Binds the sockets, draws the job's secret and session; NULL (logged)

@@ -84,6 +84,12 @@ void slot_destroy(slot_t **self_p)
 
 const ddp_plan_t *slot_plan(const slot_t *self) { return &self->plan; }
 const tally_t *slot_tally(const slot_t *self) { return self->tally; }
+
+int slot_enable_probs(slot_t *self, const char *mode)
+{
+    uint32_t nc = self->plan.num_classes, k = nc < DDP_MAX_K ? nc : DDP_MAX_K;
+    return tally_enable_probs(self->tally, strcmp(mode, "all") == 0 ? nc : k);
+}
 uint64_t slot_expected(const slot_t *self) { return self->expected; }
 uint64_t slot_accounted(const slot_t *self) { return tally_accounted(self->tally); }
 bool slot_complete(const slot_t *self) { return tally_accounted(self->tally) >= self->expected; }
@@ -107,8 +113,10 @@ void slot_add_result(slot_t *self, const ddp_result_t *res, double now_s, uint64
 {
     *invalid = *dup = 0;
     for (uint32_t i = 0; i < res->n; i++) {
-        int rc = tally_add_result(self->tally, res->ids[i], res->labels[i],
-                                  res->topk + (size_t)i * res->k, res->k, res->loss[i]);
+        const uint16_t *q = res->probs ? res->probs + (size_t)i * res->nprob : NULL;
+        int rc = tally_add_result_probs(self->tally, res->ids[i], res->labels[i],
+                                        res->topk + (size_t)i * res->k, res->k, res->loss[i], q,
+                                        res->nprob);
         *invalid += rc < 0;
         *dup += rc == 1;
     }
@@ -128,7 +136,7 @@ void slot_add_result(slot_t *self, const ddp_result_t *res, double now_s, uint64
 
 int slot_add_failed(slot_t *self, const ddp_failed_t *f, double now_s)
 {
-    int rc = tally_add_failed(self->tally, f->id);
+    int rc = tally_add_failed_label(self->tally, f->id, f->label);
     if (rc == 0) {
         self->failed++;
         size_t len = strlen(f->path) + strlen(f->reason) + 2;

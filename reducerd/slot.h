@@ -28,6 +28,9 @@ slot_t *slot_new(ddp_plan_t *plan, bool keep_predictions, uint32_t world, double
 void slot_destroy(slot_t **self_p);
 
 const ddp_plan_t *slot_plan(const slot_t *self);
+/* Probability metrics on (tally_enable_probs); mode "topk" or "all": the
+ * probabilities kept per sample for the predictions. 0 or -1 (logged). */
+int slot_enable_probs(slot_t *self, const char *mode);
 const tally_t *slot_tally(const slot_t *self);
 /* Samples the slot waits for: n - skip. */
 uint64_t slot_expected(const slot_t *self);

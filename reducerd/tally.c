@@ -5,6 +5,11 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "reducerd/calib.h"
+#include "reducerd/curves.h"
+
+_Static_assert(PROB_BINS == EVENT_PROB_BINS && CALIB_SLOTS == EVENT_CALIB_SLOTS,
+               "proto/event.h and common/scorehist.h disagree on the bins");
 
 struct tally {
     uint32_t epoch;
@@ -21,6 +26,15 @@ struct tally {
     uint8_t *status; /* n */
     int32_t *labels; /* n */
     int32_t *topk;   /* n*k */
+    /* with probabilities only (tally_enable_probs): */
+    curves_t *curves;
+    calib_t calib;
+    uint32_t nprob;   /* kept per sample for the predictions: 0, k or nc */
+    uint16_t *probs;  /* n*nprob */
+    double *auc, *ap; /* nc, filled by tally_fill_metric */
+    uint64_t calib_out[3 * CALIB_SLOTS];
+    int32_t curve_class[EVENT_MAX_CURVES];
+    uint32_t *curve_pos, *curve_neg; /* EVENT_MAX_CURVES * PROB_BINS */
 };
 
 static bool s_bit(const uint64_t *bits, uint64_t i) { return (bits[i >> 6] >> (i & 63)) & 1u; }
@@ -101,6 +115,12 @@ void tally_destroy(tally_t **self_p)
     free(self->status);
     free(self->labels);
     free(self->topk);
+    curves_destroy(&self->curves);
+    free(self->probs);
+    free(self->auc);
+    free(self->ap);
+    free(self->curve_pos);
+    free(self->curve_neg);
     free(self);
     *self_p = NULL;
 }
@@ -120,11 +140,67 @@ static bool s_result_valid(const tally_t *self, uint64_t id, int32_t label, cons
     return isnan(loss) || loss >= 0.0f;
 }
 
+int tally_enable_probs(tally_t *self, uint32_t keep)
+{
+    if (keep != 0 && keep != self->k && keep != self->nc) {
+        log_error("tally: keep %u probabilities per sample: want 0, k=%u or %u classes", keep,
+                  self->k, self->nc);
+        return -1;
+    }
+    if (self->n > UINT32_MAX) {
+        log_error("probability metrics count in 32 bits: %llu samples is too many",
+                  (unsigned long long)self->n);
+        return -1;
+    }
+    self->curves = curves_new(self->nc);
+    if (!self->curves)
+        return -1;
+    self->auc = calloc(self->nc, sizeof(double));
+    self->ap = calloc(self->nc, sizeof(double));
+    self->curve_pos = calloc((size_t)EVENT_MAX_CURVES * PROB_BINS, sizeof(uint32_t));
+    self->curve_neg = calloc((size_t)EVENT_MAX_CURVES * PROB_BINS, sizeof(uint32_t));
+    if (self->status && keep) {
+        self->nprob = keep;
+        self->probs = s_calloc(self->n * keep, sizeof(uint16_t));
+    }
+    if (!self->auc || !self->ap || !self->curve_pos || !self->curve_neg ||
+        (self->nprob && !self->probs)) {
+        log_error("tally: out of memory for the probability metrics of %u classes", self->nc);
+        return -1;
+    }
+    return 0;
+}
+
+/* The probability parts of a result already counted. */
+static void s_add_probs(tally_t *self, uint64_t id, int32_t label, const int32_t *topk,
+                        const uint16_t *q)
+{
+    curves_add(self->curves, label, q);
+    calib_add(&self->calib, q[topk[0]], topk[0] == label);
+    if (!self->probs)
+        return;
+    uint16_t *row = self->probs + id * self->nprob;
+    for (uint32_t j = 0; j < self->nprob; j++)
+        row[j] = self->nprob == self->k ? q[topk[j]] : q[j]; /* k == nc: top-k order */
+}
+
 int tally_add_result(tally_t *self, uint64_t id, int32_t label, const int32_t *topk, uint32_t k,
                      float loss)
 {
+    return tally_add_result_probs(self, id, label, topk, k, loss, NULL, 0);
+}
+
+int tally_add_result_probs(tally_t *self, uint64_t id, int32_t label, const int32_t *topk,
+                           uint32_t k, float loss, const uint16_t *q, uint32_t nq)
+{
     if (!self || !s_result_valid(self, id, label, topk, k, loss))
         return -1;
+    if (self->curves && (!q || nq != self->nc))
+        return -1; /* a worker without --probs in a job that asks for them */
+    if (q)
+        for (uint32_t c = 0; c < nq; c++)
+            if (q[c] > PROB_RES)
+                return -1;
     if (s_bit(self->seen, id)) {
         self->duplicates++;
         return 1;
@@ -146,12 +222,16 @@ int tally_add_result(tally_t *self, uint64_t id, int32_t label, const int32_t *t
         self->labels[id] = label;
         memcpy(self->topk + id * k, topk, k * sizeof(int32_t));
     }
+    if (self->curves)
+        s_add_probs(self, id, label, topk, q);
     return 0;
 }
 
-int tally_add_failed(tally_t *self, uint64_t id)
+int tally_add_failed(tally_t *self, uint64_t id) { return tally_add_failed_label(self, id, -1); }
+
+int tally_add_failed_label(tally_t *self, uint64_t id, int32_t label)
 {
-    if (!self || id >= self->n)
+    if (!self || id >= self->n || label < -1 || (label >= 0 && (uint32_t)label >= self->nc))
         return -1;
     if (s_bit(self->seen, id)) {
         self->duplicates++;
@@ -159,8 +239,10 @@ int tally_add_failed(tally_t *self, uint64_t id)
     }
     s_set(self->seen, id);
     self->failed++;
-    if (self->status)
+    if (self->status) {
         self->status[id] = TALLY_FAILED;
+        self->labels[id] = label;
+    }
     return 0;
 }
 
@@ -180,6 +262,53 @@ static double s_loss_sum(const tally_t *self)
     return sum;
 }
 
+/* Is class a's AP worse than b's? Lower first, ties by id; NaN (no
+ * positives) never worst: there is no curve to draw. */
+static bool s_worse(const double *ap, uint32_t a, uint32_t b)
+{
+    return ap[a] < ap[b] || (ap[a] == ap[b] && a < b);
+}
+
+static void s_fill_probs(const tally_t *self, ev_metric_t *out)
+{
+    tally_t *t = (tally_t *)self; /* the output buffers, rewritten on every fill */
+    curves_metrics(self->curves, t->auc, t->ap);
+    for (uint32_t b = 0; b < CALIB_SLOTS; b++) {
+        t->calib_out[b] = self->calib.count[b];
+        t->calib_out[CALIB_SLOTS + b] = self->calib.correct[b];
+        t->calib_out[2 * CALIB_SLOTS + b] = self->calib.qsum[b];
+    }
+    uint32_t m = 0;
+    for (uint32_t c = 0; c < self->nc; c++) {
+        if (isnan(self->ap[c]))
+            continue;
+        uint32_t at = m < EVENT_MAX_CURVES ? m++ : EVENT_MAX_CURVES;
+        while (at > 0 && s_worse(self->ap, c, (uint32_t)t->curve_class[at - 1])) {
+            if (at < EVENT_MAX_CURVES)
+                t->curve_class[at] = t->curve_class[at - 1];
+            at--;
+        }
+        if (at < EVENT_MAX_CURVES)
+            t->curve_class[at] = (int32_t)c;
+    }
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t c = (uint32_t)self->curve_class[i];
+        memcpy(t->curve_pos + (size_t)i * PROB_BINS, curves_pos(self->curves, c),
+               PROB_BINS * sizeof(uint32_t));
+        memcpy(t->curve_neg + (size_t)i * PROB_BINS, curves_neg(self->curves, c),
+               PROB_BINS * sizeof(uint32_t));
+    }
+    out->has_probs = true;
+    out->ece = calib_value(&self->calib);
+    out->calib = t->calib_out;
+    out->auc = t->auc;
+    out->ap = t->ap;
+    out->ncurves = m;
+    out->curve_class = t->curve_class;
+    out->curve_pos = t->curve_pos;
+    out->curve_neg = t->curve_neg;
+}
+
 void tally_fill_metric(const tally_t *self, ev_metric_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -195,6 +324,8 @@ void tally_fill_metric(const tally_t *self, ev_metric_t *out)
     out->loss_sum = s_loss_sum(self);
     out->num_classes = self->nc;
     out->confusion = self->confusion;
+    if (self->curves)
+        s_fill_probs(self, out);
 }
 
 int tally_fill_predictions(const tally_t *self, uint64_t first, uint64_t n, ev_predictions_t *out)
@@ -213,5 +344,7 @@ int tally_fill_predictions(const tally_t *self, uint64_t first, uint64_t n, ev_p
     out->topk = self->topk + first * self->k;
     out->loss = self->loss + first;
     out->paths = NULL;
+    out->nprob = self->nprob;
+    out->probs = self->probs ? self->probs + first * self->nprob : NULL;
     return 0;
 }

@@ -12,6 +12,9 @@
  * Memory: n/8 bytes of bitmap + 4 bytes of loss per sample, plus, with
  * keep_predictions, 1 + 4 + 4k bytes per sample (status, label, top-k) for
  * predictions.csv; and 8*nc*nc bytes of confusion (nc <= TALLY_MAX_CLASSES).
+ * With probabilities (tally_enable_probs): reducerd/curves.h's histograms
+ * (80 KiB per class, any number of samples), 16 calibration bins, and with
+ * keep_predictions 2*nprob bytes per sample for the CSV's probabilities.
  */
 #ifndef DDP_TALLY_H
 #define DDP_TALLY_H
@@ -47,8 +50,22 @@ void tally_destroy(tally_t **self_p);
  * inf) and in nonfinite_loss. */
 int tally_add_result(tally_t *self, uint64_t id, int32_t label, const int32_t *topk, uint32_t k,
                      float loss);
+/* Probability metrics on (eval with --predictions probs|all): every result
+ * must then carry the quantized probabilities of all classes
+ * (tally_add_result_probs). keep: probabilities kept per sample for the
+ * predictions (0, k: those of the top-k, or num_classes). -1 (logged): too
+ * many classes or samples for the histograms, or out of memory. */
+int tally_enable_probs(tally_t *self, uint32_t keep);
+/* tally_add_result with q: num_classes quantized probabilities (nq of
+ * them; nq must be num_classes when probabilities are on, else q is
+ * ignored). Invalid (-1) also when probabilities are on and q is missing. */
+int tally_add_result_probs(tally_t *self, uint64_t id, int32_t label, const int32_t *topk,
+                           uint32_t k, float loss, const uint16_t *q, uint32_t nq);
 /* A sample that could not be loaded. Same return convention (-1: id >= n). */
 int tally_add_failed(tally_t *self, uint64_t id);
+/* The same, with its label when the loader knows it (>= 0; -1 unknown):
+ * predictions.csv prints it on the failed row. */
+int tally_add_failed_label(tally_t *self, uint64_t id, int32_t label);
 
 uint32_t tally_epoch(const tally_t *self);
 uint8_t tally_phase(const tally_t *self);
@@ -59,8 +76,9 @@ bool tally_complete(const tally_t *self);
 
 /* Overwrites *out entirely: epoch, phase, planned, samples, failed,
  * correct_top1, correct_top5, duplicates, loss_sum, nonfinite_loss, num_classes,
- * confusion.
- * out->confusion borrows the tally's memory (valid until the next add or
+ * confusion, and with probabilities has_probs, ece, calib, auc, ap and the
+ * curves of the (up to EVENT_MAX_CURVES) classes with the lowest AP.
+ * out->confusion (and the probability arrays) borrow the tally's memory (valid until the next add or
  * destroy); class_names, workers, wall_s, images_per_sec, lr and final are
  * zero/NULL for the caller to set. O(n) (the id-order loss sum). */
 void tally_fill_metric(const tally_t *self, ev_metric_t *out);

@@ -1,9 +1,11 @@
 /* training — reducerd --train, the training coordinator (docs/TRAINING.md, steps 1
  * and 6, "Failure").
  *
- * Ranks: gpud JOINs (each with its ring endpoint) are held until all
+ * Ranks: gpud JOINs (each with its ring endpoint and the job-wide
+ * settings, which must be the same on every rank) are held until all
  * --workers ranks have joined; then every rank gets WELCOME(train=1,
- * next_ring = the ring of rank (r+1) % W). A JOIN beyond W gets STOP(1).
+ * next_ring = the ring of rank (r+1) % W). A JOIN beyond W before that gets
+ * STOP(1); after it, the gpud joins the running job (admission.c).
  *
  * Epochs: the current epoch's train and validation tallies run side by
  * side (loaderd sends PLAN(e, EVAL) after END(e, TRAIN), often before the
@@ -22,6 +24,7 @@
 #include "common/clock.h"
 #include "common/errbuf.h"
 #include "common/log.h"
+#include "reducerd/admission.h"
 #include "reducerd/decide.h"
 #include "reducerd/job.h"
 #include "reducerd/membership.h"
@@ -93,6 +96,10 @@ static bool join_refused(reducer_t *self, zframe_t *route, const ddp_join_t *joi
         membership_fence(self, route, known, "JOIN");
         return true;
     }
+    if (self->gang_formed && (!known || known->joining)) {
+        admission_on_join(self, route, join);   /* a rank for the running job */
+        return true;
+    }
     if (known && self->gang_formed) {
         if (zframe_eq(known->identity, route)) {
             welcome(self, known); /* the same socket asking again */
@@ -107,7 +114,9 @@ static bool join_refused(reducer_t *self, zframe_t *route, const ddp_join_t *joi
     }
     if (known)
         return false;
-    if (self->gang_formed || peers_alive(self->peers, DDP_ROLE_GPUD) >= self->options.workers ||
+    if (join->ring[0] && !admission_config_ok(self, route, join))
+        return true;
+    if (peers_alive(self->peers, DDP_ROLE_GPUD) >= self->options.workers ||
         join->want_rank >= self->options.workers) {
         char asked[48] = "";
         if (join->want_rank >= 0)

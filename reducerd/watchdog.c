@@ -18,7 +18,9 @@ void watchdog_check_liveness(reducer_t *self)
     int64_t now = clock_mono_ms();
     for (int i = 0; i < peers_count(self->peers) && !self->finished; i++) {
         peer_t *p = peers_at(self->peers, i);
-        if (p->role == DDP_ROLE_GPUD && !p->dead &&
+        /* a joiner beats once it has a rank; its wait is bounded by the
+         * admission's deadline and its own --join-timeout */
+        if (p->role == DDP_ROLE_GPUD && !p->dead && !p->joining &&
             now - p->last_seen_ms > self->options.worker_timeout_s * 1000) {
             p->dead = true;
             log_warn("rank %d (%s) silent for %lds: declared dead%s", p->rank, p->name,

@@ -16,7 +16,21 @@ struct predcsv {
     uint32_t epoch;
     uint8_t phase;
     int started;
+    uint32_t k, nprob; /* from the first chunk: the header's probability columns */
 };
+
+/* The header, once the first chunk says which probabilities come: none,
+ * the top-k's (p1..p5, beside top1..top5) or every class's (prob_0..). */
+static void s_header(predcsv_t *self, FILE *out)
+{
+    fputs("index,path,label,top1,top2,top3,top4,top5,loss", out);
+    if (self->nprob && self->nprob == self->k)
+        fputs(",p1,p2,p3,p4,p5", out);
+    else
+        for (uint32_t c = 0; c < self->nprob; c++)
+            fprintf(out, ",prob_%u", c);
+    fputc('\n', out);
+}
 
 predcsv_t *predcsv_new(const char *path, char *err, size_t errlen)
 {
@@ -30,7 +44,6 @@ predcsv_t *predcsv_new(const char *path, char *err, size_t errlen)
         free(self);
         return NULL;
     }
-    fputs("index,path,label,top1,top2,top3,top4,top5,loss\n", atomic_file_stream(self->file));
     return self;
 }
 
@@ -51,7 +64,10 @@ static int s_check_chunk(predcsv_t *self, const ev_predictions_t *c, char *err, 
         self->total = c->total;
         self->epoch = c->epoch;
         self->phase = c->phase;
+        self->k = c->k;
+        self->nprob = c->nprob;
         self->started = 1;
+        s_header(self, atomic_file_stream(self->file));
     }
     if (c->first != self->next || c->total != self->total || c->epoch != self->epoch ||
         c->phase != self->phase) {
@@ -63,12 +79,31 @@ static int s_check_chunk(predcsv_t *self, const ev_predictions_t *c, char *err, 
                 (unsigned long long)self->next, (unsigned long long)self->total);
         return -1;
     }
+    if (c->nprob != self->nprob || c->k != self->k) {
+        err_set(err, errlen, "predictions chunk with k=%u and %u probabilities after k=%u and %u",
+                c->k, c->nprob, self->k, self->nprob);
+        return -1;
+    }
     if (c->n > self->total - self->next || c->k == 0 || c->k > CSV_K) {
         err_set(err, errlen, "predictions chunk of %llu entries (k=%u) past the total %llu",
                 (unsigned long long)c->n, c->k, (unsigned long long)self->total);
         return -1;
     }
     return 0;
+}
+
+/* The probability columns: exactly the quantized value q / 10^4, printed
+ * from the integer so the CSV holds what reducerd counted. */
+static void s_probs(FILE *out, const ev_predictions_t *c, uint64_t i, int failed)
+{
+    uint32_t cols = c->nprob == c->k ? CSV_K : c->nprob;
+    for (uint32_t j = 0; j < cols; j++) {
+        fputc(',', out);
+        if (!failed && j < c->nprob) {
+            unsigned q = c->probs[i * c->nprob + j];
+            fprintf(out, "%u.%04u", q / 10000u, q % 10000u);
+        }
+    }
 }
 
 static void s_row(FILE *out, const ev_predictions_t *c, uint64_t i)
@@ -79,7 +114,10 @@ static void s_row(FILE *out, const ev_predictions_t *c, uint64_t i)
     if (c->labels[i] >= 0)
         fprintf(out, "%d", c->labels[i]);
     if (c->status[i] != 1) { /* failed: no predictions, no loss */
-        fputs(",,,,,,\n", out);
+        fputs(",,,,,,", out);
+        if (c->nprob)
+            s_probs(out, c, i, 1);
+        fputc('\n', out);
         return;
     }
     for (uint32_t j = 0; j < CSV_K; j++) {
@@ -87,7 +125,10 @@ static void s_row(FILE *out, const ev_predictions_t *c, uint64_t i)
         if (j < c->k)
             fprintf(out, "%d", c->topk[i * c->k + j]);
     }
-    fprintf(out, ",%.9g\n", (double)c->loss[i]);
+    fprintf(out, ",%.9g", (double)c->loss[i]);
+    if (c->nprob)
+        s_probs(out, c, i, 0);
+    fputc('\n', out);
 }
 
 int predcsv_add(predcsv_t *self, const ev_predictions_t *chunk, char *err, size_t errlen)

@@ -16,6 +16,7 @@
 #include "reporterd/metrics_csv.h"
 #include "reporterd/plot.h"
 #include "reporterd/predictions_csv.h"
+#include "reporterd/probcharts.h"
 #include "reporterd/seed_csv.h"
 #include "reporterd/summary.h"
 #include "reporterd/tput.h"
@@ -63,8 +64,40 @@ static void s_metric_free(ev_metric_t **m_p)
             free(m->class_names[c]);
     free(m->class_names);
     free(m->confusion);
+    free(m->calib);
+    free(m->auc);
+    free(m->ap);
+    free(m->curve_class);
+    free(m->curve_pos);
+    free(m->curve_neg);
     free(m);
     *m_p = NULL;
+}
+
+/* *p = a copy of the n bytes at src (NULL src or n 0: NULL). -1: out of memory. */
+static int s_dup(void *p, const void *src, size_t n)
+{
+    void **out = p;
+    *out = NULL;
+    if (!src || !n)
+        return 0;
+    *out = malloc(n);
+    if (!*out)
+        return -1;
+    memcpy(*out, src, n);
+    return 0;
+}
+
+/* The probability metrics' arrays (borrowed from the event) copied. */
+static int s_metric_copy_probs(ev_metric_t *m, const ev_metric_t *src)
+{
+    size_t nc = src->num_classes, h = (size_t)src->ncurves * EVENT_PROB_BINS * 4;
+    bool probs = src->has_probs;
+    return s_dup(&m->calib, probs ? src->calib : NULL, 3 * EVENT_CALIB_SLOTS * 8) |
+           s_dup(&m->auc, probs ? src->auc : NULL, nc * 8) |
+           s_dup(&m->ap, probs ? src->ap : NULL, nc * 8) |
+           s_dup(&m->curve_class, src->curve_class, (size_t)src->ncurves * 4) |
+           s_dup(&m->curve_pos, src->curve_pos, h) | s_dup(&m->curve_neg, src->curve_neg, h);
 }
 
 static ev_metric_t *s_metric_copy(const ev_metric_t *src)
@@ -74,6 +107,11 @@ static ev_metric_t *s_metric_copy(const ev_metric_t *src)
         return NULL;
     *m = *src;
     m->class_names = NULL;
+    m->confusion = NULL;
+    if (s_metric_copy_probs(m, src) != 0) {
+        s_metric_free(&m);
+        return NULL;
+    }
     size_t cells = (size_t)src->num_classes * src->num_classes;
     m->confusion = malloc((cells ? cells : 1) * sizeof(uint64_t));
     if (!m->confusion) {
@@ -756,6 +794,7 @@ int rundir_finish(rundir_t *self, char *err, size_t errlen)
         s_note(&rc, s_write_summary(self, m, w, sizeof w), err, errlen, w);
         s_note(&rc, s_write_report(self, m, w, sizeof w), err, errlen, w);
         s_note(&rc, s_class_charts(self, m, w, sizeof w), err, errlen, w);
+        s_note(&rc, probcharts_write(m, self->dir, PLOT_W, PLOT_H, w, sizeof w), err, errlen, w);
     }
     s_note(&rc, s_plots(self, w, sizeof w), err, errlen, w);
     if (self->pred) {

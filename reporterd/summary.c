@@ -43,6 +43,10 @@ static json_t *s_per_class(const ev_metric_t *m, const clsmetrics_t *cm)
         bad |= json_object_set_new(o, "recall", json_number_or_null(k->recall));
         bad |= json_object_set_new(o, "f1", json_number_or_null(k->f1));
         bad |= json_object_set_new(o, "support", json_integer((json_int_t)k->support));
+        if (m->has_probs) {
+            bad |= json_object_set_new(o, "roc_auc", json_number_or_null(m->auc[c]));
+            bad |= json_object_set_new(o, "average_precision", json_number_or_null(m->ap[c]));
+        }
         if (bad) {
             json_decref(all);
             all = NULL;
@@ -108,6 +112,52 @@ static json_t *s_training(const summary_training_t *t)
     return o;
 }
 
+/* Mean over the classes where v is defined (not NaN); NaN when none. */
+static double s_defined_mean(const double *v, uint32_t n)
+{
+    double sum = 0.0;
+    uint32_t used = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!isnan(v[i])) {
+            sum += v[i];
+            used++;
+        }
+    return used ? sum / used : NAN;
+}
+
+/* "probabilities": the exact ECE, its 16 bins, macro ROC-AUC / AP and the
+ * classes whose curves the report draws. */
+static json_t *s_probabilities(const ev_metric_t *m)
+{
+    json_t *o = json_object(), *bins = json_array(), *worst = json_array();
+    int bad = !o || !bins || !worst;
+    for (uint32_t b = 0; !bad && b < EVENT_CALIB_SLOTS; b++) {
+        json_t *e = json_object();
+        bad |= json_array_append_new(bins, e);
+        bad |= json_object_set_new(e, "count", json_integer((json_int_t)m->calib[b]));
+        bad |= json_object_set_new(
+            e, "correct", json_integer((json_int_t)m->calib[EVENT_CALIB_SLOTS + b]));
+        bad |= json_object_set_new(
+            e, "confidence_sum_e4", json_integer((json_int_t)m->calib[2 * EVENT_CALIB_SLOTS + b]));
+    }
+    for (uint32_t i = 0; !bad && i < m->ncurves; i++)
+        bad |= json_array_append_new(worst, json_integer(m->curve_class[i]));
+    bad |= json_object_set_new(o, "resolution", json_real(1e-4));
+    bad |= json_object_set_new(o, "ece", json_number_or_null(m->ece));
+    bad |= json_object_set_new(o, "ece_bins", json_integer(15));
+    bad |= json_object_set_new(o, "macro_roc_auc",
+                               json_number_or_null(s_defined_mean(m->auc, m->num_classes)));
+    bad |= json_object_set_new(o, "macro_average_precision",
+                               json_number_or_null(s_defined_mean(m->ap, m->num_classes)));
+    bad |= json_object_set_new(o, "calibration_bins", bins);
+    bad |= json_object_set_new(o, "curve_classes", worst);
+    if (bad) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
 static json_t *s_document(const ev_metric_t *m, const clsmetrics_t *cm,
                           const summary_failed_t *failed, size_t n_failed,
                           const summary_training_t *training)
@@ -131,6 +181,8 @@ static json_t *s_document(const ev_metric_t *m, const clsmetrics_t *cm,
     bad |= json_object_set_new(d, "weighted_f1", json_number_or_null(cm->weighted.f1));
     bad |= json_object_set_new(d, "per_class", s_per_class(m, cm));
     bad |= json_object_set_new(d, "failed_files", s_failed_files(failed, n_failed));
+    if (m->has_probs)
+        bad |= json_object_set_new(d, "probabilities", s_probabilities(m));
     /* run-dependent keys last, one per line (see summary.h) */
     bad |= json_object_set_new(d, "workers", json_integer(m->workers));
     bad |= json_object_set_new(d, "images_per_sec", json_number_or_null(m->images_per_sec));

@@ -9,5 +9,5 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
 build/bin/ddpipe eval --data idx:/usr/share/datasets/fashion-mnist/t10k \
     --model wideresnet --channels 16,32,64,128 --weights demo/wrn-fmnist.safetensors \
-    --workers 2 --batch-size 64 --predictions --out runs/demo --overwrite "$@"
+    --workers 2 --batch-size 64 --predictions topk --out runs/demo --overwrite "$@"
 echo "run directory: runs/demo ($(ls runs/demo | tr '\n' ' '))"

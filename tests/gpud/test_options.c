@@ -108,6 +108,28 @@ static void test_errors(void)
         strcat(many, " --freeze p");
     CHECK(parse_words(many, &o) == -1); /* at most 16 prefixes */
     CHECK(parse_words("--help", &o) == 1);
+    /* --join: a training rank's reducerd endpoint, the same as --reducer */
+    CHECK(parse_words("--loader l --join j --model wideresnet --train", &o) == 0);
+    CHECK(strcmp(o.reducer, "j") == 0 && strcmp(o.join, "j") == 0);
+    CHECK(parse_words(BASE "--train --join ipc://r", &o) == 0);
+    CHECK(parse_words(BASE "--train --join other", &o) == -1);
+    CHECK(parse_words("--loader l --join j --model wideresnet --weights w", &o) == -1);
+}
+
+/* The settings a joiner must share with the job: job-wide flags only. */
+static void test_job_config(void)
+{
+    gpud_options_t a, b;
+    char ca[DDP_MAX_STR], cb[DDP_MAX_STR];
+    CHECK(parse_words(BASE "--train --lr 0.1 --sync-bn --threads 2 --name x", &a) == 0);
+    CHECK(parse_words(BASE "--train --lr 0.1 --sync-bn --threads 1 --name y --window 4", &b) == 0);
+    gpud_options_job_config(&a, ca, sizeof ca);
+    gpud_options_job_config(&b, cb, sizeof cb);
+    CHECK(strcmp(ca, cb) == 0);   /* threads, names, windows are a rank's own */
+    CHECK(strstr(ca, "--model resnet18") && strstr(ca, "--lr 0.1") && strstr(ca, "--sync-bn"));
+    CHECK(parse_words(BASE "--train --lr 0.2 --sync-bn", &b) == 0);
+    gpud_options_job_config(&b, cb, sizeof cb);
+    CHECK(strcmp(ca, cb) != 0);
 }
 
 static void test_usage_names_every_option(void)
@@ -115,7 +137,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&gpud_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 54); /* 52 of gpud's own, --curve-dir and --insecure */
+    CHECK(options == 55); /* 53 of gpud's own, --curve-dir and --insecure */
     CHECK(strstr(text, "(default nan)") == NULL); /* an unset default shows none */
     free(text);
 }
@@ -150,6 +172,7 @@ int main(void)
     test_defaults();
     test_errors();
     test_usage_names_every_option();
+    test_job_config();
     test_emit_round_trip();
     return check_exit("test_options");
 }

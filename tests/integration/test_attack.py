@@ -38,7 +38,7 @@ ctx = zmq.Context()
 data = jpeg_folder(997)
 wd = workdir("attack")
 ref = os.path.join(wd, "ref")
-run_eval(data, ref, 1, 32, extra=["--predictions"])
+run_eval(data, ref, 1, 32, extra=["--predictions", "topk"])
 ref_counts = counts(ref)
 check(summary(ref).get("rejected_messages") == 0,
       "a clean run rejected messages: %r" % summary(ref).get("rejected_messages"))
@@ -202,10 +202,10 @@ workers = []
 relay = None
 try:
     start("reducerd", ["reducerd", "--bind", ep["reducer"], "--pub", ep["events"], "--workers", "2",
-                       "--predictions", "--worker-timeout", "3", "--stall-timeout", "120"])
+                       "--predictions", "topk", "--worker-timeout", "3", "--stall-timeout", "120"])
     start("reporterd", ["reporterd", "--sub", ep["events"], "--reducer", ep["reducer"], "--out", out])
     start("loaderd", ["loaderd", "--data", data, "--bind", ep["loader"], "--reducer", ep["reducer"],
-                      "--batch-size", "32", "--channels", "1", "--predictions", "--worker-timeout", "3",
+                      "--batch-size", "32", "--channels", "1", "--predictions", "topk", "--worker-timeout", "3",
                       "--threads", "1"])
     wait_for("the plan at reducerd", lambda: "plan: epoch 0 eval" in logtext("reducerd"))
 

@@ -32,7 +32,7 @@ n = good + len(bad)
 
 for workers in (1, 2):
     out = os.path.join(wd, "run-w%d" % workers)
-    p = run_eval(data, out, workers, 4, extra=["--predictions"])
+    p = run_eval(data, out, workers, 4, extra=["--predictions", "topk"])
     s = summary(out)
     check(s["planned"] == n, "planned %s, want %d (N must not shrink)" % (s["planned"], n))
     check(s["failed"] == len(bad), "failed %s, want %d" % (s["failed"], len(bad)))
@@ -44,6 +44,10 @@ for workers in (1, 2):
         check(rel in logs, "loaderd.log does not name %s" % rel)
     preds = read(os.path.join(out, "predictions.csv")).strip().split("\n")
     check(len(preds) == n + 1, "predictions.csv has %d rows, want %d + header" % (len(preds) - 1, n))
+    for row in preds[1:]:  # a failed row (no top-1) still carries its label
+        f = row.split(",")
+        if f[1] in bad:
+            check(f[2] != "" and f[3] == "", "failed row without its label: %r" % row)
     assert_no_leftovers(out)
 # a dataset with fewer classes than the model predicts: a clear error, not a hang
 few = os.path.join(wd, "three-classes")

@@ -187,7 +187,7 @@ print("sigstop: rank 2 paused, removed, fenced when continued", flush=True)
 
 # minimum: --min-workers 3: a loss stops the job with a resumable checkpoint
 out = os.path.join(wd, "minimum")
-p = run_train(train, out, 3, flags + ["--min-workers", "3", "--fault", "1:%d" % (SPE + 1)], val=val,
+p = run_train(train, out, 3, flags + ["--min-workers", "3", "--rejoin-timeout", "0", "--fault", "1:%d" % (SPE + 1)], val=val,
               expect_rc=None)
 check(p.returncode not in (0, 130), "minimum: exit %d\nstderr:\n%s" % (p.returncode, p.stderr))
 check("rank 1" in p.stderr and "--resume" in p.stderr, "minimum: the error does not name rank 1 "

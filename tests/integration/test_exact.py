@@ -11,7 +11,7 @@ ref = None
 for workers in (1, 2, 3):
     for batch in (1, 7, 64):
         out = os.path.join(wd, "w%d-b%d" % (workers, batch))
-        run_eval(data, out, workers, batch, extra=["--predictions"])
+        run_eval(data, out, workers, batch, extra=["--predictions", "topk"])
         c = counts(out)
         s = summary(out)
         check(s["samples"] == N and s["failed"] == 0 and s["planned"] == N,

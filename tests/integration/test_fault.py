@@ -10,7 +10,7 @@ from ddp_it import *
 data = jpeg_folder(997)
 wd = workdir("fault")
 ref = os.path.join(wd, "ref")
-run_eval(data, ref, 1, 16, extra=["--predictions"])
+run_eval(data, ref, 1, 16, extra=["--predictions", "topk"])
 ref_counts, ref_preds = counts(ref), read(os.path.join(ref, "predictions.csv"))
 
 
@@ -24,7 +24,7 @@ def same_as_ref(out):
 
 # 1. rank 1 dies (SIGKILL from inside) when it receives its 4th batch
 out = os.path.join(wd, "crash-hook")
-run_eval(data, out, 3, 7, extra=["--predictions", "--fault", "1:3", "--worker-timeout", "2"])
+run_eval(data, out, 3, 7, extra=["--predictions", "topk", "--fault", "1:3", "--worker-timeout", "2"])
 same_as_ref(out)
 check("declared dead" in read(os.path.join(out, "logs", "loaderd.log")),
       "loaderd did not report the dead worker")
@@ -32,7 +32,7 @@ assert_no_leftovers(out)
 
 # 2. a real kill -9 of rank 0 from outside while it works
 out = os.path.join(wd, "kill9")
-cmd = eval_cmd(data, out, 2, 1, extra=["--predictions", "--worker-timeout", "2"])
+cmd = eval_cmd(data, out, 2, 1, extra=["--predictions", "topk", "--worker-timeout", "2"])
 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 victim = None
 deadline = time.time() + 60

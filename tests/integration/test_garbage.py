@@ -12,7 +12,7 @@ from ddp_it import *
 data = jpeg_folder(997)
 wd = workdir("garbage")
 ref = os.path.join(wd, "ref")
-run_eval(data, ref, 1, 32, extra=["--predictions"])
+run_eval(data, ref, 1, 32, extra=["--predictions", "topk"])
 ref_counts = counts(ref)
 
 out = os.path.join(wd, "run")
@@ -33,12 +33,12 @@ def garbage(endpoint, kind="all", count=20):
 
 try:
     start("reducerd", ["reducerd", "--bind", ep["reducer"], "--pub", ep["events"], "--workers", "2",
-                       "--predictions", "--worker-timeout", "3"])
+                       "--predictions", "topk", "--worker-timeout", "3"])
     start("reporterd", ["reporterd", "--sub", ep["events"], "--reducer", ep["reducer"], "--out", out,
                         "--tap", ep["tap"]])
     garbage(ep["reducer"])
     start("loaderd", ["loaderd", "--data", data, "--bind", ep["loader"], "--reducer", ep["reducer"],
-                      "--batch-size", "32", "--channels", "1", "--predictions"])
+                      "--batch-size", "32", "--channels", "1", "--predictions", "topk"])
     garbage(ep["loader"])
     time.sleep(0.5)
     for r in range(2):

@@ -55,7 +55,7 @@ for name, weights, want_top1, want_top5 in cases:
     for workers in (1, 2):
         out = os.path.join(wd, "%s-w%d" % (name, workers))
         p = run_eval(data, out, workers=workers, batch=64,
-                     extra=["--weights", weights, "--predictions"], timeout=300)
+                     extra=["--weights", weights, "--predictions", "topk"], timeout=300)
         s = summary(out)
         check(s["samples"] == N and s["failed"] == 0,
               "%s: samples %r failed %r, want %d, 0" % (name, s["samples"], s["failed"], N))

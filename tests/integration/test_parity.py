@@ -42,7 +42,7 @@ ref = load_json(os.path.join(GOLDEN, "fmnist_t10k_ref.json"))
 check(hashlib.md5(read(DEMO_WEIGHTS, "rb")).hexdigest() == ref["weights_md5"],
       "demo weights changed since the golden was made: rerun tests/golden/ref_eval.py")
 out = os.path.join(wd, "idx")
-run_eval("idx:%s/t10k" % FMNIST, out, 2, 128, extra=["--predictions"], model_args=WRN_ARGS + ["--threads", "1"])
+run_eval("idx:%s/t10k" % FMNIST, out, 2, 128, extra=["--predictions", "topk"], model_args=WRN_ARGS + ["--threads", "1"])
 compare(out, ref, "idx t10k")
 
 # 2. JPEGs through libjpeg-turbo, as ImageFolder + Grayscale + ToTensor sees them
@@ -51,6 +51,6 @@ data = jpeg_folder(997)
 check(folder_md5(data) == ref["files_md5"],
       "ddpipe-mkjpeg made different JPEGs than the golden's (libjpeg-turbo changed?)")
 out = os.path.join(wd, "jpeg")
-run_eval(data, out, 3, 32, extra=["--predictions"])
+run_eval(data, out, 3, 32, extra=["--predictions", "topk"])
 compare(out, ref, "jpeg 997")
 print("1 passed, 0 failed")

@@ -61,7 +61,7 @@ def pixels_where(path, pred):
 wd = workdir("report")
 out = os.path.join(wd, "run")
 run_eval("idx:%s/t10k" % FMNIST, out, workers=2, batch=16,
-         extra=["--predictions", "--limit", "4000"])
+         extra=["--predictions", "topk", "--limit", "4000"])
 
 for stem in ("loss", "accuracy", "throughput", "confusion", "f1"):
     w, h = png_info(os.path.join(out, stem + ".png"))

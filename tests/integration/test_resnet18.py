@@ -28,7 +28,7 @@ model = ["--model", "resnet18", "--weights", weights, "--resize", "73", "--crop"
 outs = []
 for workers, batch in ((1, 16), (3, 7)):
     out = os.path.join(wd, "w%d" % workers)
-    run_eval(data, out, workers, batch, extra=["--predictions"], model_args=model, timeout=300)
+    run_eval(data, out, workers, batch, extra=["--predictions", "topk"], model_args=model, timeout=300)
     s = summary(out)
     for k in ("samples", "correct_top1", "correct_top5"):
         check(s[k] == ref[k], "%d workers: %s %s, PyTorch %s" % (workers, k, s[k], ref[k]))

@@ -21,7 +21,7 @@ from ddp_it import *
 
 wd = workdir("rundir")
 data = "idx:%s/t10k" % FMNIST
-LIMIT = ["--limit", "300", "--predictions"]
+LIMIT = ["--limit", "300", "--predictions", "topk"]
 victim = os.path.join(wd, "victim")
 os.makedirs(victim)
 precious = os.path.join(victim, "precious.txt")

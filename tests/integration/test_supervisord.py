@@ -15,7 +15,7 @@ if not shutil.which("supervisord"):
 data = jpeg_folder(997)
 wd = workdir("supervisord")
 ref = os.path.join(wd, "ref")
-run_eval(data, ref, 1, 32, extra=["--predictions"])
+run_eval(data, ref, 1, 32, extra=["--predictions", "topk"])
 
 out = os.path.join(wd, "run")
 env = dict(os.environ)

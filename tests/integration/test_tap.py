@@ -166,6 +166,8 @@ try:
         check(prog["done"] == 20, "replayed progress is not the last one: %r" % prog)
         met = [e for t, e in state if t == "metric"][-1]
         check(met["correct_top1"] == 5, "replayed metric %r" % met)
+        if parse is json_event:  # the JSON names the phase as README and summary.json do
+            check(met["phase"] == "eval" and prog["phase"] == "eval", "JSON phase: %r" % met)
     print("late monitors (PROTOCOL.md example, ddpipe tap --json) got the last state", flush=True)
 
     pub.send_multipart(progress(30))

@@ -14,7 +14,7 @@ val = idx_subset("t10k", 0, 64)
 wd = workdir("train-kill")
 spe = (160 + 47) // 48  # 4 steps of 48 per epoch
 flags = ["--batch-size", "24", "--seed", "9", "--lr", "0.05", "--momentum", "0.9", "--epochs", "3",
-         "--min-workers", "2", "--worker-timeout", "2", "--ring-timeout", "5"]
+         "--min-workers", "2", "--rejoin-timeout", "0", "--worker-timeout", "2", "--ring-timeout", "5"]
 FAULT_STEP = spe + 2      # epoch 1, step 2
 
 out = os.path.join(wd, "killed")

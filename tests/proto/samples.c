@@ -88,6 +88,7 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
         strcpy(m->u.join.host, "host");
         strcpy(m->u.join.backend, "cpu");
         strcpy(m->u.join.ring, "tcp://127.0.0.1:41234");
+        strcpy(m->u.join.config, "--model wideresnet --lr 0.1 --sync-bn --seed 3");
         return 0;
     case DDP_WELCOME:
         m->u.welcome = (ddp_welcome_t){.rank = 1, .world = 3};
@@ -168,7 +169,7 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
     case DDP_MEMBERS: {
         static const char *const names[] = {"gpud-a-12", "gpud-b-7"};
         m->u.members = (ddp_members_t){.gen = 3, .rank = 1, .world = 2, .step = 1ull << 34,
-                                       .epoch = 5};
+                                       .epoch = 5, .paused = 1};
         strcpy(m->u.members.next_ring, "ipc:///tmp/run/.ipc/ring-0");
         m->u.members.names = strv(names, 2);
         strcpy(m->u.members.reason, "rank 1 (gpud-c-9) lost: missed heartbeats");
@@ -183,8 +184,16 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
         sample_auth(&m->u.step.auth);
         return 0;
     case DDP_COMMIT:
-        m->u.commit = (ddp_commit_t){.gen = 3, .epoch = 5, .step = (1ull << 34) + 1};
+        m->u.commit = (ddp_commit_t){.gen = 3, .epoch = 5, .step = (1ull << 34) + 1,
+                                     .snapshot = 1};
         return 0;
+    case DDP_STATE: {
+        static const char image[] = "a checkpoint's bytes";
+        m->u.state = (ddp_state_t){.gen = 6, .epoch = 2, .step = 77,
+                                   .image = zframe_new(image, sizeof image)};
+        sample_auth(&m->u.state.auth);
+        return 0;
+    }
     }
     return -1;
 }

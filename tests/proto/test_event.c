@@ -335,18 +335,18 @@ static void inf_loss(ddp_event_t *ev) { ev->u.predictions.loss[1] = INFINITY; }
 static void json(void)
 {
     json_of(EV_METRIC, NULL,
-            "{\"topic\":\"metric\",\"v\":1,\"epoch\":4,\"phase\":1,\"final\":true,\"planned\":21,"
+            "{\"topic\":\"metric\",\"v\":1,\"epoch\":4,\"phase\":\"train\",\"final\":true,\"planned\":21,"
             "\"samples\":20,\"failed\":1,\"correct_top1\":16,\"correct_top5\":20,\"duplicates\":2,"
             "\"loss_sum\":12.345678901234567,\"class_names\":[\"cat\",\"dog \\\"quoted\\\"\","
             "\"b\\\\ird\\n\"],\"workers\":3,\"wall_s\":1.5,\"images_per_sec\":13.25,\"lr\":0.1,"
             "\"confusion\":[[5,1,0],[0,4,2],[1,0,7]],\"rejected\":6}");
     json_of(EV_PREDICTIONS, inf_loss,
-            "{\"topic\":\"predictions\",\"v\":1,\"epoch\":0,\"phase\":0,\"first\":10,\"n\":2,"
+            "{\"topic\":\"predictions\",\"v\":1,\"epoch\":0,\"phase\":\"eval\",\"first\":10,\"n\":2,"
             "\"total\":12,\"k\":5,\"status\":[1,2],\"labels\":[2,0],"
             "\"topk\":[[2,1,0,-1,-1],[-1,-1,-1,-1,-1]],\"loss\":[0.5,null],"
             "\"paths\":[\"val/cat/0001.jpg\",\"val/dog/0002.JPEG\"]}");
     json_of(EV_PROGRESS, nan_rate,
-            "{\"topic\":\"progress\",\"v\":1,\"epoch\":1,\"phase\":0,\"done\":500,\"total\":1000,"
+            "{\"topic\":\"progress\",\"v\":1,\"epoch\":1,\"phase\":\"eval\",\"done\":500,\"total\":1000,"
             "\"images_per_sec\":250.5,\"eta_s\":null,\"workers\":2,\"elapsed_s\":0,"
             "\"failed\":0,\"rejected\":0}");
     json_of(EV_LOG, NULL,
@@ -357,7 +357,7 @@ static void json(void)
             "\"state\":\"dead\",\"images_per_sec\":99}");
     json_of(EV_END, NULL, "{\"topic\":\"end\",\"v\":1,\"code\":0,\"reason\":\"done\"}");
     json_of(EV_FAILED, NULL,
-            "{\"topic\":\"failed\",\"v\":1,\"epoch\":2,\"phase\":1,\"id\":31,"
+            "{\"topic\":\"failed\",\"v\":1,\"epoch\":2,\"phase\":\"train\",\"id\":31,"
             "\"path\":\"train/dog/bad.jpg\",\"reason\":\"Not a JPEG file: starts with 0x89 0x50\"}");
     json_of(EV_MEMBERSHIP, NULL,
             "{\"topic\":\"membership\",\"v\":1,\"gen\":2,\"world\":2,\"change\":\"lost\","

@@ -31,9 +31,9 @@ static const mut_t table[] = {
     {DDP_JOIN, OP_SET, "v", RAW("\x02"), "message: protocol version 2, want 1"},
     {DDP_JOIN, OP_SET, "v", RAW("\xa1" "1"), "'v' is a msgpack str, want uint"},
     {DDP_JOIN, OP_DROP, "v", RAW(""), "message: missing key 'v'"},
-    {DDP_JOIN, OP_SET, "t", RAW("\x12"), "'t' is 18, want 1..17"},
-    {DDP_JOIN, OP_SET, "t", RAW("\x00"), "'t' is 0, want 1..17"},
-    {DDP_JOIN, OP_SET, "t", RAW("\xff"), "'t' is -1, want 1..17"},
+    {DDP_JOIN, OP_SET, "t", RAW("\x13"), "'t' is 19, want 1..18"},
+    {DDP_JOIN, OP_SET, "t", RAW("\x00"), "'t' is 0, want 1..18"},
+    {DDP_JOIN, OP_SET, "t", RAW("\xff"), "'t' is -1, want 1..18"},
     {DDP_JOIN, OP_SET, "t", RAW("\xcb\x3f\xf0\0\0\0\0\0\0"), "'t' is a msgpack float64, want uint"},
     {DDP_JOIN, OP_DROP, "t", RAW(""), "message: missing key 't'"},
     /* missing keys and nil (= absent) */
@@ -148,6 +148,13 @@ static const mut_t table[] = {
     {DDP_COMMIT, OP_DROP, "step", RAW(""), "COMMIT: missing key 'step'"},
     {DDP_COMMIT, OP_SET, "gen", RAW("\xa1" "1"), "COMMIT: 'gen' is a msgpack str, want uint"},
     {DDP_COMMIT, OP_SET, "gen", RAW("\x00"), NULL},
+    {DDP_COMMIT, OP_SET, "snapshot", RAW("\x02"), "COMMIT: 'snapshot' is 2, want 0 or 1"},
+    {DDP_MEMBERS, OP_SET, "paused", RAW("\x02"), "MEMBERS: 'paused' is 2, want 0 or 1"},
+    {DDP_WELCOME, OP_ADD, "joining", RAW("\x01"), "WELCOME: 'rank' is 1, want -1 for a joiner"},
+    {DDP_WELCOME, OP_ADD, "joining", RAW("\x02"), "WELCOME: 'joining' is 2"},
+    {DDP_STATE, OP_DROP, "step", RAW(""), "STATE: missing key 'step'"},
+    {DDP_STATE, OP_SET, "token", BIN(15), "STATE: 'token' bin is 15 bytes, want token = 16"},
+    {DDP_JOIN, OP_SET, "config", RAW("\x01"), "JOIN: 'config' is a msgpack"},
     {DDP_RESULT, OP_SET, "gen", RAW("\xcf\0\0\0\1\0\0\0\0"), "RESULT: 'gen' is 4294967296"},
     {DDP_BATCH, OP_SET, "gen", RAW("\xff"), "BATCH: 'gen' is -1"},
     {DDP_BATCH, OP_DROP, "gen", RAW(""), NULL},
@@ -282,7 +289,7 @@ static void hostile_frames(void)
     zframe_t *px;
     unsigned char *join = sample_msg_bytes(DDP_JOIN, &size, &px);
     zframe_t *extra = zframe_new("abc", 3);
-    expect_reject(join, size, extra, "JOIN: unexpected 2nd frame of 3 bytes (only BATCH has one)");
+    expect_reject(join, size, extra, "JOIN: unexpected 2nd frame of 3 bytes (only BATCH and STATE have one)");
     unsigned char *batch = sample_msg_bytes(DDP_BATCH, &size, &px);
     expect_reject(batch, size, NULL, "BATCH: missing pixel frame (want n*c*h*w = 18 bytes)");
     zframe_t *short_px = zframe_new("12345678901234567", 17);

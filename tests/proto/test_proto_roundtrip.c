@@ -35,6 +35,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         CHECK_STR(a->u.join.host, b->u.join.host);
         CHECK_STR(a->u.join.backend, b->u.join.backend);
         CHECK_STR(a->u.join.ring, b->u.join.ring);
+        CHECK_STR(a->u.join.config, b->u.join.config);
         break;
     case DDP_WELCOME:
         CHECK(a->u.welcome.rank == b->u.welcome.rank && a->u.welcome.world == b->u.welcome.world);
@@ -45,7 +46,8 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
               SAME_MEM(a->u.welcome.token, b->u.welcome.token, DDP_TOKEN_LEN));
         CHECK(a->u.welcome.has_secret == b->u.welcome.has_secret &&
               SAME_MEM(a->u.welcome.secret, b->u.welcome.secret, DDP_SECRET_LEN));
-        CHECK(a->u.welcome.gen == b->u.welcome.gen);
+        CHECK(a->u.welcome.gen == b->u.welcome.gen &&
+              a->u.welcome.joining == b->u.welcome.joining);
         break;
     case DDP_PLAN:
         CHECK(a->u.plan.epoch == b->u.plan.epoch && a->u.plan.phase == b->u.plan.phase &&
@@ -133,6 +135,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         same_strv(x->names, y->names, (uint64_t)x->world);
         CHECK_STR(x->reason, y->reason);
         CHECK(x->session == y->session && SAME_MEM(x->token, y->token, DDP_TOKEN_LEN));
+        CHECK(x->paused == y->paused);
         break;
     }
     case DDP_STEP: {
@@ -144,8 +147,16 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
     }
     case DDP_COMMIT:
         CHECK(a->u.commit.gen == b->u.commit.gen && a->u.commit.epoch == b->u.commit.epoch &&
-              a->u.commit.step == b->u.commit.step);
+              a->u.commit.step == b->u.commit.step &&
+              a->u.commit.snapshot == b->u.commit.snapshot);
         break;
+    case DDP_STATE: {
+        const ddp_state_t *x = &a->u.state, *y = &b->u.state;
+        CHECK(x->gen == y->gen && x->epoch == y->epoch && x->step == y->step);
+        CHECK(x->image && y->image && zframe_eq(x->image, y->image));
+        same_auth(&x->auth, &y->auth);
+        break;
+    }
     }
 }
 
@@ -160,7 +171,7 @@ static void roundtrip_zmsg(ddp_type_t t)
         ddp_msg_clear(&in);
         return;
     }
-    CHECK(zmsg_size(z) == (t == DDP_BATCH ? 2u : 1u));
+    CHECK(zmsg_size(z) == (t == DDP_BATCH || t == DDP_STATE ? 2u : 1u));
     int rc = proto_decode(z, &out, err, sizeof err);
     CHECK_MSG(rc == 0, "decode %s: %s", proto_type_name(t), err);
     if (rc == 0) {

@@ -54,6 +54,9 @@ static void test_errors(void)
     CHECK(parse_words("--bind a --pub b --train --workers 3 --min-workers 3", &o) == 0);
     CHECK(parse_words("--bind a --pub b --min-workers 0", &o) == -1);
     CHECK(parse_words("--help", &o) == 1);
+    CHECK(parse_words("--bind a --pub b --train --workers 3 --max-workers 2", &o) == -1);
+    CHECK(parse_words("--bind a --pub b --probs all", &o) == 0 && strcmp(o.probs, "all") == 0);
+    CHECK(parse_words("--bind a --pub b --probs some", &o) == -1);
 }
 
 static void test_usage_names_every_option(void)
@@ -61,7 +64,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&reducer_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 22); /* 20 of reducerd's own, --curve-dir and --insecure */
+    CHECK(options == 26); /* 24 of reducerd's own, --curve-dir and --insecure */
     free(text);
 }
 
@@ -71,10 +74,11 @@ static void test_emit_round_trip(void)
     reducer_options_t o, back;
     CHECK(parse_words("--bind ipc://r --pub ipc://e --train --workers 3 --epochs 10 "
                       "--target-accuracy 0.85 --patience 2 --resume-dir runs/x --start-epoch 4 "
-                      "--streak 1 --predictions --verbose --min-workers 2 --start-step 57",
+                      "--streak 1 --predictions --verbose --min-workers 2 --start-step 57 "
+                      "--max-workers 4 --rejoin-timeout 9",
                       &o) == 0);
     emitted_argv_t a = {.argv = {"reducerd"}, .argc = 1};
-    CHECK(options_emit(&reducer_options_table, &o, NULL, emitted_argv_add, &a) == 14);
+    CHECK(options_emit(&reducer_options_table, &o, NULL, emitted_argv_add, &a) == 16);
     memset(&back, 0, sizeof back);
     CHECK(reducer_options_parse(&back, a.argc, a.argv) == 0);
     CHECK(adopt_strings(&reducer_options_table, &back, &o) == 0);

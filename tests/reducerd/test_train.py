@@ -225,7 +225,8 @@ def scenario_epochs():
           "ring order %r %r" % (w0, w1))
     g2 = J.peer("g2", 1, ring="tcp://127.0.0.1:41002")
     s2 = J.expect(g2, STOP)
-    check(s2["code"] == 1 and "the job has 2 ranks" in s2["reason"], "third rank: %r" % s2)
+    check(s2["code"] == 1 and "the job is full" in s2["reason"] and "--max-workers" in s2["reason"],
+          "third rank: %r" % s2)
     print("gang: WELCOME only with both ranks, ring order, third rank refused", flush=True)
 
     loader = J.peer("loaderd-1", 2)
@@ -303,7 +304,7 @@ def scenario_epochs():
 
 def scenario_dead():
     J = Job("dead", ["--workers", "2", "--epochs", "3", "--worker-timeout", "1",
-                     "--resume-dir", "/runs/x", "--min-workers", "2"])
+                     "--resume-dir", "/runs/x", "--min-workers", "2", "--rejoin-timeout", "0"])
     g0 = J.peer("g0", 1, ring="tcp://127.0.0.1:41010")
     g1 = J.peer("g1", 1, ring="tcp://127.0.0.1:41011")
     J.beating = [g0, g1]
