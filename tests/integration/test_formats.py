@@ -63,14 +63,14 @@ def predictions(out):
 
 
 out = os.path.join(wd, "run")
-run_eval(data, out, 2, 8, extra=["--predictions"])
+run_eval(data, out, 2, 8, extra=["--predictions", "topk"])
 s = summary(out)
 check(s["failed"] == 0, "failed %s, want 0: %s" % (s["failed"], s.get("failed_files")))
 check(s["samples"] == n and s["planned"] == n, "samples %s planned %s, want %d"
       % (s["samples"], s["planned"], n))
 assert_no_leftovers(out)
 out_ref = os.path.join(wd, "ref-run")
-run_eval(ref, out_ref, 2, 8, extra=["--predictions"])
+run_eval(ref, out_ref, 2, 8, extra=["--predictions", "topk"])
 got, want = predictions(out), predictions(out_ref)
 check(len(got) == n and set(got) == set(want), "predictions name other files than the PNG run")
 same = 0
