@@ -1,5 +1,6 @@
 #include "loaderd/decode.h"
 #include "common/errbuf.h"
+#include "loaderd/decode_fmt.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -78,8 +79,21 @@ int decode_has_png(void)
 
 /* ---- format sniffing ---------------------------------------------------- */
 
-typedef enum { FMT_UNKNOWN, FMT_JPEG, FMT_PNG } fmt_t;
+typedef enum { FMT_UNKNOWN, FMT_JPEG, FMT_PNG, FMT_BMP, FMT_PNM, FMT_TIFF, FMT_WEBP, FMT_GIF } fmt_t;
 
+/* The formats whose library is optional: its name, the Debian package that
+ * brings it, and whether this build has it. */
+static fmt_t needs_library(fmt_t f, const char *name, const char *pkg, int have, char *err,
+                           size_t errlen)
+{
+    if (have)
+        return f;
+    err_set(err, errlen, "%s image, but this build has no %s support (install %s and rebuild, "
+                          "or convert the file to JPEG)", name, name, pkg);
+    return FMT_UNKNOWN;
+}
+
+/* By signature, not by file name: a mislabelled file still decodes. */
 static fmt_t sniff(const uint8_t *b, size_t len, char *err, size_t errlen)
 {
     if (len == 0) {
@@ -88,46 +102,72 @@ static fmt_t sniff(const uint8_t *b, size_t len, char *err, size_t errlen)
     }
     if (len >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
         return FMT_JPEG;
-    if (len >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) {
-        if (decode_has_png())
-            return FMT_PNG;
-        err_set(err, errlen, "PNG image, but this build has no PNG support (install libpng-dev "
-                              "and rebuild, or convert the file to JPEG)");
-        return FMT_UNKNOWN;
-    }
-    const char *name = NULL;
+    if (len >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8))
+        return needs_library(FMT_PNG, "PNG", "libpng-dev", decode_has_png(), err, errlen);
     if (len >= 2 && b[0] == 'B' && b[1] == 'M')
-        name = "BMP";
-    else if (len >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4)))
-        name = "TIFF";
-    else if (len >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4))
-        name = "WebP";
-    else if (len >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6)))
-        name = "GIF";
-    else if (len >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6')
-        name = "PNM";
-    if (name) {
-        err_set(err, errlen, "%s images are not supported (ddpipe decodes JPEG%s); convert it",
-                 name, decode_has_png() ? " and PNG" : "");
-        return FMT_UNKNOWN;
-    }
+        return FMT_BMP;
+    if (len >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6')
+        return FMT_PNM;
+    if (len >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4) ||
+                     !memcmp(b, "II+\0", 4) || !memcmp(b, "MM\0+", 4)))
+        return needs_library(FMT_TIFF, "TIFF", "libtiff-dev", decode_has_format("tiff"), err,
+                             errlen);
+    if (len >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4))
+        return needs_library(FMT_WEBP, "WebP", "libwebp-dev", decode_has_format("webp"), err,
+                             errlen);
+    if (len >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6)))
+        return needs_library(FMT_GIF, "GIF", "libgif-dev", decode_has_format("gif"), err, errlen);
     err_set(err, errlen, "not an image: unknown signature %02x %02x %02x %02x (%zu bytes)",
              b[0], len > 1 ? b[1] : 0, len > 2 ? b[2] : 0, len > 3 ? b[3] : 0, len);
     return FMT_UNKNOWN;
 }
 
+int decode_has_format(const char *name)
+{
+    if (!strcmp(name, "jpeg") || !strcmp(name, "bmp") || !strcmp(name, "pnm"))
+        return 1;
+    if (!strcmp(name, "png"))
+        return decode_has_png();
+#ifdef DECODE_HAVE_TIFF
+    if (!strcmp(name, "tiff"))
+        return 1;
+#endif
+#ifdef DECODE_HAVE_WEBP
+    if (!strcmp(name, "webp"))
+        return 1;
+#endif
+#ifdef DECODE_HAVE_GIF
+    if (!strcmp(name, "gif"))
+        return 1;
+#endif
+    return 0;
+}
+
 static int check_dims(int w, int h, char *err, size_t errlen)
 {
+    return decode_check_dims(w, h, err, errlen);
+}
+
+int decode_check_dims(long long w, long long h, char *err, size_t errlen)
+{
     if (w <= 0 || h <= 0) {
-        err_set(err, errlen, "image has no pixels (%dx%d)", w, h);
+        err_set(err, errlen, "image has no pixels (%lldx%lld)", w, h);
         return -1;
     }
-    if (w > DECODE_MAX_DIM || h > DECODE_MAX_DIM || (long long)w * h > DECODE_MAX_PIXELS) {
-        err_set(err, errlen, "image of %dx%d is larger than the %lld-pixel limit", w, h,
+    if (w > DECODE_MAX_DIM || h > DECODE_MAX_DIM || w * h > DECODE_MAX_PIXELS) {
+        err_set(err, errlen, "image of %lldx%lld is larger than the %lld-pixel limit", w, h,
                  (long long)DECODE_MAX_PIXELS);
         return -1;
     }
     return 0;
+}
+
+image_t *decode_image_new(int w, int h, int c, char *err, size_t errlen)
+{
+    image_t *img = image_new(w, h, c);
+    if (!img)
+        err_set(err, errlen, "out of memory for a %dx%d image", w, h);
+    return img;
 }
 
 /* ---- JPEG ----------------------------------------------------------------- */
@@ -592,6 +632,8 @@ static image_t *decode_png(const uint8_t *buf, size_t len, int *src_w, int *src_
 image_t *decode_image(const uint8_t *buf, size_t len, const decode_opts_t *opts, int *src_w,
                       int *src_h, char *err, size_t errlen)
 {
+    image_t *img = NULL;
+    err[0] = 0;
     switch (sniff(buf, len, err, errlen)) {
     case FMT_JPEG:
         return decode_jpeg(buf, len, opts, src_w, src_h, err, errlen);
@@ -599,9 +641,37 @@ image_t *decode_image(const uint8_t *buf, size_t len, const decode_opts_t *opts,
     case FMT_PNG:
         return decode_png(buf, len, src_w, src_h, err, errlen);
 #endif
+    case FMT_BMP:
+        img = decode_bmp(buf, len, err, errlen);
+        break;
+    case FMT_PNM:
+        img = decode_pnm(buf, len, err, errlen);
+        break;
+#ifdef DECODE_HAVE_TIFF
+    case FMT_TIFF:
+        img = decode_tiff(buf, len, err, errlen);
+        break;
+#endif
+#ifdef DECODE_HAVE_WEBP
+    case FMT_WEBP:
+        img = decode_webp(buf, len, err, errlen);
+        break;
+#endif
+#ifdef DECODE_HAVE_GIF
+    case FMT_GIF:
+        img = decode_gif(buf, len, err, errlen);
+        break;
+#endif
     default:
         return NULL;
     }
+    if (img) {
+        *src_w = img->w;
+        *src_h = img->h;
+    } else if (!err[0]) {
+        err_set(err, errlen, "image could not be decoded (no reason given)");
+    }
+    return img;
 }
 
 int decode_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen)
@@ -617,8 +687,26 @@ int decode_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size
         *h = (int)((uint32_t)buf[20] << 24 | buf[21] << 16 | buf[22] << 8 | buf[23]);
         return check_dims(*w, *h, err, errlen);
     }
-    if (f != FMT_JPEG)
-        return -1;
+    switch (f) {
+    case FMT_BMP:
+        return decode_bmp_probe(buf, len, w, h, err, errlen);
+    case FMT_PNM:
+        return decode_pnm_probe(buf, len, w, h, err, errlen);
+    case FMT_GIF:
+        return decode_gif_probe(buf, len, w, h, err, errlen);
+#ifdef DECODE_HAVE_TIFF
+    case FMT_TIFF:
+        return decode_tiff_probe(buf, len, w, h, err, errlen);
+#endif
+#ifdef DECODE_HAVE_WEBP
+    case FMT_WEBP:
+        return decode_webp_probe(buf, len, w, h, err, errlen);
+#endif
+    case FMT_JPEG:
+        break;
+    default:
+        return -1; /* sniff said why */
+    }
     tjhandle tj = tjInitDecompress();
     int subsamp, cs, rc = -1;
     if (!tj)

@@ -9,11 +9,17 @@
  * cmyk2rgb formula. PNG goes through libpng when the build found it
  * (DECODE_HAVE_PNG): palette expanded, alpha dropped, 16-bit reduced to the
  * high byte — PIL's convert("RGB") (except 16-bit gray, which PIL clips).
+ * The other formats torchvision's ImageFolder accepts — BMP, PPM/PGM/PBM,
+ * TIFF (libtiff), WebP (libwebp) — and GIF's first frame (giflib) are
+ * decoded in decode_<format>.c (decode_fmt.h lists the rules), also to
+ * PIL's convert("RGB") pixels. The format is picked by the file's
+ * signature, never its name.
  *
- * Failures never crash: a truncated JPEG is an error ("image file is
- * truncated", as PIL raises), other libjpeg warnings are not (PIL ignores
- * them too); anything that is not a JPEG/PNG, empty input, corrupt headers
- * and zero or huge dimensions are errors with a reason.
+ * Failures never crash: a truncated file is an error ("image file is
+ * truncated (...)", as PIL raises), other libjpeg warnings are not (PIL
+ * ignores them too); unknown signatures, empty input, corrupt headers,
+ * layouts PIL cannot read either, and zero or huge dimensions are errors
+ * with a reason naming the format.
  *
  * DCT scaling: libjpeg-turbo can decode at 1/8..7/8 of the size almost for
  * free by doing a smaller IDCT. That changes pixels (it is a different
@@ -110,6 +116,11 @@ int decode_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size
 
 /* 1 when this build decodes PNG. */
 int decode_has_png(void);
+
+/* 1 when this build decodes the format NAME: "jpeg", "png", "bmp", "pnm",
+ * "tiff", "webp", "gif" (the last three need their libraries at build
+ * time; the others are always there but for PNG). */
+int decode_has_format(const char *name);
 
 /* Reads a whole file (at most 256 MiB) into *buf (malloc'd). 0 or -1 with a
  * reason. */

@@ -43,8 +43,9 @@ int transform_output_hw(const transform_t *t, const dataset_t *ds, int *h, int *
 int sample_load(const dataset_t *ds, uint64_t i, const transform_t *t, uint8_t *out, int out_h,
                 int out_w, char *err, size_t errlen);
 
-/* sample_load for an image already in memory (BUF, LEN bytes of a JPEG or
- * PNG file): the same decode and steps. The fuzz target's entry point. */
+/* sample_load for an image already in memory (BUF, LEN bytes of an image
+ * file in any format decode.h reads): the same decode and steps. The fuzz
+ * target's entry point. */
 int sample_load_buffer(const uint8_t *buf, size_t len, const transform_t *t, uint8_t *out,
                        int out_h, int out_w, char *err, size_t errlen);
 

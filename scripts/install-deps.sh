@@ -11,6 +11,7 @@ set -eu
 
 BUILD="build-essential cmake pkg-config git libzmq3-dev libczmq-dev libmsgpack-dev \
 libturbojpeg0-dev libjpeg62-turbo-dev libdnnl-dev libcairo2-dev libfontconfig-dev zlib1g-dev libpng-dev \
+libtiff-dev libwebp-dev libgif-dev \
 fonts-dejavu-core dataset-fashion-mnist libmicrohttpd-dev libsodium-dev libjansson-dev \
 dpkg-dev gzip"
 TEST="clang libclang-rt-14-dev python3 python3-torch python3-torchvision python3-pil \

@@ -1,6 +1,6 @@
 /* fuzz_decode — libFuzzer target for the image path of loaderd: any byte
- * string goes through the in-memory decode (JPEG/PNG, partial JPEG decode,
- * DCT scaling) and the eval transform to a small batch image, as
+ * string goes through the in-memory decode (every format decode.h reads,
+ * partial JPEG decode, DCT scaling) and the eval transform to a small batch image, as
  * sample_load does for a file. It must either succeed or fail with a
  * reason; ASan/UBSan catch the rest.
  *   CC=clang cmake -DDDPIPE_FUZZ=ON ... && ./fuzz_decode -max_total_time=60 corpus_decode */
