@@ -189,6 +189,7 @@ static int start_gpud(job_t *j, const train_options_t *o, long rank)
     if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_step) == 2 &&
         fault_rank == rank)
         g.fault_at_step = fault_step;
+    g.fault_in_checkpoint = o->fault_in_checkpoint == rank;
     snprintf(name, sizeof name, "gpud.%ld", rank);
     return children_spawn(j, name, "gpud", &gpud_options_table, &g);
 }

@@ -78,6 +78,8 @@ static const option_t s_rows[] = {
     OPTION_SECTION("test hooks:"),
     OPTION_STRING(T, fault, "fault", "RANK:STEP", NULL,
                   "gpud RANK kills itself before optimizer step STEP"),
+    OPTION_LONG(T, fault_in_checkpoint, "fault-in-checkpoint", "RANK", -1, 0, 4096,
+                "gpud RANK (the checkpoint writer, 0) dies inside its first checkpoint write"),
     OPTION_LONG(T, pause_at_step, "pause-at-step", "S", -1, 0, 1L << 40,
                 "training pauses before step S until one more gpud joined (--join)"),
     OPTION_END};

@@ -1,0 +1,42 @@
+"""A rank that dies inside a checkpoint write (docs/ELASTIC.md "Edges",
+issue 13 item 5): the job of test_elastic.py with 2 ranks; rank 0, the
+checkpoint writer, SIGKILLs itself in its first checkpoint write (end of
+epoch 0) after the temporary file is written and before the rename
+(--fault-in-checkpoint 0). The survivor re-forms as rank 0, trains on and
+writes the checkpoints: exit 0, weights equal an uninterrupted run's within
+1e-5, the loss counted, and checkpoint.safetensors a whole file of the last
+step (never the dead rank's half-written one). Waits are on exits only."""
+import glob
+import os
+from ddp_it import *
+
+N, G, EPOCHS = 232, 64, 2
+SPE = (N + G - 1) // G
+train = idx_subset("train", 0, N)
+val = idx_subset("t10k", 0, 64)
+wd = workdir("elastic_ckpt")
+flags = ["--global-batch-size", str(G), "--epochs", str(EPOCHS), "--seed", "3", "--lr", "0.001",
+         "--momentum", "0", "--sync-bn", "--worker-timeout", "2", "--ring-timeout", "5"]
+
+base = os.path.join(wd, "straight")
+run_train(train, base, 2, flags, val=val)
+
+out = os.path.join(wd, "ckptdeath")
+run_train(train, out, 2, flags + ["--fault-in-checkpoint", "0"], val=val)
+assert_no_leftovers(out)
+log0 = read(os.path.join(out, "logs", "gpud.0.log"))
+check("dying inside this checkpoint write" in log0,
+      "rank 0 did not die in its checkpoint write:\n%s" % log0[-2000:])
+d, name = weights_diff(os.path.join(base, "model.safetensors"), os.path.join(out, "model.safetensors"))
+print("ckptdeath vs uninterrupted: largest weight difference %.3g (%s)" % (d, name), flush=True)
+check(d <= 1e-5, "ckptdeath: %s differs by %.3g > 1e-5" % (name, d))
+t = summary(out).get("training") or {}
+check(t.get("ranks_lost") == 1 and t.get("world_size") == 1,
+      "ckptdeath: summary.json's training %r, want ranks_lost 1, world_size 1" % t)
+tensors, meta = safetensors_read(os.path.join(out, "checkpoint.safetensors"))
+check(meta.get("ckpt.step") == str(SPE * EPOCHS) and meta.get("ckpt.epoch") == str(EPOCHS),
+      "ckptdeath: checkpoint %s, want the final one (step %d, epoch %d)" % (meta, SPE * EPOCHS, EPOCHS))
+left = glob.glob(os.path.join(out, "checkpoint.safetensors.tmp*"))
+print("ckptdeath: rank 0 died mid-write; the survivor's checkpoint is whole (%d temporary file%s "
+      "of the dead writer left aside)" % (len(left), "" if len(left) == 1 else "s"))
+print("1 passed, 0 failed")
