@@ -63,4 +63,8 @@ void py_float_str(double x, char *buf, size_t len);
  * lr, momentum and w (warm-up epochs) as Python's str(float) prints them
  * (reporterd/seed_csv.h: "2ranks-16bs-0.1lr-0.9m-5.0w.csv"). */
 void train_seed_csv_name(const train_options_t *o, char *buf, size_t len);
+/* The --fault list ("RANK:STEP[,RANK:STEP...]"): *step is rank's STEP
+ * (-1 none); -1 when the list is malformed or names a rank >= workers. */
+int train_fault_step(const char *spec, long rank, long workers, long *step);
+
 #endif
