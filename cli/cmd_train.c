@@ -74,6 +74,7 @@ static int start_reporterd(job_t *j, const train_options_t *o)
     if (children_reporter(j, &r, o->out, o->metrics_http) < 0)
         return -1;
     r.seed_csv = csv;
+    r.tensorboard = o->tensorboard;
     if (o->resuming) /* its metrics.csv rows of the epochs before E stay */
         r.start_epoch = o->resume.epoch;
     return children_spawn(j, "reporterd", "reporterd", &reporter_options_table, &r);

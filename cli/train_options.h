@@ -24,7 +24,7 @@ typedef struct {
     const char *data, *val, *model, *weights, *out, *device, *resume_dir;
     option_ints_t channels;     /* gpud's rows (GPUD_INPUT_OPTIONS, GPUD_TRAINING_OPTIONS) */
     option_doubles_t mean, std, betas;
-    const char *normalize, *crop, *fault, *metrics_http, *tap;
+    const char *normalize, *crop, *fault, *metrics_http, *tap, *tensorboard;
     const char *optimizer, *lr_schedule, *augment, *freeze, *freeze_bn;
     long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
