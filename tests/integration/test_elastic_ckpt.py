@@ -11,14 +11,10 @@ Waits are on exits only."""
 import glob
 import os
 from ddp_it import *
+from ddp_elastic import FLAGS as flags, EPOCHS, SPE, data, same_weights
 
-N, G, EPOCHS = 232, 64, 2
-SPE = (N + G - 1) // G
-train = idx_subset("train", 0, N)
-val = idx_subset("t10k", 0, 64)
+train, val = data()
 wd = workdir("elastic_ckpt")
-flags = ["--global-batch-size", str(G), "--epochs", str(EPOCHS), "--seed", "3", "--lr", "0.001",
-         "--momentum", "0", "--sync-bn", "--worker-timeout", "2", "--ring-timeout", "5"]
 
 base = os.path.join(wd, "straight")
 run_train(train, base, 2, flags, val=val)
@@ -29,9 +25,7 @@ assert_no_leftovers(out)
 log0 = read(os.path.join(out, "logs", "gpud.0.log"))
 check("dying inside this checkpoint write" in log0,
       "rank 0 did not die in its checkpoint write:\n%s" % log0[-2000:])
-d, name = weights_diff(os.path.join(base, "model.safetensors"), os.path.join(out, "model.safetensors"))
-print("ckptdeath vs uninterrupted: largest weight difference %.3g (%s)" % (d, name), flush=True)
-check(d <= 1e-5, "ckptdeath: %s differs by %.3g > 1e-5" % (name, d))
+same_weights(base, out, "ckptdeath")
 t = summary(out).get("training") or {}
 check(t.get("ranks_lost") == 1 and t.get("world_size") == 1,
       "ckptdeath: summary.json's training %r, want ranks_lost 1, world_size 1" % t)
@@ -44,9 +38,7 @@ left = glob.glob(os.path.join(out, "checkpoint.safetensors.tmp*"))
 out = os.path.join(wd, "twoatonce")
 run_train(train, out, 3, flags + ["--fault", "1:%d,2:%d" % (SPE + 1, SPE + 1)], val=val)
 assert_no_leftovers(out)
-d, name = weights_diff(os.path.join(base, "model.safetensors"), os.path.join(out, "model.safetensors"))
-print("twoatonce vs uninterrupted: largest weight difference %.3g (%s)" % (d, name), flush=True)
-check(d <= 1e-5, "twoatonce: %s differs by %.3g > 1e-5" % (name, d))
+same_weights(base, out, "twoatonce")
 t = summary(out).get("training") or {}
 check(t.get("ranks_lost") == 2 and t.get("world_size") == 1,
       "twoatonce: summary.json's training %r, want ranks_lost 2, world_size 1" % t)
