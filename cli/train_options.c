@@ -159,7 +159,9 @@ int train_fault_step(const char *spec, long rank, long workers, long *step)
             return -1;
         if (r == rank)
             *step = s;
-        p += used + (p[used] == ',');
+        p += used;
+        if (*p == ',' && *++p == '\0')
+            return -1;   /* a trailing comma */
     }
     return 0;
 }

@@ -133,6 +133,15 @@ void bk_graph_set_training(bk_graph_t *g, int training);
  * compile it is the inference plan above; switched to training mode later,
  * it gives the fused program up for the tape at its next forward. */
 void bk_graph_set_forward_only(bk_graph_t *g);
+/* Keep t's value readable after bk_forward (before the compile). The tape
+ * keeps what backward needs, the inputs and the graph's outputs; every
+ * other activation (a frozen prefix's, a forward-only graph's) shares
+ * buffers with others once its last reader ran, and bk_read of it fails.
+ * 0, or -1 (compiled already, or t not of g). */
+int bk_keep(bk_graph_t *g, bk_tensor_t *t);
+/* Bytes of the tape's activation buffers (values, gradients, the gradient
+ * temporary) once compiled; 0 before, or when the graph runs fused. */
+size_t bk_graph_bytes(const bk_graph_t *g);
 /* 0: dropout is the identity even in training mode (parity tests). */
 void bk_graph_set_dropout(bk_graph_t *g, int enabled);
 

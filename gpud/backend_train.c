@@ -499,9 +499,35 @@ int bk_read(bk_graph_t *g, bk_tensor_t *x, float *dst)
     }
     if (g->fused)
         return bk_prog_read(g->fused, x->ft, dst) == 0 ? 0 : fused_failed(g);
+    if (x->pooled) {
+        bk_prog_fail(&g->base, "tensor [%d,%d,%d,%d] was not kept: the tape reuses the buffers "
+                "of activations nothing reads after the forward (bk_keep it before compiling)",
+                x->n, x->c, x->h, x->w);
+        return -1;
+    }
     int s[4];
     shape_of(x, s);
     return g->k->read(&g->base, x->val, dst, s);
+}
+
+int bk_keep(bk_graph_t *g, bk_tensor_t *t)
+{
+    if (!g || !t || t->id < 0 || (size_t)t->id >= g->nv || g->v[t->id] != t) {
+        if (g)
+            bk_prog_fail(&g->base, "bk_keep: not a tensor of this graph");
+        return -1;
+    }
+    if (g->compiled || g->fused) {
+        bk_prog_fail(&g->base, "bk_keep after the graph was compiled");
+        return -1;
+    }
+    t->keep = 1;
+    return 0;
+}
+
+size_t bk_graph_bytes(const bk_graph_t *g)
+{
+    return g && g->compiled && !g->fused ? g->bytes : 0;
 }
 
 int bk_read_grad(bk_graph_t *g, bk_tensor_t *x, float *dst)

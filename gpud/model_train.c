@@ -40,6 +40,8 @@ static int train_graph(model_t *m, int n, int c, int h, int w, float eps, char *
     m->t_logits = arch_describe(m->arch, &m->info, m->ps, g, m->t_in);
     bk_graph_set_name(g, "loss");
     m->t_loss = bk_softmax_ce(g, m->t_logits, eps);
+    if (m->t_loss && bk_keep(g, m->t_logits) < 0)   /* read after every step (top-k) */
+        m->t_loss = NULL;
     if (!m->t_loss) {
         err_set(err, errlen, "%s training graph on %dx%dx%dx%d: %s", m->arch->name, n, c, h,
                 w, bk_graph_error(g) ? bk_graph_error(g) : "build failed");

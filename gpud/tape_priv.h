@@ -27,6 +27,8 @@ struct bk_tensor {
     int grad_set;       /* during backward: grad holds a value */
     int is_input;
     int producer;       /* op index, -1 for inputs */
+    int keep;           /* its value is read after the forward (tape_compile.c) */
+    int pooled;         /* val is a shared buffer of the graph's pool */
 };
 
 typedef enum {
@@ -70,6 +72,10 @@ struct bk_graph {
     size_t nops, capops;
     void *tmp;              /* gradient temporary, the largest tensor */
     size_t tmp_count;
+    void **pool;            /* buffers shared by activations nobody reads later */
+    size_t *pool_count;     /* their sizes (floats) */
+    size_t npool;
+    size_t bytes;           /* the tape's activation buffers (bk_graph_bytes) */
     int32_t *labels;        /* n of the first CE op */
     int label_n;
     int have_labels;

@@ -52,7 +52,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&reporter_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 12); /* 10 of reporterd's own, --curve-dir and --insecure */
+    CHECK(options == 13); /* 10 of reporterd's own, --curve-dir and --insecure */
     free(text);
 }
 
