@@ -4,9 +4,10 @@ a batch it is paused (SIGSTOP), so the job cannot end without help, and a
 second gpud started by hand with the first one's command line (another
 --name) joins. It takes the batches (the paused worker's in-flight ones
 are handed out again when reducerd declares it dead), and the job ends
-with exit 0 and the same exact counts as an uninterrupted run; the summary
-counts two workers. Every wait is on an event and bounded."""
+with exit 0 and the same exact counts as an uninterrupted run, the joiner
+having answered batches. Every wait is on an event and bounded."""
 import os
+import re
 import signal
 import subprocess
 import time
@@ -79,8 +80,11 @@ check(proc.returncode == 0, "eval_join: exit %d\n%s" % (proc.returncode, se))
 check(jrc == 0, "eval_join: the joiner exited %d:\n%s" % (jrc, read(os.path.join(wd, "joiner.log"))))
 got = counts(out)
 check(got == want, "eval_join: counts %r, uninterrupted %r" % (got, want))
-s = summary(out)
-check(s.get("workers") == 2, "eval_join: summary counts %r workers, want 2" % s.get("workers"))
+# the joiner did the work (it may have taken the paused worker's rank if
+# reducerd declared that one dead first: the summary's worker count varies)
+m = re.search(r"exiting: (\d+) batches", read(os.path.join(wd, "joiner.log")))
+check(m is not None and int(m.group(1)) > 0, "eval_join: the joiner answered no batch:\n%s"
+      % read(os.path.join(wd, "joiner.log"))[-2000:])
 assert_no_leftovers(out)
 print("eval_join: a worker joined mid-run while the first was paused; counts exact %r" % (got,))
 print("1 passed, 0 failed")
