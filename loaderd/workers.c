@@ -47,7 +47,10 @@ static void on_credit(loader_t *self, zframe_t *route, const ddp_credit_t *c)
         return;
     }
     dispatch_credit_gen(self->dispatch, route, c->worker, c->credits, c->acks, c->n_acks, c->gen);
-    if (self->options.train && c->rank >= self->world)
+    /* a CREDIT of a generation not announced here yet (a joiner is quick:
+     * its MEMBERS from reducerd may still be on the way) names a rank of
+     * that generation: its token says reducerd gave it, so it is kept */
+    if (self->options.train && c->rank >= self->world && c->gen <= self->gen)
         log_warn("%s says it is rank %d but the job has %d ranks: it gets no train shards",
                  c->worker, c->rank, self->world);
     else
