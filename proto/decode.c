@@ -432,9 +432,9 @@ int proto_decode(zmsg_t *zmsg, ddp_msg_t *out, char *err, size_t errlen)
     }
     if (!out)
         return -1;
-    memset(out, 0, sizeof *out);
     size_t frames = zmsg ? zmsg_size(zmsg) : 0;
     if (frames == 0 || frames > 2) {
+        memset(out, 0, sizeof *out); /* decode_frames zeroes it on the other paths */
         err_set(err, errlen, "message has %zu frames, want 1 (or 2 for BATCH, STATE)", frames);
         return -1;
     }

@@ -69,16 +69,18 @@ int proto_recv(void *sock, zframe_t **route, ddp_msg_t *out, proto_stats_t *stat
 {
     if (route)
         *route = NULL;
-    memset(out, 0, sizeof *out);
     zmsg_t *zmsg = zmsg_recv(sock);
-    if (!zmsg)
+    if (!zmsg) {
+        memset(out, 0, sizeof *out); /* decode zeroes it on every other path */
         return -1;
+    }
     if (stats)
         stats->received++;
     zframe_t *id = route ? zmsg_pop(zmsg) : NULL;
     char err[256];
     int rc;
     if (route && !id) {
+        memset(out, 0, sizeof *out);
         err_set(err, sizeof err, "empty message (no identity frame)");
         rc = -1;
     } else {

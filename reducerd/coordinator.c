@@ -169,15 +169,17 @@ static void on_message(reducer_t *self, zframe_t *route, ddp_msg_t *m)
     }
 }
 
-void coordinator_receive(reducer_t *self)
+bool coordinator_receive(reducer_t *self)
 {
     zframe_t *route = NULL;
     ddp_msg_t m;
-    if (proto_recv(zsock_resolve(self->router), &route, &m, &self->stats) == 0) {
+    int rc = proto_recv(zsock_resolve(self->router), &route, &m, &self->stats);
+    if (rc == 0) {
         on_message(self, route, &m);
         ddp_msg_clear(&m);
     }
     zframe_destroy(&route);
+    return rc >= 0;
 }
 
 void coordinator_tick(reducer_t *self, int64_t now_ms)

@@ -7,9 +7,10 @@
 
 #include "reducerd/reducer.h"
 
-/* Receives one message from the ROUTER (one is ready) and answers it; a
- * malformed one is counted by proto_recv and dropped. */
-void coordinator_receive(reducer_t *self);
+/* Receives one message from the ROUTER if one is waiting (never blocks:
+ * the router's RCVTIMEO is 0) and answers it; a malformed one is counted by
+ * proto_recv and dropped. True when a message was taken, valid or not. */
+bool coordinator_receive(reducer_t *self);
 /* After every poll (at least every 200 ms). */
 void coordinator_tick(reducer_t *self, int64_t now_ms);
 

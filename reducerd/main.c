@@ -27,18 +27,25 @@ static int run(reducer_t *self)
         return 1;
     }
     self->last_activity_ms = clock_mono_ms();
-    while (!zs_interrupted()) {
+    bool over = false;
+    while (!over && !zs_interrupted()) {
         void *which = zpoller_wait(poller, 200);
-        if (which == self->router)
-            coordinator_receive(self);
-        else if (which == self->xpub)
+        if (which == self->xpub)
             publish_on_subscription(self);
-        else if (zpoller_terminated(poller))
+        else if (which != self->router && zpoller_terminated(poller))
             break;
-        int64_t now = clock_mono_ms();
-        coordinator_tick(self, now);
-        if (job_over(self, now))
-            break;
+        /* A readable router is drained (up to a burst) before the next
+         * poll(2): one system call per burst, not per message, which was
+         * ~10% of reducerd's CPU with small batches (bench/reducerd_load).
+         * The tick still runs after every message. */
+        bool more = which == self->router;
+        int burst = 1024;
+        do {
+            more = more && coordinator_receive(self) && --burst > 0;
+            int64_t now = clock_mono_ms();
+            coordinator_tick(self, now);
+            over = job_over(self, now);
+        } while (more && !over);
     }
     if (zs_interrupted() && !self->finished) {
         log_warn("interrupted: stopping the job");

@@ -18,6 +18,8 @@ reducer_t *reducer_new(const reducer_options_t *options)
     self->options = *options;
     self->router = zs_bind(ZMQ_ROUTER, options->bind, "reducer");
     self->xpub = zs_bind(ZMQ_XPUB, options->pub, "event");
+    if (self->router) /* the loop drains bursts without blocking (main.c) */
+        zsock_set_rcvtimeo(self->router, 0);
     self->peers = peers_new((int)options->workers);
     self->issued = issued_new();
     self->pending = pending_new();

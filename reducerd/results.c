@@ -180,14 +180,14 @@ void results_on_result(reducer_t *self, zframe_t *route, ddp_result_t *res)
 {
     /* the sender: the socket that joined as this rank, with its token */
     peer_t *p = peers_by_identity(self->peers, route);
-    char who[64];
-    trust_peer_label(self, route, who, sizeof who);
+    char who[64]; /* the label of a reject only: made on the hot path it cost a second lookup */
     /* a train RESULT of an older generation carries its old rank: stale */
     if (p && p->role == DDP_ROLE_GPUD && res->phase == DDP_PHASE_TRAIN &&
         reducer_stale_gen(self, res->gen, p->name, "RESULT"))
         return;
     if (!p || p->role != DDP_ROLE_GPUD || !holds_rank(self, p, res)) {
         self->rejected_results++;
+        trust_peer_label(self, route, who, sizeof who);
         trust_reject(self, who, "RESULT",
                      "claims rank %d but this socket did not join as rank %d", res->rank,
                      res->rank);
@@ -195,6 +195,7 @@ void results_on_result(reducer_t *self, zframe_t *route, ddp_result_t *res)
     }
     if (!trust_auth_ok(self, &res->auth, DDP_ROLE_GPUD, res->rank, p->name)) {
         self->rejected_results++;
+        trust_peer_label(self, route, who, sizeof who);
         trust_reject(self, who, "RESULT", "missing or wrong job/session token");
         return;
     }

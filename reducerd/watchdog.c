@@ -41,6 +41,9 @@ void watchdog_check_liveness(reducer_t *self)
  * worker refused while others count changes nothing. */
 void watchdog_check_refused_workers(reducer_t *self, int64_t now_ms)
 {
+    /* runs after every message: the cheap test first, the peers only when quiet */
+    if (now_ms - self->last_activity_ms <= self->options.worker_timeout_s * 1000)
+        return;
     int live = 0, refused = 0;
     for (int i = 0; i < peers_count(self->peers); i++) {
         peer_t *p = peers_at(self->peers, i);
@@ -49,8 +52,7 @@ void watchdog_check_refused_workers(reducer_t *self, int64_t now_ms)
             refused += p->told_classes;
         }
     }
-    if (live == 0 || refused < live ||
-        now_ms - self->last_activity_ms <= self->options.worker_timeout_s * 1000)
+    if (live == 0 || refused < live)
         return;
     char err[1024];
     err_set(err, sizeof err, "every worker's answers were refused (%d of %d): %s", refused, live,
