@@ -31,6 +31,7 @@ typedef struct {
     tapcache_t *tapcache;      /* the last state, replayed to a late subscriber */
     promstate_t *prom;
     metrics_http_t *http;      /* NULL without --metrics-http */
+    webfeed_t *web;            /* the dashboard's event streams; NULL without --metrics-http */
     rundir_t *rundir;
     uint64_t events, rejected, replays;
     char write_error[512];     /* the first failed write of the run directory */
