@@ -79,7 +79,8 @@ try:
     # pause the worker as soon as it exists: the job cannot end before the page is open
     pid = wait_for("the worker starts", lambda: gpud_pid(out), 60, job)
     os.kill(pid, signal.SIGSTOP)
-    check(job.poll() is None, "the job ended before its worker could be paused:\n%s" % job.communicate()[0])
+    if job.poll() is not None:
+        fail("the job ended before its worker could be paused:\n%s" % job.communicate()[0])
     wait_for("GET / answers", lambda: page_up(port), 60, job)
 
     opts = webdriver.ChromeOptions()
