@@ -34,6 +34,12 @@ static const option_t s_rows[] = {
     JOB_MODEL_OPTIONS(T),
     OPTION_STRING(T, augment, "augment", "none|flip|crop-flip", NULL,
                   "train augmentation (default: the dataset's)"),
+    OPTION_STRING(T, cache, "cache", "memory|DIR", NULL,
+                  "keep the train samples decoded before the random transforms, so epochs "
+                  "after the first decode no file (DIR: kept for the next run too); the same "
+                  "pixels as without it"),
+    OPTION_LONG(T, cache_size_mb, "cache-size", "MB", 4096, 1, 1L << 24,
+                "the most pixel data --cache keeps"),
     OPTION_DOUBLE(T, rotate, "rotate", "DEG", NAN, 0, 180,
                   "RandomRotation(+-DEG) on train samples"),
     OPTION_LONG(T, limit, "limit", "N", 0, 1, 1L << 40, "use only the first N training samples"),
@@ -76,8 +82,11 @@ static const option_t s_rows[] = {
                 "below --min-workers training pauses up to S s for gpuds to join (--join), "
                 "then stops with a resumable checkpoint (0: stop at once)"),
     OPTION_SECTION("test hooks:"),
-    OPTION_STRING(T, fault, "fault", "RANK:STEP", NULL,
-                  "gpud RANK kills itself before optimizer step STEP"),
+    OPTION_STRING(T, fault, "fault", "RANK:STEP[,...]", NULL,
+                  "gpud RANK kills itself before optimizer step STEP (a comma-separated list: "
+                  "several ranks)"),
+    OPTION_LONG(T, fault_in_checkpoint, "fault-in-checkpoint", "RANK", -1, 0, 4096,
+                "gpud RANK (the checkpoint writer, 0) dies inside its first checkpoint write"),
     OPTION_LONG(T, pause_at_step, "pause-at-step", "S", -1, 0, 1L << 40,
                 "training pauses before step S until one more gpud joined (--join)"),
     OPTION_END};
@@ -130,12 +139,27 @@ static int check_choices(const train_options_t *o)
                 o->min_workers, o->workers);
         return -1;
     }
-    long fr, fs;
-    char tail;
-    if (o->fault && (sscanf(o->fault, "%ld:%ld%c", &fr, &fs, &tail) != 2 || fr < 0 ||
-                     fr >= o->workers || fs < 0)) {
-        fprintf(stderr, "ddpipe train: --fault %s: want RANK:STEP with 0 <= RANK < --workers\n", o->fault);
+    long step;
+    if (o->fault && train_fault_step(o->fault, -1, o->workers, &step) < 0) {
+        fprintf(stderr, "ddpipe train: --fault %s: want RANK:STEP[,RANK:STEP...] with 0 <= RANK "
+                        "< --workers\n", o->fault);
         return -1;
+    }
+    return 0;
+}
+
+int train_fault_step(const char *spec, long rank, long workers, long *step)
+{
+    *step = -1;
+    for (const char *p = spec; *p;) {
+        long r, s;
+        int used = 0;
+        if (sscanf(p, "%ld:%ld%n", &r, &s, &used) != 2 || r < 0 || r >= workers || s < 0 ||
+            (p[used] != ',' && p[used] != '\0'))
+            return -1;
+        if (r == rank)
+            *step = s;
+        p += used + (p[used] == ',');
     }
     return 0;
 }
