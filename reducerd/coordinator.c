@@ -184,11 +184,18 @@ bool coordinator_receive(reducer_t *self)
 
 void coordinator_tick(reducer_t *self, int64_t now_ms)
 {
-    if (now_ms - self->last_progress_event_ms >= 1000) {
-        self->last_progress_event_ms = now_ms;
-        watchdog_check_liveness(self);
+    /* progress twice a second: the throughput plot's and the dashboard's sampling */
+    if (now_ms - self->last_progress_event_ms >= PROGRESS_EVENT_MS) {
+        /* on the 0.5 s grid (a late tick does not shift the next one),
+         * unless the loop fell a whole period behind */
+        bool behind = now_ms - self->last_progress_event_ms >= 2 * PROGRESS_EVENT_MS;
+        self->last_progress_event_ms = behind ? now_ms : self->last_progress_event_ms + PROGRESS_EVENT_MS;
         if (!self->finished)
             publish_progress(self);
+    }
+    if (now_ms - self->last_liveness_ms >= 1000) {
+        self->last_liveness_ms = now_ms;
+        watchdog_check_liveness(self);
     }
     if (!self->finished && self->options.train) {
         admission_tick(self, now_ms);

@@ -28,6 +28,10 @@
 #include "reducerd/elastic.h"
 #include "reducerd/issued.h"
 #include "reducerd/options.h"
+
+/* How often the progress event goes out: the throughput plot and the
+ * dashboard sample at this rate (a main-loop tick is at most 200 ms). */
+#define PROGRESS_EVENT_MS 500
 #include "reducerd/peers.h"
 #include "reducerd/slot.h"
 
@@ -55,7 +59,8 @@ typedef struct reducer {
     slot_t *slot[2];
     int reporters_subscribed;   /* reporterd subscriptions seen on the XPUB */
     double job_started_s;       /* the first plan (worker images/s) */
-    int64_t last_progress_event_ms;
+    int64_t last_progress_event_ms; /* every PROGRESS_EVENT_MS */
+    int64_t last_liveness_ms;       /* the workers' heartbeats, checked every second */
     int64_t last_activity_ms;   /* last progress: accepted samples, failures, plans, joins */
     bool finished;              /* end published */
     int64_t finished_at_ms;     /* when the loop first saw it finished */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "reporterd/clsmetrics.h"
+#include "reporterd/plot.h"
 
 
 /* Draws the figure on a canvas of w x h units. */
@@ -332,6 +333,92 @@ static void s_f1_draw(const void *ctx, cairo_t *cr, double w, double h)
     cairo_rotate(cr, -M_PI / 2);
     canvas_text(cr, "class", 0, 0, 0.5, 0.0);
     cairo_restore(cr);
+}
+
+/* ---- value bars ---- */
+
+static int s_write_both(chart_draw_fn draw, const void *ctx, const char *png, const char *svg,
+                        double w, double h, char *err, size_t errlen);
+
+/* tab10, as plot.c's series: a bar has its series' colour */
+static const double s_tab10[4][3] = {{0.122, 0.467, 0.706}, {1.0, 0.498, 0.055},
+                                     {0.173, 0.627, 0.173}, {0.839, 0.153, 0.157}};
+
+static double s_bars_top(const chart_values_t *v)
+{
+    double top = v->ymax > 0 ? v->ymax : 0;
+    for (size_t i = 0; i < v->n; i++)
+        if (isfinite(v->values[i]) && v->values[i] > top)
+            top = v->values[i];
+    return top > 0 ? top * (v->ymax > 0 ? 1.0 : 1.15) : 1.0;
+}
+
+static void s_bars_axis(cairo_t *cr, double top, double gx, double gy, double gw, double gh)
+{
+    int dec = 0;
+    double step = plot_nice_step(0, top, 5, &dec);
+    char buf[32];
+    canvas_font(cr, 12, false);
+    cairo_set_line_width(cr, 1.0);
+    for (double t = 0; t <= top * (1 + 1e-9); t += step) {
+        double y = round(gy + gh - gh * t / top) + 0.5;
+        cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+        cairo_move_to(cr, gx, y);
+        cairo_line_to(cr, gx + gw, y);
+        cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+        snprintf(buf, sizeof buf, "%.*f", dec, t);
+        canvas_text(cr, buf, gx - 6, y, 1.0, 0.5);
+    }
+}
+
+static void s_bars_draw(const void *ctx, cairo_t *cr, double w, double h)
+{
+    const chart_values_t *v = ctx;
+    double gx = 90, gy = 60, gw = w - gx - 30, gh = h - gy - 60, top = s_bars_top(v);
+    s_title(cr, v->title, w / 2);
+    s_bars_axis(cr, top, gx, gy, gw, gh);
+    double slot = gw / (double)v->n, bw = fmin(slot * 0.6, 140);
+    char buf[64];
+    for (size_t i = 0; i < v->n; i++) {
+        double cx = gx + slot * ((double)i + 0.5), val = v->values[i];
+        const double *c = s_tab10[i % 4];
+        if (isfinite(val)) {
+            double bh = gh * fmax(0, val) / top;
+            cairo_set_source_rgb(cr, c[0], c[1], c[2]);
+            cairo_rectangle(cr, cx - bw / 2, gy + gh - bh, bw, bh);
+            cairo_fill(cr);
+            snprintf(buf, sizeof buf, "%.*f", v->decimals, val);
+        } else {
+            snprintf(buf, sizeof buf, "n/a");
+        }
+        double bh = isfinite(val) ? gh * fmax(0, val) / top : 0;
+        cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+        canvas_font(cr, 14, true);
+        canvas_text(cr, buf, cx, gy + gh - bh - 6, 0.5, 1.0);
+        canvas_font(cr, 13, false);
+        canvas_text(cr, v->names[i], cx, gy + gh + 8, 0.5, 0.0);
+    }
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    cairo_set_line_width(cr, 1.0);
+    cairo_rectangle(cr, round(gx) + 0.5, round(gy) + 0.5, round(gw), round(gh));
+    cairo_stroke(cr);
+    canvas_font(cr, 14, false);
+    cairo_save(cr);
+    cairo_translate(cr, 22, gy + gh / 2);
+    cairo_rotate(cr, -M_PI / 2);
+    canvas_text(cr, v->ylabel ? v->ylabel : "", 0, 0, 0.5, 0.5);
+    cairo_restore(cr);
+}
+
+int chart_values_write(const chart_values_t *v, const char *png, const char *svg, char *err,
+                       size_t errlen)
+{
+    if (!v || v->n == 0 || v->n > CHART_MAX_VALUES || !v->names || !v->values) {
+        err_set(err, errlen, "chart: 1..%d values to draw", CHART_MAX_VALUES);
+        return -1;
+    }
+    return s_write_both(s_bars_draw, v, png, svg, 800, 500, err, errlen);
 }
 
 /* ---- output ---- */

@@ -7,6 +7,9 @@
  *   f1.png/svg          per-class F1 as horizontal bars with their values,
  *                       precision and recall as markers, macro F1 as a
  *                       dashed line
+ *   chart_values_write  a few values as labelled vertical bars: the loss and
+ *                       accuracy of a report with a single epoch (an eval),
+ *                       where a line plot over epochs would be one point
  *
  * Class names longer than CHART_MAX_NAME code points are shortened with
  * "…"; with too many classes for labels (cells or bars under ~9 px) the
@@ -38,5 +41,21 @@ int chart_confusion_write(const chart_classes_t *c, const char *png, const char 
  * clsmetrics.h). 0, or -1 with a reason. */
 int chart_f1_write(const chart_classes_t *c, const char *png, const char *svg, char *err,
                    size_t errlen);
+
+#define CHART_MAX_VALUES 8
+
+typedef struct {
+    const char *title, *ylabel;
+    size_t n;                  /* 1..CHART_MAX_VALUES bars */
+    const char *const *names;  /* n labels under the bars */
+    const double *values;      /* n; a non-finite value is labelled "n/a", no bar */
+    double ymax;               /* > 0: the axis goes to this (accuracy: 1); 0: auto */
+    int decimals;              /* of the value printed on each bar */
+} chart_values_t;
+
+/* Bars in plot.c's series colours (tab10), each with its value printed.
+ * 0, or -1 with a reason. */
+int chart_values_write(const chart_values_t *v, const char *png, const char *svg, char *err,
+                       size_t errlen);
 
 #endif

@@ -103,6 +103,9 @@ void events_receive(reporter_t *self)
         log_warn("rejected an event: %s", err);
     } else {
         promstate_on_event(self->prom, &ev, clock_mono_s());
+        if (self->web && webfeed_on_event(self->web, &ev) != 0)
+            log_warn("out of memory: a %s event did not reach the dashboard",
+                     event_topic_name(ev.topic));
         handle(self, &ev);
         event_clear(&ev);
     }

@@ -1,22 +1,28 @@
-/* metrics_http — the Prometheus endpoint of reporterd (--metrics-http
- * HOST:PORT): libmicrohttpd serves GET /metrics from its own thread with
- * promstate_render(), so a slow or stuck scraper never touches the event
- * loop. Other paths: 404; methods other than GET/HEAD: 405. */
+/* metrics_http — the HTTP endpoint of reporterd (--metrics-http
+ * HOST:PORT), served by libmicrohttpd from its own threads (one per
+ * connection), so a slow or stuck client never touches the event loop:
+ *   GET /metrics   Prometheus text (promstate_render)
+ *   GET /          the live dashboard (webpage.h, compiled in)
+ *   GET /events    its server-sent events (webfeed.h); 503 past 16 streams
+ * Other paths: 404; methods other than GET/HEAD: 405. */
 #ifndef DDP_METRICS_HTTP_H
 #define DDP_METRICS_HTTP_H
 
 #include <stddef.h>
 
 #include "reporterd/promstate.h"
+#include "reporterd/webfeed.h"
 
 typedef struct metrics_http metrics_http_t;
 
 /* hostport: "127.0.0.1:9100", "localhost:9100", "[::1]:9100" or
- * "0.0.0.0:9100" (all interfaces, only when asked). state is borrowed and
- * must outlive the server. NULL with a reason (bad address, port in use). */
-metrics_http_t *metrics_http_new(const char *hostport, promstate_t *state, char *err,
-                                 size_t errlen);
-/* Stops the server thread. NULL-safe. */
+ * "0.0.0.0:9100" (all interfaces, only when asked). state and web (NULL:
+ * no dashboard) are borrowed and must outlive the server. NULL with a
+ * reason (bad address, port in use). */
+metrics_http_t *metrics_http_new(const char *hostport, promstate_t *state, webfeed_t *web,
+                                 char *err, size_t errlen);
+/* Closes the event streams (each page first gets what was queued for it,
+ * within 2 s) and stops the server's threads. NULL-safe. */
 void metrics_http_destroy(metrics_http_t **self_p);
 
 #endif

@@ -76,11 +76,16 @@ static int open_metrics(reporter_t *self)
     if (zs_security_check_listen(listen, "--metrics-http endpoint") < 0)
         return -1;
     char err[512];
-    if (!(self->http = metrics_http_new(listen, self->prom, err, sizeof err))) {
+    if (!(self->web = webfeed_new())) {
+        log_error("out of memory (the dashboard's event feed)");
+        return -1;
+    }
+    if (!(self->http = metrics_http_new(listen, self->prom, self->web, err, sizeof err))) {
         log_error("%s", err);
         return -1;
     }
-    log_info("Prometheus metrics at http://%s/metrics", listen);
+    log_info("Prometheus metrics at http://%s/metrics, the live dashboard at http://%s/",
+             listen, listen);
     return 0;
 }
 
@@ -131,6 +136,7 @@ void reporter_destroy(reporter_t **self_p)
     if (!self)
         return;
     metrics_http_destroy(&self->http);
+    webfeed_destroy(&self->web);   /* after the server: no reader left */
     promstate_destroy(&self->prom);
     rundir_destroy(&self->rundir);
     tfevents_destroy(&self->tb);

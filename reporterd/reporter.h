@@ -32,6 +32,7 @@ typedef struct {
     tapcache_t *tapcache;      /* the last state, replayed to a late subscriber */
     promstate_t *prom;
     metrics_http_t *http;      /* NULL without --metrics-http */
+    webfeed_t *web;            /* the dashboard's event streams; NULL without --metrics-http */
     rundir_t *rundir;
     tfevents_t *tb;            /* --tensorboard: the scalars' event file; NULL without */
     int64_t tb_ticks;          /* progress events written (their TensorBoard step) */

@@ -669,10 +669,67 @@ typedef struct {
     const char *name;
 } series_t;
 
-/* One per-epoch figure of the listed series. */
-static int s_figure(rundir_t *self, const char *stem, const char *title, const char *ylabel,
-                    const series_t *series, int nseries, bool from_zero, char *err, size_t errlen)
+/* Rows of the series (its phase). */
+static size_t s_rows(const rundir_t *self, uint8_t phase, const metrics_row_t **last)
 {
+    size_t n = 0;
+    for (size_t i = 0; i < self->nhist; i++)
+        if (self->hist[i].phase == phase) {
+            *last = &self->hist[i];
+            n++;
+        }
+    return n;
+}
+
+/* A single epoch (an eval): a line plot over epochs would be one point on
+ * an epoch axis, so each series' value is a labelled bar instead. */
+static int s_bars(rundir_t *self, const char *stem, const char *title, const char *ylabel,
+                  const series_t *series, int nseries, double ymax, int decimals, char *err,
+                  size_t errlen)
+{
+    const char *names[CHART_MAX_VALUES];
+    double values[CHART_MAX_VALUES];
+    size_t n = 0;
+    long epoch = -1;
+    for (int i = 0; i < nseries && n < CHART_MAX_VALUES; i++) {
+        const metrics_row_t *w = NULL;
+        if (s_rows(self, series[i].phase, &w) == 0)
+            continue;
+        names[n] = series[i].name;
+        values[n++] = s_value(w, series[i].field);
+        epoch = w->epoch;
+    }
+    char full[160], name[64];
+    snprintf(full, sizeof full, "%s (epoch %ld)", title, epoch);
+    chart_values_t v = {full, ylabel, n, names, values, ymax, decimals};
+    snprintf(name, sizeof name, "%s.png", stem);
+    char *png = s_join(self, name);
+    snprintf(name, sizeof name, "%s.svg", stem);
+    char *svg = s_join(self, name);
+    int rc = -1;
+    if (!png || !svg)
+        err_set(err, errlen, "out of memory for plot %s", stem);
+    else
+        rc = chart_values_write(&v, png, svg, err, errlen);
+    free(png);
+    free(svg);
+    return rc;
+}
+
+/* One per-epoch figure of the listed series; labelled bars (ymax: the
+ * value axis' top, 0 auto) when no series has two epochs. */
+static int s_figure(rundir_t *self, const char *stem, const char *title, const char *ylabel,
+                    const series_t *series, int nseries, bool from_zero, double ymax,
+                    int decimals, char *err, size_t errlen)
+{
+    size_t most = 0;
+    for (int i = 0; i < nseries; i++) {
+        const metrics_row_t *w = NULL;
+        size_t n = s_rows(self, series[i].phase, &w);
+        most = n > most ? n : most;
+    }
+    if (most == 1)
+        return s_bars(self, stem, title, ylabel, series, nseries, ymax, decimals, err, errlen);
     plot_t *p = plot_new(title, "epoch", ylabel);
     if (!p) {
         err_set(err, errlen, "out of memory for plot %s", stem);
@@ -706,7 +763,7 @@ static int s_throughput_epochs(rundir_t *self, char *err, size_t errlen)
         snprintf(names[n], sizeof names[n], "train rank %u (compute)", r);
         s[n] = (series_t){DDP_PHASE_TRAIN, F_RANK + (int)r, names[n]};
     }
-    return s_figure(self, "throughput", "Throughput per epoch", "images/s", s, n, true, err,
+    return s_figure(self, "throughput", "Throughput per epoch", "images/s", s, n, true, 0, 1, err,
                     errlen);
 }
 
@@ -718,7 +775,8 @@ static int s_throughput(rundir_t *self, char *err, size_t errlen)
     if (self->training)
         return s_throughput_epochs(self, err, errlen);
     if (tput_points(self->tput) < 2)
-        return s_figure(self, "throughput", "Throughput", "images/s", ips, 1, true, err, errlen);
+        return s_figure(self, "throughput", "Throughput", "images/s", ips, 1, true, 0, 1, err,
+                        errlen);
     plot_t *p = plot_new("Throughput", "seconds since the plan", "images/s");
     int rc = -1;
     if (!p || tput_plot(self->tput, p) != 0)
@@ -747,9 +805,9 @@ static int s_plots(rundir_t *self, char *err, size_t errlen)
     char w[512] = "";
     int rc = 0;
     s_note(&rc, s_figure(self, "loss", "Loss", "cross-entropy loss", t ? loss_train : loss_eval,
-                         t ? 2 : 1, false, w, sizeof w), err, errlen, w);
+                         t ? 2 : 1, false, 0, 4, w, sizeof w), err, errlen, w);
     s_note(&rc, s_figure(self, "accuracy", "Accuracy", "accuracy", t ? acc_train : acc_eval,
-                         t ? 3 : 2, false, w, sizeof w), err, errlen, w);
+                         t ? 3 : 2, false, 1, 4, w, sizeof w), err, errlen, w);
     s_note(&rc, s_throughput(self, w, sizeof w), err, errlen, w);
     return rc;
 }

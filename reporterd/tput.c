@@ -18,6 +18,7 @@ struct tput {
     tpoint_t *pts;
     size_t n, cap;
     double t0;
+    double plan_origin;  /* the current plan's arrival: first event's arrival - elapsed_s */
     uint32_t max_ranks; /* most ranks any point had */
 };
 
@@ -48,25 +49,33 @@ static int s_grow(tput_t *self)
     return 0;
 }
 
+static bool s_same_plan(const tpoint_t *a, const tpoint_t *b);
+
 int tput_add(tput_t *self, const ev_progress_t *p, double now_s)
 {
     if (s_grow(self) != 0)
         return -1;
+    tpoint_t key = {.epoch = p->epoch, .phase = p->phase};
+    bool new_plan = self->n == 0 || !s_same_plan(&self->pts[self->n - 1], &key);
+    if (new_plan)
+        self->plan_origin = p->elapsed_s >= 0 ? now_s - p->elapsed_s : now_s;
+    /* reducerd's clock: the points are as far apart as it sent them */
+    double at = p->elapsed_s >= 0 ? self->plan_origin + p->elapsed_s : now_s;
     if (self->n == 0 && p->elapsed_s > 0 && p->elapsed_s <= now_s) {
         /* The plan's arrival is the curve's origin (nothing done by any
          * rank yet): a job shorter than one progress tick still has a rate,
          * however fast the machine. Only for the first plan: per-rank
          * counts run on over a job's later plans. */
-        self->t0 = now_s - p->elapsed_s;
+        self->t0 = self->plan_origin;
         self->pts[self->n++] = (tpoint_t){.epoch = p->epoch, .phase = p->phase};
         if (s_grow(self) != 0)
             return -1;
     }
     if (self->n == 0)
-        self->t0 = now_s;
+        self->t0 = at;
     tpoint_t *pt = &self->pts[self->n++];
     memset(pt, 0, sizeof *pt);
-    pt->t = now_s - self->t0;
+    pt->t = at - self->t0;
     pt->epoch = p->epoch;
     pt->phase = p->phase;
     pt->done = p->done;
@@ -93,17 +102,9 @@ static size_t s_window_start(const tput_t *self, size_t i)
     return j;
 }
 
-/* rank < 0: the whole job. */
-static int s_series(const tput_t *self, plot_t *p, int rank, const char *name)
+size_t tput_series(const tput_t *self, int rank, double *x, double *y)
 {
-    /* n - 1 windows plus the first one's start */
-    double *x = malloc(self->n * sizeof(double)), *y = malloc(self->n * sizeof(double));
     size_t k = 0;
-    if (!x || !y) {
-        free(x);
-        free(y);
-        return -1;
-    }
     for (size_t i = 1; i < self->n; i++) {
         size_t j = s_window_start(self, i);
         const tpoint_t *a = &self->pts[j], *b = &self->pts[i];
@@ -122,7 +123,18 @@ static int s_series(const tput_t *self, plot_t *p, int rank, const char *name)
         x[k] = b->t;
         y[k++] = rate;
     }
-    int rc = k ? plot_add_series(p, name, x, y, k) : 0;
+    return k;
+}
+
+/* rank < 0: the whole job. */
+static int s_series(const tput_t *self, plot_t *p, int rank, const char *name)
+{
+    double *x = malloc(self->n * sizeof(double)), *y = malloc(self->n * sizeof(double));
+    int rc = -1;
+    if (x && y) {
+        size_t k = tput_series(self, rank, x, y);
+        rc = k ? plot_add_series(p, name, x, y, k) : 0;
+    }
     free(x);
     free(y);
     return rc;

@@ -1,6 +1,7 @@
 """The run directory of a real 2-worker eval: every plot is a valid PNG and
 SVG with the expected series (tab10 colours of plot.c: "all workers" and
-one line per rank in throughput, top-1/top-5 in accuracy), the confusion
+one line per rank in throughput; an eval's single epoch as bars, top-1 and
+top-5 in accuracy, no one-point line plot), the confusion
 heat map and F1 bars exist, classification_report.txt is byte for byte what
 sklearn prints for predictions.csv (when /usr/bin/python3 has sklearn), and
 an unwritable run directory is a clear error (path and errno), from
@@ -48,6 +49,11 @@ def svg_strokes(path):
     return {c: text.count("stroke:%s;" % c) for c in SERIES}
 
 
+def svg_fills(path):
+    text = read(path)
+    return {c: text.count("fill:%s;" % c) for c in SERIES}
+
+
 def pixels_where(path, pred):
     """How many pixels satisfy pred (PIL when /usr/bin/python3 has it)."""
     try:
@@ -67,9 +73,12 @@ for stem in ("loss", "accuracy", "throughput", "confusion", "f1"):
     w, h = png_info(os.path.join(out, stem + ".png"))
     check(w >= 400 and h >= 300, "%s.png is %dx%d" % (stem, w, h))
     svg_strokes(os.path.join(out, stem + ".svg"))
-acc = svg_strokes(os.path.join(out, "accuracy.svg"))
-check(acc[SERIES[0]] >= 1 and acc[SERIES[1]] >= 1,  # one epoch: a legend line + a point
-      "accuracy.svg lacks top-1/top-5 lines: %r" % acc)
+# one epoch: no single-point line plot, but a bar per value in its series colour
+for stem, bars in (("accuracy", SERIES[:2]), ("loss", SERIES[:1])):
+    strokes = svg_strokes(os.path.join(out, stem + ".svg"))
+    fills = svg_fills(os.path.join(out, stem + ".svg"))
+    check(all(fills[c] >= 1 for c in bars) and not any(strokes.values()),
+          "%s.svg: want bars (fills %r) and no series line (strokes %r)" % (stem, fills, strokes))
 tp = svg_strokes(os.path.join(out, "throughput.svg"))
 check(all(tp[c] >= 2 for c in SERIES), "throughput.svg lacks all-workers/rank 0/rank 1: %r" % tp)
 for rgb in SERIES_RGB:

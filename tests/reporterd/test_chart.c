@@ -76,7 +76,7 @@ static void test_tput(void)
 {
     tput_t *t = tput_new();
     uint64_t ranks[2] = {0, 0};
-    ev_progress_t p = {.total = 1000, .nranks = 2, .rank_done = ranks};
+    ev_progress_t p = {.total = 1000, .nranks = 2, .rank_done = ranks, .elapsed_s = -1};
     for (int i = 0; i <= 10; i++) {
         ranks[0] = 30u * i;
         ranks[1] = 70u * i;
@@ -90,6 +90,31 @@ static void test_tput(void)
     snprintf(path, sizeof path, "%s/tput.png", s_dir);
     CHECK(plot_write_png(pl, path, 800, 500, why, sizeof why) == 0 && s_is_png(path));
     plot_destroy(&pl);
+    tput_destroy(&t);
+}
+
+/* Points on reducerd's clock (elapsed_s), not on arrival: events sent
+ * every 0.5 s but delivered with jitter (and two at once) give a series
+ * sampled exactly every 0.5 s from the plan's arrival, whose rate is the
+ * true 200 images/s. */
+static void test_tput_half_second(void)
+{
+    tput_t *t = tput_new();
+    static const double delay[] = {0.01, 0.3, 0.02, 0.45, 0.45, 0.1, 0.0, 0.2};
+    ev_progress_t p = {.total = 1000};
+    for (int i = 1; i <= 8; i++) {
+        p.elapsed_s = 0.5 * i;
+        p.done = 100u * (unsigned)i;
+        CHECK(tput_add(t, &p, 1000.0 + 0.5 * i + delay[i - 1]) == 0);
+    }
+    CHECK(tput_points(t) == 9); /* the plan's origin + 8 events */
+    double x[9], y[9];
+    size_t k = tput_series(t, -1, x, y);
+    CHECK(k == 9);
+    for (size_t i = 0; i < k; i++) {
+        CHECK_MSG(fabs(x[i] - 0.5 * (double)i) < 1e-9, "x[%zu] = %g", i, x[i]);
+        CHECK_MSG(fabs(y[i] - 200.0) < 1e-6, "y[%zu] = %g", i, y[i]);
+    }
     tput_destroy(&t);
 }
 
@@ -241,6 +266,7 @@ int main(int argc, char **argv)
     test_charts();
     test_tput();
     test_tput_one_event();
+    test_tput_half_second();
     test_tapcache();
     test_promstate();
     plot_shutdown();

@@ -1,0 +1,142 @@
+"""The live dashboard (GET / on --metrics-http) in a real headless browser
+(Debian's chromium and chromium-driver, driven by python3-selenium) against
+a running `ddpipe train`: the page loads and its stream opens, the progress
+number moves while the job runs, and at the end the page shows the final
+top-1 of summary.json (the same counts), the confusion matrix of the
+classes and a row per worker. The only worker is paused (SIGSTOP) until
+the page is open, so the page sees the job move whatever the machine's
+speed; every wait is for a page state, with a deadline, never a sleep.
+Exits 77 (skipped) when the browser or its driver is missing.
+DDPIPE_DASH_SCREENSHOT=PATH saves a screenshot of the final page."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from ddp_it import *
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+except ImportError:
+    print("skipped: python3-selenium is not installed (scripts/install-deps.sh --test)", flush=True)
+    sys.exit(77)
+if not (os.access(CHROMIUM, os.X_OK) and os.access(DRIVER, os.X_OK)):
+    print("skipped: chromium or chromium-driver is not installed (scripts/install-deps.sh --test)",
+          flush=True)
+    sys.exit(77)
+
+
+def gpud_pid(out):
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            args = read("/proc/%s/cmdline" % pid, "rb").decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if args and os.path.basename(args[0]) == "gpud" and any(out in a for a in args):
+            return int(pid)
+    return None
+
+
+def wait_for(what, cond, deadline_s, job=None):
+    """cond() until it is truthy; fails after deadline_s (or if job died)."""
+    deadline = time.time() + deadline_s
+    while time.time() < deadline:
+        v = cond()
+        if v:
+            return v
+        if job is not None and job.poll() is not None and job.returncode != 0:
+            fail("%s: the job exited %d:\n%s" % (what, job.returncode, job.communicate()[0]))
+        time.sleep(0.05)
+    fail("%s: not within %d s" % (what, deadline_s))
+
+
+def page_up(port):
+    try:
+        return b"ddpipe" in urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=2).read()
+    except OSError:
+        return False
+
+
+train = idx_subset("train", 0, 160)
+val = idx_subset("t10k", 0, 64)
+wd = workdir("dashboard")
+out = os.path.join(wd, "run")
+port = free_port()
+cmd = train_cmd(train, out, 1, ["--batch-size", "16", "--epochs", "2", "--lr", "0.05",
+                                "--momentum", "0.9", "--worker-timeout", "120",
+                                "--metrics-http", "127.0.0.1:%d" % port], val=val)
+job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+driver, pid = None, None
+try:
+    # pause the worker as soon as it exists: the job cannot end before the page is open
+    pid = wait_for("the worker starts", lambda: gpud_pid(out), 60, job)
+    os.kill(pid, signal.SIGSTOP)
+    if job.poll() is not None:
+        fail("the job ended before its worker could be paused:\n%s" % job.communicate()[0])
+    wait_for("GET / answers", lambda: page_up(port), 60, job)
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--window-size=1280,1500", "--user-data-dir=" + os.path.join(wd, "chromium")):
+        opts.add_argument(a)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    driver.set_page_load_timeout(30)
+    driver.get("http://127.0.0.1:%d/" % port)
+    txt = lambda id_: driver.find_element(By.ID, id_).text
+    check("ddpipe" in driver.title, "page title %r" % driver.title)
+    wait_for("the event stream opens", lambda: txt("status") == "live", 30)
+    before = txt("progress")
+    os.kill(pid, signal.SIGCONT)
+    pid = None
+    moved = wait_for("the progress number moves", lambda: txt("progress") != before and txt("progress"), 60)
+    print("progress moved: %r -> %r" % (before, moved), flush=True)
+
+    final = wait_for("the page shows the final top-1",
+                     lambda: driver.find_element(By.ID, "final-top1").get_attribute("data-correct")
+                     and txt("status") == "finished", 120)
+    shown = driver.find_element(By.ID, "final-top1")
+    page = {k: shown.get_attribute("data-" + k) for k in ("correct", "samples", "top1")}
+    page["text"] = shown.text
+    cells = len(driver.find_elements(By.CSS_SELECTOR, "#confusion rect"))
+    workers = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#workers tr")]
+    tput_points = len(driver.find_elements(By.CSS_SELECTOR, "#chart-tput circle, #chart-tput polyline"))
+    loss_lines = len(driver.find_elements(By.CSS_SELECTOR, "#chart-loss polyline"))
+    if os.environ.get("DDPIPE_DASH_SCREENSHOT"):
+        driver.save_screenshot(os.environ["DDPIPE_DASH_SCREENSHOT"])
+    logs = driver.get_log("browser")
+    outp, _ = job.communicate(timeout=120)
+finally:
+    if pid:
+        os.kill(pid, signal.SIGCONT)
+    if driver:
+        driver.quit()
+    if job.poll() is None:
+        job.kill()
+        job.communicate()
+
+check(job.returncode == 0, "the job failed:\n" + outp)
+s = summary(out)
+print("page %r, summary top1 %r (%d/%d)" % (page, s["top1"], s["correct_top1"], s["samples"]), flush=True)
+check(int(page["correct"]) == s["correct_top1"] and int(page["samples"]) == s["samples"],
+      "page's final counts %r, summary.json's %d/%d" % (page, s["correct_top1"], s["samples"]))
+check(abs(float(page["top1"]) - s["top1"]) < 1e-12 and page["text"] == "%.2f %%" % (100 * s["top1"]),
+      "page's final top-1 %r, summary.json's %r" % (page, s["top1"]))
+nc = len(s["per_class"])
+check(cells == nc * nc, "confusion matrix: %d cells for %d classes" % (cells, nc))
+check(len(workers) == 1 and workers[0].startswith("0 "), "workers table %r" % workers)
+check(tput_points >= 1 and loss_lines >= 1, "charts: throughput %d marks, loss %d lines (2 epochs)"
+      % (tput_points, loss_lines))
+errors = [l for l in logs if l.get("level") == "SEVERE"]
+check(not errors, "browser console errors: %r" % errors)
+assert_no_leftovers(out)
+shutil.rmtree(wd, ignore_errors=True)
+print("1 passed, 0 failed")
