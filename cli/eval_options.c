@@ -13,7 +13,9 @@
 static const option_t s_rows[] = {
     OPTION_STRING(T, data, "data", "PATH",
                   NULL, "ImageFolder directory or idx:PREFIX (MNIST/Fashion-MNIST IDX)"),
-    OPTION_STRING(T, model, "model", "resnet18|wideresnet", NULL, "the architecture"),
+    OPTION_STRING(T, model, "model", "ARCH", NULL,
+                  "the architecture: resnet18, resnet34, resnet50, densenet121, wideresnet "
+                  "(ddpipe models)"),
     OPTION_STRING(T, weights, "weights", "FILE", NULL,
                   "safetensors with PyTorch state_dict names"),
     OPTION_STRING(T, out, "out", "DIR", NULL,
@@ -48,11 +50,8 @@ static int check(const eval_options_t *o)
         options_usage(&eval_options_table, stderr);
         return -1;
     }
-    if (strcmp(o->model, "resnet18") != 0 && strcmp(o->model, "wideresnet") != 0) {
-        fprintf(stderr, "ddpipe eval: --model %s is not known; choose resnet18 or wideresnet\n",
-                o->model);
+    if (dd_check_model("ddpipe eval", o->model) < 0)
         return -1;
-    }
     if (o->predictions && strcmp(o->predictions, "topk") != 0 &&
         strcmp(o->predictions, "probs") != 0 && strcmp(o->predictions, "all") != 0) {
         fprintf(stderr, "ddpipe eval: --predictions %s is not known; choose topk, probs or all\n",

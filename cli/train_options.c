@@ -19,7 +19,9 @@ static const option_t s_rows[] = {
                   "training set: ImageFolder directory or idx:PREFIX"),
     OPTION_STRING(T, val, "val", "PATH", NULL,
                   "validation set (eval transform); without it the run stops by --epochs only"),
-    OPTION_STRING(T, model, "model", "wideresnet|resnet18|densenet121", NULL, "the architecture"),
+    OPTION_STRING(T, model, "model", "ARCH", NULL,
+                  "the architecture: resnet18, resnet34, resnet50, densenet121, wideresnet "
+                  "(ddpipe models)"),
     OPTION_STRING(T, weights, "weights", "FILE", NULL,
                   "initial weights (default: seeded PyTorch-default init)"),
     OPTION_STRING(T, out, "out", "DIR", NULL,
@@ -206,6 +208,8 @@ static int check_required(const train_options_t *o)
         options_usage(&train_options_table, stderr);
         return -1;
     }
+    if (dd_check_model("ddpipe train", o->model) < 0)
+        return -1;
     const char *files[] = {o->weights, o->val && strncmp(o->val, "idx:", 4) != 0 ? o->val : NULL};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (files[i] && access(files[i], R_OK) != 0) {
