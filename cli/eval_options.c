@@ -2,6 +2,7 @@
 #include "cli/eval_options.h"
 
 #include "cli/child_defaults.h"
+#include "cli/classes.h"
 #include "cli/job_options.h"
 
 #include <errno.h>
@@ -31,6 +32,11 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, limit, "limit", "N", -1, 0, 1L << 40, "evaluate only the first N samples"),
     OPTION_FLAG(T, no_dct, "no-dct-scaling",
                 "full-size JPEG decode before resize (bit-exact PIL path)"),
+    OPTION_STRING(T, classes, "classes", "FILE|numeric", NULL,
+                  "map class folders to model outputs: 'folder index [label]' lines, or the "
+                  "folders in model order one a line with their label (ImageNet's "
+                  "LOC_synset_mapping.txt), or numeric (folders named 0, 1, ...: ImageNetV2); "
+                  "a dataset may then hold any subset of the model's classes"),
     OPTION_SECTION("model input:"),
     JOB_MODEL_OPTIONS(T),
     OPTION_SECTION("run:"),
@@ -43,7 +49,7 @@ static const option_t s_rows[] = {
 const option_table_t eval_options_table = {
     "ddpipe eval", "--data PATH --model ARCH --weights FILE --out DIR [options]", s_rows};
 
-static int check(const eval_options_t *o)
+static int check(eval_options_t *o)
 {
     if (!o->data || !o->model || !o->weights || !o->out) {
         fprintf(stderr, "ddpipe eval: --data, --model, --weights and --out are required\n");
@@ -67,7 +73,8 @@ static int check(const eval_options_t *o)
         fprintf(stderr, "ddpipe eval: --weights %s: %s\n", o->weights, strerror(errno));
         return -1;
     }
-    return 0;
+    return dd_check_classes("ddpipe eval", o->data, o->model, o->weights, o->num_classes,
+                            o->classes, &o->outputs);
 }
 
 int eval_options_parse(eval_options_t *o, int argc, char **argv)

@@ -270,8 +270,8 @@ int32_t classmap_index(const classmap_t *m, const char *folder, char *err, size_
     entry_t key = {.folder = (char *)folder}, *kp = &key;
     entry_t **hit = bsearch(&kp, m->by_folder, m->n, sizeof *m->by_folder, s_by_folder_name);
     if (!hit) {
-        err_set(err, errlen, "%s: no line maps folder '%s' (%zu lines map folders; check "
-                "the file matches the dataset)", m->path, folder, m->n);
+        err_set(err, errlen, "%s: no line maps folder '%s' (the file maps %zu folders)",
+                m->path, folder, m->n);
         return -1;
     }
     return (int32_t)(*hit)->index;
