@@ -14,9 +14,8 @@
 static const option_t s_rows[] = {
     OPTION_STRING(T, data, "data", "PATH",
                   NULL, "ImageFolder directory or idx:PREFIX (MNIST/Fashion-MNIST IDX)"),
-    OPTION_STRING(T, model, "model", "ARCH", NULL,
-                  "the architecture: resnet18, resnet34, resnet50, densenet121, wideresnet "
-                  "(ddpipe models)"),
+    OPTION_STRING(T, model, "model", "resnet18|resnet34|resnet50|densenet121|wideresnet", NULL,
+                  "the architecture (ddpipe models lists them)"),
     OPTION_STRING(T, weights, "weights", "FILE", NULL,
                   "safetensors with PyTorch state_dict names"),
     OPTION_STRING(T, out, "out", "DIR", NULL,

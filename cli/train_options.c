@@ -19,9 +19,8 @@ static const option_t s_rows[] = {
                   "training set: ImageFolder directory or idx:PREFIX"),
     OPTION_STRING(T, val, "val", "PATH", NULL,
                   "validation set (eval transform); without it the run stops by --epochs only"),
-    OPTION_STRING(T, model, "model", "ARCH", NULL,
-                  "the architecture: resnet18, resnet34, resnet50, densenet121, wideresnet "
-                  "(ddpipe models)"),
+    OPTION_STRING(T, model, "model", "resnet18|resnet34|resnet50|densenet121|wideresnet", NULL,
+                  "the architecture (ddpipe models lists them)"),
     OPTION_STRING(T, weights, "weights", "FILE", NULL,
                   "initial weights (default: seeded PyTorch-default init)"),
     OPTION_STRING(T, out, "out", "DIR", NULL,
