@@ -42,6 +42,7 @@ static int start_reporterd(job_t *j, const eval_options_t *o)
     reporter_options_t r;
     if (children_reporter(j, &r, o->out, o->metrics_http) < 0)
         return -1;
+    r.tensorboard = o->tensorboard;
     return children_spawn(j, "reporterd", "reporterd", &reporter_options_table, &r);
 }
 

@@ -74,6 +74,7 @@ static int start_reporterd(job_t *j, const train_options_t *o)
     if (children_reporter(j, &r, o->out, o->metrics_http) < 0)
         return -1;
     r.seed_csv = csv;
+    r.tensorboard = o->tensorboard;
     if (o->resuming) /* its metrics.csv rows of the epochs before E stay */
         r.start_epoch = o->resume.epoch;
     return children_spawn(j, "reporterd", "reporterd", &reporter_options_table, &r);
@@ -185,10 +186,10 @@ static int start_gpud(job_t *j, const train_options_t *o, long rank)
     g.ring_timeout_s = o->ring_timeout_s;
     /* reducerd answers a step after a lost rank once heartbeats declare it dead */
     g.commit_timeout_s = o->ring_timeout_s + o->worker_timeout_s;
-    long fault_rank, fault_step;
-    if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_step) == 2 &&
-        fault_rank == rank)
+    long fault_step;
+    if (o->fault && train_fault_step(o->fault, rank, o->workers, &fault_step) == 0)
         g.fault_at_step = fault_step;
+    g.fault_in_checkpoint = o->fault_in_checkpoint == rank;
     snprintf(name, sizeof name, "gpud.%ld", rank);
     return children_spawn(j, name, "gpud", &gpud_options_table, &g);
 }

@@ -39,6 +39,8 @@
                   "Prometheus metrics at http://H:P/metrics while the job runs"),              \
     OPTION_STRING(T, tap, "tap", "ENDPOINT", NULL,                                              \
                   "publish the live event tap there (default: the job's private ipc folder)"), \
+    OPTION_STRING(T, tensorboard, "tensorboard", "DIR", NULL,                                   \
+                  "TensorBoard event files of the job's scalars in DIR"),                      \
     ZS_SECURITY_OPTIONS,                                                                       \
     OPTION_FLAG(T, quiet, "quiet", "no progress line"),                                         \
     OPTION_FLAG(T, verbose, "verbose", "every daemon logs more")

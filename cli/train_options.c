@@ -77,8 +77,11 @@ static const option_t s_rows[] = {
                 "below --min-workers training pauses up to S s for gpuds to join (--join), "
                 "then stops with a resumable checkpoint (0: stop at once)"),
     OPTION_SECTION("test hooks:"),
-    OPTION_STRING(T, fault, "fault", "RANK:STEP", NULL,
-                  "gpud RANK kills itself before optimizer step STEP"),
+    OPTION_STRING(T, fault, "fault", "RANK:STEP[,...]", NULL,
+                  "gpud RANK kills itself before optimizer step STEP (a comma-separated list: "
+                  "several ranks)"),
+    OPTION_LONG(T, fault_in_checkpoint, "fault-in-checkpoint", "RANK", -1, 0, 4096,
+                "gpud RANK (the checkpoint writer, 0) dies inside its first checkpoint write"),
     OPTION_LONG(T, pause_at_step, "pause-at-step", "S", -1, 0, 1L << 40,
                 "training pauses before step S until one more gpud joined (--join)"),
     OPTION_END};
@@ -131,12 +134,27 @@ static int check_choices(const train_options_t *o)
                 o->min_workers, o->workers);
         return -1;
     }
-    long fr, fs;
-    char tail;
-    if (o->fault && (sscanf(o->fault, "%ld:%ld%c", &fr, &fs, &tail) != 2 || fr < 0 ||
-                     fr >= o->workers || fs < 0)) {
-        fprintf(stderr, "ddpipe train: --fault %s: want RANK:STEP with 0 <= RANK < --workers\n", o->fault);
+    long step;
+    if (o->fault && train_fault_step(o->fault, -1, o->workers, &step) < 0) {
+        fprintf(stderr, "ddpipe train: --fault %s: want RANK:STEP[,RANK:STEP...] with 0 <= RANK "
+                        "< --workers\n", o->fault);
         return -1;
+    }
+    return 0;
+}
+
+int train_fault_step(const char *spec, long rank, long workers, long *step)
+{
+    *step = -1;
+    for (const char *p = spec; *p;) {
+        long r, s;
+        int used = 0;
+        if (sscanf(p, "%ld:%ld%n", &r, &s, &used) != 2 || r < 0 || r >= workers || s < 0 ||
+            (p[used] != ',' && p[used] != '\0'))
+            return -1;
+        if (r == rank)
+            *step = s;
+        p += used + (p[used] == ',');
     }
     return 0;
 }

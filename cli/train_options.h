@@ -24,7 +24,7 @@ typedef struct {
     const char *data, *val, *model, *weights, *out, *device, *resume_dir;
     option_ints_t channels;     /* gpud's rows (GPUD_INPUT_OPTIONS, GPUD_TRAINING_OPTIONS) */
     option_doubles_t mean, std, betas;
-    const char *normalize, *crop, *fault, *metrics_http, *tap;
+    const char *normalize, *crop, *fault, *metrics_http, *tap, *tensorboard;
     const char *optimizer, *lr_schedule, *augment, *freeze, *freeze_bn;
     long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
@@ -33,6 +33,7 @@ typedef struct {
     long max_workers;           /* elastic: joiners enter while fewer ranks train (0: workers) */
     long rejoin_timeout_s;      /* elastic: a pause below min_workers lasts at most this */
     long pause_at_step;         /* test hook: pause before this step for a joiner; -1 off */
+    long fault_in_checkpoint;   /* test hook: this rank dies inside its first checkpoint write */
     double lr, momentum, weight_decay, dampening, eps, gamma, eta_min;
     double warmup_start_factor, label_smoothing, target_accuracy, rotate;
     int nesterov, sync_bn, grad_averaging, verbose, quiet, overwrite;  /* flags */
@@ -62,4 +63,8 @@ void py_float_str(double x, char *buf, size_t len);
  * lr, momentum and w (warm-up epochs) as Python's str(float) prints them
  * (reporterd/seed_csv.h: "2ranks-16bs-0.1lr-0.9m-5.0w.csv"). */
 void train_seed_csv_name(const train_options_t *o, char *buf, size_t len);
+/* The --fault list ("RANK:STEP[,RANK:STEP...]"): *step is rank's STEP
+ * (-1 none); -1 when the list is malformed or names a rank >= workers. */
+int train_fault_step(const char *spec, long rank, long workers, long *step);
+
 #endif

@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +99,13 @@ static void s_fsync_dir(const char *path)
     free(copy);
 }
 
+static atomic_bool s_fault_before_rename;
+
+void atomic_file_fault_before_rename(void)
+{
+    atomic_store(&s_fault_before_rename, true);
+}
+
 int atomic_file_commit(atomic_file_t **self_p, char *err, size_t errlen)
 {
     atomic_file_t *self = *self_p;
@@ -112,6 +121,8 @@ int atomic_file_commit(atomic_file_t **self_p, char *err, size_t errlen)
         saved = errno;
     }
     int rc = -1;
+    if (!bad && atomic_load(&s_fault_before_rename))
+        raise(SIGKILL);
     if (bad)
         err_set(err, errlen, "cannot write %s: %s", self->tmp, strerror(saved ? saved : EIO));
     else if (rename(self->tmp, self->path) != 0)

@@ -37,4 +37,10 @@ void atomic_file_destroy(atomic_file_t **self_p);
 /* The whole file in one call. 0, or -1 with the reason in err. */
 int atomic_file_write(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
+/* Test hook (gpud --fault-in-checkpoint): the next commit SIGKILLs the
+ * process once the temporary file is written and synced, before the
+ * rename — a death in the middle of a write, for the tests that check
+ * nobody ever sees half a file. */
+void atomic_file_fault_before_rename(void);
+
 #endif

@@ -7,6 +7,7 @@
 
 #include "gpud/members.h"
 
+#include "common/atomic_file.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/zsecurity.h"
@@ -177,6 +178,10 @@ static int write_checkpoint(gpud_t *self, const char *why)
         return 0;
     ckpt_info_t info = state_info(self);
     char err[1024];
+    if (self->options.fault_in_checkpoint) {
+        log_warn("--fault-in-checkpoint: dying inside this checkpoint write (test hook)");
+        atomic_file_fault_before_rename();
+    }
     if (trainer_save(self->trainer, path, &info, err, sizeof err) < 0) {
         log_error("checkpoint (%s) not written: %s", why, err);
         return -1;

@@ -7,6 +7,7 @@
 #include "proto/event.h"
 #include "proto/wire.h"
 #include "reporterd/tap.h"
+#include "reporterd/tensorboard.h"
 
 #include <stdio.h>
 
@@ -47,6 +48,15 @@ static void on_end(reporter_t *self, const ev_end_t *end)
     self->done = true;
 }
 
+static int to_tensorboard(reporter_t *self, const ddp_event_t *ev, char *err, size_t errlen)
+{
+    if (ev->topic == EV_METRIC)
+        return tensorboard_on_metric(self->tb, &ev->u.metric, err, errlen);
+    if (ev->topic == EV_PROGRESS)
+        return tensorboard_on_progress(self->tb, &ev->u.progress, ++self->tb_ticks, err, errlen);
+    return 0;
+}
+
 static void handle(reporter_t *self, const ddp_event_t *ev)
 {
     char err[512] = "";
@@ -66,6 +76,8 @@ static void handle(reporter_t *self, const ddp_event_t *ev)
     case EV_END: on_end(self, &ev->u.end); break;
     default: break;
     }
+    if (rc == 0 && self->tb)
+        rc = to_tensorboard(self, ev, err, sizeof err);
     if (rc < 0) {
         log_error("writing %s for a %s event failed: %s", self->options.out,
                   event_topic_name(ev->topic), err);

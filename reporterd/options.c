@@ -18,6 +18,9 @@ static const option_t s_rows[] = {
                 "events queued per tap subscriber before it drops"),
     OPTION_STRING(T, metrics_http, "metrics-http", "H:P",
                   NULL, "Prometheus text exposition at http://H:P/metrics"),
+    OPTION_STRING(T, tensorboard, "tensorboard", "DIR", NULL,
+                  "write the job's scalars (loss, accuracy, lr, img/s) as TensorBoard event "
+                  "files in DIR"),
     OPTION_LONG(T, linger_s, "linger", "S", 0, 0, 86400,
                 "after the job's end keep serving /metrics and the tap for S seconds, or until "
                 "SIGTERM (compose: a scrape after the end still sees the final values)"),

@@ -11,6 +11,7 @@ typedef struct {
     const char *reducer;      /* reducerd's ROUTER: JOIN, and DONE at the end */
     const char *out;          /* the run directory */
     const char *tap;          /* XPUB re-publishing every event; NULL: none */
+    const char *tensorboard;  /* TensorBoard event files there; NULL: none */
     long tap_hwm;
     const char *metrics_http; /* HOST:PORT of /metrics; NULL: none */
     long linger_s;            /* after the end, keep /metrics and the tap up this long */

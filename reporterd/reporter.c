@@ -54,6 +54,12 @@ static int open_rundir(reporter_t *self)
         log_error("cannot set up the training files of %s: %s", o->out, err);
         return -1;
     }
+    if (o->tensorboard && !(self->tb = tfevents_new(o->tensorboard, err, sizeof err))) {
+        log_error("--tensorboard %s: %s", o->tensorboard, err);
+        return -1;
+    }
+    if (self->tb)
+        log_info("TensorBoard scalars in %s", tfevents_path(self->tb));
     return 0;
 }
 
@@ -127,6 +133,7 @@ void reporter_destroy(reporter_t **self_p)
     metrics_http_destroy(&self->http);
     promstate_destroy(&self->prom);
     rundir_destroy(&self->rundir);
+    tfevents_destroy(&self->tb);
     tapcache_destroy(&self->tapcache);
     zsock_destroy(&self->tap);
     zsock_destroy(&self->sub);

@@ -17,6 +17,7 @@
 #include "reporterd/options.h"
 #include "reporterd/promstate.h"
 #include "reporterd/rundir.h"
+#include "reporterd/tfevents.h"
 #include "reporterd/tapcache.h"
 
 #include <czmq.h>
@@ -32,6 +33,8 @@ typedef struct {
     promstate_t *prom;
     metrics_http_t *http;      /* NULL without --metrics-http */
     rundir_t *rundir;
+    tfevents_t *tb;            /* --tensorboard: the scalars' event file; NULL without */
+    int64_t tb_ticks;          /* progress events written (their TensorBoard step) */
     uint64_t events, rejected, replays;
     char write_error[512];     /* the first failed write of the run directory */
     int exit_code;

@@ -80,6 +80,15 @@ static void test_batches_and_names(void)
 
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --optimizer lamb") < 0, "bad optimizer");
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 2 --fault 2:3") < 0, "bad fault rank");
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 3 --fault 1:5,2:5") == 0,
+          "two faults");
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 3 --fault 1:5,") < 0,
+          "a trailing comma");
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 3 --fault 1:5;2:5") < 0,
+          "another separator");
+    long step;
+    CHECK(train_fault_step("1:5,2:7", 2, 3, &step) == 0 && step == 7, "rank 2's step %ld", step);
+    CHECK(train_fault_step("1:5,2:7", 0, 3, &step) == 0 && step == -1, "rank 0: none");
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 4 --global-batch-size 3") < 0,
           "G < W");
     CHECK(parse(&o, "--model wideresnet --out /tmp/r") < 0, "missing --data");

@@ -27,55 +27,19 @@ import csv
 import os
 import signal
 import subprocess
-import time
-import ddp_it
 from ddp_it import *
+from ddp_elastic import FLAGS as flags, SPE, data, file_has, finish, gpud_of, same_weights, wait_for
 
-N, G, EPOCHS = 232, 64, 2
-SPE = (N + G - 1) // G   # 4 steps an epoch
-train = idx_subset("train", 0, N)
-val = idx_subset("t10k", 0, 64)
+train, val = data()
 wd = workdir("elastic")
-flags = ["--global-batch-size", str(G), "--epochs", str(EPOCHS), "--seed", "3", "--lr", "0.001",
-         "--momentum", "0", "--sync-bn", "--worker-timeout", "2", "--ring-timeout", "5"]
 
 
 def gpud_pid(out, rank):
-    """The pid of the gpud started as rank `rank` (its --rank) of the job in out."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            exe = os.path.basename(os.readlink("/proc/%s/exe" % pid).replace(" (deleted)", ""))
-            args = read("/proc/%s/cmdline" % pid, "rb").decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if exe == "gpud" and any(out in a for a in args) and "--rank" in args and \
-                args[args.index("--rank") + 1] == str(rank):
-            return int(pid)
-    return None
-
-
-def wait_for(what, cond, proc, timeout=120):
-    """Polls cond() until it holds; fails when the job ends first or after timeout s."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            fail("the job ended (exit %d) before %s\nstderr:\n%s" % (proc.returncode, what, err))
-        time.sleep(0.05)
-    proc.kill()
-    proc.communicate()
-    fail("no %s within %d s" % (what, timeout))
+    return gpud_of(out, rank)[0]
 
 
 def log_has(out, rank, text):
-    try:
-        return text in read(os.path.join(out, "logs", "gpud.%d.log" % rank), "rb").decode(errors="replace")
-    except OSError:
-        return False
+    return file_has(os.path.join(out, "logs", "gpud.%d.log" % rank), text)
 
 
 def logged_after(out, rank, mark, *words):
@@ -91,25 +55,6 @@ def logged_after(out, rank, mark, *words):
 def membership_rows(out):
     with open(os.path.join(out, "membership.csv")) as f:
         return list(csv.DictReader(f))
-
-
-def finish(proc, out, what, timeout=300):
-    try:
-        so, se = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        so, se = proc.communicate()
-        fail("%s: the job did not end within %d s\n%s" % (what, timeout, se))
-    if proc.returncode != 0:
-        fail("%s: exit %d\nstdout:\n%s\nstderr:\n%s\n%s" % (what, proc.returncode, so, se,
-                                                          ddp_it._logs(out)))
-    return se
-
-
-def same_weights(base, out, what):
-    d, name = weights_diff(os.path.join(base, "model.safetensors"), os.path.join(out, "model.safetensors"))
-    print("%s vs uninterrupted: largest weight difference %.3g (%s)" % (what, d, name), flush=True)
-    check(d <= 1e-5, "%s: %s differs from the uninterrupted run's by %.3g > 1e-5" % (what, name, d))
 
 
 def check_lost(out, what, lost, world):

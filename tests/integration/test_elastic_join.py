@@ -24,35 +24,11 @@ Every wait is on an event (a log line, an exit) and bounded."""
 import os
 import subprocess
 import time
-import ddp_it
 from ddp_it import *
+from ddp_elastic import FLAGS as flags, SPE, data, file_has, finish, gpud_of, same_weights, wait_for
 
-N, G, EPOCHS = 232, 64, 2
-SPE = (N + G - 1) // G   # 4 steps an epoch
-train = idx_subset("train", 0, N)
-val = idx_subset("t10k", 0, 64)
+train, val = data()
 wd = workdir("elastic_join")
-flags = ["--global-batch-size", str(G), "--epochs", str(EPOCHS), "--seed", "3", "--lr", "0.001",
-         "--momentum", "0", "--sync-bn", "--worker-timeout", "2", "--ring-timeout", "5"]
-
-
-def cmdline(pid):
-    return read("/proc/%d/cmdline" % pid, "rb").decode(errors="replace").split("\0")[:-1]
-
-
-def gpud_of(out, rank):
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            exe = os.path.basename(os.readlink("/proc/%s/exe" % pid).replace(" (deleted)", ""))
-            args = cmdline(int(pid))
-        except OSError:
-            continue
-        if exe == "gpud" and any(out in a for a in args) and "--rank" in args and \
-                args[args.index("--rank") + 1] == str(rank):
-            return args
-    return None
 
 
 def joiner_cmd(args, name, change=None):
@@ -82,27 +58,6 @@ def joiner_cmd(args, name, change=None):
     return out + ["--name", name, "--join-timeout", "300"]
 
 
-def log_has(path, text):
-    try:
-        return text in read(path, "rb").decode(errors="replace")
-    except OSError:
-        return False
-
-
-def wait_for(what, cond, proc, timeout=180):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return
-        if proc.poll() is not None:
-            so, se = proc.communicate()
-            fail("the job ended (exit %d) before %s\nstderr:\n%s" % (proc.returncode, what, se))
-        time.sleep(0.05)
-    proc.kill()
-    proc.communicate()
-    fail("no %s within %d s" % (what, timeout))
-
-
 def start_job(out, extra):
     return subprocess.Popen(train_cmd(train, out, 2, flags + ["--verbose"] + extra, val=val),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -111,7 +66,7 @@ def start_job(out, extra):
 def start_joiner(out, name, change=None):
     args = None
     for _ in range(200):   # rank 0 is up once the job paused
-        args = gpud_of(out, 0)
+        args = gpud_of(out, 0)[1]
         if args:
             break
         time.sleep(0.05)
@@ -123,31 +78,12 @@ def start_joiner(out, name, change=None):
     return p, log
 
 
-def finish(proc, out, what, timeout=300):
-    try:
-        so, se = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        so, se = proc.communicate()
-        fail("%s: the job did not end within %d s\n%s" % (what, timeout, se))
-    if proc.returncode != 0:
-        fail("%s: exit %d\nstdout:\n%s\nstderr:\n%s\n%s" % (what, proc.returncode, so, se,
-                                                          ddp_it._logs(out)))
-    return se
-
-
 def wait_exit(p, what, timeout=300):
     try:
         return p.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         p.kill()
         fail("%s did not exit within %d s" % (what, timeout))
-
-
-def same_weights(base, out, what):
-    d, name = weights_diff(os.path.join(base, "model.safetensors"), os.path.join(out, "model.safetensors"))
-    print("%s vs uninterrupted: largest weight difference %.3g (%s)" % (what, d, name), flush=True)
-    check(d <= 1e-5, "%s: %s differs from the uninterrupted run's by %.3g > 1e-5" % (what, name, d))
 
 
 def check_joined(out, what, world, lost):
@@ -172,7 +108,7 @@ out = os.path.join(wd, "scaleup")
 proc = start_job(out, ["--max-workers", "3", "--pause-at-step", str(SPE + 1),
                        "--rejoin-timeout", "300"])
 reducer_log = os.path.join(out, "logs", "reducerd.log")
-wait_for("the pause", lambda: log_has(reducer_log, "paused with 2 ranks"), proc)
+wait_for("the pause", lambda: file_has(reducer_log, "paused with 2 ranks"), proc)
 bad, bad_log = start_joiner(out, "joiner-bad", {"--lr": "0.002"})
 rc = wait_exit(bad, "the mismatched joiner")
 text = read(bad_log)
@@ -191,7 +127,7 @@ print("scaleup: a mismatched joiner refused, a third rank joined at step %d" % (
 # replace: rank 1 dies below --min-workers 2; a joiner takes its place
 out = os.path.join(wd, "replace")
 proc = start_job(out, ["--min-workers", "2", "--fault", "1:%d" % (SPE + 1), "--rejoin-timeout", "300"])
-wait_for("the pause", lambda: log_has(os.path.join(out, "logs", "reducerd.log"), "paused with 1 rank"), proc)
+wait_for("the pause", lambda: file_has(os.path.join(out, "logs", "reducerd.log"), "paused with 1 rank"), proc)
 good, good_log = start_joiner(out, "joiner-replace")
 finish(proc, out, "replace")
 check(wait_exit(good, "the joiner") == 0, "replace: the joiner failed:\n%s" % read(good_log)[-3000:])

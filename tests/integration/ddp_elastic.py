@@ -1,0 +1,77 @@
+"""What the elastic training tests share (test_elastic*.py): the small job
+whose weights agree within 1e-5 for any number of ranks, finding a rank's
+gpud process, waiting on events, ending a job, comparing weights."""
+import os
+import subprocess
+import time
+import ddp_it
+from ddp_it import check, fail, idx_subset, read, weights_diff
+
+N, G, EPOCHS = 232, 64, 2
+SPE = (N + G - 1) // G   # 4 steps an epoch
+FLAGS = ["--global-batch-size", str(G), "--epochs", str(EPOCHS), "--seed", "3", "--lr", "0.001",
+         "--momentum", "0", "--sync-bn", "--worker-timeout", "2", "--ring-timeout", "5"]
+
+
+def data():
+    """(train, val): 232 Fashion-MNIST training samples, 64 test ones."""
+    return idx_subset("train", 0, N), idx_subset("t10k", 0, 64)
+
+
+def gpud_of(out, rank):
+    """(pid, argv) of the gpud started as rank `rank` (its --rank) of the job in out."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            exe = os.path.basename(os.readlink("/proc/%s/exe" % pid).replace(" (deleted)", ""))
+            args = read("/proc/%s/cmdline" % pid, "rb").decode(errors="replace").split("\0")[:-1]
+        except OSError:
+            continue
+        if exe == "gpud" and any(out in a for a in args) and "--rank" in args and \
+                args[args.index("--rank") + 1] == str(rank):
+            return int(pid), args
+    return None, None
+
+
+def wait_for(what, cond, proc, timeout=180):
+    """Polls cond() until it holds; fails when the job ends first or after timeout s."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        if proc.poll() is not None:
+            _, err = proc.communicate()
+            fail("the job ended (exit %d) before %s\nstderr:\n%s" % (proc.returncode, what, err))
+        time.sleep(0.05)
+    proc.kill()
+    proc.communicate()
+    fail("no %s within %d s" % (what, timeout))
+
+
+def file_has(path, text):
+    try:
+        return text in read(path, "rb").decode(errors="replace")
+    except OSError:
+        return False
+
+
+def finish(proc, out, what, timeout=300):
+    """Waits for the job; fails with its output and logs unless it exited 0."""
+    try:
+        so, se = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        so, se = proc.communicate()
+        fail("%s: the job did not end within %d s\n%s" % (what, timeout, se))
+    if proc.returncode != 0:
+        fail("%s: exit %d\nstdout:\n%s\nstderr:\n%s\n%s" % (what, proc.returncode, so, se,
+                                                          ddp_it._logs(out)))
+    return se
+
+
+def same_weights(base, out, what):
+    d, name = weights_diff(os.path.join(base, "model.safetensors"),
+                           os.path.join(out, "model.safetensors"))
+    print("%s vs uninterrupted: largest weight difference %.3g (%s)" % (what, d, name), flush=True)
+    check(d <= 1e-5, "%s: %s differs from the uninterrupted run's by %.3g > 1e-5" % (what, name, d))
