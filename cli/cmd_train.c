@@ -97,6 +97,8 @@ static int start_loaderd(job_t *j, const train_options_t *o)
     dd_loader_transform(&l, o->model, o->in_channels, o->resize, o->crop);
     l.augment = o->augment;
     l.rotate = o->rotate;
+    l.cache = o->cache;
+    l.cache_size_mb = o->cache_size_mb;
     if (o->limit)
         l.limit = o->limit;
     if (o->resuming) {

@@ -35,6 +35,12 @@ static const option_t s_rows[] = {
     JOB_MODEL_OPTIONS(T),
     OPTION_STRING(T, augment, "augment", "none|flip|crop-flip", NULL,
                   "train augmentation (default: the dataset's)"),
+    OPTION_STRING(T, cache, "cache", "memory|DIR", NULL,
+                  "keep the train samples decoded before the random transforms, so epochs "
+                  "after the first decode no file (DIR: kept for the next run too); the same "
+                  "pixels as without it"),
+    OPTION_LONG(T, cache_size_mb, "cache-size", "MB", 4096, 1, 1L << 24,
+                "the most pixel data --cache keeps"),
     OPTION_DOUBLE(T, rotate, "rotate", "DEG", NAN, 0, 180,
                   "RandomRotation(+-DEG) on train samples"),
     OPTION_LONG(T, limit, "limit", "N", 0, 1, 1L << 40, "use only the first N training samples"),

@@ -25,6 +25,8 @@ typedef struct {
     option_ints_t channels;     /* gpud's rows (GPUD_INPUT_OPTIONS, GPUD_TRAINING_OPTIONS) */
     option_doubles_t mean, std, betas;
     const char *normalize, *crop, *fault, *metrics_http, *tap, *tensorboard;
+    const char *cache;          /* --cache memory|DIR (loaderd) */
+    long cache_size_mb;
     const char *optimizer, *lr_schedule, *augment, *freeze, *freeze_bn;
     long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;

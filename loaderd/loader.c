@@ -78,11 +78,47 @@ static int open_val_set(loader_t *self)
     return 0;
 }
 
+/* --cache: what an entry holds decides its key — the whole decoded image
+ * before RandomResizedCrop, else the eval transform's output (resize,
+ * center crop) before flip and rotation. */
+static int open_cache(loader_t *self)
+{
+    const loader_options_t *o = &self->options;
+    if (!o->cache)
+        return 0;
+    if (dataset_is_idx(self->dataset)) {
+        log_info("--cache: %s holds decoded pixels already; nothing to cache", o->data);
+        return 0;
+    }
+    const transform_t *t = &self->transform;
+    char key[2048], err[512];
+    if (self->augment.crop)
+        snprintf(key, sizeof key, "v1 %s n=%llu whole-decode", dataset_root(self->dataset),
+                 (unsigned long long)self->samples);
+    else
+        snprintf(key, sizeof key, "v1 %s n=%llu resize=%d crop=%dx%d out=%dx%d c=%d dct=%d",
+                 dataset_root(self->dataset), (unsigned long long)self->samples, t->resize,
+                 t->crop_h, t->crop_w, self->out_h, self->out_w, t->channels, t->dct_scaling);
+    self->cache = sample_cache_new(o->cache, self->samples, (uint64_t)o->cache_size_mb << 20, key,
+                                   err, sizeof err);
+    if (!self->cache) {
+        log_error("%s", err);
+        return -1;
+    }
+    sample_cache_stats_t s = sample_cache_stats(self->cache);
+    log_info("--cache %s: up to %ld MiB of decoded train samples%s", o->cache, o->cache_size_mb,
+             s.reused ? "; an earlier run's samples are taken up" : "");
+    if (s.reused)
+        log_info("--cache: %llu samples (%.1f MiB) from an earlier run",
+                 (unsigned long long)s.entries, s.bytes / 1048576.0);
+    return 0;
+}
+
 /* The epoch permutation, the steps held ahead, the validation set. */
 static int prepare_training(loader_t *self)
 {
     const loader_options_t *o = &self->options;
-    if (decide_augment(self) < 0)
+    if (decide_augment(self) < 0 || open_cache(self) < 0)
         return -1;
     self->global_batch = (uint64_t)o->global_batch;
     self->sampler = sampler_new(self->samples, (uint64_t)o->seed, 1);
@@ -171,6 +207,13 @@ void loader_destroy(loader_t **self_p)
     for (int i = 0; i < self->n_ready; i++)
         ready_batch_clear(&self->ready[i]);
     step_window_destroy(&self->window);
+    if (self->cache) {
+        sample_cache_stats_t s = sample_cache_stats(self->cache);
+        log_info("--cache: %llu hits, %llu misses; %llu samples, %.1f of %.1f MiB kept",
+                 (unsigned long long)s.hits, (unsigned long long)s.misses,
+                 (unsigned long long)s.entries, s.bytes / 1048576.0, s.budget / 1048576.0);
+    }
+    sample_cache_destroy(&self->cache);
     sampler_destroy(&self->sampler);
     dispatch_destroy(&self->dispatch);
     zsock_destroy(&self->router);

@@ -29,6 +29,7 @@
 #include "common/dataset.h"
 #include "common/token.h"
 #include "loaderd/augment.h"
+#include "loaderd/sample_cache.h"
 #include "loaderd/dispatch.h"
 #include "loaderd/options.h"
 #include "loaderd/pool.h"
@@ -104,6 +105,7 @@ typedef struct loader {
 
     /* training */
     augment_t augment;
+    sample_cache_t *cache;     /* --cache: decoded train samples (sample_cache.h); NULL none */
     sampler_t *sampler;
     uint64_t global_batch;
     uint64_t steps_per_epoch;

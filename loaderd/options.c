@@ -58,6 +58,11 @@ static const option_t s_rows[] = {
                   "train transforms (default crop-flip, none for idx:)"),
     OPTION_DOUBLE(T, rotate, "rotate", "DEG", 0, 0, 360,
                   "RandomRotation((-DEG, DEG)) after the other transforms"),
+    OPTION_STRING(T, cache, "cache", "memory|DIR", NULL,
+                  "keep train samples decoded (before the random transforms) so later epochs "
+                  "decode no file: in memory, or in DIR/samples.cache for the next run too"),
+    OPTION_LONG(T, cache_size_mb, "cache-size", "MB", 4096, 1, 1L << 24,
+                "the most pixel data --cache keeps (MiB); a full cache takes no more samples"),
     OPTION_LONG(T, start_epoch, "start-epoch", "E", 0, 0, 1000000, "resume: first epoch"),
     OPTION_LONG(T, start_step, "start-step", "K", 0, 0, (long)1 << 40,
                 "resume: first global step of the first epoch"),

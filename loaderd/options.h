@@ -45,6 +45,8 @@ typedef struct {
     long seed;
     const char *augment;       /* none|flip|crop-flip; NULL: the default */
     double rotate;             /* degrees; 0: no RandomRotation */
+    const char *cache;         /* "memory" or a folder: decoded train samples; NULL none */
+    long cache_size_mb;
     long start_epoch;
     long start_step;
     /* read from the text options by loader_options_parse (not in the table) */

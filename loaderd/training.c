@@ -3,6 +3,7 @@
 #include "common/errbuf.h"
 #include "common/log.h"
 #include "loaderd/reducer_link.h"
+#include "loaderd/train_sample.h"
 #include "proto/wire.h"
 
 #include <stdlib.h>
@@ -34,40 +35,6 @@ bool training_ranks_known(loader_t *self)
 
 /* ---- loading a step ------------------------------------------------------ */
 
-/* The train sample ID of epoch EPOCH, augmented, into OUT (channels x
- * out_h x out_w). 0, or -1 with a reason. Thread-safe. */
-static int load_sample(const loader_t *self, uint32_t epoch, uint64_t id, uint8_t *out, char *err,
-                       size_t errlen)
-{
-    uint64_t seed = (uint64_t)self->options.seed;
-    const augment_t *aug = &self->augment;
-    int h = self->out_h, w = self->out_w;
-    if (aug->crop)
-        return augment_load(self->dataset, id, aug, seed, epoch, out, h, w, err, errlen);
-    /* no random crop: the eval transform (resize, center crop) makes the
-     * output size, then flip / rotation — Compose([Resize, CenterCrop,
-     * RandomHorizontalFlip, RandomRotation]); for a source already of the
-     * output size (idx) this is augment_load's result exactly */
-    if (sample_load(self->dataset, id, &self->transform, out, h, w, err, errlen) != 0)
-        return -1;
-    augment_params_t p = augment_draw(aug, seed, epoch, id, w, h);
-    int c = aug->channels;
-    if (p.flip)
-        augment_flip_planes(out, c, h, w);
-    if (p.rotate) {
-        size_t n = (size_t)c * h * w;
-        uint8_t *tmp = malloc(n);
-        if (!tmp) {
-            err_set(err, errlen, "out of memory rotating a %dx%d image", w, h);
-            return -1;
-        }
-        memcpy(tmp, out, n);
-        augment_rotate_planes(tmp, out, c, h, w, p.angle);
-        free(tmp);
-    }
-    return 0;
-}
-
 typedef struct {
     const loader_t *self;
     uint64_t *ids;             /* the step's samples, rank after rank */
@@ -79,8 +46,8 @@ typedef struct {
 static void load_one(void *ctx, int i)
 {
     step_job_t *job = ctx;
-    job->ok[i] = load_sample(job->self, job->self->epoch, job->ids[i], job->dst[i],
-                             job->reasons[i], sizeof job->reasons[i]) == 0;
+    job->ok[i] = train_sample_load(job->self, job->self->epoch, job->ids[i], job->dst[i],
+                                   job->reasons[i], sizeof job->reasons[i]) == 0;
 }
 
 /* Rank r's shard of step k: ids, labels, a pixel frame of count samples. */
