@@ -6,10 +6,21 @@
 #ifndef DDP_CLI_CLASSES_H
 #define DDP_CLI_CLASSES_H
 
+#include <stdbool.h>
+
+typedef struct {
+    const char *cmd;            /* "ddpipe eval" */
+    const char *data, *val;     /* val NULL: none */
+    const char *model, *weights;/* weights NULL: training from scratch */
+    long num_classes;           /* --num-classes, 0 none */
+    const char *classes;        /* --classes, NULL none */
+    bool strict;                /* no map: outputs must equal the class folders (eval) */
+} dd_classes_t;
+
 /* *outputs: the model's output count (--num-classes, else the rows of the
- * weights' head), 0 when the weights do not say (gpud reports it then).
- * 0, or -1 after a one-line reason on stderr (exit code 2). */
-int dd_check_classes(const char *cmd, const char *data, const char *model, const char *weights,
-                     long num_classes, const char *classes, long *outputs);
+ * weights' head, else without weights the architecture's default head),
+ * 0 when the weights do not say (gpud reports it then). 0, or -1 after a
+ * one-line reason on stderr (exit code 2). */
+int dd_check_classes(const dd_classes_t *c, long *outputs);
 
 #endif

@@ -72,8 +72,10 @@ static int check(eval_options_t *o)
         fprintf(stderr, "ddpipe eval: --weights %s: %s\n", o->weights, strerror(errno));
         return -1;
     }
-    return dd_check_classes("ddpipe eval", o->data, o->model, o->weights, o->num_classes,
-                            o->classes, &o->outputs);
+    dd_classes_t c = {.cmd = "ddpipe eval", .data = o->data, .model = o->model,
+                      .weights = o->weights, .num_classes = o->num_classes,
+                      .classes = o->classes, .strict = true};
+    return dd_check_classes(&c, &o->outputs);
 }
 
 int eval_options_parse(eval_options_t *o, int argc, char **argv)

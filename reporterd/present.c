@@ -46,9 +46,11 @@ static int s_build(const ev_metric_t *m, const int64_t *pos, small_t *s)
         return -1;
     for (uint32_t i = 0; i < P; i++) {
         uint32_t t = m->present[i];
-        for (uint32_t p = 0; p < nc; p++)
-            s->confusion[(uint64_t)i * nn + (pos[p] >= 0 ? (uint64_t)pos[p] : P)] +=
-                m->confusion[(uint64_t)t * nc + p];
+        for (uint32_t p = 0; p < nc; p++) {
+            uint64_t v = m->confusion[(uint64_t)t * nc + p];
+            if (v)   /* a prediction outside the dataset: then nn == P + 1 (s_other) */
+                s->confusion[(uint64_t)i * nn + (pos[p] >= 0 ? (uint64_t)pos[p] : P)] += v;
+        }
         const char *name = m->class_names && m->class_names[t] ? m->class_names[t] : "";
         if (!(s->names[i] = strdup(name)))
             return -1;

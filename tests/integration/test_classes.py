@@ -141,5 +141,19 @@ check(sorted(listed) == sorted(["resnet18", "resnet34", "resnet50", "densenet121
 for m in listed:
     rc, err = eval_rc(sub, os.path.join(wd, "m-" + m), [], ["--model", m, "--weights", "/nonexistent.st"])
     check(rc == 2 and "not known" not in err and "/nonexistent.st" in err, "%s: %d %r" % (m, rc, err))
+# 6. ddpipe train --classes: train and --val mapped the same way; the
+# validation report covers the 4 classes (from scratch: the 10-output head)
+tr_out = os.path.join(wd, "train")
+run_train(sub, tr_out, 1, extra=["--classes", mapping, "--epochs", "1", "--batch-size", "16"],
+          val=sub)
+ts = summary(tr_out)
+check([c["name"] for c in ts["per_class"]] == [labels[i] for i in SUBSET],
+      "train: validation per_class %r" % [c["name"] for c in ts["per_class"]])
+check(ts["samples"] == len(want), "train: %s validation samples" % ts["samples"])
+rc, err = subprocess.run(train_cmd(sub, os.path.join(wd, "train-bad"), 1,
+                                   extra=["--classes", short, "--epochs", "1"], val=sub),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).returncode, None
+check(rc == 2, "train --classes with a short map: exit %d" % rc)
+print("ddpipe train --classes: validation report of the 4 classes", flush=True)
 shutil.rmtree(wd, ignore_errors=True)
 print("1 passed, 0 failed")
