@@ -65,8 +65,9 @@ static inline void dd_loader_transform(loader_options_t *l, const char *model, l
 /* The default transform of MODEL, as `ddpipe models` prints it. */
 static inline const char *dd_transform_text(const char *model)
 {
-    return dd_is_wrn(model) ? "ToTensor (1x28x28 grayscale as is, no normalisation)"
-                            : "Resize(256), CenterCrop(224), ToTensor, Normalize(ImageNet mean, std)";
+    if (dd_is_wrn(model))
+        return "ToTensor (1x28x28 grayscale as is, no normalisation)";
+    return "Resize(256), CenterCrop(224), ToTensor, Normalize(ImageNet mean, std)";
 }
 
 /* loaderd's --prefetch: every rank's window in flight plus one, at most 16. */

@@ -20,7 +20,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define SEE_ALSO_CLI "ddpipe(1), ddpipe-eval(1), ddpipe-train(1), ddpipe-tap(1), ddpipe-keygen(1), ddpipe-models(1)"
+#define SEE_ALSO_CLI                                                                  \
+    "ddpipe(1), ddpipe-eval(1), ddpipe-train(1), ddpipe-tap(1), ddpipe-keygen(1), " \
+    "ddpipe-models(1)"
 #define SEE_ALSO_DAEMONS "ddpipe(1), loaderd(1), gpud(1), reducerd(1), reporterd(1)"
 
 typedef struct {
@@ -39,8 +41,8 @@ static const doc_t s_docs[] = {
       "Commands: eval (evaluate a classifier, exact metrics, ddpipe-eval(1)), train (train "
       "data-parallel, ddpipe-train(1)), tap (print a job's live events, ddpipe-tap(1)), keygen "
       "(the CURVE certificates of a cluster, ddpipe-keygen(1)), models (the architectures, "
-      "their parameter counts and default transforms, ddpipe-models(1)), completion bash (this shell "
-      "completion script).\n\n"
+      "their parameter counts and default transforms, ddpipe-models(1)), completion bash "
+      "(this shell completion script).\n\n"
       "eval, train and tap take --curve-dir DIR (CURVE on every tcp:// socket; default "
       "$DDPIPE_CURVE_DIR) and --insecure. ddpipe finds the daemons next to itself, or in "
       "$DDPIPE_BIN.",

@@ -65,7 +65,8 @@ static int decide_augment(loader_t *self)
 static int open_val_set(loader_t *self)
 {
     const loader_options_t *o = &self->options;
-    if (!(self->val_set = scan_open(o->val, o->limit, o->classes, o->outputs, &self->eval_samples)) ||
+    self->val_set = scan_open(o->val, o->limit, o->classes, o->outputs, &self->eval_samples);
+    if (!self->val_set ||
         scan_check_val_classes(self->dataset, o->data, self->val_set, o->val) < 0)
         return -1;
     char err[512];
