@@ -7,6 +7,7 @@
 #ifndef DDP_CLI_CHILD_DEFAULTS_H
 #define DDP_CLI_CHILD_DEFAULTS_H
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -23,6 +24,22 @@ static inline void dd_default_threads(long workers, long *threads, long *loader_
         *threads = cores / workers > 0 ? cores / workers : 1;
     if (!*loader_threads)
         *loader_threads = cores;
+}
+
+/* Every architecture gpud implements (gpud/model.c ARCHS; `ddpipe models`
+ * prints their cards and it_models checks the two lists agree). */
+#define DD_MODELS "resnet18, resnet34, resnet50, densenet121 or wideresnet"
+static const char *const dd_models[] = {"resnet18", "resnet34", "resnet50", "densenet121",
+                                        "wideresnet", NULL};
+
+/* 0 when MODEL is one of dd_models; else -1 with a one-line error. */
+static inline int dd_check_model(const char *cmd, const char *model)
+{
+    for (const char *const *m = dd_models; *m; m++)
+        if (strcmp(model, *m) == 0)
+            return 0;
+    fprintf(stderr, "%s: --model %s is not known; choose " DD_MODELS "\n", cmd, model);
+    return -1;
 }
 
 /* The seed WideResNet reads 28x28 grayscale (Fashion-MNIST) as it is; the
@@ -43,6 +60,14 @@ static inline void dd_loader_transform(loader_options_t *l, const char *model, l
     l->channels = dd_in_channels(model, in_channels);
     l->resize = resize ? resize : dd_is_wrn(model) ? 0 : 256;
     l->crop = crop ? crop : dd_is_wrn(model) ? NULL : "224";
+}
+
+/* The default transform of MODEL, as `ddpipe models` prints it. */
+static inline const char *dd_transform_text(const char *model)
+{
+    if (dd_is_wrn(model))
+        return "ToTensor (1x28x28 grayscale as is, no normalisation)";
+    return "Resize(256), CenterCrop(224), ToTensor, Normalize(ImageNet mean, std)";
 }
 
 /* loaderd's --prefetch: every rank's window in flight plus one, at most 16. */

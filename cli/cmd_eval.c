@@ -58,6 +58,8 @@ static int start_loaderd(job_t *j, const eval_options_t *o)
     l.no_dct_scaling = o->no_dct;
     l.limit = o->limit;
     l.predictions = o->predictions != NULL;
+    l.classes = o->classes;
+    l.outputs = o->classes ? o->outputs : 0;
     return children_spawn(j, "loaderd", "loaderd", &loader_options_table, &l);
 }
 

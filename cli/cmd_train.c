@@ -88,6 +88,8 @@ static int start_loaderd(job_t *j, const train_options_t *o)
                         dd_prefetch(o->workers, o->window), o->verbose) < 0)
         return -1;
     l.train = 1;
+    l.classes = o->classes;
+    l.outputs = o->classes ? o->outputs : 0;
     l.val = o->val;
     l.workers = o->workers;
     l.global_batch = o->global_batch;

@@ -5,6 +5,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_tap(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
+int cmd_models(int argc, char **argv);
 /* `ddpipe completion bash`, and the build's man pages (cli/docs.c) */
 int cmd_completion(int argc, char **argv);
 int cmd_docs(int argc, char **argv);
@@ -13,4 +14,5 @@ int cmd_docs(int argc, char **argv);
 #include "common/options.h"
 extern const option_table_t tap_options_table;
 extern const option_table_t keygen_options_table;
+extern const option_table_t models_options_table;
 #endif

@@ -20,7 +20,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define SEE_ALSO_CLI "ddpipe(1), ddpipe-eval(1), ddpipe-train(1), ddpipe-tap(1), ddpipe-keygen(1)"
+#define SEE_ALSO_CLI                                                                  \
+    "ddpipe(1), ddpipe-eval(1), ddpipe-train(1), ddpipe-tap(1), ddpipe-keygen(1), " \
+    "ddpipe-models(1)"
 #define SEE_ALSO_DAEMONS "ddpipe(1), loaderd(1), gpud(1), reducerd(1), reporterd(1)"
 
 typedef struct {
@@ -38,8 +40,9 @@ static const doc_t s_docs[] = {
       "(--out) gets summary.json, CSV files, plots and the daemons' logs.\n\n"
       "Commands: eval (evaluate a classifier, exact metrics, ddpipe-eval(1)), train (train "
       "data-parallel, ddpipe-train(1)), tap (print a job's live events, ddpipe-tap(1)), keygen "
-      "(the CURVE certificates of a cluster, ddpipe-keygen(1)), completion bash (this shell "
-      "completion script).\n\n"
+      "(the CURVE certificates of a cluster, ddpipe-keygen(1)), models (the architectures, "
+      "their parameter counts and default transforms, ddpipe-models(1)), completion bash "
+      "(this shell completion script).\n\n"
       "eval, train and tap take --curve-dir DIR (CURVE on every tcp:// socket; default "
       "$DDPIPE_CURVE_DIR) and --insecure. ddpipe finds the daemons next to itself, or in "
       "$DDPIPE_BIN.",
@@ -75,6 +78,14 @@ static const doc_t s_docs[] = {
       "Writes into DIR (mode 700) server.cert(+_secret), client.cert(+_secret) and "
       "authorized/ with the client certificate the daemons let in. Copy DIR to every host, "
       "then give every daemon and ddpipe --curve-dir DIR (or set DDPIPE_CURVE_DIR).",
+      SEE_ALSO_CLI}},
+    {"models", &models_options_table,
+     {"ddpipe-models", "1", "ddpipe models", "list the architectures eval and train accept",
+      NULL,
+      "Prints each architecture gpud implements: its name, its parameter count (counted by "
+      "gpud from the network's description, as torchvision's sum(p.numel()) counts), its "
+      "natural input (channels x height x width) and the transform eval and train give it "
+      "by default. With --json one JSON object per line.",
       SEE_ALSO_CLI}},
     {NULL, &loader_options_table,
      {"loaderd", "1", "loaderd", "ddpipe's data loader daemon",

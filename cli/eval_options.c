@@ -2,6 +2,7 @@
 #include "cli/eval_options.h"
 
 #include "cli/child_defaults.h"
+#include "cli/classes.h"
 #include "cli/job_options.h"
 
 #include <errno.h>
@@ -13,7 +14,8 @@
 static const option_t s_rows[] = {
     OPTION_STRING(T, data, "data", "PATH",
                   NULL, "ImageFolder directory or idx:PREFIX (MNIST/Fashion-MNIST IDX)"),
-    OPTION_STRING(T, model, "model", "resnet18|wideresnet", NULL, "the architecture"),
+    OPTION_STRING(T, model, "model", "resnet18|resnet34|resnet50|densenet121|wideresnet", NULL,
+                  "the architecture (ddpipe models lists them)"),
     OPTION_STRING(T, weights, "weights", "FILE", NULL,
                   "safetensors with PyTorch state_dict names"),
     OPTION_STRING(T, out, "out", "DIR", NULL,
@@ -29,6 +31,11 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, limit, "limit", "N", -1, 0, 1L << 40, "evaluate only the first N samples"),
     OPTION_FLAG(T, no_dct, "no-dct-scaling",
                 "full-size JPEG decode before resize (bit-exact PIL path)"),
+    OPTION_STRING(T, classes, "classes", "FILE|numeric", NULL,
+                  "map class folders to model outputs: 'folder index [label]' lines, or the "
+                  "folders in model order one a line with their label (ImageNet's "
+                  "LOC_synset_mapping.txt), or numeric (folders named 0, 1, ...: ImageNetV2); "
+                  "a dataset may then hold any subset of the model's classes"),
     OPTION_SECTION("model input:"),
     JOB_MODEL_OPTIONS(T),
     OPTION_SECTION("run:"),
@@ -41,18 +48,15 @@ static const option_t s_rows[] = {
 const option_table_t eval_options_table = {
     "ddpipe eval", "--data PATH --model ARCH --weights FILE --out DIR [options]", s_rows};
 
-static int check(const eval_options_t *o)
+static int check(eval_options_t *o)
 {
     if (!o->data || !o->model || !o->weights || !o->out) {
         fprintf(stderr, "ddpipe eval: --data, --model, --weights and --out are required\n");
         options_usage(&eval_options_table, stderr);
         return -1;
     }
-    if (strcmp(o->model, "resnet18") != 0 && strcmp(o->model, "wideresnet") != 0) {
-        fprintf(stderr, "ddpipe eval: --model %s is not known; choose resnet18 or wideresnet\n",
-                o->model);
+    if (dd_check_model("ddpipe eval", o->model) < 0)
         return -1;
-    }
     if (o->predictions && strcmp(o->predictions, "topk") != 0 &&
         strcmp(o->predictions, "probs") != 0 && strcmp(o->predictions, "all") != 0) {
         fprintf(stderr, "ddpipe eval: --predictions %s is not known; choose topk, probs or all\n",
@@ -68,7 +72,10 @@ static int check(const eval_options_t *o)
         fprintf(stderr, "ddpipe eval: --weights %s: %s\n", o->weights, strerror(errno));
         return -1;
     }
-    return 0;
+    dd_classes_t c = {.cmd = "ddpipe eval", .data = o->data, .model = o->model,
+                      .weights = o->weights, .num_classes = o->num_classes,
+                      .classes = o->classes, .strict = true};
+    return dd_check_classes(&c, &o->outputs);
 }
 
 int eval_options_parse(eval_options_t *o, int argc, char **argv)

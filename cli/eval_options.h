@@ -18,6 +18,8 @@ typedef struct {
     const char *predictions;                /* NULL | "topk" | "probs" | "all" */
     long limit;                             /* -1: every sample */
     int no_dct;
+    const char *classes;                    /* class map: FILE | "numeric" (common/classmap.h) */
+    long outputs;                           /* derived: the model's outputs (0: unknown) */
     /* where and how long (JOB_RUN_OPTIONS) */
     long workers, threads, loader_threads, window, timeout_s, max_time_s, worker_timeout_s;
     const char *device, *metrics_http, *tap, *tensorboard;

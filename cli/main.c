@@ -14,6 +14,7 @@ static void usage(FILE *f)
             "  train  train a classifier data-parallel over W worker processes\n"
             "  tap    print a job's live events (ddpipe tap ENDPOINT [--json])\n"
             "  keygen write the CURVE certificates of a cluster (ddpipe keygen DIR)\n"
+            "  models list the architectures: parameters, input, default transform\n"
             "  completion bash  print the bash completion script\n"
             "eval, train and tap take --curve-dir DIR (CURVE on every tcp:// socket, passed on\n"
             "to every daemon; default $DDPIPE_CURVE_DIR) and --insecure (allow a non-loopback\n"
@@ -30,6 +31,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "keygen") == 0)
         return cmd_keygen(argc - 1, argv + 1);
+    if (strcmp(argv[1], "models") == 0)
+        return cmd_models(argc - 1, argv + 1);
     if (strcmp(argv[1], "completion") == 0)
         return cmd_completion(argc - 1, argv + 1);
     if (strcmp(argv[1], "__docs") == 0)   /* the build's man pages (cli/docs.c) */

@@ -1,5 +1,6 @@
 #include "cli/train_options.h"
 #include "cli/child_defaults.h"
+#include "cli/classes.h"
 #include "cli/job_options.h"
 
 #include "common/errbuf.h"
@@ -19,7 +20,8 @@ static const option_t s_rows[] = {
                   "training set: ImageFolder directory or idx:PREFIX"),
     OPTION_STRING(T, val, "val", "PATH", NULL,
                   "validation set (eval transform); without it the run stops by --epochs only"),
-    OPTION_STRING(T, model, "model", "wideresnet|resnet18|densenet121", NULL, "the architecture"),
+    OPTION_STRING(T, model, "model", "resnet18|resnet34|resnet50|densenet121|wideresnet", NULL,
+                  "the architecture (ddpipe models lists them)"),
     OPTION_STRING(T, weights, "weights", "FILE", NULL,
                   "initial weights (default: seeded PyTorch-default init)"),
     OPTION_STRING(T, out, "out", "DIR", NULL,
@@ -32,6 +34,9 @@ static const option_t s_rows[] = {
                   "continue from DIR/checkpoint.safetensors"),
     OPTION_SECTION("data and model input:"),
     JOB_MODEL_OPTIONS(T),
+    OPTION_STRING(T, classes, "classes", "FILE|numeric", NULL,
+                  "map the class folders of --data and --val to model outputs, as ddpipe eval "
+                  "--classes (the report covers the classes present)"),
     OPTION_STRING(T, augment, "augment", "none|flip|crop-flip", NULL,
                   "train augmentation (default: the dataset's)"),
     OPTION_STRING(T, cache, "cache", "memory|DIR", NULL,
@@ -232,6 +237,8 @@ static int check_required(const train_options_t *o)
         options_usage(&train_options_table, stderr);
         return -1;
     }
+    if (dd_check_model("ddpipe train", o->model) < 0)
+        return -1;
     const char *files[] = {o->weights, o->val && strncmp(o->val, "idx:", 4) != 0 ? o->val : NULL};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (files[i] && access(files[i], R_OK) != 0) {
@@ -290,6 +297,13 @@ int train_options_parse(int argc, char **argv, train_options_t *o)
         return -1;
     apply_defaults(o);
     if (o->resume_dir && apply_resume(o) < 0)
+        return -1;
+    /* the head is the checkpoint's when resuming, the file's, else the
+     * architecture's default */
+    dd_classes_t c = {.cmd = "ddpipe train", .data = o->data, .val = o->val, .model = o->model,
+                      .weights = o->resuming ? o->resume.file : o->weights,
+                      .num_classes = o->num_classes, .classes = o->classes};
+    if (o->classes && dd_check_classes(&c, &o->outputs) < 0)
         return -1;
     return 0;
 }

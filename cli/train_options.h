@@ -26,6 +26,8 @@ typedef struct {
     option_doubles_t mean, std, betas;
     const char *normalize, *crop, *fault, *metrics_http, *tap, *tensorboard;
     const char *cache;          /* --cache memory|DIR (loaderd) */
+    const char *classes;        /* --classes FILE|numeric (common/classmap.h) */
+    long outputs;               /* derived with --classes: the model's outputs */
     long cache_size_mb;
     const char *optimizer, *lr_schedule, *augment, *freeze, *freeze_bn;
     long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;

@@ -1,4 +1,5 @@
 #include "common/dataset.h"
+#include "common/classmap.h"
 #include "common/errbuf.h"
 
 #include "common/idx.h"
@@ -35,6 +36,8 @@ struct dataset {
     char *arena;
     size_t arena_len, arena_cap;
     idx_file_t images;  /* idx only */
+    uint32_t *present;  /* dataset_apply_classmap: the folders' indices, sorted */
+    uint32_t npresent;
 };
 
 /* ---- growable string list ------------------------------------------------ */
@@ -443,6 +446,7 @@ void dataset_destroy(dataset_t **dsp)
     free(ds->labels);
     free(ds->arena);
     free(ds->root);
+    free(ds->present);
     idx_file_free(&ds->images);
     free(ds);
     *dsp = NULL;
@@ -473,4 +477,82 @@ const uint8_t *dataset_idx_pixels(const dataset_t *ds, uint64_t i, int *h, int *
     *h = (int)ds->images.dims[1];
     *w = (int)ds->images.dims[2];
     return ds->images.data + plane * i;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The names of all the model's outputs: the map's (label, else folder),
+ * a present folder's own name for "numeric", else the index itself. */
+static char **mapped_names(const dataset_t *ds, const classmap_t *map, const int32_t *idx)
+{
+    uint32_t outputs = classmap_outputs(map);
+    char **names = calloc(outputs, sizeof *names);
+    for (uint32_t c = 0; names && c < ds->nclasses; c++)
+        if (!classmap_name(map, (uint32_t)idx[c]) && !(names[idx[c]] = strdup(ds->class_names[c])))
+            goto oom;
+    for (uint32_t j = 0; names && j < outputs; j++) {
+        if (names[j])
+            continue;
+        const char *name = classmap_name(map, j);
+        char num[16];
+        snprintf(num, sizeof num, "%u", j);
+        if (!(names[j] = strdup(name ? name : num)))
+            goto oom;
+    }
+    return names;
+oom:
+    for (uint32_t j = 0; j < outputs; j++)
+        free(names[j]);
+    free(names);
+    return NULL;
+}
+
+int dataset_apply_classmap(dataset_t *ds, const classmap_t *map, char *err, size_t errlen)
+{
+    int32_t *idx = calloc(ds->nclasses ? ds->nclasses : 1, sizeof *idx);
+    uint32_t *present = calloc(ds->nclasses ? ds->nclasses : 1, sizeof *present);
+    if (!idx || !present) {
+        free(idx), free(present);
+        err_set(err, errlen, "out of memory");
+        return -1;
+    }
+    char why[512];
+    for (uint32_t c = 0; c < ds->nclasses; c++) {
+        if ((idx[c] = classmap_index(map, ds->class_names[c], why, sizeof why)) < 0) {
+            err_set(err, errlen, "class folder '%s' of %s: %s", ds->class_names[c],
+                    ds->root ? ds->root : "the dataset", why);
+            free(idx), free(present);
+            return -1;
+        }
+        present[c] = (uint32_t)idx[c];
+    }
+    char **names = mapped_names(ds, map, idx);
+    if (!names) {
+        free(idx), free(present);
+        err_set(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint64_t i = 0; i < ds->n; i++)
+        ds->labels[i] = idx[ds->labels[i]];
+    qsort(present, ds->nclasses, sizeof *present, cmp_u32);
+    for (uint32_t c = 0; c < ds->nclasses; c++)
+        free(ds->class_names[c]);
+    free(ds->class_names);
+    free(ds->present);
+    ds->present = present;
+    ds->npresent = ds->nclasses;
+    ds->class_names = names;
+    ds->nclasses = classmap_outputs(map);
+    free(idx);
+    return 0;
+}
+
+const uint32_t *dataset_present(const dataset_t *ds, uint32_t *n)
+{
+    *n = ds->npresent;
+    return ds->present;
 }

@@ -48,6 +48,16 @@ const char *dataset_root(const dataset_t *ds);
  * ImageFolder or an i out of range. */
 const uint8_t *dataset_idx_pixels(const dataset_t *ds, uint64_t i, int *h, int *w);
 
+/* Relabel with a class map (common/classmap.h), right after dataset_open:
+ * each sample's label becomes its folder's model output index, the classes
+ * become all the model's outputs (named by the map, else by the folder,
+ * else by the index) and dataset_present lists the folders' indices. 0, or
+ * -1 naming the folder the map does not know. */
+struct classmap;
+int dataset_apply_classmap(dataset_t *ds, const struct classmap *map, char *err, size_t errlen);
+/* The mapped dataset's classes, sorted; NULL (*n 0) without a map. */
+const uint32_t *dataset_present(const dataset_t *ds, uint32_t *n);
+
 /* The extensions ImageFolder accepts (torchvision's IMG_EXTENSIONS). */
 extern const char *const dataset_img_extensions[];
 

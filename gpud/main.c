@@ -19,6 +19,10 @@
 #include "gpud/options.h"
 #include "gpud/joining.h"
 #include "gpud/train.h"
+#include "gpud/model.h"
+
+#include <stdio.h>
+#include <string.h>
 
 /* The model, the training state, the sockets, JOIN, then the heartbeat
  * actor (it beats with the WELCOME's rank and token). */
@@ -62,8 +66,25 @@ static int run(gpud_t *self)
     return self->exit_code;
 }
 
+/* gpud --list-models: each architecture's card (gpud/model.h), tab-separated,
+ * for `ddpipe models`. */
+static int list_models(void)
+{
+    char err[512];
+    model_card_t c;
+    int rc;
+    for (int i = 0; (rc = model_card(i, &c, err, sizeof err)) == 0; i++)
+        printf("%s\t%lld\t%lld\t%d\t%d\t%d\t%d\t%d\n", c.name, (long long)c.params,
+               (long long)c.buffers, c.in_channels, c.h, c.w, c.hw_fixed, c.num_classes);
+    if (rc < 0)
+        fprintf(stderr, "gpud: --list-models: %s\n", err);
+    return rc < 0 || fflush(stdout) != 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--list-models") == 0)
+        return list_models();
     gpud_options_t options;
     int rc = gpud_options_parse(&options, argc, argv);
     if (rc != 0)

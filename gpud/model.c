@@ -119,3 +119,32 @@ int model_micro_batch(const model_t *m)
 {
     return m->mb;
 }
+
+int model_card(int i, model_card_t *card, char *err, size_t errlen)
+{
+    if (i < 0 || (size_t)i >= sizeof ARCHS / sizeof *ARCHS)
+        return 1;
+    const arch_t *arch = ARCHS[i];
+    model_opts_t o = {.arch = arch->name};
+    arch_info_t a;
+    if (arch->resolve(&o, NULL, &a, err, errlen) < 0)
+        return -1;
+    /* PS_RECORD: the walk creates each tensor (zero pages, never touched) */
+    pstore_t *ps = pstore_new(arch->name, 0);
+    if (!ps) {
+        err_set(err, errlen, "%s: out of memory", arch->name);
+        return -1;
+    }
+    ps->mode = PS_RECORD;
+    if (arch_walk(arch, &a, ps, err, errlen) < 0) {
+        pstore_destroy(&ps);
+        return -1;
+    }
+    *card = (model_card_t){.name = arch->name, .in_channels = a.in_channels,
+                           .num_classes = a.num_classes, .h = a.nat_h, .w = a.nat_w,
+                           .hw_fixed = a.hw_fixed};
+    for (size_t e = 0; e < ps->n; e++)
+        *(ps->e[e].trainable ? &card->params : &card->buffers) += (int64_t)ps->e[e].n;
+    pstore_destroy(&ps);
+    return 0;
+}

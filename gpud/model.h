@@ -197,4 +197,23 @@ int model_freeze_bn(model_t *m, const char *prefix, int frozen);
  * changed, so that model_forward_* uses the trained weights. */
 int model_sync_eval(model_t *m, char *err, size_t errlen);
 
+/* ------------------------------------------------- the architectures
+ *
+ * What gpud implements, for `gpud --list-models` and `ddpipe models`: the
+ * card of architecture i (0..), counted from its own description walked
+ * with default options (no weights file), so the numbers cannot drift from
+ * the network that runs. params is what torchvision's
+ * sum(p.numel() for p in model.parameters()) gives; buffers the
+ * BatchNorm running statistics (num_batches_tracked not counted). */
+typedef struct {
+    const char *name;
+    int64_t params, buffers;
+    int in_channels, num_classes;   /* the constructor's defaults */
+    int h, w;                       /* natural input size */
+    int hw_fixed;                   /* 1: only that size (wideresnet) */
+} model_card_t;
+
+/* 0, 1 when i is past the last architecture, -1 with err set. */
+int model_card(int i, model_card_t *card, char *err, size_t errlen);
+
 #endif

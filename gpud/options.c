@@ -85,7 +85,9 @@ static const option_t s_rows[] = {
 const option_table_t gpud_options_table = {
     "gpud",
     "--loader EP --reducer EP --model ARCH --weights FILE [options]\n"
-    "       gpud --train --loader EP --reducer EP --model ARCH [--weights FILE] [train options]",
+    "       gpud --train --loader EP --reducer EP --model ARCH [--weights FILE] [train options]\n"
+    "       gpud --list-models   (the architectures, one a line: name params buffers "
+    "in_channels h w fixed_size num_classes, tab-separated)",
     s_rows};
 
 static int check_required(const gpud_options_t *self)

@@ -12,7 +12,7 @@ static int open_dataset(loader_t *self)
 {
     const loader_options_t *o = &self->options;
     char err[512];
-    if (!(self->dataset = scan_open(o->data, o->limit, &self->samples)))
+    if (!(self->dataset = scan_open(o->data, o->limit, o->classes, o->outputs, &self->samples)))
         return -1;
     if (!self->transform.channels)
         self->transform.channels = dataset_is_idx(self->dataset) ? 1 : 3;
@@ -65,7 +65,8 @@ static int decide_augment(loader_t *self)
 static int open_val_set(loader_t *self)
 {
     const loader_options_t *o = &self->options;
-    if (!(self->val_set = scan_open(o->val, o->limit, &self->eval_samples)) ||
+    self->val_set = scan_open(o->val, o->limit, o->classes, o->outputs, &self->eval_samples);
+    if (!self->val_set ||
         scan_check_val_classes(self->dataset, o->data, self->val_set, o->val) < 0)
         return -1;
     char err[512];

@@ -36,6 +36,12 @@ static const option_t s_rows[] = {
                 "use only the first N samples of the dataset(s)"),
     OPTION_FLAG(T, predictions, "predictions",
                 "send sample paths to reducerd (for predictions.csv)"),
+    OPTION_STRING(T, classes, "classes", "FILE|numeric", NULL,
+                  "map class folders to model outputs: 'folder index [label]' lines, a list "
+                  "of folders in model order (LOC_synset_mapping.txt), or numeric folder "
+                  "names (needs --outputs)"),
+    OPTION_LONG(T, outputs, "outputs", "N", 0, 1, DDP_MAX_CLASSES,
+                "with --classes: the model's output count (the plan's classes)"),
     OPTION_LONG(T, worker_timeout_s, "worker-timeout", "S", 10, 1, 86400,
                 "a gpud that leaves a batch unanswered this long (heartbeats do not count) or is "
                 "silent this long is dropped and its batches go to the others"),
@@ -109,6 +115,10 @@ static int read_values(loader_options_t *self)
     self->augment_mode = LOADER_AUGMENT_DEFAULT;
     if (self->crop && read_crop(self) < 0)
         return -1;
+    if (!self->classes != !self->outputs) {
+        fprintf(stderr, "loaderd: --classes and --outputs go together\n");
+        return -1;
+    }
     if (self->channels == 2) {
         fprintf(stderr, "--channels: 1 or 3\n");
         return -1;

@@ -32,6 +32,8 @@ typedef struct {
     int no_dct_scaling;
     long limit;                /* -1: every sample */
     int predictions;
+    const char *classes;       /* class map (common/classmap.h): FILE or "numeric"; NULL none */
+    long outputs;              /* with classes: the model's output count */
     long worker_timeout_s;
     int verbose;
     /* training (--train) */

@@ -65,6 +65,8 @@ int reducer_link_send_plan(loader_t *self)
     }
     for (uint32_t c = 0; c < plan->num_classes; c++)
         plan->class_names[c] = (char *)dataset_class_name(set, c);
+    /* --classes: the report covers the folders' classes, top-k all outputs */
+    plan->present = (uint32_t *)dataset_present(set, &plan->npresent);
     for (uint64_t i = 0; plan->paths && i < plan->n; i++)
         plan->paths[i] = (char *)dataset_path(set, i);
     int rc = send_to_reducer(self, &p);

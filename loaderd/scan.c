@@ -1,15 +1,37 @@
 #include "loaderd/scan.h"
 
+#include "common/classmap.h"
 #include "common/log.h"
 
 #include <string.h>
 
-dataset_t *scan_open(const char *spec, long limit, uint64_t *samples)
+/* --classes: the folders relabelled as the model's outputs. */
+static int apply_classes(dataset_t *dataset, const char *classes, long outputs)
+{
+    char err[1024];
+    classmap_t *map = classmap_load(classes, (uint32_t)outputs, err, sizeof err);
+    int rc = map ? dataset_apply_classmap(dataset, map, err, sizeof err) : -1;
+    uint32_t folders = 0;
+    if (rc < 0)
+        log_error("--classes %s: %s", classes, err);
+    else if (dataset_present(dataset, &folders))
+        log_info("--classes %s: %u class folders mapped onto the model's %ld outputs", classes,
+                 folders, outputs);
+    classmap_destroy(&map);
+    return rc;
+}
+
+dataset_t *scan_open(const char *spec, long limit, const char *classes, long outputs,
+                     uint64_t *samples)
 {
     char err[512];
     dataset_t *dataset = dataset_open(spec, err, sizeof err);
     if (!dataset) {
         log_error("cannot open dataset %s: %s", spec, err);
+        return NULL;
+    }
+    if (classes && apply_classes(dataset, classes, outputs) < 0) {
+        dataset_destroy(&dataset);
         return NULL;
     }
     *samples = dataset_size(dataset);

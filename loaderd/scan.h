@@ -10,8 +10,11 @@
 #include <stdint.h>
 
 /* The dataset SPEC; *samples gets its size, at most LIMIT (-1: no limit).
- * NULL (logged) when it cannot be opened. */
-dataset_t *scan_open(const char *spec, long limit, uint64_t *samples);
+ * CLASSES (NULL: none): a class map (common/classmap.h) onto the model's
+ * OUTPUTS, applied to the labels and class names. NULL (logged) when it
+ * cannot be opened or mapped. */
+dataset_t *scan_open(const char *spec, long limit, const char *classes, long outputs,
+                     uint64_t *samples);
 
 /* 0 when VAL names the classes of TRAIN in the same order; -1 (logged,
  * naming both specs) otherwise. */

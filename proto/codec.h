@@ -22,5 +22,9 @@ int proto_decode_bytes(const void *data, size_t size, zframe_t *pixels, ddp_msg_
 /* The semantic rules (ranges, sizes, NUL-terminated fixed strings, pixel
  * frame size) that both encode and decode enforce. 0 or -1 with why. */
 int proto_validate(const ddp_msg_t *msg, char *err, size_t errlen);
+/* PLAN's and METRIC's optional class list: NULL (n 0), or 1..num_classes
+ * strictly increasing ids below num_classes. 0, or -1 with "WHAT: why". */
+int ddp_check_present(const uint32_t *present, uint32_t n, uint32_t num_classes, char *err,
+                      size_t errlen, const char *what);
 
 #endif

@@ -105,7 +105,8 @@ static int d_plan(const mp_reader_t *r, ddp_plan_t *m)
                     &m->class_names, &nc))
         return -1;
     m->num_classes = (uint32_t)nc;
-    return mp_get_strv(r, "paths", (size_t)m->n, SIZE_MAX, DDP_MAX_STR, true, &m->paths, &np);
+    return mp_get_strv(r, "paths", (size_t)m->n, SIZE_MAX, DDP_MAX_STR, true, &m->paths, &np) ||
+           mp_opt_u32v(r, "present", m->num_classes, &m->present, &m->npresent);
 }
 
 static int d_credit(const mp_reader_t *r, ddp_credit_t *m)

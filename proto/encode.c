@@ -65,13 +65,16 @@ static int pack_plan(msgpack_packer *pk, const ddp_plan_t *m)
 {
     /* num_classes is the length of class_names and n the length of paths:
      * the wire carries each count once, so they cannot disagree. */
-    return put_head(pk, DDP_PLAN, (m->paths ? 7 : 6) + auth_keys(&m->auth)) ||
+    return put_head(pk, DDP_PLAN,
+                    (m->paths ? 7 : 6) + (m->present ? 1 : 0) + auth_keys(&m->auth)) ||
            put_auth(pk, &m->auth) || mp_put_uint(pk, "epoch", m->epoch) ||
            mp_put_uint(pk, "skip", m->skip) ||
            mp_put_uint(pk, "phase", m->phase) || mp_put_uint(pk, "n", m->n) ||
            mp_put_strv(pk, "class_names", m->class_names, m->num_classes) ||
            mp_put_str(pk, "dataset", m->dataset) ||
-           (m->paths && mp_put_strv(pk, "paths", m->paths, m->n));
+           (m->paths && mp_put_strv(pk, "paths", m->paths, m->n)) ||
+           (m->present &&
+            mp_put_bin(pk, "present", m->present, (size_t)m->npresent * sizeof *m->present));
 }
 
 static int pack_credit(msgpack_packer *pk, const ddp_credit_t *m)

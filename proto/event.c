@@ -7,6 +7,7 @@
  */
 #include "common/errbuf.h"
 #include "common/log.h"
+#include "proto/codec.h"
 #include "proto/event.h"
 
 #include "proto/mp.h"
@@ -86,6 +87,8 @@ static int v_metric(const ev_metric_t *m, char *err, size_t errlen, const char *
     if (m->nranks > EVENT_MAX_RANKS || (m->nranks && !m->rank_images_per_sec))
         return EBAD("'rank_images_per_sec' has %" PRIu32 " entries (at most %d, non-NULL)",
                     m->nranks, EVENT_MAX_RANKS);
+    if (ddp_check_present(m->present, m->npresent, m->num_classes, err, errlen, what) < 0)
+        return -1;
     if (m->has_decision && m->decision > 1)
         return EBAD("'decision' is %u, want 0 (continue) or 1 (stop)", m->decision);
     if (!TERMINATED(m->decision_reason))
@@ -211,6 +214,8 @@ static int pack_metric_optional(msgpack_packer *pk, const ev_metric_t *m)
         return -1;
     if (m->nonfinite_loss && mp_put_uint(pk, "nonfinite_loss", m->nonfinite_loss))
         return -1;
+    if (m->present && mp_put_bin(pk, "present", m->present, (size_t)m->npresent * 4))
+        return -1;
     size_t nc = m->num_classes, nk = m->ncurves;
     if (m->has_probs &&
         (mp_put_double(pk, "ece", m->ece) ||
@@ -231,7 +236,7 @@ static int pack_metric(msgpack_packer *pk, const ev_metric_t *m)
 {
     size_t nc = m->num_classes;
     size_t keys = 16 + (m->confusion ? 1 : 0) + (m->nranks ? 1 : 0) + (m->has_decision ? 4 : 0) +
-                  (m->rejected ? 1 : 0) + (m->nonfinite_loss ? 1 : 0) +
+                  (m->rejected ? 1 : 0) + (m->nonfinite_loss ? 1 : 0) + (m->present ? 1 : 0) +
                   (m->has_probs ? 4 : 0) + (m->ncurves ? 3 : 0);
     return msgpack_pack_map(pk, keys) ||
            mp_put_uint(pk, "v", DDP_PROTO_VERSION) || mp_put_uint(pk, "epoch", m->epoch) ||
@@ -420,6 +425,7 @@ static int d_metric_optional(const mp_reader_t *r, ev_metric_t *m)
     if (d_rank_array(r, "rank_images_per_sec", &m->nranks, (void **)&m->rank_images_per_sec) ||
         mp_opt_uint(r, "rejected", UINT64_MAX, &m->rejected) ||
         mp_opt_uint(r, "nonfinite_loss", UINT64_MAX, &m->nonfinite_loss) ||
+        mp_opt_u32v(r, "present", m->num_classes, &m->present, &m->npresent) ||
         d_metric_probs(r, m))
         return -1;
     if (!mp_find(r, "decision", &bad))
@@ -663,6 +669,7 @@ void event_clear(ddp_event_t *ev)
         free(ev->u.metric.curve_class);
         free(ev->u.metric.curve_pos);
         free(ev->u.metric.curve_neg);
+        free(ev->u.metric.present);
     } else if (ev->topic == EV_PROGRESS) {
         free(ev->u.progress.rank_done);
     } else if (ev->topic == EV_PREDICTIONS) {

@@ -77,6 +77,10 @@ typedef struct {
     uint32_t ncurves;           /* 0..EVENT_MAX_CURVES: the worst classes by AP */
     int32_t *curve_class;       /* ncurves */
     uint32_t *curve_pos, *curve_neg; /* ncurves x EVENT_PROB_BINS score histograms */
+    /* The plan's classes present in the dataset (--classes: the model has
+     * more outputs than the dataset classes); NULL (key absent): all. */
+    uint32_t npresent;
+    uint32_t *present;
 } ev_metric_t;
 
 /* Per-sample results of an epoch, sorted by id; sent in chunks (first..). */

@@ -105,6 +105,12 @@ static void s_metric_optional(obj_t *o, const ev_metric_t *m)
         s_uint(o, "rejected", m->rejected);
     if (m->nonfinite_loss)
         s_uint(o, "nonfinite_loss", m->nonfinite_loss);
+    if (m->present) {
+        json_t *a = json_array();
+        for (uint32_t i = 0; i < m->npresent; i++)
+            a = s_append(a, json_integer(m->present[i]));
+        s_put(o, "present", a);
+    }
     if (!m->has_decision)
         return;
     s_uint(o, "decision", m->decision);

@@ -38,6 +38,7 @@ void ddp_msg_clear(ddp_msg_t *msg)
     case DDP_PLAN:
         mp_strv_free(msg->u.plan.class_names, msg->u.plan.num_classes);
         mp_strv_free(msg->u.plan.paths, msg->u.plan.n);
+        free(msg->u.plan.present);
         break;
     case DDP_CREDIT: free(msg->u.credit.acks); break;
     case DDP_MEMBERS:

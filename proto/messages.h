@@ -116,6 +116,10 @@ typedef struct {
     char dataset[DDP_MAX_STR];
     uint64_t skip;             /* optional (train resume): samples of the epoch already trained */
     ddp_auth_t auth;           /* optional: the loader's token once it has one */
+    /* optional (--classes): the classes the dataset holds, strictly
+     * increasing, < num_classes (the model's outputs); NULL: all of them */
+    uint32_t npresent;
+    uint32_t *present;
 } ddp_plan_t;
 
 typedef struct {

@@ -375,6 +375,24 @@ int mp_dup_bin(const mp_reader_t *r, const char *key, size_t want, const char *f
     return 0;
 }
 
+int mp_opt_u32v(const mp_reader_t *r, const char *key, uint32_t maxcount, uint32_t **out,
+                uint32_t *n)
+{
+    bool bad = false;
+    const msgpack_object *o = mp_find(r, key, &bad);
+    *out = NULL;
+    *n = 0;
+    if (bad)
+        return -1;
+    if (!o)
+        return 0;
+    if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size % 4 != 0 ||
+        o->via.bin.size / 4 > maxcount || o->via.bin.size == 0)
+        return mp_fail(r, "'%s' must be a bin of n*4 bytes, 1 <= n <= %" PRIu32, key, maxcount);
+    *n = o->via.bin.size / 4;
+    return mp_dup_bin(r, key, (size_t)*n * 4, "n*4", (void **)out);
+}
+
 void mp_strv_free(char **v, size_t count)
 {
     if (!v)

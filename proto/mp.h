@@ -77,6 +77,11 @@ int mp_get_bin(const mp_reader_t *r, const char *key, size_t want, const char *f
 int mp_dup_bin(const mp_reader_t *r, const char *key, size_t want, const char *formula,
                void **out);
 
+/* Optional bin of n uint32 (host order, as the other numeric bins),
+ * 1 <= n <= maxcount, copied into *out (malloc'ed; NULL, *n 0 when absent). */
+int mp_opt_u32v(const mp_reader_t *r, const char *key, uint32_t maxcount, uint32_t **out,
+                uint32_t *n);
+
 /* Array of strings (each < maxlen, no NUL). want == SIZE_MAX: any length up
  * to maxcount; else exactly want elements. optional: absent -> *out NULL.
  * *out is a malloc'ed vector of malloc'ed strings; free with mp_strv_free. */

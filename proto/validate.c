@@ -117,6 +117,22 @@ static int v_welcome(const ddp_welcome_t *m, char *err, size_t errlen, const cha
     return 0;
 }
 
+int ddp_check_present(const uint32_t *present, uint32_t n, uint32_t num_classes, char *err,
+                      size_t errlen, const char *what)
+{
+    if (!present && n)
+        return BAD("'present' is NULL with %" PRIu32 " entries", n);
+    if (!present)
+        return 0;
+    if (n == 0 || n > num_classes)
+        return BAD("'present' has %" PRIu32 " entries, want 1..%" PRIu32, n, num_classes);
+    for (uint32_t i = 0; i < n; i++)
+        if (present[i] >= num_classes || (i && present[i] <= present[i - 1]))
+            return BAD("'present[%" PRIu32 "]' is %" PRIu32 ": want strictly increasing class "
+                       "ids below %" PRIu32, i, present[i], num_classes);
+    return 0;
+}
+
 static int v_plan(const ddp_plan_t *m, char *err, size_t errlen, const char *what)
 {
     if (check_phase(m->phase, err, errlen, what))
@@ -134,6 +150,8 @@ static int v_plan(const ddp_plan_t *m, char *err, size_t errlen, const char *wha
         return BAD("'skip' is %" PRIu64 ", more than n = %" PRIu64, m->skip, m->n);
     if (m->skip && m->phase != DDP_PHASE_TRAIN)
         return BAD("'skip' is %" PRIu64 " in an eval plan (train resume only)", m->skip);
+    if (ddp_check_present(m->present, m->npresent, m->num_classes, err, errlen, what) < 0)
+        return -1;
     return v_auth(&m->auth, err, errlen, what);
 }
 

@@ -163,6 +163,8 @@ void slot_fill_metric(const slot_t *self, double now_s, bool per_rank, ev_metric
 {
     tally_fill_metric(self->tally, out);
     out->class_names = self->plan.class_names;
+    out->present = self->plan.present;   /* borrowed, as the names */
+    out->npresent = self->plan.npresent;
     out->lr = self->lr;
     double end = self->t_done > 0 ? self->t_done : now_s;
     out->wall_s = end > self->t_start ? end - self->t_start : 0;

@@ -237,7 +237,7 @@ static void s_f1_bars(const f1_ctx_t *x, cairo_t *cr, double gx, double gy, doub
     const chart_classes_t *c = x->c;
     char buf[4 * CHART_MAX_NAME + 8];
     bool labels = row >= 9, values = row >= 12;
-    for (uint32_t k = 0; k < c->nc; k++) {
+    for (uint32_t k = 0; k < x->m->nc; k++) {
         const cls_class_t *pc = &x->m->per_class[k];
         double y = gy + row * k, bh = row * 0.7;
         cairo_set_source_rgb(cr, 0.122, 0.467, 0.706);
@@ -300,9 +300,9 @@ static void s_f1_draw(const void *ctx, cairo_t *cr, double w, double h)
     const f1_ctx_t *x = ctx;
     const chart_classes_t *c = x->c;
     canvas_font(cr, 12, false);
-    double name_w = c->nc <= 200 ? s_widest_name(cr, c) : 0;
+    double name_w = x->m->nc <= 200 ? s_widest_name(cr, c) : 0;
     double top = 52 + 24, bottom = 12 + 18 + 8 + 16 + 10;
-    double gh = h - top - bottom, row = gh / c->nc;
+    double gh = h - top - bottom, row = gh / x->m->nc;   /* the labelled classes */
     if (row < 9)
         name_w = 0;
     double left = 16 + 18 + 10 + name_w + 10, right = 56;
@@ -491,13 +491,13 @@ int chart_f1_write(const chart_classes_t *c, const char *png, const char *svg, c
     if (s_check(c, err, errlen) != 0)
         return -1;
     clsmetrics_t m;
-    if (clsmetrics_compute(c->confusion, c->nc, &m) != 0) {
+    if (clsmetrics_compute_labels(c->confusion, c->nc, c->nl ? c->nl : c->nc, &m) != 0) {
         err_set(err, errlen, "chart: out of memory for %u classes", c->nc);
         return -1;
     }
     f1_ctx_t x = {c, &m};
     /* a row per class: tall enough to read up to ~100 classes */
-    double h = fmin(3000, fmax(420, 150 + 26.0 * c->nc));
+    double h = fmin(3000, fmax(420, 150 + 26.0 * m.nc));
     int rc = s_write_both(s_f1_draw, &x, png, svg, 820, h, err, errlen);
     clsmetrics_clear(&m);
     return rc;

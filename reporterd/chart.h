@@ -30,6 +30,7 @@ typedef struct {
     const uint64_t *confusion; /* nc*nc, [true*nc + pred] */
     uint32_t nc;
     char *const *names;        /* nc, or NULL for "0".."nc-1" */
+    uint32_t nl;               /* F1 bars of classes 0..nl-1 (present.h); 0: all nc */
 } chart_classes_t;
 
 /* Heat map of the confusion matrix as PNG (pixels) and SVG (points) at the

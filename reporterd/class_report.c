@@ -70,8 +70,14 @@ static void s_body(FILE *out, const clsmetrics_t *m, char *const *names)
 
 char *class_report_text(const uint64_t *confusion, uint32_t nc, char *const *names)
 {
+    return class_report_text_labels(confusion, nc, nc, names);
+}
+
+char *class_report_text_labels(const uint64_t *confusion, uint32_t nc, uint32_t nl,
+                               char *const *names)
+{
     clsmetrics_t m;
-    if (clsmetrics_compute(confusion, nc, &m) != 0)
+    if (clsmetrics_compute_labels(confusion, nc, nl, &m) != 0)
         return NULL;
     char *text = NULL;
     size_t len = 0;
@@ -93,9 +99,9 @@ char *class_report_text(const uint64_t *confusion, uint32_t nc, char *const *nam
 }
 
 int class_report_write(const char *path, const uint64_t *confusion, uint32_t nc,
-                       char *const *names, char *err, size_t errlen)
+                       uint32_t nl, char *const *names, char *err, size_t errlen)
 {
-    char *text = class_report_text(confusion, nc, names);
+    char *text = class_report_text_labels(confusion, nc, nl ? nl : nc, names);
     if (!text) {
         err_set(err, errlen, "cannot build the classification report (%u classes): %s", nc,
                 nc ? "out of memory" : "no classes");

@@ -69,8 +69,14 @@ static void s_averages(clsmetrics_t *self, double *tmp)
 
 int clsmetrics_compute(const uint64_t *confusion, uint32_t nc, clsmetrics_t *out)
 {
+    return clsmetrics_compute_labels(confusion, nc, nc, out);
+}
+
+int clsmetrics_compute_labels(const uint64_t *confusion, uint32_t nc, uint32_t nl,
+                              clsmetrics_t *out)
+{
     memset(out, 0, sizeof *out);
-    if (nc == 0)
+    if (nc == 0 || nl == 0 || nl > nc)
         return -1;
     out->per_class = calloc(nc, sizeof *out->per_class);
     double *tmp = calloc(nc, sizeof *tmp);
@@ -79,7 +85,7 @@ int clsmetrics_compute(const uint64_t *confusion, uint32_t nc, clsmetrics_t *out
         clsmetrics_clear(out);
         return -1;
     }
-    out->nc = nc;
+    out->nc = nl;
     out->micro_is_accuracy = true;
     uint64_t tp_all = 0, pred_all = 0;
     for (uint32_t t = 0; t < nc; t++)
@@ -88,7 +94,13 @@ int clsmetrics_compute(const uint64_t *confusion, uint32_t nc, clsmetrics_t *out
             out->per_class[t].support += v;
             out->per_class[p].predicted += v;
         }
-    for (uint32_t c = 0; c < nc; c++) {
+    /* sklearn prints "micro avg" when the labels are not exactly the ones
+     * seen in y_true and y_pred: a labelled class never seen, or a sample
+     * (true or predicted) outside the labels */
+    for (uint32_t c = nl; c < nc; c++)
+        if (out->per_class[c].support || out->per_class[c].predicted)
+            out->micro_is_accuracy = false;
+    for (uint32_t c = 0; c < nl; c++) {
         cls_class_t *k = &out->per_class[c];
         k->tp = confusion[(uint64_t)c * nc + c];
         k->precision = s_div(k->tp, k->predicted);

@@ -34,6 +34,12 @@ typedef struct {
 
 /* confusion: nc*nc counts, [true*nc + pred]. 0, or -1 (out of memory, nc 0). */
 int clsmetrics_compute(const uint64_t *confusion, uint32_t nc, clsmetrics_t *out);
+/* The same with labels=range(nl) (nl <= nc): classes nl.. are outside the
+ * report (sklearn's classification_report(labels=...)): their row and
+ * column still count in the labelled classes' support and predictions,
+ * the averages and per_class cover the nl labelled ones (out->nc = nl). */
+int clsmetrics_compute_labels(const uint64_t *confusion, uint32_t nc, uint32_t nl,
+                              clsmetrics_t *out);
 void clsmetrics_clear(clsmetrics_t *self);
 
 /* numpy's pairwise sum (np.add.reduce of a contiguous float64 array). */

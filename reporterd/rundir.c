@@ -1,4 +1,5 @@
 #include "reporterd/rundir.h"
+#include "reporterd/present.h"
 
 #include <errno.h>
 #include <math.h>
@@ -134,6 +135,8 @@ static ev_metric_t *s_metric_copy(const ev_metric_t *src)
             return NULL;
         }
     }
+    if (present_restrict(m) != 0)   /* --classes: the dataset's classes only */
+        s_metric_free(&m);
     return m;
 }
 
@@ -596,7 +599,8 @@ static int s_write_report(rundir_t *self, const ev_metric_t *m, char *err, size_
         err_set(err, errlen, "out of memory");
         return -1;
     }
-    int rc = class_report_write(path, m->confusion, m->num_classes, m->class_names, err, errlen);
+    int rc = class_report_write(path, m->confusion, m->num_classes, present_labelled(m),
+                                m->class_names, err, errlen);
     free(path);
     return rc;
 }
@@ -823,7 +827,8 @@ static int s_class_charts(rundir_t *self, const ev_metric_t *m, char *err, size_
     if (!png || !svg || !fpng || !fsvg) {
         err_set(err, errlen, "out of memory");
     } else {
-        chart_classes_t c = {title, m->confusion, m->num_classes, m->class_names};
+        chart_classes_t c = {title, m->confusion, m->num_classes, m->class_names,
+                             present_labelled(m)};
         snprintf(title, sizeof title, "Confusion matrix (%s, epoch %u, %llu samples)", what,
                  m->epoch, (unsigned long long)m->samples);
         rc = chart_confusion_write(&c, png, svg, err, errlen);

@@ -1,4 +1,5 @@
 #include "reporterd/summary.h"
+#include "reporterd/present.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -200,7 +201,7 @@ char *summary_json(const ev_metric_t *m, const summary_failed_t *failed, size_t 
                    const summary_training_t *training)
 {
     clsmetrics_t cm;
-    if (clsmetrics_compute(m->confusion, m->num_classes, &cm) != 0)
+    if (clsmetrics_compute_labels(m->confusion, m->num_classes, present_labelled(m), &cm) != 0)
         return NULL;
     json_t *doc = s_document(m, &cm, failed, n_failed, training);
     clsmetrics_clear(&cm);

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Convert PyTorch checkpoints to safetensors (and back) keeping the state_dict names ddpipe loads.
 
-    export_torchvision.py IN.pth OUT.safetensors [--arch resnet18|wideresnet [--channels 16,160,320,640]]
+    export_torchvision.py IN.pth OUT.safetensors [--arch resnet18|resnet34|resnet50|densenet121|wideresnet [--channels 16,160,320,640]]
     export_torchvision.py --pretrained-arch resnet18 OUT.safetensors     # random init, no download
     export_torchvision.py --reverse IN.safetensors OUT.pth [--arch ...] [--optimizer-out OPT.pth]
 

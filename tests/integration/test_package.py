@@ -49,7 +49,7 @@ subprocess.run([tools["dpkg-deb"], "-x", deb, root], check=True)
 usr = os.path.join(root, "usr")
 for rel in ["bin/" + b for b in ("ddpipe",) + DAEMONS] + [
         "share/man/man1/%s.1.gz" % m for m in ("ddpipe", "ddpipe-eval", "ddpipe-train", "ddpipe-tap",
-                                               "ddpipe-keygen") + DAEMONS] + [
+                                               "ddpipe-keygen", "ddpipe-models") + DAEMONS] + [
         "share/bash-completion/completions/ddpipe", "share/ddpipe/compose/supervisord.conf",
         "share/ddpipe/compose/run-supervised.sh", "share/ddpipe/demo/wrn-fmnist.safetensors"]:
     check(os.path.exists(os.path.join(usr, rel)), "the package lacks /usr/" + rel)

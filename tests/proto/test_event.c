@@ -125,6 +125,36 @@ static void metric_without_confusion(void)
     event_clear(&in);
 }
 
+/* --classes: the dataset's classes ride along the metric; bad lists refused. */
+static void metric_present(void)
+{
+    ddp_event_t in, out;
+    char err[256] = "";
+    sample_event(EV_METRIC, &in);
+    uint32_t present[] = {0, 2};
+    in.u.metric.present = present;
+    in.u.metric.npresent = 2;
+    zmsg_t *z = event_encode(&in);
+    CHECK(z && event_decode(z, &out, err, sizeof err) == 0);
+    CHECK(out.u.metric.npresent == 2 && out.u.metric.present && out.u.metric.present[0] == 0 &&
+          out.u.metric.present[1] == 2);
+    char *text = event_to_json(&out);
+    CHECK_MSG(text && strstr(text, "\"present\":[0,2]"), "%s", text ? text : "(null)");
+    free(text);
+    event_clear(&out);
+    zmsg_destroy(&z);
+    present[1] = 3;   /* past the 3 classes */
+    z = event_encode(&in);
+    CHECK(z == NULL);
+    present[0] = 2, present[1] = 1;   /* not increasing */
+    CHECK(event_validate(&in, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "'present[1]' is 1: want strictly increasing"), "%s", err);
+    zmsg_destroy(&z);
+    in.u.metric.present = NULL;
+    in.u.metric.npresent = 0;
+    event_clear(&in);
+}
+
 /* The optional progress keys: per-rank counts survive a round trip, and a
  * progress map without the keys added in version 1 still decodes. */
 static void progress_optional(void)
@@ -374,6 +404,7 @@ int main(void)
     CHECK_STR(event_topic_name(EV_PREDICTIONS), "predictions");
     CHECK_STR(event_topic_name((ev_topic_t)0), "unknown");
     metric_without_confusion();
+    metric_present();
     progress_optional();
     metric_optional();
     rejects();

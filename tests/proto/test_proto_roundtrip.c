@@ -56,6 +56,10 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         same_strv(a->u.plan.paths, b->u.plan.paths, a->u.plan.n);
         CHECK_STR(a->u.plan.dataset, b->u.plan.dataset);
         CHECK(a->u.plan.skip == b->u.plan.skip);
+        CHECK(a->u.plan.npresent == b->u.plan.npresent &&
+              (a->u.plan.present == NULL) == (b->u.plan.present == NULL));
+        if (a->u.plan.present && b->u.plan.present)
+            CHECK(memcmp(a->u.plan.present, b->u.plan.present, 4u * a->u.plan.npresent) == 0);
         same_auth(&a->u.plan.auth, &b->u.plan.auth);
         break;
     case DDP_CREDIT:
@@ -269,6 +273,27 @@ static void plan_without_paths(void)
     ddp_msg_clear(&m);
 }
 
+/* --classes: the present list survives a round trip. */
+static void plan_present(void)
+{
+    ddp_msg_t m, out;
+    char err[256];
+    sample_msg(DDP_PLAN, &m);
+    m.u.plan.present = malloc(2 * sizeof *m.u.plan.present);
+    CHECK(m.u.plan.present != NULL);
+    if (!m.u.plan.present)
+        return;
+    m.u.plan.present[0] = 1, m.u.plan.present[1] = 2, m.u.plan.npresent = 2;
+    zmsg_t *z = proto_encode(&m);
+    CHECK(z != NULL);
+    CHECK(proto_decode(z, &out, err, sizeof err) == 0);
+    CHECK(out.u.plan.npresent == 2 && out.u.plan.present && out.u.plan.present[0] == 1 &&
+          out.u.plan.present[1] == 2);
+    ddp_msg_clear(&out);
+    zmsg_destroy(&z);
+    ddp_msg_clear(&m);
+}
+
 static void names(void)
 {
     CHECK_STR(proto_type_name(DDP_RESULT), "RESULT");
@@ -469,6 +494,7 @@ int main(void)
     encode_batch_moves_pixels();
     encode_refuses_bad_structs();
     plan_without_paths();
+    plan_present();
     train_additions();
     elastic_additions();
     names();

@@ -46,7 +46,7 @@ static void s_charts(const char *stem, uint32_t nc, char **names)
     snprintf(svg, sizeof svg, "%s/%s-confusion.svg", s_dir, stem);
     snprintf(fpng, sizeof fpng, "%s/%s-f1.png", s_dir, stem);
     snprintf(fsvg, sizeof fsvg, "%s/%s-f1.svg", s_dir, stem);
-    chart_classes_t c = {"Confusion matrix (test)", conf, nc, names};
+    chart_classes_t c = {"Confusion matrix (test)", conf, nc, names, 0};
     CHECK(chart_confusion_write(&c, png, svg, why, sizeof why) == 0);
     CHECK(chart_f1_write(&c, fpng, fsvg, why, sizeof why) == 0);
     CHECK(s_is_png(png) && s_is_png(fpng) && s_is_svg(svg) && s_is_svg(fsvg));
@@ -64,10 +64,10 @@ static void test_charts(void)
     s_charts("one", 1, NULL);
     s_charts("many", 300, NULL);
     char err[256];
-    chart_classes_t none = {"x", NULL, 0, NULL};
+    chart_classes_t none = {"x", NULL, 0, NULL, 0};
     CHECK(chart_confusion_write(&none, "/nonexistent/a.png", NULL, err, sizeof err) == -1);
     uint64_t one = 1;
-    chart_classes_t c = {"x", &one, 1, NULL};
+    chart_classes_t c = {"x", &one, 1, NULL, 0};
     CHECK(chart_confusion_write(&c, "/nonexistent-dir/a.png", NULL, err, sizeof err) == -1);
     CHECK(strstr(err, "/nonexistent-dir/a.png") != NULL);
 }
