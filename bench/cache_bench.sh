@@ -2,7 +2,7 @@
 # --cache (issue 14 item 5): a decode-bound ImageFolder training job's
 # throughput per epoch with and without the decoded-sample cache, in the
 # same run. Synthetic photo-like 500x375 JPEGs (ddpipe-mkjpeg), a tiny
-# WideResNet (4,8,16,32) at 32x32 RGB behind RandomResizedCrop + flip, so
+# WideResNet (4,8,16,32) at 28x28 RGB behind RandomResizedCrop + flip, so
 # decoding is the cost; reducerd's train img/s per epoch from metrics.csv.
 #
 #   bench/cache_bench.sh BUILD_DIR [IMAGES] [EPOCHS]        (defaults 800, 3)
@@ -26,7 +26,7 @@ train() { # NAME EXTRA...
   name=$1; shift
   "$bin/ddpipe" train --data "$work/images" --out "$work/$name" --workers 1 --threads 2 \
     --loader-threads 2 --model wideresnet --channels 4,8,16,32 --in-channels 3 --num-classes 4 \
-    --resize 32 --crop 32 --augment crop-flip --epochs "$epochs" --batch-size 64 --seed 1 \
+    --resize 28 --crop 28 --augment crop-flip --epochs "$epochs" --batch-size 64 --seed 1 \
     --quiet --overwrite "$@" >/dev/null
   awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "images_per_sec") c = i; next }
            $3 == "train" { printf "  epoch %d: %.1f img/s\n", $2, $c; r[$2] = $c }

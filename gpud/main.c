@@ -23,6 +23,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* The model, the training state, the sockets, JOIN, then the heartbeat
  * actor (it beats with the WELCOME's rank and token). */
@@ -96,11 +97,14 @@ int main(int argc, char **argv)
         return 1;
     rc = start(self) < 0 ? 1 : self->stopped ? self->exit_code : run(self);
     rc = train_finish(self, rc);
+    struct rusage ru;   /* the peak resident memory, for the operator (and bench/) */
+    long peak_mb = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss / 1024 : -1;
     log_info("exiting: %llu batches, %llu samples, %.2fs compute (%.1f img/s); %llu messages, "
-             "%llu rejected", (unsigned long long)atomic_load(&self->batches),
+             "%llu rejected; peak RSS %ld MB", (unsigned long long)atomic_load(&self->batches),
              (unsigned long long)self->samples, self->compute_s,
              self->compute_s > 0 ? self->samples / self->compute_s : 0.0,
-             (unsigned long long)self->stats.received, (unsigned long long)self->stats.rejected);
+             (unsigned long long)self->stats.received, (unsigned long long)self->stats.rejected,
+             peak_mb);
     gpud_destroy(&self);
     return rc;
 }
