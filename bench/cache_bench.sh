@@ -5,7 +5,7 @@
 # WideResNet (4,8,16,32) at 28x28 RGB behind RandomResizedCrop + flip, so
 # decoding is the cost; reducerd's train img/s per epoch from metrics.csv.
 #
-#   bench/cache_bench.sh BUILD_DIR [IMAGES] [EPOCHS]        (defaults 800, 3)
+#   [SIZE=WxH] bench/cache_bench.sh BUILD_DIR [IMAGES] [EPOCHS]   (defaults 500x375, 800, 3)
 #
 # BUILD_DIR: a build without sanitizers (cmake -DCMAKE_BUILD_TYPE=Release).
 # Target: epochs 2+ with --cache >= 3x epoch 1 (the first epoch decodes and
@@ -17,9 +17,9 @@ epochs=${3:-3}
 bin=$build/bin
 work=$(mktemp -d "${TMPDIR:-/tmp}/ddpipe-cachebench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-"$bin/ddpipe-mkjpeg" --synthetic "$images" "$work/images" --size 500x375 --classes 4 \
+"$bin/ddpipe-mkjpeg" --synthetic "$images" "$work/images" --size "${SIZE:-500x375}" --classes 4 \
   --quality 90 >/dev/null
-echo "$images synthetic 500x375 JPEGs, $epochs epochs, 1 gpud (2 threads), loader threads 2," \
+echo "$images synthetic ${SIZE:-500x375} JPEGs, $epochs epochs, 1 gpud (2 threads), loader threads 2," \
      "$(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 grep -o 'avx512[a-z_0-9]*\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
 train() { # NAME EXTRA...

@@ -48,58 +48,101 @@ static void mark_kept(bk_graph_t *g, int *last)
     }
 }
 
-/* A pool buffer of at least count floats that is free (busy[k] < op),
- * the smallest that fits; else a new one. -1 after bk_prog_fail. */
-static int pool_take(bk_graph_t *g, size_t count, int *busy, int op)
+/* An activation nobody reads after the forward: alive from its producer
+ * to its last reader, placed at off floats into the shared arena. */
+typedef struct {
+    bk_tensor_t *t;
+    int first, last;
+    size_t count, off;
+} slot_t;
+
+static int by_size(const void *a, const void *b)
 {
-    int best = -1;
-    for (size_t k = 0; k < g->npool; k++)
-        if (busy[k] < op && g->pool_count[k] >= count &&
-            (best < 0 || g->pool_count[k] < g->pool_count[best]))
-            best = (int)k;
-    if (best >= 0)
-        return best;
-    void *buf = g->k->alloc(&g->base, count);
-    if (!buf) {
-        bk_prog_fail(&g->base, "out of memory for a shared activation of %zu floats", count);
-        return -1;
-    }
-    g->pool[g->npool] = buf;
-    g->pool_count[g->npool] = count;
-    g->bytes += count * sizeof(float);
-    return (int)g->npool++;
+    const slot_t *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count < y->count ? 1 : -1;
+    return x->first - y->first;
 }
 
-/* The activations nobody reads after the forward share buffers: each op's
- * output takes a pool buffer that no live var holds, and gives it back
- * after its last reader ran (ops run in index order). */
+static int by_offset(const void *a, const void *b)
+{
+    const slot_t *x = *(const slot_t *const *)a, *y = *(const slot_t *const *)b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* 64-byte steps: every activation starts on a cache line. */
+static size_t align16(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
+/* Greedy by size (largest first): each slot takes the lowest offset where
+ * it overlaps no placed slot alive at the same time. conflict: scratch of
+ * n pointers. Returns the arena's size in floats. */
+static size_t place_all(slot_t *slot, size_t n, const slot_t **conflict)
+{
+    size_t total = 0;
+    qsort(slot, n, sizeof *slot, by_size);
+    for (size_t i = 0; i < n; i++) {
+        size_t nc = 0;
+        for (size_t j = 0; j < i; j++)
+            if (!(slot[j].last < slot[i].first || slot[i].last < slot[j].first))
+                conflict[nc++] = &slot[j];
+        qsort(conflict, nc, sizeof *conflict, by_offset);
+        size_t off = 0;
+        for (size_t j = 0; j < nc && off + slot[i].count > conflict[j]->off; j++)
+            if (conflict[j]->off + conflict[j]->count > off)
+                off = align16(conflict[j]->off + conflict[j]->count);
+        slot[i].off = off;
+        if (off + slot[i].count > total)
+            total = off + slot[i].count;
+    }
+    return total;
+}
+
+/* The activations nobody reads after the forward share one arena: each
+ * lives from the op that makes it to its last reader, and two whose lives
+ * overlap never share bytes (an op's output never aliases its inputs). */
 static int pool_plan(bk_graph_t *g)
 {
-    int *last = calloc(g->nv ? g->nv : 1, sizeof *last);
-    int *busy = calloc(g->nops ? g->nops : 1, sizeof *busy);   /* per buffer: busy until op */
-    g->pool = calloc(g->nops ? g->nops : 1, sizeof *g->pool);
-    g->pool_count = calloc(g->nops ? g->nops : 1, sizeof *g->pool_count);
-    int rc = last && busy && g->pool && g->pool_count ? 0 : -1;
-    if (rc < 0)
-        bk_prog_fail(&g->base, "out of memory planning the activations");
-    if (rc == 0)
+    size_t cap = g->nv ? g->nv : 1;
+    int *last = calloc(cap, sizeof *last);
+    slot_t *slot = calloc(cap, sizeof *slot);
+    const slot_t **conflict = calloc(cap, sizeof *conflict);
+    g->pool = calloc(1, sizeof *g->pool);
+    g->pool_count = calloc(1, sizeof *g->pool_count);
+    int rc = last && slot && conflict && g->pool && g->pool_count ? 0 : -1;
+    size_t n = 0;
+    if (rc == 0) {
         mark_kept(g, last);
-    for (size_t i = 0; rc == 0 && i < g->nops; i++) {
-        bk_tensor_t *t = g->ops[i].out;
-        if (t->keep)
-            continue;
-        bk_prog_set_name(&g->base, g->ops[i].name);
-        int k = pool_take(g, numel(t), busy, (int)i);
-        if (k < 0) {
-            rc = -1;
-            break;
+        for (size_t i = 0; i < g->nops; i++) {
+            bk_tensor_t *t = g->ops[i].out;
+            if (!t->keep)
+                slot[n++] = (slot_t){t, (int)i, last[t->id], align16(numel(t)), 0};
         }
-        busy[k] = last[t->id];   /* free once its last reader ran */
-        t->val = g->pool[k];
-        t->pooled = 1;
     }
+    size_t total = rc == 0 && n ? place_all(slot, n, conflict) : 0;
+    if (rc == 0 && total) {
+        bk_prog_set_name(&g->base, "activations");
+        float *arena = g->k->alloc(&g->base, total);
+        if (arena) {
+            g->pool[0] = arena;
+            g->pool_count[0] = total;
+            g->npool = 1;
+            g->bytes += total * sizeof(float);
+            for (size_t i = 0; i < n; i++) {
+                slot[i].t->val = arena + slot[i].off;
+                slot[i].t->pooled = 1;
+            }
+        } else {
+            rc = -1;
+        }
+    }
+    if (rc < 0 && !g->base.failed)
+        bk_prog_fail(&g->base, "out of memory planning the activations");
     free(last);
-    free(busy);
+    free(slot);
+    free(conflict);
     return rc;
 }
 
