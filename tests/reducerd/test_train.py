@@ -305,8 +305,8 @@ def scenario_epochs():
 def scenario_dead():
     J = Job("dead", ["--workers", "2", "--epochs", "3", "--worker-timeout", "1",
                      "--resume-dir", "/runs/x", "--min-workers", "2", "--rejoin-timeout", "0"])
-    g0 = J.peer("g0", 1, ring="tcp://127.0.0.1:41010")
-    g1 = J.peer("g1", 1, ring="tcp://127.0.0.1:41011")
+    g0 = J.peer("g0", 1, ring="tcp://127.0.0.1:41010", want=0)
+    g1 = J.peer("g1", 1, ring="tcp://127.0.0.1:41011", want=1)
     J.beating = [g0, g1]
     J.expect(g0, WELCOME)
     J.expect(g1, WELCOME)
@@ -380,7 +380,7 @@ def scenario_elastic():
     (stuck too). The survivors redo step 1 as ranks 0, 1 of generation 1."""
     J = Job("elastic", ["--workers", "3", "--epochs", "1", "--no-val", "--worker-timeout", "30"])
     rings = ["tcp://127.0.0.1:4104%d" % r for r in range(3)]
-    g = [J.peer("g%d" % r, 1, ring=rings[r]) for r in range(3)]
+    g = [J.peer("g%d" % r, 1, ring=rings[r], want=r) for r in range(3)]
     J.beating = list(g)
     for x in g:
         J.expect(x, WELCOME)
@@ -449,7 +449,7 @@ def scenario_elastic():
 def scenario_elastic_dead():
     """2 ranks, rank 0 silent past --worker-timeout: rank 1 goes on alone as rank 0."""
     J = Job("elastic-dead", ["--workers", "2", "--epochs", "1", "--no-val", "--worker-timeout", "1"])
-    g = [J.peer("g%d" % r, 1, ring="tcp://127.0.0.1:4105%d" % r) for r in range(2)]
+    g = [J.peer("g%d" % r, 1, ring="tcp://127.0.0.1:4105%d" % r, want=r) for r in range(2)]
     J.beating = list(g)
     for x in g:
         J.expect(x, WELCOME)
