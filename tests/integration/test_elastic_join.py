@@ -21,6 +21,7 @@ file's numprocs raise starts):
             step.
 
 Every wait is on an event (a log line, an exit) and bounded."""
+import atexit
 import os
 import subprocess
 import time
@@ -29,6 +30,14 @@ from ddp_elastic import FLAGS as flags, SPE, data, file_has, finish, gpud_of, sa
 
 train, val = data()
 wd = workdir("elastic_join")
+JOINERS = []   # started by hand, so ended by hand: a failed check leaves none behind
+
+
+@atexit.register
+def _end_joiners():
+    for p in JOINERS:
+        if p.poll() is None:
+            p.kill()
 
 
 def joiner_cmd(args, name, change=None):
@@ -74,6 +83,7 @@ def start_joiner(out, name, change=None):
     log = os.path.join(out, "%s.log" % name)
     f = open(log, "w")
     p = subprocess.Popen(joiner_cmd(args, name, change), stdout=f, stderr=subprocess.STDOUT)
+    JOINERS.append(p)
     f.close()
     return p, log
 

@@ -6,6 +6,7 @@ second gpud started by hand with the first one's command line (another
 are handed out again when reducerd declares it dead), and the job ends
 with exit 0 and the same exact counts as an uninterrupted run, the joiner
 having answered batches. Every wait is on an event and bounded."""
+import atexit
 import os
 import re
 import signal
@@ -63,6 +64,7 @@ try:
     joiner += ["--name", "gpud-joiner"]
     log = open(os.path.join(wd, "joiner.log"), "w")
     jp = subprocess.Popen(joiner, stdout=log, stderr=subprocess.STDOUT)
+    atexit.register(lambda: jp.poll() is None and jp.kill())   # never left behind
     log.close()
     try:
         so, se = proc.communicate(timeout=300)
