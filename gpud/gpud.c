@@ -137,7 +137,7 @@ int gpud_start_heartbeat(gpud_t *self)
     self->heartbeat_args = (heartbeat_args_t){
         .loader = self->options.loader, .reducer = self->options.reducer, .worker = self->name,
         .rank = self->rank, .interval_ms = 1000, .batches_done = &self->batches,
-        .auth = self->auth};
+        .auth = self->auth, .unreachable_ms = self->options.join_timeout_s * 1000};
     self->heartbeat = heartbeat_new(&self->heartbeat_args);
     if (!self->heartbeat) {
         log_error("cannot start the heartbeat thread");

@@ -6,15 +6,17 @@
 
 #include <string.h>
 
-static void send_beat(zsock_t *to, const heartbeat_args_t *a, int32_t rank, const ddp_auth_t *auth)
+static bool send_beat(zsock_t *to, const heartbeat_args_t *a, int32_t rank, const ddp_auth_t *auth)
 {
     ddp_msg_t m = {.type = DDP_HEARTBEAT};
     snprintf(m.u.heartbeat.worker, sizeof m.u.heartbeat.worker, "%s", a->worker);
     m.u.heartbeat.rank = rank;
     m.u.heartbeat.batches_done = atomic_load(a->batches_done);
     m.u.heartbeat.auth = *auth;
-    if (proto_send(zsock_resolve(to), NULL, &m) < 0)
-        log_debug("heartbeat not sent: %s", zmq_strerror(zmq_errno()));
+    if (proto_send(zsock_resolve(to), NULL, &m) == 0)
+        return true;
+    log_debug("heartbeat not sent: %s", zmq_strerror(zmq_errno()));
+    return false;
 }
 
 /* A STOP on the beat socket (reducerd answers beats of an earlier
@@ -90,7 +92,8 @@ static void heartbeat_actor(zsock_t *pipe, void *argp)
     if (poller && loader && reducer)
         zpoller_add(poller, reducer);
     zsock_signal(pipe, 0);
-    int64_t next_beat = 0;
+    int64_t next_beat = 0, reducer_ok = zclock_mono();
+    bool told = false;
     while (poller) {
         zmsg_t *cmd = NULL;
         void *which = zpoller_wait(poller, a->interval_ms);
@@ -110,7 +113,19 @@ static void heartbeat_actor(zsock_t *pipe, void *argp)
         if (loader && reducer && zclock_mono() >= next_beat) {
             next_beat = zclock_mono() + a->interval_ms;
             send_beat(loader, a, rank, &auth);
-            send_beat(reducer, a, rank, &auth);
+            if (send_beat(reducer, a, rank, &auth))
+                reducer_ok = zclock_mono();
+            /* a beat that cannot even be queued: no reducerd at the other
+             * end (gone, or the host down). An idle worker would wait for
+             * batches forever: past the bound it stops, resumable. */
+            if (!told && a->unreachable_ms > 0 && zclock_mono() - reducer_ok > a->unreachable_ms) {
+                char why[DDP_MAX_STR];
+                snprintf(why, sizeof why, "reducerd at %s unreachable for %llds (no heartbeat "
+                         "could be delivered): stopping; restart the job (or --resume)",
+                         a->reducer, (long long)(a->unreachable_ms / 1000));
+                zstr_sendx(pipe, "STOP", "1", why, NULL);
+                told = true;
+            }
         }
     }
     zpoller_destroy(&poller);

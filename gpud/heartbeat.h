@@ -17,6 +17,7 @@ typedef struct {
     int interval_ms;
     _Atomic uint64_t *batches_done;  /* the main thread's counter, read here atomically */
     ddp_auth_t auth;           /* the WELCOME's session token: beats without it are refused */
+    int64_t unreachable_ms;    /* no beat deliverable to reducerd this long: STOP the worker; 0 never */
 } heartbeat_args_t;
 
 /* args must outlive the actor; it keeps its own copy of rank and auth. A

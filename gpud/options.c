@@ -34,7 +34,8 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, rank, "rank", "N", -1, 0, 65535, "ask reducerd for this rank (default: any)"),
     OPTION_STRING(T, name, "name", "NAME", NULL, "worker name (default gpud-HOST-PID)"),
     OPTION_LONG(T, join_timeout_s, "join-timeout", "S", 60, 1, 86400,
-                "give up when reducerd does not answer"),
+                "give up when reducerd does not answer the JOIN, or later cannot be reached "
+                "by any heartbeat, for S s"),
     OPTION_LONG(T, fault_after, "fault-after", "N", -1, 0, 1L << 40,
                 "test hook: die without answering the batch after N (default: off)"),
     OPTION_FLAG(T, probs, "probs",

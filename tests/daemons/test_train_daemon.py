@@ -15,7 +15,10 @@ a real ring:
          ring timeout plus the commit timeout;
   run 3: SIGTERM to a rank blocked in the all-reduce: it stops within 2 s
          (not the ring timeout), saves the last completed step, exits non-zero;
-  run 4: --sync-bn with 1 and 2 ranks over the same global steps (one with
+  run 4: reducerd vanishes while the rank idles: gpud stops on its own once
+         no heartbeat could reach it for --join-timeout, rank 0 saves the
+         last step;
+  run 5: --sync-bn with 1 and 2 ranks over the same global steps (one with
          an empty shard): the final weights agree within 1e-5.
 """
 import json
@@ -318,6 +321,34 @@ def read_weights(path):
     return out
 
 
+def run_reducer_gone(wd):
+    """reducerd vanishes (its socket closed, as a killed process's) while
+    the rank idles between steps: no batch will ever come. gpud stops on
+    its own once no heartbeat could be delivered for --join-timeout (3 s),
+    saying so, and rank 0 saves the last step (exit non-zero). The bound
+    of the wait below is for a hung gpud, not a speed check."""
+    ckpt = os.path.join(wd, "ckpt.safetensors")
+    job = Job(wd, 1, [["--checkpoint", ckpt, "--join-timeout", "3"]])
+    try:
+        job.handshake()
+        train_step(job, 300, 0, 0)
+        job.reducer.close(linger=0)
+        try:
+            code = job.procs[0].wait(120)
+        except subprocess.TimeoutExpired:
+            code = "hung"
+        text = open(job.logs[0]).read()
+        check(code not in (0, "hung") and "unreachable" in text,
+              "reducerd gone: exit %r, log:\n%s" % (code, text[-1500:]))
+        meta = safetensors_meta(ckpt) if os.path.exists(ckpt) else {}
+        check(meta.get("ckpt.step") == "1", "reducerd gone: checkpoint step %r, want 1" %
+              meta.get("ckpt.step"))
+        print("reducer gone: gpud stopped on its own, exit %r, checkpoint of step 1" % code,
+              flush=True)
+    finally:
+        job.close()
+
+
 def run_syncbn(wd):
     table = {0: SHARDS[0], 1: SHARDS[3]}   # step 1: rank 1's shard is empty
     finals = []
@@ -361,7 +392,7 @@ def main():
     base = tempfile.mkdtemp(prefix="ddpipe-trd-")
     try:
         for name, fn in (("ok", run_ok), ("fault", run_fault), ("sigterm", run_sigterm),
-                         ("syncbn", run_syncbn)):
+                         ("gone", run_reducer_gone), ("syncbn", run_syncbn)):
             wd = os.path.join(base, name)
             os.makedirs(wd)
             n = len(failures)
