@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 from ddp_it import *
+from ddp_elastic import gpud_of
 
 data = jpeg_folder()
 wd = workdir("eval_join")
@@ -21,20 +22,6 @@ extra = ["--worker-timeout", "2", "--verbose"]
 base = os.path.join(wd, "straight")
 run_eval(data, base, 1)
 want = counts(base)
-
-
-def gpud_args(out):
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            exe = os.path.basename(os.readlink("/proc/%s/exe" % pid).replace(" (deleted)", ""))
-            args = read("/proc/%s/cmdline" % pid, "rb").decode(errors="replace").split("\0")[:-1]
-        except OSError:
-            continue
-        if exe == "gpud" and any(out in a for a in args):
-            return int(pid), args
-    return None, None
 
 
 def answered_a_batch(out):
@@ -50,7 +37,7 @@ proc = subprocess.Popen(eval_cmd(data, out, 1, extra=extra), stdout=subprocess.P
 deadline = time.time() + 180
 pid, args = None, None
 while time.time() < deadline and proc.poll() is None:
-    pid, args = gpud_args(out)
+    pid, args = gpud_of(out, 0)
     if pid and answered_a_batch(out):
         break
     time.sleep(0.02)
