@@ -363,7 +363,8 @@ int cmd_train(int argc, char **argv)
     const char *keep[] = {o.weights, o.resuming ? o.resume.file : NULL};
     job_cfg_t cfg = {.cmd = "train", .out = o.out, .timeout_s = o.max_time_s, .quiet = o.quiet,
                      .train = true, .verdict_s = o.worker_timeout_s + 15,
-                     .min_workers = o.min_workers, .on_event = on_event,
+                     .min_workers = o.min_workers,
+                     .rejoin_timeout_s = o.rejoin_timeout_s, .on_event = on_event,
                      .arg = &v, .overwrite = o.overwrite, .resume = resumes_in_place(&o),
                      .keep = keep, .nkeep = 2, .tap = o.tap};
     job_t *j = job_new(&cfg);

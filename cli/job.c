@@ -277,10 +277,13 @@ static void on_gpud_failure(job_t *j, watch_t *w, child_t *c, const char *how)
     w->dead_at = clock_mono_s();
     w->gpud_failures++;
     const char *then = "";
-    if (j->cfg.train && launch_running(&j->L, "gpud") >= (j->cfg.min_workers > 0 ? j->cfg.min_workers : 1))
+    int running = launch_running(&j->L, "gpud");
+    if (j->cfg.train && running >= (j->cfg.min_workers > 0 ? j->cfg.min_workers : 1))
         then = "; the survivors continue once reducerd re-forms the ring";
+    else if (j->cfg.train && running > 0 && j->cfg.rejoin_timeout_s > 0)
+        then = "; too few ranks are left: training pauses for gpuds to join (--rejoin-timeout)";
     else if (j->cfg.train)
-        then = "; training pauses for gpuds to join (--rejoin-timeout) or stops";
+        then = "; training cannot go on without it";
     else if (launch_running(&j->L, "gpud") > 0)
         then = "; the other workers take over its batches";
     fprintf(stderr, "%sddpipe: %s ended (%s)%s\n", j->tty ? "\n" : "", c->name, how, then);

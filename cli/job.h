@@ -46,6 +46,7 @@ typedef struct {
     bool train;
     long verdict_s;             /* train: how long reducerd may take to re-form or end the job after a gpud died */
     long min_workers;           /* train: the fewest ranks the job goes on with (>= 1) */
+    long rejoin_timeout_s;      /* train: below min_workers, how long it waits for joiners */
     job_event_fn *on_event;     /* may be NULL */
     void *arg;
 } job_cfg_t;
