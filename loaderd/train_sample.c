@@ -7,14 +7,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* The sample's file as stat sees it: a cache entry is good only for it. */
-static bool source_of(const loader_t *self, uint64_t id, cache_source_t *src)
+#define SAMPLE_PATH_MAX 4096
+
+/* The sample's file (its path into PATH) as stat sees it: a cache entry is
+ * good only for it. */
+static bool source_of(const loader_t *self, uint64_t id, char path[SAMPLE_PATH_MAX],
+                      cache_source_t *src)
 {
-    char path[4096];
-    int n = snprintf(path, sizeof path, "%s/%s", dataset_root(self->dataset),
+    int n = snprintf(path, SAMPLE_PATH_MAX, "%s/%s", dataset_root(self->dataset),
                      dataset_path(self->dataset, id));
     struct stat st;
-    if (n < 0 || (size_t)n >= sizeof path || stat(path, &st) != 0)
+    if (n < 0 || n >= SAMPLE_PATH_MAX || stat(path, &st) != 0)
         return false;
     *src = (cache_source_t){.size = st.st_size,
                             .mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec};
@@ -24,8 +27,8 @@ static bool source_of(const loader_t *self, uint64_t id, cache_source_t *src)
 /* RandomResizedCrop from the whole decoded image, kept or decoded now
  * (whole: the crop box is drawn from the image's size, as augment_load
  * does, and a partial decode has the same pixels inside it). */
-static int crop_cached(const loader_t *self, uint32_t epoch, uint64_t id, const cache_source_t *src,
-                       uint8_t *out, char *err, size_t errlen)
+static int crop_cached(const loader_t *self, uint32_t epoch, uint64_t id, const char *path,
+                       const cache_source_t *src, uint8_t *out, char *err, size_t errlen)
 {
     const augment_t *aug = &self->augment;
     uint64_t seed = (uint64_t)self->options.seed;
@@ -35,9 +38,6 @@ static int crop_cached(const loader_t *self, uint32_t epoch, uint64_t id, const 
         return augment_sample(aug, seed, epoch, id, &view, out, self->out_h, self->out_w, err,
                               errlen);
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dataset_root(self->dataset),
-             dataset_path(self->dataset, id));
     uint8_t *buf = NULL;
     size_t len = 0;
     int src_w, src_h;
@@ -58,7 +58,8 @@ static int fixed_sample(const loader_t *self, uint64_t id, uint8_t *out, char *e
 {
     int h = self->out_h, w = self->out_w, c = self->augment.channels;
     cache_source_t src;
-    bool cacheable = self->cache && source_of(self, id, &src);
+    char path[SAMPLE_PATH_MAX];
+    bool cacheable = self->cache && source_of(self, id, path, &src);
     cached_t e;
     if (cacheable && sample_cache_get(self->cache, id, &src, &e) && e.w == w && e.h == h &&
         e.c == c) {
@@ -104,8 +105,9 @@ int train_sample_load(const loader_t *self, uint32_t epoch, uint64_t id, uint8_t
     const augment_t *aug = &self->augment;
     if (aug->crop) {
         cache_source_t src;
-        if (self->cache && source_of(self, id, &src))
-            return crop_cached(self, epoch, id, &src, out, err, errlen);
+        char path[SAMPLE_PATH_MAX];
+        if (self->cache && source_of(self, id, path, &src))
+            return crop_cached(self, epoch, id, path, &src, out, err, errlen);
         return augment_load(self->dataset, id, aug, (uint64_t)self->options.seed, epoch, out,
                             self->out_h, self->out_w, err, errlen);
     }
