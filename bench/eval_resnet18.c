@@ -24,6 +24,7 @@ static const float MEAN[3] = {0.485f, 0.456f, 0.406f}, STD[3] = {0.229f, 0.224f,
 typedef struct {
     const char *weights;
     long batch, threads, iters, warmup, micro_batch, size;
+    int bf16;                   /* --bf16: --precision bf16 */
 } bench_opts_t;
 
 static int parse(int argc, char **argv, bench_opts_t *o)
@@ -32,13 +33,14 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         {"weights", required_argument, 0, 'w'}, {"batch", required_argument, 0, 'b'},
         {"threads", required_argument, 0, 't'}, {"iters", required_argument, 0, 'i'},
         {"warmup", required_argument, 0, 'u'},  {"micro-batch", required_argument, 0, 'm'},
-        {"size", required_argument, 0, 's'},    {"help", no_argument, 0, 'h'},
+        {"size", required_argument, 0, 's'},    {"bf16", no_argument, 0, 'f'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         int rc = 0;
         switch (c) {
         case 'w': o->weights = optarg; break;
+        case 'f': o->bf16 = 1; break;
         case 'b': rc = flags_long("batch", optarg, 1, 4096, &o->batch); break;
         case 't': rc = flags_long("threads", optarg, 0, 1024, &o->threads); break;
         case 'i': rc = flags_long("iters", optarg, 1, 100000, &o->iters); break;
@@ -47,7 +49,7 @@ static int parse(int argc, char **argv, bench_opts_t *o)
                                   &o->micro_batch); break;
         case 's': rc = flags_long("size", optarg, 32, 1024, &o->size); break;
         default:
-            fprintf(stderr, "usage: eval_resnet18 [--weights W] [--batch 32] [--threads 2] "
+            fprintf(stderr, "usage: eval_resnet18 [--bf16] [--weights W] [--batch 32] [--threads 2] "
                     "[--iters 6] [--warmup 1] [--micro-batch 0] [--size 224]\n");
             return -1;
         }
@@ -60,11 +62,11 @@ static int parse(int argc, char **argv, bench_opts_t *o)
 
 int main(int argc, char **argv)
 {
-    bench_opts_t o = {"tests/golden/resnet18.safetensors", 32, 2, 6, 1, 0, 224};
+    bench_opts_t o = {"tests/golden/resnet18.safetensors", 32, 2, 6, 1, 0, 224, 0};
     if (parse(argc, argv, &o) < 0)
         return 2;
     char err[512];
-    model_opts_t mo = {.arch = "resnet18", .threads = (int)o.threads,
+    model_opts_t mo = {.arch = "resnet18", .threads = (int)o.threads, .bf16 = o.bf16,
                        .micro_batch = (int)o.micro_batch};
     double t0 = clock_mono_s();
     model_t *m = model_new(&mo, "cpu", o.weights, err, sizeof err);
@@ -103,9 +105,10 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("ddpipe resnet18 img/s=%.2f best_img/s=%.2f batch=%ld threads=%ld iters=%ld "
-           "micro_batch=%d size=%ld load_s=%.2f cpu_ms/img=%.1f\n",
+           "micro_batch=%d size=%ld load_s=%.2f cpu_ms/img=%.1f precision=%s\n",
            (double)o.batch * o.iters / total, (double)o.batch / best, o.batch, o.threads, o.iters,
-           model_micro_batch(m), o.size, t_load, 1e3 * cpu / ((double)o.batch * o.iters));
+           model_micro_batch(m), o.size, t_load, 1e3 * cpu / ((double)o.batch * o.iters),
+           model_precision(m));
     model_destroy(&m);
     free(px);
     free(logits);

@@ -4,7 +4,10 @@ uint8 batches -> ToTensor/Normalize arithmetic -> torchvision resnet18 in
 eval mode under no_grad, torch.set_num_threads(THREADS).
 
   /usr/bin/python3 bench/eval_resnet18_torch.py [--batch 32] [--threads 2]
-                                                [--iters 6] [--warmup 1]
+                                                [--iters 6] [--warmup 1] [--bf16]
+
+--bf16: the model and input in channels_last, the forward under
+torch.autocast("cpu", dtype=torch.bfloat16) (compute only, as ddpipe's bf16).
 
 Prints one line: "torch resnet18 img/s=X ...".
 """
@@ -22,10 +25,13 @@ def main():
     ap.add_argument("--iters", type=int, default=6)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--bf16", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
+    if a.bf16:
+        model = model.to(memory_format=torch.channels_last)
     g = torch.Generator().manual_seed(1)
     px = torch.randint(0, 256, (a.batch, 3, a.size, a.size), dtype=torch.uint8, generator=g)
     mean = torch.tensor([0.485, 0.456, 0.406])[:, None, None]
@@ -35,17 +41,20 @@ def main():
         for it in range(a.warmup + a.iters):
             t0, c0 = time.perf_counter(), time.process_time()
             x = (px.float().div(255) - mean) / std
-            model(x)
+            if a.bf16:
+                x = x.contiguous(memory_format=torch.channels_last)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+                model(x)
             dt = time.perf_counter() - t0
             if it >= a.warmup:
                 cpu += time.process_time() - c0
                 total += dt
                 best = min(best, dt)
     print("torch resnet18 img/s=%.2f best_img/s=%.2f batch=%d threads=%d iters=%d size=%d "
-          "torch=%s mkldnn=%s cpu_ms/img=%.1f" % (
+          "torch=%s mkldnn=%s cpu_ms/img=%.1f precision=%s" % (
               a.batch * a.iters / total, a.batch / best, a.batch, a.threads, a.iters, a.size,
               torch.__version__, torch.backends.mkldnn.is_available(),
-              1e3 * cpu / (a.batch * a.iters)))
+              1e3 * cpu / (a.batch * a.iters), "bf16-autocast+channels_last" if a.bf16 else "fp32"))
 
 
 if __name__ == "__main__":

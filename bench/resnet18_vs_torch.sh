@@ -5,6 +5,8 @@
 # each, of the means, and of process CPU time per image.
 #   bench/resnet18_vs_torch.sh eval|train [BUILD_DIR]   (default: build-bench, Release)
 #   THREADS=2 BATCH=32 ITERS=6 ROUNDS=2 bench/resnet18_vs_torch.sh eval
+#   PRECISION=bf16 bench/resnet18_vs_torch.sh eval   (ddpipe --precision bf16 vs PyTorch
+#          autocast bf16 + channels_last, compute only; the CPU's flags are printed)
 #   eval:  bench/eval_resnet18  (model_forward_u8)          vs bench/eval_resnet18_torch.py
 #   train: bench/train_resnet18 (model_train_step_u8 + SGD) vs bench/train_resnet18_torch.py
 set -eu
@@ -20,6 +22,12 @@ esac
 THREADS=${THREADS:-2}
 BATCH=${BATCH:-32}
 ROUNDS=${ROUNDS:-2}
+PRECISION=${PRECISION:-fp32}
+case "$PRECISION" in
+    fp32) PFLAG="" ;;
+    bf16) PFLAG="--bf16" ;;
+    *) echo "bench/resnet18_vs_torch.sh: PRECISION is fp32 or bf16" >&2; exit 2 ;;
+esac
 PY=/usr/bin/python3
 
 if [ ! -x "$BUILD/bench/$PROG" ]; then
@@ -27,14 +35,15 @@ if [ ! -x "$BUILD/bench/$PROG" ]; then
     cmake --build "$BUILD" --target "$PROG" -j2 >/dev/null
 fi
 
-echo "ResNet-18 $WHAT, batch $BATCH, ${THREADS} threads, $ITERS timed iterations x $ROUNDS rounds"
+echo "ResNet-18 $WHAT, batch $BATCH, ${THREADS} threads, $ITERS timed iterations x $ROUNDS rounds, $PRECISION"
+echo "cpu flags: $(grep -o -w -E 'avx512[a-z_0-9]*|amx[a-z_]*|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "host: $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 r=0
 while [ "$r" -lt "$ROUNDS" ]; do
-    "$BUILD/bench/$PROG" --batch "$BATCH" --threads "$THREADS" --iters "$ITERS" | tee -a "$out"
-    $PY "bench/${PROG}_torch.py" --batch "$BATCH" --threads "$THREADS" --iters "$ITERS" | tee -a "$out"
+    "$BUILD/bench/$PROG" --batch "$BATCH" --threads "$THREADS" --iters "$ITERS" $PFLAG | tee -a "$out"
+    $PY "bench/${PROG}_torch.py" --batch "$BATCH" --threads "$THREADS" --iters "$ITERS" $PFLAG | tee -a "$out"
     r=$((r + 1))
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

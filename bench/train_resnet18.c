@@ -26,6 +26,7 @@
 typedef struct {
     const char *weights, *backend;
     long batch, threads, iters, warmup, size;
+    int bf16;                   /* --bf16: --precision bf16 */
 } bench_opts_t;
 
 static int parse(int argc, char **argv, bench_opts_t *o)
@@ -34,12 +35,13 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         {"weights", required_argument, 0, 'w'}, {"batch", required_argument, 0, 'b'},
         {"threads", required_argument, 0, 't'}, {"iters", required_argument, 0, 'i'},
         {"warmup", required_argument, 0, 'u'},  {"size", required_argument, 0, 's'},
-        {"backend", required_argument, 0, 'k'}, {0, 0, 0, 0}};
+        {"backend", required_argument, 0, 'k'}, {"bf16", no_argument, 0, 'f'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         int rc = 0;
         switch (c) {
         case 'w': o->weights = optarg; break;
+        case 'f': o->bf16 = 1; break;
         case 'k': o->backend = optarg; break;
         case 'b': rc = flags_long("batch", optarg, 1, 4096, &o->batch); break;
         case 't': rc = flags_long("threads", optarg, 0, 1024, &o->threads); break;
@@ -47,7 +49,7 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         case 'u': rc = flags_long("warmup", optarg, 0, 1000, &o->warmup); break;
         case 's': rc = flags_long("size", optarg, 32, 1024, &o->size); break;
         default:
-            fprintf(stderr, "usage: train_resnet18 [--weights W] [--batch 32] [--threads 2] "
+            fprintf(stderr, "usage: train_resnet18 [--bf16] [--weights W] [--batch 32] [--threads 2] "
                     "[--iters 3] [--warmup 1] [--size 224] [--backend cpu]\n");
             return -1;
         }
@@ -59,11 +61,11 @@ static int parse(int argc, char **argv, bench_opts_t *o)
 
 int main(int argc, char **argv)
 {
-    bench_opts_t o = {"tests/golden/resnet18.safetensors", "cpu", 32, 2, 3, 1, 224};
+    bench_opts_t o = {"tests/golden/resnet18.safetensors", "cpu", 32, 2, 3, 1, 224, 0};
     if (parse(argc, argv, &o) < 0)
         return 2;
     char err[512];
-    model_opts_t mo = {.arch = "resnet18", .threads = (int)o.threads, .train = 1};
+    model_opts_t mo = {.arch = "resnet18", .threads = (int)o.threads, .bf16 = o.bf16, .train = 1};
     model_t *m = model_new(&mo, o.backend, o.weights, err, sizeof err);
     if (!m) {
         fprintf(stderr, "train_resnet18: %s\n", err);
@@ -104,9 +106,10 @@ int main(int argc, char **argv)
     for (long i = 0; i < o.batch; i++)
         mean_loss += loss[i] / o.batch;
     printf("ddpipe resnet18-train img/s=%.2f best_img/s=%.2f batch=%ld threads=%ld iters=%ld "
-           "size=%ld first_step_s=%.2f cpu_ms/img=%.1f last_loss=%.3f\n",
+           "size=%ld first_step_s=%.2f cpu_ms/img=%.1f last_loss=%.3f precision=%s\n",
            (double)o.batch * o.iters / total, (double)o.batch / best, o.batch, o.threads, o.iters,
-           o.size, first, 1e3 * cpu / ((double)o.batch * o.iters), mean_loss);
+           o.size, first, 1e3 * cpu / ((double)o.batch * o.iters), mean_loss,
+           model_precision(m));
     model_destroy(&m);
     free(px);
     free(labels);

@@ -5,7 +5,10 @@ torchvision resnet18 in train mode -> CrossEntropyLoss -> backward ->
 torch.optim.SGD(lr=0.01).step(), torch.set_num_threads(THREADS).
 
   /usr/bin/python3 bench/train_resnet18_torch.py [--batch 32] [--threads 2]
-                                                 [--iters 3] [--warmup 1]
+                                                 [--iters 3] [--warmup 1] [--bf16]
+
+--bf16: the model and input in channels_last, the forward and loss under
+torch.autocast("cpu", dtype=torch.bfloat16) (compute only, as ddpipe's bf16).
 
 Prints one line: "torch resnet18-train img/s=X ...".
 """
@@ -23,10 +26,13 @@ def main():
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--bf16", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).train()
+    if a.bf16:
+        model = model.to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     g = torch.Generator().manual_seed(1)
     px = torch.randint(0, 256, (a.batch, 3, a.size, a.size), dtype=torch.uint8, generator=g)
@@ -39,7 +45,10 @@ def main():
         t0, c0 = time.perf_counter(), time.process_time()
         x = (px.float().div(255) - mean) / std
         opt.zero_grad(set_to_none=True)
-        loss = lossf(model(x), labels)
+        if a.bf16:
+            x = x.contiguous(memory_format=torch.channels_last)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            loss = lossf(model(x), labels)
         loss.backward()
         opt.step()
         dt = time.perf_counter() - t0
@@ -50,9 +59,10 @@ def main():
             total += dt
             best = min(best, dt)
     print("torch resnet18-train img/s=%.2f best_img/s=%.2f batch=%d threads=%d iters=%d size=%d "
-          "first_step_s=%.2f torch=%s cpu_ms/img=%.1f last_loss=%.3f" % (
+          "first_step_s=%.2f torch=%s cpu_ms/img=%.1f last_loss=%.3f precision=%s" % (
               a.batch * a.iters / total, a.batch / best, a.batch, a.threads, a.iters, a.size,
-              first, torch.__version__, 1e3 * cpu / (a.batch * a.iters), loss.item()))
+              first, torch.__version__, 1e3 * cpu / (a.batch * a.iters), loss.item(),
+              "bf16-autocast+channels_last" if a.bf16 else "fp32"))
 
 
 if __name__ == "__main__":

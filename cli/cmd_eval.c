@@ -77,6 +77,7 @@ static int start_gpud(job_t *j, const eval_options_t *o, long rank)
     g.mean = o->mean;
     g.std = o->std;
     g.normalize = o->normalize;
+    g.precision = o->precision;
     g.probs = eval_probs_mode(o) != NULL;
     long fault_rank, fault_batches;
     if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_batches) == 2 &&
@@ -134,6 +135,7 @@ int cmd_eval(int argc, char **argv)
     int rc = eval_options_parse(&o, argc, argv);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
+    gpud_precision_note(o.precision, stderr);
     const char *keep[] = {o.weights};
     job_cfg_t cfg = {.cmd = "eval", .out = o.out, .timeout_s = o.max_time_s, .quiet = o.quiet,
                      .overwrite = o.overwrite, .keep = keep, .nkeep = 1, .tap = o.tap};

@@ -130,6 +130,7 @@ static void fill_model(gpud_options_t *g, const train_options_t *o)
     g->mean = o->mean;
     g->std = o->std;
     g->normalize = o->normalize;
+    g->precision = o->precision;
     g->freeze = one_prefix(o->freeze);
     g->freeze_bn = one_prefix(o->freeze_bn);
     g->sync_bn = o->sync_bn;
@@ -352,6 +353,7 @@ int cmd_train(int argc, char **argv)
     int prc = train_options_parse(argc, argv, &o);
     if (prc != 0)
         return prc > 0 ? 0 : 2;
+    gpud_precision_note(o.precision, stderr);
     train_view_t v = {.o = &o, .t0 = clock_mono_s(), .last_epoch = -1};
     if (o.resuming) {
         v.last_epoch = o.resume.epoch - 1;

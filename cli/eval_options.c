@@ -63,6 +63,8 @@ static int check(eval_options_t *o)
                 o->predictions);
         return -1;
     }
+    if (gpud_check_precision("ddpipe eval", o->precision) < 0)
+        return -1;
     if (strcmp(o->device, "cpu") != 0) {
         fprintf(stderr, "ddpipe eval: --device %s: this build has only the cpu backend\n",
                 o->device);

@@ -22,7 +22,7 @@ typedef struct {
     long outputs;                           /* derived: the model's outputs (0: unknown) */
     /* where and how long (JOB_RUN_OPTIONS) */
     long workers, threads, loader_threads, window, timeout_s, max_time_s, worker_timeout_s;
-    const char *device, *metrics_http, *tap, *tensorboard;
+    const char *device, *precision, *metrics_http, *tap, *tensorboard;
     int quiet, verbose;
     const char *fault;                      /* test hook: RANK:N */
 } eval_options_t;

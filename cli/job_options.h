@@ -23,6 +23,7 @@
 #define JOB_RUN_OPTIONS(T)                                                                     \
     OPTION_LONG(T, workers, "workers", "N", 1, 1, 1024, "gpud processes"),                      \
     OPTION_STRING(T, device, "device", "cpu", "cpu", "compute backend"),                        \
+    GPUD_PRECISION_OPTION(T),                                                                  \
     OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024,                                         \
                 "compute threads per worker (default: cores / workers)"),                      \
     OPTION_LONG(T, loader_threads, "loader-threads", "N", 0, 1, 1024,                           \

@@ -126,6 +126,8 @@ static int check_choices(const train_options_t *o)
         fprintf(stderr, "ddpipe train: --augment %s: choose none, flip or crop-flip\n", o->augment);
         return -1;
     }
+    if (gpud_check_precision("ddpipe train", o->precision) < 0)
+        return -1;
     if (strcmp(o->device, "cpu") != 0) {
         fprintf(stderr, "ddpipe train: --device %s: this build has only the cpu backend\n", o->device);
         return -1;

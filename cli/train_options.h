@@ -22,6 +22,7 @@ typedef struct {
 
 typedef struct {
     const char *data, *val, *model, *weights, *out, *device, *resume_dir;
+    const char *precision;      /* --precision fp32|bf16 (gpud's row) */
     option_ints_t channels;     /* gpud's rows (GPUD_INPUT_OPTIONS, GPUD_TRAINING_OPTIONS) */
     option_doubles_t mean, std, betas;
     const char *normalize, *crop, *fault, *metrics_http, *tap, *tensorboard;

@@ -128,6 +128,10 @@ typedef struct bk_kernels {
                       const float *b, void *y);
     int (*linear_bwd)(bk_prog_t *g, bk_plan_t *p, const void *x, const float *w,
                       const void *gy, void *gx, float *gw, float *gb);
+    /* --precision bf16 (gpud/bf16.h): round count floats of a buffer to bf16
+     * in place. NULL: the backend cannot run bf16 (backend_set_precision
+     * refuses). */
+    void (*round_bf16)(backend_t *be, void *y, size_t count);
 } bk_kernels_t;
 
 typedef struct bk_ops {
@@ -152,12 +156,16 @@ typedef struct bk_ops {
     int (*run)(bk_prog_t *g);
     int (*read)(bk_prog_t *g, bk_ptensor_t *t, float *dst);
     const struct bk_kernels *train;   /* NULL: no training support */
+    /* Optional: 1 when the device runs bf16 convolutions natively (a probe,
+     * at backend_set_precision), else 0. NULL: never. */
+    int (*bf16_native)(backend_t *be);
 } bk_ops_t;
 
 /* Every implementation's backend starts with this. */
 struct backend {
     const bk_ops_t *ops;
     int threads;
+    bk_precision_t precision;   /* backend_set_precision */
 };
 
 /* Constructors of the implementations (threads already resolved, >= 1). */

@@ -34,3 +34,39 @@ backend_t *backend_new(const char *name, int threads, char *err, size_t errlen)
             name && strcmp(name, "cuda") == 0 ? "; cuda was not found at build time" : "");
     return NULL;
 }
+
+int backend_set_precision(backend_t *be, const char *precision, char *err, size_t errlen)
+{
+    if (precision && strcmp(precision, "fp32") == 0) {
+        be->precision = BK_FP32;
+        return 0;
+    }
+    if (!precision || strcmp(precision, "bf16") != 0) {
+        err_set(err, errlen, "precision '%s': fp32 or bf16", precision ? precision : "(null)");
+        return -1;
+    }
+    if (strcmp(be->ops->name, "cuda") == 0) {
+        err_set(err, errlen, "--precision bf16 is not implemented on the cuda backend yet "
+                "(use --precision fp32, or the cpu backend)");
+        return -1;
+    }
+    if (!be->ops->train || !be->ops->train->round_bf16) {
+        err_set(err, errlen, "--precision bf16: the %s backend has no bf16 support",
+                be->ops->name);
+        return -1;
+    }
+    be->precision = be->ops->bf16_native && be->ops->bf16_native(be) ? BK_BF16_NATIVE
+                                                                      : BK_BF16_EMULATED;
+    return 0;
+}
+
+bk_precision_t backend_precision(const backend_t *be)
+{
+    return be->precision;
+}
+
+const char *backend_precision_name(const backend_t *be)
+{
+    static const char *const names[] = {"fp32", "bf16 (emulated)", "bf16 (native)"};
+    return names[be->precision];
+}

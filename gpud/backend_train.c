@@ -16,6 +16,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "gpud/bf16.h"
 #include "gpud/tape_priv.h"
 
 static const char *const KIND_NAMES[] = {"conv", "bn", "relu", "pool", "flatten",
@@ -429,7 +430,13 @@ int bk_graph_compile(bk_graph_t *g)
                 "cannot run");
         return -1;
     }
-    if (g->forward_only && !g->training) {
+    /* bf16 runs on the tape: it rounds where PyTorch's autocast makes bf16
+     * tensors, conv then BatchNorm, which a folded conv cannot (docs/BF16.md) */
+    g->bf16 = g->base.be->precision != BK_FP32;
+    if (g->bf16) {
+        log_debug("graph: %s on the tape: %s", g->forward_only ? "inference" : "training",
+                  backend_precision_name(g->base.be));
+    } else if (g->forward_only && !g->training) {
         char why[256] = "";
         int rc = plan_fused_build(g, why, sizeof why);
         if (rc < 0)
@@ -807,6 +814,30 @@ static float drop_p(const bk_graph_t *g, const top_t *o)
     return g->training && !g->no_dropout ? o->p : 0.0f;
 }
 
+/* bf16: the weights (and bias) a conv or linear op computes with this step:
+ * its master weights rounded to bf16, as autocast casts them. */
+static void bf16_weights(top_t *o, const float **w, const float **b)
+{
+    int conv = o->kind == TO_CONV;
+    const float *mw = conv ? o->conv.weight : o->w, *mb = conv ? o->conv.bias : o->b;
+    const bk_tensor_t *x = o->in[0];
+    size_t nw = conv ? (size_t)o->conv.oc * o->conv.ic * o->conv.kh * o->conv.kw
+                     : (size_t)o->lin_out * x->c * x->h * x->w;
+    bf16_round(o->w16, mw, nw);
+    if (mb)
+        bf16_round(o->b16, mb, (size_t)(conv ? o->conv.oc : o->lin_out));
+    *w = o->w16;
+    *b = mb ? o->b16 : NULL;
+}
+
+/* bf16: ops whose output PyTorch's CPU autocast makes bf16 and that can
+ * leave bf16 values (relu, flatten and concat of bf16 values are exact;
+ * the loss is fp32). */
+static int bf16_rounds(top_kind_t kind)
+{
+    return kind != TO_RELU && kind != TO_FLATTEN && kind != TO_CONCAT && kind != TO_CE;
+}
+
 static int op_forward(bk_graph_t *g, top_t *o, uint32_t index)
 {
     const bk_kernels_t *k = g->k;
@@ -815,9 +846,16 @@ static int op_forward(bk_graph_t *g, top_t *o, uint32_t index)
     bk_tensor_t *x = o->in[0], *y = o->out;
     int s[4];
     shape_of(x, s);
+    const float *w = o->kind == TO_CONV ? o->conv.weight : o->w;
+    const float *b = o->kind == TO_CONV ? o->conv.bias : o->b;
+    if (g->bf16 && (o->kind == TO_CONV || o->kind == TO_LINEAR)) {
+        bf16_weights(o, &w, &b);
+        if (x->is_input)   /* the model's fp32 input, cast at its first conv */
+            k->round_bf16(be, x->val, numel(x));
+    }
     switch (o->kind) {
     case TO_CONV:
-        return k->conv_fwd(bg, o->plan, x->val, o->conv.weight, o->conv.bias, y->val);
+        return k->conv_fwd(bg, o->plan, x->val, w, b, y->val);
     case TO_BN:
         if (bn_training(g, o))
             return bn_train_fwd(g, o, x, y);
@@ -831,7 +869,7 @@ static int op_forward(bk_graph_t *g, top_t *o, uint32_t index)
         k->flatten(be, y->val, x->val, s, 0);
         return 0;
     case TO_LINEAR:
-        return k->linear_fwd(bg, o->plan, x->val, o->w, o->b, y->val);
+        return k->linear_fwd(bg, o->plan, x->val, w, b, y->val);
     case TO_ADD:
         k->add(be, y->val, x->val, o->in[1]->val, numel(y));
         return 0;
@@ -868,6 +906,8 @@ int bk_forward(bk_graph_t *g)
         double t0 = g->profile ? clock_mono_s() : 0.0;
         if (op_forward(g, &g->ops[i], (uint32_t)i) < 0)
             return -1;
+        if (g->bf16 && bf16_rounds(g->ops[i].kind))
+            g->k->round_bf16(g->base.be, g->ops[i].out->val, numel(g->ops[i].out));
         if (g->profile)
             g->prof[0][g->ops[i].kind] += clock_mono_s() - t0;
     }
@@ -891,7 +931,24 @@ static void grad_commit(bk_graph_t *g, bk_tensor_t *x)
         return;
     if (x->grad_set)
         g->k->acc(g->base.be, x->grad, g->tmp, numel(x));
+    /* bf16: the gradient of a bf16 activation is bf16, sums included */
+    if (g->bf16)
+        g->k->round_bf16(g->base.be, x->grad, numel(x));
     x->grad_set = 1;
+}
+
+/* bf16: a conv's or linear's weight gradient comes out of the bf16
+ * backward as bf16 (autocast's cast back to the fp32 weight keeps it). */
+static void bf16_param_grads(const top_t *o, float *gw, float *gb)
+{
+    int conv = o->kind == TO_CONV;
+    const bk_tensor_t *x = o->in[0];
+    size_t nw = conv ? (size_t)o->conv.oc * o->conv.ic * o->conv.kh * o->conv.kw
+                     : (size_t)o->lin_out * x->c * x->h * x->w;
+    if (gw)
+        bf16_round(gw, gw, nw);
+    if (gb)
+        bf16_round(gb, gb, (size_t)(conv ? o->conv.oc : o->lin_out));
 }
 
 static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
@@ -905,8 +962,10 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
     shape_of(x, s);
     switch (o->kind) {
     case TO_CONV:
-        rc = k->conv_bwd(bg, o->plan, x->val, o->conv.weight, y->grad, gx, o->conv.grad_weight,
-                         o->conv.grad_bias);
+        rc = k->conv_bwd(bg, o->plan, x->val, g->bf16 ? o->w16 : o->conv.weight, y->grad, gx,
+                         o->conv.grad_weight, o->conv.grad_bias);
+        if (rc == 0 && g->bf16)
+            bf16_param_grads(o, o->conv.grad_weight, o->conv.grad_bias);
         break;
     case TO_BN:
         if (bn_training(g, o)) {
@@ -930,7 +989,10 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
             k->flatten(be, gx, y->grad, s, 1);
         break;
     case TO_LINEAR:
-        rc = k->linear_bwd(bg, o->plan, x->val, o->w, y->grad, gx, o->gw, o->gb);
+        rc = k->linear_bwd(bg, o->plan, x->val, g->bf16 ? o->w16 : o->w, y->grad, gx, o->gw,
+                           o->gb);
+        if (rc == 0 && g->bf16)
+            bf16_param_grads(o, o->gw, o->gb);
         break;
     case TO_ADD:
         if (gx)

@@ -31,7 +31,7 @@ static void settle_model_options(gpud_t *self)
     *m = (model_opts_t){.arch = o->model, .num_classes = (int)o->num_classes,
                         .in_channels = (int)o->in_channels, .n_channels = o->channels.n,
                         .threads = (int)o->threads, .micro_batch = (int)o->micro_batch,
-                        .train = o->train};
+                        .train = o->train, .bf16 = strcmp(o->precision, "bf16") == 0};
     for (int i = 0; i < o->channels.n && i < 4; i++)
         m->channels[i] = o->channels.v[i];
     if (o->train && !o->weights) {
@@ -119,9 +119,9 @@ int gpud_load_model(gpud_t *self)
                   o->weights ? o->weights : "its initial weights", err);
         return -1;
     }
-    log_info("model %s (%d classes, %d input channels) on %s ready in %.2fs", o->model,
+    log_info("model %s (%d classes, %d input channels) on %s, %s, ready in %.2fs", o->model,
              model_num_classes(self->model), model_in_channels(self->model), o->backend,
-             clock_mono_s() - t0);
+             model_precision(self->model), clock_mono_s() - t0);
     return 0;
 }
 

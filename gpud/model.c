@@ -62,6 +62,10 @@ model_t *model_new(const model_opts_t *o, const char *backend, const char *weigh
         return NULL;
     }
     m->be = backend_new(backend ? backend : "cpu", o->threads, err, errlen);
+    if (m->be && backend_set_precision(m->be, o->bf16 ? "bf16" : "fp32", err, errlen) < 0) {
+        model_destroy(&m);
+        return NULL;
+    }
     m->out_buf = malloc((size_t)m->mb * m->info.num_classes * sizeof *m->out_buf);
     if (!m->be || !m->out_buf) {
         if (m->be)
@@ -69,9 +73,9 @@ model_t *model_new(const model_opts_t *o, const char *backend, const char *weigh
         model_destroy(&m);
         return NULL;
     }
-    log_debug("model %s: %d classes, %d input channels, micro-batch %d, backend %s, %d threads",
-              m->arch->name, m->info.num_classes, m->info.in_channels, m->mb,
-              backend_name(m->be), backend_threads(m->be));
+    log_debug("model %s: %d classes, %d input channels, micro-batch %d, backend %s, %d threads, "
+              "%s", m->arch->name, m->info.num_classes, m->info.in_channels, m->mb,
+              backend_name(m->be), backend_threads(m->be), backend_precision_name(m->be));
     return m;
 }
 
@@ -113,6 +117,11 @@ int model_input_hw(const model_t *m, int *h, int *w)
 const char *model_arch(const model_t *m)
 {
     return m->arch->name;
+}
+
+const char *model_precision(const model_t *m)
+{
+    return backend_precision_name(m->be);
 }
 
 int model_micro_batch(const model_t *m)

@@ -26,6 +26,7 @@ static const option_t s_rows[] = {
     GPUD_INPUT_OPTIONS(T),
     OPTION_STRING(T, backend, "backend", "cpu|cuda", "cpu",
                   "compute backend (cuda when built with it)"),
+    GPUD_PRECISION_OPTION(T),
     OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024, "compute threads (default: all cores)"),
     OPTION_LONG(T, micro_batch, "micro-batch", "N", 0, 1, 4096,
                 "samples per forward pass, the same on every worker of a job (default: the "
@@ -131,6 +132,44 @@ static int check_training(const gpud_options_t *self)
     return 0;
 }
 
+int gpud_check_precision(const char *cmd, const char *precision)
+{
+    if (strcmp(precision, "fp32") == 0 || strcmp(precision, "bf16") == 0)
+        return 0;
+    fprintf(stderr, "%s: --precision %s: fp32 or bf16\n", cmd, precision);
+    return -1;
+}
+
+int gpud_cpu_has_bf16(void)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return 0;
+    char line[8192];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "flags", 5) != 0)
+            continue;
+        /* whole words: " avx512_bf16" followed by a blank or the end */
+        for (const char *w = line; !found && (w = strstr(w, "_bf16")) != NULL; w += 5) {
+            size_t back = (size_t)(w - line);
+            int end = w[5] == ' ' || w[5] == '\n' || w[5] == '\0';
+            found = end && ((back >= 7 && strncmp(w - 7, " avx512", 7) == 0) ||
+                            (back >= 4 && strncmp(w - 4, " amx", 4) == 0));
+        }
+        break;   /* every core lists the same flags */
+    }
+    fclose(f);
+    return found;
+}
+
+void gpud_precision_note(const char *precision, FILE *f)
+{
+    if (strcmp(precision, "bf16") == 0 && !gpud_cpu_has_bf16())
+        fprintf(f, "bf16: this CPU has no bf16 instructions (avx512_bf16/amx); bf16 numerics "
+                   "are emulated and no faster than fp32\n");
+}
+
 int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
 {
     if (zs_security_args(&argc, argv) < 0)
@@ -141,6 +180,13 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
     if (self->normalize && strcmp(self->normalize, "none") != 0 &&
         strcmp(self->normalize, "imagenet") != 0) {
         fprintf(stderr, "--normalize: none or imagenet\n");
+        return -1;
+    }
+    if (gpud_check_precision("gpud", self->precision) < 0)
+        return -1;
+    if (strcmp(self->precision, "bf16") == 0 && strcmp(self->backend, "cuda") == 0) {
+        fprintf(stderr, "gpud: --precision bf16 is not implemented on the cuda backend yet "
+                        "(--precision fp32, or --backend cpu)\n");
         return -1;
     }
     if (self->join && !self->train) {
@@ -166,7 +212,7 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
  * --resume: a joiner gets the state of a live rank). */
 static const char *const s_job_wide[] = {
     "model", "channels", "num-classes", "in-channels", "mean", "std", "normalize",
-    "micro-batch", "optimizer", "nesterov", "betas", "eps", "grad-averaging", "lr-schedule",
+    "precision", "micro-batch", "optimizer", "nesterov", "betas", "eps", "grad-averaging", "lr-schedule",
     "step-size", "t-max", "warmup-epochs", "label-smoothing", "sync-bn", "lr", "momentum",
     "weight-decay", "dampening", "amsgrad", "no-decay-bn-bias", "gamma", "eta-min",
     "warmup-start-factor", "freeze", "freeze-bn", "seed", "global-batch-size", NULL};

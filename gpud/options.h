@@ -11,6 +11,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 
 /* Rows `ddpipe eval` and `ddpipe train` declare through gpud's (cli/):
  * each option is declared once, here; a table that uses them names its
@@ -28,6 +29,13 @@
                    "normalisation std per channel (default: the architecture's)"),         \
     OPTION_STRING(T, normalize, "normalize", "none|imagenet", NULL,                        \
                   "ImageNet statistics or plain ToTensor (default: the architecture's)")
+
+/* --precision, a row of gpud's table and of `ddpipe eval` / `ddpipe train`'s. */
+#define GPUD_PRECISION_OPTION(T)                                               \
+    OPTION_STRING(T, precision, "precision", "fp32|bf16", "fp32",                          \
+                  "bf16: PyTorch's CPU autocast numbers (bf16 convolutions and linear "    \
+                  "layers, fp32 BatchNorm statistics, loss, optimizer and master weights; "\
+                  "docs/BF16.md)")
 
 #define GPUD_TRAINING_OPTIONS(T)                                               \
     OPTION_STRING(T, optimizer, "optimizer", "sgd|adam|adamw|novograd", "sgd", "the optimizer"),\
@@ -61,6 +69,7 @@ typedef struct {
     long num_classes;            /* 0: from the weights */
     long in_channels;            /* 0: the architecture's */
     const char *backend;
+    const char *precision;       /* "fp32" | "bf16" */
     long threads;                /* 0: all cores */
     long micro_batch;            /* 0: the model's default */
     option_doubles_t mean, std;  /* none given: the architecture's normalisation */
@@ -109,6 +118,15 @@ extern const option_table_t gpud_options_table;
  * checks them together. 0; 1 after --help (exit 0); -1 after the error
  * went to stderr (exit 2). */
 int gpud_options_parse(gpud_options_t *self, int argc, char **argv);
+/* 0 when precision is "fp32" or "bf16"; else -1 after "CMD: --precision
+ * X: fp32 or bf16" went to stderr. */
+int gpud_check_precision(const char *cmd, const char *precision);
+/* 1 when /proc/cpuinfo lists avx512_bf16 or amx_bf16 (bf16 runs natively
+ * and fast), 0 when not or unreadable. */
+int gpud_cpu_has_bf16(void);
+/* --precision bf16 on a CPU without bf16 instructions: the one line that
+ * says so, to f (the launcher says it once). Nothing for fp32. */
+void gpud_precision_note(const char *precision, FILE *f);
 /* The job-wide training settings as flags ("--model wideresnet --lr 0.1
  * ..."), the same text on every rank of a job (JOIN.config). */
 void gpud_options_job_config(const gpud_options_t *self, char *buf, size_t cap);

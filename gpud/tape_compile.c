@@ -199,6 +199,29 @@ static bk_plan_t *op_plan(bk_graph_t *g, top_t *o, int *none)
     }
 }
 
+/* bf16: room for a conv's or linear's weights rounded to bf16 (the bound
+ * fp32 arrays stay the master weights). */
+static int bf16_shadow(bk_graph_t *g, top_t *o)
+{
+    size_t nw = 0, nb = 0;
+    if (o->kind == TO_CONV) {
+        nw = (size_t)o->conv.oc * o->conv.ic * o->conv.kh * o->conv.kw;
+        nb = o->conv.bias ? (size_t)o->conv.oc : 0;
+    } else if (o->kind == TO_LINEAR) {
+        nw = (size_t)o->lin_out * o->in[0]->c * o->in[0]->h * o->in[0]->w;
+        nb = o->b ? (size_t)o->lin_out : 0;
+    } else {
+        return 0;
+    }
+    o->w16 = malloc(nw * sizeof *o->w16);
+    o->b16 = nb ? malloc(nb * sizeof *o->b16) : NULL;
+    if (!o->w16 || (nb && !o->b16)) {
+        bk_prog_fail(&g->base, "out of memory for the bf16 weights");
+        return -1;
+    }
+    return 0;
+}
+
 /* Plans, and each BN op's batch statistics (host, c floats each). */
 static int ops_plan(bk_graph_t *g)
 {
@@ -208,6 +231,8 @@ static int ops_plan(bk_graph_t *g)
         bk_prog_set_name(&g->base, o->name);
         o->plan = op_plan(g, o, &none);
         if (!o->plan && !none)
+            return -1;
+        if (g->bf16 && bf16_shadow(g, o) < 0)
             return -1;
         if (o->kind != TO_BN)
             continue;
@@ -240,6 +265,9 @@ void tape_release(bk_graph_t *g)
         free(o->save_var);
         free(o->sync);
         free(o->sync_d);
+        free(o->w16);
+        free(o->b16);
+        o->w16 = o->b16 = NULL;
         o->plan = NULL;
         o->save_mean = o->save_var = o->sync = NULL;
         o->sync_d = NULL;

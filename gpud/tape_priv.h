@@ -55,6 +55,7 @@ typedef struct {
     float p;                        /* dropout probability, CE smoothing */
     int lin_out;
     float *w, *gw, *b, *gb;         /* linear */
+    float *w16, *b16;               /* bf16: conv/linear weights rounded (each forward) */
 } top_t;
 
 struct bk_graph {
@@ -63,6 +64,7 @@ struct bk_graph {
     int training;
     int no_dropout;
     int forward_only;       /* no gradient buffers, no backward (inference) */
+    int bf16;               /* --precision bf16: PyTorch's autocast rounding (compile) */
     int compiled;           /* the tape's plans and buffers exist */
     bk_prog_t *fused;      /* the fused program (graph_plan.c), or NULL */
     int fused_stale;        /* bk_graph_reload: re-fold at the next forward */

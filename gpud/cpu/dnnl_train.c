@@ -815,4 +815,5 @@ const bk_kernels_t CPU_TKERNELS = {
     .linear_plan = c_linear_plan,
     .linear_fwd = w_fwd,
     .linear_bwd = w_bwd,
+    .round_bf16 = hk_round_bf16,
 };

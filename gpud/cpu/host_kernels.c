@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpud/bf16.h"
 #include "gpud/cpu/ref_ops.h"
 
 void *hk_alloc(bk_prog_t *g, size_t count)
@@ -50,6 +51,20 @@ void hk_acc(backend_t *be, void *y, const void *x, size_t count)
 #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (size_t i = 0; i < count; i++)
         py[i] += px[i];
+}
+
+/* In chunks over the threads; each element is rounded alone, so the
+ * result does not depend on the split. */
+void hk_round_bf16(backend_t *be, void *y, size_t count)
+{
+    float *py = y;
+    const size_t chunk = 16384;
+    size_t nchunks = (count + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) num_threads(be->threads)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t off = c * chunk, n = count - off < chunk ? count - off : chunk;
+        bf16_round(py + off, py + off, n);
+    }
 }
 
 void hk_ce_fwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,

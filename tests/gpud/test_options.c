@@ -103,6 +103,15 @@ static void test_errors(void)
     CHECK(parse_words(BASE "--train --lr-schedule cosine --t-max 9", &o) == 0);
     CHECK(parse_words(BASE "--train --lr-schedule cyclic", &o) == -1);
     CHECK(parse_words(BASE "--weights w --no-such-flag", &o) == -1);
+    CHECK(parse_stderr(BASE "--weights w --precision fp16", text, sizeof text) == -1);
+    CHECK_MSG(strstr(text, "gpud: --precision fp16: fp32 or bf16") != NULL, "%s", text);
+    CHECK(parse_stderr(BASE "--weights w --precision bf16 --backend cuda", text, sizeof text) ==
+          -1);
+    CHECK_MSG(strstr(text, "--precision bf16 is not implemented on the cuda backend") != NULL,
+              "%s", text);
+    CHECK(parse_words(BASE "--weights w --precision bf16", &o) == 0 &&
+          strcmp(o.precision, "bf16") == 0);
+    CHECK(parse_words(BASE "--weights w", &o) == 0 && strcmp(o.precision, "fp32") == 0);
     char many[1024] = BASE "--train";
     for (int i = 0; i < 17; i++)
         strcat(many, " --freeze p");
@@ -130,6 +139,10 @@ static void test_job_config(void)
     CHECK(parse_words(BASE "--train --lr 0.2 --sync-bn", &b) == 0);
     gpud_options_job_config(&b, cb, sizeof cb);
     CHECK(strcmp(ca, cb) != 0);
+    /* a joiner computing in another precision is refused */
+    CHECK(parse_words(BASE "--train --lr 0.1 --sync-bn --precision bf16", &b) == 0);
+    gpud_options_job_config(&b, cb, sizeof cb);
+    CHECK(strcmp(ca, cb) != 0 && strstr(cb, "--precision bf16"));
 }
 
 static void test_usage_names_every_option(void)
@@ -137,7 +150,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&gpud_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 57); /* 55 of gpud's own, --curve-dir and --insecure */
+    CHECK(options == 58); /* 56 of gpud's own, --curve-dir and --insecure */
     CHECK(strstr(text, "(default nan)") == NULL); /* an unset default shows none */
     free(text);
 }

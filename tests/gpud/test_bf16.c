@@ -1,0 +1,161 @@
+/* --precision bf16 (docs/BF16.md) against PyTorch 1.13's own bf16
+ * (tests/golden/gen_bf16.py, bf16_io.safetensors):
+ *
+ *  1. bf16_round is torch's .to(torch.bfloat16): every bit of 4,122 values
+ *     (ties to even, NaN, +-inf, overflow, subnormals, random patterns).
+ *  2. The logits of resnet18 and two WideResNets with precision bf16 vs
+ *     torch.autocast("cpu", bfloat16) on the parity goldens' weights and
+ *     inputs: max|a-b| / max|b| <= TOL_BF16 (below), on the cpu backend
+ *     and (the WideResNets) the reference backend; the top-1 class of every
+ *     sample equals autocast's. The logits are bf16 values, as autocast's.
+ *  3. backend_set_precision's errors.
+ *
+ * TOL_BF16: bf16 keeps 8 significant bits (a relative step of 2^-8 =
+ * 3.9e-3). Our rounding points are autocast's, but the fp32 sums inside
+ * each convolution run in another order (oneDNN's vs mkldnn's), so a value
+ * near a bf16 tie may round the other way and that one-step difference
+ * travels through the later layers. 2e-2 of the largest logit leaves room
+ * for a few such steps; PyTorch's own bf16 differs from its fp32 by more
+ * (gen_bf16.py records it: up to ~6e-2 here). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/backend.h"
+#include "gpud/bf16.h"
+#include "golden_io.h"
+
+#define TOL_BF16 2e-2
+
+static const char *GOLDEN = "tests/golden/bf16_io.safetensors";
+
+static uint32_t bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static void test_round(const safetensors_t *io)
+{
+    const st_tensor_t *tx = safetensors_get(io, "round_x"), *ty = safetensors_get(io, "round_y");
+    REQUIRE(tx && ty && tx->numel == ty->numel && tx->dtype == ST_F32 && ty->dtype == ST_F32,
+            "round_x / round_y");
+    size_t n = (size_t)tx->numel;
+    float *x = malloc(n * sizeof *x), *want = malloc(n * sizeof *want), *got = malloc(n * 4);
+    REQUIRE(x && want && got && st_tensor_to_f32(tx, x, n) == 0 &&
+            st_tensor_to_f32(ty, want, n) == 0, "read");
+    bf16_round(got, x, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (bits(got[i]) != bits(want[i]) && bad++ < 5)
+            fprintf(stderr, "  x %08x: got %08x, torch %08x\n", bits(x[i]), bits(got[i]),
+                    bits(want[i]));
+    printf("bf16_round: %zu values, %zu differ from torch\n", n, bad);
+    CHECK(bad == 0, "bf16_round differs from torch on %zu of %zu values", bad, n);
+    bf16_round(x, x, n);   /* in place */
+    CHECK(memcmp(x, got, n * sizeof *x) == 0, "bf16_round in place differs");
+    free(x);
+    free(want);
+    free(got);
+}
+
+static model_t *bf16_model(const char *arch, const char *backend, const char *weights,
+                           const int *channels, int in_channels)
+{
+    char path[1024], err[512] = "";
+    model_opts_t o = {.arch = arch, .in_channels = in_channels, .threads = 2, .bf16 = 1};
+    if (channels) {
+        memcpy(o.channels, channels, sizeof o.channels);
+        o.n_channels = 4;
+    }
+    model_t *m = model_new(&o, backend, tc_src(weights, path, sizeof path), err, sizeof err);
+    REQUIRE(m, "model_new(%s, %s, bf16): %s", arch, backend, err);
+    CHECK(strncmp(model_precision(m), "bf16", 4) == 0, "%s: precision %s", arch,
+          model_precision(m));
+    return m;
+}
+
+static int argmax(const float *v, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        best = v[i] > v[best] ? i : best;
+    return best;
+}
+
+/* input of io (the parity golden) through m, against key of the bf16 golden. */
+static void check_case(model_t *m, const safetensors_t *io, const char *input, int normalise,
+                       const safetensors_t *ref, const char *key, const char *label)
+{
+    int n = 0, nc = model_num_classes(m);
+    float *got = golden_forward(m, io, input, normalise, &n);
+    float *want = golden_logits(ref, key, n, nc);
+    double e = golden_rel_err(got, want, (size_t)n * nc);
+    int off16 = 0, top1 = 0;
+    for (size_t i = 0; i < (size_t)n * nc; i++)
+        off16 += (bits(got[i]) & 0xffffu) != 0;
+    for (int s = 0; s < n; s++)
+        top1 += argmax(got + (size_t)s * nc, nc) == argmax(want + (size_t)s * nc, nc);
+    printf("%-26s %s  max|a-b|/max|b| = %.3g (tol %.0e), top-1 equal %d/%d\n", label,
+           model_precision(m), e, TOL_BF16, top1, n);
+    CHECK(e <= TOL_BF16, "%s: %.3g > %g", label, e, TOL_BF16);
+    CHECK(top1 == n, "%s: top-1 differs from autocast on %d of %d samples", label, n - top1, n);
+    CHECK(off16 == 0, "%s: %d logits are not bf16 values", label, off16);
+    free(got);
+    free(want);
+}
+
+static void test_models(const safetensors_t *ref)
+{
+    static const int small[4] = {8, 16, 24, 32}, rgb[4] = {4, 8, 8, 12};
+    static const char *const backends[] = {"cpu", "ref"};
+    for (int b = 0; b < 2; b++) {
+        char label[64];
+        safetensors_t *io = golden_open("tests/golden/wrn_small_io.safetensors");
+        model_t *m = bf16_model("wideresnet", backends[b], "tests/golden/wrn_small.safetensors",
+                                small, 0);
+        snprintf(label, sizeof label, "wrn 8,16,24,32 %s", backends[b]);
+        check_case(m, io, "input_u8", 0, ref, "wrn_small.logits", label);
+        model_destroy(&m);
+        safetensors_destroy(&io);
+        io = golden_open("tests/golden/wrn_rgb_io.safetensors");
+        m = bf16_model("wideresnet", backends[b], "tests/golden/wrn_rgb.safetensors", rgb, 3);
+        snprintf(label, sizeof label, "wrn rgb %s", backends[b]);
+        check_case(m, io, "input_u8", 0, ref, "wrn_rgb.logits", label);
+        model_destroy(&m);
+        safetensors_destroy(&io);
+    }
+    safetensors_t *io = golden_open("tests/golden/resnet18_io.safetensors");
+    model_t *m = bf16_model("resnet18", "cpu", "tests/golden/resnet18.safetensors", NULL, 0);
+    check_case(m, io, "input_u8", 1, ref, "resnet18.logits", "resnet18 cpu 224x224");
+    check_case(m, io, "input2_u8", 1, ref, "resnet18.logits2", "resnet18 cpu 97x131");
+    model_destroy(&m);
+    safetensors_destroy(&io);
+}
+
+static void test_set_precision(void)
+{
+    char err[256] = "";
+    backend_t *be = backend_new("ref", 1, err, sizeof err);
+    REQUIRE(be, "%s", err);
+    CHECK(backend_precision(be) == BK_FP32, "fp32 by default");
+    CHECK(backend_set_precision(be, "fp16", err, sizeof err) < 0 && strstr(err, "fp32 or bf16"),
+          "fp16 refused: '%s'", err);
+    CHECK(backend_set_precision(be, "bf16", err, sizeof err) == 0 &&
+          backend_precision(be) == BK_BF16_EMULATED, "ref: bf16 emulated");
+    CHECK(backend_set_precision(be, "fp32", err, sizeof err) == 0 &&
+          backend_precision(be) == BK_FP32, "back to fp32");
+    backend_destroy(&be);
+}
+
+int main(void)
+{
+    safetensors_t *io = golden_open(GOLDEN);
+    test_round(io);
+    test_set_precision();
+    test_models(io);
+    safetensors_destroy(&io);
+    return tc_done("test_bf16");
+}

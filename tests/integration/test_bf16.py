@@ -1,0 +1,82 @@
+"""ddpipe eval/train --precision bf16 (docs/BF16.md), whole jobs:
+
+  1. a bad --precision is a one-line error naming the flag and the values
+     (exit 2) for eval and train; nothing starts;
+  2. the demo WideResNet on the 10,000 Fashion-MNIST test images with
+     --precision bf16 on 2 workers: top-1 within 0.2 points (20 samples) of
+     PyTorch's fp32 (fmnist_t10k_ref.json) and of PyTorch's own bf16
+     autocast (bf16_io.safetensors, tests/golden/gen_bf16.py); on a CPU
+     without avx512_bf16/amx the CLI says once that bf16 is emulated;
+  3. a short bf16 training run: the exported weights are fp32 safetensors
+     (not bf16-rounded master weights) and the train loss falls.
+The worker-count invariance in bf16 is it_train_invariance_bf16."""
+import os
+import subprocess
+from ddp_it import *
+
+GOLDEN = os.path.join(SRC, "tests", "golden")
+wd = workdir("bf16")
+NOTE = "bf16: this CPU has no bf16 instructions (avx512_bf16/amx)"
+
+
+def cpu_has_bf16():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                words = line.split()
+                return "avx512_bf16" in words or "amx_bf16" in words
+    return False
+
+
+# 1. option errors
+for cmd, args in (("eval", ["--data", "idx:%s/t10k" % FMNIST, "--out", os.path.join(wd, "x")] + WRN_ARGS),
+                  ("train", ["--data", "idx:%s/t10k" % FMNIST, "--out", os.path.join(wd, "y"),
+                             "--model", "wideresnet"])):
+    p = subprocess.run([os.path.join(BIN, "ddpipe"), cmd] + args + ["--precision", "fp16"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    want = "ddpipe %s: --precision fp16: fp32 or bf16" % cmd
+    check(p.returncode == 2 and p.stderr.strip() == want,
+          "%s --precision fp16: exit %d, stderr %r; want 2 and %r" % (cmd, p.returncode, p.stderr, want))
+print("bad --precision: exit 2 with one line", flush=True)
+
+# 2. eval accuracy against PyTorch fp32 and bf16
+ref = load_json(os.path.join(GOLDEN, "fmnist_t10k_ref.json"))
+_, meta = safetensors_read(os.path.join(GOLDEN, "bf16_io.safetensors"))
+torch_bf16 = int(meta["wrn_fmnist.bf16_correct_top1"])
+out = os.path.join(wd, "eval")
+p = run_eval("idx:%s/t10k" % FMNIST, out, 2, 128, extra=["--precision", "bf16", "--predictions", "topk"],
+             model_args=WRN_ARGS)
+notes = p.stderr.count(NOTE)
+check(notes == (0 if cpu_has_bf16() else 1), "the emulation note printed %d times:\n%s" % (notes, p.stderr))
+s = summary(out)
+check(s["samples"] == 10000 and s["failed"] == 0, "bf16 eval: %s samples, %s failed" % (s["samples"], s["failed"]))
+got = s["correct_top1"]
+print("bf16 top-1 %d / 10000; PyTorch fp32 %d, PyTorch bf16 autocast %d" % (got, ref["correct_top1"], torch_bf16),
+      flush=True)
+check(abs(got - ref["correct_top1"]) <= 20, "bf16 top-1 %d is more than 0.2 points from fp32's %d" % (
+    got, ref["correct_top1"]))
+check(abs(got - torch_bf16) <= 20, "bf16 top-1 %d is more than 0.2 points from PyTorch bf16's %d" % (got, torch_bf16))
+with open(os.path.join(out, "predictions.csv")) as f:
+    import csv
+    top1 = "".join(r["top1"] for r in csv.DictReader(f))
+same = sum(a == b for a, b in zip(top1, ref["top1"]))
+print("per-sample top-1 equal to PyTorch fp32's on %d / 10000" % same, flush=True)
+check(same >= 9900, "bf16 top-1 equals fp32's on only %d of 10000 samples" % same)
+
+# 3. training in bf16: fp32 weights out, the loss falls
+train = idx_subset("train", 0, 256)
+out = os.path.join(wd, "train")
+run_train(train, out, 2, ["--precision", "bf16", "--epochs", "2", "--global-batch-size", "64", "--lr", "0.05",
+                          "--seed", "1"])
+losses = train_losses(out)
+check(losses[1] < losses[0], "bf16 train loss did not fall: %s" % losses)
+tensors, _ = safetensors_read(os.path.join(out, "model.safetensors"))
+import numpy as np
+floats = [t for n, t in tensors.items() if t.dtype == np.float32 and t.size > 1]
+check(floats and all(t.dtype == np.float32 for t in floats), "model.safetensors is not F32")
+low = sum(int(np.count_nonzero(t.view(np.uint32) & 0xffff)) for t in floats)
+total = sum(t.size for t in floats)
+check(low > total // 2, "the exported weights look bf16-rounded (%d of %d with low bits): the master "
+      "weights must stay fp32" % (low, total))
+print("bf16 training: losses %s, weights F32 with fp32 detail (%d of %d)" % (losses, low, total))
+print("1 passed, 0 failed")
