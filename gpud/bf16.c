@@ -1,4 +1,4 @@
-/* bf16 — round-to-nearest-even to bfloat16, as c10::BFloat16 does. */
+/* bf16 — round-to-nearest-even to bfloat16, as torch's CPU tensor conversion. */
 #include "gpud/bf16.h"
 
 #include <stdint.h>
@@ -8,7 +8,7 @@
 static inline uint32_t round_bits(uint32_t u)
 {
     uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    return (u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : rounded;
+    return (u & 0x7fffffffu) > 0x7f800000u ? 0xffff0000u : rounded;
 }
 
 void bf16_round(float *y, const float *x, size_t n)

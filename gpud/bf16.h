@@ -13,7 +13,9 @@
 /* y[i] = x[i] rounded to bf16 as torch's .to(torch.bfloat16): round to
  * nearest, ties to even, on the bits (subnormals included, no flush);
  * +-inf stay, a finite value past bf16's largest becomes +-inf, every NaN
- * becomes the quiet NaN 0x7fc00000. y == x is allowed. */
+ * becomes 0xffff0000 (the NaN torch 1.13's vectorised CPU conversion
+ * gives; c10's scalar one gives 0x7fc00000: both are NaN to every later
+ * op). y == x is allowed. */
 void bf16_round(float *y, const float *x, size_t n);
 
 #endif

@@ -5,20 +5,32 @@
     gen_bf16.py        (writes tests/golden/bf16_io.safetensors)
 
   round_x, round_y   float32 values and torch's x.to(torch.bfloat16).float():
-                     round to nearest even, ties, NaN (-> 0x7fc00000), +-inf,
+                     round to nearest even, ties, NaN (-> 0xffff0000), +-inf,
                      overflow to inf, subnormals, and 4096 random bit patterns
   resnet18.logits, resnet18.logits2, wrn_small.logits, wrn_rgb.logits
                      the parity goldens of gen_parity.py (same weights, same
                      uint8 inputs, same normalisation) run under
                      torch.autocast("cpu", dtype=torch.bfloat16), as float32
+  resnet18.emulated, resnet18.emulated2, wrn_small.emulated, wrn_rgb.emulated
+                     the same models in fp32 with autocast's casts done by
+                     hooks: the conv/linear weights, biases and inputs and
+                     every module's output rounded to bf16 (emulated_logits
+                     below). That is autocast's bf16 with fp32 accumulation,
+                     which oneDNN's bf16 kernels give on avx512_bf16/AMX
+                     CPUs; Debian's torch 1.13 on an AVX2 CPU does not
+                     accumulate its bf16 convolutions in fp32 (measured: a
+                     256-channel 3x3 conv differs from round(fp32 sum) in
+                     96% of its outputs, by up to 12% of the largest), so its
+                     autocast logits are further from fp32 than bf16 needs
   <name>.fp32_vs_bf16
                      metadata: PyTorch's own max|bf16 - fp32| / max|fp32| on
                      those logits (how far bf16 is from fp32 at all)
-  wrn_fmnist.bf16_correct_top1
+  wrn_fmnist.emulated_correct_top1
                      metadata: top-1 correct of the demo WideResNet
                      (demo/wrn-fmnist.safetensors, 16,32,64,128) on the 10,000
-                     Fashion-MNIST test images under autocast (fp32:
-                     fmnist_t10k_ref.json)
+                     Fashion-MNIST test images, emulated bf16 as above (fp32:
+                     fmnist_t10k_ref.json; autocast itself takes over 25
+                     minutes for them on a 2-core AVX2 machine)
 Deterministic: one thread."""
 import os
 import sys
@@ -66,6 +78,26 @@ def autocast_logits(model, x):
     return y.float().numpy()
 
 
+def emulated_logits(model, x):
+    """autocast's rounding points on fp32 kernels (a copy of the model)."""
+    import copy
+    m = copy.deepcopy(model)
+    hooks = []
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)):
+                mod.weight.copy_(bf16(mod.weight))
+                if mod.bias is not None:
+                    mod.bias.copy_(bf16(mod.bias))
+                hooks.append(mod.register_forward_pre_hook(lambda _m, inp: (bf16(inp[0]),)))
+            # every output (a residual sum is a block's output or feeds a ReLU)
+            hooks.append(mod.register_forward_hook(lambda _m, _i, out: bf16(out)))
+        y = m(x).numpy()
+    for h in hooks:
+        h.remove()
+    return y
+
+
 def load(arch, weights, classes, channels=None, in_channels=1):
     if arch == "wideresnet":
         model = seed_models.WideResNet(classes, channels, in_channels)
@@ -80,6 +112,11 @@ def case(out, meta, name, model, x):
         ref = model(x).numpy()
     got = autocast_logits(model, x)
     out[name] = got
+    emu = emulated_logits(model, x)
+    out[name.replace("logits", "emulated")] = emu
+    e = float(np.abs(emu - ref).max() / np.abs(ref).max())
+    meta[name.replace("logits", "emulated") + ".fp32_vs_bf16"] = "%.4g" % e
+    print("%-18s emulated bf16 vs fp32: max|a-b|/max|b| = %.4g" % (name, e), flush=True)
     rel = float(np.abs(got - ref).max() / np.abs(ref).max())
     meta[name + ".fp32_vs_bf16"] = "%.4g" % rel
     print("%-18s autocast bf16 vs fp32: max|a-b|/max|b| = %.4g" % (name, rel), flush=True)
@@ -105,10 +142,10 @@ def main():
     correct = 0
     for i in range(0, len(labels), 500):
         x = torch.from_numpy(images[i:i + 500].copy()).unsqueeze(1).float().div_(255.0)
-        pred = autocast_logits(m, x).argmax(1)
+        pred = emulated_logits(m, x).argmax(1)
         correct += int((pred == labels[i:i + 500]).sum())
-    meta["wrn_fmnist.bf16_correct_top1"] = str(correct)
-    print("wrn_fmnist autocast bf16 top-1: %d / %d" % (correct, len(labels)), flush=True)
+    meta["wrn_fmnist.emulated_correct_top1"] = str(correct)
+    print("wrn_fmnist emulated bf16 top-1: %d / %d" % (correct, len(labels)), flush=True)
     save_safetensors(os.path.join(HERE, "bf16_io.safetensors"), out, meta)
 
 

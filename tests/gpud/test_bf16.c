@@ -3,20 +3,26 @@
  *
  *  1. bf16_round is torch's .to(torch.bfloat16): every bit of 4,122 values
  *     (ties to even, NaN, +-inf, overflow, subnormals, random patterns).
- *  2. The logits of resnet18 and two WideResNets with precision bf16 vs
- *     torch.autocast("cpu", bfloat16) on the parity goldens' weights and
- *     inputs: max|a-b| / max|b| <= TOL_BF16 (below), on the cpu backend
- *     and (the WideResNets) the reference backend; the top-1 class of every
- *     sample equals autocast's. The logits are bf16 values, as autocast's.
+ *  2. The logits of resnet18 and two WideResNets with precision bf16, on
+ *     the parity goldens' weights and inputs, on the cpu backend and (the
+ *     WideResNets) the reference backend, by max|a-b| / max|b|:
+ *     - vs PyTorch with autocast's rounding points on fp32 kernels
+ *       ("emulated": fp32 accumulation, what oneDNN's bf16 kernels do):
+ *       <= TOL_EMULATED;
+ *     - vs torch.autocast("cpu", bfloat16) itself: <= TOL_AUTOCAST, and
+ *       the top-1 class of every sample equal.
+ *     The logits are bf16 values, as autocast's.
  *  3. backend_set_precision's errors.
  *
- * TOL_BF16: bf16 keeps 8 significant bits (a relative step of 2^-8 =
- * 3.9e-3). Our rounding points are autocast's, but the fp32 sums inside
- * each convolution run in another order (oneDNN's vs mkldnn's), so a value
- * near a bf16 tie may round the other way and that one-step difference
- * travels through the later layers. 2e-2 of the largest logit leaves room
- * for a few such steps; PyTorch's own bf16 differs from its fp32 by more
- * (gen_bf16.py records it: up to ~6e-2 here). */
+ * TOL_EMULATED 1e-2: bf16 keeps 8 significant bits (a step of 2^-8 =
+ * 3.9e-3 relative). The rounding points are the same on both sides; only
+ * the order of the fp32 sums inside each convolution differs, so now and
+ * then a value next to a bf16 tie rounds the other way and that one-step
+ * difference travels through the later layers.
+ * TOL_AUTOCAST 5e-2: Debian's torch 1.13 on a CPU without avx512 does not
+ * accumulate its bf16 convolutions in fp32 (gen_bf16.py), so its autocast
+ * logits are 2.3e-2 (224x224) and 3.2e-2 (97x131) from its own fp32 on
+ * resnet18; ours are within that distance of fp32 and of it. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +32,8 @@
 #include "gpud/bf16.h"
 #include "golden_io.h"
 
-#define TOL_BF16 2e-2
+#define TOL_EMULATED 1e-2
+#define TOL_AUTOCAST 5e-2
 
 static const char *GOLDEN = "tests/golden/bf16_io.safetensors";
 
@@ -85,26 +92,32 @@ static int argmax(const float *v, int n)
     return best;
 }
 
-/* input of io (the parity golden) through m, against key of the bf16 golden. */
+/* input of io (the parity golden) through m, against `key` (autocast) and
+ * `emu_key` (emulated) of the bf16 golden. */
 static void check_case(model_t *m, const safetensors_t *io, const char *input, int normalise,
-                       const safetensors_t *ref, const char *key, const char *label)
+                       const safetensors_t *ref, const char *key, const char *emu_key,
+                       const char *label)
 {
     int n = 0, nc = model_num_classes(m);
     float *got = golden_forward(m, io, input, normalise, &n);
-    float *want = golden_logits(ref, key, n, nc);
+    float *want = golden_logits(ref, key, n, nc), *emu = golden_logits(ref, emu_key, n, nc);
     double e = golden_rel_err(got, want, (size_t)n * nc);
+    double ee = golden_rel_err(got, emu, (size_t)n * nc);
     int off16 = 0, top1 = 0;
     for (size_t i = 0; i < (size_t)n * nc; i++)
         off16 += (bits(got[i]) & 0xffffu) != 0;
     for (int s = 0; s < n; s++)
         top1 += argmax(got + (size_t)s * nc, nc) == argmax(want + (size_t)s * nc, nc);
-    printf("%-26s %s  max|a-b|/max|b| = %.3g (tol %.0e), top-1 equal %d/%d\n", label,
-           model_precision(m), e, TOL_BF16, top1, n);
-    CHECK(e <= TOL_BF16, "%s: %.3g > %g", label, e, TOL_BF16);
+    printf("%-24s %s  max|a-b|/max|b|: emulated %.3g (tol %.0e), autocast %.3g (tol %.0e); "
+           "top-1 equal %d/%d\n", label, model_precision(m), ee, TOL_EMULATED, e, TOL_AUTOCAST,
+           top1, n);
+    CHECK(ee <= TOL_EMULATED, "%s: %.3g from the emulated golden > %g", label, ee, TOL_EMULATED);
+    CHECK(e <= TOL_AUTOCAST, "%s: %.3g from autocast > %g", label, e, TOL_AUTOCAST);
     CHECK(top1 == n, "%s: top-1 differs from autocast on %d of %d samples", label, n - top1, n);
     CHECK(off16 == 0, "%s: %d logits are not bf16 values", label, off16);
     free(got);
     free(want);
+    free(emu);
 }
 
 static void test_models(const safetensors_t *ref)
@@ -117,20 +130,22 @@ static void test_models(const safetensors_t *ref)
         model_t *m = bf16_model("wideresnet", backends[b], "tests/golden/wrn_small.safetensors",
                                 small, 0);
         snprintf(label, sizeof label, "wrn 8,16,24,32 %s", backends[b]);
-        check_case(m, io, "input_u8", 0, ref, "wrn_small.logits", label);
+        check_case(m, io, "input_u8", 0, ref, "wrn_small.logits", "wrn_small.emulated", label);
         model_destroy(&m);
         safetensors_destroy(&io);
         io = golden_open("tests/golden/wrn_rgb_io.safetensors");
         m = bf16_model("wideresnet", backends[b], "tests/golden/wrn_rgb.safetensors", rgb, 3);
         snprintf(label, sizeof label, "wrn rgb %s", backends[b]);
-        check_case(m, io, "input_u8", 0, ref, "wrn_rgb.logits", label);
+        check_case(m, io, "input_u8", 0, ref, "wrn_rgb.logits", "wrn_rgb.emulated", label);
         model_destroy(&m);
         safetensors_destroy(&io);
     }
     safetensors_t *io = golden_open("tests/golden/resnet18_io.safetensors");
     model_t *m = bf16_model("resnet18", "cpu", "tests/golden/resnet18.safetensors", NULL, 0);
-    check_case(m, io, "input_u8", 1, ref, "resnet18.logits", "resnet18 cpu 224x224");
-    check_case(m, io, "input2_u8", 1, ref, "resnet18.logits2", "resnet18 cpu 97x131");
+    check_case(m, io, "input_u8", 1, ref, "resnet18.logits", "resnet18.emulated",
+               "resnet18 cpu 224x224");
+    check_case(m, io, "input2_u8", 1, ref, "resnet18.logits2", "resnet18.emulated2",
+               "resnet18 cpu 97x131");
     model_destroy(&m);
     safetensors_destroy(&io);
 }
