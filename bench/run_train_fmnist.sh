@@ -8,6 +8,8 @@
 # in training mode; then top-1 on the first 2000 t10k images.
 #   bench/run_train_fmnist.sh [BUILD_DIR]      (default: build-bench, Release)
 #   STEPS=200 THREADS=1 LOG=losses.txt bench/run_train_fmnist.sh
+#   PRECISION=bf16 bench/run_train_fmnist.sh   (ddpipe --precision bf16; PyTorch stays
+#          fp32: its bf16 autocast training on an AVX2 CPU is far too slow to bench)
 # Prints, every 20 steps, the 20-step mean loss of each and |diff|; then the
 # first-step loss difference, final top-1 and training img/s of both. LOG: also
 # write every step's "step torch_loss ddpipe_loss" there (to plot the curves).
@@ -20,6 +22,12 @@ BUILD=${1:-build-bench}
 STEPS=${STEPS:-200}
 THREADS=${THREADS:-1}
 TEST=${TEST:-2000}
+PRECISION=${PRECISION:-fp32}
+case "$PRECISION" in
+    fp32) PFLAG="" ;;
+    bf16) PFLAG="--bf16" ;;
+    *) echo "bench/run_train_fmnist.sh: PRECISION is fp32 or bf16" >&2; exit 2 ;;
+esac
 PY=/usr/bin/python3
 
 if [ ! -x "$BUILD/bench/train_fmnist" ]; then
@@ -29,12 +37,13 @@ fi
 
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-echo "WideResNet 8,16,32,64 on Fashion-MNIST, $STEPS steps x 64, SGD 0.05 m0.9, $THREADS thread(s)"
+echo "WideResNet 8,16,32,64 on Fashion-MNIST, $STEPS steps x 64, SGD 0.05 m0.9, $THREADS thread(s), ddpipe $PRECISION"
+echo "cpu flags: $(grep -o -w -E 'avx512[a-z_0-9]*|amx[a-z_]*|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "host: $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
 $PY bench/train_fmnist_torch.py --outdir "$dir" --steps "$STEPS" --threads "$THREADS" \
     --test "$TEST" >"$dir/torch.txt"
 "$BUILD/bench/train_fmnist" --dir "$dir" --steps "$STEPS" --threads "$THREADS" \
-    --test "$TEST" >"$dir/ddpipe.txt"
+    --test "$TEST" $PFLAG >"$dir/ddpipe.txt"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 grep -h 'fmnist-train' "$dir/torch.txt" "$dir/ddpipe.txt"
 if [ -n "${LOG:-}" ]; then

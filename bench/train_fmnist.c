@@ -40,6 +40,7 @@ typedef struct {
     long steps, batch, threads, test;
     double lr;
     int channels[4], n_channels;
+    int bf16;   /* --bf16: --precision bf16 (the torch side stays fp32) */
 } fm_opts_t;
 
 static int parse(int argc, char **argv, fm_opts_t *o)
@@ -49,12 +50,13 @@ static int parse(int argc, char **argv, fm_opts_t *o)
         {"steps", required_argument, 0, 's'},    {"batch", required_argument, 0, 'b'},
         {"lr", required_argument, 0, 'l'},       {"threads", required_argument, 0, 't'},
         {"test", required_argument, 0, 'T'},     {"channels", required_argument, 0, 'c'},
-        {0, 0, 0, 0}};
+        {"bf16", no_argument, 0, 'f'},           {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         int rc = 0;
         switch (c) {
         case 'd': o->dir = optarg; break;
+        case 'f': o->bf16 = 1; break;
         case 'D': o->data = optarg; break;
         case 's': rc = flags_long("steps", optarg, 1, 100000, &o->steps); break;
         case 'b': rc = flags_long("batch", optarg, 1, 4096, &o->batch); break;
@@ -71,7 +73,7 @@ static int parse(int argc, char **argv, fm_opts_t *o)
         return 0;
 usage:
     fprintf(stderr, "usage: train_fmnist --dir DIR [--data DIR] [--steps 200] [--batch 64] "
-            "[--lr 0.05] [--threads 2] [--test 2000] [--channels 8,16,32,64]\n"
+            "[--lr 0.05] [--threads 2] [--test 2000] [--channels 8,16,32,64] [--bf16]\n"
             "  DIR holds init.safetensors and order.u32 (bench/train_fmnist_torch.py)\n");
     return -1;
 }
@@ -146,7 +148,7 @@ static model_t *open_model(const fm_opts_t *o)
     char path[1024], err[512];
     snprintf(path, sizeof path, "%s/init.safetensors", o->dir);
     model_opts_t mo = {.arch = "wideresnet", .threads = (int)o->threads, .train = 1,
-                       .n_channels = 4};
+                       .n_channels = 4, .bf16 = o->bf16};
     memcpy(mo.channels, o->channels, sizeof mo.channels);
     model_t *m = model_new(&mo, "cpu", path, err, sizeof err);
     if (!m)
@@ -268,9 +270,9 @@ int main(int argc, char **argv)
         top1 = test_top1(m, o.data, (size_t)o.test);
     if (top1 >= 0)
         printf("ddpipe fmnist-train img/s=%.2f top1=%.4f steps=%ld batch=%ld threads=%ld "
-               "test=%ld first_step_s=%.3f\n",
+               "test=%ld first_step_s=%.3f precision=%s\n",
                o.steps > 1 ? (double)o.batch * (double)(o.steps - 1) / timed : 0.0, top1,
-               o.steps, o.batch, o.threads, o.test, first);
+               o.steps, o.batch, o.threads, o.test, first, model_precision(m));
     optim_destroy(&opt);
     model_destroy(&m);
     free(order);
