@@ -38,18 +38,17 @@ typedef struct {
 backend_t *backend_new(const char *name, int threads, char *err, size_t errlen);
 void backend_destroy(backend_t **be);
 
-/* --precision. BK_BF16_*: PyTorch's CPU autocast numbers (docs/BF16.md):
- * convolutions and linear layers on bf16 inputs and weights with fp32
- * accumulation, every activation and activation gradient rounded to bf16;
- * BatchNorm statistics, the loss, the optimizer and the master weights
- * fp32. Native: the device has bf16 instructions (oneDNN creates bf16
- * convolutions); emulated: the same numbers from fp32 kernels, no faster. */
-typedef enum { BK_FP32 = 0, BK_BF16_EMULATED, BK_BF16_NATIVE } bk_precision_t;
+/* --precision. BK_BF16_EMULATED: PyTorch's CPU autocast numbers
+ * (docs/BF16.md): convolutions and linear layers on bf16 inputs and weights
+ * with fp32 accumulation, every activation and activation gradient rounded
+ * to bf16; BatchNorm statistics, the loss, the optimizer and the master
+ * weights fp32; computed by the fp32 kernels (no native bf16 kernels yet). */
+typedef enum { BK_FP32 = 0, BK_BF16_EMULATED } bk_precision_t;
 /* precision "fp32" or "bf16", before the first graph is made. 0, or -1 with
  * the reason in err (an unknown name; bf16 on a backend without it). */
 int backend_set_precision(backend_t *be, const char *precision, char *err, size_t errlen);
 bk_precision_t backend_precision(const backend_t *be);
-/* "fp32", "bf16 (emulated)" or "bf16 (native)". */
+/* "fp32" or "bf16 (emulated)". */
 const char *backend_precision_name(const backend_t *be);
 const char *backend_name(const backend_t *be);
 int backend_threads(const backend_t *be);

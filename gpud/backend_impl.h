@@ -156,9 +156,6 @@ typedef struct bk_ops {
     int (*run)(bk_prog_t *g);
     int (*read)(bk_prog_t *g, bk_ptensor_t *t, float *dst);
     const struct bk_kernels *train;   /* NULL: no training support */
-    /* Optional: 1 when the device runs bf16 convolutions natively (a probe,
-     * at backend_set_precision), else 0. NULL: never. */
-    int (*bf16_native)(backend_t *be);
 } bk_ops_t;
 
 /* Every implementation's backend starts with this. */

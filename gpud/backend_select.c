@@ -55,8 +55,8 @@ int backend_set_precision(backend_t *be, const char *precision, char *err, size_
                 be->ops->name);
         return -1;
     }
-    be->precision = be->ops->bf16_native && be->ops->bf16_native(be) ? BK_BF16_NATIVE
-                                                                      : BK_BF16_EMULATED;
+    /* no backend has native bf16 kernels yet (docs/BF16.md "Native") */
+    be->precision = BK_BF16_EMULATED;
     return 0;
 }
 
@@ -67,6 +67,6 @@ bk_precision_t backend_precision(const backend_t *be)
 
 const char *backend_precision_name(const backend_t *be)
 {
-    static const char *const names[] = {"fp32", "bf16 (emulated)", "bf16 (native)"};
+    static const char *const names[] = {"fp32", "bf16 (emulated)"};
     return names[be->precision];
 }

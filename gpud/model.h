@@ -48,7 +48,7 @@ int model_num_classes(const model_t *m);
 int model_input_hw(const model_t *m, int *h, int *w);
 const char *model_arch(const model_t *m);
 int model_micro_batch(const model_t *m);
-/* "fp32", "bf16 (emulated)" or "bf16 (native)" (backend.h, --precision). */
+/* "fp32" or "bf16 (emulated)" (backend.h, --precision). */
 const char *model_precision(const model_t *m);
 
 /* pixels: n samples of uint8 CHW (c, h, w); x = (p/255 - mean[c]) / std[c]

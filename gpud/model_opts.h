@@ -15,7 +15,7 @@ typedef struct {
     int n_channels;      /* wideresnet widths; 0: default 16,160,320,640 */
     int threads;         /* oneDNN/OpenMP threads, 0: all cores */
     int micro_batch;     /* 0: MODEL_DEFAULT_MICRO_BATCH */
-    int bf16;            /* 1: --precision bf16 (backend.h, BK_BF16_*) */
+    int bf16;            /* 1: --precision bf16 (backend.h, BK_BF16_EMULATED) */
     int train;           /* 1: also keep the unfolded parameters (model_train_step) */
     int init;            /* 1 with weights_path NULL: PyTorch-default initial weights */
     uint64_t init_seed;  /* init: the seed (same seed, same bytes; see models/init.c) */

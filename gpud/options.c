@@ -165,9 +165,14 @@ int gpud_cpu_has_bf16(void)
 
 void gpud_precision_note(const char *precision, FILE *f)
 {
-    if (strcmp(precision, "bf16") == 0 && !gpud_cpu_has_bf16())
+    if (strcmp(precision, "bf16") != 0)
+        return;
+    if (!gpud_cpu_has_bf16())
         fprintf(f, "bf16: this CPU has no bf16 instructions (avx512_bf16/amx); bf16 numerics "
                    "are emulated and no faster than fp32\n");
+    else   /* docs/BF16.md "Native" */
+        fprintf(f, "bf16: ddpipe has no native bf16 kernels yet; bf16 numerics are emulated "
+                   "and no faster than fp32\n");
 }
 
 int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
