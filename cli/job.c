@@ -324,8 +324,9 @@ static int on_step_exit(job_t *j, watch_t *w, child_t *c, bool ok, const char *h
         return -1;
     fprintf(stderr, "%sddpipe: the srun step of the gpuds ended (%s); Slurm says:\n",
             j->tty ? "\n" : "", how);
-    if (slurm_print_errors(c->log) == 0)
-        launch_tail_log(c, 10);
+    slurm_print_errors(c->log);
+    fprintf(stderr, "ddpipe: the tasks' last lines (TASK: line):\n");
+    launch_tail_log(c, 6);
     fprintf(stderr, "ddpipe: every gpud task is gone (srun --kill-on-bad-exit); the tasks' "
             "output: %s\n", c->log);
     return 1;

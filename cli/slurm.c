@@ -186,7 +186,7 @@ void slurm_where(const slurm_t *s, const char *step_log, long rank, char *buf, s
         if (!at)
             continue;
         at += strlen(want);
-        at[strcspn(at, " \n")] = 0;
+        at[strcspn(at, ": \n")] = 0;
         snprintf(buf, len, "node %s", at);
         fclose(f);
         return;

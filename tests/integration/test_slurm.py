@@ -255,7 +255,8 @@ def main():
                CURVE_DIR=keys, DDPIPE_BIN=BIN,
                DDPIPE_ARGS="--channels 16,32,64,128 --batch-size 16 --quiet --overwrite")
     script = os.path.join(SRC, "compose", "slurm", "ddpipe-eval.sbatch")
-    p = run(["sbatch", "--wait", "--chdir", wd, "--output", os.path.join(wd, "eval-slurm-%j.out"),
+    # --time: the script asks for an hour, this partition allows 10 minutes
+    p = run(["sbatch", "--wait", "--time=5", "--chdir", wd, "--output", os.path.join(wd, "eval-slurm-%j.out"),
              script], "sbatch ddpipe-eval.sbatch", env=env)
     outs = [f for f in os.listdir(wd) if f.startswith("eval-slurm-") and f.endswith(".out")]
     job_out = "".join(read(os.path.join(wd, f)) for f in outs)
@@ -303,7 +304,8 @@ def main():
     while no_hung_gpud() and time.time() < end:
         time.sleep(0.1)
     check(not no_hung_gpud(), "the hung task was left behind: %s" % no_hung_gpud())
-    print("hung: " + [l for l in p.stderr.splitlines() if "gpud rank 1" in l][0], flush=True)
+    check("its srun task: node localhost\n" in p.stderr, "the node is named as is:\n" + p.stderr)
+    print("hung: the console said:\n  " + "\n  ".join(p.stderr.splitlines()), flush=True)
 
     # dead: rank 1's gpud cannot start; srun ends the step and says where
     dout = os.path.join(wd, "train-dead")
@@ -314,8 +316,7 @@ def main():
           "a rank that cannot start: exit %d, want 1 with srun's line naming the node:\n%s"
           % (p.returncode, p.stderr))
     assert_no_leftovers(dout)
-    print("dead: " + [l for l in p.stderr.splitlines() if "srun: error: localhost: task 1" in l][0],
-          flush=True)
+    print("dead: the console said:\n  " + "\n  ".join(p.stderr.splitlines()), flush=True)
 
 
 try:
