@@ -29,6 +29,7 @@ struct job {
     long ranks_lost;            /* training: ranks the membership events removed */
     unsigned char *joined;      /* slurm: joined[r] once rank r joined */
     long njoined;
+    long live_workers;          /* of the last progress event: a check on missed joins */
 };
 
 static volatile sig_atomic_t s_stop = 0;
@@ -245,8 +246,10 @@ static void on_tap_event(job_t *j)
             j->joined[ev.u.worker.rank] = 1;
             j->njoined++;
         }
-        if (ev.topic == EV_PROGRESS)
+        if (ev.topic == EV_PROGRESS) {
+            j->live_workers = ev.u.progress.workers;
             print_progress(j, &ev.u.progress);
+        }
         else if (ev.topic == EV_WORKER && strcmp(ev.u.worker.state, "dead") == 0)
             fprintf(stderr, "%sddpipe: worker rank %d (%s) is dead%s\n", j->tty ? "\n" : "",
                     ev.u.worker.rank, ev.u.worker.name,
@@ -405,8 +408,10 @@ static void print_missing(job_t *j, const char *what)
 /* -1 while every gpud joined or may still join within --start-timeout. */
 static int check_started(job_t *j, double t0)
 {
-    if (!j->joined || j->njoined >= j->cfg.workers || j->cfg.start_timeout_s <= 0 ||
-        clock_mono_s() - t0 <= j->cfg.start_timeout_s)
+    /* a "joined" event published before the tap's subscription took hold
+     * is lost (PUB/SUB): the live count of the progress events says so too */
+    if (!j->joined || j->njoined >= j->cfg.workers || j->live_workers >= j->cfg.workers ||
+        j->cfg.start_timeout_s <= 0 || clock_mono_s() - t0 <= j->cfg.start_timeout_s)
         return -1;
     char what[160];
     snprintf(what, sizeof what, "did not join reducerd within %lds (--start-timeout)",
@@ -443,7 +448,7 @@ int job_supervise(job_t *j)
         if (result < 0)
             result = check_started(j, t0);
     }
-    if (result == 0 && j->joined && j->njoined < j->cfg.workers)
+    if (result == 0 && j->joined && j->njoined < j->cfg.workers && j->live_workers < j->cfg.workers)
         print_missing(j, "never joined: the others did its share");
     if (result != 0 && !j->fail_reason[0])
         drain_tap(j, poller, 200); /* the "end" event may trail reporterd's exit */

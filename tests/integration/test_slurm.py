@@ -270,6 +270,8 @@ def main():
     step = read(os.path.join(out, "logs", "gpud-srun.log"))
     check("srun task 1 on node localhost" in step, "the step's log:\n" + step[-2000:])
     check("ddpipe eval: " + out in job_out, "the job's output has no summary:\n" + job_out)
+    check("never joined" not in job_out and "did not join" not in job_out,
+          "a rank is reported missing:\n" + job_out)
     print("eval: sbatch ddpipe-eval.sbatch, 2 srun tasks, CURVE: %d samples, top-1 %s, counts equal "
           "the single-host run's" % (summary(out)["samples"], summary(out)["top1"]), flush=True)
     assert_no_leftovers(out)
