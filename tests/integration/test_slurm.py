@@ -16,7 +16,9 @@ temporary directory: munged, slurmctld and slurmd (one node, "localhost",
            and its node, and leaves nothing behind;
   dead:    rank 1's gpud exits at once (a node where gpud cannot start):
            srun ends the step and the job fails with srun's line naming
-           the node and the task.
+           the node and the task;
+  killed:  rank 1's gpud is SIGKILLed after the first training step: the
+           job fails, naming the node.
 
 Skipped (exit 77, the reason printed) when not root or when slurmctld,
 slurmd, munged or the Slurm clients are missing (scripts/install-deps.sh
@@ -194,14 +196,18 @@ def run(argv, what, timeout=300, env=None):
 
 def fake_bin(mode):
     """A DDPIPE_BIN whose gpud misbehaves on rank 1 (the srun task of
-    SLURM_PROCID 1): "hang" never joins, "die" exits 1 at once; every other
-    rank and every other program is the real one."""
+    SLURM_PROCID 1): "hang" never joins, "die" exits 1 at once, "killed"
+    SIGKILLs itself before training step 1 (gpud's --fault-at-step hook:
+    the gang needs it at every step, so it dies mid-run whatever the
+    speed); every other rank and every other program is the real one."""
     d = os.path.join(wd, "bin-" + mode)
     os.makedirs(d)
     for prog in ("ddpipe", "reducerd", "loaderd", "reporterd"):
         os.symlink(os.path.realpath(os.path.join(BIN, prog)), os.path.join(d, prog))
+    real = os.path.realpath(os.path.join(BIN, "gpud"))
     bad = {"hang": 'exec -a "ddpipe-hung-gpud-%d" sleep 600' % os.getpid(),
-           "die": 'echo "gpud: cannot start on this node (test)" >&2; exit 1'}[mode]
+           "die": 'echo "gpud: cannot start on this node (test)" >&2; exit 1',
+           "killed": 'exec %s "$@" --fault-at-step 1' % real}[mode]
     with open(os.path.join(d, "gpud"), "w") as f:
         f.write('#!/bin/bash\nif [ "$SLURM_PROCID" = 1 ]; then %s; fi\nexec %s "$@"\n'
                 % (bad, os.path.realpath(os.path.join(BIN, "gpud"))))
@@ -319,6 +325,16 @@ def main():
           % (p.returncode, p.stderr))
     assert_no_leftovers(dout)
     print("dead: the console said:\n  " + "\n  ".join(p.stderr.splitlines()), flush=True)
+
+    # killed: rank 1's gpud is SIGKILLed mid-run; the step ends, the node is named
+    kout = os.path.join(wd, "train-killed")
+    cmd = ["salloc", "--ntasks=2", "--time=5", DDPIPE] + train_cmd(tdata, kout, 2, TRAIN_FLAGS)[1:] + [
+        "--launcher", "slurm"]
+    p = run(cmd, "the job with a killed rank", env=dict(ENV, DDPIPE_BIN=fake_bin("killed")))
+    check(p.returncode == 1 and ("localhost: task 1: Killed" in p.stderr or "gpud.1@localhost" in p.stderr),
+          "a rank killed mid-run: exit %d, want 1 naming the node:\n%s" % (p.returncode, p.stderr))
+    assert_no_leftovers(kout)
+    print("killed: the console said:\n  " + "\n  ".join(p.stderr.splitlines()), flush=True)
 
 
 try:
