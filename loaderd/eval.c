@@ -97,6 +97,11 @@ static zframe_t *pack_files(loader_t *self, read_job_t *job, uint64_t *ids, int3
         total += job->sizes[i];
     }
     *n_out = n;
+    if (total > DDP_MAX_PIXELS) { /* one BATCH frame's limit */
+        log_error("the %u files of a batch total %zu bytes, over a BATCH's 2 GiB: lower "
+                  "--batch-size or use --wire uint8", n, total);
+        return NULL;
+    }
     zframe_t *frame = n ? zframe_new(NULL, total) : NULL;
     for (uint32_t i = 0, at = 0; frame && i < job->range.count; i++) {
         if (!job->ok[i])
@@ -142,8 +147,8 @@ static int read_batch(loader_t *self, batch_range_t r, ready_batch_t *out)
         free(files[i]);
     free(files), free(fsizes), free(ok), free(reasons), free(ids), free(labels), free(sizes);
     if (rc < 0)
-        log_error("out of memory for a batch of %u files; lower --batch-size or --prefetch",
-                  r.count);
+        log_error("cannot make a batch of %u files (out of memory, or over 2 GiB); lower "
+                  "--batch-size or --prefetch", r.count);
     return rc;
 }
 
