@@ -6,6 +6,8 @@
 #include "cli/children.h"
 #include "cli/eval_options.h"
 #include "cli/job.h"
+#include "cli/launcher.h"
+#include "cli/slurm.h"
 #include "common/clock.h"
 #include "common/json.h"
 
@@ -56,6 +58,7 @@ static int start_loaderd(job_t *j, const eval_options_t *o)
     l.batch_size = o->batch_size;
     dd_loader_transform(&l, o->model, o->in_channels, o->resize, o->crop);
     l.no_dct_scaling = o->no_dct;
+    l.wire = strcmp(o->wire, "uint8") != 0 ? o->wire : NULL; /* the default stays off argv */
     l.limit = o->limit;
     l.predictions = o->predictions != NULL;
     l.classes = o->classes;
@@ -63,22 +66,32 @@ static int start_loaderd(job_t *j, const eval_options_t *o)
     return children_spawn(j, "loaderd", "loaderd", &loader_options_table, &l);
 }
 
+/* gpud's options of this job (rank's, for the local launcher). */
+static int fill_gpud(job_t *j, const eval_options_t *o, long rank, gpud_options_t *g)
+{
+    if (children_gpud(j, g, o->device, o->threads, rank, o->window, o->verbose) < 0)
+        return -1;
+    g->model = o->model;
+    g->weights = o->weights;
+    g->in_channels = dd_in_channels(o->model, o->in_channels);
+    g->channels = o->channels;
+    g->num_classes = o->num_classes;
+    g->mean = o->mean;
+    g->std = o->std;
+    g->normalize = o->normalize;
+    g->precision = o->precision;
+    g->probs = eval_probs_mode(o) != NULL;
+    /* --wire jpeg: files decode on the compute threads, before each forward */
+    g->decode_threads = o->decode_threads ? o->decode_threads : o->threads;
+    return 0;
+}
+
 /* gpud rank r: the model on this rank's batches. */
 static int start_gpud(job_t *j, const eval_options_t *o, long rank)
 {
     gpud_options_t g;
-    if (children_gpud(j, &g, o->device, o->threads, rank, o->window, o->verbose) < 0)
+    if (fill_gpud(j, o, rank, &g) < 0)
         return -1;
-    g.model = o->model;
-    g.weights = o->weights;
-    g.in_channels = dd_in_channels(o->model, o->in_channels);
-    g.channels = o->channels;
-    g.num_classes = o->num_classes;
-    g.mean = o->mean;
-    g.std = o->std;
-    g.normalize = o->normalize;
-    g.precision = o->precision;
-    g.probs = eval_probs_mode(o) != NULL;
     long fault_rank, fault_batches;
     if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_batches) == 2 &&
         fault_rank == rank)
@@ -88,10 +101,13 @@ static int start_gpud(job_t *j, const eval_options_t *o, long rank)
     return children_spawn(j, name, "gpud", &gpud_options_table, &g);
 }
 
-static int start_daemons(job_t *j, const eval_options_t *o)
+static int start_daemons(job_t *j, const eval_options_t *o, const slurm_t *slurm)
 {
     if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0 || start_loaderd(j, o) < 0)
         return -1;
+    gpud_options_t g;
+    if (slurm)   /* one srun step: a task per worker on the allocated nodes */
+        return fill_gpud(j, o, -1, &g) < 0 ? -1 : slurm_spawn_gpuds(j, slurm, o->workers, &g);
     for (long rank = 0; rank < o->workers; rank++)
         if (start_gpud(j, o, rank) < 0)
             return -1;
@@ -139,11 +155,22 @@ int cmd_eval(int argc, char **argv)
     const char *keep[] = {o.weights};
     job_cfg_t cfg = {.cmd = "eval", .out = o.out, .timeout_s = o.max_time_s, .quiet = o.quiet,
                      .overwrite = o.overwrite, .keep = keep, .nkeep = 1, .tap = o.tap};
+    slurm_t slurm;
+    bool on_slurm = dd_launcher_is_slurm(o.launcher);
+    if (on_slurm) {
+        if (slurm_prepare(&slurm, "eval", o.host, o.port) < 0)
+            return 1;
+        cfg.reducer_ep = slurm.reducer;
+        cfg.loader_ep = slurm.loader;
+        cfg.slurm = &slurm;
+        cfg.workers = o.workers;
+        cfg.start_timeout_s = o.start_timeout_s;
+    }
     job_t *j = job_new(&cfg);
     if (!j)
         return 1;
     double t0 = clock_mono_s();
-    rc = start_daemons(j, &o) < 0 ? 1 : job_supervise(j);
+    rc = start_daemons(j, &o, on_slurm ? &slurm : NULL) < 0 ? 1 : job_supervise(j);
     if (rc == 0 && !job_wait(j, NULL, 15000))
         fprintf(stderr, "ddpipe: some daemons did not exit after the job; stopping them\n");
     job_destroy(&j);

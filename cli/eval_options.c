@@ -4,6 +4,7 @@
 #include "cli/child_defaults.h"
 #include "cli/classes.h"
 #include "cli/job_options.h"
+#include "cli/launcher.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -31,6 +32,12 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, limit, "limit", "N", -1, 0, 1L << 40, "evaluate only the first N samples"),
     OPTION_FLAG(T, no_dct, "no-dct-scaling",
                 "full-size JPEG decode before resize (bit-exact PIL path)"),
+    OPTION_STRING(T, wire, "wire", "uint8|jpeg", "uint8",
+                  "what loaderd sends: decoded uint8 pixels, or jpeg: each sample's original "
+                  "file, decoded and transformed by gpud (the same pixels; ~10x fewer bytes "
+                  "for a 224x224 JPEG: choose it when gpuds are on other hosts over tcp)"),
+    OPTION_LONG(T, decode_threads, "decode-threads", "N", 0, 1, 1024,
+                "--wire jpeg: decode threads per gpud (default: --threads)"),
     OPTION_STRING(T, classes, "classes", "FILE|numeric", NULL,
                   "map class folders to model outputs: 'folder index [label]' lines, or the "
                   "folders in model order one a line with their label (ImageNet's "
@@ -40,6 +47,7 @@ static const option_t s_rows[] = {
     JOB_MODEL_OPTIONS(T),
     OPTION_SECTION("run:"),
     JOB_RUN_OPTIONS(T),
+    JOB_LAUNCH_OPTIONS(T),
     OPTION_SECTION("test hooks:"),
     OPTION_STRING(T, fault, "fault", "RANK:N", NULL, "gpud RANK exits after N batches"),
     OPTION_END};
@@ -65,6 +73,10 @@ static int check(eval_options_t *o)
     }
     if (gpud_check_precision("ddpipe eval", o->precision) < 0)
         return -1;
+    if (strcmp(o->wire, "uint8") != 0 && strcmp(o->wire, "jpeg") != 0) {
+        fprintf(stderr, "ddpipe eval: --wire %s: choose uint8 or jpeg\n", o->wire);
+        return -1;
+    }
     if (strcmp(o->device, "cpu") != 0) {
         fprintf(stderr, "ddpipe eval: --device %s: this build has only the cpu backend\n",
                 o->device);
@@ -90,8 +102,12 @@ int eval_options_parse(eval_options_t *o, int argc, char **argv)
         fprintf(stderr, "ddpipe eval: unexpected argument '%s'\n", argv[next]);
         return -1;
     }
-    if (check(o) < 0)
+    if (check(o) < 0 || dd_launcher_check("ddpipe eval", o->launcher, &o->workers) < 0)
         return -1;
+    if (o->fault && dd_launcher_is_slurm(o->launcher)) {
+        fprintf(stderr, "ddpipe eval: --fault is a test hook of the local launcher\n");
+        return -1;
+    }
     dd_default_threads(o->workers, &o->threads, &o->loader_threads);
     return 0;
 }

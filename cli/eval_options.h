@@ -18,12 +18,17 @@ typedef struct {
     const char *predictions;                /* NULL | "topk" | "probs" | "all" */
     long limit;                             /* -1: every sample */
     int no_dct;
+    const char *wire;                       /* "uint8" | "jpeg" (BATCH 'wire') */
+    long decode_threads;                    /* gpud's --decode-threads; 0: --threads */
     const char *classes;                    /* class map: FILE | "numeric" (common/classmap.h) */
     long outputs;                           /* derived: the model's outputs (0: unknown) */
     /* where and how long (JOB_RUN_OPTIONS) */
     long workers, threads, loader_threads, window, timeout_s, max_time_s, worker_timeout_s;
     const char *device, *precision, *metrics_http, *tap, *tensorboard;
     int quiet, verbose;
+    /* where the gpuds run (JOB_LAUNCH_OPTIONS) */
+    const char *launcher, *host;
+    long port, start_timeout_s;
     const char *fault;                      /* test hook: RANK:N */
 } eval_options_t;
 

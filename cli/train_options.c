@@ -2,6 +2,7 @@
 #include "cli/child_defaults.h"
 #include "cli/classes.h"
 #include "cli/job_options.h"
+#include "cli/launcher.h"
 
 #include "common/errbuf.h"
 #include "common/safetensors.h"
@@ -48,6 +49,9 @@ static const option_t s_rows[] = {
     OPTION_DOUBLE(T, rotate, "rotate", "DEG", NAN, 0, 180,
                   "RandomRotation(+-DEG) on train samples"),
     OPTION_LONG(T, limit, "limit", "N", 0, 1, 1L << 40, "use only the first N training samples"),
+    OPTION_STRING(T, wire, "wire", "uint8", "uint8",
+                  "what loaderd sends: decoded uint8 pixels (jpeg, files decoded by gpud, is "
+                  "for ddpipe eval only)"),
     OPTION_SECTION("schedule:"),
     GPUD_TRAINING_OPTIONS(T),
     OPTION_LONG(T, epochs, "epochs", "N", 1, 1, 1000000, "epochs to train at most"),
@@ -86,6 +90,7 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, rejoin_timeout_s, "rejoin-timeout", "S", 60, 0, 86400,
                 "below --min-workers training pauses up to S s for gpuds to join (--join), "
                 "then stops with a resumable checkpoint (0: stop at once)"),
+    JOB_LAUNCH_OPTIONS(T),
     OPTION_SECTION("test hooks:"),
     OPTION_STRING(T, fault, "fault", "RANK:STEP[,...]", NULL,
                   "gpud RANK kills itself before optimizer step STEP (a comma-separated list: "
@@ -128,6 +133,16 @@ static int check_choices(const train_options_t *o)
     }
     if (gpud_check_precision("ddpipe train", o->precision) < 0)
         return -1;
+    if (strcmp(o->wire, "uint8") != 0) {
+        if (strcmp(o->wire, "jpeg") == 0)
+            fprintf(stderr, "ddpipe train: --wire jpeg is for ddpipe eval only: a train step's "
+                            "gradient divisor counts the samples loaderd decoded; use --wire "
+                            "uint8\n");
+        else
+            fprintf(stderr, "ddpipe train: --wire %s: choose uint8 (jpeg: ddpipe eval only)\n",
+                    o->wire);
+        return -1;
+    }
     if (strcmp(o->device, "cpu") != 0) {
         fprintf(stderr, "ddpipe train: --device %s: this build has only the cpu backend\n", o->device);
         return -1;
@@ -295,6 +310,13 @@ int train_options_parse(int argc, char **argv, train_options_t *o)
         return -1;
     }
     resolve_sentinels(o);
+    if (dd_launcher_check("ddpipe train", o->launcher, &o->workers) < 0)
+        return -1;
+    if (dd_launcher_is_slurm(o->launcher) && (o->fault || o->fault_in_checkpoint >= 0)) {
+        fprintf(stderr, "ddpipe train: --fault and --fault-in-checkpoint are test hooks of the "
+                "local launcher\n");
+        return -1;
+    }
     if (check_required(o) < 0 || check_choices(o) < 0 || apply_batch(o) < 0)
         return -1;
     apply_defaults(o);

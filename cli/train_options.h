@@ -26,11 +26,14 @@ typedef struct {
     option_ints_t channels;     /* gpud's rows (GPUD_INPUT_OPTIONS, GPUD_TRAINING_OPTIONS) */
     option_doubles_t mean, std, betas;
     const char *normalize, *crop, *fault, *metrics_http, *tap, *tensorboard;
+    const char *launcher, *host;  /* where the gpuds run (JOB_LAUNCH_OPTIONS) */
+    long port, start_timeout_s;
     const char *cache;          /* --cache memory|DIR (loaderd) */
     const char *classes;        /* --classes FILE|numeric (common/classmap.h) */
     long outputs;               /* derived with --classes: the model's outputs */
     long cache_size_mb;
     const char *optimizer, *lr_schedule, *augment, *freeze, *freeze_bn;
+    const char *wire;          /* uint8 only: jpeg is refused (eval only) */
     long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
     long timeout_s, max_time_s, worker_timeout_s, ring_timeout_s, t_max, warmup_epochs;

@@ -117,7 +117,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&loader_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 30); /* 28 of loaderd's own, --curve-dir and --insecure */
+    CHECK(options == 31); /* 29 of loaderd's own, --curve-dir and --insecure */
     /* a sentinel default is said in words, never as its number */
     CHECK(strstr(text, "decode threads (default: all cores)\n") != NULL);
     CHECK(strstr(text, "(default 0)\n  --prefetch") == NULL);
