@@ -101,6 +101,7 @@ static int start_loaderd(job_t *j, const train_options_t *o)
     l.rotate = o->rotate;
     l.cache = o->cache;
     l.cache_size_mb = o->cache_size_mb;
+    l.wire = strcmp(o->wire, "uint8") != 0 ? o->wire : NULL; /* the default stays off argv */
     if (o->limit)
         l.limit = o->limit;
     if (o->resuming) {
@@ -133,6 +134,8 @@ static void fill_model(gpud_options_t *g, const train_options_t *o)
     g->freeze = one_prefix(o->freeze);
     g->freeze_bn = one_prefix(o->freeze_bn);
     g->sync_bn = o->sync_bn;
+    /* --wire jpeg: files decode on the compute threads, before each step */
+    g->decode_threads = o->decode_threads ? o->decode_threads : o->threads;
 }
 
 /* Optimizer and schedule: only what applies to the chosen optimizer, so a

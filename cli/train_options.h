@@ -30,7 +30,8 @@ typedef struct {
     long outputs;               /* derived with --classes: the model's outputs */
     long cache_size_mb;
     const char *optimizer, *lr_schedule, *augment, *freeze, *freeze_bn;
-    const char *wire;          /* uint8 only: jpeg is refused (eval only) */
+    const char *wire;          /* uint8|jpeg: loaderd's --wire */
+    long decode_threads;       /* gpud's --decode-threads; 0: --threads */
     long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
     long timeout_s, max_time_s, worker_timeout_s, ring_timeout_s, t_max, warmup_epochs;

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/zsecurity.h"
 #include "common/zsockopt.h"
+#include "gpud/wire_input.h"
 #include "proto/wire.h"
 
 #include <math.h>
@@ -239,18 +240,28 @@ static int grow_sample_bufs(gpud_t *self, uint32_t n)
 }
 
 /* RESULT of this rank's shard: the train step's per-sample loss, top-k
- * from its logits. */
-static int send_result(gpud_t *self, const ddp_batch_t *b, double lr, double compute_s)
+ * from its logits (of the samples trained, V); a --wire jpeg batch's rows
+ * that did not decode are sent flagged failed, with their reasons. */
+static int send_result(gpud_t *self, const ddp_batch_t *b, const ddp_batch_t *v,
+                       const wire_input_t *in, double lr, double compute_s)
 {
     int nc = model_num_classes(self->model), k = nc < DDP_MAX_K ? nc : DDP_MAX_K;
-    model_topk_ce(self->logits, (int)b->n, nc, b->labels, k, self->topk, NULL);
+    model_topk_ce(self->logits, (int)v->n, nc, v->labels, k, self->topk, NULL);
+    wire_input_spread(in, b->n, self->loss, self->topk, k);
     ddp_msg_t r = {.type = DDP_RESULT};
     r.u.result = (ddp_result_t){.rank = self->rank, .epoch = b->epoch, .phase = DDP_PHASE_TRAIN,
                                 .seq = b->seq, .n = b->n, .k = (uint32_t)k, .ids = b->ids,
                                 .labels = b->labels, .topk = self->topk, .loss = self->loss,
                                 .compute_s = compute_s, .lr = lr, .step = b->step,
                                 .gen = self->gen, .auth = self->auth};
-    if (proto_send(zsock_resolve(self->reducer), NULL, &r) < 0) {
+    if (wire_input_attach(&r.u.result, in) < 0) {
+        log_error("out of memory for the failed rows of train batch %llu",
+                  (unsigned long long)b->seq);
+        return -1;
+    }
+    int rc = proto_send(zsock_resolve(self->reducer), NULL, &r);
+    free(r.u.result.why);
+    if (rc < 0) {
         log_error("cannot send results to reducerd: %s", zmq_strerror(zmq_errno()));
         return -1;
     }
@@ -296,9 +307,9 @@ static void die_at_fault(gpud_t *self)
 
 /* This rank's share of the step: forward and backward on its shard. 0,
  * 1 the step was dropped (a new generation), -1 failed. */
-static int forward_backward(gpud_t *self, const ddp_batch_t *b)
+static int forward_backward(gpud_t *self, const ddp_batch_t *b, const uint8_t *pixels)
 {
-    trainer_batch_t tb = {.pixels = b->n ? zframe_data(b->pixels) : NULL, .n = (int)b->n,
+    trainer_batch_t tb = {.pixels = b->n ? pixels : NULL, .n = (int)b->n,
                           .c = b->c, .h = b->h, .w = b->w,
                           .mean = self->normalize ? self->mean : NULL,
                           .std = self->normalize ? self->std : NULL, .labels = b->labels,
@@ -356,6 +367,57 @@ static int commit_step(gpud_t *self, const ddp_batch_t *b, double lr, double com
     return -1;
 }
 
+/* The shard as trained, V: B itself, or (--wire jpeg) its files decoded,
+ * those that failed left out and global_count less the step's failures on
+ * every rank (wire_input.h). 0, 1 the step was dropped (a new generation),
+ * -1 failed. */
+static int train_input(gpud_t *self, const ddp_batch_t *b, wire_input_t *in, ddp_batch_t *v)
+{
+    *v = *b;
+    if (wire_input(self, b, in) < 0)
+        return -1;
+    if (b->wire != DDP_WIRE_ENCODED)
+        return 0;
+    if (wire_input_keep(in, b) < 0)
+        return -1;
+    char err[1024];
+    uint32_t failed = 0;
+    if (wire_input_agree(in, self->ring, ring_timeout_ms(self), &failed, err, sizeof err) < 0)
+        return members_ring_failed(self, "failed count", b->epoch, b->step, err) < 0 ? -1 : 1;
+    if (failed > b->global_count || in->kept > b->global_count - failed) {
+        log_error("step %llu: the ranks report %u failed samples of global_count %u (%u kept "
+                  "here): loaderd and the ranks disagree", (unsigned long long)b->step, failed,
+                  b->global_count, in->kept);
+        return -1;
+    }
+    if (failed)
+        log_warn("step %llu: %u of %u samples did not decode at the ranks; the step trains on %u",
+                 (unsigned long long)b->step, failed, b->global_count, b->global_count - failed);
+    v->n = in->kept;
+    v->ids = in->ids;
+    v->labels = in->labels;
+    v->global_count = b->global_count - failed;
+    return 0;
+}
+
+/* Forward, backward, all-reduce, RESULT and commit of shard V (B as
+ * loaderd sent it). 0 or 1 done or dropped, -1 failed. */
+static int train_step(gpud_t *self, const ddp_batch_t *b, const ddp_batch_t *v,
+                      const wire_input_t *in, double t0)
+{
+    int rc = forward_backward(self, v, in->pixels);
+    if (rc != 0)
+        return rc;
+    double compute_s = clock_mono_s() - t0, lr = trainer_lr(self->trainer, (int)b->epoch);
+    char err[1024];
+    if (trainer_reduce(self->trainer, self->ring, ring_timeout_ms(self), err, sizeof err) < 0)
+        return members_ring_failed(self, "gradients", b->epoch, b->step, err);
+    self->compute_s += compute_s;
+    if (b->n > 0 && send_result(self, b, v, in, lr, compute_s) < 0)
+        return -1;
+    return commit_step(self, v, lr, compute_s);
+}
+
 /* One data-parallel step (docs/TRAINING.md step 5, docs/ELASTIC.md). */
 static int on_batch(gpud_t *self, ddp_batch_t *b)
 {
@@ -369,18 +431,14 @@ static int on_batch(gpud_t *self, ddp_batch_t *b)
     if (check_batch(self, b) < 0)
         return -1;
     self->epoch = b->epoch;
-    double t0 = clock_mono_s();
-    int rc = forward_backward(self, b);
-    if (rc != 0)
-        return rc < 0 ? -1 : 0;
-    double compute_s = clock_mono_s() - t0, lr = trainer_lr(self->trainer, (int)b->epoch);
-    char err[1024];
-    if (trainer_reduce(self->trainer, self->ring, ring_timeout_ms(self), err, sizeof err) < 0)
-        return members_ring_failed(self, "gradients", b->epoch, b->step, err) < 0 ? -1 : 0;
-    self->compute_s += compute_s;
-    if (b->n > 0 && send_result(self, b, lr, compute_s) < 0)
-        return -1;
-    return commit_step(self, b, lr, compute_s);
+    double t0 = clock_mono_s(); /* compute_s includes a --wire jpeg shard's decode */
+    wire_input_t in;
+    ddp_batch_t v;
+    int rc = train_input(self, b, &in, &v);
+    if (rc == 0)
+        rc = train_step(self, b, &v, &in, t0);
+    wire_input_clear(&in);
+    return rc < 0 ? -1 : 0;
 }
 
 /* EPOCH(e): remember the decision; rank 0 checkpoints (step 7). */

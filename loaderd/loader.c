@@ -116,6 +116,24 @@ static int open_cache(loader_t *self)
 }
 
 /* The epoch permutation, the steps held ahead, the validation set. */
+/* --wire jpeg ships files: an idx: dataset has none, so it keeps uint8
+ * (training: when the train or the --val set is one, both keep it). */
+static void decide_wire(loader_t *self)
+{
+    if (!self->options.wire_encoded)
+        return;
+    const dataset_t *idx = dataset_is_idx(self->dataset)                    ? self->dataset
+                           : self->eval_set && dataset_is_idx(self->eval_set) ? self->eval_set
+                                                                              : NULL;
+    if (idx) {
+        log_info("--wire jpeg: %s is an idx: dataset (pixels, no files): batches carry uint8 "
+                 "pixels", idx == self->dataset ? self->options.data : self->options.val);
+        return;
+    }
+    self->wire_encoded = true;
+    log_info("--wire jpeg: batches carry the original files; gpud decodes and transforms them");
+}
+
 static int prepare_training(loader_t *self)
 {
     const loader_options_t *o = &self->options;
@@ -147,26 +165,13 @@ static int prepare_training(loader_t *self)
     }
     if (o->val && open_val_set(self) < 0)
         return -1;
+    decide_wire(self);
     log_info("training: %ld ranks, global batch %llu, %llu steps per epoch, epochs %ld..%ld; "
              "validation %s (%llu samples, %dx%d, batches of %ld)", o->workers,
              (unsigned long long)self->global_batch, (unsigned long long)self->steps_per_epoch,
              o->start_epoch, o->epochs - 1, o->val ? o->val : "none",
              (unsigned long long)self->eval_samples, self->eval_w, self->eval_h, o->batch_size);
     return 0;
-}
-
-/* --wire jpeg ships files: an idx: dataset has none, so it keeps uint8. */
-static void decide_wire(loader_t *self)
-{
-    if (!self->options.wire_encoded)
-        return;
-    if (dataset_is_idx(self->dataset)) {
-        log_info("--wire jpeg: %s is an idx: dataset (pixels, no files): batches carry uint8 "
-                 "pixels", self->options.data);
-        return;
-    }
-    self->wire_encoded = true;
-    log_info("--wire jpeg: batches carry the original files; gpud decodes and transforms them");
 }
 
 static int prepare(loader_t *self)

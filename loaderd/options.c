@@ -122,11 +122,10 @@ static int read_wire(loader_options_t *self)
         fprintf(stderr, "loaderd: --wire: '%s' is not one of uint8, jpeg\n", self->wire);
         return -1;
     }
-    /* a train step's divisor counts the samples that decoded here */
-    if (self->train) {
-        fprintf(stderr, "loaderd: --wire jpeg is for evaluation only: training decodes at "
-                        "loaderd (the step's gradient divisor counts the samples that "
-                        "loaded); use --wire uint8\n");
+    /* the cache keeps decoded train samples: with jpeg nothing is decoded here */
+    if (self->cache) {
+        fprintf(stderr, "loaderd: --wire jpeg and --cache: the cache keeps samples loaderd "
+                        "decodes, with jpeg gpud decodes them; drop one of the two\n");
         return -1;
     }
     self->wire_encoded = 1;

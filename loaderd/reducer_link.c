@@ -54,7 +54,7 @@ int reducer_link_send_plan(loader_t *self)
         plan->auth = self->auth;
     /* borrow the dataset's strings: the encoder only reads them */
     /* --wire jpeg: reducerd names a sample gpud could not decode by its path */
-    bool paths = (self->options.predictions || self->wire_encoded) && !train;
+    bool paths = (self->options.predictions && !train) || self->wire_encoded;
     plan->class_names = calloc(plan->num_classes ? plan->num_classes : 1, sizeof(char *));
     if (paths)
         plan->paths = calloc(plan->n ? plan->n : 1, sizeof(char *));

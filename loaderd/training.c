@@ -3,6 +3,7 @@
 #include "common/errbuf.h"
 #include "common/log.h"
 #include "loaderd/reducer_link.h"
+#include "loaderd/train_files.h"
 #include "loaderd/train_sample.h"
 #include "proto/wire.h"
 
@@ -68,8 +69,9 @@ static int shard_alloc(loader_t *self, uint64_t k, int r, ddp_batch_t *b, uint64
                        .gen = self->gen};
     b->ids = calloc(count ? count : 1, sizeof *b->ids);
     b->labels = calloc(count ? count : 1, sizeof *b->labels);
-    b->pixels = zframe_new(NULL, sb * count);
-    if (!b->ids || !b->labels || !b->pixels) {
+    /* --wire jpeg: the files' frame is made once they are read (train_files.c) */
+    b->pixels = self->wire_encoded ? NULL : zframe_new(NULL, sb * count);
+    if (!b->ids || !b->labels || (!b->pixels && !self->wire_encoded)) {
         log_error("out of memory for rank %d's shard of %llu samples; lower the global batch or "
                   "--prefetch", r, (unsigned long long)count);
         return -1;
@@ -149,7 +151,9 @@ static int load_step(loader_t *self, uint64_t k, step_t *st)
                       .dst = calloc(slots, sizeof *job.dst), .ok = calloc(slots, sizeof *job.ok),
                       .reasons = calloc(slots, sizeof *job.reasons)};
     int rc = -1;
-    if (job.ids && job.dst && job.ok && job.reasons) {
+    if (self->wire_encoded) {
+        rc = train_files_load(self, st, total);
+    } else if (job.ids && job.dst && job.ok && job.reasons) {
         load_shards(self, st, &job);
         rc = 0;
     } else {
@@ -202,6 +206,7 @@ static void send_shard(loader_t *self, const char *name, zframe_t *identity, ste
     self->sent_samples += n;
     free(b->ids);
     free(b->labels);
+    free(b->sizes);
     zframe_destroy(&b->pixels);
     memset(b, 0, sizeof *b);
     st->sent[r] = true;

@@ -95,6 +95,16 @@ static int pack_heartbeat(msgpack_packer *pk, const ddp_heartbeat_t *m)
            mp_put_uint(pk, "rejected", m->rejected);
 }
 
+/* wire 1, train: the augmentation's config and seed (the draws are gpud's) */
+static int put_augment(msgpack_packer *pk, const ddp_batch_t *m)
+{
+    double v[DDP_AUG_DOUBLES] = {m->aug_scale[0], m->aug_scale[1], m->aug_ratio[0],
+                                 m->aug_ratio[1], m->aug_flip_p, m->aug_degrees[0],
+                                 m->aug_degrees[1]};
+    return mp_put_uint(pk, "aug_seed", m->aug_seed) || mp_put_uint(pk, "aug", m->aug_flags) ||
+           mp_put_bin(pk, "augment", v, sizeof v);
+}
+
 /* wire 1 (--wire jpeg): the file sizes and the transform gpud applies */
 static int put_wire(msgpack_packer *pk, const ddp_batch_t *m)
 {
@@ -103,12 +113,14 @@ static int put_wire(msgpack_packer *pk, const ddp_batch_t *m)
     return mp_put_uint(pk, "wire", m->wire) ||
            mp_put_bin(pk, "sizes", m->sizes, (size_t)m->n * 4) ||
            mp_put_uint(pk, "resize", m->resize) || mp_put_uint(pk, "crop", m->crop) ||
-           mp_put_uint(pk, "dct", m->dct);
+           mp_put_uint(pk, "dct", m->dct) ||
+           (m->phase == DDP_PHASE_TRAIN && put_augment(pk, m));
 }
 
 static int pack_batch(msgpack_packer *pk, const ddp_batch_t *m)
 {
-    return put_head(pk, DDP_BATCH, 11 + (m->gen ? 1 : 0) + (m->wire ? 5 : 0)) ||
+    return put_head(pk, DDP_BATCH, 11 + (m->gen ? 1 : 0) +
+                                      (m->wire ? (m->phase == DDP_PHASE_TRAIN ? 8 : 5) : 0)) ||
            put_gen(pk, m->gen) || put_wire(pk, m) ||
            mp_put_uint(pk, "seq", m->seq) ||
            mp_put_uint(pk, "step", m->step) || mp_put_uint(pk, "global_count", m->global_count) ||

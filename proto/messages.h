@@ -164,7 +164,19 @@ typedef struct {
     uint16_t resize;           /* wire 1: shorter side before the crop (0: none) */
     uint8_t crop;              /* wire 1: 1 = center crop to h x w, 0 = the image is h x w */
     uint8_t dct;               /* wire 1: libjpeg-turbo DCT scaling allowed (loaderd --fast-decode) */
+    /* wire 1, train: the augmentation gpud draws per (seed, epoch, id) as
+     * loaderd would (common/image/augment.h); aug_flags DDP_AUG_* */
+    uint64_t aug_seed;
+    uint8_t aug_flags;
+    double aug_scale[2], aug_ratio[2];  /* with DDP_AUG_CROP */
+    double aug_flip_p;
+    double aug_degrees[2];              /* with DDP_AUG_ROTATE */
 } ddp_batch_t;
+
+/* BATCH 'aug' bits (wire 1, train) */
+enum { DDP_AUG_CROP = 1, DDP_AUG_ROTATE = 2 };
+/* doubles in BATCH 'augment': scale, ratio, flip_p, degrees */
+#define DDP_AUG_DOUBLES 7
 
 typedef struct {
     uint32_t epoch;

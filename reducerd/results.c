@@ -96,6 +96,9 @@ static void count_failed_rows(reducer_t *self, slot_t *slot, const ddp_result_t 
                  res->rank);
         if (slot_add_failed(slot, &f, clock_mono_s()) == 0) {
             self->last_activity_ms = clock_mono_ms();
+            /* here too: a train epoch's failed files are in no summary */
+            log_warn("epoch %u %s: failed %s: %s", f.epoch,
+                     f.phase == DDP_PHASE_TRAIN ? "train" : "eval", f.path, f.reason);
             publish_log(self, "warn", "failed %s: %s", f.path, f.reason);
         }
     }
