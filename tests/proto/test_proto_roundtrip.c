@@ -7,6 +7,7 @@
 #include "proto/codec.h"
 #include "proto/wire.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #define SAME_MEM(a, b, n) (memcmp((a), (b), (n)) == 0)
@@ -486,8 +487,8 @@ static void elastic_additions(void)
 
 /* --wire jpeg: a BATCH of encoded files (sizes, transform) and a RESULT
  * naming rows that failed to decode at gpud survive a round trip; sizes
- * that do not sum to the data frame, a zero size, a train batch or a bad
- * flag are refused. */
+ * that do not sum to the data frame, a zero size or a bad flag are
+ * refused; failed rows are allowed in a train RESULT too. */
 static void wire_additions(void)
 {
     ddp_msg_t m, out;
@@ -538,10 +539,6 @@ static void wire_additions(void)
     m.u.batch.wire = 2;
     CHECK(proto_validate(&m, err, sizeof err) != 0);
     m.u.batch.wire = DDP_WIRE_ENCODED;
-    m.u.batch.phase = DDP_PHASE_TRAIN;
-    m.u.batch.global_count = 2;
-    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0, "an encoded train batch is refused");
-    m.u.batch.phase = DDP_PHASE_EVAL;
     CHECK(proto_validate(&m, err, sizeof err) == 0);
     ddp_msg_clear(&m);
 
@@ -581,8 +578,79 @@ static void wire_additions(void)
     CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'why' has 1 reasons"),
               "a reason per failed row: %s", err);
     m.u.result.failed[0] = 0;
-    m.u.result.phase = DDP_PHASE_TRAIN;
-    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0, "failed rows in training refused");
+    m.u.result.phase = DDP_PHASE_TRAIN; /* --wire jpeg training: a row failed at gpud */
+    CHECK_MSG(proto_validate(&m, err, sizeof err) == 0, "failed rows in training: %s", err);
+    ddp_msg_clear(&m);
+}
+
+/* A train BATCH of encoded files with its augmentation round trip. */
+static ddp_batch_t train_wire_batch(uint32_t n)
+{
+    static const uint64_t ids[] = {7, 3};
+    static const int32_t labels[] = {2, 9};
+    static const uint32_t sizes[] = {4, 2};
+    ddp_batch_t b = {.seq = 5, .epoch = 1, .phase = DDP_PHASE_TRAIN, .n = n, .c = 1, .h = 28,
+                     .w = 28, .step = 9, .global_count = 3, .gen = 1,
+                     .wire = DDP_WIRE_ENCODED, .resize = 0, .crop = 0, .dct = 1,
+                     .aug_seed = 0x123456789abcULL, .aug_flags = DDP_AUG_CROP | DDP_AUG_ROTATE,
+                     .aug_scale = {0.08, 1.0}, .aug_ratio = {3.0 / 4.0, 4.0 / 3.0},
+                     .aug_flip_p = 0.5, .aug_degrees = {-15.25, 15.25}};
+    if (n) {
+        b.ids = malloc(sizeof ids), b.labels = malloc(sizeof labels);
+        b.sizes = malloc(sizeof sizes);
+        memcpy(b.ids, ids, sizeof ids), memcpy(b.labels, labels, sizeof labels);
+        memcpy(b.sizes, sizes, sizeof sizes);
+    }
+    b.pixels = zframe_new("\xff\xd8\xff\xe0" "AB", n ? 6 : 0);
+    return b;
+}
+
+static void train_wire_additions(void)
+{
+    ddp_msg_t m = {.type = DDP_BATCH}, out;
+    char err[256];
+    for (uint32_t n = 0; n <= 2; n += 2) { /* an empty shard too: no sizes, an empty frame */
+        m.type = DDP_BATCH; /* ddp_msg_clear zeroes it */
+        m.u.batch = train_wire_batch(n);
+        CHECK_MSG(proto_validate(&m, err, sizeof err) == 0, "train wire batch (n %u): %s", n, err);
+        zmsg_t *z = proto_encode(&m);
+        CHECK(z != NULL);
+        if (z) {
+            CHECK_MSG(proto_decode(z, &out, err, sizeof err) == 0, "decodes: %s", err);
+            const ddp_batch_t *b = &out.u.batch;
+            CHECK(b->wire == DDP_WIRE_ENCODED && b->phase == DDP_PHASE_TRAIN && b->n == n &&
+                  b->dct == 1 && b->aug_seed == 0x123456789abcULL &&
+                  b->aug_flags == (DDP_AUG_CROP | DDP_AUG_ROTATE) && b->aug_scale[0] == 0.08 &&
+                  b->aug_scale[1] == 1.0 && b->aug_ratio[0] == 3.0 / 4.0 &&
+                  b->aug_ratio[1] == 4.0 / 3.0 && b->aug_flip_p == 0.5 &&
+                  b->aug_degrees[0] == -15.25 && b->aug_degrees[1] == 15.25 &&
+                  b->global_count == 3 && b->step == 9);
+            CHECK(n == 0 || (b->sizes && b->sizes[0] == 4 && b->sizes[1] == 2));
+            ddp_msg_clear(&out);
+            zmsg_destroy(&z);
+        }
+        ddp_msg_clear(&m);
+    }
+    m.type = DDP_BATCH;
+    m.u.batch = train_wire_batch(2);
+    m.u.batch.aug_flags = 4;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'aug' is 4"),
+              "unknown augmentation bits refused: %s", err);
+    m.u.batch.aug_flags = DDP_AUG_CROP;
+    m.u.batch.aug_scale[0] = 0;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "crop scale"),
+              "a crop scale of 0 refused: %s", err);
+    m.u.batch.aug_scale[0] = 0.08;
+    m.u.batch.aug_flip_p = 1.5;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "flip probability"),
+              "a flip probability of 1.5 refused: %s", err);
+    m.u.batch.aug_flip_p = 0.5;
+    m.u.batch.aug_flags = DDP_AUG_ROTATE;
+    m.u.batch.aug_degrees[0] = NAN;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "rotation"),
+              "a NaN rotation refused: %s", err);
+    m.u.batch.aug_degrees[0] = -1;
+    CHECK(proto_validate(&m, err, sizeof err) == 0);
     ddp_msg_clear(&m);
 }
 
@@ -600,6 +668,7 @@ int main(void)
     train_additions();
     elastic_additions();
     wire_additions();
+    train_wire_additions();
     names();
     sockets();
     return check_exit("test_proto_roundtrip");
