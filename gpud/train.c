@@ -288,7 +288,9 @@ static void die_at_fault(gpud_t *self)
              self->options.fault_at_step);
     zactor_destroy(&self->heartbeat);
     allreduce_destroy(&self->ring);
-    zsock_destroy(&self->loader);
+    for (int i = 0; i < self->n_loaders; i++)
+        zsock_destroy(&self->loaders[i]);
+    self->loader = NULL;
     zsock_destroy(&self->reducer);
     zsys_shutdown();
     raise(SIGKILL);

@@ -45,6 +45,9 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, worker_timeout_s, "worker-timeout", "S", 10, 1, 86400,
                 "a gpud that leaves a batch unanswered this long (heartbeats do not count) or is "
                 "silent this long is dropped and its batches go to the others"),
+    OPTION_STRING(T, shard, "shard", "I/N", NULL,
+                  "one of N loaderds of the dataset: hand out the samples whose id % N == I "
+                  "(docs/SCALE.md \"Several loaderds\"); eval only"),
     OPTION_FLAG(T, verbose, "verbose", NULL),
     OPTION_SECTION("training (docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train", "train: epochs of global steps sharded over the ranks"),
@@ -108,9 +111,32 @@ static int read_augment(loader_options_t *self)
     return -1;
 }
 
+/* --shard I/N: 0 <= I < N <= DDP_MAX_LOADERS; one line naming what is wrong. */
+static int read_shard(loader_options_t *self)
+{
+    long i, n;
+    int used = 0;
+    if (sscanf(self->shard, "%ld/%ld%n", &i, &n, &used) != 2 || self->shard[used] != '\0') {
+        fprintf(stderr, "loaderd: --shard '%s': want I/N, e.g. 0/3\n", self->shard);
+        return -1;
+    }
+    if (n < 1 || n > DDP_MAX_LOADERS || i < 0 || i >= n) {
+        fprintf(stderr, "loaderd: --shard %ld/%ld is out of range: want 0 <= I < N <= %d "
+                        "(shards are numbered from 0)\n", i, n, DDP_MAX_LOADERS);
+        return -1;
+    }
+    self->shard_index = (uint32_t)i;
+    self->shard_count = (uint32_t)n;
+    return 0;
+}
+
 /* The values the table cannot check alone. */
 static int read_values(loader_options_t *self)
 {
+    self->shard_index = 0;
+    self->shard_count = 1;
+    if (self->shard && read_shard(self) < 0)
+        return -1;
     self->crop_h = self->crop_w = 0;
     self->augment_mode = LOADER_AUGMENT_DEFAULT;
     if (self->crop && read_crop(self) < 0)
@@ -172,6 +198,14 @@ static int training_options_given(int argc, char **argv)
 /* The training options, given without --train, are a mistake worth naming. */
 static int check_training(loader_options_t *self, int training_given)
 {
+    if (self->train && self->shard_count > 1) {
+        /* a train step's samples would come from several loaderds: gpud
+         * cannot assemble them yet (docs/SCALE.md "Several loaderds") */
+        fprintf(stderr, "loaderd: --shard %u/%u with --train: training takes one loaderd "
+                        "(several loaderds serve eval only)\n", self->shard_index,
+                self->shard_count);
+        return -1;
+    }
     if (!self->train) {
         if (training_given) {
             fprintf(stderr, "loaderd: --val, --workers, --global-batch-size, --epochs, --seed, "

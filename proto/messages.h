@@ -36,6 +36,13 @@
 #define DDP_MAX_EP 256           /* an endpoint string (ring) */
 #define DDP_TOKEN_LEN 16         /* a peer's session token (keyed BLAKE2b) */
 #define DDP_SECRET_LEN 32        /* the job secret reducerd hands loaderd */
+/* Several loaderds for one dataset (docs/SCALE.md "Several loaderds"): at
+ * most DDP_MAX_LOADERS shards; shard i holds the ids with id % shards == i,
+ * and its BATCH seqs carry i in the bits from DDP_SEQ_SHARD_SHIFT up, so a
+ * seq names its loaderd and stays unique over the job. */
+#define DDP_MAX_LOADERS 256
+#define DDP_SEQ_SHARD_SHIFT 48
+#define DDP_SEQ_SHARD(seq) ((uint32_t)((uint64_t)(seq) >> DDP_SEQ_SHARD_SHIFT))
 
 typedef enum {
     DDP_JOIN = 1,      /* any daemon -> reducerd: who I am */
@@ -88,6 +95,9 @@ typedef struct {
     /* optional, gpud --train: the job-wide settings (model, optimizer,
      * schedule, G, seed ... as flags); every rank of a job has the same */
     char config[DDP_MAX_STR];
+    /* optional, loader: its shard of the dataset, shard < shards <=
+     * DDP_MAX_LOADERS (absent: 0 of 1, the whole dataset) */
+    uint32_t shard, shards;
 } ddp_join_t;
 
 typedef struct {

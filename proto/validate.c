@@ -97,6 +97,13 @@ static int v_join(const ddp_join_t *m, char *err, size_t errlen, const char *wha
     CHECK_FIXED(m->backend, "backend", 0);
     CHECK_FIXED(m->ring, "ring", 0);
     CHECK_FIXED(m->config, "config", 0);
+    uint32_t shards = m->shards ? m->shards : 1; /* absent: the whole dataset */
+    if (shards > DDP_MAX_LOADERS || m->shard >= shards)
+        return BAD("'shard' %" PRIu32 " of 'shards' %" PRIu32 ": want shard < shards <= %d",
+                   m->shard, m->shards, DDP_MAX_LOADERS);
+    if (shards > 1 && m->role != DDP_ROLE_LOADER)
+        return BAD("'shards' %" PRIu32 " on a %s JOIN: only a loader has a shard", m->shards,
+                   proto_role_name(m->role));
     return 0;
 }
 

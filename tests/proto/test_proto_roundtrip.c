@@ -36,6 +36,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         CHECK_STR(a->u.join.backend, b->u.join.backend);
         CHECK_STR(a->u.join.ring, b->u.join.ring);
         CHECK_STR(a->u.join.config, b->u.join.config);
+        CHECK(a->u.join.shard == b->u.join.shard && a->u.join.shards == b->u.join.shards);
         break;
     case DDP_WELCOME:
         CHECK(a->u.welcome.rank == b->u.welcome.rank && a->u.welcome.world == b->u.welcome.world);
@@ -484,6 +485,36 @@ static void elastic_additions(void)
     CHECK_STR(proto_type_name(DDP_COMMIT), "COMMIT");
 }
 
+/* Several loaderds: a loader's JOIN carries its shard; a whole-dataset
+ * loader's bytes stay as before (no shard keys); seqs name their shard. */
+static void loader_shards(void)
+{
+    ddp_msg_t m, out;
+    char err[256];
+    sample_msg(DDP_JOIN, &m);
+    m.u.join.role = DDP_ROLE_LOADER;
+    m.u.join.ring[0] = m.u.join.config[0] = '\0';
+    zmsg_t *whole = proto_encode(&m);
+    m.u.join.shard = 2;
+    m.u.join.shards = 3;
+    zmsg_t *z = proto_encode(&m);
+    CHECK(whole && z && zframe_size(zmsg_first(z)) > zframe_size(zmsg_first(whole)));
+    CHECK(z && proto_decode(z, &out, err, sizeof err) == 0);
+    CHECK(out.u.join.shard == 2 && out.u.join.shards == 3);
+    ddp_msg_clear(&out);
+    CHECK(whole && proto_decode(whole, &out, err, sizeof err) == 0);
+    CHECK(out.u.join.shard == 0 && out.u.join.shards == 0);
+    ddp_msg_clear(&out);
+    m.u.join.shard = 3;   /* out of range: the encoder refuses it too */
+    CHECK(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'shard' 3 of 'shards' 3"));
+    CHECK(proto_encode(&m) == NULL);
+    zmsg_destroy(&z);
+    zmsg_destroy(&whole);
+    ddp_msg_clear(&m);
+    uint64_t seq = ((uint64_t)5 << DDP_SEQ_SHARD_SHIFT) + 17;
+    CHECK(DDP_SEQ_SHARD(seq) == 5 && DDP_SEQ_SHARD(17) == 0);
+}
+
 int main(void)
 {
     log_init("test_proto", -1, 0);
@@ -497,6 +528,7 @@ int main(void)
     plan_present();
     train_additions();
     elastic_additions();
+    loader_shards();
     names();
     sockets();
     return check_exit("test_proto_roundtrip");
