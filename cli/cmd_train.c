@@ -80,13 +80,34 @@ static int start_reporterd(job_t *j, const train_options_t *o)
     return children_spawn(j, "reporterd", "reporterd", &reporter_options_table, &r);
 }
 
-/* loaderd: the global steps sharded over the ranks, then validation. */
-static int start_loaderd(job_t *j, const train_options_t *o)
+/* The ROUTER of loaderd I: the job's loader socket, or with --loaders N
+ * its own (loader1, loader2, ...). */
+static int loader_endpoint(job_t *j, long i, char *buf, size_t len)
+{
+    if (i == 0) {
+        snprintf(buf, len, "%s", job_endpoints(j)->loader);
+        return 0;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "loader%ld", i);
+    return job_ipc(j, name, buf, len);
+}
+
+/* loaderd (shard I of --loaders): the global steps sharded over the ranks,
+ * then validation. */
+static int start_loaderd(job_t *j, const train_options_t *o, long shard)
 {
     loader_options_t l;
-    if (children_loader(j, &l, o->data, o->loader_threads, o->worker_timeout_s,
+    long threads = o->loader_threads / o->loaders; /* this host's cores, shared out */
+    if (children_loader(j, &l, o->data, threads > 0 ? threads : 1, o->worker_timeout_s,
                         dd_prefetch(o->workers, o->window), o->verbose) < 0)
         return -1;
+    char bind[600], spec[32], name[32];
+    if (loader_endpoint(j, shard, bind, sizeof bind) < 0)
+        return -1;
+    l.bind = bind;
+    snprintf(spec, sizeof spec, "%ld/%ld", shard, o->loaders);
+    l.shard = o->loaders > 1 ? spec : NULL;
     l.train = 1;
     l.classes = o->classes;
     l.outputs = o->classes ? o->outputs : 0;
@@ -107,7 +128,11 @@ static int start_loaderd(job_t *j, const train_options_t *o)
         l.start_epoch = o->resume.epoch;
         l.start_step = o->resume.start_step;
     }
-    return children_spawn(j, "loaderd", "loaderd", &loader_options_table, &l);
+    if (o->loaders > 1)
+        snprintf(name, sizeof name, "loaderd.%ld", shard);
+    else
+        snprintf(name, sizeof name, "loaderd");
+    return children_spawn(j, name, "loaderd", &loader_options_table, &l);
 }
 
 /* A single --freeze/--freeze-bn PREFIX as gpud's repeatable option. */
@@ -165,11 +190,12 @@ static void fill_optimizer(gpud_options_t *g, const train_options_t *o)
 }
 
 /* gpud rank `rank`: one data-parallel rank with its own ring endpoint. */
-static int start_gpud(job_t *j, const train_options_t *o, long rank)
+static int start_gpud(job_t *j, const train_options_t *o, long rank, const char *loaders)
 {
     gpud_options_t g;
     if (children_gpud(j, &g, o->device, o->threads, rank, o->window, o->verbose) < 0)
         return -1;
+    g.loader = loaders;
     g.train = 1;
     g.seed = o->seed;
     g.global_batch = o->global_batch;
@@ -200,10 +226,24 @@ static int start_gpud(job_t *j, const train_options_t *o, long rank)
 
 static int start_daemons(job_t *j, const train_options_t *o)
 {
-    if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0 || start_loaderd(j, o) < 0)
+    if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0)
         return -1;
+    /* every gpud connects to every loaderd: "EP0,EP1,..." */
+    char loaders[256 * 128] = "";
+    size_t off = 0;
+    for (long i = 0; i < o->loaders; i++) {
+        char ep[600];
+        if (start_loaderd(j, o, i) < 0 || loader_endpoint(j, i, ep, sizeof ep) < 0)
+            return -1;
+        int w = snprintf(loaders + off, sizeof loaders - off, "%s%s", i ? "," : "", ep);
+        if (w < 0 || (size_t)w >= sizeof loaders - off) {
+            fprintf(stderr, "ddpipe train: the loaderd endpoints do not fit gpud's --loader\n");
+            return -1;
+        }
+        off += (size_t)w;
+    }
     for (long r = 0; r < o->workers; r++)
-        if (start_gpud(j, o, r) < 0)
+        if (start_gpud(j, o, r, loaders) < 0)
             return -1;
     return 0;
 }

@@ -86,9 +86,9 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, rejoin_timeout_s, "rejoin-timeout", "S", 60, 0, 86400,
                 "below --min-workers training pauses up to S s for gpuds to join (--join), "
                 "then stops with a resumable checkpoint (0: stop at once)"),
-    OPTION_LONG(T, loaders, "loaders", "N", 1, 1, 256,
-                "loaderd processes; training takes one (several serve eval only: ddpipe eval "
-                "--loaders)"),
+    OPTION_LONG(T, loaders, "loaders", "N", 1, 1, 64,
+                "loaderd processes, each loading a shard of the dataset (ids % N; loaderd --shard "
+                "i/N); every gpud merges each step's parts in one loaderd's order"),
     OPTION_SECTION("test hooks:"),
     OPTION_STRING(T, fault, "fault", "RANK:STEP[,...]", NULL,
                   "gpud RANK kills itself before optimizer step STEP (a comma-separated list: "
@@ -117,13 +117,6 @@ static int check_choices(const train_options_t *o)
     static const char *const optims[] = {"sgd", "adam", "adamw", "novograd", NULL};
     static const char *const scheds[] = {"none", "step", "cosine", NULL};
     static const char *const augs[] = {"none", "flip", "crop-flip", NULL};
-    if (o->loaders > 1) {
-        /* a step's samples would come from several loaderds; gpud cannot
-         * assemble them in one loaderd's order yet (docs/SCALE.md) */
-        fprintf(stderr, "ddpipe train: --loaders %ld: training takes one loaderd (several "
-                        "loaderds serve eval only: ddpipe eval --loaders)\n", o->loaders);
-        return -1;
-    }
     if (!one_of(o->optimizer, optims)) {
         fprintf(stderr, "ddpipe train: --optimizer %s: choose sgd, adam, adamw or novograd\n", o->optimizer);
         return -1;

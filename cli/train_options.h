@@ -38,7 +38,7 @@ typedef struct {
     long rejoin_timeout_s;      /* elastic: a pause below min_workers lasts at most this */
     long pause_at_step;         /* test hook: pause before this step for a joiner; -1 off */
     long fault_in_checkpoint;   /* test hook: this rank dies inside its first checkpoint write */
-    long loaders;               /* loaderds: 1 (several serve eval only, docs/SCALE.md) */
+    long loaders;               /* loaderd shards (docs/SCALE.md "Several loaderds") */
     double lr, momentum, weight_decay, dampening, eps, gamma, eta_min;
     double warmup_start_factor, label_smoothing, target_accuracy, rotate;
     int nesterov, sync_bn, grad_averaging, verbose, quiet, overwrite;  /* flags */

@@ -98,6 +98,7 @@ void gpud_destroy(gpud_t **self_p)
         zsock_destroy(&self->loaders[i]);
     self->loader = NULL;
     zsock_destroy(&self->reducer);
+    parts_destroy(&self->parts);
     trainer_destroy(&self->trainer);
     allreduce_destroy(&self->ring);
     model_destroy(&self->model);

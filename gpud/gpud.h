@@ -27,6 +27,7 @@
 #include "gpud/model.h"
 #include "gpud/options.h"
 #include "gpud/ring.h"
+#include "gpud/parts.h"
 #include "gpud/trainer.h"
 #include "proto/messages.h"
 #include "proto/wire.h"
@@ -44,6 +45,11 @@ typedef struct gpud {
     zsock_t *loaders[DDP_MAX_LOADERS];
     int n_loaders;
     int from_loader;               /* the loaderd of the message being handled */
+    /* training with several loaderds: the parts of steps not complete yet,
+     * and those of the step being run (its RESULTs and acks go per part) */
+    struct parts *parts;
+    part_t *step_parts;
+    int n_step_parts;
     zsock_t *reducer;              /* DEALER: JOIN, RESULT out; WELCOME, EPOCH, STOP in */
     zactor_t *heartbeat;
     heartbeat_args_t heartbeat_args;   /* read by the actor: lives as long as it */

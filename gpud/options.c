@@ -13,8 +13,8 @@
 #define T gpud_options_t
 static const option_t s_rows[] = {
     OPTION_STRING(T, loader, "loader", "EP[,EP...]", NULL,
-                  "loaderd's endpoint: batches in, credits out; eval: several loaderds of one "
-                  "dataset (loaderd --shard), comma-separated, each gets --window credits"),
+                  "loaderd's endpoint: batches in, credits out; several loaderds of one dataset "
+                  "(loaderd --shard), comma-separated: each gets --window credits"),
     OPTION_STRING(T, reducer, "reducer", "EP", NULL,
                   "reducerd's endpoint: JOIN, results, heartbeats"),
     OPTION_STRING(T, join, "join", "EP", NULL,
@@ -99,11 +99,6 @@ static int check_required(const gpud_options_t *self)
         fprintf(stderr, "gpud: --loader, --reducer, --model and --weights (optional with "
                         "--train) are required\n");
         options_usage(&gpud_options_table, stderr);
-        return -1;
-    }
-    if (self->train && strchr(self->loader, ',')) {
-        fprintf(stderr, "gpud: --train takes one --loader endpoint (several loaderds serve eval "
-                        "only): %s\n", self->loader);
         return -1;
     }
     if (!self->train && (self->resume || self->checkpoint || self->save_weights)) {

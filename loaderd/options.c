@@ -47,7 +47,8 @@ static const option_t s_rows[] = {
                 "silent this long is dropped and its batches go to the others"),
     OPTION_STRING(T, shard, "shard", "I/N", NULL,
                   "one of N loaderds of the dataset: hand out the samples whose id % N == I "
-                  "(docs/SCALE.md \"Several loaderds\"); eval only"),
+                  "(docs/SCALE.md \"Several loaderds\"); training: this shard's samples of each "
+                  "rank's list, which gpud merges in order"),
     OPTION_FLAG(T, verbose, "verbose", NULL),
     OPTION_SECTION("training (docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train", "train: epochs of global steps sharded over the ranks"),
@@ -198,14 +199,6 @@ static int training_options_given(int argc, char **argv)
 /* The training options, given without --train, are a mistake worth naming. */
 static int check_training(loader_options_t *self, int training_given)
 {
-    if (self->train && self->shard_count > 1) {
-        /* a train step's samples would come from several loaderds: gpud
-         * cannot assemble them yet (docs/SCALE.md "Several loaderds") */
-        fprintf(stderr, "loaderd: --shard %u/%u with --train: training takes one loaderd "
-                        "(several loaderds serve eval only)\n", self->shard_index,
-                self->shard_count);
-        return -1;
-    }
     if (!self->train) {
         if (training_given) {
             fprintf(stderr, "loaderd: --val, --workers, --global-batch-size, --epochs, --seed, "

@@ -165,8 +165,11 @@ static int d_batch(const mp_reader_t *r, ddp_batch_t *m)
             return -1;
         *dims[i] = (uint16_t)v;
     }
+    bool bad = false;
     return mp_dup_bin(r, "ids", (size_t)m->n * 8, "n*8", (void **)&m->ids) ||
-           mp_dup_bin(r, "labels", (size_t)m->n * 4, "n*4", (void **)&m->labels)
+           mp_dup_bin(r, "labels", (size_t)m->n * 4, "n*4", (void **)&m->labels) ||
+           (mp_find(r, "pos", &bad) && m->n &&
+            mp_dup_bin(r, "pos", (size_t)m->n * 4, "n*4", (void **)&m->pos)) || bad
                ? -1 : 0;
 }
 

@@ -100,7 +100,9 @@ static int pack_heartbeat(msgpack_packer *pk, const ddp_heartbeat_t *m)
 
 static int pack_batch(msgpack_packer *pk, const ddp_batch_t *m)
 {
-    return put_head(pk, DDP_BATCH, 11 + (m->gen ? 1 : 0)) || put_gen(pk, m->gen) ||
+    bool pos = m->pos && m->n;
+    return put_head(pk, DDP_BATCH, 11 + (m->gen ? 1 : 0) + (pos ? 1 : 0)) || put_gen(pk, m->gen) ||
+           (pos && mp_put_bin(pk, "pos", m->pos, (size_t)m->n * 4)) ||
            mp_put_uint(pk, "seq", m->seq) ||
            mp_put_uint(pk, "step", m->step) || mp_put_uint(pk, "global_count", m->global_count) ||
            mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "phase", m->phase) ||

@@ -162,6 +162,11 @@ typedef struct {
     uint64_t step;             /* optional, train: absolute optimizer step of the run */
     uint32_t global_count;     /* optional, train: samples in the whole global step (>= n) */
     uint32_t gen;              /* optional, train: membership generation (0 absent) */
+    /* optional, train with several loaderds (loaderd --shard): each
+     * sample's index in the rank's list of the step, strictly increasing
+     * (n entries; NULL absent). global_count is then this loaderd's part:
+     * gpud sums the parts of all loaderds. */
+    uint32_t *pos;
 } ddp_batch_t;
 
 typedef struct {

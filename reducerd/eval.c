@@ -1,6 +1,7 @@
 #include "reducerd/eval.h"
 
 #include "common/clock.h"
+#include "common/errbuf.h"
 #include "common/log.h"
 #include "reducerd/job.h"
 #include "reducerd/publish.h"
@@ -63,6 +64,19 @@ void eval_on_plan(reducer_t *self, zframe_t *route, ddp_plan_t *plan)
             plan->num_classes != counting->num_classes) {
             char who[64];
             trust_peer_label(self, route, who, sizeof who);
+            if (self->loader_shards > 1) {
+                /* shards of different datasets: no union is exact, and the
+                 * loaderd would re-send its plan for ever */
+                char err[768];
+                err_set(err, sizeof err, "loaderd %s plans %llu samples of %u classes, but the "
+                         "job counts %llu of %u (the first plan): every loaderd of a sharded "
+                         "dataset must scan the same data with the same --limit and --classes",
+                         who, (unsigned long long)plan->n, plan->num_classes,
+                         (unsigned long long)counting->n, counting->num_classes);
+                publish_log(self, "error", "%s", err);
+                job_finish(self, 1, err);
+                return;
+            }
             trust_reject(self, who, "PLAN", "a second, different plan (n=%llu, %u classes); a "
                          "restarted loaderd, and every loaderd of a sharded dataset, must plan "
                          "the same dataset", (unsigned long long)plan->n, plan->num_classes);

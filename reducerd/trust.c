@@ -74,10 +74,7 @@ loader_role_t *trust_loader_named(reducer_t *self, const char *name)
 static void shard_refusal(const reducer_t *self, const ddp_join_t *join, uint32_t shards,
                           char *stop, size_t cap)
 {
-    if (self->options.train && shards > 1)
-        snprintf(stop, cap, "loaderd %s has shard %u/%u, but a training job takes one loaderd: "
-                 "start it without --shard", join->name, join->shard, shards);
-    else if (self->loader_shards && shards != self->loader_shards)
+    if (self->loader_shards && shards != self->loader_shards)
         snprintf(stop, cap, "loaderd %s has shard %u/%u, but the job's loaderds split the "
                  "dataset in %u shards (%s first): every loaderd needs the same N in --shard I/N",
                  join->name, join->shard, shards, self->loader_shards,

@@ -162,6 +162,20 @@ try:
         l for l in said.split("\n") if "job failed" in l][0].split("ERROR ")[-1])
     wait_exit(l0, "loaderd 0/2 after the job failed")
 
+    # shards of different datasets (another --limit): the job fails at the
+    # second plan, naming it, instead of counting a wrong union
+    d, ep, rlog, red = reducer("other-dataset")
+    l0log, l0 = loader(d, ep, "0/2", "0")
+    wait_text(rlog, "plan: epoch 0", red)
+    l1log, l1 = loader(d, ep, "1/2", "1", ["--limit", "200"])
+    rc = wait_exit(red, "reducerd with shards of two datasets")
+    said = read(rlog)
+    check(rc == 1 and "plans 200 samples of 10 classes, but the job counts 300 of 10" in said,
+          "reducerd with shards of two datasets: exit %s, log:\n%s" % (rc, said))
+    print("shards of different datasets fail the job at the second plan")
+    for p in (l0, l1):
+        wait_exit(p, "a loaderd after the job failed")
+
     # a shard's loaderd never starts: named when the job stalls
     d, ep, rlog, red = reducer("missing-shard", ["--stall-timeout", "2"])
     l0log, l0 = loader(d, ep, "0/2", "0")
