@@ -50,6 +50,8 @@ static const mut_t table[] = {
     {DDP_JOIN, OP_ADD, "shard", RAW("\x05"), "JOIN: 'shard' 5 of 'shards' 0: want shard < shards <= 256"},
     {DDP_JOIN, OP_ADD, "shards", RAW("\xcd\x01\x01"), "'shards' 257: want shard < shards <= 256"},
     {DDP_JOIN, OP_ADD, "shard", RAW("\xa1" "1"), "JOIN: 'shard' is a msgpack str, want uint"},
+    {DDP_BATCH, OP_ADD, "pos", BIN(8), "BATCH: 'pos' bin is 8 bytes, want n*4 = 12"},
+    {DDP_BATCH, OP_ADD, "pos", BIN(12), "BATCH: 'pos' is not strictly increasing at 1 (0 after 0)"},
     {DDP_BATCH, OP_SET, "n", RAW("\xca\x40\x40\0\0"), "BATCH: 'n' is a msgpack float32, want uint"},
     {DDP_RESULT, OP_SET, "ids", RAW("\xa3" "abc"), "RESULT: 'ids' is a msgpack str, want bin"},
     {DDP_PLAN, OP_SET, "class_names", RAW("\xc4\x01x"), "'class_names' is a msgpack bin, want array of str"},

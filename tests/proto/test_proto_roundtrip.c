@@ -513,6 +513,32 @@ static void loader_shards(void)
     ddp_msg_clear(&m);
     uint64_t seq = ((uint64_t)5 << DDP_SEQ_SHARD_SHIFT) + 17;
     CHECK(DDP_SEQ_SHARD(seq) == 5 && DDP_SEQ_SHARD(17) == 0);
+
+    /* a train part of a sharded dataset: each sample's place in the rank's list */
+    sample_msg(DDP_BATCH, &m);
+    zmsg_t *plain = proto_encode(&m);
+    m.u.batch.global_count = 5;
+    m.u.batch.pos = malloc(3 * sizeof *m.u.batch.pos);
+    CHECK(m.u.batch.pos != NULL);
+    if (!m.u.batch.pos)
+        return;
+    m.u.batch.pos[0] = 0, m.u.batch.pos[1] = 4, m.u.batch.pos[2] = 9;
+    z = proto_encode(&m);
+    CHECK(z && proto_decode(z, &out, err, sizeof err) == 0);
+    CHECK(out.u.batch.pos && out.u.batch.pos[0] == 0 && out.u.batch.pos[1] == 4 &&
+          out.u.batch.pos[2] == 9 && out.u.batch.global_count == 5);
+    ddp_msg_clear(&out);
+    CHECK(plain && proto_decode(plain, &out, err, sizeof err) == 0 && out.u.batch.pos == NULL);
+    ddp_msg_clear(&out);
+    zmsg_destroy(&z);
+    zmsg_destroy(&plain);
+    m.u.batch.pos[2] = 4;   /* strictly increasing */
+    CHECK(proto_validate(&m, err, sizeof err) != 0 &&
+          strstr(err, "'pos' is not strictly increasing at 2 (4 after 4)"));
+    m.u.batch.pos[2] = 9;
+    m.u.batch.phase = DDP_PHASE_EVAL;   /* eval batches are never merged */
+    CHECK(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'pos' in an eval batch"));
+    ddp_msg_clear(&m);
 }
 
 int main(void)
