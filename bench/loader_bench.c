@@ -13,7 +13,7 @@
 #include "common/dataset.h"
 #include "common/flags.h"
 #include "loaderd/pool.h"
-#include "loaderd/transform.h"
+#include "common/image/transform.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * it hands out and what one batch costs it beyond decoding (docs/SCALE.md).
  *
  *   loaderd_load LOADERD DATA [--ranks N] [--batch B] [--window W]
- *                [--threads T]
+ *                [--threads T] [--resize R] [--crop C]
  *
  * It plays reducerd (a ROUTER loaderd JOINs and PLANs to; the plan ack
  * carries a session, loaderd's token and a job secret it drew) and N gpud
@@ -36,7 +36,7 @@
 #define JOB "bench"
 
 typedef struct {
-    long ranks, batch, window, threads;
+    long ranks, batch, window, threads, resize, crop;
 } opts_t;
 
 static void die(const char *what)
@@ -56,6 +56,8 @@ static int parse(int argc, char **argv, opts_t *o)
                  : strcmp(f, "--batch") == 0   ? flags_long("batch", v, 1, DDP_MAX_BATCH, &o->batch)
                  : strcmp(f, "--window") == 0  ? flags_long("window", v, 1, 64, &o->window)
                  : strcmp(f, "--threads") == 0 ? flags_long("threads", v, 1, 256, &o->threads)
+                 : strcmp(f, "--resize") == 0  ? flags_long("resize", v, 1, 16384, &o->resize)
+                 : strcmp(f, "--crop") == 0    ? flags_long("crop", v, 1, 16384, &o->crop)
                                                : -1;
         if (rc != 0)
             return -1;
@@ -65,19 +67,27 @@ static int parse(int argc, char **argv, opts_t *o)
 
 static pid_t start_loaderd(const char *bin, const char *data, const char *dir, const opts_t *o)
 {
-    char bind[300], red[300], batch[32], threads[32];
+    char bind[300], red[300], batch[32], threads[32], resize[32], crop[32];
     snprintf(bind, sizeof bind, "ipc://%s/l", dir);
     snprintf(red, sizeof red, "ipc://%s/r", dir);
     snprintf(batch, sizeof batch, "%ld", o->batch);
     snprintf(threads, sizeof threads, "%ld", o->threads);
+    snprintf(resize, sizeof resize, "%ld", o->resize);
+    snprintf(crop, sizeof crop, "%ld", o->crop);
+    char *argv[20] = {(char *)bin, "--data", (char *)data, "--bind", bind, "--reducer", red,
+                      "--batch-size", batch, "--threads", threads, "--worker-timeout", "600"};
+    int argc = 13;
+    if (o->resize)
+        argv[argc++] = "--resize", argv[argc++] = resize;
+    if (o->crop)
+        argv[argc++] = "--crop", argv[argc++] = crop;
     pid_t pid = fork();
     if (pid == 0) {
         char log[320];
         snprintf(log, sizeof log, "%s/loaderd.log", dir);
         if (!freopen(log, "w", stdout) || dup2(fileno(stdout), 2) < 0)
             _exit(127);
-        execl(bin, bin, "--data", data, "--bind", bind, "--reducer", red, "--batch-size", batch,
-              "--threads", threads, "--worker-timeout", "600", (char *)NULL);
+        execv(bin, argv);
         perror("exec loaderd");
         _exit(127);
     }
@@ -174,7 +184,7 @@ int main(int argc, char **argv)
     opts_t o;
     if (parse(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: loaderd_load LOADERD DATA [--ranks N] [--batch B] [--window W] "
-                        "[--threads T]\n");
+                        "[--threads T] [--resize R] [--crop C]\n");
         return 2;
     }
     char dir[] = "/tmp/loaderd_load.XXXXXX";

@@ -2,12 +2,14 @@
 
 #include "common/errbuf.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -99,6 +101,32 @@ static void s_fsync_dir(const char *path)
     free(copy);
 }
 
+/* Removes the temporary files of PATH ("PATH.tmp.PID.N") left by writers
+ * that died mid-write (a killed rank 0 in its checkpoint): only those of a
+ * PID that no longer exists here, so another live writer keeps its file. */
+static void s_sweep_stale(const char *path)
+{
+    char *dcopy = strdup(path), *bcopy = strdup(path);
+    const char *dir = dcopy ? dirname(dcopy) : NULL, *base = bcopy ? basename(bcopy) : NULL;
+    DIR *d = dir && base ? opendir(dir) : NULL;
+    size_t blen = base ? strlen(base) : 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        long pid;
+        unsigned n;
+        char tail, stale[4096];
+        if (strncmp(e->d_name, base, blen) != 0 ||
+            sscanf(e->d_name + blen, ".tmp.%ld.%u%c", &pid, &n, &tail) != 2 || pid <= 0 ||
+            pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        if (snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name) < (int)sizeof stale)
+            (void)unlink(stale);
+    }
+    if (d)
+        closedir(d);
+    free(dcopy);
+    free(bcopy);
+}
+
 static atomic_bool s_fault_before_rename;
 
 void atomic_file_fault_before_rename(void)
@@ -130,9 +158,10 @@ int atomic_file_commit(atomic_file_t **self_p, char *err, size_t errlen)
                 strerror(errno));
     else
         rc = 0;
-    if (rc == 0)
+    if (rc == 0) {
         s_fsync_dir(self->path);
-    else
+        s_sweep_stale(self->path);
+    } else
         unlink(self->tmp);
     atomic_file_destroy(self_p);
     return rc;

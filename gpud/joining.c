@@ -46,13 +46,7 @@ static int take_place(gpud_t *self, ddp_members_t *m, bool loaded)
                   (unsigned long long)m->step);
         return -1;
     }
-    self->gen = m->gen;
-    self->rank = m->rank;
-    self->world = m->world;
-    snprintf(self->next_ring, sizeof self->next_ring, "%s", m->next_ring);
-    self->auth.session = m->session;
-    memcpy(self->auth.token, m->token, sizeof self->auth.token);
-    log_set_rank(self->rank);
+    members_take(self, m);
     log_info("entered the job as rank %d of %d at step %llu (generation %u)", m->rank, m->world,
              (unsigned long long)m->step, m->gen);
     self->joined_late = true;

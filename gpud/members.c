@@ -207,6 +207,16 @@ static void adopt_token(gpud_t *self, const ddp_members_t *m)
         log_warn("cannot hand the new token to the heartbeat thread: its beats may be refused");
 }
 
+void members_take(gpud_t *self, const ddp_members_t *m)
+{
+    self->gen = m->gen;
+    self->rank = m->rank;
+    self->world = m->world;
+    snprintf(self->next_ring, sizeof self->next_ring, "%s", m->next_ring);
+    log_set_rank(self->rank);
+    adopt_token(self, m);
+}
+
 int members_apply(gpud_t *self)
 {
     ddp_members_t *m = &self->members;
@@ -226,12 +236,7 @@ int members_apply(gpud_t *self)
         log_warn("membership generation %u: rank %d of %d is now rank %d of %d; step %llu %s "
                  "(%s)", m->gen, self->rank, self->world, m->rank, m->world,
                  (unsigned long long)m->step, redo ? "is redone" : "is next", m->reason);
-        self->gen = m->gen;
-        self->rank = m->rank;
-        self->world = m->world;
-        snprintf(self->next_ring, sizeof self->next_ring, "%s", m->next_ring);
-        log_set_rank(self->rank);
-        adopt_token(self, m);
+        members_take(self, m);
         /* survivors that broadcast their BatchNorm buffers for an epoch not
          * decided yet do it again, from the new rank 0 */
         if (self->train_end_done > self->epoch_done)

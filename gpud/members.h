@@ -57,5 +57,8 @@ int members_ring_failed(gpud_t *self, const char *what, uint32_t epoch, uint64_t
  * CREDIT(window, rank, gen) once the first CREDIT went out. 0, or -1
  * (logged): the rank cannot go on. */
 int members_apply(gpud_t *self);
+/* Takes M's place in the job: generation, rank, world, ring neighbour and
+ * token (also handed to the heartbeat thread). No ring or step changes. */
+void members_take(gpud_t *self, const ddp_members_t *m);
 
 #endif

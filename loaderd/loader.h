@@ -28,14 +28,14 @@
 
 #include "common/dataset.h"
 #include "common/token.h"
-#include "loaderd/augment.h"
+#include "common/image/augment.h"
 #include "loaderd/sample_cache.h"
 #include "loaderd/dispatch.h"
 #include "loaderd/options.h"
 #include "loaderd/pool.h"
-#include "loaderd/sampler.h"
+#include "common/image/sampler.h"
 #include "loaderd/step_window.h"
-#include "loaderd/transform.h"
+#include "common/image/transform.h"
 #include "proto/messages.h"
 #include "proto/wire.h"
 

@@ -14,8 +14,8 @@
  *       seed. ImageNet-sized by default, for loader benchmarks. */
 #include "common/dataset.h"
 #include "common/flags.h"
-#include "loaderd/decode.h"
-#include "loaderd/resize.h"
+#include "common/image/decode.h"
+#include "common/image/resize.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -291,17 +291,16 @@ def run_sigterm(wd):
         # sum): give it time to enter it; SIGTERM during the (ms-long)
         # forward pass would end the run just as well, only sooner
         time.sleep(1.0)
-        t0 = time.time()
         job.procs[0].send_signal(15)
-        # The ring timeout is 60 s: exiting well before it shows that SIGTERM,
-        # not the timeout, ended the all-reduce (30 s leaves room for a slow,
-        # loaded machine writing the checkpoint under ASan).
+        # The ring timeout is 60 s: the log tells whether SIGTERM or the
+        # timeout ended the run (no clock is read; 150 s only bounds a hang).
         try:
-            code = job.procs[0].wait(30)
+            code = job.procs[0].wait(150)
         except subprocess.TimeoutExpired:
             code = "hung"
-        check(code not in (0, "hung") and time.time() - t0 < 30,
-              "SIGTERM in the all-reduce: exit %r after %.1fs" % (code, time.time() - t0))
+        log0 = job.log(0)
+        check(code not in (0, "hung") and "interrupted by a signal" in log0,
+              "SIGTERM in the all-reduce: exit %r; rank 0's log:\n%s" % (code, log0[-1500:]))
         meta = safetensors_meta(ckpt) if os.path.exists(ckpt) else {}
         check(meta.get("ckpt.step") == "1", "SIGTERM checkpoint step %r, want 1" % meta.get("ckpt.step"))
     finally:

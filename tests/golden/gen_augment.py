@@ -3,7 +3,7 @@
 
 Writes tests/golden/augment/: a few deterministic source images (PPM/PGM)
 and, for a table of fixed parameters, what torchvision 0.14 + PIL make of
-them with the composition loaderd/augment.h implements:
+them with the composition common/image/augment.h implements:
 
     [img.convert("L")]                         when CHANNELS == 1 and RGB source
     F.resized_crop(img, top, left, h, w, [out_h, out_w])     when CROP == 1

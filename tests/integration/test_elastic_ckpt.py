@@ -5,7 +5,8 @@ epoch 0) after the temporary file is written and before the rename
 (--fault-in-checkpoint 0). The survivor re-forms as rank 0, trains on and
 writes the checkpoints: exit 0, weights equal an uninterrupted run's within
 1e-5, the loss counted, and checkpoint.safetensors a whole file of the last
-step (never the dead rank's half-written one). Then two of three ranks die
+step (never the dead rank's half-written one, whose temporary file the
+survivor's commit removes). Then two of three ranks die
 at once (--fault 1:5,2:5): rank 0 finishes alone with the same weights.
 Waits are on exits only."""
 import glob
@@ -33,6 +34,8 @@ tensors, meta = safetensors_read(os.path.join(out, "checkpoint.safetensors"))
 check(meta.get("ckpt.step") == str(SPE * EPOCHS) and meta.get("ckpt.epoch") == str(EPOCHS),
       "ckptdeath: checkpoint %s, want the final one (step %d, epoch %d)" % (meta, SPE * EPOCHS, EPOCHS))
 left = glob.glob(os.path.join(out, "checkpoint.safetensors.tmp*"))
+check(not left, "ckptdeath: the dead writer's temporary file is still there after the survivor's "
+      "checkpoints: %s" % left)
 
 # two of three ranks die at once, before the same step: the last one finishes
 out = os.path.join(wd, "twoatonce")
@@ -43,6 +46,6 @@ t = summary(out).get("training") or {}
 check(t.get("ranks_lost") == 2 and t.get("world_size") == 1,
       "twoatonce: summary.json's training %r, want ranks_lost 2, world_size 1" % t)
 print("twoatonce: ranks 1 and 2 died before step %d; rank 0 finished alone" % (SPE + 1), flush=True)
-print("ckptdeath: rank 0 died mid-write; the survivor's checkpoint is whole (%d temporary file%s "
-      "of the dead writer left aside)" % (len(left), "" if len(left) == 1 else "s"))
+print("ckptdeath: rank 0 died mid-write; the survivor's checkpoint is whole and its commit "
+      "removed the dead writer's temporary file")
 print("1 passed, 0 failed")

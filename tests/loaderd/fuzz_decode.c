@@ -4,8 +4,8 @@
  * sample_load does for a file. It must either succeed or fail with a
  * reason; ASan/UBSan catch the rest.
  *   CC=clang cmake -DDDPIPE_FUZZ=ON ... && ./fuzz_decode -max_total_time=60 corpus_decode */
-#include "loaderd/decode.h"
-#include "loaderd/transform.h"
+#include "common/image/decode.h"
+#include "common/image/transform.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -2,8 +2,8 @@
  * parameters (goldens from tests/golden/gen_augment.py), RandomResizedCrop
  * parameter statistics (area and ratio bounds, the fallback), and
  * parameters that depend only on (seed, epoch, id) — not thread or order. */
-#include "loaderd/augment.h"
-#include "loaderd/resize.h"
+#include "common/image/augment.h"
+#include "common/image/resize.h"
 #include "testutil.h"
 
 #include <math.h>

@@ -1,7 +1,7 @@
 /* Decoder parity with PIL's Image.open(f).convert("RGB") (goldens from
  * tests/golden/gen_loader_decode.py), DCT scaling, and clean errors for
  * broken input. */
-#include "loaderd/decode.h"
+#include "common/image/decode.h"
 #include "testutil.h"
 
 #include <stdlib.h>

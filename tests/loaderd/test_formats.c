@@ -4,8 +4,8 @@
  * length it fails with a reason wherever PIL fails too; random corruption
  * never crashes (ASan/UBSan build) and always says why it failed. A file
  * whose library this build lacks must fail naming the package. */
-#include "loaderd/decode.h"
-#include "loaderd/transform.h"
+#include "common/image/decode.h"
+#include "common/image/transform.h"
 #include "testutil.h"
 
 #include <stdlib.h>

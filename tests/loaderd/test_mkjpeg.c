@@ -1,7 +1,7 @@
 /* ddpipe-mkjpeg: an idx dataset becomes an ImageFolder with the same
  * labels and (JPEG-close) pixels; synthetic images are deterministic. */
 #include "common/dataset.h"
-#include "loaderd/decode.h"
+#include "common/image/decode.h"
 #include "testutil.h"
 
 #include <stdlib.h>

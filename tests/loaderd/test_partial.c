@@ -4,9 +4,9 @@
  * random Resize + CenterCrop transforms. Also: truncation is still an error
  * when the missing data lies below the rectangle, trailing bytes after EOI
  * are fine, and the partial path really decodes less. */
-#include "loaderd/decode.h"
-#include "loaderd/resize.h"
-#include "loaderd/transform.h"
+#include "common/image/decode.h"
+#include "common/image/resize.h"
+#include "common/image/transform.h"
 #include "testutil.h"
 
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /* Resize parity with PIL (goldens from tests/golden/gen_resize.py), windows
  * of the resize equal the same crop of the whole resize, torchvision's
  * Resize(size) output size and CenterCrop offsets, RGB -> L. */
-#include "loaderd/resize.h"
-#include "loaderd/transform.h"
+#include "common/image/resize.h"
+#include "common/image/transform.h"
 #include "testutil.h"
 
 #include <stdlib.h>

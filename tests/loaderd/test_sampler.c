@@ -2,7 +2,7 @@
  * worker count, no padding, uneven last step, empty shards, seeded and
  * reproducible permutations, checkpointable state, and the counter-based
  * RNG pinned to its documented algorithm. */
-#include "loaderd/sampler.h"
+#include "common/image/sampler.h"
 #include "testutil.h"
 
 #include <stdlib.h>

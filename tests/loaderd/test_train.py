@@ -4,7 +4,7 @@ contract of docs/TRAINING.md (steps 3, 4, 8 and failed train samples):
 
 - every sample id exactly once per epoch across the ranks; each shard is
   sampler_shard's (the permutation and the split re-derived here from
-  loaderd/sampler.h's documented RNG); step = e*spe + k; global_count;
+  common/image/sampler.h's documented RNG); step = e*spe + k; global_count;
 - an uneven last step gives a rank an empty shard (n = 0, no pixels,
   c/h/w set);
 - the same pixels for --workers 1 and 2 for each (seed, epoch, id), and
@@ -67,7 +67,7 @@ def fatal(msg):
     sys.exit(1)
 
 
-# ---- loaderd/sampler.h, re-derived ---------------------------------------
+# ---- common/image/sampler.h, re-derived ---------------------------------------
 M64 = (1 << 64) - 1
 GOLDEN = 0x9e3779b97f4a7c15
 

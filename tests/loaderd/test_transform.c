@@ -2,7 +2,7 @@
  * CHW) against torchvision (goldens from tests/golden/gen_loader_transform.py),
  * idx samples through the same path, and the errors a caller sees. */
 #include "common/dataset.h"
-#include "loaderd/transform.h"
+#include "common/image/transform.h"
 #include "testutil.h"
 
 #include <stdlib.h>

@@ -2,7 +2,7 @@
 #ifndef DDP_LOADER_TESTUTIL_H
 #define DDP_LOADER_TESTUTIL_H
 
-#include "loaderd/decode.h"
+#include "common/image/decode.h"
 
 #include <stddef.h>
 #include <stdint.h>

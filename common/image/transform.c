@@ -1,7 +1,7 @@
-#include "loaderd/transform.h"
+#include "common/image/transform.h"
 #include "common/errbuf.h"
 
-#include "loaderd/resize.h"
+#include "common/image/resize.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
  * of PIL's "P" or "L" frame. Transparency is not composited (PIL's
  * convert("RGB") ignores it). */
 #include "common/errbuf.h"
-#include "loaderd/decode_fmt.h"
+#include "common/image/decode_fmt.h"
 
 int decode_gif_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen)
 {

@@ -12,7 +12,7 @@
  * Strips and tiles, contiguous or separate planes. Other layouts (float or
  * signed samples, LAB, 12/32-bit) are refused with a reason. */
 #include "common/errbuf.h"
-#include "loaderd/decode_fmt.h"
+#include "common/image/decode_fmt.h"
 
 #ifdef DECODE_HAVE_TIFF
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * default rounding mode); 16-bit gray becomes mode "I" (0..65535), which
  * convert("RGB") clips to 255. */
 #include "common/errbuf.h"
-#include "loaderd/decode_fmt.h"
+#include "common/image/decode_fmt.h"
 
 #include <math.h>
 #include <stdlib.h>

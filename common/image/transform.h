@@ -15,7 +15,7 @@
 #define DDP_TRANSFORM_H
 
 #include "common/dataset.h"
-#include "loaderd/decode.h"
+#include "common/image/decode.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -13,7 +13,7 @@
 #ifndef DDP_RESIZE_H
 #define DDP_RESIZE_H
 
-#include "loaderd/decode.h"
+#include "common/image/decode.h"
 
 #include <stddef.h>
 #include <stdint.h>

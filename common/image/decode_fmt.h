@@ -13,7 +13,7 @@
 #ifndef DDP_DECODE_FMT_H
 #define DDP_DECODE_FMT_H
 
-#include "loaderd/decode.h"
+#include "common/image/decode.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * WebPAnimDecoder in MODE_RGBA (still images too), the first frame of the
  * canvas, alpha dropped. Same library, same pixels, lossy ones included. */
 #include "common/errbuf.h"
-#include "loaderd/decode_fmt.h"
+#include "common/image/decode_fmt.h"
 
 #ifdef DECODE_HAVE_WEBP
 #include <string.h>

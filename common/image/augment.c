@@ -1,8 +1,8 @@
-#include "loaderd/augment.h"
+#include "common/image/augment.h"
 #include "common/errbuf.h"
 
-#include "loaderd/resize.h"
-#include "loaderd/transform.h"
+#include "common/image/resize.h"
+#include "common/image/transform.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * 16-bit 5:5:5 and 5:6:5, 24-bit, 32-bit with the bitfield layouts PIL
  * knows; bottom-up or top-down rows. Alpha is dropped (convert("RGB")). */
 #include "common/errbuf.h"
-#include "loaderd/decode_fmt.h"
+#include "common/image/decode_fmt.h"
 
 #include <stdlib.h>
 #include <string.h>

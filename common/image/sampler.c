@@ -1,4 +1,4 @@
-#include "loaderd/sampler.h"
+#include "common/image/sampler.h"
 #include "common/errbuf.h"
 
 #include <stdio.h>

@@ -34,8 +34,8 @@
 #define DDP_AUGMENT_H
 
 #include "common/dataset.h"
-#include "loaderd/decode.h"
-#include "loaderd/sampler.h"
+#include "common/image/decode.h"
+#include "common/image/sampler.h"
 
 #include <stddef.h>
 #include <stdint.h>

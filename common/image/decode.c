@@ -1,6 +1,6 @@
-#include "loaderd/decode.h"
+#include "common/image/decode.h"
 #include "common/errbuf.h"
-#include "loaderd/decode_fmt.h"
+#include "common/image/decode_fmt.h"
 
 #include <errno.h>
 #include <fcntl.h>

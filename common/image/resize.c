@@ -1,4 +1,4 @@
-#include "loaderd/resize.h"
+#include "common/image/resize.h"
 #include "common/errbuf.h"
 
 #include <math.h>
