@@ -105,6 +105,26 @@ void hk_flatten(void *y, const void *x, const int xs[4], int backward, int nhwc)
             }
 }
 
+/* One sample's mask: IX[i] is the index mix of the logical (NCHW) index of
+ * memory element i, the same for every sample of the call. */
+static void dropout_sample(float *y, const float *x, const uint64_t *ix, uint64_t key,
+                           uint64_t thr, float scale, size_t per)
+{
+    for (size_t i = 0; i < per; i++)
+        y[i] = ref_dropout_bits(key, ix[i]) >= thr ? x[i] * scale : 0.0f;
+}
+
+/* Slow path when the index table cannot be allocated: the reference. */
+static void dropout_plain(float *y, const float *x, const int s[4], float p, uint64_t key,
+                          int nhwc)
+{
+    size_t per = (size_t)s[1] * s[2] * s[3], hw = (size_t)s[2] * s[3];
+    for (size_t i = 0; i < per; i++) {
+        size_t logical = nhwc ? (i % s[1]) * hw + i / s[1] : i;
+        y[i] = ref_dropout_keep(key, logical, p) ? x[i] * (1.0f / (1.0f - p)) : 0.0f;
+    }
+}
+
 void hk_dropout(void *y, const void *x, const int s[4], float p, uint64_t seed,
                 uint64_t step, uint32_t op, const int64_t *ids, int nhwc)
 {
@@ -117,15 +137,20 @@ void hk_dropout(void *y, const void *x, const int s[4], float p, uint64_t seed,
         return;
     }
     float scale = 1.0f / (1.0f - p);
+    uint64_t thr = ref_dropout_threshold(p);
+    /* the index half of the hash, once per call instead of once per sample;
+     * i walks memory, the mask is drawn by the logical NCHW index */
+    uint64_t *ix = malloc(per * sizeof *ix);
+    for (size_t i = 0; ix && i < per; i++)
+        ix[i] = ref_dropout_index(nhwc ? (i % s[1]) * hw + i / s[1] : i);
     for (int b = 0; b < s[0]; b++) {
         uint64_t key = ref_dropout_key(seed, step, ids ? ids[b] : b, op);
-        for (size_t i = 0; i < per; i++) {
-            /* i walks memory; the mask is drawn by the logical NCHW index */
-            size_t logical = nhwc ? (i % s[1]) * hw + i / s[1] : i;
-            size_t at = b * per + i;
-            py[at] = ref_dropout_keep(key, logical, p) ? px[at] * scale : 0.0f;
-        }
+        if (ix)
+            dropout_sample(py + b * per, px + b * per, ix, key, thr, scale, per);
+        else
+            dropout_plain(py + b * per, px + b * per, s, p, key, nhwc);
     }
+    free(ix);
 }
 
 #define SUM_CHUNKS 32   /* fixed: the summation order must not follow the threads */

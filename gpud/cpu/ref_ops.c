@@ -375,24 +375,24 @@ void ref_linear_bwd(const float *x, const float *gy, int n, int in, const float 
     }
 }
 
-/* splitmix64's finaliser: a bijective mix with good avalanche */
-static uint64_t mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 uint64_t ref_dropout_key(uint64_t seed, uint64_t step, int64_t id, uint32_t op)
 {
-    return mix64(mix64(mix64(mix64(seed) ^ step) ^ (uint64_t)id) ^ op);
+    return ref_mix64(ref_mix64(ref_mix64(ref_mix64(seed) ^ step) ^ (uint64_t)id) ^ op);
+}
+
+/* u = bits / 2^24 >= p, with bits an integer and p * 2^24 exact in double,
+ * holds exactly when bits >= ceil(p * 2^24) */
+uint64_t ref_dropout_threshold(float p)
+{
+    double t = (double)p * 16777216.0;
+    uint64_t c = (uint64_t)t;
+    return (double)c < t ? c + 1 : c;
 }
 
 int ref_dropout_keep(uint64_t key, uint64_t idx, float p)
 {
     /* 24 uniform bits: u in [0, 1) with float-exact steps */
-    double u = (double)(mix64(key ^ mix64(idx)) >> 40) / 16777216.0;
+    double u = (double)(ref_mix64(key ^ ref_mix64(idx)) >> 40) / 16777216.0;
     return u >= (double)p;
 }
 

@@ -75,6 +75,25 @@ void ref_linear_bwd(const float *x, const float *gy, int n, int in, const float 
  * every CPU backend so masks agree bit for bit. */
 uint64_t ref_dropout_key(uint64_t seed, uint64_t step, int64_t id, uint32_t op);
 int ref_dropout_keep(uint64_t key, uint64_t idx, float p);
+/* The same decision in two halves, for kernels that draw many masks over
+ * the same indices: ref_dropout_keep(key, idx, p) ==
+ * (ref_dropout_bits(key, ref_dropout_index(idx)) >= ref_dropout_threshold(p)). */
+uint64_t ref_dropout_threshold(float p);
+
+/* splitmix64's finaliser: a bijective mix with good avalanche (inline: the
+ * kernels call it once per element) */
+static inline uint64_t ref_mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static inline uint64_t ref_dropout_index(uint64_t idx) { return ref_mix64(idx); }
+static inline uint64_t ref_dropout_bits(uint64_t key, uint64_t index_mix)
+{
+    return ref_mix64(key ^ index_mix) >> 40;   /* 24 uniform bits */
+}
 
 /* Softmax cross-entropy per sample with label smoothing eps (PyTorch's
  * CrossEntropyLoss(label_smoothing=eps, reduction='none')), in double. */
