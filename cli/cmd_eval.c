@@ -78,6 +78,7 @@ static int start_loaderd(job_t *j, const eval_options_t *o, long shard)
     l.batch_size = o->batch_size;
     dd_loader_transform(&l, o->model, o->in_channels, o->resize, o->crop);
     l.no_dct_scaling = o->no_dct;
+    l.wire = strcmp(o->wire, "uint8") != 0 ? o->wire : NULL; /* the default stays off argv */
     l.limit = o->limit;
     l.predictions = o->predictions != NULL;
     l.classes = o->classes;
@@ -105,6 +106,8 @@ static int start_gpud(job_t *j, const eval_options_t *o, long rank, const char *
     g.std = o->std;
     g.normalize = o->normalize;
     g.probs = eval_probs_mode(o) != NULL;
+    /* --wire jpeg: files decode on the compute threads, before each forward */
+    g.decode_threads = o->decode_threads ? o->decode_threads : o->threads;
     long fault_rank, fault_batches;
     if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_batches) == 2 &&
         fault_rank == rank)

@@ -48,6 +48,9 @@ static const option_t s_rows[] = {
     OPTION_DOUBLE(T, rotate, "rotate", "DEG", NAN, 0, 180,
                   "RandomRotation(+-DEG) on train samples"),
     OPTION_LONG(T, limit, "limit", "N", 0, 1, 1L << 40, "use only the first N training samples"),
+    OPTION_STRING(T, wire, "wire", "uint8", "uint8",
+                  "what loaderd sends: decoded uint8 pixels (jpeg, files decoded by gpud, is "
+                  "for ddpipe eval only)"),
     OPTION_SECTION("schedule:"),
     GPUD_TRAINING_OPTIONS(T),
     OPTION_LONG(T, epochs, "epochs", "N", 1, 1, 1000000, "epochs to train at most"),
@@ -127,6 +130,16 @@ static int check_choices(const train_options_t *o)
     }
     if (o->augment && !one_of(o->augment, augs)) {
         fprintf(stderr, "ddpipe train: --augment %s: choose none, flip or crop-flip\n", o->augment);
+        return -1;
+    }
+    if (strcmp(o->wire, "uint8") != 0) {
+        if (strcmp(o->wire, "jpeg") == 0)
+            fprintf(stderr, "ddpipe train: --wire jpeg is for ddpipe eval only: a train step's "
+                            "gradient divisor counts the samples loaderd decoded; use --wire "
+                            "uint8\n");
+        else
+            fprintf(stderr, "ddpipe train: --wire %s: choose uint8 (jpeg: ddpipe eval only)\n",
+                    o->wire);
         return -1;
     }
     if (strcmp(o->device, "cpu") != 0) {

@@ -30,6 +30,7 @@ typedef struct {
     long outputs;               /* derived with --classes: the model's outputs */
     long cache_size_mb;
     const char *optimizer, *lr_schedule, *augment, *freeze, *freeze_bn;
+    const char *wire;          /* uint8 only: jpeg is refused (eval only) */
     long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
     long timeout_s, max_time_s, worker_timeout_s, ring_timeout_s, t_max, warmup_epochs;

@@ -105,6 +105,7 @@ void gpud_destroy(gpud_t **self_p)
     ddp_msg_t pending = {.type = DDP_MEMBERS, .u.members = self->members};
     ddp_msg_clear(&pending);   /* a MEMBERS never applied */
     free(self->logits);
+    free(self->wire_px);
     free(self->loss);
     free(self->topk);
     free(self);

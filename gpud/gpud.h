@@ -67,6 +67,8 @@ typedef struct gpud {
     double compute_s;
     float *logits;                 /* a batch's logits, grown as needed */
     size_t logits_cap;
+    uint8_t *wire_px;              /* a --wire jpeg batch decoded (eval.c), grown as needed */
+    size_t wire_px_cap;
     int exit_code;
     bool stopped;
     bool fenced;                   /* reducerd removed this rank: no checkpoint on exit */

@@ -43,6 +43,8 @@ static const option_t s_rows[] = {
     OPTION_FLAG(T, probs, "probs",
                 "eval: send every class's softmax probability, quantized to 1e-4 (2 bytes per "
                 "class and sample), for reducerd --probs"),
+    OPTION_LONG(T, decode_threads, "decode-threads", "N", 0, 1, 1024,
+                "threads decoding the files of a loaderd --wire jpeg batch (default: all cores)"),
     OPTION_FLAG(T, verbose, "verbose", NULL),
     OPTION_SECTION("training (--train; see docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train", "one data-parallel rank of a training job"),

@@ -70,6 +70,7 @@ typedef struct {
     const char *name;            /* NULL: gpud-HOST-PID */
     long join_timeout_s;
     int probs;                   /* eval: send the quantized softmax in each RESULT */
+    long decode_threads;         /* --wire jpeg batches: decode threads; 0: all cores */
     long fault_after;            /* test hook: die on the batch after this many; -1 off */
     int verbose;
     /* training (--train) */

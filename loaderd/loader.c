@@ -155,6 +155,20 @@ static int prepare_training(loader_t *self)
     return 0;
 }
 
+/* --wire jpeg ships files: an idx: dataset has none, so it keeps uint8. */
+static void decide_wire(loader_t *self)
+{
+    if (!self->options.wire_encoded)
+        return;
+    if (dataset_is_idx(self->dataset)) {
+        log_info("--wire jpeg: %s is an idx: dataset (pixels, no files): batches carry uint8 "
+                 "pixels", self->options.data);
+        return;
+    }
+    self->wire_encoded = true;
+    log_info("--wire jpeg: batches carry the original files; gpud decodes and transforms them");
+}
+
 static int prepare(loader_t *self)
 {
     const loader_options_t *o = &self->options;
@@ -165,6 +179,7 @@ static int prepare(loader_t *self)
         self->eval_samples = self->samples;
         self->eval_h = self->out_h;
         self->eval_w = self->out_w;
+        decide_wire(self);
     } else if (prepare_training(self) < 0) {
         return -1;
     }
@@ -215,6 +230,11 @@ void loader_destroy(loader_t **self_p)
     free(self->held_routes);
     for (int i = 0; i < self->n_ready; i++)
         ready_batch_clear(&self->ready[i]);
+    if (self->sent_samples)
+        log_info("sent %llu samples in %llu bytes of batch data (%.0f bytes per sample, %s)",
+                 (unsigned long long)self->sent_samples, (unsigned long long)self->sent_bytes,
+                 (double)self->sent_bytes / (double)self->sent_samples,
+                 self->wire_encoded ? "--wire jpeg" : "uint8 pixels");
     step_window_destroy(&self->window);
     if (self->cache) {
         sample_cache_stats_t s = sample_cache_stats(self->cache);
@@ -250,6 +270,7 @@ void ready_batch_clear(ready_batch_t *ready)
 {
     free(ready->batch.ids);
     free(ready->batch.labels);
+    free(ready->batch.sizes);
     zframe_destroy(&ready->batch.pixels);
     memset(ready, 0, sizeof *ready);
 }

@@ -72,6 +72,8 @@ typedef struct loader {
     bool stopped;
     int exit_code;
     uint64_t failed, sent_samples;
+    uint64_t sent_bytes;       /* BATCH data frames sent (pixels or files): the bench's bytes/sample */
+    bool wire_encoded;         /* --wire jpeg on a file dataset: eval batches carry the files */
 
     /* plans: reducerd acks each PLAN with a WELCOME. Plan P counts as
      * acked once the WELCOMEs received reach the sends before P plus one;

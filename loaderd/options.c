@@ -32,6 +32,10 @@ static const option_t s_rows[] = {
                 "3)"),
     OPTION_FLAG(T, no_dct_scaling, "no-dct-scaling",
                 "decode JPEGs at full size before resizing (exact PIL parity)"),
+    OPTION_STRING(T, wire, "wire", "uint8|jpeg", NULL,
+                  "what a batch carries: uint8 decoded pixels (default), or jpeg: each "
+                  "sample's original file (any format) and the transform, decoded by gpud "
+                  "(fewer bytes across hosts; eval only; idx: falls back to uint8)"),
     OPTION_LONG(T, limit, "limit", "N", -1, 0, (long)1 << 40,
                 "use only the first N samples of the dataset(s)"),
     OPTION_FLAG(T, predictions, "predictions",
@@ -131,6 +135,27 @@ static int read_shard(loader_options_t *self)
     return 0;
 }
 
+/* --wire: uint8 (decoded pixels) or jpeg (the files, decoded by gpud). */
+static int read_wire(loader_options_t *self)
+{
+    self->wire_encoded = 0;
+    if (!self->wire || strcmp(self->wire, "uint8") == 0)
+        return 0;
+    if (strcmp(self->wire, "jpeg") != 0) {
+        fprintf(stderr, "loaderd: --wire: '%s' is not one of uint8, jpeg\n", self->wire);
+        return -1;
+    }
+    /* a train step's divisor counts the samples that decoded here */
+    if (self->train) {
+        fprintf(stderr, "loaderd: --wire jpeg is for evaluation only: training decodes at "
+                        "loaderd (the step's gradient divisor counts the samples that "
+                        "loaded); use --wire uint8\n");
+        return -1;
+    }
+    self->wire_encoded = 1;
+    return 0;
+}
+
 /* The values the table cannot check alone. */
 static int read_values(loader_options_t *self)
 {
@@ -139,6 +164,8 @@ static int read_values(loader_options_t *self)
     if (self->shard && read_shard(self) < 0)
         return -1;
     self->crop_h = self->crop_w = 0;
+    if (read_wire(self) < 0)
+        return -1;
     self->augment_mode = LOADER_AUGMENT_DEFAULT;
     if (self->crop && read_crop(self) < 0)
         return -1;

@@ -33,6 +33,7 @@ typedef struct {
     long channels;             /* 0: the dataset's (1 for idx:, else 3) */
     int no_dct_scaling;
     long limit;                /* -1: every sample */
+    const char *wire;          /* uint8|jpeg (BATCH 'wire'); NULL: uint8 */
     int predictions;
     const char *classes;       /* class map (common/classmap.h): FILE or "numeric"; NULL none */
     long outputs;              /* with classes: the model's output count */
@@ -55,6 +56,7 @@ typedef struct {
     /* read from the text options by loader_options_parse (not in the table) */
     int crop_h, crop_w;        /* 0: no crop */
     uint32_t shard_index, shard_count; /* --shard I/N (0/1 without it) */
+    int wire_encoded;          /* --wire jpeg: ship the files, gpud decodes */
     loader_augment_t augment_mode;
 } loader_options_t;
 

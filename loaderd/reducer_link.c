@@ -55,7 +55,8 @@ int reducer_link_send_plan(loader_t *self)
     if (self->trusted)
         plan->auth = self->auth;
     /* borrow the dataset's strings: the encoder only reads them */
-    bool paths = self->options.predictions && !train;
+    /* --wire jpeg: reducerd names a sample gpud could not decode by its path */
+    bool paths = (self->options.predictions || self->wire_encoded) && !train;
     plan->class_names = calloc(plan->num_classes ? plan->num_classes : 1, sizeof(char *));
     if (paths)
         plan->paths = calloc(plan->n ? plan->n : 1, sizeof(char *));

@@ -218,6 +218,7 @@ static void send_shard(loader_t *self, const char *name, zframe_t *identity, ste
     uint32_t n = b->n;
     reducer_link_send_issued(self, b, name);
     zframe_t *id = zframe_dup(identity);
+    self->sent_bytes += b->pixels ? zframe_size(b->pixels) : 0;
     if (proto_send_batch(zsock_resolve(self->router), id, b) < 0)
         log_error("sending step %llu to rank %d (%s) failed: %s; train shards are not re-sent",
                   (unsigned long long)b->step, r, name, zmq_strerror(zmq_errno()));

@@ -165,12 +165,24 @@ static int d_batch(const mp_reader_t *r, ddp_batch_t *m)
             return -1;
         *dims[i] = (uint16_t)v;
     }
-    bool bad = false;
-    return mp_dup_bin(r, "ids", (size_t)m->n * 8, "n*8", (void **)&m->ids) ||
-           mp_dup_bin(r, "labels", (size_t)m->n * 4, "n*4", (void **)&m->labels) ||
-           (mp_find(r, "pos", &bad) && m->n &&
-            mp_dup_bin(r, "pos", (size_t)m->n * 4, "n*4", (void **)&m->pos)) || bad
-               ? -1 : 0;
+    if (mp_dup_bin(r, "ids", (size_t)m->n * 8, "n*8", (void **)&m->ids) ||
+        mp_dup_bin(r, "labels", (size_t)m->n * 4, "n*4", (void **)&m->labels) ||
+        opt_u8(r, "wire", &m->wire))
+        return -1;
+    bool bad = false;   /* pos: a train part of a sharded dataset */
+    if ((mp_find(r, "pos", &bad) && m->n &&
+         mp_dup_bin(r, "pos", (size_t)m->n * 4, "n*4", (void **)&m->pos)) || bad)
+        return -1;
+    if (m->wire == DDP_WIRE_UINT8)
+        return 0;
+    /* encoded samples: their sizes and the transform (validate.c checks them) */
+    uint64_t resize;
+    if (mp_get_uint(r, "resize", 0, UINT16_MAX, &resize) ||
+        mp_get_u8(r, "crop", 0, UINT8_MAX, &m->crop) ||
+        mp_get_u8(r, "dct", 0, UINT8_MAX, &m->dct))
+        return -1;
+    m->resize = (uint16_t)resize;
+    return mp_dup_bin(r, "sizes", (size_t)m->n * 4, "n*4", (void **)&m->sizes);
 }
 
 static int d_end(const mp_reader_t *r, ddp_end_t *m)
@@ -191,6 +203,22 @@ static int d_result_probs(const mp_reader_t *r, ddp_result_t *m)
     return mp_dup_bin(r, "probs", (size_t)m->n * m->nprob * 2, "n*nprob*2", (void **)&m->probs);
 }
 
+/* optional 'failed' (n flags) with its 'why' (--wire jpeg: decode failures at gpud) */
+static int d_result_failed(const mp_reader_t *r, ddp_result_t *m)
+{
+    bool bad = false;
+    if (!mp_find(r, "failed", &bad))
+        return bad ? -1 : 0;
+    if (mp_dup_bin(r, "failed", m->n, "n", (void **)&m->failed))
+        return -1;
+    size_t want = 0, got = 0;
+    for (uint32_t i = 0; i < m->n; i++)
+        want += m->failed[i] != 0;
+    int rc = mp_get_strv(r, "why", want, DDP_MAX_BATCH, DDP_MAX_WHY, false, &m->why, &got);
+    m->nwhy = (uint32_t)got;
+    return rc;
+}
+
 static int d_result(const mp_reader_t *r, ddp_result_t *m)
 {
     if (mp_get_i32(r, "rank", INT32_MIN, INT32_MAX, &m->rank) ||
@@ -207,7 +235,8 @@ static int d_result(const mp_reader_t *r, ddp_result_t *m)
     return mp_dup_bin(r, "ids", n * 8, "n*8", (void **)&m->ids) ||
            mp_dup_bin(r, "labels", n * 4, "n*4", (void **)&m->labels) ||
            mp_dup_bin(r, "topk", n * m->k * 4, "n*k*4", (void **)&m->topk) ||
-           mp_dup_bin(r, "loss", n * 4, "n*4", (void **)&m->loss) || d_result_probs(r, m)
+           mp_dup_bin(r, "loss", n * 4, "n*4", (void **)&m->loss) || d_result_probs(r, m) ||
+           d_result_failed(r, m)
                ? -1 : 0;
 }
 

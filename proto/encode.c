@@ -98,10 +98,22 @@ static int pack_heartbeat(msgpack_packer *pk, const ddp_heartbeat_t *m)
            mp_put_uint(pk, "rejected", m->rejected);
 }
 
+/* wire 1 (--wire jpeg): the file sizes and the transform gpud applies */
+static int put_wire(msgpack_packer *pk, const ddp_batch_t *m)
+{
+    if (m->wire == DDP_WIRE_UINT8)
+        return 0;
+    return mp_put_uint(pk, "wire", m->wire) ||
+           mp_put_bin(pk, "sizes", m->sizes, (size_t)m->n * 4) ||
+           mp_put_uint(pk, "resize", m->resize) || mp_put_uint(pk, "crop", m->crop) ||
+           mp_put_uint(pk, "dct", m->dct);
+}
+
 static int pack_batch(msgpack_packer *pk, const ddp_batch_t *m)
 {
     bool pos = m->pos && m->n;
-    return put_head(pk, DDP_BATCH, 11 + (m->gen ? 1 : 0) + (pos ? 1 : 0)) || put_gen(pk, m->gen) ||
+    return put_head(pk, DDP_BATCH, 11 + (m->gen ? 1 : 0) + (m->wire ? 5 : 0) + (pos ? 1 : 0)) ||
+           put_gen(pk, m->gen) || put_wire(pk, m) ||
            (pos && mp_put_bin(pk, "pos", m->pos, (size_t)m->n * 4)) ||
            mp_put_uint(pk, "seq", m->seq) ||
            mp_put_uint(pk, "step", m->step) || mp_put_uint(pk, "global_count", m->global_count) ||
@@ -121,7 +133,10 @@ static int pack_end(msgpack_packer *pk, const ddp_end_t *m)
 static int pack_result(msgpack_packer *pk, const ddp_result_t *m)
 {
     return put_head(pk, DDP_RESULT,
-                    13 + (m->gen ? 1 : 0) + (m->nprob ? 2 : 0) + auth_keys(&m->auth)) ||
+                    13 + (m->gen ? 1 : 0) + (m->nprob ? 2 : 0) + (m->failed ? 2 : 0) +
+                        auth_keys(&m->auth)) ||
+           (m->failed && (mp_put_bin(pk, "failed", m->failed, m->n) ||
+                          mp_put_strv(pk, "why", m->why, m->nwhy))) ||
            (m->nprob && (mp_put_uint(pk, "nprob", m->nprob) ||
                          mp_put_bin(pk, "probs", m->probs, (size_t)m->n * m->nprob * 2))) ||
            put_auth(pk, &m->auth) || put_gen(pk, m->gen) ||

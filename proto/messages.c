@@ -49,6 +49,7 @@ void ddp_msg_clear(ddp_msg_t *msg)
         free(msg->u.batch.ids);
         free(msg->u.batch.labels);
         free(msg->u.batch.pos);
+        free(msg->u.batch.sizes);
         zframe_destroy(&msg->u.batch.pixels);
         break;
     case DDP_STATE: zframe_destroy(&msg->u.state.image); break;
@@ -61,6 +62,8 @@ void ddp_msg_clear(ddp_msg_t *msg)
         free(msg->u.result.labels);
         free(msg->u.result.topk);
         free(msg->u.result.probs);
+        free(msg->u.result.failed);
+        mp_strv_free(msg->u.result.why, msg->u.result.nwhy);
         free(msg->u.result.loss);
         break;
     default: break;

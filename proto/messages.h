@@ -32,6 +32,11 @@
 #define DDP_MAX_CLASSES 100000
 #define DDP_MAX_SAMPLES (1ull << 40)
 #define DDP_MAX_PIXELS (1ull << 31) /* bytes in one BATCH pixel frame */
+#define DDP_MAX_FILE (1ull << 28)   /* one encoded sample of a wire-1 BATCH (decode_read_file's 256 MiB) */
+#define DDP_MAX_WHY 1024            /* RESULT 'why' */
+
+/* BATCH 'wire': what frame 2 holds. */
+enum { DDP_WIRE_UINT8 = 0, DDP_WIRE_ENCODED = 1 };
 #define DDP_MAX_ACKS 1024
 #define DDP_MAX_EP 256           /* an endpoint string (ring) */
 #define DDP_TOKEN_LEN 16         /* a peer's session token (keyed BLAKE2b) */
@@ -167,6 +172,13 @@ typedef struct {
      * (n entries; NULL absent). global_count is then this loaderd's part:
      * gpud sums the parts of all loaderds. */
     uint32_t *pos;
+    /* optional --wire jpeg (PROTOCOL.md): frame 2 holds the samples' original
+     * files back to back; gpud decodes and transforms them to c x h x w */
+    uint8_t wire;              /* DDP_WIRE_UINT8 (absent) or DDP_WIRE_ENCODED */
+    uint32_t *sizes;           /* wire 1: n file sizes in bytes, summing to frame 2 */
+    uint16_t resize;           /* wire 1: shorter side before the crop (0: none) */
+    uint8_t crop;              /* wire 1: 1 = center crop to h x w, 0 = the image is h x w */
+    uint8_t dct;               /* wire 1: libjpeg-turbo DCT scaling allowed (loaderd --fast-decode) */
 } ddp_batch_t;
 
 typedef struct {
@@ -192,6 +204,10 @@ typedef struct {
     double lr;                 /* optional, train: learning rate of the step (0 absent) */
     uint64_t step;             /* optional, train: absolute optimizer step */
     uint32_t gen;              /* optional, train: membership generation (0 absent) */
+    uint8_t *failed;           /* optional (wire 1, eval): n flags, 1 = the sample did not
+                                  decode at gpud; its row's topk/loss mean nothing */
+    char **why;                /* with failed: one reason per failed row, in row order */
+    uint32_t nwhy;             /* the failed rows (flags set) */
     ddp_auth_t auth;           /* optional on the wire, required by reducerd */
 } ddp_result_t;
 

@@ -182,6 +182,36 @@ static int v_heartbeat(const ddp_heartbeat_t *m, char *err, size_t errlen, const
     return v_auth(&m->auth, err, errlen, what);
 }
 
+/* wire 1: frame 2 is the n files back to back, sizes[i] bytes each; the
+ * transform must be one gpud can apply (transform.h's rules). */
+static int v_batch_encoded(const ddp_batch_t *m, char *err, size_t errlen, const char *what)
+{
+    if (m->wire != DDP_WIRE_ENCODED)
+        return BAD("'wire' is %u, want 0 (uint8) or 1 (encoded)", m->wire);
+    if (m->phase != DDP_PHASE_EVAL)
+        return BAD("'wire' 1 (encoded samples) is for eval batches only");
+    if (m->crop > 1 || m->dct > 1)
+        return BAD("'crop' is %u and 'dct' %u, want 0 or 1 each", m->crop, m->dct);
+    if (m->c != 1 && m->c != 3)
+        return BAD("'c' is %u with encoded samples, want 1 or 3", m->c);
+    if (!m->sizes)
+        return BAD("'sizes' is NULL");
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < m->n; i++) {
+        if (m->sizes[i] < 1 || m->sizes[i] > DDP_MAX_FILE)
+            return BAD("'sizes[%" PRIu32 "]' is %" PRIu32 ", want 1..2^28 bytes", i, m->sizes[i]);
+        sum += m->sizes[i];
+    }
+    if (sum > DDP_MAX_PIXELS)
+        return BAD("'sizes' sum to %" PRIu64 " bytes, want at most 2^31", sum);
+    if (!m->pixels)
+        return BAD("missing data frame (want the sum of 'sizes' = %" PRIu64 " bytes)", sum);
+    if (zframe_size(m->pixels) != sum)
+        return BAD("data frame is %zu bytes, want the sum of 'sizes' = %" PRIu64,
+                   zframe_size(m->pixels), sum);
+    return 0;
+}
+
 static int v_batch(const ddp_batch_t *m, char *err, size_t errlen, const char *what)
 {
     if (check_phase(m->phase, err, errlen, what))
@@ -207,6 +237,8 @@ static int v_batch(const ddp_batch_t *m, char *err, size_t errlen, const char *w
         if (m->pos[i] <= m->pos[i - 1])
             return BAD("'pos' is not strictly increasing at %" PRIu32 " (%" PRIu32 " after %"
                        PRIu32 ")", i, m->pos[i], m->pos[i - 1]);
+    if (m->wire != DDP_WIRE_UINT8)
+        return v_batch_encoded(m, err, errlen, what);
     uint64_t want = (uint64_t)m->n * m->c * m->h * m->w;
     if (want > DDP_MAX_PIXELS)
         return BAD("n*c*h*w = %" PRIu64 " pixel bytes, want at most 2^31", want);
@@ -242,6 +274,19 @@ static int v_result(const ddp_result_t *m, char *err, size_t errlen, const char 
     for (uint64_t i = 0; i < (uint64_t)m->n * m->nprob; i++)
         if (m->probs[i] > 10000)
             return BAD("'probs[%" PRIu64 "]' is %u, want 0..10000 (p * 10^4)", i, m->probs[i]);
+    if (m->failed && m->phase != DDP_PHASE_EVAL)
+        return BAD("'failed' is for eval results only");
+    uint32_t nfailed = 0;
+    for (uint32_t i = 0; m->failed && i < m->n; i++) {
+        if (m->failed[i] > 1)
+            return BAD("'failed[%" PRIu32 "]' is %u, want 0 or 1", i, m->failed[i]);
+        nfailed += m->failed[i];
+    }
+    if (m->failed && (m->nwhy != nfailed || (nfailed && !m->why)))
+        return BAD("'why' has %" PRIu32 " reasons for %" PRIu32 " failed rows", m->nwhy, nfailed);
+    for (uint32_t i = 0; i < m->nwhy; i++)
+        if (!m->why[i] || strlen(m->why[i]) >= DDP_MAX_WHY)
+            return BAD("'why[%" PRIu32 "]' is missing or %d bytes or longer", i, DDP_MAX_WHY);
     /* loss may be NaN/inf (a diverged model is data, not a protocol error). */
     if (!isfinite(m->compute_s) || m->compute_s < 0)
         return BAD("'compute_s' is %g, want a finite value >= 0", m->compute_s);

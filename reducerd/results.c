@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The slot counting (epoch, phase), or NULL (logged, counted as rejected). */
 static slot_t *slot_for(reducer_t *self, const char *peer, uint32_t epoch, uint8_t phase,
@@ -78,9 +79,97 @@ static void note_step(reducer_t *self, const ddp_result_t *res)
     self->have_step = true;
 }
 
+/* The rows of RES that gpud could not decode (--wire jpeg): counted failed
+ * as loaderd's FAILED are, with the issued label. The ids are the issued
+ * ones (ISSUED_MATCH), so a gpud can fail only samples handed to it. */
+static void count_failed_rows(reducer_t *self, slot_t *slot, const ddp_result_t *res,
+                              const int32_t *labels)
+{
+    const ddp_plan_t *plan = slot_plan(slot);
+    for (uint32_t i = 0, j = 0; i < res->n; i++) {
+        if (!res->failed[i])
+            continue;
+        ddp_failed_t f = {.epoch = res->epoch, .phase = res->phase, .id = res->ids[i],
+                          .label = labels[i]};
+        if (plan->paths && res->ids[i] < plan->n)
+            snprintf(f.path, sizeof f.path, "%s", plan->paths[res->ids[i]]);
+        else
+            snprintf(f.path, sizeof f.path, "sample %llu", (unsigned long long)res->ids[i]);
+        snprintf(f.reason, sizeof f.reason, "%s (decoded at gpud rank %d)", res->why[j++],
+                 res->rank);
+        if (slot_add_failed(slot, &f, clock_mono_s()) == 0) {
+            self->last_activity_ms = clock_mono_ms();
+            publish_log(self, "warn", "failed %s: %s", f.path, f.reason);
+        }
+    }
+}
+
+/* RES without its failed rows, in VIEW (arrays malloc'd into KEEP, the
+ * caller frees them); the ids stay the issued ones, LABELS the issued labels. */
+typedef struct {
+    uint64_t *ids;
+    int32_t *labels, *topk;
+    float *loss;
+    uint16_t *probs;
+} kept_rows_t;
+
+static int keep_decoded_rows(const ddp_result_t *res, const int32_t *labels, ddp_result_t *view,
+                             kept_rows_t *keep)
+{
+    size_t n = res->n, k = res->k, np = res->nprob;
+    *keep = (kept_rows_t){malloc(n * 8), malloc(n * 4), malloc(n * k * 4), malloc(n * 4),
+                          np ? malloc(n * np * 2) : NULL};
+    if (!keep->ids || !keep->labels || !keep->topk || !keep->loss || (np && !keep->probs))
+        return -1;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < res->n; i++) {
+        if (res->failed[i])
+            continue;
+        keep->ids[m] = res->ids[i];
+        keep->labels[m] = labels[i];
+        memcpy(keep->topk + m * k, res->topk + i * k, k * 4);
+        keep->loss[m] = res->loss[i];
+        if (np)
+            memcpy(keep->probs + m * np, res->probs + i * np, np * 2);
+        m++;
+    }
+    *view = *res;
+    view->n = m;
+    view->ids = keep->ids, view->labels = keep->labels, view->topk = keep->topk;
+    view->loss = keep->loss, view->probs = keep->probs;
+    return 0;
+}
+
+static void kept_rows_free(kept_rows_t *keep)
+{
+    free(keep->ids), free(keep->labels), free(keep->topk), free(keep->loss), free(keep->probs);
+}
+
+static void count_result_rows(reducer_t *self, slot_t *slot, peer_t *p, const ddp_result_t *res,
+                              int32_t *labels);
+
 /* Counts a RESULT that answers its issued batch, with the issued labels. */
 static void count_result(reducer_t *self, slot_t *slot, peer_t *p, const ddp_result_t *res,
                          int32_t *labels)
+{
+    if (!res->failed) {
+        count_result_rows(self, slot, p, res, labels);
+        return;
+    }
+    count_failed_rows(self, slot, res, labels);
+    ddp_result_t view;
+    kept_rows_t keep;
+    if (keep_decoded_rows(res, labels, &view, &keep) < 0)
+        log_error("out of memory counting RESULT seq %llu: its decoded rows are lost",
+                  (unsigned long long)res->seq);
+    else if (view.n)
+        count_result_rows(self, slot, p, &view, view.labels);
+    kept_rows_free(&keep);
+}
+
+/* count_result for the rows that hold predictions. */
+static void count_result_rows(reducer_t *self, slot_t *slot, peer_t *p, const ddp_result_t *res,
+                              int32_t *labels)
 {
     ddp_result_t view = *res;
     view.labels = labels;   /* a worker cannot change the labels */

@@ -234,9 +234,15 @@ int sample_load_buffer(const uint8_t *buf, size_t len, const transform_t *t, uin
     decode_part_t part;
     if (transform_check(t, err, errlen) != 0)
         return -1;
-    image_t *img = decode_for(buf, len, t, out_h, out_w, NULL, &part, &src_w, &src_h, err, errlen);
+    /* this thread's pixel buffer, as sample_load (gpud decodes --wire jpeg batches here) */
+    workspace_t *ws = workspace();
+    image_t *img = decode_for(buf, len, t, out_h, out_w, ws ? &ws->img : NULL, &part, &src_w,
+                              &src_h, err, errlen);
     int rc = img ? transform_part(img, &part, src_w, src_h, t, out, out_h, out_w, err, errlen) : -1;
-    image_destroy(&img);
+    if (!ws || img != &ws->img.img)
+        image_destroy(&img);
+    if (ws)
+        ws_trim(ws);
     return rc;
 }
 

@@ -137,7 +137,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&gpud_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 57); /* 55 of gpud's own, --curve-dir and --insecure */
+    CHECK(options == 58); /* 56 of gpud's own, --curve-dir and --insecure */
     CHECK(strstr(text, "(default nan)") == NULL); /* an unset default shows none */
     free(text);
 }

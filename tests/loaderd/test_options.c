@@ -127,7 +127,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&loader_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 31); /* 29 of loaderd's own, --curve-dir and --insecure */
+    CHECK(options == 32); /* 30 of loaderd's own (--shard, --wire among them), --curve-dir and --insecure */
     /* a sentinel default is said in words, never as its number */
     CHECK(strstr(text, "decode threads (default: all cores)\n") != NULL);
     CHECK(strstr(text, "(default 0)\n  --prefetch") == NULL);

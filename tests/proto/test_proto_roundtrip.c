@@ -541,6 +541,108 @@ static void loader_shards(void)
     ddp_msg_clear(&m);
 }
 
+/* --wire jpeg: a BATCH of encoded files (sizes, transform) and a RESULT
+ * naming rows that failed to decode at gpud survive a round trip; sizes
+ * that do not sum to the data frame, a zero size, a train batch or a bad
+ * flag are refused. */
+static void wire_additions(void)
+{
+    ddp_msg_t m, out;
+    char err[256];
+    static const uint64_t ids[] = {4, 5};
+    static const int32_t labels[] = {1, 0};
+    static const uint32_t sizes[] = {3, 5};
+    memset(&m, 0, sizeof m);
+    m.type = DDP_BATCH;
+    m.u.batch = (ddp_batch_t){.seq = 11, .epoch = 0, .phase = DDP_PHASE_EVAL, .n = 2, .c = 3,
+                              .h = 224, .w = 224, .wire = DDP_WIRE_ENCODED, .resize = 256,
+                              .crop = 1, .dct = 0};
+    m.u.batch.ids = malloc(sizeof ids);
+    m.u.batch.labels = malloc(sizeof labels);
+    m.u.batch.sizes = malloc(sizeof sizes);
+    memcpy(m.u.batch.ids, ids, sizeof ids);
+    memcpy(m.u.batch.labels, labels, sizeof labels);
+    memcpy(m.u.batch.sizes, sizes, sizeof sizes);
+    m.u.batch.pixels = zframe_new("\xff\xd8\xff" "ABCDE", 8);
+    CHECK_MSG(proto_validate(&m, err, sizeof err) == 0, "encoded batch valid: %s", err);
+    zmsg_t *z = proto_encode(&m);
+    CHECK_MSG(z != NULL, "an encoded batch encodes");
+    if (z) {
+        CHECK_MSG(proto_decode(z, &out, err, sizeof err) == 0, "encoded batch decodes: %s", err);
+        CHECK(out.u.batch.wire == DDP_WIRE_ENCODED && out.u.batch.resize == 256 &&
+              out.u.batch.crop == 1 && out.u.batch.dct == 0 && out.u.batch.sizes &&
+              SAME_MEM(out.u.batch.sizes, sizes, sizeof sizes) &&
+              zframe_size(out.u.batch.pixels) == 8 &&
+              SAME_MEM(zframe_data(out.u.batch.pixels), "\xff\xd8\xff" "ABCDE", 8));
+        ddp_msg_clear(&out);
+        zmsg_destroy(&z);
+    }
+    m.u.batch.sizes[1] = 4;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 &&
+                  strstr(err, "data frame is 8 bytes, want the sum of 'sizes' = 7"),
+              "sizes short of the frame refused: %s", err);
+    m.u.batch.sizes[1] = 6;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0, "sizes past the frame refused");
+    m.u.batch.sizes[0] = 0;
+    m.u.batch.sizes[1] = 8;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'sizes[0]' is 0"),
+              "an empty file refused: %s", err);
+    m.u.batch.sizes[0] = 3;
+    m.u.batch.sizes[1] = 5;
+    m.u.batch.crop = 2;
+    CHECK(proto_validate(&m, err, sizeof err) != 0);
+    m.u.batch.crop = 1;
+    m.u.batch.wire = 2;
+    CHECK(proto_validate(&m, err, sizeof err) != 0);
+    m.u.batch.wire = DDP_WIRE_ENCODED;
+    m.u.batch.phase = DDP_PHASE_TRAIN;
+    m.u.batch.global_count = 2;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0, "an encoded train batch is refused");
+    m.u.batch.phase = DDP_PHASE_EVAL;
+    CHECK(proto_validate(&m, err, sizeof err) == 0);
+    ddp_msg_clear(&m);
+
+    /* a plain BATCH stays as it was: no wire keys on the wire */
+    sample_msg(DDP_BATCH, &m);
+    z = proto_encode(&m);
+    if (z) {
+        CHECK(proto_decode(z, &out, err, sizeof err) == 0 && out.u.batch.wire == 0 &&
+              out.u.batch.sizes == NULL);
+        ddp_msg_clear(&out);
+        zmsg_destroy(&z);
+    }
+    ddp_msg_clear(&m);
+
+    sample_msg(DDP_RESULT, &m);
+    m.u.result.phase = DDP_PHASE_EVAL;
+    m.u.result.failed = calloc(m.u.result.n, 1);
+    m.u.result.failed[m.u.result.n - 1] = 1;
+    m.u.result.why = calloc(1, sizeof *m.u.result.why);
+    m.u.result.why[0] = strdup("image file is truncated");
+    m.u.result.nwhy = 1;
+    z = proto_encode(&m);
+    CHECK_MSG(z != NULL, "a RESULT with failed rows encodes");
+    if (z) {
+        CHECK_MSG(proto_decode(z, &out, err, sizeof err) == 0, "decodes: %s", err);
+        CHECK(out.u.result.failed && out.u.result.failed[m.u.result.n - 1] == 1 &&
+              out.u.result.failed[0] == 0);
+        CHECK(out.u.result.nwhy == 1 && out.u.result.why);
+        if (out.u.result.why)
+            CHECK_STR(out.u.result.why[0], "image file is truncated");
+        ddp_msg_clear(&out);
+        zmsg_destroy(&z);
+    }
+    m.u.result.failed[0] = 2;
+    CHECK(proto_validate(&m, err, sizeof err) != 0);
+    m.u.result.failed[0] = 1; /* two failed rows, one reason */
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'why' has 1 reasons"),
+              "a reason per failed row: %s", err);
+    m.u.result.failed[0] = 0;
+    m.u.result.phase = DDP_PHASE_TRAIN;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0, "failed rows in training refused");
+    ddp_msg_clear(&m);
+}
+
 int main(void)
 {
     log_init("test_proto", -1, 0);
@@ -555,6 +657,7 @@ int main(void)
     train_additions();
     elastic_additions();
     loader_shards();
+    wire_additions();
     names();
     sockets();
     return check_exit("test_proto_roundtrip");

@@ -1,0 +1,53 @@
+#include "gpud/wire_decode.h"
+
+#include "common/errbuf.h"
+#include "common/image/transform.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The transform loaderd applied with --wire uint8, from the batch's fields. */
+static transform_t batch_transform(const ddp_batch_t *b)
+{
+    return (transform_t){.resize = b->resize, .crop_h = b->crop ? b->h : 0,
+                         .crop_w = b->crop ? b->w : 0, .channels = b->c,
+                         .dct_scaling = b->dct};
+}
+
+int wire_decode_batch(const ddp_batch_t *b, int threads, uint8_t *out, uint8_t *failed,
+                      char (*why)[DDP_MAX_WHY], char *err, size_t errlen)
+{
+    transform_t t = batch_transform(b);
+    if (transform_check(&t, err, errlen) != 0)
+        return -1;
+    size_t *at = malloc(((size_t)b->n + 1) * sizeof *at);
+    if (!at) {
+        err_set(err, errlen, "out of memory for %u file offsets", b->n);
+        return -1;
+    }
+    at[0] = 0; /* sizes sum to the frame (validated on receipt) */
+    for (uint32_t i = 0; i < b->n; i++)
+        at[i + 1] = at[i] + b->sizes[i];
+    if (threads <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores > 0 ? (int)cores : 1;
+    }
+    const uint8_t *files = zframe_data(b->pixels);
+    size_t sb = (size_t)b->c * b->h * b->w;
+    int nfailed = 0;
+    /* dynamic: file sizes, hence decode times, vary */
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(+ : nfailed)
+    for (int i = 0; i < (int)b->n; i++) {
+        uint8_t *dst = out + (size_t)i * sb;
+        failed[i] = sample_load_buffer(files + at[i], b->sizes[i], &t, dst, b->h, b->w, why[i],
+                                       DDP_MAX_WHY) != 0;
+        if (failed[i]) {
+            memset(dst, 0, sb);
+            nfailed++;
+        }
+    }
+    free(at);
+    return nfailed;
+}
