@@ -6,6 +6,8 @@
 #include "cli/children.h"
 #include "cli/eval_options.h"
 #include "cli/job.h"
+#include "cli/launcher.h"
+#include "cli/slurm.h"
 #include "common/clock.h"
 #include "common/json.h"
 
@@ -90,24 +92,32 @@ static int start_loaderd(job_t *j, const eval_options_t *o, long shard)
     return children_spawn(j, name, "loaderd", &loader_options_table, &l);
 }
 
+/* gpud's options of this job (rank's, for the local launcher). */
+static int fill_gpud(job_t *j, const eval_options_t *o, long rank, gpud_options_t *g)
+{
+    if (children_gpud(j, g, o->device, o->threads, rank, o->window, o->verbose) < 0)
+        return -1;
+    g->model = o->model;
+    g->weights = o->weights;
+    g->in_channels = dd_in_channels(o->model, o->in_channels);
+    g->channels = o->channels;
+    g->num_classes = o->num_classes;
+    g->mean = o->mean;
+    g->std = o->std;
+    g->normalize = o->normalize;
+    g->probs = eval_probs_mode(o) != NULL;
+    /* --wire jpeg: files decode on the compute threads, before each forward */
+    g->decode_threads = o->decode_threads ? o->decode_threads : o->threads;
+    return 0;
+}
+
 /* gpud rank r: the model on this rank's batches. */
 static int start_gpud(job_t *j, const eval_options_t *o, long rank, const char *loaders)
 {
     gpud_options_t g;
-    if (children_gpud(j, &g, o->device, o->threads, rank, o->window, o->verbose) < 0)
+    if (fill_gpud(j, o, rank, &g) < 0)
         return -1;
     g.loader = loaders;
-    g.model = o->model;
-    g.weights = o->weights;
-    g.in_channels = dd_in_channels(o->model, o->in_channels);
-    g.channels = o->channels;
-    g.num_classes = o->num_classes;
-    g.mean = o->mean;
-    g.std = o->std;
-    g.normalize = o->normalize;
-    g.probs = eval_probs_mode(o) != NULL;
-    /* --wire jpeg: files decode on the compute threads, before each forward */
-    g.decode_threads = o->decode_threads ? o->decode_threads : o->threads;
     long fault_rank, fault_batches;
     if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_batches) == 2 &&
         fault_rank == rank)
@@ -117,7 +127,7 @@ static int start_gpud(job_t *j, const eval_options_t *o, long rank, const char *
     return children_spawn(j, name, "gpud", &gpud_options_table, &g);
 }
 
-static int start_daemons(job_t *j, const eval_options_t *o)
+static int start_daemons(job_t *j, const eval_options_t *o, const slurm_t *slurm)
 {
     if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0)
         return -1;
@@ -135,6 +145,9 @@ static int start_daemons(job_t *j, const eval_options_t *o)
         }
         off += (size_t)w;
     }
+    gpud_options_t g;
+    if (slurm)   /* one srun step: a task per worker on the allocated nodes */
+        return fill_gpud(j, o, -1, &g) < 0 ? -1 : slurm_spawn_gpuds(j, slurm, o->workers, &g);
     for (long rank = 0; rank < o->workers; rank++)
         if (start_gpud(j, o, rank, loaders) < 0)
             return -1;
@@ -181,11 +194,29 @@ int cmd_eval(int argc, char **argv)
     const char *keep[] = {o.weights};
     job_cfg_t cfg = {.cmd = "eval", .out = o.out, .timeout_s = o.max_time_s, .quiet = o.quiet,
                      .overwrite = o.overwrite, .keep = keep, .nkeep = 1, .tap = o.tap};
+    slurm_t slurm;
+    bool on_slurm = dd_launcher_is_slurm(o.launcher);
+    if (on_slurm && o.loaders > 1) {
+        /* the extra loaderds bind private ipc sockets the srun tasks cannot reach */
+        fprintf(stderr, "ddpipe eval: --loaders %ld with --launcher slurm is not supported yet: "
+                "use --loaders 1, or start the loaderds by hand (docs/SCALE.md \"Several "
+                "loaderds\")\n", o.loaders);
+        return 2;
+    }
+    if (on_slurm) {
+        if (slurm_prepare(&slurm, "eval", o.host, o.port) < 0)
+            return 1;
+        cfg.reducer_ep = slurm.reducer;
+        cfg.loader_ep = slurm.loader;
+        cfg.slurm = &slurm;
+        cfg.workers = o.workers;
+        cfg.start_timeout_s = o.start_timeout_s;
+    }
     job_t *j = job_new(&cfg);
     if (!j)
         return 1;
     double t0 = clock_mono_s();
-    rc = start_daemons(j, &o) < 0 ? 1 : job_supervise(j);
+    rc = start_daemons(j, &o, on_slurm ? &slurm : NULL) < 0 ? 1 : job_supervise(j);
     if (rc == 0 && !job_wait(j, NULL, 15000))
         fprintf(stderr, "ddpipe: some daemons did not exit after the job; stopping them\n");
     job_destroy(&j);

@@ -26,6 +26,9 @@ typedef struct {
     long workers, threads, loader_threads, window, timeout_s, max_time_s, worker_timeout_s;
     const char *device, *metrics_http, *tap, *tensorboard;
     int quiet, verbose;
+    /* where the gpuds run (JOB_LAUNCH_OPTIONS) */
+    const char *launcher, *host;
+    long port, start_timeout_s;
     const char *fault;                      /* test hook: RANK:N */
     long loaders;                           /* loaderd shards (docs/SCALE.md "Several loaderds") */
 } eval_options_t;

@@ -25,6 +25,8 @@ typedef struct {
     option_ints_t channels;     /* gpud's rows (GPUD_INPUT_OPTIONS, GPUD_TRAINING_OPTIONS) */
     option_doubles_t mean, std, betas;
     const char *normalize, *crop, *fault, *metrics_http, *tap, *tensorboard;
+    const char *launcher, *host;  /* where the gpuds run (JOB_LAUNCH_OPTIONS) */
+    long port, start_timeout_s;
     const char *cache;          /* --cache memory|DIR (loaderd) */
     const char *classes;        /* --classes FILE|numeric (common/classmap.h) */
     long outputs;               /* derived with --classes: the model's outputs */
