@@ -8,6 +8,8 @@
 #include "cli/child_defaults.h"
 #include "cli/children.h"
 #include "cli/job.h"
+#include "cli/launcher.h"
+#include "cli/slurm.h"
 #include "cli/train_options.h"
 #include "common/clock.h"
 #include "proto/event.h"
@@ -80,13 +82,34 @@ static int start_reporterd(job_t *j, const train_options_t *o)
     return children_spawn(j, "reporterd", "reporterd", &reporter_options_table, &r);
 }
 
-/* loaderd: the global steps sharded over the ranks, then validation. */
-static int start_loaderd(job_t *j, const train_options_t *o)
+/* The ROUTER of loaderd I: the job's loader socket, or with --loaders N
+ * its own (loader1, loader2, ...). */
+static int loader_endpoint(job_t *j, long i, char *buf, size_t len)
+{
+    if (i == 0) {
+        snprintf(buf, len, "%s", job_endpoints(j)->loader);
+        return 0;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "loader%ld", i);
+    return job_ipc(j, name, buf, len);
+}
+
+/* loaderd (shard I of --loaders): the global steps sharded over the ranks,
+ * then validation. */
+static int start_loaderd(job_t *j, const train_options_t *o, long shard)
 {
     loader_options_t l;
-    if (children_loader(j, &l, o->data, o->loader_threads, o->worker_timeout_s,
+    long threads = o->loader_threads / o->loaders; /* this host's cores, shared out */
+    if (children_loader(j, &l, o->data, threads > 0 ? threads : 1, o->worker_timeout_s,
                         dd_prefetch(o->workers, o->window), o->verbose) < 0)
         return -1;
+    char bind[600], spec[32], name[32];
+    if (loader_endpoint(j, shard, bind, sizeof bind) < 0)
+        return -1;
+    l.bind = bind;
+    snprintf(spec, sizeof spec, "%ld/%ld", shard, o->loaders);
+    l.shard = o->loaders > 1 ? spec : NULL;
     l.train = 1;
     l.classes = o->classes;
     l.outputs = o->classes ? o->outputs : 0;
@@ -108,7 +131,11 @@ static int start_loaderd(job_t *j, const train_options_t *o)
         l.start_epoch = o->resume.epoch;
         l.start_step = o->resume.start_step;
     }
-    return children_spawn(j, "loaderd", "loaderd", &loader_options_table, &l);
+    if (o->loaders > 1)
+        snprintf(name, sizeof name, "loaderd.%ld", shard);
+    else
+        snprintf(name, sizeof name, "loaderd");
+    return children_spawn(j, name, "loaderd", &loader_options_table, &l);
 }
 
 /* A single --freeze/--freeze-bn PREFIX as gpud's repeatable option. */
@@ -167,32 +194,54 @@ static void fill_optimizer(gpud_options_t *g, const train_options_t *o)
     g->label_smoothing = o->label_smoothing;
 }
 
-/* gpud rank `rank`: one data-parallel rank with its own ring endpoint. */
-static int start_gpud(job_t *j, const train_options_t *o, long rank)
+/* The settings every rank of the job shares; checkpoint and weights are
+ * buffers of 1100 that must outlive g. */
+static int fill_rank(job_t *j, const train_options_t *o, long rank, gpud_options_t *g,
+                     char *checkpoint, char *weights)
+{
+    if (children_gpud(j, g, o->device, o->threads, rank, o->window, o->verbose) < 0)
+        return -1;
+    g->train = 1;
+    g->seed = o->seed;
+    g->global_batch = o->global_batch;
+    fill_model(g, o);
+    fill_optimizer(g, o);
+    path_in_out(o, "checkpoint.safetensors", checkpoint, 1100);
+    path_in_out(o, "model.safetensors", weights, 1100);
+    g->checkpoint = checkpoint;
+    g->checkpoint_every = o->checkpoint_every;
+    g->save_weights = weights;
+    if (o->resuming)
+        g->resume = o->resume.file;
+    g->ring_timeout_s = o->ring_timeout_s;
+    /* reducerd answers a step after a lost rank once heartbeats declare it dead */
+    g->commit_timeout_s = o->ring_timeout_s + o->worker_timeout_s;
+    return 0;
+}
+
+/* --launcher slurm: the W ranks as one srun step (each task's rank, name
+ * and ring on its node come from the task: cli/slurm.h). */
+static int start_slurm_ranks(job_t *j, const train_options_t *o, const slurm_t *slurm)
 {
     gpud_options_t g;
-    if (children_gpud(j, &g, o->device, o->threads, rank, o->window, o->verbose) < 0)
+    char checkpoint[1100], weights[1100];
+    if (fill_rank(j, o, -1, &g, checkpoint, weights) < 0)
         return -1;
-    g.train = 1;
-    g.seed = o->seed;
-    g.global_batch = o->global_batch;
-    fill_model(&g, o);
-    fill_optimizer(&g, o);
+    return slurm_spawn_gpuds(j, slurm, o->workers, &g);
+}
+
+/* gpud rank `rank`: one data-parallel rank with its own ring endpoint. */
+static int start_gpud(job_t *j, const train_options_t *o, long rank, const char *loaders)
+{
+    gpud_options_t g;
     char checkpoint[1100], weights[1100], ring[700], name[32];
-    path_in_out(o, "checkpoint.safetensors", checkpoint, sizeof checkpoint);
-    path_in_out(o, "model.safetensors", weights, sizeof weights);
-    g.checkpoint = checkpoint;
-    g.checkpoint_every = o->checkpoint_every;
-    g.save_weights = weights;
-    if (o->resuming)
-        g.resume = o->resume.file;
+    if (fill_rank(j, o, rank, &g, checkpoint, weights) < 0)
+        return -1;
+    g.loader = loaders;
     snprintf(name, sizeof name, "ring-%ld", rank);
     if (job_ipc(j, name, ring, sizeof ring) < 0)
         return -1;
     g.ring_bind = ring;
-    g.ring_timeout_s = o->ring_timeout_s;
-    /* reducerd answers a step after a lost rank once heartbeats declare it dead */
-    g.commit_timeout_s = o->ring_timeout_s + o->worker_timeout_s;
     long fault_step;
     if (o->fault && train_fault_step(o->fault, rank, o->workers, &fault_step) == 0)
         g.fault_at_step = fault_step;
@@ -201,12 +250,28 @@ static int start_gpud(job_t *j, const train_options_t *o, long rank)
     return children_spawn(j, name, "gpud", &gpud_options_table, &g);
 }
 
-static int start_daemons(job_t *j, const train_options_t *o)
+static int start_daemons(job_t *j, const train_options_t *o, const slurm_t *slurm)
 {
-    if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0 || start_loaderd(j, o) < 0)
+    if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0)
         return -1;
+    /* every gpud connects to every loaderd: "EP0,EP1,..." */
+    char loaders[256 * 128] = "";
+    size_t off = 0;
+    for (long i = 0; i < o->loaders; i++) {
+        char ep[600];
+        if (start_loaderd(j, o, i) < 0 || loader_endpoint(j, i, ep, sizeof ep) < 0)
+            return -1;
+        int w = snprintf(loaders + off, sizeof loaders - off, "%s%s", i ? "," : "", ep);
+        if (w < 0 || (size_t)w >= sizeof loaders - off) {
+            fprintf(stderr, "ddpipe train: the loaderd endpoints do not fit gpud's --loader\n");
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    if (slurm)
+        return start_slurm_ranks(j, o, slurm);
     for (long r = 0; r < o->workers; r++)
-        if (start_gpud(j, o, r) < 0)
+        if (start_gpud(j, o, r, loaders) < 0)
             return -1;
     return 0;
 }
@@ -370,10 +435,28 @@ int cmd_train(int argc, char **argv)
                      .rejoin_timeout_s = o.rejoin_timeout_s, .on_event = on_event,
                      .arg = &v, .overwrite = o.overwrite, .resume = resumes_in_place(&o),
                      .keep = keep, .nkeep = 2, .tap = o.tap};
+    slurm_t slurm;
+    bool on_slurm = dd_launcher_is_slurm(o.launcher);
+    if (on_slurm && o.loaders > 1) {
+        /* the extra loaderds bind private ipc sockets the srun tasks cannot reach */
+        fprintf(stderr, "ddpipe train: --loaders %ld with --launcher slurm is not supported yet: "
+                "use --loaders 1, or start the loaderds by hand (docs/SCALE.md \"Several "
+                "loaderds\")\n", o.loaders);
+        return 2;
+    }
+    if (on_slurm) {
+        if (slurm_prepare(&slurm, "train", o.host, o.port) < 0)
+            return 1;
+        cfg.reducer_ep = slurm.reducer;
+        cfg.loader_ep = slurm.loader;
+        cfg.slurm = &slurm;
+        cfg.workers = o.workers;
+        cfg.start_timeout_s = o.start_timeout_s;
+    }
     job_t *j = job_new(&cfg);
     if (!j)
         return 1;
-    int rc = start_daemons(j, &o) < 0 ? 1 : job_supervise(j);
+    int rc = start_daemons(j, &o, on_slurm ? &slurm : NULL) < 0 ? 1 : job_supervise(j);
     shut_down(j, rc);
     if (rc == 0)
         rc = print_final(&v);

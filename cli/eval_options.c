@@ -4,6 +4,7 @@
 #include "cli/child_defaults.h"
 #include "cli/classes.h"
 #include "cli/job_options.h"
+#include "cli/launcher.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -46,6 +47,10 @@ static const option_t s_rows[] = {
     JOB_MODEL_OPTIONS(T),
     OPTION_SECTION("run:"),
     JOB_RUN_OPTIONS(T),
+    OPTION_LONG(T, loaders, "loaders", "N", 1, 1, EVAL_MAX_LOADERS,
+                "loaderd processes, each decoding a shard of the dataset (ids % N; loaderd "
+                "--shard i/N); every gpud takes batches from all of them"),
+    JOB_LAUNCH_OPTIONS(T),
     OPTION_SECTION("test hooks:"),
     OPTION_STRING(T, fault, "fault", "RANK:N", NULL, "gpud RANK exits after N batches"),
     OPTION_END};
@@ -98,8 +103,12 @@ int eval_options_parse(eval_options_t *o, int argc, char **argv)
         fprintf(stderr, "ddpipe eval: unexpected argument '%s'\n", argv[next]);
         return -1;
     }
-    if (check(o) < 0)
+    if (check(o) < 0 || dd_launcher_check("ddpipe eval", o->launcher, &o->workers) < 0)
         return -1;
+    if (o->fault && dd_launcher_is_slurm(o->launcher)) {
+        fprintf(stderr, "ddpipe eval: --fault is a test hook of the local launcher\n");
+        return -1;
+    }
     dd_default_threads(o->workers, &o->threads, &o->loader_threads);
     return 0;
 }

@@ -3,6 +3,7 @@
 #include "cli/ipcdir.h"
 #include "cli/launch.h"
 #include "cli/outdir.h"
+#include "cli/slurm.h"
 #include "common/clock.h"
 #include "common/zsecurity.h"
 
@@ -26,6 +27,9 @@ struct job {
     double last_print;          /* of a progress line on a pipe */
     char fail_reason[1024];     /* from reducerd's "end" event */
     long ranks_lost;            /* training: ranks the membership events removed */
+    unsigned char *joined;      /* slurm: joined[r] once rank r joined */
+    long njoined;
+    long live_workers;          /* of the last progress event: a check on missed joins */
 };
 
 static volatile sig_atomic_t s_stop = 0;
@@ -63,6 +67,10 @@ static int pick_endpoints(job_t *j)
     ipcdir_endpoint(j->ipc, "reducer", e->reducer, sizeof e->reducer);
     ipcdir_endpoint(j->ipc, "events", e->pub, sizeof e->pub);
     ipcdir_endpoint(j->ipc, "loader", e->loader, sizeof e->loader);
+    if (j->cfg.reducer_ep)   /* gpuds on other nodes reach these two */
+        snprintf(e->reducer, sizeof e->reducer, "%s", j->cfg.reducer_ep);
+    if (j->cfg.loader_ep)
+        snprintf(e->loader, sizeof e->loader, "%s", j->cfg.loader_ep);
     if (j->cfg.tap)
         snprintf(e->tap, sizeof e->tap, "%s", j->cfg.tap);
     else
@@ -98,6 +106,12 @@ job_t *job_new(const job_cfg_t *cfg)
         free(j);
         return NULL;
     }
+    if (cfg->slurm && !(j->joined = calloc((size_t)cfg->workers + 1, 1))) {
+        fprintf(stderr, "ddpipe %s: out of memory\n", cfg->cmd);
+        ipcdir_destroy(&j->ipc);
+        free(j);
+        return NULL;
+    }
     install_signals();
     launch_init(&j->L);
     j->tty = isatty(STDERR_FILENO);
@@ -105,6 +119,7 @@ job_t *job_new(const job_cfg_t *cfg)
     if (!j->tap) {
         fprintf(stderr, "ddpipe %s: cannot create the tap socket\n", cfg->cmd);
         ipcdir_destroy(&j->ipc);
+        free(j->joined);
         free(j);
         return NULL;
     }
@@ -117,6 +132,7 @@ job_t *job_new(const job_cfg_t *cfg)
                 zmq_strerror(zmq_errno()));
         zsock_destroy(&j->tap);
         ipcdir_destroy(&j->ipc);
+        free(j->joined);
         free(j);
         return NULL;
     }
@@ -131,6 +147,7 @@ void job_destroy(job_t **pj)
     launch_stop_all(&j->L, 3000);
     zsock_destroy(&j->tap);
     ipcdir_destroy(&j->ipc);
+    free(j->joined);
     free(j);
     *pj = NULL;
 }
@@ -224,8 +241,15 @@ static void on_tap_event(job_t *j)
     ddp_event_t ev;
     char err[256];
     if (event_decode(m, &ev, err, sizeof err) == 0) {
-        if (ev.topic == EV_PROGRESS)
+        if (ev.topic == EV_WORKER && j->joined && strcmp(ev.u.worker.state, "joined") == 0 &&
+            ev.u.worker.rank >= 0 && ev.u.worker.rank < j->cfg.workers && !j->joined[ev.u.worker.rank]) {
+            j->joined[ev.u.worker.rank] = 1;
+            j->njoined++;
+        }
+        if (ev.topic == EV_PROGRESS) {
+            j->live_workers = ev.u.progress.workers;
             print_progress(j, &ev.u.progress);
+        }
         else if (ev.topic == EV_WORKER && strcmp(ev.u.worker.state, "dead") == 0)
             fprintf(stderr, "%sddpipe: worker rank %d (%s) is dead%s\n", j->tty ? "\n" : "",
                     ev.u.worker.rank, ev.u.worker.name,
@@ -291,6 +315,26 @@ static void on_gpud_failure(job_t *j, watch_t *w, child_t *c, const char *how)
         launch_tail_log(c, 5);   /* it said why before exiting */
 }
 
+/* --launcher slurm: the srun step of every gpud ended. After the job
+ * (every gpud told to stop) it exits 0; otherwise no worker is left. */
+static int on_step_exit(job_t *j, watch_t *w, child_t *c, bool ok, const char *how)
+{
+    if (ok) {
+        w->gpud_finished = true;
+        return -1;
+    }
+    if (j->fail_reason[0])   /* reducerd ended the job and stopped the ranks: its reason counts */
+        return -1;
+    fprintf(stderr, "%sddpipe: the srun step of the gpuds ended (%s); Slurm says:\n",
+            j->tty ? "\n" : "", how);
+    slurm_print_errors(c->log);
+    fprintf(stderr, "ddpipe: the tasks' last lines (TASK: line):\n");
+    launch_tail_log(c, 6);
+    fprintf(stderr, "ddpipe: every gpud task is gone (srun --kill-on-bad-exit); the tasks' "
+            "output: %s\n", c->log);
+    return 1;
+}
+
 /* -1: go on; else the job's result. */
 static int on_child_exit(job_t *j, watch_t *w, child_t *c)
 {
@@ -299,6 +343,8 @@ static int on_child_exit(job_t *j, watch_t *w, child_t *c)
     bool ok = WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
     if (strcmp(c->name, "reporterd") == 0)
         return on_reporterd_exit(j, c, ok, how);
+    if (strcmp(c->name, SLURM_STEP_CHILD) == 0)
+        return on_step_exit(j, w, c, ok, how);
     if (strncmp(c->name, "gpud", 4) == 0) {
         if (ok)
             w->gpud_finished = true;
@@ -343,6 +389,39 @@ static int check_orphaned(job_t *j, const watch_t *w)
     return -1;
 }
 
+/* --launcher slurm: the ranks that have not joined yet, each with the node
+ * its srun task was started on (or that none was). */
+static void print_missing(job_t *j, const char *what)
+{
+    child_t *step = launch_find(&j->L, SLURM_STEP_CHILD);
+    for (long r = 0; r < j->cfg.workers; r++) {
+        if (j->joined[r])
+            continue;
+        char where[1200];
+        slurm_where(j->cfg.slurm, step ? step->log : "", r, where, sizeof where);
+        fprintf(stderr, "ddpipe: gpud rank %ld %s; its srun task: %s\n", r, what, where);
+    }
+    if (step)
+        fprintf(stderr, "ddpipe: the tasks' output: %s\n", step->log);
+}
+
+/* -1 while every gpud joined or may still join within --start-timeout. */
+static int check_started(job_t *j, double t0)
+{
+    /* a "joined" event published before the tap's subscription took hold
+     * is lost (PUB/SUB): the live count of the progress events says so too */
+    if (!j->joined || j->njoined >= j->cfg.workers || j->live_workers >= j->cfg.workers ||
+        j->cfg.start_timeout_s <= 0 || clock_mono_s() - t0 <= j->cfg.start_timeout_s)
+        return -1;
+    char what[160];
+    snprintf(what, sizeof what, "did not join reducerd within %lds (--start-timeout)",
+             j->cfg.start_timeout_s);
+    fprintf(stderr, "%sddpipe: %ld of %ld gpuds joined the job:\n", j->tty ? "\n" : "",
+            j->njoined, j->cfg.workers);
+    print_missing(j, what);
+    return 1;
+}
+
 int job_supervise(job_t *j)
 {
     double t0 = clock_mono_s();
@@ -366,7 +445,11 @@ int job_supervise(job_t *j)
             result = on_child_exit(j, &w, c);
         if (result < 0)
             result = check_orphaned(j, &w);
+        if (result < 0)
+            result = check_started(j, t0);
     }
+    if (result == 0 && j->joined && j->njoined < j->cfg.workers && j->live_workers < j->cfg.workers)
+        print_missing(j, "never joined: the others did its share");
     if (result != 0 && !j->fail_reason[0])
         drain_tap(j, poller, 200); /* the "end" event may trail reporterd's exit */
     zpoller_destroy(&poller);

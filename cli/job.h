@@ -49,6 +49,13 @@ typedef struct {
     long rejoin_timeout_s;      /* train: below min_workers, how long it waits for joiners */
     job_event_fn *on_event;     /* may be NULL */
     void *arg;
+    /* --launcher slurm (cli/slurm.h): reducerd's and loaderd's tcp
+     * endpoints on this node (NULL: private ipc); the gpuds are one srun
+     * step, all workers of which must have joined within start_timeout_s
+     * of the start (else the job fails, naming the missing ranks' nodes). */
+    const char *reducer_ep, *loader_ep;
+    const struct slurm *slurm;
+    long workers, start_timeout_s;
 } job_cfg_t;
 
 typedef struct job job_t;

@@ -21,7 +21,8 @@
 
 /* Where the job runs and how long it may take. */
 #define JOB_RUN_OPTIONS(T)                                                                     \
-    OPTION_LONG(T, workers, "workers", "N", 1, 1, 1024, "gpud processes"),                      \
+    OPTION_LONG(T, workers, "workers", "N", 0, 1, 1024,                                         \
+                "gpud processes (default 1; --launcher slurm: $SLURM_NTASKS)"),               \
     OPTION_STRING(T, device, "device", "cpu", "cpu", "compute backend"),                        \
     OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024,                                         \
                 "compute threads per worker (default: cores / workers)"),                      \
@@ -44,5 +45,20 @@
     ZS_SECURITY_OPTIONS,                                                                       \
     OPTION_FLAG(T, quiet, "quiet", "no progress line"),                                         \
     OPTION_FLAG(T, verbose, "verbose", "every daemon logs more")
+
+/* Where the gpuds run: here, or as one srun step of a Slurm allocation
+ * (cli/slurm.h, docs/SLURM.md). */
+#define JOB_LAUNCH_OPTIONS(T)                                                                  \
+    OPTION_STRING(T, launcher, "launcher", "local|slurm", "local",                              \
+                  "local: every daemon on this machine; slurm (inside an allocation): "         \
+                  "reducerd, loaderd and reporterd here, one gpud per task with srun"),         \
+    OPTION_STRING(T, host, "host", "HOST", NULL,                                                \
+                  "slurm: the name the gpuds reach this node by (default: its host name)"),    \
+    OPTION_LONG(T, port, "port", "P", 0, 1, 65534,                                              \
+                "slurm: reducerd listens on tcp port P and loaderd on P+1 (default: free "    \
+                "ports)"),                                                                     \
+    OPTION_LONG(T, start_timeout_s, "start-timeout", "S", 120, 1, 86400,                        \
+                "slurm: fail the job, naming the node, when a gpud task has not joined S s "   \
+                "after srun started")
 
 #endif

@@ -12,25 +12,30 @@
 #include <time.h>
 #include <unistd.h>
 
-void launch_init(launch_t *L)
+void launch_bindir(char *buf, size_t len)
 {
-    memset(L, 0, sizeof *L);
     const char *env = getenv("DDPIPE_BIN");
     if (env && *env) {
-        snprintf(L->bindir, sizeof L->bindir, "%s", env);
+        snprintf(buf, len, "%s", env);
         return;
     }
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) {
-        snprintf(L->bindir, sizeof L->bindir, ".");
+        snprintf(buf, len, ".");
         return;
     }
     self[n] = 0;
     char *slash = strrchr(self, '/');
     if (slash)
         *slash = 0;
-    snprintf(L->bindir, sizeof L->bindir, "%s", self);
+    snprintf(buf, len, "%s", self);
+}
+
+void launch_init(launch_t *L)
+{
+    memset(L, 0, sizeof *L);
+    launch_bindir(L->bindir, sizeof L->bindir);
 }
 
 static void exec_child(const char *path, char *const argv[], const char *logfile, pid_t parent)
@@ -62,7 +67,10 @@ child_t *launch_spawn(launch_t *L, const char *name, const char *prog, char *con
     if (L->n >= LAUNCH_MAX)
         return NULL;
     char path[4200];
-    snprintf(path, sizeof path, "%s/%s", L->bindir, prog);
+    if (prog[0] == '/')   /* a program of the system (srun), found by the caller */
+        snprintf(path, sizeof path, "%s", prog);
+    else
+        snprintf(path, sizeof path, "%s/%s", L->bindir, prog);
     if (access(path, X_OK) != 0) {
         fprintf(stderr, "ddpipe: %s not found or not executable (set DDPIPE_BIN to the folder "
                         "holding the daemons)\n", path);

@@ -4,6 +4,7 @@
 #ifndef DDP_CLI_LAUNCH_H
 #define DDP_CLI_LAUNCH_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 #define LAUNCH_MAX 1100
@@ -24,7 +25,8 @@ typedef struct {
 
 /* Directory of the daemon binaries: $DDPIPE_BIN, else next to this program. */
 void launch_init(launch_t *L);
-/* Start bindir/prog with argv (NULL-terminated, argv[0] ignored); logs to logfile. */
+void launch_bindir(char *buf, size_t len);
+/* Start bindir/prog (prog itself when it is an absolute path) with argv (NULL-terminated, argv[0] ignored); logs to logfile. */
 child_t *launch_spawn(launch_t *L, const char *name, const char *prog, char *const argv[],
                       const char *logfile);
 /* Reap exited children without blocking; returns the first newly exited one or NULL. */

@@ -1,5 +1,6 @@
 /* ddpipe — the command line: run a whole job locally, tap a job's events. */
 #include "cli/commands.h"
+#include "cli/slurm.h"
 #include "common/version.h"
 #include "common/zsecurity.h"
 
@@ -35,6 +36,8 @@ int main(int argc, char **argv)
         return cmd_models(argc - 1, argv + 1);
     if (strcmp(argv[1], "completion") == 0)
         return cmd_completion(argc - 1, argv + 1);
+    if (strcmp(argv[1], "__slurm-task") == 0)   /* each srun task of --launcher slurm */
+        return cmd_slurm_task(argc - 1, argv + 1);
     if (strcmp(argv[1], "__docs") == 0)   /* the build's man pages (cli/docs.c) */
         return cmd_docs(argc - 1, argv + 1);
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {

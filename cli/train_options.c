@@ -2,6 +2,7 @@
 #include "cli/child_defaults.h"
 #include "cli/classes.h"
 #include "cli/job_options.h"
+#include "cli/launcher.h"
 
 #include "common/errbuf.h"
 #include "common/safetensors.h"
@@ -91,6 +92,10 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, rejoin_timeout_s, "rejoin-timeout", "S", 60, 0, 86400,
                 "below --min-workers training pauses up to S s for gpuds to join (--join), "
                 "then stops with a resumable checkpoint (0: stop at once)"),
+    OPTION_LONG(T, loaders, "loaders", "N", 1, 1, 64,
+                "loaderd processes, each loading a shard of the dataset (ids % N; loaderd --shard "
+                "i/N); every gpud merges each step's parts in one loaderd's order"),
+    JOB_LAUNCH_OPTIONS(T),
     OPTION_SECTION("test hooks:"),
     OPTION_STRING(T, fault, "fault", "RANK:STEP[,...]", NULL,
                   "gpud RANK kills itself before optimizer step STEP (a comma-separated list: "
@@ -133,6 +138,11 @@ static int check_choices(const train_options_t *o)
     }
     if (strcmp(o->wire, "uint8") != 0 && strcmp(o->wire, "jpeg") != 0) {
         fprintf(stderr, "ddpipe train: --wire %s: choose uint8 or jpeg\n", o->wire);
+        return -1;
+    }
+    if (strcmp(o->wire, "jpeg") == 0 && o->loaders > 1) {
+        fprintf(stderr, "ddpipe train: --wire jpeg with --loaders %ld: training with several "
+                        "loaderds needs --wire uint8\n", o->loaders);
         return -1;
     }
     if (strcmp(o->wire, "jpeg") == 0 && o->cache) {
@@ -307,6 +317,13 @@ int train_options_parse(int argc, char **argv, train_options_t *o)
         return -1;
     }
     resolve_sentinels(o);
+    if (dd_launcher_check("ddpipe train", o->launcher, &o->workers) < 0)
+        return -1;
+    if (dd_launcher_is_slurm(o->launcher) && (o->fault || o->fault_in_checkpoint >= 0)) {
+        fprintf(stderr, "ddpipe train: --fault and --fault-in-checkpoint are test hooks of the "
+                "local launcher\n");
+        return -1;
+    }
     if (check_required(o) < 0 || check_choices(o) < 0 || apply_batch(o) < 0)
         return -1;
     apply_defaults(o);

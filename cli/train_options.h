@@ -25,6 +25,8 @@ typedef struct {
     option_ints_t channels;     /* gpud's rows (GPUD_INPUT_OPTIONS, GPUD_TRAINING_OPTIONS) */
     option_doubles_t mean, std, betas;
     const char *normalize, *crop, *fault, *metrics_http, *tap, *tensorboard;
+    const char *launcher, *host;  /* where the gpuds run (JOB_LAUNCH_OPTIONS) */
+    long port, start_timeout_s;
     const char *cache;          /* --cache memory|DIR (loaderd) */
     const char *classes;        /* --classes FILE|numeric (common/classmap.h) */
     long outputs;               /* derived with --classes: the model's outputs */
@@ -40,6 +42,7 @@ typedef struct {
     long rejoin_timeout_s;      /* elastic: a pause below min_workers lasts at most this */
     long pause_at_step;         /* test hook: pause before this step for a joiner; -1 off */
     long fault_in_checkpoint;   /* test hook: this rank dies inside its first checkpoint write */
+    long loaders;               /* loaderd shards (docs/SCALE.md "Several loaderds") */
     double lr, momentum, weight_decay, dampening, eps, gamma, eta_min;
     double warmup_start_factor, label_smoothing, target_accuracy, rotate;
     int nesterov, sync_bn, grad_averaging, verbose, quiet, overwrite;  /* flags */

@@ -188,9 +188,17 @@ static int prepare(loader_t *self)
     } else if (prepare_training(self) < 0) {
         return -1;
     }
+    self->eval_positions = loader_shard_size(self, self->eval_samples);
+    if (o->shard_count > 1)
+        log_info("shard %u/%u: %llu of the %llu samples (ids %% %u == %u)", o->shard_index,
+                 o->shard_count, (unsigned long long)self->eval_positions,
+                 (unsigned long long)self->eval_samples, o->shard_count, o->shard_index);
     self->pool = pool_new((int)o->threads);
-    self->dispatch = dispatch_new(o->train ? 0 : self->samples, (uint32_t)o->batch_size,
+    self->dispatch = dispatch_new(o->train ? 0 : self->eval_positions, (uint32_t)o->batch_size,
                                   o->worker_timeout_s * 1000);
+    if (self->dispatch) /* seqs name the shard: RESULTs are told apart per loaderd */
+        dispatch_set_seq_base(self->dispatch,
+                              ((uint64_t)o->shard_index << DDP_SEQ_SHARD_SHIFT) + 1);
     self->router = zs_bind(ZMQ_ROUTER, o->bind, "worker");
     self->reducer = zs_connect(ZMQ_DEALER, o->reducer, "reducer", NULL);
     return self->pool && self->dispatch && self->router && self->reducer ? 0 : -1;
@@ -249,6 +257,18 @@ void loader_destroy(loader_t **self_p)
     dataset_destroy(&self->dataset);
     free(self);
     *self_p = NULL;
+}
+
+uint64_t loader_shard_size(const loader_t *self, uint64_t n)
+{
+    uint64_t i = self->options.shard_index, k = self->options.shard_count;
+    return k <= 1 ? n : n > i ? (n - i + k - 1) / k : 0;
+}
+
+uint64_t loader_shard_id(const loader_t *self, uint64_t pos)
+{
+    uint64_t k = self->options.shard_count;
+    return k <= 1 ? pos : pos * k + self->options.shard_index;
 }
 
 void ready_batch_clear(ready_batch_t *ready)

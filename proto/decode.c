@@ -71,7 +71,8 @@ static int d_join(const mp_reader_t *r, ddp_join_t *m)
            mp_get_str(r, "host", m->host, sizeof m->host) ||
            mp_get_str(r, "backend", m->backend, sizeof m->backend) ||
            mp_opt_str(r, "ring", m->ring, sizeof m->ring) ||
-           mp_opt_str(r, "config", m->config, sizeof m->config)
+           mp_opt_str(r, "config", m->config, sizeof m->config) ||
+           opt_u32(r, "shard", &m->shard) || opt_u32(r, "shards", &m->shards)
                ? -1 : 0;
 }
 
@@ -184,6 +185,10 @@ static int d_batch(const mp_reader_t *r, ddp_batch_t *m)
     if (mp_dup_bin(r, "ids", (size_t)m->n * 8, "n*8", (void **)&m->ids) ||
         mp_dup_bin(r, "labels", (size_t)m->n * 4, "n*4", (void **)&m->labels) ||
         opt_u8(r, "wire", &m->wire))
+        return -1;
+    bool bad = false;   /* pos: a train part of a sharded dataset */
+    if ((mp_find(r, "pos", &bad) && m->n &&
+         mp_dup_bin(r, "pos", (size_t)m->n * 4, "n*4", (void **)&m->pos)) || bad)
         return -1;
     if (m->wire == DDP_WIRE_UINT8)
         return 0;

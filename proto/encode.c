@@ -39,8 +39,11 @@ static int put_gen(msgpack_packer *pk, uint32_t gen)
 
 static int pack_join(msgpack_packer *pk, const ddp_join_t *m)
 {
-    return put_head(pk, DDP_JOIN, 7 + (m->config[0] ? 1 : 0)) ||
+    bool sharded = m->shards > 1; /* absent = 0 of 1: older loaderds' bytes */
+    return put_head(pk, DDP_JOIN, 7 + (m->config[0] ? 1 : 0) + (sharded ? 2 : 0)) ||
            (m->config[0] && mp_put_str(pk, "config", m->config)) ||
+           (sharded && (mp_put_uint(pk, "shard", m->shard) ||
+                        mp_put_uint(pk, "shards", m->shards))) ||
            mp_put_uint(pk, "role", m->role) ||
            mp_put_uint(pk, "pid", m->pid) || mp_put_int(pk, "want_rank", m->want_rank) ||
            mp_put_str(pk, "name", m->name) || mp_put_str(pk, "host", m->host) ||
@@ -119,9 +122,11 @@ static int put_wire(msgpack_packer *pk, const ddp_batch_t *m)
 
 static int pack_batch(msgpack_packer *pk, const ddp_batch_t *m)
 {
-    return put_head(pk, DDP_BATCH, 11 + (m->gen ? 1 : 0) +
+    bool pos = m->pos && m->n;
+    return put_head(pk, DDP_BATCH, 11 + (m->gen ? 1 : 0) + (pos ? 1 : 0) +
                                       (m->wire ? (m->phase == DDP_PHASE_TRAIN ? 8 : 5) : 0)) ||
            put_gen(pk, m->gen) || put_wire(pk, m) ||
+           (pos && mp_put_bin(pk, "pos", m->pos, (size_t)m->n * 4)) ||
            mp_put_uint(pk, "seq", m->seq) ||
            mp_put_uint(pk, "step", m->step) || mp_put_uint(pk, "global_count", m->global_count) ||
            mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "phase", m->phase) ||

@@ -97,6 +97,13 @@ static int v_join(const ddp_join_t *m, char *err, size_t errlen, const char *wha
     CHECK_FIXED(m->backend, "backend", 0);
     CHECK_FIXED(m->ring, "ring", 0);
     CHECK_FIXED(m->config, "config", 0);
+    uint32_t shards = m->shards ? m->shards : 1; /* absent: the whole dataset */
+    if (shards > DDP_MAX_LOADERS || m->shard >= shards)
+        return BAD("'shard' %" PRIu32 " of 'shards' %" PRIu32 ": want shard < shards <= %d",
+                   m->shard, m->shards, DDP_MAX_LOADERS);
+    if (shards > 1 && m->role != DDP_ROLE_LOADER)
+        return BAD("'shards' %" PRIu32 " on a %s JOIN: only a loader has a shard", m->shards,
+                   proto_role_name(m->role));
     return 0;
 }
 
@@ -244,6 +251,12 @@ static int v_batch(const ddp_batch_t *m, char *err, size_t errlen, const char *w
         return BAD("'ids' or 'labels' is NULL");
     if (check_ids(m->ids, m->n, err, errlen, what) || check_labels(m->labels, m->n, err, errlen, what))
         return -1;
+    if (m->pos && !train)
+        return BAD("'pos' in an eval batch: only a train part of a sharded dataset has it");
+    for (uint32_t i = 1; m->pos && i < m->n; i++)
+        if (m->pos[i] <= m->pos[i - 1])
+            return BAD("'pos' is not strictly increasing at %" PRIu32 " (%" PRIu32 " after %"
+                       PRIu32 ")", i, m->pos[i], m->pos[i - 1]);
     if (m->wire != DDP_WIRE_UINT8)
         return v_batch_encoded(m, err, errlen, what);
     uint64_t want = (uint64_t)m->n * m->c * m->h * m->w;

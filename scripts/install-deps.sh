@@ -16,7 +16,7 @@ fonts-dejavu-core dataset-fashion-mnist libmicrohttpd-dev libsodium-dev libjanss
 dpkg-dev gzip"
 TEST="clang libclang-rt-14-dev python3 python3-torch python3-torchvision python3-pil \
 python3-numpy python3-sklearn python3-zmq python3-msgpack python3-yaml supervisor valgrind curl \
-chromium chromium-driver python3-selenium"
+chromium chromium-driver python3-selenium slurm-wlm munge"
 
 mode=build
 with_test=0

@@ -100,6 +100,43 @@ static void test_batches_and_names(void)
           "--min-workers above --workers");
 }
 
+/* --launcher: local (workers default 1), slurm only inside an allocation
+ * (SLURM_JOB_ID), its worker count from SLURM_NTASKS unless --workers. */
+static void test_launcher(void)
+{
+    train_options_t o;
+    const char *base = "--data idx:x --model wideresnet --out /tmp/r";
+    char line[256];
+    unsetenv("SLURM_JOB_ID");
+    unsetenv("SLURM_NTASKS");
+    unsetenv("SLURM_JOB_NUM_NODES");
+    CHECK(parse(&o, base) == 0 && o.workers == 1 && strcmp(o.launcher, "local") == 0,
+          "default: 1 local worker (%ld, %s)", o.workers, o.launcher);
+    snprintf(line, sizeof line, "%s --launcher slurm", base);
+    CHECK(parse(&o, line) < 0, "--launcher slurm outside an allocation is refused");
+    snprintf(line, sizeof line, "%s --launcher pbs", base);
+    CHECK(parse(&o, line) < 0, "--launcher pbs is refused");
+    setenv("SLURM_JOB_ID", "42", 1);
+    setenv("SLURM_NTASKS", "3", 1);
+    snprintf(line, sizeof line, "%s --launcher slurm", base);
+    CHECK(parse(&o, line) == 0 && o.workers == 3 && o.global_batch == 3 * 64,
+          "slurm: W = SLURM_NTASKS (%ld, G %ld)", o.workers, o.global_batch);
+    snprintf(line, sizeof line, "%s --launcher slurm --workers 2", base);
+    CHECK(parse(&o, line) == 0 && o.workers == 2, "slurm: --workers wins (%ld)", o.workers);
+    CHECK(parse(&o, base) == 0 && o.workers == 1, "local inside an allocation: 1 (%ld)", o.workers);
+    setenv("SLURM_NTASKS", "x", 1);
+    snprintf(line, sizeof line, "%s --launcher slurm", base);
+    CHECK(parse(&o, line) < 0, "a bad SLURM_NTASKS is refused");
+    unsetenv("SLURM_NTASKS");
+    setenv("SLURM_JOB_NUM_NODES", "2", 1);
+    CHECK(parse(&o, line) == 0 && o.workers == 2, "slurm without SLURM_NTASKS: one per node (%ld)",
+          o.workers);
+    snprintf(line, sizeof line, "%s --launcher slurm --workers 2 --fault 1:3", base);
+    CHECK(parse(&o, line) < 0, "--fault is refused with slurm");
+    unsetenv("SLURM_JOB_ID");
+    unsetenv("SLURM_JOB_NUM_NODES");
+}
+
 static void write_ckpt(const char *path, const char *epoch, const char *step, const char *gb, const char *spe)
 {
     char err[256];
@@ -161,6 +198,7 @@ int main(void)
     test_py_float_str();
     test_batches_and_names();
     test_resume();
+    test_launcher();
     if (s_fail)
         fprintf(stderr, "%d failed\n", s_fail);
     else

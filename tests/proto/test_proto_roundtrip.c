@@ -37,6 +37,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         CHECK_STR(a->u.join.backend, b->u.join.backend);
         CHECK_STR(a->u.join.ring, b->u.join.ring);
         CHECK_STR(a->u.join.config, b->u.join.config);
+        CHECK(a->u.join.shard == b->u.join.shard && a->u.join.shards == b->u.join.shards);
         break;
     case DDP_WELCOME:
         CHECK(a->u.welcome.rank == b->u.welcome.rank && a->u.welcome.world == b->u.welcome.world);
@@ -485,6 +486,62 @@ static void elastic_additions(void)
     CHECK_STR(proto_type_name(DDP_COMMIT), "COMMIT");
 }
 
+/* Several loaderds: a loader's JOIN carries its shard; a whole-dataset
+ * loader's bytes stay as before (no shard keys); seqs name their shard. */
+static void loader_shards(void)
+{
+    ddp_msg_t m, out;
+    char err[256];
+    sample_msg(DDP_JOIN, &m);
+    m.u.join.role = DDP_ROLE_LOADER;
+    m.u.join.ring[0] = m.u.join.config[0] = '\0';
+    zmsg_t *whole = proto_encode(&m);
+    m.u.join.shard = 2;
+    m.u.join.shards = 3;
+    zmsg_t *z = proto_encode(&m);
+    CHECK(whole && z && zframe_size(zmsg_first(z)) > zframe_size(zmsg_first(whole)));
+    CHECK(z && proto_decode(z, &out, err, sizeof err) == 0);
+    CHECK(out.u.join.shard == 2 && out.u.join.shards == 3);
+    ddp_msg_clear(&out);
+    CHECK(whole && proto_decode(whole, &out, err, sizeof err) == 0);
+    CHECK(out.u.join.shard == 0 && out.u.join.shards == 0);
+    ddp_msg_clear(&out);
+    m.u.join.shard = 3;   /* out of range: the encoder refuses it too */
+    CHECK(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'shard' 3 of 'shards' 3"));
+    CHECK(proto_encode(&m) == NULL);
+    zmsg_destroy(&z);
+    zmsg_destroy(&whole);
+    ddp_msg_clear(&m);
+    uint64_t seq = ((uint64_t)5 << DDP_SEQ_SHARD_SHIFT) + 17;
+    CHECK(DDP_SEQ_SHARD(seq) == 5 && DDP_SEQ_SHARD(17) == 0);
+
+    /* a train part of a sharded dataset: each sample's place in the rank's list */
+    sample_msg(DDP_BATCH, &m);
+    zmsg_t *plain = proto_encode(&m);
+    m.u.batch.global_count = 5;
+    m.u.batch.pos = malloc(3 * sizeof *m.u.batch.pos);
+    CHECK(m.u.batch.pos != NULL);
+    if (!m.u.batch.pos)
+        return;
+    m.u.batch.pos[0] = 0, m.u.batch.pos[1] = 4, m.u.batch.pos[2] = 9;
+    z = proto_encode(&m);
+    CHECK(z && proto_decode(z, &out, err, sizeof err) == 0);
+    CHECK(out.u.batch.pos && out.u.batch.pos[0] == 0 && out.u.batch.pos[1] == 4 &&
+          out.u.batch.pos[2] == 9 && out.u.batch.global_count == 5);
+    ddp_msg_clear(&out);
+    CHECK(plain && proto_decode(plain, &out, err, sizeof err) == 0 && out.u.batch.pos == NULL);
+    ddp_msg_clear(&out);
+    zmsg_destroy(&z);
+    zmsg_destroy(&plain);
+    m.u.batch.pos[2] = 4;   /* strictly increasing */
+    CHECK(proto_validate(&m, err, sizeof err) != 0 &&
+          strstr(err, "'pos' is not strictly increasing at 2 (4 after 4)"));
+    m.u.batch.pos[2] = 9;
+    m.u.batch.phase = DDP_PHASE_EVAL;   /* eval batches are never merged */
+    CHECK(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'pos' in an eval batch"));
+    ddp_msg_clear(&m);
+}
+
 /* --wire jpeg: a BATCH of encoded files (sizes, transform) and a RESULT
  * naming rows that failed to decode at gpud survive a round trip; sizes
  * that do not sum to the data frame, a zero size or a bad flag are
@@ -667,6 +724,7 @@ int main(void)
     plan_present();
     train_additions();
     elastic_additions();
+    loader_shards();
     wire_additions();
     train_wire_additions();
     names();
