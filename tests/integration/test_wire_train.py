@@ -11,7 +11,9 @@ pass and train on global_count - F, the divisor loaderd sends with uint8
 (where it drops the sample itself): the weights are again equal bit for bit
 (same samples, same order, same divisor; --sync-bn too, its statistics see
 the same micro-batches), and each epoch counts the file failed, by its path,
-with gpud's reason. --wire jpeg with --cache is refused (exit 2)."""
+with gpud's reason. A rank lost mid-run (--fault) gives the same weights
+with jpeg as with uint8. --wire jpeg with --cache or --loaders 2 is
+refused (exit 2)."""
 import os
 import shutil
 import subprocess
@@ -105,10 +107,31 @@ check("did not decode" in gpud_logs and "the step trains on" in gpud_logs,
 print("truncated JPEG: failed at gpud, counted failed (%s), the same weights as uint8" % trunc,
       flush=True)
 
-# 3. --wire jpeg keeps nothing decoded at loaderd: --cache is refused
+# 3. a rank lost mid-run (rank 1 SIGKILLs itself before step 4, the second
+# epoch's): the survivors' ring fails in the failed-count sum (jpeg) or the
+# gradient sum (uint8), reducerd re-forms 2 ranks and the step is redone;
+# the same weights either way
+outs = {}
+for wire in ("uint8", "jpeg"):
+    out = os.path.join(wd, "kill-" + wire)
+    run_train(train, out, 3, FLAGS + ["--wire", wire, "--fault", "1:4"], val=val)
+    assert_no_leftovers(out)
+    check(summary(out)["training"].get("ranks_lost") == 1,
+          "%s: summary says %r ranks lost, want 1" % (wire, summary(out)["training"].get("ranks_lost")))
+    outs[wire] = out
+same_weights(outs["uint8"], outs["jpeg"], "rank 1 lost before step 4")
+print("rank lost: 3 -> 2 ranks, the same weights with jpeg and uint8", flush=True)
+
+# 4. --wire jpeg keeps nothing decoded at loaderd: --cache is refused; training
+# with several loaderds merges pixels: --loaders 2 is refused too
 p = subprocess.run(train_cmd(train, os.path.join(wd, "cache"), 1,
                              ["--wire", "jpeg", "--cache", "memory"]),
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
 check(p.returncode == 2 and "--cache" in p.stderr and p.stderr.count("\n") == 1,
       "--wire jpeg --cache memory: rc %d, stderr %r" % (p.returncode, p.stderr))
+p = subprocess.run(train_cmd(train, os.path.join(wd, "loaders"), 2,
+                             ["--wire", "jpeg", "--loaders", "2"]),
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+check(p.returncode == 2 and "--loaders" in p.stderr and p.stderr.count("\n") == 1,
+      "--wire jpeg --loaders 2: rc %d, stderr %r" % (p.returncode, p.stderr))
 print("1 passed, 0 failed")
