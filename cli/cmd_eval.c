@@ -48,13 +48,35 @@ static int start_reporterd(job_t *j, const eval_options_t *o)
     return children_spawn(j, "reporterd", "reporterd", &reporter_options_table, &r);
 }
 
-/* loaderd: the images, decoded and transformed, to whichever gpud has credit. */
-static int start_loaderd(job_t *j, const eval_options_t *o)
+/* The ROUTER of loaderd I: the job's loader socket, or with --loaders N
+ * its own (loader1, loader2, ...). */
+static int loader_endpoint(job_t *j, long i, char *buf, size_t len)
+{
+    if (i == 0) {
+        snprintf(buf, len, "%s", job_endpoints(j)->loader);
+        return 0;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "loader%ld", i);
+    return job_ipc(j, name, buf, len);
+}
+
+/* loaderd (shard I of --loaders): the images, decoded and transformed, to
+ * whichever gpud has credit. */
+static int start_loaderd(job_t *j, const eval_options_t *o, long shard)
 {
     loader_options_t l;
-    if (children_loader(j, &l, o->data, o->loader_threads, o->worker_timeout_s,
+    /* the decode threads are shared out among the loaderds of this host */
+    long threads = o->loader_threads / o->loaders;
+    if (children_loader(j, &l, o->data, threads > 0 ? threads : 1, o->worker_timeout_s,
                         dd_prefetch(o->workers, o->window), o->verbose) < 0)
         return -1;
+    char bind[600], spec[32], name[32];
+    if (loader_endpoint(j, shard, bind, sizeof bind) < 0)
+        return -1;
+    l.bind = bind;
+    snprintf(spec, sizeof spec, "%ld/%ld", shard, o->loaders);
+    l.shard = o->loaders > 1 ? spec : NULL;
     l.batch_size = o->batch_size;
     dd_loader_transform(&l, o->model, o->in_channels, o->resize, o->crop);
     l.no_dct_scaling = o->no_dct;
@@ -63,7 +85,11 @@ static int start_loaderd(job_t *j, const eval_options_t *o)
     l.predictions = o->predictions != NULL;
     l.classes = o->classes;
     l.outputs = o->classes ? o->outputs : 0;
-    return children_spawn(j, "loaderd", "loaderd", &loader_options_table, &l);
+    if (o->loaders > 1)
+        snprintf(name, sizeof name, "loaderd.%ld", shard);
+    else
+        snprintf(name, sizeof name, "loaderd");
+    return children_spawn(j, name, "loaderd", &loader_options_table, &l);
 }
 
 /* gpud's options of this job (rank's, for the local launcher). */
@@ -87,11 +113,12 @@ static int fill_gpud(job_t *j, const eval_options_t *o, long rank, gpud_options_
 }
 
 /* gpud rank r: the model on this rank's batches. */
-static int start_gpud(job_t *j, const eval_options_t *o, long rank)
+static int start_gpud(job_t *j, const eval_options_t *o, long rank, const char *loaders)
 {
     gpud_options_t g;
     if (fill_gpud(j, o, rank, &g) < 0)
         return -1;
+    g.loader = loaders;
     long fault_rank, fault_batches;
     if (o->fault && sscanf(o->fault, "%ld:%ld", &fault_rank, &fault_batches) == 2 &&
         fault_rank == rank)
@@ -103,13 +130,27 @@ static int start_gpud(job_t *j, const eval_options_t *o, long rank)
 
 static int start_daemons(job_t *j, const eval_options_t *o, const slurm_t *slurm)
 {
-    if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0 || start_loaderd(j, o) < 0)
+    if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0)
         return -1;
+    /* every gpud connects to every loaderd: "EP0,EP1,..." */
+    char loaders[EVAL_MAX_LOADERS * 128] = "";
+    size_t off = 0;
+    for (long i = 0; i < o->loaders; i++) {
+        char ep[600];
+        if (start_loaderd(j, o, i) < 0 || loader_endpoint(j, i, ep, sizeof ep) < 0)
+            return -1;
+        int w = snprintf(loaders + off, sizeof loaders - off, "%s%s", i ? "," : "", ep);
+        if (w < 0 || (size_t)w >= sizeof loaders - off) {
+            fprintf(stderr, "ddpipe eval: the loaderd endpoints do not fit gpud's --loader\n");
+            return -1;
+        }
+        off += (size_t)w;
+    }
     gpud_options_t g;
     if (slurm)   /* one srun step: a task per worker on the allocated nodes */
         return fill_gpud(j, o, -1, &g) < 0 ? -1 : slurm_spawn_gpuds(j, slurm, o->workers, &g);
     for (long rank = 0; rank < o->workers; rank++)
-        if (start_gpud(j, o, rank) < 0)
+        if (start_gpud(j, o, rank, loaders) < 0)
             return -1;
     return 0;
 }
@@ -157,6 +198,13 @@ int cmd_eval(int argc, char **argv)
                      .overwrite = o.overwrite, .keep = keep, .nkeep = 1, .tap = o.tap};
     slurm_t slurm;
     bool on_slurm = dd_launcher_is_slurm(o.launcher);
+    if (on_slurm && o.loaders > 1) {
+        /* the extra loaderds bind private ipc sockets the srun tasks cannot reach */
+        fprintf(stderr, "ddpipe eval: --loaders %ld with --launcher slurm is not supported yet: "
+                "use --loaders 1, or start the loaderds by hand (docs/SCALE.md \"Several "
+                "loaderds\")\n", o.loaders);
+        return 2;
+    }
     if (on_slurm) {
         if (slurm_prepare(&slurm, "eval", o.host, o.port) < 0)
             return 1;

@@ -82,13 +82,34 @@ static int start_reporterd(job_t *j, const train_options_t *o)
     return children_spawn(j, "reporterd", "reporterd", &reporter_options_table, &r);
 }
 
-/* loaderd: the global steps sharded over the ranks, then validation. */
-static int start_loaderd(job_t *j, const train_options_t *o)
+/* The ROUTER of loaderd I: the job's loader socket, or with --loaders N
+ * its own (loader1, loader2, ...). */
+static int loader_endpoint(job_t *j, long i, char *buf, size_t len)
+{
+    if (i == 0) {
+        snprintf(buf, len, "%s", job_endpoints(j)->loader);
+        return 0;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "loader%ld", i);
+    return job_ipc(j, name, buf, len);
+}
+
+/* loaderd (shard I of --loaders): the global steps sharded over the ranks,
+ * then validation. */
+static int start_loaderd(job_t *j, const train_options_t *o, long shard)
 {
     loader_options_t l;
-    if (children_loader(j, &l, o->data, o->loader_threads, o->worker_timeout_s,
+    long threads = o->loader_threads / o->loaders; /* this host's cores, shared out */
+    if (children_loader(j, &l, o->data, threads > 0 ? threads : 1, o->worker_timeout_s,
                         dd_prefetch(o->workers, o->window), o->verbose) < 0)
         return -1;
+    char bind[600], spec[32], name[32];
+    if (loader_endpoint(j, shard, bind, sizeof bind) < 0)
+        return -1;
+    l.bind = bind;
+    snprintf(spec, sizeof spec, "%ld/%ld", shard, o->loaders);
+    l.shard = o->loaders > 1 ? spec : NULL;
     l.train = 1;
     l.classes = o->classes;
     l.outputs = o->classes ? o->outputs : 0;
@@ -103,13 +124,18 @@ static int start_loaderd(job_t *j, const train_options_t *o)
     l.rotate = o->rotate;
     l.cache = o->cache;
     l.cache_size_mb = o->cache_size_mb;
+    l.wire = strcmp(o->wire, "uint8") != 0 ? o->wire : NULL; /* the default stays off argv */
     if (o->limit)
         l.limit = o->limit;
     if (o->resuming) {
         l.start_epoch = o->resume.epoch;
         l.start_step = o->resume.start_step;
     }
-    return children_spawn(j, "loaderd", "loaderd", &loader_options_table, &l);
+    if (o->loaders > 1)
+        snprintf(name, sizeof name, "loaderd.%ld", shard);
+    else
+        snprintf(name, sizeof name, "loaderd");
+    return children_spawn(j, name, "loaderd", &loader_options_table, &l);
 }
 
 /* A single --freeze/--freeze-bn PREFIX as gpud's repeatable option. */
@@ -136,6 +162,8 @@ static void fill_model(gpud_options_t *g, const train_options_t *o)
     g->freeze = one_prefix(o->freeze);
     g->freeze_bn = one_prefix(o->freeze_bn);
     g->sync_bn = o->sync_bn;
+    /* --wire jpeg: files decode on the compute threads, before each step */
+    g->decode_threads = o->decode_threads ? o->decode_threads : o->threads;
 }
 
 /* Optimizer and schedule: only what applies to the chosen optimizer, so a
@@ -204,12 +232,13 @@ static int start_slurm_ranks(job_t *j, const train_options_t *o, const slurm_t *
 }
 
 /* gpud rank `rank`: one data-parallel rank with its own ring endpoint. */
-static int start_gpud(job_t *j, const train_options_t *o, long rank)
+static int start_gpud(job_t *j, const train_options_t *o, long rank, const char *loaders)
 {
     gpud_options_t g;
     char checkpoint[1100], weights[1100], ring[700], name[32];
     if (fill_rank(j, o, rank, &g, checkpoint, weights) < 0)
         return -1;
+    g.loader = loaders;
     snprintf(name, sizeof name, "ring-%ld", rank);
     if (job_ipc(j, name, ring, sizeof ring) < 0)
         return -1;
@@ -224,12 +253,26 @@ static int start_gpud(job_t *j, const train_options_t *o, long rank)
 
 static int start_daemons(job_t *j, const train_options_t *o, const slurm_t *slurm)
 {
-    if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0 || start_loaderd(j, o) < 0)
+    if (start_reducerd(j, o) < 0 || start_reporterd(j, o) < 0)
         return -1;
+    /* every gpud connects to every loaderd: "EP0,EP1,..." */
+    char loaders[256 * 128] = "";
+    size_t off = 0;
+    for (long i = 0; i < o->loaders; i++) {
+        char ep[600];
+        if (start_loaderd(j, o, i) < 0 || loader_endpoint(j, i, ep, sizeof ep) < 0)
+            return -1;
+        int w = snprintf(loaders + off, sizeof loaders - off, "%s%s", i ? "," : "", ep);
+        if (w < 0 || (size_t)w >= sizeof loaders - off) {
+            fprintf(stderr, "ddpipe train: the loaderd endpoints do not fit gpud's --loader\n");
+            return -1;
+        }
+        off += (size_t)w;
+    }
     if (slurm)
         return start_slurm_ranks(j, o, slurm);
     for (long r = 0; r < o->workers; r++)
-        if (start_gpud(j, o, r) < 0)
+        if (start_gpud(j, o, r, loaders) < 0)
             return -1;
     return 0;
 }
@@ -396,6 +439,13 @@ int cmd_train(int argc, char **argv)
                      .keep = keep, .nkeep = 2, .tap = o.tap};
     slurm_t slurm;
     bool on_slurm = dd_launcher_is_slurm(o.launcher);
+    if (on_slurm && o.loaders > 1) {
+        /* the extra loaderds bind private ipc sockets the srun tasks cannot reach */
+        fprintf(stderr, "ddpipe train: --loaders %ld with --launcher slurm is not supported yet: "
+                "use --loaders 1, or start the loaderds by hand (docs/SCALE.md \"Several "
+                "loaderds\")\n", o.loaders);
+        return 2;
+    }
     if (on_slurm) {
         if (slurm_prepare(&slurm, "train", o.host, o.port) < 0)
             return 1;

@@ -47,6 +47,9 @@ static const option_t s_rows[] = {
     JOB_MODEL_OPTIONS(T),
     OPTION_SECTION("run:"),
     JOB_RUN_OPTIONS(T),
+    OPTION_LONG(T, loaders, "loaders", "N", 1, 1, EVAL_MAX_LOADERS,
+                "loaderd processes, each decoding a shard of the dataset (ids % N; loaderd "
+                "--shard i/N); every gpud takes batches from all of them"),
     JOB_LAUNCH_OPTIONS(T),
     OPTION_SECTION("test hooks:"),
     OPTION_STRING(T, fault, "fault", "RANK:N", NULL, "gpud RANK exits after N batches"),

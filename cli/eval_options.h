@@ -30,7 +30,12 @@ typedef struct {
     const char *launcher, *host;
     long port, start_timeout_s;
     const char *fault;                      /* test hook: RANK:N */
+    long loaders;                           /* loaderd shards (docs/SCALE.md "Several loaderds") */
 } eval_options_t;
+
+/* The most loaderds `ddpipe eval --loaders` starts on one host (loaderd
+ * itself allows DDP_MAX_LOADERS shards over hosts). */
+#define EVAL_MAX_LOADERS 64
 
 extern const option_table_t eval_options_table;
 

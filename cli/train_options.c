@@ -49,9 +49,11 @@ static const option_t s_rows[] = {
     OPTION_DOUBLE(T, rotate, "rotate", "DEG", NAN, 0, 180,
                   "RandomRotation(+-DEG) on train samples"),
     OPTION_LONG(T, limit, "limit", "N", 0, 1, 1L << 40, "use only the first N training samples"),
-    OPTION_STRING(T, wire, "wire", "uint8", "uint8",
-                  "what loaderd sends: decoded uint8 pixels (jpeg, files decoded by gpud, is "
-                  "for ddpipe eval only)"),
+    OPTION_STRING(T, wire, "wire", "uint8|jpeg", "uint8",
+                  "what loaderd sends: decoded uint8 pixels, or the original files (jpeg), "
+                  "decoded and augmented by gpud with the same results (not with --cache)"),
+    OPTION_LONG(T, decode_threads, "decode-threads", "N", 0, 1, 1024,
+                "--wire jpeg: decode threads per gpud (default: --threads)"),
     OPTION_SECTION("schedule:"),
     GPUD_TRAINING_OPTIONS(T),
     OPTION_LONG(T, epochs, "epochs", "N", 1, 1, 1000000, "epochs to train at most"),
@@ -90,6 +92,9 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, rejoin_timeout_s, "rejoin-timeout", "S", 60, 0, 86400,
                 "below --min-workers training pauses up to S s for gpuds to join (--join), "
                 "then stops with a resumable checkpoint (0: stop at once)"),
+    OPTION_LONG(T, loaders, "loaders", "N", 1, 1, 64,
+                "loaderd processes, each loading a shard of the dataset (ids % N; loaderd --shard "
+                "i/N); every gpud merges each step's parts in one loaderd's order"),
     JOB_LAUNCH_OPTIONS(T),
     OPTION_SECTION("test hooks:"),
     OPTION_STRING(T, fault, "fault", "RANK:STEP[,...]", NULL,
@@ -133,14 +138,18 @@ static int check_choices(const train_options_t *o)
     }
     if (gpud_check_precision("ddpipe train", o->precision) < 0)
         return -1;
-    if (strcmp(o->wire, "uint8") != 0) {
-        if (strcmp(o->wire, "jpeg") == 0)
-            fprintf(stderr, "ddpipe train: --wire jpeg is for ddpipe eval only: a train step's "
-                            "gradient divisor counts the samples loaderd decoded; use --wire "
-                            "uint8\n");
-        else
-            fprintf(stderr, "ddpipe train: --wire %s: choose uint8 (jpeg: ddpipe eval only)\n",
-                    o->wire);
+    if (strcmp(o->wire, "uint8") != 0 && strcmp(o->wire, "jpeg") != 0) {
+        fprintf(stderr, "ddpipe train: --wire %s: choose uint8 or jpeg\n", o->wire);
+        return -1;
+    }
+    if (strcmp(o->wire, "jpeg") == 0 && o->loaders > 1) {
+        fprintf(stderr, "ddpipe train: --wire jpeg with --loaders %ld: training with several "
+                        "loaderds needs --wire uint8\n", o->loaders);
+        return -1;
+    }
+    if (strcmp(o->wire, "jpeg") == 0 && o->cache) {
+        fprintf(stderr, "ddpipe train: --wire jpeg and --cache: the cache keeps samples loaderd "
+                        "decodes, with jpeg gpud decodes them; drop one of the two\n");
         return -1;
     }
     if (strcmp(o->device, "cpu") != 0) {

@@ -33,7 +33,8 @@ typedef struct {
     long outputs;               /* derived with --classes: the model's outputs */
     long cache_size_mb;
     const char *optimizer, *lr_schedule, *augment, *freeze, *freeze_bn;
-    const char *wire;          /* uint8 only: jpeg is refused (eval only) */
+    const char *wire;          /* uint8|jpeg: loaderd's --wire */
+    long decode_threads;       /* gpud's --decode-threads; 0: --threads */
     long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
     long timeout_s, max_time_s, worker_timeout_s, ring_timeout_s, t_max, warmup_epochs;
@@ -42,6 +43,7 @@ typedef struct {
     long rejoin_timeout_s;      /* elastic: a pause below min_workers lasts at most this */
     long pause_at_step;         /* test hook: pause before this step for a joiner; -1 off */
     long fault_in_checkpoint;   /* test hook: this rank dies inside its first checkpoint write */
+    long loaders;               /* loaderd shards (docs/SCALE.md "Several loaderds") */
     double lr, momentum, weight_decay, dampening, eps, gamma, eta_min;
     double warmup_start_factor, label_smoothing, target_accuracy, rotate;
     int nesterov, sync_bn, grad_averaging, verbose, quiet, overwrite;  /* flags */

@@ -6,28 +6,12 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "gpud/wire_decode.h"
+#include "gpud/wire_input.h"
 #include "proto/wire.h"
 
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A --wire jpeg batch's decode: the tensor and, per sample, whether it
- * failed and why (reported in the RESULT, PROTOCOL.md 'failed'). */
-typedef struct {
-    const uint8_t *pixels;     /* n*c*h*w uint8: the frame, or self->wire_px */
-    uint8_t *failed;           /* n flags; NULL: every sample decoded */
-    char (*why)[DDP_MAX_WHY];  /* n reasons */
-    uint32_t nfailed;
-} eval_input_t;
-
-static void input_clear(eval_input_t *in)
-{
-    free(in->failed);
-    free(in->why);
-    memset(in, 0, sizeof *in);
-}
 
 int eval_start(gpud_t *self)
 {
@@ -47,51 +31,6 @@ static void die_after(gpud_t *self, const ddp_batch_t *batch)
     raise(SIGKILL);
 }
 
-/* The batch's uint8 tensor: its frame (--wire uint8), or its files decoded
- * here (--wire jpeg) into self->wire_px. -1 (logged) fails the worker. */
-static int batch_input(gpud_t *self, const ddp_batch_t *batch, eval_input_t *in)
-{
-    memset(in, 0, sizeof *in);
-    if (batch->wire != DDP_WIRE_ENCODED) {
-        in->pixels = zframe_data(batch->pixels);
-        return 0;
-    }
-    size_t need = (size_t)batch->n * batch->c * batch->h * batch->w;
-    if (need > self->wire_px_cap) {
-        uint8_t *p = realloc(self->wire_px, need);
-        if (!p) {
-            log_error("out of memory for a decoded batch of %zu bytes; lower --batch-size", need);
-            return -1;
-        }
-        self->wire_px = p;
-        self->wire_px_cap = need;
-    }
-    in->failed = malloc(batch->n);
-    in->why = malloc((size_t)batch->n * sizeof *in->why);
-    if (!in->failed || !in->why) {
-        input_clear(in);
-        log_error("out of memory for a batch of %u files", batch->n);
-        return -1;
-    }
-    char err[512];
-    int nfailed = wire_decode_batch(batch, (int)self->options.decode_threads, self->wire_px,
-                                    in->failed, in->why, err, sizeof err);
-    if (nfailed < 0) {
-        input_clear(in);
-        log_error("cannot decode batch %llu (--wire jpeg): %s", (unsigned long long)batch->seq,
-                  err);
-        return -1;
-    }
-    for (uint32_t i = 0; i < batch->n; i++)
-        if (in->failed[i])
-            log_warn("sample %llu of batch %llu did not decode: %s (reported failed)",
-                     (unsigned long long)batch->ids[i], (unsigned long long)batch->seq,
-                     in->why[i]);
-    in->pixels = self->wire_px;
-    in->nfailed = (uint32_t)nfailed;
-    return 0;
-}
-
 static int forward(gpud_t *self, const ddp_batch_t *batch, const uint8_t *pixels)
 {
     char err[512];
@@ -105,23 +44,8 @@ static int forward(gpud_t *self, const ddp_batch_t *batch, const uint8_t *pixels
     return 0;
 }
 
-/* The failed rows and their reasons on RESULT R (pointers into IN). */
-static int attach_failed(ddp_result_t *r, const eval_input_t *in)
-{
-    if (!in->nfailed)
-        return 0;
-    r->why = malloc(in->nfailed * sizeof *r->why);
-    if (!r->why)
-        return -1;
-    for (uint32_t i = 0; i < r->n; i++)
-        if (in->failed[i])
-            r->why[r->nwhy++] = in->why[i];
-    r->failed = in->failed;
-    return 0;
-}
-
 /* RESULT: the batch's ids and labels with this worker's top-k and loss. */
-static int send_result(gpud_t *self, const ddp_batch_t *batch, const eval_input_t *in,
+static int send_result(gpud_t *self, const ddp_batch_t *batch, const wire_input_t *in,
                        double t0)
 {
     int classes = model_num_classes(self->model), k = classes < DDP_MAX_K ? classes : DDP_MAX_K;
@@ -138,7 +62,7 @@ static int send_result(gpud_t *self, const ddp_batch_t *batch, const eval_input_
         res->nprob = (uint32_t)classes;
         res->probs = malloc((size_t)batch->n * classes * sizeof *res->probs);
     }
-    if (!res->topk || !res->loss || (res->nprob && !res->probs) || attach_failed(res, in) < 0) {
+    if (!res->topk || !res->loss || (res->nprob && !res->probs) || wire_input_attach(res, in) < 0) {
         free(res->topk), free(res->loss), free(res->probs), free(res->why);
         log_error("out of memory for results");
         return -1;
@@ -174,11 +98,11 @@ int eval_on_batch(gpud_t *self, ddp_batch_t *batch)
         return -1;
     }
     double t0 = clock_mono_s(); /* compute_s includes a --wire jpeg batch's decode */
-    eval_input_t in;
-    if (batch_input(self, batch, &in) < 0)
+    wire_input_t in;
+    if (wire_input(self, batch, &in) < 0)
         return -1;
     int rc = forward(self, batch, in.pixels) < 0 || send_result(self, batch, &in, t0) < 0;
-    input_clear(&in);
+    wire_input_clear(&in);
     if (rc)
         return -1;
     atomic_fetch_add(&self->batches, 1);

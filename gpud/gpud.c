@@ -94,8 +94,11 @@ void gpud_destroy(gpud_t **self_p)
         return;
     gpud_t *self = *self_p;
     zactor_destroy(&self->heartbeat);
-    zsock_destroy(&self->loader);
+    for (int i = 0; i < self->n_loaders; i++)
+        zsock_destroy(&self->loaders[i]);
+    self->loader = NULL;
     zsock_destroy(&self->reducer);
+    parts_destroy(&self->parts);
     trainer_destroy(&self->trainer);
     allreduce_destroy(&self->ring);
     model_destroy(&self->model);
@@ -129,8 +132,30 @@ int gpud_load_model(gpud_t *self)
 int gpud_connect(gpud_t *self)
 {
     self->reducer = zs_connect(ZMQ_DEALER, self->options.reducer, "reducer", self->name);
-    self->loader = zs_connect(ZMQ_DEALER, self->options.loader, "loader", self->name);
-    return self->reducer && self->loader ? 0 : -1;
+    if (!self->reducer)
+        return -1;
+    /* --loader EP1,EP2,...: a DEALER to each loaderd, identity our name at each */
+    char eps[DDP_MAX_STR];
+    snprintf(eps, sizeof eps, "%s", self->options.loader);
+    char *save = NULL;
+    for (char *ep = strtok_r(eps, ",", &save); ep; ep = strtok_r(NULL, ",", &save)) {
+        if (self->n_loaders == DDP_MAX_LOADERS) {
+            log_error("--loader names more than %d loaderds", DDP_MAX_LOADERS);
+            return -1;
+        }
+        zsock_t *s = zs_connect(ZMQ_DEALER, ep, "loader", self->name);
+        if (!s)
+            return -1;
+        self->loaders[self->n_loaders++] = s;
+    }
+    if (!self->n_loaders) {
+        log_error("--loader '%s' names no endpoint", self->options.loader);
+        return -1;
+    }
+    self->loader = self->loaders[0];
+    if (self->n_loaders > 1)
+        log_info("taking batches from %d loaderds: %s", self->n_loaders, self->options.loader);
+    return 0;
 }
 
 int gpud_start_heartbeat(gpud_t *self)
@@ -157,9 +182,13 @@ int gpud_send_credit(gpud_t *self, uint32_t credits, const uint64_t *ack)
     m.u.credit.n_acks = ack ? 1 : 0;
     m.u.credit.acks = (uint64_t *)ack;
     m.u.credit.auth = self->auth;
-    if (!ack)
-        self->credit_sent = true;
-    return proto_send(zsock_resolve(self->loader), NULL, &m);
+    if (ack) /* an answer: to the loaderd whose batch it was */
+        return proto_send(zsock_resolve(self->loaders[self->from_loader]), NULL, &m);
+    self->credit_sent = true;
+    for (int i = 0; i < self->n_loaders; i++)   /* a window at each loaderd */
+        if (proto_send(zsock_resolve(self->loaders[i]), NULL, &m) < 0)
+            return -1;
+    return 0;
 }
 
 int64_t gpud_commit_timeout_ms(const gpud_t *self)

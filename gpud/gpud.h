@@ -27,6 +27,7 @@
 #include "gpud/model.h"
 #include "gpud/options.h"
 #include "gpud/ring.h"
+#include "gpud/parts.h"
 #include "gpud/trainer.h"
 #include "proto/messages.h"
 #include "proto/wire.h"
@@ -38,7 +39,17 @@ typedef struct gpud {
     float mean[4], std[4];         /* per channel: the flags' or the architecture's */
     char name[DDP_MAX_NAME];       /* as in JOIN and CREDIT */
     model_t *model;
-    zsock_t *loader;               /* DEALER: CREDIT out, BATCH and END in */
+    zsock_t *loader;               /* DEALER: CREDIT out, BATCH and END in (= loaders[0]) */
+    /* eval with several loaderds (--loader EP1,EP2,...; docs/SCALE.md):
+     * one DEALER each; acks go back to the one a batch came from */
+    zsock_t *loaders[DDP_MAX_LOADERS];
+    int n_loaders;
+    int from_loader;               /* the loaderd of the message being handled */
+    /* training with several loaderds: the parts of steps not complete yet,
+     * and those of the step being run (its RESULTs and acks go per part) */
+    struct parts *parts;
+    part_t *step_parts;
+    int n_step_parts;
     zsock_t *reducer;              /* DEALER: JOIN, RESULT out; WELCOME, EPOCH, STOP in */
     zactor_t *heartbeat;
     heartbeat_args_t heartbeat_args;   /* read by the actor: lives as long as it */

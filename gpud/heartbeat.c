@@ -6,6 +6,20 @@
 
 #include <string.h>
 
+/* The loader DEALER connects to every endpoint of the comma-separated
+ * list (several loaderds: --loader EP1,EP2,...); returns how many, or -1. */
+static int connect_loaders(zsock_t *s, const char *list)
+{
+    char eps[DDP_MAX_STR];
+    snprintf(eps, sizeof eps, "%s", list);
+    char *save = NULL;
+    int n = 0;
+    for (char *ep = strtok_r(eps, ",", &save); ep; ep = strtok_r(NULL, ",", &save), n++)
+        if (zs_secure_client(s, ep, "heartbeat") < 0 || zsock_connect(s, "%s", ep) < 0)
+            return -1;
+    return n;
+}
+
 static bool send_beat(zsock_t *to, const heartbeat_args_t *a, int32_t rank, const ddp_auth_t *auth)
 {
     ddp_msg_t m = {.type = DDP_HEARTBEAT};
@@ -66,6 +80,7 @@ static void heartbeat_actor(zsock_t *pipe, void *argp)
     char id[DDP_MAX_NAME + 8];
     snprintf(id, sizeof id, "%s.hb", a->worker);
     zsock_t *loader = zsock_new(ZMQ_DEALER);
+    int n_loaders = 1;
     zsock_t *reducer = zsock_new(ZMQ_DEALER);
     if (loader && reducer) {
         zsock_set_linger(loader, 0);
@@ -79,9 +94,8 @@ static void heartbeat_actor(zsock_t *pipe, void *argp)
         zsock_set_identity(reducer, id);
         /* CURVE on tcp as every other socket (zsecurity); a beat that
          * cannot go out is only logged: the main sockets carry the job */
-        if (zs_secure_client(loader, a->loader, "heartbeat") < 0 ||
+        if ((n_loaders = connect_loaders(loader, a->loader)) < 0 ||
             zs_secure_client(reducer, a->reducer, "heartbeat") < 0 ||
-            zsock_connect(loader, "%s", a->loader) < 0 ||
             zsock_connect(reducer, "%s", a->reducer) < 0) {
             log_error("heartbeats cannot be sent to %s and %s: %s", a->loader, a->reducer,
                       zmq_strerror(zmq_errno()));
@@ -112,7 +126,9 @@ static void heartbeat_actor(zsock_t *pipe, void *argp)
         }
         if (loader && reducer && zclock_mono() >= next_beat) {
             next_beat = zclock_mono() + a->interval_ms;
-            send_beat(loader, a, rank, &auth);
+            /* a DEALER sends round-robin over its loaderds: one beat each */
+            for (int i = 0; i < n_loaders; i++)
+                send_beat(loader, a, rank, &auth);
             if (send_beat(reducer, a, rank, &auth))
                 reducer_ok = zclock_mono();
             /* a beat that cannot even be queued: no reducerd at the other

@@ -105,11 +105,12 @@ static void fail(gpud_t *self)
     self->stopped = true;
 }
 
-void link_on_loader(gpud_t *self)
+void link_on_loader(gpud_t *self, int loader)
 {
     ddp_msg_t m;
-    if (proto_recv(zsock_resolve(self->loader), NULL, &m, &self->stats) != 0)
+    if (proto_recv(zsock_resolve(self->loaders[loader]), NULL, &m, &self->stats) != 0)
         return;
+    self->from_loader = loader;
     int t = self->trainer ? train_receive(self, &m) : 1;
     if (t <= 0) {
         if (t < 0)

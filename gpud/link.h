@@ -12,7 +12,7 @@
 int link_join(gpud_t *self);
 /* One message waiting on each socket: BATCH and END from loaderd;
  * EPOCH and STOP from reducerd; a STOP the heartbeat actor relays. */
-void link_on_loader(gpud_t *self);
+void link_on_loader(gpud_t *self, int loader);
 void link_on_reducer(gpud_t *self);
 void link_on_heartbeat(gpud_t *self);
 

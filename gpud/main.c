@@ -46,15 +46,20 @@ static int run(gpud_t *self)
         log_error("cannot ask loaderd for work: %s", zmq_strerror(zmq_errno()));
         return 1;
     }
-    zpoller_t *poller = zpoller_new(self->loader, self->reducer, self->heartbeat, NULL);
-    while (!self->stopped && !zs_interrupted()) {
+    zpoller_t *poller = zpoller_new(self->reducer, self->heartbeat, NULL);
+    for (int i = 0; poller && i < self->n_loaders; i++)
+        zpoller_add(poller, self->loaders[i]);
+    while (poller && !self->stopped && !zs_interrupted()) {
         void *which = zpoller_wait(poller, 500);
+        int from = -1;
+        for (int i = 0; which && i < self->n_loaders; i++)
+            from = which == self->loaders[i] ? i : from;
         if (which == self->reducer)
             link_on_reducer(self);
         else if (which == self->heartbeat)
             link_on_heartbeat(self);
-        else if (which == self->loader)
-            link_on_loader(self);
+        else if (from >= 0)
+            link_on_loader(self, from);
         else if (zpoller_terminated(poller))
             break;
         if (self->trainer)

@@ -12,7 +12,9 @@
 
 #define T gpud_options_t
 static const option_t s_rows[] = {
-    OPTION_STRING(T, loader, "loader", "EP", NULL, "loaderd's endpoint: batches in, credits out"),
+    OPTION_STRING(T, loader, "loader", "EP[,EP...]", NULL,
+                  "loaderd's endpoint: batches in, credits out; several loaderds of one dataset "
+                  "(loaderd --shard), comma-separated: each gets --window credits"),
     OPTION_STRING(T, reducer, "reducer", "EP", NULL,
                   "reducerd's endpoint: JOIN, results, heartbeats"),
     OPTION_STRING(T, join, "join", "EP", NULL,

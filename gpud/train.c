@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/zsecurity.h"
 #include "common/zsockopt.h"
+#include "gpud/wire_input.h"
 #include "proto/wire.h"
 
 #include <math.h>
@@ -238,19 +239,64 @@ static int grow_sample_bufs(gpud_t *self, uint32_t n)
     return 0;
 }
 
+/* Several loaderds: one RESULT per part (its seq, its samples), the
+ * merged step's loss and top-k gathered back by the part's at[]. */
+static int send_part_results(gpud_t *self, const ddp_batch_t *b, int k, double lr,
+                             double compute_s)
+{
+    float *loss = malloc(((size_t)b->n ? b->n : 1) * sizeof *loss);
+    int32_t *topk = malloc(((size_t)b->n ? b->n : 1) * (size_t)k * sizeof *topk);
+    int rc = loss && topk ? 0 : -1;
+    for (int p = 0; rc == 0 && p < self->n_step_parts; p++) {
+        const part_t *part = &self->step_parts[p];
+        if (part->b.n == 0)
+            continue;   /* an empty part: nothing was ISSUED */
+        for (uint32_t i = 0; i < part->b.n; i++) {
+            loss[i] = self->loss[part->at[i]];
+            memcpy(topk + (size_t)i * k, self->topk + (size_t)part->at[i] * k, k * sizeof *topk);
+        }
+        ddp_msg_t r = {.type = DDP_RESULT};
+        r.u.result = (ddp_result_t){.rank = self->rank, .epoch = b->epoch,
+                                    .phase = DDP_PHASE_TRAIN, .seq = part->b.seq,
+                                    .n = part->b.n, .k = (uint32_t)k, .ids = part->b.ids,
+                                    .labels = part->b.labels, .topk = topk, .loss = loss,
+                                    .compute_s = b->n ? compute_s * part->b.n / b->n : 0,
+                                    .lr = lr, .step = b->step, .gen = self->gen,
+                                    .auth = self->auth};
+        rc = proto_send(zsock_resolve(self->reducer), NULL, &r);
+    }
+    free(loss);
+    free(topk);
+    if (rc < 0)
+        log_error("cannot send results to reducerd: %s", zmq_strerror(zmq_errno()));
+    return rc;
+}
+
 /* RESULT of this rank's shard: the train step's per-sample loss, top-k
- * from its logits. */
-static int send_result(gpud_t *self, const ddp_batch_t *b, double lr, double compute_s)
+ * from its logits (of the samples trained, V); a --wire jpeg batch's rows
+ * that did not decode are sent flagged failed, with their reasons. */
+static int send_result(gpud_t *self, const ddp_batch_t *b, const ddp_batch_t *v,
+                       const wire_input_t *in, double lr, double compute_s)
 {
     int nc = model_num_classes(self->model), k = nc < DDP_MAX_K ? nc : DDP_MAX_K;
-    model_topk_ce(self->logits, (int)b->n, nc, b->labels, k, self->topk, NULL);
+    model_topk_ce(self->logits, (int)v->n, nc, v->labels, k, self->topk, NULL);
+    if (self->step_parts) /* never --wire jpeg (refused with several loaderds) */
+        return send_part_results(self, b, k, lr, compute_s);
+    wire_input_spread(in, b->n, self->loss, self->topk, k);
     ddp_msg_t r = {.type = DDP_RESULT};
     r.u.result = (ddp_result_t){.rank = self->rank, .epoch = b->epoch, .phase = DDP_PHASE_TRAIN,
                                 .seq = b->seq, .n = b->n, .k = (uint32_t)k, .ids = b->ids,
                                 .labels = b->labels, .topk = self->topk, .loss = self->loss,
                                 .compute_s = compute_s, .lr = lr, .step = b->step,
                                 .gen = self->gen, .auth = self->auth};
-    if (proto_send(zsock_resolve(self->reducer), NULL, &r) < 0) {
+    if (wire_input_attach(&r.u.result, in) < 0) {
+        log_error("out of memory for the failed rows of train batch %llu",
+                  (unsigned long long)b->seq);
+        return -1;
+    }
+    int rc = proto_send(zsock_resolve(self->reducer), NULL, &r);
+    free(r.u.result.why);
+    if (rc < 0) {
         log_error("cannot send results to reducerd: %s", zmq_strerror(zmq_errno()));
         return -1;
     }
@@ -288,7 +334,9 @@ static void die_at_fault(gpud_t *self)
              self->options.fault_at_step);
     zactor_destroy(&self->heartbeat);
     allreduce_destroy(&self->ring);
-    zsock_destroy(&self->loader);
+    for (int i = 0; i < self->n_loaders; i++)
+        zsock_destroy(&self->loaders[i]);
+    self->loader = NULL;
     zsock_destroy(&self->reducer);
     zsys_shutdown();
     raise(SIGKILL);
@@ -296,9 +344,9 @@ static void die_at_fault(gpud_t *self)
 
 /* This rank's share of the step: forward and backward on its shard. 0,
  * 1 the step was dropped (a new generation), -1 failed. */
-static int forward_backward(gpud_t *self, const ddp_batch_t *b)
+static int forward_backward(gpud_t *self, const ddp_batch_t *b, const uint8_t *pixels)
 {
-    trainer_batch_t tb = {.pixels = b->n ? zframe_data(b->pixels) : NULL, .n = (int)b->n,
+    trainer_batch_t tb = {.pixels = b->n ? pixels : NULL, .n = (int)b->n,
                           .c = b->c, .h = b->h, .w = b->w,
                           .mean = self->normalize ? self->mean : NULL,
                           .std = self->normalize ? self->std : NULL, .labels = b->labels,
@@ -331,7 +379,12 @@ static int apply_step(gpud_t *self, const ddp_batch_t *b, double lr, double comp
     log_debug("step %llu (epoch %u, generation %u): %u of %u samples, lr %g, %.3fs",
               (unsigned long long)b->step, b->epoch, self->gen, b->n, b->global_count, lr,
               compute_s);
-    return gpud_send_credit(self, 1, &b->seq);
+    for (int p = 0; p < self->n_step_parts; p++) {   /* each part to its loaderd */
+        self->from_loader = self->step_parts[p].loader;
+        if (gpud_send_credit(self, 1, &self->step_parts[p].b.seq) < 0)
+            return -1;
+    }
+    return self->step_parts ? 0 : gpud_send_credit(self, 1, &b->seq);
 }
 
 /* STEP to reducerd, then its answer: COMMIT applies the step, MEMBERS
@@ -356,6 +409,57 @@ static int commit_step(gpud_t *self, const ddp_batch_t *b, double lr, double com
     return -1;
 }
 
+/* The shard as trained, V: B itself, or (--wire jpeg) its files decoded,
+ * those that failed left out and global_count less the step's failures on
+ * every rank (wire_input.h). 0, 1 the step was dropped (a new generation),
+ * -1 failed. */
+static int train_input(gpud_t *self, const ddp_batch_t *b, wire_input_t *in, ddp_batch_t *v)
+{
+    *v = *b;
+    if (wire_input(self, b, in) < 0)
+        return -1;
+    if (b->wire != DDP_WIRE_ENCODED)
+        return 0;
+    if (wire_input_keep(in, b) < 0)
+        return -1;
+    char err[1024];
+    uint32_t failed = 0;
+    if (wire_input_agree(in, self->ring, ring_timeout_ms(self), &failed, err, sizeof err) < 0)
+        return members_ring_failed(self, "failed count", b->epoch, b->step, err) < 0 ? -1 : 1;
+    if (failed > b->global_count || in->kept > b->global_count - failed) {
+        log_error("step %llu: the ranks report %u failed samples of global_count %u (%u kept "
+                  "here): loaderd and the ranks disagree", (unsigned long long)b->step, failed,
+                  b->global_count, in->kept);
+        return -1;
+    }
+    if (failed)
+        log_warn("step %llu: %u of %u samples did not decode at the ranks; the step trains on %u",
+                 (unsigned long long)b->step, failed, b->global_count, b->global_count - failed);
+    v->n = in->kept;
+    v->ids = in->ids;
+    v->labels = in->labels;
+    v->global_count = b->global_count - failed;
+    return 0;
+}
+
+/* Forward, backward, all-reduce, RESULT and commit of shard V (B as
+ * loaderd sent it). 0 or 1 done or dropped, -1 failed. */
+static int train_step(gpud_t *self, const ddp_batch_t *b, const ddp_batch_t *v,
+                      const wire_input_t *in, double t0)
+{
+    int rc = forward_backward(self, v, in->pixels);
+    if (rc != 0)
+        return rc;
+    double compute_s = clock_mono_s() - t0, lr = trainer_lr(self->trainer, (int)b->epoch);
+    char err[1024];
+    if (trainer_reduce(self->trainer, self->ring, ring_timeout_ms(self), err, sizeof err) < 0)
+        return members_ring_failed(self, "gradients", b->epoch, b->step, err);
+    self->compute_s += compute_s;
+    if (b->n > 0 && send_result(self, b, v, in, lr, compute_s) < 0)
+        return -1;
+    return commit_step(self, v, lr, compute_s);
+}
+
 /* One data-parallel step (docs/TRAINING.md step 5, docs/ELASTIC.md). */
 static int on_batch(gpud_t *self, ddp_batch_t *b)
 {
@@ -369,18 +473,14 @@ static int on_batch(gpud_t *self, ddp_batch_t *b)
     if (check_batch(self, b) < 0)
         return -1;
     self->epoch = b->epoch;
-    double t0 = clock_mono_s();
-    int rc = forward_backward(self, b);
-    if (rc != 0)
-        return rc < 0 ? -1 : 0;
-    double compute_s = clock_mono_s() - t0, lr = trainer_lr(self->trainer, (int)b->epoch);
-    char err[1024];
-    if (trainer_reduce(self->trainer, self->ring, ring_timeout_ms(self), err, sizeof err) < 0)
-        return members_ring_failed(self, "gradients", b->epoch, b->step, err) < 0 ? -1 : 0;
-    self->compute_s += compute_s;
-    if (b->n > 0 && send_result(self, b, lr, compute_s) < 0)
-        return -1;
-    return commit_step(self, b, lr, compute_s);
+    double t0 = clock_mono_s(); /* compute_s includes a --wire jpeg shard's decode */
+    wire_input_t in;
+    ddp_batch_t v;
+    int rc = train_input(self, b, &in, &v);
+    if (rc == 0)
+        rc = train_step(self, b, &v, &in, t0);
+    wire_input_clear(&in);
+    return rc < 0 ? -1 : 0;
 }
 
 /* EPOCH(e): remember the decision; rank 0 checkpoints (step 7). */
@@ -504,16 +604,76 @@ static int wait_epoch(gpud_t *self, int64_t e)
     return rc < 0 ? -1 : self->epoch_done >= e ? 0 : 1;
 }
 
+/* Several loaderds: run every step whose parts are all in, in step order.
+ * 0, or -1 failed. */
+static int run_ready_parts(gpud_t *self)
+{
+    char err[512];
+    for (;;) {
+        parts_prune(self->parts, self->gen, self->next_step);
+        ddp_batch_t merged;
+        part_t *taken;
+        int n, rc = parts_take(self->parts, self->gen, self->next_step, &merged, &taken, &n, err,
+                               sizeof err);
+        if (rc <= 0) {
+            if (rc < 0)
+                log_error("%s", err);
+            return rc;
+        }
+        uint64_t step = self->next_step;
+        uint32_t gen = self->gen;
+        self->step_parts = taken;
+        self->n_step_parts = n;
+        rc = wait_epoch(self, (int64_t)merged.epoch - 1);
+        if (rc == 0)
+            rc = on_batch(self, &merged);
+        else
+            rc = rc < 0 ? -1 : 0;
+        self->step_parts = NULL;
+        self->n_step_parts = 0;
+        parts_free_taken(&merged, taken, n);
+        if (rc < 0 || self->stopped || (self->next_step == step && self->gen == gen))
+            return rc < 0 ? -1 : 0;   /* failed, stopped, or the step was not applied */
+    }
+}
+
+/* A train part from one of several loaderds: kept until its step is whole. */
+static int on_part(gpud_t *self, ddp_batch_t *b)
+{
+    char err[512];
+    if (!self->parts && !(self->parts = parts_new(self->n_loaders))) {
+        log_error("out of memory for the train parts of %d loaderds", self->n_loaders);
+        return -1;
+    }
+    if (b->gen < self->gen || (b->gen == self->gen && b->step < self->next_step))
+        return 0;   /* of an abandoned generation, or a step already run */
+    if (b->wire == DDP_WIRE_ENCODED) { /* parts merge pixels; loaderd and ddpipe refuse it */
+        log_error("train part %llu carries files (--wire jpeg): training with several loaderds "
+                  "needs --wire uint8", (unsigned long long)b->seq);
+        return -1;
+    }
+    if (parts_add(self->parts, b, self->from_loader, err, sizeof err) < 0) {
+        log_error("%s", err);
+        return -1;
+    }
+    return run_ready_parts(self);
+}
+
 int train_receive(gpud_t *self, ddp_msg_t *m)
 {
     if (m->type == DDP_BATCH && m->u.batch.phase == DDP_PHASE_TRAIN) {
+        if (self->n_loaders > 1)
+            return on_part(self, &m->u.batch);
         int rc = wait_epoch(self, (int64_t)m->u.batch.epoch - 1);
         if (rc != 0)
             return rc < 0 ? -1 : 0;   /* 1: stopped or interrupted while waiting */
         return on_batch(self, &m->u.batch);
     }
-    if (m->type == DDP_END && m->u.end.phase == DDP_PHASE_TRAIN)
+    if (m->type == DDP_END && m->u.end.phase == DDP_PHASE_TRAIN) {
+        if ((int64_t)m->u.end.epoch <= self->train_end_done)
+            return 0;   /* several loaderds: each sends END; the first one counts */
         return on_train_end(self, m->u.end.epoch);
+    }
     return 1;   /* not a training message */
 }
 
@@ -521,6 +681,11 @@ void train_idle(gpud_t *self)
 {
     if (self->snapshot_pending && !self->step_open)
         send_state(self);
+    /* a new generation may have made a step of kept parts runnable */
+    if (self->parts && !self->stopped && parts_count(self->parts) && run_ready_parts(self) < 0) {
+        self->exit_code = 1;
+        self->stopped = true;
+    }
 }
 
 void train_interrupted(gpud_t *self)

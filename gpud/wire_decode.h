@@ -3,7 +3,9 @@
  * loaderd would have sent with --wire uint8. Each file goes through the same
  * code loaderd runs (common/image: sample_load_buffer is sample_load after
  * the file is read), so the pixels — hence logits, top-k and losses — are
- * bitwise those of --wire uint8.
+ * bitwise those of --wire uint8. A train batch (phase 1) carries the
+ * augmentation's config and seed: each sample's crop/flip/rotation is drawn
+ * from (seed, epoch, id) as loaderd draws it (augment_load_buffer).
  *
  * Threads: OpenMP over the samples. gpud already runs libgomp for oneDNN;
  * the decode runs before the forward pass, never beside it, so both use the

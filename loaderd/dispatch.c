@@ -65,6 +65,8 @@ dispatch_t *dispatch_new(uint64_t n, uint32_t batch_size, int64_t worker_timeout
     return self;
 }
 
+void dispatch_set_seq_base(dispatch_t *self, uint64_t first) { self->next_seq = first; }
+
 void dispatch_destroy(dispatch_t **self)
 {
     if (!self || !*self)

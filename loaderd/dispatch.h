@@ -30,6 +30,9 @@ typedef struct {
 typedef struct dispatch dispatch_t;
 
 dispatch_t *dispatch_new(uint64_t n, uint32_t batch_size, int64_t worker_timeout_ms);
+/* Seqs from here on start at FIRST (a loaderd of shard i: i in the high
+ * bits, DDP_SEQ_SHARD_SHIFT, so seqs stay unique over the job's loaderds). */
+void dispatch_set_seq_base(dispatch_t *self, uint64_t first);
 void dispatch_destroy(dispatch_t **self);
 
 /* Workers: identified by name (their DEALER identity). */

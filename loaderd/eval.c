@@ -21,7 +21,7 @@ static void decode_one(void *ctx, int i)
 {
     decode_job_t *job = ctx;
     const loader_t *self = job->self;
-    uint64_t id = job->range.first + (uint64_t)i;
+    uint64_t id = loader_shard_id(self, job->range.first + (uint64_t)i);
     job->ok[i] = sample_load(self->eval_set, id, &self->transform,
                              job->pixels + (size_t)i * job->sample_bytes, self->eval_h,
                              self->eval_w, job->reasons[i], sizeof job->reasons[i]) == 0;
@@ -33,7 +33,7 @@ static uint32_t keep_decoded(loader_t *self, decode_job_t *job, uint64_t *ids, i
     size_t sb = job->sample_bytes;
     uint32_t n = 0;
     for (uint32_t i = 0; i < job->range.count; i++) {
-        uint64_t id = job->range.first + i;
+        uint64_t id = loader_shard_id(self, job->range.first + i);
         if (!job->ok[i]) {
             reducer_link_report_failed(self, self->eval_set, self->epoch, DDP_PHASE_EVAL, id,
                                        job->reasons[i]);
@@ -62,7 +62,7 @@ static void read_one(void *ctx, int i)
 {
     read_job_t *job = ctx;
     const dataset_t *ds = job->self->eval_set;
-    uint64_t id = job->range.first + (uint64_t)i;
+    uint64_t id = loader_shard_id(job->self, job->range.first + (uint64_t)i);
     char path[4096];
     int n = snprintf(path, sizeof path, "%s/%s", dataset_root(ds), dataset_path(ds, id));
     if (n < 0 || (size_t)n >= sizeof path) {
@@ -85,7 +85,7 @@ static zframe_t *pack_files(loader_t *self, read_job_t *job, uint64_t *ids, int3
     size_t total = 0;
     uint32_t n = 0;
     for (uint32_t i = 0; i < job->range.count; i++) {
-        uint64_t id = job->range.first + i;
+        uint64_t id = loader_shard_id(self, job->range.first + i);
         if (!job->ok[i]) {
             reducer_link_report_failed(self, self->eval_set, self->epoch, DDP_PHASE_EVAL, id,
                                        job->reasons[i]);
@@ -227,7 +227,7 @@ static void send_ready(loader_t *self)
                      (unsigned long long)r->batch.seq, name, zmq_strerror(zmq_errno()), name);
         zframe_destroy(&id);
         log_debug("batch %llu (%u samples from %llu) -> %s", (unsigned long long)r->batch.seq, n,
-                  (unsigned long long)r->range.first, name);
+                  (unsigned long long)loader_shard_id(self, r->range.first), name);
         self->sent_samples += n;
         ready_batch_clear(r);
         memmove(&self->ready[0], &self->ready[1],

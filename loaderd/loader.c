@@ -116,6 +116,24 @@ static int open_cache(loader_t *self)
 }
 
 /* The epoch permutation, the steps held ahead, the validation set. */
+/* --wire jpeg ships files: an idx: dataset has none, so it keeps uint8
+ * (training: when the train or the --val set is one, both keep it). */
+static void decide_wire(loader_t *self)
+{
+    if (!self->options.wire_encoded)
+        return;
+    const dataset_t *idx = dataset_is_idx(self->dataset)                    ? self->dataset
+                           : self->eval_set && dataset_is_idx(self->eval_set) ? self->eval_set
+                                                                              : NULL;
+    if (idx) {
+        log_info("--wire jpeg: %s is an idx: dataset (pixels, no files): batches carry uint8 "
+                 "pixels", idx == self->dataset ? self->options.data : self->options.val);
+        return;
+    }
+    self->wire_encoded = true;
+    log_info("--wire jpeg: batches carry the original files; gpud decodes and transforms them");
+}
+
 static int prepare_training(loader_t *self)
 {
     const loader_options_t *o = &self->options;
@@ -147,26 +165,13 @@ static int prepare_training(loader_t *self)
     }
     if (o->val && open_val_set(self) < 0)
         return -1;
+    decide_wire(self);
     log_info("training: %ld ranks, global batch %llu, %llu steps per epoch, epochs %ld..%ld; "
              "validation %s (%llu samples, %dx%d, batches of %ld)", o->workers,
              (unsigned long long)self->global_batch, (unsigned long long)self->steps_per_epoch,
              o->start_epoch, o->epochs - 1, o->val ? o->val : "none",
              (unsigned long long)self->eval_samples, self->eval_w, self->eval_h, o->batch_size);
     return 0;
-}
-
-/* --wire jpeg ships files: an idx: dataset has none, so it keeps uint8. */
-static void decide_wire(loader_t *self)
-{
-    if (!self->options.wire_encoded)
-        return;
-    if (dataset_is_idx(self->dataset)) {
-        log_info("--wire jpeg: %s is an idx: dataset (pixels, no files): batches carry uint8 "
-                 "pixels", self->options.data);
-        return;
-    }
-    self->wire_encoded = true;
-    log_info("--wire jpeg: batches carry the original files; gpud decodes and transforms them");
 }
 
 static int prepare(loader_t *self)
@@ -183,9 +188,17 @@ static int prepare(loader_t *self)
     } else if (prepare_training(self) < 0) {
         return -1;
     }
+    self->eval_positions = loader_shard_size(self, self->eval_samples);
+    if (o->shard_count > 1)
+        log_info("shard %u/%u: %llu of the %llu samples (ids %% %u == %u)", o->shard_index,
+                 o->shard_count, (unsigned long long)self->eval_positions,
+                 (unsigned long long)self->eval_samples, o->shard_count, o->shard_index);
     self->pool = pool_new((int)o->threads);
-    self->dispatch = dispatch_new(o->train ? 0 : self->samples, (uint32_t)o->batch_size,
+    self->dispatch = dispatch_new(o->train ? 0 : self->eval_positions, (uint32_t)o->batch_size,
                                   o->worker_timeout_s * 1000);
+    if (self->dispatch) /* seqs name the shard: RESULTs are told apart per loaderd */
+        dispatch_set_seq_base(self->dispatch,
+                              ((uint64_t)o->shard_index << DDP_SEQ_SHARD_SHIFT) + 1);
     self->router = zs_bind(ZMQ_ROUTER, o->bind, "worker");
     self->reducer = zs_connect(ZMQ_DEALER, o->reducer, "reducer", NULL);
     return self->pool && self->dispatch && self->router && self->reducer ? 0 : -1;
@@ -244,6 +257,18 @@ void loader_destroy(loader_t **self_p)
     dataset_destroy(&self->dataset);
     free(self);
     *self_p = NULL;
+}
+
+uint64_t loader_shard_size(const loader_t *self, uint64_t n)
+{
+    uint64_t i = self->options.shard_index, k = self->options.shard_count;
+    return k <= 1 ? n : n > i ? (n - i + k - 1) / k : 0;
+}
+
+uint64_t loader_shard_id(const loader_t *self, uint64_t pos)
+{
+    uint64_t k = self->options.shard_count;
+    return k <= 1 ? pos : pos * k + self->options.shard_index;
 }
 
 void ready_batch_clear(ready_batch_t *ready)

@@ -94,7 +94,8 @@ typedef struct loader {
 
     /* eval phase: the dataset in eval mode, the --val set in training */
     const dataset_t *eval_set;
-    uint64_t eval_samples;
+    uint64_t eval_samples;     /* of the eval set (the plan's n) */
+    uint64_t eval_positions;   /* of them, this loaderd's shard (--shard): dispatch positions */
     int eval_h, eval_w;
     ready_batch_t ready[LOADER_MAX_READY];
     int n_ready;
@@ -130,6 +131,11 @@ typedef struct loader {
  * any of it fails. Owned by the caller; nothing is sent yet. */
 loader_t *loader_new(const loader_options_t *options);
 void loader_destroy(loader_t **self_p);
+
+/* --shard I/N: this loaderd's samples of an N-sample set, and the id of
+ * its POS-th (ids with id % N == I, in id order; without --shard: all). */
+uint64_t loader_shard_size(const loader_t *self, uint64_t n);
+uint64_t loader_shard_id(const loader_t *self, uint64_t pos);
 
 /* Frees a ready batch's ids, labels and pixels; zeroes it. */
 void ready_batch_clear(ready_batch_t *ready);

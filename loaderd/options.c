@@ -49,6 +49,10 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, worker_timeout_s, "worker-timeout", "S", 10, 1, 86400,
                 "a gpud that leaves a batch unanswered this long (heartbeats do not count) or is "
                 "silent this long is dropped and its batches go to the others"),
+    OPTION_STRING(T, shard, "shard", "I/N", NULL,
+                  "one of N loaderds of the dataset: hand out the samples whose id % N == I "
+                  "(docs/SCALE.md \"Several loaderds\"); training: this shard's samples of each "
+                  "rank's list, which gpud merges in order"),
     OPTION_FLAG(T, verbose, "verbose", NULL),
     OPTION_SECTION("training (docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train", "train: epochs of global steps sharded over the ranks"),
@@ -112,6 +116,25 @@ static int read_augment(loader_options_t *self)
     return -1;
 }
 
+/* --shard I/N: 0 <= I < N <= DDP_MAX_LOADERS; one line naming what is wrong. */
+static int read_shard(loader_options_t *self)
+{
+    long i, n;
+    int used = 0;
+    if (sscanf(self->shard, "%ld/%ld%n", &i, &n, &used) != 2 || self->shard[used] != '\0') {
+        fprintf(stderr, "loaderd: --shard '%s': want I/N, e.g. 0/3\n", self->shard);
+        return -1;
+    }
+    if (n < 1 || n > DDP_MAX_LOADERS || i < 0 || i >= n) {
+        fprintf(stderr, "loaderd: --shard %ld/%ld is out of range: want 0 <= I < N <= %d "
+                        "(shards are numbered from 0)\n", i, n, DDP_MAX_LOADERS);
+        return -1;
+    }
+    self->shard_index = (uint32_t)i;
+    self->shard_count = (uint32_t)n;
+    return 0;
+}
+
 /* --wire: uint8 (decoded pixels) or jpeg (the files, decoded by gpud). */
 static int read_wire(loader_options_t *self)
 {
@@ -122,11 +145,17 @@ static int read_wire(loader_options_t *self)
         fprintf(stderr, "loaderd: --wire: '%s' is not one of uint8, jpeg\n", self->wire);
         return -1;
     }
-    /* a train step's divisor counts the samples that decoded here */
-    if (self->train) {
-        fprintf(stderr, "loaderd: --wire jpeg is for evaluation only: training decodes at "
-                        "loaderd (the step's gradient divisor counts the samples that "
-                        "loaded); use --wire uint8\n");
+    /* the cache keeps decoded train samples: with jpeg nothing is decoded here */
+    if (self->cache) {
+        fprintf(stderr, "loaderd: --wire jpeg and --cache: the cache keeps samples loaderd "
+                        "decodes, with jpeg gpud decodes them; drop one of the two\n");
+        return -1;
+    }
+    /* gpud merges the parts of several loaderds' train steps as pixels */
+    if (self->train && self->shard_count > 1) {
+        fprintf(stderr, "loaderd: --wire jpeg with --train and --shard %u/%u: training with "
+                        "several loaderds needs --wire uint8\n", self->shard_index,
+                self->shard_count);
         return -1;
     }
     self->wire_encoded = 1;
@@ -136,6 +165,10 @@ static int read_wire(loader_options_t *self)
 /* The values the table cannot check alone. */
 static int read_values(loader_options_t *self)
 {
+    self->shard_index = 0;
+    self->shard_count = 1;
+    if (self->shard && read_shard(self) < 0)
+        return -1;
     self->crop_h = self->crop_w = 0;
     if (read_wire(self) < 0)
         return -1;

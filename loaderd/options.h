@@ -6,6 +6,8 @@
 
 #include "common/options.h"
 
+#include <stdint.h>
+
 /* The most batches decoded ahead (--prefetch): the state's ready array. */
 #define LOADER_MAX_READY 64
 
@@ -36,6 +38,7 @@ typedef struct {
     const char *classes;       /* class map (common/classmap.h): FILE or "numeric"; NULL none */
     long outputs;              /* with classes: the model's output count */
     long worker_timeout_s;
+    const char *shard;         /* "I/N": one of N loaderds of the dataset; NULL: the whole */
     int verbose;
     /* training (--train) */
     int train;
@@ -52,6 +55,7 @@ typedef struct {
     long start_step;
     /* read from the text options by loader_options_parse (not in the table) */
     int crop_h, crop_w;        /* 0: no crop */
+    uint32_t shard_index, shard_count; /* --shard I/N (0/1 without it) */
     int wire_encoded;          /* --wire jpeg: ship the files, gpud decodes */
     loader_augment_t augment_mode;
 } loader_options_t;

@@ -49,7 +49,8 @@ static int after_train(loader_t *self)
         self->stage = STAGE_EPOCH; /* no validation: reducerd decides on epochs alone */
         return 0;
     }
-    if (dispatch_replan(self->dispatch, self->eval_samples, (uint32_t)self->options.batch_size) <
+    self->eval_positions = loader_shard_size(self, self->eval_samples);
+    if (dispatch_replan(self->dispatch, self->eval_positions, (uint32_t)self->options.batch_size) <
         0) {
         log_error("validation of epoch %u: eval batches of the last one are still out",
                   self->epoch);
@@ -63,7 +64,7 @@ static int after_eval(loader_t *self)
     workers_broadcast_end(self, self->epoch, DDP_PHASE_EVAL);
     log_info("%s%u: all %llu samples handed out and answered (%llu failed, %llu batches re-queued)",
              self->options.train ? "validation of epoch " : "epoch ", self->epoch,
-             (unsigned long long)self->eval_samples, (unsigned long long)self->failed,
+             (unsigned long long)self->eval_positions, (unsigned long long)self->failed,
              (unsigned long long)dispatch_requeued(self->dispatch));
     self->stage = self->options.train ? STAGE_EPOCH : STAGE_IDLE;
     return 0;

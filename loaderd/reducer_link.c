@@ -27,6 +27,8 @@ int reducer_link_join(loader_t *self)
     snprintf(j.u.join.host, sizeof j.u.join.host, "%s", host);
     snprintf(self->name, sizeof self->name, "loaderd-%.40s-%d", host, (int)getpid());
     snprintf(j.u.join.name, sizeof j.u.join.name, "%s", self->name);
+    j.u.join.shard = self->options.shard_index; /* reducerd takes one loaderd per shard */
+    j.u.join.shards = self->options.shard_count;
     if (send_to_reducer(self, &j) < 0) {
         log_error("cannot send JOIN to reducerd: %s", zmq_strerror(zmq_errno()));
         return -1;
@@ -54,7 +56,7 @@ int reducer_link_send_plan(loader_t *self)
         plan->auth = self->auth;
     /* borrow the dataset's strings: the encoder only reads them */
     /* --wire jpeg: reducerd names a sample gpud could not decode by its path */
-    bool paths = (self->options.predictions || self->wire_encoded) && !train;
+    bool paths = (self->options.predictions && !train) || self->wire_encoded;
     plan->class_names = calloc(plan->num_classes ? plan->num_classes : 1, sizeof(char *));
     if (paths)
         plan->paths = calloc(plan->n ? plan->n : 1, sizeof(char *));
@@ -204,6 +206,14 @@ static void on_commit(loader_t *self, const ddp_commit_t *c)
 
 static void on_stop(loader_t *self, const ddp_stop_t *stop)
 {
+    if (stop->code != 0 && !self->trusted && stop->code != DDP_STOP_JOB_LOST) {
+        /* before any plan ack: reducerd refuses this loaderd (e.g. its
+         * shard is another's): an error, not the job's end */
+        log_error("reducerd refuses this loaderd (%d): %s", stop->code, stop->reason);
+        self->stopped = true;
+        self->exit_code = 1;
+        return;
+    }
     if (stop->code != 0)
         log_warn("reducerd stops the job (%d: %s)", stop->code, stop->reason);
     else

@@ -8,6 +8,8 @@ void step_clear(step_t *step, int world)
     for (int r = 0; r < world; r++) {
         free(step->shard[r].ids);
         free(step->shard[r].labels);
+        free(step->shard[r].sizes);
+        free(step->shard[r].pos);
         zframe_destroy(&step->shard[r].pixels);
         memset(&step->shard[r], 0, sizeof step->shard[r]);
         step->sent[r] = false;

@@ -73,32 +73,6 @@ static int fixed_sample(const loader_t *self, uint64_t id, uint8_t *out, char *e
     return 0;
 }
 
-/* No random crop: flip and rotation after the fixed transform, as
- * Compose([Resize, CenterCrop, RandomHorizontalFlip, RandomRotation]); for
- * a source already of the output size (idx) this is augment_load's result
- * exactly. */
-static int flip_rotate(const loader_t *self, uint32_t epoch, uint64_t id, uint8_t *out, char *err,
-                       size_t errlen)
-{
-    const augment_t *aug = &self->augment;
-    int h = self->out_h, w = self->out_w, c = aug->channels;
-    augment_params_t p = augment_draw(aug, (uint64_t)self->options.seed, epoch, id, w, h);
-    if (p.flip)
-        augment_flip_planes(out, c, h, w);
-    if (!p.rotate)
-        return 0;
-    size_t n = (size_t)c * h * w;
-    uint8_t *tmp = malloc(n);
-    if (!tmp) {
-        err_set(err, errlen, "out of memory rotating a %dx%d image", w, h);
-        return -1;
-    }
-    memcpy(tmp, out, n);
-    augment_rotate_planes(tmp, out, c, h, w, p.angle);
-    free(tmp);
-    return 0;
-}
-
 int train_sample_load(const loader_t *self, uint32_t epoch, uint64_t id, uint8_t *out, char *err,
                       size_t errlen)
 {
@@ -113,5 +87,6 @@ int train_sample_load(const loader_t *self, uint32_t epoch, uint64_t id, uint8_t
     }
     if (fixed_sample(self, id, out, err, errlen) != 0)
         return -1;
-    return flip_rotate(self, epoch, id, out, err, errlen);
+    return augment_flip_rotate(&self->augment, (uint64_t)self->options.seed, epoch, id, out,
+                               self->out_h, self->out_w, err, errlen);
 }

@@ -3,6 +3,7 @@
 #include "common/errbuf.h"
 #include "common/log.h"
 #include "loaderd/reducer_link.h"
+#include "loaderd/train_files.h"
 #include "loaderd/train_sample.h"
 #include "proto/wire.h"
 
@@ -50,16 +51,33 @@ static void load_one(void *ctx, int i)
                                    job->reasons[i], sizeof job->reasons[i]) == 0;
 }
 
-/* Rank r's shard of step k: ids, labels, a pixel frame of count samples. */
+/* Of rank r's list (count samples from permutation position first), the
+ * samples of this loaderd's --shard: all without one. */
+static uint64_t shard_count(const loader_t *self, uint64_t first, uint64_t count)
+{
+    uint32_t shards = self->options.shard_count;
+    if (shards <= 1)
+        return count;
+    uint64_t mine = 0;
+    for (uint64_t i = 0; i < count; i++)
+        mine += sampler_id(self->sampler, first + i) % shards == self->options.shard_index;
+    return mine;
+}
+
+/* Rank r's shard of step k: ids, labels, a pixel frame of count samples;
+ * with --shard only this loaderd's samples, each with its index in r's
+ * list (pos), so gpud merges the loaderds' parts in one loaderd's order. */
 static int shard_alloc(loader_t *self, uint64_t k, int r, ddp_batch_t *b, uint64_t *first)
 {
-    uint64_t count;
+    uint64_t listed, count;
     char err[256];
-    if (sampler_shard(self->sampler, k, self->global_batch, self->world, r, first, &count, err,
+    if (sampler_shard(self->sampler, k, self->global_batch, self->world, r, first, &listed, err,
                       sizeof err) != 0) {
         log_error("cannot shard step %llu for rank %d: %s", (unsigned long long)k, r, err);
         return -1;
     }
+    bool sharded = self->options.shard_count > 1;
+    count = shard_count(self, *first, listed);
     int c = self->augment.channels;
     size_t sb = (size_t)c * self->out_h * self->out_w;
     *b = (ddp_batch_t){.epoch = self->epoch, .phase = DDP_PHASE_TRAIN, .n = (uint32_t)count,
@@ -68,15 +86,24 @@ static int shard_alloc(loader_t *self, uint64_t k, int r, ddp_batch_t *b, uint64
                        .gen = self->gen};
     b->ids = calloc(count ? count : 1, sizeof *b->ids);
     b->labels = calloc(count ? count : 1, sizeof *b->labels);
-    b->pixels = zframe_new(NULL, sb * count);
-    if (!b->ids || !b->labels || !b->pixels) {
+    /* --wire jpeg: the files' frame is made once they are read (train_files.c) */
+    b->pixels = self->wire_encoded ? NULL : zframe_new(NULL, sb * count);
+    if (sharded)
+        b->pos = calloc(count ? count : 1, sizeof *b->pos);
+    if (!b->ids || !b->labels || (!b->pixels && !self->wire_encoded) || (sharded && !b->pos)) {
         log_error("out of memory for rank %d's shard of %llu samples; lower the global batch or "
                   "--prefetch", r, (unsigned long long)count);
         return -1;
     }
-    for (uint64_t i = 0; i < count; i++) {
-        b->ids[i] = sampler_id(self->sampler, *first + i);
-        b->labels[i] = dataset_label(self->dataset, b->ids[i]);
+    for (uint64_t i = 0, j = 0; i < listed && j < count; i++) {
+        uint64_t id = sampler_id(self->sampler, *first + i);
+        if (sharded && id % self->options.shard_count != self->options.shard_index)
+            continue;
+        b->ids[j] = id;
+        b->labels[j] = dataset_label(self->dataset, id);
+        if (sharded)
+            b->pos[j] = (uint32_t)i;
+        j++;
     }
     return 0;
 }
@@ -97,6 +124,8 @@ static void shard_compact(loader_t *self, ddp_batch_t *b, const int *ok, char (*
             memmove(px + n * sb, px + i * sb, sb);
             b->ids[n] = b->ids[i];
             b->labels[n] = b->labels[i];
+            if (b->pos)
+                b->pos[n] = b->pos[i];
         }
         n++;
     }
@@ -149,7 +178,9 @@ static int load_step(loader_t *self, uint64_t k, step_t *st)
                       .dst = calloc(slots, sizeof *job.dst), .ok = calloc(slots, sizeof *job.ok),
                       .reasons = calloc(slots, sizeof *job.reasons)};
     int rc = -1;
-    if (job.ids && job.dst && job.ok && job.reasons) {
+    if (self->wire_encoded) {
+        rc = train_files_load(self, st, total);
+    } else if (job.ids && job.dst && job.ok && job.reasons) {
         load_shards(self, st, &job);
         rc = 0;
     } else {
@@ -202,6 +233,8 @@ static void send_shard(loader_t *self, const char *name, zframe_t *identity, ste
     self->sent_samples += n;
     free(b->ids);
     free(b->labels);
+    free(b->sizes);
+    free(b->pos);
     zframe_destroy(&b->pixels);
     memset(b, 0, sizeof *b);
     st->sent[r] = true;

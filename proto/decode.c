@@ -71,7 +71,8 @@ static int d_join(const mp_reader_t *r, ddp_join_t *m)
            mp_get_str(r, "host", m->host, sizeof m->host) ||
            mp_get_str(r, "backend", m->backend, sizeof m->backend) ||
            mp_opt_str(r, "ring", m->ring, sizeof m->ring) ||
-           mp_opt_str(r, "config", m->config, sizeof m->config)
+           mp_opt_str(r, "config", m->config, sizeof m->config) ||
+           opt_u32(r, "shard", &m->shard) || opt_u32(r, "shards", &m->shards)
                ? -1 : 0;
 }
 
@@ -148,6 +149,23 @@ static int d_heartbeat(const mp_reader_t *r, ddp_heartbeat_t *m)
                ? -1 : 0;
 }
 
+/* wire 1, train: the augmentation (validate.c checks the values) */
+static int d_batch_augment(const mp_reader_t *r, ddp_batch_t *m)
+{
+    double v[DDP_AUG_DOUBLES];
+    const void *p;
+    if (mp_get_uint(r, "aug_seed", 0, UINT64_MAX, &m->aug_seed) ||
+        mp_get_u8(r, "aug", 0, UINT8_MAX, &m->aug_flags) ||
+        mp_get_bin(r, "augment", sizeof v, "7*8", &p))
+        return -1;
+    memcpy(v, p, sizeof v); /* the frame's bytes need not be aligned */
+    m->aug_scale[0] = v[0], m->aug_scale[1] = v[1];
+    m->aug_ratio[0] = v[2], m->aug_ratio[1] = v[3];
+    m->aug_flip_p = v[4];
+    m->aug_degrees[0] = v[5], m->aug_degrees[1] = v[6];
+    return 0;
+}
+
 static int d_batch(const mp_reader_t *r, ddp_batch_t *m)
 {
     uint16_t *dims[3] = {&m->c, &m->h, &m->w};
@@ -168,6 +186,10 @@ static int d_batch(const mp_reader_t *r, ddp_batch_t *m)
         mp_dup_bin(r, "labels", (size_t)m->n * 4, "n*4", (void **)&m->labels) ||
         opt_u8(r, "wire", &m->wire))
         return -1;
+    bool bad = false;   /* pos: a train part of a sharded dataset */
+    if ((mp_find(r, "pos", &bad) && m->n &&
+         mp_dup_bin(r, "pos", (size_t)m->n * 4, "n*4", (void **)&m->pos)) || bad)
+        return -1;
     if (m->wire == DDP_WIRE_UINT8)
         return 0;
     /* encoded samples: their sizes and the transform (validate.c checks them) */
@@ -177,6 +199,8 @@ static int d_batch(const mp_reader_t *r, ddp_batch_t *m)
         mp_get_u8(r, "dct", 0, UINT8_MAX, &m->dct))
         return -1;
     m->resize = (uint16_t)resize;
+    if (m->phase == DDP_PHASE_TRAIN && d_batch_augment(r, m))
+        return -1;
     return mp_dup_bin(r, "sizes", (size_t)m->n * 4, "n*4", (void **)&m->sizes);
 }
 

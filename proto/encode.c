@@ -39,8 +39,11 @@ static int put_gen(msgpack_packer *pk, uint32_t gen)
 
 static int pack_join(msgpack_packer *pk, const ddp_join_t *m)
 {
-    return put_head(pk, DDP_JOIN, 7 + (m->config[0] ? 1 : 0)) ||
+    bool sharded = m->shards > 1; /* absent = 0 of 1: older loaderds' bytes */
+    return put_head(pk, DDP_JOIN, 7 + (m->config[0] ? 1 : 0) + (sharded ? 2 : 0)) ||
            (m->config[0] && mp_put_str(pk, "config", m->config)) ||
+           (sharded && (mp_put_uint(pk, "shard", m->shard) ||
+                        mp_put_uint(pk, "shards", m->shards))) ||
            mp_put_uint(pk, "role", m->role) ||
            mp_put_uint(pk, "pid", m->pid) || mp_put_int(pk, "want_rank", m->want_rank) ||
            mp_put_str(pk, "name", m->name) || mp_put_str(pk, "host", m->host) ||
@@ -95,6 +98,16 @@ static int pack_heartbeat(msgpack_packer *pk, const ddp_heartbeat_t *m)
            mp_put_uint(pk, "rejected", m->rejected);
 }
 
+/* wire 1, train: the augmentation's config and seed (the draws are gpud's) */
+static int put_augment(msgpack_packer *pk, const ddp_batch_t *m)
+{
+    double v[DDP_AUG_DOUBLES] = {m->aug_scale[0], m->aug_scale[1], m->aug_ratio[0],
+                                 m->aug_ratio[1], m->aug_flip_p, m->aug_degrees[0],
+                                 m->aug_degrees[1]};
+    return mp_put_uint(pk, "aug_seed", m->aug_seed) || mp_put_uint(pk, "aug", m->aug_flags) ||
+           mp_put_bin(pk, "augment", v, sizeof v);
+}
+
 /* wire 1 (--wire jpeg): the file sizes and the transform gpud applies */
 static int put_wire(msgpack_packer *pk, const ddp_batch_t *m)
 {
@@ -103,13 +116,17 @@ static int put_wire(msgpack_packer *pk, const ddp_batch_t *m)
     return mp_put_uint(pk, "wire", m->wire) ||
            mp_put_bin(pk, "sizes", m->sizes, (size_t)m->n * 4) ||
            mp_put_uint(pk, "resize", m->resize) || mp_put_uint(pk, "crop", m->crop) ||
-           mp_put_uint(pk, "dct", m->dct);
+           mp_put_uint(pk, "dct", m->dct) ||
+           (m->phase == DDP_PHASE_TRAIN && put_augment(pk, m));
 }
 
 static int pack_batch(msgpack_packer *pk, const ddp_batch_t *m)
 {
-    return put_head(pk, DDP_BATCH, 11 + (m->gen ? 1 : 0) + (m->wire ? 5 : 0)) ||
+    bool pos = m->pos && m->n;
+    return put_head(pk, DDP_BATCH, 11 + (m->gen ? 1 : 0) + (pos ? 1 : 0) +
+                                      (m->wire ? (m->phase == DDP_PHASE_TRAIN ? 8 : 5) : 0)) ||
            put_gen(pk, m->gen) || put_wire(pk, m) ||
+           (pos && mp_put_bin(pk, "pos", m->pos, (size_t)m->n * 4)) ||
            mp_put_uint(pk, "seq", m->seq) ||
            mp_put_uint(pk, "step", m->step) || mp_put_uint(pk, "global_count", m->global_count) ||
            mp_put_uint(pk, "epoch", m->epoch) || mp_put_uint(pk, "phase", m->phase) ||

@@ -48,6 +48,7 @@ void ddp_msg_clear(ddp_msg_t *msg)
     case DDP_BATCH:
         free(msg->u.batch.ids);
         free(msg->u.batch.labels);
+        free(msg->u.batch.pos);
         free(msg->u.batch.sizes);
         zframe_destroy(&msg->u.batch.pixels);
         break;

@@ -41,6 +41,13 @@ enum { DDP_WIRE_UINT8 = 0, DDP_WIRE_ENCODED = 1 };
 #define DDP_MAX_EP 256           /* an endpoint string (ring) */
 #define DDP_TOKEN_LEN 16         /* a peer's session token (keyed BLAKE2b) */
 #define DDP_SECRET_LEN 32        /* the job secret reducerd hands loaderd */
+/* Several loaderds for one dataset (docs/SCALE.md "Several loaderds"): at
+ * most DDP_MAX_LOADERS shards; shard i holds the ids with id % shards == i,
+ * and its BATCH seqs carry i in the bits from DDP_SEQ_SHARD_SHIFT up, so a
+ * seq names its loaderd and stays unique over the job. */
+#define DDP_MAX_LOADERS 256
+#define DDP_SEQ_SHARD_SHIFT 48
+#define DDP_SEQ_SHARD(seq) ((uint32_t)((uint64_t)(seq) >> DDP_SEQ_SHARD_SHIFT))
 
 typedef enum {
     DDP_JOIN = 1,      /* any daemon -> reducerd: who I am */
@@ -93,6 +100,9 @@ typedef struct {
     /* optional, gpud --train: the job-wide settings (model, optimizer,
      * schedule, G, seed ... as flags); every rank of a job has the same */
     char config[DDP_MAX_STR];
+    /* optional, loader: its shard of the dataset, shard < shards <=
+     * DDP_MAX_LOADERS (absent: 0 of 1, the whole dataset) */
+    uint32_t shard, shards;
 } ddp_join_t;
 
 typedef struct {
@@ -157,6 +167,11 @@ typedef struct {
     uint64_t step;             /* optional, train: absolute optimizer step of the run */
     uint32_t global_count;     /* optional, train: samples in the whole global step (>= n) */
     uint32_t gen;              /* optional, train: membership generation (0 absent) */
+    /* optional, train with several loaderds (loaderd --shard): each
+     * sample's index in the rank's list of the step, strictly increasing
+     * (n entries; NULL absent). global_count is then this loaderd's part:
+     * gpud sums the parts of all loaderds. */
+    uint32_t *pos;
     /* optional --wire jpeg (PROTOCOL.md): frame 2 holds the samples' original
      * files back to back; gpud decodes and transforms them to c x h x w */
     uint8_t wire;              /* DDP_WIRE_UINT8 (absent) or DDP_WIRE_ENCODED */
@@ -164,7 +179,19 @@ typedef struct {
     uint16_t resize;           /* wire 1: shorter side before the crop (0: none) */
     uint8_t crop;              /* wire 1: 1 = center crop to h x w, 0 = the image is h x w */
     uint8_t dct;               /* wire 1: libjpeg-turbo DCT scaling allowed (loaderd --fast-decode) */
+    /* wire 1, train: the augmentation gpud draws per (seed, epoch, id) as
+     * loaderd would (common/image/augment.h); aug_flags DDP_AUG_* */
+    uint64_t aug_seed;
+    uint8_t aug_flags;
+    double aug_scale[2], aug_ratio[2];  /* with DDP_AUG_CROP */
+    double aug_flip_p;
+    double aug_degrees[2];              /* with DDP_AUG_ROTATE */
 } ddp_batch_t;
+
+/* BATCH 'aug' bits (wire 1, train) */
+enum { DDP_AUG_CROP = 1, DDP_AUG_ROTATE = 2 };
+/* doubles in BATCH 'augment': scale, ratio, flip_p, degrees */
+#define DDP_AUG_DOUBLES 7
 
 typedef struct {
     uint32_t epoch;

@@ -97,6 +97,13 @@ static int v_join(const ddp_join_t *m, char *err, size_t errlen, const char *wha
     CHECK_FIXED(m->backend, "backend", 0);
     CHECK_FIXED(m->ring, "ring", 0);
     CHECK_FIXED(m->config, "config", 0);
+    uint32_t shards = m->shards ? m->shards : 1; /* absent: the whole dataset */
+    if (shards > DDP_MAX_LOADERS || m->shard >= shards)
+        return BAD("'shard' %" PRIu32 " of 'shards' %" PRIu32 ": want shard < shards <= %d",
+                   m->shard, m->shards, DDP_MAX_LOADERS);
+    if (shards > 1 && m->role != DDP_ROLE_LOADER)
+        return BAD("'shards' %" PRIu32 " on a %s JOIN: only a loader has a shard", m->shards,
+                   proto_role_name(m->role));
     return 0;
 }
 
@@ -175,19 +182,39 @@ static int v_heartbeat(const ddp_heartbeat_t *m, char *err, size_t errlen, const
     return v_auth(&m->auth, err, errlen, what);
 }
 
+/* wire 1, train: an augmentation gpud can apply (augment_check's rules,
+ * which gpud runs again before decoding). */
+static int v_batch_augment(const ddp_batch_t *m, char *err, size_t errlen, const char *what)
+{
+    if (m->aug_flags & ~(DDP_AUG_CROP | DDP_AUG_ROTATE))
+        return BAD("'aug' is %u, want bits 1 (crop) and 2 (rotate) only", m->aug_flags);
+    const double *s = m->aug_scale, *r = m->aug_ratio, *d = m->aug_degrees;
+    if ((m->aug_flags & DDP_AUG_CROP) &&
+        !(s[0] > 0 && s[0] <= s[1] && isfinite(s[1]) && r[0] > 0 && r[0] <= r[1] &&
+          isfinite(r[1])))
+        return BAD("'augment' crop scale (%g, %g) or ratio (%g, %g): want 0 < min <= max", s[0],
+                   s[1], r[0], r[1]);
+    if (!(m->aug_flip_p >= 0 && m->aug_flip_p <= 1))
+        return BAD("'augment' flip probability %g is not in [0, 1]", m->aug_flip_p);
+    if ((m->aug_flags & DDP_AUG_ROTATE) &&
+        !(isfinite(d[0]) && isfinite(d[1]) && d[0] <= d[1]))
+        return BAD("'augment' rotation (%g, %g): want finite, min <= max", d[0], d[1]);
+    return 0;
+}
+
 /* wire 1: frame 2 is the n files back to back, sizes[i] bytes each; the
  * transform must be one gpud can apply (transform.h's rules). */
 static int v_batch_encoded(const ddp_batch_t *m, char *err, size_t errlen, const char *what)
 {
     if (m->wire != DDP_WIRE_ENCODED)
         return BAD("'wire' is %u, want 0 (uint8) or 1 (encoded)", m->wire);
-    if (m->phase != DDP_PHASE_EVAL)
-        return BAD("'wire' 1 (encoded samples) is for eval batches only");
+    if (m->phase == DDP_PHASE_TRAIN && v_batch_augment(m, err, errlen, what))
+        return -1;
     if (m->crop > 1 || m->dct > 1)
         return BAD("'crop' is %u and 'dct' %u, want 0 or 1 each", m->crop, m->dct);
     if (m->c != 1 && m->c != 3)
         return BAD("'c' is %u with encoded samples, want 1 or 3", m->c);
-    if (!m->sizes)
+    if (m->n && !m->sizes)   /* an empty train shard has none */
         return BAD("'sizes' is NULL");
     uint64_t sum = 0;
     for (uint32_t i = 0; i < m->n; i++) {
@@ -197,9 +224,9 @@ static int v_batch_encoded(const ddp_batch_t *m, char *err, size_t errlen, const
     }
     if (sum > DDP_MAX_PIXELS)
         return BAD("'sizes' sum to %" PRIu64 " bytes, want at most 2^31", sum);
-    if (!m->pixels)
+    if (!m->pixels && sum)
         return BAD("missing data frame (want the sum of 'sizes' = %" PRIu64 " bytes)", sum);
-    if (zframe_size(m->pixels) != sum)
+    if (m->pixels && zframe_size(m->pixels) != sum)
         return BAD("data frame is %zu bytes, want the sum of 'sizes' = %" PRIu64,
                    zframe_size(m->pixels), sum);
     return 0;
@@ -224,6 +251,12 @@ static int v_batch(const ddp_batch_t *m, char *err, size_t errlen, const char *w
         return BAD("'ids' or 'labels' is NULL");
     if (check_ids(m->ids, m->n, err, errlen, what) || check_labels(m->labels, m->n, err, errlen, what))
         return -1;
+    if (m->pos && !train)
+        return BAD("'pos' in an eval batch: only a train part of a sharded dataset has it");
+    for (uint32_t i = 1; m->pos && i < m->n; i++)
+        if (m->pos[i] <= m->pos[i - 1])
+            return BAD("'pos' is not strictly increasing at %" PRIu32 " (%" PRIu32 " after %"
+                       PRIu32 ")", i, m->pos[i], m->pos[i - 1]);
     if (m->wire != DDP_WIRE_UINT8)
         return v_batch_encoded(m, err, errlen, what);
     uint64_t want = (uint64_t)m->n * m->c * m->h * m->w;
@@ -261,8 +294,6 @@ static int v_result(const ddp_result_t *m, char *err, size_t errlen, const char 
     for (uint64_t i = 0; i < (uint64_t)m->n * m->nprob; i++)
         if (m->probs[i] > 10000)
             return BAD("'probs[%" PRIu64 "]' is %u, want 0..10000 (p * 10^4)", i, m->probs[i]);
-    if (m->failed && m->phase != DDP_PHASE_EVAL)
-        return BAD("'failed' is for eval results only");
     uint32_t nfailed = 0;
     for (uint32_t i = 0; m->failed && i < m->n; i++) {
         if (m->failed[i] > 1)

@@ -26,7 +26,7 @@ static void on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
 
 static void on_plan(reducer_t *self, zframe_t *route, ddp_plan_t *plan)
 {
-    if (!trust_from_loader(self, route, &plan->auth, false, "PLAN"))
+    if (trust_from_loader(self, route, &plan->auth, false, "PLAN") < 0)
         return;
     if (self->options.train)
         training_on_plan(self, route, plan);
@@ -38,14 +38,15 @@ static void on_heartbeat(reducer_t *self, zframe_t *route, const ddp_heartbeat_t
 {
     char who[64];
     trust_peer_label(self, route, who, sizeof who);
-    if (self->loader_identity && hb->rank == -1 && strcmp(hb->worker, self->loader_name) == 0) {
-        if (!trust_auth_ok(self, &hb->auth, DDP_ROLE_LOADER, -1, self->loader_name)) {
+    loader_role_t *l = hb->rank == -1 ? trust_loader_named(self, hb->worker) : NULL;
+    if (l) {
+        if (!trust_auth_ok(self, &hb->auth, DDP_ROLE_LOADER, -1, l->name)) {
             trust_reject(self, who, "HEARTBEAT", "loader heartbeat without its session token");
             return;
         }
-        self->loader_last_seen_ms = clock_mono_ms();
-        if (hb->rejected > self->loader_rejected)
-            self->loader_rejected = hb->rejected;
+        l->last_seen_ms = clock_mono_ms();
+        if (hb->rejected > l->rejected)
+            l->rejected = hb->rejected;
         return;
     }
     peer_t *p = peers_by_name(self->peers, hb->worker);
@@ -196,6 +197,7 @@ void coordinator_tick(reducer_t *self, int64_t now_ms)
     if (now_ms - self->last_liveness_ms >= 1000) {
         self->last_liveness_ms = now_ms;
         watchdog_check_liveness(self);
+        watchdog_check_loaders(self, now_ms);
     }
     if (!self->finished && self->options.train) {
         admission_tick(self, now_ms);

@@ -274,6 +274,9 @@ int pending_add(pending_t *self, int32_t id, ddp_result_t *res, int32_t **labels
     res->topk = NULL;
     res->loss = NULL;
     res->probs = NULL;
+    res->failed = NULL;   /* --wire jpeg: the rows gpud could not decode, counted at COMMIT */
+    res->why = NULL;
+    res->nwhy = 0;
     *labels = NULL;
     return 0;
 }

@@ -1,6 +1,7 @@
 #include "reducerd/eval.h"
 
 #include "common/clock.h"
+#include "common/errbuf.h"
 #include "common/log.h"
 #include "reducerd/job.h"
 #include "reducerd/publish.h"
@@ -13,8 +14,13 @@
  * the first fell silent (a restarted gpud), never from a live one. */
 void eval_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
 {
-    if (join->role == DDP_ROLE_LOADER && !trust_loader_join(self, route, join))
+    char refused[DDP_MAX_STR];
+    if (join->role == DDP_ROLE_LOADER &&
+        !trust_loader_join(self, route, join, refused, sizeof refused)) {
+        if (refused[0]) /* told, so it exits naming why instead of waiting for an ack */
+            job_stop_peer(self, route, 1, refused);
         return;
+    }
     peer_t *held = peers_by_name(self->peers, join->name);
     bool known = held != NULL;
     if (held && !zframe_eq(held->identity, route) && !held->dead &&
@@ -54,13 +60,30 @@ void eval_on_plan(reducer_t *self, zframe_t *route, ddp_plan_t *plan)
                                               : self->slot[DDP_PHASE_TRAIN];
     if (have) {
         const ddp_plan_t *counting = slot_plan(have);
-        if (plan->n != counting->n || plan->epoch != counting->epoch) {
-            trust_reject(self, self->loader_name, "PLAN", "a second, different plan (n=%llu); a "
-                         "restarted loaderd must plan the same dataset",
-                         (unsigned long long)plan->n);
+        if (plan->n != counting->n || plan->epoch != counting->epoch ||
+            plan->num_classes != counting->num_classes) {
+            char who[64];
+            trust_peer_label(self, route, who, sizeof who);
+            if (self->loader_shards > 1) {
+                /* shards of different datasets: no union is exact, and the
+                 * loaderd would re-send its plan for ever */
+                char err[768];
+                err_set(err, sizeof err, "loaderd %s plans %llu samples of %u classes, but the "
+                         "job counts %llu of %u (the first plan): every loaderd of a sharded "
+                         "dataset must scan the same data with the same --limit and --classes",
+                         who, (unsigned long long)plan->n, plan->num_classes,
+                         (unsigned long long)counting->n, counting->num_classes);
+                publish_log(self, "error", "%s", err);
+                job_finish(self, 1, err);
+                return;
+            }
+            trust_reject(self, who, "PLAN", "a second, different plan (n=%llu, %u classes); a "
+                         "restarted loaderd, and every loaderd of a sharded dataset, must plan "
+                         "the same dataset", (unsigned long long)plan->n, plan->num_classes);
             return;
         }
-        job_ack_plan(self, route); /* a restarted loader: same plan, carry on */
+        /* a restarted loader, or another shard's: the same plan, carry on */
+        job_ack_plan(self, route);
         return;
     }
     slot_t *opened = plan->phase > DDP_PHASE_TRAIN ? NULL : reducer_open_slot(self, plan, true);

@@ -21,9 +21,18 @@ struct issued {
     size_t n, cap;
     ddp_result_t *held;
     size_t n_held, cap_held;
-    uint64_t max_seq;
-    bool any;
+    /* per loaderd (the shard in a seq's high bits): the highest seq it
+     * issued; each sends ISSUED in its own seq order */
+    uint64_t max_seq[DDP_MAX_LOADERS];
+    bool any[DDP_MAX_LOADERS];
 };
+
+/* A RESULT's seq above what its loaderd has issued so far: wait for ISSUED. */
+static bool s_not_yet(const issued_t *self, uint64_t seq)
+{
+    uint32_t shard = DDP_SEQ_SHARD(seq);
+    return shard < DDP_MAX_LOADERS && (!self->any[shard] || seq > self->max_seq[shard]);
+}
 
 issued_t *issued_new(void) { return calloc(1, sizeof(issued_t)); }
 
@@ -69,6 +78,23 @@ static void s_remove(issued_t *self, entry_t *e, bool free_labels)
     *e = self->e[--self->n];
 }
 
+int issued_check_shard(const ddp_issued_t *m, uint32_t shard, uint32_t shards, char *err,
+                       size_t errlen)
+{
+    if (DDP_SEQ_SHARD(m->seq) != shard) {
+        err_set(err, errlen, "seq %" PRIu64 " names shard %" PRIu32 ", not the sender's %" PRIu32,
+                m->seq, DDP_SEQ_SHARD(m->seq), shard);
+        return -1;
+    }
+    for (uint32_t i = 0; shards > 1 && i < m->n; i++)
+        if (m->ids[i] % shards != shard) {
+            err_set(err, errlen, "seq %" PRIu64 ": id %" PRIu64 " is not in shard %" PRIu32
+                    "/%" PRIu32, m->seq, m->ids[i], shard, shards);
+            return -1;
+        }
+    return 0;
+}
+
 int issued_add(issued_t *self, ddp_issued_t *m, char *err, size_t errlen)
 {
     if (s_find(self, m->seq)) {
@@ -93,9 +119,12 @@ int issued_add(issued_t *self, ddp_issued_t *m, char *err, size_t errlen)
                                    .rank = m->rank, .n = m->n, .ids = m->ids, .labels = m->labels};
     m->ids = NULL;
     m->labels = NULL;
-    if (!self->any || m->seq > self->max_seq)
-        self->max_seq = m->seq;
-    self->any = true;
+    uint32_t shard = DDP_SEQ_SHARD(m->seq); /* < DDP_MAX_LOADERS: issued_check_shard */
+    if (shard < DDP_MAX_LOADERS) {
+        if (!self->any[shard] || m->seq > self->max_seq[shard])
+            self->max_seq[shard] = m->seq;
+        self->any[shard] = true;
+    }
     return 0;
 }
 
@@ -105,7 +134,7 @@ issued_verdict_t issued_judge(issued_t *self, const ddp_result_t *res, int32_t *
     *labels = NULL;
     entry_t *e = s_find(self, res->seq);
     if (!e) {
-        if (!self->any || res->seq > self->max_seq)
+        if (s_not_yet(self, res->seq))
             return ISSUED_LATER;
         err_set(err, errlen, "seq %" PRIu64 " is not an unanswered batch (a replay, or never "
                  "issued)", res->seq);
@@ -152,7 +181,7 @@ int issued_hold(issued_t *self, ddp_result_t *res)
 bool issued_pop_decidable(issued_t *self, ddp_result_t *out)
 {
     for (size_t i = 0; i < self->n_held; i++) {
-        if (self->any && self->held[i].seq <= self->max_seq) {
+        if (!s_not_yet(self, self->held[i].seq)) {
             *out = self->held[i];
             memmove(&self->held[i], &self->held[i + 1], (self->n_held - i - 1) * sizeof *out);
             self->n_held--;
@@ -192,8 +221,8 @@ uint64_t issued_reset(issued_t *self)
     for (size_t i = 0; i < self->n_held; i++)
         s_free_result(&self->held[i]);
     self->n_held = 0;
-    self->any = false;
-    self->max_seq = 0;
+    memset(self->any, 0, sizeof self->any);
+    memset(self->max_seq, 0, sizeof self->max_seq);
     return dropped;
 }
 

@@ -3,9 +3,10 @@
  * that rank, for that epoch and phase, with the same ids, and only once.
  *
  * A RESULT may overtake its ISSUED (they travel on different connections),
- * so one whose seq is above every ISSUED seen is held back (bounded per
- * rank) and checked when ISSUED catches up; loaderd sends ISSUED in seq
- * order, so once a higher seq was issued the held RESULT is decided.
+ * so one whose seq is above every ISSUED seen from its loaderd (the shard
+ * in the seq's high bits, DDP_SEQ_SHARD) is held back (bounded per rank)
+ * and checked when ISSUED catches up; each loaderd sends ISSUED in seq
+ * order, so once it issued a higher seq the held RESULT is decided.
  * Entries are freed when answered or when their (epoch, phase) ends; their
  * number is bounded by what loaderd has in flight (ISSUED_MAX_ENTRIES as a
  * hard cap).
@@ -33,6 +34,11 @@ typedef enum {
 issued_t *issued_new(void);
 void issued_destroy(issued_t **self_p);
 
+/* Several loaderds (docs/SCALE.md): an ISSUED of the loaderd of SHARD (of
+ * SHARDS) must carry that shard in its seq's high bits and only ids with
+ * id % shards == shard. -1 (with why) otherwise. */
+int issued_check_shard(const ddp_issued_t *m, uint32_t shard, uint32_t shards, char *err,
+                       size_t errlen);
 /* Records m (takes its ids/labels). -1 (with why) on a duplicate seq or a
  * full table. */
 int issued_add(issued_t *self, ddp_issued_t *m, char *err, size_t errlen);

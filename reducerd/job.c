@@ -17,7 +17,10 @@ void job_ack_plan(reducer_t *self, zframe_t *route)
     w.u.welcome.rank = 0;
     w.u.welcome.world = 1;
     snprintf(w.u.welcome.job, sizeof w.u.welcome.job, "%s", self->options.job);
-    trust_welcome_auth(self, &w.u.welcome, DDP_ROLE_LOADER, -1, self->loader_name);
+    loader_role_t *l = trust_loader_at(self, route);
+    if (!l)
+        return; /* only a joined loader plans (trust_from_loader) */
+    trust_welcome_auth(self, &w.u.welcome, DDP_ROLE_LOADER, -1, l->name);
     w.u.welcome.has_secret = true;
     memcpy(w.u.welcome.secret, self->secret, sizeof self->secret);
     reducer_send(self, route, &w);

@@ -78,7 +78,7 @@ int main(int argc, char **argv)
     rc = run(self);
     log_info("exiting (%llu messages, %llu rejected); loaderd reported %llu rejected",
              (unsigned long long)self->stats.received, (unsigned long long)self->stats.rejected,
-             (unsigned long long)self->loader_rejected);
+             (unsigned long long)reducer_loader_rejected(self));
     reducer_destroy(&self);
     return rc;
 }

@@ -112,8 +112,7 @@ static void commit(reducer_t *self)
         reducer_send(self, member(self, r)->identity, &m);
     }
     m.u.commit.snapshot = 0;
-    if (self->loader_identity)
-        reducer_send(self, self->loader_identity, &m);
+    reducer_send_loaders(self, &m);
     log_debug("generation %u: step %" PRIu64 " of epoch %u committed", m.u.commit.gen,
               m.u.commit.step, m.u.commit.epoch);
     if (hook)
@@ -175,13 +174,11 @@ void membership_announce(reducer_t *self, uint64_t step, uint32_t epoch, const c
         token_compute(self->secret, self->session, DDP_ROLE_GPUD, r, p->name, mm->token);
         reducer_send(self, p->identity, &m);
     }
-    if (self->loader_identity) {
-        mm->rank = -1;
-        mm->next_ring[0] = '\0';
-        mm->session = 0;
-        memset(mm->token, 0, sizeof mm->token);
-        reducer_send(self, self->loader_identity, &m);
-    }
+    mm->rank = -1;
+    mm->next_ring[0] = '\0';
+    mm->session = 0;
+    memset(mm->token, 0, sizeof mm->token);
+    reducer_send_loaders(self, &m);
     free(names);
 }
 

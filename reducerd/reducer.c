@@ -51,7 +51,8 @@ void reducer_destroy(reducer_t **self_p)
     issued_destroy(&self->issued);
     pending_destroy(&self->pending);
     elastic_destroy(&self->elastic);
-    zframe_destroy(&self->loader_identity);
+    for (int i = 0; i < DDP_MAX_LOADERS; i++)
+        zframe_destroy(&self->loaders[i].identity);
     zsock_destroy(&self->router);
     zsock_destroy(&self->xpub);
     free(self);
@@ -94,9 +95,24 @@ slot_t *reducer_open_slot(reducer_t *self, ddp_plan_t *plan, bool keep_predictio
     return slot;
 }
 
+void reducer_send_loaders(reducer_t *self, const ddp_msg_t *m)
+{
+    for (int i = 0; i < DDP_MAX_LOADERS; i++)
+        if (self->loaders[i].identity)
+            reducer_send(self, self->loaders[i].identity, m);
+}
+
+uint64_t reducer_loader_rejected(const reducer_t *self)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < DDP_MAX_LOADERS; i++)
+        sum += self->loaders[i].rejected;
+    return sum;
+}
+
 uint64_t reducer_rejected_total(const reducer_t *self)
 {
-    return self->stats.rejected + self->loader_rejected;
+    return self->stats.rejected + reducer_loader_rejected(self);
 }
 
 bool reducer_stale_gen(reducer_t *self, uint32_t gen, const char *who, const char *kind)

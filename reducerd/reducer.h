@@ -35,6 +35,15 @@
 #include "reducerd/peers.h"
 #include "reducerd/slot.h"
 
+/* One loaderd role: the identity that joined for a shard of the dataset
+ * (docs/SCALE.md "Several loaderds"; shard 0 of 1 without --shard). */
+typedef struct {
+    zframe_t *identity;         /* NULL: no loaderd joined for this shard */
+    char name[DDP_MAX_NAME];
+    int64_t last_seen_ms;
+    uint64_t rejected;          /* its own count, from its ISSUED/HEARTBEAT */
+} loader_role_t;
+
 typedef struct reducer {
     reducer_options_t options;
     zsock_t *router;
@@ -42,13 +51,11 @@ typedef struct reducer {
     peers_t *peers;
     proto_stats_t stats;
     /* trust (PROTOCOL.md "Trust"): the job's secret and session nonce,
-     * the identity bound to the loader role, what it issued */
+     * the identities bound to the loader role (one per shard), what they issued */
     uint8_t secret[TOKEN_SECRET_LEN];
     uint64_t session;
-    zframe_t *loader_identity;
-    char loader_name[DDP_MAX_NAME];
-    int64_t loader_last_seen_ms;
-    uint64_t loader_rejected;   /* loaderd's own count, from its ISSUED/HEARTBEAT */
+    loader_role_t loaders[DDP_MAX_LOADERS];
+    uint32_t loader_shards;     /* the shards, from the first loader JOIN (0: none yet) */
     issued_t *issued;
     uint64_t rejected_results;  /* RESULTs refused (of stats.rejected) */
     char first_rejected_result[320]; /* the first and the latest refused RESULT of a */
@@ -119,6 +126,10 @@ slot_t *reducer_open_slot(reducer_t *self, ddp_plan_t *plan, bool keep_predictio
  * one (docs/ELASTIC.md): stale — counted in stale_messages, logged at
  * --verbose, never counted. False when gen is current (or no gang yet). */
 bool reducer_stale_gen(reducer_t *self, uint32_t gen, const char *who, const char *kind);
+/* A message to every joined loaderd (MEMBERS, COMMIT). */
+void reducer_send_loaders(reducer_t *self, const ddp_msg_t *m);
+/* The rejected counts the loaderds reported, summed. */
+uint64_t reducer_loader_rejected(const reducer_t *self);
 /* Messages rejected so far by reducerd and loaderd (summary.json's rejected_messages). */
 uint64_t reducer_rejected_total(const reducer_t *self);
 

@@ -30,13 +30,16 @@ static slot_t *slot_for(reducer_t *self, const char *peer, uint32_t epoch, uint8
  * alone (the step's gradient is summed): the stall rule names them. */
 static void ask_reissue(reducer_t *self, const ddp_result_t *res, const char *why)
 {
-    if (res->phase != DDP_PHASE_EVAL || !self->loader_identity)
+    /* the seq names the loaderd that issued it (its shard) */
+    uint32_t shard = DDP_SEQ_SHARD(res->seq);
+    if (res->phase != DDP_PHASE_EVAL || shard >= DDP_MAX_LOADERS ||
+        !self->loaders[shard].identity)
         return;
     ddp_msg_t m = {.type = DDP_REISSUE};
     m.u.reissue = (ddp_reissue_t){.seq = res->seq, .epoch = res->epoch, .phase = res->phase,
                                   .rank = res->rank};
     snprintf(m.u.reissue.reason, sizeof m.u.reissue.reason, "%s", why);
-    reducer_send(self, self->loader_identity, &m);
+    reducer_send(self, self->loaders[shard].identity, &m);
 }
 
 static void refuse_result(reducer_t *self, const char *peer, const ddp_result_t *res,
@@ -96,6 +99,9 @@ static void count_failed_rows(reducer_t *self, slot_t *slot, const ddp_result_t 
                  res->rank);
         if (slot_add_failed(slot, &f, clock_mono_s()) == 0) {
             self->last_activity_ms = clock_mono_ms();
+            /* here too: a train epoch's failed files are in no summary */
+            log_warn("epoch %u %s: failed %s: %s", f.epoch,
+                     f.phase == DDP_PHASE_TRAIN ? "train" : "eval", f.path, f.reason);
             publish_log(self, "warn", "failed %s: %s", f.path, f.reason);
         }
     }
@@ -295,14 +301,21 @@ void results_on_result(reducer_t *self, zframe_t *route, ddp_result_t *res)
 
 void results_on_failed(reducer_t *self, zframe_t *route, const ddp_failed_t *f)
 {
-    if (!trust_from_loader(self, route, &f->auth, true, "FAILED"))
+    int shard = trust_from_loader(self, route, &f->auth, true, "FAILED");
+    if (shard < 0)
         return;
-    slot_t *slot = slot_for(self, self->loader_name, f->epoch, f->phase, "FAILED");
+    const char *name = self->loaders[shard].name;
+    slot_t *slot = slot_for(self, name, f->epoch, f->phase, "FAILED");
     if (!slot)
         return;
+    if (self->loader_shards > 1 && f->id % self->loader_shards != (uint64_t)shard) {
+        trust_reject(self, name, "FAILED", "id %llu is not in its shard %d/%u",
+                     (unsigned long long)f->id, shard, self->loader_shards);
+        return;
+    }
     int rc = slot_add_failed(slot, f, clock_mono_s());
     if (rc < 0) {
-        trust_reject(self, self->loader_name, "FAILED", "id %llu is outside the plan",
+        trust_reject(self, name, "FAILED", "id %llu is outside the plan",
                      (unsigned long long)f->id);
         return;
     }
@@ -328,13 +341,16 @@ static void judge_held(reducer_t *self)
 
 void results_on_issued(reducer_t *self, zframe_t *route, ddp_issued_t *is)
 {
-    if (!trust_from_loader(self, route, &is->auth, true, "ISSUED"))
+    int shard = trust_from_loader(self, route, &is->auth, true, "ISSUED");
+    if (shard < 0)
         return;
-    if (is->rejected > self->loader_rejected)
-        self->loader_rejected = is->rejected;
+    loader_role_t *l = &self->loaders[shard];
+    if (is->rejected > l->rejected)
+        l->rejected = is->rejected;
     char err[256];
-    if (issued_add(self->issued, is, err, sizeof err) < 0) {
-        trust_reject(self, self->loader_name, "ISSUED", "%s", err);
+    if (issued_check_shard(is, (uint32_t)shard, self->loader_shards, err, sizeof err) < 0 ||
+        issued_add(self->issued, is, err, sizeof err) < 0) {
+        trust_reject(self, l->name, "ISSUED", "%s", err);
         return;
     }
     judge_held(self);

@@ -77,8 +77,13 @@ static void gang_start(reducer_t *self)
 
 static void join_other(reducer_t *self, zframe_t *route, const ddp_join_t *join)
 {
-    if (join->role == DDP_ROLE_LOADER && !trust_loader_join(self, route, join))
+    char refused[DDP_MAX_STR];
+    if (join->role == DDP_ROLE_LOADER &&
+        !trust_loader_join(self, route, join, refused, sizeof refused)) {
+        if (refused[0]) /* told, so it exits naming why instead of waiting for an ack */
+            job_stop_peer(self, route, 1, refused);
         return;
+    }
     peer_t *p = peers_join(self->peers, route, join);
     if (!p)
         return;

@@ -34,6 +34,37 @@ void watchdog_check_liveness(reducer_t *self)
     }
 }
 
+void watchdog_check_loaders(reducer_t *self, int64_t now_ms)
+{
+    if (self->finished || self->loader_shards <= 1)
+        return; /* a lone loaderd may be restarted (trust.c); the stall rule bounds its wait */
+    for (uint32_t i = 0; i < self->loader_shards; i++) {
+        const loader_role_t *l = &self->loaders[i];
+        int64_t silent = now_ms - l->last_seen_ms;
+        if (!l->identity || silent <= self->options.worker_timeout_s * 1000)
+            continue;
+        char err[512];
+        err_set(err, sizeof err, "loaderd %s (shard %u/%u) silent for %llds (--worker-timeout "
+                 "%lds): it died or cannot reach reducerd, and its shard's samples cannot be "
+                 "counted without it", l->name, i, self->loader_shards, (long long)silent / 1000,
+                 self->options.worker_timeout_s);
+        publish_log(self, "error", "%s", err);
+        job_finish(self, 1, err);
+        return;
+    }
+}
+
+/* The shards no loaderd joined for, "1/3, 2/3" (empty: none missing). */
+static void missing_shards(const reducer_t *self, char *buf, size_t cap)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < self->loader_shards && off + 24 < cap; i++)
+        if (!self->loaders[i].identity)
+            off += (size_t)snprintf(buf + off, cap - off, "%s%u/%u", off ? ", " : "", i,
+                                    self->loader_shards);
+}
+
 /* Every live worker had its answers refused for classes outside the
  * dataset's and nothing moved for --worker-timeout: a model/dataset
  * mismatch, not noise; no worker is left whose answers can count (loaderd
@@ -67,14 +98,17 @@ void watchdog_check_stall(reducer_t *self, int64_t now_ms)
     if (self->options.stall_timeout_s <= 0 ||
         now_ms - self->last_activity_ms <= self->options.stall_timeout_s * 1000)
         return;
-    char err[1536], what[256] = "no plan from loaderd yet (is loaderd running?)";
+    char err[1536], what[512] = "no plan from loaderd yet (is loaderd running?)", missing[160];
     slot_t *slot = reducer_active_slot(self);
+    missing_shards(self, missing, sizeof missing);
     if (slot)
-        snprintf(what, sizeof what, "epoch %u %s has %llu of %llu samples accounted for",
+        snprintf(what, sizeof what, "epoch %u %s has %llu of %llu samples accounted for%s%s%s",
                  slot_plan(slot)->epoch,
                  slot_plan(slot)->phase == DDP_PHASE_TRAIN ? "train" : "eval",
                  (unsigned long long)slot_accounted(slot),
-                 (unsigned long long)slot_expected(slot));
+                 (unsigned long long)slot_expected(slot),
+                 missing[0] ? "; no loaderd joined for shard " : "", missing,
+                 missing[0] ? " (is it running?)" : "");
     if (self->rejected_results)
         err_set(err, sizeof err, "no progress for %lds (--stall-timeout): %s; %llu RESULTs were "
                  "rejected (first: %s; latest: %s)", self->options.stall_timeout_s, what,

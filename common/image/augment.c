@@ -424,6 +424,29 @@ static int need_box(void *arg, int src_w, int src_h, decode_rect_t *need, char *
     return 0;
 }
 
+/* The file in BUF decoded (only the crop box's window of a JPEG where the
+ * build can) and augmented. */
+static int load_buffer(const uint8_t *buf, size_t len, load_ctx_t *c, uint8_t *out, int out_h,
+                       int out_w, char *err, size_t errlen)
+{
+    decode_part_t part;
+    int src_w, src_h;
+    c->p = (augment_params_t){0};
+    image_t *img = decode_image_part(buf, len, NULL, need_box, c, NULL, &part, &src_w, &src_h,
+                                     err, errlen);
+    if (!img)
+        return -1;
+    if (part.x == 0 && part.y == 0 && part.full_w == img->w && part.full_h == img->h)
+        c->p = augment_draw(c->cfg, c->seed, c->epoch, c->id, src_w, src_h); /* whole image */
+    /* the box in the decoded window's coordinates */
+    augment_params_t p = c->p;
+    p.top -= part.y;
+    p.left -= part.x;
+    int rc = augment_apply(c->cfg, &p, img, out, out_h, out_w, err, errlen);
+    image_destroy(&img);
+    return rc;
+}
+
 static int load_file(const dataset_t *ds, load_ctx_t *c, uint8_t *out, int out_h, int out_w,
                      char *err, size_t errlen)
 {
@@ -437,23 +460,45 @@ static int load_file(const dataset_t *ds, load_ctx_t *c, uint8_t *out, int out_h
     size_t len;
     if (decode_read_file(path, &buf, &len, err, errlen) != 0)
         return -1;
-    decode_part_t part;
-    int src_w, src_h, rc = -1;
-    c->p = (augment_params_t){0};
-    image_t *img = decode_image_part(buf, len, NULL, need_box, c, NULL, &part, &src_w, &src_h,
-                                     err, errlen);
+    int rc = load_buffer(buf, len, c, out, out_h, out_w, err, errlen);
     free(buf);
-    if (!img)
-        return -1;
-    if (part.x == 0 && part.y == 0 && part.full_w == img->w && part.full_h == img->h)
-        c->p = augment_draw(c->cfg, c->seed, c->epoch, c->id, src_w, src_h); /* whole image */
-    /* the box in the decoded window's coordinates */
-    augment_params_t p = c->p;
-    p.top -= part.y;
-    p.left -= part.x;
-    rc = augment_apply(c->cfg, &p, img, out, out_h, out_w, err, errlen);
-    image_destroy(&img);
     return rc;
+}
+
+int augment_flip_rotate(const augment_t *cfg, uint64_t seed, uint32_t epoch, uint64_t id,
+                        uint8_t *out, int out_h, int out_w, char *err, size_t errlen)
+{
+    int c = cfg->channels;
+    augment_params_t p = augment_draw(cfg, seed, epoch, id, out_w, out_h);
+    if (p.flip)
+        augment_flip_planes(out, c, out_h, out_w);
+    if (!p.rotate)
+        return 0;
+    size_t n = (size_t)c * out_h * out_w;
+    uint8_t *tmp = malloc(n);
+    if (!tmp) {
+        err_set(err, errlen, "out of memory rotating a %dx%d image", out_w, out_h);
+        return -1;
+    }
+    memcpy(tmp, out, n);
+    augment_rotate_planes(tmp, out, c, out_h, out_w, p.angle);
+    free(tmp);
+    return 0;
+}
+
+int augment_load_buffer(const uint8_t *buf, size_t len, const augment_t *cfg,
+                        const transform_t *t, uint64_t seed, uint32_t epoch, uint64_t id,
+                        uint8_t *out, int out_h, int out_w, char *err, size_t errlen)
+{
+    if (augment_check(cfg, err, errlen) != 0)
+        return -1;
+    if (!cfg->crop) {
+        if (sample_load_buffer(buf, len, t, out, out_h, out_w, err, errlen) != 0)
+            return -1;
+        return augment_flip_rotate(cfg, seed, epoch, id, out, out_h, out_w, err, errlen);
+    }
+    load_ctx_t c = {cfg, seed, id, epoch, {0}};
+    return load_buffer(buf, len, &c, out, out_h, out_w, err, errlen);
 }
 
 int augment_load(const dataset_t *ds, uint64_t id, const augment_t *cfg, uint64_t seed,

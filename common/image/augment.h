@@ -36,6 +36,7 @@
 #include "common/dataset.h"
 #include "common/image/decode.h"
 #include "common/image/sampler.h"
+#include "common/image/transform.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -93,6 +94,22 @@ int augment_sample(const augment_t *cfg, uint64_t seed, uint32_t epoch, uint64_t
  * a reason naming the problem (the caller adds the path). Thread-safe. */
 int augment_load(const dataset_t *ds, uint64_t id, const augment_t *cfg, uint64_t seed,
                  uint32_t epoch, uint8_t *out, int out_h, int out_w, char *err, size_t errlen);
+
+/* A training sample from its file in memory (BUF, LEN bytes, any format
+ * decode.h reads), exactly as loaderd makes it (train_sample.h): with
+ * cfg->crop, augment_load's decode and steps; without, T (the eval
+ * transform: resize, center crop) then augment_flip_rotate. gpud decodes
+ * --wire jpeg train batches with it. 0, or -1 with a reason. Thread-safe. */
+int augment_load_buffer(const uint8_t *buf, size_t len, const augment_t *cfg,
+                        const transform_t *t, uint64_t seed, uint32_t epoch, uint64_t id,
+                        uint8_t *out, int out_h, int out_w, char *err, size_t errlen);
+
+/* No random crop: the flip and rotation of sample ID drawn and applied in
+ * place to OUT (cfg->channels x out_h x out_w CHW, the fixed transform's
+ * output), as Compose([Resize, CenterCrop, RandomHorizontalFlip,
+ * RandomRotation]). 0, or -1 with a reason (out of memory). */
+int augment_flip_rotate(const augment_t *cfg, uint64_t seed, uint32_t epoch, uint64_t id,
+                        uint8_t *out, int out_h, int out_w, char *err, size_t errlen);
 
 /* The steps on their own, PIL-exact.
  * torchvision F.resized_crop(img, top, left, h, w, (out_h, out_w)) with

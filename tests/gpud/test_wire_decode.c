@@ -2,8 +2,11 @@
  * sample, the bytes loaderd's sample_load gives for the same files (every
  * format in tests/golden/formats and the JPEG goldens, DCT scaling on and
  * off, gray and RGB outputs, down- and upscaling), on several threads; a
- * truncated JPEG is flagged failed with a reason and zero pixels. */
+ * truncated JPEG is flagged failed with a reason and zero pixels. A train
+ * shard (its augmentation as config + seed) gives loaderd's augmented
+ * samples: RandomResizedCrop/flip/rotation drawn per (seed, epoch, id). */
 #include "common/dataset.h"
+#include "common/image/augment.h"
 #include "common/image/decode.h"
 #include "common/image/transform.h"
 #include "gpud/wire_decode.h"
@@ -15,6 +18,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define SEED 0x5eedULL
 
 #ifndef DDP_SRC
 #define DDP_SRC "."
@@ -58,7 +63,20 @@ static int copy_dir(const char *dir, const char *cls, const char *skip_suffix)
     return copied;
 }
 
-static void check_transform(const dataset_t *ds, const transform_t *t, int h, int w)
+/* loaderd's sample I: the eval transform, or (AUG) the train sample of
+ * (SEED, EPOCH) as train_sample_load makes it without --cache. */
+static int reference(const dataset_t *ds, uint64_t i, const transform_t *t, const augment_t *aug,
+                     uint32_t epoch, uint8_t *out, int h, int w, char *err, size_t errlen)
+{
+    if (aug && aug->crop)
+        return augment_load(ds, i, aug, SEED, epoch, out, h, w, err, errlen);
+    if (sample_load(ds, i, t, out, h, w, err, errlen) != 0)
+        return -1;
+    return aug ? augment_flip_rotate(aug, SEED, epoch, i, out, h, w, err, errlen) : 0;
+}
+
+static void check_transform(const dataset_t *ds, const transform_t *t, const augment_t *aug,
+                            uint32_t epoch, int h, int w)
 {
     uint64_t n = dataset_size(ds);
     size_t sb = (size_t)t->channels * h * w;
@@ -71,7 +89,7 @@ static void check_transform(const dataset_t *ds, const transform_t *t, int h, in
     char err[512];
     int nok = 0;
     for (uint64_t i = 0; i < n; i++) {
-        ok[i] = sample_load(ds, i, t, ref + i * sb, h, w, err, sizeof err) == 0;
+        ok[i] = reference(ds, i, t, aug, epoch, ref + i * sb, h, w, err, sizeof err) == 0;
         if (!ok[i])
             memset(ref + i * sb, 0, sb);
         nok += ok[i];
@@ -91,6 +109,20 @@ static void check_transform(const dataset_t *ds, const transform_t *t, int h, in
                      .h = (uint16_t)h, .w = (uint16_t)w, .pixels = frame,
                      .wire = DDP_WIRE_ENCODED, .sizes = sizes, .resize = (uint16_t)t->resize,
                      .crop = t->crop_h > 0, .dct = (uint8_t)t->dct_scaling};
+    uint64_t *ids = calloc(n, sizeof *ids);
+    for (uint64_t i = 0; i < n; i++)
+        ids[i] = i;
+    if (aug) { /* a train shard: the augmentation travels as config + seed */
+        b.phase = DDP_PHASE_TRAIN;
+        b.epoch = epoch;
+        b.ids = ids;
+        b.aug_seed = SEED;
+        b.aug_flags = (uint8_t)((aug->crop ? DDP_AUG_CROP : 0) | (aug->rotate ? DDP_AUG_ROTATE : 0));
+        memcpy(b.aug_scale, aug->scale, sizeof b.aug_scale);
+        memcpy(b.aug_ratio, aug->ratio, sizeof b.aug_ratio);
+        b.aug_flip_p = aug->flip_p;
+        memcpy(b.aug_degrees, aug->degrees, sizeof b.aug_degrees);
+    }
     int nfailed = wire_decode_batch(&b, 4, got, failed, why, err, sizeof err);
     CHECK_MSG(nfailed == (int)n - nok, "%d failed at gpud, %d at loaderd", nfailed,
               (int)n - nok);
@@ -98,8 +130,9 @@ static void check_transform(const dataset_t *ds, const transform_t *t, int h, in
         CHECK_MSG(failed[i] == !ok[i], "%s: gpud %s, loaderd %s", dataset_path(ds, i),
                   failed[i] ? "failed" : "decoded", ok[i] ? "decoded" : "failed");
         CHECK_MSG(memcmp(got + i * sb, ref + i * sb, sb) == 0,
-                  "%s: gpud's pixels differ from loaderd's (resize %d crop %dx%d c %d dct %d)",
-                  dataset_path(ds, i), t->resize, h, w, t->channels, t->dct_scaling);
+                  "%s: gpud's pixels differ from loaderd's (resize %d crop %dx%d c %d dct %d, %s)",
+                  dataset_path(ds, i), t->resize, h, w, t->channels, t->dct_scaling,
+                  aug ? (aug->crop ? "train crop" : "train flip/rotate") : "eval");
         if (failed[i])
             CHECK_MSG(why[i][0] != '\0', "%s failed without a reason", dataset_path(ds, i));
     }
@@ -108,7 +141,7 @@ static void check_transform(const dataset_t *ds, const transform_t *t, int h, in
     zframe_destroy(&frame);
     for (uint64_t i = 0; i < n; i++)
         free(files[i]);
-    free(files), free(sizes), free(why), free(ok), free(failed), free(got), free(ref);
+    free(files), free(sizes), free(why), free(ok), free(failed), free(got), free(ref), free(ids);
 }
 
 int main(void)
@@ -136,9 +169,20 @@ int main(void)
     dataset_t *ds = dataset_open(root, err, sizeof err);
     CHECK_MSG(ds != NULL, "dataset_open: %s", err);
     if (ds) {
-        check_transform(ds, &(transform_t){48, 32, 32, 3, 1}, 32, 32);
-        check_transform(ds, &(transform_t){40, 24, 36, 1, 0}, 24, 36);
-        check_transform(ds, &(transform_t){300, 64, 64, 3, 1}, 64, 64);
+        check_transform(ds, &(transform_t){48, 32, 32, 3, 1}, NULL, 0, 32, 32);
+        check_transform(ds, &(transform_t){40, 24, 36, 1, 0}, NULL, 0, 24, 36);
+        check_transform(ds, &(transform_t){300, 64, 64, 3, 1}, NULL, 0, 64, 64);
+        /* training: RandomResizedCrop + flip (+ rotation), two epochs; no crop:
+         * the eval transform then flip + rotation */
+        augment_t crop = augment_default(3), crop_gray = augment_default(1);
+        crop_gray.rotate = 1;
+        crop_gray.degrees[0] = -20, crop_gray.degrees[1] = 20;
+        augment_t fixed = crop_gray;
+        fixed.crop = 0, fixed.channels = 3;
+        check_transform(ds, &(transform_t){0, 0, 0, 3, 0}, &crop, 0, 28, 28);
+        check_transform(ds, &(transform_t){0, 0, 0, 3, 0}, &crop, 1, 28, 28);
+        check_transform(ds, &(transform_t){0, 0, 0, 1, 0}, &crop_gray, 3, 20, 24);
+        check_transform(ds, &(transform_t){36, 32, 32, 3, 0}, &fixed, 2, 32, 32);
         dataset_destroy(&ds);
     }
     char cmd[1200];

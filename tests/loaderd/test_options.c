@@ -75,6 +75,9 @@ static void test_defaults(void)
     CHECK(parse_words(BASE "--crop 224 --train --workers 3 --batch-size 10 --augment flip", &o) == 0);
     CHECK(o.crop_h == 224 && o.crop_w == 224);
     CHECK(o.global_batch == 30 && o.augment_mode == LOADER_AUGMENT_FLIP);
+    CHECK(o.shard == NULL && o.shard_index == 0 && o.shard_count == 1);
+    CHECK(parse_words(BASE "--shard 2/3", &o) == 0 && o.shard_index == 2 && o.shard_count == 3);
+    CHECK(parse_words(BASE "--shard 0/1", &o) == 0 && o.shard_index == 0 && o.shard_count == 1);
 }
 
 static void test_errors(void)
@@ -99,6 +102,13 @@ static void test_errors(void)
     REFUSED(BASE "--train --augment all", "--augment: 'all' is not one of none, flip, crop-flip");
     REFUSED(BASE "--train --epochs 2 --start-epoch 2", "--start-epoch 2 is not below --epochs 2");
     REFUSED(BASE "--train --global-batch-size 65537", "gives shards over 65536 samples");
+    REFUSED(BASE "--shard 3/3", "--shard 3/3 is out of range: want 0 <= I < N <= 256");
+    REFUSED(BASE "--shard 0/0", "--shard 0/0 is out of range");
+    REFUSED(BASE "--shard -1/2", "--shard -1/2 is out of range");
+    REFUSED(BASE "--shard 0/257", "--shard 0/257 is out of range");
+    REFUSED(BASE "--shard 1", "--shard '1': want I/N, e.g. 0/3");
+    REFUSED(BASE "--shard 1/2x", "--shard '1/2x': want I/N");
+    CHECK(parse_words(BASE "--train --shard 1/2", &o) == 0 && o.shard_index == 1);
     CHECK(parse_words(BASE "--train --global-batch-size 131072 --workers 2", &o) == 0);
     CHECK(parse_words(BASE "--limit 0 --resize 1", &o) == 0 && o.limit == 0 && o.resize == 1);
     /* given without --train, whatever the value, however spelled */
@@ -117,7 +127,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&loader_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 31); /* 29 of loaderd's own, --curve-dir and --insecure */
+    CHECK(options == 32); /* 30 of loaderd's own (--shard, --wire among them), --curve-dir and --insecure */
     /* a sentinel default is said in words, never as its number */
     CHECK(strstr(text, "decode threads (default: all cores)\n") != NULL);
     CHECK(strstr(text, "(default 0)\n  --prefetch") == NULL);

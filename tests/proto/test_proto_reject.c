@@ -45,6 +45,13 @@ static const mut_t table[] = {
     {DDP_STOP, OP_DROP, "reason", RAW(""), "STOP: missing key 'reason'"},
     /* wrong msgpack types */
     {DDP_JOIN, OP_SET, "pid", RAW("\xa2" "42"), "JOIN: 'pid' is a msgpack str, want uint"},
+    /* several loaderds: a shard only on a loader JOIN, shard < shards <= 256 */
+    {DDP_JOIN, OP_ADD, "shards", RAW("\x03"), "JOIN: 'shards' 3 on a gpud JOIN: only a loader has a shard"},
+    {DDP_JOIN, OP_ADD, "shard", RAW("\x05"), "JOIN: 'shard' 5 of 'shards' 0: want shard < shards <= 256"},
+    {DDP_JOIN, OP_ADD, "shards", RAW("\xcd\x01\x01"), "'shards' 257: want shard < shards <= 256"},
+    {DDP_JOIN, OP_ADD, "shard", RAW("\xa1" "1"), "JOIN: 'shard' is a msgpack str, want uint"},
+    {DDP_BATCH, OP_ADD, "pos", BIN(8), "BATCH: 'pos' bin is 8 bytes, want n*4 = 12"},
+    {DDP_BATCH, OP_ADD, "pos", BIN(12), "BATCH: 'pos' is not strictly increasing at 1 (0 after 0)"},
     {DDP_BATCH, OP_SET, "n", RAW("\xca\x40\x40\0\0"), "BATCH: 'n' is a msgpack float32, want uint"},
     {DDP_RESULT, OP_SET, "ids", RAW("\xa3" "abc"), "RESULT: 'ids' is a msgpack str, want bin"},
     {DDP_PLAN, OP_SET, "class_names", RAW("\xc4\x01x"), "'class_names' is a msgpack bin, want array of str"},

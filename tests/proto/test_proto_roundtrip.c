@@ -7,6 +7,7 @@
 #include "proto/codec.h"
 #include "proto/wire.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #define SAME_MEM(a, b, n) (memcmp((a), (b), (n)) == 0)
@@ -36,6 +37,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         CHECK_STR(a->u.join.backend, b->u.join.backend);
         CHECK_STR(a->u.join.ring, b->u.join.ring);
         CHECK_STR(a->u.join.config, b->u.join.config);
+        CHECK(a->u.join.shard == b->u.join.shard && a->u.join.shards == b->u.join.shards);
         break;
     case DDP_WELCOME:
         CHECK(a->u.welcome.rank == b->u.welcome.rank && a->u.welcome.world == b->u.welcome.world);
@@ -484,10 +486,66 @@ static void elastic_additions(void)
     CHECK_STR(proto_type_name(DDP_COMMIT), "COMMIT");
 }
 
+/* Several loaderds: a loader's JOIN carries its shard; a whole-dataset
+ * loader's bytes stay as before (no shard keys); seqs name their shard. */
+static void loader_shards(void)
+{
+    ddp_msg_t m, out;
+    char err[256];
+    sample_msg(DDP_JOIN, &m);
+    m.u.join.role = DDP_ROLE_LOADER;
+    m.u.join.ring[0] = m.u.join.config[0] = '\0';
+    zmsg_t *whole = proto_encode(&m);
+    m.u.join.shard = 2;
+    m.u.join.shards = 3;
+    zmsg_t *z = proto_encode(&m);
+    CHECK(whole && z && zframe_size(zmsg_first(z)) > zframe_size(zmsg_first(whole)));
+    CHECK(z && proto_decode(z, &out, err, sizeof err) == 0);
+    CHECK(out.u.join.shard == 2 && out.u.join.shards == 3);
+    ddp_msg_clear(&out);
+    CHECK(whole && proto_decode(whole, &out, err, sizeof err) == 0);
+    CHECK(out.u.join.shard == 0 && out.u.join.shards == 0);
+    ddp_msg_clear(&out);
+    m.u.join.shard = 3;   /* out of range: the encoder refuses it too */
+    CHECK(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'shard' 3 of 'shards' 3"));
+    CHECK(proto_encode(&m) == NULL);
+    zmsg_destroy(&z);
+    zmsg_destroy(&whole);
+    ddp_msg_clear(&m);
+    uint64_t seq = ((uint64_t)5 << DDP_SEQ_SHARD_SHIFT) + 17;
+    CHECK(DDP_SEQ_SHARD(seq) == 5 && DDP_SEQ_SHARD(17) == 0);
+
+    /* a train part of a sharded dataset: each sample's place in the rank's list */
+    sample_msg(DDP_BATCH, &m);
+    zmsg_t *plain = proto_encode(&m);
+    m.u.batch.global_count = 5;
+    m.u.batch.pos = malloc(3 * sizeof *m.u.batch.pos);
+    CHECK(m.u.batch.pos != NULL);
+    if (!m.u.batch.pos)
+        return;
+    m.u.batch.pos[0] = 0, m.u.batch.pos[1] = 4, m.u.batch.pos[2] = 9;
+    z = proto_encode(&m);
+    CHECK(z && proto_decode(z, &out, err, sizeof err) == 0);
+    CHECK(out.u.batch.pos && out.u.batch.pos[0] == 0 && out.u.batch.pos[1] == 4 &&
+          out.u.batch.pos[2] == 9 && out.u.batch.global_count == 5);
+    ddp_msg_clear(&out);
+    CHECK(plain && proto_decode(plain, &out, err, sizeof err) == 0 && out.u.batch.pos == NULL);
+    ddp_msg_clear(&out);
+    zmsg_destroy(&z);
+    zmsg_destroy(&plain);
+    m.u.batch.pos[2] = 4;   /* strictly increasing */
+    CHECK(proto_validate(&m, err, sizeof err) != 0 &&
+          strstr(err, "'pos' is not strictly increasing at 2 (4 after 4)"));
+    m.u.batch.pos[2] = 9;
+    m.u.batch.phase = DDP_PHASE_EVAL;   /* eval batches are never merged */
+    CHECK(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'pos' in an eval batch"));
+    ddp_msg_clear(&m);
+}
+
 /* --wire jpeg: a BATCH of encoded files (sizes, transform) and a RESULT
  * naming rows that failed to decode at gpud survive a round trip; sizes
- * that do not sum to the data frame, a zero size, a train batch or a bad
- * flag are refused. */
+ * that do not sum to the data frame, a zero size or a bad flag are
+ * refused; failed rows are allowed in a train RESULT too. */
 static void wire_additions(void)
 {
     ddp_msg_t m, out;
@@ -538,10 +596,6 @@ static void wire_additions(void)
     m.u.batch.wire = 2;
     CHECK(proto_validate(&m, err, sizeof err) != 0);
     m.u.batch.wire = DDP_WIRE_ENCODED;
-    m.u.batch.phase = DDP_PHASE_TRAIN;
-    m.u.batch.global_count = 2;
-    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0, "an encoded train batch is refused");
-    m.u.batch.phase = DDP_PHASE_EVAL;
     CHECK(proto_validate(&m, err, sizeof err) == 0);
     ddp_msg_clear(&m);
 
@@ -581,8 +635,79 @@ static void wire_additions(void)
     CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'why' has 1 reasons"),
               "a reason per failed row: %s", err);
     m.u.result.failed[0] = 0;
-    m.u.result.phase = DDP_PHASE_TRAIN;
-    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0, "failed rows in training refused");
+    m.u.result.phase = DDP_PHASE_TRAIN; /* --wire jpeg training: a row failed at gpud */
+    CHECK_MSG(proto_validate(&m, err, sizeof err) == 0, "failed rows in training: %s", err);
+    ddp_msg_clear(&m);
+}
+
+/* A train BATCH of encoded files with its augmentation round trip. */
+static ddp_batch_t train_wire_batch(uint32_t n)
+{
+    static const uint64_t ids[] = {7, 3};
+    static const int32_t labels[] = {2, 9};
+    static const uint32_t sizes[] = {4, 2};
+    ddp_batch_t b = {.seq = 5, .epoch = 1, .phase = DDP_PHASE_TRAIN, .n = n, .c = 1, .h = 28,
+                     .w = 28, .step = 9, .global_count = 3, .gen = 1,
+                     .wire = DDP_WIRE_ENCODED, .resize = 0, .crop = 0, .dct = 1,
+                     .aug_seed = 0x123456789abcULL, .aug_flags = DDP_AUG_CROP | DDP_AUG_ROTATE,
+                     .aug_scale = {0.08, 1.0}, .aug_ratio = {3.0 / 4.0, 4.0 / 3.0},
+                     .aug_flip_p = 0.5, .aug_degrees = {-15.25, 15.25}};
+    if (n) {
+        b.ids = malloc(sizeof ids), b.labels = malloc(sizeof labels);
+        b.sizes = malloc(sizeof sizes);
+        memcpy(b.ids, ids, sizeof ids), memcpy(b.labels, labels, sizeof labels);
+        memcpy(b.sizes, sizes, sizeof sizes);
+    }
+    b.pixels = zframe_new("\xff\xd8\xff\xe0" "AB", n ? 6 : 0);
+    return b;
+}
+
+static void train_wire_additions(void)
+{
+    ddp_msg_t m = {.type = DDP_BATCH}, out;
+    char err[256];
+    for (uint32_t n = 0; n <= 2; n += 2) { /* an empty shard too: no sizes, an empty frame */
+        m.type = DDP_BATCH; /* ddp_msg_clear zeroes it */
+        m.u.batch = train_wire_batch(n);
+        CHECK_MSG(proto_validate(&m, err, sizeof err) == 0, "train wire batch (n %u): %s", n, err);
+        zmsg_t *z = proto_encode(&m);
+        CHECK(z != NULL);
+        if (z) {
+            CHECK_MSG(proto_decode(z, &out, err, sizeof err) == 0, "decodes: %s", err);
+            const ddp_batch_t *b = &out.u.batch;
+            CHECK(b->wire == DDP_WIRE_ENCODED && b->phase == DDP_PHASE_TRAIN && b->n == n &&
+                  b->dct == 1 && b->aug_seed == 0x123456789abcULL &&
+                  b->aug_flags == (DDP_AUG_CROP | DDP_AUG_ROTATE) && b->aug_scale[0] == 0.08 &&
+                  b->aug_scale[1] == 1.0 && b->aug_ratio[0] == 3.0 / 4.0 &&
+                  b->aug_ratio[1] == 4.0 / 3.0 && b->aug_flip_p == 0.5 &&
+                  b->aug_degrees[0] == -15.25 && b->aug_degrees[1] == 15.25 &&
+                  b->global_count == 3 && b->step == 9);
+            CHECK(n == 0 || (b->sizes && b->sizes[0] == 4 && b->sizes[1] == 2));
+            ddp_msg_clear(&out);
+            zmsg_destroy(&z);
+        }
+        ddp_msg_clear(&m);
+    }
+    m.type = DDP_BATCH;
+    m.u.batch = train_wire_batch(2);
+    m.u.batch.aug_flags = 4;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'aug' is 4"),
+              "unknown augmentation bits refused: %s", err);
+    m.u.batch.aug_flags = DDP_AUG_CROP;
+    m.u.batch.aug_scale[0] = 0;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "crop scale"),
+              "a crop scale of 0 refused: %s", err);
+    m.u.batch.aug_scale[0] = 0.08;
+    m.u.batch.aug_flip_p = 1.5;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "flip probability"),
+              "a flip probability of 1.5 refused: %s", err);
+    m.u.batch.aug_flip_p = 0.5;
+    m.u.batch.aug_flags = DDP_AUG_ROTATE;
+    m.u.batch.aug_degrees[0] = NAN;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "rotation"),
+              "a NaN rotation refused: %s", err);
+    m.u.batch.aug_degrees[0] = -1;
+    CHECK(proto_validate(&m, err, sizeof err) == 0);
     ddp_msg_clear(&m);
 }
 
@@ -599,7 +724,9 @@ int main(void)
     plan_present();
     train_additions();
     elastic_additions();
+    loader_shards();
     wire_additions();
+    train_wire_additions();
     names();
     sockets();
     return check_exit("test_proto_roundtrip");

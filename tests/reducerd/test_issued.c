@@ -147,10 +147,59 @@ static void test_renumber(void)
     issued_destroy(&t);
 }
 
+/* Several loaderds (docs/SCALE.md): each ISSUED carries its shard in the
+ * seq's high bits and only its ids; a RESULT is held until *its* loaderd
+ * has issued that far, whatever the others issued. */
+static void test_shards(void)
+{
+    issued_t *t = issued_new();
+    char err[256];
+    const uint64_t s1 = (uint64_t)1 << DDP_SEQ_SHARD_SHIFT, s2 = (uint64_t)2 << DDP_SEQ_SHARD_SHIFT;
+    ddp_issued_t is = issued(s1 + 1, 0); /* ids 4, 5, 6 */
+    CHECK(issued_check_shard(&is, 1, 1, err, sizeof err) == 0);
+    CHECK(issued_check_shard(&is, 0, 1, err, sizeof err) == -1);
+    CHECK(strstr(err, "names shard 1, not the sender's 0") != NULL);
+    CHECK(issued_check_shard(&is, 1, 3, err, sizeof err) == -1); /* 5 % 3 == 2 */
+    CHECK(strstr(err, "id 5 is not in shard 1/3") != NULL);
+    uint64_t ids3[3] = {1, 4, 7}; /* all % 3 == 1 */
+    memcpy(is.ids, ids3, sizeof ids3);
+    CHECK(issued_check_shard(&is, 1, 3, err, sizeof err) == 0);
+    CHECK(issued_add(t, &is, err, sizeof err) == 0);
+    /* shard 2 issued nothing yet: its seq is held, though shard 1 went far */
+    int32_t *labels;
+    ddp_result_t r = result(s2 + 1, 0, 2);
+    r.ids[1] = 5, r.ids[2] = 8;
+    CHECK(issued_judge(t, &r, &labels, err, sizeof err) == ISSUED_LATER);
+    CHECK(issued_hold(t, &r) == 0);
+    ddp_result_t out;
+    CHECK(!issued_pop_decidable(t, &out));
+    /* shard 1's own later seq and a replay below its highest are judged */
+    ddp_result_t r1 = result(s1 + 2, 0, 1);
+    CHECK(issued_judge(t, &r1, &labels, err, sizeof err) == ISSUED_LATER);
+    r1.seq = s1 + 1;
+    r1.ids[0] = 1, r1.ids[1] = 4, r1.ids[2] = 7;
+    CHECK(issued_judge(t, &r1, &labels, err, sizeof err) == ISSUED_MATCH);
+    free(labels);
+    clear(&r1);
+    /* shard 2 issues: its held RESULT becomes decidable */
+    ddp_issued_t is2 = issued(s2 + 1, 0);
+    uint64_t ids2[3] = {2, 5, 8};
+    memcpy(is2.ids, ids2, sizeof ids2);
+    CHECK(issued_check_shard(&is2, 2, 3, err, sizeof err) == 0);
+    CHECK(issued_add(t, &is2, err, sizeof err) == 0);
+    CHECK(issued_pop_decidable(t, &out) && out.seq == s2 + 1);
+    CHECK(issued_judge(t, &out, &labels, err, sizeof err) == ISSUED_MATCH);
+    free(labels);
+    clear(&out);
+    CHECK(issued_count(t) == 0);
+    issued_destroy(&t);
+}
+
 int main(void)
 {
     test_match_once();
     test_renumber();
+    test_shards();
     test_wrong_ids_withdraws();
     test_held_until_issued();
     return check_done("test_issued");

@@ -1,0 +1,142 @@
+#include "gpud/wire_input.h"
+
+#include "common/errbuf.h"
+#include "common/log.h"
+#include "gpud/wire_decode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void wire_input_clear(wire_input_t *in)
+{
+    free(in->failed);
+    free(in->why);
+    free(in->ids);
+    free(in->labels);
+    memset(in, 0, sizeof *in);
+}
+
+int wire_input(gpud_t *self, const ddp_batch_t *batch, wire_input_t *in)
+{
+    memset(in, 0, sizeof *in);
+    if (batch->wire != DDP_WIRE_ENCODED) {
+        in->pixels = batch->pixels ? zframe_data(batch->pixels) : NULL;
+        return 0;
+    }
+    size_t need = (size_t)batch->n * batch->c * batch->h * batch->w;
+    if (need > self->wire_px_cap) {
+        uint8_t *p = realloc(self->wire_px, need);
+        if (!p) {
+            log_error("out of memory for a decoded batch of %zu bytes; lower --batch-size", need);
+            return -1;
+        }
+        self->wire_px = p;
+        self->wire_px_cap = need;
+    }
+    in->failed = malloc(batch->n ? batch->n : 1);
+    in->why = malloc((batch->n ? batch->n : 1) * sizeof *in->why);
+    if (!in->failed || !in->why) {
+        wire_input_clear(in);
+        log_error("out of memory for a batch of %u files", batch->n);
+        return -1;
+    }
+    char err[512];
+    int nfailed = wire_decode_batch(batch, (int)self->options.decode_threads, self->wire_px,
+                                    in->failed, in->why, err, sizeof err);
+    if (nfailed < 0) {
+        wire_input_clear(in);
+        log_error("cannot decode batch %llu (--wire jpeg): %s", (unsigned long long)batch->seq,
+                  err);
+        return -1;
+    }
+    for (uint32_t i = 0; i < batch->n; i++)
+        if (in->failed[i])
+            log_warn("sample %llu of batch %llu did not decode: %s (reported failed)",
+                     (unsigned long long)batch->ids[i], (unsigned long long)batch->seq,
+                     in->why[i]);
+    in->pixels = self->wire_px;
+    in->nfailed = (uint32_t)nfailed;
+    return 0;
+}
+
+int wire_input_attach(ddp_result_t *r, const wire_input_t *in)
+{
+    if (!in->nfailed)
+        return 0;
+    r->why = malloc(in->nfailed * sizeof *r->why);
+    if (!r->why)
+        return -1;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (in->failed[i])
+            r->why[r->nwhy++] = in->why[i];
+    r->failed = in->failed;
+    return 0;
+}
+
+int wire_input_keep(wire_input_t *in, const ddp_batch_t *batch)
+{
+    uint32_t n = batch->n;
+    in->ids = malloc((n ? n : 1) * sizeof *in->ids);
+    in->labels = malloc((n ? n : 1) * sizeof *in->labels);
+    if (!in->ids || !in->labels) {
+        log_error("out of memory for a train batch of %u samples", n);
+        return -1;
+    }
+    size_t sb = (size_t)batch->c * batch->h * batch->w;
+    uint8_t *px = (uint8_t *)in->pixels;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (in->failed && in->failed[i])
+            continue;
+        if (m != i) /* in place, front to back: the batch's order is kept */
+            memmove(px + m * sb, px + i * sb, sb);
+        in->ids[m] = batch->ids[i];
+        in->labels[m] = batch->labels[i];
+        m++;
+    }
+    in->kept = m;
+    return 0;
+}
+
+int wire_input_agree(const wire_input_t *in, allreduce_t *ring, int timeout_ms,
+                     uint32_t *total, char *err, size_t errlen)
+{
+    int world = allreduce_world(ring), rank = allreduce_rank(ring);
+    if (world < 1 || rank < 0 || rank >= world) {
+        err_set(err, errlen, "the ring is not connected (rank %d of %d)", rank, world);
+        return -1;
+    }
+    /* one slot per rank: no chunk of the ring is empty, and each sum is a
+     * single count plus zeros */
+    float *counts = calloc((size_t)world, sizeof *counts);
+    if (!counts) {
+        err_set(err, errlen, "out of memory for %d counts", world);
+        return -1;
+    }
+    counts[rank] = (float)in->nfailed;
+    int rc = allreduce_sum(ring, counts, (size_t)world, timeout_ms, err, errlen);
+    uint64_t sum = 0;
+    for (int r = 0; rc == 0 && r < world; r++)
+        sum += (uint64_t)counts[r];
+    free(counts);
+    *total = (uint32_t)sum;
+    return rc;
+}
+
+void wire_input_spread(const wire_input_t *in, uint32_t n, float *loss, int32_t *topk, int k)
+{
+    if (!in->failed || in->kept == n)
+        return;
+    /* back to front: kept row j <= batch row i, so nothing is overwritten unread */
+    uint32_t j = in->kept;
+    for (uint32_t i = n; i-- > 0;) {
+        if (in->failed[i]) {
+            loss[i] = 0;
+            memset(topk + (size_t)i * k, 0, (size_t)k * sizeof *topk);
+            continue;
+        }
+        j--;
+        loss[i] = loss[j];
+        memmove(topk + (size_t)i * k, topk + (size_t)j * k, (size_t)k * sizeof *topk);
+    }
+}
