@@ -293,6 +293,59 @@ static int pass_h(const image_t *src, int y0, int rows, const taps_t *t, int col
 
 /* Writes one finished row of LEN interleaved values (cols x c) into the
  * output window at row Y, column X, interleaved or planar. */
+/* RGB to three planes in one pass (the planes and the row never overlap). */
+#ifdef RESIZE_AVX2
+/* 16 pixels (48 bytes) at a time: each plane's 16 bytes gathered from the
+ * three 16-byte loads with byte shuffles (-1: a zero, filled by another). */
+__attribute__((target("avx2"))) static int split_rgb_avx2(uint8_t *r, uint8_t *g, uint8_t *b,
+                                                          const uint8_t *row, int cols)
+{
+#define M(...) _mm_setr_epi8(__VA_ARGS__)
+    const __m128i r0 = M(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+                  r1 = M(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1),
+                  r2 = M(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13),
+                  g0 = M(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+                  g1 = M(-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1),
+                  g2 = M(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14),
+                  b0 = M(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+                  b1 = M(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1),
+                  b2 = M(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15);
+#undef M
+    int i = 0;
+    for (; i + 16 <= cols; i += 16) {
+        const uint8_t *p = row + 3 * i;
+        __m128i a = _mm_loadu_si128((const __m128i *)p),
+                m = _mm_loadu_si128((const __m128i *)(p + 16)),
+                z = _mm_loadu_si128((const __m128i *)(p + 32));
+        __m128i vr = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, r0), _mm_shuffle_epi8(m, r1)),
+                                  _mm_shuffle_epi8(z, r2));
+        __m128i vg = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, g0), _mm_shuffle_epi8(m, g1)),
+                                  _mm_shuffle_epi8(z, g2));
+        __m128i vb = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, b0), _mm_shuffle_epi8(m, b1)),
+                                  _mm_shuffle_epi8(z, b2));
+        _mm_storeu_si128((__m128i *)(r + i), vr);
+        _mm_storeu_si128((__m128i *)(g + i), vg);
+        _mm_storeu_si128((__m128i *)(b + i), vb);
+    }
+    return i;
+}
+#endif
+
+static void split_rgb(uint8_t *restrict r, uint8_t *restrict g, uint8_t *restrict b,
+                      const uint8_t *restrict row, int cols)
+{
+    int i = 0;
+#ifdef RESIZE_AVX2
+    if (have_avx2())
+        i = split_rgb_avx2(r, g, b, row, cols);
+#endif
+    for (; i < cols; i++) {
+        r[i] = row[3 * i];
+        g[i] = row[3 * i + 1];
+        b[i] = row[3 * i + 2];
+    }
+}
+
 static void put_row(uint8_t *out, const resize_window_t *win, int c, int planar, int y, int x,
                     const uint8_t *row, int cols)
 {
@@ -301,6 +354,11 @@ static void put_row(uint8_t *out, const resize_window_t *win, int c, int planar,
         return;
     }
     size_t plane = (size_t)win->w * win->h;
+    if (c == 3) {
+        uint8_t *r = out + (size_t)y * win->w + x;
+        split_rgb(r, r + plane, r + 2 * plane, row, cols);
+        return;
+    }
     for (int ch = 0; ch < c; ch++) {
         uint8_t *o = out + ch * plane + (size_t)y * win->w + x;
         for (int i = 0; i < cols; i++)
