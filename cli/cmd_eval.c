@@ -197,28 +197,16 @@ int cmd_eval(int argc, char **argv)
     job_cfg_t cfg = {.cmd = "eval", .out = o.out, .timeout_s = o.max_time_s, .quiet = o.quiet,
                      .overwrite = o.overwrite, .keep = keep, .nkeep = 1, .tap = o.tap};
     slurm_t slurm;
-    bool on_slurm = dd_launcher_is_slurm(o.launcher);
-    if (on_slurm && o.loaders > 1) {
-        /* the extra loaderds bind private ipc sockets the srun tasks cannot reach */
-        fprintf(stderr, "ddpipe eval: --loaders %ld with --launcher slurm is not supported yet: "
-                "use --loaders 1, or start the loaderds by hand (docs/SCALE.md \"Several "
-                "loaderds\")\n", o.loaders);
-        return 2;
-    }
-    if (on_slurm) {
-        if (slurm_prepare(&slurm, "eval", o.host, o.port) < 0)
-            return 1;
-        cfg.reducer_ep = slurm.reducer;
-        cfg.loader_ep = slurm.loader;
-        cfg.slurm = &slurm;
-        cfg.workers = o.workers;
-        cfg.start_timeout_s = o.start_timeout_s;
-    }
+    slurm_request_t req = {"eval", o.launcher, o.host, o.port, o.workers, o.start_timeout_s,
+                           o.loaders};
+    int src = slurm_configure(&slurm, &cfg, &req);
+    if (src != 0)
+        return src;
     job_t *j = job_new(&cfg);
     if (!j)
         return 1;
     double t0 = clock_mono_s();
-    rc = start_daemons(j, &o, on_slurm ? &slurm : NULL) < 0 ? 1 : job_supervise(j);
+    rc = start_daemons(j, &o, cfg.slurm) < 0 ? 1 : job_supervise(j);
     if (rc == 0 && !job_wait(j, NULL, 15000))
         fprintf(stderr, "ddpipe: some daemons did not exit after the job; stopping them\n");
     job_destroy(&j);

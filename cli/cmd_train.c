@@ -438,27 +438,15 @@ int cmd_train(int argc, char **argv)
                      .arg = &v, .overwrite = o.overwrite, .resume = resumes_in_place(&o),
                      .keep = keep, .nkeep = 2, .tap = o.tap};
     slurm_t slurm;
-    bool on_slurm = dd_launcher_is_slurm(o.launcher);
-    if (on_slurm && o.loaders > 1) {
-        /* the extra loaderds bind private ipc sockets the srun tasks cannot reach */
-        fprintf(stderr, "ddpipe train: --loaders %ld with --launcher slurm is not supported yet: "
-                "use --loaders 1, or start the loaderds by hand (docs/SCALE.md \"Several "
-                "loaderds\")\n", o.loaders);
-        return 2;
-    }
-    if (on_slurm) {
-        if (slurm_prepare(&slurm, "train", o.host, o.port) < 0)
-            return 1;
-        cfg.reducer_ep = slurm.reducer;
-        cfg.loader_ep = slurm.loader;
-        cfg.slurm = &slurm;
-        cfg.workers = o.workers;
-        cfg.start_timeout_s = o.start_timeout_s;
-    }
+    slurm_request_t req = {"train", o.launcher, o.host, o.port, o.workers, o.start_timeout_s,
+                           o.loaders};
+    int src = slurm_configure(&slurm, &cfg, &req);
+    if (src != 0)
+        return src;
     job_t *j = job_new(&cfg);
     if (!j)
         return 1;
-    int rc = start_daemons(j, &o, on_slurm ? &slurm : NULL) < 0 ? 1 : job_supervise(j);
+    int rc = start_daemons(j, &o, cfg.slurm) < 0 ? 1 : job_supervise(j);
     shut_down(j, rc);
     if (rc == 0)
         rc = print_final(&v);

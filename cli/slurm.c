@@ -4,6 +4,7 @@
 
 #include "cli/argv.h"
 #include "cli/launch.h"
+#include "cli/launcher.h"
 #include "common/zsecurity.h"
 
 #include <arpa/inet.h>
@@ -289,4 +290,25 @@ int cmd_slurm_task(int argc, char **argv)
             "folder holding the daemons on every node)\n", rank, node, gpud, strerror(errno));
     free(av);
     return 127;
+}
+
+int slurm_configure(slurm_t *s, job_cfg_t *cfg, const slurm_request_t *r)
+{
+    if (!dd_launcher_is_slurm(r->launcher))
+        return 0;
+    if (r->loaders > 1) {
+        /* the extra loaderds bind private ipc sockets the srun tasks cannot reach */
+        fprintf(stderr, "ddpipe %s: --loaders %ld with --launcher slurm is not supported yet: "
+                "use --loaders 1, or start the loaderds by hand (docs/SCALE.md \"Several "
+                "loaderds\")\n", r->cmd, r->loaders);
+        return 2;
+    }
+    if (slurm_prepare(s, r->cmd, r->host, r->port) < 0)
+        return 1;
+    cfg->reducer_ep = s->reducer;
+    cfg->loader_ep = s->loader;
+    cfg->slurm = s;
+    cfg->workers = r->workers;
+    cfg->start_timeout_s = r->start_timeout_s;
+    return 0;
 }

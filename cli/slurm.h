@@ -36,6 +36,20 @@ typedef struct slurm {
  * with the reason and the fix on stderr (cmd names the command). */
 int slurm_prepare(slurm_t *s, const char *cmd, const char *host, long port);
 
+/* What `--launcher` and its flags asked for (the eval and train tables
+ * share them, cli/job_options.h). */
+typedef struct {
+    const char *cmd;          /* "eval" or "train", for messages */
+    const char *launcher, *host;
+    long port, workers, start_timeout_s, loaders;
+} slurm_request_t;
+
+/* With --launcher slurm: this node's endpoints into cfg (slurm_prepare),
+ * the step's worker count and start timeout; 0, 1 when preparing failed,
+ * 2 when the request cannot run under Slurm (said on stderr). Without it:
+ * 0, nothing touched. */
+int slurm_configure(slurm_t *s, job_cfg_t *cfg, const slurm_request_t *r);
+
 /* Starts `srun --ntasks=W --kill-on-bad-exit=1 --label ddpipe __slurm-task
  * gpud OPTIONS` as the job's child SLURM_STEP_CHILD, OPTIONS emitted from g
  * (its endpoints replaced by the gpuds'; rank, name and, for training, the
