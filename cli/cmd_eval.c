@@ -48,19 +48,6 @@ static int start_reporterd(job_t *j, const eval_options_t *o)
     return children_spawn(j, "reporterd", "reporterd", &reporter_options_table, &r);
 }
 
-/* The ROUTER of loaderd I: the job's loader socket, or with --loaders N
- * its own (loader1, loader2, ...). */
-static int loader_endpoint(job_t *j, long i, char *buf, size_t len)
-{
-    if (i == 0) {
-        snprintf(buf, len, "%s", job_endpoints(j)->loader);
-        return 0;
-    }
-    char name[32];
-    snprintf(name, sizeof name, "loader%ld", i);
-    return job_ipc(j, name, buf, len);
-}
-
 /* loaderd (shard I of --loaders): the images, decoded and transformed, to
  * whichever gpud has credit. */
 static int start_loaderd(job_t *j, const eval_options_t *o, long shard)
@@ -72,7 +59,7 @@ static int start_loaderd(job_t *j, const eval_options_t *o, long shard)
                         dd_prefetch(o->workers, o->window), o->verbose) < 0)
         return -1;
     char bind[600], spec[32], name[32];
-    if (loader_endpoint(j, shard, bind, sizeof bind) < 0)
+    if (job_loader_endpoint(j, shard, bind, sizeof bind) < 0)
         return -1;
     l.bind = bind;
     snprintf(spec, sizeof spec, "%ld/%ld", shard, o->loaders);
@@ -137,7 +124,7 @@ static int start_daemons(job_t *j, const eval_options_t *o, const slurm_t *slurm
     size_t off = 0;
     for (long i = 0; i < o->loaders; i++) {
         char ep[600];
-        if (start_loaderd(j, o, i) < 0 || loader_endpoint(j, i, ep, sizeof ep) < 0)
+        if (start_loaderd(j, o, i) < 0 || job_loader_endpoint(j, i, ep, sizeof ep) < 0)
             return -1;
         int w = snprintf(loaders + off, sizeof loaders - off, "%s%s", i ? "," : "", ep);
         if (w < 0 || (size_t)w >= sizeof loaders - off) {

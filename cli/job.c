@@ -162,6 +162,17 @@ int job_ipc(job_t *j, const char *name, char *buf, size_t len)
     return -1;
 }
 
+int job_loader_endpoint(job_t *j, long i, char *buf, size_t len)
+{
+    if (i == 0) {
+        snprintf(buf, len, "%s", j->e.loader);
+        return 0;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "loader%ld", i);
+    return job_ipc(j, name, buf, len);
+}
+
 int job_spawn(job_t *j, const char *name, const char *prog, argv_t *a)
 {
     char log[1024];

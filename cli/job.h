@@ -72,6 +72,9 @@ const job_endpoints_t *job_endpoints(const job_t *j);
 /* "ipc://DIR/NAME" in the job's private socket folder (e.g. "ring-1"; at
  * most IPCDIR_NAME_MAX characters); removed by job_destroy. 0 or -1. */
 int job_ipc(job_t *j, const char *name, char *buf, size_t len);
+/* The ROUTER of loaderd I: the job's loader socket, or with --loaders N
+ * its own (loader1, loader2, ...). 0 or -1. */
+int job_loader_endpoint(job_t *j, long i, char *buf, size_t len);
 /* Starts bindir/prog logging to OUT/logs/NAME.log; frees a. 0 or -1. */
 int job_spawn(job_t *j, const char *name, const char *prog, argv_t *a);
 
