@@ -63,19 +63,8 @@ static void read_one(void *ctx, int i)
     read_job_t *job = ctx;
     const dataset_t *ds = job->self->eval_set;
     uint64_t id = loader_shard_id(job->self, job->range.first + (uint64_t)i);
-    char path[4096];
-    int n = snprintf(path, sizeof path, "%s/%s", dataset_root(ds), dataset_path(ds, id));
-    if (n < 0 || (size_t)n >= sizeof path) {
-        snprintf(job->reasons[i], sizeof job->reasons[i], "path too long");
-        return;
-    }
-    job->ok[i] = decode_read_file(path, &job->files[i], &job->sizes[i], job->reasons[i],
-                                  sizeof job->reasons[i]) == 0;
-    /* an empty file cannot be an image: it fails here, as decoding it would */
-    if (job->ok[i] && job->sizes[i] == 0) {
-        snprintf(job->reasons[i], sizeof job->reasons[i], "empty file");
-        job->ok[i] = 0;
-    }
+    job->ok[i] = loader_read_file(ds, id, &job->files[i], &job->sizes[i], job->reasons[i],
+                                  sizeof job->reasons[i]);
 }
 
 /* The files that were read, back to back in one frame; the others reported. */

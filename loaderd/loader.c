@@ -1,9 +1,11 @@
 #include "loaderd/loader.h"
 
 #include "common/log.h"
+#include "common/image/decode.h"
 #include "common/zsockopt.h"
 #include "loaderd/scan.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -269,6 +271,24 @@ uint64_t loader_shard_id(const loader_t *self, uint64_t pos)
 {
     uint64_t k = self->options.shard_count;
     return k <= 1 ? pos : pos * k + self->options.shard_index;
+}
+
+int loader_read_file(const dataset_t *ds, uint64_t id, uint8_t **buf, size_t *len, char *reason,
+                     size_t cap)
+{
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/%s", dataset_root(ds), dataset_path(ds, id));
+    if (n < 0 || (size_t)n >= sizeof path) {
+        snprintf(reason, cap, "path too long");
+        return 0;
+    }
+    if (decode_read_file(path, buf, len, reason, cap) != 0)
+        return 0;
+    if (*len == 0) {
+        snprintf(reason, cap, "empty file");
+        return 0;
+    }
+    return 1;
 }
 
 void ready_batch_clear(ready_batch_t *ready)

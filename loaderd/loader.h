@@ -137,6 +137,13 @@ void loader_destroy(loader_t **self_p);
 uint64_t loader_shard_size(const loader_t *self, uint64_t n);
 uint64_t loader_shard_id(const loader_t *self, uint64_t pos);
 
+/* --wire jpeg: sample ID's file of an ImageFolder, read whole (not decoded)
+ * into *buf (malloc'ed, *len bytes). 1, or 0 with the reason in reason (a
+ * path too long, a read error, or an empty file: no image, as decoding it
+ * would say). */
+int loader_read_file(const dataset_t *ds, uint64_t id, uint8_t **buf, size_t *len, char *reason,
+                     size_t cap);
+
 /* Frees a ready batch's ids, labels and pixels; zeroes it. */
 void ready_batch_clear(ready_batch_t *ready);
 
