@@ -145,7 +145,8 @@ class Job:
     reducerd that acks plans, commits a step once every rank of the
     generation has its shard (after `commit_delay` s for an epoch's last
     step), and sends EPOCH(e, decide(e)) once every rank has e's last END;
-    after a stop it waits `quiet` s (no new plan may come) and sends STOP.
+    after a stop (or the --epochs-th epoch) it waits `quiet` s (no new plan
+    may come) and sends STOP.
     members=(step, lost rank): when every rank has step `step`, MEMBERS
     instead of its COMMIT; the lost rank falls silent (one stale CREDIT),
     the others are renumbered and CREDIT in generation 1."""
@@ -154,6 +155,7 @@ class Job:
                  timeout=60, expect_rc=0, members=None, commit_delay=0.0):
         self.tag, self.workers = tag, workers
         self.g = int(args[args.index("--global-batch-size") + 1]) if "--global-batch-size" in args else 1
+        self.epochs = int(args[args.index("--epochs") + 1]) if "--epochs" in args else 1
         self.gen, self.world, self.rank_of = 0, workers, list(range(workers))
         self.members_at, self.commit_delay = members, commit_delay
         self.have, self.commits, self.commit_times, self.end_times = {}, [], {}, {}
@@ -274,8 +276,11 @@ class Job:
                 self.last_decision = d
                 self.red.send_multipart([self.loader_id, pack(
                     EPOCH, epoch=e, decision=d, streak=0, val_top1=-1.0, reason="test")])
-                # STOP unless a next epoch's plan comes within `quiet` s
-                self.stop_at = time.time() + self.quiet
+                # no next epoch is due (a stop, or --epochs reached): STOP
+                # unless a plan comes anyway within `quiet` s; a next epoch
+                # that is due is awaited as an event, however slow the box
+                if d == 1 or e + 1 >= self.epochs:
+                    self.stop_at = time.time() + self.quiet
 
     def _run(self, quiet, timeout):
         self.quiet, self.stop_at = quiet, None
