@@ -382,12 +382,32 @@ HK_VECTOR static void apply_rows(float *gx, const float *x, const float *y, cons
                                  size_t r0, size_t r1, int c, int relu, const float *center,
                                  const float *scale, const float *a, const float *b)
 {
+    const v8f zero = {0};
     for (size_t row = r0; row < r1; row++) {
         size_t off = row * (size_t)c;
         float *o = gx + off;
         const float *px = x + off, *py = y + off, *pg = gy + off;
-#pragma omp simd
-        for (int j = 0; j < c; j++) {
+        int j = 0;
+        /* 8 channels at a time in vector types: each lane evaluates the
+         * scalar expression below, in the same order (the compiler's own
+         * vectorisation of the mixed float/double loop was 3x slower) */
+        for (; j + 8 <= c; j += 8) {
+            v8f vx, vg, vy, vc, vs, va, vb;
+            LD8(vx, px + j);
+            LD8(vg, pg + j);
+            LD8(vc, center + j);
+            LD8(vs, scale + j);
+            LD8(va, a + j);
+            LD8(vb, b + j);
+            if (relu) {   /* dy' = y > 0 ? dy : +0, lane by lane */
+                LD8(vy, py + j);
+                vg = (v8f)((v8i)vg & (vy > zero));
+            }
+            v8d r = WIDE(vs) * WIDE(vg) + WIDE(va) * (WIDE(vx) - WIDE(vc)) + WIDE(vb);
+            v8f out = __builtin_convertvector(r, v8f);
+            memcpy(o + j, &out, sizeof out);
+        }
+        for (; j < c; j++) {
             double g = !relu || py[j] > 0.0f ? (double)pg[j] : 0.0;
             o[j] = (float)((double)scale[j] * g + (double)a[j] * ((double)px[j] - center[j]) +
                            (double)b[j]);
