@@ -175,6 +175,13 @@ void bk_graph_set_dropout(bk_graph_t *g, int enabled);
 typedef int (*bk_allreduce_fn)(void *ctx, float *data, size_t n, char *err, size_t errlen);
 void bk_graph_set_allreduce(bk_graph_t *g, bk_allreduce_fn fn, void *ctx);
 
+/* Called by bk_backward with each parameter gradient array (conv, BN and
+ * linear weight and bias gradients) as soon as it is final, in backward
+ * order: what lets DDP-style buckets all-reduce early (gpud/buckets.h).
+ * fn NULL: off (default). */
+typedef void (*bk_grad_ready_fn)(void *ctx, const float *grad);
+void bk_graph_set_grad_ready(bk_graph_t *g, bk_grad_ready_fn fn, void *ctx);
+
 /* requires_grad: compute the gradient of the input too (tests). */
 bk_tensor_t *bk_input(bk_graph_t *g, int n, int c, int h, int w, int requires_grad);
 bk_tensor_t *bk_conv2d(bk_graph_t *g, bk_tensor_t *x, const bk_conv_t *p);
@@ -201,6 +208,10 @@ bk_tensor_t *bk_softmax_ce(bk_graph_t *g, bk_tensor_t *logits, float label_smoot
 
 /* Execution. Host buffers are NCHW float. */
 int bk_write(bk_graph_t *g, bk_tensor_t *x, const float *src);
+/* The same from uint8 NCHW pixels through lut (c x 256 floats: each byte's
+ * value per channel), with no float copy of the batch on the way when the
+ * backend can (1: it cannot, use bk_write). 0, 1 or -1. */
+int bk_write_u8(bk_graph_t *g, bk_tensor_t *x, const uint8_t *px, const float *lut);
 /* n labels in 0..k-1 for every softmax_ce op (copied). */
 int bk_set_labels(bk_graph_t *g, const int32_t *labels);
 /* Dropout stream: ids[i] is the dataset id of sample i of the first input

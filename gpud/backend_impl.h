@@ -58,6 +58,11 @@ typedef struct bk_kernels {
     void (*release)(backend_t *be, void *buf);
     int (*write)(bk_prog_t *g, void *dst, const float *nchw, const int shape[4]);
     int (*read)(bk_prog_t *g, const void *src, float *nchw, const int shape[4]);
+    /* optional: uint8 NCHW pixels through lut (shape[1] x 256 floats: the
+     * value of each byte per channel) straight into dst, the batch's input
+     * (no float copy of the batch first). NULL: write from floats. */
+    int (*write_u8)(bk_prog_t *g, void *dst, const uint8_t *px, const float *lut,
+                    const int shape[4]);
     /* element-wise (layout-agnostic), count elements */
     void (*zero)(backend_t *be, void *y, size_t count);
     void (*copy)(backend_t *be, void *y, const void *x, size_t count);

@@ -112,6 +112,14 @@ void bk_graph_set_allreduce(bk_graph_t *g, bk_allreduce_fn fn, void *ctx)
     g->allreduce_ctx = fn ? ctx : NULL;
 }
 
+void bk_graph_set_grad_ready(bk_graph_t *g, bk_grad_ready_fn fn, void *ctx)
+{
+    if (!g)
+        return;
+    g->grad_ready = fn;
+    g->grad_ready_ctx = fn ? ctx : NULL;
+}
+
 void bk_tensor_dims(const bk_tensor_t *t, int *n, int *c, int *h, int *w)
 {
     *n = t->n;
@@ -493,6 +501,21 @@ int bk_write(bk_graph_t *g, bk_tensor_t *x, const float *src)
     int s[4];
     shape_of(x, s);
     return g->k->write(&g->base, x->val, src, s);
+}
+
+int bk_write_u8(bk_graph_t *g, bk_tensor_t *x, const uint8_t *px, const float *lut)
+{
+    if (!g || g->base.failed || !x || !px || !lut || bk_graph_compile(g) < 0)
+        return -1;
+    if (!x->is_input) {
+        bk_prog_fail(&g->base, "only input tensors can be written");
+        return -1;
+    }
+    if (g->fused || !g->k->write_u8)
+        return 1;
+    int s[4];
+    shape_of(x, s);
+    return g->k->write_u8(&g->base, x->val, px, lut, s);
 }
 
 int bk_read(bk_graph_t *g, bk_tensor_t *x, float *dst)
@@ -1026,6 +1049,25 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
     return rc;
 }
 
+/* o's parameter gradients are final (each parameter belongs to one op). */
+static void grads_ready(bk_graph_t *g, const top_t *o)
+{
+    const float *p[2] = {NULL, NULL};
+    if (o->kind == TO_CONV) {
+        p[0] = o->conv.grad_weight;
+        p[1] = o->conv.grad_bias;
+    } else if (o->kind == TO_BN) {
+        p[0] = o->bn.grad_weight;
+        p[1] = o->bn.grad_bias;
+    } else if (o->kind == TO_LINEAR) {
+        p[0] = o->gw;
+        p[1] = o->gb;
+    }
+    for (int i = 0; i < 2; i++)
+        if (p[i])
+            g->grad_ready(g->grad_ready_ctx, p[i]);
+}
+
 int bk_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy)
 {
     if (!g || g->base.failed || !y || ready(g) < 0)
@@ -1070,6 +1112,8 @@ int bk_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy)
             return -1;
         if (g->profile)
             g->prof[1][o->kind] += clock_mono_s() - t0;
+        if (g->grad_ready)
+            grads_ready(g, o);
     }
     return 0;
 }

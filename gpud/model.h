@@ -175,6 +175,12 @@ int model_i64_at(const model_t *m, int i, model_i64_t *p);
  * not opened for training. */
 typedef int (*model_allreduce_fn)(void *ctx, float *data, size_t n, char *err, size_t errlen);
 int model_set_sync_bn(model_t *m, model_allreduce_fn fn, void *ctx);  /* NULL fn: off */
+/* fn(ctx, grad) during each train step's backward, with a parameter's
+ * gradient array (model_param_t.grad) as soon as it is final (the
+ * trainer's gradient buckets). NULL fn: off. -1 when not opened for
+ * training. */
+typedef void (*model_grad_ready_fn)(void *ctx, const float *grad);
+int model_set_grad_ready(model_t *m, model_grad_ready_fn fn, void *ctx);
 
 /* Freeze (1) or unfreeze (0) every trainable parameter whose name starts
  * with prefix ("" = all): a frozen parameter gets no gradient (its grad

@@ -120,6 +120,16 @@ int model_set_sync_bn(model_t *m, model_allreduce_fn fn, void *ctx)
     return 0;
 }
 
+int model_set_grad_ready(model_t *m, model_grad_ready_fn fn, void *ctx)
+{
+    if (!m->ps || !m->opts.train)
+        return -1;
+    m->ready_fn = fn;
+    m->ready_ctx = ctx;
+    bk_graph_set_grad_ready(m->tg, fn, ctx);   /* NULL graph: nothing */
+    return 0;
+}
+
 int model_freeze(model_t *m, const char *prefix, int frozen)
 {
     if (!m->ps || !m->opts.train || !prefix)

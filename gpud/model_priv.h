@@ -60,6 +60,8 @@ struct model {
     size_t t_cap;
     model_allreduce_fn sync_fn;   /* SyncBatchNorm hook, NULL: off */
     void *sync_ctx;
+    model_grad_ready_fn ready_fn; /* gradient buckets' hook, NULL: off */
+    void *ready_ctx;
     bn_count_t *nbt;    /* num_batches_tracked of each BatchNorm (train = 1) */
     int n_nbt;
 };

@@ -49,6 +49,7 @@ static int train_graph(model_t *m, int n, int c, int h, int w, float eps, char *
         return -1;
     }
     bk_graph_set_allreduce(g, m->sync_fn, m->sync_ctx);
+    bk_graph_set_grad_ready(g, m->ready_fn, m->ready_ctx);
     m->tg = g;
     m->tn = n;
     m->tc = c;
@@ -78,14 +79,27 @@ static int step_check(const model_t *m, int n, const model_step_t *s, char *err,
     return 0;
 }
 
-/* x (n*c*h*w, normalised) is in m->t_x. */
-static int train_run(model_t *m, int n, const int32_t *labels, const model_step_t *s,
+/* The step's input into the graph: uint8 pixels straight into the input
+ * tensor when the backend can (no float copy of the batch), else filled
+ * into m->t_x and written from there. */
+static int train_input(model_t *m, int n, model_fill_fn fill, const void *ctx,
+                       const model_u8_src_t *u8)
+{
+    int rc = u8 ? bk_write_u8(m->tg, m->t_in, u8->px, u8->lut) : 1;
+    if (rc != 1)
+        return rc;
+    fill(ctx, 0, n, m->t_x);
+    return bk_write(m->tg, m->t_in, m->t_x);
+}
+
+static int train_run(model_t *m, int n, model_fill_fn fill, const void *ctx,
+                     const model_u8_src_t *u8, const int32_t *labels, const model_step_t *s,
                      float *loss, float *logits, char *err, size_t errlen)
 {
     bk_graph_t *g = m->tg;
     bk_graph_set_training(g, 1);
     bk_graph_set_dropout(g, !s->no_dropout);
-    int rc = bk_write(g, m->t_in, m->t_x);
+    int rc = train_input(m, n, fill, ctx, u8);
     rc = rc ? rc : bk_set_labels(g, labels);
     rc = rc ? rc : bk_set_step(g, s->seed, s->step, s->ids);
     rc = rc ? rc : bk_forward(g);
@@ -133,7 +147,8 @@ static int empty_step(model_t *m, int c, int h, int w, const model_step_t *s, ch
     return 0;
 }
 
-static int train_step(model_t *m, model_fill_fn fill, const void *ctx, int n, int c, int h, int w,
+static int train_step(model_t *m, model_fill_fn fill, const void *ctx,
+                      const model_u8_src_t *u8, int n, int c, int h, int w,
                       const int32_t *labels, const model_step_t *s, float *loss,
                       float *logits, char *err, size_t errlen)
 {
@@ -147,8 +162,7 @@ static int train_step(model_t *m, model_fill_fn fill, const void *ctx, int n, in
     }
     if (train_graph(m, n, c, h, w, s->label_smoothing, err, errlen) < 0)
         return -1;
-    fill(ctx, 0, n, m->t_x);
-    if (train_run(m, n, labels, s, loss, logits, err, errlen) < 0)
+    if (train_run(m, n, fill, ctx, u8, labels, s, loss, logits, err, errlen) < 0)
         return -1;
     model_counts_step(m);
     return 0;
@@ -167,7 +181,7 @@ int model_train_step_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, 
     if (!lut)
         return -1;
     model_u8_src_t src = {pixels, c, h * w, lut, backend_threads(m->be)};
-    int rc = train_step(m, model_fill_u8, &src, n, c, h, w, labels, s, loss, logits, err,
+    int rc = train_step(m, model_fill_u8, &src, &src, n, c, h, w, labels, s, loss, logits, err,
                         errlen);
     free(lut);
     return rc;
@@ -178,5 +192,6 @@ int model_train_step_f32(model_t *m, const float *x, int n, int c, int h, int w,
                          float *logits, char *err, size_t errlen)
 {
     model_f32_src_t ctx = {x, (size_t)c * h * w};
-    return train_step(m, model_fill_f32, &ctx, n, c, h, w, labels, s, loss, logits, err, errlen);
+    return train_step(m, model_fill_f32, &ctx, NULL, n, c, h, w, labels, s, loss, logits, err,
+                      errlen);
 }

@@ -540,13 +540,33 @@ static int ensure_scratch(allreduce_t *self, size_t n)
     return 0;
 }
 
+/* Chunk c's boundary in the full n-array, clamped to [lo, hi). */
+static size_t range_off(size_t n, int W, int c, size_t lo, size_t hi)
+{
+    size_t o = allreduce_chunk_offset(n, W, c);
+    return o < lo ? lo : o > hi ? hi : o;
+}
+
 int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char *err, size_t errlen)
+{
+    return allreduce_sum_range(self, data, n, 0, n, timeout_ms, err, errlen);
+}
+
+/* The ring over the full array's chunks, each cut to [lo, hi) (possibly
+ * empty: an empty chunk still travels, so every rank sends and receives
+ * the same frames): an element is summed in its full-array chunk's order. */
+int allreduce_sum_range(allreduce_t *self, float *data, size_t n, size_t lo, size_t hi,
+                        int timeout_ms, char *err, size_t errlen)
 {
     int W = self->world, r = self->rank;
     self->failure = ALLREDUCE_OK;
     self->suspect = -1;
     if (r < 0) {
         err_set(err, errlen, "allreduce: not connected (allreduce_connect first)");
+        return failed(self, ALLREDUCE_ERROR, -1);
+    }
+    if (lo > hi || hi > n) {
+        err_set(err, errlen, "allreduce: range [%zu, %zu) of a %zu-float array", lo, hi, n);
         return failed(self, ALLREDUCE_ERROR, -1);
     }
     if (W == 1)
@@ -560,8 +580,8 @@ int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char
     /* reduce-scatter: after W-1 steps rank r holds the sum of chunk r+1 */
     for (int s = 0; s < W - 1; s++) {
         int cs = ((r - s) % W + W) % W, cr = ((r - s - 1) % W + W) % W;
-        size_t so = allreduce_chunk_offset(n, W, cs), sn = allreduce_chunk_offset(n, W, cs + 1) - so;
-        size_t ro = allreduce_chunk_offset(n, W, cr), rn = allreduce_chunk_offset(n, W, cr + 1) - ro;
+        size_t so = range_off(n, W, cs, lo, hi), sn = range_off(n, W, cs + 1, lo, hi) - so;
+        size_t ro = range_off(n, W, cr, lo, hi), rn = range_off(n, W, cr + 1, lo, hi) - ro;
         if (send_chunk(self, (uint32_t)s, cs, data + so, sn, err, errlen) < 0 ||
             recv_chunk(self, (uint32_t)s, cr, rn, timeout_ms, err, errlen) < 0)
             return -1;
@@ -571,8 +591,8 @@ int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char
     /* all-gather: pass the finished chunks around the ring */
     for (int s = 0; s < W - 1; s++) {
         int cs = ((r + 1 - s) % W + W) % W, cr = ((r - s) % W + W) % W;
-        size_t so = allreduce_chunk_offset(n, W, cs), sn = allreduce_chunk_offset(n, W, cs + 1) - so;
-        size_t ro = allreduce_chunk_offset(n, W, cr), rn = allreduce_chunk_offset(n, W, cr + 1) - ro;
+        size_t so = range_off(n, W, cs, lo, hi), sn = range_off(n, W, cs + 1, lo, hi) - so;
+        size_t ro = range_off(n, W, cr, lo, hi), rn = range_off(n, W, cr + 1, lo, hi) - ro;
         uint32_t step = (uint32_t)(W - 1 + s);
         if (send_chunk(self, step, cs, data + so, sn, err, errlen) < 0 ||
             recv_chunk(self, step, cr, rn, timeout_ms, err, errlen) < 0)

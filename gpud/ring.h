@@ -67,6 +67,14 @@ void allreduce_set_cancel(allreduce_t *self, allreduce_cancel_fn fn, void *ctx);
  * A failed operation leaves the ring out of step: only a re-form
  * (allreduce_reform, a new generation) makes it usable again. */
 int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char *err, size_t errlen);
+/* The same for data[lo, hi) only, data being the whole n-float array: each
+ * element is summed in exactly the order allreduce_sum(data, n) would sum
+ * it (the chunks are the full array's, cut to the range), so all-reducing
+ * the ranges of a partition of [0, n) one by one (gradient buckets) gives
+ * the bytes of one allreduce_sum. Every rank must call it with the same
+ * n, lo, hi. */
+int allreduce_sum_range(allreduce_t *self, float *data, size_t n, size_t lo, size_t hi,
+                        int timeout_ms, char *err, size_t errlen);
 
 /* Why the last allreduce_sum failed (ALLREDUCE_OK after a success), so a
  * caller that got -1 through layers (trainer, SyncBatchNorm in the model)

@@ -87,6 +87,8 @@ struct bk_graph {
     int batch;                      /* n of the first input */
     bk_allreduce_fn allreduce;      /* SyncBatchNorm; NULL: local statistics */
     void *allreduce_ctx;
+    bk_grad_ready_fn grad_ready;    /* parameter gradients as they become final */
+    void *grad_ready_ctx;
     int profile;                    /* DDPIPE_TRAIN_PROFILE set: time op kinds */
     double prof[2][TO_CE + 1];      /* [backward][kind] seconds */
 };

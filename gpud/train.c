@@ -154,6 +154,15 @@ int train_start(gpud_t *self)
         log_error("--sync-bn: the model refuses SyncBatchNorm");
         return -1;
     }
+    /* gradient buckets all-reduced while backward runs (DDP's overlap);
+     * not with SyncBatchNorm, whose all-reduces use the ring in backward.
+     * DDPIPE_NO_OVERLAP=1: after backward, as one step (for comparisons) */
+    const char *no_overlap = getenv("DDPIPE_NO_OVERLAP");
+    if (!self->options.sync_bn && !(no_overlap && strcmp(no_overlap, "1") == 0) &&
+        trainer_set_overlap(self->trainer, self->ring, ring_timeout_ms(self)) < 0) {
+        log_error("the trainer refuses the all-reduce overlap (model not opened for training?)");
+        return -1;
+    }
     /* a joiner holds the live ranks' state already */
     if (!late && broadcast(self, TRAINER_ALL, "initial weights", (uint32_t)self->epoch) < 0)
         return -1;

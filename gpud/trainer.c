@@ -8,6 +8,11 @@
 
 #include "common/errbuf.h"
 #include "common/safetensors.h"
+#include "gpud/buckets.h"
+
+/* DDP's first bucket (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES):
+ * small enough that this ~3 MB WideResNet's gradient goes in 3 buckets. */
+#define TRAINER_BUCKET_FLOATS (1u << 18)
 
 struct trainer {
     model_t *m;
@@ -21,6 +26,13 @@ struct trainer {
     size_t buf_floats;
     int64_t *cnt_saved;     /* num_batches_tracked before the current step */
     int n_cnt;
+    /* the gradient all-reduce in buckets (optimizer order in flat) */
+    buckets_t *bk;
+    int ng;                 /* optimized parameters */
+    size_t *goff;           /* ng + 1: parameter i's place in flat */
+    float **gptr;           /* ng: its gradient array, looked up per step */
+    allreduce_t *ar;        /* trainer_set_overlap: overlap on this ring */
+    int timeout_ms;
 };
 
 static int ends_with(const char *s, const char *suffix)
@@ -63,6 +75,28 @@ static int apply_freezes(trainer_t *t, char *err, size_t errlen)
     return 0;
 }
 
+/* Where each optimized gradient goes in flat, and the buckets over them. */
+static int grad_layout(trainer_t *t, char *err, size_t errlen)
+{
+    t->ng = optim_param_count(t->opt);
+    t->goff = calloc((size_t)t->ng + 1, sizeof *t->goff);
+    t->gptr = calloc((size_t)t->ng, sizeof *t->gptr);
+    size_t *numel = calloc((size_t)t->ng, sizeof *numel);
+    int ok = t->goff && t->gptr && numel;
+    for (int i = 0; ok && i < t->ng; i++) {
+        model_param_t p;
+        ok = model_param_find(t->m, optim_param_name(t->opt, i), &p) == 0;
+        numel[i] = ok ? p.numel : 0;
+        t->goff[i + 1] = t->goff[i] + numel[i];
+    }
+    if (ok)
+        t->bk = buckets_new(numel, t->ng, TRAINER_BUCKET_FLOATS, err, errlen);
+    else
+        err_set(err, errlen, "out of memory for the gradient buckets");
+    free(numel);
+    return t->bk ? 0 : -1;
+}
+
 /* Every parameter with a gradient, in model order (the same on every rank). */
 static int register_params(trainer_t *t, char *err, size_t errlen)
 {
@@ -87,6 +121,8 @@ static int register_params(trainer_t *t, char *err, size_t errlen)
         err_set(err, errlen, "nothing to train: every parameter is frozen");
         return -1;
     }
+    if (grad_layout(t, err, errlen) < 0)
+        return -1;
     t->flat_cap = total > t->grad_floats ? total : t->grad_floats;
     t->flat = malloc((t->flat_cap ? t->flat_cap : 1) * sizeof *t->flat);
     t->buf_saved = malloc((t->buf_floats ? t->buf_floats : 1) * sizeof *t->buf_saved);
@@ -141,6 +177,9 @@ void trainer_destroy(trainer_t **tp)
     free(t->flat);
     free(t->buf_saved);
     free(t->cnt_saved);
+    buckets_destroy(&t->bk);
+    free(t->goff);
+    free(t->gptr);
     free(t);
     *tp = NULL;
 }
@@ -229,6 +268,49 @@ void trainer_restore(trainer_t *t)
     }
 }
 
+/* This step's gradient arrays (looked up by name, as the optimizer has them). */
+static int grad_ptrs(trainer_t *t, char *err, size_t errlen)
+{
+    for (int i = 0; i < t->ng; i++) {
+        model_param_t p;
+        if (model_param_find(t->m, optim_param_name(t->opt, i), &p) < 0 || !p.grad) {
+            err_set(err, errlen, "parameter %s lost its gradient", optim_param_name(t->opt, i));
+            return -1;
+        }
+        t->gptr[i] = p.grad;
+    }
+    return 0;
+}
+
+/* Parameter gradient i into its place in flat, and ready for its bucket. */
+static void grad_pack(trainer_t *t, int i)
+{
+    memcpy(t->flat + t->goff[i], t->gptr[i], (t->goff[i + 1] - t->goff[i]) * sizeof(float));
+    buckets_ready(t->bk, i);
+}
+
+/* The model's hook during backward: grad is final. Gradients the optimizer
+ * does not have (frozen) are not all-reduced. */
+static void on_grad_ready(void *ctx, const float *grad)
+{
+    trainer_t *t = ctx;
+    if (!buckets_active(t->bk))
+        return;
+    for (int i = 0; i < t->ng; i++)
+        if (t->gptr[i] == grad) {
+            if (!buckets_is_ready(t->bk, i))
+                grad_pack(t, i);
+            return;
+        }
+}
+
+int trainer_set_overlap(trainer_t *t, allreduce_t *ar, int timeout_ms)
+{
+    t->ar = ar;
+    t->timeout_ms = timeout_ms;
+    return model_set_grad_ready(t->m, ar ? on_grad_ready : NULL, t);
+}
+
 int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss, float *logits,
                              char *err, size_t errlen)
 {
@@ -242,32 +324,35 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
                       .label_smoothing = t->cfg.label_smoothing, .seed = t->cfg.seed,
                       .step = b->step, .ids = (const int64_t *)b->ids};
     static const uint8_t none = 0;
-    return model_train_step_u8(t->m, b->pixels ? b->pixels : &none, b->n, b->c, b->h, b->w,
-                               b->mean, b->std, b->labels, &s, loss, logits, err, errlen);
+    /* overlap: buckets go while backward runs (an empty shard's zeros are
+     * all-reduced by trainer_reduce, in the same bucket operations) */
+    if (t->ar && b->n > 0 && allreduce_world(t->ar) > 1 && !buckets_active(t->bk) &&
+        (grad_ptrs(t, err, errlen) < 0 ||
+         buckets_begin(t->bk, t->flat, t->ar, t->timeout_ms, 1, err, errlen) < 0))
+        return -1;
+    int rc = model_train_step_u8(t->m, b->pixels ? b->pixels : &none, b->n, b->c, b->h, b->w,
+                                 b->mean, b->std, b->labels, &s, loss, logits, err, errlen);
+    if (rc < 0)
+        buckets_abort(t->bk);
+    return rc;
 }
 
+/* The buckets in flight (overlap) finish; without overlap, every bucket
+ * runs here. Either way the same ring operations: one allreduce_sum_range
+ * per bucket, summing each float as one allreduce_sum of flat would. */
 int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, size_t errlen)
 {
-    int n = optim_param_count(t->opt);
-    size_t off = 0;
-    for (int i = 0; i < n; i++) {   /* pack in optimizer order */
-        model_param_t p;
-        if (model_param_find(t->m, optim_param_name(t->opt, i), &p) < 0 || !p.grad) {
-            err_set(err, errlen, "parameter %s lost its gradient", optim_param_name(t->opt, i));
-            return -1;
-        }
-        memcpy(t->flat + off, p.grad, p.numel * sizeof(float));
-        off += p.numel;
-    }
-    if (allreduce_sum(ar, t->flat, off, timeout_ms, err, errlen) < 0)
+    if (!buckets_active(t->bk) &&
+        (grad_ptrs(t, err, errlen) < 0 ||
+         buckets_begin(t->bk, t->flat, ar, timeout_ms, 0, err, errlen) < 0))
         return -1;
-    off = 0;
-    for (int i = 0; i < n; i++) {
-        model_param_t p;
-        model_param_find(t->m, optim_param_name(t->opt, i), &p);
-        memcpy(p.grad, t->flat + off, p.numel * sizeof(float));
-        off += p.numel;
-    }
+    for (int i = 0; i < t->ng; i++)   /* those the hook did not see */
+        if (!buckets_is_ready(t->bk, i))
+            grad_pack(t, i);
+    if (buckets_end(t->bk, err, errlen) < 0)
+        return -1;
+    for (int i = 0; i < t->ng; i++)
+        memcpy(t->gptr[i], t->flat + t->goff[i], (t->goff[i + 1] - t->goff[i]) * sizeof(float));
     return 0;
 }
 

@@ -91,8 +91,18 @@ typedef struct {
  * 0, or -1 with the reason in err. */
 int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss, float *logits,
                              char *err, size_t errlen);
-/* Sum every optimized gradient over the ranks as one flat buffer. Collective. */
+/* Sum every optimized gradient over the ranks: gpud/buckets.h's buckets of
+ * the flat buffer (optimizer order), the bytes of one all-reduce of it.
+ * Collective. With overlap set, the buckets of a non-empty shard were
+ * started during trainer_forward_backward and are finished here. */
 int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, size_t errlen);
+/* From the next trainer_forward_backward on, all-reduce gradient buckets
+ * over ar while backward runs (DDP's overlap), on a thread of their own:
+ * between trainer_forward_backward and trainer_reduce the caller must not
+ * use ar nor anything ar's cancel callback reads. Not with SyncBatchNorm
+ * (its all-reduces run on the same ring during backward). ar NULL: off.
+ * 0, or -1 (the model is not opened for training). */
+int trainer_set_overlap(trainer_t *t, allreduce_t *ar, int timeout_ms);
 /* optim_step at lr(epoch), unless global_count == 0 (nothing was loaded:
  * PyTorch would not step on an empty batch either). Returns the lr used. */
 double trainer_apply(trainer_t *t, int epoch, uint32_t global_count);

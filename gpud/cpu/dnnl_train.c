@@ -844,6 +844,13 @@ static int c_read(bk_prog_t *g, const void *src, float *dst, const int s[4])
     return 0;
 }
 
+static int c_write_u8(bk_prog_t *g, void *dst, const uint8_t *px, const float *lut,
+                      const int s[4])
+{
+    hk_write_u8(dst, px, lut, s, 1, g->be->threads);
+    return 0;
+}
+
 static void c_concat(backend_t *be, void *y, int cy, void *x, const int xs[4], int off, int to_y)
 {
     (void)be;
@@ -893,6 +900,7 @@ const bk_kernels_t CPU_TKERNELS = {
     .release = hk_release,
     .write = c_write,
     .read = c_read,
+    .write_u8 = c_write_u8,
     .zero = hk_zero,
     .copy = hk_copy,
     .add = hk_add,

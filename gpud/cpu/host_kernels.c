@@ -53,6 +53,26 @@ void hk_acc(backend_t *be, void *y, const void *x, size_t count)
         py[i] += px[i];
 }
 
+void hk_write_u8(void *y, const uint8_t *px, const float *lut, const int s[4], int nhwc,
+                 int threads)
+{
+    float *d = y;
+    int c = s[1];
+    size_t hw = (size_t)s[2] * s[3];
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int sc = 0; sc < s[0] * c; sc++) {
+        const float *t = lut + (size_t)(sc % c) * 256;
+        const uint8_t *p = px + (size_t)sc * hw;
+        int b = sc / c, ch = sc % c;
+        if (nhwc)
+            for (size_t i = 0; i < hw; i++)
+                d[((size_t)b * hw + i) * c + ch] = t[p[i]];
+        else
+            for (size_t i = 0; i < hw; i++)
+                d[(size_t)sc * hw + i] = t[p[i]];
+    }
+}
+
 /* In chunks over the threads; each element is rounded alone, so the
  * result does not depend on the split. */
 void hk_round_bf16(backend_t *be, void *y, size_t count)

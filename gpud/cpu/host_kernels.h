@@ -23,6 +23,9 @@ void hk_ce_fwd(backend_t *be, const void *logits, const int32_t *labels, int n, 
 void hk_ce_bwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
                float eps, const void *dloss, void *glogits);
 
+/* uint8 NCHW pixels through a per-channel table (c x 256) into y. */
+void hk_write_u8(void *y, const uint8_t *px, const float *lut, const int s[4], int nhwc,
+                 int threads);
 void hk_concat(void *y, int cy, void *x, const int xs[4], int off, int to_y, int nhwc);
 void hk_flatten(void *y, const void *x, const int xs[4], int backward, int nhwc);
 void hk_dropout(void *y, const void *x, const int s[4], float p, uint64_t seed,

@@ -1,0 +1,65 @@
+/* buckets — the gradient all-reduce of a step in buckets, started while
+ * backward still runs, as PyTorch DDP does (docs/TRAINING.md "Gradient
+ * buckets").
+ *
+ * The gradients lie one after the other in a flat buffer (the trainer's
+ * optimizer order). Buckets are formed from the LAST gradient back (backward
+ * finishes the last layers first), each of at least `cap` floats (the one
+ * formed last, holding the first gradients, may be smaller). Bucket 0 is
+ * all-reduced first. Each bucket is one allreduce_sum_range over the whole
+ * buffer's chunks, so the sum is the bytes a single allreduce_sum of the
+ * buffer would give, whatever the bucketing and whichever rank overlaps.
+ *
+ *   buckets_t *b = buckets_new(numel, n, cap, err, len);
+ *   per step:
+ *       buckets_begin(b, flat, ar, timeout_ms, overlap, err, len);
+ *       ... gradient i final and copied to its place in flat: buckets_ready(b, i) ...
+ *       buckets_end(b, err, len);     // the rest ready; every bucket summed
+ *   (or buckets_abort(b) when the step failed before its end)
+ *
+ * overlap 1: a thread all-reduces bucket k as soon as its gradients are
+ * ready, in bucket order (every rank makes the same ring operations in the
+ * same order). The ring is the thread's until buckets_end / buckets_abort
+ * return: the caller must not touch it (nor anything its cancel callback
+ * reads) in between. overlap 0: buckets_end does every bucket itself.
+ */
+#ifndef DDP_GPUD_BUCKETS_H
+#define DDP_GPUD_BUCKETS_H
+
+#include <stddef.h>
+
+#include "gpud/ring.h"
+
+typedef struct buckets buckets_t;
+
+/* n gradients of numel[i] floats (n >= 1); cap >= 1 floats. NULL with the
+ * reason in err. */
+buckets_t *buckets_new(const size_t *numel, int n, size_t cap, char *err, size_t errlen);
+void buckets_destroy(buckets_t **self);
+
+int buckets_count(const buckets_t *self);
+/* Bucket k is flat[*lo, *hi). */
+void buckets_range(const buckets_t *self, int k, size_t *lo, size_t *hi);
+/* The bucket holding gradient i. */
+int buckets_of(const buckets_t *self, int i);
+/* Floats of all gradients (the flat buffer's size). */
+size_t buckets_floats(const buckets_t *self);
+
+/* A step's all-reduce of flat over ar. 0, or -1 with the reason in err
+ * (out of memory, a thread that could not start). */
+int buckets_begin(buckets_t *self, float *flat, allreduce_t *ar, int timeout_ms, int overlap,
+                  char *err, size_t errlen);
+/* Gradient i is in place (again: ignored). The caller's thread. */
+void buckets_ready(buckets_t *self, int i);
+/* Whether gradient i was marked ready this step. */
+int buckets_is_ready(const buckets_t *self, int i);
+/* Every gradient ready; returns once every bucket is summed. 0, or -1 with
+ * the first failure's reason (allreduce_failure(ar) says which kind). */
+int buckets_end(buckets_t *self, char *err, size_t errlen);
+/* The step is given up: no further bucket starts; waits for the one in
+ * flight. */
+void buckets_abort(buckets_t *self);
+/* Whether a step is open (begun, not ended or aborted). */
+int buckets_active(const buckets_t *self);
+
+#endif
