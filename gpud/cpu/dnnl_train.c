@@ -205,10 +205,12 @@ static const dnnl_memory_desc_t *q_md(const_dnnl_primitive_desc_t pd, dnnl_query
 }
 
 /* ------------------------------------------- blocked activations
- * On AVX2, oneDNN 2.6's convolutions run 1.3-1.9x faster forward and up to
- * 1.5x faster backward-data on nChw8c than on NHWC (bench/RESULTS.md,
- * "Training pipeline"), while a reorder of the activation costs a few
- * percent of that. So a convolution whose channels are multiples of 8 lets
+ * On AVX2, oneDNN 2.6's convolutions are faster on nChw8c than on NHWC
+ * (the WideResNet's training step: forward 6 %, backward-data 12 %,
+ * backward-weights 20 % less time) by more than the reorders of the
+ * activations cost (bench/RESULTS.md, "Training pipeline"). The numbers
+ * differ from NHWC's in the last bits (another summation order), as with
+ * any other kernel choice. So a convolution whose channels are multiples of 8 lets
  * the primitives pick their layout ("any") and the tape's NHWC buffers are
  * reordered in and out around them; the forward's reordered input is kept
  * for the backward-weights pass. DDPIPE_CONV_LAYOUT=nhwc keeps every
