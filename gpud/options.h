@@ -126,8 +126,8 @@ int gpud_check_precision(const char *cmd, const char *precision);
  * and fast), 0 when not or unreadable. */
 int gpud_cpu_has_bf16(void);
 /* --precision bf16: the one line saying that bf16 is emulated and no faster
- * (no bf16 instructions here, or, where there are, no native kernels yet),
- * to f (the launcher says it once). Nothing for fp32. */
+ * (no bf16 instructions here, or DDPIPE_BF16=emulated), to f (the launcher
+ * says it once). Nothing for fp32, nor where gpud runs bf16 natively. */
 void gpud_precision_note(const char *precision, FILE *f);
 /* The job-wide training settings as flags ("--model wideresnet --lr 0.1
  * ..."), the same text on every rank of a job (JOIN.config). */
