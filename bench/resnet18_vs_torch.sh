@@ -5,7 +5,7 @@
 # each, of the means, and of process CPU time per image.
 #   bench/resnet18_vs_torch.sh eval|train [BUILD_DIR]   (default: build-bench, Release)
 #   THREADS=2 BATCH=32 ITERS=6 ROUNDS=2 bench/resnet18_vs_torch.sh eval
-#   PRECISION=bf16 bench/resnet18_vs_torch.sh eval   (ddpipe --precision bf16 vs PyTorch
+#   PY=python3 PRECISION=bf16 bench/resnet18_vs_torch.sh eval   (ddpipe --precision bf16 vs PyTorch
 #          autocast bf16 + channels_last, compute only; the CPU's flags are printed)
 #   eval:  bench/eval_resnet18  (model_forward_u8)          vs bench/eval_resnet18_torch.py
 #   train: bench/train_resnet18 (model_train_step_u8 + SGD) vs bench/train_resnet18_torch.py
@@ -28,7 +28,7 @@ case "$PRECISION" in
     bf16) PFLAG="--bf16" ;;
     *) echo "bench/resnet18_vs_torch.sh: PRECISION is fp32 or bf16" >&2; exit 2 ;;
 esac
-PY=/usr/bin/python3
+PY=${PY:-/usr/bin/python3}   # a python with torch and torchvision
 
 if [ ! -x "$BUILD/bench/$PROG" ]; then
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
