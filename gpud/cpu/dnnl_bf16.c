@@ -15,6 +15,7 @@
 static int probe_level;
 static const char *probe_isa = "none";
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static int test_f32;   /* cpu_bf16_test_f32 */
 
 static void md(dnnl_memory_desc_t *m, int nd, const dnnl_dim_t *dims, dnnl_data_type_t dt,
                dnnl_format_tag_t tag)
@@ -32,13 +33,17 @@ static int pd_ok(dnnl_engine_t eng, dnnl_primitive_attr_t a, const_dnnl_op_desc_
 {
     dnnl_primitive_desc_t pd = NULL;
     if (dnnl_primitive_desc_create(&pd, d, a, eng, hint) != dnnl_success) {
-        log_debug("bf16 probe: no oneDNN bf16 %s on this CPU", what);
+        log_info("bf16 probe: no oneDNN bf16 %s on this CPU (native bf16 off)", what);
         return 0;
     }
     const char *impl = NULL;
     dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-    log_debug("bf16 probe: %s: %s", what, impl ? impl : "?");
     int ok = impl && strncmp(impl, "ref", 3) != 0;
+    if (ok)
+        log_debug("bf16 probe: %s: %s", what, impl);
+    else
+        log_info("bf16 probe: oneDNN's bf16 %s is %s (native bf16 off)", what,
+                 impl ? impl : "unnamed");
     if (ok && out)
         *out = pd;
     else
@@ -127,9 +132,20 @@ static void probe(void)
 int cpu_bf16_native(const char **isa)
 {
     pthread_once(&probe_once, probe);
+    int staging = test_f32 && probe_level == 0;
     if (isa)
-        *isa = probe_isa;
-    return probe_level;
+        *isa = staging ? "f32 staging (test)" : probe_isa;
+    return staging ? 1 : probe_level;
+}
+
+void cpu_bf16_test_f32(int on)
+{
+    test_f32 = on;
+}
+
+dnnl_data_type_t cpu_bf16_type(void)
+{
+    return cpu_bf16_native(NULL) > 0 && probe_level == 0 ? dnnl_f32 : dnnl_bf16;
 }
 
 void *cpu_bf16_buf(bk_prog_t *g, int which, size_t bytes)

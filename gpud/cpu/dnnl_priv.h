@@ -35,5 +35,13 @@ int cpu_bf16_native(const char **isa);
  * bytes (its old contents lost); NULL after bk_prog_fail. */
 void *cpu_bf16_buf(bk_prog_t *g, int which, size_t bytes);
 void cpu_bf16_free(cpu_backend_t *be);
+/* The type of the native plans' bf16 operands: dnnl_bf16, or dnnl_f32
+ * under cpu_bf16_test_f32. */
+dnnl_data_type_t cpu_bf16_type(void);
+/* Tests: on a CPU where oneDNN has no bf16 primitives, 1 makes the probe
+ * say level 1 and the native plans run with f32 in place of bf16, so that
+ * their staging (reorders, the shared buffers, the arguments) runs under
+ * the sanitizers on every CPU. No effect where bf16 primitives exist. */
+void cpu_bf16_test_f32(int on);
 
 #endif

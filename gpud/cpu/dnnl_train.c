@@ -437,7 +437,7 @@ static bk_plan_t *c_conv_plan(bk_prog_t *g, const bk_conv_t *c, const int in[4],
     dnnl_dim_t wd[4] = {c->oc, c->ic, c->kh, c->kw}, bd[1] = {c->oc};
     md_tag(&wany, 4, wd, dnnl_format_tag_any);
     /* the operands the engine made bf16: the primitives' type for them */
-    dnnl_data_type_t t16 = p->native ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t t16 = p->native ? cpu_bf16_type() : dnnl_f32;
     dnnl_memory_desc_t src16 = md_typed(&src, t16), dst16 = md_typed(&dst, t16),
                        w16 = md_typed(&wany, t16);
     md_tag(&wuser, 4, wd, dnnl_oihw);
@@ -504,7 +504,7 @@ static bk_plan_t *c_linear_plan(bk_prog_t *g, const int in[4], int out, int has_
     md_tag(&wuser, nd, wd, plain_tag(nd));
     md_tag(&bias, 1, bd, dnnl_x);
     const dnnl_memory_desc_t *bp = has_bias ? &bias : NULL;
-    dnnl_data_type_t t16 = p->native ? dnnl_bf16 : dnnl_f32;   /* as in c_conv_plan */
+    dnnl_data_type_t t16 = p->native ? cpu_bf16_type() : dnnl_f32;   /* as in c_conv_plan */
     dnnl_memory_desc_t src16 = md_typed(&src, t16), dst16 = md_typed(&dst, t16),
                        w16 = md_typed(&wany, t16);
     dnnl_inner_product_desc_t fd, ddd, wdd;

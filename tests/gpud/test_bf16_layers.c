@@ -19,9 +19,19 @@
  * max|a-b| / max|b| <= 2^-7 (one bf16 step at the largest value: a wrong
  * operand, layout or rounding point is off by far more).
  *
+ * A chain (conv, relu, conv stride 2, conv 1x1, linear; training step):
+ * every layer's src and diff_dst pass through the same two shared bf16
+ * buffers, so a stale or misplaced one shows. Native against emulated:
+ * max|a-b| / max|b| <= 1e-2 (test_bf16's TOL_EMULATED: a one-step
+ * difference travels through the later layers); with f32 staging (below)
+ * the primitives are the emulated ones, so bit for bit.
+ *
  * The cpu-emulated vs reference comparison runs on every CPU (it checks the
- * bound's machinery); the native part needs oneDNN's bf16 primitives
- * (backend_bf16_native), else the test says why and exits 77 (skipped). */
+ * bound's machinery). The native part needs oneDNN's bf16 primitives
+ * (backend_bf16_native); where there are none, it runs the native plans
+ * with f32 in place of bf16 (cpu_bf16_test_f32: their reorders, shared
+ * buffers and arguments, under the sanitizers), then says so and exits 77
+ * (skipped): the bf16 kernels themselves did not run. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +40,7 @@
 
 #include "gpud/backend.h"
 #include "gpud/bf16.h"
+#include "gpud/cpu/dnnl_priv.h"
 #include "tcheck.h"
 
 #define U 0x1p-24
@@ -192,7 +203,8 @@ static const layer_t LAYERS[] = {
 };
 
 /* Every layer: emulated cpu vs ref always; native vs both when be_nat. */
-static void test_layers(backend_t *be_emu, backend_t *be_ref, backend_t *be_nat)
+static void test_layers(backend_t *be_emu, backend_t *be_ref, backend_t *be_nat,
+                        const char *what)
 {
     for (size_t i = 0; i < sizeof LAYERS / sizeof *LAYERS; i++) {
         const layer_t *L = &LAYERS[i];
@@ -215,8 +227,10 @@ static void test_layers(backend_t *be_emu, backend_t *be_ref, backend_t *be_nat)
         compare_res(label, &emu, &ref, &mag, L);
         if (be_nat) {
             run(be_nat, L, x, w, b, dy, &nat);
-            compare_res("native vs cpu emulated", &nat, &emu, &mag, L);
-            compare_res("native vs ref", &nat, &ref, &mag, L);
+            snprintf(label, sizeof label, "%s vs cpu emulated", what);
+            compare_res(label, &nat, &emu, &mag, L);
+            snprintf(label, sizeof label, "%s vs ref", what);
+            compare_res(label, &nat, &ref, &mag, L);
             res_free(&nat);
         }
         res_free(&emu);
@@ -228,24 +242,86 @@ static void test_layers(backend_t *be_emu, backend_t *be_ref, backend_t *be_nat)
     }
 }
 
+/* The chain on be: logits, input gradient and every parameter gradient,
+ * concatenated into out (CHAIN_OUT floats). */
+enum { CH_N = 2, CH_X = CH_N * 3 * 12 * 12, CH_W1 = 16 * 3 * 9, CH_W2 = 32 * 16 * 9,
+       CH_W3 = 32 * 32, CH_W4 = 10 * 32 * 6 * 6, CH_Y = CH_N * 10,
+       CHAIN_OUT = CH_Y + CH_X + CH_W1 + 16 + CH_W2 + CH_W3 + 32 + CH_W4 + 10 };
+
+static void chain(backend_t *be, const float *x, const float *w, const float *dy, float *out)
+{
+    bk_graph_t *g = bk_graph_new(be);
+    float *y = out, *gx = y + CH_Y, *g1 = gx + CH_X, *gb1 = g1 + CH_W1, *g2 = gb1 + 16,
+          *g3 = g2 + CH_W2, *gb3 = g3 + CH_W3, *g4 = gb3 + 32, *gb4 = g4 + CH_W4;
+    float *w1 = (float *)w, *b1 = w1 + CH_W1, *w2 = b1 + 16, *w3 = w2 + CH_W2, *b3 = w3 + CH_W3,
+          *w4 = b3 + 32, *b4 = w4 + CH_W4;
+    bk_conv_t c1 = {3, 16, 3, 3, 1, 1, 1, 1, w1, g1, b1, gb1};
+    bk_conv_t c2 = {16, 32, 3, 3, 2, 2, 1, 1, w2, g2, NULL, NULL};
+    bk_conv_t c3 = {32, 32, 1, 1, 1, 1, 0, 0, w3, g3, b3, gb3};
+    bk_tensor_t *xt = bk_input(g, CH_N, 3, 12, 12, 1);
+    bk_tensor_t *h = bk_conv2d(g, bk_relu(g, bk_conv2d(g, xt, &c1)), &c2);
+    bk_tensor_t *yt = bk_linear(g, bk_conv2d(g, h, &c3), 10, w4, g4, b4, gb4);
+    REQUIRE(yt && bk_write(g, xt, x) == 0 && bk_forward(g) == 0 && bk_read(g, yt, y) == 0 &&
+                bk_backward(g, yt, dy) == 0 && bk_read_grad(g, xt, gx) == 0,
+            "chain: %s", bk_graph_error(g));
+    bk_graph_destroy(&g);
+}
+
+static void test_chain(backend_t *be_emu, backend_t *be_nat, int staging)
+{
+    size_t nw = CHAIN_OUT - CH_Y - CH_X;   /* the parameters, in chain()'s order */
+    float *x = randv(CH_X, 2.0f), *w = randv(nw, 0.2f), *dy = randv(CH_Y, 1.0f);
+    float *a = malloc(CHAIN_OUT * sizeof *a), *b = malloc(CHAIN_OUT * sizeof *b);
+    REQUIRE(a && b, "out of memory");
+    chain(be_emu, x, w, dy, b);
+    chain(be_nat, x, w, dy, a);
+    static const struct { const char *what; size_t off, n; } part[] = {
+        {"logits", 0, CH_Y}, {"gx", CH_Y, CH_X}, {"params", CH_Y + CH_X, CHAIN_OUT - CH_Y - CH_X}};
+    for (int i = 0; i < 3; i++) {
+        const float *pa = a + part[i].off, *pb = b + part[i].off;
+        double maxd = 0.0, maxb = 0.0;
+        for (size_t j = 0; j < part[i].n; j++) {
+            double d = fabs((double)pa[j] - pb[j]);
+            maxd = d > maxd || isnan(d) ? d : maxd;
+            maxb = fmax(maxb, fabs((double)pb[j]));
+        }
+        double rel = maxb > 0 ? maxd / maxb : maxd;
+        printf("chain %-6s native%s vs emulated: max|a-b|/max|b| %.3g\n", part[i].what,
+               staging ? " (f32 staging)" : "", rel);
+        if (staging)
+            CHECK(memcmp(pa, pb, part[i].n * sizeof *pa) == 0, "chain %s: f32 staging differs "
+                  "from emulated (%.3g): the staging is wrong", part[i].what, rel);
+        else
+            CHECK(rel <= 1e-2, "chain %s: %.3g > 1e-2", part[i].what, rel);
+    }
+    free(x);
+    free(w);
+    free(dy);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     const char *isa = NULL;
     backend_t *be_emu = backend("cpu", "emulated"), *be_ref = backend("ref", "emulated");
     int level = backend_bf16_native(be_emu, &isa);
     printf("oneDNN bf16 probe: level %d (%s)\n", level, isa);
-    backend_t *be_nat = level > 0 ? backend("cpu", "native") : NULL;
-    if (be_nat)
-        CHECK(backend_precision(be_nat) == BK_BF16_NATIVE &&
-                  strncmp(backend_precision_name(be_nat), "bf16 (native: ", 14) == 0,
-              "native backend: %s", backend_precision_name(be_nat));
-    test_layers(be_emu, be_ref, be_nat);
+    if (level == 0)
+        cpu_bf16_test_f32(1);   /* the native plans' staging, in f32 */
+    backend_t *be_nat = backend("cpu", "native");
+    CHECK(backend_precision(be_nat) == BK_BF16_NATIVE &&
+              strncmp(backend_precision_name(be_nat), "bf16 (native: ", 14) == 0,
+          "native backend: %s", backend_precision_name(be_nat));
+    printf("native backend: %s\n", backend_precision_name(be_nat));
+    test_layers(be_emu, be_ref, be_nat, level > 0 ? "native" : "native (f32 staging)");
+    test_chain(be_emu, be_nat, level == 0);
     backend_destroy(&be_emu);
     backend_destroy(&be_ref);
     backend_destroy(&be_nat);
     if (tc_failures || level > 0)
         return tc_done("test_bf16_layers");
-    printf("test_bf16_layers: the emulated checks passed; skipped (77) the native ones: oneDNN "
+    printf("test_bf16_layers: the emulated and f32-staging checks passed; skipped (77): oneDNN "
            "creates no bf16 convolution on this CPU (it needs avx512_core)\n");
     return 77;
 }
