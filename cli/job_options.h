@@ -23,7 +23,7 @@
 #define JOB_RUN_OPTIONS(T)                                                                     \
     OPTION_LONG(T, workers, "workers", "N", 0, 1, 1024,                                         \
                 "gpud processes (default 1; --launcher slurm: $SLURM_NTASKS)"),               \
-    OPTION_STRING(T, device, "device", "cpu", "cpu", "compute backend"),                        \
+    OPTION_STRING(T, device, "device", "cpu|cuda", "cpu", "compute backend"),                      \
     GPUD_PRECISION_OPTION(T),                                                                  \
     OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024,                                         \
                 "compute threads per worker (default: cores / workers)"),                      \

@@ -145,6 +145,22 @@ int gpud_check_precision(const char *cmd, const char *precision)
     return -1;
 }
 
+int gpud_check_device(const char *cmd, const char *flag, const char *device,
+                      const char *precision)
+{
+    if (strcmp(device, "cpu") != 0 && strcmp(device, "ref") != 0 &&
+        strcmp(device, "cuda") != 0) {
+        fprintf(stderr, "%s: %s %s: cpu or cuda\n", cmd, flag, device);
+        return -1;
+    }
+    if (strcmp(device, "cuda") == 0 && strcmp(precision, "bf16") == 0) {
+        fprintf(stderr, "%s: --precision bf16 is not implemented on the cuda backend yet "
+                        "(--precision fp32, or %s cpu)\n", cmd, flag);
+        return -1;
+    }
+    return 0;
+}
+
 int gpud_cpu_has_bf16(void)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -196,11 +212,8 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
     }
     if (gpud_check_precision("gpud", self->precision) < 0)
         return -1;
-    if (strcmp(self->precision, "bf16") == 0 && strcmp(self->backend, "cuda") == 0) {
-        fprintf(stderr, "gpud: --precision bf16 is not implemented on the cuda backend yet "
-                        "(--precision fp32, or --backend cpu)\n");
+    if (gpud_check_device("gpud", "--backend", self->backend, self->precision) < 0)
         return -1;
-    }
     if (self->join && !self->train) {
         fprintf(stderr, "gpud: --join is for a training rank: add --train (an eval worker "
                         "joins with --reducer at any time)\n");

@@ -122,6 +122,11 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv);
 /* 0 when precision is "fp32" or "bf16"; else -1 after "CMD: --precision
  * X: fp32 or bf16" went to stderr. */
 int gpud_check_precision(const char *cmd, const char *precision);
+/* 0 when device (gpud --backend, ddpipe --device: FLAG) is cpu, ref or cuda
+ * and the precision runs there (bf16 not on cuda); else -1 after the error
+ * went to stderr. Whether this build has cuda, gpud says when it starts. */
+int gpud_check_device(const char *cmd, const char *flag, const char *device,
+                      const char *precision);
 /* 1 when /proc/cpuinfo lists avx512_bf16 or amx_bf16 (bf16 runs natively
  * and fast), 0 when not or unreadable. */
 int gpud_cpu_has_bf16(void);

@@ -1,33 +1,56 @@
 #!/bin/sh
 # Every GPU check of the cuda backend (issue 6, docs/CUDA.md), from a clean
 # clone on a machine with an NVIDIA GPU, offline:
-#   scripts/gpu-check.sh [--debs DIR] [--build DIR] [--out DIR] [--quick]
-#     --debs DIR   install missing Debian build deps from the .debs in DIR
-#                  (scripts/install-deps.sh --offline DIR) before building
-#     --build DIR  build directory (default build-gpu; configured Release,
-#                  -DDDPIPE_CUDA=ON, no sanitizers)
-#     --out DIR    where logs and results go (default $BUILD/gpu-check)
-#     --quick      benches with 3 timed iterations instead of 10
+#   scripts/gpu-check.sh [--debs DIR | --bundle FILE] [--build DIR] [--out DIR]
+#                        [--quick] [--no-cpu-suite] [--fmnist DIR]
+#     --debs DIR     install missing Debian build deps from the .debs in DIR
+#                    (scripts/install-deps.sh --offline DIR) before building
+#     --bundle FILE  no build here: unpack FILE (scripts/gpu-bundle.sh, made
+#                    where the deps are) and run its tree; for GPU machines
+#                    without ddpipe's Debian libraries
+#     --build DIR    build directory (default build-gpu; configured Release,
+#                    -DDDPIPE_CUDA=ON, no sanitizers)
+#     --out DIR      where logs and results go (default $BUILD/gpu-check)
+#     --quick        benches with 3 timed iterations instead of 10
+#     --no-cpu-suite skip the CPU test suite (it needs the test deps)
+#     --fmnist DIR   Fashion-MNIST IDX files (default /usr/share/datasets/
+#                    fashion-mnist) for the end-to-end jobs
 # env: PY (python with torch + CUDA, default /usr/bin/python3 then python3),
 #      CUDAToolkit_ROOT (default /usr/local/cuda), JOBS (default nproc).
 # Steps: configure + build, ctest -L '^gpu$' (a skipped test counts as NOT RUN),
+# ddpipe eval and train end to end with --device cuda against --device cpu,
 # the CPU test suite, ddpipe vs PyTorch ResNet-18 eval/train at batch 256
 # (fp32 and tf32; PyTorch eager fp32 and channels-last + AMP). Prints a
 # summary; exit 1 if any step failed.
 set -u
 cd "$(dirname "$0")/.."
-DEBS= BUILD=build-gpu OUT= ITERS=10
+DEBS= BUNDLE= BUILD=build-gpu OUT= ITERS=10 CPU_SUITE=1
+FMNIST=/usr/share/datasets/fashion-mnist
 while [ $# -gt 0 ]; do
     case "$1" in
         --debs) DEBS=$2; shift ;;
         --build) BUILD=$2; shift ;;
         --out) OUT=$2; shift ;;
+        --bundle) BUNDLE=$2; shift ;;
         --quick) ITERS=3 ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        --no-cpu-suite) CPU_SUITE=0 ;;
+        --fmnist) FMNIST=$2; shift ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "gpu-check: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
 done
+if [ -n "$BUNDLE" ]; then
+    # the tree sits at the path it was built at; its libraries beside it
+    BUILD=$(tar -tJf "$BUNDLE" | sed -n 's|^\(.*\)/lib-bundle/*$|/\1|p' | head -n 1)
+    [ -n "$BUILD" ] || { echo "gpu-check: $BUNDLE has no lib-bundle/ (make it with scripts/gpu-bundle.sh)" >&2; exit 2; }
+    tar -C / -xJf "$BUNDLE" || { echo "gpu-check: unpacking $BUNDLE failed" >&2; exit 2; }
+    # the NVIDIA stack is the machine's: CUDA's lib64 and pip's nvidia/*/lib
+    nv=$(find -L /usr/local/cuda/ /opt /usr/lib /usr/local/lib \
+            \( -name 'libcudnn.so.9' -o -name 'libnccl.so.2' -o -name 'libcublas.so.1*' \
+               -o -name 'libcudart.so.1*' \) 2>/dev/null | xargs -r -n1 dirname | sort -u | tr '\n' ':')
+    export LD_LIBRARY_PATH="$BUILD/lib-bundle:${nv}${LD_LIBRARY_PATH:-}"
+fi
 OUT=${OUT:-$BUILD/gpu-check}
 JOBS=${JOBS:-$(nproc)}
 mkdir -p "$OUT"
@@ -71,11 +94,18 @@ for f in nccl.h cudnn.h; do
 done
 
 # --- build
-step "configure (DDPIPE_CUDA=ON, Release)" configure.log \
-    cmake -S . -B "$BUILD" -DDDPIPE_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-    ${CUDAToolkit_ROOT:+-DCUDAToolkit_ROOT=$CUDAToolkit_ROOT}
-step "build (all targets)" build.log cmake --build "$BUILD" -j "$JOBS"
-grep -q "NCCL ON" "$OUT/configure.log" || note WARN "NCCL" "not found: gpud_cuda_nccl is not built"
+if [ -z "$BUNDLE" ]; then
+    step "configure (DDPIPE_CUDA=ON, Release)" configure.log \
+        cmake -S . -B "$BUILD" -DDDPIPE_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+        ${CUDAToolkit_ROOT:+-DCUDAToolkit_ROOT=$CUDAToolkit_ROOT}
+    step "build (all targets)" build.log cmake --build "$BUILD" -j "$JOBS"
+else
+    note INFO "bundle" "$BUNDLE unpacked into $BUILD; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    echo "$LD_LIBRARY_PATH" > "$OUT/ldpath"
+fi
+grep -q '^NCCL_LIBRARY:FILEPATH=/' "$BUILD/CMakeCache.txt" 2>/dev/null ||
+    grep -q "NCCL ON" "$OUT/configure.log" 2>/dev/null ||
+    note WARN "NCCL" "not found: gpud_cuda_nccl is not built"
 
 # --- GPU tests: a skip on a GPU machine means the check did not run
 echo "== ctest -L ^gpu$" >&2
@@ -93,19 +123,33 @@ for t in $(cd "$BUILD" && ctest -L '^gpu$' -N | sed -n 's/^ *Test *#[0-9]*: *//p
     esac
 done
 
-# --- the rest of the suite (CPU), with the cuda backend linked in
-echo "== ctest -LE ^gpu$" >&2
-if (cd "$BUILD" && ctest -LE '^gpu$' -j "$JOBS" --timeout 300) > "$OUT/ctest-cpu.log" 2>&1; then
-    note PASS "ctest (CPU suite)" "$(grep 'tests passed' "$OUT/ctest-cpu.log")"
+# --- end to end: all four daemons, --device cuda against --device cpu
+if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-ubyte" ]; then
+    step "e2e eval --device cuda vs cpu" e2e-eval.log \
+        sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" eval
+    step "e2e train --device cuda vs cpu" e2e-train.log \
+        sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" train
 else
-    note FAIL "ctest (CPU suite)" "$(grep 'tests passed' "$OUT/ctest-cpu.log"); see $OUT/ctest-cpu.log"
+    note NOTRUN "e2e eval/train" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
+fi
+
+# --- the rest of the suite (CPU), with the cuda backend linked in
+if [ "$CPU_SUITE" = 1 ]; then
+    echo "== ctest -LE ^gpu$" >&2
+    if (cd "$BUILD" && ctest -LE '^gpu$' -j "$JOBS" --timeout 300) > "$OUT/ctest-cpu.log" 2>&1; then
+        note PASS "ctest (CPU suite)" "$(grep 'tests passed' "$OUT/ctest-cpu.log")"
+    else
+        note FAIL "ctest (CPU suite)" "$(grep 'tests passed' "$OUT/ctest-cpu.log"); see $OUT/ctest-cpu.log"
+    fi
+else
+    note NOTRUN "ctest (CPU suite)" "--no-cpu-suite"
 fi
 
 # --- benchmarks: ddpipe cuda vs PyTorch, ResNet-18, batch 256
 PY=${PY:-}
 if [ -z "$PY" ]; then
     for p in /usr/bin/python3 python3; do
-        if "$p" -c 'import torch, torchvision; assert torch.cuda.is_available()' 2>/dev/null; then
+        if env -u LD_LIBRARY_PATH "$p" -c 'import torch, torchvision; assert torch.cuda.is_available()' 2>/dev/null; then
             PY=$p; break
         fi
     done
@@ -121,7 +165,7 @@ for what in eval train; do
     if [ -n "$PY" ]; then
         for mode in eager cl-amp; do
             step "bench torch $what $mode" "bench-torch-$what-$mode.log" \
-                "$PY" bench/cuda_resnet18_torch.py "$what" --batch 256 --iters "$ITERS" --mode "$mode"
+                env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py "$what" --batch 256 --iters "$ITERS" --mode "$mode"
             tail -n 1 "$OUT/bench-torch-$what-$mode.log" >> "$BENCH"
         done
     else
@@ -131,7 +175,7 @@ done
 
 # --- what this script cannot check yet (docs/CUDA.md, "Not yet verified")
 note NOTRUN "gpud + NCCL 2-process training" "gpud/main.c does not select NCCL yet (docs/CUDA.md)"
-note NOTRUN "end-to-end JPEG eval vs DataLoader" "not scripted: needs ddpipe eval --device cuda wiring"
+note NOTRUN "end-to-end JPEG eval vs DataLoader" "not scripted"
 note NOTRUN "fp16/bf16, channels-last" "not implemented in the cuda backend"
 
 echo

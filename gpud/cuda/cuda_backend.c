@@ -190,7 +190,12 @@ int cu_workspace(bk_prog_t *g, size_t bytes)
 
 /* Prefer deterministic algorithms (ddpipe promises the same bytes for the
  * same inputs); in fp32 mode never a TF32 tensor-op one. Picks perf[i] of
- * the first acceptable entry (they come fastest first), or -1. */
+ * the first acceptable entry, or -1. The entries come from cuDNN's
+ * heuristics by default: the same order for the same shapes, device and
+ * cuDNN in every process, so every gpud of a job picks the same algorithm
+ * and a sample's logits do not depend on which worker ran it. With
+ * DDPIPE_CUDA_ALGO=find they come from a benchmark (fastest first), whose
+ * timings can order them differently in two processes. */
 #define DEFINE_PICK(name, T)                                                          \
     static int name(const T *perf, int count, int tf32, size_t cap)                    \
     {                                                                                  \
@@ -225,9 +230,14 @@ static int find_fwd(bk_prog_t *g, cu_conv_t *c, cu_algo_t *a)
     cuda_backend_t *cb = cu_be(g->be);
     cudnnConvolutionFwdAlgoPerf_t perf[16];
     int n = 0;
-    if (cudnn_check(g, cudnnFindConvolutionForwardAlgorithm(cb->dnn, c->xd, c->wd, c->cd, c->yd,
-                                                            16, &n, perf),
-                    "cudnnFindConvolutionForwardAlgorithm") < 0)
+    cudnnStatus_t st =
+        cb->algo_find
+            ? cudnnFindConvolutionForwardAlgorithm(cb->dnn, c->xd, c->wd, c->cd, c->yd, 16, &n,
+                                                   perf)
+            : cudnnGetConvolutionForwardAlgorithm_v7(cb->dnn, c->xd, c->wd, c->cd, c->yd, 16, &n,
+                                                     perf);
+    if (cudnn_check(g, st, cb->algo_find ? "cudnnFindConvolutionForwardAlgorithm"
+                                         : "cudnnGetConvolutionForwardAlgorithm_v7") < 0)
         return -1;
     int i = pick_fwd(perf, n, cb->tf32, cb->ws_cap);
     if (i < 0) {
@@ -247,12 +257,20 @@ static int find_bwd(bk_prog_t *g, cu_conv_t *c, cu_algo_t *a)
     cudnnConvolutionBwdDataAlgoPerf_t pd[16];
     cudnnConvolutionBwdFilterAlgoPerf_t pf[16];
     int nd = 0, nf = 0;
-    if (cudnn_check(g, cudnnFindConvolutionBackwardDataAlgorithm(cb->dnn, c->wd, c->yd, c->cd,
-                                                                 c->xd, 16, &nd, pd),
-                    "cudnnFindConvolutionBackwardDataAlgorithm") < 0 ||
-        cudnn_check(g, cudnnFindConvolutionBackwardFilterAlgorithm(cb->dnn, c->xd, c->yd, c->cd,
-                                                                   c->wd, 16, &nf, pf),
-                    "cudnnFindConvolutionBackwardFilterAlgorithm") < 0)
+    cudnnStatus_t sd, sf;
+    if (cb->algo_find) {
+        sd = cudnnFindConvolutionBackwardDataAlgorithm(cb->dnn, c->wd, c->yd, c->cd, c->xd, 16,
+                                                       &nd, pd);
+        sf = cudnnFindConvolutionBackwardFilterAlgorithm(cb->dnn, c->xd, c->yd, c->cd, c->wd, 16,
+                                                         &nf, pf);
+    } else {
+        sd = cudnnGetConvolutionBackwardDataAlgorithm_v7(cb->dnn, c->wd, c->yd, c->cd, c->xd, 16,
+                                                         &nd, pd);
+        sf = cudnnGetConvolutionBackwardFilterAlgorithm_v7(cb->dnn, c->xd, c->yd, c->cd, c->wd,
+                                                           16, &nf, pf);
+    }
+    if (cudnn_check(g, sd, "cuDNN backward-data algorithm query") < 0 ||
+        cudnn_check(g, sf, "cuDNN backward-filter algorithm query") < 0)
         return -1;
     int id = pick_bwd_data(pd, nd, cb->tf32, cb->ws_cap);
     int jf = pick_bwd_filter(pf, nf, cb->tf32, cb->ws_cap);
@@ -271,7 +289,7 @@ static int find_bwd(bk_prog_t *g, cu_conv_t *c, cu_algo_t *a)
     return 0;
 }
 
-/* The cached choice for c's shapes, found (benchmarked) on first use. */
+/* The cached choice for c's shapes, chosen on first use. */
 static int choose_algos(bk_prog_t *g, cu_conv_t *c, const int key[13], int train)
 {
     cuda_backend_t *cb = cu_be(g->be);
@@ -890,7 +908,14 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
     }
     cb->base.ops = &CUDA_OPS;
     cb->base.threads = threads;
-    const char *prec = getenv("DDPIPE_CUDA_PRECISION");
+    const char *prec = getenv("DDPIPE_CUDA_PRECISION"), *algo = getenv("DDPIPE_CUDA_ALGO");
+    if (algo && *algo && strcmp(algo, "heuristic") != 0 && strcmp(algo, "find") != 0) {
+        err_set(err, errlen, "cuda backend: DDPIPE_CUDA_ALGO=%s: heuristic (default: the same "
+                 "choice in every process) or find (benchmarked)", algo);
+        free(cb);
+        return NULL;
+    }
+    cb->algo_find = algo && strcmp(algo, "find") == 0;
     long dev = env_long("DDPIPE_CUDA_DEVICE", 0), ws_mb = env_long("DDPIPE_CUDA_WORKSPACE_MB", 1024);
     if (prec && *prec && strcmp(prec, "fp32") != 0 && strcmp(prec, "tf32") != 0) {
         err_set(err, errlen, "cuda backend: DDPIPE_CUDA_PRECISION=%s: this build supports fp32 "
@@ -911,7 +936,8 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
         cb_destroy(&cb->base);
         return NULL;
     }
-    log_info("cuda backend: device %d (%s), %s", cb->device, cb->device_name,
-             cb->tf32 ? "tf32" : "fp32");
+    log_info("cuda backend: device %d (%s), %s, convolution algorithms by %s", cb->device,
+             cb->device_name, cb->tf32 ? "tf32" : "fp32",
+             cb->algo_find ? "benchmark (DDPIPE_CUDA_ALGO=find)" : "cuDNN heuristics");
     return &cb->base;
 }

@@ -27,6 +27,7 @@ typedef struct {
     int device;
     char device_name[256];
     int tf32;               /* DDPIPE_CUDA_PRECISION=tf32 */
+    int algo_find;          /* DDPIPE_CUDA_ALGO=find: benchmark (timing picks) */
     cudaStream_t stream;
     cudnnHandle_t dnn;
     cublasHandle_t blas;

@@ -1,0 +1,44 @@
+#!/bin/sh
+# Pack a built tree for a GPU machine that has the NVIDIA stack (driver, CUDA,
+# cuDNN, NCCL, e.g. from PyTorch's wheels) but none of ddpipe's Debian
+# libraries and no package registry (offline GPU clusters):
+#   scripts/gpu-bundle.sh BUILD OUT.tar.xz
+# BUILD is a configured and built tree (-DDDPIPE_CUDA=ON, Release). The archive
+# holds, under BUILD's absolute path: the executables (bin/, the tests' and
+# benches' programs), every CTestTestfile.cmake (ctest runs there unchanged),
+# and lib/ with the shared libraries they need apart from the C runtime and
+# the NVIDIA stack (those must match the machine's driver: they come from it).
+# On the GPU machine, with this source tree at the same path as here (or a
+# link to it): scripts/gpu-check.sh --bundle OUT.tar.xz
+# Built on an older glibc than the GPU machine's: the binaries run there.
+set -eu
+[ $# -eq 2 ] || { sed -n '2,13p' "$0"; exit 2; }
+BUILD=$(cd "$1" && pwd)
+OUT=$2
+[ -f "$BUILD/CMakeCache.txt" ] || { echo "gpu-bundle: $BUILD is not a build tree" >&2; exit 2; }
+grep -q '^DDPIPE_CUDA:STRING=ON' "$BUILD/CMakeCache.txt" ||
+    echo "gpu-bundle: warning: $BUILD was not configured with -DDDPIPE_CUDA=ON" >&2
+
+LIST=$(mktemp) LIBS=$(mktemp -d)
+trap 'rm -rf "$LIST" "$LIBS"' EXIT
+# executables: every ELF file under the tree, not the object files
+find "$BUILD" -type f -perm -u+x ! -path '*/CMakeFiles/*' | while read -r f; do
+    [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] && echo "$f"
+done > "$LIST"
+find "$BUILD" -name CTestTestfile.cmake >> "$LIST"
+[ -f "$BUILD/DartConfiguration.tcl" ] && echo "$BUILD/DartConfiguration.tcl" >> "$LIST"
+
+# the C runtime and the NVIDIA stack stay the machine's own
+system='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcudnn|libcublas|libnccl|libnvidia|libnvrtc|libnvJitLink)'
+grep -v CTestTestfile "$LIST" | grep -v Dart | while read -r f; do
+    ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+    echo "$name" | grep -Eq "$system" && continue
+    cp -L "$path" "$LIBS/$name"
+done
+rm -rf "$BUILD/lib-bundle"
+mkdir -p "$BUILD/lib-bundle"
+cp "$LIBS"/* "$BUILD/lib-bundle/" 2>/dev/null || true
+echo "$BUILD/lib-bundle" >> "$LIST"
+sed 's|^/||' "$LIST" | tar -C / -cJf "$OUT" -T -
+echo "gpu-bundle: $OUT ($(du -h "$OUT" | cut -f1)): $(grep -c . "$LIST") entries, libraries: $(ls "$BUILD/lib-bundle" | tr '\n' ' ')"

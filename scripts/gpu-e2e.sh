@@ -1,0 +1,64 @@
+#!/bin/sh
+# End-to-end jobs on the cuda backend against the cpu backend, all four
+# daemons over real sockets (run by scripts/gpu-check.sh on a GPU machine):
+#   scripts/gpu-e2e.sh BIN FMNIST OUT eval|train
+# eval:  the demo's WideResNet on the 10,000 Fashion-MNIST test images,
+#        --device cuda with 1 and 2 workers and --device cpu with 2. The two
+#        cuda runs must give identical predictions.csv (deterministic cuDNN
+#        algorithms, any worker count); cuda vs cpu may differ only where
+#        fp32 sums in another order flip a near tie: at most 5 of 10,000 top-1.
+# train: WideResNet 8,16,32,64 from the seeded init, 1 epoch of the first
+#        4,096 test images, 2 workers, then validated: cuda vs cpu epoch
+#        train top-1 within 2 points (the same job; fp32 sums in another
+#        order over 64 steps drift apart, so not bitwise), and the cuda run
+#        ends with model.safetensors.
+# Prints the figures; exit 1 when a check fails.
+set -eu
+[ $# -eq 4 ] || { sed -n '2,14p' "$0"; exit 2; }
+BIN=$1 FMNIST=$2 OUT=$3 WHAT=$4
+cd "$(dirname "$0")/.."
+mkdir -p "$OUT"
+DD="$BIN/ddpipe"
+
+field() {   # field FILE KEY: a number from summary.json
+    sed -n "s/^ *\"$2\": *\\([-0-9.e]*\\),*$/\\1/p" "$1" | head -n 1
+}
+top1_diff() {   # the rows of two predictions.csv whose top1 differs
+    paste -d, "$1" "$2" | awk -F, 'NR > 1 && $4 != $13 {n++} END {print n + 0}'
+}
+
+case "$WHAT" in
+eval)
+    for run in cuda-w1:cuda:1 cuda-w2:cuda:2 cpu-w2:cpu:2; do
+        name=${run%%:*} rest=${run#*:}
+        "$DD" eval --data "idx:$FMNIST/t10k" --model wideresnet --channels 16,32,64,128 \
+            --weights demo/wrn-fmnist.safetensors --workers "${rest#*:}" --batch-size 64 \
+            --predictions topk --device "${rest%%:*}" --out "$OUT/eval-$name" --overwrite --quiet
+        echo "eval $name: top1 $(field "$OUT/eval-$name/summary.json" top1)" \
+             "loss $(field "$OUT/eval-$name/summary.json" loss)" \
+             "img/s $(field "$OUT/eval-$name/summary.json" images_per_sec)"
+    done
+    if ! cmp -s "$OUT/eval-cuda-w1/predictions.csv" "$OUT/eval-cuda-w2/predictions.csv"; then
+        echo "FAIL: cuda predictions differ between 1 and 2 workers"; exit 1
+    fi
+    d=$(top1_diff "$OUT/eval-cuda-w2/predictions.csv" "$OUT/eval-cpu-w2/predictions.csv")
+    echo "cuda 1 vs 2 workers: identical predictions.csv; cuda vs cpu: $d of 10000 top-1 differ"
+    [ "$d" -le 5 ] || { echo "FAIL: $d top-1 predictions differ between cuda and cpu"; exit 1; }
+    ;;
+train)
+    for dev in cuda cpu; do
+        "$DD" train --data "idx:$FMNIST/t10k" --limit 4096 --val "idx:$FMNIST/t10k" \
+            --model wideresnet --channels 8,16,32,64 --workers 2 --batch-size 64 \
+            --lr 0.05 --momentum 0.9 --epochs 1 --seed 0 --device "$dev" \
+            --out "$OUT/train-$dev" --overwrite --quiet
+        echo "train $dev: $(tail -n 1 "$OUT/train-$dev/metrics.csv")"
+    done
+    [ -s "$OUT/train-cuda/model.safetensors" ] || { echo "FAIL: no model.safetensors"; exit 1; }
+    a=$(awk -F, '$3 == "train" {print $6}' "$OUT/train-cuda/metrics.csv")
+    b=$(awk -F, '$3 == "train" {print $6}' "$OUT/train-cpu/metrics.csv")
+    echo "epoch train top-1: cuda $a, cpu $b"
+    awk -v a="$a" -v b="$b" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 0.02)}' ||
+        { echo "FAIL: train top-1 differs by more than 2 points"; exit 1; }
+    ;;
+*) echo "gpu-e2e: eval or train, not '$WHAT'" >&2; exit 2 ;;
+esac
