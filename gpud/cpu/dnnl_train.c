@@ -279,7 +279,9 @@ static int wplan_native(bk_prog_t *g, wplan_t *p, const_dnnl_primitive_desc_t fp
                  g->name);
     p->x16_bytes = dnnl_memory_desc_get_size(x16);
     p->gy16_bytes = dnnl_memory_desc_get_size(gy16);
-    if (!(p->x = mem(g, x_user, 0)) || !(p->gy = mem(g, y_user, 0)) ||
+    /* src's buffer sized now (the diff_dst one at the first backward: an
+     * inference graph never needs it), so steps do not allocate */
+    if (!cpu_bf16_buf(g, 0, p->x16_bytes) || !(p->x = mem(g, x_user, 0)) || !(p->gy = mem(g, y_user, 0)) ||
         !(p->x16 = mem(g, x16, 0)) || !(p->gy16 = mem(g, gy16, 0)) ||
         reorder_make(g, &p->x_to16, p->x, p->x16) < 0 ||
         reorder_make(g, &p->gy_to16, p->gy, p->gy16) < 0)
