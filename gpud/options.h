@@ -35,7 +35,8 @@
     OPTION_STRING(T, precision, "precision", "fp32|bf16", "fp32",                          \
                   "bf16: PyTorch's CPU autocast numbers (bf16 convolutions and linear "    \
                   "layers, fp32 BatchNorm statistics, loss, optimizer and master weights; "\
-                  "docs/BF16.md)")
+                  "native oneDNN bf16 kernels where the CPU has avx512_bf16/amx, else "    \
+                  "emulated; env DDPIPE_BF16=native|emulated forces one; docs/BF16.md)")
 
 #define GPUD_TRAINING_OPTIONS(T)                                               \
     OPTION_STRING(T, optimizer, "optimizer", "sgd|adam|adamw|novograd", "sgd", "the optimizer"),\
