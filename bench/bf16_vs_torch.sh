@@ -3,7 +3,8 @@
 # eval and train step, ddpipe bf16 (oneDNN's native bf16 kernels where gpud's
 # probe finds avx512_bf16/amx, else emulated: the ddpipe line's precision=
 # says which, docs/BF16.md) against PyTorch autocast bf16 + channels_last,
-# each beside fp32, one round of bench/resnet18_vs_torch.sh each.
+# each beside fp32 (PyTorch NCHW and channels_last: its best fp32 layout
+# differs by machine), one round of bench/resnet18_vs_torch.sh each.
 #   bench/bf16_vs_torch.sh [BUILD_DIR]        (default build-bench, Release)
 #   PY=python3 THREADS=16 BATCH=64 bench/bf16_vs_torch.sh build-rel
 # PY: a python with torch and torchvision (default /usr/bin/python3).
@@ -33,7 +34,7 @@ t0=$(date +%s)
 for mode in eval train; do
     iters=$EVAL_ITERS
     [ "$mode" = train ] && iters=$TRAIN_ITERS
-    for prec in bf16 fp32; do
+    for prec in bf16 fp32 fp32-cl; do
         echo "== $mode $prec"
         ITERS=$iters ROUNDS=1 PRECISION=$prec bench/resnet18_vs_torch.sh "$mode" "$BUILD" |
             grep -E '^(ddpipe|torch|mean:)'

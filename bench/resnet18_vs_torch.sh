@@ -25,8 +25,9 @@ ROUNDS=${ROUNDS:-2}
 PRECISION=${PRECISION:-fp32}
 case "$PRECISION" in
     fp32) PFLAG="" ;;
+    fp32-cl) PFLAG="" TFLAG="--channels-last" ;;   # ddpipe fp32 vs PyTorch fp32 channels_last
     bf16) PFLAG="--bf16" ;;
-    *) echo "bench/resnet18_vs_torch.sh: PRECISION is fp32 or bf16" >&2; exit 2 ;;
+    *) echo "bench/resnet18_vs_torch.sh: PRECISION is fp32, fp32-cl or bf16" >&2; exit 2 ;;
 esac
 PY=${PY:-/usr/bin/python3}   # a python with torch and torchvision
 
@@ -43,7 +44,7 @@ trap 'rm -f "$out"' EXIT
 r=0
 while [ "$r" -lt "$ROUNDS" ]; do
     "$BUILD/bench/$PROG" --batch "$BATCH" --threads "$THREADS" --iters "$ITERS" $PFLAG | tee -a "$out"
-    $PY "bench/${PROG}_torch.py" --batch "$BATCH" --threads "$THREADS" --iters "$ITERS" $PFLAG | tee -a "$out"
+    $PY "bench/${PROG}_torch.py" --batch "$BATCH" --threads "$THREADS" --iters "$ITERS" $PFLAG ${TFLAG:-} | tee -a "$out"
     r=$((r + 1))
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
