@@ -26,11 +26,14 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--channels-last", action="store_true",
+                    help="fp32 in channels_last (PyTorch's other fp32 layout; --bf16 implies it)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
-    if a.bf16:
+    cl = a.bf16 or a.channels_last
+    if cl:
         model = model.to(memory_format=torch.channels_last)
     g = torch.Generator().manual_seed(1)
     px = torch.randint(0, 256, (a.batch, 3, a.size, a.size), dtype=torch.uint8, generator=g)
@@ -41,7 +44,7 @@ def main():
         for it in range(a.warmup + a.iters):
             t0, c0 = time.perf_counter(), time.process_time()
             x = (px.float().div(255) - mean) / std
-            if a.bf16:
+            if cl:
                 x = x.contiguous(memory_format=torch.channels_last)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
                 model(x)
@@ -54,7 +57,8 @@ def main():
           "torch=%s mkldnn=%s cpu_ms/img=%.1f precision=%s" % (
               a.batch * a.iters / total, a.batch / best, a.batch, a.threads, a.iters, a.size,
               torch.__version__, torch.backends.mkldnn.is_available(),
-              1e3 * cpu / (a.batch * a.iters), "bf16-autocast+channels_last" if a.bf16 else "fp32"))
+              1e3 * cpu / (a.batch * a.iters), "bf16-autocast+channels_last" if a.bf16 else
+              "fp32+channels_last" if cl else "fp32"))
 
 
 if __name__ == "__main__":

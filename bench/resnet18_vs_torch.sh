@@ -5,7 +5,7 @@
 # each, of the means, and of process CPU time per image.
 #   bench/resnet18_vs_torch.sh eval|train [BUILD_DIR]   (default: build-bench, Release)
 #   THREADS=2 BATCH=32 ITERS=6 ROUNDS=2 bench/resnet18_vs_torch.sh eval
-#   PRECISION=bf16 bench/resnet18_vs_torch.sh eval   (ddpipe --precision bf16 vs PyTorch
+#   PY=python3 PRECISION=bf16 bench/resnet18_vs_torch.sh eval   (ddpipe --precision bf16 vs PyTorch
 #          autocast bf16 + channels_last, compute only; the CPU's flags are printed)
 #   eval:  bench/eval_resnet18  (model_forward_u8)          vs bench/eval_resnet18_torch.py
 #   train: bench/train_resnet18 (model_train_step_u8 + SGD) vs bench/train_resnet18_torch.py
@@ -25,10 +25,11 @@ ROUNDS=${ROUNDS:-2}
 PRECISION=${PRECISION:-fp32}
 case "$PRECISION" in
     fp32) PFLAG="" ;;
+    fp32-cl) PFLAG="" TFLAG="--channels-last" ;;   # ddpipe fp32 vs PyTorch fp32 channels_last
     bf16) PFLAG="--bf16" ;;
-    *) echo "bench/resnet18_vs_torch.sh: PRECISION is fp32 or bf16" >&2; exit 2 ;;
+    *) echo "bench/resnet18_vs_torch.sh: PRECISION is fp32, fp32-cl or bf16" >&2; exit 2 ;;
 esac
-PY=/usr/bin/python3
+PY=${PY:-/usr/bin/python3}   # a python with torch and torchvision
 
 if [ ! -x "$BUILD/bench/$PROG" ]; then
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -43,7 +44,7 @@ trap 'rm -f "$out"' EXIT
 r=0
 while [ "$r" -lt "$ROUNDS" ]; do
     "$BUILD/bench/$PROG" --batch "$BATCH" --threads "$THREADS" --iters "$ITERS" $PFLAG | tee -a "$out"
-    $PY "bench/${PROG}_torch.py" --batch "$BATCH" --threads "$THREADS" --iters "$ITERS" $PFLAG | tee -a "$out"
+    $PY "bench/${PROG}_torch.py" --batch "$BATCH" --threads "$THREADS" --iters "$ITERS" $PFLAG ${TFLAG:-} | tee -a "$out"
     r=$((r + 1))
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

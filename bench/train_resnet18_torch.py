@@ -27,11 +27,14 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--channels-last", action="store_true",
+                    help="fp32 in channels_last (PyTorch's other fp32 layout; --bf16 implies it)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).train()
-    if a.bf16:
+    cl = a.bf16 or a.channels_last
+    if cl:
         model = model.to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     g = torch.Generator().manual_seed(1)
@@ -45,7 +48,7 @@ def main():
         t0, c0 = time.perf_counter(), time.process_time()
         x = (px.float().div(255) - mean) / std
         opt.zero_grad(set_to_none=True)
-        if a.bf16:
+        if cl:
             x = x.contiguous(memory_format=torch.channels_last)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
             loss = lossf(model(x), labels)
@@ -62,7 +65,8 @@ def main():
           "first_step_s=%.2f torch=%s cpu_ms/img=%.1f last_loss=%.3f precision=%s" % (
               a.batch * a.iters / total, a.batch / best, a.batch, a.threads, a.iters, a.size,
               first, torch.__version__, 1e3 * cpu / (a.batch * a.iters), loss.item(),
-              "bf16-autocast+channels_last" if a.bf16 else "fp32"))
+              "bf16-autocast+channels_last" if a.bf16 else
+              "fp32+channels_last" if cl else "fp32"))
 
 
 if __name__ == "__main__":

@@ -62,7 +62,10 @@ static int check_fresh(const char *dir, int force)
 static int save(zcert_t *cert, const char *dir, const char *name, int secret)
 {
     char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
+    if (snprintf(p, sizeof p, "%s/%s", dir, name) >= (int)sizeof p) {
+        fprintf(stderr, "ddpipe keygen: %s/%s: path too long\n", dir, name);
+        return -1;
+    }
     int rc = secret ? zcert_save(cert, p) : zcert_save_public(cert, p);
     if (rc != 0) {
         fprintf(stderr, "ddpipe keygen: cannot write %s%s: %s\n", p, secret ? "(_secret)" : "",

@@ -38,18 +38,29 @@ typedef struct {
 backend_t *backend_new(const char *name, int threads, char *err, size_t errlen);
 void backend_destroy(backend_t **be);
 
-/* --precision. BK_BF16_EMULATED: PyTorch's CPU autocast numbers
- * (docs/BF16.md): convolutions and linear layers on bf16 inputs and weights
- * with fp32 accumulation, every activation and activation gradient rounded
- * to bf16; BatchNorm statistics, the loss, the optimizer and the master
- * weights fp32; computed by the fp32 kernels (no native bf16 kernels yet). */
-typedef enum { BK_FP32 = 0, BK_BF16_EMULATED } bk_precision_t;
-/* precision "fp32" or "bf16", before the first graph is made. 0, or -1 with
- * the reason in err (an unknown name; bf16 on a backend without it). */
+/* --precision. bf16: PyTorch's CPU autocast numbers (docs/BF16.md):
+ * convolutions and linear layers on bf16 inputs and weights with fp32
+ * accumulation, every activation and activation gradient rounded to bf16;
+ * BatchNorm statistics, the loss, the optimizer and the master weights
+ * fp32. BK_BF16_EMULATED: computed by the fp32 kernels on bf16 values held
+ * in fp32. BK_BF16_NATIVE: the cpu backend's convolutions and linear layers
+ * run oneDNN's bf16 primitives (bf16 src/weights/diff_dst, fp32 outputs);
+ * the same numbers up to the order of fp32 sums. */
+typedef enum { BK_FP32 = 0, BK_BF16_EMULATED, BK_BF16_NATIVE } bk_precision_t;
+/* precision "fp32" or "bf16", before the first graph is made. bf16 is
+ * native where the backend's probe finds bf16 instructions (avx512_bf16,
+ * amx), else emulated; the environment variable DDPIPE_BF16=native|emulated
+ * forces one (native where the CPU cannot: an error). 0, or -1 with the
+ * reason in err (an unknown name; bf16 on a backend without it). */
 int backend_set_precision(backend_t *be, const char *precision, char *err, size_t errlen);
 bk_precision_t backend_precision(const backend_t *be);
-/* "fp32" or "bf16 (emulated)". */
+/* "fp32", "bf16 (emulated)" or "bf16 (native: amx)" (avx512_bf16, ...). */
 const char *backend_precision_name(const backend_t *be);
+/* The backend's native bf16 kernels on this CPU: 0 none; 1 oneDNN creates
+ * bf16 primitives but the CPU has no bf16 instructions (avx512_core: it
+ * emulates them, slower than fp32); 2 avx512_bf16 or amx. isa (may be
+ * NULL): a name for messages. Probed once per process. */
+int backend_bf16_native(const backend_t *be, const char **isa);
 const char *backend_name(const backend_t *be);
 int backend_threads(const backend_t *be);
 

@@ -137,6 +137,9 @@ typedef struct bk_kernels {
      * in place. NULL: the backend cannot run bf16 (backend_set_precision
      * refuses). */
     void (*round_bf16)(backend_t *be, void *y, size_t count);
+    /* Optional: backend_bf16_native's probe (NULL: no native bf16). With
+     * precision BK_BF16_NATIVE the conv and linear plans are native. */
+    int (*bf16_native)(const char **isa);
 } bk_kernels_t;
 
 typedef struct bk_ops {
@@ -168,6 +171,7 @@ struct backend {
     const bk_ops_t *ops;
     int threads;
     bk_precision_t precision;   /* backend_set_precision */
+    char precision_name[64];    /* backend_precision_name */
 };
 
 /* Constructors of the implementations (threads already resolved, >= 1). */

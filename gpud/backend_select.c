@@ -8,6 +8,8 @@
 
 #include "common/errbuf.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -35,10 +37,50 @@ backend_t *backend_new(const char *name, int threads, char *err, size_t errlen)
     return NULL;
 }
 
+int backend_bf16_native(const backend_t *be, const char **isa)
+{
+    if (isa)
+        *isa = "none";
+    if (!be->ops->train || !be->ops->train->bf16_native)
+        return 0;
+    return be->ops->train->bf16_native(isa);
+}
+
+/* bf16 native or emulated: DDPIPE_BF16 (native|emulated), else native
+ * where the CPU has bf16 instructions (docs/BF16.md "Native"). */
+static int bf16_mode(backend_t *be, char *err, size_t errlen)
+{
+    const char *isa = "none", *env = getenv("DDPIPE_BF16");
+    int level = backend_bf16_native(be, &isa);
+    if (env && *env && strcmp(env, "native") != 0 && strcmp(env, "emulated") != 0) {
+        err_set(err, errlen, "DDPIPE_BF16='%s': native or emulated (unset: native where the "
+                "CPU has avx512_bf16 or amx, else emulated)", env);
+        return -1;
+    }
+    int native = env && *env ? strcmp(env, "native") == 0 : level == 2;
+    if (native && level == 0) {
+        if (be->ops->train->bf16_native)
+            err_set(err, errlen, "DDPIPE_BF16=native: oneDNN creates no bf16 convolution on "
+                    "this CPU (it needs avx512_core; avx512_bf16 or amx to be fast); unset "
+                    "DDPIPE_BF16 (or set it to emulated) for the emulated bf16");
+        else
+            err_set(err, errlen, "DDPIPE_BF16=native: the %s backend has no native bf16 "
+                    "kernels; unset DDPIPE_BF16 (or set it to emulated)", be->ops->name);
+        return -1;
+    }
+    be->precision = native ? BK_BF16_NATIVE : BK_BF16_EMULATED;
+    if (native)
+        snprintf(be->precision_name, sizeof be->precision_name, "bf16 (native: %s)", isa);
+    else
+        snprintf(be->precision_name, sizeof be->precision_name, "bf16 (emulated)");
+    return 0;
+}
+
 int backend_set_precision(backend_t *be, const char *precision, char *err, size_t errlen)
 {
     if (precision && strcmp(precision, "fp32") == 0) {
         be->precision = BK_FP32;
+        snprintf(be->precision_name, sizeof be->precision_name, "fp32");
         return 0;
     }
     if (!precision || strcmp(precision, "bf16") != 0) {
@@ -55,9 +97,7 @@ int backend_set_precision(backend_t *be, const char *precision, char *err, size_
                 be->ops->name);
         return -1;
     }
-    /* no backend has native bf16 kernels yet (docs/BF16.md "Native") */
-    be->precision = BK_BF16_EMULATED;
-    return 0;
+    return bf16_mode(be, err, errlen);
 }
 
 bk_precision_t backend_precision(const backend_t *be)
@@ -67,6 +107,5 @@ bk_precision_t backend_precision(const backend_t *be)
 
 const char *backend_precision_name(const backend_t *be)
 {
-    static const char *const names[] = {"fp32", "bf16 (emulated)"};
-    return names[be->precision];
+    return be->precision == BK_FP32 || !be->precision_name[0] ? "fp32" : be->precision_name;
 }

@@ -1097,6 +1097,10 @@ int bk_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy)
         if (rc < 0)
             return -1;
     }
+    /* bf16: the gradient of a bf16 activation is bf16 (grad_commit); the
+     * loss is fp32 */
+    if (g->bf16 && y->producer >= 0 && g->ops[y->producer].kind != TO_CE)
+        g->k->round_bf16(g->base.be, y->grad, cnt);
     y->grad_set = 1;
     for (int i = y->producer; i >= 0; i--) {
         top_t *o = &g->ops[i];

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define T gpud_options_t
@@ -187,12 +188,14 @@ void gpud_precision_note(const char *precision, FILE *f)
 {
     if (strcmp(precision, "bf16") != 0)
         return;
+    const char *env = getenv("DDPIPE_BF16");
     if (!gpud_cpu_has_bf16())
         fprintf(f, "bf16: this CPU has no bf16 instructions (avx512_bf16/amx); bf16 numerics "
                    "are emulated and no faster than fp32\n");
-    else   /* docs/BF16.md "Native" */
-        fprintf(f, "bf16: ddpipe has no native bf16 kernels yet; bf16 numerics are emulated "
-                   "and no faster than fp32\n");
+    else if (env && strcmp(env, "emulated") == 0)
+        fprintf(f, "bf16: DDPIPE_BF16=emulated: bf16 numerics are emulated and no faster than "
+                   "fp32\n");
+    /* else gpud's probe picks oneDNN's native bf16 kernels (docs/BF16.md "Native") */
 }
 
 int gpud_options_parse(gpud_options_t *self, int argc, char **argv)

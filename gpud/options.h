@@ -35,7 +35,8 @@
     OPTION_STRING(T, precision, "precision", "fp32|bf16", "fp32",                          \
                   "bf16: PyTorch's CPU autocast numbers (bf16 convolutions and linear "    \
                   "layers, fp32 BatchNorm statistics, loss, optimizer and master weights; "\
-                  "docs/BF16.md)")
+                  "native oneDNN bf16 kernels where the CPU has avx512_bf16/amx, else "    \
+                  "emulated; env DDPIPE_BF16=native|emulated forces one; docs/BF16.md)")
 
 #define GPUD_TRAINING_OPTIONS(T)                                               \
     OPTION_STRING(T, optimizer, "optimizer", "sgd|adam|adamw|novograd", "sgd", "the optimizer"),\
@@ -131,8 +132,8 @@ int gpud_check_device(const char *cmd, const char *flag, const char *device,
  * and fast), 0 when not or unreadable. */
 int gpud_cpu_has_bf16(void);
 /* --precision bf16: the one line saying that bf16 is emulated and no faster
- * (no bf16 instructions here, or, where there are, no native kernels yet),
- * to f (the launcher says it once). Nothing for fp32. */
+ * (no bf16 instructions here, or DDPIPE_BF16=emulated), to f (the launcher
+ * says it once). Nothing for fp32, nor where gpud runs bf16 natively. */
 void gpud_precision_note(const char *precision, FILE *f);
 /* The job-wide training settings as flags ("--model wideresnet --lr 0.1
  * ..."), the same text on every rank of a job (JOIN.config). */

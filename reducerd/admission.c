@@ -61,7 +61,10 @@ static void config_diff(const char *a, const char *b, char *out, size_t cap)
 static void refuse(reducer_t *self, zframe_t *route, const char *name, const char *why)
 {
     char err[DDP_MAX_STR];
-    snprintf(err, sizeof err, "gpud %s refused: %s; the job goes on without it", name, why);
+    /* a long peer name or reason is cut, the message stays one line */
+    if (snprintf(err, sizeof err, "gpud %s refused: %s; the job goes on without it", name,
+                 why) >= (int)sizeof err)
+        err[sizeof err - 2] = '.';
     log_warn("%s", err);
     publish_log(self, "warn", "%s", err);
     self->joins_refused++;

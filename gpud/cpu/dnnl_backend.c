@@ -102,6 +102,7 @@ static void cpu_destroy(backend_t *b)
     if (be->eng)
         dnnl_engine_destroy(be->eng);
     free(be->scratch);
+    cpu_bf16_free(be);
     free(be);
 }
 

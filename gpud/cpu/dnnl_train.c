@@ -9,7 +9,15 @@
  * concat and dropout stay simple host loops. Weights are host arrays in
  * PyTorch layout (they change every step): each forward reorders them into
  * the primitive's layout, each backward reorders the weight gradient back.
- * Every primitive is created once per plan (fixed shapes). */
+ * Every primitive is created once per plan (fixed shapes).
+ *
+ * BK_BF16_NATIVE (docs/BF16.md "Native"): convolutions and inner products
+ * take bf16 src, weights and diff_dst and give f32 dst, diff_src and
+ * diff_weights (oneDNN accumulates in f32). The engine has already rounded
+ * those operands to bf16 in their f32 buffers, so the reorders to bf16
+ * are exact and the numbers are the emulated ones up to the order of the
+ * f32 sums. src and diff_dst are reordered into two bf16 buffers of the
+ * backend, shared by every plan (dnnl_bf16.c). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +26,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
+#include "common/log.h"
 #include "gpud/cpu/dnnl_priv.h"
 #include "gpud/cpu/host_kernels.h"
 
@@ -52,6 +61,15 @@ static void md_tag(dnnl_memory_desc_t *md, int nd, const dnnl_dim_t *dims,
     dnnl_dims_t d = {0};
     memcpy(d, dims, (size_t)nd * sizeof *dims);
     dnnl_memory_desc_init_by_tag(md, nd, d, dnnl_f32, tag);
+}
+
+/* md with its elements of type dt (a plain or format_any md: its strides
+ * count elements, so they stay valid). */
+static dnnl_memory_desc_t md_typed(const dnnl_memory_desc_t *md, dnnl_data_type_t dt)
+{
+    dnnl_memory_desc_t m = *md;
+    m.data_type = dt;
+    return m;
 }
 
 static dnnl_format_tag_t plain_tag(int nd)
@@ -300,7 +318,10 @@ typedef struct {
     bk_plan_t base;
     prim_t fwd, bwd_d, bwd_w;
     prim_t w_to_fwd, w_to_bwd, gw_to_user;   /* reorders (p NULL: not needed) */
-    dnnl_memory_t x, y, gy, gx;         /* activation handles (plain NHWC) */
+    prim_t x_to16, gy_to16;             /* native bf16: x -> x16, gy -> gy16 */
+    dnnl_memory_t x, y, gy, gx;         /* activation handles (plain: NHWC or 2-D) */
+    dnnl_memory_t x16, gy16;            /* native bf16: the shared buffers' views */
+    size_t x16_bytes, gy16_bytes;
     act_args_t a;                       /* the primitives' activations */
     dnnl_memory_t w_user, w_fwd, w_bwd; /* w_bwd may be w_fwd */
     dnnl_memory_t gw_user, gw_prim;     /* gw_prim may be gw_user */
@@ -308,13 +329,14 @@ typedef struct {
     float *gb_tmp, *gw_tmp;             /* when only one of gw/gb is wanted */
     size_t w_count;
     int has_bias;
+    int native;                         /* BK_BF16_NATIVE */
 } wplan_t;
 
 static void wplan_destroy(bk_plan_t *bp)
 {
     wplan_t *p = (wplan_t *)bp;
-    prim_t *prims[] = {&p->fwd, &p->bwd_d, &p->bwd_w, &p->w_to_fwd, &p->w_to_bwd,
-                       &p->gw_to_user};
+    prim_t *prims[] = {&p->fwd,      &p->bwd_d,      &p->bwd_w,  &p->w_to_fwd,
+                       &p->w_to_bwd, &p->gw_to_user, &p->x_to16, &p->gy_to16};
     for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
         prim_free(prims[i]);
     act_args_free(&p->a);
@@ -323,7 +345,7 @@ static void wplan_destroy(bk_plan_t *bp)
     if (p->gw_prim == p->gw_user)
         p->gw_prim = NULL;
     dnnl_memory_t *mems[] = {&p->x, &p->y, &p->gy, &p->gx, &p->w_user, &p->w_fwd, &p->w_bwd,
-                             &p->gw_user, &p->gw_prim, &p->b, &p->gb};
+                             &p->gw_user, &p->gw_prim, &p->b, &p->gb, &p->x16, &p->gy16};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
         mem_free(mems[i]);
     free(p->gb_tmp);
@@ -331,11 +353,62 @@ static void wplan_destroy(bk_plan_t *bp)
     free(p);
 }
 
+/* Native bf16: x (f32, the engine's buffer) -> x16 (the primitive's bf16
+ * src), gy likewise; x16 and gy16 view the backend's shared buffers. A
+ * reference implementation would run but far slower than fp32: said. */
+static int wplan_native(bk_prog_t *g, wplan_t *p, const_dnnl_primitive_desc_t fpd,
+                        const_dnnl_primitive_desc_t dpd, const dnnl_memory_desc_t *x_user,
+                        const dnnl_memory_desc_t *y_user)
+{
+    const dnnl_memory_desc_t *x16 = q_md(fpd, dnnl_query_src_md);
+    const dnnl_memory_desc_t *gy16 = q_md(dpd, dnnl_query_diff_dst_md);
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(fpd, dnnl_query_impl_info_str, 0, &impl);
+    if (impl && strncmp(impl, "ref", 3) == 0)
+        log_warn("%s: oneDNN has only its reference bf16 kernel for this layer (slow)",
+                 g->name);
+    p->x16_bytes = dnnl_memory_desc_get_size(x16);
+    p->gy16_bytes = dnnl_memory_desc_get_size(gy16);
+    /* src's buffer sized now (the diff_dst one at the first backward: an
+     * inference graph never needs it), so steps do not allocate */
+    if (!cpu_bf16_buf(g, 0, p->x16_bytes) || !(p->x = mem(g, x_user, 0)) || !(p->gy = mem(g, y_user, 0)) ||
+        !(p->x16 = mem(g, x16, 0)) || !(p->gy16 = mem(g, gy16, 0)) ||
+        reorder_make(g, &p->x_to16, p->x, p->x16) < 0 ||
+        reorder_make(g, &p->gy_to16, p->gy, p->gy16) < 0)
+        return -1;
+    return 0;
+}
+
+/* Native bf16: reorder m (its handle set) into the shared buffer `which`. */
+static int stage16(bk_prog_t *g, prim_t *r, dnnl_memory_t m16, size_t bytes, int which)
+{
+    void *buf = cpu_bf16_buf(g, which, bytes);
+    if (!buf || set_handle(g, m16, buf) < 0)
+        return -1;
+    return prim_run(g, r, "bf16 reorder");
+}
+
+/* fp32: the plain activation handles and, where the primitives chose
+ * another layout, their own buffers and reorders (act_args_t). */
+static int wplan_acts(bk_prog_t *g, wplan_t *p, const_dnnl_primitive_desc_t fpd,
+                      const_dnnl_primitive_desc_t dpd, const_dnnl_primitive_desc_t wpd)
+{
+    dnnl_memory_desc_t xpl, ypl;
+    act_plain(q_md(fpd, dnnl_query_src_md), &xpl);
+    act_plain(q_md(fpd, dnnl_query_dst_md), &ypl);
+    if (!(p->x = mem(g, &xpl, 0)) || !(p->y = mem(g, &ypl, 0)) || !(p->gy = mem(g, &ypl, 0)) ||
+        !(p->gx = mem(g, &xpl, 0)))
+        return -1;
+    return act_args_make(g, &p->a, p->x, p->y, p->gy, p->gx, fpd, dpd, wpd);
+}
+
 /* The three primitives from their op descriptors (fwd first: it is the
- * others' hint), then the memories and reorders around them. */
+ * others' hint), then the memories and reorders around them. x_user and
+ * y_user: the f32 activations (NHWC, or 2-D), as the engine holds them. */
 static int wplan_build(bk_prog_t *g, wplan_t *p, const_dnnl_op_desc_t fd,
                        const_dnnl_op_desc_t bdd, const_dnnl_op_desc_t bwd,
-                       const dnnl_memory_desc_t *w_user_md, const dnnl_memory_desc_t *bias_md)
+                       const dnnl_memory_desc_t *w_user_md, const dnnl_memory_desc_t *bias_md,
+                       const dnnl_memory_desc_t *x_user, const dnnl_memory_desc_t *y_user)
 {
     dnnl_primitive_desc_t fpd = NULL, dpd = NULL, wpd = NULL;
     int rc = -1;
@@ -351,13 +424,15 @@ static int wplan_build(bk_prog_t *g, wplan_t *p, const_dnnl_op_desc_t fd,
     const dnnl_memory_desc_t *wb = q_md(dpd, dnnl_query_weights_md);
     const dnnl_memory_desc_t *gwm = q_md(wpd, dnnl_query_diff_weights_md);
     p->w_count = dnnl_memory_desc_get_size(w_user_md) / sizeof(float);
-    dnnl_memory_desc_t xpl, ypl;
-    act_plain(q_md(fpd, dnnl_query_src_md), &xpl);
-    act_plain(q_md(fpd, dnnl_query_dst_md), &ypl);
-    if (!(p->x = mem(g, &xpl, 0)) || !(p->y = mem(g, &ypl, 0)) || !(p->gy = mem(g, &ypl, 0)) ||
-        !(p->gx = mem(g, &xpl, 0)) ||
-        act_args_make(g, &p->a, p->x, p->y, p->gy, p->gx, fpd, dpd, wpd) < 0 ||
-        !(p->w_user = mem(g, w_user_md, 0)) || !(p->w_fwd = mem(g, wf, 1)) ||
+    if (p->native ? wplan_native(g, p, fpd, dpd, x_user, y_user) < 0 ||
+                        !(p->y = mem(g, q_md(fpd, dnnl_query_dst_md), 0)) ||
+                        !(p->gx = mem(g, q_md(dpd, dnnl_query_diff_src_md), 0))
+                  : wplan_acts(g, p, fpd, dpd, wpd) < 0)
+        goto out;
+    if (p->native)   /* the bf16 staging is native's own; no activation reorders */
+        p->a = (act_args_t){.xf = p->x16, .yf = p->y, .gyd = p->gy16, .gxd = p->gx,
+                            .xw = p->x16, .gyw = p->gy16};
+    if (!(p->w_user = mem(g, w_user_md, 0)) || !(p->w_fwd = mem(g, wf, 1)) ||
         !(p->gw_user = mem(g, w_user_md, 0)))
         goto out;
     if (reorder_make(g, &p->w_to_fwd, p->w_user, p->w_fwd) < 0)
@@ -407,6 +482,7 @@ static wplan_t *wplan_new(bk_prog_t *g, int has_bias, int oc)
         return bk_prog_fail(g, "out of memory");
     p->base.destroy = wplan_destroy;
     p->has_bias = has_bias;
+    p->native = g->be->precision == BK_BF16_NATIVE;
     if (has_bias && !(p->gb_tmp = malloc((size_t)oc * sizeof(float)))) {
         free(p);
         return bk_prog_fail(g, "out of memory");
@@ -423,8 +499,9 @@ static int w_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w, con
     if (p->w_to_bwd.p && prim_run(g, &p->w_to_bwd, "weights reorder") < 0)
         return -1;
     if (set_handle(g, p->x, x) < 0 || set_handle(g, p->y, y) < 0 ||
-        (p->has_bias && set_handle(g, p->b, b) < 0) || act_reorder(g, &p->a.x_to_f) < 0 ||
-        prim_run(g, &p->fwd, "forward") < 0)
+        (p->has_bias && set_handle(g, p->b, b) < 0) ||
+        (p->native && stage16(g, &p->x_to16, p->x16, p->x16_bytes, 0) < 0) ||
+        act_reorder(g, &p->a.x_to_f) < 0 || prim_run(g, &p->fwd, "forward") < 0)
         return -1;
     return act_reorder(g, &p->a.yf_to_y);
 }
@@ -435,7 +512,9 @@ static int w_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w, con
 {
     wplan_t *p = (wplan_t *)bp;
     (void)w;
-    if (set_handle(g, p->gy, gy) < 0 || act_reorder(g, &p->a.gy_to_d) < 0)
+    if (set_handle(g, p->gy, gy) < 0 ||
+        (p->native && stage16(g, &p->gy_to16, p->gy16, p->gy16_bytes, 1) < 0) ||
+        act_reorder(g, &p->a.gy_to_d) < 0)
         return -1;
     if (gx && (set_handle(g, p->gx, gx) < 0 || prim_run(g, &p->bwd_d, "backward data") < 0 ||
                act_reorder(g, &p->a.gxd_to_gx) < 0))
@@ -446,9 +525,11 @@ static int w_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w, con
         bk_prog_fail(g, "out of memory");
         return -1;
     }
-    /* x_to_w, gy_to_w: only when backward-weights wants other layouts */
+    /* native: x16 again, the shared buffer has held other layers' since;
+     * x_to_w, gy_to_w: only when backward-weights wants other layouts */
     if (set_handle(g, p->x, x) < 0 || set_handle(g, p->gw_user, gw ? gw : p->gw_tmp) < 0 ||
         (p->has_bias && set_handle(g, p->gb, gb ? gb : p->gb_tmp) < 0) ||
+        (p->native && stage16(g, &p->x_to16, p->x16, p->x16_bytes, 0) < 0) ||
         act_reorder(g, &p->a.x_to_w) < 0 || act_reorder(g, &p->a.gy_to_w) < 0 ||
         prim_run(g, &p->bwd_w, "backward weights") < 0)
         return -1;
@@ -472,12 +553,16 @@ static bk_plan_t *c_conv_plan(bk_prog_t *g, const bk_conv_t *c, const int in[4],
     dnnl_memory_desc_t src, dst, wany, wuser, bias;
     md_act(&src, in);
     md_act(&dst, out);
-    if (conv_blocked(in[1], out[1])) {
+    if (!p->native && conv_blocked(in[1], out[1])) {
         md_tag(&src, 4, src.dims, dnnl_format_tag_any);
         md_tag(&dst, 4, dst.dims, dnnl_format_tag_any);
     }
     dnnl_dim_t wd[4] = {c->oc, c->ic, c->kh, c->kw}, bd[1] = {c->oc};
     md_tag(&wany, 4, wd, dnnl_format_tag_any);
+    /* the operands the engine made bf16: the primitives' type for them */
+    dnnl_data_type_t t16 = p->native ? cpu_bf16_type() : dnnl_f32;
+    dnnl_memory_desc_t src16 = md_typed(&src, t16), dst16 = md_typed(&dst, t16),
+                       w16 = md_typed(&wany, t16);
     md_tag(&wuser, 4, wd, dnnl_oihw);
     md_tag(&bias, 1, bd, dnnl_x);
     dnnl_dims_t st = {c->stride_h, c->stride_w}, pl = {c->pad_h, c->pad_w};
@@ -487,15 +572,15 @@ static bk_plan_t *c_conv_plan(bk_prog_t *g, const bk_conv_t *c, const int in[4],
     const dnnl_memory_desc_t *bp = c->bias ? &bias : NULL;
     dnnl_convolution_desc_t fd, dd, wd_;
     if (dn(g, dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
-                                                 dnnl_convolution_direct, &src, &wany, bp, &dst,
-                                                 st, pl, pr), "conv forward desc") < 0 ||
+                                                 dnnl_convolution_direct, &src16, &w16, bp,
+                                                 &dst, st, pl, pr), "conv forward desc") < 0 ||
         dn(g, dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &src,
-                                                       &wany, &dst, st, pl, pr),
+                                                       &w16, &dst16, st, pl, pr),
            "conv backward-data desc") < 0 ||
         dn(g, dnnl_convolution_backward_weights_desc_init(&wd_, dnnl_convolution_direct,
-                                                          &src, &wany, bp, &dst, st, pl, pr),
-           "conv backward-weights desc") < 0 ||
-        wplan_build(g, p, &fd, &dd, &wd_, &wuser, &bias) < 0) {
+                                                          &src16, &wany, bp, &dst16, st, pl,
+                                                          pr), "conv backward-weights desc") < 0 ||
+        wplan_build(g, p, &fd, &dd, &wd_, &wuser, &bias, &src, &dst) < 0) {
         wplan_destroy(&p->base);
         return NULL;
     }
@@ -509,12 +594,14 @@ static bk_plan_t *c_conv_plan(bk_prog_t *g, const bk_conv_t *c, const int in[4],
  * convolutions. */
 static int linear_build(bk_prog_t *g, wplan_t *p, const_dnnl_op_desc_t fd,
                         const_dnnl_op_desc_t ddd, const_dnnl_op_desc_t wdd,
-                        const dnnl_memory_desc_t *wuser, const dnnl_memory_desc_t *bias)
+                        const dnnl_memory_desc_t *wuser, const dnnl_memory_desc_t *bias,
+                        const dnnl_memory_desc_t *x_user, const dnnl_memory_desc_t *y_user)
 {
-    prim_t *all[] = {&p->fwd, &p->bwd_d, &p->bwd_w, &p->w_to_fwd, &p->w_to_bwd, &p->gw_to_user};
+    prim_t *all[] = {&p->fwd,        &p->bwd_d,  &p->bwd_w,  &p->w_to_fwd, &p->w_to_bwd,
+                     &p->gw_to_user, &p->x_to16, &p->gy_to16};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         all[i]->one_thread = 1;
-    int rc = wplan_build(g, p, fd, ddd, wdd, wuser, bias);
+    int rc = wplan_build(g, p, fd, ddd, wdd, wuser, bias, x_user, y_user);
     use_threads(g);
     return rc;
 }
@@ -540,14 +627,17 @@ static bk_plan_t *c_linear_plan(bk_prog_t *g, const int in[4], int out, int has_
     md_tag(&wuser, nd, wd, plain_tag(nd));
     md_tag(&bias, 1, bd, dnnl_x);
     const dnnl_memory_desc_t *bp = has_bias ? &bias : NULL;
+    dnnl_data_type_t t16 = p->native ? cpu_bf16_type() : dnnl_f32;   /* as in c_conv_plan */
+    dnnl_memory_desc_t src16 = md_typed(&src, t16), dst16 = md_typed(&dst, t16),
+                       w16 = md_typed(&wany, t16);
     dnnl_inner_product_desc_t fd, ddd, wdd;
-    if (dn(g, dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, &src, &wany, bp,
-                                                   &dst), "inner product forward desc") < 0 ||
-        dn(g, dnnl_inner_product_backward_data_desc_init(&ddd, &src, &wany, &dst),
+    if (dn(g, dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, &src16, &w16,
+                                                   bp, &dst), "inner product forward desc") < 0 ||
+        dn(g, dnnl_inner_product_backward_data_desc_init(&ddd, &src, &w16, &dst16),
            "inner product backward-data desc") < 0 ||
-        dn(g, dnnl_inner_product_backward_weights_desc_init(&wdd, &src, &wany, bp, &dst),
+        dn(g, dnnl_inner_product_backward_weights_desc_init(&wdd, &src16, &wany, bp, &dst16),
            "inner product backward-weights desc") < 0 ||
-        linear_build(g, p, &fd, &ddd, &wdd, &wuser, &bias) < 0) {
+        linear_build(g, p, &fd, &ddd, &wdd, &wuser, &bias, &src, &dst) < 0) {
         wplan_destroy(&p->base);
         return NULL;
     }
@@ -932,4 +1022,5 @@ const bk_kernels_t CPU_TKERNELS = {
     .linear_fwd = w_fwd,
     .linear_bwd = w_bwd,
     .round_bf16 = hk_round_bf16,
+    .bf16_native = cpu_bf16_native,
 };

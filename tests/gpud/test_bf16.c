@@ -12,7 +12,14 @@
  *     - vs torch.autocast("cpu", bfloat16) itself: <= TOL_AUTOCAST, and
  *       the top-1 class of every sample equal.
  *     The logits are bf16 values, as autocast's.
- *  3. backend_set_precision's errors.
+ *  3. backend_set_precision's errors, and DDPIPE_BF16 (native|emulated):
+ *     native where oneDNN has no bf16 primitives is a clear error.
+ * With DDPIPE_BF16=native (ctest gpud_test_bf16_native) 2. runs on the
+ * native bf16 kernels (cpu backend only; the same tolerances: native and
+ * emulated differ only in the order of fp32 sums); where oneDNN has no
+ * bf16 primitives, 2. runs the native plans with f32 in place of bf16
+ * (cpu_bf16_test_f32: their staging, under the sanitizers) and the test
+ * then exits 77 (skipped).
  *
  * TOL_EMULATED 1e-2: bf16 keeps 8 significant bits (a step of 2^-8 =
  * 3.9e-3 relative). The rounding points are the same on both sides; only
@@ -30,12 +37,14 @@
 
 #include "gpud/backend.h"
 #include "gpud/bf16.h"
+#include "gpud/cpu/dnnl_priv.h"
 #include "golden_io.h"
 
 #define TOL_EMULATED 1e-2
 #define TOL_AUTOCAST 5e-2
 
 static const char *GOLDEN = "tests/golden/bf16_io.safetensors";
+static int force_native;   /* DDPIPE_BF16=native */
 
 static uint32_t bits(float f)
 {
@@ -79,8 +88,9 @@ static model_t *bf16_model(const char *arch, const char *backend, const char *we
     }
     model_t *m = model_new(&o, backend, tc_src(weights, path, sizeof path), err, sizeof err);
     REQUIRE(m, "model_new(%s, %s, bf16): %s", arch, backend, err);
-    CHECK(strncmp(model_precision(m), "bf16", 4) == 0, "%s: precision %s", arch,
-          model_precision(m));
+    CHECK(strncmp(model_precision(m), force_native ? "bf16 (native" : "bf16",
+                  force_native ? 12 : 4) == 0,
+          "%s: precision %s", arch, model_precision(m));
     return m;
 }
 
@@ -124,7 +134,7 @@ static void test_models(const safetensors_t *ref)
 {
     static const int small[4] = {8, 16, 24, 32}, rgb[4] = {4, 8, 8, 12};
     static const char *const backends[] = {"cpu", "ref"};
-    for (int b = 0; b < 2; b++) {
+    for (int b = 0; b < (force_native ? 1 : 2); b++) {   /* ref has no native kernels */
         char label[64];
         safetensors_t *io = golden_open("tests/golden/wrn_small_io.safetensors");
         model_t *m = bf16_model("wideresnet", backends[b], "tests/golden/wrn_small.safetensors",
@@ -150,8 +160,45 @@ static void test_models(const safetensors_t *ref)
     safetensors_destroy(&io);
 }
 
+/* DDPIPE_BF16 on the cpu backend: native where oneDNN has bf16 primitives,
+ * else the one clear error; unset: native only with bf16 instructions. */
+static void test_env_cpu(void)
+{
+    char err[512] = "";
+    const char *isa = NULL;
+    backend_t *be = backend_new("cpu", 1, err, sizeof err);
+    REQUIRE(be, "%s", err);
+    int level = backend_bf16_native(be, &isa);
+    printf("oneDNN bf16 probe: level %d (%s)\n", level, isa);
+    setenv("DDPIPE_BF16", "fast", 1);
+    CHECK(backend_set_precision(be, "bf16", err, sizeof err) < 0 &&
+          strstr(err, "DDPIPE_BF16='fast': native or emulated"), "DDPIPE_BF16=fast: '%s'", err);
+    setenv("DDPIPE_BF16", "emulated", 1);
+    CHECK(backend_set_precision(be, "bf16", err, sizeof err) == 0 &&
+          backend_precision(be) == BK_BF16_EMULATED &&
+          strcmp(backend_precision_name(be), "bf16 (emulated)") == 0, "emulated: %s",
+          backend_precision_name(be));
+    setenv("DDPIPE_BF16", "native", 1);
+    int rc = backend_set_precision(be, "bf16", err, sizeof err);
+    if (level == 0) {
+        printf("DDPIPE_BF16=native here: %s\n", err);
+        CHECK(rc < 0 && strstr(err, "DDPIPE_BF16=native: oneDNN creates no bf16 convolution on "
+                                    "this CPU"), "native without bf16 primitives: '%s'", err);
+    } else {
+        CHECK(rc == 0 && backend_precision(be) == BK_BF16_NATIVE &&
+              strncmp(backend_precision_name(be), "bf16 (native: ", 14) == 0,
+              "native: rc %d, %s (%s)", rc, backend_precision_name(be), err);
+    }
+    unsetenv("DDPIPE_BF16");
+    CHECK(backend_set_precision(be, "bf16", err, sizeof err) == 0 &&
+          backend_precision(be) == (level == 2 ? BK_BF16_NATIVE : BK_BF16_EMULATED),
+          "unset: %s with probe level %d", backend_precision_name(be), level);
+    backend_destroy(&be);
+}
+
 static void test_set_precision(void)
 {
+    unsetenv("DDPIPE_BF16");
     char err[256] = "";
     backend_t *be = backend_new("ref", 1, err, sizeof err);
     REQUIRE(be, "%s", err);
@@ -162,15 +209,40 @@ static void test_set_precision(void)
           backend_precision(be) == BK_BF16_EMULATED, "ref: bf16 emulated");
     CHECK(backend_set_precision(be, "fp32", err, sizeof err) == 0 &&
           backend_precision(be) == BK_FP32, "back to fp32");
+    setenv("DDPIPE_BF16", "native", 1);
+    CHECK(backend_set_precision(be, "bf16", err, sizeof err) < 0 &&
+          strstr(err, "DDPIPE_BF16=native: the ref backend has no native bf16 kernels"),
+          "ref, DDPIPE_BF16=native: '%s'", err);
     backend_destroy(&be);
+    test_env_cpu();
+    unsetenv("DDPIPE_BF16");
 }
 
 int main(void)
 {
+    const char *env = getenv("DDPIPE_BF16");
+    force_native = env && strcmp(env, "native") == 0;
     safetensors_t *io = golden_open(GOLDEN);
     test_round(io);
-    test_set_precision();
+    test_set_precision();   /* sets and unsets DDPIPE_BF16 */
+    int staging = 0;
+    if (force_native) {
+        setenv("DDPIPE_BF16", "native", 1);
+        char err[256] = "";
+        backend_t *be = backend_new("cpu", 1, err, sizeof err);
+        REQUIRE(be, "%s", err);
+        staging = backend_bf16_native(be, NULL) == 0;
+        backend_destroy(&be);
+        if (staging)
+            cpu_bf16_test_f32(1);
+    }
     test_models(io);
+    if (staging && tc_failures == 0) {
+        printf("test_bf16: DDPIPE_BF16=native: oneDNN has no bf16 primitives on this CPU: the "
+               "models ran on the native plans in f32; skipped (77)\n");
+        safetensors_destroy(&io);
+        return 77;
+    }
     safetensors_destroy(&io);
     return tc_done("test_bf16");
 }

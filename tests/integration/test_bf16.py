@@ -11,14 +11,32 @@
      once that bf16 is emulated;
   3. a short bf16 training run: the exported weights are fp32 safetensors
      (not bf16-rounded master weights) and the train loss falls.
-The worker-count invariance in bf16 is it_train_invariance_bf16."""
+The worker-count invariance in bf16 is it_train_invariance_bf16.
+
+DDPIPE_BF16 (docs/BF16.md "Native") is passed on to gpud. it_bf16_native
+runs this test with DDPIPE_BF16=native: 2. and 3. on oneDNN's native bf16
+kernels (gpud's log says "bf16 (native: ...)"), the same bounds; where
+oneDNN has no bf16 primitives, the eval must fail with gpud's one clear
+error, and the test then exits 77 (skipped)."""
 import os
 import subprocess
+import sys
 from ddp_it import *
 
 GOLDEN = os.path.join(SRC, "tests", "golden")
 wd = workdir("bf16")
 NOTE = "bf16: this CPU has no bf16 instructions (avx512_bf16/amx)"
+MODE = os.environ.get("DDPIPE_BF16", "")
+NATIVE_ERR = "DDPIPE_BF16=native: oneDNN creates no bf16 convolution on this CPU"
+
+
+def logs_text(out):
+    text = ""
+    logdir = os.path.join(out, "logs")
+    for f in sorted(os.listdir(logdir)) if os.path.isdir(logdir) else []:
+        with open(os.path.join(logdir, f), errors="replace") as fh:
+            text += fh.read()
+    return text
 
 
 def cpu_has_bf16():
@@ -48,9 +66,27 @@ fp32_correct = sum(a == b for a, b in zip(ref["top1"][:N], ref["labels"][:N]))
 out = os.path.join(wd, "eval")
 p = run_eval("idx:%s/t10k" % FMNIST, out, 2, 128,
              extra=["--precision", "bf16", "--predictions", "topk", "--limit", str(N)],
-             model_args=WRN_ARGS, timeout=540)
-notes = p.stderr.count(NOTE if not cpu_has_bf16() else "bf16: ddpipe has no native bf16 kernels yet")
-check(notes == 1, "the emulation note printed %d times:\n%s" % (notes, p.stderr))
+             model_args=WRN_ARGS, timeout=540, expect_rc=None if MODE == "native" else 0)
+if MODE == "native" and p.returncode != 0:
+    # no bf16 primitives here: gpud refuses with its one clear error
+    text = p.stderr + logs_text(out)
+    check(NATIVE_ERR in text, "DDPIPE_BF16=native failed (exit %d) without %r:\n%s\n%s" % (
+        p.returncode, NATIVE_ERR, p.stderr, text[-3000:]))
+    print("DDPIPE_BF16=native: refused with %r; skipped (77)" % NATIVE_ERR, flush=True)
+    sys.exit(77)
+if MODE == "native":
+    text = logs_text(out)
+    check("bf16 (native: " in text, "DDPIPE_BF16=native: gpud's log has no 'bf16 (native: ':\n%s" %
+          text[-3000:])
+if not cpu_has_bf16():
+    want_note = NOTE
+elif MODE == "emulated":
+    want_note = "bf16: DDPIPE_BF16=emulated: bf16 numerics are emulated"
+else:
+    want_note = None   # native: nothing to say
+notes = p.stderr.count(want_note) if want_note else p.stderr.count("bf16:")
+check(notes == (1 if want_note else 0), "the bf16 note (%r) printed %d times:\n%s" % (
+    want_note, notes, p.stderr))
 s = summary(out)
 check(s["samples"] == N and s["failed"] == 0, "bf16 eval: %s samples, %s failed" % (s["samples"], s["failed"]))
 got = s["correct_top1"]

@@ -51,7 +51,11 @@ static void s_expect_file(const char *dir, const char *name, size_t min_size)
 {
     char path[4096];
     struct stat st;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+        fprintf(stderr, "%s/%s: path too long\n", dir, name);
+        g_failures++;
+        return;
+    }
     if (stat(path, &st) != 0 || (size_t)st.st_size < min_size) {
         fprintf(stderr, "%s: missing or smaller than %zu bytes\n", path, min_size);
         g_failures++;
