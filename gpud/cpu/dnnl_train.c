@@ -225,14 +225,15 @@ static const dnnl_memory_desc_t *q_md(const_dnnl_primitive_desc_t pd, dnnl_query
 /* ------------------------------------------- blocked activations
  * On AVX2, oneDNN 2.6's convolutions are faster on nChw8c than on NHWC
  * (the WideResNet's training step: forward 6 %, backward-data 12 %,
- * backward-weights 20 % less time) by more than the reorders of the
- * activations cost (bench/RESULTS.md, "Training pipeline"). The numbers
- * differ from NHWC's in the last bits (another summation order), as with
- * any other kernel choice. So a convolution whose channels are multiples of 8 lets
- * the primitives pick their layout ("any") and the tape's NHWC buffers are
- * reordered in and out around them; the forward's reordered input is kept
- * for the backward-weights pass. DDPIPE_CONV_LAYOUT=nhwc keeps every
- * convolution on NHWC (for comparisons). */
+ * backward-weights 20 % less time), but the reorders of the activations in
+ * and out take most of that back, and the results differ from NHWC's in
+ * the last bits (another summation order), which one epoch of this model
+ * amplifies into other end-of-epoch weights (bench/RESULTS.md, "Training
+ * pipeline"). So it is opt-in: DDPIPE_CONV_LAYOUT=blocked lets the
+ * primitives of a convolution whose channels are multiples of 8 pick their
+ * layout ("any"); the tape's NHWC buffers are then reordered in and out
+ * around them, the forward's reordered input kept for backward-weights.
+ * By default every argument is the tape's NHWC buffer, as before. */
 typedef struct {
     dnnl_memory_t xf, yf, gyd, gxd, xw, gyw;   /* a plain handle, or owned[] */
     prim_t x_to_f, yf_to_y, gy_to_d, gxd_to_gx, x_to_w, gy_to_w;
@@ -536,12 +537,12 @@ static int w_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w, con
     return p->gw_to_user.p ? prim_run(g, &p->gw_to_user, "weight-gradient reorder") : 0;
 }
 
-/* Blocked activations for a convolution of ic -> oc channels (see
- * act_args_t). */
+/* Blocked activations for a convolution of ic -> oc channels (opt-in,
+ * see act_args_t). */
 static int conv_blocked(int ic, int oc)
 {
     const char *e = getenv("DDPIPE_CONV_LAYOUT");
-    return ic % 8 == 0 && oc % 8 == 0 && !(e && strcmp(e, "nhwc") == 0);
+    return ic % 8 == 0 && oc % 8 == 0 && e && strcmp(e, "blocked") == 0;
 }
 
 static bk_plan_t *c_conv_plan(bk_prog_t *g, const bk_conv_t *c, const int in[4],
