@@ -224,7 +224,7 @@ static const dnnl_memory_desc_t *q_md(const_dnnl_primitive_desc_t pd, dnnl_query
 
 /* ------------------------------------------- blocked activations
  * On AVX2, oneDNN 2.6's convolutions are faster on nChw8c than on NHWC
- * (the WideResNet's training step: forward 6 %, backward-data 12 %,
+ * (the WideResNet's training step: forward 4-5 %, backward-data 12 %,
  * backward-weights 20 % less time), but the reorders of the activations in
  * and out take most of that back, and the results differ from NHWC's in
  * the last bits (another summation order), which one epoch of this model
