@@ -13,6 +13,7 @@
  */
 #include "gpud/buckets.h"
 
+#include <czmq.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -238,6 +239,9 @@ static void test_abort(void)
 
 int main(void)
 {
+    /* czmq's first socket initialises it; several rank threads doing that
+     * at once race in zsys_init (an assertion in zsys_set_thread_name_prefix) */
+    zsys_init();
     REQUIRE(mkdtemp(strcpy(s_dir, "/tmp/ddp-buckets-XXXXXX")) != NULL, "mkdtemp");
     test_plan();
     test_bits(2);
