@@ -491,6 +491,17 @@ void dispatch_set_rank(dispatch_t *self, const char *name, int32_t rank)
     int w = find_worker(self, name);
     if (w < 0 || self->workers[w].rank == rank)
         return;
+    /* A worker of a newer generation holds the rank (its CREDIT came before
+     * loaderd's MEMBERS): a late CREDIT of the generation before (the lost
+     * rank's last words) must not take it back. Seen under load in
+     * loaderd.train: the survivor lost its rank and the job stalled. */
+    for (int o = 0; o < self->n_workers; o++)
+        if (o != w && self->workers[o].rank == rank &&
+            self->workers[o].gen > self->workers[w].gen) {
+            log_debug("rank %d stays with %s (generation %u), not %s (generation %u)", rank,
+                      self->workers[o].name, self->workers[o].gen, name, self->workers[w].gen);
+            return;
+        }
     for (int o = 0; o < self->n_workers; o++) {
         if (o != w && self->workers[o].rank == rank) {
             if (self->workers[o].gen >= self->workers[w].gen)   /* else: renumbered */

@@ -241,6 +241,11 @@ static int test_generations(void)
     /* wc of generation 1 (rank 1 there) speaks before loaderd's MEMBERS */
     dispatch_credit_gen(d, c, "wc", 2, NULL, 0, 1);
     dispatch_set_rank(d, "wc", 1);
+    /* the lost wb's last CREDIT (generation 0, rank 1) arrives after wc's and
+     * before loaderd's MEMBERS: rank 1 stays with wc (generation 1) */
+    dispatch_credit_gen(d, b, "wb", 1, NULL, 0, 0);
+    dispatch_set_rank(d, "wb", 1);
+    CHECK(dispatch_worker_rank(d, "wc") == 1);
     CHECK(dispatch_rank_worker(d, 1, &id, &alive, &credits) == NULL);  /* wb lost rank 1 */
     CHECK(dispatch_rank_worker(d, 2, &id, &alive, &credits) == NULL);
     dispatch_set_gen(d, 1);
