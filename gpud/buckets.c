@@ -116,6 +116,12 @@ size_t buckets_floats(const buckets_t *b)
     return b->off[b->n];
 }
 
+void buckets_grad_range(const buckets_t *b, int i, size_t *lo, size_t *hi)
+{
+    *lo = b->off[i];
+    *hi = b->off[i + 1];
+}
+
 int buckets_active(const buckets_t *b)
 {
     return b->active;

@@ -44,6 +44,8 @@ void buckets_range(const buckets_t *self, int k, size_t *lo, size_t *hi);
 int buckets_of(const buckets_t *self, int i);
 /* Floats of all gradients (the flat buffer's size). */
 size_t buckets_floats(const buckets_t *self);
+/* Gradient i's place in the flat array: [*lo, *hi). */
+void buckets_grad_range(const buckets_t *self, int i, size_t *lo, size_t *hi);
 
 /* A step's all-reduce of flat over ar. 0, or -1 with the reason in err
  * (out of memory, a thread that could not start). */

@@ -29,7 +29,6 @@ struct trainer {
     /* the gradient all-reduce in buckets (optimizer order in flat) */
     buckets_t *bk;
     int ng;                 /* optimized parameters */
-    size_t *goff;           /* ng + 1: parameter i's place in flat */
     float **gptr;           /* ng: its gradient array, looked up per step */
     allreduce_t *ar;        /* trainer_set_overlap: overlap on this ring */
     int timeout_ms;
@@ -79,15 +78,13 @@ static int apply_freezes(trainer_t *t, char *err, size_t errlen)
 static int grad_layout(trainer_t *t, char *err, size_t errlen)
 {
     t->ng = optim_param_count(t->opt);
-    t->goff = calloc((size_t)t->ng + 1, sizeof *t->goff);
     t->gptr = calloc((size_t)t->ng, sizeof *t->gptr);
     size_t *numel = calloc((size_t)t->ng, sizeof *numel);
-    int ok = t->goff && t->gptr && numel;
+    int ok = t->gptr && numel;
     for (int i = 0; ok && i < t->ng; i++) {
         model_param_t p;
         ok = model_param_find(t->m, optim_param_name(t->opt, i), &p) == 0;
         numel[i] = ok ? p.numel : 0;
-        t->goff[i + 1] = t->goff[i] + numel[i];
     }
     if (ok)
         t->bk = buckets_new(numel, t->ng, TRAINER_BUCKET_FLOATS, err, errlen);
@@ -178,7 +175,6 @@ void trainer_destroy(trainer_t **tp)
     free(t->buf_saved);
     free(t->cnt_saved);
     buckets_destroy(&t->bk);
-    free(t->goff);
     free(t->gptr);
     free(t);
     *tp = NULL;
@@ -285,7 +281,9 @@ static int grad_ptrs(trainer_t *t, char *err, size_t errlen)
 /* Parameter gradient i into its place in flat, and ready for its bucket. */
 static void grad_pack(trainer_t *t, int i)
 {
-    memcpy(t->flat + t->goff[i], t->gptr[i], (t->goff[i + 1] - t->goff[i]) * sizeof(float));
+    size_t lo, hi;
+    buckets_grad_range(t->bk, i, &lo, &hi);
+    memcpy(t->flat + lo, t->gptr[i], (hi - lo) * sizeof(float));
     buckets_ready(t->bk, i);
 }
 
@@ -351,8 +349,11 @@ int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, siz
             grad_pack(t, i);
     if (buckets_end(t->bk, err, errlen) < 0)
         return -1;
-    for (int i = 0; i < t->ng; i++)
-        memcpy(t->gptr[i], t->flat + t->goff[i], (t->goff[i + 1] - t->goff[i]) * sizeof(float));
+    for (int i = 0; i < t->ng; i++) {
+        size_t lo, hi;
+        buckets_grad_range(t->bk, i, &lo, &hi);
+        memcpy(t->gptr[i], t->flat + lo, (hi - lo) * sizeof(float));
+    }
     return 0;
 }
 
