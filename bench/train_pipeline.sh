@@ -8,6 +8,7 @@
 #
 #   bench/train_pipeline.sh [BUILD_DIR] [ROUNDS]
 #   env: WORKERS=2 LIMIT=12000 BATCH=64 (per rank) EPOCHS=3 CHANNELS=16,32,64,128
+#        PY=/usr/bin/python3 (a python with torch)
 #
 # One compute thread per worker on both sides (the peer's best on a machine
 # with W cores: more threads oversubscribe). PyTorch's data is a tensor in
@@ -22,6 +23,7 @@ BATCH=${BATCH:-64}
 EPOCHS=${EPOCHS:-3}
 CHANNELS=${CHANNELS:-16,32,64,128}
 FM=/usr/share/datasets/fashion-mnist
+PY=${PY:-/usr/bin/python3}   # a python with torch
 for t in ddpipe gpud loaderd reducerd reporterd; do
     [ -x "$BUILD/bin/$t" ] || { echo "train_pipeline: $BUILD/bin/$t missing; build first" >&2; exit 1; }
 done
@@ -42,7 +44,7 @@ while [ "$r" -le "$ROUNDS" ]; do
         --quiet --out "$out" >"$dir/ddpipe$r.txt" 2>&1 || { cat "$dir/ddpipe$r.txt"; exit 1; }
     ips=$(awk -F, '$3 == "train" { v = $8 } END { print v }' "$out/metrics.csv")
     top=$(awk -F, '$3 == "val" { v = $6 } END { print v }' "$out/metrics.csv")
-    torch=$(/usr/bin/python3 bench/train_ddp_torch.py --data "$FM" --workers "$W" --limit "$LIMIT" \
+    torch=$("$PY" bench/train_ddp_torch.py --data "$FM" --workers "$W" --limit "$LIMIT" \
         --batch "$BATCH" --epochs "$EPOCHS" --channels "$CHANNELS" | tail -1)
     tips=$(echo "$torch" | sed -n 's/.*img\/s=\([0-9.]*\).*/\1/p')
     ttop=$(echo "$torch" | sed -n 's/.*top1=\([0-9.]*\).*/\1/p')

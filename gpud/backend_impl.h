@@ -164,6 +164,11 @@ typedef struct bk_ops {
     int (*run)(bk_prog_t *g);
     int (*read)(bk_prog_t *g, bk_ptensor_t *t, float *dst);
     const struct bk_kernels *train;   /* NULL: no training support */
+    /* 1: the program runs --precision bf16 itself (docs/BF16.md "bf16
+     * inference plan"): the plan hands it bf16-rounded weights and biases,
+     * and every op's output is bf16 (native bf16 memories, or fp32 ones
+     * rounded after each op). 0: bf16 inference runs on the tape. */
+    int prog_bf16;
 } bk_ops_t;
 
 /* Every implementation's backend starts with this. */

@@ -423,6 +423,18 @@ bk_tensor_t *bk_softmax_ce(bk_graph_t *g, bk_tensor_t *x, float label_smoothing)
 
 /* ------------------------------------------------------------- execution */
 
+/* bf16 inference runs on the fused plan where the backend's program does
+ * bf16 (BatchNorm folded, bf16 activations: docs/BF16.md "bf16 inference
+ * plan"); DDPIPE_BF16_EVAL=tape keeps autocast's exact rounding points
+ * (conv, round, BatchNorm, round) on the tape, as does a backend without. */
+static int plan_wanted(const bk_graph_t *g)
+{
+    if (!g->bf16)
+        return 1;
+    const char *e = getenv("DDPIPE_BF16_EVAL");
+    return g->base.be->ops->prog_bf16 && !(e && strcmp(e, "tape") == 0);
+}
+
 /* A forward-only eval-mode graph runs as the backend's fused program when
  * every op has a fused form (graph_plan.c), else, as any other, on the
  * tape. The choice is made once, here. */
@@ -438,20 +450,19 @@ int bk_graph_compile(bk_graph_t *g)
                 "cannot run");
         return -1;
     }
-    /* bf16 runs on the tape: it rounds where PyTorch's autocast makes bf16
-     * tensors, conv then BatchNorm, which a folded conv cannot (docs/BF16.md) */
     g->bf16 = g->base.be->precision != BK_FP32;
-    if (g->bf16) {
-        log_debug("graph: %s on the tape: %s", g->forward_only ? "inference" : "training",
-                  backend_precision_name(g->base.be));
-    } else if (g->forward_only && !g->training) {
+    if (g->forward_only && !g->training && plan_wanted(g)) {
         char why[256] = "";
         int rc = plan_fused_build(g, why, sizeof why);
         if (rc < 0)
             return -1;
-        log_debug("graph: inference %s: %s", rc ? "plan" : "on the tape", why);
+        log_debug("graph: inference %s (%s): %s", rc ? "plan" : "on the tape",
+                  backend_precision_name(g->base.be), why);
         if (rc)
             return 0;
+    } else if (g->bf16) {
+        log_debug("graph: %s on the tape: %s", g->forward_only ? "inference" : "training",
+                  backend_precision_name(g->base.be));
     }
     return tape_compile(g);
 }

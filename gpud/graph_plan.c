@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpud/bf16.h"
 #include "gpud/tape_priv.h"
 
 typedef enum { R_EMIT, R_ABSORBED, R_ALIAS } role_t;
@@ -258,8 +259,42 @@ static int plan_ops(plan_t *pl)
 
 /* ------------------------------------------------------------- building */
 
-/* Conv op i with its post-ops; a folded BN gets its own copy of the
- * weights (the bound arrays stay the unfolded parameters). */
+/* The weights and bias a program op computes with: the folded BatchNorm's
+ * copy, or the bound arrays; in bf16 (g->bf16), copies rounded to bf16 as
+ * autocast casts them, after the fold (docs/BF16.md "bf16 inference
+ * plan"). Owned copies are left in *w_own / *b_own for the caller to free;
+ * -1: out of memory. */
+static int op_params(const bk_graph_t *g, const bk_bn_t *bn, const float *w, const float *b,
+                     int oc, size_t per, const float **wo, const float **bo, float **w_own,
+                     float **b_own)
+{
+    *w_own = *b_own = NULL;
+    *wo = w;
+    *bo = b;
+    if (!bn && !g->bf16)
+        return 0;
+    size_t nw = (size_t)oc * per;
+    *w_own = malloc(nw * sizeof **w_own);
+    *b_own = calloc((size_t)oc, sizeof **b_own);   /* a fold makes a bias */
+    if (!*w_own || !*b_own)
+        return -1;
+    memcpy(*w_own, w, nw * sizeof **w_own);
+    if (b)
+        memcpy(*b_own, b, (size_t)oc * sizeof **b_own);
+    if (bn)
+        bk_bn_fold(*w_own, *b_own, oc, per, bn->weight, bn->bias, bn->running_mean,
+                   bn->running_var, bn->eps);
+    if (g->bf16) {
+        bf16_round(*w_own, *w_own, nw);
+        bf16_round(*b_own, *b_own, (size_t)oc);
+    }
+    *wo = *w_own;
+    *bo = bn || b ? *b_own : NULL;
+    return 0;
+}
+
+/* Conv op i with its post-ops; a folded BN (or bf16) gets its own copy of
+ * the weights (the bound arrays stay the unfolded parameters). */
 static bk_ptensor_t *build_conv(bk_prog_t *fg, const plan_t *pl, int i)
 {
     const bk_graph_t *g = pl->g;
@@ -268,30 +303,35 @@ static bk_ptensor_t *build_conv(bk_prog_t *fg, const plan_t *pl, int i)
     const bk_conv_t *c = &o->conv;
     bk_pconv_t cv = {.ic = c->ic, .oc = c->oc, .kh = c->kh, .kw = c->kw,
                     .stride_h = c->stride_h, .stride_w = c->stride_w, .pad_h = c->pad_h,
-                    .pad_w = c->pad_w, .weight = c->weight, .bias = c->bias,
-                    .n_post = p->n_post};
+                    .pad_w = c->pad_w, .n_post = p->n_post};
     memcpy(cv.post, p->post, sizeof cv.post);
     float *w = NULL, *b = NULL;
-    if (p->bn >= 0) {
-        const bk_bn_t *bn = &g->ops[p->bn].bn;
-        size_t per = (size_t)c->ic * c->kh * c->kw;
-        w = malloc((size_t)c->oc * per * sizeof *w);
-        b = calloc((size_t)c->oc, sizeof *b);   /* no conv bias: the fold makes one */
-        if (!w || !b) {
-            free(w);
-            free(b);
-            return bk_prog_fail(fg, "out of memory folding the batchnorm");
-        }
-        memcpy(w, c->weight, (size_t)c->oc * per * sizeof *w);
-        if (c->bias)
-            memcpy(b, c->bias, (size_t)c->oc * sizeof *b);
-        bk_bn_fold(w, b, c->oc, per, bn->weight, bn->bias, bn->running_mean, bn->running_var,
-                   bn->eps);
-        cv.weight = w;
-        cv.bias = b;
+    const bk_bn_t *bn = p->bn >= 0 ? &g->ops[p->bn].bn : NULL;
+    bk_ptensor_t *y = NULL;
+    if (op_params(g, bn, c->weight, c->bias, c->oc, (size_t)c->ic * c->kh * c->kw, &cv.weight,
+                  &cv.bias, &w, &b) < 0) {
+        bk_prog_fail(fg, "out of memory folding the batchnorm");
+    } else {
+        bk_ptensor_t *res = p->res >= 0 ? g->v[p->res]->ft : NULL;
+        y = bk_prog_conv2d(fg, o->in[0]->ft, &cv, res);
     }
-    bk_ptensor_t *res = p->res >= 0 ? g->v[p->res]->ft : NULL;
-    bk_ptensor_t *y = bk_prog_conv2d(fg, o->in[0]->ft, &cv, res);
+    free(w);
+    free(b);
+    return y;
+}
+
+static bk_ptensor_t *build_linear(bk_prog_t *fg, const plan_t *pl, int i)
+{
+    const top_t *o = &pl->g->ops[i];
+    const bk_tensor_t *x = o->in[0];
+    const float *wo, *bo;
+    float *w = NULL, *b = NULL;
+    bk_ptensor_t *y = NULL;
+    if (op_params(pl->g, NULL, o->w, o->b, o->lin_out, (size_t)x->c * x->h * x->w, &wo, &bo,
+                  &w, &b) < 0)
+        bk_prog_fail(fg, "out of memory rounding the weights to bf16");
+    else
+        y = bk_prog_linear(fg, x->ft, o->lin_out, wo, bo);
     free(w);
     free(b);
     return y;
@@ -310,7 +350,7 @@ static bk_ptensor_t *build_op(bk_prog_t *fg, const plan_t *pl, int i)
     case TO_POOL:
         return bk_prog_pool2d(fg, o->in[0]->ft, &o->pool);
     case TO_LINEAR:
-        return bk_prog_linear(fg, o->in[0]->ft, o->lin_out, o->w, o->b);
+        return build_linear(fg, pl, i);
     default:
         return bk_prog_fail(fg, "no fused form (planner bug)");
     }

@@ -189,6 +189,8 @@ void gpud_precision_note(const char *precision, FILE *f)
     if (strcmp(precision, "bf16") != 0)
         return;
     const char *env = getenv("DDPIPE_BF16");
+    if (env && strcmp(env, "native") == 0)
+        return;   /* gpud runs oneDNN's bf16 kernels or refuses, and says which */
     if (!gpud_cpu_has_bf16())
         fprintf(f, "bf16: this CPU has no bf16 instructions (avx512_bf16/amx); bf16 numerics "
                    "are emulated and no faster than fp32\n");

@@ -50,6 +50,10 @@ typedef struct {
     dnnl_memory_t scratch;      /* view of the shared buffer, made at finalize */
     int threads;                /* created and run with this many threads */
     char name[128];
+    /* prim NULL: a host step rounding round_n floats at round to bf16 in
+     * place (the emulated bf16 program) */
+    float *round;
+    size_t round_n;
 } cpu_step_t;
 
 typedef struct {
@@ -62,6 +66,11 @@ typedef struct {
     size_t nown, capown;
     void *scratch_buf;
     int finalized;
+    /* --precision bf16 (docs/BF16.md "bf16 inference plan"): dt is the
+     * activations' and weights' type (bf16 where the backend runs native);
+     * emu: they are fp32 memories, rounded to bf16 after every op */
+    dnnl_data_type_t dt;
+    int emu;
 } cpu_graph_t;
 
 static cpu_backend_t *be_of(bk_prog_t *g)
@@ -114,6 +123,8 @@ static bk_prog_t *cpu_graph_new(backend_t *be)
     if (!g)
         return NULL;
     g->base.be = be;
+    g->dt = be->precision == BK_BF16_NATIVE ? cpu_bf16_type() : dnnl_f32;
+    g->emu = be->precision != BK_FP32 && g->dt == dnnl_f32;
     return &g->base;
 }
 
@@ -241,6 +252,51 @@ static void step_arg(cpu_step_t *s, int arg, dnnl_memory_t m)
     s->args[s->nargs++] = (dnnl_exec_arg_t){arg, m};
 }
 
+/* Emulated bf16: a host step rounding t's memory (its padding is zeros,
+ * which stay) to bf16 in place. 0, or -1 after bk_prog_fail. */
+static int round_step(cpu_graph_t *g, cpu_tensor_t *t)
+{
+    void *h = NULL;
+    if (dn(&g->base, dnnl_memory_get_data_handle(t->mem, &h), "get_data_handle") < 0 ||
+        grow(&g->base, (void **)&g->s, &g->caps, g->ns, sizeof *g->s) < 0)
+        return -1;
+    cpu_step_t *s = &g->s[g->ns++];
+    memset(s, 0, sizeof *s);
+    s->round = h;
+    s->round_n = dnnl_memory_desc_get_size(&t->md) / sizeof(float);
+    s->threads = omp_get_max_threads();
+    snprintf(s->name, sizeof s->name, "%.100s (bf16 rounding)", g->base.name);
+    return 0;
+}
+
+/* An op's output: rounded to bf16 after the op in the emulated program. */
+static bk_ptensor_t *op_out(cpu_graph_t *g, cpu_tensor_t *y)
+{
+    if (y && g->emu && round_step(g, y) < 0)
+        return NULL;
+    return y ? &y->base : NULL;
+}
+
+static cpu_tensor_t *reorder_step(cpu_graph_t *g, cpu_tensor_t *x, const dnnl_memory_desc_t *md,
+                                  cpu_tensor_t *into);
+
+/* x as an op other than a convolution reads it in bf16: the program's
+ * inputs are fp32 (the caller's floats), so natively a bf16 copy, emulated
+ * rounded in place. Everything else already is. */
+static cpu_tensor_t *src_ready(cpu_graph_t *g, cpu_tensor_t *x)
+{
+    if (g->emu && x->base.is_input)
+        return round_step(g, x) < 0 ? NULL : x;
+    if (x->md.data_type == g->dt)
+        return x;
+    dnnl_memory_desc_t md;
+    dnnl_format_tag_t tag = x->md.ndims == 4 ? dnnl_abcd : dnnl_ab;
+    if (dn(&g->base, dnnl_memory_desc_init_by_tag(&md, x->md.ndims, x->md.dims, g->dt, tag),
+           "memory_desc_init") < 0)
+        return NULL;
+    return reorder_step(g, x, &md, NULL);
+}
+
 /* Reorder pd from src to dst layout, with the graph's attributes. */
 static dnnl_primitive_desc_t reorder_pd(bk_prog_t *g, const dnnl_memory_desc_t *src,
                                         const dnnl_memory_desc_t *dst)
@@ -361,10 +417,11 @@ static dnnl_primitive_desc_t conv_pd(bk_prog_t *g, const cpu_tensor_t *x, const 
      * checks (in - k + pl + pr) / stride + 1 == out with integer division */
     dnnl_dims_t pad = {p->pad_h, p->pad_w};
     dnnl_memory_desc_t src, wei, bia, dst;
-    dnnl_memory_desc_init_by_tag(&src, 4, src_d, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&wei, 4, wei_d, dnnl_f32, dnnl_format_tag_any);
+    dnnl_data_type_t dt = ((cpu_graph_t *)g)->dt;   /* bias stays fp32 */
+    dnnl_memory_desc_init_by_tag(&src, 4, src_d, dt, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&wei, 4, wei_d, dt, dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&bia, 1, bia_d, dnnl_f32, dnnl_x);
-    dnnl_memory_desc_init_by_tag(&dst, 4, dst_d, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&dst, 4, dst_d, dt, dnnl_format_tag_any);
     dnnl_convolution_desc_t d;
     if (dn(g, dnnl_convolution_forward_desc_init(&d, dnnl_forward_inference,
                                                  dnnl_convolution_direct, &src, &wei,
@@ -414,8 +471,8 @@ static int sum_position(const bk_pconv_t *p)
 
 static bk_ptensor_t *cpu_add(bk_prog_t *bg, bk_ptensor_t *ba, bk_ptensor_t *bb, int relu,
                             const int *out);
-static bk_ptensor_t *cpu_conv2d(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pconv_t *p,
-                               bk_ptensor_t *bres, const int *out);
+static bk_ptensor_t *conv_build(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pconv_t *p,
+                                bk_ptensor_t *bres, const int *out, int round_out);
 
 /* The residual sum as its own step: conv with the post-ops before the sum,
  * then a binary add carrying the ReLU that followed it. The float
@@ -429,12 +486,15 @@ static bk_ptensor_t *conv_then_add(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pco
     int relu_after = 0;
     for (int i = at + 1; i < p->n_post; i++)
         relu_after |= p->post[i] == BK_PO_RELU;
-    bk_ptensor_t *t = cpu_conv2d(bg, bx, &head, NULL, out);
+    /* emulated bf16: rounded once, after the sum, as the fused op would */
+    bk_ptensor_t *t = conv_build(bg, bx, &head, NULL, out, 0);
     return t ? cpu_add(bg, t, bres, relu_after, out) : NULL;
 }
 
-static bk_ptensor_t *cpu_conv2d(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pconv_t *p,
-                               bk_ptensor_t *bres, const int *out)
+/* round_out: the emulated bf16 program rounds the output (0: a later op
+ * of the same fused op will). */
+static bk_ptensor_t *conv_build(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pconv_t *p,
+                                bk_ptensor_t *bres, const int *out, int round_out)
 {
     cpu_graph_t *g = (cpu_graph_t *)bg;
     cpu_tensor_t *x = (cpu_tensor_t *)bx;
@@ -459,7 +519,9 @@ static bk_ptensor_t *cpu_conv2d(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pconv_
     dnnl_memory_desc_t wuser, buser;
     md_plain(&wuser, 4, wd);
     md_plain(&buser, 1, bd);
-    if (!dnnl_memory_desc_equal(&x->md, src_md))
+    if (g->emu && x->base.is_input && round_step(g, x) < 0)
+        x = NULL;
+    else if (!dnnl_memory_desc_equal(&x->md, src_md))   /* natively: to bf16 too */
         x = reorder_step(g, x, src_md, NULL);
     if (x)
         wmem = const_memory(g, wei_md, &wuser, p->weight);
@@ -476,7 +538,13 @@ static bk_ptensor_t *cpu_conv2d(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pconv_
     if (bmem)
         step_arg(s, DNNL_ARG_BIAS, bmem);
     step_arg(s, DNNL_ARG_DST, y->mem);
-    return &y->base;
+    return round_out ? op_out(g, y) : &y->base;
+}
+
+static bk_ptensor_t *cpu_conv2d(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pconv_t *p,
+                               bk_ptensor_t *bres, const int *out)
+{
+    return conv_build(bg, bx, p, bres, out, 1);
 }
 
 /* Run a single-input primitive described by op_desc on x: output layout as
@@ -503,13 +571,16 @@ static cpu_tensor_t *unary_step(cpu_graph_t *g, const_dnnl_op_desc_t op_desc,
 static bk_ptensor_t *cpu_pool2d(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pool_t *p,
                                const int *out)
 {
-    cpu_tensor_t *x = (cpu_tensor_t *)bx;
+    cpu_graph_t *g = (cpu_graph_t *)bg;
     use_threads(bg);
+    cpu_tensor_t *x = src_ready(g, (cpu_tensor_t *)bx);
+    if (!x)
+        return NULL;
     dnnl_dims_t dst_d = {out[0], out[1], out[2], out[3]};
     dnnl_dims_t strides = {p->stride_h, p->stride_w}, kernel = {p->kh, p->kw};
     dnnl_dims_t pad = {p->pad_h, p->pad_w};
     dnnl_memory_desc_t dst;
-    dnnl_memory_desc_init_by_tag(&dst, 4, dst_d, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&dst, 4, dst_d, g->dt, dnnl_format_tag_any);
     dnnl_alg_kind_t alg = p->alg == BK_POOL_MAX   ? dnnl_pooling_max
                           : p->alg == BK_POOL_AVG ? dnnl_pooling_avg_include_padding
                                                   : dnnl_pooling_avg_exclude_padding;
@@ -521,9 +592,9 @@ static bk_ptensor_t *cpu_pool2d(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pool_t
     dnnl_primitive_attr_t a = cpu_attr_new(bg);
     if (!a)
         return NULL;
-    cpu_tensor_t *y = unary_step((cpu_graph_t *)bg, &d, a, x, out, "pooling primitive_desc");
+    cpu_tensor_t *y = unary_step(g, &d, a, x, out, "pooling primitive_desc");
     dnnl_primitive_attr_destroy(a);
-    return y ? &y->base : NULL;
+    return op_out(g, y);
 }
 
 /* x viewed as 2-D (n, c*h*w) when its layout allows (h = w = 1 after a
@@ -555,7 +626,9 @@ static bk_ptensor_t *cpu_linear(bk_prog_t *bg, bk_ptensor_t *bx, const float *we
                                const float *bias, const int *out)
 {
     cpu_graph_t *g = (cpu_graph_t *)bg;
-    cpu_tensor_t *x = (cpu_tensor_t *)bx;
+    cpu_tensor_t *x = src_ready(g, (cpu_tensor_t *)bx);
+    if (!x)
+        return NULL;
     /* One thread: oneDNN's inner products may split the reduction over the
      * input features across threads when the batch is small, which would
      * make the logits depend on the thread count. The layer is tiny. */
@@ -570,10 +643,10 @@ static bk_ptensor_t *cpu_linear(bk_prog_t *bg, bk_ptensor_t *bx, const float *we
         wd[1] = (dnnl_dim_t)x->base.c * x->base.h * x->base.w;
     dnnl_dims_t bd = {out[1]}, dd = {out[0], out[1]};
     dnnl_memory_desc_t wei, wuser, bia, dst;
-    dnnl_memory_desc_init_by_tag(&wei, nd, wd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&wei, nd, wd, g->dt, dnnl_format_tag_any);
     md_plain(&wuser, nd, wd);
     md_plain(&bia, 1, bd);
-    dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&dst, 2, dd, g->dt, dnnl_format_tag_any);
     dnnl_inner_product_desc_t d;
     if (dn(bg, dnnl_inner_product_forward_desc_init(&d, dnnl_forward_inference, &src, &wei,
                                                     bias ? &bia : NULL, &dst),
@@ -602,13 +675,16 @@ static bk_ptensor_t *cpu_linear(bk_prog_t *bg, bk_ptensor_t *bx, const float *we
     if (bmem)
         step_arg(s, DNNL_ARG_BIAS, bmem);
     step_arg(s, DNNL_ARG_DST, y->mem);
-    return &y->base;
+    return op_out(g, y);
 }
 
 static bk_ptensor_t *cpu_relu(bk_prog_t *bg, bk_ptensor_t *bx, const int *out)
 {
-    cpu_tensor_t *x = (cpu_tensor_t *)bx;
+    cpu_graph_t *g = (cpu_graph_t *)bg;
     use_threads(bg);
+    cpu_tensor_t *x = src_ready(g, (cpu_tensor_t *)bx);
+    if (!x)
+        return NULL;
     dnnl_eltwise_desc_t d;
     if (dn(bg, dnnl_eltwise_forward_desc_init(&d, dnnl_forward_inference, dnnl_eltwise_relu,
                                               &x->md, 0.f, 0.f), "eltwise_forward_desc_init") < 0)
@@ -616,20 +692,23 @@ static bk_ptensor_t *cpu_relu(bk_prog_t *bg, bk_ptensor_t *bx, const int *out)
     dnnl_primitive_attr_t a = cpu_attr_new(bg);
     if (!a)
         return NULL;
-    cpu_tensor_t *y = unary_step((cpu_graph_t *)bg, &d, a, x, out, "eltwise primitive_desc");
+    cpu_tensor_t *y = unary_step(g, &d, a, x, out, "eltwise primitive_desc");
     dnnl_primitive_attr_destroy(a);
-    return y ? &y->base : NULL;
+    return op_out(g, y);
 }
 
 static bk_ptensor_t *cpu_add(bk_prog_t *bg, bk_ptensor_t *ba, bk_ptensor_t *bb, int relu,
                             const int *out)
 {
     cpu_graph_t *g = (cpu_graph_t *)bg;
-    cpu_tensor_t *a = (cpu_tensor_t *)ba, *b = (cpu_tensor_t *)bb;
     use_threads(bg);
+    cpu_tensor_t *a = src_ready(g, (cpu_tensor_t *)ba);
+    cpu_tensor_t *b = a ? src_ready(g, (cpu_tensor_t *)bb) : NULL;
+    if (!b)
+        return NULL;
     dnnl_dims_t dd = {out[0], out[1], out[2], out[3]};
     dnnl_memory_desc_t dst;
-    dnnl_memory_desc_init_by_tag(&dst, a->md.ndims, dd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&dst, a->md.ndims, dd, g->dt, dnnl_format_tag_any);
     dnnl_binary_desc_t d;
     if (dn(bg, dnnl_binary_desc_init(&d, dnnl_binary_add, &a->md, &b->md, &dst),
            "binary_desc_init") < 0)
@@ -652,7 +731,7 @@ static bk_ptensor_t *cpu_add(bk_prog_t *bg, bk_ptensor_t *ba, bk_ptensor_t *bb, 
     step_arg(s, DNNL_ARG_SRC_0, a->mem);
     step_arg(s, DNNL_ARG_SRC_1, b->mem);
     step_arg(s, DNNL_ARG_DST, y->mem);
-    return &y->base;
+    return op_out(g, y);
 }
 
 /* -------------------------------------------------------------- execution */
@@ -693,6 +772,12 @@ static int cpu_run(bk_prog_t *bg)
     for (size_t i = 0; i < g->ns; i++) {
         cpu_step_t *s = &g->s[i];
         set_threads(s->threads);
+        if (!s->prim) {   /* the primitives before it have written its buffer */
+            if (dn(bg, dnnl_stream_wait(be->strm), "stream_wait") < 0)
+                return -1;
+            hk_round_bf16(&be->base, s->round, s->round_n);
+            continue;
+        }
         dnnl_status_t st = dnnl_primitive_execute(s->prim, be->strm, s->nargs, s->args);
         if (st != dnnl_success) {
             bk_prog_set_name(bg, s->name);
@@ -763,6 +848,7 @@ static const bk_ops_t CPU_OPS = {
     .run = cpu_run,
     .read = cpu_read,
     .train = &CPU_TKERNELS,
+    .prog_bf16 = 1,
 };
 
 backend_t *cpu_backend_new(int threads, char *err, size_t errlen)

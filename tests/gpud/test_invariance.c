@@ -2,7 +2,10 @@
  * same whatever the call's n, the sample's position in it, its neighbours,
  * and the thread count (1 vs 2). Checked on the oneDNN backend for the seed
  * WideResNet at small widths (n = 1, 7, 64) and at its default widths
- * (synthesised weights, n = 1, 7, 24), and resnet18 at 224x224 (n = 1, 7, 17). */
+ * (synthesised weights, n = 1, 7, 24), and resnet18 at 224x224 (n = 1, 7, 17).
+ * Then the same in --precision bf16 (the bf16 inference plan, docs/BF16.md:
+ * native bf16 primitives where the CPU has them, else fp32 ones rounded
+ * after every op), whose logits must also be bf16 values. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +18,12 @@
 
 static const float MEAN[3] = {0.485f, 0.456f, 0.406f}, STD[3] = {0.229f, 0.224f, 0.225f};
 
+static int g_bf16;   /* --precision bf16 */
+
 static model_t *load(const char *arch, const char *weights, const int *channels, int threads)
 {
     char path[1024], err[512] = "";
-    model_opts_t o = {.arch = arch, .threads = threads};
+    model_opts_t o = {.arch = arch, .threads = threads, .bf16 = g_bf16};
     if (channels) {
         memcpy(o.channels, channels, sizeof o.channels);
         o.n_channels = 4;
@@ -50,6 +55,14 @@ static float *run(model_t *m, const uint8_t *px, int n, int c, int h, int w, int
     int rc = model_forward_u8(m, px, n, c, h, w, norm ? MEAN : NULL, norm ? STD : NULL, out, err,
                               sizeof err);
     REQUIRE(rc == 0, "forward n=%d: %s", n, err);
+    /* bf16: the logits are the plan's last op's bf16 output */
+    size_t not16 = 0;
+    for (size_t i = 0; g_bf16 && i < (size_t)n * nc; i++) {
+        uint32_t b;
+        memcpy(&b, &out[i], sizeof b);
+        not16 += (b & 0xffffu) != 0;
+    }
+    CHECK(not16 == 0, "bf16: %zu of %zu logits are not bf16 values", not16, (size_t)n * nc);
     return out;
 }
 
@@ -73,6 +86,8 @@ static void check_model(const char *arch, const char *weights, const int *channe
     uint8_t *px = images(big, per, 12345u);
     model_t *m2 = load(arch, weights, channels, 2);
     int nc = model_num_classes(m2);
+    char prec[64];
+    snprintf(prec, sizeof prec, "%s", model_precision(m2));
     float *full = run(m2, px, big, c, h, w, norm);
     char what[96];
 
@@ -105,8 +120,9 @@ static void check_model(const char *arch, const char *weights, const int *channe
     free(t1);
     model_destroy(&m1);
 
-    printf("%s: n=%d, 7, 1 (x3), 8 at offset 3, threads 1 vs 2: bitwise identical%s\n", arch,
-           big, tc_failures ? " -- NO" : "");
+    printf("%s %dx%d %s: n=%d, 7, 1 (x3), 8 at offset 3, threads 1 vs 2: bitwise identical%s\n",
+           arch, h, w, prec, big,
+           tc_failures ? " -- NO" : "");
     free(full);
     free(px);
 }
@@ -126,5 +142,9 @@ int main(void)
     safetensors_destroy(&io);
     check_model("wideresnet", path, NULL, 1, 28, 28, 24, 0);
     unlink(path);
+
+    g_bf16 = 1;
+    check_model("wideresnet", "tests/golden/wrn_small.safetensors", small, 1, 28, 28, 64, 0);
+    check_model("resnet18", "tests/golden/resnet18.safetensors", NULL, 3, 97, 131, 17, 1);
     return tc_done("test_invariance");
 }

@@ -72,18 +72,23 @@ if MODE == "native" and p.returncode != 0:
     text = p.stderr + logs_text(out)
     check(NATIVE_ERR in text, "DDPIPE_BF16=native failed (exit %d) without %r:\n%s\n%s" % (
         p.returncode, NATIVE_ERR, p.stderr, text[-3000:]))
+    # no "emulated" note before a refusal: with native forced it is not
+    check("bf16:" not in p.stderr, "DDPIPE_BF16=native: the CLI printed a bf16 note before "
+          "gpud refused:\n%s" % p.stderr)
     print("DDPIPE_BF16=native: refused with %r; skipped (77)" % NATIVE_ERR, flush=True)
     sys.exit(77)
 if MODE == "native":
     text = logs_text(out)
     check("bf16 (native: " in text, "DDPIPE_BF16=native: gpud's log has no 'bf16 (native: ':\n%s" %
           text[-3000:])
-if not cpu_has_bf16():
+if MODE == "native":
+    want_note = None   # gpud runs oneDNN's bf16 kernels (or refused above)
+elif not cpu_has_bf16():
     want_note = NOTE
 elif MODE == "emulated":
     want_note = "bf16: DDPIPE_BF16=emulated: bf16 numerics are emulated"
 else:
-    want_note = None   # native: nothing to say
+    want_note = None   # native chosen by the probe: nothing to say
 notes = p.stderr.count(want_note) if want_note else p.stderr.count("bf16:")
 check(notes == (1 if want_note else 0), "the bf16 note (%r) printed %d times:\n%s" % (
     want_note, notes, p.stderr))

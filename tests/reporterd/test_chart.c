@@ -1,6 +1,8 @@
 /* chart / tput / tapcache / promstate: the confusion heat map and F1 bars
- * are valid PNG/SVG for 10 classes (long and UTF-8 names), 1 class and
- * 300 classes (labels dropped, still drawn); the throughput history gives
+ * are valid PNG/SVG for 10 classes (long and UTF-8 names), 1 class, 300
+ * classes (labels dropped, still drawn) and 1,000 classes (ImageNet's: the
+ * cells an image, the SVG a few MB, not the 206 MB of a million vector
+ * rectangles); the throughput history gives
  * one series per rank; the tap cache keeps the last state per topic; the
  * Prometheus text has HELP/TYPE for every family and monotone counters. */
 #include <math.h>
@@ -63,6 +65,14 @@ static void test_charts(void)
     s_charts("fmnist", 10, names);
     s_charts("one", 1, NULL);
     s_charts("many", 300, NULL);
+    s_charts("imagenet", 1000, NULL);
+    char svg[512];
+    snprintf(svg, sizeof svg, "%s/imagenet-confusion.svg", s_dir);
+    size_t len = 0;
+    char *d = check_slurp(svg, &len);
+    CHECK_MSG(d && len < 8u << 20, "1000-class confusion SVG: %zu bytes", len);
+    CHECK(d && strstr(d, "<image") != NULL);
+    free(d);
     char err[256];
     chart_classes_t none = {"x", NULL, 0, NULL, 0};
     CHECK(chart_confusion_write(&none, "/nonexistent/a.png", NULL, err, sizeof err) == -1);
