@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
+#include "gpud/cuda_device.h"
 #include "proto/wire.h"
 
 #include <stdio.h>
@@ -117,6 +118,8 @@ int gpud_load_model(gpud_t *self)
     const gpud_options_t *o = &self->options;
     char err[1024];
     double t0 = clock_mono_s();
+    if (o->backend && strcmp(o->backend, "cuda") == 0)
+        cuda_device_set_local_rank(o->rank);   /* a GPU per local rank (docs/CUDA.md) */
     self->model = model_new(&self->model_options, o->backend, o->weights, err, sizeof err);
     if (!self->model) {
         log_error("cannot load model %s from %s: %s", o->model,

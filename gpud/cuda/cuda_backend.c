@@ -12,6 +12,7 @@
 #include "common/errbuf.h"
 #include "common/log.h"
 #include "gpud/cuda/cuda_backend.h"
+#include "gpud/cuda_device.h"
 #include "gpud/cuda/cuda_priv.h"
 
 /* ----------------------------------------------------------------- errors */
@@ -863,9 +864,10 @@ static int cb_start(cuda_backend_t *cb, char *err, size_t errlen)
                  e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         return -1;
     }
-    if (cb->device < 0 || cb->device >= count) {
-        err_set(err, errlen, "cuda backend: DDPIPE_CUDA_DEVICE=%d but %d device(s) are visible",
-                 cb->device, count);
+    char why[256];
+    if ((cb->device = cuda_device_pick(getenv("DDPIPE_CUDA_DEVICE"), getenv("DDPIPE_LOCAL_RANK"),
+                                       count, why, sizeof why)) < 0) {
+        err_set(err, errlen, "cuda backend: %s", why);
         return -1;
     }
     struct cudaDeviceProp prop;
@@ -916,21 +918,20 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
         return NULL;
     }
     cb->algo_find = algo && strcmp(algo, "find") == 0;
-    long dev = env_long("DDPIPE_CUDA_DEVICE", 0), ws_mb = env_long("DDPIPE_CUDA_WORKSPACE_MB", 1024);
+    long ws_mb = env_long("DDPIPE_CUDA_WORKSPACE_MB", 1024);
     if (prec && *prec && strcmp(prec, "fp32") != 0 && strcmp(prec, "tf32") != 0) {
         err_set(err, errlen, "cuda backend: DDPIPE_CUDA_PRECISION=%s: this build supports fp32 "
                  "and tf32 (fp16/bf16 are not implemented yet, see docs/CUDA.md)", prec);
         free(cb);
         return NULL;
     }
-    if (dev < 0 || dev > 1024 || ws_mb < 0 || ws_mb > (1l << 20)) {
-        err_set(err, errlen, "cuda backend: DDPIPE_CUDA_DEVICE / DDPIPE_CUDA_WORKSPACE_MB must "
-                 "be non-negative integers");
+    if (ws_mb < 0 || ws_mb > (1l << 20)) {
+        err_set(err, errlen, "cuda backend: DDPIPE_CUDA_WORKSPACE_MB must be a non-negative "
+                 "integer");
         free(cb);
         return NULL;
     }
     cb->tf32 = prec && strcmp(prec, "tf32") == 0;
-    cb->device = (int)dev;
     cb->ws_cap = (size_t)ws_mb << 20;
     if (cb_start(cb, err, errlen) < 0) {
         cb_destroy(&cb->base);

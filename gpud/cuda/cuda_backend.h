@@ -4,7 +4,9 @@
  * tree was configured with the CUDA toolkit and cuDNN (DDPIPE_HAVE_CUDA).
  *
  * Environment, read by cuda_backend_new:
- *   DDPIPE_CUDA_DEVICE     device ordinal (default 0, after CUDA_VISIBLE_DEVICES)
+ *   DDPIPE_CUDA_DEVICE     device ordinal (after CUDA_VISIBLE_DEVICES); default:
+ *                          DDPIPE_LOCAL_RANK modulo the visible devices, else 0
+ *                          (gpud/cuda_device.h: one GPU per local rank)
  *   DDPIPE_CUDA_PRECISION  fp32 (default: no TF32 anywhere) | tf32 (cuDNN and
  *                          cuBLAS may use TF32 tensor cores for float)
  *   DDPIPE_CUDA_WORKSPACE_MB  cap of the cuDNN workspace (default 1024) */
