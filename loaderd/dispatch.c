@@ -282,13 +282,28 @@ void dispatch_heartbeat(dispatch_t *self, const char *name)
         self->workers[w].last_seen_ms = clock_mono_ms();
 }
 
+/* A worker's first batch also builds its model's primitives, and nobody
+ * knows its speed yet: before any worker has answered, it gets this many
+ * timeouts (a job of slow batches on a small box otherwise loses, and
+ * recomputes, its whole first round). */
+#define COLD_TIMEOUTS 3
+
 /* How long worker w may take for a batch: the timeout plus four times its
  * usual answer time, so a model slower than --worker-timeout per batch is
- * not dropped batch after batch; answers (acks) alone set it, never
- * heartbeats, so it stays finite for a worker that stops answering. */
+ * not dropped batch after batch; before its first answer, the slowest
+ * other worker's answer time stands in (the same model and batch size),
+ * and before anyone's, COLD_TIMEOUTS x the timeout. Answers (acks) alone
+ * set it, never heartbeats, so it stays finite for a worker that stops
+ * answering. */
 static int64_t answer_deadline_ms(const dispatch_t *self, int w)
 {
-    return self->timeout_ms + (int64_t)(4.0 * self->workers[w].batch_ms);
+    double t = self->workers[w].batch_ms;
+    if (t <= 0)   /* no answer of its own yet */
+        for (int i = 0; i < self->n_workers; i++)
+            t = self->workers[i].batch_ms > t ? self->workers[i].batch_ms : t;
+    if (t <= 0)
+        return COLD_TIMEOUTS * self->timeout_ms;
+    return self->timeout_ms + (int64_t)(4.0 * t);
 }
 
 int64_t dispatch_answer_deadline_ms(dispatch_t *self, const char *name)

@@ -103,6 +103,9 @@ static int test_stuck_worker_dropped_despite_heartbeats(void)
     zframe_t *a = zframe_new("A", 1), *id = NULL;
     dispatch_credit(d, a, "wa", 2, NULL, 0);
     batch_range_t r0;
+    CHECK(dispatch_pop(d, &r0));   /* a first batch answered at once: its deadline ~ timeout */
+    uint64_t sw = dispatch_sent(d, "wa", r0);
+    dispatch_credit(d, a, "wa", 1, &sw, 1);
     CHECK(dispatch_pop(d, &r0));
     uint64_t s0 = dispatch_sent(d, "wa", r0);
     int64_t t0 = clock_mono_ms();
@@ -169,7 +172,7 @@ static int test_late_answer_sets_deadline(void)
     uint64_t s0 = dispatch_sent(d, "wa", r);
     CHECK(dispatch_reap(d, t_sent + 1000) == 1);   /* overdue: dead, batch re-queued */
     CHECK(dispatch_requeued(d) == 1 && dispatch_live_workers(d) == 0);
-    CHECK(dispatch_answer_deadline_ms(d, "wa") == 100);
+    CHECK(dispatch_answer_deadline_ms(d, "wa") == 3 * 100);   /* cold: nobody answered */
     int64_t t0 = clock_mono_ms();
     while (clock_mono_ms() < t0 + 150)
         zclock_sleep(10);
@@ -184,6 +187,35 @@ static int test_late_answer_sets_deadline(void)
     dispatch_credit(d, a, "wa", 0, &bogus, 1);
     CHECK(dispatch_answer_deadline_ms(d, "wa") == before);
     zframe_destroy(&a);
+    dispatch_destroy(&d);
+    return 0;
+}
+
+/* Before its first answer a worker's deadline borrows the slowest other
+ * worker's answer time (same model, same batch size: a late joiner or a
+ * second worker is not dropped for building its primitives); before
+ * anyone's answer it is 3 timeouts. */
+static int test_first_batch_deadline(void)
+{
+    dispatch_t *d = dispatch_new(30, 10, 100);
+    zframe_t *a = zframe_new("A", 1), *b = zframe_new("B", 1);
+    dispatch_credit(d, a, "wa", 1, NULL, 0);
+    dispatch_credit(d, b, "wb", 1, NULL, 0);
+    CHECK(dispatch_answer_deadline_ms(d, "wa") == 300 && dispatch_answer_deadline_ms(d, "wb") == 300);
+    batch_range_t r;
+    CHECK(dispatch_pop(d, &r));
+    int64_t t_sent = clock_mono_ms();
+    uint64_t s0 = dispatch_sent(d, "wa", r);
+    int64_t t0 = clock_mono_ms();
+    while (clock_mono_ms() < t0 + 60)
+        zclock_sleep(10);
+    dispatch_credit(d, a, "wa", 1, &s0, 1);
+    int64_t answer_max = clock_mono_ms() - t_sent + 1;
+    int64_t da = dispatch_answer_deadline_ms(d, "wa"), db = dispatch_answer_deadline_ms(d, "wb");
+    CHECK(da >= 100 + 4 * 60 && da <= 100 + 4 * answer_max);
+    CHECK(db == da);   /* wb has not answered: wa's time stands in */
+    zframe_destroy(&a);
+    zframe_destroy(&b);
     dispatch_destroy(&d);
     return 0;
 }
@@ -274,7 +306,8 @@ int main(void)
 {
     int fails = test_ranges_cover_plan() + test_credits_and_acks() + test_dead_worker_requeued() +
                 test_stuck_worker_dropped_despite_heartbeats() + test_deadline_from_last_ack() +
-                test_reissue_bans() + test_late_answer_sets_deadline() + test_generations();
+                test_reissue_bans() + test_late_answer_sets_deadline() + test_first_batch_deadline() +
+                test_generations();
     printf("%d passed, %d failed\n", 8 - fails, fails);
     return fails != 0;
 }
