@@ -5,7 +5,9 @@ of test_elastic.py (a small WideResNet, 232 Fashion-MNIST samples, G = 64,
 live rank's command line, --reducer turned into --join (what a compose
 file's numprocs raise starts):
 
-  scaleup   2 ranks, --max-workers 3, --pause-at-step 5 (the test hook that
+  scaleup   2 ranks, 2 loaderds (--loaders 2: the joiner gets both
+            endpoints from the live rank's command line), --max-workers 3,
+            --pause-at-step 5 (the test hook that
             pauses the job before step 5 until a rank joins, so the joiner
             enters at a known step whatever the machine's speed): first a
             joiner with another --lr is refused with the flag named and
@@ -116,7 +118,7 @@ assert_no_leftovers(base)
 # scaleup: 2 -> 3 at step 5; a joiner with another --lr is refused first
 out = os.path.join(wd, "scaleup")
 proc = start_job(out, ["--max-workers", "3", "--pause-at-step", str(SPE + 1),
-                       "--rejoin-timeout", "300"])
+                       "--rejoin-timeout", "300", "--loaders", "2"])
 reducer_log = os.path.join(out, "logs", "reducerd.log")
 wait_for("the pause", lambda: file_has(reducer_log, "paused with 2 ranks"), proc)
 bad, bad_log = start_joiner(out, "joiner-bad", {"--lr": "0.002"})
@@ -132,7 +134,8 @@ check("entered the job as rank 2 of 3 at step %d" % (SPE + 1) in read(good_log),
 assert_no_leftovers(out)
 same_weights(base, out, "scaleup")
 check_joined(out, "scaleup", 3, 0)
-print("scaleup: a mismatched joiner refused, a third rank joined at step %d" % (SPE + 1), flush=True)
+print("scaleup (2 loaderds): a mismatched joiner refused, a third rank joined at step %d"
+      % (SPE + 1), flush=True)
 
 # replace: rank 1 dies below --min-workers 2; a joiner takes its place
 out = os.path.join(wd, "replace")
