@@ -519,9 +519,9 @@ static bk_ptensor_t *conv_build(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pconv_
     dnnl_memory_desc_t wuser, buser;
     md_plain(&wuser, 4, wd);
     md_plain(&buser, 1, bd);
-    if (g->emu && x->base.is_input && round_step(g, x) < 0)
+    if (g->emu && x->base.is_input && round_step(g, x) < 0)   /* the caller's floats */
         x = NULL;
-    else if (!dnnl_memory_desc_equal(&x->md, src_md))   /* natively: to bf16 too */
+    if (x && !dnnl_memory_desc_equal(&x->md, src_md))   /* natively: to bf16 too */
         x = reorder_step(g, x, src_md, NULL);
     if (x)
         wmem = const_memory(g, wei_md, &wuser, p->weight);
