@@ -360,9 +360,6 @@ static void wplan_destroy(bk_plan_t *bp)
     free(p);
 }
 
-/* Native bf16: x (f32, the engine's buffer) -> x16 (the primitive's bf16
- * src), gy likewise; x16 and gy16 view the backend's shared buffers. A
- * reference implementation would run but far slower than fp32: said. */
 /* Backward weights' own bf16 copy of an activation (user: its f32 handle)
  * when it chose another layout than the forward / backward data: *m16 and
  * its reorder; nothing when the layouts agree. */
@@ -378,6 +375,9 @@ static int wplan_native_w(bk_prog_t *g, const dnnl_memory_desc_t *want,
     return 0;
 }
 
+/* Native bf16: x (f32, the engine's buffer) -> x16 (the primitive's bf16
+ * src), gy likewise; x16 and gy16 view the backend's shared buffers. A
+ * reference implementation would run but far slower than fp32: said. */
 static int wplan_native(bk_prog_t *g, wplan_t *p, const_dnnl_primitive_desc_t fpd,
                         const_dnnl_primitive_desc_t dpd, const_dnnl_primitive_desc_t wpd,
                         const dnnl_memory_desc_t *x_user, const dnnl_memory_desc_t *y_user)
@@ -605,11 +605,10 @@ static bk_plan_t *c_conv_plan(bk_prog_t *g, const bk_conv_t *c, const int in[4],
     dnnl_memory_desc_t src16 = md_typed(&src, t16), dst16 = md_typed(&dst, t16),
                        w16 = md_typed(&wany, t16);
     if (p->native && bf16_layout_any()) {   /* staged anyway: let each primitive choose */
-        src16 = md_typed(&src, t16);
         md_tag(&src16, 4, src.dims, dnnl_format_tag_any);
-        src16.data_type = t16;
         md_tag(&dst16, 4, dst.dims, dnnl_format_tag_any);
-        dst16.data_type = t16;
+        src16 = md_typed(&src16, t16);
+        dst16 = md_typed(&dst16, t16);
     }
     md_tag(&wuser, 4, wd, dnnl_oihw);
     md_tag(&bias, 1, bd, dnnl_x);
