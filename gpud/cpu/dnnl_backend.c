@@ -37,6 +37,7 @@ typedef struct {
     dnnl_memory_desc_t md;      /* actual layout chosen by the producer */
     dnnl_memory_t mem;          /* owned iff owns */
     int owns;
+    int rounded;                /* emulated bf16: an input with its rounding step */
     dnnl_primitive_t rd;        /* cached reorder to plain, for bk_prog_read */
     dnnl_memory_t rd_dst;
 } cpu_tensor_t;
@@ -269,6 +270,16 @@ static int round_step(cpu_graph_t *g, cpu_tensor_t *t)
     return 0;
 }
 
+/* Emulated bf16: input x (the caller's floats) rounded in place before its
+ * first reader, once whatever the readers. 0, or -1 after bk_prog_fail. */
+static int input_rounded(cpu_graph_t *g, cpu_tensor_t *x)
+{
+    if (!g->emu || !x->base.is_input || x->rounded)
+        return 0;
+    x->rounded = 1;
+    return round_step(g, x);
+}
+
 /* An op's output: rounded to bf16 after the op in the emulated program. */
 static bk_ptensor_t *op_out(cpu_graph_t *g, cpu_tensor_t *y)
 {
@@ -285,8 +296,8 @@ static cpu_tensor_t *reorder_step(cpu_graph_t *g, cpu_tensor_t *x, const dnnl_me
  * rounded in place. Everything else already is. */
 static cpu_tensor_t *src_ready(cpu_graph_t *g, cpu_tensor_t *x)
 {
-    if (g->emu && x->base.is_input)
-        return round_step(g, x) < 0 ? NULL : x;
+    if (input_rounded(g, x) < 0)
+        return NULL;
     if (x->md.data_type == g->dt)
         return x;
     dnnl_memory_desc_t md;
@@ -519,7 +530,7 @@ static bk_ptensor_t *conv_build(bk_prog_t *bg, bk_ptensor_t *bx, const bk_pconv_
     dnnl_memory_desc_t wuser, buser;
     md_plain(&wuser, 4, wd);
     md_plain(&buser, 1, bd);
-    if (g->emu && x->base.is_input && round_step(g, x) < 0)   /* the caller's floats */
+    if (input_rounded(g, x) < 0)
         x = NULL;
     if (x && !dnnl_memory_desc_equal(&x->md, src_md))   /* natively: to bf16 too */
         x = reorder_step(g, x, src_md, NULL);
