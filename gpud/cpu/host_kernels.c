@@ -6,6 +6,7 @@
 
 #include "gpud/bf16.h"
 #include "gpud/cpu/ref_ops.h"
+#include "gpud/simd_clones.h"
 
 void *hk_alloc(bk_prog_t *g, size_t count)
 {
@@ -55,7 +56,7 @@ void hk_add(backend_t *be, void *y, const void *a, const void *b, size_t count)
 {
     float *py = y;
     const float *pa = a, *pb = b;
-#pragma omp parallel for schedule(static) num_threads(be->threads)
+#pragma omp parallel for simd schedule(static) num_threads(be->threads)
     for (size_t i = 0; i < count; i++)
         py[i] = pa[i] + pb[i];
 }
@@ -64,7 +65,7 @@ void hk_acc(backend_t *be, void *y, const void *x, size_t count)
 {
     float *py = y;
     const float *px = x;
-#pragma omp parallel for schedule(static) num_threads(be->threads)
+#pragma omp parallel for simd schedule(static) num_threads(be->threads)
     for (size_t i = 0; i < count; i++)
         py[i] += px[i];
 }
@@ -215,21 +216,11 @@ typedef struct {
                                 * sum (x - center)^2 */
 } red_t;
 
-/* Build the hot NHWC loops for AVX-512, AVX2 and baseline x86-64, picked at
- * load time: each lane is one channel and every channel's additions keep
- * their order, so the vector width does not change a bit of the results
- * (SyncBatchNorm's W ranks == 1 rank rests on that); contraction into FMA
- * stays off, as one rounding instead of two would. Not under ThreadSanitizer:
- * GCC instruments the clones' ifunc resolver with __tsan_func_entry, which
- * ld.so runs while relocating gpud, before libtsan is set up (SIGSEGV before
- * main); the baseline build gives the same bits. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
-    !defined(__SANITIZE_THREAD__)
-#define HK_VECTOR \
-    __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
-#else
-#define HK_VECTOR
-#endif
+/* The hot NHWC loops are built per ISA (simd_clones.h): each lane is one
+ * channel and every channel's additions keep their order, so the vector
+ * width does not change a bit of the results (SyncBatchNorm's W ranks == 1
+ * rank rests on that). */
+#define HK_VECTOR SIMD_CLONES
 
 #define TILE_ROWS 8    /* rows per pass of the channel blocks (in L1); measured best of 2-64 */
 #define CBLK 16        /* channels whose accumulators stay in registers */
