@@ -1,5 +1,6 @@
 /* Unit test of cli/train_options: Python's str(float) for the seed CSV name,
  * batch arithmetic, defaults, and --resume reading and refusing checkpoints. */
+#include "cli/child_defaults.h"
 #include "cli/train_options.h"
 #include "common/safetensors.h"
 
@@ -199,8 +200,30 @@ static void test_resume(void)
     rmdir(dir);
 }
 
+/* Default threads: every core shared below 8 cores; from 8, one core in 8
+ * for decoding and the rest split over the workers; given values stay. */
+static void test_default_threads(void)
+{
+    static const struct {
+        long cores, workers, threads, loader;
+    } cases[] = {{1, 1, 1, 1},   {2, 1, 2, 2},   {2, 2, 1, 2},   {2, 4, 1, 2},  {7, 2, 3, 7},
+                 {8, 1, 7, 1},   {8, 2, 3, 1},   {16, 2, 7, 2},  {16, 1, 14, 2}, {64, 8, 7, 8},
+                 {16, 32, 1, 2}, {0, 1, 1, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        long t = 0, l = 0;
+        dd_threads_for(cases[i].cores, cases[i].workers, &t, &l);
+        CHECK(t == cases[i].threads && l == cases[i].loader,
+              "%ld cores, %ld workers: threads %ld loader %ld, want %ld %ld", cases[i].cores,
+              cases[i].workers, t, l, cases[i].threads, cases[i].loader);
+    }
+    long t = 5, l = 3;
+    dd_threads_for(16, 2, &t, &l);
+    CHECK(t == 5 && l == 3, "given threads changed: %ld %ld", t, l);
+}
+
 int main(void)
 {
+    test_default_threads();
     test_py_float_str();
     test_batches_and_names();
     test_resume();
