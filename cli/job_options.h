@@ -26,9 +26,10 @@
     OPTION_STRING(T, device, "device", "cpu|cuda", "cpu", "compute backend"),                      \
     GPUD_PRECISION_OPTION(T),                                                                  \
     OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024,                                         \
-                "compute threads per worker (default: cores / workers)"),                      \
+                "compute threads per worker (default: cores / workers; from 8 cores the 7/8 "   \
+                "not decoding, split)"),                                                       \
     OPTION_LONG(T, loader_threads, "loader-threads", "N", 0, 1, 1024,                           \
-                "JPEG decode threads (default: cores)"),                                       \
+                "JPEG decode threads (default: cores; from 8 cores, one in 8)"),              \
     OPTION_LONG(T, window, "window", "N", 2, 1, 64, "batches in flight per worker"),            \
     OPTION_LONG(T, timeout_s, "timeout", "S", 600, 0, 86400 * 30,                               \
                 "fail the job when no sample is accounted for in S seconds, naming what is "   \
