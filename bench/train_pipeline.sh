@@ -44,6 +44,8 @@ while [ "$r" -le "$ROUNDS" ]; do
         --quiet --out "$out" >"$dir/ddpipe$r.txt" 2>&1 || { cat "$dir/ddpipe$r.txt"; exit 1; }
     ips=$(awk -F, '$3 == "train" { v = $8 } END { print v }' "$out/metrics.csv")
     top=$(awk -F, '$3 == "val" { v = $6 } END { print v }' "$out/metrics.csv")
+    # each side as soon as it is known: a run cut short still reports one
+    echo "round $r ddpipe: $ips img/s, val top-1 $top" >&2
     torch=$("$PY" bench/train_ddp_torch.py --data "$FM" --workers "$W" --limit "$LIMIT" \
         --batch "$BATCH" --epochs "$EPOCHS" --channels "$CHANNELS" | tail -1)
     tips=$(echo "$torch" | sed -n 's/.*img\/s=\([0-9.]*\).*/\1/p')
