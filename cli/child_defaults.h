@@ -9,8 +9,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "common/cpus.h"
 #include "loaderd/options.h"
 
 /* --threads and --loader-threads when not given. Below 8 cores decoding
@@ -32,10 +32,10 @@ static inline void dd_threads_for(long cores, long workers, long *threads, long 
         *loader_threads = decode ? decode : cores;
 }
 
-/* The same for this machine's online cores. */
+/* The same for the CPUs this process may use (affinity, cgroup quota). */
 static inline void dd_default_threads(long workers, long *threads, long *loader_threads)
 {
-    dd_threads_for(sysconf(_SC_NPROCESSORS_ONLN), workers, threads, loader_threads);
+    dd_threads_for(cpus_available(), workers, threads, loader_threads);
 }
 
 /* Every architecture gpud implements (gpud/model.c ARCHS; `ddpipe models`

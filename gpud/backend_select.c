@@ -7,11 +7,11 @@
 #endif
 
 #include "common/errbuf.h"
+#include "common/cpus.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 backend_t *backend_new(const char *name, int threads, char *err, size_t errlen)
 {
@@ -19,10 +19,8 @@ backend_t *backend_new(const char *name, int threads, char *err, size_t errlen)
         err_set(err, errlen, "backend: threads must be 0 (all cores) .. 1024, got %d", threads);
         return NULL;
     }
-    if (threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (int)n : 1;
-    }
+    if (threads == 0)
+        threads = (int)cpus_available();
     if (name && strcmp(name, "cpu") == 0)
         return cpu_backend_new(threads, err, errlen);
     if (name && strcmp(name, "ref") == 0)

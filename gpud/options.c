@@ -30,7 +30,7 @@ static const option_t s_rows[] = {
     OPTION_STRING(T, backend, "backend", "cpu|cuda", "cpu",
                   "compute backend (cuda when built with it)"),
     GPUD_PRECISION_OPTION(T),
-    OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024, "compute threads (default: all cores)"),
+    OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024, "compute threads (default: every CPU it may use)"),
     OPTION_LONG(T, micro_batch, "micro-batch", "N", 0, 1, 4096,
                 "samples per forward pass, the same on every worker of a job (default: the "
                 "model's, 16)"),
@@ -46,7 +46,8 @@ static const option_t s_rows[] = {
                 "eval: send every class's softmax probability, quantized to 1e-4 (2 bytes per "
                 "class and sample), for reducerd --probs"),
     OPTION_LONG(T, decode_threads, "decode-threads", "N", 0, 1, 1024,
-                "threads decoding the files of a loaderd --wire jpeg batch (default: all cores)"),
+                "threads decoding the files of a loaderd --wire jpeg batch (default: every CPU "
+                "it may use)"),
     OPTION_FLAG(T, verbose, "verbose", NULL),
     OPTION_SECTION("training (--train; see docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train", "one data-parallel rank of a training job"),

@@ -1,13 +1,13 @@
 #include "gpud/wire_decode.h"
 
 #include "common/errbuf.h"
+#include "common/cpus.h"
 #include "common/image/augment.h"
 #include "common/image/transform.h"
 
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* The transform loaderd applied with --wire uint8, from the batch's fields. */
 static transform_t batch_transform(const ddp_batch_t *b)
@@ -54,10 +54,8 @@ int wire_decode_batch(const ddp_batch_t *b, int threads, uint8_t *out, uint8_t *
     at[0] = 0; /* sizes sum to the frame (validated on receipt) */
     for (uint32_t i = 0; i < b->n; i++)
         at[i + 1] = at[i] + b->sizes[i];
-    if (threads <= 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cores > 0 ? (int)cores : 1;
-    }
+    if (threads <= 0)
+        threads = (int)cpus_available();
     const uint8_t *files = b->pixels ? zframe_data(b->pixels) : NULL;
     size_t sb = (size_t)b->c * b->h * b->w;
     int nfailed = 0;

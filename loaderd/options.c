@@ -1,6 +1,7 @@
 /* loaderd's option table and the checks across its options. */
 #include "loaderd/options.h"
 
+#include "common/cpus.h"
 #include "common/flags.h"
 #include "common/zsecurity.h"
 #include "proto/messages.h"
@@ -9,7 +10,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #define T loader_options_t
 static const option_t s_rows[] = {
@@ -20,7 +20,7 @@ static const option_t s_rows[] = {
                   "reducerd's ROUTER (plan and failed samples go there)"),
     OPTION_LONG(T, batch_size, "batch-size", "N", 64, 1, DDP_MAX_BATCH,
                 "samples per batch (training: per worker)"),
-    OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024, "decode threads (default: all cores)"),
+    OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024, "decode threads (default: every CPU it may use)"),
     OPTION_LONG(T, prefetch, "prefetch", "N", 4, 1, LOADER_MAX_READY,
                 "batches decoded ahead (bounds memory)"),
     OPTION_LONG(T, resize, "resize", "N", 0, 1, 16384,
@@ -276,9 +276,7 @@ int loader_options_parse(loader_options_t *self, int argc, char **argv)
         options_usage(&loader_options_table, stderr);
         return -1;
     }
-    if (!self->threads) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        self->threads = cores > 0 ? cores : 1;
-    }
+    if (!self->threads)
+        self->threads = cpus_available();
     return check_training(self, training_options_given(argc, argv));
 }

@@ -129,7 +129,7 @@ static void test_usage_names_every_option(void)
     CHECK(unnamed == 0);
     CHECK(options == 32); /* 30 of loaderd's own (--shard, --wire among them), --curve-dir and --insecure */
     /* a sentinel default is said in words, never as its number */
-    CHECK(strstr(text, "decode threads (default: all cores)\n") != NULL);
+    CHECK(strstr(text, "decode threads (default: every CPU it may use)\n") != NULL);
     CHECK(strstr(text, "(default 0)\n  --prefetch") == NULL);
     free(text);
 }

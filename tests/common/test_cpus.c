@@ -1,0 +1,87 @@
+/* test_cpus — the CPUs a process may use (common/cpus.c): the cgroup quota
+ * parsers, the capping rule, and the affinity mask of this very process
+ * (narrowed to one CPU with sched_setaffinity, then restored). */
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/cpus.h"
+
+static int s_fail = 0;
+
+#define CHECK(cond, ...)                            \
+    do {                                            \
+        if (!(cond)) {                              \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);           \
+            fputc('\n', stderr);                    \
+            s_fail++;                               \
+        }                                           \
+    } while (0)
+
+static void test_parsers(void)
+{
+    CHECK(cpus_quota_v2("max 100000\n") == 0.0, "max");
+    CHECK(cpus_quota_v2("150000 100000\n") == 1.5, "1.5");
+    CHECK(cpus_quota_v2("400000 100000") == 4.0, "4");
+    CHECK(cpus_quota_v2("") == 0.0 && cpus_quota_v2(NULL) == 0.0, "empty");
+    CHECK(cpus_quota_v2("garbage") == 0.0 && cpus_quota_v2("100000 0") == 0.0, "garbage");
+    CHECK(cpus_quota_v1(-1, 100000) == 0.0, "v1 unlimited");
+    CHECK(cpus_quota_v1(50000, 100000) == 0.5, "v1 half");
+    CHECK(cpus_quota_v1(200000, 0) == 0.0, "v1 no period");
+}
+
+static void test_rule(void)
+{
+    static const struct {
+        long affinity;
+        double quota;
+        long want;
+    } cases[] = {{16, 0.0, 16}, {16, 1.5, 2}, {2, 4.0, 2}, {16, 0.5, 1},
+                 {64, 4.0, 4},  {0, 0.0, 1},  {8, 8.0, 8}, {8, 7.01, 8}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        long got = cpus_from(cases[i].affinity, cases[i].quota);
+        CHECK(got == cases[i].want, "affinity %ld quota %g: %ld, want %ld", cases[i].affinity,
+              cases[i].quota, got, cases[i].want);
+    }
+}
+
+/* This process pinned to one CPU may use one. */
+static void test_affinity(void)
+{
+    cpu_set_t old, one;
+    if (sched_getaffinity(0, sizeof old, &old) != 0) {
+        fprintf(stderr, "sched_getaffinity failed; affinity case not run\n");
+        return;
+    }
+    long before = cpus_available();
+    CHECK(before >= 1 && before <= CPU_COUNT(&old), "available %ld of %d in the mask", before,
+          CPU_COUNT(&old));
+    int cpu = 0;
+    while (!CPU_ISSET(cpu, &old))
+        cpu++;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity");
+    CHECK(cpus_available() == 1, "pinned to cpu %d: %ld", cpu, cpus_available());
+    sched_setaffinity(0, sizeof old, &old);
+    CHECK(cpus_available() == before, "restored: %ld, was %ld", cpus_available(), before);
+}
+
+/* --print: this process's CPUs, for cpus_cgroup.sh (run inside a cgroup
+ * with a quota). */
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--print") == 0) {
+        printf("%ld\n", cpus_available());
+        return 0;
+    }
+    test_parsers();
+    test_rule();
+    test_affinity();
+    if (s_fail)
+        fprintf(stderr, "%d failed\n", s_fail);
+    else
+        printf("test_cpus: all passed\n");
+    return s_fail ? 1 : 0;
+}
