@@ -158,9 +158,9 @@ void hk_flatten(void *y, const void *x, const int xs[4], int backward, int nhwc)
 }
 
 /* One sample's mask: IX[i] is the index mix of the logical (NCHW) index of
- * memory element i, the same for every sample of the call. */
-/* Branch-free: a kept element is x * scale, a dropped one +0 (its bits
- * masked off); the random keep/drop branch mispredicted a third of the time. */
+ * memory element i, the same for every sample of the call. Branch-free: a
+ * kept element is x * scale, a dropped one +0 (its bits masked off); the
+ * random keep/drop branch mispredicted a third of the time. */
 SIMD_CLONES static void dropout_sample(float *y, const float *x, const uint64_t *ix,
                                        uint64_t key, uint64_t thr, float scale, size_t per)
 {
