@@ -6,18 +6,7 @@
 #include <string.h>
 
 #include "common/cpus.h"
-
-static int s_fail = 0;
-
-#define CHECK(cond, ...)                            \
-    do {                                            \
-        if (!(cond)) {                              \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);           \
-            fputc('\n', stderr);                    \
-            s_fail++;                               \
-        }                                           \
-    } while (0)
+#include "tests/gpud/tcheck.h"
 
 static void test_parsers(void)
 {
@@ -79,9 +68,5 @@ int main(int argc, char **argv)
     test_parsers();
     test_rule();
     test_affinity();
-    if (s_fail)
-        fprintf(stderr, "%d failed\n", s_fail);
-    else
-        printf("test_cpus: all passed\n");
-    return s_fail ? 1 : 0;
+    return tc_done("test_cpus");
 }
