@@ -2,6 +2,7 @@
 #include "gpud/gpud.h"
 
 #include "common/clock.h"
+#include "common/cpus.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
 #include "gpud/cuda_device.h"
@@ -82,6 +83,10 @@ gpud_t *gpud_new(const gpud_options_t *options)
         return NULL;
     }
     self->options = *options;
+    /* --wire jpeg batches: the decode threads once, not per batch (the
+     * count reads /proc and cgroup files) */
+    if (!self->options.decode_threads)
+        self->options.decode_threads = cpus_available();
     self->rank = -1;
     name_worker(self);
     settle_model_options(self);

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 /* Decodes the n files of B (wire 1) into OUT (n*c*h*w bytes) with THREADS
- * threads (0: all cores). A sample that fails gets failed[i] = 1, its
+ * threads (0: every CPU it may use). A sample that fails gets failed[i] = 1, its
  * reason in why[i] and zero pixels; the others failed[i] = 0. Returns how
  * many failed, or -1 with a reason when B's transform cannot be applied
  * at all (then nothing is decoded). */
