@@ -62,6 +62,7 @@ static double quota_up(const char *root, const char *cg, int v1)
     if (snprintf(dir, sizeof dir, "%s%s", root, strcmp(cg, "/") == 0 ? "" : cg) >=
         (int)sizeof dir)
         return 0.0;
+    size_t rl = strlen(root);
     double best = 0.0;
     for (;;) {
         double q = 0.0;
@@ -79,9 +80,9 @@ static double quota_up(const char *root, const char *cg, int v1)
         }
         if (q > 0.0 && (best == 0.0 || q < best))
             best = q;
-        char *slash = strrchr(dir, '/');
-        if (strlen(dir) <= strlen(root) || !slash || slash < dir + strlen(root))
-            break;
+        char *slash = strlen(dir) > rl ? strrchr(dir + rl, '/') : NULL;   /* the parent */
+        if (!slash)
+            break;   /* ROOT itself was the last */
         *slash = '\0';
     }
     return best;
