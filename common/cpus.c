@@ -33,6 +33,38 @@ long cpus_from(long affinity, double quota)
     return n > 0 ? n : 1;
 }
 
+long cpus_parse_count(const char *text)
+{
+    long n = 0;
+    if (!text || !*text)
+        return -1;
+    for (const char *c = text; *c; c++) {
+        if (*c < '0' || *c > '9' || (n = n * 10 + (*c - '0')) > 4096)
+            return -1;
+    }
+    return n >= 1 ? n : -1;
+}
+
+long cpus_per_rank(long cpus, long local)
+{
+    long n = local > 1 ? cpus / local : cpus;
+    return n > 0 ? n : 1;
+}
+
+long cpus_local_world(const char **from)
+{
+    static const char *const vars[] = {"DDPIPE_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE"};
+    *from = NULL;
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) {
+            *from = vars[i];
+            return cpus_parse_count(v);
+        }
+    }
+    return 1;
+}
+
 static long affinity_count(void)
 {
     cpu_set_t set;

@@ -13,6 +13,20 @@
  * read, the affinity mask alone. */
 long cpus_available(void);
 
+/* The ranks sharing this host's CPUs, for a rank's "every core" defaults
+ * (gpuds started side by side by supervisord or torchrun would each take
+ * every CPU): DDPIPE_LOCAL_WORLD_SIZE, else LOCAL_WORLD_SIZE (torchrun's);
+ * 1 when neither is set (*from NULL), -1 when the one set is not a count
+ * 1..4096 (*from names it). Not Slurm's task counts: srun usually binds
+ * each task to its own CPUs already, which the affinity mask shows. */
+long cpus_local_world(const char **from);
+
+/* CPUS split evenly over LOCAL ranks, at least 1 each (pure). */
+long cpus_per_rank(long cpus, long local);
+
+/* A count 1..4096 from TEXT (digits only), else -1 (pure). */
+long cpus_parse_count(const char *text);
+
 /* The pieces, pure (tested): a cgroup v2 cpu.max text ("max 100000": 0,
  * no limit; "150000 100000": 1.5 CPUs; unparsable: 0) ... */
 double cpus_quota_v2(const char *cpu_max);

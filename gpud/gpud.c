@@ -1,8 +1,8 @@
 /* gpud — the worker's state (gpud.h lists the files above it). */
 #include "gpud/gpud.h"
+#include "common/cpus.h"
 
 #include "common/clock.h"
-#include "common/cpus.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
 #include "gpud/cuda_device.h"
@@ -22,6 +22,27 @@ static void name_worker(gpud_t *self)
     char host[48] = "host";
     gethostname(host, sizeof host - 1);
     snprintf(self->name, sizeof self->name, "gpud-%s-%d", host, (int)getpid());
+}
+
+/* --threads and --decode-threads not given: this rank's share of the CPUs
+ * it may use (common/cpus.h; the local world size was checked with the
+ * options), resolved once: --wire jpeg batches would read /proc and the
+ * cgroup files for every batch. */
+static void settle_threads(gpud_t *self)
+{
+    gpud_options_t *o = &self->options;
+    if (o->threads && o->decode_threads)
+        return;
+    const char *from;
+    long cpus = cpus_available(), local = cpus_local_world(&from);
+    long share = cpus_per_rank(cpus, local);
+    if (local > 1 && !o->threads)
+        snprintf(self->threads_why, sizeof self->threads_why,
+                 ": %ld CPUs / %ld ranks on this host (%s)", cpus, local, from);
+    if (!o->threads)
+        o->threads = share;
+    if (!o->decode_threads)
+        o->decode_threads = share;
 }
 
 /* What model_new is given; training from scratch draws the initial
@@ -83,10 +104,7 @@ gpud_t *gpud_new(const gpud_options_t *options)
         return NULL;
     }
     self->options = *options;
-    /* --wire jpeg batches: the decode threads once, not per batch (the
-     * count reads /proc and cgroup files) */
-    if (!self->options.decode_threads)
-        self->options.decode_threads = cpus_available();
+    settle_threads(self);
     self->rank = -1;
     name_worker(self);
     settle_model_options(self);
@@ -131,8 +149,9 @@ int gpud_load_model(gpud_t *self)
                   o->weights ? o->weights : "its initial weights", err);
         return -1;
     }
-    log_info("model %s (%d classes, %d input channels) on %s, %s, ready in %.2fs", o->model,
-             model_num_classes(self->model), model_in_channels(self->model), o->backend,
+    log_info("model %s (%d classes, %d input channels) on %s (%ld thread%s%s), %s, ready in "
+             "%.2fs", o->model, model_num_classes(self->model), model_in_channels(self->model),
+             o->backend, o->threads, o->threads == 1 ? "" : "s", self->threads_why,
              model_precision(self->model), clock_mono_s() - t0);
     return 0;
 }

@@ -33,7 +33,8 @@
 #include "proto/wire.h"
 
 typedef struct gpud {
-    gpud_options_t options;
+    gpud_options_t options;        /* as given, but threads and decode_threads settled */
+    char threads_why[160];         /* "" or why threads is this rank's share (for the log) */
     model_opts_t model_options;    /* what the options ask of model_new */
     bool normalize;                /* false: plain ToTensor (mean/std unused) */
     float mean[4], std[4];         /* per channel: the flags' or the architecture's */

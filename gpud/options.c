@@ -1,6 +1,7 @@
 /* gpud's option table and the checks across its options. */
 #include "gpud/options.h"
 
+#include "common/cpus.h"
 #include "common/zsecurity.h"
 #include "gpud/optim/optim.h"
 #include "proto/messages.h"
@@ -30,7 +31,8 @@ static const option_t s_rows[] = {
     OPTION_STRING(T, backend, "backend", "cpu|cuda", "cpu",
                   "compute backend (cuda when built with it)"),
     GPUD_PRECISION_OPTION(T),
-    OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024, "compute threads (default: every CPU it may use)"),
+    OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024, "compute threads (default: the CPUs it may use, divided by "
+                "DDPIPE_LOCAL_WORLD_SIZE or LOCAL_WORLD_SIZE, the ranks on this host)"),
     OPTION_LONG(T, micro_batch, "micro-batch", "N", 0, 1, 4096,
                 "samples per forward pass, the same on every worker of a job (default: the "
                 "model's, 16)"),
@@ -46,8 +48,8 @@ static const option_t s_rows[] = {
                 "eval: send every class's softmax probability, quantized to 1e-4 (2 bytes per "
                 "class and sample), for reducerd --probs"),
     OPTION_LONG(T, decode_threads, "decode-threads", "N", 0, 1, 1024,
-                "threads decoding the files of a loaderd --wire jpeg batch (default: every CPU "
-                "it may use)"),
+                "threads decoding the files of a loaderd --wire jpeg batch (default: as many as "
+                "--threads' default)"),
     OPTION_FLAG(T, verbose, "verbose", NULL),
     OPTION_SECTION("training (--train; see docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train", "one data-parallel rank of a training job"),
@@ -201,6 +203,19 @@ void gpud_precision_note(const char *precision, FILE *f)
     /* else gpud's probe picks oneDNN's native bf16 kernels (docs/BF16.md "Native") */
 }
 
+/* The count of ranks on this host that --threads' default divides the
+ * CPUs by (gpud_new): a bad one is a usage error now, not a guess later. */
+static int check_local_world(const gpud_options_t *self)
+{
+    const char *from;
+    if ((self->threads && self->decode_threads) || cpus_local_world(&from) > 0)
+        return 0;
+    fprintf(stderr, "gpud: %s=%s: the number of ranks on this host, 1..4096 (gpud splits the "
+                    "CPUs among them); fix it, or give --threads and --decode-threads\n",
+            from, getenv(from));
+    return -1;
+}
+
 int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
 {
     if (zs_security_args(&argc, argv) < 0)
@@ -229,6 +244,8 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
     }
     if (self->join)
         self->reducer = self->join;
+    if (check_local_world(self) < 0)
+        return -1;
     if (check_required(self) < 0)
         return -1;
     return self->train ? check_training(self) : 0;

@@ -71,7 +71,7 @@ typedef struct {
     long in_channels;            /* 0: the architecture's */
     const char *backend;
     const char *precision;       /* "fp32" | "bf16" */
-    long threads;                /* 0: all cores */
+    long threads;                /* 0: this rank's share of the CPUs (gpud_new) */
     long micro_batch;            /* 0: the model's default */
     option_doubles_t mean, std;  /* none given: the architecture's normalisation */
     const char *normalize;       /* "none" | "imagenet"; NULL: the architecture's */
@@ -80,7 +80,7 @@ typedef struct {
     const char *name;            /* NULL: gpud-HOST-PID */
     long join_timeout_s;
     int probs;                   /* eval: send the quantized softmax in each RESULT */
-    long decode_threads;         /* --wire jpeg batches: decode threads; 0: all cores */
+    long decode_threads;         /* --wire jpeg batches: decode threads; 0: as threads' 0 */
     long fault_after;            /* test hook: die on the batch after this many; -1 off */
     int verbose;
     /* training (--train) */

@@ -1,8 +1,10 @@
 /* test_cpus — the CPUs a process may use (common/cpus.c): the cgroup quota
- * parsers, the capping rule, and the affinity mask of this very process
+ * parsers, the capping rule, a rank's share (the local world size), and
+ * the affinity mask of this very process
  * (narrowed to one CPU with sched_setaffinity, then restored). */
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/cpus.h"
@@ -33,6 +35,38 @@ static void test_rule(void)
         CHECK(got == cases[i].want, "affinity %ld quota %g: %ld, want %ld", cases[i].affinity,
               cases[i].quota, got, cases[i].want);
     }
+}
+
+/* A rank's share: counts, the division, and the variables in order. */
+static void test_local_world(void)
+{
+    static const char *const bad[] = {"0", "-2", "2x", " 2", "4097", "1e3", "99999999999999999999"};
+    CHECK(cpus_parse_count("1") == 1 && cpus_parse_count("16") == 16, "counts");
+    CHECK(cpus_parse_count("4096") == 4096 && cpus_parse_count("007") == 7, "4096, 007");
+    CHECK(cpus_parse_count("") == -1 && cpus_parse_count(NULL) == -1, "empty");
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK(cpus_parse_count(bad[i]) == -1, "'%s' accepted", bad[i]);
+    static const long split[][3] = {{16, 1, 16}, {16, 2, 8}, {16, 3, 5}, {2, 4, 1},
+                                    {1, 1, 1},   {64, 8, 8}, {8, 0, 8}};
+    for (size_t i = 0; i < sizeof split / sizeof *split; i++)
+        CHECK(cpus_per_rank(split[i][0], split[i][1]) == split[i][2], "%ld / %ld: %ld",
+              split[i][0], split[i][1], cpus_per_rank(split[i][0], split[i][1]));
+    const char *from = "x";
+    unsetenv("DDPIPE_LOCAL_WORLD_SIZE");
+    unsetenv("LOCAL_WORLD_SIZE");
+    CHECK(cpus_local_world(&from) == 1 && from == NULL, "none set");
+    setenv("LOCAL_WORLD_SIZE", "4", 1);
+    CHECK(cpus_local_world(&from) == 4 && strcmp(from, "LOCAL_WORLD_SIZE") == 0, "torchrun's");
+    setenv("DDPIPE_LOCAL_WORLD_SIZE", "2", 1);
+    CHECK(cpus_local_world(&from) == 2 && strcmp(from, "DDPIPE_LOCAL_WORLD_SIZE") == 0,
+          "ours first");
+    setenv("DDPIPE_LOCAL_WORLD_SIZE", "two", 1);
+    CHECK(cpus_local_world(&from) == -1 && strcmp(from, "DDPIPE_LOCAL_WORLD_SIZE") == 0,
+          "a bad one is an error, not the next variable");
+    setenv("DDPIPE_LOCAL_WORLD_SIZE", "", 1);
+    CHECK(cpus_local_world(&from) == 4, "empty is unset");
+    unsetenv("DDPIPE_LOCAL_WORLD_SIZE");
+    unsetenv("LOCAL_WORLD_SIZE");
 }
 
 /* This process pinned to one CPU may use one. */
@@ -67,6 +101,7 @@ int main(int argc, char **argv)
     }
     test_parsers();
     test_rule();
+    test_local_world();
     test_affinity();
     return tc_done("test_cpus");
 }

@@ -123,6 +123,17 @@ static void test_errors(void)
     CHECK(parse_words(BASE "--train --join ipc://r", &o) == 0);
     CHECK(parse_words(BASE "--train --join other", &o) == -1);
     CHECK(parse_words("--loader l --join j --model wideresnet --weights w", &o) == -1);
+    /* the ranks on this host, for --threads' default: a bad count is a usage
+     * error, unless both thread counts are given */
+    setenv("LOCAL_WORLD_SIZE", "0", 1);
+    CHECK(parse_stderr(BASE "--weights w", text, sizeof text) == -1);
+    CHECK_MSG(strstr(text, "gpud: LOCAL_WORLD_SIZE=0: the number of ranks on this host") != NULL,
+              "%s", text);
+    CHECK(parse_words(BASE "--weights w --threads 2", &o) == -1);   /* decode threads' default */
+    CHECK(parse_words(BASE "--weights w --threads 2 --decode-threads 2", &o) == 0);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    CHECK(parse_words(BASE "--weights w", &o) == 0 && o.threads == 0);   /* settled by gpud_new */
+    unsetenv("LOCAL_WORLD_SIZE");
 }
 
 /* The settings a joiner must share with the job: job-wide flags only. */

@@ -1,6 +1,7 @@
 """compose/: the README's run-supervised.sh examples run as printed (the
 WideResNet demo and the ResNet-18 one with an empty DDPIPE_MODEL_ARGS) and
-return the job's exit status; supervisorctl needs no variables; /metrics
+return the job's exit status; gpuds without --threads split the host's
+CPUs among them; supervisorctl needs no variables; /metrics
 still serves the final values after the job (reporterd --linger); and a
 reducerd killed with SIGKILL mid-job is restarted by supervisord, finds the
 job's state gone, and every daemon stops with exit 3 — no hang, no
@@ -174,6 +175,14 @@ check(s["samples"] == R18_N and s["planned"] == R18_N and s["failed"] == 0 and s
       "resnet18 example summary %r" % {k: s.get(k) for k in ("samples", "failed", "workers")})
 check("BACKOFF" not in sup_log(out) and "gave up" not in sup_log(out),
       "resnet18 example restarted something:\n" + sup_log(out)[-2000:])
+# no --threads: the 4 gpuds of one host split its CPUs (DDPIPE_LOCAL_WORLD_SIZE
+# from the conf), none takes them all
+for i in range(4):
+    glog = read(os.path.join(out, "logs", "gpud_%d.log" % i))
+    m = re.search(r"on cpu \((\d+) threads?: (\d+) CPUs / (\d+) ranks on this host "
+                  r"\(DDPIPE_LOCAL_WORLD_SIZE\)\)", glog)
+    check(m and int(m.group(3)) == 4 and int(m.group(1)) == max(1, int(m.group(2)) // 4),
+          "gpud_%d did not take a quarter of the CPUs:\n%s" % (i, glog[:1500]))
 
 # --- 3. kill -9 reducerd mid-job --------------------------------------------
 out = os.path.join(wd, "kill")
