@@ -169,9 +169,10 @@ size_t bk_graph_bytes(const bk_graph_t *g);
 /* 0: dropout is the identity even in training mode (parity tests). */
 void bk_graph_set_dropout(bk_graph_t *g, int enabled);
 
-/* SyncBatchNorm. fn sums n floats element-wise over every rank of the job,
- * in place (the result is the same on every rank); 0, or -1 with the reason
- * in err. With fn set, every training-mode BatchNorm op of g normalises
+/* SyncBatchNorm. fn sums n doubles element-wise over every rank of the
+ * job, in place (the result is the same on every rank); 0, or -1 with the
+ * reason in err. Doubles: each rank's sums are double, so W ranks agree
+ * with one rank holding the whole batch up to double rounding. With fn set, every training-mode BatchNorm op of g normalises
  * with the statistics of the union of all ranks' samples, as PyTorch's
  * SyncBatchNorm: forward all-reduces [sum x (c), count] for the mean, then
  * sum (x - mean)^2 (c) for the biased variance (no E[x^2] - mean^2
@@ -183,7 +184,7 @@ void bk_graph_set_dropout(bk_graph_t *g, int enabled);
  * in the same order: fn runs 2 times per training BN op in bk_forward and
  * once per BN op reached by bk_backward, so every rank needs the same
  * graph structure (shapes may differ in n). fn NULL: off (default). */
-typedef int (*bk_allreduce_fn)(void *ctx, float *data, size_t n, char *err, size_t errlen);
+typedef int (*bk_allreduce_fn)(void *ctx, double *data, size_t n, char *err, size_t errlen);
 void bk_graph_set_allreduce(bk_graph_t *g, bk_allreduce_fn fn, void *ctx);
 
 /* Called by bk_backward with each parameter gradient array (conv, BN and

@@ -666,16 +666,17 @@ static int bn_training(const bk_graph_t *g, const top_t *o)
  * un-normalised activations). Without an all-reduce hook the same code
  * runs with the "all-reduce" of a single rank: nothing. */
 
-/* A BN op's scratch, made on first use. sync: [0, c] forward statistics or
- * [0, 2c) backward sums (sum dy, sum dy*xhat), then the backward's
- * per-channel a, b and scale. sync_d: 2c double sums. */
+/* A BN op's scratch, made on first use. sync_d (double, all-reduced):
+ * [0, c] forward sums and the count, or [0, 2c) backward sums (sum dy,
+ * sum dy*xhat). sync (float): the eval-mode backward's own sums [0, 2c)
+ * and the per-channel a, b and scale the kernels take. */
 static int bn_scratch(bk_graph_t *g, top_t *o)
 {
     if (o->sync)
         return 0;
     size_t c = (size_t)o->bn.c;
-    o->sync = malloc((5 * c + 1) * sizeof *o->sync);
-    o->sync_d = malloc(2 * c * sizeof *o->sync_d);
+    o->sync = malloc(5 * c * sizeof *o->sync);
+    o->sync_d = malloc((2 * c + 1) * sizeof *o->sync_d);
     if (o->sync && o->sync_d)
         return 0;
     free(o->sync);
@@ -686,7 +687,7 @@ static int bn_scratch(bk_graph_t *g, top_t *o)
     return -1;
 }
 
-static int sync_call(bk_graph_t *g, float *data, size_t n)
+static int sync_call(bk_graph_t *g, double *data, size_t n)
 {
     char err[256] = "";
     if (!g->allreduce || g->allreduce(g->allreduce_ctx, data, n, err, sizeof err) == 0)
@@ -696,17 +697,17 @@ static int sync_call(bk_graph_t *g, float *data, size_t n)
     return -1;
 }
 
-/* Per-channel sums of x into sync as floats (zeros when x is NULL: this
- * rank holds no samples). */
+/* Per-channel sums of x into sync_d (zeros when x is NULL: this rank
+ * holds no samples). */
 static void stat_sums(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const float *center)
 {
     int s[4];
     if (x) {
         shape_of(x, s);
         g->k->chan_sums(g->base.be, x->val, s, center, o->sync_d);
+    } else {
+        memset(o->sync_d, 0, (size_t)o->bn.c * sizeof *o->sync_d);
     }
-    for (int c = 0; c < o->bn.c; c++)
-        o->sync[c] = x ? (float)o->sync_d[c] : 0.0f;
 }
 
 /* The batch statistics (over every rank) into save_mean / save_var:
@@ -719,20 +720,20 @@ static double bn_stats(bk_graph_t *g, top_t *o, const bk_tensor_t *x)
     if (bn_scratch(g, o) < 0)
         return -1;
     stat_sums(g, o, x, NULL);
-    o->sync[c] = x ? (float)((double)x->n * x->h * x->w) : 0.0f;
-    if (sync_call(g, o->sync, (size_t)c + 1) < 0)
+    o->sync_d[c] = x ? (double)x->n * x->h * x->w : 0.0;
+    if (sync_call(g, o->sync_d, (size_t)c + 1) < 0)
         return -1;
-    double count = o->sync[c];
+    double count = o->sync_d[c];
     o->sync_count = count >= 1.0 ? count : 0.0;
     if (!(count >= 1.0))
         return 0;
     for (int i = 0; i < c; i++)
-        o->save_mean[i] = (float)(o->sync[i] / count);
+        o->save_mean[i] = (float)(o->sync_d[i] / count);
     stat_sums(g, o, x, o->save_mean);
-    if (sync_call(g, o->sync, (size_t)c) < 0)
+    if (sync_call(g, o->sync_d, (size_t)c) < 0)
         return -1;
     for (int i = 0; i < c; i++)
-        o->save_var[i] = (float)(o->sync[i] / count);
+        o->save_var[i] = (float)(o->sync_d[i] / count);
     return count;
 }
 
@@ -749,25 +750,31 @@ static int bn_train_fwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor
     return 0;
 }
 
-/* This rank's [sum dy', sum dy' * xhat] into sync[0, 2c) (dy' after the
+/* This rank's [sum dy', sum dy' * xhat] into sync_d[0, 2c) (dy' after the
  * fused ReLU's mask); without the backend's bn_grad_sums, the eval-mode
- * backward gives them and gx = g * dy'. */
+ * backward gives them (as floats) and gx = g * dy'. */
 static int bn_grad_local(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y,
                          void *gx)
 {
     int c = o->bn.c;
-    float *sdy = o->sync, *sdyx = o->sync + c;
-    if (!g->k->bn_grad_sums)
-        return g->k->bn_bwd(&g->base, o->plan, 0, x->val, y->val, y->grad, o->bn.weight,
-                            o->save_mean, o->save_var, gx, sdyx, sdy);
+    double *sdy = o->sync_d, *sdyx = o->sync_d + c;
+    if (!g->k->bn_grad_sums) {
+        float *fdy = o->sync, *fdyx = o->sync + c;
+        if (g->k->bn_bwd(&g->base, o->plan, 0, x->val, y->val, y->grad, o->bn.weight,
+                         o->save_mean, o->save_var, gx, fdyx, fdy) < 0)
+            return -1;
+        for (int i = 0; i < c; i++) {
+            sdy[i] = fdy[i];
+            sdyx[i] = fdyx[i];
+        }
+        return 0;
+    }
     int s[4];
     shape_of(x, s);
     g->k->bn_grad_sums(g->base.be, x->val, y->val, y->grad, s, o->bn.relu, o->save_mean,
                        o->sync_d);
-    for (int i = 0; i < c; i++) {
-        sdy[i] = (float)o->sync_d[i];
-        sdyx[i] = (float)(o->sync_d[c + i] / sqrt((double)o->save_var[i] + o->bn.eps));
-    }
+    for (int i = 0; i < c; i++)
+        sdyx[i] /= sqrt((double)o->save_var[i] + o->bn.eps);
     return 0;
 }
 
@@ -780,17 +787,17 @@ static int bn_train_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_
                         void *gx)
 {
     int c = o->bn.c;
-    float *sdy = o->sync, *sdyx = o->sync + c, *a = o->sync + 2 * c, *b = o->sync + 3 * c;
-    float *scale = o->sync + 4 * c;
+    double *sdy = o->sync_d, *sdyx = o->sync_d + c;
+    float *a = o->sync + 2 * c, *b = o->sync + 3 * c, *scale = o->sync + 4 * c;
     if (!x)
-        memset(o->sync, 0, 2 * (size_t)c * sizeof *o->sync);
+        memset(o->sync_d, 0, 2 * (size_t)c * sizeof *o->sync_d);
     else if (bn_grad_local(g, o, x, y, gx) < 0)
         return -1;
-    if (x && o->bn.grad_weight) {
-        memcpy(o->bn.grad_weight, sdyx, (size_t)c * sizeof *sdyx);
-        memcpy(o->bn.grad_bias, sdy, (size_t)c * sizeof *sdy);
+    for (int i = 0; x && o->bn.grad_weight && i < c; i++) {
+        o->bn.grad_weight[i] = (float)sdyx[i];
+        o->bn.grad_bias[i] = (float)sdy[i];
     }
-    if (sync_call(g, o->sync, 2 * (size_t)c) < 0)
+    if (sync_call(g, o->sync_d, 2 * (size_t)c) < 0)
         return -1;
     if (!x || !gx)
         return 0;

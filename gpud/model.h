@@ -173,7 +173,7 @@ int model_i64_at(const model_t *m, int i, model_i64_t *p);
  * must use the same architecture, freezes and label smoothing. A failing fn
  * fails the step (the error names it). Returns 0, or -1 when the model was
  * not opened for training. */
-typedef int (*model_allreduce_fn)(void *ctx, float *data, size_t n, char *err, size_t errlen);
+typedef int (*model_allreduce_fn)(void *ctx, double *data, size_t n, char *err, size_t errlen);
 int model_set_sync_bn(model_t *m, model_allreduce_fn fn, void *ctx);  /* NULL fn: off */
 /* fn(ctx, grad) during each train step's backward, with a parameter's
  * gradient array (model_param_t.grad) as soon as it is final (the

@@ -17,7 +17,7 @@ typedef struct {
     uint32_t chunk;
     uint64_t count;
     uint32_t gen;              /* membership generation of the sender */
-    uint32_t reserved;         /* 0: keeps the header free of padding */
+    uint32_t width;            /* bytes per value: 4 (float) or 8 (double) */
 } chunk_hdr_t;
 
 /* A whole chunk of a newer generation, kept until this rank re-forms. */
@@ -38,8 +38,9 @@ struct allreduce {
     zsock_t *push;             /* to rank + 1 */
     char next_ep[256];         /* where push points */
     uint64_t op;               /* operations of this generation: a stale chunk is detected */
-    float *scratch;
-    size_t scratch_cap;
+    size_t width;              /* of the operation under way: 4 or 8 */
+    void *scratch;             /* one received chunk */
+    size_t scratch_cap;        /* bytes */
     allreduce_cancel_fn cancel;
     void *cancel_ctx;
     allreduce_failure_t failure;   /* of the last operation */
@@ -247,14 +248,14 @@ static int failed(allreduce_t *self, allreduce_failure_t why, int suspect)
     return -1;
 }
 
-static int send_chunk(allreduce_t *self, uint32_t step, int c, const float *data, size_t count,
+static int send_chunk(allreduce_t *self, uint32_t step, int c, const void *data, size_t count,
                       char *err, size_t errlen)
 {
     chunk_hdr_t h = {.op = self->op, .step = step, .chunk = (uint32_t)c, .count = count,
-                     .gen = self->gen};
+                     .gen = self->gen, .width = (uint32_t)self->width};
     void *s = zsock_resolve(self->push);
     if (zmq_send(s, &h, sizeof h, ZMQ_SNDMORE) < 0 ||
-        zmq_send(s, data, count * sizeof *data, 0) < 0) {
+        zmq_send(s, data, count * self->width, 0) < 0) {
         err_set(err, errlen, "allreduce: sending chunk %d to rank %d failed: %s", c,
                 (self->rank + 1) % self->world, zmq_strerror(zmq_errno()));
         return failed(self, ALLREDUCE_ERROR, -1);
@@ -370,11 +371,11 @@ static int check_chunk(const allreduce_t *self, const chunk_hdr_t *h, zmq_msg_t 
                        uint32_t step, int c, size_t count, char *err, size_t errlen)
 {
     if (h->op != self->op || h->step != step || h->chunk != (uint32_t)c || h->count != count ||
-        zmq_msg_size(body) != count * sizeof(float)) {
-        err_set(err, errlen, "op %llu step %u chunk %u of %llu floats (%zu bytes), want op %llu "
-                 "step %u chunk %d of %zu floats", (unsigned long long)h->op, h->step, h->chunk,
-                 (unsigned long long)h->count, zmq_msg_size(body), (unsigned long long)self->op,
-                 step, c, count);
+        h->width != self->width || zmq_msg_size(body) != count * self->width) {
+        err_set(err, errlen, "op %llu step %u chunk %u of %llu %u-byte values (%zu bytes), want "
+                 "op %llu step %u chunk %d of %zu %zu-byte values", (unsigned long long)h->op,
+                 h->step, h->chunk, (unsigned long long)h->count, h->width, zmq_msg_size(body),
+                 (unsigned long long)self->op, step, c, count, self->width);
         return -1;
     }
     return 0;
@@ -421,7 +422,7 @@ static int take_early(allreduce_t *self, uint32_t step, int c, size_t count)
         char why[256];
         int ok = check_chunk(self, &e->hdr, &e->body, step, c, count, why, sizeof why) == 0;
         if (ok)
-            memcpy(self->scratch, zmq_msg_data(&e->body), count * sizeof(float));
+            memcpy(self->scratch, zmq_msg_data(&e->body), count * self->width);
         else
             note_drop(self, NULL, why);
         remove_early(self, i);
@@ -452,7 +453,7 @@ static int take_message(allreduce_t *self, void *s, uint32_t step, int c, size_t
         else if (check_chunk(self, &h, &body, step, c, count, why, sizeof why) < 0)
             note_drop(self, &hdr, why);
         else
-            memcpy(self->scratch, zmq_msg_data(&body), count * sizeof(float)), rc = 1;
+            memcpy(self->scratch, zmq_msg_data(&body), count * self->width), rc = 1;
     } else {
         rc = -1;
     }
@@ -528,16 +529,33 @@ int allreduce_reform(allreduce_t *self, uint32_t gen, int rank, int world, const
     return 0;
 }
 
-static int ensure_scratch(allreduce_t *self, size_t n)
+static int ensure_scratch(allreduce_t *self, size_t bytes)
 {
-    if (n <= self->scratch_cap)
+    if (bytes <= self->scratch_cap)
         return 0;
-    float *p = realloc(self->scratch, n * sizeof *p);
+    void *p = realloc(self->scratch, bytes);
     if (!p)
         return -1;
     self->scratch = p;
-    self->scratch_cap = n;
+    self->scratch_cap = bytes;
     return 0;
+}
+
+/* data[o, o + n) += the received chunk, in the operation's type: the
+ * received value first, as every rank's sum of a chunk runs around the ring. */
+static void add_chunk(const allreduce_t *self, void *data, size_t o, size_t n)
+{
+    if (self->width == sizeof(double)) {
+        double *d = (double *)data + o;
+        const double *r = self->scratch;
+        for (size_t i = 0; i < n; i++)
+            d[i] = r[i] + d[i];
+    } else {
+        float *d = (float *)data + o;
+        const float *r = self->scratch;
+        for (size_t i = 0; i < n; i++)
+            d[i] = r[i] + d[i];
+    }
 }
 
 /* Chunk c's boundary in the full n-array, clamped to [lo, hi). */
@@ -547,18 +565,15 @@ static size_t range_off(size_t n, int W, int c, size_t lo, size_t hi)
     return o < lo ? lo : o > hi ? hi : o;
 }
 
-int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char *err, size_t errlen)
-{
-    return allreduce_sum_range(self, data, n, 0, n, timeout_ms, err, errlen);
-}
-
 /* The ring over the full array's chunks, each cut to [lo, hi) (possibly
  * empty: an empty chunk still travels, so every rank sends and receives
- * the same frames): an element is summed in its full-array chunk's order. */
-int allreduce_sum_range(allreduce_t *self, float *data, size_t n, size_t lo, size_t hi,
-                        int timeout_ms, char *err, size_t errlen)
+ * the same frames): an element is summed in its full-array chunk's order.
+ * data: n values of `width` bytes (4 float, 8 double). */
+static int ring_sum(allreduce_t *self, void *data, size_t width, size_t n, size_t lo, size_t hi,
+                    int timeout_ms, char *err, size_t errlen)
 {
     int W = self->world, r = self->rank;
+    unsigned char *bytes = data;
     self->failure = ALLREDUCE_OK;
     self->suspect = -1;
     if (r < 0) {
@@ -566,15 +581,16 @@ int allreduce_sum_range(allreduce_t *self, float *data, size_t n, size_t lo, siz
         return failed(self, ALLREDUCE_ERROR, -1);
     }
     if (lo > hi || hi > n) {
-        err_set(err, errlen, "allreduce: range [%zu, %zu) of a %zu-float array", lo, hi, n);
+        err_set(err, errlen, "allreduce: range [%zu, %zu) of a %zu-value array", lo, hi, n);
         return failed(self, ALLREDUCE_ERROR, -1);
     }
     if (W == 1)
         return 0;
     self->op++;
+    self->width = width;
     size_t biggest = allreduce_chunk_offset(n, W, 1) + 1;
-    if (ensure_scratch(self, biggest) < 0) {
-        err_set(err, errlen, "allreduce: out of memory for %zu floats", biggest);
+    if (ensure_scratch(self, biggest * width) < 0) {
+        err_set(err, errlen, "allreduce: out of memory for %zu values", biggest);
         return failed(self, ALLREDUCE_ERROR, -1);
     }
     /* reduce-scatter: after W-1 steps rank r holds the sum of chunk r+1 */
@@ -582,11 +598,10 @@ int allreduce_sum_range(allreduce_t *self, float *data, size_t n, size_t lo, siz
         int cs = ((r - s) % W + W) % W, cr = ((r - s - 1) % W + W) % W;
         size_t so = range_off(n, W, cs, lo, hi), sn = range_off(n, W, cs + 1, lo, hi) - so;
         size_t ro = range_off(n, W, cr, lo, hi), rn = range_off(n, W, cr + 1, lo, hi) - ro;
-        if (send_chunk(self, (uint32_t)s, cs, data + so, sn, err, errlen) < 0 ||
+        if (send_chunk(self, (uint32_t)s, cs, bytes + so * width, sn, err, errlen) < 0 ||
             recv_chunk(self, (uint32_t)s, cr, rn, timeout_ms, err, errlen) < 0)
             return -1;
-        for (size_t i = 0; i < rn; i++)
-            data[ro + i] = self->scratch[i] + data[ro + i];
+        add_chunk(self, data, ro, rn);
     }
     /* all-gather: pass the finished chunks around the ring */
     for (int s = 0; s < W - 1; s++) {
@@ -594,10 +609,27 @@ int allreduce_sum_range(allreduce_t *self, float *data, size_t n, size_t lo, siz
         size_t so = range_off(n, W, cs, lo, hi), sn = range_off(n, W, cs + 1, lo, hi) - so;
         size_t ro = range_off(n, W, cr, lo, hi), rn = range_off(n, W, cr + 1, lo, hi) - ro;
         uint32_t step = (uint32_t)(W - 1 + s);
-        if (send_chunk(self, step, cs, data + so, sn, err, errlen) < 0 ||
+        if (send_chunk(self, step, cs, bytes + so * width, sn, err, errlen) < 0 ||
             recv_chunk(self, step, cr, rn, timeout_ms, err, errlen) < 0)
             return -1;
-        memcpy(data + ro, self->scratch, rn * sizeof(float));
+        memcpy(bytes + ro * width, self->scratch, rn * width);
     }
     return 0;
+}
+
+int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char *err, size_t errlen)
+{
+    return ring_sum(self, data, sizeof *data, n, 0, n, timeout_ms, err, errlen);
+}
+
+int allreduce_sum_range(allreduce_t *self, float *data, size_t n, size_t lo, size_t hi,
+                        int timeout_ms, char *err, size_t errlen)
+{
+    return ring_sum(self, data, sizeof *data, n, lo, hi, timeout_ms, err, errlen);
+}
+
+int allreduce_sum_f64(allreduce_t *self, double *data, size_t n, int timeout_ms, char *err,
+                      size_t errlen)
+{
+    return ring_sum(self, data, sizeof *data, n, 0, n, timeout_ms, err, errlen);
 }

@@ -76,6 +76,12 @@ int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char
 int allreduce_sum_range(allreduce_t *self, float *data, size_t n, size_t lo, size_t hi,
                         int timeout_ms, char *err, size_t errlen);
 
+/* allreduce_sum of doubles (SyncBatchNorm's statistics: W ranks' sums then
+ * differ from one rank's only by double rounding). Chunks carry their
+ * width: a float chunk is never taken for a double one. */
+int allreduce_sum_f64(allreduce_t *self, double *data, size_t n, int timeout_ms, char *err,
+                      size_t errlen);
+
 /* Why the last allreduce_sum failed (ALLREDUCE_OK after a success), so a
  * caller that got -1 through layers (trainer, SyncBatchNorm in the model)
  * can tell a silent peer from a cancel. */

@@ -49,8 +49,8 @@ typedef struct {
     bk_bn_t bn;
     bk_pool_t pool;
     float *save_mean, *save_var;    /* BN: batch statistics of the last forward */
-    float *sync;                    /* training BN scratch: 5c + 1 floats */
-    double *sync_d;                 /* 2c per-channel sums */
+    float *sync;                    /* training BN backward scratch: 5c floats */
+    double *sync_d;                 /* 2c + 1 per-channel sums (and the count), all-reduced */
     double sync_count;              /* global sample count of the last forward */
     float p;                        /* dropout probability, CE smoothing */
     int lin_out;

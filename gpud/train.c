@@ -108,10 +108,10 @@ int train_open(gpud_t *self)
     return 0;
 }
 
-static int sync_bn_sum(void *ctx, float *data, size_t n, char *err, size_t errlen)
+static int sync_bn_sum(void *ctx, double *data, size_t n, char *err, size_t errlen)
 {
     gpud_t *self = ctx;
-    return allreduce_sum(self->ring, data, n, ring_timeout_ms(self), err, errlen);
+    return allreduce_sum_f64(self->ring, data, n, ring_timeout_ms(self), err, errlen);
 }
 
 /* Rank 0's values of `which` on every rank; after a membership change

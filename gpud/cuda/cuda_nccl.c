@@ -268,7 +268,21 @@ int nccl_ar_sum(nccl_ar_t *s, float *data, size_t n, int timeout_ms, char *err, 
     return 0;
 }
 
-int nccl_ar_bk_allreduce(void *ctx, float *data, size_t n, char *err, size_t errlen)
+/* SyncBatchNorm's doubles, summed as floats: the float ring's precision
+ * (a double NCCL sum is not wired; SyncBatchNorm is not used on cuda yet).
+ * The values are a few per channel, so the copies cost nothing. */
+int nccl_ar_bk_allreduce(void *ctx, double *data, size_t n, char *err, size_t errlen)
 {
-    return nccl_ar_sum(ctx, data, n, 60000, err, errlen);
+    float *f = malloc((n ? n : 1) * sizeof *f);
+    if (!f) {
+        err_set(err, errlen, "NCCL all-reduce: out of memory for %zu values", n);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        f[i] = (float)data[i];
+    int rc = nccl_ar_sum(ctx, f, n, 60000, err, errlen);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        data[i] = f[i];
+    free(f);
+    return rc;
 }

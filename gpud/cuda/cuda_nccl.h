@@ -48,7 +48,7 @@ int nccl_ar_sum(nccl_ar_t *self, float *data, size_t n, int timeout_ms, char *er
 int nccl_ar_sum_device(nccl_ar_t *self, float *dev, size_t n, int timeout_ms, char *err,
                        size_t errlen);
 /* bk_allreduce_fn adapter (ctx: a nccl_ar_t *), 60 s timeout. */
-int nccl_ar_bk_allreduce(void *ctx, float *data, size_t n, char *err, size_t errlen);
+int nccl_ar_bk_allreduce(void *ctx, double *data, size_t n, char *err, size_t errlen);
 int nccl_ar_rank(const nccl_ar_t *self);
 int nccl_ar_world(const nccl_ar_t *self);
 

@@ -6,7 +6,8 @@
  * does around JOIN/WELCOME) gives the same bytes, a cancel callback ends a
  * wait at once instead of after the timeout (told apart from a timeout), and
  * a ring of 3 that lost a rank re-forms as a new generation of 2 whose sum is
- * exactly a 2-rank ring's (docs/ELASTIC.md). */
+ * exactly a 2-rank ring's (docs/ELASTIC.md). allreduce_sum_f64 after the
+ * float sum: the exact ring-order double sums on every rank. */
 #include "gpud/ring.h"
 #include "common/errbuf.h"
 
@@ -54,6 +55,44 @@ static float ring_sum(int world, size_t n, size_t i)
     for (int k = 1; k < world; k++)
         acc = value((c + k) % world, i) + acc;
     return acc;
+}
+
+/* allreduce_sum_f64's values: not float-representable, so a float sum on
+ * the way would show. */
+static double dvalue(int rank, size_t i) { return value(rank, i) * (1.0 + 1e-10 * (rank + 1)); }
+
+static double ring_sum_f64(int world, size_t n, size_t i)
+{
+    int c = 0;
+    while (allreduce_chunk_offset(n, world, c + 1) <= i)
+        c++;
+    double acc = dvalue(c, i);
+    for (int k = 1; k < world; k++)
+        acc = dvalue((c + k) % world, i) + acc;
+    return acc;
+}
+
+/* The doubles: rank r's file is exactly the ring-order double sum. */
+static int check_f64(int world, size_t n)
+{
+    double *got = malloc((n ? n : 1) * sizeof *got);
+    int fails = 0;
+    for (int r = 0; r < world && !fails; r++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/out%d.f64", s_dir, r);
+        FILE *f = fopen(path, "rb");
+        size_t got_n = f ? fread(got, sizeof *got, n, f) : 0;
+        if (f)
+            fclose(f);
+        for (size_t i = 0; got_n == n && i < n && !fails; i++)
+            fails += got[i] != ring_sum_f64(world, n, i);
+        if (got_n != n || fails) {
+            fprintf(stderr, "world %d n %zu: rank %d's double sum differs\n", world, n, r);
+            fails = 1;
+        }
+    }
+    free(got);
+    return fails;
 }
 
 static void ep(char *buf, size_t len, int rank) { snprintf(buf, len, "ipc://%s/ar%d", s_dir, rank); }
@@ -145,9 +184,22 @@ static int child(int rank, int world, size_t n, int die)
     FILE *f = fopen(path, "wb");
     fwrite(x, sizeof *x, n, f);
     fclose(f);
-    allreduce_destroy(&ar);
     free(x);
-    return 0;
+    /* then the same ring sums doubles (SyncBatchNorm's statistics) */
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = dvalue(rank, i);
+    rc = allreduce_sum_f64(ar, d, n, 20000, err, sizeof err);
+    snprintf(path, sizeof path, "%s/out%d.f64", s_dir, rank);
+    if (rc == 0 && (f = fopen(path, "wb"))) {
+        fwrite(d, sizeof *d, n, f);
+        fclose(f);
+    } else {
+        fprintf(stderr, "rank %d: double sum: %s\n", rank, err);
+    }
+    allreduce_destroy(&ar);
+    free(d);
+    return rc < 0 ? 1 : 0;
 }
 
 static int run(int world, size_t n, int dead_rank)
@@ -206,7 +258,7 @@ static int run(int world, size_t n, int dead_rank)
     }
     free(ref);
     free(got);
-    return fails;
+    return fails + check_f64(world, n);
 }
 
 /* Writes rank's result where the parent reads it. */

@@ -6,7 +6,8 @@
  * must be dropped and counted, and the sum must still be exact.
  *
  *   plain:   junk of every kind (7 bytes, wrong header size, wrong op, step,
- *            chunk, count, body size, extra frames) before each real chunk;
+ *            chunk, count, value width, body size, extra frames) before each
+ *            real chunk;
  *   timeout: junk alone, pushed without end, cannot extend the ring timeout;
  *   curve:   the ring under --curve-dir (zsecurity): an authorized rank 0
  *            completes the sum, a stranger with its own certificate and a
@@ -42,7 +43,7 @@ typedef struct {   /* the ring's chunk header, as ring.c sends it */
     uint64_t op;
     uint32_t step, chunk;
     uint64_t count;
-    uint32_t gen, reserved;
+    uint32_t gen, width;   /* width: bytes per value, 4 for these float sums */
 } hdr_t;
 
 enum { N = 1001 };
@@ -74,7 +75,7 @@ static void send2(void *push, const void *a, size_t alen, const void *b, size_t 
 static int push_junk(void *push, uint32_t step, uint32_t chunk, uint64_t count)
 {
     static float body[N];
-    hdr_t good = {.op = 1, .step = step, .chunk = chunk, .count = count};
+    hdr_t good = {.op = 1, .step = step, .chunk = chunk, .count = count, .width = 4};
     int n = 0;
     CHECK(zmq_send(push, "garbage", 7, 0) == 7);                      /* the 7-byte PUSH */
     n++;
@@ -93,6 +94,11 @@ static int push_junk(void *push, uint32_t step, uint32_t chunk, uint64_t count)
     h = good;
     h.count = UINT64_MAX / 4;
     send2(push, &h, sizeof h, body, count * 4), n++;                      /* huge count */
+    h = good;
+    h.width = 8;
+    send2(push, &h, sizeof h, body, count * 4), n++;                      /* a double chunk */
+    h.count = count / 2;   /* ... even with the float chunk's byte size */
+    send2(push, &h, sizeof h, body, count / 2 * 8), n++;
     CHECK(zmq_send(push, &good, sizeof good, ZMQ_SNDMORE) == sizeof good);
     CHECK(zmq_send(push, body, count * 4, ZMQ_SNDMORE) == (int)(count * 4));
     CHECK(zmq_send(push, "x", 1, 0) == 1);                             /* extra frame */
@@ -108,7 +114,8 @@ static void recv_chunk_gen(void *pull, uint32_t gen, uint32_t step, uint32_t chu
 {
     hdr_t h;
     CHECK(zmq_recv(pull, &h, sizeof h, 0) == sizeof h);
-    CHECK(h.op == 1 && h.gen == gen && h.step == step && h.chunk == chunk && h.count == count);
+    CHECK(h.op == 1 && h.gen == gen && h.step == step && h.chunk == chunk && h.count == count &&
+          h.width == 4);
     CHECK(zmq_recv(pull, buf, count * 4, 0) == (int)(count * 4));
 }
 
@@ -135,7 +142,7 @@ static int play_rank0(void *ctx, rank1_t *r1, const char *r1_ep, void *pull, boo
         pushed += push_junk(push, 0, 0, n0);
     for (size_t i = 0; i < n0; i++)
         send[i] = x0(i);
-    hdr_t h = {.op = 1, .step = 0, .chunk = 0, .count = n0};
+    hdr_t h = {.op = 1, .step = 0, .chunk = 0, .count = n0, .width = 4};
     send2(push, &h, sizeof h, send, n0 * 4);
     /* step 1: rank 1 passes on the finished chunk 0; we send the finished 1 */
     recv_chunk(pull, 1, 0, got, n0);
@@ -145,7 +152,7 @@ static int play_rank0(void *ctx, rank1_t *r1, const char *r1_ep, void *pull, boo
         pushed += push_junk(push, 1, 1, n1);
     for (size_t i = 0; i < n1; i++)
         send[i] = x1(off + i) + x0(off + i);
-    h = (hdr_t){.op = 1, .step = 1, .chunk = 1, .count = n1};
+    h = (hdr_t){.op = 1, .step = 1, .chunk = 1, .count = n1, .width = 4};
     send2(push, &h, sizeof h, send, n1 * 4);
     CHECK(pthread_join(t, NULL) == 0);
     zmq_close(push);
@@ -193,7 +200,7 @@ static void test_plain(void *ctx)
     rank1_t *r = rank1_new(r1_ep, sizeof r1_ep, r0_ep, 20000);
     int pushed = play_rank0(ctx, r, r1_ep, pull, true);
     check_sum(r);
-    CHECK(pushed == 20);
+    CHECK(pushed == 24);   /* 12 kinds, before each of the 2 chunks */
     CHECK(allreduce_dropped(r->ar) == (uint64_t)pushed);
     allreduce_destroy(&r->ar);
     free(r);
@@ -332,12 +339,12 @@ static void test_curve(void *ctx, const char *dir)
     CHECK(zmq_send(push, "garbage", 7, 0) == 7);
     for (size_t i = 0; i < n0; i++)
         send[i] = x0(i);
-    hdr_t h = {.op = 1, .step = 0, .chunk = 0, .count = n0};
+    hdr_t h = {.op = 1, .step = 0, .chunk = 0, .count = n0, .width = 4};
     send2(push, &h, sizeof h, send, n0 * 4);
     recv_chunk(pull, 1, 0, got, n0);
     for (size_t i = 0; i < n1; i++)
         send[i] = x1(off + i) + x0(off + i);
-    h = (hdr_t){.op = 1, .step = 1, .chunk = 1, .count = n1};
+    h = (hdr_t){.op = 1, .step = 1, .chunk = 1, .count = n1, .width = 4};
     send2(push, &h, sizeof h, send, n1 * 4);
     CHECK(pthread_join(th, NULL) == 0);
     zmq_close(push);
@@ -367,7 +374,7 @@ static void play_gen(rank1_t *r1, void *push, void *pull, uint32_t gen, int stal
     recv_chunk_gen(pull, gen, 0, 1, got, n1);
     for (size_t i = 0; i < n0; i++)
         send[i] = x0(i);
-    hdr_t h = {.op = 1, .step = 0, .chunk = 0, .count = n0, .gen = gen - 1};
+    hdr_t h = {.op = 1, .step = 0, .chunk = 0, .count = n0, .gen = gen - 1, .width = 4};
     for (int k = 0; k < stale; k++) {   /* the right chunk, of the abandoned generation */
         static float poison[N];
         for (size_t i = 0; i < n0; i++)
@@ -381,12 +388,12 @@ static void play_gen(rank1_t *r1, void *push, void *pull, uint32_t gen, int stal
     for (size_t i = 0; i < n0; i++)
         CHECK(got[i] == x0(i) + x1(i));
     if (early) {   /* the next generation's first chunk, sent ahead */
-        hdr_t e = {.op = 1, .step = 0, .chunk = 0, .count = n0, .gen = gen + 1};
+        hdr_t e = {.op = 1, .step = 0, .chunk = 0, .count = n0, .gen = gen + 1, .width = 4};
         send2(push, &e, sizeof e, send, n0 * 4);
     }
     for (size_t i = 0; i < n1; i++)
         send[i] = x1(off + i) + x0(off + i);
-    h = (hdr_t){.op = 1, .step = 1, .chunk = 1, .count = n1, .gen = gen};
+    h = (hdr_t){.op = 1, .step = 1, .chunk = 1, .count = n1, .gen = gen, .width = 4};
     send2(push, &h, sizeof h, send, n1 * 4);
     CHECK(pthread_join(t, NULL) == 0);
     check_sum(r1);
@@ -406,7 +413,7 @@ static void test_generations(void *ctx)
     play_gen(r, push, pull, 2, 5, true, false);
     CHECK(allreduce_stale(r->ar) == 5 && allreduce_dropped(r->ar) == 0);
     /* a chunk of generation 1 still queued is drained by the next re-form */
-    hdr_t h = {.op = 1, .step = 0, .chunk = 0, .count = 7, .gen = 1};
+    hdr_t h = {.op = 1, .step = 0, .chunk = 0, .count = 7, .gen = 1, .width = 4};
     static float body[N];
     send2(push, &h, sizeof h, body, 7 * 4);
     usleep(100000);

@@ -44,7 +44,7 @@ static const float MEAN[3] = {0.485f, 0.456f, 0.406f}, STD[3] = {0.229f, 0.224f,
 typedef struct {
     int w;
     pthread_barrier_t bar;
-    float *slot[MAXW];
+    double *slot[MAXW];
     size_t n[MAXW];
     long calls[MAXW];
 } group_t;
@@ -55,8 +55,8 @@ typedef struct {
 } member_t;
 
 /* model_allreduce_fn: every rank adds the W slots in rank order, so all get
- * the same floats. */
-static int group_sum(void *ctx, float *data, size_t n, char *err, size_t errlen)
+ * the same doubles. */
+static int group_sum(void *ctx, double *data, size_t n, char *err, size_t errlen)
 {
     member_t *me = ctx;
     group_t *g = me->g;
@@ -67,7 +67,7 @@ static int group_sum(void *ctx, float *data, size_t n, char *err, size_t errlen)
     int same = 1;
     for (int r = 0; r < g->w; r++)
         same &= g->n[r] == n;
-    float *sum = same ? calloc(n ? n : 1, sizeof *sum) : NULL;
+    double *sum = same ? calloc(n ? n : 1, sizeof *sum) : NULL;
     for (size_t i = 0; sum && i < n; i++)
         for (int r = 0; r < g->w; r++)
             sum[i] += g->slot[r][i];
@@ -82,7 +82,25 @@ static int group_sum(void *ctx, float *data, size_t n, char *err, size_t errlen)
     return 0;
 }
 
-static int failing_sum(void *ctx, float *data, size_t n, char *err, size_t errlen)
+/* The gradients' all-reduce (floats): group_sum of their doubles, each sum
+ * rounded once, as the float ring's two-rank sums are. */
+static int group_sum_f32(void *ctx, float *data, size_t n, char *err, size_t errlen)
+{
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    if (!d) {
+        err_set(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        d[i] = data[i];
+    int rc = group_sum(ctx, d, n, err, errlen);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        data[i] = (float)d[i];
+    free(d);
+    return rc;
+}
+
+static int failing_sum(void *ctx, double *data, size_t n, char *err, size_t errlen)
 {
     (void)ctx;
     (void)data;
@@ -161,7 +179,7 @@ static void *rank_main(void *arg)
     for (int i = 0; r->rc == 0 && i < model_param_count(r->m); i++) {
         model_param_t p;
         if (model_param_at(r->m, i, &p) == 0 && p.grad)
-            r->rc = group_sum(&r->me, p.grad, p.numel, r->err, sizeof r->err);
+            r->rc = group_sum_f32(&r->me, p.grad, p.numel, r->err, sizeof r->err);
     }
     if (r->rc == 0)
         sgd(r->m);

@@ -10,11 +10,12 @@ train-loss curve. Two runs of the comparison:
 
 Why not --sync-bn with the 2-sample step: BatchNorm over 2 samples is
 ill-conditioned (each output is +-1 whatever the inputs; the gradient scales
-with 1 / |x1 - x2|), so the float rounding of the all-reduced statistics
-(summed per rank in double, exchanged as float) is amplified to ~4e-5 in two
-epochs — W = 2 and 3 agree with each other to 1e-9 there, only the W = 1
-rounding differs. The rounding, not the pipeline, would be under test; the
-empty shard with SyncBatchNorm is tested in-process by gpud_test_sync_bn.
+with 1 / |x1 - x2|), so float rounding (the gradients' all-reduce; the
+statistics were exchanged as floats until they became doubles) is amplified
+to ~4e-5 in two epochs — W = 2 and 3 agree with each other to 1e-9 there,
+only the W = 1 rounding differs. The rounding, not the pipeline, would be
+under test; the empty shard with SyncBatchNorm is tested in-process by
+gpud_test_sync_bn.
 
 Why plain SGD at lr 0.001: this small WideResNet amplifies float rounding
 step after step (the 4-channel first conv before BatchNorm). Measured here:
