@@ -1,4 +1,4 @@
-/* ring — allreduce_t, the sum of a float array across the gpud ranks of a
+/* ring — allreduce_t, the sum of a float (or double) array across the gpud ranks of a
  * CPU job: a ring (reduce-scatter, then all-gather) over ZeroMQ, as NCCL
  * does on GPUs.
  *

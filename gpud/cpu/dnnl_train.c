@@ -312,6 +312,148 @@ static int act_reorder(bk_prog_t *g, prim_t *ro)
     return ro->p ? prim_run(g, ro, "activation reorder") : 0;
 }
 
+/* ------------------------------------- forward by backward data
+ * oneDNN 2.6's AVX2 forward kernel for NHWC is slow on the stride-1 3x3
+ * convolutions of ResNets and WideResNets (ic == oc: 40-50 GFLOP/s on one
+ * Zen core) where its backward-data kernel for the same shape runs at
+ * 60-85 (bench/conv_floor.sh, bench/RESULTS.md). A stride-1 convolution
+ * with "same" padding, y = conv(x, W), is the backward data of the
+ * convolution from y's channels to x's whose weights are W transposed
+ * (in <-> out) and flipped in both spatial axes, with x as its diff_dst:
+ *   y[n,k,p] = sum over c, i, j of x[n,c,p + (i,j) - pad] W[k,c,i,j]
+ *            = sum over c, i', j' of x[n,c,p - (i',j') + pad] W'[c,k,i',j']
+ *   with W'[c,k,i',j'] = W[k,c,kh-1-i',kw-1-j'] and pad = (k-1)/2.
+ * So those forwards run that primitive: the same products in another
+ * summation order, fixed per shape and CPU (never chosen by timing: a
+ * sample's bits must not depend on the machine's load). The backward
+ * passes are unchanged. DDPIPE_CONV_FWD=direct turns it off. */
+typedef struct fswap {
+    prim_t run;                 /* the swapped convolution's backward data */
+    prim_t w_to;                /* flipped weights (oihw) -> its layout */
+    dnnl_memory_t x, y;         /* handles: x as diff_dst, y as diff_src */
+    dnnl_memory_t w_flip, w;    /* the flipped weights, user layout / its own */
+    float *flip;                /* w_flip's buffer */
+    int ic, oc, kh, kw;
+} fswap_t;
+
+static void fswap_destroy(fswap_t **sp)
+{
+    fswap_t *sw = *sp;
+    if (!sw)
+        return;
+    prim_free(&sw->run);
+    prim_free(&sw->w_to);
+    dnnl_memory_t *mems[] = {&sw->x, &sw->y, &sw->w_flip, &sw->w};
+    for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
+        mem_free(mems[i]);
+    free(sw->flip);
+    free(sw);
+    *sp = NULL;
+}
+
+/* Where the swap applies and is measured faster: fp32 NHWC (not native
+ * bf16, not DDPIPE_CONV_LAYOUT=blocked), stride 1, 3x3 with padding 1,
+ * ic == oc, no bias (the convolutions before a BatchNorm), and oneDNN's
+ * forward for it is its AVX2 kernel (fwd: the direct forward primitive). */
+static int fswap_wanted(int plain_f32, const bk_conv_t *c, const int in[4], const int out[4],
+                        const_dnnl_primitive_t fwd)
+{
+    const char *e = getenv("DDPIPE_CONV_FWD"), *impl = NULL;
+    const_dnnl_primitive_desc_t pd = NULL;
+    if ((e && strcmp(e, "direct") == 0) || !plain_f32 || c->bias || c->ic != c->oc ||
+        c->kh != 3 || c->kw != 3 || c->stride_h != 1 || c->stride_w != 1 || c->pad_h != 1 ||
+        c->pad_w != 1 || in[2] != out[2] || in[3] != out[3])
+        return 0;
+    if (dnnl_primitive_get_primitive_desc(fwd, &pd) != dnnl_success ||
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+        return 0;
+    return impl && strcmp(impl, "jit:avx2") == 0;
+}
+
+/* The swapped convolution's primitive descriptors: a forward one (only
+ * the backward data's hint, as oneDNN asks) and the backward data. */
+static int fswap_pds(bk_prog_t *g, fswap_t *sw, const dnnl_memory_desc_t *ys,
+                     const dnnl_memory_desc_t *xd, dnnl_primitive_desc_t *dpd)
+{
+    dnnl_memory_desc_t wany;
+    dnnl_dim_t wd[4] = {sw->ic, sw->oc, sw->kh, sw->kw};
+    md_tag(&wany, 4, wd, dnnl_format_tag_any);
+    dnnl_dims_t st = {1, 1}, pad = {(sw->kh - 1) / 2, (sw->kw - 1) / 2};
+    dnnl_convolution_desc_t fd, dd;
+    dnnl_primitive_desc_t fpd = NULL;
+    int ok = dn(g, dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
+                                                      dnnl_convolution_direct, ys, &wany, NULL,
+                                                      xd, st, pad, pad), "swap forward desc") == 0 &&
+             dn(g, dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, ys,
+                                                            &wany, xd, st, pad, pad),
+                "swap backward-data desc") == 0 &&
+             dn(g, dnnl_primitive_desc_create(&fpd, &fd, NULL, cbe(g)->eng, NULL),
+                "swap forward hint") == 0 &&
+             prim_make(g, &sw->run, &dd, fpd, dpd, "swap backward-data primitive") == 0;
+    if (fpd)
+        dnnl_primitive_desc_destroy(fpd);
+    return ok ? 0 : -1;
+}
+
+/* The swap of convolution c over NHWC x and y; NULL with nothing failed
+ * where oneDNN has no AVX2 backward-data kernel for it either, NULL after
+ * bk_prog_fail on an error. */
+static fswap_t *fswap_new(bk_prog_t *g, const bk_conv_t *c, const int in[4], const int out[4])
+{
+    fswap_t *sw = calloc(1, sizeof *sw);
+    if (!sw)
+        return bk_prog_fail(g, "out of memory");
+    *sw = (fswap_t){.ic = c->ic, .oc = c->oc, .kh = c->kh, .kw = c->kw};
+    dnnl_memory_desc_t ys, xd, wflip;
+    md_act(&ys, out);   /* the swapped convolution's src: y's shape */
+    md_act(&xd, in);    /* ... and its dst: x's */
+    dnnl_dim_t wd[4] = {c->ic, c->oc, c->kh, c->kw};
+    md_tag(&wflip, 4, wd, dnnl_oihw);
+    dnnl_primitive_desc_t dpd = NULL;
+    const char *impl = NULL;
+    int ok = fswap_pds(g, sw, &ys, &xd, &dpd) == 0;
+    if (ok)
+        dnnl_primitive_desc_query(dpd, dnnl_query_impl_info_str, 0, &impl);
+    int avx2 = ok && impl && strcmp(impl, "jit:avx2") == 0;
+    if (avx2 && !(sw->flip = malloc((size_t)c->ic * c->oc * c->kh * c->kw * sizeof(float)))) {
+        bk_prog_fail(g, "out of memory");
+        ok = 0;
+    }
+    ok = ok && (!avx2 || ((sw->x = mem(g, &xd, 0)) && (sw->y = mem(g, &ys, 0)) &&
+                          (sw->w_flip = mem(g, &wflip, 0)) &&
+                          (sw->w = mem(g, q_md(dpd, dnnl_query_weights_md), 1)) &&
+                          set_handle(g, sw->w_flip, sw->flip) == 0 &&
+                          reorder_make(g, &sw->w_to, sw->w_flip, sw->w) == 0));
+    if (dpd)
+        dnnl_primitive_desc_destroy(dpd);
+    if (!ok || !avx2) {
+        fswap_destroy(&sw);
+        return NULL;
+    }
+    prim_arg(&sw->run, DNNL_ARG_DIFF_DST, sw->x);
+    prim_arg(&sw->run, DNNL_ARG_WEIGHTS, sw->w);
+    prim_arg(&sw->run, DNNL_ARG_DIFF_SRC, sw->y);
+    return sw;
+}
+
+/* y = conv(x, w): w [oc, ic, kh, kw] transposed and flipped into
+ * [ic, oc, kh, kw], reordered, then the backward-data primitive. */
+static int fswap_run(bk_prog_t *g, fswap_t *sw, const void *x, const float *w, void *y)
+{
+    const int kh = sw->kh, kw = sw->kw, taps = kh * kw;
+    for (int k = 0; k < sw->oc; k++)
+        for (int c = 0; c < sw->ic; c++) {
+            const float *src = w + ((size_t)k * sw->ic + c) * taps;
+            float *dst = sw->flip + ((size_t)c * sw->oc + k) * taps;
+            for (int t = 0; t < taps; t++)
+                dst[t] = src[taps - 1 - t];   /* (i, j) -> (kh-1-i, kw-1-j) */
+        }
+    if (prim_run(g, &sw->w_to, "swap weights reorder") < 0 || set_handle(g, sw->x, x) < 0 ||
+        set_handle(g, sw->y, y) < 0)
+        return -1;
+    return prim_run(g, &sw->run, "forward (backward-data kernel)");
+}
+
 /* -------------------------------------------------- weighted layers
  * Convolution and inner product share the structure: forward, backward
  * data and backward weights, with the weights in whatever layout each
@@ -328,6 +470,7 @@ typedef struct {
     dnnl_memory_t x16w, gy16w;          /* NULL: backward weights takes x16, gy16 */
     size_t x16_bytes, gy16_bytes, x16w_bytes, gy16w_bytes;
     act_args_t a;                       /* the primitives' activations */
+    fswap_t *swap;                      /* forward by backward data, or NULL */
     dnnl_memory_t w_user, w_fwd, w_bwd; /* w_bwd may be w_fwd */
     dnnl_memory_t gw_user, gw_prim;     /* gw_prim may be gw_user */
     dnnl_memory_t b, gb;                /* bias handles */
@@ -340,6 +483,7 @@ typedef struct {
 static void wplan_destroy(bk_plan_t *bp)
 {
     wplan_t *p = (wplan_t *)bp;
+    fswap_destroy(&p->swap);
     prim_t *prims[] = {&p->fwd,      &p->bwd_d,      &p->bwd_w,  &p->w_to_fwd,
                        &p->w_to_bwd, &p->gw_to_user, &p->x_to16, &p->gy_to16,
                        &p->x_to16w,  &p->gy_to16w};
@@ -525,6 +669,8 @@ static int w_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w, con
         return -1;
     if (p->w_to_bwd.p && prim_run(g, &p->w_to_bwd, "weights reorder") < 0)
         return -1;
+    if (p->swap)   /* forward by backward data (fswap_t); no bias, plain f32 */
+        return fswap_run(g, p->swap, x, w, y);
     if (set_handle(g, p->x, x) < 0 || set_handle(g, p->y, y) < 0 ||
         (p->has_bias && set_handle(g, p->b, b) < 0) ||
         (p->native && stage16(g, &p->x_to16, p->x16, p->x16_bytes, 0) < 0) ||
@@ -628,6 +774,11 @@ static bk_plan_t *c_conv_plan(bk_prog_t *g, const bk_conv_t *c, const int in[4],
                                                           &src16, &wany, bp, &dst16, st, pl,
                                                           pr), "conv backward-weights desc") < 0 ||
         wplan_build(g, p, &fd, &dd, &wd_, &wuser, &bias, &src, &dst) < 0) {
+        wplan_destroy(&p->base);
+        return NULL;
+    }
+    if (fswap_wanted(!p->native && !conv_blocked(in[1], out[1]), c, in, out, p->fwd.p) &&
+        !(p->swap = fswap_new(g, c, in, out)) && bk_prog_error(g)) {
         wplan_destroy(&p->base);
         return NULL;
     }

@@ -22,7 +22,7 @@ Tensors "<m>.input_u8", "<m>.labels", "<m>.loss" (per sample), "<m>.logits",
 "<m>:<param>.grad" and "<m>:<buffer>.after" (running stats after the step),
 each the full tensor flattened when it has <= 2048 values, else the 2048
 values at flat indices i * numel // 2048 (the C test takes the same).
-Deterministic (seeded): same bytes every run.
+Deterministic (seeded, one thread): same bytes every run.
 """
 import os
 import sys
@@ -103,6 +103,12 @@ case("conv3x3_s2_p1_c64", "conv", [2, 64, 8, 8], oc=128, k=3, s=2, p=1, bias=0)
 case("conv1x1_s2_c64", "conv", [2, 64, 8, 8], oc=128, k=1, s=2, p=0, bias=0)
 case("bn_relu_train_c512", "bn", [4, 512, 2, 2], training=1, momentum=0.1, relu=1)
 case("bn_relu_train_zeros", "bn", [4, 64, 3, 3], training=1, momentum=0.1, relu=1, ties=1)
+# stride-1 3x3 convolutions with ic == oc and no bias, which gpud's AVX2
+# training forward runs as a backward data of the transposed, flipped
+# convolution (docs/TRAINING.md); non-square, so a flip along the wrong axis
+# shows
+case("conv3x3_s1_same_c8", "conv", [2, 8, 5, 7], oc=8, k=3, s=1, p=1, bias=0)
+case("conv3x3_s1_same_c64", "conv", [2, 64, 9, 6], oc=64, k=3, s=1, p=1, bias=0)
 
 
 def run_case(name, op, shape, kw, gen):
@@ -261,6 +267,7 @@ def gen_models():
 
 
 def main():
+    torch.set_num_threads(1)   # a threaded conv backward sums in a load-dependent order
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1234)
     tensors, meta = {}, {}
