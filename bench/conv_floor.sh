@@ -6,13 +6,14 @@
 #     share of a step (bench/torch_conv_share.py; PyTorch 1.13's oneDNN);
 #   - ddpipe's step (bench/train_fmnist) and the time of its oneDNN
 #     convolution primitives per step (DNNL_VERBOSE=1 exec lines: forward,
-#     backward data, backward weights; validation excluded), once with
-#     NHWC activations (the default) and once with blocked ones
-#     (DDPIPE_CONV_LAYOUT=blocked);
-#   - the floor: per primitive (direction and shape) the faster layout,
-#     summed per step. No step of ddpipe that calls these kernels can take
-#     less, whatever else it fuses, so PyTorch's step / floor bounds the
-#     ratio; "left at 1.5x" is the time a 1.5x step leaves for everything
+#     backward data, backward weights; validation excluded), three ways:
+#     as run by default (on AVX2 some forwards run as a backward data,
+#     docs/TRAINING.md), all direct on NHWC (DDPIPE_CONV_FWD=direct), and
+#     on blocked activations (DDPIPE_CONV_LAYOUT=blocked);
+#   - the floor: per convolution shape the fastest of the three for its
+#     three passes, summed per step. No step of ddpipe that calls these
+#     kernels can take less, whatever else it fuses, so PyTorch's step /
+#     floor bounds the ratio; "left at 1.5x" is the time a 1.5x step leaves for everything
 #     that is not a convolution (BatchNorm, ReLU, pooling, dropout, loss,
 #     optimizer, all-reduce, loading), negative when 1.5x is out of reach.
 #
@@ -41,6 +42,8 @@ echo "CPU flags: $(grep -o -w -E 'avx512[a-z_0-9]*|amx[a-z_]*|avx2' /proc/cpuinf
 "$B" --dir "$dir" --steps "$STEPS" --threads 1 --test 64 --channels "$CHANNELS" \
     >"$dir/ddpipe.txt"
 DNNL_VERBOSE=1 "$B" --dir "$dir" --steps "$STEPS" --threads 1 --test 64 \
+    --channels "$CHANNELS" >"$dir/default.txt" 2>&1
+DNNL_VERBOSE=1 DDPIPE_CONV_FWD=direct "$B" --dir "$dir" --steps "$STEPS" --threads 1 --test 64 \
     --channels "$CHANNELS" >"$dir/nhwc.txt" 2>&1
 DNNL_VERBOSE=1 DDPIPE_CONV_LAYOUT=blocked "$B" --dir "$dir" --steps "$STEPS" --threads 1 \
     --test 64 --channels "$CHANNELS" >"$dir/blocked.txt" 2>&1
@@ -50,27 +53,34 @@ DNNL_VERBOSE=1 DDPIPE_CONV_LAYOUT=blocked "$B" --dir "$dir" --steps "$STEPS" --t
 tips=$(sed -n 's/.*img\/s=\([0-9.]*\).*/\1/p' "$dir/torch_train.txt")
 share=$(sed -n 's/.*share=\([0-9.]*\).*/\1/p' "$dir/torch_share.txt")
 dips=$(sed -n 's/.*img\/s=\([0-9.]*\).*/\1/p' "$dir/ddpipe.txt")
-# per step, per (direction, shape): the convolution primitives' exec ms;
+# per step and convolution shape: its primitives' exec ms (all directions);
 # forward_inference is the test pass, not the step
 awk -F, -v steps="$STEPS" -v tips="$tips" -v share="$share" -v dips="$dips" '
     FNR == 1 { side++ }
     /^(onednn|dnnl)_verbose,exec,cpu,convolution,/ && $6 != "forward_inference" {
-        k = $6 "," $(NF - 1); t[side, k] += $NF; keys[k] = 1
+        t[side, $(NF - 1)] += $NF; keys[$(NF - 1)] = 1
     }
     END {
         for (k in keys) {
-            a = t[1, k]; b = t[2, k]
-            nhwc += a; blk += b; floor += (b > 0 && b < a) ? b : a
+            best = t[1, k]
+            for (r = 1; r <= 3; r++) {
+                tot[r] += t[r, k]
+                best = t[r, k] < best ? t[r, k] : best
+            }
+            floor += best
         }
-        nhwc /= steps; blk /= steps; floor /= steps
+        for (r = 1; r <= 3; r++)
+            tot[r] /= steps
+        floor /= steps
         dstep = 64000 / dips; tstep = 64000 / tips; tconv = share * tstep
         printf "\n| per step (ms) | PyTorch 1.13 | ddpipe |\n|---|---:|---:|\n"
         printf "| step | %.1f | %.1f |\n", tstep, dstep
-        printf "| convolutions | %.1f (its conv ops) | %.1f (NHWC primitives) |\n", tconv, nhwc
-        printf "| convolutions, blocked layout | | %.1f |\n", blk
-        printf "| convolutions, floor (faster layout per primitive) | | %.1f |\n", floor
+        printf "| convolutions | %.1f (its conv ops) | %.1f (as run by default) |\n", tconv, tot[1]
+        printf "| convolutions, all direct NHWC | | %.1f |\n", tot[2]
+        printf "| convolutions, blocked layout | | %.1f |\n", tot[3]
+        printf "| convolutions, floor (fastest of the three per shape) | | %.1f |\n", floor
         printf "\nstep ratio now: %.2fx; ceiling (PyTorch step / ddpipe conv floor): %.2fx;" \
                " left at 1.5x for all else: %.1f ms a step\n", tstep / dstep, tstep / floor,
                tstep / 1.5 - floor
-    }' "$dir/nhwc.txt" "$dir/blocked.txt"
+    }' "$dir/default.txt" "$dir/nhwc.txt" "$dir/blocked.txt"
 echo "load after: $(cut -d' ' -f1 /proc/loadavg)"
