@@ -4,6 +4,7 @@ Run by ctest with DDPIPE_BIN (built binaries) and DDPIPE_SRC (source tree)
 in the environment; only the Python standard library is needed, except the
 fake-peer tests which use python3-zmq/python3-msgpack when present.
 """
+import atexit
 import json
 import os
 import shutil
@@ -25,9 +26,36 @@ COUNT_KEYS = ["samples", "failed", "correct_top1", "correct_top5", "top1", "top5
 DAEMONS = ("reducerd", "reporterd", "loaderd", "gpud")
 
 
+_failed = False     # a check failed or an exception escaped: keep the work dirs
+_workdirs = []
+
+
 def fail(msg):
+    global _failed
+    _failed = True
     print("FAIL: " + msg, flush=True)
     sys.exit(1)
+
+
+def _excepthook(kind, value, tb):
+    global _failed
+    _failed = True
+    sys.__excepthook__(kind, value, tb)
+
+
+sys.excepthook = _excepthook
+
+
+@atexit.register
+def _clean_workdirs():
+    """A passing (or skipped) test leaves nothing in /tmp; a failing one keeps
+    its run directories for a look, as does DDPIPE_KEEP_TMP=1."""
+    keep = _failed or os.environ.get("DDPIPE_KEEP_TMP") == "1"
+    for d in _workdirs:
+        if keep:
+            print("kept %s" % d, flush=True)
+        else:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def check(cond, msg):
@@ -40,6 +68,7 @@ def workdir(name):
     d = os.path.join(base, "ddpipe-it-%s-%d" % (name, os.getpid()))
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
+    _workdirs.append(d)
     return d
 
 

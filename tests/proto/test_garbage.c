@@ -8,6 +8,7 @@
 
 #include <spawn.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,8 +98,10 @@ int main(void)
     char ep[128];
     snprintf(ep, sizeof ep, "ipc:///tmp/ddp-garbage-test-%d", (int)getpid());
     router_rejects_everything(ep);
+    unlink(ep + strlen("ipc://"));   /* the socket file outlives the socket */
     snprintf(ep, sizeof ep, "ipc:///tmp/ddp-garbage-test-sub-%d", (int)getpid());
     subscriber_rejects_everything(ep);
+    unlink(ep + strlen("ipc://"));
     /* no peer: a clear failure, not a hang */
     snprintf(ep, sizeof ep, "ipc:///tmp/ddp-garbage-nobody-%d", (int)getpid());
     CHECK(run_garbage(ep, (char *[]){"random", NULL}) == 1);
