@@ -46,11 +46,18 @@ static size_t read_out(int r, float *got, size_t n)
     return got_n;
 }
 
-static float ring_sum(int world, size_t n, size_t i)
+/* The chunk element i of an n-array lies in (the ring sums it from there). */
+static int chunk_of(int world, size_t n, size_t i)
 {
     int c = 0;
     while (allreduce_chunk_offset(n, world, c + 1) <= i)
         c++;
+    return c;
+}
+
+static float ring_sum(int world, size_t n, size_t i)
+{
+    int c = chunk_of(world, n, i);
     float acc = value(c, i);
     for (int k = 1; k < world; k++)
         acc = value((c + k) % world, i) + acc;
@@ -63,9 +70,7 @@ static double dvalue(int rank, size_t i) { return value(rank, i) * (1.0 + 1e-10 
 
 static double ring_sum_f64(int world, size_t n, size_t i)
 {
-    int c = 0;
-    while (allreduce_chunk_offset(n, world, c + 1) <= i)
-        c++;
+    int c = chunk_of(world, n, i);
     double acc = dvalue(c, i);
     for (int k = 1; k < world; k++)
         acc = dvalue((c + k) % world, i) + acc;
