@@ -617,7 +617,8 @@ static int ring_sum(allreduce_t *self, void *data, size_t width, size_t n, size_
     return 0;
 }
 
-int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char *err, size_t errlen)
+int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char *err,
+                  size_t errlen)
 {
     return ring_sum(self, data, sizeof *data, n, 0, n, timeout_ms, err, errlen);
 }

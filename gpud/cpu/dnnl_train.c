@@ -370,10 +370,11 @@ static int fswap_wanted(int plain_f32, const bk_conv_t *c, const int in[4], cons
     return impl && strcmp(impl, "jit:avx2") == 0;
 }
 
-/* The swapped convolution's primitive descriptors: a forward one (only
- * the backward data's hint, as oneDNN asks) and the backward data. */
-static int fswap_pds(bk_prog_t *g, fswap_t *sw, const dnnl_memory_desc_t *ys,
-                     const dnnl_memory_desc_t *xd, dnnl_primitive_desc_t *dpd)
+/* The swapped convolution's backward-data primitive descriptor (a forward
+ * one is only its hint, as oneDNN asks). Plain oneDNN calls: where oneDNN
+ * cannot make them the forward stays direct, the graph is not failed. */
+static int fswap_pd(bk_prog_t *g, const fswap_t *sw, const dnnl_memory_desc_t *ys,
+                    const dnnl_memory_desc_t *xd, dnnl_primitive_desc_t *dpd)
 {
     dnnl_memory_desc_t wany;
     dnnl_dim_t wd[4] = {sw->ic, sw->oc, sw->kh, sw->kw};
@@ -381,23 +382,25 @@ static int fswap_pds(bk_prog_t *g, fswap_t *sw, const dnnl_memory_desc_t *ys,
     dnnl_dims_t st = {1, 1}, pad = {(sw->kh - 1) / 2, (sw->kw - 1) / 2};
     dnnl_convolution_desc_t fd, dd;
     dnnl_primitive_desc_t fpd = NULL;
-    int ok = dn(g, dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
-                                                      dnnl_convolution_direct, ys, &wany, NULL,
-                                                      xd, st, pad, pad), "swap forward desc") == 0 &&
-             dn(g, dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, ys,
-                                                            &wany, xd, st, pad, pad),
-                "swap backward-data desc") == 0 &&
-             dn(g, dnnl_primitive_desc_create(&fpd, &fd, NULL, cbe(g)->eng, NULL),
-                "swap forward hint") == 0 &&
-             prim_make(g, &sw->run, &dd, fpd, dpd, "swap backward-data primitive") == 0;
+    dnnl_primitive_attr_t a = cpu_attr_new(g);
+    int ok = a &&
+             dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
+                                                dnnl_convolution_direct, ys, &wany, NULL, xd,
+                                                st, pad, pad) == dnnl_success &&
+             dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, ys, &wany,
+                                                      xd, st, pad, pad) == dnnl_success &&
+             dnnl_primitive_desc_create(&fpd, &fd, NULL, cbe(g)->eng, NULL) == dnnl_success &&
+             dnnl_primitive_desc_create(dpd, &dd, a, cbe(g)->eng, fpd) == dnnl_success;
     if (fpd)
         dnnl_primitive_desc_destroy(fpd);
+    if (a)
+        dnnl_primitive_attr_destroy(a);
     return ok ? 0 : -1;
 }
 
 /* The swap of convolution c over NHWC x and y; NULL with nothing failed
- * where oneDNN has no AVX2 backward-data kernel for it either, NULL after
- * bk_prog_fail on an error. */
+ * where oneDNN gives it no AVX2 backward-data kernel, NULL after
+ * bk_prog_fail on an error (out of memory). */
 static fswap_t *fswap_new(bk_prog_t *g, const bk_conv_t *c, const int in[4], const int out[4])
 {
     fswap_t *sw = calloc(1, sizeof *sw);
@@ -411,15 +414,15 @@ static fswap_t *fswap_new(bk_prog_t *g, const bk_conv_t *c, const int in[4], con
     md_tag(&wflip, 4, wd, dnnl_oihw);
     dnnl_primitive_desc_t dpd = NULL;
     const char *impl = NULL;
-    int ok = fswap_pds(g, sw, &ys, &xd, &dpd) == 0;
-    if (ok)
+    if (fswap_pd(g, sw, &ys, &xd, &dpd) == 0)
         dnnl_primitive_desc_query(dpd, dnnl_query_impl_info_str, 0, &impl);
-    int avx2 = ok && impl && strcmp(impl, "jit:avx2") == 0;
+    int avx2 = impl && strcmp(impl, "jit:avx2") == 0, ok = 1;
     if (avx2 && !(sw->flip = malloc((size_t)c->ic * c->oc * c->kh * c->kw * sizeof(float)))) {
         bk_prog_fail(g, "out of memory");
         ok = 0;
     }
-    ok = ok && (!avx2 || ((sw->x = mem(g, &xd, 0)) && (sw->y = mem(g, &ys, 0)) &&
+    ok = ok && (!avx2 || (prim_create(g, &sw->run, dpd, "swap backward-data primitive") == 0 &&
+                          (sw->x = mem(g, &xd, 0)) && (sw->y = mem(g, &ys, 0)) &&
                           (sw->w_flip = mem(g, &wflip, 0)) &&
                           (sw->w = mem(g, q_md(dpd, dnnl_query_weights_md), 1)) &&
                           set_handle(g, sw->w_flip, sw->flip) == 0 &&
