@@ -668,7 +668,11 @@ static int w_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w, con
                  void *y)
 {
     wplan_t *p = (wplan_t *)bp;
-    if (set_handle(g, p->w_user, w) < 0 || prim_run(g, &p->w_to_fwd, "weights reorder") < 0)
+    /* the forward primitive's copy only when something runs it or backward
+     * data shares it: a swapped forward uses its own flipped weights */
+    int fwd_w = !p->swap || p->w_bwd == p->w_fwd;
+    if (set_handle(g, p->w_user, w) < 0 ||
+        (fwd_w && prim_run(g, &p->w_to_fwd, "weights reorder") < 0))
         return -1;
     if (p->w_to_bwd.p && prim_run(g, &p->w_to_bwd, "weights reorder") < 0)
         return -1;
