@@ -6,8 +6,8 @@
 #include "gpud/cuda/cuda_backend.h"
 #endif
 
-#include "common/errbuf.h"
 #include "common/cpus.h"
+#include "common/errbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>

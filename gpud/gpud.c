@@ -1,8 +1,8 @@
 /* gpud — the worker's state (gpud.h lists the files above it). */
 #include "gpud/gpud.h"
-#include "common/cpus.h"
 
 #include "common/clock.h"
+#include "common/cpus.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
 #include "gpud/cuda_device.h"

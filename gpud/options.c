@@ -31,7 +31,8 @@ static const option_t s_rows[] = {
     OPTION_STRING(T, backend, "backend", "cpu|cuda", "cpu",
                   "compute backend (cuda when built with it)"),
     GPUD_PRECISION_OPTION(T),
-    OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024, "compute threads (default: the CPUs it may use, divided by "
+    OPTION_LONG(T, threads, "threads", "N", 0, 1, 1024,
+                "compute threads (default: the CPUs it may use, divided by "
                 "DDPIPE_LOCAL_WORLD_SIZE or LOCAL_WORLD_SIZE, the ranks on this host)"),
     OPTION_LONG(T, micro_batch, "micro-batch", "N", 0, 1, 4096,
                 "samples per forward pass, the same on every worker of a job (default: the "

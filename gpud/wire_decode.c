@@ -1,7 +1,7 @@
 #include "gpud/wire_decode.h"
 
-#include "common/errbuf.h"
 #include "common/cpus.h"
+#include "common/errbuf.h"
 #include "common/image/augment.h"
 #include "common/image/transform.h"
 
