@@ -1,9 +1,14 @@
 #include "reporterd/metrics_http.h"
+#include "common/clock.h"
 #include "common/errbuf.h"
+#include "common/log.h"
+#include "reporterd/http_guard.h"
 #include "reporterd/webpage.h"
 
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,11 +19,21 @@
 
 /* A page's wait for its stream to end when the server stops. */
 #define DRAIN_MS 2000
+/* An event stream sends a keep-alive every WEBFEED_KEEPALIVE_MS: it is
+ * cut only when the page takes nothing for this long. */
+#define STREAM_TIMEOUT_S 10
+/* libmicrohttpd's messages (e.g. a refused connection): at most one line
+ * this often, with how many were left out. */
+#define MHD_LOG_EVERY_MS 10000
 
 struct metrics_http {
     struct MHD_Daemon *daemon;
     promstate_t *state;
     webfeed_t *web;
+    http_guard_t *guard;
+    pthread_mutex_t log_lock;
+    int64_t logged_ms;  /* last libmicrohttpd line; 0: none yet */
+    size_t log_skipped; /* lines left out since */
 };
 
 /* One /events stream: its connection thread reads the client's queue. */
@@ -37,6 +52,9 @@ static enum MHD_Result s_reply(struct MHD_Connection *conn, unsigned int status,
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    /* an error (a refused stream above all) frees its connection at once */
+    if (status >= 400)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result rc = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return rc;
@@ -101,6 +119,12 @@ static enum MHD_Result s_events(metrics_http_t *self, struct MHD_Connection *con
                               "close a page and retry\n"),
                        "text/plain");
     }
+    /* longer than the header timeout: a quiet stream waits for events */
+    if (MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                                  (unsigned int)STREAM_TIMEOUT_S) != MHD_YES) {
+        s_stream_free(s);
+        return MHD_NO;
+    }
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
                                                                s_stream_read, s, s_stream_free);
     if (!r) {
@@ -124,6 +148,7 @@ static enum MHD_Result s_handle(void *cls, struct MHD_Connection *conn, const ch
     (void)upload;
     (void)upload_size;
     (void)req_cls;
+    http_guard_serving(self->guard, conn);
     bool get = strcmp(method, "GET") == 0;
     if (!get && strcmp(method, "HEAD") != 0)
         return s_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
@@ -167,8 +192,66 @@ static int s_split(const char *hostport, char *buf, size_t len, const char **hos
     return 0;
 }
 
+/* libmicrohttpd's messages as log lines, rate-limited: a client that
+ * opens connections past the limits must not fill the log. */
+static void s_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    metrics_http_t *self = cls;
+    char msg[256];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = 0;
+    int64_t now = clock_mono_ms();
+    pthread_mutex_lock(&self->log_lock);
+    if (self->logged_ms && now - self->logged_ms < MHD_LOG_EVERY_MS) {
+        self->log_skipped++;
+        pthread_mutex_unlock(&self->log_lock);
+        return;
+    }
+    size_t skipped = self->log_skipped;
+    self->logged_ms = now;
+    self->log_skipped = 0;
+    pthread_mutex_unlock(&self->log_lock);
+    if (skipped)
+        log_warn("--metrics-http: %s (and %zu more libmicrohttpd messages left out)", msg,
+                 skipped);
+    else
+        log_warn("--metrics-http: %s", msg);
+}
+
+static struct MHD_Daemon *s_start(metrics_http_t *self, const struct addrinfo *ai,
+                                  const metrics_http_limits_t *limits)
+{
+    unsigned int total = limits->max_connections;
+    unsigned int per_address =
+        limits->max_per_address < total ? limits->max_per_address : total;
+    /* silent connections take at most half of what one address has left
+     * after the dashboard's streams: the rest is for requests, /metrics first */
+    size_t max_waiting =
+        per_address > WEBFEED_MAX_CLIENTS + 2 ? (per_address - WEBFEED_MAX_CLIENTS) / 2 : 1;
+    if (!(self->guard = http_guard_new(max_waiting, METRICS_HTTP_HEADER_TIMEOUT_S * 1000)))
+        return NULL;
+    /* a thread per connection: an event stream waits for events in its own
+     * thread (webfeed_read) instead of polling; the limits and the guard
+     * bound the threads */
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                         MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    /* port 0 here: the address (with its port) comes from SOCK_ADDR */
+    /* the logger first: libmicrohttpd uses it from the next option on */
+    return MHD_start_daemon(
+        flags, 0, NULL, NULL, s_handle, self, MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, self,
+        MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, total,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned int)METRICS_HTTP_HEADER_TIMEOUT_S, MHD_OPTION_NOTIFY_CONNECTION,
+        http_guard_on_connection, self->guard, MHD_OPTION_NOTIFY_COMPLETED,
+        http_guard_on_completed, self->guard, MHD_OPTION_END);
+}
+
 metrics_http_t *metrics_http_new(const char *hostport, promstate_t *state, webfeed_t *web,
-                                 char *err, size_t errlen)
+                                 const metrics_http_limits_t *limits, char *err, size_t errlen)
 {
     char buf[512];
     const char *host, *port;
@@ -185,27 +268,24 @@ metrics_http_t *metrics_http_new(const char *hostport, promstate_t *state, webfe
         return NULL;
     }
     metrics_http_t *self = calloc(1, sizeof *self);
+    if (self && pthread_mutex_init(&self->log_lock, NULL) != 0) {
+        free(self);
+        self = NULL;
+    }
     if (self) {
         self->state = state;
         self->web = web;
-        /* a thread per connection: an event stream waits for events in its
-         * own thread (webfeed_read) instead of polling */
-        unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                             MHD_USE_ERROR_LOG;
-        if (ai->ai_family == AF_INET6)
-            flags |= MHD_USE_IPv6;
-        /* port 0 here: the address (with its port) comes from SOCK_ADDR */
-        self->daemon = MHD_start_daemon(flags, 0, NULL, NULL, s_handle, self,
-                                        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                                        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
-                                        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10,
-                                        MHD_OPTION_END);
+        self->daemon = s_start(self, ai, limits);
     }
     freeaddrinfo(ai);
     if (!self || !self->daemon) {
         err_set(err, errlen,
                  "--metrics-http %s: cannot listen (port in use, or not this host's address?)",
                  hostport);
+        if (self) {
+            http_guard_destroy(&self->guard);
+            pthread_mutex_destroy(&self->log_lock);
+        }
         free(self);
         return NULL;
     }
@@ -222,6 +302,14 @@ void metrics_http_destroy(metrics_http_t **self_p)
         webfeed_wait_detached(self->web, DRAIN_MS);
     }
     MHD_stop_daemon(self->daemon);
+    size_t timed_out, evicted;
+    http_guard_counts(self->guard, &timed_out, &evicted);
+    if (timed_out || evicted)
+        log_info("--metrics-http: %zu connections were cut for sending no request within %d s, "
+                 "%zu as the oldest silent one",
+                 timed_out, METRICS_HTTP_HEADER_TIMEOUT_S, evicted);
+    http_guard_destroy(&self->guard); /* after the server: no callback left */
+    pthread_mutex_destroy(&self->log_lock);
     free(*self_p);
     *self_p = NULL;
 }

@@ -18,6 +18,10 @@ static const option_t s_rows[] = {
                 "events queued per tap subscriber before it drops"),
     OPTION_STRING(T, metrics_http, "metrics-http", "H:P",
                   NULL, "Prometheus text exposition at http://H:P/metrics"),
+    OPTION_LONG(T, http_max_connections, "http-max-connections", "N", 128, 32, 4096,
+                "--metrics-http connections at once (a thread each); more wait in the backlog"),
+    OPTION_LONG(T, http_max_per_address, "http-max-per-address", "N", 64, 24, 4096,
+                "--metrics-http connections from one client address; more are closed at once"),
     OPTION_STRING(T, tensorboard, "tensorboard", "DIR", NULL,
                   "write the job's scalars (loss, accuracy, lr, img/s) as TensorBoard event "
                   "files in DIR"),

@@ -14,6 +14,8 @@ typedef struct {
     const char *tensorboard;  /* TensorBoard event files there; NULL: none */
     long tap_hwm;
     const char *metrics_http; /* HOST:PORT of /metrics; NULL: none */
+    long http_max_connections; /* its connections at once */
+    long http_max_per_address; /* ... from one client address */
     long linger_s;            /* after the end, keep /metrics and the tap up this long */
     /* training */
     const char *seed_csv;     /* the seed course's time,val_accuracy file */

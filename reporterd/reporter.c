@@ -80,7 +80,10 @@ static int open_metrics(reporter_t *self)
         log_error("out of memory (the dashboard's event feed)");
         return -1;
     }
-    if (!(self->http = metrics_http_new(listen, self->prom, self->web, err, sizeof err))) {
+    metrics_http_limits_t limits = {(unsigned int)self->options.http_max_connections,
+                                    (unsigned int)self->options.http_max_per_address};
+    if (!(self->http =
+              metrics_http_new(listen, self->prom, self->web, &limits, err, sizeof err))) {
         log_error("%s", err);
         return -1;
     }

@@ -31,6 +31,7 @@ static void test_defaults(void)
     CHECK_STR(o.out, "/tmp/run");
     CHECK(o.tap == NULL && o.metrics_http == NULL && o.seed_csv == NULL);
     CHECK(o.tap_hwm == 1000 && o.linger_s == 0 && o.start_epoch == -1 && !o.verbose);
+    CHECK(o.http_max_connections == 128 && o.http_max_per_address == 64);
 }
 
 static void test_errors(void)
@@ -41,6 +42,9 @@ static void test_errors(void)
     CHECK(parse_words(REQUIRED "--tap-hwm 0", &o) == -1);
     CHECK(parse_words(REQUIRED "--tap-hwm 1000000", &o) == 0);
     CHECK(parse_words(REQUIRED "--linger 86401", &o) == -1);
+    /* fewer than the 16 streams plus room for scrapes; more threads than sensible */
+    CHECK(parse_words(REQUIRED "--http-max-per-address 23", &o) == -1);
+    CHECK(parse_words(REQUIRED "--http-max-connections 4097", &o) == -1);
     CHECK(parse_words(REQUIRED "--start-epoch -1", &o) == -1);
     CHECK(parse_words(REQUIRED "--start-epoch 0", &o) == 0 && o.start_epoch == 0);
     CHECK(parse_words(REQUIRED "--bogus", &o) == -1);
@@ -52,7 +56,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&reporter_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 13); /* 10 of reporterd's own, --curve-dir and --insecure */
+    CHECK(options == 15); /* 12 of reporterd's own, --curve-dir and --insecure */
     free(text);
 }
 
@@ -61,10 +65,11 @@ static void test_emit_round_trip(void)
 {
     reporter_options_t o, back;
     CHECK(parse_words(REQUIRED "--tap ipc://t --tap-hwm 50 --metrics-http 127.0.0.1:9100 "
-                      "--linger 3 --seed-csv 2ranks.csv --start-epoch 4 --verbose",
+                      "--linger 3 --seed-csv 2ranks.csv --start-epoch 4 --verbose "
+                      "--http-max-connections 256",
                       &o) == 0);
     emitted_argv_t a = {.argv = {"reporterd"}, .argc = 1};
-    CHECK(options_emit(&reporter_options_table, &o, NULL, emitted_argv_add, &a) == 10);
+    CHECK(options_emit(&reporter_options_table, &o, NULL, emitted_argv_add, &a) == 11);
     memset(&back, 0, sizeof back);
     CHECK(reporter_options_parse(&back, a.argc, a.argv) == 0);
     CHECK(adopt_strings(&reporter_options_table, &back, &o) == 0);

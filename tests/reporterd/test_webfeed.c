@@ -200,7 +200,8 @@ static void s_server(void)
     int port = s_port();
     char hp[64], err[256];
     snprintf(hp, sizeof hp, "127.0.0.1:%d", port);
-    metrics_http_t *h = metrics_http_new(hp, prom, w, err, sizeof err);
+    metrics_http_limits_t limits = {128, 64};
+    metrics_http_t *h = metrics_http_new(hp, prom, w, &limits, err, sizeof err);
     CHECK_MSG(h, "%s", err);
     if (!h)
         goto out;
