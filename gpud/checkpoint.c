@@ -1,6 +1,7 @@
 /* checkpoint — save and load training state as safetensors (see checkpoint.h). */
 #include "gpud/checkpoint.h"
 #include "common/errbuf.h"
+#include "gpud/finite.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -177,6 +178,25 @@ static int validate_model(const safetensors_t *st, const ckpt_tensor_t *model, s
     return 0;
 }
 
+/* Every float of the file finite: model tensors and optimizer state (a NaN
+ * momentum would poison the weights at the next step). A joiner's STATE
+ * comes through here too. */
+static int check_finite(const safetensors_t *st, char *err, size_t errlen)
+{
+    for (size_t k = 0; k < safetensors_count(st); k++) {
+        const st_tensor_t *t = safetensors_at(st, k);
+        char bad[256];
+        if (t->dtype == ST_F32 && finite_check(t->name, t->data, (size_t)t->numel, bad,
+                                               sizeof bad) < 0) {
+            err_set(err, errlen, "%s: %s: a checkpoint must hold finite values (a damaged file, "
+                    "or a run that diverged)",
+                    safetensors_path(st), bad);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int meta_i64(const safetensors_t *st, const char *key, int64_t *out, char *err,
                     size_t errlen)
 {
@@ -303,6 +323,8 @@ static int load_from(safetensors_t *st, const ckpt_tensor_t *model, size_t n_mod
     int rc = check_format(st, err, errlen);
     if (rc == 0)
         rc = validate_model(st, model, n_model, err, errlen);
+    if (rc == 0)
+        rc = check_finite(st, err, errlen);
     if (rc == 0)
         rc = read_info(st, &got, err, errlen);
     /* optim_load_state validates everything before it changes anything,

@@ -30,8 +30,9 @@
  * Loading is all or nothing: every model tensor must be in the file with
  * the same dtype and shape, every other tensor of the file must be a model
  * tensor, optimizer state or ckpt.*, the optimizer state must match the
- * optimizer (optim_load_state) — otherwise an error naming the tensor and
- * nothing is changed. A truncated or corrupt file is an error naming the
+ * optimizer (optim_load_state), every F32 value must be finite (finite.h)
+ * — otherwise an error naming the tensor (and the first non-finite
+ * element) and nothing is changed. A truncated or corrupt file is an error naming the
  * file and what is wrong.
  */
 #ifndef DDP_CHECKPOINT_H

@@ -377,6 +377,15 @@ static int apply_step(gpud_t *self, const ddp_batch_t *b, double lr, double comp
 {
     trainer_apply(self->trainer, (int)b->epoch, b->global_count);
     self->step_open = false;
+    char err[1024];
+    if (trainer_check_params(self->trainer, err, sizeof err) < 0) {
+        /* the update is applied and cannot be undone: no checkpoint of it */
+        log_error("step %llu: %s after the optimizer step: the model diverged, stopping "
+                  "(docs/TRAINING.md \"Non-finite values\"; the last checkpoint is the one to "
+                  "resume from, with a lower --lr)", (unsigned long long)b->step, err);
+        self->checkpoint_on_exit = false;
+        return -1;
+    }
     self->eval_stale = true;
     self->next_step++;
     if (!self->options.global_batch && b->global_count > self->global_batch)
@@ -463,6 +472,14 @@ static int train_step(gpud_t *self, const ddp_batch_t *b, const ddp_batch_t *v,
     char err[1024];
     if (trainer_reduce(self->trainer, self->ring, ring_timeout_ms(self), err, sizeof err) < 0)
         return members_ring_failed(self, "gradients", b->epoch, b->step, err);
+    if (trainer_check_grads(self->trainer, err, sizeof err) < 0) {
+        /* the same sums on every rank: every rank stops at this step */
+        log_error("step %llu: %s: the model diverged, stopping before the optimizer step "
+                  "(docs/TRAINING.md \"Non-finite values\"; resume with --resume and a lower "
+                  "--lr)", (unsigned long long)b->step, err);
+        self->checkpoint_on_exit = true;   /* of the last completed step */
+        return -1;
+    }
     self->compute_s += compute_s;
     if (b->n > 0 && send_result(self, b, v, in, lr, compute_s) < 0)
         return -1;

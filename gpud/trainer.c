@@ -9,6 +9,7 @@
 #include "common/errbuf.h"
 #include "common/safetensors.h"
 #include "gpud/buckets.h"
+#include "gpud/finite.h"
 
 /* DDP's first bucket (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES):
  * small enough that this ~3 MB WideResNet's gradient goes in 3 buckets. */
@@ -353,6 +354,35 @@ int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, siz
         size_t lo, hi;
         buckets_grad_range(t->bk, i, &lo, &hi);
         memcpy(t->gptr[i], t->flat + lo, (hi - lo) * sizeof(float));
+    }
+    return 0;
+}
+
+int trainer_check_grads(const trainer_t *t, char *err, size_t errlen)
+{
+    for (int i = 0; i < t->ng; i++) {
+        size_t lo, hi;
+        buckets_grad_range(t->bk, i, &lo, &hi);
+        char bad[256];
+        if (finite_check(optim_param_name(t->opt, i), t->flat + lo, hi - lo, bad,
+                         sizeof bad) < 0) {
+            err_set(err, errlen, "the summed gradient %s", bad);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int trainer_check_params(const trainer_t *t, char *err, size_t errlen)
+{
+    for (int i = 0; i < model_param_count(t->m); i++) {
+        model_param_t p;
+        char bad[256];
+        if (model_param_at(t->m, i, &p) == 0 &&
+            finite_check(p.name, p.value, p.numel, bad, sizeof bad) < 0) {
+            err_set(err, errlen, "the parameter %s", bad);
+            return -1;
+        }
     }
     return 0;
 }

@@ -103,6 +103,12 @@ int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, siz
  * (its all-reduces run on the same ring during backward). ar NULL: off.
  * 0, or -1 (the model is not opened for training). */
 int trainer_set_overlap(trainer_t *t, allreduce_t *ar, int timeout_ms);
+/* docs/TRAINING.md "Non-finite values": after trainer_reduce, every summed
+ * gradient finite (the same sums on every rank, so every rank agrees);
+ * after trainer_apply, every parameter and BatchNorm buffer finite. 0, or
+ * -1 with the tensor and its first non-finite element in err. */
+int trainer_check_grads(const trainer_t *t, char *err, size_t errlen);
+int trainer_check_params(const trainer_t *t, char *err, size_t errlen);
 /* optim_step at lr(epoch), unless global_count == 0 (nothing was loaded:
  * PyTorch would not step on an empty batch either). Returns the lr used. */
 double trainer_apply(trainer_t *t, int epoch, uint32_t global_count);

@@ -4,6 +4,7 @@
 #include "gpud/models/layers.h"
 
 #include "common/errbuf.h"
+#include "gpud/finite.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,13 @@ static int entry_load(pstore_t *ps, const st_tensor_t *t, char *err, size_t errl
     if (st_tensor_to_f32(t, e->w, e->n) < 0) {
         err_set(err, errlen, "%s: dtype %s is not a float type (F32, F16, BF16, F64)",
                 t->name, st_dtype_name(t->dtype));
+        return -1;
+    }
+    /* checked as the model will use it: an F64 beyond FLT_MAX is inf too */
+    char bad[256];
+    if (finite_check(t->name, e->w, e->n, bad, sizeof bad) < 0) {
+        err_set(err, errlen, "%s: weights must be finite (a damaged file, or a model that "
+                "diverged)", bad);
         return -1;
     }
     return 0;

@@ -1,4 +1,5 @@
-/* model_new's refusals (each names the tensor and both shapes, with a hint),
+/* model_new's refusals (each names the tensor and both shapes, with a hint;
+ * a non-finite weight, the tensor and element),
  * forward's input checks, and model_topk_ce. */
 #include <math.h>
 #include <stdint.h>
@@ -117,6 +118,13 @@ static void test_refusals(void)
                 "fc.bias: dtype I64 is not a float type", NULL);
     expect_fail(&o, patched("var.safetensors", "block2.layer1.cbr.1.running_var", -1.0f, p,
                             sizeof p), "block2.layer1.cbr.1.running_var[0] = -1", NULL);
+    /* non-finite weights are refused at load (gpud/finite.h), naming the element */
+    expect_fail(&o, patched("nan.safetensors", "input_block.cbr.0.weight", NAN, p, sizeof p),
+                "input_block.cbr.0.weight: element 0 of 72 is nan", "must be finite");
+    expect_fail(&o, patched("inf.safetensors", "fc.bias", -INFINITY, p, sizeof p),
+                "fc.bias: element 0 of 10 is -inf", NULL);
+    expect_fail(&o, patched("rv.safetensors", "block2.layer1.cbr.1.running_var", INFINITY, p,
+                            sizeof p), "block2.layer1.cbr.1.running_var: element 0 of", NULL);
     o.n_channels = 3;
     expect_fail(&o, golden_wrn, "4 widths", NULL);
     o = (model_opts_t){.arch = "resnet18"};

@@ -275,6 +275,27 @@ def safetensors_read(path):
     return tensors, meta
 
 
+def safetensors_poison(src, dst, edits):
+    """A copy of the safetensors file src at dst with F32 tensors changed in
+    place (stdlib only): edits maps a tensor name to f(i, value), the new
+    value of element i. Returns dst."""
+    import struct
+    with open(src, "rb") as f:
+        raw = bytearray(f.read())
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    for name, fn in edits.items():
+        t = header[name]
+        check(t["dtype"] == "F32", "%s: dtype %s, not F32" % (name, t["dtype"]))
+        a, b = t["data_offsets"]
+        for off in range(8 + n + a, 8 + n + b, 4):
+            (v,) = struct.unpack("<f", raw[off:off + 4])
+            raw[off:off + 4] = struct.pack("<f", fn((off - 8 - n - a) // 4, v))
+    with open(dst, "wb") as f:
+        f.write(raw)
+    return dst
+
+
 def weights_diff(path_a, path_b):
     """Largest difference over all tensors of two weight files, each
     |a - b| / max(1, |a|) (absolute for small values, relative for large);

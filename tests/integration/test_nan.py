@@ -1,34 +1,28 @@
-"""A model whose outputs are NaN or inf is evaluated to the end, not hung:
-the demo WideResNet with NaN (then +inf) written into fc.bias, on 300
-Fashion-MNIST test images with 1 and 2 workers. Every sample is a result
-(top-1 as torch.argmax: NaN ranks first, ties by lower id), its loss is
-non-finite (torch's cross_entropy gives NaN for both), summary.json says
-how many (nonfinite_loss) with loss null, the CLI warns, exit 0, and the
-counts are identical for 1 and 2 workers."""
-import json
+"""A model whose outputs are NaN or inf is evaluated to the end, not hung.
+Its weights are finite (non-finite weights are refused at load:
+test_nonfinite_weights.py) but overflow: the demo WideResNet's last
+BatchNorm is made to output 1e6 everywhere (weight 0, bias 1e6), so every
+feature the fc sees is about 1e6, and fc weights of +-FLT_MAX make the
+products +-inf. "nan": each fc row alternates +FLT_MAX / -FLT_MAX, so every
+logit is inf + -inf = NaN (in any summation order); "inf": row 3 is all
++FLT_MAX, so logit 3 is +inf. On 300 Fashion-MNIST test images with 1 and 2
+workers: every sample is a result (top-1 as torch.argmax: NaN ranks first,
+ties by lower id), its loss is non-finite (torch's cross_entropy gives NaN
+or inf), summary.json says how many (nonfinite_loss) with loss null, the
+CLI warns, exit 0, and the counts are identical for 1 and 2 workers."""
 import os
-import struct
 from ddp_it import *
 
 N = 300
+FLT_MAX = 3.4028234663852886e38
+FEATURES_1E6 = {"block6.layer2.cbr.1.weight": lambda i, v: 0.0,
+                "block6.layer2.cbr.1.bias": lambda i, v: 1e6}
+FC_IN = 128   # fc.weight is [10, 128]
 
 
-def poisoned_weights(path, value, index=None):
-    """The demo weights with fc.bias set to value (all entries, or one)."""
-    with open(DEMO_WEIGHTS, "rb") as f:
-        raw = bytearray(f.read())
-    (hlen,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + hlen])
-    t = header["fc.bias"]
-    check(t["dtype"] == "F32", "fc.bias dtype %s" % t["dtype"])
-    a, b = t["data_offsets"]
-    base = 8 + hlen
-    for i in range((b - a) // 4):
-        if index is None or i == index:
-            raw[base + a + 4 * i:base + a + 4 * i + 4] = struct.pack("<f", value)
-    with open(path, "wb") as f:
-        f.write(raw)
-    return path
+def overflowing_weights(path, fc_weight):
+    """The demo weights, features about 1e6, fc.weight element i set by fc_weight(i, v)."""
+    return safetensors_poison(DEMO_WEIGHTS, path, dict(FEATURES_1E6, **{"fc.weight": fc_weight}))
 
 
 def labels_of(data):
@@ -44,10 +38,12 @@ check(len(labels) == N, "subset has %d labels" % len(labels))
 
 cases = [
     # all logits NaN: top-k is classes 0..4 (all NaN, ties by id)
-    ("nan", poisoned_weights(os.path.join(wd, "nan.safetensors"), float("nan")),
+    ("nan", overflowing_weights(os.path.join(wd, "nan.safetensors"),
+                                lambda i, v: FLT_MAX if i % 2 == 0 else -FLT_MAX),
      sum(1 for l in labels if l == 0), sum(1 for l in labels if l < 5)),
     # logit 3 is +inf: top-1 is class 3 for every image
-    ("inf", poisoned_weights(os.path.join(wd, "inf.safetensors"), float("inf"), index=3),
+    ("inf", overflowing_weights(os.path.join(wd, "inf.safetensors"),
+                                lambda i, v: FLT_MAX if i // FC_IN == 3 else v),
      sum(1 for l in labels if l == 3), None),
 ]
 for name, weights, want_top1, want_top5 in cases:

@@ -5,6 +5,7 @@
  * files fail with an error naming the file or tensor and change nothing. */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,6 +295,41 @@ static void test_errors(void)
     st_writer_destroy(&w);
     expect_fail(bad, &n, o, "optim.fc.weight.momentum_buffer: expected F32 [3,8], got F32 [24]",
                 "state shape mismatch");
+
+    /* a NaN weight or an infinite momentum is refused naming it, from a
+     * file (--resume) and from memory (a joiner's STATE) */
+    for (int which = 0; which < 2; which++) {
+        path_of(bad, sizeof bad, "nonfinite.safetensors");
+        net_t v;
+        net_init(&v, 3);
+        optim_t *ov = make_optim(&sgd, &v);
+        make_grads(&v, 9);
+        optim_step(ov, 0.1);
+        optim_step(ov, 0.1);
+        if (which == 0)
+            v.fcw[5] = NAN;
+        else
+            v.g_fcb[1] = INFINITY;   /* the next step's momentum buffer */
+        if (which == 1) {
+            optim_step(ov, 0.1);
+            v.fcb[1] = 0.5f;   /* the weight the step made -inf: finite again */
+        }
+        ckpt_info_t vi = {.epoch = 1, .step = 3};
+        REQUIRE(ckpt_save(bad, v.t, NT, ov, &vi, err, sizeof err) == 0, "%s", err);
+        const char *want = which == 0 ? "fc.weight: element 5 of 24 is nan"
+                                      : "optim.fc.bias.momentum_buffer: element 1 of 3 is inf";
+        expect_fail(bad, &n, o, want, which == 0 ? "NaN weight" : "inf momentum");
+        uint8_t *img = NULL;
+        size_t len = 0;
+        REQUIRE(ckpt_save_image(&img, &len, v.t, NT, ov, &vi, err, sizeof err) == 0, "%s", err);
+        net_t before = n;
+        CHECK(ckpt_load_image(img, len, "STATE", n.t, NT, o, NULL, err, sizeof err) < 0 &&
+                  strstr(err, want) && strstr(err, "STATE"),
+              "non-finite STATE image: %s", err);
+        CHECK(memcmp(before.fcw, n.fcw, sizeof n.fcw) == 0, "a refused STATE changed the model");
+        free(img);
+        optim_destroy(&ov);
+    }
 
     /* plain weights are not a checkpoint */
     path_of(bad, sizeof bad, "weights.safetensors");
