@@ -329,7 +329,8 @@ static int s_load(rundir_t *self, char *err, size_t errlen)
 /* metrics.csv (training layout) and the seed CSV from the rows. */
 static int s_write_training(rundir_t *self, char *err, size_t errlen)
 {
-    qsort(self->hist, self->nhist, sizeof(metrics_row_t), s_by_epoch_phase);
+    if (self->nhist) /* none yet: a resume within the first epoch (hist is NULL) */
+        qsort(self->hist, self->nhist, sizeof(metrics_row_t), s_by_epoch_phase);
     char *path = s_join(self, "metrics.csv");
     int rc = path ? metrics_csv_write_rows(path, self->hist, self->nhist, err, errlen) : -1;
     free(path);
