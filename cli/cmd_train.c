@@ -412,7 +412,10 @@ int cmd_train(int argc, char **argv)
     train_view_t v = {.o = &o, .t0 = clock_mono_s(), .last_epoch = -1};
     if (o.resuming) {
         v.last_epoch = o.resume.epoch - 1;
-        if (!o.quiet)
+        if (!o.quiet && o.resume.steps_per_epoch == 0) /* train_resume_read: first epoch */
+            fprintf(stderr, "ddpipe train: resuming from %s: epoch 1, %ld steps done\n",
+                    o.resume.file, o.resume.start_step);
+        else if (!o.quiet)
             fprintf(stderr, "ddpipe train: resuming from %s: epoch %ld, %ld of its %ld steps done "
                     "(%ld optimizer steps in all)\n", o.resume.file, o.resume.epoch + 1,
                     o.resume.start_step, o.resume.steps_per_epoch, o.resume.step);

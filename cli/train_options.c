@@ -378,8 +378,13 @@ int train_resume_read(const char *dir, train_resume_t *r, char *err, size_t errl
         if (meta_long(st, "ckpt.seed", &seed, ignore, sizeof ignore) == 0)
             r->seed = seed;
         r->start_step = r->step - r->epoch * r->steps_per_epoch;
-        if (r->steps_per_epoch < 1 || r->global_batch < 1 || r->start_step < 0 ||
-            r->start_step >= r->steps_per_epoch)
+        /* 0 steps per epoch: a checkpoint of the first epoch by a build that
+         * learned the count only at its end (or one written before the first
+         * step); the steps done are then `step`, and loaderd checks them
+         * against the count it plans */
+        bool first_epoch = r->epoch == 0 && r->steps_per_epoch == 0;
+        if ((r->steps_per_epoch < 1 && !first_epoch) || r->global_batch < 1 ||
+            r->start_step < 0 || (!first_epoch && r->start_step >= r->steps_per_epoch))
             err_set(err, errlen, "%s: inconsistent metadata: step %ld at epoch %ld with %ld steps per "
                      "epoch, global batch %ld", r->file, r->step, r->epoch, r->steps_per_epoch,
                      r->global_batch);

@@ -271,7 +271,8 @@ void gpud_stop(gpud_t *self, const ddp_stop_t *stop)
     } else {
         log_error("reducerd stops the job (%d): %s", stop->code, stop->reason);
         self->exit_code = stop->code == DDP_STOP_JOB_LOST ? DDP_STOP_JOB_LOST : 1;
-        self->checkpoint_on_exit = true;
+        /* after a failed checkpoint write the file holds the last good one */
+        self->checkpoint_on_exit = stop->code != DDP_STOP_CHECKPOINT_FAILED;
     }
     self->stopped = true;
 }

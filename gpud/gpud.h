@@ -98,6 +98,7 @@ typedef struct gpud {
     uint32_t streak;
     uint64_t steps_per_epoch;      /* checkpoint metadata */
     uint64_t global_batch;         /* checkpoint metadata */
+    int64_t good_epoch, good_step; /* rank 0: the checkpoint file's state; -1: none whole */
     bool step_open;                /* a step's buffers changed, its update not applied */
     bool eval_stale;               /* trained since the last model_sync_eval */
     bool checkpoint_on_exit;       /* rank 0 saves the last completed step on exit */

@@ -44,8 +44,11 @@ static void forward_stop(zsock_t *from, zsock_t *pipe)
     if (proto_recv(zsock_resolve(from), NULL, &m, &st) != 0)
         return;
     if (m.type == DDP_STOP)
-        zstr_sendx(pipe, "STOP", m.u.stop.code == DDP_STOP_JOB_LOST ? "3" : "1", m.u.stop.reason,
-                   NULL);
+        zstr_sendx(pipe, "STOP",
+                   m.u.stop.code == DDP_STOP_JOB_LOST            ? "3"
+                   : m.u.stop.code == DDP_STOP_CHECKPOINT_FAILED ? "4"
+                                                                 : "1",
+                   m.u.stop.reason, NULL);
     ddp_msg_clear(&m);
 }
 

@@ -94,8 +94,12 @@ int train_open(gpud_t *self)
     }
     self->epoch_done = self->train_end_done = -1;
     self->global_batch = (uint64_t)self->options.global_batch;
+    self->good_epoch = self->good_step = -1;
     if (self->options.resume && train_load_state(self, self->options.resume, NULL, 0) < 0)
         return -1;
+    const char *ckpt = self->options.checkpoint;
+    if (self->options.resume && ckpt && strcmp(self->options.resume, ckpt) == 0)
+        self->good_epoch = self->epoch, self->good_step = (int64_t)self->next_step;
     const char *bind = self->options.ring_bind;
     if (zs_prepare_ipc(bind) < 0)   /* ipc:// rings: the directory, path length */
         return -1;
@@ -181,6 +185,31 @@ static ckpt_info_t state_info(const gpud_t *self)
                          .steps_per_epoch = (int64_t)self->steps_per_epoch};
 }
 
+/* Rank 0 could not write a checkpoint or the final weights (a full disk):
+ * logged with the last good checkpoint, and reported to reducerd, which
+ * stops the job (DONE code DDP_STOP_CHECKPOINT_FAILED; docs/TRAINING.md
+ * "Checkpoints"). A write on the way out is only logged: the job ends
+ * anyway. */
+static void report_write_failure(gpud_t *self, const char *what, const char *why,
+                                 const char *err)
+{
+    char good[1200];
+    if (self->good_step >= 0)
+        snprintf(good, sizeof good, "the last good checkpoint is %s (epoch %lld, step %lld)",
+                 self->options.checkpoint, (long long)self->good_epoch,
+                 (long long)self->good_step);
+    else
+        snprintf(good, sizeof good, "no checkpoint of this run was written");
+    ddp_msg_t m = {.type = DDP_DONE};
+    m.u.done.code = DDP_STOP_CHECKPOINT_FAILED;
+    snprintf(m.u.done.reason, sizeof m.u.done.reason, "rank 0: %s (%s) not written: %s; %s",
+             what, why, err, good);
+    log_error("%s", m.u.done.reason);
+    if (strcmp(why, "stopped early") != 0 && self->reducer &&
+        proto_send(zsock_resolve(self->reducer), NULL, &m) < 0)
+        log_error("cannot tell reducerd: %s", zmq_strerror(zmq_errno()));
+}
+
 static int write_checkpoint(gpud_t *self, const char *why)
 {
     const char *path = self->options.checkpoint;
@@ -193,9 +222,11 @@ static int write_checkpoint(gpud_t *self, const char *why)
         atomic_file_fault_before_rename();
     }
     if (trainer_save(self->trainer, path, &info, err, sizeof err) < 0) {
-        log_error("checkpoint (%s) not written: %s", why, err);
+        report_write_failure(self, "checkpoint", why, err);
         return -1;
     }
+    self->good_epoch = info.epoch;
+    self->good_step = info.step;
     log_info("checkpoint %s: epoch %lld, step %lld (%s)", path, (long long)info.epoch,
              (long long)info.step, why);
     return 0;
@@ -529,7 +560,7 @@ static void handle_epoch(gpud_t *self, const ddp_epoch_t *ep)
     if (stop && self->rank == 0 && weights) {
         char err[1024];
         if (trainer_save_weights(self->trainer, weights, err, sizeof err) < 0)
-            log_error("final weights not written: %s", err);
+            report_write_failure(self, "final weights", "end of training", err);
         else
             log_info("weights %s written", weights);
     }

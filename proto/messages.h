@@ -75,6 +75,11 @@ typedef enum {
  * restarted and the job's state was lost with it: not restarted by
  * supervisord (exitcodes=0,3), the job must be run again. */
 #define DDP_STOP_JOB_LOST 3
+/* STOP and "end" code when rank 0 could not write a checkpoint or the final
+ * weights (docs/TRAINING.md "Checkpoints"): the job stops there, the run
+ * directory is still written (summary.json's training.checkpoint_failures),
+ * and every exit is non-zero. Rank 0 reports it with DONE(code 4, reason). */
+#define DDP_STOP_CHECKPOINT_FAILED 4
 
 typedef enum { DDP_ROLE_GPUD = 1, DDP_ROLE_LOADER = 2, DDP_ROLE_REPORTER = 3 } ddp_role_t;
 typedef enum { DDP_PHASE_EVAL = 0, DDP_PHASE_TRAIN = 1 } ddp_phase_t;

@@ -25,7 +25,11 @@ static void on_end(reporter_t *self, const ev_end_t *end)
     const char *out = self->options.out;
     char err[512] = "";
     int code = 0;
-    if (end->code == 0) {
+    /* a job stopped by a failed checkpoint write still gets its summary */
+    bool ckpt_failed = end->code == DDP_STOP_CHECKPOINT_FAILED;
+    if (ckpt_failed)
+        rundir_checkpoint_failed(self->rundir, end->reason);
+    if (end->code == 0 || ckpt_failed) {
         if (rundir_finish(self->rundir, err, sizeof err) < 0) {
             log_error("cannot write the run directory %s: %s", out, err);
             code = 1;
@@ -42,9 +46,10 @@ static void on_end(reporter_t *self, const ev_end_t *end)
     }
     send_done(self, code, code ? err : "ok");
     /* our exit status tells the launcher whether the run directory is whole */
-    self->exit_code = code                               ? code
-                      : end->code == DDP_STOP_JOB_LOST ? DDP_STOP_JOB_LOST
-                                                       : (end->code != 0);
+    self->exit_code = code                                   ? code
+                      : end->code == DDP_STOP_JOB_LOST         ? DDP_STOP_JOB_LOST
+                      : ckpt_failed                            ? DDP_STOP_CHECKPOINT_FAILED
+                                                               : (end->code != 0);
     self->done = true;
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/errbuf.h"
@@ -53,6 +54,7 @@ struct rundir {
     predcsv_t *pred;
     tput_t *tput; /* throughput over time, from progress events */
     membership_log_t members; /* membership.csv and the elastic counts */
+    char ckpt_error[1024];    /* why the job stopped at a failed checkpoint write; "" */
 };
 
 static void s_metric_free(ev_metric_t **m_p)
@@ -329,7 +331,8 @@ static int s_load(rundir_t *self, char *err, size_t errlen)
 /* metrics.csv (training layout) and the seed CSV from the rows. */
 static int s_write_training(rundir_t *self, char *err, size_t errlen)
 {
-    qsort(self->hist, self->nhist, sizeof(metrics_row_t), s_by_epoch_phase);
+    if (self->nhist) /* none yet: a resume within the first epoch (hist is NULL) */
+        qsort(self->hist, self->nhist, sizeof(metrics_row_t), s_by_epoch_phase);
     char *path = s_join(self, "metrics.csv");
     int rc = path ? metrics_csv_write_rows(path, self->hist, self->nhist, err, errlen) : -1;
     free(path);
@@ -571,6 +574,13 @@ static void s_training(const rundir_t *self, summary_training_t *t)
     t->ranks_joined = self->members.ranks_joined;
     t->steps_redone = self->members.steps_redone;
     t->world_size = self->members.world_size;
+    t->checkpoint_failures = self->ckpt_error[0] != 0;
+    t->checkpoint_error = self->ckpt_error[0] ? self->ckpt_error : NULL;
+}
+
+void rundir_checkpoint_failed(rundir_t *self, const char *reason)
+{
+    snprintf(self->ckpt_error, sizeof self->ckpt_error, "%s", reason);
 }
 
 static int s_write_summary(rundir_t *self, const ev_metric_t *m, char *err, size_t errlen)
@@ -584,9 +594,13 @@ static int s_write_summary(rundir_t *self, const ev_metric_t *m, char *err, size
         return -1;
     }
     summary_training_t t;
+    char *ckpt = self->training ? s_join(self, "checkpoint.safetensors") : NULL;
     if (self->training)
         s_training(self, &t);
+    if (ckpt && access(ckpt, F_OK) == 0)
+        t.last_good_checkpoint = ckpt;
     int rc = summary_write(path, m, failed, nfailed, self->training ? &t : NULL, err, errlen);
+    free(ckpt);
     free(failed);
     free(path);
     return rc;

@@ -106,6 +106,10 @@ static json_t *s_training(const summary_training_t *t)
     bad |= json_object_set_new(o, "steps_redone", json_integer(t->steps_redone));
     bad |= json_object_set_new(o, "world_size",
                                t->world_size >= 0 ? json_integer(t->world_size) : json_null());
+    bad |= json_object_set_new(o, "checkpoint_failures", json_integer(t->checkpoint_failures));
+    bad |= json_object_set_new(o, "checkpoint_error", json_utf8_or_null(t->checkpoint_error));
+    bad |= json_object_set_new(o, "last_good_checkpoint",
+                               json_utf8_or_null(t->last_good_checkpoint));
     if (bad) {
         json_decref(o);
         o = NULL;

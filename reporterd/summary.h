@@ -27,7 +27,12 @@
  * validation phases of all epochs), ranks_lost, ranks_joined, steps_redone
  * (elastic training, docs/ELASTIC.md: from the membership events),
  * world_size (the ranks of the last membership generation; null when no
- * membership event came)}.
+ * membership event came), checkpoint_failures (1 when the job stopped
+ * because rank 0 could not write a checkpoint or the final weights, else
+ * 0), checkpoint_error (rank 0's message then, naming the file, the error
+ * and the last good checkpoint; else null), last_good_checkpoint (the run
+ * directory's checkpoint.safetensors when it exists — written whole or not
+ * at all — else null)}.
  */
 #ifndef DDP_SUMMARY_H
 #define DDP_SUMMARY_H
@@ -59,6 +64,9 @@ typedef struct {
     uint32_t ranks_joined;
     uint32_t steps_redone;
     int32_t world_size;         /* < 0: null */
+    uint32_t checkpoint_failures;
+    const char *checkpoint_error;      /* NULL: null */
+    const char *last_good_checkpoint;  /* NULL: null */
 } summary_training_t;
 
 /* The JSON text (caller frees), NULL when out of memory. m->class_names

@@ -192,6 +192,13 @@ static void test_resume(void)
 
     write_ckpt(path, "2", "35", "64", "10"); /* step beyond the epoch */
     CHECK(train_resume_read(dir, &r, err, sizeof err) < 0 && strstr(err, "inconsistent"), "bad step: %s", err);
+    /* the first epoch's count may be 0 (learned at its end): the steps done are `step` */
+    write_ckpt(path, "0", "3", "64", "0");
+    CHECK(train_resume_read(dir, &r, err, sizeof err) == 0 && r.start_step == 3,
+          "first-epoch checkpoint: %s", err);
+    write_ckpt(path, "1", "3", "64", "0"); /* a later epoch needs the count */
+    CHECK(train_resume_read(dir, &r, err, sizeof err) < 0 && strstr(err, "inconsistent"),
+          "epoch 1 without steps per epoch: %s", err);
     write_ckpt(path, "2", "23", NULL, "10");
     CHECK(train_resume_read(path, &r, err, sizeof err) < 0 && strstr(err, "ckpt.global_batch"),
           "missing key: %s", err);

@@ -181,11 +181,17 @@ static void test_training_object(void)
                          "\"stopped_early\": false, \"stop_reason\": null, \"best_val_top1\": null, "
                          "\"best_val_epoch\": null, \"final_train_loss\": 0.25, \"final_train_top1\": null, "
                          "\"total_seconds\": 12.5, \"ranks_lost\": 2, \"ranks_joined\": 0, "
-                         "\"steps_redone\": 1, \"world_size\": 1}\n}\n"));
+                         "\"steps_redone\": 1, \"world_size\": 1, \"checkpoint_failures\": 0, "
+                         "\"checkpoint_error\": null, \"last_good_checkpoint\": null}\n}\n"));
     free(j);
     t.world_size = -1; /* no membership event (an older reducerd) */
+    t.checkpoint_failures = 1; /* stopped by a failed checkpoint write */
+    t.checkpoint_error = "rank 0: checkpoint not written: ENOSPC";
+    t.last_good_checkpoint = "run/checkpoint.safetensors";
     j = summary_json(&m, NULL, 0, &t);
-    CHECK(j && strstr(j, "\"world_size\": null}\n}\n"));
+    CHECK(j && strstr(j, "\"world_size\": null, \"checkpoint_failures\": 1, \"checkpoint_error\": "
+                         "\"rank 0: checkpoint not written: ENOSPC\", \"last_good_checkpoint\": "
+                         "\"run/checkpoint.safetensors\"}\n}\n"));
     free(j);
     j = summary_json(&m, NULL, 0, NULL); /* eval: no training key */
     CHECK(j && strstr(j, "\"wall_seconds\": 0.5\n}\n") && !strstr(j, "training"));

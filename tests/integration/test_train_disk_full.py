@@ -1,0 +1,71 @@
+"""A full disk during training (issue 28 item 6): the whole `ddpipe train`
+runs in a user + mount namespace with --out on a tmpfs sized so that the
+first checkpoint fits and the second (written beside the first, then
+renamed over it) does not. The failed write stops the job at once: ddpipe
+exits non-zero naming the file, the error (ENOSPC) and the last good
+checkpoint; summary.json says so (training.checkpoint_failures,
+checkpoint_error, last_good_checkpoint); no epoch after the failure is
+trained; the checkpoint file is the last good one. Without unprivileged
+user namespaces or tmpfs mounts in them (some containers) it says why and
+exits 77."""
+import os
+import shutil
+import subprocess
+from ddp_it import *
+from ddp_it import _logs
+
+wd = workdir("train-disk-full")
+mnt = os.path.join(wd, "tmpfs")
+os.makedirs(mnt)
+probe = subprocess.run(["unshare", "-rm", "sh", "-c", 'mount -t tmpfs -o size=64k none "$1"', "sh", mnt],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+if probe.returncode != 0:
+    print("SKIP: cannot mount a tmpfs in a user namespace (unshare -rm): %s" % probe.stdout.strip())
+    sys.exit(77)
+
+train = idx_subset("train", 0, 160)
+val = idx_subset("t10k", 0, 64)
+flags = ["--batch-size", "48", "--seed", "4", "--lr", "0.05", "--momentum", "0.9"]
+
+# the checkpoint's size, from a one-epoch run on the real disk
+ref = os.path.join(wd, "ref")
+run_train(train, ref, 1, flags + ["--epochs", "1"], val=val)
+size = os.path.getsize(os.path.join(ref, "checkpoint.safetensors"))
+check(size >= 64 * 1024, "checkpoint of %d bytes: too small for this test's margins" % size)
+# room for one checkpoint, a quarter more and 64 KiB (logs, CSVs, summary):
+# the second checkpoint's temporary file (another `size`) cannot fit
+tmpfs_kib = (size + size // 4) // 1024 + 64
+
+out = os.path.join(mnt, "run")
+kept = os.path.join(wd, "kept")
+cmd = train_cmd(train, out, 1, flags + ["--epochs", "3"], val=val)
+script = ('mount -t tmpfs -o size=%dk none "$1" || exit 90; shift; "$@"; rc=$?; '
+          'cp -a "%s" "%s"; exit $rc' % (tmpfs_kib, out, kept))
+t0 = time.time()
+p = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", mnt] + cmd, stdout=subprocess.PIPE,
+                   stderr=subprocess.PIPE, text=True, timeout=300)
+print("ran ddpipe train on a %d KiB tmpfs (checkpoint %d bytes) in %.1fs (exit %d)"
+      % (tmpfs_kib, size, time.time() - t0, p.returncode), flush=True)
+assert_no_leftovers(out)
+check(p.returncode != 90, "mounting the tmpfs failed:\n%s" % p.stderr)
+ckpt = os.path.join(out, "checkpoint.safetensors")
+why = "stderr:\n%s\n%s" % (p.stderr, _logs(kept) if os.path.isdir(kept) else "")
+check(p.returncode not in (0, 130), "a failed checkpoint write: exit %d, want a failure; %s"
+      % (p.returncode, why))
+check(ckpt in p.stderr and "No space left on device" in p.stderr,
+      "the console does not name the checkpoint and the error; %s" % why)
+check("last good checkpoint is %s (epoch 1, step 4)" % ckpt in p.stderr,
+      "the console does not name the last good checkpoint (epoch 1, step 4); %s" % why)
+
+s = summary(kept)
+t = s.get("training") or {}
+check(t.get("checkpoint_failures") == 1 and t.get("last_good_checkpoint") == ckpt and
+      "No space left on device" in (t.get("checkpoint_error") or ""),
+      "summary.json's training object: %s" % json.dumps(t, indent=1))
+_, meta = safetensors_read(os.path.join(kept, "checkpoint.safetensors"))
+check(meta.get("ckpt.epoch") == "1" and meta.get("ckpt.step") == "4",
+      "the checkpoint file is not the last good one (epoch 1, step 4): %s" % meta)
+epochs = sorted(int(r["epoch"]) for r in metrics_rows(kept, "train"))
+check(epochs == [0, 1], "the job went on after the failed checkpoint of epoch 2: train rows %s" % epochs)
+shutil.rmtree(kept, ignore_errors=True)
+print("1 passed, 0 failed")
