@@ -298,6 +298,8 @@ static void on_metric(train_view_t *v, const ev_metric_t *m, bool tty)
         v->streak = m->streak;
     if ((long)m->epoch <= v->last_epoch)
         return;
+    if (m->phase == DDP_PHASE_TRAIN && m->samples == 0)
+        return;   /* a job stopped before its first step (a non-finite one) */
     if (m->phase == DDP_PHASE_TRAIN) {
         v->train_loss = m->samples ? m->loss_sum / (double)m->samples : 0;
         v->train_top1 = ratio(m->correct_top1, m->samples);

@@ -6,6 +6,7 @@
 #include "cli/slurm.h"
 #include "common/clock.h"
 #include "common/zsecurity.h"
+#include "proto/messages.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -292,12 +293,24 @@ typedef struct {
     long gpud_failures;         /* gpuds that failed (train: each must be a lost rank) */
 } watch_t;
 
+/* Exit 4 or 5 (a reporterd that wrote the run directory, a gpud told to
+ * stop): reducerd ended a training job for a reason every rank shares (a
+ * failed checkpoint write, a non-finite step), in the end event the caller
+ * prints; not a daemon that failed on its own. */
+static bool ended_by_reducerd(const child_t *c)
+{
+    return WIFEXITED(c->status) && (WEXITSTATUS(c->status) == DDP_STOP_CHECKPOINT_FAILED ||
+                                    WEXITSTATUS(c->status) == DDP_STOP_NONFINITE);
+}
+
 static int on_reporterd_exit(job_t *j, child_t *c, bool ok, const char *how)
 {
     if (j->tty && !j->cfg.quiet)
         fputc('\n', stderr);
     if (ok)
         return 0;
+    if (ended_by_reducerd(c))
+        return 1;
     fprintf(stderr, "ddpipe: the job failed (reporterd %s); the coordinator's log:\n", how);
     child_t *r = launch_find(&j->L, "reducerd");
     if (r)
@@ -357,7 +370,7 @@ static int on_child_exit(job_t *j, watch_t *w, child_t *c)
     if (strcmp(c->name, SLURM_STEP_CHILD) == 0)
         return on_step_exit(j, w, c, ok, how);
     if (strncmp(c->name, "gpud", 4) == 0) {
-        if (ok)
+        if (ok || ended_by_reducerd(c))
             w->gpud_finished = true;
         else
             on_gpud_failure(j, w, c, how);

@@ -270,9 +270,15 @@ void gpud_stop(gpud_t *self, const ddp_stop_t *stop)
         self->fenced = true;
     } else {
         log_error("reducerd stops the job (%d): %s", stop->code, stop->reason);
-        self->exit_code = stop->code == DDP_STOP_JOB_LOST ? DDP_STOP_JOB_LOST : 1;
-        /* after a failed checkpoint write the file holds the last good one */
-        self->checkpoint_on_exit = stop->code != DDP_STOP_CHECKPOINT_FAILED;
+        /* 3, 4, 5: the job ended for a reason every rank shares (the
+         * launcher tells them from a rank that failed alone) */
+        bool shared = stop->code == DDP_STOP_JOB_LOST || stop->code == DDP_STOP_NONFINITE ||
+                      stop->code == DDP_STOP_CHECKPOINT_FAILED;
+        self->exit_code = shared ? stop->code : 1;
+        /* after a failed checkpoint write the file holds the last good one;
+         * after a non-finite step the rank decided (rank_report.c) */
+        if (stop->code != DDP_STOP_CHECKPOINT_FAILED && stop->code != DDP_STOP_NONFINITE)
+            self->checkpoint_on_exit = true;
     }
     self->stopped = true;
 }

@@ -9,6 +9,8 @@
  *              END and EPOCH in order, checkpoints
  *   members.c  the rank's side of elastic training (docs/ELASTIC.md): STEP,
  *              reducerd's answer (COMMIT, MEMBERS, STOP), the re-form
+ *   rank_report.c  what ends the job from a rank: rank 0's DONE (final
+ *              writes, a failed write, a non-finite step), the wait for STOP
  *   gpud.c     this state and what only touches it (sockets, CREDIT, STOP)
  *
  * Imports point down that list (main.c at the top), never up. Below the
@@ -96,7 +98,7 @@ typedef struct gpud {
     bool epoch_pending;            /* an EPOCH that came before its END(TRAIN) */
     ddp_epoch_t pending_epoch;
     uint32_t streak;
-    uint64_t steps_per_epoch;      /* checkpoint metadata */
+    uint64_t steps_per_epoch;      /* checkpoint metadata: loaderd's plan (BATCH), 0 unknown */
     uint64_t global_batch;         /* checkpoint metadata */
     int64_t good_epoch, good_step; /* rank 0: the checkpoint file's state; -1: none whole */
     bool step_open;                /* a step's buffers changed, its update not applied */

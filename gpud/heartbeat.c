@@ -47,6 +47,7 @@ static void forward_stop(zsock_t *from, zsock_t *pipe)
         zstr_sendx(pipe, "STOP",
                    m.u.stop.code == DDP_STOP_JOB_LOST            ? "3"
                    : m.u.stop.code == DDP_STOP_CHECKPOINT_FAILED ? "4"
+                   : m.u.stop.code == DDP_STOP_NONFINITE         ? "5"
                                                                  : "1",
                    m.u.stop.reason, NULL);
     ddp_msg_clear(&m);

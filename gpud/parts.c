@@ -108,9 +108,9 @@ static int merge(part_t *taken, int n, ddp_batch_t *m, char *err, size_t errlen)
     for (int p = 0; p < n; p++) {
         const ddp_batch_t *b = &taken[p].b;
         if (b->c != taken[0].b.c || b->h != taken[0].b.h || b->w != taken[0].b.w ||
-            b->epoch != taken[0].b.epoch) {
-            err_set(err, errlen, "the loaderds' parts of step %" PRIu64 " differ in image size "
-                    "or epoch (%ux%ux%u vs %ux%ux%u): start every loaderd with the same options",
+            b->epoch != taken[0].b.epoch || b->steps_per_epoch != taken[0].b.steps_per_epoch) {
+            err_set(err, errlen, "the loaderds' parts of step %" PRIu64 " differ in image size, "
+                    "epoch or plan (%ux%ux%u vs %ux%ux%u): start every loaderd with the same options",
                     b->step, b->c, b->h, b->w, taken[0].b.c, taken[0].b.h, taken[0].b.w);
             return -1;
         }
@@ -125,7 +125,8 @@ static int merge(part_t *taken, int n, ddp_batch_t *m, char *err, size_t errlen)
     const ddp_batch_t *f = &taken[0].b;
     *m = (ddp_batch_t){.seq = f->seq, .epoch = f->epoch, .phase = f->phase, .n = (uint32_t)total,
                        .c = f->c, .h = f->h, .w = f->w, .step = f->step,
-                       .global_count = (uint32_t)global, .gen = f->gen};
+                       .global_count = (uint32_t)global, .gen = f->gen,
+                       .steps_per_epoch = f->steps_per_epoch};
     size_t sb = (size_t)f->c * f->h * f->w, cnt = total ? total : 1;
     slot_t *s = calloc(cnt, sizeof *s);
     m->ids = calloc(cnt, sizeof *m->ids);

@@ -6,6 +6,7 @@
 #include "gpud/train.h"
 
 #include "gpud/members.h"
+#include "gpud/rank_report.h"
 
 #include "common/atomic_file.h"
 #include "common/clock.h"
@@ -17,6 +18,7 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -185,32 +187,10 @@ static ckpt_info_t state_info(const gpud_t *self)
                          .steps_per_epoch = (int64_t)self->steps_per_epoch};
 }
 
-/* Rank 0 could not write a checkpoint or the final weights (a full disk):
- * logged with the last good checkpoint, and reported to reducerd, which
- * stops the job (DONE code DDP_STOP_CHECKPOINT_FAILED; docs/TRAINING.md
- * "Checkpoints"). A write on the way out is only logged: the job ends
- * anyway. */
-static void report_write_failure(gpud_t *self, const char *what, const char *why,
-                                 const char *err)
-{
-    char good[1200];
-    if (self->good_step >= 0)
-        snprintf(good, sizeof good, "the last good checkpoint is %s (epoch %lld, step %lld)",
-                 self->options.checkpoint, (long long)self->good_epoch,
-                 (long long)self->good_step);
-    else
-        snprintf(good, sizeof good, "no checkpoint of this run was written");
-    ddp_msg_t m = {.type = DDP_DONE};
-    m.u.done.code = DDP_STOP_CHECKPOINT_FAILED;
-    snprintf(m.u.done.reason, sizeof m.u.done.reason, "rank 0: %s (%s) not written: %s; %s",
-             what, why, err, good);
-    log_error("%s", m.u.done.reason);
-    if (strcmp(why, "stopped early") != 0 && self->reducer &&
-        proto_send(zsock_resolve(self->reducer), NULL, &m) < 0)
-        log_error("cannot tell reducerd: %s", zmq_strerror(zmq_errno()));
-}
-
-static int write_checkpoint(gpud_t *self, const char *why)
+/* Rank 0: the checkpoint of the state now; -1 when it could not be
+ * written (a full disk), reason saying which file, why and the last good
+ * checkpoint (rank_report.h): the caller decides whether that stops the job. */
+static int write_checkpoint(gpud_t *self, const char *why, char *reason, size_t cap)
 {
     const char *path = self->options.checkpoint;
     if (self->rank != 0 || !path || !self->trainer)
@@ -222,7 +202,7 @@ static int write_checkpoint(gpud_t *self, const char *why)
         atomic_file_fault_before_rename();
     }
     if (trainer_save(self->trainer, path, &info, err, sizeof err) < 0) {
-        report_write_failure(self, "checkpoint", why, err);
+        rank_report_write_failed(self, "checkpoint", why, err, reason, cap);
         return -1;
     }
     self->good_epoch = info.epoch;
@@ -343,6 +323,28 @@ static int send_result(gpud_t *self, const ddp_batch_t *b, const ddp_batch_t *v,
     return 0;
 }
 
+/* loaderd's plan (its steps per epoch) from the first train BATCH on, so
+ * that a checkpoint of the first epoch carries it. One that contradicts
+ * the plan this rank holds (its checkpoint's, its STATE's, an earlier
+ * BATCH's) is logged, counted as rejected and dropped. 0, or 1 dropped. */
+static int check_plan(gpud_t *self, const ddp_batch_t *b)
+{
+    uint64_t spe = b->steps_per_epoch;
+    if (!spe || spe == self->steps_per_epoch)
+        return 0;
+    if (!self->steps_per_epoch) {
+        self->steps_per_epoch = spe;
+        log_info("loaderd plans %llu steps per epoch", (unsigned long long)spe);
+        return 0;
+    }
+    self->stats.rejected++;
+    log_error("train batch %llu (step %llu) plans %llu steps per epoch, this rank holds %llu "
+              "(its checkpoint or state): dropped; resume from a checkpoint of this dataset and "
+              "global batch", (unsigned long long)b->seq, (unsigned long long)b->step,
+              (unsigned long long)spe, (unsigned long long)self->steps_per_epoch);
+    return 1;
+}
+
 static int check_batch(gpud_t *self, const ddp_batch_t *b)
 {
     if (b->step != self->next_step) {
@@ -411,11 +413,8 @@ static int apply_step(gpud_t *self, const ddp_batch_t *b, double lr, double comp
     char err[1024];
     if (trainer_check_params(self->trainer, err, sizeof err) < 0) {
         /* the update is applied and cannot be undone: no checkpoint of it */
-        log_error("step %llu: %s after the optimizer step: the model diverged, stopping "
-                  "(docs/TRAINING.md \"Non-finite values\"; the last checkpoint is the one to "
-                  "resume from, with a lower --lr)", (unsigned long long)b->step, err);
-        self->checkpoint_on_exit = false;
-        return -1;
+        rank_report_nonfinite(self, b->step, err, false);
+        return 1;
     }
     self->eval_stale = true;
     self->next_step++;
@@ -504,12 +503,10 @@ static int train_step(gpud_t *self, const ddp_batch_t *b, const ddp_batch_t *v,
     if (trainer_reduce(self->trainer, self->ring, ring_timeout_ms(self), err, sizeof err) < 0)
         return members_ring_failed(self, "gradients", b->epoch, b->step, err);
     if (trainer_check_grads(self->trainer, err, sizeof err) < 0) {
-        /* the same sums on every rank: every rank stops at this step */
-        log_error("step %llu: %s: the model diverged, stopping before the optimizer step "
-                  "(docs/TRAINING.md \"Non-finite values\"; resume with --resume and a lower "
-                  "--lr)", (unsigned long long)b->step, err);
-        self->checkpoint_on_exit = true;   /* of the last completed step */
-        return -1;
+        /* the same sums on every rank: every rank stops at this step,
+         * before the optimizer step (rank 0 checkpoints the one before) */
+        rank_report_nonfinite(self, b->step, err, true);
+        return 1;
     }
     self->compute_s += compute_s;
     if (b->n > 0 && send_result(self, b, v, in, lr, compute_s) < 0)
@@ -527,6 +524,8 @@ static int on_batch(gpud_t *self, ddp_batch_t *b)
     }
     if (self->options.fault_at_step >= 0 && b->step == (uint64_t)self->options.fault_at_step)
         die_at_fault(self);
+    if (check_plan(self, b))
+        return 0;
     if (check_batch(self, b) < 0)
         return -1;
     self->epoch = b->epoch;
@@ -540,6 +539,46 @@ static int on_batch(gpud_t *self, ddp_batch_t *b)
     return rc < 0 ? -1 : 0;
 }
 
+/* After EPOCH(e) the steps done are (e + 1) * spe: what loaderd planned,
+ * or (a plan never received) the count to keep. A mismatch is logged and
+ * counted; the plan stays (loaderd numbers the steps by it). */
+static void check_epoch_steps(gpud_t *self, uint32_t epoch)
+{
+    if (self->next_step % (epoch + 1) != 0)
+        return;
+    uint64_t seen = self->next_step / (epoch + 1);
+    if (!self->steps_per_epoch) {
+        self->steps_per_epoch = seen;
+    } else if (seen != self->steps_per_epoch) {
+        self->stats.rejected++;
+        log_error("epoch %u ended at step %llu: %llu steps per epoch, but loaderd planned %llu; "
+                  "the checkpoints keep the plan", epoch, (unsigned long long)self->next_step,
+                  (unsigned long long)seen, (unsigned long long)self->steps_per_epoch);
+    }
+}
+
+/* The end of training: rank 0 writes the final weights, then tells
+ * reducerd the outcome of both writes (DONE 0, or 4 with the first
+ * failure, in reason already when the checkpoint failed); reducerd ends
+ * the job only then (docs/TRAINING.md "Failure"). */
+static void final_writes(gpud_t *self, char *reason, size_t cap)
+{
+    const char *weights = self->options.save_weights;
+    if (self->rank != 0)
+        return;
+    char err[1024];
+    if (weights && trainer_save_weights(self->trainer, weights, err, sizeof err) < 0) {
+        char why[DDP_MAX_STR];
+        rank_report_write_failed(self, "final weights", "end of training", err, why, sizeof why);
+        if (!reason[0])
+            snprintf(reason, cap, "%s", why);
+    } else if (weights) {
+        log_info("weights %s written", weights);
+    }
+    rank_report_done(self, reason[0] ? DDP_STOP_CHECKPOINT_FAILED : 0,
+                     reason[0] ? reason : "the final checkpoint and weights are written");
+}
+
 /* EPOCH(e): remember the decision; rank 0 checkpoints (step 7). */
 static void handle_epoch(gpud_t *self, const ddp_epoch_t *ep)
 {
@@ -548,22 +587,18 @@ static void handle_epoch(gpud_t *self, const ddp_epoch_t *ep)
     self->epoch_done = ep->epoch;
     self->epoch = (int64_t)ep->epoch + 1;
     self->streak = ep->streak;
-    if (self->next_step % (ep->epoch + 1) == 0)   /* S = (e+1) * spe after epoch e */
-        self->steps_per_epoch = self->next_step / (ep->epoch + 1);
+    check_epoch_steps(self, ep->epoch);
     bool stop = ep->decision == DDP_DECISION_STOP;
     log_info("epoch %u done: %s (streak %u, val top-1 %.4f)%s%s", ep->epoch,
              stop ? "stop" : "continue", ep->streak, ep->val_top1, ep->reason[0] ? ": " : "",
              ep->reason);
-    if (stop || (ep->epoch + 1) % (uint64_t)self->options.checkpoint_every == 0)
-        write_checkpoint(self, stop ? "final" : "end of epoch");
-    const char *weights = self->options.save_weights;
-    if (stop && self->rank == 0 && weights) {
-        char err[1024];
-        if (trainer_save_weights(self->trainer, weights, err, sizeof err) < 0)
-            report_write_failure(self, "final weights", "end of training", err);
-        else
-            log_info("weights %s written", weights);
-    }
+    char reason[DDP_MAX_STR] = "";
+    if ((stop || (ep->epoch + 1) % (uint64_t)self->options.checkpoint_every == 0) &&
+        write_checkpoint(self, stop ? "final" : "end of epoch", reason, sizeof reason) < 0 &&
+        !stop)
+        rank_report_done(self, DDP_STOP_CHECKPOINT_FAILED, reason);
+    if (stop)
+        final_writes(self, reason, sizeof reason);
 }
 
 void train_on_epoch(gpud_t *self, const ddp_epoch_t *ep)
@@ -760,6 +795,7 @@ int train_finish(gpud_t *self, int rc)
         return rc;
     if (self->step_open)   /* the last completed step, mid-epoch or not */
         trainer_restore(self->trainer);
-    write_checkpoint(self, "stopped early");
+    char reason[DDP_MAX_STR];   /* the job ends anyway: only logged */
+    write_checkpoint(self, "stopped early", reason, sizeof reason);
     return rc ? rc : 1;
 }

@@ -83,7 +83,7 @@ static int shard_alloc(loader_t *self, uint64_t k, int r, ddp_batch_t *b, uint64
     *b = (ddp_batch_t){.epoch = self->epoch, .phase = DDP_PHASE_TRAIN, .n = (uint32_t)count,
                        .c = (uint16_t)c, .h = (uint16_t)self->out_h, .w = (uint16_t)self->out_w,
                        .step = (uint64_t)self->epoch * self->steps_per_epoch + k,
-                       .gen = self->gen};
+                       .steps_per_epoch = self->steps_per_epoch, .gen = self->gen};
     b->ids = calloc(count ? count : 1, sizeof *b->ids);
     b->labels = calloc(count ? count : 1, sizeof *b->labels);
     /* --wire jpeg: the files' frame is made once they are read (train_files.c) */

@@ -174,7 +174,8 @@ static int d_batch(const mp_reader_t *r, ddp_batch_t *m)
         mp_get_u32(r, "epoch", 0, UINT32_MAX, &m->epoch) ||
         mp_get_u8(r, "phase", 0, UINT8_MAX, &m->phase) ||
         mp_get_u32(r, "n", 0, DDP_MAX_BATCH, &m->n) || mp_opt_uint(r, "step", UINT64_MAX, &m->step) ||
-        opt_u32(r, "global_count", &m->global_count) || opt_u32(r, "gen", &m->gen))
+        opt_u32(r, "global_count", &m->global_count) || opt_u32(r, "gen", &m->gen) ||
+        mp_opt_uint(r, "steps_per_epoch", UINT64_MAX, &m->steps_per_epoch))
         return -1;
     for (int i = 0; i < 3; i++) {
         uint64_t v;

@@ -124,8 +124,10 @@ static int pack_batch(msgpack_packer *pk, const ddp_batch_t *m)
 {
     bool pos = m->pos && m->n;
     return put_head(pk, DDP_BATCH, 11 + (m->gen ? 1 : 0) + (pos ? 1 : 0) +
+                                      (m->steps_per_epoch ? 1 : 0) +
                                       (m->wire ? (m->phase == DDP_PHASE_TRAIN ? 8 : 5) : 0)) ||
            put_gen(pk, m->gen) || put_wire(pk, m) ||
+           (m->steps_per_epoch && mp_put_uint(pk, "steps_per_epoch", m->steps_per_epoch)) ||
            (pos && mp_put_bin(pk, "pos", m->pos, (size_t)m->n * 4)) ||
            mp_put_uint(pk, "seq", m->seq) ||
            mp_put_uint(pk, "step", m->step) || mp_put_uint(pk, "global_count", m->global_count) ||

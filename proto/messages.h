@@ -80,6 +80,11 @@ typedef enum {
  * directory is still written (summary.json's training.checkpoint_failures),
  * and every exit is non-zero. Rank 0 reports it with DONE(code 4, reason). */
 #define DDP_STOP_CHECKPOINT_FAILED 4
+/* STOP and "end" code when training stopped on a non-finite summed
+ * gradient or updated weight (docs/TRAINING.md "Non-finite values"): every
+ * rank stops at that step, rank 0 reports it with DONE(code 5, the step
+ * and tensor), the run directory is still written (training.stopped). */
+#define DDP_STOP_NONFINITE 5
 
 typedef enum { DDP_ROLE_GPUD = 1, DDP_ROLE_LOADER = 2, DDP_ROLE_REPORTER = 3 } ddp_role_t;
 typedef enum { DDP_PHASE_EVAL = 0, DDP_PHASE_TRAIN = 1 } ddp_phase_t;
@@ -172,6 +177,7 @@ typedef struct {
     uint64_t step;             /* optional, train: absolute optimizer step of the run */
     uint32_t global_count;     /* optional, train: samples in the whole global step (>= n) */
     uint32_t gen;              /* optional, train: membership generation (0 absent) */
+    uint64_t steps_per_epoch;  /* optional, train: loaderd's plan (0 absent); step is in epoch */
     /* optional, train with several loaderds (loaderd --shard): each
      * sample's index in the rank's list of the step, strictly increasing
      * (n entries; NULL absent). global_count is then this loaderd's part:

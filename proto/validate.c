@@ -257,6 +257,11 @@ static int v_batch(const ddp_batch_t *m, char *err, size_t errlen, const char *w
         if (m->pos[i] <= m->pos[i - 1])
             return BAD("'pos' is not strictly increasing at %" PRIu32 " (%" PRIu32 " after %"
                        PRIu32 ")", i, m->pos[i], m->pos[i - 1]);
+    /* the plan: step S of epoch e lies in [e * spe, (e + 1) * spe) */
+    if (m->steps_per_epoch && (!train || m->step / m->steps_per_epoch != m->epoch))
+        return BAD("'steps_per_epoch' %" PRIu64 " with step %" PRIu64 " of epoch %" PRIu32
+                   ": %s", m->steps_per_epoch, m->step, m->epoch,
+                   train ? "the step is not in its epoch" : "only a train batch has it");
     if (m->wire != DDP_WIRE_UINT8)
         return v_batch_encoded(m, err, errlen, what);
     uint64_t want = (uint64_t)m->n * m->c * m->h * m->w;

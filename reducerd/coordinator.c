@@ -68,28 +68,17 @@ static void on_heartbeat(reducer_t *self, zframe_t *route, const ddp_heartbeat_t
     p->last_seen_ms = clock_mono_ms();
 }
 
-/* Training rank 0 could not write a checkpoint or the final weights: the
- * job stops there, with the reason rank 0 gave (docs/TRAINING.md). */
-static void on_write_failed(reducer_t *self, const ddp_done_t *done)
-{
-    publish_log(self, "error", "%s", done->reason);
-    job_finish(self, DDP_STOP_CHECKPOINT_FAILED, done->reason);
-}
-
 static void on_done(reducer_t *self, zframe_t *route, const ddp_done_t *done)
 {
     peer_t *p = peers_by_identity(self->peers, route);
-    if (p && p->role == DDP_ROLE_GPUD && p->rank == 0 && !p->removed && self->options.train &&
-        done->code == DDP_STOP_CHECKPOINT_FAILED) {
-        if (!self->finished)
-            on_write_failed(self, done);
-        return;
-    }
+    if (p && p->role == DDP_ROLE_GPUD && self->options.train &&
+        training_on_rank_done(self, p, done))
+        return;   /* rank 0: final writes, a failed write, a non-finite step */
     if (!p || p->role != DDP_ROLE_REPORTER) {
         char who[64];
         trust_peer_label(self, route, who, sizeof who);
-        trust_reject(self, who, "DONE", "only a joined reporterd (or training rank 0 reporting "
-                     "a failed checkpoint) sends DONE");
+        trust_reject(self, who, "DONE", "only a joined reporterd (or training rank 0 ending "
+                     "the job, docs/TRAINING.md) sends DONE");
         return;
     }
     self->reporters_done++;

@@ -30,7 +30,8 @@ static const option_t s_rows[] = {
                 "fail the job after S seconds without progress: no accepted result, failure, plan "
                 "or new worker (heartbeats and rejected messages do not count); 0 off"),
     OPTION_LONG(T, done_timeout_s, "done-timeout", "S", 60, 1, 86400,
-                "how long to wait for reporterd at the end"),
+                "how long to wait for reporterd at the end (training: also for rank 0's final "
+                "checkpoint and weights)"),
     OPTION_SECTION("training (docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train",
                 "coordinate a training job: WELCOME the gpuds once all --workers ranks joined, "

@@ -82,6 +82,11 @@ typedef struct reducer {
     uint32_t streak;
     uint64_t last_step;         /* highest RESULT step of the run */
     bool have_step;
+    /* the stop is decided and sent (EPOCH): the job ends once rank 0 has
+     * written the final checkpoint and weights (its DONE), at most
+     * --done-timeout after the decision; 0 while not waiting */
+    int64_t final_deadline_ms;
+    char final_reason[1024];    /* the decision's, for the end event */
     /* elastic training (membership.c, docs/ELASTIC.md) */
     elastic_t *elastic;         /* from the gang's forming: generation, members, commits */
     pending_t *pending;         /* train RESULTs held until their step commits */

@@ -265,8 +265,9 @@ static void decide_now(reducer_t *self, slot_t *train, slot_t *validation)
     send_epoch(self, &decision, val_top1);
     log_info("%s", decision.reason);
     publish_log(self, "info", "%s", decision.reason);
-    if (stop) {
-        job_finish(self, 0, decision.reason);
+    if (stop) {   /* the job ends once rank 0 has written the final state */
+        self->final_deadline_ms = clock_mono_ms() + self->options.done_timeout_s * 1000;
+        snprintf(self->final_reason, sizeof self->final_reason, "%s", decision.reason);
         return;
     }
     results_end_phase(self, self->epoch, DDP_PHASE_TRAIN);
@@ -276,8 +277,56 @@ static void decide_now(reducer_t *self, slot_t *train, slot_t *validation)
     self->epoch++;
 }
 
+/* After the stop decision: rank 0 gone, or silent past the deadline, ends
+ * the job failed (its final checkpoint or weights may be missing). */
+static void final_tick(reducer_t *self)
+{
+    const peer_t *r0 = peers_by_rank(self->peers, 0);
+    bool gone = !r0 || r0->dead || r0->removed;
+    if (!gone && clock_mono_ms() <= self->final_deadline_ms)
+        return;
+    char err[1024];
+    err_set(err, sizeof err, "rank 0 %s before it confirmed the final checkpoint and weights "
+            "(see its log); the last checkpoint written is the one to resume from",
+            gone ? "was lost" : "did not answer within --done-timeout");
+    publish_log(self, "error", "%s", err);
+    job_finish(self, 1, err);
+}
+
+bool training_on_rank_done(reducer_t *self, const peer_t *p, const ddp_done_t *done)
+{
+    bool waiting = self->final_deadline_ms != 0;
+    if (p->rank != 0 || p->removed || p->dead || self->finished ||
+        !(done->code == DDP_STOP_CHECKPOINT_FAILED || done->code == DDP_STOP_NONFINITE ||
+          (done->code == 0 && waiting)))
+        return false;
+    if (done->code == 0) {
+        log_info("rank 0: %s", done->reason);
+        job_finish(self, 0, self->final_reason);
+        return true;
+    }
+    publish_log(self, "error", "%s", done->reason);
+    slot_t *train = self->slot[DDP_PHASE_TRAIN];
+    /* the epoch's committed steps so far: the run directory's last row (an
+     * empty one only when no epoch of this run was decided: summary.json
+     * needs a metric) */
+    if (done->code == DDP_STOP_NONFINITE && train &&
+        (slot_accounted(train) > 0 || self->epoch == (uint32_t)self->options.start_epoch)) {
+        ev_metric_t d = {.decision = DDP_DECISION_STOP, .streak = self->streak,
+                         .epochs = (uint32_t)self->options.epochs};
+        snprintf(d.decision_reason, sizeof d.decision_reason, "%.1000s", done->reason);
+        publish_metric(self, train, true, &d);
+    }
+    job_finish(self, done->code, done->reason);
+    return true;
+}
+
 void training_tick(reducer_t *self)
 {
+    if (self->final_deadline_ms) {
+        final_tick(self);
+        return;
+    }
     slot_t *train = self->slot[DDP_PHASE_TRAIN], *validation = self->slot[DDP_PHASE_EVAL];
     if (!train || !slot_complete(train))
         return;

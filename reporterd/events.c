@@ -25,11 +25,12 @@ static void on_end(reporter_t *self, const ev_end_t *end)
     const char *out = self->options.out;
     char err[512] = "";
     int code = 0;
-    /* a job stopped by a failed checkpoint write still gets its summary */
-    bool ckpt_failed = end->code == DDP_STOP_CHECKPOINT_FAILED;
-    if (ckpt_failed)
-        rundir_checkpoint_failed(self->rundir, end->reason);
-    if (end->code == 0 || ckpt_failed) {
+    /* a job stopped by a failed checkpoint write or a non-finite step
+     * still gets its summary, saying so */
+    bool stopped = end->code == DDP_STOP_CHECKPOINT_FAILED || end->code == DDP_STOP_NONFINITE;
+    if (stopped)
+        rundir_job_stopped(self->rundir, end->code, end->reason);
+    if (end->code == 0 || stopped) {
         if (rundir_finish(self->rundir, err, sizeof err) < 0) {
             log_error("cannot write the run directory %s: %s", out, err);
             code = 1;
@@ -48,7 +49,7 @@ static void on_end(reporter_t *self, const ev_end_t *end)
     /* our exit status tells the launcher whether the run directory is whole */
     self->exit_code = code                                   ? code
                       : end->code == DDP_STOP_JOB_LOST         ? DDP_STOP_JOB_LOST
-                      : ckpt_failed                            ? DDP_STOP_CHECKPOINT_FAILED
+                      : stopped                                ? end->code
                                                                : (end->code != 0);
     self->done = true;
 }

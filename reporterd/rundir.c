@@ -54,7 +54,8 @@ struct rundir {
     predcsv_t *pred;
     tput_t *tput; /* throughput over time, from progress events */
     membership_log_t members; /* membership.csv and the elastic counts */
-    char ckpt_error[1024];    /* why the job stopped at a failed checkpoint write; "" */
+    int stop_code;            /* DDP_STOP_CHECKPOINT_FAILED, DDP_STOP_NONFINITE or 0 */
+    char stop_reason[1024];   /* why, then (the end event's reason) */
 };
 
 static void s_metric_free(ev_metric_t **m_p)
@@ -568,19 +569,24 @@ static void s_training(const rundir_t *self, summary_training_t *t)
         t->final_train_top1 = last_train->top1;
     }
     bool stop = self->have_decision && self->decision == 1;
-    t->stopped_early = stop && (uint64_t)t->last_epoch + 1 < self->epochs;
-    t->stop_reason = stop ? self->reason : NULL;
+    t->stopped_early = stop && !self->stop_code && (uint64_t)t->last_epoch + 1 < self->epochs;
+    t->stop_reason = self->stop_code ? self->stop_reason : stop ? self->reason : NULL;
     t->ranks_lost = self->members.ranks_lost;
     t->ranks_joined = self->members.ranks_joined;
     t->steps_redone = self->members.steps_redone;
     t->world_size = self->members.world_size;
-    t->checkpoint_failures = self->ckpt_error[0] != 0;
-    t->checkpoint_error = self->ckpt_error[0] ? self->ckpt_error : NULL;
+    bool ckpt = self->stop_code == DDP_STOP_CHECKPOINT_FAILED;
+    t->checkpoint_failures = ckpt;
+    t->checkpoint_error = ckpt ? self->stop_reason : NULL;
+    t->stopped = ckpt                                       ? "checkpoint-failed"
+                 : self->stop_code == DDP_STOP_NONFINITE ? "non-finite"
+                                                         : NULL;
 }
 
-void rundir_checkpoint_failed(rundir_t *self, const char *reason)
+void rundir_job_stopped(rundir_t *self, int code, const char *reason)
 {
-    snprintf(self->ckpt_error, sizeof self->ckpt_error, "%s", reason);
+    self->stop_code = code;
+    snprintf(self->stop_reason, sizeof self->stop_reason, "%s", reason);
 }
 
 static int s_write_summary(rundir_t *self, const ev_metric_t *m, char *err, size_t errlen)

@@ -69,9 +69,11 @@ int rundir_on_membership(rundir_t *self, const ev_membership_t *m, char *err, si
  * failed_files when its (epoch, phase) is the summary's. 0 or -1 (OOM). */
 int rundir_on_failed(rundir_t *self, const ev_failed_t *f);
 
-/* The job stopped because rank 0 could not write a checkpoint (or the
- * final weights): reason goes to summary.json's training object. */
-void rundir_checkpoint_failed(rundir_t *self, const char *reason);
+/* The training job was stopped with code DDP_STOP_CHECKPOINT_FAILED (rank
+ * 0 could not write a checkpoint or the final weights) or
+ * DDP_STOP_NONFINITE (a non-finite step): code and reason go to
+ * summary.json's training object. */
+void rundir_job_stopped(rundir_t *self, int code, const char *reason);
 
 /* Writes summary.json, classification_report.txt and the plots. Tries all
  * of them; 0, or -1 with the first failure in why. Without any metric it

@@ -110,6 +110,7 @@ static json_t *s_training(const summary_training_t *t)
     bad |= json_object_set_new(o, "checkpoint_error", json_utf8_or_null(t->checkpoint_error));
     bad |= json_object_set_new(o, "last_good_checkpoint",
                                json_utf8_or_null(t->last_good_checkpoint));
+    bad |= json_object_set_new(o, "stopped", json_utf8_or_null(t->stopped));
     if (bad) {
         json_decref(o);
         o = NULL;

@@ -20,8 +20,8 @@
  * A training run adds one more key after them, "training" (the metric above
  * is then the last validation): {epochs_run (epochs with a train row, a
  * resumed run's earlier ones included), last_epoch, stopped_early (stopped
- * by the target before --epochs), stop_reason (reducerd's decision text, or
- * null), best_val_top1 and best_val_epoch (null without validation; the
+ * by the target before --epochs), stop_reason (reducerd's decision text;
+ * with "stopped", rank 0's message; else null), best_val_top1 and best_val_epoch (null without validation; the
  * first epoch of the best), final_train_loss, final_train_top1 (of the last
  * train row), total_seconds (sum of every row's epoch_seconds: train and
  * validation phases of all epochs), ranks_lost, ranks_joined, steps_redone
@@ -32,7 +32,9 @@
  * 0), checkpoint_error (rank 0's message then, naming the file, the error
  * and the last good checkpoint; else null), last_good_checkpoint (the run
  * directory's checkpoint.safetensors when it exists — written whole or not
- * at all — else null)}.
+ * at all — else null), stopped (null, or what stopped the job before its
+ * end: "checkpoint-failed", "non-finite"; stop_reason then names the file
+ * and error, or the step and tensor)}.
  */
 #ifndef DDP_SUMMARY_H
 #define DDP_SUMMARY_H
@@ -67,6 +69,7 @@ typedef struct {
     uint32_t checkpoint_failures;
     const char *checkpoint_error;      /* NULL: null */
     const char *last_good_checkpoint;  /* NULL: null */
+    const char *stopped;               /* NULL: null; "checkpoint-failed", "non-finite" */
 } summary_training_t;
 
 /* The JSON text (caller frees), NULL when out of memory. m->class_names

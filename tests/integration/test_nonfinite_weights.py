@@ -70,6 +70,18 @@ def diverge(out, workers, extra, model_args=None):
           "diverged" in p.stderr,
           "%s: exit %d, stops %s on %d of %d ranks (want one, the same on every rank); stderr:\n%s"
           % (out, p.returncode, found, ranks, workers, p.stderr))
+    step, kind, tensor = list(found)[0][:3]
+    # one error naming the step and tensor; no rank reported as lost
+    said = [l for l in p.stderr.splitlines() if "diverged" in l]
+    check(len(said) == 1 and said[0].startswith("ddpipe train failed: rank 0: step %s: the %s %s: "
+                                                 % (step, kind, tensor)),
+          "%s: want one console error naming step %s and %s; stderr:\n%s" % (out, step, tensor, p.stderr))
+    check("survivors continue" not in p.stderr and "ended (exit" not in p.stderr,
+          "%s: a rank reported as failed alone; stderr:\n%s" % (out, p.stderr))
+    t = summary(out).get("training") or {}
+    check(t.get("stopped") == "non-finite" and "step %s: the %s %s: element" % (step, kind, tensor)
+          in (t.get("stop_reason") or "") and t.get("stopped_early") is False,
+          "%s: summary.json's training object: %s" % (out, json.dumps(t, indent=1)))
     import numpy as np
     for f in glob.glob(os.path.join(out, "*.safetensors")):   # what is left must load
         tensors, _ = safetensors_read(f)

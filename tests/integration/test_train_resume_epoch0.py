@@ -44,7 +44,8 @@ _, meta = safetensors_read(ckpt)
 check(meta.get("ckpt.epoch") == "0" and meta.get("ckpt.step") == str(FAULT_STEP),
       "checkpoint after the SIGTERM: want epoch 0 step %d (the last completed step), metadata %s"
       % (FAULT_STEP, meta))
-check(meta.get("ckpt.steps_per_epoch") in ("0", str(spe)),
+# the plan is known from the first step (loaderd's BATCH): written from epoch 0 on
+check(meta.get("ckpt.steps_per_epoch") == str(spe),
       "checkpoint of epoch 0: ckpt.steps_per_epoch %s, want %d" % (meta.get("ckpt.steps_per_epoch"), spe))
 
 p = run_train(train, out, 2, flags + ["--rejoin-timeout", "0", "--resume", out], val=val, expect_rc=None)

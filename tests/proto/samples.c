@@ -44,6 +44,7 @@ static void sample_batch(ddp_batch_t *b)
     b->step = 1ull << 35;
     b->global_count = 7;
     b->gen = 2;
+    b->steps_per_epoch = (1ull << 35) / 3; /* step 2^35 is in epoch 3 */
 }
 
 static void sample_auth(ddp_auth_t *a)

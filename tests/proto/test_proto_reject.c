@@ -80,6 +80,8 @@ static const mut_t table[] = {
      "RESULT: 'topk[0]' is -1, want 0..99999"},
     {DDP_BATCH, OP_SET, "n", RAW("\x00"), "BATCH: 'ids' bin is 24 bytes, want n*8 = 0"},
     {DDP_BATCH, OP_SET, "global_count", RAW("\x02"), "BATCH: 'global_count' is 2, less than this shard's n = 3"},
+    {DDP_BATCH, OP_SET, "steps_per_epoch", RAW("\x01"), "BATCH: 'steps_per_epoch' 1 with step 34359738368 of epoch 3: the step is not in its epoch"},
+    {DDP_BATCH, OP_DROP, "steps_per_epoch", RAW(""), NULL},
     {DDP_EPOCH, OP_SET, "decision", RAW("\x02"), "EPOCH: 'decision' is 2, want 0 (continue) or 1 (stop)"},
     /* trust keys (PROTOCOL.md "Trust"): optional, but well-formed when present */
     {DDP_RESULT, OP_SET, "token", BIN(15), "RESULT: 'token' bin is 15 bytes, want token = 16"},

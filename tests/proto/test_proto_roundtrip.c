@@ -82,7 +82,8 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         const ddp_batch_t *x = &a->u.batch, *y = &b->u.batch;
         CHECK(x->seq == y->seq && x->epoch == y->epoch && x->phase == y->phase && x->n == y->n &&
               x->c == y->c && x->h == y->h && x->w == y->w && x->step == y->step &&
-              x->global_count == y->global_count && x->gen == y->gen);
+              x->global_count == y->global_count && x->gen == y->gen &&
+              x->steps_per_epoch == y->steps_per_epoch);
         CHECK(SAME_MEM(x->ids, y->ids, x->n * 8) && SAME_MEM(x->labels, y->labels, x->n * 4));
         CHECK(y->pixels && zframe_eq(x->pixels, y->pixels));
         break;

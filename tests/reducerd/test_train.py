@@ -206,6 +206,11 @@ def result(g, rank, epoch, phase, seq, ids, right, loss, lr=0.0, step=0, compute
                 compute_s=compute_s, lr=lr, step=step, gen=g.gen, **g.auth))
 
 
+def final_done(g):
+    """Rank 0: the final checkpoint and weights are written (after EPOCH(stop))."""
+    g.send(pack(DONE, code=0, reason="the final checkpoint and weights are written"))
+
+
 def near(a, b):
     return abs(a - b) <= 1e-9 * max(1.0, abs(b))
 
@@ -288,6 +293,9 @@ def scenario_epochs():
         e = J.expect(s, EPOCH)
         check(e["epoch"] == 1 and e["decision"] == 1 and e["streak"] == 2 and near(e["val_top1"], 5 / 6),
               "EPOCH 1 to %s: %r" % (s.name, e))
+    J.quiet(g0, STOP)   # the job ends once rank 0 has written the final state
+    final_done(g0)
+    for s in (loader, g0, g1):
         st = J.expect(s, STOP)
         check(st["code"] == 0, "STOP after the early stop: %r" % st)
     end = J.end(0)
@@ -341,7 +349,12 @@ def scenario_no_val():
         e = J.expect(loader, EPOCH)
         check(e["epoch"] == epoch and e["decision"] == epoch and e["val_top1"] == -1,
               "EPOCH %d without validation: %r" % (epoch, e))
+        if epoch == 0:   # a DONE(0) from rank 0 before any stop: rejected, the job goes on
+            final_done(g0)
     check("last of --epochs 2" in e["reason"], "stop reason %r" % e["reason"])
+    J.quiet(loader, STOP)
+    final_done(g0)
+    check(J.expect(loader, STOP)["code"] == 0, "STOP after rank 0's final DONE")
     end = J.end(0)
     m = J.metrics()
     check(len(m) == 2 and all(x["phase"] == TRAIN for x in m) and m[1]["final"] and not m[0]["final"],
@@ -437,6 +450,8 @@ def scenario_elastic():
         check(c["gen"] == 1 and c["step"] == 1, "COMMIT of the redone step to %s: %r" % (x.name, c))
     e = J.expect(loader, EPOCH)
     check(e["decision"] == 1, "EPOCH %r" % e)
+    final_done(g[0])
+    J.expect(loader, STOP)
     end = J.end(0)
     t = J.metrics()[0]
     check(t["samples"] == 12 and t["duplicates"] == 0 and t["loss_sum"] == 6 * 1.0 + 6 * 0.5 and
@@ -463,13 +478,75 @@ def scenario_elastic_dead():
     result(g[1], 0, 0, TRAIN, 0, [0, 1, 2, 3], lambda i: True, lambda i: 0.25, step=0)
     step([g[1]], 0, 0)
     J.expect(loader, COMMIT)
+    J.expect(loader, EPOCH)
+    final_done(g[1])   # rank 0 now
+    J.expect(loader, STOP)
     J.end(0)
     t = J.metrics()[0]
     check(t["samples"] == 4 and t["loss_sum"] == 1.0, "one rank redid step 0: %r" % t)
     print("elastic: rank 0 dead by heartbeats, rank 1 finished alone as rank 0", flush=True)
 
 
+def scenario_stopped():
+    """Rank 0 ends the job: a non-finite step (DONE 5), a final state it
+    could not write (DONE 4 after the stop), no DONE within --done-timeout."""
+    J = Job("nonfinite", ["--workers", "1", "--epochs", "2", "--no-val"])
+    g0 = J.peer("g0", 1, ring="tcp://127.0.0.1:41030")
+    J.beating = [g0]
+    J.expect(g0, WELCOME)
+    loader = J.peer("loaderd-1", 2)
+    plan(loader, 0, TRAIN, 8)
+    J.expect(loader, WELCOME)
+    result(g0, 0, 0, TRAIN, 0, [0, 1, 2, 3], lambda i: True, lambda i: 0.5, lr=0.1, step=0)
+    step([g0], 0, 0)
+    why = "rank 0: step 1: the summed gradient fc.weight: element 3 of 640 is nan: the model diverged"
+    g0.send(pack(DONE, code=5, reason=why))
+    for s in (g0, loader):
+        st = J.expect(s, STOP)
+        check(st["code"] == 5 and st["reason"] == why, "STOP to %s: %r" % (s.name, st))
+    end = J.end(5)
+    check(end["code"] == 5 and end["reason"] == why, "end %r" % end)
+    m = J.metrics()
+    check(len(m) == 1 and m[0]["samples"] == 4 and m[0]["planned"] == 8 and m[0]["decision"] == 1 and
+          m[0]["decision_reason"] == why, "the epoch's tally so far %r" % m)
+    print("non-finite: DONE(5) ends the job with its reason and the epoch's tally", flush=True)
+
+    J = Job("final-failed", ["--workers", "1", "--epochs", "1", "--no-val"])
+    g0 = J.peer("g0", 1, ring="tcp://127.0.0.1:41031")
+    J.beating = [g0]
+    J.expect(g0, WELCOME)
+    loader = J.peer("loaderd-1", 2)
+    plan(loader, 0, TRAIN, 4)
+    J.expect(loader, WELCOME)
+    result(g0, 0, 0, TRAIN, 0, [0, 1, 2, 3], lambda i: True, lambda i: 0.5, lr=0.1, step=0)
+    step([g0], 0, 0)
+    J.expect(loader, EPOCH)
+    why = "rank 0: final weights (end of training) not written: No space left on device"
+    g0.send(pack(DONE, code=4, reason=why))
+    st = J.expect(loader, STOP)
+    check(st["code"] == 4 and st["reason"] == why, "STOP after a failed final write: %r" % st)
+    check(J.end(4)["reason"] == why, "end reason")
+
+    J = Job("final-silent", ["--workers", "1", "--epochs", "1", "--no-val", "--done-timeout", "1"])
+    g0 = J.peer("g0", 1, ring="tcp://127.0.0.1:41032")
+    J.beating = [g0]
+    J.expect(g0, WELCOME)
+    loader = J.peer("loaderd-1", 2)
+    plan(loader, 0, TRAIN, 4)
+    J.expect(loader, WELCOME)
+    result(g0, 0, 0, TRAIN, 0, [0, 1, 2, 3], lambda i: True, lambda i: 0.5, lr=0.1, step=0)
+    step([g0], 0, 0)
+    J.expect(loader, EPOCH)
+    st = J.expect(loader, STOP)
+    check(st["code"] == 1 and "did not answer within --done-timeout" in st["reason"],
+          "STOP without rank 0's final DONE: %r" % st)
+    J.end(1)
+    print("final writes: DONE(4) ends the job failed, a silent rank 0 within --done-timeout",
+          flush=True)
+
+
 scenario_epochs()
+scenario_stopped()
 scenario_elastic()
 scenario_elastic_dead()
 scenario_dead()

@@ -182,16 +182,27 @@ static void test_training_object(void)
                          "\"best_val_epoch\": null, \"final_train_loss\": 0.25, \"final_train_top1\": null, "
                          "\"total_seconds\": 12.5, \"ranks_lost\": 2, \"ranks_joined\": 0, "
                          "\"steps_redone\": 1, \"world_size\": 1, \"checkpoint_failures\": 0, "
-                         "\"checkpoint_error\": null, \"last_good_checkpoint\": null}\n}\n"));
+                         "\"checkpoint_error\": null, \"last_good_checkpoint\": null, \"stopped\": null}\n}\n"));
     free(j);
     t.world_size = -1; /* no membership event (an older reducerd) */
     t.checkpoint_failures = 1; /* stopped by a failed checkpoint write */
     t.checkpoint_error = "rank 0: checkpoint not written: ENOSPC";
     t.last_good_checkpoint = "run/checkpoint.safetensors";
+    t.stopped = "checkpoint-failed";
     j = summary_json(&m, NULL, 0, &t);
     CHECK(j && strstr(j, "\"world_size\": null, \"checkpoint_failures\": 1, \"checkpoint_error\": "
                          "\"rank 0: checkpoint not written: ENOSPC\", \"last_good_checkpoint\": "
-                         "\"run/checkpoint.safetensors\"}\n}\n"));
+                         "\"run/checkpoint.safetensors\", \"stopped\": \"checkpoint-failed\"}\n}\n"));
+    free(j);
+    t.checkpoint_failures = 0; /* stopped by a non-finite step (docs/TRAINING.md) */
+    t.checkpoint_error = NULL;
+    t.stopped = "non-finite";
+    t.stop_reason = "rank 0: step 3: the summed gradient fc.weight: element 1 of 10 is nan";
+    j = summary_json(&m, NULL, 0, &t);
+    CHECK(j && strstr(j, "\"stop_reason\": \"rank 0: step 3: the summed gradient fc.weight: element 1 "
+                         "of 10 is nan\", ") && strstr(j, "\"checkpoint_error\": null, "
+                         "\"last_good_checkpoint\": \"run/checkpoint.safetensors\", \"stopped\": "
+                         "\"non-finite\"}\n}\n"));
     free(j);
     j = summary_json(&m, NULL, 0, NULL); /* eval: no training key */
     CHECK(j && strstr(j, "\"wall_seconds\": 0.5\n}\n") && !strstr(j, "training"));
