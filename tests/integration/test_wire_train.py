@@ -53,7 +53,8 @@ def timeless(v):
         return {k: timeless(x) for k, x in v.items()
                 if not any(w in k for w in ("seconds", "per_s", "time", "started", "finished",
                                             "host", "pid", "out", "argv", "config", "wire",
-                                            "failed_files", "throughput", "rate"))}
+                                            "failed_files", "throughput", "rate",
+                                            "last_good_checkpoint"))}
     if isinstance(v, list):
         return [timeless(x) for x in v]
     return v
