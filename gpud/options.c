@@ -283,3 +283,15 @@ void gpud_options_job_config(const gpud_options_t *self, char *buf, size_t cap)
     buf[0] = '\0';
     options_emit(&gpud_options_table, self, s_job_wide, add_flag, &t);
 }
+
+/* The eval transform's other half (resize, crop) is loaderd's: one per job. */
+static const char *const s_eval_wide[] = {
+    "model", "channels", "num-classes", "in-channels", "mean", "std", "normalize", "precision",
+    NULL};
+
+void gpud_options_eval_config(const gpud_options_t *self, char *buf, size_t cap)
+{
+    config_text_t t = {buf, cap, 0};
+    buf[0] = '\0';
+    options_emit(&gpud_options_table, self, s_eval_wide, add_flag, &t);
+}
