@@ -3,7 +3,6 @@
 #include "gpud/link.h"
 
 #include "common/clock.h"
-#include "common/file_digest.h"
 #include "common/jobid.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
@@ -37,22 +36,6 @@ static void on_welcome(gpud_t *self, const ddp_welcome_t *w)
     else
         log_info("joined job %s as rank %d of %d%s", w->job, self->rank, w->world,
                  w->train ? " (training)" : "");
-}
-
-/* What an eval worker proves in JOIN (docs/SECURITY.md "Job identity"):
- * the settings that shape its predictions and its weights' digest; every
- * worker of the job must send the same (reducerd refuses the others). */
-static int eval_identity(const gpud_t *self, char *config, size_t cap)
-{
-    char digest[FILE_DIGEST_HEX], err[512];
-    if (file_digest_hex(self->options.weights, digest, sizeof digest, err, sizeof err) < 0) {
-        log_error("cannot digest the weights for JOIN: %s", err);
-        return -1;
-    }
-    gpud_options_eval_config(&self->options, config, cap);
-    size_t len = strlen(config);
-    snprintf(config + len, cap - len, "%s--weights-digest %s", len ? " " : "", digest);
-    return 0;
 }
 
 static ddp_msg_t join_message(const gpud_t *self)
@@ -102,9 +85,13 @@ int link_join(gpud_t *self)
         log_error("%s", err);
         return -1;
     }
-    if (!self->options.train &&
-        eval_identity(self, j.u.join.config, sizeof j.u.join.config) < 0)
+    /* an eval worker proves its model: reducerd compares (SECURITY.md "Job identity") */
+    if (!self->options.train && gpud_options_eval_identity(&self->options, j.u.join.config,
+                                                           sizeof j.u.join.config, err,
+                                                           sizeof err) < 0) {
+        log_error("cannot say which model this worker runs in JOIN: %s", err);
         return -1;
+    }
     int64_t deadline = clock_mono_ms() + self->options.join_timeout_s * 1000;
     int64_t next_send = 0;
     zpoller_t *poller = zpoller_new(self->reducer, NULL);

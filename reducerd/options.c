@@ -27,6 +27,9 @@ static const option_t s_rows[] = {
                   "eval: every RESULT must carry the quantized softmax (gpud --probs); compute "
                   "ECE, per-class ROC-AUC and average precision exactly, and keep the "
                   "probabilities of the top-k (topk) or of every class (all) for the predictions"),
+    OPTION_STRING(T, model_config, "model-config", "CONFIG", NULL,
+                  "eval: the settings and weights digest every gpud's JOIN must carry (ddpipe "
+                  "eval passes its gpuds'; default: the first gpud's; docs/SECURITY.md)"),
     OPTION_LONG(T, worker_timeout_s, "worker-timeout", "S", 10, 1, 86400,
                 "a gpud silent this long is reported dead"),
     OPTION_LONG(T, stall_timeout_s, "stall-timeout", "S", 600, 0, 86400 * 7,

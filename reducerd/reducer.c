@@ -26,6 +26,10 @@ static int settle_job_id(reducer_t *self)
     }
     self->options.job = self->job_id;
     log_info("job %s", self->job_id);
+    if (self->options.model_config && !self->options.train) {  /* eval: fixed, not first-come */
+        snprintf(self->job_config, sizeof self->job_config, "%s", self->options.model_config);
+        self->have_job_config = true;
+    }
     return 0;
 }
 

@@ -66,7 +66,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&reducer_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 26); /* 24 of reducerd's own, --curve-dir and --insecure */
+    CHECK(options == 27); /* 25 of reducerd's own, --curve-dir and --insecure */
     free(text);
 }
 
