@@ -108,6 +108,8 @@ typedef struct {
     /* optional, loader: its shard of the dataset, shard < shards <=
      * DDP_MAX_LOADERS (absent: 0 of 1, the whole dataset) */
     uint32_t shard, shards;
+    /* optional: the job it was started for ($DDPIPE_JOB; "" any job) */
+    char job[DDP_MAX_NAME];
 } ddp_join_t;
 
 typedef struct {

@@ -3,11 +3,38 @@
 #include "common/clock.h"
 #include "common/errbuf.h"
 #include "common/log.h"
+#include "reducerd/admission.h"
 #include "reducerd/job.h"
 #include "reducerd/publish.h"
 #include "reducerd/trust.h"
 
 #include <stdio.h>
+
+/* A gpud proves the model it runs (docs/SECURITY.md "Job identity"): its
+ * settings and weights' digest in JOIN `config`, which must equal the
+ * first worker's; a refused one is counted with the rejected messages and
+ * told why (STOP). A JOIN without one (not a ddpipe gpud) is taken only
+ * while no worker has fixed the job's model. */
+static bool model_ok(reducer_t *self, zframe_t *route, const ddp_join_t *join)
+{
+    if (!join->config[0] && !self->have_job_config) {
+        log_warn("gpud %s proves no model (its JOIN has no weights digest): its results count "
+                 "unchecked", join->name);
+        return true;
+    }
+    if (join->config[0] && admission_config_ok(self, route, join))
+        return true;
+    if (!join->config[0]) {
+        char err[DDP_MAX_STR];
+        snprintf(err, sizeof err, "gpud %s refused: its JOIN proves no model (no weights digest) "
+                 "and the job's is fixed; the job goes on without it", join->name);
+        log_warn("%s", err);
+        publish_log(self, "warn", "%s", err);
+        job_stop_peer(self, route, 1, err);
+    }
+    self->stats.rejected++;
+    return false;
+}
 
 /* A gpud gets its rank and the world at once (the loader and reporters
  * just start). A name is a rank's: a second socket may take it only once
@@ -21,6 +48,8 @@ void eval_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
             job_stop_peer(self, route, 1, refused);
         return;
     }
+    if (join->role == DDP_ROLE_GPUD && !model_ok(self, route, join))
+        return;
     peer_t *held = peers_by_name(self->peers, join->name);
     bool known = held != NULL;
     if (held && !zframe_eq(held->identity, route) && !held->dead &&

@@ -89,6 +89,7 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
         strcpy(m->u.join.backend, "cpu");
         strcpy(m->u.join.ring, "tcp://127.0.0.1:41234");
         strcpy(m->u.join.config, "--model wideresnet --lr 0.1 --sync-bn --seed 3");
+        strcpy(m->u.join.job, "0123456789abcdef0123456789abcdef");
         return 0;
     case DDP_WELCOME:
         m->u.welcome = (ddp_welcome_t){.rank = 1, .world = 3};

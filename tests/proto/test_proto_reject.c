@@ -172,6 +172,7 @@ static const mut_t table[] = {
     {DDP_STATE, OP_DROP, "step", RAW(""), "STATE: missing key 'step'"},
     {DDP_STATE, OP_SET, "token", BIN(15), "STATE: 'token' bin is 15 bytes, want token = 16"},
     {DDP_JOIN, OP_SET, "config", RAW("\x01"), "JOIN: 'config' is a msgpack"},
+    {DDP_JOIN, OP_SET, "job", STR(64), "JOIN: 'job'"},
     {DDP_RESULT, OP_SET, "gen", RAW("\xcf\0\0\0\1\0\0\0\0"), "RESULT: 'gen' is 4294967296"},
     {DDP_BATCH, OP_SET, "gen", RAW("\xff"), "BATCH: 'gen' is -1"},
     {DDP_BATCH, OP_DROP, "gen", RAW(""), NULL},

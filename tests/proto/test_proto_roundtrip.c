@@ -37,6 +37,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         CHECK_STR(a->u.join.backend, b->u.join.backend);
         CHECK_STR(a->u.join.ring, b->u.join.ring);
         CHECK_STR(a->u.join.config, b->u.join.config);
+        CHECK_STR(a->u.join.job, b->u.join.job);
         CHECK(a->u.join.shard == b->u.join.shard && a->u.join.shards == b->u.join.shards);
         break;
     case DDP_WELCOME:
