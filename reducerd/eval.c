@@ -4,6 +4,7 @@
 #include "common/errbuf.h"
 #include "common/log.h"
 #include "reducerd/admission.h"
+#include "reducerd/curves.h"
 #include "reducerd/job.h"
 #include "reducerd/publish.h"
 #include "reducerd/trust.h"
@@ -116,8 +117,19 @@ void eval_on_plan(reducer_t *self, zframe_t *route, ddp_plan_t *plan)
         return;
     }
     slot_t *opened = plan->phase > DDP_PHASE_TRAIN ? NULL : reducer_open_slot(self, plan, true);
-    if (!opened || (self->options.probs && slot_enable_probs(opened, self->options.probs) < 0)) {
+    if (!opened) {
         self->exit_code = 1;
+        return;
+    }
+    if (self->options.probs && slot_enable_probs(opened, self->options.probs) < 0) {
+        /* logged (e.g. more classes than the probability histograms take):
+         * end now, not after every sample was computed for nothing */
+        char err[256];
+        err_set(err, sizeof err, "--probs %s: the probability metrics cannot be kept for "
+                "%u classes (at most %u): drop --predictions probs/all", self->options.probs,
+                plan->num_classes, CURVES_MAX_CLASSES);
+        publish_log(self, "error", "%s", err);
+        job_finish(self, 1, err);
         return;
     }
     job_ack_plan(self, route);

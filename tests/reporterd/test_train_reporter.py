@@ -41,7 +41,8 @@ def metric(epoch, phase, right, wall_s, decision, streak, reason, final=False, r
     ev = dict(v=1, epoch=epoch, phase=phase, final=final, planned=18, samples=18, failed=0,
               correct_top1=right, correct_top5=18, duplicates=0, loss_sum=18 * (1.0 / (epoch + 1)),
               class_names=NAMES, workers=2, wall_s=wall_s, images_per_sec=18 / wall_s,
-              lr=0.1 if phase else 0.0, confusion=struct.pack("<9Q", *conf),
+              lr=0.1 if phase else 0.0, confusion_cells=b"".join(
+                  struct.pack("<IIQ", i // 3, i % 3, n) for i, n in enumerate(conf) if n),
               decision=decision, streak=streak, epochs=5, decision_reason=reason)
     if ranks:
         ev["rank_images_per_sec"] = struct.pack("<%dd" % len(ranks), *ranks)
