@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define DDP_PROTO_VERSION 1
+#define DDP_PROTO_VERSION 2
 #define DDP_MAX_NAME 64          /* worker/host names, class names are longer: */
 #define DDP_MAX_STR 4096         /* any string field (paths, reasons) */
 #define DDP_MAX_BATCH 65536      /* samples per BATCH/RESULT */

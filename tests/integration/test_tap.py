@@ -28,7 +28,7 @@ NAMES = ["c0", "c1", "c2"]
 
 
 def ev(**kw):
-    return msgpack.packb(dict(v=1, **kw), use_bin_type=True)
+    return msgpack.packb(dict(v=2, **kw), use_bin_type=True)
 
 
 def progress(done, total=100):

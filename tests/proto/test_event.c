@@ -240,7 +240,7 @@ static void progress_optional(void)
     event_clear(&out);
     zmsg_destroy(&z);
     /* an old publisher's map: the 8 original keys only */
-    static const char old[] = "\x88\xa1v\x01\xa5" "epoch\x01\xa5phase\x00\xa4" "done\x05\xa5total\x0a"
+    static const char old[] = "\x88\xa1v\x02\xa5" "epoch\x01\xa5phase\x00\xa4" "done\x05\xa5total\x0a"
                               "\xaeimages_per_sec\x02\xa5" "eta_s\x03\xa7workers\x01";
     CHECK_MSG(event_decode_bytes(EV_PROGRESS, old, sizeof old - 1, &out, err, sizeof err) == 0,
               "%s", err);
@@ -249,7 +249,7 @@ static void progress_optional(void)
           out.u.progress.rank_done == NULL && out.u.progress.failed == 0);
     event_clear(&out);
     /* rank_done must be whole u64s */
-    static const char bad[] = "\x89\xa1v\x01\xa5" "epoch\x01\xa5phase\x00\xa4" "done\x05\xa5total\x0a"
+    static const char bad[] = "\x89\xa1v\x02\xa5" "epoch\x01\xa5phase\x00\xa4" "done\x05\xa5total\x0a"
                               "\xaeimages_per_sec\x02\xa5" "eta_s\x03\xa7workers\x01"
                               "\xa9rank_done\xc4\x03\x01\x02\x03";
     CHECK(event_decode_bytes(EV_PROGRESS, bad, sizeof bad - 1, &out, err, sizeof err) == -1);
@@ -293,7 +293,7 @@ static void metric_optional(void)
     in.u.metric.nranks = 0;
     event_clear(&in);
     /* a rank array that is not whole doubles, a decision out of range */
-    static const char base[] = "\xa1v\x01\xa5" "epoch\x00\xa5phase\x01\xa5" "final\xc2\xa7planned\x01"
+    static const char base[] = "\xa1v\x02\xa5" "epoch\x00\xa5phase\x01\xa5" "final\xc2\xa7planned\x01"
                                "\xa7samples\x01\xa6" "failed\x00\xac" "correct_top1\x00\xac"
                                "correct_top5\x00\xaa" "duplicates\x00\xa8loss_sum\x00\xab"
                                "class_names\x91\xa1" "a\xa7workers\x01\xa6wall_s\x00\xae"
@@ -339,29 +339,29 @@ static void expect_reject_frames(const char *topic, const void *body, size_t siz
 
 static void rejects(void)
 {
-    REJ("nope", "\x81\xa1v\x01", "unknown event topic frame of 4 bytes");
-    REJ("end", "\x82\xa1v\x02\xa4" "code\x00", "end: protocol version 2, want 1");
-    REJ("end", "\x82\xa1v\x01\xa4" "code\x00", "end: missing key 'reason'");
+    REJ("nope", "\x81\xa1v\x02", "unknown event topic frame of 4 bytes");
+    REJ("end", "\x82\xa1v\x03\xa4" "code\x00", "end: protocol version 3, want 2");
+    REJ("end", "\x82\xa1v\x02\xa4" "code\x00", "end: missing key 'reason'");
     REJ("log",
-        "\x85\xa1v\x01\xa5level\xa5" "fatal\xa6" "daemon\xa1x\xa4rank\x00\xa3msg\xa0",
+        "\x85\xa1v\x02\xa5level\xa5" "fatal\xa6" "daemon\xa1x\xa4rank\x00\xa3msg\xa0",
         "log: 'level' is not one of error, warn, info");
     REJ("worker",
-        "\x86\xa1v\x01\xa4rank\x00\xa4name\xa0\xa4host\xa0\xa5state\xa4gone\xaeimages_per_sec\x00",
+        "\x86\xa1v\x02\xa4rank\x00\xa4name\xa0\xa4host\xa0\xa5state\xa4gone\xaeimages_per_sec\x00",
         "worker: 'state' is not one of joined, dead, left");
     REJ("progress", "\xdd\xff\xff\xff\xff", "array of 4294967295 elements");
     /* predictions: status bin shorter than n */
     REJ("predictions",
-        "\x8b\xa1v\x01\xa5" "epoch\x00\xa5phase\x00\xa5" "first\x00\xa1n\x02\xa5total\x02\xa1k\x01"
+        "\x8b\xa1v\x02\xa5" "epoch\x00\xa5phase\x00\xa5" "first\x00\xa1n\x02\xa5total\x02\xa1k\x01"
         "\xa6status\xc4\x01\x01\xa6labels\xc4\x08\0\0\0\0\0\0\0\0\xa4topk\xc4\x08\0\0\0\0\0\0\0\0"
         "\xa4loss\xc4\x08\0\0\0\0\0\0\0\0",
         "predictions: 'status' bin is 1 bytes, want n = 2");
     REJ("predictions",
-        "\x8b\xa1v\x01\xa5" "epoch\x00\xa5phase\x00\xa5" "first\x00\xa1n\x02\xa5total\x01\xa1k\x01"
+        "\x8b\xa1v\x02\xa5" "epoch\x00\xa5phase\x00\xa5" "first\x00\xa1n\x02\xa5total\x01\xa1k\x01"
         "\xa6status\xc4\x02\x01\x01\xa6labels\xc4\x08\0\0\0\0\0\0\0\0\xa4topk\xc4\x08\0\0\0\0\0\0\0\0"
         "\xa4loss\xc4\x08\0\0\0\0\0\0\0\0",
         "predictions: chunk first=0 n=2 does not fit in total=1");
     REJ("predictions",
-        "\x8b\xa1v\x01\xa5" "epoch\x00\xa5phase\x00\xa5" "first\x00\xa1n\x02\xa5total\x02\xa1k\x01"
+        "\x8b\xa1v\x02\xa5" "epoch\x00\xa5phase\x00\xa5" "first\x00\xa1n\x02\xa5total\x02\xa1k\x01"
         "\xa6status\xc4\x02\x01\x03\xa6labels\xc4\x08\0\0\0\0\0\0\0\0\xa4topk\xc4\x08\0\0\0\0\0\0\0\0"
         "\xa4loss\xc4\x08\0\0\0\0\0\0\0\0",
         "predictions: 'status[1]' is 3, want 1 (result) or 2 (failed)");
@@ -428,32 +428,32 @@ static void inf_loss(ddp_event_t *ev) { ev->u.predictions.loss[1] = INFINITY; }
 static void json(void)
 {
     json_of(EV_METRIC, NULL,
-            "{\"topic\":\"metric\",\"v\":1,\"epoch\":4,\"phase\":\"train\",\"final\":true,\"planned\":21,"
+            "{\"topic\":\"metric\",\"v\":2,\"epoch\":4,\"phase\":\"train\",\"final\":true,\"planned\":21,"
             "\"samples\":20,\"failed\":1,\"correct_top1\":16,\"correct_top5\":20,\"duplicates\":2,"
             "\"loss_sum\":12.345678901234567,\"class_names\":[\"cat\",\"dog \\\"quoted\\\"\","
             "\"b\\\\ird\\n\"],\"workers\":3,\"wall_s\":1.5,\"images_per_sec\":13.25,\"lr\":0.1,"
             "\"confusion_cells\":[[0,0,5],[0,1,1],[1,1,4],[1,2,2],[2,0,1],[2,2,7]],\"rejected\":6}");
     json_of(EV_PREDICTIONS, inf_loss,
-            "{\"topic\":\"predictions\",\"v\":1,\"epoch\":0,\"phase\":\"eval\",\"first\":10,\"n\":2,"
+            "{\"topic\":\"predictions\",\"v\":2,\"epoch\":0,\"phase\":\"eval\",\"first\":10,\"n\":2,"
             "\"total\":12,\"k\":5,\"status\":[1,2],\"labels\":[2,0],"
             "\"topk\":[[2,1,0,-1,-1],[-1,-1,-1,-1,-1]],\"loss\":[0.5,null],"
             "\"paths\":[\"val/cat/0001.jpg\",\"val/dog/0002.JPEG\"]}");
     json_of(EV_PROGRESS, nan_rate,
-            "{\"topic\":\"progress\",\"v\":1,\"epoch\":1,\"phase\":\"eval\",\"done\":500,\"total\":1000,"
+            "{\"topic\":\"progress\",\"v\":2,\"epoch\":1,\"phase\":\"eval\",\"done\":500,\"total\":1000,"
             "\"images_per_sec\":250.5,\"eta_s\":null,\"workers\":2,\"elapsed_s\":0,"
             "\"failed\":0,\"rejected\":0}");
     json_of(EV_LOG, NULL,
-            "{\"topic\":\"log\",\"v\":1,\"level\":\"warn\",\"daemon\":\"loaderd\",\"rank\":-1,"
+            "{\"topic\":\"log\",\"v\":2,\"level\":\"warn\",\"daemon\":\"loaderd\",\"rank\":-1,"
             "\"msg\":\"cannot decode \\\"a.jpg\\\":\\tbad\\u0001 marker\"}");
     json_of(EV_WORKER, NULL,
-            "{\"topic\":\"worker\",\"v\":1,\"rank\":1,\"name\":\"gpud-h-1\",\"host\":\"h\","
+            "{\"topic\":\"worker\",\"v\":2,\"rank\":1,\"name\":\"gpud-h-1\",\"host\":\"h\","
             "\"state\":\"dead\",\"images_per_sec\":99}");
-    json_of(EV_END, NULL, "{\"topic\":\"end\",\"v\":1,\"code\":0,\"reason\":\"done\"}");
+    json_of(EV_END, NULL, "{\"topic\":\"end\",\"v\":2,\"code\":0,\"reason\":\"done\"}");
     json_of(EV_FAILED, NULL,
-            "{\"topic\":\"failed\",\"v\":1,\"epoch\":2,\"phase\":\"train\",\"id\":31,"
+            "{\"topic\":\"failed\",\"v\":2,\"epoch\":2,\"phase\":\"train\",\"id\":31,"
             "\"path\":\"train/dog/bad.jpg\",\"reason\":\"Not a JPEG file: starts with 0x89 0x50\"}");
     json_of(EV_MEMBERSHIP, NULL,
-            "{\"topic\":\"membership\",\"v\":1,\"gen\":2,\"world\":2,\"change\":\"lost\","
+            "{\"topic\":\"membership\",\"v\":2,\"gen\":2,\"world\":2,\"change\":\"lost\","
             "\"ranks\":[1,3],\"names\":[\"gpud-a-12\",\"gpud-b-\\\"7\\\"\"],\"step\":17,"
             "\"epoch\":1,\"redone\":true,\"reason\":\"ranks 1, 3 lost: silent for 10s\"}");
     CHECK(event_to_json(NULL) == NULL);

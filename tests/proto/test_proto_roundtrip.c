@@ -340,7 +340,7 @@ static void sockets(void)
     ddp_msg_clear(&m);
 
     /* Garbage is rejected, counted, and leaves no route behind. */
-    zframe_t *junk = zframe_new("\x81\xa1v\x02", 4); /* {"v": 2} */
+    zframe_t *junk = zframe_new("\x81\xa1v\x03", 4); /* {"v": 3} */
     CHECK(zframe_send(&junk, dealer, 0) == 0);
     zframe_t *r2 = (zframe_t *)1;
     CHECK(proto_recv(router, &r2, &got, &stats) == 1);
