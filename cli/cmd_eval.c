@@ -27,14 +27,25 @@ static const char *eval_probs_mode(const eval_options_t *o)
     return strcmp(o->predictions, "all") == 0 ? "all" : "topk";
 }
 
-/* reducerd: the exact tally of this eval. */
+static int fill_gpud(job_t *j, const eval_options_t *o, long rank, gpud_options_t *g);
+
+/* reducerd: the exact tally of this eval; it knows the model its gpuds
+ * prove in JOIN, so no other process can fix another by joining first. */
 static int start_reducerd(job_t *j, const eval_options_t *o)
 {
     reducer_options_t r;
-    if (children_reducer(j, &r, o->workers, o->worker_timeout_s, o->timeout_s, o->verbose) < 0)
+    gpud_options_t g;
+    char model[DDP_MAX_STR], err[512];
+    if (children_reducer(j, &r, o->workers, o->worker_timeout_s, o->timeout_s, o->verbose) < 0 ||
+        fill_gpud(j, o, 0, &g) < 0)
         return -1;
+    if (gpud_options_eval_identity(&g, model, sizeof model, err, sizeof err) < 0) {
+        fprintf(stderr, "ddpipe eval: %s\n", err);
+        return -1;
+    }
     r.predictions = o->predictions != NULL;
     r.probs = eval_probs_mode(o);
+    r.model_config = model;
     return children_spawn(j, "reducerd", "reducerd", &reducer_options_table, &r);
 }
 

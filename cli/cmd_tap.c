@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "common/flags.h"
 #include "common/options.h"
+#include "common/utf8.h"
 #include "common/zsecurity.h"
 #include "common/zsockopt.h"
 #include "proto/event.h"
@@ -14,8 +15,12 @@
 static volatile sig_atomic_t s_stop = 0;
 static void on_sig(int sig) { s_stop = sig; }
 
+/* Text from the wire (file names, reasons) as one line: utf8_escape_line. */
+#define ESC(s, buf) (utf8_escape_line((s), (buf), sizeof(buf)), (buf))
+
 static void print_line(const ddp_event_t *ev)
 {
+    char a[4 * sizeof ev->u.failed.path], b[4 * sizeof ev->u.failed.reason];
     switch (ev->topic) {
     case EV_METRIC: {
         const ev_metric_t *m = &ev->u.metric;
@@ -32,18 +37,19 @@ static void print_line(const ddp_event_t *ev)
                ev->u.progress.images_per_sec, ev->u.progress.eta_s, ev->u.progress.workers);
         break;
     case EV_LOG:
-        printf("log      %s %s[%d]: %s\n", ev->u.log.level, ev->u.log.daemon, ev->u.log.rank, ev->u.log.msg);
+        printf("log      %s %s[%d]: %s\n", ev->u.log.level, ev->u.log.daemon, ev->u.log.rank,
+               ESC(ev->u.log.msg, b));
         break;
     case EV_WORKER:
         printf("worker   rank %d %s on %s: %s\n", ev->u.worker.rank, ev->u.worker.name, ev->u.worker.host,
                ev->u.worker.state);
         break;
     case EV_END:
-        printf("end      code %d: %s\n", ev->u.end.code, ev->u.end.reason);
+        printf("end      code %d: %s\n", ev->u.end.code, ESC(ev->u.end.reason, b));
         break;
     case EV_FAILED:
-        printf("failed   #%llu %s: %s\n", (unsigned long long)ev->u.failed.id, ev->u.failed.path,
-               ev->u.failed.reason);
+        printf("failed   #%llu %s: %s\n", (unsigned long long)ev->u.failed.id,
+               ESC(ev->u.failed.path, a), ESC(ev->u.failed.reason, b));
         break;
     case EV_MEMBERSHIP:
         printf("membership gen %u world %d: %s (%u rank%s) step %llu%s: %s\n", ev->u.membership.gen,

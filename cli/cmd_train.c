@@ -428,7 +428,7 @@ int cmd_train(int argc, char **argv)
                      .min_workers = o.min_workers,
                      .rejoin_timeout_s = o.rejoin_timeout_s, .on_event = on_event,
                      .arg = &v, .overwrite = o.overwrite, .resume = resumes_in_place(&o),
-                     .keep = keep, .nkeep = 2, .tap = o.tap};
+                     .keep = keep, .nkeep = 2, .tap = o.tap, .workers = o.workers};
     slurm_t slurm;
     slurm_request_t req = {"train", o.launcher, o.host, o.port, o.workers, o.start_timeout_s,
                            o.loaders};

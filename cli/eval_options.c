@@ -5,6 +5,7 @@
 #include "cli/classes.h"
 #include "cli/job_options.h"
 #include "cli/launcher.h"
+#include "reducerd/curves.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -89,7 +90,18 @@ static int check(eval_options_t *o)
     dd_classes_t c = {.cmd = "ddpipe eval", .data = o->data, .model = o->model,
                       .weights = o->weights, .num_classes = o->num_classes,
                       .classes = o->classes, .strict = true};
-    return dd_check_classes(&c, &o->outputs);
+    if (dd_check_classes(&c, &o->outputs) < 0)
+        return -1;
+    /* reducerd's probability histograms take 80 KiB a class (reducerd/curves.h):
+     * refuse now rather than after the whole eval */
+    if (o->predictions && strcmp(o->predictions, "topk") != 0 &&
+        o->outputs > (long)CURVES_MAX_CLASSES) {
+        fprintf(stderr, "ddpipe eval: --predictions %s computes probability metrics for at most "
+                "%u classes, and the model has %ld outputs: use --predictions topk, or leave "
+                "--predictions out\n", o->predictions, CURVES_MAX_CLASSES, o->outputs);
+        return -1;
+    }
+    return 0;
 }
 
 int eval_options_parse(eval_options_t *o, int argc, char **argv)

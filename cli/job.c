@@ -5,6 +5,7 @@
 #include "cli/outdir.h"
 #include "cli/slurm.h"
 #include "common/clock.h"
+#include "common/jobid.h"
 #include "common/zsecurity.h"
 #include "proto/messages.h"
 
@@ -28,7 +29,8 @@ struct job {
     double last_print;          /* of a progress line on a pipe */
     char fail_reason[1024];     /* from reducerd's "end" event */
     long ranks_lost;            /* training: ranks the membership events removed */
-    unsigned char *joined;      /* slurm: joined[r] once rank r joined */
+    unsigned char *joined;      /* slurm, train: joined[r] once rank r joined */
+    bool formed;                /* train: the ranks formed the ring (training started) */
     long njoined;
     long live_workers;          /* of the last progress event: a check on missed joins */
 };
@@ -79,6 +81,25 @@ static int pick_endpoints(job_t *j)
     return 0;
 }
 
+/* The job's identity (docs/SECURITY.md "Job identity"): $DDPIPE_JOB when
+ * set (daemons of this job started elsewhere share it), else drawn; every
+ * child inherits it in DDPIPE_JOB (srun passes the environment on too). */
+static int settle_job_id(const job_cfg_t *cfg)
+{
+    char id[JOBID_MAX], err[256];
+    if (jobid_from_env(id, sizeof id, err, sizeof err) < 0) {
+        fprintf(stderr, "ddpipe %s: %s\n", cfg->cmd, err);
+        return -1;
+    }
+    if (!id[0] && (jobid_random(id, sizeof id) < 0 || setenv(JOBID_ENV, id, 1) < 0)) {
+        fprintf(stderr, "ddpipe %s: cannot draw a job id (no kernel randomness?)\n", cfg->cmd);
+        return -1;
+    }
+    if (!cfg->quiet)
+        fprintf(stderr, "ddpipe %s: job %s\n", cfg->cmd, id);
+    return 0;
+}
+
 static void install_signals(void)
 {
     s_stop = 0;
@@ -103,11 +124,11 @@ job_t *job_new(const job_cfg_t *cfg)
     /* the previous run's outputs go (or the job is refused) before anything starts */
     if ((!cfg->resume && outdir_prepare(cfg->cmd, cfg->out, cfg->overwrite, cfg->keep,
                                         cfg->nkeep) < 0) ||
-        job_mkdir_p(logs) < 0 || pick_endpoints(j) < 0) {
+        job_mkdir_p(logs) < 0 || settle_job_id(cfg) < 0 || pick_endpoints(j) < 0) {
         free(j);
         return NULL;
     }
-    if (cfg->slurm && !(j->joined = calloc((size_t)cfg->workers + 1, 1))) {
+    if ((cfg->slurm || cfg->train) && !(j->joined = calloc((size_t)cfg->workers + 1, 1))) {
         fprintf(stderr, "ddpipe %s: out of memory\n", cfg->cmd);
         ipcdir_destroy(&j->ipc);
         free(j);
@@ -268,8 +289,10 @@ static void on_tap_event(job_t *j)
                     j->cfg.train ? "" : "; its batches go to the others");
         else if (ev.topic == EV_END && ev.u.end.code != 0)
             snprintf(j->fail_reason, sizeof j->fail_reason, "%s", ev.u.end.reason);
-        else if (ev.topic == EV_MEMBERSHIP)
+        else if (ev.topic == EV_MEMBERSHIP) {
+            j->formed = true;   /* "formed" comes first: any membership event means it */
             print_membership(j, &ev.u.membership);
+        }
         if (j->cfg.on_event)
             j->cfg.on_event(j->cfg.arg, &ev, j->tty);
         event_clear(&ev);
@@ -339,6 +362,22 @@ static void on_gpud_failure(job_t *j, watch_t *w, child_t *c, const char *how)
         launch_tail_log(c, 5);   /* it said why before exiting */
 }
 
+/* Training: a rank that ends before the ranks formed the ring is a failed
+ * start, not a lost rank (the gang waits for all --workers ranks, and
+ * --min-workers applies once training runs): name it and stop now. */
+static int on_start_failure(job_t *j, child_t *c, const char *how)
+{
+    const char *dot = strchr(c->name, '.');
+    long r = dot ? strtol(dot + 1, NULL, 10) : -1;
+    bool joined = r >= 0 && r < j->cfg.workers && j->joined && j->joined[r];
+    fprintf(stderr, "%sddpipe: gpud rank %ld (%s) exited %s (%s): training cannot start "
+            "without it; its log: %s\n", j->tty ? "\n" : "", r, c->name,
+            joined ? "after it joined, before training started" : "before it joined", how, c->log);
+    if (WIFEXITED(c->status))
+        launch_tail_log(c, 5);   /* it said why before exiting */
+    return 1;
+}
+
 /* --launcher slurm: the srun step of every gpud ended. After the job
  * (every gpud told to stop) it exits 0; otherwise no worker is left. */
 static int on_step_exit(job_t *j, watch_t *w, child_t *c, bool ok, const char *how)
@@ -370,6 +409,8 @@ static int on_child_exit(job_t *j, watch_t *w, child_t *c)
     if (strcmp(c->name, SLURM_STEP_CHILD) == 0)
         return on_step_exit(j, w, c, ok, how);
     if (strncmp(c->name, "gpud", 4) == 0) {
+        if (!ok && !ended_by_reducerd(c) && j->cfg.train && !j->formed && !j->fail_reason[0])
+            return on_start_failure(j, c, how);
         if (ok || ended_by_reducerd(c))
             w->gpud_finished = true;
         else
@@ -434,7 +475,7 @@ static int check_started(job_t *j, double t0)
 {
     /* a "joined" event published before the tap's subscription took hold
      * is lost (PUB/SUB): the live count of the progress events says so too */
-    if (!j->joined || j->njoined >= j->cfg.workers || j->live_workers >= j->cfg.workers ||
+    if (!j->cfg.slurm || j->njoined >= j->cfg.workers || j->live_workers >= j->cfg.workers ||
         j->cfg.start_timeout_s <= 0 || clock_mono_s() - t0 <= j->cfg.start_timeout_s)
         return -1;
     char what[160];
@@ -472,7 +513,7 @@ int job_supervise(job_t *j)
         if (result < 0)
             result = check_started(j, t0);
     }
-    if (result == 0 && j->joined && j->njoined < j->cfg.workers && j->live_workers < j->cfg.workers)
+    if (result == 0 && j->cfg.slurm && j->njoined < j->cfg.workers && j->live_workers < j->cfg.workers)
         print_missing(j, "never joined: the others did its share");
     if (result != 0 && !j->fail_reason[0])
         drain_tap(j, poller, 200); /* the "end" event may trail reporterd's exit */

@@ -79,7 +79,8 @@ int job_loader_endpoint(job_t *j, long i, char *buf, size_t len);
 int job_spawn(job_t *j, const char *name, const char *prog, argv_t *a);
 
 /* Runs until reporterd exits (0 when it finished the run directory, else
- * 1), a daemon other than a gpud fails (1), a signal (130) or --timeout (1). */
+ * 1), a daemon other than a gpud fails (1), a training rank exits before
+ * training started (1), a signal (130) or --timeout (1). */
 int job_supervise(job_t *j);
 /* The reason of reducerd's "end" event when its code was not 0, else "". */
 const char *job_fail_reason(const job_t *j);

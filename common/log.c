@@ -1,4 +1,5 @@
 #include "common/log.h"
+#include "common/utf8.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -35,11 +36,15 @@ void log_msg(log_level_t level, const char *fmt, ...)
     if (s_rank >= 0)
         off += snprintf(line + off, sizeof line - off, "[%d]", s_rank);
     off += snprintf(line + off, sizeof line - off, " %s ", names[level]);
+    /* the message escaped (utf8_escape_line): a file name's newline or
+     * raw bytes never split or garble the line */
+    char msg[sizeof line];
     va_list ap;
     va_start(ap, fmt);
-    if (off < (int)sizeof line)
-        vsnprintf(line + off, sizeof line - off, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (off < (int)sizeof line)
+        utf8_escape_line(msg, line + off, sizeof line - off);
     /* one write per line so lines of concurrent daemons never interleave */
     size_t n = strnlen(line, sizeof line - 2);
     line[n] = '\n';

@@ -1,6 +1,7 @@
 #include "common/utf8.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,4 +76,33 @@ char *utf8_repair(const char *s)
     }
     out[n] = '\0';
     return out;
+}
+
+size_t utf8_escape_line(const char *s, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (cap == 0)
+        return 0;
+    for (int k; *s; s += k) {
+        unsigned char c = (unsigned char)*s;
+        char esc[5];
+        const char *piece = s;
+        k = utf8_char_len(s);
+        size_t len = (size_t)k;
+        if (k == 0 || c < 0x20 || c == 0x7f) {
+            k = 1;
+            piece = esc;
+            len = c == '\n' || c == '\r' || c == '\t' ? 2 : 4;
+            if (len == 2)
+                esc[0] = '\\', esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+            else
+                snprintf(esc, sizeof esc, "\\x%02x", c);
+        }
+        if (n + len >= cap)
+            break;
+        memcpy(out + n, piece, len);
+        n += len;
+    }
+    out[n] = '\0';
+    return n;
 }

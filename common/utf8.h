@@ -22,4 +22,12 @@ size_t utf8_length(const char *s);
  * NULL when out of memory. */
 char *utf8_repair(const char *s);
 
+/* s as one line of valid UTF-8 for a log or the console: valid characters
+ * as they are, \n \r \t for those controls, \xNN for any other control
+ * byte (below 0x20, 0x7f) and for each byte that is not valid UTF-8 (so a
+ * file name with a newline never splits a log line). Written to out (cap
+ * bytes, NUL-terminated; cut before a character that does not fit).
+ * Returns the bytes written, NUL excluded. */
+size_t utf8_escape_line(const char *s, char *out, size_t cap);
+
 #endif

@@ -35,6 +35,10 @@ if [ -z "${DDPIPE_WEIGHTS:-}" ]; then
     echo "run-supervised.sh: set DDPIPE_WEIGHTS to the $DDPIPE_MODEL safetensors file" >&2
     exit 2
 fi
+# The job's identity (docs/SECURITY.md "Job identity"): every daemon reads
+# DDPIPE_JOB; another job's daemons (same CURVE keys or not) are refused,
+# and a restarted reducerd knows its earlier peers by it. Drawn per run.
+: "${DDPIPE_JOB:=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')}"
 : "${DDPIPE_WORKERS:=2}"
 : "${DDPIPE_BATCH:=64}"
 : "${DDPIPE_PORT:=5560}"
@@ -43,7 +47,7 @@ fi
 : "${DDPIPE_LOADER:=tcp://127.0.0.1:$((DDPIPE_PORT + 2))}"
 : "${DDPIPE_TAP:=tcp://127.0.0.1:$((DDPIPE_PORT + 3))}"
 : "${DDPIPE_METRICS_HTTP:=127.0.0.1:$((DDPIPE_PORT + 4))}"
-export DDPIPE_BIN DDPIPE_OUT DDPIPE_DATA DDPIPE_MODEL DDPIPE_WEIGHTS DDPIPE_MODEL_ARGS \
+export DDPIPE_JOB DDPIPE_BIN DDPIPE_OUT DDPIPE_DATA DDPIPE_MODEL DDPIPE_WEIGHTS DDPIPE_MODEL_ARGS \
     DDPIPE_LOADER_ARGS DDPIPE_WORKERS DDPIPE_BATCH DDPIPE_REDUCER DDPIPE_EVENTS DDPIPE_LOADER \
     DDPIPE_TAP DDPIPE_METRICS_HTTP
 # A previous run's results must never look like this run's: refuse, or with

@@ -3,6 +3,7 @@
 #include "gpud/link.h"
 
 #include "common/clock.h"
+#include "common/jobid.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
 #include "gpud/eval.h"
@@ -79,6 +80,18 @@ static int join_answer(gpud_t *self)
 int link_join(gpud_t *self)
 {
     ddp_msg_t j = join_message(self);
+    char err[256];
+    if (jobid_from_env(j.u.join.job, sizeof j.u.join.job, err, sizeof err) < 0) {
+        log_error("%s", err);
+        return -1;
+    }
+    /* an eval worker proves its model: reducerd compares (SECURITY.md "Job identity") */
+    if (!self->options.train && gpud_options_eval_identity(&self->options, j.u.join.config,
+                                                           sizeof j.u.join.config, err,
+                                                           sizeof err) < 0) {
+        log_error("cannot say which model this worker runs in JOIN: %s", err);
+        return -1;
+    }
     int64_t deadline = clock_mono_ms() + self->options.join_timeout_s * 1000;
     int64_t next_send = 0;
     zpoller_t *poller = zpoller_new(self->reducer, NULL);

@@ -2,6 +2,7 @@
 #include "gpud/options.h"
 
 #include "common/cpus.h"
+#include "common/file_digest.h"
 #include "common/zsecurity.h"
 #include "gpud/optim/optim.h"
 #include "proto/messages.h"
@@ -282,4 +283,32 @@ void gpud_options_job_config(const gpud_options_t *self, char *buf, size_t cap)
     config_text_t t = {buf, cap, 0};
     buf[0] = '\0';
     options_emit(&gpud_options_table, self, s_job_wide, add_flag, &t);
+}
+
+/* The eval transform's other half (resize, crop) is loaderd's: one per job. */
+static const char *const s_eval_wide[] = {
+    "model", "channels", "num-classes", "in-channels", "mean", "std", "normalize", "precision",
+    NULL};
+
+void gpud_options_eval_config(const gpud_options_t *self, char *buf, size_t cap)
+{
+    config_text_t t = {buf, cap, 0};
+    buf[0] = '\0';
+    options_emit(&gpud_options_table, self, s_eval_wide, add_flag, &t);
+}
+
+int gpud_options_eval_identity(const gpud_options_t *self, char *buf, size_t cap, char *err,
+                               size_t errlen)
+{
+    char digest[FILE_DIGEST_HEX];
+    if (!self->weights) {
+        snprintf(err, errlen, "no --weights to digest");
+        return -1;
+    }
+    if (file_digest_hex(self->weights, digest, sizeof digest, err, errlen) < 0)
+        return -1;
+    gpud_options_eval_config(self, buf, cap);
+    size_t len = strlen(buf);
+    snprintf(buf + len, cap - len, "%s--weights-digest %s", len ? " " : "", digest);
+    return 0;
 }

@@ -138,5 +138,13 @@ void gpud_precision_note(const char *precision, FILE *f);
 /* The job-wide training settings as flags ("--model wideresnet --lr 0.1
  * ..."), the same text on every rank of a job (JOIN.config). */
 void gpud_options_job_config(const gpud_options_t *self, char *buf, size_t cap);
+/* The same for an eval worker: what, besides the weights, makes its
+ * predictions differ (architecture, input, normalisation, precision). */
+void gpud_options_eval_config(const gpud_options_t *self, char *buf, size_t cap);
+/* What an eval worker proves in JOIN `config` (docs/SECURITY.md "Job
+ * identity"): gpud_options_eval_config and "--weights-digest HEX", the
+ * BLAKE2b-256 of the --weights file. 0, or -1 with the reason in err. */
+int gpud_options_eval_identity(const gpud_options_t *self, char *buf, size_t cap, char *err,
+                               size_t errlen);
 
 #endif

@@ -1,6 +1,7 @@
 #include "loaderd/reducer_link.h"
 
 #include "common/clock.h"
+#include "common/jobid.h"
 #include "common/log.h"
 #include "loaderd/workers.h"
 #include "proto/messages.h"
@@ -29,6 +30,11 @@ int reducer_link_join(loader_t *self)
     snprintf(j.u.join.name, sizeof j.u.join.name, "%s", self->name);
     j.u.join.shard = self->options.shard_index; /* reducerd takes one loaderd per shard */
     j.u.join.shards = self->options.shard_count;
+    char err[256];
+    if (jobid_from_env(j.u.join.job, sizeof j.u.join.job, err, sizeof err) < 0) {
+        log_error("%s", err);
+        return -1;
+    }
     if (send_to_reducer(self, &j) < 0) {
         log_error("cannot send JOIN to reducerd: %s", zmq_strerror(zmq_errno()));
         return -1;

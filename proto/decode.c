@@ -72,6 +72,7 @@ static int d_join(const mp_reader_t *r, ddp_join_t *m)
            mp_get_str(r, "backend", m->backend, sizeof m->backend) ||
            mp_opt_str(r, "ring", m->ring, sizeof m->ring) ||
            mp_opt_str(r, "config", m->config, sizeof m->config) ||
+           mp_opt_str(r, "job", m->job, sizeof m->job) ||
            opt_u32(r, "shard", &m->shard) || opt_u32(r, "shards", &m->shards)
                ? -1 : 0;
 }

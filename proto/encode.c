@@ -40,8 +40,10 @@ static int put_gen(msgpack_packer *pk, uint32_t gen)
 static int pack_join(msgpack_packer *pk, const ddp_join_t *m)
 {
     bool sharded = m->shards > 1; /* absent = 0 of 1: older loaderds' bytes */
-    return put_head(pk, DDP_JOIN, 7 + (m->config[0] ? 1 : 0) + (sharded ? 2 : 0)) ||
+    return put_head(pk, DDP_JOIN, 7 + (m->config[0] ? 1 : 0) + (sharded ? 2 : 0) +
+                                  (m->job[0] ? 1 : 0)) ||
            (m->config[0] && mp_put_str(pk, "config", m->config)) ||
+           (m->job[0] && mp_put_str(pk, "job", m->job)) ||
            (sharded && (mp_put_uint(pk, "shard", m->shard) ||
                         mp_put_uint(pk, "shards", m->shards))) ||
            mp_put_uint(pk, "role", m->role) ||

@@ -89,6 +89,12 @@ static int v_metric(const ev_metric_t *m, char *err, size_t errlen, const char *
                     m->nranks, EVENT_MAX_RANKS);
     if (ddp_check_present(m->present, m->npresent, m->num_classes, err, errlen, what) < 0)
         return -1;
+    if (m->ncells && !m->cells)
+        return EBAD("'confusion_cells' is NULL");
+    if (m->ncells > m->samples)  /* a cell counts at least one sample */
+        return EBAD("%" PRIu64 " confusion cells for %" PRIu64 " samples", m->ncells, m->samples);
+    if (m->cells && confusion_check(m->cells, m->ncells, m->num_classes, err, errlen) < 0)
+        return -1;
     if (m->has_decision && m->decision > 1)
         return EBAD("'decision' is %u, want 0 (continue) or 1 (stop)", m->decision);
     if (!TERMINATED(m->decision_reason))
@@ -235,7 +241,7 @@ static int pack_metric_optional(msgpack_packer *pk, const ev_metric_t *m)
 static int pack_metric(msgpack_packer *pk, const ev_metric_t *m)
 {
     size_t nc = m->num_classes;
-    size_t keys = 16 + (m->confusion ? 1 : 0) + (m->nranks ? 1 : 0) + (m->has_decision ? 4 : 0) +
+    size_t keys = 16 + (m->cells ? 1 : 0) + (m->nranks ? 1 : 0) + (m->has_decision ? 4 : 0) +
                   (m->rejected ? 1 : 0) + (m->nonfinite_loss ? 1 : 0) + (m->present ? 1 : 0) +
                   (m->has_probs ? 4 : 0) + (m->ncurves ? 3 : 0);
     return msgpack_pack_map(pk, keys) ||
@@ -251,7 +257,8 @@ static int pack_metric(msgpack_packer *pk, const ev_metric_t *m)
            mp_put_int(pk, "workers", m->workers) || mp_put_double(pk, "wall_s", m->wall_s) ||
            mp_put_double(pk, "images_per_sec", m->images_per_sec) ||
            mp_put_double(pk, "lr", m->lr) ||
-           (m->confusion && mp_put_bin(pk, "confusion", m->confusion, nc * nc * 8)) ||
+           (m->cells && mp_put_bin(pk, "confusion_cells", m->cells,
+                                   (size_t)m->ncells * sizeof *m->cells)) ||
            pack_metric_optional(pk, m);
 }
 
@@ -438,6 +445,28 @@ static int d_metric_optional(const mp_reader_t *r, ev_metric_t *m)
                ? -1 : 0;
 }
 
+/* Optional "confusion_cells": a bin of n x 16 bytes (common/confusion.h),
+ * n <= samples (event_validate checks order and range). Present, even
+ * empty, it decodes to a non-NULL array: the publisher sent a matrix. */
+static int d_cells(const mp_reader_t *r, ev_metric_t *m)
+{
+    bool bad = false;
+    const msgpack_object *o = mp_find(r, "confusion_cells", &bad);
+    if (bad)
+        return -1;
+    if (!o)
+        return 0;
+    size_t each = sizeof *m->cells;
+    if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size % each != 0 ||
+        o->via.bin.size / each > m->samples)
+        return mp_fail(r, "'confusion_cells' must be a bin of n*16 bytes, n <= samples");
+    m->ncells = o->via.bin.size / each;
+    if (m->ncells)
+        return mp_dup_bin(r, "confusion_cells", (size_t)m->ncells * each, "ncells*16",
+                          (void **)&m->cells);
+    return (m->cells = malloc(each)) ? 0 : mp_fail(r, "out of memory");
+}
+
 static int d_metric(const mp_reader_t *r, ev_metric_t *m)
 {
     size_t nc = 0;
@@ -458,15 +487,7 @@ static int d_metric(const mp_reader_t *r, ev_metric_t *m)
                     &m->class_names, &nc))
         return -1;
     m->num_classes = (uint32_t)nc;
-    bool dup;
-    if (!mp_find(r, "confusion", &dup)) {
-        if (dup)
-            return -1; /* optional: publishers may leave it out */
-    } else if (mp_dup_bin(r, "confusion", nc * nc * 8, "num_classes^2*8",
-                          (void **)&m->confusion)) {
-        return -1;
-    }
-    return d_metric_optional(r, m);
+    return d_cells(r, m) || d_metric_optional(r, m) ? -1 : 0;
 }
 
 /* Optional "nprob" + "probs" (--predictions probs|all). */
@@ -661,7 +682,7 @@ void event_clear(ddp_event_t *ev)
         return;
     if (ev->topic == EV_METRIC) {
         mp_strv_free(ev->u.metric.class_names, ev->u.metric.num_classes);
-        free(ev->u.metric.confusion);
+        free(ev->u.metric.cells);
         free(ev->u.metric.rank_images_per_sec);
         free(ev->u.metric.calib);
         free(ev->u.metric.auc);

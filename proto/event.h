@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/confusion.h"
+
 typedef enum {
     EV_METRIC = 1,
     EV_PREDICTIONS = 2,
@@ -49,7 +51,8 @@ typedef struct {
     double loss_sum;            /* sum of per-sample CE, in double */
     uint32_t num_classes;
     char **class_names;         /* num_classes */
-    uint64_t *confusion;        /* num_classes*num_classes, [true*nc + pred] */
+    uint64_t ncells;            /* the confusion matrix's nonzero cells (common/confusion.h), */
+    ev_cell_t *cells;           /* sorted by (truth, pred); key "confusion_cells" */
     int32_t workers;
     double wall_s;              /* seconds since the epoch started */
     double images_per_sec;

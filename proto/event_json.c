@@ -1,8 +1,8 @@
 /* event_json — one event as one line of JSON for the tap's --json mirror.
  *
  * {"topic":"metric","v":1, <the msgpack keys>}: the same keys as the
- * msgpack map, bins become arrays of numbers (confusion becomes nested
- * rows), `phase` becomes its name ("eval" or "train", ddp_phase_t; as in
+ * msgpack map, bins become arrays of numbers (confusion_cells becomes
+ * [truth, pred, count] triples), `phase` becomes its name ("eval" or "train", ddp_phase_t; as in
  * summary.json), non-finite doubles become null (JSON has no NaN), strings are
  * UTF-8 (bytes that are not become U+FFFD). Built with jansson, written by
  * common/json.h in its compact style.
@@ -136,11 +136,13 @@ static void s_metric(obj_t *o, const ev_metric_t *m)
     s_num(o, "wall_s", m->wall_s);
     s_num(o, "images_per_sec", m->images_per_sec);
     s_num(o, "lr", m->lr);
-    if (m->confusion) {
-        json_t *rows = json_array();
-        for (uint64_t t = 0; t < m->num_classes; t++)
-            rows = s_append(rows, s_uints(m->confusion + t * m->num_classes, m->num_classes));
-        s_put(o, "confusion", rows);
+    if (m->cells) {
+        json_t *cells = json_array();
+        for (uint64_t i = 0; i < m->ncells; i++) {
+            uint64_t cell[3] = {m->cells[i].truth, m->cells[i].pred, m->cells[i].count};
+            cells = s_append(cells, s_uints(cell, 3));
+        }
+        s_put(o, "confusion_cells", cells);
     }
     s_metric_optional(o, m);
 }

@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define DDP_PROTO_VERSION 1
+#define DDP_PROTO_VERSION 2
 #define DDP_MAX_NAME 64          /* worker/host names, class names are longer: */
 #define DDP_MAX_STR 4096         /* any string field (paths, reasons) */
 #define DDP_MAX_BATCH 65536      /* samples per BATCH/RESULT */
@@ -113,6 +113,8 @@ typedef struct {
     /* optional, loader: its shard of the dataset, shard < shards <=
      * DDP_MAX_LOADERS (absent: 0 of 1, the whole dataset) */
     uint32_t shard, shards;
+    /* optional: the job it was started for ($DDPIPE_JOB; "" any job) */
+    char job[DDP_MAX_NAME];
 } ddp_join_t;
 
 typedef struct {

@@ -97,6 +97,7 @@ static int v_join(const ddp_join_t *m, char *err, size_t errlen, const char *wha
     CHECK_FIXED(m->backend, "backend", 0);
     CHECK_FIXED(m->ring, "ring", 0);
     CHECK_FIXED(m->config, "config", 0);
+    CHECK_FIXED(m->job, "job", 0);
     uint32_t shards = m->shards ? m->shards : 1; /* absent: the whole dataset */
     if (shards > DDP_MAX_LOADERS || m->shard >= shards)
         return BAD("'shard' %" PRIu32 " of 'shards' %" PRIu32 ": want shard < shards <= %d",

@@ -1,6 +1,7 @@
 #include "reducerd/coordinator.h"
 
 #include "common/clock.h"
+#include "common/jobid.h"
 #include "common/log.h"
 #include "reducerd/admission.h"
 #include "reducerd/eval.h"
@@ -105,12 +106,39 @@ static const ddp_auth_t *msg_auth(const ddp_msg_t *m)
     }
 }
 
-/* A message of this job under another session comes from a peer that an
- * earlier reducerd welcomed: that reducerd died (kill -9, a crash) and its
- * tallies died with it. The peer is told to stop with DDP_STOP_JOB_LOST,
- * and a reducerd that has no job of its own yet (no plan, no rank: the
- * restarted one) ends too, so nothing waits for state that is gone. A
- * reducerd with a job only rejects it (a stranger must not end a job). */
+/* A JOIN or message that names another job (docs/SECURITY.md "Job
+ * identity"): two jobs may share CURVE keys, a leftover daemon may reach a
+ * reused port. Refused and counted, never fatal; a joiner is told why
+ * (STOP), so it exits saying so instead of waiting. */
+static bool other_job(reducer_t *self, zframe_t *route, const ddp_msg_t *m)
+{
+    const ddp_auth_t *auth = msg_auth(m);
+    const char *job = auth ? auth->job : m->type == DDP_JOIN ? m->u.join.job : "";
+    if (!job[0] || strcmp(job, self->options.job) == 0)
+        return false;
+    char who[64];
+    if (m->type == DDP_JOIN)
+        snprintf(who, sizeof who, "%s", m->u.join.name);
+    else
+        trust_peer_label(self, route, who, sizeof who);
+    trust_reject(self, who, proto_type_name(m->type), "of job %s, but this is job %s",
+                 job, self->options.job);
+    if (m->type == DDP_JOIN) {
+        char err[DDP_MAX_STR];
+        snprintf(err, sizeof err, "this reducerd runs job %s, not job %s: check the endpoints "
+                 "(and %s)", self->options.job, job, JOBID_ENV);
+        job_stop_peer(self, route, 1, err);
+    }
+    return true;
+}
+
+/* A message of this job (its id is unique per job: other_job came first)
+ * under another session comes from a peer that an earlier reducerd
+ * welcomed: that reducerd died (kill -9, a crash) and its tallies died
+ * with it. The peer is told to stop with DDP_STOP_JOB_LOST, and a reducerd
+ * that has no job of its own yet (no plan, no rank: the restarted one)
+ * ends too, so nothing waits for state that is gone. A reducerd with a job
+ * only rejects it (a stranger must not end a job). */
 static bool stale_session(reducer_t *self, zframe_t *route, const ddp_msg_t *m)
 {
     const ddp_auth_t *auth = msg_auth(m);
@@ -154,7 +182,8 @@ static bool from_removed_rank(reducer_t *self, zframe_t *route, const ddp_msg_t 
 
 static void on_message(reducer_t *self, zframe_t *route, ddp_msg_t *m)
 {
-    if (stale_session(self, route, m) || from_removed_rank(self, route, m))
+    if (other_job(self, route, m) || stale_session(self, route, m) ||
+        from_removed_rank(self, route, m))
         return;
     switch (m->type) {
     case DDP_JOIN: on_join(self, route, &m->u.join); break;

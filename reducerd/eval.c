@@ -3,11 +3,39 @@
 #include "common/clock.h"
 #include "common/errbuf.h"
 #include "common/log.h"
+#include "reducerd/admission.h"
+#include "reducerd/curves.h"
 #include "reducerd/job.h"
 #include "reducerd/publish.h"
 #include "reducerd/trust.h"
 
 #include <stdio.h>
+
+/* A gpud proves the model it runs (docs/SECURITY.md "Job identity"): its
+ * settings and weights' digest in JOIN `config`, which must equal the
+ * first worker's; a refused one is counted with the rejected messages and
+ * told why (STOP). A JOIN without one (not a ddpipe gpud) is taken only
+ * while no worker has fixed the job's model. */
+static bool model_ok(reducer_t *self, zframe_t *route, const ddp_join_t *join)
+{
+    if (!join->config[0] && !self->have_job_config) {
+        log_warn("gpud %s proves no model (its JOIN has no weights digest): its results count "
+                 "unchecked", join->name);
+        return true;
+    }
+    if (join->config[0] && admission_config_ok(self, route, join))
+        return true;
+    if (!join->config[0]) {
+        char err[DDP_MAX_STR];
+        snprintf(err, sizeof err, "gpud %s refused: its JOIN proves no model (no weights digest) "
+                 "and the job's is fixed; the job goes on without it", join->name);
+        log_warn("%s", err);
+        publish_log(self, "warn", "%s", err);
+        job_stop_peer(self, route, 1, err);
+    }
+    self->stats.rejected++;
+    return false;
+}
 
 /* A gpud gets its rank and the world at once (the loader and reporters
  * just start). A name is a rank's: a second socket may take it only once
@@ -21,6 +49,8 @@ void eval_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
             job_stop_peer(self, route, 1, refused);
         return;
     }
+    if (join->role == DDP_ROLE_GPUD && !model_ok(self, route, join))
+        return;
     peer_t *held = peers_by_name(self->peers, join->name);
     bool known = held != NULL;
     if (held && !zframe_eq(held->identity, route) && !held->dead &&
@@ -87,8 +117,19 @@ void eval_on_plan(reducer_t *self, zframe_t *route, ddp_plan_t *plan)
         return;
     }
     slot_t *opened = plan->phase > DDP_PHASE_TRAIN ? NULL : reducer_open_slot(self, plan, true);
-    if (!opened || (self->options.probs && slot_enable_probs(opened, self->options.probs) < 0)) {
+    if (!opened) {
         self->exit_code = 1;
+        return;
+    }
+    if (self->options.probs && slot_enable_probs(opened, self->options.probs) < 0) {
+        /* logged (e.g. more classes than the probability histograms take):
+         * end now, not after every sample was computed for nothing */
+        char err[256];
+        err_set(err, sizeof err, "--probs %s: the probability metrics cannot be kept for "
+                "%u classes (at most %u): drop --predictions probs/all", self->options.probs,
+                plan->num_classes, CURVES_MAX_CLASSES);
+        publish_log(self, "error", "%s", err);
+        job_finish(self, 1, err);
         return;
     }
     job_ack_plan(self, route);

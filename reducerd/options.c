@@ -1,6 +1,7 @@
 /* reducerd's option table and the checks across its options. */
 #include "reducerd/options.h"
 
+#include "common/jobid.h"
 #include "common/zsecurity.h"
 #include "proto/messages.h"
 
@@ -16,7 +17,9 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, workers, "workers", "N", 1, 1, 4096, "gpud ranks expected: the world size"),
     OPTION_LONG(T, reporters, "reporters", "N", 1, 0, 16,
                 "reporterd DONE replies to wait for before exiting"),
-    OPTION_STRING(T, job, "job", "NAME", "ddpipe", "job name handed to joiners"),
+    OPTION_STRING(T, job, "job", "ID", NULL,
+                  "the job's identity, handed to joiners; a JOIN or message naming another job "
+                  "is refused (default: $DDPIPE_JOB, else 32 random hex digits; docs/SECURITY.md)"),
     OPTION_FLAG(T, predictions, "predictions",
                 "publish per-sample predictions (for predictions.csv; training: of the last "
                 "validation)"),
@@ -24,6 +27,9 @@ static const option_t s_rows[] = {
                   "eval: every RESULT must carry the quantized softmax (gpud --probs); compute "
                   "ECE, per-class ROC-AUC and average precision exactly, and keep the "
                   "probabilities of the top-k (topk) or of every class (all) for the predictions"),
+    OPTION_STRING(T, model_config, "model-config", "CONFIG", NULL,
+                  "eval: the settings and weights digest every gpud's JOIN must carry (ddpipe "
+                  "eval passes its gpuds'; default: the first gpud's; docs/SECURITY.md)"),
     OPTION_LONG(T, worker_timeout_s, "worker-timeout", "S", 10, 1, 86400,
                 "a gpud silent this long is reported dead"),
     OPTION_LONG(T, stall_timeout_s, "stall-timeout", "S", 600, 0, 86400 * 7,
@@ -109,6 +115,11 @@ int reducer_options_parse(reducer_options_t *self, int argc, char **argv)
     if (!self->bind || !self->pub) {
         fprintf(stderr, "reducerd: --bind and --pub are required\n");
         options_usage(&reducer_options_table, stderr);
+        return -1;
+    }
+    if (self->job && !jobid_valid(self->job)) {
+        fprintf(stderr, "reducerd: --job '%s': give 1..%d characters of A-Z a-z 0-9 . _ : -\n",
+                self->job, JOBID_MAX - 1);
         return -1;
     }
     if (self->probs && strcmp(self->probs, "topk") != 0 && strcmp(self->probs, "all") != 0) {

@@ -14,6 +14,7 @@ typedef struct {
     const char *job;
     int predictions;
     const char *probs;         /* NULL, "topk" or "all": probability metrics (eval) */
+    const char *model_config;  /* eval: the JOIN config every gpud must send (NULL: the first's) */
     long worker_timeout_s;
     long stall_timeout_s;      /* 0: off */
     long done_timeout_s;

@@ -1,12 +1,37 @@
 #include "reducerd/reducer.h"
 
 #include "common/clock.h"
+#include "common/jobid.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
 #include "proto/wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+
+/* --job, else $DDPIPE_JOB, else a fresh random id: two jobs never share
+ * one by default (docs/SECURITY.md "Job identity"). */
+static int settle_job_id(reducer_t *self)
+{
+    char err[256];
+    if (self->options.job)
+        snprintf(self->job_id, sizeof self->job_id, "%s", self->options.job);
+    else if (jobid_from_env(self->job_id, sizeof self->job_id, err, sizeof err) < 0) {
+        log_error("%s", err);
+        return -1;
+    }
+    if (!self->job_id[0] && jobid_random(self->job_id, sizeof self->job_id) < 0) {
+        log_error("cannot draw a job id: no kernel randomness (getrandom)?");
+        return -1;
+    }
+    self->options.job = self->job_id;
+    log_info("job %s", self->job_id);
+    if (self->options.model_config && !self->options.train) {  /* eval: fixed, not first-come */
+        snprintf(self->job_config, sizeof self->job_config, "%s", self->options.model_config);
+        self->have_job_config = true;
+    }
+    return 0;
+}
 
 reducer_t *reducer_new(const reducer_options_t *options)
 {
@@ -30,7 +55,8 @@ reducer_t *reducer_new(const reducer_options_t *options)
         reducer_destroy(&self);
         return NULL;
     }
-    if (!self->router || !self->xpub || !self->peers || !self->issued || !self->pending) {
+    if (settle_job_id(self) < 0 || !self->router || !self->xpub || !self->peers ||
+        !self->issued || !self->pending) {
         reducer_destroy(&self);
         return NULL;
     }

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/jobid.h"
 #include "common/token.h"
 #include "proto/event.h"
 #include "proto/wire.h"
@@ -54,6 +55,7 @@ typedef struct reducer {
      * the identities bound to the loader role (one per shard), what they issued */
     uint8_t secret[TOKEN_SECRET_LEN];
     uint64_t session;
+    char job_id[JOBID_MAX];     /* options.job points here: --job, $DDPIPE_JOB or drawn */
     loader_role_t loaders[DDP_MAX_LOADERS];
     uint32_t loader_shards;     /* the shards, from the first loader JOIN (0: none yet) */
     issued_t *issued;

@@ -19,7 +19,7 @@ struct tally {
     uint32_t k;
     uint64_t *seen;      /* bitmap, one bit per id: result or failed */
     float *loss;         /* n; 0 for ids without a result (adds nothing) */
-    uint64_t *confusion; /* nc*nc, [true*nc + top1] */
+    confusion_t *confusion; /* (true, top1) -> count, sparse */
     uint64_t samples, failed, correct1, correct5, duplicates;
     uint64_t nonfinite;  /* results whose loss is NaN or inf */
     /* with keep_predictions only: */
@@ -91,7 +91,7 @@ tally_t *tally_new(uint32_t epoch, uint8_t phase, uint64_t n, uint32_t num_class
     self->k = k;
     self->seen = s_calloc((n + 63) / 64, sizeof(uint64_t));
     self->loss = s_calloc(n, sizeof(float));
-    self->confusion = s_calloc((uint64_t)num_classes * num_classes, sizeof(uint64_t));
+    self->confusion = confusion_new();
     if (!self->seen || !self->loss || !self->confusion)
         goto oom;
     if (keep_predictions && s_alloc_predictions(self) != 0)
@@ -111,7 +111,7 @@ void tally_destroy(tally_t **self_p)
     tally_t *self = *self_p;
     free(self->seen);
     free(self->loss);
-    free(self->confusion);
+    confusion_destroy(&self->confusion);
     free(self->status);
     free(self->labels);
     free(self->topk);
@@ -205,6 +205,11 @@ int tally_add_result_probs(tally_t *self, uint64_t id, int32_t label, const int3
         self->duplicates++;
         return 1;
     }
+    if (confusion_add(self->confusion, (uint32_t)label, (uint32_t)topk[0]) < 0) {
+        log_error("tally: out of memory for the confusion matrix's cells at %llu samples",
+                  (unsigned long long)self->samples);
+        return -1;
+    }
     s_set(self->seen, id);
     self->samples++;
     self->loss[id] = loss;
@@ -216,7 +221,6 @@ int tally_add_result_probs(tally_t *self, uint64_t id, int32_t label, const int3
             self->correct5++;
             break;
         }
-    self->confusion[(uint64_t)label * self->nc + (uint32_t)topk[0]]++;
     if (self->status) {
         self->status[id] = TALLY_RESULT;
         self->labels[id] = label;
@@ -323,7 +327,11 @@ void tally_fill_metric(const tally_t *self, ev_metric_t *out)
     out->nonfinite_loss = self->nonfinite;
     out->loss_sum = s_loss_sum(self);
     out->num_classes = self->nc;
-    out->confusion = self->confusion;
+    const ev_cell_t *cells;
+    if (confusion_cells(self->confusion, &cells, &out->ncells) < 0)
+        log_error("tally: out of memory sorting the confusion matrix's cells: the metric "
+                  "goes without them");
+    out->cells = (ev_cell_t *)cells;
     if (self->curves)
         s_fill_probs(self, out);
 }

@@ -11,7 +11,8 @@
  *
  * Memory: n/8 bytes of bitmap + 4 bytes of loss per sample, plus, with
  * keep_predictions, 1 + 4 + 4k bytes per sample (status, label, top-k) for
- * predictions.csv; and 8*nc*nc bytes of confusion (nc <= TALLY_MAX_CLASSES).
+ * predictions.csv; and the confusion matrix's nonzero cells (common/confusion.h:
+ * at most one per result, 32 bytes each at worst), never classes^2.
  * With probabilities (tally_enable_probs): reducerd/curves.h's histograms
  * (80 KiB per class, any number of samples), 16 calibration bins, and with
  * keep_predictions 2*nprob bytes per sample for the CSV's probabilities.
@@ -23,9 +24,10 @@
 #include <stdint.h>
 
 #include "proto/event.h"
+#include "proto/messages.h"
 
-/* The dense confusion matrix is nc*nc uint64: 8192 classes is 512 MiB. */
-#define TALLY_MAX_CLASSES 8192
+/* The confusion matrix is sparse: any class count a plan may carry. */
+#define TALLY_MAX_CLASSES DDP_MAX_CLASSES
 #define TALLY_MAX_K 5
 
 /* Per-sample status in predictions (ev_predictions_t.status). */
@@ -76,9 +78,9 @@ bool tally_complete(const tally_t *self);
 
 /* Overwrites *out entirely: epoch, phase, planned, samples, failed,
  * correct_top1, correct_top5, duplicates, loss_sum, nonfinite_loss, num_classes,
- * confusion, and with probabilities has_probs, ece, calib, auc, ap and the
+ * ncells and cells (NULL out of memory, logged), and with probabilities has_probs, ece, calib, auc, ap and the
  * curves of the (up to EVENT_MAX_CURVES) classes with the lowest AP.
- * out->confusion (and the probability arrays) borrow the tally's memory (valid until the next add or
+ * out->cells (and the probability arrays) borrow the tally's memory (valid until the next add or
  * destroy); class_names, workers, wall_s, images_per_sec, lr and final are
  * zero/NULL for the caller to set. O(n) (the id-order loss sum). */
 void tally_fill_metric(const tally_t *self, ev_metric_t *out);

@@ -65,7 +65,8 @@ static void s_title(cairo_t *cr, const char *title, double cx)
 
 typedef struct {
     const chart_classes_t *c;
-    uint64_t *row; /* row sums */
+    uint64_t *row;   /* row sums */
+    uint64_t *dense; /* nc*nc, [true*nc + pred]: nc <= CHART_CONFUSION_MAX */
 } conf_ctx_t;
 
 static double s_widest_name(cairo_t *cr, const chart_classes_t *c)
@@ -86,7 +87,7 @@ static double s_widest_name(cairo_t *cr, const chart_classes_t *c)
 
 static double s_frac(const conf_ctx_t *x, uint32_t t, uint32_t p)
 {
-    uint64_t n = x->c->confusion[(size_t)t * x->c->nc + p];
+    uint64_t n = x->dense[(size_t)t * x->c->nc + p];
     return x->row[t] ? (double)n / (double)x->row[t] : 0;
 }
 
@@ -134,7 +135,7 @@ static void s_conf_cells(const conf_ctx_t *x, cairo_t *cr, double gx, double gy,
     }
     for (uint32_t t = 0; t < c->nc && c->nc <= CONF_VECTOR_MAX; t++)
         for (uint32_t p = 0; p < c->nc; p++) {
-            uint64_t n = c->confusion[(size_t)t * c->nc + p];
+            uint64_t n = x->dense[(size_t)t * c->nc + p];
             double frac = s_frac(x, t, p), rgb[3];
             s_blue(frac, rgb);
             cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
@@ -508,7 +509,7 @@ static int s_write_both(chart_draw_fn draw, const void *ctx, const char *png, co
 
 static int s_check(const chart_classes_t *c, char *err, size_t errlen)
 {
-    if (!c || !c->confusion || c->nc == 0) {
+    if (!c || (c->ncells && !c->cells) || c->nc == 0) {
         err_set(err, errlen, "chart: no confusion matrix to draw");
         return -1;
     }
@@ -520,16 +521,29 @@ int chart_confusion_write(const chart_classes_t *c, const char *png, const char 
 {
     if (s_check(c, err, errlen) != 0)
         return -1;
-    conf_ctx_t x = {c, calloc(c->nc, sizeof(uint64_t))};
-    if (!x.row) {
+    if (c->nc > CHART_CONFUSION_MAX) {
+        err_set(err, errlen, "chart: %u classes is more than the %u a confusion heat map "
+                "draws", c->nc, CHART_CONFUSION_MAX);
+        return -1;
+    }
+    conf_ctx_t x = {c, calloc(c->nc, sizeof(uint64_t)),
+                    calloc((size_t)c->nc * c->nc, sizeof(uint64_t))};
+    if (!x.row || !x.dense) {
+        free(x.row);
+        free(x.dense);
         err_set(err, errlen, "chart: out of memory for %u classes", c->nc);
         return -1;
     }
-    for (uint32_t t = 0; t < c->nc; t++)
-        for (uint32_t p = 0; p < c->nc; p++)
-            x.row[t] += c->confusion[(size_t)t * c->nc + p];
+    for (uint64_t i = 0; i < c->ncells; i++) {
+        const ev_cell_t *cell = &c->cells[i];
+        if (cell->truth >= c->nc || cell->pred >= c->nc)
+            continue;   /* event_validate refuses these */
+        x.dense[(size_t)cell->truth * c->nc + cell->pred] += cell->count;
+        x.row[cell->truth] += cell->count;
+    }
     int rc = s_write_both(s_conf_draw, &x, png, svg, 820, 760, err, errlen);
     free(x.row);
+    free(x.dense);
     return rc;
 }
 
@@ -539,7 +553,7 @@ int chart_f1_write(const chart_classes_t *c, const char *png, const char *svg, c
     if (s_check(c, err, errlen) != 0)
         return -1;
     clsmetrics_t m;
-    if (clsmetrics_compute_labels(c->confusion, c->nc, c->nl ? c->nl : c->nc, &m) != 0) {
+    if (clsmetrics_compute_labels(c->cells, c->ncells, c->nc, c->nl ? c->nl : c->nc, &m) != 0) {
         err_set(err, errlen, "chart: out of memory for %u classes", c->nc);
         return -1;
     }

@@ -23,18 +23,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/confusion.h"
+
 #define CHART_MAX_NAME 24
+/* Most classes a confusion heat map draws: it holds the dense matrix and an
+ * nc x nc image (8 + 4 bytes a cell: 12 MB at 1,000); past it a heat map
+ * is unreadable anyway, and rundir writes no confusion.png/svg (the
+ * classification report and summary.json keep every class). */
+#define CHART_CONFUSION_MAX 1000u
 
 typedef struct {
     const char *title;         /* e.g. "Confusion matrix (eval, epoch 0)" */
-    const uint64_t *confusion; /* nc*nc, [true*nc + pred] */
+    const ev_cell_t *cells;    /* the confusion matrix's nonzero cells */
+    uint64_t ncells;
     uint32_t nc;
     char *const *names;        /* nc, or NULL for "0".."nc-1" */
     uint32_t nl;               /* F1 bars of classes 0..nl-1 (present.h); 0: all nc */
 } chart_classes_t;
 
 /* Heat map of the confusion matrix as PNG (pixels) and SVG (points) at the
- * given paths (either may be NULL to skip it). 0, or -1 with a reason. */
+ * given paths (either may be NULL to skip it). 0, or -1 with a reason
+ * (also when nc > CHART_CONFUSION_MAX). */
 int chart_confusion_write(const chart_classes_t *c, const char *png, const char *svg,
                           char *err, size_t errlen);
 

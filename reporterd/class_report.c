@@ -68,16 +68,17 @@ static void s_body(FILE *out, const clsmetrics_t *m, char *const *names)
           m->weighted.f1, m->total);
 }
 
-char *class_report_text(const uint64_t *confusion, uint32_t nc, char *const *names)
+char *class_report_text(const ev_cell_t *cells, uint64_t ncells, uint32_t nc,
+                        char *const *names)
 {
-    return class_report_text_labels(confusion, nc, nc, names);
+    return class_report_text_labels(cells, ncells, nc, nc, names);
 }
 
-char *class_report_text_labels(const uint64_t *confusion, uint32_t nc, uint32_t nl,
-                               char *const *names)
+char *class_report_text_labels(const ev_cell_t *cells, uint64_t ncells, uint32_t nc,
+                               uint32_t nl, char *const *names)
 {
     clsmetrics_t m;
-    if (clsmetrics_compute_labels(confusion, nc, nl, &m) != 0)
+    if (clsmetrics_compute_labels(cells, ncells, nc, nl, &m) != 0)
         return NULL;
     char *text = NULL;
     size_t len = 0;
@@ -98,10 +99,10 @@ char *class_report_text_labels(const uint64_t *confusion, uint32_t nc, uint32_t 
     return text;
 }
 
-int class_report_write(const char *path, const uint64_t *confusion, uint32_t nc,
+int class_report_write(const char *path, const ev_cell_t *cells, uint64_t ncells, uint32_t nc,
                        uint32_t nl, char *const *names, char *err, size_t errlen)
 {
-    char *text = class_report_text_labels(confusion, nc, nl ? nl : nc, names);
+    char *text = class_report_text_labels(cells, ncells, nc, nl ? nl : nc, names);
     if (!text) {
         err_set(err, errlen, "cannot build the classification report (%u classes): %s", nc,
                 nc ? "out of memory" : "no classes");

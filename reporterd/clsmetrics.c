@@ -67,13 +67,14 @@ static void s_averages(clsmetrics_t *self, double *tmp)
     self->weighted = (cls_avg_t){field[0], field[1], field[2]};
 }
 
-int clsmetrics_compute(const uint64_t *confusion, uint32_t nc, clsmetrics_t *out)
+int clsmetrics_compute(const ev_cell_t *cells, uint64_t ncells, uint32_t nc,
+                       clsmetrics_t *out)
 {
-    return clsmetrics_compute_labels(confusion, nc, nc, out);
+    return clsmetrics_compute_labels(cells, ncells, nc, nc, out);
 }
 
-int clsmetrics_compute_labels(const uint64_t *confusion, uint32_t nc, uint32_t nl,
-                              clsmetrics_t *out)
+int clsmetrics_compute_labels(const ev_cell_t *cells, uint64_t ncells, uint32_t nc,
+                              uint32_t nl, clsmetrics_t *out)
 {
     memset(out, 0, sizeof *out);
     if (nc == 0 || nl == 0 || nl > nc)
@@ -88,12 +89,15 @@ int clsmetrics_compute_labels(const uint64_t *confusion, uint32_t nc, uint32_t n
     out->nc = nl;
     out->micro_is_accuracy = true;
     uint64_t tp_all = 0, pred_all = 0;
-    for (uint32_t t = 0; t < nc; t++)
-        for (uint32_t p = 0; p < nc; p++) {
-            uint64_t v = confusion[(uint64_t)t * nc + p];
-            out->per_class[t].support += v;
-            out->per_class[p].predicted += v;
-        }
+    for (uint64_t i = 0; i < ncells; i++) {
+        const ev_cell_t *c = &cells[i];
+        if (c->truth >= nc || c->pred >= nc)
+            continue;   /* event_validate refuses these; a caller's bug must not write out */
+        out->per_class[c->truth].support += c->count;
+        out->per_class[c->pred].predicted += c->count;
+        if (c->truth == c->pred)
+            out->per_class[c->truth].tp += c->count;
+    }
     /* sklearn prints "micro avg" when the labels are not exactly the ones
      * seen in y_true and y_pred: a labelled class never seen, or a sample
      * (true or predicted) outside the labels */
@@ -102,7 +106,6 @@ int clsmetrics_compute_labels(const uint64_t *confusion, uint32_t nc, uint32_t n
             out->micro_is_accuracy = false;
     for (uint32_t c = 0; c < nl; c++) {
         cls_class_t *k = &out->per_class[c];
-        k->tp = confusion[(uint64_t)c * nc + c];
         k->precision = s_div(k->tp, k->predicted);
         k->recall = s_div(k->tp, k->support);
         k->f1 = s_f1(k->precision, k->recall);

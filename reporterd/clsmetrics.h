@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/confusion.h"
+
 typedef struct {
     double precision, recall, f1;
     uint64_t support;   /* true samples of the class (row sum) */
@@ -32,14 +34,17 @@ typedef struct {
     bool micro_is_accuracy;
 } clsmetrics_t;
 
-/* confusion: nc*nc counts, [true*nc + pred]. 0, or -1 (out of memory, nc 0). */
-int clsmetrics_compute(const uint64_t *confusion, uint32_t nc, clsmetrics_t *out);
+/* cells: the confusion matrix's ncells nonzero cells (common/confusion.h),
+ * every class < nc; only row sums, column sums and the diagonal are read,
+ * so the cost is O(ncells + nc). 0, or -1 (out of memory, nc 0). */
+int clsmetrics_compute(const ev_cell_t *cells, uint64_t ncells, uint32_t nc,
+                       clsmetrics_t *out);
 /* The same with labels=range(nl) (nl <= nc): classes nl.. are outside the
  * report (sklearn's classification_report(labels=...)): their row and
  * column still count in the labelled classes' support and predictions,
  * the averages and per_class cover the nl labelled ones (out->nc = nl). */
-int clsmetrics_compute_labels(const uint64_t *confusion, uint32_t nc, uint32_t nl,
-                              clsmetrics_t *out);
+int clsmetrics_compute_labels(const ev_cell_t *cells, uint64_t ncells, uint32_t nc,
+                              uint32_t nl, clsmetrics_t *out);
 void clsmetrics_clear(clsmetrics_t *self);
 
 /* numpy's pairwise sum (np.add.reduce of a contiguous float64 array). */

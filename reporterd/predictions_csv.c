@@ -109,7 +109,7 @@ static void s_probs(FILE *out, const ev_predictions_t *c, uint64_t i, int failed
 static void s_row(FILE *out, const ev_predictions_t *c, uint64_t i)
 {
     fprintf(out, "%llu,", (unsigned long long)(c->first + i));
-    textfmt_csv_field(out, c->paths ? c->paths[i] : NULL);
+    textfmt_csv_path(out, c->paths ? c->paths[i] : NULL);
     fputc(',', out);
     if (c->labels[i] >= 0)
         fprintf(out, "%d", c->labels[i]);

@@ -7,7 +7,8 @@
 
 typedef struct {
     uint32_t nn;          /* classes of the restricted metric */
-    uint64_t *confusion;  /* nn*nn */
+    ev_cell_t *cells;     /* its confusion cells, renumbered, sorted */
+    uint64_t ncells;
     char **names;         /* nn */
     double *auc, *ap;     /* nn when has_probs */
 } small_t;
@@ -17,40 +18,50 @@ static void s_small_free(small_t *s)
     for (uint32_t c = 0; s->names && c < s->nn; c++)
         free(s->names[c]);
     free(s->names);
-    free(s->confusion);
+    free(s->cells);
     free(s->auc);
     free(s->ap);
 }
 
-/* Any sample predicted as a class outside the dataset (pos -1)? */
-static bool s_other(const ev_metric_t *m, const int64_t *pos)
+/* The cells of the present rows, renumbered: a prediction outside the
+ * dataset goes to column P, and then nn == P + 1. Other rows are dropped
+ * (a present list covers every label the dataset has). */
+static int s_cells(const ev_metric_t *m, const int64_t *pos, small_t *s)
 {
-    uint32_t nc = m->num_classes;
-    for (uint32_t i = 0; i < m->npresent; i++)
-        for (uint32_t p = 0; p < nc; p++)
-            if (pos[p] < 0 && m->confusion[(uint64_t)m->present[i] * nc + p])
-                return true;
-    return false;
+    uint32_t P = m->npresent;
+    s->cells = malloc((m->ncells ? m->ncells : 1) * sizeof *s->cells);
+    if (!s->cells)
+        return -1;
+    bool other = false;
+    for (uint64_t i = 0; m->cells && i < m->ncells; i++) {
+        const ev_cell_t *c = &m->cells[i];
+        if (pos[c->truth] < 0)
+            continue;
+        other |= pos[c->pred] < 0;
+        s->cells[s->ncells++] = (ev_cell_t){(uint32_t)pos[c->truth],
+                                            pos[c->pred] >= 0 ? (uint32_t)pos[c->pred] : P,
+                                            c->count};
+    }
+    confusion_normalize(s->cells, &s->ncells);
+    s->nn = P + (other ? 1 : 0);
+    return 0;
 }
 
 static int s_build(const ev_metric_t *m, const int64_t *pos, small_t *s)
 {
-    uint32_t P = m->npresent, nc = m->num_classes, nn = s->nn;
-    s->confusion = calloc((size_t)nn * nn, sizeof *s->confusion);
+    uint32_t P = m->npresent, nn;
+    if (s_cells(m, pos, s) < 0)
+        return -1;
+    nn = s->nn;
     s->names = calloc(nn, sizeof *s->names);
     if (m->has_probs) {
         s->auc = malloc(nn * sizeof *s->auc);
         s->ap = malloc(nn * sizeof *s->ap);
     }
-    if (!s->confusion || !s->names || (m->has_probs && (!s->auc || !s->ap)))
+    if (!s->names || (m->has_probs && (!s->auc || !s->ap)))
         return -1;
     for (uint32_t i = 0; i < P; i++) {
         uint32_t t = m->present[i];
-        for (uint32_t p = 0; p < nc; p++) {
-            uint64_t v = m->confusion[(uint64_t)t * nc + p];
-            if (v)   /* a prediction outside the dataset: then nn == P + 1 (s_other) */
-                s->confusion[(uint64_t)i * nn + (pos[p] >= 0 ? (uint64_t)pos[p] : P)] += v;
-        }
         const char *name = m->class_names && m->class_names[t] ? m->class_names[t] : "";
         if (!(s->names[i] = strdup(name)))
             return -1;
@@ -95,8 +106,8 @@ int present_restrict(ev_metric_t *m)
         pos[p] = -1;
     for (uint32_t i = 0; i < P; i++)
         pos[m->present[i]] = i;
-    small_t s = {.nn = P + (m->confusion && s_other(m, pos) ? 1 : 0)};
-    if (!m->confusion || s_build(m, pos, &s) < 0) {
+    small_t s = {0};
+    if (s_build(m, pos, &s) < 0) {
         s_small_free(&s);
         free(pos);
         return -1;
@@ -106,11 +117,12 @@ int present_restrict(ev_metric_t *m)
     for (uint32_t c = 0; m->class_names && c < nc; c++)
         free(m->class_names[c]);
     free(m->class_names);
-    free(m->confusion);
+    free(m->cells);
     free(m->auc);
     free(m->ap);
     m->class_names = s.names;
-    m->confusion = s.confusion;
+    m->cells = s.cells;
+    m->ncells = s.ncells;
     m->auc = s.auc;
     m->ap = s.ap;
     m->num_classes = s.nn;

@@ -1,6 +1,7 @@
 /* reporter — reporterd's state and its setup. */
 #include "reporterd/reporter.h"
 
+#include "common/jobid.h"
 #include "common/log.h"
 #include "common/zsecurity.h"
 #include "common/zsockopt.h"
@@ -100,6 +101,11 @@ static int join_reducer(reporter_t *self)
     j.u.join.want_rank = -1;
     gethostname(j.u.join.host, sizeof j.u.join.host - 1);
     snprintf(j.u.join.name, sizeof j.u.join.name, "reporterd-%d", (int)getpid());
+    char err[256];
+    if (jobid_from_env(j.u.join.job, sizeof j.u.join.job, err, sizeof err) < 0) {
+        log_error("%s", err);
+        return -1;
+    }
     return proto_send(zsock_resolve(self->reducer), NULL, &j);
 }
 

@@ -67,7 +67,7 @@ static void s_metric_free(ev_metric_t **m_p)
         for (uint32_t c = 0; c < m->num_classes; c++)
             free(m->class_names[c]);
     free(m->class_names);
-    free(m->confusion);
+    free(m->cells);
     free(m->calib);
     free(m->auc);
     free(m->ap);
@@ -111,21 +111,21 @@ static ev_metric_t *s_metric_copy(const ev_metric_t *src)
         return NULL;
     *m = *src;
     m->class_names = NULL;
-    m->confusion = NULL;
+    m->cells = NULL;
     if (s_metric_copy_probs(m, src) != 0) {
         s_metric_free(&m);
         return NULL;
     }
-    size_t cells = (size_t)src->num_classes * src->num_classes;
-    m->confusion = malloc((cells ? cells : 1) * sizeof(uint64_t));
-    if (!m->confusion) {
+    /* the sparse cells: without them (a publisher that left them out) the
+     * matrix is all zeros, an empty non-NULL list */
+    m->ncells = src->cells ? src->ncells : 0;
+    m->cells = malloc((m->ncells ? m->ncells : 1) * sizeof *m->cells);
+    if (!m->cells) {
         s_metric_free(&m);
         return NULL;
     }
-    if (src->confusion)
-        memcpy(m->confusion, src->confusion, cells * sizeof(uint64_t));
-    else
-        memset(m->confusion, 0, cells * sizeof(uint64_t));
+    if (m->ncells)
+        memcpy(m->cells, src->cells, m->ncells * sizeof *m->cells);
     if (src->class_names) {
         m->class_names = calloc(src->num_classes ? src->num_classes : 1, sizeof(char *));
         for (uint32_t c = 0; m->class_names && c < src->num_classes; c++)
@@ -619,7 +619,7 @@ static int s_write_report(rundir_t *self, const ev_metric_t *m, char *err, size_
         err_set(err, errlen, "out of memory");
         return -1;
     }
-    int rc = class_report_write(path, m->confusion, m->num_classes, present_labelled(m),
+    int rc = class_report_write(path, m->cells, m->ncells, m->num_classes, present_labelled(m),
                                 m->class_names, err, errlen);
     free(path);
     return rc;
@@ -847,11 +847,13 @@ static int s_class_charts(rundir_t *self, const ev_metric_t *m, char *err, size_
     if (!png || !svg || !fpng || !fsvg) {
         err_set(err, errlen, "out of memory");
     } else {
-        chart_classes_t c = {title, m->confusion, m->num_classes, m->class_names,
+        chart_classes_t c = {title, m->cells, m->ncells, m->num_classes, m->class_names,
                              present_labelled(m)};
         snprintf(title, sizeof title, "Confusion matrix (%s, epoch %u, %llu samples)", what,
                  m->epoch, (unsigned long long)m->samples);
-        rc = chart_confusion_write(&c, png, svg, err, errlen);
+        /* past CHART_CONFUSION_MAX classes no heat map (chart.h) */
+        rc = m->num_classes > CHART_CONFUSION_MAX ? 0 : chart_confusion_write(&c, png, svg, err,
+                                                                              errlen);
         snprintf(title, sizeof title, "Per-class precision, recall and F1 (%s, epoch %u)", what,
                  m->epoch);
         if (rc == 0)

@@ -11,7 +11,8 @@
  *                               or the last metric when there was no eval
  *   loss.png/svg, accuracy.png/svg, throughput.png/svg   after every
  *                               epoch's metric and at finish
- *   confusion.png/svg, f1.png/svg  at finish, for the summary's metric
+ *   confusion.png/svg, f1.png/svg  at finish, for the summary's metric (no
+ *                                  confusion.png/svg past CHART_CONFUSION_MAX classes)
  *   membership.csv              training: on every membership event
  *                               (membership_csv.h)
  *

@@ -206,7 +206,8 @@ char *summary_json(const ev_metric_t *m, const summary_failed_t *failed, size_t 
                    const summary_training_t *training)
 {
     clsmetrics_t cm;
-    if (clsmetrics_compute_labels(m->confusion, m->num_classes, present_labelled(m), &cm) != 0)
+    if (clsmetrics_compute_labels(m->cells, m->ncells, m->num_classes, present_labelled(m),
+                                  &cm) != 0)
         return NULL;
     json_t *doc = s_document(m, &cm, failed, n_failed, training);
     clsmetrics_clear(&cm);

@@ -73,7 +73,7 @@ typedef struct {
 } summary_training_t;
 
 /* The JSON text (caller frees), NULL when out of memory. m->class_names
- * may be NULL (names "0".."nc-1"); m->confusion must hold nc*nc counts.
+ * may be NULL (names "0".."nc-1"); m->cells its ncells confusion cells.
  * training: NULL for an eval run (no "training" key). */
 char *summary_json(const ev_metric_t *m, const summary_failed_t *failed, size_t n_failed,
                    const summary_training_t *training);

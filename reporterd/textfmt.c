@@ -1,4 +1,5 @@
 #include "reporterd/textfmt.h"
+#include "common/utf8.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -26,6 +27,32 @@ void textfmt_csv_field(FILE *out, const char *s)
         fputc(*p, out);
     }
     fputc('"', out);
+}
+
+void textfmt_csv_path(FILE *out, const char *s)
+{
+    if (!s || (utf8_is_valid(s) && !strchr(s, '%'))) {
+        textfmt_csv_field(out, s);
+        return;
+    }
+    char *enc = malloc(3 * strlen(s) + 1);
+    if (!enc) {   /* out of memory: an empty field beats invalid UTF-8 */
+        return;
+    }
+    size_t n = 0;
+    for (int k; *s; s += k) {
+        k = utf8_char_len(s);
+        if (k == 0 || *s == '%') {
+            k = 1;
+            n += (size_t)sprintf(enc + n, "%%%02X", (unsigned char)*s);
+        } else {
+            memcpy(enc + n, s, (size_t)k);
+            n += (size_t)k;
+        }
+    }
+    enc[n] = '\0';
+    textfmt_csv_field(out, enc);
+    free(enc);
 }
 
 const char *textfmt_iso8601(double unix_s, char buf[32])

@@ -21,6 +21,13 @@ const char *textfmt_num(double v, char buf[TEXTFMT_NUM_LEN]);
  * a comma, quote, CR or LF; as is otherwise. NULL writes an empty field. */
 void textfmt_csv_field(FILE *out, const char *s);
 
+/* A file path as one CSV field of valid UTF-8: '%' and every byte that is
+ * not part of valid UTF-8 percent-encoded (%25, %FF; RFC 3986's form, so
+ * Python's urllib.parse.unquote_to_bytes gives the name's bytes back), the
+ * rest as it is; then textfmt_csv_field. A name without '%' that is valid
+ * UTF-8 is written unchanged. */
+void textfmt_csv_path(FILE *out, const char *s);
+
 /* ISO-8601 UTC time with milliseconds, "2024-05-01T12:00:00.123Z".
  * buf needs 32 bytes. */
 const char *textfmt_iso8601(double unix_s, char buf[32]);

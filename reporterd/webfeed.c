@@ -137,14 +137,14 @@ static void s_broadcast(webfeed_t *self, const char *frame)
     pthread_cond_broadcast(&self->cond);
 }
 
-/* The metric's JSON without "confusion" and "class_names" (the history
+/* The metric's JSON without "confusion_cells" and "class_names" (the history
  * only draws curves). NULL when out of memory. */
 static char *s_light(const char *json)
 {
     json_t *doc = json_loads(json, 0, NULL);
     if (!doc)
         return NULL;
-    json_object_del(doc, "confusion");
+    json_object_del(doc, "confusion_cells");
     json_object_del(doc, "class_names");
     char *text = json_to_text(doc, JSON_STYLE_COMPACT);
     json_decref(doc);
@@ -193,7 +193,7 @@ static char *s_json(const ddp_event_t *ev)
     if (ev->topic != EV_METRIC || ev->u.metric.num_classes <= WEBFEED_MAX_CONFUSION)
         return event_to_json(ev);
     ddp_event_t shallow = *ev;
-    shallow.u.metric.confusion = NULL;
+    shallow.u.metric.cells = NULL;
     return event_to_json(&shallow);
 }
 

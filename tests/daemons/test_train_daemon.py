@@ -51,7 +51,7 @@ def check(cond, msg):
 
 
 def pack(t, **kw):
-    return msgpack.packb(dict(v=1, t=t, **kw), use_bin_type=True)
+    return msgpack.packb(dict(v=2, t=t, **kw), use_bin_type=True)
 
 
 def recv(sock, want, timeout_s=30.0):

@@ -10,8 +10,8 @@ from ddp_it import fail, read
 
 
 def pack(t, **kw):
-    """A protocol map of type t (version 1) as msgpack bytes."""
-    return msgpack.packb(dict(v=1, t=t, **kw), use_bin_type=True)
+    """A protocol map of type t (version 2) as msgpack bytes."""
+    return msgpack.packb(dict(v=2, t=t, **kw), use_bin_type=True)
 
 
 def new_dealer(ctx, endpoint, identity):

@@ -51,7 +51,7 @@ deadline = time.time() + 240        # an upper bound on the whole attack run, ne
 
 
 def pack(t, **kw):
-    return msgpack.packb(dict(v=1, t=t, **kw), use_bin_type=True)
+    return msgpack.packb(dict(v=2, t=t, **kw), use_bin_type=True)
 
 
 def unpack(b):

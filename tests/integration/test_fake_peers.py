@@ -21,7 +21,7 @@ ipc = lambda name: "ipc://%s/%s" % (wd, name)
 
 
 def pack(t, **kw):
-    return msgpack.packb(dict(v=1, t=t, **kw), use_bin_type=True)
+    return msgpack.packb(dict(v=2, t=t, **kw), use_bin_type=True)
 
 
 GARBAGE = [
@@ -113,17 +113,18 @@ try:
             seen.add(pub.recv()[1:])
     check(b"~reporter" in seen, "reporterd never subscribed")
     names = ["c%d" % i for i in range(3)]
-    conf = struct.pack("<9Q", 2, 1, 0, 0, 3, 0, 0, 0, 1)       # 7 samples, 6 right
+    dense = (2, 1, 0, 0, 3, 0, 0, 0, 1)                        # 7 samples, 6 right
+    conf = b"".join(struct.pack("<IIQ", i // 3, i % 3, n) for i, n in enumerate(dense) if n)
     for g in GARBAGE:
         pub.send_multipart([b"metric"] + g[:1])
     pub.send_multipart([b"nonsense", pack(0)])
     pub.send_multipart([b"metric", msgpack.packb(dict(
-        v=1, epoch=0, phase=0, final=True, planned=8, samples=7, failed=1, correct_top1=6, correct_top5=7,
+        v=2, epoch=0, phase=0, final=True, planned=8, samples=7, failed=1, correct_top1=6, correct_top5=7,
         duplicates=0, loss_sum=1.75, class_names=names, workers=1, wall_s=1.0, images_per_sec=7.0, lr=0.0,
-        confusion=conf), use_bin_type=True)])
-    pub.send_multipart([b"failed", msgpack.packb(dict(v=1, epoch=0, phase=0, id=3, path="c1/bad.jpg",
+        confusion_cells=conf), use_bin_type=True)])
+    pub.send_multipart([b"failed", msgpack.packb(dict(v=2, epoch=0, phase=0, id=3, path="c1/bad.jpg",
                                                       reason="truncated"), use_bin_type=True)])
-    pub.send_multipart([b"end", msgpack.packb(dict(v=1, code=0, reason="ok"), use_bin_type=True)])
+    pub.send_multipart([b"end", msgpack.packb(dict(v=2, code=0, reason="ok"), use_bin_type=True)])
     while True:
         _, done = recv_map(router)
         if done["t"] == 11:

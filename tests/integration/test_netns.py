@@ -200,7 +200,7 @@ def dealer(ep, ident):
     s.connect(ep)
     return s
 def pack(t, **kw):
-    return msgpack.packb(dict(v=1, t=t, **kw), use_bin_type=True)
+    return msgpack.packb(dict(v=2, t=t, **kw), use_bin_type=True)
 red, ld = dealer(reducer, b"intruder"), dealer(loader, b"intruder")
 red.send(pack(1, role=1, pid=1, want_rank=-1, name="intruder", host="ns-b", backend="cpu"))
 red.send(pack(8, rank=0, seq=1, epoch=0, ids=b"\0" * 8, labels=b"\0" * 8, top5=b"\0" * 40,

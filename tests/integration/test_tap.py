@@ -28,7 +28,7 @@ NAMES = ["c0", "c1", "c2"]
 
 
 def ev(**kw):
-    return msgpack.packb(dict(v=1, **kw), use_bin_type=True)
+    return msgpack.packb(dict(v=2, **kw), use_bin_type=True)
 
 
 def progress(done, total=100):
@@ -42,11 +42,12 @@ def worker(rank, state="joined"):
 
 
 def metric(correct, final=False):
-    conf = struct.pack("<9Q", 2, 1, 0, 0, 3, 0, 0, 0, 1)
+    dense = (2, 1, 0, 0, 3, 0, 0, 0, 1)    # the nonzero cells: (true, pred, count) each
+    conf = b"".join(struct.pack("<IIQ", i // 3, i % 3, n) for i, n in enumerate(dense) if n)
     return [b"metric", ev(epoch=0, phase=0, final=final, planned=7, samples=7, failed=0,
                           correct_top1=correct, correct_top5=7, duplicates=0, loss_sum=1.75,
                           class_names=NAMES, workers=2, wall_s=1.0, images_per_sec=7.0, lr=0.0,
-                          confusion=conf)]
+                          confusion_cells=conf)]
 
 
 def example_monitor():

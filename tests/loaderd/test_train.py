@@ -133,7 +133,7 @@ BASE = tempfile.mkdtemp(prefix="ddpipe-loader-train-")
 
 
 def pack(t, **kw):
-    return msgpack.packb(dict(v=1, t=t, **kw), use_bin_type=True)
+    return msgpack.packb(dict(v=2, t=t, **kw), use_bin_type=True)
 
 
 def unpack(b):

@@ -124,7 +124,7 @@ static int send_repacked(garbage_t *g, int i, const char *key, const void *raw, 
 
 static int send_wrong_version(garbage_t *g, int i)
 {
-    static const unsigned char versions[][2] = {{0x02}, {0x00}, {0x7f}, {0xff}};
+    static const unsigned char versions[][2] = {{0x01}, {0x00}, {0x7f}, {0xff}};
     return send_repacked(g, i, "v", versions[i % 4], 1);
 }
 
@@ -133,7 +133,7 @@ static int send_wrong_type(garbage_t *g, int i)
     if (g->events && i % 2 == 0) { /* an unknown topic */
         zmsg_t *z = zmsg_new();
         zmsg_addstr(z, "bogus");
-        zmsg_addmem(z, "\x81\xa1v\x01", 4);
+        zmsg_addmem(z, "\x81\xa1v\x02", 4);
         return send_frames(g, &z);
     }
     static const char *const types[] = {"\x0c", "\x00", "\xa4" "JOIN", "\xcb\x3f\xf0\0\0\0\0\0\0"};
@@ -180,9 +180,9 @@ static int send_bad_pixels(garbage_t *g, int i)
 /* Containers claiming 4G elements, a bin running past the frame, deep nesting. */
 static int send_hostile(garbage_t *g, int i)
 {
-    static const char *const bombs[] = {"\x82\xa1v\x01\xa1t\xdd\xff\xff\xff\xff",
+    static const char *const bombs[] = {"\x82\xa1v\x02\xa1t\xdd\xff\xff\xff\xff",
                                         "\xdf\xff\xff\xff\xff",
-                                        "\x82\xa1v\x01\xa1t\xc6\xff\xff\xff\xf0"};
+                                        "\x82\xa1v\x02\xa1t\xc6\xff\xff\xff\xf0"};
     static const size_t lens[] = {11, 5, 11};
     zmsg_t *z = zmsg_new();
     if (g->events)

@@ -90,6 +90,7 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
         strcpy(m->u.join.backend, "cpu");
         strcpy(m->u.join.ring, "tcp://127.0.0.1:41234");
         strcpy(m->u.join.config, "--model wideresnet --lr 0.1 --sync-bn --seed 3");
+        strcpy(m->u.join.job, "0123456789abcdef0123456789abcdef");
         return 0;
     case DDP_WELCOME:
         m->u.welcome = (ddp_welcome_t){.rank = 1, .world = 3};
@@ -201,13 +202,16 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
 
 static void sample_metric(ev_metric_t *m)
 {
-    static const uint64_t conf[] = {5, 1, 0, 0, 4, 2, 1, 0, 7};
+    /* the dense {5, 1, 0, 0, 4, 2, 1, 0, 7} as its nonzero cells */
+    static const ev_cell_t conf[] = {{0, 0, 5}, {0, 1, 1}, {1, 1, 4},
+                                     {1, 2, 2}, {2, 0, 1}, {2, 2, 7}};
     *m = (ev_metric_t){.epoch = 4, .phase = 1, .final = true, .planned = 21, .samples = 20,
                        .failed = 1, .correct_top1 = 16, .correct_top5 = 20, .duplicates = 2,
                        .loss_sum = 12.345678901234567, .num_classes = 3, .workers = 3,
                        .wall_s = 1.5, .images_per_sec = 13.25, .lr = 0.1, .rejected = 6};
     m->class_names = strv(class_names, 3);
-    m->confusion = dup_mem(conf, sizeof conf);
+    m->cells = dup_mem(conf, sizeof conf);
+    m->ncells = sizeof conf / sizeof conf[0];
 }
 
 static void sample_predictions(ev_predictions_t *p)

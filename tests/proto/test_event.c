@@ -1,5 +1,5 @@
 /* Events: round trip of every topic, rejection of bad events, and the
- * exact JSON text of the tap's --json mirror (escaping, nested confusion,
+ * exact JSON text of the tap's --json mirror (escaping, confusion cells,
  * arrays, NaN -> null). */
 #include "common/log.h"
 #include "tests/proto/check.h"
@@ -22,9 +22,9 @@ static void same_event(const ddp_event_t *a, const ddp_event_t *b)
               x->wall_s == y->wall_s && x->images_per_sec == y->images_per_sec && x->lr == y->lr);
         for (uint32_t i = 0; i < x->num_classes && y->class_names; i++)
             CHECK_STR(x->class_names[i], y->class_names[i]);
-        CHECK((x->confusion == NULL) == (y->confusion == NULL));
-        if (x->confusion && y->confusion)
-            CHECK(memcmp(x->confusion, y->confusion, 8u * x->num_classes * x->num_classes) == 0);
+        CHECK((x->cells == NULL) == (y->cells == NULL) && x->ncells == y->ncells);
+        if (x->cells && y->cells)
+            CHECK(memcmp(x->cells, y->cells, sizeof *x->cells * x->ncells) == 0);
         CHECK(x->rejected == y->rejected && x->nranks == y->nranks && (x->rank_images_per_sec == NULL) == (y->rank_images_per_sec == NULL));
         if (x->rank_images_per_sec && y->rank_images_per_sec)
             CHECK(memcmp(x->rank_images_per_sec, y->rank_images_per_sec, 8u * x->nranks) == 0);
@@ -115,10 +115,11 @@ static void metric_without_confusion(void)
     ddp_event_t in, out;
     char err[256];
     sample_event(EV_METRIC, &in);
-    free(in.u.metric.confusion);
-    in.u.metric.confusion = NULL;
+    free(in.u.metric.cells);
+    in.u.metric.cells = NULL;
+    in.u.metric.ncells = 0;
     zmsg_t *z = event_encode(&in);
-    CHECK(event_decode(z, &out, err, sizeof err) == 0 && out.u.metric.confusion == NULL);
+    CHECK(event_decode(z, &out, err, sizeof err) == 0 && out.u.metric.cells == NULL);
     same_event(&in, &out);
     event_clear(&out);
     zmsg_destroy(&z);
@@ -126,6 +127,67 @@ static void metric_without_confusion(void)
 }
 
 /* --classes: the dataset's classes ride along the metric; bad lists refused. */
+/* The sparse confusion cells: order, range and counts checked on both
+ * sides (encode refuses, decode rejects bytes another encoder wrote). */
+static void metric_cells(void)
+{
+    ddp_event_t ev, out;
+    char err[256] = "";
+    sample_event(EV_METRIC, &ev);
+    ev_cell_t *c = ev.u.metric.cells, keep = c[0];
+    c[0] = c[1], c[1] = keep;   /* out of order */
+    CHECK(event_encode(&ev) == NULL);
+    c[1] = c[0], c[0] = keep;
+    c[5].pred = 3;              /* a class past num_classes */
+    CHECK(event_encode(&ev) == NULL);
+    c[5].pred = 2;
+    c[2].count = 0;             /* a zero cell */
+    CHECK(event_encode(&ev) == NULL);
+    c[2].count = 4;
+    ev.u.metric.samples = ev.u.metric.correct_top5 = 5; /* more cells than samples */
+    ev.u.metric.correct_top1 = 5;
+    CHECK(event_encode(&ev) == NULL);
+    ev.u.metric.samples = ev.u.metric.correct_top5 = 20;
+    ev.u.metric.correct_top1 = 16;
+    /* decode: the same faults written into valid bytes */
+    zmsg_t *z = event_encode(&ev);
+    CHECK(z != NULL);
+    zframe_t *body = zmsg_last(z);
+    unsigned char *b = zframe_data(body);
+    size_t size = zframe_size(body);
+    unsigned char *at = memmem(b, size, c, 2 * sizeof *c);
+    CHECK(at != NULL);
+    if (at) {
+        unsigned char *copy = malloc(size);
+        memcpy(copy, b, size);
+        unsigned char *p = copy + (at - b);
+        memcpy(p, &c[1], sizeof *c);   /* cell 1 before cell 0 */
+        memcpy(p + sizeof *c, &c[0], sizeof *c);
+        CHECK(event_decode_bytes(EV_METRIC, copy, size, &out, err, sizeof err) == -1);
+        CHECK_MSG(strstr(err, "is not after the one before"), "%s", err);
+        memcpy(p, &c[0], sizeof *c);
+        memcpy(p + sizeof *c, &c[1], sizeof *c);
+        p[4] = 7;                      /* pred 7 of 3 classes */
+        CHECK(event_decode_bytes(EV_METRIC, copy, size, &out, err, sizeof err) == -1);
+        CHECK_MSG(strstr(err, "want both classes < 3"), "%s", err);
+        p[4] = 0;
+        CHECK(event_decode_bytes(EV_METRIC, copy, size, &out, err, sizeof err) == 0);
+        CHECK(out.u.metric.ncells == 6 && out.u.metric.cells[5].count == 7);
+        event_clear(&out);
+        free(copy);
+    }
+    zmsg_destroy(&z);
+    event_clear(&ev);
+    /* the accessor and normaliser */
+    ev_cell_t raw[] = {{2, 1, 3}, {0, 4, 1}, {2, 1, 2}, {1, 1, 0}};
+    uint64_t n = 4;
+    confusion_normalize(raw, &n);
+    CHECK(n == 2 && raw[0].truth == 0 && raw[0].pred == 4 && raw[1].count == 5);
+    CHECK(confusion_at(raw, n, 2, 1) == 5 && confusion_at(raw, n, 1, 1) == 0);
+    CHECK(confusion_check(raw, n, 5, err, sizeof err) == 0);
+    CHECK(confusion_check(raw, n, 4, err, sizeof err) == -1);
+}
+
 static void metric_present(void)
 {
     ddp_event_t in, out;
@@ -178,7 +240,7 @@ static void progress_optional(void)
     event_clear(&out);
     zmsg_destroy(&z);
     /* an old publisher's map: the 8 original keys only */
-    static const char old[] = "\x88\xa1v\x01\xa5" "epoch\x01\xa5phase\x00\xa4" "done\x05\xa5total\x0a"
+    static const char old[] = "\x88\xa1v\x02\xa5" "epoch\x01\xa5phase\x00\xa4" "done\x05\xa5total\x0a"
                               "\xaeimages_per_sec\x02\xa5" "eta_s\x03\xa7workers\x01";
     CHECK_MSG(event_decode_bytes(EV_PROGRESS, old, sizeof old - 1, &out, err, sizeof err) == 0,
               "%s", err);
@@ -187,7 +249,7 @@ static void progress_optional(void)
           out.u.progress.rank_done == NULL && out.u.progress.failed == 0);
     event_clear(&out);
     /* rank_done must be whole u64s */
-    static const char bad[] = "\x89\xa1v\x01\xa5" "epoch\x01\xa5phase\x00\xa4" "done\x05\xa5total\x0a"
+    static const char bad[] = "\x89\xa1v\x02\xa5" "epoch\x01\xa5phase\x00\xa4" "done\x05\xa5total\x0a"
                               "\xaeimages_per_sec\x02\xa5" "eta_s\x03\xa7workers\x01"
                               "\xa9rank_done\xc4\x03\x01\x02\x03";
     CHECK(event_decode_bytes(EV_PROGRESS, bad, sizeof bad - 1, &out, err, sizeof err) == -1);
@@ -203,8 +265,9 @@ static void metric_optional(void)
     char err[256] = "";
     double ips[2] = {120.5, 0.1};
     sample_event(EV_METRIC, &in);
-    free(in.u.metric.confusion);
-    in.u.metric.confusion = NULL;
+    free(in.u.metric.cells);
+    in.u.metric.cells = NULL;
+    in.u.metric.ncells = 0;
     in.u.metric.nranks = 2;
     in.u.metric.rank_images_per_sec = ips;
     in.u.metric.has_decision = true;
@@ -230,7 +293,7 @@ static void metric_optional(void)
     in.u.metric.nranks = 0;
     event_clear(&in);
     /* a rank array that is not whole doubles, a decision out of range */
-    static const char base[] = "\xa1v\x01\xa5" "epoch\x00\xa5phase\x01\xa5" "final\xc2\xa7planned\x01"
+    static const char base[] = "\xa1v\x02\xa5" "epoch\x00\xa5phase\x01\xa5" "final\xc2\xa7planned\x01"
                                "\xa7samples\x01\xa6" "failed\x00\xac" "correct_top1\x00\xac"
                                "correct_top5\x00\xaa" "duplicates\x00\xa8loss_sum\x00\xab"
                                "class_names\x91\xa1" "a\xa7workers\x01\xa6wall_s\x00\xae"
@@ -276,29 +339,29 @@ static void expect_reject_frames(const char *topic, const void *body, size_t siz
 
 static void rejects(void)
 {
-    REJ("nope", "\x81\xa1v\x01", "unknown event topic frame of 4 bytes");
-    REJ("end", "\x82\xa1v\x02\xa4" "code\x00", "end: protocol version 2, want 1");
-    REJ("end", "\x82\xa1v\x01\xa4" "code\x00", "end: missing key 'reason'");
+    REJ("nope", "\x81\xa1v\x02", "unknown event topic frame of 4 bytes");
+    REJ("end", "\x82\xa1v\x03\xa4" "code\x00", "end: protocol version 3, want 2");
+    REJ("end", "\x82\xa1v\x02\xa4" "code\x00", "end: missing key 'reason'");
     REJ("log",
-        "\x85\xa1v\x01\xa5level\xa5" "fatal\xa6" "daemon\xa1x\xa4rank\x00\xa3msg\xa0",
+        "\x85\xa1v\x02\xa5level\xa5" "fatal\xa6" "daemon\xa1x\xa4rank\x00\xa3msg\xa0",
         "log: 'level' is not one of error, warn, info");
     REJ("worker",
-        "\x86\xa1v\x01\xa4rank\x00\xa4name\xa0\xa4host\xa0\xa5state\xa4gone\xaeimages_per_sec\x00",
+        "\x86\xa1v\x02\xa4rank\x00\xa4name\xa0\xa4host\xa0\xa5state\xa4gone\xaeimages_per_sec\x00",
         "worker: 'state' is not one of joined, dead, left");
     REJ("progress", "\xdd\xff\xff\xff\xff", "array of 4294967295 elements");
     /* predictions: status bin shorter than n */
     REJ("predictions",
-        "\x8b\xa1v\x01\xa5" "epoch\x00\xa5phase\x00\xa5" "first\x00\xa1n\x02\xa5total\x02\xa1k\x01"
+        "\x8b\xa1v\x02\xa5" "epoch\x00\xa5phase\x00\xa5" "first\x00\xa1n\x02\xa5total\x02\xa1k\x01"
         "\xa6status\xc4\x01\x01\xa6labels\xc4\x08\0\0\0\0\0\0\0\0\xa4topk\xc4\x08\0\0\0\0\0\0\0\0"
         "\xa4loss\xc4\x08\0\0\0\0\0\0\0\0",
         "predictions: 'status' bin is 1 bytes, want n = 2");
     REJ("predictions",
-        "\x8b\xa1v\x01\xa5" "epoch\x00\xa5phase\x00\xa5" "first\x00\xa1n\x02\xa5total\x01\xa1k\x01"
+        "\x8b\xa1v\x02\xa5" "epoch\x00\xa5phase\x00\xa5" "first\x00\xa1n\x02\xa5total\x01\xa1k\x01"
         "\xa6status\xc4\x02\x01\x01\xa6labels\xc4\x08\0\0\0\0\0\0\0\0\xa4topk\xc4\x08\0\0\0\0\0\0\0\0"
         "\xa4loss\xc4\x08\0\0\0\0\0\0\0\0",
         "predictions: chunk first=0 n=2 does not fit in total=1");
     REJ("predictions",
-        "\x8b\xa1v\x01\xa5" "epoch\x00\xa5phase\x00\xa5" "first\x00\xa1n\x02\xa5total\x02\xa1k\x01"
+        "\x8b\xa1v\x02\xa5" "epoch\x00\xa5phase\x00\xa5" "first\x00\xa1n\x02\xa5total\x02\xa1k\x01"
         "\xa6status\xc4\x02\x01\x03\xa6labels\xc4\x08\0\0\0\0\0\0\0\0\xa4topk\xc4\x08\0\0\0\0\0\0\0\0"
         "\xa4loss\xc4\x08\0\0\0\0\0\0\0\0",
         "predictions: 'status[1]' is 3, want 1 (result) or 2 (failed)");
@@ -365,32 +428,32 @@ static void inf_loss(ddp_event_t *ev) { ev->u.predictions.loss[1] = INFINITY; }
 static void json(void)
 {
     json_of(EV_METRIC, NULL,
-            "{\"topic\":\"metric\",\"v\":1,\"epoch\":4,\"phase\":\"train\",\"final\":true,\"planned\":21,"
+            "{\"topic\":\"metric\",\"v\":2,\"epoch\":4,\"phase\":\"train\",\"final\":true,\"planned\":21,"
             "\"samples\":20,\"failed\":1,\"correct_top1\":16,\"correct_top5\":20,\"duplicates\":2,"
             "\"loss_sum\":12.345678901234567,\"class_names\":[\"cat\",\"dog \\\"quoted\\\"\","
             "\"b\\\\ird\\n\"],\"workers\":3,\"wall_s\":1.5,\"images_per_sec\":13.25,\"lr\":0.1,"
-            "\"confusion\":[[5,1,0],[0,4,2],[1,0,7]],\"rejected\":6}");
+            "\"confusion_cells\":[[0,0,5],[0,1,1],[1,1,4],[1,2,2],[2,0,1],[2,2,7]],\"rejected\":6}");
     json_of(EV_PREDICTIONS, inf_loss,
-            "{\"topic\":\"predictions\",\"v\":1,\"epoch\":0,\"phase\":\"eval\",\"first\":10,\"n\":2,"
+            "{\"topic\":\"predictions\",\"v\":2,\"epoch\":0,\"phase\":\"eval\",\"first\":10,\"n\":2,"
             "\"total\":12,\"k\":5,\"status\":[1,2],\"labels\":[2,0],"
             "\"topk\":[[2,1,0,-1,-1],[-1,-1,-1,-1,-1]],\"loss\":[0.5,null],"
             "\"paths\":[\"val/cat/0001.jpg\",\"val/dog/0002.JPEG\"]}");
     json_of(EV_PROGRESS, nan_rate,
-            "{\"topic\":\"progress\",\"v\":1,\"epoch\":1,\"phase\":\"eval\",\"done\":500,\"total\":1000,"
+            "{\"topic\":\"progress\",\"v\":2,\"epoch\":1,\"phase\":\"eval\",\"done\":500,\"total\":1000,"
             "\"images_per_sec\":250.5,\"eta_s\":null,\"workers\":2,\"elapsed_s\":0,"
             "\"failed\":0,\"rejected\":0}");
     json_of(EV_LOG, NULL,
-            "{\"topic\":\"log\",\"v\":1,\"level\":\"warn\",\"daemon\":\"loaderd\",\"rank\":-1,"
+            "{\"topic\":\"log\",\"v\":2,\"level\":\"warn\",\"daemon\":\"loaderd\",\"rank\":-1,"
             "\"msg\":\"cannot decode \\\"a.jpg\\\":\\tbad\\u0001 marker\"}");
     json_of(EV_WORKER, NULL,
-            "{\"topic\":\"worker\",\"v\":1,\"rank\":1,\"name\":\"gpud-h-1\",\"host\":\"h\","
+            "{\"topic\":\"worker\",\"v\":2,\"rank\":1,\"name\":\"gpud-h-1\",\"host\":\"h\","
             "\"state\":\"dead\",\"images_per_sec\":99}");
-    json_of(EV_END, NULL, "{\"topic\":\"end\",\"v\":1,\"code\":0,\"reason\":\"done\"}");
+    json_of(EV_END, NULL, "{\"topic\":\"end\",\"v\":2,\"code\":0,\"reason\":\"done\"}");
     json_of(EV_FAILED, NULL,
-            "{\"topic\":\"failed\",\"v\":1,\"epoch\":2,\"phase\":\"train\",\"id\":31,"
+            "{\"topic\":\"failed\",\"v\":2,\"epoch\":2,\"phase\":\"train\",\"id\":31,"
             "\"path\":\"train/dog/bad.jpg\",\"reason\":\"Not a JPEG file: starts with 0x89 0x50\"}");
     json_of(EV_MEMBERSHIP, NULL,
-            "{\"topic\":\"membership\",\"v\":1,\"gen\":2,\"world\":2,\"change\":\"lost\","
+            "{\"topic\":\"membership\",\"v\":2,\"gen\":2,\"world\":2,\"change\":\"lost\","
             "\"ranks\":[1,3],\"names\":[\"gpud-a-12\",\"gpud-b-\\\"7\\\"\"],\"step\":17,"
             "\"epoch\":1,\"redone\":true,\"reason\":\"ranks 1, 3 lost: silent for 10s\"}");
     CHECK(event_to_json(NULL) == NULL);
@@ -404,6 +467,7 @@ int main(void)
     CHECK_STR(event_topic_name(EV_PREDICTIONS), "predictions");
     CHECK_STR(event_topic_name((ev_topic_t)0), "unknown");
     metric_without_confusion();
+    metric_cells();
     metric_present();
     progress_optional();
     metric_optional();

@@ -28,7 +28,7 @@ typedef struct {
 
 static const mut_t table[] = {
     /* version and type */
-    {DDP_JOIN, OP_SET, "v", RAW("\x02"), "message: protocol version 2, want 1"},
+    {DDP_JOIN, OP_SET, "v", RAW("\x01"), "message: protocol version 1, want 2"},
     {DDP_JOIN, OP_SET, "v", RAW("\xa1" "1"), "'v' is a msgpack str, want uint"},
     {DDP_JOIN, OP_DROP, "v", RAW(""), "message: missing key 'v'"},
     {DDP_JOIN, OP_SET, "t", RAW("\x13"), "'t' is 19, want 1..18"},
@@ -174,6 +174,7 @@ static const mut_t table[] = {
     {DDP_STATE, OP_DROP, "step", RAW(""), "STATE: missing key 'step'"},
     {DDP_STATE, OP_SET, "token", BIN(15), "STATE: 'token' bin is 15 bytes, want token = 16"},
     {DDP_JOIN, OP_SET, "config", RAW("\x01"), "JOIN: 'config' is a msgpack"},
+    {DDP_JOIN, OP_SET, "job", STR(64), "JOIN: 'job'"},
     {DDP_RESULT, OP_SET, "gen", RAW("\xcf\0\0\0\1\0\0\0\0"), "RESULT: 'gen' is 4294967296"},
     {DDP_BATCH, OP_SET, "gen", RAW("\xff"), "BATCH: 'gen' is -1"},
     {DDP_BATCH, OP_DROP, "gen", RAW(""), NULL},
@@ -181,7 +182,7 @@ static const mut_t table[] = {
     {DDP_WELCOME, OP_SET, "gen", RAW("\xc0"), NULL},
     /* duplicate keys are ambiguous; unknown keys are forward compatible */
     {DDP_RESULT, OP_ADD, "k", RAW("\x05"), "RESULT: key 'k' appears twice"},
-    {DDP_JOIN, OP_ADD, "v", RAW("\x01"), "message: key 'v' appears twice"},
+    {DDP_JOIN, OP_ADD, "v", RAW("\x02"), "message: key 'v' appears twice"},
     {DDP_RESULT, OP_ADD, "zz_future", RAW("\x92\x01\xa1" "x"), NULL},
     {DDP_BATCH, OP_ADD, "mean", RAW("\xcb\x3f\xe0\0\0\0\0\0\0"), NULL},
     {DDP_STOP, OP_ADD, "", RAW("\xc0"), NULL},

@@ -37,6 +37,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         CHECK_STR(a->u.join.backend, b->u.join.backend);
         CHECK_STR(a->u.join.ring, b->u.join.ring);
         CHECK_STR(a->u.join.config, b->u.join.config);
+        CHECK_STR(a->u.join.job, b->u.join.job);
         CHECK(a->u.join.shard == b->u.join.shard && a->u.join.shards == b->u.join.shards);
         break;
     case DDP_WELCOME:
@@ -340,7 +341,7 @@ static void sockets(void)
     ddp_msg_clear(&m);
 
     /* Garbage is rejected, counted, and leaves no route behind. */
-    zframe_t *junk = zframe_new("\x81\xa1v\x02", 4); /* {"v": 2} */
+    zframe_t *junk = zframe_new("\x81\xa1v\x03", 4); /* {"v": 3} */
     CHECK(zframe_send(&junk, dealer, 0) == 0);
     zframe_t *r2 = (zframe_t *)1;
     CHECK(proto_recv(router, &r2, &got, &stats) == 1);

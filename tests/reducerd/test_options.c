@@ -26,7 +26,7 @@ static void test_defaults(void)
     CHECK(parse_words("--bind ipc://a --pub ipc://b", &o) == 0);
     CHECK_STR(o.bind, "ipc://a");
     CHECK_STR(o.pub, "ipc://b");
-    CHECK_STR(o.job, "ddpipe");
+    CHECK(o.job == NULL);   /* $DDPIPE_JOB or drawn at start: never shared by default */
     CHECK(o.workers == 1 && o.reporters == 1);
     CHECK(o.worker_timeout_s == 10 && o.stall_timeout_s == 600 && o.done_timeout_s == 60);
     CHECK(o.epochs == 1 && o.patience == 1 && o.target_accuracy == 0);
@@ -57,6 +57,8 @@ static void test_errors(void)
     CHECK(parse_words("--bind a --pub b --train --workers 3 --max-workers 2", &o) == -1);
     CHECK(parse_words("--bind a --pub b --probs all", &o) == 0 && strcmp(o.probs, "all") == 0);
     CHECK(parse_words("--bind a --pub b --probs some", &o) == -1);
+    CHECK(parse_words("--bind a --pub b --job bad/id", &o) == -1);   /* one word of a log line */
+    CHECK(parse_words("--bind a --pub b --job run-7.a", &o) == 0 && strcmp(o.job, "run-7.a") == 0);
 }
 
 static void test_usage_names_every_option(void)
@@ -64,7 +66,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&reducer_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 26); /* 24 of reducerd's own, --curve-dir and --insecure */
+    CHECK(options == 27); /* 25 of reducerd's own, --curve-dir and --insecure */
     free(text);
 }
 

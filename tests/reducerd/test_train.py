@@ -38,7 +38,7 @@ NAMES = ["a", "b", "c"]
 
 
 def pack(t, **kw):
-    return msgpack.packb(dict(v=1, t=t, **kw), use_bin_type=True)
+    return msgpack.packb(dict(v=2, t=t, **kw), use_bin_type=True)
 
 
 class Peer:

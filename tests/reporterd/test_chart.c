@@ -48,12 +48,15 @@ static void s_charts(const char *stem, uint32_t nc, char **names)
     snprintf(svg, sizeof svg, "%s/%s-confusion.svg", s_dir, stem);
     snprintf(fpng, sizeof fpng, "%s/%s-f1.png", s_dir, stem);
     snprintf(fsvg, sizeof fsvg, "%s/%s-f1.svg", s_dir, stem);
-    chart_classes_t c = {"Confusion matrix (test)", conf, nc, names, 0};
+    uint64_t ncells;
+    ev_cell_t *cells = confusion_from_dense(conf, nc, &ncells);
+    chart_classes_t c = {"Confusion matrix (test)", cells, ncells, nc, names, 0};
     CHECK(chart_confusion_write(&c, png, svg, why, sizeof why) == 0);
     CHECK(chart_f1_write(&c, fpng, fsvg, why, sizeof why) == 0);
     CHECK(s_is_png(png) && s_is_png(fpng) && s_is_svg(svg) && s_is_svg(fsvg));
     if (why[0])
         fprintf(stderr, "%s: %s\n", stem, why);
+    free(cells);
     free(conf);
 }
 
@@ -74,10 +77,14 @@ static void test_charts(void)
     CHECK(d && strstr(d, "<image") != NULL);
     free(d);
     char err[256];
-    chart_classes_t none = {"x", NULL, 0, NULL, 0};
+    chart_classes_t none = {"x", NULL, 0, 0, NULL, 0};
     CHECK(chart_confusion_write(&none, "/nonexistent/a.png", NULL, err, sizeof err) == -1);
-    uint64_t one = 1;
-    chart_classes_t c = {"x", &one, 1, NULL, 0};
+    /* past CHART_CONFUSION_MAX classes no heat map: refused, nothing allocated */
+    chart_classes_t huge = {"x", NULL, 0, CHART_CONFUSION_MAX + 1, NULL, 0};
+    CHECK(chart_confusion_write(&huge, "/nonexistent/a.png", NULL, err, sizeof err) == -1);
+    CHECK(strstr(err, "more than the 1000") != NULL);
+    ev_cell_t one = {0, 0, 1};
+    chart_classes_t c = {"x", &one, 1, 1, NULL, 0};
     CHECK(chart_confusion_write(&c, "/nonexistent-dir/a.png", NULL, err, sizeof err) == -1);
     CHECK(strstr(err, "/nonexistent-dir/a.png") != NULL);
 }

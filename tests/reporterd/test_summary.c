@@ -11,7 +11,7 @@
 static char *s_names[3] = {"cat", "dog \"big\"", "p\xc3\xa2t\xc3\xa9"};
 /* true 0: 5 right, 1 as dog; true 1: 2 as cat, 3 right, 1 as class 2;
  * class 2: no support, predicted once. */
-static uint64_t s_conf[9] = {5, 1, 0, 2, 3, 1, 0, 0, 0};
+static ev_cell_t s_conf[] = {{0, 0, 5}, {0, 1, 1}, {1, 0, 2}, {1, 1, 3}, {1, 2, 1}};
 
 static ev_metric_t s_metric(void)
 {
@@ -28,7 +28,8 @@ static ev_metric_t s_metric(void)
     m.loss_sum = 6.5;
     m.num_classes = 3;
     m.class_names = s_names;
-    m.confusion = s_conf;
+    m.cells = s_conf;
+    m.ncells = sizeof s_conf / sizeof s_conf[0];
     m.workers = 3;
     m.wall_s = 2.25;
     m.images_per_sec = 5.333;
@@ -141,14 +142,13 @@ static void test_determinism_and_failed(const char *outdir)
 
 static void test_no_samples_and_no_names(void)
 {
-    uint64_t zero[4] = {0};
     ev_metric_t m;
     memset(&m, 0, sizeof m);
     m.phase = 1;
     m.planned = 2;
     m.failed = 2;
     m.num_classes = 2;
-    m.confusion = zero;
+    /* no cells: an empty matrix */
     char *j = summary_json(&m, NULL, 0, NULL);
     CHECK(j != NULL);
     if (!j)
@@ -165,12 +165,13 @@ static void test_no_samples_and_no_names(void)
 /* A training run's object after the run-dependent keys; unknowns are null. */
 static void test_training_object(void)
 {
-    uint64_t conf[4] = {1, 0, 0, 1};
+    ev_cell_t conf[2] = {{0, 0, 1}, {1, 1, 1}};
     ev_metric_t m;
     memset(&m, 0, sizeof m);
     m.planned = m.samples = m.correct_top1 = m.correct_top5 = 2;
     m.num_classes = 2;
-    m.confusion = conf;
+    m.cells = conf;
+    m.ncells = 2;
     m.wall_s = 0.5;
     summary_training_t t = {.epochs_run = 2, .last_epoch = 1, .stop_reason = NULL,
                             .best_val_top1 = NAN, .final_train_loss = 0.25,

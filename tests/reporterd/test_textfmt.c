@@ -86,6 +86,25 @@ static void test_csv(void)
     s_expect(textfmt_csv_field, "say \"hi\".jpg", "\"say \"\"hi\"\".jpg\"");
     s_expect(textfmt_csv_field, "two\nlines", "\"two\nlines\"");
     s_expect(textfmt_csv_field, NULL, "");
+    /* paths: valid UTF-8 without '%' unchanged; '%' and bad bytes %XX */
+    s_expect(textfmt_csv_path, "c/p\xc3\xa2t\xc3\xa9 1.jpg", "c/p\xc3\xa2t\xc3\xa9 1.jpg");
+    s_expect(textfmt_csv_path, "c/\xff\xfe,x.jpg", "\"c/%FF%FE,x.jpg\"");
+    s_expect(textfmt_csv_path, "c/50%.jpg", "c/50%25.jpg");
+    s_expect(textfmt_csv_path, "c/\xc3(\xed\xa0\x80.jpg", "c/%C3(%ED%A0%80.jpg"); /* cut, surrogate */
+    s_expect(textfmt_csv_path, "c/a\nb.jpg", "\"c/a\nb.jpg\"");
+    s_expect(textfmt_csv_path, NULL, "");
+}
+
+static void test_escape_line(void)
+{
+    char out[64];
+    CHECK(utf8_escape_line("plain p\xc3\xa2t\xc3\xa9", out, sizeof out) == 12);
+    CHECK(strcmp(out, "plain p\xc3\xa2t\xc3\xa9") == 0);
+    utf8_escape_line("a\nb\rc\td\x01" "e\x7f\xff\xfe", out, sizeof out);
+    CHECK(strcmp(out, "a\\nb\\rc\\td\\x01e\\x7f\\xff\\xfe") == 0);
+    char small[5];
+    CHECK(utf8_escape_line("ab\ncd", small, sizeof small) == 4 && strcmp(small, "ab\\n") == 0);
+    CHECK(utf8_escape_line("abc\xff", small, sizeof small) == 3 && strcmp(small, "abc") == 0);
 }
 
 static void test_utf8_and_time(void)
@@ -105,6 +124,7 @@ int main(void)
     test_num();
     test_json();
     test_csv();
+    test_escape_line();
     test_utf8_and_time();
     return check_done("test_textfmt");
 }

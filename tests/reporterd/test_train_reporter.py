@@ -38,10 +38,11 @@ def metric(epoch, phase, right, wall_s, decision, streak, reason, final=False, r
         left -= ok
         conf[c * 3 + c] = ok
         conf[c * 3 + (c + 1) % 3] = per[c] - ok
-    ev = dict(v=1, epoch=epoch, phase=phase, final=final, planned=18, samples=18, failed=0,
+    ev = dict(v=2, epoch=epoch, phase=phase, final=final, planned=18, samples=18, failed=0,
               correct_top1=right, correct_top5=18, duplicates=0, loss_sum=18 * (1.0 / (epoch + 1)),
               class_names=NAMES, workers=2, wall_s=wall_s, images_per_sec=18 / wall_s,
-              lr=0.1 if phase else 0.0, confusion=struct.pack("<9Q", *conf),
+              lr=0.1 if phase else 0.0, confusion_cells=b"".join(
+                  struct.pack("<IIQ", i // 3, i % 3, n) for i, n in enumerate(conf) if n),
               decision=decision, streak=streak, epochs=5, decision_reason=reason)
     if ranks:
         ev["rank_images_per_sec"] = struct.pack("<%dd" % len(ranks), *ranks)
@@ -49,7 +50,7 @@ def metric(epoch, phase, right, wall_s, decision, streak, reason, final=False, r
 
 
 def membership(gen, world, change, ranks, names, step, epoch, redone, reason):
-    ev = dict(v=1, gen=gen, world=world, change=change, ranks=struct.pack("<%di" % len(ranks), *ranks),
+    ev = dict(v=2, gen=gen, world=world, change=change, ranks=struct.pack("<%di" % len(ranks), *ranks),
               names=names, step=step, epoch=epoch, redone=redone, reason=reason)
     return [b"membership", msgpack.packb(ev, use_bin_type=True)]
 
@@ -77,7 +78,7 @@ def run(extra, epochs):
         for e in epochs:
             for frames in e[1]:
                 pub.send_multipart(frames)
-        pub.send_multipart([b"end", msgpack.packb(dict(v=1, code=0, reason="ok"), use_bin_type=True)])
+        pub.send_multipart([b"end", msgpack.packb(dict(v=2, code=0, reason="ok"), use_bin_type=True)])
         while True:
             if not router.poll(20000):
                 fail("no DONE from reporterd\n" + open(log.name).read())

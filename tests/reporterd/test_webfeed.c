@@ -22,14 +22,15 @@
 #include "reporterd/webpage.h"
 
 static char *s_names[3] = {"cat", "<b>dog</b>", "\"emu\""};
-static uint64_t s_conf[9] = {5, 1, 0, 0, 6, 0, 1, 0, 7};
+static ev_cell_t s_conf[] = {{0, 0, 5}, {0, 1, 1}, {1, 1, 6}, {2, 0, 1}, {2, 2, 7}};
 
 static ddp_event_t s_metric(uint32_t epoch, uint8_t phase)
 {
     ddp_event_t ev = {.topic = EV_METRIC};
     ev.u.metric = (ev_metric_t){.epoch = epoch, .phase = phase, .planned = 20, .samples = 20,
                                 .correct_top1 = 18, .correct_top5 = 20, .loss_sum = 3.5,
-                                .num_classes = 3, .class_names = s_names, .confusion = s_conf,
+                                .num_classes = 3, .class_names = s_names, .cells = s_conf,
+                                .ncells = sizeof s_conf / sizeof s_conf[0],
                                 .workers = 2, .wall_s = 1, .images_per_sec = 20};
     return ev;
 }
@@ -89,7 +90,7 @@ static void s_feed(void)
     CHECK_MSG(strstr(got, frame), "the newest metric whole in\n%s", got);
     snprintf(frame, sizeof frame, "data: %s\n\n", prog);
     CHECK_MSG(strstr(got, frame), "the progress in\n%s", got);
-    CHECK(s_count(got, "\"topic\":\"metric\"") == 2 && s_count(got, "\"confusion\"") == 1);
+    CHECK(s_count(got, "\"topic\":\"metric\"") == 2 && s_count(got, "\"confusion_cells\"") == 1);
     CHECK(strstr(got, "\\\"emu\\\"") && strstr(got, "<b>dog</b>")); /* JSON-escaped, as sent */
     CHECK(s_count(got, "data: ") == 3 && !strstr(got, "predictions"));
     free(got);
