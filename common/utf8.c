@@ -106,3 +106,23 @@ size_t utf8_escape_line(const char *s, char *out, size_t cap)
     out[n] = '\0';
     return n;
 }
+
+char *utf8_percent_escape(const char *s)
+{
+    char *enc = malloc(3 * strlen(s) + 1);
+    if (!enc)
+        return NULL;
+    size_t n = 0;
+    for (int k; *s; s += k) {
+        k = utf8_char_len(s);
+        if (k == 0 || *s == '%') {
+            k = 1;
+            n += (size_t)snprintf(enc + n, 4, "%%%02X", (unsigned char)*s);
+        } else {
+            memcpy(enc + n, s, (size_t)k);
+            n += (size_t)k;
+        }
+    }
+    enc[n] = '\0';
+    return enc;
+}

@@ -30,4 +30,11 @@ char *utf8_repair(const char *s);
  * Returns the bytes written, NUL excluded. */
 size_t utf8_escape_line(const char *s, char *out, size_t cap);
 
+/* A file name as valid UTF-8 that gives its bytes back: valid characters
+ * as they are, '%' and each byte that is not valid UTF-8 as %XX (upper
+ * case), so Python's urllib.parse.unquote_to_bytes() returns the name's
+ * bytes. A copy (caller frees); NULL when out of memory. predictions.csv
+ * and summary.json's failed_files write paths this way. */
+char *utf8_percent_escape(const char *s);
+
 #endif

@@ -9,6 +9,7 @@
 #include "common/atomic_file.h"
 #include "common/errbuf.h"
 #include "common/json.h"
+#include "common/utf8.h"
 #include "reporterd/clsmetrics.h"
 
 const char *summary_phase_name(uint8_t phase)
@@ -62,6 +63,19 @@ static int s_by_index(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A failed file's path as predictions.csv writes it (README): valid UTF-8
+ * as it is, '%' and bytes that are not UTF-8 percent-encoded, so two names
+ * that differ only in such bytes stay apart. */
+static json_t *s_path(const char *path)
+{
+    if (!path)
+        return json_null();
+    char *enc = utf8_percent_escape(path);
+    json_t *j = enc ? json_string(enc) : NULL;
+    free(enc);
+    return j;
+}
+
 /* failed_files, sorted by index */
 static json_t *s_failed_files(const summary_failed_t *failed, size_t n)
 {
@@ -75,7 +89,7 @@ static json_t *s_failed_files(const summary_failed_t *failed, size_t n)
         json_t *o = json_object();
         int bad = json_array_append_new(all, o);
         bad |= json_object_set_new(o, "index", json_integer((json_int_t)sorted[i].index));
-        bad |= json_object_set_new(o, "path", json_utf8_or_null(sorted[i].path));
+        bad |= json_object_set_new(o, "path", s_path(sorted[i].path));
         bad |= json_object_set_new(o, "reason", json_utf8_or_null(sorted[i].reason));
         if (bad) {
             json_decref(all);

@@ -35,23 +35,9 @@ void textfmt_csv_path(FILE *out, const char *s)
         textfmt_csv_field(out, s);
         return;
     }
-    char *enc = malloc(3 * strlen(s) + 1);
-    if (!enc) {   /* out of memory: an empty field beats invalid UTF-8 */
-        return;
-    }
-    size_t n = 0;
-    for (int k; *s; s += k) {
-        k = utf8_char_len(s);
-        if (k == 0 || *s == '%') {
-            k = 1;
-            n += (size_t)sprintf(enc + n, "%%%02X", (unsigned char)*s);
-        } else {
-            memcpy(enc + n, s, (size_t)k);
-            n += (size_t)k;
-        }
-    }
-    enc[n] = '\0';
-    textfmt_csv_field(out, enc);
+    char *enc = utf8_percent_escape(s);
+    if (enc)   /* out of memory: an empty field beats invalid UTF-8 */
+        textfmt_csv_field(out, enc);
     free(enc);
 }
 

@@ -2,7 +2,8 @@
 
 An ImageFolder of 20 Fashion-MNIST JPEGs plus: a good JPEG named
 "new<LF>line.jpg", one named with the bytes 0xff 0xfe, one "50%.jpg", and a
-corrupt file named "bad<LF>name<0xff>.jpg" (so loaderd logs it as failed).
+corrupt file named "bad<LF>name<0xff>.jpg" (so loaderd logs it as failed, and
+summary.json's failed_files names it as predictions.csv does).
 Checked: predictions.csv is valid UTF-8 with one row per sample; a path
 keeps valid UTF-8 as it is and percent-encodes '%' and each byte that is
 not UTF-8 (urllib.parse.unquote_to_bytes gives the name's bytes back),
@@ -45,6 +46,11 @@ out = os.path.join(wd, "run")
 p = run_eval(data, out, 1, 8, extra=["--predictions", "topk"])
 s = summary(out)
 check(s["planned"] == n and s["failed"] == 1, "planned %s failed %s, want %d, 1" % (s["planned"], s["failed"], n))
+bad_path = odd[classes[3].encode() + b"/bad\nname\xff.jpg"][1]
+ff = s.get("failed_files") or [{}]
+check(len(ff) == 1 and str(ff[0].get("path")).endswith(bad_path),
+      "summary.json failed_files %r: want the corrupt file's path as predictions.csv writes it (%r)"
+      % (ff, bad_path))
 
 raw = read(os.path.join(out, "predictions.csv"), "rb")
 try:
