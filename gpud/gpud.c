@@ -297,6 +297,24 @@ void gpud_on_heartbeat(gpud_t *self)
     zstr_free(&reason);
 }
 
+zpoller_t *gpud_reducer_poller(gpud_t *self)
+{
+    zpoller_t *poller = zpoller_new(self->reducer, NULL);
+    if (poller && self->heartbeat && zpoller_add(poller, self->heartbeat) != 0)
+        zpoller_destroy(&poller);
+    return poller;
+}
+
+int gpud_poll_reducer(gpud_t *self, zpoller_t *poller, int timeout_ms, ddp_msg_t *m)
+{
+    void *which = zpoller_wait(poller, timeout_ms);
+    if (which && which == (void *)self->heartbeat)
+        gpud_on_heartbeat(self);
+    if (which != self->reducer)
+        return 0;
+    return proto_recv(zsock_resolve(self->reducer), NULL, m, &self->stats) == 0;
+}
+
 int gpud_check_batch_shape(gpud_t *self, const ddp_batch_t *batch)
 {
     int want_c = model_in_channels(self->model), h = 0, w = 0;

@@ -142,6 +142,13 @@ int64_t gpud_commit_timeout_ms(const gpud_t *self);
 /* What the heartbeat actor says (a STOP reducerd sent to the beat socket:
  * a lost job, or this rank fenced out), applied. */
 void gpud_on_heartbeat(gpud_t *self);
+/* A poller on the reducer socket and the heartbeat's STOPs (caller
+ * destroys); NULL when out of memory. */
+zpoller_t *gpud_reducer_poller(gpud_t *self);
+/* One wait of at most timeout_ms on such a poller: a STOP from the
+ * heartbeat is handled here. 1 with *m decoded from reducerd (the caller
+ * clears it), else 0 (nothing, the heartbeat, or a rejected message). */
+int gpud_poll_reducer(gpud_t *self, zpoller_t *poller, int timeout_ms, ddp_msg_t *m);
 /* The batch's images are what the model takes; -1 (logged with the fix). */
 int gpud_check_batch_shape(gpud_t *self, const ddp_batch_t *batch);
 /* Room for n samples' logits in self->logits; -1 when out of memory. */

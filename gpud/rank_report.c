@@ -38,17 +38,10 @@ void rank_report_write_failed(gpud_t *self, const char *what, const char *why, c
  * deadline_ms; what else comes is of a job that ends here: dropped. */
 static void await_stop(gpud_t *self, int64_t deadline_ms)
 {
-    zpoller_t *poller = zpoller_new(self->reducer, NULL);
-    if (poller && self->heartbeat)
-        zpoller_add(poller, self->heartbeat);
+    zpoller_t *poller = gpud_reducer_poller(self);
     while (poller && !self->stopped && !zs_interrupted() && clock_mono_ms() < deadline_ms) {
-        void *which = zpoller_wait(poller, 200);
-        if (which && which == (void *)self->heartbeat)
-            gpud_on_heartbeat(self);
-        if (which != self->reducer)
-            continue;
         ddp_msg_t m;
-        if (proto_recv(zsock_resolve(self->reducer), NULL, &m, &self->stats) != 0)
+        if (!gpud_poll_reducer(self, poller, 200, &m))
             continue;
         if (m.type == DDP_STOP)
             gpud_stop(self, &m.u.stop);

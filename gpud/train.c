@@ -671,18 +671,15 @@ static int wait_epoch(gpud_t *self, int64_t e)
         self->epoch_pending = false;   /* a batch of e+1 proves this rank finished e */
         handle_epoch(self, &self->pending_epoch);
     }
-    zpoller_t *poller = zpoller_new(self->reducer, NULL);
-    if (self->heartbeat)
-        zpoller_add(poller, self->heartbeat);
+    zpoller_t *poller = gpud_reducer_poller(self);
+    if (!poller) {
+        log_error("rank %d: out of memory waiting for epoch %lld", self->rank, (long long)e);
+        return -1;
+    }
     int rc = 0;
     while (rc == 0 && self->epoch_done < e && !self->stopped && !zs_interrupted()) {
-        void *which = zpoller_wait(poller, 200);
-        if (which && which == (void *)self->heartbeat)
-            gpud_on_heartbeat(self);
-        if (which != self->reducer)
-            continue;
         ddp_msg_t m;
-        if (proto_recv(zsock_resolve(self->reducer), NULL, &m, &self->stats) != 0)
+        if (!gpud_poll_reducer(self, poller, 200, &m))
             continue;
         if (m.type == DDP_EPOCH)
             handle_epoch(self, &m.u.epoch);
