@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/mix64.h"
 
 /* A slot: key = truth << 32 | pred, count 0 when empty. */
 typedef struct {
@@ -47,14 +48,10 @@ void confusion_destroy(confusion_t **self_p)
     *self_p = NULL;
 }
 
-/* splitmix64's finaliser: neighbouring cells land far apart. */
+/* neighbouring cells land far apart */
 static uint64_t s_hash(uint64_t x)
 {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
+    return mix64(x);
 }
 
 static slot_t *s_find(slot_t *slot, uint64_t cap, uint64_t key)

@@ -1,21 +1,12 @@
 #include "common/image/sampler.h"
 #include "common/errbuf.h"
+#include "common/mix64.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define GOLDEN 0x9e3779b97f4a7c15ULL
-
-/* splitmix64's finaliser: a bijection of 64-bit words with full avalanche. */
-static uint64_t mix64(uint64_t z)
-{
-    z ^= z >> 30;
-    z *= 0xbf58476d1ce4e5b9ULL;
-    z ^= z >> 27;
-    z *= 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+#define GOLDEN MIX64_GOLDEN
 
 rng_t rng_stream(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
 {

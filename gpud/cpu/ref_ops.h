@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/mix64.h"
+
 /* y[n,oc,oh,ow] = bias[oc] + sum x[n,ic,ih,iw] * w[oc,ic,kh,kw]; zero padding.
  * bias may be NULL. oh/ow must be the floor-mode output size. */
 void ref_conv2d(const float *x, int n, int ic, int ih, int iw, const float *w,
@@ -84,10 +86,7 @@ uint64_t ref_dropout_threshold(float p);
  * kernels call it once per element) */
 static inline uint64_t ref_mix64(uint64_t z)
 {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return mix64(z + MIX64_GOLDEN);
 }
 static inline uint64_t ref_dropout_index(uint64_t idx) { return ref_mix64(idx); }
 static inline uint64_t ref_dropout_bits(uint64_t key, uint64_t index_mix)

@@ -32,16 +32,14 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/mix64.h"
 #include "gpud/models/layers.h"
 
 typedef enum { POL_TORCH, POL_RESNET, POL_DENSENET } init_policy_t;
 
 static uint64_t splitmix64(uint64_t *s)
 {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return mix64(*s += MIX64_GOLDEN);
 }
 
 /* FNV-1a of the name, mixed with the seed: the tensor's stream. */

@@ -1,0 +1,21 @@
+/* mix64 — splitmix64's finaliser: a bijection of 64-bit words with full
+ * avalanche. One definition for every stream and hash built on it (the
+ * sampler's RNG, gpud's init and dropout streams, the confusion counter's
+ * hash), so they cannot drift apart. MIX64_GOLDEN is splitmix64's step. */
+#ifndef DDP_MIX64_H
+#define DDP_MIX64_H
+
+#include <stdint.h>
+
+#define MIX64_GOLDEN 0x9e3779b97f4a7c15ULL
+
+static inline uint64_t mix64(uint64_t z)
+{
+    z ^= z >> 30;
+    z *= 0xbf58476d1ce4e5b9ULL;
+    z ^= z >> 27;
+    z *= 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+#endif
