@@ -39,20 +39,28 @@ check(size >= 64 * 1024, "checkpoint of %d bytes: too small for this test's marg
 # the second checkpoint's temporary file (another `size`) cannot fit
 tmpfs_kib = (size + size // 4) // 1024 + 64
 
-out = os.path.join(mnt, "run")
-kept = os.path.join(wd, "kept")
-cmd = train_cmd(train, out, 1, flags + ["--epochs", "3"], val=val)
-script = ('mount -t tmpfs -o size=%dk none "$1" || exit 90; shift; "$@"; rc=$?; '
-          'cp -a "%s" "%s"; exit $rc' % (tmpfs_kib, out, kept))
-t0 = time.time()
-p = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", mnt] + cmd, stdout=subprocess.PIPE,
-                   stderr=subprocess.PIPE, text=True, timeout=300)
-print("ran ddpipe train on a %d KiB tmpfs (checkpoint %d bytes) in %.1fs (exit %d)"
-      % (tmpfs_kib, size, time.time() - t0, p.returncode), flush=True)
+
+def train_on_tmpfs(name, kib, epochs):
+    """ddpipe train --epochs epochs with --out on a fresh kib KiB tmpfs in
+    a user + mount namespace; the run directory is copied out to
+    wd/kept-NAME before the namespace ends. (process, out, kept, the
+    checkpoint's path, the stderr and logs for a failure message)."""
+    out = os.path.join(mnt, name)
+    kept = os.path.join(wd, "kept-" + name)
+    cmd = train_cmd(train, out, 1, flags + ["--epochs", str(epochs)], val=val)
+    script = ('mount -t tmpfs -o size=%dk none "$1" || exit 90; shift; "$@"; rc=$?; '
+              'cp -a "%s" "%s"; exit $rc' % (kib, out, kept))
+    p = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", mnt] + cmd,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    print("ran ddpipe train --epochs %d on a %d KiB tmpfs (checkpoint %d bytes): exit %d"
+          % (epochs, kib, size, p.returncode), flush=True)
+    check(p.returncode != 90, "mounting the tmpfs failed:\n%s" % p.stderr)
+    why = "stderr:\n%s\n%s" % (p.stderr, _logs(kept) if os.path.isdir(kept) else "")
+    return p, out, kept, os.path.join(out, "checkpoint.safetensors"), why
+
+
+p, out, kept, ckpt, why = train_on_tmpfs("run", tmpfs_kib, 3)
 assert_no_leftovers(out)
-check(p.returncode != 90, "mounting the tmpfs failed:\n%s" % p.stderr)
-ckpt = os.path.join(out, "checkpoint.safetensors")
-why = "stderr:\n%s\n%s" % (p.stderr, _logs(kept) if os.path.isdir(kept) else "")
 check(p.returncode not in (0, 130), "a failed checkpoint write: exit %d, want a failure; %s"
       % (p.returncode, why))
 check(ckpt in p.stderr and "No space left on device" in p.stderr,
@@ -79,19 +87,7 @@ print("a failed checkpoint write in epoch 2: stopped, named, in summary.json", f
 # cannot fit. The job must fail saying so, not end as a success.
 weights = os.path.getsize(os.path.join(ref, "model.safetensors"))
 check(weights >= 128 * 1024, "model.safetensors of %d bytes: too small for this test's margins" % weights)
-tmpfs_kib = (size + weights // 4) // 1024 + 64
-out = os.path.join(mnt, "final")
-kept = os.path.join(wd, "kept-final")
-cmd = train_cmd(train, out, 1, flags + ["--epochs", "1"], val=val)
-script = ('mount -t tmpfs -o size=%dk none "$1" || exit 90; shift; "$@"; rc=$?; '
-          'cp -a "%s" "%s"; exit $rc' % (tmpfs_kib, out, kept))
-p = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", mnt] + cmd, stdout=subprocess.PIPE,
-                   stderr=subprocess.PIPE, text=True, timeout=300)
-print("ran ddpipe train --epochs 1 on a %d KiB tmpfs (checkpoint %d, weights %d bytes): exit %d"
-      % (tmpfs_kib, size, weights, p.returncode), flush=True)
-check(p.returncode != 90, "mounting the tmpfs failed:\n%s" % p.stderr)
-ckpt = os.path.join(out, "checkpoint.safetensors")
-why = "stderr:\n%s\n%s" % (p.stderr, _logs(kept) if os.path.isdir(kept) else "")
+p, out, kept, ckpt, why = train_on_tmpfs("final", (size + weights // 4) // 1024 + 64, 1)
 check(p.returncode not in (0, 130), "a failed final weights write: exit %d, want a failure; %s"
       % (p.returncode, why))
 check("final weights (end of training) not written: " in p.stderr and
