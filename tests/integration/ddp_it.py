@@ -130,6 +130,14 @@ def counts(out):
     return {k: s.get(k) for k in COUNT_KEYS}
 
 
+def check_counts(out, ref_counts, what="clean run"):
+    """summary.json's COUNT_KEYS of run directory out equal ref_counts (a
+    counts() of the run it must match)."""
+    c = counts(out)
+    for k in COUNT_KEYS:
+        check(c[k] == ref_counts[k], "%s=%r, %s has %r" % (k, c[k], what, ref_counts[k]))
+
+
 def read(path, mode="r"):
     with open(path, mode) as f:
         return f.read()

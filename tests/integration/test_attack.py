@@ -281,9 +281,7 @@ finally:
         if p.poll() is None:
             p.kill()
 
-c = counts(out)
-for k in COUNT_KEYS:
-    check(c[k] == ref_counts[k], "%s=%r, clean run has %r" % (k, c[k], ref_counts[k]))
+check_counts(out, ref_counts)
 check(read(os.path.join(out, "predictions.csv")) == read(os.path.join(ref, "predictions.csv")),
       "predictions.csv differs from the clean run")
 s = summary(out)

@@ -55,9 +55,7 @@ finally:
         if p.poll() is None:
             p.kill()
 
-c = counts(out)
-for k in COUNT_KEYS:
-    check(c[k] == ref_counts[k], "%s=%r, clean run has %r" % (k, c[k], ref_counts[k]))
+check_counts(out, ref_counts)
 for name in ("reducerd", "loaderd"):
     log = read(os.path.join(out, "logs", name + ".log"))
     m = re.search(r"(\d+) rejected\)", log)
