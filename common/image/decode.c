@@ -22,52 +22,6 @@
 
 #define READ_MAX_BYTES ((size_t)256 << 20)
 
-image_t *image_new(int w, int h, int c)
-{
-    if (w <= 0 || h <= 0 || (c != 1 && c != 3) || (long long)w * h > DECODE_MAX_PIXELS)
-        return NULL;
-    image_t *img = calloc(1, sizeof *img);
-    if (!img)
-        return NULL;
-    img->px = malloc((size_t)w * h * c);
-    if (!img->px) {
-        free(img);
-        return NULL;
-    }
-    img->w = w;
-    img->h = h;
-    img->c = c;
-    return img;
-}
-
-int image_buf_reshape(image_buf_t *b, int w, int h, int c)
-{
-    if (w <= 0 || h <= 0 || (c != 1 && c != 3) || (long long)w * h > DECODE_MAX_PIXELS)
-        return -1;
-    size_t need = (size_t)w * h * c;
-    if (need > b->cap) {
-        uint8_t *px = malloc(need);
-        if (!px)
-            return -1;
-        free(b->img.px);
-        b->img.px = px;
-        b->cap = need;
-    }
-    b->img.w = w;
-    b->img.h = h;
-    b->img.c = c;
-    return 0;
-}
-
-void image_destroy(image_t **imgp)
-{
-    if (!imgp || !*imgp)
-        return;
-    free((*imgp)->px);
-    free(*imgp);
-    *imgp = NULL;
-}
-
 int decode_has_png(void)
 {
 #ifdef DECODE_HAVE_PNG
@@ -124,50 +78,22 @@ static fmt_t sniff(const uint8_t *b, size_t len, char *err, size_t errlen)
 
 int decode_has_format(const char *name)
 {
-    if (!strcmp(name, "jpeg") || !strcmp(name, "bmp") || !strcmp(name, "pnm"))
+    if (!strcmp(name, "jpeg"))
         return 1;
     if (!strcmp(name, "png"))
         return decode_has_png();
-#ifdef DECODE_HAVE_TIFF
-    if (!strcmp(name, "tiff"))
-        return 1;
-#endif
-#ifdef DECODE_HAVE_WEBP
-    if (!strcmp(name, "webp"))
-        return 1;
-#endif
-#ifdef DECODE_HAVE_GIF
-    if (!strcmp(name, "gif"))
-        return 1;
-#endif
-    return 0;
+    return decoder_find(name) != NULL;
 }
 
-static int check_dims(int w, int h, char *err, size_t errlen)
+/* The entry of decoders.c's table for F; NULL for JPEG and PNG (read
+ * here) and for a format this build lacks (sniff has refused it). */
+static const decoder_t *listed(fmt_t f)
 {
-    return decode_check_dims(w, h, err, errlen);
-}
-
-int decode_check_dims(long long w, long long h, char *err, size_t errlen)
-{
-    if (w <= 0 || h <= 0) {
-        err_set(err, errlen, "image has no pixels (%lldx%lld)", w, h);
-        return -1;
-    }
-    if (w > DECODE_MAX_DIM || h > DECODE_MAX_DIM || w * h > DECODE_MAX_PIXELS) {
-        err_set(err, errlen, "image of %lldx%lld is larger than the %lld-pixel limit", w, h,
-                 (long long)DECODE_MAX_PIXELS);
-        return -1;
-    }
-    return 0;
-}
-
-image_t *decode_image_new(int w, int h, int c, char *err, size_t errlen)
-{
-    image_t *img = image_new(w, h, c);
-    if (!img)
-        err_set(err, errlen, "out of memory for a %dx%d image", w, h);
-    return img;
+    static const char *const names[] = {
+        [FMT_BMP] = "bmp", [FMT_PNM] = "pnm", [FMT_TIFF] = "tiff", [FMT_WEBP] = "webp",
+        [FMT_GIF] = "gif",
+    };
+    return names[f] ? decoder_find(names[f]) : NULL;
 }
 
 /* ---- JPEG ----------------------------------------------------------------- */
@@ -236,7 +162,7 @@ static int jpeg_header(tjhandle tj, const uint8_t *buf, size_t len, int *w, int 
         err_set(err, errlen, "corrupt JPEG: no frame header (truncated or tables-only data)");
         return -1;
     }
-    return check_dims(*w, *h, err, errlen);
+    return image_check_dims(*w, *h, err, errlen);
 }
 
 static image_t *decode_jpeg_tj(tjhandle tj, const uint8_t *buf, size_t len,
@@ -420,7 +346,7 @@ static jl_rc_t jl_decode(const uint8_t *buf, size_t len, const decode_opts_t *op
     int w = (int)ci.image_width, h = (int)ci.image_height;
     decode_rect_t need = {0, 0, w, h};
     tjscalingfactor sf = pick_scale(w, h, opts);
-    if (check_dims(w, h, err, errlen) != 0) {
+    if (image_check_dims(w, h, err, errlen) != 0) {
         rc = JL_FAILED;
     } else if (!jl_eligible(&ci) || sf.num != sf.denom) {
         rc = JL_FULL_PATH;
@@ -548,7 +474,7 @@ static int png_setup(png_structp png, png_infop info, int *w, int *h, int *wide,
     png_read_info(png, info);
     *w = (int)png_get_image_width(png, info);
     *h = (int)png_get_image_height(png, info);
-    if (check_dims(*w, *h, err, errlen) != 0)
+    if (image_check_dims(*w, *h, err, errlen) != 0)
         return 0;
     int ct = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
     *wide = ct == PNG_COLOR_TYPE_GRAY && depth == 16;
@@ -634,37 +560,21 @@ image_t *decode_image(const uint8_t *buf, size_t len, const decode_opts_t *opts,
 {
     image_t *img = NULL;
     err[0] = 0;
-    switch (sniff(buf, len, err, errlen)) {
+    fmt_t f = sniff(buf, len, err, errlen);
+    switch (f) {
     case FMT_JPEG:
         return decode_jpeg(buf, len, opts, src_w, src_h, err, errlen);
 #ifdef DECODE_HAVE_PNG
     case FMT_PNG:
         return decode_png(buf, len, src_w, src_h, err, errlen);
 #endif
-    case FMT_BMP:
-        img = decode_bmp(buf, len, err, errlen);
-        break;
-    case FMT_PNM:
-        img = decode_pnm(buf, len, err, errlen);
-        break;
-#ifdef DECODE_HAVE_TIFF
-    case FMT_TIFF:
-        img = decode_tiff(buf, len, err, errlen);
-        break;
-#endif
-#ifdef DECODE_HAVE_WEBP
-    case FMT_WEBP:
-        img = decode_webp(buf, len, err, errlen);
-        break;
-#endif
-#ifdef DECODE_HAVE_GIF
-    case FMT_GIF:
-        img = decode_gif(buf, len, err, errlen);
-        break;
-#endif
-    default:
+    case FMT_UNKNOWN:
         return NULL;
+    default:
+        break;
     }
+    const decoder_t *d = listed(f);
+    img = d ? d->decode(buf, len, err, errlen) : NULL;
     if (img) {
         *src_w = img->w;
         *src_h = img->h;
@@ -685,27 +595,13 @@ int decode_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size
         }
         *w = (int)((uint32_t)buf[16] << 24 | buf[17] << 16 | buf[18] << 8 | buf[19]);
         *h = (int)((uint32_t)buf[20] << 24 | buf[21] << 16 | buf[22] << 8 | buf[23]);
-        return check_dims(*w, *h, err, errlen);
+        return image_check_dims(*w, *h, err, errlen);
     }
-    switch (f) {
-    case FMT_BMP:
-        return decode_bmp_probe(buf, len, w, h, err, errlen);
-    case FMT_PNM:
-        return decode_pnm_probe(buf, len, w, h, err, errlen);
-    case FMT_GIF:
-        return decode_gif_probe(buf, len, w, h, err, errlen);
-#ifdef DECODE_HAVE_TIFF
-    case FMT_TIFF:
-        return decode_tiff_probe(buf, len, w, h, err, errlen);
-#endif
-#ifdef DECODE_HAVE_WEBP
-    case FMT_WEBP:
-        return decode_webp_probe(buf, len, w, h, err, errlen);
-#endif
-    case FMT_JPEG:
-        break;
-    default:
+    if (f == FMT_UNKNOWN)
         return -1; /* sniff said why */
+    if (f != FMT_JPEG) {
+        const decoder_t *d = listed(f);
+        return d ? d->probe(buf, len, w, h, err, errlen) : -1;
     }
     tjhandle tj = tjInitDecompress();
     int subsamp, cs, rc = -1;

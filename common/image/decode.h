@@ -33,34 +33,10 @@
 #ifndef DDP_DECODE_H
 #define DDP_DECODE_H
 
+#include "common/image/image.h" /* image_t, its allocators and size limits */
+
 #include <stddef.h>
 #include <stdint.h>
-
-typedef struct {
-    int w, h, c;   /* c: 1 (gray) or 3 (RGB) */
-    uint8_t *px;   /* h * w * c bytes, rows top to bottom, channels interleaved */
-} image_t;
-
-/* NULL when out of memory or the size is not positive / too large. */
-image_t *image_new(int w, int h, int c);
-void image_destroy(image_t **img);
-
-/* An image whose pixel buffer (cap bytes, owned) is reused from image to
- * image: per-thread reuse keeps the heap from growing and shrinking with
- * every image. All zero is an empty one; free(b.img.px) releases it. */
-typedef struct {
-    image_t img;
-    size_t cap;
-} image_buf_t;
-
-/* Makes B's image w x h x c, keeping its buffer when it is big enough. 0,
- * or -1 with B unchanged (bad size, out of memory). */
-int image_buf_reshape(image_buf_t *b, int w, int h, int c);
-
-/* Largest accepted width or height (PIL's default decompression-bomb limit
- * is ~89 Mpixel; JPEG's own limit is 65500). */
-#define DECODE_MAX_DIM 65500
-#define DECODE_MAX_PIXELS (89478485LL)
 
 typedef struct {
     /* DCT scaling: 0 = never (PIL-exact); else the decoded image must be at

@@ -99,7 +99,7 @@ static int parse_header(const uint8_t *buf, size_t len, bmp_t *b, char *err, siz
         b->colors = rd32(hd + 28);
         b->pal_pad = 4;
     }
-    if (decode_check_dims(b->w, b->h, err, errlen) != 0)
+    if (image_check_dims(b->w, b->h, err, errlen) != 0)
         return -1;
     int bits = b->bits;
     if (bits != 1 && bits != 4 && bits != 8 && bits != 16 && bits != 24 && bits != 32) {
@@ -314,7 +314,7 @@ image_t *decode_bmp(const uint8_t *buf, size_t len, char *err, size_t errlen)
         }
     }
     int c = b.px == PX_PAL && gray ? 1 : 3;
-    image_t *img = decode_image_new((int)w, (int)h, c, err, errlen);
+    image_t *img = image_alloc((int)w, (int)h, c, err, errlen);
     for (size_t y = 0; img && y < h; y++) {
         const uint8_t *s = idx ? idx + y * w : buf + off + y * stride;
         uint8_t *d = img->px + (b.top_down ? y : h - 1 - y) * w * (size_t)c;

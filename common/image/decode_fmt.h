@@ -2,7 +2,9 @@
  * JPEG and PNG: BMP and PPM/PGM/PBM read here (small formats), TIFF through
  * libtiff, WebP through libwebp's demux API and GIF through giflib (each
  * when the build found the library; DECODE_HAVE_TIFF, _WEBP, _GIF).
- * decode.c picks one by the file's signature, not its name.
+ * decode.c picks one by the file's signature, not its name, and reaches it
+ * through the table of decoders.c (decoder_find), which alone names them;
+ * they allocate through image.h, so every include points down.
  *
  * Each returns the image at its source size as PIL's
  * Image.open(f).convert("RGB") gives it (1 channel when PIL's mode is gray:
@@ -13,7 +15,7 @@
 #ifndef DDP_DECODE_FMT_H
 #define DDP_DECODE_FMT_H
 
-#include "common/image/decode.h"
+#include "common/image/image.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -31,11 +33,17 @@ int decode_tiff_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err,
 int decode_webp_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen);
 int decode_gif_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen);
 
-/* Size limits shared by every decoder (decode.h): 0, or -1 with a reason. */
-int decode_check_dims(long long w, long long h, char *err, size_t errlen);
+/* One entry of the registration table (decoders.c). */
+typedef struct {
+    const char *name; /* as decode_has_format names it: "bmp", "pnm", "tiff", "webp", "gif" */
+    image_t *(*decode)(const uint8_t *buf, size_t len, char *err, size_t errlen);
+    int (*probe)(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen);
+} decoder_t;
 
-/* image_new with an "out of memory" reason on failure. */
-image_t *decode_image_new(int w, int h, int c, char *err, size_t errlen);
+/* The decoder of format NAME, or NULL when this build has none (its
+ * library was not found, or NAME is JPEG, PNG or unknown: decode.c reads
+ * those two itself). */
+const decoder_t *decoder_find(const char *name);
 
 /* PIL's cmyk2rgb of one pixel: nk = 255 - K, out = clip(nk - nk * C / 255)
  * in its MULDIV255 rounding. */

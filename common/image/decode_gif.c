@@ -17,7 +17,7 @@ int decode_gif_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err, 
     }
     *w = buf[6] | buf[7] << 8; /* the logical screen; a first frame may grow it */
     *h = buf[8] | buf[9] << 8;
-    return decode_check_dims(*w, *h, err, errlen);
+    return image_check_dims(*w, *h, err, errlen);
 }
 
 #ifdef DECODE_HAVE_GIF
@@ -117,11 +117,11 @@ static image_t *first_frame(GifFileType *g, char *err, size_t errlen)
         cw = d->Left + d->Width;
     if (d->Top + d->Height > ch)
         ch = d->Top + d->Height;
-    if (decode_check_dims(cw, ch, err, errlen) != 0)
+    if (image_check_dims(cw, ch, err, errlen) != 0)
         return NULL;
     const ColorMapObject *map = d->ColorMap ? d->ColorMap : g->SColorMap;
     uint8_t *idx = malloc((size_t)cw * ch);
-    image_t *img = idx ? decode_image_new((int)cw, (int)ch, map ? 3 : 1, err, errlen) : NULL;
+    image_t *img = idx ? image_alloc((int)cw, (int)ch, map ? 3 : 1, err, errlen) : NULL;
     if (!idx)
         err_set(err, errlen, "out of memory for a %lldx%lld GIF", cw, ch);
     if (img) {

@@ -194,7 +194,7 @@ static int parse_header(const uint8_t *buf, size_t len, pnm_t *p, long *w, long 
     p->bands = p->kind == 3 || p->kind == 6 ? 3 : 1;
     *w = read_token(buf, len, pos, err, errlen);
     *h = *w < 0 ? -1 : read_token(buf, len, pos, err, errlen);
-    if (*h < 0 || decode_check_dims(*w, *h, err, errlen) != 0)
+    if (*h < 0 || image_check_dims(*w, *h, err, errlen) != 0)
         return -1;
     if (p->kind == 1 || p->kind == 4)
         return 0;
@@ -251,7 +251,7 @@ image_t *decode_pnm(const uint8_t *buf, size_t len, char *err, size_t errlen)
         err_set(err, errlen, "image file is truncated (PNM data ends early)");
         return NULL;
     }
-    image_t *img = decode_image_new((int)w, (int)h, p.bands, err, errlen);
+    image_t *img = image_alloc((int)w, (int)h, p.bands, err, errlen);
     if (!img)
         return NULL;
     int rc = p.kind <= 3 ? read_plain(buf, len, pos, &p, img, err, errlen)

@@ -149,7 +149,7 @@ static int read_layout(TIFF *tif, tinfo_t *t, char *err, size_t errlen)
     TIFFGetFieldDefaulted(tif, TIFFTAG_PLANARCONFIG, &t->planar);
     TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLEFORMAT, &t->fmt);
     TIFFGetFieldDefaulted(tif, TIFFTAG_EXTRASAMPLES, &n_extra, &extra);
-    if (decode_check_dims(t->w, t->h, err, errlen) != 0)
+    if (image_check_dims(t->w, t->h, err, errlen) != 0)
         return -1;
     int b = t->bps, s = t->spp;
     if (t->fmt != SAMPLEFORMAT_UINT || s < 1)
@@ -347,7 +347,7 @@ static void convert(const tinfo_t *t, const samples_t *sm, image_t *img)
 /* YCbCr other than JPEG: libtiff's RGBA image, as PIL reads it. */
 static image_t *read_rgba(TIFF *tif, uint32_t w, uint32_t h, char *err, size_t errlen)
 {
-    image_t *img = decode_image_new((int)w, (int)h, 3, err, errlen);
+    image_t *img = image_alloc((int)w, (int)h, 3, err, errlen);
     uint32_t *rgba = img ? malloc((size_t)w * h * 4) : NULL;
     if (img && !rgba)
         err_set(err, errlen, "out of memory for a %ux%u TIFF", w, h);
@@ -376,7 +376,7 @@ static image_t *decode_open(TIFF *tif, char *err, size_t errlen)
         uint32_t w = 0, h = 0;
         TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w);
         TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h);
-        if (decode_check_dims(w, h, err, errlen) != 0)
+        if (image_check_dims(w, h, err, errlen) != 0)
             return NULL;
         return read_rgba(tif, w, h, err, errlen);
     }
@@ -387,7 +387,7 @@ static image_t *decode_open(TIFF *tif, char *err, size_t errlen)
     samples_t sm = {0};
     image_t *img = NULL;
     if (read_samples(tif, &t, &sm, err, errlen) == 0 && !err[0]) {
-        img = decode_image_new((int)t.w, (int)t.h, t.layout == L_GRAY ? 1 : 3, err, errlen);
+        img = image_alloc((int)t.w, (int)t.h, t.layout == L_GRAY ? 1 : 3, err, errlen);
         if (img)
             convert(&t, &sm, img);
     }
@@ -428,7 +428,7 @@ int decode_tiff_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err,
         err_set(err, errlen, "corrupt TIFF: no image size");
         return -1;
     }
-    if (decode_check_dims(tw, th, err, errlen) != 0)
+    if (image_check_dims(tw, th, err, errlen) != 0)
         return -1;
     *w = (int)tw;
     *h = (int)th;

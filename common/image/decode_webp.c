@@ -28,7 +28,7 @@ int decode_webp_probe(const uint8_t *buf, size_t len, int *w, int *h, char *err,
         why(buf, len, err, errlen);
         return -1;
     }
-    return decode_check_dims(*w, *h, err, errlen);
+    return image_check_dims(*w, *h, err, errlen);
 }
 
 image_t *decode_webp(const uint8_t *buf, size_t len, char *err, size_t errlen)
@@ -52,11 +52,11 @@ image_t *decode_webp(const uint8_t *buf, size_t len, char *err, size_t errlen)
     int ts = 0;
     if (!WebPAnimDecoderGetInfo(dec, &info)) {
         err_set(err, errlen, "corrupt WebP: no canvas information");
-    } else if (decode_check_dims(info.canvas_width, info.canvas_height, err, errlen) == 0) {
+    } else if (image_check_dims(info.canvas_width, info.canvas_height, err, errlen) == 0) {
         if (!WebPAnimDecoderGetNext(dec, &rgba, &ts))
             why(buf, len, err, errlen);
         else
-            img = decode_image_new((int)info.canvas_width, (int)info.canvas_height, 3, err,
+            img = image_alloc((int)info.canvas_width, (int)info.canvas_height, 3, err,
                                    errlen);
     }
     for (size_t i = 0; img && i < (size_t)img->w * img->h; i++)
