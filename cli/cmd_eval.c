@@ -204,7 +204,7 @@ int cmd_eval(int argc, char **argv)
     if (!j)
         return 1;
     double t0 = clock_mono_s();
-    rc = start_daemons(j, &o, cfg.slurm) < 0 ? 1 : job_supervise(j);
+    rc = start_daemons(j, &o, cfg.step ? &slurm : NULL) < 0 ? 1 : job_supervise(j);
     if (rc == 0 && !job_wait(j, NULL, 15000))
         fprintf(stderr, "ddpipe: some daemons did not exit after the job; stopping them\n");
     job_destroy(&j);

@@ -438,7 +438,7 @@ int cmd_train(int argc, char **argv)
     job_t *j = job_new(&cfg);
     if (!j)
         return 1;
-    int rc = start_daemons(j, &o, cfg.slurm) < 0 ? 1 : job_supervise(j);
+    int rc = start_daemons(j, &o, cfg.step ? &slurm : NULL) < 0 ? 1 : job_supervise(j);
     shut_down(j, rc);
     if (rc == 0)
         rc = print_final(&v);

@@ -3,7 +3,6 @@
 #include "cli/ipcdir.h"
 #include "cli/launch.h"
 #include "cli/outdir.h"
-#include "cli/slurm.h"
 #include "common/clock.h"
 #include "common/jobid.h"
 #include "common/zsecurity.h"
@@ -29,7 +28,7 @@ struct job {
     double last_print;          /* of a progress line on a pipe */
     char fail_reason[1024];     /* from reducerd's "end" event */
     long ranks_lost;            /* training: ranks the membership events removed */
-    unsigned char *joined;      /* slurm, train: joined[r] once rank r joined */
+    unsigned char *joined;      /* step, train: joined[r] once rank r joined */
     bool formed;                /* train: the ranks formed the ring (training started) */
     long njoined;
     long live_workers;          /* of the last progress event: a check on missed joins */
@@ -128,7 +127,7 @@ job_t *job_new(const job_cfg_t *cfg)
         free(j);
         return NULL;
     }
-    if ((cfg->slurm || cfg->train) && !(j->joined = calloc((size_t)cfg->workers + 1, 1))) {
+    if ((cfg->step || cfg->train) && !(j->joined = calloc((size_t)cfg->workers + 1, 1))) {
         fprintf(stderr, "ddpipe %s: out of memory\n", cfg->cmd);
         ipcdir_destroy(&j->ipc);
         free(j);
@@ -378,7 +377,7 @@ static int on_start_failure(job_t *j, child_t *c, const char *how)
     return 1;
 }
 
-/* --launcher slurm: the srun step of every gpud ended. After the job
+/* --launcher slurm: the srun step of every gpud (cfg.step) ended. After the job
  * (every gpud told to stop) it exits 0; otherwise no worker is left. */
 static int on_step_exit(job_t *j, watch_t *w, child_t *c, bool ok, const char *how)
 {
@@ -390,7 +389,7 @@ static int on_step_exit(job_t *j, watch_t *w, child_t *c, bool ok, const char *h
         return -1;
     fprintf(stderr, "%sddpipe: the srun step of the gpuds ended (%s); Slurm says:\n",
             j->tty ? "\n" : "", how);
-    slurm_print_errors(c->log);
+    j->cfg.step->print_errors(c->log);
     fprintf(stderr, "ddpipe: the tasks' last lines (TASK: line):\n");
     launch_tail_log(c, 6);
     fprintf(stderr, "ddpipe: every gpud task is gone (srun --kill-on-bad-exit); the tasks' "
@@ -406,7 +405,7 @@ static int on_child_exit(job_t *j, watch_t *w, child_t *c)
     bool ok = WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
     if (strcmp(c->name, "reporterd") == 0)
         return on_reporterd_exit(j, c, ok, how);
-    if (strcmp(c->name, SLURM_STEP_CHILD) == 0)
+    if (j->cfg.step && strcmp(c->name, j->cfg.step->child) == 0)
         return on_step_exit(j, w, c, ok, how);
     if (strncmp(c->name, "gpud", 4) == 0) {
         if (!ok && !ended_by_reducerd(c) && j->cfg.train && !j->formed && !j->fail_reason[0])
@@ -458,12 +457,13 @@ static int check_orphaned(job_t *j, const watch_t *w)
  * its srun task was started on (or that none was). */
 static void print_missing(job_t *j, const char *what)
 {
-    child_t *step = launch_find(&j->L, SLURM_STEP_CHILD);
+    const job_step_t *st = j->cfg.step;
+    child_t *step = launch_find(&j->L, st->child);
     for (long r = 0; r < j->cfg.workers; r++) {
         if (j->joined[r])
             continue;
         char where[1200];
-        slurm_where(j->cfg.slurm, step ? step->log : "", r, where, sizeof where);
+        st->where(st->self, step ? step->log : "", r, where, sizeof where);
         fprintf(stderr, "ddpipe: gpud rank %ld %s; its srun task: %s\n", r, what, where);
     }
     if (step)
@@ -475,7 +475,7 @@ static int check_started(job_t *j, double t0)
 {
     /* a "joined" event published before the tap's subscription took hold
      * is lost (PUB/SUB): the live count of the progress events says so too */
-    if (!j->cfg.slurm || j->njoined >= j->cfg.workers || j->live_workers >= j->cfg.workers ||
+    if (!j->cfg.step || j->njoined >= j->cfg.workers || j->live_workers >= j->cfg.workers ||
         j->cfg.start_timeout_s <= 0 || clock_mono_s() - t0 <= j->cfg.start_timeout_s)
         return -1;
     char what[160];
@@ -513,7 +513,7 @@ int job_supervise(job_t *j)
         if (result < 0)
             result = check_started(j, t0);
     }
-    if (result == 0 && j->cfg.slurm && j->njoined < j->cfg.workers && j->live_workers < j->cfg.workers)
+    if (result == 0 && j->cfg.step && j->njoined < j->cfg.workers && j->live_workers < j->cfg.workers)
         print_missing(j, "never joined: the others did its share");
     if (result != 0 && !j->fail_reason[0])
         drain_tap(j, poller, 200); /* the "end" event may trail reporterd's exit */

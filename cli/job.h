@@ -26,6 +26,19 @@ typedef struct {
 /* Called for every decoded tap event after the built-in handling. */
 typedef void(job_event_fn)(void *arg, const ddp_event_t *ev, bool tty);
 
+/* A launcher that runs every gpud as one child of the job (--launcher
+ * slurm's srun step, cli/slurm.h, fills it in): that child's name, and
+ * what the job asks it when the step ends or a rank has not joined. The
+ * job knows no launcher by name. */
+typedef struct {
+    const char *child;          /* the job's child that runs the gpuds */
+    const void *self;           /* the launcher's state, handed to where */
+    /* Where rank's task was started, read from the child's log. */
+    void (*where)(const void *self, const char *log, long rank, char *buf, size_t len);
+    /* The launcher's own error lines from the child's log to stderr; how many. */
+    int (*print_errors)(const char *log);
+} job_step_t;
+
 typedef struct {
     const char *cmd;            /* "eval" | "train": names the command in messages */
     const char *out;            /* run directory */
@@ -50,11 +63,12 @@ typedef struct {
     job_event_fn *on_event;     /* may be NULL */
     void *arg;
     /* --launcher slurm (cli/slurm.h): reducerd's and loaderd's tcp
-     * endpoints on this node (NULL: private ipc); the gpuds are one srun
-     * step, all workers of which must have joined within start_timeout_s
-     * of the start (else the job fails, naming the missing ranks' nodes). */
+     * endpoints on this node (NULL: private ipc); the gpuds are one step
+     * (NULL: each its own child), all workers of which must have joined
+     * within start_timeout_s of the start (else the job fails, naming the
+     * missing ranks' nodes). */
     const char *reducer_ep, *loader_ep;
-    const struct slurm *slurm;
+    const job_step_t *step;
     long workers, start_timeout_s;
 } job_cfg_t;
 

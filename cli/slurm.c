@@ -99,6 +99,12 @@ static int check_reachable(const slurm_t *s, const char *cmd)
     return 0;
 }
 
+/* slurm_where as job_step_t's where. */
+static void step_where(const void *self, const char *log, long rank, char *buf, size_t len)
+{
+    slurm_where(self, log, rank, buf, len);
+}
+
 int slurm_prepare(slurm_t *s, const char *cmd, const char *host, long port)
 {
     memset(s, 0, sizeof *s);
@@ -140,6 +146,7 @@ int slurm_prepare(slurm_t *s, const char *cmd, const char *host, long port)
                 "client, Debian's slurm-client)\n", cmd);
         return -1;
     }
+    s->step = (job_step_t){SLURM_STEP_CHILD, s, step_where, slurm_print_errors};
     return 0;
 }
 
@@ -307,7 +314,7 @@ int slurm_configure(slurm_t *s, job_cfg_t *cfg, const slurm_request_t *r)
         return 1;
     cfg->reducer_ep = s->reducer;
     cfg->loader_ep = s->loader;
-    cfg->slurm = s;
+    cfg->step = &s->step;
     cfg->workers = r->workers;
     cfg->start_timeout_s = r->start_timeout_s;
     return 0;

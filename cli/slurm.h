@@ -7,7 +7,7 @@
  *
  *   slurm_t s;
  *   slurm_prepare(&s, "eval", o->host, o->port);   // endpoints, srun's path
- *   job_cfg_t cfg = {..., .reducer_ep = s.reducer, .loader_ep = s.loader, .slurm = &s};
+ *   job_cfg_t cfg = {..., .reducer_ep = s.reducer, .loader_ep = s.loader, .step = &s.step};
  *   ... start reducerd, reporterd, loaderd as usual ...
  *   slurm_spawn_gpuds(j, &s, workers, &gpud_options);
  */
@@ -29,10 +29,12 @@ typedef struct slurm {
     char gpud_reducer[320], gpud_loader[320];  /* tcp://HOST:P for the gpuds */
     char nodes[1024];                /* SLURM_JOB_NODELIST, for messages */
     char srun[4096];                 /* srun's path */
+    job_step_t step;                 /* what job.c asks of the step (SLURM_STEP_CHILD) */
 } slurm_t;
 
 /* Resolves host (NULL: this node's host name) to the address the daemons
- * bind, picks two free ports (or port and port + 1), finds srun. 0, or -1
+ * bind, picks two free ports (or port and port + 1), finds srun, fills in
+ * s->step (slurm_where, slurm_print_errors). S must not move after. 0, or -1
  * with the reason and the fix on stderr (cmd names the command). */
 int slurm_prepare(slurm_t *s, const char *cmd, const char *host, long port);
 
@@ -44,7 +46,7 @@ typedef struct {
     long port, workers, start_timeout_s, loaders;
 } slurm_request_t;
 
-/* With --launcher slurm: this node's endpoints into cfg (slurm_prepare),
+/* With --launcher slurm: this node's endpoints and s->step into cfg (slurm_prepare),
  * the step's worker count and start timeout; 0, 1 when preparing failed,
  * 2 when the request cannot run under Slurm (said on stderr). Without it:
  * 0, nothing touched. */
