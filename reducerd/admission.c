@@ -2,8 +2,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "reducerd/generation.h"
 #include "reducerd/job.h"
-#include "reducerd/membership.h"
 #include "reducerd/publish.h"
 #include "reducerd/trust.h"
 
@@ -131,7 +131,7 @@ void admission_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
         return;
     }
     for (int32_t r = 0; r < self->elastic->world; r++)
-        if (strcmp(peers_at(self->peers, self->elastic->member[r])->ring, join->ring) == 0) {
+        if (strcmp(generation_member(self, r)->ring, join->ring) == 0) {
             snprintf(why, sizeof why, "its ring endpoint %s is rank %d's: give it its own "
                      "--ring-bind", join->ring, r);
             refuse(self, route, join->name, why);
@@ -168,7 +168,7 @@ static peer_t *joiner(reducer_t *self)
 
 static peer_t *rank0(reducer_t *self)
 {
-    return peers_at(self->peers, self->elastic->member[0]);
+    return generation_member(self, 0);
 }
 
 /* The first queued joiner's admission at step; false when none waits. */
@@ -278,7 +278,7 @@ static void admit(reducer_t *self, peer_t *p)
         self->paused = false;
         snprintf(reason + strlen(reason), sizeof reason - strlen(reason), "; training resumes");
     }
-    membership_announce(self, self->admit.step, self->admit.epoch, reason);
+    generation_announce(self, self->admit.step, self->admit.epoch, reason);
     self->ranks_joined++;
     self->steps_redone += redone;
     self->last_activity_ms = clock_mono_ms();
@@ -355,26 +355,26 @@ static void pause_expired(reducer_t *self)
     job_finish(self, 1, err);
 }
 
-void admission_tick(reducer_t *self, int64_t now_ms)
+bool admission_tick(reducer_t *self, int64_t now_ms)
 {
     if (self->paused) {
         self->last_activity_ms = now_ms;   /* a pause is bounded by --rejoin-timeout */
         if (now_ms >= self->pause_deadline_ms && self->admit.peer < 0) {
             pause_expired(self);
-            return;
+            return false;
         }
     }
     peer_t *p = joiner(self);
     if (!p || now_ms < self->admit.deadline_ms)
-        return;
+        return false;
     char why[256];
     snprintf(why, sizeof why, "%s within %lds (--worker-timeout)",
              self->admit.state_sent ? "it did not load the state" : "rank 0 sent no state",
              self->options.worker_timeout_s);
     self->admit.peer = -1;
     send_away(self, p, why);
-    if (self->paused)
-        admission_pump(self);      /* the next joiner, if any */
-    else
-        membership_decide(self);   /* the step held for it may commit now */
+    if (!self->paused)
+        return true;               /* the step held for it may commit now */
+    admission_pump(self);          /* the next joiner, if any */
+    return false;
 }

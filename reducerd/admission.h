@@ -1,5 +1,9 @@
 /* admission — gpuds joining a running training job (docs/ELASTIC.md
- * "Joining"). A role over reducer_t, beside membership.c.
+ * "Joining"). A role over reducer_t.
+ *
+ * Below membership.c, which asks it at each commit (admission_begin,
+ * admission_holds) and on a change (admission_cancel, _pause, _pump); a
+ * joiner's generation is announced through generation.h.
  *
  * A gpud that JOINs after the gang formed is checked (the same job-wide
  * settings as the gang's, room below --max-workers), welcomed as a joiner
@@ -42,7 +46,9 @@ void admission_pump(reducer_t *self);
 /* A rank was lost: the admission starts again at a later commit. */
 void admission_cancel(reducer_t *self, const char *why);
 void admission_on_state(reducer_t *self, zframe_t *route, ddp_state_t *st);
-/* The deadline; joiners that went silent leave the queue. */
-void admission_tick(reducer_t *self, int64_t now_ms);
+/* The deadline; joiners that went silent leave the queue. True when the
+ * step an admission held may commit now: the caller decides it
+ * (membership_decide), as admission.c sits below membership.c. */
+bool admission_tick(reducer_t *self, int64_t now_ms);
 
 #endif

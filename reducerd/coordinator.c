@@ -233,7 +233,8 @@ void coordinator_tick(reducer_t *self, int64_t now_ms)
         watchdog_check_loaders(self, now_ms);
     }
     if (!self->finished && self->options.train) {
-        admission_tick(self, now_ms);
+        if (admission_tick(self, now_ms))
+            membership_decide(self);
         training_tick(self);
     }
     else if (!self->finished)

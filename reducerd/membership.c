@@ -4,6 +4,7 @@
 #include "common/errbuf.h"
 #include "common/log.h"
 #include "reducerd/admission.h"
+#include "reducerd/generation.h"
 #include "reducerd/job.h"
 #include "reducerd/publish.h"
 #include "reducerd/results.h"
@@ -13,11 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static peer_t *member(reducer_t *self, int32_t rank)
-{
-    return peers_at(self->peers, self->elastic->member[rank]);
-}
 
 void membership_start(reducer_t *self)
 {
@@ -83,7 +79,7 @@ static void pause_hook(reducer_t *self, uint64_t step, uint32_t epoch)
     } else {
         elastic_change(e, none, map);
         admission_pause(self, e->world + 1, step, epoch, reason, sizeof reason);
-        membership_announce(self, step, epoch, reason);
+        generation_announce(self, step, epoch, reason);
         admission_pump(self);
     }
     free(none);
@@ -109,7 +105,7 @@ static void commit(reducer_t *self)
     bool snapshot = !hook && admission_begin(self, m.u.commit.step, m.u.commit.epoch);
     for (int32_t r = 0; r < e->world; r++) {
         m.u.commit.snapshot = r == 0 && snapshot;
-        reducer_send(self, member(self, r)->identity, &m);
+        reducer_send(self, generation_member(self, r)->identity, &m);
     }
     m.u.commit.snapshot = 0;
     reducer_send_loaders(self, &m);
@@ -150,38 +146,6 @@ static void cause_of(reducer_t *self, int32_t r, char *buf, size_t cap)
     snprintf(buf, cap, "lost");
 }
 
-void membership_announce(reducer_t *self, uint64_t step, uint32_t epoch, const char *reason)
-{
-    elastic_t *e = self->elastic;
-    char **names = calloc((size_t)e->world, sizeof *names);
-    if (!names) {
-        job_finish(self, 1, "out of memory telling the ranks their new membership");
-        return;
-    }
-    for (int32_t r = 0; r < e->world; r++)
-        names[r] = member(self, r)->name;
-    ddp_msg_t m = {.type = DDP_MEMBERS};
-    ddp_members_t *mm = &m.u.members;
-    *mm = (ddp_members_t){.gen = e->gen, .world = e->world, .step = step, .epoch = epoch,
-                          .names = names, .paused = self->paused};
-    snprintf(mm->reason, sizeof mm->reason, "%s", reason);
-    for (int32_t r = 0; r < e->world; r++) {
-        peer_t *p = member(self, r);
-        mm->rank = r;
-        snprintf(mm->next_ring, sizeof mm->next_ring, "%s",
-                 e->world > 1 ? member(self, (r + 1) % e->world)->ring : "");
-        mm->session = self->session;
-        token_compute(self->secret, self->session, DDP_ROLE_GPUD, r, p->name, mm->token);
-        reducer_send(self, p->identity, &m);
-    }
-    mm->rank = -1;
-    mm->next_ring[0] = '\0';
-    mm->session = 0;
-    memset(mm->token, 0, sizeof mm->token);
-    reducer_send_loaders(self, &m);
-    free(names);
-}
-
 /* The lost ranks leave: renumbered survivors, dropped uncommitted RESULTs,
  * issued batches following their rank, MEMBERS, the event. */
 static void change(reducer_t *self, const bool *lost)
@@ -195,7 +159,7 @@ static void change(reducer_t *self, const bool *lost)
         }
     int32_t left = old_world - nlost;
     if (left < self->options.min_workers && (left < 1 || !self->options.rejoin_timeout_s)) {
-        fail_below_min(self, member(self, first), left);
+        fail_below_min(self, generation_member(self, first), left);
         return;
     }
     uint64_t step = elastic_next_step(e);
@@ -213,7 +177,7 @@ static void change(reducer_t *self, const bool *lost)
     for (int32_t r = 0, i = 0; r < old_world; r++) {
         if (!lost[r])
             continue;
-        peer_t *p = member(self, r);
+        peer_t *p = generation_member(self, r);
         cause_of(self, r, cause, sizeof cause);
         off += (size_t)snprintf(reason + off, off < sizeof reason ? sizeof reason - off : 0,
                                 "%srank %d (%s) lost: %s", i ? "; " : "", r, p->name, cause);
@@ -227,7 +191,7 @@ static void change(reducer_t *self, const bool *lost)
     }
     elastic_change(e, lost, map);
     for (int32_t r = 0; r < e->world; r++) {
-        peer_t *p = member(self, r);
+        peer_t *p = generation_member(self, r);
         p->prev_rank = p->rank;
         p->rank = r;
     }
@@ -238,7 +202,7 @@ static void change(reducer_t *self, const bool *lost)
     if (left < self->options.min_workers)   /* too few: wait for joiners */
         admission_pause(self, (int32_t)self->options.min_workers, step, epoch, reason,
                         sizeof reason);
-    membership_announce(self, step, epoch, reason);
+    generation_announce(self, step, epoch, reason);
     self->ranks_lost += (uint32_t)nlost;
     self->steps_redone += redone;
     self->last_activity_ms = clock_mono_ms();
@@ -330,7 +294,7 @@ void membership_on_step(reducer_t *self, zframe_t *route, const ddp_step_t *st)
     char err[256];
     if (elastic_report(self->elastic, st->rank, st->step, st->epoch, st->status, st->suspect, err,
                        sizeof err) < 0) {
-        trust_reject(self, member(self, st->rank)->name, "STEP", "%s", err);
+        trust_reject(self, generation_member(self, st->rank)->name, "STEP", "%s", err);
         return;
     }
     if (st->status != DDP_STEP_SUMMED) {
@@ -338,7 +302,7 @@ void membership_on_step(reducer_t *self, zframe_t *route, const ddp_step_t *st)
         if (st->suspect >= 0)
             snprintf(suspect, sizeof suspect, ": rank %d was silent", st->suspect);
         log_warn("rank %d (%s): its ring failed at step %llu%s", st->rank,
-                 member(self, st->rank)->name, (unsigned long long)st->step, suspect);
+                 generation_member(self, st->rank)->name, (unsigned long long)st->step, suspect);
     }
     membership_decide(self);
 }

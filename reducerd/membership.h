@@ -5,7 +5,8 @@
  * and told (MEMBERS, with each one's token for its new rank), the
  * uncommitted RESULTs are dropped, and a removed rank is fenced. Fewer than
  * --min-workers ranks left fails the job as before (a resumable checkpoint).
- * The decisions themselves are elastic.h's (no sockets there). */
+ * The decisions themselves are elastic.h's (no sockets there); joiners are
+ * admission.h's, below this file; MEMBERS is generation.h's. */
 #ifndef DDP_REDUCERD_MEMBERSHIP_H
 #define DDP_REDUCERD_MEMBERSHIP_H
 
@@ -20,9 +21,6 @@ void membership_rank_dead(reducer_t *self, peer_t *p);
 /* A message of kind from a removed rank p (on route): the first is
  * answered with STOP(1, "fenced: ..."); none counts. */
 void membership_fence(reducer_t *self, zframe_t *route, peer_t *p, const char *kind);
-/* The MEMBERS of the current generation to every member (with its token
- * for its new rank) and to loaderd: the ring re-forms at step of epoch. */
-void membership_announce(reducer_t *self, uint64_t step, uint32_t epoch, const char *reason);
 /* Commits and changes until nothing is left to decide (an admission under
  * way holds the commit of the step in flight). */
 void membership_decide(reducer_t *self);

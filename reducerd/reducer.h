@@ -6,7 +6,9 @@
  *   eval.c         an eval job: joins, its one plan, the end when complete
  *   training.c     a training job: the gang of ranks, epochs, early stop
  *   watchdog.c     dead ranks, stalls, workers whose answers never count
- *   membership.c   elastic training: STEP, COMMIT, lost ranks, MEMBERS, fencing
+ *   membership.c   elastic training: STEP, COMMIT, lost ranks, fencing
+ *   admission.c    ranks joining a running job: the queue, STATE, the pause
+ *   generation.c   the current generation's peers and its MEMBERS
  *   results.c      RESULT, FAILED and ISSUED: what counts, what is refused
  *   job.c          plan acknowledgement, the end of the job, STOP
  *   trust.c        tokens, the loader role, rejection (PROTOCOL.md "Trust")
