@@ -37,11 +37,10 @@ static bool send_beat(zsock_t *to, const heartbeat_args_t *a, int32_t rank, cons
  * reducerd's session with STOP(DDP_STOP_JOB_LOST)) goes to the main
  * thread as "STOP" code reason: it may be idle, waiting for batches that
  * will never come. Anything else there is dropped. */
-static void forward_stop(zsock_t *from, zsock_t *pipe)
+static void forward_stop(zsock_t *from, zsock_t *pipe, proto_stats_t *st)
 {
     ddp_msg_t m;
-    proto_stats_t st = {0};
-    if (proto_recv(zsock_resolve(from), NULL, &m, &st) != 0)
+    if (proto_recv(zsock_resolve(from), NULL, &m, st) != 0)
         return;
     if (m.type == DDP_STOP)
         zstr_sendx(pipe, "STOP",
@@ -111,12 +110,13 @@ static void heartbeat_actor(zsock_t *pipe, void *argp)
         zpoller_add(poller, reducer);
     zsock_signal(pipe, 0);
     int64_t next_beat = 0, reducer_ok = zclock_mono();
+    proto_stats_t beat_stats = {0};   /* this thread's: the reject lines' rate limit */
     bool told = false;
     while (poller) {
         zmsg_t *cmd = NULL;
         void *which = zpoller_wait(poller, a->interval_ms);
         if (which == reducer) {
-            forward_stop(reducer, pipe);
+            forward_stop(reducer, pipe, &beat_stats);
         } else if (which == pipe) {
             cmd = zmsg_recv(pipe);
             char *verb = cmd ? zmsg_popstr(cmd) : NULL;

@@ -15,7 +15,7 @@
 static void reject(loader_t *self, const char *peer, const char *kind, const char *why)
 {
     self->stats.rejected++;
-    ratelog_reject(self, peer, kind, why);
+    ratelog_reject(&self->stats.log, self, peer, kind, why);
 }
 
 /* A gpud message is trusted with the token reducerd gave (session, gpud,

@@ -5,18 +5,6 @@
 
 #include <string.h>
 
-#define SLOTS 256
-
-typedef struct {
-    uint64_t key;
-    int64_t last_ms;
-} entry_t;
-
-static _Thread_local entry_t table[SLOTS];
-static _Thread_local uint64_t held_total;
-static _Thread_local int64_t second_ms;
-static _Thread_local int in_second;
-
 /* FNV-1a over the scope pointer, the peer and the kind. */
 static uint64_t s_hash(const void *scope, const char *peer, const char *kind)
 {
@@ -32,34 +20,36 @@ static uint64_t s_hash(const void *scope, const char *peer, const char *kind)
     return h | 1; /* 0 marks a free slot */
 }
 
-bool ratelog_allow(const void *scope, const char *peer, const char *kind, uint64_t *held)
+bool ratelog_allow(ratelog_t *self, const void *scope, const char *peer, const char *kind,
+                   uint64_t *held)
 {
     int64_t now = clock_mono_ms();
     uint64_t key = s_hash(scope, peer, kind);
-    entry_t *e = &table[key % SLOTS];
+    ratelog_entry_t *e = &self->table[key % RATELOG_SLOTS];
     bool fresh = e->key != key || now - e->last_ms >= RATELOG_WINDOW_S * 1000;
-    if (now - second_ms >= 1000) {
-        second_ms = now;
-        in_second = 0;
+    if (now - self->second_ms >= 1000) {
+        self->second_ms = now;
+        self->in_second = 0;
     }
-    if (!fresh || in_second >= RATELOG_BURST) {
-        held_total++;
+    if (!fresh || self->in_second >= RATELOG_BURST) {
+        self->held_total++;
         return false;
     }
     /* a collision evicts the older key: it may log once more, never floods */
     e->key = key;
     e->last_ms = now;
-    in_second++;
+    self->in_second++;
     if (held)
-        *held = held_total;
-    held_total = 0;
+        *held = self->held_total;
+    self->held_total = 0;
     return true;
 }
 
-void ratelog_reject(const void *scope, const char *peer, const char *kind, const char *why)
+void ratelog_reject(ratelog_t *self, const void *scope, const char *peer, const char *kind,
+                    const char *why)
 {
     uint64_t held = 0;
-    if (!ratelog_allow(scope, peer, kind, &held))
+    if (!ratelog_allow(self, scope, peer, kind, &held))
         return;
     if (held)
         log_warn("rejected %s from %s: %s (%llu other reject lines held back before this one)",

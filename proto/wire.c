@@ -95,7 +95,7 @@ int proto_recv(void *sock, zframe_t **route, ddp_msg_t *out, proto_stats_t *stat
     char hex[80];
     hex_identity(id, hex, sizeof hex);
     uint64_t held = 0;
-    if (ratelog_allow(sock, hex, err, &held)) {
+    if (!stats || ratelog_allow(&stats->log, sock, hex, err, &held)) {
         if (held)
             log_warn("rejected %s (from %s; %llu other reject lines held back before this one)",
                      err, hex,

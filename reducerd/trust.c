@@ -16,7 +16,7 @@ void trust_reject(reducer_t *self, const char *peer, const char *kind, const cha
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    ratelog_reject(self, peer, kind, msg);
+    ratelog_reject(&self->stats.log, self, peer, kind, msg);
 }
 
 bool trust_auth_ok(const reducer_t *self, const ddp_auth_t *auth, uint8_t role, int32_t rank,

@@ -121,9 +121,10 @@ void events_receive(reporter_t *self)
 void events_on_reducer(reporter_t *self)
 {
     ddp_msg_t m;
-    proto_stats_t st = {0};
-    if (proto_recv(zsock_resolve(self->reducer), NULL, &m, &st) == 0)
+    uint64_t before = self->reducer_stats.rejected;
+    if (proto_recv(zsock_resolve(self->reducer), NULL, &m, &self->reducer_stats) == 0)
         ddp_msg_clear(&m);   /* WELCOME: nothing to do */
-    self->rejected += st.rejected;
-    promstate_add_rejected(self->prom, st.rejected);
+    uint64_t rejected = self->reducer_stats.rejected - before;
+    self->rejected += rejected;
+    promstate_add_rejected(self->prom, rejected);
 }

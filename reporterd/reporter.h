@@ -19,6 +19,7 @@
 #include "reporterd/rundir.h"
 #include "reporterd/tfevents.h"
 #include "reporterd/tapcache.h"
+#include "proto/wire.h"
 
 #include <czmq.h>
 #include <stdbool.h>
@@ -28,6 +29,7 @@ typedef struct {
     reporter_options_t options;
     zsock_t *sub;              /* reducerd's events */
     zsock_t *reducer;          /* DEALER to reducerd: JOIN, DONE */
+    proto_stats_t reducer_stats; /* what came back on it (rejects and their log limit) */
     zsock_t *tap;              /* XPUB for monitors; NULL without --tap */
     tapcache_t *tapcache;      /* the last state, replayed to a late subscriber */
     promstate_t *prom;
