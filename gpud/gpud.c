@@ -105,6 +105,7 @@ gpud_t *gpud_new(const gpud_options_t *options)
     }
     self->options = *options;
     settle_threads(self);
+    rank_state_init(&self->state);
     self->rank = -1;
     name_worker(self);
     settle_model_options(self);
@@ -211,7 +212,6 @@ int gpud_send_credit(gpud_t *self, uint32_t credits, const uint64_t *ack)
     m.u.credit.auth = self->auth;
     if (ack) /* an answer: to the loaderd whose batch it was */
         return proto_send(zsock_resolve(self->loaders[self->from_loader]), NULL, &m);
-    self->credit_sent = true;
     for (int i = 0; i < self->n_loaders; i++)   /* a window at each loaderd */
         if (proto_send(zsock_resolve(self->loaders[i]), NULL, &m) < 0)
             return -1;
@@ -224,15 +224,18 @@ int64_t gpud_commit_timeout_ms(const gpud_t *self)
     return (s > 0 ? s : 2 * self->options.ring_timeout_s) * 1000;
 }
 
-/* STOP(0) while the job's last EPOCH waits for its END(TRAIN). */
+/* STOP(0) while the job's last EPOCH waits for its END(TRAIN) (between
+ * steps: a step of the next epoch first handles that EPOCH). A second
+ * STOP while deferred is not deferred again. */
 static bool defer_stop(gpud_t *self, const ddp_stop_t *stop)
 {
-    if (stop->code != 0 || !self->trainer || self->stop_deferred || !self->epoch_pending ||
-        (int64_t)self->pending_epoch.epoch <= self->train_end_done)
+    if (stop->code != 0 || !self->trainer || self->state.now != RANK_IDLE ||
+        !self->epoch_pending || (int64_t)self->pending_epoch.epoch <= self->train_end_done)
+        return false;
+    if (rank_state_to(&self->state, RANK_STOP_DEFERRED, "STOP(0) before the last END(TRAIN)") < 0)
         return false;
     log_info("reducerd says stop (0: %s); first loaderd's END of epoch %u (its BatchNorm "
              "broadcast, the final checkpoint)", stop->reason, self->pending_epoch.epoch);
-    self->stop_deferred = true;
     self->deferred_stop = *stop;
     self->deferred_until_ms = clock_mono_ms() + gpud_commit_timeout_ms(self);
     return true;
@@ -240,18 +243,15 @@ static bool defer_stop(gpud_t *self, const ddp_stop_t *stop)
 
 void gpud_end_handled(gpud_t *self)
 {
-    if (self->stop_deferred && !self->epoch_pending) {
-        self->stop_deferred = false;
+    if (self->state.now == RANK_STOP_DEFERRED && !self->epoch_pending)
         gpud_stop(self, &self->deferred_stop);
-    }
 }
 
 void gpud_tick(gpud_t *self)
 {
-    if (self->stop_deferred && clock_mono_ms() > self->deferred_until_ms) {
+    if (self->state.now == RANK_STOP_DEFERRED && clock_mono_ms() > self->deferred_until_ms) {
         log_error("loaderd's END of epoch %u did not come: stopping without the final "
                   "checkpoint", self->pending_epoch.epoch);
-        self->stop_deferred = false;
         gpud_stop(self, &self->deferred_stop);
     }
 }
@@ -267,7 +267,8 @@ void gpud_stop(gpud_t *self, const ddp_stop_t *stop)
          * holds is behind the survivors', so it writes nothing */
         log_error("reducerd removed this rank from the job (%d): %s", stop->code, stop->reason);
         self->exit_code = 1;
-        self->fenced = true;
+        rank_state_end(&self->state, RANK_FENCED, "STOP: fenced");
+        return;
     } else {
         log_error("reducerd stops the job (%d): %s", stop->code, stop->reason);
         /* 3, 4, 5: the job ended for a reason every rank shares (the
@@ -280,7 +281,7 @@ void gpud_stop(gpud_t *self, const ddp_stop_t *stop)
         if (stop->code != DDP_STOP_CHECKPOINT_FAILED && stop->code != DDP_STOP_NONFINITE)
             self->checkpoint_on_exit = true;
     }
-    self->stopped = true;
+    rank_state_end(&self->state, RANK_STOPPED, stop->code ? "STOP" : "STOP(0)");
 }
 
 void gpud_on_heartbeat(gpud_t *self)

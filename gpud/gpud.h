@@ -14,7 +14,8 @@
  *   gpud.c     this state and what only touches it (sockets, CREDIT, STOP)
  *
  * Imports point down that list (main.c at the top), never up. Below the
- * state: options (the flags), model (-> backend), trainer (optimizer,
+ * state: rank_state (the worker's life as one enum: its states and
+ * moves), options (the flags), model (-> backend), trainer (optimizer,
  * schedule, checkpoints), ring (the CPU all-reduce), heartbeat (the
  * actor), then common/ and proto/.
  */
@@ -30,6 +31,7 @@
 #include "gpud/options.h"
 #include "gpud/ring.h"
 #include "gpud/parts.h"
+#include "gpud/rank_state.h"
 #include "gpud/trainer.h"
 #include "proto/messages.h"
 #include "proto/wire.h"
@@ -73,12 +75,11 @@ typedef struct gpud {
     uint8_t *wire_px;              /* a --wire jpeg batch decoded (eval.c), grown as needed */
     size_t wire_px_cap;
     int exit_code;
-    bool stopped;
-    bool fenced;                   /* reducerd removed this rank: no checkpoint on exit */
-    bool stop_deferred;            /* STOP(0) waits for the last END(TRAIN) (gpud_stop) */
-    ddp_stop_t deferred_stop;
+    /* where the worker is in its life (rank_state.h: the states and every
+     * move); ended (FENCED, STOPPED) ends the loop */
+    rank_state_t state;
+    ddp_stop_t deferred_stop;      /* RANK_STOP_DEFERRED: the STOP(0) that waits ... */
     int64_t deferred_until_ms;     /* ... at most until then */
-    bool credit_sent;              /* the first CREDIT(window) went out */
     /* --train (train.c) */
     trainer_t *trainer;
     allreduce_t *ring;
@@ -88,8 +89,6 @@ typedef struct gpud {
     bool members_pending;          /* a MEMBERS newer than gen, not applied yet */
     ddp_members_t members;         /* that MEMBERS (names owned) */
     bool bn_redo;                  /* the END(TRAIN) BatchNorm broadcast must be redone */
-    bool joining;                  /* WELCOME said the job runs: state and place come (joining.c) */
-    bool joined_late;              /* entered a running job: no initial-weights broadcast */
     bool snapshot_pending;         /* the COMMIT awaited asks for this rank's state (rank 0) */
     uint64_t next_step;            /* S of the next train step */
     int64_t epoch;                 /* the epoch a resume would continue with */
@@ -101,7 +100,6 @@ typedef struct gpud {
     uint64_t steps_per_epoch;      /* checkpoint metadata: loaderd's plan (BATCH), 0 unknown */
     uint64_t global_batch;         /* checkpoint metadata */
     int64_t good_epoch, good_step; /* rank 0: the checkpoint file's state; -1: none whole */
-    bool step_open;                /* a step's buffers changed, its update not applied */
     bool eval_stale;               /* trained since the last model_sync_eval */
     bool checkpoint_on_exit;       /* rank 0 saves the last completed step on exit */
     float *loss;                   /* a train batch's per-sample loss and top-k */

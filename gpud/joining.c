@@ -49,8 +49,7 @@ static int take_place(gpud_t *self, ddp_members_t *m, bool loaded)
     members_take(self, m);
     log_info("entered the job as rank %d of %d at step %llu (generation %u)", m->rank, m->world,
              (unsigned long long)m->step, m->gen);
-    self->joined_late = true;
-    return 1;
+    return rank_state_to(&self->state, RANK_JOINED, "MEMBERS gave a place") < 0 ? -1 : 1;
 }
 
 static int on_message(gpud_t *self, ddp_msg_t *m, bool *loaded)
@@ -62,7 +61,7 @@ static int on_message(gpud_t *self, ddp_msg_t *m, bool *loaded)
         log_error("reducerd stops this rank before it entered the job (%d): %s",
                   m->u.stop.code, m->u.stop.reason);
         self->exit_code = m->u.stop.code ? m->u.stop.code : 0;
-        self->stopped = true;
+        rank_state_end(&self->state, RANK_STOPPED, "STOP while joining");
         return 1;
     case DDP_WELCOME:
         return 0;   /* our JOIN answered twice */
@@ -75,7 +74,7 @@ static int on_message(gpud_t *self, ddp_msg_t *m, bool *loaded)
 
 int joining_enter(gpud_t *self)
 {
-    if (!self->joining)
+    if (self->state.now != RANK_JOINING)
         return 0;
     int64_t deadline = clock_mono_ms() + self->options.join_timeout_s * 1000;
     zpoller_t *poller = zpoller_new(self->reducer, NULL);
@@ -91,7 +90,8 @@ int joining_enter(gpud_t *self)
         ddp_msg_clear(&m);
     }
     zpoller_destroy(&poller);
-    self->joining = false;
+    if (rc <= 0)
+        rank_state_end(&self->state, RANK_STOPPED, "no place in the job");
     if (rc == 0 && !zs_interrupted())
         log_error("no place in the running job within %lds (--join-timeout): reducerd admits a "
                   "joiner at a step boundary inside an epoch's training, one at a time",

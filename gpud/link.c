@@ -20,7 +20,7 @@ static void on_welcome(gpud_t *self, const ddp_welcome_t *w)
     self->rank = w->rank;
     self->world = w->world;
     self->welcome_train = w->train;
-    self->joining = w->joining;
+    rank_state_to(&self->state, w->joining ? RANK_JOINING : RANK_WELCOMED, "WELCOME");
     self->gen = w->gen;
     snprintf(self->next_ring, sizeof self->next_ring, "%s", w->next_ring);
     snprintf(self->auth.job, sizeof self->auth.job, "%s", w->job);
@@ -70,7 +70,7 @@ static int join_answer(gpud_t *self)
         else
             log_info("reducerd says stop before we started: %s", m.u.stop.reason);
         self->exit_code = m.u.stop.code;
-        self->stopped = true;
+        rank_state_end(&self->state, RANK_STOPPED, "STOP before WELCOME");
         rc = 0;
     }
     ddp_msg_clear(&m);
@@ -115,7 +115,7 @@ int link_join(gpud_t *self)
 static void fail(gpud_t *self)
 {
     self->exit_code = 1;
-    self->stopped = true;
+    rank_state_end(&self->state, RANK_STOPPED, "failed");
 }
 
 void link_on_loader(gpud_t *self, int loader)
@@ -149,7 +149,7 @@ static void eval_stop(gpud_t *self, const ddp_stop_t *stop)
     log_info("reducerd says stop (%d: %s)", stop->code, stop->reason);
     if (stop->code == DDP_STOP_JOB_LOST)
         self->exit_code = DDP_STOP_JOB_LOST;
-    self->stopped = true;
+    rank_state_end(&self->state, RANK_STOPPED, "STOP");
 }
 
 void link_on_reducer(gpud_t *self)

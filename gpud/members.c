@@ -45,7 +45,7 @@ members_event_t members_on_message(gpud_t *self, ddp_msg_t *m, uint64_t step)
         return self->members_pending ? MEMBERS_CHANGED : MEMBERS_WAIT;
     case DDP_STOP:   /* a STOP(0) may wait for the last END (gpud_stop) */
         gpud_stop(self, &m->u.stop);
-        return self->stopped ? MEMBERS_STOPPED : MEMBERS_WAIT;
+        return rank_state_ended(&self->state) ? MEMBERS_STOPPED : MEMBERS_WAIT;
     case DDP_EPOCH:   /* train.c handles it in its place (after END(TRAIN)) */
         self->pending_epoch = m->u.epoch;
         self->epoch_pending = true;
@@ -92,13 +92,13 @@ const char *members_ring_cancel(void *ctx)
     gpud_t *self = ctx;
     if (zs_interrupted())
         return "interrupted";
-    if (!self->members_pending && !self->stopped)
+    if (!self->members_pending && !rank_state_ended(&self->state))
         read_reducer(self, UINT64_MAX);
-    if (!self->members_pending && !self->stopped)
+    if (!self->members_pending && !rank_state_ended(&self->state))
         read_heartbeat(self);
     if (self->members_pending)
         return "membership changed";
-    return self->stopped ? "stopped by reducerd" : NULL;
+    return rank_state_ended(&self->state) ? "stopped by reducerd" : NULL;
 }
 
 int members_send_step(gpud_t *self, uint32_t epoch, uint64_t step, ddp_step_status_t status,
@@ -122,7 +122,7 @@ members_event_t members_wait(gpud_t *self, uint64_t step)
     if (self->heartbeat)
         zpoller_add(poller, self->heartbeat);
     members_event_t ev = self->members_pending ? MEMBERS_CHANGED : MEMBERS_WAIT;
-    while (ev == MEMBERS_WAIT && !self->stopped && !zs_interrupted() &&
+    while (ev == MEMBERS_WAIT && !rank_state_ended(&self->state) && !zs_interrupted() &&
            clock_mono_ms() < deadline) {
         void *which = zpoller_wait(poller, 200);
         if (which == self->reducer)
@@ -131,7 +131,7 @@ members_event_t members_wait(gpud_t *self, uint64_t step)
             read_heartbeat(self);
     }
     zpoller_destroy(&poller);
-    if (ev == MEMBERS_WAIT && (self->stopped || zs_interrupted()))
+    if (ev == MEMBERS_WAIT && (rank_state_ended(&self->state) || zs_interrupted()))
         ev = MEMBERS_STOPPED;
     return ev;
 }
@@ -143,10 +143,10 @@ static int fatal(gpud_t *self, const char *what, const char *err)
     int peer = self->world > 0 ? (self->rank + self->world - 1) % self->world : -1;
     if (zs_interrupted())
         log_error("%s interrupted by a signal: stopping (resume with --resume)", what);
-    else if (!self->stopped)
+    else if (!rank_state_ended(&self->state))
         log_error("all-reduce with rank %d failed (%s): %s; the job cannot continue — resume "
                   "with --resume", peer, what, err);
-    if (!self->fenced)
+    if (self->state.now != RANK_FENCED)
         self->checkpoint_on_exit = true;
     return -1;
 }
@@ -157,7 +157,7 @@ int members_ring_failed(gpud_t *self, const char *what, uint32_t epoch, uint64_t
     allreduce_failure_t why = allreduce_failure(self->ring);
     if (why == ALLREDUCE_CANCELLED && self->members_pending)
         return members_apply(self) < 0 ? -1 : 1;
-    if (why != ALLREDUCE_TIMEOUT || self->stopped || zs_interrupted())
+    if (why != ALLREDUCE_TIMEOUT || rank_state_ended(&self->state) || zs_interrupted())
         return fatal(self, what, err);
     int suspect = allreduce_suspect(self->ring);
     log_warn("%s: %s; reporting rank %d to reducerd and waiting for its decision", what, err,
@@ -180,7 +180,7 @@ static int check_members(gpud_t *self, const ddp_members_t *m)
     if (m->rank < 0 || m->rank >= m->world) {
         log_error("reducerd's membership of generation %u has no place for this rank (rank %d "
                   "of %d): leaving the job", m->gen, m->rank, m->world);
-        self->fenced = true;
+        rank_state_end(&self->state, RANK_FENCED, "MEMBERS without a place");
         return -1;
     }
     if (m->step != self->next_step) {
@@ -229,10 +229,11 @@ int members_apply(gpud_t *self)
         rc = -1;
     }
     if (rc == 0) {
-        bool redo = self->step_open;
+        bool redo = rank_state_open_step(&self->state);
         if (redo)   /* the abandoned step's running statistics */
             trainer_restore(self->trainer);
-        self->step_open = false;
+        if (redo && !rank_state_ended(&self->state))
+            rank_state_to(&self->state, RANK_IDLE, "a new generation drops the open step");
         log_warn("membership generation %u: rank %d of %d is now rank %d of %d; step %llu %s "
                  "(%s)", m->gen, self->rank, self->world, m->rank, m->world,
                  (unsigned long long)m->step, redo ? "is redone" : "is next", m->reason);
@@ -241,10 +242,11 @@ int members_apply(gpud_t *self)
          * decided yet do it again, from the new rank 0 */
         if (self->train_end_done > self->epoch_done)
             self->bn_redo = true;
-        if (self->credit_sent && gpud_send_credit(self, (uint32_t)self->options.window, NULL) < 0)
+        if (rank_state_started(&self->state) &&
+            gpud_send_credit(self, (uint32_t)self->options.window, NULL) < 0)
             rc = -1;
     } else {
-        self->checkpoint_on_exit = !self->fenced;
+        self->checkpoint_on_exit = self->state.now != RANK_FENCED;
     }
     ddp_msg_t done = {.type = DDP_MEMBERS, .u.members = *m};
     ddp_msg_clear(&done);

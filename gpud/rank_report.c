@@ -39,7 +39,8 @@ void rank_report_write_failed(gpud_t *self, const char *what, const char *why, c
 static void await_stop(gpud_t *self, int64_t deadline_ms)
 {
     zpoller_t *poller = gpud_reducer_poller(self);
-    while (poller && !self->stopped && !zs_interrupted() && clock_mono_ms() < deadline_ms) {
+    while (poller && !rank_state_ended(&self->state) && !zs_interrupted() &&
+           clock_mono_ms() < deadline_ms) {
         ddp_msg_t m;
         if (!gpud_poll_reducer(self, poller, 200, &m))
             continue;
@@ -66,8 +67,8 @@ void rank_report_nonfinite(gpud_t *self, uint64_t step, const char *err, bool ch
     /* every rank found the same tensor: each waits for reducerd to end the
      * job, so none exits as if it alone had failed */
     await_stop(self, clock_mono_ms() + gpud_commit_timeout_ms(self));
-    if (!self->stopped)
+    if (!rank_state_ended(&self->state))
         log_error("reducerd did not end the job within --commit-timeout: stopping");
-    self->stopped = true;
+    rank_state_end(&self->state, RANK_STOPPED, "a non-finite step");
     self->exit_code = DDP_STOP_NONFINITE;
 }

@@ -145,7 +145,7 @@ int train_start(gpud_t *self)
         return -1;
     }
     /* a joiner's ring is generation gen's (a re-form of a ring of one) */
-    bool late = self->joined_late;
+    bool late = self->state.now == RANK_JOINED;
     if (allreduce_connect(self->ring, late ? 0 : self->rank, late ? 1 : self->world,
                           self->next_ring, err, sizeof err) < 0 ||
         (late && allreduce_reform(self->ring, self->gen, self->rank, self->world,
@@ -394,7 +394,8 @@ static int forward_backward(gpud_t *self, const ddp_batch_t *b, const uint8_t *p
                           .std = self->normalize ? self->std : NULL, .labels = b->labels,
                           .ids = b->ids, .global_count = b->global_count, .step = b->step};
     char err[1024];
-    self->step_open = true;
+    if (rank_state_to(&self->state, RANK_STEP_OPEN, "forward") < 0)
+        return -1;
     if (trainer_forward_backward(self->trainer, &tb, self->loss, self->logits, err,
                                  sizeof err) == 0)
         return 0;
@@ -409,7 +410,7 @@ static int forward_backward(gpud_t *self, const ddp_batch_t *b, const uint8_t *p
 static int apply_step(gpud_t *self, const ddp_batch_t *b, double lr, double compute_s)
 {
     trainer_apply(self->trainer, (int)b->epoch, b->global_count);
-    self->step_open = false;
+    rank_state_to(&self->state, RANK_IDLE, "COMMIT applied");
     char err[1024];
     if (trainer_check_params(self->trainer, err, sizeof err) < 0) {
         /* the update is applied and cannot be undone: no checkpoint of it */
@@ -439,7 +440,8 @@ static int apply_step(gpud_t *self, const ddp_batch_t *b, double lr, double comp
  * drops it (loaderd sends it again to the new generation). */
 static int commit_step(gpud_t *self, const ddp_batch_t *b, double lr, double compute_s)
 {
-    if (members_send_step(self, b->epoch, b->step, DDP_STEP_SUMMED, -1) < 0)
+    if (members_send_step(self, b->epoch, b->step, DDP_STEP_SUMMED, -1) < 0 ||
+        rank_state_to(&self->state, RANK_AWAITING_COMMIT, "STEP sent") < 0)
         return -1;
     switch (members_wait(self, b->step)) {
     case MEMBERS_COMMIT:
@@ -677,7 +679,8 @@ static int wait_epoch(gpud_t *self, int64_t e)
         return -1;
     }
     int rc = 0;
-    while (rc == 0 && self->epoch_done < e && !self->stopped && !zs_interrupted()) {
+    while (rc == 0 && self->epoch_done < e && !rank_state_ended(&self->state) &&
+           !zs_interrupted()) {
         ddp_msg_t m;
         if (!gpud_poll_reducer(self, poller, 200, &m))
             continue;
@@ -721,7 +724,8 @@ static int run_ready_parts(gpud_t *self)
         self->step_parts = NULL;
         self->n_step_parts = 0;
         parts_free_taken(&merged, taken, n);
-        if (rc < 0 || self->stopped || (self->next_step == step && self->gen == gen))
+        if (rc < 0 || rank_state_ended(&self->state) ||
+            (self->next_step == step && self->gen == gen))
             return rc < 0 ? -1 : 0;   /* failed, stopped, or the step was not applied */
     }
 }
@@ -768,12 +772,13 @@ int train_receive(gpud_t *self, ddp_msg_t *m)
 
 void train_idle(gpud_t *self)
 {
-    if (self->snapshot_pending && !self->step_open)
+    if (self->snapshot_pending && !rank_state_open_step(&self->state))
         send_state(self);
     /* a new generation may have made a step of kept parts runnable */
-    if (self->parts && !self->stopped && parts_count(self->parts) && run_ready_parts(self) < 0) {
+    if (self->parts && !rank_state_ended(&self->state) && parts_count(self->parts) &&
+        run_ready_parts(self) < 0) {
         self->exit_code = 1;
-        self->stopped = true;
+        rank_state_end(&self->state, RANK_STOPPED, "a step of parts failed");
     }
 }
 
@@ -782,15 +787,17 @@ void train_interrupted(gpud_t *self)
     log_error("interrupted by a signal: stopping (resume with --resume)");
     self->checkpoint_on_exit = true;
     self->exit_code = 1;
+    rank_state_end(&self->state, RANK_STOPPED, "a signal");
 }
 
 int train_finish(gpud_t *self, int rc)
 {
-    if (self->fenced)   /* the job went on without this rank: its state is behind */
+    /* the job went on without this rank: its state is behind */
+    if (self->state.now == RANK_FENCED)
         return rc ? rc : 1;
     if (!self->checkpoint_on_exit || !self->trainer)
         return rc;
-    if (self->step_open)   /* the last completed step, mid-epoch or not */
+    if (rank_state_open_step(&self->state))   /* the last completed step, mid-epoch or not */
         trainer_restore(self->trainer);
     char reason[DDP_MAX_STR];   /* the job ends anyway: only logged */
     write_checkpoint(self, "stopped early", reason, sizeof reason);
