@@ -123,16 +123,10 @@ void gpud_destroy(gpud_t **self_p)
         zsock_destroy(&self->loaders[i]);
     self->loader = NULL;
     zsock_destroy(&self->reducer);
-    parts_destroy(&self->parts);
-    trainer_destroy(&self->trainer);
-    allreduce_destroy(&self->ring);
+    train_state_destroy(&self->train);   /* the trainer before the model it holds */
     model_destroy(&self->model);
-    ddp_msg_t pending = {.type = DDP_MEMBERS, .u.members = self->members};
-    ddp_msg_clear(&pending);   /* a MEMBERS never applied */
     free(self->logits);
     free(self->wire_px);
-    free(self->loss);
-    free(self->topk);
     free(self);
     *self_p = NULL;
 }
@@ -229,13 +223,14 @@ int64_t gpud_commit_timeout_ms(const gpud_t *self)
  * STOP while deferred is not deferred again. */
 static bool defer_stop(gpud_t *self, const ddp_stop_t *stop)
 {
-    if (stop->code != 0 || !self->trainer || self->state.now != RANK_IDLE ||
-        !self->epoch_pending || (int64_t)self->pending_epoch.epoch <= self->train_end_done)
+    const train_state_t *ts = self->train;
+    if (stop->code != 0 || !ts || self->state.now != RANK_IDLE || !ts->pending.epoch ||
+        (int64_t)ts->pending_epoch.epoch <= ts->train_end_done)
         return false;
     if (rank_state_to(&self->state, RANK_STOP_DEFERRED, "STOP(0) before the last END(TRAIN)") < 0)
         return false;
     log_info("reducerd says stop (0: %s); first loaderd's END of epoch %u (its BatchNorm "
-             "broadcast, the final checkpoint)", stop->reason, self->pending_epoch.epoch);
+             "broadcast, the final checkpoint)", stop->reason, self->train->pending_epoch.epoch);
     self->deferred_stop = *stop;
     self->deferred_until_ms = clock_mono_ms() + gpud_commit_timeout_ms(self);
     return true;
@@ -243,7 +238,7 @@ static bool defer_stop(gpud_t *self, const ddp_stop_t *stop)
 
 void gpud_end_handled(gpud_t *self)
 {
-    if (self->state.now == RANK_STOP_DEFERRED && !self->epoch_pending)
+    if (self->state.now == RANK_STOP_DEFERRED && !self->train->pending.epoch)
         gpud_stop(self, &self->deferred_stop);
 }
 
@@ -251,7 +246,7 @@ void gpud_tick(gpud_t *self)
 {
     if (self->state.now == RANK_STOP_DEFERRED && clock_mono_ms() > self->deferred_until_ms) {
         log_error("loaderd's END of epoch %u did not come: stopping without the final "
-                  "checkpoint", self->pending_epoch.epoch);
+                  "checkpoint", self->train->pending_epoch.epoch);
         gpud_stop(self, &self->deferred_stop);
     }
 }
@@ -278,8 +273,9 @@ void gpud_stop(gpud_t *self, const ddp_stop_t *stop)
         self->exit_code = shared ? stop->code : 1;
         /* after a failed checkpoint write the file holds the last good one;
          * after a non-finite step the rank decided (rank_report.c) */
-        if (stop->code != DDP_STOP_CHECKPOINT_FAILED && stop->code != DDP_STOP_NONFINITE)
-            self->checkpoint_on_exit = true;
+        if (self->train && stop->code != DDP_STOP_CHECKPOINT_FAILED &&
+            stop->code != DDP_STOP_NONFINITE)
+            self->train->checkpoint_on_exit = true;
     }
     rank_state_end(&self->state, RANK_STOPPED, stop->code ? "STOP" : "STOP(0)");
 }

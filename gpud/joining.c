@@ -21,9 +21,9 @@ static int take_state(gpud_t *self, const ddp_state_t *st, bool *loaded)
     if (train_load_state(self, "the job's state", zframe_data(st->image),
                          zframe_size(st->image)) < 0)
         return -1;
-    if (self->next_step != st->step) {
+    if (self->train->next_step != st->step) {
         log_error("the state says step %llu, reducerd says %llu: not joining",
-                  (unsigned long long)self->next_step, (unsigned long long)st->step);
+                  (unsigned long long)self->train->next_step, (unsigned long long)st->step);
         return -1;
     }
     ddp_msg_t m = {.type = DDP_STATE};
@@ -40,7 +40,7 @@ static int take_state(gpud_t *self, const ddp_state_t *st, bool *loaded)
 /* The MEMBERS that makes this rank a member; 1 when it did. */
 static int take_place(gpud_t *self, ddp_members_t *m, bool loaded)
 {
-    if (!loaded || m->rank < 0 || m->step != self->next_step) {
+    if (!loaded || m->rank < 0 || m->step != self->train->next_step) {
         log_error("reducerd's membership (generation %u, rank %d, step %llu) came before this "
                   "rank had the state of that step: not joining", m->gen, m->rank,
                   (unsigned long long)m->step);

@@ -48,7 +48,8 @@ static ddp_msg_t join_message(const gpud_t *self)
     snprintf(j.u.join.name, sizeof j.u.join.name, "%s", self->name);
     snprintf(j.u.join.backend, sizeof j.u.join.backend, "%s", self->options.backend);
     /* "" unless --train */
-    snprintf(j.u.join.ring, sizeof j.u.join.ring, "%s", self->ring_endpoint);
+    snprintf(j.u.join.ring, sizeof j.u.join.ring, "%s",
+             self->train ? self->train->ring_endpoint : "");
     if (self->options.train)   /* every rank of a job must agree on these */
         gpud_options_job_config(&self->options, j.u.join.config, sizeof j.u.join.config);
     return j;
@@ -124,7 +125,7 @@ void link_on_loader(gpud_t *self, int loader)
     if (proto_recv(zsock_resolve(self->loaders[loader]), NULL, &m, &self->stats) != 0)
         return;
     self->from_loader = loader;
-    int t = self->trainer ? train_receive(self, &m) : 1;
+    int t = self->train ? train_receive(self, &m) : 1;
     if (t <= 0) {
         if (t < 0)
             fail(self);
@@ -158,11 +159,11 @@ void link_on_reducer(gpud_t *self)
     if (proto_recv(zsock_resolve(self->reducer), NULL, &m, &self->stats) != 0)
         return;
     if (m.type == DDP_STOP) {
-        if (self->trainer)
+        if (self->train)
             gpud_stop(self, &m.u.stop);
         else
             eval_stop(self, &m.u.stop);
-    } else if (self->trainer && (m.type == DDP_EPOCH || m.type == DDP_MEMBERS ||
+    } else if (self->train && (m.type == DDP_EPOCH || m.type == DDP_MEMBERS ||
                                  m.type == DDP_COMMIT || m.type == DDP_STATE)) {
         if (train_on_reducer(self, &m) < 0)
             fail(self);

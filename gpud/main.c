@@ -40,10 +40,10 @@ static int start(gpud_t *self)
 
 static int run(gpud_t *self)
 {
-    if ((self->trainer ? train_start(self) : eval_start(self)) < 0)
+    if ((self->train ? train_start(self) : eval_start(self)) < 0)
         return 1;
     /* IDLE before the first CREDIT: a re-form from here on credits again */
-    if (rank_state_to(&self->state, RANK_IDLE, self->trainer ? "training" : "evaluating") < 0)
+    if (rank_state_to(&self->state, RANK_IDLE, self->train ? "training" : "evaluating") < 0)
         return 1;
     if (gpud_send_credit(self, (uint32_t)self->options.window, NULL) < 0) {
         log_error("cannot ask loaderd for work: %s", zmq_strerror(zmq_errno()));
@@ -65,12 +65,12 @@ static int run(gpud_t *self)
             link_on_loader(self, from);
         else if (zpoller_terminated(poller))
             break;
-        if (self->trainer)
+        if (self->train)
             train_idle(self);
         gpud_tick(self);
     }
     zpoller_destroy(&poller);
-    if (self->trainer && zs_interrupted())
+    if (self->train && zs_interrupted())
         train_interrupted(self);
     return self->exit_code;
 }

@@ -24,10 +24,10 @@ void rank_report_write_failed(gpud_t *self, const char *what, const char *why, c
                               char *reason, size_t cap)
 {
     char good[1200];
-    if (self->good_step >= 0)
+    if (self->train->good_step >= 0)
         snprintf(good, sizeof good, "the last good checkpoint is %s (epoch %lld, step %lld)",
-                 self->options.checkpoint, (long long)self->good_epoch,
-                 (long long)self->good_step);
+                 self->options.checkpoint, (long long)self->train->good_epoch,
+                 (long long)self->train->good_step);
     else
         snprintf(good, sizeof good, "no checkpoint of this run was written");
     snprintf(reason, cap, "rank 0: %s (%s) not written: %s; %s", what, why, err, good);
@@ -62,7 +62,7 @@ void rank_report_nonfinite(gpud_t *self, uint64_t step, const char *err, bool ch
              checkpoint ? "resume with --resume and a lower --lr"
                         : "the last checkpoint is the one to resume from, with a lower --lr");
     log_error("%s", reason);
-    self->checkpoint_on_exit = checkpoint;   /* of the last completed step */
+    self->train->checkpoint_on_exit = checkpoint;   /* of the last completed step */
     rank_report_done(self, DDP_STOP_NONFINITE, reason);
     /* every rank found the same tensor: each waits for reducerd to end the
      * job, so none exits as if it alone had failed */

@@ -20,8 +20,8 @@
  * Work owed across states (a MEMBERS to apply, an EPOCH before its END,
  * rank 0's state for a joiner, the BatchNorm broadcast to redo) is not a
  * state: any of it may arrive in any living state and several at once, so
- * as states they would multiply the table. Those are gpud_t's pending
- * bits (gpud.h). */
+ * as states they would multiply the table. Those are train_state_t's
+ * pending bits (train_state.h). */
 #ifndef DDP_GPUD_RANK_STATE_H
 #define DDP_GPUD_RANK_STATE_H
 
