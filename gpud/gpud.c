@@ -105,6 +105,7 @@ gpud_t *gpud_new(const gpud_options_t *options)
     }
     self->options = *options;
     settle_threads(self);
+    rank_state_init(&self->state);
     self->rank = -1;
     name_worker(self);
     settle_model_options(self);
@@ -122,16 +123,10 @@ void gpud_destroy(gpud_t **self_p)
         zsock_destroy(&self->loaders[i]);
     self->loader = NULL;
     zsock_destroy(&self->reducer);
-    parts_destroy(&self->parts);
-    trainer_destroy(&self->trainer);
-    allreduce_destroy(&self->ring);
+    train_state_destroy(&self->train);   /* the trainer before the model it holds */
     model_destroy(&self->model);
-    ddp_msg_t pending = {.type = DDP_MEMBERS, .u.members = self->members};
-    ddp_msg_clear(&pending);   /* a MEMBERS never applied */
     free(self->logits);
     free(self->wire_px);
-    free(self->loss);
-    free(self->topk);
     free(self);
     *self_p = NULL;
 }
@@ -211,7 +206,6 @@ int gpud_send_credit(gpud_t *self, uint32_t credits, const uint64_t *ack)
     m.u.credit.auth = self->auth;
     if (ack) /* an answer: to the loaderd whose batch it was */
         return proto_send(zsock_resolve(self->loaders[self->from_loader]), NULL, &m);
-    self->credit_sent = true;
     for (int i = 0; i < self->n_loaders; i++)   /* a window at each loaderd */
         if (proto_send(zsock_resolve(self->loaders[i]), NULL, &m) < 0)
             return -1;
@@ -224,15 +218,19 @@ int64_t gpud_commit_timeout_ms(const gpud_t *self)
     return (s > 0 ? s : 2 * self->options.ring_timeout_s) * 1000;
 }
 
-/* STOP(0) while the job's last EPOCH waits for its END(TRAIN). */
+/* STOP(0) while the job's last EPOCH waits for its END(TRAIN) (between
+ * steps: a step of the next epoch first handles that EPOCH). A second
+ * STOP while deferred is not deferred again. */
 static bool defer_stop(gpud_t *self, const ddp_stop_t *stop)
 {
-    if (stop->code != 0 || !self->trainer || self->stop_deferred || !self->epoch_pending ||
-        (int64_t)self->pending_epoch.epoch <= self->train_end_done)
+    const train_state_t *ts = self->train;
+    if (stop->code != 0 || !ts || self->state.now != RANK_IDLE || !ts->pending.epoch ||
+        (int64_t)ts->pending_epoch.epoch <= ts->train_end_done)
+        return false;
+    if (rank_state_to(&self->state, RANK_STOP_DEFERRED, "STOP(0) before the last END(TRAIN)") < 0)
         return false;
     log_info("reducerd says stop (0: %s); first loaderd's END of epoch %u (its BatchNorm "
-             "broadcast, the final checkpoint)", stop->reason, self->pending_epoch.epoch);
-    self->stop_deferred = true;
+             "broadcast, the final checkpoint)", stop->reason, self->train->pending_epoch.epoch);
     self->deferred_stop = *stop;
     self->deferred_until_ms = clock_mono_ms() + gpud_commit_timeout_ms(self);
     return true;
@@ -240,18 +238,15 @@ static bool defer_stop(gpud_t *self, const ddp_stop_t *stop)
 
 void gpud_end_handled(gpud_t *self)
 {
-    if (self->stop_deferred && !self->epoch_pending) {
-        self->stop_deferred = false;
+    if (self->state.now == RANK_STOP_DEFERRED && !self->train->pending.epoch)
         gpud_stop(self, &self->deferred_stop);
-    }
 }
 
 void gpud_tick(gpud_t *self)
 {
-    if (self->stop_deferred && clock_mono_ms() > self->deferred_until_ms) {
+    if (self->state.now == RANK_STOP_DEFERRED && clock_mono_ms() > self->deferred_until_ms) {
         log_error("loaderd's END of epoch %u did not come: stopping without the final "
-                  "checkpoint", self->pending_epoch.epoch);
-        self->stop_deferred = false;
+                  "checkpoint", self->train->pending_epoch.epoch);
         gpud_stop(self, &self->deferred_stop);
     }
 }
@@ -267,7 +262,8 @@ void gpud_stop(gpud_t *self, const ddp_stop_t *stop)
          * holds is behind the survivors', so it writes nothing */
         log_error("reducerd removed this rank from the job (%d): %s", stop->code, stop->reason);
         self->exit_code = 1;
-        self->fenced = true;
+        rank_state_end(&self->state, RANK_FENCED, "STOP: fenced");
+        return;
     } else {
         log_error("reducerd stops the job (%d): %s", stop->code, stop->reason);
         /* 3, 4, 5: the job ended for a reason every rank shares (the
@@ -277,10 +273,11 @@ void gpud_stop(gpud_t *self, const ddp_stop_t *stop)
         self->exit_code = shared ? stop->code : 1;
         /* after a failed checkpoint write the file holds the last good one;
          * after a non-finite step the rank decided (rank_report.c) */
-        if (stop->code != DDP_STOP_CHECKPOINT_FAILED && stop->code != DDP_STOP_NONFINITE)
-            self->checkpoint_on_exit = true;
+        if (self->train && stop->code != DDP_STOP_CHECKPOINT_FAILED &&
+            stop->code != DDP_STOP_NONFINITE)
+            self->train->checkpoint_on_exit = true;
     }
-    self->stopped = true;
+    rank_state_end(&self->state, RANK_STOPPED, stop->code ? "STOP" : "STOP(0)");
 }
 
 void gpud_on_heartbeat(gpud_t *self)

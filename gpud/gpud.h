@@ -9,12 +9,15 @@
  *              END and EPOCH in order, checkpoints
  *   members.c  the rank's side of elastic training (docs/ELASTIC.md): STEP,
  *              reducerd's answer (COMMIT, MEMBERS, STOP), the re-form
+ *   joining.c  a rank entering a running job: its state, then its place
  *   rank_report.c  what ends the job from a rank: rank 0's DONE (final
  *              writes, a failed write, a non-finite step), the wait for STOP
  *   gpud.c     this state and what only touches it (sockets, CREDIT, STOP)
  *
  * Imports point down that list (main.c at the top), never up. Below the
- * state: options (the flags), model (-> backend), trainer (optimizer,
+ * state: rank_state (the worker's life as one enum: its states and
+ * moves), train_state (a training rank's counters, trainer and ring),
+ * options (the flags), model (-> backend), trainer (optimizer,
  * schedule, checkpoints), ring (the CPU all-reduce), heartbeat (the
  * actor), then common/ and proto/.
  */
@@ -28,9 +31,8 @@
 #include "gpud/heartbeat.h"
 #include "gpud/model.h"
 #include "gpud/options.h"
-#include "gpud/ring.h"
-#include "gpud/parts.h"
-#include "gpud/trainer.h"
+#include "gpud/rank_state.h"
+#include "gpud/train_state.h"
 #include "proto/messages.h"
 #include "proto/wire.h"
 
@@ -48,11 +50,6 @@ typedef struct gpud {
     zsock_t *loaders[DDP_MAX_LOADERS];
     int n_loaders;
     int from_loader;               /* the loaderd of the message being handled */
-    /* training with several loaderds: the parts of steps not complete yet,
-     * and those of the step being run (its RESULTs and acks go per part) */
-    struct parts *parts;
-    part_t *step_parts;
-    int n_step_parts;
     zsock_t *reducer;              /* DEALER: JOIN, RESULT out; WELCOME, EPOCH, STOP in */
     zactor_t *heartbeat;
     heartbeat_args_t heartbeat_args;   /* read by the actor: lives as long as it */
@@ -73,40 +70,17 @@ typedef struct gpud {
     uint8_t *wire_px;              /* a --wire jpeg batch decoded (eval.c), grown as needed */
     size_t wire_px_cap;
     int exit_code;
-    bool stopped;
-    bool fenced;                   /* reducerd removed this rank: no checkpoint on exit */
-    bool stop_deferred;            /* STOP(0) waits for the last END(TRAIN) (gpud_stop) */
-    ddp_stop_t deferred_stop;
+    /* where the worker is in its life (rank_state.h: the states and every
+     * move); ended (FENCED, STOPPED) ends the loop */
+    rank_state_t state;
+    ddp_stop_t deferred_stop;      /* RANK_STOP_DEFERRED: the STOP(0) that waits ... */
     int64_t deferred_until_ms;     /* ... at most until then */
-    bool credit_sent;              /* the first CREDIT(window) went out */
-    /* --train (train.c) */
-    trainer_t *trainer;
-    allreduce_t *ring;
-    char ring_endpoint[DDP_MAX_EP];  /* our resolved PULL endpoint (JOIN.ring) */
     /* membership (docs/ELASTIC.md, members.c) */
     uint32_t gen;                  /* the generation rank and world belong to */
-    bool members_pending;          /* a MEMBERS newer than gen, not applied yet */
-    ddp_members_t members;         /* that MEMBERS (names owned) */
-    bool bn_redo;                  /* the END(TRAIN) BatchNorm broadcast must be redone */
-    bool joining;                  /* WELCOME said the job runs: state and place come (joining.c) */
-    bool joined_late;              /* entered a running job: no initial-weights broadcast */
-    bool snapshot_pending;         /* the COMMIT awaited asks for this rank's state (rank 0) */
-    uint64_t next_step;            /* S of the next train step */
-    int64_t epoch;                 /* the epoch a resume would continue with */
-    int64_t epoch_done;            /* last EPOCH(e) handled; start epoch - 1 */
-    int64_t train_end_done;        /* last END(e, TRAIN) handled */
-    bool epoch_pending;            /* an EPOCH that came before its END(TRAIN) */
-    ddp_epoch_t pending_epoch;
-    uint32_t streak;
-    uint64_t steps_per_epoch;      /* checkpoint metadata: loaderd's plan (BATCH), 0 unknown */
-    uint64_t global_batch;         /* checkpoint metadata */
-    int64_t good_epoch, good_step; /* rank 0: the checkpoint file's state; -1: none whole */
-    bool step_open;                /* a step's buffers changed, its update not applied */
     bool eval_stale;               /* trained since the last model_sync_eval */
-    bool checkpoint_on_exit;       /* rank 0 saves the last completed step on exit */
-    float *loss;                   /* a train batch's per-sample loss and top-k */
-    int32_t *topk;
-    size_t per_sample_cap;
+    /* --train: the rank's training state (train_state.h), made by
+     * train_open; NULL in an eval worker */
+    train_state_t *train;
 } gpud_t;
 
 /* The state from the options: the worker's name, the model's options and

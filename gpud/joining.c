@@ -21,9 +21,9 @@ static int take_state(gpud_t *self, const ddp_state_t *st, bool *loaded)
     if (train_load_state(self, "the job's state", zframe_data(st->image),
                          zframe_size(st->image)) < 0)
         return -1;
-    if (self->next_step != st->step) {
+    if (self->train->next_step != st->step) {
         log_error("the state says step %llu, reducerd says %llu: not joining",
-                  (unsigned long long)self->next_step, (unsigned long long)st->step);
+                  (unsigned long long)self->train->next_step, (unsigned long long)st->step);
         return -1;
     }
     ddp_msg_t m = {.type = DDP_STATE};
@@ -40,7 +40,7 @@ static int take_state(gpud_t *self, const ddp_state_t *st, bool *loaded)
 /* The MEMBERS that makes this rank a member; 1 when it did. */
 static int take_place(gpud_t *self, ddp_members_t *m, bool loaded)
 {
-    if (!loaded || m->rank < 0 || m->step != self->next_step) {
+    if (!loaded || m->rank < 0 || m->step != self->train->next_step) {
         log_error("reducerd's membership (generation %u, rank %d, step %llu) came before this "
                   "rank had the state of that step: not joining", m->gen, m->rank,
                   (unsigned long long)m->step);
@@ -49,8 +49,7 @@ static int take_place(gpud_t *self, ddp_members_t *m, bool loaded)
     members_take(self, m);
     log_info("entered the job as rank %d of %d at step %llu (generation %u)", m->rank, m->world,
              (unsigned long long)m->step, m->gen);
-    self->joined_late = true;
-    return 1;
+    return rank_state_to(&self->state, RANK_JOINED, "MEMBERS gave a place") < 0 ? -1 : 1;
 }
 
 static int on_message(gpud_t *self, ddp_msg_t *m, bool *loaded)
@@ -62,7 +61,7 @@ static int on_message(gpud_t *self, ddp_msg_t *m, bool *loaded)
         log_error("reducerd stops this rank before it entered the job (%d): %s",
                   m->u.stop.code, m->u.stop.reason);
         self->exit_code = m->u.stop.code ? m->u.stop.code : 0;
-        self->stopped = true;
+        rank_state_end(&self->state, RANK_STOPPED, "STOP while joining");
         return 1;
     case DDP_WELCOME:
         return 0;   /* our JOIN answered twice */
@@ -75,7 +74,7 @@ static int on_message(gpud_t *self, ddp_msg_t *m, bool *loaded)
 
 int joining_enter(gpud_t *self)
 {
-    if (!self->joining)
+    if (self->state.now != RANK_JOINING)
         return 0;
     int64_t deadline = clock_mono_ms() + self->options.join_timeout_s * 1000;
     zpoller_t *poller = zpoller_new(self->reducer, NULL);
@@ -91,7 +90,8 @@ int joining_enter(gpud_t *self)
         ddp_msg_clear(&m);
     }
     zpoller_destroy(&poller);
-    self->joining = false;
+    if (rc <= 0)
+        rank_state_end(&self->state, RANK_STOPPED, "no place in the job");
     if (rc == 0 && !zs_interrupted())
         log_error("no place in the running job within %lds (--join-timeout): reducerd admits a "
                   "joiner at a step boundary inside an epoch's training, one at a time",

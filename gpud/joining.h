@@ -10,8 +10,9 @@
 
 #include "gpud/gpud.h"
 
-/* 0: in the job (self->joined_late), or stopped (self->stopped); -1
- * (logged): the state could not be loaded, or no place came in time. */
+/* Nothing unless the state is RANK_JOINING. 0: in the job (RANK_JOINED),
+ * or stopped (RANK_STOPPED); -1 (logged, RANK_STOPPED): the state could
+ * not be loaded, or no place came in time. */
 int joining_enter(gpud_t *self);
 
 #endif

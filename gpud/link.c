@@ -20,7 +20,7 @@ static void on_welcome(gpud_t *self, const ddp_welcome_t *w)
     self->rank = w->rank;
     self->world = w->world;
     self->welcome_train = w->train;
-    self->joining = w->joining;
+    rank_state_to(&self->state, w->joining ? RANK_JOINING : RANK_WELCOMED, "WELCOME");
     self->gen = w->gen;
     snprintf(self->next_ring, sizeof self->next_ring, "%s", w->next_ring);
     snprintf(self->auth.job, sizeof self->auth.job, "%s", w->job);
@@ -48,7 +48,8 @@ static ddp_msg_t join_message(const gpud_t *self)
     snprintf(j.u.join.name, sizeof j.u.join.name, "%s", self->name);
     snprintf(j.u.join.backend, sizeof j.u.join.backend, "%s", self->options.backend);
     /* "" unless --train */
-    snprintf(j.u.join.ring, sizeof j.u.join.ring, "%s", self->ring_endpoint);
+    snprintf(j.u.join.ring, sizeof j.u.join.ring, "%s",
+             self->train ? self->train->ring_endpoint : "");
     if (self->options.train)   /* every rank of a job must agree on these */
         gpud_options_job_config(&self->options, j.u.join.config, sizeof j.u.join.config);
     return j;
@@ -70,7 +71,7 @@ static int join_answer(gpud_t *self)
         else
             log_info("reducerd says stop before we started: %s", m.u.stop.reason);
         self->exit_code = m.u.stop.code;
-        self->stopped = true;
+        rank_state_end(&self->state, RANK_STOPPED, "STOP before WELCOME");
         rc = 0;
     }
     ddp_msg_clear(&m);
@@ -115,7 +116,7 @@ int link_join(gpud_t *self)
 static void fail(gpud_t *self)
 {
     self->exit_code = 1;
-    self->stopped = true;
+    rank_state_end(&self->state, RANK_STOPPED, "failed");
 }
 
 void link_on_loader(gpud_t *self, int loader)
@@ -124,7 +125,7 @@ void link_on_loader(gpud_t *self, int loader)
     if (proto_recv(zsock_resolve(self->loaders[loader]), NULL, &m, &self->stats) != 0)
         return;
     self->from_loader = loader;
-    int t = self->trainer ? train_receive(self, &m) : 1;
+    int t = self->train ? train_receive(self, &m) : 1;
     if (t <= 0) {
         if (t < 0)
             fail(self);
@@ -149,7 +150,7 @@ static void eval_stop(gpud_t *self, const ddp_stop_t *stop)
     log_info("reducerd says stop (%d: %s)", stop->code, stop->reason);
     if (stop->code == DDP_STOP_JOB_LOST)
         self->exit_code = DDP_STOP_JOB_LOST;
-    self->stopped = true;
+    rank_state_end(&self->state, RANK_STOPPED, "STOP");
 }
 
 void link_on_reducer(gpud_t *self)
@@ -158,11 +159,11 @@ void link_on_reducer(gpud_t *self)
     if (proto_recv(zsock_resolve(self->reducer), NULL, &m, &self->stats) != 0)
         return;
     if (m.type == DDP_STOP) {
-        if (self->trainer)
+        if (self->train)
             gpud_stop(self, &m.u.stop);
         else
             eval_stop(self, &m.u.stop);
-    } else if (self->trainer && (m.type == DDP_EPOCH || m.type == DDP_MEMBERS ||
+    } else if (self->train && (m.type == DDP_EPOCH || m.type == DDP_MEMBERS ||
                                  m.type == DDP_COMMIT || m.type == DDP_STATE)) {
         if (train_on_reducer(self, &m) < 0)
             fail(self);

@@ -7,7 +7,8 @@
 #include "gpud/gpud.h"
 
 /* JOIN (re-sent every 2 s) until reducerd's WELCOME (rank, world, token,
- * the next ring endpoint) or STOP (self->stopped), within --join-timeout.
+ * the next ring endpoint: RANK_WELCOMED or RANK_JOINING) or STOP
+ * (RANK_STOPPED), within --join-timeout.
  * 0, or -1 (logged). */
 int link_join(gpud_t *self);
 /* One message waiting on each socket: BATCH and END from loaderd;

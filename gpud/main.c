@@ -35,12 +35,15 @@ static int start(gpud_t *self)
         return -1;
     if (gpud_connect(self) < 0 || link_join(self) < 0 || joining_enter(self) < 0)
         return -1;
-    return self->stopped ? 0 : gpud_start_heartbeat(self);
+    return rank_state_ended(&self->state) ? 0 : gpud_start_heartbeat(self);
 }
 
 static int run(gpud_t *self)
 {
-    if ((self->trainer ? train_start(self) : eval_start(self)) < 0)
+    if ((self->train ? train_start(self) : eval_start(self)) < 0)
+        return 1;
+    /* IDLE before the first CREDIT: a re-form from here on credits again */
+    if (rank_state_to(&self->state, RANK_IDLE, self->train ? "training" : "evaluating") < 0)
         return 1;
     if (gpud_send_credit(self, (uint32_t)self->options.window, NULL) < 0) {
         log_error("cannot ask loaderd for work: %s", zmq_strerror(zmq_errno()));
@@ -49,7 +52,7 @@ static int run(gpud_t *self)
     zpoller_t *poller = zpoller_new(self->reducer, self->heartbeat, NULL);
     for (int i = 0; poller && i < self->n_loaders; i++)
         zpoller_add(poller, self->loaders[i]);
-    while (poller && !self->stopped && !zs_interrupted()) {
+    while (poller && !rank_state_ended(&self->state) && !zs_interrupted()) {
         void *which = zpoller_wait(poller, 500);
         int from = -1;
         for (int i = 0; which && i < self->n_loaders; i++)
@@ -62,12 +65,12 @@ static int run(gpud_t *self)
             link_on_loader(self, from);
         else if (zpoller_terminated(poller))
             break;
-        if (self->trainer)
+        if (self->train)
             train_idle(self);
         gpud_tick(self);
     }
     zpoller_destroy(&poller);
-    if (self->trainer && zs_interrupted())
+    if (self->train && zs_interrupted())
         train_interrupted(self);
     return self->exit_code;
 }
@@ -100,7 +103,7 @@ int main(int argc, char **argv)
     gpud_t *self = gpud_new(&options);
     if (!self)
         return 1;
-    rc = start(self) < 0 ? 1 : self->stopped ? self->exit_code : run(self);
+    rc = start(self) < 0 ? 1 : rank_state_ended(&self->state) ? self->exit_code : run(self);
     rc = train_finish(self, rc);
     struct rusage ru;   /* the peak resident memory, for the operator (and bench/) */
     long peak_mb = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss / 1024 : -1;

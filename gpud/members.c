@@ -14,26 +14,28 @@
  * names move out of m. */
 static bool keep_members(gpud_t *self, ddp_members_t *m)
 {
-    uint32_t have = self->members_pending ? self->members.gen : self->gen;
+    train_state_t *ts = self->train;
+    uint32_t have = ts->pending.members ? ts->members.gen : self->gen;
     if (m->gen <= have) {
         log_debug("MEMBERS of generation %u ignored: this rank is at generation %u", m->gen,
                   have);
         return false;
     }
-    ddp_msg_t old = {.type = DDP_MEMBERS, .u.members = self->members};
+    ddp_msg_t old = {.type = DDP_MEMBERS, .u.members = ts->members};
     ddp_msg_clear(&old);
-    self->members = *m;
+    ts->members = *m;
     m->names = NULL;
-    self->members_pending = true;
+    ts->pending.members = true;
     return true;
 }
 
 members_event_t members_on_message(gpud_t *self, ddp_msg_t *m, uint64_t step)
 {
+    train_state_t *ts = self->train;
     switch (m->type) {
     case DDP_COMMIT:
         if (m->u.commit.gen == self->gen && m->u.commit.step == step) {
-            self->snapshot_pending = m->u.commit.snapshot && self->rank == 0;
+            ts->pending.snapshot = m->u.commit.snapshot && self->rank == 0;
             return MEMBERS_COMMIT;
         }
         log_debug("COMMIT of generation %u step %llu ignored (generation %u, step %llu awaited)",
@@ -42,18 +44,18 @@ members_event_t members_on_message(gpud_t *self, ddp_msg_t *m, uint64_t step)
         return MEMBERS_WAIT;
     case DDP_MEMBERS:
         keep_members(self, &m->u.members);
-        return self->members_pending ? MEMBERS_CHANGED : MEMBERS_WAIT;
+        return ts->pending.members ? MEMBERS_CHANGED : MEMBERS_WAIT;
     case DDP_STOP:   /* a STOP(0) may wait for the last END (gpud_stop) */
         gpud_stop(self, &m->u.stop);
-        return self->stopped ? MEMBERS_STOPPED : MEMBERS_WAIT;
+        return rank_state_ended(&self->state) ? MEMBERS_STOPPED : MEMBERS_WAIT;
     case DDP_EPOCH:   /* train.c handles it in its place (after END(TRAIN)) */
-        self->pending_epoch = m->u.epoch;
-        self->epoch_pending = true;
+        ts->pending_epoch = m->u.epoch;
+        ts->pending.epoch = true;
         return MEMBERS_WAIT;
     case DDP_WELCOME:
         return MEMBERS_WAIT;   /* a JOIN answered twice */
     case DDP_STATE:   /* a paused job's joiner wants rank 0's state: sent when idle */
-        self->snapshot_pending = self->rank == 0 && !m->u.state.image;
+        ts->pending.snapshot = self->rank == 0 && !m->u.state.image;
         return MEMBERS_WAIT;
     default:
         self->stats.rejected++;
@@ -90,15 +92,16 @@ static void read_heartbeat(gpud_t *self)
 const char *members_ring_cancel(void *ctx)
 {
     gpud_t *self = ctx;
+    train_state_t *ts = self->train;
     if (zs_interrupted())
         return "interrupted";
-    if (!self->members_pending && !self->stopped)
+    if (!ts->pending.members && !rank_state_ended(&self->state))
         read_reducer(self, UINT64_MAX);
-    if (!self->members_pending && !self->stopped)
+    if (!ts->pending.members && !rank_state_ended(&self->state))
         read_heartbeat(self);
-    if (self->members_pending)
+    if (ts->pending.members)
         return "membership changed";
-    return self->stopped ? "stopped by reducerd" : NULL;
+    return rank_state_ended(&self->state) ? "stopped by reducerd" : NULL;
 }
 
 int members_send_step(gpud_t *self, uint32_t epoch, uint64_t step, ddp_step_status_t status,
@@ -121,8 +124,8 @@ members_event_t members_wait(gpud_t *self, uint64_t step)
     zpoller_t *poller = zpoller_new(self->reducer, NULL);
     if (self->heartbeat)
         zpoller_add(poller, self->heartbeat);
-    members_event_t ev = self->members_pending ? MEMBERS_CHANGED : MEMBERS_WAIT;
-    while (ev == MEMBERS_WAIT && !self->stopped && !zs_interrupted() &&
+    members_event_t ev = self->train->pending.members ? MEMBERS_CHANGED : MEMBERS_WAIT;
+    while (ev == MEMBERS_WAIT && !rank_state_ended(&self->state) && !zs_interrupted() &&
            clock_mono_ms() < deadline) {
         void *which = zpoller_wait(poller, 200);
         if (which == self->reducer)
@@ -131,7 +134,7 @@ members_event_t members_wait(gpud_t *self, uint64_t step)
             read_heartbeat(self);
     }
     zpoller_destroy(&poller);
-    if (ev == MEMBERS_WAIT && (self->stopped || zs_interrupted()))
+    if (ev == MEMBERS_WAIT && (rank_state_ended(&self->state) || zs_interrupted()))
         ev = MEMBERS_STOPPED;
     return ev;
 }
@@ -143,23 +146,24 @@ static int fatal(gpud_t *self, const char *what, const char *err)
     int peer = self->world > 0 ? (self->rank + self->world - 1) % self->world : -1;
     if (zs_interrupted())
         log_error("%s interrupted by a signal: stopping (resume with --resume)", what);
-    else if (!self->stopped)
+    else if (!rank_state_ended(&self->state))
         log_error("all-reduce with rank %d failed (%s): %s; the job cannot continue — resume "
                   "with --resume", peer, what, err);
-    if (!self->fenced)
-        self->checkpoint_on_exit = true;
+    if (self->state.now != RANK_FENCED)
+        self->train->checkpoint_on_exit = true;
     return -1;
 }
 
 int members_ring_failed(gpud_t *self, const char *what, uint32_t epoch, uint64_t step,
                         const char *err)
 {
-    allreduce_failure_t why = allreduce_failure(self->ring);
-    if (why == ALLREDUCE_CANCELLED && self->members_pending)
+    train_state_t *ts = self->train;
+    allreduce_failure_t why = allreduce_failure(ts->ring);
+    if (why == ALLREDUCE_CANCELLED && ts->pending.members)
         return members_apply(self) < 0 ? -1 : 1;
-    if (why != ALLREDUCE_TIMEOUT || self->stopped || zs_interrupted())
+    if (why != ALLREDUCE_TIMEOUT || rank_state_ended(&self->state) || zs_interrupted())
         return fatal(self, what, err);
-    int suspect = allreduce_suspect(self->ring);
+    int suspect = allreduce_suspect(ts->ring);
     log_warn("%s: %s; reporting rank %d to reducerd and waiting for its decision", what, err,
              suspect);
     if (members_send_step(self, epoch, step, DDP_STEP_RING_FAILED, suspect) < 0)
@@ -180,13 +184,13 @@ static int check_members(gpud_t *self, const ddp_members_t *m)
     if (m->rank < 0 || m->rank >= m->world) {
         log_error("reducerd's membership of generation %u has no place for this rank (rank %d "
                   "of %d): leaving the job", m->gen, m->rank, m->world);
-        self->fenced = true;
+        rank_state_end(&self->state, RANK_FENCED, "MEMBERS without a place");
         return -1;
     }
-    if (m->step != self->next_step) {
+    if (m->step != self->train->next_step) {
         log_error("generation %u starts at step %llu but this rank's next step is %llu: the "
                   "ranks disagree on the last committed step", m->gen,
-                  (unsigned long long)m->step, (unsigned long long)self->next_step);
+                  (unsigned long long)m->step, (unsigned long long)self->train->next_step);
         return -1;
     }
     return 0;
@@ -219,32 +223,35 @@ void members_take(gpud_t *self, const ddp_members_t *m)
 
 int members_apply(gpud_t *self)
 {
-    ddp_members_t *m = &self->members;
-    self->members_pending = false;
+    train_state_t *ts = self->train;
+    ddp_members_t *m = &ts->members;
+    ts->pending.members = false;
     int rc = check_members(self, m);
     char err[1024];
-    if (rc == 0 && allreduce_reform(self->ring, m->gen, m->rank, m->world, m->next_ring, err,
+    if (rc == 0 && allreduce_reform(ts->ring, m->gen, m->rank, m->world, m->next_ring, err,
                                     sizeof err) < 0) {
         log_error("cannot re-form the ring for generation %u: %s", m->gen, err);
         rc = -1;
     }
     if (rc == 0) {
-        bool redo = self->step_open;
+        bool redo = rank_state_open_step(&self->state);
         if (redo)   /* the abandoned step's running statistics */
-            trainer_restore(self->trainer);
-        self->step_open = false;
+            trainer_restore(ts->trainer);
+        if (redo && !rank_state_ended(&self->state))
+            rank_state_to(&self->state, RANK_IDLE, "a new generation drops the open step");
         log_warn("membership generation %u: rank %d of %d is now rank %d of %d; step %llu %s "
                  "(%s)", m->gen, self->rank, self->world, m->rank, m->world,
                  (unsigned long long)m->step, redo ? "is redone" : "is next", m->reason);
         members_take(self, m);
         /* survivors that broadcast their BatchNorm buffers for an epoch not
          * decided yet do it again, from the new rank 0 */
-        if (self->train_end_done > self->epoch_done)
-            self->bn_redo = true;
-        if (self->credit_sent && gpud_send_credit(self, (uint32_t)self->options.window, NULL) < 0)
+        if (ts->train_end_done > ts->epoch_done)
+            ts->pending.bn_redo = true;
+        if (rank_state_started(&self->state) &&
+            gpud_send_credit(self, (uint32_t)self->options.window, NULL) < 0)
             rc = -1;
     } else {
-        self->checkpoint_on_exit = !self->fenced;
+        ts->checkpoint_on_exit = self->state.now != RANK_FENCED;
     }
     ddp_msg_t done = {.type = DDP_MEMBERS, .u.members = *m};
     ddp_msg_clear(&done);

@@ -3,8 +3,8 @@
  * STOP), a ring that failed (STEP with the silent predecessor), and the
  * re-form a new membership generation asks for (BatchNorm buffers of the
  * abandoned step restored, the ring re-pointed, the new rank and world,
- * CREDIT of the new generation to loaderd). A role over gpud_t, below
- * train.c.
+ * CREDIT of the new generation to loaderd). A role over gpud_t and its
+ * train_state_t, below train.c and train_step.c.
  *
  * Waits are bounded: reducerd's answer to a step by --commit-timeout
  * (default 2 x --ring-timeout: reducerd answers as soon as every member
@@ -20,7 +20,7 @@
 typedef enum {
     MEMBERS_WAIT = 0,      /* nothing decisive came */
     MEMBERS_COMMIT,        /* COMMIT of the step waited for */
-    MEMBERS_CHANGED,       /* a newer MEMBERS is pending (self->members) */
+    MEMBERS_CHANGED,       /* a newer MEMBERS is pending (self->train->members) */
     MEMBERS_STOPPED        /* STOP from reducerd, or a signal */
 } members_event_t;
 
@@ -30,8 +30,9 @@ typedef enum {
 const char *members_ring_cancel(void *ctx);
 
 /* One message from reducerd (decoded; the caller clears it): EPOCH kept
- * for train.c (self->pending_epoch), STOP applied, a newer MEMBERS kept;
- * COMMIT of (gen, step) is MEMBERS_COMMIT, any other is stale and ignored. */
+ * for train_epoch.c (self->train->pending_epoch), STOP applied, a newer
+ * MEMBERS kept; COMMIT of (gen, step) is MEMBERS_COMMIT, any other is
+ * stale and ignored. */
 members_event_t members_on_message(gpud_t *self, ddp_msg_t *m, uint64_t step);
 
 /* STEP(gen, epoch, step, status, suspect) to reducerd. 0, or -1 (logged). */
@@ -51,11 +52,13 @@ members_event_t members_wait(gpud_t *self, uint64_t step);
 int members_ring_failed(gpud_t *self, const char *what, uint32_t epoch, uint64_t step,
                         const char *err);
 
-/* Applies the pending MEMBERS: the open step's BatchNorm buffers restored,
- * the ring re-formed, rank and world (SyncBatchNorm sums over the new ring),
- * bn_redo when the END(TRAIN) broadcast of an undecided epoch is done, and
- * CREDIT(window, rank, gen) once the first CREDIT went out. 0, or -1
- * (logged): the rank cannot go on. */
+/* Applies the pending MEMBERS: the open step's BatchNorm buffers restored
+ * (RANK_STEP_OPEN or RANK_AWAITING_COMMIT -> RANK_IDLE), the ring
+ * re-formed, rank and world (SyncBatchNorm sums over the new ring),
+ * pending.bn_redo when the END(TRAIN) broadcast of an undecided epoch is
+ * done, and CREDIT(window, rank, gen) once the rank started
+ * (rank_state_started: its first CREDIT went out). 0, or -1 (logged; a
+ * MEMBERS without a place for it: RANK_FENCED): the rank cannot go on. */
 int members_apply(gpud_t *self);
 /* Takes M's place in the job: generation, rank, world, ring neighbour and
  * token (also handed to the heartbeat thread). No ring or step changes. */

@@ -24,10 +24,10 @@ void rank_report_write_failed(gpud_t *self, const char *what, const char *why, c
                               char *reason, size_t cap)
 {
     char good[1200];
-    if (self->good_step >= 0)
+    if (self->train->good_step >= 0)
         snprintf(good, sizeof good, "the last good checkpoint is %s (epoch %lld, step %lld)",
-                 self->options.checkpoint, (long long)self->good_epoch,
-                 (long long)self->good_step);
+                 self->options.checkpoint, (long long)self->train->good_epoch,
+                 (long long)self->train->good_step);
     else
         snprintf(good, sizeof good, "no checkpoint of this run was written");
     snprintf(reason, cap, "rank 0: %s (%s) not written: %s; %s", what, why, err, good);
@@ -39,7 +39,8 @@ void rank_report_write_failed(gpud_t *self, const char *what, const char *why, c
 static void await_stop(gpud_t *self, int64_t deadline_ms)
 {
     zpoller_t *poller = gpud_reducer_poller(self);
-    while (poller && !self->stopped && !zs_interrupted() && clock_mono_ms() < deadline_ms) {
+    while (poller && !rank_state_ended(&self->state) && !zs_interrupted() &&
+           clock_mono_ms() < deadline_ms) {
         ddp_msg_t m;
         if (!gpud_poll_reducer(self, poller, 200, &m))
             continue;
@@ -61,13 +62,13 @@ void rank_report_nonfinite(gpud_t *self, uint64_t step, const char *err, bool ch
              checkpoint ? "resume with --resume and a lower --lr"
                         : "the last checkpoint is the one to resume from, with a lower --lr");
     log_error("%s", reason);
-    self->checkpoint_on_exit = checkpoint;   /* of the last completed step */
+    self->train->checkpoint_on_exit = checkpoint;   /* of the last completed step */
     rank_report_done(self, DDP_STOP_NONFINITE, reason);
     /* every rank found the same tensor: each waits for reducerd to end the
      * job, so none exits as if it alone had failed */
     await_stop(self, clock_mono_ms() + gpud_commit_timeout_ms(self));
-    if (!self->stopped)
+    if (!rank_state_ended(&self->state))
         log_error("reducerd did not end the job within --commit-timeout: stopping");
-    self->stopped = true;
+    rank_state_end(&self->state, RANK_STOPPED, "a non-finite step");
     self->exit_code = DDP_STOP_NONFINITE;
 }

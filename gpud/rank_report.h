@@ -23,8 +23,8 @@ void rank_report_write_failed(gpud_t *self, const char *what, const char *why, c
 /* Every rank at a non-finite step (the same on every rank): logs it, rank
  * 0 sends DONE(DDP_STOP_NONFINITE), then waits for reducerd's STOP (at most
  * --commit-timeout). The rank is stopped after it, its exit status
- * DDP_STOP_NONFINITE; checkpoint_on_exit says whether rank 0 writes the
- * last completed step. */
+ * DDP_STOP_NONFINITE (RANK_STOPPED); checkpoint (train_state_t's
+ * checkpoint_on_exit) says whether rank 0 writes the last completed step. */
 void rank_report_nonfinite(gpud_t *self, uint64_t step, const char *err, bool checkpoint);
 
 #endif
