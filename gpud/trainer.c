@@ -395,8 +395,8 @@ static void log_traffic(trainer_t *t)
 {
     const bk_traffic_t *now = model_traffic(t->m);
     if (log_verbose())
-        log_debug("step bytes host<->%s: batch in %llu, out %llu, parameters/gradients "
-                  "%llu", t->params->ops->name,
+        log_debug("step bytes host<->backend (%s arenas): batch in %llu, out %llu, "
+                  "parameters/gradients %llu", t->params->ops->name,
                   (unsigned long long)(now->batch_in - t->logged.batch_in),
                   (unsigned long long)(now->out - t->logged.out),
                   (unsigned long long)(now->params - t->logged.params));
