@@ -6,7 +6,8 @@
  *
  * What lives where (the layout is pstore.c's, pstore_place):
  *   params  the trainable tensors (weights, biases) in state_dict order,
- *           then the "buffers" part: BatchNorm's running_mean/var. The
+ *           then the "buffers" part: BatchNorm's running_mean/var (each
+ *           tensor 64-byte aligned: zero gaps between them). The
  *           buffers sit with the weights because they are what the
  *           weights are: state_dict floats the forward reads (eval) and
  *           writes (training BN), checkpointed and broadcast with them, so
@@ -17,8 +18,9 @@
  *           counters the host increments once per step and no kernel reads
  *           (model_i64_at), so device memory would only cost copies.
  *   grads   the gradient of every trainable, unfrozen tensor in the order
- *           of model_param_at = the optimizer's order; frozen tensors have
- *           none. The trainer's gradient buckets (buckets.h) are plain
+ *           of model_param_at = the optimizer's order, WITHOUT gaps (the
+ *           ring's chunks, hence every float's summation order, depend on
+ *           the array's length); frozen tensors have none. The trainer's gradient buckets (buckets.h) are plain
  *           ranges of it and the ring all-reduces it in place: no
  *           pack/unpack copy. Re-laid out when the freezes change.
  *   state   the optimizer's moments (optim.c): per parameter, its

@@ -115,7 +115,7 @@ static int arenas_check(trainer_t *t, char *err, size_t errlen)
                 "device-resident parameters yet", t->params->ops->name);
         return -1;
     }
-    if (t->buf_floats != t->params->floats - t->buf_off) {
+    if (t->buf_floats > t->params->floats - t->buf_off) {
         err_set(err, errlen, "the params arena's buffers part holds %zu floats, the BatchNorm "
                 "buffers %zu (a buffer that is not running_mean/var?)",
                 t->params->floats - t->buf_off, t->buf_floats);
@@ -162,6 +162,7 @@ static int register_params(trainer_t *t, char *err, size_t errlen)
                 t->grads->floats, t->grad_floats);
         return -1;
     }
+    t->buf_floats = t->params->floats - t->buf_off;   /* the buffers and their gaps */
     t->buf_saved = malloc((t->buf_floats ? t->buf_floats : 1) * sizeof *t->buf_saved);
     t->n_cnt = model_i64_count(t->m);
     t->cnt_saved = calloc((size_t)(t->n_cnt > 0 ? t->n_cnt : 1), sizeof *t->cnt_saved);

@@ -77,7 +77,8 @@ int pstore_reserve(pstore_t *ps, size_t n);
 /* Entries in name order, as a safetensors file lists them. */
 void pstore_sort(pstore_t *ps);
 /* Move the values into one params arena of ops (trainable entries in
- * entry order, then the buffers) and, when the store has gradients, lay
+ * entry order, then the buffers; each value 64-byte aligned, the gaps
+ * zero) and, when the store has gradients, lay
  * out the grads arena; arena copies counted in traffic (may be NULL).
  * Entries are fixed from here on. 0, or -1 with err. */
 int pstore_place(pstore_t *ps, const bk_arena_ops_t *ops, bk_traffic_t *traffic, char *err,

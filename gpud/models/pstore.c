@@ -13,6 +13,8 @@
 
 static const char NBT[] = ".num_batches_tracked";
 
+#define PSTORE_ALIGN 16   /* floats: a value starts on a 64-byte line */
+
 static int ends_with(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
@@ -113,12 +115,16 @@ int pstore_place(pstore_t *ps, const bk_arena_ops_t *ops, bk_traffic_t *traffic,
 {
     if (ps->placed)
         return 0;
+    /* trainable first, then the buffers; each value on a cache line of its
+     * own, as the calloc'd arrays were (the kernels' vector loads) */
     size_t total = 0;
-    for (int buffers = 0; buffers < 2; buffers++) {   /* trainable first, then the buffers */
+    for (int buffers = 0; buffers < 2; buffers++) {
+        total = (total + PSTORE_ALIGN - 1) / PSTORE_ALIGN * PSTORE_ALIGN;
         if (buffers)
             ps->buf_off = total;
         for (size_t i = 0; i < ps->n; i++)
             if (ps->e[i].trainable == !buffers) {
+                total = (total + PSTORE_ALIGN - 1) / PSTORE_ALIGN * PSTORE_ALIGN;
                 ps->e[i].off = total;
                 total += ps->e[i].n;
             }

@@ -1,7 +1,7 @@
 /* The model's arenas (gpud/backend_arena.h, issue 29) on "cpu" and "ref":
  * every value and gradient is a view into one params / one grads arena, in
- * model_param_at order without gaps (trainable values, then the BatchNorm
- * buffers from model_buffers_offset; the gradients in optimizer order, so
+ * model_param_at order (trainable values, then the BatchNorm buffers from
+ * model_buffers_offset, each on a 64-byte line; the gradients in optimizer order, so
  * the trainer's buckets are ranges of it); model_freeze lays the grads
  * arena out again without the frozen ones; the optimizer's state is one
  * arena. The plan of a training step: the bytes a trainer step (forward,
@@ -48,8 +48,10 @@ static void check_layout(model_t *m, const char *what)
         REQUIRE(model_param_at(m, i, &p) == 0, "param %d", i);
         int buffer = strstr(p.name, ".running_") != NULL;
         size_t *next = buffer ? &next_b : &next_w;
-        CHECK(p.offset == *next && p.value == pa->base + p.offset, "%s: %s at %zu, want %zu",
-              what, p.name, p.offset, *next);
+        *next = (*next + 15) / 16 * 16;
+        CHECK(p.offset == *next && p.value == pa->base + p.offset &&
+                  (uintptr_t)p.value % 64 == 0, "%s: %s at %zu, want %zu", what, p.name,
+              p.offset, *next);
         *next += p.numel;
         if (p.grad) {
             CHECK(p.grad_offset == next_g && p.grad == ga->base + p.grad_offset,
@@ -57,7 +59,7 @@ static void check_layout(model_t *m, const char *what)
             next_g += p.numel;
         }
     }
-    CHECK(next_w == model_buffers_offset(m) && next_b == pa->floats,
+    CHECK((next_w + 15) / 16 * 16 == model_buffers_offset(m) && next_b == pa->floats,
           "%s: params arena %zu floats, buffers at %zu; tiled %zu + %zu", what, pa->floats,
           model_buffers_offset(m), next_w, next_b);
     CHECK(next_g == ga->floats, "%s: grads arena %zu floats, gradients %zu", what, ga->floats,
