@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "gpud/backend.h"
+#include "gpud/backend_arena.h"
 #include "gpud/backend_prog.h"
 
 /* Every implementation's tensor starts with this. */
@@ -177,6 +178,7 @@ struct backend {
     int threads;
     bk_precision_t precision;   /* backend_set_precision */
     char precision_name[64];    /* backend_precision_name */
+    const struct bk_arena_ops *arena;   /* the model's arenas (backend_arena.h); NULL: host */
 };
 
 /* Constructors of the implementations (threads already resolved, >= 1). */

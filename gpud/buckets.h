@@ -2,8 +2,8 @@
  * backward still runs, as PyTorch DDP does (docs/TRAINING.md "Gradient
  * buckets").
  *
- * The gradients lie one after the other in a flat buffer (the trainer's
- * optimizer order). Buckets are formed from the LAST gradient back (backward
+ * The gradients lie one after the other in a flat buffer (the model's
+ * gradient arena, in the trainer's optimizer order, summed in place). Buckets are formed from the LAST gradient back (backward
  * finishes the last layers first), each of at least `cap` floats (the one
  * formed last, holding the first gradients, may be smaller). Bucket 0 is
  * all-reduced first. Each bucket is one allreduce_sum_range over the whole
@@ -13,7 +13,7 @@
  *   buckets_t *b = buckets_new(numel, n, cap, err, len);
  *   per step:
  *       buckets_begin(b, flat, ar, timeout_ms, overlap, err, len);
- *       ... gradient i final and copied to its place in flat: buckets_ready(b, i) ...
+ *       ... gradient i final in its place in flat: buckets_ready(b, i) ...
  *       buckets_end(b, err, len);     // the rest ready; every bucket summed
  *   (or buckets_abort(b) when the step failed before its end)
  *

@@ -66,6 +66,10 @@ model_t *model_new(const model_opts_t *o, const char *backend, const char *weigh
         model_destroy(&m);
         return NULL;
     }
+    if (m->be && pstore_place(m->ps, backend_arena_ops(m->be), &m->traffic, err, errlen) < 0) {
+        model_destroy(&m);
+        return NULL;
+    }
     m->out_buf = malloc((size_t)m->mb * m->info.num_classes * sizeof *m->out_buf);
     if (!m->be || !m->out_buf) {
         if (m->be)

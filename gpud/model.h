@@ -89,8 +89,12 @@ void model_topk_ce(const float *logits, int n, int num_classes, const int32_t *l
  * so that the sum of the workers' gradients is exactly the global batch's
  * mean gradient, whatever the split (n = 0 gives zero gradients). Weights
  * are updated by the caller in place in `value` (an optimizer holds the
- * value/grad pointers: they stay valid until model_destroy), and the next
- * step uses them. Training steps do not micro-batch: BatchNorm sees the
+ * value/grad pointers: they stay valid until model_destroy; a gradient's
+ * until the freezes change), and the next step uses them. Values and
+ * gradients are views into the model's two arenas (gpud/backend_arena.h):
+ * model_params_arena holds every value (trainable ones in model_param_at
+ * order, then the BatchNorm buffers; each 64-byte aligned),
+ * model_grads_arena every gradient in model_param_at order, without gaps. Training steps do not micro-batch: BatchNorm sees the
  * whole n (one compiled graph per input shape, rebuilt when it changes).
  *
  *   for (int i = 0; i < model_param_count(m); i++) {
@@ -106,6 +110,8 @@ typedef struct {
     const char *name;    /* state_dict name */
     float *value;        /* live values, PyTorch layout; update in place */
     float *grad;         /* gradient of the last step; NULL: buffer (running stats) */
+    size_t offset;       /* value = model_params_arena base + offset */
+    size_t grad_offset;  /* grad = model_grads_arena base + grad_offset (grad set) */
     size_t numel;
     int ndim;
     int64_t shape[4];
@@ -116,6 +122,24 @@ int model_param_count(const model_t *m);
 /* 0, or -1 when i is out of range / the name is unknown. */
 int model_param_at(const model_t *m, int i, model_param_t *p);
 int model_param_find(const model_t *m, const char *name, model_param_t *p);
+
+/* The arenas (train = 1, else NULL) and where the BatchNorm buffers start
+ * in the params arena ([model_buffers_offset, floats)). */
+struct bk_arena;
+const struct bk_arena *model_params_arena(const model_t *m);
+const struct bk_arena *model_grads_arena(const model_t *m);
+size_t model_buffers_offset(const model_t *m);
+
+/* Bytes moved between host and backend memory since model_new
+ * (backend_arena.h's bk_traffic_t): a training step adds its batch and
+ * outputs, arena copies add params. */
+struct bk_traffic;
+const struct bk_traffic *model_traffic(const model_t *m);
+/* What one model_train_step_u8 of n samples of (c, h, w) moves as planned
+ * (u8 1: the backend takes the pixels as bytes; loss/logits: read back),
+ * params 0 (the arenas are the memory the backend computes in). */
+void model_step_plan(const model_t *m, int n, int c, int h, int w, int u8, int loss,
+                     int logits, struct bk_traffic *t);
 
 typedef struct {
     int global_batch;       /* >= n: the loss and gradients are sums / global_batch */
@@ -187,8 +211,9 @@ int model_set_grad_ready(model_t *m, model_grad_ready_fn fn, void *ctx);
  * reads NULL in model_param_*, so optimizers skip it) and its layer skips
  * the weight-gradient work — transfer learning with a frozen backbone.
  * BatchNorm layers keep training-mode statistics (see model_freeze_bn).
- * Returns the number of parameters changed, or -1 when not opened for
- * training. */
+ * The gradient arena is laid out again (gradients of the unfrozen
+ * parameters only, model_grads_arena). Returns the number of parameters
+ * changed, or -1 when not opened for training or out of memory. */
 int model_freeze(model_t *m, const char *prefix, int frozen);
 
 /* BatchNorm layers whose state_dict prefix starts with prefix ("" = all)

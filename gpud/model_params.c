@@ -67,7 +67,8 @@ int model_param_count(const model_t *m)
 static void param_of(const pentry_t *e, model_param_t *p)
 {
     *p = (model_param_t){.name = e->name, .value = e->w, .grad = e->frozen ? NULL : e->g,
-                         .numel = e->n, .ndim = e->ndim};
+                         .offset = e->off, .grad_offset = e->goff, .numel = e->n,
+                         .ndim = e->ndim};
     memcpy(p->shape, e->shape, sizeof p->shape);
 }
 
@@ -86,6 +87,26 @@ int model_param_find(const model_t *m, const char *name, model_param_t *p)
         return -1;
     param_of(e, p);
     return 0;
+}
+
+const struct bk_arena *model_params_arena(const model_t *m)
+{
+    return m->ps && m->opts.train ? &m->ps->params_mem : NULL;
+}
+
+const struct bk_arena *model_grads_arena(const model_t *m)
+{
+    return m->ps && m->opts.train ? &m->ps->grads_mem : NULL;
+}
+
+size_t model_buffers_offset(const model_t *m)
+{
+    return m->ps ? m->ps->buf_off : 0;
+}
+
+const struct bk_traffic *model_traffic(const model_t *m)
+{
+    return &m->traffic;
 }
 
 int model_i64_count(const model_t *m)
@@ -143,8 +164,11 @@ int model_freeze(model_t *m, const char *prefix, int frozen)
             changed++;
         }
     }
-    if (changed)   /* the graph bound the old gradient arrays */
+    if (changed) {   /* the graph bound the old gradient arrays */
         bk_graph_destroy(&m->tg);
+        if (pstore_lay_grads(m->ps) < 0)
+            return -1;
+    }
     return changed;
 }
 

@@ -64,6 +64,7 @@ struct model {
     void *ready_ctx;
     bn_count_t *nbt;    /* num_batches_tracked of each BatchNorm (train = 1) */
     int n_nbt;
+    bk_traffic_t traffic;   /* host<->backend bytes so far (model_traffic) */
 };
 
 /* ---- model_input.c */
@@ -111,5 +112,12 @@ int model_params_open(model_t *m, const model_opts_t *o, const char *weights_pat
 
 /* A train step happened: +1 in every BatchNorm that trains. */
 void model_counts_step(model_t *m);
+
+/* ---- model_train.c */
+
+/* The bytes of one training step's inputs and outputs (model_step_plan),
+ * u8: the pixels go as bytes with their c x 256 table. */
+void model_step_bytes(int n, int c, int h, int w, int classes, int u8, int ids, int loss,
+                      int logits, bk_traffic_t *t);
 
 #endif

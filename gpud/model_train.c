@@ -1,6 +1,7 @@
 /* model_train — one training step: the training graph (rebuilt when the
  * batch's shape or the label smoothing changes), forward, backward of
- * sum(loss) / global_batch, the gradients left in the parameters. */
+ * sum(loss) / global_batch, the gradients left in the parameters (the
+ * grads arena); the bytes it moves between host and backend counted. */
 #include "gpud/model_priv.h"
 
 #include "common/errbuf.h"
@@ -85,11 +86,34 @@ static int step_check(const model_t *m, int n, const model_step_t *s, char *err,
 static int train_input(model_t *m, int n, model_fill_fn fill, const void *ctx,
                        const model_u8_src_t *u8)
 {
+    uint64_t px = (uint64_t)n * (uint64_t)(m->tc * m->th * m->tw);
     int rc = u8 ? bk_write_u8(m->tg, m->t_in, u8->px, u8->lut) : 1;
+    if (rc == 0)
+        m->traffic.batch_in += px + (uint64_t)u8->c * 256 * sizeof(float);
     if (rc != 1)
         return rc;
     fill(ctx, 0, n, m->t_x);
+    m->traffic.batch_in += px * sizeof(float);
     return bk_write(m->tg, m->t_in, m->t_x);
+}
+
+void model_step_bytes(int n, int c, int h, int w, int classes, int u8, int ids, int loss,
+                      int logits, bk_traffic_t *t)
+{
+    uint64_t px = (uint64_t)n * (uint64_t)c * (uint64_t)h * (uint64_t)w;
+    *t = (bk_traffic_t){0};
+    if (n == 0)
+        return;
+    t->batch_in = (u8 ? px + (uint64_t)c * 256 * sizeof(float) : px * sizeof(float)) +
+                  (uint64_t)n * (sizeof(int32_t) + sizeof(float) +   /* labels, dloss */
+                                 (ids ? sizeof(int64_t) : 0));
+    t->out = (uint64_t)n * sizeof(float) * ((loss ? 1u : 0u) + (logits ? (uint64_t)classes : 0));
+}
+
+void model_step_plan(const model_t *m, int n, int c, int h, int w, int u8, int loss,
+                     int logits, bk_traffic_t *t)
+{
+    model_step_bytes(n, c, h, w, m->info.num_classes, u8, 1, loss, logits, t);
 }
 
 static int train_run(model_t *m, int n, model_fill_fn fill, const void *ctx,
@@ -106,10 +130,13 @@ static int train_run(model_t *m, int n, model_fill_fn fill, const void *ctx,
     for (int i = 0; i < n; i++)   /* d(sum_i l_i / G) / d l_i */
         m->t_dl[i] = (float)(1.0 / s->global_batch);
     rc = rc ? rc : bk_backward(g, m->t_loss, m->t_dl);
-    if (rc == 0 && loss)
-        rc = bk_read(g, m->t_loss, loss);
-    if (rc == 0 && logits)
-        rc = bk_read(g, m->t_logits, logits);
+    bk_traffic_t *t = &m->traffic;
+    t->batch_in += (uint64_t)n * (sizeof *labels + sizeof *m->t_dl +
+                                  (s->ids ? sizeof *s->ids : 0));
+    if (rc == 0 && loss && (rc = bk_read(g, m->t_loss, loss)) == 0)
+        t->out += (uint64_t)n * sizeof *loss;
+    if (rc == 0 && logits && (rc = bk_read(g, m->t_logits, logits)) == 0)
+        t->out += (uint64_t)n * (uint64_t)m->info.num_classes * sizeof *logits;
     if (rc != 0) {
         err_set(err, errlen, "%s train step: %s", m->arch->name,
                 bk_graph_error(g) ? bk_graph_error(g) : "backend failure");
@@ -127,9 +154,11 @@ static int train_run(model_t *m, int n, model_fill_fn fill, const void *ctx,
 static int empty_step(model_t *m, int c, int h, int w, const model_step_t *s, char *err,
                       size_t errlen)
 {
-    for (size_t i = 0; i < m->ps->n; i++)
-        if (m->ps->e[i].g)
-            memset(m->ps->e[i].g, 0, m->ps->e[i].n * sizeof(float));
+    if (bk_arena_zero(&m->ps->grads_mem, 0, m->ps->grads_mem.floats) < 0) {
+        err_set(err, errlen, "%s train step (empty shard): cannot zero the gradients",
+                m->arch->name);
+        return -1;
+    }
     if (m->sync_fn) {
         int fits = m->tg && m->tc == c && m->th == h && m->tw == w &&
                    m->t_eps == s->label_smoothing;

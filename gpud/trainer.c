@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/log.h"
 #include "common/safetensors.h"
+#include "gpud/backend_arena.h"
 #include "gpud/buckets.h"
 #include "gpud/finite.h"
 
@@ -20,19 +22,21 @@ struct trainer {
     trainer_cfg_t cfg;
     optim_t *opt;
     lr_sched_t *sched;
-    float *flat;            /* all-reduce staging: max(grad floats, param floats) */
-    size_t flat_cap;
+    const bk_arena_t *params, *grads;   /* the model's arenas (model.h) */
+    size_t buf_off;         /* params[buf_off, floats): the BatchNorm buffers */
+    float *stage;           /* a broadcast's receive buffer on ranks != 0 */
     size_t grad_floats;
     float *buf_saved;       /* BN buffers before the current step (trainer_restore) */
     size_t buf_floats;
     int64_t *cnt_saved;     /* num_batches_tracked before the current step */
     int n_cnt;
-    /* the gradient all-reduce in buckets (optimizer order in flat) */
+    /* the gradient all-reduce in buckets: ranges of the grads arena */
     buckets_t *bk;
     int ng;                 /* optimized parameters */
-    float **gptr;           /* ng: its gradient array, looked up per step */
+    const float **gptr;     /* ng: its gradient (a view into the grads arena) */
     allreduce_t *ar;        /* trainer_set_overlap: overlap on this ring */
     int timeout_ms;
+    bk_traffic_t logged;    /* model_traffic at the last --verbose step line */
 };
 
 static int ends_with(const char *s, const char *suffix)
@@ -75,7 +79,8 @@ static int apply_freezes(trainer_t *t, char *err, size_t errlen)
     return 0;
 }
 
-/* Where each optimized gradient goes in flat, and the buckets over them. */
+/* The buckets over the optimized gradients, which lie one after the other
+ * in the grads arena (register_params checked it). */
 static int grad_layout(trainer_t *t, char *err, size_t errlen)
 {
     t->ng = optim_param_count(t->opt);
@@ -86,6 +91,8 @@ static int grad_layout(trainer_t *t, char *err, size_t errlen)
         model_param_t p;
         ok = model_param_find(t->m, optim_param_name(t->opt, i), &p) == 0;
         numel[i] = ok ? p.numel : 0;
+        if (ok)
+            t->gptr[i] = p.grad;
     }
     if (ok)
         t->bk = buckets_new(numel, t->ng, TRAINER_BUCKET_FLOATS, err, errlen);
@@ -95,19 +102,46 @@ static int grad_layout(trainer_t *t, char *err, size_t errlen)
     return t->bk ? 0 : -1;
 }
 
-/* Every parameter with a gradient, in model order (the same on every rank). */
+/* The arenas as the trainer uses them: host memory (a device-resident
+ * arena needs the host mirror of the all-reduce and staged checkpoints:
+ * issue 30), BN buffers = the params arena's buffers part. */
+static int arenas_check(trainer_t *t, char *err, size_t errlen)
+{
+    t->params = model_params_arena(t->m);
+    t->grads = model_grads_arena(t->m);
+    t->buf_off = model_buffers_offset(t->m);
+    if (!bk_arena_host_view(t->params, 0) || !bk_arena_host_view(t->grads, 0)) {
+        err_set(err, errlen, "the %s arena is not host memory: the trainer does not support "
+                "device-resident parameters yet", t->params->ops->name);
+        return -1;
+    }
+    if (t->buf_floats > t->params->floats - t->buf_off) {
+        err_set(err, errlen, "the params arena's buffers part holds %zu floats, the BatchNorm "
+                "buffers %zu (a buffer that is not running_mean/var?)",
+                t->params->floats - t->buf_off, t->buf_floats);
+        return -1;
+    }
+    return 0;
+}
+
+/* Every parameter with a gradient, in model order (the same on every rank):
+ * the grads arena's order, so that buckets are ranges of it. */
 static int register_params(trainer_t *t, char *err, size_t errlen)
 {
-    size_t total = 0;
     for (int i = 0; i < model_param_count(t->m); i++) {
         model_param_t p;
         if (model_param_at(t->m, i, &p) < 0)
             continue;
-        total += p.numel;
         if (is_bn_buffer(p.name))
             t->buf_floats += p.numel;
         if (!p.grad)
             continue;
+        if (p.grad_offset != t->grad_floats) {
+            err_set(err, errlen, "the gradient of %s is at %zu of the grads arena, want %zu "
+                    "(the arena is not in model_param_at order)", p.name, p.grad_offset,
+                    t->grad_floats);
+            return -1;
+        }
         int decay = !(t->cfg.no_decay_bn_bias &&
                       (ends_with(p.name, ".bias") || is_bn_weight(t->m, p.name)));
         if (optim_add_param(t->opt, p.name, p.value, p.grad, p.ndim, p.shape, decay, err,
@@ -119,17 +153,25 @@ static int register_params(trainer_t *t, char *err, size_t errlen)
         err_set(err, errlen, "nothing to train: every parameter is frozen");
         return -1;
     }
-    if (grad_layout(t, err, errlen) < 0)
+    if (arenas_check(t, err, errlen) < 0 ||
+        optim_set_arena(t->opt, t->params->ops, t->params->traffic, err, errlen) < 0 ||
+        grad_layout(t, err, errlen) < 0)
         return -1;
-    t->flat_cap = total > t->grad_floats ? total : t->grad_floats;
-    t->flat = malloc((t->flat_cap ? t->flat_cap : 1) * sizeof *t->flat);
+    if (t->grads->floats != t->grad_floats) {
+        err_set(err, errlen, "the grads arena holds %zu floats, the optimizer %zu",
+                t->grads->floats, t->grad_floats);
+        return -1;
+    }
+    t->buf_floats = t->params->floats - t->buf_off;   /* the buffers and their gaps */
     t->buf_saved = malloc((t->buf_floats ? t->buf_floats : 1) * sizeof *t->buf_saved);
     t->n_cnt = model_i64_count(t->m);
     t->cnt_saved = calloc((size_t)(t->n_cnt > 0 ? t->n_cnt : 1), sizeof *t->cnt_saved);
-    if (!t->flat || !t->buf_saved || !t->cnt_saved) {
-        err_set(err, errlen, "out of memory for %zu floats of staging", t->flat_cap);
+    if (!t->buf_saved || !t->cnt_saved) {
+        err_set(err, errlen, "out of memory for %zu floats of BatchNorm buffers",
+                t->buf_floats);
         return -1;
     }
+    t->logged = *model_traffic(t->m);
     return 0;
 }
 
@@ -172,7 +214,7 @@ void trainer_destroy(trainer_t **tp)
     trainer_t *t = *tp;
     optim_destroy(&t->opt);
     lr_sched_destroy(&t->sched);
-    free(t->flat);
+    free(t->stage);
     free(t->buf_saved);
     free(t->cnt_saved);
     buckets_destroy(&t->bk);
@@ -197,50 +239,36 @@ size_t trainer_grad_floats(const trainer_t *t)
     return t->grad_floats;
 }
 
-/* Does entry p take part in a broadcast of `which`? */
-static int in_set(const model_param_t *p, trainer_set_t which)
-{
-    return which == TRAINER_ALL || is_bn_buffer(p->name);
-}
-
+/* Rank 0 sums in place (x + 0 + ... = x: its values stay x, whatever
+ * step of the ring fails); the others receive into a stage, so that a
+ * broadcast that fails leaves every rank's values as they were for the
+ * retry from the new rank 0 (train.c). The params arena, or its buffers
+ * part: one range each. */
 int trainer_broadcast(trainer_t *t, allreduce_t *ar, trainer_set_t which, int timeout_ms,
                       char *err, size_t errlen)
 {
-    int rank = allreduce_rank(ar), n = model_param_count(t->m);
-    size_t off = 0;
-    for (int i = 0; i < n; i++) {   /* pack: rank 0 its values, the others zeros */
-        model_param_t p;
-        if (model_param_at(t->m, i, &p) < 0 || !in_set(&p, which))
-            continue;
-        if (rank == 0)
-            memcpy(t->flat + off, p.value, p.numel * sizeof(float));
-        else
-            memset(t->flat + off, 0, p.numel * sizeof(float));
-        off += p.numel;
+    size_t lo = which == TRAINER_ALL ? 0 : t->buf_off, n = t->params->floats - lo;
+    float *data = bk_arena_host_view(t->params, lo);
+    if (allreduce_rank(ar) != 0) {
+        if (!t->stage && !(t->stage = malloc((t->params->floats ? t->params->floats : 1) *
+                                             sizeof *t->stage))) {
+            err_set(err, errlen, "out of memory for %zu floats of broadcast", t->params->floats);
+            return -1;
+        }
+        memset(t->stage, 0, n * sizeof *t->stage);
+        data = t->stage;
     }
-    if (allreduce_sum(ar, t->flat, off, timeout_ms, err, errlen) < 0)
+    if (allreduce_sum(ar, data, n, timeout_ms, err, errlen) < 0)
         return -1;
-    off = 0;
-    for (int i = 0; i < n; i++) {
-        model_param_t p;
-        if (model_param_at(t->m, i, &p) < 0 || !in_set(&p, which))
-            continue;
-        memcpy(p.value, t->flat + off, p.numel * sizeof(float));
-        off += p.numel;
-    }
+    if (data == t->stage)
+        memcpy(bk_arena_host_view(t->params, lo), t->stage, n * sizeof *t->stage);
     return 0;
 }
 
 static void save_buffers(trainer_t *t)
 {
-    size_t off = 0;
-    for (int i = 0; i < model_param_count(t->m); i++) {
-        model_param_t p;
-        if (model_param_at(t->m, i, &p) == 0 && is_bn_buffer(p.name)) {
-            memcpy(t->buf_saved + off, p.value, p.numel * sizeof(float));
-            off += p.numel;
-        }
-    }
+    memcpy(t->buf_saved, bk_arena_host_view(t->params, t->buf_off),
+           t->buf_floats * sizeof *t->buf_saved);
     for (int i = 0; i < t->n_cnt; i++) {
         model_i64_t c;
         if (model_i64_at(t->m, i, &c) == 0)
@@ -250,14 +278,8 @@ static void save_buffers(trainer_t *t)
 
 void trainer_restore(trainer_t *t)
 {
-    size_t off = 0;
-    for (int i = 0; i < model_param_count(t->m); i++) {
-        model_param_t p;
-        if (model_param_at(t->m, i, &p) == 0 && is_bn_buffer(p.name)) {
-            memcpy(p.value, t->buf_saved + off, p.numel * sizeof(float));
-            off += p.numel;
-        }
-    }
+    memcpy(bk_arena_host_view(t->params, t->buf_off), t->buf_saved,
+           t->buf_floats * sizeof *t->buf_saved);
     for (int i = 0; i < t->n_cnt; i++) {
         model_i64_t c;
         if (model_i64_at(t->m, i, &c) == 0)
@@ -265,31 +287,23 @@ void trainer_restore(trainer_t *t)
     }
 }
 
-/* This step's gradient arrays (looked up by name, as the optimizer has them). */
+/* The gradients are where the buckets were laid out (a freeze after
+ * trainer_new would have moved them). */
 static int grad_ptrs(trainer_t *t, char *err, size_t errlen)
 {
-    for (int i = 0; i < t->ng; i++) {
-        model_param_t p;
-        if (model_param_find(t->m, optim_param_name(t->opt, i), &p) < 0 || !p.grad) {
-            err_set(err, errlen, "parameter %s lost its gradient", optim_param_name(t->opt, i));
-            return -1;
-        }
-        t->gptr[i] = p.grad;
+    const bk_arena_t *g = model_grads_arena(t->m);
+    if (g != t->grads || g->floats != t->grad_floats ||
+        (t->ng > 0 && t->gptr[0] != bk_arena_host_view(g, 0))) {
+        err_set(err, errlen, "the gradient arena was laid out again (a freeze after the "
+                "trainer was made)");
+        return -1;
     }
     return 0;
 }
 
-/* Parameter gradient i into its place in flat, and ready for its bucket. */
-static void grad_pack(trainer_t *t, int i)
-{
-    size_t lo, hi;
-    buckets_grad_range(t->bk, i, &lo, &hi);
-    memcpy(t->flat + lo, t->gptr[i], (hi - lo) * sizeof(float));
-    buckets_ready(t->bk, i);
-}
-
-/* The model's hook during backward: grad is final. Gradients the optimizer
- * does not have (frozen) are not all-reduced. */
+/* The model's hook during backward: grad is final, in its place in the
+ * grads arena: its bucket may go. Gradients the optimizer does not have
+ * (frozen) have no place there. */
 static void on_grad_ready(void *ctx, const float *grad)
 {
     trainer_t *t = ctx;
@@ -297,8 +311,7 @@ static void on_grad_ready(void *ctx, const float *grad)
         return;
     for (int i = 0; i < t->ng; i++)
         if (t->gptr[i] == grad) {
-            if (!buckets_is_ready(t->bk, i))
-                grad_pack(t, i);
+            buckets_ready(t->bk, i);
             return;
         }
 }
@@ -327,7 +340,7 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
      * all-reduced by trainer_reduce, in the same bucket operations) */
     if (t->ar && b->n > 0 && allreduce_world(t->ar) > 1 && !buckets_active(t->bk) &&
         (grad_ptrs(t, err, errlen) < 0 ||
-         buckets_begin(t->bk, t->flat, t->ar, t->timeout_ms, 1, err, errlen) < 0))
+         buckets_begin(t->bk, t->grads->base, t->ar, t->timeout_ms, 1, err, errlen) < 0))
         return -1;
     int rc = model_train_step_u8(t->m, b->pixels ? b->pixels : &none, b->n, b->c, b->h, b->w,
                                  b->mean, b->std, b->labels, &s, loss, logits, err, errlen);
@@ -338,24 +351,15 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
 
 /* The buckets in flight (overlap) finish; without overlap, every bucket
  * runs here. Either way the same ring operations: one allreduce_sum_range
- * per bucket, summing each float as one allreduce_sum of flat would. */
+ * per bucket of the grads arena, in place, summing each float as one
+ * allreduce_sum of the arena would. */
 int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, size_t errlen)
 {
     if (!buckets_active(t->bk) &&
         (grad_ptrs(t, err, errlen) < 0 ||
-         buckets_begin(t->bk, t->flat, ar, timeout_ms, 0, err, errlen) < 0))
+         buckets_begin(t->bk, t->grads->base, ar, timeout_ms, 0, err, errlen) < 0))
         return -1;
-    for (int i = 0; i < t->ng; i++)   /* those the hook did not see */
-        if (!buckets_is_ready(t->bk, i))
-            grad_pack(t, i);
-    if (buckets_end(t->bk, err, errlen) < 0)
-        return -1;
-    for (int i = 0; i < t->ng; i++) {
-        size_t lo, hi;
-        buckets_grad_range(t->bk, i, &lo, &hi);
-        memcpy(t->gptr[i], t->flat + lo, (hi - lo) * sizeof(float));
-    }
-    return 0;
+    return buckets_end(t->bk, err, errlen);   /* marks those the hook did not see */
 }
 
 int trainer_check_grads(const trainer_t *t, char *err, size_t errlen)
@@ -364,7 +368,7 @@ int trainer_check_grads(const trainer_t *t, char *err, size_t errlen)
         size_t lo, hi;
         buckets_grad_range(t->bk, i, &lo, &hi);
         char bad[256];
-        if (finite_check(optim_param_name(t->opt, i), t->flat + lo, hi - lo, bad,
+        if (finite_check(optim_param_name(t->opt, i), t->grads->base + lo, hi - lo, bad,
                          sizeof bad) < 0) {
             err_set(err, errlen, "the summed gradient %s", bad);
             return -1;
@@ -387,11 +391,25 @@ int trainer_check_params(const trainer_t *t, char *err, size_t errlen)
     return 0;
 }
 
+/* --verbose: what the step moved between host and backend memory. */
+static void log_traffic(trainer_t *t)
+{
+    const bk_traffic_t *now = model_traffic(t->m);
+    if (log_verbose())
+        log_debug("step bytes host<->backend (%s arenas): batch in %llu, out %llu, "
+                  "parameters/gradients %llu", t->params->ops->name,
+                  (unsigned long long)(now->batch_in - t->logged.batch_in),
+                  (unsigned long long)(now->out - t->logged.out),
+                  (unsigned long long)(now->params - t->logged.params));
+    t->logged = *now;
+}
+
 double trainer_apply(trainer_t *t, int epoch, uint32_t global_count)
 {
     double lr = trainer_lr(t, epoch);
     if (global_count > 0)
         optim_step(t->opt, lr);
+    log_traffic(t);
     return lr;
 }
 

@@ -1,8 +1,11 @@
 /* trainer — the training side of one gpud rank (docs/TRAINING.md steps 2,
  * 5, 7): the optimizer and learning-rate schedule over a model opened for
  * training, the rank-0 broadcasts, one data-parallel step (train step,
- * all-reduce of every gradient as one flat buffer, optimizer step), and
- * checkpoints. The protocol (BATCH/RESULT/CREDIT/EPOCH) is train.c's.
+ * all-reduce of the model's gradient arena in place, in buckets that are
+ * ranges of it; optimizer step over the arenas), and checkpoints. The
+ * protocol (BATCH/RESULT/CREDIT/EPOCH) is train.c's. The model's arenas
+ * (gpud/backend_arena.h) must be host memory (device-resident ones: issue
+ * 30); --verbose logs each step's host<->backend bytes.
  *
  *   trainer_t *t = trainer_new(model, &cfg, err, len);
  *   trainer_broadcast(t, ar, TRAINER_ALL, timeout_ms, err, len);   // rank 0's start
@@ -68,9 +71,11 @@ typedef enum {
     TRAINER_BN_BUFFERS = 1        /* running_mean / running_var only */
 } trainer_set_t;
 
-/* Every rank ends with rank 0's values: ranks != 0 zero theirs, then one
- * allreduce_sum over a flat buffer (x + 0 + ... = x exactly). Collective.
- * 0, or -1 with the reason in err. */
+/* Every rank ends with rank 0's values: one allreduce_sum of the params
+ * arena (TRAINER_BN_BUFFERS: its buffers part), rank 0 in place, the
+ * others contributing zeros from a stage (x + 0 + ... = x exactly; a
+ * failure leaves every rank's values as they were). Collective. 0, or -1
+ * with the reason in err. */
 int trainer_broadcast(trainer_t *t, allreduce_t *ar, trainer_set_t which, int timeout_ms,
                       char *err, size_t errlen);
 
@@ -92,7 +97,8 @@ typedef struct {
 int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss, float *logits,
                              char *err, size_t errlen);
 /* Sum every optimized gradient over the ranks: gpud/buckets.h's buckets of
- * the flat buffer (optimizer order), the bytes of one all-reduce of it.
+ * the grads arena (optimizer order), in place, the bytes of one all-reduce
+ * of it (a failure leaves the arena partly summed: the step is redone).
  * Collective. With overlap set, the buckets of a non-empty shard were
  * started during trainer_forward_backward and are finished here. */
 int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, size_t errlen);

@@ -870,6 +870,7 @@ backend_t *cpu_backend_new(int threads, char *err, size_t errlen)
         return NULL;
     }
     be->base.ops = &CPU_OPS;
+    be->base.arena = &bk_arena_host;
     be->base.threads = threads;
     dnnl_status_t st = dnnl_engine_create(&be->eng, dnnl_cpu, 0);
     if (st == dnnl_success)

@@ -327,6 +327,7 @@ backend_t *ref_backend_new(int threads, char *err, size_t errlen)
         return NULL;
     }
     be->ops = &REF_OPS;
+    be->arena = &bk_arena_host;
     be->threads = threads;
     return be;
 }

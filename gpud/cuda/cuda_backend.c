@@ -909,6 +909,7 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
         return NULL;
     }
     cb->base.ops = &CUDA_OPS;
+    cb->base.arena = &bk_arena_host;   /* issue 30: cuda_device_arena (cuda_optim.c) */
     cb->base.threads = threads;
     const char *prec = getenv("DDPIPE_CUDA_PRECISION"), *algo = getenv("DDPIPE_CUDA_ALGO");
     if (algo && *algo && strcmp(algo, "heuristic") != 0 && strcmp(algo, "find") != 0) {

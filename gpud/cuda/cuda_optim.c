@@ -100,3 +100,87 @@ int cuda_optim_step(const optim_cfg_t *c, cuda_oparam_t *p, double lr, void *str
         return -1;
     }
 }
+
+/* ------------------------------------------------- the device arena */
+
+static float *dev_alloc(size_t floats)
+{
+    void *p = NULL;
+    size_t bytes = (floats ? floats : 1) * sizeof(float);
+    if (cudaMalloc(&p, bytes) != cudaSuccess)
+        return NULL;
+    if (cudaMemset(p, 0, bytes) != cudaSuccess) {
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void dev_free(float *base)
+{
+    cudaFree(base);
+}
+
+static int dev_read(const float *base, size_t off, size_t n, float *dst)
+{
+    return n && cudaMemcpy(dst, base + off, n * sizeof *dst, cudaMemcpyDeviceToHost) !=
+                    cudaSuccess ? -1 : 0;
+}
+
+static int dev_write(float *base, size_t off, size_t n, const float *src)
+{
+    return n && cudaMemcpy(base + off, src, n * sizeof *src, cudaMemcpyHostToDevice) !=
+                    cudaSuccess ? -1 : 0;
+}
+
+static int dev_zero(float *base, size_t off, size_t n)
+{
+    return n && cudaMemset(base + off, 0, n * sizeof *base) != cudaSuccess ? -1 : 0;
+}
+
+/* NovoGrad's scalar second moments live in the state arena here, host
+ * state in cuda_oparam_t: copied around the step. */
+static int arena_step(const optim_cfg_t *c, double lr, bk_oparam_t *p, int n, char *err,
+                      size_t errlen)
+{
+    double *dsum = NULL;
+    int nv = c->kind == OPTIM_NOVOGRAD, rc = 0;
+    if (nv && ok(cudaMalloc((void **)&dsum, sizeof *dsum), "NovoGrad scratch", err, errlen) < 0)
+        return -1;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (!p[i].g)
+            continue;
+        cuda_oparam_t q = {.w = p[i].w, .g = p[i].g, .buf = p[i].buf, .sq = p[i].sq,
+                           .sq_max = p[i].sq_max, .numel = p[i].numel, .decay = p[i].decay,
+                           .step = p[i].step, .have_buf = p[i].have_buf, .dsum = dsum};
+        if (nv && (dev_read(p[i].sq, 0, 1, &q.nv_sq) < 0 ||
+                   (c->amsgrad && dev_read(p[i].sq_max, 0, 1, &q.nv_sq_max) < 0))) {
+            err_set(err, errlen, "cuda optimizer: cannot read NovoGrad's second moment");
+            rc = -1;
+            break;
+        }
+        rc = cuda_optim_step(c, &q, lr, NULL, err, errlen);
+        if (rc == 0 && nv && (dev_write(p[i].sq, 0, 1, &q.nv_sq) < 0 ||
+                              (c->amsgrad && dev_write(p[i].sq_max, 0, 1, &q.nv_sq_max) < 0))) {
+            err_set(err, errlen, "cuda optimizer: cannot write NovoGrad's second moment");
+            rc = -1;
+        }
+        p[i].step = q.step;
+        p[i].have_buf = q.have_buf;
+    }
+    if (rc == 0)
+        rc = ok(cudaDeviceSynchronize(), "optimizer step", err, errlen);
+    cudaFree(dsum);
+    return rc;
+}
+
+const bk_arena_ops_t cuda_device_arena = {
+    .name = "cuda device",
+    .mem = BK_MEM_DEVICE,
+    .alloc = dev_alloc,
+    .free = dev_free,
+    .read = dev_read,
+    .write = dev_write,
+    .zero = dev_zero,
+    .optim_step = arena_step,
+};

@@ -1,15 +1,21 @@
 /* cuda_optim — one optimizer step of a parameter that lives in device
- * memory, with exactly the arithmetic of gpud/optim/optim.c (SGD with
+ * memory, with exactly the arithmetic of gpud/optim/optim_host.c (SGD with
  * momentum/nesterov, Adam, AdamW, NovoGrad; PyTorch 1.13 / torch_optimizer
  * semantics). The caller owns the device arrays; the state arrays must be
  * zeroed device memory of numel floats (NovoGrad: exp_avg numel, the scalar
- * second moment is host state here). */
+ * second moment is host state here).
+ *
+ * cuda_device_arena: the device-resident arena (backend_arena.h) whose
+ * optimizer slot is cuda_optim_step. cuda_backend_new still hands out
+ * host arenas (the cuda kernels take host arrays); switching it to this
+ * one is issue 30. */
 #ifndef DDP_CUDA_OPTIM_H
 #define DDP_CUDA_OPTIM_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gpud/backend_arena.h"
 #include "gpud/optim/optim.h"
 
 typedef struct {
@@ -30,5 +36,9 @@ typedef struct {
  * that callers need no CUDA headers). */
 int cuda_optim_step(const optim_cfg_t *c, cuda_oparam_t *p, double lr, void *stream,
                     char *err, size_t errlen);
+
+/* cudaMalloc'd arenas; read/write are synchronous copies on the default
+ * stream; the optimizer slot runs cuda_optim_step per parameter. */
+extern const bk_arena_ops_t cuda_device_arena;
 
 #endif

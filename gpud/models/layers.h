@@ -11,6 +11,7 @@
 
 #include "common/safetensors.h"
 #include "gpud/backend.h"
+#include "gpud/backend_arena.h"
 #include "gpud/model_opts.h"
 
 #define BN_EPS 1e-5f
@@ -20,10 +21,15 @@
  * The unfolded state_dict: every float tensor of the weights file by name.
  * weight/bias tensors are trainable (a gradient array when the store has
  * them); running_mean/var are buffers (updated by BN in training mode);
- * num_batches_tracked is counted by the model, not stored here. */
+ * num_batches_tracked is counted by the model, not stored here.
+ *
+ * A store is built (loaded, recorded) with an array per value, then placed
+ * (pstore_place) into the backend's arenas (backend_arena.h lays out what
+ * goes where): from then on every w and g is a view into them. */
 typedef struct {
     char name[128];
     float *w, *g;           /* value; gradient (NULL: buffer, frozen or eval-only) */
+    size_t off, goff;       /* placed: w = params_mem.base + off, g = grads_mem.base + goff */
     size_t n;
     int ndim;
     int64_t shape[4];
@@ -49,6 +55,10 @@ typedef struct {
     char *src;              /* where the values came from, for messages */
     char arch[32];          /* the architecture, for messages */
     char hint[64];          /* ends shape errors ("check --classes"), pstore_hint */
+    int placed;             /* pstore_place: w, g are views into the arenas */
+    bk_arena_t params_mem;  /* trainable values, then the buffers from buf_off on */
+    size_t buf_off;
+    bk_arena_t grads_mem;   /* trainable, unfrozen entries' gradients, in entry order */
 } pstore_t;
 
 /* Every tensor of st but num_batches_tracked, as float. grads: give the
@@ -66,6 +76,17 @@ pentry_t *pstore_add(pstore_t *ps, const char *name, int ndim, const int64_t *sh
 int pstore_reserve(pstore_t *ps, size_t n);
 /* Entries in name order, as a safetensors file lists them. */
 void pstore_sort(pstore_t *ps);
+/* Move the values into one params arena of ops (trainable entries in
+ * entry order, then the buffers; each value 64-byte aligned, the gaps
+ * zero) and, when the store has gradients, lay
+ * out the grads arena; arena copies counted in traffic (may be NULL).
+ * Entries are fixed from here on. 0, or -1 with err. */
+int pstore_place(pstore_t *ps, const bk_arena_ops_t *ops, bk_traffic_t *traffic, char *err,
+                 size_t errlen);
+/* (Re)lay the grads arena after the freezes changed: one zeroed gradient
+ * per trainable, unfrozen entry, in entry order; frozen ones get none
+ * (g NULL). 0, or -1 when out of memory. */
+int pstore_lay_grads(pstore_t *ps);
 void pstore_hint(pstore_t *ps, const char *hint);
 /* After a walk: every tensor of st must have been bound (num_batches_tracked
  * when its BatchNorm was). 0, or -1 naming the first one left over. */

@@ -1,6 +1,7 @@
 /* pstore — the parameter store: a state_dict by name, loaded from a weights
- * file or recorded from the description (init.c), and the check that a
- * file holds nothing the description left unbound. */
+ * file or recorded from the description (init.c), placed into the
+ * backend's arenas, and the check that a file holds nothing the
+ * description left unbound. */
 #include "gpud/models/layers.h"
 
 #include "common/errbuf.h"
@@ -11,6 +12,8 @@
 #include <string.h>
 
 static const char NBT[] = ".num_batches_tracked";
+
+#define PSTORE_ALIGN 16   /* floats: a value starts on a 64-byte line */
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -35,9 +38,11 @@ void pstore_destroy(pstore_t **psp)
     if (!psp || !*psp)
         return;
     pstore_t *ps = *psp;
-    for (size_t i = 0; i < ps->n; i++) {
+    for (size_t i = 0; i < ps->n && !ps->placed; i++)
         free(ps->e[i].w);
-        free(ps->e[i].g);
+    if (ps->placed) {
+        bk_arena_free(&ps->params_mem);
+        bk_arena_free(&ps->grads_mem);
     }
     free(ps->e);
     free(ps->src);
@@ -62,7 +67,8 @@ int pstore_reserve(pstore_t *ps, size_t n)
 
 pentry_t *pstore_add(pstore_t *ps, const char *name, int ndim, const int64_t *shape)
 {
-    if (strlen(name) >= sizeof ps->e->name || ndim < 0 || ndim > 4 || pstore_reserve(ps, 1) < 0)
+    if (ps->placed || strlen(name) >= sizeof ps->e->name || ndim < 0 || ndim > 4 ||
+        pstore_reserve(ps, 1) < 0)
         return NULL;
     pentry_t *e = &ps->e[ps->n];
     memset(e, 0, sizeof *e);
@@ -74,15 +80,78 @@ pentry_t *pstore_add(pstore_t *ps, const char *name, int ndim, const int64_t *sh
     if (ndim > 0)
         memcpy(e->shape, shape, (size_t)ndim * sizeof *shape);
     e->trainable = ends_with(name, ".weight") || ends_with(name, ".bias");
-    e->w = calloc(e->n ? e->n : 1, sizeof *e->w);
-    e->g = e->trainable && ps->grads ? calloc(e->n ? e->n : 1, sizeof *e->g) : NULL;
-    if (!e->w || (e->trainable && ps->grads && !e->g)) {
-        free(e->w);
-        free(e->g);
+    e->w = calloc(e->n ? e->n : 1, sizeof *e->w);   /* until pstore_place */
+    if (!e->w)
         return NULL;
-    }
     ps->n++;
     return e;
+}
+
+int pstore_lay_grads(pstore_t *ps)
+{
+    if (!ps->placed)   /* pstore_place lays them */
+        return 0;
+    size_t total = 0;
+    for (size_t i = 0; i < ps->n; i++) {
+        pentry_t *e = &ps->e[i];
+        e->goff = total;
+        total += e->trainable && !e->frozen ? e->n : 0;
+    }
+    const bk_arena_ops_t *ops = ps->params_mem.ops ? ps->params_mem.ops : &bk_arena_host;
+    bk_arena_t fresh;
+    if (bk_arena_alloc(&fresh, ops, total, ps->params_mem.traffic) < 0)
+        return -1;
+    bk_arena_free(&ps->grads_mem);
+    ps->grads_mem = fresh;
+    for (size_t i = 0; i < ps->n; i++) {
+        pentry_t *e = &ps->e[i];
+        e->g = e->trainable && !e->frozen ? ps->grads_mem.base + e->goff : NULL;
+    }
+    return 0;
+}
+
+int pstore_place(pstore_t *ps, const bk_arena_ops_t *ops, bk_traffic_t *traffic, char *err,
+                 size_t errlen)
+{
+    if (ps->placed)
+        return 0;
+    /* trainable first, then the buffers; each value on a cache line of its
+     * own, as the calloc'd arrays were (the kernels' vector loads) */
+    size_t total = 0;
+    for (int buffers = 0; buffers < 2; buffers++) {
+        total = (total + PSTORE_ALIGN - 1) / PSTORE_ALIGN * PSTORE_ALIGN;
+        if (buffers)
+            ps->buf_off = total;
+        for (size_t i = 0; i < ps->n; i++)
+            if (ps->e[i].trainable == !buffers) {
+                total = (total + PSTORE_ALIGN - 1) / PSTORE_ALIGN * PSTORE_ALIGN;
+                ps->e[i].off = total;
+                total += ps->e[i].n;
+            }
+    }
+    if (bk_arena_alloc(&ps->params_mem, ops, total, traffic) < 0) {
+        err_set(err, errlen, "%s: out of memory for the %s arena of %zu parameters", ps->src,
+                ops->name, total);
+        return -1;
+    }
+    for (size_t i = 0; i < ps->n; i++)
+        if (bk_arena_write(&ps->params_mem, ps->e[i].off, ps->e[i].n, ps->e[i].w) < 0) {
+            err_set(err, errlen, "%s: cannot write %s to the %s arena", ps->src, ps->e[i].name,
+                    ops->name);
+            bk_arena_free(&ps->params_mem);
+            return -1;
+        }
+    for (size_t i = 0; i < ps->n; i++) {
+        free(ps->e[i].w);
+        ps->e[i].w = ps->params_mem.base + ps->e[i].off;
+    }
+    ps->placed = 1;
+    if (ps->grads && pstore_lay_grads(ps) < 0) {
+        err_set(err, errlen, "%s: out of memory for the %s arena of the gradients", ps->src,
+                ops->name);
+        return -1;
+    }
+    return 0;
 }
 
 static int entry_load(pstore_t *ps, const st_tensor_t *t, char *err, size_t errlen)

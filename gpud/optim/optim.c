@@ -1,11 +1,10 @@
-/* optim — SGD, Adam, AdamW, NovoGrad over flat float arrays (see optim.h).
- *
- * Each update mirrors the Python reference line by line: the same order of
- * float operations, with every Python scalar rounded to float where ATen
- * rounds it, so results agree with PyTorch to a few ulps (ATen's vector
- * kernels may fuse a multiply-add; we do not). */
+/* optim — SGD, Adam, AdamW, NovoGrad over flat float arrays (see optim.h):
+ * the parameters, their state in one arena, checkpoints. The update
+ * itself is the arena's optimizer slot (optim_host.c on the host,
+ * cuda_optim.c on a device). */
 #include "gpud/optim/optim.h"
 #include "common/errbuf.h"
+#include "gpud/backend_arena.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -14,31 +13,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Per-parameter state, allocated on the first step as PyTorch does. */
+/* State names and which kinds keep them. */
+enum { ST_MOMENTUM, ST_EXP_AVG, ST_EXP_AVG_SQ, ST_MAX_EXP_AVG_SQ, ST_STEP, ST_COUNT };
+
+/* A parameter: its name and shape, where its state lies in the state arena
+ * and which state exists (PyTorch creates it on the first step; a
+ * checkpoint lists only what exists). The views and the step are its
+ * kernel record o->k[i]. */
 typedef struct {
     char *name;
-    float *w;
-    const float *g;
     int ndim;
     int64_t shape[ST_MAX_DIMS];
     int64_t numel;
     bool decay;
-    int64_t step;
-    float *momentum_buffer;   /* SGD */
-    float *exp_avg;           /* Adam/AdamW/NovoGrad: numel */
-    float *exp_avg_sq;        /* Adam/AdamW: numel; NovoGrad: 1 */
-    float *max_exp_avg_sq;    /* amsgrad: as exp_avg_sq */
+    size_t off[ST_STEP];      /* in the state arena */
+    bool exists[ST_STEP];
 } oparam_t;
 
 struct optim {
     optim_cfg_t cfg;
     double last_lr;   /* of the latest step: saved for the PyTorch export */
     oparam_t *p;
+    bk_oparam_t *k;   /* n: the optimizer slot's records (views, step) */
     int n, cap;
+    const bk_arena_ops_t *ops;
+    bk_traffic_t *traffic;
+    bk_arena_t state; /* every parameter's state; laid out for the first `laid` */
+    int laid;
 };
-
-/* State names and which kinds keep them. */
-enum { ST_MOMENTUM, ST_EXP_AVG, ST_EXP_AVG_SQ, ST_MAX_EXP_AVG_SQ, ST_STEP, ST_COUNT };
 static const char *const STATE_NAMES[ST_COUNT] = {
     "momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"};
 
@@ -126,16 +128,21 @@ optim_t *optim_new(const optim_cfg_t *cfg, char *err, size_t errlen)
         return NULL;
     }
     o->cfg = *cfg;
+    o->ops = &bk_arena_host;
     return o;
 }
 
-static void param_free_state(oparam_t *p)
+int optim_set_arena(optim_t *o, const bk_arena_ops_t *ops, bk_traffic_t *traffic, char *err,
+                    size_t errlen)
 {
-    free(p->momentum_buffer);
-    free(p->exp_avg);
-    free(p->exp_avg_sq);
-    free(p->max_exp_avg_sq);
-    p->momentum_buffer = p->exp_avg = p->exp_avg_sq = p->max_exp_avg_sq = NULL;
+    if (o->state.base) {
+        err_set(err, errlen, "optim_set_arena: the state arena exists already (set it before "
+                "the first step or load)");
+        return -1;
+    }
+    o->ops = ops ? ops : &bk_arena_host;
+    o->traffic = traffic;
+    return 0;
 }
 
 void optim_destroy(optim_t **op)
@@ -143,11 +150,11 @@ void optim_destroy(optim_t **op)
     if (!op || !*op)
         return;
     optim_t *o = *op;
-    for (int i = 0; i < o->n; i++) {
-        param_free_state(&o->p[i]);
+    for (int i = 0; i < o->n; i++)
         free(o->p[i].name);
-    }
+    bk_arena_free(&o->state);
     free(o->p);
+    free(o->k);
     free(o);
     *op = NULL;
 }
@@ -186,11 +193,14 @@ int optim_add_param(optim_t *o, const char *name, float *w, const float *g, int 
     if (o->n == o->cap) {
         int cap = o->cap ? 2 * o->cap : 16;
         oparam_t *np = realloc(o->p, (size_t)cap * sizeof *np);
-        if (!np) {
+        if (np)
+            o->p = np;
+        bk_oparam_t *nk = np ? realloc(o->k, (size_t)cap * sizeof *nk) : NULL;
+        if (!nk) {
             err_set(err, errlen, "optim_add_param(%s): out of memory", name);
             return -1;
         }
-        o->p = np;
+        o->k = nk;
         o->cap = cap;
     }
     oparam_t *p = &o->p[o->n];
@@ -200,13 +210,12 @@ int optim_add_param(optim_t *o, const char *name, float *w, const float *g, int 
         err_set(err, errlen, "optim_add_param(%s): out of memory", name);
         return -1;
     }
-    p->w = w;
-    p->g = g;
     p->ndim = ndim;
     for (int d = 0; d < ndim; d++)
         p->shape[d] = shape[d];
     p->numel = numel;
     p->decay = decay;
+    o->k[o->n] = (bk_oparam_t){.w = w, .g = g, .numel = numel, .decay = decay};
     return o->n++;
 }
 
@@ -214,8 +223,8 @@ void optim_set_ptrs(optim_t *o, int i, float *w, const float *g)
 {
     if (i < 0 || i >= o->n || !w)
         return;
-    o->p[i].w = w;
-    o->p[i].g = g;
+    o->k[i].w = w;
+    o->k[i].g = g;
 }
 
 const optim_cfg_t *optim_cfg(const optim_t *o) { return &o->cfg; }
@@ -233,7 +242,7 @@ int64_t optim_param_numel(const optim_t *o, int i)
 
 int64_t optim_param_steps(const optim_t *o, int i)
 {
-    return i >= 0 && i < o->n ? o->p[i].step : -1;
+    return i >= 0 && i < o->n ? o->k[i].step : -1;
 }
 
 /* Number of floats state s holds for parameter p under this config
@@ -254,17 +263,6 @@ static int64_t state_numel(const optim_cfg_t *c, const oparam_t *p, int s)
     }
 }
 
-static float **state_slot(oparam_t *p, int s)
-{
-    switch (s) {
-    case ST_MOMENTUM: return &p->momentum_buffer;
-    case ST_EXP_AVG: return &p->exp_avg;
-    case ST_EXP_AVG_SQ: return &p->exp_avg_sq;
-    case ST_MAX_EXP_AVG_SQ: return &p->max_exp_avg_sq;
-    default: return NULL;
-    }
-}
-
 static int state_index(const char *s)
 {
     for (int k = 0; k < ST_COUNT; k++)
@@ -273,158 +271,89 @@ static int state_index(const char *s)
     return -1;
 }
 
+/* ------------------------------------------------------- state arena */
+
+/* Lay the state arena out for every parameter (the first time, or after
+ * parameters were added: the state of the first o->laid ones moves).
+ * 0, or -1 when out of memory. */
+static int state_lay(optim_t *o)
+{
+    if (o->laid == o->n && o->state.base)
+        return 0;
+    size_t total = 0, *off = calloc((size_t)(o->n ? o->n : 1) * ST_STEP, sizeof *off);
+    if (!off)
+        return -1;
+    for (int i = 0; i < o->n; i++)
+        for (int s = 0; s < ST_STEP; s++) {
+            off[(size_t)i * ST_STEP + (size_t)s] = total;
+            total += (size_t)state_numel(&o->cfg, &o->p[i], s);
+        }
+    bk_arena_t fresh;
+    int rc = bk_arena_alloc(&fresh, o->ops, total, o->traffic);
+    float *stage = NULL;
+    for (int i = 0; rc == 0 && i < o->laid; i++)   /* the state so far moves over */
+        for (int s = 0; rc == 0 && s < ST_STEP; s++) {
+            size_t n = (size_t)state_numel(&o->cfg, &o->p[i], s);
+            float *t = n ? realloc(stage, n * sizeof *stage) : stage;
+            if (!t)
+                rc = -1;
+            stage = t;
+            if (rc == 0 && n)
+                rc = bk_arena_read(&o->state, o->p[i].off[s], n, stage) < 0 ||
+                     bk_arena_write(&fresh, off[(size_t)i * ST_STEP + (size_t)s], n, stage) < 0
+                         ? -1 : 0;
+        }
+    free(stage);
+    if (rc < 0) {
+        bk_arena_free(&fresh);
+        free(off);
+        return -1;
+    }
+    bk_arena_free(&o->state);
+    o->state = fresh;
+    o->laid = o->n;
+    for (int i = 0; i < o->n; i++) {
+        oparam_t *p = &o->p[i];
+        memcpy(p->off, &off[(size_t)i * ST_STEP], sizeof p->off);
+        bk_oparam_t *k = &o->k[i];
+        k->buf = o->state.base + p->off[is_adaptive(o->cfg.kind) ? ST_EXP_AVG : ST_MOMENTUM];
+        k->sq = o->state.base + p->off[ST_EXP_AVG_SQ];
+        k->sq_max = o->cfg.amsgrad ? o->state.base + p->off[ST_MAX_EXP_AVG_SQ] : NULL;
+    }
+    free(off);
+    return 0;
+}
+
 const float *optim_state(const optim_t *o, int i, const char *state, int64_t *numel)
 {
     int s = state ? state_index(state) : -1;
     if (i < 0 || i >= o->n || s < 0 || s == ST_STEP)
         return NULL;
-    float **slot = state_slot(&o->p[i], s);
+    const float *v = o->p[i].exists[s] && i < o->laid
+                         ? bk_arena_host_view(&o->state, o->p[i].off[s]) : NULL;
     if (numel)
-        *numel = *slot ? state_numel(&o->cfg, &o->p[i], s) : 0;
-    return *slot;
+        *numel = v ? state_numel(&o->cfg, &o->p[i], s) : 0;
+    return v;
 }
 
 /* ------------------------------------------------------------ updates */
 
-/* torch/optim/sgd.py _single_tensor_sgd. The first step copies d_p into
- * the momentum buffer (no dampening), later steps buf = buf*m + (1-damp)*d_p. */
-static int sgd_step(const optim_cfg_t *c, oparam_t *p, double lr)
-{
-    const float wd = p->decay ? (float)c->weight_decay : 0.0f;
-    const float mom = (float)c->momentum, keep = (float)(1.0 - c->dampening);
-    const float neg_lr = (float)-lr;
-    const bool use_mom = c->momentum != 0, first = use_mom && !p->momentum_buffer;
-    if (first && !(p->momentum_buffer = malloc((size_t)p->numel * sizeof(float))))
-        return -1;
-    float *w = p->w, *buf = p->momentum_buffer;
-    const float *g = p->g;
-    for (int64_t i = 0; i < p->numel; i++) {
-        float d = g[i];
-        if (wd != 0)
-            d = d + wd * w[i];
-        if (use_mom) {
-            buf[i] = first ? d : buf[i] * mom + keep * d;
-            d = c->nesterov ? d + mom * buf[i] : buf[i];
-        }
-        w[i] = w[i] + neg_lr * d;
-    }
-    return 0;
-}
-
-static int alloc_zero(float **slot, int64_t n)
-{
-    if (*slot || n == 0)
-        return 0;
-    *slot = calloc((size_t)n, sizeof(float));
-    return *slot ? 0 : -1;
-}
-
-/* torch/optim/adam.py and adamw.py, _single_tensor_adam(w). Adam adds the
- * L2 term to the gradient; AdamW scales the weights by 1 - lr*wd first. */
-static int adam_step(const optim_cfg_t *c, oparam_t *p, double lr)
-{
-    if (alloc_zero(&p->exp_avg, p->numel) < 0 || alloc_zero(&p->exp_avg_sq, p->numel) < 0 ||
-        (c->amsgrad && alloc_zero(&p->max_exp_avg_sq, p->numel) < 0))
-        return -1;
-    const double wdd = p->decay ? c->weight_decay : 0.0;
-    const bool adamw = c->kind == OPTIM_ADAMW;
-    p->step++;
-    /* PyTorch keeps step in a float32 tensor and reads it back as a double. */
-    const double step = (double)(float)p->step;
-    const double bc1 = 1.0 - pow(c->beta1, step), bc2 = 1.0 - pow(c->beta2, step);
-    const float neg_step_size = (float)-(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
-    const float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
-    const float one_b1 = (float)(1.0 - c->beta1), one_b2 = (float)(1.0 - c->beta2);
-    const float wd = (float)wdd, decay_mul = (float)(1.0 - lr * wdd);
-    float *w = p->w, *m = p->exp_avg, *v = p->exp_avg_sq, *vmax = p->max_exp_avg_sq;
-    const float *g = p->g;
-    for (int64_t i = 0; i < p->numel; i++) {
-        float d = g[i];
-        if (adamw)
-            w[i] = w[i] * decay_mul;
-        else if (wd != 0)
-            d = d + wd * w[i];
-        m[i] = m[i] * b1 + one_b1 * d;
-        v[i] = v[i] * b2 + one_b2 * d * d;
-        float vv = v[i];
-        if (vmax) {
-            vmax[i] = fmaxf(vmax[i], vv);
-            vv = vmax[i];
-        }
-        const float denom = sqrtf(vv) / bc2_sqrt + eps;
-        w[i] = w[i] + neg_step_size * m[i] / denom;
-    }
-    return 0;
-}
-
-/* torch_optimizer/novograd.py (NVIDIA DeepLearningExamples' Novograd):
- * one second moment per tensor, of the squared gradient norm; while it is
- * 0 (the first step) the norm is copied in. */
-static int novograd_step(const optim_cfg_t *c, oparam_t *p, double lr)
-{
-    if (alloc_zero(&p->exp_avg, p->numel) < 0 || alloc_zero(&p->exp_avg_sq, 1) < 0 ||
-        (c->amsgrad && alloc_zero(&p->max_exp_avg_sq, 1) < 0))
-        return -1;
-    p->step++;
-    const float *g = p->g;
-    double sum = 0;   /* torch.sum(grad**2) in float32; a double sum rounds once */
-    for (int64_t i = 0; i < p->numel; i++)
-        sum += (double)(g[i] * g[i]);
-    const float norm = (float)sum;
-    float *v = p->exp_avg_sq;
-    if (*v == 0)
-        *v = norm;
-    else
-        *v = *v * (float)c->beta2 + (float)(1.0 - c->beta2) * norm;
-    float vv = *v;
-    if (p->max_exp_avg_sq) {
-        *p->max_exp_avg_sq = fmaxf(*p->max_exp_avg_sq, vv);
-        vv = *p->max_exp_avg_sq;
-    }
-    const float denom = sqrtf(vv) + (float)c->eps;
-    const float wd = p->decay ? (float)c->weight_decay : 0.0f;
-    const float b1 = (float)c->beta1, avg = (float)(1.0 - c->beta1), neg_lr = (float)-lr;
-    float *w = p->w, *m = p->exp_avg;
-    for (int64_t i = 0; i < p->numel; i++) {
-        float d = g[i] / denom;
-        if (wd != 0)
-            d = d + wd * w[i];
-        if (c->grad_averaging)
-            d = d * avg;
-        m[i] = m[i] * b1 + d;
-        w[i] = w[i] + neg_lr * m[i];
-    }
-    return 0;
-}
-
 void optim_step(optim_t *o, double lr)
 {
     o->last_lr = lr;
-    for (int i = 0; i < o->n; i++) {
-        oparam_t *p = &o->p[i];
-        if (!p->g)
-            continue;
-        int rc;
-        switch (o->cfg.kind) {
-        case OPTIM_SGD:
-            rc = sgd_step(&o->cfg, p, lr);
-            if (rc == 0)
-                p->step++;
-            break;
-        case OPTIM_NOVOGRAD:
-            rc = novograd_step(&o->cfg, p, lr);
-            break;
-        default:
-            rc = adam_step(&o->cfg, p, lr);
-            break;
-        }
-        if (rc < 0) {
-            /* State is a few copies of the model; failing to allocate it
-             * leaves training unable to continue correctly. */
-            fprintf(stderr, "optim_step: out of memory for the state of %s (%" PRId64
-                            " floats); aborting\n", p->name, p->numel);
-            abort();
-        }
+    char err[256] = "out of memory";
+    int rc = state_lay(o);
+    for (int i = 0; rc == 0 && i < o->n; i++)   /* PyTorch's state appears on a step */
+        for (int s = 0; s < ST_STEP && o->k[i].g; s++)
+            o->p[i].exists[s] |= state_numel(&o->cfg, &o->p[i], s) > 0;
+    if (rc == 0)
+        rc = o->ops->optim_step(&o->cfg, lr, o->k, o->n, err, sizeof err);
+    if (rc < 0) {
+        /* State is a few copies of the model; failing to allocate it (or a
+         * device failing) leaves training unable to continue correctly. */
+        fprintf(stderr, "optim_step: the %s optimizer state: %s; aborting\n", o->ops->name,
+                err);
+        abort();
     }
 }
 
@@ -486,27 +415,40 @@ int optim_save_state(const optim_t *o, st_writer_t *w, char *err, size_t errlen)
     if (save_meta(o, w, err, errlen) < 0)
         return -1;
     char name[512];
-    for (int i = 0; i < o->n; i++) {
-        oparam_t *p = &o->p[i];
-        for (int s = 0; s < ST_COUNT; s++) {
+    float *stage = NULL;   /* a device arena's state, read out */
+    int rc = 0;
+    for (int i = 0; i < o->n && rc == 0; i++) {
+        const oparam_t *p = &o->p[i];
+        for (int s = 0; s < ST_COUNT && rc == 0; s++) {
             snprintf(name, sizeof name, "optim.%s.%s", p->name, STATE_NAMES[s]);
-            int rc;
             if (s == ST_STEP) {
-                rc = st_writer_add(w, name, ST_I64, 0, NULL, &p->step, err, errlen);
-            } else {
-                const float *data = *state_slot(p, s);
-                if (!data)
-                    continue;
-                /* NovoGrad's second moments are one number per tensor. */
-                bool scalar = o->cfg.kind == OPTIM_NOVOGRAD && s != ST_EXP_AVG;
-                rc = st_writer_add(w, name, ST_F32, scalar ? 0 : p->ndim, p->shape, data, err,
-                                   errlen);
+                rc = st_writer_add(w, name, ST_I64, 0, NULL, &o->k[i].step, err, errlen);
+                continue;
             }
-            if (rc < 0)
-                return -1;
+            if (!p->exists[s] || i >= o->laid)
+                continue;
+            size_t n = (size_t)state_numel(&o->cfg, p, s);
+            const float *data = bk_arena_host_view(&o->state, p->off[s]);
+            if (!data) {
+                float *t = realloc(stage, (n ? n : 1) * sizeof *t);
+                if (t)
+                    stage = t;
+                if (!t || bk_arena_read(&o->state, p->off[s], n, stage) < 0) {
+                    err_set(err, errlen, "%s: cannot read it from the %s arena", name,
+                            o->ops->name);
+                    rc = -1;
+                    break;
+                }
+                data = stage;
+            }
+            /* NovoGrad's second moments are one number per tensor. */
+            bool scalar = o->cfg.kind == OPTIM_NOVOGRAD && s != ST_EXP_AVG;
+            rc = st_writer_add(w, name, ST_F32, scalar ? 0 : p->ndim, p->shape, data, err,
+                               errlen);
         }
     }
-    return 0;
+    free(stage);
+    return rc < 0 ? -1 : 0;
 }
 
 /* One "optim.*" tensor of the file, matched to its parameter and state. */
@@ -600,26 +542,21 @@ static int check_complete(const optim_t *o, const found_t *byp, char *err, size_
     return 0;
 }
 
-/* Replace parameter i's state with what the file holds (validated). */
-static int install_state(optim_t *o, int i, const found_t *f)
+/* Replace parameter i's state with what the file holds (validated): what
+ * the file lacks is zero and does not exist, as a fresh PyTorch state. */
+static int install_state(optim_t *o, int i, const found_t *f, float *stage)
 {
     oparam_t *p = &o->p[i];
-    float *fresh[ST_STEP] = {0};
     for (int s = 0; s < ST_STEP; s++) {
-        if (!f[s].t)
-            continue;
-        int64_t n = state_numel(&o->cfg, p, s);
-        fresh[s] = malloc((size_t)n * sizeof(float));
-        if (!fresh[s] || st_tensor_to_f32(f[s].t, fresh[s], (size_t)n) < 0) {
-            for (int k = 0; k <= s; k++)
-                free(fresh[k]);
+        size_t n = (size_t)state_numel(&o->cfg, p, s);
+        p->exists[s] = f[s].t != NULL;
+        if (n && (f[s].t ? st_tensor_to_f32(f[s].t, stage, n) < 0 ||
+                               bk_arena_write(&o->state, p->off[s], n, stage) < 0
+                         : bk_arena_zero(&o->state, p->off[s], n) < 0))
             return -1;
-        }
     }
-    param_free_state(p);
-    for (int s = 0; s < ST_STEP; s++)
-        *state_slot(p, s) = fresh[s];
-    st_tensor_to_i64(f[ST_STEP].t, &p->step, 1);
+    st_tensor_to_i64(f[ST_STEP].t, &o->k[i].step, 1);
+    o->k[i].have_buf = p->exists[ST_MOMENTUM];
     return 0;
 }
 
@@ -657,9 +594,19 @@ int optim_load_state(optim_t *o, const safetensors_t *st, char *err, size_t errl
     char sub[400];
     if (rc == 0 && (rc = check_complete(o, byp, sub, sizeof sub)) < 0)
         err_set(err, errlen, "%s: %s", path, sub);
+    int64_t most = 1;
+    for (int i = 0; i < o->n; i++)
+        most = o->p[i].numel > most ? o->p[i].numel : most;
+    float *stage = rc == 0 ? malloc((size_t)most * sizeof *stage) : NULL;
+    if (rc == 0 && (!stage || state_lay(o) < 0)) {
+        err_set(err, errlen, "%s: out of memory for the optimizer state", path);
+        rc = -1;
+    }
     for (int i = 0; i < o->n && rc == 0; i++)
-        if ((rc = install_state(o, i, &byp[(size_t)i * ST_COUNT])) < 0)
-            err_set(err, errlen, "%s: out of memory loading the state of %s", path, o->p[i].name);
+        if ((rc = install_state(o, i, &byp[(size_t)i * ST_COUNT], stage)) < 0)
+            err_set(err, errlen, "%s: cannot write the state of %s to the %s arena", path,
+                    o->p[i].name, o->ops->name);
+    free(stage);
     free(byp);
     return rc;
 }

@@ -26,8 +26,12 @@
  * parameter as in PyTorch (a parameter whose gradient pointer is NULL is
  * skipped, its step count does not advance — PyTorch's `p.grad is None`).
  *
- * State (momentum buffers, Adam moments, steps) is owned by the optimizer
- * and saved to / loaded from safetensors under PyTorch's state names:
+ * State (momentum buffers, Adam moments, steps) is owned by the optimizer,
+ * the moments in ONE arena (gpud/backend_arena.h: host memory unless
+ * optim_set_arena names a backend's; laid out on the first step or load,
+ * each parameter's state at fixed offsets), and the update is that arena's
+ * optimizer slot (optim_host.c on the host). It is saved to / loaded from
+ * safetensors under PyTorch's state names:
  *   optim.<param>.momentum_buffer   SGD, momentum != 0, after the first step
  *   optim.<param>.exp_avg           Adam/AdamW/NovoGrad
  *   optim.<param>.exp_avg_sq        Adam/AdamW (param shape), NovoGrad (scalar)
@@ -102,6 +106,13 @@ void optim_destroy(optim_t **o);
  * (0, 1, ... in order of addition), or -1 with the reason in err. */
 int optim_add_param(optim_t *o, const char *name, float *w, const float *g, int ndim,
                     const int64_t *shape, bool decay, char *err, size_t errlen);
+/* The arena the state lives in and the update runs on (a backend's,
+ * backend_arena_ops; NULL: host memory), its copies counted in traffic
+ * (may be NULL). Before the first step or load: 0, else -1 with err. */
+struct bk_arena_ops;
+struct bk_traffic;
+int optim_set_arena(optim_t *o, const struct bk_arena_ops *ops, struct bk_traffic *traffic,
+                    char *err, size_t errlen);
 /* Point parameter i at new buffers (a backend that reallocates). */
 void optim_set_ptrs(optim_t *o, int i, float *w, const float *g);
 
@@ -116,7 +127,8 @@ int64_t optim_param_numel(const optim_t *o, int i);
 int64_t optim_param_steps(const optim_t *o, int i);    /* steps taken by parameter i */
 
 /* Named state of parameter i (see the list above, without the "optim.<param>."
- * prefix): numel floats, or NULL when the state does not exist (yet). */
+ * prefix): numel floats, or NULL when the state does not exist (yet) or
+ * is not in host memory. */
 const float *optim_state(const optim_t *o, int i, const char *state, int64_t *numel);
 
 /* Add every state tensor and the optimizer metadata to a safetensors

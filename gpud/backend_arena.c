@@ -1,0 +1,113 @@
+/* backend_arena — the arena helpers and the host-memory arena (see
+ * backend_arena.h). */
+#include "gpud/backend_arena.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/backend_impl.h"
+#include "gpud/optim/optim_host.h"
+
+#define ARENA_ALIGN 64   /* a cache line: every kernel's vector loads start aligned */
+
+static float *host_alloc(size_t floats)
+{
+    size_t bytes = (floats ? floats : 1) * sizeof(float);
+    bytes = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    float *p = aligned_alloc(ARENA_ALIGN, bytes);
+    if (p)
+        memset(p, 0, bytes);
+    return p;
+}
+
+static void host_free(float *base)
+{
+    free(base);
+}
+
+static int host_read(const float *base, size_t off, size_t n, float *dst)
+{
+    if (n)
+        memmove(dst, base + off, n * sizeof *dst);
+    return 0;
+}
+
+static int host_write(float *base, size_t off, size_t n, const float *src)
+{
+    if (n)
+        memmove(base + off, src, n * sizeof *src);
+    return 0;
+}
+
+static int host_zero(float *base, size_t off, size_t n)
+{
+    if (n)
+        memset(base + off, 0, n * sizeof *base);
+    return 0;
+}
+
+const bk_arena_ops_t bk_arena_host = {
+    .name = "host",
+    .mem = BK_MEM_HOST,
+    .alloc = host_alloc,
+    .free = host_free,
+    .read = host_read,
+    .write = host_write,
+    .zero = host_zero,
+    .optim_step = optim_host_step,
+};
+
+int bk_arena_alloc(bk_arena_t *a, const bk_arena_ops_t *ops, size_t floats,
+                   bk_traffic_t *traffic)
+{
+    *a = (bk_arena_t){.ops = ops, .floats = floats, .traffic = traffic};
+    a->base = ops->alloc(floats);
+    return a->base ? 0 : -1;
+}
+
+void bk_arena_free(bk_arena_t *a)
+{
+    if (a->base)
+        a->ops->free(a->base);
+    a->base = NULL;
+    a->floats = 0;
+}
+
+static void count(const bk_arena_t *a, size_t n)
+{
+    if (a->traffic && a->ops->mem != BK_MEM_HOST)
+        a->traffic->params += (uint64_t)n * sizeof(float);
+}
+
+int bk_arena_read(const bk_arena_t *a, size_t off, size_t n, float *dst)
+{
+    if (off > a->floats || n > a->floats - off || a->ops->read(a->base, off, n, dst) < 0)
+        return -1;
+    count(a, n);
+    return 0;
+}
+
+int bk_arena_write(const bk_arena_t *a, size_t off, size_t n, const float *src)
+{
+    if (off > a->floats || n > a->floats - off || a->ops->write(a->base, off, n, src) < 0)
+        return -1;
+    count(a, n);
+    return 0;
+}
+
+int bk_arena_zero(const bk_arena_t *a, size_t off, size_t n)
+{
+    if (off > a->floats || n > a->floats - off)
+        return -1;
+    return a->ops->zero(a->base, off, n);
+}
+
+float *bk_arena_host_view(const bk_arena_t *a, size_t off)
+{
+    return a->base && a->ops->mem == BK_MEM_HOST && off <= a->floats ? a->base + off : NULL;
+}
+
+const bk_arena_ops_t *backend_arena_ops(const backend_t *be)
+{
+    return be && be->arena ? be->arena : &bk_arena_host;
+}

@@ -1,0 +1,130 @@
+/* backend_arena — where a backend keeps a model's parameters, gradients
+ * and optimizer state: ONE contiguous arena each (llm.c's params_memory /
+ * grads_memory / the optimizer's m_memory), allocated by the backend.
+ * Every tensor is a view into its arena (base + offset); nothing is a
+ * calloc of its own.
+ *
+ * What lives where (the layout is pstore.c's, pstore_place):
+ *   params  the trainable tensors (weights, biases) in state_dict order,
+ *           then the "buffers" part: BatchNorm's running_mean/var (each
+ *           tensor 64-byte aligned: zero gaps between them). The
+ *           buffers sit with the weights because they are what the
+ *           weights are: state_dict floats the forward reads (eval) and
+ *           writes (training BN), checkpointed and broadcast with them, so
+ *           on a device they must be device memory too. The tail keeps
+ *           them one range: the BN-buffer broadcast and trainer_restore's
+ *           save are a single copy/all-reduce of it.
+ *           BatchNorm's num_batches_tracked are NOT in an arena: int64
+ *           counters the host increments once per step and no kernel reads
+ *           (model_i64_at), so device memory would only cost copies.
+ *   grads   the gradient of every trainable, unfrozen tensor in the order
+ *           of model_param_at = the optimizer's order, WITHOUT gaps (the
+ *           ring's chunks, hence every float's summation order, depend on
+ *           the array's length); frozen tensors have none. The trainer's gradient buckets (buckets.h) are plain
+ *           ranges of it and the ring all-reduces it in place: no
+ *           pack/unpack copy. Re-laid out when the freezes change.
+ *   state   the optimizer's moments (optim.c): per parameter, its
+ *           momentum_buffer / exp_avg / exp_avg_sq / max_exp_avg_sq at
+ *           fixed offsets, zero until used ("exists" flags keep PyTorch's
+ *           lazily-created state visible in checkpoints).
+ *
+ * Per-chunk gradients and exact accumulation (the "same bits" issue 31):
+ * the gradient layout is a pure function of the model and its freezes, so
+ * a second (k-th) gradient arena of the same layout can be allocated with
+ * the same ops (alloc(grads floats)) and bound to a chunk's backward the
+ * way the grads arena is; the accumulator (e.g. int64 fixed point, the
+ * same offsets scaled to its element size) is one more arena of that
+ * layout. Buckets, the optimizer and checkpoints only see the final grads
+ * arena, so they need no change.
+ *
+ * Host memory today on every backend: cpu and ref compute on the host, and
+ * the cuda kernels still take host arrays (they upload the weights each op
+ * reads and download the gradients it writes) — making the cuda arena
+ * device-resident (cuda_optim.c's cuda_device_arena: cudaMalloc'd, the
+ * optimizer as device kernels) is issue 30. The ops below are what that
+ * switch needs: read/write/zero copy between host and arena memory and
+ * count the bytes (bk_traffic_t), the optimizer is the arena's slot.
+ */
+#ifndef DDP_BACKEND_ARENA_H
+#define DDP_BACKEND_ARENA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpud/backend.h"
+#include "gpud/optim/optim.h"
+
+typedef enum { BK_MEM_HOST = 0, BK_MEM_DEVICE = 1 } bk_mem_t;
+
+/* Bytes moved between host memory and the backend's memory, by purpose
+ * (on host backends the batch/output bytes are what crosses the graph's
+ * boundary, bk_write/bk_read; params stays 0: the arenas are the memory
+ * the kernels use). */
+typedef struct bk_traffic {
+    uint64_t batch_in;      /* input pixels (+ their normalisation table), labels,
+                             * sample ids, the loss gradient */
+    uint64_t out;           /* loss and logits read back */
+    uint64_t params;        /* parameter / gradient / state copies (arena read/write) */
+} bk_traffic_t;
+
+/* One parameter for the optimizer slot: views into the arenas (device
+ * addresses on a device arena) and its host-side step state. */
+typedef struct {
+    float *w;               /* params arena, numel */
+    const float *g;         /* grads arena, numel */
+    float *buf;             /* SGD momentum_buffer / Adam, NovoGrad exp_avg (numel) */
+    float *sq;              /* Adam exp_avg_sq (numel); NovoGrad its scalar (1) */
+    float *sq_max;          /* amsgrad max_exp_avg_sq (as sq), else NULL */
+    int64_t numel;
+    bool decay;             /* cfg.weight_decay applies (else 0) */
+    int64_t step;           /* steps taken (PyTorch's state["step"]) */
+    bool have_buf;          /* SGD: the momentum buffer was initialised */
+} bk_oparam_t;
+
+typedef struct bk_arena_ops {
+    const char *name;       /* "host", "cuda device" */
+    bk_mem_t mem;
+    /* floats zeroed floats; NULL when out of memory. */
+    float *(*alloc)(size_t floats);
+    void (*free)(float *base);
+    /* Copies between host memory and base[off, off + n). 0 or -1. */
+    int (*read)(const float *base, size_t off, size_t n, float *dst);
+    int (*write)(float *base, size_t off, size_t n, const float *src);
+    int (*zero)(float *base, size_t off, size_t n);
+    /* One optimizer step at lr of the n parameters (optim.h's arithmetic,
+     * bit-identical on every implementation); step/have_buf updated. 0, or
+     * -1 with the reason in err. */
+    int (*optim_step)(const optim_cfg_t *c, double lr, bk_oparam_t *p, int n, char *err,
+                      size_t errlen);
+} bk_arena_ops_t;
+
+/* Host memory (64-byte aligned), the optimizer in plain C (optim_host.c). */
+extern const bk_arena_ops_t bk_arena_host;
+
+/* One arena: its floats and where they are. */
+typedef struct bk_arena {
+    const bk_arena_ops_t *ops;
+    float *base;            /* host memory, or a device address (ops->mem) */
+    size_t floats;
+    bk_traffic_t *traffic;  /* read/write count params bytes here; NULL: not counted */
+} bk_arena_t;
+
+/* base = ops->alloc(floats) (zeroed). 0, or -1 (out of memory). */
+int bk_arena_alloc(bk_arena_t *a, const bk_arena_ops_t *ops, size_t floats,
+                   bk_traffic_t *traffic);
+void bk_arena_free(bk_arena_t *a);
+/* Copies through ops, counted in traffic->params when the arena is not
+ * host memory. 0 or -1. */
+int bk_arena_read(const bk_arena_t *a, size_t off, size_t n, float *dst);
+int bk_arena_write(const bk_arena_t *a, size_t off, size_t n, const float *src);
+int bk_arena_zero(const bk_arena_t *a, size_t off, size_t n);
+/* base[off, off + n) as host memory: a view on a host arena, else NULL
+ * (read/write through a staging copy). */
+float *bk_arena_host_view(const bk_arena_t *a, size_t off);
+
+/* The arena ops of a backend (struct backend's `arena`; host memory when
+ * the backend names none). */
+const bk_arena_ops_t *backend_arena_ops(const backend_t *be);
+
+#endif
