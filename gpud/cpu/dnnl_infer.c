@@ -179,8 +179,8 @@ static dnnl_memory_t mem_new(bk_ctx_t *g, const dnnl_memory_desc_t *md, int allo
 {
     dnnl_memory_t m = NULL;
     if (cpu_dn(g, dnnl_memory_create(&m, md, cpu_be(g)->eng,
-                                 alloc ? DNNL_MEMORY_ALLOCATE : DNNL_MEMORY_NONE),
-           "memory_create") < 0)
+                                     alloc ? DNNL_MEMORY_ALLOCATE : DNNL_MEMORY_NONE),
+               "memory_create") < 0)
         return NULL;
     return m;
 }
@@ -193,7 +193,7 @@ static int reorder_make(bk_ctx_t *g, reorder_t *r, dnnl_memory_t from, dnnl_memo
     dnnl_primitive_desc_t pd = NULL;
     /* the default attr (library scratchpad), as the weights' reorder at build */
     int ok = cpu_dn(g, dnnl_reorder_primitive_desc_create(&pd, a, cpu_be(g)->eng, b, cpu_be(g)->eng,
-                                                      NULL), "reorder") == 0 &&
+                                                          NULL), "reorder") == 0 &&
              cpu_dn(g, dnnl_primitive_create(&r->p, pd), "reorder primitive_create") == 0;
     if (pd)
         dnnl_primitive_desc_destroy(pd);
@@ -334,7 +334,7 @@ static int post_ops_attr(bk_ctx_t *g, dnnl_primitive_attr_t a, const bk_postop_t
     for (int i = 0; i < n && rc == 0; i++)
         rc = post[i] == BK_PO_RELU
                  ? cpu_dn(g, dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_relu, 0.f, 0.f),
-                      "post_ops relu")
+                          "post_ops relu")
                  : cpu_dn(g, dnnl_post_ops_append_sum(po, 1.f), "post_ops sum");
     if (rc == 0)
         rc = cpu_dn(g, dnnl_primitive_attr_set_post_ops(a, po), "set_post_ops");
@@ -355,15 +355,15 @@ static dnnl_primitive_desc_t conv_pd(bk_ctx_t *g, const bk_conv_t *c, const bk_p
     dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_format_tag_any);
     dnnl_convolution_desc_t d;
     if (cpu_dn(g, dnnl_convolution_forward_desc_init(&d, dnnl_forward_inference,
-                                                 dnnl_convolution_direct, &src, &wei,
-                                                 c->bias ? &bia : NULL, &dst, st, pad, pad),
-           "convolution_forward_desc_init") < 0)
+                                                     dnnl_convolution_direct, &src, &wei,
+                                                     c->bias ? &bia : NULL, &dst, st, pad, pad),
+               "convolution_forward_desc_init") < 0)
         return NULL;
     dnnl_primitive_attr_t a = cpu_attr_new(g);
     dnnl_primitive_desc_t pd = NULL;
     if (a && post_ops_attr(g, a, post, npost) == 0)
         cpu_dn(g, dnnl_primitive_desc_create(&pd, &d, a, cpu_be(g)->eng, NULL),
-           "convolution primitive_desc_create");
+               "convolution primitive_desc_create");
     if (a)
         dnnl_primitive_attr_destroy(a);
     return pd;
@@ -475,7 +475,7 @@ bk_plan_t *cpu_infer_pool_plan(bk_ctx_t *g, const bk_pool_t *q, const int in[4],
                                                   : dnnl_pooling_avg_exclude_padding;
     dnnl_pooling_desc_t d;
     if (cpu_dn(g, dnnl_pooling_forward_desc_init(&d, dnnl_forward_inference, alg, &src, &dst, st, k,
-                                             pad, pad), "pooling_forward_desc_init") < 0)
+                                                 pad, pad), "pooling_forward_desc_init") < 0)
         return NULL;
     return unary_plan(g, &d, in, out, "pooling primitive_desc");
 }
@@ -486,7 +486,7 @@ bk_plan_t *cpu_infer_relu_plan(bk_ctx_t *g, const int in[4])
     md_of(&md, in, cpu_infer_layout(g->be, in));
     dnnl_eltwise_desc_t d;
     if (cpu_dn(g, dnnl_eltwise_forward_desc_init(&d, dnnl_forward_inference, dnnl_eltwise_relu, &md,
-                                             0.f, 0.f), "eltwise_forward_desc_init") < 0)
+                                                 0.f, 0.f), "eltwise_forward_desc_init") < 0)
         return NULL;
     return unary_plan(g, &d, in, in, "eltwise primitive_desc");
 }
@@ -524,10 +524,10 @@ bk_plan_t *cpu_infer_linear_plan(bk_ctx_t *g, const int in[4], int out_f, int ha
     dnnl_primitive_attr_t a = NULL;
     dnnl_primitive_desc_t pd = NULL;
     if (cpu_dn(g, dnnl_inner_product_forward_desc_init(&d, dnnl_forward_inference, &src, &wei,
-                                                   has_bias ? &bia : NULL, &dst),
-           "inner_product_forward_desc_init") == 0 && (a = cpu_attr_new(g)))
+                                                       has_bias ? &bia : NULL, &dst),
+               "inner_product_forward_desc_init") == 0 && (a = cpu_attr_new(g)))
         cpu_dn(g, dnnl_primitive_desc_create(&pd, &d, a, cpu_be(g)->eng, NULL),
-           "inner_product primitive_desc");
+               "inner_product primitive_desc");
     if (a)
         dnnl_primitive_attr_destroy(a);
     /* the output (n, out, 1, 1) has the bytes of the 2-D nc dst in any of

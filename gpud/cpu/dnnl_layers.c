@@ -47,9 +47,9 @@ static int bn_prims(bk_ctx_t *g, bnplan_t *p, const dnnl_memory_desc_t *data, fl
     dnnl_primitive_desc_t fpd = NULL;
     int rc = -1;
     if (cpu_dn(g, dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, data, eps,
-                                                         flags), "bnorm forward desc") < 0 ||
+                                                             flags), "bnorm forward desc") < 0 ||
         cpu_dn(g, dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, data, data, eps,
-                                                          flags), "bnorm backward desc") < 0 ||
+                                                              flags), "bnorm backward desc") < 0 ||
         cpu_prim_make(g, &p->fwd[training], &fd, NULL, &fpd, "bnorm forward") < 0 ||
         cpu_prim_make(g, &p->bwd[training], &bd, fpd, NULL, "bnorm backward") < 0)
         goto out;
@@ -207,10 +207,10 @@ bk_plan_t *cpu_relu_plan(bk_ctx_t *g, const int in[4])
     dnnl_eltwise_desc_t fd, bd;
     /* from dst: backward needs only y, which the tape keeps anyway */
     if (cpu_dn(g, dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training,
-                                             dnnl_eltwise_relu_use_dst_for_bwd, &md, 0.f, 0.f),
-           "eltwise forward desc") < 0 ||
+                                                 dnnl_eltwise_relu_use_dst_for_bwd, &md, 0.f, 0.f),
+               "eltwise forward desc") < 0 ||
         cpu_dn(g, dnnl_eltwise_backward_desc_init(&bd, dnnl_eltwise_relu_use_dst_for_bwd, &md, &md,
-                                              0.f, 0.f), "eltwise backward desc") < 0)
+                                                  0.f, 0.f), "eltwise backward desc") < 0)
         return NULL;
     uplan_t *p = uplan_new(g, &fd, &bd, in, in, 0);
     if (!p)
@@ -250,9 +250,9 @@ bk_plan_t *cpu_pool_plan(bk_ctx_t *g, const bk_pool_t *q, const int in[4],
                                                   : dnnl_pooling_avg_exclude_padding;
     dnnl_pooling_desc_t fd, bd;
     if (cpu_dn(g, dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, alg, &xm, &ym, st, k,
-                                             pl, pr), "pooling forward desc") < 0 ||
+                                                 pl, pr), "pooling forward desc") < 0 ||
         cpu_dn(g, dnnl_pooling_backward_desc_init(&bd, alg, &xm, &ym, st, k, pl, pr),
-           "pooling backward desc") < 0)
+               "pooling backward desc") < 0)
         return NULL;
     uplan_t *p = uplan_new(g, &fd, &bd, in, out, q->alg == BK_POOL_MAX);
     return p ? &p->base : NULL;

@@ -78,7 +78,7 @@ int cpu_prim_create(bk_ctx_t *g, cpu_prim_t *pr, const_dnnl_primitive_desc_t pd,
     if (pr->scratch_size == 0)
         return 0;
     if (cpu_dn(g, dnnl_memory_create(&pr->scratch, smd, cpu_be(g)->eng, DNNL_MEMORY_NONE),
-           "scratchpad memory_create") < 0)
+               "scratchpad memory_create") < 0)
         return -1;
     cpu_prim_arg(pr, DNNL_ARG_SCRATCHPAD, pr->scratch);
     return 0;
@@ -139,8 +139,8 @@ dnnl_memory_t cpu_mem(bk_ctx_t *g, const dnnl_memory_desc_t *md, int alloc)
 {
     dnnl_memory_t m = NULL;
     if (cpu_dn(g, dnnl_memory_create(&m, md, cpu_be(g)->eng,
-                                 alloc ? DNNL_MEMORY_ALLOCATE : DNNL_MEMORY_NONE),
-           "memory_create") < 0)
+                                     alloc ? DNNL_MEMORY_ALLOCATE : DNNL_MEMORY_NONE),
+               "memory_create") < 0)
         return NULL;
     return m;
 }
@@ -167,7 +167,7 @@ int cpu_reorder_make(bk_ctx_t *g, cpu_prim_t *pr, dnnl_memory_t from, dnnl_memor
     dnnl_primitive_attr_t attr = cpu_attr_new(g);
     int ok = attr &&
              cpu_dn(g, dnnl_reorder_primitive_desc_create(&pd, a, cpu_be(g)->eng, b, cpu_be(g)->eng, attr),
-                "reorder") == 0 &&
+                    "reorder") == 0 &&
              cpu_prim_create(g, pr, pd, "reorder") == 0;
     if (attr)
         dnnl_primitive_attr_destroy(attr);

@@ -295,8 +295,8 @@ static void wplan_destroy(bk_plan_t *bp)
     wplan_t *p = (wplan_t *)bp;
     fswap_destroy(&p->swap);
     cpu_prim_t *prims[] = {&p->fwd,      &p->bwd_d,      &p->bwd_w,  &p->w_to_fwd,
-                       &p->w_to_bwd, &p->gw_to_user, &p->x_to16, &p->gy_to16,
-                       &p->x_to16w,  &p->gy_to16w};
+                           &p->w_to_bwd, &p->gw_to_user, &p->x_to16, &p->gy_to16,
+                           &p->x_to16w,  &p->gy_to16w};
     for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
         cpu_prim_free(prims[i]);
     act_args_free(&p->a);
@@ -578,14 +578,14 @@ bk_plan_t *cpu_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const int in[4], const
     const dnnl_memory_desc_t *bp = c->bias ? &bias : NULL;
     dnnl_convolution_desc_t fd, dd, wd_;
     if (cpu_dn(g, dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
-                                                 dnnl_convolution_direct, &src16, &w16, bp,
-                                                 &dst, st, pl, pr), "conv forward desc") < 0 ||
+                                                     dnnl_convolution_direct, &src16, &w16, bp,
+                                                     &dst, st, pl, pr), "conv forward desc") < 0 ||
         cpu_dn(g, dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &src,
-                                                       &w16, &dst16, st, pl, pr),
-           "conv backward-data desc") < 0 ||
+                                                           &w16, &dst16, st, pl, pr),
+               "conv backward-data desc") < 0 ||
         cpu_dn(g, dnnl_convolution_backward_weights_desc_init(&wd_, dnnl_convolution_direct,
-                                                          &src16, &wany, bp, &dst16, st, pl,
-                                                          pr), "conv backward-weights desc") < 0 ||
+                                                              &src16, &wany, bp, &dst16, st, pl,
+                                                              pr), "conv backward-weights desc") < 0 ||
         wplan_build(g, p, &fd, &dd, &wd_, &wuser, &bias, &src, &dst) < 0) {
         wplan_destroy(&p->base);
         return NULL;
@@ -609,7 +609,7 @@ static int linear_build(bk_ctx_t *g, wplan_t *p, const_dnnl_op_desc_t fd,
                         const dnnl_memory_desc_t *x_user, const dnnl_memory_desc_t *y_user)
 {
     cpu_prim_t *all[] = {&p->fwd,        &p->bwd_d,  &p->bwd_w,  &p->w_to_fwd, &p->w_to_bwd,
-                     &p->gw_to_user, &p->x_to16, &p->gy_to16};
+                         &p->gw_to_user, &p->x_to16, &p->gy_to16};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         all[i]->one_thread = 1;
     int rc = wplan_build(g, p, fd, ddd, wdd, wuser, bias, x_user, y_user);
@@ -643,11 +643,11 @@ bk_plan_t *cpu_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias)
                        w16 = cpu_md_typed(&wany, t16);
     dnnl_inner_product_desc_t fd, ddd, wdd;
     if (cpu_dn(g, dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, &src16, &w16,
-                                                   bp, &dst), "inner product forward desc") < 0 ||
+                                                       bp, &dst), "inner product forward desc") < 0 ||
         cpu_dn(g, dnnl_inner_product_backward_data_desc_init(&ddd, &src, &w16, &dst16),
-           "inner product backward-data desc") < 0 ||
+               "inner product backward-data desc") < 0 ||
         cpu_dn(g, dnnl_inner_product_backward_weights_desc_init(&wdd, &src16, &wany, bp, &dst16),
-           "inner product backward-weights desc") < 0 ||
+               "inner product backward-weights desc") < 0 ||
         linear_build(g, p, &fd, &ddd, &wdd, &wuser, &bias, &src, &dst) < 0) {
         wplan_destroy(&p->base);
         return NULL;
