@@ -10,7 +10,7 @@
  * (gpud/backend_impl.h).
  *
  * A backend owns the device-side state: engine, stream, thread pool.
- * Implementations: "cpu" (oneDNN, gpud/cpu/dnnl_backend.c, dnnl_train.c),
+ * Implementations: "cpu" (oneDNN, gpud/cpu/dnnl_*.c),
  * "ref" (plain C loops, gpud/cpu/ref_backend.c, ref_train.c — the oracle of
  * the unit tests) and "cuda" (gpud/cuda); each provides the private tables
  * of gpud/backend_impl.h.

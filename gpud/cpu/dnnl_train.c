@@ -600,8 +600,8 @@ bk_plan_t *cpu_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const int in[4], const
 
 /* An inner product's primitives, created and run on one thread: oneDNN
  * splits its reduction across threads, so with the backend's threads a
- * logit's bits would depend on the thread count (the fused program's inner
- * product does the same, dnnl_backend.c). The layer is small next to the
+ * logit's bits would depend on the thread count (the inference kernels' inner
+ * product does the same, dnnl_infer.c). The layer is small next to the
  * convolutions. */
 static int linear_build(bk_ctx_t *g, wplan_t *p, const_dnnl_op_desc_t fd,
                         const_dnnl_op_desc_t ddd, const_dnnl_op_desc_t wdd,

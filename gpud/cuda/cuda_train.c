@@ -166,13 +166,15 @@ static bk_plan_t *ct_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
     memcpy(p->in, in, sizeof p->in);
     memcpy(p->out, out, sizeof p->out);
     p->wn = (size_t)c->oc * c->ic * c->kh * c->kw;
+    /* an inference conv has no backward: no backward algorithms, no gradients */
+    int train = !p->infer;
     if (cu_conv_init(g, &p->conv, in, out, c->kh, c->kw, c->stride_h, c->stride_w, c->pad_h,
-                     c->pad_w, 1) < 0 ||
+                     c->pad_w, train) < 0 ||
         !(p->w = cu_alloc(g, p->wn * sizeof(float))) ||
-        !(p->gw = cu_alloc(g, p->wn * sizeof(float))) ||
+        (train && !(p->gw = cu_alloc(g, p->wn * sizeof(float)))) ||
         !(p->b = cu_alloc(g, (size_t)c->oc * sizeof(float))) ||
-        !(p->sums = cu_alloc(g, (size_t)c->oc * sizeof(double))) ||
-        !(p->host_sums = malloc((size_t)c->oc * sizeof(double))) ||
+        (train && !(p->sums = cu_alloc(g, (size_t)c->oc * sizeof(double)))) ||
+        (train && !(p->host_sums = malloc((size_t)c->oc * sizeof(double)))) ||
         (sum && !(p->tmp = cu_alloc(g, (size_t)out[0] * out[1] * out[2] * out[3] *
                                            sizeof(float))))) {
         conv_plan_destroy(&p->base);

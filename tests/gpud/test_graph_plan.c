@@ -4,7 +4,7 @@
  *     Bottleneck (with and without downsample), the seed WideResNet's block
  *     (conv-bn_relu-dropout-conv-bn_relu + a scale conv with bias) and
  *     heads of max/avg/global-average pooling, flatten and linear, built as
- *     forward-only eval-mode graphs, run as the fused program
+ *     forward-only eval-mode graphs, run as fused ops
  *     (bk_graph_fused) and agree with the same graph on the tape in eval
  *     mode: max|fused - tape| <= TOL * max|tape| (the fold rounds the
  *     weights once; float convolutions then differ in the last bits);
@@ -13,7 +13,7 @@
  *     taking the shortcut's sum): bit for bit the same output;
  *   - a DenseNet-like graph (bn-relu-conv, concat) stays on the tape, same
  *     output;
- *   - the fused program snapshots the bound parameters: a changed weight
+ *   - the fused ops snapshot the bound parameters: a changed weight
  *     changes nothing until bk_graph_reload, then the output follows;
  *   - switched to training mode, a fused graph runs on the tape;
  *   - reading a tensor fused away fails;
@@ -341,7 +341,7 @@ static void fused_vs_tape(backend_t *be, const net_t *net, double tol)
     params_free(&ps);
 }
 
-/* The fused program snapshots the parameters: a changed BN gamma shows only
+/* The fused ops snapshot the parameters: a changed BN gamma shows only
  * after bk_graph_reload (with the input written before it kept), then as
  * on the tape. Switched to training mode, the graph runs on the tape. */
 static void reload_and_modes(backend_t *be)
@@ -499,7 +499,7 @@ static void fused_away(backend_t *be)
     c = bn(g, &ps, conv(g, &ps, r, 4, 3, 1, 1, 0), 1);
     y = bk_add(g, bn(g, &ps, conv(g, &ps, c, 4, 3, 1, 1, 0), 0), r);
     REQUIRE(bk_write(g, x, in) == 0 && bk_forward(g) == 0 && bk_read(g, c, out) == 0,
-            "%s: a tensor the fused program computes: %s", bn_, bk_graph_error(g));
+            "%s: a tensor the fused ops compute: %s", bn_, bk_graph_error(g));
     CHECK(bk_read(g, r, out) < 0 && strstr(bk_graph_error(g), "fused away"),
           "%s: read of a residual accumulated into", bn_);
     bk_graph_destroy(&g);
@@ -659,7 +659,7 @@ static void build_after_compile(backend_t *be)
 }
 
 /* A graph on the tape gives the same bits with 1 and 2 threads: its inner
- * products run on one thread (dnnl_train.c), as the fused program's do. A
+ * products run on one thread (dnnl_train.c), as the inference kernels' do. A
  * 640 -> 10 linear split over 2 threads changed logits' last bits. */
 static bk_tensor_t *net_fc(bk_graph_t *g, params_t *ps, bk_tensor_t *x)
 {
