@@ -3,10 +3,11 @@
  * convolution with its BatchNorm folded in and bias, ReLU and the residual
  * sum as post-ops; pooling; inner product; ReLU.
  *
- * Speed: activations are in oneDNN's blocked layout (nChw8c on AVX2,
- * nChw16c on AVX-512) wherever the channels allow (cpu_infer_layout: a
- * function of the shape, so an op's plan and its readers' agree without
- * asking each other), consecutive convolutions need no reorder; primitives
+ * Speed: activations are in the layout oneDNN's convolutions choose on this
+ * CPU (nChw8c on AVX2; nChw16c or NHWC on AVX-512), blocked wherever the
+ * channels allow (cpu_infer_layout: a function of the shape, so an op's
+ * plan and its readers' agree without asking each other), so consecutive
+ * convolutions need no reorder; primitives
  * are created once, for fixed shapes, with format_any (oneDNN picks its
  * layouts; a buffer of another layout is reordered in or out around the
  * primitive); the weights are reordered into the primitive's layout once,
@@ -19,9 +20,10 @@
  * output element's bits depend neither on the thread count nor on its
  * place in the batch (tests/gpud checks this bit for bit).
  *
- * --precision bf16 (emulated or native): these fp32 kernels on the values
- * the engine rounds to bf16 (the folded weights, every op's output):
- * docs/BF16.md "bf16 inference plan". */
+ * --precision bf16: the values the engine rounds to bf16 (the folded
+ * weights, every op's output; docs/BF16.md "bf16 inference plan") in fp32
+ * buffers; emulated, these fp32 kernels; native, the convolutions take
+ * bf16 src and weights (exact reorders) and give fp32. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,17 +42,54 @@ static void set_threads(int n)
 
 /* ------------------------------------------------------------- layouts */
 
-/* The channel block of oneDNN's convolutions on this CPU. */
-static int block(void)
+/* The conv data type of the backend's precision: bf16 where it runs native
+ * bf16 (the engine has rounded the values, so the reorders are exact). */
+static dnnl_data_type_t conv_type(const backend_t *be)
 {
-    return dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core ? 16 : 8;
+    return be->precision == BK_BF16_NATIVE ? cpu_bf16_type() : dnnl_f32;
+}
+
+/* The activation layout oneDNN's convolutions choose on this CPU (format
+ * any): asked once per backend of a typical ResNet conv (64 -> 64, 3x3,
+ * 56x56). The channel block (8: nChw8c on AVX2, 16: nChw16c), else
+ * CPU_LAYOUT_NHWC (AVX-512's brgemm convs) or CPU_LAYOUT_NCHW. */
+static int preferred(backend_t *be)
+{
+    cpu_backend_t *cb = (cpu_backend_t *)be;
+    if (cb->infer_layout)
+        return cb->infer_layout;
+    dnnl_dims_t sd = {16, 64, 56, 56}, wd = {64, 64, 3, 3}, st = {1, 1}, pad = {1, 1};
+    dnnl_memory_desc_t src, wei, dst, m;
+    dnnl_memory_desc_init_by_tag(&src, 4, sd, conv_type(be), dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&wei, 4, wd, conv_type(be), dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&dst, 4, sd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_convolution_desc_t d;
+    dnnl_primitive_desc_t pd = NULL;
+    int layout = CPU_LAYOUT_NCHW;
+    if (dnnl_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_direct,
+                                           &src, &wei, NULL, &dst, st, pad, pad) == dnnl_success &&
+        dnnl_primitive_desc_create(&pd, &d, NULL, cb->eng, NULL) == dnnl_success) {
+        const dnnl_memory_desc_t *got = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+        const struct { dnnl_format_tag_t tag; int layout; } known[] = {
+            {dnnl_nChw16c, 16}, {dnnl_nChw8c, 8}, {dnnl_acdb, CPU_LAYOUT_NHWC}};
+        for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
+            dnnl_memory_desc_init_by_tag(&m, 4, sd, dnnl_f32, known[i].tag);
+            if (dnnl_memory_desc_equal(&m, got))
+                layout = known[i].layout;
+        }
+    }
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    cb->infer_layout = layout;
+    return layout;
 }
 
 int cpu_infer_layout(backend_t *be, const int s[4])
 {
-    (void)be;
-    int b = block();
-    return s[1] % b == 0 ? b : CPU_LAYOUT_NCHW;
+    int p = preferred(be);
+    if (p == CPU_LAYOUT_NHWC)
+        return 0;   /* the tape's own */
+    return p > 1 && s[1] % p == 0 ? p : CPU_LAYOUT_NCHW;
 }
 
 /* The memory descriptor of a buffer of shape s in layout code. */
@@ -349,8 +388,8 @@ static dnnl_primitive_desc_t conv_pd(bk_ctx_t *g, const bk_conv_t *c, const bk_p
     dnnl_dims_t bd = {c->oc}, dd = {out[0], out[1], out[2], out[3]};
     dnnl_dims_t st = {c->stride_h, c->stride_w}, pad = {c->pad_h, c->pad_w};
     dnnl_memory_desc_t src, wei, bia, dst;
-    dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&src, 4, sd, conv_type(g->be), dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&wei, 4, wd, conv_type(g->be), dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&bia, 1, bd, dnnl_f32, dnnl_x);
     dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_format_tag_any);
     dnnl_convolution_desc_t d;

@@ -24,6 +24,9 @@ typedef struct {
      * diff_dst (dnnl_bf16.c), shared by every plan like the scratchpad. */
     void *b16[2];
     size_t b16_cap[2];
+    /* The activation layout of inference graphs (dnnl_infer.c), asked of
+     * oneDNN at the first one; 0 not yet. */
+    int infer_layout;
 } cpu_backend_t;
 
 /* The backend's shared scratchpad, grown to at least bytes (its old
@@ -34,6 +37,7 @@ void *cpu_scratch(bk_ctx_t *g, size_t bytes);
  * (bk_kernels_t.layout): 0 NHWC (the tape's), CPU_LAYOUT_NCHW, or the
  * channel block of oneDNN's nChw8c / nChw16c (8, 16). */
 #define CPU_LAYOUT_NCHW 1
+#define CPU_LAYOUT_NHWC (-1)   /* cpu_backend_t.infer_layout only: layout 0 */
 int cpu_infer_layout(backend_t *be, const int s[4]);
 int cpu_infer_write(bk_ctx_t *g, void *dst, const float *src, const int s[4], int layout);
 int cpu_infer_read(bk_ctx_t *g, const void *src, float *dst, const int s[4], int layout);
