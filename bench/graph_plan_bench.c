@@ -1,9 +1,9 @@
 /* graph_plan_bench — the inference plan's speed: a ResNet-18-shaped network
- * with random weights run (a) as the old eval graph, built by hand on the
- * bk_prog builders with BatchNorm folded in and ReLU / residual sum as conv
- * post-ops, as models/resnet.c builds it, and (b) as the one description
- * on the tape (conv, batchnorm, relu, add, as for training), forward-only
- * in eval mode, which the engine runs as its fused program. Repetitions
+ * with random weights run (a) as the hand-folded eval graph, BatchNorm
+ * folded into the conv weights by hand (conv with bias, relu, add), and (b)
+ * as the one description (conv, batchnorm, relu, add, as for training);
+ * both forward-only in eval mode, which the engine rewrites into fused
+ * convs with post-ops (graph_plan.c). Repetitions
  * alternate in one process, a b, b a, a b ..., so that machine load and
  * cache warmth favour neither.
  *
@@ -21,7 +21,7 @@
 
 #include "common/clock.h"
 #include "common/flags.h"
-#include "gpud/backend_prog.h"
+#include "gpud/backend.h"
 
 #define MAX_ARRAYS 512
 #define CLASSES 1000
@@ -136,27 +136,27 @@ static void net_free(net_t *m)
 
 /* ---------------------------------------------------- the old eval graph */
 
-static bk_ptensor_t *old_conv(bk_prog_t *g, const cbn_t *u, bk_ptensor_t *x, bk_ptensor_t *res,
-                             int n_post, bk_postop_t p0, bk_postop_t p1)
+/* conv with the folded weights as its bias, then what followed it */
+static bk_tensor_t *old_conv(bk_graph_t *g, const cbn_t *u, bk_tensor_t *x, int relu)
 {
-    bk_pconv_t p = {.ic = u->c.ic, .oc = u->c.oc, .kh = u->c.kh, .kw = u->c.kw,
-                   .stride_h = u->c.stride_h, .stride_w = u->c.stride_w,
-                   .pad_h = u->c.pad_h, .pad_w = u->c.pad_w, .weight = u->fw, .bias = u->fb,
-                   .n_post = n_post, .post = {p0, p1}};
-    return bk_prog_conv2d(g, x, &p, res);
+    bk_conv_t c = u->c;
+    c.weight = u->fw;
+    c.bias = u->fb;
+    bk_tensor_t *y = bk_conv2d(g, x, &c);
+    return relu ? bk_relu(g, y) : y;
 }
 
-static bk_ptensor_t *old_build(bk_prog_t *g, const net_t *m, bk_ptensor_t *x)
+static bk_tensor_t *old_build(bk_graph_t *g, const net_t *m, bk_tensor_t *x)
 {
-    bk_ptensor_t *t = old_conv(g, &m->stem, x, NULL, 1, BK_PO_RELU, 0);
+    bk_tensor_t *t = old_conv(g, &m->stem, x, 1);
     bk_pool_t mp = {BK_POOL_MAX, 3, 3, 2, 2, 1, 1};
-    t = bk_prog_pool2d(g, t, &mp);
+    t = bk_pool2d(g, t, &mp);
     for (int b = 0; b < 8; b++) {
-        bk_ptensor_t *y = old_conv(g, &m->c1[b], t, NULL, 1, BK_PO_RELU, 0);
-        bk_ptensor_t *id = m->has_ds[b] ? old_conv(g, &m->ds[b], t, NULL, 0, 0, 0) : t;
-        t = old_conv(g, &m->c2[b], y, id, 2, BK_PO_SUM, BK_PO_RELU);
+        bk_tensor_t *y = old_conv(g, &m->c2[b], old_conv(g, &m->c1[b], t, 1), 0);
+        bk_tensor_t *id = m->has_ds[b] ? old_conv(g, &m->ds[b], t, 0) : t;
+        t = bk_relu(g, bk_add(g, y, id));
     }
-    return bk_prog_linear(g, bk_prog_global_avg_pool(g, t), CLASSES, m->fc_w, m->fc_b);
+    return bk_linear(g, bk_global_avg_pool(g, t), CLASSES, m->fc_w, NULL, m->fc_b, NULL);
 }
 
 /* ---------------------------------------------------- the tape description */
@@ -238,10 +238,12 @@ int main(int argc, char **argv)
     float *x = arr(&a, nx, -2.0f, 2.0f), *ya = malloc(ny * 4), *yb = malloc(ny * 4);
 
     double t0 = clock_mono_s();
-    bk_prog_t *og = bk_prog_new(be);
-    bk_ptensor_t *ox = bk_prog_input(og, n, 3, s, s), *oy = old_build(og, &m, ox);
-    if (!oy)
-        die("old eval graph", bk_prog_error(og));
+    bk_graph_t *og = bk_graph_new(be);
+    bk_graph_set_forward_only(og);
+    bk_graph_set_training(og, 0);
+    bk_tensor_t *ox = bk_input(og, n, 3, s, s, 0), *oy = old_build(og, &m, ox);
+    if (!oy || bk_graph_compile(og) < 0)
+        die("old eval graph", bk_graph_error(og));
     double t_old = clock_mono_s() - t0;
     t0 = clock_mono_s();
     bk_graph_t *tg = bk_graph_new(be);
@@ -260,9 +262,9 @@ int main(int argc, char **argv)
         for (int k = 0; k < 2; k++) {
             int old_now = (k == 0) == (r % 2 == 0);
             double c = clock_mono_s();
-            if (old_now && (bk_prog_write(og, ox, x) < 0 || bk_prog_run(og) < 0 ||
-                            bk_prog_read(og, oy, ya) < 0))
-                die("old forward", bk_prog_error(og));
+            if (old_now && (bk_write(og, ox, x) < 0 || bk_forward(og) < 0 ||
+                            bk_read(og, oy, ya) < 0))
+                die("old forward", bk_graph_error(og));
             if (!old_now && (bk_write(tg, tx, x) < 0 || bk_forward(tg) < 0 ||
                              bk_read(tg, ty, yb) < 0))
                 die("tape forward", bk_graph_error(tg));
@@ -286,7 +288,7 @@ int main(int argc, char **argv)
            "max|old - fused|/max|old| %.2g\n", o.backend, n, s, o.threads, o.reps, ta[0],
            ta[o.reps / 2], tb[0], tb[o.reps / 2], tb[0] / ta[0], tb[o.reps / 2] / ta[o.reps / 2],
            dmax / ymax);
-    bk_prog_destroy(&og);
+    bk_graph_destroy(&og);
     bk_graph_destroy(&tg);
     backend_destroy(&be);
     net_free(&m);

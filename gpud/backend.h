@@ -3,13 +3,14 @@
  * One graph engine: bk_graph (below). A model describes itself once, as
  * graph ops binding its parameters (gpud/models). Training runs the graph's
  * forward plan and its backward plan; inference is a forward-only,
- * eval-mode graph, which the engine runs as the backend's FUSED program
- * when every op has a fused form (BatchNorm folded into its conv, ReLU and
- * the residual sum as conv post-ops: gpud/graph_plan.c, on the program
- * instructions of gpud/backend_prog.h), else on the tape's own kernels.
+ * eval-mode graph, which the engine rewrites into FUSED ops of the same
+ * graph when every op has a fused form (BatchNorm folded into its conv,
+ * ReLU and the residual sum as conv post-ops: gpud/graph_plan.c), else runs
+ * as recorded. Either way every op runs on the backend's one kernel table
+ * (gpud/backend_impl.h).
  *
  * A backend owns the device-side state: engine, stream, thread pool.
- * Implementations: "cpu" (oneDNN, gpud/cpu/dnnl_backend.c, dnnl_train.c),
+ * Implementations: "cpu" (oneDNN, gpud/cpu/dnnl_*.c),
  * "ref" (plain C loops, gpud/cpu/ref_backend.c, ref_train.c — the oracle of
  * the unit tests) and "cuda" (gpud/cuda); each provides the private tables
  * of gpud/backend_impl.h.
@@ -72,15 +73,16 @@ int backend_threads(const backend_t *be);
  * ops and check shapes; bk_graph_compile (the first write, forward or
  * read) makes the plan: for training, the tape's kernel plans and every
  * activation and its gradient; for a forward-only eval-mode graph, the
- * backend's fused program when every op has a fused form (then no tape
- * buffer exists and ops fused away cannot be read), else the tape's
- * forward. Parameters are BOUND, not
+ * inference plan's fused ops when every op has a fused form (then only
+ * their outputs have buffers, in the layouts the backend picks, and ops
+ * fused away cannot be read), else the recorded ops. Parameters are BOUND, not
  * copied: an op keeps the caller's host arrays (PyTorch layout) for the
  * weights and for their gradients, reads the weights at every forward (so
  * an optimizer may update them in place between steps) and OVERWRITES the
  * gradient arrays at every backward. A NULL gradient array freezes that
- * parameter (no gradient computed). Each array is bound to one op. (A
- * fused program reads them when it is built: see bk_graph_reload.)
+ * parameter (no gradient computed). Each array is bound to one op. (The
+ * fused ops of an inference graph may keep them folded or reordered: see
+ * bk_graph_reload.)
  *
  *   bk_graph_t *g = bk_graph_new(be);
  *   bk_tensor_t *x = bk_input(g, n, 3, 64, 64, 0);
@@ -134,16 +136,17 @@ void bk_graph_destroy(bk_graph_t **g);
  * cost (and an out-of-memory error) to a known place. 0, or -1 with the
  * reason in bk_graph_error. */
 int bk_graph_compile(bk_graph_t *g);
-/* 1 when the forward runs as the backend's fused program (a forward-only
+/* 1 when the forward runs the inference plan's fused ops (a forward-only
  * graph compiled in eval mode whose every op has a fused form; see the
- * --verbose line "graph: inference plan"), 0 before compiling, on the tape,
- * or in training mode. */
+ * --verbose line "graph: inference plan"), 0 before compiling, on the
+ * recorded ops, or in training mode. */
 int bk_graph_fused(const bk_graph_t *g);
-/* A fused program holds a snapshot of the bound parameters (BatchNorm
- * folded into the conv weights when it was built). Call this after
- * changing them (an optimizer step, a checkpoint load): the next
- * bk_forward re-reads them (re-folds), keeping the written inputs. On the
- * tape, which reads them at every forward, it does nothing. */
+/* The fused ops hold a snapshot of the bound parameters (BatchNorm folded
+ * into the conv weights, the weights in the backend's layout, when
+ * compiled). Call this after changing them (an optimizer step, a checkpoint
+ * load): the next bk_forward re-reads them (re-folds), keeping the written
+ * inputs. On the recorded ops, which read them at every forward, it does
+ * nothing. */
 void bk_graph_reload(bk_graph_t *g);
 const char *bk_graph_error(const bk_graph_t *g);
 void bk_graph_set_name(bk_graph_t *g, const char *name);
@@ -155,7 +158,7 @@ void bk_graph_set_training(bk_graph_t *g, int training);
 /* Before the first builder: a graph that only runs forward (inference): no
  * gradient buffers are allocated and bk_backward fails. In eval mode at
  * compile it is the inference plan above; switched to training mode later,
- * it gives the fused program up for the tape at its next forward. */
+ * it gives the fused ops up for the recorded ones at its next forward. */
 void bk_graph_set_forward_only(bk_graph_t *g);
 /* Keep t's value readable after bk_forward (before the compile). The tape
  * keeps what backward needs, the inputs and the graph's outputs; every

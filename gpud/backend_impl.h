@@ -1,15 +1,14 @@
 /* backend_impl — what an implementation of backend.h provides. Not for
- * model code. The generic layer (backend.c) validates arguments and
- * computes output shapes; an implementation only creates and runs
- * primitives for shapes that are already known to be valid, and reports a
- * failure with bk_prog_fail (graph_error.c, the sticky error).
- *
- * One engine, two tables per backend: the tape (backend_train.c,
- * tape_compile.c) runs training — the forward plan, then the backward plan
- * — on the unfused kernels of bk_kernels_t; the inference plan
- * (graph_plan.c) runs a forward-only eval-mode tape as a fused program on
- * the eval ops of bk_ops_t (conv with BN folded in and post-ops, pool,
- * linear, relu, add), through backend.c's checked builders.
+ * model code. The engine (backend_train.c: builders and shape checks, the
+ * forward and the backward; tape_compile.c: plans and buffers;
+ * graph_plan.c: the inference plan) calls an implementation only through
+ * its table (bk_ops_t) and its ONE kernel table (bk_kernels_t), for
+ * training and inference alike: an inference graph is the same kind of ops,
+ * rewritten (conv with BN folded and post-ops, add with a ReLU), planned
+ * with g->infer set so that the backend may pick its own activation
+ * layouts (.layout) and keep weights in its own layout until
+ * g->params_version moves. Kernels report failures with bk_ctx_fail
+ * (graph_ctx.h, graph_error.c).
  *
  * Imports point one way: backend_select.c (backend_new) -> the
  * implementations (cpu/, cuda/) -> graph_error.c; backend.c,
@@ -23,51 +22,51 @@
 
 #include "gpud/backend.h"
 #include "gpud/backend_arena.h"
-#include "gpud/backend_prog.h"
+#include "gpud/backend_caps.h"
+#include "gpud/graph_ctx.h"
 
-/* Every implementation's tensor starts with this. */
-struct bk_ptensor {
-    int n, c, h, w;
-    int is_input;
-    int consumed;   /* a residual that an op accumulated into */
-};
-
-/* Every implementation's graph starts with this. */
-struct bk_prog {
-    backend_t *be;
-    int failed;
-    char name[128];     /* current op name, for messages */
-    char err[640];
-};
 
 /* ---------------------------------------------------------- training */
+
+/* Post-operations of a fused convolution (graph_plan.c), applied in order
+ * after conv + bias. RELU: max(0, y). SUM: y + the residual. torchvision's
+ * BasicBlock = {SUM, RELU}; the seed WideResNet = {RELU, SUM}. */
+typedef enum { BK_PO_RELU = 1, BK_PO_SUM = 2 } bk_postop_t;
+#define BK_MAX_POST 4
+typedef struct {
+    int n;
+    bk_postop_t op[BK_MAX_POST];
+} bk_post_t;
 
 /* An op's compiled state for fixed shapes (primitives, workspaces). */
 typedef struct bk_plan {
     void (*destroy)(struct bk_plan *p);
 } bk_plan_t;
 
-/* Kernels of the tape (gpud/backend_train.c): training, and inference
- * that has no fused form. Buffers (void *) are the backend's activation
- * memory in the backend's layout; parameters (float *) are host arrays in
- * PyTorch layout, read at every call (they change between steps). Shapes are NCHW logical dims. Kernels
- * OVERWRITE their outputs; the tape accumulates where a tensor feeds
- * several ops. int-returning kernels give 0, or -1 after bk_prog_fail(g, ...).
- * A NULL gradient output means "not needed". */
+/* The kernels of every graph (gpud/backend_train.c). Buffers (void *)
+ * are the backend's activation memory in the backend's layout; parameters
+ * (float *) are host arrays in PyTorch layout, read at every call (they
+ * change between steps) except by an inference graph's plans (g->infer,
+ * see conv_plan). Shapes are NCHW logical dims. Kernels OVERWRITE their
+ * outputs; the tape accumulates where a tensor feeds several ops.
+ * int-returning kernels give 0, or -1 after bk_ctx_fail(g, ...). A NULL
+ * gradient output means "not needed". */
 typedef struct bk_kernels {
-    void *(*alloc)(bk_prog_t *g, size_t count);     /* zeroed floats */
+    void *(*alloc)(bk_ctx_t *g, size_t count);     /* zeroed floats */
     void (*release)(backend_t *be, void *buf);
-    int (*write)(bk_prog_t *g, void *dst, const float *nchw, const int shape[4]);
-    int (*read)(bk_prog_t *g, const void *src, float *nchw, const int shape[4]);
+    /* layout: the buffer's (see .layout); 0 the backend's default */
+    int (*write)(bk_ctx_t *g, void *dst, const float *nchw, const int shape[4], int layout);
+    int (*read)(bk_ctx_t *g, const void *src, float *nchw, const int shape[4], int layout);
     /* optional: uint8 NCHW pixels through lut (shape[1] x 256 floats: the
      * value of each byte per channel) straight into dst, the batch's input
      * (no float copy of the batch first). NULL: write from floats. */
-    int (*write_u8)(bk_prog_t *g, void *dst, const uint8_t *px, const float *lut,
+    int (*write_u8)(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut,
                     const int shape[4]);
     /* element-wise (layout-agnostic), count elements */
     void (*zero)(backend_t *be, void *y, size_t count);
     void (*copy)(backend_t *be, void *y, const void *x, size_t count);
-    void (*add)(backend_t *be, void *y, const void *a, const void *b, size_t count);
+    /* y = a + b, then max(0, y) when relu */
+    void (*add)(backend_t *be, void *y, const void *a, const void *b, size_t count, int relu);
     void (*acc)(backend_t *be, void *y, const void *x, size_t count);   /* y += x */
     /* y (n, cy, h, w) channels [off, off + cx) <-> x (n, cx, h, w):
      * to_y: y part = x (forward); else x = y part (backward of concat). */
@@ -86,18 +85,25 @@ typedef struct bk_kernels {
     void (*ce_bwd)(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
                    float eps, const void *dloss, void *glogits);
 
-    bk_plan_t *(*conv_plan)(bk_prog_t *g, const bk_conv_t *p, const int in[4],
-                            const int out[4]);
-    int (*conv_fwd)(bk_prog_t *g, bk_plan_t *p, const void *x, const float *w,
-                    const float *b, void *y);
-    int (*conv_bwd)(bk_prog_t *g, bk_plan_t *p, const void *x, const float *w,
+    /* post NULL: a training plan (forward and backward). Else the fused
+     * conv of an inference graph (graph_plan.c, forward only, eval mode):
+     * conv + bias, then post->op[] in order; the plan may assume the
+     * weights and bias it is given stay the same while g->params_version
+     * does (graph_plan.c bumps it when it refolds them). */
+    bk_plan_t *(*conv_plan)(bk_ctx_t *g, const bk_conv_t *p, const bk_post_t *post,
+                            const int in[4], const int out[4]);
+    /* res: with a BK_PO_SUM post-op, the residual; it is y's own buffer
+     * (the sum accumulates in place). Else NULL. */
+    int (*conv_fwd)(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w,
+                    const float *b, const void *res, void *y);
+    int (*conv_bwd)(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w,
                     const void *gy, void *gx, float *gw, float *gb);
     /* training: mean/var OUT (batch mean, biased variance); else IN.
      * relu: the output is relu(bn(x)); backward gets that y (the mask). */
-    bk_plan_t *(*bn_plan)(bk_prog_t *g, const int in[4], float eps, int relu);
-    int (*bn_fwd)(bk_prog_t *g, bk_plan_t *p, int training, const void *x,
+    bk_plan_t *(*bn_plan)(bk_ctx_t *g, const int in[4], float eps, int relu);
+    int (*bn_fwd)(bk_ctx_t *g, bk_plan_t *p, int training, const void *x,
                   const float *gamma, const float *beta, float *mean, float *var, void *y);
-    int (*bn_bwd)(bk_prog_t *g, bk_plan_t *p, int training, const void *x, const void *y,
+    int (*bn_bwd)(bk_ctx_t *g, bk_plan_t *p, int training, const void *x, const void *y,
                   const void *gy, const float *gamma, const float *mean, const float *var,
                   void *gx, float *ggamma, float *gbeta);
     /* Training-mode BatchNorm: the tape computes the batch statistics itself
@@ -121,18 +127,18 @@ typedef struct bk_kernels {
     void (*bn_grad_apply)(backend_t *be, void *gx, const void *x, const void *y, const void *gy,
                           const int shape[4], int relu, const float *center,
                           const float *scale, const float *a, const float *b);
-    bk_plan_t *(*relu_plan)(bk_prog_t *g, const int in[4]);
-    int (*relu_fwd)(bk_prog_t *g, bk_plan_t *p, const void *x, void *y);
-    int (*relu_bwd)(bk_prog_t *g, bk_plan_t *p, const void *y, const void *gy, void *gx);
-    bk_plan_t *(*pool_plan)(bk_prog_t *g, const bk_pool_t *pp, const int in[4],
+    bk_plan_t *(*relu_plan)(bk_ctx_t *g, const int in[4]);
+    int (*relu_fwd)(bk_ctx_t *g, bk_plan_t *p, const void *x, void *y);
+    int (*relu_bwd)(bk_ctx_t *g, bk_plan_t *p, const void *y, const void *gy, void *gx);
+    bk_plan_t *(*pool_plan)(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
                             const int out[4]);
-    int (*pool_fwd)(bk_prog_t *g, bk_plan_t *p, const void *x, void *y);
-    int (*pool_bwd)(bk_prog_t *g, bk_plan_t *p, const void *x, const void *gy, void *gx);
+    int (*pool_fwd)(bk_ctx_t *g, bk_plan_t *p, const void *x, void *y);
+    int (*pool_bwd)(bk_ctx_t *g, bk_plan_t *p, const void *x, const void *gy, void *gx);
     /* x (n, c, h, w) flattened in NCHW order; weight [out, c*h*w] */
-    bk_plan_t *(*linear_plan)(bk_prog_t *g, const int in[4], int out, int has_bias);
-    int (*linear_fwd)(bk_prog_t *g, bk_plan_t *p, const void *x, const float *w,
+    bk_plan_t *(*linear_plan)(bk_ctx_t *g, const int in[4], int out, int has_bias);
+    int (*linear_fwd)(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w,
                       const float *b, void *y);
-    int (*linear_bwd)(bk_prog_t *g, bk_plan_t *p, const void *x, const float *w,
+    int (*linear_bwd)(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w,
                       const void *gy, void *gx, float *gw, float *gb);
     /* --precision bf16 (gpud/bf16.h): round count floats of a buffer to bf16
      * in place. NULL: the backend cannot run bf16 (backend_set_precision
@@ -141,35 +147,29 @@ typedef struct bk_kernels {
     /* Optional: backend_bf16_native's probe (NULL: no native bf16). With
      * precision BK_BF16_NATIVE the conv and linear plans are native. */
     int (*bf16_native)(const char **isa);
+    /* Optional: the layout of an activation of shape s in an inference
+     * graph (g->infer), a code of the backend's own, 0 its default; it
+     * holds numel(s) floats. A function of the shape alone, so that the
+     * plans of an op and of its readers agree without asking each other.
+     * NULL: every buffer has the default layout. */
+    int (*layout)(backend_t *be, const int s[4]);
 } bk_kernels_t;
+
+/* What a backend can do (bk_ops_t.caps): backend_caps.h's BK_CAN_* (its
+ * BK_CAPS_<NAME>), and the engine's own flags below. */
+enum {
+    /* --precision bf16 inference runs on the inference graph (docs/BF16.md
+     * "bf16 inference plan"): the plan hands the fused ops bf16-rounded
+     * weights and biases, and every op's output is rounded to bf16. Without
+     * it, bf16 inference runs the recorded ops. */
+    BK_CAP_FUSED_BF16 = 1u << 8,
+};
 
 typedef struct bk_ops {
     const char *name;
     void (*destroy)(backend_t *be);
-    bk_prog_t *(*graph_new)(backend_t *be);
-    void (*graph_destroy)(bk_prog_t *g);
-    /* Builders get validated arguments and the output shape in `out`
-     * (n, c, h, w); they return a tensor of that shape or NULL after
-     * bk_prog_fail. */
-    bk_ptensor_t *(*input)(bk_prog_t *g, const int out[4]);
-    bk_ptensor_t *(*conv2d)(bk_prog_t *g, bk_ptensor_t *x, const bk_pconv_t *p,
-                           bk_ptensor_t *residual, const int out[4]);
-    bk_ptensor_t *(*pool2d)(bk_prog_t *g, bk_ptensor_t *x, const bk_pool_t *p,
-                           const int out[4]);
-    bk_ptensor_t *(*linear)(bk_prog_t *g, bk_ptensor_t *x, const float *weight,
-                           const float *bias, const int out[4]);
-    bk_ptensor_t *(*relu)(bk_prog_t *g, bk_ptensor_t *x, const int out[4]);
-    bk_ptensor_t *(*add)(bk_prog_t *g, bk_ptensor_t *a, bk_ptensor_t *b, int relu,
-                        const int out[4]);
-    int (*write)(bk_prog_t *g, bk_ptensor_t *t, const float *src);
-    int (*run)(bk_prog_t *g);
-    int (*read)(bk_prog_t *g, bk_ptensor_t *t, float *dst);
-    const struct bk_kernels *train;   /* NULL: no training support */
-    /* 1: the program runs --precision bf16 itself (docs/BF16.md "bf16
-     * inference plan"): the plan hands it bf16-rounded weights and biases,
-     * and every op's output is bf16 (native bf16 memories, or fp32 ones
-     * rounded after each op). 0: bf16 inference runs on the tape. */
-    int prog_bf16;
+    const struct bk_kernels *train;   /* the kernels (NULL: none: nothing runs) */
+    unsigned caps;                    /* BK_CAP_* */
 } bk_ops_t;
 
 /* Every implementation's backend starts with this. */
@@ -180,6 +180,13 @@ struct backend {
     char precision_name[64];    /* backend_precision_name */
     const struct bk_arena_ops *arena;   /* the model's arenas (backend_arena.h); NULL: host */
 };
+
+/* graph_fold.c. Eval-mode BatchNorm folded into the preceding conv, in
+ * place: w [oc, per_oc] scaled by s = gamma / sqrt(var + eps) per output
+ * channel, bias = (bias - mean) * s + beta, in double, rounded once per
+ * value. */
+void bk_bn_fold(float *w, float *bias, int oc, size_t per_oc, const float *gamma,
+                const float *beta, const float *mean, const float *var, float eps);
 
 /* Constructors of the implementations (threads already resolved, >= 1). */
 backend_t *cpu_backend_new(int threads, char *err, size_t errlen);

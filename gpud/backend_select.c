@@ -85,9 +85,9 @@ int backend_set_precision(backend_t *be, const char *precision, char *err, size_
         err_set(err, errlen, "precision '%s': fp32 or bf16", precision ? precision : "(null)");
         return -1;
     }
-    if (strcmp(be->ops->name, "cuda") == 0) {
-        err_set(err, errlen, "--precision bf16 is not implemented on the cuda backend yet "
-                "(use --precision fp32, or the cpu backend)");
+    if (!(be->ops->caps & BK_CAN_BF16)) {
+        err_set(err, errlen, "--precision bf16 is not implemented on the %s backend yet "
+                "(use --precision fp32, or the cpu backend)", be->ops->name);
         return -1;
     }
     if (!be->ops->train || !be->ops->train->round_bf16) {

@@ -5,6 +5,7 @@
 #include "common/cpus.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
+#include "gpud/backend_caps.h"
 #include "gpud/cuda_device.h"
 #include "proto/wire.h"
 
@@ -136,7 +137,7 @@ int gpud_load_model(gpud_t *self)
     const gpud_options_t *o = &self->options;
     char err[1024];
     double t0 = clock_mono_s();
-    if (o->backend && strcmp(o->backend, "cuda") == 0)
+    if (backend_can(o->backend, BK_CAN_DEVICE_PER_RANK))
         cuda_device_set_local_rank(o->rank);   /* a GPU per local rank (docs/CUDA.md) */
     self->model = model_new(&self->model_options, o->backend, o->weights, err, sizeof err);
     if (!self->model) {

@@ -1,13 +1,15 @@
-/* graph_error — the sticky error of an eval graph (bk_prog_t): the first
- * failure is kept with the name of the op that failed, later ones dropped.
- * Below backend.c and every implementation (cpu/, cuda/), which all report
- * through bk_prog_fail: the implementations never call into backend.c. */
-#include "gpud/backend_impl.h"
-
+/* graph_error — the sticky error of a graph: the kernels' context
+ * (bk_ctx_t, graph_ctx.h) and the tape graph's own (bk_fail,
+ * bk_graph_error). The first failure is kept with the name of the op that
+ * failed, later ones dropped. Below everything that reports: the tape
+ * (backend_train.c, tape_compile.c), the planner (graph_plan.c) and every
+ * implementation (cpu/, cuda/), so none of them calls into another to fail. */
 #include <stdarg.h>
 #include <stdio.h>
 
-void *bk_prog_fail(bk_prog_t *g, const char *fmt, ...)
+#include "gpud/tape_priv.h"
+
+void *bk_ctx_fail(bk_ctx_t *g, const char *fmt, ...)
 {
     if (g->failed)
         return NULL;
@@ -24,15 +26,40 @@ void *bk_prog_fail(bk_prog_t *g, const char *fmt, ...)
     return NULL;
 }
 
-const char *bk_prog_error(const bk_prog_t *g)
+const char *bk_ctx_error(const bk_ctx_t *g)
 {
     if (!g)
         return "no graph (out of memory?)";
     return g->failed ? g->err : NULL;
 }
 
-void bk_prog_set_name(bk_prog_t *g, const char *name)
+void bk_ctx_set_name(bk_ctx_t *g, const char *name)
 {
     if (g)
         snprintf(g->name, sizeof g->name, "%s", name ? name : "");
+}
+
+void *bk_fail(bk_graph_t *g, const char *fmt, ...)
+{
+    if (!g || g->base.failed)
+        return NULL;
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return bk_ctx_fail(&g->base, "%s", msg);
+}
+
+const char *bk_graph_error(const bk_graph_t *g)
+{
+    if (!g)
+        return "no training graph (out of memory?)";
+    return g->base.failed ? g->base.err : NULL;
+}
+
+void bk_graph_set_name(bk_graph_t *g, const char *name)
+{
+    if (g)
+        bk_ctx_set_name(&g->base, name);
 }

@@ -3,7 +3,7 @@
  * conv(x, w * s, (b - mean) * s + beta) with s = gamma / sqrt(var + eps)
  * per output channel. The arithmetic is in double, rounded once per value,
  * and is exactly that of the models' load-time fold (models/layers.c
- * bn_fold), so a tape graph run as the fused program gives the bits of the
+ * bn_fold), so a tape graph run as fused ops gives the bits of the
  * old folded eval graph. */
 #include <math.h>
 

@@ -1,19 +1,20 @@
 /* graph_plan — the inference plan: a forward-only, eval-mode tape graph
- * run as the backend's fused program (the eval builders of backend.h), so
- * that a model described once, on the tape, infers as fast as a
- * hand-folded eval graph.
+ * rewritten into fused ops of the same tape (g->fops), run by the same
+ * forward on the backend's one kernel table, so that a model described
+ * once infers as fast as a hand-folded eval graph.
  *
  * The rewrite, op by op in tape order:
  *   conv [-> bn] [-> relu | add | ...]  one conv: the BN folded into its
  *       weights (graph_fold.c), then post-ops while the chain's value has a
  *       single reader: a ReLU -> BK_PO_RELU, an add -> BK_PO_SUM whose
- *       residual is the add's other operand, at most BK_MAX_POST;
+ *       residual is the add's other operand (the conv's second input), at
+ *       most BK_MAX_POST;
  *   add [-> relu], relu, pool, linear   one op each;
- *   dropout (eval: the identity), flatten (bk_prog_linear flattens)  no op: the
- *       output is its input's tensor.
+ *   dropout (eval: the identity), flatten (the linear kernel flattens)  no
+ *       op: the output var reads its input's value (bk_tensor_t.alias).
  * Any other op (BN not after a conv, concat, cross-entropy ...) has no
- * fused form and the whole graph runs on the tape instead: no partial
- * fusion, so the two paths never mix buffers.
+ * fused form and the graph runs its recorded ops instead: no partial
+ * fusion.
  *
  * A fused op runs where the last tape op it absorbed stood, so a block's
  * main branch, recorded first (conv-bn-relu-conv-bn), takes the sum of its
@@ -23,8 +24,9 @@
  * reader whose place is not known yet counts as after (no sum, a plain
  * add: slower, never wrong).
  *
- * Parameters stay bound to the tape's ops: the program copies (folds) them
- * when it is built, and bk_graph_reload rebuilds it from the live arrays. */
+ * Parameters stay bound to the tape's ops: a fused op that folds a
+ * BatchNorm (or runs bf16) owns a folded copy (fw, fb), refolded from the
+ * live arrays after bk_graph_reload (plan_refold). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +36,7 @@
 
 typedef enum { R_EMIT, R_ABSORBED, R_ALIAS } role_t;
 
-/* One tape op's part in the fused program. */
+/* One tape op's part in the inference graph. */
 typedef struct {
     role_t role;
     int bn;         /* conv: the folded BatchNorm op, or -1 */
@@ -43,7 +45,7 @@ typedef struct {
     int n_post;
     bk_postop_t post[BK_MAX_POST];
     int last;       /* the op whose output var the emitted op computes: also
-                     * where in the program it runs */
+                     * where it runs */
     int anchor;     /* the emitted op this one is part of; -1: not planned yet */
 } pop_t;
 
@@ -53,7 +55,7 @@ typedef struct {
     int *nread;     /* per root var: inputs of non-alias ops reading it */
     int *reader;    /* per root var: the last such op */
     pop_t *op;      /* per op */
-    int emitted;    /* ops of the fused program */
+    int emitted;    /* ops of the inference graph */
     char *why;      /* the first op without a fused form */
     size_t whylen;
 } plan_t;
@@ -188,7 +190,7 @@ static void plan_conv(plan_t *pl, int i)
     }
 }
 
-/* An add that no conv absorbed: bk_prog_add, with a ReLU reading it alone. */
+/* An add that no conv absorbed, with a ReLU reading it alone. */
 static void plan_add(plan_t *pl, int i)
 {
     const bk_graph_t *g = pl->g;
@@ -202,7 +204,7 @@ static void plan_add(plan_t *pl, int i)
     }
 }
 
-/* A flatten costs nothing when bk_prog_linear (which flattens) is all that reads
+/* A flatten costs nothing when a linear (which flattens) is all that reads
  * it, or when it changes no layout (1x1 spatial). */
 static int flatten_free(const plan_t *pl, int i)
 {
@@ -259,165 +261,146 @@ static int plan_ops(plan_t *pl)
 
 /* ------------------------------------------------------------- building */
 
-/* The weights and bias a program op computes with: the folded BatchNorm's
- * copy, or the bound arrays; in bf16 (g->bf16), copies rounded to bf16 as
- * autocast casts them, after the fold (docs/BF16.md "bf16 inference
- * plan"). Owned copies are left in *w_own / *b_own for the caller to free;
- * -1: out of memory. */
-static int op_params(const bk_graph_t *g, const bk_bn_t *bn, const float *w, const float *b,
-                     int oc, size_t per, const float **wo, const float **bo, float **w_own,
-                     float **b_own)
+/* The weights and bias fused op f computes with, in f->fw / f->fb: the
+ * bound arrays with its BatchNorm folded in and, in bf16 (g->bf16),
+ * rounded to bf16 as autocast casts them, after the fold (docs/BF16.md
+ * "bf16 inference plan"). Neither: f->fw stays NULL, the bound arrays are
+ * used. Made on the first call, refilled by the next (plan_refold). -1:
+ * out of memory. */
+static int fold_params(const bk_graph_t *g, top_t *f)
 {
-    *w_own = *b_own = NULL;
-    *wo = w;
-    *bo = b;
+    int conv = f->kind == TO_CONV;
+    if (!conv && f->kind != TO_LINEAR)
+        return 0;
+    const bk_bn_t *bn = conv && f->bn_op >= 0 ? &g->ops[f->bn_op].bn : NULL;
+    const float *w = conv ? f->conv.weight : f->w, *b = conv ? f->conv.bias : f->b;
+    int oc = conv ? f->conv.oc : f->lin_out;
+    const bk_tensor_t *x = f->in[0];
+    size_t per = conv ? (size_t)f->conv.ic * f->conv.kh * f->conv.kw
+                      : (size_t)x->c * x->h * x->w;
+    size_t nw = (size_t)oc * per;
     if (!bn && !g->bf16)
         return 0;
-    size_t nw = (size_t)oc * per;
-    *w_own = malloc(nw * sizeof **w_own);
-    *b_own = calloc((size_t)oc, sizeof **b_own);   /* a fold makes a bias */
-    if (!*w_own || !*b_own)
-        return -1;
-    memcpy(*w_own, w, nw * sizeof **w_own);
-    if (b)
-        memcpy(*b_own, b, (size_t)oc * sizeof **b_own);
+    if (!f->fw) {
+        f->fw = malloc(nw * sizeof *f->fw);
+        if (bn || b)   /* a fold makes a bias */
+            f->fb = calloc((size_t)oc, sizeof *f->fb);
+        if (!f->fw || ((bn || b) && !f->fb))
+            return -1;
+    }
+    memcpy(f->fw, w, nw * sizeof *f->fw);
+    if (f->fb && b)
+        memcpy(f->fb, b, (size_t)oc * sizeof *f->fb);
+    else if (f->fb)
+        memset(f->fb, 0, (size_t)oc * sizeof *f->fb);
     if (bn)
-        bk_bn_fold(*w_own, *b_own, oc, per, bn->weight, bn->bias, bn->running_mean,
+        bk_bn_fold(f->fw, f->fb, oc, per, bn->weight, bn->bias, bn->running_mean,
                    bn->running_var, bn->eps);
     if (g->bf16) {
-        bf16_round(*w_own, *w_own, nw);
-        bf16_round(*b_own, *b_own, (size_t)oc);
+        bf16_round(f->fw, f->fw, nw);
+        if (f->fb)
+            bf16_round(f->fb, f->fb, (size_t)oc);
     }
-    *wo = *w_own;
-    *bo = bn || b ? *b_own : NULL;
     return 0;
 }
 
-/* Conv op i with its post-ops; a folded BN (or bf16) gets its own copy of
- * the weights (the bound arrays stay the unfolded parameters). */
-static bk_ptensor_t *build_conv(bk_prog_t *fg, const plan_t *pl, int i)
+/* The fused op of anchor a: a copy of the tape op reading its inputs'
+ * values (aliases resolved), writing the output of the last op it
+ * absorbed, with its post-ops and its residual as a second input. */
+static void fop_make(bk_graph_t *g, const plan_t *pl, int a, top_t *f)
 {
-    const bk_graph_t *g = pl->g;
-    const top_t *o = &g->ops[i];
-    const pop_t *p = &pl->op[i];
-    const bk_conv_t *c = &o->conv;
-    bk_pconv_t cv = {.ic = c->ic, .oc = c->oc, .kh = c->kh, .kw = c->kw,
-                    .stride_h = c->stride_h, .stride_w = c->stride_w, .pad_h = c->pad_h,
-                    .pad_w = c->pad_w, .n_post = p->n_post};
-    memcpy(cv.post, p->post, sizeof cv.post);
-    float *w = NULL, *b = NULL;
-    const bk_bn_t *bn = p->bn >= 0 ? &g->ops[p->bn].bn : NULL;
-    bk_ptensor_t *y = NULL;
-    if (op_params(g, bn, c->weight, c->bias, c->oc, (size_t)c->ic * c->kh * c->kw, &cv.weight,
-                  &cv.bias, &w, &b) < 0) {
-        bk_prog_fail(fg, "out of memory folding the batchnorm");
-    } else {
-        bk_ptensor_t *res = p->res >= 0 ? g->v[p->res]->ft : NULL;
-        y = bk_prog_conv2d(fg, o->in[0]->ft, &cv, res);
-    }
-    free(w);
-    free(b);
-    return y;
-}
-
-static bk_ptensor_t *build_linear(bk_prog_t *fg, const plan_t *pl, int i)
-{
-    const top_t *o = &pl->g->ops[i];
-    const bk_tensor_t *x = o->in[0];
-    const float *wo, *bo;
-    float *w = NULL, *b = NULL;
-    bk_ptensor_t *y = NULL;
-    if (op_params(pl->g, NULL, o->w, o->b, o->lin_out, (size_t)x->c * x->h * x->w, &wo, &bo,
-                  &w, &b) < 0)
-        bk_prog_fail(fg, "out of memory rounding the weights to bf16");
-    else
-        y = bk_prog_linear(fg, x->ft, o->lin_out, wo, bo);
-    free(w);
-    free(b);
-    return y;
-}
-
-static bk_ptensor_t *build_op(bk_prog_t *fg, const plan_t *pl, int i)
-{
-    const top_t *o = &pl->g->ops[i];
-    switch (o->kind) {
-    case TO_CONV:
-        return build_conv(fg, pl, i);
-    case TO_ADD:
-        return bk_prog_add(fg, o->in[0]->ft, o->in[1]->ft, pl->op[i].relu);
-    case TO_RELU:
-        return bk_prog_relu(fg, o->in[0]->ft);
-    case TO_POOL:
-        return bk_prog_pool2d(fg, o->in[0]->ft, &o->pool);
-    case TO_LINEAR:
-        return build_linear(fg, pl, i);
-    default:
-        return bk_prog_fail(fg, "no fused form (planner bug)");
-    }
-}
-
-/* The program: inputs, then each emitted op where its last tape op stood.
- * Each var gets the tensor holding its value; vars fused away keep NULL. */
-static bk_prog_t *build_program(bk_graph_t *g, const plan_t *pl)
-{
-    bk_prog_t *fg = bk_prog_new(g->base.be);
-    if (!fg)
-        return NULL;
-    for (size_t i = 0; i < g->nv; i++) {
-        bk_tensor_t *t = g->v[i];
-        t->ft = NULL;
-        if (t->is_input) {
-            bk_prog_set_name(fg, "input");
-            t->ft = bk_prog_input(fg, t->n, t->c, t->h, t->w);
+    const pop_t *p = &pl->op[a];
+    *f = g->ops[a];
+    f->plan = NULL;
+    f->save_mean = f->save_var = f->sync = NULL;
+    f->sync_d = NULL;
+    f->w16 = f->b16 = f->fw = f->fb = NULL;
+    f->bn_op = -1;
+    f->post = (bk_post_t){0};
+    for (int j = 0; j < f->nin; j++)
+        f->in[j] = g->v[root_of(pl, f->in[j])];
+    f->out = g->ops[p->last].out;
+    if (f->kind == TO_CONV) {
+        f->bn_op = p->bn;
+        f->post.n = p->n_post;
+        memcpy(f->post.op, p->post, sizeof f->post.op);
+        if (p->res >= 0) {
+            f->in[1] = g->v[p->res];
+            f->nin = 2;
         }
+    } else if (f->kind == TO_ADD && p->relu) {
+        f->post = (bk_post_t){.n = 1, .op = {BK_PO_RELU}};
     }
-    for (size_t q = 0; q < g->nops && !bk_prog_error(fg); q++) {
+}
+
+/* g->fops: each emitted op where its last tape op stood; each alias var
+ * (a dropout's or flatten's output) reads its input's value. -1: out of
+ * memory. */
+static int build_fops(bk_graph_t *g, const plan_t *pl)
+{
+    g->fops = calloc(pl->emitted ? (size_t)pl->emitted : 1, sizeof *g->fops);
+    if (!g->fops)
+        return -1;
+    g->nfops = 0;
+    for (size_t q = 0; q < g->nops; q++) {
         const top_t *o = &g->ops[q];
         int a = pl->op[q].anchor;
         if (pl->op[q].role == R_ALIAS) {
-            o->out->ft = o->in[0]->ft;
+            o->out->alias = g->v[root_of(pl, o->out)];
         } else if (a >= 0 && pl->op[a].last == (int)q) {
-            bk_prog_set_name(fg, g->ops[a].name);
-            o->out->ft = build_op(fg, pl, a);
+            top_t *f = &g->fops[g->nfops++];
+            fop_make(g, pl, a, f);
+            if (fold_params(g, f) < 0)
+                return -1;
         }
     }
-    return fg;
+    return 0;
 }
 
 int plan_fused_build(bk_graph_t *g, char *why, size_t len)
 {
     plan_t pl;
     int rc = plan_init(&pl, g, why, len) < 0 ? -1 : plan_ops(&pl);
-    if (rc < 0)
-        bk_fail(g, "out of memory planning the graph");
-    if (rc == 1) {
-        g->fused = build_program(g, &pl);
-        const char *err = g->fused ? bk_prog_error(g->fused) : "out of memory";
-        if (err) {
-            bk_prog_set_name(&g->base, NULL);
-            bk_prog_fail(&g->base, "%s", err);
-            plan_fused_drop(g);
-            rc = -1;
-        } else {
-            snprintf(why, len, "%zu tape ops run as %d fused ops", g->nops, pl.emitted);
-        }
+    if (rc == 1 && build_fops(g, &pl) < 0) {
+        plan_fused_drop(g);
+        rc = -1;
     }
+    if (rc < 0) {
+        bk_ctx_set_name(&g->base, NULL);
+        bk_fail(g, "out of memory planning the graph");
+    }
+    if (rc == 1)
+        snprintf(why, len, "%zu tape ops run as %d fused ops", g->nops, pl.emitted);
     plan_free(&pl);
     return rc;
 }
 
-void plan_fused_drop(bk_graph_t *g)
+void plan_refold(bk_graph_t *g)
 {
-    bk_prog_destroy(&g->fused);
-    for (size_t i = 0; i < g->nv; i++)
-        g->v[i]->ft = NULL;
+    for (size_t i = 0; i < g->nfops; i++)
+        (void)fold_params(g, &g->fops[i]);   /* the arrays exist: nothing to allocate */
+    g->base.params_version++;
     g->fused_stale = 0;
 }
 
-/* ----------------------------------------------------- replacing it */
+void plan_fused_drop(bk_graph_t *g)
+{
+    for (size_t i = 0; i < g->nfops; i++) {
+        free(g->fops[i].fw);
+        free(g->fops[i].fb);
+    }
+    free(g->fops);
+    g->fops = NULL;
+    g->nfops = 0;
+    for (size_t i = 0; i < g->nv; i++)
+        g->v[i]->alias = NULL;
+    g->fused_stale = 0;
+}
 
-/* Host copies of the program's inputs (what the caller last wrote), in var
- * order; NULL after bk_fail. */
+/* ----------------------------------------------------- leaving it */
+
+/* Host copies of the inputs (what the caller last wrote), in var order;
+ * NULL after bk_fail. */
 static float **inputs_save(bk_graph_t *g)
 {
     float **saved = calloc(g->nv, sizeof *saved);
@@ -427,19 +410,21 @@ static float **inputs_save(bk_graph_t *g)
     }
     for (size_t i = 0; i < g->nv; i++) {
         bk_tensor_t *t = g->v[i];
+        int s[4];
+        shape_of(t, s);
         if (!t->is_input)
             continue;
-        if (!(saved[i] = malloc(numel(t) * sizeof(float))) ||
-            bk_prog_read(g->fused, t->ft, saved[i]) < 0) {
-            bk_fail(g, "saving input [%d,%d,%d,%d]: %s", t->n, t->c, t->h, t->w,
-                     saved[i] ? bk_prog_error(g->fused) : "out of memory");
+        if (!(saved[i] = malloc(numel(t) * sizeof(float)))) {
+            bk_fail(g, "saving input [%d,%d,%d,%d]: out of memory", t->n, t->c, t->h, t->w);
             return saved;   /* freed by inputs_restore */
         }
+        if (g->k->read(&g->base, t->val, saved[i], s, t->layout) < 0)
+            return saved;
     }
     return saved;
 }
 
-/* Write the saved inputs into whatever now runs g (fused or tape). */
+/* Write the saved inputs into the tape's buffers. */
 static int inputs_restore(bk_graph_t *g, float **saved)
 {
     int rc = g->base.failed ? -1 : 0;
@@ -448,28 +433,23 @@ static int inputs_restore(bk_graph_t *g, float **saved)
         int s[4];
         shape_of(t, s);
         if (rc == 0 && saved[i])
-            rc = g->fused ? bk_prog_write(g->fused, t->ft, saved[i])
-                          : g->k->write(&g->base, t->val, saved[i], s);
+            rc = g->k->write(&g->base, t->val, saved[i], s, t->layout);
         free(saved[i]);
     }
     free(saved);
-    if (rc < 0 && g->fused && !g->base.failed)
-        bk_prog_fail(&g->base, "%s", bk_prog_error(g->fused));
     return rc;
 }
 
-int plan_fused_replace(bk_graph_t *g, int refold)
+int plan_fused_leave(bk_graph_t *g)
 {
     float **saved = inputs_save(g);
     if (!saved)
         return -1;
     if (g->base.failed)
         return inputs_restore(g, saved);
+    tape_release(g);
     plan_fused_drop(g);
-    char why[256];
-    int rc = refold ? plan_fused_build(g, why, sizeof why) : 0;
-    if (rc == 0)   /* training mode: the tape (a refold always fuses again) */
-        rc = tape_compile(g);
+    int rc = tape_compile(g);
     if (inputs_restore(g, saved) < 0 || rc < 0)
         return -1;
     return 0;

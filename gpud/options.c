@@ -4,6 +4,7 @@
 #include "common/cpus.h"
 #include "common/file_digest.h"
 #include "common/zsecurity.h"
+#include "gpud/backend_caps.h"
 #include "gpud/optim/optim.h"
 #include "proto/messages.h"
 
@@ -153,14 +154,14 @@ int gpud_check_precision(const char *cmd, const char *precision)
 int gpud_check_device(const char *cmd, const char *flag, const char *device,
                       const char *precision)
 {
-    if (strcmp(device, "cpu") != 0 && strcmp(device, "ref") != 0 &&
-        strcmp(device, "cuda") != 0) {
+    int caps = backend_caps(device);
+    if (caps < 0) {
         fprintf(stderr, "%s: %s %s: cpu or cuda\n", cmd, flag, device);
         return -1;
     }
-    if (strcmp(device, "cuda") == 0 && strcmp(precision, "bf16") == 0) {
-        fprintf(stderr, "%s: --precision bf16 is not implemented on the cuda backend yet "
-                        "(--precision fp32, or %s cpu)\n", cmd, flag);
+    if (!(caps & BK_CAN_BF16) && strcmp(precision, "bf16") == 0) {
+        fprintf(stderr, "%s: --precision bf16 is not implemented on the %s backend yet "
+                        "(--precision fp32, or %s cpu)\n", cmd, device, flag);
         return -1;
     }
     return 0;

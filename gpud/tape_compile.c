@@ -2,8 +2,9 @@
  * var's buffers, made once the graph is complete (its first write, forward
  * or read) rather than op by op while it is built. Building stays a pure
  * description (shapes, bound parameters), so a graph without a backend can
- * describe a model, and the inference planner (graph_plan.c) can run the
- * same ops as a fused program without the tape's buffers ever existing. */
+ * describe a model, and the inference planner (graph_plan.c) can rewrite
+ * the ops first: then the fused ops (g->fops) are planned, and only their
+ * outputs get buffers, in the layouts the backend picks. */
 #include <stdlib.h>
 
 #include "gpud/tape_priv.h"
@@ -21,7 +22,7 @@ static int var_alloc(bk_graph_t *g, bk_tensor_t *t)
         g->bytes += (t->pooled ? 0 : cnt * sizeof(float)) + (t->grad ? cnt * sizeof(float) : 0);
         return 0;
     }
-    bk_prog_fail(&g->base, "out of memory for a [%d,%d,%d,%d] tensor", t->n, t->c, t->h, t->w);
+    bk_ctx_fail(&g->base, "out of memory for a [%d,%d,%d,%d] tensor", t->n, t->c, t->h, t->w);
     return -1;
 }
 
@@ -123,7 +124,7 @@ static int pool_plan(bk_graph_t *g)
     }
     size_t total = rc == 0 && n ? place_all(slot, n, conflict) : 0;
     if (rc == 0 && total) {
-        bk_prog_set_name(&g->base, "activations");
+        bk_ctx_set_name(&g->base, "activations");
         float *arena = g->k->alloc(&g->base, total);
         if (arena) {
             g->pool[0] = arena;
@@ -139,11 +140,39 @@ static int pool_plan(bk_graph_t *g)
         }
     }
     if (rc < 0 && !g->base.failed)
-        bk_prog_fail(&g->base, "out of memory planning the activations");
+        bk_ctx_fail(&g->base, "out of memory planning the activations");
     free(last);
     free(slot);
     free(conflict);
     return rc;
+}
+
+/* The inference graph's buffers: one per input and per fused op's output,
+ * in the layout the backend chooses for its shape; a conv summing into its
+ * residual writes the residual's buffer. */
+static int infer_alloc(bk_graph_t *g)
+{
+    for (size_t i = 0; i < g->nv; i++) {
+        bk_tensor_t *t = g->v[i];
+        int s[4];
+        shape_of(t, s);
+        t->layout = g->k->layout ? g->k->layout(g->base.be, s) : 0;
+    }
+    for (size_t i = 0; i < g->nv; i++)
+        if (g->v[i]->is_input && var_alloc(g, g->v[i]) < 0)
+            return -1;
+    for (size_t i = 0; i < g->nfops; i++) {
+        top_t *o = &g->fops[i];
+        bk_ctx_set_name(&g->base, o->name);
+        if (o->kind == TO_CONV && o->nin == 2) {
+            o->out->val = o->in[1]->val;
+            o->out->shares = 1;
+            o->in[1]->consumed = 1;
+        } else if (var_alloc(g, o->out) < 0) {
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* Every var's buffers and the gradient temporary (as large as the largest
@@ -151,11 +180,13 @@ static int pool_plan(bk_graph_t *g)
 static int vars_alloc(bk_graph_t *g)
 {
     size_t tmp = 0;
+    if (g->fops)
+        return infer_alloc(g);
     if (pool_plan(g) < 0)
         return -1;
     for (size_t i = 0; i < g->nv; i++) {
         bk_tensor_t *t = g->v[i];
-        bk_prog_set_name(&g->base, t->producer >= 0 ? g->ops[t->producer].name : "input");
+        bk_ctx_set_name(&g->base, t->producer >= 0 ? g->ops[t->producer].name : "input");
         if (var_alloc(g, t) < 0)
             return -1;
         if (t->needs_grad && numel(t) > tmp)
@@ -165,7 +196,7 @@ static int vars_alloc(bk_graph_t *g)
         return 0;
     g->tmp = g->k->alloc(&g->base, tmp);
     if (!g->tmp) {
-        bk_prog_fail(&g->base, "out of memory for the gradient temporary");
+        bk_ctx_fail(&g->base, "out of memory for the gradient temporary");
         return -1;
     }
     g->tmp_count = tmp;
@@ -173,7 +204,7 @@ static int vars_alloc(bk_graph_t *g)
     return 0;
 }
 
-/* The op's kernel plan; NULL after bk_prog_fail, or for kinds that need none
+/* The op's kernel plan; NULL after bk_ctx_fail, or for kinds that need none
  * (*none set). */
 static bk_plan_t *op_plan(bk_graph_t *g, top_t *o, int *none)
 {
@@ -183,8 +214,14 @@ static bk_plan_t *op_plan(bk_graph_t *g, top_t *o, int *none)
     shape_of(o->out, out);
     *none = 0;
     switch (o->kind) {
-    case TO_CONV:
-        return k->conv_plan(&g->base, &o->conv, in, out);
+    case TO_CONV: {
+        bk_conv_t c = o->conv;   /* a fused op runs with its folded copy */
+        if (o->fw) {
+            c.weight = o->fw;
+            c.bias = o->fb;
+        }
+        return k->conv_plan(&g->base, &c, g->fops ? &o->post : NULL, in, out);
+    }
     case TO_BN:
         return k->bn_plan(&g->base, in, o->bn.eps, o->bn.relu != 0);
     case TO_RELU:
@@ -216,7 +253,7 @@ static int bf16_shadow(bk_graph_t *g, top_t *o)
     o->w16 = malloc(nw * sizeof *o->w16);
     o->b16 = nb ? malloc(nb * sizeof *o->b16) : NULL;
     if (!o->w16 || (nb && !o->b16)) {
-        bk_prog_fail(&g->base, "out of memory for the bf16 weights");
+        bk_ctx_fail(&g->base, "out of memory for the bf16 weights");
         return -1;
     }
     return 0;
@@ -225,21 +262,24 @@ static int bf16_shadow(bk_graph_t *g, top_t *o)
 /* Plans, and each BN op's batch statistics (host, c floats each). */
 static int ops_plan(bk_graph_t *g)
 {
-    for (size_t i = 0; i < g->nops; i++) {
-        top_t *o = &g->ops[i];
+    size_t n;
+    top_t *ops = run_ops(g, &n);
+    for (size_t i = 0; i < n; i++) {
+        top_t *o = &ops[i];
         int none;
-        bk_prog_set_name(&g->base, o->name);
+        bk_ctx_set_name(&g->base, o->name);
         o->plan = op_plan(g, o, &none);
         if (!o->plan && !none)
             return -1;
-        if (g->bf16 && bf16_shadow(g, o) < 0)
+        /* an inference graph's weights are rounded once, by the fold */
+        if (g->bf16 && !g->fops && bf16_shadow(g, o) < 0)
             return -1;
         if (o->kind != TO_BN)
             continue;
         o->save_mean = calloc((size_t)o->bn.c, sizeof(float));
         o->save_var = calloc((size_t)o->bn.c, sizeof(float));
         if (!o->save_mean || !o->save_var) {
-            bk_prog_fail(&g->base, "out of memory");
+            bk_ctx_fail(&g->base, "out of memory");
             return -1;
         }
     }
@@ -249,6 +289,7 @@ static int ops_plan(bk_graph_t *g)
 int tape_compile(bk_graph_t *g)
 {
     g->compiled = 1;   /* what exists is released by tape_release, even half made */
+    g->base.infer = g->fops != NULL;
     if (vars_alloc(g) < 0 || ops_plan(g) < 0)
         return -1;
     return 0;
@@ -272,12 +313,18 @@ void tape_release(bk_graph_t *g)
         o->save_mean = o->save_var = o->sync = NULL;
         o->sync_d = NULL;
     }
+    for (size_t i = 0; i < g->nfops; i++) {
+        if (g->fops[i].plan)
+            g->fops[i].plan->destroy(g->fops[i].plan);
+        g->fops[i].plan = NULL;
+    }
     for (size_t i = 0; g->k && i < g->nv; i++) {
-        if (!g->v[i]->pooled)
-            g->k->release(be, g->v[i]->val);
-        g->k->release(be, g->v[i]->grad);
-        g->v[i]->val = g->v[i]->grad = NULL;
-        g->v[i]->pooled = 0;
+        bk_tensor_t *t = g->v[i];
+        if (!t->pooled && !t->shares)
+            g->k->release(be, t->val);
+        g->k->release(be, t->grad);
+        t->val = t->grad = NULL;
+        t->pooled = t->shares = t->consumed = t->layout = 0;
     }
     for (size_t k = 0; g->k && k < g->npool; k++)
         g->k->release(be, g->pool[k]);

@@ -1,15 +1,20 @@
 /* tape_priv — the structures of the graph engine (the tape), shared by its
  * files and nothing else:
  *
- *   backend_train.c  the tape: builders (shape checks), forward, backward
+ *   backend_train.c  the tape: builders (shape checks), compile, writes, reads
+ *   tape_forward.c   the forward
+ *   tape_backward.c  the backward
+ *   tape_bn.c        training-mode BatchNorm (SyncBatchNorm's all-reduces)
  *   tape_compile.c   the compile step: kernel plans and buffers
- *   graph_plan.c     the inference plan: a forward-only eval-mode tape run
- *                    as the backend's fused program (bk_prog, backend.h)
+ *   graph_plan.c     the inference plan: a forward-only eval-mode tape
+ *                    rewritten into fused ops (fops) of the same kind
  *   graph_fold.c     BatchNorm folded into the preceding convolution
+ *   graph_error.c    the sticky error (bk_fail, bk_ctx_fail)
  *
  * Building records ops and shapes only; bk_graph_compile (run by the first
- * write, forward or read) chooses how the graph runs: the fused program
- * when graph_plan.c can express it, else the tape's own kernels. */
+ * write, forward or read) chooses which ops run: the inference graph when
+ * graph_plan.c can express it, else the recorded ones; either way on the
+ * backend's one kernel table (bk_kernels_t). */
 #ifndef DDP_TAPE_PRIV_H
 #define DDP_TAPE_PRIV_H
 
@@ -22,7 +27,11 @@ struct bk_tensor {
     int n, c, h, w;
     int id;             /* index in the graph's var list */
     void *val, *grad;   /* tape buffers, made by the compile step */
-    bk_ptensor_t *ft;    /* its tensor in the fused program (NULL: fused away) */
+    int layout;         /* val's layout (bk_kernels_t.layout), 0 the default */
+    bk_tensor_t *alias; /* inference graph: the var holding its value (a dropout's
+                         * or flatten's output: its input's), or NULL */
+    int shares;         /* val is another var's buffer (a residual summed into) */
+    int consumed;       /* inference graph: a residual that a fused conv summed into */
     int needs_grad;     /* some parameter or requires_grad input upstream */
     int grad_set;       /* during backward: grad holds a value */
     int is_input;
@@ -56,17 +65,25 @@ typedef struct {
     int lin_out;
     float *w, *gw, *b, *gb;         /* linear */
     float *w16, *b16;               /* bf16: conv/linear weights rounded (each forward) */
+    /* An inference graph's fused op (graph_plan.c): */
+    bk_post_t post;                 /* conv: post-ops; add: {RELU} or none */
+    int bn_op;                      /* conv: the tape op of the folded BatchNorm, or -1 */
+    float *fw, *fb;                 /* conv/linear: the weights it runs with when they
+                                     * are not the bound ones (BN folded, bf16 rounded);
+                                     * NULL: the bound arrays */
 } top_t;
 
 struct bk_graph {
-    bk_prog_t base;
+    bk_ctx_t base;
     const bk_kernels_t *k; /* NULL: a description graph (no backend) */
     int training;
     int no_dropout;
     int forward_only;       /* no gradient buffers, no backward (inference) */
     int bf16;               /* --precision bf16: PyTorch's autocast rounding (compile) */
     int compiled;           /* the tape's plans and buffers exist */
-    bk_prog_t *fused;      /* the fused program (graph_plan.c), or NULL */
+    top_t *fops;            /* the inference graph (graph_plan.c): the ops that run
+                             * in place of ops[], or NULL */
+    size_t nfops;
     int fused_stale;        /* bk_graph_reload: re-fold at the next forward */
     bk_tensor_t **v;
     size_t nv, capv;
@@ -107,21 +124,52 @@ static inline void shape_of(const bk_tensor_t *t, int s[4])
 }
 
 /* tape_compile.c: every op's kernel plan and every var's buffers, 0 or -1
- * after bk_prog_fail (what was made is still released by tape_release). */
+ * after bk_ctx_fail (what was made is still released by tape_release). */
 int tape_compile(bk_graph_t *g);
 /* Release them (plans, buffers, BN scratch). */
 void tape_release(bk_graph_t *g);
 
-/* graph_plan.c. Build g->fused from g's ops: 1 when built (a summary in
- * why), 0 when some op has no fused form (which, in why; nothing changed),
- * -1 after bk_prog_fail. For a forward-only eval-mode graph with a backend. */
+/* graph_plan.c. For a forward-only eval-mode graph with a backend: the
+ * inference graph g->fops (conv with BN folded and post-ops, add + ReLU,
+ * ...), the folded weights included; 1 when built (a summary in why), 0
+ * when some op has no fused form (which, in why; nothing changed), -1
+ * after bk_fail. The compile step (tape_compile) then plans g->fops. */
 int plan_fused_build(bk_graph_t *g, char *why, size_t len);
-/* Destroy g->fused and forget every var's fused tensor. */
+/* Fold the bound parameters into the fused ops again (bk_graph_reload). */
+void plan_refold(bk_graph_t *g);
+/* Free g->fops and forget the vars' inference roles (after tape_release). */
 void plan_fused_drop(bk_graph_t *g);
-/* Replace the fused program, keeping the inputs written to it: refold 1
- * rebuilds it from the bound parameters (bk_graph_reload), 0 compiles the
- * tape instead (the graph was switched to training mode). 0 or -1. */
-int plan_fused_replace(bk_graph_t *g, int refold);
+/* The graph was switched to training mode: drop the inference graph and
+ * compile the tape, keeping the inputs written. 0 or -1. */
+int plan_fused_leave(bk_graph_t *g);
+/* backend_train.c: compiled, and ready for a forward in the current mode:
+ * the fused ops re-folded after bk_graph_reload, or given up for the
+ * recorded ops when the graph was switched to training mode. 0 or -1. */
+int tape_ready(bk_graph_t *g);
+/* tape_bn.c: a training-mode BatchNorm op's forward (batch statistics over
+ * every rank, running stats updated) and backward (x NULL: an empty rank). */
+int tape_bn_fwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y);
+int tape_bn_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y,
+                void *gx);
 
+/* A BN op normalises with batch statistics only in a training graph and
+ * when not frozen in eval mode (bk_bn_t.eval). */
+static inline int bn_training(const bk_graph_t *g, const top_t *o)
+{
+    return g->training && !o->bn.eval;
+}
+
+/* Dropout's probability in this mode (eval, or disabled: the identity). */
+static inline float drop_p(const bk_graph_t *g, const top_t *o)
+{
+    return g->training && !g->no_dropout ? o->p : 0.0f;
+}
+
+/* The ops the forward runs: the inference graph's, or the tape's. */
+static inline top_t *run_ops(const bk_graph_t *g, size_t *n)
+{
+    *n = g->fops ? g->nfops : g->nops;
+    return g->fops ? g->fops : g->ops;
+}
 
 #endif

@@ -148,13 +148,13 @@ dnnl_data_type_t cpu_bf16_type(void)
     return cpu_bf16_native(NULL) > 0 && probe_level == 0 ? dnnl_f32 : dnnl_bf16;
 }
 
-void *cpu_bf16_buf(bk_prog_t *g, int which, size_t bytes)
+void *cpu_bf16_buf(bk_ctx_t *g, int which, size_t bytes)
 {
     cpu_backend_t *be = (cpu_backend_t *)g->be;
     if (bytes > be->b16_cap[which]) {
         void *buf = NULL;
         if (posix_memalign(&buf, 64, bytes) != 0)
-            return bk_prog_fail(g, "out of memory for a %zu-byte bf16 buffer", bytes);
+            return bk_ctx_fail(g, "out of memory for a %zu-byte bf16 buffer", bytes);
         free(be->b16[which]);
         be->b16[which] = buf;
         be->b16_cap[which] = bytes;

@@ -8,12 +8,12 @@
 #include "gpud/cpu/ref_ops.h"
 #include "gpud/simd_clones.h"
 
-void *hk_alloc(bk_prog_t *g, size_t count)
+void *hk_alloc(bk_ctx_t *g, size_t count)
 {
     void *p = NULL;
     size_t bytes = (count ? count : 1) * sizeof(float);
     if (posix_memalign(&p, 64, bytes) != 0)
-        return bk_prog_fail(g, "out of memory (%zu floats)", count);
+        return bk_ctx_fail(g, "out of memory (%zu floats)", count);
     memset(p, 0, bytes);
     return p;
 }
@@ -52,10 +52,18 @@ void hk_copy(backend_t *be, void *y, const void *x, size_t count)
     }
 }
 
-void hk_add(backend_t *be, void *y, const void *a, const void *b, size_t count)
+void hk_add(backend_t *be, void *y, const void *a, const void *b, size_t count, int relu)
 {
     float *py = y;
     const float *pa = a, *pb = b;
+    if (relu) {
+#pragma omp parallel for simd schedule(static) num_threads(be->threads)
+        for (size_t i = 0; i < count; i++) {
+            float v = pa[i] + pb[i];
+            py[i] = v > 0.0f ? v : 0.0f;
+        }
+        return;
+    }
 #pragma omp parallel for simd schedule(static) num_threads(be->threads)
     for (size_t i = 0; i < count; i++)
         py[i] = pa[i] + pb[i];

@@ -10,11 +10,11 @@
 
 #include "gpud/backend_impl.h"
 
-void *hk_alloc(bk_prog_t *g, size_t count);
+void *hk_alloc(bk_ctx_t *g, size_t count);
 void hk_release(backend_t *be, void *buf);
 void hk_zero(backend_t *be, void *y, size_t count);
 void hk_copy(backend_t *be, void *y, const void *x, size_t count);
-void hk_add(backend_t *be, void *y, const void *a, const void *b, size_t count);
+void hk_add(backend_t *be, void *y, const void *a, const void *b, size_t count, int relu);
 void hk_acc(backend_t *be, void *y, const void *x, size_t count);
 /* --precision bf16: y rounded to bf16 in place (gpud/bf16.h). */
 void hk_round_bf16(backend_t *be, void *y, size_t count);

@@ -14,7 +14,8 @@ typedef struct {
     bk_pool_t pool;
     float eps;
     int relu;
-    float *tmp;         /* fused BN+ReLU: gy masked by y > 0 */
+    float *tmp;         /* fused BN+ReLU: gy masked by y > 0; conv: the residual */
+    bk_post_t post;     /* an inference conv's post-ops */
 } rplan_t;
 
 static void rplan_destroy(bk_plan_t *bp)
@@ -23,11 +24,11 @@ static void rplan_destroy(bk_plan_t *bp)
     free(bp);
 }
 
-static rplan_t *rplan_new(bk_prog_t *g, const int in[4], const int out[4])
+static rplan_t *rplan_new(bk_ctx_t *g, const int in[4], const int out[4])
 {
     rplan_t *p = calloc(1, sizeof *p);
     if (!p)
-        return bk_prog_fail(g, "out of memory");
+        return bk_ctx_fail(g, "out of memory");
     p->base.destroy = rplan_destroy;
     memcpy(p->in, in, sizeof p->in);
     if (out)
@@ -35,16 +36,18 @@ static rplan_t *rplan_new(bk_prog_t *g, const int in[4], const int out[4])
     return p;
 }
 
-static int r_write(bk_prog_t *g, void *dst, const float *src, const int s[4])
+static int r_write(bk_ctx_t *g, void *dst, const float *src, const int s[4], int layout)
 {
     (void)g;
+    (void)layout;
     memcpy(dst, src, (size_t)s[0] * s[1] * s[2] * s[3] * sizeof(float));
     return 0;
 }
 
-static int r_read(bk_prog_t *g, const void *src, float *dst, const int s[4])
+static int r_read(bk_ctx_t *g, const void *src, float *dst, const int s[4], int layout)
 {
     (void)g;
+    (void)layout;
     memcpy(dst, src, (size_t)s[0] * s[1] * s[2] * s[3] * sizeof(float));
     return 0;
 }
@@ -68,27 +71,53 @@ static void r_dropout(backend_t *be, void *y, const void *x, const int s[4], flo
     hk_dropout(y, x, s, p, seed, step, op, ids, 0);
 }
 
-static bk_plan_t *r_conv_plan(bk_prog_t *g, const bk_conv_t *c, const int in[4],
-                              const int out[4])
+static size_t pnumel(const int s[4])
 {
-    rplan_t *p = rplan_new(g, in, out);
-    if (p)
-        p->conv = *c;
-    return p ? &p->base : NULL;
+    return (size_t)s[0] * s[1] * s[2] * s[3];
 }
 
-static int r_conv_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
-                      const float *b, void *y)
+/* An inference conv with a SUM post-op keeps the residual in tmp: it is
+ * y's own buffer, which the convolution overwrites. */
+static bk_plan_t *r_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
+                              const int in[4], const int out[4])
+{
+    rplan_t *p = rplan_new(g, in, out);
+    if (!p)
+        return NULL;
+    p->conv = *c;
+    if (post)
+        p->post = *post;
+    for (int i = 0; post && i < post->n; i++)
+        if (post->op[i] == BK_PO_SUM && !p->tmp &&
+            !(p->tmp = malloc(pnumel(out) * sizeof(float)))) {
+            rplan_destroy(&p->base);
+            return bk_ctx_fail(g, "out of memory");
+        }
+    return &p->base;
+}
+
+/* conv + bias, then the post-ops in order. */
+static int r_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
+                      const float *b, const void *res, void *y)
 {
     (void)g;
     const rplan_t *p = (const rplan_t *)bp;
     const bk_conv_t *c = &p->conv;
+    size_t n = pnumel(p->out);
+    if (res)
+        memcpy(p->tmp, res, n * sizeof(float));
     ref_conv2d(x, p->in[0], p->in[1], p->in[2], p->in[3], w, b, c->oc, c->kh, c->kw,
                c->stride_h, c->stride_w, c->pad_h, c->pad_w, y, p->out[2], p->out[3]);
+    for (int i = 0; i < p->post.n; i++) {
+        if (p->post.op[i] == BK_PO_RELU)
+            ref_relu(y, n);
+        else
+            ref_add(y, p->tmp, y, n);
+    }
     return 0;
 }
 
-static int r_conv_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
+static int r_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                       const void *gy, void *gx, float *gw, float *gb)
 {
     (void)g;
@@ -105,12 +134,7 @@ static int r_conv_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w
     return 0;
 }
 
-static size_t pnumel(const int s[4])
-{
-    return (size_t)s[0] * s[1] * s[2] * s[3];
-}
-
-static bk_plan_t *r_bn_plan(bk_prog_t *g, const int in[4], float eps, int relu)
+static bk_plan_t *r_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
 {
     rplan_t *p = rplan_new(g, in, NULL);
     if (!p)
@@ -119,12 +143,12 @@ static bk_plan_t *r_bn_plan(bk_prog_t *g, const int in[4], float eps, int relu)
     p->relu = relu;
     if (relu && !(p->tmp = malloc(pnumel(in) * sizeof(float)))) {
         rplan_destroy(&p->base);
-        return bk_prog_fail(g, "out of memory");
+        return bk_ctx_fail(g, "out of memory");
     }
     return &p->base;
 }
 
-static int r_bn_fwd(bk_prog_t *g, bk_plan_t *bp, int training, const void *x,
+static int r_bn_fwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x,
                     const float *gamma, const float *beta, float *mean, float *var, void *y)
 {
     (void)g;
@@ -139,7 +163,7 @@ static int r_bn_fwd(bk_prog_t *g, bk_plan_t *bp, int training, const void *x,
     return 0;
 }
 
-static int r_bn_bwd(bk_prog_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
+static int r_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
                     const void *gy, const float *gamma, const float *mean, const float *var,
                     void *gx, float *ggamma, float *gbeta)
 {
@@ -154,13 +178,13 @@ static int r_bn_bwd(bk_prog_t *g, bk_plan_t *bp, int training, const void *x, co
     return 0;
 }
 
-static bk_plan_t *r_relu_plan(bk_prog_t *g, const int in[4])
+static bk_plan_t *r_relu_plan(bk_ctx_t *g, const int in[4])
 {
     rplan_t *p = rplan_new(g, in, NULL);
     return p ? &p->base : NULL;
 }
 
-static int r_relu_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, void *y)
+static int r_relu_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     (void)g;
     size_t n = pnumel(((rplan_t *)bp)->in);
@@ -169,14 +193,14 @@ static int r_relu_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, void *y)
     return 0;
 }
 
-static int r_relu_bwd(bk_prog_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
+static int r_relu_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
 {
     (void)g;
     ref_relu_bwd(y, gy, gx, pnumel(((rplan_t *)bp)->in));
     return 0;
 }
 
-static bk_plan_t *r_pool_plan(bk_prog_t *g, const bk_pool_t *pp, const int in[4],
+static bk_plan_t *r_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
                               const int out[4])
 {
     rplan_t *p = rplan_new(g, in, out);
@@ -185,7 +209,7 @@ static bk_plan_t *r_pool_plan(bk_prog_t *g, const bk_pool_t *pp, const int in[4]
     return p ? &p->base : NULL;
 }
 
-static int r_pool_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, void *y)
+static int r_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     (void)g;
     const rplan_t *p = (const rplan_t *)bp;
@@ -200,7 +224,7 @@ static int r_pool_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, void *y)
     return 0;
 }
 
-static int r_pool_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
+static int r_pool_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
 {
     (void)g;
     const rplan_t *p = (const rplan_t *)bp;
@@ -215,7 +239,7 @@ static int r_pool_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const void *gy
     return 0;
 }
 
-static bk_plan_t *r_linear_plan(bk_prog_t *g, const int in[4], int out, int has_bias)
+static bk_plan_t *r_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias)
 {
     (void)has_bias;
     int o[4] = {in[0], out, 1, 1};
@@ -223,7 +247,7 @@ static bk_plan_t *r_linear_plan(bk_prog_t *g, const int in[4], int out, int has_
     return p ? &p->base : NULL;
 }
 
-static int r_linear_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
+static int r_linear_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                         const float *b, void *y)
 {
     (void)g;
@@ -232,7 +256,7 @@ static int r_linear_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float 
     return 0;
 }
 
-static int r_linear_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
+static int r_linear_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                         const void *gy, void *gx, float *gw, float *gb)
 {
     (void)g;

@@ -2,9 +2,10 @@
  * convolutions through cuDNN (algorithm found once per shape and cached in
  * the backend, one workspace owned by the backend), linear layers through
  * cuBLAS, everything else in gpud/cuda/cuda_kernels.cu. All work of a
- * backend runs in order on one stream; bk_prog_read and the kernels that hand
+ * backend runs in order on one stream; bk_read and the kernels that hand
  * values to the host synchronise it, and every CUDA, cuDNN and cuBLAS status
  * is checked. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,22 +35,22 @@ static const char *cuda_advice(cudaError_t e)
     }
 }
 
-int cu_check(bk_prog_t *g, cudaError_t e, const char *what)
+int cu_check(bk_ctx_t *g, cudaError_t e, const char *what)
 {
     if (e == cudaSuccess)
         return 0;
-    bk_prog_fail(g, "%s failed: %s (%s); %s", what, cudaGetErrorName(e), cudaGetErrorString(e),
+    bk_ctx_fail(g, "%s failed: %s (%s); %s", what, cudaGetErrorName(e), cudaGetErrorString(e),
             cuda_advice(e));
     return -1;
 }
 
-int cudnn_check(bk_prog_t *g, cudnnStatus_t s, const char *what)
+int cudnn_check(bk_ctx_t *g, cudnnStatus_t s, const char *what)
 {
     if (s == CUDNN_STATUS_SUCCESS)
         return 0;
     char last[256] = "";
     cudnnGetLastErrorString(last, sizeof last);
-    bk_prog_fail(g, "cuDNN %s failed: %s%s%s; %s", what, cudnnGetErrorString(s), last[0] ? ": " : "",
+    bk_ctx_fail(g, "cuDNN %s failed: %s%s%s; %s", what, cudnnGetErrorString(s), last[0] ? ": " : "",
             last, s == CUDNN_STATUS_ALLOC_FAILED
                       ? "the GPU is out of memory: lower the batch or DDPIPE_CUDA_WORKSPACE_MB"
                       : "check that libcudnn matches the headers it was built with "
@@ -57,11 +58,11 @@ int cudnn_check(bk_prog_t *g, cudnnStatus_t s, const char *what)
     return -1;
 }
 
-int cublas_check(bk_prog_t *g, cublasStatus_t s, const char *what)
+int cublas_check(bk_ctx_t *g, cublasStatus_t s, const char *what)
 {
     if (s == CUBLAS_STATUS_SUCCESS)
         return 0;
-    bk_prog_fail(g, "cuBLAS %s failed: %s (%s); %s", what, cublasGetStatusName(s),
+    bk_ctx_fail(g, "cuBLAS %s failed: %s (%s); %s", what, cublasGetStatusName(s),
             cublasGetStatusString(s),
             s == CUBLAS_STATUS_ALLOC_FAILED ? "the GPU is out of memory: lower the batch"
                                             : "restart the process; report the shapes if it "
@@ -79,16 +80,16 @@ void cu_note(backend_t *be, cudaError_t e, const char *what)
              cudaGetErrorString(e), cuda_advice(e));
 }
 
-int cu_sticky(bk_prog_t *g)
+int cu_sticky(bk_ctx_t *g)
 {
     cuda_backend_t *cb = cu_be(g->be);
     if (!cb->failed)
         return 0;
-    bk_prog_fail(g, "%s", cb->err);
+    bk_ctx_fail(g, "%s", cb->err);
     return -1;
 }
 
-void *cu_alloc(bk_prog_t *g, size_t bytes)
+void *cu_alloc(bk_ctx_t *g, size_t bytes)
 {
     void *p = NULL;
     char what[96];
@@ -103,7 +104,7 @@ void *cu_alloc(bk_prog_t *g, size_t bytes)
     return p;
 }
 
-int cu_upload(bk_prog_t *g, void *dev, const void *host, size_t bytes)
+int cu_upload(bk_ctx_t *g, void *dev, const void *host, size_t bytes)
 {
     cudaStream_t s = cu_be(g->be)->stream;
     /* from pageable memory the call returns once the source is staged, so
@@ -112,7 +113,7 @@ int cu_upload(bk_prog_t *g, void *dev, const void *host, size_t bytes)
                     "copy to the GPU (cudaMemcpyAsync)");
 }
 
-int cu_download(bk_prog_t *g, void *host, const void *dev, size_t bytes)
+int cu_download(bk_ctx_t *g, void *host, const void *dev, size_t bytes)
 {
     cudaStream_t s = cu_be(g->be)->stream;
     if (cu_check(g, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s),
@@ -146,7 +147,7 @@ void *cu_scratch_be(backend_t *be, size_t bytes)
     return cb->scratch;
 }
 
-void *cu_scratch(bk_prog_t *g, size_t bytes)
+void *cu_scratch(bk_ctx_t *g, size_t bytes)
 {
     void *p = cu_scratch_be(g->be, bytes);
     if (!p)
@@ -171,7 +172,7 @@ int cu_download_be(backend_t *be, void *host, const void *dev, size_t bytes)
     return e == cudaSuccess && !cu_be(be)->failed ? 0 : -1;
 }
 
-int cu_workspace(bk_prog_t *g, size_t bytes)
+int cu_workspace(bk_ctx_t *g, size_t bytes)
 {
     cuda_backend_t *cb = cu_be(g->be);
     if (bytes <= cb->ws_size)
@@ -226,7 +227,7 @@ static cudnnMathType_t run_math(const cuda_backend_t *cb, cudnnMathType_t found)
     return cb->tf32 ? found : CUDNN_FMA_MATH;
 }
 
-static int find_fwd(bk_prog_t *g, cu_conv_t *c, cu_algo_t *a)
+static int find_fwd(bk_ctx_t *g, cu_conv_t *c, cu_algo_t *a)
 {
     cuda_backend_t *cb = cu_be(g->be);
     cudnnConvolutionFwdAlgoPerf_t perf[16];
@@ -242,7 +243,7 @@ static int find_fwd(bk_prog_t *g, cu_conv_t *c, cu_algo_t *a)
         return -1;
     int i = pick_fwd(perf, n, cb->tf32, cb->ws_cap);
     if (i < 0) {
-        bk_prog_fail(g, "cuDNN offers no usable forward algorithm (%d tried, workspace cap %zu MB): "
+        bk_ctx_fail(g, "cuDNN offers no usable forward algorithm (%d tried, workspace cap %zu MB): "
                 "raise DDPIPE_CUDA_WORKSPACE_MB", n, cb->ws_cap >> 20);
         return -1;
     }
@@ -252,7 +253,7 @@ static int find_fwd(bk_prog_t *g, cu_conv_t *c, cu_algo_t *a)
     return 0;
 }
 
-static int find_bwd(bk_prog_t *g, cu_conv_t *c, cu_algo_t *a)
+static int find_bwd(bk_ctx_t *g, cu_conv_t *c, cu_algo_t *a)
 {
     cuda_backend_t *cb = cu_be(g->be);
     cudnnConvolutionBwdDataAlgoPerf_t pd[16];
@@ -276,7 +277,7 @@ static int find_bwd(bk_prog_t *g, cu_conv_t *c, cu_algo_t *a)
     int id = pick_bwd_data(pd, nd, cb->tf32, cb->ws_cap);
     int jf = pick_bwd_filter(pf, nf, cb->tf32, cb->ws_cap);
     if (id < 0 || jf < 0) {
-        bk_prog_fail(g, "cuDNN offers no usable backward-%s algorithm (workspace cap %zu MB): raise "
+        bk_ctx_fail(g, "cuDNN offers no usable backward-%s algorithm (workspace cap %zu MB): raise "
                 "DDPIPE_CUDA_WORKSPACE_MB", id < 0 ? "data" : "filter", cb->ws_cap >> 20);
         return -1;
     }
@@ -291,7 +292,7 @@ static int find_bwd(bk_prog_t *g, cu_conv_t *c, cu_algo_t *a)
 }
 
 /* The cached choice for c's shapes, chosen on first use. */
-static int choose_algos(bk_prog_t *g, cu_conv_t *c, const int key[13], int train)
+static int choose_algos(bk_ctx_t *g, cu_conv_t *c, const int key[13], int train)
 {
     cuda_backend_t *cb = cu_be(g->be);
     cu_algo_t *a = algo_lookup(cb, key);
@@ -304,7 +305,7 @@ static int choose_algos(bk_prog_t *g, cu_conv_t *c, const int key[13], int train
             size_t cap = cb->capalgos ? 2 * cb->capalgos : 32;
             cu_algo_t *p = realloc(cb->algos, cap * sizeof *p);
             if (!p) {
-                bk_prog_fail(g, "out of memory");
+                bk_ctx_fail(g, "out of memory");
                 return -1;
             }
             cb->algos = p;
@@ -323,7 +324,7 @@ static int choose_algos(bk_prog_t *g, cu_conv_t *c, const int key[13], int train
     return cu_workspace(g, a->ws);
 }
 
-int cu_conv_init(bk_prog_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
+int cu_conv_init(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
                  int kw, int sh, int sw, int ph, int pw, int train)
 {
     cuda_backend_t *cb = cu_be(g->be);
@@ -368,7 +369,7 @@ void cu_conv_fini(cu_conv_t *c)
     memset(c, 0, sizeof *c);
 }
 
-int cu_conv_fwd(bk_prog_t *g, cu_conv_t *c, const float *x, const float *w, float *y)
+int cu_conv_fwd(bk_ctx_t *g, cu_conv_t *c, const float *x, const float *w, float *y)
 {
     cuda_backend_t *cb = cu_be(g->be);
     const float one = 1.0f, zero = 0.0f;
@@ -383,7 +384,7 @@ int cu_conv_fwd(bk_prog_t *g, cu_conv_t *c, const float *x, const float *w, floa
 
 /* Row-major y[n, out] = x[n, in] w[out, in]^T is column-major
  * y^T (out x n) = op_T(w as in x out) * (x^T as in x n). */
-int cu_linear_fwd(bk_prog_t *g, const float *x, int n, int in, const float *w,
+int cu_linear_fwd(bk_ctx_t *g, const float *x, int n, int in, const float *w,
                   const float *bias, int out, float *y)
 {
     cuda_backend_t *cb = cu_be(g->be);
@@ -396,64 +397,17 @@ int cu_linear_fwd(bk_prog_t *g, const float *x, int n, int in, const float *w,
                 : 0;
 }
 
-/* ------------------------------------------------------------ eval graphs */
+/* ------------------------------------------------------ uint8 input path
+ * bk_kernels_t.write_u8: a batch of uint8 NCHW pixels copied as bytes (a
+ * quarter of the float traffic) through a pinned double buffer on a copy
+ * stream of its own, and normalised on the device through the engine's
+ * table (c x 256 floats: exactly the floats of a host conversion). The copy
+ * of batch i+1 overlaps the work queued for batch i. The buffers belong to
+ * the backend (a backend runs one graph at a time). */
 
-typedef struct {
-    bk_ptensor_t base;
-    float *d;           /* device, NCHW */
-} cu_tensor_t;
-
-typedef enum { CS_CONV, CS_POOL, CS_LINEAR, CS_RELU, CS_ADD } cu_kind_t;
-
-typedef struct {
-    cu_kind_t kind;
-    cu_tensor_t *x, *x2, *y;   /* x2: conv residual / second addend */
-    cu_conv_t conv;
-    ck_post_t post;
-    ck_pool_t pool;
-    int relu, lin_in;
-    float *w, *b;              /* device copies of the weights */
-} cu_step_t;
-
-/* The pinned double buffer of cuda_graph_write_u8. */
-typedef struct {
-    uint8_t *host[2];          /* pinned */
-    uint8_t *dev[2];
-    cudaEvent_t used[2];       /* the normalise kernel that read dev[i] is done */
-    cudaEvent_t copied[2];
-    size_t bytes;
-    int next;
-    float *lut;                /* device, c x 256 */
-    float lut_host[4 * 256];
-    int lut_c, lut_valid;
-    cudaStream_t copy_stream;
-} cu_u8_t;
-
-typedef struct {
-    bk_prog_t base;
-    cu_tensor_t **t;
-    size_t nt, capt;
-    cu_step_t *s;
-    size_t ns, caps;
-    cu_u8_t u8;
-} cu_graph_t;
-
-static size_t numel(const bk_ptensor_t *t)
+static void cu_u8_free(cuda_backend_t *cb)
 {
-    return (size_t)t->n * t->c * t->h * t->w;
-}
-
-static bk_prog_t *cg_new(backend_t *be)
-{
-    cu_graph_t *g = calloc(1, sizeof *g);
-    if (!g)
-        return NULL;
-    g->base.be = be;
-    return &g->base;
-}
-
-static void u8_free(cu_u8_t *u)
-{
+    cu_u8_t *u = &cb->u8;
     for (int i = 0; i < 2; i++) {
         if (u->used[i])
             cudaEventSynchronize(u->used[i]);
@@ -470,286 +424,73 @@ static void u8_free(cu_u8_t *u)
     memset(u, 0, sizeof *u);
 }
 
-static void cg_destroy(bk_prog_t *bg)
+static int u8_setup(bk_ctx_t *g, size_t bytes)
 {
-    cu_graph_t *g = (cu_graph_t *)bg;
-    /* queued work may still use the buffers */
-    cudaStreamSynchronize(cu_be(bg->be)->stream);
-    u8_free(&g->u8);
-    for (size_t i = 0; i < g->ns; i++) {
-        if (g->s[i].kind == CS_CONV)
-            cu_conv_fini(&g->s[i].conv);
-        cudaFree(g->s[i].w);
-        cudaFree(g->s[i].b);
-    }
-    for (size_t i = 0; i < g->nt; i++) {
-        cudaFree(g->t[i]->d);
-        free(g->t[i]);
-    }
-    free(g->t);
-    free(g->s);
-    free(g);
-}
-
-static cu_tensor_t *tensor_new(cu_graph_t *g, const int out[4])
-{
-    if (g->nt == g->capt) {
-        size_t cap = g->capt ? 2 * g->capt : 32;
-        cu_tensor_t **t = realloc(g->t, cap * sizeof *t);
-        if (!t)
-            return bk_prog_fail(&g->base, "out of memory");
-        g->t = t;
-        g->capt = cap;
-    }
-    cu_tensor_t *t = calloc(1, sizeof *t);
-    if (!t)
-        return bk_prog_fail(&g->base, "out of memory");
-    t->base = (bk_ptensor_t){.n = out[0], .c = out[1], .h = out[2], .w = out[3]};
-    if (!(t->d = cu_alloc(&g->base, numel(&t->base) * sizeof(float)))) {
-        free(t);
-        return NULL;
-    }
-    g->t[g->nt++] = t;
-    return t;
-}
-
-static cu_step_t *step_new(cu_graph_t *g, cu_kind_t kind, bk_ptensor_t *x, cu_tensor_t *y)
-{
-    if (g->ns == g->caps) {
-        size_t cap = g->caps ? 2 * g->caps : 32;
-        cu_step_t *s = realloc(g->s, cap * sizeof *s);
-        if (!s)
-            return bk_prog_fail(&g->base, "out of memory");
-        g->s = s;
-        g->caps = cap;
-    }
-    cu_step_t *s = &g->s[g->ns++];
-    memset(s, 0, sizeof *s);
-    s->kind = kind;
-    s->x = (cu_tensor_t *)x;
-    s->y = y;
-    return s;
-}
-
-/* A device copy of n host floats (NULL src: NULL, no error). */
-static int dev_copy(bk_prog_t *g, float **dst, const float *src, size_t n)
-{
-    *dst = NULL;
-    if (!src)
-        return 0;
-    if (!(*dst = cu_alloc(g, n * sizeof(float))))
-        return -1;
-    return cu_upload(g, *dst, src, n * sizeof(float));
-}
-
-static bk_ptensor_t *cg_input(bk_prog_t *bg, const int *out)
-{
-    cu_tensor_t *t = tensor_new((cu_graph_t *)bg, out);
-    return t ? &t->base : NULL;
-}
-
-static bk_ptensor_t *cg_conv2d(bk_prog_t *bg, bk_ptensor_t *x, const bk_pconv_t *p,
-                              bk_ptensor_t *res, const int *out)
-{
-    cu_graph_t *g = (cu_graph_t *)bg;
-    cu_tensor_t *y = tensor_new(g, out);
-    cu_step_t *s = y ? step_new(g, CS_CONV, x, y) : NULL;
-    if (!s)
-        return NULL;
-    s->x2 = (cu_tensor_t *)res;
-    s->post.n_post = p->n_post;
-    for (int i = 0; i < p->n_post; i++)
-        s->post.post[i] = (int)p->post[i];
-    int in[4] = {x->n, x->c, x->h, x->w};
-    /* the step owns conv from here: cg_destroy finalises it */
-    if (cu_conv_init(bg, &s->conv, in, out, p->kh, p->kw, p->stride_h, p->stride_w, p->pad_h,
-                     p->pad_w, 0) < 0 ||
-        dev_copy(bg, &s->w, p->weight, (size_t)p->oc * p->ic * p->kh * p->kw) < 0 ||
-        dev_copy(bg, &s->b, p->bias, (size_t)p->oc) < 0)
-        return NULL;
-    return &y->base;
-}
-
-static bk_ptensor_t *cg_pool2d(bk_prog_t *bg, bk_ptensor_t *x, const bk_pool_t *p,
-                              const int *out)
-{
-    cu_graph_t *g = (cu_graph_t *)bg;
-    cu_tensor_t *y = tensor_new(g, out);
-    cu_step_t *s = y ? step_new(g, CS_POOL, x, y) : NULL;
-    if (!s)
-        return NULL;
-    s->pool = (ck_pool_t){.nc = x->n * x->c, .ih = x->h, .iw = x->w, .oh = out[2], .ow = out[3],
-                          .kh = p->kh, .kw = p->kw, .sh = p->stride_h, .sw = p->stride_w,
-                          .ph = p->pad_h, .pw = p->pad_w,
-                          .alg = p->alg == BK_POOL_MAX ? 0 : p->alg == BK_POOL_AVG ? 1 : 2};
-    return &y->base;
-}
-
-static bk_ptensor_t *cg_linear(bk_prog_t *bg, bk_ptensor_t *x, const float *weight,
-                              const float *bias, const int *out)
-{
-    cu_graph_t *g = (cu_graph_t *)bg;
-    cu_tensor_t *y = tensor_new(g, out);
-    cu_step_t *s = y ? step_new(g, CS_LINEAR, x, y) : NULL;
-    if (!s)
-        return NULL;
-    s->lin_in = x->c * x->h * x->w;
-    if (dev_copy(bg, &s->w, weight, (size_t)out[1] * s->lin_in) < 0 ||
-        dev_copy(bg, &s->b, bias, (size_t)out[1]) < 0)
-        return NULL;
-    return &y->base;
-}
-
-static bk_ptensor_t *cg_relu(bk_prog_t *bg, bk_ptensor_t *x, const int *out)
-{
-    cu_graph_t *g = (cu_graph_t *)bg;
-    cu_tensor_t *y = tensor_new(g, out);
-    return y && step_new(g, CS_RELU, x, y) ? &y->base : NULL;
-}
-
-static bk_ptensor_t *cg_add(bk_prog_t *bg, bk_ptensor_t *a, bk_ptensor_t *b, int relu,
-                           const int *out)
-{
-    cu_graph_t *g = (cu_graph_t *)bg;
-    cu_tensor_t *y = tensor_new(g, out);
-    cu_step_t *s = y ? step_new(g, CS_ADD, a, y) : NULL;
-    if (!s)
-        return NULL;
-    s->x2 = (cu_tensor_t *)b;
-    s->relu = relu;
-    return &y->base;
-}
-
-static int run_step(cu_graph_t *g, cu_step_t *s)
-{
-    bk_prog_t *bg = &g->base;
-    cudaStream_t st = cu_be(bg->be)->stream;
-    const bk_ptensor_t *x = &s->x->base, *y = &s->y->base;
-    switch (s->kind) {
-    case CS_CONV:
-        if (cu_conv_fwd(bg, &s->conv, s->x->d, s->w, s->y->d) < 0)
-            return -1;
-        if (!s->b && s->post.n_post == 0)
-            return 0;
-        return cu_check(bg, ck_bias_post(st, s->y->d, s->b, y->n, y->c, y->h * y->w, s->post,
-                                         s->x2 ? s->x2->d : NULL),
-                        "conv bias/post-op kernel");
-    case CS_POOL:
-        return cu_check(bg, ck_pool_fwd(st, &s->pool, s->x->d, s->y->d), "pooling kernel");
-    case CS_LINEAR:
-        return cu_linear_fwd(bg, s->x->d, x->n, s->lin_in, s->w, s->b, y->c, s->y->d);
-    case CS_RELU:
-        return cu_check(bg, ck_relu(st, s->y->d, s->x->d, numel(y)), "relu kernel");
-    case CS_ADD:
-        return cu_check(bg, ck_add(st, s->y->d, s->x->d, s->x2->d, numel(y), s->relu),
-                        "add kernel");
-    }
-    return 0;
-}
-
-static int cg_run(bk_prog_t *bg)
-{
-    cu_graph_t *g = (cu_graph_t *)bg;
-    if (cu_sticky(bg) < 0)
-        return -1;
-    for (size_t i = 0; i < g->ns; i++)
-        if (run_step(g, &g->s[i]) < 0)
-            return -1;
-    return 0;   /* asynchronous: bk_prog_read waits */
-}
-
-static int cg_write(bk_prog_t *bg, bk_ptensor_t *t, const float *src)
-{
-    return cu_upload(bg, ((cu_tensor_t *)t)->d, src, numel(t) * sizeof(float));
-}
-
-static int cg_read(bk_prog_t *bg, bk_ptensor_t *t, float *dst)
-{
-    return cu_download(bg, dst, ((cu_tensor_t *)t)->d, numel(t) * sizeof(float));
-}
-
-/* ------------------------------------------------------ uint8 input path */
-
-static int u8_setup(cu_graph_t *g, size_t bytes)
-{
-    cu_u8_t *u = &g->u8;
-    bk_prog_t *bg = &g->base;
+    cuda_backend_t *cb = cu_be(g->be);
+    cu_u8_t *u = &cb->u8;
     if (u->bytes >= bytes && u->lut)
         return 0;
-    u8_free(u);
-    if (cu_check(bg, cudaStreamCreateWithFlags(&u->copy_stream, cudaStreamNonBlocking),
+    cu_u8_free(cb);
+    if (cu_check(g, cudaStreamCreateWithFlags(&u->copy_stream, cudaStreamNonBlocking),
                  "cudaStreamCreate (input copies)") < 0 ||
-        !(u->lut = cu_alloc(bg, 4 * 256 * sizeof(float))))
+        !(u->lut = cu_alloc(g, CU_U8_MAX_C * 256 * sizeof(float))))
         return -1;
     for (int i = 0; i < 2; i++) {
-        if (cu_check(bg, cudaHostAlloc((void **)&u->host[i], bytes, cudaHostAllocDefault),
+        if (cu_check(g, cudaHostAlloc((void **)&u->host[i], bytes, cudaHostAllocDefault),
                      "cudaHostAlloc (pinned input buffer)") < 0 ||
-            !(u->dev[i] = cu_alloc(bg, bytes)) ||
-            cu_check(bg, cudaEventCreateWithFlags(&u->used[i], cudaEventDisableTiming),
+            !(u->dev[i] = cu_alloc(g, bytes)) ||
+            cu_check(g, cudaEventCreateWithFlags(&u->used[i], cudaEventDisableTiming),
                      "cudaEventCreate") < 0 ||
-            cu_check(bg, cudaEventCreateWithFlags(&u->copied[i], cudaEventDisableTiming),
+            cu_check(g, cudaEventCreateWithFlags(&u->copied[i], cudaEventDisableTiming),
                      "cudaEventCreate") < 0)
             return -1;
         /* "used" must be complete before the first wait on it */
-        if (cu_check(bg, cudaEventRecord(u->used[i], cu_be(bg->be)->stream), "cudaEventRecord") < 0)
+        if (cu_check(g, cudaEventRecord(u->used[i], cb->stream), "cudaEventRecord") < 0)
             return -1;
     }
     u->bytes = bytes;
     /* cu_alloc zeroed dev[] on the main stream; the copy stream must not
      * write them before that has run */
-    return cu_check(bg, cudaStreamSynchronize(cu_be(bg->be)->stream), "input buffer setup");
+    return cu_check(g, cudaStreamSynchronize(cb->stream), "input buffer setup");
 }
 
-/* model.c's table: (p / 255 - mean) / std, each step rounded to float. */
-static int u8_lut(cu_graph_t *g, int c, const float *mean, const float *std)
+/* The device copy of the engine's table, uploaded when it changes. */
+static int u8_lut(bk_ctx_t *g, int c, const float *lut)
 {
-    cu_u8_t *u = &g->u8;
-    float lut[4 * 256];
-    for (int ch = 0; ch < c; ch++)
-        for (int p = 0; p < 256; p++)
-            lut[ch * 256 + p] = mean ? ((float)p / 255.0f - mean[ch]) / std[ch] : (float)p / 255.0f;
-    if (u->lut_valid && u->lut_c == c && memcmp(lut, u->lut_host, (size_t)c * 256 * 4) == 0)
+    cu_u8_t *u = &cu_be(g->be)->u8;
+    size_t bytes = (size_t)c * 256 * sizeof(float);
+    if (u->lut_valid && u->lut_c == c && memcmp(lut, u->lut_host, bytes) == 0)
         return 0;
-    memcpy(u->lut_host, lut, (size_t)c * 256 * sizeof(float));
+    memcpy(u->lut_host, lut, bytes);
     u->lut_c = c;
     u->lut_valid = 1;
-    return cu_upload(&g->base, u->lut, lut, (size_t)c * 256 * sizeof(float));
+    return cu_upload(g, u->lut, lut, bytes);
 }
 
-int cuda_graph_write_u8(bk_prog_t *bg, bk_ptensor_t *t, const uint8_t *pixels,
-                        const float *mean, const float *std)
+/* 1 (the engine converts on the host) past CU_U8_MAX_C channels. */
+int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, const int s[4])
 {
-    if (!bg || bg->failed || !t || !pixels)
-        return -1;
-    if (!bg->be || bg->be->ops->train != &CUDA_TKERNELS) {
-        bk_prog_fail(bg, "cuda_graph_write_u8 needs a graph of the cuda backend");
-        return -1;
-    }
-    if (!t->is_input || t->c > 4 || (mean == NULL) != (std == NULL)) {
-        bk_prog_fail(bg, "cuda_graph_write_u8: an input tensor of at most 4 channels, and mean "
-                "and std both or neither");
-        return -1;
-    }
-    cu_graph_t *g = (cu_graph_t *)bg;
-    cu_u8_t *u = &g->u8;
-    size_t bytes = numel(t);
-    cudaStream_t st = cu_be(bg->be)->stream;
-    if (u8_setup(g, bytes) < 0 || u8_lut(g, t->c, mean, std) < 0)
+    if (s[1] > CU_U8_MAX_C)
+        return 1;
+    cuda_backend_t *cb = cu_be(g->be);
+    cu_u8_t *u = &cb->u8;
+    size_t bytes = (size_t)s[0] * s[1] * s[2] * s[3];
+    if (cu_sticky(g) < 0 || u8_setup(g, bytes) < 0 || u8_lut(g, s[1], lut) < 0)
         return -1;
     int i = u->next;
     u->next ^= 1;
     /* buffer i was last read by the normalise kernel two calls ago */
-    if (cu_check(bg, cudaEventSynchronize(u->used[i]), "waiting for an input buffer") < 0)
+    if (cu_check(g, cudaEventSynchronize(u->used[i]), "waiting for an input buffer") < 0)
         return -1;
-    memcpy(u->host[i], pixels, bytes);
-    if (cu_check(bg, cudaMemcpyAsync(u->dev[i], u->host[i], bytes, cudaMemcpyHostToDevice,
-                                     u->copy_stream), "input copy to the GPU") < 0 ||
-        cu_check(bg, cudaEventRecord(u->copied[i], u->copy_stream), "cudaEventRecord") < 0 ||
-        cu_check(bg, cudaStreamWaitEvent(st, u->copied[i], 0), "cudaStreamWaitEvent") < 0 ||
-        cu_check(bg, ck_u8_normalize(st, u->dev[i], t->n, t->c, t->h * t->w, u->lut,
-                                     ((cu_tensor_t *)t)->d), "uint8 normalise kernel") < 0)
+    memcpy(u->host[i], px, bytes);
+    if (cu_check(g, cudaMemcpyAsync(u->dev[i], u->host[i], bytes, cudaMemcpyHostToDevice,
+                                    u->copy_stream), "input copy to the GPU") < 0 ||
+        cu_check(g, cudaEventRecord(u->copied[i], u->copy_stream), "cudaEventRecord") < 0 ||
+        cu_check(g, cudaStreamWaitEvent(cb->stream, u->copied[i], 0), "cudaStreamWaitEvent") < 0 ||
+        cu_check(g, ck_u8_normalize(cb->stream, u->dev[i], s[0], s[1], s[2] * s[3], u->lut, dst),
+                 "uint8 normalise kernel") < 0)
         return -1;
-    return cu_check(bg, cudaEventRecord(u->used[i], st), "cudaEventRecord");
+    return cu_check(g, cudaEventRecord(u->used[i], cb->stream), "cudaEventRecord");
 }
 
 /* ----------------------------------------------------------- top-k and CE */
@@ -764,11 +505,7 @@ int cuda_topk_ce(backend_t *be, const float *logits, int n, int classes,
     }
     if (n == 0 || (!topk && !loss))
         return 0;
-    bk_prog_t *g = be->ops->graph_new(be);
-    if (!g) {
-        err_set(err, errlen, "cuda_topk_ce: out of memory");
-        return -1;
-    }
+    bk_ctx_t ctx = {.be = be}, *g = &ctx;   /* the checked calls' error */
     size_t nl = (size_t)n * classes, nk = (size_t)n * k;
     char *d = cu_alloc(g, nl * 4 + (size_t)n * 4 + nk * 4 + (size_t)n * 4);
     int rc = -1;
@@ -790,7 +527,6 @@ int cuda_topk_ce(backend_t *be, const float *logits, int n, int classes,
     }
     if (rc < 0)
         err_set(err, errlen, "%s", g->err);
-    be->ops->graph_destroy(g);
     return rc;
 }
 
@@ -801,6 +537,7 @@ static void cb_destroy(backend_t *be)
     cuda_backend_t *cb = cu_be(be);
     if (cb->stream)
         cudaStreamSynchronize(cb->stream);
+    cu_u8_free(cb);
     cudaFree(cb->ws);
     cudaFree(cb->scratch);
     if (cb->blas)
@@ -816,18 +553,8 @@ static void cb_destroy(backend_t *be)
 static const bk_ops_t CUDA_OPS = {
     .name = "cuda",
     .destroy = cb_destroy,
-    .graph_new = cg_new,
-    .graph_destroy = cg_destroy,
-    .input = cg_input,
-    .conv2d = cg_conv2d,
-    .pool2d = cg_pool2d,
-    .linear = cg_linear,
-    .relu = cg_relu,
-    .add = cg_add,
-    .write = cg_write,
-    .run = cg_run,
-    .read = cg_read,
     .train = &CUDA_TKERNELS,
+    .caps = BK_CAPS_CUDA,
 };
 
 int cuda_device_count(void)

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpud/backend_prog.h"
+#include "gpud/backend.h"
 
 /* threads is ignored (host threads are not the GPU's). NULL with the reason
  * in err when there is no usable device or a library fails to start. */
@@ -25,16 +25,6 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen);
 /* Number of CUDA devices this process can use; 0 when there is none or the
  * driver is missing (tests skip then). Never fails. */
 int cuda_device_count(void);
-
-/* Fast input path of eval graphs: n samples of uint8 CHW pixels, copied as
- * bytes (a quarter of the float traffic) through a pinned double buffer and
- * normalised on the device to exactly the floats of model_forward_u8:
- * (p/255 - mean[c]) / std[c] in float (mean/std NULL: p/255). t must be an
- * input tensor of g (a graph of a cuda backend) of shape (n, c, h, w).
- * The copy of call i+1 overlaps the run of call i. 0, or -1 with the reason
- * in bk_prog_error. */
-int cuda_graph_write_u8(bk_prog_t *g, bk_ptensor_t *t, const uint8_t *pixels,
-                        const float *mean, const float *std);
 
 /* Top-k and cross-entropy of logits on the device, exactly as
  * model_topk_ce (gpud/model.h): logits host (n * classes floats), labels

@@ -55,25 +55,25 @@ cudaError_t ck_u8_normalize(cudaStream_t s, const uint8_t *px, int n, int c, int
     return cudaGetLastError();
 }
 
-__global__ static void k_bias_post(float *y, const float *bias, size_t count, int c, int hw,
-                                   ck_post_t post, const float *res)
+__global__ static void k_bias_post(float *y, const float *x, const float *bias, size_t count,
+                                   int c, int hw, ck_post_t post, const float *res)
 {
     GRID_STRIDE(i, count)
     {
-        float v = y[i];
+        float v = x[i];
         if (bias)
             v = __fadd_rn(v, bias[(i / (size_t)hw) % (size_t)c]);
         for (int k = 0; k < post.n_post; k++)
             v = post.post[k] == 1 ? (v > 0.0f ? v : 0.0f) : __fadd_rn(v, res[i]);
-        y[i] = v;
+        y[i] = v;   /* res[i] was read: y may be res */
     }
 }
 
-cudaError_t ck_bias_post(cudaStream_t s, float *y, const float *bias, int n, int c, int hw,
-                         ck_post_t post, const float *res)
+cudaError_t ck_bias_post(cudaStream_t s, float *y, const float *x, const float *bias, int n,
+                         int c, int hw, ck_post_t post, const float *res)
 {
     size_t count = (size_t)n * c * hw;
-    k_bias_post<<<blocks_for(count), THREADS, 0, s>>>(y, bias, count, c, hw, post, res);
+    k_bias_post<<<blocks_for(count), THREADS, 0, s>>>(y, x, bias, count, c, hw, post, res);
     return cudaGetLastError();
 }
 

@@ -31,9 +31,10 @@ typedef struct {
  * value of each byte, computed on the host exactly as model.c does). */
 cudaError_t ck_u8_normalize(cudaStream_t s, const uint8_t *px, int n, int c, int hw,
                             const float *lut, float *y);
-/* conv epilogue in place on y; bias and res may be NULL. */
-cudaError_t ck_bias_post(cudaStream_t s, float *y, const float *bias, int n, int c, int hw,
-                         ck_post_t post, const float *res);
+/* conv epilogue: y = post(x + bias); bias and res may be NULL; y may be x
+ * (in place) or res (a sum accumulated into its residual's buffer). */
+cudaError_t ck_bias_post(cudaStream_t s, float *y, const float *x, const float *bias, int n,
+                         int c, int hw, ck_post_t post, const float *res);
 /* y[b, o] += bias[o] (linear) */
 cudaError_t ck_bias_rows(cudaStream_t s, float *y, const float *bias, int n, int out);
 /* gb[o] = sum_b gy[b, o] (double accumulator) */

@@ -22,6 +22,21 @@ typedef struct {
     int have_bwd;
 } cu_algo_t;
 
+/* The pinned double buffer of the uint8 input path (cuda_backend.c). */
+#define CU_U8_MAX_C 4
+typedef struct {
+    uint8_t *host[2];          /* pinned */
+    uint8_t *dev[2];
+    cudaEvent_t used[2];       /* the normalise kernel that read dev[i] is done */
+    cudaEvent_t copied[2];
+    size_t bytes;
+    int next;
+    float *lut;                /* device, c x 256 */
+    float lut_host[CU_U8_MAX_C * 256];
+    int lut_c, lut_valid;
+    cudaStream_t copy_stream;
+} cu_u8_t;
+
 typedef struct {
     backend_t base;
     int device;
@@ -42,6 +57,7 @@ typedef struct {
      * the next checked call fails with it */
     int failed;
     char err[512];
+    cu_u8_t u8;
 } cuda_backend_t;
 
 static inline cuda_backend_t *cu_be(backend_t *be)
@@ -49,29 +65,32 @@ static inline cuda_backend_t *cu_be(backend_t *be)
     return (cuda_backend_t *)be;
 }
 
-/* Each returns 0, or -1 after bk_prog_fail(g, "<what> failed: <reason>. <advice>"). */
-int cu_check(bk_prog_t *g, cudaError_t e, const char *what);
-int cudnn_check(bk_prog_t *g, cudnnStatus_t s, const char *what);
-int cublas_check(bk_prog_t *g, cublasStatus_t s, const char *what);
+/* bk_kernels_t.write_u8 (cuda_backend.c, the uint8 input path). */
+int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, const int s[4]);
+
+/* Each returns 0, or -1 after bk_ctx_fail(g, "<what> failed: <reason>. <advice>"). */
+int cu_check(bk_ctx_t *g, cudaError_t e, const char *what);
+int cudnn_check(bk_ctx_t *g, cudnnStatus_t s, const char *what);
+int cublas_check(bk_ctx_t *g, cublasStatus_t s, const char *what);
 /* A kernel launch without a graph: remember the first failure in be. */
 void cu_note(backend_t *be, cudaError_t e, const char *what);
 /* Fails g with the backend's remembered error, if any. */
-int cu_sticky(bk_prog_t *g);
+int cu_sticky(bk_ctx_t *g);
 
-/* cudaMalloc + memset 0; NULL after bk_prog_fail. */
-void *cu_alloc(bk_prog_t *g, size_t bytes);
+/* cudaMalloc + memset 0; NULL after bk_ctx_fail. */
+void *cu_alloc(bk_ctx_t *g, size_t bytes);
 /* Synchronous copies on the backend's stream (pageable host memory). */
-int cu_upload(bk_prog_t *g, void *dev, const void *host, size_t bytes);
-int cu_download(bk_prog_t *g, void *host, const void *dev, size_t bytes);
+int cu_upload(bk_ctx_t *g, void *dev, const void *host, size_t bytes);
+int cu_download(bk_ctx_t *g, void *host, const void *dev, size_t bytes);
 /* A device scratch of at least bytes, owned by the backend (valid until the
  * next cu_scratch call; work queued before a growth is waited for). */
-void *cu_scratch(bk_prog_t *g, size_t bytes);
+void *cu_scratch(bk_ctx_t *g, size_t bytes);
 /* The same for kernels without a graph: failures go to cu_note. */
 void *cu_scratch_be(backend_t *be, size_t bytes);
 int cu_upload_be(backend_t *be, void *dev, const void *host, size_t bytes);
 int cu_download_be(backend_t *be, void *host, const void *dev, size_t bytes);
 /* Make sure the shared workspace holds bytes (plan time only). */
-int cu_workspace(bk_prog_t *g, size_t bytes);
+int cu_workspace(bk_ctx_t *g, size_t bytes);
 
 /* A convolution for fixed shapes. */
 typedef struct {
@@ -83,13 +102,13 @@ typedef struct {
 
 /* Descriptors for x in[4] -> y out[4] with weights (oc, ic, kh, kw) and the
  * algorithms (forward; backward data + filter when train). 0 or -1. */
-int cu_conv_init(bk_prog_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
+int cu_conv_init(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
                  int kw, int sh, int sw, int ph, int pw, int train);
 void cu_conv_fini(cu_conv_t *c);
 /* y = conv(x, w) (no bias) */
-int cu_conv_fwd(bk_prog_t *g, cu_conv_t *c, const float *x, const float *w, float *y);
+int cu_conv_fwd(bk_ctx_t *g, cu_conv_t *c, const float *x, const float *w, float *y);
 /* y[n, out] = x[n, in] @ w[out, in]^T (+ bias) on the backend's stream */
-int cu_linear_fwd(bk_prog_t *g, const float *x, int n, int in, const float *w,
+int cu_linear_fwd(bk_ctx_t *g, const float *x, int n, int in, const float *w,
                   const float *bias, int out, float *y);
 
 extern const bk_kernels_t CUDA_TKERNELS;

@@ -22,7 +22,7 @@ static cudaStream_t stream_of(backend_t *be)
 
 /* ---------------------------------------------------------- memory, misc */
 
-static void *ct_alloc(bk_prog_t *g, size_t count)
+static void *ct_alloc(bk_ctx_t *g, size_t count)
 {
     return cu_alloc(g, count * sizeof(float));
 }
@@ -33,13 +33,15 @@ static void ct_release(backend_t *be, void *buf)
     cudaFree(buf);   /* synchronises with queued work; NULL is a no-op */
 }
 
-static int ct_write(bk_prog_t *g, void *dst, const float *nchw, const int shape[4])
+static int ct_write(bk_ctx_t *g, void *dst, const float *nchw, const int shape[4], int layout)
 {
+    (void)layout;
     return cu_upload(g, dst, nchw, count4(shape) * sizeof(float));
 }
 
-static int ct_read(bk_prog_t *g, const void *src, float *nchw, const int shape[4])
+static int ct_read(bk_ctx_t *g, const void *src, float *nchw, const int shape[4], int layout)
 {
+    (void)layout;
     return cu_download(g, nchw, src, count4(shape) * sizeof(float));
 }
 
@@ -54,9 +56,10 @@ static void ct_copy(backend_t *be, void *y, const void *x, size_t count)
                                 stream_of(be)), "device copy");
 }
 
-static void ct_add(backend_t *be, void *y, const void *a, const void *b, size_t count)
+static void ct_add(backend_t *be, void *y, const void *a, const void *b, size_t count,
+                   int relu)
 {
-    cu_note(be, ck_add(stream_of(be), y, a, b, count, 0), "add kernel");
+    cu_note(be, ck_add(stream_of(be), y, a, b, count, relu), "add kernel");
 }
 
 static void ct_acc(backend_t *be, void *y, const void *x, size_t count)
@@ -124,6 +127,12 @@ typedef struct {
     float *w, *b, *gw;      /* device copies of the bound host arrays */
     double *sums;           /* bias gradient, oc doubles */
     double *host_sums;
+    /* an inference graph's conv (post non-NULL at plan time): */
+    int infer;
+    ck_post_t post;
+    float *tmp;             /* with a sum: the conv's output (y holds the residual) */
+    unsigned wver;          /* w, b uploaded for this params_version */
+    int wset;
 } conv_plan_t;
 
 static void conv_plan_destroy(bk_plan_t *bp)
@@ -134,56 +143,76 @@ static void conv_plan_destroy(bk_plan_t *bp)
     cudaFree(p->b);
     cudaFree(p->gw);
     cudaFree(p->sums);
+    cudaFree(p->tmp);
     free(p->host_sums);
     free(p);
 }
 
-static bk_plan_t *ct_conv_plan(bk_prog_t *g, const bk_conv_t *c, const int in[4],
-                               const int out[4])
+/* post non-NULL: an inference graph's conv, its epilogue the post-ops. */
+static bk_plan_t *ct_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
+                               const int in[4], const int out[4])
 {
     conv_plan_t *p = calloc(1, sizeof *p);
     if (!p)
-        return bk_prog_fail(g, "out of memory");
+        return bk_ctx_fail(g, "out of memory");
     p->base.destroy = conv_plan_destroy;
+    p->infer = post != NULL;
+    int sum = 0;
+    for (int i = 0; post && i < post->n; i++) {
+        p->post.post[i] = (int)post->op[i];
+        sum |= post->op[i] == BK_PO_SUM;
+    }
+    p->post.n_post = post ? post->n : 0;
     memcpy(p->in, in, sizeof p->in);
     memcpy(p->out, out, sizeof p->out);
     p->wn = (size_t)c->oc * c->ic * c->kh * c->kw;
+    /* an inference conv has no backward: no backward algorithms, no gradients */
+    int train = !p->infer;
     if (cu_conv_init(g, &p->conv, in, out, c->kh, c->kw, c->stride_h, c->stride_w, c->pad_h,
-                     c->pad_w, 1) < 0 ||
+                     c->pad_w, train) < 0 ||
         !(p->w = cu_alloc(g, p->wn * sizeof(float))) ||
-        !(p->gw = cu_alloc(g, p->wn * sizeof(float))) ||
+        (train && !(p->gw = cu_alloc(g, p->wn * sizeof(float)))) ||
         !(p->b = cu_alloc(g, (size_t)c->oc * sizeof(float))) ||
-        !(p->sums = cu_alloc(g, (size_t)c->oc * sizeof(double))) ||
-        !(p->host_sums = malloc((size_t)c->oc * sizeof(double)))) {
+        (train && !(p->sums = cu_alloc(g, (size_t)c->oc * sizeof(double)))) ||
+        (train && !(p->host_sums = malloc((size_t)c->oc * sizeof(double)))) ||
+        (sum && !(p->tmp = cu_alloc(g, (size_t)out[0] * out[1] * out[2] * out[3] *
+                                           sizeof(float))))) {
         conv_plan_destroy(&p->base);
-        return g->failed ? NULL : bk_prog_fail(g, "out of memory");
+        return g->failed ? NULL : bk_ctx_fail(g, "out of memory");
     }
     return &p->base;
 }
 
-static int ct_conv_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
-                       const float *b, void *y)
+/* Training uploads the bound weights at every forward (the optimizer
+ * changes them); an inference conv only when the engine refolded them
+ * (g->params_version). With a sum post-op the conv writes tmp and the
+ * epilogue sums it into y, which holds the residual. */
+static int ct_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
+                       const float *b, const void *res, void *y)
 {
     conv_plan_t *p = (conv_plan_t *)bp;
-    if (cu_sticky(g) < 0 || cu_upload(g, p->w, w, p->wn * sizeof(float)) < 0 ||
-        cu_conv_fwd(g, &p->conv, x, p->w, y) < 0)
+    int upload = !p->infer || !p->wset || p->wver != g->params_version;
+    float *out = res ? p->tmp : y;
+    if (cu_sticky(g) < 0 || (upload && cu_upload(g, p->w, w, p->wn * sizeof(float)) < 0) ||
+        (upload && b && cu_upload(g, p->b, b, (size_t)p->out[1] * sizeof(float)) < 0) ||
+        cu_conv_fwd(g, &p->conv, x, p->w, out) < 0)
         return -1;
-    if (!b)
+    p->wset = 1;
+    p->wver = g->params_version;
+    if (!b && p->post.n_post == 0)
         return 0;
-    ck_post_t none = {0, {0}};
-    if (cu_upload(g, p->b, b, (size_t)p->out[1] * sizeof(float)) < 0)
-        return -1;
-    return cu_check(g, ck_bias_post(stream_of(g->be), y, p->b, p->out[0], p->out[1],
-                                    p->out[2] * p->out[3], none, NULL), "conv bias kernel");
+    return cu_check(g, ck_bias_post(stream_of(g->be), y, out, b ? p->b : NULL, p->out[0],
+                                    p->out[1], p->out[2] * p->out[3], p->post, res),
+                    "conv bias/post-op kernel");
 }
 
-static int set_math(bk_prog_t *g, cu_conv_t *c, cudnnMathType_t m)
+static int set_math(bk_ctx_t *g, cu_conv_t *c, cudnnMathType_t m)
 {
     return cudnn_check(g, cudnnSetConvolutionMathType(c->cd, m), "cudnnSetConvolutionMathType");
 }
 
 /* gb[o] = sum over (n, h, w) of gy, accumulated in double as ref does */
-static int conv_bias_grad(bk_prog_t *g, conv_plan_t *p, const void *gy, float *gb)
+static int conv_bias_grad(bk_ctx_t *g, conv_plan_t *p, const void *gy, float *gb)
 {
     int oc = p->out[1];
     if (cu_check(g, ck_chan_sums(stream_of(g->be), gy, p->out[0], oc, p->out[2] * p->out[3],
@@ -195,7 +224,7 @@ static int conv_bias_grad(bk_prog_t *g, conv_plan_t *p, const void *gy, float *g
     return 0;
 }
 
-static int ct_conv_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
+static int ct_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                        const void *gy, void *gx, float *gw, float *gb)
 {
     conv_plan_t *p = (conv_plan_t *)bp;
@@ -242,11 +271,11 @@ static void bn_plan_destroy(bk_plan_t *bp)
     free(p);
 }
 
-static bk_plan_t *ct_bn_plan(bk_prog_t *g, const int in[4], float eps, int relu)
+static bk_plan_t *ct_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
 {
     bn_plan_t *p = calloc(1, sizeof *p);
     if (!p)
-        return bk_prog_fail(g, "out of memory");
+        return bk_ctx_fail(g, "out of memory");
     p->base.destroy = bn_plan_destroy;
     memcpy(p->in, in, sizeof p->in);
     p->eps = eps;
@@ -256,12 +285,12 @@ static bk_plan_t *ct_bn_plan(bk_prog_t *g, const int in[4], float eps, int relu)
         !(p->sums = cu_alloc(g, 2 * c * sizeof(double))) ||
         !(p->host_sums = malloc(2 * c * sizeof(double)))) {
         bn_plan_destroy(&p->base);
-        return g->failed ? NULL : bk_prog_fail(g, "out of memory");
+        return g->failed ? NULL : bk_ctx_fail(g, "out of memory");
     }
     return &p->base;
 }
 
-static int ct_bn_fwd(bk_prog_t *g, bk_plan_t *bp, int training, const void *x,
+static int ct_bn_fwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x,
                      const float *gamma, const float *beta, float *mean, float *var, void *y)
 {
     bn_plan_t *p = (bn_plan_t *)bp;
@@ -282,7 +311,7 @@ static int ct_bn_fwd(bk_prog_t *g, bk_plan_t *bp, int training, const void *x,
                     "batch-norm kernel");
 }
 
-static int ct_bn_bwd(bk_prog_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
+static int ct_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
                      const void *gy, const float *gamma, const float *mean, const float *var,
                      void *gx, float *ggamma, float *gbeta)
 {
@@ -389,16 +418,16 @@ static void simple_plan_destroy(bk_plan_t *bp)
     free(bp);
 }
 
-static simple_plan_t *simple_plan(bk_prog_t *g)
+static simple_plan_t *simple_plan(bk_ctx_t *g)
 {
     simple_plan_t *p = calloc(1, sizeof *p);
     if (!p)
-        return bk_prog_fail(g, "out of memory");
+        return bk_ctx_fail(g, "out of memory");
     p->base.destroy = simple_plan_destroy;
     return p;
 }
 
-static bk_plan_t *ct_relu_plan(bk_prog_t *g, const int in[4])
+static bk_plan_t *ct_relu_plan(bk_ctx_t *g, const int in[4])
 {
     simple_plan_t *p = simple_plan(g);
     if (p)
@@ -406,19 +435,19 @@ static bk_plan_t *ct_relu_plan(bk_prog_t *g, const int in[4])
     return p ? &p->base : NULL;
 }
 
-static int ct_relu_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, void *y)
+static int ct_relu_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     return cu_check(g, ck_relu(stream_of(g->be), y, x, ((simple_plan_t *)bp)->count),
                     "relu kernel");
 }
 
-static int ct_relu_bwd(bk_prog_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
+static int ct_relu_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
 {
     return cu_check(g, ck_relu_bwd(stream_of(g->be), gx, y, gy, ((simple_plan_t *)bp)->count),
                     "relu backward kernel");
 }
 
-static bk_plan_t *ct_pool_plan(bk_prog_t *g, const bk_pool_t *pp, const int in[4],
+static bk_plan_t *ct_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
                                const int out[4])
 {
     simple_plan_t *p = simple_plan(g);
@@ -431,13 +460,13 @@ static bk_plan_t *ct_pool_plan(bk_prog_t *g, const bk_pool_t *pp, const int in[4
     return &p->base;
 }
 
-static int ct_pool_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, void *y)
+static int ct_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     return cu_check(g, ck_pool_fwd(stream_of(g->be), &((simple_plan_t *)bp)->pool, x, y),
                     "pooling kernel");
 }
 
-static int ct_pool_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
+static int ct_pool_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
 {
     return cu_check(g, ck_pool_bwd(stream_of(g->be), &((simple_plan_t *)bp)->pool, x, gy, gx),
                     "pooling backward kernel");
@@ -461,11 +490,11 @@ static void lin_plan_destroy(bk_plan_t *bp)
     free(p);
 }
 
-static bk_plan_t *ct_linear_plan(bk_prog_t *g, const int in[4], int out, int has_bias)
+static bk_plan_t *ct_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias)
 {
     lin_plan_t *p = calloc(1, sizeof *p);
     if (!p)
-        return bk_prog_fail(g, "out of memory");
+        return bk_ctx_fail(g, "out of memory");
     p->base.destroy = lin_plan_destroy;
     p->n = in[0];
     p->in = in[1] * in[2] * in[3];
@@ -480,7 +509,7 @@ static bk_plan_t *ct_linear_plan(bk_prog_t *g, const int in[4], int out, int has
     return &p->base;
 }
 
-static int ct_linear_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
+static int ct_linear_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                          const float *b, void *y)
 {
     lin_plan_t *p = (lin_plan_t *)bp;
@@ -492,7 +521,7 @@ static int ct_linear_fwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float
 
 /* Column-major views: gx^T (in x n) = w^T (in x out) gy^T (out x n);
  * gw^T (in x out) = x^T (in x n) gy (n x out). */
-static int ct_linear_bwd(bk_prog_t *g, bk_plan_t *bp, const void *x, const float *w,
+static int ct_linear_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                          const void *gy, void *gx, float *gw, float *gb)
 {
     lin_plan_t *p = (lin_plan_t *)bp;
@@ -523,6 +552,7 @@ const bk_kernels_t CUDA_TKERNELS = {
     .release = ct_release,
     .write = ct_write,
     .read = ct_read,
+    .write_u8 = cu_write_u8,
     .zero = ct_zero,
     .copy = ct_copy,
     .add = ct_add,

@@ -4,16 +4,16 @@
  *     Bottleneck (with and without downsample), the seed WideResNet's block
  *     (conv-bn_relu-dropout-conv-bn_relu + a scale conv with bias) and
  *     heads of max/avg/global-average pooling, flatten and linear, built as
- *     forward-only eval-mode graphs, run as the fused program
+ *     forward-only eval-mode graphs, run as fused ops
  *     (bk_graph_fused) and agree with the same graph on the tape in eval
  *     mode: max|fused - tape| <= TOL * max|tape| (the fold rounds the
  *     weights once; float convolutions then differ in the last bits);
- *   - the fused program is the hand-built eval graph of the old path (BN
+ *   - the fused graph is the hand-folded eval graph of the old path (BN
  *     folded by models/layers.c's arithmetic, the block's main branch
  *     taking the shortcut's sum): bit for bit the same output;
  *   - a DenseNet-like graph (bn-relu-conv, concat) stays on the tape, same
  *     output;
- *   - the fused program snapshots the bound parameters: a changed weight
+ *   - the fused ops snapshot the bound parameters: a changed weight
  *     changes nothing until bk_graph_reload, then the output follows;
  *   - switched to training mode, a fused graph runs on the tape;
  *   - reading a tensor fused away fails;
@@ -28,7 +28,7 @@
 
 #include "common/log.h"
 #include "gpud/backend.h"
-#include "gpud/backend_prog.h"
+#include "gpud/backend_impl.h"   /* bk_bn_fold */
 #include "tcheck.h"
 
 /* ------------------------------------------------------------ parameters */
@@ -341,7 +341,7 @@ static void fused_vs_tape(backend_t *be, const net_t *net, double tol)
     params_free(&ps);
 }
 
-/* The fused program snapshots the parameters: a changed BN gamma shows only
+/* The fused ops snapshot the parameters: a changed BN gamma shows only
  * after bk_graph_reload (with the input written before it kept), then as
  * on the tape. Switched to training mode, the graph runs on the tape. */
 static void reload_and_modes(backend_t *be)
@@ -499,7 +499,7 @@ static void fused_away(backend_t *be)
     c = bn(g, &ps, conv(g, &ps, r, 4, 3, 1, 1, 0), 1);
     y = bk_add(g, bn(g, &ps, conv(g, &ps, c, 4, 3, 1, 1, 0), 0), r);
     REQUIRE(bk_write(g, x, in) == 0 && bk_forward(g) == 0 && bk_read(g, c, out) == 0,
-            "%s: a tensor the fused program computes: %s", bn_, bk_graph_error(g));
+            "%s: a tensor the fused ops compute: %s", bn_, bk_graph_error(g));
     CHECK(bk_read(g, r, out) < 0 && strstr(bk_graph_error(g), "fused away"),
           "%s: read of a residual accumulated into", bn_);
     bk_graph_destroy(&g);
@@ -517,22 +517,25 @@ static void fold(const float *w, const float *bias, int oc, size_t per, float *c
     bk_bn_fold(fw, fb, oc, per, bnp[0], bnp[1], bnp[2], bnp[3], 1e-5f);
 }
 
-/* Conv of parameter index pi (its BN at pi + 1 .. pi + 4 when bn) on the
- * old eval builders. */
-static bk_ptensor_t *old_conv(bk_prog_t *g, params_t *ps, int pi, int bn_, bk_ptensor_t *x,
-                             int ic, int oc, int k, int stride, bk_ptensor_t *res, int n_post,
-                             bk_postop_t p0, bk_postop_t p1)
+/* Conv of parameter index pi (its BN at pi + 1 .. pi + 4 when bn, folded
+ * by hand into a copy kept in own[]) as models/ built the eval graph. */
+static bk_tensor_t *old_conv(bk_graph_t *g, params_t *ps, int pi, int bn_, bk_tensor_t *x,
+                             int ic, int oc, int k, int stride, float **own, int *nown)
 {
     size_t per = (size_t)ic * k * k;
-    static float fw[24 * 24 * 9], fb[24];
-    const float *bias = bn_ ? NULL : ps->p[pi + 1];   /* no BN: the scale conv's bias */
-    if (bn_)
+    float *fw = NULL, *fb = NULL;
+    if (bn_) {
+        fw = malloc((size_t)oc * per * sizeof *fw);
+        fb = malloc((size_t)oc * sizeof *fb);
+        REQUIRE(fw && fb, "out of memory");
         fold(ps->p[pi], NULL, oc, per, &ps->p[pi + 1], fw, fb);
-    bk_pconv_t p = {.ic = ic, .oc = oc, .kh = k, .kw = k, .stride_h = stride,
+        own[(*nown)++] = fw;
+        own[(*nown)++] = fb;
+    }
+    bk_conv_t p = {.ic = ic, .oc = oc, .kh = k, .kw = k, .stride_h = stride,
                    .stride_w = stride, .pad_h = k / 2, .pad_w = k / 2,
-                   .weight = bn_ ? fw : ps->p[pi], .bias = bn_ ? fb : bias, .n_post = n_post,
-                   .post = {p0, p1}};
-    return bk_prog_conv2d(g, x, &p, res);
+                   .weight = bn_ ? fw : ps->p[pi], .bias = bn_ ? fb : ps->p[pi + 1]};
+    return bk_conv2d(g, x, &p);
 }
 
 /* A stem, a BasicBlock with downsample and a WideResNet block with a scale
@@ -551,27 +554,38 @@ static void same_bits_as_eval_graph(backend_t *be)
     params_t ps = {.seed = 3};
     built_t f = build(be, &net, &ps, 1);
     REQUIRE(ps.n == 32, "net_oldpath has %d parameter arrays, the old path wants 32", ps.n);
-    bk_prog_t *g = bk_prog_new(be);
-    bk_ptensor_t *x = bk_prog_input(g, BATCH, 3, 12, 12);
-    bk_ptensor_t *t = old_conv(g, &ps, 0, 1, x, 3, 8, 3, 1, NULL, 1, BK_PO_RELU, 0);
-    bk_ptensor_t *y = old_conv(g, &ps, 5, 1, t, 8, 16, 3, 2, NULL, 1, BK_PO_RELU, 0);
-    bk_ptensor_t *id = old_conv(g, &ps, 15, 1, t, 8, 16, 1, 2, NULL, 0, 0, 0);
-    t = old_conv(g, &ps, 10, 1, y, 16, 16, 3, 1, id, 2, BK_PO_SUM, BK_PO_RELU);
-    y = old_conv(g, &ps, 20, 1, t, 16, 24, 3, 1, NULL, 1, BK_PO_RELU, 0);
-    bk_ptensor_t *res = old_conv(g, &ps, 30, 0, t, 16, 24, 1, 1, NULL, 0, 0, 0);
-    t = old_conv(g, &ps, 25, 1, y, 24, 24, 3, 1, res, 2, BK_PO_RELU, BK_PO_SUM);
-    REQUIRE(t, "%s: old eval graph: %s", bn_, bk_prog_error(g));
+    float *own[16];
+    int nown = 0;
+    bk_graph_t *g = bk_graph_new(be);
+    bk_graph_set_forward_only(g);
+    bk_graph_set_training(g, 0);
+    bk_tensor_t *x = bk_input(g, BATCH, 3, 12, 12, 0);
+    bk_tensor_t *t = bk_relu(g, old_conv(g, &ps, 0, 1, x, 3, 8, 3, 1, own, &nown));
+    /* each block's main branch first: its last conv takes the sum, as the
+     * old graph's did (the planner gives it to the first conv recorded) */
+    bk_tensor_t *y = bk_relu(g, old_conv(g, &ps, 5, 1, t, 8, 16, 3, 2, own, &nown));
+    y = old_conv(g, &ps, 10, 1, y, 16, 16, 3, 1, own, &nown);
+    bk_tensor_t *id = old_conv(g, &ps, 15, 1, t, 8, 16, 1, 2, own, &nown);
+    t = bk_relu(g, bk_add(g, y, id));
+    y = bk_relu(g, old_conv(g, &ps, 20, 1, t, 16, 24, 3, 1, own, &nown));
+    y = bk_relu(g, old_conv(g, &ps, 25, 1, y, 24, 24, 3, 1, own, &nown));
+    bk_tensor_t *res = old_conv(g, &ps, 30, 0, t, 16, 24, 1, 1, own, &nown);
+    t = bk_add(g, y, res);
+    REQUIRE(t, "%s: old eval graph: %s", bn_, bk_graph_error(g));
     float *xin = input(&ps, f.nx), *ya = malloc(f.ny * 4), *yb = malloc(f.ny * 4);
     REQUIRE(ya && yb, "out of memory");
-    REQUIRE(bk_prog_write(g, x, xin) == 0 && bk_prog_run(g) == 0 && bk_prog_read(g, t, ya) == 0, "%s: %s",
-            bn_, bk_prog_error(g));
+    REQUIRE(bk_write(g, x, xin) == 0 && bk_forward(g) == 0 && bk_read(g, t, ya) == 0, "%s: %s",
+            bn_, bk_graph_error(g));
+    CHECK(bk_graph_fused(g), "%s: the hand-folded graph not fused", bn_);
     run(&f, "oldpath", xin, yb);
     CHECK(bk_graph_fused(f.g), "%s: oldpath not fused", bn_);
     CHECK(memcmp(ya, yb, f.ny * sizeof *ya) == 0, "%s: fused vs the old eval graph: %.3g",
           bn_, rel_err(yb, ya, f.ny));
     printf("  %-4s oldpath    fused vs hand-built eval graph: max rel diff %.2g\n", bn_,
            rel_err(yb, ya, f.ny));
-    bk_prog_destroy(&g);
+    bk_graph_destroy(&g);
+    for (int i = 0; i < nown; i++)
+        free(own[i]);
     bk_graph_destroy(&f.g);
     free(xin);
     free(ya);
@@ -645,7 +659,7 @@ static void build_after_compile(backend_t *be)
 }
 
 /* A graph on the tape gives the same bits with 1 and 2 threads: its inner
- * products run on one thread (dnnl_train.c), as the fused program's do. A
+ * products run on one thread (dnnl_train.c), as the inference kernels' do. A
  * 640 -> 10 linear split over 2 threads changed logits' last bits. */
 static bk_tensor_t *net_fc(bk_graph_t *g, params_t *ps, bk_tensor_t *x)
 {

@@ -1,12 +1,14 @@
-/* Every backend op on oneDNN ("cpu") against the plain C reference ("ref"),
- * on random data, over shapes that hit the awkward cases: channels that are
- * not a multiple of 16, odd sizes with stride 2 (floor-mode output), 7x7
- * stems, 1x1 strided projections, both post-op orders with an in-place
- * residual, padding in max and average pooling (with and without
- * count_include_pad), linear on 4-D and 2-D inputs, chained layers that keep
- * oneDNN's blocked layout. Also: BN folding against an explicit BatchNorm,
- * and the graph's error reporting.
- * Metric: max|cpu - ref| / max(|ref|, 1e-3) <= 1e-5 per output tensor. */
+/* Every inference kernel on oneDNN ("cpu") against the plain C reference
+ * ("ref"), on random data, as forward-only eval-mode graphs that the
+ * planner rewrites into fused ops (checked: bk_graph_fused), over shapes
+ * that hit the awkward cases: channels that are not a multiple of 8 or 16,
+ * odd sizes with stride 2 (floor-mode output), 7x7 stems, 1x1 strided
+ * projections, both post-op orders with an in-place residual, padding in
+ * max and average pooling (with and without count_include_pad), linear on
+ * 4-D and 2-D inputs, chained layers that keep oneDNN's blocked layout.
+ * Also: BN folding against an explicit BatchNorm, and the graph's error
+ * reporting. Metric: max|cpu - ref| / max(|ref|, 1e-3) <= 1e-5 per output
+ * tensor. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,7 +17,7 @@
 #include "gpud/backend.h"
 #include "gpud/cpu/ref_ops.h"
 #include "gpud/models/layers.h"
-#include "gpud/backend_prog.h"
+#include "gpud/backend_impl.h"   /* bk_bn_fold, bk_postop_t */
 #include "tcheck.h"
 
 #define TOL 1e-5
@@ -37,34 +39,44 @@ static float *rand_buf(size_t n)
     return b;
 }
 
-static size_t numel(const bk_ptensor_t *t)
+static size_t numel(const bk_tensor_t *t)
 {
     int n, c, h, w;
-    bk_ptensor_dims(t, &n, &c, &h, &w);
+    bk_tensor_dims(t, &n, &c, &h, &w);
     return (size_t)n * c * h * w;
 }
 
+/* A forward-only eval-mode graph: the inference plan's. */
+static bk_graph_t *eval_graph(backend_t *be)
+{
+    bk_graph_t *g = bk_graph_new(be);
+    REQUIRE(g, "graph");
+    bk_graph_set_forward_only(g);
+    bk_graph_set_training(g, 0);
+    return g;
+}
+
 /* A test case builds its ops on g from the input x; returns the output. */
-typedef bk_ptensor_t *(*build_fn)(bk_prog_t *g, bk_ptensor_t *x, const void *arg);
+typedef bk_tensor_t *(*build_fn)(bk_graph_t *g, bk_tensor_t *x, const void *arg);
 
 /* Build + run on one backend; returns the output (malloc'd) and its size. */
 static float *run_on(backend_t *be, build_fn build, const void *arg, const int in[4],
                      const float *x, size_t *count)
 {
-    bk_prog_t *g = bk_prog_new(be);
-    REQUIRE(g, "graph");
-    bk_ptensor_t *xt = bk_prog_input(g, in[0], in[1], in[2], in[3]);
-    bk_ptensor_t *y = build(g, xt, arg);
-    REQUIRE(y, "%s build: %s", backend_name(be), bk_prog_error(g));
+    bk_graph_t *g = eval_graph(be);
+    bk_tensor_t *xt = bk_input(g, in[0], in[1], in[2], in[3], 0);
+    bk_tensor_t *y = build(g, xt, arg);
+    REQUIRE(y, "%s build: %s", backend_name(be), bk_graph_error(g));
     *count = numel(y);
     float *out = malloc(*count * sizeof *out);
     REQUIRE(out, "alloc");
     /* run twice: a graph must be re-runnable with the same result */
     for (int i = 0; i < 2; i++) {
-        REQUIRE(bk_prog_write(g, xt, x) == 0 && bk_prog_run(g) == 0 && bk_prog_read(g, y, out) == 0,
-                "%s run: %s", backend_name(be), bk_prog_error(g));
+        REQUIRE(bk_write(g, xt, x) == 0 && bk_forward(g) == 0 && bk_read(g, y, out) == 0,
+                "%s run: %s", backend_name(be), bk_graph_error(g));
     }
-    bk_prog_destroy(&g);
+    CHECK(bk_graph_fused(g), "%s: the graph did not run fused", backend_name(be));
+    bk_graph_destroy(&g);
     return out;
 }
 
@@ -100,40 +112,43 @@ typedef struct {
     float *w, *b;
 } conv_case_t;
 
-static bk_pconv_t conv_of(const conv_case_t *cc, int ic)
+static bk_tensor_t *conv(bk_graph_t *g, bk_tensor_t *x, int oc, int k, int stride, int pad,
+                         float *w, float *b)
 {
-    bk_pconv_t p = {.ic = ic, .oc = cc->oc, .kh = cc->k, .kw = cc->k, .stride_h = cc->stride,
-                   .stride_w = cc->stride, .pad_h = cc->pad, .pad_w = cc->pad,
-                   .weight = cc->w, .bias = cc->bias ? cc->b : NULL, .n_post = cc->n_post};
-    memcpy(p.post, cc->post, sizeof p.post);
-    return p;
+    int n, c, h, wd;
+    bk_tensor_dims(x, &n, &c, &h, &wd);
+    bk_conv_t p = {.ic = c, .oc = oc, .kh = k, .kw = k, .stride_h = stride,
+                   .stride_w = stride, .pad_h = pad, .pad_w = pad, .weight = w, .bias = b};
+    return bk_conv2d(g, x, &p);
 }
 
-static bk_ptensor_t *build_conv(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
+/* conv, then its post-ops as the ops the planner fuses into it: a ReLU,
+ * or an add of the residual (summed in place into the residual's buffer) */
+static bk_tensor_t *build_conv(bk_graph_t *g, bk_tensor_t *x, const void *arg)
 {
     const conv_case_t *cc = arg;
     int n, c, h, w;
-    bk_ptensor_dims(x, &n, &c, &h, &w);
-    bk_pconv_t p = conv_of(cc, c);
-    bk_ptensor_t *res = NULL;
+    bk_tensor_dims(x, &n, &c, &h, &w);
+    bk_tensor_t *res = NULL;
     int has_sum = 0;
     for (int i = 0; i < cc->n_post; i++)
         has_sum |= cc->post[i] == BK_PO_SUM;
     if (has_sum) {
         /* the residual: a 1x1 projection of x with the conv's stride, made
          * with the same weights (first ic of each filter) to keep it simple */
-        bk_pconv_t r = {.ic = c, .oc = cc->oc, .kh = 1, .kw = 1, .stride_h = cc->stride,
-                       .stride_w = cc->stride, .weight = cc->w};
         int oh = (h + 2 * cc->pad - cc->k) / cc->stride + 1;
         int ow = (w + 2 * cc->pad - cc->k) / cc->stride + 1;
         /* a 1x1 conv without padding must give the same size as the k x k */
         if ((h - 1) / cc->stride + 1 != oh || (w - 1) / cc->stride + 1 != ow)
-            return bk_prog_fail(g, "test shape mismatch");
-        bk_prog_set_name(g, "residual");
-        res = bk_prog_conv2d(g, x, &r, NULL);
+            return bk_fail(g, "test shape mismatch");
+        bk_graph_set_name(g, "residual");
+        res = conv(g, x, cc->oc, 1, cc->stride, 0, cc->w, NULL);
     }
-    bk_prog_set_name(g, "conv");
-    return bk_prog_conv2d(g, x, &p, res);
+    bk_graph_set_name(g, "conv");
+    bk_tensor_t *y = conv(g, x, cc->oc, cc->k, cc->stride, cc->pad, cc->w, cc->bias ? cc->b : NULL);
+    for (int i = 0; i < cc->n_post; i++)
+        y = cc->post[i] == BK_PO_RELU ? bk_relu(g, y) : bk_add(g, y, res);
+    return y;
 }
 
 static void conv_case(const char *what, int n, int ic, int h, int w, int oc, int k, int stride,
@@ -166,16 +181,16 @@ static void test_convs(void)
 
 /* ----------------------------------------------------------------- pools */
 
-static bk_ptensor_t *build_pool(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
+static bk_tensor_t *build_pool(bk_graph_t *g, bk_tensor_t *x, const void *arg)
 {
-    bk_prog_set_name(g, "pool");
-    return bk_prog_pool2d(g, x, (const bk_pool_t *)arg);
+    bk_graph_set_name(g, "pool");
+    return bk_pool2d(g, x, (const bk_pool_t *)arg);
 }
 
-static bk_ptensor_t *build_gap(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
+static bk_tensor_t *build_gap(bk_graph_t *g, bk_tensor_t *x, const void *arg)
 {
     (void)arg;
-    return bk_prog_global_avg_pool(g, x);
+    return bk_global_avg_pool(g, x);
 }
 
 static void test_pools(void)
@@ -201,20 +216,20 @@ typedef struct {
     float *w, *b, *w2;
 } lin_case_t;
 
-static bk_ptensor_t *build_linear(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
+static bk_tensor_t *build_linear(bk_graph_t *g, bk_tensor_t *x, const void *arg)
 {
     const lin_case_t *lc = arg;
-    bk_prog_set_name(g, "fc");
-    bk_ptensor_t *y = bk_prog_linear(g, x, lc->out, lc->w, lc->b);
+    bk_graph_set_name(g, "fc");
+    bk_tensor_t *y = bk_linear(g, x, lc->out, lc->w, NULL, lc->b, NULL);
     if (lc->out2)   /* a second linear on the 2-D output, no bias */
-        y = bk_prog_linear(g, y, lc->out2, lc->w2, NULL);
+        y = bk_linear(g, y, lc->out2, lc->w2, NULL, NULL, NULL);
     return y;
 }
 
-static bk_ptensor_t *build_relu(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
+static bk_tensor_t *build_relu(bk_graph_t *g, bk_tensor_t *x, const void *arg)
 {
     (void)arg;
-    return bk_prog_relu(g, x);
+    return bk_relu(g, x);
 }
 
 typedef struct {
@@ -222,16 +237,25 @@ typedef struct {
     int relu;
 } add_case_t;
 
-/* add(relu(x), conv1x1(x)) : operands from two different producers */
-static bk_ptensor_t *build_add(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
+/* add(relu(x), maxpool 3x3 s1 p1 (x)) [+ relu]: operands from two
+ * different producers, neither a conv (the add stays an add) */
+static bk_tensor_t *build_add(bk_graph_t *g, bk_tensor_t *x, const void *arg)
+{
+    const add_case_t *ac = arg;
+    bk_pool_t mp = {BK_POOL_MAX, 3, 3, 1, 1, 1, 1};
+    bk_tensor_t *y = bk_add(g, bk_relu(g, x), bk_pool2d(g, x, &mp));
+    return ac->relu ? bk_relu(g, y) : y;
+}
+
+/* add(relu(x), conv1x1(x)): the conv takes the add as a sum post-op */
+static bk_tensor_t *build_add_conv(bk_graph_t *g, bk_tensor_t *x, const void *arg)
 {
     const add_case_t *ac = arg;
     int n, c, h, w;
-    bk_ptensor_dims(x, &n, &c, &h, &w);
-    bk_pconv_t p = {.ic = c, .oc = c, .kh = 1, .kw = 1, .stride_h = 1, .stride_w = 1,
-                   .weight = ac->w};
-    bk_ptensor_t *a = bk_prog_relu(g, x), *b = bk_prog_conv2d(g, x, &p, NULL);
-    return bk_prog_add(g, a, b, ac->relu);
+    bk_tensor_dims(x, &n, &c, &h, &w);
+    bk_tensor_t *a = bk_relu(g, x), *b = conv(g, x, c, 1, 1, 0, ac->w, NULL);
+    bk_tensor_t *y = bk_add(g, a, b);
+    return ac->relu ? bk_relu(g, y) : y;
 }
 
 /* conv -> maxpool -> conv(sum) -> gap -> fc: layouts flow between ops */
@@ -239,40 +263,27 @@ typedef struct {
     float *w1, *b1, *w2, *fw, *fb;
 } chain_case_t;
 
-static bk_ptensor_t *build_chain(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
+/* a conv whose add's other operand is its own input: never summed in place
+ * (the sum would overwrite the input while the conv reads it) */
+static bk_tensor_t *build_chain_self(bk_graph_t *g, bk_tensor_t *x, const void *arg)
 {
     const chain_case_t *cc = arg;
-    bk_pconv_t c1 = {.ic = 3, .oc = 16, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
-                    .pad_h = 1, .pad_w = 1, .weight = cc->w1, .bias = cc->b1, .n_post = 1,
-                    .post = {BK_PO_RELU}};
-    bk_pconv_t c2 = {.ic = 16, .oc = 16, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
-                    .pad_h = 1, .pad_w = 1, .weight = cc->w2, .n_post = 2,
-                    .post = {BK_PO_SUM, BK_PO_RELU}};
     bk_pool_t mp = {BK_POOL_MAX, 2, 2, 2, 2, 0, 0};
-    bk_ptensor_t *t = bk_prog_conv2d(g, x, &c1, NULL);
-    t = bk_prog_pool2d(g, t, &mp);
-    t = bk_prog_conv2d(g, t, &c2, t);   /* residual = its own input: refused */
-    if (t)
-        return bk_prog_fail(g, "a tensor was used as both the input and the residual");
-    return NULL;
+    bk_tensor_t *t = bk_relu(g, conv(g, x, 16, 3, 1, 1, cc->w1, cc->b1));
+    t = bk_pool2d(g, t, &mp);
+    return bk_relu(g, bk_add(g, conv(g, t, 16, 3, 1, 1, cc->w2, NULL), t));
 }
 
-static bk_ptensor_t *build_chain_ok(bk_prog_t *g, bk_ptensor_t *x, const void *arg)
+static bk_tensor_t *build_chain_ok(bk_graph_t *g, bk_tensor_t *x, const void *arg)
 {
     const chain_case_t *cc = arg;
-    bk_pconv_t c1 = {.ic = 3, .oc = 16, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
-                    .pad_h = 1, .pad_w = 1, .weight = cc->w1, .bias = cc->b1, .n_post = 1,
-                    .post = {BK_PO_RELU}};
-    bk_pconv_t c2 = {.ic = 16, .oc = 16, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
-                    .pad_h = 1, .pad_w = 1, .weight = cc->w2, .n_post = 2,
-                    .post = {BK_PO_SUM, BK_PO_RELU}};
     bk_pool_t mp = {BK_POOL_MAX, 2, 2, 2, 2, 0, 0};
-    bk_ptensor_t *t = bk_prog_conv2d(g, x, &c1, NULL);
-    t = bk_prog_pool2d(g, t, &mp);
-    bk_ptensor_t *r = bk_prog_relu(g, t);
-    t = bk_prog_conv2d(g, t, &c2, r);
-    t = bk_prog_global_avg_pool(g, t);
-    return bk_prog_linear(g, t, 5, cc->fw, cc->fb);
+    bk_tensor_t *t = bk_relu(g, conv(g, x, 16, 3, 1, 1, cc->w1, cc->b1));
+    t = bk_pool2d(g, t, &mp);
+    bk_tensor_t *r = bk_relu(g, t);
+    t = bk_relu(g, bk_add(g, conv(g, t, 16, 3, 1, 1, cc->w2, NULL), r));
+    t = bk_global_avg_pool(g, t);
+    return bk_linear(g, t, 5, cc->fw, NULL, cc->fb, NULL);
 }
 
 static void test_misc_ops(void)
@@ -289,19 +300,17 @@ static void test_misc_ops(void)
     compare("relu", build_relu, NULL, 2, 17, 5, 3);
     add_case_t ac = {rand_buf(32 * 32), 0};
     compare("add", build_add, &ac, 2, 32, 6, 6);
+    compare("add (conv sum)", build_add_conv, &ac, 2, 32, 6, 6);
     ac.relu = 1;
     compare("add + relu", build_add, &ac, 2, 32, 6, 6);
+    compare("add + relu (conv sum, relu)", build_add_conv, &ac, 2, 32, 6, 6);
     free(ac.w);
     chain_case_t cc = {rand_buf(16 * 3 * 9), rand_buf(16), rand_buf(16 * 16 * 9), rand_buf(5 * 16),
                        rand_buf(5)};
     compare("chain conv-pool-conv(sum)-gap-fc", build_chain_ok, &cc, 2, 3, 12, 12);
 
     /* a conv cannot accumulate into its own input */
-    bk_prog_t *g = bk_prog_new(cpu);
-    bk_ptensor_t *x = bk_prog_input(g, 1, 3, 8, 8);
-    CHECK(build_chain(g, x, &cc) == NULL && bk_prog_error(g) &&
-          strstr(bk_prog_error(g), "own input"), "self-residual: %s", bk_prog_error(g));
-    bk_prog_destroy(&g);
+    compare("chain conv + its own input (no in-place sum)", build_chain_self, &cc, 2, 3, 12, 12);
     free(cc.w1);
     free(cc.b1);
     free(cc.w2);
@@ -339,55 +348,54 @@ static void test_bn_fold(void)
 static void test_errors(void)
 {
     float wt[8 * 3 * 9] = {0};
-    bk_prog_t *g = bk_prog_new(cpu);
-    bk_ptensor_t *x = bk_prog_input(g, 1, 3, 8, 8);
-    bk_pconv_t p = {.ic = 4, .oc = 8, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
+    bk_graph_t *g = eval_graph(cpu);
+    bk_tensor_t *x = bk_input(g, 1, 3, 8, 8, 0);
+    bk_conv_t p = {.ic = 4, .oc = 8, .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1,
                    .pad_h = 1, .pad_w = 1, .weight = wt};
-    bk_prog_set_name(g, "layer9.conv1");
-    CHECK(bk_prog_conv2d(g, x, &p, NULL) == NULL, "ic mismatch accepted");
-    const char *e = bk_prog_error(g);
+    bk_graph_set_name(g, "layer9.conv1");
+    CHECK(bk_conv2d(g, x, &p) == NULL, "ic mismatch accepted");
+    const char *e = bk_graph_error(g);
     CHECK(e && strstr(e, "layer9.conv1") && strstr(e, "ic 4 (input has 3)"), "error: %s", e);
     p.ic = 3;
-    CHECK(bk_prog_conv2d(g, x, &p, NULL) == NULL, "graph stays failed");
-    CHECK(bk_prog_run(g) < 0, "failed graph does not run");
-    bk_prog_destroy(&g);
+    CHECK(bk_conv2d(g, x, &p) == NULL, "graph stays failed");
+    CHECK(bk_forward(g) < 0, "failed graph does not run");
+    bk_graph_destroy(&g);
 
-    g = bk_prog_new(cpu);
-    x = bk_prog_input(g, 1, 3, 8, 8);
-    p.n_post = 1;
-    p.post[0] = BK_PO_SUM;
-    CHECK(bk_prog_conv2d(g, x, &p, NULL) == NULL && strstr(bk_prog_error(g), "residual"),
-          "SUM without residual: %s", bk_prog_error(g));
-    bk_prog_destroy(&g);
+    g = eval_graph(cpu);
+    x = bk_input(g, 1, 3, 8, 8, 0);
+    bk_tensor_t *y8 = bk_conv2d(g, x, &p);
+    CHECK(y8 && bk_add(g, y8, x) == NULL && strstr(bk_graph_error(g), "different shapes"),
+          "add of a [1,8,8,8] and a [1,3,8,8]: %s", bk_graph_error(g));
+    bk_graph_destroy(&g);
 
-    g = bk_prog_new(ref);
-    x = bk_prog_input(g, 1, 3, 4, 4);
-    bk_pconv_t big = {.ic = 3, .oc = 8, .kh = 7, .kw = 7, .stride_h = 1, .stride_w = 1,
+    g = eval_graph(ref);
+    x = bk_input(g, 1, 3, 4, 4, 0);
+    bk_conv_t big = {.ic = 3, .oc = 8, .kh = 7, .kw = 7, .stride_h = 1, .stride_w = 1,
                      .weight = wt};
-    CHECK(bk_prog_conv2d(g, x, &big, NULL) == NULL && strstr(bk_prog_error(g), "too small"),
-          "kernel larger than input: %s", bk_prog_error(g));
-    bk_prog_destroy(&g);
+    CHECK(bk_conv2d(g, x, &big) == NULL && strstr(bk_graph_error(g), "too small"),
+          "kernel larger than input: %s", bk_graph_error(g));
+    bk_graph_destroy(&g);
 
-    g = bk_prog_new(cpu);
-    x = bk_prog_input(g, 1, 3, 4, 4);
-    bk_ptensor_t *y = bk_prog_relu(g, x);
+    g = eval_graph(cpu);
+    x = bk_input(g, 1, 3, 4, 4, 0);
+    bk_tensor_t *y = bk_relu(g, x);
     float buf[48] = {0};
-    CHECK(bk_prog_write(g, y, buf) < 0 && strstr(bk_prog_error(g), "input"), "write to non-input");
-    bk_prog_destroy(&g);
+    CHECK(bk_write(g, y, buf) < 0 && strstr(bk_graph_error(g), "input"), "write to non-input");
+    bk_graph_destroy(&g);
 
-    /* a residual is consumed: using it again is an error */
-    g = bk_prog_new(cpu);
-    x = bk_prog_input(g, 1, 3, 8, 8);
-    p = (bk_pconv_t){.ic = 3, .oc = 3, .kh = 1, .kw = 1, .stride_h = 1, .stride_w = 1,
+    /* a residual is consumed: the fused conv summed into it, reading it fails */
+    g = eval_graph(cpu);
+    x = bk_input(g, 1, 3, 8, 8, 0);
+    p = (bk_conv_t){.ic = 3, .oc = 3, .kh = 1, .kw = 1, .stride_h = 1, .stride_w = 1,
                     .weight = wt};
-    bk_ptensor_t *r = bk_prog_relu(g, x);
-    bk_pconv_t ps = p;
-    ps.n_post = 1;
-    ps.post[0] = BK_PO_SUM;
-    CHECK(bk_prog_conv2d(g, x, &ps, r) != NULL, "sum conv: %s", bk_prog_error(g));
-    CHECK(bk_prog_relu(g, r) == NULL && strstr(bk_prog_error(g), "consumed"), "reuse: %s",
-          bk_prog_error(g));
-    bk_prog_destroy(&g);
+    bk_tensor_t *r = bk_relu(g, x);
+    y = bk_add(g, bk_conv2d(g, x, &p), r);
+    float out[3 * 64] = {0};
+    CHECK(y && bk_write(g, x, out) == 0 && bk_forward(g) == 0 && bk_graph_fused(g) &&
+          bk_read(g, y, out) == 0, "sum conv: %s", bk_graph_error(g));
+    CHECK(bk_read(g, r, out) < 0 && strstr(bk_graph_error(g), "fused away"), "reuse: %s",
+          bk_graph_error(g));
+    bk_graph_destroy(&g);
 
     char err[256];
     CHECK(backend_new("tpu", 1, err, sizeof err) == NULL && strstr(err, "tpu"), "%s", err);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpud/backend_prog.h"
+#include "gpud/backend.h"
 #include "gpud/cuda/cuda_backend.h"
 #include "../tcheck.h"
 
@@ -29,15 +29,17 @@ static void with_device(void)
     CHECK(strcmp(backend_name(be), "cuda") == 0, "name %s", backend_name(be));
     CHECK(cuda_backend_device_name(be)[0], "device name");
     printf("device: %s\n", cuda_backend_device_name(be));
-    bk_prog_t *g = bk_prog_new(be);
-    bk_ptensor_t *x = bk_prog_input(g, 1, 2, 1, 3);
-    bk_ptensor_t *y = bk_prog_relu(g, x);
+    bk_graph_t *g = bk_graph_new(be);
+    bk_graph_set_forward_only(g);
+    bk_graph_set_training(g, 0);
+    bk_tensor_t *x = bk_input(g, 1, 2, 1, 3, 0);
+    bk_tensor_t *y = bk_relu(g, x);
     float in[6] = {-1, 2, -3, 4, 0, 5}, out[6] = {0};
-    CHECK(bk_prog_write(g, x, in) == 0 && bk_prog_run(g) == 0 && bk_prog_read(g, y, out) == 0, "run: %s",
-          bk_prog_error(g) ? bk_prog_error(g) : "");
+    CHECK(bk_write(g, x, in) == 0 && bk_forward(g) == 0 && bk_read(g, y, out) == 0, "run: %s",
+          bk_graph_error(g) ? bk_graph_error(g) : "");
     for (int i = 0; i < 6; i++)
         CHECK(out[i] == (in[i] > 0 ? in[i] : 0.0f), "relu[%d] = %g", i, (double)out[i]);
-    bk_prog_destroy(&g);
+    bk_graph_destroy(&g);
     backend_destroy(&be);
 }
 

@@ -5,7 +5,8 @@
  *  - the same logits against the CPU backend's, and eval metrics (top-1,
  *    top-5 ids, per-sample CE) identical to the CPU backend's;
  *  - cuda_topk_ce equal to model_topk_ce, ties and NaN included;
- *  - cuda_graph_write_u8 produces exactly the floats of the host table.
+ *  - bk_write_u8 (the pinned double buffer of cuda_backend.c) produces exactly
+ *    the floats of the host table.
  * Exits 77 (skipped) when no CUDA device is present. */
 #include <math.h>
 #include <stdint.h>
@@ -13,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpud/backend_prog.h"
+#include "gpud/backend.h"
 #include "gpud/cuda/cuda_backend.h"
 #include "../golden_io.h"
 
@@ -113,14 +114,20 @@ static void check_u8(void)
         int ch = (int)((i / (H * W)) % C);
         want[i] = ((float)px[i] / 255.0f - mean[ch]) / std[ch];   /* model.c's table */
     }
-    bk_prog_t *g = bk_prog_new(be);
-    bk_ptensor_t *x = bk_prog_input(g, N, C, H, W);
+    float lut[C * 256];
+    for (int ch = 0; ch < C; ch++)
+        for (int p = 0; p < 256; p++)
+            lut[ch * 256 + p] = ((float)p / 255.0f - mean[ch]) / std[ch];
+    bk_graph_t *g = bk_graph_new(be);
+    bk_graph_set_forward_only(g);
+    bk_graph_set_training(g, 0);
+    bk_tensor_t *x = bk_input(g, N, C, H, W, 0);
     for (int round = 0; round < 3; round++) {   /* both halves of the double buffer */
-        CHECK(cuda_graph_write_u8(g, x, px, mean, std) == 0 && bk_prog_run(g) == 0 &&
-              bk_prog_read(g, x, got) == 0, "u8 write: %s", bk_prog_error(g) ? bk_prog_error(g) : "");
+        CHECK(bk_write_u8(g, x, px, lut) == 0 && bk_read(g, x, got) == 0, "u8 write: %s",
+              bk_graph_error(g) ? bk_graph_error(g) : "");
         CHECK(memcmp(got, want, sizeof got) == 0, "u8 normalise differs from the host table");
     }
-    bk_prog_destroy(&g);
+    bk_graph_destroy(&g);
     backend_destroy(&be);
 }
 

@@ -1,0 +1,278 @@
+/* dnnl_layers — training kernels of the "cpu" backend without weights:
+ * batch normalization forward (batch or global statistics) / backward,
+ * eltwise ReLU forward / backward (from dst), pooling forward / backward
+ * (max with its workspace), on the tape's NHWC activations. Each
+ * primitive is created once per plan (fixed shapes). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "gpud/cpu/dnnl_priv.h"
+
+/* ------------------------------------------------------------ batchnorm */
+
+typedef struct {
+    bk_plan_t base;
+    cpu_prim_t fwd[2], bwd[2];   /* [training] */
+    dnnl_memory_t x, y, gy, gx, scale, shift, mean, var, gscale, gshift;
+    dnnl_memory_t ws[2];     /* fused ReLU's mask, forward to backward */
+    float *tmp_c;            /* 2c: frozen gamma/beta gradients */
+    float *tmp_x;            /* gx when the input needs none */
+    size_t count;
+} bnplan_t;
+
+static void bnplan_destroy(bk_plan_t *bp)
+{
+    bnplan_t *p = (bnplan_t *)bp;
+    for (int i = 0; i < 2; i++) {
+        cpu_prim_free(&p->fwd[i]);
+        cpu_prim_free(&p->bwd[i]);
+    }
+    dnnl_memory_t *m[] = {&p->x, &p->y, &p->gy, &p->gx, &p->scale, &p->shift, &p->mean,
+                          &p->var, &p->gscale, &p->gshift, &p->ws[0], &p->ws[1]};
+    for (size_t i = 0; i < sizeof m / sizeof *m; i++)
+        cpu_mem_free(m[i]);
+    free(p->tmp_c);
+    free(p->tmp_x);
+    free(p);
+}
+
+static int bn_prims(bk_ctx_t *g, bnplan_t *p, const dnnl_memory_desc_t *data, float eps,
+                    int training, int relu)
+{
+    unsigned flags = dnnl_use_scale | dnnl_use_shift | (training ? 0 : dnnl_use_global_stats) |
+                     (relu ? dnnl_fuse_norm_relu : 0);
+    dnnl_batch_normalization_desc_t fd, bd;
+    dnnl_primitive_desc_t fpd = NULL;
+    int rc = -1;
+    if (cpu_dn(g, dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, data, eps,
+                                                             flags), "bnorm forward desc") < 0 ||
+        cpu_dn(g, dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, data, data, eps,
+                                                              flags), "bnorm backward desc") < 0 ||
+        cpu_prim_make(g, &p->fwd[training], &fd, NULL, &fpd, "bnorm forward") < 0 ||
+        cpu_prim_make(g, &p->bwd[training], &bd, fpd, NULL, "bnorm backward") < 0)
+        goto out;
+    if (relu && !(p->ws[training] = cpu_mem(g, cpu_q_md(fpd, dnnl_query_workspace_md), 1)))
+        goto out;
+    cpu_prim_t *f = &p->fwd[training], *b = &p->bwd[training];
+    cpu_prim_arg(f, DNNL_ARG_SRC, p->x);
+    cpu_prim_arg(f, DNNL_ARG_DST, p->y);
+    cpu_prim_arg(f, DNNL_ARG_SCALE, p->scale);
+    cpu_prim_arg(f, DNNL_ARG_SHIFT, p->shift);
+    cpu_prim_arg(f, DNNL_ARG_MEAN, p->mean);
+    cpu_prim_arg(f, DNNL_ARG_VARIANCE, p->var);
+    cpu_prim_arg(b, DNNL_ARG_SRC, p->x);
+    cpu_prim_arg(b, DNNL_ARG_MEAN, p->mean);
+    cpu_prim_arg(b, DNNL_ARG_VARIANCE, p->var);
+    cpu_prim_arg(b, DNNL_ARG_DIFF_DST, p->gy);
+    cpu_prim_arg(b, DNNL_ARG_SCALE, p->scale);
+    cpu_prim_arg(b, DNNL_ARG_SHIFT, p->shift);   /* unused, but checked: the forward's beta */
+    cpu_prim_arg(b, DNNL_ARG_DIFF_SRC, p->gx);
+    cpu_prim_arg(b, DNNL_ARG_DIFF_SCALE, p->gscale);
+    cpu_prim_arg(b, DNNL_ARG_DIFF_SHIFT, p->gshift);
+    if (relu) {
+        cpu_prim_arg(f, DNNL_ARG_WORKSPACE, p->ws[training]);
+        cpu_prim_arg(b, DNNL_ARG_WORKSPACE, p->ws[training]);
+    }
+    rc = 0;
+out:
+    if (fpd)
+        dnnl_primitive_desc_destroy(fpd);
+    return rc;
+}
+
+bk_plan_t *cpu_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
+{
+    bnplan_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return bk_ctx_fail(g, "out of memory");
+    p->base.destroy = bnplan_destroy;
+    p->count = (size_t)in[0] * in[1] * in[2] * in[3];
+    dnnl_memory_desc_t data, ch;
+    dnnl_dim_t cd[1] = {in[1]};
+    cpu_md_act(&data, in);
+    cpu_md_tag(&ch, 1, cd, dnnl_x);
+    cpu_threads(g);
+    int ok = (p->tmp_c = malloc(2 * (size_t)in[1] * sizeof(float))) != NULL;
+    if (!ok)
+        bk_ctx_fail(g, "out of memory");
+    dnnl_memory_t *m4[] = {&p->x, &p->y, &p->gy, &p->gx};
+    dnnl_memory_t *m1[] = {&p->scale, &p->shift, &p->mean, &p->var, &p->gscale, &p->gshift};
+    for (int i = 0; ok && i < 4; i++)
+        ok = (*m4[i] = cpu_mem(g, &data, 0)) != NULL;
+    for (int i = 0; ok && i < 6; i++)
+        ok = (*m1[i] = cpu_mem(g, &ch, 0)) != NULL;
+    if (!ok || bn_prims(g, p, &data, eps, 1, relu) < 0 ||
+        bn_prims(g, p, &data, eps, 0, relu) < 0) {
+        bnplan_destroy(&p->base);
+        return NULL;
+    }
+    return &p->base;
+}
+
+int cpu_bn_fwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x,
+                    const float *gamma, const float *beta, float *mean, float *var, void *y)
+{
+    bnplan_t *p = (bnplan_t *)bp;
+    if (cpu_handle(g, p->x, x) < 0 || cpu_handle(g, p->y, y) < 0 ||
+        cpu_handle(g, p->scale, gamma) < 0 || cpu_handle(g, p->shift, beta) < 0 ||
+        cpu_handle(g, p->mean, mean) < 0 || cpu_handle(g, p->var, var) < 0)
+        return -1;
+    return cpu_prim_run(g, &p->fwd[training != 0], "bnorm forward");
+}
+
+/* A fused ReLU's mask is in the workspace of this step's forward. */
+int cpu_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
+                    const void *gy, const float *gamma, const float *mean, const float *var,
+                    void *gx, float *ggamma, float *gbeta)
+{
+    bnplan_t *p = (bnplan_t *)bp;
+    (void)y;
+    const dnnl_memory_desc_t *md;
+    dnnl_memory_get_memory_desc(p->scale, &md);
+    size_t c = (size_t)md->dims[0];
+    if (!gx && !p->tmp_x && !(p->tmp_x = malloc(p->count * sizeof(float)))) {
+        bk_ctx_fail(g, "out of memory");
+        return -1;
+    }
+    if (cpu_handle(g, p->x, x) < 0 || cpu_handle(g, p->gy, gy) < 0 ||
+        cpu_handle(g, p->scale, gamma) < 0 || cpu_handle(g, p->mean, mean) < 0 ||
+        cpu_handle(g, p->var, var) < 0 || cpu_handle(g, p->gx, gx ? gx : p->tmp_x) < 0 ||
+        cpu_handle(g, p->gscale, ggamma ? ggamma : p->tmp_c) < 0 ||
+        cpu_handle(g, p->gshift, gbeta ? gbeta : p->tmp_c + c) < 0)
+        return -1;
+    return cpu_prim_run(g, &p->bwd[training != 0], "bnorm backward");
+}
+
+/* ---------------------------------------------------------- relu, pool */
+
+typedef struct {
+    bk_plan_t base;
+    cpu_prim_t fwd, bwd;
+    dnnl_memory_t x, y, gy, gx, ws;
+} uplan_t;
+
+static void uplan_destroy(bk_plan_t *bp)
+{
+    uplan_t *p = (uplan_t *)bp;
+    cpu_prim_free(&p->fwd);
+    cpu_prim_free(&p->bwd);
+    dnnl_memory_t *m[] = {&p->x, &p->y, &p->gy, &p->gx, &p->ws};
+    for (size_t i = 0; i < sizeof m / sizeof *m; i++)
+        cpu_mem_free(m[i]);
+    free(p);
+}
+
+/* fwd/bwd pair over x (in) and y (out) of an NHWC unary op. */
+static uplan_t *uplan_new(bk_ctx_t *g, const_dnnl_op_desc_t fd, const_dnnl_op_desc_t bd,
+                          const int in[4], const int out[4], int max_pool)
+{
+    uplan_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return bk_ctx_fail(g, "out of memory");
+    p->base.destroy = uplan_destroy;
+    dnnl_memory_desc_t xm, ym;
+    cpu_md_act(&xm, in);
+    cpu_md_act(&ym, out);
+    dnnl_primitive_desc_t fpd = NULL;
+    cpu_threads(g);
+    int ok = cpu_prim_make(g, &p->fwd, fd, NULL, &fpd, "forward primitive") == 0 &&
+             cpu_prim_make(g, &p->bwd, bd, fpd, NULL, "backward primitive") == 0 &&
+             (p->x = cpu_mem(g, &xm, 0)) && (p->gx = cpu_mem(g, &xm, 0)) && (p->y = cpu_mem(g, &ym, 0)) &&
+             (p->gy = cpu_mem(g, &ym, 0));
+    if (ok && max_pool)
+        ok = (p->ws = cpu_mem(g, cpu_q_md(fpd, dnnl_query_workspace_md), 1)) != NULL;
+    if (fpd)
+        dnnl_primitive_desc_destroy(fpd);
+    if (!ok) {
+        uplan_destroy(&p->base);
+        return NULL;
+    }
+    cpu_prim_arg(&p->fwd, DNNL_ARG_SRC, p->x);
+    cpu_prim_arg(&p->fwd, DNNL_ARG_DST, p->y);
+    cpu_prim_arg(&p->bwd, DNNL_ARG_DIFF_DST, p->gy);
+    cpu_prim_arg(&p->bwd, DNNL_ARG_DIFF_SRC, p->gx);
+    if (p->ws) {
+        cpu_prim_arg(&p->fwd, DNNL_ARG_WORKSPACE, p->ws);
+        cpu_prim_arg(&p->bwd, DNNL_ARG_WORKSPACE, p->ws);
+    }
+    return p;
+}
+
+bk_plan_t *cpu_relu_plan(bk_ctx_t *g, const int in[4])
+{
+    dnnl_memory_desc_t md;
+    cpu_md_act(&md, in);
+    dnnl_eltwise_desc_t fd, bd;
+    /* from dst: backward needs only y, which the tape keeps anyway */
+    if (cpu_dn(g, dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training,
+                                                 dnnl_eltwise_relu_use_dst_for_bwd, &md, 0.f, 0.f),
+               "eltwise forward desc") < 0 ||
+        cpu_dn(g, dnnl_eltwise_backward_desc_init(&bd, dnnl_eltwise_relu_use_dst_for_bwd, &md, &md,
+                                                  0.f, 0.f), "eltwise backward desc") < 0)
+        return NULL;
+    uplan_t *p = uplan_new(g, &fd, &bd, in, in, 0);
+    if (!p)
+        return NULL;
+    p->bwd.args[p->bwd.nargs++] = (dnnl_exec_arg_t){DNNL_ARG_DST, p->y};
+    return &p->base;
+}
+
+int cpu_relu_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
+{
+    uplan_t *p = (uplan_t *)bp;
+    if (cpu_handle(g, p->x, x) < 0 || cpu_handle(g, p->y, y) < 0)
+        return -1;
+    return cpu_prim_run(g, &p->fwd, "relu forward");
+}
+
+int cpu_relu_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
+{
+    uplan_t *p = (uplan_t *)bp;
+    if (cpu_handle(g, p->y, y) < 0 || cpu_handle(g, p->gy, gy) < 0 ||
+        cpu_handle(g, p->gx, gx) < 0)
+        return -1;
+    return cpu_prim_run(g, &p->bwd, "relu backward");
+}
+
+bk_plan_t *cpu_pool_plan(bk_ctx_t *g, const bk_pool_t *q, const int in[4],
+                              const int out[4])
+{
+    dnnl_memory_desc_t xm, ym;
+    cpu_md_act(&xm, in);
+    cpu_md_act(&ym, out);
+    dnnl_dims_t st = {q->stride_h, q->stride_w}, k = {q->kh, q->kw}, pl = {q->pad_h, q->pad_w};
+    dnnl_dims_t pr = {(out[2] - 1) * q->stride_h + q->kh - in[2] - q->pad_h,
+                      (out[3] - 1) * q->stride_w + q->kw - in[3] - q->pad_w};
+    dnnl_alg_kind_t alg = q->alg == BK_POOL_MAX   ? dnnl_pooling_max
+                          : q->alg == BK_POOL_AVG ? dnnl_pooling_avg_include_padding
+                                                  : dnnl_pooling_avg_exclude_padding;
+    dnnl_pooling_desc_t fd, bd;
+    if (cpu_dn(g, dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, alg, &xm, &ym, st, k,
+                                                 pl, pr), "pooling forward desc") < 0 ||
+        cpu_dn(g, dnnl_pooling_backward_desc_init(&bd, alg, &xm, &ym, st, k, pl, pr),
+               "pooling backward desc") < 0)
+        return NULL;
+    uplan_t *p = uplan_new(g, &fd, &bd, in, out, q->alg == BK_POOL_MAX);
+    return p ? &p->base : NULL;
+}
+
+int cpu_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
+{
+    uplan_t *p = (uplan_t *)bp;
+    if (cpu_handle(g, p->x, x) < 0 || cpu_handle(g, p->y, y) < 0)
+        return -1;
+    return cpu_prim_run(g, &p->fwd, "pooling forward");
+}
+
+/* Max pooling reads its workspace, written by this step's forward. */
+int cpu_pool_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
+{
+    uplan_t *p = (uplan_t *)bp;
+    (void)x;
+    if (cpu_handle(g, p->gy, gy) < 0 || cpu_handle(g, p->gx, gx) < 0)
+        return -1;
+    return cpu_prim_run(g, &p->bwd, "pooling backward");
+}
+

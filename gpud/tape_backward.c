@@ -1,0 +1,194 @@
+/* tape_backward — the backward of a training graph: its ops in reverse,
+ * each on the backend's kernels. A tensor that feeds several ops (a
+ * residual's input) gets its gradient from each; the first writer writes it
+ * directly, later ones write into a shared temporary that is then added, so
+ * no gradient buffer needs zeroing first. Parameter gradients are handed to
+ * the grad-ready hook as soon as they are final (DDP buckets). */
+#include <stdlib.h>
+
+#include "common/clock.h"
+#include "gpud/bf16.h"
+#include "gpud/tape_priv.h"
+
+/* Where to write x's gradient: its own buffer the first time, else the
+ * temporary (then grad_commit adds it). NULL: x needs no gradient. */
+static void *grad_dst(bk_graph_t *g, bk_tensor_t *x)
+{
+    if (!x->needs_grad)
+        return NULL;
+    return x->grad_set ? g->tmp : x->grad;
+}
+
+static void grad_commit(bk_graph_t *g, bk_tensor_t *x)
+{
+    if (!x->needs_grad)
+        return;
+    if (x->grad_set)
+        g->k->acc(g->base.be, x->grad, g->tmp, numel(x));
+    /* bf16: the gradient of a bf16 activation is bf16, sums included */
+    if (g->bf16)
+        g->k->round_bf16(g->base.be, x->grad, numel(x));
+    x->grad_set = 1;
+}
+
+/* bf16: a conv's or linear's weight gradient comes out of the bf16
+ * backward as bf16 (autocast's cast back to the fp32 weight keeps it). */
+static void bf16_param_grads(const top_t *o, float *gw, float *gb)
+{
+    int conv = o->kind == TO_CONV;
+    const bk_tensor_t *x = o->in[0];
+    size_t nw = conv ? (size_t)o->conv.oc * o->conv.ic * o->conv.kh * o->conv.kw
+                     : (size_t)o->lin_out * x->c * x->h * x->w;
+    if (gw)
+        bf16_round(gw, gw, nw);
+    if (gb)
+        bf16_round(gb, gb, (size_t)(conv ? o->conv.oc : o->lin_out));
+}
+
+static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
+{
+    const bk_kernels_t *k = g->k;
+    backend_t *be = g->base.be;
+    bk_ctx_t *bg = &g->base;
+    bk_tensor_t *x = o->in[0], *y = o->out;
+    void *gx = grad_dst(g, x);
+    int s[4], rc = 0;
+    shape_of(x, s);
+    switch (o->kind) {
+    case TO_CONV:
+        rc = k->conv_bwd(bg, o->plan, x->val, g->bf16 ? o->w16 : o->conv.weight, y->grad, gx,
+                         o->conv.grad_weight, o->conv.grad_bias);
+        if (rc == 0 && g->bf16)
+            bf16_param_grads(o, o->conv.grad_weight, o->conv.grad_bias);
+        break;
+    case TO_BN:
+        if (bn_training(g, o)) {
+            rc = tape_bn_bwd(g, o, x, y, gx);
+            break;
+        }
+        rc = k->bn_bwd(bg, o->plan, 0, x->val, y->val, y->grad, o->bn.weight,
+                       o->bn.running_mean, o->bn.running_var, gx, o->bn.grad_weight,
+                       o->bn.grad_bias);
+        break;
+    case TO_RELU:
+        if (gx)
+            rc = k->relu_bwd(bg, o->plan, y->val, y->grad, gx);
+        break;
+    case TO_POOL:
+        if (gx)
+            rc = k->pool_bwd(bg, o->plan, x->val, y->grad, gx);
+        break;
+    case TO_FLATTEN:
+        if (gx)
+            k->flatten(be, gx, y->grad, s, 1);
+        break;
+    case TO_LINEAR:
+        rc = k->linear_bwd(bg, o->plan, x->val, g->bf16 ? o->w16 : o->w, y->grad, gx, o->gw,
+                           o->gb);
+        if (rc == 0 && g->bf16)
+            bf16_param_grads(o, o->gw, o->gb);
+        break;
+    case TO_ADD:
+        if (gx)
+            k->copy(be, gx, y->grad, numel(y));
+        grad_commit(g, x);
+        if ((gx = grad_dst(g, o->in[1])) != NULL)
+            k->copy(be, gx, y->grad, numel(y));
+        grad_commit(g, o->in[1]);
+        return 0;
+    case TO_CONCAT:
+        for (int i = 0, off = 0; i < o->nin; off += o->in[i]->c, i++) {
+            int xs[4];
+            shape_of(o->in[i], xs);
+            if ((gx = grad_dst(g, o->in[i])) != NULL)
+                k->concat(be, y->grad, y->c, gx, xs, off, 0);
+            grad_commit(g, o->in[i]);
+        }
+        return 0;
+    case TO_DROPOUT:
+        if (gx)
+            k->dropout(be, gx, y->grad, s, drop_p(g, o), g->seed, g->step, index,
+                       g->ids);
+        break;
+    case TO_CE:
+        if (gx)
+            k->ce_bwd(be, x->val, g->labels, x->n, x->c, o->p, y->grad, gx);
+        break;
+    }
+    if (rc == 0)
+        grad_commit(g, x);
+    return rc;
+}
+
+/* o's parameter gradients are final (each parameter belongs to one op). */
+static void grads_ready(bk_graph_t *g, const top_t *o)
+{
+    const float *p[2] = {NULL, NULL};
+    if (o->kind == TO_CONV) {
+        p[0] = o->conv.grad_weight;
+        p[1] = o->conv.grad_bias;
+    } else if (o->kind == TO_BN) {
+        p[0] = o->bn.grad_weight;
+        p[1] = o->bn.grad_bias;
+    } else if (o->kind == TO_LINEAR) {
+        p[0] = o->gw;
+        p[1] = o->gb;
+    }
+    for (int i = 0; i < 2; i++)
+        if (p[i])
+            g->grad_ready(g->grad_ready_ctx, p[i]);
+}
+
+int bk_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy)
+{
+    if (!g || g->base.failed || !y || tape_ready(g) < 0)
+        return -1;
+    if (!y->needs_grad) {
+        bk_ctx_fail(&g->base, "backward from a tensor that depends on no parameter");
+        return -1;
+    }
+    for (size_t i = 0; i < g->nv; i++)
+        g->v[i]->grad_set = 0;
+    int s[4];
+    shape_of(y, s);
+    size_t cnt = numel(y);
+    if (dy) {
+        if (g->k->write(&g->base, y->grad, dy, s, 0) < 0)
+            return -1;
+    } else {
+        float *ones = malloc(cnt * sizeof *ones);
+        if (!ones) {
+            bk_ctx_fail(&g->base, "out of memory");
+            return -1;
+        }
+        for (size_t i = 0; i < cnt; i++)
+            ones[i] = 1.0f;
+        int rc = g->k->write(&g->base, y->grad, ones, s, 0);
+        free(ones);
+        if (rc < 0)
+            return -1;
+    }
+    /* bf16: the gradient of a bf16 activation is bf16 (grad_commit); the
+     * loss is fp32 */
+    if (g->bf16 && y->producer >= 0 && g->ops[y->producer].kind != TO_CE)
+        g->k->round_bf16(g->base.be, y->grad, cnt);
+    y->grad_set = 1;
+    for (int i = y->producer; i >= 0; i--) {
+        top_t *o = &g->ops[i];
+        if (!o->out->needs_grad)
+            continue;
+        if (!o->out->grad_set) {   /* a branch that does not reach y */
+            g->k->zero(g->base.be, o->out->grad, numel(o->out));
+            o->out->grad_set = 1;
+        }
+        bk_ctx_set_name(&g->base, o->name);
+        double t0 = g->profile ? clock_mono_s() : 0.0;
+        if (op_backward(g, o, (uint32_t)i) < 0)
+            return -1;
+        if (g->profile)
+            g->prof[1][o->kind] += clock_mono_s() - t0;
+        if (g->grad_ready)
+            grads_ready(g, o);
+    }
+    return 0;
+}

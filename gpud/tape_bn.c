@@ -1,0 +1,216 @@
+/* tape_bn — training-mode BatchNorm on the tape, and the empty step of a
+ * rank without samples (bk_empty_step). */
+#include <math.h>
+#include <string.h>
+#include <stdlib.h>
+
+#include "gpud/tape_priv.h"
+
+/* PyTorch's running-stat update: r = (1 - m) r + m s, with the unbiased
+ * batch variance for running_var. */
+static void bn_running_update(top_t *o, size_t count)
+{
+    double m = o->bn.momentum, unbias = count > 1 ? (double)count / (double)(count - 1) : 1.0;
+    for (int c = 0; c < o->bn.c; c++) {
+        o->bn.running_mean[c] =
+            (float)((1.0 - m) * o->bn.running_mean[c] + m * o->save_mean[c]);
+        o->bn.running_var[c] =
+            (float)((1.0 - m) * o->bn.running_var[c] + m * o->save_var[c] * unbias);
+    }
+    if (o->bn.num_batches)
+        *o->bn.num_batches += 1.0f;
+}
+
+/* ------------------------------------------- training-mode BatchNorm
+ *
+ * The batch statistics are computed here, not by the backend's training
+ * kernel: two passes with double sums (mean, then sum (x - mean)^2), so that
+ * SyncBatchNorm over W ranks and one rank holding the whole batch agree to
+ * float rounding, and inputs far from zero mean keep their precision
+ * (oneDNN's own training statistics drifted by up to 1e-3 relative on
+ * un-normalised activations). Without an all-reduce hook the same code
+ * runs with the "all-reduce" of a single rank: nothing. */
+
+/* A BN op's scratch, made on first use. sync_d (double, all-reduced):
+ * [0, c] forward sums and the count, or [0, 2c) backward sums (sum dy,
+ * sum dy*xhat). sync (float): the eval-mode backward's own sums [0, 2c)
+ * and the per-channel a, b and scale the kernels take. */
+static int bn_scratch(bk_graph_t *g, top_t *o)
+{
+    if (o->sync)
+        return 0;
+    size_t c = (size_t)o->bn.c;
+    o->sync = malloc(5 * c * sizeof *o->sync);
+    o->sync_d = malloc((2 * c + 1) * sizeof *o->sync_d);
+    if (o->sync && o->sync_d)
+        return 0;
+    free(o->sync);
+    free(o->sync_d);
+    o->sync = NULL;
+    o->sync_d = NULL;
+    bk_ctx_fail(&g->base, "out of memory");
+    return -1;
+}
+
+static int sync_call(bk_graph_t *g, double *data, size_t n)
+{
+    char err[256] = "";
+    if (!g->allreduce || g->allreduce(g->allreduce_ctx, data, n, err, sizeof err) == 0)
+        return 0;
+    bk_ctx_fail(&g->base, "SyncBatchNorm all-reduce of %zu values failed: %s", n,
+            err[0] ? err : "no reason given");
+    return -1;
+}
+
+/* Per-channel sums of x into sync_d (zeros when x is NULL: this rank
+ * holds no samples). */
+static void stat_sums(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const float *center)
+{
+    int s[4];
+    if (x) {
+        shape_of(x, s);
+        g->k->chan_sums(g->base.be, x->val, s, center, o->sync_d);
+    } else {
+        memset(o->sync_d, 0, (size_t)o->bn.c * sizeof *o->sync_d);
+    }
+}
+
+/* The batch statistics (over every rank) into save_mean / save_var:
+ * [sum x, count] gives the mean, then sum (x - mean)^2 the biased variance.
+ * Returns the global count (0 when no rank had samples: then every rank
+ * skips the second all-reduce alike), or -1. */
+static double bn_stats(bk_graph_t *g, top_t *o, const bk_tensor_t *x)
+{
+    int c = o->bn.c;
+    if (bn_scratch(g, o) < 0)
+        return -1;
+    stat_sums(g, o, x, NULL);
+    o->sync_d[c] = x ? (double)x->n * x->h * x->w : 0.0;
+    if (sync_call(g, o->sync_d, (size_t)c + 1) < 0)
+        return -1;
+    double count = o->sync_d[c];
+    o->sync_count = count >= 1.0 ? count : 0.0;
+    if (!(count >= 1.0))
+        return 0;
+    for (int i = 0; i < c; i++)
+        o->save_mean[i] = (float)(o->sync_d[i] / count);
+    stat_sums(g, o, x, o->save_mean);
+    if (sync_call(g, o->sync_d, (size_t)c) < 0)
+        return -1;
+    for (int i = 0; i < c; i++)
+        o->save_var[i] = (float)(o->sync_d[i] / count);
+    return count;
+}
+
+/* Normalising with given statistics is the eval-mode kernel. */
+int tape_bn_fwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y)
+{
+    double count = bn_stats(g, o, x);
+    if (count < 0)
+        return -1;
+    if (g->k->bn_fwd(&g->base, o->plan, 0, x->val, o->bn.weight, o->bn.bias, o->save_mean,
+                     o->save_var, y->val) < 0)
+        return -1;
+    bn_running_update(o, (size_t)count);
+    return 0;
+}
+
+/* This rank's [sum dy', sum dy' * xhat] into sync_d[0, 2c) (dy' after the
+ * fused ReLU's mask); without the backend's bn_grad_sums, the eval-mode
+ * backward gives them (as floats) and gx = g * dy'. */
+static int bn_grad_local(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y,
+                         void *gx)
+{
+    int c = o->bn.c;
+    double *sdy = o->sync_d, *sdyx = o->sync_d + c;
+    if (!g->k->bn_grad_sums) {
+        float *fdy = o->sync, *fdyx = o->sync + c;
+        if (g->k->bn_bwd(&g->base, o->plan, 0, x->val, y->val, y->grad, o->bn.weight,
+                         o->save_mean, o->save_var, gx, fdyx, fdy) < 0)
+            return -1;
+        for (int i = 0; i < c; i++) {
+            sdy[i] = fdy[i];
+            sdyx[i] = fdyx[i];
+        }
+        return 0;
+    }
+    int s[4];
+    shape_of(x, s);
+    g->k->bn_grad_sums(g->base.be, x->val, y->val, y->grad, s, o->bn.relu, o->save_mean,
+                       o->sync_d);
+    for (int i = 0; i < c; i++)
+        sdyx[i] /= sqrt((double)o->save_var[i] + o->bn.eps);
+    return 0;
+}
+
+/* Training-mode BN backward over the (global) batch. With k = gamma /
+ * sqrt(var + eps) and N the global count,
+ *     dx = k * (dy' - sum dy' / N - xhat * sum(dy' * xhat) / N).
+ * The sums are all-reduced; gamma/beta get this rank's own sums (the
+ * caller all-reduces parameter gradients, as DDP). x NULL: an empty rank. */
+int tape_bn_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y,
+                void *gx)
+{
+    int c = o->bn.c;
+    double *sdy = o->sync_d, *sdyx = o->sync_d + c;
+    float *a = o->sync + 2 * c, *b = o->sync + 3 * c, *scale = o->sync + 4 * c;
+    if (!x)
+        memset(o->sync_d, 0, 2 * (size_t)c * sizeof *o->sync_d);
+    else if (bn_grad_local(g, o, x, y, gx) < 0)
+        return -1;
+    for (int i = 0; x && o->bn.grad_weight && i < c; i++) {
+        o->bn.grad_weight[i] = (float)sdyx[i];
+        o->bn.grad_bias[i] = (float)sdy[i];
+    }
+    if (sync_call(g, o->sync_d, 2 * (size_t)c) < 0)
+        return -1;
+    if (!x || !gx)
+        return 0;
+    for (int i = 0; i < c; i++) {
+        double rstd = 1.0 / sqrt((double)o->save_var[i] + o->bn.eps);
+        double k = (double)o->bn.weight[i] * rstd;
+        scale[i] = (float)k;
+        a[i] = (float)(-k * rstd * sdyx[i] / o->sync_count);
+        b[i] = (float)(-k * sdy[i] / o->sync_count);
+    }
+    int s[4];
+    shape_of(x, s);
+    if (g->k->bn_grad_sums && g->k->bn_grad_apply)
+        g->k->bn_grad_apply(g->base.be, gx, x->val, y->val, y->grad, s, o->bn.relu,
+                            o->save_mean, scale, a, b);
+    else
+        g->k->chan_axpb(g->base.be, gx, x->val, s, o->save_mean, a, b);
+    return 0;
+}
+
+int bk_empty_step(bk_graph_t *g, bk_tensor_t *y)
+{
+    if (!g || g->base.failed || !y || tape_ready(g) < 0)
+        return -1;
+    if (!g->allreduce)
+        return 0;
+    if (!y->needs_grad) {
+        bk_ctx_fail(&g->base, "backward from a tensor that depends on no parameter");
+        return -1;
+    }
+    for (size_t i = 0; i < g->nops; i++) {   /* as bk_forward */
+        top_t *o = &g->ops[i];
+        if (o->kind != TO_BN || !bn_training(g, o))
+            continue;
+        bk_ctx_set_name(&g->base, o->name);
+        double count = bn_stats(g, o, NULL);
+        if (count < 0)
+            return -1;
+        if (count >= 1.0)
+            bn_running_update(o, (size_t)count);
+    }
+    for (int i = y->producer; i >= 0; i--) {   /* as bk_backward */
+        top_t *o = &g->ops[i];
+        if (!o->out->needs_grad || o->kind != TO_BN || !bn_training(g, o))
+            continue;
+        bk_ctx_set_name(&g->base, o->name);
+        if (tape_bn_bwd(g, o, NULL, o->out, NULL) < 0)
+            return -1;
+    }
+    return 0;
+}
