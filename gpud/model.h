@@ -140,6 +140,13 @@ const struct bk_traffic *model_traffic(const model_t *m);
  * params 0 (the arenas are the memory the backend computes in). */
 void model_step_plan(const model_t *m, int n, int c, int h, int w, int u8, int loss,
                      int logits, struct bk_traffic *t);
+/* The parameter bytes one such step copies on a backend whose kernels copy
+ * the parameters per op (today's cuda, backend.h's bk_graph_copy_plan),
+ * for the model's training graph on n samples of (c, h, w): what the cuda
+ * backend counts in model_traffic's params. 0, or -1 with the reason in err. */
+struct bk_copy_plan;
+int model_copy_plan(const model_t *m, int n, int c, int h, int w, struct bk_copy_plan *p,
+                    char *err, size_t errlen);
 
 typedef struct {
     int global_batch;       /* >= n: the loss and gradients are sums / global_batch */
