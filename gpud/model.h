@@ -132,12 +132,14 @@ size_t model_buffers_offset(const model_t *m);
 
 /* Bytes moved between host and backend memory since model_new
  * (backend_arena.h's bk_traffic_t): a training step adds its batch and
- * outputs, arena copies add params. */
+ * outputs, arena copies and the backend's kernels' own per-op copies
+ * (cuda: backend_traffic_take, planned by model_copy_plan) add params. */
 struct bk_traffic;
 const struct bk_traffic *model_traffic(const model_t *m);
 /* What one model_train_step_u8 of n samples of (c, h, w) moves as planned
  * (u8 1: the backend takes the pixels as bytes; loss/logits: read back),
- * params 0 (the arenas are the memory the backend computes in). */
+ * params 0 (the arenas are the memory the backend computes in; today's cuda
+ * kernels copy parameters per op on top of it: model_copy_plan). */
 void model_step_plan(const model_t *m, int n, int c, int h, int w, int u8, int loss,
                      int logits, struct bk_traffic *t);
 /* The parameter bytes one such step copies on a backend whose kernels copy

@@ -1,7 +1,9 @@
 /* model_train — one training step: the training graph (rebuilt when the
  * batch's shape or the label smoothing changes), forward, backward of
  * sum(loss) / global_batch, the gradients left in the parameters (the
- * grads arena); the bytes it moves between host and backend counted. */
+ * grads arena); the bytes it moves between host and backend counted (the
+ * batch and outputs here, the backend's own per-op copies taken from it),
+ * and their plan (model_step_plan, model_copy_plan). */
 #include "gpud/model_priv.h"
 
 #include "common/errbuf.h"
