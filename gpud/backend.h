@@ -169,6 +169,17 @@ int bk_keep(bk_graph_t *g, bk_tensor_t *t);
 /* Bytes of the tape's activation buffers (values, gradients, the gradient
  * temporary) once compiled; 0 before, or when the graph runs fused. */
 size_t bk_graph_bytes(const bk_graph_t *g);
+/* What one training step (bk_forward, bk_backward from loss) of g copies
+ * between host and device memory on a backend whose kernels take the
+ * parameters as host arrays and copy them per op, as today's cuda kernels
+ * do (tape_copies.c): weights_up the conv/linear weights and biases
+ * (forward, and again for an input's gradient), grads_down their
+ * gradients, bn BatchNorm's gamma/beta/statistics up and its sums down.
+ * Bytes; independent of the batch size. Zero on a NULL graph or loss. */
+typedef struct bk_copy_plan {
+    uint64_t weights_up, grads_down, bn;
+} bk_copy_plan_t;
+void bk_graph_copy_plan(const bk_graph_t *g, const bk_tensor_t *loss, bk_copy_plan_t *p);
 /* 0: dropout is the identity even in training mode (parity tests). */
 void bk_graph_set_dropout(bk_graph_t *g, int enabled);
 

@@ -111,3 +111,9 @@ const bk_arena_ops_t *backend_arena_ops(const backend_t *be)
 {
     return be && be->arena ? be->arena : &bk_arena_host;
 }
+
+void backend_traffic_take(backend_t *be, bk_traffic_t *t)
+{
+    if (be && be->ops->traffic)
+        be->ops->traffic(be, t);
+}

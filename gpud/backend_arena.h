@@ -127,4 +127,11 @@ float *bk_arena_host_view(const bk_arena_t *a, size_t off);
  * the backend names none). */
 const bk_arena_ops_t *backend_arena_ops(const backend_t *be);
 
+/* Adds to *t the bytes be's kernels copied between host and device memory
+ * since the last call (bk_ops_t.traffic; cuda: the parameters, gradients
+ * and BatchNorm statistics each op uploads and downloads in params, its
+ * batch and output copies in batch_in and out), and starts counting anew.
+ * Nothing on host backends. */
+void backend_traffic_take(backend_t *be, bk_traffic_t *t);
+
 #endif

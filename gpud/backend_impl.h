@@ -170,6 +170,11 @@ typedef struct bk_ops {
     void (*destroy)(backend_t *be);
     const struct bk_kernels *train;   /* the kernels (NULL: none: nothing runs) */
     unsigned caps;                    /* BK_CAP_* */
+    /* Optional: adds the bytes the kernels copied between host and device
+     * memory since the last call to *t, by purpose, and zeroes the
+     * backend's counters (backend_traffic_take). NULL: the kernels work
+     * in host memory and copy nothing of their own. */
+    void (*traffic)(backend_t *be, struct bk_traffic *t);
 } bk_ops_t;
 
 /* Every implementation's backend starts with this. */

@@ -132,14 +132,23 @@ size_t model_buffers_offset(const model_t *m);
 
 /* Bytes moved between host and backend memory since model_new
  * (backend_arena.h's bk_traffic_t): a training step adds its batch and
- * outputs, arena copies add params. */
+ * outputs, arena copies and the backend's kernels' own per-op copies
+ * (cuda: backend_traffic_take, planned by model_copy_plan) add params. */
 struct bk_traffic;
 const struct bk_traffic *model_traffic(const model_t *m);
 /* What one model_train_step_u8 of n samples of (c, h, w) moves as planned
  * (u8 1: the backend takes the pixels as bytes; loss/logits: read back),
- * params 0 (the arenas are the memory the backend computes in). */
+ * params 0 (the arenas are the memory the backend computes in; today's cuda
+ * kernels copy parameters per op on top of it: model_copy_plan). */
 void model_step_plan(const model_t *m, int n, int c, int h, int w, int u8, int loss,
                      int logits, struct bk_traffic *t);
+/* The parameter bytes one such step copies on a backend whose kernels copy
+ * the parameters per op (today's cuda, backend.h's bk_graph_copy_plan),
+ * for the model's training graph on n samples of (c, h, w): what the cuda
+ * backend counts in model_traffic's params. 0, or -1 with the reason in err. */
+struct bk_copy_plan;
+int model_copy_plan(const model_t *m, int n, int c, int h, int w, struct bk_copy_plan *p,
+                    char *err, size_t errlen);
 
 typedef struct {
     int global_batch;       /* >= n: the loss and gradients are sums / global_batch */

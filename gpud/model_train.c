@@ -1,7 +1,9 @@
 /* model_train — one training step: the training graph (rebuilt when the
  * batch's shape or the label smoothing changes), forward, backward of
  * sum(loss) / global_batch, the gradients left in the parameters (the
- * grads arena); the bytes it moves between host and backend counted. */
+ * grads arena); the bytes it moves between host and backend counted (the
+ * batch and outputs here, the backend's own per-op copies taken from it),
+ * and their plan (model_step_plan, model_copy_plan). */
 #include "gpud/model_priv.h"
 
 #include "common/errbuf.h"
@@ -116,11 +118,39 @@ void model_step_plan(const model_t *m, int n, int c, int h, int w, int u8, int l
     model_step_bytes(n, c, h, w, m->info.num_classes, u8, 1, loss, logits, t);
 }
 
+int model_copy_plan(const model_t *m, int n, int c, int h, int w, bk_copy_plan_t *p, char *err,
+                    size_t errlen)
+{
+    *p = (bk_copy_plan_t){0};
+    if (!m->ps || !m->opts.train) {
+        err_set(err, errlen, "%s: not opened for training (model_opts_t.train = 1)",
+                m->arch->name);
+        return -1;
+    }
+    /* the training graph's ops, described only: nothing planned or allocated */
+    bk_graph_t *g = bk_graph_new(NULL);
+    bk_tensor_t *x = g ? bk_input(g, n, c, h, w, 0) : NULL;
+    bk_tensor_t *logits = x ? arch_describe(m->arch, &m->info, m->ps, g, x) : NULL;
+    bk_tensor_t *loss = logits ? bk_softmax_ce(g, logits, 0.0f) : NULL;
+    if (!loss)
+        err_set(err, errlen, "%s graph on %dx%dx%dx%d: %s", m->arch->name, n, c, h, w,
+                g && bk_graph_error(g) ? bk_graph_error(g) : "out of memory");
+    else
+        bk_graph_copy_plan(g, loss, p);
+    bk_graph_destroy(&g);
+    return loss ? 0 : -1;
+}
+
 static int train_run(model_t *m, int n, model_fill_fn fill, const void *ctx,
                      const model_u8_src_t *u8, const int32_t *labels, const model_step_t *s,
                      float *loss, float *logits, char *err, size_t errlen)
 {
     bk_graph_t *g = m->tg;
+    /* the backend's own copies (cuda: per-op parameter uploads and gradient
+     * downloads) count from here: what ran before (an evaluation's weight
+     * uploads) is not this step's */
+    bk_traffic_t kernels = {0};
+    backend_traffic_take(m->be, &kernels);
     bk_graph_set_training(g, 1);
     bk_graph_set_dropout(g, !s->no_dropout);
     int rc = train_input(m, n, fill, ctx, u8);
@@ -131,6 +161,10 @@ static int train_run(model_t *m, int n, model_fill_fn fill, const void *ctx,
         m->t_dl[i] = (float)(1.0 / s->global_batch);
     rc = rc ? rc : bk_backward(g, m->t_loss, m->t_dl);
     bk_traffic_t *t = &m->traffic;
+    /* the batch and outputs are counted here, where they cross the graph */
+    kernels = (bk_traffic_t){0};
+    backend_traffic_take(m->be, &kernels);
+    t->params += kernels.params;
     t->batch_in += (uint64_t)n * (sizeof *labels + sizeof *m->t_dl +
                                   (s->ids ? sizeof *s->ids : 0));
     if (rc == 0 && loss && (rc = bk_read(g, m->t_loss, loss)) == 0)

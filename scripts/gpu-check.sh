@@ -19,7 +19,8 @@
 #      CUDAToolkit_ROOT (default /usr/local/cuda), JOBS (default nproc).
 # Steps: configure + build, ctest -L '^gpu$' (a skipped test counts as NOT RUN),
 # ddpipe eval and train end to end with --device cuda against --device cpu,
-# the CPU test suite, ddpipe vs PyTorch ResNet-18 eval/train at batch 256
+# the host<->device bytes a cuda training step counts against the plan
+# (bench/step_bytes; step-bytes.json), the CPU test suite, ddpipe vs PyTorch ResNet-18 eval/train at batch 256
 # (fp32 and tf32; PyTorch eager fp32 and channels-last + AMP). Prints a
 # summary; exit 1 if any step failed.
 set -u
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
         --quick) ITERS=3 ;;
         --no-cpu-suite) CPU_SUITE=0 ;;
         --fmnist) FMNIST=$2; shift ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "gpu-check: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -131,6 +132,41 @@ if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-
         sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" train
 else
     note NOTRUN "e2e eval/train" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
+fi
+
+# --- host<->device bytes of a cuda training step: what the backend counted
+# (gpud --verbose "step bytes" line, parameters/gradients) against the plan
+# (bench/step_bytes, from the model's graph); the figures go to step-bytes.json
+step_bytes_check() {
+    d=$OUT/step-bytes
+    "$BUILD/bin/ddpipe" train --data "idx:$FMNIST/t10k" --limit 256 --model wideresnet \
+        --channels 8,16,32,64 --workers 1 --batch-size 64 --lr 0.05 --epochs 1 --seed 0 \
+        --device cuda --out "$d" --overwrite --verbose || { echo "FAIL: the training job"; return 1; }
+    plan=$("$BUILD/bench/step_bytes" --arch wideresnet --channels 8,16,32,64 --classes 10 \
+        --batch 64 --size 28 | sed -n 's/^step_bytes .* per_op_params=\([0-9]*\) .*/\1/p')
+    r18=$("$BUILD/bench/step_bytes" | tail -n 1)
+    counted=$(cat "$d"/logs/gpud*.log | sed -n \
+        's/.*step bytes host<->backend.*parameters\/gradients \([0-9]*\).*/\1/p' | tr '\n' ' ')
+    echo "planned per-op parameter bytes per step: ${plan:-none}; counted per step: ${counted:-none}"
+    echo "resnet18 plan: $r18"
+    n=0 bad=0
+    for c in $counted; do
+        n=$((n + 1))
+        [ "$c" = "$plan" ] || bad=$((bad + 1))
+    done
+    per_op=$(echo "$r18" | sed -n 's/.* per_op_params=\([0-9]*\) .*/\1/p')
+    resident=$(echo "$r18" | sed -n 's/.* resident=\([0-9]*\).*/\1/p')
+    printf '{\n  "job": "wideresnet 8,16,32,64, batch 64, 1x28x28, cuda",\n  "planned_params_per_step": %s,\n  "counted_params_per_step": [%s],\n  "resnet18_b256_planned_per_op_params": %s,\n  "resnet18_b256_planned_resident": %s\n}\n' \
+        "${plan:-null}" "$(echo $counted | tr ' ' ',')" "${per_op:-null}" "${resident:-null}" \
+        > "$OUT/step-bytes.json"
+    [ -n "$plan" ] && [ "$n" -gt 0 ] && [ "$bad" -eq 0 ] ||
+        { echo "FAIL: $bad of $n steps counted other than the plan's $plan bytes"; return 1; }
+    echo "counted = planned on all $n steps ($plan bytes), figures in $OUT/step-bytes.json"
+}
+if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-ubyte" ]; then
+    step "step bytes: cuda counted = planned" step-bytes.log step_bytes_check
+else
+    note NOTRUN "step bytes: cuda counted = planned" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
 fi
 
 # --- the rest of the suite (CPU), with the cuda backend linked in

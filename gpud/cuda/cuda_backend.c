@@ -172,6 +172,34 @@ int cu_download_be(backend_t *be, void *host, const void *dev, size_t bytes)
     return e == cudaSuccess && !cu_be(be)->failed ? 0 : -1;
 }
 
+int cu_up_n(bk_ctx_t *g, uint64_t *count, void *dev, const void *host, size_t bytes)
+{
+    int rc = cu_upload(g, dev, host, bytes);
+    *count += rc == 0 ? bytes : 0;
+    return rc;
+}
+
+int cu_down_n(bk_ctx_t *g, uint64_t *count, void *host, const void *dev, size_t bytes)
+{
+    int rc = cu_download(g, host, dev, bytes);
+    *count += rc == 0 ? bytes : 0;
+    return rc;
+}
+
+int cu_up_be_n(backend_t *be, uint64_t *count, void *dev, const void *host, size_t bytes)
+{
+    int rc = cu_upload_be(be, dev, host, bytes);
+    *count += rc == 0 ? bytes : 0;
+    return rc;
+}
+
+int cu_down_be_n(backend_t *be, uint64_t *count, void *host, const void *dev, size_t bytes)
+{
+    int rc = cu_download_be(be, host, dev, bytes);
+    *count += rc == 0 ? bytes : 0;
+    return rc;
+}
+
 int cu_workspace(bk_ctx_t *g, size_t bytes)
 {
     cuda_backend_t *cb = cu_be(g->be);
@@ -464,7 +492,7 @@ static int u8_lut(bk_ctx_t *g, int c, const float *lut)
     memcpy(u->lut_host, lut, bytes);
     u->lut_c = c;
     u->lut_valid = 1;
-    return cu_upload(g, u->lut, lut, bytes);
+    return cu_up_n(g, &cu_be(g->be)->traffic.batch_in, u->lut, lut, bytes);
 }
 
 /* 1 (the engine converts on the host) past CU_U8_MAX_C channels. */
@@ -490,6 +518,7 @@ int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, con
         cu_check(g, ck_u8_normalize(cb->stream, u->dev[i], s[0], s[1], s[2] * s[3], u->lut, dst),
                  "uint8 normalise kernel") < 0)
         return -1;
+    cb->traffic.batch_in += bytes;
     return cu_check(g, cudaEventRecord(u->used[i], cb->stream), "cudaEventRecord");
 }
 
@@ -550,11 +579,22 @@ static void cb_destroy(backend_t *be)
     free(cb);
 }
 
+/* bk_ops_t.traffic: the counters since the last take */
+static void cb_traffic(backend_t *be, bk_traffic_t *t)
+{
+    bk_traffic_t *c = &cu_be(be)->traffic;
+    t->batch_in += c->batch_in;
+    t->out += c->out;
+    t->params += c->params;
+    *c = (bk_traffic_t){0};
+}
+
 static const bk_ops_t CUDA_OPS = {
     .name = "cuda",
     .destroy = cb_destroy,
     .train = &CUDA_TKERNELS,
     .caps = BK_CAPS_CUDA,
+    .traffic = cb_traffic,
 };
 
 int cuda_device_count(void)

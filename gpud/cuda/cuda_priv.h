@@ -58,6 +58,12 @@ typedef struct {
     int failed;
     char err[512];
     cu_u8_t u8;
+    /* bytes copied between host and device since bk_ops_t.traffic last
+     * took them: params the parameters, gradients and BatchNorm statistics
+     * the kernels copy per op, batch_in the input pixels, labels, sample
+     * ids and loss gradient, out what bk_read reads back (activations stay
+     * in device memory: never copied) */
+    bk_traffic_t traffic;
 } cuda_backend_t;
 
 static inline cuda_backend_t *cu_be(backend_t *be)
@@ -67,6 +73,13 @@ static inline cuda_backend_t *cu_be(backend_t *be)
 
 /* bk_kernels_t.write_u8 (cuda_backend.c, the uint8 input path). */
 int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, const int s[4]);
+
+/* Counted copies: cu_upload / cu_download (and the _be forms) that add
+ * bytes to *count (a field of cuda_backend_t.traffic) when they succeed. */
+int cu_up_n(bk_ctx_t *g, uint64_t *count, void *dev, const void *host, size_t bytes);
+int cu_down_n(bk_ctx_t *g, uint64_t *count, void *host, const void *dev, size_t bytes);
+int cu_up_be_n(backend_t *be, uint64_t *count, void *dev, const void *host, size_t bytes);
+int cu_down_be_n(backend_t *be, uint64_t *count, void *host, const void *dev, size_t bytes);
 
 /* Each returns 0, or -1 after bk_ctx_fail(g, "<what> failed: <reason>. <advice>"). */
 int cu_check(bk_ctx_t *g, cudaError_t e, const char *what);

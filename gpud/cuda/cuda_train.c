@@ -2,7 +2,9 @@
  * Activations and gradients are device buffers in NCHW float; parameters
  * and their gradients are the caller's host arrays (the tape's contract,
  * gpud/backend_impl.h), so every call uploads the weights it reads and
- * downloads the gradients it writes. Convolutions and linear layers run in
+ * downloads the gradients it writes, each copy counted by purpose
+ * (cuda_backend_t.traffic; tape_copies.c is the plan of the parameter
+ * copies: change both together). Convolutions and linear layers run in
  * cuDNN / cuBLAS; batch-norm, ReLU, pooling, dropout and cross-entropy are
  * the own kernels of cuda_kernels.cu, which follow gpud/cpu/ref_ops.c. */
 #include <stdlib.h>
@@ -20,6 +22,11 @@ static cudaStream_t stream_of(backend_t *be)
     return cu_be(be)->stream;
 }
 
+/* The counters of the copies (cuda_backend_t.traffic; tape_copies.c plans
+ * the PARAMS ones call for call). */
+#define PARAMS(be) (&cu_be(be)->traffic.params)
+#define BATCH(be) (&cu_be(be)->traffic.batch_in)
+
 /* ---------------------------------------------------------- memory, misc */
 
 static void *ct_alloc(bk_ctx_t *g, size_t count)
@@ -36,13 +43,13 @@ static void ct_release(backend_t *be, void *buf)
 static int ct_write(bk_ctx_t *g, void *dst, const float *nchw, const int shape[4], int layout)
 {
     (void)layout;
-    return cu_upload(g, dst, nchw, count4(shape) * sizeof(float));
+    return cu_up_n(g, BATCH(g->be), dst, nchw, count4(shape) * sizeof(float));
 }
 
 static int ct_read(bk_ctx_t *g, const void *src, float *nchw, const int shape[4], int layout)
 {
     (void)layout;
-    return cu_download(g, nchw, src, count4(shape) * sizeof(float));
+    return cu_down_n(g, &cu_be(g->be)->traffic.out, nchw, src, count4(shape) * sizeof(float));
 }
 
 static void ct_zero(backend_t *be, void *y, size_t count)
@@ -87,7 +94,7 @@ static void ct_dropout(backend_t *be, void *y, const void *x, const int s[4], fl
     int64_t *dids = NULL;
     if (ids && p != 0.0f) {
         if (!(dids = cu_scratch_be(be, (size_t)s[0] * sizeof *ids)) ||
-            cu_upload_be(be, dids, ids, (size_t)s[0] * sizeof *ids) < 0)
+            cu_up_be_n(be, BATCH(be), dids, ids, (size_t)s[0] * sizeof *ids) < 0)
             return;
     }
     cu_note(be, ck_dropout(stream_of(be), y, x, s[0], (size_t)s[1] * s[2] * s[3], p, seed, step,
@@ -97,7 +104,7 @@ static void ct_dropout(backend_t *be, void *y, const void *x, const int s[4], fl
 static const int32_t *labels_up(backend_t *be, const int32_t *labels, int n)
 {
     int32_t *d = cu_scratch_be(be, (size_t)n * sizeof *labels);
-    return d && cu_upload_be(be, d, labels, (size_t)n * sizeof *labels) == 0 ? d : NULL;
+    return d && cu_up_be_n(be, BATCH(be), d, labels, (size_t)n * sizeof *labels) == 0 ? d : NULL;
 }
 
 static void ct_ce_fwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
@@ -193,8 +200,10 @@ static int ct_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w
     conv_plan_t *p = (conv_plan_t *)bp;
     int upload = !p->infer || !p->wset || p->wver != g->params_version;
     float *out = res ? p->tmp : y;
-    if (cu_sticky(g) < 0 || (upload && cu_upload(g, p->w, w, p->wn * sizeof(float)) < 0) ||
-        (upload && b && cu_upload(g, p->b, b, (size_t)p->out[1] * sizeof(float)) < 0) ||
+    if (cu_sticky(g) < 0 ||
+        (upload && cu_up_n(g, PARAMS(g->be), p->w, w, p->wn * sizeof(float)) < 0) ||
+        (upload && b &&
+         cu_up_n(g, PARAMS(g->be), p->b, b, (size_t)p->out[1] * sizeof(float)) < 0) ||
         cu_conv_fwd(g, &p->conv, x, p->w, out) < 0)
         return -1;
     p->wset = 1;
@@ -217,7 +226,7 @@ static int conv_bias_grad(bk_ctx_t *g, conv_plan_t *p, const void *gy, float *gb
     int oc = p->out[1];
     if (cu_check(g, ck_chan_sums(stream_of(g->be), gy, p->out[0], oc, p->out[2] * p->out[3],
                                  NULL, p->sums), "bias gradient kernel") < 0 ||
-        cu_download(g, p->host_sums, p->sums, (size_t)oc * sizeof(double)) < 0)
+        cu_down_n(g, PARAMS(g->be), p->host_sums, p->sums, (size_t)oc * sizeof(double)) < 0)
         return -1;
     for (int o = 0; o < oc; o++)
         gb[o] = (float)p->host_sums[o];
@@ -233,7 +242,7 @@ static int ct_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w
     const float one = 1.0f, zero = 0.0f;
     if (cu_sticky(g) < 0)
         return -1;
-    if (gx && (cu_upload(g, p->w, w, p->wn * sizeof(float)) < 0 ||
+    if (gx && (cu_up_n(g, PARAMS(g->be), p->w, w, p->wn * sizeof(float)) < 0 ||
                set_math(g, c, c->algo.math_bwd_data) < 0 ||
                cudnn_check(g, cudnnConvolutionBackwardData(cb->dnn, &one, c->wd, p->w, c->yd, gy,
                                                            c->cd, c->algo.bwd_data, cb->ws,
@@ -245,7 +254,7 @@ static int ct_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w
                                                              c->cd, c->algo.bwd_filter, cb->ws,
                                                              cb->ws_size, &zero, c->wd, p->gw),
                            "cudnnConvolutionBackwardFilter") < 0 ||
-               cu_download(g, gw, p->gw, p->wn * sizeof(float)) < 0))
+               cu_down_n(g, PARAMS(g->be), gw, p->gw, p->wn * sizeof(float)) < 0))
         return -1;
     return gb ? conv_bias_grad(g, p, gy, gb) : 0;
 }
@@ -298,13 +307,15 @@ static int ct_bn_fwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x,
     int n = p->in[0], hw = p->in[2] * p->in[3];
     float *dg = p->par, *db = p->par + c, *dm = p->par + 2 * c, *dv = p->par + 3 * c;
     cudaStream_t s = stream_of(g->be);
-    if (cu_sticky(g) < 0 || cu_upload(g, dg, gamma, fb) < 0 || cu_upload(g, db, beta, fb) < 0)
+    uint64_t *cnt = PARAMS(g->be);
+    if (cu_sticky(g) < 0 || cu_up_n(g, cnt, dg, gamma, fb) < 0 ||
+        cu_up_n(g, cnt, db, beta, fb) < 0)
         return -1;
     if (training) {   /* batch statistics out to the host arrays */
         if (cu_check(g, ck_bn_stats(s, x, n, (int)c, hw, dm, dv), "batch-norm statistics kernel") < 0 ||
-            cu_download(g, mean, dm, fb) < 0 || cu_download(g, var, dv, fb) < 0)
+            cu_down_n(g, cnt, mean, dm, fb) < 0 || cu_down_n(g, cnt, var, dv, fb) < 0)
             return -1;
-    } else if (cu_upload(g, dm, mean, fb) < 0 || cu_upload(g, dv, var, fb) < 0) {
+    } else if (cu_up_n(g, cnt, dm, mean, fb) < 0 || cu_up_n(g, cnt, dv, var, fb) < 0) {
         return -1;
     }
     return cu_check(g, ck_bn_apply(s, y, x, n, (int)c, hw, dg, db, dm, dv, p->eps, p->relu),
@@ -321,13 +332,14 @@ static int ct_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, co
     float *dg = p->par, *dm = p->par + 2 * c, *dv = p->par + 3 * c;
     const float *mask = p->relu ? y : NULL;   /* through the fused ReLU first */
     cudaStream_t s = stream_of(g->be);
-    if (cu_sticky(g) < 0 || cu_upload(g, dg, gamma, fb) < 0 || cu_upload(g, dm, mean, fb) < 0 ||
-        cu_upload(g, dv, var, fb) < 0 ||
+    uint64_t *cnt = PARAMS(g->be);
+    if (cu_sticky(g) < 0 || cu_up_n(g, cnt, dg, gamma, fb) < 0 ||
+        cu_up_n(g, cnt, dm, mean, fb) < 0 || cu_up_n(g, cnt, dv, var, fb) < 0 ||
         cu_check(g, ck_bn_bwd_sums(s, x, mask, gy, n, (int)c, hw, dm, dv, p->eps, p->sums),
                  "batch-norm backward sums kernel") < 0)
         return -1;
     if (ggamma || gbeta) {
-        if (cu_download(g, p->host_sums, p->sums, 2 * c * sizeof(double)) < 0)
+        if (cu_down_n(g, cnt, p->host_sums, p->sums, 2 * c * sizeof(double)) < 0)
             return -1;
         for (size_t i = 0; i < c; i++) {
             if (gbeta)
@@ -352,11 +364,11 @@ static void ct_chan_sums(backend_t *be, const void *x, const int s[4], const flo
         return;
     double *dsum = (double *)d;
     float *dcen = center ? (float *)(d + c * sizeof(double)) : NULL;
-    if (dcen && cu_upload_be(be, dcen, center, c * sizeof(float)) < 0)
+    if (dcen && cu_up_be_n(be, PARAMS(be), dcen, center, c * sizeof(float)) < 0)
         return;
     cu_note(be, ck_chan_sums(stream_of(be), x, s[0], (int)c, s[2] * s[3], dcen, dsum),
             "channel sums kernel");
-    cu_download_be(be, out, dsum, c * sizeof(double));
+    cu_down_be_n(be, PARAMS(be), out, dsum, c * sizeof(double));
 }
 
 static void ct_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
@@ -364,9 +376,10 @@ static void ct_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
 {
     size_t c = (size_t)s[1];
     float *d = cu_scratch_be(be, 3 * c * sizeof(float));
-    if (!d || cu_upload_be(be, d, center, c * sizeof(float)) < 0 ||
-        cu_upload_be(be, d + c, a, c * sizeof(float)) < 0 ||
-        cu_upload_be(be, d + 2 * c, b, c * sizeof(float)) < 0)
+    uint64_t *cnt = PARAMS(be);
+    if (!d || cu_up_be_n(be, cnt, d, center, c * sizeof(float)) < 0 ||
+        cu_up_be_n(be, cnt, d + c, a, c * sizeof(float)) < 0 ||
+        cu_up_be_n(be, cnt, d + 2 * c, b, c * sizeof(float)) < 0)
         return;
     cu_note(be, ck_chan_axpb(stream_of(be), y, x, s[0], (int)c, s[2] * s[3], d, d + c, d + 2 * c),
             "channel axpb kernel");
@@ -382,11 +395,11 @@ static void ct_bn_grad_sums(backend_t *be, const void *x, const void *y, const v
         return;
     double *dsum = (double *)d;
     float *dcen = (float *)(d + 2 * c * sizeof(double));
-    if (cu_upload_be(be, dcen, center, c * sizeof(float)) < 0)
+    if (cu_up_be_n(be, PARAMS(be), dcen, center, c * sizeof(float)) < 0)
         return;
     cu_note(be, ck_bn_grad_sums(stream_of(be), x, relu ? y : NULL, gy, s[0], (int)c,
                                 s[2] * s[3], dcen, dsum), "batch-norm gradient sums kernel");
-    cu_download_be(be, out, dsum, 2 * c * sizeof(double));
+    cu_down_be_n(be, PARAMS(be), out, dsum, 2 * c * sizeof(double));
 }
 
 static void ct_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
@@ -395,10 +408,11 @@ static void ct_bn_grad_apply(backend_t *be, void *gx, const void *x, const void 
 {
     size_t c = (size_t)s[1];
     float *d = cu_scratch_be(be, 4 * c * sizeof(float));
-    if (!d || cu_upload_be(be, d, center, c * sizeof(float)) < 0 ||
-        cu_upload_be(be, d + c, scale, c * sizeof(float)) < 0 ||
-        cu_upload_be(be, d + 2 * c, a, c * sizeof(float)) < 0 ||
-        cu_upload_be(be, d + 3 * c, b, c * sizeof(float)) < 0)
+    uint64_t *cnt = PARAMS(be);
+    if (!d || cu_up_be_n(be, cnt, d, center, c * sizeof(float)) < 0 ||
+        cu_up_be_n(be, cnt, d + c, scale, c * sizeof(float)) < 0 ||
+        cu_up_be_n(be, cnt, d + 2 * c, a, c * sizeof(float)) < 0 ||
+        cu_up_be_n(be, cnt, d + 3 * c, b, c * sizeof(float)) < 0)
         return;
     cu_note(be, ck_bn_grad_apply(stream_of(be), gx, x, relu ? y : NULL, gy, s[0], (int)c,
                                  s[2] * s[3], d, d + c, d + 2 * c, d + 3 * c),
@@ -513,8 +527,9 @@ static int ct_linear_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float 
                          const float *b, void *y)
 {
     lin_plan_t *p = (lin_plan_t *)bp;
-    if (cu_sticky(g) < 0 || cu_upload(g, p->w, w, (size_t)p->out * p->in * sizeof(float)) < 0 ||
-        (b && cu_upload(g, p->b, b, (size_t)p->out * sizeof(float)) < 0))
+    uint64_t *cnt = PARAMS(g->be);
+    if (cu_sticky(g) < 0 || cu_up_n(g, cnt, p->w, w, (size_t)p->out * p->in * sizeof(float)) < 0 ||
+        (b && cu_up_n(g, cnt, p->b, b, (size_t)p->out * sizeof(float)) < 0))
         return -1;
     return cu_linear_fwd(g, x, p->n, p->in, p->w, b ? p->b : NULL, p->out, y);
 }
@@ -530,7 +545,8 @@ static int ct_linear_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float 
     size_t wb = (size_t)p->out * p->in * sizeof(float);
     if (cu_sticky(g) < 0)
         return -1;
-    if (gx && (cu_upload(g, p->w, w, wb) < 0 ||
+    uint64_t *cnt = PARAMS(g->be);
+    if (gx && (cu_up_n(g, cnt, p->w, w, wb) < 0 ||
                cublas_check(g, cublasSgemm(cb->blas, CUBLAS_OP_N, CUBLAS_OP_N, p->in, p->n, p->out,
                                            &one, p->w, p->in, gy, p->out, &zero, gx, p->in),
                             "cublasSgemm (linear backward data)") < 0))
@@ -538,11 +554,11 @@ static int ct_linear_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float 
     if (gw && (cublas_check(g, cublasSgemm(cb->blas, CUBLAS_OP_N, CUBLAS_OP_T, p->in, p->out, p->n,
                                            &one, x, p->in, gy, p->out, &zero, p->gw, p->in),
                             "cublasSgemm (linear backward weights)") < 0 ||
-               cu_download(g, gw, p->gw, wb) < 0))
+               cu_down_n(g, cnt, gw, p->gw, wb) < 0))
         return -1;
     if (gb && (cu_check(g, ck_col_sums(cb->stream, gy, p->n, p->out, p->gb),
                         "linear bias gradient kernel") < 0 ||
-               cu_download(g, gb, p->gb, (size_t)p->out * sizeof(float)) < 0))
+               cu_down_n(g, cnt, gb, p->gb, (size_t)p->out * sizeof(float)) < 0))
         return -1;
     return 0;
 }
