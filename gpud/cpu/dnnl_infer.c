@@ -214,16 +214,6 @@ static iplan_t *iplan_new(bk_ctx_t *g)
     return p;
 }
 
-static dnnl_memory_t mem_new(bk_ctx_t *g, const dnnl_memory_desc_t *md, int alloc)
-{
-    dnnl_memory_t m = NULL;
-    if (cpu_dn(g, dnnl_memory_create(&m, md, cpu_be(g)->eng,
-                                     alloc ? DNNL_MEMORY_ALLOCATE : DNNL_MEMORY_NONE),
-               "memory_create") < 0)
-        return NULL;
-    return m;
-}
-
 static int reorder_make(bk_ctx_t *g, reorder_t *r, dnnl_memory_t from, dnnl_memory_t to)
 {
     const dnnl_memory_desc_t *a, *b;
@@ -259,7 +249,7 @@ static dnnl_memory_t arg_mem(bk_ctx_t *g, dnnl_memory_t have, const dnnl_memory_
     dnnl_memory_get_memory_desc(have, &hm);
     if (dnnl_memory_desc_equal(hm, want))
         return have;
-    dnnl_memory_t m = mem_new(g, want, 1);
+    dnnl_memory_t m = cpu_mem(g, want, 1);
     if (m && reorder_make(g, r, in ? have : m, in ? m : have) < 0) {
         dnnl_memory_destroy(m);
         return NULL;
@@ -286,20 +276,20 @@ static int iplan_prim(bk_ctx_t *g, iplan_t *p, const_dnnl_primitive_desc_t pd, c
     p->threads = omp_get_max_threads();
     p->scratch_size = smd ? dnnl_memory_desc_get_size(smd) : 0;
     if (cpu_dn(g, dnnl_primitive_create(&p->prim, pd), "primitive_create") < 0 ||
-        !(p->x = mem_new(g, &xm, 0)) || !(p->y = mem_new(g, &ym, 0)))
+        !(p->x = cpu_mem(g, &xm, 0)) || !(p->y = cpu_mem(g, &ym, 0)))
         return -1;
     if (src->ndims == 4 && !(p->xp = arg_mem(g, p->x, src, &p->x_in, 1)))
         return -1;
     if (src->ndims != 4)   /* a 2-D view of x (inner product): same bytes */
-        if (!(p->xp = mem_new(g, src, 0)))
+        if (!(p->xp = cpu_mem(g, src, 0)))
             return -1;
     if (dst->ndims == 4 && !(p->yp = arg_mem(g, p->y, dst, &p->y_out, 0)))
         return -1;
-    if (dst->ndims != 4 && !(p->yp = mem_new(g, dst, 0)))
+    if (dst->ndims != 4 && !(p->yp = cpu_mem(g, dst, 0)))
         return -1;
     if (p->sum && p->yp != p->y && reorder_make(g, &p->res_in, p->y, p->yp) < 0)
         return -1;
-    if (p->scratch_size && !(p->scratch = mem_new(g, smd, 0)))
+    if (p->scratch_size && !(p->scratch = cpu_mem(g, smd, 0)))
         return -1;
     arg(p, DNNL_ARG_SRC, p->xp);
     arg(p, DNNL_ARG_DST, p->yp);
@@ -314,9 +304,9 @@ static int iplan_weights(bk_ctx_t *g, iplan_t *p, const_dnnl_primitive_desc_t pd
                          const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *bias_md)
 {
     const dnnl_memory_desc_t *wm = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    if (!(p->w_user = mem_new(g, user_md, 0)) || !(p->w = mem_new(g, wm, 1)) ||
+    if (!(p->w_user = cpu_mem(g, user_md, 0)) || !(p->w = cpu_mem(g, wm, 1)) ||
         reorder_make(g, &p->w_in, p->w_user, p->w) < 0 ||
-        (bias_md && !(p->b = mem_new(g, bias_md, 0))))
+        (bias_md && !(p->b = cpu_mem(g, bias_md, 0))))
         return -1;
     arg(p, DNNL_ARG_WEIGHTS, p->w);
     if (p->b)
