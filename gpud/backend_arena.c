@@ -2,10 +2,13 @@
  * backend_arena.h). */
 #include "gpud/backend_arena.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/errbuf.h"
 #include "gpud/backend_impl.h"
+#include "gpud/finite.h"
 #include "gpud/optim/optim_host.h"
 
 #define ARENA_ALIGN 64   /* a cache line: every kernel's vector loads start aligned */
@@ -46,6 +49,19 @@ static int host_zero(float *base, size_t off, size_t n)
     return 0;
 }
 
+static int host_copy(float *dst, size_t doff, const float *src, size_t soff, size_t n)
+{
+    if (n)
+        memmove(dst + doff, src + soff, n * sizeof *dst);
+    return 0;
+}
+
+static int host_find_nonfinite(const float *base, size_t off, size_t n, int64_t *at)
+{
+    *at = finite_first_bad(base + off, n);
+    return 0;
+}
+
 const bk_arena_ops_t bk_arena_host = {
     .name = "host",
     .mem = BK_MEM_HOST,
@@ -54,6 +70,8 @@ const bk_arena_ops_t bk_arena_host = {
     .read = host_read,
     .write = host_write,
     .zero = host_zero,
+    .copy = host_copy,
+    .find_nonfinite = host_find_nonfinite,
     .optim_step = optim_host_step,
 };
 
@@ -100,6 +118,33 @@ int bk_arena_zero(const bk_arena_t *a, size_t off, size_t n)
     if (off > a->floats || n > a->floats - off)
         return -1;
     return a->ops->zero(a->base, off, n);
+}
+
+int bk_arena_copy(const bk_arena_t *dst, size_t doff, const bk_arena_t *src, size_t soff,
+                  size_t n)
+{
+    if (dst->ops != src->ops || doff > dst->floats || n > dst->floats - doff ||
+        soff > src->floats || n > src->floats - soff)
+        return -1;
+    return dst->ops->copy(dst->base, doff, src->base, soff, n);
+}
+
+int bk_arena_check(const bk_arena_t *a, size_t off, size_t n, const char *name, char *err,
+                   size_t errlen)
+{
+    int64_t at = -1;
+    float v = 0.0f;
+    if (off > a->floats || n > a->floats - off ||
+        a->ops->find_nonfinite(a->base, off, n, &at) < 0 ||
+        (at >= 0 && bk_arena_read(a, off + (size_t)at, 1, &v) < 0)) {
+        err_set(err, errlen, "%s: cannot scan the %s arena for non-finite values", name,
+                a->ops->name);
+        return -1;
+    }
+    if (at < 0)
+        return 0;
+    err_set(err, errlen, "%s: element %lld of %zu is %g", name, (long long)at, n, (double)v);
+    return -1;
 }
 
 float *bk_arena_host_view(const bk_arena_t *a, size_t off)

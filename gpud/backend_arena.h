@@ -37,13 +37,15 @@
  * layout. Buckets, the optimizer and checkpoints only see the final grads
  * arena, so they need no change.
  *
- * Host memory today on every backend: cpu and ref compute on the host, and
- * the cuda kernels still take host arrays (they upload the weights each op
- * reads and download the gradients it writes) — making the cuda arena
- * device-resident (cuda_optim.c's cuda_device_arena: cudaMalloc'd, the
- * optimizer as device kernels) is issue 30. The ops below are what that
- * switch needs: read/write/zero copy between host and arena memory and
- * count the bytes (bk_traffic_t), the optimizer is the arena's slot.
+ * Host memory on cpu and ref (they compute on the host); device memory on
+ * cuda (cuda_optim.c's cuda_device_arena): the kernels read and write the
+ * views in place, the optimizer is a device kernel over the arenas, and
+ * the host reaches the arenas only through the ops below (checkpoints,
+ * STATE, the ring's host mirror, the non-finite scan), each copy counted
+ * (bk_traffic_t). The "ref-device" backend (gpud/cpu/ref_device.c) runs
+ * the ref kernels over an emulated device arena whose addresses the host
+ * cannot dereference: the tests' proof that nothing else touches them.
+ */
  */
 #ifndef DDP_BACKEND_ARENA_H
 #define DDP_BACKEND_ARENA_H
@@ -65,7 +67,13 @@ typedef struct bk_traffic {
     uint64_t batch_in;      /* input pixels (+ their normalisation table), labels,
                              * sample ids, the loss gradient */
     uint64_t out;           /* loss and logits read back */
-    uint64_t params;        /* parameter / gradient / state copies (arena read/write) */
+    uint64_t params;        /* parameter / gradient / state copies (arena read/write:
+                             * checkpoints, STATE, the ring's host mirror) */
+    uint64_t bn;            /* training BatchNorm's per-channel vectors: the batch
+                             * statistics and gradient sums the host computes and
+                             * all-reduces (SyncBatchNorm), the running statistics
+                             * it updates, gamma, the centres and coefficients the
+                             * kernels take (tape_bn.c; model_copy_plan plans them) */
 } bk_traffic_t;
 
 /* One parameter for the optimizer slot: views into the arenas (device
@@ -92,6 +100,13 @@ typedef struct bk_arena_ops {
     int (*read)(const float *base, size_t off, size_t n, float *dst);
     int (*write)(float *base, size_t off, size_t n, const float *src);
     int (*zero)(float *base, size_t off, size_t n);
+    /* dst[doff, doff + n) = src[soff, soff + n), both memory of this kind
+     * (no host round trip). 0 or -1. */
+    int (*copy)(float *dst, size_t doff, const float *src, size_t soff, size_t n);
+    /* *at = the index (from off) of the first NaN or +-inf in
+     * base[off, off + n), -1 when all are finite. 0, or -1 when the scan
+     * itself failed. */
+    int (*find_nonfinite)(const float *base, size_t off, size_t n, int64_t *at);
     /* One optimizer step at lr of the n parameters (optim.h's arithmetic,
      * bit-identical on every implementation); step/have_buf updated. 0, or
      * -1 with the reason in err. */
@@ -119,6 +134,13 @@ void bk_arena_free(bk_arena_t *a);
 int bk_arena_read(const bk_arena_t *a, size_t off, size_t n, float *dst);
 int bk_arena_write(const bk_arena_t *a, size_t off, size_t n, const float *src);
 int bk_arena_zero(const bk_arena_t *a, size_t off, size_t n);
+/* dst[doff..] = src[soff..] (n floats; the same ops on both). 0 or -1. */
+int bk_arena_copy(const bk_arena_t *dst, size_t doff, const bk_arena_t *src, size_t soff,
+                  size_t n);
+/* 0 when base[off, off + n) is finite, else -1 with finite_check's message
+ * ("name: element i of n is nan", i from off) in err; a failed scan says so. */
+int bk_arena_check(const bk_arena_t *a, size_t off, size_t n, const char *name, char *err,
+                   size_t errlen);
 /* base[off, off + n) as host memory: a view on a host arena, else NULL
  * (read/write through a staging copy). */
 float *bk_arena_host_view(const bk_arena_t *a, size_t off);

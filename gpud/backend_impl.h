@@ -44,10 +44,17 @@ typedef struct bk_plan {
 } bk_plan_t;
 
 /* The kernels of every graph (gpud/backend_train.c). Buffers (void *)
- * are the backend's activation memory in the backend's layout; parameters
- * (float *) are host arrays in PyTorch layout, read at every call (they
- * change between steps) except by an inference graph's plans (g->infer,
- * see conv_plan). Shapes are NCHW logical dims. Kernels OVERWRITE their
+ * are the backend's activation memory in the backend's layout. Parameters
+ * (float *: weights, biases, gamma/beta, mean/var and their gradients) are
+ * PARAMETER MEMORY in PyTorch layout: views into the model's arenas, or
+ * the tape's own per-channel vectors in the same kind of memory (training
+ * BatchNorm's batch mean/var, an inference op's folded weights:
+ * tape_mem.c) — host arrays where backend_arena_ops(be) is host memory,
+ * device addresses on cuda. A kernel reads them at every call (they change
+ * between steps) except an inference graph's plans (g->infer, see
+ * conv_plan). The per-channel centres and coefficients of chan_sums,
+ * chan_axpb and bn_grad_* and their double sums are HOST arrays (the host
+ * computes and all-reduces them). Shapes are NCHW logical dims. Kernels OVERWRITE their
  * outputs; the tape accumulates where a tensor feeds several ops.
  * int-returning kernels give 0, or -1 after bk_ctx_fail(g, ...). A NULL
  * gradient output means "not needed". */
