@@ -12,8 +12,9 @@
  * A backend owns the device-side state: engine, stream, thread pool.
  * Implementations: "cpu" (oneDNN, gpud/cpu/dnnl_*.c),
  * "ref" (plain C loops, gpud/cpu/ref_backend.c, ref_train.c — the oracle of
- * the unit tests) and "cuda" (gpud/cuda); each provides the private tables
- * of gpud/backend_impl.h.
+ * the unit tests), "ref-device" (ref's kernels over an emulated device
+ * arena, gpud/cpu/ref_device.c: tests) and "cuda" (gpud/cuda); each
+ * provides the private tables of gpud/backend_impl.h.
  */
 #ifndef DDP_BACKEND_H
 #define DDP_BACKEND_H
@@ -178,6 +179,7 @@ size_t bk_graph_bytes(const bk_graph_t *g);
  * Bytes; independent of the batch size. Zero on a NULL graph or loss. */
 typedef struct bk_copy_plan {
     uint64_t weights_up, grads_down, bn;
+    uint64_t bn_tape;   /* tape_bn.c's own copies of BatchNorm vectors (device arena) */
 } bk_copy_plan_t;
 void bk_graph_copy_plan(const bk_graph_t *g, const bk_tensor_t *loss, bk_copy_plan_t *p);
 /* 0: dropout is the identity even in training mode (parity tests). */
@@ -207,6 +209,13 @@ void bk_graph_set_allreduce(bk_graph_t *g, bk_allreduce_fn fn, void *ctx);
  * fn NULL: off (default). */
 typedef void (*bk_grad_ready_fn)(void *ctx, const float *grad);
 void bk_graph_set_grad_ready(bk_graph_t *g, bk_grad_ready_fn fn, void *ctx);
+
+/* Where g counts the bytes its own host code copies to and from parameter
+ * memory that is not host memory (backend_impl.h; a cuda step's training
+ * BatchNorm vectors in t->bn, an inference plan's fold in t->params).
+ * NULL: not counted (default). */
+struct bk_traffic;
+void bk_graph_set_traffic(bk_graph_t *g, struct bk_traffic *t);
 
 /* requires_grad: compute the gradient of the input too (tests). */
 bk_tensor_t *bk_input(bk_graph_t *g, int n, int c, int h, int w, int requires_grad);

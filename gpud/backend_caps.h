@@ -16,6 +16,7 @@ enum {
 #define BK_CAPS_CPU (BK_CAN_BF16)
 #define BK_CAPS_REF (BK_CAN_BF16)
 #define BK_CAPS_CUDA (BK_CAN_DEVICE_PER_RANK)
+#define BK_CAPS_REF_DEVICE 0   /* ref kernels, emulated device arena (tests) */
 
 /* BK_CAN_* of the backend called name, or -1 when there is no such backend
  * (whether this build has it is backend_new's answer). */
@@ -29,6 +30,8 @@ static inline int backend_caps(const char *name)
         return BK_CAPS_REF;
     if (strcmp(name, "cuda") == 0)
         return BK_CAPS_CUDA;
+    if (strcmp(name, "ref-device") == 0)
+        return BK_CAPS_REF_DEVICE;
     return -1;
 }
 

@@ -203,5 +203,7 @@ void bk_bn_fold(float *w, float *bias, int oc, size_t per_oc, const float *gamma
 /* Constructors of the implementations (threads already resolved, >= 1). */
 backend_t *cpu_backend_new(int threads, char *err, size_t errlen);
 backend_t *ref_backend_new(int threads, char *err, size_t errlen);
+/* ref_device.c: the ref kernels over an emulated device arena (tests). */
+backend_t *ref_device_backend_new(int threads, char *err, size_t errlen);
 
 #endif

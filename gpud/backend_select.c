@@ -25,11 +25,13 @@ backend_t *backend_new(const char *name, int threads, char *err, size_t errlen)
         return cpu_backend_new(threads, err, errlen);
     if (name && strcmp(name, "ref") == 0)
         return ref_backend_new(threads, err, errlen);
+    if (name && strcmp(name, "ref-device") == 0)
+        return ref_device_backend_new(threads, err, errlen);
 #ifdef DDPIPE_HAVE_CUDA
     if (name && strcmp(name, "cuda") == 0)
         return cuda_backend_new(threads, err, errlen);
 #endif
-    err_set(err, errlen, "backend '%s' is not available (built: cpu, ref%s)",
+    err_set(err, errlen, "backend '%s' is not available (built: cpu, ref, ref-device%s)",
             name ? name : "(null)",
             name && strcmp(name, "cuda") == 0 ? "; cuda was not found at build time" : "");
     return NULL;

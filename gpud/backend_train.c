@@ -89,6 +89,12 @@ void bk_graph_set_grad_ready(bk_graph_t *g, bk_grad_ready_fn fn, void *ctx)
     g->grad_ready_ctx = fn ? ctx : NULL;
 }
 
+void bk_graph_set_traffic(bk_graph_t *g, bk_traffic_t *t)
+{
+    if (g)
+        g->traffic = t;
+}
+
 void bk_tensor_dims(const bk_tensor_t *t, int *n, int *c, int *h, int *w)
 {
     *n = t->n;
@@ -442,7 +448,7 @@ int tape_ready(bk_graph_t *g)
     if (g->fops && g->training)
         return plan_fused_leave(g);
     if (g->fops && g->fused_stale)
-        plan_refold(g);
+        return plan_refold(g);
     return 0;
 }
 

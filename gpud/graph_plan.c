@@ -261,13 +261,50 @@ static int plan_ops(plan_t *pl)
 
 /* ------------------------------------------------------------- building */
 
-/* The weights and bias fused op f computes with, in f->fw / f->fb: the
- * bound arrays with its BatchNorm folded in and, in bf16 (g->bf16),
- * rounded to bf16 as autocast casts them, after the fold (docs/BF16.md
- * "bf16 inference plan"). Neither: f->fw stays NULL, the bound arrays are
- * used. Made on the first call, refilled by the next (plan_refold). -1:
- * out of memory. */
-static int fold_params(const bk_graph_t *g, top_t *f)
+/* The host copies a fold works on: the parameter memory itself on a host
+ * arena, else stages read from the device (counted as parameter bytes). */
+typedef struct {
+    float *w, *b;           /* the folded weights and bias being made */
+    float *bn;              /* device arena: gamma, beta, mean, var stages (4 oc) */
+    int host;
+} fold_stage_t;
+
+static void stage_free(fold_stage_t *st)
+{
+    if (!st->host) {
+        free(st->w);
+        free(st->b);
+        free(st->bn);
+    }
+}
+
+/* The BatchNorm's vectors as host floats (views or stages). */
+static int bn_vectors(bk_graph_t *g, const bk_bn_t *bn, fold_stage_t *st, int oc,
+                      const float *v[4])
+{
+    const float *src[4] = {bn->weight, bn->bias, bn->running_mean, bn->running_var};
+    for (int i = 0; i < 4; i++) {
+        if (st->host) {
+            v[i] = src[i];
+            continue;
+        }
+        float *dst = st->bn + (size_t)i * oc;
+        if (tape_pmem_get(g, dst, src[i], (size_t)oc, tape_count_params(g)) < 0)
+            return -1;
+        v[i] = dst;
+    }
+    return 0;
+}
+
+/* The weights and bias fused op f computes with, in f->fw / f->fb
+ * (parameter memory, tape_mem.c): the bound arrays with its BatchNorm
+ * folded in and, in bf16 (g->bf16), rounded to bf16 as autocast casts
+ * them, after the fold (docs/BF16.md "bf16 inference plan"). Neither:
+ * f->fw stays NULL, the bound arrays are used. Made on the first call,
+ * refilled by the next (plan_refold). On a device arena the fold reads the
+ * bound values into host stages and writes the result back (once per
+ * params_version). -1: out of memory, or a copy failed (g failed). */
+static int fold_params(bk_graph_t *g, top_t *f)
 {
     int conv = f->kind == TO_CONV;
     if (!conv && f->kind != TO_LINEAR)
@@ -282,26 +319,40 @@ static int fold_params(const bk_graph_t *g, top_t *f)
     if (!bn && !g->bf16)
         return 0;
     if (!f->fw) {
-        f->fw = malloc(nw * sizeof *f->fw);
-        if (bn || b)   /* a fold makes a bias */
-            f->fb = calloc((size_t)oc, sizeof *f->fb);
-        if (!f->fw || ((bn || b) && !f->fb))
+        if (!(f->fw = tape_pmem_new(g, nw)))
+            return -1;
+        if ((bn || b) && !(f->fb = tape_pmem_new(g, (size_t)oc)))   /* a fold makes a bias */
             return -1;
     }
-    memcpy(f->fw, w, nw * sizeof *f->fw);
-    if (f->fb && b)
-        memcpy(f->fb, b, (size_t)oc * sizeof *f->fb);
-    else if (f->fb)
-        memset(f->fb, 0, (size_t)oc * sizeof *f->fb);
-    if (bn)
-        bk_bn_fold(f->fw, f->fb, oc, per, bn->weight, bn->bias, bn->running_mean,
-                   bn->running_var, bn->eps);
-    if (g->bf16) {
-        bf16_round(f->fw, f->fw, nw);
-        if (f->fb)
-            bf16_round(f->fb, f->fb, (size_t)oc);
+    fold_stage_t st = {.host = tape_pmem_host(g)};
+    st.w = st.host ? f->fw : malloc(nw * sizeof *st.w);
+    st.b = st.host || !f->fb ? f->fb : calloc((size_t)oc, sizeof *st.b);
+    st.bn = st.host || !bn ? NULL : malloc(4 * (size_t)oc * sizeof *st.bn);
+    if (!st.w || (f->fb && !st.b) || (bn && !st.host && !st.bn)) {
+        stage_free(&st);
+        bk_ctx_fail(&g->base, "out of memory folding the parameters");
+        return -1;
     }
-    return 0;
+    const float *v[4];
+    int rc = tape_pmem_get(g, st.w, w, nw, tape_count_params(g));
+    if (rc == 0 && st.b && b)
+        rc = tape_pmem_get(g, st.b, b, (size_t)oc, tape_count_params(g));
+    else if (rc == 0 && st.b)
+        memset(st.b, 0, (size_t)oc * sizeof *st.b);
+    if (rc == 0 && bn && (rc = bn_vectors(g, bn, &st, oc, v)) == 0)
+        bk_bn_fold(st.w, st.b, oc, per, v[0], v[1], v[2], v[3], bn->eps);
+    if (rc == 0 && g->bf16) {
+        bf16_round(st.w, st.w, nw);
+        if (st.b)
+            bf16_round(st.b, st.b, (size_t)oc);
+    }
+    if (rc == 0 && !st.host)
+        rc = tape_pmem_put(g, f->fw, st.w, nw, tape_count_params(g)) < 0 ||
+                     (st.b && tape_pmem_put(g, f->fb, st.b, (size_t)oc, tape_count_params(g)) < 0)
+                 ? -1
+                 : 0;
+    stage_free(&st);
+    return rc;
 }
 
 /* The fused op of anchor a: a copy of the tape op reading its inputs'
@@ -312,7 +363,7 @@ static void fop_make(bk_graph_t *g, const plan_t *pl, int a, top_t *f)
     const pop_t *p = &pl->op[a];
     *f = g->ops[a];
     f->plan = NULL;
-    f->save_mean = f->save_var = f->sync = NULL;
+    f->save_mean = f->save_var = f->sync = f->stat = NULL;
     f->sync_d = NULL;
     f->w16 = f->b16 = f->fw = f->fb = NULL;
     f->bn_op = -1;
@@ -375,19 +426,21 @@ int plan_fused_build(bk_graph_t *g, char *why, size_t len)
     return rc;
 }
 
-void plan_refold(bk_graph_t *g)
+int plan_refold(bk_graph_t *g)
 {
-    for (size_t i = 0; i < g->nfops; i++)
-        (void)fold_params(g, &g->fops[i]);   /* the arrays exist: nothing to allocate */
+    for (size_t i = 0; i < g->nfops; i++)   /* the arrays exist: nothing to allocate */
+        if (fold_params(g, &g->fops[i]) < 0)
+            return -1;
     g->base.params_version++;
     g->fused_stale = 0;
+    return 0;
 }
 
 void plan_fused_drop(bk_graph_t *g)
 {
     for (size_t i = 0; i < g->nfops; i++) {
-        free(g->fops[i].fw);
-        free(g->fops[i].fb);
+        tape_pmem_free(g, g->fops[i].fw);
+        tape_pmem_free(g, g->fops[i].fb);
     }
     free(g->fops);
     g->fops = NULL;

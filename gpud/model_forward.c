@@ -16,6 +16,7 @@ static int slot_build(model_t *m, eval_slot_t *s, int c, int h, int w, char *err
                       size_t errlen)
 {
     bk_graph_t *g = bk_graph_new(m->be);
+    bk_graph_set_traffic(g, &m->traffic);   /* a device arena's fold */
     bk_graph_set_forward_only(g);
     bk_graph_set_training(g, 0);
     bk_graph_set_name(g, "input");

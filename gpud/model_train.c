@@ -38,6 +38,7 @@ static int train_graph(model_t *m, int n, int c, int h, int w, float eps, char *
     }
     m->t_dl = dl;
     bk_graph_t *g = bk_graph_new(m->be);
+    bk_graph_set_traffic(g, &m->traffic);   /* a device arena's BatchNorm vectors */
     bk_graph_set_name(g, "input");
     m->t_in = bk_input(g, n, c, h, w, 0);
     m->t_logits = arch_describe(m->arch, &m->info, m->ps, g, m->t_in);
@@ -165,6 +166,7 @@ static int train_run(model_t *m, int n, model_fill_fn fill, const void *ctx,
     kernels = (bk_traffic_t){0};
     backend_traffic_take(m->be, &kernels);
     t->params += kernels.params;
+    t->bn += kernels.bn;
     t->batch_in += (uint64_t)n * (sizeof *labels + sizeof *m->t_dl +
                                   (s->ids ? sizeof *s->ids : 0));
     if (rc == 0 && loss && (rc = bk_read(g, m->t_loss, loss)) == 0)

@@ -7,18 +7,39 @@
 #include "gpud/tape_priv.h"
 
 /* PyTorch's running-stat update: r = (1 - m) r + m s, with the unbiased
- * batch variance for running_var. */
-static void bn_running_update(top_t *o, size_t count)
+ * batch variance for running_var. The running stats are parameter memory
+ * (read and written back through tape_mem on a device arena; o->sync is
+ * free for the stage between the forward's all-reduces and its backward). */
+static int bn_running_update(bk_graph_t *g, top_t *o, size_t count)
 {
     double m = o->bn.momentum, unbias = count > 1 ? (double)count / (double)(count - 1) : 1.0;
-    for (int c = 0; c < o->bn.c; c++) {
-        o->bn.running_mean[c] =
-            (float)((1.0 - m) * o->bn.running_mean[c] + m * o->save_mean[c]);
-        o->bn.running_var[c] =
-            (float)((1.0 - m) * o->bn.running_var[c] + m * o->save_var[c] * unbias);
+    size_t c = (size_t)o->bn.c;
+    uint64_t *cnt = tape_count_bn(g);
+    float *rm = tape_pmem_view(g, o->bn.running_mean, o->sync, c, cnt);
+    float *rv = rm ? tape_pmem_view(g, o->bn.running_var, o->sync + c, c, cnt) : NULL;
+    if (!rv)
+        return -1;
+    for (size_t i = 0; i < c; i++) {
+        rm[i] = (float)((1.0 - m) * rm[i] + m * o->save_mean[i]);
+        rv[i] = (float)((1.0 - m) * rv[i] + m * o->save_var[i] * unbias);
     }
+    if (tape_pmem_commit(g, o->bn.running_mean, rm, c, cnt) < 0 ||
+        tape_pmem_commit(g, o->bn.running_var, rv, c, cnt) < 0)
+        return -1;
     if (o->bn.num_batches)
         *o->bn.num_batches += 1.0f;
+    return 0;
+}
+
+/* The batch statistics as the kernels take them: parameter memory. */
+static float *stat_mean(top_t *o)
+{
+    return o->stat ? o->stat : o->save_mean;
+}
+
+static float *stat_var(top_t *o)
+{
+    return o->stat ? o->stat + o->bn.c : o->save_var;
 }
 
 /* ------------------------------------------- training-mode BatchNorm
@@ -99,6 +120,9 @@ static double bn_stats(bk_graph_t *g, top_t *o, const bk_tensor_t *x)
         return -1;
     for (int i = 0; i < c; i++)
         o->save_var[i] = (float)(o->sync_d[i] / count);
+    if (o->stat && (tape_pmem_put(g, stat_mean(o), o->save_mean, (size_t)c, tape_count_bn(g)) < 0 ||
+                    tape_pmem_put(g, stat_var(o), o->save_var, (size_t)c, tape_count_bn(g)) < 0))
+        return -1;
     return count;
 }
 
@@ -108,11 +132,10 @@ int tape_bn_fwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y)
     double count = bn_stats(g, o, x);
     if (count < 0)
         return -1;
-    if (g->k->bn_fwd(&g->base, o->plan, 0, x->val, o->bn.weight, o->bn.bias, o->save_mean,
-                     o->save_var, y->val) < 0)
+    if (g->k->bn_fwd(&g->base, o->plan, 0, x->val, o->bn.weight, o->bn.bias, stat_mean(o),
+                     stat_var(o), y->val) < 0)
         return -1;
-    bn_running_update(o, (size_t)count);
-    return 0;
+    return bn_running_update(g, o, (size_t)count);
 }
 
 /* This rank's [sum dy', sum dy' * xhat] into sync_d[0, 2c) (dy' after the
@@ -123,10 +146,13 @@ static int bn_grad_local(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk
 {
     int c = o->bn.c;
     double *sdy = o->sync_d, *sdyx = o->sync_d + c;
-    if (!g->k->bn_grad_sums) {
+    if (!g->k->bn_grad_sums) {   /* its gamma/beta gradient outputs: parameter memory */
         float *fdy = o->sync, *fdyx = o->sync + c;
+        float *pdyx = o->stat ? o->stat + 2 * c : fdyx, *pdy = o->stat ? o->stat + 3 * c : fdy;
         if (g->k->bn_bwd(&g->base, o->plan, 0, x->val, y->val, y->grad, o->bn.weight,
-                         o->save_mean, o->save_var, gx, fdyx, fdy) < 0)
+                         stat_mean(o), stat_var(o), gx, pdyx, pdy) < 0 ||
+            (o->stat && (tape_pmem_get(g, fdyx, pdyx, (size_t)c, tape_count_bn(g)) < 0 ||
+                         tape_pmem_get(g, fdy, pdy, (size_t)c, tape_count_bn(g)) < 0)))
             return -1;
         for (int i = 0; i < c; i++) {
             sdy[i] = fdy[i];
@@ -141,6 +167,24 @@ static int bn_grad_local(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk
     for (int i = 0; i < c; i++)
         sdyx[i] /= sqrt((double)o->save_var[i] + o->bn.eps);
     return 0;
+}
+
+/* This rank's own gamma/beta gradient sums into the grads arena (through
+ * a stage in o->sync[0, 2c) on a device arena). */
+static int bn_param_grads(bk_graph_t *g, top_t *o)
+{
+    size_t c = (size_t)o->bn.c;
+    const double *sdy = o->sync_d, *sdyx = o->sync_d + c;
+    int host = tape_pmem_host(g);
+    float *gw = host ? o->bn.grad_weight : o->sync, *gb = host ? o->bn.grad_bias : o->sync + c;
+    for (size_t i = 0; i < c; i++) {
+        gw[i] = (float)sdyx[i];
+        gb[i] = (float)sdy[i];
+    }
+    return tape_pmem_commit(g, o->bn.grad_weight, gw, c, tape_count_bn(g)) < 0 ||
+                   tape_pmem_commit(g, o->bn.grad_bias, gb, c, tape_count_bn(g)) < 0
+               ? -1
+               : 0;
 }
 
 /* Training-mode BN backward over the (global) batch. With k = gamma /
@@ -158,17 +202,18 @@ int tape_bn_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t
         memset(o->sync_d, 0, 2 * (size_t)c * sizeof *o->sync_d);
     else if (bn_grad_local(g, o, x, y, gx) < 0)
         return -1;
-    for (int i = 0; x && o->bn.grad_weight && i < c; i++) {
-        o->bn.grad_weight[i] = (float)sdyx[i];
-        o->bn.grad_bias[i] = (float)sdy[i];
-    }
+    if (x && o->bn.grad_weight && bn_param_grads(g, o) < 0)
+        return -1;
     if (sync_call(g, o->sync_d, 2 * (size_t)c) < 0)
         return -1;
     if (!x || !gx)
         return 0;
+    const float *gamma = tape_pmem_view(g, o->bn.weight, o->sync, (size_t)c, tape_count_bn(g));
+    if (!gamma)
+        return -1;
     for (int i = 0; i < c; i++) {
         double rstd = 1.0 / sqrt((double)o->save_var[i] + o->bn.eps);
-        double k = (double)o->bn.weight[i] * rstd;
+        double k = (double)gamma[i] * rstd;
         scale[i] = (float)k;
         a[i] = (float)(-k * rstd * sdyx[i] / o->sync_count);
         b[i] = (float)(-k * sdy[i] / o->sync_count);
@@ -181,6 +226,18 @@ int tape_bn_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t
     else
         g->k->chan_axpb(g->base.be, gx, x->val, s, o->save_mean, a, b);
     return 0;
+}
+
+uint64_t tape_bn_copy_plan(const bk_graph_t *g, const top_t *o, int backward)
+{
+    uint64_t c = (uint64_t)o->bn.c, f4 = sizeof(float);
+    if (!bn_training(g, o))
+        return 0;   /* the kernels read the arena's running stats in place */
+    /* the statistics put (2c), the running stats read and written (4c) */
+    uint64_t b = 6 * c * f4;
+    if (backward)   /* gamma/beta gradients put (2c), gamma read for dx (c) */
+        b += (o->bn.grad_weight ? 2 * c * f4 : 0) + (o->in[0]->needs_grad ? c * f4 : 0);
+    return b;
 }
 
 int bk_empty_step(bk_graph_t *g, bk_tensor_t *y)
@@ -201,8 +258,8 @@ int bk_empty_step(bk_graph_t *g, bk_tensor_t *y)
         double count = bn_stats(g, o, NULL);
         if (count < 0)
             return -1;
-        if (count >= 1.0)
-            bn_running_update(o, (size_t)count);
+        if (count >= 1.0 && bn_running_update(g, o, (size_t)count) < 0)
+            return -1;
     }
     for (int i = y->producer; i >= 0; i--) {   /* as bk_backward */
         top_t *o = &g->ops[i];

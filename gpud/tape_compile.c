@@ -259,7 +259,8 @@ static int bf16_shadow(bk_graph_t *g, top_t *o)
     return 0;
 }
 
-/* Plans, and each BN op's batch statistics (host, c floats each). */
+/* Plans, and each BN op's batch statistics (host, c floats each; on a
+ * device arena also their parameter-memory copy, o->stat). */
 static int ops_plan(bk_graph_t *g)
 {
     size_t n;
@@ -282,6 +283,8 @@ static int ops_plan(bk_graph_t *g)
             bk_ctx_fail(&g->base, "out of memory");
             return -1;
         }
+        if (!tape_pmem_host(g) && !(o->stat = tape_pmem_new(g, 4 * (size_t)o->bn.c)))
+            return -1;
     }
     return 0;
 }
@@ -308,7 +311,8 @@ void tape_release(bk_graph_t *g)
         free(o->sync_d);
         free(o->w16);
         free(o->b16);
-        o->w16 = o->b16 = NULL;
+        tape_pmem_free(g, o->stat);
+        o->w16 = o->b16 = o->stat = NULL;
         o->plan = NULL;
         o->save_mean = o->save_var = o->sync = NULL;
         o->sync_d = NULL;
@@ -316,7 +320,9 @@ void tape_release(bk_graph_t *g)
     for (size_t i = 0; i < g->nfops; i++) {
         if (g->fops[i].plan)
             g->fops[i].plan->destroy(g->fops[i].plan);
+        tape_pmem_free(g, g->fops[i].stat);
         g->fops[i].plan = NULL;
+        g->fops[i].stat = NULL;
     }
     for (size_t i = 0; g->k && i < g->nv; i++) {
         bk_tensor_t *t = g->v[i];

@@ -65,5 +65,7 @@ void bk_graph_copy_plan(const bk_graph_t *g, const bk_tensor_t *loss, bk_copy_pl
             weights(o, backward, p);
         else if (o->kind == TO_BN)
             batchnorm(g, o, backward, p);
+        if (o->kind == TO_BN)
+            p->bn_tape += tape_bn_copy_plan(g, o, backward);
     }
 }

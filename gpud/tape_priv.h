@@ -5,6 +5,7 @@
  *   tape_forward.c   the forward
  *   tape_backward.c  the backward
  *   tape_bn.c        training-mode BatchNorm (SyncBatchNorm's all-reduces)
+ *   tape_mem.c       the tape's parameter memory (host or device, as the arenas)
  *   tape_compile.c   the compile step: kernel plans and buffers
  *   graph_plan.c     the inference plan: a forward-only eval-mode tape
  *                    rewritten into fused ops (fops) of the same kind
@@ -57,7 +58,11 @@ typedef struct {
     bk_conv_t conv;
     bk_bn_t bn;
     bk_pool_t pool;
-    float *save_mean, *save_var;    /* BN: batch statistics of the last forward */
+    float *save_mean, *save_var;    /* BN: batch statistics of the last forward (host) */
+    float *stat;                    /* BN on a device arena: parameter memory of 4c floats,
+                                     * [mean, var] as the kernels get them, [ggamma,
+                                     * gbeta] of bn_bwd's sums; NULL on host arenas (the
+                                     * kernels take save_mean / save_var) */
     float *sync;                    /* training BN backward scratch: 5c floats */
     double *sync_d;                 /* 2c + 1 per-channel sums (and the count), all-reduced */
     double sync_count;              /* global sample count of the last forward */
@@ -69,8 +74,9 @@ typedef struct {
     bk_post_t post;                 /* conv: post-ops; add: {RELU} or none */
     int bn_op;                      /* conv: the tape op of the folded BatchNorm, or -1 */
     float *fw, *fb;                 /* conv/linear: the weights it runs with when they
-                                     * are not the bound ones (BN folded, bf16 rounded);
-                                     * NULL: the bound arrays */
+                                     * are not the bound ones (BN folded, bf16 rounded),
+                                     * parameter memory (tape_mem.c); NULL: the bound
+                                     * arrays */
 } top_t;
 
 struct bk_graph {
@@ -106,6 +112,7 @@ struct bk_graph {
     void *allreduce_ctx;
     bk_grad_ready_fn grad_ready;    /* parameter gradients as they become final */
     void *grad_ready_ctx;
+    bk_traffic_t *traffic;          /* bk_graph_set_traffic; NULL: not counted */
     int profile;                    /* DDPIPE_TRAIN_PROFILE set: time op kinds */
     double prof[2][TO_CE + 1];      /* [backward][kind] seconds */
 };
@@ -135,8 +142,9 @@ void tape_release(bk_graph_t *g);
  * when some op has no fused form (which, in why; nothing changed), -1
  * after bk_fail. The compile step (tape_compile) then plans g->fops. */
 int plan_fused_build(bk_graph_t *g, char *why, size_t len);
-/* Fold the bound parameters into the fused ops again (bk_graph_reload). */
-void plan_refold(bk_graph_t *g);
+/* Fold the bound parameters into the fused ops again (bk_graph_reload).
+ * 0, or -1 after bk_ctx_fail (a device copy failed). */
+int plan_refold(bk_graph_t *g);
 /* Free g->fops and forget the vars' inference roles (after tape_release). */
 void plan_fused_drop(bk_graph_t *g);
 /* The graph was switched to training mode: drop the inference graph and
@@ -151,6 +159,31 @@ int tape_ready(bk_graph_t *g);
 int tape_bn_fwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y);
 int tape_bn_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y,
                 void *gx);
+/* The bytes tape_bn_fwd (and, backward, tape_bn_bwd) of op o copy between
+ * the host and a device arena in one training step of a full batch (the
+ * backend has bn_grad_sums; tape_copies.c sums them). */
+uint64_t tape_bn_copy_plan(const bk_graph_t *g, const top_t *o, int backward);
+
+/* tape_mem.c: the memory the tape hands the kernels as parameters
+ * (backend_impl.h), of the kind backend_arena_ops(be) allocates, and the
+ * only way its host code reads or writes parameter memory. */
+int tape_pmem_host(const bk_graph_t *g);   /* 1: host memory (views are plain arrays) */
+/* n zeroed floats; NULL after bk_ctx_fail. */
+float *tape_pmem_new(bk_graph_t *g, size_t n);
+void tape_pmem_free(bk_graph_t *g, float *p);
+/* Counters for the copies: training BatchNorm's vectors (bn) or other
+ * parameter reads (params); NULL when the graph counts nothing. */
+uint64_t *tape_count_bn(bk_graph_t *g);
+uint64_t *tape_count_params(bk_graph_t *g);
+/* host[0, n) = pm[0, n), counted; 0, or -1 after bk_ctx_fail. */
+int tape_pmem_get(bk_graph_t *g, float *host, const float *pm, size_t n, uint64_t *count);
+/* pm[0, n) = host[0, n), counted; 0, or -1 after bk_ctx_fail. */
+int tape_pmem_put(bk_graph_t *g, float *pm, const float *host, size_t n, uint64_t *count);
+/* pm as host floats: pm itself on host memory, else its n floats read into
+ * stage (counted); NULL after bk_ctx_fail. */
+float *tape_pmem_view(bk_graph_t *g, float *pm, float *stage, size_t n, uint64_t *count);
+/* After the host changed a view: written back when it was a stage. */
+int tape_pmem_commit(bk_graph_t *g, float *pm, const float *view, size_t n, uint64_t *count);
 
 /* A BN op normalises with batch statistics only in a training graph and
  * when not frozen in eval mode (bk_bn_t.eval). */

@@ -9,6 +9,7 @@
 #include "common/errbuf.h"
 #include "common/log.h"
 #include "common/safetensors.h"
+#include "gpud/arena_mirror.h"
 #include "gpud/backend_arena.h"
 #include "gpud/buckets.h"
 #include "gpud/finite.h"
@@ -23,10 +24,12 @@ struct trainer {
     optim_t *opt;
     lr_sched_t *sched;
     const bk_arena_t *params, *grads;   /* the model's arenas (model.h) */
+    arena_mirror_t hp, hg;  /* their host side (the arenas themselves on the host) */
     size_t buf_off;         /* params[buf_off, floats): the BatchNorm buffers */
     float *stage;           /* a broadcast's receive buffer on ranks != 0 */
     size_t grad_floats;
-    float *buf_saved;       /* BN buffers before the current step (trainer_restore) */
+    bk_arena_t buf_saved;   /* BN buffers before the current step (trainer_restore),
+                             * an arena of the params' kind: a copy, no round trip */
     size_t buf_floats;
     int64_t *cnt_saved;     /* num_batches_tracked before the current step */
     int n_cnt;
@@ -36,6 +39,7 @@ struct trainer {
     const float **gptr;     /* ng: its gradient (a view into the grads arena) */
     allreduce_t *ar;        /* trainer_set_overlap: overlap on this ring */
     int timeout_ms;
+    int mirror_failed;      /* a gradient's copy to the host mirror failed this step */
     bk_traffic_t logged;    /* model_traffic at the last --verbose step line */
 };
 
@@ -102,19 +106,18 @@ static int grad_layout(trainer_t *t, char *err, size_t errlen)
     return t->bk ? 0 : -1;
 }
 
-/* The arenas as the trainer uses them: host memory (a device-resident
- * arena needs the host mirror of the all-reduce and staged checkpoints:
- * issue 30), BN buffers = the params arena's buffers part. */
+/* The arenas as the trainer uses them, host or device memory: the ring,
+ * checkpoints and the broadcast work on their host mirrors (arena_mirror.h:
+ * the arenas themselves on the host); BN buffers = the params arena's
+ * buffers part. */
 static int arenas_check(trainer_t *t, char *err, size_t errlen)
 {
     t->params = model_params_arena(t->m);
     t->grads = model_grads_arena(t->m);
     t->buf_off = model_buffers_offset(t->m);
-    if (!bk_arena_host_view(t->params, 0) || !bk_arena_host_view(t->grads, 0)) {
-        err_set(err, errlen, "the %s arena is not host memory: the trainer does not support "
-                "device-resident parameters yet", t->params->ops->name);
+    if (arena_mirror_init(&t->hp, t->params, err, errlen) < 0 ||
+        arena_mirror_init(&t->hg, t->grads, err, errlen) < 0)
         return -1;
-    }
     if (t->buf_floats > t->params->floats - t->buf_off) {
         err_set(err, errlen, "the params arena's buffers part holds %zu floats, the BatchNorm "
                 "buffers %zu (a buffer that is not running_mean/var?)",
@@ -163,10 +166,10 @@ static int register_params(trainer_t *t, char *err, size_t errlen)
         return -1;
     }
     t->buf_floats = t->params->floats - t->buf_off;   /* the buffers and their gaps */
-    t->buf_saved = malloc((t->buf_floats ? t->buf_floats : 1) * sizeof *t->buf_saved);
     t->n_cnt = model_i64_count(t->m);
     t->cnt_saved = calloc((size_t)(t->n_cnt > 0 ? t->n_cnt : 1), sizeof *t->cnt_saved);
-    if (!t->buf_saved || !t->cnt_saved) {
+    if (bk_arena_alloc(&t->buf_saved, t->params->ops, t->buf_floats, NULL) < 0 ||
+        !t->cnt_saved) {
         err_set(err, errlen, "out of memory for %zu floats of BatchNorm buffers",
                 t->buf_floats);
         return -1;
@@ -215,7 +218,9 @@ void trainer_destroy(trainer_t **tp)
     optim_destroy(&t->opt);
     lr_sched_destroy(&t->sched);
     free(t->stage);
-    free(t->buf_saved);
+    bk_arena_free(&t->buf_saved);
+    arena_mirror_fini(&t->hp);
+    arena_mirror_fini(&t->hg);
     free(t->cnt_saved);
     buckets_destroy(&t->bk);
     free(t->gptr);
@@ -248,7 +253,12 @@ int trainer_broadcast(trainer_t *t, allreduce_t *ar, trainer_set_t which, int ti
                       char *err, size_t errlen)
 {
     size_t lo = which == TRAINER_ALL ? 0 : t->buf_off, n = t->params->floats - lo;
-    float *data = bk_arena_host_view(t->params, lo);
+    float *data = NULL;
+    if (allreduce_rank(ar) == 0 && !(data = arena_mirror_pull(&t->hp, lo, n))) {
+        err_set(err, errlen, "cannot read %zu floats of the %s arena for the broadcast", n,
+                t->params->ops->name);
+        return -1;
+    }
     if (allreduce_rank(ar) != 0) {
         if (!t->stage && !(t->stage = malloc((t->params->floats ? t->params->floats : 1) *
                                              sizeof *t->stage))) {
@@ -261,25 +271,35 @@ int trainer_broadcast(trainer_t *t, allreduce_t *ar, trainer_set_t which, int ti
     if (allreduce_sum(ar, data, n, timeout_ms, err, errlen) < 0)
         return -1;
     if (data == t->stage)
-        memcpy(bk_arena_host_view(t->params, lo), t->stage, n * sizeof *t->stage);
+        memcpy(arena_mirror_at(&t->hp, lo), t->stage, n * sizeof *t->stage);
+    if (arena_mirror_push(&t->hp, lo, n) < 0) {
+        err_set(err, errlen, "cannot write %zu broadcast floats to the %s arena", n,
+                t->params->ops->name);
+        return -1;
+    }
     return 0;
 }
 
-static void save_buffers(trainer_t *t)
+static int save_buffers(trainer_t *t, char *err, size_t errlen)
 {
-    memcpy(t->buf_saved, bk_arena_host_view(t->params, t->buf_off),
-           t->buf_floats * sizeof *t->buf_saved);
+    if (bk_arena_copy(&t->buf_saved, 0, t->params, t->buf_off, t->buf_floats) < 0) {
+        err_set(err, errlen, "cannot save the BatchNorm buffers (a copy in the %s arena "
+                "failed)", t->params->ops->name);
+        return -1;
+    }
     for (int i = 0; i < t->n_cnt; i++) {
         model_i64_t c;
         if (model_i64_at(t->m, i, &c) == 0)
             t->cnt_saved[i] = *c.value;
     }
+    return 0;
 }
 
 void trainer_restore(trainer_t *t)
 {
-    memcpy(bk_arena_host_view(t->params, t->buf_off), t->buf_saved,
-           t->buf_floats * sizeof *t->buf_saved);
+    if (bk_arena_copy(t->params, t->buf_off, &t->buf_saved, 0, t->buf_floats) < 0)
+        log_error("cannot restore the BatchNorm buffers (a copy in the %s arena failed): "
+                  "the running statistics keep this step's update", t->params->ops->name);
     for (int i = 0; i < t->n_cnt; i++) {
         model_i64_t c;
         if (model_i64_at(t->m, i, &c) == 0)
@@ -293,7 +313,7 @@ static int grad_ptrs(trainer_t *t, char *err, size_t errlen)
 {
     const bk_arena_t *g = model_grads_arena(t->m);
     if (g != t->grads || g->floats != t->grad_floats ||
-        (t->ng > 0 && t->gptr[0] != bk_arena_host_view(g, 0))) {
+        (t->ng > 0 && t->gptr[0] != g->base)) {
         err_set(err, errlen, "the gradient arena was laid out again (a freeze after the "
                 "trainer was made)");
         return -1;
@@ -311,6 +331,11 @@ static void on_grad_ready(void *ctx, const float *grad)
         return;
     for (int i = 0; i < t->ng; i++)
         if (t->gptr[i] == grad) {
+            size_t lo, hi;
+            buckets_grad_range(t->bk, i, &lo, &hi);
+            /* on a device arena the ring sums the host mirror: copy it there */
+            if (!arena_mirror_pull(&t->hg, lo, hi - lo))
+                t->mirror_failed = 1;
             buckets_ready(t->bk, i);
             return;
         }
@@ -331,7 +356,9 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
                 (unsigned long long)b->step, b->n, b->global_count);
         return -1;
     }
-    save_buffers(t);
+    if (save_buffers(t, err, errlen) < 0)
+        return -1;
+    t->mirror_failed = 0;
     model_step_t s = {.global_batch = b->global_count ? (int)b->global_count : 1,
                       .label_smoothing = t->cfg.label_smoothing, .seed = t->cfg.seed,
                       .step = b->step, .ids = (const int64_t *)b->ids};
@@ -340,7 +367,8 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
      * all-reduced by trainer_reduce, in the same bucket operations) */
     if (t->ar && b->n > 0 && allreduce_world(t->ar) > 1 && !buckets_active(t->bk) &&
         (grad_ptrs(t, err, errlen) < 0 ||
-         buckets_begin(t->bk, t->grads->base, t->ar, t->timeout_ms, 1, err, errlen) < 0))
+         buckets_begin(t->bk, arena_mirror_at(&t->hg, 0), t->ar, t->timeout_ms, 1, err,
+                       errlen) < 0))
         return -1;
     int rc = model_train_step_u8(t->m, b->pixels ? b->pixels : &none, b->n, b->c, b->h, b->w,
                                  b->mean, b->std, b->labels, &s, loss, logits, err, errlen);
@@ -352,43 +380,97 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
 /* The buckets in flight (overlap) finish; without overlap, every bucket
  * runs here. Either way the same ring operations: one allreduce_sum_range
  * per bucket of the grads arena, in place, summing each float as one
- * allreduce_sum of the arena would. */
+ * allreduce_sum of the arena would. On a device arena they sum its host
+ * mirror (each gradient copied there as it became final, or all of it
+ * here), written back after; a ring of one rank sums nothing: no copies. */
 int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, size_t errlen)
 {
-    if (!buckets_active(t->bk) &&
-        (grad_ptrs(t, err, errlen) < 0 ||
-         buckets_begin(t->bk, t->grads->base, ar, timeout_ms, 0, err, errlen) < 0))
+    int mirror = t->hg.copy && allreduce_world(ar) > 1;
+    if (!buckets_active(t->bk)) {
+        if (grad_ptrs(t, err, errlen) < 0)
+            return -1;
+        if (mirror && !arena_mirror_pull(&t->hg, 0, t->grad_floats)) {
+            err_set(err, errlen, "cannot copy the gradients to the host for the all-reduce "
+                    "(reading the %s arena failed)", t->grads->ops->name);
+            return -1;
+        }
+        if (buckets_begin(t->bk, arena_mirror_at(&t->hg, 0), ar, timeout_ms, 0, err,
+                          errlen) < 0)
+            return -1;
+    }
+    if (buckets_end(t->bk, err, errlen) < 0)   /* marks those the hook did not see */
         return -1;
-    return buckets_end(t->bk, err, errlen);   /* marks those the hook did not see */
+    if (t->mirror_failed) {
+        err_set(err, errlen, "a gradient's copy to the host for the all-reduce failed "
+                "(reading the %s arena)", t->grads->ops->name);
+        return -1;
+    }
+    if (mirror && arena_mirror_push(&t->hg, 0, t->grad_floats) < 0) {
+        err_set(err, errlen, "cannot write the summed gradients back to the %s arena",
+                t->grads->ops->name);
+        return -1;
+    }
+    return 0;
+}
+
+/* The first non-finite float of arena a (one scan, wherever it lives),
+ * named by the tensor holding it: *name_at(ctx, i, &lo, &n) gives tensor
+ * i's range, for i = 0, 1, ... until it returns NULL. */
+typedef const char *(*range_fn)(const trainer_t *t, int i, size_t *lo, size_t *n);
+
+static int arena_finite(const trainer_t *t, const bk_arena_t *a, range_fn range,
+                        const char *what, char *err, size_t errlen)
+{
+    int64_t at = -1;
+    if (a->ops->find_nonfinite(a->base, 0, a->floats, &at) < 0) {
+        err_set(err, errlen, "%s: scanning the %s arena for non-finite values failed", what,
+                a->ops->name);
+        return -1;
+    }
+    if (at < 0)
+        return 0;
+    const char *name;
+    size_t lo = 0, n = 0;
+    for (int i = 0; (name = range(t, i, &lo, &n)) != NULL; i++)
+        if ((size_t)at >= lo && (size_t)at - lo < n) {
+            char bad[256];
+            bk_arena_check(a, lo, n, name, bad, sizeof bad);
+            err_set(err, errlen, "%s %s", what, bad);
+            return -1;
+        }
+    err_set(err, errlen, "%s: element %lld of the %s arena is not finite (between tensors)",
+            what, (long long)at, a->ops->name);
+    return -1;
+}
+
+static const char *grad_range(const trainer_t *t, int i, size_t *lo, size_t *n)
+{
+    if (i >= t->ng)
+        return NULL;
+    size_t hi;
+    buckets_grad_range(t->bk, i, lo, &hi);
+    *n = hi - *lo;
+    return optim_param_name(t->opt, i);
+}
+
+static const char *param_range(const trainer_t *t, int i, size_t *lo, size_t *n)
+{
+    model_param_t p;
+    if (i >= model_param_count(t->m) || model_param_at(t->m, i, &p) < 0)
+        return NULL;
+    *lo = p.offset;
+    *n = p.numel;
+    return p.name;
 }
 
 int trainer_check_grads(const trainer_t *t, char *err, size_t errlen)
 {
-    for (int i = 0; i < t->ng; i++) {
-        size_t lo, hi;
-        buckets_grad_range(t->bk, i, &lo, &hi);
-        char bad[256];
-        if (finite_check(optim_param_name(t->opt, i), t->grads->base + lo, hi - lo, bad,
-                         sizeof bad) < 0) {
-            err_set(err, errlen, "the summed gradient %s", bad);
-            return -1;
-        }
-    }
-    return 0;
+    return arena_finite(t, t->grads, grad_range, "the summed gradient", err, errlen);
 }
 
 int trainer_check_params(const trainer_t *t, char *err, size_t errlen)
 {
-    for (int i = 0; i < model_param_count(t->m); i++) {
-        model_param_t p;
-        char bad[256];
-        if (model_param_at(t->m, i, &p) == 0 &&
-            finite_check(p.name, p.value, p.numel, bad, sizeof bad) < 0) {
-            err_set(err, errlen, "the parameter %s", bad);
-            return -1;
-        }
-    }
-    return 0;
+    return arena_finite(t, t->params, param_range, "the parameter", err, errlen);
 }
 
 /* --verbose: what the step moved between host and backend memory. */
@@ -397,10 +479,11 @@ static void log_traffic(trainer_t *t)
     const bk_traffic_t *now = model_traffic(t->m);
     if (log_verbose())
         log_debug("step bytes host<->backend (%s arenas): batch in %llu, out %llu, "
-                  "parameters/gradients %llu", t->params->ops->name,
+                  "parameters/gradients %llu, bn %llu", t->params->ops->name,
                   (unsigned long long)(now->batch_in - t->logged.batch_in),
                   (unsigned long long)(now->out - t->logged.out),
-                  (unsigned long long)(now->params - t->logged.params));
+                  (unsigned long long)(now->params - t->logged.params),
+                  (unsigned long long)(now->bn - t->logged.bn));
     t->logged = *now;
 }
 
@@ -415,20 +498,30 @@ double trainer_apply(trainer_t *t, int epoch, uint32_t global_count)
 
 /* ------------------------------------------------------- checkpoints */
 
-/* The model's tensors as checkpoint entries (F32 params/buffers, I64
- * counters); *n set. NULL when out of memory. */
-static ckpt_tensor_t *model_tensors(trainer_t *t, size_t *n)
+/* The model's tensors as checkpoint entries (F32 params/buffers in the
+ * params arena's host mirror, pulled first; I64 counters); *n set. NULL
+ * with err (out of memory, a device read that failed). */
+static ckpt_tensor_t *model_tensors(trainer_t *t, size_t *n, const char *what, char *err,
+                                    size_t errlen)
 {
     int np = model_param_count(t->m), nc = model_i64_count(t->m);
-    ckpt_tensor_t *v = calloc((size_t)(np + nc) + 1, sizeof *v);
-    if (!v)
+    if (!arena_mirror_pull(&t->hp, 0, t->params->floats)) {
+        err_set(err, errlen, "%s: cannot read the parameters from the %s arena", what,
+                t->params->ops->name);
         return NULL;
+    }
+    ckpt_tensor_t *v = calloc((size_t)(np + nc) + 1, sizeof *v);
+    if (!v) {
+        err_set(err, errlen, "%s: out of memory", what);
+        return NULL;
+    }
     size_t k = 0;
     for (int i = 0; i < np; i++) {
         model_param_t p;
         if (model_param_at(t->m, i, &p) < 0)
             continue;
-        v[k] = (ckpt_tensor_t){.name = p.name, .dtype = ST_F32, .ndim = p.ndim, .data = p.value};
+        v[k] = (ckpt_tensor_t){.name = p.name, .dtype = ST_F32, .ndim = p.ndim,
+                               .data = arena_mirror_at(&t->hp, p.offset)};
         memcpy(v[k].shape, p.shape, sizeof p.shape);
         k++;
     }
@@ -453,11 +546,9 @@ int trainer_save_to(trainer_t *t, const char *path, uint8_t **image, size_t *len
                     const ckpt_info_t *info, char *err, size_t errlen)
 {
     size_t n = 0;
-    ckpt_tensor_t *v = model_tensors(t, &n);
-    if (!v) {
-        err_set(err, errlen, "%s: out of memory", path ? path : "training state");
+    ckpt_tensor_t *v = model_tensors(t, &n, path ? path : "training state", err, errlen);
+    if (!v)
         return -1;
-    }
     ckpt_info_t i = *info;
     snprintf(i.arch, sizeof i.arch, "%s", model_arch(t->m));
     i.seed = t->cfg.seed;
@@ -476,11 +567,9 @@ int trainer_load_from(trainer_t *t, const char *what, const void *image, size_t 
                       ckpt_info_t *info, char *err, size_t errlen)
 {
     size_t n = 0;
-    ckpt_tensor_t *v = model_tensors(t, &n);
-    if (!v) {
-        err_set(err, errlen, "%s: out of memory", what);
+    ckpt_tensor_t *v = model_tensors(t, &n, what, err, errlen);
+    if (!v)
         return -1;
-    }
     int rc = image ? ckpt_load_image(image, len, what, v, n, t->opt, info, err, errlen)
                    : ckpt_load(what, v, n, t->opt, info, err, errlen);
     free(v);
@@ -490,17 +579,22 @@ int trainer_load_from(trainer_t *t, const char *what, const void *image, size_t 
         ckpt_info_clear(info);
         return -1;
     }
+    if (rc == 0 && arena_mirror_push(&t->hp, 0, t->params->floats) < 0) {
+        err_set(err, errlen, "%s: cannot write the parameters to the %s arena", what,
+                t->params->ops->name);
+        return -1;
+    }
     return rc;
 }
 
 int trainer_save_weights(trainer_t *t, const char *path, char *err, size_t errlen)
 {
     size_t n = 0;
-    ckpt_tensor_t *v = model_tensors(t, &n);
-    st_writer_t *w = st_writer_new();
     char sub[512] = "";
+    ckpt_tensor_t *v = model_tensors(t, &n, path, sub, sizeof sub);
+    st_writer_t *w = v ? st_writer_new() : NULL;
     int rc = v && w ? 0 : -1;
-    if (rc < 0)
+    if (v && !w)
         snprintf(sub, sizeof sub, "out of memory");
     for (size_t i = 0; i < n && rc == 0; i++)
         rc = st_writer_add(w, v[i].name, v[i].dtype, v[i].ndim, v[i].shape, v[i].data, sub,
