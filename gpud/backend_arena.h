@@ -46,7 +46,6 @@
  * the ref kernels over an emulated device arena whose addresses the host
  * cannot dereference: the tests' proof that nothing else touches them.
  */
- */
 #ifndef DDP_BACKEND_ARENA_H
 #define DDP_BACKEND_ARENA_H
 
