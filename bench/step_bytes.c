@@ -1,20 +1,21 @@
 /* step_bytes — the plan of the host<->device bytes of one training step
- * on the cuda backend (issue 29 part 2): today's kernels copy every
- * parameter per op (model_copy_plan: weights up at each forward and again
- * for each input gradient, gradients down, BatchNorm's vectors up and its
- * sums down); with a device-resident arena a step moves only its batch in
- * and its outputs out (model_step_plan: uint8 pixels + the normalisation
- * table, labels, sample ids, loss gradient in; loss and logits out).
- * Arithmetic over the model's training graph (described, not run: no GPU
- * needed, any backend's model gives the same figures).
+ * on the cuda backend with device-resident arenas (issue 30): the
+ * parameters, gradients and optimizer state stay in device memory, so a
+ * step moves its batch in (uint8 pixels + the normalisation table, labels,
+ * sample ids, loss gradient), its outputs out (loss and logits:
+ * model_step_plan) and training BatchNorm's per-channel vectors, which the
+ * host computes and all-reduces (model_copy_plan: what the kernels copy,
+ * bn_kernels, and what the tape copies, bn_tape). Arithmetic over the
+ * model's training graph (described, not run: no GPU needed, any backend's
+ * model gives the same figures).
  *
  *   step_bytes [--arch resnet18] [--batch 256] [--size 224] [--classes 1000]
  *              [--in-channels 0] [--channels a,b,c,d]
  *
- * Prints the figures, then one line "step_bytes arch=... per_op_params=P
- * resident=R ..." that scripts/gpu-check.sh compares with what the cuda
- * backend counted (P: the "parameters/gradients" of gpud's --verbose
- * "step bytes" line). */
+ * Prints the figures, then one line "step_bytes arch=... params=0 bn=B
+ * batch_in=I out=O ..." that scripts/gpu-check.sh compares with what the
+ * cuda backend counted (gpud --verbose's "step bytes" line: its
+ * parameters/gradients must be 0 and its bn B). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,24 +73,26 @@ int main(int argc, char **argv)
         return 1;
     }
     model_step_plan(m, n, c, hw, hw, 1, 1, 1, &io);
-    uint64_t per_op = cp.weights_up + cp.grads_down + cp.bn, resident = io.batch_in + io.out;
+    uint64_t bn = cp.bn_kernels + cp.bn_tape, total = io.batch_in + io.out + bn;
     printf("%s, batch %d of %dx%dx%d, %d classes: one training step host<->device\n", arch, n, c,
            hw, hw, model_num_classes(m));
-    printf("  today's cuda kernels: parameters per op %llu (weights up %llu, gradients down "
-           "%llu, BatchNorm %llu) + batch in %llu + out %llu = %llu\n",
-           (unsigned long long)per_op, (unsigned long long)cp.weights_up,
-           (unsigned long long)cp.grads_down, (unsigned long long)cp.bn,
+    printf("  device-resident arenas: batch in %llu + out %llu + BatchNorm %llu (kernels %llu, "
+           "tape %llu) = %llu; parameters/gradients 0\n",
+           (unsigned long long)io.batch_in, (unsigned long long)io.out, (unsigned long long)bn,
+           (unsigned long long)cp.bn_kernels, (unsigned long long)cp.bn_tape,
+           (unsigned long long)total);
+    /* the reference point of bench/RESULTS.md: issue 29's plan of the
+     * kernels that copied every parameter per op, this same configuration */
+    if (!strcmp(arch, "resnet18") && n == 256 && hw == 224 && model_num_classes(m) == 1000 &&
+        c == 3 && mo.n_channels == 0)
+        printf("  old plan (issue 29, parameters copied per op): 180030272 = %.1fx this\n",
+               total ? 180030272.0 / (double)total : 0.0);
+    printf("step_bytes arch=%s batch=%d size=%d classes=%d params=0 bn=%llu batch_in=%llu "
+           "out=%llu bn_kernels=%llu bn_tape=%llu total=%llu\n",
+           arch, n, hw, model_num_classes(m), (unsigned long long)bn,
            (unsigned long long)io.batch_in, (unsigned long long)io.out,
-           (unsigned long long)(per_op + resident));
-    printf("  device-resident arena: batch in %llu + out %llu = %llu\n",
-           (unsigned long long)io.batch_in, (unsigned long long)io.out,
-           (unsigned long long)resident);
-    printf("step_bytes arch=%s batch=%d size=%d classes=%d per_op_params=%llu weights_up=%llu "
-           "grads_down=%llu bn=%llu batch_in=%llu out=%llu resident=%llu\n",
-           arch, n, hw, model_num_classes(m), (unsigned long long)per_op,
-           (unsigned long long)cp.weights_up, (unsigned long long)cp.grads_down,
-           (unsigned long long)cp.bn, (unsigned long long)io.batch_in,
-           (unsigned long long)io.out, (unsigned long long)resident);
+           (unsigned long long)cp.bn_kernels, (unsigned long long)cp.bn_tape,
+           (unsigned long long)total);
     model_destroy(&m);
     return 0;
 }

@@ -171,15 +171,17 @@ int bk_keep(bk_graph_t *g, bk_tensor_t *t);
  * temporary) once compiled; 0 before, or when the graph runs fused. */
 size_t bk_graph_bytes(const bk_graph_t *g);
 /* What one training step (bk_forward, bk_backward from loss) of g copies
- * between host and device memory on a backend whose kernels take the
- * parameters as host arrays and copy them per op, as today's cuda kernels
- * do (tape_copies.c): weights_up the conv/linear weights and biases
- * (forward, and again for an input's gradient), grads_down their
- * gradients, bn BatchNorm's gamma/beta/statistics up and its sums down.
- * Bytes; independent of the batch size. Zero on a NULL graph or loss. */
+ * between host and device memory besides its batch and outputs, on a
+ * backend whose arenas are device memory (cuda; tape_copies.c): only
+ * training-mode BatchNorm's per-channel vectors (the host computes and
+ * all-reduces them). bn_kernels: what the kernels copy (centres and
+ * coefficients up, double sums down); bn_tape: what the tape copies
+ * (tape_bn_copy_plan: its statistics put, the running stats read and
+ * written, gamma read, gamma/beta gradients put). Bytes; independent of the batch size. Zero on a NULL
+ * graph or loss. */
 typedef struct bk_copy_plan {
-    uint64_t weights_up, grads_down, bn;
-    uint64_t bn_tape;   /* tape_bn.c's own copies of BatchNorm vectors (device arena) */
+    uint64_t bn_kernels;
+    uint64_t bn_tape;
 } bk_copy_plan_t;
 void bk_graph_copy_plan(const bk_graph_t *g, const bk_tensor_t *loss, bk_copy_plan_t *p);
 /* 0: dropout is the identity even in training mode (parity tests). */

@@ -254,6 +254,8 @@ int trainer_broadcast(trainer_t *t, allreduce_t *ar, trainer_set_t which, int ti
 {
     size_t lo = which == TRAINER_ALL ? 0 : t->buf_off, n = t->params->floats - lo;
     float *data = NULL;
+    if (allreduce_world(ar) == 1)   /* a ring of one sums nothing: no mirror copies */
+        return allreduce_sum(ar, NULL, 0, timeout_ms, err, errlen);
     if (allreduce_rank(ar) == 0 && !(data = arena_mirror_pull(&t->hp, lo, n))) {
         err_set(err, errlen, "cannot read %zu floats of the %s arena for the broadcast", n,
                 t->params->ops->name);

@@ -20,9 +20,12 @@
 # Steps: configure + build, ctest -L '^gpu$' (a skipped test counts as NOT RUN),
 # ddpipe eval and train end to end with --device cuda against --device cpu,
 # the host<->device bytes a cuda training step counts against the plan
-# (bench/step_bytes; step-bytes.json), the CPU test suite, ddpipe vs PyTorch ResNet-18 eval/train at batch 256
+# (parameters/gradients 0, BatchNorm = bench/step_bytes; step-bytes.json),
+# the CPU test suite, ddpipe vs PyTorch ResNet-18 eval/train at batch 256
 # (fp32 and tf32; PyTorch eager fp32 and channels-last + AMP). Prints a
-# summary; exit 1 if any step failed.
+# summary and writes one JSON record of the run (versions, every step,
+# the bench figures) to bench/gpu/gpu-check-<UTC date>-<gpu>.json; exit 1
+# if any step failed. Without a GPU it says so and exits 1 at once.
 set -u
 cd "$(dirname "$0")/.."
 DEBS= BUNDLE= BUILD=build-gpu OUT= ITERS=10 CPU_SUITE=1
@@ -56,11 +59,15 @@ OUT=${OUT:-$BUILD/gpu-check}
 JOBS=${JOBS:-$(nproc)}
 mkdir -p "$OUT"
 SUMMARY=$OUT/summary.txt
+STEPS=$OUT/steps.tsv   # STATUS<tab>STEP<tab>DETAIL, for the JSON record
 : > "$SUMMARY"
+: > "$STEPS"
 fails=0
+STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
 note() {   # note STATUS STEP DETAIL
     printf '%-8s %-40s %s\n' "$1" "$2" "$3" | tee -a "$SUMMARY"
+    printf '%s\t%s\t%s\n' "$1" "$2" "$(printf '%s' "$3" | tr '\t\n' '  ')" >> "$STEPS"
     [ "$1" = FAIL ] && fails=$((fails + 1))
     return 0
 }
@@ -79,7 +86,8 @@ step() {
 # --- machine
 if ! nvidia-smi -L > "$OUT/nvidia-smi.txt" 2>&1; then
     note FAIL "nvidia-smi" "no GPU visible: $(tail -n 1 "$OUT/nvidia-smi.txt")"
-    cat "$SUMMARY"; exit 1
+    echo "gpu-check: no GPU on this machine (nvidia-smi failed): nothing checked, no record written" >&2
+    exit 1
 fi
 note INFO "devices" "$(tr '\n' ';' < "$OUT/nvidia-smi.txt")"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >> "$OUT/nvidia-smi.txt" 2>&1
@@ -134,34 +142,40 @@ else
     note NOTRUN "e2e eval/train" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
 fi
 
-# --- host<->device bytes of a cuda training step: what the backend counted
-# (gpud --verbose "step bytes" line, parameters/gradients) against the plan
-# (bench/step_bytes, from the model's graph); the figures go to step-bytes.json
+# --- host<->device bytes of a cuda training step at world 1: what the
+# backend counted (gpud --verbose "step bytes" lines) against the plan
+# (bench/step_bytes, from the model's graph): parameters/gradients 0 (the
+# arenas are device memory) and bn = the plan's BatchNorm bytes, every step;
+# the figures go to step-bytes.json
 step_bytes_check() {
     d=$OUT/step-bytes
     "$BUILD/bin/ddpipe" train --data "idx:$FMNIST/t10k" --limit 256 --model wideresnet \
         --channels 8,16,32,64 --workers 1 --batch-size 64 --lr 0.05 --epochs 1 --seed 0 \
         --device cuda --out "$d" --overwrite --verbose || { echo "FAIL: the training job"; return 1; }
     plan=$("$BUILD/bench/step_bytes" --arch wideresnet --channels 8,16,32,64 --classes 10 \
-        --batch 64 --size 28 | sed -n 's/^step_bytes .* per_op_params=\([0-9]*\) .*/\1/p')
+        --batch 64 --size 28 | sed -n 's/^step_bytes .* bn=\([0-9]*\) .*/\1/p')
     r18=$("$BUILD/bench/step_bytes" | tail -n 1)
+    # one "PARAMS BN" pair per step line
     counted=$(cat "$d"/logs/gpud*.log | sed -n \
-        's/.*step bytes host<->backend.*parameters\/gradients \([0-9]*\).*/\1/p' | tr '\n' ' ')
-    echo "planned per-op parameter bytes per step: ${plan:-none}; counted per step: ${counted:-none}"
+        's/.*step bytes host<->backend.*parameters\/gradients \([0-9]*\), bn \([0-9]*\).*/\1:\2/p' |
+        tr '\n' ' ')
+    echo "planned per step: parameters/gradients 0, bn ${plan:-none}; counted per step" \
+         "(parameters:bn): ${counted:-none}"
     echo "resnet18 plan: $r18"
-    n=0 bad=0
+    n=0 bad=0 params= bns=
     for c in $counted; do
         n=$((n + 1))
-        [ "$c" = "$plan" ] || bad=$((bad + 1))
+        p=${c%%:*} b=${c#*:}
+        params="$params${params:+,}$p" bns="$bns${bns:+,}$b"
+        [ "$p" = 0 ] && [ "$b" = "$plan" ] || bad=$((bad + 1))
     done
-    per_op=$(echo "$r18" | sed -n 's/.* per_op_params=\([0-9]*\) .*/\1/p')
-    resident=$(echo "$r18" | sed -n 's/.* resident=\([0-9]*\).*/\1/p')
-    printf '{\n  "job": "wideresnet 8,16,32,64, batch 64, 1x28x28, cuda",\n  "planned_params_per_step": %s,\n  "counted_params_per_step": [%s],\n  "resnet18_b256_planned_per_op_params": %s,\n  "resnet18_b256_planned_resident": %s\n}\n' \
-        "${plan:-null}" "$(echo $counted | tr ' ' ',')" "${per_op:-null}" "${resident:-null}" \
-        > "$OUT/step-bytes.json"
+    field() { echo "$r18" | sed -n "s/.* $1=\([0-9]*\).*/\1/p"; }
+    printf '{\n  "job": "wideresnet 8,16,32,64, batch 64, 1x28x28, cuda, world 1",\n  "planned_params_per_step": 0,\n  "planned_bn_per_step": %s,\n  "counted_params_per_step": [%s],\n  "counted_bn_per_step": [%s],\n  "resnet18_b256_planned_bn": %s,\n  "resnet18_b256_planned_batch_in": %s,\n  "resnet18_b256_planned_out": %s,\n  "resnet18_b256_planned_total": %s\n}\n' \
+        "${plan:-null}" "$params" "$bns" "$(field bn)" "$(field batch_in)" "$(field out)" \
+        "$(field total)" > "$OUT/step-bytes.json"
     [ -n "$plan" ] && [ "$n" -gt 0 ] && [ "$bad" -eq 0 ] ||
-        { echo "FAIL: $bad of $n steps counted other than the plan's $plan bytes"; return 1; }
-    echo "counted = planned on all $n steps ($plan bytes), figures in $OUT/step-bytes.json"
+        { echo "FAIL: $bad of $n steps counted other than parameters/gradients 0, bn $plan"; return 1; }
+    echo "counted = planned on all $n steps (parameters/gradients 0, bn $plan), figures in $OUT/step-bytes.json"
 }
 if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-ubyte" ]; then
     step "step bytes: cuda counted = planned" step-bytes.log step_bytes_check
@@ -213,6 +227,103 @@ done
 note NOTRUN "gpud + NCCL 2-process training" "gpud/main.c does not select NCCL yet (docs/CUDA.md)"
 note NOTRUN "end-to-end JPEG eval vs DataLoader" "not scripted"
 note NOTRUN "fp16/bf16, channels-last" "not implemented in the cuda backend"
+
+# --- one JSON record of the run (python3 writes it; the inputs are files)
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+slug=$(printf '%s' "${gpu_name:-unknown}" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9' '-' | tr -s '-' |
+       sed 's/^-//; s/-$//')
+RECORD=bench/gpu/gpu-check-$(date -u +%Y%m%dT%H%M%SZ)-${slug:-unknown}.json
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+[ "$commit" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] &&
+    commit="$commit+dirty"
+mkdir -p bench/gpu
+if python3 - "$RECORD" "$STEPS" "$BENCH" "$OUT/step-bytes.json" "$STARTED" "$commit" \
+        "${CUDAToolkit_ROOT:-/usr/local/cuda}" "$fails" <<'PYEOF'
+import datetime, glob, json, os, re, subprocess, sys
+out, steps, bench, sb, started, commit, cuda_root, fails = sys.argv[1:9]
+
+def run(*cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
+    except Exception:
+        return ""
+
+def smi(q):
+    v = run("nvidia-smi", "--query-gpu=" + q, "--format=csv,noheader").splitlines()
+    return v[0].strip() if v else None
+
+def cudnn_version():
+    for h in [cuda_root + "/include/cudnn_version.h", "/usr/include/cudnn_version.h"] + \
+             glob.glob("/usr/include/*/cudnn_version.h") + \
+             glob.glob("/usr/local/lib/python3*/dist-packages/nvidia/cudnn/include/cudnn_version.h"):
+        try:
+            t = open(h).read()
+        except OSError:
+            continue
+        v = [re.search(r"#define CUDNN_%s\s+(\d+)" % k, t) for k in ("MAJOR", "MINOR", "PATCHLEVEL")]
+        if all(v):
+            return ".".join(m.group(1) for m in v)
+    return None
+
+def cuda_version():
+    m = re.search(r"release ([\d.]+)", run(cuda_root + "/bin/nvcc", "--version"))
+    if m:
+        return m.group(1)
+    m = re.search(r"CUDA Version:\s*([\d.]+)", run("nvidia-smi"))
+    return m.group(1) if m else None
+
+rec = {
+    "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    "started": started,
+    "git_commit": commit,
+    "gpu": smi("name"),
+    "gpu_count": len([l for l in run("nvidia-smi", "-L").splitlines() if l.startswith("GPU ")]),
+    "driver": smi("driver_version"),
+    "cuda": cuda_version(),
+    "cudnn": cudnn_version(),
+    "failed_steps": int(fails),
+    "steps": [],
+    "bench": {},
+}
+for line in open(steps):
+    f = line.rstrip("\n").split("\t")
+    if len(f) == 3:
+        rec["steps"].append({"status": f[0], "step": f[1], "last_line": f[2]})
+
+# bench lines: "ddpipe-cuda resnet18 <what> img/s=X ... precision=P" and
+# "torch resnet18 <what> img/s=X ... mode=M"
+figs = {}
+for line in open(bench) if os.path.exists(bench) else []:
+    kv = dict(re.findall(r"(\S+)=(\S+)", line))
+    w = line.split()
+    if len(w) < 3 or "img/s" not in kv:
+        continue
+    who = {"ddpipe-cuda": "ddpipe", "torch": "torch"}.get(w[0])
+    mode = kv.get("precision") if who == "ddpipe" else kv.get("mode")
+    if who and mode:
+        figs.setdefault(w[2], {})["%s %s" % (who, mode)] = {
+            "img_s": float(kv["img/s"]), "best_img_s": float(kv["best_img/s"]) if "best_img/s" in kv else None}
+for what, f in figs.items():
+    ratios = {}
+    for d, dv in f.items():
+        for t, tv in f.items():
+            if d.startswith("ddpipe ") and t.startswith("torch ") and tv["img_s"] > 0:
+                ratios["%s / %s" % (d, t)] = round(dv["img_s"] / tv["img_s"], 3)
+    rec["bench"][what] = {"img_s": f, "ratios": ratios}
+if os.path.exists(sb):
+    try:
+        rec["step_bytes"] = json.load(open(sb))
+    except ValueError:
+        rec["step_bytes"] = None
+with open(out, "w") as fh:
+    json.dump(rec, fh, indent=2)
+    fh.write("\n")
+PYEOF
+then
+    note INFO "record" "$RECORD"
+else
+    note WARN "record" "writing $RECORD failed"
+fi
 
 echo
 echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%MZ), $(head -n 1 "$OUT/nvidia-smi.txt"))"

@@ -4,7 +4,8 @@
  * cuBLAS, everything else in gpud/cuda/cuda_kernels.cu. All work of a
  * backend runs in order on one stream; bk_read and the kernels that hand
  * values to the host synchronise it, and every CUDA, cuDNN and cuBLAS status
- * is checked. */
+ * is checked. The model's arenas are device memory (cuda_device_arena,
+ * cuda_optim.c), whose ops wait for this stream's work themselves. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "common/errbuf.h"
 #include "common/log.h"
 #include "gpud/cuda/cuda_backend.h"
+#include "gpud/cuda/cuda_optim.h"
 #include "gpud/cuda_device.h"
 #include "gpud/cuda/cuda_priv.h"
 
@@ -586,6 +588,7 @@ static void cb_traffic(backend_t *be, bk_traffic_t *t)
     t->batch_in += c->batch_in;
     t->out += c->out;
     t->params += c->params;
+    t->bn += c->bn;
     *c = (bk_traffic_t){0};
 }
 
@@ -676,7 +679,9 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
         return NULL;
     }
     cb->base.ops = &CUDA_OPS;
-    cb->base.arena = &bk_arena_host;   /* issue 30: cuda_device_arena (cuda_optim.c) */
+    /* the model's parameters, gradients and optimizer state in device
+     * memory: the kernels use them in place, the optimizer runs there */
+    cb->base.arena = &cuda_device_arena;
     cb->base.threads = threads;
     const char *prec = getenv("DDPIPE_CUDA_PRECISION"), *algo = getenv("DDPIPE_CUDA_ALGO");
     if (algo && *algo && strcmp(algo, "heuristic") != 0 && strcmp(algo, "find") != 0) {

@@ -107,6 +107,33 @@ cudaError_t ck_col_sums(cudaStream_t s, const float *gy, int n, int out, float *
     return cudaGetLastError();
 }
 
+__global__ static void k_d2f(const double *x, size_t n, float *y)
+{
+    GRID_STRIDE(i, n)
+    y[i] = __double2float_rn(x[i]);
+}
+
+cudaError_t ck_d2f(cudaStream_t s, const double *x, size_t n, float *y)
+{
+    k_d2f<<<blocks_for(n), THREADS, 0, s>>>(x, n, y);
+    return cudaGetLastError();
+}
+
+/* atomicMin keeps the lowest index whatever order the threads run in */
+__global__ static void k_find_nonfinite(const float *x, size_t n, unsigned long long *first)
+{
+    GRID_STRIDE(i, n)
+    if (!isfinite(x[i]))
+        atomicMin(first, (unsigned long long)i);
+}
+
+cudaError_t ck_find_nonfinite(cudaStream_t s, const float *x, size_t n,
+                              unsigned long long *first)
+{
+    k_find_nonfinite<<<blocks_for(n), THREADS, 0, s>>>(x, n, first);
+    return cudaGetLastError();
+}
+
 __global__ static void k_relu(float *y, const float *x, size_t count)
 {
     GRID_STRIDE(i, count)

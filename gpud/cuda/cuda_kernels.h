@@ -39,6 +39,13 @@ cudaError_t ck_bias_post(cudaStream_t s, float *y, const float *x, const float *
 cudaError_t ck_bias_rows(cudaStream_t s, float *y, const float *bias, int n, int out);
 /* gb[o] = sum_b gy[b, o] (double accumulator) */
 cudaError_t ck_col_sums(cudaStream_t s, const float *gy, int n, int out, float *gb);
+/* y[i] = (float)x[i], rounded to nearest as the host's cast (a gradient's
+ * double sums into its float parameter-gradient array) */
+cudaError_t ck_d2f(cudaStream_t s, const double *x, size_t n, float *y);
+/* *first = min(*first, i) over the NaN / +-inf elements i of x[0, n);
+ * *first must start as ~0ull (no such element then leaves it so). */
+cudaError_t ck_find_nonfinite(cudaStream_t s, const float *x, size_t n,
+                              unsigned long long *first);
 
 cudaError_t ck_relu(cudaStream_t s, float *y, const float *x, size_t count);
 cudaError_t ck_relu_bwd(cudaStream_t s, float *gx, const float *y, const float *gy,

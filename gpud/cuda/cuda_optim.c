@@ -3,6 +3,7 @@
  * work with explicitly rounded float operations. */
 #include "gpud/cuda/cuda_optim.h"
 #include "common/errbuf.h"
+#include "common/log.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -101,15 +102,45 @@ int cuda_optim_step(const optim_cfg_t *c, cuda_oparam_t *p, double lr, void *str
     }
 }
 
-/* ------------------------------------------------- the device arena */
+/* ------------------------------------------------- the device arena
+ *
+ * The backend's stream is non-blocking: it does not order with the legacy
+ * default stream these ops use (cudaMemcpy, cudaMemset, kernels on stream
+ * 0). So every op first waits for all queued device work (the kernels that
+ * wrote a gradient, the forward that reads a weight about to change) and
+ * finishes its own work before returning, for the kernels queued after it.
+ * The ops get no backend: failures are logged here (what failed, what to
+ * do) and the caller gets -1. */
+
+static int dev_ok(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return 0;
+    log_error("cuda device arena: %s failed: %s (%s); %s", what, cudaGetErrorName(e),
+              cudaGetErrorString(e),
+              e == cudaErrorMemoryAllocation
+                  ? "the GPU is out of memory: lower the batch or the model, or stop other "
+                    "processes on the device (nvidia-smi)"
+                  : "the CUDA context may be unusable: restart the process (run with "
+                    "CUDA_LAUNCH_BLOCKING=1 to locate a failing kernel)");
+    return -1;
+}
+
+/* All device work queued so far, on every stream, is done. */
+static int dev_quiet(const char *what)
+{
+    return dev_ok(cudaDeviceSynchronize(), what);
+}
 
 static float *dev_alloc(size_t floats)
 {
     void *p = NULL;
     size_t bytes = (floats ? floats : 1) * sizeof(float);
-    if (cudaMalloc(&p, bytes) != cudaSuccess)
+    if (dev_ok(cudaMalloc(&p, bytes), "cudaMalloc (arena)") < 0)
         return NULL;
-    if (cudaMemset(p, 0, bytes) != cudaSuccess) {
+    /* the memset is asynchronous: zero before any stream reads it */
+    if (dev_ok(cudaMemset(p, 0, bytes), "cudaMemset (arena)") < 0 ||
+        dev_quiet("zeroing a new arena") < 0) {
         cudaFree(p);
         return NULL;
     }
@@ -118,24 +149,80 @@ static float *dev_alloc(size_t floats)
 
 static void dev_free(float *base)
 {
-    cudaFree(base);
+    /* kernels queued on the backend's stream may still use the arena */
+    dev_quiet("device work before freeing an arena");
+    dev_ok(cudaFree(base), "cudaFree (arena)");
 }
 
 static int dev_read(const float *base, size_t off, size_t n, float *dst)
 {
-    return n && cudaMemcpy(dst, base + off, n * sizeof *dst, cudaMemcpyDeviceToHost) !=
-                    cudaSuccess ? -1 : 0;
+    if (!n)
+        return 0;
+    if (dev_quiet("device work before an arena read") < 0)
+        return -1;
+    /* device to pageable host memory: returns when the copy is done */
+    return dev_ok(cudaMemcpy(dst, base + off, n * sizeof *dst, cudaMemcpyDeviceToHost),
+                  "arena read (cudaMemcpy device to host)");
 }
 
+/* From pageable memory cudaMemcpy may return before the DMA lands, a
+ * memset or a device-to-device copy before it ran: each op waits. */
 static int dev_write(float *base, size_t off, size_t n, const float *src)
 {
-    return n && cudaMemcpy(base + off, src, n * sizeof *src, cudaMemcpyHostToDevice) !=
-                    cudaSuccess ? -1 : 0;
+    if (!n)
+        return 0;
+    if (dev_quiet("device work before an arena write") < 0 ||
+        dev_ok(cudaMemcpy(base + off, src, n * sizeof *src, cudaMemcpyHostToDevice),
+               "arena write (cudaMemcpy host to device)") < 0)
+        return -1;
+    return dev_quiet("arena write");
 }
 
 static int dev_zero(float *base, size_t off, size_t n)
 {
-    return n && cudaMemset(base + off, 0, n * sizeof *base) != cudaSuccess ? -1 : 0;
+    if (!n)
+        return 0;
+    if (dev_quiet("device work before an arena zero") < 0 ||
+        dev_ok(cudaMemset(base + off, 0, n * sizeof *base), "arena zero (cudaMemset)") < 0)
+        return -1;
+    return dev_quiet("arena zero");
+}
+
+static int dev_copy(float *dst, size_t doff, const float *src, size_t soff, size_t n)
+{
+    if (!n)
+        return 0;
+    if (dev_quiet("device work before an arena copy") < 0 ||
+        dev_ok(cudaMemcpy(dst + doff, src + soff, n * sizeof *dst, cudaMemcpyDeviceToDevice),
+               "arena copy (cudaMemcpy device to device)") < 0)
+        return -1;
+    return dev_quiet("arena copy");
+}
+
+/* One device word, all ones (= none found), that the kernel lowers to the
+ * first bad index; read back (synchronously) after the kernel. */
+static int dev_find_nonfinite(const float *base, size_t off, size_t n, int64_t *at)
+{
+    unsigned long long *word = NULL, first = ~0ull;
+    *at = -1;
+    if (!n)
+        return 0;
+    if (dev_quiet("device work before a non-finite scan") < 0 ||
+        dev_ok(cudaMalloc((void **)&word, sizeof *word), "cudaMalloc (non-finite scan)") < 0)
+        return -1;
+    int rc = -1;
+    if (dev_ok(cudaMemcpy(word, &first, sizeof first, cudaMemcpyHostToDevice),
+               "non-finite scan start (cudaMemcpy)") == 0 &&
+        dev_ok(ck_find_nonfinite(NULL, base + off, n, word), "non-finite scan kernel") == 0 &&
+        dev_ok(cudaMemcpy(&first, word, sizeof first, cudaMemcpyDeviceToHost),
+               "non-finite scan result (cudaMemcpy)") == 0 &&
+        dev_quiet("non-finite scan") == 0)
+        rc = 0;
+    if (dev_ok(cudaFree(word), "cudaFree (non-finite scan)") < 0)
+        rc = -1;
+    if (rc == 0 && first != ~0ull)
+        *at = (int64_t)first;
+    return rc;
 }
 
 /* NovoGrad's scalar second moments live in the state arena here, host
@@ -145,7 +232,9 @@ static int arena_step(const optim_cfg_t *c, double lr, bk_oparam_t *p, int n, ch
 {
     double *dsum = NULL;
     int nv = c->kind == OPTIM_NOVOGRAD, rc = 0;
-    if (nv && ok(cudaMalloc((void **)&dsum, sizeof *dsum), "NovoGrad scratch", err, errlen) < 0)
+    /* the gradients come from kernels on the backend's (non-blocking) stream */
+    if (ok(cudaDeviceSynchronize(), "device work before the optimizer step", err, errlen) < 0 ||
+        (nv && ok(cudaMalloc((void **)&dsum, sizeof *dsum), "NovoGrad scratch", err, errlen) < 0))
         return -1;
     for (int i = 0; i < n && rc == 0; i++) {
         if (!p[i].g)
@@ -170,7 +259,9 @@ static int arena_step(const optim_cfg_t *c, double lr, bk_oparam_t *p, int n, ch
     }
     if (rc == 0)
         rc = ok(cudaDeviceSynchronize(), "optimizer step", err, errlen);
-    cudaFree(dsum);
+    cudaError_t fe = cudaFree(dsum);   /* the first failure keeps its message */
+    if (rc == 0)
+        rc = ok(fe, "cudaFree (NovoGrad scratch)", err, errlen);
     return rc;
 }
 
@@ -182,5 +273,7 @@ const bk_arena_ops_t cuda_device_arena = {
     .read = dev_read,
     .write = dev_write,
     .zero = dev_zero,
+    .copy = dev_copy,
+    .find_nonfinite = dev_find_nonfinite,
     .optim_step = arena_step,
 };

@@ -5,10 +5,10 @@
  * zeroed device memory of numel floats (NovoGrad: exp_avg numel, the scalar
  * second moment is host state here).
  *
- * cuda_device_arena: the device-resident arena (backend_arena.h) whose
- * optimizer slot is cuda_optim_step. cuda_backend_new still hands out
- * host arenas (the cuda kernels take host arrays); switching it to this
- * one is issue 30. */
+ * cuda_device_arena: the device-resident arena (backend_arena.h) of the
+ * cuda backend (cuda_backend_new sets it: the model's parameters,
+ * gradients and optimizer state are cudaMalloc'd, the kernels use them in
+ * place); its optimizer slot runs cuda_optim_step per parameter. */
 #ifndef DDP_CUDA_OPTIM_H
 #define DDP_CUDA_OPTIM_H
 
@@ -37,8 +37,10 @@ typedef struct {
 int cuda_optim_step(const optim_cfg_t *c, cuda_oparam_t *p, double lr, void *stream,
                     char *err, size_t errlen);
 
-/* cudaMalloc'd arenas; read/write are synchronous copies on the default
- * stream; the optimizer slot runs cuda_optim_step per parameter. */
+/* cudaMalloc'd arenas. Every op (read, write, zero, copy, find_nonfinite,
+ * optim_step) first waits for all queued device work (the backend's stream
+ * is non-blocking, these run on the legacy default stream) and returns
+ * with its own work finished; a failure is logged with its cause. */
 extern const bk_arena_ops_t cuda_device_arena;
 
 #endif

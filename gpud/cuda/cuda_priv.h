@@ -58,11 +58,12 @@ typedef struct {
     int failed;
     char err[512];
     cu_u8_t u8;
-    /* bytes copied between host and device since bk_ops_t.traffic last
-     * took them: params the parameters, gradients and BatchNorm statistics
-     * the kernels copy per op, batch_in the input pixels, labels, sample
-     * ids and loss gradient, out what bk_read reads back (activations stay
-     * in device memory: never copied) */
+    /* bytes the kernels copied between host and device since
+     * bk_ops_t.traffic last took them: bn training BatchNorm's per-channel
+     * host vectors (centres, coefficients up, double sums down), batch_in
+     * the input pixels, labels, sample ids and loss gradient, out what
+     * bk_read reads back; params stays 0 (parameters and activations live
+     * in device memory: the arena ops count their own copies) */
     bk_traffic_t traffic;
 } cuda_backend_t;
 

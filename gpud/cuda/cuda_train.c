@@ -1,12 +1,15 @@
 /* cuda_train — the training kernels (bk_kernels_t) of the cuda backend.
  * Activations and gradients are device buffers in NCHW float; parameters
- * and their gradients are the caller's host arrays (the tape's contract,
- * gpud/backend_impl.h), so every call uploads the weights it reads and
- * downloads the gradients it writes, each copy counted by purpose
- * (cuda_backend_t.traffic; tape_copies.c is the plan of the parameter
- * copies: change both together). Convolutions and linear layers run in
- * cuDNN / cuBLAS; batch-norm, ReLU, pooling, dropout and cross-entropy are
- * the own kernels of cuda_kernels.cu, which follow gpud/cpu/ref_ops.c. */
+ * and their gradients are device memory too (the backend's arena is
+ * cuda_device_arena: backend_impl.h's contract), used in place: weights
+ * are read and gradients written by the kernels, never copied. What still
+ * crosses, counted by purpose (cuda_backend_t.traffic): the batch in
+ * (labels, sample ids), the outputs read back, and training BatchNorm's
+ * per-channel host vectors (chan_sums, chan_axpb, bn_grad_*: the centres
+ * and coefficients up, the double sums down; tape_copies.c plans them:
+ * change both together). Convolutions and linear layers run in cuDNN /
+ * cuBLAS; batch-norm, ReLU, pooling, dropout and cross-entropy are the own
+ * kernels of cuda_kernels.cu, which follow gpud/cpu/ref_ops.c. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,8 +26,8 @@ static cudaStream_t stream_of(backend_t *be)
 }
 
 /* The counters of the copies (cuda_backend_t.traffic; tape_copies.c plans
- * the PARAMS ones call for call). */
-#define PARAMS(be) (&cu_be(be)->traffic.params)
+ * the BN ones call for call). */
+#define BN(be) (&cu_be(be)->traffic.bn)
 #define BATCH(be) (&cu_be(be)->traffic.batch_in)
 
 /* ---------------------------------------------------------- memory, misc */
@@ -130,28 +133,19 @@ typedef struct {
     bk_plan_t base;
     cu_conv_t conv;
     int in[4], out[4];
-    size_t wn;
-    float *w, *b, *gw;      /* device copies of the bound host arrays */
-    double *sums;           /* bias gradient, oc doubles */
-    double *host_sums;
+    double *sums;           /* device: the bias gradient's oc double sums */
     /* an inference graph's conv (post non-NULL at plan time): */
     int infer;
     ck_post_t post;
     float *tmp;             /* with a sum: the conv's output (y holds the residual) */
-    unsigned wver;          /* w, b uploaded for this params_version */
-    int wset;
 } conv_plan_t;
 
 static void conv_plan_destroy(bk_plan_t *bp)
 {
     conv_plan_t *p = (conv_plan_t *)bp;
     cu_conv_fini(&p->conv);
-    cudaFree(p->w);
-    cudaFree(p->b);
-    cudaFree(p->gw);
     cudaFree(p->sums);
     cudaFree(p->tmp);
-    free(p->host_sums);
     free(p);
 }
 
@@ -172,16 +166,11 @@ static bk_plan_t *ct_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
     p->post.n_post = post ? post->n : 0;
     memcpy(p->in, in, sizeof p->in);
     memcpy(p->out, out, sizeof p->out);
-    p->wn = (size_t)c->oc * c->ic * c->kh * c->kw;
     /* an inference conv has no backward: no backward algorithms, no gradients */
     int train = !p->infer;
     if (cu_conv_init(g, &p->conv, in, out, c->kh, c->kw, c->stride_h, c->stride_w, c->pad_h,
                      c->pad_w, train) < 0 ||
-        !(p->w = cu_alloc(g, p->wn * sizeof(float))) ||
-        (train && !(p->gw = cu_alloc(g, p->wn * sizeof(float)))) ||
-        !(p->b = cu_alloc(g, (size_t)c->oc * sizeof(float))) ||
         (train && !(p->sums = cu_alloc(g, (size_t)c->oc * sizeof(double)))) ||
-        (train && !(p->host_sums = malloc((size_t)c->oc * sizeof(double)))) ||
         (sum && !(p->tmp = cu_alloc(g, (size_t)out[0] * out[1] * out[2] * out[3] *
                                            sizeof(float))))) {
         conv_plan_destroy(&p->base);
@@ -190,28 +179,21 @@ static bk_plan_t *ct_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
     return &p->base;
 }
 
-/* Training uploads the bound weights at every forward (the optimizer
- * changes them); an inference conv only when the engine refolded them
- * (g->params_version). With a sum post-op the conv writes tmp and the
- * epilogue sums it into y, which holds the residual. */
+/* w and b are device memory, read where they are (training: the arena's
+ * views; inference: the views or the engine's folded copy). With a sum
+ * post-op the conv writes tmp and the epilogue sums it into y, which
+ * holds the residual. */
 static int ct_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                        const float *b, const void *res, void *y)
 {
     conv_plan_t *p = (conv_plan_t *)bp;
-    int upload = !p->infer || !p->wset || p->wver != g->params_version;
     float *out = res ? p->tmp : y;
-    if (cu_sticky(g) < 0 ||
-        (upload && cu_up_n(g, PARAMS(g->be), p->w, w, p->wn * sizeof(float)) < 0) ||
-        (upload && b &&
-         cu_up_n(g, PARAMS(g->be), p->b, b, (size_t)p->out[1] * sizeof(float)) < 0) ||
-        cu_conv_fwd(g, &p->conv, x, p->w, out) < 0)
+    if (cu_sticky(g) < 0 || cu_conv_fwd(g, &p->conv, x, w, out) < 0)
         return -1;
-    p->wset = 1;
-    p->wver = g->params_version;
     if (!b && p->post.n_post == 0)
         return 0;
-    return cu_check(g, ck_bias_post(stream_of(g->be), y, out, b ? p->b : NULL, p->out[0],
-                                    p->out[1], p->out[2] * p->out[3], p->post, res),
+    return cu_check(g, ck_bias_post(stream_of(g->be), y, out, b, p->out[0], p->out[1],
+                                    p->out[2] * p->out[3], p->post, res),
                     "conv bias/post-op kernel");
 }
 
@@ -220,17 +202,16 @@ static int set_math(bk_ctx_t *g, cu_conv_t *c, cudnnMathType_t m)
     return cudnn_check(g, cudnnSetConvolutionMathType(c->cd, m), "cudnnSetConvolutionMathType");
 }
 
-/* gb[o] = sum over (n, h, w) of gy, accumulated in double as ref does */
+/* gb[o] = sum over (n, h, w) of gy, accumulated in double as ref does and
+ * rounded once to float, all on the device */
 static int conv_bias_grad(bk_ctx_t *g, conv_plan_t *p, const void *gy, float *gb)
 {
     int oc = p->out[1];
-    if (cu_check(g, ck_chan_sums(stream_of(g->be), gy, p->out[0], oc, p->out[2] * p->out[3],
-                                 NULL, p->sums), "bias gradient kernel") < 0 ||
-        cu_down_n(g, PARAMS(g->be), p->host_sums, p->sums, (size_t)oc * sizeof(double)) < 0)
+    cudaStream_t s = stream_of(g->be);
+    if (cu_check(g, ck_chan_sums(s, gy, p->out[0], oc, p->out[2] * p->out[3], NULL, p->sums),
+                 "bias gradient kernel") < 0)
         return -1;
-    for (int o = 0; o < oc; o++)
-        gb[o] = (float)p->host_sums[o];
-    return 0;
+    return cu_check(g, ck_d2f(s, p->sums, (size_t)oc, gb), "bias gradient rounding kernel");
 }
 
 static int ct_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
@@ -242,9 +223,8 @@ static int ct_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w
     const float one = 1.0f, zero = 0.0f;
     if (cu_sticky(g) < 0)
         return -1;
-    if (gx && (cu_up_n(g, PARAMS(g->be), p->w, w, p->wn * sizeof(float)) < 0 ||
-               set_math(g, c, c->algo.math_bwd_data) < 0 ||
-               cudnn_check(g, cudnnConvolutionBackwardData(cb->dnn, &one, c->wd, p->w, c->yd, gy,
+    if (gx && (set_math(g, c, c->algo.math_bwd_data) < 0 ||
+               cudnn_check(g, cudnnConvolutionBackwardData(cb->dnn, &one, c->wd, w, c->yd, gy,
                                                            c->cd, c->algo.bwd_data, cb->ws,
                                                            cb->ws_size, &zero, c->xd, gx),
                            "cudnnConvolutionBackwardData") < 0))
@@ -252,9 +232,8 @@ static int ct_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w
     if (gw && (set_math(g, c, c->algo.math_bwd_filter) < 0 ||
                cudnn_check(g, cudnnConvolutionBackwardFilter(cb->dnn, &one, c->xd, x, c->yd, gy,
                                                              c->cd, c->algo.bwd_filter, cb->ws,
-                                                             cb->ws_size, &zero, c->wd, p->gw),
-                           "cudnnConvolutionBackwardFilter") < 0 ||
-               cu_down_n(g, PARAMS(g->be), gw, p->gw, p->wn * sizeof(float)) < 0))
+                                                             cb->ws_size, &zero, c->wd, gw),
+                           "cudnnConvolutionBackwardFilter") < 0))
         return -1;
     return gb ? conv_bias_grad(g, p, gy, gb) : 0;
 }
@@ -266,17 +245,13 @@ typedef struct {
     int in[4];
     float eps;
     int relu;
-    float *par;             /* device: gamma, beta, mean, var (4c floats) */
-    double *sums;           /* device: 2c */
-    double *host_sums;
+    double *sums;           /* device: the backward's 2c sums */
 } bn_plan_t;
 
 static void bn_plan_destroy(bk_plan_t *bp)
 {
     bn_plan_t *p = (bn_plan_t *)bp;
-    cudaFree(p->par);
     cudaFree(p->sums);
-    free(p->host_sums);
     free(p);
 }
 
@@ -289,72 +264,56 @@ static bk_plan_t *ct_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
     memcpy(p->in, in, sizeof p->in);
     p->eps = eps;
     p->relu = relu;
-    size_t c = (size_t)in[1];
-    if (!(p->par = cu_alloc(g, 4 * c * sizeof(float))) ||
-        !(p->sums = cu_alloc(g, 2 * c * sizeof(double))) ||
-        !(p->host_sums = malloc(2 * c * sizeof(double)))) {
+    if (!(p->sums = cu_alloc(g, 2 * (size_t)in[1] * sizeof(double)))) {
         bn_plan_destroy(&p->base);
-        return g->failed ? NULL : bk_ctx_fail(g, "out of memory");
+        return NULL;
     }
     return &p->base;
 }
 
+/* gamma, beta, mean, var: device memory (the arena's views, or the tape's
+ * device copies of its batch statistics). training: the batch statistics
+ * are written into mean/var on the device. */
 static int ct_bn_fwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x,
                      const float *gamma, const float *beta, float *mean, float *var, void *y)
 {
     bn_plan_t *p = (bn_plan_t *)bp;
-    size_t c = (size_t)p->in[1], fb = c * sizeof(float);
-    int n = p->in[0], hw = p->in[2] * p->in[3];
-    float *dg = p->par, *db = p->par + c, *dm = p->par + 2 * c, *dv = p->par + 3 * c;
+    int n = p->in[0], c = p->in[1], hw = p->in[2] * p->in[3];
     cudaStream_t s = stream_of(g->be);
-    uint64_t *cnt = PARAMS(g->be);
-    if (cu_sticky(g) < 0 || cu_up_n(g, cnt, dg, gamma, fb) < 0 ||
-        cu_up_n(g, cnt, db, beta, fb) < 0)
+    if (cu_sticky(g) < 0 ||
+        (training && cu_check(g, ck_bn_stats(s, x, n, c, hw, mean, var),
+                              "batch-norm statistics kernel") < 0))
         return -1;
-    if (training) {   /* batch statistics out to the host arrays */
-        if (cu_check(g, ck_bn_stats(s, x, n, (int)c, hw, dm, dv), "batch-norm statistics kernel") < 0 ||
-            cu_down_n(g, cnt, mean, dm, fb) < 0 || cu_down_n(g, cnt, var, dv, fb) < 0)
-            return -1;
-    } else if (cu_up_n(g, cnt, dm, mean, fb) < 0 || cu_up_n(g, cnt, dv, var, fb) < 0) {
-        return -1;
-    }
-    return cu_check(g, ck_bn_apply(s, y, x, n, (int)c, hw, dg, db, dm, dv, p->eps, p->relu),
+    return cu_check(g, ck_bn_apply(s, y, x, n, c, hw, gamma, beta, mean, var, p->eps, p->relu),
                     "batch-norm kernel");
 }
 
+/* ggamma/gbeta (device, each optional) are the backward sums rounded once
+ * to float on the device: sums[0, c) -> gbeta, sums[c, 2c) -> ggamma. */
 static int ct_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
                      const void *gy, const float *gamma, const float *mean, const float *var,
                      void *gx, float *ggamma, float *gbeta)
 {
     bn_plan_t *p = (bn_plan_t *)bp;
-    size_t c = (size_t)p->in[1], fb = c * sizeof(float);
-    int n = p->in[0], hw = p->in[2] * p->in[3];
-    float *dg = p->par, *dm = p->par + 2 * c, *dv = p->par + 3 * c;
+    int n = p->in[0], c = p->in[1], hw = p->in[2] * p->in[3];
     const float *mask = p->relu ? y : NULL;   /* through the fused ReLU first */
     cudaStream_t s = stream_of(g->be);
-    uint64_t *cnt = PARAMS(g->be);
-    if (cu_sticky(g) < 0 || cu_up_n(g, cnt, dg, gamma, fb) < 0 ||
-        cu_up_n(g, cnt, dm, mean, fb) < 0 || cu_up_n(g, cnt, dv, var, fb) < 0 ||
-        cu_check(g, ck_bn_bwd_sums(s, x, mask, gy, n, (int)c, hw, dm, dv, p->eps, p->sums),
-                 "batch-norm backward sums kernel") < 0)
+    if (cu_sticky(g) < 0 ||
+        cu_check(g, ck_bn_bwd_sums(s, x, mask, gy, n, c, hw, mean, var, p->eps, p->sums),
+                 "batch-norm backward sums kernel") < 0 ||
+        (gbeta && cu_check(g, ck_d2f(s, p->sums, (size_t)c, gbeta),
+                           "batch-norm beta gradient kernel") < 0) ||
+        (ggamma && cu_check(g, ck_d2f(s, p->sums + c, (size_t)c, ggamma),
+                            "batch-norm gamma gradient kernel") < 0))
         return -1;
-    if (ggamma || gbeta) {
-        if (cu_down_n(g, cnt, p->host_sums, p->sums, 2 * c * sizeof(double)) < 0)
-            return -1;
-        for (size_t i = 0; i < c; i++) {
-            if (gbeta)
-                gbeta[i] = (float)p->host_sums[i];
-            if (ggamma)
-                ggamma[i] = (float)p->host_sums[c + i];
-        }
-    }
     if (!gx)
         return 0;
-    return cu_check(g, ck_bn_bwd_data(s, gx, x, mask, gy, n, (int)c, hw, dg, dm, dv, p->eps,
+    return cu_check(g, ck_bn_bwd_data(s, gx, x, mask, gy, n, c, hw, gamma, mean, var, p->eps,
                                       training, p->sums), "batch-norm backward kernel");
 }
 
-/* SyncBatchNorm helpers (host center/a/b in, host sums out) */
+/* SyncBatchNorm helpers: center/a/b/scale are host vectors and the double
+ * sums host arrays (the host all-reduces them); their copies count as bn. */
 static void ct_chan_sums(backend_t *be, const void *x, const int s[4], const float *center,
                          double *out)
 {
@@ -364,11 +323,11 @@ static void ct_chan_sums(backend_t *be, const void *x, const int s[4], const flo
         return;
     double *dsum = (double *)d;
     float *dcen = center ? (float *)(d + c * sizeof(double)) : NULL;
-    if (dcen && cu_up_be_n(be, PARAMS(be), dcen, center, c * sizeof(float)) < 0)
+    if (dcen && cu_up_be_n(be, BN(be), dcen, center, c * sizeof(float)) < 0)
         return;
     cu_note(be, ck_chan_sums(stream_of(be), x, s[0], (int)c, s[2] * s[3], dcen, dsum),
             "channel sums kernel");
-    cu_down_be_n(be, PARAMS(be), out, dsum, c * sizeof(double));
+    cu_down_be_n(be, BN(be), out, dsum, c * sizeof(double));
 }
 
 static void ct_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
@@ -376,7 +335,7 @@ static void ct_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
 {
     size_t c = (size_t)s[1];
     float *d = cu_scratch_be(be, 3 * c * sizeof(float));
-    uint64_t *cnt = PARAMS(be);
+    uint64_t *cnt = BN(be);
     if (!d || cu_up_be_n(be, cnt, d, center, c * sizeof(float)) < 0 ||
         cu_up_be_n(be, cnt, d + c, a, c * sizeof(float)) < 0 ||
         cu_up_be_n(be, cnt, d + 2 * c, b, c * sizeof(float)) < 0)
@@ -395,11 +354,11 @@ static void ct_bn_grad_sums(backend_t *be, const void *x, const void *y, const v
         return;
     double *dsum = (double *)d;
     float *dcen = (float *)(d + 2 * c * sizeof(double));
-    if (cu_up_be_n(be, PARAMS(be), dcen, center, c * sizeof(float)) < 0)
+    if (cu_up_be_n(be, BN(be), dcen, center, c * sizeof(float)) < 0)
         return;
     cu_note(be, ck_bn_grad_sums(stream_of(be), x, relu ? y : NULL, gy, s[0], (int)c,
                                 s[2] * s[3], dcen, dsum), "batch-norm gradient sums kernel");
-    cu_down_be_n(be, PARAMS(be), out, dsum, 2 * c * sizeof(double));
+    cu_down_be_n(be, BN(be), out, dsum, 2 * c * sizeof(double));
 }
 
 static void ct_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
@@ -408,7 +367,7 @@ static void ct_bn_grad_apply(backend_t *be, void *gx, const void *x, const void 
 {
     size_t c = (size_t)s[1];
     float *d = cu_scratch_be(be, 4 * c * sizeof(float));
-    uint64_t *cnt = PARAMS(be);
+    uint64_t *cnt = BN(be);
     if (!d || cu_up_be_n(be, cnt, d, center, c * sizeof(float)) < 0 ||
         cu_up_be_n(be, cnt, d + c, scale, c * sizeof(float)) < 0 ||
         cu_up_be_n(be, cnt, d + 2 * c, a, c * sizeof(float)) < 0 ||
@@ -491,17 +450,11 @@ static int ct_pool_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *gy
 typedef struct {
     bk_plan_t base;
     int n, in, out, has_bias;
-    float *w, *b, *gw, *gb;   /* device */
 } lin_plan_t;
 
 static void lin_plan_destroy(bk_plan_t *bp)
 {
-    lin_plan_t *p = (lin_plan_t *)bp;
-    cudaFree(p->w);
-    cudaFree(p->b);
-    cudaFree(p->gw);
-    cudaFree(p->gb);
-    free(p);
+    free(bp);
 }
 
 static bk_plan_t *ct_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias)
@@ -514,51 +467,40 @@ static bk_plan_t *ct_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_
     p->in = in[1] * in[2] * in[3];
     p->out = out;
     p->has_bias = has_bias;
-    size_t wb = (size_t)out * p->in * sizeof(float), bb = (size_t)out * sizeof(float);
-    if (!(p->w = cu_alloc(g, wb)) || !(p->gw = cu_alloc(g, wb)) || !(p->b = cu_alloc(g, bb)) ||
-        !(p->gb = cu_alloc(g, bb))) {
-        lin_plan_destroy(&p->base);
-        return NULL;
-    }
     return &p->base;
 }
 
+/* w, b: device memory (the arena's views), read in place */
 static int ct_linear_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                          const float *b, void *y)
 {
     lin_plan_t *p = (lin_plan_t *)bp;
-    uint64_t *cnt = PARAMS(g->be);
-    if (cu_sticky(g) < 0 || cu_up_n(g, cnt, p->w, w, (size_t)p->out * p->in * sizeof(float)) < 0 ||
-        (b && cu_up_n(g, cnt, p->b, b, (size_t)p->out * sizeof(float)) < 0))
+    if (cu_sticky(g) < 0)
         return -1;
-    return cu_linear_fwd(g, x, p->n, p->in, p->w, b ? p->b : NULL, p->out, y);
+    return cu_linear_fwd(g, x, p->n, p->in, w, b, p->out, y);
 }
 
 /* Column-major views: gx^T (in x n) = w^T (in x out) gy^T (out x n);
- * gw^T (in x out) = x^T (in x n) gy (n x out). */
+ * gw^T (in x out) = x^T (in x n) gy (n x out). gw, gb: device memory,
+ * written (not accumulated) in place. */
 static int ct_linear_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                          const void *gy, void *gx, float *gw, float *gb)
 {
     lin_plan_t *p = (lin_plan_t *)bp;
     cuda_backend_t *cb = cu_be(g->be);
     const float one = 1.0f, zero = 0.0f;
-    size_t wb = (size_t)p->out * p->in * sizeof(float);
     if (cu_sticky(g) < 0)
         return -1;
-    uint64_t *cnt = PARAMS(g->be);
-    if (gx && (cu_up_n(g, cnt, p->w, w, wb) < 0 ||
-               cublas_check(g, cublasSgemm(cb->blas, CUBLAS_OP_N, CUBLAS_OP_N, p->in, p->n, p->out,
-                                           &one, p->w, p->in, gy, p->out, &zero, gx, p->in),
-                            "cublasSgemm (linear backward data)") < 0))
+    if (gx && cublas_check(g, cublasSgemm(cb->blas, CUBLAS_OP_N, CUBLAS_OP_N, p->in, p->n, p->out,
+                                          &one, w, p->in, gy, p->out, &zero, gx, p->in),
+                           "cublasSgemm (linear backward data)") < 0)
         return -1;
-    if (gw && (cublas_check(g, cublasSgemm(cb->blas, CUBLAS_OP_N, CUBLAS_OP_T, p->in, p->out, p->n,
-                                           &one, x, p->in, gy, p->out, &zero, p->gw, p->in),
-                            "cublasSgemm (linear backward weights)") < 0 ||
-               cu_down_n(g, cnt, gw, p->gw, wb) < 0))
+    if (gw && cublas_check(g, cublasSgemm(cb->blas, CUBLAS_OP_N, CUBLAS_OP_T, p->in, p->out, p->n,
+                                          &one, x, p->in, gy, p->out, &zero, gw, p->in),
+                           "cublasSgemm (linear backward weights)") < 0)
         return -1;
-    if (gb && (cu_check(g, ck_col_sums(cb->stream, gy, p->n, p->out, p->gb),
-                        "linear bias gradient kernel") < 0 ||
-               cu_down_n(g, cnt, gb, p->gb, (size_t)p->out * sizeof(float)) < 0))
+    if (gb && cu_check(g, ck_col_sums(cb->stream, gy, p->n, p->out, gb),
+                       "linear bias gradient kernel") < 0)
         return -1;
     return 0;
 }

@@ -2,10 +2,13 @@
  * the plain-C reference backend ("ref"): one graph that uses every op
  * (conv with bias and stride, BN training + fused ReLU, frozen eval BN,
  * ReLU, max/avg pooling, add, concat, dropout, global pooling, flatten,
- * linear, label-smoothed CE). Two steps (weights updated in between, so the
+ * linear, label-smoothed CE). The cuda graph's parameters and gradients are
+ * device memory (cuda_device_arena, as a model's arenas on cuda), the
+ * ref graph's host arrays. Two steps (weights updated in between, so the
  * re-read of bound parameters is checked too): per-sample losses, logits,
  * every parameter gradient, the input gradient and the running statistics
- * agree to max|a-b|/max|b| <= 1e-4. Then the optimizer kernels against
+ * agree to max|a-b|/max|b| <= 1e-4. First the device arena's ops (copy,
+ * zero, the non-finite scan); after the graph the optimizer kernels against
  * gpud/optim/optim.c over 3 steps. Exits 77 without a CUDA device. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -32,11 +35,14 @@ static float frand(void)
     return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
-/* Every parameter array of the net, one set per backend. */
+/* Every parameter array of the net, one set per backend: host arrays, or
+ * device memory (dev) reached through the arena's read/write. */
 #define NP 13
+#define MAXP 256
 typedef struct {
     float *p[NP], *gp[NP];
     size_t n[NP];
+    int dev;
 } params_t;
 
 static const size_t SIZES[NP] = {
@@ -47,29 +53,58 @@ static const size_t SIZES[NP] = {
     K * 14, K               /* fc (concat 6 + 8 channels, global pooled) */
 };
 
+/* a's parameter i (grad: its gradient) into dst / from src */
+static void get(const params_t *a, int i, int grad, float *dst)
+{
+    const float *v = grad ? a->gp[i] : a->p[i];
+    if (a->dev)
+        REQUIRE(cuda_device_arena.read(v, 0, a->n[i], dst) == 0, "device read of param %d", i);
+    else
+        memcpy(dst, v, a->n[i] * 4);
+}
+
+static void put(params_t *a, int i, const float *src)
+{
+    if (a->dev)
+        REQUIRE(cuda_device_arena.write(a->p[i], 0, a->n[i], src) == 0,
+                "device write of param %d", i);
+    else
+        memcpy(a->p[i], src, a->n[i] * 4);
+}
+
+/* a: device memory (for cuda), b: host (for ref), the same values */
 static void params_init(params_t *a, params_t *b)
 {
+    a->dev = 1;
+    b->dev = 0;
     for (int i = 0; i < NP; i++) {
+        REQUIRE(SIZES[i] <= MAXP, "MAXP");
         a->n[i] = b->n[i] = SIZES[i];
-        a->p[i] = malloc(SIZES[i] * 4);
+        a->p[i] = cuda_device_arena.alloc(SIZES[i]);
+        a->gp[i] = cuda_device_arena.alloc(SIZES[i]);   /* zeroed */
         b->p[i] = malloc(SIZES[i] * 4);
-        a->gp[i] = calloc(SIZES[i], 4);
         b->gp[i] = calloc(SIZES[i], 4);
         REQUIRE(a->p[i] && b->p[i] && a->gp[i] && b->gp[i], "alloc");
         for (size_t j = 0; j < SIZES[i]; j++) {
             float v = frand();
             if (i == 5 || i == 10)
                 v = 1.0f + 0.5f * v * v;   /* running variances: positive */
-            a->p[i][j] = b->p[i][j] = v;
+            b->p[i][j] = v;
         }
+        put(a, i, b->p[i]);
     }
 }
 
 static void params_free(params_t *a)
 {
     for (int i = 0; i < NP; i++) {
-        free(a->p[i]);
-        free(a->gp[i]);
+        if (a->dev) {
+            cuda_device_arena.free(a->p[i]);
+            cuda_device_arena.free(a->gp[i]);
+        } else {
+            free(a->p[i]);
+            free(a->gp[i]);
+        }
     }
 }
 
@@ -168,24 +203,30 @@ static void check_graph(void)
         compare("per-sample CE", lc, lr, N);
         CHECK(bk_read_grad(tc.g, tc.x, a) == 0 && bk_read_grad(tr.g, tr.x, b) == 0, "grad");
         compare("input gradient", a, b, sizeof a / 4);
+        float hp[MAXP], hg[MAXP];
         for (int i = 0; i < 13; i++) {
             char name[32];
             snprintf(name, sizeof name, "param %d", i);
-            compare(name, pc.p[i], pr.p[i], SIZES[i]);   /* running stats included */
+            get(&pc, i, 0, hp);
+            compare(name, hp, pr.p[i], SIZES[i]);   /* running stats included */
+            get(&pc, i, 1, hg);
             if (i == 1) {   /* conv1's bias, before training BN (params 2, 3) */
-                compare_noise("grad of param 1", pc.gp[1], pr.gp[1], SIZES[1], pr.gp[3],
-                              SIZES[3]);
+                compare_noise("grad of param 1", hg, pr.gp[1], SIZES[1], pr.gp[3], SIZES[3]);
             } else if (i != 4 && i != 5 && i != 9 && i != 10) {
                 snprintf(name, sizeof name, "grad of param %d", i);
-                compare(name, pc.gp[i], pr.gp[i], SIZES[i]);
+                compare(name, hg, pr.gp[i], SIZES[i]);
             }
         }
         /* an SGD step on both sets: the next forward must read the new weights */
-        for (int i = 0; i < 13; i++)
+        for (int i = 0; i < 13; i++) {
+            get(&pc, i, 0, hp);
+            get(&pc, i, 1, hg);
             for (size_t j = 0; j < SIZES[i]; j++) {
-                pc.p[i][j] -= 0.1f * pc.gp[i][j];
-                pr.p[i][j] = pc.p[i][j];
+                hp[j] -= 0.1f * hg[j];
+                pr.p[i][j] = hp[j];
             }
+            put(&pc, i, hp);
+        }
     }
     bk_graph_destroy(&tc.g);
     bk_graph_destroy(&tr.g);
@@ -242,12 +283,44 @@ static void check_optim(optim_kind_t kind, double wd, double mom, bool nesterov,
     optim_destroy(&o);
 }
 
+/* The device arena's own ops: write/read, copy (device to device), zero,
+ * and the non-finite scan (first bad index from off, -1 when none). */
+static void check_arena(void)
+{
+    enum { M = 5000 };
+    static float h[M], back[M];
+    const bk_arena_ops_t *a = &cuda_device_arena;
+    float *x = a->alloc(M), *y = a->alloc(M);
+    REQUIRE(x && y, "cuda_device_arena.alloc");
+    for (int i = 0; i < M; i++)
+        h[i] = frand();
+    int64_t at = 0;
+    CHECK(a->write(x, 0, M, h) == 0 && a->find_nonfinite(x, 0, M, &at) == 0 && at == -1,
+          "finite data: scan gave %lld", (long long)at);
+    h[4321] = INFINITY;
+    h[777] = NAN;
+    CHECK(a->write(x, 0, M, h) == 0 && a->find_nonfinite(x, 0, M, &at) == 0 && at == 777,
+          "NaN at 777: scan gave %lld", (long long)at);
+    CHECK(a->find_nonfinite(x, 1000, M - 1000, &at) == 0 && at == 4321 - 1000,
+          "inf at 4321, scan from 1000: gave %lld", (long long)at);
+    CHECK(a->find_nonfinite(x, 778, 4321 - 778, &at) == 0 && at == -1,
+          "finite range: scan gave %lld", (long long)at);
+    CHECK(a->copy(y, 10, x, 20, 100) == 0 && a->read(y, 10, 100, back) == 0 &&
+          memcmp(back, h + 20, 100 * 4) == 0, "device copy differs");
+    CHECK(a->zero(y, 10, 50) == 0 && a->read(y, 0, 200, back) == 0 && back[9] == 0.0f &&
+          back[10] == 0.0f && back[59] == 0.0f && back[60] == h[70], "device zero");
+    a->free(x);
+    a->free(y);
+    printf("device arena: read/write, copy, zero, non-finite scan\n");
+}
+
 int main(void)
 {
     if (cuda_device_count() == 0) {
         printf("test_cuda_train_ops: no CUDA device, skipped\n");
         return 77;
     }
+    check_arena();
     check_graph();
     check_optim(OPTIM_SGD, 5e-4, 0.9, false, false, false);
     check_optim(OPTIM_SGD, 0.0, 0.9, true, false, false);
