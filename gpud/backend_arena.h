@@ -149,9 +149,10 @@ float *bk_arena_host_view(const bk_arena_t *a, size_t off);
 const bk_arena_ops_t *backend_arena_ops(const backend_t *be);
 
 /* Adds to *t the bytes be's kernels copied between host and device memory
- * since the last call (bk_ops_t.traffic; cuda: the parameters, gradients
- * and BatchNorm statistics each op uploads and downloads in params, its
- * batch and output copies in batch_in and out), and starts counting anew.
+ * since the last call (bk_ops_t.traffic; cuda: training BatchNorm's
+ * centres, coefficients and double sums in bn, its batch and output
+ * copies in batch_in and out; never params: the kernels use the arenas in
+ * place), and starts counting anew.
  * Nothing on host backends. */
 void backend_traffic_take(backend_t *be, bk_traffic_t *t);
 

@@ -132,20 +132,23 @@ size_t model_buffers_offset(const model_t *m);
 
 /* Bytes moved between host and backend memory since model_new
  * (backend_arena.h's bk_traffic_t): a training step adds its batch and
- * outputs, arena copies and the backend's kernels' own per-op copies
- * (cuda: backend_traffic_take, planned by model_copy_plan) add params. */
+ * outputs, arena copies (checkpoints, the ring's host mirror, a fold on a
+ * device arena) add params, training BatchNorm's vectors on a device arena
+ * (the tape's copies and the kernels', backend_traffic_take; planned by
+ * model_copy_plan) add bn. */
 struct bk_traffic;
 const struct bk_traffic *model_traffic(const model_t *m);
 /* What one model_train_step_u8 of n samples of (c, h, w) moves as planned
  * (u8 1: the backend takes the pixels as bytes; loss/logits: read back),
- * params 0 (the arenas are the memory the backend computes in; today's cuda
- * kernels copy parameters per op on top of it: model_copy_plan). */
+ * params 0 (the arenas are the memory the backend computes in; on a
+ * device arena training BatchNorm's vectors cross too: model_copy_plan). */
 void model_step_plan(const model_t *m, int n, int c, int h, int w, int u8, int loss,
                      int logits, struct bk_traffic *t);
-/* The parameter bytes one such step copies on a backend whose kernels copy
- * the parameters per op (today's cuda, backend.h's bk_graph_copy_plan),
- * for the model's training graph on n samples of (c, h, w): what the cuda
- * backend counts in model_traffic's params. 0, or -1 with the reason in err. */
+/* The BatchNorm bytes one such step copies on a backend whose arenas are
+ * device memory (cuda, ref-device; backend.h's bk_graph_copy_plan) for the
+ * model's training graph on n samples of (c, h, w): what model_traffic's bn
+ * counts (bn_kernels + bn_tape on cuda; bn_tape on ref-device, whose
+ * kernels are the host's). 0, or -1 with the reason in err. */
 struct bk_copy_plan;
 int model_copy_plan(const model_t *m, int n, int c, int h, int w, struct bk_copy_plan *p,
                     char *err, size_t errlen);
