@@ -172,6 +172,48 @@ enum {
     BK_CAP_FUSED_BF16 = 1u << 8,
 };
 
+/* Optional: an inference graph's forward recorded once and replayed (CUDA
+ * graphs; the engine's tape_capture.c decides when). The backend queues the
+ * kernels' work between capture_begin and capture_end instead of running
+ * it; every address and scalar the kernels were given is baked in, so the
+ * engine replays only while they stay the same (the graph's buffers,
+ * plans and parameter memory are fixed once compiled; inputs are written
+ * and outputs read outside the forward). */
+typedef struct bk_capture bk_capture_t;   /* the backend's recorded forward */
+typedef struct bk_graph_ops {
+    /* Start recording. 0; 1: the backend chooses not to (a switch, why
+     * says); -1: it cannot (why). Nothing is recording unless 0. */
+    int (*capture_begin)(backend_t *be, char *why, size_t len);
+    /* Stop recording. ok 0: an op failed while recording (the recording is
+     * dropped). The recorded forward, or NULL with why; either way nothing
+     * is recording any more and errors raised while recording are cleared
+     * from the backend (the engine runs the ops again, unrecorded). */
+    bk_capture_t *(*capture_end)(backend_t *be, int ok, char *why, size_t len);
+    /* Queue the recorded forward. 0; 1: stale (memory it uses moved; release
+     * it and record again); -1: the launch failed (why; the error cleared,
+     * nothing queued). */
+    int (*replay)(backend_t *be, bk_capture_t *c, char *why, size_t len);
+    void (*release)(backend_t *be, bk_capture_t *c);
+} bk_graph_ops_t;
+
+/* Optional: the device time of each op (tape_timer.c), for a profile. */
+typedef struct bk_timer bk_timer_t;
+typedef struct bk_timer_ops {
+    /* NULL: the backend does not time (its switch is off, or it failed:
+     * logged). *every: print a summary every that many forwards (0: at
+     * the graph's end only). */
+    bk_timer_t *(*create)(backend_t *be, int *every);
+    /* A new sequence of intervals starts at the work queued from now. */
+    void (*begin)(bk_timer_t *t);
+    /* The work queued since the previous mark (or begin) is slot's. */
+    void (*mark)(bk_timer_t *t, int slot);
+    /* Wait for the marked work, add each interval's milliseconds to
+     * ms[slot] (slot < nslot) and forget the sequence. 0, or -1 (the
+     * timer gave up: logged). */
+    int (*take)(bk_timer_t *t, double *ms, int nslot);
+    void (*destroy)(bk_timer_t *t);
+} bk_timer_ops_t;
+
 typedef struct bk_ops {
     const char *name;
     void (*destroy)(backend_t *be);
@@ -182,6 +224,8 @@ typedef struct bk_ops {
      * backend's counters (backend_traffic_take). NULL: the kernels work
      * in host memory and copy nothing of their own. */
     void (*traffic)(backend_t *be, struct bk_traffic *t);
+    const bk_graph_ops_t *graphs;     /* optional (NULL: every forward runs op by op) */
+    const bk_timer_ops_t *timer;      /* optional (NULL: no device timing) */
 } bk_ops_t;
 
 /* Every implementation's backend starts with this. */

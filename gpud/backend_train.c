@@ -13,9 +13,6 @@
 #include "common/log.h"
 #include "gpud/tape_priv.h"
 
-static const char *const KIND_NAMES[] = {"conv", "bn", "relu", "pool", "flatten",
-                                         "linear", "add", "concat", "dropout", "ce"};
-
 /* be NULL: a description graph (builders check shapes and bind parameters,
  * nothing is planned or allocated, nothing runs). */
 bk_graph_t *bk_graph_new(backend_t *be)
@@ -39,8 +36,9 @@ void bk_graph_destroy(bk_graph_t **gp)
     bk_graph_t *g = *gp;
     for (int k = 0; g->profile && k <= TO_CE; k++)
         if (g->prof[0][k] + g->prof[1][k] > 0)
-            log_info("train profile %-8s forward %8.3f s  backward %8.3f s", KIND_NAMES[k],
+            log_info("train profile %-8s forward %8.3f s  backward %8.3f s", top_kind_name(k),
                      g->prof[0][k], g->prof[1][k]);
+    tape_timer_report(g);
     tape_release(g);
     plan_fused_drop(g);
     for (size_t i = 0; i < g->nv; i++)

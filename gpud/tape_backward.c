@@ -173,6 +173,7 @@ int bk_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy)
     if (g->bf16 && y->producer >= 0 && g->ops[y->producer].kind != TO_CE)
         g->k->round_bf16(g->base.be, y->grad, cnt);
     y->grad_set = 1;
+    tape_timer_begin(g, 1);
     for (int i = y->producer; i >= 0; i--) {
         top_t *o = &g->ops[i];
         if (!o->out->needs_grad)
@@ -187,8 +188,10 @@ int bk_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy)
             return -1;
         if (g->profile)
             g->prof[1][o->kind] += clock_mono_s() - t0;
+        tape_timer_mark(g, o->kind);
         if (g->grad_ready)
             grads_ready(g, o);
     }
+    tape_timer_end(g, 1);
     return 0;
 }

@@ -300,6 +300,7 @@ int tape_compile(bk_graph_t *g)
 
 void tape_release(bk_graph_t *g)
 {
+    tape_capture_drop(g);   /* it replays the buffers and plans released below */
     backend_t *be = g->base.be;
     for (size_t i = 0; i < g->nops; i++) {
         top_t *o = &g->ops[i];

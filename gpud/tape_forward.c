@@ -1,6 +1,9 @@
 /* tape_forward — the forward of a graph: its ops in order (the recorded
  * ones, or the inference plan's fused ops), each on the backend's kernels,
- * with --precision bf16's rounding points (docs/BF16.md). */
+ * with --precision bf16's rounding points (docs/BF16.md); an inference
+ * graph's recorded once and replayed where the backend can
+ * (tape_capture.c), each op's device time where it is asked
+ * (tape_timer.c). */
 #include "common/clock.h"
 #include "gpud/bf16.h"
 #include "gpud/tape_priv.h"
@@ -90,10 +93,9 @@ static int op_forward(bk_graph_t *g, top_t *o, uint32_t index)
     return 0;
 }
 
-int bk_forward(bk_graph_t *g)
+/* The ops of one forward, in order (recorded when tape_capture.c says). */
+static int run_forward(bk_graph_t *g)
 {
-    if (!g || g->base.failed || tape_ready(g) < 0)
-        return -1;
     size_t n;
     top_t *ops = run_ops(g, &n);
     for (size_t i = 0; g->fops && g->bf16 && i < g->nv; i++)   /* cast before any reader */
@@ -108,7 +110,23 @@ int bk_forward(bk_graph_t *g)
             g->k->round_bf16(g->base.be, ops[i].out->val, numel(ops[i].out));
         if (g->profile)
             g->prof[0][ops[i].kind] += clock_mono_s() - t0;
+        tape_timer_mark(g, ops[i].kind);
     }
+    return 0;
+}
+
+int bk_forward(bk_graph_t *g)
+{
+    if (!g || g->base.failed || tape_ready(g) < 0)
+        return -1;
+    tape_timer_begin(g, 0);
+    int how = tape_capture_before(g);
+    int rc = how == TC_DONE ? 0 : run_forward(g);
+    if (how == TC_RECORDING && tape_capture_after(g, rc) == 1)
+        rc = run_forward(g);   /* not recorded after all: op by op */
+    if (rc < 0)
+        return -1;
+    tape_timer_end(g, 0);
     for (size_t i = 0; i < g->nv; i++)
         g->v[i]->grad_set = 0;
     return 0;

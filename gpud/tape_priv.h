@@ -7,6 +7,8 @@
  *   tape_bn.c        training-mode BatchNorm (SyncBatchNorm's all-reduces)
  *   tape_mem.c       the tape's parameter memory (host or device, as the arenas)
  *   tape_compile.c   the compile step: kernel plans and buffers
+ *   tape_capture.c   an inference forward recorded once, replayed (CUDA graphs)
+ *   tape_timer.c     the ops' device time by kind (DDPIPE_CUDA_PROFILE)
  *   graph_plan.c     the inference plan: a forward-only eval-mode tape
  *                    rewritten into fused ops (fops) of the same kind
  *   graph_fold.c     BatchNorm folded into the preceding convolution
@@ -79,6 +81,30 @@ typedef struct {
                                      * arrays */
 } top_t;
 
+/* tape_capture.c's state machine of an inference graph's forward:
+ * NEW (not run yet) -> WARM (ran once op by op: plans, buffers, scratch
+ * and algorithms settled) -> LIVE (recorded; later forwards replay it),
+ * or OFF (not capturable, switched off, or a capture/replay failed: op by
+ * op from then on). A stale recording (LIVE) is recorded again; after a
+ * refold (params_version moved) the graph is WARM again: one forward op
+ * by op, then a new recording. */
+typedef enum { CAP_NEW, CAP_WARM, CAP_LIVE, CAP_OFF } tape_cap_state_t;
+typedef struct {
+    tape_cap_state_t state;
+    bk_capture_t *rec;              /* LIVE: the backend's recording */
+    unsigned version;               /* LIVE: base.params_version it was made at */
+    unsigned long captures, replays;
+} tape_cap_t;
+
+/* tape_timer.c: device time per op kind, [backward][kind] milliseconds. */
+typedef struct {
+    bk_timer_t *t;                  /* NULL: not timing */
+    int tried;                      /* the backend was asked (once) */
+    int every;                      /* a summary every that many forwards (0: at the end) */
+    unsigned long passes[2];        /* forwards, backwards timed */
+    double ms[2][TO_CE + 1];
+} tape_timer_t;
+
 struct bk_graph {
     bk_ctx_t base;
     const bk_kernels_t *k; /* NULL: a description graph (no backend) */
@@ -115,6 +141,8 @@ struct bk_graph {
     bk_traffic_t *traffic;          /* bk_graph_set_traffic; NULL: not counted */
     int profile;                    /* DDPIPE_TRAIN_PROFILE set: time op kinds */
     double prof[2][TO_CE + 1];      /* [backward][kind] seconds */
+    tape_cap_t cap;                 /* the forward's capture (tape_capture.c) */
+    tape_timer_t timer;             /* the ops' device time (tape_timer.c) */
 };
 
 static inline size_t numel(const bk_tensor_t *t)
@@ -197,6 +225,34 @@ static inline float drop_p(const bk_graph_t *g, const top_t *o)
 {
     return g->training && !g->no_dropout ? o->p : 0.0f;
 }
+
+/* An op kind's name (profiles). */
+static inline const char *top_kind_name(top_kind_t k)
+{
+    static const char *const names[] = {"conv", "bn",     "relu",   "pool",    "flatten",
+                                        "linear", "add",  "concat", "dropout", "ce"};
+    return names[k];
+}
+
+/* tape_capture.c: bk_forward's recording and replay (bk_graph_ops_t).
+ * tape_capture_before: TC_RUN (run the ops), TC_RECORDING (run them: they
+ * are recorded; then tape_capture_after) or TC_DONE (replayed). */
+enum { TC_RUN, TC_RECORDING, TC_DONE };
+int tape_capture_before(bk_graph_t *g);
+/* After the recorded ops (rc: what they returned): 0, the recording was
+ * replayed (the forward is queued); 1, it was given up (logged once):
+ * run the ops again, op by op. */
+int tape_capture_after(bk_graph_t *g, int rc);
+/* Release the recording (tape_release: the buffers it uses go away). */
+void tape_capture_drop(bk_graph_t *g);
+
+/* tape_timer.c: the device time of every op by kind (bk_timer_ops_t),
+ * around bk_forward's (backward 0) and bk_backward's (1) ops. */
+void tape_timer_begin(bk_graph_t *g, int backward);
+void tape_timer_mark(bk_graph_t *g, top_kind_t kind);
+void tape_timer_end(bk_graph_t *g, int backward);
+/* The summary line (if anything was timed) and the timer freed. */
+void tape_timer_report(bk_graph_t *g);
 
 /* The ops the forward runs: the inference graph's, or the tape's. */
 static inline top_t *run_ops(const bk_graph_t *g, size_t *n)

@@ -598,6 +598,8 @@ static const bk_ops_t CUDA_OPS = {
     .train = &CUDA_TKERNELS,
     .caps = BK_CAPS_CUDA,
     .traffic = cb_traffic,
+    .graphs = &CUDA_GRAPH_OPS,
+    .timer = &CUDA_TIMER_OPS,
 };
 
 int cuda_device_count(void)

@@ -126,5 +126,9 @@ int cu_linear_fwd(bk_ctx_t *g, const float *x, int n, int in, const float *w,
                   const float *bias, int out, float *y);
 
 extern const bk_kernels_t CUDA_TKERNELS;
+/* cuda_graph.c: the engine's recorded forward on CUDA graphs. */
+extern const bk_graph_ops_t CUDA_GRAPH_OPS;
+/* cuda_prof.c: per-op device time with cudaEvents (DDPIPE_CUDA_PROFILE). */
+extern const bk_timer_ops_t CUDA_TIMER_OPS;
 
 #endif

@@ -1,0 +1,145 @@
+/* tape_capture — an inference graph's forward recorded once and replayed
+ * (CUDA graphs, on backends with bk_ops_t.graphs; docs/CUDA.md "CUDA
+ * graphs"). The first forward runs op by op, so that everything a kernel
+ * makes on first use exists (plans, buffers, workspace, scratch, algorithm
+ * choices); the second is recorded and the recording launched; later
+ * forwards launch it again. A replay is valid because nothing it uses
+ * moves: the vars' buffers and the plans are fixed once compiled, the
+ * input is written (bk_write, bk_write_u8) into the same buffer before the
+ * forward and the output read after it, and the fused ops' folded weights
+ * (graph_plan.c fold_params) are refolded in place at the same addresses
+ * when the parameters change (tape_ready runs before this file is asked).
+ * Still, after a refold (params_version moved) the next forward runs op by
+ * op and the one after records anew: backend_impl.h lets an inference plan
+ * redo weight-derived work of its own when params_version moves, work a
+ * recording made before would not contain. A backend reports memory of its
+ * own that moved (a grown workspace) as stale: the engine records again. Any failure while recording or launching gives
+ * the graph up for recording (logged once): it runs op by op from then on,
+ * the ops run again at once, so no forward is lost or wrong. */
+#include <stdio.h>
+
+#include "common/log.h"
+#include "gpud/tape_priv.h"
+
+/* A graph the backend may record: an eval-mode inference graph whose ops
+ * take nothing from the host per call (no labels: no CE; no dropout mask
+ * ids) and whose time is not being measured op by op. */
+static int recordable(const bk_graph_t *g)
+{
+    if (!g->base.be->ops->graphs || !g->fops || g->training || !g->forward_only ||
+        g->profile || g->timer.t)
+        return 0;
+    for (size_t i = 0; i < g->nfops; i++)
+        if (g->fops[i].kind == TO_CE || (g->fops[i].kind == TO_DROPOUT &&
+                                         drop_p(g, &g->fops[i]) != 0.0f))
+            return 0;
+    return 1;
+}
+
+/* Op by op from now on; said once per graph. */
+static void give_up(bk_graph_t *g, int chosen, const char *what, const char *why)
+{
+    tape_capture_drop(g);
+    g->cap.state = CAP_OFF;
+    if (chosen)
+        log_debug("graph [%d]: forward not recorded: %s", g->batch, why);
+    else
+        log_warn("graph [%d]: %s of the forward failed (%s); it runs op by op from now on",
+                 g->batch, what, why);
+}
+
+static int start(bk_graph_t *g)
+{
+    char why[256] = "";
+    int rc = g->base.be->ops->graphs->capture_begin(g->base.be, why, sizeof why);
+    if (rc != 0) {
+        give_up(g, rc > 0, "recording", why);
+        return TC_RUN;
+    }
+    return TC_RECORDING;
+}
+
+int tape_capture_before(bk_graph_t *g)
+{
+    tape_cap_t *c = &g->cap;
+    const bk_graph_ops_t *go = g->base.be->ops->graphs;
+    char why[256] = "";
+    switch (c->state) {
+    case CAP_NEW:
+        c->state = recordable(g) ? CAP_WARM : CAP_OFF;
+        return TC_RUN;
+    case CAP_WARM:
+        return recordable(g) ? start(g) : (give_up(g, 1, "", "not recordable"), TC_RUN);
+    case CAP_LIVE: {
+        if (c->version != g->base.params_version) {
+            /* refolded: a plan may redo weight-derived work of its own at
+             * the next call (backend_impl.h conv_plan); let it, then record */
+            tape_capture_drop(g);
+            return TC_RUN;
+        }
+        int rc = go->replay(g->base.be, c->rec, why, sizeof why);
+        if (rc == 0) {
+            c->replays++;
+            return TC_DONE;
+        }
+        if (rc < 0) {
+            give_up(g, 0, "a replay", why);
+            return TC_RUN;
+        }
+        log_debug("graph [%d]: recorded forward stale (%s): recording again", g->batch, why);
+        tape_capture_drop(g);
+        return start(g);
+    }
+    case CAP_OFF:
+        break;
+    }
+    return TC_RUN;
+}
+
+int tape_capture_after(bk_graph_t *g, int rc)
+{
+    tape_cap_t *c = &g->cap;
+    const bk_graph_ops_t *go = g->base.be->ops->graphs;
+    char why[640] = "";
+    int ok = rc == 0 && !g->base.failed;
+    if (!ok) {
+        /* an op refused to be recorded (a copy, a synchronisation): not the
+         * graph's error; the ops run again unrecorded and report a real one */
+        snprintf(why, sizeof why, "%s", g->base.failed ? g->base.err : "an op failed");
+        g->base.failed = 0;
+        g->base.err[0] = '\0';
+    }
+    char ewhy[256] = "";
+    bk_capture_t *rec = go->capture_end(g->base.be, ok, ewhy, sizeof ewhy);
+    if (rec && !ok) {   /* the contract says NULL; never replay a partial one */
+        go->release(g->base.be, rec);
+        rec = NULL;
+    }
+    if (!rec) {
+        give_up(g, 0, "recording", ok ? ewhy : why);
+        return 1;
+    }
+    c->rec = rec;
+    c->version = g->base.params_version;
+    c->state = CAP_LIVE;
+    c->captures++;
+    char lwhy[256] = "";
+    if (go->replay(g->base.be, rec, lwhy, sizeof lwhy) != 0) {
+        give_up(g, 0, "the first replay", lwhy);
+        return 1;
+    }
+    c->replays++;
+    log_debug("graph [%d]: forward recorded (%zu ops), replayed from now on", g->batch,
+              g->nfops);
+    return 0;
+}
+
+void tape_capture_drop(bk_graph_t *g)
+{
+    tape_cap_t *c = &g->cap;
+    if (c->rec)
+        g->base.be->ops->graphs->release(g->base.be, c->rec);
+    c->rec = NULL;
+    if (c->state == CAP_LIVE)
+        c->state = CAP_WARM;
+}
