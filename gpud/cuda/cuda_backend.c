@@ -573,6 +573,7 @@ static void cb_destroy(backend_t *be)
     cudaFree(cb->scratch);
     if (cb->blas)
         cublasDestroy(cb->blas);
+    cudaFree(cb->blas_ws);
     if (cb->dnn)
         cudnnDestroy(cb->dnn);
     if (cb->stream)
@@ -625,6 +626,9 @@ static long env_long(const char *name, long dflt)
     return v && *v && *end ? -1 : x;
 }
 
+/* cuBLAS's workspace: NVIDIA's recommendation for Hopper (cublasSetWorkspace) */
+#define CU_BLAS_WS (32 << 20)
+
 /* Handles, stream and the first device check; message in err. */
 static int cb_start(cuda_backend_t *cb, char *err, size_t errlen)
 {
@@ -665,6 +669,13 @@ static int cb_start(cuda_backend_t *cb, char *err, size_t errlen)
     if (bs == CUBLAS_STATUS_SUCCESS)
         bs = cublasSetMathMode(cb->blas, cb->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                   : CUBLAS_PEDANTIC_MATH);
+    if (bs == CUBLAS_STATUS_SUCCESS && (e = cudaMalloc(&cb->blas_ws, CU_BLAS_WS)) != cudaSuccess) {
+        err_set(err, errlen, "cuda backend: cudaMalloc of cuBLAS's workspace (%d MiB) failed: "
+                 "%s; %s", CU_BLAS_WS >> 20, cudaGetErrorString(e), cuda_advice(e));
+        return -1;
+    }
+    if (bs == CUBLAS_STATUS_SUCCESS)
+        bs = cublasSetWorkspace(cb->blas, cb->blas_ws, CU_BLAS_WS);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         err_set(err, errlen, "cuda backend: cuBLAS failed to start: %s",
                  cublasGetStatusString(bs));

@@ -46,6 +46,8 @@ typedef struct {
     cudaStream_t stream;
     cudnnHandle_t dnn;
     cublasHandle_t blas;
+    void *blas_ws;          /* cuBLAS's workspace, set once: the same kernels (and bits)
+                             * inside a CUDA graph capture as outside, no allocation in one */
     void *ws;               /* shared cuDNN workspace: grown at plan time only */
     size_t ws_size, ws_cap;
     cu_algo_t *algos;       /* per-shape algorithm cache */

@@ -1,0 +1,134 @@
+/* gpud_cuda_graphs (GPU): the eval forward recorded as a CUDA graph and
+ * replayed (gpud/tape_capture.c, gpud/cuda/cuda_graph.c) gives the same
+ * bits as op by op. Two resnet18 models (golden weights, opened for
+ * training so that their parameters can be changed), one with graphs on,
+ * one with DDPIPE_CUDA_GRAPHS=0 (set around its calls: it is read at every
+ * recording attempt):
+ *   - 6 eval forwards with a different input each: identical logits, and
+ *     the logits follow the input (a replay reads the new input);
+ *   - the parameters scaled in both arenas, model_sync_eval (the refold
+ *     into the same device addresses): 4 more forwards, identical, and
+ *     different from before (the new weights are used);
+ *   - with graphs on, the process recorded at least twice (before and after
+ *     the refold), replayed, and no recording failed.
+ * Exits 77 (skipped) when no CUDA device is present. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/backend_arena.h"
+#include "gpud/cuda/cuda_backend.h"
+#include "gpud/cuda/cuda_graph.h"
+#include "gpud/model.h"
+#include "../tcheck.h"
+
+#define MB 8
+#define HW 64
+
+static model_t *open_model(void)
+{
+    char path[1024], err[512] = "";
+    model_opts_t o = {.arch = "resnet18", .threads = 1, .micro_batch = MB, .train = 1};
+    model_t *m = model_new(&o, "cuda",
+                           tc_src("tests/golden/resnet18.safetensors", path, sizeof path), err,
+                           sizeof err);
+    REQUIRE(m, "model_new(resnet18, cuda): %s", err);
+    return m;
+}
+
+/* graphs 0: the forward with DDPIPE_CUDA_GRAPHS=0 */
+static void forward(model_t *m, int graphs, const float *x, float *logits)
+{
+    char err[512] = "";
+    if (!graphs)
+        setenv("DDPIPE_CUDA_GRAPHS", "0", 1);
+    int rc = model_forward_f32(m, x, MB, 3, HW, HW, logits, err, sizeof err);
+    unsetenv("DDPIPE_CUDA_GRAPHS");
+    REQUIRE(rc == 0, "forward (graphs %s): %s", graphs ? "on" : "off", err);
+}
+
+static void input(float *x, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)(seed >> 8) / 16777216.0f * 4.0f - 2.0f;
+    }
+}
+
+/* Every float of the params arena times s (running variances stay > 0). */
+static void scale_params(model_t *m, float s)
+{
+    const bk_arena_t *a = model_params_arena(m);
+    REQUIRE(a, "no params arena");
+    size_t n = a->floats;
+    float *h = malloc(n * sizeof *h);
+    REQUIRE(h && bk_arena_read(a, 0, n, h) == 0, "reading the params arena");
+    for (size_t i = 0; i < n; i++)
+        h[i] *= s;
+    REQUIRE(bk_arena_write(a, 0, n, h) == 0, "writing the params arena");
+    free(h);
+    char err[512] = "";
+    REQUIRE(model_sync_eval(m, err, sizeof err) == 0, "model_sync_eval: %s", err);
+}
+
+static void same(model_t *on, model_t *off, int k0, int nf, const float *before, int *changed)
+{
+    size_t nx = (size_t)MB * 3 * HW * HW, ny = (size_t)MB * model_num_classes(on);
+    float *x = malloc(nx * sizeof *x), *a = malloc(ny * 4), *b = malloc(ny * 4),
+          *prev = malloc(ny * 4);
+    REQUIRE(x && a && b && prev, "out of memory");
+    for (int k = k0; k < k0 + nf; k++) {
+        input(x, nx, (uint32_t)(k % 3));   /* inputs repeat: k and k + 3 meet other weights */
+        forward(on, 1, x, a);
+        forward(off, 0, x, b);
+        CHECK(memcmp(a, b, ny * 4) == 0, "forward %d: graphs on and off differ", k);
+        CHECK(k == k0 || memcmp(a, prev, ny * 4) != 0, "forward %d: logits ignore the input", k);
+        if (before && k % 3 == 0)
+            *changed += memcmp(a, before, ny * 4) != 0;
+        memcpy(prev, a, ny * 4);
+    }
+    free(x);
+    free(a);
+    free(b);
+    free(prev);
+}
+
+int main(void)
+{
+    if (cuda_device_count() == 0) {
+        printf("gpud_cuda_graphs: no CUDA device, skipped\n");
+        return 77;
+    }
+    unsetenv("DDPIPE_CUDA_PROFILE");   /* profiling turns recording off */
+    model_t *on = open_model(), *off = open_model();
+    size_t nx = (size_t)MB * 3 * HW * HW, ny = (size_t)MB * model_num_classes(on);
+    float *x = malloc(nx * sizeof *x), *first = malloc(ny * 4);
+    REQUIRE(x && first, "out of memory");
+    same(on, off, 0, 6, NULL, NULL);
+    input(x, nx, 0);
+    forward(on, 1, x, first);   /* input 0 with the old weights */
+    cuda_graph_counts_t c0 = cuda_graph_counts();
+    printf("before the refold: recorded %lu, replayed %lu, failed %lu\n", c0.captured,
+           c0.replayed, c0.failed);
+    CHECK(c0.captured >= 1 && c0.replayed >= 5 && c0.failed == 0,
+          "graphs on: recorded %lu, replayed %lu, failed %lu (want >= 1, >= 5, 0)", c0.captured,
+          c0.replayed, c0.failed);
+
+    scale_params(on, 0.9f);
+    scale_params(off, 0.9f);
+    int changed = 0;
+    same(on, off, 6, 4, first, &changed);
+    CHECK(changed > 0, "after model_sync_eval the logits did not change");
+    cuda_graph_counts_t c1 = cuda_graph_counts();
+    printf("after the refold: recorded %lu, replayed %lu, failed %lu\n", c1.captured,
+           c1.replayed, c1.failed);
+    CHECK(c1.captured > c0.captured && c1.replayed > c0.replayed && c1.failed == 0,
+          "after the refold: recorded %lu, replayed %lu, failed %lu", c1.captured, c1.replayed,
+          c1.failed);
+    model_destroy(&on);
+    model_destroy(&off);
+    free(x);
+    free(first);
+    return tc_done("gpud_cuda_graphs");
+}
