@@ -22,10 +22,16 @@
 # the host<->device bytes a cuda training step counts against the plan
 # (parameters/gradients 0, BatchNorm = bench/step_bytes; step-bytes.json),
 # the CPU test suite, ddpipe vs PyTorch ResNet-18 eval/train at batch 256
-# (fp32 and tf32; PyTorch eager fp32 and channels-last + AMP). Prints a
-# summary and writes one JSON record of the run (versions, every step,
-# the bench figures) to bench/gpu/gpu-check-<UTC date>-<gpu>.json; exit 1
-# if any step failed. Without a GPU it says so and exits 1 at once.
+# (fp32 and tf32; PyTorch eager fp32 and channels-last + AMP), the eval
+# bench again with CUDA graphs off (DDPIPE_CUDA_GRAPHS=0; on is the
+# default) and once with per-op device timing (DDPIPE_CUDA_PROFILE=1, its
+# summary line kept). Prints a summary and writes one JSON record of the
+# run to bench/gpu/<UTC date>-<short sha>.json (a rerun the same day at the
+# same commit replaces it): the machine (GPU, driver, CUDA, cuDNN, NCCL,
+# PyTorch), every check with pass/fail/not-run and its reason, every bench
+# with ddpipe's and PyTorch's img/s from this run and their ratio, graphs
+# on/off, the profile; exit 1 if any step failed. Without a GPU it says so
+# and exits 1 at once. Budget: 8 minutes on an H200 with --bundle.
 set -u
 cd "$(dirname "$0")/.."
 DEBS= BUNDLE= BUILD=build-gpu OUT= ITERS=10 CPU_SUITE=1
@@ -223,24 +229,38 @@ for what in eval train; do
     fi
 done
 
+# --- CUDA graphs off vs on (on: the fp32 eval above), and where the time
+# of an eval forward goes (per op kind, cudaEvents; graphs are off then)
+step "bench ddpipe eval fp32 graphs off" bench-ddpipe-eval-fp32-nographs.log \
+    env DDPIPE_CUDA_GRAPHS=0 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters "$ITERS" --precision fp32
+grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-eval-fp32-nographs.log" | tail -n 1 |
+    sed 's/precision=fp32/precision=fp32-graphs-off/' >> "$BENCH"
+echo "== bench ddpipe eval fp32 DDPIPE_CUDA_PROFILE=1" >&2
+PROF_LOG=$OUT/bench-ddpipe-eval-profile.log
+if DDPIPE_CUDA_PROFILE=1 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters 3 --precision fp32 \
+        > "$PROF_LOG" 2>&1 && grep -q 'cuda profile graph' "$PROF_LOG"; then
+    note PASS "bench ddpipe eval profile" "$(grep 'cuda profile graph' "$PROF_LOG" | tail -n 1 | sed 's/.*cuda profile //')"
+else
+    note FAIL "bench ddpipe eval profile" "no 'cuda profile graph' line; see $PROF_LOG: $(tail -n 1 "$PROF_LOG")"
+fi
+grep 'cuda profile graph' "$PROF_LOG" | sed 's/.*cuda profile //' > "$OUT/profile.txt"
+
 # --- what this script cannot check yet (docs/CUDA.md, "Not yet verified")
 note NOTRUN "gpud + NCCL 2-process training" "gpud/main.c does not select NCCL yet (docs/CUDA.md)"
 note NOTRUN "end-to-end JPEG eval vs DataLoader" "not scripted"
 note NOTRUN "fp16/bf16, channels-last" "not implemented in the cuda backend"
 
-# --- one JSON record of the run (python3 writes it; the inputs are files)
-gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
-slug=$(printf '%s' "${gpu_name:-unknown}" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9' '-' | tr -s '-' |
-       sed 's/^-//; s/-$//')
-RECORD=bench/gpu/gpu-check-$(date -u +%Y%m%dT%H%M%SZ)-${slug:-unknown}.json
+# --- one JSON record of the run (python3 writes it; the inputs are files):
+# bench/gpu/DATE-SHA.json as issue 30 names it
+RECORD=bench/gpu/$(date -u +%Y-%m-%d)-$(git rev-parse --short HEAD 2>/dev/null || echo unknown).json
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 [ "$commit" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] &&
     commit="$commit+dirty"
 mkdir -p bench/gpu
 if python3 - "$RECORD" "$STEPS" "$BENCH" "$OUT/step-bytes.json" "$STARTED" "$commit" \
-        "${CUDAToolkit_ROOT:-/usr/local/cuda}" "$fails" <<'PYEOF'
+        "${CUDAToolkit_ROOT:-/usr/local/cuda}" "$fails" "${PY:-}" "$OUT/profile.txt" <<'PYEOF'
 import datetime, glob, json, os, re, subprocess, sys
-out, steps, bench, sb, started, commit, cuda_root, fails = sys.argv[1:9]
+out, steps, bench, sb, started, commit, cuda_root, fails, py, profile = sys.argv[1:11]
 
 def run(*cmd):
     try:
@@ -265,6 +285,35 @@ def cudnn_version():
             return ".".join(m.group(1) for m in v)
     return None
 
+def nccl_version():
+    for h in [cuda_root + "/include/nccl.h", "/usr/include/nccl.h"] + \
+             glob.glob("/usr/local/lib/python3*/dist-packages/nvidia/nccl/include/nccl.h"):
+        try:
+            t = open(h).read()
+        except OSError:
+            continue
+        v = [re.search(r"#define NCCL_%s\s+(\d+)" % k, t) for k in ("MAJOR", "MINOR", "PATCH")]
+        if all(v):
+            return ".".join(m.group(1) for m in v)
+    return None
+
+def torch_versions():
+    # the peer's own stack (its wheel may carry other CUDA/cuDNN/NCCL builds)
+    if not py:
+        return None
+    env = dict(os.environ)
+    env.pop("LD_LIBRARY_PATH", None)
+    try:
+        r = subprocess.run([py, "-c", "import torch, json; n = torch.cuda.nccl.version() "
+                            "if torch.cuda.is_available() else None; print(json.dumps({"
+                            "'version': torch.__version__, 'cuda': torch.version.cuda, "
+                            "'cudnn': torch.backends.cudnn.version(), 'nccl': "
+                            "'.'.join(map(str, n)) if isinstance(n, tuple) else n}))"],
+                           capture_output=True, text=True, timeout=120, env=env)
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except Exception:
+        return None
+
 def cuda_version():
     m = re.search(r"release ([\d.]+)", run(cuda_root + "/bin/nvcc", "--version"))
     if m:
@@ -281,6 +330,8 @@ rec = {
     "driver": smi("driver_version"),
     "cuda": cuda_version(),
     "cudnn": cudnn_version(),
+    "nccl": nccl_version(),
+    "pytorch": torch_versions(),
     "failed_steps": int(fails),
     "steps": [],
     "bench": {},
@@ -288,7 +339,9 @@ rec = {
 for line in open(steps):
     f = line.rstrip("\n").split("\t")
     if len(f) == 3:
-        rec["steps"].append({"status": f[0], "step": f[1], "last_line": f[2]})
+        # result: pass / fail / not-run for checks; info / warn lines are context
+        result = {"PASS": "pass", "FAIL": "fail", "NOTRUN": "not-run"}.get(f[0], f[0].lower())
+        rec["steps"].append({"step": f[1], "result": result, "reason": f[2]})
 
 # bench lines: "ddpipe-cuda resnet18 <what> img/s=X ... precision=P" and
 # "torch resnet18 <what> img/s=X ... mode=M"
@@ -310,6 +363,13 @@ for what, f in figs.items():
             if d.startswith("ddpipe ") and t.startswith("torch ") and tv["img_s"] > 0:
                 ratios["%s / %s" % (d, t)] = round(dv["img_s"] / tv["img_s"], 3)
     rec["bench"][what] = {"img_s": f, "ratios": ratios}
+# CUDA graphs: the fp32 eval with graphs on (default) and off, same run
+ev = rec["bench"].get("eval", {}).get("img_s", {})
+on, off = ev.get("ddpipe fp32"), ev.get("ddpipe fp32-graphs-off")
+rec["cuda_graphs_eval_fp32"] = {
+    "on_img_s": on["img_s"] if on else None, "off_img_s": off["img_s"] if off else None,
+    "on_over_off": round(on["img_s"] / off["img_s"], 3) if on and off and off["img_s"] > 0 else None}
+rec["cuda_profile_eval_fp32"] = [l.strip() for l in open(profile)] if os.path.exists(profile) else []
 if os.path.exists(sb):
     try:
         rec["step_bytes"] = json.load(open(sb))
