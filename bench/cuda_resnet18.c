@@ -5,7 +5,10 @@
  * run by scripts/gpu-check.sh.
  *
  *   cuda_resnet18 eval|train [--batch 256] [--iters 10] [--warmup 2]
- *                 [--size 224] [--precision fp32|tf32] [--weights W]
+ *                 [--size 224] [--precision fp32|tf32|bf16] [--weights W]
+ *
+ * bf16: --precision bf16 (eval only on cuda: the inference plan in bf16
+ * NHWC on tensor cores, gpud/cuda/cuda_infer.c; train refuses it).
  *
  * Prints one line: "ddpipe-cuda resnet18 MODE img/s=X ... device=NAME".
  */
@@ -48,11 +51,16 @@ static int parse(int argc, char **argv, opts_t *o)
         o->batch < 1 || o->batch > MODEL_MAX_MICRO_BATCH || o->iters < 1 || o->warmup < 0 ||
         o->size < 32) {
         fprintf(stderr, "usage: cuda_resnet18 eval|train [--batch 1..%d] [--iters N] "
-                "[--warmup N] [--size 224] [--precision fp32|tf32] [--weights W]\n",
+                "[--warmup N] [--size 224] [--precision fp32|tf32|bf16] [--weights W]\n",
                 MODEL_MAX_MICRO_BATCH);
         return -1;
     }
     o->mode = argv[optind];
+    if (strcmp(o->precision, "fp32") && strcmp(o->precision, "tf32") &&
+        strcmp(o->precision, "bf16")) {
+        fprintf(stderr, "cuda_resnet18: --precision %s: fp32, tf32 or bf16\n", o->precision);
+        return -1;
+    }
     return 0;
 }
 
@@ -61,7 +69,9 @@ int main(int argc, char **argv)
     opts_t o = {NULL, "tests/golden/resnet18.safetensors", "fp32", 256, 10, 2, 224};
     if (parse(argc, argv, &o) < 0)
         return 2;
-    setenv("DDPIPE_CUDA_PRECISION", o.precision, 1);
+    int bf16 = strcmp(o.precision, "bf16") == 0;
+    /* bf16 is the model's precision; the backend's float math stays fp32 */
+    setenv("DDPIPE_CUDA_PRECISION", bf16 ? "fp32" : o.precision, 1);
     char err[512], device[256] = "?";
     backend_t *be = backend_new("cuda", 1, err, sizeof err);
     if (!be) {
@@ -72,7 +82,7 @@ int main(int argc, char **argv)
     backend_destroy(&be);
     int train = strcmp(o.mode, "train") == 0;
     model_opts_t mo = {.arch = "resnet18", .threads = 1, .micro_batch = (int)o.batch,
-                       .train = train};
+                       .train = train, .bf16 = bf16};
     model_t *m = model_new(&mo, "cuda", o.weights, err, sizeof err);
     if (!m) {
         fprintf(stderr, "cuda_resnet18: %s\n", err);

@@ -4,12 +4,14 @@ img/s at the same batch, from uint8 batches already on the host (as gpud
 gets them), normalisation included.
 
   cuda_resnet18_torch.py eval|train [--batch 256] [--iters 10] [--warmup 2]
-                         [--size 224] [--mode eager|cl-amp]
+                         [--size 224] [--mode eager|cl-amp|cl-bf16]
 
 eager : fp32, NCHW, TF32 off (torch.backends.{cuda.matmul,cudnn}.allow_tf32
         = False): the like-for-like of ddpipe's fp32 build.
 cl-amp: channels_last + torch.autocast(float16) (+ GradScaler for train):
         what a tuned PyTorch user runs.
+cl-bf16: channels_last + torch.autocast(bfloat16) (no GradScaler): the peer
+        of ddpipe's --precision bf16 eval on cuda.
 Prints: "torch resnet18 MODE img/s=X ... device=NAME".
 """
 import argparse
@@ -26,10 +28,11 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--mode", choices=["eager", "cl-amp"], default="eager")
+    ap.add_argument("--mode", choices=["eager", "cl-amp", "cl-bf16"], default="eager")
     a = ap.parse_args()
     dev = torch.device("cuda")
-    amp = a.mode == "cl-amp"
+    amp = a.mode in ("cl-amp", "cl-bf16")
+    half = torch.bfloat16 if a.mode == "cl-bf16" else torch.float16
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
@@ -42,13 +45,13 @@ def main():
     px = px.pin_memory()
     labels = torch.arange(a.batch, device=dev) * 7919 % 1000
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    scaler = torch.cuda.amp.GradScaler(enabled=amp)
+    scaler = torch.cuda.amp.GradScaler(enabled=amp and half == torch.float16)
     model.train(a.what == "train")
 
     def step():
         x = px.to(dev, non_blocking=True).float().div_(255).sub_(mean).div_(std)
         x = x.contiguous(memory_format=fmt)
-        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+        with torch.autocast("cuda", dtype=half, enabled=amp):
             if a.what == "eval":
                 with torch.no_grad():
                     y = model(x)

@@ -190,7 +190,8 @@ int cmd_eval(int argc, char **argv)
     int rc = eval_options_parse(&o, argc, argv);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
-    gpud_precision_note(o.precision, stderr);
+    if (strcmp(o.device, "cuda") != 0)   /* the note is about this CPU */
+        gpud_precision_note(o.precision, stderr);
     const char *keep[] = {o.weights};
     job_cfg_t cfg = {.cmd = "eval", .out = o.out, .timeout_s = o.max_time_s, .quiet = o.quiet,
                      .overwrite = o.overwrite, .keep = keep, .nkeep = 1, .tap = o.tap};

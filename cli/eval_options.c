@@ -81,7 +81,7 @@ static int check(eval_options_t *o)
         fprintf(stderr, "ddpipe eval: --wire %s: choose uint8 or jpeg\n", o->wire);
         return -1;
     }
-    if (gpud_check_device("ddpipe eval", "--device", o->device, o->precision) < 0)
+    if (gpud_check_device("ddpipe eval", "--device", o->device, o->precision, 0) < 0)
         return -1;
     if (access(o->weights, R_OK) != 0) {
         fprintf(stderr, "ddpipe eval: --weights %s: %s\n", o->weights, strerror(errno));

@@ -152,7 +152,7 @@ static int check_choices(const train_options_t *o)
                         "decodes, with jpeg gpud decodes them; drop one of the two\n");
         return -1;
     }
-    if (gpud_check_device("ddpipe train", "--device", o->device, o->precision) < 0)
+    if (gpud_check_device("ddpipe train", "--device", o->device, o->precision, 1) < 0)
         return -1;
     if (o->target_accuracy > 0 && !o->val) {
         fprintf(stderr, "ddpipe train: --target-accuracy needs a validation set (--val PATH)\n");

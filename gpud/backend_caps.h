@@ -11,11 +11,15 @@
 enum {
     BK_CAN_BF16 = 1u << 0,              /* --precision bf16 */
     BK_CAN_DEVICE_PER_RANK = 1u << 1,   /* one device per local rank (docs/CUDA.md) */
+    /* bf16 on the tape, not only as the inference plan: --train
+     * --precision bf16, DDPIPE_BF16=emulated, DDPIPE_BF16_EVAL=tape (cuda
+     * runs bf16 only as its tensor-core inference plan: docs/CUDA.md) */
+    BK_CAN_BF16_TRAIN = 1u << 2,
 };
 
-#define BK_CAPS_CPU (BK_CAN_BF16)
-#define BK_CAPS_REF (BK_CAN_BF16)
-#define BK_CAPS_CUDA (BK_CAN_DEVICE_PER_RANK)
+#define BK_CAPS_CPU (BK_CAN_BF16 | BK_CAN_BF16_TRAIN)
+#define BK_CAPS_REF (BK_CAN_BF16 | BK_CAN_BF16_TRAIN)
+#define BK_CAPS_CUDA (BK_CAN_BF16 | BK_CAN_DEVICE_PER_RANK)
 #define BK_CAPS_REF_DEVICE 0   /* ref kernels, emulated device arena (tests) */
 
 /* BK_CAN_* of the backend called name, or -1 when there is no such backend

@@ -47,7 +47,8 @@ int backend_bf16_native(const backend_t *be, const char **isa)
 }
 
 /* bf16 native or emulated: DDPIPE_BF16 (native|emulated), else native
- * where the CPU has bf16 instructions (docs/BF16.md "Native"). */
+ * where the CPU has bf16 instructions (docs/BF16.md "Native"); a backend
+ * without BK_CAN_BF16_TRAIN (cuda) has no emulated bf16. */
 static int bf16_mode(backend_t *be, char *err, size_t errlen)
 {
     const char *isa = "none", *env = getenv("DDPIPE_BF16");
@@ -66,6 +67,12 @@ static int bf16_mode(backend_t *be, char *err, size_t errlen)
         else
             err_set(err, errlen, "DDPIPE_BF16=native: the %s backend has no native bf16 "
                     "kernels; unset DDPIPE_BF16 (or set it to emulated)", be->ops->name);
+        return -1;
+    }
+    if (!native && !(be->ops->caps & BK_CAN_BF16_TRAIN)) {
+        /* emulated bf16 is the tape's rounding of fp32 buffers */
+        err_set(err, errlen, "DDPIPE_BF16=emulated: the %s backend runs bf16 only natively "
+                "(its inference plan: docs/CUDA.md); unset DDPIPE_BF16", be->ops->name);
         return -1;
     }
     be->precision = native ? BK_BF16_NATIVE : BK_BF16_EMULATED;

@@ -152,7 +152,7 @@ int gpud_check_precision(const char *cmd, const char *precision)
 }
 
 int gpud_check_device(const char *cmd, const char *flag, const char *device,
-                      const char *precision)
+                      const char *precision, int train)
 {
     int caps = backend_caps(device);
     if (caps < 0) {
@@ -162,6 +162,12 @@ int gpud_check_device(const char *cmd, const char *flag, const char *device,
     if (!(caps & BK_CAN_BF16) && strcmp(precision, "bf16") == 0) {
         fprintf(stderr, "%s: --precision bf16 is not implemented on the %s backend yet "
                         "(--precision fp32, or %s cpu)\n", cmd, device, flag);
+        return -1;
+    }
+    if (train && !(caps & BK_CAN_BF16_TRAIN) && strcmp(precision, "bf16") == 0) {
+        fprintf(stderr, "%s: training with --precision bf16 is not implemented on the %s "
+                        "backend yet (bf16 runs there for eval only): train with --precision "
+                        "fp32 on %s for now, or with %s cpu\n", cmd, device, device, flag);
         return -1;
     }
     return 0;
@@ -233,7 +239,8 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
     }
     if (gpud_check_precision("gpud", self->precision) < 0)
         return -1;
-    if (gpud_check_device("gpud", "--backend", self->backend, self->precision) < 0)
+    if (gpud_check_device("gpud", "--backend", self->backend, self->precision,
+                          self->train) < 0)
         return -1;
     if (self->join && !self->train) {
         fprintf(stderr, "gpud: --join is for a training rank: add --train (an eval worker "

@@ -124,10 +124,11 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv);
  * X: fp32 or bf16" went to stderr. */
 int gpud_check_precision(const char *cmd, const char *precision);
 /* 0 when device (gpud --backend, ddpipe --device: FLAG) is cpu, ref or cuda
- * and the precision runs there (bf16 not on cuda); else -1 after the error
- * went to stderr. Whether this build has cuda, gpud says when it starts. */
+ * and the precision runs there for this job (train: a training job; bf16
+ * on cuda is eval only); else -1 after the error went to stderr. Whether
+ * this build has cuda, gpud says when it starts. */
 int gpud_check_device(const char *cmd, const char *flag, const char *device,
-                      const char *precision);
+                      const char *precision, int train);
 /* 1 when /proc/cpuinfo lists avx512_bf16 or amx_bf16 (bf16 runs natively
  * and fast), 0 when not or unreadable. */
 int gpud_cpu_has_bf16(void);

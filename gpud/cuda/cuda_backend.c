@@ -497,10 +497,11 @@ static int u8_lut(bk_ctx_t *g, int c, const float *lut)
     return cu_up_n(g, &cu_be(g->be)->traffic.batch_in, u->lut, lut, bytes);
 }
 
-/* 1 (the engine converts on the host) past CU_U8_MAX_C channels. */
+/* 1 (the engine converts on the host) past CU_U8_MAX_C channels, and in
+ * bf16 (whose input is written as floats: cuda_infer.c). */
 int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, const int s[4])
 {
-    if (s[1] > CU_U8_MAX_C)
+    if (s[1] > CU_U8_MAX_C || g->be->precision != BK_FP32)
         return 1;
     cuda_backend_t *cb = cu_be(g->be);
     cu_u8_t *u = &cb->u8;
@@ -597,7 +598,7 @@ static const bk_ops_t CUDA_OPS = {
     .name = "cuda",
     .destroy = cb_destroy,
     .train = &CUDA_TKERNELS,
-    .caps = BK_CAPS_CUDA,
+    .caps = BK_CAPS_CUDA | BK_CAP_FUSED_BF16,   /* bf16: cuda_infer.c */
     .traffic = cb_traffic,
     .graphs = &CUDA_GRAPH_OPS,
     .timer = &CUDA_TIMER_OPS,
@@ -707,7 +708,8 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
     long ws_mb = env_long("DDPIPE_CUDA_WORKSPACE_MB", 1024);
     if (prec && *prec && strcmp(prec, "fp32") != 0 && strcmp(prec, "tf32") != 0) {
         err_set(err, errlen, "cuda backend: DDPIPE_CUDA_PRECISION=%s: this build supports fp32 "
-                 "and tf32 (fp16/bf16 are not implemented yet, see docs/CUDA.md)", prec);
+                 "and tf32 (bf16 is --precision bf16, eval only; fp16 is not implemented yet: "
+                 "docs/CUDA.md)", prec);
         free(cb);
         return NULL;
     }

@@ -9,10 +9,14 @@
  * and coefficients up, the double sums down; tape_copies.c plans them:
  * change both together). Convolutions and linear layers run in cuDNN /
  * cuBLAS; batch-norm, ReLU, pooling, dropout and cross-entropy are the own
- * kernels of cuda_kernels.cu, which follow gpud/cpu/ref_ops.c. */
+ * kernels of cuda_kernels.cu, which follow gpud/cpu/ref_ops.c.
+ *
+ * --precision bf16 (cuinf_on): the inference plan in bf16 NHWC on tensor
+ * cores, cuda_infer.c; the entries below hand over to it at their top. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpud/cuda/cuda_infer.h"
 #include "gpud/cuda/cuda_priv.h"
 
 static size_t count4(const int s[4])
@@ -34,6 +38,8 @@ static cudaStream_t stream_of(backend_t *be)
 
 static void *ct_alloc(bk_ctx_t *g, size_t count)
 {
+    if (cuinf_on(g->be))
+        return cuinf_alloc(g, count);
     return cu_alloc(g, count * sizeof(float));
 }
 
@@ -45,30 +51,36 @@ static void ct_release(backend_t *be, void *buf)
 
 static int ct_write(bk_ctx_t *g, void *dst, const float *nchw, const int shape[4], int layout)
 {
-    (void)layout;
+    if (layout == CU_LAYOUT_BF16_NHWC)
+        return cuinf_write(g, dst, nchw, shape);
     return cu_up_n(g, BATCH(g->be), dst, nchw, count4(shape) * sizeof(float));
 }
 
 static int ct_read(bk_ctx_t *g, const void *src, float *nchw, const int shape[4], int layout)
 {
-    (void)layout;
+    if (layout == CU_LAYOUT_BF16_NHWC)
+        return cuinf_read(g, src, nchw, shape);
     return cu_down_n(g, &cu_be(g->be)->traffic.out, nchw, src, count4(shape) * sizeof(float));
 }
 
 static void ct_zero(backend_t *be, void *y, size_t count)
 {
-    cu_note(be, cudaMemsetAsync(y, 0, count * sizeof(float), stream_of(be)), "cudaMemsetAsync");
+    cu_note(be, cudaMemsetAsync(y, 0, cuinf_bytes(be, count), stream_of(be)), "cudaMemsetAsync");
 }
 
 static void ct_copy(backend_t *be, void *y, const void *x, size_t count)
 {
-    cu_note(be, cudaMemcpyAsync(y, x, count * sizeof(float), cudaMemcpyDeviceToDevice,
+    cu_note(be, cudaMemcpyAsync(y, x, cuinf_bytes(be, count), cudaMemcpyDeviceToDevice,
                                 stream_of(be)), "device copy");
 }
 
 static void ct_add(backend_t *be, void *y, const void *a, const void *b, size_t count,
                    int relu)
 {
+    if (cuinf_on(be)) {
+        cuinf_add(be, y, a, b, count, relu);
+        return;
+    }
     cu_note(be, ck_add(stream_of(be), y, a, b, count, relu), "add kernel");
 }
 
@@ -87,7 +99,10 @@ static void ct_concat(backend_t *be, void *y, int cy, void *x, const int xs[4], 
 /* NCHW is already PyTorch's flatten order, both ways */
 static void ct_flatten(backend_t *be, void *y, const void *x, const int xs[4], int backward)
 {
-    (void)backward;
+    if (cuinf_on(be)) {   /* NHWC: a permutation */
+        cuinf_flatten(be, y, x, xs, backward);
+        return;
+    }
     ct_copy(be, y, x, count4(xs));
 }
 
@@ -153,6 +168,8 @@ static void conv_plan_destroy(bk_plan_t *bp)
 static bk_plan_t *ct_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
                                const int in[4], const int out[4])
 {
+    if (cuinf_on(g->be))
+        return cuinf_conv_plan(g, c, post, in, out);
     conv_plan_t *p = calloc(1, sizeof *p);
     if (!p)
         return bk_ctx_fail(g, "out of memory");
@@ -186,6 +203,8 @@ static bk_plan_t *ct_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
 static int ct_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                        const float *b, const void *res, void *y)
 {
+    if (cuinf_on(g->be))
+        return cuinf_conv_fwd(g, bp, x, w, b, res, y);
     conv_plan_t *p = (conv_plan_t *)bp;
     float *out = res ? p->tmp : y;
     if (cu_sticky(g) < 0 || cu_conv_fwd(g, &p->conv, x, w, out) < 0)
@@ -257,6 +276,10 @@ static void bn_plan_destroy(bk_plan_t *bp)
 
 static bk_plan_t *ct_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
 {
+    if (cuinf_on(g->be)) {   /* an inference plan folds every BatchNorm */
+        cuinf_refuse(g, "batch-norm");
+        return NULL;
+    }
     bn_plan_t *p = calloc(1, sizeof *p);
     if (!p)
         return bk_ctx_fail(g, "out of memory");
@@ -402,6 +425,8 @@ static simple_plan_t *simple_plan(bk_ctx_t *g)
 
 static bk_plan_t *ct_relu_plan(bk_ctx_t *g, const int in[4])
 {
+    if (cuinf_on(g->be))
+        return cuinf_relu_plan(g, in);
     simple_plan_t *p = simple_plan(g);
     if (p)
         p->count = count4(in);
@@ -410,6 +435,8 @@ static bk_plan_t *ct_relu_plan(bk_ctx_t *g, const int in[4])
 
 static int ct_relu_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
+    if (cuinf_on(g->be))
+        return cuinf_relu_fwd(g, bp, x, y);
     return cu_check(g, ck_relu(stream_of(g->be), y, x, ((simple_plan_t *)bp)->count),
                     "relu kernel");
 }
@@ -423,6 +450,8 @@ static int ct_relu_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *y, const void *gy
 static bk_plan_t *ct_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
                                const int out[4])
 {
+    if (cuinf_on(g->be))
+        return cuinf_pool_plan(g, pp, in, out);
     simple_plan_t *p = simple_plan(g);
     if (!p)
         return NULL;
@@ -435,6 +464,8 @@ static bk_plan_t *ct_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4]
 
 static int ct_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
+    if (cuinf_on(g->be))
+        return cuinf_pool_fwd(g, bp, x, y);
     return cu_check(g, ck_pool_fwd(stream_of(g->be), &((simple_plan_t *)bp)->pool, x, y),
                     "pooling kernel");
 }
@@ -459,6 +490,8 @@ static void lin_plan_destroy(bk_plan_t *bp)
 
 static bk_plan_t *ct_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias)
 {
+    if (cuinf_on(g->be))
+        return cuinf_linear_plan(g, in, out, has_bias);
     lin_plan_t *p = calloc(1, sizeof *p);
     if (!p)
         return bk_ctx_fail(g, "out of memory");
@@ -474,6 +507,8 @@ static bk_plan_t *ct_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_
 static int ct_linear_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                          const float *b, void *y)
 {
+    if (cuinf_on(g->be))
+        return cuinf_linear_fwd(g, bp, x, w, b, y);
     lin_plan_t *p = (lin_plan_t *)bp;
     if (cu_sticky(g) < 0)
         return -1;
@@ -539,4 +574,8 @@ const bk_kernels_t CUDA_TKERNELS = {
     .linear_plan = ct_linear_plan,
     .linear_fwd = ct_linear_fwd,
     .linear_bwd = ct_linear_bwd,
+    /* --precision bf16: the inference plan only (cuda_infer.c) */
+    .round_bf16 = cuinf_round,
+    .bf16_native = cuinf_native,
+    .layout = cuinf_layout,
 };

@@ -1,0 +1,456 @@
+/* cuda_infer — --precision bf16 on the cuda backend: graph_plan.c's
+ * inference plan (conv with BatchNorm folded + bias + ReLU / residual sum,
+ * add [+ ReLU], ReLU, pooling, linear; flatten and dropout are aliases) on
+ * tensor cores, the numbers of docs/BF16.md "bf16 inference plan":
+ *
+ *   activations  bf16, NHWC (channels last) end to end: every buffer of a
+ *                bf16 graph (cuinf_alloc: 2 bytes an element); the input
+ *                converted from the caller's NCHW floats on the device
+ *                (cuinf_write), the logits back to NCHW floats (cuinf_read)
+ *   convolution  cuDNN (legacy API), x and w bf16 NHWC, compute type
+ *                float on tensor cores (CUDNN_TENSOR_OP_MATH), deterministic
+ *                algorithms only, chosen once per plan (heuristics; timed
+ *                with DDPIPE_CUDA_ALGO=find); channels padded to multiples
+ *                of 8 with zeros (exact) so the tensor-core kernels apply;
+ *                cuDNN stores its fp32 sum rounded to bf16, then the
+ *                epilogue kernel adds the bias and applies the post-ops in
+ *                fp32 and rounds once more (the one rounding point more than
+ *                the cpu plan: docs/CUDA.md)
+ *   linear       cublasGemmEx, bf16 inputs, fp32 sums (CUBLAS_COMPUTE_32F)
+ *                into an fp32 buffer, + bias, rounded once to bf16; the
+ *                weight's columns permuted to the NHWC order of its input,
+ *                so a flatten costs nothing
+ *   weights      the engine's folded copies (fp32 device memory holding bf16
+ *                values), converted to bf16 NHWC once per g->params_version
+ *
+ * Training and every other tape graph stay fp32-only on cuda: a bf16 tape
+ * graph fails at its first buffer (cuinf_alloc) saying so. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/cuda/cuda_infer.h"
+#include "gpud/cuda/cuda_infer_kernels.h"
+#include "gpud/cuda/cuda_priv.h"
+
+static size_t count4(const int s[4])
+{
+    return (size_t)s[0] * s[1] * s[2] * s[3];
+}
+
+static cudaStream_t stream_of(backend_t *be)
+{
+    return cu_be(be)->stream;
+}
+
+/* Tensor cores take NHWC bf16 channels in multiples of 8 (16 bytes). */
+static int round8(int c)
+{
+    return (c + 7) / 8 * 8;
+}
+
+int cuinf_refuse(bk_ctx_t *g, const char *what)
+{
+    bk_ctx_fail(g, "%s: --precision bf16 on cuda runs only as the inference plan (eval of a "
+                "model whose every op fuses: conv, BatchNorm after a conv, ReLU, add, pooling, "
+                "flatten, dropout, linear); this graph runs on the tape (training, "
+                "DDPIPE_BF16_EVAL=tape, or an op without a fused form: gpud's debug log names "
+                "it): use --precision fp32 on cuda for it", what);
+    return -1;
+}
+
+/* ------------------------------------------------------- buffers, misc */
+
+int cuinf_layout(backend_t *be, const int s[4])
+{
+    (void)s;
+    return cuinf_on(be) ? CU_LAYOUT_BF16_NHWC : 0;
+}
+
+void *cuinf_alloc(bk_ctx_t *g, size_t count)
+{
+    if (!g->infer) {
+        cuinf_refuse(g, "a tape graph");
+        return NULL;
+    }
+    return cu_alloc(g, count * 2);
+}
+
+size_t cuinf_bytes(const backend_t *be, size_t count)
+{
+    return count * (cuinf_on(be) ? 2 : sizeof(float));
+}
+
+/* The floats go up into the backend's scratch (counted as the batch's
+ * bytes, as fp32's write), then one kernel rounds them into dst. */
+int cuinf_write(bk_ctx_t *g, void *dst, const float *nchw, const int s[4])
+{
+    size_t bytes = count4(s) * sizeof(float);
+    float *f = cu_scratch(g, bytes);
+    if (!f || cu_up_n(g, &cu_be(g->be)->traffic.batch_in, f, nchw, bytes) < 0)
+        return -1;
+    return cu_check(g, ckb_from_nchw(stream_of(g->be), f, s[0], s[1], s[2] * s[3], dst),
+                    "bf16 input conversion kernel");
+}
+
+int cuinf_read(bk_ctx_t *g, const void *src, float *nchw, const int s[4])
+{
+    size_t bytes = count4(s) * sizeof(float);
+    float *f = cu_scratch(g, bytes);
+    if (!f || cu_check(g, ckb_to_nchw(stream_of(g->be), src, s[0], s[1], s[2] * s[3], f),
+                       "bf16 output conversion kernel") < 0)
+        return -1;
+    return cu_down_n(g, &cu_be(g->be)->traffic.out, nchw, f, bytes);
+}
+
+void cuinf_add(backend_t *be, void *y, const void *a, const void *b, size_t count, int relu)
+{
+    cu_note(be, ckb_add(stream_of(be), y, a, b, count, relu), "bf16 add kernel");
+}
+
+void cuinf_flatten(backend_t *be, void *y, const void *x, const int xs[4], int backward)
+{
+    if (backward) {   /* no bf16 tape graph gets buffers (cuinf_alloc) */
+        cu_note(be, cudaErrorNotSupported, "bf16 flatten backward (training is fp32 on cuda)");
+        return;
+    }
+    cu_note(be, ckb_flatten(stream_of(be), x, xs[0], xs[1], xs[2] * xs[3], y),
+            "bf16 flatten kernel");
+}
+
+void cuinf_round(backend_t *be, void *y, size_t count)
+{
+    (void)be;
+    (void)y;
+    (void)count;
+}
+
+int cuinf_native(const char **isa)
+{
+    if (isa)
+        *isa = "cuda tensor cores";
+    return 2;
+}
+
+/* ------------------------------------------------------------ convolution */
+
+typedef struct {
+    bk_plan_t base;
+    cudnnTensorDescriptor_t xd, yd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    cudnnConvolutionFwdAlgo_t algo;
+    int in[4], out[4], kh, kw;
+    int icp, ocp;       /* channels padded to multiples of 8 */
+    ck_post_t post;
+    void *w16;          /* bf16 [ocp, kh, kw, icp] */
+    void *xpad;         /* the input with icp channels, or NULL (icp == in[1]) */
+    void *tmp;          /* cuDNN's output when it is not y: a sum post-op (y holds
+                         * the residual) or ocp != out[1]; else NULL */
+    unsigned wver;      /* g->params_version of w16 */
+    int wset;
+} iconv_t;
+
+static void iconv_destroy(bk_plan_t *bp)
+{
+    iconv_t *p = (iconv_t *)bp;
+    if (p->xd)
+        cudnnDestroyTensorDescriptor(p->xd);
+    if (p->yd)
+        cudnnDestroyTensorDescriptor(p->yd);
+    if (p->wd)
+        cudnnDestroyFilterDescriptor(p->wd);
+    if (p->cd)
+        cudnnDestroyConvolutionDescriptor(p->cd);
+    cudaFree(p->w16);   /* synchronises with queued work; NULL is a no-op */
+    cudaFree(p->xpad);
+    cudaFree(p->tmp);
+    free(p);
+}
+
+static int iconv_descs(bk_ctx_t *g, iconv_t *p, const bk_conv_t *c)
+{
+    int n = 0, k = 0, h = 0, w = 0;
+    if (cudnn_check(g, cudnnCreateTensorDescriptor(&p->xd), "cudnnCreateTensorDescriptor") < 0 ||
+        cudnn_check(g, cudnnCreateTensorDescriptor(&p->yd), "cudnnCreateTensorDescriptor") < 0 ||
+        cudnn_check(g, cudnnCreateFilterDescriptor(&p->wd), "cudnnCreateFilterDescriptor") < 0 ||
+        cudnn_check(g, cudnnCreateConvolutionDescriptor(&p->cd),
+                    "cudnnCreateConvolutionDescriptor") < 0)
+        return -1;
+    if (cudnn_check(g, cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16,
+                                                  p->in[0], p->icp, p->in[2], p->in[3]),
+                    "cudnnSetTensor4dDescriptor (bf16 NHWC input)") < 0 ||
+        cudnn_check(g, cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16,
+                                                  p->out[0], p->ocp, p->out[2], p->out[3]),
+                    "cudnnSetTensor4dDescriptor (bf16 NHWC output)") < 0 ||
+        cudnn_check(g, cudnnSetFilter4dDescriptor(p->wd, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC,
+                                                  p->ocp, p->icp, c->kh, c->kw),
+                    "cudnnSetFilter4dDescriptor (bf16 NHWC)") < 0 ||
+        /* PyTorch's conv is a cross-correlation; fp32 sums */
+        cudnn_check(g, cudnnSetConvolution2dDescriptor(p->cd, c->pad_h, c->pad_w, c->stride_h,
+                                                       c->stride_w, 1, 1,
+                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                    "cudnnSetConvolution2dDescriptor (bf16)") < 0 ||
+        cudnn_check(g, cudnnSetConvolutionMathType(p->cd, CUDNN_TENSOR_OP_MATH),
+                    "cudnnSetConvolutionMathType (tensor ops)") < 0 ||
+        cudnn_check(g, cudnnGetConvolution2dForwardOutputDim(p->cd, p->xd, p->wd, &n, &k, &h, &w),
+                    "cudnnGetConvolution2dForwardOutputDim") < 0)
+        return -1;
+    if (n != p->out[0] || k != p->ocp || h != p->out[2] || w != p->out[3]) {
+        bk_ctx_fail(g, "cuDNN's bf16 convolution gives [%d,%d,%d,%d], the graph has [%d,%d,%d,%d] "
+                    "(%d channels padded to %d): report the layer's shapes", n, k, h, w,
+                    p->out[0], p->out[1], p->out[2], p->out[3], p->out[1], p->ocp);
+        return -1;
+    }
+    return 0;
+}
+
+/* The first deterministic algorithm that fits the workspace cap, tensor-op
+ * math first (cuDNN's heuristics give the same order in every process). */
+static int iconv_pick(const cudnnConvolutionFwdAlgoPerf_t *perf, int count, size_t cap)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < count; i++)
+            if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= cap &&
+                perf[i].determinism == CUDNN_DETERMINISTIC &&
+                (pass == 1 || perf[i].mathType == CUDNN_TENSOR_OP_MATH))
+                return i;
+    return -1;
+}
+
+static int iconv_algo(bk_ctx_t *g, iconv_t *p)
+{
+    cuda_backend_t *cb = cu_be(g->be);
+    cudnnConvolutionFwdAlgoPerf_t perf[16];
+    int n = 0;
+    cudnnStatus_t st =
+        cb->algo_find
+            ? cudnnFindConvolutionForwardAlgorithm(cb->dnn, p->xd, p->wd, p->cd, p->yd, 16, &n,
+                                                   perf)
+            : cudnnGetConvolutionForwardAlgorithm_v7(cb->dnn, p->xd, p->wd, p->cd, p->yd, 16, &n,
+                                                     perf);
+    if (cudnn_check(g, st, cb->algo_find ? "cudnnFindConvolutionForwardAlgorithm (bf16)"
+                                         : "cudnnGetConvolutionForwardAlgorithm_v7 (bf16)") < 0)
+        return -1;
+    int i = iconv_pick(perf, n, cb->ws_cap);
+    if (i < 0) {
+        bk_ctx_fail(g, "cuDNN offers no deterministic bf16 NHWC forward algorithm for a %dx%d "
+                    "convolution of [%d,%d,%d,%d] (%d candidates, workspace cap %zu MB): raise "
+                    "DDPIPE_CUDA_WORKSPACE_MB, or use --precision fp32", p->kh, p->kw, p->in[0],
+                    p->in[1], p->in[2], p->in[3], n, cb->ws_cap >> 20);
+        return -1;
+    }
+    p->algo = perf[i].algo;
+    if (cudnn_check(g, cudnnSetConvolutionMathType(p->cd, perf[i].mathType),
+                    "cudnnSetConvolutionMathType") < 0)
+        return -1;
+    return cu_workspace(g, perf[i].memory);
+}
+
+bk_plan_t *cuinf_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
+                           const int in[4], const int out[4])
+{
+    if (!g->infer || !post) {
+        cuinf_refuse(g, "convolution");
+        return NULL;
+    }
+    iconv_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return bk_ctx_fail(g, "out of memory");
+    p->base.destroy = iconv_destroy;
+    memcpy(p->in, in, sizeof p->in);
+    memcpy(p->out, out, sizeof p->out);
+    p->kh = c->kh;
+    p->kw = c->kw;
+    p->icp = round8(in[1]);
+    p->ocp = round8(out[1]);
+    int sum = 0;
+    for (int i = 0; i < post->n && i < CK_MAX_POST; i++) {
+        p->post.post[i] = (int)post->op[i];
+        sum |= post->op[i] == BK_PO_SUM;
+    }
+    p->post.n_post = post->n < CK_MAX_POST ? post->n : CK_MAX_POST;
+    size_t pix_in = (size_t)in[0] * in[2] * in[3], pix_out = (size_t)out[0] * out[2] * out[3];
+    size_t nw = (size_t)p->ocp * p->icp * c->kh * c->kw;
+    int ok = post->n <= CK_MAX_POST && iconv_descs(g, p, c) == 0 && iconv_algo(g, p) == 0 &&
+             (p->w16 = cu_alloc(g, nw * 2)) != NULL &&
+             (p->icp == in[1] || (p->xpad = cu_alloc(g, pix_in * p->icp * 2)) != NULL) &&
+             ((!sum && p->ocp == out[1]) || (p->tmp = cu_alloc(g, pix_out * p->ocp * 2)) != NULL);
+    if (!ok) {
+        iconv_destroy(&p->base);
+        return g->failed ? NULL : bk_ctx_fail(g, "%d post-ops (at most %d)", post->n, CK_MAX_POST);
+    }
+    return &p->base;
+}
+
+/* w, b: the folded weights and bias (fp32 device memory, bf16 values). */
+int cuinf_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const float *b,
+                   const void *res, void *y)
+{
+    iconv_t *p = (iconv_t *)bp;
+    cuda_backend_t *cb = cu_be(g->be);
+    cudaStream_t s = cb->stream;
+    const float one = 1.0f, zero = 0.0f;
+    int oc = p->out[1];
+    size_t pix_in = (size_t)p->in[0] * p->in[2] * p->in[3];
+    size_t pix_out = (size_t)p->out[0] * p->out[2] * p->out[3];
+    if (cu_sticky(g) < 0)
+        return -1;
+    if (res && !p->tmp) {
+        bk_ctx_fail(g, "a residual given to a bf16 conv planned without a sum post-op");
+        return -1;
+    }
+    if (!p->wset || p->wver != g->params_version) {
+        if (cu_check(g, ckb_weights(s, w, oc, p->in[1], p->kh * p->kw, p->ocp, p->icp, p->w16),
+                     "bf16 weight conversion kernel") < 0)
+            return -1;
+        p->wver = g->params_version;
+        p->wset = 1;
+    }
+    const void *xin = x;
+    if (p->xpad) {
+        if (cu_check(g, ckb_pad(s, x, pix_in, p->in[1], p->icp, p->xpad),
+                     "bf16 channel padding kernel") < 0)
+            return -1;
+        xin = p->xpad;
+    }
+    void *out = p->tmp ? p->tmp : y;
+    if (cudnn_check(g, cudnnConvolutionForward(cb->dnn, &one, p->xd, xin, p->wd, p->w16, p->cd,
+                                               p->algo, cb->ws, cb->ws_size, &zero, p->yd, out),
+                    "cudnnConvolutionForward (bf16 NHWC)") < 0)
+        return -1;
+    if (out == y && !b && p->post.n_post == 0)
+        return 0;
+    return cu_check(g, ckb_epilogue(s, y, out, p->tmp ? p->ocp : oc, b, pix_out * oc, oc,
+                                    p->post, res),
+                    "bf16 conv epilogue kernel");
+}
+
+/* ------------------------------------------------------ relu, pooling */
+
+typedef struct {
+    bk_plan_t base;
+    size_t count;
+    ck_pool_t pool;
+    int c;
+} isimple_t;
+
+static void isimple_destroy(bk_plan_t *bp)
+{
+    free(bp);
+}
+
+static isimple_t *isimple_new(bk_ctx_t *g, const char *what)
+{
+    if (!g->infer) {
+        cuinf_refuse(g, what);
+        return NULL;
+    }
+    isimple_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return bk_ctx_fail(g, "out of memory");
+    p->base.destroy = isimple_destroy;
+    return p;
+}
+
+bk_plan_t *cuinf_relu_plan(bk_ctx_t *g, const int in[4])
+{
+    isimple_t *p = isimple_new(g, "relu");
+    if (p)
+        p->count = count4(in);
+    return p ? &p->base : NULL;
+}
+
+int cuinf_relu_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
+{
+    return cu_check(g, ckb_relu(stream_of(g->be), y, x, ((isimple_t *)bp)->count),
+                    "bf16 relu kernel");
+}
+
+bk_plan_t *cuinf_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
+                           const int out[4])
+{
+    isimple_t *p = isimple_new(g, "pooling");
+    if (!p)
+        return NULL;
+    p->c = in[1];
+    p->pool = (ck_pool_t){.nc = in[0] * in[1], .ih = in[2], .iw = in[3], .oh = out[2],
+                          .ow = out[3], .kh = pp->kh, .kw = pp->kw, .sh = pp->stride_h,
+                          .sw = pp->stride_w, .ph = pp->pad_h, .pw = pp->pad_w,
+                          .alg = pp->alg == BK_POOL_MAX ? 0 : pp->alg == BK_POOL_AVG ? 1 : 2};
+    return &p->base;
+}
+
+int cuinf_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
+{
+    isimple_t *p = (isimple_t *)bp;
+    return cu_check(g, ckb_pool(stream_of(g->be), &p->pool, p->c, x, y), "bf16 pooling kernel");
+}
+
+/* ----------------------------------------------------------------- linear */
+
+typedef struct {
+    bk_plan_t base;
+    int n, c, hw, out;
+    void *w16;      /* bf16 [out, h, w, c]: the NHWC order of the input */
+    float *acc;     /* the fp32 sums [n, out] */
+    unsigned wver;
+    int wset;
+} ilin_t;
+
+static void ilin_destroy(bk_plan_t *bp)
+{
+    ilin_t *p = (ilin_t *)bp;
+    cudaFree(p->w16);
+    cudaFree(p->acc);
+    free(p);
+}
+
+bk_plan_t *cuinf_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias)
+{
+    (void)has_bias;
+    if (!g->infer) {
+        cuinf_refuse(g, "linear");
+        return NULL;
+    }
+    ilin_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return bk_ctx_fail(g, "out of memory");
+    p->base.destroy = ilin_destroy;
+    p->n = in[0];
+    p->c = in[1];
+    p->hw = in[2] * in[3];
+    p->out = out;
+    if (!(p->w16 = cu_alloc(g, (size_t)out * p->c * p->hw * 2)) ||
+        !(p->acc = cu_alloc(g, (size_t)p->n * out * sizeof(float)))) {
+        ilin_destroy(&p->base);
+        return NULL;
+    }
+    return &p->base;
+}
+
+/* Row-major acc[n, out] = x[n, in] w[out, in]^T is column-major
+ * acc^T (out x n) = op_T(w as in x out) * (x^T as in x n), in = h*w*c. */
+int cuinf_linear_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const float *b,
+                     void *y)
+{
+    ilin_t *p = (ilin_t *)bp;
+    cuda_backend_t *cb = cu_be(g->be);
+    const float one = 1.0f, zero = 0.0f;
+    int in = p->c * p->hw;
+    if (cu_sticky(g) < 0)
+        return -1;
+    if (!p->wset || p->wver != g->params_version) {
+        if (cu_check(g, ckb_weights(cb->stream, w, p->out, p->c, p->hw, p->out, p->c, p->w16),
+                     "bf16 linear weight conversion kernel") < 0)
+            return -1;
+        p->wver = g->params_version;
+        p->wset = 1;
+    }
+    if (cublas_check(g, cublasGemmEx(cb->blas, CUBLAS_OP_T, CUBLAS_OP_N, p->out, p->n, in, &one,
+                                     p->w16, CUDA_R_16BF, in, x, CUDA_R_16BF, in, &zero, p->acc,
+                                     CUDA_R_32F, p->out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     "cublasGemmEx (bf16 linear)") < 0)
+        return -1;
+    return cu_check(g, ckb_linear_out(cb->stream, y, p->acc, b, p->n, p->out),
+                    "bf16 linear output kernel");
+}

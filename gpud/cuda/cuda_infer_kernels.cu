@@ -1,0 +1,249 @@
+/* cuda_infer_kernels — see cuda_infer_kernels.h. One thread per output
+ * element (grid-stride), the output index in the output's layout so that
+ * stores are coalesced; written to be obviously equal to the CPU reference
+ * (gpud/cpu/ref_ops.c's loops, then one rounding to bf16) rather than
+ * fastest: the time of the plan is in cuDNN's convolutions. */
+#include "gpud/cuda/cuda_infer_kernels.h"
+
+#include <cuda_bf16.h>
+#include <math.h>
+
+#define THREADS 256
+
+typedef __nv_bfloat16 bf16;
+
+static unsigned blocks_for(size_t count)
+{
+    size_t b = (count + THREADS - 1) / THREADS;
+    if (b < 1)
+        b = 1;
+    return b > 65535u * 8 ? 65535u * 8 : (unsigned)b;   /* grid-stride covers the rest */
+}
+
+#define GRID_STRIDE(i, count) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (count); \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* ------------------------------------------------------------ layouts */
+
+__global__ static void k_from_nchw(const float *x, size_t count, int c, size_t hw, bf16 *y)
+{
+    GRID_STRIDE(i, count)
+    {
+        size_t ch = i % (size_t)c, p = (i / (size_t)c) % hw, b = i / ((size_t)c * hw);
+        y[i] = __float2bfloat16_rn(x[(b * c + ch) * hw + p]);
+    }
+}
+
+cudaError_t ckb_from_nchw(cudaStream_t s, const float *x, int n, int c, int hw, void *y)
+{
+    size_t count = (size_t)n * c * hw;
+    k_from_nchw<<<blocks_for(count), THREADS, 0, s>>>(x, count, c, (size_t)hw, (bf16 *)y);
+    return cudaGetLastError();
+}
+
+/* out[i] (NCHW index i) = x (NHWC) of the same element */
+__device__ static size_t nhwc_of_nchw(size_t i, int c, size_t hw)
+{
+    size_t p = i % hw, ch = (i / hw) % (size_t)c, b = i / ((size_t)c * hw);
+    return (b * hw + p) * c + ch;
+}
+
+__global__ static void k_to_nchw(const bf16 *x, size_t count, int c, size_t hw, float *y)
+{
+    GRID_STRIDE(i, count)
+    y[i] = __bfloat162float(x[nhwc_of_nchw(i, c, hw)]);
+}
+
+cudaError_t ckb_to_nchw(cudaStream_t s, const void *x, int n, int c, int hw, float *y)
+{
+    size_t count = (size_t)n * c * hw;
+    k_to_nchw<<<blocks_for(count), THREADS, 0, s>>>((const bf16 *)x, count, c, (size_t)hw, y);
+    return cudaGetLastError();
+}
+
+__global__ static void k_flatten(const bf16 *x, size_t count, int c, size_t hw, bf16 *y)
+{
+    GRID_STRIDE(i, count)
+    y[i] = x[nhwc_of_nchw(i, c, hw)];
+}
+
+cudaError_t ckb_flatten(cudaStream_t s, const void *x, int n, int c, int hw, void *y)
+{
+    size_t count = (size_t)n * c * hw;
+    k_flatten<<<blocks_for(count), THREADS, 0, s>>>((const bf16 *)x, count, c, (size_t)hw,
+                                                    (bf16 *)y);
+    return cudaGetLastError();
+}
+
+__global__ static void k_weights(const float *w, size_t count, int o, int in, int k, int ip,
+                                 bf16 *y)
+{
+    GRID_STRIDE(i, count)
+    {
+        size_t ci = i % (size_t)ip, kk = (i / (size_t)ip) % (size_t)k;
+        size_t oo = i / ((size_t)ip * k);
+        y[i] = oo < (size_t)o && ci < (size_t)in ? __float2bfloat16_rn(w[(oo * in + ci) * k + kk])
+                                                 : __float2bfloat16_rn(0.0f);
+    }
+}
+
+cudaError_t ckb_weights(cudaStream_t s, const float *w, int o, int i, int k, int op, int ip,
+                        void *y)
+{
+    size_t count = (size_t)op * ip * k;
+    k_weights<<<blocks_for(count), THREADS, 0, s>>>(w, count, o, i, k, ip, (bf16 *)y);
+    return cudaGetLastError();
+}
+
+__global__ static void k_pad(const bf16 *x, size_t count, int c, int cp, bf16 *y)
+{
+    GRID_STRIDE(i, count)
+    {
+        size_t ch = i % (size_t)cp, p = i / (size_t)cp;
+        y[i] = ch < (size_t)c ? x[p * c + ch] : __float2bfloat16_rn(0.0f);
+    }
+}
+
+cudaError_t ckb_pad(cudaStream_t s, const void *x, size_t npix, int c, int cp, void *y)
+{
+    size_t count = npix * cp;
+    k_pad<<<blocks_for(count), THREADS, 0, s>>>((const bf16 *)x, count, c, cp, (bf16 *)y);
+    return cudaGetLastError();
+}
+
+/* ---------------------------------------------------------- epilogues */
+
+__global__ static void k_epilogue(bf16 *y, const bf16 *x, int xc, const float *bias,
+                                  size_t count, int c, ck_post_t post, const bf16 *res)
+{
+    GRID_STRIDE(i, count)
+    {
+        size_t ch = i % (size_t)c;
+        float v = __bfloat162float(x[(i / (size_t)c) * xc + ch]);
+        if (bias)
+            v = __fadd_rn(v, bias[ch]);
+        for (int k = 0; k < post.n_post; k++)
+            v = post.post[k] == 1 ? (v > 0.0f ? v : 0.0f)
+                                  : __fadd_rn(v, __bfloat162float(res[i]));
+        y[i] = __float2bfloat16_rn(v);   /* x's and res[i] were read: y may be either */
+    }
+}
+
+cudaError_t ckb_epilogue(cudaStream_t s, void *y, const void *x, int xc, const float *bias,
+                         size_t count, int c, ck_post_t post, const void *res)
+{
+    k_epilogue<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)y, (const bf16 *)x, xc, bias, count,
+                                                     c, post, (const bf16 *)res);
+    return cudaGetLastError();
+}
+
+__global__ static void k_linear_out(bf16 *y, const float *acc, const float *bias, size_t count,
+                                    int out)
+{
+    GRID_STRIDE(i, count)
+    {
+        float v = acc[i];
+        if (bias)
+            v = __fadd_rn(v, bias[i % (size_t)out]);
+        y[i] = __float2bfloat16_rn(v);
+    }
+}
+
+cudaError_t ckb_linear_out(cudaStream_t s, void *y, const float *acc, const float *bias,
+                           int n, int out)
+{
+    size_t count = (size_t)n * out;
+    k_linear_out<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)y, acc, bias, count, out);
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------- element-wise */
+
+__global__ static void k_add(bf16 *y, const bf16 *a, const bf16 *b, size_t count, int relu)
+{
+    GRID_STRIDE(i, count)
+    {
+        float v = __fadd_rn(__bfloat162float(a[i]), __bfloat162float(b[i]));
+        y[i] = __float2bfloat16_rn(relu && !(v > 0.0f) ? 0.0f : v);
+    }
+}
+
+cudaError_t ckb_add(cudaStream_t s, void *y, const void *a, const void *b, size_t count,
+                    int relu)
+{
+    k_add<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)y, (const bf16 *)a, (const bf16 *)b,
+                                                count, relu);
+    return cudaGetLastError();
+}
+
+__global__ static void k_relu(bf16 *y, const bf16 *x, size_t count)
+{
+    GRID_STRIDE(i, count)
+    {
+        float v = __bfloat162float(x[i]);
+        y[i] = __float2bfloat16_rn(v > 0.0f ? v : 0.0f);   /* exact: v is a bf16 value */
+    }
+}
+
+cudaError_t ckb_relu(cudaStream_t s, void *y, const void *x, size_t count)
+{
+    k_relu<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)y, (const bf16 *)x, count);
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------ pooling */
+
+/* ck_pool_fwd's windows (cuda_kernels.cu, ref_maxpool2d / ref_avgpool2d):
+ * max takes the first maximum and padding never wins; avg sums in double
+ * and divides by the window's count with (alg 1) or without (alg 2) the
+ * padding. xp: sample b's (ih, iw, c) plane set, ch its channel. */
+__global__ static void k_pool(const ck_pool_t p, int c, const bf16 *x, bf16 *y)
+{
+    size_t count = (size_t)p.nc * p.oh * p.ow;
+    GRID_STRIDE(i, count)
+    {
+        int ch = (int)(i % (size_t)c);
+        int q = (int)((i / (size_t)c) % (size_t)p.ow);
+        int r = (int)((i / ((size_t)c * p.ow)) % (size_t)p.oh);
+        size_t b = i / ((size_t)c * p.ow * p.oh);
+        const bf16 *xp = x + b * p.ih * p.iw * (size_t)c + ch;
+        if (p.alg == 0) {
+            float m = -INFINITY;
+            int found = 0;
+            for (int a = 0; a < p.kh; a++)
+                for (int e = 0; e < p.kw; e++) {
+                    int yy = r * p.sh - p.ph + a, xx = q * p.sw - p.pw + e;
+                    if (yy < 0 || yy >= p.ih || xx < 0 || xx >= p.iw)
+                        continue;
+                    float v = __bfloat162float(xp[((size_t)yy * p.iw + xx) * c]);
+                    if (!found || v > m) {
+                        m = v;
+                        found = 1;
+                    }
+                }
+            y[i] = __float2bfloat16_rn(m);   /* an input's value: exact */
+            continue;
+        }
+        double acc = 0.0;
+        int cnt = 0, cnt_pad = 0;
+        for (int a = 0; a < p.kh; a++)
+            for (int e = 0; e < p.kw; e++) {
+                int yy = r * p.sh - p.ph + a, xx = q * p.sw - p.pw + e;
+                cnt_pad += yy < p.ih + p.ph && xx < p.iw + p.pw;
+                if (yy >= 0 && yy < p.ih && xx >= 0 && xx < p.iw) {
+                    acc += __bfloat162float(xp[((size_t)yy * p.iw + xx) * c]);
+                    cnt++;
+                }
+            }
+        int div = p.alg == 1 ? cnt_pad : cnt;
+        y[i] = __float2bfloat16_rn((float)(div ? acc / div : 0.0));
+    }
+}
+
+cudaError_t ckb_pool(cudaStream_t s, const ck_pool_t *p, int c, const void *x, void *y)
+{
+    size_t count = (size_t)p->nc * p->oh * p->ow;
+    k_pool<<<blocks_for(count), THREADS, 0, s>>>(*p, c, (const bf16 *)x, (bf16 *)y);
+    return cudaGetLastError();
+}

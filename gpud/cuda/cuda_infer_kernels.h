@@ -1,0 +1,60 @@
+/* cuda_infer_kernels — the own kernels of the cuda backend's bf16 inference
+ * plan (gpud/cuda/cuda_infer.c; docs/CUDA.md "bf16 eval on tensor cores"),
+ * callable from C. Activations are bf16 in NHWC (channels last): element
+ * (b, ch, y, x) of a (n, c, h, w) tensor at ((b * h + y) * w + x) * c + ch,
+ * 2 bytes each (void * here: __nv_bfloat16 in the .cu). Parameters stay
+ * fp32 device memory (the engine's folded copies, already bf16 values).
+ * Each launcher enqueues on `s` and returns the launch status.
+ *
+ * Numbers: every kernel computes in fp32 from bf16 inputs (sums of pooling
+ * in double, as gpud/cpu/ref_ops.c) and rounds its result once to bf16,
+ * round-to-nearest-even (__float2bfloat16_rn, torch's .to(torch.bfloat16)
+ * and gpud/bf16.c for finite values). Their CPU reference is the ref and cpu
+ * backends' bf16 inference (docs/BF16.md), which test_cuda_bf16 compares
+ * against. */
+#ifndef DDP_CUDA_INFER_KERNELS_H
+#define DDP_CUDA_INFER_KERNELS_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+#include "gpud/cuda/cuda_kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y (n, c, hw) bf16 NHWC = x (n, c, hw) float NCHW, rounded. */
+cudaError_t ckb_from_nchw(cudaStream_t s, const float *x, int n, int c, int hw, void *y);
+/* y float NCHW = x bf16 NHWC (exact). */
+cudaError_t ckb_to_nchw(cudaStream_t s, const void *x, int n, int c, int hw, float *y);
+/* y bf16 NCHW = x bf16 NHWC (a flatten in PyTorch's order). */
+cudaError_t ckb_flatten(cudaStream_t s, const void *x, int n, int c, int hw, void *y);
+/* Weights [o, i, k] float (PyTorch's OIHW, k = kh*kw) -> y [op, k, ip] bf16
+ * (cuDNN's NHWC filter), rounded; rows o >= o and columns >= i (channel
+ * padding to op >= o, ip >= i) are zeros. A linear layer's [out, c*h*w]
+ * weight with (i, k) = (c, h*w) becomes the order of its NHWC input. */
+cudaError_t ckb_weights(cudaStream_t s, const float *w, int o, int i, int k, int op, int ip,
+                        void *y);
+/* y (npix, cp) = x (npix, c) with channels [c, cp) zero (bf16 NHWC). */
+cudaError_t ckb_pad(cudaStream_t s, const void *x, size_t npix, int c, int cp, void *y);
+/* conv epilogue over count NHWC elements of c channels, x of xc >= c
+ * channels (the conv's output, padded): v = x + bias[ch] (bias may be
+ * NULL), then post in order (1 ReLU, 2 + res), y = bf16(v). y may be x
+ * (in place, xc == c) or res (the sum accumulated into its residual). */
+cudaError_t ckb_epilogue(cudaStream_t s, void *y, const void *x, int xc, const float *bias,
+                         size_t count, int c, ck_post_t post, const void *res);
+/* linear output: y[b, o] = bf16(acc[b, o] + bias[o]) (bias may be NULL). */
+cudaError_t ckb_linear_out(cudaStream_t s, void *y, const float *acc, const float *bias,
+                           int n, int out);
+/* y = bf16(a + b), then ReLU if relu (y may alias a or b). */
+cudaError_t ckb_add(cudaStream_t s, void *y, const void *a, const void *b, size_t count,
+                    int relu);
+cudaError_t ckb_relu(cudaStream_t s, void *y, const void *x, size_t count);
+/* Pooling as ck_pool_fwd (p->nc = n * c planes) on NHWC bf16 of c channels. */
+cudaError_t ckb_pool(cudaStream_t s, const ck_pool_t *p, int c, const void *x, void *y);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
