@@ -3,9 +3,10 @@
  * place, the same bytes on every rank, a dead or silent peer fails the call
  * with a message instead of hanging it).
  *
- * Wiring (docs/CUDA.md): rank 0 makes the id and publishes it in its JOIN;
- * reducerd hands it to every rank in WELCOME (the same join as the ZeroMQ
- * ring, so it works across hosts through NCCL's socket transport):
+ * Wiring (docs/CUDA.md "NCCL in gpud", gpud/collective.c): rank 0 of each
+ * membership generation makes the id and sends it in NCCLID; reducerd
+ * passes it on to the other members (so it works across hosts through
+ * NCCL's socket transport):
  *
  *   char id[NCCL_AR_ID_LEN];
  *   if (rank == 0) nccl_ar_make_id(id, sizeof id, err, len);   ... JOIN/WELCOME ...
