@@ -35,7 +35,21 @@ int collective_offer(const char *backend)
 {
 #ifdef DDPIPE_HAVE_NCCL
     const char *env = getenv("DDPIPE_NCCL");
-    return backend && strcmp(backend, "cuda") == 0 && !(env && strcmp(env, "0") == 0);
+    if (!backend || strcmp(backend, "cuda") != 0 || (env && strcmp(env, "0") == 0))
+        return 0;
+    /* NCCL refuses two ranks of a communicator on one GPU (before 2.30.3
+     * with NCCL_MULTI_RANK_GPU_ENABLE=1): a local rank past the visible
+     * devices shares one with a lower rank (docs/CUDA.md "Devices"), so it
+     * does not offer NCCL and the job sums on the ring, as before */
+    const char *local = getenv("DDPIPE_LOCAL_RANK"), *multi = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
+    int count = 0;
+    if (local && !(multi && strcmp(multi, "1") == 0) && cudaGetDeviceCount(&count) == cudaSuccess &&
+        atol(local) >= count) {
+        log_info("local rank %s shares one of %d GPU%s: not offering NCCL (the ring sums)", local,
+                 count, count == 1 ? "" : "s");
+        return 0;
+    }
+    return 1;
 #else
     (void)backend;
     return 0;

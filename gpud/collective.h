@@ -33,7 +33,8 @@
 typedef struct collective collective_t;
 
 /* 1 when this gpud can sum over NCCL (its JOIN `nccl`): a build with
- * NCCL, the cuda backend, and not DDPIPE_NCCL=0. */
+ * NCCL, the cuda backend, not DDPIPE_NCCL=0, and a GPU of its own (its
+ * local rank below the visible devices, or NCCL_MULTI_RANK_GPU_ENABLE=1). */
 int collective_offer(const char *backend);
 
 /* Over ring (not owned; its cancel callback is shared). NULL when out of memory. */
