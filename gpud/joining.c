@@ -47,6 +47,7 @@ static int take_place(gpud_t *self, ddp_members_t *m, bool loaded)
         return -1;
     }
     members_take(self, m);
+    self->train->welcome_nccl = m->nccl;
     log_info("entered the job as rank %d of %d at step %llu (generation %u)", m->rank, m->world,
              (unsigned long long)m->step, m->gen);
     return rank_state_to(&self->state, RANK_JOINED, "MEMBERS gave a place") < 0 ? -1 : 1;
@@ -65,6 +66,10 @@ static int on_message(gpud_t *self, ddp_msg_t *m, bool *loaded)
         return 1;
     case DDP_WELCOME:
         return 0;   /* our JOIN answered twice */
+    case DDP_NCCLID:   /* our generation's, relayed before we took the place */
+        self->train->early_id = m->u.ncclid;
+        self->train->have_early_id = true;
+        return 0;
     default:
         self->stats.rejected++;
         log_warn("%s from reducerd while joining: ignored", proto_type_name(m->type));

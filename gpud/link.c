@@ -6,6 +6,7 @@
 #include "common/jobid.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
+#include "gpud/collective.h"
 #include "gpud/eval.h"
 #include "gpud/train.h"
 #include "proto/wire.h"
@@ -20,6 +21,8 @@ static void on_welcome(gpud_t *self, const ddp_welcome_t *w)
     self->rank = w->rank;
     self->world = w->world;
     self->welcome_train = w->train;
+    if (self->train)   /* generation 0's sums (docs/CUDA.md "NCCL in gpud") */
+        self->train->welcome_nccl = w->nccl;
     rank_state_to(&self->state, w->joining ? RANK_JOINING : RANK_WELCOMED, "WELCOME");
     self->gen = w->gen;
     snprintf(self->next_ring, sizeof self->next_ring, "%s", w->next_ring);
@@ -52,6 +55,8 @@ static ddp_msg_t join_message(const gpud_t *self)
              self->train ? self->train->ring_endpoint : "");
     if (self->options.train)   /* every rank of a job must agree on these */
         gpud_options_job_config(&self->options, j.u.join.config, sizeof j.u.join.config);
+    /* absent (0) without NCCL: a cpu job's JOIN keeps its bytes */
+    j.u.join.nccl = self->train && collective_offer(self->options.backend);
     return j;
 }
 

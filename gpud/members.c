@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
+#include "gpud/collective.h"
 #include "proto/wire.h"
 
 #include <stdio.h>
@@ -54,6 +55,18 @@ members_event_t members_on_message(gpud_t *self, ddp_msg_t *m, uint64_t step)
         return MEMBERS_WAIT;
     case DDP_WELCOME:
         return MEMBERS_WAIT;   /* a JOIN answered twice */
+    case DDP_NCCLID: {   /* rank 0's communicator id, relayed by reducerd */
+        char why[256];
+        if (m->u.ncclid.gen > self->gen) {   /* relayed before our MEMBERS was applied */
+            ts->early_id = m->u.ncclid;
+            ts->have_early_id = true;
+        } else if (!ts->coll ||
+                   collective_take_id(ts->coll, &m->u.ncclid, why, sizeof why) < 0) {
+            self->stats.rejected++;
+            log_warn("NCCLID from reducerd ignored: %s", ts->coll ? why : "not training");
+        }
+        return MEMBERS_WAIT;
+    }
     case DDP_STATE:   /* a paused job's joiner wants rank 0's state: sent when idle */
         ts->pending.snapshot = self->rank == 0 && !m->u.state.image;
         return MEMBERS_WAIT;
@@ -158,12 +171,17 @@ int members_ring_failed(gpud_t *self, const char *what, uint32_t epoch, uint64_t
                         const char *err)
 {
     train_state_t *ts = self->train;
+    /* an NCCL sum that failed (aborted: an error, its timeout, a MEMBERS
+     * read meanwhile) is a failed collective that names no suspect */
+    bool nccl = ts->coll && collective_failed(ts->coll);
     allreduce_failure_t why = allreduce_failure(ts->ring);
+    if (nccl)
+        why = ts->pending.members ? ALLREDUCE_CANCELLED : ALLREDUCE_TIMEOUT;
     if (why == ALLREDUCE_CANCELLED && ts->pending.members)
         return members_apply(self) < 0 ? -1 : 1;
     if (why != ALLREDUCE_TIMEOUT || rank_state_ended(&self->state) || zs_interrupted())
         return fatal(self, what, err);
-    int suspect = allreduce_suspect(ts->ring);
+    int suspect = nccl ? -1 : allreduce_suspect(ts->ring);
     log_warn("%s: %s; reporting rank %d to reducerd and waiting for its decision", what, err,
              suspect);
     if (members_send_step(self, epoch, step, DDP_STEP_RING_FAILED, suspect) < 0)
@@ -211,6 +229,39 @@ static void adopt_token(gpud_t *self, const ddp_members_t *m)
         log_warn("cannot hand the new token to the heartbeat thread: its beats may be refused");
 }
 
+int members_collective(gpud_t *self, bool nccl)
+{
+    train_state_t *ts = self->train;
+    ddp_msg_t m = {.type = DDP_NCCLID};
+    char err[1024];
+    int rc = collective_generation(ts->coll, self->gen, self->rank, self->world, nccl,
+                                   &m.u.ncclid, err, sizeof err);
+    if (rc < 0) {
+        log_error("generation %u cannot sum over NCCL: %s", self->gen, err);
+        return -1;
+    }
+    trainer_set_device_sum(ts->trainer, nccl ? collective_trainer_sum : NULL, ts->coll);
+    if (ts->have_early_id && ts->early_id.gen <= self->gen) {
+        ts->have_early_id = false;
+        if (ts->early_id.gen == self->gen &&
+            collective_take_id(ts->coll, &ts->early_id, err, sizeof err) < 0) {
+            self->stats.rejected++;
+            log_warn("NCCLID from reducerd ignored: %s", err);
+        }
+    }
+    if (rc == 1) {   /* rank 0: the id, for reducerd to pass on */
+        m.u.ncclid.auth = self->auth;
+        if (proto_send(zsock_resolve(self->reducer), NULL, &m) < 0) {
+            log_error("cannot send generation %u's NCCL id to reducerd: %s", self->gen,
+                      zmq_strerror(zmq_errno()));
+            return -1;
+        }
+    }
+    if (nccl)
+        log_info("generation %u sums its gradients over NCCL", self->gen);
+    return 0;
+}
+
 void members_take(gpud_t *self, const ddp_members_t *m)
 {
     self->gen = m->gen;
@@ -243,6 +294,8 @@ int members_apply(gpud_t *self)
                  "(%s)", m->gen, self->rank, self->world, m->rank, m->world,
                  (unsigned long long)m->step, redo ? "is redone" : "is next", m->reason);
         members_take(self, m);
+        if (members_collective(self, m->nccl) < 0)
+            rc = -1;
         /* survivors that broadcast their BatchNorm buffers for an epoch not
          * decided yet do it again, from the new rank 0 */
         if (ts->train_end_done > ts->epoch_done)

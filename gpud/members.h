@@ -60,6 +60,11 @@ int members_ring_failed(gpud_t *self, const char *what, uint32_t epoch, uint64_t
  * (rank_state_started: its first CREDIT went out). 0, or -1 (logged; a
  * MEMBERS without a place for it: RANK_FENCED): the rank cannot go on. */
 int members_apply(gpud_t *self);
+/* The sums of the rank's current generation (self->gen, rank, world): over
+ * NCCL when nccl (rank 0 sends the generation's NCCLID to reducerd), else
+ * over the ring; the previous generation's communicator is aborted. 0, or
+ * -1 (logged). */
+int members_collective(gpud_t *self, bool nccl);
 /* Takes M's place in the job: generation, rank, world, ring neighbour and
  * token (also handed to the heartbeat thread). No ring or step changes. */
 void members_take(gpud_t *self, const ddp_members_t *m);

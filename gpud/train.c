@@ -126,6 +126,14 @@ int train_start(gpud_t *self)
         return -1;
     }
     allreduce_set_cancel(ts->ring, members_ring_cancel, self);
+    if (!(ts->coll = collective_new(ts->ring))) {
+        log_error("out of memory for the collective");
+        return -1;
+    }
+    collective_set_cancel(ts->coll, members_ring_cancel, self);
+    /* a joiner's generation (with its nccl flag) comes with MEMBERS */
+    if (members_collective(self, ts->welcome_nccl) < 0)
+        return -1;
     /* the callback sums over ts->ring: after a re-form, over the new world */
     if (self->options.sync_bn && self->world > 1 &&
         model_set_sync_bn(self->model, train_ring_sync_bn_sum, self) < 0) {
@@ -159,7 +167,7 @@ int train_on_reducer(gpud_t *self, ddp_msg_t *m)
         train_epoch_on_message(self, &m->u.epoch);
         return 0;
     }
-    if (m->type == DDP_STATE) {
+    if (m->type == DDP_STATE || m->type == DDP_NCCLID) {
         members_on_message(self, m, UINT64_MAX);
         train_idle(self);
         return 0;

@@ -12,8 +12,9 @@ int train_ring_timeout_ms(const gpud_t *self)
 int train_ring_sync_bn_sum(void *ctx, double *data, size_t n, char *err, size_t errlen)
 {
     gpud_t *self = ctx;
-    return allreduce_sum_f64(self->train->ring, data, n, train_ring_timeout_ms(self), err,
-                             errlen);
+    /* NCCL in an NCCL generation, else the ring (gpud/collective.h) */
+    return collective_sum_f64(self->train->coll, data, n, train_ring_timeout_ms(self), err,
+                              errlen);
 }
 
 int train_ring_broadcast(gpud_t *self, trainer_set_t which, const char *what, uint32_t epoch)

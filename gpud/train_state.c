@@ -24,6 +24,7 @@ void train_state_destroy(train_state_t **self_p)
     train_state_t *self = *self_p;
     parts_destroy(&self->parts);
     trainer_destroy(&self->trainer);
+    collective_destroy(&self->coll);
     allreduce_destroy(&self->ring);
     ddp_msg_t pending = {.type = DDP_MEMBERS, .u.members = self->members};
     ddp_msg_clear(&pending);   /* a MEMBERS never applied */

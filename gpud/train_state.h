@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpud/collective.h"
 #include "gpud/parts.h"
 #include "gpud/ring.h"
 #include "gpud/trainer.h"
@@ -21,6 +22,13 @@
 typedef struct train_state {
     trainer_t *trainer;
     allreduce_t *ring;
+    collective_t *coll;            /* the sums' path per generation: ring or NCCL */
+    bool welcome_nccl;             /* WELCOME (a joiner: its MEMBERS) said the first
+                                    * generation sums over NCCL */
+    /* an NCCLID of a generation this rank has not entered yet (relayed
+     * before its MEMBERS was applied): taken when it is (members.c) */
+    ddp_ncclid_t early_id;
+    bool have_early_id;
     char ring_endpoint[DDP_MAX_EP];  /* our resolved PULL endpoint (JOIN.ring) */
     /* training with several loaderds: the parts of steps not complete yet,
      * and those of the step being run (its RESULTs and acks go per part) */

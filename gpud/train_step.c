@@ -179,7 +179,8 @@ static int forward_backward(gpud_t *self, const ddp_batch_t *b, const uint8_t *p
     if (trainer_forward_backward(ts->trainer, &tb, ts->loss, self->logits, err,
                                  sizeof err) == 0)
         return 0;
-    if (self->options.sync_bn && allreduce_failure(ts->ring) != ALLREDUCE_OK)
+    if (self->options.sync_bn &&
+        (allreduce_failure(ts->ring) != ALLREDUCE_OK || collective_failed(ts->coll)))
         return members_ring_failed(self, "sync-bn", b->epoch, b->step, err);
     log_error("train step %llu failed: %s", (unsigned long long)b->step, err);
     ts->checkpoint_on_exit = true;

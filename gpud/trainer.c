@@ -40,6 +40,8 @@ struct trainer {
     allreduce_t *ar;        /* trainer_set_overlap: overlap on this ring */
     int timeout_ms;
     int mirror_failed;      /* a gradient's copy to the host mirror failed this step */
+    trainer_sum_fn dsum;    /* trainer_set_device_sum: the arena summed where it lives */
+    void *dsum_ctx;
     bk_traffic_t logged;    /* model_traffic at the last --verbose step line */
 };
 
@@ -343,6 +345,12 @@ static void on_grad_ready(void *ctx, const float *grad)
         }
 }
 
+void trainer_set_device_sum(trainer_t *t, trainer_sum_fn fn, void *ctx)
+{
+    t->dsum = fn;
+    t->dsum_ctx = ctx;
+}
+
 int trainer_set_overlap(trainer_t *t, allreduce_t *ar, int timeout_ms)
 {
     t->ar = ar;
@@ -367,7 +375,7 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
     static const uint8_t none = 0;
     /* overlap: buckets go while backward runs (an empty shard's zeros are
      * all-reduced by trainer_reduce, in the same bucket operations) */
-    if (t->ar && b->n > 0 && allreduce_world(t->ar) > 1 && !buckets_active(t->bk) &&
+    if (t->ar && !t->dsum && b->n > 0 && allreduce_world(t->ar) > 1 && !buckets_active(t->bk) &&
         (grad_ptrs(t, err, errlen) < 0 ||
          buckets_begin(t->bk, arena_mirror_at(&t->hg, 0), t->ar, t->timeout_ms, 1, err,
                        errlen) < 0))
@@ -387,6 +395,9 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
  * here), written back after; a ring of one rank sums nothing: no copies. */
 int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, size_t errlen)
 {
+    if (t->dsum && !buckets_active(t->bk))   /* NCCL: the arena on the device, one sum */
+        return grad_ptrs(t, err, errlen) < 0 ? -1
+               : t->dsum(t->dsum_ctx, t->grads->base, t->grad_floats, timeout_ms, err, errlen);
     int mirror = t->hg.copy && allreduce_world(ar) > 1;
     if (!buckets_active(t->bk)) {
         if (grad_ptrs(t, err, errlen) < 0)

@@ -102,6 +102,14 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
  * Collective. With overlap set, the buckets of a non-empty shard were
  * started during trainer_forward_backward and are finished here. */
 int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, size_t errlen);
+/* A sum of n floats of the grads arena's own memory (device memory on
+ * cuda) over the ranks, in place: gpud/collective.h's NCCL path. */
+typedef int (*trainer_sum_fn)(void *ctx, float *base, size_t n, int timeout_ms, char *err,
+                              size_t errlen);
+/* fn set: trainer_reduce sums the whole grads arena where it lives with one
+ * fn call (no buckets, no host mirror, no overlap) instead of over the
+ * ring; NULL: the ring, as before. The caller sets it per generation. */
+void trainer_set_device_sum(trainer_t *t, trainer_sum_fn fn, void *ctx);
 /* From the next trainer_forward_backward on, all-reduce gradient buckets
  * over ar while backward runs (DDP's overlap), on a thread of their own:
  * between trainer_forward_backward and trainer_reduce the caller must not

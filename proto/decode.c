@@ -73,7 +73,8 @@ static int d_join(const mp_reader_t *r, ddp_join_t *m)
            mp_opt_str(r, "ring", m->ring, sizeof m->ring) ||
            mp_opt_str(r, "config", m->config, sizeof m->config) ||
            mp_opt_str(r, "job", m->job, sizeof m->job) ||
-           opt_u32(r, "shard", &m->shard) || opt_u32(r, "shards", &m->shards)
+           opt_u32(r, "shard", &m->shard) || opt_u32(r, "shards", &m->shards) ||
+           opt_u8(r, "nccl", &m->nccl)
                ? -1 : 0;
 }
 
@@ -87,7 +88,8 @@ static int d_welcome(const mp_reader_t *r, ddp_welcome_t *m)
         mp_opt_uint(r, "session", UINT64_MAX, &m->session) ||
         opt_fixed_bin(r, "token", m->token, DDP_TOKEN_LEN, &have_token) ||
         opt_fixed_bin(r, "secret", m->secret, DDP_SECRET_LEN, &m->has_secret) ||
-        opt_u32(r, "gen", &m->gen) || opt_u8(r, "joining", &m->joining))
+        opt_u32(r, "gen", &m->gen) || opt_u8(r, "joining", &m->joining) ||
+        opt_u8(r, "nccl", &m->nccl))
         return -1;
     if (have_token != (m->session != 0))
         return mp_fail(r, "'token' and a non-zero 'session' come together");
@@ -325,7 +327,7 @@ static int d_members(const mp_reader_t *r, ddp_members_t *m)
         mp_get_str(r, "reason", m->reason, sizeof m->reason) ||
         mp_opt_uint(r, "session", UINT64_MAX, &m->session) ||
         opt_fixed_bin(r, "token", m->token, DDP_TOKEN_LEN, &have_token) ||
-        opt_u8(r, "paused", &m->paused))
+        opt_u8(r, "paused", &m->paused) || opt_u8(r, "nccl", &m->nccl))
         return -1;
     if (have_token != (m->session != 0))
         return mp_fail(r, "'token' and a non-zero 'session' come together");
@@ -360,6 +362,17 @@ static int d_state(const mp_reader_t *r, ddp_state_t *m)
                ? -1 : 0;
 }
 
+static int d_ncclid(const mp_reader_t *r, ddp_ncclid_t *m)
+{
+    const void *id;
+    if (mp_get_u32(r, "gen", 0, UINT32_MAX, &m->gen) ||
+        mp_get_i32(r, "world", INT32_MIN, INT32_MAX, &m->world) ||
+        mp_get_bin(r, "id", DDP_NCCL_ID_LEN, "id", &id) || d_auth(r, &m->auth))
+        return -1;
+    memcpy(m->id, id, DDP_NCCL_ID_LEN);
+    return 0;
+}
+
 static int d_code_reason(const mp_reader_t *r, int32_t *code, char *reason, size_t cap)
 {
     return mp_get_i32(r, "code", INT32_MIN, INT32_MAX, code) ||
@@ -390,6 +403,7 @@ static int d_body(const mp_reader_t *r, ddp_msg_t *out)
     case DDP_STEP: return d_step(r, &out->u.step);
     case DDP_COMMIT: return d_commit(r, &out->u.commit);
     case DDP_STATE: return d_state(r, &out->u.state);
+    case DDP_NCCLID: return d_ncclid(r, &out->u.ncclid);
     }
     return mp_fail(r, "unknown type");
 }

@@ -41,7 +41,8 @@ static int pack_join(msgpack_packer *pk, const ddp_join_t *m)
 {
     bool sharded = m->shards > 1; /* absent = 0 of 1: older loaderds' bytes */
     return put_head(pk, DDP_JOIN, 7 + (m->config[0] ? 1 : 0) + (sharded ? 2 : 0) +
-                                  (m->job[0] ? 1 : 0)) ||
+                                  (m->job[0] ? 1 : 0) + (m->nccl ? 1 : 0)) ||
+           (m->nccl && mp_put_uint(pk, "nccl", m->nccl)) ||
            (m->config[0] && mp_put_str(pk, "config", m->config)) ||
            (m->job[0] && mp_put_str(pk, "job", m->job)) ||
            (sharded && (mp_put_uint(pk, "shard", m->shard) ||
@@ -55,8 +56,9 @@ static int pack_join(msgpack_packer *pk, const ddp_join_t *m)
 static int pack_welcome(msgpack_packer *pk, const ddp_welcome_t *m)
 {
     size_t extra = (m->session ? 2 : 0) + (m->has_secret ? 1 : 0) + (m->gen ? 1 : 0) +
-                   (m->joining ? 1 : 0);
+                   (m->joining ? 1 : 0) + (m->nccl ? 1 : 0);
     return put_head(pk, DDP_WELCOME, 5 + extra) || put_gen(pk, m->gen) ||
+           (m->nccl && mp_put_uint(pk, "nccl", m->nccl)) ||
            (m->joining && mp_put_uint(pk, "joining", m->joining)) ||
            mp_put_int(pk, "rank", m->rank) ||
            mp_put_int(pk, "world", m->world) || mp_put_str(pk, "job", m->job) ||
@@ -202,8 +204,10 @@ static int pack_reissue(msgpack_packer *pk, const ddp_reissue_t *m)
 
 static int pack_members(msgpack_packer *pk, const ddp_members_t *m)
 {
-    return put_head(pk, DDP_MEMBERS, 8 + (m->session ? 2 : 0) + (m->paused ? 1 : 0)) ||
-           (m->paused && mp_put_uint(pk, "paused", m->paused)) || mp_put_uint(pk, "gen", m->gen) ||
+    return put_head(pk, DDP_MEMBERS, 8 + (m->session ? 2 : 0) + (m->paused ? 1 : 0) +
+                                     (m->nccl ? 1 : 0)) ||
+           (m->paused && mp_put_uint(pk, "paused", m->paused)) ||
+           (m->nccl && mp_put_uint(pk, "nccl", m->nccl)) || mp_put_uint(pk, "gen", m->gen) ||
            mp_put_int(pk, "rank", m->rank) || mp_put_int(pk, "world", m->world) ||
            mp_put_str(pk, "next_ring", m->next_ring) || mp_put_uint(pk, "step", m->step) ||
            mp_put_uint(pk, "epoch", m->epoch) ||
@@ -236,6 +240,13 @@ static int pack_state(msgpack_packer *pk, const ddp_state_t *m)
            mp_put_uint(pk, "step", m->step);
 }
 
+static int pack_ncclid(msgpack_packer *pk, const ddp_ncclid_t *m)
+{
+    return put_head(pk, DDP_NCCLID, 3 + auth_keys(&m->auth)) || put_auth(pk, &m->auth) ||
+           mp_put_uint(pk, "gen", m->gen) || mp_put_int(pk, "world", m->world) ||
+           mp_put_bin(pk, "id", m->id, DDP_NCCL_ID_LEN);
+}
+
 static int pack_code_reason(msgpack_packer *pk, ddp_type_t type, int32_t code,
                             const char *reason)
 {
@@ -264,6 +275,7 @@ static int pack_msg(msgpack_packer *pk, const ddp_msg_t *msg)
     case DDP_STEP: return pack_step(pk, &msg->u.step);
     case DDP_COMMIT: return pack_commit(pk, &msg->u.commit);
     case DDP_STATE: return pack_state(pk, &msg->u.state);
+    case DDP_NCCLID: return pack_ncclid(pk, &msg->u.ncclid);
     }
     return -1;
 }

@@ -14,6 +14,7 @@ const char *proto_type_name(int type)
         [DDP_STOP] = "STOP",     [DDP_DONE] = "DONE",       [DDP_EPOCH] = "EPOCH",
         [DDP_ISSUED] = "ISSUED", [DDP_REISSUE] = "REISSUE", [DDP_MEMBERS] = "MEMBERS",
         [DDP_STEP] = "STEP",     [DDP_COMMIT] = "COMMIT",   [DDP_STATE] = "STATE",
+        [DDP_NCCLID] = "NCCLID",
     };
     if (type < DDP_JOIN || type > DDP_TYPE_MAX)
         return "UNKNOWN";

@@ -68,7 +68,8 @@ typedef enum {
     DDP_STEP = 16,     /* gpud -> reducerd: my share of step S is summed (or my ring failed) */
     DDP_COMMIT = 17,   /* reducerd -> gpud, loaderd: every member summed step S: apply it */
     DDP_STATE = 18,    /* a joiner's training state: rank 0 -> reducerd -> joiner; the joiner's ack */
-    DDP_TYPE_MAX = 18
+    DDP_NCCLID = 19,   /* a generation's NCCL communicator id: rank 0 -> reducerd -> members */
+    DDP_TYPE_MAX = 19
 } ddp_type_t;
 
 /* STOP code (and exit status of every daemon hearing it) when reducerd
@@ -115,6 +116,9 @@ typedef struct {
     uint32_t shard, shards;
     /* optional: the job it was started for ($DDPIPE_JOB; "" any job) */
     char job[DDP_MAX_NAME];
+    /* optional, gpud --train: 1 = it can sum over NCCL (cuda backend, built
+     * with NCCL, not disabled); 0 absent (docs/CUDA.md "NCCL in gpud") */
+    uint8_t nccl;
 } ddp_join_t;
 
 typedef struct {
@@ -131,6 +135,9 @@ typedef struct {
     /* optional, train: 1 = the job runs already; this gpud waits for its
      * STATE and its place (MEMBERS); rank is then -1 (docs/ELASTIC.md) */
     uint8_t joining;
+    /* optional, train: 1 = generation gen sums over NCCL (every member
+     * offered it): rank 0 sends NCCLID, reducerd relays it; 0 absent */
+    uint8_t nccl;
 } ddp_welcome_t;
 
 typedef struct {
@@ -306,6 +313,8 @@ typedef struct {
     /* optional: 1 = too few ranks (or the --pause-at-step hook): nobody
      * trains until a later MEMBERS; joiners may enter meanwhile */
     uint8_t paused;
+    /* optional: 1 = this generation sums over NCCL, as WELCOME's (0 absent) */
+    uint8_t nccl;
 } ddp_members_t;
 
 typedef enum { DDP_STEP_SUMMED = 0, DDP_STEP_RING_FAILED = 1 } ddp_step_status_t;
@@ -342,6 +351,19 @@ typedef struct {
     ddp_auth_t auth;           /* optional on the wire, required by reducerd */
 } ddp_state_t;
 
+/* NCCLID (docs/CUDA.md "NCCL in gpud"): the ncclUniqueId of generation
+ * gen's communicator (opaque bytes: a bootstrap address in the process that
+ * made it), from rank 0 of gen to reducerd (with its token) and from
+ * reducerd to every other member of gen (without). One per generation: a
+ * new generation is a new communicator. */
+#define DDP_NCCL_ID_LEN 128
+typedef struct {
+    uint32_t gen;              /* the generation whose communicator it opens */
+    int32_t world;             /* that generation's size (the communicator's) */
+    uint8_t id[DDP_NCCL_ID_LEN];
+    ddp_auth_t auth;           /* optional on the wire, required by reducerd */
+} ddp_ncclid_t;
+
 typedef struct {
     ddp_type_t type;
     union {
@@ -363,6 +385,7 @@ typedef struct {
         ddp_step_t step;
         ddp_commit_t commit;
         ddp_state_t state;
+        ddp_ncclid_t ncclid;
     } u;
 } ddp_msg_t;
 

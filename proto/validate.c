@@ -105,6 +105,9 @@ static int v_join(const ddp_join_t *m, char *err, size_t errlen, const char *wha
     if (shards > 1 && m->role != DDP_ROLE_LOADER)
         return BAD("'shards' %" PRIu32 " on a %s JOIN: only a loader has a shard", m->shards,
                    proto_role_name(m->role));
+    if (m->nccl > 1 || (m->nccl && (m->role != DDP_ROLE_GPUD || !m->ring[0])))
+        return BAD("'nccl' is %u on a %s JOIN%s: want 0, or 1 from a training gpud (with a "
+                   "ring)", m->nccl, proto_role_name(m->role), m->ring[0] ? "" : " without a ring");
     return 0;
 }
 
@@ -121,6 +124,9 @@ static int v_welcome(const ddp_welcome_t *m, char *err, size_t errlen, const cha
     CHECK_FIXED(m->job, "job", 0);
     if (m->train > 1)
         return BAD("'train' is %u, want 0 or 1", m->train);
+    if (m->nccl > 1 || (m->nccl && (!m->train || m->joining)))
+        return BAD("'nccl' is %u (train %u, joining %u), want 0, or 1 for a training rank",
+                   m->nccl, m->train, m->joining);
     CHECK_FIXED(m->next_ring, "next_ring", 0);
     return 0;
 }
@@ -383,6 +389,8 @@ static int v_members(const ddp_members_t *m, char *err, size_t errlen, const cha
         return BAD("a token for loaderd (rank -1): only a gpud's MEMBERS carries one");
     if (m->paused > 1)
         return BAD("'paused' is %u, want 0 or 1", m->paused);
+    if (m->nccl > 1)
+        return BAD("'nccl' is %u, want 0 or 1", m->nccl);
     if (!m->names)
         return BAD("'names' is NULL with world = %" PRId32, m->world);
     for (int32_t i = 0; i < m->world; i++) {
@@ -421,6 +429,20 @@ static int v_state(const ddp_state_t *m, char *err, size_t errlen, const char *w
     return v_auth(&m->auth, err, errlen, what);
 }
 
+static int v_ncclid(const ddp_ncclid_t *m, char *err, size_t errlen, const char *what)
+{
+    if (m->world < 1 || m->world > DDP_MAX_WORLD)
+        return BAD("'world' is %" PRId32 ", want 1..%d", m->world, DDP_MAX_WORLD);
+    /* ncclGetUniqueId never makes zeros (a magic and an address): a blank
+     * id is a bug or forged, and would hang every member's init */
+    bool blank = true;
+    for (size_t i = 0; i < DDP_NCCL_ID_LEN && blank; i++)
+        blank = m->id[i] == 0;
+    if (blank)
+        return BAD("'id' is all zeros, not an id ncclGetUniqueId made");
+    return v_auth(&m->auth, err, errlen, what);
+}
+
 int proto_validate(const ddp_msg_t *msg, char *err, size_t errlen)
 {
     const char *what = proto_type_name(msg->type);
@@ -447,6 +469,7 @@ int proto_validate(const ddp_msg_t *msg, char *err, size_t errlen)
                        msg->u.commit.snapshot);
         return 0;
     case DDP_STATE: return v_state(&msg->u.state, err, errlen, what);
+    case DDP_NCCLID: return v_ncclid(&msg->u.ncclid, err, errlen, what);
     }
     return bad(err, errlen, "message", "unknown type %d, want 1..%d", (int)msg->type,
                DDP_TYPE_MAX);

@@ -7,6 +7,7 @@
 #include "reducerd/eval.h"
 #include "reducerd/job.h"
 #include "reducerd/membership.h"
+#include "reducerd/nccl_relay.h"
 #include "reducerd/publish.h"
 #include "reducerd/results.h"
 #include "reducerd/training.h"
@@ -102,6 +103,7 @@ static const ddp_auth_t *msg_auth(const ddp_msg_t *m)
     case DDP_HEARTBEAT: return &m->u.heartbeat.auth;
     case DDP_STEP: return &m->u.step.auth;
     case DDP_STATE: return &m->u.state.auth;
+    case DDP_NCCLID: return &m->u.ncclid.auth;
     default: return NULL;
     }
 }
@@ -167,7 +169,7 @@ static bool stale_session(reducer_t *self, zframe_t *route, const ddp_msg_t *m)
 static bool from_removed_rank(reducer_t *self, zframe_t *route, const ddp_msg_t *m)
 {
     peer_t *p = NULL;
-    if (m->type == DDP_RESULT || m->type == DDP_STEP)
+    if (m->type == DDP_RESULT || m->type == DDP_STEP || m->type == DDP_NCCLID)
         p = peers_by_identity(self->peers, route);
     else if (m->type == DDP_HEARTBEAT && m->u.heartbeat.rank >= 0)
         p = peers_by_name(self->peers, m->u.heartbeat.worker);
@@ -195,6 +197,7 @@ static void on_message(reducer_t *self, zframe_t *route, ddp_msg_t *m)
     case DDP_DONE: on_done(self, route, &m->u.done); break;
     case DDP_STEP: membership_on_step(self, route, &m->u.step); break;
     case DDP_STATE: admission_on_state(self, route, &m->u.state); break;
+    case DDP_NCCLID: nccl_relay_on_id(self, route, &m->u.ncclid); break;
     default: {
         char who[64];
         trust_peer_label(self, route, who, sizeof who);

@@ -136,6 +136,7 @@ peer_t *peers_join(peers_t *self, zframe_t *identity, const ddp_join_t *join)
     snprintf(p->name, sizeof p->name, "%s", join->name);
     snprintf(p->host, sizeof p->host, "%s", join->host);
     snprintf(p->ring, sizeof p->ring, "%s", join->ring);
+    p->nccl = join->role == DDP_ROLE_GPUD && join->nccl;
     if (join->role == DDP_ROLE_GPUD) {
         if (p->rank < 0 || p->dead)
             p->rank = pick_rank(self, p->rank >= 0 ? p->rank : join->want_rank);

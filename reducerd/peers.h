@@ -26,6 +26,7 @@ typedef struct {
     uint32_t removed_gen;      /* the generation that left it out */
     bool told_fenced;          /* its STOP(fenced) went out (once) */
     bool joining;              /* welcomed into the running job, waiting for its place (rank -1) */
+    bool nccl;                 /* its JOIN offered NCCL (docs/CUDA.md "NCCL in gpud") */
 } peer_t;
 
 typedef struct peers peers_t;

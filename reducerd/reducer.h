@@ -117,6 +117,12 @@ typedef struct reducer {
     int64_t pause_deadline_ms;
     uint64_t pause_step;
     uint32_t pause_epoch;
+    /* NCCL in gpud (nccl_relay.c): the current generation sums over NCCL;
+     * its rank 0's id went to the other members */
+    struct {
+        bool on;
+        bool relayed;
+    } nccl;
 } reducer_t;
 
 /* Binds the sockets, draws the job's secret and session; NULL (logged)

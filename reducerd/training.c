@@ -28,6 +28,7 @@
 #include "reducerd/decide.h"
 #include "reducerd/job.h"
 #include "reducerd/membership.h"
+#include "reducerd/nccl_relay.h"
 #include "reducerd/publish.h"
 #include "reducerd/results.h"
 #include "reducerd/trust.h"
@@ -43,6 +44,8 @@ static void welcome(reducer_t *self, const peer_t *p)
     w.u.welcome.rank = p->rank;
     w.u.welcome.world = world;
     w.u.welcome.train = 1;
+    /* gen 0's flag (gang_start); a WELCOME asked again later is gen 0's too */
+    w.u.welcome.nccl = (!self->elastic || self->elastic->gen == 0) && self->nccl.on;
     snprintf(w.u.welcome.job, sizeof w.u.welcome.job, "%s", self->options.job);
     trust_welcome_auth(self, &w.u.welcome, DDP_ROLE_GPUD, p->rank, p->name);
     snprintf(w.u.welcome.next_ring, sizeof w.u.welcome.next_ring, "%s", next ? next->ring : "");
@@ -55,13 +58,15 @@ static void gang_start(reducer_t *self)
 {
     self->gang_formed = true;
     int64_t now_ms = clock_mono_ms();
+    peer_t *members[DDP_MAX_WORLD];
     for (int32_t rank = 0; rank < self->options.workers; rank++) {
-        if (!peers_by_rank(self->peers, rank)) {
+        if (rank >= DDP_MAX_WORLD || !(members[rank] = peers_by_rank(self->peers, rank))) {
             /* ranks are handed out lowest-free-first below W: cannot happen */
             job_finish(self, 1, "internal error: a rank of the gang is missing; please report");
             return;
         }
     }
+    nccl_relay_start(self, members, (int32_t)self->options.workers);
     for (int32_t rank = 0; rank < self->options.workers; rank++) {
         peer_t *p = peers_by_rank(self->peers, rank);
         p->last_seen_ms = now_ms; /* they waited without heartbeats */

@@ -19,6 +19,10 @@ struct nccl_ar {
     size_t staging_n;
     int broken;              /* aborted: only destroy is valid */
     int (*cancelled)(void);
+    const char *(*cancel)(void *ctx);   /* nccl_ar_set_cancel_ctx */
+    void *cancel_ctx;
+    double *staging_d;       /* device copy of host doubles (nccl_ar_sum_f64) */
+    size_t staging_d_n;
 };
 
 static void nap(void)
@@ -50,6 +54,12 @@ static int wait_check(nccl_ar_t *s, double deadline, const char *what, char *err
     }
     if (s->cancelled && s->cancelled()) {
         err_set(err, errlen, "NCCL %s: interrupted", what);
+        ar_abort(s);
+        return -1;
+    }
+    const char *why = s->cancel ? s->cancel(s->cancel_ctx) : NULL;
+    if (why) {
+        err_set(err, errlen, "NCCL %s: %s", what, why);
         ar_abort(s);
         return -1;
     }
@@ -190,15 +200,28 @@ void nccl_ar_destroy(nccl_ar_t **sp)
             ar_abort(s);
     }
     cudaFree(s->staging);
+    cudaFree(s->staging_d);
     if (s->stream)
         cudaStreamDestroy(s->stream);
     free(s);
     *sp = NULL;
 }
 
+void nccl_ar_abort(nccl_ar_t *s)
+{
+    if (s)
+        ar_abort(s);
+}
+
 void nccl_ar_set_cancel(nccl_ar_t *s, int (*cancelled)(void))
 {
     s->cancelled = cancelled;
+}
+
+void nccl_ar_set_cancel_ctx(nccl_ar_t *s, const char *(*cancel)(void *ctx), void *ctx)
+{
+    s->cancel = cancel;
+    s->cancel_ctx = ctx;
 }
 
 int nccl_ar_rank(const nccl_ar_t *s)
@@ -211,8 +234,8 @@ int nccl_ar_world(const nccl_ar_t *s)
     return s->world;
 }
 
-int nccl_ar_sum_device(nccl_ar_t *s, float *dev, size_t n, int timeout_ms, char *err,
-                       size_t errlen)
+static int sum_typed(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type, int timeout_ms,
+                     char *err, size_t errlen)
 {
     if (s->broken) {
         err_set(err, errlen, "NCCL all-reduce: the communicator was aborted by an earlier "
@@ -222,9 +245,17 @@ int nccl_ar_sum_device(nccl_ar_t *s, float *dev, size_t n, int timeout_ms, char 
     if (n == 0 || s->world == 1)
         return 0;
     double deadline = clock_mono_s() + timeout_ms / 1000.0;
-    ncclResult_t r = ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, s->comm, s->stream);
+    /* the data was written on other streams (the backend's non-blocking
+     * one, the arena's legacy default): all of it must be done first */
+    cudaError_t ce = cudaDeviceSynchronize();
+    if (ce != cudaSuccess) {
+        err_set(err, errlen, "NCCL all-reduce: waiting for the device: %s; restart the process",
+                cudaGetErrorString(ce));
+        return -1;
+    }
+    ncclResult_t r = ncclAllReduce(dev, dev, n, type, ncclSum, s->comm, s->stream);
     if (r != ncclSuccess && r != ncclInProgress) {
-        err_set(err, errlen, "ncclAllReduce of %zu floats failed on rank %d/%d: %s (%s)", n,
+        err_set(err, errlen, "ncclAllReduce of %zu values failed on rank %d/%d: %s (%s)", n,
                  s->rank, s->world, ncclGetErrorString(r), ncclGetLastError(s->comm));
         ar_abort(s);
         return -1;
@@ -232,6 +263,44 @@ int nccl_ar_sum_device(nccl_ar_t *s, float *dev, size_t n, int timeout_ms, char 
     if (wait_enqueued(s, deadline, "all-reduce", err, errlen) < 0)
         return -1;
     return wait_stream(s, deadline, "all-reduce", err, errlen);
+}
+
+int nccl_ar_sum_device(nccl_ar_t *s, float *dev, size_t n, int timeout_ms, char *err,
+                       size_t errlen)
+{
+    return sum_typed(s, dev, n, ncclFloat, timeout_ms, err, errlen);
+}
+
+int nccl_ar_sum_f64(nccl_ar_t *s, double *data, size_t n, int timeout_ms, char *err,
+                    size_t errlen)
+{
+    if (s->broken || n == 0 || s->world == 1)
+        return sum_typed(s, NULL, s->broken ? 1 : 0, ncclDouble, timeout_ms, err, errlen);
+    if (n > s->staging_d_n) {
+        cudaFree(s->staging_d);
+        s->staging_d = NULL;
+        s->staging_d_n = 0;
+        cudaError_t e = cudaMalloc((void **)&s->staging_d, n * sizeof(double));
+        if (e != cudaSuccess) {
+            err_set(err, errlen, "NCCL all-reduce: cudaMalloc of %zu doubles: %s; the GPU is "
+                     "out of memory", n, cudaGetErrorString(e));
+            return -1;
+        }
+        s->staging_d_n = n;
+    }
+    cudaError_t e = cudaMemcpy(s->staging_d, data, n * sizeof(double), cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+        err_set(err, errlen, "NCCL all-reduce: copy to the GPU: %s", cudaGetErrorString(e));
+        return -1;
+    }
+    if (sum_typed(s, s->staging_d, n, ncclDouble, timeout_ms, err, errlen) < 0)
+        return -1;
+    e = cudaMemcpy(data, s->staging_d, n * sizeof(double), cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) {
+        err_set(err, errlen, "NCCL all-reduce: copy from the GPU: %s", cudaGetErrorString(e));
+        return -1;
+    }
+    return 0;
 }
 
 int nccl_ar_sum(nccl_ar_t *s, float *data, size_t n, int timeout_ms, char *err, size_t errlen)

@@ -3,9 +3,10 @@
  * place, the same bytes on every rank, a dead or silent peer fails the call
  * with a message instead of hanging it).
  *
- * Wiring (docs/CUDA.md): rank 0 makes the id and publishes it in its JOIN;
- * reducerd hands it to every rank in WELCOME (the same join as the ZeroMQ
- * ring, so it works across hosts through NCCL's socket transport):
+ * Wiring (docs/CUDA.md "NCCL in gpud", gpud/collective.c): rank 0 of each
+ * membership generation makes the id and sends it in NCCLID; reducerd
+ * passes it on to the other members (so it works across hosts through
+ * NCCL's socket transport):
  *
  *   char id[NCCL_AR_ID_LEN];
  *   if (rank == 0) nccl_ar_make_id(id, sizeof id, err, len);   ... JOIN/WELCOME ...
@@ -38,15 +39,26 @@ int nccl_ar_make_id(char *hex, size_t len, char *err, size_t errlen);
 nccl_ar_t *nccl_ar_new(int rank, int world, const char *id_hex, int device, int timeout_ms,
                        char *err, size_t errlen);
 void nccl_ar_destroy(nccl_ar_t **self);
+/* ncclCommAbort now (a membership change: peers may be gone, so no
+ * finalize that would wait for them); then only nccl_ar_destroy is valid. */
+void nccl_ar_abort(nccl_ar_t *self);
 /* Polled during waits; non-zero: fail with "interrupted" (gpud passes
  * zs_interrupted). */
 void nccl_ar_set_cancel(nccl_ar_t *self, int (*cancelled)(void));
+/* The same with a context and a reason (gpud/ring.h's allreduce_cancel_fn:
+ * gpud passes members_ring_cancel, so a MEMBERS or a STOP read meanwhile
+ * ends the wait: "membership changed"); the reason goes into err. */
+void nccl_ar_set_cancel_ctx(nccl_ar_t *self, const char *(*cancel)(void *ctx), void *ctx);
 /* In place sum over all ranks of n floats in host memory / device memory.
  * 0, or -1 with the reason in err (the communicator is aborted then). */
 int nccl_ar_sum(nccl_ar_t *self, float *data, size_t n, int timeout_ms, char *err,
                 size_t errlen);
 int nccl_ar_sum_device(nccl_ar_t *self, float *dev, size_t n, int timeout_ms, char *err,
                        size_t errlen);
+/* In place sum over all ranks of n doubles in host memory (ncclDouble:
+ * SyncBatchNorm's sums keep the ring's double precision). 0 or -1. */
+int nccl_ar_sum_f64(nccl_ar_t *self, double *data, size_t n, int timeout_ms, char *err,
+                    size_t errlen);
 /* bk_allreduce_fn adapter (ctx: a nccl_ar_t *), 60 s timeout. */
 int nccl_ar_bk_allreduce(void *ctx, double *data, size_t n, char *err, size_t errlen);
 int nccl_ar_rank(const nccl_ar_t *self);

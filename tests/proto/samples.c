@@ -196,6 +196,12 @@ int sample_msg(ddp_type_t t, ddp_msg_t *m)
         sample_auth(&m->u.state.auth);
         return 0;
     }
+    case DDP_NCCLID:
+        m->u.ncclid = (ddp_ncclid_t){.gen = 4, .world = 3};
+        for (int i = 0; i < DDP_NCCL_ID_LEN; i++)
+            m->u.ncclid.id[i] = (uint8_t)(7 * i + 2);
+        sample_auth(&m->u.ncclid.auth);
+        return 0;
     }
     return -1;
 }

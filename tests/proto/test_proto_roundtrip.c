@@ -39,6 +39,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         CHECK_STR(a->u.join.config, b->u.join.config);
         CHECK_STR(a->u.join.job, b->u.join.job);
         CHECK(a->u.join.shard == b->u.join.shard && a->u.join.shards == b->u.join.shards);
+        CHECK(a->u.join.nccl == b->u.join.nccl);
         break;
     case DDP_WELCOME:
         CHECK(a->u.welcome.rank == b->u.welcome.rank && a->u.welcome.world == b->u.welcome.world);
@@ -50,7 +51,8 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         CHECK(a->u.welcome.has_secret == b->u.welcome.has_secret &&
               SAME_MEM(a->u.welcome.secret, b->u.welcome.secret, DDP_SECRET_LEN));
         CHECK(a->u.welcome.gen == b->u.welcome.gen &&
-              a->u.welcome.joining == b->u.welcome.joining);
+              a->u.welcome.joining == b->u.welcome.joining &&
+              a->u.welcome.nccl == b->u.welcome.nccl);
         break;
     case DDP_PLAN:
         CHECK(a->u.plan.epoch == b->u.plan.epoch && a->u.plan.phase == b->u.plan.phase &&
@@ -143,7 +145,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         same_strv(x->names, y->names, (uint64_t)x->world);
         CHECK_STR(x->reason, y->reason);
         CHECK(x->session == y->session && SAME_MEM(x->token, y->token, DDP_TOKEN_LEN));
-        CHECK(x->paused == y->paused);
+        CHECK(x->paused == y->paused && x->nccl == y->nccl);
         break;
     }
     case DDP_STEP: {
@@ -162,6 +164,13 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         const ddp_state_t *x = &a->u.state, *y = &b->u.state;
         CHECK(x->gen == y->gen && x->epoch == y->epoch && x->step == y->step);
         CHECK(x->image && y->image && zframe_eq(x->image, y->image));
+        same_auth(&x->auth, &y->auth);
+        break;
+    }
+    case DDP_NCCLID: {
+        const ddp_ncclid_t *x = &a->u.ncclid, *y = &b->u.ncclid;
+        CHECK(x->gen == y->gen && x->world == y->world &&
+              SAME_MEM(x->id, y->id, DDP_NCCL_ID_LEN));
         same_auth(&x->auth, &y->auth);
         break;
     }
@@ -713,6 +722,80 @@ static void train_wire_additions(void)
     ddp_msg_clear(&m);
 }
 
+/* Whether the encoded header of m holds the msgpack str "nccl". */
+static bool has_nccl_key(const ddp_msg_t *m)
+{
+    zmsg_t *z = proto_encode(m);
+    CHECK(z != NULL);
+    if (!z)
+        return false;
+    zframe_t *f = zmsg_first(z);
+    static const char key[] = "\xa4nccl";
+    bool found = false;
+    for (size_t i = 0; i + 5 <= zframe_size(f) && !found; i++)
+        found = memcmp(zframe_data(f) + i, key, 5) == 0;
+    zmsg_destroy(&z);
+    return found;
+}
+
+/* NCCL in gpud (docs/CUDA.md): the optional 'nccl' flags are sent only when
+ * set, so jobs without NCCL keep their bytes; where they may appear. */
+static void nccl_additions(void)
+{
+    char err[256];
+    ddp_type_t types[] = {DDP_JOIN, DDP_WELCOME, DDP_MEMBERS};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        ddp_msg_t m;
+        CHECK(sample_msg(types[i], &m) == 0);
+        CHECK_MSG(!has_nccl_key(&m), "%s without NCCL carries 'nccl'", proto_type_name(types[i]));
+        if (types[i] == DDP_JOIN)
+            m.u.join.nccl = 1;
+        else if (types[i] == DDP_WELCOME)
+            m.u.welcome.nccl = 1;
+        else
+            m.u.members.nccl = 1;
+        CHECK_MSG(has_nccl_key(&m), "%s with NCCL lacks 'nccl'", proto_type_name(types[i]));
+        ddp_msg_clear(&m);
+    }
+    ddp_msg_t m;
+    sample_msg(DDP_JOIN, &m);
+    m.u.join.nccl = 1;
+    CHECK(proto_validate(&m, err, sizeof err) == 0);
+    m.u.join.ring[0] = '\0';
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "without a ring"),
+              "an NCCL offer without a ring refused: %s", err);
+    strcpy(m.u.join.ring, "tcp://127.0.0.1:1");
+    m.u.join.role = DDP_ROLE_LOADER;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "loaderd JOIN"),
+              "a loader's NCCL offer refused: %s", err);
+    ddp_msg_clear(&m);
+    sample_msg(DDP_WELCOME, &m);
+    m.u.welcome.nccl = 1;
+    m.u.welcome.train = 0;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'nccl' is 1 (train 0"),
+              "NCCL in an eval WELCOME refused: %s", err);
+    m.u.welcome.train = 1;
+    m.u.welcome.joining = 1;
+    m.u.welcome.rank = -1;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "joining 1"),
+              "NCCL in a joiner's WELCOME (its generation comes with MEMBERS) refused: %s", err);
+    ddp_msg_clear(&m);
+    /* NCCLID: a relayed one has no token; the id is opaque but never blank */
+    sample_msg(DDP_NCCLID, &m);
+    m.u.ncclid.auth = (ddp_auth_t){0};
+    CHECK(proto_validate(&m, err, sizeof err) == 0);
+    CHECK(!has_nccl_key(&m));
+    memset(m.u.ncclid.id, 0, sizeof m.u.ncclid.id);
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "all zeros"),
+              "a blank id refused: %s", err);
+    m.u.ncclid.id[DDP_NCCL_ID_LEN - 1] = 1;
+    CHECK(proto_validate(&m, err, sizeof err) == 0);
+    m.u.ncclid.world = 0;
+    CHECK(proto_validate(&m, err, sizeof err) != 0);
+    ddp_msg_clear(&m);
+    CHECK_STR(proto_type_name(DDP_NCCLID), "NCCLID");
+}
+
 int main(void)
 {
     log_init("test_proto", -1, 0);
@@ -731,5 +814,6 @@ int main(void)
     train_wire_additions();
     names();
     sockets();
+    nccl_additions();
     return check_exit("test_proto_roundtrip");
 }
