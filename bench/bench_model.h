@@ -9,7 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdio.h>
+
+#include "gpud/backend_arena.h"
 #include "gpud/model.h"
+#include "gpud/optim/optim.h"
 
 /* ImageNet normalisation, as gpud applies it to resnet18's input. */
 static const float BENCH_MEAN[3] = {0.485f, 0.456f, 0.406f};
@@ -32,16 +36,32 @@ static inline void bench_labels(int32_t *labels, size_t n, int classes)
         labels[i] = (int32_t)(i * 7919 % (size_t)classes);
 }
 
-/* w -= lr * g for every trainable parameter (what torch.optim.SGD does
- * without momentum); running stats are left to BatchNorm. */
-static inline void bench_sgd(model_t *m, float lr)
+/* Plain SGD (torch.optim.SGD without momentum: w -= lr * g) over every
+ * trainable parameter, as the model's arena's optimizer slot: on the host
+ * for cpu/ref, device kernels on cuda, where the parameters are device
+ * memory the host cannot touch. Running stats are left to BatchNorm.
+ * NULL with the reason printed. */
+static inline optim_t *bench_sgd_new(model_t *m)
 {
-    for (int i = 0; i < model_param_count(m); i++) {
+    char err[512];
+    optim_cfg_t c = optim_cfg_default(OPTIM_SGD);
+    optim_t *o = optim_new(&c, err, sizeof err);
+    for (int i = 0; o && i < model_param_count(m); i++) {
         model_param_t p;
-        if (model_param_at(m, i, &p) == 0 && p.grad)
-            for (size_t j = 0; j < p.numel; j++)
-                p.value[j] -= lr * p.grad[j];
+        if (model_param_at(m, i, &p) == 0 && p.grad &&
+            optim_add_param(o, p.name, p.value, p.grad, p.ndim, p.shape, 1, err, sizeof err) < 0)
+            optim_destroy(&o);
     }
+    if (o && optim_set_arena(o, model_params_arena(m)->ops, NULL, err, sizeof err) < 0)
+        optim_destroy(&o);
+    if (!o)
+        fprintf(stderr, "bench: SGD: %s\n", err);
+    return o;
+}
+
+static inline void bench_sgd(optim_t *o, float lr)
+{
+    optim_step(o, lr);
 }
 
 #endif

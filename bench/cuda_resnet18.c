@@ -88,6 +88,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "cuda_resnet18: %s\n", err);
         return 1;
     }
+    optim_t *sgd = train ? bench_sgd_new(m) : NULL;
+    if (train && !sgd)
+        return 1;
     size_t per = 3 * (size_t)o.size * o.size, n = (size_t)o.batch;
     uint8_t *px = malloc(n * per);
     float *logits = malloc(n * model_num_classes(m) * sizeof *logits);
@@ -106,7 +109,7 @@ int main(int argc, char **argv)
             model_step_t st = {.global_batch = (int)o.batch, .seed = 1, .step = (uint64_t)it};
             rc = model_train_step_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, BENCH_MEAN,
                                      BENCH_STD, labels, &st, NULL, logits, err, sizeof err);
-            bench_sgd(m, 0.01f);
+            bench_sgd(sgd, 0.01f);
         } else {
             rc = model_forward_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, BENCH_MEAN,
                                   BENCH_STD, logits, err, sizeof err);
@@ -124,6 +127,7 @@ int main(int argc, char **argv)
     printf("ddpipe-cuda resnet18 %s img/s=%.1f best_img/s=%.1f batch=%ld iters=%ld size=%ld "
            "precision=%s device=%s\n", o.mode, (double)n * o.iters / total, (double)n / best,
            o.batch, o.iters, o.size, o.precision, device);
+    optim_destroy(&sgd);
     model_destroy(&m);
     free(px);
     free(logits);

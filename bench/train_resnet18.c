@@ -71,6 +71,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "train_resnet18: %s\n", err);
         return 1;
     }
+    optim_t *sgd = bench_sgd_new(m);
+    if (!sgd)
+        return 1;
     size_t per = 3 * (size_t)o.size * o.size;
     uint8_t *px = malloc((size_t)o.batch * per);
     int32_t *labels = malloc((size_t)o.batch * sizeof *labels);
@@ -88,7 +91,7 @@ int main(int argc, char **argv)
         model_step_t st = {.global_batch = (int)o.batch, .seed = 1, .step = (uint64_t)it};
         rc = model_train_step_u8(m, px, (int)o.batch, 3, (int)o.size, (int)o.size, BENCH_MEAN,
                                  BENCH_STD, labels, &st, loss, NULL, err, sizeof err);
-        bench_sgd(m, 0.01f);
+        bench_sgd(sgd, 0.01f);
         double dt = clock_mono_s() - a;
         if (it == 0)
             first = dt;
@@ -110,6 +113,7 @@ int main(int argc, char **argv)
            (double)o.batch * o.iters / total, (double)o.batch / best, o.batch, o.threads, o.iters,
            o.size, first, 1e3 * cpu / ((double)o.batch * o.iters), mean_loss,
            model_precision(m));
+    optim_destroy(&sgd);
     model_destroy(&m);
     free(px);
     free(labels);
