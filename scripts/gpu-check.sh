@@ -250,7 +250,21 @@ fi
 grep 'cuda profile graph' "$PROF_LOG" | sed 's/.*cuda profile //' > "$OUT/profile.txt"
 
 # --- what this script cannot check yet (docs/CUDA.md, "Not yet verified")
-note NOTRUN "gpud + NCCL 2-process training" "gpud/main.c does not select NCCL yet (docs/CUDA.md)"
+# two gpuds on one GPU over NCCL against the ring (gpu-e2e.sh nccl; 77: the
+# machine's NCCL refuses two ranks on one device)
+if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-ubyte" ]; then
+    NCCL_VERSION_CODE=$(sed -n 's/^#define NCCL_VERSION_CODE *\([0-9]*\).*/\1/p' \
+        "${CUDAToolkit_ROOT:-/usr/local/cuda}/include/nccl.h" /usr/include/nccl.h 2>/dev/null | head -n 1)
+    export NCCL_VERSION_CODE
+    sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" nccl > "$OUT/e2e-nccl.log" 2>&1
+    case $? in
+        0) note PASS "gpud + NCCL 2-process training" "$(tail -n 1 "$OUT/e2e-nccl.log")" ;;
+        77) note NOTRUN "gpud + NCCL 2-process training" "$(tail -n 1 "$OUT/e2e-nccl.log")" ;;
+        *) note FAIL "gpud + NCCL 2-process training" "see $OUT/e2e-nccl.log: $(tail -n 1 "$OUT/e2e-nccl.log")" ;;
+    esac
+else
+    note NOTRUN "gpud + NCCL 2-process training" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
+fi
 note NOTRUN "end-to-end JPEG eval vs DataLoader" "not scripted"
 note NOTRUN "fp16, bf16 training" "not implemented in the cuda backend (bf16 eval: the bench's eval bf16)"
 

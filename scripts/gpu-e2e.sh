@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end jobs on the cuda backend against the cpu backend, all four
 # daemons over real sockets (run by scripts/gpu-check.sh on a GPU machine):
-#   scripts/gpu-e2e.sh BIN FMNIST OUT eval|train
+#   scripts/gpu-e2e.sh BIN FMNIST OUT eval|train|nccl
 # eval:  the demo's WideResNet on the 10,000 Fashion-MNIST test images,
 #        --device cuda with 1 and 2 workers and --device cpu with 2. The two
 #        cuda runs must give identical predictions.csv (deterministic cuDNN
@@ -12,9 +12,15 @@
 #        train top-1 within 2 points (the same job; fp32 sums in another
 #        order over 64 steps drift apart, so not bitwise), and the cuda run
 #        ends with model.safetensors.
+# nccl:  the train job's first 1,024 images with 2 gpuds on the machine's
+#        one GPU summing over NCCL (NCCL_MULTI_RANK_GPU_ENABLE=1,
+#        NCCL_NVLS_ENABLE=0; NCCL >= 2.30.3 allows two ranks on one device)
+#        against the same job on the ZeroMQ ring (DDPIPE_NCCL=0): both logs
+#        say which path summed, and the weights agree within 1e-4 (fp32
+#        sums in another order). Exit 77 when NCCL is older (not run).
 # Prints the figures; exit 1 when a check fails.
 set -eu
-[ $# -eq 4 ] || { sed -n '2,14p' "$0"; exit 2; }
+[ $# -eq 4 ] || { sed -n '2,20p' "$0"; exit 2; }
 BIN=$1 FMNIST=$2 OUT=$3 WHAT=$4
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
@@ -60,5 +66,45 @@ train)
     awk -v a="$a" -v b="$b" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 0.02)}' ||
         { echo "FAIL: train top-1 differs by more than 2 points"; exit 1; }
     ;;
-*) echo "gpu-e2e: eval or train, not '$WHAT'" >&2; exit 2 ;;
+nccl)
+    v=${NCCL_VERSION_CODE:-0}
+    [ "$v" -ge 23003 ] || {
+        echo "NOT RUN: NCCL ${NCCL_VERSION_CODE:-unknown} refuses two ranks on one GPU (needs >= 2.30.3: NCCL_VERSION_CODE 23003)"
+        exit 77
+    }
+    for path in nccl ring; do
+        if [ "$path" = nccl ]; then
+            set -- env NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_NVLS_ENABLE=0
+        else
+            set -- env DDPIPE_NCCL=0
+        fi
+        "$@" "$DD" train --data "idx:$FMNIST/t10k" --limit 1024 --model wideresnet \
+            --channels 8,16,32,64 --workers 2 --batch-size 64 --lr 0.05 --momentum 0.9 \
+            --epochs 1 --seed 0 --device cuda --out "$OUT/nccl-$path" --overwrite --quiet
+    done
+    grep -q "NCCL communicator of 2 ranks" "$OUT"/nccl-nccl/logs/gpud*.log ||
+        { echo "FAIL: the NCCL run's gpuds made no NCCL communicator"; exit 1; }
+    if grep -q "NCCL communicator" "$OUT"/nccl-ring/logs/gpud*.log; then
+        echo "FAIL: DDPIPE_NCCL=0 still made an NCCL communicator"; exit 1
+    fi
+    python3 - "$OUT/nccl-nccl/model.safetensors" "$OUT/nccl-ring/model.safetensors" <<'PY'
+import json, struct, sys
+def load(p):
+    raw = open(p, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n]); h.pop("__metadata__", None)
+    out = {}
+    for k, t in h.items():
+        if t["dtype"] == "F32":
+            a, b = t["data_offsets"]
+            out[k] = struct.unpack("<%df" % ((b - a) // 4), raw[8 + n + a:8 + n + b])
+    return out
+x, y = load(sys.argv[1]), load(sys.argv[2])
+assert x.keys() == y.keys(), "different tensors"
+d = max((abs(p - q) / max(1.0, abs(q)), k) for k in x for p, q in zip(x[k], y[k]))
+print("nccl vs ring: largest weight difference %.3g (%s)" % d)
+sys.exit(0 if d[0] <= 1e-4 else 1)
+PY
+    ;;
+*) echo "gpu-e2e: eval, train or nccl, not '$WHAT'" >&2; exit 2 ;;
 esac
