@@ -67,14 +67,25 @@ int tape_capture_before(bk_graph_t *g)
     switch (c->state) {
     case CAP_NEW:
         c->state = recordable(g) ? CAP_WARM : CAP_OFF;
+        c->version = g->base.params_version;
         return TC_RUN;
     case CAP_WARM:
+        if (c->version != g->base.params_version) {
+            /* refolded since the op-by-op forward: a plan may redo
+             * weight-derived work of its own at its next call (cuda_infer's
+             * bf16 weights): let it run op by op first, so that the
+             * recording holds none of it and a failed recording, whose ops
+             * run again unrecorded, does not find that work marked done */
+            c->version = g->base.params_version;
+            return TC_RUN;
+        }
         return recordable(g) ? start(g) : (give_up(g, 1, "", "not recordable"), TC_RUN);
     case CAP_LIVE: {
         if (c->version != g->base.params_version) {
             /* refolded: a plan may redo weight-derived work of its own at
              * the next call (backend_impl.h conv_plan); let it, then record */
             tape_capture_drop(g);
+            c->version = g->base.params_version;
             return TC_RUN;
         }
         int rc = go->replay(g->base.be, c->rec, why, sizeof why);

@@ -92,7 +92,8 @@ typedef enum { CAP_NEW, CAP_WARM, CAP_LIVE, CAP_OFF } tape_cap_state_t;
 typedef struct {
     tape_cap_state_t state;
     bk_capture_t *rec;              /* LIVE: the backend's recording */
-    unsigned version;               /* LIVE: base.params_version it was made at */
+    unsigned version;               /* base.params_version of the last op-by-op
+                                     * forward (WARM) or of the recording (LIVE) */
     unsigned long captures, replays;
 } tape_cap_t;
 

@@ -13,7 +13,7 @@
  *   nccl_ar_t *ar = nccl_ar_new(rank, world, id, device, 60000, err, len);
  *   nccl_ar_sum(ar, grads, n, 60000, err, len);          host array
  *   nccl_ar_sum_device(ar, dev_grads, n, 60000, err, len);   device array
- *   bk_graph_set_allreduce(g, nccl_ar_bk_allreduce, ar);    SyncBatchNorm
+ *   nccl_ar_sum_f64(ar, sums, n, 60000, err, len);       SyncBatchNorm's doubles
  *
  * The communicator is non-blocking (ncclConfig_t.blocking = 0): every wait
  * polls ncclCommGetAsyncError and the stream, and aborts the communicator
@@ -59,8 +59,6 @@ int nccl_ar_sum_device(nccl_ar_t *self, float *dev, size_t n, int timeout_ms, ch
  * SyncBatchNorm's sums keep the ring's double precision). 0 or -1. */
 int nccl_ar_sum_f64(nccl_ar_t *self, double *data, size_t n, int timeout_ms, char *err,
                     size_t errlen);
-/* bk_allreduce_fn adapter (ctx: a nccl_ar_t *), 60 s timeout. */
-int nccl_ar_bk_allreduce(void *ctx, double *data, size_t n, char *err, size_t errlen);
 int nccl_ar_rank(const nccl_ar_t *self);
 int nccl_ar_world(const nccl_ar_t *self);
 

@@ -7,7 +7,8 @@
  *     forwards replay (capture_begin once; no kernel runs directly after
  *     forward 1), with a new input each time;
  *   - after bk_graph_reload with changed parameters: one forward op by op,
- *     then a new recording, the new weights in both;
+ *     then a new recording, the new weights in both; the same when the
+ *     reload comes between forward 1 and the first recording;
  *   - capture_begin refusing, capture_end failing, an op failing while
  *     recording (its error is not the graph's), a replay failing, a stale
  *     replay (recorded again): every forward still right, and a graph
@@ -455,6 +456,28 @@ static void failures(backend_t *fb, backend_t *rb, params_t *ps)
     bk_graph_destroy(&r.g);
 }
 
+/* Refolded between the op-by-op forward and the first recording: one more
+ * forward op by op first (a plan's weight-derived work of the new version
+ * runs outside any recording), then recorded. */
+static void refold_while_warm(backend_t *fb, backend_t *rb, params_t *ps)
+{
+    reset();
+    net_t f = build(fb, ps, 1), r = build(rb, ps, 1);
+    same(&f, &r, 1, 50, "warm refold");
+    for (int i = 0; i < ps->n; i++)
+        ps->p[i][0] *= 1.25f;
+    bk_graph_reload(f.g);
+    bk_graph_reload(r.g);
+    same(&f, &r, 1, 51, "warm refold");
+    CHECK(F.begins == 0, "refolded while warm: recorded at once (%d begins)", F.begins);
+    same(&f, &r, 3, 52, "warm refold");
+    CHECK(F.begins == 1 && F.replays == 3 && F.live == 1,
+          "after the warm refold: %d begins, %d replays, %d live (want 1, 3, 1)", F.begins,
+          F.replays, F.live);
+    bk_graph_destroy(&f.g);
+    bk_graph_destroy(&r.g);
+}
+
 int main(void)
 {
     char err[256];
@@ -468,6 +491,7 @@ int main(void)
     params_t ps = {0};
     record_replay(fb, rb, &ps);
     failures(fb, rb, &ps);
+    refold_while_warm(fb, rb, &ps);
     backend_destroy(&fb);
     backend_destroy(&rb);
     for (int i = 0; i < ps.n; i++)

@@ -5,7 +5,11 @@
  * rank 0 must fail within its timeout with a message, not hang.
  * The parent spawns itself twice (exec: no CUDA state crosses a fork); rank
  * 0 publishes the NCCL id through a file, as reducerd's WELCOME would.
- * Exits 77 with fewer than 2 CUDA devices. */
+ * With one CUDA device: a one-rank communicator instead (valid on any
+ * NCCL): its non-blocking init, the float sums (host and device) and the
+ * double sum through NCCL leave the values as they were, then finalize and
+ * destroy, and an aborted communicator refuses the next sum. Exits 77
+ * without a CUDA device. */
 #include <cuda_runtime.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -76,14 +80,59 @@ static int rank_main(int rank, const char *idfile)
     return tc_done("test_cuda_nccl rank 0");
 }
 
+/* One GPU: world 1 (the sums are copies; the calls, waits and teardown
+ * are the real ones). */
+static int one_rank(void)
+{
+    char id[NCCL_AR_ID_LEN], err[512] = "";
+    REQUIRE(nccl_ar_make_id(id, sizeof id, err, sizeof err) == 0, "%s", err);
+    nccl_ar_t *ar = nccl_ar_new(0, 1, id, 0, 60000, err, sizeof err);
+    REQUIRE(ar, "one-rank communicator: %s", err);
+    static float a[NF];
+    for (int i = 0; i < NF; i++)
+        a[i] = (float)(i % 1000) + 0.5f;
+    CHECK(nccl_ar_sum(ar, a, NF, 30000, err, sizeof err) == 0, "one rank, host sum: %s", err);
+    CHECK(a[0] == 0.5f && a[NF - 1] == (float)((NF - 1) % 1000) + 0.5f,
+          "one rank, host sum changed the values: %g %g", (double)a[0], (double)a[NF - 1]);
+    float *d = NULL;
+    REQUIRE(cudaMalloc((void **)&d, NF * 4) == cudaSuccess &&
+            cudaMemcpy(d, a, NF * 4, cudaMemcpyHostToDevice) == cudaSuccess, "device copy");
+    CHECK(nccl_ar_sum_device(ar, d, NF, 30000, err, sizeof err) == 0, "one rank, device sum: %s",
+          err);
+    static float b[NF];
+    REQUIRE(cudaMemcpy(b, d, NF * 4, cudaMemcpyDeviceToHost) == cudaSuccess, "copy back");
+    CHECK(memcmp(a, b, sizeof a) == 0, "one rank, device sum changed the values");
+    cudaFree(d);
+    double s[3] = {1.0 / 3.0, -2.5e300, 7.0};
+    CHECK(nccl_ar_sum_f64(ar, s, 3, 30000, err, sizeof err) == 0, "one rank, f64 sum: %s", err);
+    CHECK(s[0] == 1.0 / 3.0 && s[1] == -2.5e300 && s[2] == 7.0,
+          "one rank, f64 sum changed the values: %.17g %g %g", s[0], s[1],
+          s[2]);
+    nccl_ar_destroy(&ar);   /* finalize + destroy */
+    CHECK(ar == NULL, "nccl_ar_destroy left the handle");
+
+    /* aborted: the next sum fails at once with a message */
+    REQUIRE(nccl_ar_make_id(id, sizeof id, err, sizeof err) == 0, "%s", err);
+    ar = nccl_ar_new(0, 1, id, 0, 60000, err, sizeof err);
+    REQUIRE(ar, "second one-rank communicator: %s", err);
+    nccl_ar_abort(ar);
+    err[0] = '\0';
+    CHECK(nccl_ar_sum(ar, a, NF, 3000, err, sizeof err) < 0 && strstr(err, "aborted") != NULL,
+          "a sum after abort: %s", err);
+    nccl_ar_destroy(&ar);
+    return tc_done("test_cuda_nccl (one rank)");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3)
         return rank_main(atoi(argv[1]), argv[2]);
-    if (cuda_device_count() < 2) {
-        printf("test_cuda_nccl: %d CUDA device(s), needs 2, skipped\n", cuda_device_count());
+    if (cuda_device_count() == 0) {
+        printf("test_cuda_nccl: no CUDA device, skipped\n");
         return 77;
     }
+    if (cuda_device_count() == 1)
+        return one_rank();
     char idfile[256];
     snprintf(idfile, sizeof idfile, "/tmp/ddp_nccl_id_%d", (int)getpid());
     unlink(idfile);
