@@ -24,7 +24,7 @@
 # the CPU test suite, ddpipe vs PyTorch ResNet-18 eval/train at batch 256
 # (fp32 and tf32; PyTorch eager fp32 and channels-last + AMP), the eval
 # bench again with CUDA graphs off (DDPIPE_CUDA_GRAPHS=0; on is the
-# default) and once with per-op device timing (DDPIPE_CUDA_PROFILE=1, its
+# default), with cuDNN's graph API off (DDPIPE_CUDNN_GRAPH=0) and once with per-op device timing (DDPIPE_CUDA_PROFILE=1, its
 # summary line kept). Prints a summary and writes one JSON record of the
 # run to bench/gpu/<UTC date>-<short sha>.json (a rerun the same day at the
 # same commit replaces it): the machine (GPU, driver, CUDA, cuDNN, NCCL,
@@ -234,6 +234,12 @@ step "bench ddpipe eval fp32 graphs off" bench-ddpipe-eval-fp32-nographs.log \
     env DDPIPE_CUDA_GRAPHS=0 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters "$ITERS" --precision fp32
 grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-eval-fp32-nographs.log" | tail -n 1 |
     sed 's/precision=fp32/precision=fp32-graphs-off/' >> "$BENCH"
+# cuDNN's graph API for the fused eval conv off (DDPIPE_CUDNN_GRAPH=0: the
+# legacy conv + epilogue kernel; on: the fp32 eval above)
+step "bench ddpipe eval fp32 cudnn graph off" bench-ddpipe-eval-fp32-nocudnngraph.log \
+    env DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters "$ITERS" --precision fp32
+grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-eval-fp32-nocudnngraph.log" | tail -n 1 |
+    sed 's/precision=fp32/precision=fp32-cudnn-graph-off/' >> "$BENCH"
 echo "== bench ddpipe eval fp32 DDPIPE_CUDA_PROFILE=1" >&2
 PROF_LOG=$OUT/bench-ddpipe-eval-profile.log
 if DDPIPE_CUDA_PROFILE=1 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters 3 --precision fp32 \
@@ -382,6 +388,10 @@ on, off = ev.get("ddpipe fp32"), ev.get("ddpipe fp32-graphs-off")
 rec["cuda_graphs_eval_fp32"] = {
     "on_img_s": on["img_s"] if on else None, "off_img_s": off["img_s"] if off else None,
     "on_over_off": round(on["img_s"] / off["img_s"], 3) if on and off and off["img_s"] > 0 else None}
+lg = ev.get("ddpipe fp32-cudnn-graph-off")
+rec["cudnn_graph_eval_fp32"] = {
+    "on_img_s": on["img_s"] if on else None, "off_img_s": lg["img_s"] if lg else None,
+    "on_over_off": round(on["img_s"] / lg["img_s"], 3) if on and lg and lg["img_s"] > 0 else None}
 rec["cuda_profile_eval_fp32"] = [l.strip() for l in open(profile)] if os.path.exists(profile) else []
 if os.path.exists(sb):
     try:

@@ -12,6 +12,9 @@
  *                algorithms only, chosen once per plan (heuristics; timed
  *                with DDPIPE_CUDA_ALGO=find); channels padded to multiples
  *                of 8 with zeros (exact) so the tensor-core kernels apply;
+ *                as one cuDNN graph (cuda_fused.c: conv, bias, post-ops in
+ *                fp32, one rounding at its end) where the output channels
+ *                need no padding; else, or where cuDNN builds no graph,
  *                cuDNN stores its fp32 sum rounded to bf16, then the
  *                epilogue kernel adds the bias and applies the post-ops in
  *                fp32 and rounds once more (the one rounding point more than
@@ -28,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpud/cuda/cuda_fused.h"
 #include "gpud/cuda/cuda_infer.h"
 #include "gpud/cuda/cuda_infer_kernels.h"
 #include "gpud/cuda/cuda_priv.h"
@@ -148,11 +152,13 @@ typedef struct {
                          * the residual) or ocp != out[1]; else NULL */
     unsigned wver;      /* g->params_version of w16 */
     int wset;
+    cu_fused_t *fused;  /* the conv + epilogue as one cuDNN graph (ocp == oc), or NULL */
 } iconv_t;
 
 static void iconv_destroy(bk_plan_t *bp)
 {
     iconv_t *p = (iconv_t *)bp;
+    cu_fused_free(p->fused);
     if (p->xd)
         cudnnDestroyTensorDescriptor(p->xd);
     if (p->yd)
@@ -279,6 +285,17 @@ bk_plan_t *cuinf_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *pos
         iconv_destroy(&p->base);
         return g->failed ? NULL : bk_ctx_fail(g, "%d post-ops (at most %d)", post->n, CK_MAX_POST);
     }
+    /* the graph (one rounding, at its end) where no output channel is padding */
+    cu_fused_shape_t fs = {.in = {in[0], p->icp, in[2], in[3]}, .kh = c->kh, .kw = c->kw,
+                           .sh = c->stride_h, .sw = c->stride_w, .ph = c->pad_h,
+                           .pw = c->pad_w, .bf16_nhwc = 1, .tensor_core = 1, .bias = 1,
+                           .n_post = p->post.n_post};
+    memcpy(fs.out, out, sizeof fs.out);
+    memcpy(fs.post, p->post.post, sizeof fs.post);
+    if (p->ocp == out[1] && !(p->fused = cu_fused_new(g, &fs)) && g->failed) {
+        iconv_destroy(&p->base);
+        return NULL;
+    }
     return &p->base;
 }
 
@@ -314,6 +331,9 @@ int cuinf_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, co
         xin = p->xpad;
     }
     void *out = p->tmp ? p->tmp : y;
+    int rc = p->fused ? cu_fused_run(g, p->fused, xin, p->w16, b, res, p->tmp, y) : 1;
+    if (rc <= 0)   /* 1: the legacy conv + epilogue (no graph, or it failed: off for good) */
+        return rc;
     if (cudnn_check(g, cudnnConvolutionForward(cb->dnn, &one, p->xd, xin, p->wd, p->w16, p->cd,
                                                p->algo, cb->ws, cb->ws_size, &zero, p->yd, out),
                     "cudnnConvolutionForward (bf16 NHWC)") < 0)

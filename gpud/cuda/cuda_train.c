@@ -8,14 +8,17 @@
  * per-channel host vectors (chan_sums, chan_axpb, bn_grad_*: the centres
  * and coefficients up, the double sums down; tape_copies.c plans them:
  * change both together). Convolutions and linear layers run in cuDNN /
- * cuBLAS; batch-norm, ReLU, pooling, dropout and cross-entropy are the own
- * kernels of cuda_kernels.cu, which follow gpud/cpu/ref_ops.c.
+ * cuBLAS (an inference graph's conv + bias + post-ops as one cuDNN graph,
+ * cuda_fused.c, the legacy conv + epilogue kernel its fallback);
+ * batch-norm, ReLU, pooling, dropout and cross-entropy are the own kernels
+ * of cuda_kernels.cu, which follow gpud/cpu/ref_ops.c.
  *
  * --precision bf16 (cuinf_on): the inference plan in bf16 NHWC on tensor
  * cores, cuda_infer.c; the entries below hand over to it at their top. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpud/cuda/cuda_fused.h"
 #include "gpud/cuda/cuda_infer.h"
 #include "gpud/cuda/cuda_priv.h"
 
@@ -153,11 +156,13 @@ typedef struct {
     int infer;
     ck_post_t post;
     float *tmp;             /* with a sum: the conv's output (y holds the residual) */
+    cu_fused_t *fused;      /* the same as one cuDNN graph, or NULL: cuda_fused.c */
 } conv_plan_t;
 
 static void conv_plan_destroy(bk_plan_t *bp)
 {
     conv_plan_t *p = (conv_plan_t *)bp;
+    cu_fused_free(p->fused);
     cu_conv_fini(&p->conv);
     cudaFree(p->sums);
     cudaFree(p->tmp);
@@ -193,6 +198,17 @@ static bk_plan_t *ct_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
         conv_plan_destroy(&p->base);
         return g->failed ? NULL : bk_ctx_fail(g, "out of memory");
     }
+    /* inference: the fused graph too; the legacy conv above stays its fallback */
+    cu_fused_shape_t fs = {.kh = c->kh, .kw = c->kw, .sh = c->stride_h, .sw = c->stride_w,
+                           .ph = c->pad_h, .pw = c->pad_w, .tensor_core = cu_be(g->be)->tf32,
+                           .bias = 1, .n_post = p->post.n_post};
+    memcpy(fs.in, in, sizeof fs.in);
+    memcpy(fs.out, out, sizeof fs.out);
+    memcpy(fs.post, p->post.post, sizeof fs.post);
+    if (p->infer && !(p->fused = cu_fused_new(g, &fs)) && g->failed) {
+        conv_plan_destroy(&p->base);
+        return NULL;
+    }
     return &p->base;
 }
 
@@ -207,7 +223,12 @@ static int ct_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w
         return cuinf_conv_fwd(g, bp, x, w, b, res, y);
     conv_plan_t *p = (conv_plan_t *)bp;
     float *out = res ? p->tmp : y;
-    if (cu_sticky(g) < 0 || cu_conv_fwd(g, &p->conv, x, w, out) < 0)
+    int rc = cu_sticky(g) < 0 ? -1
+             : p->fused    ? cu_fused_run(g, p->fused, x, w, b, res, out, y)
+                           : 1;
+    if (rc <= 0)   /* 1: the legacy path (no graph, or it failed and is off for good) */
+        return rc;
+    if (cu_conv_fwd(g, &p->conv, x, w, out) < 0)
         return -1;
     if (!b && p->post.n_post == 0)
         return 0;

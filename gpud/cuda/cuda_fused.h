@@ -1,0 +1,65 @@
+/* cuda_fused — an inference graph's fused convolution (conv + bias + the
+ * post-ops in the plan's order: ReLU, + residual) as ONE cuDNN 9 operation
+ * graph through the backend API (cudnn_graph.h), docs/CUDA.md "cuDNN graph
+ * API for the fused eval conv". A plan is built once per shape at plan
+ * time: heuristics (mode A, then FALLBACK), deterministic engines only (the
+ * NONDETERMINISTIC numerical note filtered out, so a sample's logits do not
+ * depend on which worker computed it), the first configuration that
+ * finalizes within the workspace cap wins. Where cuDNN builds no plan,
+ * cu_fused_new logs one line and returns NULL: the caller keeps its legacy
+ * path (cudnnConvolutionForward + the epilogue kernel), which it always
+ * builds too. DDPIPE_CUDNN_GRAPH=0 (read at plan time) turns this off.
+ * Callers: cuda_train.c (fp32 NCHW) and cuda_infer.c (bf16 NHWC); nothing
+ * here calls back into them. */
+#ifndef DDP_CUDA_FUSED_H
+#define DDP_CUDA_FUSED_H
+
+#include "gpud/backend_impl.h"
+
+#define CU_FUSED_MAX_POST 4
+
+/* One fused convolution's shapes. */
+typedef struct {
+    int in[4];              /* x: n, c, h, w (logical; bf16_nhwc: stored NHWC) */
+    int out[4];             /* y, and the residual: n, k, oh, ow */
+    int kh, kw, sh, sw, ph, pw;
+    int bf16_nhwc;          /* x, w, y, residual bf16 NHWC; else fp32 NCHW */
+    int tensor_core;        /* engines with the TENSOR_CORE note allowed (fp32: TF32) */
+    int bias;               /* a bias node: out[1] floats, broadcast 1 x k x 1 x 1 (a
+                             * NULL b at run time adds zeros: exact) */
+    int n_post;
+    int post[CU_FUSED_MAX_POST];   /* BK_PO_RELU / BK_PO_SUM, applied in order */
+} cu_fused_shape_t;
+
+typedef struct cu_fused cu_fused_t;
+
+/* The execution plan for s, its workspace ensured (cu_workspace). NULL
+ * when the legacy path is to run: DDPIPE_CUDNN_GRAPH=0, or cuDNN built no
+ * plan (logged once, naming the layer, the step and cuDNN's status), with
+ * g untouched; or g failed (the workspace could not be allocated). */
+cu_fused_t *cu_fused_new(bk_ctx_t *g, const cu_fused_shape_t *s);
+
+/* y = the fused graph of x, w, b (NULL: zeros) and res (with a SUM
+ * post-op; it is y's own buffer: the graph then writes tmp, an out-shaped
+ * buffer, and tmp is copied into y, so cuDNN never reads and writes one
+ * buffer). Returns 0 done; 1 when the caller must run its legacy path for
+ * this call: a pointer not aligned as planned, or cudnnBackendExecute
+ * failed (logged once; the plan stays legacy for good after that); -1 when
+ * g failed (the copy into y). */
+int cu_fused_run(bk_ctx_t *g, cu_fused_t *f, const void *x, const void *w, const float *b,
+                 const void *res, void *tmp, void *y);
+
+void cu_fused_free(cu_fused_t *f);
+
+/* What the fused convolutions did in this process, over every cuda backend
+ * (for tests and logs). */
+typedef struct {
+    unsigned long fused;        /* plans built on the graph API */
+    unsigned long legacy;       /* plans left on the legacy path: cuDNN built none */
+    unsigned long off;          /* plans asked for with DDPIPE_CUDNN_GRAPH=0 */
+    unsigned long run_failed;   /* plans switched to legacy at run time */
+} cu_fused_counts_t;
+
+cu_fused_counts_t cu_fused_counts(void);
+
+#endif
