@@ -13,7 +13,8 @@
  * clears the error the kernels noted meanwhile (cu_note's sticky
  * cb->failed; none was pending, capture_begin checks) and the engine runs
  * the ops again unrecorded. The inference kernels (cuda_train.c:
- * conv_fwd + bias/post-op, bn_fwd eval, relu, pool, add, concat, flatten
+ * conv_fwd + bias/post-op, or one cudnnBackendExecute of the fused graph
+ * (cuda_fused.c), bn_fwd eval, relu, pool, add, concat, flatten
  * as a device copy, dropout at p = 0, linear through cuBLAS) queue only
  * device work on the stream; cu_sticky is a host flag, not a
  * synchronisation; CE (labels from the host) and dropout with a mask (ids
