@@ -4,25 +4,12 @@
  * (gpud/cpu/ref_ops.c's loops, then one rounding to bf16) rather than
  * fastest: the time of the plan is in cuDNN's convolutions. */
 #include "gpud/cuda/cuda_infer_kernels.h"
+#include "gpud/cuda/cuda_launch.h"
 
 #include <cuda_bf16.h>
 #include <math.h>
 
-#define THREADS 256
-
 typedef __nv_bfloat16 bf16;
-
-static unsigned blocks_for(size_t count)
-{
-    size_t b = (count + THREADS - 1) / THREADS;
-    if (b < 1)
-        b = 1;
-    return b > 65535u * 8 ? 65535u * 8 : (unsigned)b;   /* grid-stride covers the rest */
-}
-
-#define GRID_STRIDE(i, count) \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (count); \
-         i += (size_t)gridDim.x * blockDim.x)
 
 /* ------------------------------------------------------------ layouts */
 

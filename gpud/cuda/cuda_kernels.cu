@@ -2,22 +2,9 @@
  * element (grid-stride), one block per channel for reductions; written to be
  * obviously equal to gpud/cpu/ref_ops.c rather than fastest. */
 #include "gpud/cuda/cuda_kernels.h"
+#include "gpud/cuda/cuda_launch.h"
 
 #include <math.h>
-
-#define THREADS 256
-
-static unsigned blocks_for(size_t count)
-{
-    size_t b = (count + THREADS - 1) / THREADS;
-    if (b < 1)
-        b = 1;
-    return b > 65535u * 8 ? 65535u * 8 : (unsigned)b;   /* grid-stride covers the rest */
-}
-
-#define GRID_STRIDE(i, count) \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (count); \
-         i += (size_t)gridDim.x * blockDim.x)
 
 /* Sum of v over the block (THREADS threads); the result is valid in thread 0. */
 __device__ static double block_sum(double v)

@@ -1,12 +1,13 @@
 """Fake peers for daemon tests over real sockets (python3-zmq, msgpack):
 protocol maps, DEALERs with a chosen identity, and waiting for a message
-type with a bound that prints the daemon's log when it runs out."""
+type with a bound that prints the daemon's log when it runs out, and
+waiting for a line in the daemon's log (it must not exit meanwhile)."""
 import time
 
 import msgpack
 import zmq
 
-from ddp_it import fail, read
+from ddp_it import check, fail, read
 
 
 def pack(t, **kw):
@@ -32,3 +33,15 @@ def expect_msg(sock, t, logpath, timeout=20):
             if m["t"] == t:
                 return m
     fail("no message of type %d within %ds:\n%s" % (t, timeout, read(logpath)))
+
+
+def wait_log(proc, logpath, text, timeout=20):
+    """Returns once the daemon proc (logging to logpath) has logged text;
+    fails when it exits first or the bound runs out."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if text in read(logpath):
+            return
+        check(proc.poll() is None, "reducerd exited %s:\n%s" % (proc.returncode, read(logpath)))
+        time.sleep(0.05)
+    fail("reducerd never logged %r:\n%s" % (text, read(logpath)))

@@ -16,7 +16,7 @@ try:
     import zmq
 except ImportError:
     fail("python3-zmq and python3-msgpack are needed (scripts/install-deps.sh --test)")
-from ddp_fake import expect_msg, new_dealer, pack
+from ddp_fake import expect_msg, new_dealer, pack, wait_log
 
 JOIN, WELCOME, PLAN, HEARTBEAT, RESULT, FAILED, STOP, DONE, ISSUED = 1, 2, 3, 5, 8, 9, 10, 11, 13
 ctx = zmq.Context()
@@ -33,14 +33,6 @@ def expect(sock, t, timeout=20):
     return expect_msg(sock, t, logpath, timeout)
 
 
-def wait_log(text, timeout=20):
-    end = time.time() + timeout
-    while time.time() < end:
-        if text in read(logpath):
-            return
-        check(proc.poll() is None, "reducerd exited %s:\n%s" % (proc.returncode, read(logpath)))
-        time.sleep(0.05)
-    fail("reducerd never logged %r:\n%s" % (text, read(logpath)))
 
 
 sub = ctx.socket(zmq.SUB)
@@ -51,7 +43,7 @@ with open(logpath, "w") as log:
     proc = subprocess.Popen([os.path.join(BIN, "reducerd"), "--bind", ep, "--pub", pub,
                              "--worker-timeout", "30", "--done-timeout", "10", "--verbose"], stdout=log, stderr=log)
 try:
-    wait_log("reporterd subscribed")
+    wait_log(proc, logpath, "reporterd subscribed")
     loader = dealer(b"loader")
     loader.send(pack(JOIN, role=2, pid=1, want_rank=-1, name="loader-1", host="h", backend=""))
     names = ["c0", "c1", "c2"]
@@ -63,17 +55,17 @@ try:
     # a second loader while the first is alive: its JOIN, PLAN, ISSUED, FAILED are refused
     rogue = dealer(b"rogue")
     rogue.send(pack(JOIN, role=2, pid=2, want_rank=-1, name="loader-2", host="h", backend=""))
-    wait_log("rejected JOIN from loader-2: a second loader while loader-1 is alive")
+    wait_log(proc, logpath, "rejected JOIN from loader-2: a second loader while loader-1 is alive")
     rogue.send(pack(PLAN, epoch=0, phase=0, n=2, class_names=["x"], dataset="hijack"))
     rogue.send(pack(FAILED, epoch=0, phase=0, id=0, path="p", reason="forged", **la))   # stolen token
     rogue.send(pack(ISSUED, seq=1, epoch=0, phase=0, rank=0, n=1, ids=struct.pack("<Q", 0),
                     labels=struct.pack("<i", 2), **la))
-    wait_log("rejected PLAN from unjoined")
-    wait_log("rejected FAILED from unjoined")
-    wait_log("rejected ISSUED from unjoined")
+    wait_log(proc, logpath, "rejected PLAN from unjoined")
+    wait_log(proc, logpath, "rejected FAILED from unjoined")
+    wait_log(proc, logpath, "rejected ISSUED from unjoined")
     # the real loader without its token
     loader.send(pack(FAILED, epoch=0, phase=0, id=1, path="p", reason="no token"))
-    wait_log("rejected FAILED from loader-1: missing or wrong session token")
+    wait_log(proc, logpath, "rejected FAILED from loader-1: missing or wrong session token")
 
     # a worker, and a stranger taking its name while it is alive
     gpud = dealer(b"worker-a")
@@ -82,15 +74,15 @@ try:
     ga = auth(w["job"], w["session"], w["token"])
     thief = dealer(b"thief")
     thief.send(pack(JOIN, role=1, pid=4, want_rank=-1, name="worker-a", host="h", backend="cpu"))
-    wait_log("rejected JOIN from worker-a: the name is held by a live gpud")
+    wait_log(proc, logpath, "rejected JOIN from worker-a: the name is held by a live gpud")
     check(not thief.poll(500), "the name thief got an answer")
     hb = dealer(b"worker-a.hb")
     hb.send(pack(HEARTBEAT, worker="worker-a", rank=w["rank"], batches_done=0,
                  **auth(w["job"], w["session"], b"\0" * 16)))
-    wait_log("rejected HEARTBEAT from")
+    wait_log(proc, logpath, "rejected HEARTBEAT from")
     stranger = dealer(b"stranger")
     stranger.send(pack(DONE, code=0, reason="forged"))
-    wait_log("rejected DONE from unjoined")
+    wait_log(proc, logpath, "rejected DONE from unjoined")
 
     # the real job: ids 0..3 issued to the worker, answered once, all right
     ids, labels = [0, 1, 2, 3], [0, 1, 2, 0]

@@ -21,7 +21,7 @@ try:
     import zmq
 except ImportError:
     fail("python3-zmq and python3-msgpack are needed (scripts/install-deps.sh --test)")
-from ddp_fake import expect_msg, new_dealer, pack
+from ddp_fake import expect_msg, new_dealer, pack, wait_log
 
 JOIN, WELCOME, MEMBERS, STEP, NCCLID = 1, 2, 15, 16, 19
 ctx = zmq.Context()
@@ -39,14 +39,6 @@ def start(wd, workers):
     return ep, logpath, proc
 
 
-def wait_log(proc, logpath, text, timeout=20):
-    end = time.time() + timeout
-    while time.time() < end:
-        if text in read(logpath):
-            return
-        check(proc.poll() is None, "reducerd exited %s:\n%s" % (proc.returncode, read(logpath)))
-        time.sleep(0.05)
-    fail("reducerd never logged %r:\n%s" % (text, read(logpath)))
 
 
 def nothing(sock, what, ms=500):

@@ -18,7 +18,7 @@ try:
     import zmq
 except ImportError:
     fail("python3-zmq and python3-msgpack are needed (scripts/install-deps.sh --test)")
-from ddp_fake import expect_msg, new_dealer, pack
+from ddp_fake import expect_msg, new_dealer, pack, wait_log
 
 JOIN, WELCOME, PLAN, HEARTBEAT, RESULT, DONE, ISSUED, REISSUE = 1, 2, 3, 5, 8, 11, 13, 14
 ctx = zmq.Context()
@@ -27,14 +27,6 @@ ep, pub = "ipc://%s/reducer" % wd, "ipc://%s/events" % wd
 logpath = os.path.join(wd, "reducerd.log")
 
 
-def wait_log(text, timeout=20):
-    end = time.time() + timeout
-    while time.time() < end:
-        if text in read(logpath):
-            return
-        check(proc.poll() is None, "reducerd exited %s:\n%s" % (proc.returncode, read(logpath)))
-        time.sleep(0.05)
-    fail("reducerd never logged %r:\n%s" % (text, read(logpath)))
 
 
 def result(seq, ids, failed=None, why=()):
@@ -71,7 +63,7 @@ with open(logpath, "w") as log:
 metric = None
 failed_events = []
 try:
-    wait_log("reporterd subscribed")
+    wait_log(proc, logpath, "reporterd subscribed")
     loader = new_dealer(ctx, ep, b"loader")
     loader.send(pack(JOIN, role=2, pid=1, want_rank=-1, name="loader-1", host="h", backend=""))
     paths = ["c%d/img%d.jpg" % (i % 3, i) for i in range(6)]
@@ -88,7 +80,7 @@ try:
     issue(2, [3, 4, 5])
     # batch 2 answered with batch 1's ids, all marked failed: refused, nothing counted
     gpud.send(result(2, [0, 1, 2], [1, 1, 1], ["forged"] * 3))
-    wait_log("rejected RESULT from worker-a")
+    wait_log(proc, logpath, "rejected RESULT from worker-a")
     re = expect_msg(loader, REISSUE, logpath)
     check(re["seq"] == 2, "REISSUE names seq %r, want 2" % re["seq"])
     # batch 1 answered right, its sample 1 did not decode at the gpud
