@@ -159,6 +159,9 @@ typedef struct {
     uint64_t seed, step;    /* dropout stream (with the sample ids) */
     const int64_t *ids;     /* dataset ids of the n samples; NULL: 0..n-1 */
     int no_dropout;         /* 1: dropout is the identity (parity tests) */
+    int chunk;              /* > 0: bitwise mode (docs/TRAINING.md "Bitwise training"):
+                             * the n samples run as chunks of this many (the last may
+                             * be short), sums exact (common/xsum.h); 0: one batch */
 } model_step_t;
 
 /* One training step on n samples (uint8 CHW pixels normalised as in

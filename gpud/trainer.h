@@ -45,6 +45,8 @@ typedef struct {
     double warmup_start_factor;   /* 0: LinearLR's default 1/3 */
     float label_smoothing;
     uint64_t seed;                /* dropout stream; checkpoint's ckpt.seed */
+    int chunk;                    /* --chunk: > 0 bitwise training (chunks of this many
+                                   * samples, exact sums); 0 off */
     const char *freeze[TRAINER_MAX_PREFIXES];      /* model_freeze prefixes */
     int n_freeze;
     const char *freeze_bn[TRAINER_MAX_PREFIXES];   /* model_freeze_bn prefixes */
