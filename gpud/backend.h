@@ -267,6 +267,38 @@ int bk_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy);
  * gradient array (the caller zeroes them). Without an all-reduce hook it
  * does nothing. */
 int bk_empty_step(bk_graph_t *g, bk_tensor_t *y);
+
+/* ---- bitwise training (docs/TRAINING.md "Bitwise training"): a rank's
+ * samples run as chunks of a fixed size, one graph per chunk (each built
+ * for its chunk's samples, all of one structure and bound to the same
+ * parameters), op by op over the chunks, so that a sample's arithmetic
+ * never depends on how many ranks share the step, and every sum over
+ * samples is exact (common/xsum.h), over the chunks and over the ranks.
+ *
+ * fn sums an xsum over every rank of the job, exactly and in place (the
+ * same limbs on every rank; NULL: one rank). sync 1: training-mode
+ * BatchNorm normalises with the statistics of all chunks of all ranks
+ * (SyncBatchNorm; fn runs twice per BN op forward, once per BN op reached
+ * backward); 0: each chunk with its own ("ghost batch norm"), and the
+ * running stats move once per step towards the mean over all chunks of
+ * their statistics (fn runs once per BN op forward). Every rank makes the
+ * same fn calls in the same order. Set on every chunk graph. */
+struct xsum;
+typedef int (*bk_xreduce_fn)(void *ctx, struct xsum *x, char *err, size_t errlen);
+void bk_graph_set_exact(bk_graph_t *g, bk_xreduce_fn fn, void *ctx, int sync);
+/* The forward of n >= 1 chunk graphs (inputs, labels and steps set on
+ * each); a training-mode BN op's running stats are updated once. */
+int bk_chunks_forward(bk_graph_t **g, int n);
+/* Their backward from y[j] (each graph's loss) with seed gradients dy[j]:
+ * each op's parameter gradients are written by one chunk after another
+ * into the bound arrays, the grad-ready hook called after each chunk's
+ * (the caller accumulates them: they are overwritten by the next). */
+int bk_chunks_backward(bk_graph_t **g, int n, bk_tensor_t **y, const float *const *dy);
+/* A rank without samples this step: g describes the ops (a chunk graph,
+ * not run); makes exactly the fn calls the ranks with chunks make,
+ * contributing zeros, and updates the running stats as they do. */
+int bk_chunks_empty(bk_graph_t *g, bk_tensor_t *y);
+
 int bk_read(bk_graph_t *g, bk_tensor_t *x, float *dst);
 int bk_read_grad(bk_graph_t *g, bk_tensor_t *x, float *dst);
 void bk_tensor_dims(const bk_tensor_t *t, int *n, int *c, int *h, int *w);

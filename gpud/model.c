@@ -90,6 +90,7 @@ void model_destroy(model_t **mp)
     model_t *m = *mp;
     model_eval_drop(m);
     bk_graph_destroy(&m->tg);
+    model_chunks_drop(m);
     pstore_destroy(&m->ps);
     free(m->nbt);
     free(m->t_x);

@@ -220,6 +220,16 @@ int model_set_sync_bn(model_t *m, model_allreduce_fn fn, void *ctx);  /* NULL fn
  * training. */
 typedef void (*model_grad_ready_fn)(void *ctx, const float *grad);
 int model_set_grad_ready(model_t *m, model_grad_ready_fn fn, void *ctx);
+/* Bitwise training (model_step_t.chunk, docs/TRAINING.md "Bitwise
+ * training"): fn sums an xsum exactly over every rank, in place (NULL: one
+ * rank); sync_bn 1: BatchNorm with the statistics of the whole step
+ * (SyncBatchNorm), 0: of each chunk (ghost batch norm). With chunks the
+ * grad-ready hook gets each parameter gradient once per chunk (the next
+ * chunk overwrites it): the caller sums them. -1 when not opened for
+ * training. */
+struct xsum;
+typedef int (*model_xreduce_fn)(void *ctx, struct xsum *x, char *err, size_t errlen);
+int model_set_exact(model_t *m, model_xreduce_fn fn, void *ctx, int sync_bn);
 
 /* Freeze (1) or unfreeze (0) every trainable parameter whose name starts
  * with prefix ("" = all): a frozen parameter gets no gradient (its grad

@@ -148,6 +148,20 @@ int model_set_grad_ready(model_t *m, model_grad_ready_fn fn, void *ctx)
     m->ready_fn = fn;
     m->ready_ctx = ctx;
     bk_graph_set_grad_ready(m->tg, fn, ctx);   /* NULL graph: nothing */
+    for (int j = 0; j < m->ncs; j++)
+        bk_graph_set_grad_ready(m->cs[j].g, fn, ctx);
+    return 0;
+}
+
+int model_set_exact(model_t *m, model_xreduce_fn fn, void *ctx, int sync_bn)
+{
+    if (!m->ps || !m->opts.train)
+        return -1;
+    m->x_fn = fn;
+    m->x_ctx = ctx;
+    m->x_sync = sync_bn;
+    for (int j = 0; j < m->ncs; j++)
+        bk_graph_set_exact(m->cs[j].g, fn, ctx, sync_bn);
     return 0;
 }
 
@@ -166,6 +180,7 @@ int model_freeze(model_t *m, const char *prefix, int frozen)
     }
     if (changed) {   /* the graph bound the old gradient arrays */
         bk_graph_destroy(&m->tg);
+        model_chunks_drop(m);
         if (pstore_lay_grads(m->ps) < 0)
             return -1;
     }
@@ -187,8 +202,10 @@ int model_freeze_bn(model_t *m, const char *prefix, int frozen)
             changed++;
         }
     }
-    if (changed)   /* the graph fixed each BN's mode when it was built */
+    if (changed) {   /* the graph fixed each BN's mode when it was built */
         bk_graph_destroy(&m->tg);
+        model_chunks_drop(m);
+    }
     return changed;
 }
 

@@ -9,6 +9,7 @@
  *   model_params.c   the parameters: access, BatchNorm counters, freezing,
  *                    SyncBatchNorm, model_sync_eval
  *   model_train.c    one training step: the training graph, forward, backward
+ *   model_chunks.c   one bitwise training step: a graph per chunk
  *
  * All sit on backend.h (bk_graph: every graph is the architecture's one
  * description, models/layers.h) and models/layers.h. */
@@ -40,6 +41,13 @@ typedef struct {
     unsigned long last_used;
 } eval_slot_t;
 
+/* Bitwise training: the graph of one chunk (model_chunks.c). */
+typedef struct {
+    bk_graph_t *g;
+    bk_tensor_t *in, *logits, *loss;
+    int n;              /* its samples */
+} chunk_slot_t;
+
 struct model {
     const arch_t *arch;
     arch_info_t info;   /* the architecture's configuration (resolve) */
@@ -62,6 +70,13 @@ struct model {
     void *sync_ctx;
     model_grad_ready_fn ready_fn; /* gradient buckets' hook, NULL: off */
     void *ready_ctx;
+    chunk_slot_t *cs;   /* bitwise training: a graph per chunk of the step */
+    int ncs;
+    int cs_c, cs_h, cs_w;   /* the sample shape and label smoothing they were built for */
+    float cs_eps;
+    model_xreduce_fn x_fn;  /* their exact all-reduce (model_set_exact), NULL: one rank */
+    void *x_ctx;
+    int x_sync;             /* their BatchNorm: global statistics */
     bn_count_t *nbt;    /* num_batches_tracked of each BatchNorm (train = 1) */
     int n_nbt;
     bk_traffic_t traffic;   /* host<->backend bytes so far (model_traffic) */
@@ -112,6 +127,16 @@ int model_params_open(model_t *m, const model_opts_t *o, const char *weights_pat
 
 /* A train step happened: +1 in every BatchNorm that trains. */
 void model_counts_step(model_t *m);
+
+/* ---- model_chunks.c */
+
+/* model_train_step_* with s->chunk > 0: the n samples as chunks. */
+int model_chunks_step(model_t *m, model_fill_fn fill, const void *ctx,
+                      const model_u8_src_t *u8, int n, int c, int h, int w,
+                      const int32_t *labels, const model_step_t *s, float *loss,
+                      float *logits, char *err, size_t errlen);
+/* Destroy the chunk graphs (the model closes, or its parameters moved). */
+void model_chunks_drop(model_t *m);
 
 /* ---- model_train.c */
 

@@ -12,14 +12,14 @@
 
 /* Where to write x's gradient: its own buffer the first time, else the
  * temporary (then grad_commit adds it). NULL: x needs no gradient. */
-static void *grad_dst(bk_graph_t *g, bk_tensor_t *x)
+void *tape_grad_dst(bk_graph_t *g, bk_tensor_t *x)
 {
     if (!x->needs_grad)
         return NULL;
     return x->grad_set ? g->tmp : x->grad;
 }
 
-static void grad_commit(bk_graph_t *g, bk_tensor_t *x)
+void tape_grad_commit(bk_graph_t *g, bk_tensor_t *x)
 {
     if (!x->needs_grad)
         return;
@@ -51,7 +51,7 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
     backend_t *be = g->base.be;
     bk_ctx_t *bg = &g->base;
     bk_tensor_t *x = o->in[0], *y = o->out;
-    void *gx = grad_dst(g, x);
+    void *gx = tape_grad_dst(g, x);
     int s[4], rc = 0;
     shape_of(x, s);
     switch (o->kind) {
@@ -91,18 +91,18 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
     case TO_ADD:
         if (gx)
             k->copy(be, gx, y->grad, numel(y));
-        grad_commit(g, x);
-        if ((gx = grad_dst(g, o->in[1])) != NULL)
+        tape_grad_commit(g, x);
+        if ((gx = tape_grad_dst(g, o->in[1])) != NULL)
             k->copy(be, gx, y->grad, numel(y));
-        grad_commit(g, o->in[1]);
+        tape_grad_commit(g, o->in[1]);
         return 0;
     case TO_CONCAT:
         for (int i = 0, off = 0; i < o->nin; off += o->in[i]->c, i++) {
             int xs[4];
             shape_of(o->in[i], xs);
-            if ((gx = grad_dst(g, o->in[i])) != NULL)
+            if ((gx = tape_grad_dst(g, o->in[i])) != NULL)
                 k->concat(be, y->grad, y->c, gx, xs, off, 0);
-            grad_commit(g, o->in[i]);
+            tape_grad_commit(g, o->in[i]);
         }
         return 0;
     case TO_DROPOUT:
@@ -116,12 +116,12 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
         break;
     }
     if (rc == 0)
-        grad_commit(g, x);
+        tape_grad_commit(g, x);
     return rc;
 }
 
 /* o's parameter gradients are final (each parameter belongs to one op). */
-static void grads_ready(bk_graph_t *g, const top_t *o)
+void tape_grads_ready(bk_graph_t *g, const top_t *o)
 {
     const float *p[2] = {NULL, NULL};
     if (o->kind == TO_CONV) {
@@ -139,7 +139,7 @@ static void grads_ready(bk_graph_t *g, const top_t *o)
             g->grad_ready(g->grad_ready_ctx, p[i]);
 }
 
-int bk_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy)
+int tape_backward_begin(bk_graph_t *g, bk_tensor_t *y, const float *dy)
 {
     if (!g || g->base.failed || !y || tape_ready(g) < 0)
         return -1;
@@ -173,25 +173,38 @@ int bk_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy)
     if (g->bf16 && y->producer >= 0 && g->ops[y->producer].kind != TO_CE)
         g->k->round_bf16(g->base.be, y->grad, cnt);
     y->grad_set = 1;
-    tape_timer_begin(g, 1);
-    for (int i = y->producer; i >= 0; i--) {
-        top_t *o = &g->ops[i];
-        if (!o->out->needs_grad)
-            continue;
-        if (!o->out->grad_set) {   /* a branch that does not reach y */
-            g->k->zero(g->base.be, o->out->grad, numel(o->out));
-            o->out->grad_set = 1;
-        }
-        bk_ctx_set_name(&g->base, o->name);
-        double t0 = g->profile ? clock_mono_s() : 0.0;
-        if (op_backward(g, o, (uint32_t)i) < 0)
-            return -1;
-        if (g->profile)
-            g->prof[1][o->kind] += clock_mono_s() - t0;
-        tape_timer_mark(g, o->kind);
-        if (g->grad_ready)
-            grads_ready(g, o);
+    return 0;
+}
+
+int tape_backward_op(bk_graph_t *g, int i)
+{
+    top_t *o = &g->ops[i];
+    if (!o->out->needs_grad)
+        return 0;
+    if (!o->out->grad_set) {   /* a branch that does not reach y */
+        g->k->zero(g->base.be, o->out->grad, numel(o->out));
+        o->out->grad_set = 1;
     }
+    bk_ctx_set_name(&g->base, o->name);
+    double t0 = g->profile ? clock_mono_s() : 0.0;
+    if (op_backward(g, o, (uint32_t)i) < 0)
+        return -1;
+    if (g->profile)
+        g->prof[1][o->kind] += clock_mono_s() - t0;
+    tape_timer_mark(g, o->kind);
+    if (g->grad_ready)
+        tape_grads_ready(g, o);
+    return 0;
+}
+
+int bk_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy)
+{
+    if (tape_backward_begin(g, y, dy) < 0)
+        return -1;
+    tape_timer_begin(g, 1);
+    for (int i = y->producer; i >= 0; i--)
+        if (tape_backward_op(g, i) < 0)
+            return -1;
     tape_timer_end(g, 1);
     return 0;
 }

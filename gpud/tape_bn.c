@@ -10,7 +10,7 @@
  * batch variance for running_var. The running stats are parameter memory
  * (read and written back through tape_mem on a device arena; o->sync is
  * free for the stage between the forward's all-reduces and its backward). */
-static int bn_running_update(bk_graph_t *g, top_t *o, size_t count)
+int tape_bn_running(bk_graph_t *g, top_t *o, size_t count)
 {
     double m = o->bn.momentum, unbias = count > 1 ? (double)count / (double)(count - 1) : 1.0;
     size_t c = (size_t)o->bn.c;
@@ -56,7 +56,7 @@ static float *stat_var(top_t *o)
  * [0, c] forward sums and the count, or [0, 2c) backward sums (sum dy,
  * sum dy*xhat). sync (float): the eval-mode backward's own sums [0, 2c)
  * and the per-channel a, b and scale the kernels take. */
-static int bn_scratch(bk_graph_t *g, top_t *o)
+int tape_bn_scratch(bk_graph_t *g, top_t *o)
 {
     if (o->sync)
         return 0;
@@ -85,7 +85,7 @@ static int sync_call(bk_graph_t *g, double *data, size_t n)
 
 /* Per-channel sums of x into sync_d (zeros when x is NULL: this rank
  * holds no samples). */
-static void stat_sums(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const float *center)
+void tape_bn_sums(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const float *center)
 {
     int s[4];
     if (x) {
@@ -100,12 +100,12 @@ static void stat_sums(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const float
  * [sum x, count] gives the mean, then sum (x - mean)^2 the biased variance.
  * Returns the global count (0 when no rank had samples: then every rank
  * skips the second all-reduce alike), or -1. */
-static double bn_stats(bk_graph_t *g, top_t *o, const bk_tensor_t *x)
+double tape_bn_stats(bk_graph_t *g, top_t *o, const bk_tensor_t *x)
 {
     int c = o->bn.c;
-    if (bn_scratch(g, o) < 0)
+    if (tape_bn_scratch(g, o) < 0)
         return -1;
-    stat_sums(g, o, x, NULL);
+    tape_bn_sums(g, o, x, NULL);
     o->sync_d[c] = x ? (double)x->n * x->h * x->w : 0.0;
     if (sync_call(g, o->sync_d, (size_t)c + 1) < 0)
         return -1;
@@ -115,34 +115,45 @@ static double bn_stats(bk_graph_t *g, top_t *o, const bk_tensor_t *x)
         return 0;
     for (int i = 0; i < c; i++)
         o->save_mean[i] = (float)(o->sync_d[i] / count);
-    stat_sums(g, o, x, o->save_mean);
+    tape_bn_sums(g, o, x, o->save_mean);
     if (sync_call(g, o->sync_d, (size_t)c) < 0)
         return -1;
     for (int i = 0; i < c; i++)
         o->save_var[i] = (float)(o->sync_d[i] / count);
-    if (o->stat && (tape_pmem_put(g, stat_mean(o), o->save_mean, (size_t)c, tape_count_bn(g)) < 0 ||
-                    tape_pmem_put(g, stat_var(o), o->save_var, (size_t)c, tape_count_bn(g)) < 0))
+    return tape_bn_put_stats(g, o) < 0 ? -1 : count;
+}
+
+int tape_bn_put_stats(bk_graph_t *g, top_t *o)
+{
+    size_t c = (size_t)o->bn.c;
+    if (o->stat && (tape_pmem_put(g, stat_mean(o), o->save_mean, c, tape_count_bn(g)) < 0 ||
+                    tape_pmem_put(g, stat_var(o), o->save_var, c, tape_count_bn(g)) < 0))
         return -1;
-    return count;
+    return 0;
+}
+
+int tape_bn_normalize(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y)
+{
+    return g->k->bn_fwd(&g->base, o->plan, 0, x->val, o->bn.weight, o->bn.bias, stat_mean(o),
+                        stat_var(o), y->val);
 }
 
 /* Normalising with given statistics is the eval-mode kernel. */
 int tape_bn_fwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y)
 {
-    double count = bn_stats(g, o, x);
+    double count = tape_bn_stats(g, o, x);
     if (count < 0)
         return -1;
-    if (g->k->bn_fwd(&g->base, o->plan, 0, x->val, o->bn.weight, o->bn.bias, stat_mean(o),
-                     stat_var(o), y->val) < 0)
+    if (tape_bn_normalize(g, o, x, y) < 0)
         return -1;
-    return bn_running_update(g, o, (size_t)count);
+    return tape_bn_running(g, o, (size_t)count);
 }
 
 /* This rank's [sum dy', sum dy' * xhat] into sync_d[0, 2c) (dy' after the
  * fused ReLU's mask); without the backend's bn_grad_sums, the eval-mode
  * backward gives them (as floats) and gx = g * dy'. */
-static int bn_grad_local(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y,
-                         void *gx)
+int tape_bn_grad_local(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y,
+                       void *gx)
 {
     int c = o->bn.c;
     double *sdy = o->sync_d, *sdyx = o->sync_d + c;
@@ -171,7 +182,7 @@ static int bn_grad_local(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk
 
 /* This rank's own gamma/beta gradient sums into the grads arena (through
  * a stage in o->sync[0, 2c) on a device arena). */
-static int bn_param_grads(bk_graph_t *g, top_t *o)
+int tape_bn_param_grads(bk_graph_t *g, top_t *o)
 {
     size_t c = (size_t)o->bn.c;
     const double *sdy = o->sync_d, *sdyx = o->sync_d + c;
@@ -196,16 +207,22 @@ int tape_bn_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t
                 void *gx)
 {
     int c = o->bn.c;
-    double *sdy = o->sync_d, *sdyx = o->sync_d + c;
-    float *a = o->sync + 2 * c, *b = o->sync + 3 * c, *scale = o->sync + 4 * c;
     if (!x)
         memset(o->sync_d, 0, 2 * (size_t)c * sizeof *o->sync_d);
-    else if (bn_grad_local(g, o, x, y, gx) < 0)
+    else if (tape_bn_grad_local(g, o, x, y, gx) < 0)
         return -1;
-    if (x && o->bn.grad_weight && bn_param_grads(g, o) < 0)
+    if (x && o->bn.grad_weight && tape_bn_param_grads(g, o) < 0)
         return -1;
     if (sync_call(g, o->sync_d, 2 * (size_t)c) < 0)
         return -1;
+    return tape_bn_dx(g, o, x, y, gx);
+}
+
+int tape_bn_dx(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y, void *gx)
+{
+    int c = o->bn.c;
+    double *sdy = o->sync_d, *sdyx = o->sync_d + c;
+    float *a = o->sync + 2 * c, *b = o->sync + 3 * c, *scale = o->sync + 4 * c;
     if (!x || !gx)
         return 0;
     const float *gamma = tape_pmem_view(g, o->bn.weight, o->sync, (size_t)c, tape_count_bn(g));
@@ -255,10 +272,10 @@ int bk_empty_step(bk_graph_t *g, bk_tensor_t *y)
         if (o->kind != TO_BN || !bn_training(g, o))
             continue;
         bk_ctx_set_name(&g->base, o->name);
-        double count = bn_stats(g, o, NULL);
+        double count = tape_bn_stats(g, o, NULL);
         if (count < 0)
             return -1;
-        if (count >= 1.0 && bn_running_update(g, o, (size_t)count) < 0)
+        if (count >= 1.0 && tape_bn_running(g, o, (size_t)count) < 0)
             return -1;
     }
     for (int i = y->producer; i >= 0; i--) {   /* as bk_backward */

@@ -93,25 +93,33 @@ static int op_forward(bk_graph_t *g, top_t *o, uint32_t index)
     return 0;
 }
 
+int tape_forward_op(bk_graph_t *g, size_t i)
+{
+    size_t n;
+    top_t *ops = run_ops(g, &n);
+    bk_ctx_set_name(&g->base, ops[i].name);
+    double t0 = g->profile ? clock_mono_s() : 0.0;
+    if (op_forward(g, &ops[i], (uint32_t)i) < 0)
+        return -1;
+    if (g->bf16 && bf16_rounds(ops[i].kind))
+        g->k->round_bf16(g->base.be, ops[i].out->val, numel(ops[i].out));
+    if (g->profile)
+        g->prof[0][ops[i].kind] += clock_mono_s() - t0;
+    tape_timer_mark(g, ops[i].kind);
+    return 0;
+}
+
 /* The ops of one forward, in order (recorded when tape_capture.c says). */
 static int run_forward(bk_graph_t *g)
 {
     size_t n;
-    top_t *ops = run_ops(g, &n);
+    run_ops(g, &n);
     for (size_t i = 0; g->fops && g->bf16 && i < g->nv; i++)   /* cast before any reader */
         if (g->v[i]->is_input)
             g->k->round_bf16(g->base.be, g->v[i]->val, numel(g->v[i]));
-    for (size_t i = 0; i < n; i++) {
-        bk_ctx_set_name(&g->base, ops[i].name);
-        double t0 = g->profile ? clock_mono_s() : 0.0;
-        if (op_forward(g, &ops[i], (uint32_t)i) < 0)
+    for (size_t i = 0; i < n; i++)
+        if (tape_forward_op(g, i) < 0)
             return -1;
-        if (g->bf16 && bf16_rounds(ops[i].kind))
-            g->k->round_bf16(g->base.be, ops[i].out->val, numel(ops[i].out));
-        if (g->profile)
-            g->prof[0][ops[i].kind] += clock_mono_s() - t0;
-        tape_timer_mark(g, ops[i].kind);
-    }
     return 0;
 }
 

@@ -5,6 +5,8 @@
  *   tape_forward.c   the forward
  *   tape_backward.c  the backward
  *   tape_bn.c        training-mode BatchNorm (SyncBatchNorm's all-reduces)
+ *   tape_chunks.c    bitwise training: chunk graphs run op by op
+ *   tape_bn_chunks.c bitwise training's BatchNorm: exact sums over chunks
  *   tape_mem.c       the tape's parameter memory (host or device, as the arenas)
  *   tape_compile.c   the compile step: kernel plans and buffers
  *   tape_capture.c   an inference forward recorded once, replayed (CUDA graphs)
@@ -137,6 +139,10 @@ struct bk_graph {
     int batch;                      /* n of the first input */
     bk_allreduce_fn allreduce;      /* SyncBatchNorm; NULL: local statistics */
     void *allreduce_ctx;
+    int exact;                      /* bk_graph_set_exact: a chunk of bitwise training */
+    int exact_sync;                 /* its BatchNorm: global statistics (else per chunk) */
+    bk_xreduce_fn xreduce;          /* its exact sums over the ranks; NULL: one rank */
+    void *xreduce_ctx;
     bk_grad_ready_fn grad_ready;    /* parameter gradients as they become final */
     void *grad_ready_ctx;
     bk_traffic_t *traffic;          /* bk_graph_set_traffic; NULL: not counted */
@@ -183,11 +189,61 @@ int plan_fused_leave(bk_graph_t *g);
  * the fused ops re-folded after bk_graph_reload, or given up for the
  * recorded ops when the graph was switched to training mode. 0 or -1. */
 int tape_ready(bk_graph_t *g);
+/* tape_forward.c: op i of the forward (bf16 rounding, profile, timer
+ * included); 0 or -1. */
+int tape_forward_op(bk_graph_t *g, size_t i);
+/* tape_backward.c: bk_backward in parts, for tape_chunks.c: the seed
+ * gradient dy written into y (checks, compile), op i's backward (its
+ * parameter gradients handed to the grad-ready hook), and that hook call. */
+int tape_backward_begin(bk_graph_t *g, bk_tensor_t *y, const float *dy);
+int tape_backward_op(bk_graph_t *g, int i);
+/* Where x's gradient goes (its buffer the first time, else the temporary;
+ * NULL: none needed), and after writing it there: summed in, x marked. */
+void *tape_grad_dst(bk_graph_t *g, bk_tensor_t *x);
+void tape_grad_commit(bk_graph_t *g, bk_tensor_t *x);
+void tape_grads_ready(bk_graph_t *g, const top_t *o);
+
 /* tape_bn.c: a training-mode BatchNorm op's forward (batch statistics over
  * every rank, running stats updated) and backward (x NULL: an empty rank). */
 int tape_bn_fwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y);
 int tape_bn_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y,
                 void *gx);
+/* tape_bn.c's parts, shared with tape_bn_chunks.c (bitwise training):
+ * the op's scratch (sync, sync_d); per-channel sums of x (minus center when
+ * given; x NULL: zeros) into sync_d[0, c); the local batch statistics of x
+ * (sums through the SyncBatchNorm hook when set), returning the count;
+ * save_mean/save_var copied to the kernels' parameter memory (o->stat);
+ * y = the eval-mode kernel with those statistics; the running stats
+ * updated from save_mean/save_var over count samples; backward: the local
+ * [sum dy', sum dy' xhat] into sync_d[0, 2c) (and gx = gamma dy' without
+ * bn_grad_sums), those sums as this op's gamma/beta gradients, and the
+ * input gradient from sync_d's (global) sums and o->sync_count. */
+int tape_bn_scratch(bk_graph_t *g, top_t *o);
+void tape_bn_sums(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const float *center);
+double tape_bn_stats(bk_graph_t *g, top_t *o, const bk_tensor_t *x);
+int tape_bn_put_stats(bk_graph_t *g, top_t *o);
+int tape_bn_normalize(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y);
+int tape_bn_running(bk_graph_t *g, top_t *o, size_t count);
+int tape_bn_grad_local(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y,
+                       void *gx);
+int tape_bn_param_grads(bk_graph_t *g, top_t *o);
+int tape_bn_dx(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y, void *gx);
+/* tape_bn_chunks.c: training BatchNorm op i over the n chunk graphs of a
+ * bitwise step (bk_chunks_forward / bk_chunks_backward); n = 0: a rank
+ * without samples, g[0] only describing the ops (its exact sums are
+ * zeros). 0 or -1 (the failure on g[0]'s context). */
+int tape_bn_chunks_fwd(bk_graph_t **g, int n, size_t i);
+/* A failure of chunk j's graph reported on g[0] (whose error the caller
+ * reads); returns -1. */
+static inline int tape_chunk_fail(bk_graph_t **g, int j)
+{
+    if (j > 0 && !g[0]->base.failed)
+        bk_ctx_fail(&g[0]->base, "chunk %d: %s", j,
+                    bk_graph_error(g[j]) ? bk_graph_error(g[j]) : "backend failure");
+    return -1;
+}
+int tape_bn_chunks_bwd(bk_graph_t **g, int n, int i);
+
 /* The bytes tape_bn_fwd (and, backward, tape_bn_bwd) of op o copy between
  * the host and a device arena in one training step of a full batch (the
  * backend has bn_grad_sums; tape_copies.c sums them). */

@@ -13,6 +13,7 @@
 #include "gpud/backend_arena.h"
 #include "gpud/buckets.h"
 #include "gpud/finite.h"
+#include "gpud/grad_exact.h"
 
 /* DDP's first bucket (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES):
  * small enough that this ~3 MB WideResNet's gradient goes in 3 buckets. */
@@ -43,6 +44,8 @@ struct trainer {
     trainer_sum_fn dsum;    /* trainer_set_device_sum: the arena summed where it lives */
     void *dsum_ctx;
     bk_traffic_t logged;    /* model_traffic at the last --verbose step line */
+    grad_exact_t *exact;    /* cfg.chunk: the step's exact gradient sums */
+    int break_exact;        /* DDPIPE_BITWISE_BREAK=float-ring (tests): floats over the ring */
 };
 
 static int ends_with(const char *s, const char *suffix)
@@ -180,6 +183,44 @@ static int register_params(trainer_t *t, char *err, size_t errlen)
     return 0;
 }
 
+/* The model's hook in bitwise training: one chunk's gradient, summed. */
+static void on_grad_exact(void *ctx, const float *grad)
+{
+    trainer_t *t = ctx;
+    grad_exact_add(t->exact, grad);
+}
+
+/* Bitwise training (cfg.chunk): the exact sums of the optimized
+ * gradients, fed by the model's grad-ready hook chunk after chunk. Host
+ * arenas only: the sums are made on the host from the arena in place. */
+static int exact_init(trainer_t *t, char *err, size_t errlen)
+{
+    if (t->hg.copy) {
+        err_set(err, errlen, "bitwise training (--chunk) needs the parameters in host memory "
+                "(the cpu and ref backends); on %s it is not available yet",
+                t->grads->ops->name);
+        return -1;
+    }
+    size_t *numel = malloc((size_t)t->ng * sizeof *numel);
+    if (!numel) {
+        err_set(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < t->ng; i++) {
+        size_t lo, hi;
+        buckets_grad_range(t->bk, i, &lo, &hi);
+        numel[i] = hi - lo;
+    }
+    t->exact = grad_exact_new((float *)t->grads->base, numel, t->ng, err, errlen);
+    free(numel);
+    const char *brk = getenv("DDPIPE_BITWISE_BREAK");
+    t->break_exact = brk && strcmp(brk, "float-ring") == 0;
+    if (t->break_exact)
+        log_warn("DDPIPE_BITWISE_BREAK=float-ring: gradients summed as floats over the ring "
+                 "(a test of the bitwise tests; results depend on the number of ranks)");
+    return t->exact && model_set_grad_ready(t->m, on_grad_exact, t) == 0 ? 0 : -1;
+}
+
 static int build_sched(trainer_t *t, char *err, size_t errlen)
 {
     const trainer_cfg_t *c = &t->cfg;
@@ -207,7 +248,7 @@ trainer_t *trainer_new(model_t *model, const trainer_cfg_t *cfg, char *err, size
     t->cfg = *cfg;
     t->opt = optim_new(&cfg->optim, err, errlen);
     if (!t->opt || apply_freezes(t, err, errlen) < 0 || register_params(t, err, errlen) < 0 ||
-        build_sched(t, err, errlen) < 0)
+        build_sched(t, err, errlen) < 0 || (cfg->chunk > 0 && exact_init(t, err, errlen) < 0))
         trainer_destroy(&t);
     return t;
 }
@@ -225,6 +266,7 @@ void trainer_destroy(trainer_t **tp)
     arena_mirror_fini(&t->hg);
     free(t->cnt_saved);
     buckets_destroy(&t->bk);
+    grad_exact_destroy(&t->exact);
     free(t->gptr);
     free(t);
     *tp = NULL;
@@ -353,6 +395,8 @@ void trainer_set_device_sum(trainer_t *t, trainer_sum_fn fn, void *ctx)
 
 int trainer_set_overlap(trainer_t *t, allreduce_t *ar, int timeout_ms)
 {
+    if (t->exact)   /* the exact sums go after backward, in one operation */
+        return 0;
     t->ar = ar;
     t->timeout_ms = timeout_ms;
     return model_set_grad_ready(t->m, ar ? on_grad_ready : NULL, t);
@@ -371,7 +415,10 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
     t->mirror_failed = 0;
     model_step_t s = {.global_batch = b->global_count ? (int)b->global_count : 1,
                       .label_smoothing = t->cfg.label_smoothing, .seed = t->cfg.seed,
-                      .step = b->step, .ids = (const int64_t *)b->ids};
+                      .step = b->step, .ids = (const int64_t *)b->ids,
+                      .chunk = t->cfg.chunk};
+    if (t->exact)
+        grad_exact_begin(t->exact);
     static const uint8_t none = 0;
     /* overlap: buckets go while backward runs (an empty shard's zeros are
      * all-reduced by trainer_reduce, in the same bucket operations) */
@@ -398,6 +445,12 @@ int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, siz
     if (t->dsum && !buckets_active(t->bk))   /* NCCL: the arena on the device, one sum */
         return grad_ptrs(t, err, errlen) < 0 ? -1
                : t->dsum(t->dsum_ctx, t->grads->base, t->grad_floats, timeout_ms, err, errlen);
+    if (t->exact) {   /* bitwise: the exact sums over the ranks, rounded once */
+        if (grad_exact_reduce(t->exact, t->break_exact ? NULL : ar, timeout_ms, err, errlen) < 0)
+            return -1;
+        if (!t->break_exact)
+            return 0;   /* the test's break: this rank's sum, then floats over the ring */
+    }
     int mirror = t->hg.copy && allreduce_world(ar) > 1;
     if (!buckets_active(t->bk)) {
         if (grad_ptrs(t, err, errlen) < 0)

@@ -1,0 +1,42 @@
+/* grad_exact — bitwise training's gradient sum (docs/TRAINING.md "Bitwise
+ * training"): every chunk's parameter gradients, as backward hands them
+ * over (the grad-ready hook, once per chunk), added exactly into an xsum
+ * (common/xsum.h) with one segment per optimized gradient, then summed over
+ * the ranks as int64 limbs (gpud/xsum_ring.h) and rounded once into the
+ * grads arena. Any split of the chunks over ranks gives the same bytes.
+ *
+ *   grad_exact_t *e = grad_exact_new(flat, numel, n, err, len);
+ *   per step: grad_exact_begin(e); ... grad_exact_add(e, grad) per chunk ...
+ *             grad_exact_reduce(e, ring, timeout_ms, err, len);
+ *
+ * The gradients lie one after the other in flat (the grads arena, host
+ * memory, optimizer order), gradient i at the sum of numel[0, i). */
+#ifndef DDP_GPUD_GRAD_EXACT_H
+#define DDP_GPUD_GRAD_EXACT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpud/ring.h"
+
+typedef struct grad_exact grad_exact_t;
+
+/* n >= 1 gradients; NULL with the reason in err. */
+grad_exact_t *grad_exact_new(float *flat, const size_t *numel, int n, char *err,
+                             size_t errlen);
+void grad_exact_destroy(grad_exact_t **self);
+/* A new step: every sum zero. */
+void grad_exact_begin(grad_exact_t *self);
+/* grad is gradient i's place in flat (its current value, one chunk's, is
+ * added); any other pointer (a frozen parameter's) is ignored. */
+void grad_exact_add(grad_exact_t *self, const float *grad);
+/* The sums over every rank of ar (NULL: this rank's only) written into
+ * flat. Collective (every rank calls it once per step). 0, or -1 with the
+ * reason in err (the ring's failure: allreduce_failure says which). */
+int grad_exact_reduce(grad_exact_t *self, allreduce_t *ar, int timeout_ms, char *err,
+                      size_t errlen);
+/* Bytes one rank sends per grad_exact_reduce over a ring of world ranks
+ * (bench/RESULTS.md's comparison with the float ring). */
+uint64_t grad_exact_ring_bytes(const grad_exact_t *self, int world);
+
+#endif

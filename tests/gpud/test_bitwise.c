@@ -1,0 +1,384 @@
+/* test_bitwise — bitwise training in the engine (model_step_t.chunk,
+ * model_set_exact; docs/TRAINING.md "Bitwise training").
+ *
+ * W model instances ("ranks") run in threads, each on a run of whole
+ * chunks of a global batch, with an in-process exact all-reduce of xsums
+ * (a barrier, the segments' tops maxed, every rank aligned, the int64
+ * limbs summed) for the BatchNorm sums and, after each step, for the
+ * parameter gradients (each chunk's gradient added into the rank's xsum
+ * by the grad-ready hook). After every SGD step, every rank's parameters
+ * and buffers must be the BYTES of the one-rank job's, for:
+ *   - W = 1, 2, 3, 4 with even and uneven chunk counts, an empty rank, and
+ *     a short last chunk;
+ *   - ghost BatchNorm (per chunk) and SyncBatchNorm (global statistics);
+ *   - the cpu (oneDNN) backend, and the ref one on fewer splits (its plain
+ *     loops are slow under the sanitizers).
+ * Also: one chunk holding the whole batch with SyncBatchNorm gives the
+ * bytes of the ordinary step (so the chunked arithmetic is the engine's
+ * usual one), and summing the gradients as floats in rank order instead
+ * (the old all-reduce) does NOT give the same bytes for W = 2 and 3, so
+ * the comparison can tell. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/errbuf.h"
+#include "common/xsum.h"
+#include "gpud/backend_arena.h"
+#include "gpud/model.h"
+#include "golden_io.h"
+
+#define MAXW 4
+#define MAXG 32
+#define LR 0.05f
+#define STEPS 3
+
+/* ------------------------------------------- in-process exact all-reduce */
+
+typedef struct {
+    int w;
+    int float_grads;          /* the negative control: gradients as floats */
+    pthread_barrier_t bar;
+    xsum_t *slot[MAXW];
+    float *fslot[MAXW];
+    long calls[MAXW];
+} group_t;
+
+/* model_xreduce_fn: tops maxed over the ranks, each rank aligned, then the
+ * limbs summed (read by everyone before anyone writes). */
+static int group_xsum(group_t *g, int rank, xsum_t *x)
+{
+    int nseg = xsum_segments(x);
+    size_t nl = xsum_count(x) * XSUM_LIMBS;
+    int32_t *tops = malloc((size_t)nseg * sizeof *tops);
+    int64_t *sum = calloc(nl ? nl : 1, sizeof *sum);
+    REQUIRE(tops && sum, "alloc");
+    g->slot[rank] = x;
+    g->calls[rank]++;
+    pthread_barrier_wait(&g->bar);
+    for (int s = 0; s < nseg; s++) {
+        tops[s] = XSUM_EMPTY;
+        for (int r = 0; r < g->w; r++) {
+            REQUIRE(xsum_segments(g->slot[r]) == nseg, "ranks disagree on the call");
+            int32_t t = xsum_tops(g->slot[r])[s];
+            tops[s] = t > tops[s] ? t : tops[s];
+        }
+    }
+    pthread_barrier_wait(&g->bar);   /* every rank read the tops */
+    xsum_align(x, tops);
+    pthread_barrier_wait(&g->bar);
+    for (int r = 0; r < g->w; r++) {
+        const int64_t *l = xsum_limbs(g->slot[r]);
+        for (size_t i = 0; i < nl; i++)
+            sum[i] += l[i];
+    }
+    pthread_barrier_wait(&g->bar);   /* every rank read every limb */
+    memcpy(xsum_limbs(x), sum, nl * sizeof *sum);
+    free(tops);
+    free(sum);
+    return 0;
+}
+
+typedef struct {
+    group_t *g;
+    int rank;
+} member_t;
+
+static int member_xsum(void *ctx, struct xsum *x, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    member_t *me = ctx;
+    return group_xsum(me->g, me->rank, x);
+}
+
+/* The old way, for the negative control: float sums in rank order. */
+static void group_float_sum(group_t *g, int rank, float *data, size_t n)
+{
+    float *sum = calloc(n ? n : 1, sizeof *sum);
+    REQUIRE(sum, "alloc");
+    g->fslot[rank] = data;
+    pthread_barrier_wait(&g->bar);
+    for (int r = 0; r < g->w; r++)
+        for (size_t i = 0; i < n; i++)
+            sum[i] += g->fslot[r][i];
+    pthread_barrier_wait(&g->bar);
+    memcpy(data, sum, n * sizeof *sum);
+    free(sum);
+}
+
+/* ------------------------------------------------------------- the job */
+
+typedef struct {
+    const char *backend;
+    int chunk;      /* 0: the ordinary step */
+    int sync;
+} mode_t_;
+
+typedef struct {
+    uint8_t *px;
+    int32_t labels[MAXG];
+    int64_t ids[MAXG];
+    int g;
+    size_t per;
+} batch_t;
+
+typedef struct {
+    member_t me;
+    model_t *m;
+    const mode_t_ *mode;
+    const batch_t *b;
+    int lo, n;
+    uint64_t step;
+    xsum_t *gx;             /* the step's gradient sums, a segment per parameter */
+    float **grad;           /* each segment's gradient array */
+    size_t *numel;
+    int ng;
+    int rc;
+    char err[512];
+} rank_t;
+
+static model_t *open_model(const char *backend)
+{
+    char path[512], err[512];
+    model_opts_t o = {.arch = "wideresnet", .threads = 1, .train = 1, .n_channels = 4};
+    memcpy(o.channels, (int[4]){8, 16, 24, 32}, sizeof o.channels);
+    model_t *m = model_new(&o, backend, tc_src("tests/golden/wrn_small.safetensors", path,
+                                               sizeof path), err, sizeof err);
+    REQUIRE(m, "wrn_small: %s", err);
+    return m;
+}
+
+/* The grad-ready hook: one chunk's gradient into the rank's sums. */
+static void on_grad(void *ctx, const float *grad)
+{
+    rank_t *r = ctx;
+    for (int i = 0; i < r->ng; i++)
+        if (r->grad[i] == grad) {
+            xsum_add_f32(r->gx, i, grad);
+            return;
+        }
+    REQUIRE(0, "a gradient the hook does not know");
+}
+
+static void rank_open(rank_t *r)
+{
+    r->m = open_model(r->mode->backend);
+    int n = model_param_count(r->m);
+    r->grad = calloc((size_t)n, sizeof *r->grad);
+    r->numel = calloc((size_t)n, sizeof *r->numel);
+    REQUIRE(r->grad && r->numel, "alloc");
+    for (int i = 0; i < n; i++) {
+        model_param_t p;
+        if (model_param_at(r->m, i, &p) == 0 && p.grad) {
+            r->grad[r->ng] = p.grad;
+            r->numel[r->ng++] = p.numel;
+        }
+    }
+    REQUIRE((r->gx = xsum_new(r->numel, r->ng)) != NULL, "xsum");
+    if (r->mode->chunk > 0) {
+        REQUIRE(model_set_exact(r->m, r->me.g->w > 1 ? member_xsum : NULL, &r->me,
+                                r->mode->sync) == 0, "model_set_exact");
+        REQUIRE(model_set_grad_ready(r->m, on_grad, r) == 0, "grad hook");
+    }
+}
+
+static void rank_close(rank_t *r)
+{
+    model_destroy(&r->m);
+    xsum_destroy(&r->gx);
+    free(r->grad);
+    free(r->numel);
+}
+
+/* A rank's step: its chunks, the exact gradient all-reduce, SGD. */
+static void *rank_main(void *arg)
+{
+    rank_t *r = arg;
+    const batch_t *b = r->b;
+    model_step_t s = {.global_batch = b->g, .seed = 5, .step = r->step,
+                      .ids = b->ids + r->lo, .chunk = r->mode->chunk};
+    xsum_clear(r->gx);
+    r->rc = model_train_step_u8(r->m, b->px + (size_t)r->lo * b->per, r->n, 1, 28, 28, NULL,
+                                NULL, b->labels + r->lo, &s, NULL, NULL, r->err,
+                                sizeof r->err);
+    if (r->rc == 0 && r->mode->chunk > 0) {
+        if (r->me.g->float_grads) {
+            for (int i = 0; i < r->ng; i++) {
+                xsum_get_f32(r->gx, i, r->grad[i]);
+                group_float_sum(r->me.g, r->me.rank, r->grad[i], r->numel[i]);
+            }
+        } else {
+            if (r->me.g->w > 1)
+                group_xsum(r->me.g, r->me.rank, r->gx);
+            for (int i = 0; i < r->ng; i++)
+                xsum_get_f32(r->gx, i, r->grad[i]);
+        }
+    }
+    for (int i = 0; r->rc == 0 && i < model_param_count(r->m); i++) {
+        model_param_t p;
+        REQUIRE(model_param_at(r->m, i, &p) == 0, "param %d", i);
+        for (size_t j = 0; p.grad && j < p.numel; j++)
+            p.value[j] -= LR * p.grad[j];
+    }
+    return NULL;
+}
+
+static void batch_fill(batch_t *b, int g, unsigned seed)
+{
+    b->g = g;
+    b->per = 28 * 28;
+    b->px = malloc((size_t)g * b->per);
+    REQUIRE(b->px && g <= MAXG, "alloc");
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < (size_t)g * b->per; i++) {
+        x = x * 1664525u + 1013904223u;
+        b->px[i] = (uint8_t)(x >> 24);
+    }
+    for (int i = 0; i < g; i++) {
+        b->labels[i] = (int32_t)((i * 7 + seed) % 10u);
+        b->ids[i] = 1000 + i;
+    }
+}
+
+/* Every parameter and buffer of the job's rank 0 after each step, and
+ * every rank equal to rank 0. */
+typedef struct {
+    float *after[STEPS];
+    size_t floats;
+} trace_t;
+
+static void run_job(const mode_t_ *mode, const batch_t *b, int w, const int *sizes,
+                    int float_grads, trace_t *tr)
+{
+    group_t grp = {.w = w, .float_grads = float_grads};
+    REQUIRE(pthread_barrier_init(&grp.bar, NULL, (unsigned)w) == 0, "barrier");
+    rank_t rk[MAXW];
+    memset(rk, 0, sizeof rk);
+    for (int r = 0, lo = 0; r < w; lo += sizes[r], r++) {
+        rk[r] = (rank_t){.me = {&grp, r}, .mode = mode, .b = b, .lo = lo, .n = sizes[r]};
+        rank_open(&rk[r]);
+    }
+    const bk_arena_t *a0 = model_params_arena(rk[0].m);
+    tr->floats = a0->floats;
+    for (int st = 0; st < STEPS; st++) {
+        pthread_t th[MAXW];
+        for (int r = 0; r < w; r++) {
+            rk[r].step = (uint64_t)st;
+            REQUIRE(pthread_create(&th[r], NULL, rank_main, &rk[r]) == 0, "thread");
+        }
+        for (int r = 0; r < w; r++)
+            pthread_join(th[r], NULL);
+        for (int r = 0; r < w; r++)
+            REQUIRE(rk[r].rc == 0, "rank %d step %d: %s", r, st, rk[r].err);
+        tr->after[st] = malloc(a0->floats * sizeof(float));
+        REQUIRE(tr->after[st], "alloc");
+        memcpy(tr->after[st], a0->base, a0->floats * sizeof(float));
+        for (int r = 1; r < w; r++)
+            REQUIRE(memcmp(model_params_arena(rk[r].m)->base, a0->base,
+                           a0->floats * sizeof(float)) == 0,
+                    "%s chunk %d sync %d W=%d: rank %d's parameters differ from rank 0's "
+                    "after step %d", mode->backend, mode->chunk, mode->sync, w, r, st);
+    }
+    for (int r = 0; r < w; r++)
+        rank_close(&rk[r]);
+    pthread_barrier_destroy(&grp.bar);
+}
+
+static void trace_free(trace_t *t)
+{
+    for (int s = 0; s < STEPS; s++)
+        free(t->after[s]);
+}
+
+/* The first step whose bytes differ, or -1. */
+static int first_diff(const trace_t *a, const trace_t *b)
+{
+    if (a->floats != b->floats)
+        return 0;
+    for (int s = 0; s < STEPS; s++)
+        if (memcmp(a->after[s], b->after[s], a->floats * sizeof(float)) != 0)
+            return s;
+    return -1;
+}
+
+typedef struct {
+    int w;
+    int sizes[MAXW];
+} split_t;
+
+/* Every split of the batch in whole chunks gives the one-rank bytes. */
+static void check_splits(const mode_t_ *mode, const batch_t *b, const split_t *sp, int nsp)
+{
+    trace_t one = {0};
+    int all[1] = {b->g};
+    run_job(mode, b, 1, all, 0, &one);
+    for (int i = 0; i < nsp; i++) {
+        trace_t t = {0};
+        run_job(mode, b, sp[i].w, sp[i].sizes, 0, &t);
+        int d = first_diff(&one, &t);
+        char shape[64] = "";
+        for (int r = 0; r < sp[i].w; r++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%d", r ? "," : "",
+                     sp[i].sizes[r]);
+        CHECK(d < 0, "%s G=%d chunk %d %s: W=%d {%s} differs from W=1 after step %d",
+              mode->backend, b->g, mode->chunk, mode->sync ? "sync-bn" : "ghost-bn", sp[i].w,
+              shape, d);
+        printf("  %s G=%d chunk %d %s W=%d {%s}: %s\n", mode->backend, b->g, mode->chunk,
+               mode->sync ? "sync-bn" : "ghost-bn", sp[i].w, shape, d < 0 ? "same bytes"
+                                                                           : "DIFFERENT");
+        trace_free(&t);
+    }
+    trace_free(&one);
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *only = argc > 1 ? argv[1] : "";
+    batch_t b24, b22;
+    batch_fill(&b24, 24, 3);
+    batch_fill(&b22, 22, 4);
+    /* G = 24, chunks of 4: 6 chunks; G = 22: 5 of 4 and one of 2 */
+    const split_t s24[] = {{2, {12, 12}}, {3, {8, 8, 8}}, {4, {8, 8, 4, 4}}, {3, {12, 0, 12}}};
+    const split_t s22[] = {{2, {12, 10}}, {3, {8, 8, 6}}, {4, {4, 4, 8, 6}}};
+    for (int be = 0; be < 2; be++) {
+        const char *backend = be ? "ref" : "cpu";
+        if (*only && strcmp(only, backend) != 0)
+            continue;
+        for (int sync = 0; sync < 2; sync++) {   /* ref (plain loops): the G = 24 splits */
+            mode_t_ mode = {backend, 4, sync};
+            check_splits(&mode, &b24, s24 + be, (int)(sizeof s24 / sizeof *s24) - 2 * be);
+            if (!be)
+                check_splits(&mode, &b22, s22, (int)(sizeof s22 / sizeof *s22));
+        }
+        /* one chunk of the whole batch = the ordinary step, to the bit */
+        mode_t_ whole = {backend, 24, 1}, plain = {backend, 0, 0};
+        trace_t a = {0}, c = {0};
+        int all[1] = {24};
+        run_job(&whole, &b24, 1, all, 0, &a);
+        run_job(&plain, &b24, 1, all, 0, &c);
+        int d = first_diff(&a, &c);
+        CHECK(d < 0, "%s: one chunk of 24 differs from the ordinary step after step %d",
+              backend, d);
+        trace_free(&a);
+        trace_free(&c);
+        /* the negative control: float sums in rank order depend on W */
+        mode_t_ ghost = {backend, 4, 0};
+        trace_t f2 = {0}, f3 = {0};
+        run_job(&ghost, &b24, 2, (int[]){12, 12}, 1, &f2);
+        run_job(&ghost, &b24, 3, (int[]){8, 8, 8}, 1, &f3);
+        d = first_diff(&f2, &f3);
+        CHECK(d >= 0, "%s: float gradient sums gave the same bytes for W = 2 and 3: the "
+              "comparison cannot tell exact sums from float ones", backend);
+        printf("  %s: float gradient sums, W=2 vs W=3: %s (step %d)\n", backend,
+               d >= 0 ? "differ, as expected" : "SAME", d);
+        trace_free(&f2);
+        trace_free(&f3);
+    }
+    free(b24.px);
+    free(b22.px);
+    return tc_done("test_bitwise");
+}
