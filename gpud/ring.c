@@ -20,6 +20,9 @@ typedef struct {
     uint32_t kind;             /* ring_kind_t: what the values are and how they combine */
 } chunk_hdr_t;
 
+/* gpud/xsum_ring.c counts these bytes per chunk; test_ring_garbage forges them. */
+_Static_assert(sizeof(chunk_hdr_t) == 32, "the ring's chunk header is 32 bytes");
+
 /* An operation's element kind, carried by every chunk and checked on
  * receipt: four bytes of float sum and four bytes of int32 max are the same
  * size, and a chunk of one taken for the other would silently corrupt the
