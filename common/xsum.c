@@ -266,43 +266,55 @@ void xsum_add_f64(xsum_t *self, int seg, const double *x)
     }
 }
 
+/* The bit length of u != 0, without a branch on which half holds it (a
+ * gradient's elements fall on either side at random). */
 static int bitlen128(xsum_u128 u)
 {
     uint64_t hi = (uint64_t)(u >> 64), lo = (uint64_t)u;
-    return hi ? 128 - __builtin_clzll(hi) : lo ? 64 - __builtin_clzll(lo) : 0;
+    int lh = 128 - __builtin_clzll(hi | 1), ll = 64 - __builtin_clzll(lo | 1);
+    return hi ? lh : ll;
 }
 
 /* v * 2^e rounded once to prec significant bits (to nearest, ties to even),
- * no bit below 2^emin (the subnormals): exact as a double (prec <= 53), or
- * an infinity when it overflows a double. */
-static double round_scaled(xsum_i128 v, int e, int prec, int emin)
+ * no bit below 2^emin (the subnormals), as the bits of an IEEE value with
+ * prec - 1 mantissa bits and emin its smallest subnormal, sign apart:
+ * with q the kept bits (2^(prec-1) <= q <= 2^prec for a normal result, q <
+ * 2^(prec-1) for a subnormal) and lsb >= emin the position of q's lowest,
+ * the bits are ((lsb - emin) << (prec - 1)) + q: a normal's exponent field
+ * lsb - emin + 1 and its hidden bit's 2^(prec-1) add up to that, a rounded
+ * q = 2^prec carries into the exponent, and a subnormal (lsb = emin) is q
+ * itself. At or above inf_bits: an infinity. No libm: ldexp here cost more
+ * than the rest of a read. */
+static uint64_t round_bits(xsum_i128 v, int e, int prec, int emin, uint64_t inf_bits,
+                           uint64_t *sign)
 {
+    *sign = v < 0;
     if (v == 0)
-        return 0.0;
-    int neg = v < 0;
-    xsum_u128 u = neg ? -(xsum_u128)v : (xsum_u128)v;
+        return 0;
+    xsum_u128 u = v < 0 ? -(xsum_u128)v : (xsum_u128)v;
     int h = bitlen128(u);
     int lsb = e + h - prec;   /* the lowest bit kept */
     if (lsb < emin)
         lsb = emin;
     if (lsb > e) {
-        int s = lsb - e;     /* bits dropped: 1 .. */
-        xsum_u128 q, rem, half;
-        if (s > h) {         /* below half of the lowest bit kept */
-            q = 0, rem = 0, half = 1;
-        } else {
-            q = s >= 128 ? 0 : u >> s;
-            rem = u - (s >= 128 ? 0 : q << s);
+        int s = lsb - e;      /* bits dropped: 1 .. */
+        xsum_u128 q = 0, rem = 0, half = 1;
+        if (s <= h) {         /* else all below half of the lowest bit kept */
+            q = u >> s;
+            rem = u - (q << s);
             half = (xsum_u128)1 << (s - 1);
         }
-        if (rem > half || (rem == half && (q & 1)))
-            q++;
+        q += (rem > half) | ((rem == half) & (q & 1));   /* no branch: random */
         u = q;
     } else {
-        lsb = e;             /* the value fits prec bits as it is */
+        /* the value fits prec bits as it is (h <= prec); bits below lsb
+         * are zero: shift up to lsb = e's place (e - lsb >= 0) */
+        u <<= e - lsb;
     }
-    double r = ldexp((double)(uint64_t)u, lsb);
-    return neg ? -r : r;
+    if (lsb - emin >= 2048)   /* far past any exponent: an infinity */
+        return inf_bits;
+    uint64_t bits = ((uint64_t)(lsb - emin) << (prec - 1)) + (uint64_t)u;
+    return bits >= inf_bits ? inf_bits : bits;
 }
 
 /* Element e's window (limbs L) of segment seg as a 2^124-bounded integer
@@ -327,8 +339,9 @@ void xsum_get_f32(const xsum_t *self, int seg, float *out)
     for (size_t i = 0; i < n; i++, L += XSUM_LIMBS) {
         xsum_i128 v;
         int e = window(self, seg, L, &v);
-        /* representable as a float, or >= 2^128 (infinity) */
-        out[i] = (float)round_scaled(v, e, 24, -149);
+        uint64_t sign, b = round_bits(v, e, 24, -149, 0x7f800000u, &sign);
+        uint32_t b32 = (uint32_t)b | (uint32_t)sign << 31;
+        memcpy(&out[i], &b32, sizeof b32);
     }
 }
 
@@ -345,6 +358,8 @@ void xsum_get_f64(const xsum_t *self, int seg, double *out)
     for (size_t i = 0; i < n; i++, L += XSUM_LIMBS) {
         xsum_i128 v;
         int e = window(self, seg, L, &v);
-        out[i] = round_scaled(v, e, 53, -1074);
+        uint64_t sign, b = round_bits(v, e, 53, -1074, UINT64_C(0x7ff0000000000000), &sign);
+        b |= sign << 63;
+        memcpy(&out[i], &b, sizeof b);
     }
 }
