@@ -54,9 +54,10 @@ size_t xsum_count(const xsum_t *self);
 void xsum_add_f32(xsum_t *self, int seg, const float *x);
 void xsum_add_f64(xsum_t *self, int seg, const double *x);
 
-/* The sums, each rounded once from the exact limbs (deterministic; to
- * nearest up to a double rounding for floats). NaN for an XSUM_NONFINITE
- * segment, 0 for an empty one. */
+/* The sums, each rounded once from the exact limbs: to nearest, ties to
+ * even, subnormal and overflowing (infinite) results included. NaN for an
+ * XSUM_NONFINITE segment, 0 for an empty one (and +0 for a sum that
+ * cancels to zero). */
 void xsum_get_f32(const xsum_t *self, int seg, float *out);
 void xsum_get_f64(const xsum_t *self, int seg, double *out);
 

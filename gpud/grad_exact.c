@@ -72,13 +72,7 @@ int grad_exact_reduce(grad_exact_t *self, allreduce_t *ar, int timeout_ms, char 
     return 0;
 }
 
-uint64_t grad_exact_ring_bytes(const grad_exact_t *self, int world)
+uint64_t grad_exact_ring_bytes(const grad_exact_t *self, const allreduce_t *ar)
 {
-    if (world <= 1)
-        return 0;
-    /* a ring all-reduce sends 2 (W - 1) / W of its data: the segments'
-     * tops (int32, max), then the limbs (int64, sum) */
-    uint64_t data = (uint64_t)xsum_segments(self->sum) * sizeof(int32_t) +
-                    (uint64_t)xsum_count(self->sum) * XSUM_LIMBS * sizeof(int64_t);
-    return 2 * data * (uint64_t)(world - 1) / (uint64_t)world;
+    return ar ? xsum_allreduce_sent(self->sum, ar) : 0;
 }

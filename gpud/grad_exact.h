@@ -35,8 +35,8 @@ void grad_exact_add(grad_exact_t *self, const float *grad);
  * reason in err (the ring's failure: allreduce_failure says which). */
 int grad_exact_reduce(grad_exact_t *self, allreduce_t *ar, int timeout_ms, char *err,
                       size_t errlen);
-/* Bytes one rank sends per grad_exact_reduce over a ring of world ranks
- * (bench/RESULTS.md's comparison with the float ring). */
-uint64_t grad_exact_ring_bytes(const grad_exact_t *self, int world);
+/* Bytes this rank sends per grad_exact_reduce over ar (headers included;
+ * 0 for one rank): the --verbose step line's figure. */
+uint64_t grad_exact_ring_bytes(const grad_exact_t *self, const allreduce_t *ar);
 
 #endif

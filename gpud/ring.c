@@ -17,8 +17,28 @@ typedef struct {
     uint32_t chunk;
     uint64_t count;
     uint32_t gen;              /* membership generation of the sender */
-    uint32_t width;            /* bytes per value: 4 (float) or 8 (double) */
+    uint32_t kind;             /* ring_kind_t: what the values are and how they combine */
 } chunk_hdr_t;
+
+/* gpud/xsum_ring.c counts these bytes per chunk; test_ring_garbage forges them. */
+_Static_assert(sizeof(chunk_hdr_t) == 32, "the ring's chunk header is 32 bytes");
+
+/* An operation's element kind, carried by every chunk and checked on
+ * receipt: four bytes of float sum and four bytes of int32 max are the same
+ * size, and a chunk of one taken for the other would silently corrupt the
+ * result. The low byte is the value's width in bytes (so the float and
+ * double kinds keep the numbers the header's width field had). */
+typedef enum {
+    RING_F32 = 4,              /* float sum */
+    RING_F64 = 8,              /* double sum */
+    RING_I64_SUM = 0x100 | 8,  /* int64 sum, wrapping (xsum limbs) */
+    RING_I32_MAX = 0x200 | 4   /* int32 max (xsum tops) */
+} ring_kind_t;
+
+static size_t kind_width(ring_kind_t kind)
+{
+    return (size_t)kind & 0xff;
+}
 
 /* A whole chunk of a newer generation, kept until this rank re-forms. */
 typedef struct {
@@ -38,7 +58,8 @@ struct allreduce {
     zsock_t *push;             /* to rank + 1 */
     char next_ep[256];         /* where push points */
     uint64_t op;               /* operations of this generation: a stale chunk is detected */
-    size_t width;              /* of the operation under way: 4 or 8 */
+    ring_kind_t kind;          /* of the operation under way */
+    size_t width;              /* its bytes per value: kind_width(kind) */
     void *scratch;             /* one received chunk */
     size_t scratch_cap;        /* bytes */
     allreduce_cancel_fn cancel;
@@ -252,7 +273,7 @@ static int send_chunk(allreduce_t *self, uint32_t step, int c, const void *data,
                       char *err, size_t errlen)
 {
     chunk_hdr_t h = {.op = self->op, .step = step, .chunk = (uint32_t)c, .count = count,
-                     .gen = self->gen, .width = (uint32_t)self->width};
+                     .gen = self->gen, .kind = (uint32_t)self->kind};
     void *s = zsock_resolve(self->push);
     if (zmq_send(s, &h, sizeof h, ZMQ_SNDMORE) < 0 ||
         zmq_send(s, data, count * self->width, 0) < 0) {
@@ -371,11 +392,12 @@ static int check_chunk(const allreduce_t *self, const chunk_hdr_t *h, zmq_msg_t 
                        uint32_t step, int c, size_t count, char *err, size_t errlen)
 {
     if (h->op != self->op || h->step != step || h->chunk != (uint32_t)c || h->count != count ||
-        h->width != self->width || zmq_msg_size(body) != count * self->width) {
-        err_set(err, errlen, "op %llu step %u chunk %u of %llu %u-byte values (%zu bytes), want "
-                 "op %llu step %u chunk %d of %zu %zu-byte values", (unsigned long long)h->op,
-                 h->step, h->chunk, (unsigned long long)h->count, h->width, zmq_msg_size(body),
-                 (unsigned long long)self->op, step, c, count, self->width);
+        h->kind != (uint32_t)self->kind || zmq_msg_size(body) != count * self->width) {
+        err_set(err, errlen, "op %llu step %u chunk %u of %llu values of kind 0x%x (%zu bytes), "
+                 "want op %llu step %u chunk %d of %zu values of kind 0x%x",
+                 (unsigned long long)h->op, h->step, h->chunk, (unsigned long long)h->count,
+                 h->kind, zmq_msg_size(body), (unsigned long long)self->op, step, c, count,
+                 (unsigned)self->kind);
         return -1;
     }
     return 0;
@@ -541,20 +563,41 @@ static int ensure_scratch(allreduce_t *self, size_t bytes)
     return 0;
 }
 
-/* data[o, o + n) += the received chunk, in the operation's type: the
- * received value first, as every rank's sum of a chunk runs around the ring. */
+/* data[o, o + n) += the received chunk, in the operation's kind: the
+ * received value first, as every rank's sum of a chunk runs around the ring.
+ * int64 sums wrap (through uint64_t: no signed overflow), so they are
+ * associative and exact whenever the true sum fits; a max is exact anyway. */
 static void add_chunk(const allreduce_t *self, void *data, size_t o, size_t n)
 {
-    if (self->width == sizeof(double)) {
+    switch (self->kind) {
+    case RING_F64: {
         double *d = (double *)data + o;
         const double *r = self->scratch;
         for (size_t i = 0; i < n; i++)
             d[i] = r[i] + d[i];
-    } else {
+        break;
+    }
+    case RING_F32: {
         float *d = (float *)data + o;
         const float *r = self->scratch;
         for (size_t i = 0; i < n; i++)
             d[i] = r[i] + d[i];
+        break;
+    }
+    case RING_I64_SUM: {
+        int64_t *d = (int64_t *)data + o;
+        const int64_t *r = self->scratch;
+        for (size_t i = 0; i < n; i++)
+            d[i] = (int64_t)((uint64_t)r[i] + (uint64_t)d[i]);
+        break;
+    }
+    case RING_I32_MAX: {
+        int32_t *d = (int32_t *)data + o;
+        const int32_t *r = self->scratch;
+        for (size_t i = 0; i < n; i++)
+            d[i] = r[i] > d[i] ? r[i] : d[i];
+        break;
+    }
     }
 }
 
@@ -568,11 +611,12 @@ static size_t range_off(size_t n, int W, int c, size_t lo, size_t hi)
 /* The ring over the full array's chunks, each cut to [lo, hi) (possibly
  * empty: an empty chunk still travels, so every rank sends and receives
  * the same frames): an element is summed in its full-array chunk's order.
- * data: n values of `width` bytes (4 float, 8 double). */
-static int ring_sum(allreduce_t *self, void *data, size_t width, size_t n, size_t lo, size_t hi,
-                    int timeout_ms, char *err, size_t errlen)
+ * data: n values of the kind's width. */
+static int ring_sum(allreduce_t *self, void *data, ring_kind_t kind, size_t n, size_t lo,
+                    size_t hi, int timeout_ms, char *err, size_t errlen)
 {
     int W = self->world, r = self->rank;
+    size_t width = kind_width(kind);
     unsigned char *bytes = data;
     self->failure = ALLREDUCE_OK;
     self->suspect = -1;
@@ -587,6 +631,7 @@ static int ring_sum(allreduce_t *self, void *data, size_t width, size_t n, size_
     if (W == 1)
         return 0;
     self->op++;
+    self->kind = kind;
     self->width = width;
     size_t biggest = allreduce_chunk_offset(n, W, 1) + 1;
     if (ensure_scratch(self, biggest * width) < 0) {
@@ -620,17 +665,29 @@ static int ring_sum(allreduce_t *self, void *data, size_t width, size_t n, size_
 int allreduce_sum(allreduce_t *self, float *data, size_t n, int timeout_ms, char *err,
                   size_t errlen)
 {
-    return ring_sum(self, data, sizeof *data, n, 0, n, timeout_ms, err, errlen);
+    return ring_sum(self, data, RING_F32, n, 0, n, timeout_ms, err, errlen);
 }
 
 int allreduce_sum_range(allreduce_t *self, float *data, size_t n, size_t lo, size_t hi,
                         int timeout_ms, char *err, size_t errlen)
 {
-    return ring_sum(self, data, sizeof *data, n, lo, hi, timeout_ms, err, errlen);
+    return ring_sum(self, data, RING_F32, n, lo, hi, timeout_ms, err, errlen);
 }
 
 int allreduce_sum_f64(allreduce_t *self, double *data, size_t n, int timeout_ms, char *err,
                       size_t errlen)
 {
-    return ring_sum(self, data, sizeof *data, n, 0, n, timeout_ms, err, errlen);
+    return ring_sum(self, data, RING_F64, n, 0, n, timeout_ms, err, errlen);
+}
+
+int allreduce_sum_i64(allreduce_t *self, int64_t *data, size_t n, int timeout_ms, char *err,
+                      size_t errlen)
+{
+    return ring_sum(self, data, RING_I64_SUM, n, 0, n, timeout_ms, err, errlen);
+}
+
+int allreduce_max_i32(allreduce_t *self, int32_t *data, size_t n, int timeout_ms, char *err,
+                      size_t errlen)
+{
+    return ring_sum(self, data, RING_I32_MAX, n, 0, n, timeout_ms, err, errlen);
 }

@@ -6,7 +6,7 @@
  * the ring needs no broker. The order of the additions is fixed by the ring
  * (chunk c is summed x[c] + x[c+1] + ... around the ring), so a result is
  * deterministic for a given world size and every rank ends with the same
- * bytes. Every chunk travels with (gen, op, step, chunk, count) and is
+ * bytes. Every chunk travels with (gen, op, step, chunk, count, kind) and is
  * checked on receipt, sizes before anything is read: a frame that is not
  * exactly the chunk expected (garbage, a foreign frame) is logged
  * (rate-limited), counted and dropped, and the wait goes on until the real
@@ -80,6 +80,17 @@ int allreduce_sum_range(allreduce_t *self, float *data, size_t n, size_t lo, siz
  * differ from one rank's only by double rounding). Chunks carry their
  * width: a float chunk is never taken for a double one. */
 int allreduce_sum_f64(allreduce_t *self, double *data, size_t n, int timeout_ms, char *err,
+                      size_t errlen);
+
+/* Integer operations for exact sums (gpud/xsum_ring.h): the element-wise
+ * sum of int64s (wrapping modulo 2^64, hence exact and independent of the
+ * order whenever the true sum fits) and the element-wise max of int32s.
+ * Same ring, same checks; each chunk carries its operation's kind, so a
+ * chunk of one kind is never taken for another of the same width (an int32
+ * max chunk for a float sum chunk). world 1: data is left as is. */
+int allreduce_sum_i64(allreduce_t *self, int64_t *data, size_t n, int timeout_ms, char *err,
+                      size_t errlen);
+int allreduce_max_i32(allreduce_t *self, int32_t *data, size_t n, int timeout_ms, char *err,
                       size_t errlen);
 
 /* Why the last allreduce_sum failed (ALLREDUCE_OK after a success), so a

@@ -6,7 +6,7 @@
  * must be dropped and counted, and the sum must still be exact.
  *
  *   plain:   junk of every kind (7 bytes, wrong header size, wrong op, step,
- *            chunk, count, value width, body size, extra frames) before each
+ *            chunk, count, value width, value kind, body size, extra frames) before each
  *            real chunk;
  *   timeout: junk alone, pushed without end, cannot extend the ring timeout;
  *   curve:   the ring under --curve-dir (zsecurity): an authorized rank 0
@@ -43,7 +43,7 @@ typedef struct {   /* the ring's chunk header, as ring.c sends it */
     uint64_t op;
     uint32_t step, chunk;
     uint64_t count;
-    uint32_t gen, width;   /* width: bytes per value, 4 for these float sums */
+    uint32_t gen, width;   /* the kind; its low byte the bytes per value: 4 for float sums */
 } hdr_t;
 
 enum { N = 1001 };
@@ -99,6 +99,9 @@ static int push_junk(void *push, uint32_t step, uint32_t chunk, uint64_t count)
     send2(push, &h, sizeof h, body, count * 4), n++;                      /* a double chunk */
     h.count = count / 2;   /* ... even with the float chunk's byte size */
     send2(push, &h, sizeof h, body, count / 2 * 8), n++;
+    h = good;
+    h.width = 0x204;   /* an int32 max chunk (xsum tops): the float chunk's very size */
+    send2(push, &h, sizeof h, body, count * 4), n++;
     CHECK(zmq_send(push, &good, sizeof good, ZMQ_SNDMORE) == sizeof good);
     CHECK(zmq_send(push, body, count * 4, ZMQ_SNDMORE) == (int)(count * 4));
     CHECK(zmq_send(push, "x", 1, 0) == 1);                             /* extra frame */
@@ -200,7 +203,7 @@ static void test_plain(void *ctx)
     rank1_t *r = rank1_new(r1_ep, sizeof r1_ep, r0_ep, 20000);
     int pushed = play_rank0(ctx, r, r1_ep, pull, true);
     check_sum(r);
-    CHECK(pushed == 24);   /* 12 kinds, before each of the 2 chunks */
+    CHECK(pushed == 26);   /* 13 kinds, before each of the 2 chunks */
     CHECK(allreduce_dropped(r->ar) == (uint64_t)pushed);
     allreduce_destroy(&r->ar);
     free(r);
