@@ -209,6 +209,32 @@ static int apply_batch(train_options_t *o)
     return 0;
 }
 
+/* --chunk N (bitwise training): the weights are a function of the global
+ * batch, so it is given, not B x W (which would move with --workers); the
+ * chunks are cut the same for any W (common/image/sampler.h), also over
+ * several loaderds (gpud merges their parts into one loaderd's list) and
+ * with --wire jpeg (the same shards, decoded by gpud). */
+static int check_chunk(const train_options_t *o)
+{
+    if (!o->chunk)
+        return 0;
+    if (!o->set_global) {
+        fprintf(stderr, "ddpipe train: --chunk %ld needs a fixed global batch: give "
+                        "--global-batch-size G, a multiple of %ld (with --batch-size alone the "
+                        "global batch is B x --workers, and the weights would change with "
+                        "--workers)\n", o->chunk, o->chunk);
+        return -1;
+    }
+    if (gpud_check_chunk("ddpipe train", "--device", o->device, o->chunk, o->global_batch) < 0)
+        return -1;
+    long chunks = o->global_batch / o->chunk;
+    if (chunks < o->workers && !o->quiet)
+        fprintf(stderr, "ddpipe train: note: --global-batch-size %ld is %ld chunk%s of %ld: "
+                        "%ld of the %ld workers get no samples in a step\n", o->global_batch,
+                chunks, chunks == 1 ? "" : "s", o->chunk, o->workers - chunks, o->workers);
+    return 0;
+}
+
 /* Defaults that depend on other flags, as torch.optim's. */
 static void apply_defaults(train_options_t *o)
 {
@@ -324,7 +350,8 @@ int train_options_parse(int argc, char **argv, train_options_t *o)
                 "local launcher\n");
         return -1;
     }
-    if (check_required(o) < 0 || check_choices(o) < 0 || apply_batch(o) < 0)
+    if (check_required(o) < 0 || check_choices(o) < 0 || apply_batch(o) < 0 ||
+        check_chunk(o) < 0)
         return -1;
     apply_defaults(o);
     if (o->resume_dir && apply_resume(o) < 0)

@@ -228,6 +228,36 @@ static void test_default_threads(void)
     CHECK(t == 5 && l == 3, "given threads changed: %ld %ld", t, l);
 }
 
+/* --chunk: a fixed global batch that it divides, not on cuda; several
+ * loaderds and --wire jpeg keep the chunks and are allowed. */
+static void test_chunk(void)
+{
+    train_options_t o;
+#define BASE "--data idx:x --model wideresnet --out /tmp/r "
+    CHECK(parse(&o, BASE "--workers 3 --global-batch-size 96 --chunk 8") == 0 && o.chunk == 8 &&
+              o.global_batch == 96, "--chunk 8 with G 96");
+    CHECK(parse(&o, BASE "--workers 3 --global-batch-size 96") == 0 && o.chunk == 0,
+          "no --chunk: 0 (off)");
+    CHECK(parse(&o, BASE "--workers 3 --global-batch-size 96 --chunk 0") == 0 && o.chunk == 0,
+          "--chunk 0: off");
+    CHECK(parse(&o, BASE "--workers 2 --batch-size 48 --chunk 8") < 0,
+          "--chunk without --global-batch-size refused");
+    CHECK(parse(&o, BASE "--workers 2 --global-batch-size 100 --chunk 8") < 0,
+          "G not a multiple of --chunk refused");
+    CHECK(parse(&o, BASE "--workers 2 --global-batch-size 96 --chunk 8 --device cuda") < 0,
+          "--chunk on cuda refused");
+    CHECK(parse(&o, BASE "--workers 2 --global-batch-size 96 --device cuda") == 0,
+          "cuda without --chunk still accepted");
+    CHECK(parse(&o, BASE "--workers 2 --global-batch-size 96 --chunk 8 --loaders 2") == 0,
+          "--chunk with several loaderds");
+    CHECK(parse(&o, BASE "--workers 2 --global-batch-size 96 --chunk 8 --wire jpeg") == 0,
+          "--chunk with --wire jpeg");
+    CHECK(parse(&o, BASE "--workers 8 --global-batch-size 16 --chunk 8 --quiet") == 0,
+          "fewer chunks than workers: a note, not an error");
+    CHECK(parse(&o, BASE "--global-batch-size 96 --chunk -1") < 0, "--chunk -1 refused");
+#undef BASE
+}
+
 int main(void)
 {
     test_default_threads();
@@ -235,6 +265,7 @@ int main(void)
     test_batches_and_names();
     test_resume();
     test_launcher();
+    test_chunk();
     if (s_fail)
         fprintf(stderr, "%d failed\n", s_fail);
     else
