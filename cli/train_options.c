@@ -264,6 +264,16 @@ static int apply_resume(train_options_t *o)
                 o->workers, r->global_batch);
         return -1;
     }
+    /* the chunks are part of what the weights are a function of: another
+     * --chunk would give neither the old run's bytes nor the new mode's */
+    if (r->chunk >= 0 && r->chunk != o->chunk) {
+        char how[64] = "without --chunk";
+        if (r->chunk)
+            snprintf(how, sizeof how, "with --chunk %ld", r->chunk);
+        fprintf(stderr, "ddpipe train: --resume %s: the checkpoint was trained %s, this run "
+                "has --chunk %ld; resume %s\n", o->resume_dir, how, o->chunk, how);
+        return -1;
+    }
     if (r->seed >= 0 && o->set_seed && r->seed != o->seed) {
         fprintf(stderr, "ddpipe train: --resume %s: the checkpoint's seed is %ld, not --seed %ld "
                 "(the data order would change mid-run)\n", o->resume_dir, r->seed, o->seed);
@@ -334,6 +344,7 @@ int train_options_parse(int argc, char **argv, train_options_t *o)
 {
     memset(o, 0, sizeof *o);
     o->resume.seed = -1;
+    o->resume.chunk = -1;
     int next = 0;
     int rc = options_parse(&train_options_table, argc, argv, o, &next);
     if (rc != 0)
@@ -386,6 +397,7 @@ int train_resume_read(const char *dir, train_resume_t *r, char *err, size_t errl
 {
     memset(r, 0, sizeof *r);
     r->seed = -1;
+    r->chunk = -1;
     struct stat sb;
     if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
         snprintf(r->file, sizeof r->file, "%s/checkpoint.safetensors", dir);
@@ -404,6 +416,9 @@ int train_resume_read(const char *dir, train_resume_t *r, char *err, size_t errl
         char ignore[8];
         if (meta_long(st, "ckpt.seed", &seed, ignore, sizeof ignore) == 0)
             r->seed = seed;
+        long chunk;
+        if (meta_long(st, "ckpt.chunk", &chunk, ignore, sizeof ignore) == 0)
+            r->chunk = chunk;
         r->start_step = r->step - r->epoch * r->steps_per_epoch;
         /* 0 steps per epoch: a checkpoint of the first epoch by a build that
          * learned the count only at its end (or one written before the first

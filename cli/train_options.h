@@ -18,6 +18,7 @@ typedef struct {
     long steps_per_epoch;       /* ckpt.steps_per_epoch */
     long start_step;            /* step - epoch * steps_per_epoch: steps of `epoch` already done */
     long seed;                  /* ckpt.seed, -1 absent */
+    long chunk;                 /* ckpt.chunk (--chunk, 0 off), -1 absent (an older build) */
 } train_resume_t;
 
 typedef struct {

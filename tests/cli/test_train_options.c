@@ -144,6 +144,8 @@ static void test_launcher(void)
     unsetenv("SLURM_JOB_NUM_NODES");
 }
 
+static const char *s_ckpt_chunk;   /* ckpt.chunk of the next write_ckpt; NULL: none */
+
 static void write_ckpt(const char *path, const char *epoch, const char *step, const char *gb, const char *spe)
 {
     char err[256];
@@ -152,7 +154,8 @@ static void write_ckpt(const char *path, const char *epoch, const char *step, co
     int64_t shape[1] = {1};
     st_writer_add(w, "fc.bias", ST_F32, 1, shape, &x, err, sizeof err);
     const char *kv[][2] = {{"ckpt.epoch", epoch}, {"ckpt.step", step}, {"ckpt.streak", "1"},
-                           {"ckpt.global_batch", gb}, {"ckpt.steps_per_epoch", spe}, {"ckpt.seed", "7"}};
+                           {"ckpt.global_batch", gb}, {"ckpt.steps_per_epoch", spe}, {"ckpt.seed", "7"},
+                           {"ckpt.chunk", s_ckpt_chunk}};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         if (kv[i][1])
             st_writer_meta(w, kv[i][0], kv[i][1], err, sizeof err);
@@ -189,6 +192,28 @@ static void test_resume(void)
     snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 5 --global-batch-size 64 "
              "--seed 8 --resume %s", dir, dir);
     CHECK(parse(&o, line) < 0, "a different seed must be refused");
+    /* a checkpoint without ckpt.chunk (an older build): any --chunk */
+    CHECK(r.chunk == -1, "no ckpt.chunk: %ld", r.chunk);
+    snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 5 "
+             "--global-batch-size 64 --chunk 8 --resume %s", dir, dir);
+    CHECK(parse(&o, line) == 0, "--chunk resuming a checkpoint without ckpt.chunk");
+    /* with it: the same --chunk only */
+    s_ckpt_chunk = "8";
+    write_ckpt(path, "2", "23", "64", "10");
+    CHECK(train_resume_read(dir, &r, err, sizeof err) == 0 && r.chunk == 8, "ckpt.chunk 8");
+    CHECK(parse(&o, line) == 0, "the same --chunk resumes");
+    snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 5 "
+             "--global-batch-size 64 --resume %s", dir, dir);
+    CHECK(parse(&o, line) < 0, "no --chunk resuming a --chunk 8 checkpoint must be refused");
+    snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 5 "
+             "--global-batch-size 64 --chunk 4 --resume %s", dir, dir);
+    CHECK(parse(&o, line) < 0, "--chunk 4 resuming a --chunk 8 checkpoint must be refused");
+    s_ckpt_chunk = "0";
+    write_ckpt(path, "2", "23", "64", "10");
+    snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 5 "
+             "--global-batch-size 64 --chunk 8 --resume %s", dir, dir);
+    CHECK(parse(&o, line) < 0, "--chunk 8 resuming a checkpoint without it must be refused");
+    s_ckpt_chunk = NULL;
 
     write_ckpt(path, "2", "35", "64", "10"); /* step beyond the epoch */
     CHECK(train_resume_read(dir, &r, err, sizeof err) < 0 && strstr(err, "inconsistent"), "bad step: %s", err);
