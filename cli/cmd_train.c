@@ -103,6 +103,7 @@ static int start_loaderd(job_t *j, const train_options_t *o, long shard)
     l.val = o->val;
     l.workers = o->workers;
     l.global_batch = o->global_batch;
+    l.chunk = o->chunk;
     l.batch_size = o->val_batch;
     l.epochs = o->epochs;
     l.seed = o->seed;
@@ -149,6 +150,7 @@ static void fill_model(gpud_options_t *g, const train_options_t *o)
     g->freeze = one_prefix(o->freeze);
     g->freeze_bn = one_prefix(o->freeze_bn);
     g->sync_bn = o->sync_bn;
+    g->chunk = o->chunk;
     /* --wire jpeg: files decode on the compute threads, before each step */
     g->decode_threads = o->decode_threads ? o->decode_threads : o->threads;
 }

@@ -209,6 +209,32 @@ static int apply_batch(train_options_t *o)
     return 0;
 }
 
+/* --chunk N (bitwise training): the weights are a function of the global
+ * batch, so it is given, not B x W (which would move with --workers); the
+ * chunks are cut the same for any W (common/image/sampler.h), also over
+ * several loaderds (gpud merges their parts into one loaderd's list) and
+ * with --wire jpeg (the same shards, decoded by gpud). */
+static int check_chunk(const train_options_t *o)
+{
+    if (!o->chunk)
+        return 0;
+    if (!o->set_global) {
+        fprintf(stderr, "ddpipe train: --chunk %ld needs a fixed global batch: give "
+                        "--global-batch-size G, a multiple of %ld (with --batch-size alone the "
+                        "global batch is B x --workers, and the weights would change with "
+                        "--workers)\n", o->chunk, o->chunk);
+        return -1;
+    }
+    if (gpud_check_chunk("ddpipe train", "--device", o->device, o->chunk, o->global_batch) < 0)
+        return -1;
+    long chunks = o->global_batch / o->chunk;
+    if (chunks < o->workers && !o->quiet)
+        fprintf(stderr, "ddpipe train: note: --global-batch-size %ld is %ld chunk%s of %ld: "
+                        "%ld of the %ld workers get no samples in a step\n", o->global_batch,
+                chunks, chunks == 1 ? "" : "s", o->chunk, o->workers - chunks, o->workers);
+    return 0;
+}
+
 /* Defaults that depend on other flags, as torch.optim's. */
 static void apply_defaults(train_options_t *o)
 {
@@ -236,6 +262,16 @@ static int apply_resume(train_options_t *o)
                 "this run has %ld (--workers %ld x --batch-size, or --global-batch-size); resume with "
                 "--global-batch-size %ld\n", o->resume_dir, r->global_batch, o->global_batch,
                 o->workers, r->global_batch);
+        return -1;
+    }
+    /* the chunks are part of what the weights are a function of: another
+     * --chunk would give neither the old run's bytes nor the new mode's */
+    if (r->chunk >= 0 && r->chunk != o->chunk) {
+        char how[64] = "without --chunk";
+        if (r->chunk)
+            snprintf(how, sizeof how, "with --chunk %ld", r->chunk);
+        fprintf(stderr, "ddpipe train: --resume %s: the checkpoint was trained %s, this run "
+                "has --chunk %ld; resume %s\n", o->resume_dir, how, o->chunk, how);
         return -1;
     }
     if (r->seed >= 0 && o->set_seed && r->seed != o->seed) {
@@ -308,6 +344,7 @@ int train_options_parse(int argc, char **argv, train_options_t *o)
 {
     memset(o, 0, sizeof *o);
     o->resume.seed = -1;
+    o->resume.chunk = -1;
     int next = 0;
     int rc = options_parse(&train_options_table, argc, argv, o, &next);
     if (rc != 0)
@@ -324,7 +361,8 @@ int train_options_parse(int argc, char **argv, train_options_t *o)
                 "local launcher\n");
         return -1;
     }
-    if (check_required(o) < 0 || check_choices(o) < 0 || apply_batch(o) < 0)
+    if (check_required(o) < 0 || check_choices(o) < 0 || apply_batch(o) < 0 ||
+        check_chunk(o) < 0)
         return -1;
     apply_defaults(o);
     if (o->resume_dir && apply_resume(o) < 0)
@@ -359,6 +397,7 @@ int train_resume_read(const char *dir, train_resume_t *r, char *err, size_t errl
 {
     memset(r, 0, sizeof *r);
     r->seed = -1;
+    r->chunk = -1;
     struct stat sb;
     if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
         snprintf(r->file, sizeof r->file, "%s/checkpoint.safetensors", dir);
@@ -377,6 +416,9 @@ int train_resume_read(const char *dir, train_resume_t *r, char *err, size_t errl
         char ignore[8];
         if (meta_long(st, "ckpt.seed", &seed, ignore, sizeof ignore) == 0)
             r->seed = seed;
+        long chunk;
+        if (meta_long(st, "ckpt.chunk", &chunk, ignore, sizeof ignore) == 0)
+            r->chunk = chunk;
         r->start_step = r->step - r->epoch * r->steps_per_epoch;
         /* 0 steps per epoch: a checkpoint of the first epoch by a build that
          * learned the count only at its end (or one written before the first

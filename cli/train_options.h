@@ -18,6 +18,7 @@ typedef struct {
     long steps_per_epoch;       /* ckpt.steps_per_epoch */
     long start_step;            /* step - epoch * steps_per_epoch: steps of `epoch` already done */
     long seed;                  /* ckpt.seed, -1 absent */
+    long chunk;                 /* ckpt.chunk (--chunk, 0 off), -1 absent (an older build) */
 } train_resume_t;
 
 typedef struct {
@@ -43,6 +44,7 @@ typedef struct {
     long rejoin_timeout_s;      /* elastic: a pause below min_workers lasts at most this */
     long pause_at_step;         /* test hook: pause before this step for a joiner; -1 off */
     long fault_in_checkpoint;   /* test hook: this rank dies inside its first checkpoint write */
+    long chunk;                 /* --chunk: bitwise training (gpud's row); 0 off */
     long loaders;               /* loaderd shards (docs/SCALE.md "Several loaderds") */
     double lr, momentum, weight_decay, dampening, eps, gamma, eta_min;
     double warmup_start_factor, label_smoothing, target_accuracy, rotate;

@@ -33,7 +33,7 @@ static int save_info(st_writer_t *w, const ckpt_info_t *info, char *err, size_t 
     if (!info)
         return 0;
     if (info->epoch < 0 || info->step < 0 || info->streak < 0 || info->global_batch < 0 ||
-        info->steps_per_epoch < 0) {
+        info->steps_per_epoch < 0 || info->chunk < 0) {
         err_set(err, errlen, "checkpoint: negative epoch (%" PRId64 "), step (%" PRId64 "), "
                 "streak (%" PRId64 "), global batch (%" PRId64 ") or steps per epoch (%" PRId64 ")",
                 info->epoch, info->step, info->streak, info->global_batch, info->steps_per_epoch);
@@ -44,7 +44,8 @@ static int save_info(st_writer_t *w, const ckpt_info_t *info, char *err, size_t 
         meta_u64(w, "ckpt.seed", info->seed, err, errlen) < 0 ||
         meta_u64(w, "ckpt.streak", (uint64_t)info->streak, err, errlen) < 0 ||
         meta_u64(w, "ckpt.global_batch", (uint64_t)info->global_batch, err, errlen) < 0 ||
-        meta_u64(w, "ckpt.steps_per_epoch", (uint64_t)info->steps_per_epoch, err, errlen) < 0)
+        meta_u64(w, "ckpt.steps_per_epoch", (uint64_t)info->steps_per_epoch, err, errlen) < 0 ||
+        meta_u64(w, "ckpt.chunk", (uint64_t)info->chunk, err, errlen) < 0)
         return -1;
     if (info->arch[0] && st_writer_meta(w, "arch", info->arch, err, errlen) < 0)
         return -1;
@@ -250,10 +251,11 @@ static int read_info(const safetensors_t *st, ckpt_info_t *info, char *err, size
         meta_i64(st, "ckpt.step", &info->step, err, errlen) < 0)
         return -1;
     /* optional: older checkpoints lack them (0), a present one must parse */
-    static const char *const opt_keys[3] = {"ckpt.streak", "ckpt.global_batch",
-                                            "ckpt.steps_per_epoch"};
-    int64_t *opt_vals[3] = {&info->streak, &info->global_batch, &info->steps_per_epoch};
-    for (int i = 0; i < 3; i++)
+    static const char *const opt_keys[4] = {"ckpt.streak", "ckpt.global_batch",
+                                            "ckpt.steps_per_epoch", "ckpt.chunk"};
+    int64_t *opt_vals[4] = {&info->streak, &info->global_batch, &info->steps_per_epoch,
+                            &info->chunk};
+    for (int i = 0; i < 4; i++)
         if (safetensors_meta(st, opt_keys[i]) && meta_i64(st, opt_keys[i], opt_vals[i], err,
                                                           errlen) < 0)
             return -1;

@@ -17,7 +17,7 @@
  *   ckpt.sampler_state             U8 [n], opaque sampler state (absent if empty)
  *   __metadata__: format=ddpipe-checkpoint, ckpt.version=1, ckpt.epoch,
  *   ckpt.step, ckpt.seed, ckpt.streak, ckpt.global_batch,
- *   ckpt.steps_per_epoch (decimal), arch (if set), optim.kind and the
+ *   ckpt.steps_per_epoch, ckpt.chunk (decimal), arch (if set), optim.kind and the
  *   optimizer's hyper-parameters.
  * The model tensors keep PyTorch's names, so scripts/export_torchvision.py
  * --reverse turns a checkpoint into a state_dict (and its optimizer state
@@ -66,6 +66,8 @@ typedef struct {
     int64_t streak;               /* epochs in a row at the target accuracy */
     int64_t global_batch;         /* G: samples per optimizer step */
     int64_t steps_per_epoch;      /* ceil(N / G) */
+    int64_t chunk;                /* --chunk (bitwise training), 0 off; saved always, 0
+                                   * when loading a checkpoint without it */
 } ckpt_info_t;
 
 #define CKPT_FORMAT "ddpipe-checkpoint"

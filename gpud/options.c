@@ -173,6 +173,31 @@ int gpud_check_device(const char *cmd, const char *flag, const char *device,
     return 0;
 }
 
+int gpud_check_chunk(const char *cmd, const char *flag, const char *device, long chunk,
+                     long global_batch)
+{
+    if (chunk <= 0)
+        return 0;
+    /* the exact sums are the host backends' until a device run checked
+     * that cuda's engines give the same bytes */
+    if (strcmp(device, "cuda") == 0) {
+        fprintf(stderr, "%s: bitwise training (--chunk) is not verified on cuda yet: train with "
+                        "%s cpu, or without --chunk\n", cmd, flag);
+        return -1;
+    }
+    if (global_batch > 0 && global_batch % chunk != 0) {
+        long down = global_batch / chunk * chunk, up = down + chunk;
+        fprintf(stderr, "%s: --chunk %ld: the global batch %ld is not a multiple of it (every "
+                        "step but an epoch's last is whole chunks); use a global batch of ",
+                cmd, chunk, global_batch);
+        if (down > 0)
+            fprintf(stderr, "%ld or ", down);
+        fprintf(stderr, "%ld, or a --chunk that divides %ld\n", up, global_batch);
+        return -1;
+    }
+    return 0;
+}
+
 int gpud_cpu_has_bf16(void)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -254,6 +279,13 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
     }
     if (self->join)
         self->reducer = self->join;
+    if (self->chunk && !self->train) {
+        fprintf(stderr, "gpud: --chunk (bitwise training) needs --train\n");
+        return -1;
+    }
+    if (gpud_check_chunk("gpud", "--backend", self->backend, self->chunk,
+                         self->global_batch) < 0)
+        return -1;
     if (check_local_world(self) < 0)
         return -1;
     if (check_required(self) < 0)
@@ -268,7 +300,7 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
 static const char *const s_job_wide[] = {
     "model", "channels", "num-classes", "in-channels", "mean", "std", "normalize",
     "precision", "micro-batch", "optimizer", "nesterov", "betas", "eps", "grad-averaging", "lr-schedule",
-    "step-size", "t-max", "warmup-epochs", "label-smoothing", "sync-bn", "lr", "momentum",
+    "step-size", "t-max", "warmup-epochs", "label-smoothing", "sync-bn", "chunk", "lr", "momentum",
     "weight-decay", "dampening", "amsgrad", "no-decay-bn-bias", "gamma", "eta-min",
     "warmup-start-factor", "freeze", "freeze-bn", "seed", "global-batch-size", NULL};
 

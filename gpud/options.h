@@ -38,6 +38,9 @@
                   "native oneDNN bf16 kernels where the CPU has avx512_bf16/amx, else "    \
                   "emulated; env DDPIPE_BF16=native|emulated forces one; docs/BF16.md)")
 
+/* The largest --chunk: one chunk is one batch of the model. */
+#define GPUD_MAX_CHUNK DDP_MAX_BATCH
+
 #define GPUD_TRAINING_OPTIONS(T)                                               \
     OPTION_STRING(T, optimizer, "optimizer", "sgd|adam|adamw|novograd", "sgd", "the optimizer"),\
     OPTION_FLAG(T, nesterov, "nesterov", "SGD with Nesterov momentum"),                    \
@@ -55,6 +58,11 @@
     OPTION_DOUBLE(T, label_smoothing, "label-smoothing", "E", 0, 0, 1,                     \
                   "CrossEntropyLoss label smoothing"),                                     \
     OPTION_FLAG(T, sync_bn, "sync-bn", "SyncBatchNorm over the ranks"),                    \
+    OPTION_LONG(T, chunk, "chunk", "N", 0, 0, GPUD_MAX_CHUNK,                              \
+                "bitwise training: each step's samples run in chunks of N with exact sums, "\
+                "so the weights are the same bytes for any worker count (a fixed global "  \
+                "batch, a multiple of N; not on cuda yet; 0: off; docs/TRAINING.md "      \
+                "\"Bitwise training\")"),                                               \
     OPTION_LONG(T, ring_timeout_s, "ring-timeout", "S", 60, 1, 86400,                      \
                 "a silent ring peer fails the job after S s"),                             \
     OPTION_LONG(T, checkpoint_every, "checkpoint-every", "N", 1, 1, 1000000,               \
@@ -98,6 +106,7 @@ typedef struct {
     double warmup_start_factor;  /* 0: LinearLR's default 1/3 */
     double label_smoothing;
     int sync_bn;
+    long chunk;                  /* --chunk: > 0 bitwise training (chunks of this many); 0 off */
     option_strings_t freeze, freeze_bn;   /* parameter / BatchNorm name prefixes */
     long seed;
     const char *ring_bind;
@@ -129,6 +138,12 @@ int gpud_check_precision(const char *cmd, const char *precision);
  * this build has cuda, gpud says when it starts. */
 int gpud_check_device(const char *cmd, const char *flag, const char *device,
                       const char *precision, int train);
+/* --chunk N (bitwise training) against the rest of a training job: 0 when
+ * chunk is 0, or when it runs on device (gpud --backend, ddpipe --device:
+ * FLAG) and global_batch (0: not known here) is a multiple of it; else -1
+ * after the error went to stderr. */
+int gpud_check_chunk(const char *cmd, const char *flag, const char *device, long chunk,
+                     long global_batch);
 /* 1 when /proc/cpuinfo lists avx512_bf16 or amx_bf16 (bf16 runs natively
  * and fast), 0 when not or unreadable. */
 int gpud_cpu_has_bf16(void);

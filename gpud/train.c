@@ -29,7 +29,8 @@ static void trainer_config(const gpud_options_t *o, trainer_cfg_t *c)
                          .no_decay_bn_bias = o->no_decay_bn_bias,
                          .label_smoothing = (float)o->label_smoothing, .seed = (uint64_t)o->seed,
                          .warmup_epochs = (int)o->warmup_epochs,
-                         .warmup_start_factor = o->warmup_start_factor};
+                         .warmup_start_factor = o->warmup_start_factor,
+                         .chunk = (int)o->chunk};
     optim_cfg_t *opt = &c->optim;
     if (!isnan(o->momentum)) opt->momentum = o->momentum;
     if (!isnan(o->weight_decay)) opt->weight_decay = o->weight_decay;

@@ -14,7 +14,8 @@ static ckpt_info_t state_info(const gpud_t *self)
     const train_state_t *ts = self->train;
     return (ckpt_info_t){.epoch = ts->epoch, .step = (int64_t)ts->next_step,
                          .streak = ts->streak, .global_batch = (int64_t)ts->global_batch,
-                         .steps_per_epoch = (int64_t)ts->steps_per_epoch};
+                         .steps_per_epoch = (int64_t)ts->steps_per_epoch,
+                         .chunk = self->options.chunk};
 }
 
 int train_save_checkpoint(gpud_t *self, const char *why, char *reason, size_t cap)

@@ -168,6 +168,9 @@ static int prepare_training(loader_t *self)
     if (o->val && open_val_set(self) < 0)
         return -1;
     decide_wire(self);
+    if (o->chunk)
+        log_info("bitwise training: shards of whole chunks of %ld samples (%llu a step)",
+                 o->chunk, (unsigned long long)(self->global_batch / (uint64_t)o->chunk));
     log_info("training: %ld ranks, global batch %llu, %llu steps per epoch, epochs %ld..%ld; "
              "validation %s (%llu samples, %dx%d, batches of %ld)", o->workers,
              (unsigned long long)self->global_batch, (unsigned long long)self->steps_per_epoch,

@@ -61,6 +61,11 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, workers, "workers", "W", 1, 1, 4096, "ranks"),
     OPTION_LONG(T, global_batch, "global-batch-size", "G", 0, 1, (long)1 << 40,
                 "samples per global step (default --batch-size * W)"),
+    OPTION_LONG(T, chunk, "chunk", "N", 0, 0, DDP_MAX_BATCH,
+                "bitwise training (gpud --chunk N, the same N): each rank's shard is a run of "
+                "whole chunks of N consecutive samples of the step, cut the same for any W "
+                "(ranks past the chunk count get none); the global batch must be a multiple of "
+                "N; 0: off (docs/TRAINING.md \"Bitwise training\")"),
     OPTION_LONG(T, epochs, "epochs", "E", 1, 1, 1000000, "most epochs (reducerd decides the stop)"),
     OPTION_LONG(T, seed, "seed", "S", 0, 0, LONG_MAX, "shuffle and augmentation seed"),
     OPTION_STRING(T, augment, "augment", "none|flip|crop-flip", NULL,
@@ -83,7 +88,7 @@ const option_table_t loader_options_table = {
     "loaderd", "--data PATH --bind ENDPOINT --reducer ENDPOINT [options]", s_rows};
 
 /* The options that mean something only with --train. */
-static const char *const s_training_only[] = {"val",  "workers", "global-batch-size",
+static const char *const s_training_only[] = {"val",  "workers", "global-batch-size", "chunk",
                                               "epochs", "seed", "augment", "rotate",
                                               "start-epoch", "start-step", NULL};
 
@@ -235,8 +240,9 @@ static int check_training(loader_options_t *self, int training_given)
 {
     if (!self->train) {
         if (training_given) {
-            fprintf(stderr, "loaderd: --val, --workers, --global-batch-size, --epochs, --seed, "
-                            "--augment, --rotate, --start-epoch and --start-step need --train\n");
+            fprintf(stderr, "loaderd: --val, --workers, --global-batch-size, --chunk, --epochs, "
+                            "--seed, --augment, --rotate, --start-epoch and --start-step need "
+                            "--train\n");
             return -1;
         }
         return 0;
@@ -248,8 +254,18 @@ static int check_training(loader_options_t *self, int training_given)
         }
         self->global_batch = self->batch_size * self->workers;
     }
-    /* the largest shard is ceil(G / W) samples: it must fit one BATCH */
-    if ((self->global_batch + self->workers - 1) / self->workers > DDP_MAX_BATCH) {
+    if (self->chunk && self->global_batch % self->chunk != 0) {
+        fprintf(stderr, "loaderd: --chunk %ld: the global batch %ld (--global-batch-size, or "
+                        "--batch-size x --workers) is not a multiple of it (every step but an "
+                        "epoch's last must be whole chunks)\n",
+                self->chunk, self->global_batch);
+        return -1;
+    }
+    /* the largest shard is ceil(G / W) samples (with --chunk: ceil(G / N / W)
+     * whole chunks): it must fit one BATCH */
+    long unit = self->chunk ? self->chunk : 1, units = self->global_batch / unit;
+    long most = (units + self->workers - 1) / self->workers * unit;
+    if (most > DDP_MAX_BATCH) {  /* sampler_chunked_max_shard's bound, G a multiple of N */
         fprintf(stderr, "loaderd: a global batch of %ld over %ld workers gives shards over %d "
                         "samples; use more workers or a smaller --global-batch-size\n",
                 self->global_batch, self->workers, DDP_MAX_BATCH);

@@ -45,6 +45,7 @@ typedef struct {
     const char *val;
     long workers;
     long global_batch;         /* 0: batch_size * workers (loader_options_parse) */
+    long chunk;                /* --chunk: shards are whole chunks of this many; 0 off */
     long epochs;
     long seed;
     const char *augment;       /* none|flip|crop-flip; NULL: the default */

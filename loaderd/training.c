@@ -69,10 +69,14 @@ static uint64_t shard_count(const loader_t *self, uint64_t first, uint64_t count
  * list (pos), so gpud merges the loaderds' parts in one loaderd's order. */
 static int shard_alloc(loader_t *self, uint64_t k, int r, ddp_batch_t *b, uint64_t *first)
 {
-    uint64_t listed, count;
+    uint64_t listed, count, chunk = (uint64_t)self->options.chunk;
     char err[256];
-    if (sampler_shard(self->sampler, k, self->global_batch, self->world, r, first, &listed, err,
-                      sizeof err) != 0) {
+    /* --chunk: whole chunks per rank, the chunks the same for any W */
+    int rc = chunk ? sampler_shard_chunked(self->sampler, k, self->global_batch, chunk,
+                                           self->world, r, first, &listed, err, sizeof err)
+                   : sampler_shard(self->sampler, k, self->global_batch, self->world, r, first,
+                                   &listed, err, sizeof err);
+    if (rc != 0) {
         log_error("cannot shard step %llu for rank %d: %s", (unsigned long long)k, r, err);
         return -1;
     }
@@ -196,6 +200,14 @@ static int load_step(loader_t *self, uint64_t k, step_t *st)
                  self->epoch, (unsigned long long)k,
                  (unsigned long long)(total - st->global_count), (unsigned long long)total,
                  st->global_count);
+    /* the step runs the rank's samples in chunks of N as they come: one
+     * left out moves the cut of the chunks after it in that shard, and
+     * where a shard starts depends on W */
+    if (rc == 0 && st->global_count < total && self->options.chunk)
+        log_warn("epoch %u step %llu: --chunk %ld: with samples left out this step's chunks "
+                 "(and so the weights) depend on the worker count; fix or drop the failing "
+                 "files for bitwise training", self->epoch, (unsigned long long)k,
+                 self->options.chunk);
     return rc;
 }
 

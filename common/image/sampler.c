@@ -115,8 +115,9 @@ uint64_t sampler_global_batch(uint64_t batch_per_worker, int world)
     return batch_per_worker * (uint64_t)world;
 }
 
-int sampler_shard(const sampler_t *s, uint64_t step, uint64_t global_batch, int world, int rank,
-                  uint64_t *first_pos, uint64_t *count, char *err, size_t errlen)
+/* The step's [*lo, *lo + *len) of the permutation; -1 with a reason. */
+static int step_span(const sampler_t *s, uint64_t step, uint64_t global_batch, int world,
+                     int rank, uint64_t *lo, uint64_t *len, char *err, size_t errlen)
 {
     if (global_batch == 0 || world < 1 || rank < 0 || rank >= world) {
         err_set(err, errlen, "bad shard request: global batch %llu, rank %d of %d (need G >= 1 "
@@ -130,12 +131,57 @@ int sampler_shard(const sampler_t *s, uint64_t step, uint64_t global_batch, int 
                  (unsigned long long)global_batch, (unsigned long long)s->n);
         return -1;
     }
-    uint64_t lo = step * global_batch, left = s->n - lo;
-    uint64_t len = left < global_batch ? left : global_batch;
+    uint64_t left = s->n - step * global_batch;
+    *lo = step * global_batch;
+    *len = left < global_batch ? left : global_batch;
+    return 0;
+}
+
+int sampler_shard(const sampler_t *s, uint64_t step, uint64_t global_batch, int world, int rank,
+                  uint64_t *first_pos, uint64_t *count, char *err, size_t errlen)
+{
+    uint64_t lo, len;
+    if (step_span(s, step, global_batch, world, rank, &lo, &len, err, errlen) < 0)
+        return -1;
     uint64_t w = (uint64_t)world, r = (uint64_t)rank, base = len / w, rem = len % w;
     *first_pos = lo + r * base + (r < rem ? r : rem);
     *count = base + (r < rem);
     return 0;
+}
+
+int sampler_shard_chunked(const sampler_t *s, uint64_t step, uint64_t global_batch,
+                          uint64_t chunk, int world, int rank, uint64_t *first_pos,
+                          uint64_t *count, char *err, size_t errlen)
+{
+    uint64_t lo, len;
+    if (chunk == 0) {
+        err_set(err, errlen, "bad shard request: chunk 0 (sampler_shard splits by samples)");
+        return -1;
+    }
+    if (step_span(s, step, global_batch, world, rank, &lo, &len, err, errlen) < 0)
+        return -1;
+    /* whole chunks per rank, the first rem ranks one more: the same rule
+     * as sampler_shard's, over chunks instead of samples */
+    uint64_t nch = len / chunk + (len % chunk != 0);
+    uint64_t w = (uint64_t)world, r = (uint64_t)rank, base = nch / w, rem = nch % w;
+    uint64_t c0 = r * base + (r < rem ? r : rem), c1 = c0 + base + (r < rem);
+    uint64_t p0 = c0 * chunk, p1 = c1 * chunk;
+    if (p0 > len)
+        p0 = len;
+    if (p1 > len)
+        p1 = len;
+    *first_pos = lo + p0;
+    *count = p1 - p0;
+    return 0;
+}
+
+uint64_t sampler_chunked_max_shard(uint64_t global_batch, uint64_t chunk, int world)
+{
+    if (global_batch == 0 || chunk == 0 || world < 1)
+        return 0;
+    uint64_t nch = global_batch / chunk + (global_batch % chunk != 0);
+    uint64_t most = (nch / (uint64_t)world + (nch % (uint64_t)world != 0)) * chunk;
+    return most < global_batch ? most : global_batch;
 }
 
 uint64_t sampler_id(const sampler_t *s, uint64_t pos)

@@ -96,6 +96,21 @@ uint64_t sampler_global_batch(uint64_t batch_per_worker, int world);
 int sampler_shard(const sampler_t *s, uint64_t step, uint64_t global_batch, int world, int rank,
                   uint64_t *first_pos, uint64_t *count, char *err, size_t errlen);
 
+/* Bitwise training (--chunk, docs/TRAINING.md "Bitwise training"): the
+ * step's len positions [step*G, step*G + len) are cut into nch =
+ * ceil(len / CHUNK) chunks of CHUNK consecutive positions (the last may be
+ * short), and RANK gets a contiguous run of WHOLE chunks: with base = nch /
+ * WORLD and rem = nch % WORLD, the chunks [r*base + min(r, rem), + base +
+ * (r < rem)), as positions clipped to len. The chunks never depend on
+ * WORLD, only which rank runs them; ranks beyond nch get *count = 0. 0, or
+ * -1 with a reason (as sampler_shard, and CHUNK == 0). */
+int sampler_shard_chunked(const sampler_t *s, uint64_t step, uint64_t global_batch,
+                          uint64_t chunk, int world, int rank, uint64_t *first_pos,
+                          uint64_t *count, char *err, size_t errlen);
+/* The most samples sampler_shard_chunked gives one rank of WORLD in a step
+ * of G: ceil(ceil(G / CHUNK) / WORLD) * CHUNK, at most G (0 on bad input). */
+uint64_t sampler_chunked_max_shard(uint64_t global_batch, uint64_t chunk, int world);
+
 /* The sample id at position POS (< n) of the current epoch's permutation. */
 uint64_t sampler_id(const sampler_t *s, uint64_t pos);
 

@@ -144,6 +144,8 @@ static void test_launcher(void)
     unsetenv("SLURM_JOB_NUM_NODES");
 }
 
+static const char *s_ckpt_chunk;   /* ckpt.chunk of the next write_ckpt; NULL: none */
+
 static void write_ckpt(const char *path, const char *epoch, const char *step, const char *gb, const char *spe)
 {
     char err[256];
@@ -152,7 +154,8 @@ static void write_ckpt(const char *path, const char *epoch, const char *step, co
     int64_t shape[1] = {1};
     st_writer_add(w, "fc.bias", ST_F32, 1, shape, &x, err, sizeof err);
     const char *kv[][2] = {{"ckpt.epoch", epoch}, {"ckpt.step", step}, {"ckpt.streak", "1"},
-                           {"ckpt.global_batch", gb}, {"ckpt.steps_per_epoch", spe}, {"ckpt.seed", "7"}};
+                           {"ckpt.global_batch", gb}, {"ckpt.steps_per_epoch", spe}, {"ckpt.seed", "7"},
+                           {"ckpt.chunk", s_ckpt_chunk}};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         if (kv[i][1])
             st_writer_meta(w, kv[i][0], kv[i][1], err, sizeof err);
@@ -189,6 +192,28 @@ static void test_resume(void)
     snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 5 --global-batch-size 64 "
              "--seed 8 --resume %s", dir, dir);
     CHECK(parse(&o, line) < 0, "a different seed must be refused");
+    /* a checkpoint without ckpt.chunk (an older build): any --chunk */
+    CHECK(r.chunk == -1, "no ckpt.chunk: %ld", r.chunk);
+    snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 5 "
+             "--global-batch-size 64 --chunk 8 --resume %s", dir, dir);
+    CHECK(parse(&o, line) == 0, "--chunk resuming a checkpoint without ckpt.chunk");
+    /* with it: the same --chunk only */
+    s_ckpt_chunk = "8";
+    write_ckpt(path, "2", "23", "64", "10");
+    CHECK(train_resume_read(dir, &r, err, sizeof err) == 0 && r.chunk == 8, "ckpt.chunk 8");
+    CHECK(parse(&o, line) == 0, "the same --chunk resumes");
+    snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 5 "
+             "--global-batch-size 64 --resume %s", dir, dir);
+    CHECK(parse(&o, line) < 0, "no --chunk resuming a --chunk 8 checkpoint must be refused");
+    snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 5 "
+             "--global-batch-size 64 --chunk 4 --resume %s", dir, dir);
+    CHECK(parse(&o, line) < 0, "--chunk 4 resuming a --chunk 8 checkpoint must be refused");
+    s_ckpt_chunk = "0";
+    write_ckpt(path, "2", "23", "64", "10");
+    snprintf(line, sizeof line, "--data idx:x --model wideresnet --out %s --epochs 5 "
+             "--global-batch-size 64 --chunk 8 --resume %s", dir, dir);
+    CHECK(parse(&o, line) < 0, "--chunk 8 resuming a checkpoint without it must be refused");
+    s_ckpt_chunk = NULL;
 
     write_ckpt(path, "2", "35", "64", "10"); /* step beyond the epoch */
     CHECK(train_resume_read(dir, &r, err, sizeof err) < 0 && strstr(err, "inconsistent"), "bad step: %s", err);
@@ -228,6 +253,36 @@ static void test_default_threads(void)
     CHECK(t == 5 && l == 3, "given threads changed: %ld %ld", t, l);
 }
 
+/* --chunk: a fixed global batch that it divides, not on cuda; several
+ * loaderds and --wire jpeg keep the chunks and are allowed. */
+static void test_chunk(void)
+{
+    train_options_t o;
+#define BASE "--data idx:x --model wideresnet --out /tmp/r "
+    CHECK(parse(&o, BASE "--workers 3 --global-batch-size 96 --chunk 8") == 0 && o.chunk == 8 &&
+              o.global_batch == 96, "--chunk 8 with G 96");
+    CHECK(parse(&o, BASE "--workers 3 --global-batch-size 96") == 0 && o.chunk == 0,
+          "no --chunk: 0 (off)");
+    CHECK(parse(&o, BASE "--workers 3 --global-batch-size 96 --chunk 0") == 0 && o.chunk == 0,
+          "--chunk 0: off");
+    CHECK(parse(&o, BASE "--workers 2 --batch-size 48 --chunk 8") < 0,
+          "--chunk without --global-batch-size refused");
+    CHECK(parse(&o, BASE "--workers 2 --global-batch-size 100 --chunk 8") < 0,
+          "G not a multiple of --chunk refused");
+    CHECK(parse(&o, BASE "--workers 2 --global-batch-size 96 --chunk 8 --device cuda") < 0,
+          "--chunk on cuda refused");
+    CHECK(parse(&o, BASE "--workers 2 --global-batch-size 96 --device cuda") == 0,
+          "cuda without --chunk still accepted");
+    CHECK(parse(&o, BASE "--workers 2 --global-batch-size 96 --chunk 8 --loaders 2") == 0,
+          "--chunk with several loaderds");
+    CHECK(parse(&o, BASE "--workers 2 --global-batch-size 96 --chunk 8 --wire jpeg") == 0,
+          "--chunk with --wire jpeg");
+    CHECK(parse(&o, BASE "--workers 8 --global-batch-size 16 --chunk 8 --quiet") == 0,
+          "fewer chunks than workers: a note, not an error");
+    CHECK(parse(&o, BASE "--global-batch-size 96 --chunk -1") < 0, "--chunk -1 refused");
+#undef BASE
+}
+
 int main(void)
 {
     test_default_threads();
@@ -235,6 +290,7 @@ int main(void)
     test_batches_and_names();
     test_resume();
     test_launcher();
+    test_chunk();
     if (s_fail)
         fprintf(stderr, "%d failed\n", s_fail);
     else

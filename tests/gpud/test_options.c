@@ -157,6 +157,26 @@ static void test_job_config(void)
     CHECK(parse_words(BASE "--train --lr 0.1 --sync-bn --precision bf16", &b) == 0);
     gpud_options_job_config(&b, cb, sizeof cb);
     CHECK(strcmp(ca, cb) != 0 && strstr(cb, "--precision bf16"));
+    /* and one with another --chunk (bitwise training: the chunks are the job's) */
+    CHECK(parse_words(BASE "--train --lr 0.1 --sync-bn --chunk 8", &b) == 0 && b.chunk == 8);
+    gpud_options_job_config(&b, cb, sizeof cb);
+    CHECK(strcmp(ca, cb) != 0 && strstr(cb, "--chunk 8"));
+}
+
+/* --chunk: training only, not on cuda, a divisor of the global batch. */
+static void test_chunk(void)
+{
+    gpud_options_t o;
+    char text[4096];
+    CHECK(parse_words(BASE "--train --chunk 8 --global-batch-size 96", &o) == 0 && o.chunk == 8);
+    CHECK(parse_words(BASE "--train --chunk 8", &o) == 0);   /* G unknown here: ddpipe checks */
+    CHECK(parse_stderr(BASE "--train --chunk 8 --global-batch-size 100", text, sizeof text) == -1);
+    CHECK_MSG(strstr(text, "not a multiple") && strstr(text, "96 or 104"), "%s", text);
+    CHECK(parse_stderr(BASE "--train --chunk 8 --backend cuda", text, sizeof text) == -1);
+    CHECK_MSG(strstr(text, "bitwise training (--chunk) is not verified on cuda yet") != NULL,
+              "%s", text);
+    CHECK(parse_stderr(BASE "--weights w --chunk 8", text, sizeof text) == -1);
+    CHECK_MSG(strstr(text, "--chunk (bitwise training) needs --train") != NULL, "%s", text);
 }
 
 static void test_usage_names_every_option(void)
@@ -164,7 +184,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&gpud_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 59); /* 57 of gpud's own, --curve-dir and --insecure */
+    CHECK(options == 60); /* 58 of gpud's own, --curve-dir and --insecure */
     CHECK(strstr(text, "(default nan)") == NULL); /* an unset default shows none */
     free(text);
 }
@@ -176,12 +196,12 @@ static void test_emit_round_trip(void)
     CHECK(parse_words(BASE "--train --name w0 --in-channels 1 --channels 8,16,32,64 "
                       "--mean 0.5 --std 0.25,0.5 --optimizer adamw --lr 0.003 "
                       "--weight-decay 0.05 --betas 0.8,0.99 --lr-schedule cosine --t-max 40 "
-                      "--warmup-epochs 5 --label-smoothing 0.1 --sync-bn --freeze layer1. "
+                      "--warmup-epochs 5 --label-smoothing 0.1 --sync-bn --chunk 4 --freeze layer1. "
                       "--freeze layer2. --freeze-bn features. --seed 7 --checkpoint ck "
                       "--resume ck --ring-timeout 30 --commit-timeout 40 --verbose",
                       &o) == 0);
     emitted_argv_t a = {.argv = {"gpud"}, .argc = 1};
-    CHECK(options_emit(&gpud_options_table, &o, NULL, emitted_argv_add, &a) == 27);
+    CHECK(options_emit(&gpud_options_table, &o, NULL, emitted_argv_add, &a) == 28);
     memset(&back, 0, sizeof back);
     CHECK(gpud_options_parse(&back, a.argc, a.argv) == 0);
     CHECK(adopt_strings(&gpud_options_table, &back, &o) == 0);
@@ -198,6 +218,7 @@ int main(void)
 {
     test_defaults();
     test_errors();
+    test_chunk();
     test_usage_names_every_option();
     test_job_config();
     test_emit_round_trip();

@@ -110,6 +110,18 @@ static void test_errors(void)
     REFUSED(BASE "--shard 1/2x", "--shard '1/2x': want I/N");
     CHECK(parse_words(BASE "--train --shard 1/2", &o) == 0 && o.shard_index == 1);
     CHECK(parse_words(BASE "--train --global-batch-size 131072 --workers 2", &o) == 0);
+    /* --chunk: G a multiple of it; shards are whole chunks, so the largest
+     * is ceil(G / N / W) chunks: 3 chunks of 32768 over 2 ranks is 2 chunks, 65536 */
+    CHECK(parse_words(BASE "--train --global-batch-size 96 --workers 5 --chunk 8", &o) == 0 &&
+          o.chunk == 8);
+    REFUSED(BASE "--train --global-batch-size 100 --chunk 8", "--chunk 8: the global batch 100");
+    REFUSED(BASE "--train --batch-size 10 --workers 3 --chunk 8", "is not a multiple of it");
+    CHECK(parse_words(BASE "--train --global-batch-size 98304 --workers 2 --chunk 32768", &o) == 0);
+    /* 120000 over 2 is 60000 samples, but 3 chunks of 40000 give a rank 80000 */
+    CHECK(parse_words(BASE "--train --global-batch-size 120000 --workers 2", &o) == 0);
+    REFUSED(BASE "--train --global-batch-size 120000 --workers 2 --chunk 40000",
+            "gives shards over 65536 samples");
+    REFUSED(BASE "--chunk 8", "need --train");
     CHECK(parse_words(BASE "--limit 0 --resize 1", &o) == 0 && o.limit == 0 && o.resize == 1);
     /* given without --train, whatever the value, however spelled */
     REFUSED(BASE "--seed 0", "need --train");
@@ -127,7 +139,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&loader_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 32); /* 30 of loaderd's own (--shard, --wire among them), --curve-dir and --insecure */
+    CHECK(options == 33); /* 31 of loaderd's own (--shard, --wire among them), --curve-dir and --insecure */
     /* a sentinel default is said in words, never as its number */
     CHECK(strstr(text, "decode threads (default: every CPU it may use)\n") != NULL);
     CHECK(strstr(text, "(default 0)\n  --prefetch") == NULL);
@@ -141,10 +153,10 @@ static void test_emit_round_trip(void)
     CHECK(parse_words(BASE "--train --val v --workers 2 --global-batch-size 64 --batch-size 32 "
                            "--epochs 3 --seed 7 --threads 2 --worker-timeout 20 --prefetch 8 "
                            "--resize 36 --crop 32 --channels 3 --limit 100 --start-epoch 1 "
-                           "--start-step 2 --augment flip --rotate 15 --verbose",
+                           "--start-step 2 --augment flip --rotate 15 --chunk 8 --verbose",
                       &o) == 0);
     emitted_argv_t a = {.argv = {"loaderd"}, .argc = 1};
-    CHECK(options_emit(&loader_options_table, &o, NULL, emitted_argv_add, &a) == 22);
+    CHECK(options_emit(&loader_options_table, &o, NULL, emitted_argv_add, &a) == 23);
     memset(&back, 0, sizeof back);
     CHECK(loader_options_parse(&back, a.argc, a.argv) == 0);
     CHECK(adopt_strings(&loader_options_table, &back, &o) == 0);

@@ -272,6 +272,98 @@ static void test_state(void)
     sampler_destroy(&s);
 }
 
+/* sampler_shard_chunked for W = 1..9 over every step of an epoch: the
+ * shards in rank order are the step's positions in order, each shard is
+ * whole chunks (cut at multiples of CHUNK from the step's start; only the
+ * step's last chunk may be short), ranks past the chunk count get nothing,
+ * and the set of chunks is the same for every W. */
+static void check_chunked(uint64_t n, uint64_t g, uint64_t chunk)
+{
+    sampler_t *s = sampler_new(n, 11, 1);
+    CHECK(s != NULL, "sampler_new");
+    if (!s)
+        return;
+    char err[256];
+    uint64_t steps = sampler_steps(s, g);
+    for (uint64_t k = 0; k < steps; k++) {
+        uint64_t lo = k * g, len = n - lo < g ? n - lo : g;
+        uint64_t nch = (len + chunk - 1) / chunk;
+        for (int w = 1; w <= 9; w++) {
+            uint64_t next = lo, chunks = 0;
+            for (int r = 0; r < w; r++) {
+                uint64_t first = 999, count = 999;
+                CHECK(sampler_shard_chunked(s, k, g, chunk, w, r, &first, &count, err,
+                                            sizeof err) == 0, "%s", err);
+                CHECK(first == next, "n %llu G %llu chunk %llu step %llu W %d rank %d starts "
+                      "at %llu, want %llu", (unsigned long long)n, (unsigned long long)g,
+                      (unsigned long long)chunk, (unsigned long long)k, w, r,
+                      (unsigned long long)first, (unsigned long long)next);
+                /* whole chunks: starts on a chunk boundary, ends on one or at the step's end */
+                /* (an empty shard sits at the step's end, which may be mid-chunk) */
+                CHECK(count == 0 || (first - lo) % chunk == 0, "n %llu G %llu chunk %llu W %d "
+                      "rank %d: shard starts mid-chunk at %llu", (unsigned long long)n,
+                      (unsigned long long)g, (unsigned long long)chunk, w, r,
+                      (unsigned long long)first);
+                CHECK(count % chunk == 0 || first + count == lo + len,
+                      "W %d rank %d: shard of %llu ends mid-chunk", w, r,
+                      (unsigned long long)count);
+                CHECK(count <= sampler_chunked_max_shard(g, chunk, w),
+                      "W %d rank %d: %llu over the bound %llu", w, r, (unsigned long long)count,
+                      (unsigned long long)sampler_chunked_max_shard(g, chunk, w));
+                uint64_t mine = (count + chunk - 1) / chunk;
+                /* the first nch % W ranks one chunk more, as sampler_shard's samples */
+                uint64_t want = nch / (uint64_t)w + ((uint64_t)r < nch % (uint64_t)w);
+                CHECK(mine == want, "W %d rank %d: %llu chunks, want %llu", w, r,
+                      (unsigned long long)mine, (unsigned long long)want);
+                CHECK((uint64_t)r < nch || count == 0, "W %d rank %d past %llu chunks got %llu",
+                      w, r, (unsigned long long)nch, (unsigned long long)count);
+                next = first + count;
+                chunks += mine;
+            }
+            CHECK(next == lo + len, "W %d: the shards end at %llu, the step at %llu", w,
+                  (unsigned long long)next, (unsigned long long)(lo + len));
+            CHECK(chunks == nch, "W %d: %llu chunks, the step has %llu", w,
+                  (unsigned long long)chunks, (unsigned long long)nch);
+        }
+    }
+    sampler_destroy(&s);
+}
+
+static void test_chunked(void)
+{
+    /* (n, G, chunk): even steps, a short last step (whole and short last
+     * chunk), G = chunk, one chunk per step with more ranks than chunks,
+     * chunk 1 (= the sample split), a step shorter than one chunk */
+    static const uint64_t cases[][3] = {{96, 24, 8}, {100, 24, 8}, {103, 24, 8}, {50, 8, 8},
+                                        {37, 12, 4}, {29, 7, 1},   {5, 16, 8},   {200, 96, 8},
+                                        {61, 30, 6}, {9, 9, 3}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_chunked(cases[i][0], cases[i][1], cases[i][2]);
+    /* chunk 1 is sampler_shard's split exactly */
+    sampler_t *s = sampler_new(29, 3, 1);
+    char err[256];
+    for (int w = 1; s && w <= 9; w++)
+        for (int r = 0; r < w; r++) {
+            uint64_t f1, c1, f2, c2;
+            CHECK(sampler_shard(s, 2, 7, w, r, &f1, &c1, err, sizeof err) == 0, "%s", err);
+            CHECK(sampler_shard_chunked(s, 2, 7, 1, w, r, &f2, &c2, err, sizeof err) == 0, "%s",
+                  err);
+            CHECK(f1 == f2 && c1 == c2, "chunk 1, W %d rank %d: not sampler_shard's", w, r);
+        }
+    uint64_t f, c;
+    CHECK(s && sampler_shard_chunked(s, 0, 7, 0, 1, 0, &f, &c, err, sizeof err) < 0,
+          "chunk 0 refused");
+    CHECK(s && sampler_shard_chunked(s, 5, 7, 2, 1, 0, &f, &c, err, sizeof err) < 0,
+          "a step past the end refused");
+    CHECK(s && sampler_shard_chunked(s, 0, 7, 2, 2, 2, &f, &c, err, sizeof err) < 0,
+          "rank out of range refused");
+    sampler_destroy(&s);
+    CHECK(sampler_chunked_max_shard(96, 8, 5) == 24, "96/8 over 5: 12 chunks, 3 at most");
+    CHECK(sampler_chunked_max_shard(96, 8, 1) == 96, "one rank: all");
+    CHECK(sampler_chunked_max_shard(20, 8, 1) == 20, "clipped to G");
+    CHECK(sampler_chunked_max_shard(96, 0, 2) == 0, "chunk 0");
+}
+
 int main(void)
 {
     test_rng_pinned();
@@ -281,5 +373,6 @@ int main(void)
     test_seeds_and_epochs();
     test_shuffle_uniform();
     test_state();
+    test_chunked();
     return tu_finish("sampler");
 }
