@@ -141,6 +141,13 @@ int train_start(gpud_t *self)
         log_error("--sync-bn: the model refuses SyncBatchNorm");
         return -1;
     }
+    /* bitwise training: BatchNorm's exact sums over the same ring (the
+     * trainer sums the gradients itself, after backward) */
+    if (self->options.chunk > 0 &&
+        model_set_exact(self->model, train_ring_exact_sum, self, self->options.sync_bn) < 0) {
+        log_error("--chunk: the model refuses bitwise training");
+        return -1;
+    }
     /* gradient buckets all-reduced while backward runs (DDP's overlap);
      * not with SyncBatchNorm, whose all-reduces use the ring in backward.
      * DDPIPE_NO_OVERLAP=1: after backward, as one step (for comparisons) */

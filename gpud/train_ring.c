@@ -3,6 +3,7 @@
 
 #include "common/log.h"
 #include "gpud/members.h"
+#include "gpud/xsum_ring.h"
 
 int train_ring_timeout_ms(const gpud_t *self)
 {
@@ -15,6 +16,12 @@ int train_ring_sync_bn_sum(void *ctx, double *data, size_t n, char *err, size_t 
     /* NCCL in an NCCL generation, else the ring (gpud/collective.h) */
     return collective_sum_f64(self->train->coll, data, n, train_ring_timeout_ms(self), err,
                               errlen);
+}
+
+int train_ring_exact_sum(void *ctx, struct xsum *x, char *err, size_t errlen)
+{
+    gpud_t *self = ctx;
+    return xsum_allreduce(x, self->train->ring, train_ring_timeout_ms(self), err, errlen);
 }
 
 int train_ring_broadcast(gpud_t *self, trainer_set_t which, const char *what, uint32_t epoch)

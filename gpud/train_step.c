@@ -179,9 +179,12 @@ static int forward_backward(gpud_t *self, const ddp_batch_t *b, const uint8_t *p
     if (trainer_forward_backward(ts->trainer, &tb, ts->loss, self->logits, err,
                                  sizeof err) == 0)
         return 0;
-    if (self->options.sync_bn &&
+    /* SyncBatchNorm's and bitwise BatchNorm's all-reduces run in the step */
+    if ((self->options.sync_bn || self->options.chunk > 0) &&
         (allreduce_failure(ts->ring) != ALLREDUCE_OK || collective_failed(ts->coll)))
-        return members_ring_failed(self, "sync-bn", b->epoch, b->step, err);
+        return members_ring_failed(self, self->options.chunk > 0 ? "bitwise BatchNorm"
+                                                                 : "sync-bn",
+                                   b->epoch, b->step, err);
     log_error("train step %llu failed: %s", (unsigned long long)b->step, err);
     ts->checkpoint_on_exit = true;
     return -1;
