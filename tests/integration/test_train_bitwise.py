@@ -274,8 +274,11 @@ def joiner_cmd(args, name):
 
 def case_join():
     cfg = "g48-ghost"
-    total = EPOCHS * steps_per_epoch(cfg)
-    step = rng.randrange(1, total)
+    spe = steps_per_epoch(cfg)
+    total = EPOCHS * spe
+    # reducerd admits joiners at a step boundary inside an epoch's training
+    # (docs/ELASTIC.md "Joining"): the hook's step is not an epoch's first
+    step = rng.choice([s for s in range(1, total) if s % spe != 0])
     print("join: W=2, a third rank joins before step %d of %d (--pause-at-step %d)" % (
         step, total, step), flush=True)
     out = os.path.join(wd, "join-w2")
