@@ -25,11 +25,12 @@ static top_t *op_of(bk_graph_t **g, int j, size_t i)
     return &g[j]->ops[i];
 }
 
-static xsum_t *xs_new(bk_graph_t *g0, size_t c, int nseg)
+/* Segments of c elements; the last of one when count (a sample count). */
+static xsum_t *xs_new(bk_graph_t *g0, size_t c, int nseg, int count)
 {
     size_t len[3] = {c, c, c};
-    if (nseg == 2 && g0->exact_sync)
-        len[1] = 1;   /* forward of SyncBatchNorm: [sums (c), count] */
+    if (count)
+        len[nseg - 1] = 1;
     xsum_t *x = xsum_new(len, nseg);
     if (!x)
         bk_ctx_fail(&g0->base, "out of memory");
@@ -55,7 +56,7 @@ static double sync_stats(bk_graph_t **g, int n, size_t i)
 {
     top_t *o0 = op_of(g, 0, i);
     size_t c = (size_t)o0->bn.c;
-    xsum_t *x = xs_new(g[0], c, 2);
+    xsum_t *x = xs_new(g[0], c, 2, 1);   /* [sums (c), count] */
     double *tot = malloc(c * sizeof *tot), count = 0.0;
     if (!x || !tot) {
         xsum_destroy(&x);
@@ -111,7 +112,7 @@ static int ghost_running(bk_graph_t **g, int n, size_t i)
 {
     top_t *o0 = op_of(g, 0, i);
     size_t c = (size_t)o0->bn.c;
-    xsum_t *x = xs_new(g[0], c, 3);
+    xsum_t *x = xs_new(g[0], c, 3, 0);
     double *v = malloc(3 * c * sizeof *v);
     int rc = x && v ? 0 : -1;
     for (int j = 0; rc == 0 && j < n; j++) {
@@ -206,7 +207,7 @@ int tape_bn_chunks_bwd(bk_graph_t **g, int n, int i)
 {
     size_t at = (size_t)i, c = (size_t)op_of(g, 0, at)->bn.c;
     void **gx = calloc(n ? (size_t)n : 1, sizeof *gx);
-    xsum_t *x = g[0]->exact_sync ? xs_new(g[0], c, 2) : NULL;
+    xsum_t *x = g[0]->exact_sync ? xs_new(g[0], c, 2, 0) : NULL;
     int rc = gx && (x || !g[0]->exact_sync) ? 0 : -1;
     if (rc < 0 && !g[0]->base.failed)
         bk_ctx_fail(&g[0]->base, "out of memory");

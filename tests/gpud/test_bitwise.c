@@ -13,7 +13,9 @@
  *   - ghost BatchNorm (per chunk) and SyncBatchNorm (global statistics);
  *   - the cpu (oneDNN) backend, and the ref one on fewer splits (its plain
  *     loops are slow under the sanitizers).
- * Also: one chunk holding the whole batch with SyncBatchNorm gives the
+ * Also: ghost batch norm's chunked gradients are the sums of each chunk's
+ * own ordinary step (within rounding); one chunk holding the whole batch
+ * with SyncBatchNorm gives the
  * bytes of the ordinary step (so the chunked arithmetic is the engine's
  * usual one), and summing the gradients as floats in rank order instead
  * (the old all-reduce) does NOT give the same bytes for W = 2 and 3, so
@@ -334,6 +336,64 @@ static void check_splits(const mode_t_ *mode, const batch_t *b, const split_t *s
     trace_free(&one);
 }
 
+/* Ghost batch norm means: each chunk's step as if it were a batch of its
+ * own (its statistics), the gradients summed. The chunked step's gradients
+ * against ordinary steps on each chunk alone, summed in double: equal up
+ * to rounding. */
+static void ghost_vs_separate(const char *backend, const batch_t *b)
+{
+    group_t one = {.w = 1};
+    mode_t_ mode = {backend, 4, 0};
+    rank_t r = {.me = {&one, 0}, .mode = &mode, .b = b, .n = 12};
+    rank_open(&r);
+    model_step_t s = {.global_batch = 12, .seed = 5, .ids = b->ids, .chunk = 4};
+    char err[512];
+    xsum_clear(r.gx);
+    REQUIRE(model_train_step_u8(r.m, b->px, 12, 1, 28, 28, NULL, NULL, b->labels, &s, NULL,
+                                NULL, err, sizeof err) == 0, "chunked step: %s", err);
+    model_t *m = open_model(backend);
+    size_t total = 0;
+    for (int i = 0; i < r.ng; i++)
+        total += r.numel[i];
+    double *want = calloc(total, sizeof *want);
+    REQUIRE(want, "alloc");
+    for (int first = 0; first < 12; first += 4) {
+        model_step_t t = {.global_batch = 12, .seed = 5, .ids = b->ids + first};
+        REQUIRE(model_train_step_u8(m, b->px + (size_t)first * b->per, 4, 1, 28, 28, NULL, NULL,
+                                    b->labels + first, &t, NULL, NULL, err, sizeof err) == 0,
+                "chunk alone: %s", err);
+        size_t at = 0;
+        for (int i = 0; i < model_param_count(m); i++) {
+            model_param_t p;
+            REQUIRE(model_param_at(m, i, &p) == 0, "param");
+            for (size_t j = 0; p.grad && j < p.numel; j++)
+                want[at++] += p.grad[j];
+        }
+        REQUIRE(at == total, "parameter lists differ");
+    }
+    double maxd = 0.0, maxw = 0.0;
+    size_t at = 0;
+    float *got = malloc(total * sizeof *got);
+    REQUIRE(got, "alloc");
+    for (int i = 0; i < r.ng; i++) {
+        xsum_get_f32(r.gx, i, got + at);
+        at += r.numel[i];
+    }
+    for (size_t j = 0; j < total; j++) {
+        double d = got[j] - want[j];
+        maxd = d > maxd ? d : -d > maxd ? -d : maxd;
+        maxw = want[j] > maxw ? want[j] : -want[j] > maxw ? -want[j] : maxw;
+    }
+    CHECK(maxd <= 1e-5 * maxw, "%s: ghost-BN chunked gradients differ from the chunks' own "
+          "steps by %.3g of %.3g", backend, maxd, maxw);
+    printf("  %s ghost-bn: chunked gradients vs each chunk's own step, summed: %.2g relative\n",
+           backend, maxw > 0 ? maxd / maxw : maxd);
+    free(got);
+    free(want);
+    model_destroy(&m);
+    rank_close(&r);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -354,6 +414,7 @@ int main(int argc, char **argv)
             if (!be)
                 check_splits(&mode, &b22, s22, (int)(sizeof s22 / sizeof *s22));
         }
+        ghost_vs_separate(backend, &b24);
         /* one chunk of the whole batch = the ordinary step, to the bit */
         mode_t_ whole = {backend, 24, 1}, plain = {backend, 0, 0};
         trace_t a = {0}, c = {0};

@@ -7,6 +7,9 @@
  * the generator sampled). On "cpu"; the WideResNet also on "ref".
  * Frozen parameters (model_freeze: the backbone, or the stem) get no
  * gradient and leave every other gradient as PyTorch's.
+ * The same within the same bound when the step runs as bitwise training
+ * does (chunks of 1, 2 or 3 samples, SyncBatchNorm over the chunks, the
+ * chunks' gradients summed exactly): chunking changes only the rounding.
  * Also: an empty shard (n = 0) gives zero gradients, bad arguments fail
  * with a message, and model_sync_eval of unchanged weights reproduces the
  * eval logits bit for bit. */
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #include "common/safetensors.h"
+#include "common/xsum.h"
 #include "gpud/model.h"
 #include "golden_io.h"
 
@@ -67,13 +71,64 @@ static model_t *open_model(const char *arch, const char *backend, const char *we
     return m;
 }
 
+/* Bitwise training's gradients (model_step_t.chunk): each chunk's, as the
+ * grad-ready hook hands them over, summed exactly (as gpud's trainer). */
+typedef struct {
+    xsum_t *x;
+    float **grad;
+    int n;
+} chunk_sums_t;
+
+static void on_chunk_grad(void *ctx, const float *grad)
+{
+    chunk_sums_t *cs = ctx;
+    for (int i = 0; i < cs->n; i++)
+        if (cs->grad[i] == grad) {
+            xsum_add_f32(cs->x, i, grad);
+            return;
+        }
+}
+
+static void chunk_sums_open(chunk_sums_t *cs, model_t *m)
+{
+    int np = model_param_count(m);
+    size_t *numel = calloc((size_t)np, sizeof *numel);
+    cs->grad = calloc((size_t)np, sizeof *cs->grad);
+    REQUIRE(numel && cs->grad, "alloc");
+    for (int i = 0; i < np; i++) {
+        model_param_t p;
+        if (model_param_at(m, i, &p) == 0 && p.grad) {
+            cs->grad[cs->n] = p.grad;
+            numel[cs->n++] = p.numel;
+        }
+    }
+    REQUIRE((cs->x = xsum_new(numel, cs->n)) != NULL, "xsum");
+    free(numel);
+    /* SyncBatchNorm over the chunks: the statistics of PyTorch's batch */
+    REQUIRE(model_set_exact(m, NULL, NULL, 1) == 0 &&
+            model_set_grad_ready(m, on_chunk_grad, cs) == 0, "bitwise hooks");
+}
+
+static void chunk_sums_close(chunk_sums_t *cs)
+{
+    for (int i = 0; i < cs->n; i++)
+        xsum_get_f32(cs->x, i, cs->grad[i]);
+    xsum_destroy(&cs->x);
+    free(cs->grad);
+}
+
+/* chunk > 0: the step as bitwise training runs it, in chunks of that many
+ * samples with exact sums: still PyTorch's step up to rounding. */
 static void step_case(const char *tag, const char *arch, const char *backend,
                       const char *weights, int G, float smoothing, int normalise,
-                      const char *freeze)
+                      const char *freeze, int chunk)
 {
     model_t *m = open_model(arch, backend, weights);
     if (freeze)
         REQUIRE(model_freeze(m, freeze, 1) > 0, "freeze %s", freeze);
+    chunk_sums_t cs = {0};
+    if (chunk)
+        chunk_sums_open(&cs, m);
     char name[256], err[512];
     snprintf(name, sizeof name, "%s.input_u8", tag);
     const st_tensor_t *xt = safetensors_get(gold, name);
@@ -87,11 +142,14 @@ static void step_case(const char *tag, const char *arch, const char *backend,
     memcpy(labels, lt->data, (size_t)n * sizeof *labels);
     float *loss = malloc((size_t)n * sizeof *loss), *logits = malloc((size_t)n * k * 4);
     REQUIRE(loss && logits, "alloc");
-    model_step_t s = {.global_batch = G, .label_smoothing = smoothing, .no_dropout = 1};
+    model_step_t s = {.global_batch = G, .label_smoothing = smoothing, .no_dropout = 1,
+                      .chunk = chunk};
     int rc = model_train_step_u8(m, xt->data, n, c, h, w, normalise ? MEAN : NULL,
                                  normalise ? STD : NULL, labels, &s, loss, logits, err,
                                  sizeof err);
     REQUIRE(rc == 0, "%s train step: %s", tag, err);
+    if (chunk)
+        chunk_sums_close(&cs);
     snprintf(name, sizeof name, "%s.loss", tag);
     double el = cmp_sampled(name, loss, (size_t)n);
     snprintf(name, sizeof name, "%s.logits", tag);
@@ -117,9 +175,9 @@ static void step_case(const char *tag, const char *arch, const char *backend,
         checked++;
     }
     CHECK(checked > 20, "%s: only %d tensors", tag, checked);
-    printf("%-9s %-3s %s%s loss %.2g logits %.2g; %d grads/running stats, worst %.2g (%s)\n",
-           tag, backend, freeze ? "frozen " : "", freeze ? freeze : "", el, eo, checked, worst,
-           worst_name);
+    printf("%-9s %-3s %s%s%s loss %.2g logits %.2g; %d grads/running stats, worst %.2g (%s)\n",
+           tag, backend, freeze ? "frozen " : "", freeze ? freeze : "",
+           chunk ? "chunks " : "", el, eo, checked, worst, worst_name);
     free(loss);
     free(logits);
     model_destroy(&m);
@@ -183,12 +241,17 @@ int main(void)
                                                 sizeof path), err, sizeof err);
     REQUIRE(st, "%s", err);
     gold = st;
-    step_case("resnet18", "resnet18", "cpu", "resnet18.safetensors", 3, 0.1f, 1, NULL);
-    step_case("wrn", "wideresnet", "cpu", "wrn_small.safetensors", 5, 0.0f, 0, NULL);
-    step_case("wrn", "wideresnet", "ref", "wrn_small.safetensors", 5, 0.0f, 0, NULL);
+    step_case("resnet18", "resnet18", "cpu", "resnet18.safetensors", 3, 0.1f, 1, NULL, 0);
+    step_case("wrn", "wideresnet", "cpu", "wrn_small.safetensors", 5, 0.0f, 0, NULL, 0);
+    step_case("wrn", "wideresnet", "ref", "wrn_small.safetensors", 5, 0.0f, 0, NULL, 0);
     /* a frozen backbone: the head's gradients are the same */
-    step_case("wrn", "wideresnet", "cpu", "wrn_small.safetensors", 5, 0.0f, 0, "block");
-    step_case("wrn", "wideresnet", "cpu", "wrn_small.safetensors", 5, 0.0f, 0, "input_block.");
+    step_case("wrn", "wideresnet", "cpu", "wrn_small.safetensors", 5, 0.0f, 0, "block", 0);
+    step_case("wrn", "wideresnet", "cpu", "wrn_small.safetensors", 5, 0.0f, 0, "input_block.",
+              0);
+    /* bitwise training's chunked step (SyncBatchNorm over the chunks) */
+    step_case("resnet18", "resnet18", "cpu", "resnet18.safetensors", 3, 0.1f, 1, NULL, 1);
+    step_case("wrn", "wideresnet", "cpu", "wrn_small.safetensors", 5, 0.0f, 0, NULL, 3);
+    step_case("wrn", "wideresnet", "ref", "wrn_small.safetensors", 5, 0.0f, 0, NULL, 2);
     edge_cases();
     sync_eval_roundtrip();
     safetensors_destroy(&st);
