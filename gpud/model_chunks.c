@@ -18,15 +18,6 @@ static void slot_drop(chunk_slot_t *s)
     *s = (chunk_slot_t){0};
 }
 
-void model_chunks_drop(model_t *m)
-{
-    for (int j = 0; j < m->ncs; j++)
-        slot_drop(&m->cs[j]);
-    free(m->cs);
-    m->cs = NULL;
-    m->ncs = 0;
-}
-
 /* The training graph of a chunk of n samples of (c, h, w). */
 static int slot_build(model_t *m, chunk_slot_t *s, int n, int c, int h, int w, float eps,
                       char *err, size_t errlen)

@@ -448,6 +448,10 @@ int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, siz
     if (t->exact) {   /* bitwise: the exact sums over the ranks, rounded once */
         if (grad_exact_reduce(t->exact, t->break_exact ? NULL : ar, timeout_ms, err, errlen) < 0)
             return -1;
+        if (log_verbose() && !t->break_exact)
+            log_debug("bitwise gradient sum: %zu floats, %llu bytes sent over the ring "
+                      "(int64 limbs)", t->grad_floats,
+                      (unsigned long long)grad_exact_ring_bytes(t->exact, ar));
         if (!t->break_exact)
             return 0;   /* the test's break: this rank's sum, then floats over the ring */
     }
