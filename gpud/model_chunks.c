@@ -18,6 +18,15 @@ static void slot_drop(chunk_slot_t *s)
     *s = (chunk_slot_t){0};
 }
 
+void model_chunks_drop(model_t *m)
+{
+    for (int j = 0; j < m->ncs; j++)
+        slot_drop(&m->cs[j]);
+    free(m->cs);
+    m->cs = NULL;
+    m->ncs = 0;
+}
+
 /* The training graph of a chunk of n samples of (c, h, w). */
 static int slot_build(model_t *m, chunk_slot_t *s, int n, int c, int h, int w, float eps,
                       char *err, size_t errlen)
@@ -174,7 +183,6 @@ static int empty(model_t *m, int chunk, int c, int h, int w, const model_step_t 
     bk_graph_set_training(m->cs[0].g, 1);
     if (bk_chunks_empty(m->cs[0].g, m->cs[0].loss) < 0)
         return fail(m, " (empty shard)", m->cs[0].g, err, errlen);
-    model_counts_step(m);
     return 0;
 }
 
@@ -218,7 +226,5 @@ int model_chunks_step(model_t *m, model_fill_fn fill, const void *ctx,
     free(gs);
     free(ys);
     free(dls);
-    if (rc == 0)
-        model_counts_step(m);
     return rc;
 }

@@ -18,7 +18,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "common/safetensors.h"
 #include "gpud/backend.h"
@@ -131,22 +130,14 @@ void model_counts_step(model_t *m);
 
 /* ---- model_chunks.c */
 
-/* model_train_step_* with s->chunk > 0: the n samples as chunks. */
+/* model_train_step_* with s->chunk > 0: the n samples as chunks (the
+ * caller counts the step in num_batches_tracked). */
 int model_chunks_step(model_t *m, model_fill_fn fill, const void *ctx,
                       const model_u8_src_t *u8, int n, int c, int h, int w,
                       const int32_t *labels, const model_step_t *s, float *loss,
                       float *logits, char *err, size_t errlen);
-/* Destroy the chunk graphs (the model closes, or its parameters moved):
- * inline, so that model.c and model_params.c need not call into this
- * file, which calls theirs. */
-static inline void model_chunks_drop(model_t *m)
-{
-    for (int j = 0; j < m->ncs; j++)
-        bk_graph_destroy(&m->cs[j].g);
-    free(m->cs);
-    m->cs = NULL;
-    m->ncs = 0;
-}
+/* Destroy the chunk graphs (the model closes, or its parameters moved). */
+void model_chunks_drop(model_t *m);
 
 /* ---- model_train.c */
 

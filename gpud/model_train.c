@@ -219,9 +219,13 @@ static int train_step(model_t *m, model_fill_fn fill, const void *ctx,
 {
     if (step_check(m, n, s, err, errlen) < 0 || model_check_input(m, n, c, h, w, err, errlen) < 0)
         return -1;
-    if (s->chunk > 0)
-        return model_chunks_step(m, fill, ctx, u8, n, c, h, w, labels, s, loss, logits, err,
-                                 errlen);
+    if (s->chunk > 0) {
+        if (model_chunks_step(m, fill, ctx, u8, n, c, h, w, labels, s, loss, logits, err,
+                              errlen) < 0)
+            return -1;
+        model_counts_step(m);
+        return 0;
+    }
     if (n == 0)
         return empty_step(m, c, h, w, s, err, errlen);
     if (!labels) {
