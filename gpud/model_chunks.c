@@ -1,8 +1,8 @@
 /* model_chunks — one training step in bitwise mode (model_step_t.chunk,
  * docs/TRAINING.md "Bitwise training"): the rank's n samples as chunks of
  * s->chunk (the last may be short), or of s->chunk_sizes where samples
- * failed (a chunk is fixed by the samples' places in the step), one training graph per chunk, run op
- * by op over the chunks (backend.h bk_chunks_*), so that every sample's
+ * failed (a chunk is fixed by the samples' places in the step), one
+ * training graph per chunk, run op by op over the chunks (backend.h bk_chunks_*), so that every sample's
  * arithmetic is its chunk's whichever rank holds it. The parameter
  * gradients reach the grad-ready hook chunk after chunk (the trainer sums
  * them exactly); loss and logits are each chunk's. */
