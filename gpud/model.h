@@ -162,6 +162,13 @@ typedef struct {
     int chunk;              /* > 0: bitwise mode (docs/TRAINING.md "Bitwise training"):
                              * the n samples run as chunks of this many (the last may
                              * be short), sums exact (common/xsum.h); 0: one batch */
+    /* bitwise mode: the sizes of the consecutive chunks of the n samples
+     * (n_chunks of them, each 0..chunk, summing to n; a 0 is a chunk whose
+     * samples all failed to load, skipped as on any worker count), so a
+     * sample's chunk is fixed by its place in the step, not by how many
+     * before it failed. NULL: every chunk chunk samples, the last short */
+    const int *chunk_sizes;
+    int n_chunks;
 } model_step_t;
 
 /* One training step on n samples (uint8 CHW pixels normalised as in

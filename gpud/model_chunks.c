@@ -1,7 +1,8 @@
 /* model_chunks — one training step in bitwise mode (model_step_t.chunk,
  * docs/TRAINING.md "Bitwise training"): the rank's n samples as chunks of
- * s->chunk (the last may be short), one training graph per chunk, run op
- * by op over the chunks (backend.h bk_chunks_*), so that every sample's
+ * s->chunk (the last may be short), or of s->chunk_sizes where samples
+ * failed (a chunk is fixed by the samples' places in the step), one
+ * training graph per chunk, run op by op over the chunks (backend.h bk_chunks_*), so that every sample's
  * arithmetic is its chunk's whichever rank holds it. The parameter
  * gradients reach the grad-ready hook chunk after chunk (the trainer sums
  * them exactly); loss and logits are each chunk's. */
@@ -56,11 +57,11 @@ static int slot_build(model_t *m, chunk_slot_t *s, int n, int c, int h, int w, f
     return 0;
 }
 
-/* Graphs for k chunks of chunk samples (the last of last samples), of
- * (c, h, w) and label smoothing eps: kept where they fit, rebuilt where
- * not, the ones beyond k released (a smaller share after a membership
- * change needs less memory). */
-static int slots_fit(model_t *m, int k, int chunk, int last, int c, int h, int w, float eps,
+/* Graphs for k chunks of size[j] samples (each >= 1), of (c, h, w) and
+ * label smoothing eps: kept where they fit, rebuilt where not, the ones
+ * beyond k released (a smaller share after a membership change needs less
+ * memory). */
+static int slots_fit(model_t *m, int k, const int *size, int c, int h, int w, float eps,
                      char *err, size_t errlen)
 {
     if (m->ncs && (m->cs_c != c || m->cs_h != h || m->cs_w != w || m->cs_eps != eps))
@@ -82,7 +83,7 @@ static int slots_fit(model_t *m, int k, int chunk, int last, int c, int h, int w
     m->cs_w = w;
     m->cs_eps = eps;
     for (int j = 0; j < k; j++) {
-        int n = j == k - 1 ? last : chunk;
+        int n = size[j];
         if (m->cs[j].g && m->cs[j].n == n)
             continue;
         slot_drop(&m->cs[j]);
@@ -178,12 +179,45 @@ static int empty(model_t *m, int chunk, int c, int h, int w, const model_step_t 
     }
     int fits = m->ncs > 0 && m->cs_c == c && m->cs_h == h && m->cs_w == w &&
                m->cs_eps == s->label_smoothing;   /* any chunk's graph describes the ops */
-    if (!fits && slots_fit(m, 1, chunk, chunk, c, h, w, s->label_smoothing, err, errlen) < 0)
+    if (!fits && slots_fit(m, 1, &chunk, c, h, w, s->label_smoothing, err, errlen) < 0)
         return -1;
     bk_graph_set_training(m->cs[0].g, 1);
     if (bk_chunks_empty(m->cs[0].g, m->cs[0].loss) < 0)
         return fail(m, " (empty shard)", m->cs[0].g, err, errlen);
     return 0;
+}
+
+/* The sizes of the non-empty chunks of the n samples into size (room for
+ * n): s->chunk_sizes less its zeros (chunks whose samples all failed:
+ * they contribute nothing on any worker count), or chunks of s->chunk, the
+ * last short. Their count, or -1 when s->chunk_sizes does not fit n. */
+static int chunk_plan(model_t *m, int n, const model_step_t *s, int *size, char *err,
+                      size_t errlen)
+{
+    int k = 0;
+    if (!s->chunk_sizes) {
+        for (int left = n; left > 0; left -= s->chunk)
+            size[k++] = left < s->chunk ? left : s->chunk;
+        return k;
+    }
+    long sum = 0;
+    for (int j = 0; j < s->n_chunks; j++) {
+        int z = s->chunk_sizes[j];
+        if (z < 0 || z > s->chunk || (z > 0 && k == n)) {
+            err_set(err, errlen, "%s train step: chunk %d of %d holds %d samples (chunk %d, "
+                    "%d samples)", m->arch->name, j, s->n_chunks, z, s->chunk, n);
+            return -1;
+        }
+        sum += z;
+        if (z > 0)
+            size[k++] = z;
+    }
+    if (sum != n) {
+        err_set(err, errlen, "%s train step: the %d chunks hold %ld samples, not %d",
+                m->arch->name, s->n_chunks, sum, n);
+        return -1;
+    }
+    return k;
 }
 
 int model_chunks_step(model_t *m, model_fill_fn fill, const void *ctx,
@@ -198,10 +232,18 @@ int model_chunks_step(model_t *m, model_fill_fn fill, const void *ctx,
         err_set(err, errlen, "%s train step: no labels", m->arch->name);
         return -1;
     }
-    int k = (n + chunk - 1) / chunk, last = n - (k - 1) * chunk;
-    if (staging(m, n, chunk, c, h, w, err, errlen) < 0 ||
-        slots_fit(m, k, chunk, last, c, h, w, s->label_smoothing, err, errlen) < 0)
+    int *size = malloc((size_t)n * sizeof *size);
+    if (!size) {
+        err_set(err, errlen, "%s: out of memory", m->arch->name);
         return -1;
+    }
+    int k = chunk_plan(m, n, s, size, err, errlen);
+    if (k < 0 || staging(m, n, chunk, c, h, w, err, errlen) < 0 ||
+        slots_fit(m, k, size, c, h, w, s->label_smoothing, err, errlen) < 0) {
+        free(size);
+        return -1;
+    }
+    free(size);
     int64_t *ids = malloc((size_t)n * sizeof *ids);
     bk_graph_t **gs = malloc((size_t)k * sizeof *gs);
     bk_tensor_t **ys = malloc((size_t)k * sizeof *ys);

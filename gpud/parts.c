@@ -131,10 +131,11 @@ static int merge(part_t *taken, int n, ddp_batch_t *m, char *err, size_t errlen)
     slot_t *s = calloc(cnt, sizeof *s);
     m->ids = calloc(cnt, sizeof *m->ids);
     m->labels = calloc(cnt, sizeof *m->labels);
+    m->pos = calloc(cnt, sizeof *m->pos);   /* bitwise training's chunks (chunk_sizes.h) */
     m->pixels = zframe_new(NULL, sb * total);
     for (int p = 0; p < n; p++)
         taken[p].at = calloc(taken[p].b.n ? taken[p].b.n : 1, sizeof *taken[p].at);
-    bool ok = s && m->ids && m->labels && m->pixels;
+    bool ok = s && m->ids && m->labels && m->pos && m->pixels;
     for (int p = 0; p < n; p++)
         ok = ok && taken[p].at;
     if (!ok) {
@@ -159,6 +160,7 @@ static int merge(part_t *taken, int n, ddp_batch_t *m, char *err, size_t errlen)
         part_t *p = &taken[s[j].part];
         m->ids[j] = p->b.ids[s[j].i];
         m->labels[j] = p->b.labels[s[j].i];
+        m->pos[j] = s[j].pos;
         memcpy(px + j * sb, (const uint8_t *)zframe_data(p->b.pixels) + s[j].i * sb, sb);
         p->at[s[j].i] = (uint32_t)j;
     }

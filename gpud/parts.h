@@ -38,7 +38,7 @@ int parts_add(parts_t *self, ddp_batch_t *b, int loader, char *err, size_t errle
 /* Drops the parts of generations before GEN and of steps before STEP in it. */
 void parts_prune(parts_t *self, uint32_t gen, uint64_t step);
 /* 1 when every loaderd's part of (gen, step) is in: *merged is the step's
- * batch (ids, labels, pixels in pos order; global_count the parts' sum;
+ * batch (ids, labels, pixels, pos in pos order; global_count the parts' sum;
  * seq of the first part), *taken the n parts (owned by the caller now,
  * with their at[]). 0: not yet. -1 (with why): parts that do not fit
  * together (other image sizes, a pos twice) or out of memory. */

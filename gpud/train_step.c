@@ -3,6 +3,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "gpud/chunk_sizes.h"
 #include "gpud/members.h"
 #include "gpud/rank_report.h"
 #include "gpud/train_ring.h"
@@ -123,6 +124,37 @@ static int check_plan(gpud_t *self, const ddp_batch_t *b)
     return 1;
 }
 
+/* A rank's list of a step holds at most the global batch (the CLI's cap
+ * when gpud was not told it): the bound of a train batch's 'pos'. */
+static uint64_t pos_limit(const gpud_t *self)
+{
+    return self->options.global_batch > 0 ? (uint64_t)self->options.global_batch
+                                          : (uint64_t)1 << 24;
+}
+
+/* Bitwise training: every sample's place in the step ('pos', strictly
+ * increasing: proto checked that) below the bound, checked before the
+ * step's collectives. 0, or -1 logged. */
+static int check_pos(gpud_t *self, const ddp_batch_t *b)
+{
+    if (self->options.chunk <= 0 || b->n == 0)
+        return 0;
+    if (!b->pos) {
+        log_error("train batch %llu (step %llu): no 'pos' in bitwise training (--chunk): "
+                  "loaderd must send each sample's place in the step (the same version of "
+                  "every daemon?)", (unsigned long long)b->seq, (unsigned long long)b->step);
+        return -1;
+    }
+    if (b->pos[b->n - 1] >= pos_limit(self)) {
+        log_error("train batch %llu (step %llu): 'pos' %u is past the rank's list (at most "
+                  "%llu samples): malformed", (unsigned long long)b->seq,
+                  (unsigned long long)b->step, b->pos[b->n - 1],
+                  (unsigned long long)pos_limit(self));
+        return -1;
+    }
+    return 0;
+}
+
 static int check_batch(gpud_t *self, const ddp_batch_t *b)
 {
     uint64_t next = self->train->next_step;
@@ -137,6 +169,8 @@ static int check_batch(gpud_t *self, const ddp_batch_t *b)
                   (unsigned long long)b->seq, b->n, b->global_count);
         return -1;
     }
+    if (check_pos(self, b) < 0)
+        return -1;
     if (grow_sample_bufs(self, b->n) < 0) {
         log_error("out of memory for a %u-sample train batch", b->n);
         return -1;
@@ -163,21 +197,76 @@ static void die_at_fault(gpud_t *self)
     raise(SIGKILL);
 }
 
-/* This rank's share of the step: forward and backward on its shard. 0,
- * 1 the step was dropped (a new generation), -1 failed. */
-static int forward_backward(gpud_t *self, const ddp_batch_t *b, const uint8_t *pixels)
+/* DDPIPE_BITWISE_BREAK=by-count (tests, the negative control of
+ * it_train_bitwise_fail): the chunks cut by the count of the samples kept,
+ * the old way, which makes the weights depend on W when samples fail. */
+static bool by_count(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *brk = getenv("DDPIPE_BITWISE_BREAK");
+        on = brk && strcmp(brk, "by-count") == 0;
+        if (on)
+            log_warn("DDPIPE_BITWISE_BREAK=by-count: the chunks are cut by the count of the "
+                     "samples kept: with failed samples the weights depend on W (test hook)");
+    }
+    return on;
+}
+
+/* Bitwise training: the chunks of shard V (B as loaderd sent it, IN its
+ * --wire jpeg decode failures) by the samples' places in the step
+ * (chunk_sizes.h), so that a sample that failed, at loaderd or here, leaves
+ * a hole in its own chunk whatever W is. *sizes malloc'd (NULL: none). The
+ * count, or -1 (logged) for a batch without valid 'pos'. */
+static int step_chunks(gpud_t *self, const ddp_batch_t *b, const wire_input_t *in,
+                       int **sizes)
+{
+    *sizes = NULL;
+    if (b->n == 0)
+        return 0;
+    *sizes = malloc(b->n * sizeof **sizes);
+    if (!*sizes) {
+        log_error("out of memory for the chunks of a %u-sample train batch", b->n);
+        return -1;
+    }
+    char err[256];
+    int k = chunk_sizes_from_pos(b->pos, in->failed, b->n, (int)self->options.chunk,
+                                 pos_limit(self), *sizes, err, sizeof err);
+    if (k < 0) {
+        log_error("train batch %llu (step %llu): %s: malformed", (unsigned long long)b->seq,
+                  (unsigned long long)b->step, err);
+        free(*sizes);
+        *sizes = NULL;
+    }
+    return k;
+}
+
+/* This rank's share of the step: forward and backward on its shard V (B
+ * as loaderd sent it). 0, 1 the step was dropped (a new generation), -1
+ * failed. */
+static int forward_backward(gpud_t *self, const ddp_batch_t *b, const ddp_batch_t *v,
+                            const wire_input_t *in)
 {
     train_state_t *ts = self->train;
-    trainer_batch_t tb = {.pixels = b->n ? pixels : NULL, .n = (int)b->n,
-                          .c = b->c, .h = b->h, .w = b->w,
+    trainer_batch_t tb = {.pixels = v->n ? in->pixels : NULL, .n = (int)v->n,
+                          .c = v->c, .h = v->h, .w = v->w,
                           .mean = self->normalize ? self->mean : NULL,
-                          .std = self->normalize ? self->std : NULL, .labels = b->labels,
-                          .ids = b->ids, .global_count = b->global_count, .step = b->step};
-    char err[1024];
-    if (rank_state_to(&self->state, RANK_STEP_OPEN, "forward") < 0)
+                          .std = self->normalize ? self->std : NULL, .labels = v->labels,
+                          .ids = v->ids, .global_count = v->global_count, .step = v->step};
+    int *sizes = NULL;
+    if (self->options.chunk > 0 && !by_count() &&
+        (tb.n_chunks = step_chunks(self, b, in, &sizes)) < 0)
         return -1;
-    if (trainer_forward_backward(ts->trainer, &tb, ts->loss, self->logits, err,
-                                 sizeof err) == 0)
+    tb.chunk_sizes = sizes;
+    char err[1024];
+    if (rank_state_to(&self->state, RANK_STEP_OPEN, "forward") < 0) {
+        free(sizes);
+        return -1;
+    }
+    int rc = trainer_forward_backward(ts->trainer, &tb, ts->loss, self->logits, err,
+                                      sizeof err);
+    free(sizes);
+    if (rc == 0)
         return 0;
     /* SyncBatchNorm's and bitwise BatchNorm's all-reduces run in the step */
     if ((self->options.sync_bn || self->options.chunk > 0) &&
@@ -284,7 +373,7 @@ static int train_step(gpud_t *self, const ddp_batch_t *b, const ddp_batch_t *v,
                       const wire_input_t *in, double t0)
 {
     train_state_t *ts = self->train;
-    int rc = forward_backward(self, v, in->pixels);
+    int rc = forward_backward(self, b, v, in);
     if (rc != 0)
         return rc;
     double compute_s = clock_mono_s() - t0, lr = trainer_lr(ts->trainer, (int)b->epoch);

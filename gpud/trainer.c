@@ -416,7 +416,8 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
     model_step_t s = {.global_batch = b->global_count ? (int)b->global_count : 1,
                       .label_smoothing = t->cfg.label_smoothing, .seed = t->cfg.seed,
                       .step = b->step, .ids = (const int64_t *)b->ids,
-                      .chunk = t->cfg.chunk};
+                      .chunk = t->cfg.chunk, .chunk_sizes = b->chunk_sizes,
+                      .n_chunks = b->n_chunks};
     if (t->exact)
         grad_exact_begin(t->exact);
     static const uint8_t none = 0;

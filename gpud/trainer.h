@@ -89,6 +89,8 @@ typedef struct {
     const uint64_t *ids;          /* n dataset ids (dropout stream) */
     uint32_t global_count;        /* samples of the whole global step */
     uint64_t step;                /* absolute step S */
+    const int *chunk_sizes;       /* cfg.chunk: model_step_t.chunk_sizes (NULL: by count) */
+    int n_chunks;
 } trainer_batch_t;
 
 /* model_train_step_u8 on this rank's shard: gradients (sum / global_count)

@@ -60,6 +60,8 @@ static int pack_shard(loader_t *self, ddp_batch_t *b, const files_job_t *job, si
         }
         b->ids[n] = b->ids[i];
         b->labels[n] = b->labels[i];
+        if (b->pos)   /* --chunk: the kept samples keep their places */
+            b->pos[n] = b->pos[i];
         b->sizes[n++] = (uint32_t)job->sizes[j];
         total += job->sizes[j];
     }

@@ -66,7 +66,11 @@ static uint64_t shard_count(const loader_t *self, uint64_t first, uint64_t count
 
 /* Rank r's shard of step k: ids, labels, a pixel frame of count samples;
  * with --shard only this loaderd's samples, each with its index in r's
- * list (pos), so gpud merges the loaderds' parts in one loaderd's order. */
+ * list (pos), so gpud merges the loaderds' parts in one loaderd's order.
+ * --chunk sends pos too: r's list starts at a chunk boundary, so a
+ * sample's chunk is pos / N, and one that fails to load leaves a hole in
+ * its chunk at gpud (gpud/chunk_sizes.h) instead of moving the cut of the
+ * later ones, which would make the weights depend on W. */
 static int shard_alloc(loader_t *self, uint64_t k, int r, ddp_batch_t *b, uint64_t *first)
 {
     uint64_t listed, count, chunk = (uint64_t)self->options.chunk;
@@ -80,7 +84,7 @@ static int shard_alloc(loader_t *self, uint64_t k, int r, ddp_batch_t *b, uint64
         log_error("cannot shard step %llu for rank %d: %s", (unsigned long long)k, r, err);
         return -1;
     }
-    bool sharded = self->options.shard_count > 1;
+    bool sharded = self->options.shard_count > 1, with_pos = sharded || chunk;
     count = shard_count(self, *first, listed);
     int c = self->augment.channels;
     size_t sb = (size_t)c * self->out_h * self->out_w;
@@ -92,9 +96,9 @@ static int shard_alloc(loader_t *self, uint64_t k, int r, ddp_batch_t *b, uint64
     b->labels = calloc(count ? count : 1, sizeof *b->labels);
     /* --wire jpeg: the files' frame is made once they are read (train_files.c) */
     b->pixels = self->wire_encoded ? NULL : zframe_new(NULL, sb * count);
-    if (sharded)
+    if (with_pos)
         b->pos = calloc(count ? count : 1, sizeof *b->pos);
-    if (!b->ids || !b->labels || (!b->pixels && !self->wire_encoded) || (sharded && !b->pos)) {
+    if (!b->ids || !b->labels || (!b->pixels && !self->wire_encoded) || (with_pos && !b->pos)) {
         log_error("out of memory for rank %d's shard of %llu samples; lower the global batch or "
                   "--prefetch", r, (unsigned long long)count);
         return -1;
@@ -105,7 +109,7 @@ static int shard_alloc(loader_t *self, uint64_t k, int r, ddp_batch_t *b, uint64
             continue;
         b->ids[j] = id;
         b->labels[j] = dataset_label(self->dataset, id);
-        if (sharded)
+        if (with_pos)
             b->pos[j] = (uint32_t)i;
         j++;
     }
@@ -200,14 +204,6 @@ static int load_step(loader_t *self, uint64_t k, step_t *st)
                  self->epoch, (unsigned long long)k,
                  (unsigned long long)(total - st->global_count), (unsigned long long)total,
                  st->global_count);
-    /* the step runs the rank's samples in chunks of N as they come: one
-     * left out moves the cut of the chunks after it in that shard, and
-     * where a shard starts depends on W */
-    if (rc == 0 && st->global_count < total && self->options.chunk)
-        log_warn("epoch %u step %llu: --chunk %ld: with samples left out this step's chunks "
-                 "(and so the weights) depend on the worker count; fix or drop the failing "
-                 "files for bitwise training", self->epoch, (unsigned long long)k,
-                 self->options.chunk);
     return rc;
 }
 

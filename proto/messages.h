@@ -187,10 +187,11 @@ typedef struct {
     uint32_t global_count;     /* optional, train: samples in the whole global step (>= n) */
     uint32_t gen;              /* optional, train: membership generation (0 absent) */
     uint64_t steps_per_epoch;  /* optional, train: loaderd's plan (0 absent); step is in epoch */
-    /* optional, train with several loaderds (loaderd --shard): each
+    /* optional, train with several loaderds (loaderd --shard) or --chunk
+     * (bitwise training: the sample's chunk is pos / chunk): each
      * sample's index in the rank's list of the step, strictly increasing
-     * (n entries; NULL absent). global_count is then this loaderd's part:
-     * gpud sums the parts of all loaderds. */
+     * (n entries; NULL absent). With several loaderds global_count is
+     * this loaderd's part: gpud sums the parts of all loaderds. */
     uint32_t *pos;
     /* optional --wire jpeg (PROTOCOL.md): frame 2 holds the samples' original
      * files back to back; gpud decodes and transforms them to c x h x w */

@@ -259,7 +259,7 @@ static int v_batch(const ddp_batch_t *m, char *err, size_t errlen, const char *w
     if (check_ids(m->ids, m->n, err, errlen, what) || check_labels(m->labels, m->n, err, errlen, what))
         return -1;
     if (m->pos && !train)
-        return BAD("'pos' in an eval batch: only a train part of a sharded dataset has it");
+        return BAD("'pos' in an eval batch: only a train batch has it");
     for (uint32_t i = 1; m->pos && i < m->n; i++)
         if (m->pos[i] <= m->pos[i - 1])
             return BAD("'pos' is not strictly increasing at %" PRIu32 " (%" PRIu32 " after %"

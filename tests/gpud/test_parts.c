@@ -3,7 +3,8 @@
  * loaderd sends) with global_count summed, each part told where its
  * samples went; empty parts count; a second part from a loaderd, a
  * position twice and parts of other image sizes are refused; older
- * generations and steps are pruned. */
+ * generations and steps are pruned. The merged batch keeps each sample's
+ * pos (bitwise training cuts its chunks by it, gpud/chunk_sizes.h). */
 #include "gpud/parts.h"
 #include "tests/proto/check.h"
 
@@ -55,7 +56,7 @@ static void test_merge(void)
     const uint8_t *px = zframe_data(merged.pixels);
     for (uint32_t j = 0; j < 6; j++)
         CHECK(merged.ids[j] == 100 + j && merged.labels[j] == (int32_t)j && px[2 * j] == j &&
-              px[2 * j + 1] == j);
+              px[2 * j + 1] == j && merged.pos[j] == j);   /* pos kept: --chunk's chunks */
     for (int i = 0; i < n; i++)
         for (uint32_t s = 0; s < taken[i].b.n; s++)
             CHECK(taken[i].at[s] == taken[i].b.pos[s]);   /* where each sample went */
