@@ -279,10 +279,11 @@ int bk_empty_step(bk_graph_t *g, bk_tensor_t *y);
  * same limbs on every rank; NULL: one rank). sync 1: training-mode
  * BatchNorm normalises with the statistics of all chunks of all ranks
  * (SyncBatchNorm; fn runs twice per BN op forward, once per BN op reached
- * backward); 0: each chunk with its own ("ghost batch norm"), and the
- * running stats move once per step towards the mean over all chunks of
- * their statistics (fn runs once per BN op forward). Every rank makes the
- * same fn calls in the same order. Set on every chunk graph. */
+ * backward); 0: each chunk with its own ("ghost batch norm"; fn is not
+ * called), and the running stats move once per step towards the mean over
+ * all chunks of the step of their statistics: bk_chunks_running_sums, summed
+ * over the ranks by the caller, then bk_chunks_running. Every rank makes
+ * the same fn calls in the same order. Set on every chunk graph. */
 struct xsum;
 typedef int (*bk_xreduce_fn)(void *ctx, struct xsum *x, char *err, size_t errlen);
 void bk_graph_set_exact(bk_graph_t *g, bk_xreduce_fn fn, void *ctx, int sync);
@@ -298,6 +299,13 @@ int bk_chunks_backward(bk_graph_t **g, int n, bk_tensor_t **y, const float *cons
  * not run); makes exactly the fn calls the ranks with chunks make,
  * contributing zeros, and updates the running stats as they do. */
 int bk_chunks_empty(bk_graph_t *g, bk_tensor_t *y);
+/* Ghost batch norm: the running stats' exact sums of the last
+ * bk_chunks_forward / bk_chunks_empty, on the graph passed there first (g[0]):
+ * the caller sums them over the ranks in place, then bk_chunks_running moves
+ * every running stat once. NULL: nothing to sum (SyncBatchNorm, which moved
+ * them in the forward, or no training BatchNorm). */
+struct xsum *bk_chunks_running_sums(bk_graph_t *g);
+int bk_chunks_running(bk_graph_t *g);
 
 int bk_read(bk_graph_t *g, bk_tensor_t *x, float *dst);
 int bk_read_grad(bk_graph_t *g, bk_tensor_t *x, float *dst);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/xsum.h"
 #include "gpud/tape_priv.h"
 
 /* be NULL: a description graph (builders check shapes and bind parameters,
@@ -40,6 +41,7 @@ void bk_graph_destroy(bk_graph_t **gp)
                      g->prof[0][k], g->prof[1][k]);
     tape_timer_report(g);
     tape_release(g);
+    xsum_destroy(&g->xrun);
     plan_fused_drop(g);
     for (size_t i = 0; i < g->nv; i++)
         free(g->v[i]);

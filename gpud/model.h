@@ -237,6 +237,14 @@ int model_set_grad_ready(model_t *m, model_grad_ready_fn fn, void *ctx);
 struct xsum;
 typedef int (*model_xreduce_fn)(void *ctx, struct xsum *x, char *err, size_t errlen);
 int model_set_exact(model_t *m, model_xreduce_fn fn, void *ctx, int sync_bn);
+/* Bitwise training without SyncBatchNorm (ghost batch norm): after a
+ * train step, the exact sums the running stats move by (NULL: none, e.g.
+ * with SyncBatchNorm), which the caller sums over every rank in place
+ * (with the gradients: one collective for both); then model_running_apply
+ * moves the running stats once. Every rank calls both once per step. 0, or
+ * -1 with the reason in err. */
+struct xsum *model_running_sums(model_t *m);
+int model_running_apply(model_t *m, char *err, size_t errlen);
 
 /* Freeze (1) or unfreeze (0) every trainable parameter whose name starts
  * with prefix ("" = all): a frozen parameter gets no gradient (its grad

@@ -270,3 +270,15 @@ int model_chunks_step(model_t *m, model_fill_fn fill, const void *ctx,
     free(dls);
     return rc;
 }
+
+struct xsum *model_running_sums(model_t *m)
+{
+    return m->ncs > 0 ? bk_chunks_running_sums(m->cs[0].g) : NULL;
+}
+
+int model_running_apply(model_t *m, char *err, size_t errlen)
+{
+    if (m->ncs == 0 || bk_chunks_running(m->cs[0].g) == 0)
+        return 0;
+    return fail(m, " (running stats)", m->cs[0].g, err, errlen);
+}

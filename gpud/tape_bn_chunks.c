@@ -10,7 +10,9 @@
  * exact global [sum dy', sum dy' xhat]. Not sync ("ghost batch norm"):
  * each chunk's own statistics and backward sums, as a one-chunk batch
  * would have them; the running stats move once per step towards the exact
- * mean over all chunks of the step of their means and unbiased variances.
+ * mean over all chunks of the step of their means and unbiased variances
+ * (collected here into the graph's xrun, summed over the ranks by the
+ * caller with the gradients, then moved by tape_bn_chunks_running).
  * Either way gamma/beta get each chunk's sums in turn (the grad-ready hook
  * accumulates them exactly). */
 #include <stdlib.h>
@@ -105,51 +107,99 @@ fail:
     return -1;
 }
 
-/* Ghost BatchNorm's running stats: r = (1 - m) r + m s, s the exact mean
- * over every chunk of the step of its mean (running_mean) and unbiased
- * variance (running_var): [means (c), variances (c), chunks (c)]. */
-static int ghost_running(bk_graph_t **g, int n, size_t i)
+/* Ghost BatchNorm's running stats, step one: every chunk's mean and
+ * unbiased variance (and a 1, the chunk count) into the first chunk's
+ * graph's xrun; the caller sums that over the ranks. */
+static void ghost_collect(bk_graph_t **g, int n, size_t i, double *v)
 {
     top_t *o0 = op_of(g, 0, i);
     size_t c = (size_t)o0->bn.c;
-    xsum_t *x = xs_new(g[0], c, 3, 0);
-    double *v = malloc(3 * c * sizeof *v);
-    int rc = x && v ? 0 : -1;
-    for (int j = 0; rc == 0 && j < n; j++) {
+    for (int j = 0; j < n; j++) {
         top_t *o = op_of(g, j, i);
         double cnt = o->sync_count, unbias = cnt > 1.0 ? cnt / (cnt - 1.0) : 1.0;
         for (size_t k = 0; k < c; k++) {
             v[k] = o->save_mean[k];
             v[c + k] = (double)o->save_var[k] * unbias;
-            v[2 * c + k] = 1.0;
         }
+        v[2 * c] = 1.0;
         for (int s = 0; s < 3; s++)
-            xsum_add_f64(x, s, v + (size_t)s * c);
+            xsum_add_f64(g[0]->xrun, o0->xrun_seg + s, v + (size_t)s * c);
     }
-    if (rc < 0) {
-        if (!g[0]->base.failed)
-            bk_ctx_fail(&g[0]->base, "out of memory");
-    } else if ((rc = xreduce(g[0], x, "the chunks' statistics")) == 0) {
-        for (int s = 0; s < 3; s++)
-            xsum_get_f64(x, s, v + (size_t)s * c);
-        double chunks = v[2 * c], m = o0->bn.momentum;
-        uint64_t *cnt = tape_count_bn(g[0]);
-        float *rm = chunks >= 1.0 ? tape_pmem_view(g[0], o0->bn.running_mean, o0->sync, c, cnt)
-                                  : NULL;
-        float *rv = rm ? tape_pmem_view(g[0], o0->bn.running_var, o0->sync + c, c, cnt) : NULL;
-        if (chunks >= 1.0 && !rv)
-            rc = -1;
-        for (size_t k = 0; rv && k < c; k++) {
-            rm[k] = (float)((1.0 - m) * rm[k] + m * (v[k] / chunks));
-            rv[k] = (float)((1.0 - m) * rv[k] + m * (v[c + k] / chunks));
-        }
-        if (rv && (tape_pmem_commit(g[0], o0->bn.running_mean, rm, c, cnt) < 0 ||
-                   tape_pmem_commit(g[0], o0->bn.running_var, rv, c, cnt) < 0))
-            rc = -1;
-        if (rv && o0->bn.num_batches)
-            *o0->bn.num_batches += 1.0f;
+}
+
+int tape_bn_chunks_xrun(bk_graph_t *g)
+{
+    if (g->exact_sync)
+        return 0;
+    if (g->xrun) {
+        xsum_clear(g->xrun);
+        return 0;
     }
-    xsum_destroy(&x);
+    size_t nseg = 0, *len = malloc(3 * (g->nops + 1) * sizeof *len);
+    if (!len) {
+        bk_ctx_fail(&g->base, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < g->nops; i++) {
+        top_t *o = &g->ops[i];
+        if (o->kind != TO_BN || !bn_training(g, o))
+            continue;
+        o->xrun_seg = (int)nseg;
+        len[nseg++] = (size_t)o->bn.c;   /* means */
+        len[nseg++] = (size_t)o->bn.c;   /* unbiased variances */
+        len[nseg++] = 1;                 /* chunks */
+    }
+    if (nseg > 0 && !(g->xrun = xsum_new(len, (int)nseg)))
+        bk_ctx_fail(&g->base, "out of memory");
+    free(len);
+    return nseg > 0 && !g->xrun ? -1 : 0;
+}
+
+/* Step two, after the caller summed xrun: r = (1 - m) r + m s, s the exact
+ * mean over every chunk of the step of its statistic. */
+static int ghost_move(bk_graph_t *g, top_t *o0, double *v)
+{
+    size_t c = (size_t)o0->bn.c;
+    for (int s = 0; s < 3; s++)
+        xsum_get_f64(g->xrun, o0->xrun_seg + s, v + (size_t)s * c);
+    double chunks = v[2 * c], m = o0->bn.momentum;
+    if (!(chunks >= 1.0))   /* no rank had samples: nothing moves (as SyncBatchNorm) */
+        return 0;
+    uint64_t *cnt = tape_count_bn(g);
+    float *rm = tape_pmem_view(g, o0->bn.running_mean, o0->sync, c, cnt);
+    float *rv = rm ? tape_pmem_view(g, o0->bn.running_var, o0->sync + c, c, cnt) : NULL;
+    if (!rv)
+        return -1;
+    for (size_t k = 0; k < c; k++) {
+        rm[k] = (float)((1.0 - m) * rm[k] + m * (v[k] / chunks));
+        rv[k] = (float)((1.0 - m) * rv[k] + m * (v[c + k] / chunks));
+    }
+    if (tape_pmem_commit(g, o0->bn.running_mean, rm, c, cnt) < 0 ||
+        tape_pmem_commit(g, o0->bn.running_var, rv, c, cnt) < 0)
+        return -1;
+    if (o0->bn.num_batches)
+        *o0->bn.num_batches += 1.0f;
+    return 0;
+}
+
+int tape_bn_chunks_running(bk_graph_t *g)
+{
+    size_t cmax = 1;
+    for (size_t i = 0; i < g->nops; i++)
+        if (g->ops[i].kind == TO_BN && (size_t)g->ops[i].bn.c > cmax)
+            cmax = (size_t)g->ops[i].bn.c;
+    double *v = malloc((3 * cmax + 1) * sizeof *v);
+    int rc = v ? 0 : -1;
+    if (!v)
+        bk_ctx_fail(&g->base, "out of memory");
+    for (size_t i = 0; rc == 0 && i < g->nops; i++) {
+        top_t *o = &g->ops[i];
+        if (o->kind != TO_BN || !bn_training(g, o))
+            continue;
+        bk_ctx_set_name(&g->base, o->name);
+        if (tape_bn_scratch(g, o) < 0 || ghost_move(g, o, v) < 0)
+            rc = -1;
+    }
     free(v);
     return rc;
 }
@@ -177,7 +227,14 @@ int tape_bn_chunks_fwd(bk_graph_t **g, int n, size_t i)
             tape_bn_normalize(g[j], o, o->in[0], o->out) < 0)
             return tape_chunk_fail(g, j);
     }
-    return ghost_running(g, n, i);
+    double *v = malloc((3 * (size_t)op_of(g, 0, i)->bn.c + 1) * sizeof *v);
+    if (!v) {
+        bk_ctx_fail(&g[0]->base, "out of memory");
+        return -1;
+    }
+    ghost_collect(g, n, i, v);
+    free(v);
+    return 0;
 }
 
 /* Chunk j's local backward sums (and gx's g * dy' part), its gamma/beta

@@ -41,7 +41,7 @@ static int is_training_bn(const bk_graph_t *g, size_t i)
 
 int bk_chunks_forward(bk_graph_t **g, int n)
 {
-    if (chunks_ready(g, n) < 0)
+    if (chunks_ready(g, n) < 0 || tape_bn_chunks_xrun(g[0]) < 0)
         return -1;
     for (size_t i = 0; i < g[0]->nops; i++) {
         if (is_training_bn(g[0], i)) {
@@ -92,6 +92,8 @@ int bk_chunks_empty(bk_graph_t *g, bk_tensor_t *y)
         bk_ctx_fail(&g->base, "bk_chunks_empty on a graph not in bitwise mode");
         return -1;
     }
+    if (tape_bn_chunks_xrun(g) < 0)
+        return -1;
     for (size_t i = 0; i < g->nops; i++)   /* as bk_chunks_forward */
         if (is_training_bn(g, i) && tape_bn_chunks_fwd(&g, 0, i) < 0)
             return -1;
@@ -100,4 +102,16 @@ int bk_chunks_empty(bk_graph_t *g, bk_tensor_t *y)
             tape_bn_chunks_bwd(&g, 0, i) < 0)
             return -1;
     return 0;
+}
+
+struct xsum *bk_chunks_running_sums(bk_graph_t *g)
+{
+    return g && g->exact && !g->exact_sync ? g->xrun : NULL;
+}
+
+int bk_chunks_running(bk_graph_t *g)
+{
+    if (!g || g->base.failed)
+        return -1;
+    return bk_chunks_running_sums(g) ? tape_bn_chunks_running(g) : 0;
 }

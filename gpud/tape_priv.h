@@ -77,6 +77,8 @@ typedef struct {
     /* An inference graph's fused op (graph_plan.c): */
     bk_post_t post;                 /* conv: post-ops; add: {RELU} or none */
     int bn_op;                      /* conv: the tape op of the folded BatchNorm, or -1 */
+    int xrun_seg;                   /* ghost BN in bitwise training: its first segment
+                                     * of the graph's xrun */
     float *fw, *fb;                 /* conv/linear: the weights it runs with when they
                                      * are not the bound ones (BN folded, bf16 rounded),
                                      * parameter memory (tape_mem.c); NULL: the bound
@@ -142,6 +144,11 @@ struct bk_graph {
     int exact;                      /* bk_graph_set_exact: a chunk of bitwise training */
     int exact_sync;                 /* its BatchNorm: global statistics (else per chunk) */
     bk_xreduce_fn xreduce;          /* its exact sums over the ranks; NULL: one rank */
+    struct xsum *xrun;              /* ghost BatchNorm's running-stat sums of the step,
+                                     * on the first chunk's graph: 3 segments per
+                                     * training BN op (means, unbiased variances, the
+                                     * chunk count; top_t.xrun_seg), summed by the
+                                     * caller (bk_chunks_running_sums) */
     void *xreduce_ctx;
     bk_grad_ready_fn grad_ready;    /* parameter gradients as they become final */
     void *grad_ready_ctx;
@@ -243,6 +250,11 @@ static inline int tape_chunk_fail(bk_graph_t **g, int j)
     return -1;
 }
 int tape_bn_chunks_bwd(bk_graph_t **g, int n, int i);
+/* Ghost BatchNorm: g's xrun (built on first use, else zeroed) for a step;
+ * then, once the caller summed it, every training BN op's running stats
+ * moved once. 0 or -1. */
+int tape_bn_chunks_xrun(bk_graph_t *g);
+int tape_bn_chunks_running(bk_graph_t *g);
 
 /* The bytes tape_bn_fwd (and, backward, tape_bn_bwd) of op o copy between
  * the host and a device arena in one training step of a full batch (the

@@ -14,6 +14,7 @@
 #include "gpud/buckets.h"
 #include "gpud/finite.h"
 #include "gpud/grad_exact.h"
+#include "gpud/xsum_ring.h"
 
 /* DDP's first bucket (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES):
  * small enough that this ~3 MB WideResNet's gradient goes in 3 buckets. */
@@ -453,6 +454,12 @@ int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, siz
             log_debug("bitwise gradient sum: %zu floats, %llu bytes sent over the ring "
                       "(int64 limbs)", t->grad_floats,
                       (unsigned long long)grad_exact_ring_bytes(t->exact, ar));
+        /* ghost batch norm's running stats: summed after the gradients, the
+         * step's only other collective */
+        struct xsum *run = model_running_sums(t->m);
+        if ((run && xsum_allreduce(run, ar, timeout_ms, err, errlen) < 0) ||
+            model_running_apply(t->m, err, errlen) < 0)
+            return -1;
         if (!t->break_exact)
             return 0;   /* the test's break: this rank's sum, then floats over the ring */
     }

@@ -218,6 +218,13 @@ static void *rank_main(void *arg)
             for (int i = 0; i < r->ng; i++)
                 xsum_get_f32(r->gx, i, r->grad[i]);
         }
+        /* ghost batch norm's running-stat sums, as gpud's trainer does */
+        xsum_t *run = model_running_sums(r->m);
+        REQUIRE((run != NULL) == !r->mode->sync, "running sums %s with sync %d",
+                run ? "given" : "missing", r->mode->sync);
+        if (run && r->me.g->w > 1)
+            group_xsum(r->me.g, r->me.rank, run);
+        r->rc = model_running_apply(r->m, r->err, sizeof r->err);
     }
     for (int i = 0; r->rc == 0 && i < model_param_count(r->m); i++) {
         model_param_t p;
@@ -265,6 +272,9 @@ static void run_job(const mode_t_ *mode, const batch_t *b, int w, const int *siz
     }
     const bk_arena_t *a0 = model_params_arena(rk[0].m);
     tr->floats = a0->floats;
+    float *before = malloc(a0->floats * sizeof *before);   /* the running stats must move */
+    REQUIRE(before, "alloc");
+    memcpy(before, a0->base, a0->floats * sizeof *before);
     for (int st = 0; st < STEPS; st++) {
         pthread_t th[MAXW];
         for (int r = 0; r < w; r++) {
@@ -284,6 +294,19 @@ static void run_job(const mode_t_ *mode, const batch_t *b, int w, const int *siz
                     "%s chunk %d sync %d W=%d: rank %d's parameters differ from rank 0's "
                     "after step %d", mode->backend, mode->chunk, mode->sync, w, r, st);
     }
+    int moved = 0, stats = 0;
+    for (int i = 0; i < model_param_count(rk[0].m); i++) {
+        model_param_t p;
+        REQUIRE(model_param_at(rk[0].m, i, &p) == 0, "param");
+        if (!strstr(p.name, ".running_"))
+            continue;
+        stats++;
+        moved += memcmp(before + p.offset, tr->after[0] + p.offset,
+                        p.numel * sizeof(float)) != 0;
+    }
+    CHECK(stats > 0 && moved == stats, "%s chunk %d sync %d W=%d: %d of %d running stats moved "
+          "in the first step", mode->backend, mode->chunk, mode->sync, w, moved, stats);
+    free(before);
     for (int r = 0; r < w; r++)
         rank_close(&rk[r]);
     pthread_barrier_destroy(&grp.bar);
