@@ -75,3 +75,31 @@ def same_weights(base, out, what):
                            os.path.join(out, "model.safetensors"))
     print("%s vs uninterrupted: largest weight difference %.3g (%s)" % (what, d, name), flush=True)
     check(d <= 1e-5, "%s: %s differs from the uninterrupted run's by %.3g > 1e-5" % (what, name, d))
+
+
+def joiner_cmd(args, name, change=None):
+    """A live rank's gpud command line as a joiner's: no --rank, its own
+    --name, --reducer EP as --join EP, its own ring endpoint beside the
+    others'; change: {flag: value} to alter."""
+    out, i = [], 0
+    change = dict(change or {})
+    while i < len(args):
+        a = args[i]
+        if a in ("--rank", "--name"):
+            i += 2
+            continue
+        if a == "--reducer":
+            out += ["--join", args[i + 1]]
+            i += 2
+            continue
+        if a == "--ring-bind":
+            out += [a, os.path.join(os.path.dirname(args[i + 1]), "ring-" + name)]
+            i += 2
+            continue
+        if a in change:
+            out += [a, change.pop(a)]
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out + ["--name", name, "--join-timeout", "300"]

@@ -28,7 +28,7 @@ import os
 import subprocess
 import time
 from ddp_it import *
-from ddp_elastic import FLAGS as flags, SPE, data, file_has, finish, gpud_of, same_weights, wait_for
+from ddp_elastic import FLAGS as flags, SPE, data, file_has, finish, gpud_of, joiner_cmd, same_weights, wait_for
 
 train, val = data()
 wd = workdir("elastic_join")
@@ -40,33 +40,6 @@ def _end_joiners():
     for p in JOINERS:
         if p.poll() is None:
             p.kill()
-
-
-def joiner_cmd(args, name, change=None):
-    """A live rank's command line as a joiner's: no --rank, its own --name,
-    --reducer EP as --join EP; change: {flag: value} to alter."""
-    out, i = [], 0
-    change = dict(change or {})
-    while i < len(args):
-        a = args[i]
-        if a in ("--rank", "--name"):
-            i += 2
-            continue
-        if a == "--reducer":
-            out += ["--join", args[i + 1]]
-            i += 2
-            continue
-        if a == "--ring-bind":   # its own all-reduce endpoint beside the others'
-            out += [a, os.path.join(os.path.dirname(args[i + 1]), "ring-" + name)]
-            i += 2
-            continue
-        if a in change:
-            out += [a, change.pop(a)]
-            i += 2
-            continue
-        out.append(a)
-        i += 1
-    return out + ["--name", name, "--join-timeout", "300"]
 
 
 def start_job(out, extra):

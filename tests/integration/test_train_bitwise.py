@@ -48,7 +48,7 @@ import signal
 import subprocess
 import sys
 from ddp_it import *
-from ddp_elastic import file_has, finish, gpud_of, wait_for
+from ddp_elastic import file_has, finish, gpud_of, joiner_cmd, wait_for
 
 N, EPOCHS, CHUNK = 204, 2, 8
 COMMON = ["--epochs", str(EPOCHS), "--seed", "7", "--lr", "0.05", "--momentum", "0.9",
@@ -254,26 +254,6 @@ def case_kill9():
     report("kill9", "3->2", key_flags(cfg, ["(kill -9 of rank %d after step %d)" % (victim, after)]), out)
     check_training(out, "kill9", lost=1, world=2)
     same("kill9", "W=3 -> 2 after step %d (rank %d) vs W=1" % (after, victim), reference(cfg), out)
-
-
-def joiner_cmd(args, name):
-    """A live rank's gpud command line as a joiner's (test_elastic_join.py's
-    rule): no --rank/--name, --reducer EP as --join EP, its own ring endpoint."""
-    out, i = [], 0
-    while i < len(args):
-        a = args[i]
-        if a in ("--rank", "--name"):
-            i += 2
-        elif a == "--reducer":
-            out += ["--join", args[i + 1]]
-            i += 2
-        elif a == "--ring-bind":
-            out += [a, os.path.join(os.path.dirname(args[i + 1]), "ring-" + name)]
-            i += 2
-        else:
-            out.append(a)
-            i += 1
-    return out + ["--name", name, "--join-timeout", "300"]
 
 
 def case_join():
