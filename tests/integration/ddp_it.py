@@ -248,10 +248,12 @@ def _logs(out, lines=30):
 
 
 def run_train(data, out, workers=1, extra=(), val=None, model_args=None, timeout=300, expect_rc=0,
-              overwrite=True):
+              overwrite=True, env=None):
+    """env: variables added to the job's environment (its daemons inherit it)."""
     cmd = train_cmd(data, out, workers, extra, val, model_args, overwrite)
     t0 = time.time()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout,
+                       env=dict(os.environ, **env) if env else None)
     dt = time.time() - t0
     if expect_rc is not None and p.returncode != expect_rc:
         fail("%s\nexit %d, want %d\nstdout:\n%s\nstderr:\n%s\n%s" % (

@@ -158,16 +158,7 @@ def train_run(case, cfg, w, extra=(), env=None, label=None, expect_rc=0):
     """ddpipe train of config cfg on w ranks into wd/label; env: variables
     for the job's processes (the gpuds inherit ddpipe's environment)."""
     out = os.path.join(wd, label or "%s-w%d" % (case, w))
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    try:
-        p = run_train(train, out, w, flags(cfg, extra), expect_rc=expect_rc)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    p = run_train(train, out, w, flags(cfg, extra), expect_rc=expect_rc, env=env)
     assert_no_leftovers(out)
     if expect_rc == 0:
         report(case, w, ["%s=%s" % kv for kv in (env or {}).items()] + key_flags(cfg, extra), out)

@@ -51,16 +51,7 @@ def model_of(out):
 def run(wire, w, env=None):
     """One job; env: variables for its processes (the gpuds inherit ours)."""
     out = os.path.join(wd, "%s-w%d%s" % (wire, w, "-break" if env else ""))
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    try:
-        run_train(data, out, w, FLAGS + ["--wire", wire])
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    run_train(data, out, w, FLAGS + ["--wire", wire], env=env)
     assert_no_leftovers(out)
     rlog = read(os.path.join(out, "logs", "reducerd.log"))
     for e in range(EPOCHS):   # the failures did happen, every epoch
