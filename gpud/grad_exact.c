@@ -11,7 +11,6 @@ struct grad_exact {
     float *flat;
     int n;
     size_t *off;        /* n + 1: gradient i is flat[off[i], off[i + 1]) */
-    int hint;           /* where the last pointer was found (backward goes down) */
     xsum_t *sum;
 };
 
@@ -47,19 +46,12 @@ void grad_exact_destroy(grad_exact_t **self)
 void grad_exact_begin(grad_exact_t *self)
 {
     xsum_clear(self->sum);
-    self->hint = self->n - 1;
 }
 
-void grad_exact_add(grad_exact_t *self, const float *grad)
+void grad_exact_add(grad_exact_t *self, int i)
 {
-    for (int k = 0; k < self->n; k++) {   /* from the hint down, wrapping */
-        int i = (self->hint - k + self->n) % self->n;
-        if (grad == self->flat + self->off[i]) {
-            xsum_add_f32(self->sum, i, grad);
-            self->hint = i;
-            return;
-        }
-    }
+    if (i >= 0 && i < self->n)
+        xsum_add_f32(self->sum, i, self->flat + self->off[i]);
 }
 
 int grad_exact_reduce(grad_exact_t *self, allreduce_t *ar, int timeout_ms, char *err,

@@ -6,7 +6,7 @@
  * grads arena. Any split of the chunks over ranks gives the same bytes.
  *
  *   grad_exact_t *e = grad_exact_new(flat, numel, n, err, len);
- *   per step: grad_exact_begin(e); ... grad_exact_add(e, grad) per chunk ...
+ *   per step: grad_exact_begin(e); ... grad_exact_add(e, i) per chunk ...
  *             grad_exact_reduce(e, ring, timeout_ms, err, len);
  *
  * The gradients lie one after the other in flat (the grads arena, host
@@ -27,9 +27,8 @@ grad_exact_t *grad_exact_new(float *flat, const size_t *numel, int n, char *err,
 void grad_exact_destroy(grad_exact_t **self);
 /* A new step: every sum zero. */
 void grad_exact_begin(grad_exact_t *self);
-/* grad is gradient i's place in flat (its current value, one chunk's, is
- * added); any other pointer (a frozen parameter's) is ignored. */
-void grad_exact_add(grad_exact_t *self, const float *grad);
+/* Gradient i's current value in flat (one chunk's) added to its sum. */
+void grad_exact_add(grad_exact_t *self, int i);
 /* The sums over every rank of ar (NULL: this rank's only) written into
  * flat. Collective (every rank calls it once per step). 0, or -1 with the
  * reason in err (the ring's failure: allreduce_failure says which). */

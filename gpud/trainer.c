@@ -184,11 +184,23 @@ static int register_params(trainer_t *t, char *err, size_t errlen)
     return 0;
 }
 
+/* Which optimized gradient grad is (its view in the grads arena), or -1
+ * (a frozen parameter's: it has no place there). */
+static int grad_index(const trainer_t *t, const float *grad)
+{
+    for (int i = 0; i < t->ng; i++)
+        if (t->gptr[i] == grad)
+            return i;
+    return -1;
+}
+
 /* The model's hook in bitwise training: one chunk's gradient, summed. */
 static void on_grad_exact(void *ctx, const float *grad)
 {
     trainer_t *t = ctx;
-    grad_exact_add(t->exact, grad);
+    int i = grad_index(t, grad);
+    if (i >= 0)
+        grad_exact_add(t->exact, i);
 }
 
 /* Bitwise training (cfg.chunk): the exact sums of the optimized
@@ -374,18 +386,15 @@ static int grad_ptrs(trainer_t *t, char *err, size_t errlen)
 static void on_grad_ready(void *ctx, const float *grad)
 {
     trainer_t *t = ctx;
-    if (!buckets_active(t->bk))
+    int i = buckets_active(t->bk) ? grad_index(t, grad) : -1;
+    if (i < 0)
         return;
-    for (int i = 0; i < t->ng; i++)
-        if (t->gptr[i] == grad) {
-            size_t lo, hi;
-            buckets_grad_range(t->bk, i, &lo, &hi);
-            /* on a device arena the ring sums the host mirror: copy it there */
-            if (!arena_mirror_pull(&t->hg, lo, hi - lo))
-                t->mirror_failed = 1;
-            buckets_ready(t->bk, i);
-            return;
-        }
+    size_t lo, hi;
+    buckets_grad_range(t->bk, i, &lo, &hi);
+    /* on a device arena the ring sums the host mirror: copy it there */
+    if (!arena_mirror_pull(&t->hg, lo, hi - lo))
+        t->mirror_failed = 1;
+    buckets_ready(t->bk, i);
 }
 
 void trainer_set_device_sum(trainer_t *t, trainer_sum_fn fn, void *ctx)
