@@ -6,13 +6,15 @@
 
 #include "gpud/tape_priv.h"
 
-/* PyTorch's running-stat update: r = (1 - m) r + m s, with the unbiased
- * batch variance for running_var. The running stats are parameter memory
- * (read and written back through tape_mem on a device arena; o->sync is
- * free for the stage between the forward's all-reduces and its backward). */
-int tape_bn_running(bk_graph_t *g, top_t *o, size_t count)
+/* PyTorch's running-stat update, r = (1 - m) r + m s: running_mean moves
+ * towards mean, running_var towards var * var_scale (double arrays of c).
+ * The running stats are parameter memory (read and written back through
+ * tape_mem on a device arena; o->sync is free for the stage between the
+ * forward's all-reduces and its backward). */
+int tape_bn_move(bk_graph_t *g, top_t *o, const double *mean, const double *var,
+                 double var_scale)
 {
-    double m = o->bn.momentum, unbias = count > 1 ? (double)count / (double)(count - 1) : 1.0;
+    double m = o->bn.momentum;
     size_t c = (size_t)o->bn.c;
     uint64_t *cnt = tape_count_bn(g);
     float *rm = tape_pmem_view(g, o->bn.running_mean, o->sync, c, cnt);
@@ -20,8 +22,8 @@ int tape_bn_running(bk_graph_t *g, top_t *o, size_t count)
     if (!rv)
         return -1;
     for (size_t i = 0; i < c; i++) {
-        rm[i] = (float)((1.0 - m) * rm[i] + m * o->save_mean[i]);
-        rv[i] = (float)((1.0 - m) * rv[i] + m * o->save_var[i] * unbias);
+        rm[i] = (float)((1.0 - m) * rm[i] + m * mean[i]);
+        rv[i] = (float)((1.0 - m) * rv[i] + m * var[i] * var_scale);
     }
     if (tape_pmem_commit(g, o->bn.running_mean, rm, c, cnt) < 0 ||
         tape_pmem_commit(g, o->bn.running_var, rv, c, cnt) < 0)
@@ -29,6 +31,20 @@ int tape_bn_running(bk_graph_t *g, top_t *o, size_t count)
     if (o->bn.num_batches)
         *o->bn.num_batches += 1.0f;
     return 0;
+}
+
+/* With the batch statistics save_mean / save_var of count samples and the
+ * unbiased variance for running_var (staged as doubles in sync_d, free
+ * once the statistics are made). */
+int tape_bn_running(bk_graph_t *g, top_t *o, size_t count)
+{
+    double unbias = count > 1 ? (double)count / (double)(count - 1) : 1.0;
+    size_t c = (size_t)o->bn.c;
+    for (size_t i = 0; i < c; i++) {
+        o->sync_d[i] = o->save_mean[i];
+        o->sync_d[c + i] = o->save_var[i];
+    }
+    return tape_bn_move(g, o, o->sync_d, o->sync_d + c, unbias);
 }
 
 /* The batch statistics as the kernels take them: parameter memory. */

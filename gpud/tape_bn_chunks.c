@@ -162,24 +162,12 @@ static int ghost_move(bk_graph_t *g, top_t *o0, double *v)
     size_t c = (size_t)o0->bn.c;
     for (int s = 0; s < 3; s++)
         xsum_get_f64(g->xrun, o0->xrun_seg + s, v + (size_t)s * c);
-    double chunks = v[2 * c], m = o0->bn.momentum;
+    double chunks = v[2 * c];
     if (!(chunks >= 1.0))   /* no rank had samples: nothing moves (as SyncBatchNorm) */
         return 0;
-    uint64_t *cnt = tape_count_bn(g);
-    float *rm = tape_pmem_view(g, o0->bn.running_mean, o0->sync, c, cnt);
-    float *rv = rm ? tape_pmem_view(g, o0->bn.running_var, o0->sync + c, c, cnt) : NULL;
-    if (!rv)
-        return -1;
-    for (size_t k = 0; k < c; k++) {
-        rm[k] = (float)((1.0 - m) * rm[k] + m * (v[k] / chunks));
-        rv[k] = (float)((1.0 - m) * rv[k] + m * (v[c + k] / chunks));
-    }
-    if (tape_pmem_commit(g, o0->bn.running_mean, rm, c, cnt) < 0 ||
-        tape_pmem_commit(g, o0->bn.running_var, rv, c, cnt) < 0)
-        return -1;
-    if (o0->bn.num_batches)
-        *o0->bn.num_batches += 1.0f;
-    return 0;
+    for (size_t k = 0; k < 2 * c; k++)   /* the means over the chunks */
+        v[k] /= chunks;
+    return tape_bn_move(g, o0, v, v + c, 1.0);
 }
 
 int tape_bn_chunks_running(bk_graph_t *g)

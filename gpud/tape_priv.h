@@ -221,7 +221,8 @@ int tape_bn_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t
  * (sums through the SyncBatchNorm hook when set), returning the count;
  * save_mean/save_var copied to the kernels' parameter memory (o->stat);
  * y = the eval-mode kernel with those statistics; the running stats
- * updated from save_mean/save_var over count samples; backward: the local
+ * updated from save_mean/save_var over count samples (tape_bn_move: towards
+ * given means and variances, the update both use); backward: the local
  * [sum dy', sum dy' xhat] into sync_d[0, 2c) (and gx = gamma dy' without
  * bn_grad_sums), those sums as this op's gamma/beta gradients, and the
  * input gradient from sync_d's (global) sums and o->sync_count. */
@@ -231,6 +232,8 @@ double tape_bn_stats(bk_graph_t *g, top_t *o, const bk_tensor_t *x);
 int tape_bn_put_stats(bk_graph_t *g, top_t *o);
 int tape_bn_normalize(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y);
 int tape_bn_running(bk_graph_t *g, top_t *o, size_t count);
+int tape_bn_move(bk_graph_t *g, top_t *o, const double *mean, const double *var,
+                 double var_scale);
 int tape_bn_grad_local(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y,
                        void *gx);
 int tape_bn_param_grads(bk_graph_t *g, top_t *o);
