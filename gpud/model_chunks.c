@@ -135,30 +135,6 @@ static int chunk_outputs(model_t *m, int k, float *loss, float *logits)
     return 0;
 }
 
-/* Staging for one chunk's floats and the step's loss gradients and ids. */
-static int staging(model_t *m, int n, int chunk, int c, int h, int w, char *err,
-                   size_t errlen)
-{
-    size_t need = (size_t)chunk * c * h * w;
-    if (need > m->t_cap) {
-        float *x = realloc(m->t_x, need * sizeof *x);
-        if (!x) {
-            err_set(err, errlen, "%s: out of memory for a %dx%dx%dx%d chunk", m->arch->name,
-                    chunk, c, h, w);
-            return -1;
-        }
-        m->t_x = x;
-        m->t_cap = need;
-    }
-    float *dl = realloc(m->t_dl, (size_t)(n ? n : 1) * sizeof *dl);
-    if (!dl) {
-        err_set(err, errlen, "%s: out of memory", m->arch->name);
-        return -1;
-    }
-    m->t_dl = dl;
-    return 0;
-}
-
 static int fail(model_t *m, const char *what, bk_graph_t *g, char *err, size_t errlen)
 {
     err_set(err, errlen, "%s bitwise train step%s: %s", m->arch->name, what,
@@ -238,7 +214,7 @@ int model_chunks_step(model_t *m, model_fill_fn fill, const void *ctx,
         return -1;
     }
     int k = chunk_plan(m, n, s, size, err, errlen);
-    if (k < 0 || staging(m, n, chunk, c, h, w, err, errlen) < 0 ||
+    if (k < 0 || model_train_staging(m, chunk, n, c, h, w, err, errlen) < 0 ||
         slots_fit(m, k, size, c, h, w, s->label_smoothing, err, errlen) < 0) {
         free(size);
         return -1;

@@ -74,3 +74,26 @@ int model_check_input(const model_t *m, int n, int c, int h, int w, char *err, s
     }
     return 0;
 }
+
+int model_train_staging(model_t *m, int nx, int n, int c, int h, int w, char *err,
+                        size_t errlen)
+{
+    size_t need = (size_t)nx * c * h * w;
+    if (need > m->t_cap) {
+        float *x = realloc(m->t_x, need * sizeof *x);
+        if (!x) {
+            err_set(err, errlen, "%s: out of memory for a %dx%dx%dx%d batch", m->arch->name,
+                    nx, c, h, w);
+            return -1;
+        }
+        m->t_x = x;
+        m->t_cap = need;
+    }
+    float *dl = realloc(m->t_dl, (size_t)(n > 0 ? n : 1) * sizeof *dl);
+    if (!dl) {
+        err_set(err, errlen, "%s: out of memory", m->arch->name);
+        return -1;
+    }
+    m->t_dl = dl;
+    return 0;
+}

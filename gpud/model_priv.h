@@ -109,6 +109,11 @@ float *model_u8_table(const model_t *m, int c, const float *mean, const float *s
                       size_t errlen);
 /* n samples of (c, h, w) are what the architecture takes; -1 (err set). */
 int model_check_input(const model_t *m, int n, int c, int h, int w, char *err, size_t errlen);
+/* A train step's staging: m->t_x for nx samples of (c, h, w) (the batch,
+ * or one chunk of a bitwise step) and m->t_dl for n loss gradients. 0, or
+ * -1 (err set). */
+int model_train_staging(model_t *m, int nx, int n, int c, int h, int w, char *err,
+                        size_t errlen);
 
 /* ---- model_forward.c */
 

@@ -19,24 +19,8 @@ static int train_graph(model_t *m, int n, int c, int h, int w, float eps, char *
     if (m->tg && m->tn == n && m->tc == c && m->th == h && m->tw == w && m->t_eps == eps)
         return 0;
     bk_graph_destroy(&m->tg);
-    size_t need = (size_t)n * c * h * w;
-    if (need > m->t_cap) {
-        float *x = realloc(m->t_x, need * sizeof *x);
-        if (x)
-            m->t_x = x;
-        if (!x) {
-            err_set(err, errlen, "%s: out of memory for a %dx%dx%dx%d batch", m->arch->name,
-                    n, c, h, w);
-            return -1;
-        }
-        m->t_cap = need;
-    }
-    float *dl = realloc(m->t_dl, (size_t)n * sizeof *dl);
-    if (!dl) {
-        err_set(err, errlen, "%s: out of memory", m->arch->name);
+    if (model_train_staging(m, n, n, c, h, w, err, errlen) < 0)
         return -1;
-    }
-    m->t_dl = dl;
     bk_graph_t *g = bk_graph_new(m->be);
     bk_graph_set_traffic(g, &m->traffic);   /* a device arena's BatchNorm vectors */
     bk_graph_set_name(g, "input");
