@@ -30,6 +30,7 @@
 #include "common/xsum.h"
 #include "gpud/backend_arena.h"
 #include "gpud/model.h"
+#include "exact_grads.h"
 #include "golden_io.h"
 
 #define MAXW 4
@@ -134,10 +135,7 @@ typedef struct {
     const batch_t *b;
     int lo, n;
     uint64_t step;
-    xsum_t *gx;             /* the step's gradient sums, a segment per parameter */
-    float **grad;           /* each segment's gradient array */
-    size_t *numel;
-    int ng;
+    exact_grads_t eg;       /* the step's gradient sums, a segment per parameter */
     int rc;
     char err[512];
 } rank_t;
@@ -153,46 +151,21 @@ static model_t *open_model(const char *backend)
     return m;
 }
 
-/* The grad-ready hook: one chunk's gradient into the rank's sums. */
-static void on_grad(void *ctx, const float *grad)
-{
-    rank_t *r = ctx;
-    for (int i = 0; i < r->ng; i++)
-        if (r->grad[i] == grad) {
-            xsum_add_f32(r->gx, i, grad);
-            return;
-        }
-    REQUIRE(0, "a gradient the hook does not know");
-}
-
 static void rank_open(rank_t *r)
 {
     r->m = open_model(r->mode->backend);
-    int n = model_param_count(r->m);
-    r->grad = calloc((size_t)n, sizeof *r->grad);
-    r->numel = calloc((size_t)n, sizeof *r->numel);
-    REQUIRE(r->grad && r->numel, "alloc");
-    for (int i = 0; i < n; i++) {
-        model_param_t p;
-        if (model_param_at(r->m, i, &p) == 0 && p.grad) {
-            r->grad[r->ng] = p.grad;
-            r->numel[r->ng++] = p.numel;
-        }
-    }
-    REQUIRE((r->gx = xsum_new(r->numel, r->ng)) != NULL, "xsum");
+    exact_grads_open(&r->eg, r->m);
     if (r->mode->chunk > 0) {
         REQUIRE(model_set_exact(r->m, r->me.g->w > 1 ? member_xsum : NULL, &r->me,
                                 r->mode->sync) == 0, "model_set_exact");
-        REQUIRE(model_set_grad_ready(r->m, on_grad, r) == 0, "grad hook");
+        REQUIRE(model_set_grad_ready(r->m, exact_grads_hook, &r->eg) == 0, "grad hook");
     }
 }
 
 static void rank_close(rank_t *r)
 {
     model_destroy(&r->m);
-    xsum_destroy(&r->gx);
-    free(r->grad);
-    free(r->numel);
+    exact_grads_close(&r->eg);
 }
 
 /* A rank's step: its chunks, the exact gradient all-reduce, SGD. */
@@ -202,21 +175,19 @@ static void *rank_main(void *arg)
     const batch_t *b = r->b;
     model_step_t s = {.global_batch = b->g, .seed = 5, .step = r->step,
                       .ids = b->ids + r->lo, .chunk = r->mode->chunk};
-    xsum_clear(r->gx);
+    xsum_clear(r->eg.x);
     r->rc = model_train_step_u8(r->m, b->px + (size_t)r->lo * b->per, r->n, 1, 28, 28, NULL,
                                 NULL, b->labels + r->lo, &s, NULL, NULL, r->err,
                                 sizeof r->err);
     if (r->rc == 0 && r->mode->chunk > 0) {
         if (r->me.g->float_grads) {
-            for (int i = 0; i < r->ng; i++) {
-                xsum_get_f32(r->gx, i, r->grad[i]);
-                group_float_sum(r->me.g, r->me.rank, r->grad[i], r->numel[i]);
-            }
+            exact_grads_write(&r->eg);   /* this rank's sums, then floats over the ranks */
+            for (int i = 0; i < r->eg.n; i++)
+                group_float_sum(r->me.g, r->me.rank, r->eg.grad[i], r->eg.numel[i]);
         } else {
             if (r->me.g->w > 1)
-                group_xsum(r->me.g, r->me.rank, r->gx);
-            for (int i = 0; i < r->ng; i++)
-                xsum_get_f32(r->gx, i, r->grad[i]);
+                group_xsum(r->me.g, r->me.rank, r->eg.x);
+            exact_grads_write(&r->eg);
         }
         /* ghost batch norm's running-stat sums, as gpud's trainer does */
         xsum_t *run = model_running_sums(r->m);
@@ -371,13 +342,13 @@ static void ghost_vs_separate(const char *backend, const batch_t *b)
     rank_open(&r);
     model_step_t s = {.global_batch = 12, .seed = 5, .ids = b->ids, .chunk = 4};
     char err[512];
-    xsum_clear(r.gx);
+    xsum_clear(r.eg.x);
     REQUIRE(model_train_step_u8(r.m, b->px, 12, 1, 28, 28, NULL, NULL, b->labels, &s, NULL,
                                 NULL, err, sizeof err) == 0, "chunked step: %s", err);
     model_t *m = open_model(backend);
     size_t total = 0;
-    for (int i = 0; i < r.ng; i++)
-        total += r.numel[i];
+    for (int i = 0; i < r.eg.n; i++)
+        total += r.eg.numel[i];
     double *want = calloc(total, sizeof *want);
     REQUIRE(want, "alloc");
     for (int first = 0; first < 12; first += 4) {
@@ -398,9 +369,9 @@ static void ghost_vs_separate(const char *backend, const batch_t *b)
     size_t at = 0;
     float *got = malloc(total * sizeof *got);
     REQUIRE(got, "alloc");
-    for (int i = 0; i < r.ng; i++) {
-        xsum_get_f32(r.gx, i, got + at);
-        at += r.numel[i];
+    for (int i = 0; i < r.eg.n; i++) {
+        xsum_get_f32(r.eg.x, i, got + at);
+        at += r.eg.numel[i];
     }
     for (size_t j = 0; j < total; j++) {
         double d = got[j] - want[j];

@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "common/safetensors.h"
-#include "common/xsum.h"
 #include "gpud/model.h"
+#include "exact_grads.h"
 #include "golden_io.h"
 
 #define TOL 1e-4
@@ -71,52 +71,6 @@ static model_t *open_model(const char *arch, const char *backend, const char *we
     return m;
 }
 
-/* Bitwise training's gradients (model_step_t.chunk): each chunk's, as the
- * grad-ready hook hands them over, summed exactly (as gpud's trainer). */
-typedef struct {
-    xsum_t *x;
-    float **grad;
-    int n;
-} chunk_sums_t;
-
-static void on_chunk_grad(void *ctx, const float *grad)
-{
-    chunk_sums_t *cs = ctx;
-    for (int i = 0; i < cs->n; i++)
-        if (cs->grad[i] == grad) {
-            xsum_add_f32(cs->x, i, grad);
-            return;
-        }
-}
-
-static void chunk_sums_open(chunk_sums_t *cs, model_t *m)
-{
-    int np = model_param_count(m);
-    size_t *numel = calloc((size_t)np, sizeof *numel);
-    cs->grad = calloc((size_t)np, sizeof *cs->grad);
-    REQUIRE(numel && cs->grad, "alloc");
-    for (int i = 0; i < np; i++) {
-        model_param_t p;
-        if (model_param_at(m, i, &p) == 0 && p.grad) {
-            cs->grad[cs->n] = p.grad;
-            numel[cs->n++] = p.numel;
-        }
-    }
-    REQUIRE((cs->x = xsum_new(numel, cs->n)) != NULL, "xsum");
-    free(numel);
-    /* SyncBatchNorm over the chunks: the statistics of PyTorch's batch */
-    REQUIRE(model_set_exact(m, NULL, NULL, 1) == 0 &&
-            model_set_grad_ready(m, on_chunk_grad, cs) == 0, "bitwise hooks");
-}
-
-static void chunk_sums_close(chunk_sums_t *cs)
-{
-    for (int i = 0; i < cs->n; i++)
-        xsum_get_f32(cs->x, i, cs->grad[i]);
-    xsum_destroy(&cs->x);
-    free(cs->grad);
-}
-
 /* chunk > 0: the step as bitwise training runs it, in chunks of that many
  * samples with exact sums: still PyTorch's step up to rounding. */
 static void step_case(const char *tag, const char *arch, const char *backend,
@@ -126,9 +80,13 @@ static void step_case(const char *tag, const char *arch, const char *backend,
     model_t *m = open_model(arch, backend, weights);
     if (freeze)
         REQUIRE(model_freeze(m, freeze, 1) > 0, "freeze %s", freeze);
-    chunk_sums_t cs = {0};
-    if (chunk)
-        chunk_sums_open(&cs, m);
+    exact_grads_t eg = {0};   /* bitwise training's gradients, as gpud's trainer sums them */
+    if (chunk) {
+        exact_grads_open(&eg, m);
+        /* SyncBatchNorm over the chunks: the statistics of PyTorch's batch */
+        REQUIRE(model_set_exact(m, NULL, NULL, 1) == 0 &&
+                model_set_grad_ready(m, exact_grads_hook, &eg) == 0, "bitwise hooks");
+    }
     char name[256], err[512];
     snprintf(name, sizeof name, "%s.input_u8", tag);
     const st_tensor_t *xt = safetensors_get(gold, name);
@@ -148,8 +106,10 @@ static void step_case(const char *tag, const char *arch, const char *backend,
                                  normalise ? STD : NULL, labels, &s, loss, logits, err,
                                  sizeof err);
     REQUIRE(rc == 0, "%s train step: %s", tag, err);
-    if (chunk)
-        chunk_sums_close(&cs);
+    if (chunk) {
+        exact_grads_write(&eg);
+        exact_grads_close(&eg);
+    }
     snprintf(name, sizeof name, "%s.loss", tag);
     double el = cmp_sampled(name, loss, (size_t)n);
     snprintf(name, sizeof name, "%s.logits", tag);
