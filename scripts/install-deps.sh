@@ -7,13 +7,19 @@
 #   scripts/install-deps.sh --download DIR   fetch every .deb (with dependencies) into DIR
 #   scripts/install-deps.sh --offline DIR    install from the .debs in DIR, no network
 # (--test combines with --download/--offline)
+# Besides the .debs: oneDNN 3.2 (gpud's cpu backend), which Debian 12 does
+# not package (it has 2.6): Intel's CPU-only, GNU-OpenMP wheels from PyPI
+# (onednn-cpu-gomp, onednn-devel-cpu-gomp 2023.2.0), checked against their
+# SHA-256 and unpacked into $ONEDNN_PREFIX (default /opt/onednn-3.2), where
+# CMake looks (DDPIPE_ONEDNN_ROOT). GNU OpenMP, because gpud and the whole
+# toolchain use it: one OpenMP runtime per process, no two thread pools.
 set -eu
 
 BUILD="build-essential cmake pkg-config git libzmq3-dev libczmq-dev libmsgpack-dev \
-libturbojpeg0-dev libjpeg62-turbo-dev libdnnl-dev libcairo2-dev libfontconfig-dev zlib1g-dev libpng-dev \
+libturbojpeg0-dev libjpeg62-turbo-dev libcairo2-dev libfontconfig-dev zlib1g-dev libpng-dev \
 libtiff-dev libwebp-dev libgif-dev \
 fonts-dejavu-core dataset-fashion-mnist libmicrohttpd-dev libsodium-dev libjansson-dev \
-dpkg-dev gzip"
+dpkg-dev gzip python3 python3-pip ca-certificates"
 TEST="clang libclang-rt-14-dev python3 python3-torch python3-torchvision python3-pil \
 python3-numpy python3-sklearn python3-zmq python3-msgpack python3-yaml supervisor valgrind curl \
 chromium chromium-driver python3-selenium slurm-wlm munge"
@@ -47,6 +53,62 @@ missing() {
     echo "$out"
 }
 
+# ---- oneDNN 3.2 from PyPI ----------------------------------------------------
+ONEDNN_PREFIX=${ONEDNN_PREFIX:-/opt/onednn-3.2}
+ONEDNN_WHEELS="onednn_cpu_gomp-2023.2.0-py2.py3-none-manylinux1_x86_64.whl 2f22a54d6a890ed14bfa185d42a4be65d8b5b1df85dc1f0f3a9abe31620416fb
+onednn_devel_cpu_gomp-2023.2.0-py2.py3-none-manylinux1_x86_64.whl 9763c69e8c907e119056bd52ad918ca84ac9ba939d130a99dfa95ccca3e5e284"
+
+onednn_present() {
+    [ -f "$ONEDNN_PREFIX/include/oneapi/dnnl/dnnl.h" ] && [ -e "$ONEDNN_PREFIX/lib/libdnnl.so.3" ]
+}
+
+# Fetch the two wheels into $1 (pip download: PyPI's index, no install).
+onednn_download() {
+    mkdir -p "$1"
+    python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux1_x86_64 \
+        -d "$1" onednn-cpu-gomp==2023.2.0 onednn-devel-cpu-gomp==2023.2.0 ||
+        { echo "install-deps: could not download oneDNN 3.2 from PyPI (pip download" \
+               "onednn-cpu-gomp==2023.2.0 onednn-devel-cpu-gomp==2023.2.0); check the network" \
+               "or pass --offline DIR with the two wheels in DIR" >&2; exit 1; }
+}
+
+# Check the wheels in $1 and unpack them into $ONEDNN_PREFIX.
+onednn_unpack() {
+    set -- "$1" $ONEDNN_WHEELS
+    src=$1
+    shift
+    tmp=$(mktemp -d)
+    while [ $# -ge 2 ]; do
+        [ -f "$src/$1" ] || { echo "install-deps: $src/$1 missing" >&2; exit 1; }
+        echo "$2  $src/$1" | sha256sum -c --quiet - ||
+            { echo "install-deps: $src/$1 does not match its SHA-256; delete it and retry" >&2; exit 1; }
+        python3 -m zipfile -e "$src/$1" "$tmp"
+        shift 2
+    done
+    $SUDO mkdir -p "$ONEDNN_PREFIX/lib" "$ONEDNN_PREFIX/include"
+    $SUDO cp -r "$tmp"/onednn_devel_cpu_gomp-*.data/data/include/. "$ONEDNN_PREFIX/include/"
+    # a wheel holds three copies of the library (no links in a zip): keep one
+    $SUDO cp "$tmp"/onednn_cpu_gomp-*.data/data/lib/libdnnl.so.3.2 "$ONEDNN_PREFIX/lib/"
+    $SUDO ln -sf libdnnl.so.3.2 "$ONEDNN_PREFIX/lib/libdnnl.so.3"
+    $SUDO ln -sf libdnnl.so.3 "$ONEDNN_PREFIX/lib/libdnnl.so"
+    $SUDO cp "$tmp"/onednn_cpu_gomp-*.data/data/share/doc/onednn/LICENSE \
+        "$tmp"/onednn_cpu_gomp-*.data/data/share/doc/onednn/THIRD-PARTY-PROGRAMS "$ONEDNN_PREFIX/"
+    rm -rf "$tmp"
+    echo "install-deps: oneDNN 3.2 in $ONEDNN_PREFIX"
+}
+
+onednn_install() {
+    onednn_present && return 0
+    if [ "$mode" = offline ]; then
+        onednn_unpack "$dir"
+    else
+        tmp=$(mktemp -d)
+        onednn_download "$tmp"
+        onednn_unpack "$tmp"
+        rm -rf "$tmp"
+    fi
+}
+
 case "$mode" in
 download)
     mkdir -p "$dir"
@@ -56,21 +118,25 @@ download)
         --no-breaks --no-replaces --no-enhances $want | grep '^[a-zA-Z0-9]' | sort -u)
     (cd "$dir" && apt-get download $deps 2>/dev/null || true)
     echo "install-deps: $(ls "$dir"/*.deb | wc -l) packages in $dir"
+    onednn_download "$dir"
     ;;
 offline)
     m=$(missing)
-    [ -z "$m" ] && { echo "install-deps: all packages present"; exit 0; }
-    $SUDO dpkg -i "$dir"/*.deb || $SUDO apt-get -o Dir::Cache::archives="$dir" -y --no-download -f install
+    if [ -n "$m" ]; then
+        $SUDO dpkg -i "$dir"/*.deb || $SUDO apt-get -o Dir::Cache::archives="$dir" -y --no-download -f install
+    fi
+    onednn_install
     ;;
 *)
     m=$(missing)
     if [ -z "$m" ]; then
         echo "install-deps: all packages present"
-        exit 0
+    else
+        echo "install-deps: installing$m"
+        export DEBIAN_FRONTEND=noninteractive
+        $SUDO apt-get update -q
+        $SUDO apt-get install -y -q --no-install-recommends $m
     fi
-    echo "install-deps: installing$m"
-    export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -q
-    $SUDO apt-get install -y -q --no-install-recommends $m
+    onednn_install
     ;;
 esac

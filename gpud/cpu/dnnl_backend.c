@@ -1,4 +1,4 @@
-/* dnnl_backend — the "cpu" backend (backend.h) on oneDNN 2.x (CPU engine,
+/* dnnl_backend — the "cpu" backend (backend.h) on oneDNN 3.x (CPU engine,
  * OpenMP runtime): the backend object (engine, stream, the scratchpad
  * shared by every primitive: dnnl_prim.c's cpu_scratch) and its table. The kernels: dnnl_kernels.c
  * (the table), dnnl_train.c and dnnl_layers.c (training), dnnl_infer.c (an

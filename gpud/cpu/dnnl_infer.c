@@ -58,28 +58,30 @@ static int preferred(backend_t *be)
     cpu_backend_t *cb = (cpu_backend_t *)be;
     if (cb->infer_layout)
         return cb->infer_layout;
-    dnnl_dims_t sd = {16, 64, 56, 56}, wd = {64, 64, 3, 3}, st = {1, 1}, pad = {1, 1};
-    dnnl_memory_desc_t src, wei, dst, m;
-    dnnl_memory_desc_init_by_tag(&src, 4, sd, conv_type(be), dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&wei, 4, wd, conv_type(be), dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&dst, 4, sd, dnnl_f32, dnnl_format_tag_any);
-    dnnl_convolution_desc_t d;
+    const dnnl_dim_t sd[4] = {16, 64, 56, 56}, wd[4] = {64, 64, 3, 3};
+    const dnnl_dims_t st = {1, 1}, pad = {1, 1}, dil = {0, 0};
+    cpu_mds_t k = {0};
+    const_dnnl_memory_desc_t src = cpu_md(&k, 4, sd, conv_type(be), dnnl_format_tag_any);
+    const_dnnl_memory_desc_t wei = cpu_md(&k, 4, wd, conv_type(be), dnnl_format_tag_any);
+    const_dnnl_memory_desc_t dst = cpu_md(&k, 4, sd, dnnl_f32, dnnl_format_tag_any);
     dnnl_primitive_desc_t pd = NULL;
     int layout = CPU_LAYOUT_NCHW;
-    if (dnnl_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_direct,
-                                           &src, &wei, NULL, &dst, st, pad, pad) == dnnl_success &&
-        dnnl_primitive_desc_create(&pd, &d, NULL, cb->eng, NULL) == dnnl_success) {
-        const dnnl_memory_desc_t *got = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    if (!k.failed &&
+        dnnl_convolution_forward_primitive_desc_create(
+            &pd, cb->eng, dnnl_forward_inference, dnnl_convolution_direct, src, wei, NULL, dst, st,
+            dil, pad, pad, NULL) == dnnl_success) {
+        const_dnnl_memory_desc_t got = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
         const struct { dnnl_format_tag_t tag; int layout; } known[] = {
             {dnnl_nChw16c, 16}, {dnnl_nChw8c, 8}, {dnnl_acdb, CPU_LAYOUT_NHWC}};
         for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
-            dnnl_memory_desc_init_by_tag(&m, 4, sd, dnnl_f32, known[i].tag);
-            if (dnnl_memory_desc_equal(&m, got))
+            const_dnnl_memory_desc_t m = cpu_md(&k, 4, sd, dnnl_f32, known[i].tag);
+            if (m && dnnl_memory_desc_equal(m, got))
                 layout = known[i].layout;
         }
     }
     if (pd)
         dnnl_primitive_desc_destroy(pd);
+    cpu_mds_free(&k);
     cb->infer_layout = layout;
     return layout;
 }
@@ -93,14 +95,14 @@ int cpu_infer_layout(backend_t *be, const int s[4])
 }
 
 /* The memory descriptor of a buffer of shape s in layout code. */
-static void md_of(dnnl_memory_desc_t *md, const int s[4], int layout)
+static const_dnnl_memory_desc_t md_of(cpu_mds_t *k, const int s[4], int layout)
 {
-    dnnl_dims_t d = {s[0], s[1], s[2], s[3]};
+    const dnnl_dim_t d[4] = {s[0], s[1], s[2], s[3]};
     dnnl_format_tag_t tag = layout == 16   ? dnnl_nChw16c
                             : layout == 8  ? dnnl_nChw8c
                             : layout == CPU_LAYOUT_NCHW ? dnnl_abcd
                                                         : dnnl_acdb;
-    dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, tag);
+    return cpu_md(k, 4, d, dnnl_f32, tag);
 }
 
 /* NCHW <-> a blocked layout of b channels (c % b == 0). */
@@ -216,9 +218,7 @@ static iplan_t *iplan_new(bk_ctx_t *g)
 
 static int reorder_make(bk_ctx_t *g, reorder_t *r, dnnl_memory_t from, dnnl_memory_t to)
 {
-    const dnnl_memory_desc_t *a, *b;
-    dnnl_memory_get_memory_desc(from, &a);
-    dnnl_memory_get_memory_desc(to, &b);
+    const_dnnl_memory_desc_t a = cpu_mem_md(from), b = cpu_mem_md(to);
     dnnl_primitive_desc_t pd = NULL;
     /* the default attr (library scratchpad), as the weights' reorder at build */
     int ok = cpu_dn(g, dnnl_reorder_primitive_desc_create(&pd, a, cpu_be(g)->eng, b, cpu_be(g)->eng,
@@ -242,12 +242,10 @@ static int reorder_run(bk_ctx_t *g, reorder_t *r)
 /* Memory for a primitive's argument of layout want over the tape buffer
  * `have` (a handle): have itself when the layouts agree, else a buffer of
  * its own with a reorder (in: have -> own; else own -> have). */
-static dnnl_memory_t arg_mem(bk_ctx_t *g, dnnl_memory_t have, const dnnl_memory_desc_t *want,
+static dnnl_memory_t arg_mem(bk_ctx_t *g, dnnl_memory_t have, const_dnnl_memory_desc_t want,
                              reorder_t *r, int in)
 {
-    const dnnl_memory_desc_t *hm;
-    dnnl_memory_get_memory_desc(have, &hm);
-    if (dnnl_memory_desc_equal(hm, want))
+    if (dnnl_memory_desc_equal(cpu_mem_md(have), want))
         return have;
     dnnl_memory_t m = cpu_mem(g, want, 1);
     if (m && reorder_make(g, r, in ? have : m, in ? m : have) < 0) {
@@ -267,25 +265,23 @@ static void arg(iplan_t *p, int a, dnnl_memory_t m)
 static int iplan_prim(bk_ctx_t *g, iplan_t *p, const_dnnl_primitive_desc_t pd, const int xs[4],
                       int xl, const int ys[4], int yl)
 {
-    dnnl_memory_desc_t xm, ym;
-    md_of(&xm, xs, xl);
-    md_of(&ym, ys, yl);
-    const dnnl_memory_desc_t *src = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-    const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    cpu_mds_t k = {0};
+    const_dnnl_memory_desc_t xm = md_of(&k, xs, xl), ym = md_of(&k, ys, yl);
+    const_dnnl_memory_desc_t src = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const_dnnl_memory_desc_t dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    const_dnnl_memory_desc_t smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     p->threads = omp_get_max_threads();
     p->scratch_size = smd ? dnnl_memory_desc_get_size(smd) : 0;
-    if (cpu_dn(g, dnnl_primitive_create(&p->prim, pd), "primitive_create") < 0 ||
-        !(p->x = cpu_mem(g, &xm, 0)) || !(p->y = cpu_mem(g, &ym, 0)))
+    int ok = cpu_mds_check(g, &k) == 0 &&
+             cpu_dn(g, dnnl_primitive_create(&p->prim, pd), "primitive_create") == 0 &&
+             (p->x = cpu_mem(g, xm, 0)) && (p->y = cpu_mem(g, ym, 0));
+    cpu_mds_free(&k);
+    if (!ok)
         return -1;
-    if (src->ndims == 4 && !(p->xp = arg_mem(g, p->x, src, &p->x_in, 1)))
+    /* not 4-D: a 2-D view of x (inner product): same bytes */
+    if (!(p->xp = cpu_md_ndims(src) == 4 ? arg_mem(g, p->x, src, &p->x_in, 1) : cpu_mem(g, src, 0)))
         return -1;
-    if (src->ndims != 4)   /* a 2-D view of x (inner product): same bytes */
-        if (!(p->xp = cpu_mem(g, src, 0)))
-            return -1;
-    if (dst->ndims == 4 && !(p->yp = arg_mem(g, p->y, dst, &p->y_out, 0)))
-        return -1;
-    if (dst->ndims != 4 && !(p->yp = cpu_mem(g, dst, 0)))
+    if (!(p->yp = cpu_md_ndims(dst) == 4 ? arg_mem(g, p->y, dst, &p->y_out, 0) : cpu_mem(g, dst, 0)))
         return -1;
     if (p->sum && p->yp != p->y && reorder_make(g, &p->res_in, p->y, p->yp) < 0)
         return -1;
@@ -301,9 +297,9 @@ static int iplan_prim(bk_ctx_t *g, iplan_t *p, const_dnnl_primitive_desc_t pd, c
 /* Weights (and bias) arguments: w in the primitive's layout, from the host
  * array in PyTorch layout (user_md). */
 static int iplan_weights(bk_ctx_t *g, iplan_t *p, const_dnnl_primitive_desc_t pd,
-                         const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *bias_md)
+                         const_dnnl_memory_desc_t user_md, const_dnnl_memory_desc_t bias_md)
 {
-    const dnnl_memory_desc_t *wm = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const_dnnl_memory_desc_t wm = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     if (!(p->w_user = cpu_mem(g, user_md, 0)) || !(p->w = cpu_mem(g, wm, 1)) ||
         reorder_make(g, &p->w_in, p->w_user, p->w) < 0 ||
         (bias_md && !(p->b = cpu_mem(g, bias_md, 0))))
@@ -362,9 +358,10 @@ static int post_ops_attr(bk_ctx_t *g, dnnl_primitive_attr_t a, const bk_postop_t
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++)
         rc = post[i] == BK_PO_RELU
-                 ? cpu_dn(g, dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_relu, 0.f, 0.f),
+                 ? cpu_dn(g, dnnl_post_ops_append_eltwise(po, dnnl_eltwise_relu, 0.f, 0.f),
                           "post_ops relu")
-                 : cpu_dn(g, dnnl_post_ops_append_sum(po, 1.f), "post_ops sum");
+                 : cpu_dn(g, dnnl_post_ops_append_sum(po, 1.f, 0, dnnl_data_type_undef),
+                          "post_ops sum");
     if (rc == 0)
         rc = cpu_dn(g, dnnl_primitive_attr_set_post_ops(a, po), "set_post_ops");
     dnnl_post_ops_destroy(po);
@@ -374,36 +371,32 @@ static int post_ops_attr(bk_ctx_t *g, dnnl_primitive_attr_t a, const bk_postop_t
 static dnnl_primitive_desc_t conv_pd(bk_ctx_t *g, const bk_conv_t *c, const bk_postop_t *post,
                                      int npost, const int in[4], const int out[4])
 {
-    dnnl_dims_t sd = {in[0], in[1], in[2], in[3]}, wd = {c->oc, c->ic, c->kh, c->kw};
-    dnnl_dims_t bd = {c->oc}, dd = {out[0], out[1], out[2], out[3]};
-    dnnl_dims_t st = {c->stride_h, c->stride_w}, pad = {c->pad_h, c->pad_w};
-    dnnl_memory_desc_t src, wei, bia, dst;
-    dnnl_memory_desc_init_by_tag(&src, 4, sd, conv_type(g->be), dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&wei, 4, wd, conv_type(g->be), dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&bia, 1, bd, dnnl_f32, dnnl_x);
-    dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_format_tag_any);
-    dnnl_convolution_desc_t d;
-    if (cpu_dn(g, dnnl_convolution_forward_desc_init(&d, dnnl_forward_inference,
-                                                     dnnl_convolution_direct, &src, &wei,
-                                                     c->bias ? &bia : NULL, &dst, st, pad, pad),
-               "convolution_forward_desc_init") < 0)
-        return NULL;
-    dnnl_primitive_attr_t a = cpu_attr_new(g);
+    const dnnl_dim_t sd[4] = {in[0], in[1], in[2], in[3]}, wd[4] = {c->oc, c->ic, c->kh, c->kw};
+    const dnnl_dim_t bd[1] = {c->oc}, dd[4] = {out[0], out[1], out[2], out[3]};
+    const dnnl_dims_t st = {c->stride_h, c->stride_w}, pad = {c->pad_h, c->pad_w}, dil = {0, 0};
+    cpu_mds_t k = {0};
+    const_dnnl_memory_desc_t src = cpu_md(&k, 4, sd, conv_type(g->be), dnnl_format_tag_any);
+    const_dnnl_memory_desc_t wei = cpu_md(&k, 4, wd, conv_type(g->be), dnnl_format_tag_any);
+    const_dnnl_memory_desc_t bia = cpu_md(&k, 1, bd, dnnl_f32, dnnl_x);
+    const_dnnl_memory_desc_t dst = cpu_md(&k, 4, dd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_primitive_attr_t a = NULL;
     dnnl_primitive_desc_t pd = NULL;
-    if (a && post_ops_attr(g, a, post, npost) == 0)
-        cpu_dn(g, dnnl_primitive_desc_create(&pd, &d, a, cpu_be(g)->eng, NULL),
-               "convolution primitive_desc_create");
+    if (cpu_mds_check(g, &k) == 0 && (a = cpu_attr_new(g)) &&
+        post_ops_attr(g, a, post, npost) == 0 &&
+        cpu_dn(g, dnnl_convolution_forward_primitive_desc_create(
+                      &pd, cpu_be(g)->eng, dnnl_forward_inference, dnnl_convolution_direct, src,
+                      wei, c->bias ? bia : NULL, dst, st, dil, pad, pad, a),
+               "convolution primitive_desc_create") < 0)
+        pd = NULL;
     if (a)
         dnnl_primitive_attr_destroy(a);
+    cpu_mds_free(&k);
     return pd;
 }
 
 static int is_reference_impl(const_dnnl_primitive_desc_t pd)
 {
-    const char *impl = NULL;
-    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
-        return 0;
-    return impl && strncmp(impl, "ref", 3) == 0;
+    return strncmp(cpu_impl(pd), "ref", 3) == 0;
 }
 
 bk_plan_t *cpu_infer_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
@@ -434,14 +427,15 @@ bk_plan_t *cpu_infer_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
     } else {
         p->sum = at >= 0;
     }
-    dnnl_memory_desc_t wuser, buser;
-    dnnl_dims_t wd = {c->oc, c->ic, c->kh, c->kw}, bd = {c->oc};
-    dnnl_memory_desc_init_by_tag(&wuser, 4, wd, dnnl_f32, dnnl_oihw);
-    dnnl_memory_desc_init_by_tag(&buser, 1, bd, dnnl_f32, dnnl_x);
-    int ok = pd && !g->failed &&
+    cpu_mds_t k = {0};
+    const dnnl_dim_t wd[4] = {c->oc, c->ic, c->kh, c->kw}, bd[1] = {c->oc};
+    const_dnnl_memory_desc_t wuser = cpu_md(&k, 4, wd, dnnl_f32, dnnl_oihw);
+    const_dnnl_memory_desc_t buser = cpu_md(&k, 1, bd, dnnl_f32, dnnl_x);
+    int ok = pd && !g->failed && cpu_mds_check(g, &k) == 0 &&
              iplan_prim(g, p, pd, in, cpu_infer_layout(g->be, in), out,
                         cpu_infer_layout(g->be, out)) == 0 &&
-             iplan_weights(g, p, pd, &wuser, c->bias ? &buser : NULL) == 0;
+             iplan_weights(g, p, pd, wuser, c->bias ? buser : NULL) == 0;
+    cpu_mds_free(&k);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     if (!ok) {
@@ -467,57 +461,72 @@ int cpu_infer_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w
 
 /* ------------------------------------------------- pool, linear, relu */
 
-static bk_plan_t *unary_plan(bk_ctx_t *g, const_dnnl_op_desc_t d, const int in[4],
-                             const int out[4], const char *what)
+/* The plan of *pd, which the oneDNN call that is the argument st has just
+ * made, on the backend's threads (*pd is read after that call); *pd is
+ * destroyed. */
+static bk_plan_t *unary_plan(bk_ctx_t *g, dnnl_status_t st, dnnl_primitive_desc_t *pd,
+                             const int in[4], const int out[4], const char *what)
 {
     iplan_t *p = iplan_new(g);
-    if (!p)
-        return NULL;
-    set_threads(g->be->threads);
-    dnnl_primitive_attr_t a = cpu_attr_new(g);
-    dnnl_primitive_desc_t pd = NULL;
-    if (a)
-        cpu_dn(g, dnnl_primitive_desc_create(&pd, d, a, cpu_be(g)->eng, NULL), what);
-    if (a)
-        dnnl_primitive_attr_destroy(a);
-    int ok = pd && iplan_prim(g, p, pd, in, cpu_infer_layout(g->be, in), out,
-                              cpu_infer_layout(g->be, out)) == 0;
-    if (pd)
-        dnnl_primitive_desc_destroy(pd);
-    if (!ok) {
+    int ok = p && cpu_dn(g, st, what) == 0 &&
+             iplan_prim(g, p, *pd, in, cpu_infer_layout(g->be, in), out,
+                        cpu_infer_layout(g->be, out)) == 0;
+    if (st == dnnl_success && *pd)
+        dnnl_primitive_desc_destroy(*pd);
+    if (!ok && p) {
         iplan_destroy(&p->base);
         return NULL;
     }
-    return &p->base;
+    return ok ? &p->base : NULL;
 }
 
 bk_plan_t *cpu_infer_pool_plan(bk_ctx_t *g, const bk_pool_t *q, const int in[4],
                                const int out[4])
 {
-    dnnl_memory_desc_t src, dst;
-    md_of(&src, in, cpu_infer_layout(g->be, in));
-    dnnl_dims_t dd = {out[0], out[1], out[2], out[3]};
-    dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_format_tag_any);
-    dnnl_dims_t st = {q->stride_h, q->stride_w}, k = {q->kh, q->kw}, pad = {q->pad_h, q->pad_w};
+    cpu_mds_t k = {0};
+    const dnnl_dim_t dd[4] = {out[0], out[1], out[2], out[3]};
+    const_dnnl_memory_desc_t src = md_of(&k, in, cpu_infer_layout(g->be, in));
+    const_dnnl_memory_desc_t dst = cpu_md(&k, 4, dd, dnnl_f32, dnnl_format_tag_any);
+    const dnnl_dims_t st = {q->stride_h, q->stride_w}, kern = {q->kh, q->kw},
+                      pad = {q->pad_h, q->pad_w}, dil = {0, 0};
     dnnl_alg_kind_t alg = q->alg == BK_POOL_MAX   ? dnnl_pooling_max
                           : q->alg == BK_POOL_AVG ? dnnl_pooling_avg_include_padding
                                                   : dnnl_pooling_avg_exclude_padding;
-    dnnl_pooling_desc_t d;
-    if (cpu_dn(g, dnnl_pooling_forward_desc_init(&d, dnnl_forward_inference, alg, &src, &dst, st, k,
-                                                 pad, pad), "pooling_forward_desc_init") < 0)
-        return NULL;
-    return unary_plan(g, &d, in, out, "pooling primitive_desc");
+    set_threads(g->be->threads);
+    dnnl_primitive_attr_t a = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    bk_plan_t *p = NULL;
+    if (cpu_mds_check(g, &k) == 0 && (a = cpu_attr_new(g)))
+        p = unary_plan(g,
+                       dnnl_pooling_forward_primitive_desc_create(&pd, cpu_be(g)->eng,
+                                                                  dnnl_forward_inference, alg, src,
+                                                                  dst, st, kern, dil, pad, pad, a),
+                       &pd, in, out, "pooling primitive_desc");
+    if (a)
+        dnnl_primitive_attr_destroy(a);
+    cpu_mds_free(&k);
+    return p;
 }
 
 bk_plan_t *cpu_infer_relu_plan(bk_ctx_t *g, const int in[4])
 {
-    dnnl_memory_desc_t md;
-    md_of(&md, in, cpu_infer_layout(g->be, in));
-    dnnl_eltwise_desc_t d;
-    if (cpu_dn(g, dnnl_eltwise_forward_desc_init(&d, dnnl_forward_inference, dnnl_eltwise_relu, &md,
-                                                 0.f, 0.f), "eltwise_forward_desc_init") < 0)
-        return NULL;
-    return unary_plan(g, &d, in, in, "eltwise primitive_desc");
+    cpu_mds_t k = {0};
+    const_dnnl_memory_desc_t md = md_of(&k, in, cpu_infer_layout(g->be, in));
+    set_threads(g->be->threads);
+    dnnl_primitive_attr_t a = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    bk_plan_t *p = NULL;
+    if (cpu_mds_check(g, &k) == 0 && (a = cpu_attr_new(g)))
+        p = unary_plan(g,
+                       dnnl_eltwise_forward_primitive_desc_create(&pd, cpu_be(g)->eng,
+                                                                  dnnl_forward_inference,
+                                                                  dnnl_eltwise_relu, md, md, 0.f,
+                                                                  0.f, a),
+                       &pd, in, in, "eltwise primitive_desc");
+    if (a)
+        dnnl_primitive_attr_destroy(a);
+    cpu_mds_free(&k);
+    return p;
 }
 
 int cpu_infer_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
@@ -536,27 +545,29 @@ bk_plan_t *cpu_infer_linear_plan(bk_ctx_t *g, const int in[4], int out_f, int ha
     if (!p)
         return NULL;
     set_threads(1);
-    dnnl_memory_desc_t x4, src, wei, wuser, bia, dst;
-    md_of(&x4, in, cpu_infer_layout(g->be, in));
-    dnnl_dims_t d2 = {in[0], (dnnl_dim_t)in[1] * in[2] * in[3]};
-    int nd = dnnl_memory_desc_reshape(&src, &x4, 2, d2) == dnnl_success ? 2 : 4;
+    cpu_mds_t k = {0};
+    const_dnnl_memory_desc_t x4 = md_of(&k, in, cpu_infer_layout(g->be, in));
+    const dnnl_dim_t d2[2] = {in[0], (dnnl_dim_t)in[1] * in[2] * in[3]};
+    const_dnnl_memory_desc_t src = x4 ? cpu_md_reshape(&k, x4, 2, d2) : NULL;
+    int nd = src ? 2 : 4;
     if (nd == 4)
         src = x4;
-    dnnl_dims_t wd = {out_f, in[1], in[2], in[3]}, bd = {out_f}, dd = {in[0], out_f};
+    dnnl_dim_t wd[4] = {out_f, in[1], in[2], in[3]};
+    const dnnl_dim_t bd[1] = {out_f}, dd[2] = {in[0], out_f};
     if (nd == 2)
         wd[1] = d2[1];
-    dnnl_memory_desc_init_by_tag(&wei, nd, wd, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&wuser, nd, wd, dnnl_f32, nd == 2 ? dnnl_ab : dnnl_abcd);
-    dnnl_memory_desc_init_by_tag(&bia, 1, bd, dnnl_f32, dnnl_x);
-    dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_f32, dnnl_format_tag_any);
-    dnnl_inner_product_desc_t d;
+    const_dnnl_memory_desc_t wei = cpu_md(&k, nd, wd, dnnl_f32, dnnl_format_tag_any);
+    const_dnnl_memory_desc_t wuser = cpu_md(&k, nd, wd, dnnl_f32, nd == 2 ? dnnl_ab : dnnl_abcd);
+    const_dnnl_memory_desc_t bia = cpu_md(&k, 1, bd, dnnl_f32, dnnl_x);
+    const_dnnl_memory_desc_t dst = cpu_md(&k, 2, dd, dnnl_f32, dnnl_format_tag_any);
     dnnl_primitive_attr_t a = NULL;
     dnnl_primitive_desc_t pd = NULL;
-    if (cpu_dn(g, dnnl_inner_product_forward_desc_init(&d, dnnl_forward_inference, &src, &wei,
-                                                       has_bias ? &bia : NULL, &dst),
-               "inner_product_forward_desc_init") == 0 && (a = cpu_attr_new(g)))
-        cpu_dn(g, dnnl_primitive_desc_create(&pd, &d, a, cpu_be(g)->eng, NULL),
-               "inner_product primitive_desc");
+    if (cpu_mds_check(g, &k) == 0 && (a = cpu_attr_new(g)) &&
+        cpu_dn(g, dnnl_inner_product_forward_primitive_desc_create(
+                      &pd, cpu_be(g)->eng, dnnl_forward_inference, src, wei,
+                      has_bias ? bia : NULL, dst, a),
+               "inner_product primitive_desc") < 0)
+        pd = NULL;
     if (a)
         dnnl_primitive_attr_destroy(a);
     /* the output (n, out, 1, 1) has the bytes of the 2-D nc dst in any of
@@ -564,9 +575,10 @@ bk_plan_t *cpu_infer_linear_plan(bk_ctx_t *g, const int in[4], int out_f, int ha
     int ys[4] = {in[0], out_f, 1, 1};
     int ok = pd && iplan_prim(g, p, pd, in, cpu_infer_layout(g->be, in), ys,
                               cpu_infer_layout(g->be, ys)) == 0 &&
-             iplan_weights(g, p, pd, &wuser, has_bias ? &bia : NULL) == 0;
+             iplan_weights(g, p, pd, wuser, has_bias ? bia : NULL) == 0;
     if (pd)
         dnnl_primitive_desc_destroy(pd);
+    cpu_mds_free(&k);
     set_threads(g->be->threads);
     if (!ok) {
         iplan_destroy(&p->base);

@@ -38,20 +38,24 @@ static void bnplan_destroy(bk_plan_t *bp)
     free(p);
 }
 
-static int bn_prims(bk_ctx_t *g, bnplan_t *p, const dnnl_memory_desc_t *data, float eps,
+static int bn_prims(bk_ctx_t *g, bnplan_t *p, const_dnnl_memory_desc_t data, float eps,
                     int training, int relu)
 {
     unsigned flags = dnnl_use_scale | dnnl_use_shift | (training ? 0 : dnnl_use_global_stats) |
                      (relu ? dnnl_fuse_norm_relu : 0);
-    dnnl_batch_normalization_desc_t fd, bd;
-    dnnl_primitive_desc_t fpd = NULL;
+    dnnl_primitive_desc_t fpd = NULL, bpd = NULL;
+    dnnl_engine_t eng = cpu_be(g)->eng;
+    dnnl_primitive_attr_t a = cpu_attr_new(g);
     int rc = -1;
-    if (cpu_dn(g, dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, data, eps,
-                                                             flags), "bnorm forward desc") < 0 ||
-        cpu_dn(g, dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, data, data, eps,
-                                                              flags), "bnorm backward desc") < 0 ||
-        cpu_prim_make(g, &p->fwd[training], &fd, NULL, &fpd, "bnorm forward") < 0 ||
-        cpu_prim_make(g, &p->bwd[training], &bd, fpd, NULL, "bnorm backward") < 0)
+    if (!a ||
+        cpu_prim_make(g, &p->fwd[training],
+                      dnnl_batch_normalization_forward_primitive_desc_create(
+                          &fpd, eng, dnnl_forward_training, data, data, eps, flags, a),
+                      &fpd, 1, "bnorm forward") < 0 ||
+        cpu_prim_make(g, &p->bwd[training],
+                      dnnl_batch_normalization_backward_primitive_desc_create(
+                          &bpd, eng, dnnl_backward, data, data, data, eps, flags, fpd, a),
+                      &bpd, 0, "bnorm backward") < 0)
         goto out;
     if (relu && !(p->ws[training] = cpu_mem(g, cpu_q_md(fpd, dnnl_query_workspace_md), 1)))
         goto out;
@@ -67,7 +71,6 @@ static int bn_prims(bk_ctx_t *g, bnplan_t *p, const dnnl_memory_desc_t *data, fl
     cpu_prim_arg(b, DNNL_ARG_VARIANCE, p->var);
     cpu_prim_arg(b, DNNL_ARG_DIFF_DST, p->gy);
     cpu_prim_arg(b, DNNL_ARG_SCALE, p->scale);
-    cpu_prim_arg(b, DNNL_ARG_SHIFT, p->shift);   /* unused, but checked: the forward's beta */
     cpu_prim_arg(b, DNNL_ARG_DIFF_SRC, p->gx);
     cpu_prim_arg(b, DNNL_ARG_DIFF_SCALE, p->gscale);
     cpu_prim_arg(b, DNNL_ARG_DIFF_SHIFT, p->gshift);
@@ -79,6 +82,8 @@ static int bn_prims(bk_ctx_t *g, bnplan_t *p, const dnnl_memory_desc_t *data, fl
 out:
     if (fpd)
         dnnl_primitive_desc_destroy(fpd);
+    if (a)
+        dnnl_primitive_attr_destroy(a);
     return rc;
 }
 
@@ -89,22 +94,24 @@ bk_plan_t *cpu_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
         return bk_ctx_fail(g, "out of memory");
     p->base.destroy = bnplan_destroy;
     p->count = (size_t)in[0] * in[1] * in[2] * in[3];
-    dnnl_memory_desc_t data, ch;
+    cpu_mds_t k = {0};
     dnnl_dim_t cd[1] = {in[1]};
-    cpu_md_act(&data, in);
-    cpu_md_tag(&ch, 1, cd, dnnl_x);
+    const_dnnl_memory_desc_t data = cpu_md_act(&k, in), ch = cpu_md(&k, 1, cd, dnnl_f32, dnnl_x);
     cpu_threads(g);
-    int ok = (p->tmp_c = malloc(2 * (size_t)in[1] * sizeof(float))) != NULL;
-    if (!ok)
+    int ok = cpu_mds_check(g, &k) == 0;
+    if (ok && !(p->tmp_c = malloc(2 * (size_t)in[1] * sizeof(float)))) {
         bk_ctx_fail(g, "out of memory");
+        ok = 0;
+    }
     dnnl_memory_t *m4[] = {&p->x, &p->y, &p->gy, &p->gx};
     dnnl_memory_t *m1[] = {&p->scale, &p->shift, &p->mean, &p->var, &p->gscale, &p->gshift};
     for (int i = 0; ok && i < 4; i++)
-        ok = (*m4[i] = cpu_mem(g, &data, 0)) != NULL;
+        ok = (*m4[i] = cpu_mem(g, data, 0)) != NULL;
     for (int i = 0; ok && i < 6; i++)
-        ok = (*m1[i] = cpu_mem(g, &ch, 0)) != NULL;
-    if (!ok || bn_prims(g, p, &data, eps, 1, relu) < 0 ||
-        bn_prims(g, p, &data, eps, 0, relu) < 0) {
+        ok = (*m1[i] = cpu_mem(g, ch, 0)) != NULL;
+    ok = ok && bn_prims(g, p, data, eps, 1, relu) == 0 && bn_prims(g, p, data, eps, 0, relu) == 0;
+    cpu_mds_free(&k);
+    if (!ok) {
         bnplan_destroy(&p->base);
         return NULL;
     }
@@ -129,9 +136,7 @@ int cpu_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, const vo
 {
     bnplan_t *p = (bnplan_t *)bp;
     (void)y;
-    const dnnl_memory_desc_t *md;
-    dnnl_memory_get_memory_desc(p->scale, &md);
-    size_t c = (size_t)md->dims[0];
+    size_t c = (size_t)cpu_md_dims(cpu_mem_md(p->scale))[0];
     if (!gx && !p->tmp_x && !(p->tmp_x = malloc(p->count * sizeof(float)))) {
         bk_ctx_fail(g, "out of memory");
         return -1;
@@ -164,27 +169,72 @@ static void uplan_destroy(bk_plan_t *bp)
     free(p);
 }
 
+/* The kinds of unary op, for uplan_new's primitive descriptors. */
+typedef struct {
+    int pool;                   /* 0: ReLU (eltwise, from dst) */
+    dnnl_alg_kind_t alg;
+    dnnl_dims_t st, k, pl, pr;  /* pooling */
+} unary_t;
+
+/* fwd/bwd primitive descriptors of u over xm (in) and ym (out). */
+static int unary_pds(bk_ctx_t *g, uplan_t *p, const unary_t *u, const_dnnl_memory_desc_t xm,
+                     const_dnnl_memory_desc_t ym, dnnl_primitive_attr_t a,
+                     dnnl_primitive_desc_t *fpd)
+{
+    dnnl_engine_t eng = cpu_be(g)->eng;
+    dnnl_primitive_desc_t bpd = NULL;
+    const dnnl_dims_t dil = {0, 0};
+    if (u->pool)
+        return cpu_prim_make(g, &p->fwd,
+                             dnnl_pooling_forward_primitive_desc_create(
+                                 fpd, eng, dnnl_forward_training, u->alg, xm, ym, u->st, u->k,
+                                 dil, u->pl, u->pr, a),
+                             fpd, 1, "pooling forward") < 0 ||
+                       cpu_prim_make(g, &p->bwd,
+                                     dnnl_pooling_backward_primitive_desc_create(
+                                         &bpd, eng, u->alg, xm, ym, u->st, u->k, dil, u->pl, u->pr,
+                                         *fpd, a),
+                                     &bpd, 0, "pooling backward") < 0
+                   ? -1
+                   : 0;
+    /* from dst: backward needs only y, which the tape keeps anyway */
+    return cpu_prim_make(g, &p->fwd,
+                         dnnl_eltwise_forward_primitive_desc_create(
+                             fpd, eng, dnnl_forward_training, dnnl_eltwise_relu_use_dst_for_bwd,
+                             xm, ym, 0.f, 0.f, a),
+                         fpd, 1, "eltwise forward") < 0 ||
+                   cpu_prim_make(g, &p->bwd,
+                                 dnnl_eltwise_backward_primitive_desc_create(
+                                     &bpd, eng, dnnl_eltwise_relu_use_dst_for_bwd, xm, ym, ym, 0.f,
+                                     0.f, *fpd, a),
+                                 &bpd, 0, "eltwise backward") < 0
+               ? -1
+               : 0;
+}
+
 /* fwd/bwd pair over x (in) and y (out) of an NHWC unary op. */
-static uplan_t *uplan_new(bk_ctx_t *g, const_dnnl_op_desc_t fd, const_dnnl_op_desc_t bd,
-                          const int in[4], const int out[4], int max_pool)
+static uplan_t *uplan_new(bk_ctx_t *g, const unary_t *u, const int in[4], const int out[4])
 {
     uplan_t *p = calloc(1, sizeof *p);
     if (!p)
         return bk_ctx_fail(g, "out of memory");
     p->base.destroy = uplan_destroy;
-    dnnl_memory_desc_t xm, ym;
-    cpu_md_act(&xm, in);
-    cpu_md_act(&ym, out);
+    cpu_mds_t k = {0};
+    const_dnnl_memory_desc_t xm = cpu_md_act(&k, in), ym = cpu_md_act(&k, out);
     dnnl_primitive_desc_t fpd = NULL;
+    dnnl_primitive_attr_t a = NULL;
     cpu_threads(g);
-    int ok = cpu_prim_make(g, &p->fwd, fd, NULL, &fpd, "forward primitive") == 0 &&
-             cpu_prim_make(g, &p->bwd, bd, fpd, NULL, "backward primitive") == 0 &&
-             (p->x = cpu_mem(g, &xm, 0)) && (p->gx = cpu_mem(g, &xm, 0)) && (p->y = cpu_mem(g, &ym, 0)) &&
-             (p->gy = cpu_mem(g, &ym, 0));
-    if (ok && max_pool)
+    int ok = cpu_mds_check(g, &k) == 0 && (a = cpu_attr_new(g)) &&
+             unary_pds(g, p, u, xm, ym, a, &fpd) == 0 && (p->x = cpu_mem(g, xm, 0)) &&
+             (p->gx = cpu_mem(g, xm, 0)) && (p->y = cpu_mem(g, ym, 0)) &&
+             (p->gy = cpu_mem(g, ym, 0));
+    if (ok && u->pool && u->alg == dnnl_pooling_max)
         ok = (p->ws = cpu_mem(g, cpu_q_md(fpd, dnnl_query_workspace_md), 1)) != NULL;
     if (fpd)
         dnnl_primitive_desc_destroy(fpd);
+    if (a)
+        dnnl_primitive_attr_destroy(a);
+    cpu_mds_free(&k);
     if (!ok) {
         uplan_destroy(&p->base);
         return NULL;
@@ -202,20 +252,11 @@ static uplan_t *uplan_new(bk_ctx_t *g, const_dnnl_op_desc_t fd, const_dnnl_op_de
 
 bk_plan_t *cpu_relu_plan(bk_ctx_t *g, const int in[4])
 {
-    dnnl_memory_desc_t md;
-    cpu_md_act(&md, in);
-    dnnl_eltwise_desc_t fd, bd;
-    /* from dst: backward needs only y, which the tape keeps anyway */
-    if (cpu_dn(g, dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training,
-                                                 dnnl_eltwise_relu_use_dst_for_bwd, &md, 0.f, 0.f),
-               "eltwise forward desc") < 0 ||
-        cpu_dn(g, dnnl_eltwise_backward_desc_init(&bd, dnnl_eltwise_relu_use_dst_for_bwd, &md, &md,
-                                                  0.f, 0.f), "eltwise backward desc") < 0)
-        return NULL;
-    uplan_t *p = uplan_new(g, &fd, &bd, in, in, 0);
+    const unary_t u = {.pool = 0};
+    uplan_t *p = uplan_new(g, &u, in, in);
     if (!p)
         return NULL;
-    p->bwd.args[p->bwd.nargs++] = (dnnl_exec_arg_t){DNNL_ARG_DST, p->y};
+    cpu_prim_arg(&p->bwd, DNNL_ARG_DST, p->y);
     return &p->base;
 }
 
@@ -239,22 +280,19 @@ int cpu_relu_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *y, const void *gy, void
 bk_plan_t *cpu_pool_plan(bk_ctx_t *g, const bk_pool_t *q, const int in[4],
                               const int out[4])
 {
-    dnnl_memory_desc_t xm, ym;
-    cpu_md_act(&xm, in);
-    cpu_md_act(&ym, out);
-    dnnl_dims_t st = {q->stride_h, q->stride_w}, k = {q->kh, q->kw}, pl = {q->pad_h, q->pad_w};
-    dnnl_dims_t pr = {(out[2] - 1) * q->stride_h + q->kh - in[2] - q->pad_h,
-                      (out[3] - 1) * q->stride_w + q->kw - in[3] - q->pad_w};
-    dnnl_alg_kind_t alg = q->alg == BK_POOL_MAX   ? dnnl_pooling_max
-                          : q->alg == BK_POOL_AVG ? dnnl_pooling_avg_include_padding
-                                                  : dnnl_pooling_avg_exclude_padding;
-    dnnl_pooling_desc_t fd, bd;
-    if (cpu_dn(g, dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, alg, &xm, &ym, st, k,
-                                                 pl, pr), "pooling forward desc") < 0 ||
-        cpu_dn(g, dnnl_pooling_backward_desc_init(&bd, alg, &xm, &ym, st, k, pl, pr),
-               "pooling backward desc") < 0)
-        return NULL;
-    uplan_t *p = uplan_new(g, &fd, &bd, in, out, q->alg == BK_POOL_MAX);
+    unary_t u = {
+        .pool = 1,
+        .alg = q->alg == BK_POOL_MAX   ? dnnl_pooling_max
+               : q->alg == BK_POOL_AVG ? dnnl_pooling_avg_include_padding
+                                       : dnnl_pooling_avg_exclude_padding,
+        .st = {q->stride_h, q->stride_w},
+        .k = {q->kh, q->kw},
+        .pl = {q->pad_h, q->pad_w},
+        /* right padding that makes oneDNN's size formula give the floor-mode out */
+        .pr = {(out[2] - 1) * q->stride_h + q->kh - in[2] - q->pad_h,
+               (out[3] - 1) * q->stride_w + q->kw - in[3] - q->pad_w},
+    };
+    uplan_t *p = uplan_new(g, &u, in, out);
     return p ? &p->base : NULL;
 }
 
@@ -275,4 +313,3 @@ int cpu_pool_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *gy, void
         return -1;
     return cpu_prim_run(g, &p->bwd, "pooling backward");
 }
-

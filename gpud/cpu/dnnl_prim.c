@@ -31,27 +31,95 @@ void cpu_threads(bk_ctx_t *g)
         omp_set_num_threads(g->be->threads);
 }
 
-void cpu_md_act(dnnl_memory_desc_t *md, const int s[4])
+/* Keep *md, which the oneDNN call that is the argument st has just made
+ * (*md is read after that call). */
+static const_dnnl_memory_desc_t mds_keep(cpu_mds_t *k, dnnl_status_t st, dnnl_memory_desc_t *md)
 {
-    dnnl_dims_t d = {s[0], s[1], s[2], s[3]};
-    dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, dnnl_acdb);
+    if (st != dnnl_success || k->n == CPU_MDS_MAX) {
+        if (st == dnnl_success)
+            dnnl_memory_desc_destroy(*md);
+        k->failed = 1;
+        return NULL;
+    }
+    return k->md[k->n++] = *md;
 }
 
-void cpu_md_tag(dnnl_memory_desc_t *md, int nd, const dnnl_dim_t *dims,
-                   dnnl_format_tag_t tag)
+const_dnnl_memory_desc_t cpu_md(cpu_mds_t *k, int nd, const dnnl_dim_t *dims,
+                                dnnl_data_type_t dt, dnnl_format_tag_t tag)
 {
     dnnl_dims_t d = {0};
     memcpy(d, dims, (size_t)nd * sizeof *dims);
-    dnnl_memory_desc_init_by_tag(md, nd, d, dnnl_f32, tag);
+    dnnl_memory_desc_t md = NULL;
+    return mds_keep(k, dnnl_memory_desc_create_with_tag(&md, nd, d, dt, tag), &md);
+}
+
+const_dnnl_memory_desc_t cpu_md_act(cpu_mds_t *k, const int s[4])
+{
+    const dnnl_dim_t d[4] = {s[0], s[1], s[2], s[3]};
+    return cpu_md(k, 4, d, dnnl_f32, dnnl_acdb);
+}
+
+int cpu_md_ndims(const_dnnl_memory_desc_t md)
+{
+    int nd = 0;
+    return md && dnnl_memory_desc_query(md, dnnl_query_ndims_s32, &nd) == dnnl_success ? nd : 0;
+}
+
+const dnnl_dim_t *cpu_md_dims(const_dnnl_memory_desc_t md)
+{
+    static const dnnl_dims_t none = {0};
+    const dnnl_dims_t *d = NULL;
+    return md && dnnl_memory_desc_query(md, dnnl_query_dims, &d) == dnnl_success && d ? *d : none;
 }
 
 /* md with its elements of type dt (a plain or format_any md: its strides
  * count elements, so they stay valid). */
-dnnl_memory_desc_t cpu_md_typed(const dnnl_memory_desc_t *md, dnnl_data_type_t dt)
+const_dnnl_memory_desc_t cpu_md_typed(cpu_mds_t *k, const_dnnl_memory_desc_t md,
+                                      dnnl_data_type_t dt)
 {
-    dnnl_memory_desc_t m = *md;
-    m.data_type = dt;
-    return m;
+    dnnl_format_kind_t fk = dnnl_format_kind_undef;
+    const dnnl_dims_t *strides = NULL;
+    dnnl_memory_desc_t out = NULL;
+    int nd = cpu_md_ndims(md);
+    if (!md || dnnl_memory_desc_query(md, dnnl_query_format_kind, &fk) != dnnl_success) {
+        k->failed = 1;
+        return NULL;
+    }
+    if (fk == dnnl_format_kind_any)
+        return cpu_md(k, nd, cpu_md_dims(md), dt, dnnl_format_tag_any);
+    if (dnnl_memory_desc_query(md, dnnl_query_strides, &strides) != dnnl_success || !strides) {
+        k->failed = 1;
+        return NULL;
+    }
+    dnnl_dims_t d = {0};
+    memcpy(d, cpu_md_dims(md), (size_t)nd * sizeof d[0]);
+    return mds_keep(k, dnnl_memory_desc_create_with_strides(&out, nd, d, dt, *strides), &out);
+}
+
+const_dnnl_memory_desc_t cpu_md_reshape(cpu_mds_t *k, const_dnnl_memory_desc_t md, int nd,
+                                        const dnnl_dim_t *dims)
+{
+    dnnl_dims_t d = {0};
+    memcpy(d, dims, (size_t)nd * sizeof *dims);
+    dnnl_memory_desc_t out = NULL;
+    if (dnnl_memory_desc_reshape(&out, md, nd, d) != dnnl_success)
+        return NULL;
+    return mds_keep(k, dnnl_success, &out);
+}
+
+int cpu_mds_check(bk_ctx_t *g, const cpu_mds_t *k)
+{
+    if (!k->failed)
+        return 0;
+    bk_ctx_fail(g, "oneDNN memory descriptor creation failed (out of memory?)");
+    return -1;
+}
+
+void cpu_mds_free(cpu_mds_t *k)
+{
+    for (int i = 0; i < k->n; i++)
+        dnnl_memory_desc_destroy(k->md[i]);
+    k->n = 0;
 }
 
 dnnl_format_tag_t cpu_plain_tag(int nd)
@@ -73,7 +141,7 @@ int cpu_prim_create(bk_ctx_t *g, cpu_prim_t *pr, const_dnnl_primitive_desc_t pd,
 {
     if (cpu_dn(g, dnnl_primitive_create(&pr->p, pd), what) < 0)
         return -1;
-    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    const_dnnl_memory_desc_t smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     pr->scratch_size = smd ? dnnl_memory_desc_get_size(smd) : 0;
     if (pr->scratch_size == 0)
         return 0;
@@ -84,20 +152,14 @@ int cpu_prim_create(bk_ctx_t *g, cpu_prim_t *pr, const_dnnl_primitive_desc_t pd,
     return 0;
 }
 
-int cpu_prim_make(bk_ctx_t *g, cpu_prim_t *pr, const_dnnl_op_desc_t d,
-                     const_dnnl_primitive_desc_t hint, dnnl_primitive_desc_t *pd_out,
-                     const char *what)
+int cpu_prim_make(bk_ctx_t *g, cpu_prim_t *pr, dnnl_status_t st, dnnl_primitive_desc_t *pd,
+                  int keep, const char *what)
 {
-    dnnl_primitive_attr_t a = cpu_attr_new(g);
-    dnnl_primitive_desc_t pd = NULL;
-    int ok = a && cpu_dn(g, dnnl_primitive_desc_create(&pd, d, a, cpu_be(g)->eng, hint), what) == 0 &&
-             cpu_prim_create(g, pr, pd, what) == 0;
-    if (a)
-        dnnl_primitive_attr_destroy(a);
-    if (ok && pd_out)
-        *pd_out = pd;
-    else if (pd)
-        dnnl_primitive_desc_destroy(pd);
+    int ok = cpu_dn(g, st, what) == 0 && cpu_prim_create(g, pr, *pd, what) == 0;
+    if ((!ok || !keep) && st == dnnl_success && *pd) {
+        dnnl_primitive_desc_destroy(*pd);
+        *pd = NULL;
+    }
     return ok ? 0 : -1;
 }
 
@@ -135,7 +197,7 @@ int cpu_prim_run(bk_ctx_t *g, cpu_prim_t *pr, const char *what)
 }
 
 /* Memory of md: allocated (owned) or a handle set at each call (NONE). */
-dnnl_memory_t cpu_mem(bk_ctx_t *g, const dnnl_memory_desc_t *md, int alloc)
+dnnl_memory_t cpu_mem(bk_ctx_t *g, const_dnnl_memory_desc_t md, int alloc)
 {
     dnnl_memory_t m = NULL;
     if (cpu_dn(g, dnnl_memory_create(&m, md, cpu_be(g)->eng,
@@ -157,13 +219,18 @@ void cpu_mem_free(dnnl_memory_t *m)
     *m = NULL;
 }
 
+const_dnnl_memory_desc_t cpu_mem_md(dnnl_memory_t m)
+{
+    const_dnnl_memory_desc_t md = NULL;
+    dnnl_memory_get_memory_desc(m, &md);
+    return md;
+}
+
 /* Reorder from `from` to `to` (created once). */
 int cpu_reorder_make(bk_ctx_t *g, cpu_prim_t *pr, dnnl_memory_t from, dnnl_memory_t to)
 {
-    const dnnl_memory_desc_t *a, *b;
+    const_dnnl_memory_desc_t a = cpu_mem_md(from), b = cpu_mem_md(to);
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_memory_get_memory_desc(from, &a);
-    dnnl_memory_get_memory_desc(to, &b);
     dnnl_primitive_attr_t attr = cpu_attr_new(g);
     int ok = attr &&
              cpu_dn(g, dnnl_reorder_primitive_desc_create(&pd, a, cpu_be(g)->eng, b, cpu_be(g)->eng, attr),
@@ -178,9 +245,17 @@ int cpu_reorder_make(bk_ctx_t *g, cpu_prim_t *pr, dnnl_memory_t from, dnnl_memor
     return ok ? 0 : -1;
 }
 
-const dnnl_memory_desc_t *cpu_q_md(const_dnnl_primitive_desc_t pd, dnnl_query_t q)
+const_dnnl_memory_desc_t cpu_q_md(const_dnnl_primitive_desc_t pd, dnnl_query_t q)
 {
     return dnnl_primitive_desc_query_md(pd, q, 0);
+}
+
+const char *cpu_impl(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    if (!pd || dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+        return "";
+    return impl ? impl : "";
 }
 
 /* Attributes of every primitive: a scratchpad we own (dnnl_priv.h says

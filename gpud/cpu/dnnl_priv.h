@@ -75,31 +75,59 @@ cpu_backend_t *cpu_be(bk_ctx_t *g);
 int cpu_dn(bk_ctx_t *g, dnnl_status_t st, const char *what);
 /* Primitives are created and run with the backend's thread count. */
 void cpu_threads(bk_ctx_t *g);
+
+/* Memory descriptors are oneDNN 3's handles: a plan's builder makes them
+ * in a cpu_mds_t on its stack and frees them all when it is done (the
+ * primitives and memories copy what they need). A descriptor that cannot
+ * be made is NULL and marks the set failed (cpu_mds_check). */
+#define CPU_MDS_MAX 32
+typedef struct {
+    dnnl_memory_desc_t md[CPU_MDS_MAX];
+    int n, failed;
+} cpu_mds_t;
+const_dnnl_memory_desc_t cpu_md(cpu_mds_t *k, int nd, const dnnl_dim_t *dims,
+                                dnnl_data_type_t dt, dnnl_format_tag_t tag);
 /* NHWC f32 of shape s: the tape's activations. */
-void cpu_md_act(dnnl_memory_desc_t *md, const int s[4]);
-void cpu_md_tag(dnnl_memory_desc_t *md, int nd, const dnnl_dim_t *dims, dnnl_format_tag_t tag);
+const_dnnl_memory_desc_t cpu_md_act(cpu_mds_t *k, const int s[4]);
 /* md with its elements of type dt (a plain or format_any md: its strides
  * count elements, so they stay valid). */
-dnnl_memory_desc_t cpu_md_typed(const dnnl_memory_desc_t *md, dnnl_data_type_t dt);
+const_dnnl_memory_desc_t cpu_md_typed(cpu_mds_t *k, const_dnnl_memory_desc_t md,
+                                      dnnl_data_type_t dt);
+/* md viewed with nd dims (NULL, the set not failed, where the layout does
+ * not allow it). */
+const_dnnl_memory_desc_t cpu_md_reshape(cpu_mds_t *k, const_dnnl_memory_desc_t md, int nd,
+                                        const dnnl_dim_t *dims);
+int cpu_md_ndims(const_dnnl_memory_desc_t md);
+/* md's dims (its ndims of them). */
+const dnnl_dim_t *cpu_md_dims(const_dnnl_memory_desc_t md);
+/* 0, or -1 after bk_ctx_fail when a descriptor of k could not be made. */
+int cpu_mds_check(bk_ctx_t *g, const cpu_mds_t *k);
+void cpu_mds_free(cpu_mds_t *k);
 dnnl_format_tag_t cpu_plain_tag(int nd);
+
 void cpu_prim_arg(cpu_prim_t *pr, int arg, dnnl_memory_t m);
 /* The primitive of pd, with a scratchpad argument when it needs one. */
 int cpu_prim_create(bk_ctx_t *g, cpu_prim_t *pr, const_dnnl_primitive_desc_t pd,
                     const char *what);
-/* Its primitive descriptor from op desc d (hint: the forward's), kept in
- * *pd_out when not NULL (the caller destroys it). */
-int cpu_prim_make(bk_ctx_t *g, cpu_prim_t *pr, const_dnnl_op_desc_t d,
-                  const_dnnl_primitive_desc_t hint, dnnl_primitive_desc_t *pd_out,
-                  const char *what);
+/* The primitive of *pd, which a oneDNN *_primitive_desc_create call has
+ * just made with status st (the call is an argument: *pd is read after
+ * it); *pd is kept when keep (the caller destroys it), else destroyed and
+ * NULL. */
+int cpu_prim_make(bk_ctx_t *g, cpu_prim_t *pr, dnnl_status_t st, dnnl_primitive_desc_t *pd,
+                  int keep, const char *what);
 void cpu_prim_free(cpu_prim_t *pr);
 int cpu_prim_run(bk_ctx_t *g, cpu_prim_t *pr, const char *what);
 /* Memory of md: allocated (owned) or a handle set at each call (NONE). */
-dnnl_memory_t cpu_mem(bk_ctx_t *g, const dnnl_memory_desc_t *md, int alloc);
+dnnl_memory_t cpu_mem(bk_ctx_t *g, const_dnnl_memory_desc_t md, int alloc);
 int cpu_handle(bk_ctx_t *g, dnnl_memory_t m, const void *p);
 void cpu_mem_free(dnnl_memory_t *m);
+/* m's descriptor (owned by m). */
+const_dnnl_memory_desc_t cpu_mem_md(dnnl_memory_t m);
 /* Reorder from `from` to `to` (created once). */
 int cpu_reorder_make(bk_ctx_t *g, cpu_prim_t *pr, dnnl_memory_t from, dnnl_memory_t to);
-const dnnl_memory_desc_t *cpu_q_md(const_dnnl_primitive_desc_t pd, dnnl_query_t q);
+const_dnnl_memory_desc_t cpu_q_md(const_dnnl_primitive_desc_t pd, dnnl_query_t q);
+/* The implementation's name ("jit:avx2", "brg:avx512_core_amx", "ref:any"). */
+const char *cpu_impl(const_dnnl_primitive_desc_t pd);
 
 /* dnnl_train.c: convolution and inner product (forward, backward data,
  * backward weights); dnnl_layers.c: batchnorm, relu, pooling. The training

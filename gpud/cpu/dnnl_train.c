@@ -1,5 +1,5 @@
 /* dnnl_train — the weighted training kernels of the "cpu" backend on
- * oneDNN 2.6: convolution forward_training / backward_data /
+ * oneDNN 3: convolution forward_training / backward_data /
  * backward_weights, inner product forward / backward_data /
  * backward_weights (the others: dnnl_layers.c).
  *
@@ -60,23 +60,20 @@ static void act_args_free(act_args_t *a)
 }
 
 /* The plain layout of an activation described by want: NHWC for 4-D. */
-static void act_plain(const dnnl_memory_desc_t *want, dnnl_memory_desc_t *out)
+static const_dnnl_memory_desc_t act_plain(cpu_mds_t *k, const_dnnl_memory_desc_t want)
 {
-    if (want->ndims == 4)
-        cpu_md_tag(out, 4, want->dims, dnnl_acdb);
-    else
-        *out = *want;
+    if (cpu_md_ndims(want) == 4)
+        return cpu_md(k, 4, cpu_md_dims(want), dnnl_f32, dnnl_acdb);
+    return want;
 }
 
 /* What a primitive's activation argument of layout want uses: the plain
  * memory itself when want is plain, else a buffer of its own with a reorder
  * from the plain one (to_prim) or back to it. NULL after bk_ctx_fail. */
 static dnnl_memory_t act_arg(bk_ctx_t *g, act_args_t *a, dnnl_memory_t plain,
-                             const dnnl_memory_desc_t *want, cpu_prim_t *ro, int to_prim)
+                             const_dnnl_memory_desc_t want, cpu_prim_t *ro, int to_prim)
 {
-    const dnnl_memory_desc_t *pm;
-    dnnl_memory_get_memory_desc(plain, &pm);
-    if (dnnl_memory_desc_equal(pm, want))
+    if (dnnl_memory_desc_equal(cpu_mem_md(plain), want))
         return plain;
     dnnl_memory_t m = cpu_mem(g, want, 1);
     if (!m)
@@ -93,8 +90,8 @@ static int act_args_make(bk_ctx_t *g, act_args_t *a, dnnl_memory_t x, dnnl_memor
                          dnnl_memory_t gy, dnnl_memory_t gx, const_dnnl_primitive_desc_t fpd,
                          const_dnnl_primitive_desc_t dpd, const_dnnl_primitive_desc_t wpd)
 {
-    const dnnl_memory_desc_t *ws = dnnl_primitive_desc_query_md(wpd, dnnl_query_src_md, 0);
-    const dnnl_memory_desc_t *wgy = dnnl_primitive_desc_query_md(wpd, dnnl_query_diff_dst_md, 0);
+    const_dnnl_memory_desc_t ws = cpu_q_md(wpd, dnnl_query_src_md);
+    const_dnnl_memory_desc_t wgy = cpu_q_md(wpd, dnnl_query_diff_dst_md);
     if (!(a->xf = act_arg(g, a, x, dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0),
                           &a->x_to_f, 1)) ||
         !(a->yf = act_arg(g, a, y, dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0),
@@ -106,11 +103,12 @@ static int act_args_make(bk_ctx_t *g, act_args_t *a, dnnl_memory_t x, dnnl_memor
                            dnnl_primitive_desc_query_md(dpd, dnnl_query_diff_src_md, 0),
                            &a->gxd_to_gx, 0)))
         return -1;
-    const dnnl_memory_desc_t *m;
-    dnnl_memory_get_memory_desc(a->xf, &m);   /* the forward's copy serves again */
-    a->xw = dnnl_memory_desc_equal(m, ws) ? a->xf : act_arg(g, a, x, ws, &a->x_to_w, 1);
-    dnnl_memory_get_memory_desc(a->gyd, &m);
-    a->gyw = dnnl_memory_desc_equal(m, wgy) ? a->gyd : act_arg(g, a, gy, wgy, &a->gy_to_w, 1);
+    /* the forward's copy serves again */
+    a->xw = dnnl_memory_desc_equal(cpu_mem_md(a->xf), ws) ? a->xf
+                                                          : act_arg(g, a, x, ws, &a->x_to_w, 1);
+    a->gyw = dnnl_memory_desc_equal(cpu_mem_md(a->gyd), wgy)
+                 ? a->gyd
+                 : act_arg(g, a, gy, wgy, &a->gy_to_w, 1);
     return a->xw && a->gyw ? 0 : -1;
 }
 
@@ -120,7 +118,7 @@ static int act_reorder(bk_ctx_t *g, cpu_prim_t *ro)
 }
 
 /* ------------------------------------- forward by backward data
- * oneDNN 2.6's AVX2 forward kernel for NHWC is slow on the stride-1 3x3
+ * oneDNN's AVX2 forward kernel (2.6; 3.2 measured in bench/RESULTS.md) for NHWC is slow on the stride-1 3x3
  * convolutions of ResNets and WideResNets (ic == oc: 40-50 GFLOP/s on one
  * Zen core) where its backward-data kernel for the same shape runs at
  * 60-85 (bench/conv_floor.sh, bench/RESULTS.md). A stride-1 convolution
@@ -165,43 +163,42 @@ static void fswap_destroy(fswap_t **sp)
 static int fswap_wanted(int plain_f32, const bk_conv_t *c, const int in[4], const int out[4],
                         const_dnnl_primitive_t fwd)
 {
-    const char *e = getenv("DDPIPE_CONV_FWD"), *impl = NULL;
+    const char *e = getenv("DDPIPE_CONV_FWD");
     const_dnnl_primitive_desc_t pd = NULL;
     if ((e && strcmp(e, "direct") == 0) || !plain_f32 || c->bias || c->ic != c->oc ||
         c->kh != 3 || c->kw != 3 || c->stride_h != 1 || c->stride_w != 1 || c->pad_h != 1 ||
         c->pad_w != 1 || in[2] != out[2] || in[3] != out[3])
         return 0;
-    if (dnnl_primitive_get_primitive_desc(fwd, &pd) != dnnl_success ||
-        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+    if (dnnl_primitive_get_primitive_desc(fwd, &pd) != dnnl_success)
         return 0;
-    return impl && strcmp(impl, "jit:avx2") == 0;
+    return strcmp(cpu_impl(pd), "jit:avx2") == 0;
 }
 
 /* The swapped convolution's backward-data primitive descriptor (a forward
  * one is only its hint, as oneDNN asks). Plain oneDNN calls: where oneDNN
  * cannot make them the forward stays direct, the graph is not failed. */
-static int fswap_pd(bk_ctx_t *g, const fswap_t *sw, const dnnl_memory_desc_t *ys,
-                    const dnnl_memory_desc_t *xd, dnnl_primitive_desc_t *dpd)
+static int fswap_pd(bk_ctx_t *g, const fswap_t *sw, const_dnnl_memory_desc_t ys,
+                    const_dnnl_memory_desc_t xd, dnnl_primitive_desc_t *dpd)
 {
-    dnnl_memory_desc_t wany;
+    cpu_mds_t k = {0};
     dnnl_dim_t wd[4] = {sw->ic, sw->oc, sw->kh, sw->kw};
-    cpu_md_tag(&wany, 4, wd, dnnl_format_tag_any);
-    dnnl_dims_t st = {1, 1}, pad = {(sw->kh - 1) / 2, (sw->kw - 1) / 2};
-    dnnl_convolution_desc_t fd, dd;
+    const_dnnl_memory_desc_t wany = cpu_md(&k, 4, wd, dnnl_f32, dnnl_format_tag_any);
+    const dnnl_dims_t st = {1, 1}, dil = {0, 0}, pad = {(sw->kh - 1) / 2, (sw->kw - 1) / 2};
     dnnl_primitive_desc_t fpd = NULL;
+    dnnl_engine_t eng = cpu_be(g)->eng;
     dnnl_primitive_attr_t a = cpu_attr_new(g);
-    int ok = a &&
-             dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
-                                                dnnl_convolution_direct, ys, &wany, NULL, xd,
-                                                st, pad, pad) == dnnl_success &&
-             dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, ys, &wany,
-                                                      xd, st, pad, pad) == dnnl_success &&
-             dnnl_primitive_desc_create(&fpd, &fd, NULL, cpu_be(g)->eng, NULL) == dnnl_success &&
-             dnnl_primitive_desc_create(dpd, &dd, a, cpu_be(g)->eng, fpd) == dnnl_success;
+    int ok = a && !k.failed &&
+             dnnl_convolution_forward_primitive_desc_create(
+                 &fpd, eng, dnnl_forward_training, dnnl_convolution_direct, ys, wany, NULL, xd, st,
+                 dil, pad, pad, NULL) == dnnl_success &&
+             dnnl_convolution_backward_data_primitive_desc_create(
+                 dpd, eng, dnnl_convolution_direct, ys, wany, xd, st, dil, pad, pad, fpd, a) ==
+                 dnnl_success;
     if (fpd)
         dnnl_primitive_desc_destroy(fpd);
     if (a)
         dnnl_primitive_attr_destroy(a);
+    cpu_mds_free(&k);
     return ok ? 0 : -1;
 }
 
@@ -214,28 +211,28 @@ static fswap_t *fswap_new(bk_ctx_t *g, const bk_conv_t *c, const int in[4], cons
     if (!sw)
         return bk_ctx_fail(g, "out of memory");
     *sw = (fswap_t){.ic = c->ic, .oc = c->oc, .kh = c->kh, .kw = c->kw};
-    dnnl_memory_desc_t ys, xd, wflip;
-    cpu_md_act(&ys, out);   /* the swapped convolution's src: y's shape */
-    cpu_md_act(&xd, in);    /* ... and its dst: x's */
+    cpu_mds_t k = {0};
+    const_dnnl_memory_desc_t ys = cpu_md_act(&k, out);   /* the swapped convolution's src: y's shape */
+    const_dnnl_memory_desc_t xd = cpu_md_act(&k, in);    /* ... and its dst: x's */
     dnnl_dim_t wd[4] = {c->ic, c->oc, c->kh, c->kw};
-    cpu_md_tag(&wflip, 4, wd, dnnl_oihw);
+    const_dnnl_memory_desc_t wflip = cpu_md(&k, 4, wd, dnnl_f32, dnnl_oihw);
     dnnl_primitive_desc_t dpd = NULL;
-    const char *impl = NULL;
-    if (fswap_pd(g, sw, &ys, &xd, &dpd) == 0)
-        dnnl_primitive_desc_query(dpd, dnnl_query_impl_info_str, 0, &impl);
-    int avx2 = impl && strcmp(impl, "jit:avx2") == 0, ok = 1;
+    int avx2 = !k.failed && fswap_pd(g, sw, ys, xd, &dpd) == 0 &&
+               strcmp(cpu_impl(dpd), "jit:avx2") == 0,
+        ok = 1;
     if (avx2 && !(sw->flip = malloc((size_t)c->ic * c->oc * c->kh * c->kw * sizeof(float)))) {
         bk_ctx_fail(g, "out of memory");
         ok = 0;
     }
     ok = ok && (!avx2 || (cpu_prim_create(g, &sw->run, dpd, "swap backward-data primitive") == 0 &&
-                          (sw->x = cpu_mem(g, &xd, 0)) && (sw->y = cpu_mem(g, &ys, 0)) &&
-                          (sw->w_flip = cpu_mem(g, &wflip, 0)) &&
+                          (sw->x = cpu_mem(g, xd, 0)) && (sw->y = cpu_mem(g, ys, 0)) &&
+                          (sw->w_flip = cpu_mem(g, wflip, 0)) &&
                           (sw->w = cpu_mem(g, cpu_q_md(dpd, dnnl_query_weights_md), 1)) &&
                           cpu_handle(g, sw->w_flip, sw->flip) == 0 &&
                           cpu_reorder_make(g, &sw->w_to, sw->w_flip, sw->w) == 0));
     if (dpd)
         dnnl_primitive_desc_destroy(dpd);
+    cpu_mds_free(&k);
     if (!ok || !avx2) {
         fswap_destroy(&sw);
         return NULL;
@@ -317,8 +314,8 @@ static void wplan_destroy(bk_plan_t *bp)
 /* Backward weights' own bf16 copy of an activation (user: its f32 handle)
  * when it chose another layout than the forward / backward data: *m16 and
  * its reorder; nothing when the layouts agree. */
-static int wplan_native_w(bk_ctx_t *g, const dnnl_memory_desc_t *want,
-                          const dnnl_memory_desc_t *have, dnnl_memory_t user, cpu_prim_t *ro,
+static int wplan_native_w(bk_ctx_t *g, const_dnnl_memory_desc_t want,
+                          const_dnnl_memory_desc_t have, dnnl_memory_t user, cpu_prim_t *ro,
                           dnnl_memory_t *m16, size_t *bytes)
 {
     if (dnnl_memory_desc_equal(want, have))
@@ -334,13 +331,11 @@ static int wplan_native_w(bk_ctx_t *g, const dnnl_memory_desc_t *want,
  * reference implementation would run but far slower than fp32: said. */
 static int wplan_native(bk_ctx_t *g, wplan_t *p, const_dnnl_primitive_desc_t fpd,
                         const_dnnl_primitive_desc_t dpd, const_dnnl_primitive_desc_t wpd,
-                        const dnnl_memory_desc_t *x_user, const dnnl_memory_desc_t *y_user)
+                        const_dnnl_memory_desc_t x_user, const_dnnl_memory_desc_t y_user)
 {
-    const dnnl_memory_desc_t *x16 = cpu_q_md(fpd, dnnl_query_src_md);
-    const dnnl_memory_desc_t *gy16 = cpu_q_md(dpd, dnnl_query_diff_dst_md);
-    const char *impl = NULL;
-    dnnl_primitive_desc_query(fpd, dnnl_query_impl_info_str, 0, &impl);
-    if (impl && strncmp(impl, "ref", 3) == 0)
+    const_dnnl_memory_desc_t x16 = cpu_q_md(fpd, dnnl_query_src_md);
+    const_dnnl_memory_desc_t gy16 = cpu_q_md(dpd, dnnl_query_diff_dst_md);
+    if (strncmp(cpu_impl(fpd), "ref", 3) == 0)
         log_warn("%s: oneDNN has only its reference bf16 kernel for this layer (slow)",
                  g->name);
     p->x16_bytes = dnnl_memory_desc_get_size(x16);
@@ -373,65 +368,67 @@ static int stage16(bk_ctx_t *g, cpu_prim_t *r, dnnl_memory_t m16, size_t bytes, 
 static int wplan_acts(bk_ctx_t *g, wplan_t *p, const_dnnl_primitive_desc_t fpd,
                       const_dnnl_primitive_desc_t dpd, const_dnnl_primitive_desc_t wpd)
 {
-    dnnl_memory_desc_t xpl, ypl;
-    act_plain(cpu_q_md(fpd, dnnl_query_src_md), &xpl);
-    act_plain(cpu_q_md(fpd, dnnl_query_dst_md), &ypl);
-    if (!(p->x = cpu_mem(g, &xpl, 0)) || !(p->y = cpu_mem(g, &ypl, 0)) || !(p->gy = cpu_mem(g, &ypl, 0)) ||
-        !(p->gx = cpu_mem(g, &xpl, 0)))
+    cpu_mds_t k = {0};
+    const_dnnl_memory_desc_t xpl = act_plain(&k, cpu_q_md(fpd, dnnl_query_src_md));
+    const_dnnl_memory_desc_t ypl = act_plain(&k, cpu_q_md(fpd, dnnl_query_dst_md));
+    int ok = cpu_mds_check(g, &k) == 0 && (p->x = cpu_mem(g, xpl, 0)) &&
+             (p->y = cpu_mem(g, ypl, 0)) && (p->gy = cpu_mem(g, ypl, 0)) &&
+             (p->gx = cpu_mem(g, xpl, 0));
+    cpu_mds_free(&k);
+    if (!ok)
         return -1;
     return act_args_make(g, &p->a, p->x, p->y, p->gy, p->gx, fpd, dpd, wpd);
 }
 
-/* The three primitives from their op descriptors (fwd first: it is the
- * others' hint), then the memories and reorders around them. x_user and
- * y_user: the f32 activations (NHWC, or 2-D), as the engine holds them. */
-static int wplan_build(bk_ctx_t *g, wplan_t *p, const_dnnl_op_desc_t fd,
-                       const_dnnl_op_desc_t bdd, const_dnnl_op_desc_t bwd,
-                       const dnnl_memory_desc_t *w_user_md, const dnnl_memory_desc_t *bias_md,
-                       const dnnl_memory_desc_t *x_user, const dnnl_memory_desc_t *y_user)
+/* Primitives are created with the thread count they run with. */
+static void wplan_threads(bk_ctx_t *g, const wplan_t *p)
 {
-    dnnl_primitive_desc_t fpd = NULL, dpd = NULL, wpd = NULL;
-    int rc = -1;
-    if (p->fwd.one_thread)   /* created with the thread count it runs with */
+    if (p->fwd.one_thread)
         omp_set_num_threads(1);
     else
         cpu_threads(g);
-    if (cpu_prim_make(g, &p->fwd, fd, NULL, &fpd, "forward primitive") < 0 ||
-        cpu_prim_make(g, &p->bwd_d, bdd, fpd, &dpd, "backward-data primitive") < 0 ||
-        cpu_prim_make(g, &p->bwd_w, bwd, fpd, &wpd, "backward-weights primitive") < 0)
-        goto out;
-    const dnnl_memory_desc_t *wf = cpu_q_md(fpd, dnnl_query_weights_md);
-    const dnnl_memory_desc_t *wb = cpu_q_md(dpd, dnnl_query_weights_md);
-    const dnnl_memory_desc_t *gwm = cpu_q_md(wpd, dnnl_query_diff_weights_md);
+}
+
+/* The memories and reorders around the three primitives (made from fpd,
+ * dpd, wpd). x_user and y_user: the f32 activations (NHWC, or 2-D), as the
+ * engine holds them. */
+static int wplan_build(bk_ctx_t *g, wplan_t *p, const_dnnl_primitive_desc_t fpd,
+                       const_dnnl_primitive_desc_t dpd, const_dnnl_primitive_desc_t wpd,
+                       const_dnnl_memory_desc_t w_user_md, const_dnnl_memory_desc_t bias_md,
+                       const_dnnl_memory_desc_t x_user, const_dnnl_memory_desc_t y_user)
+{
+    const_dnnl_memory_desc_t wf = cpu_q_md(fpd, dnnl_query_weights_md);
+    const_dnnl_memory_desc_t wb = cpu_q_md(dpd, dnnl_query_weights_md);
+    const_dnnl_memory_desc_t gwm = cpu_q_md(wpd, dnnl_query_diff_weights_md);
     p->w_count = dnnl_memory_desc_get_size(w_user_md) / sizeof(float);
     if (p->native ? wplan_native(g, p, fpd, dpd, wpd, x_user, y_user) < 0 ||
                         !(p->y = cpu_mem(g, cpu_q_md(fpd, dnnl_query_dst_md), 0)) ||
                         !(p->gx = cpu_mem(g, cpu_q_md(dpd, dnnl_query_diff_src_md), 0))
                   : wplan_acts(g, p, fpd, dpd, wpd) < 0)
-        goto out;
+        return -1;
     if (p->native)   /* the bf16 staging is native's own; no activation reorders */
         p->a = (act_args_t){.xf = p->x16, .yf = p->y, .gyd = p->gy16, .gxd = p->gx,
                             .xw = p->x16w ? p->x16w : p->x16,
                             .gyw = p->gy16w ? p->gy16w : p->gy16};
     if (!(p->w_user = cpu_mem(g, w_user_md, 0)) || !(p->w_fwd = cpu_mem(g, wf, 1)) ||
         !(p->gw_user = cpu_mem(g, w_user_md, 0)))
-        goto out;
+        return -1;
     if (cpu_reorder_make(g, &p->w_to_fwd, p->w_user, p->w_fwd) < 0)
-        goto out;
+        return -1;
     if (dnnl_memory_desc_equal(wf, wb)) {
         p->w_bwd = p->w_fwd;
     } else if (!(p->w_bwd = cpu_mem(g, wb, 1)) ||
                cpu_reorder_make(g, &p->w_to_bwd, p->w_user, p->w_bwd) < 0) {
-        goto out;
+        return -1;
     }
     if (dnnl_memory_desc_equal(gwm, w_user_md)) {
         p->gw_prim = p->gw_user;
     } else if (!(p->gw_prim = cpu_mem(g, gwm, 1)) ||
                cpu_reorder_make(g, &p->gw_to_user, p->gw_prim, p->gw_user) < 0) {
-        goto out;
+        return -1;
     }
     if (p->has_bias && (!(p->b = cpu_mem(g, bias_md, 0)) || !(p->gb = cpu_mem(g, bias_md, 0))))
-        goto out;
+        return -1;
     cpu_prim_arg(&p->fwd, DNNL_ARG_SRC, p->a.xf);
     cpu_prim_arg(&p->fwd, DNNL_ARG_WEIGHTS, p->w_fwd);
     if (p->has_bias)
@@ -445,14 +442,89 @@ static int wplan_build(bk_ctx_t *g, wplan_t *p, const_dnnl_op_desc_t fd,
     cpu_prim_arg(&p->bwd_w, DNNL_ARG_DIFF_WEIGHTS, p->gw_prim);
     if (p->has_bias)
         cpu_prim_arg(&p->bwd_w, DNNL_ARG_DIFF_BIAS, p->gb);
-    rc = 0;
-out:
-    if (fpd)
-        dnnl_primitive_desc_destroy(fpd);
-    if (dpd)
-        dnnl_primitive_desc_destroy(dpd);
-    if (wpd)
-        dnnl_primitive_desc_destroy(wpd);
+    return 0;
+}
+
+/* The descriptors a weighted layer's plan is made of. */
+typedef struct {
+    const_dnnl_memory_desc_t src, dst;       /* the engine's f32 activations */
+    const_dnnl_memory_desc_t src16, dst16;   /* the bf16 operands' (native), else src, dst */
+    const_dnnl_memory_desc_t w16, wany;      /* weights (bf16 when native), diff_weights */
+    const_dnnl_memory_desc_t wuser, bias;    /* PyTorch layout (bias: used when has_bias) */
+} wmds_t;
+
+/* forward, backward data, backward weights (fwd first: the others' hint);
+ * conv NULL: an inner product. */
+static int wplan_prims(bk_ctx_t *g, wplan_t *p, const wmds_t *m, const bk_conv_t *c,
+                       const int in[4], const int out[4], dnnl_primitive_desc_t pd[3])
+{
+    dnnl_engine_t eng = cpu_be(g)->eng;
+    dnnl_primitive_attr_t a = cpu_attr_new(g);
+    if (!a)
+        return -1;
+    wplan_threads(g, p);
+    const_dnnl_memory_desc_t bias = p->has_bias ? m->bias : NULL;
+    int rc;
+    if (c) {
+        const dnnl_dims_t st = {c->stride_h, c->stride_w}, pl = {c->pad_h, c->pad_w},
+                          dil = {0, 0};
+        /* right padding that makes oneDNN's size formula give the floor-mode out */
+        const dnnl_dims_t pr = {(out[2] - 1) * c->stride_h + c->kh - in[2] - c->pad_h,
+                                (out[3] - 1) * c->stride_w + c->kw - in[3] - c->pad_w};
+        const dnnl_alg_kind_t alg = dnnl_convolution_direct;
+        rc = cpu_prim_make(g, &p->fwd,
+                           dnnl_convolution_forward_primitive_desc_create(
+                               &pd[0], eng, dnnl_forward_training, alg, m->src16, m->w16, bias,
+                               m->dst, st, dil, pl, pr, a),
+                           &pd[0], 1, "conv forward primitive") < 0 ||
+                     cpu_prim_make(g, &p->bwd_d,
+                                   dnnl_convolution_backward_data_primitive_desc_create(
+                                       &pd[1], eng, alg, m->src, m->w16, m->dst16, st, dil, pl, pr,
+                                       pd[0], a),
+                                   &pd[1], 1, "conv backward-data primitive") < 0 ||
+                     cpu_prim_make(g, &p->bwd_w,
+                                   dnnl_convolution_backward_weights_primitive_desc_create(
+                                       &pd[2], eng, alg, m->src16, m->wany, bias, m->dst16, st,
+                                       dil, pl, pr, pd[0], a),
+                                   &pd[2], 1, "conv backward-weights primitive") < 0
+                 ? -1
+                 : 0;
+    } else {
+        rc = cpu_prim_make(g, &p->fwd,
+                           dnnl_inner_product_forward_primitive_desc_create(
+                               &pd[0], eng, dnnl_forward_training, m->src16, m->w16, bias,
+                               m->dst, a),
+                           &pd[0], 1, "inner product forward primitive") < 0 ||
+                     cpu_prim_make(g, &p->bwd_d,
+                                   dnnl_inner_product_backward_data_primitive_desc_create(
+                                       &pd[1], eng, m->src, m->w16, m->dst16, pd[0], a),
+                                   &pd[1], 1, "inner product backward-data primitive") < 0 ||
+                     cpu_prim_make(g, &p->bwd_w,
+                                   dnnl_inner_product_backward_weights_primitive_desc_create(
+                                       &pd[2], eng, m->src16, m->wany, bias, m->dst16, pd[0],
+                                       a),
+                                   &pd[2], 1, "inner product backward-weights primitive") < 0
+                 ? -1
+                 : 0;
+    }
+    dnnl_primitive_attr_destroy(a);
+    return rc;
+}
+
+/* The plan of a weighted layer: its primitives, then the memories and
+ * reorders around them. */
+static int wplan_make(bk_ctx_t *g, wplan_t *p, const wmds_t *m, const bk_conv_t *c,
+                      const int in[4], const int out[4])
+{
+    dnnl_primitive_desc_t pd[3] = {NULL, NULL, NULL};
+    int rc = wplan_prims(g, p, m, c, in, out, pd) == 0 &&
+                     wplan_build(g, p, pd[0], pd[1], pd[2], m->wuser, m->bias,
+                                 m->src, m->dst) == 0
+                 ? 0
+                 : -1;
+    for (int i = 0; i < 3; i++)
+        if (pd[i])
+            dnnl_primitive_desc_destroy(pd[i]);
     return rc;
 }
 
@@ -550,43 +622,28 @@ bk_plan_t *cpu_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const int in[4], const
     wplan_t *p = wplan_new(g, c->bias != NULL, c->oc);
     if (!p)
         return NULL;
-    dnnl_memory_desc_t src, dst, wany, wuser, bias;
-    cpu_md_act(&src, in);
-    cpu_md_act(&dst, out);
+    cpu_mds_t k = {0};
+    wmds_t m = {.src = cpu_md_act(&k, in), .dst = cpu_md_act(&k, out)};
     if (!p->native && conv_blocked(in[1], out[1])) {
-        cpu_md_tag(&src, 4, src.dims, dnnl_format_tag_any);
-        cpu_md_tag(&dst, 4, dst.dims, dnnl_format_tag_any);
+        m.src = cpu_md(&k, 4, cpu_md_dims(m.src), dnnl_f32, dnnl_format_tag_any);
+        m.dst = cpu_md(&k, 4, cpu_md_dims(m.dst), dnnl_f32, dnnl_format_tag_any);
     }
-    dnnl_dim_t wd[4] = {c->oc, c->ic, c->kh, c->kw}, bd[1] = {c->oc};
-    cpu_md_tag(&wany, 4, wd, dnnl_format_tag_any);
+    const dnnl_dim_t wd[4] = {c->oc, c->ic, c->kh, c->kw}, bd[1] = {c->oc};
+    m.wany = cpu_md(&k, 4, wd, dnnl_f32, dnnl_format_tag_any);
     /* the operands the engine made bf16: the primitives' type for them */
     dnnl_data_type_t t16 = p->native ? cpu_bf16_type() : dnnl_f32;
-    dnnl_memory_desc_t src16 = cpu_md_typed(&src, t16), dst16 = cpu_md_typed(&dst, t16),
-                       w16 = cpu_md_typed(&wany, t16);
+    m.src16 = cpu_md_typed(&k, m.src, t16);
+    m.dst16 = cpu_md_typed(&k, m.dst, t16);
+    m.w16 = cpu_md_typed(&k, m.wany, t16);
     if (p->native && bf16_layout_any()) {   /* staged anyway: let each primitive choose */
-        cpu_md_tag(&src16, 4, src.dims, dnnl_format_tag_any);
-        cpu_md_tag(&dst16, 4, dst.dims, dnnl_format_tag_any);
-        src16 = cpu_md_typed(&src16, t16);
-        dst16 = cpu_md_typed(&dst16, t16);
+        m.src16 = cpu_md(&k, 4, cpu_md_dims(m.src), t16, dnnl_format_tag_any);
+        m.dst16 = cpu_md(&k, 4, cpu_md_dims(m.dst), t16, dnnl_format_tag_any);
     }
-    cpu_md_tag(&wuser, 4, wd, dnnl_oihw);
-    cpu_md_tag(&bias, 1, bd, dnnl_x);
-    dnnl_dims_t st = {c->stride_h, c->stride_w}, pl = {c->pad_h, c->pad_w};
-    /* right padding that makes oneDNN's size formula give the floor-mode out */
-    dnnl_dims_t pr = {(out[2] - 1) * c->stride_h + c->kh - in[2] - c->pad_h,
-                      (out[3] - 1) * c->stride_w + c->kw - in[3] - c->pad_w};
-    const dnnl_memory_desc_t *bp = c->bias ? &bias : NULL;
-    dnnl_convolution_desc_t fd, dd, wd_;
-    if (cpu_dn(g, dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
-                                                     dnnl_convolution_direct, &src16, &w16, bp,
-                                                     &dst, st, pl, pr), "conv forward desc") < 0 ||
-        cpu_dn(g, dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &src,
-                                                           &w16, &dst16, st, pl, pr),
-               "conv backward-data desc") < 0 ||
-        cpu_dn(g, dnnl_convolution_backward_weights_desc_init(&wd_, dnnl_convolution_direct,
-                                                              &src16, &wany, bp, &dst16, st, pl,
-                                                              pr), "conv backward-weights desc") < 0 ||
-        wplan_build(g, p, &fd, &dd, &wd_, &wuser, &bias, &src, &dst) < 0) {
+    m.wuser = cpu_md(&k, 4, wd, dnnl_f32, dnnl_oihw);
+    m.bias = cpu_md(&k, 1, bd, dnnl_f32, dnnl_x);
+    int ok = cpu_mds_check(g, &k) == 0 && wplan_make(g, p, &m, c, in, out) == 0;
+    cpu_mds_free(&k);
+    if (!ok) {
         wplan_destroy(&p->base);
         return NULL;
     }
@@ -602,56 +659,37 @@ bk_plan_t *cpu_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const int in[4], const
  * splits its reduction across threads, so with the backend's threads a
  * logit's bits would depend on the thread count (the inference kernels' inner
  * product does the same, dnnl_infer.c). The layer is small next to the
- * convolutions. */
-static int linear_build(bk_ctx_t *g, wplan_t *p, const_dnnl_op_desc_t fd,
-                        const_dnnl_op_desc_t ddd, const_dnnl_op_desc_t wdd,
-                        const dnnl_memory_desc_t *wuser, const dnnl_memory_desc_t *bias,
-                        const dnnl_memory_desc_t *x_user, const dnnl_memory_desc_t *y_user)
-{
-    cpu_prim_t *all[] = {&p->fwd,        &p->bwd_d,  &p->bwd_w,  &p->w_to_fwd, &p->w_to_bwd,
-                         &p->gw_to_user, &p->x_to16, &p->gy_to16};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        all[i]->one_thread = 1;
-    int rc = wplan_build(g, p, fd, ddd, wdd, wuser, bias, x_user, y_user);
-    cpu_threads(g);
-    return rc;
-}
-
-/* Inner product on x viewed 2-D when h = w = 1 (NHWC and NCHW agree),
- * else 4-D with the weights as [out, c, h, w]: oneDNN then applies them
- * in PyTorch's flatten order whatever x's layout. */
+ * convolutions. Inner product on x viewed 2-D when h = w = 1 (NHWC and NCHW
+ * agree), else 4-D with the weights as [out, c, h, w]: oneDNN then applies
+ * them in PyTorch's flatten order whatever x's layout. */
 bk_plan_t *cpu_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias)
 {
     wplan_t *p = wplan_new(g, has_bias, out);
     if (!p)
         return NULL;
+    cpu_prim_t *all[] = {&p->fwd,        &p->bwd_d,  &p->bwd_w,  &p->w_to_fwd, &p->w_to_bwd,
+                         &p->gw_to_user, &p->x_to16, &p->gy_to16};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        all[i]->one_thread = 1;
     int flat = in[2] == 1 && in[3] == 1, nd = flat ? 2 : 4;
-    dnnl_memory_desc_t src, dst, wany, wuser, bias;
-    dnnl_dim_t sd2[2] = {in[0], in[1]}, dd[2] = {in[0], out}, bd[1] = {out};
-    dnnl_dim_t wd[4] = {out, in[1], in[2], in[3]};
-    if (flat)
-        cpu_md_tag(&src, 2, sd2, dnnl_ab);
-    else
-        cpu_md_act(&src, in);
-    cpu_md_tag(&dst, 2, dd, dnnl_ab);
-    cpu_md_tag(&wany, nd, wd, dnnl_format_tag_any);
-    cpu_md_tag(&wuser, nd, wd, cpu_plain_tag(nd));
-    cpu_md_tag(&bias, 1, bd, dnnl_x);
-    const dnnl_memory_desc_t *bp = has_bias ? &bias : NULL;
-    dnnl_data_type_t t16 = p->native ? cpu_bf16_type() : dnnl_f32;   /* as in c_conv_plan */
-    dnnl_memory_desc_t src16 = cpu_md_typed(&src, t16), dst16 = cpu_md_typed(&dst, t16),
-                       w16 = cpu_md_typed(&wany, t16);
-    dnnl_inner_product_desc_t fd, ddd, wdd;
-    if (cpu_dn(g, dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, &src16, &w16,
-                                                       bp, &dst), "inner product forward desc") < 0 ||
-        cpu_dn(g, dnnl_inner_product_backward_data_desc_init(&ddd, &src, &w16, &dst16),
-               "inner product backward-data desc") < 0 ||
-        cpu_dn(g, dnnl_inner_product_backward_weights_desc_init(&wdd, &src16, &wany, bp, &dst16),
-               "inner product backward-weights desc") < 0 ||
-        linear_build(g, p, &fd, &ddd, &wdd, &wuser, &bias, &src, &dst) < 0) {
+    const dnnl_dim_t sd2[2] = {in[0], in[1]}, dd[2] = {in[0], out}, bd[1] = {out};
+    const dnnl_dim_t wd[4] = {out, in[1], in[2], in[3]};
+    cpu_mds_t k = {0};
+    wmds_t m = {.src = flat ? cpu_md(&k, 2, sd2, dnnl_f32, dnnl_ab) : cpu_md_act(&k, in),
+                .dst = cpu_md(&k, 2, dd, dnnl_f32, dnnl_ab),
+                .wany = cpu_md(&k, nd, wd, dnnl_f32, dnnl_format_tag_any),
+                .wuser = cpu_md(&k, nd, wd, dnnl_f32, cpu_plain_tag(nd)),
+                .bias = cpu_md(&k, 1, bd, dnnl_f32, dnnl_x)};
+    dnnl_data_type_t t16 = p->native ? cpu_bf16_type() : dnnl_f32;   /* as in cpu_conv_plan */
+    m.src16 = cpu_md_typed(&k, m.src, t16);
+    m.dst16 = cpu_md_typed(&k, m.dst, t16);
+    m.w16 = cpu_md_typed(&k, m.wany, t16);
+    int ok = cpu_mds_check(g, &k) == 0 && wplan_make(g, p, &m, NULL, in, NULL) == 0;
+    cpu_mds_free(&k);
+    cpu_threads(g);
+    if (!ok) {
         wplan_destroy(&p->base);
         return NULL;
     }
     return &p->base;
 }
-
