@@ -5,7 +5,7 @@
 #   - PyTorch's step (bench/train_fmnist_torch.py) and its convolution ops'
 #     share of a step (bench/torch_conv_share.py; PyTorch 1.13's oneDNN);
 #   - ddpipe's step (bench/train_fmnist) and the time of its oneDNN
-#     convolution primitives per step (DNNL_VERBOSE=1 exec lines: forward,
+#     convolution primitives per step (ONEDNN_VERBOSE=1 exec lines: forward,
 #     backward data, backward weights; validation excluded), three ways:
 #     as run by default (on AVX2 some forwards run as a backward data,
 #     docs/TRAINING.md), all direct on NHWC (DDPIPE_CONV_FWD=direct), and
@@ -41,11 +41,11 @@ echo "CPU flags: $(grep -o -w -E 'avx512[a-z_0-9]*|amx[a-z_]*|avx2' /proc/cpuinf
 # ddpipe: a plain run for the step time, then one verbose run per layout
 "$B" --dir "$dir" --steps "$STEPS" --threads 1 --test 64 --channels "$CHANNELS" \
     >"$dir/ddpipe.txt"
-DNNL_VERBOSE=1 "$B" --dir "$dir" --steps "$STEPS" --threads 1 --test 64 \
+ONEDNN_VERBOSE=1 "$B" --dir "$dir" --steps "$STEPS" --threads 1 --test 64 \
     --channels "$CHANNELS" >"$dir/default.txt" 2>&1
-DNNL_VERBOSE=1 DDPIPE_CONV_FWD=direct "$B" --dir "$dir" --steps "$STEPS" --threads 1 --test 64 \
+ONEDNN_VERBOSE=1 DDPIPE_CONV_FWD=direct "$B" --dir "$dir" --steps "$STEPS" --threads 1 --test 64 \
     --channels "$CHANNELS" >"$dir/nhwc.txt" 2>&1
-DNNL_VERBOSE=1 DDPIPE_CONV_LAYOUT=blocked "$B" --dir "$dir" --steps "$STEPS" --threads 1 \
+ONEDNN_VERBOSE=1 DDPIPE_CONV_LAYOUT=blocked "$B" --dir "$dir" --steps "$STEPS" --threads 1 \
     --test 64 --channels "$CHANNELS" >"$dir/blocked.txt" 2>&1
 
 # PyTorch's step from its training run (the same data and steps as

@@ -54,6 +54,23 @@ for rel in ["bin/" + b for b in ("ddpipe",) + DAEMONS] + [
         "share/ddpipe/compose/run-supervised.sh", "share/ddpipe/demo/wrn-fmnist.safetensors"]:
     check(os.path.exists(os.path.join(usr, rel)), "the package lacks /usr/" + rel)
 
+# oneDNN 3 is no Debian 12 package: unless Depends names a system libdnnl3,
+# the package carries the library, and the installed gpud finds it there
+# (its RUNPATH) with no LD_LIBRARY_PATH, not in the build's oneDNN prefix
+if "libdnnl3" not in depends:
+    carried = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(usr, "lib")) for f in fs
+               if f == "libdnnl.so.3"]
+    check(len(carried) == 1, "the package neither carries libdnnl.so.3 nor depends on libdnnl3: "
+          "carried %r, Depends %s" % (carried, depends))
+    gpud = os.path.join(usr, "bin", "gpud")
+    ld = subprocess.run(["ldd", gpud], env={"PATH": "/usr/bin:/bin"}, stdout=subprocess.PIPE,
+                        text=True).stdout
+    line = [l for l in ld.splitlines() if "libdnnl.so.3" in l]
+    check(line and os.path.realpath(line[0].split("=>")[1].split("(")[0].strip())
+          == os.path.realpath(carried[0]),
+          "the installed gpud does not load the carried libdnnl.so.3: %r" % line)
+    print("carries %s" % os.path.relpath(carried[0], root), flush=True)
+
 # only the unpacked tree: ddpipe must find its daemons next to itself
 env = {k: v for k, v in os.environ.items() if k.startswith(("ASAN_", "UBSAN_", "TSAN_", "LSAN_"))}
 env.update(PATH=os.path.join(usr, "bin"), HOME=wd, LC_ALL="C")
