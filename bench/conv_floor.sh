@@ -6,11 +6,10 @@
 #     share of a step (bench/torch_conv_share.py; PyTorch 1.13's oneDNN);
 #   - ddpipe's step (bench/train_fmnist) and the time of its oneDNN
 #     convolution primitives per step (ONEDNN_VERBOSE=1 exec lines: forward,
-#     backward data, backward weights; validation excluded), three ways:
-#     as run by default (on AVX2 some forwards run as a backward data,
-#     docs/TRAINING.md), all direct on NHWC (DDPIPE_CONV_FWD=direct), and
-#     on blocked activations (DDPIPE_CONV_LAYOUT=blocked);
-#   - the floor: per convolution shape the fastest of the three for its
+#     backward data, backward weights; validation excluded), two ways:
+#     as run by default (NHWC) and on blocked activations
+#     (DDPIPE_CONV_LAYOUT=blocked);
+#   - the floor: per convolution shape the fastest of the two for its
 #     three passes, summed per step. No step of ddpipe that calls these
 #     kernels can take less, whatever else it fuses, so PyTorch's step /
 #     floor bounds the ratio; "left at 1.5x" is the time a 1.5x step leaves for everything
@@ -43,8 +42,6 @@ echo "CPU flags: $(grep -o -w -E 'avx512[a-z_0-9]*|amx[a-z_]*|avx2' /proc/cpuinf
     >"$dir/ddpipe.txt"
 ONEDNN_VERBOSE=1 "$B" --dir "$dir" --steps "$STEPS" --threads 1 --test 64 \
     --channels "$CHANNELS" >"$dir/default.txt" 2>&1
-ONEDNN_VERBOSE=1 DDPIPE_CONV_FWD=direct "$B" --dir "$dir" --steps "$STEPS" --threads 1 --test 64 \
-    --channels "$CHANNELS" >"$dir/nhwc.txt" 2>&1
 ONEDNN_VERBOSE=1 DDPIPE_CONV_LAYOUT=blocked "$B" --dir "$dir" --steps "$STEPS" --threads 1 \
     --test 64 --channels "$CHANNELS" >"$dir/blocked.txt" 2>&1
 
@@ -63,24 +60,23 @@ awk -F, -v steps="$STEPS" -v tips="$tips" -v share="$share" -v dips="$dips" '
     END {
         for (k in keys) {
             best = t[1, k]
-            for (r = 1; r <= 3; r++) {
+            for (r = 1; r <= 2; r++) {
                 tot[r] += t[r, k]
                 best = t[r, k] < best ? t[r, k] : best
             }
             floor += best
         }
-        for (r = 1; r <= 3; r++)
+        for (r = 1; r <= 2; r++)
             tot[r] /= steps
         floor /= steps
         dstep = 64000 / dips; tstep = 64000 / tips; tconv = share * tstep
         printf "\n| per step (ms) | PyTorch 1.13 | ddpipe |\n|---|---:|---:|\n"
         printf "| step | %.1f | %.1f |\n", tstep, dstep
         printf "| convolutions | %.1f (its conv ops) | %.1f (as run by default) |\n", tconv, tot[1]
-        printf "| convolutions, all direct NHWC | | %.1f |\n", tot[2]
-        printf "| convolutions, blocked layout | | %.1f |\n", tot[3]
-        printf "| convolutions, floor (fastest of the three per shape) | | %.1f |\n", floor
+        printf "| convolutions, blocked layout | | %.1f |\n", tot[2]
+        printf "| convolutions, floor (fastest of the two per shape) | | %.1f |\n", floor
         printf "\nstep ratio now: %.2fx; ceiling (PyTorch step / ddpipe conv floor): %.2fx;" \
                " left at 1.5x for all else: %.1f ms a step\n", tstep / dstep, tstep / floor,
                tstep / 1.5 - floor
-    }' "$dir/default.txt" "$dir/nhwc.txt" "$dir/blocked.txt"
+    }' "$dir/default.txt" "$dir/blocked.txt"
 echo "load after: $(cut -d' ' -f1 /proc/loadavg)"

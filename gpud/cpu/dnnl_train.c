@@ -31,10 +31,11 @@
 #include "gpud/cpu/host_kernels.h"
 
 /* ------------------------------------------- blocked activations
- * On AVX2, oneDNN 2.6's convolutions are faster on nChw8c than on NHWC
- * (the WideResNet's training step: forward 4-5 %, backward-data 12 %,
- * backward-weights 20 % less time), but the reorders of the activations in
- * and out take most of that back, and the results differ from NHWC's in
+ * On AVX2, oneDNN 2.6's convolutions were faster on nChw8c than on NHWC;
+ * oneDNN 3's brgemm convolutions are not (bench/RESULTS.md, issue 32: the
+ * WideResNet step's convolutions 469 ms blocked, 452 ms NHWC), the
+ * reorders of the activations in and out cost more, and the results differ
+ * from NHWC's in
  * the last bits (another summation order), which one epoch of this model
  * amplifies into other end-of-epoch weights (bench/RESULTS.md, "Training
  * pipeline"). So it is opt-in: DDPIPE_CONV_LAYOUT=blocked lets the
@@ -117,150 +118,6 @@ static int act_reorder(bk_ctx_t *g, cpu_prim_t *ro)
     return ro->p ? cpu_prim_run(g, ro, "activation reorder") : 0;
 }
 
-/* ------------------------------------- forward by backward data
- * oneDNN's AVX2 forward kernel (2.6; 3.2 measured in bench/RESULTS.md) for NHWC is slow on the stride-1 3x3
- * convolutions of ResNets and WideResNets (ic == oc: 40-50 GFLOP/s on one
- * Zen core) where its backward-data kernel for the same shape runs at
- * 60-85 (bench/conv_floor.sh, bench/RESULTS.md). A stride-1 convolution
- * with "same" padding, y = conv(x, W), is the backward data of the
- * convolution from y's channels to x's whose weights are W transposed
- * (in <-> out) and flipped in both spatial axes, with x as its diff_dst:
- *   y[n,k,p] = sum over c, i, j of x[n,c,p + (i,j) - pad] W[k,c,i,j]
- *            = sum over c, i', j' of x[n,c,p - (i',j') + pad] W'[c,k,i',j']
- *   with W'[c,k,i',j'] = W[k,c,kh-1-i',kw-1-j'] and pad = (k-1)/2.
- * So those forwards run that primitive: the same products in another
- * summation order, fixed per shape and CPU (never chosen by timing: a
- * sample's bits must not depend on the machine's load). The backward
- * passes are unchanged. DDPIPE_CONV_FWD=direct turns it off. */
-typedef struct fswap {
-    cpu_prim_t run;                 /* the swapped convolution's backward data */
-    cpu_prim_t w_to;                /* flipped weights (oihw) -> its layout */
-    dnnl_memory_t x, y;         /* handles: x as diff_dst, y as diff_src */
-    dnnl_memory_t w_flip, w;    /* the flipped weights, user layout / its own */
-    float *flip;                /* w_flip's buffer */
-    int ic, oc, kh, kw;
-} fswap_t;
-
-static void fswap_destroy(fswap_t **sp)
-{
-    fswap_t *sw = *sp;
-    if (!sw)
-        return;
-    cpu_prim_free(&sw->run);
-    cpu_prim_free(&sw->w_to);
-    dnnl_memory_t *mems[] = {&sw->x, &sw->y, &sw->w_flip, &sw->w};
-    for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
-        cpu_mem_free(mems[i]);
-    free(sw->flip);
-    free(sw);
-    *sp = NULL;
-}
-
-/* Where the swap applies and is measured faster: fp32 NHWC (not native
- * bf16, not DDPIPE_CONV_LAYOUT=blocked), stride 1, 3x3 with padding 1,
- * ic == oc, no bias (the convolutions before a BatchNorm), and oneDNN's
- * forward for it is its AVX2 kernel (fwd: the direct forward primitive). */
-static int fswap_wanted(int plain_f32, const bk_conv_t *c, const int in[4], const int out[4],
-                        const_dnnl_primitive_t fwd)
-{
-    const char *e = getenv("DDPIPE_CONV_FWD");
-    const_dnnl_primitive_desc_t pd = NULL;
-    if ((e && strcmp(e, "direct") == 0) || !plain_f32 || c->bias || c->ic != c->oc ||
-        c->kh != 3 || c->kw != 3 || c->stride_h != 1 || c->stride_w != 1 || c->pad_h != 1 ||
-        c->pad_w != 1 || in[2] != out[2] || in[3] != out[3])
-        return 0;
-    if (dnnl_primitive_get_primitive_desc(fwd, &pd) != dnnl_success)
-        return 0;
-    return strcmp(cpu_impl(pd), "jit:avx2") == 0;
-}
-
-/* The swapped convolution's backward-data primitive descriptor (a forward
- * one is only its hint, as oneDNN asks). Plain oneDNN calls: where oneDNN
- * cannot make them the forward stays direct, the graph is not failed. */
-static int fswap_pd(bk_ctx_t *g, const fswap_t *sw, const_dnnl_memory_desc_t ys,
-                    const_dnnl_memory_desc_t xd, dnnl_primitive_desc_t *dpd)
-{
-    cpu_mds_t k = {0};
-    dnnl_dim_t wd[4] = {sw->ic, sw->oc, sw->kh, sw->kw};
-    const_dnnl_memory_desc_t wany = cpu_md(&k, 4, wd, dnnl_f32, dnnl_format_tag_any);
-    const dnnl_dims_t st = {1, 1}, dil = {0, 0}, pad = {(sw->kh - 1) / 2, (sw->kw - 1) / 2};
-    dnnl_primitive_desc_t fpd = NULL;
-    dnnl_engine_t eng = cpu_be(g)->eng;
-    dnnl_primitive_attr_t a = cpu_attr_new(g);
-    int ok = a && !k.failed &&
-             dnnl_convolution_forward_primitive_desc_create(
-                 &fpd, eng, dnnl_forward_training, dnnl_convolution_direct, ys, wany, NULL, xd, st,
-                 dil, pad, pad, NULL) == dnnl_success &&
-             dnnl_convolution_backward_data_primitive_desc_create(
-                 dpd, eng, dnnl_convolution_direct, ys, wany, xd, st, dil, pad, pad, fpd, a) ==
-                 dnnl_success;
-    if (fpd)
-        dnnl_primitive_desc_destroy(fpd);
-    if (a)
-        dnnl_primitive_attr_destroy(a);
-    cpu_mds_free(&k);
-    return ok ? 0 : -1;
-}
-
-/* The swap of convolution c over NHWC x and y; NULL with nothing failed
- * where oneDNN gives it no AVX2 backward-data kernel, NULL after
- * bk_ctx_fail on an error (out of memory). */
-static fswap_t *fswap_new(bk_ctx_t *g, const bk_conv_t *c, const int in[4], const int out[4])
-{
-    fswap_t *sw = calloc(1, sizeof *sw);
-    if (!sw)
-        return bk_ctx_fail(g, "out of memory");
-    *sw = (fswap_t){.ic = c->ic, .oc = c->oc, .kh = c->kh, .kw = c->kw};
-    cpu_mds_t k = {0};
-    const_dnnl_memory_desc_t ys = cpu_md_act(&k, out);   /* the swapped convolution's src: y's shape */
-    const_dnnl_memory_desc_t xd = cpu_md_act(&k, in);    /* ... and its dst: x's */
-    dnnl_dim_t wd[4] = {c->ic, c->oc, c->kh, c->kw};
-    const_dnnl_memory_desc_t wflip = cpu_md(&k, 4, wd, dnnl_f32, dnnl_oihw);
-    dnnl_primitive_desc_t dpd = NULL;
-    int avx2 = !k.failed && fswap_pd(g, sw, ys, xd, &dpd) == 0 &&
-               strcmp(cpu_impl(dpd), "jit:avx2") == 0,
-        ok = 1;
-    if (avx2 && !(sw->flip = malloc((size_t)c->ic * c->oc * c->kh * c->kw * sizeof(float)))) {
-        bk_ctx_fail(g, "out of memory");
-        ok = 0;
-    }
-    ok = ok && (!avx2 || (cpu_prim_create(g, &sw->run, dpd, "swap backward-data primitive") == 0 &&
-                          (sw->x = cpu_mem(g, xd, 0)) && (sw->y = cpu_mem(g, ys, 0)) &&
-                          (sw->w_flip = cpu_mem(g, wflip, 0)) &&
-                          (sw->w = cpu_mem(g, cpu_q_md(dpd, dnnl_query_weights_md), 1)) &&
-                          cpu_handle(g, sw->w_flip, sw->flip) == 0 &&
-                          cpu_reorder_make(g, &sw->w_to, sw->w_flip, sw->w) == 0));
-    if (dpd)
-        dnnl_primitive_desc_destroy(dpd);
-    cpu_mds_free(&k);
-    if (!ok || !avx2) {
-        fswap_destroy(&sw);
-        return NULL;
-    }
-    cpu_prim_arg(&sw->run, DNNL_ARG_DIFF_DST, sw->x);
-    cpu_prim_arg(&sw->run, DNNL_ARG_WEIGHTS, sw->w);
-    cpu_prim_arg(&sw->run, DNNL_ARG_DIFF_SRC, sw->y);
-    return sw;
-}
-
-/* y = conv(x, w): w [oc, ic, kh, kw] transposed and flipped into
- * [ic, oc, kh, kw], reordered, then the backward-data primitive. */
-static int fswap_run(bk_ctx_t *g, fswap_t *sw, const void *x, const float *w, void *y)
-{
-    const int kh = sw->kh, kw = sw->kw, taps = kh * kw;
-    for (int k = 0; k < sw->oc; k++)
-        for (int c = 0; c < sw->ic; c++) {
-            const float *src = w + ((size_t)k * sw->ic + c) * taps;
-            float *dst = sw->flip + ((size_t)c * sw->oc + k) * taps;
-            for (int t = 0; t < taps; t++)
-                dst[t] = src[taps - 1 - t];   /* (i, j) -> (kh-1-i, kw-1-j) */
-        }
-    if (cpu_prim_run(g, &sw->w_to, "swap weights reorder") < 0 || cpu_handle(g, sw->x, x) < 0 ||
-        cpu_handle(g, sw->y, y) < 0)
-        return -1;
-    return cpu_prim_run(g, &sw->run, "forward (backward-data kernel)");
-}
-
 /* -------------------------------------------------- weighted layers
  * Convolution and inner product share the structure: forward, backward
  * data and backward weights, with the weights in whatever layout each
@@ -277,7 +134,6 @@ typedef struct {
     dnnl_memory_t x16w, gy16w;          /* NULL: backward weights takes x16, gy16 */
     size_t x16_bytes, gy16_bytes, x16w_bytes, gy16w_bytes;
     act_args_t a;                       /* the primitives' activations */
-    fswap_t *swap;                      /* forward by backward data, or NULL */
     dnnl_memory_t w_user, w_fwd, w_bwd; /* w_bwd may be w_fwd */
     dnnl_memory_t gw_user, gw_prim;     /* gw_prim may be gw_user */
     dnnl_memory_t b, gb;                /* bias handles */
@@ -290,7 +146,6 @@ typedef struct {
 static void wplan_destroy(bk_plan_t *bp)
 {
     wplan_t *p = (wplan_t *)bp;
-    fswap_destroy(&p->swap);
     cpu_prim_t *prims[] = {&p->fwd,      &p->bwd_d,      &p->bwd_w,  &p->w_to_fwd,
                            &p->w_to_bwd, &p->gw_to_user, &p->x_to16, &p->gy_to16,
                            &p->x_to16w,  &p->gy_to16w};
@@ -547,16 +402,11 @@ int cpu_w_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const f
               void *y)
 {
     wplan_t *p = (wplan_t *)bp;
-    /* the forward primitive's copy only when something runs it or backward
-     * data shares it: a swapped forward uses its own flipped weights */
-    int fwd_w = !p->swap || p->w_bwd == p->w_fwd;
     if (cpu_handle(g, p->w_user, w) < 0 ||
-        (fwd_w && cpu_prim_run(g, &p->w_to_fwd, "weights reorder") < 0))
+        cpu_prim_run(g, &p->w_to_fwd, "weights reorder") < 0)
         return -1;
     if (p->w_to_bwd.p && cpu_prim_run(g, &p->w_to_bwd, "weights reorder") < 0)
         return -1;
-    if (p->swap)   /* forward by backward data (fswap_t); no bias, plain f32 */
-        return fswap_run(g, p->swap, x, w, y);
     if (cpu_handle(g, p->x, x) < 0 || cpu_handle(g, p->y, y) < 0 ||
         (p->has_bias && cpu_handle(g, p->b, b) < 0) ||
         (p->native && stage16(g, &p->x_to16, p->x16, p->x16_bytes, 0) < 0) ||
@@ -644,11 +494,6 @@ bk_plan_t *cpu_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const int in[4], const
     int ok = cpu_mds_check(g, &k) == 0 && wplan_make(g, p, &m, c, in, out) == 0;
     cpu_mds_free(&k);
     if (!ok) {
-        wplan_destroy(&p->base);
-        return NULL;
-    }
-    if (fswap_wanted(!p->native && !conv_blocked(in[1], out[1]), c, in, out, p->fwd.p) &&
-        !(p->swap = fswap_new(g, c, in, out)) && bk_ctx_error(g)) {
         wplan_destroy(&p->base);
         return NULL;
     }
