@@ -1,5 +1,5 @@
 #!/bin/sh
-# --precision bf16 on CPU in one short run (about 90 s on 16 cores per peer):
+# --precision bf16 on CPU in one short run (about 90 s on 16 cores with 1.13 alone):
 # ResNet-18 eval and train step, ddpipe bf16 (oneDNN's native bf16 kernels
 # where gpud's probe finds avx512_bf16/amx, else emulated: the ddpipe line's
 # precision= says which, docs/BF16.md) against PyTorch autocast bf16 +
