@@ -1,7 +1,11 @@
 #!/bin/sh
 # Peak memory of densenet121 transfer training with the features frozen
 # (issue 14 item 3): ddpipe's gpud (its exit line's peak RSS) against
-# PyTorch doing the same steps (ru_maxrss), in the same run.
+# PyTorch doing the same steps (ru_maxrss), in the same run, under every
+# PyTorch peer (bench/peers.sh: Debian's 1.13 and the 2.15 of
+# bench/setup-peers.sh; PEERS=1.13 for one). Each peer's RSS after
+# `import torch, torchvision` alone is printed beside it: 2.15 from PyPI is
+# the CUDA build, whose CUDA libraries are mapped at import even on a CPU.
 #
 #   bench/densenet_memory.sh BUILD_DIR [BATCH] [STEPS]        (defaults 16, 3)
 #
@@ -16,6 +20,8 @@ batch=${2:-16}
 steps=${3:-3}
 bin=$build/bin
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/peers.sh"
+peers_init "$(dirname "$here")"
 work=$(mktemp -d "${TMPDIR:-/tmp}/ddpipe-dnmem.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 n=$((batch * steps))
@@ -27,7 +33,16 @@ echo "densenet121, features frozen, batch $batch, $steps steps, 224x224, 2 threa
   --loader-threads 1 --model densenet121 --num-classes 4 --freeze features --epochs 1 \
   --batch-size "$batch" --lr 0.01 --momentum 0.9 --augment none --quiet --overwrite >/dev/null
 ours=$(sed -n 's/.*peak RSS \([0-9]*\) MB.*/\1/p' "$work/run/logs/gpud.0.log" | tail -1)
-theirs=$(/usr/bin/python3 "$here/densenet_memory_torch.py" "$batch" "$steps")
 echo "ddpipe gpud peak RSS: $ours MB"
-echo "PyTorch peak RSS:     $theirs MB"
-awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "ratio ddpipe / PyTorch: %.2fx (target <= 1.5x)\n", a / b }'
+line=""
+for p in $PEER_LABELS; do
+  py=$(peer_py "$p")
+  theirs=$("$py" "$here/densenet_memory_torch.py" "$batch" "$steps")
+  base=$("$py" -c 'import resource, torch, torchvision
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)')
+  echo "PyTorch $p peak RSS: $theirs MB (after import alone: $base MB)"
+  awk -v a="$ours" -v b="$theirs" -v p="$p" \
+    'BEGIN { printf "ratio ddpipe / PyTorch %s: %.2fx (target <= 1.5x)\n", p, a / b }'
+  line="$line${line:+  }$(awk -v a="$ours" -v b="$theirs" -v p="$p" 'BEGIN { printf "vs torch %s: %.2fx", p, a / b }')"
+done
+echo "$line   (peak RSS, ddpipe / PyTorch)"

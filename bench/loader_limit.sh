@@ -6,7 +6,10 @@
 #   loader_bench  ddpipe's loader library: read, decode, Resize, CenterCrop, batches
 #   loaderd_load  a real loaderd daemon handing its batches over ZeroMQ to
 #                 simulated gpud ranks that ack at once (sockets, ISSUED, tokens)
-#   loader_torch  torchvision ImageFolder + DataLoader(num_workers=T), uint8
+#   loader_torch  torchvision ImageFolder + DataLoader(num_workers=T), uint8,
+#                 under every PyTorch peer (bench/peers.sh: Debian's 1.13 and
+#                 the 2.15 of bench/setup-peers.sh; PEERS=1.13 for one), once
+#                 after the rounds; one ratio per peer
 # The three ddpipe/limit runs are interleaved ROUNDS times and the median
 # of each is reported, because the machine is shared: wall-clock img/s
 # (what the target is about) and CPU ms per image (steadier under load).
@@ -18,6 +21,8 @@
 # bin/loader_bench, bin/loaderd, bin/ddpipe-mkjpeg).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/peers.sh"
+peers_init "$(dirname "$here")"
 build=${1:-build}
 images=${2:-3840}
 threads=${3:-$(nproc)}
@@ -62,13 +67,16 @@ for k in lib daemon; do
     "$(awk -v a="$r" -v b="$lim" 'BEGIN {printf "%.1f %%", 100 * a / b}')" \
     "$(awk -v a="$c" -v b="$limc" 'BEGIN {printf "%.2f", a / b}')"
 done
-if /usr/bin/python3 -c 'import torchvision' 2>/dev/null; then
-  tv=$(/usr/bin/python3 "$here/loader_torch.py" "$data" --threads "$threads" --epochs 1 \
+peers_describe
+d=$(median <"$data/daemon")
+line=""
+for p in $PEER_LABELS; do
+  tv=$("$(peer_py "$p")" "$here/loader_torch.py" "$data" --threads "$threads" --epochs 1 \
        --resize "$resize" --crop "$crop" --to uint8)
   tvr=$(echo "$tv" | num "img/s")
-  d=$(median <"$data/daemon")
-  echo "torchvision DataLoader ($threads workers, uint8): $tvr img/s;" \
-       "loaderd / torchvision: $(awk -v a="$d" -v b="$tvr" 'BEGIN {printf "%.2fx", a / b}')"
-else
-  echo "torchvision: not importable under /usr/bin/python3; comparison skipped"
-fi
+  tvc=$(echo "$tv" | num "CPU ms/img")
+  echo "torchvision $p DataLoader ($threads workers, uint8): $tvr img/s, $tvc CPU ms/img;" \
+       "loaderd / torchvision $p: $(awk -v a="$d" -v b="$tvr" 'BEGIN {printf "%.2fx", a / b}')"
+  line="$line${line:+  }$(awk -v a="$d" -v b="$tvr" -v p="$p" 'BEGIN {printf "vs torch %s: %.2fx", p, a / b}')"
+done
+echo "$line   (loaderd daemon img/s / torchvision DataLoader img/s)"

@@ -12,7 +12,9 @@ One warm-up epoch with persistent workers, then E timed epochs; the CPU time
 counts the main process and the workers. The checksum (every 7th row and
 column) equals loader_bench's for uint8; for float it is taken on the
 un-normalised uint8 value round(255 * (x * std + mean)), so it still shows
-the same pixels. Run with /usr/bin/python3 (Debian's torch/torchvision).
+the same pixels. Runs under both PyTorch peers (bench/peers.sh): Debian's
+torch 1.13 / torchvision 0.14 (/usr/bin/python3) and 2.15 / 0.29
+(bench/.peers/torch-2.15/bin/python, bench/setup-peers.sh).
 """
 import argparse
 import os

@@ -1,8 +1,10 @@
 #!/bin/sh
 # Loader benchmark: ddpipe's loader (bench/loader_bench.c) vs torchvision's
 # ImageFolder + DataLoader (bench/loader_torch.py) on the same synthetic
-# photo-like JPEGs, same number of threads/workers, in the same run.
-# torchvision runs twice: with PILToTensor() (uint8 batches, the same bytes
+# photo-like JPEGs, same number of threads/workers, in the same run, under
+# every PyTorch peer (bench/peers.sh: Debian's torch 1.13 / torchvision
+# 0.14 and the 2.15 / 0.29 of bench/setup-peers.sh; PEERS=1.13 for one).
+# torchvision runs twice per peer: with PILToTensor() (uint8 batches, the same bytes
 # ddpipe delivers) and with the standard eval transform ToTensor() +
 # Normalize(ImageNet) (float32 batches: what a PyTorch DataLoader delivers
 # to the model; ddpipe's gpud normalises its uint8 batches on the device,
@@ -19,6 +21,8 @@
 # target is at most half the source, so not at all for 500x375 -> 256).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/peers.sh"
+peers_init "$(dirname "$here")"
 build=${1:-build}
 images=${2:-400}
 threads=${3:-2}
@@ -40,11 +44,8 @@ ours=$("$bin/loader_bench" "$data" $common --dct 0)
 echo "$ours"
 dct=$("$bin/loader_bench" "$data" $common --dct 1)
 echo "$dct  [--dct 1]"
+peers_describe
 torchargs="--threads $threads --epochs $epochs --resize $resize --crop $crop"
-torch=$(/usr/bin/python3 "$here/loader_torch.py" "$data" $torchargs --to uint8)
-echo "$torch"
-torchf=$(/usr/bin/python3 "$here/loader_torch.py" "$data" $torchargs --to float)
-echo "$torchf"
 rate() { echo "$1" | sed -n 's/.*: \([0-9.]*\) img\/s.*/\1/p'; }
 cpu() { echo "$1" | sed -n 's/.* \([0-9.]*\) CPU ms\/img.*/\1/p'; }
 sum() { echo "$1" | sed -n 's/.*checksum \([0-9]*\).*/\1/p'; }
@@ -52,15 +53,26 @@ ratio() { # OURS THEIRS LABEL
   awk -v a="$(rate "$1")" -v b="$(rate "$2")" -v c="$(cpu "$1")" -v d="$(cpu "$2")" \
     -v what="$3" 'BEGIN { printf "speedup %s: %.2fx img/s, %.2fx CPU per image\n", what, a / b, d / c }'
 }
-ratio "$ours" "$torch" "ddpipe uint8 / torchvision PILToTensor (uint8)"
-ratio "$ours" "$torchf" "ddpipe uint8 / torchvision ToTensor+Normalize (float32)"
-ratio "$dct" "$torch" "ddpipe --dct 1 / torchvision PILToTensor (uint8)"
 status=0
-for t in "$torch" "$torchf"; do
-  if [ "$(sum "$ours")" != "$(sum "$t")" ]; then
-    echo "pixels: checksums differ: ddpipe $(sum "$ours") torchvision $(sum "$t")"
-    status=1
-  fi
+line=""
+for p in $PEER_LABELS; do
+  py=$(peer_py "$p")
+  torch=$("$py" "$here/loader_torch.py" "$data" $torchargs --to uint8)
+  echo "[torch $p] $torch"
+  torchf=$("$py" "$here/loader_torch.py" "$data" $torchargs --to float)
+  echo "[torch $p] $torchf"
+  ratio "$ours" "$torch" "ddpipe uint8 / torchvision $p PILToTensor (uint8)"
+  ratio "$ours" "$torchf" "ddpipe uint8 / torchvision $p ToTensor+Normalize (float32)"
+  ratio "$dct" "$torch" "ddpipe --dct 1 / torchvision $p PILToTensor (uint8)"
+  line="$line${line:+  }$(awk -v a="$(rate "$ours")" -v b="$(rate "$torch")" -v p="$p" \
+    'BEGIN { printf "vs torch %s: %.2fx", p, a / b }')"
+  for t in "$torch" "$torchf"; do
+    if [ "$(sum "$ours")" != "$(sum "$t")" ]; then
+      echo "pixels: checksums differ: ddpipe $(sum "$ours") torchvision $p $(sum "$t")"
+      status=1
+    fi
+  done
 done
-[ $status = 0 ] && echo "pixels: identical checksums, uint8 and float (PIL-exact)"
+echo "$line   (ddpipe uint8 img/s / torchvision PILToTensor uint8 img/s)"
+[ $status = 0 ] && echo "pixels: identical checksums, uint8 and float, every peer (PIL-exact)"
 exit $status

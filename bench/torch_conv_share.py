@@ -20,14 +20,18 @@ one line: "torch conv-share step_ms=T conv_ms=C share=S ..." where conv
 counts the self time of every op whose name has "conv" (forward kernels,
 convolution_backward and its autograd node) and step_ms is wall time per
 step without the profiler (timed separately, same steps).
+
+Runs under both PyTorch peers (bench/peers.sh): Debian's 1.13 (/usr/bin/python3)
+and 2.15 (bench/.peers/torch-2.15/bin/python, bench/setup-peers.sh).
 """
 import argparse
 import os
 import sys
 import time
 
-import torch
-import torchvision
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")   # 2.15 CUDA build: no profiler chatter on stderr
+import torch  # noqa: E402
+import torchvision  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))

@@ -16,6 +16,9 @@ evaluates the t10k set (not timed).
 
 Prints per epoch "epoch E train img/s X val top1 T" and a last line
 "torch-ddp train img/s=X (last epoch) top1=T".
+
+Runs under both PyTorch peers (bench/peers.sh): Debian's 1.13 (/usr/bin/python3)
+and 2.15 (bench/.peers/torch-2.15/bin/python, bench/setup-peers.sh).
 """
 import argparse
 import os

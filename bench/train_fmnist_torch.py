@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Fashion-MNIST training curve of PyTorch 1.13 on CPU, the reference for
-bench/train_fmnist.c (bench/run_train_fmnist.sh runs both).
+"""Fashion-MNIST training curve of PyTorch on CPU, the reference for
+bench/train_fmnist.c (bench/run_train_fmnist.sh runs both). Runs under both PyTorch peers (bench/peers.sh): Debian's 1.13 (/usr/bin/python3)
+and 2.15 (bench/.peers/torch-2.15/bin/python, bench/setup-peers.sh).
 
 Builds the seed WideResNet (scripts/seed_models.py, channels 8,16,32,64) with
 torch.manual_seed(SEED), writes into OUTDIR

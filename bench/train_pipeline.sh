@@ -1,20 +1,23 @@
 #!/bin/sh
 # The small-model training pipeline against PyTorch DDP (issue 14 item 6):
-# the same job, `ddpipe train` (all four daemons) and PyTorch 1.13
-# DistributedDataParallel with W gloo processes (bench/train_ddp_torch.py),
-# interleaved ROUNDS times in one run; each reports the train images/s of
-# its last epoch (loading, compute, all-reduce and waiting all count) and
-# its val top-1 (equal accuracy is part of the comparison).
+# the same job, `ddpipe train` (all four daemons) and PyTorch
+# DistributedDataParallel with W gloo processes (bench/train_ddp_torch.py)
+# under every PyTorch peer (bench/peers.sh: Debian's 1.13 and the 2.15 of
+# bench/setup-peers.sh), interleaved ROUNDS times in one run; each reports
+# the train images/s of its last epoch (loading, compute, all-reduce and
+# waiting all count) and its val top-1 (equal accuracy is part of the
+# comparison). One ratio per peer: ddpipe img/s / that peer's.
 #
 #   bench/train_pipeline.sh [BUILD_DIR] [ROUNDS]
 #   env: WORKERS=2 LIMIT=12000 BATCH=64 (per rank) EPOCHS=3 CHANNELS=16,32,64,128
-#        PY=/usr/bin/python3 (a python with torch)
+#        PEERS="1.13 2.15" (default), PEERS=1.13, or PY=python alone (bench/peers.sh)
 #
 # One compute thread per worker on both sides (the peer's best on a machine
 # with W cores: more threads oversubscribe). PyTorch's data is a tensor in
 # memory (its best case); ddpipe's loaderd reads IDX and ships every batch.
 set -eu
 cd "$(dirname "$0")/.."
+. bench/peers.sh
 BUILD=${1:-build-rel}
 ROUNDS=${2:-1}
 W=${WORKERS:-2}
@@ -23,7 +26,7 @@ BATCH=${BATCH:-64}
 EPOCHS=${EPOCHS:-3}
 CHANNELS=${CHANNELS:-16,32,64,128}
 FM=/usr/share/datasets/fashion-mnist
-PY=${PY:-/usr/bin/python3}   # a python with torch
+peers_init "$(pwd)"
 for t in ddpipe gpud loaderd reducerd reporterd; do
     [ -x "$BUILD/bin/$t" ] || { echo "train_pipeline: $BUILD/bin/$t missing; build first" >&2; exit 1; }
 done
@@ -32,9 +35,17 @@ trap 'rm -rf "$dir"' EXIT
 echo "WideResNet $CHANNELS, first $LIMIT Fashion-MNIST images, $W workers x batch $BATCH," \
      "SGD 0.05/0.9, $EPOCHS epochs, val t10k; $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 echo "CPU flags: $(grep -o -w -E 'avx512[a-z_0-9]*|amx[a-z_]*|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+peers_describe
 echo
-echo "| round | ddpipe img/s | ddpipe val top-1 | torch DDP img/s | torch val top-1 | ratio |"
-echo "|---|---|---|---|---|---|"
+hdr="| round | ddpipe img/s | ddpipe val top-1 |"
+sep="|---|---|---|"
+for p in $PEER_LABELS; do
+    hdr="$hdr torch $p DDP img/s | torch $p val top-1 | ddpipe / torch $p |"
+    sep="$sep---|---|---|"
+done
+echo "$hdr"
+echo "$sep"
+: >"$dir/ratios"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
     out="$dir/run$r"
@@ -46,13 +57,28 @@ while [ "$r" -le "$ROUNDS" ]; do
     top=$(awk -F, '$3 == "val" { v = $6 } END { print v }' "$out/metrics.csv")
     # each side as soon as it is known: a run cut short still reports one
     echo "round $r ddpipe: $ips img/s, val top-1 $top" >&2
-    torch=$("$PY" bench/train_ddp_torch.py --data "$FM" --workers "$W" --limit "$LIMIT" \
-        --batch "$BATCH" --epochs "$EPOCHS" --channels "$CHANNELS" | tail -1)
-    tips=$(echo "$torch" | sed -n 's/.*img\/s=\([0-9.]*\).*/\1/p')
-    ttop=$(echo "$torch" | sed -n 's/.*top1=\([0-9.]*\).*/\1/p')
-    awk -v r="$r" -v a="$ips" -v at="$top" -v b="$tips" -v bt="$ttop" \
-        'BEGIN { printf "| %d | %.1f | %.4f | %.1f | %.4f | %.2fx |\n", r, a, at, b, bt, a / b }'
+    row=$(awk -v r="$r" -v a="$ips" -v at="$top" 'BEGIN { printf "| %d | %.1f | %.4f |", r, a, at }')
+    for p in $PEER_LABELS; do
+        torch=$("$(peer_py "$p")" bench/train_ddp_torch.py --data "$FM" --workers "$W" \
+            --limit "$LIMIT" --batch "$BATCH" --epochs "$EPOCHS" --channels "$CHANNELS" | tail -1)
+        tips=$(echo "$torch" | sed -n 's/.*img\/s=\([0-9.]*\).*/\1/p')
+        ttop=$(echo "$torch" | sed -n 's/.*top1=\([0-9.]*\).*/\1/p')
+        echo "round $r torch $p: $tips img/s, val top-1 $ttop" >&2
+        row="$row$(awk -v a="$ips" -v b="$tips" -v bt="$ttop" \
+            'BEGIN { printf " %.1f | %.4f | %.2fx |", b, bt, a / b }')"
+        echo "$p $ips $tips" >>"$dir/ratios"
+    done
+    echo "$row"
     r=$((r + 1))
 done
 echo
+# over the rounds: the mean of ddpipe's img/s over the mean of each peer's
+awk -v peers="$PEER_LABELS" '
+    { a[$1] += $2; b[$1] += $3 }
+    END {
+        n = split(peers, P, " "); line = ""
+        for (i = 1; i <= n; i++)
+            line = line sprintf("%svs torch %s: %.2fx", i > 1 ? "  " : "", P[i], a[P[i]] / b[P[i]])
+        print line
+    }' "$dir/ratios"
 echo "load after: $(cut -d' ' -f1 /proc/loadavg)"

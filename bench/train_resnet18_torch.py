@@ -11,6 +11,9 @@ torch.optim.SGD(lr=0.01).step(), torch.set_num_threads(THREADS).
 torch.autocast("cpu", dtype=torch.bfloat16) (compute only, as ddpipe's bf16).
 
 Prints one line: "torch resnet18-train img/s=X ...".
+
+Runs under both PyTorch peers (bench/peers.sh): Debian's 1.13 (/usr/bin/python3)
+and 2.15 (bench/.peers/torch-2.15/bin/python, bench/setup-peers.sh).
 """
 import argparse
 import time
