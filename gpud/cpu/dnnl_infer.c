@@ -411,9 +411,10 @@ bk_plan_t *cpu_infer_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
         return NULL;
     set_threads(g->be->threads);
     dnnl_primitive_desc_t pd = conv_pd(g, c, post->op, post->n, in, out);
-    /* oneDNN 2.6 has no JIT convolution below AVX-512 for a sum post-op
-     * after an eltwise ({relu, sum}: the seed WideResNet's order) and falls
-     * back to its reference loops, ~100x slower: the sum is split off, as
+    /* Where oneDNN has no JIT convolution for a sum post-op after an
+     * eltwise ({relu, sum}: the seed WideResNet's order) it falls back to
+     * its reference loops, ~100x slower (2.6 below AVX-512; 3.2's brgemm
+     * convolutions have one on AVX2, so this is a safety net): the sum is split off, as
      * y = conv-with-the-post-ops-before-it + residual, then the ReLU that
      * followed: the float operations of the fused sum, in its order. */
     if (pd && at >= 0 && is_reference_impl(pd)) {
