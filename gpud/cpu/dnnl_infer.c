@@ -462,72 +462,60 @@ int cpu_infer_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w
 
 /* ------------------------------------------------- pool, linear, relu */
 
-/* The plan of *pd, which the oneDNN call that is the argument st has just
- * made, on the backend's threads (*pd is read after that call); *pd is
- * destroyed. */
-static bk_plan_t *unary_plan(bk_ctx_t *g, dnnl_status_t st, dnnl_primitive_desc_t *pd,
-                             const int in[4], const int out[4], const char *what)
+/* An inference pooling (q) or ReLU (q NULL) plan over the tape's buffers
+ * of shapes in, out; its primitive's dst layout is oneDNN's choice. */
+static bk_plan_t *unary_plan(bk_ctx_t *g, const bk_pool_t *q, const int in[4], const int out[4])
 {
-    iplan_t *p = iplan_new(g);
-    int ok = p && cpu_dn(g, st, what) == 0 &&
-             iplan_prim(g, p, *pd, in, cpu_infer_layout(g->be, in), out,
-                        cpu_infer_layout(g->be, out)) == 0;
-    if (st == dnnl_success && *pd)
-        dnnl_primitive_desc_destroy(*pd);
-    if (!ok && p) {
-        iplan_destroy(&p->base);
-        return NULL;
+    cpu_mds_t k = {0};
+    const dnnl_dim_t dd[4] = {out[0], out[1], out[2], out[3]};
+    const_dnnl_memory_desc_t src = md_of(&k, in, cpu_infer_layout(g->be, in));
+    const_dnnl_memory_desc_t dst = q ? cpu_md(&k, 4, dd, dnnl_f32, dnnl_format_tag_any) : src;
+    set_threads(g->be->threads);
+    dnnl_primitive_attr_t a = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st = dnnl_invalid_arguments;
+    iplan_t *p = NULL;
+    if (cpu_mds_check(g, &k) == 0 && (a = cpu_attr_new(g))) {
+        if (q) {
+            const dnnl_dims_t stride = {q->stride_h, q->stride_w}, kern = {q->kh, q->kw},
+                              pad = {q->pad_h, q->pad_w}, dil = {0, 0};
+            dnnl_alg_kind_t alg = q->alg == BK_POOL_MAX   ? dnnl_pooling_max
+                                  : q->alg == BK_POOL_AVG ? dnnl_pooling_avg_include_padding
+                                                          : dnnl_pooling_avg_exclude_padding;
+            st = dnnl_pooling_forward_primitive_desc_create(&pd, cpu_be(g)->eng,
+                                                            dnnl_forward_inference, alg, src, dst,
+                                                            stride, kern, dil, pad, pad, a);
+        } else {
+            st = dnnl_eltwise_forward_primitive_desc_create(&pd, cpu_be(g)->eng,
+                                                            dnnl_forward_inference,
+                                                            dnnl_eltwise_relu, src, dst, 0.f, 0.f, a);
+        }
+        int ok = cpu_dn(g, st, q ? "pooling primitive_desc" : "eltwise primitive_desc") == 0 &&
+                 (p = iplan_new(g)) &&
+                 iplan_prim(g, p, pd, in, cpu_infer_layout(g->be, in), out,
+                            cpu_infer_layout(g->be, out)) == 0;
+        if (!ok && p) {
+            iplan_destroy(&p->base);
+            p = NULL;
+        }
     }
-    return ok ? &p->base : NULL;
+    if (st == dnnl_success && pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (a)
+        dnnl_primitive_attr_destroy(a);
+    cpu_mds_free(&k);
+    return p ? &p->base : NULL;
 }
 
 bk_plan_t *cpu_infer_pool_plan(bk_ctx_t *g, const bk_pool_t *q, const int in[4],
                                const int out[4])
 {
-    cpu_mds_t k = {0};
-    const dnnl_dim_t dd[4] = {out[0], out[1], out[2], out[3]};
-    const_dnnl_memory_desc_t src = md_of(&k, in, cpu_infer_layout(g->be, in));
-    const_dnnl_memory_desc_t dst = cpu_md(&k, 4, dd, dnnl_f32, dnnl_format_tag_any);
-    const dnnl_dims_t st = {q->stride_h, q->stride_w}, kern = {q->kh, q->kw},
-                      pad = {q->pad_h, q->pad_w}, dil = {0, 0};
-    dnnl_alg_kind_t alg = q->alg == BK_POOL_MAX   ? dnnl_pooling_max
-                          : q->alg == BK_POOL_AVG ? dnnl_pooling_avg_include_padding
-                                                  : dnnl_pooling_avg_exclude_padding;
-    set_threads(g->be->threads);
-    dnnl_primitive_attr_t a = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    bk_plan_t *p = NULL;
-    if (cpu_mds_check(g, &k) == 0 && (a = cpu_attr_new(g)))
-        p = unary_plan(g,
-                       dnnl_pooling_forward_primitive_desc_create(&pd, cpu_be(g)->eng,
-                                                                  dnnl_forward_inference, alg, src,
-                                                                  dst, st, kern, dil, pad, pad, a),
-                       &pd, in, out, "pooling primitive_desc");
-    if (a)
-        dnnl_primitive_attr_destroy(a);
-    cpu_mds_free(&k);
-    return p;
+    return unary_plan(g, q, in, out);
 }
 
 bk_plan_t *cpu_infer_relu_plan(bk_ctx_t *g, const int in[4])
 {
-    cpu_mds_t k = {0};
-    const_dnnl_memory_desc_t md = md_of(&k, in, cpu_infer_layout(g->be, in));
-    set_threads(g->be->threads);
-    dnnl_primitive_attr_t a = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    bk_plan_t *p = NULL;
-    if (cpu_mds_check(g, &k) == 0 && (a = cpu_attr_new(g)))
-        p = unary_plan(g,
-                       dnnl_eltwise_forward_primitive_desc_create(&pd, cpu_be(g)->eng,
-                                                                  dnnl_forward_inference,
-                                                                  dnnl_eltwise_relu, md, md, 0.f,
-                                                                  0.f, a),
-                       &pd, in, in, "eltwise primitive_desc");
-    if (a)
-        dnnl_primitive_attr_destroy(a);
-    cpu_mds_free(&k);
-    return p;
+    return unary_plan(g, NULL, in, in);
 }
 
 int cpu_infer_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
