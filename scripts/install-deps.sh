@@ -77,23 +77,23 @@ onednn_unpack() {
     set -- "$1" $ONEDNN_WHEELS
     src=$1
     shift
-    tmp=$(mktemp -d)
+    unz=$(mktemp -d)
     while [ $# -ge 2 ]; do
         [ -f "$src/$1" ] || { echo "install-deps: $src/$1 missing" >&2; exit 1; }
         echo "$2  $src/$1" | sha256sum -c --quiet - ||
             { echo "install-deps: $src/$1 does not match its SHA-256; delete it and retry" >&2; exit 1; }
-        python3 -m zipfile -e "$src/$1" "$tmp"
+        python3 -m zipfile -e "$src/$1" "$unz"
         shift 2
     done
     $SUDO mkdir -p "$ONEDNN_PREFIX/lib" "$ONEDNN_PREFIX/include"
-    $SUDO cp -r "$tmp"/onednn_devel_cpu_gomp-*.data/data/include/. "$ONEDNN_PREFIX/include/"
+    $SUDO cp -r "$unz"/onednn_devel_cpu_gomp-*.data/data/include/. "$ONEDNN_PREFIX/include/"
     # a wheel holds three copies of the library (no links in a zip): keep one
-    $SUDO cp "$tmp"/onednn_cpu_gomp-*.data/data/lib/libdnnl.so.3.2 "$ONEDNN_PREFIX/lib/"
+    $SUDO cp "$unz"/onednn_cpu_gomp-*.data/data/lib/libdnnl.so.3.2 "$ONEDNN_PREFIX/lib/"
     $SUDO ln -sf libdnnl.so.3.2 "$ONEDNN_PREFIX/lib/libdnnl.so.3"
     $SUDO ln -sf libdnnl.so.3 "$ONEDNN_PREFIX/lib/libdnnl.so"
-    $SUDO cp "$tmp"/onednn_cpu_gomp-*.data/data/share/doc/onednn/LICENSE \
-        "$tmp"/onednn_cpu_gomp-*.data/data/share/doc/onednn/THIRD-PARTY-PROGRAMS "$ONEDNN_PREFIX/"
-    rm -rf "$tmp"
+    $SUDO cp "$unz"/onednn_cpu_gomp-*.data/data/share/doc/onednn/LICENSE \
+        "$unz"/onednn_cpu_gomp-*.data/data/share/doc/onednn/THIRD-PARTY-PROGRAMS "$ONEDNN_PREFIX/"
+    rm -rf "$unz"
     echo "install-deps: oneDNN 3.2 in $ONEDNN_PREFIX"
 }
 
@@ -102,10 +102,12 @@ onednn_install() {
     if [ "$mode" = offline ]; then
         onednn_unpack "$dir"
     else
-        tmp=$(mktemp -d)
-        onednn_download "$tmp"
-        onednn_unpack "$tmp"
-        rm -rf "$tmp"
+        # shell functions share their variables: the download folder has a name
+        # of its own, not onednn_unpack's
+        dl=$(mktemp -d)
+        onednn_download "$dl"
+        onednn_unpack "$dl"
+        rm -rf "$dl"
     fi
 }
 
