@@ -479,11 +479,9 @@ static bk_plan_t *unary_plan(bk_ctx_t *g, const bk_pool_t *q, const int in[4], c
         if (q) {
             const dnnl_dims_t stride = {q->stride_h, q->stride_w}, kern = {q->kh, q->kw},
                               pad = {q->pad_h, q->pad_w}, dil = {0, 0};
-            dnnl_alg_kind_t alg = q->alg == BK_POOL_MAX   ? dnnl_pooling_max
-                                  : q->alg == BK_POOL_AVG ? dnnl_pooling_avg_include_padding
-                                                          : dnnl_pooling_avg_exclude_padding;
             st = dnnl_pooling_forward_primitive_desc_create(&pd, cpu_be(g)->eng,
-                                                            dnnl_forward_inference, alg, src, dst,
+                                                            dnnl_forward_inference,
+                                                            cpu_pool_alg(q), src, dst,
                                                             stride, kern, dil, pad, pad, a);
         } else {
             st = dnnl_eltwise_forward_primitive_desc_create(&pd, cpu_be(g)->eng,

@@ -184,32 +184,21 @@ static int unary_pds(bk_ctx_t *g, uplan_t *p, const unary_t *u, const_dnnl_memor
     dnnl_engine_t eng = cpu_be(g)->eng;
     dnnl_primitive_desc_t bpd = NULL;
     const dnnl_dims_t dil = {0, 0};
-    if (u->pool)
-        return cpu_prim_make(g, &p->fwd,
-                             dnnl_pooling_forward_primitive_desc_create(
-                                 fpd, eng, dnnl_forward_training, u->alg, xm, ym, u->st, u->k,
-                                 dil, u->pl, u->pr, a),
-                             fpd, 1, "pooling forward") < 0 ||
-                       cpu_prim_make(g, &p->bwd,
-                                     dnnl_pooling_backward_primitive_desc_create(
-                                         &bpd, eng, u->alg, xm, ym, u->st, u->k, dil, u->pl, u->pr,
-                                         *fpd, a),
-                                     &bpd, 0, "pooling backward") < 0
-                   ? -1
-                   : 0;
-    /* from dst: backward needs only y, which the tape keeps anyway */
-    return cpu_prim_make(g, &p->fwd,
-                         dnnl_eltwise_forward_primitive_desc_create(
-                             fpd, eng, dnnl_forward_training, dnnl_eltwise_relu_use_dst_for_bwd,
-                             xm, ym, 0.f, 0.f, a),
-                         fpd, 1, "eltwise forward") < 0 ||
-                   cpu_prim_make(g, &p->bwd,
-                                 dnnl_eltwise_backward_primitive_desc_create(
-                                     &bpd, eng, dnnl_eltwise_relu_use_dst_for_bwd, xm, ym, ym, 0.f,
-                                     0.f, *fpd, a),
-                                 &bpd, 0, "eltwise backward") < 0
-               ? -1
-               : 0;
+    /* ReLU from dst: backward needs only y, which the tape keeps anyway */
+    const dnnl_alg_kind_t relu = dnnl_eltwise_relu_use_dst_for_bwd;
+    dnnl_status_t st =
+        u->pool ? dnnl_pooling_forward_primitive_desc_create(fpd, eng, dnnl_forward_training,
+                                                             u->alg, xm, ym, u->st, u->k, dil,
+                                                             u->pl, u->pr, a)
+                : dnnl_eltwise_forward_primitive_desc_create(fpd, eng, dnnl_forward_training, relu,
+                                                             xm, ym, 0.f, 0.f, a);
+    if (cpu_prim_make(g, &p->fwd, st, fpd, 1, u->pool ? "pooling forward" : "relu forward") < 0)
+        return -1;
+    st = u->pool ? dnnl_pooling_backward_primitive_desc_create(&bpd, eng, u->alg, xm, ym, u->st,
+                                                               u->k, dil, u->pl, u->pr, *fpd, a)
+                 : dnnl_eltwise_backward_primitive_desc_create(&bpd, eng, relu, xm, ym, ym, 0.f,
+                                                               0.f, *fpd, a);
+    return cpu_prim_make(g, &p->bwd, st, &bpd, 0, u->pool ? "pooling backward" : "relu backward");
 }
 
 /* fwd/bwd pair over x (in) and y (out) of an NHWC unary op. */
@@ -282,9 +271,7 @@ bk_plan_t *cpu_pool_plan(bk_ctx_t *g, const bk_pool_t *q, const int in[4],
 {
     unary_t u = {
         .pool = 1,
-        .alg = q->alg == BK_POOL_MAX   ? dnnl_pooling_max
-               : q->alg == BK_POOL_AVG ? dnnl_pooling_avg_include_padding
-                                       : dnnl_pooling_avg_exclude_padding,
+        .alg = cpu_pool_alg(q),
         .st = {q->stride_h, q->stride_w},
         .k = {q->kh, q->kw},
         .pl = {q->pad_h, q->pad_w},

@@ -258,6 +258,13 @@ const char *cpu_impl(const_dnnl_primitive_desc_t pd)
     return impl ? impl : "";
 }
 
+dnnl_alg_kind_t cpu_pool_alg(const bk_pool_t *q)
+{
+    return q->alg == BK_POOL_MAX   ? dnnl_pooling_max
+           : q->alg == BK_POOL_AVG ? dnnl_pooling_avg_include_padding
+                                   : dnnl_pooling_avg_exclude_padding;
+}
+
 /* Attributes of every primitive: a scratchpad we own (dnnl_priv.h says
  * why) and strict fp32 math (no silent bf16 on AMX machines). */
 dnnl_primitive_attr_t cpu_attr_new(bk_ctx_t *g)

@@ -128,6 +128,8 @@ int cpu_reorder_make(bk_ctx_t *g, cpu_prim_t *pr, dnnl_memory_t from, dnnl_memor
 const_dnnl_memory_desc_t cpu_q_md(const_dnnl_primitive_desc_t pd, dnnl_query_t q);
 /* The implementation's name ("jit:avx2", "brg:avx512_core_amx", "ref:any"). */
 const char *cpu_impl(const_dnnl_primitive_desc_t pd);
+/* oneDNN's algorithm for pooling q (training and inference plans). */
+dnnl_alg_kind_t cpu_pool_alg(const bk_pool_t *q);
 
 /* dnnl_train.c: convolution and inner product (forward, backward data,
  * backward weights); dnnl_layers.c: batchnorm, relu, pooling. The training

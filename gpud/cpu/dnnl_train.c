@@ -244,19 +244,25 @@ static void wplan_threads(bk_ctx_t *g, const wplan_t *p)
         cpu_threads(g);
 }
 
-/* The memories and reorders around the three primitives (made from fpd,
- * dpd, wpd). x_user and y_user: the f32 activations (NHWC, or 2-D), as the
- * engine holds them. */
-static int wplan_build(bk_ctx_t *g, wplan_t *p, const_dnnl_primitive_desc_t fpd,
-                       const_dnnl_primitive_desc_t dpd, const_dnnl_primitive_desc_t wpd,
-                       const_dnnl_memory_desc_t w_user_md, const_dnnl_memory_desc_t bias_md,
-                       const_dnnl_memory_desc_t x_user, const_dnnl_memory_desc_t y_user)
+/* The descriptors a weighted layer's plan is made of. */
+typedef struct {
+    const_dnnl_memory_desc_t src, dst;       /* the engine's f32 activations */
+    const_dnnl_memory_desc_t src16, dst16;   /* the bf16 operands' (native), else src, dst */
+    const_dnnl_memory_desc_t w16, wany;      /* weights (bf16 when native), diff_weights */
+    const_dnnl_memory_desc_t wuser, bias;    /* PyTorch layout (bias: used when has_bias) */
+} wmds_t;
+
+/* The memories and reorders around the three primitives (pd: forward,
+ * backward data, backward weights) of the layer described by m. */
+static int wplan_build(bk_ctx_t *g, wplan_t *p, dnnl_primitive_desc_t pd[3], const wmds_t *m)
 {
+    const_dnnl_primitive_desc_t fpd = pd[0], dpd = pd[1], wpd = pd[2];
+    const_dnnl_memory_desc_t w_user_md = m->wuser, bias_md = m->bias;
     const_dnnl_memory_desc_t wf = cpu_q_md(fpd, dnnl_query_weights_md);
     const_dnnl_memory_desc_t wb = cpu_q_md(dpd, dnnl_query_weights_md);
     const_dnnl_memory_desc_t gwm = cpu_q_md(wpd, dnnl_query_diff_weights_md);
     p->w_count = dnnl_memory_desc_get_size(w_user_md) / sizeof(float);
-    if (p->native ? wplan_native(g, p, fpd, dpd, wpd, x_user, y_user) < 0 ||
+    if (p->native ? wplan_native(g, p, fpd, dpd, wpd, m->src, m->dst) < 0 ||
                         !(p->y = cpu_mem(g, cpu_q_md(fpd, dnnl_query_dst_md), 0)) ||
                         !(p->gx = cpu_mem(g, cpu_q_md(dpd, dnnl_query_diff_src_md), 0))
                   : wplan_acts(g, p, fpd, dpd, wpd) < 0)
@@ -299,14 +305,6 @@ static int wplan_build(bk_ctx_t *g, wplan_t *p, const_dnnl_primitive_desc_t fpd,
         cpu_prim_arg(&p->bwd_w, DNNL_ARG_DIFF_BIAS, p->gb);
     return 0;
 }
-
-/* The descriptors a weighted layer's plan is made of. */
-typedef struct {
-    const_dnnl_memory_desc_t src, dst;       /* the engine's f32 activations */
-    const_dnnl_memory_desc_t src16, dst16;   /* the bf16 operands' (native), else src, dst */
-    const_dnnl_memory_desc_t w16, wany;      /* weights (bf16 when native), diff_weights */
-    const_dnnl_memory_desc_t wuser, bias;    /* PyTorch layout (bias: used when has_bias) */
-} wmds_t;
 
 /* forward, backward data, backward weights (fwd first: the others' hint);
  * conv NULL: an inner product. */
@@ -373,8 +371,7 @@ static int wplan_make(bk_ctx_t *g, wplan_t *p, const wmds_t *m, const bk_conv_t 
 {
     dnnl_primitive_desc_t pd[3] = {NULL, NULL, NULL};
     int rc = wplan_prims(g, p, m, c, in, out, pd) == 0 &&
-                     wplan_build(g, p, pd[0], pd[1], pd[2], m->wuser, m->bias,
-                                 m->src, m->dst) == 0
+                     wplan_build(g, p, pd, m) == 0
                  ? 0
                  : -1;
     for (int i = 0; i < 3; i++)
