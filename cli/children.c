@@ -3,6 +3,29 @@
 
 #include "cli/argv.h"
 
+#include <string.h>
+
+/* The daemons' flags that ddpipe sets from a flag of another name (the
+ * fields children_* and the commands fill): a daemon's error that says
+ * "use --backend cpu" reaches the console as "use --device cpu". */
+static const flag_alias_t s_gpud_flags[] = {{"--backend", "--device"}, {NULL, NULL}};
+static const flag_alias_t s_loader_flags[] = {
+    {"--threads", "--loader-threads"}, {"--channels", "--in-channels"}, {"--shard", "--loaders"},
+    {NULL, NULL}};
+static const flag_alias_t s_reducer_flags[] = {
+    {"--stall-timeout", "--timeout"}, {"--resume-dir", "--out"}, {NULL, NULL}};
+
+static const flag_alias_t *cli_flags_of(const char *prog)
+{
+    if (strcmp(prog, "gpud") == 0)
+        return s_gpud_flags;
+    if (strcmp(prog, "loaderd") == 0)
+        return s_loader_flags;
+    if (strcmp(prog, "reducerd") == 0)
+        return s_reducer_flags;
+    return NULL;
+}
+
 int children_reducer(job_t *j, reducer_options_t *r, long workers, long worker_timeout_s,
                      long stall_timeout_s, int verbose)
 {
@@ -78,5 +101,5 @@ int children_spawn(job_t *j, const char *name, const char *prog, const option_ta
         argv_free(&a);
         return -1;
     }
-    return job_spawn(j, name, prog, &a);
+    return job_spawn_as(j, name, prog, &a, cli_flags_of(prog));
 }

@@ -32,6 +32,9 @@ struct job {
     bool formed;                /* train: the ranks formed the ring (training started) */
     long njoined;
     long live_workers;          /* of the last progress event: a check on missed joins */
+    bool progressed;            /* eval: a progress event counted a batch done */
+    failures_t fails;           /* why the gpuds that failed did (cli/failures.h) */
+    const flag_alias_t *aliases[LAUNCH_MAX];   /* of child i: its flags in the CLI's terms */
 };
 
 static volatile sig_atomic_t s_stop = 0;
@@ -166,6 +169,7 @@ void job_destroy(job_t **pj)
     if (!j)
         return;
     launch_stop_all(&j->L, 3000);
+    failures_free(&j->fails);
     zsock_destroy(&j->tap);
     ipcdir_destroy(&j->ipc);
     free(j->joined);
@@ -196,6 +200,12 @@ int job_loader_endpoint(job_t *j, long i, char *buf, size_t len)
 
 int job_spawn(job_t *j, const char *name, const char *prog, argv_t *a)
 {
+    return job_spawn_as(j, name, prog, a, NULL);
+}
+
+int job_spawn_as(job_t *j, const char *name, const char *prog, argv_t *a,
+                 const flag_alias_t *aliases)
+{
     char log[1024];
     snprintf(log, sizeof log, "%s/logs/%s.log", j->cfg.out, name);
     unlink(log);
@@ -206,6 +216,8 @@ int job_spawn(job_t *j, const char *name, const char *prog, argv_t *a)
         argv_add(a, "--insecure", NULL);
     child_t *c = launch_spawn(&j->L, name, prog, a->v, log);
     argv_free(a);
+    if (c)
+        j->aliases[c - j->L.c] = aliases;
     return c ? 0 : -1;
 }
 
@@ -265,6 +277,32 @@ static void print_membership(job_t *j, const ev_membership_t *m)
             (unsigned long long)m->step, m->redone ? " (the interrupted step is redone)" : "");
 }
 
+/* The error child c gave (its log's), in the CLI's terms; 1 when its log
+ * said why, 0 when reason only says how it ended. */
+static int reason_of(job_t *j, const child_t *c, char *reason, size_t len)
+{
+    return failure_reason(c, j->aliases[c - j->L.c], reason, len);
+}
+
+/* The job runs (eval: a batch was done; training: the ranks formed the
+ * ring): a gpud that fails from now on says why at once. One that fails
+ * before says it later (say_failures), so that a gang failing alike at
+ * its start (no GPU, weights of another model) says it once, not W times. */
+static bool job_going(const job_t *j) { return j->cfg.train ? j->formed : j->progressed; }
+
+/* The reasons of the gpuds that failed and have not said why yet. */
+static void say_failures(job_t *j, const char *then)
+{
+    long n = failures_unsaid(&j->fails);
+    if (!n)
+        return;
+    char head[160];
+    snprintf(head, sizeof head, "%ld gpud worker%s failed%s", n, n == 1 ? "" : "s", then);
+    if (j->tty)
+        fputc('\n', stderr);
+    failures_print(&j->fails, head);
+}
+
 static void on_tap_event(job_t *j)
 {
     zmsg_t *m = zmsg_recv(j->tap);
@@ -281,6 +319,10 @@ static void on_tap_event(job_t *j)
         if (ev.topic == EV_PROGRESS) {
             j->live_workers = ev.u.progress.workers;
             print_progress(j, &ev.u.progress);
+            if (ev.u.progress.done > 0 && !j->progressed) {
+                j->progressed = true;
+                say_failures(j, " (the others go on)");
+            }
         }
         else if (ev.topic == EV_WORKER && strcmp(ev.u.worker.state, "dead") == 0)
             fprintf(stderr, "%sddpipe: worker rank %d (%s) is dead%s\n", j->tty ? "\n" : "",
@@ -356,9 +398,24 @@ static void on_gpud_failure(job_t *j, watch_t *w, child_t *c, const char *how)
         then = "; training cannot go on without it";
     else if (launch_running(&j->L, "gpud") > 0)
         then = "; the other workers take over its batches";
-    fprintf(stderr, "%sddpipe: %s ended (%s)%s\n", j->tty ? "\n" : "", c->name, how, then);
-    if (WIFEXITED(c->status))
-        launch_tail_log(c, 5);   /* it said why before exiting */
+    char reason[2048];
+    int why = reason_of(j, c, reason, sizeof reason);
+    failure_group_t *g = failures_add(&j->fails, c->name, c->log, reason);
+    const char *nl = j->tty ? "\n" : "";
+    if (g && !why)   /* "killed by signal 9": the line below says all there is */
+        g->said = true;
+    if (!job_going(j)) {   /* its reason: once the others run, or when all failed */
+        fprintf(stderr, "%sddpipe: %s ended (%s)%s\n", nl, c->name, how, then);
+        return;
+    }
+    if (g && g->said && strcmp(g->first, c->name) != 0)
+        fprintf(stderr, "%sddpipe: %s ended (%s) with the error of %s%s\n", nl, c->name, how,
+                g->first, then);
+    else
+        fprintf(stderr, "%sddpipe: %s ended (%s)%s%s%s (see %s)\n", nl, c->name, how,
+                why ? ": " : "", why ? reason : "", then, c->log);
+    if (g)
+        g->said = true;
 }
 
 /* Training: a rank that ends before the ranks formed the ring is a failed
@@ -369,11 +426,15 @@ static int on_start_failure(job_t *j, child_t *c, const char *how)
     const char *dot = strchr(c->name, '.');
     long r = dot ? strtol(dot + 1, NULL, 10) : -1;
     bool joined = r >= 0 && r < j->cfg.workers && j->joined && j->joined[r];
+    char reason[2048];
+    int why = reason_of(j, c, reason, sizeof reason);
+    failure_group_t *g = failures_add(&j->fails, c->name, c->log, reason);
+    if (g)
+        g->said = true;
     fprintf(stderr, "%sddpipe: gpud rank %ld (%s) exited %s (%s): training cannot start "
-            "without it; its log: %s\n", j->tty ? "\n" : "", r, c->name,
-            joined ? "after it joined, before training started" : "before it joined", how, c->log);
-    if (WIFEXITED(c->status))
-        launch_tail_log(c, 5);   /* it said why before exiting */
+            "without it%s%s; its log: %s\n", j->tty ? "\n" : "", r, c->name,
+            joined ? "after it joined, before training started" : "before it joined", how,
+            why ? ": " : "", why ? reason : "", c->log);
     return 1;
 }
 
@@ -423,6 +484,12 @@ static int on_child_exit(job_t *j, watch_t *w, child_t *c)
         fprintf(stderr, "%sddpipe: reducerd ended the job (%s); its log: %s\n", j->tty ? "\n" : "", how, c->log);
         return 1;
     }
+    char reason[2048];
+    if (reason_of(j, c, reason, sizeof reason)) {   /* it said why: that, in the CLI's terms */
+        fprintf(stderr, "%sddpipe: %s failed (%s): %s (see %s)\n", j->tty ? "\n" : "", c->name,
+                how, reason, c->log);
+        return 1;
+    }
     fprintf(stderr, "%sddpipe: %s failed (%s); its log (%s):\n", j->tty ? "\n" : "", c->name, how, c->log);
     launch_tail_log(c, 15);
     return 1;
@@ -434,8 +501,12 @@ static int check_orphaned(job_t *j, const watch_t *w)
     if (!w->last_dead || w->gpud_finished)
         return -1;
     if (launch_running(&j->L, "gpud") == 0) {
-        fprintf(stderr, "ddpipe: every gpud worker has died; the job cannot finish (see %s)\n",
-                w->last_dead->log);
+        long started = 0;
+        for (int i = 0; i < j->L.n; i++)
+            started += strncmp(j->L.c[i].name, "gpud", 4) == 0;
+        if (j->tty)
+            fputc('\n', stderr);
+        failures_print(&j->fails, started == 1 ? "the gpud worker failed" : "every gpud worker failed");
         return 1;
     }
     /* training: reducerd either re-forms the ring without the dead rank (a
@@ -481,8 +552,8 @@ static int check_started(job_t *j, double t0)
     char what[160];
     snprintf(what, sizeof what, "did not join reducerd within %lds (--start-timeout)",
              j->cfg.start_timeout_s);
-    fprintf(stderr, "%sddpipe: %ld of %ld gpuds joined the job:\n", j->tty ? "\n" : "",
-            j->njoined, j->cfg.workers);
+    fprintf(stderr, "%sddpipe: %ld of %ld gpud%s joined the job:\n", j->tty ? "\n" : "",
+            j->njoined, j->cfg.workers, j->cfg.workers == 1 ? "" : "s");
     print_missing(j, what);
     return 1;
 }
@@ -515,6 +586,7 @@ int job_supervise(job_t *j)
     }
     if (result == 0 && j->cfg.step && j->njoined < j->cfg.workers && j->live_workers < j->cfg.workers)
         print_missing(j, "never joined: the others did its share");
+    say_failures(j, result == 0 ? " (the others did their batches)" : "");
     if (result != 0 && !j->fail_reason[0])
         drain_tap(j, poller, 200); /* the "end" event may trail reporterd's exit */
     zpoller_destroy(&poller);

@@ -14,6 +14,7 @@
 #ifndef DDP_CLI_JOB_H
 #define DDP_CLI_JOB_H
 #include "cli/argv.h"
+#include "cli/failures.h"
 #include "proto/event.h"
 
 #include <stdbool.h>
@@ -91,6 +92,10 @@ int job_ipc(job_t *j, const char *name, char *buf, size_t len);
 int job_loader_endpoint(job_t *j, long i, char *buf, size_t len);
 /* Starts bindir/prog logging to OUT/logs/NAME.log; frees a. 0 or -1. */
 int job_spawn(job_t *j, const char *name, const char *prog, argv_t *a);
+/* job_spawn, and the ddpipe flags that set prog's flags (a static table,
+ * or NULL): the error the child gives when it fails is said with them. */
+int job_spawn_as(job_t *j, const char *name, const char *prog, argv_t *a,
+                 const flag_alias_t *aliases);
 
 /* Runs until reporterd exits (0 when it finished the run directory, else
  * 1), a daemon other than a gpud fails (1), a training rank exits before

@@ -31,9 +31,11 @@ backend_t *backend_new(const char *name, int threads, char *err, size_t errlen)
     if (name && strcmp(name, "cuda") == 0)
         return cuda_backend_new(threads, err, errlen);
 #endif
-    err_set(err, errlen, "backend '%s' is not available (built: cpu, ref, ref-device%s)",
-            name ? name : "(null)",
-            name && strcmp(name, "cuda") == 0 ? "; cuda was not found at build time" : "");
+    err_set(err, errlen, "backend '%s' is not available (built: cpu, ref, ref-device%s); use "
+            "--backend cpu", name ? name : "(null)",
+            name && strcmp(name, "cuda") == 0 ?
+                "; cuda was not found at build time: rebuild where the CUDA toolkit and cuDNN "
+                "are installed" : "");
     return NULL;
 }
 

@@ -141,8 +141,9 @@ int gpud_load_model(gpud_t *self)
         cuda_device_set_local_rank(o->rank);   /* a GPU per local rank (docs/CUDA.md) */
     self->model = model_new(&self->model_options, o->backend, o->weights, err, sizeof err);
     if (!self->model) {
-        log_error("cannot load model %s from %s: %s", o->model,
-                  o->weights ? o->weights : "its initial weights", err);
+        /* the cause may be the device as well as the weights: name both */
+        log_error("cannot set up model %s on the %s backend (weights %s): %s", o->model,
+                  o->backend, o->weights ? o->weights : "initial", err);
         return -1;
     }
     log_info("model %s (%d classes, %d input channels) on %s (%ld thread%s%s), %s, ready in "
