@@ -417,12 +417,14 @@ int cmd_train(int argc, char **argv)
     if (o.resuming) {
         v.last_epoch = o.resume.epoch - 1;
         if (!o.quiet && o.resume.steps_per_epoch == 0) /* train_resume_read: first epoch */
-            fprintf(stderr, "ddpipe train: resuming from %s: epoch 1, %ld steps done\n",
-                    o.resume.file, o.resume.start_step);
+            fprintf(stderr, "ddpipe train: resuming from %s: epoch 1, %ld step%s done\n",
+                    o.resume.file, o.resume.start_step, o.resume.start_step == 1 ? "" : "s");
         else if (!o.quiet)
-            fprintf(stderr, "ddpipe train: resuming from %s: epoch %ld, %ld of its %ld steps done "
-                    "(%ld optimizer steps in all)\n", o.resume.file, o.resume.epoch + 1,
-                    o.resume.start_step, o.resume.steps_per_epoch, o.resume.step);
+            fprintf(stderr, "ddpipe train: resuming from %s: epoch %ld, %ld of its %ld step%s done "
+                    "(%ld optimizer step%s in all)\n", o.resume.file, o.resume.epoch + 1,
+                    o.resume.start_step, o.resume.steps_per_epoch,
+                    o.resume.steps_per_epoch == 1 ? "" : "s", o.resume.step,
+                    o.resume.step == 1 ? "" : "s");
     }
     const char *keep[] = {o.weights, o.resuming ? o.resume.file : NULL};
     job_cfg_t cfg = {.cmd = "train", .out = o.out, .timeout_s = o.max_time_s, .quiet = o.quiet,

@@ -282,8 +282,9 @@ static int apply_resume(train_options_t *o)
     if (r->seed >= 0)
         o->seed = r->seed;
     if (r->epoch >= o->epochs) {
-        fprintf(stderr, "ddpipe train: --resume %s: the checkpoint has finished %ld epochs; "
-                "--epochs %ld leaves nothing to do (raise --epochs)\n", o->resume_dir, r->epoch, o->epochs);
+        fprintf(stderr, "ddpipe train: --resume %s: the checkpoint has finished %ld epoch%s; "
+                "--epochs %ld leaves nothing to do (raise --epochs)\n", o->resume_dir, r->epoch,
+                r->epoch == 1 ? "" : "s", o->epochs);
         return -1;
     }
     o->resuming = true;

@@ -143,8 +143,8 @@ int collective_take_id(collective_t *self, const ddp_ncclid_t *id, char *err, si
 {
     if (!self->nccl || id->gen != self->gen || id->world != self->world || self->rank == 0 ||
         self->have_id) {
-        err_set(err, errlen, "an NCCL id for generation %u of %d ranks, but this rank %d is in "
-                "generation %u of %d%s%s", id->gen, id->world, self->rank, self->gen,
+        err_set(err, errlen, "an NCCL id for generation %u of %d rank%s, but this rank %d is in "
+                "generation %u of %d%s%s", id->gen, id->world, id->world == 1 ? "" : "s", self->rank, self->gen,
                 self->world, self->nccl ? "" : " (without NCCL)",
                 self->have_id ? " and has its id" : "");
         return -1;
@@ -196,8 +196,8 @@ static int ensure_comm(collective_t *self, int timeout_ms, char *err, size_t err
         return -1;
     }
     nccl_ar_set_cancel_ctx(self->comm, self->cancel, self->cancel_ctx);
-    log_info("generation %u: NCCL communicator of %d ranks on device %d", self->gen,
-             self->world, device);
+    log_info("generation %u: NCCL communicator of %d rank%s on device %d", self->gen,
+             self->world, self->world == 1 ? "" : "s", device);
     return 0;
 }
 #endif

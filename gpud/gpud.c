@@ -39,7 +39,7 @@ static void settle_threads(gpud_t *self)
     long share = cpus_per_rank(cpus, local);
     if (local > 1 && !o->threads)
         snprintf(self->threads_why, sizeof self->threads_why,
-                 ": %ld CPUs / %ld ranks on this host (%s)", cpus, local, from);
+                 ": %ld CPU%s / %ld ranks on this host (%s)", cpus, cpus == 1 ? "" : "s", local, from);
     if (!o->threads)
         o->threads = share;
     if (!o->decode_threads)

@@ -34,8 +34,8 @@ static void on_welcome(gpud_t *self, const ddp_welcome_t *w)
                  "will refuse this worker's messages (mixed versions?)");
     log_set_rank(self->rank);
     if (w->joining)
-        log_info("joined the running training job %s (%d ranks): waiting for the state and a "
-                 "place in the ring", w->job, w->world);
+        log_info("joined the running training job %s (%d rank%s): waiting for the state and a "
+                 "place in the ring", w->job, w->world, w->world == 1 ? "" : "s");
     else
         log_info("joined job %s as rank %d of %d%s", w->job, self->rank, w->world,
                  w->train ? " (training)" : "");

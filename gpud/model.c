@@ -77,9 +77,10 @@ model_t *model_new(const model_opts_t *o, const char *backend, const char *weigh
         model_destroy(&m);
         return NULL;
     }
-    log_debug("model %s: %d classes, %d input channels, micro-batch %d, backend %s, %d threads, "
+    int threads = backend_threads(m->be);
+    log_debug("model %s: %d classes, %d input channels, micro-batch %d, backend %s, %d thread%s, "
               "%s", m->arch->name, m->info.num_classes, m->info.in_channels, m->mb,
-              backend_name(m->be), backend_threads(m->be), backend_precision_name(m->be));
+              backend_name(m->be), threads, threads == 1 ? "" : "s", backend_precision_name(m->be));
     return m;
 }
 

@@ -171,8 +171,8 @@ static int prepare_training(loader_t *self)
     if (o->chunk)
         log_info("bitwise training: shards of whole chunks of %ld samples (%llu a step)",
                  o->chunk, (unsigned long long)(self->global_batch / (uint64_t)o->chunk));
-    log_info("training: %ld ranks, global batch %llu, %llu steps per epoch, epochs %ld..%ld; "
-             "validation %s (%llu samples, %dx%d, batches of %ld)", o->workers,
+    log_info("training: %ld rank%s, global batch %llu, %llu steps per epoch, epochs %ld..%ld; "
+             "validation %s (%llu samples, %dx%d, batches of %ld)", o->workers, o->workers == 1 ? "" : "s",
              (unsigned long long)self->global_batch, (unsigned long long)self->steps_per_epoch,
              o->start_epoch, o->epochs - 1, o->val ? o->val : "none",
              (unsigned long long)self->eval_samples, self->eval_w, self->eval_h, o->batch_size);

@@ -96,9 +96,9 @@ static int plan_done(loader_t *self)
     uint64_t first = self->epoch == (uint32_t)o->start_epoch ? (uint64_t)o->start_step : 0;
     training_begin_epoch(self, first);
     log_info("epoch %u: %llu train samples in %llu steps of %llu from step %llu; waiting for %ld "
-             "ranks", self->epoch, (unsigned long long)self->samples,
+             "rank%s", self->epoch, (unsigned long long)self->samples,
              (unsigned long long)self->steps_per_epoch, (unsigned long long)self->global_batch,
-             (unsigned long long)first, (long)self->world);
+             (unsigned long long)first, (long)self->world, self->world == 1 ? "" : "s");
     self->stage = STAGE_RANKS;
     return 0;
 }
@@ -112,8 +112,11 @@ static int advance(loader_t *self)
         return plan_acked(self) ? plan_done(self) : plan_retry(self);
     case STAGE_RANKS:
         if (training_ranks_known(self)) {
-            log_info("epoch %u: all %ld ranks have credit; training", self->epoch,
-                     self->options.workers);
+            if (self->options.workers == 1)
+                log_info("epoch %u: the only rank has credit; training", self->epoch);
+            else
+                log_info("epoch %u: all %ld ranks have credit; training", self->epoch,
+                         self->options.workers);
             self->stage = STAGE_TRAIN;
         }
         return 0;

@@ -314,8 +314,8 @@ int training_on_members(loader_t *self)
                   (unsigned long long)self->commit_next);
         return -1;
     }
-    log_warn("membership generation %u: %d ranks (%s); training goes on at step %llu", m->gen,
-             m->world, m->reason, (unsigned long long)m->step);
+    log_warn("membership generation %u: %d rank%s (%s); training goes on at step %llu", m->gen,
+             m->world, m->world == 1 ? "" : "s", m->reason, (unsigned long long)m->step);
     self->gen = m->gen;
     self->train_paused = m->paused;
     if (m->paused)

@@ -51,8 +51,8 @@ static void on_credit(loader_t *self, zframe_t *route, const ddp_credit_t *c)
      * its MEMBERS from reducerd may still be on the way) names a rank of
      * that generation: its token says reducerd gave it, so it is kept */
     if (self->options.train && c->rank >= self->world && c->gen <= self->gen)
-        log_warn("%s says it is rank %d but the job has %d ranks: it gets no train shards",
-                 c->worker, c->rank, self->world);
+        log_warn("%s says it is rank %d but the job has %d rank%s: it gets no train shards",
+                 c->worker, c->rank, self->world, self->world == 1 ? "" : "s");
     else
         dispatch_set_rank(self->dispatch, c->worker, c->rank);
 }

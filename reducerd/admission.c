@@ -140,9 +140,10 @@ void admission_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
     if (!admission_config_ok(self, route, join))
         return;
     if (self->elastic->world + queued(self) >= max_world(self)) {
-        snprintf(why, sizeof why, "the job is full: %d ranks train, %d wait to join "
-                 "(reducerd --max-workers %d)", self->elastic->world, queued(self),
-                 max_world(self));
+        int world = self->elastic->world, waiting = queued(self);
+        snprintf(why, sizeof why, "the job is full: %d rank%s train%s, %d wait%s to join "
+                 "(reducerd --max-workers %d)", world, world == 1 ? "" : "s", world == 1 ? "s" : "",
+                 waiting, waiting == 1 ? "s" : "", max_world(self));
         refuse(self, route, join->name, why);
         return;
     }
@@ -282,10 +283,11 @@ static void admit(reducer_t *self, peer_t *p)
     self->ranks_joined++;
     self->steps_redone += redone;
     self->last_activity_ms = clock_mono_ms();
-    log_warn("generation %u: %s; %d ranks go on from step %" PRIu64 "%s", e->gen, reason, e->world,
+    const char *ranks = e->world == 1 ? "rank goes" : "ranks go";
+    log_warn("generation %u: %s; %d %s on from step %" PRIu64 "%s", e->gen, reason, e->world, ranks,
              self->admit.step, redone ? ", redoing the step in flight" : "");
-    publish_log(self, "warn", "generation %u: %s; %d ranks go on from step %llu", e->gen, reason,
-                e->world, (unsigned long long)self->admit.step);
+    publish_log(self, "warn", "generation %u: %s; %d %s on from step %llu", e->gen, reason,
+                e->world, ranks, (unsigned long long)self->admit.step);
     publish_worker(self, p, "joined");
     char *names[1] = {p->name};
     publish_membership(self, "joined", 1, &rank, names, redone, self->admit.step,

@@ -68,13 +68,14 @@ int main(int argc, char **argv)
     if (!self)
         return 1;
     if (options.train)
-        log_info("listening on %s, publishing on %s: training %ld ranks, epochs %ld..%ld, target "
+        log_info("listening on %s, publishing on %s: training %ld rank%s, epochs %ld..%ld, target "
                  "%g, patience %ld, streak %ld%s", options.bind, options.pub, options.workers,
+                 options.workers == 1 ? "" : "s",
                  options.start_epoch, options.epochs - 1, options.target_accuracy,
                  options.patience, options.streak, options.no_val ? ", no validation" : "");
     else
-        log_info("listening on %s, publishing on %s, expecting %ld workers", options.bind,
-                 options.pub, options.workers);
+        log_info("listening on %s, publishing on %s, expecting %ld worker%s", options.bind,
+                 options.pub, options.workers, options.workers == 1 ? "" : "s");
     rc = run(self);
     log_info("exiting (%llu messages, %llu rejected); loaderd reported %llu rejected",
              (unsigned long long)self->stats.received, (unsigned long long)self->stats.rejected,

@@ -29,8 +29,8 @@ static void judge(reducer_t *self, peer_t *from, const ddp_ncclid_t *id, char *w
     else if (!trust_auth_ok(self, &id->auth, DDP_ROLE_GPUD, 0, from->name))
         snprintf(why, cap, "without rank 0's session token");
     else if (id->gen != e->gen || id->world != e->world)
-        snprintf(why, cap, "for generation %u of %d ranks, the current is %u of %d", id->gen,
-                 id->world, e->gen, e->world);
+        snprintf(why, cap, "for generation %u of %d rank%s, the current is %u of %d", id->gen,
+                 id->world, id->world == 1 ? "" : "s", e->gen, e->world);
     else if (!self->nccl.on)
         snprintf(why, cap, "generation %u does not sum over NCCL (a member did not offer it)",
                  e->gen);

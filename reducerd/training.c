@@ -73,8 +73,13 @@ static void gang_start(reducer_t *self)
         welcome(self, p);
     }
     membership_start(self);
-    log_info("all %ld ranks joined: training starts", self->options.workers);
-    publish_log(self, "info", "all %ld ranks joined: training starts", self->options.workers);
+    char who[48];
+    if (self->options.workers == 1)
+        snprintf(who, sizeof who, "the only rank");
+    else
+        snprintf(who, sizeof who, "all %ld ranks", self->options.workers);
+    log_info("%s joined: training starts", who);
+    publish_log(self, "info", "%s joined: training starts", who);
     /* the epoch's clock starts when its ranks can work */
     if (self->slot[DDP_PHASE_TRAIN])
         slot_restart_clock(self->slot[DDP_PHASE_TRAIN], clock_mono_s());
@@ -131,8 +136,9 @@ static bool join_refused(reducer_t *self, zframe_t *route, const ddp_join_t *joi
         char asked[48] = "";
         if (join->want_rank >= 0)
             snprintf(asked, sizeof asked, " (asking for rank %d)", join->want_rank);
-        err_set(err, sizeof err, "the job has %ld ranks: gpud %s%s is one too many; start exactly "
-                 "--workers gpuds", self->options.workers, join->name, asked);
+        err_set(err, sizeof err, "the job has %ld rank%s: gpud %s%s is one too many; start exactly "
+                 "--workers gpuds", self->options.workers, self->options.workers == 1 ? "" : "s",
+                 join->name, asked);
         log_warn("%s", err);
         publish_log(self, "warn", "%s", err);
         job_stop_peer(self, route, 1, err);
@@ -170,7 +176,8 @@ void training_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
     if (joined == self->options.workers)
         gang_start(self);
     else
-        log_info("%d of %ld ranks joined; waiting for the others", joined, self->options.workers);
+        log_info("%d of %ld rank%s joined; waiting for the others", joined, self->options.workers,
+                 self->options.workers == 1 ? "" : "s");
 }
 
 /* A plan the coordinator cannot place fails the job: loaderd and reducerd

@@ -108,8 +108,9 @@ void events_receive(reporter_t *self)
         promstate_add_rejected(self->prom, 1);
         log_warn("rejected an event: %s", err);
     } else {
-        promstate_on_event(self->prom, &ev, clock_mono_s());
-        if (self->web && webfeed_on_event(self->web, &ev) != 0)
+        double now_s = clock_mono_s();
+        promstate_on_event(self->prom, &ev, now_s);
+        if (self->web && webfeed_on_event(self->web, &ev, now_s) != 0)
             log_warn("out of memory: a %s event did not reach the dashboard",
                      event_topic_name(ev.topic));
         handle(self, &ev);

@@ -849,8 +849,8 @@ static int s_class_charts(rundir_t *self, const ev_metric_t *m, char *err, size_
     } else {
         chart_classes_t c = {title, m->cells, m->ncells, m->num_classes, m->class_names,
                              present_labelled(m)};
-        snprintf(title, sizeof title, "Confusion matrix (%s, epoch %u, %llu samples)", what,
-                 m->epoch, (unsigned long long)m->samples);
+        snprintf(title, sizeof title, "Confusion matrix (%s, epoch %u, %llu sample%s)", what,
+                 m->epoch, (unsigned long long)m->samples, m->samples == 1 ? "" : "s");
         /* past CHART_CONFUSION_MAX classes no heat map (chart.h) */
         rc = m->num_classes > CHART_CONFUSION_MAX ? 0 : chart_confusion_write(&c, png, svg, err,
                                                                               errlen);

@@ -1,6 +1,7 @@
 #include "reporterd/webfeed.h"
 
 #include "common/json.h"
+#include "reporterd/tputhist.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -10,7 +11,10 @@
 #include <string.h>
 #include <time.h>
 
-/* Metric events a late page replays (the newest; 2 per training epoch). */
+/* Metric events kept for a late page (light copies, ~400 bytes each; 2
+ * per training epoch): when full, every other epoch is dropped and from
+ * then on only every `stride`-th epoch is kept, so the curves span the
+ * whole job (webfeed.h). */
 #define HISTORY_MAX 2000
 /* Ranks whose last worker event is replayed. */
 #define WORKERS_MAX 256
@@ -28,9 +32,13 @@ struct webfeed {
     webfeed_client_t *clients[WEBFEED_MAX_CLIENTS];
     size_t nclients, dropped;
     /* the replay, as frames ("data: ...\n\n") */
-    char *history[HISTORY_MAX]; /* metrics without confusion and class names, oldest first */
+    char *history[HISTORY_MAX]; /* light metrics (s_light), oldest first */
+    uint32_t history_epoch[HISTORY_MAX];
     size_t nhistory;
+    uint32_t first_epoch, epoch_stride; /* history keeps (epoch - first) % stride == 0 */
+    bool newest_in_history;     /* history's last entry is last_metric's light copy */
     char *last_metric;          /* the newest metric, whole */
+    tputhist_t *tput;           /* the whole job's progress samples (tputhist.h) */
     char *progress, *membership, *end;
     char *workers[WORKERS_MAX]; /* by rank */
 };
@@ -50,11 +58,13 @@ webfeed_t *webfeed_new(void)
         free(self);
         return NULL;
     }
-    if (pthread_mutex_init(&self->lock, NULL) != 0) {
+    if (!(self->tput = tputhist_new()) || pthread_mutex_init(&self->lock, NULL) != 0) {
+        tputhist_destroy(&self->tput);
         pthread_cond_destroy(&self->cond);
         free(self);
         return NULL;
     }
+    self->epoch_stride = 1;
     return self;
 }
 
@@ -81,6 +91,7 @@ void webfeed_destroy(webfeed_t **self_p)
     free(self->progress);
     free(self->membership);
     free(self->end);
+    tputhist_destroy(&self->tput);
     pthread_cond_destroy(&self->cond);
     pthread_mutex_destroy(&self->lock);
     free(self);
@@ -137,8 +148,9 @@ static void s_broadcast(webfeed_t *self, const char *frame)
     pthread_cond_broadcast(&self->cond);
 }
 
-/* The metric's JSON without "confusion_cells" and "class_names" (the history
- * only draws curves). NULL when out of memory. */
+/* The metric's JSON without "confusion_cells", "class_names" and
+ * "rank_images_per_sec" (the history only draws curves; the newest metric
+ * goes whole). NULL when out of memory. */
 static char *s_light(const char *json)
 {
     json_t *doc = json_loads(json, 0, NULL);
@@ -146,6 +158,7 @@ static char *s_light(const char *json)
         return NULL;
     json_object_del(doc, "confusion_cells");
     json_object_del(doc, "class_names");
+    json_object_del(doc, "rank_images_per_sec");
     char *text = json_to_text(doc, JSON_STYLE_COMPACT);
     json_decref(doc);
     return text;
@@ -158,23 +171,66 @@ static void s_keep(char **slot, const char *frame)
     *slot = strdup(frame);
 }
 
+static bool s_epoch_kept(const webfeed_t *self, uint32_t epoch)
+{
+    return (uint32_t)(epoch - self->first_epoch) % self->epoch_stride == 0;
+}
+
+/* History full: keep every other epoch (the first always); if that frees
+ * nothing (one epoch's metrics fill it: not a real job), the oldest goes. */
+static void s_thin_history(webfeed_t *self)
+{
+    while (self->nhistory == HISTORY_MAX && self->epoch_stride <= UINT32_MAX / 2) {
+        self->epoch_stride *= 2;
+        size_t k = 0;
+        for (size_t i = 0; i < self->nhistory; i++) {
+            if (s_epoch_kept(self, self->history_epoch[i])) {
+                self->history[k] = self->history[i];
+                self->history_epoch[k++] = self->history_epoch[i];
+            } else {
+                free(self->history[i]);
+            }
+        }
+        self->nhistory = k;
+    }
+    if (self->nhistory == HISTORY_MAX) {
+        free(self->history[0]);
+        memmove(self->history, self->history + 1, (HISTORY_MAX - 1) * sizeof(char *));
+        memmove(self->history_epoch, self->history_epoch + 1, (HISTORY_MAX - 1) * sizeof(uint32_t));
+        self->nhistory--;
+    }
+}
+
+static void s_remember_metric(webfeed_t *self, const ev_metric_t *m, const char *json)
+{
+    if (!self->last_metric && self->nhistory == 0)
+        self->first_epoch = m->epoch;
+    self->newest_in_history = false;
+    if (!s_epoch_kept(self, m->epoch))
+        return;
+    char *light = s_light(json), *lframe = light ? s_frame(light) : NULL;
+    free(light);
+    if (!lframe)
+        return;
+    if (self->nhistory == HISTORY_MAX)
+        s_thin_history(self);
+    if (!s_epoch_kept(self, m->epoch)) { /* its epoch was thinned out just now */
+        free(lframe);
+        return;
+    }
+    self->history_epoch[self->nhistory] = m->epoch;
+    self->history[self->nhistory++] = lframe;
+    self->newest_in_history = true;
+}
+
 /* Keeps what a late page replays; under the lock. */
 static void s_remember(webfeed_t *self, const ddp_event_t *ev, const char *json, const char *frame)
 {
     switch (ev->topic) {
-    case EV_METRIC: {
-        char *light = s_light(json), *lframe = light ? s_frame(light) : NULL;
-        free(light);
-        if (lframe && self->nhistory == HISTORY_MAX) {
-            free(self->history[0]);
-            memmove(self->history, self->history + 1, (HISTORY_MAX - 1) * sizeof(char *));
-            self->nhistory--;
-        }
-        if (lframe)
-            self->history[self->nhistory++] = lframe;
+    case EV_METRIC:
+        s_remember_metric(self, &ev->u.metric, json);
         s_keep(&self->last_metric, frame);
         break;
-    }
     case EV_PROGRESS: s_keep(&self->progress, frame); break;
     case EV_MEMBERSHIP: s_keep(&self->membership, frame); break;
     case EV_END: s_keep(&self->end, frame); break;
@@ -197,16 +253,33 @@ static char *s_json(const ddp_event_t *ev)
     return event_to_json(&shallow);
 }
 
-int webfeed_on_event(webfeed_t *self, const ddp_event_t *ev)
+/* json with ,"t_s":t before its closing brace (json is an object); NULL
+ * when out of memory. Frees json. */
+static char *s_with_t(char *json, double t)
+{
+    size_t n = json ? strlen(json) : 0;
+    char *out = n > 1 ? malloc(n + 40) : NULL;
+    if (out)
+        snprintf(out, n + 40, "%.*s,\"t_s\":%.3f}", (int)(n - 1), json, t);
+    free(json);
+    return out;
+}
+
+int webfeed_on_event(webfeed_t *self, const ddp_event_t *ev, double now_s)
 {
     if (ev->topic == EV_PREDICTIONS)
         return 0;
-    char *json = s_json(ev), *frame = json ? s_frame(json) : NULL;
+    char *json = s_json(ev), *frame = NULL;
+    pthread_mutex_lock(&self->lock);
+    /* the sample is kept even when memory runs out for the frame */
+    if (ev->topic == EV_PROGRESS)
+        json = s_with_t(json, tputhist_add(self->tput, &ev->u.progress, now_s));
+    frame = json ? s_frame(json) : NULL;
     if (!frame) {
+        pthread_mutex_unlock(&self->lock);
         free(json);
         return -1;
     }
-    pthread_mutex_lock(&self->lock);
     s_remember(self, ev, json, frame);
     s_broadcast(self, frame);
     pthread_mutex_unlock(&self->lock);
@@ -225,10 +298,19 @@ static void s_replay(webfeed_t *self, webfeed_client_t *c)
         if (self->workers[i])
             s_push(self, c, self->workers[i]);
     /* the newest metric is sent whole instead of its light copy */
-    for (size_t i = 0; i + 1 < self->nhistory; i++)
+    size_t older = self->nhistory - (self->newest_in_history ? 1 : 0);
+    for (size_t i = 0; i < older; i++)
         s_push(self, c, self->history[i]);
     if (self->last_metric)
         s_push(self, c, self->last_metric);
+    /* the throughput curve from the job's start, then the newest progress */
+    if (tputhist_size(self->tput) > 0) {
+        char *json = tputhist_json(self->tput), *frame = json ? s_frame(json) : NULL;
+        if (frame)
+            s_push(self, c, frame);
+        free(json);
+        free(frame);
+    }
     if (self->progress)
         s_push(self, c, self->progress);
     if (self->end)

@@ -9,12 +9,24 @@
  * replay) when it falls WEBFEED_CLIENT_BUF bytes behind; at most
  * WEBFEED_MAX_CLIENTS streams at once.
  *
- * A client that connects late first gets the state so far: every metric
- * (loss/accuracy curves; the confusion matrix only on the latest), the last
- * progress, the last worker event of each rank, the last membership and
- * the end. Predictions are not sent (large, and the page does not use
- * them); a metric of more than WEBFEED_MAX_CONFUSION classes travels
- * without its confusion matrix. */
+ * A progress event's JSON gets one more key at its end, "t_s": its time in
+ * seconds since the job's first plan arrived, on reducerd's clock
+ * (tputhist.h), so every page draws throughput on the same axis whenever
+ * it connected.
+ *
+ * A client that connects late first gets the state so far: the metrics
+ * (loss/accuracy curves; the confusion matrix only on the newest), the
+ * whole job's throughput samples as one {"topic":"tput_history",
+ * "window_s":2,"stride":S,"points":[[t_s, epoch, "phase", done], ...]}
+ * message, the
+ * last progress, the last worker event of each rank, the last membership
+ * and the end. Bounds, so a replay stays far below WEBFEED_CLIENT_BUF
+ * however long the job ran: at most 2000 metrics (every epoch's until
+ * then; beyond, every other epoch is dropped, again each time it fills, so
+ * the curves still span the whole job) and TPUTHIST_MAX (4096) throughput
+ * samples, merged the same way (tputhist.h). Predictions are not sent
+ * (large, and the page does not use them); a metric of more than
+ * WEBFEED_MAX_CONFUSION classes travels without its confusion matrix. */
 #ifndef DDP_WEBFEED_H
 #define DDP_WEBFEED_H
 
@@ -37,10 +49,11 @@ webfeed_t *webfeed_new(void);
 /* Call after the HTTP server stopped (no reader left). NULL-safe. */
 void webfeed_destroy(webfeed_t **self_p);
 
-/* A decoded event (the reporter's thread). 0, or -1 when out of memory
- * (the event is lost for the page; the tap and run directory are not
- * affected). */
-int webfeed_on_event(webfeed_t *self, const ddp_event_t *ev);
+/* A decoded event (the reporter's thread), received at now_s (monotonic
+ * seconds: places progress events when they carry no elapsed_s). 0, or -1
+ * when out of memory (the event is lost for the page; the tap and run
+ * directory are not affected). */
+int webfeed_on_event(webfeed_t *self, const ddp_event_t *ev, double now_s);
 
 /* A new stream with the replay queued; NULL when WEBFEED_MAX_CLIENTS are
  * open, the feed is closing, or memory ran out. */

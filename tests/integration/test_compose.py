@@ -179,7 +179,7 @@ check("BACKOFF" not in sup_log(out) and "gave up" not in sup_log(out),
 # from the conf), none takes them all
 for i in range(4):
     glog = read(os.path.join(out, "logs", "gpud_%d.log" % i))
-    m = re.search(r"on cpu \((\d+) threads?: (\d+) CPUs / (\d+) ranks on this host "
+    m = re.search(r"on cpu \((\d+) threads?: (\d+) CPUs? / (\d+) ranks on this host "
                   r"\(DDPIPE_LOCAL_WORLD_SIZE\)\)", glog)
     check(m and int(m.group(3)) == 4 and int(m.group(1)) == max(1, int(m.group(2)) // 4),
           "gpud_%d did not take a quarter of the CPUs:\n%s" % (i, glog[:1500]))

@@ -1,7 +1,10 @@
 /* webfeed / metrics_http: the dashboard's event feed. A client gets the
  * replay (history of metrics without their matrices, the newest metric
- * whole, the last progress) then live events as "data: {json}\n\n" frames
- * equal to event_to_json; predictions are not sent; a client that falls
+ * whole, the throughput samples of the whole job, the last progress) then
+ * live events as "data: {json}\n\n" frames equal to event_to_json (a
+ * progress with its "t_s" added); predictions are not sent; a late client
+ * after a long job still gets the first epoch and the first throughput
+ * sample within the bounds; a client that falls
  * WEBFEED_CLIENT_BUF behind is dropped, never blocking the publisher; at
  * most WEBFEED_MAX_CLIENTS; close lets the queued end event out, then -1.
  * Then over HTTP on loopback: / is the embedded page, /events a
@@ -18,6 +21,7 @@
 #include "check.h"
 #include "proto/messages.h"
 #include "reporterd/metrics_http.h"
+#include "reporterd/tputhist.h"
 #include "reporterd/webfeed.h"
 #include "reporterd/webpage.h"
 
@@ -40,8 +44,20 @@ static ddp_event_t s_progress(uint64_t done)
     ddp_event_t ev = {.topic = EV_PROGRESS};
     ev.u.progress = (ev_progress_t){.phase = DDP_PHASE_EVAL, .done = done, .total = 100,
                                     .images_per_sec = 10, .eta_s = 1, .workers = 2,
-                                    .elapsed_s = 0.5};
+                                    .elapsed_s = (double)done / 80};
     return ev;
+}
+
+/* The frame webfeed sends for ev: event_to_json, with "t_s" on a progress. */
+static void s_expect(char *frame, size_t cap, const ddp_event_t *ev, double t)
+{
+    char *json = event_to_json(ev);
+    size_t n = strlen(json);
+    if (ev->topic == EV_PROGRESS)
+        snprintf(frame, cap, "data: %.*s,\"t_s\":%.3f}\n\n", (int)(n - 1), json, t);
+    else
+        snprintf(frame, cap, "data: %s\n\n", json);
+    free(json);
 }
 
 /* Everything queued for c now (0 ms wait), NUL-terminated; caller frees. */
@@ -75,35 +91,35 @@ static void s_feed(void)
     CHECK(w);
     ddp_event_t e0 = s_metric(0, DDP_PHASE_TRAIN), e1 = s_metric(0, DDP_PHASE_EVAL);
     ddp_event_t p = s_progress(40);
-    CHECK(webfeed_on_event(w, &e0) == 0 && webfeed_on_event(w, &e1) == 0);
-    CHECK(webfeed_on_event(w, &p) == 0);
+    CHECK(webfeed_on_event(w, &e0, 1) == 0 && webfeed_on_event(w, &e1, 1) == 0);
+    CHECK(webfeed_on_event(w, &p, 1) == 0); /* 0.5 s into its plan: the job's t 0.5 */
     ddp_event_t pred = {.topic = EV_PREDICTIONS};
-    CHECK(webfeed_on_event(w, &pred) == 0); /* ignored, not even encoded */
+    CHECK(webfeed_on_event(w, &pred, 1) == 0); /* ignored, not even encoded */
 
     /* a late client: history (no matrix), newest metric whole, progress */
     webfeed_client_t *c = webfeed_attach(w);
     CHECK(c && webfeed_clients(w) == 1);
     char *got = s_drain(w, c, NULL);
-    char *whole = event_to_json(&e1), *prog = event_to_json(&p);
     char frame[4096];
-    snprintf(frame, sizeof frame, "data: %s\n\n", whole);
+    s_expect(frame, sizeof frame, &e1, 0);
     CHECK_MSG(strstr(got, frame), "the newest metric whole in\n%s", got);
-    snprintf(frame, sizeof frame, "data: %s\n\n", prog);
+    s_expect(frame, sizeof frame, &p, 0.5);
     CHECK_MSG(strstr(got, frame), "the progress in\n%s", got);
+    CHECK_MSG(strstr(got, "data: {\"topic\":\"tput_history\",\"window_s\":2,\"stride\":1,\"points\":[[0.500,0,\"eval\",40]]}\n\n"),
+              "the throughput history in\n%s", got);
+    CHECK(strstr(got, "tput_history") < strstr(got, "\"topic\":\"progress\"")); /* history, then the newest */
     CHECK(s_count(got, "\"topic\":\"metric\"") == 2 && s_count(got, "\"confusion_cells\"") == 1);
     CHECK(strstr(got, "\\\"emu\\\"") && strstr(got, "<b>dog</b>")); /* JSON-escaped, as sent */
-    CHECK(s_count(got, "data: ") == 3 && !strstr(got, "predictions"));
+    CHECK(s_count(got, "data: ") == 4 && !strstr(got, "predictions"));
     free(got);
 
     /* live: one frame per event, nothing when idle (0 = keep-alive time) */
     char buf[64];
     CHECK(webfeed_read(w, c, buf, sizeof buf, 10) == 0);
-    ddp_event_t p2 = s_progress(80);
-    CHECK(webfeed_on_event(w, &p2) == 0);
+    ddp_event_t p2 = s_progress(80); /* 1 s into the plan: on reducerd's clock, whenever it arrives */
+    CHECK(webfeed_on_event(w, &p2, 7) == 0);
     got = s_drain(w, c, NULL);
-    free(prog);
-    prog = event_to_json(&p2);
-    snprintf(frame, sizeof frame, "data: %s\n\n", prog);
+    s_expect(frame, sizeof frame, &p2, 1.0);
     CHECK_MSG(strcmp(got, frame) == 0, "live frame\n%s\nwant\n%s", got, frame);
     free(got);
 
@@ -113,7 +129,7 @@ static void s_feed(void)
     free(s_drain(w, c, NULL));
     size_t frames = WEBFEED_CLIENT_BUF / strlen(frame) + 2;
     for (size_t i = 0; i < frames; i++) {
-        CHECK(webfeed_on_event(w, &p2) == 0);
+        CHECK(webfeed_on_event(w, &p2, 8) == 0);
         free(s_drain(w, c, NULL)); /* the reading client keeps up */
     }
     CHECK(webfeed_dropped(w) == 1);
@@ -134,7 +150,7 @@ static void s_feed(void)
     /* close: the queued end still goes out, then -1; no new client */
     ddp_event_t end = {.topic = EV_END};
     snprintf(end.u.end.reason, sizeof end.u.end.reason, "done");
-    CHECK(webfeed_on_event(w, &end) == 0);
+    CHECK(webfeed_on_event(w, &end, 9) == 0);
     webfeed_close(w);
     ssize_t last = 0;
     got = s_drain(w, c, &last);
@@ -144,8 +160,6 @@ static void s_feed(void)
     CHECK(!webfeed_wait_detached(w, 10));
     webfeed_detach(w, c);
     CHECK(webfeed_wait_detached(w, 10));
-    free(whole);
-    free(prog);
     webfeed_destroy(&w);
     CHECK(w == NULL);
 }
@@ -215,7 +229,7 @@ static void s_server(void)
     free(page);
     ddp_event_t p = s_progress(40);
     promstate_on_event(prom, &p, 1.0);
-    CHECK(webfeed_on_event(w, &p) == 0);
+    CHECK(webfeed_on_event(w, &p, 1) == 0);
     char *ev = s_http(port, "/events", "\"done\":40");
     CHECK_MSG(ev && strstr(ev, "200 OK") && strstr(ev, "text/event-stream") &&
               strstr(ev, "data: {\"topic\":\"progress\""), "%s", ev ? ev : "(no answer)");
@@ -232,9 +246,53 @@ out:
     promstate_destroy(&prom);
 }
 
+/* A late page after a long job (more epochs and progress events than the
+ * history holds): the replay starts at the first epoch and the first
+ * throughput sample, ends at the newest, and fits the client's buffer. */
+static void s_long_job(void)
+{
+    webfeed_t *w = webfeed_new();
+    CHECK(w);
+    const uint32_t epochs = 3000; /* 6000 metrics, over the 2000 kept */
+    double now = 1;
+    for (uint32_t e = 0; e < epochs; e++) {
+        for (uint64_t k = 1; k <= 4; k++) {
+            ddp_event_t p = s_progress(20 * k);
+            p.u.progress.epoch = e;
+            p.u.progress.phase = DDP_PHASE_TRAIN;
+            CHECK(webfeed_on_event(w, &p, now += 0.25) == 0);
+        }
+        ddp_event_t t = s_metric(e, DDP_PHASE_TRAIN), v = s_metric(e, DDP_PHASE_EVAL);
+        t.u.metric.final = false;
+        CHECK(webfeed_on_event(w, &t, now) == 0 && webfeed_on_event(w, &v, now) == 0);
+    }
+    webfeed_client_t *c = webfeed_attach(w);
+    CHECK(c);
+    ssize_t last = 0;
+    char *got = c ? s_drain(w, c, &last) : NULL;
+    CHECK(got && last == 0 && webfeed_dropped(w) == 0);
+    if (got) {
+        size_t metrics = s_count(got, "\"topic\":\"metric\"");
+        CHECK_MSG(metrics > 500 && metrics <= 2001, "%zu metrics replayed", metrics);
+        CHECK(strstr(got, ",\"epoch\":0,\"phase\":\"train\"")); /* the first epoch */
+        char newest[64];
+        snprintf(newest, sizeof newest, ",\"epoch\":%u,\"phase\":\"eval\"", epochs - 1);
+        CHECK(strstr(got, newest));
+        CHECK(strstr(got, "\"points\":[[0.250,0,\"train\",20],")); /* the first sample */
+        const char *h = strstr(got, "tput_history");
+        size_t samples = h ? s_count(h, "\"train\"") : 0; /* the history is one line: */
+        CHECK_MSG(samples >= TPUTHIST_MAX / 4 && samples <= TPUTHIST_MAX + 1, "%zu samples", samples);
+        CHECK_MSG(strlen(got) < WEBFEED_CLIENT_BUF / 4, "a %zu-byte replay", strlen(got));
+    }
+    free(got);
+    webfeed_detach(w, c);
+    webfeed_destroy(&w);
+}
+
 int main(void)
 {
     s_feed();
+    s_long_job();
     s_server();
     return check_done("test_webfeed");
 }
