@@ -275,8 +275,20 @@ static bool may_start_line(const char *word, size_t n)
     return strspn(word, "-") < n;   /* "--" alone: a rule */
 }
 
+/* The length of the word after the one of length n at p (0: none), and
+ * where it starts. */
+static size_t next_word(const char *p, size_t n, const char **next)
+{
+    p += n;
+    while (*p == ' ')
+        p++;
+    *next = p;
+    return strcspn(p, " ");
+}
+
 /* b's text wrapped at MD_WIDTH: the first line after `first`, the others
- * after `indent`. */
+ * after `indent`. A word that may not start a line goes to the next line
+ * with the word before it. */
 static void md_wrapped(FILE *f, const md_buf_t *b, const char *first, const char *indent)
 {
     int at = fprintf(f, "%s", first), column = (int)strlen(indent);
@@ -288,7 +300,12 @@ static void md_wrapped(FILE *f, const md_buf_t *b, const char *first, const char
         size_t word = strcspn(p, " ");
         if (!word)
             break;
-        if (!line_empty && at + 1 + (int)word > MD_WIDTH && may_start_line(p, word)) {
+        const char *after;
+        size_t follow = next_word(p, word, &after);
+        bool full = at + 1 + (int)word > MD_WIDTH ||
+                    (follow && !may_start_line(after, follow) &&
+                     at + 1 + (int)word + 1 + (int)follow > MD_WIDTH);
+        if (!line_empty && full && may_start_line(p, word)) {
             fprintf(f, "\n%s", indent);
             at = column;
         } else if (!line_empty) {

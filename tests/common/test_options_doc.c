@@ -21,9 +21,9 @@ static const option_t s_rows[] = {
     OPTION_STRING(D, out, "out", "DIR", NULL, "run directory"),
     OPTION_LONG(D, batch, "batch-size", "B", 64, 1, 4096,
                 "per worker: global batch B*W, as state_dict <names> [x] and _private_ say; "
-                "then words a wrap must not put first on a line: x - x - x - x - x - x - "
-                "x - x - x - x - x - x - x - x 1. x 2. x 3. x 4. x 5. x 6. x 7. x 8. x 9. "
-                "x # x # x # x # x # x # x # x # x # x # x # x # x # x # x # x # x # end"),
+                "then words a wrap must not put first on a line: a - bb - ccc - dddd - "
+                "a - bb - ccc - dddd - a - bb - ccc - 1. a 2. bb 3. ccc 4. dddd 5. a 6. bb "
+                "7. ccc 8. dddd # a # bb # ccc # dddd # a # bb # ccc # dddd # a # bb # end"),
     OPTION_SECTION("run:"),
     OPTION_STRING_BARE(D, predictions, "predictions", "topk|probs|all", NULL, "topk",
                        "write predictions"),
