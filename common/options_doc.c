@@ -208,7 +208,11 @@ void options_bash_value_arms(const option_table_t *table, FILE *f, const char *i
         if (!is_option(opt) || opt->type == OPTION_TYPE_FLAG)
             continue;
         char choices[256];
-        if (options_choices(opt, choices, sizeof choices))
+        if (opt->bare && options_choices(opt, choices, sizeof choices))
+            /* a value may follow, or another flag: complete that as a flag */
+            fprintf(f, "%s--%s) [[ $cur == -* ]] || { COMPREPLY=($(compgen -W '%s' -- \"$cur\")); "
+                       "return; };;\n", indent, opt->name, choices);
+        else if (options_choices(opt, choices, sizeof choices))
             fprintf(f, "%s--%s) COMPREPLY=($(compgen -W '%s' -- \"$cur\")); return;;\n", indent,
                     opt->name, choices);
         else if (names_a_path(opt))
