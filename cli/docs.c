@@ -2,13 +2,18 @@
  * generated from the option tables the programs parse (common/options_doc.h),
  * so that a flag added to a table shows in both without another edit.
  *
- *   ddpipe completion bash   the completion script, on stdout
- *   ddpipe __docs DIR        (the build) every page into DIR/man1 and the
- *                            script into DIR/bash-completion/ddpipe
+ *   ddpipe completion bash       the completion script, on stdout
+ *   ddpipe __docs DIR            (the build) every page into DIR/man1 and the
+ *                                script into DIR/bash-completion/ddpipe
+ *   ddpipe __docs --markdown F   every page as one Markdown file: the
+ *                                repository's docs/USAGE.md (scripts/gen-usage.sh;
+ *                                the test cli_usage_md says when it is stale)
+ *   ddpipe __docs --usage        every table's usage, for that test
  */
 #include "cli/commands.h"
 #include "cli/eval_options.h"
 #include "cli/train_options.h"
+#include "common/atomic_file.h"
 #include "common/options_doc.h"
 #include "gpud/options.h"
 #include "loaderd/options.h"
@@ -234,10 +239,101 @@ static int write_file(const char *path, void (*fn)(FILE *, const doc_t *), const
 static void man_page(FILE *f, const doc_t *d) { options_man(d->table, &d->page, f); }
 static void bash_file(FILE *f, const doc_t *d) { (void)d; bash_script(f); }
 
+/* ---- docs/USAGE.md ---------------------------------------------------------------- */
+
+/* The file's head: how it is made, then what a reader needs before the
+ * pages (the conventions every table shares). */
+static void markdown_intro(FILE *f)
+{
+    fputs("<!-- Generated from the option tables the programs parse, by\n"
+          "     `ddpipe __docs --markdown docs/USAGE.md` (cli/docs.c, common/options_doc.c).\n"
+          "     Do not edit: change the tables, then run scripts/gen-usage.sh [BUILD_DIR]\n"
+          "     (or `cmake --build BUILD_DIR --target usage_md`). The test cli_usage_md\n"
+          "     fails while this file differs from what the tables give. -->\n"
+          "# ddpipe command-line reference\n"
+          "\n"
+          "Every command of `ddpipe` and every daemon it starts, with every flag each takes:\n"
+          "the same text as `PROGRAM --help` and the man pages, generated from the same tables.\n"
+          "Most jobs need only `ddpipe eval` or `ddpipe train`: ddpipe starts the daemons\n"
+          "itself. Run a daemon by hand to spread a job over hosts (docs/SCALE.md).\n"
+          "\n"
+          "How flags are read, everywhere:\n"
+          "\n"
+          "- `--name VALUE` and `--name=VALUE` are the same; a unique prefix of a name is\n"
+          "  enough (`--batch` for `--batch-size`).\n"
+          "- A value never begins with `--`: `--out --overwrite` is refused (\"--out needs a\n"
+          "  value\") rather than taking `--overwrite` as the directory. A value that really\n"
+          "  begins with `--` is written joined: `--out=--odd-name`. Negative numbers and `-`\n"
+          "  are values as usual.\n"
+          "- A flag shown as `--name [VALUE]` may be given alone; its entry says what it then\n"
+          "  means.\n"
+          "- A default is shown where there is one; an option without one is unset unless\n"
+          "  its text says how it is derived.\n"
+          "\n"
+          "Contents:\n"
+          "\n",
+          f);
+    for (size_t i = 0; i < N_DOCS; i++) {
+        /* GitHub's heading anchors: lower case, spaces as '-' */
+        char anchor[128];
+        snprintf(anchor, sizeof anchor, "%s", s_docs[i].page.command);
+        for (char *c = anchor; *c; c++)
+            if (*c == ' ')
+                *c = '-';
+        fprintf(f, "- [%s](#%s): %s\n", s_docs[i].page.command, anchor,
+                s_docs[i].page.summary);
+    }
+}
+
+static void markdown_file(FILE *f)
+{
+    markdown_intro(f);
+    for (size_t i = 0; i < N_DOCS; i++)
+        options_markdown(s_docs[i].table, &s_docs[i].page, f);
+}
+
+/* The Markdown reference into path, whole or not at all (it replaces the
+ * repository's docs/USAGE.md). */
+static int write_markdown(const char *path)
+{
+    char err[512];
+    atomic_file_t *af = atomic_file_new(path, err, sizeof err);
+    if (!af) {
+        fprintf(stderr, "ddpipe __docs: %s\n", err);
+        return 1;
+    }
+    markdown_file(atomic_file_stream(af));
+    if (atomic_file_commit(&af, err, sizeof err) != 0) {
+        fprintf(stderr, "ddpipe __docs: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+/* Every table's usage (what each program's --help prints), each after a
+ * line "== PROGRAM": what tests/cli/usage_md.py checks docs/USAGE.md
+ * against, the daemons' included without their binaries. */
+static int print_usages(void)
+{
+    for (size_t i = 0; i < N_DOCS; i++) {
+        if (!s_docs[i].table)
+            continue;
+        printf("== %s\n", s_docs[i].page.command);
+        options_usage(s_docs[i].table, stdout);
+    }
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int cmd_docs(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: ddpipe __docs DIR (the build's man pages and completion)\n");
+    if (argc == 3 && strcmp(argv[1], "--markdown") == 0)
+        return write_markdown(argv[2]);
+    if (argc == 2 && strcmp(argv[1], "--usage") == 0)
+        return print_usages();
+    if (argc != 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: ddpipe __docs DIR (the build's man pages and completion)\n"
+                        "       ddpipe __docs --markdown FILE (docs/USAGE.md)\n"
+                        "       ddpipe __docs --usage (every table's usage)\n");
         return 2;
     }
     char path[4096];

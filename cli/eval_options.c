@@ -26,10 +26,13 @@ static const option_t s_rows[] = {
                 "remove a previous run's outputs from --out first (else refused)"),
     OPTION_LONG(T, batch_size, "batch-size", "N", 64, 1, 65536,
                 "samples per batch, per worker as in DDP"),
-    OPTION_STRING(T, predictions, "predictions", "MODE", NULL,
-                  "write predictions.csv (one row per sample): topk (class ids and loss), "
-                  "probs (also the top-k softmax probabilities, and ECE, ROC-AUC and AP in "
-                  "summary.json with their plots) or all (probabilities of every class)"),
+    /* alone it means topk (the usage says so): --predictions was a flag
+     * before it took a mode */
+    OPTION_STRING_BARE(T, predictions, "predictions", "topk|probs|all", NULL, "topk",
+                       "write predictions.csv (one row per sample): topk (class ids and loss), "
+                       "probs (also the top-k softmax probabilities, and ECE, ROC-AUC and AP "
+                       "in summary.json with their plots) or all (probabilities of every "
+                       "class)"),
     OPTION_LONG(T, limit, "limit", "N", -1, 0, 1L << 40, "evaluate only the first N samples"),
     OPTION_FLAG(T, no_dct, "no-dct-scaling",
                 "full-size JPEG decode before resize (bit-exact PIL path)"),

@@ -133,6 +133,62 @@ int options_defaults(const option_table_t *table, void *opts)
     return 0;
 }
 
+/* ---- parsing ------------------------------------------------------------- */
+
+/* A word that is a flag, never a value: "--x", and "--" (the end of the
+ * options). "-1" and "-" are values. */
+static bool is_flag_word(const char *word) { return strncmp(word, "--", 2) == 0; }
+
+void options_value_words(const option_t *opt, char *buf, size_t cap)
+{
+    const char *m = opt->metavar ? opt->metavar : "a value";
+    bool listed = strchr(m, '|') != NULL;
+    for (const char *p = m; listed && *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '|'))
+            listed = false;   /* "FILE|numeric": a placeholder among the words */
+    if (!listed) {
+        snprintf(buf, cap, "%s", m);
+        return;
+    }
+    /* "a|b|c" as "a, b or c" */
+    size_t off = 0;
+    buf[0] = '\0';
+    for (const char *p = m; *p && off + 1 < cap;) {
+        size_t n = strcspn(p, "|");
+        const char *sep = p == m ? "" : p[n] ? ", " : " or ";
+        int w = snprintf(buf + off, cap - off, "%s%.*s", sep, (int)n, p);
+        off += w > 0 ? (size_t)w : 0;
+        p += n + (p[n] == '|');
+    }
+}
+
+/* The value getopt_long found for row opt (NULL when an optional value was
+ * not joined to its option): the next word for a row with a bare value
+ * unless that is a flag, the bare value then. NULL after refusing a flag
+ * given as a separate value word; a joined "--name=--x" is taken as
+ * written. */
+static const char *row_value(const option_table_t *table, const option_t *opt, int argc,
+                             char **argv, const char *found)
+{
+    if (opt->type == OPTION_TYPE_FLAG)
+        return found;
+    if (opt->bare && !found) {
+        /* getopt_long joins an optional value only as --name=V; take
+         * "--name V" too (optind past it: permuted with its option) */
+        if (optind < argc && !is_flag_word(argv[optind]))
+            return argv[optind++];
+        return opt->bare;
+    }
+    if (found && is_flag_word(found) && optind > 0 && found == argv[optind - 1]) {
+        char what[256];
+        options_value_words(opt, what, sizeof what);
+        fprintf(stderr, "%s: --%s needs a value (%s), got the flag %s\n", table->program,
+                opt->name, what, found);
+        return NULL;
+    }
+    return found;
+}
+
 static int count_rows(const option_table_t *table)
 {
     int n = 0;
@@ -155,8 +211,12 @@ int options_parse(const option_table_t *table, int argc, char **argv, void *opts
     for (int i = 0; i < rows; i++) {
         const option_t *opt = &table->rows[i];
         if (has_field(opt))
-            longopts[n++] = (struct option){opt->name, opt->type == OPTION_TYPE_FLAG ? 0 : 1,
-                                            NULL, ROW_CODE_BASE + i};
+            longopts[n++] = (struct option){
+                opt->name,
+                opt->type == OPTION_TYPE_FLAG ? no_argument
+                : opt->bare                   ? optional_argument
+                                              : required_argument,
+                NULL, ROW_CODE_BASE + i};
     }
     longopts[n++] = (struct option){"help", 0, NULL, HELP_CODE};
     longopts[n] = (struct option){"version", 0, NULL, VERSION_CODE};
@@ -170,7 +230,9 @@ int options_parse(const option_table_t *table, int argc, char **argv, void *opts
             version_print(stdout, table->program);
             rc = 1;
         } else if (code >= ROW_CODE_BASE && code < ROW_CODE_BASE + rows) {
-            rc = set_value(&table->rows[code - ROW_CODE_BASE], opts, optarg);
+            const option_t *opt = &table->rows[code - ROW_CODE_BASE];
+            const char *value = row_value(table, opt, argc, argv, optarg);
+            rc = value || opt->type == OPTION_TYPE_FLAG ? set_value(opt, opts, value) : -1;
         } else { /* getopt said what was wrong */
             options_usage(table, stderr);
             rc = -1;
@@ -252,7 +314,8 @@ void options_default_text(const option_t *opt, char *buf, size_t cap)
 
 static int left_width(const option_t *opt)
 {
-    return 4 + (int)strlen(opt->name) + (opt->metavar ? 1 + (int)strlen(opt->metavar) : 0);
+    return 4 + (int)strlen(opt->name) +
+           (opt->metavar ? 1 + (int)strlen(opt->metavar) + (opt->bare ? 2 : 0) : 0);
 }
 
 /* Words of text, wrapped to lines of USAGE_WIDTH starting at column. */
@@ -295,10 +358,14 @@ void options_usage(const option_table_t *table, FILE *f)
         }
         char def[256], help[2048];
         options_default_text(opt, def, sizeof def);
-        snprintf(help, sizeof help, "%s%s%s%s", opt->help ? opt->help : "",
-                 def[0] ? " (default " : "", def, def[0] ? ")" : "");
-        int at = fprintf(f, "  --%s%s%s", opt->name, opt->metavar ? " " : "",
-                         opt->metavar ? opt->metavar : "");
+        int off = snprintf(help, sizeof help, "%s%s%s%s", opt->help ? opt->help : "",
+                           def[0] ? " (default " : "", def, def[0] ? ")" : "");
+        if (opt->bare && off >= 0 && (size_t)off < sizeof help)
+            snprintf(help + off, sizeof help - (size_t)off, "%s(--%s alone: %s)",
+                     off ? " " : "", opt->name, opt->bare);
+        const char *meta = opt->metavar ? opt->metavar : "";
+        int at = opt->bare ? fprintf(f, "  --%s [%s]", opt->name, meta)
+                           : fprintf(f, "  --%s%s%s", opt->name, *meta ? " " : "", meta);
         if (!help[0]) {
             fputc('\n', f);
             continue;
@@ -347,11 +414,30 @@ static bool differs_from_default(const option_t *opt, const void *opts)
     }
 }
 
+/* One flag and its value; a value that begins with "--" joined to its flag
+ * ("--name=--x"), the one form options_parse takes it in. */
+static void emit_one(option_emit_fn *fn, void *arg, const char *flag, const char *value)
+{
+    if (!value || !is_flag_word(value)) {
+        fn(arg, flag, value);
+        return;
+    }
+    size_t n = strlen(flag) + 1 + strlen(value) + 1;
+    char *joined = malloc(n);
+    if (!joined) { /* cannot happen in practice; the child then refuses the value, said */
+        fn(arg, flag, value);
+        return;
+    }
+    snprintf(joined, n, "%s=%s", flag, value);
+    fn(arg, joined, NULL);
+    free(joined);
+}
+
 static int emit_strings(const char *flag, const option_strings_t *list, option_emit_fn *fn,
                         void *arg)
 {
     for (int i = 0; i < list->n; i++)
-        fn(arg, flag, list->v[i]);
+        emit_one(fn, arg, flag, list->v[i]);
     return list->n;
 }
 
@@ -391,7 +477,7 @@ int options_emit(const option_table_t *table, const void *opts, const char *cons
         const char *text = value;
         if (opt->type == OPTION_TYPE_STRING) /* not truncated: the struct's own string */
             text = *(const char *const *)field_of(opt, opts);
-        fn(arg, flag, opt->type == OPTION_TYPE_FLAG ? NULL : text);
+        emit_one(fn, arg, flag, opt->type == OPTION_TYPE_FLAG ? NULL : text);
         emitted++;
     }
     return emitted;

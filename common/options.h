@@ -30,6 +30,17 @@
  * the value differs (NAN equals NAN), and the program tests the field
  * against the sentinel.
  *
+ * A value is never a flag: "--out --overwrite" is refused ("--out needs a
+ * value (DIR), got the flag --overwrite") instead of taking --overwrite as
+ * the directory and the next word as an operand. A value that really
+ * begins with "--" is given joined, "--name=--x" (options_emit passes such
+ * values so). Values such as "-1" or "-" stay values.
+ *
+ * A row may have a bare value (OPTION_STRING_BARE): the option then takes a
+ * value only when one follows it ("--predictions probs", or
+ * "--predictions=probs"), and given alone (followed by a flag or by nothing)
+ * it means the bare value: a flag that grew a value stays compatible.
+ *
  * Field types (checked at compile time by the row macros): a flag fills an
  * int (0, or 1 when given), a long a long, a double a double, a string a
  * const char * (pointing into argv or at the default), a list of doubles an
@@ -90,6 +101,7 @@ typedef struct {
     double lo, hi;          /* OPTION_TYPE_DOUBLE, OPTION_TYPE_DOUBLES */
     const char *text_default; /* OPTION_TYPE_STRING, and the lists as text ("16,160"); NULL: none */
     int count_min, count_max; /* lists: how many values */
+    const char *bare;       /* the value when the option is given alone; NULL: it needs one */
 } option_t;
 
 typedef struct {
@@ -115,6 +127,11 @@ typedef struct {
     {.name = NAME, .type = OPTION_TYPE_STRING,                                                \
      .offset = OPTION_FIELD(TYPE, FIELD, const char *), .metavar = META, .help = HELP,        \
      .text_default = DEF}
+/* A string option that may be given alone, meaning BARE (see above). */
+#define OPTION_STRING_BARE(TYPE, FIELD, NAME, META, DEF, BARE, HELP)                          \
+    {.name = NAME, .type = OPTION_TYPE_STRING,                                                \
+     .offset = OPTION_FIELD(TYPE, FIELD, const char *), .metavar = META, .help = HELP,        \
+     .text_default = DEF, .bare = BARE}
 #define OPTION_DOUBLES(TYPE, FIELD, NAME, META, DEF, CMIN, CMAX, LO, HI, HELP)                \
     {.name = NAME, .type = OPTION_TYPE_DOUBLES,                                               \
      .offset = OPTION_FIELD(TYPE, FIELD, option_doubles_t), .metavar = META, .help = HELP,    \
@@ -141,15 +158,22 @@ int options_defaults(const option_table_t *table, void *opts);
 
 /* Defaults, then argv (getopt_long: --name VALUE, --name=VALUE, unique
  * prefixes; operands are permuted to the end). Returns 0; 1 after --help
- * printed the usage, or --version the version (common/version.h), on stdout; -1 after the error went to stderr ("--NAME:
- * why" for a bad value; an unknown option or a missing value also prints
- * the usage). *next_arg (may be NULL) gets the index of the first operand. */
+ * printed the usage, or --version the version (common/version.h), on
+ * stdout; -1 after the error went to stderr ("--NAME: why" for a bad value;
+ * "PROGRAM: --NAME needs a value (WHAT), got the flag --X" for a flag where
+ * the value belongs; an unknown option or a missing value also prints the
+ * usage). *next_arg (may be NULL) gets the index of the first operand. */
 int options_parse(const option_table_t *table, int argc, char **argv, void *opts, int *next_arg);
 
 /* "usage: PROGRAM SYNOPSIS", then one entry per row: "  --name META"
- * and the help wrapped beside it, with "(default D)" where there is one;
+ * ("  --name [META]" for a row with a bare value) and the help wrapped
+ * beside it, with "(default D)" and "(--name alone: B)" where they apply;
  * sections as their heading. */
 void options_usage(const option_table_t *table, FILE *f);
+
+/* What the row's value is, for messages: its choices when the metavar lists
+ * them ("topk, probs or all" from "topk|probs|all"), else the metavar. */
+void options_value_words(const option_t *opt, char *buf, size_t cap);
 
 /* The value of row `opt` in opts as text ("" for a flag; a repeatable
  * string's values joined by ","); false when a flag is unset, a string

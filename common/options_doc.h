@@ -1,4 +1,4 @@
-/* options_doc — man pages and bash completion from the option tables
+/* options_doc — man pages, Markdown and bash completion from the option tables
  * (common/options.h): the rows a program parses are the rows documented.
  *
  * A metavar of lowercase words joined by '|' ("none|step|cosine", or one
@@ -28,6 +28,13 @@ typedef struct {
  * said), SEE ALSO. table may be NULL: a page with no options, its synopsis
  * page->synopsis. */
 void options_man(const option_table_t *table, const options_page_t *page, FILE *f);
+
+/* The page in Markdown (GitHub's), for docs/USAGE.md: "## COMMAND", the
+ * summary, the synopsis as a code block, the description, then one list
+ * item per option ("- `--name META`: help. Default: `D`.") under "###"
+ * headings (the table's sections; "Options" above the first), wrapped at
+ * 90 columns. No version or date: the text changes only with the tables. */
+void options_markdown(const option_table_t *table, const options_page_t *page, FILE *f);
 
 /* Escapes text for roff: backslashes, '-' as \-, a leading '.' or '\''. */
 void options_roff_text(FILE *f, const char *text);

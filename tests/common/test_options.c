@@ -1,6 +1,7 @@
 /* common/options: defaults, parsing of every type, ranges and errors, the
  * generated usage, emit (differences and named lists) and its round trip
- * through options_parse, the table walk. */
+ * through options_parse, the table walk; a flag where a value belongs
+ * refused, rows with a bare value. */
 #include "common/options.h"
 
 #include "tests/common/emitted_argv.h"
@@ -9,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     const char *bind;
@@ -262,8 +264,163 @@ static void test_sentinels(void)
     free(text);
 }
 
+/* ---- values that are flags, and rows with a bare value ---------------------- */
+
+typedef struct {
+    const char *out, *wire, *predictions;
+    long offset;
+    int overwrite;
+    option_strings_t tags;
+} value_options_t;
+
+#define V value_options_t
+static const option_t s_value_rows[] = {
+    OPTION_STRING(V, out, "out", "DIR", NULL, "run directory"),
+    OPTION_STRING(V, wire, "wire", "uint8|jpeg", "uint8", "what is sent"),
+    OPTION_STRING_BARE(V, predictions, "predictions", "topk|probs|all", NULL, "topk",
+                       "write predictions"),
+    OPTION_LONG(V, offset, "offset", "N", 0, -10, 10, "a signed number"),
+    OPTION_FLAG(V, overwrite, "overwrite", "replace"),
+    OPTION_STRINGS(V, tags, "tag", "T", 4, "repeatable"),
+    OPTION_END};
+#undef V
+static const option_table_t s_value_table = {"prog", "[options]", s_value_rows};
+
+/* options_parse of words on s_value_table; *err (may be NULL) gets what it
+ * said on stderr (static; the next call overwrites it). */
+static int parse_values(const char *words, value_options_t *o, const char **err, int *next)
+{
+    static char line[1024], said[1024];
+    char *argv[64];
+    snprintf(line, sizeof line, "%s", words);
+    int argc = split(line, argv, 64);
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *tmp = tmpfile();
+    CHECK(saved >= 0 && tmp != NULL);
+    CHECK(dup2(fileno(tmp), 2) == 2);
+    int rc = options_parse(&s_value_table, argc, argv, o, next);
+    fflush(stderr);
+    CHECK(dup2(saved, 2) == 2);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(said, 1, sizeof said - 1, tmp);
+    said[n] = '\0';
+    fclose(tmp);
+    if (err)
+        *err = said;
+    if (n)
+        fprintf(stderr, "(expected) %s", said);
+    return rc;
+}
+
+static void test_flag_as_value(void)
+{
+    value_options_t o;
+    const char *err;
+    /* a string, a long, a string with choices: the next flag is no value */
+    CHECK(parse_values("--out --overwrite", &o, &err, NULL) == -1);
+    CHECK_STR(err, "prog: --out needs a value (DIR), got the flag --overwrite\n");
+    CHECK(parse_values("--offset --out x", &o, &err, NULL) == -1);
+    CHECK_STR(err, "prog: --offset needs a value (N), got the flag --out\n");
+    CHECK(parse_values("--wire --out x", &o, &err, NULL) == -1);
+    CHECK_STR(err, "prog: --wire needs a value (uint8 or jpeg), got the flag --out\n");
+    CHECK(parse_values("--tag --tag", &o, &err, NULL) == -1);
+    CHECK(strstr(err, "--tag needs a value (T), got the flag --tag") != NULL);
+    CHECK(parse_values("--out --", &o, &err, NULL) == -1);   /* the end of the options */
+    CHECK(parse_values("--ou --overwrite", &o, &err, NULL) == -1);   /* by a prefix */
+    CHECK(strstr(err, "--out needs a value") != NULL);
+    /* values that merely begin with '-' stay values */
+    CHECK(parse_values("--offset -1 --out - --tag -x", &o, &err, NULL) == 0);
+    CHECK(o.offset == -1 && strcmp(o.out, "-") == 0 && o.tags.n == 1);
+    CHECK_STR(o.tags.v[0], "-x");
+    /* a value that really begins with "--" goes joined */
+    CHECK(parse_values("--out=--odd --tag=--t --overwrite", &o, &err, NULL) == 0);
+    CHECK_STR(o.out, "--odd");
+    CHECK_STR(o.tags.v[0], "--t");
+    CHECK(o.overwrite == 1);
+    /* and options_emit passes it so: the round trip holds */
+    emitted_argv_t a = {.argv = {"prog"}, .argc = 1};
+    CHECK(options_emit(&s_value_table, &o, NULL, emitted_argv_add, &a) == 3);
+    CHECK(a.argc == 4);
+    CHECK_STR(a.argv[1], "--out=--odd");
+    CHECK_STR(a.argv[2], "--overwrite");
+    CHECK_STR(a.argv[3], "--tag=--t");
+    value_options_t back;
+    CHECK(options_parse(&s_value_table, a.argc, a.argv, &back, NULL) == 0);
+    CHECK(strcmp(back.out, "--odd") == 0 && back.tags.n == 1 && back.overwrite == 1);
+    CHECK_STR(back.tags.v[0], "--t");
+    emitted_argv_free(&a);
+}
+
+static void test_bare_value(void)
+{
+    value_options_t o;
+    int next = 0;
+    CHECK(parse_values("", &o, NULL, NULL) == 0 && o.predictions == NULL);
+    CHECK(parse_values("--predictions", &o, NULL, NULL) == 0);   /* alone, last */
+    CHECK_STR(o.predictions, "topk");
+    CHECK(parse_values("--predictions probs", &o, NULL, NULL) == 0);
+    CHECK_STR(o.predictions, "probs");
+    CHECK(parse_values("--predictions=all", &o, NULL, NULL) == 0);
+    CHECK_STR(o.predictions, "all");
+    CHECK(parse_values("--pred all", &o, NULL, NULL) == 0);   /* a prefix, a separate value */
+    CHECK_STR(o.predictions, "all");
+    /* followed by a flag: the bare value, and the flag is itself */
+    CHECK(parse_values("--predictions --out X", &o, NULL, &next) == 0);
+    CHECK_STR(o.predictions, "topk");
+    CHECK_STR(o.out, "X");
+    CHECK(next == 4);
+    CHECK(parse_values("--predictions --overwrite", &o, NULL, NULL) == 0);
+    CHECK(strcmp(o.predictions, "topk") == 0 && o.overwrite == 1);
+    CHECK(parse_values("--predictions -- op", &o, NULL, &next) == 0);
+    CHECK_STR(o.predictions, "topk");
+    CHECK(next == 3);
+    /* operands are still permuted to the end, a separate value kept with its flag */
+    char w0[] = "prog", w1[] = "op", w2[] = "--predictions", w3[] = "probs", w4[] = "--out",
+         w5[] = "d";
+    char *argv[] = {w0, w1, w2, w3, w4, w5, NULL};
+    CHECK(options_parse(&s_value_table, 6, argv, &o, &next) == 0);
+    CHECK(strcmp(o.predictions, "probs") == 0 && strcmp(o.out, "d") == 0);
+    CHECK(next == 5 && strcmp(argv[next], "op") == 0);
+    /* what is emitted parses back */
+    emitted_argv_t a = {.argv = {"prog"}, .argc = 1};
+    CHECK(options_emit(&s_value_table, &o, NULL, emitted_argv_add, &a) == 2);
+    value_options_t back;
+    CHECK(options_parse(&s_value_table, a.argc, a.argv, &back, NULL) == 0);
+    CHECK(strcmp(back.predictions, "probs") == 0 && strcmp(back.out, "d") == 0);
+    emitted_argv_free(&a);
+    /* the usage says it */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    options_usage(&s_value_table, f);
+    fclose(f);
+    CHECK(strstr(text, "\n  --predictions [topk|probs|all]") != NULL);
+    CHECK(strstr(text, "write predictions (--predictions alone: topk)\n") != NULL);
+    free(text);
+}
+
+static void test_value_words(void)
+{
+    char w[128];
+    options_value_words(options_find(&s_value_table, "predictions"), w, sizeof w);
+    CHECK_STR(w, "topk, probs or all");
+    options_value_words(options_find(&s_value_table, "wire"), w, sizeof w);
+    CHECK_STR(w, "uint8 or jpeg");
+    options_value_words(options_find(&s_value_table, "out"), w, sizeof w);
+    CHECK_STR(w, "DIR");
+    const option_t mixed = {.name = "classes", .type = OPTION_TYPE_STRING,
+                            .metavar = "FILE|numeric"};
+    options_value_words(&mixed, w, sizeof w);
+    CHECK_STR(w, "FILE|numeric");
+}
+
 int main(void)
 {
+    test_flag_as_value();
+    test_bare_value();
+    test_value_words();
     test_sentinels();
     test_defaults();
     test_values();

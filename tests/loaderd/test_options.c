@@ -128,8 +128,10 @@ static void test_errors(void)
     REFUSED(BASE "--epo 2", "need --train");
     REFUSED(BASE "--val=v", "need --train");
     REFUSED(BASE "--start-step 0", "need --train");
-    /* a value is no option */
-    CHECK(parse_words("--bind b --reducer r --data --seed", &o) == 0);
+    /* a flag is no value (common/options.h); joined, a value is no option */
+    REFUSED("--bind b --reducer r --data --seed",
+            "--data needs a value (PATH), got the flag --seed");
+    CHECK(parse_words("--bind b --reducer r --data=--seed", &o) == 0);
     CHECK_STR(o.data, "--seed");
     CHECK(parse_words("--help", &o) == 1);
 }
