@@ -197,8 +197,11 @@ int zs_security_args(int *argc, char **argv)
             dir = argv[i] + 12;
             take_out(argc, argv, i, 1);
         } else if (strcmp(argv[i], "--curve-dir") == 0) {
-            if (i + 1 >= *argc) {
-                log_error("--curve-dir needs a directory (made by 'ddpipe keygen DIR')");
+            /* never the next flag as the value, like every option table
+             * (common/options.c): --curve-dir=--x is the way to name one */
+            if (i + 1 >= *argc || strncmp(argv[i + 1], "--", 2) == 0) {
+                log_error("--curve-dir needs a directory (made by 'ddpipe keygen DIR')%s%s",
+                          i + 1 < *argc ? ", got the flag " : "", i + 1 < *argc ? argv[i + 1] : "");
                 return -1;
             }
             dir = argv[i + 1];

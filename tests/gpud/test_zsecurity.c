@@ -63,6 +63,10 @@ int main(void)
     char *argv2[] = {a0, a4, NULL};
     argc = 2;
     CHECK(zs_security_args(&argc, argv2) < 0);   /* an empty --curve-dir= */
+    char a6[] = "--curve-dir", a7[] = "--insecure";
+    char *argv3[] = {a0, a6, a7, NULL};
+    argc = 3;
+    CHECK(zs_security_args(&argc, argv3) < 0);   /* the next flag is never the directory */
 
     /* bad directories: each an error, never CURVE half on */
     char dir[] = "/tmp/ddp-zsecurity-XXXXXX", p[300], cmd[400];
