@@ -17,12 +17,21 @@ typedef struct {
 struct tput {
     tpoint_t *pts;
     size_t n, cap;
+    uint64_t events;     /* progress events seen */
+    uint64_t stride;     /* one event in stride is kept for good (doubles at each thinning) */
+    bool last_is_spare;  /* pts[n-1] is only the newest, replaced by the next event of its plan */
     double t0;
     double plan_origin;  /* the current plan's arrival: first event's arrival - elapsed_s */
     uint32_t max_ranks; /* most ranks any point had */
 };
 
-tput_t *tput_new(void) { return calloc(1, sizeof(tput_t)); }
+tput_t *tput_new(void)
+{
+    tput_t *self = calloc(1, sizeof(tput_t));
+    if (self)
+        self->stride = 1;
+    return self;
+}
 
 void tput_destroy(tput_t **self_p)
 {
@@ -51,12 +60,45 @@ static int s_grow(tput_t *self)
 
 static bool s_same_plan(const tpoint_t *a, const tpoint_t *b);
 
+/* Halves the points when they reach TPUT_MAX_POINTS. The counts are running
+ * totals, so the rate between two kept points is the exact average over the
+ * ones dropped. The first and the newest point and each plan's first and
+ * last are kept while they leave a quarter of the room free (every plan
+ * keeps its rate); past that, plain halving. */
+static void s_thin(tput_t *self)
+{
+    if (self->n < TPUT_MAX_POINTS)
+        return;
+    size_t n = self->n, edges = 0;
+    for (size_t i = 1; i + 1 < n; i++)
+        edges += !s_same_plan(&self->pts[i - 1], &self->pts[i]) ||
+                 !s_same_plan(&self->pts[i], &self->pts[i + 1]);
+    bool keep_edges = edges + n / 2 <= TPUT_MAX_POINTS * 3 / 4;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool edge = i > 0 && i + 1 < n &&
+                    (!s_same_plan(&self->pts[i - 1], &self->pts[i]) ||
+                     !s_same_plan(&self->pts[i], &self->pts[i + 1]));
+        if (i % 2 == 0 || i + 1 == n || (keep_edges && edge))
+            self->pts[k++] = self->pts[i];
+    }
+    self->n = k;
+    self->stride *= 2;
+    self->last_is_spare = false;
+}
+
 int tput_add(tput_t *self, const ev_progress_t *p, double now_s)
 {
-    if (s_grow(self) != 0)
-        return -1;
     tpoint_t key = {.epoch = p->epoch, .phase = p->phase};
     bool new_plan = self->n == 0 || !s_same_plan(&self->pts[self->n - 1], &key);
+    uint64_t seq = self->events++;
+    /* after a thinning only one event in stride stays; the newest always
+     * shows, in the place of the previous newest of its plan */
+    if (!new_plan && self->last_is_spare)
+        self->n--;
+    self->last_is_spare = !new_plan && seq % self->stride != 0;
+    if (s_grow(self) != 0)
+        return -1;
     if (new_plan)
         self->plan_origin = p->elapsed_s >= 0 ? now_s - p->elapsed_s : now_s;
     /* reducerd's clock: the points are as far apart as it sent them */
@@ -84,6 +126,7 @@ int tput_add(tput_t *self, const ev_progress_t *p, double now_s)
         memcpy(pt->rank_done, p->rank_done, pt->nranks * sizeof(uint64_t));
     if (pt->nranks > self->max_ranks)
         self->max_ranks = pt->nranks;
+    s_thin(self);
     return 0;
 }
 

@@ -12,7 +12,14 @@
  * done), so any job has a curve. A rate at point i is (count_i - count_j) / (t_i - t_j)
  * with j the point TPUT_WINDOW_S seconds earlier (or the first point of
  * the same epoch and phase), so a slow run with few batches per second
- * does not saw-tooth between 0 and a burst. */
+ * does not saw-tooth between 0 and a burst.
+ *
+ * Bound: at most TPUT_MAX_POINTS points (about 1 MiB), however long the
+ * job: when full, every other point goes (each plan's first and last stay
+ * while there is room), and from then on one event in a stride that
+ * doubles at each thinning is kept, plus always the newest. The counts are
+ * running totals, so a rate over a dropped stretch is its exact average;
+ * a week at two events a second keeps a point every 1-2 minutes. */
 #ifndef DDP_TPUT_H
 #define DDP_TPUT_H
 
@@ -22,6 +29,7 @@
 #include "reporterd/plot.h"
 
 #define TPUT_WINDOW_S 2.0
+#define TPUT_MAX_POINTS 16384
 /* Per-rank series drawn (the plot holds PLOT_MAX_SERIES, one is "all"). */
 #define TPUT_MAX_RANKS (PLOT_MAX_SERIES - 1)
 

@@ -135,6 +135,40 @@ static void test_tput_half_second(void)
     tput_destroy(&t);
 }
 
+/* A week at two events a second (1.2M events) over epochs of 3,000 events
+ * stays within TPUT_MAX_POINTS, starts at the origin, ends at the newest
+ * event, keeps every plan, and its rates are still exact: a steady 200
+ * img/s everywhere. */
+static void test_tput_bounded(void)
+{
+    tput_t *t = tput_new();
+    const size_t events = 7 * 24 * 3600 * 2, per_plan = 3000;
+    ev_progress_t p = {.total = 1000000};
+    for (size_t i = 0; i < events; i++) {
+        size_t k = i % per_plan;
+        p.epoch = (uint32_t)(i / per_plan);
+        p.elapsed_s = 0.5 * (double)(k + 1);
+        p.done = 100u * (k + 1);
+        CHECK(tput_add(t, &p, 1.0 + 0.5 * (double)(i + 1)) == 0);
+        CHECK(tput_points(t) <= TPUT_MAX_POINTS);
+    }
+    size_t n = tput_points(t);
+    CHECK_MSG(n > TPUT_MAX_POINTS / 4, "%zu points", n);
+    double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    CHECK(x && y);
+    size_t k = tput_series(t, -1, x, y);
+    CHECK(k > 0);
+    CHECK_MSG(fabs(x[0]) < 1e-9, "first x %g", x[0]);
+    CHECK_MSG(fabs(x[k - 1] - 0.5 * (double)events) < 1e-6, "last x %g", x[k - 1]);
+    for (size_t i = 0; i < k; i++) {
+        CHECK_MSG(fabs(y[i] - 200.0) < 1e-6, "y[%zu] = %g", i, y[i]);
+        CHECK(i == 0 || x[i] >= x[i - 1]);
+    }
+    free(x);
+    free(y);
+    tput_destroy(&t);
+}
+
 /* A job shorter than one progress tick: its only event (elapsed_s since
  * the plan) still gives a curve from the plan's arrival, per rank too. */
 static void test_tput_one_event(void)
@@ -284,6 +318,7 @@ int main(int argc, char **argv)
     test_tput();
     test_tput_one_event();
     test_tput_half_second();
+    test_tput_bounded();
     test_tapcache();
     test_promstate();
     plot_shutdown();
