@@ -72,7 +72,7 @@ typedef struct {
 #define T tap_options_t
 static const option_t s_rows[] = {
     OPTION_FLAG(T, json, "json",
-                "one JSON object per line and event (its keys: README.md, \"Watching a job\")"),
+                "one JSON object per line and event (its keys: docs/OPERATIONS.md, \"Watching a job\")"),
     OPTION_FLAG(T, until_end, "until-end", "exit after the job's end event, with its verdict"),
     ZS_SECURITY_OPTIONS,
     OPTION_END};

@@ -74,7 +74,7 @@ static const doc_t s_docs[] = {
       NULL,
       "Subscribes to ENDPOINT, a job's reporterd tap (or reducerd's --pub), and prints one "
       "line per event: metric, progress, log, worker, end, failed, membership, predictions. "
-      "With --json each line is a JSON object (the fields are listed in README.md). With "
+      "With --json each line is a JSON object (the fields are listed in docs/OPERATIONS.md). With "
       "--until-end it exits after the job's end event: 0 when the job succeeded, 1 when not.",
       SEE_ALSO_CLI}},
     {"keygen", &keygen_options_table,

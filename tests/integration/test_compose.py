@@ -1,4 +1,4 @@
-"""compose/: the README's run-supervised.sh examples run as printed (the
+"""compose/: docs/OPERATIONS.md's run-supervised.sh examples run as printed (the
 WideResNet demo and the ResNet-18 one with an empty DDPIPE_MODEL_ARGS) and
 return the job's exit status; gpuds without --threads split the host's
 CPUs among them; supervisorctl needs no variables; /metrics
@@ -43,8 +43,8 @@ def port_base():
 
 
 def readme_examples():
-    """The run-supervised.sh command lines of README's compose section."""
-    text = read(os.path.join(SRC, "README.md"))
+    """The run-supervised.sh command lines of docs/OPERATIONS.md's compose section."""
+    text = read(os.path.join(SRC, "docs", "OPERATIONS.md"))
     sec = text.split("## Running the daemons yourself", 1)[1].split("\n## ", 1)[0]
     block = sec.split("```sh", 1)[1].split("```", 1)[0]
     lines, cur = [], ""
@@ -55,7 +55,7 @@ def readme_examples():
             if "run-supervised.sh" in cur:
                 lines.append(cur.strip())
             cur = ""
-    check(len(lines) == 2, "README compose block: %d run-supervised.sh examples, want 2" % len(lines))
+    check(len(lines) == 2, "docs/OPERATIONS.md compose block: %d run-supervised.sh examples, want 2" % len(lines))
     return lines
 
 
