@@ -66,8 +66,11 @@ const option_table_t eval_options_table = {
 static int check(eval_options_t *o)
 {
     if (!o->data || !o->model || !o->weights || !o->out) {
-        fprintf(stderr, "ddpipe eval: --data, --model, --weights and --out are required\n");
-        options_usage(&eval_options_table, stderr);
+        /* name what is missing, not the whole --help */
+        fprintf(stderr, "ddpipe eval: missing%s%s%s%s\nusage: ddpipe eval %s\n(ddpipe eval --help "
+                "lists every option)\n", o->data ? "" : " --data", o->model ? "" : " --model",
+                o->weights ? "" : " --weights", o->out ? "" : " --out",
+                eval_options_table.synopsis);
         return -1;
     }
     if (dd_check_model("ddpipe eval", o->model) < 0)

@@ -294,8 +294,10 @@ static int apply_resume(train_options_t *o)
 static int check_required(const train_options_t *o)
 {
     if (!o->data || !o->model || !o->out) {
-        fprintf(stderr, "ddpipe train: --data, --model and --out are required\n");
-        options_usage(&train_options_table, stderr);
+        /* name what is missing, not the whole --help */
+        fprintf(stderr, "ddpipe train: missing%s%s%s\nusage: ddpipe train %s\n(ddpipe train --help "
+                "lists every option)\n", o->data ? "" : " --data", o->model ? "" : " --model",
+                o->out ? "" : " --out", train_options_table.synopsis);
         return -1;
     }
     if (dd_check_model("ddpipe train", o->model) < 0)

@@ -189,6 +189,81 @@ static const char *row_value(const option_table_t *table, const option_t *opt, i
     return found;
 }
 
+/* Edit distance of a and b (at most 63 characters count), for a "did you
+ * mean" under an unknown option. */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strnlen(a, 63), lb = strnlen(b, 63);
+    int row[64];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* One line on stderr for the word getopt_long refused (opterr is off, so
+ * the whole usage is not dumped on the user): a value missing or given to
+ * a flag, an ambiguous abbreviation, or an unknown option with the
+ * nearest known one. */
+static void report_refused(const option_table_t *table, int rows, const char *word)
+{
+    const char *name = strncmp(word, "--", 2) == 0 ? word + 2 : word;
+    size_t len = strcspn(name, "=");
+    const option_t *exact = NULL, *near = NULL, *prefix_of = NULL;
+    /* a suggestion within 1 edit of a short name, a third of a longer one's + 1 */
+    int prefixed = 0, best = len >= 4 ? (int)len / 3 + 2 : 2;
+    for (int i = 0; i < rows; i++) {
+        const option_t *opt = &table->rows[i];
+        if (!has_field(opt))
+            continue;
+        if (strlen(opt->name) == len && strncmp(opt->name, name, len) == 0)
+            exact = opt;
+        if (strncmp(opt->name, name, len) == 0) {
+            prefixed++;
+            prefix_of = opt;
+        }
+        char typed[64];
+        snprintf(typed, sizeof typed, "%.*s", (int)(len < 63 ? len : 63), name);
+        int d = edit_distance(typed, opt->name);
+        if (d < best) {
+            best = d;
+            near = opt;
+        }
+    }
+    if (!exact && prefixed == 1)
+        exact = prefix_of; /* getopt_long's abbreviation of it */
+    if (exact && exact->type == OPTION_TYPE_FLAG && name[len] == '=') {
+        fprintf(stderr, "%s: --%s takes no value (given %s)\n", table->program, exact->name, word);
+    } else if (exact) {
+        char what[256];
+        options_value_words(exact, what, sizeof what);
+        fprintf(stderr, "%s: --%s needs a value (%s)\n", table->program, exact->name, what);
+    } else if (prefixed > 1) {
+        fprintf(stderr, "%s: %s is the start of %d options; write the whole name (%s --help)\n",
+                table->program, word, prefixed, table->program);
+    } else if (near) {
+        fprintf(stderr, "%s: unknown option %.*s; did you mean --%s? (%s --help lists them all)\n",
+                table->program, (int)(len + (size_t)(name - word)), word, near->name,
+                table->program);
+    } else {
+        fprintf(stderr, "%s: unknown option %s (%s --help lists them all)\n", table->program,
+                word, table->program);
+    }
+}
+
 static int count_rows(const option_table_t *table)
 {
     int n = 0;
@@ -222,6 +297,7 @@ int options_parse(const option_table_t *table, int argc, char **argv, void *opts
     longopts[n] = (struct option){"version", 0, NULL, VERSION_CODE};
     int rc = 0, code;
     optind = 0; /* a full restart of getopt's scan, also for a second parse */
+    opterr = 0; /* report_refused says it in one line */
     while (rc == 0 && (code = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         if (code == HELP_CODE) {
             options_usage(table, stdout);
@@ -233,8 +309,9 @@ int options_parse(const option_table_t *table, int argc, char **argv, void *opts
             const option_t *opt = &table->rows[code - ROW_CODE_BASE];
             const char *value = row_value(table, opt, argc, argv, optarg);
             rc = value || opt->type == OPTION_TYPE_FLAG ? set_value(opt, opts, value) : -1;
-        } else { /* getopt said what was wrong */
-            options_usage(table, stderr);
+        } else { /* getopt refused argv[optind - 1] (past it even when it was the last) */
+            int at = optind > 1 && optind <= argc ? optind - 1 : 0;
+            report_refused(table, rows, at > 0 ? argv[at] : "?");
             rc = -1;
         }
     }

@@ -353,6 +353,25 @@ static void test_flag_as_value(void)
     emitted_argv_free(&a);
 }
 
+/* What getopt_long refuses is said in one line, never the whole usage */
+static void test_refused_words(void)
+{
+    value_options_t o;
+    const char *err;
+    CHECK(parse_values("--out x --offest 3", &o, &err, NULL) == -1);   /* a typo: the nearest */
+    CHECK_STR(err, "prog: unknown option --offest; did you mean --offset? (prog --help lists "
+                   "them all)\n");
+    CHECK(parse_values("--bogus", &o, &err, NULL) == -1);   /* nothing near */
+    CHECK_STR(err, "prog: unknown option --bogus (prog --help lists them all)\n");
+    CHECK(parse_values("--over=1", &o, &err, NULL) == -1);   /* a flag's abbreviation with a value */
+    CHECK_STR(err, "prog: --overwrite takes no value (given --over=1)\n");
+    CHECK(parse_values("--o x", &o, &err, NULL) == -1);   /* --out, --offset, --overwrite */
+    CHECK_STR(err, "prog: --o is the start of 3 options; write the whole name (prog --help)\n");
+    CHECK(parse_values("--offset", &o, &err, NULL) == -1);   /* the last word, no value */
+    CHECK_STR(err, "prog: --offset needs a value (N)\n");
+    CHECK(strchr(err, '\n') == err + strlen(err) - 1);
+}
+
 static void test_bare_value(void)
 {
     value_options_t o;
@@ -420,6 +439,7 @@ int main(void)
 {
     test_flag_as_value();
     test_bare_value();
+    test_refused_words();
     test_value_words();
     test_sentinels();
     test_defaults();
