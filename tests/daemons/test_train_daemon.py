@@ -251,7 +251,9 @@ def run_ok(wd):
 
 def run_fault(wd):
     ckpt = os.path.join(wd, "ckpt.safetensors")
-    job = Job(wd, 2, [["--checkpoint", ckpt], ["--fault-at-step", "1"]])
+    # --commit-timeout 3: the fake reducerd never answers, so rank 0 waits it
+    # out whole; its default (2 x --ring-timeout, 8 s) was a quarter of the test
+    job = Job(wd, 2, [["--checkpoint", ckpt, "--commit-timeout", "3"], ["--fault-at-step", "1"]])
     try:
         job.handshake()
         train_step(job, 100, 0, 0)
@@ -263,7 +265,7 @@ def run_fault(wd):
         _, st = recv(job.reducer, 16)   # within the 4 s ring timeout
         check(st["rank"] == 0 and st["status"] == 1 and st["suspect"] == 1 and st["step"] == 1,
               "rank 0's report of the silent rank 1: %r" % st)
-        # no answer: 4 s ring + 8 s commit timeout; 120 s only guards against a hang
+        # no answer: 4 s ring + 3 s commit timeout; 120 s only guards against a hang
         codes = job.wait(timeout=120)
         check(codes[1] == -9, "rank 1 exit %r, want SIGKILL" % codes[1])
         check(codes[0] not in (0, "hung"), "rank 0 exit %r, want non-zero" % codes[0])

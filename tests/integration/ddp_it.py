@@ -74,20 +74,32 @@ def workdir(name):
 
 def jpeg_folder(count=997):
     """An ImageFolder of the first `count` Fashion-MNIST test images as JPEGs,
-    made once per build by ddpipe-mkjpeg (libjpeg-turbo) and reused."""
+    made once per build by ddpipe-mkjpeg (libjpeg-turbo) and reused.
+
+    Safe for tests running at once (some run beside the one-at-a-time
+    integration tests, CMakeLists.txt): the folder appears whole, by one
+    rename, and a complete one is never removed; only a folder without the
+    stamp (left by an interrupted older run) is cleared before the rename."""
     out = os.path.join(BIN, "..", "testdata", "fmnist-jpeg-%d" % count)
     stamp = os.path.join(out, ".complete")
     if not os.path.exists(stamp):
-        shutil.rmtree(out, ignore_errors=True)
         os.makedirs(os.path.dirname(out), exist_ok=True)
         tmp = out + ".tmp-%d" % os.getpid()
+        shutil.rmtree(tmp, ignore_errors=True)
         subprocess.run([os.path.join(BIN, "ddpipe-mkjpeg"), "idx:%s/t10k" % FMNIST, tmp,
                         "--count", str(count)], check=True, stdout=subprocess.DEVNULL)
         open(os.path.join(tmp, ".complete"), "w").close()
         try:
             os.rename(tmp, out)
-        except OSError:  # another test made it meanwhile
+        except OSError:  # out exists: another test's whole folder, or a stale partial one
+            if not os.path.exists(stamp):
+                shutil.rmtree(out, ignore_errors=True)
+                try:
+                    os.rename(tmp, out)
+                except OSError:  # a second test cleared it too, and won
+                    pass
             shutil.rmtree(tmp, ignore_errors=True)
+        check(os.path.exists(stamp), "jpeg_folder: %s was not made" % out)
     return out
 
 

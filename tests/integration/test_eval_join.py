@@ -1,11 +1,16 @@
 """An eval worker that joins mid-run (docs/ELASTIC.md, issue 13 item 4):
-`ddpipe eval` with one worker on 997 Fashion-MNIST JPEGs; once it answered
+`ddpipe eval` with one worker on 300 Fashion-MNIST JPEGs; once it answered
 a batch it is paused (SIGSTOP), so the job cannot end without help, and a
 second gpud started by hand with the first one's command line (another
 --name) joins. It takes the batches (the paused worker's in-flight ones
 are handed out again when reducerd declares it dead), and the job ends
 with exit 0 and the same exact counts as an uninterrupted run, the joiner
-having answered batches. Every wait is on an event and bounded."""
+having answered batches. Every wait is on an event and bounded.
+
+300 images (5 batches of 64), not 997: what is checked is the hand-over of
+batches (the paused worker's first, the rest to the joiner) and the exact
+counts, for which the first batch and a few more suffice; the 997 were
+two more whole evaluations' worth of images under ASan."""
 import atexit
 import os
 import re
@@ -15,7 +20,7 @@ import time
 from ddp_it import *
 from ddp_elastic import gpud_of
 
-data = jpeg_folder()
+data = jpeg_folder(300)
 wd = workdir("eval_join")
 extra = ["--worker-timeout", "2", "--verbose"]
 

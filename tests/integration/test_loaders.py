@@ -79,9 +79,14 @@ print("eval with 3 loaderds = eval with 1: counts and predictions.csv identical"
 # 3 ranks: the survivors redo it (elastic), every loaderd re-sends its parts.
 val = idx_subset("t10k", 0, 64)
 train = idx_subset("train", 0, 232)
+# --worker-timeout: 5 s where nobody dies; 2 s (ddp_elastic's) where rank 1
+# kills itself, as the lost rank is only noticed once it is silent that long
+# (5 s made the two rank-lost runs ~9 s each, mostly waiting)
 common = ["--global-batch-size", "64", "--epochs", "2", "--seed", "3", "--lr", "0.001",
-          "--momentum", "0", "--worker-timeout", "5", "--sync-bn"]
-for name, workers, extra in (("plain", 2, []), ("rank-lost", 3, ["--fault", "1:3"])):
+          "--momentum", "0", "--sync-bn"]
+for name, workers, extra in (("plain", 2, ["--worker-timeout", "5"]),
+                             ("rank-lost", 3, ["--fault", "1:3", "--worker-timeout", "2",
+                                               "--ring-timeout", "5"])):
     runs = {}
     for loaders in (1, 3):
         out = os.path.join(wd, "train-%s-l%d" % (name, loaders))
