@@ -55,14 +55,20 @@ void options_roff_text(FILE *f, const char *text)
     }
 }
 
-/* A section heading without its colon, upper case first ("model input"). */
-static void roff_heading(FILE *f, const char *heading)
+/* A table's section heading into h without its trailing colon ("model input:"). */
+static void heading_text(char *h, size_t cap, const char *heading)
 {
-    char h[256];
-    snprintf(h, sizeof h, "%s", heading);
+    snprintf(h, cap, "%s", heading);
     size_t n = strlen(h);
     while (n && (h[n - 1] == ':' || h[n - 1] == ' '))
         h[--n] = '\0';
+}
+
+/* A section heading without its colon ("model input"). */
+static void roff_heading(FILE *f, const char *heading)
+{
+    char h[256];
+    heading_text(h, sizeof h, heading);
     fputs(".SS \"", f);
     options_roff_text(f, h);
     fputs("\"\n", f);
@@ -328,10 +334,7 @@ static void md_wrapped(FILE *f, const md_buf_t *b, const char *first, const char
 static void md_heading(FILE *f, const char *heading)
 {
     char h[256];
-    snprintf(h, sizeof h, "%s", heading);
-    size_t n = strlen(h);
-    while (n && (h[n - 1] == ':' || h[n - 1] == ' '))
-        h[--n] = '\0';
+    heading_text(h, sizeof h, heading);
     h[0] = (char)toupper((unsigned char)h[0]);
     md_buf_t b = {.n = 0};
     md_text(&b, h);
