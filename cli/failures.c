@@ -114,8 +114,14 @@ static int last_error(const char *log, char *buf, size_t len)
     error = error && error_at > nline - LAST_LINES ? error : NULL;
     raw = raw && raw_at > nline - LAST_LINES ? raw : NULL;
     const char *why = error ? error : raw;
-    if (why)
+    if (why) {
         snprintf(buf, len, "%s", why);
+        /* a log line may quote a file name or a peer's bytes: no terminal
+         * control characters reach the user's console */
+        for (char *c = buf; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                *c = '?';
+    }
     free(text);
     return why != NULL;
 }
