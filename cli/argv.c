@@ -15,9 +15,19 @@ void argv_add(argv_t *a, const char *flag, const char *value)
 {
     if (a->n + 3 >= (int)(sizeof a->v / sizeof a->v[0]))
         return;
-    a->v[a->n++] = strdup(flag);
-    if (value)
-        a->v[a->n++] = strdup(value);
+    if (value && strncmp(value, "--", 2) == 0 && strncmp(flag, "--", 2) == 0) {
+        /* the daemons never take a separate "--..." word as a value
+         * (common/options.c): such a value goes joined */
+        size_t n = strlen(flag) + strlen(value) + 2;
+        char *joined = malloc(n);
+        if (joined)
+            snprintf(joined, n, "%s=%s", flag, value);
+        a->v[a->n++] = joined;
+    } else {
+        a->v[a->n++] = strdup(flag);
+        if (value)
+            a->v[a->n++] = strdup(value);
+    }
     a->v[a->n] = NULL;
 }
 
