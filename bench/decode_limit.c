@@ -2,7 +2,8 @@
  * ImageFolder and decode it with libjpeg-turbo at the DCT scale the loader
  * would use for Resize(R), on T threads, doing nothing else (no resize, no
  * crop, no batching, no socket). The loader's throughput is judged as a
- * fraction of this rate, measured in the same run (DESIGN.md: ≥ 90 %).
+ * fraction of this rate, measured in the same run (≥ 90 %: docs/DESIGN.md
+ * "Quality bars").
  *
  *   decode_limit DATA [--threads T] [--resize R] [--epochs E]
  *

@@ -1,6 +1,6 @@
 #!/bin/sh
-# The loader against the machine's decode limit (DESIGN.md: >= 90 %), in the
-# same run, and against torchvision's DataLoader with as many workers as
+# The loader against the machine's decode limit (>= 90 %: docs/DESIGN.md
+# "Quality bars"), in the same run, and against torchvision's DataLoader with as many workers as
 # cores (issue 14: >= 2.2x):
 #   decode_limit  read + libjpeg-turbo DCT-scaled decode on T threads, nothing else
 #   loader_bench  ddpipe's loader library: read, decode, Resize, CenterCrop, batches

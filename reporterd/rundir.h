@@ -1,5 +1,5 @@
 /* rundir — the reporter's state across events and the run directory it
- * writes (DESIGN.md "Run directory"):
+ * writes (docs/JOBS.md "The run directory"):
  *
  *   metrics.csv                 one row per (epoch, phase), on each metric
  *                               (training: train/val rows, epoch seconds and

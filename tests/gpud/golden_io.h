@@ -16,8 +16,8 @@
 #include "gpud/model.h"
 #include "tcheck.h"
 
-/* max_i |a_i - b_i| / max_i |b_i| (DESIGN.md's parity metric; b is the
- * reference). A NaN difference wins, so NaN never passes a bound. */
+/* max_i |a_i - b_i| / max_i |b_i| (the parity metric of docs/DESIGN.md
+ * "Quality bars"; b is the reference). A NaN difference wins, so NaN never passes a bound. */
 static inline double golden_rel_err(const float *a, const float *b, size_t n)
 {
     double maxdiff = 0.0, maxref = 0.0;

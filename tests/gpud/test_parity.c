@@ -1,7 +1,7 @@
 /* Parity with PyTorch: logits of resnet18 and the seed WideResNet on the
  * committed goldens (tests/golden/gen_parity.py) must match PyTorch 1.13's.
  * Metric, per output tensor: max_i |ours_i - torch_i| / max_i |torch_i|,
- * which must be <= 1e-4 (DESIGN.md's parity bar). resnet34, resnet50 and
+ * which must be <= 1e-4 (docs/DESIGN.md "Quality bars"). resnet34, resnet50 and
  * the seed WideResNet at its default widths use synthesised weights (see
  * synth.h): only their logits are committed. */
 #include <math.h>
