@@ -55,6 +55,26 @@ void options_roff_text(FILE *f, const char *text)
     }
 }
 
+/* The arguments of the synopsis line of syn that starts at p (a
+ * synopsis may hold several: "usage: gpud A\n       gpud B"), copied into
+ * line: its leading blanks dropped, and on a later line the command it
+ * repeats, which the page prints itself. */
+static const char *synopsis_args(const char *syn, const char *p, const char *command,
+                                 char *line, size_t cap)
+{
+    const char *nl = strchr(p, '\n');
+    snprintf(line, cap, "%.*s", nl ? (int)(nl - p) : (int)strlen(p), p);
+    const char *s = line;
+    while (*s == ' ')
+        s++;
+    size_t cl = strlen(command);
+    if (p != syn && strncmp(s, command, cl) == 0)
+        s += cl;
+    while (*s == ' ')
+        s++;
+    return s;
+}
+
 /* A table's section heading into h without its trailing colon ("model input:"). */
 static void heading_text(char *h, size_t cap, const char *heading)
 {
@@ -151,20 +171,9 @@ void options_man(const option_table_t *table, const options_page_t *page, FILE *
     options_roff_text(f, page->summary);
     fputs("\n.SH SYNOPSIS\n", f);
     const char *syn = table ? table->synopsis : page->synopsis ? page->synopsis : "";
-    /* a synopsis may hold several lines ("usage: gpud A\n       gpud B") */
     for (const char *p = syn; p;) {
-        const char *nl = strchr(p, '\n');
         char line[1024];
-        snprintf(line, sizeof line, "%.*s", nl ? (int)(nl - p) : (int)strlen(p), p);
-        char *s = line;
-        while (*s == ' ')
-            s++;
-        /* later lines repeat the program's name: drop it, we print it */
-        size_t cl = strlen(page->command);
-        if (p != syn && strncmp(s, page->command, cl) == 0)
-            s += cl;
-        while (*s == ' ')
-            s++;
+        const char *s = synopsis_args(syn, p, page->command, line, sizeof line);
         fputs(".B ", f);
         options_roff_text(f, page->command);
         fputc('\n', f);
@@ -172,7 +181,8 @@ void options_man(const option_table_t *table, const options_page_t *page, FILE *
             options_roff_text(f, s);
             fputc('\n', f);
         }
-        p = nl ? nl + 1 : NULL;
+        p = strchr(p, '\n');
+        p = p ? p + 1 : NULL;
         if (p)
             fputs(".br\n", f);
     }
@@ -388,19 +398,11 @@ static void md_synopsis(FILE *f, const char *command, const char *syn)
 {
     fputs("```\n", f);
     for (const char *p = syn; p;) {
-        const char *nl = strchr(p, '\n');
         char line[1024];
-        snprintf(line, sizeof line, "%.*s", nl ? (int)(nl - p) : (int)strlen(p), p);
-        char *s = line;
-        while (*s == ' ')
-            s++;
-        size_t cl = strlen(command);
-        if (p != syn && strncmp(s, command, cl) == 0)
-            s += cl;
-        while (*s == ' ')
-            s++;
+        const char *s = synopsis_args(syn, p, command, line, sizeof line);
         fprintf(f, "%s%s%s\n", command, *s ? " " : "", s);
-        p = nl ? nl + 1 : NULL;
+        p = strchr(p, '\n');
+        p = p ? p + 1 : NULL;
     }
     fputs("```\n", f);
 }
