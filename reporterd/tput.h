@@ -14,10 +14,8 @@
  * the same epoch and phase), so a slow run with few batches per second
  * does not saw-tooth between 0 and a burst.
  *
- * Bound: at most TPUT_MAX_POINTS points (about 1 MiB), however long the
- * job: when full, every other point goes (each plan's first and last stay
- * while there is room), and from then on one event in a stride that
- * doubles at each thinning is kept, plus always the newest. The counts are
+ * Bound: at most TPUT_MAX_POINTS points (about 1.5 MiB), however long the
+ * job, thinned as the dashboard's history is (thinning.h): the counts are
  * running totals, so a rate over a dropped stretch is its exact average;
  * a week at two events a second keeps a point every 1-2 minutes. */
 #ifndef DDP_TPUT_H
@@ -27,6 +25,7 @@
 
 #include "proto/event.h"
 #include "reporterd/plot.h"
+#include "reporterd/thinning.h"
 
 #define TPUT_WINDOW_S 2.0
 #define TPUT_MAX_POINTS 16384

@@ -11,14 +11,11 @@
  * previous one (its clock restarted) sets a new origin the same way.
  *
  * Bound: at most TPUTHIST_MAX samples (128 KiB here, about 200 KiB as
- * JSON to a late page), however long the job. When full, adjacent samples
- * are merged by keeping every other one, and from then on one event in
- * `stride` (which doubles at each merge) is kept, plus always the newest:
- * the samples stay evenly spread over the whole job. `done` is a running
- * count, so the rate between two kept samples is the exact average over
- * the ones merged away. The job's first sample and each plan's first and
- * last are always kept while that still frees a quarter of the room (so
- * every plan keeps a rate); with more plans than that, plain halving. At
+ * JSON to a late page), however long the job, thinned as thinning.h says:
+ * the samples stay evenly spread over the whole job, each plan keeps its
+ * first and last while they fit, and `done` being a running count, the
+ * rate between two kept samples is the exact average over the ones
+ * dropped. At
  * reducerd's two events a second the first merge comes after 34 minutes;
  * a week-long job keeps a sample every 2.5 to 5 minutes. */
 #ifndef DDP_TPUTHIST_H
@@ -28,16 +25,12 @@
 #include <stdint.h>
 
 #include "proto/event.h"
+#include "reporterd/thinning.h"
 
 #define TPUTHIST_MAX 4096
 
-typedef struct {
-    double t;
-    uint64_t done;
-    uint64_t seq;  /* the event's index in the job (0 = first progress event) */
-    uint32_t epoch;
-    uint8_t phase;
-} tputhist_point_t;
+/* seq: the event's index in the job (0 = first progress event) */
+typedef thin_sample_t tputhist_point_t;
 
 typedef struct tputhist tputhist_t;
 
