@@ -222,6 +222,8 @@ static void report_refused(const option_table_t *table, int rows, const char *wo
 {
     const char *name = strncmp(word, "--", 2) == 0 ? word + 2 : word;
     size_t len = strcspn(name, "=");
+    char typed[64]; /* the name as typed, without "=value" */
+    snprintf(typed, sizeof typed, "%.*s", (int)(len < 63 ? len : 63), name);
     const option_t *exact = NULL, *near = NULL, *prefix_of = NULL;
     /* a suggestion within 1 edit of a short name, a third of a longer one's + 1 */
     int prefixed = 0, best = len >= 4 ? (int)len / 3 + 2 : 2;
@@ -235,8 +237,6 @@ static void report_refused(const option_table_t *table, int rows, const char *wo
             prefixed++;
             prefix_of = opt;
         }
-        char typed[64];
-        snprintf(typed, sizeof typed, "%.*s", (int)(len < 63 ? len : 63), name);
         int d = edit_distance(typed, opt->name);
         if (d < best) {
             best = d;
