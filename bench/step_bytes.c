@@ -3,14 +3,16 @@
  * parameters, gradients and optimizer state stay in device memory, so a
  * step moves its batch in (uint8 pixels + the normalisation table, labels,
  * sample ids, loss gradient), its outputs out (loss and logits:
- * model_step_plan) and training BatchNorm's per-channel vectors, which the
- * host computes and all-reduces (model_copy_plan: what the kernels copy,
- * bn_kernels, and what the tape copies, bn_tape). Arithmetic over the
- * model's training graph (described, not run: no GPU needed, any backend's
- * model gives the same figures).
+ * model_step_plan) and, only with --sync-bn (SyncBatchNorm over W > 1
+ * ranks, whose sums the host all-reduces), training BatchNorm's
+ * per-channel vectors (model_copy_plan: what the kernels copy, bn_kernels,
+ * and what the tape copies, bn_tape); without it BatchNorm stays on the
+ * device (bn 0). Arithmetic over the model's training graph (described,
+ * not run: no GPU needed), planned for the ref-device backend, which
+ * decides where BatchNorm runs as cuda does.
  *
  *   step_bytes [--arch resnet18] [--batch 256] [--size 224] [--classes 1000]
- *              [--in-channels 0] [--channels a,b,c,d]
+ *              [--in-channels 0] [--channels a,b,c,d] [--sync-bn]
  *
  * Prints the figures, then one line "step_bytes arch=... params=0 bn=B
  * batch_in=I out=O ..." that scripts/gpu-check.sh compares with what the
@@ -26,13 +28,25 @@
 #include "gpud/backend_arena.h"
 #include "gpud/model.h"
 
+static int no_sum(void *ctx, double *data, size_t n, char *err, size_t errlen)
+{
+    (void)ctx, (void)data, (void)n, (void)err, (void)errlen;
+    return 0;   /* planned, never run */
+}
+
 int main(int argc, char **argv)
 {
     const char *arch = "resnet18";
     long batch = 256, size = 224, classes = 1000, in_ch = 0;
     model_opts_t mo = {.train = 1, .init = 1, .threads = 1};
+    int sync_bn = 0;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--sync-bn")) {
+            sync_bn = 1;
+            i--;
+            continue;
+        }
         int rc = v ? 0 : -1;
         if (rc == 0 && !strcmp(a, "--arch"))
             arch = v;
@@ -50,7 +64,7 @@ int main(int argc, char **argv)
             rc = -1;
         if (rc < 0) {
             fprintf(stderr, "usage: step_bytes [--arch resnet18] [--batch 256] [--size 224] "
-                            "[--classes 1000] [--in-channels 0] [--channels a,b,c,d]\n");
+                            "[--classes 1000] [--in-channels 0] [--channels a,b,c,d] [--sync-bn]\n");
             return 2;
         }
     }
@@ -58,10 +72,11 @@ int main(int argc, char **argv)
     mo.num_classes = (int)classes;
     mo.in_channels = (int)in_ch;
     char err[512];
-    /* ref: the cheapest backend to open; the figures do not depend on it */
-    model_t *m = model_new(&mo, "ref", NULL, err, sizeof err);
-    if (!m) {
-        fprintf(stderr, "step_bytes: %s\n", err);
+    /* ref-device: device arenas and BatchNorm on the device, as cuda */
+    model_t *m = model_new(&mo, "ref-device", NULL, err, sizeof err);
+    if (!m || (sync_bn && model_set_sync_bn(m, no_sum, NULL) < 0)) {
+        fprintf(stderr, "step_bytes: %s\n", m ? "SyncBatchNorm refused" : err);
+        model_destroy(&m);
         return 1;
     }
     int c = model_in_channels(m), n = (int)batch, hw = (int)size;
@@ -74,8 +89,8 @@ int main(int argc, char **argv)
     }
     model_step_plan(m, n, c, hw, hw, 1, 1, 1, &io);
     uint64_t bn = cp.bn_kernels + cp.bn_tape, total = io.batch_in + io.out + bn;
-    printf("%s, batch %d of %dx%dx%d, %d classes: one training step host<->device\n", arch, n, c,
-           hw, hw, model_num_classes(m));
+    printf("%s, batch %d of %dx%dx%d, %d classes%s: one training step host<->device\n", arch,
+           n, c, hw, hw, model_num_classes(m), sync_bn ? ", SyncBatchNorm" : "");
     printf("  device-resident arenas: batch in %llu + out %llu + BatchNorm %llu (kernels %llu, "
            "tape %llu) = %llu; parameters/gradients 0\n",
            (unsigned long long)io.batch_in, (unsigned long long)io.out, (unsigned long long)bn,

@@ -171,19 +171,27 @@ int bk_keep(bk_graph_t *g, bk_tensor_t *t);
  * temporary) once compiled; 0 before, or when the graph runs fused. */
 size_t bk_graph_bytes(const bk_graph_t *g);
 /* What one training step (bk_forward, bk_backward from loss) of g copies
- * between host and device memory besides its batch and outputs, on a
- * backend whose arenas are device memory (cuda; tape_copies.c): only
- * training-mode BatchNorm's per-channel vectors (the host computes and
- * all-reduces them). bn_kernels: what the kernels copy (centres and
- * coefficients up, double sums down); bn_tape: what the tape copies
- * (tape_bn_copy_plan: its statistics put, the running stats read and
- * written, gamma read, gamma/beta gradients put). Bytes; independent of the batch size. Zero on a NULL
- * graph or loss. */
+ * between host and device memory besides its batch and outputs, run on be
+ * (g may be a description graph) whose arenas are device memory (cuda;
+ * tape_copies.c): only training-mode BatchNorm's per-channel vectors, and
+ * only where the host computes them: host_sums (SyncBatchNorm's
+ * all-reduce or bitwise chunking is set), or a backend without
+ * BatchNorm on the device (backend_bn_on_device). bn_kernels: what the
+ * kernels copy (centres and coefficients up, double sums down); bn_tape:
+ * what the tape copies (tape_bn_copy_plan: its statistics put, the running
+ * stats read and written, gamma read, gamma/beta gradients put). Bytes;
+ * independent of the batch size. Zero on a NULL graph or loss. */
 typedef struct bk_copy_plan {
     uint64_t bn_kernels;
     uint64_t bn_tape;
 } bk_copy_plan_t;
-void bk_graph_copy_plan(const bk_graph_t *g, const bk_tensor_t *loss, bk_copy_plan_t *p);
+void bk_graph_copy_plan(const bk_graph_t *g, const bk_tensor_t *loss, const backend_t *be,
+                        int host_sums, bk_copy_plan_t *p);
+/* 1: be's training BatchNorm keeps its per-channel work on the device
+ * (parameter memory is device memory and the kernels do it: cuda,
+ * ref-device) wherever no SyncBatchNorm or bitwise chunking sums it on the
+ * host. */
+int backend_bn_on_device(const backend_t *be);
 /* 0: dropout is the identity even in training mode (parity tests). */
 void bk_graph_set_dropout(bk_graph_t *g, int enabled);
 

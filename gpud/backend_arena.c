@@ -157,6 +157,12 @@ const bk_arena_ops_t *backend_arena_ops(const backend_t *be)
     return be && be->arena ? be->arena : &bk_arena_host;
 }
 
+int backend_bn_on_device(const backend_t *be)
+{
+    const bk_kernels_t *k = be ? be->ops->train : NULL;
+    return k && k->bn_train_fwd && k->bn_train_bwd && backend_arena_ops(be)->mem != BK_MEM_HOST;
+}
+
 void backend_traffic_take(backend_t *be, bk_traffic_t *t)
 {
     if (be && be->ops->traffic)

@@ -43,6 +43,18 @@ typedef struct bk_plan {
     void (*destroy)(struct bk_plan *p);
 } bk_plan_t;
 
+/* Training-mode BatchNorm kept on the device (bk_kernels_t.bn_train_fwd /
+ * bn_train_bwd): every vector is PARAMETER MEMORY. */
+typedef struct {
+    double count;                  /* values per channel: n * h * w (>= 1) */
+    float eps, momentum;
+    int relu;                      /* the op's output is relu(bn(x)) */
+    const float *gamma, *beta;
+    float *stat;                   /* [mean, var] of 2c floats: forward OUT, backward IN */
+    float *running_mean, *running_var;   /* forward: moved in place */
+    float *ggamma, *gbeta;         /* backward OUT; NULL: not wanted (frozen) */
+} bk_bn_train_t;
+
 /* The kernels of every graph (gpud/backend_train.c). Buffers (void *)
  * are the backend's activation memory in the backend's layout. Parameters
  * (float *: weights, biases, gamma/beta, mean/var and their gradients) are
@@ -134,6 +146,20 @@ typedef struct bk_kernels {
     void (*bn_grad_apply)(backend_t *be, void *gx, const void *x, const void *y, const void *gy,
                           const int shape[4], int relu, const float *center,
                           const float *scale, const float *a, const float *b);
+    /* Optional, both or neither: training-mode BatchNorm without the host,
+     * for backends whose parameter memory is device memory (the cuda
+     * backend; tape_bn.c takes this path when no SyncBatchNorm all-reduce
+     * and no bitwise chunking needs the sums on the host). The host path's
+     * arithmetic bit for bit (gpud/bn_math.h) on the same channel sums:
+     * forward chan_sums(x) -> mean, chan_sums(x, mean) -> var (t->stat),
+     * y = the eval-mode kernel with them, the running stats moved;
+     * backward bn_grad_sums(x, y, gy, mean) -> [sum dy', sum dy' xhat],
+     * gamma/beta gradients (when t->ggamma), then gx (when gx) as
+     * bn_grad_apply. p is bn_plan's. */
+    int (*bn_train_fwd)(bk_ctx_t *g, bk_plan_t *p, const void *x, const int shape[4],
+                        const bk_bn_train_t *t, void *y);
+    int (*bn_train_bwd)(bk_ctx_t *g, bk_plan_t *p, const void *x, const void *y,
+                        const void *gy, const int shape[4], const bk_bn_train_t *t, void *gx);
     bk_plan_t *(*relu_plan)(bk_ctx_t *g, const int in[4]);
     int (*relu_fwd)(bk_ctx_t *g, bk_plan_t *p, const void *x, void *y);
     int (*relu_bwd)(bk_ctx_t *g, bk_plan_t *p, const void *y, const void *gy, void *gx);

@@ -121,7 +121,7 @@ int model_copy_plan(const model_t *m, int n, int c, int h, int w, bk_copy_plan_t
         err_set(err, errlen, "%s graph on %dx%dx%dx%d: %s", m->arch->name, n, c, h, w,
                 g && bk_graph_error(g) ? bk_graph_error(g) : "out of memory");
     else
-        bk_graph_copy_plan(g, loss, p);
+        bk_graph_copy_plan(g, loss, m->be, m->sync_fn != NULL, p);   /* a plain step */
     bk_graph_destroy(&g);
     return loss ? 0 : -1;
 }

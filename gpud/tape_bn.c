@@ -4,6 +4,7 @@
 #include <string.h>
 #include <stdlib.h>
 
+#include "gpud/bn_math.h"
 #include "gpud/tape_priv.h"
 
 /* PyTorch's running-stat update, r = (1 - m) r + m s: running_mean moves
@@ -22,8 +23,8 @@ int tape_bn_move(bk_graph_t *g, top_t *o, const double *mean, const double *var,
     if (!rv)
         return -1;
     for (size_t i = 0; i < c; i++) {
-        rm[i] = (float)((1.0 - m) * rm[i] + m * mean[i]);
-        rv[i] = (float)((1.0 - m) * rv[i] + m * var[i] * var_scale);
+        rm[i] = bnm_running(rm[i], mean[i], m, 1.0);
+        rv[i] = bnm_running(rv[i], var[i], m, var_scale);
     }
     if (tape_pmem_commit(g, o->bn.running_mean, rm, c, cnt) < 0 ||
         tape_pmem_commit(g, o->bn.running_var, rv, c, cnt) < 0)
@@ -38,7 +39,7 @@ int tape_bn_move(bk_graph_t *g, top_t *o, const double *mean, const double *var,
  * once the statistics are made). */
 int tape_bn_running(bk_graph_t *g, top_t *o, size_t count)
 {
-    double unbias = count > 1 ? (double)count / (double)(count - 1) : 1.0;
+    double unbias = bnm_unbias((double)count);
     size_t c = (size_t)o->bn.c;
     for (size_t i = 0; i < c; i++) {
         o->sync_d[i] = o->save_mean[i];
@@ -130,12 +131,12 @@ double tape_bn_stats(bk_graph_t *g, top_t *o, const bk_tensor_t *x)
     if (!(count >= 1.0))
         return 0;
     for (int i = 0; i < c; i++)
-        o->save_mean[i] = (float)(o->sync_d[i] / count);
+        o->save_mean[i] = bnm_stat(o->sync_d[i], count);
     tape_bn_sums(g, o, x, o->save_mean);
     if (sync_call(g, o->sync_d, (size_t)c) < 0)
         return -1;
     for (int i = 0; i < c; i++)
-        o->save_var[i] = (float)(o->sync_d[i] / count);
+        o->save_var[i] = bnm_stat(o->sync_d[i], count);
     return tape_bn_put_stats(g, o) < 0 ? -1 : count;
 }
 
@@ -154,9 +155,51 @@ int tape_bn_normalize(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t
                         stat_var(o), y->val);
 }
 
+/* ------------------------------------------- on the device (bn_on_device) */
+
+static bk_bn_train_t dev_args(const top_t *o, const bk_tensor_t *x)
+{
+    int grads = o->bn.grad_weight != NULL;
+    return (bk_bn_train_t){.count = (double)x->n * x->h * x->w,
+                           .eps = o->bn.eps,
+                           .momentum = o->bn.momentum,
+                           .relu = o->bn.relu,
+                           .gamma = o->bn.weight,
+                           .beta = o->bn.bias,
+                           .stat = o->stat,
+                           .running_mean = o->bn.running_mean,
+                           .running_var = o->bn.running_var,
+                           .ggamma = grads ? o->bn.grad_weight : NULL,
+                           .gbeta = grads ? o->bn.grad_bias : NULL};
+}
+
+static int dev_fwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y)
+{
+    int s[4];
+    shape_of(x, s);
+    bk_bn_train_t t = dev_args(o, x);
+    if (g->k->bn_train_fwd(&g->base, o->plan, x->val, s, &t, y->val) < 0)
+        return -1;
+    o->sync_count = t.count;
+    if (o->bn.num_batches)
+        *o->bn.num_batches += 1.0f;
+    return 0;
+}
+
+static int dev_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t *y,
+                   void *gx)
+{
+    int s[4];
+    shape_of(x, s);
+    bk_bn_train_t t = dev_args(o, x);
+    return g->k->bn_train_bwd(&g->base, o->plan, x->val, y->val, y->grad, s, &t, gx);
+}
+
 /* Normalising with given statistics is the eval-mode kernel. */
 int tape_bn_fwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y)
 {
+    if (bn_on_device(g))
+        return dev_fwd(g, o, x, y);
     double count = tape_bn_stats(g, o, x);
     if (count < 0)
         return -1;
@@ -192,7 +235,7 @@ int tape_bn_grad_local(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_t
     g->k->bn_grad_sums(g->base.be, x->val, y->val, y->grad, s, o->bn.relu, o->save_mean,
                        o->sync_d);
     for (int i = 0; i < c; i++)
-        sdyx[i] /= sqrt((double)o->save_var[i] + o->bn.eps);
+        sdyx[i] /= bnm_std(o->save_var[i], o->bn.eps);
     return 0;
 }
 
@@ -223,6 +266,8 @@ int tape_bn_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t
                 void *gx)
 {
     int c = o->bn.c;
+    if (x && bn_on_device(g))
+        return dev_bwd(g, o, x, y, gx);
     if (!x)
         memset(o->sync_d, 0, 2 * (size_t)c * sizeof *o->sync_d);
     else if (tape_bn_grad_local(g, o, x, y, gx) < 0)
@@ -244,13 +289,9 @@ int tape_bn_dx(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t 
     const float *gamma = tape_pmem_view(g, o->bn.weight, o->sync, (size_t)c, tape_count_bn(g));
     if (!gamma)
         return -1;
-    for (int i = 0; i < c; i++) {
-        double rstd = 1.0 / sqrt((double)o->save_var[i] + o->bn.eps);
-        double k = (double)gamma[i] * rstd;
-        scale[i] = (float)k;
-        a[i] = (float)(-k * rstd * sdyx[i] / o->sync_count);
-        b[i] = (float)(-k * sdy[i] / o->sync_count);
-    }
+    for (int i = 0; i < c; i++)
+        bnm_coeffs(gamma[i], o->save_var[i], o->bn.eps, sdy[i], sdyx[i], o->sync_count,
+                   &scale[i], &a[i], &b[i]);
     int s[4];
     shape_of(x, s);
     if (g->k->bn_grad_sums && g->k->bn_grad_apply)

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common/xsum.h"
+#include "gpud/bn_math.h"
 #include "gpud/tape_priv.h"
 
 /* The op i of chunk j (g[0]'s when n = 0: a rank without samples). */
@@ -88,7 +89,7 @@ static double sync_stats(bk_graph_t **g, int n, size_t i)
         }
         float *dst = pass ? o0->save_var : o0->save_mean;
         for (size_t k = 0; k < c; k++)
-            dst[k] = (float)(tot[k] / count);
+            dst[k] = bnm_stat(tot[k], count);
     }
     for (int j = 0; j < (n ? n : 1); j++) {
         top_t *o = op_of(g, j, i);

@@ -3,7 +3,9 @@
  * memory (cuda: backend_impl.h's contract): the parameters, gradients and
  * optimizer state stay on the device, so besides the batch in and the
  * outputs (model_step_plan) only training-mode BatchNorm's per-channel
- * vectors cross, which the host computes and all-reduces (tape_bn.c).
+ * vectors cross where the host computes and all-reduces them (tape_bn.c:
+ * SyncBatchNorm; without it the backend's bn_train_* keep them on the
+ * device and nothing crosses).
  * bn_kernels is what the kernels copy for them, call for call as
  * gpud/cuda/cuda_train.c does (chan_sums, bn_grad_sums, bn_grad_apply:
  * change both together; scripts/gpu-check.sh compares this with the bytes
@@ -31,11 +33,12 @@ static uint64_t batchnorm(const bk_graph_t *g, const top_t *o, int backward)
     return b;
 }
 
-void bk_graph_copy_plan(const bk_graph_t *g, const bk_tensor_t *loss, bk_copy_plan_t *p)
+void bk_graph_copy_plan(const bk_graph_t *g, const bk_tensor_t *loss, const backend_t *be,
+                        int host_sums, bk_copy_plan_t *p)
 {
     *p = (bk_copy_plan_t){0};
-    if (!g || !loss)
-        return;
+    if (!g || !loss || (!host_sums && backend_bn_on_device(be)))
+        return;   /* nothing: BatchNorm's vectors stay on the device */
     for (size_t i = 0; i < g->nops; i++) {
         const top_t *o = &g->ops[i];
         /* bk_backward runs the ops up to the loss's producer whose output

@@ -292,6 +292,14 @@ static inline int bn_training(const bk_graph_t *g, const top_t *o)
     return g->training && !o->bn.eval;
 }
 
+/* A training BatchNorm op runs on the device (the backend's bn_train_fwd /
+ * bn_train_bwd, no host vectors) where the arenas are device memory and
+ * neither SyncBatchNorm's all-reduce nor bitwise chunking (both sum on the
+ * host) is set; else tape_bn.c's host path. */
+static inline int bn_on_device(const bk_graph_t *g)
+{
+    return g->k && backend_bn_on_device(g->base.be) && !g->allreduce && !g->exact;
+}
 /* Dropout's probability in this mode (eval, or disabled: the identity). */
 static inline float drop_p(const bk_graph_t *g, const top_t *o)
 {

@@ -18,6 +18,7 @@
 
 #include "common/errbuf.h"
 #include "gpud/backend_impl.h"
+#include "gpud/bn_math.h"
 #include "gpud/cpu/host_kernels.h"
 #include "gpud/optim/optim_host.h"
 
@@ -187,6 +188,72 @@ static void d_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *
                     host(b, "bn_grad_apply b"));
 }
 
+/* Training BatchNorm on the "device": what the cuda backend's bn_train_*
+ * queue (chan_sums, bn_math.h's per-channel steps, the eval-mode kernel),
+ * here on the untagged floats, with the host path's scratch sizes. */
+static int d_bn_train_fwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const int s[4],
+                          const bk_bn_train_t *t, void *y)
+{
+    size_t c = (size_t)s[1];
+    float *mean = dev(t->stat, "bn statistics"), *var = mean + c;
+    float *rm = dev(t->running_mean, "bn running mean");
+    float *rv = dev(t->running_var, "bn running var");
+    double *sum = malloc(c * sizeof *sum);
+    if (!sum) {
+        bk_ctx_fail(g, "out of memory");
+        return -1;
+    }
+    R.chan_sums(g->be, x, s, NULL, sum);
+    for (size_t i = 0; i < c; i++)
+        mean[i] = bnm_stat(sum[i], t->count);
+    R.chan_sums(g->be, x, s, mean, sum);
+    for (size_t i = 0; i < c; i++)
+        var[i] = bnm_stat(sum[i], t->count);
+    free(sum);
+    if (R.bn_fwd(g, p, 0, x, dev(t->gamma, "bn gamma"), dev(t->beta, "bn beta"), mean, var,
+                 y) < 0)
+        return -1;
+    double unbias = bnm_unbias(t->count);
+    for (size_t i = 0; i < c; i++) {
+        rm[i] = bnm_running(rm[i], mean[i], t->momentum, 1.0);
+        rv[i] = bnm_running(rv[i], var[i], t->momentum, unbias);
+    }
+    return 0;
+}
+
+static int d_bn_train_bwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const void *y,
+                          const void *gy, const int s[4], const bk_bn_train_t *t, void *gx)
+{
+    (void)p;
+    size_t c = (size_t)s[1];
+    const float *mean = dev(t->stat, "bn statistics"), *var = mean + c;
+    const float *gamma = dev(t->gamma, "bn gamma");
+    float *gw = dev(t->ggamma, "bn gamma gradient"), *gb = dev(t->gbeta, "bn beta gradient");
+    double *sum = malloc(2 * c * sizeof *sum);
+    float *co = malloc(3 * c * sizeof *co);
+    if (!sum || !co) {
+        free(sum);
+        free(co);
+        bk_ctx_fail(g, "out of memory");
+        return -1;
+    }
+    R.bn_grad_sums(g->be, x, y, gy, s, t->relu, mean, sum);
+    for (size_t i = 0; i < c; i++) {
+        sum[c + i] /= bnm_std(var[i], t->eps);
+        if (gw && gb) {
+            gw[i] = (float)sum[c + i];
+            gb[i] = (float)sum[i];
+        }
+        bnm_coeffs(gamma[i], var[i], t->eps, sum[i], sum[c + i], t->count, &co[i], &co[c + i],
+                   &co[2 * c + i]);
+    }
+    if (gx)
+        R.bn_grad_apply(g->be, gx, x, y, gy, s, t->relu, mean, co, co + c, co + 2 * c);
+    free(sum);
+    free(co);
+    return 0;
+}
+
 static int d_linear_fwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w,
                         const float *b, void *y)
 {
@@ -211,6 +278,8 @@ static bk_kernels_t dev_kernels(void)
     k.chan_axpb = d_chan_axpb;
     k.bn_grad_sums = d_bn_grad_sums;
     k.bn_grad_apply = d_bn_grad_apply;
+    k.bn_train_fwd = d_bn_train_fwd;
+    k.bn_train_bwd = d_bn_train_bwd;
     k.linear_fwd = d_linear_fwd;
     k.linear_bwd = d_linear_bwd;
     k.round_bf16 = NULL;

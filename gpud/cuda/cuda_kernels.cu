@@ -2,6 +2,7 @@
  * element (grid-stride), one block per channel for reductions; written to be
  * obviously equal to gpud/cpu/ref_ops.c rather than fastest. */
 #include "gpud/cuda/cuda_kernels.h"
+#include "gpud/bn_math.h"
 #include "gpud/cuda/cuda_launch.h"
 
 #include <math.h>
@@ -530,6 +531,62 @@ cudaError_t ck_bn_grad_apply(cudaStream_t s, float *gx, const float *x, const fl
     size_t count = (size_t)n * c * hw;
     k_bn_grad_apply<<<blocks_for(count), THREADS, 0, s>>>(gx, x, y, gy, count, c, hw, center,
                                                           scale, a, b);
+    return cudaGetLastError();
+}
+
+__global__ static void k_bn_stat(const double *sum, int c, double count, float *out)
+{
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch < c)
+        out[ch] = bnm_stat(sum[ch], count);
+}
+
+cudaError_t ck_bn_stat(cudaStream_t s, const double *sum, int c, double count, float *out)
+{
+    k_bn_stat<<<blocks_for((size_t)c), THREADS, 0, s>>>(sum, c, count, out);
+    return cudaGetLastError();
+}
+
+__global__ static void k_bn_running(float *rm, float *rv, const float *stat, int c, double m,
+                                    double unbias)
+{
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch < c) {
+        rm[ch] = bnm_running(rm[ch], stat[ch], m, 1.0);
+        rv[ch] = bnm_running(rv[ch], stat[c + ch], m, unbias);
+    }
+}
+
+cudaError_t ck_bn_running(cudaStream_t s, float *rm, float *rv, const float *stat, int c,
+                          double m, double unbias)
+{
+    k_bn_running<<<blocks_for((size_t)c), THREADS, 0, s>>>(rm, rv, stat, c, m, unbias);
+    return cudaGetLastError();
+}
+
+__global__ static void k_bn_grad_finish(double *sums, int c, const float *gamma,
+                                        const float *var, float eps, double count,
+                                        float *ggamma, float *gbeta, float *coef)
+{
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= c)
+        return;
+    double sdy = sums[ch], sdyxh = BNM_DIV(sums[c + ch], bnm_std(var[ch], eps));
+    sums[c + ch] = sdyxh;
+    if (ggamma)
+        ggamma[ch] = (float)sdyxh;
+    if (gbeta)
+        gbeta[ch] = (float)sdy;
+    bnm_coeffs(gamma[ch], var[ch], eps, sdy, sdyxh, count, &coef[ch], &coef[c + ch],
+               &coef[2 * c + ch]);
+}
+
+cudaError_t ck_bn_grad_finish(cudaStream_t s, double *sums, int c, const float *gamma,
+                              const float *var, float eps, double count, float *ggamma,
+                              float *gbeta, float *coef)
+{
+    k_bn_grad_finish<<<blocks_for((size_t)c), THREADS, 0, s>>>(sums, c, gamma, var, eps, count,
+                                                               ggamma, gbeta, coef);
     return cudaGetLastError();
 }
 

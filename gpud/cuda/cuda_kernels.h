@@ -107,6 +107,20 @@ cudaError_t ck_bn_grad_apply(cudaStream_t s, float *gx, const float *x, const fl
                              const float *gy, int n, int c, int hw, const float *center,
                              const float *scale, const float *a, const float *b);
 
+/* Training BatchNorm's per-channel steps on the device (bk_kernels_t
+ * .bn_train_*), gpud/bn_math.h's arithmetic, one thread per channel:
+ * out[c] = sum[c] / count (a mean or biased variance); the running stats
+ * moved towards stat = [mean, var] (momentum m, unbias for the variance);
+ * backward, from sums = [sum dy', sum dy' (x - mean)] (2c, in place: the
+ * second half becomes sum dy' xhat): ggamma/gbeta (each optional) and the
+ * coefficients coef = [scale, a, b] (3c) of ck_bn_grad_apply. */
+cudaError_t ck_bn_stat(cudaStream_t s, const double *sum, int c, double count, float *out);
+cudaError_t ck_bn_running(cudaStream_t s, float *rm, float *rv, const float *stat, int c,
+                          double m, double unbias);
+cudaError_t ck_bn_grad_finish(cudaStream_t s, double *sums, int c, const float *gamma,
+                              const float *var, float eps, double count, float *ggamma,
+                              float *gbeta, float *coef);
+
 /* Pooling as ref_maxpool2d / ref_avgpool2d (alg: 0 max, 1 avg incl. pad,
  * 2 avg excl. pad). nc = n*c planes. */
 typedef struct {

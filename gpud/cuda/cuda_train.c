@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpud/bn_math.h"
 #include "gpud/cuda/cuda_fused.h"
 #include "gpud/cuda/cuda_infer.h"
 #include "gpud/cuda/cuda_priv.h"
@@ -285,13 +286,15 @@ typedef struct {
     int in[4];
     float eps;
     int relu;
-    double *sums;           /* device: the backward's 2c sums */
+    double *sums;           /* device: the backward's 2c sums (the forward's c) */
+    float *coef;            /* device: bn_train_bwd's scale, a, b (3c) */
 } bn_plan_t;
 
 static void bn_plan_destroy(bk_plan_t *bp)
 {
     bn_plan_t *p = (bn_plan_t *)bp;
     cudaFree(p->sums);
+    cudaFree(p->coef);
     free(p);
 }
 
@@ -308,7 +311,8 @@ static bk_plan_t *ct_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
     memcpy(p->in, in, sizeof p->in);
     p->eps = eps;
     p->relu = relu;
-    if (!(p->sums = cu_alloc(g, 2 * (size_t)in[1] * sizeof(double)))) {
+    if (!(p->sums = cu_alloc(g, 2 * (size_t)in[1] * sizeof(double))) ||
+        !(p->coef = cu_alloc(g, 3 * (size_t)in[1] * sizeof(float)))) {
         bn_plan_destroy(&p->base);
         return NULL;
     }
@@ -354,6 +358,49 @@ static int ct_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, co
         return 0;
     return cu_check(g, ck_bn_bwd_data(s, gx, x, mask, gy, n, c, hw, gamma, mean, var, p->eps,
                                       training, p->sums), "batch-norm backward kernel");
+}
+
+/* Training BatchNorm on the device (bk_kernels_t.bn_train_*): the host
+ * path's steps (tape_bn.c) as kernels on the plan's own buffers, nothing
+ * copied, nothing waited for, the same bits (bn_math.h). */
+static int ct_bn_train_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int sh[4],
+                           const bk_bn_train_t *t, void *y)
+{
+    bn_plan_t *p = (bn_plan_t *)bp;
+    int n = sh[0], c = sh[1], hw = sh[2] * sh[3];
+    float *mean = t->stat, *var = t->stat + c;
+    cudaStream_t s = stream_of(g->be);
+    if (cu_sticky(g) < 0 ||
+        cu_check(g, ck_chan_sums(s, x, n, c, hw, NULL, p->sums), "channel sums kernel") < 0 ||
+        cu_check(g, ck_bn_stat(s, p->sums, c, t->count, mean), "batch mean kernel") < 0 ||
+        cu_check(g, ck_chan_sums(s, x, n, c, hw, mean, p->sums), "channel sums kernel") < 0 ||
+        cu_check(g, ck_bn_stat(s, p->sums, c, t->count, var), "batch variance kernel") < 0 ||
+        ct_bn_fwd(g, bp, 0, x, t->gamma, t->beta, mean, var, y) < 0)
+        return -1;
+    return cu_check(g, ck_bn_running(s, t->running_mean, t->running_var, t->stat, c,
+                                     t->momentum, bnm_unbias(t->count)),
+                    "running statistics kernel");
+}
+
+static int ct_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *y,
+                           const void *gy, const int sh[4], const bk_bn_train_t *t, void *gx)
+{
+    bn_plan_t *p = (bn_plan_t *)bp;
+    int n = sh[0], c = sh[1], hw = sh[2] * sh[3];
+    const float *mean = t->stat, *var = t->stat + c, *mask = t->relu ? y : NULL;
+    cudaStream_t s = stream_of(g->be);
+    if (cu_sticky(g) < 0 ||
+        cu_check(g, ck_bn_grad_sums(s, x, mask, gy, n, c, hw, mean, p->sums),
+                 "batch-norm gradient sums kernel") < 0 ||
+        cu_check(g, ck_bn_grad_finish(s, p->sums, c, t->gamma, var, t->eps, t->count,
+                                      t->ggamma, t->gbeta, p->coef),
+                 "batch-norm gradient coefficients kernel") < 0)
+        return -1;
+    if (!gx)
+        return 0;
+    return cu_check(g, ck_bn_grad_apply(s, gx, x, mask, gy, n, c, hw, mean, p->coef,
+                                        p->coef + c, p->coef + 2 * c),
+                    "batch-norm gradient kernel");
 }
 
 /* SyncBatchNorm helpers: center/a/b/scale are host vectors and the double
@@ -586,6 +633,8 @@ const bk_kernels_t CUDA_TKERNELS = {
     .chan_axpb = ct_chan_axpb,
     .bn_grad_sums = ct_bn_grad_sums,
     .bn_grad_apply = ct_bn_grad_apply,
+    .bn_train_fwd = ct_bn_train_fwd,
+    .bn_train_bwd = ct_bn_train_bwd,
     .relu_plan = ct_relu_plan,
     .relu_fwd = ct_relu_fwd,
     .relu_bwd = ct_relu_bwd,

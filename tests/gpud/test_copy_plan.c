@@ -28,6 +28,7 @@ static float wl[96], bl[3], gwl[96], gbl[3];
 
 enum { TRAIN_ALL = 0, FROZEN_CONV1 = 1, FROZEN_CONV1_BN2 = 2, FROZEN_LINEAR = 3 };
 
+/* be NULL: the host path's plan (host_sums as SyncBatchNorm sets it) */
 static void plan_of(int n, int variant, bk_copy_plan_t *p)
 {
     int fc1 = variant == FROZEN_CONV1 || variant == FROZEN_CONV1_BN2;
@@ -54,8 +55,42 @@ static void plan_of(int n, int variant, bk_copy_plan_t *p)
     x = x ? bk_linear(g, x, 3, wl, flin ? NULL : gwl, bl, flin ? NULL : gbl) : NULL;
     bk_tensor_t *loss = x ? bk_softmax_ce(g, x, 0.0f) : NULL;
     REQUIRE(loss, "building the graph: %s", bk_graph_error(g) ? bk_graph_error(g) : "?");
-    bk_graph_copy_plan(g, loss, p);
+    bk_graph_copy_plan(g, loss, NULL, 1, p);
+    bk_copy_plan_t q;   /* a backend without BatchNorm on the device: the same */
+    bk_graph_copy_plan(g, loss, NULL, 0, &q);
+    CHECK(memcmp(p, &q, sizeof q) == 0, "no backend: host_sums changed the plan");
     bk_graph_destroy(&g);
+}
+
+static int fake_sum(void *ctx, double *data, size_t n, char *err, size_t errlen)
+{
+    (void)ctx, (void)data, (void)n, (void)err, (void)errlen;
+    return 0;
+}
+
+/* The model-level plan on backend bk: its per-channel bytes (0 on a
+ * backend that keeps BatchNorm on the device, unless SyncBatchNorm is set). */
+static void model_plan(const char *bk, int sync, bk_copy_plan_t *p, uint64_t *channels)
+{
+    model_opts_t o = {.arch = "wideresnet", .train = 1, .init = 1, .init_seed = 3,
+                      .threads = 1, .channels = {4, 8, 8, 12}, .n_channels = 4};
+    char err[512];
+    model_t *m = model_new(&o, bk, NULL, err, sizeof err);
+    REQUIRE(m, "model_new(%s): %s", bk, err);
+    REQUIRE(!sync || model_set_sync_bn(m, fake_sum, NULL) == 0, "model_set_sync_bn");
+    bk_copy_plan_t q;
+    REQUIRE(model_copy_plan(m, 1, 1, 28, 28, p, err, sizeof err) == 0, "%s", err);
+    REQUIRE(model_copy_plan(m, 3, 1, 28, 28, &q, err, sizeof err) == 0, "%s", err);
+    CHECK(memcmp(p, &q, sizeof q) == 0, "wideresnet: the plan depends on the batch size");
+    *channels = 0;
+    for (int i = 0; i < model_param_count(m); i++) {
+        model_param_t mp;
+        REQUIRE(model_param_at(m, i, &mp) == 0, "param %d", i);
+        const char *dot = strrchr(mp.name, '.');
+        if (dot && strcmp(dot, ".running_mean") == 0)
+            *channels += (uint64_t)mp.numel;
+    }
+    model_destroy(&m);
 }
 
 int main(void)
@@ -100,32 +135,24 @@ int main(void)
     CHECK(q.bn_tape == tfwd, "frozen conv1 and BN 2's affine: tape %llu, want %llu",
           (unsigned long long)q.bn_tape, (unsigned long long)tfwd);
 
-    bk_graph_copy_plan(NULL, NULL, &q);
+    bk_graph_copy_plan(NULL, NULL, NULL, 1, &q);
     CHECK(q.bn_kernels == 0 && q.bn_tape == 0, "NULL graph: not zero");
 
-    /* the model-level plan: the model's training graph, any batch size */
-    model_opts_t o = {.arch = "wideresnet", .train = 1, .init = 1, .init_seed = 3,
-                      .threads = 1, .channels = {4, 8, 8, 12}, .n_channels = 4};
-    char err[512];
-    model_t *m = model_new(&o, "ref", NULL, err, sizeof err);
-    REQUIRE(m, "model_new: %s", err);
-    REQUIRE(model_copy_plan(m, 1, 1, 28, 28, &p, err, sizeof err) == 0, "%s", err);
-    REQUIRE(model_copy_plan(m, 3, 1, 28, 28, &q, err, sizeof err) == 0, "%s", err);
-    CHECK(memcmp(&p, &q, sizeof p) == 0, "wideresnet: the plan depends on the batch size");
-    /* every BatchNorm of it trains and follows a conv: per channel 8 + 12
-     * bytes forward, 4 + 16 + 16 backward */
-    uint64_t channels = 0;
-    for (int i = 0; i < model_param_count(m); i++) {
-        model_param_t mp;
-        REQUIRE(model_param_at(m, i, &mp) == 0, "param %d", i);
-        const char *dot = strrchr(mp.name, '.');
-        if (dot && strcmp(dot, ".running_mean") == 0)
-            channels += (uint64_t)mp.numel;
-    }
+    /* the model-level plan: the model's training graph, any batch size;
+     * every BatchNorm of it trains and follows a conv: per channel 8 + 12
+     * bytes forward, 4 + 16 + 16 backward, where the host computes them */
+    uint64_t channels;
+    model_plan("ref", 0, &p, &channels);
     CHECK(channels > 0, "wideresnet: no BatchNorm found");
     CHECK(p.bn_kernels == channels * 56, "wideresnet: BatchNorm kernels %llu, %llu channels x "
           "56 = %llu", (unsigned long long)p.bn_kernels, (unsigned long long)channels,
           (unsigned long long)(channels * 56));
-    model_destroy(&m);
+    /* a device arena whose kernels keep BatchNorm there: nothing crosses,
+     * unless SyncBatchNorm's all-reduce brings the sums to the host */
+    model_plan("ref-device", 0, &q, &channels);
+    CHECK(q.bn_kernels == 0 && q.bn_tape == 0, "ref-device: BatchNorm plan %llu + %llu, want 0",
+          (unsigned long long)q.bn_kernels, (unsigned long long)q.bn_tape);
+    model_plan("ref-device", 1, &q, &channels);
+    CHECK(memcmp(&p, &q, sizeof q) == 0, "ref-device with SyncBatchNorm: not the host plan");
     return tc_done("test_copy_plan");
 }

@@ -12,7 +12,11 @@
  * and one conv frozen (no gradient):
  *   - 3 steps: the same losses and logits each step;
  *   - a step copies no parameter (params bytes 0) and its BatchNorm vector
- *     bytes (bn) are bk_graph_copy_plan's bn_tape; ref counts 0 of both;
+ *     bytes (bn) are bk_graph_copy_plan's bn_tape: 0 where training
+ *     BatchNorm runs on the device (the backend's bn_train_*, the same
+ *     bytes as the host path: bn_math.h), more where a SyncBatchNorm hook
+ *     (a one-rank identity here) sends it down the host path, which runs
+ *     with host vectors over the device arena; ref counts 0 of both;
  *   - the checkpoint after them (parameters, buffers, optimizer state) has
  *     the same bytes; loaded into a fresh ref-device trainer it continues
  *     one more step exactly as ref does;
@@ -53,6 +57,15 @@ typedef struct {
     allreduce_t *ar;
 } run_t;
 
+/* SyncBatchNorm over one rank: the sums as they are. */
+static int one_rank(void *ctx, double *data, size_t n, char *err, size_t errlen)
+{
+    (void)ctx, (void)data, (void)n, (void)err, (void)errlen;
+    return 0;
+}
+
+static int g_sync;   /* open_run sets the hook above */
+
 static run_t open_run(const char *backend, const arch_t *a, const optim_cfg_t *oc)
 {
     model_opts_t o = {.arch = a->arch, .train = 1, .init = 1, .init_seed = 3, .threads = 1,
@@ -66,6 +79,7 @@ static run_t open_run(const char *backend, const arch_t *a, const optim_cfg_t *o
     run_t r = {0};
     r.m = model_new(&o, backend, NULL, err, sizeof err);
     REQUIRE(r.m, "model_new(%s, %s): %s", a->arch, backend, err);
+    REQUIRE(!g_sync || model_set_sync_bn(r.m, one_rank, NULL) == 0, "model_set_sync_bn");
     trainer_cfg_t cfg = {.optim = *oc, .lr = 0.05, .seed = 5, .n_freeze = 1, .n_freeze_bn = 1};
     cfg.freeze[0] = a->freeze;
     cfg.freeze_bn[0] = a->freeze_bn;
@@ -131,14 +145,16 @@ static uint64_t bn_plan(run_t *r, const arch_t *a)
     return p.bn_tape;
 }
 
-static void test_one(const arch_t *a, const optim_cfg_t *oc, const char *oname)
+static void test_one(const arch_t *a, const optim_cfg_t *oc, const char *oname, int sync)
 {
     char err[512];
+    g_sync = sync;
     run_t h = open_run("ref", a, oc), d = open_run("ref-device", a, oc);
     CHECK(model_params_arena(d.m)->ops->mem == BK_MEM_DEVICE, "ref-device: host arena");
     float lh[N], ld[N], gh[N * CLASSES], gd[N * CLASSES];
     uint64_t plan = bn_plan(d.m ? &d : &h, a);
-    CHECK(plan > 0, "%s: no BatchNorm bytes planned", a->arch);
+    CHECK(sync ? plan > 0 : plan == 0, "%s: %llu BatchNorm bytes planned %s SyncBatchNorm",
+          a->arch, (unsigned long long)plan, sync ? "with" : "without");
     for (int s = 0; s < STEPS; s++) {
         bk_traffic_t before = *model_traffic(d.m), hb = *model_traffic(h.m);
         step(&h, a, s, lh, gh);
@@ -226,9 +242,10 @@ int main(void)
     sgd.nesterov = 1;
     sgd.weight_decay = 1e-4;
     adam.amsgrad = 1;
-    test_one(&ARCHS[0], &sgd, "sgd");
-    test_one(&ARCHS[0], &adam, "adam");
-    test_one(&ARCHS[1], &sgd, "sgd");
+    test_one(&ARCHS[0], &sgd, "sgd", 0);
+    test_one(&ARCHS[0], &adam, "adam", 1);
+    test_one(&ARCHS[1], &sgd, "sgd", 0);
+    test_one(&ARCHS[1], &sgd, "sgd", 1);
     /* the backend is named and refuses bf16 (its weights would be read on the host) */
     char err[512];
     backend_t *be = backend_new("ref-device", 1, err, sizeof err);

@@ -7,7 +7,10 @@
  * ref graph's host arrays. Two steps (weights updated in between, so the
  * re-read of bound parameters is checked too): per-sample losses, logits,
  * every parameter gradient, the input gradient and the running statistics
- * agree to max|a-b|/max|b| <= 1e-4. First the device arena's ops (copy,
+ * agree to max|a-b|/max|b| <= 1e-4. Training BatchNorm runs on the device
+ * (bn_train_fwd/bwd); a third graph on cuda with a one-rank SyncBatchNorm
+ * hook runs it on the host path (sums down, coefficients up) and must give
+ * the same bits (gpud/bn_math.h). First the device arena's ops (copy,
  * zero, the non-finite scan); after the graph the optimizer kernels against
  * gpud/optim/optim.c over 3 steps. Exits 77 without a CUDA device. */
 #include <cuda_runtime.h>
@@ -93,6 +96,32 @@ static void params_init(params_t *a, params_t *b)
         }
         put(a, i, b->p[i]);
     }
+}
+
+/* A device copy of host set b. */
+static void params_dev(params_t *a, const params_t *b)
+{
+    a->dev = 1;
+    for (int i = 0; i < NP; i++) {
+        a->n[i] = SIZES[i];
+        a->p[i] = cuda_device_arena.alloc(SIZES[i]);
+        a->gp[i] = cuda_device_arena.alloc(SIZES[i]);
+        REQUIRE(a->p[i] && a->gp[i], "alloc");
+        put(a, i, b->p[i]);
+    }
+}
+
+/* SyncBatchNorm over one rank: the sums as they are (the host path). */
+static int one_rank(void *ctx, double *data, size_t n, char *err, size_t errlen)
+{
+    (void)ctx, (void)data, (void)n, (void)err, (void)errlen;
+    return 0;
+}
+
+static void same_bits(const char *what, const float *a, const float *b, size_t n)
+{
+    CHECK(!memcmp(a, b, n * sizeof *a), "%s: BatchNorm on the device differs from the host path",
+          what);
 }
 
 static void params_free(params_t *a)
@@ -185,9 +214,11 @@ static void check_graph(void)
     char err[512] = "";
     backend_t *bc = backend_new("cuda", 1, err, sizeof err), *br = backend_new("ref", 2, err, sizeof err);
     REQUIRE(bc && br, "backends: %s", err);
-    params_t pc, pr;
+    params_t pc, pr, ph;
     params_init(&pc, &pr);
-    net_t tc = build(bc, &pc), tr = build(br, &pr);
+    params_dev(&ph, &pr);
+    net_t tc = build(bc, &pc), tr = build(br, &pr), th = build(bc, &ph);
+    bk_graph_set_allreduce(th.g, one_rank, NULL);
     float x[N * C * H * W], a[N * C * H * W], b[N * C * H * W], lc[N * K], lr[N * K];
     int32_t labels[N] = {1, 4, 0, 2};
     int64_t ids[N] = {10, 11, 12, 99};
@@ -196,20 +227,31 @@ static void check_graph(void)
             x[i] = frand();
         step(&tc, x, labels, ids, (uint64_t)s);
         step(&tr, x, labels, ids, (uint64_t)s);
+        step(&th, x, labels, ids, (uint64_t)s);
         printf("step %d\n", s);
-        CHECK(bk_read(tc.g, tc.logits, lc) == 0 && bk_read(tr.g, tr.logits, lr) == 0, "read");
+        float hl[N * K], hx[N * C * H * W];
+        CHECK(bk_read(tc.g, tc.logits, lc) == 0 && bk_read(tr.g, tr.logits, lr) == 0 &&
+              bk_read(th.g, th.logits, hl) == 0, "read");
         compare("logits", lc, lr, N * K);
+        same_bits("logits", lc, hl, N * K);
         CHECK(bk_read(tc.g, tc.loss, lc) == 0 && bk_read(tr.g, tr.loss, lr) == 0, "read");
         compare("per-sample CE", lc, lr, N);
-        CHECK(bk_read_grad(tc.g, tc.x, a) == 0 && bk_read_grad(tr.g, tr.x, b) == 0, "grad");
+        CHECK(bk_read_grad(tc.g, tc.x, a) == 0 && bk_read_grad(tr.g, tr.x, b) == 0 &&
+              bk_read_grad(th.g, th.x, hx) == 0, "grad");
         compare("input gradient", a, b, sizeof a / 4);
-        float hp[MAXP], hg[MAXP];
+        same_bits("input gradient", a, hx, sizeof a / 4);
+        float hp[MAXP], hg[MAXP], pp[MAXP];
         for (int i = 0; i < 13; i++) {
             char name[32];
             snprintf(name, sizeof name, "param %d", i);
             get(&pc, i, 0, hp);
             compare(name, hp, pr.p[i], SIZES[i]);   /* running stats included */
+            get(&ph, i, 0, pp);
+            same_bits(name, hp, pp, SIZES[i]);
+            get(&ph, i, 1, pp);
             get(&pc, i, 1, hg);
+            snprintf(name, sizeof name, "grad of param %d", i);
+            same_bits(name, hg, pp, SIZES[i]);
             if (i == 1) {   /* conv1's bias, before training BN (params 2, 3) */
                 compare_noise("grad of param 1", hg, pr.gp[1], SIZES[1], pr.gp[3], SIZES[3]);
             } else if (i != 4 && i != 5 && i != 9 && i != 10) {
@@ -226,12 +268,15 @@ static void check_graph(void)
                 pr.p[i][j] = hp[j];
             }
             put(&pc, i, hp);
+            put(&ph, i, hp);
         }
     }
     bk_graph_destroy(&tc.g);
     bk_graph_destroy(&tr.g);
+    bk_graph_destroy(&th.g);
     params_free(&pc);
     params_free(&pr);
+    params_free(&ph);
     backend_destroy(&bc);
     backend_destroy(&br);
 }
