@@ -20,7 +20,8 @@ enum {
 #define BK_CAPS_CPU (BK_CAN_BF16 | BK_CAN_BF16_TRAIN)
 #define BK_CAPS_REF (BK_CAN_BF16 | BK_CAN_BF16_TRAIN)
 #define BK_CAPS_CUDA (BK_CAN_BF16 | BK_CAN_DEVICE_PER_RANK)
-#define BK_CAPS_REF_DEVICE 0   /* ref kernels, emulated device arena (tests) */
+/* ref kernels, emulated device arena (tests) */
+#define BK_CAPS_REF_DEVICE (BK_CAN_BF16 | BK_CAN_BF16_TRAIN)
 
 /* BK_CAN_* of the backend called name, or -1 when there is no such backend
  * (whether this build has it is backend_new's answer). */

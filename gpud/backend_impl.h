@@ -177,6 +177,12 @@ typedef struct bk_kernels {
      * in place. NULL: the backend cannot run bf16 (backend_set_precision
      * refuses). */
     void (*round_bf16)(backend_t *be, void *y, size_t count);
+    /* bf16 on a device arena: dst = src rounded to bf16, count floats of
+     * PARAMETER MEMORY (dst may be src): the bf16 copy of a conv's or
+     * linear's weights each forward, their gradients after the backward.
+     * NULL: training in bf16 needs host arenas (the tape rounds on the
+     * host; backend_set_precision refuses it otherwise). */
+    void (*round_bf16_param)(backend_t *be, float *dst, const float *src, size_t count);
     /* Optional: backend_bf16_native's probe (NULL: no native bf16). With
      * precision BK_BF16_NATIVE the conv and linear plans are native. */
     int (*bf16_native)(const char **isa);

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 
 #include "common/clock.h"
-#include "gpud/bf16.h"
 #include "gpud/tape_priv.h"
 
 /* Where to write x's gradient: its own buffer the first time, else the
@@ -33,16 +32,17 @@ void tape_grad_commit(bk_graph_t *g, bk_tensor_t *x)
 
 /* bf16: a conv's or linear's weight gradient comes out of the bf16
  * backward as bf16 (autocast's cast back to the fp32 weight keeps it). */
-static void bf16_param_grads(const top_t *o, float *gw, float *gb)
+static int bf16_param_grads(bk_graph_t *g, const top_t *o, float *gw, float *gb)
 {
     int conv = o->kind == TO_CONV;
     const bk_tensor_t *x = o->in[0];
     size_t nw = conv ? (size_t)o->conv.oc * o->conv.ic * o->conv.kh * o->conv.kw
                      : (size_t)o->lin_out * x->c * x->h * x->w;
-    if (gw)
-        bf16_round(gw, gw, nw);
-    if (gb)
-        bf16_round(gb, gb, (size_t)(conv ? o->conv.oc : o->lin_out));
+    if (gw && tape_pmem_round_bf16(g, gw, gw, nw) < 0)
+        return -1;
+    if (gb && tape_pmem_round_bf16(g, gb, gb, (size_t)(conv ? o->conv.oc : o->lin_out)) < 0)
+        return -1;
+    return 0;
 }
 
 static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
@@ -59,7 +59,7 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
         rc = k->conv_bwd(bg, o->plan, x->val, g->bf16 ? o->w16 : o->conv.weight, y->grad, gx,
                          o->conv.grad_weight, o->conv.grad_bias);
         if (rc == 0 && g->bf16)
-            bf16_param_grads(o, o->conv.grad_weight, o->conv.grad_bias);
+            rc = bf16_param_grads(g, o, o->conv.grad_weight, o->conv.grad_bias);
         break;
     case TO_BN:
         if (bn_training(g, o)) {
@@ -86,7 +86,7 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
         rc = k->linear_bwd(bg, o->plan, x->val, g->bf16 ? o->w16 : o->w, y->grad, gx, o->gw,
                            o->gb);
         if (rc == 0 && g->bf16)
-            bf16_param_grads(o, o->gw, o->gb);
+            rc = bf16_param_grads(g, o, o->gw, o->gb);
         break;
     case TO_ADD:
         if (gx)

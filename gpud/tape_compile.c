@@ -250,13 +250,10 @@ static int bf16_shadow(bk_graph_t *g, top_t *o)
     } else {
         return 0;
     }
-    o->w16 = malloc(nw * sizeof *o->w16);
-    o->b16 = nb ? malloc(nb * sizeof *o->b16) : NULL;
-    if (!o->w16 || (nb && !o->b16)) {
-        bk_ctx_fail(&g->base, "out of memory for the bf16 weights");
-        return -1;
-    }
-    return 0;
+    /* parameter memory: the kernels take them where they take weights */
+    o->w16 = tape_pmem_new(g, nw);
+    o->b16 = nb && o->w16 ? tape_pmem_new(g, nb) : NULL;
+    return o->w16 && (!nb || o->b16) ? 0 : -1;
 }
 
 /* Plans, and each BN op's batch statistics (host, c floats each; on a
@@ -310,8 +307,8 @@ void tape_release(bk_graph_t *g)
         free(o->save_var);
         free(o->sync);
         free(o->sync_d);
-        free(o->w16);
-        free(o->b16);
+        tape_pmem_free(g, o->w16);
+        tape_pmem_free(g, o->b16);
         tape_pmem_free(g, o->stat);
         o->w16 = o->b16 = o->stat = NULL;
         o->plan = NULL;

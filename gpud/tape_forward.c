@@ -5,23 +5,24 @@
  * (tape_capture.c), each op's device time where it is asked
  * (tape_timer.c). */
 #include "common/clock.h"
-#include "gpud/bf16.h"
 #include "gpud/tape_priv.h"
 
 /* bf16: the weights (and bias) a conv or linear op computes with this step:
- * its master weights rounded to bf16, as autocast casts them. */
-static void bf16_weights(top_t *o, const float **w, const float **b)
+ * its master weights rounded to bf16, as autocast casts them (parameter
+ * memory, rounded where it lives). 0 or -1. */
+static int bf16_weights(bk_graph_t *g, top_t *o, const float **w, const float **b)
 {
     int conv = o->kind == TO_CONV;
     const float *mw = conv ? o->conv.weight : o->w, *mb = conv ? o->conv.bias : o->b;
     const bk_tensor_t *x = o->in[0];
     size_t nw = conv ? (size_t)o->conv.oc * o->conv.ic * o->conv.kh * o->conv.kw
                      : (size_t)o->lin_out * x->c * x->h * x->w;
-    bf16_round(o->w16, mw, nw);
-    if (mb)
-        bf16_round(o->b16, mb, (size_t)(conv ? o->conv.oc : o->lin_out));
+    if (tape_pmem_round_bf16(g, o->w16, mw, nw) < 0 ||
+        (mb && tape_pmem_round_bf16(g, o->b16, mb, (size_t)(conv ? o->conv.oc : o->lin_out)) < 0))
+        return -1;
     *w = o->w16;
     *b = mb ? o->b16 : NULL;
+    return 0;
 }
 
 /* bf16: ops whose output PyTorch's CPU autocast makes bf16 and that can
@@ -46,7 +47,8 @@ static int op_forward(bk_graph_t *g, top_t *o, uint32_t index)
         w = o->fw;
         b = o->fb;
     } else if (g->bf16 && !g->fops && (o->kind == TO_CONV || o->kind == TO_LINEAR)) {
-        bf16_weights(o, &w, &b);
+        if (bf16_weights(g, o, &w, &b) < 0)
+            return -1;
         if (x->is_input)   /* the model's fp32 input, cast at its first conv */
             k->round_bf16(be, x->val, numel(x));
     }

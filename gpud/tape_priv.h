@@ -282,6 +282,10 @@ int tape_pmem_put(bk_graph_t *g, float *pm, const float *host, size_t n, uint64_
 /* pm as host floats: pm itself on host memory, else its n floats read into
  * stage (counted); NULL after bk_ctx_fail. */
 float *tape_pmem_view(bk_graph_t *g, float *pm, float *stage, size_t n, uint64_t *count);
+/* bf16: dst = src rounded to bf16 (n floats of parameter memory; dst may
+ * be src): on the host, or the backend's round_bf16_param on a device
+ * arena. 0, or -1 after bk_ctx_fail. */
+int tape_pmem_round_bf16(bk_graph_t *g, float *dst, const float *src, size_t n);
 /* After the host changed a view: written back when it was a stage. */
 int tape_pmem_commit(bk_graph_t *g, float *pm, const float *view, size_t n, uint64_t *count);
 

@@ -10,14 +10,15 @@
  * memory where backend_impl.h says so and host arrays where it says host
  * (a kernel handed the wrong kind aborts, naming it). Results are the ref
  * backend's, bit for bit: the same kernels on the same floats.
- * Activations stay plain host buffers (only the arenas are emulated). No
- * bf16 (the rounding of weights to bf16 reads them on the host). */
+ * Activations stay plain host buffers (only the arenas are emulated); bf16
+ * rounds parameter memory through round_bf16_param, as on cuda. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "common/errbuf.h"
 #include "gpud/backend_impl.h"
+#include "gpud/bf16.h"
 #include "gpud/bn_math.h"
 #include "gpud/cpu/host_kernels.h"
 #include "gpud/optim/optim_host.h"
@@ -254,6 +255,12 @@ static int d_bn_train_bwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const void *
     return 0;
 }
 
+static void d_round_bf16_param(backend_t *be, float *dst, const float *src, size_t n)
+{
+    (void)be;
+    bf16_round(dev(dst, "bf16 weights"), dev(src, "bf16 weights"), n);
+}
+
 static int d_linear_fwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w,
                         const float *b, void *y)
 {
@@ -282,7 +289,7 @@ static bk_kernels_t dev_kernels(void)
     k.bn_train_bwd = d_bn_train_bwd;
     k.linear_fwd = d_linear_fwd;
     k.linear_bwd = d_linear_bwd;
-    k.round_bf16 = NULL;
+    k.round_bf16_param = d_round_bf16_param;
     k.bf16_native = NULL;
     return k;
 }
