@@ -7,8 +7,9 @@
  *   cuda_resnet18 eval|train [--batch 256] [--iters 10] [--warmup 2]
  *                 [--size 224] [--precision fp32|tf32|bf16] [--weights W]
  *
- * bf16: --precision bf16 (eval only on cuda: the inference plan in bf16
- * NHWC on tensor cores, gpud/cuda/cuda_infer.c; train refuses it).
+ * bf16: --precision bf16 (eval: the inference plan in bf16 NHWC on tensor
+ * cores, gpud/cuda/cuda_infer.c; train: autocast's rounding points on fp32
+ * buffers, convolutions on TF32 tensor cores, docs/CUDA.md "bf16 training").
  *
  * Prints one line: "ddpipe-cuda resnet18 MODE img/s=X ... device=NAME".
  */

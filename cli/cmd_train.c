@@ -412,7 +412,8 @@ int cmd_train(int argc, char **argv)
     int prc = train_options_parse(argc, argv, &o);
     if (prc != 0)
         return prc > 0 ? 0 : 2;
-    gpud_precision_note(o.precision, stderr);
+    if (strcmp(o.device, "cuda") != 0)   /* the note is about this CPU */
+        gpud_precision_note(o.precision, stderr);
     train_view_t v = {.o = &o, .t0 = clock_mono_s(), .last_epoch = -1};
     if (o.resuming) {
         v.last_epoch = o.resume.epoch - 1;

@@ -12,16 +12,19 @@ enum {
     BK_CAN_BF16 = 1u << 0,              /* --precision bf16 */
     BK_CAN_DEVICE_PER_RANK = 1u << 1,   /* one device per local rank (docs/CUDA.md) */
     /* bf16 on the tape, not only as the inference plan: --train
-     * --precision bf16, DDPIPE_BF16=emulated, DDPIPE_BF16_EVAL=tape (cuda
-     * runs bf16 only as its tensor-core inference plan: docs/CUDA.md) */
+     * --precision bf16, DDPIPE_BF16_EVAL=tape */
     BK_CAN_BF16_TRAIN = 1u << 2,
+    /* DDPIPE_BF16=emulated: bf16 values through fp32 kernels as a choice
+     * (cuda has no such choice: its tape graphs always run that way, on
+     * TF32 tensor cores, its inference plan natively: docs/CUDA.md) */
+    BK_CAN_BF16_EMULATED = 1u << 3,
 };
 
-#define BK_CAPS_CPU (BK_CAN_BF16 | BK_CAN_BF16_TRAIN)
-#define BK_CAPS_REF (BK_CAN_BF16 | BK_CAN_BF16_TRAIN)
-#define BK_CAPS_CUDA (BK_CAN_BF16 | BK_CAN_DEVICE_PER_RANK)
+#define BK_CAPS_CPU (BK_CAN_BF16 | BK_CAN_BF16_TRAIN | BK_CAN_BF16_EMULATED)
+#define BK_CAPS_REF (BK_CAN_BF16 | BK_CAN_BF16_TRAIN | BK_CAN_BF16_EMULATED)
+#define BK_CAPS_CUDA (BK_CAN_BF16 | BK_CAN_BF16_TRAIN | BK_CAN_DEVICE_PER_RANK)
 /* ref kernels, emulated device arena (tests) */
-#define BK_CAPS_REF_DEVICE (BK_CAN_BF16 | BK_CAN_BF16_TRAIN)
+#define BK_CAPS_REF_DEVICE (BK_CAN_BF16 | BK_CAN_BF16_TRAIN | BK_CAN_BF16_EMULATED)
 
 /* BK_CAN_* of the backend called name, or -1 when there is no such backend
  * (whether this build has it is backend_new's answer). */

@@ -50,7 +50,7 @@ int backend_bf16_native(const backend_t *be, const char **isa)
 
 /* bf16 native or emulated: DDPIPE_BF16 (native|emulated), else native
  * where the CPU has bf16 instructions (docs/BF16.md "Native"); a backend
- * without BK_CAN_BF16_TRAIN (cuda) has no emulated bf16. */
+ * without BK_CAN_BF16_EMULATED (cuda) has no emulated bf16 to choose. */
 static int bf16_mode(backend_t *be, char *err, size_t errlen)
 {
     const char *isa = "none", *env = getenv("DDPIPE_BF16");
@@ -71,10 +71,10 @@ static int bf16_mode(backend_t *be, char *err, size_t errlen)
                     "kernels; unset DDPIPE_BF16 (or set it to emulated)", be->ops->name);
         return -1;
     }
-    if (!native && !(be->ops->caps & BK_CAN_BF16_TRAIN)) {
+    if (!native && !(be->ops->caps & BK_CAN_BF16_EMULATED)) {
         /* emulated bf16 is the tape's rounding of fp32 buffers */
         err_set(err, errlen, "DDPIPE_BF16=emulated: the %s backend runs bf16 only natively "
-                "(its inference plan: docs/CUDA.md); unset DDPIPE_BF16", be->ops->name);
+                "(docs/CUDA.md \"bf16 training\"); unset DDPIPE_BF16", be->ops->name);
         return -1;
     }
     be->precision = native ? BK_BF16_NATIVE : BK_BF16_EMULATED;

@@ -252,12 +252,17 @@ static cu_algo_t *algo_lookup(cuda_backend_t *cb, const int key[13])
 }
 
 /* The math type an algorithm runs with: fp32 mode forbids TF32 (FMA only). */
-static cudnnMathType_t run_math(const cuda_backend_t *cb, cudnnMathType_t found)
+static cudnnMathType_t run_math(int tf32, cudnnMathType_t found)
 {
-    return cb->tf32 ? found : CUDNN_FMA_MATH;
+    return tf32 ? found : CUDNN_FMA_MATH;
 }
 
-static int find_fwd(bk_ctx_t *g, cu_conv_t *c, cu_algo_t *a)
+int cu_tensor_ops(const bk_ctx_t *g)
+{
+    return cu_be(g->be)->tf32 || (g->be->precision != BK_FP32 && !g->infer);
+}
+
+static int find_fwd(bk_ctx_t *g, cu_conv_t *c, cu_algo_t *a, int tf32)
 {
     cuda_backend_t *cb = cu_be(g->be);
     cudnnConvolutionFwdAlgoPerf_t perf[16];
@@ -271,19 +276,19 @@ static int find_fwd(bk_ctx_t *g, cu_conv_t *c, cu_algo_t *a)
     if (cudnn_check(g, st, cb->algo_find ? "cudnnFindConvolutionForwardAlgorithm"
                                          : "cudnnGetConvolutionForwardAlgorithm_v7") < 0)
         return -1;
-    int i = pick_fwd(perf, n, cb->tf32, cb->ws_cap);
+    int i = pick_fwd(perf, n, tf32, cb->ws_cap);
     if (i < 0) {
         bk_ctx_fail(g, "cuDNN offers no usable forward algorithm (%d tried, workspace cap %zu MB): "
                 "raise DDPIPE_CUDA_WORKSPACE_MB", n, cb->ws_cap >> 20);
         return -1;
     }
     a->fwd = perf[i].algo;
-    a->math_fwd = run_math(cb, perf[i].mathType);
+    a->math_fwd = run_math(tf32, perf[i].mathType);
     a->ws = perf[i].memory > a->ws ? perf[i].memory : a->ws;
     return 0;
 }
 
-static int find_bwd(bk_ctx_t *g, cu_conv_t *c, cu_algo_t *a)
+static int find_bwd(bk_ctx_t *g, cu_conv_t *c, cu_algo_t *a, int tf32)
 {
     cuda_backend_t *cb = cu_be(g->be);
     cudnnConvolutionBwdDataAlgoPerf_t pd[16];
@@ -304,17 +309,17 @@ static int find_bwd(bk_ctx_t *g, cu_conv_t *c, cu_algo_t *a)
     if (cudnn_check(g, sd, "cuDNN backward-data algorithm query") < 0 ||
         cudnn_check(g, sf, "cuDNN backward-filter algorithm query") < 0)
         return -1;
-    int id = pick_bwd_data(pd, nd, cb->tf32, cb->ws_cap);
-    int jf = pick_bwd_filter(pf, nf, cb->tf32, cb->ws_cap);
+    int id = pick_bwd_data(pd, nd, tf32, cb->ws_cap);
+    int jf = pick_bwd_filter(pf, nf, tf32, cb->ws_cap);
     if (id < 0 || jf < 0) {
         bk_ctx_fail(g, "cuDNN offers no usable backward-%s algorithm (workspace cap %zu MB): raise "
                 "DDPIPE_CUDA_WORKSPACE_MB", id < 0 ? "data" : "filter", cb->ws_cap >> 20);
         return -1;
     }
     a->bwd_data = pd[id].algo;
-    a->math_bwd_data = run_math(cb, pd[id].mathType);
+    a->math_bwd_data = run_math(tf32, pd[id].mathType);
     a->bwd_filter = pf[jf].algo;
-    a->math_bwd_filter = run_math(cb, pf[jf].mathType);
+    a->math_bwd_filter = run_math(tf32, pf[jf].mathType);
     size_t m = pd[id].memory > pf[jf].memory ? pd[id].memory : pf[jf].memory;
     a->ws = m > a->ws ? m : a->ws;
     a->have_bwd = 1;
@@ -344,11 +349,11 @@ static int choose_algos(bk_ctx_t *g, cu_conv_t *c, const int key[13], int train)
         a = &cb->algos[cb->nalgos];
         memset(a, 0, sizeof *a);
         memcpy(a->key, key, sizeof a->key);
-        if (find_fwd(g, c, a) < 0)
+        if (find_fwd(g, c, a, key[11]) < 0)
             return -1;
         cb->nalgos++;
     }
-    if (train && !a->have_bwd && find_bwd(g, c, a) < 0)
+    if (train && !a->have_bwd && find_bwd(g, c, a, key[11]) < 0)
         return -1;
     c->algo = *a;
     return cu_workspace(g, a->ws);
@@ -357,7 +362,7 @@ static int choose_algos(bk_ctx_t *g, cu_conv_t *c, const int key[13], int train)
 int cu_conv_init(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
                  int kw, int sh, int sw, int ph, int pw, int train)
 {
-    cuda_backend_t *cb = cu_be(g->be);
+    int tf32 = cu_tensor_ops(g);
     memset(c, 0, sizeof *c);
     if (cudnn_check(g, cudnnCreateTensorDescriptor(&c->xd), "cudnnCreateTensorDescriptor") < 0 ||
         cudnn_check(g, cudnnCreateTensorDescriptor(&c->yd), "cudnnCreateTensorDescriptor") < 0 ||
@@ -378,11 +383,12 @@ int cu_conv_init(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4], i
         cudnn_check(g, cudnnSetConvolution2dDescriptor(c->cd, ph, pw, sh, sw, 1, 1,
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                     "cudnnSetConvolution2dDescriptor") < 0 ||
-        cudnn_check(g, cudnnSetConvolutionMathType(c->cd, cb->tf32 ? CUDNN_DEFAULT_MATH
-                                                                   : CUDNN_FMA_MATH),
+        cudnn_check(g, cudnnSetConvolutionMathType(c->cd, tf32 ? CUDNN_DEFAULT_MATH
+                                                               : CUDNN_FMA_MATH),
                     "cudnnSetConvolutionMathType") < 0)
         return -1;
-    int key[13] = {in[0], in[1], in[2], in[3], out[1], kh, kw, sh, sw, ph, pw, cb->tf32, 0};
+    /* key[11]: TF32 tensor ops allowed (find_fwd / find_bwd read it) */
+    int key[13] = {in[0], in[1], in[2], in[3], out[1], kh, kw, sh, sw, ph, pw, tf32, 0};
     return choose_algos(g, c, key, train);
 }
 
@@ -580,6 +586,7 @@ static void cb_destroy(backend_t *be)
     if (cb->stream)
         cudaStreamDestroy(cb->stream);
     free(cb->algos);
+    free(cb->bf16_bufs);
     free(cb);
 }
 

@@ -26,8 +26,10 @@
  *   weights      the engine's folded copies (fp32 device memory holding bf16
  *                values), converted to bf16 NHWC once per g->params_version
  *
- * Training and every other tape graph stay fp32-only on cuda: a bf16 tape
- * graph fails at its first buffer (cuinf_alloc) saying so. */
+ * Training and every other tape graph in bf16 keep fp32 NCHW buffers
+ * (cuda_train.c, the engine rounding them); the two kinds of buffer live on
+ * one backend (a training job's validation), told apart by the registry
+ * of this file's buffers (cuinf_buf). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,12 +78,47 @@ void *cuinf_alloc(bk_ctx_t *g, size_t count)
         cuinf_refuse(g, "a tape graph");
         return NULL;
     }
-    return cu_alloc(g, count * 2);
+    cuda_backend_t *cb = cu_be(g->be);
+    if (cb->nbf16 == cb->capbf16) {
+        size_t cap = cb->capbf16 ? 2 * cb->capbf16 : 64;
+        void **b = realloc(cb->bf16_bufs, cap * sizeof *b);
+        if (!b) {
+            bk_ctx_fail(g, "out of memory");
+            return NULL;
+        }
+        cb->bf16_bufs = b;
+        cb->capbf16 = cap;
+    }
+    void *p = cu_alloc(g, count * 2);
+    if (p)
+        cb->bf16_bufs[cb->nbf16++] = p;
+    return p;
 }
 
-size_t cuinf_bytes(const backend_t *be, size_t count)
+/* A buffer's base address is what the kernels get (views of a buffer are
+ * never handed over), so an equality search suffices; a graph has tens. */
+int cuinf_buf(const backend_t *be, const void *p)
 {
-    return count * (cuinf_on(be) ? 2 : sizeof(float));
+    const cuda_backend_t *cb = (const cuda_backend_t *)be;
+    for (size_t i = 0; p && i < cb->nbf16; i++)
+        if (cb->bf16_bufs[i] == p)
+            return 1;
+    return 0;
+}
+
+void cuinf_forget(backend_t *be, const void *p)
+{
+    cuda_backend_t *cb = cu_be(be);
+    for (size_t i = 0; p && i < cb->nbf16; i++)
+        if (cb->bf16_bufs[i] == p) {
+            cb->bf16_bufs[i] = cb->bf16_bufs[--cb->nbf16];
+            return;
+        }
+}
+
+size_t cuinf_bytes(const backend_t *be, const void *p, size_t count)
+{
+    return count * (cuinf_buf(be, p) ? 2 : sizeof(float));
 }
 
 /* The floats go up into the backend's scratch (counted as the batch's
@@ -113,8 +150,8 @@ void cuinf_add(backend_t *be, void *y, const void *a, const void *b, size_t coun
 
 void cuinf_flatten(backend_t *be, void *y, const void *x, const int xs[4], int backward)
 {
-    if (backward) {   /* no bf16 tape graph gets buffers (cuinf_alloc) */
-        cu_note(be, cudaErrorNotSupported, "bf16 flatten backward (training is fp32 on cuda)");
+    if (backward) {   /* inference graphs have no backward */
+        cu_note(be, cudaErrorNotSupported, "bf16 inference-plan flatten backward");
         return;
     }
     cu_note(be, ckb_flatten(stream_of(be), x, xs[0], xs[1], xs[2] * xs[3], y),
@@ -123,9 +160,13 @@ void cuinf_flatten(backend_t *be, void *y, const void *x, const int xs[4], int b
 
 void cuinf_round(backend_t *be, void *y, size_t count)
 {
-    (void)be;
-    (void)y;
-    (void)count;
+    if (!cuinf_buf(be, y))   /* a tape graph's fp32 buffer */
+        cu_note(be, ck_round_bf16(stream_of(be), y, count, y), "bf16 rounding kernel");
+}
+
+void cuinf_round_param(backend_t *be, float *dst, const float *src, size_t count)
+{
+    cu_note(be, ck_round_bf16(stream_of(be), src, count, dst), "bf16 weight rounding kernel");
 }
 
 int cuinf_native(const char **isa)

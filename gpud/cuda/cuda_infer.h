@@ -1,11 +1,12 @@
-/* cuda_infer — the cuda backend's --precision bf16: the inference plan
+/* cuda_infer — the cuda backend's --precision bf16 inference plan
  * (graph_plan.c's fused ops) on tensor cores, docs/CUDA.md "bf16 eval on
- * tensor cores". With bf16, every activation buffer of the backend is bf16
- * NHWC (layout CU_LAYOUT_BF16_NHWC, 2 bytes an element) and only inference
- * graphs (g->infer) run: a tape graph (training, DDPIPE_BF16_EVAL=tape, an
- * op without a fused form) is refused at its first buffer with a message
- * saying to use fp32. cuda_train.c's table entries call these when
- * cuinf_on(be); nothing here calls back into cuda_train.c. */
+ * tensor cores": every activation buffer of such a graph is bf16 NHWC
+ * (layout CU_LAYOUT_BF16_NHWC, 2 bytes an element). A tape graph in bf16
+ * (training, DDPIPE_BF16_EVAL=tape, an op without a fused form) runs
+ * cuda_train.c's fp32 kernels with the engine's rounding points instead
+ * (docs/CUDA.md "bf16 training"). cuda_train.c's table entries call these when
+ * cuinf_graph(g) (or, without a graph, cuinf_buf); nothing here calls back
+ * into cuda_train.c. */
 #ifndef DDP_CUDA_INFER_H
 #define DDP_CUDA_INFER_H
 
@@ -22,18 +23,33 @@ static inline int cuinf_on(const backend_t *be)
     return be->precision != BK_FP32;
 }
 
+/* 1 when graph g runs as the bf16 inference plan: an inference graph in
+ * bf16. A training (tape) graph in bf16 keeps fp32 NCHW buffers with the
+ * engine's rounding points, on cuda_train.c's kernels. */
+static inline int cuinf_graph(const bk_ctx_t *g)
+{
+    return cuinf_on(g->be) && g->infer;
+}
+
+/* 1 when p is (inside) a bf16 inference buffer of cuinf_alloc; cuinf_forget
+ * drops one that is released. */
+int cuinf_buf(const backend_t *be, const void *p);
+void cuinf_forget(backend_t *be, const void *p);
+
 /* bk_kernels_t entries in bf16 (see backend_impl.h for each one's contract). */
 int cuinf_layout(backend_t *be, const int s[4]);
 void *cuinf_alloc(bk_ctx_t *g, size_t count);
 int cuinf_write(bk_ctx_t *g, void *dst, const float *nchw, const int s[4]);
 int cuinf_read(bk_ctx_t *g, const void *src, float *nchw, const int s[4]);
-/* Bytes of count elements of an activation buffer (zero, copy). */
-size_t cuinf_bytes(const backend_t *be, size_t count);
+/* Bytes of count elements of activation buffer p (zero, copy). */
+size_t cuinf_bytes(const backend_t *be, const void *p, size_t count);
 void cuinf_add(backend_t *be, void *y, const void *a, const void *b, size_t count, int relu);
 void cuinf_flatten(backend_t *be, void *y, const void *x, const int xs[4], int backward);
-/* round_bf16: the identity (every bf16 buffer holds bf16 values: each
- * kernel rounds what it stores) */
+/* round_bf16: the identity on a bf16 buffer (each kernel rounds what it
+ * stores); a training graph's fp32 buffer is rounded in place */
 void cuinf_round(backend_t *be, void *y, size_t count);
+/* round_bf16_param: dst = src rounded to bf16 (parameter memory) */
+void cuinf_round_param(backend_t *be, float *dst, const float *src, size_t count);
 /* bf16_native: 2, isa "cuda tensor cores" (bf16 on cuda is native only) */
 int cuinf_native(const char **isa);
 

@@ -95,6 +95,22 @@ cudaError_t ck_col_sums(cudaStream_t s, const float *gy, int n, int out, float *
     return cudaGetLastError();
 }
 
+__global__ static void k_round_bf16(const float *x, size_t n, float *y)
+{
+    GRID_STRIDE(i, n)
+    {
+        unsigned u = __float_as_uint(x[i]);
+        unsigned r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        y[i] = __uint_as_float((u & 0x7fffffffu) > 0x7f800000u ? 0xffff0000u : r);
+    }
+}
+
+cudaError_t ck_round_bf16(cudaStream_t s, const float *x, size_t n, float *y)
+{
+    k_round_bf16<<<blocks_for(n), THREADS, 0, s>>>(x, n, y);
+    return cudaGetLastError();
+}
+
 __global__ static void k_d2f(const double *x, size_t n, float *y)
 {
     GRID_STRIDE(i, n)

@@ -39,6 +39,9 @@ cudaError_t ck_bias_post(cudaStream_t s, float *y, const float *x, const float *
 cudaError_t ck_bias_rows(cudaStream_t s, float *y, const float *bias, int n, int out);
 /* gb[o] = sum_b gy[b, o] (double accumulator) */
 cudaError_t ck_col_sums(cudaStream_t s, const float *gy, int n, int out, float *gb);
+/* y[i] = x[i] rounded to bf16 in float, gpud/bf16.c's bits (ties to even
+ * on the bits, every NaN 0xffff0000); y == x allowed. */
+cudaError_t ck_round_bf16(cudaStream_t s, const float *x, size_t n, float *y);
 /* y[i] = (float)x[i], rounded to nearest as the host's cast (a gradient's
  * double sums into its float parameter-gradient array) */
 cudaError_t ck_d2f(cudaStream_t s, const double *x, size_t n, float *y);

@@ -60,6 +60,11 @@ typedef struct {
     int failed;
     char err[512];
     cu_u8_t u8;
+    /* the bf16 NHWC buffers of inference graphs (cuinf_alloc), to tell
+     * them from a training graph's fp32 ones in the kernels that get no
+     * graph (zero, copy, add, flatten, round_bf16) */
+    void **bf16_bufs;
+    size_t nbf16, capbf16;
     /* bytes the kernels copied between host and device since
      * bk_ops_t.traffic last took them: bn training BatchNorm's per-channel
      * host vectors (centres, coefficients up, double sums down), batch_in
@@ -107,6 +112,12 @@ int cu_upload_be(backend_t *be, void *dev, const void *host, size_t bytes);
 int cu_download_be(backend_t *be, void *host, const void *dev, size_t bytes);
 /* Make sure the shared workspace holds bytes (plan time only). */
 int cu_workspace(bk_ctx_t *g, size_t bytes);
+
+/* 1 when g's convolutions may run on TF32 tensor cores: with
+ * DDPIPE_CUDA_PRECISION=tf32, and in a bf16 tape graph (training), whose
+ * operands are all bf16 values (the engine's rounding points), exact in
+ * TF32: the products are exact and the sums fp32, autocast's numbers. */
+int cu_tensor_ops(const bk_ctx_t *g);
 
 /* A convolution for fixed shapes. */
 typedef struct {

@@ -13,8 +13,10 @@
  * batch-norm, ReLU, pooling, dropout and cross-entropy are the own kernels
  * of cuda_kernels.cu, which follow gpud/cpu/ref_ops.c.
  *
- * --precision bf16 (cuinf_on): the inference plan in bf16 NHWC on tensor
- * cores, cuda_infer.c; the entries below hand over to it at their top. */
+ * --precision bf16: an inference graph runs the bf16 inference plan in NHWC
+ * on tensor cores (cuinf_graph, cuda_infer.c; the entries below hand over
+ * to it at their top); a tape graph (training) runs these fp32 kernels
+ * with the engine's bf16 rounding points (round_bf16, round_bf16_param). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,14 +44,14 @@ static cudaStream_t stream_of(backend_t *be)
 
 static void *ct_alloc(bk_ctx_t *g, size_t count)
 {
-    if (cuinf_on(g->be))
+    if (cuinf_graph(g))
         return cuinf_alloc(g, count);
     return cu_alloc(g, count * sizeof(float));
 }
 
 static void ct_release(backend_t *be, void *buf)
 {
-    (void)be;
+    cuinf_forget(be, buf);
     cudaFree(buf);   /* synchronises with queued work; NULL is a no-op */
 }
 
@@ -69,19 +71,20 @@ static int ct_read(bk_ctx_t *g, const void *src, float *nchw, const int shape[4]
 
 static void ct_zero(backend_t *be, void *y, size_t count)
 {
-    cu_note(be, cudaMemsetAsync(y, 0, cuinf_bytes(be, count), stream_of(be)), "cudaMemsetAsync");
+    cu_note(be, cudaMemsetAsync(y, 0, cuinf_bytes(be, y, count), stream_of(be)),
+            "cudaMemsetAsync");
 }
 
 static void ct_copy(backend_t *be, void *y, const void *x, size_t count)
 {
-    cu_note(be, cudaMemcpyAsync(y, x, cuinf_bytes(be, count), cudaMemcpyDeviceToDevice,
+    cu_note(be, cudaMemcpyAsync(y, x, cuinf_bytes(be, y, count), cudaMemcpyDeviceToDevice,
                                 stream_of(be)), "device copy");
 }
 
 static void ct_add(backend_t *be, void *y, const void *a, const void *b, size_t count,
                    int relu)
 {
-    if (cuinf_on(be)) {
+    if (cuinf_buf(be, y)) {
         cuinf_add(be, y, a, b, count, relu);
         return;
     }
@@ -103,7 +106,7 @@ static void ct_concat(backend_t *be, void *y, int cy, void *x, const int xs[4], 
 /* NCHW is already PyTorch's flatten order, both ways */
 static void ct_flatten(backend_t *be, void *y, const void *x, const int xs[4], int backward)
 {
-    if (cuinf_on(be)) {   /* NHWC: a permutation */
+    if (cuinf_buf(be, y) || cuinf_buf(be, x)) {   /* NHWC: a permutation */
         cuinf_flatten(be, y, x, xs, backward);
         return;
     }
@@ -174,7 +177,7 @@ static void conv_plan_destroy(bk_plan_t *bp)
 static bk_plan_t *ct_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
                                const int in[4], const int out[4])
 {
-    if (cuinf_on(g->be))
+    if (cuinf_graph(g))
         return cuinf_conv_plan(g, c, post, in, out);
     conv_plan_t *p = calloc(1, sizeof *p);
     if (!p)
@@ -220,7 +223,7 @@ static bk_plan_t *ct_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
 static int ct_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                        const float *b, const void *res, void *y)
 {
-    if (cuinf_on(g->be))
+    if (cuinf_graph(g))
         return cuinf_conv_fwd(g, bp, x, w, b, res, y);
     conv_plan_t *p = (conv_plan_t *)bp;
     float *out = res ? p->tmp : y;
@@ -300,7 +303,7 @@ static void bn_plan_destroy(bk_plan_t *bp)
 
 static bk_plan_t *ct_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
 {
-    if (cuinf_on(g->be)) {   /* an inference plan folds every BatchNorm */
+    if (cuinf_graph(g)) {   /* an inference plan folds every BatchNorm */
         cuinf_refuse(g, "batch-norm");
         return NULL;
     }
@@ -493,7 +496,7 @@ static simple_plan_t *simple_plan(bk_ctx_t *g)
 
 static bk_plan_t *ct_relu_plan(bk_ctx_t *g, const int in[4])
 {
-    if (cuinf_on(g->be))
+    if (cuinf_graph(g))
         return cuinf_relu_plan(g, in);
     simple_plan_t *p = simple_plan(g);
     if (p)
@@ -503,7 +506,7 @@ static bk_plan_t *ct_relu_plan(bk_ctx_t *g, const int in[4])
 
 static int ct_relu_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
-    if (cuinf_on(g->be))
+    if (cuinf_graph(g))
         return cuinf_relu_fwd(g, bp, x, y);
     return cu_check(g, ck_relu(stream_of(g->be), y, x, ((simple_plan_t *)bp)->count),
                     "relu kernel");
@@ -518,7 +521,7 @@ static int ct_relu_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *y, const void *gy
 static bk_plan_t *ct_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
                                const int out[4])
 {
-    if (cuinf_on(g->be))
+    if (cuinf_graph(g))
         return cuinf_pool_plan(g, pp, in, out);
     simple_plan_t *p = simple_plan(g);
     if (!p)
@@ -532,7 +535,7 @@ static bk_plan_t *ct_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4]
 
 static int ct_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
-    if (cuinf_on(g->be))
+    if (cuinf_graph(g))
         return cuinf_pool_fwd(g, bp, x, y);
     return cu_check(g, ck_pool_fwd(stream_of(g->be), &((simple_plan_t *)bp)->pool, x, y),
                     "pooling kernel");
@@ -558,7 +561,7 @@ static void lin_plan_destroy(bk_plan_t *bp)
 
 static bk_plan_t *ct_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias)
 {
-    if (cuinf_on(g->be))
+    if (cuinf_graph(g))
         return cuinf_linear_plan(g, in, out, has_bias);
     lin_plan_t *p = calloc(1, sizeof *p);
     if (!p)
@@ -575,7 +578,7 @@ static bk_plan_t *ct_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_
 static int ct_linear_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                          const float *b, void *y)
 {
-    if (cuinf_on(g->be))
+    if (cuinf_graph(g))
         return cuinf_linear_fwd(g, bp, x, w, b, y);
     lin_plan_t *p = (lin_plan_t *)bp;
     if (cu_sticky(g) < 0)
@@ -646,6 +649,7 @@ const bk_kernels_t CUDA_TKERNELS = {
     .linear_bwd = ct_linear_bwd,
     /* --precision bf16: the inference plan only (cuda_infer.c) */
     .round_bf16 = cuinf_round,
+    .round_bf16_param = cuinf_round_param,
     .bf16_native = cuinf_native,
     .layout = cuinf_layout,
 };

@@ -84,8 +84,8 @@ static void test_batches_and_names(void)
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --device cuda") == 0 &&
               strcmp(o.device, "cuda") == 0, "--device cuda");
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --device tpu") < 0, "bad device");
-    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --device cuda --precision bf16") < 0,
-          "bf16 on cuda");
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --device cuda --precision bf16") == 0,
+          "bf16 training on cuda");
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 2 --fault 2:3") < 0, "bad fault rank");
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 3 --fault 1:5,2:5") == 0,
           "two faults");

@@ -23,8 +23,12 @@
  *  - every cuda bf16 logit is a bf16 value (a missing rounding point
  *    would still pass the tolerances), and two runs give the same bits
  *    (deterministic algorithms only).
- * Also: the precision's name, DDPIPE_BF16=emulated refused, a training step
- * in bf16 refused with the advice to use fp32.
+ * Also: the precision's name, DDPIPE_BF16=emulated refused, and bf16
+ * training (fp32 buffers holding bf16 values, convolutions on TF32 tensor
+ * cores, docs/CUDA.md "bf16 training"): 3 steps of a WideResNet against the
+ * ref backend's emulated bf16 training, per-sample losses and logits within
+ * 1e-2, the gradient arena within 5e-2, every logit a bf16 value, and two
+ * cuda runs the same bits.
  *
  * Exits 77 (skipped) when no CUDA device is present. DDPIPE_TEST_BF16_BACKEND
  * =cpu runs the same comparisons with the cpu backend in cuda's place (the
@@ -36,6 +40,7 @@
 #include <string.h>
 
 #include "gpud/backend.h"
+#include "gpud/backend_arena.h"
 #include "gpud/cuda/cuda_backend.h"
 #include "../golden_io.h"
 
@@ -164,7 +169,63 @@ static void check_init(const char *label, const char *arch, const int *channels,
     free(px);
 }
 
-/* The precision's name, DDPIPE_BF16=emulated refused, training refused. */
+/* One bf16 training run of 3 steps (no update between them: the steps
+ * differ by their inputs and BatchNorm's running stats): losses, logits
+ * and the final gradient arena out. */
+enum { TN = 4, TH = 28, TSTEPS = 3, TCLASSES = 10 };
+static size_t train_run(const char *backend, float *loss, float *logits, float **grads)
+{
+    static const int ch[4] = {8, 16, 24, 32};
+    char err[512] = "";
+    model_opts_t o = {.arch = "wideresnet", .threads = 2, .bf16 = 1, .train = 1, .init = 1,
+                      .init_seed = 1, .micro_batch = TN, .n_channels = 4};
+    memcpy(o.channels, ch, sizeof ch);
+    model_t *m = model_new(&o, backend, NULL, err, sizeof err);
+    REQUIRE(m, "bf16 training model on %s: %s", backend, err);
+    static float x[TN * TH * TH];
+    int32_t labels[TN] = {1, 2, 7, 0};
+    for (int s = 0; s < TSTEPS; s++) {
+        for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+            x[i] = (float)((i * 29u + (unsigned)s * 131u) % 97u) / 97.0f - 0.4f;
+        model_step_t st = {.global_batch = TN, .seed = 1, .step = (uint64_t)s};
+        REQUIRE(model_train_step_f32(m, x, TN, 1, TH, TH, labels, &st, loss + s * TN,
+                                     logits + s * TN * TCLASSES, err, sizeof err) == 0,
+                "bf16 training step %d on %s: %s", s, backend, err);
+    }
+    const bk_arena_t *ga = model_grads_arena(m);
+    *grads = malloc(ga->floats * sizeof **grads);
+    REQUIRE(*grads && bk_arena_read(ga, 0, ga->floats, *grads) == 0, "gradients on %s", backend);
+    size_t n = ga->floats;
+    model_destroy(&m);
+    return n;
+}
+
+/* bf16 training on the DUT against ref's emulated bf16 training. */
+static void check_training(void)
+{
+    static float lc[TSTEPS * TN], lr[TSTEPS * TN], l2[TSTEPS * TN];
+    static float yc[TSTEPS * TN * TCLASSES], yr[TSTEPS * TN * TCLASSES],
+        y2[TSTEPS * TN * TCLASSES];
+    float *gc, *gr, *g2;
+    size_t nc = train_run(DUT, lc, yc, &gc), nr = train_run("ref", lr, yr, &gr);
+    size_t n2 = train_run(DUT, l2, y2, &g2);
+    REQUIRE(nc == nr && nc == n2, "gradient arenas of %zu / %zu floats", nc, nr);
+    double el = golden_rel_err(lc, lr, TSTEPS * TN), ey = golden_rel_err(yc, yr, sizeof yc / 4);
+    double eg = golden_rel_err(gc, gr, nc);
+    printf("bf16 training, %s vs ref (emulated): losses %.2g, logits %.2g, gradients %.2g\n",
+           DUT, el, ey, eg);
+    CHECK(el <= 1e-2 && ey <= 1e-2, "bf16 training: losses %.3g, logits %.3g > 1e-2", el, ey);
+    CHECK(eg <= 5e-2, "bf16 training: gradients %.3g > 5e-2", eg);
+    CHECK(not_bf16(yc, sizeof yc / 4) == 0, "bf16 training: logits that are not bf16 values");
+    CHECK(!memcmp(lc, l2, sizeof lc) && !memcmp(yc, y2, sizeof yc) &&
+              !memcmp(gc, g2, nc * sizeof *gc),
+          "bf16 training on %s: two runs differ", DUT);
+    free(gc);
+    free(gr);
+    free(g2);
+}
+
+/* The precision's name, DDPIPE_BF16=emulated refused. */
 static void check_cuda_rules(void)
 {
     char err[512] = "";
@@ -179,24 +240,6 @@ static void check_cuda_rules(void)
           "emulated bf16 on cuda: %s", err);
     unsetenv("DDPIPE_BF16");
     backend_destroy(&be);
-
-    model_opts_t o = {.arch = "wideresnet", .threads = 1, .bf16 = 1, .train = 1, .init = 1,
-                      .init_seed = 1, .micro_batch = 2};
-    model_t *m = model_new(&o, "cuda", NULL, err, sizeof err);
-    if (!m) {   /* refused at open: as good, if it says why */
-        CHECK(strstr(err, "fp32") != NULL, "bf16 training on cuda: %s", err);
-        return;
-    }
-    enum { N = 2, H = 28 };
-    static float x[N * H * H];
-    int32_t labels[N] = {1, 2};
-    float logits[N * 10], loss[N];
-    model_step_t st = {.global_batch = N, .seed = 1, .step = 0};
-    err[0] = '\0';
-    int rc = model_train_step_f32(m, x, N, 1, H, H, labels, &st, loss, logits, err, sizeof err);
-    CHECK(rc == -1 && strstr(err, "use --precision fp32 on cuda") != NULL,
-          "bf16 training step on cuda: rc %d: %s", rc, err);
-    model_destroy(&m);
 }
 
 int main(void)
@@ -220,6 +263,7 @@ int main(void)
                  "tests/golden/wrn_small_io.safetensors", "input_u8", small, 0, 0);
     check_golden("wrn rgb 4,8,8,12", "wideresnet", "tests/golden/wrn_rgb.safetensors",
                  "tests/golden/wrn_rgb_io.safetensors", "input_u8", rgb, 3, 0);
+    check_training();
     printf("top-1 equal to ref bf16 on %d of %d samples (bar 90%%)\n", top1_same, top1_total);
     CHECK(top1_same * 10 >= top1_total * 9, "top-1 equal on %d of %d", top1_same, top1_total);
     return tc_done("test_cuda_bf16");
