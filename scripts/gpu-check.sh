@@ -265,7 +265,16 @@ if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-
 else
     note NOTRUN "gpud + NCCL 2-process training" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
 fi
-note NOTRUN "end-to-end JPEG eval vs DataLoader" "not scripted"
+# --- end to end from 500x375 JPEGs through all four daemons against a
+# PyTorch DataLoader (16 PIL workers) + channels_last + AMP (issue 30's bar:
+# >= 2x); its two bench lines join the record's "e2e-jpeg" figures
+if [ -n "$PY" ]; then
+    step "bench e2e-jpeg ddpipe vs DataLoader" e2e-jpeg.log \
+        env PY="$PY" sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" jpeg
+    grep -E '^(ddpipe-cuda|torch) resnet18 e2e-jpeg ' "$OUT/e2e-jpeg.log" >> "$BENCH"
+else
+    note NOTRUN "bench e2e-jpeg ddpipe vs DataLoader" "no python with torch + CUDA (set PY=...)"
+fi
 if [ -e "$FMNIST/train-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/train-images-idx3-ubyte" ]; then
     step "demo course cuda bf16 vs fp32 (val top-1)" e2e-bf16.log \
         sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" bf16

@@ -23,9 +23,22 @@
 #        top-1 >= 0.85 twice or 10 epochs) on cuda in fp32 and in bf16: the
 #        bf16 run's final val top-1 within 0.5 points of fp32's (issue 30's
 #        bar), and no worse by more than that.
+# jpeg:  end to end from files: $E2E_JPEGS (default 8192) synthetic 500x375
+#        JPEGs (ddpipe-mkjpeg, q90, 8 parallel parts), ResNet-18 (random
+#        init, exported by scripts/export_torchvision.py with $PY's
+#        torchvision) through all four daemons, `ddpipe eval --device
+#        $E2E_DEVICE (cuda) --precision bf16`, 1 worker, batch 256, loaderd on
+#        every core; against bench/e2e_jpeg_torch.py (DataLoader, 16 PIL
+#        workers, channels_last + AMP; python runs without LD_LIBRARY_PATH,
+#        on its own stack). Prints the two bench lines gpu-check
+#        keeps ("ddpipe-cuda resnet18 e2e-jpeg img/s=..." and "torch resnet18
+#        e2e-jpeg img/s=...") and the ratio (issue 30's bar: >= 2x); fails
+#        only when a side fails to run. ddpipe's figure is its own clock (the
+#        plan to the last result, summary.json images_per_sec). E2E_BATCH,
+#        E2E_TORCH_MODE (amp|bf16|fp32), E2E_DEVICE=cpu check it anywhere.
 # Prints the figures; exit 1 when a check fails.
 set -eu
-[ $# -eq 4 ] || { sed -n '2,26p' "$0"; exit 2; }
+[ $# -eq 4 ] || { sed -n '2,37p' "$0"; exit 2; }
 BIN=$1 FMNIST=$2 OUT=$3 WHAT=$4
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
@@ -126,5 +139,44 @@ bf16)
     awk -v a="$a" -v b="$b" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 0.005)}' ||
         { echo "FAIL: bf16's val top-1 is more than 0.5 points from fp32's"; exit 1; }
     ;;
-*) echo "gpu-e2e: eval, train, nccl or bf16, not '$WHAT'" >&2; exit 2 ;;
+jpeg)
+    n=${E2E_JPEGS:-8192} dev=${E2E_DEVICE:-cuda} py=${PY:-python3} b=${E2E_BATCH:-256}
+    mode=${E2E_TORCH_MODE:-amp}
+    data=$OUT/jpeg-500x375-$n
+    if [ ! -d "$data" ]; then   # 8 generators at once, then one ImageFolder
+        rm -rf "$data.parts"
+        for i in 0 1 2 3 4 5 6 7; do
+            "$BIN/ddpipe-mkjpeg" --synthetic $((n / 8)) "$data.parts/$i" --size 500x375 \
+                --classes 4 --quality 90 --seed "$i" >/dev/null &
+        done
+        wait
+        for part in "$data.parts"/*; do
+            for cls in "$part"/*; do
+                mkdir -p "$data.tmp/${cls##*/}"
+                for f in "$cls"/*; do mv "$f" "$data.tmp/${cls##*/}/${part##*/}-${f##*/}"; done
+            done
+        done
+        rm -rf "$data.parts"
+        mv "$data.tmp" "$data"
+    fi
+    echo "data: $(find "$data" -type f | wc -l) JPEGs, $(du -sk "$data" | cut -f1) KiB"
+    env -u LD_LIBRARY_PATH "$py" scripts/export_torchvision.py --pretrained-arch resnet18 "$OUT/resnet18-init.safetensors" >/dev/null ||
+        { echo "FAIL: exporting ResNet-18's init weights with $py"; exit 1; }
+    # the 4 folders as ImageNet's first 4 outputs (the torch side's ImageFolder labels)
+    for c in "$data"/*; do echo "${c##*/} $(($(ls "$data" | grep -n -x "${c##*/}" | cut -d: -f1) - 1))"; done \
+        > "$OUT/jpeg-classes.txt"
+    "$DD" eval --data "$data" --model resnet18 --weights "$OUT/resnet18-init.safetensors" \
+        --classes "$OUT/jpeg-classes.txt" \
+        --device "$dev" --precision bf16 --workers 1 --batch-size "$b" \
+        --loader-threads "$(nproc)" --out "$OUT/jpeg-ddpipe" --overwrite --quiet \
+        > "$OUT/jpeg-ddpipe.log" 2>&1 || { echo "FAIL: ddpipe eval: $(tail -n 3 "$OUT/jpeg-ddpipe.log")"; exit 1; }
+    d=$(field "$OUT/jpeg-ddpipe/summary.json" images_per_sec)
+    t=$(env -u LD_LIBRARY_PATH "$py" bench/e2e_jpeg_torch.py --data "$data" --workers 16 --batch "$b" --mode "$mode" | tail -n 1)
+    case "$t" in "torch resnet18 e2e-jpeg img/s="*) ;; *) echo "FAIL: the PyTorch side: $t"; exit 1 ;; esac
+    echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$d images=$n workers=1 batch=$b precision=bf16 device=$dev"
+    echo "$t"
+    awk -v a="$d" -v t="$t" 'BEGIN { sub(/.*img\/s=/, "", t); sub(/ .*/, "", t);
+        printf "end to end from JPEG: ddpipe / PyTorch DataLoader + channels_last + AMP = %.2fx (bar >= 2x)\n", a / t }'
+    ;;
+*) echo "gpu-e2e: eval, train, nccl, bf16 or jpeg, not '$WHAT'" >&2; exit 2 ;;
 esac
