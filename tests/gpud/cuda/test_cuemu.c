@@ -1,0 +1,311 @@
+/* gpud_cuemu: the cuda backend's own kernels (gpud/cuda/cuda_kernels.cu)
+ * run here, on the CPU, through the kernel emulator (tests/gpud/cuemu:
+ * every block in turn, its threads as fibers meeting at __syncthreads), each
+ * against the CPU reference it is written to follow. Bit for bit where the
+ * kernel promises it (the element-wise ops, pooling, dropout's hash, the
+ * bf16 rounding, BatchNorm's per-channel steps of bn_math.h, the bf16
+ * inference plan's layout kernels; the optimizer updates are not here:
+ * their scalars come from cuda_optim.c's device calls); within 1e-12 relative where a block's tree of double sums meets
+ * the reference's sequential sum (channel sums). What it cannot show: the
+ * device's own arithmetic (nvcc's contractions), races, speed, and
+ * cuDNN/cuBLAS/NCCL: those need a GPU (gpud_cuda_*, scripts/gpu-check.sh). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/bf16.h"
+#include "gpud/bn_math.h"
+#include "gpud/cpu/host_kernels.h"
+#include "gpud/cpu/ref_ops.h"
+#include "gpud/cuda/cuda_infer_kernels.h"
+#include "gpud/cuda/cuda_kernels.h"
+#include "../tcheck.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float frand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float *randv(size_t n, float scale, float shift)
+{
+    float *v = malloc(n * sizeof *v);
+    REQUIRE(v, "alloc");
+    for (size_t i = 0; i < n; i++)
+        v[i] = shift + scale * frand();
+    return v;
+}
+
+static void same(const char *what, const void *a, const void *b, size_t bytes)
+{
+    CHECK(!memcmp(a, b, bytes), "%s: the emulated cuda kernel differs from the reference", what);
+}
+
+static void near(const char *what, const double *a, const double *b, size_t n, double tol)
+{
+    double e = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        e = fmax(e, fabs(a[i] - b[i]));
+        m = fmax(m, fabs(b[i]));
+    }
+    CHECK(e <= tol * (m > 0 ? m : 1), "%s: max diff %.3g of %.3g > %g relative", what, e, m,
+          tol);
+}
+
+/* ck_round_bf16 against gpud/bf16.c on ties, NaNs, infinities, overflow,
+ * subnormals and random bit patterns. */
+static void check_round(void)
+{
+    enum { N = 4096 };
+    static float x[N], a[N], b[N];
+    uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                          0xffc00001u, 0x7f7fffffu, 0x00000001u, 0x00008000u, 0x80018000u,
+                          0x7f7f8000u, 0x3f80ffffu, 0x00000000u, 0x80000000u};
+    for (size_t i = 0; i < N; i++) {
+        uint32_t u = i < sizeof special / sizeof *special ? special[i] : (uint32_t)(rng >> 32);
+        frand();
+        memcpy(&x[i], &u, sizeof u);
+    }
+    CHECK(ck_round_bf16(0, x, N, a) == cudaSuccess, "launch");
+    bf16_round(b, x, N);
+    same("round_bf16", a, b, sizeof a);
+    memcpy(a, x, sizeof a);   /* in place */
+    CHECK(ck_round_bf16(0, a, N, a) == cudaSuccess, "launch");
+    same("round_bf16 in place", a, b, sizeof a);
+}
+
+static void check_elementwise(void)
+{
+    enum { N = 3000 };
+    float *x = randv(N, 2, 0), *y = randv(N, 2, 0), *g = randv(N, 1, 0);
+    static float a[N], b[N];
+    CHECK(ck_relu(0, a, x, N) == cudaSuccess, "launch");
+    memcpy(b, x, sizeof b);
+    ref_relu(b, N);
+    same("relu", a, b, sizeof a);
+    CHECK(ck_relu_bwd(0, a, y, g, N) == cudaSuccess, "launch");
+    ref_relu_bwd(y, g, b, N);
+    same("relu backward", a, b, sizeof a);
+    backend_t one = {.threads = 1};   /* the host kernels' thread count */
+    CHECK(ck_add(0, a, x, y, N, 1) == cudaSuccess, "launch");
+    hk_add(&one, b, x, y, N, 1);
+    same("add + relu", a, b, sizeof a);
+    memcpy(a, x, sizeof a);
+    memcpy(b, x, sizeof b);
+    CHECK(ck_acc(0, a, y, N) == cudaSuccess, "launch");
+    hk_acc(&one, b, y, N);
+    same("accumulate", a, b, sizeof a);
+    free(x);
+    free(y);
+    free(g);
+}
+
+static void check_pool(int alg)
+{
+    enum { NB = 2, C = 3, IH = 9, IW = 7, K = 3, S = 2, P = 1 };
+    int oh = (IH + 2 * P - K) / S + 1, ow = (IW + 2 * P - K) / S + 1;
+    size_t nx = (size_t)NB * C * IH * IW, ny = (size_t)NB * C * oh * ow;
+    float *x = randv(nx, 1, 0), *gy = randv(ny, 1, 0);
+    float *a = calloc(nx, 4), *b = calloc(nx, 4);
+    REQUIRE(a && b, "alloc");
+    x[5] = x[6];   /* a tie: the first maximum takes the gradient */
+    ck_pool_t p = {NB * C, IH, IW, oh, ow, K, K, S, S, P, P, alg};
+    CHECK(ck_pool_fwd(0, &p, x, a) == cudaSuccess, "launch");
+    if (alg == 0)
+        ref_maxpool2d(x, NB, C, IH, IW, K, K, S, S, P, P, b, oh, ow);
+    else
+        ref_avgpool2d(x, NB, C, IH, IW, K, K, S, S, P, P, alg == 1, b, oh, ow);
+    same(alg ? "avg pool" : "max pool", a, b, ny * 4);
+    CHECK(ck_pool_bwd(0, &p, x, gy, a) == cudaSuccess, "launch");
+    if (alg == 0)
+        ref_maxpool2d_bwd(x, gy, NB, C, IH, IW, K, K, S, S, P, P, b, oh, ow);
+    else
+        ref_avgpool2d_bwd(gy, NB, C, IH, IW, K, K, S, S, P, P, alg == 1, b, oh, ow);
+    same(alg ? "avg pool backward" : "max pool backward", a, b, nx * 4);
+    free(x);
+    free(gy);
+    free(a);
+    free(b);
+}
+
+static void check_dropout_ce(void)
+{
+    enum { NB = 3, C = 4, HW = 5, K = 7 };
+    size_t n = (size_t)NB * C * HW;
+    float *x = randv(n, 1, 0), *a = calloc(n, 4), *b = calloc(n, 4);
+    int64_t ids[NB] = {17, 4, 99};
+    int s[4] = {NB, C, HW, 1};
+    REQUIRE(a && b, "alloc");
+    CHECK(ck_dropout(0, a, x, NB, (size_t)C * HW, 0.3f, 7, 11, 2, ids) == cudaSuccess, "launch");
+    hk_dropout(b, x, s, 0.3f, 7, 11, 2, ids, 0);
+    same("dropout", a, b, n * 4);
+    float *lg = randv(NB * K, 3, 0), la[NB], lb[NB], dl[NB] = {0.5f, 1, 2};
+    float *ga = calloc(NB * K, 4), *gb = calloc(NB * K, 4);
+    int32_t labels[NB] = {1, 6, 0};
+    REQUIRE(ga && gb, "alloc");
+    CHECK(ck_ce_fwd(0, lg, labels, NB, K, 0.1f, la) == cudaSuccess, "launch");
+    ref_ce_fwd(lg, labels, NB, K, 0.1f, lb);
+    same("cross-entropy", la, lb, sizeof la);
+    CHECK(ck_ce_bwd(0, lg, labels, NB, K, 0.1f, dl, ga) == cudaSuccess, "launch");
+    ref_ce_bwd(lg, labels, NB, K, 0.1f, dl, gb);
+    same("cross-entropy backward", ga, gb, NB * K * 4);
+    free(x);
+    free(a);
+    free(b);
+    free(lg);
+    free(ga);
+    free(gb);
+}
+
+/* Training BatchNorm on the device (bk_kernels_t.bn_train_*): every kernel
+ * of cuda_train.c's sequence against the host path's (tape_bn.c with the
+ * ref kernels: hk_*, bn_math.h), far from zero mean to make the sums'
+ * precision matter. */
+static void check_batchnorm(void)
+{
+    enum { NB = 3, C = 5, HW = 37 };
+    size_t n = (size_t)NB * C * HW;
+    int s[4] = {NB, C, HW, 1};
+    double cnt = (double)NB * HW;
+    float *x = randv(n, 3, 40), *gy = randv(n, 1, 0), *gamma = randv(C, 0.5f, 1);
+    float *beta = randv(C, 0.5f, 0), *y = calloc(n, 4), *yr = calloc(n, 4);
+    float *gx = calloc(n, 4), *gxr = calloc(n, 4);
+    REQUIRE(y && yr && gx && gxr, "alloc");
+    double sa[2 * C], sb[2 * C];
+    float stat[2 * C], mean[C], var[C];
+
+    CHECK(ck_chan_sums(0, x, NB, C, HW, NULL, sa) == cudaSuccess, "launch");
+    hk_chan_sums(x, s, NULL, sb, 0, 1);
+    near("channel sums", sa, sb, C, 1e-12);
+    memcpy(sa, sb, sizeof sb);   /* the same sums from here: the steps must agree exactly */
+    CHECK(ck_bn_stat(0, sa, C, cnt, stat) == cudaSuccess, "launch");
+    for (int i = 0; i < C; i++)
+        mean[i] = bnm_stat(sb[i], cnt);
+    same("batch mean", stat, mean, sizeof mean);
+    CHECK(ck_chan_sums(0, x, NB, C, HW, mean, sa) == cudaSuccess, "launch");
+    hk_chan_sums(x, s, mean, sb, 0, 1);
+    near("centred sums", sa, sb, C, 1e-12);
+    CHECK(ck_bn_stat(0, sb, C, cnt, stat + C) == cudaSuccess, "launch");
+    for (int i = 0; i < C; i++)
+        var[i] = bnm_stat(sb[i], cnt);
+    same("batch variance", stat + C, var, sizeof var);
+
+    float rm[C], rv[C], rm2[C], rv2[C];
+    for (int i = 0; i < C; i++)
+        rm[i] = rm2[i] = frand(), rv[i] = rv2[i] = 1.0f + frand() * frand();
+    CHECK(ck_bn_running(0, rm, rv, stat, C, 0.1f, bnm_unbias(cnt)) == cudaSuccess, "launch");
+    for (int i = 0; i < C; i++) {
+        rm2[i] = bnm_running(rm2[i], mean[i], 0.1f, 1.0);
+        rv2[i] = bnm_running(rv2[i], var[i], 0.1f, bnm_unbias(cnt));
+    }
+    same("running mean", rm, rm2, sizeof rm);
+    same("running variance", rv, rv2, sizeof rv);
+
+    CHECK(ck_bn_apply(0, y, x, NB, C, HW, gamma, beta, mean, var, 1e-5f, 1) == cudaSuccess,
+          "launch");
+    ref_bn_eval_fwd(x, NB, C, HW, gamma, beta, mean, var, 1e-5f, yr);
+    ref_relu(yr, n);
+    double dy = 0, my = 0;
+    for (size_t i = 0; i < n; i++)
+        dy = fmax(dy, fabs((double)y[i] - yr[i])), my = fmax(my, fabs((double)yr[i]));
+    CHECK(dy <= 1e-6 * my, "normalised (+ ReLU): max diff %.3g of %.3g", dy, my);
+
+    CHECK(ck_bn_grad_sums(0, x, y, gy, NB, C, HW, mean, sa) == cudaSuccess, "launch");
+    hk_bn_grad_sums(x, y, gy, s, 1, mean, sb, 0, 1);
+    near("gradient sums", sa, sb, 2 * C, 1e-12);
+    memcpy(sa, sb, sizeof sb);
+    float coef[3 * C], gg[C], gbt[C], co[3 * C], gg2[C], gbt2[C];
+    CHECK(ck_bn_grad_finish(0, sa, C, gamma, var, 1e-5f, cnt, gg, gbt, coef) == cudaSuccess,
+          "launch");
+    for (int i = 0; i < C; i++) {
+        sb[C + i] /= bnm_std(var[i], 1e-5f);
+        gg2[i] = (float)sb[C + i];
+        gbt2[i] = (float)sb[i];
+        bnm_coeffs(gamma[i], var[i], 1e-5f, sb[i], sb[C + i], cnt, &co[i], &co[C + i],
+                   &co[2 * C + i]);
+    }
+    same("gamma gradient", gg, gg2, sizeof gg);
+    same("beta gradient", gbt, gbt2, sizeof gbt);
+    same("input-gradient coefficients", coef, co, sizeof co);
+    near("scaled gradient sums", sa, sb, 2 * C, 0);
+    CHECK(ck_bn_grad_apply(0, gx, x, y, gy, NB, C, HW, mean, coef, coef + C, coef + 2 * C) ==
+              cudaSuccess, "launch");
+    hk_bn_grad_apply(gxr, x, y, gy, s, 1, mean, co, co + C, co + 2 * C, 0, 1);
+    same("input gradient", gx, gxr, n * 4);
+    free(x);
+    free(gy);
+    free(gamma);
+    free(beta);
+    free(y);
+    free(yr);
+    free(gx);
+    free(gxr);
+}
+
+/* The bf16 inference plan's layout kernels (cuda_infer_kernels.cu): NCHW
+ * floats into NHWC bf16 and back are bf16_round and a permutation; a bf16
+ * add + ReLU and max pooling of bf16 values equal the fp32 ones rounded;
+ * the flatten is NCHW order. bf16 is 2 bytes: uint16_t here. */
+static void bf16_to_f(const uint16_t *h, float *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)h[i] << 16;
+        memcpy(&f[i], &u, sizeof u);
+    }
+}
+
+static void check_bf16_layout(void)
+{
+    enum { NB = 2, C = 3, HW = 10 };
+    size_t n = (size_t)NB * C * HW;
+    float *x = randv(n, 5, 0), *y = randv(n, 5, 0);
+    float r[NB * C * HW], back[NB * C * HW], want[NB * C * HW], t[NB * C * HW];
+    uint16_t hx[NB * C * HW], hy[NB * C * HW], hz[NB * C * HW];
+    CHECK(ckb_from_nchw(0, x, NB, C, HW, hx) == cudaSuccess, "launch");
+    CHECK(ckb_to_nchw(0, hx, NB, C, HW, back) == cudaSuccess, "launch");
+    bf16_round(r, x, n);
+    same("NCHW float -> NHWC bf16 -> NCHW", back, r, sizeof r);
+    bf16_to_f(hx, t, n);   /* NHWC order: element (b, c, p) at (b * HW + p) * C + c */
+    for (int b = 0; b < NB; b++)
+        for (int c = 0; c < C; c++)
+            for (int p = 0; p < HW; p++)
+                want[((size_t)b * HW + p) * C + c] = r[((size_t)b * C + c) * HW + p];
+    same("NHWC bf16 layout", t, want, sizeof want);
+    CHECK(ckb_flatten(0, hx, NB, C, HW, hz) == cudaSuccess, "launch");
+    bf16_to_f(hz, t, n);
+    same("bf16 flatten (NCHW order)", t, r, sizeof r);
+    CHECK(ckb_from_nchw(0, y, NB, C, HW, hy) == cudaSuccess, "launch");
+    CHECK(ckb_add(0, hz, hx, hy, n, 1) == cudaSuccess, "launch");
+    float ry[NB * C * HW];
+    bf16_round(ry, y, n);
+    bf16_to_f(hz, t, n);
+    for (int b = 0; b < NB; b++)   /* want: NHWC of bf16(relu(bf16(x) + bf16(y))) */
+        for (int c = 0; c < C; c++)
+            for (int p = 0; p < HW; p++) {
+                size_t i = ((size_t)b * C + c) * HW + p;
+                float v = r[i] + ry[i];
+                want[((size_t)b * HW + p) * C + c] = v > 0 ? v : 0;
+            }
+    bf16_round(want, want, n);
+    same("bf16 add + ReLU", t, want, sizeof want);
+    free(x);
+    free(y);
+}
+
+int main(void)
+{
+    check_round();
+    check_elementwise();
+    check_pool(0);
+    check_pool(1);
+    check_pool(2);
+    check_dropout_ce();
+    check_batchnorm();
+    check_bf16_layout();
+    return tc_done("test_cuemu");
+}
