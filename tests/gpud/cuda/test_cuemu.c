@@ -4,8 +4,10 @@
  * against the CPU reference it is written to follow. Bit for bit where the
  * kernel promises it (the element-wise ops, pooling, dropout's hash, the
  * bf16 rounding, BatchNorm's per-channel steps of bn_math.h, the bf16
- * inference plan's layout kernels; the optimizer updates are not here:
- * their scalars come from cuda_optim.c's device calls); within 1e-12 relative where a block's tree of double sums meets
+ * inference plan's layout kernels, and, with gpud/cuda/cuda_optim.c over the
+ * emulated runtime, the device arena's ops and the optimizer steps against
+ * gpud/optim/optim.c: arena_checks.c, what gpud_cuda_train_ops runs on a
+ * GPU); within 1e-12 relative where a block's tree of double sums meets
  * the reference's sequential sum (channel sums). What it cannot show: the
  * device's own arithmetic (nvcc's contractions), races, speed, and
  * cuDNN/cuBLAS/NCCL: those need a GPU (gpud_cuda_*, scripts/gpu-check.sh). */
@@ -22,6 +24,7 @@
 #include "gpud/cuda/cuda_infer_kernels.h"
 #include "gpud/cuda/cuda_kernels.h"
 #include "../tcheck.h"
+#include "arena_checks.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float frand(void)
@@ -307,5 +310,7 @@ int main(void)
     check_dropout_ce();
     check_batchnorm();
     check_bf16_layout();
+    tc_failures += check_device_arena();
+    tc_failures += check_device_optims();
     return tc_done("test_cuemu");
 }
