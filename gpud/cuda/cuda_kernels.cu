@@ -1,5 +1,5 @@
 /* cuda_kernels — see cuda_kernels.h. Simple kernels, one thread per output
- * element (grid-stride), one block per channel for reductions; written to be
+ * element (grid-stride), slices of a channel per block for reductions; written to be
  * obviously equal to gpud/cpu/ref_ops.c rather than fastest. */
 #include "gpud/cuda/cuda_kernels.h"
 #include "gpud/bn_math.h"
@@ -350,24 +350,60 @@ __device__ static size_t chan_at(size_t j, int ch, int c, int hw)
     return ((j / hw) * (size_t)c + ch) * hw + j % hw;
 }
 
-__global__ static void k_chan_sums(const float *x, size_t cnt, int c, int hw,
-                                   const float *center, double *out)
+/* Per-channel reductions in two passes, so that a few channels still fill
+ * the device: block (ch, sl) sums slice sl of channel ch's cnt values into
+ * part[ch * S + sl] (S = ck_sum_parts(cnt)), then one thread per row sums
+ * its S partials in order. The slicing is a function of the shapes alone:
+ * the same bits in every process. */
+int ck_sum_parts(size_t cnt)
 {
-    int ch = blockIdx.x;
+    size_t s = (cnt + THREADS * 16 - 1) / (THREADS * 16);   /* >= 16 values a thread */
+    return s < 1 ? 1 : s > 64 ? 64 : (int)s;
+}
+
+/* The slice [*lo, *hi) of block (ch, sl), channel ch = blockIdx.x / S. */
+__device__ static int slice_of(size_t cnt, int parts, size_t *lo, size_t *hi)
+{
+    int sl = blockIdx.x % parts;
+    size_t len = (cnt + parts - 1) / parts;
+    *lo = sl * len;
+    *hi = *lo + len < cnt ? *lo + len : cnt;
+    return blockIdx.x / parts;
+}
+
+__global__ static void k_sum_rows(const double *part, int rows, int parts, double *out)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows)
+        return;
+    double acc = 0.0;
+    for (int i = 0; i < parts; i++)
+        acc += part[(size_t)r * parts + i];
+    out[r] = acc;
+}
+
+__global__ static void k_chan_sums(const float *x, size_t cnt, int c, int hw,
+                                   const float *center, int parts, double *part)
+{
+    size_t lo, hi;
+    int ch = slice_of(cnt, parts, &lo, &hi);
     double acc = 0.0, m = center ? center[ch] : 0.0;
-    for (size_t j = threadIdx.x; j < cnt; j += THREADS) {
+    for (size_t j = lo + threadIdx.x; j < hi; j += THREADS) {
         double v = x[chan_at(j, ch, c, hw)];
         acc += center ? (v - m) * (v - m) : v;
     }
     acc = block_sum(acc);
     if (threadIdx.x == 0)
-        out[ch] = acc;
+        part[blockIdx.x] = acc;
 }
 
 cudaError_t ck_chan_sums(cudaStream_t s, const float *x, int n, int c, int hw,
-                         const float *center, double *out)
+                         const float *center, double *out, double *part)
 {
-    k_chan_sums<<<c, THREADS, 0, s>>>(x, (size_t)n * hw, c, hw, center, out);
+    size_t cnt = (size_t)n * hw;
+    int parts = ck_sum_parts(cnt);
+    k_chan_sums<<<c * parts, THREADS, 0, s>>>(x, cnt, c, hw, center, parts, part);
+    k_sum_rows<<<blocks_for((size_t)c), THREADS, 0, s>>>(part, c, parts, out);
     return cudaGetLastError();
 }
 
@@ -502,11 +538,12 @@ cudaError_t ck_bn_bwd_data(cudaStream_t s, float *gx, const float *x, const floa
 
 __global__ static void k_bn_grad_sums(const float *x, const float *y, const float *gy,
                                       size_t cnt, int c, int hw, const float *center,
-                                      double *out)
+                                      int parts, double *part)
 {
-    int ch = blockIdx.x;
+    size_t lo, hi;
+    int ch = slice_of(cnt, parts, &lo, &hi);
     double sg = 0.0, sgx = 0.0, m = center[ch];
-    for (size_t j = threadIdx.x; j < cnt; j += THREADS) {
+    for (size_t j = lo + threadIdx.x; j < hi; j += THREADS) {
         size_t at = chan_at(j, ch, c, hw);
         double g = masked(y, gy, at);
         sg += g;
@@ -514,16 +551,20 @@ __global__ static void k_bn_grad_sums(const float *x, const float *y, const floa
     }
     sg = block_sum(sg);
     sgx = block_sum(sgx);
-    if (threadIdx.x == 0) {
-        out[ch] = sg;
-        out[c + ch] = sgx;
+    if (threadIdx.x == 0) {   /* rows [0, c): sum dy'; [c, 2c): sum dy' (x - m) */
+        part[blockIdx.x] = sg;
+        part[(size_t)c * parts + blockIdx.x] = sgx;
     }
 }
 
 cudaError_t ck_bn_grad_sums(cudaStream_t s, const float *x, const float *y, const float *gy,
-                            int n, int c, int hw, const float *center, double *out)
+                            int n, int c, int hw, const float *center, double *out,
+                            double *part)
 {
-    k_bn_grad_sums<<<c, THREADS, 0, s>>>(x, y, gy, (size_t)n * hw, c, hw, center, out);
+    size_t cnt = (size_t)n * hw;
+    int parts = ck_sum_parts(cnt);
+    k_bn_grad_sums<<<c * parts, THREADS, 0, s>>>(x, y, gy, cnt, c, hw, center, parts, part);
+    k_sum_rows<<<blocks_for((size_t)2 * c), THREADS, 0, s>>>(part, 2 * c, parts, out);
     return cudaGetLastError();
 }
 

@@ -76,10 +76,15 @@ cudaError_t ck_ce_bwd(cudaStream_t s, const float *logits, const int32_t *labels
 cudaError_t ck_topk_ce(cudaStream_t s, const float *logits, int n, int classes,
                        const int32_t *labels, int k, int32_t *topk, float *loss);
 
+/* The partial sums a channel's reduction over cnt = n * hw values takes
+ * (1..64, from cnt alone): ck_chan_sums needs c of them, ck_bn_grad_sums
+ * 2c, as device doubles of workspace (part). */
+int ck_sum_parts(size_t cnt);
 /* Per-channel sums over (n, hw) in double: out[c] = sum x (center NULL) or
- * sum (x - center[c])^2. */
+ * sum (x - center[c])^2; slices of each channel in parallel, then their
+ * partials in order (deterministic). */
 cudaError_t ck_chan_sums(cudaStream_t s, const float *x, int n, int c, int hw,
-                         const float *center, double *out);
+                         const float *center, double *out, double *part);
 /* y += a[c] * (x - center[c]) + b[c] */
 cudaError_t ck_chan_axpb(cudaStream_t s, float *y, const float *x, int n, int c, int hw,
                          const float *center, const float *a, const float *b);
@@ -105,7 +110,8 @@ cudaError_t ck_bn_bwd_data(cudaStream_t s, float *gx, const float *x, const floa
  * out[c, 2c) = sum dy' (x - center[c]); gx = scale[c] dy' + a[c] (x -
  * center[c]) + b[c]. */
 cudaError_t ck_bn_grad_sums(cudaStream_t s, const float *x, const float *y, const float *gy,
-                            int n, int c, int hw, const float *center, double *out);
+                            int n, int c, int hw, const float *center, double *out,
+                            double *part);
 cudaError_t ck_bn_grad_apply(cudaStream_t s, float *gx, const float *x, const float *y,
                              const float *gy, int n, int c, int hw, const float *center,
                              const float *scale, const float *a, const float *b);

@@ -155,7 +155,8 @@ typedef struct {
     bk_plan_t base;
     cu_conv_t conv;
     int in[4], out[4];
-    double *sums;           /* device: the bias gradient's oc double sums */
+    double *sums;           /* device: the bias gradient's oc double sums, then
+                             * their partials (ck_sum_parts) */
     /* an inference graph's conv (post non-NULL at plan time): */
     int infer;
     ck_post_t post;
@@ -196,7 +197,9 @@ static bk_plan_t *ct_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
     int train = !p->infer;
     if (cu_conv_init(g, &p->conv, in, out, c->kh, c->kw, c->stride_h, c->stride_w, c->pad_h,
                      c->pad_w, train) < 0 ||
-        (train && !(p->sums = cu_alloc(g, (size_t)c->oc * sizeof(double)))) ||
+        (train && !(p->sums = cu_alloc(g, (size_t)c->oc * sizeof(double) *
+                                              (1 + ck_sum_parts((size_t)out[0] * out[2] *
+                                                                out[3]))))) ||
         (sum && !(p->tmp = cu_alloc(g, (size_t)out[0] * out[1] * out[2] * out[3] *
                                            sizeof(float))))) {
         conv_plan_destroy(&p->base);
@@ -252,8 +255,8 @@ static int conv_bias_grad(bk_ctx_t *g, conv_plan_t *p, const void *gy, float *gb
 {
     int oc = p->out[1];
     cudaStream_t s = stream_of(g->be);
-    if (cu_check(g, ck_chan_sums(s, gy, p->out[0], oc, p->out[2] * p->out[3], NULL, p->sums),
-                 "bias gradient kernel") < 0)
+    if (cu_check(g, ck_chan_sums(s, gy, p->out[0], oc, p->out[2] * p->out[3], NULL, p->sums,
+                                 p->sums + oc), "bias gradient kernel") < 0)
         return -1;
     return cu_check(g, ck_d2f(s, p->sums, (size_t)oc, gb), "bias gradient rounding kernel");
 }
@@ -289,7 +292,9 @@ typedef struct {
     int in[4];
     float eps;
     int relu;
-    double *sums;           /* device: the backward's 2c sums (the forward's c) */
+    double *sums;           /* device: the backward's 2c sums (the forward's c),
+                             * then 2c x ck_sum_parts of partials (part) */
+    double *part;
     float *coef;            /* device: bn_train_bwd's scale, a, b (3c) */
 } bn_plan_t;
 
@@ -314,11 +319,14 @@ static bk_plan_t *ct_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
     memcpy(p->in, in, sizeof p->in);
     p->eps = eps;
     p->relu = relu;
-    if (!(p->sums = cu_alloc(g, 2 * (size_t)in[1] * sizeof(double))) ||
+    size_t c2 = 2 * (size_t)in[1];
+    if (!(p->sums = cu_alloc(g, c2 * sizeof(double) *
+                                    (1 + ck_sum_parts((size_t)in[0] * in[2] * in[3])))) ||
         !(p->coef = cu_alloc(g, 3 * (size_t)in[1] * sizeof(float)))) {
         bn_plan_destroy(&p->base);
         return NULL;
     }
+    p->part = p->sums + c2;   /* not owned */
     return &p->base;
 }
 
@@ -374,9 +382,11 @@ static int ct_bn_train_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int 
     float *mean = t->stat, *var = t->stat + c;
     cudaStream_t s = stream_of(g->be);
     if (cu_sticky(g) < 0 ||
-        cu_check(g, ck_chan_sums(s, x, n, c, hw, NULL, p->sums), "channel sums kernel") < 0 ||
+        cu_check(g, ck_chan_sums(s, x, n, c, hw, NULL, p->sums, p->part),
+                 "channel sums kernel") < 0 ||
         cu_check(g, ck_bn_stat(s, p->sums, c, t->count, mean), "batch mean kernel") < 0 ||
-        cu_check(g, ck_chan_sums(s, x, n, c, hw, mean, p->sums), "channel sums kernel") < 0 ||
+        cu_check(g, ck_chan_sums(s, x, n, c, hw, mean, p->sums, p->part),
+                 "channel sums kernel") < 0 ||
         cu_check(g, ck_bn_stat(s, p->sums, c, t->count, var), "batch variance kernel") < 0 ||
         ct_bn_fwd(g, bp, 0, x, t->gamma, t->beta, mean, var, y) < 0)
         return -1;
@@ -393,7 +403,7 @@ static int ct_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void
     const float *mean = t->stat, *var = t->stat + c, *mask = t->relu ? y : NULL;
     cudaStream_t s = stream_of(g->be);
     if (cu_sticky(g) < 0 ||
-        cu_check(g, ck_bn_grad_sums(s, x, mask, gy, n, c, hw, mean, p->sums),
+        cu_check(g, ck_bn_grad_sums(s, x, mask, gy, n, c, hw, mean, p->sums, p->part),
                  "batch-norm gradient sums kernel") < 0 ||
         cu_check(g, ck_bn_grad_finish(s, p->sums, c, t->gamma, var, t->eps, t->count,
                                       t->ggamma, t->gbeta, p->coef),
@@ -411,15 +421,15 @@ static int ct_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void
 static void ct_chan_sums(backend_t *be, const void *x, const int s[4], const float *center,
                          double *out)
 {
-    size_t c = (size_t)s[1];
-    char *d = cu_scratch_be(be, c * (sizeof(double) + sizeof(float)));
+    size_t c = (size_t)s[1], nd = c * (1 + ck_sum_parts((size_t)s[0] * s[2] * s[3]));
+    char *d = cu_scratch_be(be, nd * sizeof(double) + c * sizeof(float));
     if (!d)
         return;
-    double *dsum = (double *)d;
-    float *dcen = center ? (float *)(d + c * sizeof(double)) : NULL;
+    double *dsum = (double *)d;   /* the sums, then their partials */
+    float *dcen = center ? (float *)(d + nd * sizeof(double)) : NULL;
     if (dcen && cu_up_be_n(be, BN(be), dcen, center, c * sizeof(float)) < 0)
         return;
-    cu_note(be, ck_chan_sums(stream_of(be), x, s[0], (int)c, s[2] * s[3], dcen, dsum),
+    cu_note(be, ck_chan_sums(stream_of(be), x, s[0], (int)c, s[2] * s[3], dcen, dsum, dsum + c),
             "channel sums kernel");
     cu_down_be_n(be, BN(be), out, dsum, c * sizeof(double));
 }
@@ -442,16 +452,17 @@ static void ct_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
 static void ct_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
                             const int s[4], int relu, const float *center, double *out)
 {
-    size_t c = (size_t)s[1];
-    char *d = cu_scratch_be(be, c * (2 * sizeof(double) + sizeof(float)));
+    size_t c = (size_t)s[1], nd = 2 * c * (1 + ck_sum_parts((size_t)s[0] * s[2] * s[3]));
+    char *d = cu_scratch_be(be, nd * sizeof(double) + c * sizeof(float));
     if (!d)
         return;
-    double *dsum = (double *)d;
-    float *dcen = (float *)(d + 2 * c * sizeof(double));
+    double *dsum = (double *)d;   /* the 2c sums, then their partials */
+    float *dcen = (float *)(d + nd * sizeof(double));
     if (cu_up_be_n(be, BN(be), dcen, center, c * sizeof(float)) < 0)
         return;
     cu_note(be, ck_bn_grad_sums(stream_of(be), x, relu ? y : NULL, gy, s[0], (int)c,
-                                s[2] * s[3], dcen, dsum), "batch-norm gradient sums kernel");
+                                s[2] * s[3], dcen, dsum, dsum + 2 * c),
+            "batch-norm gradient sums kernel");
     cu_down_be_n(be, BN(be), out, dsum, 2 * c * sizeof(double));
 }
 

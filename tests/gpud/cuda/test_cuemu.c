@@ -168,10 +168,10 @@ static void check_dropout_ce(void)
 /* Training BatchNorm on the device (bk_kernels_t.bn_train_*): every kernel
  * of cuda_train.c's sequence against the host path's (tape_bn.c with the
  * ref kernels: hk_*, bn_math.h), far from zero mean to make the sums'
- * precision matter. */
-static void check_batchnorm(void)
+ * precision matter; one slice a channel, and several. */
+static void check_batchnorm(int NB, int HW)
 {
-    enum { NB = 3, C = 5, HW = 37 };
+    enum { C = 5 };
     size_t n = (size_t)NB * C * HW;
     int s[4] = {NB, C, HW, 1};
     double cnt = (double)NB * HW;
@@ -179,10 +179,11 @@ static void check_batchnorm(void)
     float *beta = randv(C, 0.5f, 0), *y = calloc(n, 4), *yr = calloc(n, 4);
     float *gx = calloc(n, 4), *gxr = calloc(n, 4);
     REQUIRE(y && yr && gx && gxr, "alloc");
-    double sa[2 * C], sb[2 * C];
+    double sa[2 * C], sb[2 * C], *part = malloc(2 * C * ck_sum_parts(cnt) * sizeof *part);
+    REQUIRE(part, "alloc");
     float stat[2 * C], mean[C], var[C];
 
-    CHECK(ck_chan_sums(0, x, NB, C, HW, NULL, sa) == cudaSuccess, "launch");
+    CHECK(ck_chan_sums(0, x, NB, C, HW, NULL, sa, part) == cudaSuccess, "launch");
     hk_chan_sums(x, s, NULL, sb, 0, 1);
     near("channel sums", sa, sb, C, 1e-12);
     memcpy(sa, sb, sizeof sb);   /* the same sums from here: the steps must agree exactly */
@@ -190,7 +191,7 @@ static void check_batchnorm(void)
     for (int i = 0; i < C; i++)
         mean[i] = bnm_stat(sb[i], cnt);
     same("batch mean", stat, mean, sizeof mean);
-    CHECK(ck_chan_sums(0, x, NB, C, HW, mean, sa) == cudaSuccess, "launch");
+    CHECK(ck_chan_sums(0, x, NB, C, HW, mean, sa, part) == cudaSuccess, "launch");
     hk_chan_sums(x, s, mean, sb, 0, 1);
     near("centred sums", sa, sb, C, 1e-12);
     CHECK(ck_bn_stat(0, sb, C, cnt, stat + C) == cudaSuccess, "launch");
@@ -218,7 +219,7 @@ static void check_batchnorm(void)
         dy = fmax(dy, fabs((double)y[i] - yr[i])), my = fmax(my, fabs((double)yr[i]));
     CHECK(dy <= 1e-6 * my, "normalised (+ ReLU): max diff %.3g of %.3g", dy, my);
 
-    CHECK(ck_bn_grad_sums(0, x, y, gy, NB, C, HW, mean, sa) == cudaSuccess, "launch");
+    CHECK(ck_bn_grad_sums(0, x, y, gy, NB, C, HW, mean, sa, part) == cudaSuccess, "launch");
     hk_bn_grad_sums(x, y, gy, s, 1, mean, sb, 0, 1);
     near("gradient sums", sa, sb, 2 * C, 1e-12);
     memcpy(sa, sb, sizeof sb);
@@ -248,6 +249,7 @@ static void check_batchnorm(void)
     free(yr);
     free(gx);
     free(gxr);
+    free(part);
 }
 
 /* The bf16 inference plan's layout kernels (cuda_infer_kernels.cu): NCHW
@@ -308,7 +310,8 @@ int main(void)
     check_pool(1);
     check_pool(2);
     check_dropout_ce();
-    check_batchnorm();
+    check_batchnorm(3, 37);      /* one slice a channel */
+    check_batchnorm(8, 1500);    /* 3 slices of 4000 a channel (ck_sum_parts) */
     check_bf16_layout();
     tc_failures += check_device_arena();
     tc_failures += check_device_optims();
