@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <ucontext.h>
 
+#include <typeindex>
+#include <unordered_set>
 #include <vector>
 
 uint3 threadIdx, blockIdx;
@@ -18,7 +20,7 @@ dim3 blockDim, gridDim;
 
 namespace {
 
-enum { STACK = 256 * 1024 };
+enum { STACK = 64 * 1024 };
 
 struct Fiber {
     ucontext_t ctx;
@@ -27,14 +29,21 @@ struct Fiber {
     uint3 tid;
 };
 
+/* The fibers of a block, kept from launch to launch (their stacks are the
+ * cost); body is the running launch's. */
 struct Block {
     ucontext_t sched;
     std::vector<Fiber> fibers;
     size_t cur;
     const std::function<void()> *body;
+    bool direct;    /* threads called one after another: no barrier may come */
+    bool synced;    /* a barrier was reached in this launch */
 };
 
+Block g_pool;
 Block *g_block;
+/* launch sites (their lambda's type) seen to reach no barrier: run direct */
+std::unordered_set<std::type_index> g_no_sync;
 
 void fiber_main(void)
 {
@@ -43,57 +52,93 @@ void fiber_main(void)
     b->fibers[b->cur].done = true;   /* uc_link returns to the scheduler */
 }
 
+/* getcontext and swapcontext return twice, as setjmp: each is alone in a
+ * small function, so no loop variable lives across them (-Wclobbered) */
+void init_fiber(Block &b, unsigned t)
+{
+    Fiber &f = b.fibers[t];
+    f.done = false;
+    f.tid = uint3{t, 0, 0};
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack.data();
+    f.ctx.uc_stack.ss_size = f.stack.size();
+    f.ctx.uc_link = &b.sched;
+    makecontext(&f.ctx, fiber_main, 0);
+}
+
+bool resume(Block &b, size_t t)   /* true while the thread has not returned */
+{
+    b.cur = t;
+    threadIdx = b.fibers[t].tid;
+    swapcontext(&b.sched, &b.fibers[t].ctx);
+    return !b.fibers[t].done;
+}
+
+void run_fibers(Block &b, unsigned nthreads)
+{
+    for (unsigned t = 0; t < nthreads; t++)
+        init_fiber(b, t);
+    for (size_t left = nthreads; left > 0;) {   /* rounds until every thread returned */
+        left = 0;
+        for (size_t t = 0; t < nthreads; t++)
+            if (!b.fibers[t].done)
+                left += resume(b, t);
+    }
+}
+
 }  // namespace
 
 void __syncthreads(void)
 {
     Block *b = g_block;
-    if (!b) {
-        fprintf(stderr, "cuemu: __syncthreads outside a launch\n");
+    if (!b || b->direct) {
+        fprintf(stderr, "cuemu: __syncthreads %s\n",
+                b ? "in a launch site that reached none before (a data-dependent barrier?)"
+                  : "outside a launch");
         abort();
     }
+    b->synced = true;
     swapcontext(&b->fibers[b->cur].ctx, &b->sched);
 }
 
+/* A launch site's first launch runs every block as fibers; one that reached
+ * no barrier runs its threads one after another from then on (most kernels:
+ * element-wise), which is what makes the emulator fast enough for whole
+ * models. */
 void cuemu_launch_fn(dim3 grid, dim3 block, const std::function<void()> &body)
 {
     if (grid.y != 1 || grid.z != 1 || block.y != 1 || block.z != 1 || block.x == 0) {
         fprintf(stderr, "cuemu: only 1-D launches (grid %u, block %u)\n", grid.x, block.x);
         abort();
     }
-    Block b;
+    Block &b = g_pool;
+    std::type_index site(body.target_type());
     b.body = &body;
-    b.fibers.resize(block.x);
-    for (Fiber &f : b.fibers)
-        f.stack.resize(STACK);
+    b.direct = g_no_sync.count(site) > 0;
+    b.synced = false;
+    if (!b.direct && b.fibers.size() < block.x) {
+        b.fibers.resize(block.x);
+        for (Fiber &f : b.fibers)
+            if (f.stack.size() != STACK)
+                f.stack.resize(STACK);
+    }
     gridDim = grid;
     blockDim = block;
+    g_block = &b;
     for (unsigned bx = 0; bx < grid.x; bx++) {
-        for (unsigned t = 0; t < block.x; t++) {
-            Fiber &f = b.fibers[t];
-            f.done = false;
-            f.tid = uint3{t, 0, 0};
-            getcontext(&f.ctx);
-            f.ctx.uc_stack.ss_sp = f.stack.data();
-            f.ctx.uc_stack.ss_size = f.stack.size();
-            f.ctx.uc_link = &b.sched;
-            makecontext(&f.ctx, fiber_main, 0);
-        }
         blockIdx = uint3{bx, 0, 0};
-        g_block = &b;
-        for (size_t left = block.x; left > 0;) {   /* rounds until every thread returned */
-            left = 0;
-            for (size_t t = 0; t < b.fibers.size(); t++) {
-                if (b.fibers[t].done)
-                    continue;
-                b.cur = t;
-                threadIdx = b.fibers[t].tid;
-                swapcontext(&b.sched, &b.fibers[t].ctx);
-                left += !b.fibers[t].done;
+        if (b.direct) {
+            for (unsigned t = 0; t < block.x; t++) {
+                threadIdx = uint3{t, 0, 0};
+                body();
             }
+        } else {
+            run_fibers(b, block.x);
         }
-        g_block = nullptr;
     }
+    g_block = nullptr;
+    if (!b.direct && !b.synced)
+        g_no_sync.insert(site);
 }
 
 /* The runtime calls of cuda_optim.c (the device arena) and the tests: device
@@ -155,5 +200,167 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
 {
     (void)kind, (void)stream;
     memmove(dst, src, count);
+    return cudaSuccess;
+}
+
+/* ---- the rest of the runtime the cuda backend calls (cuda_backend.c,
+ * cuda_train.c, cuda_graph.c, cuda_prof.c): one emulated device, streams
+ * and events as tokens (work is done when it is queued), pinned memory as
+ * plain memory, and no stream capture (cuda_graph.c then runs op by op, as
+ * with DDPIPE_CUDA_GRAPHS=0). */
+namespace {
+struct Token {
+    int unused;
+};
+template <typename T> cudaError_t token(T *out)
+{
+    *out = reinterpret_cast<T>(new Token());
+    return cudaSuccess;
+}
+template <typename T> cudaError_t untoken(T t)
+{
+    delete reinterpret_cast<Token *>(t);
+    return cudaSuccess;
+}
+}  // namespace
+
+extern "C" cudaError_t cudaMemsetAsync(void *p, int v, size_t count, cudaStream_t s)
+{
+    (void)s;
+    memset(p, v, count);
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags)
+{
+    (void)flags;
+    return cudaMalloc(p, size);
+}
+
+extern "C" cudaError_t cudaFreeHost(void *p)
+{
+    free(p);
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaGetDeviceCount(int *n)
+{
+    *n = 1;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaSetDevice(int d)
+{
+    return d == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
+extern "C" cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int d)
+{
+    if (d != 0)
+        return cudaErrorInvalidDevice;
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "cuemu (the kernel emulator, no GPU)");
+    prop->totalGlobalMem = (size_t)8 << 30;
+    prop->major = 9;
+    prop->minor = 0;
+    prop->multiProcessorCount = 1;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
+{
+    (void)flags;
+    return token(s);
+}
+
+extern "C" cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    return untoken(s);
+}
+
+extern "C" cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
+{
+    (void)s, (void)e, (void)flags;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+{
+    (void)flags;
+    return token(e);
+}
+
+extern "C" cudaError_t cudaEventCreate(cudaEvent_t *e)
+{
+    return token(e);
+}
+
+extern "C" cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    return untoken(e);
+}
+
+extern "C" cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    (void)e, (void)s;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    (void)e;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    (void)a, (void)b;
+    *ms = 0.0f;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode m)
+{
+    (void)s, (void)m;
+    return cudaErrorStreamCaptureUnsupported;
+}
+
+extern "C" cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+    (void)s;
+    *g = nullptr;
+    return cudaErrorStreamCaptureUnsupported;
+}
+
+extern "C" cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st)
+{
+    (void)s;
+    *st = cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *x, cudaGraph_t g,
+                                                     unsigned long long flags)
+{
+    (void)g, (void)flags;
+    *x = nullptr;
+    return cudaErrorNotSupported;
+}
+
+extern "C" cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
+{
+    (void)x, (void)s;
+    return cudaErrorNotSupported;
+}
+
+extern "C" cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+    (void)g;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
+{
+    (void)x;
     return cudaSuccess;
 }

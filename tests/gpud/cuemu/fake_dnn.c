@@ -1,0 +1,525 @@
+/* fake_dnn — the part of cuDNN and cuBLAS the cuda backend calls, computed on
+ * the CPU by gpud's reference kernels, so that the backend's host code
+ * (gpud/cuda/cuda_backend.c, cuda_train.c, cuda_infer.c, cuda_optim.c) runs
+ * whole on the kernel emulator (cuemu.h) and the GPU tests can run on a
+ * machine without a GPU (tests/gpud/cuda/CMakeLists.txt: the *_emu tests).
+ *
+ * Legacy convolutions (forward, backward data, backward filter; NCHW or NHWC,
+ * float or bf16, alpha 1 / beta 0 as the backend uses them) by ref_conv2d and
+ * its backward, in fp32 with double sums, a bf16 output rounded as gpud/bf16.c
+ * does (cuDNN's own algorithms sum in other orders: the tests' tolerances
+ * cover that); the algorithm queries offer one deterministic algorithm in
+ * tensor-op and in FMA math. The graph (backend) API says NOT_SUPPORTED, so
+ * cuda_fused.c falls back to the legacy path, as where cuDNN builds no graph.
+ * cuBLAS: column-major Sgemm and GemmEx (float or bf16 inputs, float or bf16
+ * output, fp32 sums in double). What this cannot show: cuDNN's and cuBLAS's
+ * own choices, speed, and any rule of theirs the fake does not enforce. */
+#include <cublas_v2.h>
+#include <cudnn.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/bf16.h"
+#include "gpud/cpu/ref_ops.h"
+
+struct cudnnContext {
+    cudaStream_t s;
+};
+struct cudnnTensorStruct {
+    cudnnTensorFormat_t fmt;
+    cudnnDataType_t dt;
+    int n, c, h, w;
+};
+struct cudnnFilterStruct {
+    cudnnTensorFormat_t fmt;
+    cudnnDataType_t dt;
+    int k, c, h, w;
+};
+struct cudnnConvolutionStruct {
+    int ph, pw, sh, sw, dh, dw;
+    cudnnMathType_t math;
+};
+struct cublasContext {
+    cudaStream_t s;
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static float get(const void *p, cudnnDataType_t dt, size_t i)
+{
+    if (dt == CUDNN_DATA_BFLOAT16) {
+        uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
+    return ((const float *)p)[i];
+}
+
+static void put(void *p, cudnnDataType_t dt, size_t i, float v)
+{
+    if (dt == CUDNN_DATA_BFLOAT16) {
+        float r;
+        uint32_t u;
+        bf16_round(&r, &v, 1);
+        memcpy(&u, &r, sizeof u);
+        ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
+        return;
+    }
+    ((float *)p)[i] = v;
+}
+
+/* element (a, b, y, x) of an NCHW-logical 4-d array of dims d[4] in format f */
+static size_t at(cudnnTensorFormat_t f, const int d[4], int a, int b, int y, int x)
+{
+    if (f == CUDNN_TENSOR_NHWC)
+        return (((size_t)a * d[2] + y) * d[3] + x) * d[1] + b;
+    return (((size_t)a * d[1] + b) * d[2] + y) * d[3] + x;
+}
+
+/* a tensor or filter as NCHW floats (malloc'd), or back */
+static float *to_nchw(const void *p, cudnnTensorFormat_t f, cudnnDataType_t dt, const int d[4])
+{
+    size_t n = (size_t)d[0] * d[1] * d[2] * d[3];
+    float *o = malloc((n ? n : 1) * sizeof *o);
+    for (int a = 0; o && a < d[0]; a++)
+        for (int b = 0; b < d[1]; b++)
+            for (int y = 0; y < d[2]; y++)
+                for (int x = 0; x < d[3]; x++)
+                    o[at(CUDNN_TENSOR_NCHW, d, a, b, y, x)] = get(p, dt, at(f, d, a, b, y, x));
+    return o;
+}
+
+static void from_nchw(void *p, cudnnTensorFormat_t f, cudnnDataType_t dt, const int d[4],
+                      const float *v)
+{
+    for (int a = 0; a < d[0]; a++)
+        for (int b = 0; b < d[1]; b++)
+            for (int y = 0; y < d[2]; y++)
+                for (int x = 0; x < d[3]; x++)
+                    put(p, dt, at(f, d, a, b, y, x), v[at(CUDNN_TENSOR_NCHW, d, a, b, y, x)]);
+}
+
+static void dims_t(const struct cudnnTensorStruct *t, int d[4])
+{
+    d[0] = t->n, d[1] = t->c, d[2] = t->h, d[3] = t->w;
+}
+
+static void dims_f(const struct cudnnFilterStruct *f, int d[4])
+{
+    d[0] = f->k, d[1] = f->c, d[2] = f->h, d[3] = f->w;
+}
+
+static int unit(const void *alpha, const void *beta)
+{
+    return *(const float *)alpha == 1.0f && *(const float *)beta == 0.0f;
+}
+
+/* ------------------------------------------------------- cuDNN: the basics */
+
+cudnnStatus_t cudnnCreate(cudnnHandle_t *h)
+{
+    *h = calloc(1, sizeof **h);
+    return *h ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
+}
+
+cudnnStatus_t cudnnDestroy(cudnnHandle_t h)
+{
+    free(h);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t s)
+{
+    h->s = s;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+const char *cudnnGetErrorString(cudnnStatus_t s)
+{
+    return s == CUDNN_STATUS_SUCCESS ? "CUDNN_STATUS_SUCCESS" : "CUDNN_STATUS_NOT_SUPPORTED (fake)";
+}
+
+void cudnnGetLastErrorString(char *message, size_t max_size)
+{
+    if (max_size)
+        message[0] = '\0';
+}
+
+cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *d)
+{
+    *d = calloc(1, sizeof **d);
+    return *d ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
+}
+
+cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d)
+{
+    free(d);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t f,
+                                         cudnnDataType_t dt, int n, int c, int h, int w)
+{
+    if (n < 1 || c < 1 || h < 1 || w < 1 ||
+        (dt != CUDNN_DATA_FLOAT && dt != CUDNN_DATA_BFLOAT16) ||
+        (f != CUDNN_TENSOR_NCHW && f != CUDNN_TENSOR_NHWC))
+        return CUDNN_STATUS_BAD_PARAM;
+    *d = (struct cudnnTensorStruct){f, dt, n, c, h, w};
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *d)
+{
+    *d = calloc(1, sizeof **d);
+    return *d ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
+}
+
+cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d)
+{
+    free(d);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t dt,
+                                         cudnnTensorFormat_t f, int k, int c, int h, int w)
+{
+    if (k < 1 || c < 1 || h < 1 || w < 1 ||
+        (dt != CUDNN_DATA_FLOAT && dt != CUDNN_DATA_BFLOAT16) ||
+        (f != CUDNN_TENSOR_NCHW && f != CUDNN_TENSOR_NHWC))
+        return CUDNN_STATUS_BAD_PARAM;
+    *d = (struct cudnnFilterStruct){f, dt, k, c, h, w};
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *d)
+{
+    *d = calloc(1, sizeof **d);
+    return *d ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
+}
+
+cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d)
+{
+    free(d);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int ph, int pw,
+                                              int u, int v, int dh, int dw,
+                                              cudnnConvolutionMode_t mode,
+                                              cudnnDataType_t compute)
+{
+    if (mode != CUDNN_CROSS_CORRELATION || dh != 1 || dw != 1 || compute != CUDNN_DATA_FLOAT)
+        return CUDNN_STATUS_NOT_SUPPORTED;   /* the reference does none of these */
+    d->ph = ph, d->pw = pw, d->sh = u, d->sw = v, d->dh = dh, d->dw = dw;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t m)
+{
+    d->math = m;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescriptor_t cd,
+                                                    const cudnnTensorDescriptor_t x,
+                                                    const cudnnFilterDescriptor_t w, int *n,
+                                                    int *c, int *h, int *wd)
+{
+    *n = x->n;
+    *c = w->k;
+    *h = (x->h + 2 * cd->ph - w->h) / cd->sh + 1;
+    *wd = (x->w + 2 * cd->pw - w->w) / cd->sw + 1;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* ------------------------------------------ cuDNN: algorithms and the convs */
+
+/* one algorithm, offered in tensor-op math and in FMA math */
+#define OFFER(perf, req, got)                                                            \
+    do {                                                                                 \
+        int n_ = req < 2 ? req : 2;                                                      \
+        for (int i_ = 0; i_ < n_; i_++) {                                                \
+            memset(&perf[i_], 0, sizeof perf[i_]);                                       \
+            perf[i_].status = CUDNN_STATUS_SUCCESS;                                      \
+            perf[i_].determinism = CUDNN_DETERMINISTIC;                                  \
+            perf[i_].mathType = i_ == 0 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;         \
+        }                                                                                \
+        *got = n_;                                                                       \
+    } while (0)
+
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t h,
+                                                     const cudnnTensorDescriptor_t x,
+                                                     const cudnnFilterDescriptor_t w,
+                                                     const cudnnConvolutionDescriptor_t c,
+                                                     const cudnnTensorDescriptor_t y, int req,
+                                                     int *got,
+                                                     cudnnConvolutionFwdAlgoPerf_t *perf)
+{
+    (void)h, (void)x, (void)w, (void)c, (void)y;
+    OFFER(perf, req, got);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t h,
+                                                   const cudnnTensorDescriptor_t x,
+                                                   const cudnnFilterDescriptor_t w,
+                                                   const cudnnConvolutionDescriptor_t c,
+                                                   const cudnnTensorDescriptor_t y, int req,
+                                                   int *got, cudnnConvolutionFwdAlgoPerf_t *perf)
+{
+    return cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, c, y, req, got, perf);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    cudnnHandle_t h, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
+    const cudnnConvolutionDescriptor_t c, const cudnnTensorDescriptor_t dx, int req, int *got,
+    cudnnConvolutionBwdDataAlgoPerf_t *perf)
+{
+    (void)h, (void)w, (void)dy, (void)c, (void)dx;
+    OFFER(perf, req, got);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(
+    cudnnHandle_t h, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
+    const cudnnConvolutionDescriptor_t c, const cudnnTensorDescriptor_t dx, int req, int *got,
+    cudnnConvolutionBwdDataAlgoPerf_t *perf)
+{
+    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, dy, c, dx, req, got, perf);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+    cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnTensorDescriptor_t dy,
+    const cudnnConvolutionDescriptor_t c, const cudnnFilterDescriptor_t dw, int req, int *got,
+    cudnnConvolutionBwdFilterAlgoPerf_t *perf)
+{
+    (void)h, (void)x, (void)dy, (void)c, (void)dw;
+    OFFER(perf, req, got);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(
+    cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnTensorDescriptor_t dy,
+    const cudnnConvolutionDescriptor_t c, const cudnnFilterDescriptor_t dw, int req, int *got,
+    cudnnConvolutionBwdFilterAlgoPerf_t *perf)
+{
+    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, dy, c, dw, req, got, perf);
+}
+
+cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha,
+                                      const cudnnTensorDescriptor_t xd, const void *x,
+                                      const cudnnFilterDescriptor_t wd, const void *w,
+                                      const cudnnConvolutionDescriptor_t cd,
+                                      cudnnConvolutionFwdAlgo_t algo, void *ws, size_t wss,
+                                      const void *beta, const cudnnTensorDescriptor_t yd,
+                                      void *y)
+{
+    (void)h, (void)algo, (void)ws, (void)wss;
+    int dx[4], dw[4], dy[4];
+    dims_t(xd, dx), dims_f(wd, dw), dims_t(yd, dy);
+    if (!unit(alpha, beta) || dx[1] != dw[1] || dy[1] != dw[0] || dx[0] != dy[0])
+        return CUDNN_STATUS_BAD_PARAM;
+    float *fx = to_nchw(x, xd->fmt, xd->dt, dx), *fw = to_nchw(w, wd->fmt, wd->dt, dw);
+    float *fy = malloc((size_t)dy[0] * dy[1] * dy[2] * dy[3] * sizeof *fy);
+    if (!fx || !fw || !fy) {
+        free(fx), free(fw), free(fy);
+        return CUDNN_STATUS_ALLOC_FAILED;
+    }
+    ref_conv2d(fx, dx[0], dx[1], dx[2], dx[3], fw, NULL, dw[0], dw[2], dw[3], cd->sh, cd->sw,
+               cd->ph, cd->pw, fy, dy[2], dy[3]);
+    from_nchw(y, yd->fmt, yd->dt, dy, fy);
+    free(fx), free(fw), free(fy);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha,
+                                           const cudnnFilterDescriptor_t wd, const void *w,
+                                           const cudnnTensorDescriptor_t dyd, const void *dy,
+                                           const cudnnConvolutionDescriptor_t cd,
+                                           cudnnConvolutionBwdDataAlgo_t algo, void *ws,
+                                           size_t wss, const void *beta,
+                                           const cudnnTensorDescriptor_t dxd, void *dx)
+{
+    (void)h, (void)algo, (void)ws, (void)wss;
+    int sx[4], sw[4], sy[4];
+    dims_t(dxd, sx), dims_f(wd, sw), dims_t(dyd, sy);
+    if (!unit(alpha, beta))
+        return CUDNN_STATUS_BAD_PARAM;
+    float *fy = to_nchw(dy, dyd->fmt, dyd->dt, sy), *fw = to_nchw(w, wd->fmt, wd->dt, sw);
+    float *fx = malloc((size_t)sx[0] * sx[1] * sx[2] * sx[3] * sizeof *fx);
+    if (!fx || !fw || !fy) {
+        free(fx), free(fw), free(fy);
+        return CUDNN_STATUS_ALLOC_FAILED;
+    }
+    ref_conv2d_bwd_data(fy, sx[0], sx[1], sx[2], sx[3], fw, sw[0], sw[2], sw[3], cd->sh, cd->sw,
+                        cd->ph, cd->pw, fx, sy[2], sy[3]);
+    from_nchw(dx, dxd->fmt, dxd->dt, sx, fx);
+    free(fx), free(fw), free(fy);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
+                                             const cudnnTensorDescriptor_t xd, const void *x,
+                                             const cudnnTensorDescriptor_t dyd, const void *dy,
+                                             const cudnnConvolutionDescriptor_t cd,
+                                             cudnnConvolutionBwdFilterAlgo_t algo, void *ws,
+                                             size_t wss, const void *beta,
+                                             const cudnnFilterDescriptor_t dwd, void *dw)
+{
+    (void)h, (void)algo, (void)ws, (void)wss;
+    int sx[4], sw[4], sy[4];
+    dims_t(xd, sx), dims_f(dwd, sw), dims_t(dyd, sy);
+    if (!unit(alpha, beta))
+        return CUDNN_STATUS_BAD_PARAM;
+    float *fx = to_nchw(x, xd->fmt, xd->dt, sx), *fy = to_nchw(dy, dyd->fmt, dyd->dt, sy);
+    float *fw = malloc((size_t)sw[0] * sw[1] * sw[2] * sw[3] * sizeof *fw);
+    if (!fx || !fw || !fy) {
+        free(fx), free(fw), free(fy);
+        return CUDNN_STATUS_ALLOC_FAILED;
+    }
+    ref_conv2d_bwd_weights(fx, sx[0], sx[1], sx[2], sx[3], fy, sw[0], sw[2], sw[3], cd->sh,
+                           cd->sw, cd->ph, cd->pw, fw, NULL, sy[2], sy[3]);
+    from_nchw(dw, dwd->fmt, dwd->dt, sw, fw);
+    free(fx), free(fw), free(fy);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* ------------------------------- cuDNN's graph API: no graphs (the fallback) */
+
+cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t t,
+                                           cudnnBackendDescriptor_t *d)
+{
+    (void)t;
+    *d = NULL;
+    return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t d)
+{
+    (void)d;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t d,
+                                       cudnnBackendAttributeName_t n,
+                                       cudnnBackendAttributeType_t t, int64_t c, const void *v)
+{
+    (void)d, (void)n, (void)t, (void)c, (void)v;
+    return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const d,
+                                       cudnnBackendAttributeName_t n,
+                                       cudnnBackendAttributeType_t t, int64_t r, int64_t *c,
+                                       void *v)
+{
+    (void)d, (void)n, (void)t, (void)r, (void)c, (void)v;
+    return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t d)
+{
+    (void)d;
+    return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t p,
+                                  cudnnBackendDescriptor_t v)
+{
+    (void)h, (void)p, (void)v;
+    return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+/* ------------------------------------------------------------------ cuBLAS */
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t *h)
+{
+    *h = calloc(1, sizeof **h);
+    return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+}
+
+cublasStatus_t cublasDestroy_v2(cublasHandle_t h)
+{
+    free(h);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s)
+{
+    h->s = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m)
+{
+    (void)h, (void)m;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *ws, size_t bytes)
+{
+    (void)h, (void)ws, (void)bytes;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasGetStatusName(cublasStatus_t s)
+{
+    return s == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_NOT_SUPPORTED";
+}
+
+const char *cublasGetStatusString(cublasStatus_t s)
+{
+    return s == CUBLAS_STATUS_SUCCESS ? "success" : "not supported (fake)";
+}
+
+/* column-major C = alpha op(A) op(B) + beta C, element accessors by type */
+static float el(const void *p, cudaDataType t, size_t i)
+{
+    return get(p, t == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, i);
+}
+
+static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           float alpha, const void *a, cudaDataType at_, int lda, const void *b,
+                           cudaDataType bt, int ldb, float beta, void *c, cudaDataType ct, int ldc)
+{
+    if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0.0;
+            for (int l = 0; l < k; l++) {
+                float av = el(a, at_, ta == CUBLAS_OP_N ? (size_t)l * lda + i : (size_t)i * lda + l);
+                float bv = el(b, bt, tb == CUBLAS_OP_N ? (size_t)j * ldb + l : (size_t)l * ldb + j);
+                s += (double)av * bv;
+            }
+            size_t ci = (size_t)j * ldc + i;
+            float old = beta != 0.0f ? el(c, ct, ci) : 0.0f;
+            put(c, ct == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, ci,
+                (float)(alpha * s) + beta * old);
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                              int m, int n, int k, const float *alpha, const float *a, int lda,
+                              const float *b, int ldb, const float *beta, float *c, int ldc)
+{
+    (void)h;
+    return gemm(ta, tb, m, n, k, *alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb, *beta, c,
+                CUDA_R_32F, ldc);
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                            int m, int n, int k, const void *alpha, const void *a,
+                            cudaDataType at_, int lda, const void *b, cudaDataType bt, int ldb,
+                            const void *beta, void *c, cudaDataType ct, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    (void)h, (void)algo;
+    if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    return gemm(ta, tb, m, n, k, *(const float *)alpha, a, at_, lda, b, bt, ldb,
+                *(const float *)beta, c, ct, ldc);
+}
