@@ -1,0 +1,79 @@
+"""Whole jobs with --device cuda without a GPU: gpud built on the cuda
+backend over the kernel emulator (tests/gpud/cuemu; ddp_compute_emu, its
+cuDNN and cuBLAS faked by the reference kernels) beside the ordinary
+ddpipe, loaderd, reducerd and reporterd. What scripts/gpu-e2e.sh and
+gpu-check's step-bytes check ask of a GPU, asked here of the backend's host
+code (the uint8 input path through pinned buffers and a copy stream,
+BatchNorm on the device, the traffic counters, bf16 buffers of two kinds):
+
+  - eval of the demo WideResNet on 48 Fashion-MNIST test images, fp32 and
+    bf16, with 1 and 2 workers: each precision's predictions.csv identical
+    for both worker counts, fp32's top-1 equal to --device cpu's;
+  - training (1 epoch, 64 images, 1 worker, --verbose): every step's
+    "step bytes" line says parameters/gradients 0 and bn 0 (what the plan,
+    bench/step_bytes, says for world 1); bf16 training runs and its loss is
+    finite.
+
+Run by ctest as it_cuda_emu (DDPIPE_EMU_GPUD: the emulated gpud)."""
+import glob
+import os
+import re
+import shutil
+import tempfile
+
+from ddp_it import *  # noqa: E402  (BIN: the built binaries, the test data beside them)
+
+# ddpipe starts the daemons from $DDPIPE_BIN: a folder of the built daemons
+# with the emulated gpud in place of the real one
+EMU_BIN = tempfile.mkdtemp(prefix="ddp-cuemu-bin-")
+for name in ("ddpipe", "loaderd", "reducerd", "reporterd"):
+    os.symlink(os.path.join(BIN, name), os.path.join(EMU_BIN, name))
+os.symlink(os.environ["DDPIPE_EMU_GPUD"], os.path.join(EMU_BIN, "gpud"))
+os.environ["DDPIPE_BIN"] = EMU_BIN
+
+wd = workdir("cuda-emu")
+test = idx_subset("t10k", 0, 48)
+
+
+def predictions(out):
+    return read(os.path.join(out, "predictions.csv"))
+
+
+try:
+    preds = {}
+    for prec in ("fp32", "bf16"):
+        for w in (1, 2):
+            out = os.path.join(wd, "eval-%s-w%d" % (prec, w))
+            run_eval(test, out, workers=w, batch=16, timeout=600,
+                     extra=["--device", "cuda", "--precision", prec, "--predictions", "topk"])
+            preds[prec, w] = predictions(out)
+        check(preds[prec, 1] == preds[prec, 2],
+              "cuda %s: predictions.csv differs between 1 and 2 workers" % prec)
+    cpu = os.path.join(wd, "eval-cpu")
+    run_eval(test, cpu, workers=1, batch=16, extra=["--device", "cpu", "--predictions", "topk"])
+    top = lambda text: [l.split(",")[3] for l in text.splitlines()[1:]]
+    check(top(preds["fp32", 1]) == top(predictions(cpu)), "cuda fp32 top-1 differs from cpu's")
+
+    train = idx_subset("train", 0, 64)
+    out = os.path.join(wd, "train-fp32")
+    run_train(train, out, 1, ["--device", "cuda", "--epochs", "1", "--batch-size", "16",
+                              "--seed", "2", "--verbose"], timeout=600)
+    logs = "".join(open(p, errors="replace").read()
+                   for p in glob.glob(os.path.join(out, "logs", "gpud*")))
+    check("cuemu (the kernel emulator" in logs, "the job's gpud was not the emulated one")
+    steps = re.findall(r"step bytes host<->backend \(cuda device arenas\): batch in \d+, "
+                       r"out \d+, parameters/gradients (\d+), bn (\d+)", logs)
+    check(len(steps) >= 3, "cuda training: %d step-bytes lines (want one a step)" % len(steps))
+    check(all(p == "0" and b == "0" for p, b in steps),
+          "cuda training step bytes (parameters, bn): %s, want 0 and 0" % steps)
+    check(os.path.exists(os.path.join(out, "model.safetensors")), "no model.safetensors")
+
+    out = os.path.join(wd, "train-bf16")
+    run_train(train, out, 1, ["--device", "cuda", "--precision", "bf16", "--epochs", "1",
+                              "--batch-size", "16", "--seed", "2"], timeout=600)
+    loss = train_losses(out)
+    check(len(loss) == 1 and all(v == v and abs(v) < 1e6 for v in loss.values()),
+          "bf16 training loss: %s" % loss)
+finally:
+    shutil.rmtree(EMU_BIN, ignore_errors=True)
+print("cuda_emu_jobs: ok")
