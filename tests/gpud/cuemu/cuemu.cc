@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <ucontext.h>
 
+#include <map>
 #include <typeindex>
 #include <unordered_set>
 #include <vector>
@@ -105,7 +106,55 @@ void __syncthreads(void)
  * no barrier runs its threads one after another from then on (most kernels:
  * element-wise), which is what makes the emulator fast enough for whole
  * models. */
+namespace {
+/* the open capture (one stream at a time: the backend captures its one) */
+struct Graph {
+    std::vector<std::function<void()>> ops;
+};
+Graph *g_capture;          /* non-NULL while capturing */
+bool g_invalidated;        /* a call not allowed in a capture was made */
+std::map<const char *, size_t> g_pinned;   /* cudaHostAlloc's blocks: base, bytes */
+
+bool pinned(const void *p)   /* inside a block of cudaHostAlloc */
+{
+    const char *c = (const char *)p;
+    auto it = g_pinned.upper_bound(c);
+    return it != g_pinned.begin() && c < (--it)->first + it->second;
+}
+
+cudaError_t not_in_capture(void)
+{
+    if (!g_capture)
+        return cudaSuccess;
+    g_invalidated = true;   /* as the runtime does: the capture is lost */
+    return cudaErrorStreamCaptureUnsupported;
+}
+}  // namespace
+
+extern "C" int cuemu_capturing(void)
+{
+    return g_capture != nullptr;
+}
+
+extern "C" void cuemu_record(void (*fn)(void *), const void *arg, size_t bytes)
+{
+    std::vector<char> copy((const char *)arg, (const char *)arg + bytes);
+    g_capture->ops.push_back([fn, copy]() mutable { fn(copy.data()); });
+}
+
+static void launch_now(dim3 grid, dim3 block, const std::function<void()> &body);
+
 void cuemu_launch_fn(dim3 grid, dim3 block, const std::function<void()> &body)
+{
+    if (g_capture) {
+        std::function<void()> copy = body;
+        g_capture->ops.push_back([grid, block, copy] { launch_now(grid, block, copy); });
+        return;
+    }
+    launch_now(grid, block, body);
+}
+
+static void launch_now(dim3 grid, dim3 block, const std::function<void()> &body)
 {
     if (grid.y != 1 || grid.z != 1 || block.y != 1 || block.z != 1 || block.x == 0) {
         fprintf(stderr, "cuemu: only 1-D launches (grid %u, block %u)\n", grid.x, block.x);
@@ -145,6 +194,8 @@ void cuemu_launch_fn(dim3 grid, dim3 block, const std::function<void()> &body)
  * memory is host memory, every call finishes before it returns. */
 extern "C" cudaError_t cudaMalloc(void **p, size_t size)
 {
+    if (not_in_capture() != cudaSuccess)
+        return cudaErrorStreamCaptureUnsupported;
     *p = calloc(size ? size : 1, 1);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
@@ -164,6 +215,8 @@ extern "C" cudaError_t cudaMemset(void *p, int v, size_t count)
 extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
                                   enum cudaMemcpyKind kind)
 {
+    if (not_in_capture() != cudaSuccess)
+        return cudaErrorStreamCaptureUnsupported;
     (void)kind;
     memmove(dst, src, count);
     return cudaSuccess;
@@ -171,12 +224,16 @@ extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
 
 extern "C" cudaError_t cudaDeviceSynchronize(void)
 {
+    if (not_in_capture() != cudaSuccess)
+        return cudaErrorStreamCaptureUnsupported;
     return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     (void)s;
+    if (not_in_capture() != cudaSuccess)
+        return cudaErrorStreamCaptureUnsupported;
     return cudaSuccess;
 }
 
@@ -195,10 +252,22 @@ extern "C" cudaError_t cudaGetLastError(void)
     return cudaSuccess;
 }
 
+/* In a capture a copy is recorded; one to or from pageable host memory
+ * cannot be (the runtime refuses it and the capture is lost), the rule the
+ * backend's capture must keep. */
 extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
                                        enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    (void)kind, (void)stream;
+    (void)stream;
+    if (g_capture) {
+        if ((kind == cudaMemcpyHostToDevice && !pinned(src)) ||
+            (kind == cudaMemcpyDeviceToHost && !pinned(dst)) || kind == cudaMemcpyDefault) {
+            g_invalidated = true;
+            return cudaErrorStreamCaptureUnsupported;
+        }
+        g_capture->ops.push_back([=] { memmove(dst, src, count); });
+        return cudaSuccess;
+    }
     memmove(dst, src, count);
     return cudaSuccess;
 }
@@ -206,8 +275,8 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
 /* ---- the rest of the runtime the cuda backend calls (cuda_backend.c,
  * cuda_train.c, cuda_graph.c, cuda_prof.c): one emulated device, streams
  * and events as tokens (work is done when it is queued), pinned memory as
- * plain memory, and no stream capture (cuda_graph.c then runs op by op, as
- * with DDPIPE_CUDA_GRAPHS=0). */
+ * plain memory; a stream capture records what is queued and a graph launch
+ * replays it (cuemu.h). */
 namespace {
 struct Token {
     int unused;
@@ -227,18 +296,25 @@ template <typename T> cudaError_t untoken(T t)
 extern "C" cudaError_t cudaMemsetAsync(void *p, int v, size_t count, cudaStream_t s)
 {
     (void)s;
-    memset(p, v, count);
+    if (g_capture)
+        g_capture->ops.push_back([=] { memset(p, v, count); });
+    else
+        memset(p, v, count);
     return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags)
 {
     (void)flags;
-    return cudaMalloc(p, size);
+    cudaError_t e = cudaMalloc(p, size);
+    if (e == cudaSuccess)
+        g_pinned[(const char *)*p] = size;
+    return e;
 }
 
 extern "C" cudaError_t cudaFreeHost(void *p)
 {
+    g_pinned.erase((const char *)p);
     free(p);
     return cudaSuccess;
 }
@@ -322,45 +398,64 @@ extern "C" cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_
 extern "C" cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode m)
 {
     (void)s, (void)m;
-    return cudaErrorStreamCaptureUnsupported;
+    if (g_capture)
+        return cudaErrorIllegalState;
+    g_capture = new Graph();
+    g_invalidated = false;
+    return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
 {
     (void)s;
     *g = nullptr;
-    return cudaErrorStreamCaptureUnsupported;
+    if (!g_capture)
+        return cudaErrorIllegalState;
+    Graph *graph = g_capture;
+    g_capture = nullptr;
+    if (g_invalidated) {
+        delete graph;
+        return cudaErrorStreamCaptureInvalidated;
+    }
+    *g = reinterpret_cast<cudaGraph_t>(graph);
+    return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st)
 {
     (void)s;
-    *st = cudaStreamCaptureStatusNone;
+    *st = !g_capture ? cudaStreamCaptureStatusNone
+                     : g_invalidated ? cudaStreamCaptureStatusInvalidated
+                                     : cudaStreamCaptureStatusActive;
     return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *x, cudaGraph_t g,
                                                      unsigned long long flags)
 {
-    (void)g, (void)flags;
-    *x = nullptr;
-    return cudaErrorNotSupported;
+    (void)flags;
+    *x = reinterpret_cast<cudaGraphExec_t>(new Graph(*reinterpret_cast<Graph *>(g)));
+    return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
 {
-    (void)x, (void)s;
-    return cudaErrorNotSupported;
+    (void)s;
+    if (g_capture)
+        return cudaErrorStreamCaptureUnsupported;
+    for (auto &op : reinterpret_cast<Graph *>(x)->ops)
+        op();
+    return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaGraphDestroy(cudaGraph_t g)
 {
-    (void)g;
+    delete reinterpret_cast<Graph *>(g);
     return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
 {
-    (void)x;
+    delete reinterpret_cast<Graph *>(x);
     return cudaSuccess;
 }

@@ -42,6 +42,13 @@ void cuemu_launch_fn(dim3 grid, dim3 block, const std::function<void()> &body);
 #define cuemu_launch(grid, block, stream, ...) \
     ((void)(stream), cuemu_launch_fn(dim3(grid), dim3(block), __VA_ARGS__))
 
+/* Stream capture (CUDA graphs): while a capture is open, launches, async
+ * copies and the fake cuDNN/cuBLAS calls are recorded, not run; a graph
+ * launch runs them in order. C callers (fake_dnn.c) record through
+ * cuemu_record (arg's bytes copied). */
+extern "C" int cuemu_capturing(void);
+extern "C" void cuemu_record(void (*fn)(void *), const void *arg, size_t bytes);
+
 /* Wait for every thread of the block (the fibers' switch point). */
 void __syncthreads(void);
 

@@ -116,6 +116,11 @@ static int unit(const void *alpha, const void *beta)
     return *(const float *)alpha == 1.0f && *(const float *)beta == 0.0f;
 }
 
+/* cuemu.cc: while a stream capture is open, calls are recorded (arg's bytes
+ * copied) and run at the graph's launch */
+int cuemu_capturing(void);
+void cuemu_record(void (*fn)(void *), const void *arg, size_t bytes);
+
 /* ------------------------------------------------------- cuDNN: the basics */
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t *h)
@@ -308,6 +313,57 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(
     return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, dy, c, dw, req, got, perf);
 }
 
+/* One legacy convolution call, kept whole so a capture can replay it. */
+typedef struct {
+    int kind;   /* 0 forward, 1 backward data, 2 backward filter */
+    struct cudnnTensorStruct x, y;   /* copies: a replay must not need the caller's */
+    struct cudnnFilterStruct w;
+    struct cudnnConvolutionStruct c;
+    const void *src, *wt;   /* forward: x, w; data: dy, w; filter: x, dy */
+    void *dst;              /* y, dx or dw */
+} conv_call_t;
+
+static void conv_run(void *arg)
+{
+    const conv_call_t *a = arg;
+    int dx[4], dw[4], dy[4];
+    dims_t(&a->x, dx), dims_f(&a->w, dw), dims_t(&a->y, dy);
+    size_t nx = (size_t)dx[0] * dx[1] * dx[2] * dx[3], nw = (size_t)dw[0] * dw[1] * dw[2] * dw[3];
+    size_t ny = (size_t)dy[0] * dy[1] * dy[2] * dy[3];
+    float *fx = a->kind == 1 ? malloc(nx * sizeof *fx) : to_nchw(a->src, a->x.fmt, a->x.dt, dx);
+    float *fw = a->kind == 2 ? malloc(nw * sizeof *fw) : to_nchw(a->wt, a->w.fmt, a->w.dt, dw);
+    float *fy = a->kind == 0 ? malloc(ny * sizeof *fy)
+                             : to_nchw(a->kind == 1 ? a->src : a->wt, a->y.fmt, a->y.dt, dy);
+    if (!fx || !fw || !fy)
+        abort();   /* a test's emulator out of memory: nothing to report it to */
+    const struct cudnnConvolutionStruct *c = &a->c;
+    if (a->kind == 0) {
+        ref_conv2d(fx, dx[0], dx[1], dx[2], dx[3], fw, NULL, dw[0], dw[2], dw[3], c->sh, c->sw,
+                   c->ph, c->pw, fy, dy[2], dy[3]);
+        from_nchw(a->dst, a->y.fmt, a->y.dt, dy, fy);
+    } else if (a->kind == 1) {
+        ref_conv2d_bwd_data(fy, dx[0], dx[1], dx[2], dx[3], fw, dw[0], dw[2], dw[3], c->sh, c->sw,
+                            c->ph, c->pw, fx, dy[2], dy[3]);
+        from_nchw(a->dst, a->x.fmt, a->x.dt, dx, fx);
+    } else {
+        ref_conv2d_bwd_weights(fx, dx[0], dx[1], dx[2], dx[3], fy, dw[0], dw[2], dw[3], c->sh,
+                               c->sw, c->ph, c->pw, fw, NULL, dy[2], dy[3]);
+        from_nchw(a->dst, a->w.fmt, a->w.dt, dw, fw);
+    }
+    free(fx), free(fw), free(fy);
+}
+
+static cudnnStatus_t conv_call(conv_call_t *a, const void *alpha, const void *beta)
+{
+    if (!unit(alpha, beta) || a->x.c != a->w.c || a->y.c != a->w.k || a->x.n != a->y.n)
+        return CUDNN_STATUS_BAD_PARAM;
+    if (cuemu_capturing())
+        cuemu_record(conv_run, a, sizeof *a);
+    else
+        conv_run(a);
+    return CUDNN_STATUS_SUCCESS;
+}
+
 cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha,
                                       const cudnnTensorDescriptor_t xd, const void *x,
                                       const cudnnFilterDescriptor_t wd, const void *w,
@@ -317,21 +373,8 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha,
                                       void *y)
 {
     (void)h, (void)algo, (void)ws, (void)wss;
-    int dx[4], dw[4], dy[4];
-    dims_t(xd, dx), dims_f(wd, dw), dims_t(yd, dy);
-    if (!unit(alpha, beta) || dx[1] != dw[1] || dy[1] != dw[0] || dx[0] != dy[0])
-        return CUDNN_STATUS_BAD_PARAM;
-    float *fx = to_nchw(x, xd->fmt, xd->dt, dx), *fw = to_nchw(w, wd->fmt, wd->dt, dw);
-    float *fy = malloc((size_t)dy[0] * dy[1] * dy[2] * dy[3] * sizeof *fy);
-    if (!fx || !fw || !fy) {
-        free(fx), free(fw), free(fy);
-        return CUDNN_STATUS_ALLOC_FAILED;
-    }
-    ref_conv2d(fx, dx[0], dx[1], dx[2], dx[3], fw, NULL, dw[0], dw[2], dw[3], cd->sh, cd->sw,
-               cd->ph, cd->pw, fy, dy[2], dy[3]);
-    from_nchw(y, yd->fmt, yd->dt, dy, fy);
-    free(fx), free(fw), free(fy);
-    return CUDNN_STATUS_SUCCESS;
+    conv_call_t a = {0, *xd, *yd, *wd, *cd, x, w, y};
+    return conv_call(&a, alpha, beta);
 }
 
 cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha,
@@ -343,21 +386,8 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha,
                                            const cudnnTensorDescriptor_t dxd, void *dx)
 {
     (void)h, (void)algo, (void)ws, (void)wss;
-    int sx[4], sw[4], sy[4];
-    dims_t(dxd, sx), dims_f(wd, sw), dims_t(dyd, sy);
-    if (!unit(alpha, beta))
-        return CUDNN_STATUS_BAD_PARAM;
-    float *fy = to_nchw(dy, dyd->fmt, dyd->dt, sy), *fw = to_nchw(w, wd->fmt, wd->dt, sw);
-    float *fx = malloc((size_t)sx[0] * sx[1] * sx[2] * sx[3] * sizeof *fx);
-    if (!fx || !fw || !fy) {
-        free(fx), free(fw), free(fy);
-        return CUDNN_STATUS_ALLOC_FAILED;
-    }
-    ref_conv2d_bwd_data(fy, sx[0], sx[1], sx[2], sx[3], fw, sw[0], sw[2], sw[3], cd->sh, cd->sw,
-                        cd->ph, cd->pw, fx, sy[2], sy[3]);
-    from_nchw(dx, dxd->fmt, dxd->dt, sx, fx);
-    free(fx), free(fw), free(fy);
-    return CUDNN_STATUS_SUCCESS;
+    conv_call_t a = {1, *dxd, *dyd, *wd, *cd, dy, w, dx};
+    return conv_call(&a, alpha, beta);
 }
 
 cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
@@ -369,21 +399,8 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
                                              const cudnnFilterDescriptor_t dwd, void *dw)
 {
     (void)h, (void)algo, (void)ws, (void)wss;
-    int sx[4], sw[4], sy[4];
-    dims_t(xd, sx), dims_f(dwd, sw), dims_t(dyd, sy);
-    if (!unit(alpha, beta))
-        return CUDNN_STATUS_BAD_PARAM;
-    float *fx = to_nchw(x, xd->fmt, xd->dt, sx), *fy = to_nchw(dy, dyd->fmt, dyd->dt, sy);
-    float *fw = malloc((size_t)sw[0] * sw[1] * sw[2] * sw[3] * sizeof *fw);
-    if (!fx || !fw || !fy) {
-        free(fx), free(fw), free(fy);
-        return CUDNN_STATUS_ALLOC_FAILED;
-    }
-    ref_conv2d_bwd_weights(fx, sx[0], sx[1], sx[2], sx[3], fy, sw[0], sw[2], sw[3], cd->sh,
-                           cd->sw, cd->ph, cd->pw, fw, NULL, sy[2], sy[3]);
-    from_nchw(dw, dwd->fmt, dwd->dt, sw, fw);
-    free(fx), free(fw), free(fy);
-    return CUDNN_STATUS_SUCCESS;
+    conv_call_t a = {2, *xd, *dyd, *dwd, *cd, x, dy, dw};
+    return conv_call(&a, alpha, beta);
 }
 
 /* ------------------------------- cuDNN's graph API: no graphs (the fallback) */
@@ -480,25 +497,44 @@ static float el(const void *p, cudaDataType t, size_t i)
     return get(p, t == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, i);
 }
 
+typedef struct {
+    cublasOperation_t ta, tb;
+    int m, n, k, lda, ldb, ldc;
+    float alpha, beta;
+    const void *a, *b;
+    void *c;
+    cudaDataType at, bt, ct;
+} gemm_call_t;
+
+static void gemm_run(void *arg)
+{
+    const gemm_call_t *g = arg;
+    for (int j = 0; j < g->n; j++)
+        for (int i = 0; i < g->m; i++) {
+            double s = 0.0;
+            for (int l = 0; l < g->k; l++) {
+                size_t ai = g->ta == CUBLAS_OP_N ? (size_t)l * g->lda + i : (size_t)i * g->lda + l;
+                size_t bi = g->tb == CUBLAS_OP_N ? (size_t)j * g->ldb + l : (size_t)l * g->ldb + j;
+                s += (double)el(g->a, g->at, ai) * el(g->b, g->bt, bi);
+            }
+            size_t ci = (size_t)j * g->ldc + i;
+            float old = g->beta != 0.0f ? el(g->c, g->ct, ci) : 0.0f;
+            put(g->c, g->ct == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, ci,
+                (float)(g->alpha * s) + g->beta * old);
+        }
+}
+
 static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            float alpha, const void *a, cudaDataType at_, int lda, const void *b,
                            cudaDataType bt, int ldb, float beta, void *c, cudaDataType ct, int ldc)
 {
     if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T))
         return CUBLAS_STATUS_NOT_SUPPORTED;
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-            double s = 0.0;
-            for (int l = 0; l < k; l++) {
-                float av = el(a, at_, ta == CUBLAS_OP_N ? (size_t)l * lda + i : (size_t)i * lda + l);
-                float bv = el(b, bt, tb == CUBLAS_OP_N ? (size_t)j * ldb + l : (size_t)l * ldb + j);
-                s += (double)av * bv;
-            }
-            size_t ci = (size_t)j * ldc + i;
-            float old = beta != 0.0f ? el(c, ct, ci) : 0.0f;
-            put(c, ct == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, ci,
-                (float)(alpha * s) + beta * old);
-        }
+    gemm_call_t g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, at_, bt, ct};
+    if (cuemu_capturing())
+        cuemu_record(gemm_run, &g, sizeof g);
+    else
+        gemm_run(&g);
     return CUBLAS_STATUS_SUCCESS;
 }
 
