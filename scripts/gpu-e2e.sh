@@ -47,6 +47,13 @@ DD="$BIN/ddpipe"
 field() {   # field FILE KEY: a number from summary.json
     sed -n "s/^ *\"$2\": *\\([-0-9.e]*\\),*$/\\1/p" "$1" | head -n 1
 }
+last_top1() {   # last_top1 RUN PHASE: the top-1 of the last PHASE row of RUN/metrics.csv
+    awk -F, -v p="$2" '$3 == p { v = $6 } END { print v }' "$1/metrics.csv"
+}
+within() {   # within A B TOL: both present and |A - B| <= TOL
+    awk -v a="$1" -v b="$2" -v t="$3" \
+        'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= t) }'
+}
 top1_diff() {   # the rows of two predictions.csv whose top1 differs
     paste -d, "$1" "$2" | awk -F, 'NR > 1 && $4 != $13 {n++} END {print n + 0}'
 }
@@ -78,11 +85,9 @@ train)
         echo "train $dev: $(tail -n 1 "$OUT/train-$dev/metrics.csv")"
     done
     [ -s "$OUT/train-cuda/model.safetensors" ] || { echo "FAIL: no model.safetensors"; exit 1; }
-    a=$(awk -F, '$3 == "train" {print $6}' "$OUT/train-cuda/metrics.csv")
-    b=$(awk -F, '$3 == "train" {print $6}' "$OUT/train-cpu/metrics.csv")
+    a=$(last_top1 "$OUT/train-cuda" train) b=$(last_top1 "$OUT/train-cpu" train)
     echo "epoch train top-1: cuda $a, cpu $b"
-    awk -v a="$a" -v b="$b" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 0.02)}' ||
-        { echo "FAIL: train top-1 differs by more than 2 points"; exit 1; }
+    within "$a" "$b" 0.02 || { echo "FAIL: train top-1 differs by more than 2 points"; exit 1; }
     ;;
 nccl)
     v=${NCCL_VERSION_CODE:-0}
@@ -133,11 +138,9 @@ bf16)
         echo "demo course $prec: $(awk -F, '$3 == "val"' "$OUT/demo-$prec/metrics.csv" | wc -l)" \
              "epochs, last: $(tail -n 1 "$OUT/demo-$prec/metrics.csv")"
     done
-    a=$(awk -F, '$3 == "val" { v = $6 } END { print v }' "$OUT/demo-fp32/metrics.csv")
-    b=$(awk -F, '$3 == "val" { v = $6 } END { print v }' "$OUT/demo-bf16/metrics.csv")
+    a=$(last_top1 "$OUT/demo-fp32" val) b=$(last_top1 "$OUT/demo-bf16" val)
     echo "demo course val top-1: fp32 $a, bf16 $b (bar: within 0.5 points)"
-    awk -v a="$a" -v b="$b" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 0.005)}' ||
-        { echo "FAIL: bf16's val top-1 is more than 0.5 points from fp32's"; exit 1; }
+    within "$a" "$b" 0.005 || { echo "FAIL: bf16's val top-1 is more than 0.5 points from fp32's"; exit 1; }
     ;;
 jpeg)
     n=${E2E_JPEGS:-8192} dev=${E2E_DEVICE:-cuda} py=${PY:-python3} b=${E2E_BATCH:-256}

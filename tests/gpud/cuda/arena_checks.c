@@ -10,15 +10,13 @@
 #include "gpud/cuda/cuda_optim.h"
 #include "gpud/optim/optim.h"
 #include "../golden_io.h"
+#include "../trand.h"
 #include "arena_checks.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static float frand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    return trand(&rng);
 }
 
 /* The device optimizer against optim.c, 3 steps, several configurations. */

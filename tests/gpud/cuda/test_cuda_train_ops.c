@@ -24,6 +24,7 @@
 #include "gpud/cuda/cuda_backend.h"
 #include "gpud/cuda/cuda_optim.h"
 #include "../golden_io.h"
+#include "../trand.h"
 #include "arena_checks.h"
 
 #define TOL 1e-4
@@ -32,10 +33,7 @@ enum { N = 4, C = 3, H = 11, W = 9, K = 5 };
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static float frand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    return trand(&rng);
 }
 
 /* Every parameter array of the net, one set per backend: host arrays, or

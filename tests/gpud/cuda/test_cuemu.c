@@ -24,15 +24,13 @@
 #include "gpud/cuda/cuda_infer_kernels.h"
 #include "gpud/cuda/cuda_kernels.h"
 #include "../tcheck.h"
+#include "../trand.h"
 #include "arena_checks.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float frand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    return trand(&rng);
 }
 
 static float *randv(size_t n, float scale, float shift)
