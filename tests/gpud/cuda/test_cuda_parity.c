@@ -148,8 +148,11 @@ int main(void)
                 "tests/golden/wrn_small_io.safetensors", "input_u8", "logits", small, 0, 0);
     check_model("wrn rgb cuda", "wideresnet", "tests/golden/wrn_rgb.safetensors",
                 "tests/golden/wrn_rgb_io.safetensors", "input_u8", "logits", rgb, 3, 0);
-    check_model("resnet18 cuda 224x224", "resnet18", "tests/golden/resnet18.safetensors",
-                "tests/golden/resnet18_io.safetensors", "input_u8", "logits", NULL, 0, 1);
+    /* on the kernel emulator (gpud_cuda_parity_emu) the 97x131 sample covers
+     * ResNet-18: the 224x224 pair took most of its time there */
+    if (!getenv("DDPIPE_TEST_EMULATED"))
+        check_model("resnet18 cuda 224x224", "resnet18", "tests/golden/resnet18.safetensors",
+                    "tests/golden/resnet18_io.safetensors", "input_u8", "logits", NULL, 0, 1);
     check_model("resnet18 cuda 97x131", "resnet18", "tests/golden/resnet18.safetensors",
                 "tests/golden/resnet18_io.safetensors", "input2_u8", "logits2", NULL, 0, 1);
     return tc_done("test_cuda_parity");
