@@ -21,8 +21,10 @@ grep -q '^DDPIPE_CUDA:STRING=ON' "$BUILD/CMakeCache.txt" ||
 
 LIST=$(mktemp) LIBS=$(mktemp -d)
 trap 'rm -rf "$LIST" "$LIBS"' EXIT
-# executables: every ELF file under the tree, not the object files
-find "$BUILD" -type f -perm -u+x ! -path '*/CMakeFiles/*' | while read -r f; do
+# executables: every ELF file under the tree, not the object files, nor the
+# kernel emulator's builds (gpud/cuda on the CPU: a GPU machine runs the real ones)
+find "$BUILD" -type f -perm -u+x ! -path '*/CMakeFiles/*' ! -path '*/emu-bin/*' \
+    ! -name '*_emu' ! -name 'test_cuemu' | while read -r f; do
     [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] && echo "$f"
 done > "$LIST"
 find "$BUILD" -name CTestTestfile.cmake >> "$LIST"
