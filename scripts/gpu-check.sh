@@ -31,7 +31,9 @@
 # PyTorch), every check with pass/fail/not-run and its reason, every bench
 # with ddpipe's and PyTorch's img/s from this run and their ratio, graphs
 # on/off, the profile; exit 1 if any step failed. Without a GPU it says so
-# and exits 1 at once. Budget: 8 minutes on an H200 with --bundle.
+# and exits 1 at once. Budget: GPU_CHECK_BUDGET seconds (default 420): a
+# step that would start later is NOT RUN, a running one stops 60 s after it,
+# so the record is written within 8 minutes.
 set -u
 cd "$(dirname "$0")/.."
 DEBS= BUNDLE= BUILD=build-gpu OUT= ITERS=10 CPU_SUITE=1
@@ -70,6 +72,12 @@ STEPS=$OUT/steps.tsv   # STATUS<tab>STEP<tab>DETAIL, for the JSON record
 : > "$STEPS"
 fails=0
 STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# The time budget (GPU_CHECK_BUDGET seconds, default 420): a step that would
+# start past it is NOT RUN (its reason says so) and a running one is stopped
+# 60 s after it, so the summary and the JSON record are always written inside
+# a device call's window; the checks come first, the longest benches last.
+BUDGET=${GPU_CHECK_BUDGET:-420}
+T0=$(date +%s)
 
 note() {   # note STATUS STEP DETAIL
     printf '%-8s %-40s %s\n' "$1" "$2" "$3" | tee -a "$SUMMARY"
@@ -78,10 +86,24 @@ note() {   # note STATUS STEP DETAIL
     return 0
 }
 
-# step NAME LOG CMD...: run, record PASS/FAIL with the log's last line
+# budget_left NAME: 0 while time is left; else notes NAME as NOT RUN, 1
+budget_left() {
+    used=$(($(date +%s) - T0))
+    [ "$used" -lt "$BUDGET" ] && return 0
+    note NOTRUN "$1" "time budget: ${used} s used of ${BUDGET} s (GPU_CHECK_BUDGET)"
+    return 1
+}
+
+# step NAME LOG CMD...: run, record PASS/FAIL with the log's last line (a
+# command, not a shell function, is stopped when the budget's grace ends)
 step() {
     name=$1 log=$OUT/$2; shift 2
+    budget_left "$name" || return 0
     echo "== $name" >&2
+    left=$((BUDGET + 60 - ($(date +%s) - T0)))
+    case "$(command -v "$1")" in
+        /*) set -- timeout "$left" "$@" ;;
+    esac
     if "$@" > "$log" 2>&1; then
         note PASS "$name" "$(tail -n 1 "$log")"
     else
@@ -241,13 +263,15 @@ grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-eval-fp32-nocudnngraph.log" | t
     sed 's/precision=fp32/precision=fp32-cudnn-graph-off/' >> "$BENCH"
 echo "== bench ddpipe eval fp32 DDPIPE_CUDA_PROFILE=1" >&2
 PROF_LOG=$OUT/bench-ddpipe-eval-profile.log
-if DDPIPE_CUDA_PROFILE=1 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters 3 --precision fp32 \
-        > "$PROF_LOG" 2>&1 && grep -q 'cuda profile graph' "$PROF_LOG"; then
-    note PASS "bench ddpipe eval profile" "$(grep 'cuda profile graph' "$PROF_LOG" | tail -n 1 | sed 's/.*cuda profile //')"
-else
-    note FAIL "bench ddpipe eval profile" "no 'cuda profile graph' line; see $PROF_LOG: $(tail -n 1 "$PROF_LOG")"
+if budget_left "bench ddpipe eval profile"; then
+    if DDPIPE_CUDA_PROFILE=1 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters 3 --precision fp32 \
+            > "$PROF_LOG" 2>&1 && grep -q 'cuda profile graph' "$PROF_LOG"; then
+        note PASS "bench ddpipe eval profile" "$(grep 'cuda profile graph' "$PROF_LOG" | tail -n 1 | sed 's/.*cuda profile //')"
+    else
+        note FAIL "bench ddpipe eval profile" "no 'cuda profile graph' line; see $PROF_LOG: $(tail -n 1 "$PROF_LOG")"
+    fi
+    grep 'cuda profile graph' "$PROF_LOG" | sed 's/.*cuda profile //' > "$OUT/profile.txt"
 fi
-grep 'cuda profile graph' "$PROF_LOG" | sed 's/.*cuda profile //' > "$OUT/profile.txt"
 
 # --- what this script cannot check yet (docs/CUDA.md, "Not yet verified")
 # two gpuds on one GPU over NCCL against the ring (gpu-e2e.sh nccl; 77: the
@@ -256,8 +280,15 @@ if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-
     NCCL_VERSION_CODE=$(sed -n 's/^#define NCCL_VERSION_CODE *\([0-9]*\).*/\1/p' \
         "${CUDAToolkit_ROOT:-/usr/local/cuda}/include/nccl.h" /usr/include/nccl.h 2>/dev/null | head -n 1)
     export NCCL_VERSION_CODE
-    sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" nccl > "$OUT/e2e-nccl.log" 2>&1
-    case $? in
+    if budget_left "gpud + NCCL 2-process training"; then
+        timeout $((BUDGET + 60 - ($(date +%s) - T0))) \
+            sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" nccl > "$OUT/e2e-nccl.log" 2>&1
+        rc=$?
+    else
+        rc=-1
+    fi
+    case $rc in
+        -1) ;;
         0) note PASS "gpud + NCCL 2-process training" "$(tail -n 1 "$OUT/e2e-nccl.log")" ;;
         77) note NOTRUN "gpud + NCCL 2-process training" "$(tail -n 1 "$OUT/e2e-nccl.log")" ;;
         *) note FAIL "gpud + NCCL 2-process training" "see $OUT/e2e-nccl.log: $(tail -n 1 "$OUT/e2e-nccl.log")" ;;
