@@ -166,8 +166,7 @@ jpeg)
     env -u LD_LIBRARY_PATH "$py" scripts/export_torchvision.py --pretrained-arch resnet18 "$OUT/resnet18-init.safetensors" >/dev/null ||
         { echo "FAIL: exporting ResNet-18's init weights with $py"; exit 1; }
     # the 4 folders as ImageNet's first 4 outputs (the torch side's ImageFolder labels)
-    for c in "$data"/*; do echo "${c##*/} $(($(ls "$data" | grep -n -x "${c##*/}" | cut -d: -f1) - 1))"; done \
-        > "$OUT/jpeg-classes.txt"
+    ls "$data" | awk '{ print $0, NR - 1 }' > "$OUT/jpeg-classes.txt"   # folder index
     "$DD" eval --data "$data" --model resnet18 --weights "$OUT/resnet18-init.safetensors" \
         --classes "$OUT/jpeg-classes.txt" \
         --device "$dev" --precision bf16 --workers 1 --batch-size "$b" \

@@ -293,8 +293,7 @@ typedef struct {
     float eps;
     int relu;
     double *sums;           /* device: the backward's 2c sums (the forward's c),
-                             * then 2c x ck_sum_parts of partials (part) */
-    double *part;
+                             * then from sums + 2c their partials (ck_sum_parts) */
     float *coef;            /* device: bn_train_bwd's scale, a, b (3c) */
 } bn_plan_t;
 
@@ -326,7 +325,6 @@ static bk_plan_t *ct_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
         bn_plan_destroy(&p->base);
         return NULL;
     }
-    p->part = p->sums + c2;   /* not owned */
     return &p->base;
 }
 
@@ -382,10 +380,10 @@ static int ct_bn_train_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int 
     float *mean = t->stat, *var = t->stat + c;
     cudaStream_t s = stream_of(g->be);
     if (cu_sticky(g) < 0 ||
-        cu_check(g, ck_chan_sums(s, x, n, c, hw, NULL, p->sums, p->part),
+        cu_check(g, ck_chan_sums(s, x, n, c, hw, NULL, p->sums, p->sums + 2 * c),
                  "channel sums kernel") < 0 ||
         cu_check(g, ck_bn_stat(s, p->sums, c, t->count, mean), "batch mean kernel") < 0 ||
-        cu_check(g, ck_chan_sums(s, x, n, c, hw, mean, p->sums, p->part),
+        cu_check(g, ck_chan_sums(s, x, n, c, hw, mean, p->sums, p->sums + 2 * c),
                  "channel sums kernel") < 0 ||
         cu_check(g, ck_bn_stat(s, p->sums, c, t->count, var), "batch variance kernel") < 0 ||
         ct_bn_fwd(g, bp, 0, x, t->gamma, t->beta, mean, var, y) < 0)
@@ -403,7 +401,7 @@ static int ct_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void
     const float *mean = t->stat, *var = t->stat + c, *mask = t->relu ? y : NULL;
     cudaStream_t s = stream_of(g->be);
     if (cu_sticky(g) < 0 ||
-        cu_check(g, ck_bn_grad_sums(s, x, mask, gy, n, c, hw, mean, p->sums, p->part),
+        cu_check(g, ck_bn_grad_sums(s, x, mask, gy, n, c, hw, mean, p->sums, p->sums + 2 * c),
                  "batch-norm gradient sums kernel") < 0 ||
         cu_check(g, ck_bn_grad_finish(s, p->sums, c, t->gamma, var, t->eps, t->count,
                                       t->ggamma, t->gbeta, p->coef),
