@@ -182,6 +182,8 @@ static void fill_optimizer(gpud_options_t *g, const train_options_t *o)
     if (o->set_warmup_sf)
         g->warmup_start_factor = o->warmup_start_factor;
     g->label_smoothing = o->label_smoothing;
+    g->loss_scale = o->loss_scale;
+    g->loss_scale_growth = o->loss_scale_growth;
 }
 
 /* The settings every rank of the job shares; checkpoint and weights are

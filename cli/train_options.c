@@ -136,7 +136,8 @@ static int check_choices(const train_options_t *o)
         fprintf(stderr, "ddpipe train: --augment %s: choose none, flip or crop-flip\n", o->augment);
         return -1;
     }
-    if (gpud_check_precision("ddpipe train", o->precision) < 0)
+    if (gpud_check_precision("ddpipe train", o->precision) < 0 ||
+        gpud_check_loss_scale("ddpipe train", o->loss_scale) < 0)
         return -1;
     if (strcmp(o->wire, "uint8") != 0 && strcmp(o->wire, "jpeg") != 0) {
         fprintf(stderr, "ddpipe train: --wire %s: choose uint8 or jpeg\n", o->wire);

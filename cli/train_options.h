@@ -23,7 +23,7 @@ typedef struct {
 
 typedef struct {
     const char *data, *val, *model, *weights, *out, *device, *resume_dir;
-    const char *precision;      /* --precision fp32|bf16 (gpud's row) */
+    const char *precision;      /* --precision fp32|bf16|fp16 (gpud's row) */
     option_ints_t channels;     /* gpud's rows (GPUD_INPUT_OPTIONS, GPUD_TRAINING_OPTIONS) */
     option_doubles_t mean, std, betas;
     const char *normalize, *crop, *fault, *metrics_http, *tap, *tensorboard;
@@ -48,6 +48,8 @@ typedef struct {
     long loaders;               /* loaderd shards (docs/SCALE.md "Several loaderds") */
     double lr, momentum, weight_decay, dampening, eps, gamma, eta_min;
     double warmup_start_factor, label_smoothing, target_accuracy, rotate;
+    double loss_scale;          /* --precision fp16 (gpud's rows) */
+    long loss_scale_growth;
     int nesterov, sync_bn, grad_averaging, verbose, quiet, overwrite;  /* flags */
     /* given on the command line: from the sentinel defaults, after parsing */
     bool set_batch, set_global, set_lr, set_momentum, set_wd, set_seed, set_dampening;

@@ -47,16 +47,21 @@ void backend_destroy(backend_t **be);
  * fp32. BK_BF16_EMULATED: computed by the fp32 kernels on bf16 values held
  * in fp32. BK_BF16_NATIVE: the cpu backend's convolutions and linear layers
  * run oneDNN's bf16 primitives (bf16 src/weights/diff_dst, fp32 outputs);
- * the same numbers up to the order of fp32 sums. */
-typedef enum { BK_FP32 = 0, BK_BF16_EMULATED, BK_BF16_NATIVE } bk_precision_t;
-/* precision "fp32" or "bf16", before the first graph is made. bf16 is
+ * the same numbers up to the order of fp32 sums. BK_FP16: PyTorch's CUDA
+ * autocast in float16 (docs/FP16.md): the same rounding points with fp16
+ * values (gpud/fp16.h), computed by the fp32 kernels (exact on TF32 tensor
+ * cores: an fp16 operand is a TF32 value); training scales the loss
+ * (gpud/loss_scale.h). */
+typedef enum { BK_FP32 = 0, BK_BF16_EMULATED, BK_BF16_NATIVE, BK_FP16 } bk_precision_t;
+/* precision "fp32", "bf16" or "fp16", before the first graph is made. bf16 is
  * native where the backend's probe finds bf16 instructions (avx512_bf16,
  * amx), else emulated; the environment variable DDPIPE_BF16=native|emulated
  * forces one (native where the CPU cannot: an error). 0, or -1 with the
- * reason in err (an unknown name; bf16 on a backend without it). */
+ * reason in err (an unknown name; bf16 or fp16 on a backend without it). */
 int backend_set_precision(backend_t *be, const char *precision, char *err, size_t errlen);
 bk_precision_t backend_precision(const backend_t *be);
-/* "fp32", "bf16 (emulated)" or "bf16 (native: amx)" (avx512_bf16, ...). */
+/* "fp32", "bf16 (emulated)", "bf16 (native: amx)" (avx512_bf16, ...) or
+ * "fp16 (fp32 kernels)". */
 const char *backend_precision_name(const backend_t *be);
 /* The backend's native bf16 kernels on this CPU: 0 none; 1 oneDNN creates
  * bf16 primitives but the CPU has no bf16 instructions (avx512_core: it

@@ -62,6 +62,13 @@ static int host_find_nonfinite(const float *base, size_t off, size_t n, int64_t 
     return 0;
 }
 
+static int host_scale(float *base, size_t off, size_t n, float factor)
+{
+    for (size_t i = 0; i < n; i++)
+        base[off + i] *= factor;
+    return 0;
+}
+
 const bk_arena_ops_t bk_arena_host = {
     .name = "host",
     .mem = BK_MEM_HOST,
@@ -72,6 +79,7 @@ const bk_arena_ops_t bk_arena_host = {
     .zero = host_zero,
     .copy = host_copy,
     .find_nonfinite = host_find_nonfinite,
+    .scale = host_scale,
     .optim_step = optim_host_step,
 };
 

@@ -106,6 +106,9 @@ typedef struct bk_arena_ops {
      * base[off, off + n), -1 when all are finite. 0, or -1 when the scan
      * itself failed. */
     int (*find_nonfinite)(const float *base, size_t off, size_t n, int64_t *at);
+    /* base[off, off + n) *= factor, each float alone (fp16 training's
+     * unscale, loss_scale.h: a power of two, exact). 0 or -1. */
+    int (*scale)(float *base, size_t off, size_t n, float factor);
     /* One optimizer step at lr of the n parameters (optim.h's arithmetic,
      * bit-identical on every implementation); step/have_buf updated. 0, or
      * -1 with the reason in err. */

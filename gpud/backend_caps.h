@@ -18,13 +18,17 @@ enum {
      * (cuda has no such choice: its tape graphs always run that way, on
      * TF32 tensor cores, its inference plan natively: docs/CUDA.md) */
     BK_CAN_BF16_EMULATED = 1u << 3,
+    /* --precision fp16 (docs/FP16.md): autocast's float16 values through
+     * the fp32 kernels, eval and training (with loss scaling) */
+    BK_CAN_FP16 = 1u << 4,
 };
 
-#define BK_CAPS_CPU (BK_CAN_BF16 | BK_CAN_BF16_TRAIN | BK_CAN_BF16_EMULATED)
-#define BK_CAPS_REF (BK_CAN_BF16 | BK_CAN_BF16_TRAIN | BK_CAN_BF16_EMULATED)
-#define BK_CAPS_CUDA (BK_CAN_BF16 | BK_CAN_BF16_TRAIN | BK_CAN_DEVICE_PER_RANK)
+#define BK_CAPS_CPU (BK_CAN_BF16 | BK_CAN_BF16_TRAIN | BK_CAN_BF16_EMULATED | BK_CAN_FP16)
+#define BK_CAPS_REF (BK_CAN_BF16 | BK_CAN_BF16_TRAIN | BK_CAN_BF16_EMULATED | BK_CAN_FP16)
+#define BK_CAPS_CUDA (BK_CAN_BF16 | BK_CAN_BF16_TRAIN | BK_CAN_DEVICE_PER_RANK | BK_CAN_FP16)
 /* ref kernels, emulated device arena (tests) */
-#define BK_CAPS_REF_DEVICE (BK_CAN_BF16 | BK_CAN_BF16_TRAIN | BK_CAN_BF16_EMULATED)
+#define BK_CAPS_REF_DEVICE \
+    (BK_CAN_BF16 | BK_CAN_BF16_TRAIN | BK_CAN_BF16_EMULATED | BK_CAN_FP16)
 
 /* BK_CAN_* of the backend called name, or -1 when there is no such backend
  * (whether this build has it is backend_new's answer). */

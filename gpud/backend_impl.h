@@ -24,6 +24,7 @@
 #include "gpud/backend_arena.h"
 #include "gpud/backend_caps.h"
 #include "gpud/graph_ctx.h"
+#include "gpud/half.h"
 
 
 /* ---------------------------------------------------------- training */
@@ -32,6 +33,7 @@
  * after conv + bias. RELU: max(0, y). SUM: y + the residual. torchvision's
  * BasicBlock = {SUM, RELU}; the seed WideResNet = {RELU, SUM}. */
 typedef enum { BK_PO_RELU = 1, BK_PO_SUM = 2 } bk_postop_t;
+
 #define BK_MAX_POST 4
 typedef struct {
     int n;
@@ -173,16 +175,17 @@ typedef struct bk_kernels {
                       const float *b, void *y);
     int (*linear_bwd)(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w,
                       const void *gy, void *gx, float *gw, float *gb);
-    /* --precision bf16 (gpud/bf16.h): round count floats of a buffer to bf16
-     * in place. NULL: the backend cannot run bf16 (backend_set_precision
-     * refuses). */
-    void (*round_bf16)(backend_t *be, void *y, size_t count);
-    /* bf16 on a device arena: dst = src rounded to bf16, count floats of
-     * PARAMETER MEMORY (dst may be src): the bf16 copy of a conv's or
+    /* --precision bf16|fp16 (gpud/bf16.h, gpud/fp16.h): round count floats
+     * of a buffer to fmt in place. NULL: the backend cannot run either
+     * (backend_set_precision refuses). */
+    void (*round_half)(backend_t *be, bk_half_t fmt, void *y, size_t count);
+    /* The same on a device arena: dst = src rounded to fmt, count floats of
+     * PARAMETER MEMORY (dst may be src): the rounded copy of a conv's or
      * linear's weights each forward, their gradients after the backward.
-     * NULL: training in bf16 needs host arenas (the tape rounds on the
+     * NULL: training in bf16/fp16 needs host arenas (the tape rounds on the
      * host; backend_set_precision refuses it otherwise). */
-    void (*round_bf16_param)(backend_t *be, float *dst, const float *src, size_t count);
+    void (*round_half_param)(backend_t *be, bk_half_t fmt, float *dst, const float *src,
+                             size_t count);
     /* Optional: backend_bf16_native's probe (NULL: no native bf16). With
      * precision BK_BF16_NATIVE the conv and linear plans are native. */
     int (*bf16_native)(const char **isa);

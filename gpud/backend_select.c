@@ -92,19 +92,25 @@ int backend_set_precision(backend_t *be, const char *precision, char *err, size_
         snprintf(be->precision_name, sizeof be->precision_name, "fp32");
         return 0;
     }
-    if (!precision || strcmp(precision, "bf16") != 0) {
-        err_set(err, errlen, "precision '%s': fp32 or bf16", precision ? precision : "(null)");
+    int fp16 = precision && strcmp(precision, "fp16") == 0;
+    if (!precision || (!fp16 && strcmp(precision, "bf16") != 0)) {
+        err_set(err, errlen, "precision '%s': fp32, bf16 or fp16", precision ? precision : "(null)");
         return -1;
     }
-    if (!(be->ops->caps & BK_CAN_BF16)) {
-        err_set(err, errlen, "--precision bf16 is not implemented on the %s backend yet "
-                "(use --precision fp32, or the cpu backend)", be->ops->name);
+    if (!(be->ops->caps & (fp16 ? BK_CAN_FP16 : BK_CAN_BF16))) {
+        err_set(err, errlen, "--precision %s is not implemented on the %s backend yet "
+                "(use --precision fp32, or the cpu backend)", precision, be->ops->name);
         return -1;
     }
-    if (!be->ops->train || !be->ops->train->round_bf16) {
-        err_set(err, errlen, "--precision bf16: the %s backend has no bf16 support",
-                be->ops->name);
+    if (!be->ops->train || !be->ops->train->round_half) {
+        err_set(err, errlen, "--precision %s: the %s backend has no 16-bit rounding kernel",
+                precision, be->ops->name);
         return -1;
+    }
+    if (fp16) {   /* one way only: fp16 values through the fp32 kernels */
+        be->precision = BK_FP16;
+        snprintf(be->precision_name, sizeof be->precision_name, "fp16 (fp32 kernels)");
+        return 0;
     }
     return bf16_mode(be, err, errlen);
 }

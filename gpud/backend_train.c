@@ -402,11 +402,14 @@ bk_tensor_t *bk_softmax_ce(bk_graph_t *g, bk_tensor_t *x, float label_smoothing)
  * (BatchNorm folded, bf16 activations: docs/BF16.md "bf16 inference
  * plan"); DDPIPE_BF16_EVAL=tape keeps autocast's exact rounding points
  * (conv, round, BatchNorm, round) on the recorded ops, as does a backend
- * without. */
+ * without, and fp16 always (docs/FP16.md: the plan's native kernels are
+ * bf16's). */
 static int plan_wanted(const bk_graph_t *g)
 {
-    if (!g->bf16)
+    if (!g->half)
         return 1;
+    if (g->half_fmt == BK_HALF_FP16)
+        return 0;
     const char *e = getenv("DDPIPE_BF16_EVAL");
     return (g->base.be->ops->caps & BK_CAP_FUSED_BF16) && !(e && strcmp(e, "tape") == 0);
 }
@@ -426,7 +429,8 @@ int bk_graph_compile(bk_graph_t *g)
                 "cannot run");
         return -1;
     }
-    g->bf16 = g->base.be->precision != BK_FP32;
+    g->half = g->base.be->precision != BK_FP32;
+    g->half_fmt = g->base.be->precision == BK_FP16 ? BK_HALF_FP16 : BK_HALF_BF16;
     if (g->forward_only && !g->training && plan_wanted(g)) {
         char why[256] = "";
         int rc = plan_fused_build(g, why, sizeof why);
@@ -434,7 +438,7 @@ int bk_graph_compile(bk_graph_t *g)
             return -1;
         log_debug("graph: inference %s (%s): %s", rc ? "plan" : "on the tape",
                   backend_precision_name(g->base.be), why);
-    } else if (g->bf16) {
+    } else if (g->half) {
         log_debug("graph: %s on the tape: %s", g->forward_only ? "inference" : "training",
                   backend_precision_name(g->base.be));
     }

@@ -1,5 +1,6 @@
 /* checkpoint — save and load training state as safetensors (see checkpoint.h). */
 #include "gpud/checkpoint.h"
+#include "gpud/loss_scale.h"
 #include "common/errbuf.h"
 #include "gpud/finite.h"
 
@@ -47,6 +48,22 @@ static int save_info(st_writer_t *w, const ckpt_info_t *info, char *err, size_t 
         meta_u64(w, "ckpt.steps_per_epoch", (uint64_t)info->steps_per_epoch, err, errlen) < 0 ||
         meta_u64(w, "ckpt.chunk", (uint64_t)info->chunk, err, errlen) < 0)
         return -1;
+    if (info->loss_scale > 0) {
+        char scale[40];
+        snprintf(scale, sizeof scale, "%.17g", info->loss_scale);   /* exact for 2^k */
+        if (info->loss_scale_tracker < 0 || info->skipped_steps < 0 ||
+            !loss_scale_valid(info->loss_scale)) {
+            err_set(err, errlen, "checkpoint: loss scale %s (a power of two), tracker %" PRId64
+                    " or skipped steps %" PRId64 " out of range", scale,
+                    info->loss_scale_tracker, info->skipped_steps);
+            return -1;
+        }
+        if (st_writer_meta(w, "ckpt.loss_scale", scale, err, errlen) < 0 ||
+            meta_u64(w, "ckpt.loss_scale_tracker", (uint64_t)info->loss_scale_tracker, err,
+                     errlen) < 0 ||
+            meta_u64(w, "ckpt.skipped_steps", (uint64_t)info->skipped_steps, err, errlen) < 0)
+            return -1;
+    }
     if (info->arch[0] && st_writer_meta(w, "arch", info->arch, err, errlen) < 0)
         return -1;
     int64_t len;
@@ -251,14 +268,26 @@ static int read_info(const safetensors_t *st, ckpt_info_t *info, char *err, size
         meta_i64(st, "ckpt.step", &info->step, err, errlen) < 0)
         return -1;
     /* optional: older checkpoints lack them (0), a present one must parse */
-    static const char *const opt_keys[4] = {"ckpt.streak", "ckpt.global_batch",
-                                            "ckpt.steps_per_epoch", "ckpt.chunk"};
-    int64_t *opt_vals[4] = {&info->streak, &info->global_batch, &info->steps_per_epoch,
-                            &info->chunk};
-    for (int i = 0; i < 4; i++)
+    static const char *const opt_keys[6] = {"ckpt.streak", "ckpt.global_batch",
+                                            "ckpt.steps_per_epoch", "ckpt.chunk",
+                                            "ckpt.loss_scale_tracker", "ckpt.skipped_steps"};
+    int64_t *opt_vals[6] = {&info->streak, &info->global_batch, &info->steps_per_epoch,
+                            &info->chunk, &info->loss_scale_tracker, &info->skipped_steps};
+    for (int i = 0; i < 6; i++)
         if (safetensors_meta(st, opt_keys[i]) && meta_i64(st, opt_keys[i], opt_vals[i], err,
                                                           errlen) < 0)
             return -1;
+    const char *ls = safetensors_meta(st, "ckpt.loss_scale");
+    if (ls) {
+        char *lend;
+        errno = 0;
+        info->loss_scale = strtod(ls, &lend);
+        if (errno || lend == ls || *lend || !loss_scale_valid(info->loss_scale)) {
+            err_set(err, errlen, "%s: metadata ckpt.loss_scale '%s' is not a power of two",
+                    safetensors_path(st), ls);
+            return -1;
+        }
+    }
     /* the seed is a u64: parse it as such */
     const char *s = safetensors_meta(st, "ckpt.seed");
     char *end;

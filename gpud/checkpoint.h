@@ -68,6 +68,11 @@ typedef struct {
     int64_t steps_per_epoch;      /* ceil(N / G) */
     int64_t chunk;                /* --chunk (bitwise training), 0 off; saved always, 0
                                    * when loading a checkpoint without it */
+    /* fp16 training's loss scaler (loss_scale.h), GradScaler's state_dict:
+     * saved when loss_scale > 0, all 0 when loading a checkpoint without */
+    double loss_scale;            /* the scale of the next step (a power of two) */
+    int64_t loss_scale_tracker;   /* finite steps in a row since it changed */
+    int64_t skipped_steps;        /* steps skipped for non-finite gradients */
 } ckpt_info_t;
 
 #define CKPT_FORMAT "ddpipe-checkpoint"

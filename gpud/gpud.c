@@ -55,7 +55,8 @@ static void settle_model_options(gpud_t *self)
     *m = (model_opts_t){.arch = o->model, .num_classes = (int)o->num_classes,
                         .in_channels = (int)o->in_channels, .n_channels = o->channels.n,
                         .threads = (int)o->threads, .micro_batch = (int)o->micro_batch,
-                        .train = o->train, .bf16 = strcmp(o->precision, "bf16") == 0};
+                        .train = o->train, .bf16 = strcmp(o->precision, "bf16") == 0,
+                        .fp16 = strcmp(o->precision, "fp16") == 0};
     for (int i = 0; i < o->channels.n && i < 4; i++)
         m->channels[i] = o->channels.v[i];
     if (o->train && !o->weights) {

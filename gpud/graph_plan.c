@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpud/bf16.h"
 #include "gpud/tape_priv.h"
 
 typedef enum { R_EMIT, R_ABSORBED, R_ALIAS } role_t;
@@ -298,7 +297,7 @@ static int bn_vectors(bk_graph_t *g, const bk_bn_t *bn, fold_stage_t *st, int oc
 
 /* The weights and bias fused op f computes with, in f->fw / f->fb
  * (parameter memory, tape_mem.c): the bound arrays with its BatchNorm
- * folded in and, in bf16 (g->bf16), rounded to bf16 as autocast casts
+ * folded in and, in bf16 (g->half), rounded to bf16 as autocast casts
  * them, after the fold (docs/BF16.md "bf16 inference plan"). Neither:
  * f->fw stays NULL, the bound arrays are used. Made on the first call,
  * refilled by the next (plan_refold). On a device arena the fold reads the
@@ -316,7 +315,7 @@ static int fold_params(bk_graph_t *g, top_t *f)
     size_t per = conv ? (size_t)f->conv.ic * f->conv.kh * f->conv.kw
                       : (size_t)x->c * x->h * x->w;
     size_t nw = (size_t)oc * per;
-    if (!bn && !g->bf16)
+    if (!bn && !g->half)
         return 0;
     if (!f->fw) {
         if (!(f->fw = tape_pmem_new(g, nw)))
@@ -341,10 +340,10 @@ static int fold_params(bk_graph_t *g, top_t *f)
         memset(st.b, 0, (size_t)oc * sizeof *st.b);
     if (rc == 0 && bn && (rc = bn_vectors(g, bn, &st, oc, v)) == 0)
         bk_bn_fold(st.w, st.b, oc, per, v[0], v[1], v[2], v[3], bn->eps);
-    if (rc == 0 && g->bf16) {
-        bf16_round(st.w, st.w, nw);
+    if (rc == 0 && g->half) {
+        half_round(g->half_fmt, st.w, st.w, nw);
         if (st.b)
-            bf16_round(st.b, st.b, (size_t)oc);
+            half_round(g->half_fmt, st.b, st.b, (size_t)oc);
     }
     if (rc == 0 && !st.host)
         rc = tape_pmem_put(g, f->fw, st.w, nw, tape_count_params(g)) < 0 ||

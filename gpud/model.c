@@ -62,7 +62,8 @@ model_t *model_new(const model_opts_t *o, const char *backend, const char *weigh
         return NULL;
     }
     m->be = backend_new(backend ? backend : "cpu", o->threads, err, errlen);
-    if (m->be && backend_set_precision(m->be, o->bf16 ? "bf16" : "fp32", err, errlen) < 0) {
+    if (m->be && backend_set_precision(m->be, o->fp16 ? "fp16" : o->bf16 ? "bf16" : "fp32",
+                                        err, errlen) < 0) {
         model_destroy(&m);
         return NULL;
     }

@@ -156,6 +156,8 @@ int model_copy_plan(const model_t *m, int n, int c, int h, int w, struct bk_copy
 typedef struct {
     int global_batch;       /* >= n: the loss and gradients are sums / global_batch */
     float label_smoothing;  /* CrossEntropyLoss(label_smoothing=...) */
+    float loss_scale;       /* > 0: the loss's gradient times it (fp16 training's
+                             * scale, loss_scale.h: a power of two); 0: 1 */
     uint64_t seed, step;    /* dropout stream (with the sample ids) */
     const int64_t *ids;     /* dataset ids of the n samples; NULL: 0..n-1 */
     int no_dropout;         /* 1: dropout is the identity (parity tests) */

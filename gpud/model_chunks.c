@@ -112,7 +112,7 @@ static int chunk_input(model_t *m, chunk_slot_t *s, int first, model_fill_fn fil
         rc = bk_write(g, s->in, m->t_x);
     }
     for (int i = 0; i < s->n; i++)   /* d(sum_i l_i / G) / d l_i */
-        dl[i] = (float)(1.0 / st->global_batch);
+        dl[i] = (float)(1.0 / st->global_batch) * (st->loss_scale > 0 ? st->loss_scale : 1);
     m->traffic.batch_in += (uint64_t)s->n * (sizeof *labels + sizeof *dl + sizeof *ids);
     rc = rc ? rc : bk_set_labels(g, labels + first);
     return rc ? rc : bk_set_step(g, st->seed, st->step, ids + first);

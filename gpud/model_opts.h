@@ -16,6 +16,7 @@ typedef struct {
     int threads;         /* oneDNN/OpenMP threads, 0: all cores */
     int micro_batch;     /* 0: MODEL_DEFAULT_MICRO_BATCH */
     int bf16;            /* 1: --precision bf16 (backend.h, BK_BF16_EMULATED) */
+    int fp16;            /* 1: --precision fp16 (backend.h, BK_FP16) */
     int train;           /* 1: also keep the unfolded parameters (model_train_step) */
     int init;            /* 1 with weights_path NULL: PyTorch-default initial weights */
     uint64_t init_seed;  /* init: the seed (same seed, same bytes; see models/init.c) */

@@ -140,14 +140,25 @@ static int check_training(const gpud_options_t *self)
         fprintf(stderr, "gpud: --lr-schedule: none, step or cosine, not '%s'\n", schedule);
         return -1;
     }
-    return 0;
+    return gpud_check_loss_scale("gpud", self->loss_scale);
+}
+
+int gpud_check_loss_scale(const char *cmd, double scale)
+{
+    int e;
+    if (frexp(scale, &e) == 0.5)   /* the table bounds it to 2^-126 .. 2^127 */
+        return 0;
+    fprintf(stderr, "%s: --loss-scale %g: a power of two (65536, 1024, 1, 0.5, ...), so that "
+                    "scaling the loss and unscaling the gradients are exact\n", cmd, scale);
+    return -1;
 }
 
 int gpud_check_precision(const char *cmd, const char *precision)
 {
-    if (strcmp(precision, "fp32") == 0 || strcmp(precision, "bf16") == 0)
+    if (strcmp(precision, "fp32") == 0 || strcmp(precision, "bf16") == 0 ||
+        strcmp(precision, "fp16") == 0)
         return 0;
-    fprintf(stderr, "%s: --precision %s: fp32 or bf16\n", cmd, precision);
+    fprintf(stderr, "%s: --precision %s: fp32, bf16 or fp16\n", cmd, precision);
     return -1;
 }
 
@@ -162,6 +173,11 @@ int gpud_check_device(const char *cmd, const char *flag, const char *device,
     if (!(caps & BK_CAN_BF16) && strcmp(precision, "bf16") == 0) {
         fprintf(stderr, "%s: --precision bf16 is not implemented on the %s backend yet "
                         "(--precision fp32, or %s cpu)\n", cmd, device, flag);
+        return -1;
+    }
+    if (!(caps & BK_CAN_FP16) && strcmp(precision, "fp16") == 0) {
+        fprintf(stderr, "%s: --precision fp16 is not implemented on the %s backend "
+                        "(--precision fp32 or bf16)\n", cmd, device);
         return -1;
     }
     if (train && !(caps & BK_CAN_BF16_TRAIN) && strcmp(precision, "bf16") == 0) {
@@ -300,7 +316,8 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
 static const char *const s_job_wide[] = {
     "model", "channels", "num-classes", "in-channels", "mean", "std", "normalize",
     "precision", "micro-batch", "optimizer", "nesterov", "betas", "eps", "grad-averaging", "lr-schedule",
-    "step-size", "t-max", "warmup-epochs", "label-smoothing", "sync-bn", "chunk", "lr", "momentum",
+    "step-size", "t-max", "warmup-epochs", "label-smoothing", "loss-scale", "loss-scale-growth",
+    "sync-bn", "chunk", "lr", "momentum",
     "weight-decay", "dampening", "amsgrad", "no-decay-bn-bias", "gamma", "eta-min",
     "warmup-start-factor", "freeze", "freeze-bn", "seed", "global-batch-size", NULL};
 

@@ -32,11 +32,13 @@
 
 /* --precision, a row of gpud's table and of `ddpipe eval` / `ddpipe train`'s. */
 #define GPUD_PRECISION_OPTION(T)                                               \
-    OPTION_STRING(T, precision, "precision", "fp32|bf16", "fp32",                          \
+    OPTION_STRING(T, precision, "precision", "fp32|bf16|fp16", "fp32",                     \
                   "bf16: PyTorch's CPU autocast numbers (bf16 convolutions and linear "    \
                   "layers, fp32 BatchNorm statistics, loss, optimizer and master weights; "\
                   "native oneDNN bf16 kernels where the CPU has avx512_bf16/amx, else "    \
-                  "emulated; env DDPIPE_BF16=native|emulated forces one; docs/BF16.md)")
+                  "emulated; env DDPIPE_BF16=native|emulated forces one; docs/BF16.md). "  \
+                  "fp16: CUDA autocast's float16 numbers on the fp32 kernels, training "   \
+                  "with dynamic loss scaling (docs/FP16.md)")
 
 /* The largest --chunk: one chunk is one batch of the model. */
 #define GPUD_MAX_CHUNK DDP_MAX_BATCH
@@ -57,6 +59,12 @@
     OPTION_LONG(T, warmup_epochs, "warmup-epochs", "N", 0, 0, 1000000, "linear warmup epochs"),\
     OPTION_DOUBLE(T, label_smoothing, "label-smoothing", "E", 0, 0, 1,                     \
                   "CrossEntropyLoss label smoothing"),                                     \
+    OPTION_DOUBLE(T, loss_scale, "loss-scale", "S", 65536, 0x1p-126, 0x1p127,               \
+                  "--precision fp16: the initial loss scale, a power of two (GradScaler's "\
+                  "init_scale; docs/FP16.md)"),                                            \
+    OPTION_LONG(T, loss_scale_growth, "loss-scale-growth", "N", 2000, 1, 1000000000,       \
+                "--precision fp16: finite steps before the loss scale doubles "           \
+                "(GradScaler's growth_interval)"),                                         \
     OPTION_FLAG(T, sync_bn, "sync-bn", "SyncBatchNorm over the ranks"),                    \
     OPTION_LONG(T, chunk, "chunk", "N", 0, 0, GPUD_MAX_CHUNK,                              \
                 "bitwise training: each step's samples run in chunks of N with exact sums, "\
@@ -78,7 +86,7 @@ typedef struct {
     long num_classes;            /* 0: from the weights */
     long in_channels;            /* 0: the architecture's */
     const char *backend;
-    const char *precision;       /* "fp32" | "bf16" */
+    const char *precision;       /* "fp32" | "bf16" | "fp16" */
     long threads;                /* 0: this rank's share of the CPUs (gpud_new) */
     long micro_batch;            /* 0: the model's default */
     option_doubles_t mean, std;  /* none given: the architecture's normalisation */
@@ -105,6 +113,8 @@ typedef struct {
     long warmup_epochs;
     double warmup_start_factor;  /* 0: LinearLR's default 1/3 */
     double label_smoothing;
+    double loss_scale;           /* --precision fp16: the initial loss scale */
+    long loss_scale_growth;      /* --precision fp16: GradScaler's growth_interval */
     int sync_bn;
     long chunk;                  /* --chunk: > 0 bitwise training (chunks of this many); 0 off */
     option_strings_t freeze, freeze_bn;   /* parameter / BatchNorm name prefixes */
@@ -129,9 +139,12 @@ extern const option_table_t gpud_options_table;
  * checks them together. 0; 1 after --help (exit 0); -1 after the error
  * went to stderr (exit 2). */
 int gpud_options_parse(gpud_options_t *self, int argc, char **argv);
-/* 0 when precision is "fp32" or "bf16"; else -1 after "CMD: --precision
- * X: fp32 or bf16" went to stderr. */
+/* 0 when precision is "fp32", "bf16" or "fp16"; else -1 after "CMD:
+ * --precision X: fp32, bf16 or fp16" went to stderr. */
 int gpud_check_precision(const char *cmd, const char *precision);
+/* 0 when --loss-scale is a power of two; else -1 after the error went to
+ * stderr. */
+int gpud_check_loss_scale(const char *cmd, double scale);
 /* 0 when device (gpud --backend, ddpipe --device: FLAG) is cpu, ref or cuda
  * and the precision runs there for this job (train: a training job; bf16
  * on cuda is eval only); else -1 after the error went to stderr. Whether

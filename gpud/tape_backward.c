@@ -25,8 +25,8 @@ void tape_grad_commit(bk_graph_t *g, bk_tensor_t *x)
     if (x->grad_set)
         g->k->acc(g->base.be, x->grad, g->tmp, numel(x));
     /* bf16: the gradient of a bf16 activation is bf16, sums included */
-    if (g->bf16)
-        g->k->round_bf16(g->base.be, x->grad, numel(x));
+    if (g->half)
+        tape_round(g, x->grad, numel(x));
     x->grad_set = 1;
 }
 
@@ -38,9 +38,9 @@ static int bf16_param_grads(bk_graph_t *g, const top_t *o, float *gw, float *gb)
     const bk_tensor_t *x = o->in[0];
     size_t nw = conv ? (size_t)o->conv.oc * o->conv.ic * o->conv.kh * o->conv.kw
                      : (size_t)o->lin_out * x->c * x->h * x->w;
-    if (gw && tape_pmem_round_bf16(g, gw, gw, nw) < 0)
+    if (gw && tape_pmem_round(g, gw, gw, nw) < 0)
         return -1;
-    if (gb && tape_pmem_round_bf16(g, gb, gb, (size_t)(conv ? o->conv.oc : o->lin_out)) < 0)
+    if (gb && tape_pmem_round(g, gb, gb, (size_t)(conv ? o->conv.oc : o->lin_out)) < 0)
         return -1;
     return 0;
 }
@@ -56,9 +56,9 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
     shape_of(x, s);
     switch (o->kind) {
     case TO_CONV:
-        rc = k->conv_bwd(bg, o->plan, x->val, g->bf16 ? o->w16 : o->conv.weight, y->grad, gx,
+        rc = k->conv_bwd(bg, o->plan, x->val, g->half ? o->w16 : o->conv.weight, y->grad, gx,
                          o->conv.grad_weight, o->conv.grad_bias);
-        if (rc == 0 && g->bf16)
+        if (rc == 0 && g->half)
             rc = bf16_param_grads(g, o, o->conv.grad_weight, o->conv.grad_bias);
         break;
     case TO_BN:
@@ -83,9 +83,9 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
             k->flatten(be, gx, y->grad, s, 1);
         break;
     case TO_LINEAR:
-        rc = k->linear_bwd(bg, o->plan, x->val, g->bf16 ? o->w16 : o->w, y->grad, gx, o->gw,
+        rc = k->linear_bwd(bg, o->plan, x->val, g->half ? o->w16 : o->w, y->grad, gx, o->gw,
                            o->gb);
-        if (rc == 0 && g->bf16)
+        if (rc == 0 && g->half)
             rc = bf16_param_grads(g, o, o->gw, o->gb);
         break;
     case TO_ADD:
@@ -170,8 +170,8 @@ int tape_backward_begin(bk_graph_t *g, bk_tensor_t *y, const float *dy)
     }
     /* bf16: the gradient of a bf16 activation is bf16 (grad_commit); the
      * loss is fp32 */
-    if (g->bf16 && y->producer >= 0 && g->ops[y->producer].kind != TO_CE)
-        g->k->round_bf16(g->base.be, y->grad, cnt);
+    if (g->half && y->producer >= 0 && g->ops[y->producer].kind != TO_CE)
+        tape_round(g, y->grad, cnt);
     y->grad_set = 1;
     return 0;
 }

@@ -270,7 +270,7 @@ static int ops_plan(bk_graph_t *g)
         if (!o->plan && !none)
             return -1;
         /* an inference graph's weights are rounded once, by the fold */
-        if (g->bf16 && !g->fops && bf16_shadow(g, o) < 0)
+        if (g->half && !g->fops && bf16_shadow(g, o) < 0)
             return -1;
         if (o->kind != TO_BN)
             continue;

@@ -17,8 +17,8 @@ static int bf16_weights(bk_graph_t *g, top_t *o, const float **w, const float **
     const bk_tensor_t *x = o->in[0];
     size_t nw = conv ? (size_t)o->conv.oc * o->conv.ic * o->conv.kh * o->conv.kw
                      : (size_t)o->lin_out * x->c * x->h * x->w;
-    if (tape_pmem_round_bf16(g, o->w16, mw, nw) < 0 ||
-        (mb && tape_pmem_round_bf16(g, o->b16, mb, (size_t)(conv ? o->conv.oc : o->lin_out)) < 0))
+    if (tape_pmem_round(g, o->w16, mw, nw) < 0 ||
+        (mb && tape_pmem_round(g, o->b16, mb, (size_t)(conv ? o->conv.oc : o->lin_out)) < 0))
         return -1;
     *w = o->w16;
     *b = mb ? o->b16 : NULL;
@@ -46,11 +46,11 @@ static int op_forward(bk_graph_t *g, top_t *o, uint32_t index)
     if (o->fw) {   /* a fused op's folded (or bf16) copy */
         w = o->fw;
         b = o->fb;
-    } else if (g->bf16 && !g->fops && (o->kind == TO_CONV || o->kind == TO_LINEAR)) {
+    } else if (g->half && !g->fops && (o->kind == TO_CONV || o->kind == TO_LINEAR)) {
         if (bf16_weights(g, o, &w, &b) < 0)
             return -1;
         if (x->is_input)   /* the model's fp32 input, cast at its first conv */
-            k->round_bf16(be, x->val, numel(x));
+            tape_round(g, x->val, numel(x));
     }
     switch (o->kind) {
     case TO_CONV:   /* a fused conv's second input: the residual summed into y */
@@ -103,8 +103,8 @@ int tape_forward_op(bk_graph_t *g, size_t i)
     double t0 = g->profile ? clock_mono_s() : 0.0;
     if (op_forward(g, &ops[i], (uint32_t)i) < 0)
         return -1;
-    if (g->bf16 && bf16_rounds(ops[i].kind))
-        g->k->round_bf16(g->base.be, ops[i].out->val, numel(ops[i].out));
+    if (g->half && bf16_rounds(ops[i].kind))
+        tape_round(g, ops[i].out->val, numel(ops[i].out));
     if (g->profile)
         g->prof[0][ops[i].kind] += clock_mono_s() - t0;
     tape_timer_mark(g, ops[i].kind);
@@ -116,9 +116,9 @@ static int run_forward(bk_graph_t *g)
 {
     size_t n;
     run_ops(g, &n);
-    for (size_t i = 0; g->fops && g->bf16 && i < g->nv; i++)   /* cast before any reader */
+    for (size_t i = 0; g->fops && g->half && i < g->nv; i++)   /* cast before any reader */
         if (g->v[i]->is_input)
-            g->k->round_bf16(g->base.be, g->v[i]->val, numel(g->v[i]));
+            tape_round(g, g->v[i]->val, numel(g->v[i]));
     for (size_t i = 0; i < n; i++)
         if (tape_forward_op(g, i) < 0)
             return -1;

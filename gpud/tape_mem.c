@@ -3,7 +3,6 @@
  * the arena's own ops, each copy counted. */
 #include <string.h>
 
-#include "gpud/bf16.h"
 #include "gpud/tape_priv.h"
 
 static const bk_arena_ops_t *ops_of(const bk_graph_t *g)
@@ -73,18 +72,18 @@ float *tape_pmem_view(bk_graph_t *g, float *pm, float *stage, size_t n, uint64_t
     return tape_pmem_get(g, stage, pm, n, c) < 0 ? NULL : stage;
 }
 
-int tape_pmem_round_bf16(bk_graph_t *g, float *dst, const float *src, size_t n)
+int tape_pmem_round(bk_graph_t *g, float *dst, const float *src, size_t n)
 {
     if (tape_pmem_host(g)) {
-        bf16_round(dst, src, n);
+        half_round(g->half_fmt, dst, src, n);
         return 0;
     }
-    if (!g->k->round_bf16_param) {   /* backend_set_precision refuses this */
-        bk_ctx_fail(&g->base, "bf16: the %s backend cannot round its parameter memory",
-                    g->base.be->ops->name);
+    if (!g->k->round_half_param) {   /* backend_set_precision refuses this */
+        bk_ctx_fail(&g->base, "%s: the %s backend cannot round its parameter memory",
+                    half_name(g->half_fmt), g->base.be->ops->name);
         return -1;
     }
-    g->k->round_bf16_param(g->base.be, dst, src, n);
+    g->k->round_half_param(g->base.be, g->half_fmt, dst, src, n);
     return 0;
 }
 

@@ -116,7 +116,8 @@ struct bk_graph {
     int training;
     int no_dropout;
     int forward_only;       /* no gradient buffers, no backward (inference) */
-    int bf16;               /* --precision bf16: PyTorch's autocast rounding (compile) */
+    int half;               /* --precision bf16|fp16: autocast's rounding (compile) */
+    bk_half_t half_fmt;     /* to which 16-bit float (with half) */
     int compiled;           /* the tape's plans and buffers exist */
     top_t *fops;            /* the inference graph (graph_plan.c): the ops that run
                              * in place of ops[], or NULL */
@@ -282,10 +283,17 @@ int tape_pmem_put(bk_graph_t *g, float *pm, const float *host, size_t n, uint64_
 /* pm as host floats: pm itself on host memory, else its n floats read into
  * stage (counted); NULL after bk_ctx_fail. */
 float *tape_pmem_view(bk_graph_t *g, float *pm, float *stage, size_t n, uint64_t *count);
-/* bf16: dst = src rounded to bf16 (n floats of parameter memory; dst may
- * be src): on the host, or the backend's round_bf16_param on a device
- * arena. 0, or -1 after bk_ctx_fail. */
-int tape_pmem_round_bf16(bk_graph_t *g, float *dst, const float *src, size_t n);
+/* bf16/fp16: dst = src rounded to the graph's half_fmt (n floats of
+ * parameter memory; dst may be src): on the host, or the backend's
+ * round_half_param on a device arena. 0, or -1 after bk_ctx_fail. */
+int tape_pmem_round(bk_graph_t *g, float *dst, const float *src, size_t n);
+
+/* bf16/fp16: count floats of an activation (or its gradient) rounded to
+ * the graph's half_fmt in place, on the backend. */
+static inline void tape_round(bk_graph_t *g, void *y, size_t count)
+{
+    g->k->round_half(g->base.be, g->half_fmt, y, count);
+}
 /* After the host changed a view: written back when it was a stage. */
 int tape_pmem_commit(bk_graph_t *g, float *pm, const float *view, size_t n, uint64_t *count);
 

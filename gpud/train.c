@@ -30,7 +30,9 @@ static void trainer_config(const gpud_options_t *o, trainer_cfg_t *c)
                          .label_smoothing = (float)o->label_smoothing, .seed = (uint64_t)o->seed,
                          .warmup_epochs = (int)o->warmup_epochs,
                          .warmup_start_factor = o->warmup_start_factor,
-                         .chunk = (int)o->chunk};
+                         .chunk = (int)o->chunk,
+                         .loss_scale = strcmp(o->precision, "fp16") == 0 ? o->loss_scale : 0,
+                         .loss_scale_interval = o->loss_scale_growth};
     optim_cfg_t *opt = &c->optim;
     if (!isnan(o->momentum)) opt->momentum = o->momentum;
     if (!isnan(o->weight_decay)) opt->weight_decay = o->weight_decay;

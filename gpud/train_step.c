@@ -35,6 +35,18 @@ static int grow_sample_bufs(gpud_t *self, uint32_t n)
     return 0;
 }
 
+/* fp16 training: the loss scale the step ran with and the job's skipped
+ * steps, this one included (reducerd -> summary.json). */
+static void result_scale(const gpud_t *self, ddp_result_t *r)
+{
+    const trainer_t *t = self->train->trainer;
+    const loss_scale_t *ls = trainer_loss_scale(t);
+    if (!ls)
+        return;
+    r->loss_scale = ls->scale;
+    r->skipped_steps = (uint64_t)ls->skipped + (uint64_t)trainer_step_skipped(t);
+}
+
 /* Several loaderds: one RESULT per part (its seq, its samples), the
  * merged step's loss and top-k gathered back by the part's at[]. */
 static int send_part_results(gpud_t *self, const ddp_batch_t *b, int k, double lr,
@@ -60,6 +72,7 @@ static int send_part_results(gpud_t *self, const ddp_batch_t *b, int k, double l
                                     .compute_s = b->n ? compute_s * part->b.n / b->n : 0,
                                     .lr = lr, .step = b->step, .gen = self->gen,
                                     .auth = self->auth};
+        result_scale(self, &r.u.result);
         rc = proto_send(zsock_resolve(self->reducer), NULL, &r);
     }
     free(loss);
@@ -87,6 +100,7 @@ static int send_result(gpud_t *self, const ddp_batch_t *b, const ddp_batch_t *v,
                                 .labels = b->labels, .topk = ts->topk, .loss = ts->loss,
                                 .compute_s = compute_s, .lr = lr, .step = b->step,
                                 .gen = self->gen, .auth = self->auth};
+    result_scale(self, &r.u.result);
     if (wire_input_attach(&r.u.result, in) < 0) {
         log_error("out of memory for the failed rows of train batch %llu",
                   (unsigned long long)b->seq);
@@ -380,7 +394,13 @@ static int train_step(gpud_t *self, const ddp_batch_t *b, const ddp_batch_t *v,
     char err[1024];
     if (trainer_reduce(ts->trainer, ts->ring, train_ring_timeout_ms(self), err, sizeof err) < 0)
         return members_ring_failed(self, "gradients", b->epoch, b->step, err);
-    if (trainer_check_grads(ts->trainer, err, sizeof err) < 0) {
+    int skip = trainer_unscale(ts->trainer, err, sizeof err);   /* fp16: 1 skips the step */
+    if (skip < 0) {
+        log_error("train step %llu: %s", (unsigned long long)b->step, err);
+        ts->checkpoint_on_exit = true;
+        return -1;
+    }
+    if (!skip && trainer_check_grads(ts->trainer, err, sizeof err) < 0) {
         /* the same sums on every rank: every rank stops at this step,
          * before the optimizer step (rank 0 checkpoints the one before) */
         rank_report_nonfinite(self, b->step, err, true);

@@ -47,6 +47,8 @@ struct trainer {
     bk_traffic_t logged;    /* model_traffic at the last --verbose step line */
     grad_exact_t *exact;    /* cfg.chunk: the step's exact gradient sums */
     int break_exact;        /* DDPIPE_BITWISE_BREAK=float-ring (tests): floats over the ring */
+    loss_scale_t ls;        /* cfg.loss_scale > 0: fp16 training's scaler */
+    int found_inf;          /* trainer_unscale: this step's sums are not finite (skipped) */
 };
 
 static int ends_with(const char *s, const char *suffix)
@@ -259,6 +261,15 @@ trainer_t *trainer_new(model_t *model, const trainer_cfg_t *cfg, char *err, size
     }
     t->m = model;
     t->cfg = *cfg;
+    if (cfg->loss_scale > 0) {
+        if (!loss_scale_valid(cfg->loss_scale)) {
+            err_set(err, errlen, "--loss-scale %g: a power of two (2^-126 .. 2^127), so "
+                    "that scaling and unscaling are exact", cfg->loss_scale);
+            free(t);
+            return NULL;
+        }
+        t->ls = loss_scale_new(cfg->loss_scale, cfg->loss_scale_interval);
+    }
     t->opt = optim_new(&cfg->optim, err, errlen);
     if (!t->opt || apply_freezes(t, err, errlen) < 0 || register_params(t, err, errlen) < 0 ||
         build_sched(t, err, errlen) < 0 || (cfg->chunk > 0 && exact_init(t, err, errlen) < 0))
@@ -423,8 +434,10 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
     if (save_buffers(t, err, errlen) < 0)
         return -1;
     t->mirror_failed = 0;
+    t->found_inf = 0;
     model_step_t s = {.global_batch = b->global_count ? (int)b->global_count : 1,
-                      .label_smoothing = t->cfg.label_smoothing, .seed = t->cfg.seed,
+                      .label_smoothing = t->cfg.label_smoothing,
+                      .loss_scale = t->cfg.loss_scale > 0 ? t->ls.scale : 0, .seed = t->cfg.seed,
                       .step = b->step, .ids = (const int64_t *)b->ids,
                       .chunk = t->cfg.chunk, .chunk_sizes = b->chunk_sizes,
                       .n_chunks = b->n_chunks};
@@ -574,11 +587,55 @@ static void log_traffic(trainer_t *t)
     t->logged = *now;
 }
 
+int trainer_unscale(trainer_t *t, char *err, size_t errlen)
+{
+    if (t->cfg.loss_scale <= 0)
+        return 0;
+    const bk_arena_t *a = t->grads;
+    int64_t at = -1;
+    if (a->ops->find_nonfinite(a->base, 0, a->floats, &at) < 0) {
+        err_set(err, errlen, "fp16 loss scaling: scanning the %s gradient arena failed",
+                a->ops->name);
+        return -1;
+    }
+    if (at >= 0) {
+        t->found_inf = 1;
+        return 1;
+    }
+    if (a->ops->scale(a->base, 0, a->floats, 1.0f / t->ls.scale) < 0) {   /* exact: 2^-k */
+        err_set(err, errlen, "fp16 loss scaling: unscaling the %s gradient arena failed",
+                a->ops->name);
+        return -1;
+    }
+    return 0;
+}
+
+const loss_scale_t *trainer_loss_scale(const trainer_t *t)
+{
+    return t->cfg.loss_scale > 0 ? &t->ls : NULL;
+}
+
+int trainer_step_skipped(const trainer_t *t)
+{
+    return t->found_inf;
+}
+
 double trainer_apply(trainer_t *t, int epoch, uint32_t global_count)
 {
     double lr = trainer_lr(t, epoch);
-    if (global_count > 0)
+    if (global_count > 0 && !t->found_inf)
         optim_step(t->opt, lr);
+    if (global_count > 0 && t->cfg.loss_scale > 0) {
+        float was = t->ls.scale;
+        loss_scale_update(&t->ls, t->found_inf);
+        if (t->found_inf)
+            log_info("fp16: non-finite gradients at loss scale %g: step skipped (%lld so "
+                     "far), the scale is now %g", (double)was, (long long)t->ls.skipped,
+                     (double)t->ls.scale);
+        else if (t->ls.scale != was)
+            log_info("fp16: %lld finite steps: the loss scale grows to %g",
+                     (long long)t->ls.interval, (double)t->ls.scale);
+    }
     log_traffic(t);
     return lr;
 }
@@ -639,6 +696,11 @@ int trainer_save_to(trainer_t *t, const char *path, uint8_t **image, size_t *len
     ckpt_info_t i = *info;
     snprintf(i.arch, sizeof i.arch, "%s", model_arch(t->m));
     i.seed = t->cfg.seed;
+    if (t->cfg.loss_scale > 0) {   /* GradScaler's state travels with the weights */
+        i.loss_scale = t->ls.scale;
+        i.loss_scale_tracker = t->ls.tracker;
+        i.skipped_steps = t->ls.skipped;
+    }
     int rc = path ? ckpt_save(path, v, n, t->opt, &i, err, errlen)
                   : ckpt_save_image(image, len, v, n, t->opt, &i, err, errlen);
     free(v);
@@ -665,6 +727,11 @@ int trainer_load_from(trainer_t *t, const char *what, const void *image, size_t 
                 info->arch, model_arch(t->m));
         ckpt_info_clear(info);
         return -1;
+    }
+    if (rc == 0 && t->cfg.loss_scale > 0 && info->loss_scale > 0) {
+        t->ls.scale = (float)info->loss_scale;
+        t->ls.tracker = info->loss_scale_tracker;
+        t->ls.skipped = info->skipped_steps;
     }
     if (rc == 0 && arena_mirror_push(&t->hp, 0, t->params->floats) < 0) {
         err_set(err, errlen, "%s: cannot write the parameters to the %s arena", what,

@@ -13,6 +13,7 @@
  *       trainer_forward_backward(t, &in, loss, logits, err, len);
  *       ... RESULT ...
  *       trainer_reduce(t, ar, timeout_ms, err, len);
+ *       trainer_unscale(t, err, len);     // fp16: 1 = this step is skipped
  *       trainer_apply(t, epoch, global_count);
  *   after an epoch's train batches:
  *       trainer_broadcast(t, ar, TRAINER_BN_BUFFERS, ...); model_sync_eval(...)
@@ -28,6 +29,7 @@
 #include <stdint.h>
 
 #include "gpud/checkpoint.h"
+#include "gpud/loss_scale.h"
 #include "gpud/ring.h"
 #include "gpud/model.h"
 #include "gpud/optim/lr_sched.h"
@@ -47,6 +49,9 @@ typedef struct {
     uint64_t seed;                /* dropout stream; checkpoint's ckpt.seed */
     int chunk;                    /* --chunk: > 0 bitwise training (chunks of this many
                                    * samples, exact sums); 0 off */
+    double loss_scale;            /* > 0: fp16 training's dynamic loss scaling from this
+                                   * scale (loss_scale.h: a power of two); 0 off */
+    int64_t loss_scale_interval;  /* finite steps before the scale doubles (>= 1) */
     const char *freeze[TRAINER_MAX_PREFIXES];      /* model_freeze prefixes */
     int n_freeze;
     const char *freeze_bn[TRAINER_MAX_PREFIXES];   /* model_freeze_bn prefixes */
@@ -127,8 +132,21 @@ int trainer_set_overlap(trainer_t *t, allreduce_t *ar, int timeout_ms);
  * -1 with the tensor and its first non-finite element in err. */
 int trainer_check_grads(const trainer_t *t, char *err, size_t errlen);
 int trainer_check_params(const trainer_t *t, char *err, size_t errlen);
+/* fp16 training (cfg.loss_scale > 0), after trainer_reduce: 1 when a summed
+ * gradient is inf or NaN (the step is skipped: trainer_apply takes no
+ * optimizer step and halves the scale; every rank sees the same sums), 0
+ * after the gradients were divided by the step's scale, -1 with the reason
+ * in err (a scan or a kernel failed). 0 at once without loss scaling. */
+int trainer_unscale(trainer_t *t, char *err, size_t errlen);
+/* The loss scaler (loss_scale.h), NULL without loss scaling. */
+const loss_scale_t *trainer_loss_scale(const trainer_t *t);
+/* 1 when trainer_unscale found this step's gradients not finite (it will
+ * be skipped), else 0. */
+int trainer_step_skipped(const trainer_t *t);
 /* optim_step at lr(epoch), unless global_count == 0 (nothing was loaded:
- * PyTorch would not step on an empty batch either). Returns the lr used. */
+ * PyTorch would not step on an empty batch either) or trainer_unscale
+ * found a non-finite gradient (GradScaler's skipped step); then the loss
+ * scaler's update. Returns the lr used. */
 double trainer_apply(trainer_t *t, int epoch, uint32_t global_count);
 /* Undo the buffer updates (running stats, num_batches_tracked) of the last
  * trainer_forward_backward: the model is again at the last completed step. */

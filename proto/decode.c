@@ -252,7 +252,8 @@ static int d_result(const mp_reader_t *r, ddp_result_t *m)
         mp_get_u32(r, "k", 1, DDP_MAX_K, &m->k) ||
         mp_get_double(r, "compute_s", &m->compute_s) || mp_opt_double(r, "lr", &m->lr) ||
         mp_opt_uint(r, "step", UINT64_MAX, &m->step) || opt_u32(r, "gen", &m->gen) ||
-        d_auth(r, &m->auth))
+        mp_opt_double(r, "loss_scale", &m->loss_scale) ||
+        mp_opt_uint(r, "skipped_steps", UINT64_MAX, &m->skipped_steps) || d_auth(r, &m->auth))
         return -1;
     size_t n = m->n;
     return mp_dup_bin(r, "ids", n * 8, "n*8", (void **)&m->ids) ||

@@ -152,7 +152,9 @@ static int pack_result(msgpack_packer *pk, const ddp_result_t *m)
 {
     return put_head(pk, DDP_RESULT,
                     13 + (m->gen ? 1 : 0) + (m->nprob ? 2 : 0) + (m->failed ? 2 : 0) +
-                        auth_keys(&m->auth)) ||
+                        (m->loss_scale > 0 ? 2 : 0) + auth_keys(&m->auth)) ||
+           (m->loss_scale > 0 && (mp_put_double(pk, "loss_scale", m->loss_scale) ||
+                                  mp_put_uint(pk, "skipped_steps", m->skipped_steps))) ||
            (m->failed && (mp_put_bin(pk, "failed", m->failed, m->n) ||
                           mp_put_strv(pk, "why", m->why, m->nwhy))) ||
            (m->nprob && (mp_put_uint(pk, "nprob", m->nprob) ||

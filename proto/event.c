@@ -14,6 +14,7 @@
 #include "proto/messages.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,8 @@ static int v_metric(const ev_metric_t *m, char *err, size_t errlen, const char *
         m->correct_top1 > m->correct_top5)
         return EBAD("want correct_top1 <= correct_top5 <= samples, got %" PRIu64 ", %" PRIu64
                     ", %" PRIu64, m->correct_top1, m->correct_top5, m->samples);
+    if (m->loss_scale < 0 || !isfinite(m->loss_scale))
+        return EBAD("'loss_scale' %g, want a finite value >= 0", m->loss_scale);
     if (m->nonfinite_loss > m->samples)
         return EBAD("'nonfinite_loss' %" PRIu64 " > samples %" PRIu64, m->nonfinite_loss,
                     m->samples);
@@ -220,6 +223,9 @@ static int pack_metric_optional(msgpack_packer *pk, const ev_metric_t *m)
         return -1;
     if (m->nonfinite_loss && mp_put_uint(pk, "nonfinite_loss", m->nonfinite_loss))
         return -1;
+    if (m->loss_scale > 0 && (mp_put_double(pk, "loss_scale", m->loss_scale) ||
+                              mp_put_uint(pk, "skipped_steps", m->skipped_steps)))
+        return -1;
     if (m->present && mp_put_bin(pk, "present", m->present, (size_t)m->npresent * 4))
         return -1;
     size_t nc = m->num_classes, nk = m->ncurves;
@@ -243,6 +249,7 @@ static int pack_metric(msgpack_packer *pk, const ev_metric_t *m)
     size_t nc = m->num_classes;
     size_t keys = 16 + (m->cells ? 1 : 0) + (m->nranks ? 1 : 0) + (m->has_decision ? 4 : 0) +
                   (m->rejected ? 1 : 0) + (m->nonfinite_loss ? 1 : 0) + (m->present ? 1 : 0) +
+                  (m->loss_scale > 0 ? 2 : 0) +
                   (m->has_probs ? 4 : 0) + (m->ncurves ? 3 : 0);
     return msgpack_pack_map(pk, keys) ||
            mp_put_uint(pk, "v", DDP_PROTO_VERSION) || mp_put_uint(pk, "epoch", m->epoch) ||
@@ -432,6 +439,8 @@ static int d_metric_optional(const mp_reader_t *r, ev_metric_t *m)
     if (d_rank_array(r, "rank_images_per_sec", &m->nranks, (void **)&m->rank_images_per_sec) ||
         mp_opt_uint(r, "rejected", UINT64_MAX, &m->rejected) ||
         mp_opt_uint(r, "nonfinite_loss", UINT64_MAX, &m->nonfinite_loss) ||
+        mp_opt_double(r, "loss_scale", &m->loss_scale) ||
+        mp_opt_uint(r, "skipped_steps", UINT64_MAX, &m->skipped_steps) ||
         mp_opt_u32v(r, "present", m->num_classes, &m->present, &m->npresent) ||
         d_metric_probs(r, m))
         return -1;

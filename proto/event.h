@@ -71,6 +71,11 @@ typedef struct {
                                    "rejected"; absent decodes as 0) */
     uint64_t nonfinite_loss;    /* of samples, those whose loss is NaN or inf (a diverged
                                    model; key "nonfinite_loss", absent decodes as 0) */
+    double loss_scale;          /* training --precision fp16: the loss scale of the
+                                   phase's last step (RESULT loss_scale; key "loss_scale",
+                                   absent decodes as 0: no loss scaling) */
+    uint64_t skipped_steps;     /* with loss_scale: steps of the job skipped so far for
+                                   non-finite gradients (key "skipped_steps") */
     /* Probability metrics (eval with --predictions probs|all; key "ece"
      * present): exact from quantized probabilities (common/scorehist.h). */
     bool has_probs;

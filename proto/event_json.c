@@ -105,6 +105,10 @@ static void s_metric_optional(obj_t *o, const ev_metric_t *m)
         s_uint(o, "rejected", m->rejected);
     if (m->nonfinite_loss)
         s_uint(o, "nonfinite_loss", m->nonfinite_loss);
+    if (m->loss_scale > 0) {
+        s_num(o, "loss_scale", m->loss_scale);
+        s_uint(o, "skipped_steps", m->skipped_steps);
+    }
     if (m->present) {
         json_t *a = json_array();
         for (uint32_t i = 0; i < m->npresent; i++)

@@ -237,6 +237,10 @@ typedef struct {
     double lr;                 /* optional, train: learning rate of the step (0 absent) */
     uint64_t step;             /* optional, train: absolute optimizer step */
     uint32_t gen;              /* optional, train: membership generation (0 absent) */
+    double loss_scale;         /* optional, train --precision fp16: the step's loss scale
+                                  (a power of two; 0 absent) */
+    uint64_t skipped_steps;    /* optional, with loss_scale: steps of the job skipped for
+                                  non-finite gradients, this one included */
     uint8_t *failed;           /* optional (wire 1, eval): n flags, 1 = the sample did not
                                   decode at gpud; its row's topk/loss mean nothing */
     char **why;                /* with failed: one reason per failed row, in row order */

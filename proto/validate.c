@@ -322,6 +322,12 @@ static int v_result(const ddp_result_t *m, char *err, size_t errlen, const char 
         return BAD("'compute_s' is %g, want a finite value >= 0", m->compute_s);
     if (!isfinite(m->lr) || m->lr < 0)
         return BAD("'lr' is %g, want a finite value >= 0", m->lr);
+    int e;
+    if (m->loss_scale != 0 && !(isfinite(m->loss_scale) && m->loss_scale > 0 &&
+                                frexp(m->loss_scale, &e) == 0.5))
+        return BAD("'loss_scale' is %g, want a power of two", m->loss_scale);
+    if (m->loss_scale == 0 && m->skipped_steps)
+        return BAD("'skipped_steps' %" PRIu64 " without 'loss_scale'", m->skipped_steps);
     return v_auth(&m->auth, err, errlen, what);
 }
 

@@ -11,6 +11,8 @@ struct slot {
     uint64_t expected;      /* n - skip */
     double t_start, t_done; /* t_done 0 while counting */
     double lr;              /* the epoch's lr (RESULT lr; 0 absent) */
+    double loss_scale;      /* fp16: the loss scale of the RESULT of the last step */
+    uint64_t skipped_steps; /* fp16: the largest RESULT skipped_steps (a running count) */
     uint64_t last_step;
     bool have_step;
     char **fail_reason;     /* n, sparse: "path\treason" per failed id */
@@ -127,10 +129,14 @@ void slot_add_result(slot_t *self, const ddp_result_t *res, double now_s, uint64
     }
     if (res->lr > 0)
         self->lr = res->lr;
-    if (res->phase == DDP_PHASE_TRAIN && (!self->have_step || res->step > self->last_step)) {
+    if (res->phase == DDP_PHASE_TRAIN && (!self->have_step || res->step >= self->last_step)) {
+        if (res->loss_scale > 0)
+            self->loss_scale = res->loss_scale;
         self->last_step = res->step;
         self->have_step = true;
     }
+    if (res->skipped_steps > self->skipped_steps)
+        self->skipped_steps = res->skipped_steps;
     s_mark_done(self, now_s);
 }
 
@@ -166,6 +172,8 @@ void slot_fill_metric(const slot_t *self, double now_s, bool per_rank, ev_metric
     out->present = self->plan.present;   /* borrowed, as the names */
     out->npresent = self->plan.npresent;
     out->lr = self->lr;
+    out->loss_scale = self->loss_scale;
+    out->skipped_steps = self->loss_scale > 0 ? self->skipped_steps : 0;
     double end = self->t_done > 0 ? self->t_done : now_s;
     out->wall_s = end > self->t_start ? end - self->t_start : 0;
     out->images_per_sec = out->wall_s > 0 ? out->samples / out->wall_s : 0;

@@ -47,6 +47,8 @@ struct rundir {
     uint8_t decision;
     uint32_t epochs;
     char reason[1024];
+    double loss_scale;      /* fp16 training: the last train metric's (0: none) */
+    uint64_t skipped_steps; /* and the job's skipped steps then (a running count) */
     ev_metric_t *last_eval; /* deep copies */
     ev_metric_t *last_any;
     failed_t *failed; /* may hold repeats; deduplicated when written */
@@ -370,6 +372,10 @@ int rundir_train_setup(rundir_t *self, long start_epoch, const char *seed_csv, c
 
 static void s_keep_decision(rundir_t *self, const ev_metric_t *m)
 {
+    if (m->phase == DDP_PHASE_TRAIN && m->loss_scale > 0) {
+        self->loss_scale = m->loss_scale;
+        self->skipped_steps = m->skipped_steps;
+    }
     if (!m->has_decision)
         return;
     self->have_decision = true;
@@ -575,6 +581,8 @@ static void s_training(const rundir_t *self, summary_training_t *t)
     t->ranks_joined = self->members.ranks_joined;
     t->steps_redone = self->members.steps_redone;
     t->world_size = self->members.world_size;
+    t->loss_scale = self->loss_scale;
+    t->skipped_steps = self->skipped_steps;
     bool ckpt = self->stop_code == DDP_STOP_CHECKPOINT_FAILED;
     t->checkpoint_failures = ckpt;
     t->checkpoint_error = ckpt ? self->stop_reason : NULL;

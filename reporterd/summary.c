@@ -125,6 +125,9 @@ static json_t *s_training(const summary_training_t *t)
     bad |= json_object_set_new(o, "last_good_checkpoint",
                                json_utf8_or_null(t->last_good_checkpoint));
     bad |= json_object_set_new(o, "stopped", json_utf8_or_null(t->stopped));
+    bad |= json_object_set_new(o, "loss_scale",
+                               t->loss_scale > 0 ? json_real(t->loss_scale) : json_null());
+    bad |= json_object_set_new(o, "skipped_steps", json_integer((json_int_t)t->skipped_steps));
     if (bad) {
         json_decref(o);
         o = NULL;

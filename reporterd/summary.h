@@ -34,7 +34,10 @@
  * directory's checkpoint.safetensors when it exists — written whole or not
  * at all — else null), stopped (null, or what stopped the job before its
  * end: "checkpoint-failed", "non-finite"; stop_reason then names the file
- * and error, or the step and tensor)}.
+ * and error, or the step and tensor), loss_scale (--precision fp16: the
+ * loss scale of the last train step; null without loss scaling),
+ * skipped_steps (--precision fp16: the steps skipped because their
+ * gradients were not finite, docs/FP16.md; 0 otherwise)}.
  */
 #ifndef DDP_SUMMARY_H
 #define DDP_SUMMARY_H
@@ -70,6 +73,10 @@ typedef struct {
     const char *checkpoint_error;      /* NULL: null */
     const char *last_good_checkpoint;  /* NULL: null */
     const char *stopped;               /* NULL: null; "checkpoint-failed", "non-finite" */
+    double loss_scale;          /* --precision fp16: the last step's loss scale; 0: null
+                                 * (no loss scaling) */
+    uint64_t skipped_steps;     /* --precision fp16: steps skipped for non-finite
+                                 * gradients (0 without fp16) */
 } summary_training_t;
 
 /* The JSON text (caller frees), NULL when out of memory. m->class_names

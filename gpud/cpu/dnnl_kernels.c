@@ -164,7 +164,7 @@ const bk_kernels_t CPU_TKERNELS = {
     .linear_plan = c_linear_plan,
     .linear_fwd = c_linear_fwd,
     .linear_bwd = cpu_w_bwd,
-    .round_bf16 = hk_round_bf16,
+    .round_half = hk_round_half,
     .bf16_native = cpu_bf16_native,
     .layout = cpu_infer_layout,
 };

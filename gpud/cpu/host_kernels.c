@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpud/bf16.h"
+#include "gpud/half.h"
 #include "gpud/cpu/ref_ops.h"
 #include "gpud/simd_clones.h"
 
@@ -100,7 +100,7 @@ void hk_write_u8(void *y, const uint8_t *px, const float *lut, const int s[4], i
 
 /* In chunks over the threads; each element is rounded alone, so the
  * result does not depend on the split. */
-void hk_round_bf16(backend_t *be, void *y, size_t count)
+void hk_round_half(backend_t *be, bk_half_t fmt, void *y, size_t count)
 {
     float *py = y;
     const size_t chunk = 16384;
@@ -108,7 +108,7 @@ void hk_round_bf16(backend_t *be, void *y, size_t count)
 #pragma omp parallel for schedule(static) num_threads(be->threads)
     for (size_t c = 0; c < nchunks; c++) {
         size_t off = c * chunk, n = count - off < chunk ? count - off : chunk;
-        bf16_round(py + off, py + off, n);
+        half_round(fmt, py + off, py + off, n);
     }
 }
 

@@ -17,7 +17,7 @@ void hk_copy(backend_t *be, void *y, const void *x, size_t count);
 void hk_add(backend_t *be, void *y, const void *a, const void *b, size_t count, int relu);
 void hk_acc(backend_t *be, void *y, const void *x, size_t count);
 /* --precision bf16: y rounded to bf16 in place (gpud/bf16.h). */
-void hk_round_bf16(backend_t *be, void *y, size_t count);
+void hk_round_half(backend_t *be, bk_half_t fmt, void *y, size_t count);
 void hk_ce_fwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
                float eps, void *loss);
 void hk_ce_bwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,

@@ -11,14 +11,14 @@
  * (a kernel handed the wrong kind aborts, naming it). Results are the ref
  * backend's, bit for bit: the same kernels on the same floats.
  * Activations stay plain host buffers (only the arenas are emulated); bf16
- * rounds parameter memory through round_bf16_param, as on cuda. */
+ * rounds parameter memory through round_half_param, as on cuda. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "common/errbuf.h"
 #include "gpud/backend_impl.h"
-#include "gpud/bf16.h"
+#include "gpud/half.h"
 #include "gpud/bn_math.h"
 #include "gpud/cpu/host_kernels.h"
 #include "gpud/optim/optim_host.h"
@@ -88,6 +88,11 @@ static int a_find(const float *base, size_t off, size_t n, int64_t *at)
     return bk_arena_host.find_nonfinite(dev(base, "arena scan"), off, n, at);
 }
 
+static int a_scale(float *base, size_t off, size_t n, float factor)
+{
+    return bk_arena_host.scale(dev(base, "arena scale"), off, n, factor);
+}
+
 /* The host optimizer on the untagged views (its step state is the caller's). */
 static int a_optim(const optim_cfg_t *c, double lr, bk_oparam_t *p, int n, char *err,
                    size_t errlen)
@@ -124,6 +129,7 @@ static const bk_arena_ops_t DEV_ARENA = {
     .zero = a_zero,
     .copy = a_copy,
     .find_nonfinite = a_find,
+    .scale = a_scale,
     .optim_step = a_optim,
 };
 
@@ -255,10 +261,11 @@ static int d_bn_train_bwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const void *
     return 0;
 }
 
-static void d_round_bf16_param(backend_t *be, float *dst, const float *src, size_t n)
+static void d_round_half_param(backend_t *be, bk_half_t fmt, float *dst, const float *src,
+                               size_t n)
 {
     (void)be;
-    bf16_round(dev(dst, "bf16 weights"), dev(src, "bf16 weights"), n);
+    half_round(fmt, dev(dst, "16-bit weights"), dev(src, "16-bit weights"), n);
 }
 
 static int d_linear_fwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w,
@@ -289,7 +296,7 @@ static bk_kernels_t dev_kernels(void)
     k.bn_train_bwd = d_bn_train_bwd;
     k.linear_fwd = d_linear_fwd;
     k.linear_bwd = d_linear_bwd;
-    k.round_bf16_param = d_round_bf16_param;
+    k.round_half_param = d_round_half_param;
     k.bf16_native = NULL;
     return k;
 }

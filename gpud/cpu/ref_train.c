@@ -323,5 +323,5 @@ const bk_kernels_t REF_TKERNELS = {
     .linear_plan = r_linear_plan,
     .linear_fwd = r_linear_fwd,
     .linear_bwd = r_linear_bwd,
-    .round_bf16 = hk_round_bf16,
+    .round_half = hk_round_half,
 };

@@ -158,15 +158,26 @@ void cuinf_flatten(backend_t *be, void *y, const void *x, const int xs[4], int b
             "bf16 flatten kernel");
 }
 
-void cuinf_round(backend_t *be, void *y, size_t count)
+/* dst = src rounded to fmt, on the backend's stream */
+static cudaError_t round_to(backend_t *be, bk_half_t fmt, const float *src, size_t count,
+                            float *dst)
 {
-    if (!cuinf_buf(be, y))   /* a tape graph's fp32 buffer */
-        cu_note(be, ck_round_bf16(stream_of(be), y, count, y), "bf16 rounding kernel");
+    return fmt == BK_HALF_FP16 ? ck_round_fp16(stream_of(be), src, count, dst)
+                               : ck_round_bf16(stream_of(be), src, count, dst);
 }
 
-void cuinf_round_param(backend_t *be, float *dst, const float *src, size_t count)
+void cuinf_round(backend_t *be, bk_half_t fmt, void *y, size_t count)
 {
-    cu_note(be, ck_round_bf16(stream_of(be), src, count, dst), "bf16 weight rounding kernel");
+    if (fmt == BK_HALF_FP16 || !cuinf_buf(be, y))   /* a tape graph's fp32 buffer */
+        cu_note(be, round_to(be, fmt, y, count, y),
+                fmt == BK_HALF_FP16 ? "fp16 rounding kernel" : "bf16 rounding kernel");
+}
+
+void cuinf_round_param(backend_t *be, bk_half_t fmt, float *dst, const float *src,
+                       size_t count)
+{
+    cu_note(be, round_to(be, fmt, src, count, dst),
+            fmt == BK_HALF_FP16 ? "fp16 weight rounding kernel" : "bf16 weight rounding kernel");
 }
 
 int cuinf_native(const char **isa)

@@ -17,10 +17,11 @@
 /* The layout code of bf16 NHWC buffers (bk_kernels_t.layout). */
 #define CU_LAYOUT_BF16_NHWC 1
 
-/* 1 when the backend runs bf16 (backend_set_precision), else 0. */
+/* 1 when the backend runs bf16 (backend_set_precision), else 0 (fp16
+ * runs on the tape: docs/FP16.md). */
 static inline int cuinf_on(const backend_t *be)
 {
-    return be->precision != BK_FP32;
+    return be->precision == BK_BF16_NATIVE || be->precision == BK_BF16_EMULATED;
 }
 
 /* 1 when graph g runs as the bf16 inference plan: an inference graph in
@@ -45,11 +46,13 @@ int cuinf_read(bk_ctx_t *g, const void *src, float *nchw, const int s[4]);
 size_t cuinf_bytes(const backend_t *be, const void *p, size_t count);
 void cuinf_add(backend_t *be, void *y, const void *a, const void *b, size_t count, int relu);
 void cuinf_flatten(backend_t *be, void *y, const void *x, const int xs[4], int backward);
-/* round_bf16: the identity on a bf16 buffer (each kernel rounds what it
- * stores); a training graph's fp32 buffer is rounded in place */
-void cuinf_round(backend_t *be, void *y, size_t count);
-/* round_bf16_param: dst = src rounded to bf16 (parameter memory) */
-void cuinf_round_param(backend_t *be, float *dst, const float *src, size_t count);
+/* round_half: the identity on a bf16 buffer of the inference plan (each
+ * kernel rounds what it stores); a tape graph's fp32 buffer is rounded to
+ * fmt in place */
+void cuinf_round(backend_t *be, bk_half_t fmt, void *y, size_t count);
+/* round_half_param: dst = src rounded to fmt (parameter memory) */
+void cuinf_round_param(backend_t *be, bk_half_t fmt, float *dst, const float *src,
+                       size_t count);
 /* bf16_native: 2, isa "cuda tensor cores" (bf16 on cuda is native only) */
 int cuinf_native(const char **isa);
 

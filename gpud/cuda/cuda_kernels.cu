@@ -3,6 +3,7 @@
  * obviously equal to gpud/cpu/ref_ops.c rather than fastest. */
 #include "gpud/cuda/cuda_kernels.h"
 #include "gpud/bn_math.h"
+#include "gpud/fp16_math.h"
 #include "gpud/cuda/cuda_launch.h"
 
 #include <math.h>
@@ -108,6 +109,30 @@ __global__ static void k_round_bf16(const float *x, size_t n, float *y)
 cudaError_t ck_round_bf16(cudaStream_t s, const float *x, size_t n, float *y)
 {
     k_round_bf16<<<blocks_for(n), THREADS, 0, s>>>(x, n, y);
+    return cudaGetLastError();
+}
+
+__global__ static void k_round_fp16(const float *x, size_t n, float *y)
+{
+    GRID_STRIDE(i, n)
+    y[i] = fp16_round1(x[i]);
+}
+
+cudaError_t ck_round_fp16(cudaStream_t s, const float *x, size_t n, float *y)
+{
+    k_round_fp16<<<blocks_for(n), THREADS, 0, s>>>(x, n, y);
+    return cudaGetLastError();
+}
+
+__global__ static void k_scale(float *x, size_t n, float factor)
+{
+    GRID_STRIDE(i, n)
+    x[i] = __fmul_rn(x[i], factor);
+}
+
+cudaError_t ck_scale(cudaStream_t s, float *x, size_t n, float factor)
+{
+    k_scale<<<blocks_for(n), THREADS, 0, s>>>(x, n, factor);
     return cudaGetLastError();
 }
 

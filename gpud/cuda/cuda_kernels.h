@@ -42,6 +42,10 @@ cudaError_t ck_col_sums(cudaStream_t s, const float *gy, int n, int out, float *
 /* y[i] = x[i] rounded to bf16 in float, gpud/bf16.c's bits (ties to even
  * on the bits, every NaN 0xffff0000); y == x allowed. */
 cudaError_t ck_round_bf16(cudaStream_t s, const float *x, size_t n, float *y);
+/* x[i] *= factor (fp16 training's unscale by a power of two: exact) */
+cudaError_t ck_scale(cudaStream_t s, float *x, size_t n, float factor);
+/* y = x rounded to fp16 (gpud/fp16_math.h's bits; y == x allowed) */
+cudaError_t ck_round_fp16(cudaStream_t s, const float *x, size_t n, float *y);
 /* y[i] = (float)x[i], rounded to nearest as the host's cast (a gradient's
  * double sums into its float parameter-gradient array) */
 cudaError_t ck_d2f(cudaStream_t s, const double *x, size_t n, float *y);

@@ -225,6 +225,16 @@ static int dev_find_nonfinite(const float *base, size_t off, size_t n, int64_t *
     return rc;
 }
 
+static int dev_scale(float *base, size_t off, size_t n, float factor)
+{
+    if (!n)
+        return 0;
+    if (dev_quiet("device work before an arena scale") < 0 ||
+        dev_ok(ck_scale(NULL, base + off, n, factor), "arena scale kernel") < 0)
+        return -1;
+    return dev_quiet("arena scale");
+}
+
 /* NovoGrad's scalar second moments live in the state arena here, host
  * state in cuda_oparam_t: copied around the step. */
 static int arena_step(const optim_cfg_t *c, double lr, bk_oparam_t *p, int n, char *err,
@@ -275,5 +285,6 @@ const bk_arena_ops_t cuda_device_arena = {
     .zero = dev_zero,
     .copy = dev_copy,
     .find_nonfinite = dev_find_nonfinite,
+    .scale = dev_scale,
     .optim_step = arena_step,
 };

@@ -62,7 +62,7 @@ typedef struct {
     cu_u8_t u8;
     /* the bf16 NHWC buffers of inference graphs (cuinf_alloc), to tell
      * them from a training graph's fp32 ones in the kernels that get no
-     * graph (zero, copy, add, flatten, round_bf16) */
+     * graph (zero, copy, add, flatten, round_half) */
     void **bf16_bufs;
     size_t nbf16, capbf16;
     /* bytes the kernels copied between host and device since

@@ -16,7 +16,7 @@
  * --precision bf16: an inference graph runs the bf16 inference plan in NHWC
  * on tensor cores (cuinf_graph, cuda_infer.c; the entries below hand over
  * to it at their top); a tape graph (training) runs these fp32 kernels
- * with the engine's bf16 rounding points (round_bf16, round_bf16_param). */
+ * with the engine's bf16 rounding points (round_half, round_half_param). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -656,9 +656,10 @@ const bk_kernels_t CUDA_TKERNELS = {
     .linear_plan = ct_linear_plan,
     .linear_fwd = ct_linear_fwd,
     .linear_bwd = ct_linear_bwd,
-    /* --precision bf16: the inference plan only (cuda_infer.c) */
-    .round_bf16 = cuinf_round,
-    .round_bf16_param = cuinf_round_param,
+    /* --precision bf16|fp16: the tape's rounding points; bf16's inference
+     * plan (cuda_infer.c) */
+    .round_half = cuinf_round,
+    .round_half_param = cuinf_round_param,
     .bf16_native = cuinf_native,
     .layout = cuinf_layout,
 };

@@ -238,8 +238,11 @@ static void test_set_precision(void)
     backend_t *be = backend_new("ref", 1, err, sizeof err);
     REQUIRE(be, "%s", err);
     CHECK(backend_precision(be) == BK_FP32, "fp32 by default");
-    CHECK(backend_set_precision(be, "fp16", err, sizeof err) < 0 && strstr(err, "fp32 or bf16"),
-          "fp16 refused: '%s'", err);
+    CHECK(backend_set_precision(be, "fp8", err, sizeof err) < 0 &&
+          strstr(err, "fp32, bf16 or fp16"), "fp8 refused: '%s'", err);
+    CHECK(backend_set_precision(be, "fp16", err, sizeof err) == 0 &&
+          backend_precision(be) == BK_FP16 &&
+          strcmp(backend_precision_name(be), "fp16 (fp32 kernels)") == 0, "ref: fp16");
     CHECK(backend_set_precision(be, "bf16", err, sizeof err) == 0 &&
           backend_precision(be) == BK_BF16_EMULATED, "ref: bf16 emulated");
     CHECK(backend_set_precision(be, "fp32", err, sizeof err) == 0 &&

@@ -25,7 +25,7 @@
  *   - trainer_restore puts the BN buffers back;
  *   - a NaN written into a parameter is found and named as on ref;
  * and the same in bf16 (--precision bf16: the weights' bf16 copies and the
- * weight gradients rounded in parameter memory by round_bf16_param). */
+ * weight gradients rounded in parameter memory by round_half_param). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -103,8 +103,13 @@ static void test_errors(void)
     CHECK(parse_words(BASE "--train --lr-schedule cosine --t-max 9", &o) == 0);
     CHECK(parse_words(BASE "--train --lr-schedule cyclic", &o) == -1);
     CHECK(parse_words(BASE "--weights w --no-such-flag", &o) == -1);
-    CHECK(parse_stderr(BASE "--weights w --precision fp16", text, sizeof text) == -1);
-    CHECK_MSG(strstr(text, "gpud: --precision fp16: fp32 or bf16") != NULL, "%s", text);
+    CHECK(parse_stderr(BASE "--weights w --precision fp8", text, sizeof text) == -1);
+    CHECK_MSG(strstr(text, "gpud: --precision fp8: fp32, bf16 or fp16") != NULL, "%s", text);
+    CHECK(parse_words(BASE "--train --precision fp16 --backend cuda", &o) == 0);
+    CHECK(parse_words(BASE "--train --precision fp16 --loss-scale 1024", &o) == 0 &&
+          o.loss_scale == 1024 && o.loss_scale_growth == 2000);
+    CHECK(parse_stderr(BASE "--train --precision fp16 --loss-scale 1000", text, sizeof text) == -1);
+    CHECK_MSG(strstr(text, "gpud: --loss-scale 1000: a power of two") != NULL, "%s", text);
     /* bf16 on cuda: eval (its tensor-core inference plan) and training */
     CHECK(parse_words(BASE "--weights w --precision bf16 --backend cuda", &o) == 0);
     CHECK(parse_words(BASE "--train --precision bf16 --backend cuda", &o) == 0);
@@ -181,7 +186,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&gpud_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 60); /* 58 of gpud's own, --curve-dir and --insecure */
+    CHECK(options == 62); /* 60 of gpud's own, --curve-dir and --insecure */
     CHECK(strstr(text, "(default nan)") == NULL); /* an unset default shows none */
     free(text);
 }

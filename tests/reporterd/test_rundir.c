@@ -233,7 +233,8 @@ static void test_resume(const char *base)
                           "\"final_train_loss\": 0.5, \"final_train_top1\": 0.9444444444444444, "
                           "\"total_seconds\": 53.0, \"ranks_lost\": 0, \"ranks_joined\": 0, "
                           "\"steps_redone\": 0, \"world_size\": null, \"checkpoint_failures\": 0, "
-                          "\"checkpoint_error\": null, \"last_good_checkpoint\": null, \"stopped\": null}\n}\n"),
+                          "\"checkpoint_error\": null, \"last_good_checkpoint\": null, \"stopped\": null, "
+                          "\"loss_scale\": null, \"skipped_steps\": 0}\n}\n"),
               "summary:\n%s", sum ? sum : "(none)");
     free(sum);
     char *rep = s_read(dir, "classification_report.txt");

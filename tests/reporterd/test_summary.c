@@ -183,8 +183,16 @@ static void test_training_object(void)
                          "\"best_val_epoch\": null, \"final_train_loss\": 0.25, \"final_train_top1\": null, "
                          "\"total_seconds\": 12.5, \"ranks_lost\": 2, \"ranks_joined\": 0, "
                          "\"steps_redone\": 1, \"world_size\": 1, \"checkpoint_failures\": 0, "
-                         "\"checkpoint_error\": null, \"last_good_checkpoint\": null, \"stopped\": null}\n}\n"));
+                         "\"checkpoint_error\": null, \"last_good_checkpoint\": null, \"stopped\": null, "
+                         "\"loss_scale\": null, \"skipped_steps\": 0}\n}\n"));
     free(j);
+    t.loss_scale = 32768; /* --precision fp16: the scaler's state */
+    t.skipped_steps = 3;
+    j = summary_json(&m, NULL, 0, &t);
+    CHECK(j && strstr(j, "\"stopped\": null, \"loss_scale\": 32768.0, \"skipped_steps\": 3}\n}\n"));
+    free(j);
+    t.loss_scale = 0;
+    t.skipped_steps = 0;
     t.world_size = -1; /* no membership event (an older reducerd) */
     t.checkpoint_failures = 1; /* stopped by a failed checkpoint write */
     t.checkpoint_error = "rank 0: checkpoint not written: ENOSPC";
@@ -193,7 +201,8 @@ static void test_training_object(void)
     j = summary_json(&m, NULL, 0, &t);
     CHECK(j && strstr(j, "\"world_size\": null, \"checkpoint_failures\": 1, \"checkpoint_error\": "
                          "\"rank 0: checkpoint not written: ENOSPC\", \"last_good_checkpoint\": "
-                         "\"run/checkpoint.safetensors\", \"stopped\": \"checkpoint-failed\"}\n}\n"));
+                         "\"run/checkpoint.safetensors\", \"stopped\": \"checkpoint-failed\", "
+                         "\"loss_scale\": null, \"skipped_steps\": 0}\n}\n"));
     free(j);
     t.checkpoint_failures = 0; /* stopped by a non-finite step (docs/TRAINING.md) */
     t.checkpoint_error = NULL;
@@ -203,7 +212,7 @@ static void test_training_object(void)
     CHECK(j && strstr(j, "\"stop_reason\": \"rank 0: step 3: the summed gradient fc.weight: element 1 "
                          "of 10 is nan\", ") && strstr(j, "\"checkpoint_error\": null, "
                          "\"last_good_checkpoint\": \"run/checkpoint.safetensors\", \"stopped\": "
-                         "\"non-finite\"}\n}\n"));
+                         "\"non-finite\", \"loss_scale\": null, \"skipped_steps\": 0}\n}\n"));
     free(j);
     j = summary_json(&m, NULL, 0, NULL); /* eval: no training key */
     CHECK(j && strstr(j, "\"wall_seconds\": 0.5\n}\n") && !strstr(j, "training"));
