@@ -12,7 +12,8 @@ BatchNorm on the device, the traffic counters, bf16 buffers of two kinds):
   - training (1 epoch, 64 images, 1 worker, --verbose): every step's
     "step bytes" line says parameters/gradients 0 and bn 0 (what the plan,
     bench/step_bytes, says for world 1); bf16 training runs and its loss is
-    finite.
+    finite; fp16 training runs, at --loss-scale 65536 with no skipped step,
+    at 2^40 with every step skipped (summary.json).
 
 Run by ctest as it_cuda_emu (DDPIPE_EMU_GPUD: the emulated gpud)."""
 import glob
@@ -74,6 +75,23 @@ try:
     loss = train_losses(out)
     check(len(loss) == 1 and all(v == v and abs(v) < 1e6 for v in loss.values()),
           "bf16 training loss: %s" % loss)
+
+    # fp16 (docs/FP16.md): the rounding kernel, the arena's unscale and the
+    # device scan that skips a step; 2^40 overflows every step's gradients
+    for scale, skipped in ((65536, 0), (2 ** 40, 4)):
+        out = os.path.join(wd, "train-fp16-%d" % skipped)
+        run_train(train, out, 1, ["--device", "cuda", "--precision", "fp16", "--epochs", "1",
+                                  "--batch-size", "16", "--seed", "2", "--loss-scale", str(scale)],
+                  timeout=600)
+        loss = train_losses(out)
+        with open(os.path.join(out, "summary.json")) as f:
+            t = json.load(f)["training"]
+        check(len(loss) == 1 and all(v == v and abs(v) < 1e6 for v in loss.values()),
+              "fp16 training loss: %s" % loss)
+        last = scale / 2 ** (skipped - 1) if skipped else scale   # halved after each skip
+        check(t["skipped_steps"] == skipped and t["loss_scale"] == last,
+              "fp16 at --loss-scale %d: summary loss_scale %s, skipped_steps %s; want %s, %d" %
+              (scale, t["loss_scale"], t["skipped_steps"], last, skipped))
 finally:
     shutil.rmtree(EMU_BIN, ignore_errors=True)
 print("cuda_emu_jobs: ok")

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "gpud/bf16.h"
+#include "gpud/fp16.h"
 #include "gpud/bn_math.h"
 #include "gpud/cpu/host_kernels.h"
 #include "gpud/cpu/ref_ops.h"
@@ -78,6 +79,24 @@ static void check_round(void)
     memcpy(a, x, sizeof a);   /* in place */
     CHECK(ck_round_bf16(0, a, N, a) == cudaSuccess, "launch");
     same("round_bf16 in place", a, b, sizeof a);
+    /* fp16: the kernel's copy of fp16_math.h against the host's (fp16
+     * cases: 65520 -> inf, a subnormal tie, 2^-25 -> 0) */
+    uint32_t half_cases[] = {0x477ff000u, 0x477fefffu, 0x33c00000u, 0x33000000u, 0x38800000u,
+                             0x387fffffu, 0x3f801000u, 0x3f803000u};
+    for (size_t i = 0; i < sizeof half_cases / sizeof *half_cases; i++)
+        memcpy(&x[N - 1 - i], &half_cases[i], sizeof *x);
+    CHECK(ck_round_fp16(0, x, N, a) == cudaSuccess, "launch");
+    fp16_round(b, x, N);
+    same("round_fp16", a, b, sizeof a);
+    memcpy(a, x, sizeof a);
+    CHECK(ck_round_fp16(0, a, N, a) == cudaSuccess, "launch");
+    same("round_fp16 in place", a, b, sizeof a);
+    /* the unscale: a power of two, each float alone, as the host arena's */
+    memcpy(a, x, sizeof a);
+    CHECK(ck_scale(0, a, N, 0x1p-16f) == cudaSuccess, "launch");
+    for (size_t i = 0; i < N; i++)
+        b[i] = x[i] * 0x1p-16f;
+    same("scale", a, b, sizeof a);
 }
 
 static void check_elementwise(void)
