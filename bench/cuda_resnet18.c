@@ -5,11 +5,15 @@
  * run by scripts/gpu-check.sh.
  *
  *   cuda_resnet18 eval|train [--batch 256] [--iters 10] [--warmup 2]
- *                 [--size 224] [--precision fp32|tf32|bf16] [--weights W]
+ *                 [--size 224] [--precision fp32|tf32|bf16|fp16] [--weights W]
  *
  * bf16: --precision bf16 (eval: the inference plan in bf16 NHWC on tensor
  * cores, gpud/cuda/cuda_infer.c; train: autocast's rounding points on fp32
  * buffers, convolutions on TF32 tensor cores, docs/CUDA.md "bf16 training").
+ * fp16: train only, the same with fp16 values and gpud's dynamic loss
+ * scaling per step (the loss's gradient times S, the device scan for
+ * inf/NaN, the unscale, GradScaler's update: docs/FP16.md), the peer of
+ * cuda_resnet18_torch.py --mode cl-amp (autocast float16 + GradScaler).
  *
  * Prints one line: "ddpipe-cuda resnet18 MODE img/s=X ... device=NAME".
  */
@@ -23,6 +27,8 @@
 #include "common/clock.h"
 #include "gpud/backend.h"
 #include "gpud/cuda/cuda_backend.h"
+#include "gpud/backend_arena.h"
+#include "gpud/loss_scale.h"
 #include "gpud/model.h"
 
 typedef struct {
@@ -52,17 +58,37 @@ static int parse(int argc, char **argv, opts_t *o)
         o->batch < 1 || o->batch > MODEL_MAX_MICRO_BATCH || o->iters < 1 || o->warmup < 0 ||
         o->size < 32) {
         fprintf(stderr, "usage: cuda_resnet18 eval|train [--batch 1..%d] [--iters N] "
-                "[--warmup N] [--size 224] [--precision fp32|tf32|bf16] [--weights W]\n",
+                "[--warmup N] [--size 224] [--precision fp32|tf32|bf16|fp16] [--weights W]\n",
                 MODEL_MAX_MICRO_BATCH);
         return -1;
     }
     o->mode = argv[optind];
     if (strcmp(o->precision, "fp32") && strcmp(o->precision, "tf32") &&
-        strcmp(o->precision, "bf16")) {
-        fprintf(stderr, "cuda_resnet18: --precision %s: fp32, tf32 or bf16\n", o->precision);
+        strcmp(o->precision, "bf16") && strcmp(o->precision, "fp16")) {
+        fprintf(stderr, "cuda_resnet18: --precision %s: fp32, tf32, bf16 or fp16\n",
+                o->precision);
+        return -1;
+    }
+    if (strcmp(o->precision, "fp16") == 0 && strcmp(o->mode, "train") != 0) {
+        fprintf(stderr, "cuda_resnet18: --precision fp16 is a training bench (fp16 eval runs "
+                "the tape, docs/FP16.md)\n");
         return -1;
     }
     return 0;
+}
+
+/* fp16: the trainer's unscale (gpud/trainer.c) on the grads arena: 1 when
+ * a gradient is inf/NaN (the step is skipped), 0 after dividing by S, -1
+ * when the device scan or kernel failed; then GradScaler's update. */
+static int bench_unscale(model_t *m, loss_scale_t *ls)
+{
+    const bk_arena_t *a = model_grads_arena(m);
+    int64_t at = -1;
+    if (a->ops->find_nonfinite(a->base, 0, a->floats, &at) < 0 ||
+        (at < 0 && a->ops->scale(a->base, 0, a->floats, 1.0f / ls->scale) < 0))
+        return -1;
+    loss_scale_update(ls, at >= 0);
+    return at >= 0;
 }
 
 int main(int argc, char **argv)
@@ -70,9 +96,9 @@ int main(int argc, char **argv)
     opts_t o = {NULL, "tests/golden/resnet18.safetensors", "fp32", 256, 10, 2, 224};
     if (parse(argc, argv, &o) < 0)
         return 2;
-    int bf16 = strcmp(o.precision, "bf16") == 0;
-    /* bf16 is the model's precision; the backend's float math stays fp32 */
-    setenv("DDPIPE_CUDA_PRECISION", bf16 ? "fp32" : o.precision, 1);
+    int bf16 = strcmp(o.precision, "bf16") == 0, fp16 = strcmp(o.precision, "fp16") == 0;
+    /* bf16/fp16 is the model's precision; the backend's float math stays fp32 */
+    setenv("DDPIPE_CUDA_PRECISION", bf16 || fp16 ? "fp32" : o.precision, 1);
     char err[512], device[256] = "?";
     backend_t *be = backend_new("cuda", 1, err, sizeof err);
     if (!be) {
@@ -83,7 +109,7 @@ int main(int argc, char **argv)
     backend_destroy(&be);
     int train = strcmp(o.mode, "train") == 0;
     model_opts_t mo = {.arch = "resnet18", .threads = 1, .micro_batch = (int)o.batch,
-                       .train = train, .bf16 = bf16};
+                       .train = train, .bf16 = bf16, .fp16 = fp16};
     model_t *m = model_new(&mo, "cuda", o.weights, err, sizeof err);
     if (!m) {
         fprintf(stderr, "cuda_resnet18: %s\n", err);
@@ -104,13 +130,21 @@ int main(int argc, char **argv)
     bench_labels(labels, n, model_num_classes(m));
     int rc = 0;
     double best = 1e30, total = 0;
+    loss_scale_t ls = loss_scale_new(LOSS_SCALE_INIT, LOSS_SCALE_INTERVAL);
     for (long it = 0; it < o.warmup + o.iters && rc == 0; it++) {
         double a = clock_mono_s();
         if (train) {
-            model_step_t st = {.global_batch = (int)o.batch, .seed = 1, .step = (uint64_t)it};
+            model_step_t st = {.global_batch = (int)o.batch, .seed = 1, .step = (uint64_t)it,
+                               .loss_scale = fp16 ? ls.scale : 0};
             rc = model_train_step_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, BENCH_MEAN,
                                      BENCH_STD, labels, &st, NULL, logits, err, sizeof err);
-            bench_sgd(sgd, 0.01f);
+            int skip = rc == 0 && fp16 ? bench_unscale(m, &ls) : 0;
+            if (skip < 0) {
+                snprintf(err, sizeof err, "the loss scaler's scan or unscale failed");
+                rc = -1;
+            }
+            if (rc == 0 && !skip)
+                bench_sgd(sgd, 0.01f);
         } else {
             rc = model_forward_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, BENCH_MEAN,
                                   BENCH_STD, logits, err, sizeof err);
@@ -126,8 +160,11 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("ddpipe-cuda resnet18 %s img/s=%.1f best_img/s=%.1f batch=%ld iters=%ld size=%ld "
-           "precision=%s device=%s\n", o.mode, (double)n * o.iters / total, (double)n / best,
+           "precision=%s device=%s", o.mode, (double)n * o.iters / total, (double)n / best,
            o.batch, o.iters, o.size, o.precision, device);
+    if (fp16)
+        printf(" skipped_steps=%lld loss_scale=%g", (long long)ls.skipped, (double)ls.scale);
+    printf("\n");
     optim_destroy(&sgd);
     model_destroy(&m);
     free(px);

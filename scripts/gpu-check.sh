@@ -233,6 +233,9 @@ for what in eval train; do
     # bf16: eval as the inference plan, train with the engine's rounding
     # points on TF32 tensor cores (docs/CUDA.md); its peer is autocast bf16
     precs="fp32 tf32 bf16" modes="eager cl-amp cl-bf16"
+    # fp16 trains with dynamic loss scaling (docs/FP16.md); its peer is
+    # cl-amp (autocast float16 + GradScaler); fp16 eval runs the tape
+    [ "$what" = train ] && precs="$precs fp16"
     for prec in $precs; do
         step "bench ddpipe $what $prec" "bench-ddpipe-$what-$prec.log" \
             "$BUILD/bench/cuda_resnet18" "$what" --batch 256 --iters "$ITERS" --precision "$prec"
@@ -312,7 +315,6 @@ if [ -e "$FMNIST/train-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/train-images-idx
 else
     note NOTRUN "demo course cuda bf16 vs fp32 (val top-1)" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
 fi
-note NOTRUN "fp16 training" "not implemented in the cuda backend (--precision fp16)"
 
 # --- one JSON record of the run (python3 writes it; the inputs are files):
 # bench/gpu/DATE-SHA.json as issue 30 names it
