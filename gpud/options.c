@@ -239,6 +239,11 @@ int gpud_cpu_has_bf16(void)
 
 void gpud_precision_note(const char *precision, FILE *f)
 {
+    if (strcmp(precision, "fp16") == 0) {   /* no native fp16 kernel on the CPU backends */
+        fprintf(f, "fp16: fp16 numerics through the fp32 kernels: no faster than fp32 on a CPU "
+                   "(docs/FP16.md)\n");
+        return;
+    }
     if (strcmp(precision, "bf16") != 0)
         return;
     const char *env = getenv("DDPIPE_BF16");

@@ -162,7 +162,8 @@ int gpud_check_chunk(const char *cmd, const char *flag, const char *device, long
 int gpud_cpu_has_bf16(void);
 /* --precision bf16: the one line saying that bf16 is emulated and no faster
  * (no bf16 instructions here, or DDPIPE_BF16=emulated), to f (the launcher
- * says it once). Nothing for fp32, nor where gpud runs bf16 natively. */
+ * says it once); fp16 on a CPU: that it runs on the fp32 kernels. Nothing
+ * for fp32, nor where gpud runs bf16 natively. */
 void gpud_precision_note(const char *precision, FILE *f);
 /* The job-wide training settings as flags ("--model wideresnet --lr 0.1
  * ..."), the same text on every rank of a job (JOIN.config). */
