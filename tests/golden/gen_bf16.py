@@ -78,20 +78,22 @@ def autocast_logits(model, x):
     return y.float().numpy()
 
 
-def emulated_logits(model, x):
-    """autocast's rounding points on fp32 kernels (a copy of the model)."""
+def emulated_logits(model, x, rnd=bf16):
+    """autocast's rounding points on fp32 kernels (a copy of the model); rnd
+    rounds a float32 tensor to the autocast dtype's values (bf16 here,
+    gen_fp16.py passes its fp16)."""
     import copy
     m = copy.deepcopy(model)
     hooks = []
     with torch.no_grad():
         for mod in m.modules():
             if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)):
-                mod.weight.copy_(bf16(mod.weight))
+                mod.weight.copy_(rnd(mod.weight))
                 if mod.bias is not None:
-                    mod.bias.copy_(bf16(mod.bias))
-                hooks.append(mod.register_forward_pre_hook(lambda _m, inp: (bf16(inp[0]),)))
+                    mod.bias.copy_(rnd(mod.bias))
+                hooks.append(mod.register_forward_pre_hook(lambda _m, inp: (rnd(inp[0]),)))
             # every output (a residual sum is a block's output or feeds a ReLU)
-            hooks.append(mod.register_forward_hook(lambda _m, _i, out: bf16(out)))
+            hooks.append(mod.register_forward_hook(lambda _m, _i, out: rnd(out)))
         y = m(x).numpy()
     for h in hooks:
         h.remove()

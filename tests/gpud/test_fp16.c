@@ -1,5 +1,5 @@
-/* --precision fp16's numerics (docs/FP16.md): the rounding and the loss
- * scaler.
+/* --precision fp16's numerics (docs/FP16.md): the rounding, the loss
+ * scaler and the eval logits.
  *
  *  1. fp16_round is torch's .to(torch.float16): every bit of the golden
  *     tests/golden/fp16_io.safetensors, made by Debian's PyTorch 1.13 with
@@ -17,7 +17,45 @@
  *     finite steps in a row, halving and a skipped step on inf/NaN, no
  *     growth to a float overflow; it also stays at or above FLT_MIN (never
  *     0, so 1/S stays finite), and loss_scale_valid takes exactly the powers
- *     of two a normal float holds. */
+ *     of two a normal float holds.
+ *  4. Eval (the recorded ops, never a fused plan): the logits of the parity
+ *     goldens' models and inputs with precision fp16 against PyTorch's
+ *     models with autocast(float16)'s rounding points done by hooks
+ *     (gen_fp16.py, gen_bf16.py's emulated_logits), two WideResNets on the
+ *     ref and cpu backends, each on its golden input and on a 32-image
+ *     batch, and resnet18 (224x224 and 97x131) on the cpu backend:
+ *     - max|a-b| / max|b| against the golden with fp32 sums <= TOL_EMULATED;
+ *     - the ref backend (double accumulators): every bit of the golden
+ *       with float64 sums (<key>_f64): the same rounding points with sums
+ *       too exact for any order to matter. This is the check that sees a
+ *       missing or extra rounding point (TOL_EMULATED below);
+ *     - the cpu backend (oneDNN's fp32 sums, in its own order): on the
+ *       batches at most MAX_DIFFER of the logits off the float64-sum bits;
+ *     - every logit an fp16 value, and (golden inputs) ours as far from
+ *       PyTorch's fp32 logits as its fp16 is (<key>.fp32_vs_fp16), within
+ *       FP32_FAR times either way: the rounding happened, and no more.
+ *     resnet18 is not run on the ref backend: 140 s under ASan (its ref
+ *     logits are the _f64 golden's bits too; DDPIPE_TEST_FP16_SLOW=1 runs
+ *     it).
+ *
+ * TOL_EMULATED 2.5e-3: 4x the worst measured, 6.59e-4 (resnet18 97x131, ref
+ * and cpu alike; wrn 8,16,24,32 4.9e-4). That is one fp16 step of the
+ * largest logit (a step is 2^-11..2^-10 of it): at fp16's precision a
+ * rounding point's whole effect on the logits is about one step (PyTorch's
+ * fp16 is 2.6e-4..6.1e-4 from its fp32), and so is a different sum order's
+ * (torch's own fp32 and float64 sums differ by 6.59e-4 there). So this
+ * bound catches the wrong format (bf16's steps are 8x larger: bf16 in
+ * fp16's place measured 1.8e-3 to 7.7e-3, and FP32_FAR's check caught it on
+ * every model) or a broken model, not one missing rounding point: skipping the rounding of BN, add,
+ * pool or conv outputs measured at most 9.5e-4. The exact ref check catches
+ * each of those (1 to 6 of the 14 logits of wrn rgb, 46 to 99 of a batch's
+ * 224 / 320).
+ * MAX_DIFFER 1/8: the cpu backend's batches measured 21 of 320 (6.6%) and 8
+ * of 224 (3.6%) logits off the float64-sum bits (torch's fp32 sums: 8.1%
+ * and 5.4%), a skipped rounding point 20% to 41%. On the golden inputs (9
+ * of wrn 8,16,24,32's 30) and on resnet18 (half of them: every small
+ * difference grows through its random BatchNorm statistics) there are too
+ * few logits, or too much growth, for a count. */
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
@@ -30,6 +68,10 @@
 #include "gpud/fp16_math.h"
 #include "gpud/loss_scale.h"
 #include "golden_io.h"
+
+#define TOL_EMULATED 2.5e-3
+#define MAX_DIFFER (1.0 / 8)
+#define FP32_FAR 3.0
 
 static const char *GOLDEN = "tests/golden/fp16_io.safetensors";
 
@@ -174,10 +216,128 @@ static void test_loss_scale(void)
     printf("loss_scale: checked growth, halving, skips, floor FLT_MIN, cap 2^127, valid scales\n");
 }
 
+static model_t *fp16_model(const char *arch, const char *backend, const char *weights,
+                           const int *channels, int in_channels)
+{
+    char path[1024], err[512] = "";
+    model_opts_t o = {.arch = arch, .in_channels = in_channels, .threads = 2, .fp16 = 1};
+    if (channels) {
+        memcpy(o.channels, channels, sizeof o.channels);
+        o.n_channels = 4;
+    }
+    model_t *m = model_new(&o, backend, tc_src(weights, path, sizeof path), err, sizeof err);
+    REQUIRE(m, "model_new(%s, %s, fp16): %s", arch, backend, err);
+    CHECK(strcmp(model_precision(m), "fp16 (fp32 kernels)") == 0, "%s on %s: precision %s", arch,
+          backend, model_precision(m));
+    return m;
+}
+
+/* `input` of io through m (fp16), against `key` (fp32 sums) and key_f64
+ * (float64 sums) of the fp16 golden `ref`: max|a-b| / max|b| <= TOL_EMULATED;
+ * at most max_differ of the logits off key_f64's bits (0: the ref backend,
+ * exact; 1: no bound). fp32_key: PyTorch's fp32 logits of the input in io
+ * (the parity golden), whose distance to ours must be fp16's (the golden's
+ * <key>.fp32_vs_fp16) within FP32_FAR times; NULL for the batches, whose
+ * fp32 logits no golden holds. */
+static void check_case(model_t *m, const safetensors_t *io, const char *input, int normalise,
+                       const char *fp32_key, const safetensors_t *ref, const char *key,
+                       double max_differ, const char *label)
+{
+    int n = 0, nc = model_num_classes(m);
+    float *got = golden_forward(m, io, input, normalise, &n);
+    char k64[96];
+    snprintf(k64, sizeof k64, "%s_f64", key);
+    float *emu = golden_logits(ref, key, n, nc), *f64 = golden_logits(ref, k64, n, nc);
+    size_t total = (size_t)n * nc;
+    double ee = golden_rel_err(got, emu, total);
+    int off16 = 0, differ = 0;
+    for (size_t i = 0; i < total; i++) {
+        off16 += !same(fp16_round1(got[i]), got[i]);
+        differ += !same(got[i], f64[i]);
+    }
+    printf("%-22s emulated: max|a-b|/max|b| %.3g (tol %.1e); float64 sums: %d of %zu logits "
+           "differ", label, ee, TOL_EMULATED, differ, total);
+    CHECK(ee <= TOL_EMULATED, "%s: %.3g from the emulated golden > %g", label, ee, TOL_EMULATED);
+    if (max_differ == 0)
+        CHECK(differ == 0, "%s: %d of %zu logits differ from autocast's rounding points with "
+              "exact sums (%s), which the ref backend's double sums give bit for bit", label,
+              differ, total, k64);
+    else
+        CHECK(differ <= max_differ * (double)total, "%s: %d of %zu logits differ from %s: more "
+              "than a sum order moves (%g of them)", label, differ, total, k64, max_differ);
+    CHECK(off16 == 0, "%s: %d logits are not fp16 values", label, off16);
+    if (fp32_key) {
+        float *f32 = golden_logits(io, fp32_key, n, nc);
+        char mk[96];
+        snprintf(mk, sizeof mk, "%s.fp32_vs_fp16", key);
+        const char *meta = safetensors_meta(ref, mk);
+        REQUIRE(meta, "%s: no metadata %s", GOLDEN, mk);
+        double torch16 = strtod(meta, NULL), ef = golden_rel_err(got, f32, total);
+        printf("; from fp32 %.3g (torch's fp16 %.3g)", ef, torch16);
+        CHECK(ef >= torch16 / FP32_FAR && ef <= torch16 * FP32_FAR,
+              "%s: %.3g from PyTorch's fp32 logits, its fp16 is %.3g from them: not within %gx",
+              label, ef, torch16, FP32_FAR);
+        free(f32);
+    }
+    printf("\n");
+    free(got);
+    free(emu);
+    free(f64);
+}
+
+/* The WideResNets on both backends (the golden inputs and the 32-image
+ * batches), resnet18 on the cpu backend (and on ref if asked). */
+static void test_models(const safetensors_t *ref)
+{
+    static const int small[4] = {8, 16, 24, 32}, rgb[4] = {4, 8, 8, 12};
+    static const struct {
+        const char *name, *label;
+        const int *channels;
+        int in_channels;
+    } wrn[] = {{"wrn_small", "wrn 8,16,24,32", small, 1}, {"wrn_rgb", "wrn rgb", rgb, 3}};
+    static const char *const backends[] = {"ref", "cpu"};
+    const char *slow = getenv("DDPIPE_TEST_FP16_SLOW");
+    for (int b = 0; b < 2; b++) {
+        int exact = b == 0;
+        for (size_t w = 0; w < sizeof wrn / sizeof wrn[0]; w++) {
+            char path[96], key[96], input[96], label[64];
+            snprintf(path, sizeof path, "tests/golden/%s_io.safetensors", wrn[w].name);
+            safetensors_t *io = golden_open(path);
+            snprintf(path, sizeof path, "tests/golden/%s.safetensors", wrn[w].name);
+            model_t *m = fp16_model("wideresnet", backends[b], path, wrn[w].channels,
+                                    wrn[w].in_channels);
+            snprintf(key, sizeof key, "%s.emulated", wrn[w].name);
+            snprintf(label, sizeof label, "%s %s", wrn[w].label, backends[b]);
+            check_case(m, io, "input_u8", 0, "logits", ref, key, exact ? 0 : 1, label);
+            snprintf(input, sizeof input, "%s.batch_u8", wrn[w].name);
+            snprintf(key, sizeof key, "%s.batch_emulated", wrn[w].name);
+            snprintf(label, sizeof label, "%s %s x32", wrn[w].label, backends[b]);
+            check_case(m, ref, input, 0, NULL, ref, key, exact ? 0 : MAX_DIFFER, label);
+            model_destroy(&m);
+            safetensors_destroy(&io);
+        }
+        if (exact && !(slow && strcmp(slow, "1") == 0))
+            continue;
+        char label[64];
+        safetensors_t *io = golden_open("tests/golden/resnet18_io.safetensors");
+        model_t *m = fp16_model("resnet18", backends[b], "tests/golden/resnet18.safetensors",
+                                NULL, 0);
+        snprintf(label, sizeof label, "resnet18 %s 224x224", backends[b]);
+        check_case(m, io, "input_u8", 1, "logits", ref, "resnet18.emulated", exact ? 0 : 1,
+                   label);
+        snprintf(label, sizeof label, "resnet18 %s 97x131", backends[b]);
+        check_case(m, io, "input2_u8", 1, "logits2", ref, "resnet18.emulated2", exact ? 0 : 1,
+                   label);
+        model_destroy(&m);
+        safetensors_destroy(&io);
+    }
+}
+
 int main(void)
 {
     safetensors_t *io = golden_open(GOLDEN);
     test_golden(io);
+    test_models(io);
     safetensors_destroy(&io);
     test_vs_gcc();
     test_loss_scale();
