@@ -272,6 +272,12 @@ int bk_forward(bk_graph_t *g);
  * through every op recorded before y; writes the bound parameter
  * gradients and, for inputs made with requires_grad, the input gradient. */
 int bk_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy);
+/* bk_forward then bk_backward(g, y, dy) (dy required) of a training graph,
+ * as one pass that the backend may record once and replay at later steps
+ * of the same graph (tape_pass.c; CUDA graphs: docs/CUDA.md): the same
+ * results, bit for bit, as the two calls. The input, labels and step must
+ * be set before it, as for bk_forward. */
+int bk_forward_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy);
 /* The forward + backward(y) of a rank that holds no samples this step,
  * for SyncBatchNorm: makes exactly the all-reduce calls bk_forward +
  * bk_backward(g, y, ...) would make, contributing zeros, and updates the

@@ -100,11 +100,18 @@ typedef struct bk_kernels {
     void (*dropout)(backend_t *be, void *y, const void *x, const int shape[4], float p,
                     uint64_t seed, uint64_t step, uint32_t op, const int64_t *ids);
     /* logits (n, k): per-sample loss (n); backward: glogits = dloss[i] *
-     * (softmax - smoothed one-hot). labels: host, already checked. */
+     * (softmax - smoothed one-hot). labels: already checked; what
+     * labels_put returned, host memory on a backend without it. */
     void (*ce_fwd)(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
                    float eps, void *loss);
     void (*ce_bwd)(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
                    float eps, const void *dloss, void *glogits);
+    /* Optional: the step's n labels copied where ce_fwd / ce_bwd read them
+     * (a buffer of the backend's, valid until the next call), once per
+     * step before the forward, so that no kernel call of the step copies
+     * from the host (a recorded training step replays without them:
+     * tape_capture.c). NULL: failed (noted like a kernel's error). */
+    const int32_t *(*labels_put)(backend_t *be, const int32_t *labels, int n);
 
     /* post NULL: a training plan (forward and backward). Else the fused
      * conv of an inference graph (graph_plan.c, forward only, eval mode):

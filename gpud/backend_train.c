@@ -569,6 +569,14 @@ int bk_set_labels(bk_graph_t *g, const int32_t *labels)
             return -1;
         }
     memcpy(g->labels, labels, (size_t)g->label_n * sizeof *labels);
+    g->labels_k = g->labels;
+    if (g->k && g->k->labels_put &&
+        !(g->labels_k = g->k->labels_put(g->base.be, g->labels, g->label_n))) {
+        bk_ctx_set_name(&g->base, NULL);
+        bk_ctx_fail(&g->base, "copying the step's %d labels to the %s backend failed",
+                    g->label_n, g->base.be->ops->name);
+        return -1;
+    }
     g->have_labels = 1;
     return 0;
 }

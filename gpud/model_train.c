@@ -141,10 +141,9 @@ static int train_run(model_t *m, int n, model_fill_fn fill, const void *ctx,
     int rc = train_input(m, n, fill, ctx, u8);
     rc = rc ? rc : bk_set_labels(g, labels);
     rc = rc ? rc : bk_set_step(g, s->seed, s->step, s->ids);
-    rc = rc ? rc : bk_forward(g);
     for (int i = 0; i < n; i++)   /* d(S sum_i l_i / G) / d l_i, S a power of two */
         m->t_dl[i] = (float)(1.0 / s->global_batch) * (s->loss_scale > 0 ? s->loss_scale : 1);
-    rc = rc ? rc : bk_backward(g, m->t_loss, m->t_dl);
+    rc = rc ? rc : bk_forward_backward(g, m->t_loss, m->t_dl);   /* recorded where it can be */
     bk_traffic_t *t = &m->traffic;
     /* the batch and outputs are counted here, where they cross the graph */
     kernels = (bk_traffic_t){0};

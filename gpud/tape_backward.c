@@ -112,7 +112,7 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
         break;
     case TO_CE:
         if (gx)
-            k->ce_bwd(be, x->val, g->labels, x->n, x->c, o->p, y->grad, gx);
+            k->ce_bwd(be, x->val, g->labels_k, x->n, x->c, o->p, y->grad, gx);
         break;
     }
     if (rc == 0)

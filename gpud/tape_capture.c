@@ -1,4 +1,5 @@
-/* tape_capture — an inference graph's forward recorded once and replayed
+/* tape_capture — an inference graph's forward, or a training graph's
+ * whole pass (forward and backward, tape_pass.c), recorded once and replayed
  * (CUDA graphs, on backends with bk_ops_t.graphs; docs/CUDA.md "CUDA
  * graphs"). The first forward runs op by op, so that everything a kernel
  * makes on first use exists (plans, buffers, workspace, scratch, algorithm
@@ -21,13 +22,39 @@
 #include "common/log.h"
 #include "gpud/tape_priv.h"
 
+/* A training graph's pass (forward and backward, bk_forward_backward) the
+ * backend may record: nothing in it may come from the host per step or go
+ * to it. Labels are the backend's copy (labels_put, made before the pass),
+ * the loss gradient is staged the same way (tape_pass.c); so: no dropout
+ * (its mask takes the step and the sample ids as arguments), no BatchNorm
+ * whose statistics the host makes (SyncBatchNorm, --chunk: bn_on_device)
+ * or that counts its batches in host memory (bk_bn_t.num_batches: a
+ * replay runs no host code), no gradient hook (the ring's buckets copy
+ * each gradient to the host as it is final). */
+static int pass_recordable(const bk_graph_t *g)
+{
+    if (!g->training || g->forward_only || g->grad_ready || (g->labels && !g->k->labels_put))
+        return 0;
+    for (size_t i = 0; i < g->nops; i++) {
+        const top_t *o = &g->ops[i];
+        if ((o->kind == TO_DROPOUT && drop_p(g, o) != 0.0f) ||
+            (o->kind == TO_BN && bn_training(g, o) && (!bn_on_device(g) || o->bn.num_batches)))
+            return 0;
+    }
+    return 1;
+}
+
 /* A graph the backend may record: an eval-mode inference graph whose ops
  * take nothing from the host per call (no labels: no CE; no dropout mask
- * ids) and whose time is not being measured op by op. */
+ * ids), or a training pass (pass_recordable), and whose time is not being
+ * measured op by op. */
 static int recordable(const bk_graph_t *g)
 {
-    if (!g->base.be->ops->graphs || !g->fops || g->training || !g->forward_only ||
-        g->profile || g->timer.t)
+    if (!g->base.be->ops->graphs || g->profile || g->timer.t)
+        return 0;
+    if (g->cap.pass)
+        return pass_recordable(g);
+    if (!g->fops || g->training || !g->forward_only)
         return 0;
     for (size_t i = 0; i < g->nfops; i++)
         if (g->fops[i].kind == TO_CE || (g->fops[i].kind == TO_DROPOUT &&
@@ -42,10 +69,11 @@ static void give_up(bk_graph_t *g, int chosen, const char *what, const char *why
     tape_capture_drop(g);
     g->cap.state = CAP_OFF;
     if (chosen)
-        log_debug("graph [%d]: forward not recorded: %s", g->batch, why);
+        log_debug("graph [%d]: %s not recorded: %s", g->batch,
+                  g->cap.pass ? "training pass" : "forward", why);
     else
-        log_warn("graph [%d]: %s of the forward failed (%s); it runs op by op from now on",
-                 g->batch, what, why);
+        log_warn("graph [%d]: %s of the %s failed (%s); it runs op by op from now on",
+                 g->batch, what, g->cap.pass ? "training pass" : "forward", why);
 }
 
 static int start(bk_graph_t *g)
@@ -70,7 +98,7 @@ int tape_capture_before(bk_graph_t *g)
         c->version = g->base.params_version;
         return TC_RUN;
     case CAP_WARM:
-        if (c->version != g->base.params_version) {
+        if (!c->pass && c->version != g->base.params_version) {
             /* refolded since the op-by-op forward: a plan may redo
              * weight-derived work of its own at its next call (cuda_infer's
              * bf16 weights): let it run op by op first, so that the
@@ -81,7 +109,9 @@ int tape_capture_before(bk_graph_t *g)
         }
         return recordable(g) ? start(g) : (give_up(g, 1, "", "not recordable"), TC_RUN);
     case CAP_LIVE: {
-        if (c->version != g->base.params_version) {
+        /* a training pass reads the parameters where they are: a reload
+         * changes nothing it recorded */
+        if (!c->pass && c->version != g->base.params_version) {
             /* refolded: a plan may redo weight-derived work of its own at
              * the next call (backend_impl.h conv_plan); let it, then record */
             tape_capture_drop(g);
@@ -140,8 +170,8 @@ int tape_capture_after(bk_graph_t *g, int rc)
         return 1;
     }
     c->replays++;
-    log_debug("graph [%d]: forward recorded (%zu ops), replayed from now on", g->batch,
-              g->nfops);
+    log_debug("graph [%d]: %s recorded (%zu ops), replayed from now on", g->batch,
+              c->pass ? "training pass" : "forward", c->pass ? g->nops : g->nfops);
     return 0;
 }
 

@@ -337,10 +337,12 @@ void tape_release(bk_graph_t *g)
     g->pool = NULL;
     g->pool_count = NULL;
     g->npool = 0;
-    if (g->k)
+    if (g->k) {
         g->k->release(be, g->tmp);
-    g->tmp = NULL;
-    g->tmp_count = 0;
+        g->k->release(be, g->dy);
+    }
+    g->tmp = g->dy = NULL;
+    g->tmp_count = g->dy_count = 0;
     g->bytes = 0;
     g->compiled = 0;
 }

@@ -89,7 +89,7 @@ static int op_forward(bk_graph_t *g, top_t *o, uint32_t index)
             bk_ctx_fail(bg, "cross-entropy without labels (call bk_set_labels)");
             return -1;
         }
-        k->ce_fwd(be, x->val, g->labels, x->n, x->c, o->p, y->val);
+        k->ce_fwd(be, x->val, g->labels_k, x->n, x->c, o->p, y->val);
         return 0;
     }
     return 0;
@@ -111,8 +111,7 @@ int tape_forward_op(bk_graph_t *g, size_t i)
     return 0;
 }
 
-/* The ops of one forward, in order (recorded when tape_capture.c says). */
-static int run_forward(bk_graph_t *g)
+int tape_forward_ops(bk_graph_t *g)
 {
     size_t n;
     run_ops(g, &n);
@@ -130,10 +129,11 @@ int bk_forward(bk_graph_t *g)
     if (!g || g->base.failed || tape_ready(g) < 0)
         return -1;
     tape_timer_begin(g, 0);
-    int how = tape_capture_before(g);
-    int rc = how == TC_DONE ? 0 : run_forward(g);
+    /* a training graph is recorded as a whole pass (tape_pass.c) or not */
+    int how = g->cap.pass ? TC_RUN : tape_capture_before(g);
+    int rc = how == TC_DONE ? 0 : tape_forward_ops(g);
     if (how == TC_RECORDING && tape_capture_after(g, rc) == 1)
-        rc = run_forward(g);   /* not recorded after all: op by op */
+        rc = tape_forward_ops(g);   /* not recorded after all: op by op */
     if (rc < 0)
         return -1;
     tape_timer_end(g, 0);

@@ -95,6 +95,9 @@ typedef struct {
 typedef enum { CAP_NEW, CAP_WARM, CAP_LIVE, CAP_OFF } tape_cap_state_t;
 typedef struct {
     tape_cap_state_t state;
+    int pass;                       /* a training graph's whole pass (forward and
+                                     * backward, bk_forward_backward), not an
+                                     * inference forward */
     bk_capture_t *rec;              /* LIVE: the backend's recording */
     unsigned version;               /* base.params_version of the last op-by-op
                                      * forward (WARM) or of the recording (LIVE) */
@@ -129,11 +132,16 @@ struct bk_graph {
     size_t nops, capops;
     void *tmp;              /* gradient temporary, the largest tensor */
     size_t tmp_count;
+    void *dy;               /* bk_forward_backward: the loss gradient, staged in the
+                             * backend's memory before the pass (dy_count floats) */
+    size_t dy_count;
     void **pool;            /* buffers shared by activations nobody reads later */
     size_t *pool_count;     /* their sizes (floats) */
     size_t npool;
     size_t bytes;           /* the tape's activation buffers (bk_graph_bytes) */
     int32_t *labels;        /* n of the first CE op */
+    const int32_t *labels_k; /* what the CE kernels read: labels, or the backend's copy
+                              * (bk_kernels_t.labels_put) */
     int label_n;
     int have_labels;
     uint64_t seed, step;
@@ -197,6 +205,8 @@ int plan_fused_leave(bk_graph_t *g);
  * the fused ops re-folded after bk_graph_reload, or given up for the
  * recorded ops when the graph was switched to training mode. 0 or -1. */
 int tape_ready(bk_graph_t *g);
+/* tape_forward.c: the ops of one forward, in order (run_ops); 0 or -1. */
+int tape_forward_ops(bk_graph_t *g);
 /* tape_forward.c: op i of the forward (bf16 rounding, profile, timer
  * included); 0 or -1. */
 int tape_forward_op(bk_graph_t *g, size_t i);

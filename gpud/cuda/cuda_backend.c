@@ -578,6 +578,7 @@ static void cb_destroy(backend_t *be)
     cu_u8_free(cb);
     cudaFree(cb->ws);
     cudaFree(cb->scratch);
+    cudaFree(cb->labels);
     if (cb->blas)
         cublasDestroy(cb->blas);
     cudaFree(cb->blas_ws);

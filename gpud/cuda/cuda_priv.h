@@ -52,9 +52,11 @@ typedef struct {
     size_t ws_size, ws_cap;
     cu_algo_t *algos;       /* per-shape algorithm cache */
     size_t nalgos, capalgos;
-    /* scratch for small per-call uploads/downloads (labels, ids, sums) */
+    /* scratch for small per-call uploads/downloads (ids, sums) */
     void *scratch;
     size_t scratch_size;
+    int32_t *labels;        /* the step's labels (labels_put), grown only */
+    size_t labels_cap;
     /* first error of a kernel that cannot report one (void table entries);
      * the next checked call fails with it */
     int failed;

@@ -126,27 +126,44 @@ static void ct_dropout(backend_t *be, void *y, const void *x, const int s[4], fl
                            op, dids), "dropout kernel");
 }
 
-static const int32_t *labels_up(backend_t *be, const int32_t *labels, int n)
+/* labels_put: the step's labels in a buffer of their own, uploaded before
+ * the forward (a recorded step's CE kernels read them there at replay) */
+static const int32_t *ct_labels_put(backend_t *be, const int32_t *labels, int n)
 {
-    int32_t *d = cu_scratch_be(be, (size_t)n * sizeof *labels);
-    return d && cu_up_be_n(be, BATCH(be), d, labels, (size_t)n * sizeof *labels) == 0 ? d : NULL;
+    cuda_backend_t *cb = cu_be(be);
+    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof *labels;
+    if (bytes > cb->labels_cap) {
+        /* queued work (a replay) may still read the old buffer */
+        cudaError_t e = cudaStreamSynchronize(cb->stream);
+        cu_note(be, e, "GPU work before growing the labels buffer");
+        if (e != cudaSuccess)
+            return NULL;
+        cudaFree(cb->labels);
+        cb->labels = NULL;
+        cb->labels_cap = 0;
+        e = cudaMalloc((void **)&cb->labels, bytes);
+        cu_note(be, e, "cudaMalloc (labels buffer)");
+        if (e != cudaSuccess) {
+            cb->labels = NULL;
+            return NULL;
+        }
+        cb->labels_cap = bytes;
+    }
+    return cu_up_be_n(be, BATCH(be), cb->labels, labels, (size_t)n * sizeof *labels) == 0
+               ? cb->labels : NULL;
 }
 
 static void ct_ce_fwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
                       float eps, void *loss)
 {
-    const int32_t *d = labels_up(be, labels, n);
-    if (d)
-        cu_note(be, ck_ce_fwd(stream_of(be), logits, d, n, k, eps, loss), "cross-entropy kernel");
+    cu_note(be, ck_ce_fwd(stream_of(be), logits, labels, n, k, eps, loss), "cross-entropy kernel");
 }
 
 static void ct_ce_bwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
                       float eps, const void *dloss, void *glogits)
 {
-    const int32_t *d = labels_up(be, labels, n);
-    if (d)
-        cu_note(be, ck_ce_bwd(stream_of(be), logits, d, n, k, eps, dloss, glogits),
-                "cross-entropy backward kernel");
+    cu_note(be, ck_ce_bwd(stream_of(be), logits, labels, n, k, eps, dloss, glogits),
+            "cross-entropy backward kernel");
 }
 
 /* ------------------------------------------------------------ convolution */
@@ -635,6 +652,7 @@ const bk_kernels_t CUDA_TKERNELS = {
     .dropout = ct_dropout,
     .ce_fwd = ct_ce_fwd,
     .ce_bwd = ct_ce_bwd,
+    .labels_put = ct_labels_put,
     .conv_plan = ct_conv_plan,
     .conv_fwd = ct_conv_fwd,
     .conv_bwd = ct_conv_bwd,

@@ -11,7 +11,17 @@
  *     different from before (the new weights are used);
  *   - with graphs on, the process recorded at least twice (before and after
  *     the refold), replayed, and no recording failed.
+ * Then a training pass (gpud/tape_pass.c: forward and backward recorded as
+ * one graph, labels and the loss gradient staged before it): two small
+ * WideResNets from the same seed, graphs on and off, 6 SGD steps on
+ * changing inputs, labels and loss gradients: every step's per-sample
+ * losses (finite) and then the whole params arena (weights
+ * and BatchNorm's running statistics) identical, the losses changing with
+ * the step, the model's num_batches_tracked counted once a step on both
+ * (it is the model's, outside the recording), and at least
+ * one recording and 4 replays of the pass with none failed.
  * Exits 77 (skipped) when no CUDA device is present. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +31,7 @@
 #include "gpud/cuda/cuda_backend.h"
 #include "gpud/cuda/cuda_graph.h"
 #include "gpud/model.h"
+#include "bench/bench_model.h"
 #include "../tcheck.h"
 
 #define MB 8
@@ -94,6 +105,99 @@ static void same(model_t *on, model_t *off, int k0, int nf, const float *before,
     free(prev);
 }
 
+/* --- the training pass */
+
+#define TB 8
+#define TC 10
+
+static model_t *open_wrn(void)
+{
+    char err[512] = "";
+    model_opts_t o = {.arch = "wideresnet", .train = 1, .init = 1, .init_seed = 3, .threads = 1,
+                      .num_classes = TC, .channels = {4, 8, 8, 12}, .n_channels = 4};
+    model_t *m = model_new(&o, "cuda", NULL, err, sizeof err);
+    REQUIRE(m, "model_new(wideresnet, cuda): %s", err);
+    return m;
+}
+
+static void train_step(model_t *m, optim_t *sgd, int graphs, int step, float *loss)
+{
+    static const float mean[1] = {0.5f}, std[1] = {0.25f};
+    uint8_t px[TB * 28 * 28];
+    int32_t labels[TB];
+    for (size_t i = 0; i < sizeof px; i++)
+        px[i] = (uint8_t)(i * 37u + 11u + (unsigned)step * 101u);
+    for (int i = 0; i < TB; i++)
+        labels[i] = (i * 7 + step * 3) % TC;
+    /* no dropout: its mask takes the step from the host (tape_capture.c) */
+    /* the loss gradient changes with the step (a loss scale of 2 on odd
+     * steps): a replay reads the one staged for its step */
+    model_step_t st = {.global_batch = TB, .seed = 1, .step = (uint64_t)step, .no_dropout = 1,
+                       .loss_scale = step % 2 ? 2.0f : 0.0f};
+    char err[512] = "";
+    /* off: not recorded, and the pass as two calls (bk_forward, then
+     * bk_backward writing the loss gradient itself): a timed graph is run
+     * that way (tape_pass.c), so its staging is not what is compared */
+    if (!graphs) {
+        setenv("DDPIPE_CUDA_GRAPHS", "0", 1);
+        setenv("DDPIPE_TRAIN_PROFILE", "1", 1);
+    }
+    int rc = model_train_step_u8(m, px, TB, 1, 28, 28, mean, std, labels, &st, loss, NULL, err,
+                                 sizeof err);
+    unsetenv("DDPIPE_CUDA_GRAPHS");
+    unsetenv("DDPIPE_TRAIN_PROFILE");
+    REQUIRE(rc == 0, "train step %d (graphs %s): %s", step, graphs ? "on" : "off", err);
+    bench_sgd(sgd, 0.01f);
+}
+
+static float *params(const model_t *m, size_t *n)
+{
+    const bk_arena_t *a = model_params_arena(m);
+    *n = a->floats;
+    float *h = malloc(*n * sizeof *h);
+    REQUIRE(h && bk_arena_read(a, 0, *n, h) == 0, "reading the params arena");
+    return h;
+}
+
+static void check_training_pass(void)
+{
+    cuda_graph_counts_t c0 = cuda_graph_counts();
+    model_t *on = open_wrn(), *off = open_wrn();
+    optim_t *s_on = bench_sgd_new(on), *s_off = bench_sgd_new(off);
+    REQUIRE(s_on && s_off, "SGD");
+    float a[TB], b[TB], prev[TB];
+    for (int step = 0; step < 6; step++) {
+        train_step(on, s_on, 1, step, a);
+        train_step(off, s_off, 0, step, b);
+        CHECK(memcmp(a, b, sizeof a) == 0, "step %d: losses differ, graphs on and off", step);
+        CHECK(step == 0 || memcmp(a, prev, sizeof a) != 0, "step %d: the losses did not change",
+              step);
+        for (int i = 0; i < TB; i++)
+            CHECK(isfinite(a[i]), "step %d: loss %d is %g", step, i, (double)a[i]);
+        memcpy(prev, a, sizeof a);
+        size_t na, nb;
+        float *pa = params(on, &na), *pb = params(off, &nb);
+        CHECK(na == nb && memcmp(pa, pb, na * sizeof *pa) == 0,
+              "step %d: the params arenas differ, graphs on and off", step);
+        free(pa);
+        free(pb);
+    }
+    model_i64_t ca, cb;
+    CHECK(model_i64_at(on, 0, &ca) == 0 && model_i64_at(off, 0, &cb) == 0 &&
+          *ca.value == 6 && *cb.value == 6, "num_batches_tracked after 6 steps: %lld / %lld",
+          (long long)*ca.value, (long long)*cb.value);
+    cuda_graph_counts_t c1 = cuda_graph_counts();
+    printf("training pass: recorded %lu, replayed %lu, failed %lu\n", c1.captured - c0.captured,
+           c1.replayed - c0.replayed, c1.failed - c0.failed);
+    CHECK(c1.captured > c0.captured && c1.replayed >= c0.replayed + 4 && c1.failed == c0.failed,
+          "training pass: recorded %lu, replayed %lu, failed %lu (want >= 1, >= 4, 0)",
+          c1.captured - c0.captured, c1.replayed - c0.replayed, c1.failed - c0.failed);
+    optim_destroy(&s_on);
+    optim_destroy(&s_off);
+    model_destroy(&on);
+    model_destroy(&off);
+}
+
 int main(void)
 {
     if (cuda_device_count() == 0) {
@@ -130,5 +234,6 @@ int main(void)
     model_destroy(&off);
     free(x);
     free(first);
+    check_training_pass();
     return tc_done("gpud_cuda_graphs");
 }
