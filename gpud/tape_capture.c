@@ -94,7 +94,9 @@ int tape_capture_before(bk_graph_t *g)
     char why[256] = "";
     switch (c->state) {
     case CAP_NEW:
-        c->state = recordable(g) ? CAP_WARM : CAP_OFF;
+        /* a pass's recordability can change from step to step (the ring's
+         * gradient hook comes and goes with the world): it waits, WARM */
+        c->state = c->pass || recordable(g) ? CAP_WARM : CAP_OFF;
         c->version = g->base.params_version;
         return TC_RUN;
     case CAP_WARM:
@@ -107,8 +109,14 @@ int tape_capture_before(bk_graph_t *g)
             c->version = g->base.params_version;
             return TC_RUN;
         }
+        if (c->pass && g->base.be->ops->graphs && !recordable(g))
+            return TC_RUN;   /* not this step */
         return recordable(g) ? start(g) : (give_up(g, 1, "", "not recordable"), TC_RUN);
     case CAP_LIVE: {
+        if (c->pass && !recordable(g)) {   /* not this step: op by op */
+            tape_capture_drop(g);
+            return TC_RUN;
+        }
         /* a training pass reads the parameters where they are: a reload
          * changes nothing it recorded */
         if (!c->pass && c->version != g->base.params_version) {

@@ -445,8 +445,16 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
         grad_exact_begin(t->exact);
     static const uint8_t none = 0;
     /* overlap: buckets go while backward runs (an empty shard's zeros are
-     * all-reduced by trainer_reduce, in the same bucket operations) */
-    if (t->ar && !t->dsum && b->n > 0 && allreduce_world(t->ar) > 1 && !buckets_active(t->bk) &&
+     * all-reduced by trainer_reduce, in the same bucket operations). The
+     * hook is the model's only while buckets can go: without it (world 1,
+     * NCCL's one sum) the step may be recorded and replayed whole
+     * (tape_pass.c), which a host callback per gradient would forbid. */
+    int overlap = t->ar && !t->dsum && b->n > 0 && allreduce_world(t->ar) > 1;
+    if (t->ar && model_set_grad_ready(t->m, overlap ? on_grad_ready : NULL, t) < 0) {
+        err_set(err, errlen, "the model refuses the gradient hook (not opened for training?)");
+        return -1;
+    }
+    if (overlap && !buckets_active(t->bk) &&
         (grad_ptrs(t, err, errlen) < 0 ||
          buckets_begin(t->bk, arena_mirror_at(&t->hg, 0), t->ar, t->timeout_ms, 1, err,
                        errlen) < 0))
