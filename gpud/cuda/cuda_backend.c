@@ -126,27 +126,33 @@ int cu_download(bk_ctx_t *g, void *host, const void *dev, size_t bytes)
     return cu_sticky(g);
 }
 
+void *cu_grow_be(backend_t *be, void **buf, size_t *cap, size_t bytes, const char *what)
+{
+    if (bytes <= *cap)
+        return *buf;
+    /* the old buffer may still be read by queued work */
+    cudaError_t e = cudaStreamSynchronize(cu_be(be)->stream);
+    if (e != cudaSuccess) {
+        cu_note(be, e, what);
+        return NULL;
+    }
+    cudaFree(*buf);
+    *buf = NULL;
+    *cap = 0;
+    e = cudaMalloc(buf, bytes);
+    cu_note(be, e, what);
+    if (e != cudaSuccess) {
+        *buf = NULL;
+        return NULL;
+    }
+    *cap = bytes;
+    return *buf;
+}
+
 void *cu_scratch_be(backend_t *be, size_t bytes)
 {
     cuda_backend_t *cb = cu_be(be);
-    if (bytes <= cb->scratch_size)
-        return cb->scratch;
-    /* the old scratch may still be read by queued work */
-    cudaError_t e = cudaStreamSynchronize(cb->stream);
-    cu_note(be, e, "GPU work before growing the scratch buffer");
-    if (e != cudaSuccess)
-        return NULL;
-    cudaFree(cb->scratch);
-    cb->scratch = NULL;
-    cb->scratch_size = 0;
-    e = cudaMalloc(&cb->scratch, bytes);
-    cu_note(be, e, "cudaMalloc (scratch buffer)");
-    if (e != cudaSuccess) {
-        cb->scratch = NULL;
-        return NULL;
-    }
-    cb->scratch_size = bytes;
-    return cb->scratch;
+    return cu_grow_be(be, &cb->scratch, &cb->scratch_size, bytes, "growing the scratch buffer");
 }
 
 void *cu_scratch(bk_ctx_t *g, size_t bytes)

@@ -55,7 +55,7 @@ typedef struct {
     /* scratch for small per-call uploads/downloads (ids, sums) */
     void *scratch;
     size_t scratch_size;
-    int32_t *labels;        /* the step's labels (labels_put), grown only */
+    void *labels;           /* the step's int32 labels (labels_put), grown only */
     size_t labels_cap;
     /* first error of a kernel that cannot report one (void table entries);
      * the next checked call fails with it */
@@ -110,6 +110,10 @@ int cu_download(bk_ctx_t *g, void *host, const void *dev, size_t bytes);
 void *cu_scratch(bk_ctx_t *g, size_t bytes);
 /* The same for kernels without a graph: failures go to cu_note. */
 void *cu_scratch_be(backend_t *be, size_t bytes);
+/* *buf (device, *cap bytes) grown to at least bytes, after the stream's
+ * queued work (which may read the old one); its contents are not kept.
+ * NULL after cu_note (what: the message of a failure). */
+void *cu_grow_be(backend_t *be, void **buf, size_t *cap, size_t bytes, const char *what);
 int cu_upload_be(backend_t *be, void *dev, const void *host, size_t bytes);
 int cu_download_be(backend_t *be, void *host, const void *dev, size_t bytes);
 /* Make sure the shared workspace holds bytes (plan time only). */

@@ -132,25 +132,8 @@ static const int32_t *ct_labels_put(backend_t *be, const int32_t *labels, int n)
 {
     cuda_backend_t *cb = cu_be(be);
     size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof *labels;
-    if (bytes > cb->labels_cap) {
-        /* queued work (a replay) may still read the old buffer */
-        cudaError_t e = cudaStreamSynchronize(cb->stream);
-        cu_note(be, e, "GPU work before growing the labels buffer");
-        if (e != cudaSuccess)
-            return NULL;
-        cudaFree(cb->labels);
-        cb->labels = NULL;
-        cb->labels_cap = 0;
-        e = cudaMalloc((void **)&cb->labels, bytes);
-        cu_note(be, e, "cudaMalloc (labels buffer)");
-        if (e != cudaSuccess) {
-            cb->labels = NULL;
-            return NULL;
-        }
-        cb->labels_cap = bytes;
-    }
-    return cu_up_be_n(be, BATCH(be), cb->labels, labels, (size_t)n * sizeof *labels) == 0
-               ? cb->labels : NULL;
+    void *d = cu_grow_be(be, &cb->labels, &cb->labels_cap, bytes, "growing the labels buffer");
+    return d && cu_up_be_n(be, BATCH(be), d, labels, (size_t)n * sizeof *labels) == 0 ? d : NULL;
 }
 
 static void ct_ce_fwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
