@@ -52,11 +52,11 @@ def cpu_has_bf16():
 for cmd, args in (("eval", ["--data", "idx:%s/t10k" % FMNIST, "--out", os.path.join(wd, "x")] + WRN_ARGS),
                   ("train", ["--data", "idx:%s/t10k" % FMNIST, "--out", os.path.join(wd, "y"),
                              "--model", "wideresnet"])):
-    p = subprocess.run([os.path.join(BIN, "ddpipe"), cmd] + args + ["--precision", "fp16"],
+    p = subprocess.run([os.path.join(BIN, "ddpipe"), cmd] + args + ["--precision", "fp8"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
-    want = "ddpipe %s: --precision fp16: fp32 or bf16" % cmd
+    want = "ddpipe %s: --precision fp8: fp32, bf16 or fp16" % cmd
     check(p.returncode == 2 and p.stderr.strip() == want,
-          "%s --precision fp16: exit %d, stderr %r; want 2 and %r" % (cmd, p.returncode, p.stderr, want))
+          "%s --precision fp8: exit %d, stderr %r; want 2 and %r" % (cmd, p.returncode, p.stderr, want))
 print("bad --precision: exit 2 with one line", flush=True)
 
 # 2. eval accuracy against PyTorch fp32 and bf16
