@@ -78,9 +78,11 @@ try:
 
     # fp16 (docs/FP16.md): the rounding kernel, the arena's unscale and the
     # device scan that skips a step; 2^40 overflows every step's gradients
-    for scale, skipped in ((65536, 0), (2 ** 40, 4)):
+    # (2 steps of 16 each: the suite's longest test, kept short)
+    train32 = idx_subset("train", 0, 32)
+    for scale, skipped in ((65536, 0), (2 ** 40, 2)):
         out = os.path.join(wd, "train-fp16-%d" % skipped)
-        run_train(train, out, 1, ["--device", "cuda", "--precision", "fp16", "--epochs", "1",
+        run_train(train32, out, 1, ["--device", "cuda", "--precision", "fp16", "--epochs", "1",
                                   "--batch-size", "16", "--seed", "2", "--loss-scale", str(scale)],
                   timeout=600)
         loss = train_losses(out)
