@@ -147,8 +147,6 @@ int tape_backward_begin(bk_graph_t *g, bk_tensor_t *y, const float *dy)
         bk_ctx_fail(&g->base, "backward from a tensor that depends on no parameter");
         return -1;
     }
-    for (size_t i = 0; i < g->nv; i++)
-        g->v[i]->grad_set = 0;
     int s[4];
     shape_of(y, s);
     size_t cnt = numel(y);
@@ -168,12 +166,19 @@ int tape_backward_begin(bk_graph_t *g, bk_tensor_t *y, const float *dy)
         if (rc < 0)
             return -1;
     }
-    /* bf16: the gradient of a bf16 activation is bf16 (grad_commit); the
-     * loss is fp32 */
-    if (g->half && y->producer >= 0 && g->ops[y->producer].kind != TO_CE)
-        tape_round(g, y->grad, cnt);
-    y->grad_set = 1;
+    tape_backward_seeded(g, y);
     return 0;
+}
+
+void tape_backward_seeded(bk_graph_t *g, bk_tensor_t *y)
+{
+    for (size_t i = 0; i < g->nv; i++)
+        g->v[i]->grad_set = 0;
+    /* bf16/fp16: the gradient of a 16-bit activation is 16-bit
+     * (grad_commit); the loss is fp32 */
+    if (g->half && y->producer >= 0 && g->ops[y->producer].kind != TO_CE)
+        tape_round(g, y->grad, numel(y));
+    y->grad_set = 1;
 }
 
 int tape_backward_op(bk_graph_t *g, int i)

@@ -34,13 +34,8 @@ static int run_pass(bk_graph_t *g, bk_tensor_t *y)
 {
     if (tape_forward_ops(g) < 0)
         return -1;
-    for (size_t i = 0; i < g->nv; i++)
-        g->v[i]->grad_set = 0;
-    size_t cnt = numel(y);
-    g->k->copy(g->base.be, y->grad, g->dy, cnt);
-    if (g->half && y->producer >= 0 && g->ops[y->producer].kind != TO_CE)
-        tape_round(g, y->grad, cnt);   /* the loss is fp32, another output is not */
-    y->grad_set = 1;
+    g->k->copy(g->base.be, y->grad, g->dy, numel(y));
+    tape_backward_seeded(g, y);
     for (int i = y->producer; i >= 0; i--)
         if (tape_backward_op(g, i) < 0)
             return -1;

@@ -214,6 +214,10 @@ int tape_forward_op(bk_graph_t *g, size_t i);
  * gradient dy written into y (checks, compile), op i's backward (its
  * parameter gradients handed to the grad-ready hook), and that hook call. */
 int tape_backward_begin(bk_graph_t *g, bk_tensor_t *y, const float *dy);
+/* y->grad holds the seed of a backward: every other gradient unset, the
+ * seed rounded where the graph runs 16-bit and y's not the loss, y's set
+ * (tape_backward_begin writes it from the host, tape_pass.c copies it). */
+void tape_backward_seeded(bk_graph_t *g, bk_tensor_t *y);
 int tape_backward_op(bk_graph_t *g, int i);
 /* Where x's gradient goes (its buffer the first time, else the temporary;
  * NULL: none needed), and after writing it there: summed in, x marked. */
