@@ -95,10 +95,13 @@ typedef struct bk_kernels {
                    int to_y);
     /* (n,c,h,w) -> (n,c*h*w,1,1) in NCHW order; backward: the inverse */
     void (*flatten)(backend_t *be, void *y, const void *x, const int xshape[4], int backward);
-    /* y = x * mask / (1 - p); mask from (seed, step, ids[i], op, c, h, w).
-     * The same call with x = dy, y = dx is the backward. */
+    /* y = x * mask / (1 - p); sample i's mask from dropout_op_key(keys[i],
+     * op) and (c, h, w) (gpud/dropout_key.h: keys[i] is the sample key of
+     * (seed, step, id i); what keys_put returned, host memory on a backend
+     * without it; NULL when p = 0, a copy). The same call with x = dy,
+     * y = dx is the backward. */
     void (*dropout)(backend_t *be, void *y, const void *x, const int shape[4], float p,
-                    uint64_t seed, uint64_t step, uint32_t op, const int64_t *ids);
+                    uint32_t op, const uint64_t *keys);
     /* logits (n, k): per-sample loss (n); backward: glogits = dloss[i] *
      * (softmax - smoothed one-hot). labels: already checked; what
      * labels_put returned, host memory on a backend without it. */
@@ -112,6 +115,9 @@ typedef struct bk_kernels {
      * from the host (a recorded training step replays without them:
      * tape_capture.c). NULL: failed (noted like a kernel's error). */
     const int32_t *(*labels_put)(backend_t *be, const int32_t *labels, int n);
+    /* Optional, the same for dropout's n sample keys of the step (once per
+     * step, before the pass, when an op drops). NULL: failed. */
+    const uint64_t *(*keys_put)(backend_t *be, const uint64_t *keys, int n);
 
     /* post NULL: a training plan (forward and backward). Else the fused
      * conv of an inference graph (graph_plan.c, forward only, eval mode):

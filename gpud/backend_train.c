@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/xsum.h"
+#include "gpud/dropout_key.h"
 #include "gpud/tape_priv.h"
 
 /* be NULL: a description graph (builders check shapes and bind parameters,
@@ -49,6 +50,7 @@ void bk_graph_destroy(bk_graph_t **gp)
     free(g->ops);
     free(g->labels);
     free(g->ids);
+    free(g->keys);
     free(g);
     *gp = NULL;
 }
@@ -604,5 +606,44 @@ int bk_set_step(bk_graph_t *g, uint64_t seed, uint64_t step, const int64_t *ids)
     }
     g->seed = seed;
     g->step = step;
+    g->keys_stale = 1;
+    return 0;
+}
+
+/* The step's dropout sample keys (made once per bk_set_step, for the
+ * graph's batch; never set: seed 0, step 0, ids 0..n-1), where the dropout
+ * kernels read them. NULL after bk_ctx_fail. */
+const uint64_t *tape_dropout_keys(bk_graph_t *g)
+{
+    if (g->keys_k && !g->keys_stale)
+        return g->keys_k;
+    int n = g->batch > 0 ? g->batch : 1;
+    if (n > g->keys_n) {
+        uint64_t *p = realloc(g->keys, (size_t)n * sizeof *p);
+        if (!p) {
+            bk_ctx_fail(&g->base, "out of memory");
+            return NULL;
+        }
+        g->keys = p;
+        g->keys_n = n;
+    }
+    for (int b = 0; b < n; b++)
+        g->keys[b] = dropout_sample_key(g->seed, g->step, g->ids ? g->ids[b] : b);
+    g->keys_k = g->keys;
+    if (g->k && g->k->keys_put && !(g->keys_k = g->k->keys_put(g->base.be, g->keys, n))) {
+        bk_ctx_set_name(&g->base, NULL);
+        bk_ctx_fail(&g->base, "copying the step's %d dropout keys to the %s backend failed",
+                    n, g->base.be->ops->name);
+        return NULL;
+    }
+    g->keys_stale = 0;
+    return g->keys_k;
+}
+
+int tape_dropout_keys_ready(bk_graph_t *g)
+{
+    for (size_t i = 0; i < g->nops; i++)
+        if (g->ops[i].kind == TO_DROPOUT && drop_p(g, &g->ops[i]) != 0.0f)
+            return tape_dropout_keys(g) ? 0 : -1;
     return 0;
 }

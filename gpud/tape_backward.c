@@ -106,9 +106,10 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
         }
         return 0;
     case TO_DROPOUT:
+        if (gx && drop_p(g, o) != 0.0f && !tape_dropout_keys(g))
+            return -1;
         if (gx)
-            k->dropout(be, gx, y->grad, s, drop_p(g, o), g->seed, g->step, index,
-                       g->ids);
+            k->dropout(be, gx, y->grad, s, drop_p(g, o), index, g->keys_k);
         break;
     case TO_CE:
         if (gx)

@@ -81,8 +81,13 @@ static int op_forward(bk_graph_t *g, top_t *o, uint32_t index)
         }
         return 0;
     case TO_DROPOUT:
-        k->dropout(be, y->val, x->val, s, drop_p(g, o), g->seed, g->step, index,
-                   g->ids);
+        if (drop_p(g, o) == 0.0f) {
+            k->dropout(be, y->val, x->val, s, 0.0f, index, NULL);
+            return 0;
+        }
+        if (!tape_dropout_keys(g))
+            return -1;
+        k->dropout(be, y->val, x->val, s, drop_p(g, o), index, g->keys_k);
         return 0;
     case TO_CE:
         if (!g->have_labels) {

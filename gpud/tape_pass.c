@@ -3,8 +3,9 @@
  * kernels once and replay them (tape_capture.c; CUDA graphs: one launch a
  * step instead of one per kernel). What the pass takes from the host each
  * step is put in the backend's memory before it: the input (bk_write*),
- * the labels (bk_set_labels, labels_put) and the loss gradient (staged
- * here); what it gives back is read after it (bk_read). Host state the
+ * the labels (bk_set_labels, labels_put), dropout's sample keys
+ * (tape_dropout_keys, keys_put) and the loss gradient (staged here); what
+ * it gives back is read after it (bk_read). Host state the
  * ops would change as they run makes a pass unrecordable (tape_capture.c):
  * a replay runs no host code. */
 #include "gpud/tape_priv.h"
@@ -53,7 +54,7 @@ int bk_forward_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy)
     g->cap.pass = g->training && !g->forward_only;
     if (!g->cap.pass || g->profile || g->timer.t)   /* timed per pass: never recorded */
         return bk_forward(g) < 0 ? -1 : bk_backward(g, y, dy);
-    if (stage_dy(g, y, dy) < 0)
+    if (stage_dy(g, y, dy) < 0 || tape_dropout_keys_ready(g) < 0)
         return -1;
     int how = tape_capture_before(g);
     int rc = how == TC_DONE ? 0 : run_pass(g, y);

@@ -147,6 +147,11 @@ struct bk_graph {
     uint64_t seed, step;
     int64_t *ids;
     int ids_n;
+    uint64_t *keys;                 /* dropout's sample keys of the step (dropout_key.h) */
+    const uint64_t *keys_k;         /* what the dropout kernels read: keys, or the
+                                     * backend's copy (bk_kernels_t.keys_put) */
+    int keys_n;
+    int keys_stale;                 /* bk_set_step since keys were made */
     int batch;                      /* n of the first input */
     bk_allreduce_fn allreduce;      /* SyncBatchNorm; NULL: local statistics */
     void *allreduce_ctx;
@@ -207,6 +212,12 @@ int plan_fused_leave(bk_graph_t *g);
 int tape_ready(bk_graph_t *g);
 /* tape_forward.c: the ops of one forward, in order (run_ops); 0 or -1. */
 int tape_forward_ops(bk_graph_t *g);
+/* backend_train.c: the step's dropout sample keys where the kernels read
+ * them (made at first use after bk_set_step); NULL after bk_ctx_fail.
+ * _ready makes them now when an op of g drops (before a recorded pass,
+ * whose replay reads them in place). 0 or -1. */
+const uint64_t *tape_dropout_keys(bk_graph_t *g);
+int tape_dropout_keys_ready(bk_graph_t *g);
 /* tape_forward.c: op i of the forward (bf16 rounding, profile, timer
  * included); 0 or -1. */
 int tape_forward_op(bk_graph_t *g, size_t i);

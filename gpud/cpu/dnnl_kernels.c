@@ -53,10 +53,10 @@ static void c_flatten(backend_t *be, void *y, const void *x, const int xs[4], in
 }
 
 static void c_dropout(backend_t *be, void *y, const void *x, const int s[4], float p,
-                      uint64_t seed, uint64_t step, uint32_t op, const int64_t *ids)
+                      uint32_t op, const uint64_t *keys)
 {
     (void)be;
-    hk_dropout(y, x, s, p, seed, step, op, ids, 1);
+    hk_dropout(y, x, s, p, op, keys, 1);
 }
 
 static void c_chan_sums(backend_t *be, const void *x, const int s[4], const float *center,

@@ -192,8 +192,8 @@ static void dropout_plain(float *y, const float *x, const int s[4], float p, uin
     }
 }
 
-void hk_dropout(void *y, const void *x, const int s[4], float p, uint64_t seed,
-                uint64_t step, uint32_t op, const int64_t *ids, int nhwc)
+void hk_dropout(void *y, const void *x, const int s[4], float p, uint32_t op,
+                const uint64_t *keys, int nhwc)
 {
     const float *px = x;
     float *py = y;
@@ -211,7 +211,7 @@ void hk_dropout(void *y, const void *x, const int s[4], float p, uint64_t seed,
     for (size_t i = 0; ix && i < per; i++)
         ix[i] = ref_dropout_index(nhwc ? (i % s[1]) * hw + i / s[1] : i);
     for (int b = 0; b < s[0]; b++) {
-        uint64_t key = ref_dropout_key(seed, step, ids ? ids[b] : b, op);
+        uint64_t key = dropout_op_key(keys[b], op);
         if (ix)
             dropout_sample(py + b * per, px + b * per, ix, key, thr, scale, per);
         else

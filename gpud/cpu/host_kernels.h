@@ -28,8 +28,9 @@ void hk_write_u8(void *y, const uint8_t *px, const float *lut, const int s[4], i
                  int threads);
 void hk_concat(void *y, int cy, void *x, const int xs[4], int off, int to_y, int nhwc);
 void hk_flatten(void *y, const void *x, const int xs[4], int backward, int nhwc);
-void hk_dropout(void *y, const void *x, const int s[4], float p, uint64_t seed,
-                uint64_t step, uint32_t op, const int64_t *ids, int nhwc);
+/* keys[b]: sample b's dropout key (gpud/dropout_key.h), op mixed in here */
+void hk_dropout(void *y, const void *x, const int s[4], float p, uint32_t op,
+                const uint64_t *keys, int nhwc);
 /* Training-mode BatchNorm on host memory (backend_impl.h chan_sums,
  * chan_axpb, bn_grad_sums, bn_grad_apply). Partial sums are combined in a fixed order,
  * so results do not depend on the thread count. */

@@ -1,48 +1,11 @@
-/* ref_ops — reference kernels. Each output element is computed on its own
- * with a double accumulator, so results do not depend on threading; the
- * OpenMP pragmas only split independent outputs (ignored without -fopenmp). */
+/* ref_ops — reference kernels (the convolutions are in ref_conv.c). Each
+ * output element is computed on its own with a double accumulator, so
+ * results do not depend on threading; the OpenMP pragmas only split
+ * independent outputs (ignored without -fopenmp). */
 #include "gpud/cpu/ref_ops.h"
 
 #include <float.h>
 #include <math.h>
-
-static double conv_point(const float *x, int ic, int ih, int iw, const float *w, int kh,
-                         int kw, int y0, int x0)
-{
-    double acc = 0.0;
-    for (int c = 0; c < ic; c++)
-        for (int i = 0; i < kh; i++) {
-            int yy = y0 + i;
-            if (yy < 0 || yy >= ih)
-                continue;
-            const float *xr = x + ((size_t)c * ih + yy) * iw;
-            const float *wr = w + ((size_t)c * kh + i) * kw;
-            for (int j = 0; j < kw; j++) {
-                int xx = x0 + j;
-                if (xx >= 0 && xx < iw)
-                    acc += (double)xr[xx] * wr[j];
-            }
-        }
-    return acc;
-}
-
-void ref_conv2d(const float *x, int n, int ic, int ih, int iw, const float *w,
-                const float *bias, int oc, int kh, int kw, int sh, int sw, int ph, int pw,
-                float *y, int oh, int ow)
-{
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < n; b++)
-        for (int o = 0; o < oc; o++) {
-            const float *xb = x + (size_t)b * ic * ih * iw;
-            const float *wo = w + (size_t)o * ic * kh * kw;
-            float *yo = y + ((size_t)b * oc + o) * oh * ow;
-            for (int r = 0; r < oh; r++)
-                for (int s = 0; s < ow; s++) {
-                    double acc = conv_point(xb, ic, ih, iw, wo, kh, kw, r * sh - ph, s * sw - pw);
-                    yo[(size_t)r * ow + s] = (float)(acc + (bias ? bias[o] : 0.0));
-                }
-        }
-}
 
 void ref_batchnorm(float *x, int n, int c, int hw, const float *gamma, const float *beta,
                    const float *mean, const float *var, float eps)
@@ -128,76 +91,6 @@ void ref_linear(const float *x, int n, int in, const float *w, const float *bias
 }
 
 /* ------------------------------------------------------------ backward */
-
-void ref_conv2d_bwd_data(const float *gy, int n, int ic, int ih, int iw, const float *w,
-                         int oc, int kh, int kw, int sh, int sw, int ph, int pw, float *gx,
-                         int oh, int ow)
-{
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < n; b++)
-        for (int c = 0; c < ic; c++) {
-            float *gxp = gx + ((size_t)b * ic + c) * ih * iw;
-            for (int yy = 0; yy < ih; yy++)
-                for (int xx = 0; xx < iw; xx++) {
-                    double acc = 0.0;
-                    /* output rows r with r*sh - ph + i == yy for some tap i */
-                    for (int i = 0; i < kh; i++) {
-                        int rr = yy + ph - i;
-                        if (rr < 0 || rr % sh || rr / sh >= oh)
-                            continue;
-                        int r = rr / sh;
-                        for (int j = 0; j < kw; j++) {
-                            int ss = xx + pw - j;
-                            if (ss < 0 || ss % sw || ss / sw >= ow)
-                                continue;
-                            int s = ss / sw;
-                            for (int o = 0; o < oc; o++)
-                                acc += (double)gy[(((size_t)b * oc + o) * oh + r) * ow + s] *
-                                       w[(((size_t)o * ic + c) * kh + i) * kw + j];
-                        }
-                    }
-                    gxp[(size_t)yy * iw + xx] = (float)acc;
-                }
-        }
-}
-
-void ref_conv2d_bwd_weights(const float *x, int n, int ic, int ih, int iw, const float *gy,
-                            int oc, int kh, int kw, int sh, int sw, int ph, int pw,
-                            float *gw, float *gb, int oh, int ow)
-{
-#pragma omp parallel for schedule(static)
-    for (int o = 0; o < oc; o++) {
-        if (gb) {
-            double acc = 0.0;
-            for (int b = 0; b < n; b++)
-                for (int p = 0; p < oh * ow; p++)
-                    acc += gy[((size_t)b * oc + o) * oh * ow + p];
-            gb[o] = (float)acc;
-        }
-        if (!gw)
-            continue;
-        for (int c = 0; c < ic; c++)
-            for (int i = 0; i < kh; i++)
-                for (int j = 0; j < kw; j++) {
-                    double acc = 0.0;
-                    for (int b = 0; b < n; b++) {
-                        const float *xp = x + ((size_t)b * ic + c) * ih * iw;
-                        const float *gp = gy + ((size_t)b * oc + o) * oh * ow;
-                        for (int r = 0; r < oh; r++) {
-                            int yy = r * sh - ph + i;
-                            if (yy < 0 || yy >= ih)
-                                continue;
-                            for (int s = 0; s < ow; s++) {
-                                int xx = s * sw - pw + j;
-                                if (xx >= 0 && xx < iw)
-                                    acc += (double)gp[r * ow + s] * xp[yy * iw + xx];
-                            }
-                        }
-                    }
-                    gw[(((size_t)o * ic + c) * kh + i) * kw + j] = (float)acc;
-                }
-    }
-}
 
 void ref_bn_train_fwd(const float *x, int n, int c, int hw, const float *gamma,
                       const float *beta, float eps, float *mean, float *var, float *y)
@@ -377,7 +270,7 @@ void ref_linear_bwd(const float *x, const float *gy, int n, int in, const float 
 
 uint64_t ref_dropout_key(uint64_t seed, uint64_t step, int64_t id, uint32_t op)
 {
-    return ref_mix64(ref_mix64(ref_mix64(ref_mix64(seed) ^ step) ^ (uint64_t)id) ^ op);
+    return dropout_op_key(dropout_sample_key(seed, step, id), op);
 }
 
 /* u = bits / 2^24 >= p, with bits an integer and p * 2^24 exact in double,

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common/mix64.h"
+#include "gpud/dropout_key.h"
 
 /* y[n,oc,oh,ow] = bias[oc] + sum x[n,ic,ih,iw] * w[oc,ic,kh,kw]; zero padding.
  * bias may be NULL. oh/ow must be the floor-mode output size. */
@@ -73,8 +74,10 @@ void ref_linear_bwd(const float *x, const float *gy, int n, int in, const float 
                     float *gx, float *gw, float *gb);
 
 /* Dropout's keep decision for element idx (logical c*h*w index) of the
- * sample whose key is dropout_key(seed, step, sample id, op). Shared by
- * every CPU backend so masks agree bit for bit. */
+ * sample whose key is ref_dropout_key(seed, step, sample id, op) =
+ * dropout_op_key(dropout_sample_key(seed, step, id), op) (gpud/dropout_key.h:
+ * the kernels get the sample keys and mix in their op). Shared by every
+ * CPU backend so masks agree bit for bit. */
 uint64_t ref_dropout_key(uint64_t seed, uint64_t step, int64_t id, uint32_t op);
 int ref_dropout_keep(uint64_t key, uint64_t idx, float p);
 /* The same decision in two halves, for kernels that draw many masks over

@@ -65,10 +65,10 @@ static void r_flatten(backend_t *be, void *y, const void *x, const int xs[4], in
 }
 
 static void r_dropout(backend_t *be, void *y, const void *x, const int s[4], float p,
-                      uint64_t seed, uint64_t step, uint32_t op, const int64_t *ids)
+                      uint32_t op, const uint64_t *keys)
 {
     (void)be;
-    hk_dropout(y, x, s, p, seed, step, op, ids, 0);
+    hk_dropout(y, x, s, p, op, keys, 0);
 }
 
 static size_t pnumel(const int s[4])

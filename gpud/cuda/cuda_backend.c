@@ -139,6 +139,7 @@ void *cu_grow_be(backend_t *be, void **buf, size_t *cap, size_t bytes, const cha
     cudaFree(*buf);
     *buf = NULL;
     *cap = 0;
+    cu_be(be)->grow_gen++;
     e = cudaMalloc(buf, bytes);
     cu_note(be, e, what);
     if (e != cudaSuccess) {
@@ -585,6 +586,7 @@ static void cb_destroy(backend_t *be)
     cudaFree(cb->ws);
     cudaFree(cb->scratch);
     cudaFree(cb->labels);
+    cudaFree(cb->keys);
     if (cb->blas)
         cublasDestroy(cb->blas);
     cudaFree(cb->blas_ws);

@@ -17,15 +17,18 @@
  * (cuda_fused.c), bn_fwd eval, relu, pool, add, concat, flatten
  * as a device copy, dropout at p = 0, linear through cuBLAS) queue only
  * device work on the stream; cu_sticky is a host flag, not a
- * synchronisation; CE (labels from the host) and dropout with a mask (ids
- * from the host) are never recorded (tape_capture.c).
+ * synchronisation. An eval forward with CE (labels) or an active dropout is
+ * never recorded; a training pass is, reading the labels and dropout keys
+ * the engine put in device memory before it (tape_capture.c).
  *
  * The recording bakes in the addresses it was given: the graph's buffers
  * and plans (fixed once compiled), the parameter memory (the arena's views
  * and the folded weights, refolded in place at the same addresses), and
  * the backend's cuDNN workspace, which a later plan of another graph may
- * grow (cu_workspace frees and reallocates it): a replay checks that it is
- * the same and answers "stale" otherwise, and the engine records again. */
+ * grow (cu_workspace frees and reallocates it), and the step buffers a
+ * training pass reads (labels, dropout keys: a graph of a larger batch
+ * grows them, cu_grow_be): a replay checks that none moved and answers
+ * "stale" otherwise, and the engine records again. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +42,7 @@ struct bk_capture {
     cudaGraphExec_t exec;
     void *ws;               /* the workspace the recorded convolutions use */
     size_t ws_size;
+    unsigned long grow_gen; /* cu_grow_be's count when recorded (labels, keys, scratch) */
 };
 
 static atomic_ulong n_captured, n_replayed, n_failed;
@@ -112,6 +116,7 @@ static bk_capture_t *cg_end(backend_t *be, int ok, char *why, size_t len)
     if (c) {
         c->ws = cb->ws;
         c->ws_size = cb->ws_size;
+        c->grow_gen = cb->grow_gen;
         atomic_fetch_add(&n_captured, 1);
         return c;
     }
@@ -129,6 +134,10 @@ static int cg_replay(backend_t *be, bk_capture_t *c, char *why, size_t len)
     cuda_backend_t *cb = cu_be(be);
     if (c->ws != cb->ws || c->ws_size > cb->ws_size) {
         snprintf(why, len, "the cuDNN workspace was reallocated");
+        return 1;
+    }
+    if (c->grow_gen != cb->grow_gen) {
+        snprintf(why, len, "a step buffer (labels, dropout keys, scratch) was reallocated");
         return 1;
     }
     if (cb->failed) {

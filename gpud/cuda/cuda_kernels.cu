@@ -247,30 +247,28 @@ __device__ static uint64_t mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
+/* keys[b]: sample b's key (gpud/dropout_key.h), the op mixed in here */
 __global__ static void k_dropout(float *y, const float *x, size_t count, size_t per, float p,
-                                 float scale, uint64_t seed, uint64_t step, uint32_t op,
-                                 const int64_t *ids)
+                                 float scale, uint32_t op, const uint64_t *keys)
 {
     GRID_STRIDE(i, count)
     {
         size_t b = i / per, idx = i % per;
-        int64_t id = ids ? ids[b] : (int64_t)b;
-        uint64_t key = mix64(mix64(mix64(mix64(seed) ^ step) ^ (uint64_t)id) ^ op);
+        uint64_t key = mix64(keys[b] ^ op);
         double u = (double)(mix64(key ^ mix64(idx)) >> 40) / 16777216.0;
         y[i] = u >= (double)p ? __fmul_rn(x[i], scale) : 0.0f;
     }
 }
 
 cudaError_t ck_dropout(cudaStream_t s, float *y, const float *x, int n, size_t per, float p,
-                       uint64_t seed, uint64_t step, uint32_t op, const int64_t *ids)
+                       uint32_t op, const uint64_t *keys)
 {
     size_t count = (size_t)n * per;
     if (p == 0.0f)
         return y == x ? cudaSuccess
                       : cudaMemcpyAsync(y, x, count * sizeof(float), cudaMemcpyDeviceToDevice, s);
     float scale = 1.0f / (1.0f - p);
-    k_dropout<<<blocks_for(count), THREADS, 0, s>>>(y, x, count, per, p, scale, seed, step, op,
-                                                    ids);
+    k_dropout<<<blocks_for(count), THREADS, 0, s>>>(y, x, count, per, p, scale, op, keys);
     return cudaGetLastError();
 }
 

@@ -65,9 +65,10 @@ cudaError_t ck_acc(cudaStream_t s, float *y, const float *x, size_t count);
 /* y (n, cy, hw) channels [off, off + cx) <-> x (n, cx, hw) */
 cudaError_t ck_concat(cudaStream_t s, float *y, int cy, float *x, int n, int cx, int hw,
                       int off, int to_y);
-/* y = x * keep / (1 - p); ids: n device int64 or NULL (0..n-1). per = c*h*w */
+/* y = x * keep / (1 - p); keys: the n samples' dropout keys in device memory
+ * (gpud/dropout_key.h; unread when p = 0). per = c*h*w */
 cudaError_t ck_dropout(cudaStream_t s, float *y, const float *x, int n, size_t per, float p,
-                       uint64_t seed, uint64_t step, uint32_t op, const int64_t *ids);
+                       uint32_t op, const uint64_t *keys);
 
 /* Softmax cross-entropy with label smoothing (ref_ce_fwd / ref_ce_bwd). */
 cudaError_t ck_ce_fwd(cudaStream_t s, const float *logits, const int32_t *labels, int n,

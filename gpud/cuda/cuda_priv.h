@@ -57,6 +57,11 @@ typedef struct {
     size_t scratch_size;
     void *labels;           /* the step's int32 labels (labels_put), grown only */
     size_t labels_cap;
+    void *keys;             /* the step's dropout sample keys (keys_put), grown only */
+    size_t keys_cap;
+    /* bumped each time cu_grow_be moves a buffer (scratch, labels, keys):
+     * a recording that baked in the old address is stale (cuda_graph.c) */
+    unsigned long grow_gen;
     /* first error of a kernel that cannot report one (void table entries);
      * the next checked call fails with it */
     int failed;

@@ -113,17 +113,22 @@ static void ct_flatten(backend_t *be, void *y, const void *x, const int xs[4], i
     ct_copy(be, y, x, count4(xs));
 }
 
+/* keys: device memory (keys_put), read in place: nothing from the host */
 static void ct_dropout(backend_t *be, void *y, const void *x, const int s[4], float p,
-                       uint64_t seed, uint64_t step, uint32_t op, const int64_t *ids)
+                       uint32_t op, const uint64_t *keys)
 {
-    int64_t *dids = NULL;
-    if (ids && p != 0.0f) {
-        if (!(dids = cu_scratch_be(be, (size_t)s[0] * sizeof *ids)) ||
-            cu_up_be_n(be, BATCH(be), dids, ids, (size_t)s[0] * sizeof *ids) < 0)
-            return;
-    }
-    cu_note(be, ck_dropout(stream_of(be), y, x, s[0], (size_t)s[1] * s[2] * s[3], p, seed, step,
-                           op, dids), "dropout kernel");
+    cu_note(be, ck_dropout(stream_of(be), y, x, s[0], (size_t)s[1] * s[2] * s[3], p, op, keys),
+            "dropout kernel");
+}
+
+/* keys_put: dropout's sample keys in a buffer of their own, uploaded once a
+ * step before the pass, as the labels are */
+static const uint64_t *ct_keys_put(backend_t *be, const uint64_t *keys, int n)
+{
+    cuda_backend_t *cb = cu_be(be);
+    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof *keys;
+    void *d = cu_grow_be(be, &cb->keys, &cb->keys_cap, bytes, "growing the dropout keys buffer");
+    return d && cu_up_be_n(be, BATCH(be), d, keys, (size_t)n * sizeof *keys) == 0 ? d : NULL;
 }
 
 /* labels_put: the step's labels in a buffer of their own, uploaded before
@@ -636,6 +641,7 @@ const bk_kernels_t CUDA_TKERNELS = {
     .ce_fwd = ct_ce_fwd,
     .ce_bwd = ct_ce_bwd,
     .labels_put = ct_labels_put,
+    .keys_put = ct_keys_put,
     .conv_plan = ct_conv_plan,
     .conv_fwd = ct_conv_fwd,
     .conv_bwd = ct_conv_bwd,

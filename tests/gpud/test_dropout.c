@@ -27,7 +27,10 @@ static void check_case(const int s[4], float p, int nhwc)
     int64_t ids[8] = {7, 3, 1000000007, 0, 42, 5, 6, 9};
     for (size_t i = 0; i < n; i++)
         x[i] = (float)((i * 2654435761u) % 1000) / 997.0f - 0.5f;
-    hk_dropout(y, x, s, p, 1234, 77, 5, ids, nhwc);
+    uint64_t keys[8];
+    for (int b = 0; b < 8; b++)
+        keys[b] = dropout_sample_key(1234, 77, ids[b]);
+    hk_dropout(y, x, s, p, 5, keys, nhwc);
     size_t bad = 0, kept = 0;
     for (int b = 0; b < s[0]; b++) {
         uint64_t key = ref_dropout_key(1234, 77, ids[b], 5);

@@ -129,10 +129,15 @@ static void train_step(model_t *m, optim_t *sgd, int graphs, int step, float *lo
         px[i] = (uint8_t)(i * 37u + 11u + (unsigned)step * 101u);
     for (int i = 0; i < TB; i++)
         labels[i] = (i * 7 + step * 3) % TC;
-    /* no dropout: its mask takes the step from the host (tape_capture.c) */
-    /* the loss gradient changes with the step (a loss scale of 2 on odd
-     * steps): a replay reads the one staged for its step */
-    model_step_t st = {.global_batch = TB, .seed = 1, .step = (uint64_t)step, .no_dropout = 1,
+    /* the seed's dropout (p 0.01) draws a new mask each step from the
+     * step's sample keys (put on the device before the pass: a replay reads
+     * them there), over ids that change with the step; the loss gradient
+     * changes too (a loss scale of 2 on odd steps): a replay reads the one
+     * staged for its step */
+    int64_t ids[TB];
+    for (int i = 0; i < TB; i++)
+        ids[i] = 1000 + i * 13 + step * 5;
+    model_step_t st = {.global_batch = TB, .seed = 1, .step = (uint64_t)step, .ids = ids,
                        .loss_scale = step % 2 ? 2.0f : 0.0f};
     char err[512] = "";
     /* off: not recorded, and the pass as two calls (bk_forward, then

@@ -161,9 +161,19 @@ static void check_dropout_ce(void)
     int64_t ids[NB] = {17, 4, 99};
     int s[4] = {NB, C, HW, 1};
     REQUIRE(a && b, "alloc");
-    CHECK(ck_dropout(0, a, x, NB, (size_t)C * HW, 0.3f, 7, 11, 2, ids) == cudaSuccess, "launch");
-    hk_dropout(b, x, s, 0.3f, 7, 11, 2, ids, 0);
+    uint64_t keys[NB];
+    for (int i = 0; i < NB; i++)
+        keys[i] = dropout_sample_key(7, 11, ids[i]);
+    CHECK(ck_dropout(0, a, x, NB, (size_t)C * HW, 0.3f, 2, keys) == cudaSuccess, "launch");
+    hk_dropout(b, x, s, 0.3f, 2, keys, 0);
     same("dropout", a, b, n * 4);
+    /* and the reference's key of (seed, step, id, op), composed anew */
+    size_t off = 0;
+    for (int i = 0; i < NB; i++)
+        for (size_t e = 0; e < (size_t)C * HW; e++, off++)
+            b[off] = ref_dropout_keep(ref_dropout_key(7, 11, ids[i], 2), e, 0.3f)
+                         ? x[off] * (1.0f / (1.0f - 0.3f)) : 0.0f;
+    same("dropout vs ref_dropout_key", a, b, n * 4);
     float *lg = randv(NB * K, 3, 0), la[NB], lb[NB], dl[NB] = {0.5f, 1, 2};
     float *ga = calloc(NB * K, 4), *gb = calloc(NB * K, 4);
     int32_t labels[NB] = {1, 6, 0};
