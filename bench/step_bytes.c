@@ -2,8 +2,8 @@
  * on the cuda backend with device-resident arenas (issue 30): the
  * parameters, gradients and optimizer state stay in device memory, so a
  * step moves its batch in (uint8 pixels + the normalisation table, labels,
- * sample ids, loss gradient), its outputs out (loss and logits:
- * model_step_plan) and, only with --sync-bn (SyncBatchNorm over W > 1
+ * sample ids, loss gradient), its outputs out (loss and the top-k ids,
+ * ranked on the device: model_step_plan) and, only with --sync-bn (SyncBatchNorm over W > 1
  * ranks, whose sums the host all-reduces), training BatchNorm's
  * per-channel vectors (model_copy_plan: what the kernels copy, bn_kernels,
  * and what the tape copies, bn_tape); without it BatchNorm stays on the
@@ -27,6 +27,7 @@
 #include "gpud/backend.h"
 #include "gpud/backend_arena.h"
 #include "gpud/model.h"
+#include "proto/messages.h"
 
 static int no_sum(void *ctx, double *data, size_t n, char *err, size_t errlen)
 {
@@ -87,7 +88,9 @@ int main(int argc, char **argv)
         model_destroy(&m);
         return 1;
     }
-    model_step_plan(m, n, c, hw, hw, 1, 1, 1, &io);
+    /* gpud's step: the loss and the top-k its RESULT carries */
+    int nc = model_num_classes(m);
+    model_step_plan(m, n, c, hw, hw, 1, 1, 0, nc < DDP_MAX_K ? nc : DDP_MAX_K, &io);
     uint64_t bn = cp.bn_kernels + cp.bn_tape, total = io.batch_in + io.out + bn;
     printf("%s, batch %d of %dx%dx%d, %d classes%s: one training step host<->device\n", arch,
            n, c, hw, hw, model_num_classes(m), sync_bn ? ", SyncBatchNorm" : "");

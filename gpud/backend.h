@@ -197,6 +197,10 @@ void bk_graph_copy_plan(const bk_graph_t *g, const bk_tensor_t *loss, const back
  * ref-device) wherever no SyncBatchNorm or bitwise chunking sums it on the
  * host. */
 int backend_bn_on_device(const backend_t *be);
+/* 1: be ranks a training graph's logits where they are (bk_read_topk:
+ * every backend here; on cuda only n * k ids leave the device); 0: they
+ * are read and ranked on the host. */
+int backend_ranks_topk(const backend_t *be);
 /* 0: dropout is the identity even in training mode (parity tests). */
 void bk_graph_set_dropout(bk_graph_t *g, int enabled);
 
@@ -327,6 +331,13 @@ struct xsum *bk_chunks_running_sums(bk_graph_t *g);
 int bk_chunks_running(bk_graph_t *g);
 
 int bk_read(bk_graph_t *g, bk_tensor_t *x, float *dst);
+/* Each sample's top-k class ids of x (n, c, 1, 1), best first in
+ * model_topk_ce's order (gpud/topk_rank.h: torch.topk's, ties to the lower
+ * class, a NaN first), ranked by the backend where x is, so that n * k ids
+ * cross instead of n * c logits (a training step's RESULT needs only
+ * these). 0; 1: the backend cannot (bk_read x and rank it on the host);
+ * -1 failed. */
+int bk_read_topk(bk_graph_t *g, bk_tensor_t *x, int k, int32_t *topk);
 int bk_read_grad(bk_graph_t *g, bk_tensor_t *x, float *dst);
 void bk_tensor_dims(const bk_tensor_t *t, int *n, int *c, int *h, int *w);
 

@@ -171,6 +171,11 @@ int backend_bn_on_device(const backend_t *be)
     return k && k->bn_train_fwd && k->bn_train_bwd && backend_arena_ops(be)->mem != BK_MEM_HOST;
 }
 
+int backend_ranks_topk(const backend_t *be)
+{
+    return be && be->ops->train && be->ops->train->topk;
+}
+
 void backend_traffic_take(backend_t *be, bk_traffic_t *t)
 {
     if (be && be->ops->traffic)

@@ -118,6 +118,11 @@ typedef struct bk_kernels {
     /* Optional, the same for dropout's n sample keys of the step (once per
      * step, before the pass, when an op drops). NULL: failed. */
     const uint64_t *(*keys_put)(backend_t *be, const uint64_t *keys, int n);
+    /* Optional (bk_read_topk): each of n rows' top-k of c logits in x (a
+     * graph buffer of the default layout), model_topk_ce's order, into
+     * HOST memory out (n * k). 0; 1: not for this buffer; -1 after
+     * bk_ctx_fail. NULL: the caller reads x and ranks on the host. */
+    int (*topk)(bk_ctx_t *g, const void *x, int n, int c, int k, int32_t *out);
 
     /* post NULL: a training plan (forward and backward). Else the fused
      * conv of an inference graph (graph_plan.c, forward only, eval mode):

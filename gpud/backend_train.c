@@ -518,6 +518,17 @@ int bk_read(bk_graph_t *g, bk_tensor_t *x, float *dst)
     return g->k->read(&g->base, v->val, dst, s, v->layout);
 }
 
+int bk_read_topk(bk_graph_t *g, bk_tensor_t *x, int k, int32_t *topk)
+{
+    if (!g || g->base.failed || !x || !topk || k < 1 || k > x->c || x->h != 1 || x->w != 1 ||
+        bk_graph_compile(g) < 0)
+        return -1;
+    const bk_tensor_t *v = x->alias ? x->alias : x;
+    if (!g->k->topk || v->layout || (g->fops && (!v->val || v->consumed)) || x->pooled)
+        return 1;   /* bk_read says why it cannot read x, where it cannot */
+    return g->k->topk(&g->base, v->val, x->n, x->c, k, topk);
+}
+
 int bk_keep(bk_graph_t *g, bk_tensor_t *t)
 {
     if (!g || !t || t->id < 0 || (size_t)t->id >= g->nv || g->v[t->id] != t) {

@@ -97,6 +97,7 @@ void model_destroy(model_t **mp)
     free(m->nbt);
     free(m->t_x);
     free(m->t_dl);
+    free(m->t_lg);
     backend_destroy(&m->be);
     free(m->in_buf);
     free(m->out_buf);

@@ -139,11 +139,13 @@ size_t model_buffers_offset(const model_t *m);
 struct bk_traffic;
 const struct bk_traffic *model_traffic(const model_t *m);
 /* What one model_train_step_u8 of n samples of (c, h, w) moves as planned
- * (u8 1: the backend takes the pixels as bytes; loss/logits: read back),
- * params 0 (the arenas are the memory the backend computes in; on a
- * device arena training BatchNorm's vectors cross too: model_copy_plan). */
+ * (u8 1: the backend takes the pixels as bytes; loss/logits: read back;
+ * topk_k > 0: model_step_t.topk asked for, k ids a sample where the
+ * backend ranks them, else the logits), params 0 (the arenas are the
+ * memory the backend computes in; on a device arena training BatchNorm's
+ * vectors cross too: model_copy_plan). */
 void model_step_plan(const model_t *m, int n, int c, int h, int w, int u8, int loss,
-                     int logits, struct bk_traffic *t);
+                     int logits, int topk_k, struct bk_traffic *t);
 /* The BatchNorm bytes one such step copies on a backend whose arenas are
  * device memory (cuda, ref-device; backend.h's bk_graph_copy_plan) for the
  * model's training graph on n samples of (c, h, w): what model_traffic's bn
@@ -171,11 +173,19 @@ typedef struct {
      * before it failed. NULL: every chunk chunk samples, the last short */
     const int *chunk_sizes;
     int n_chunks;
+    /* Optional: each sample's top-k class ids (n * k, 1 <= k <= classes;
+     * model_topk_ce's order), what a step's RESULT carries. Ranked where the
+     * logits are when the backend can (backend_ranks_topk: only n * k ids
+     * leave the device), else from the logits read to the host (the
+     * caller's logits when it asks for them too). NULL: not wanted. */
+    int32_t *topk;
+    int k;
 } model_step_t;
 
 /* One training step on n samples (uint8 CHW pixels normalised as in
  * model_forward_u8). labels: n classes. loss (n per-sample cross-entropy
- * values, label smoothing included) and logits (n * classes) may be NULL.
+ * values, label smoothing included) and logits (n * classes) may be NULL;
+ * s->topk, when set, gets the top-k ids.
  * Returns 0, or -1 with the reason in err. */
 int model_train_step_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
                         const float *mean, const float *std, const int32_t *labels,

@@ -65,6 +65,8 @@ struct model {
     int tn, tc, th, tw;
     float t_eps;
     float *t_x, *t_dl;  /* input and loss-gradient staging */
+    float *t_lg;        /* logits read to rank them on the host (model_step_t.topk) */
+    size_t t_lg_cap;
     size_t t_cap;
     model_allreduce_fn sync_fn;   /* SyncBatchNorm hook, NULL: off */
     void *sync_ctx;
@@ -147,8 +149,9 @@ void model_chunks_drop(model_t *m);
 /* ---- model_train.c */
 
 /* The bytes of one training step's inputs and outputs (model_step_plan),
- * u8: the pixels go as bytes with their c x 256 table. */
-void model_step_bytes(int n, int c, int h, int w, int classes, int u8, int ids, int loss,
-                      int logits, bk_traffic_t *t);
+ * u8: the pixels go as bytes with their c x 256 table; outs: 4-byte values
+ * a sample read back besides its loss (logits, or top-k ids). */
+void model_step_bytes(int n, int c, int h, int w, int u8, int ids, int loss, int outs,
+                      bk_traffic_t *t);
 
 #endif

@@ -7,33 +7,7 @@
 #include <string.h>
 
 #include "common/scorehist.h"
-
-/* Does class a rank before class b? Higher logit first, ties by id; NaN
- * above everything as in torch.topk/argmax, so top-1 of a row with NaNs is
- * torch.argmax's (its first NaN). */
-static int ranks_before(const float *l, int a, int b)
-{
-    float x = l[a], y = l[b];
-    if (isnan(x) || isnan(y))
-        return isnan(x) && (!isnan(y) || a < b);
-    return x > y || (x == y && a < b);
-}
-
-static void topk_one(const float *l, int nc, int k, int32_t *out)
-{
-    /* k passes of selection; k is small (5) and classes <= ~1000s */
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int c = 0; c < nc; c++) {
-            int taken = 0;
-            for (int i = 0; i < j && !taken; i++)
-                taken = out[i] == c;
-            if (!taken && (best < 0 || ranks_before(l, c, best)))
-                best = c;
-        }
-        out[j] = best;   /* -1 once the classes run out */
-    }
-}
+#include "gpud/topk_rank.h"
 
 static float ce_one(const float *l, int nc, int32_t label)
 {
@@ -59,7 +33,7 @@ void model_topk_ce(const float *logits, int n, int num_classes, const int32_t *l
     for (int i = 0; i < n; i++) {
         const float *l = logits + (size_t)i * num_classes;
         if (topk && k > 0)
-            topk_one(l, num_classes, k, topk + (size_t)i * k);
+            topk_rank(l, 1, num_classes, k, topk + (size_t)i * k);
         if (loss)
             loss[i] = labels ? ce_one(l, num_classes, labels[i]) : NAN;
     }

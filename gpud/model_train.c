@@ -64,7 +64,28 @@ static int step_check(const model_t *m, int n, const model_step_t *s, char *err,
                 (double)s->label_smoothing);
         return -1;
     }
+    if (s->topk && (s->k < 1 || s->k > m->info.num_classes)) {
+        err_set(err, errlen, "%s: top-%d of %d classes", m->arch->name, s->k,
+                m->info.num_classes);
+        return -1;
+    }
     return 0;
+}
+
+/* Room for n rows of logits on the host, to rank them there (model_step_t
+ * topk without the caller's logits, on a backend that does not rank).
+ * NULL: out of memory. */
+static float *host_logits(model_t *m, int n)
+{
+    size_t need = (size_t)n * (size_t)m->info.num_classes;
+    if (need > m->t_lg_cap) {
+        float *p = realloc(m->t_lg, need * sizeof *p);
+        if (!p)
+            return NULL;
+        m->t_lg = p;
+        m->t_lg_cap = need;
+    }
+    return m->t_lg;
 }
 
 /* The step's input into the graph: uint8 pixels straight into the input
@@ -84,8 +105,8 @@ static int train_input(model_t *m, int n, model_fill_fn fill, const void *ctx,
     return bk_write(m->tg, m->t_in, m->t_x);
 }
 
-void model_step_bytes(int n, int c, int h, int w, int classes, int u8, int ids, int loss,
-                      int logits, bk_traffic_t *t)
+void model_step_bytes(int n, int c, int h, int w, int u8, int ids, int loss, int outs,
+                      bk_traffic_t *t)
 {
     uint64_t px = (uint64_t)n * (uint64_t)c * (uint64_t)h * (uint64_t)w;
     *t = (bk_traffic_t){0};
@@ -94,13 +115,18 @@ void model_step_bytes(int n, int c, int h, int w, int classes, int u8, int ids, 
     t->batch_in = (u8 ? px + (uint64_t)c * 256 * sizeof(float) : px * sizeof(float)) +
                   (uint64_t)n * (sizeof(int32_t) + sizeof(float) +   /* labels, dloss */
                                  (ids ? sizeof(int64_t) : 0));
-    t->out = (uint64_t)n * sizeof(float) * ((loss ? 1u : 0u) + (logits ? (uint64_t)classes : 0));
+    t->out = (uint64_t)n * sizeof(float) * ((loss ? 1u : 0u) + (uint64_t)outs);
 }
 
 void model_step_plan(const model_t *m, int n, int c, int h, int w, int u8, int loss,
-                     int logits, bk_traffic_t *t)
+                     int logits, int topk_k, bk_traffic_t *t)
 {
-    model_step_bytes(n, c, h, w, m->info.num_classes, u8, 1, loss, logits, t);
+    int classes = m->info.num_classes;
+    /* the logits, read when asked or to rank them here; else k ids */
+    int outs = logits || (topk_k > 0 && !backend_ranks_topk(m->be)) ? classes
+               : topk_k > 0                                         ? topk_k
+                                                                    : 0;
+    model_step_bytes(n, c, h, w, u8, 1, loss, outs, t);
 }
 
 int model_copy_plan(const model_t *m, int n, int c, int h, int w, bk_copy_plan_t *p, char *err,
@@ -154,8 +180,24 @@ static int train_run(model_t *m, int n, model_fill_fn fill, const void *ctx,
                                   (s->ids ? sizeof *s->ids : 0));
     if (rc == 0 && loss && (rc = bk_read(g, m->t_loss, loss)) == 0)
         t->out += (uint64_t)n * sizeof *loss;
-    if (rc == 0 && logits && (rc = bk_read(g, m->t_logits, logits)) == 0)
-        t->out += (uint64_t)n * (uint64_t)m->info.num_classes * sizeof *logits;
+    /* top-k where the logits are (n * k ids cross), unless the logits come
+     * to the host anyway */
+    int ranked = 0;
+    if (rc == 0 && s->topk && !logits &&
+        (rc = bk_read_topk(g, m->t_logits, s->k, s->topk)) == 0) {
+        t->out += (uint64_t)n * (uint64_t)s->k * sizeof *s->topk;
+        ranked = 1;
+    }
+    rc = rc == 1 ? 0 : rc;   /* the backend does not rank: the host does */
+    float *lg = logits ? logits : s->topk && !ranked ? host_logits(m, n) : NULL;
+    if (rc == 0 && s->topk && !ranked && !lg) {
+        err_set(err, errlen, "%s train step: out of memory", m->arch->name);
+        return -1;
+    }
+    if (rc == 0 && lg && (rc = bk_read(g, m->t_logits, lg)) == 0)
+        t->out += (uint64_t)n * (uint64_t)m->info.num_classes * sizeof *lg;
+    if (rc == 0 && s->topk && !ranked)
+        model_topk_ce(lg, n, m->info.num_classes, NULL, s->k, s->topk, NULL);
     if (rc != 0) {
         err_set(err, errlen, "%s train step: %s", m->arch->name,
                 bk_graph_error(g) ? bk_graph_error(g) : "backend failure");
@@ -202,10 +244,17 @@ static int train_step(model_t *m, model_fill_fn fill, const void *ctx,
 {
     if (step_check(m, n, s, err, errlen) < 0 || model_check_input(m, n, c, h, w, err, errlen) < 0)
         return -1;
-    if (s->chunk > 0) {
-        if (model_chunks_step(m, fill, ctx, u8, n, c, h, w, labels, s, loss, logits, err,
+    if (s->chunk > 0) {   /* the top-k from the chunks' logits, ranked here */
+        float *lg = logits ? logits : s->topk && n > 0 ? host_logits(m, n) : NULL;
+        if (s->topk && n > 0 && !lg) {
+            err_set(err, errlen, "%s train step: out of memory", m->arch->name);
+            return -1;
+        }
+        if (model_chunks_step(m, fill, ctx, u8, n, c, h, w, labels, s, loss, lg, err,
                               errlen) < 0)
             return -1;
+        if (s->topk && n > 0)
+            model_topk_ce(lg, n, m->info.num_classes, NULL, s->k, s->topk, NULL);
         model_counts_step(m);
         return 0;
     }

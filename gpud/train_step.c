@@ -15,12 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Room for n samples' logits, loss and top-k. */
+/* Room for n samples' loss and top-k (the step ranks them: no logits). */
 static int grow_sample_bufs(gpud_t *self, uint32_t n)
 {
     train_state_t *ts = self->train;
-    if (gpud_fit_logits(self, n) < 0)
-        return -1;
     if (n > ts->per_sample_cap) {
         float *l = realloc(ts->loss, n * sizeof *l);
         if (l)
@@ -82,15 +80,23 @@ static int send_part_results(gpud_t *self, const ddp_batch_t *b, int k, double l
     return rc;
 }
 
-/* RESULT of this rank's shard: the train step's per-sample loss, top-k
- * from its logits (of the samples trained, V); a --wire jpeg batch's rows
- * that did not decode are sent flagged failed, with their reasons. */
-static int send_result(gpud_t *self, const ddp_batch_t *b, const ddp_batch_t *v,
-                       const wire_input_t *in, double lr, double compute_s)
+/* The top-k a train RESULT carries: DDP_MAX_K, or every class of a model
+ * with fewer. */
+static int step_k(const gpud_t *self)
+{
+    int nc = model_num_classes(self->model);
+    return nc < DDP_MAX_K ? nc : DDP_MAX_K;
+}
+
+/* RESULT of this rank's shard: the train step's per-sample loss and top-k
+ * (ranked by the step, on the device where the backend can: only those
+ * ids left it), of the samples trained, V; a --wire jpeg batch's rows that
+ * did not decode are sent flagged failed, with their reasons. */
+static int send_result(gpud_t *self, const ddp_batch_t *b, const wire_input_t *in, double lr,
+                       double compute_s)
 {
     train_state_t *ts = self->train;
-    int nc = model_num_classes(self->model), k = nc < DDP_MAX_K ? nc : DDP_MAX_K;
-    model_topk_ce(self->logits, (int)v->n, nc, v->labels, k, ts->topk, NULL);
+    int k = step_k(self);   /* the step ranked them (forward_backward) */
     if (ts->step_parts) /* never --wire jpeg (refused with several loaderds) */
         return send_part_results(self, b, k, lr, compute_s);
     wire_input_spread(in, b->n, ts->loss, ts->topk, k);
@@ -266,7 +272,8 @@ static int forward_backward(gpud_t *self, const ddp_batch_t *b, const ddp_batch_
                           .c = v->c, .h = v->h, .w = v->w,
                           .mean = self->normalize ? self->mean : NULL,
                           .std = self->normalize ? self->std : NULL, .labels = v->labels,
-                          .ids = v->ids, .global_count = v->global_count, .step = v->step};
+                          .ids = v->ids, .global_count = v->global_count, .step = v->step,
+                          .topk = ts->topk, .k = step_k(self)};
     int *sizes = NULL;
     if (self->options.chunk > 0 && !by_count() &&
         (tb.n_chunks = step_chunks(self, b, in, &sizes)) < 0)
@@ -277,8 +284,7 @@ static int forward_backward(gpud_t *self, const ddp_batch_t *b, const ddp_batch_
         free(sizes);
         return -1;
     }
-    int rc = trainer_forward_backward(ts->trainer, &tb, ts->loss, self->logits, err,
-                                      sizeof err);
+    int rc = trainer_forward_backward(ts->trainer, &tb, ts->loss, NULL, err, sizeof err);
     free(sizes);
     if (rc == 0)
         return 0;
@@ -400,14 +406,17 @@ static int train_step(gpud_t *self, const ddp_batch_t *b, const ddp_batch_t *v,
         ts->checkpoint_on_exit = true;
         return -1;
     }
-    if (!skip && trainer_check_grads(ts->trainer, err, sizeof err) < 0) {
+    /* with loss scaling, trainer_unscale's scan found them finite, and a
+     * finite float times 2^-k stays finite: no second scan */
+    if (!skip && !trainer_loss_scale(ts->trainer) &&
+        trainer_check_grads(ts->trainer, err, sizeof err) < 0) {
         /* the same sums on every rank: every rank stops at this step,
          * before the optimizer step (rank 0 checkpoints the one before) */
         rank_report_nonfinite(self, b->step, err, true);
         return 1;
     }
     self->compute_s += compute_s;
-    if (b->n > 0 && send_result(self, b, v, in, lr, compute_s) < 0)
+    if (b->n > 0 && send_result(self, b, in, lr, compute_s) < 0)
         return -1;
     return commit_step(self, v, lr, compute_s);
 }

@@ -440,7 +440,7 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
                       .loss_scale = t->cfg.loss_scale > 0 ? t->ls.scale : 0, .seed = t->cfg.seed,
                       .step = b->step, .ids = (const int64_t *)b->ids,
                       .chunk = t->cfg.chunk, .chunk_sizes = b->chunk_sizes,
-                      .n_chunks = b->n_chunks};
+                      .n_chunks = b->n_chunks, .topk = b->topk, .k = b->k};
     if (t->exact)
         grad_exact_begin(t->exact);
     static const uint8_t none = 0;

@@ -96,10 +96,13 @@ typedef struct {
     uint64_t step;                /* absolute step S */
     const int *chunk_sizes;       /* cfg.chunk: model_step_t.chunk_sizes (NULL: by count) */
     int n_chunks;
+    int32_t *topk;                /* out, n * k: model_step_t.topk (NULL: not wanted) */
+    int k;
 } trainer_batch_t;
 
 /* model_train_step_u8 on this rank's shard: gradients (sum / global_count)
- * in the model; loss (n) and logits (n * classes) may be NULL. n = 0 runs
+ * in the model; loss (n) and logits (n * classes) may be NULL, b->topk gets
+ * the top-k ids (ranked on the device where the backend can). n = 0 runs
  * the step too (zero gradients, sync-BN calls). The BN buffers are saved
  * first, so trainer_restore can undo a step that could not be completed.
  * 0, or -1 with the reason in err. */

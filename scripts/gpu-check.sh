@@ -175,30 +175,33 @@ step_bytes_check() {
     "$BUILD/bin/ddpipe" train --data "idx:$FMNIST/t10k" --limit 256 --model wideresnet \
         --channels 8,16,32,64 --workers 1 --batch-size 64 --lr 0.05 --epochs 1 --seed 0 \
         --device cuda --out "$d" --overwrite --verbose || { echo "FAIL: the training job"; return 1; }
-    plan=$("$BUILD/bench/step_bytes" --arch wideresnet --channels 8,16,32,64 --classes 10 \
-        --batch 64 --size 28 | sed -n 's/^step_bytes .* bn=\([0-9]*\) .*/\1/p')
+    wrn=$("$BUILD/bench/step_bytes" --arch wideresnet --channels 8,16,32,64 --classes 10 \
+        --batch 64 --size 28 | tail -n 1)
+    plan=$(echo "$wrn" | sed -n 's/^step_bytes .* bn=\([0-9]*\) .*/\1/p')
+    plan_out=$(echo "$wrn" | sed -n 's/^step_bytes .* out=\([0-9]*\) .*/\1/p')
     r18=$("$BUILD/bench/step_bytes" | tail -n 1)
-    # one "PARAMS BN" pair per step line
+    # one "PARAMS:BN:OUT" per step line
     counted=$(cat "$d"/logs/gpud*.log | sed -n \
-        's/.*step bytes host<->backend.*parameters\/gradients \([0-9]*\), bn \([0-9]*\).*/\1:\2/p' |
+        's/.*step bytes host<->backend.* out \([0-9]*\), parameters\/gradients \([0-9]*\), bn \([0-9]*\).*/\2:\3:\1/p' |
         tr '\n' ' ')
-    echo "planned per step: parameters/gradients 0, bn ${plan:-none}; counted per step" \
-         "(parameters:bn): ${counted:-none}"
+    echo "planned per step: parameters/gradients 0, bn ${plan:-none}, out ${plan_out:-none}" \
+         "(loss + top-5 ids); counted per step (parameters:bn:out): ${counted:-none}"
     echo "resnet18 plan: $r18"
-    n=0 bad=0 params= bns=
+    n=0 bad=0 params= bns= outs=
     for c in $counted; do
         n=$((n + 1))
-        p=${c%%:*} b=${c#*:}
-        params="$params${params:+,}$p" bns="$bns${bns:+,}$b"
-        [ "$p" = 0 ] && [ "$b" = "$plan" ] || bad=$((bad + 1))
+        p=${c%%:*} rest=${c#*:}
+        b=${rest%%:*} o=${rest#*:}
+        params="$params${params:+,}$p" bns="$bns${bns:+,}$b" outs="$outs${outs:+,}$o"
+        [ "$p" = 0 ] && [ "$b" = "$plan" ] && [ "$o" = "$plan_out" ] || bad=$((bad + 1))
     done
     field() { echo "$r18" | sed -n "s/.* $1=\([0-9]*\).*/\1/p"; }
-    printf '{\n  "job": "wideresnet 8,16,32,64, batch 64, 1x28x28, cuda, world 1",\n  "planned_params_per_step": 0,\n  "planned_bn_per_step": %s,\n  "counted_params_per_step": [%s],\n  "counted_bn_per_step": [%s],\n  "resnet18_b256_planned_bn": %s,\n  "resnet18_b256_planned_batch_in": %s,\n  "resnet18_b256_planned_out": %s,\n  "resnet18_b256_planned_total": %s\n}\n' \
-        "${plan:-null}" "$params" "$bns" "$(field bn)" "$(field batch_in)" "$(field out)" \
+    printf '{\n  "job": "wideresnet 8,16,32,64, batch 64, 1x28x28, cuda, world 1",\n  "planned_params_per_step": 0,\n  "planned_bn_per_step": %s,\n  "planned_out_per_step": %s,\n  "counted_params_per_step": [%s],\n  "counted_bn_per_step": [%s],\n  "counted_out_per_step": [%s],\n  "resnet18_b256_planned_bn": %s,\n  "resnet18_b256_planned_batch_in": %s,\n  "resnet18_b256_planned_out": %s,\n  "resnet18_b256_planned_total": %s\n}\n' \
+        "${plan:-null}" "${plan_out:-null}" "$params" "$bns" "$outs" "$(field bn)" "$(field batch_in)" "$(field out)" \
         "$(field total)" > "$OUT/step-bytes.json"
-    [ -n "$plan" ] && [ "$n" -gt 0 ] && [ "$bad" -eq 0 ] ||
-        { echo "FAIL: $bad of $n steps counted other than parameters/gradients 0, bn $plan"; return 1; }
-    echo "counted = planned on all $n steps (parameters/gradients 0, bn $plan), figures in $OUT/step-bytes.json"
+    [ -n "$plan" ] && [ -n "$plan_out" ] && [ "$n" -gt 0 ] && [ "$bad" -eq 0 ] ||
+        { echo "FAIL: $bad of $n steps counted other than parameters/gradients 0, bn $plan, out $plan_out"; return 1; }
+    echo "counted = planned on all $n steps (parameters/gradients 0, bn $plan, out $plan_out), figures in $OUT/step-bytes.json"
 }
 if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-ubyte" ]; then
     step "step bytes: cuda counted = planned" step-bytes.log step_bytes_check

@@ -6,6 +6,7 @@
 
 #include "gpud/cpu/dnnl_priv.h"
 #include "gpud/cpu/host_kernels.h"
+#include "gpud/topk_rank.h"
 
 static int c_write(bk_ctx_t *g, void *dst, const float *src, const int s[4], int layout)
 {
@@ -50,6 +51,14 @@ static void c_flatten(backend_t *be, void *y, const void *x, const int xs[4], in
 {
     (void)be;
     hk_flatten(y, x, xs, backward, 1);
+}
+
+/* bk_read_topk: the logits ranked where they are (host memory) */
+static int c_topk(bk_ctx_t *g, const void *x, int n, int c, int k, int32_t *out)
+{
+    (void)g;
+    topk_rank(x, n, c, k, out);
+    return 0;
 }
 
 static void c_dropout(backend_t *be, void *y, const void *x, const int s[4], float p,
@@ -143,6 +152,7 @@ const bk_kernels_t CPU_TKERNELS = {
     .concat = c_concat,
     .flatten = c_flatten,
     .dropout = c_dropout,
+    .topk = c_topk,
     .ce_fwd = hk_ce_fwd,
     .ce_bwd = hk_ce_bwd,
     .conv_plan = c_conv_plan,

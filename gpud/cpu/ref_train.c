@@ -6,6 +6,7 @@
 #include "gpud/backend_impl.h"
 #include "gpud/cpu/host_kernels.h"
 #include "gpud/cpu/ref_ops.h"
+#include "gpud/topk_rank.h"
 
 typedef struct {
     bk_plan_t base;
@@ -62,6 +63,14 @@ static void r_flatten(backend_t *be, void *y, const void *x, const int xs[4], in
 {
     (void)be;
     hk_flatten(y, x, xs, backward, 0);
+}
+
+/* bk_read_topk: the logits ranked where they are (host memory) */
+static int r_topk(bk_ctx_t *g, const void *x, int n, int c, int k, int32_t *out)
+{
+    (void)g;
+    topk_rank(x, n, c, k, out);
+    return 0;
 }
 
 static void r_dropout(backend_t *be, void *y, const void *x, const int s[4], float p,
@@ -302,6 +311,7 @@ const bk_kernels_t REF_TKERNELS = {
     .concat = r_concat,
     .flatten = r_flatten,
     .dropout = r_dropout,
+    .topk = r_topk,
     .ce_fwd = hk_ce_fwd,
     .ce_bwd = hk_ce_bwd,
     .conv_plan = r_conv_plan,

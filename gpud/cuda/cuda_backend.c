@@ -587,6 +587,7 @@ static void cb_destroy(backend_t *be)
     cudaFree(cb->scratch);
     cudaFree(cb->labels);
     cudaFree(cb->keys);
+    cudaFree(cb->topk);
     if (cb->blas)
         cublasDestroy(cb->blas);
     cudaFree(cb->blas_ws);

@@ -141,6 +141,26 @@ static const int32_t *ct_labels_put(backend_t *be, const int32_t *labels, int n)
     return d && cu_up_be_n(be, BATCH(be), d, labels, (size_t)n * sizeof *labels) == 0 ? d : NULL;
 }
 
+/* topk: a training step's ranks where its logits are (ck_topk_ce, as
+ * cuda_topk_ce and model_topk_ce rank), n * k ids down instead of the
+ * n * c logits; the caller counts them. Not a bf16 inference buffer. */
+static int ct_topk(bk_ctx_t *g, const void *x, int n, int c, int k, int32_t *out)
+{
+    backend_t *be = g->be;
+    cuda_backend_t *cb = cu_be(be);
+    if (cuinf_buf(be, x))
+        return 1;
+    size_t bytes = (size_t)(n > 0 ? n : 1) * (size_t)k * sizeof *out;
+    int32_t *d = cu_grow_be(be, &cb->topk, &cb->topk_cap, bytes, "growing the top-k buffer");
+    if (!d)
+        return cu_sticky(g) < 0 ? -1 : cu_check(g, cudaErrorMemoryAllocation, "top-k buffer");
+    if (n == 0)
+        return 0;
+    if (cu_check(g, ck_topk_ce(cb->stream, x, n, c, NULL, k, d, NULL), "top-k kernel") < 0)
+        return -1;
+    return cu_download(g, out, d, (size_t)n * k * sizeof *out);
+}
+
 static void ct_ce_fwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
                       float eps, void *loss)
 {
@@ -642,6 +662,7 @@ const bk_kernels_t CUDA_TKERNELS = {
     .ce_bwd = ct_ce_bwd,
     .labels_put = ct_labels_put,
     .keys_put = ct_keys_put,
+    .topk = ct_topk,
     .conv_plan = ct_conv_plan,
     .conv_fwd = ct_conv_fwd,
     .conv_bwd = ct_conv_bwd,

@@ -117,13 +117,34 @@ static void test_backend(const char *backend, int u8)
         CHECK(now->params == before.params, "%s step %d: %llu bytes of parameter copies",
               backend, step, (unsigned long long)(now->params - before.params));
         bk_traffic_t plan;
-        model_step_plan(m, N, 1, HW, HW, u8, 1, 1, &plan);
+        model_step_plan(m, N, 1, HW, HW, u8, 1, 1, 0, &plan);
         CHECK(plan.batch_in == in && plan.out == out && plan.params == 0,
               "%s: model_step_plan %llu/%llu/%llu, want %llu/%llu/0", backend,
               (unsigned long long)plan.batch_in, (unsigned long long)plan.out,
               (unsigned long long)plan.params, (unsigned long long)in,
               (unsigned long long)out);
     }
+    /* the top-k a RESULT carries, ranked by the backend (bk_read_topk): the
+     * ids the host ranks from the same step's logits, and only n * k of
+     * them out (no logits); the same batch twice, nothing applied between */
+    enum { K = 4 };
+    int32_t tk_want[N * K], tk_got[N * K];
+    trainer_batch_t tb = {.pixels = px, .n = N, .c = 1, .h = HW, .w = HW, .labels = labels,
+                          .ids = ids, .global_count = N, .step = 9, .topk = tk_got, .k = K};
+    REQUIRE(trainer_forward_backward(t, &tb, loss, logits, err, sizeof err) == 0, "%s", err);
+    model_topk_ce(logits, N, CLASSES, NULL, K, tk_want, NULL);
+    CHECK(memcmp(tk_got, tk_want, sizeof tk_got) == 0, "%s: top-%d with the logits read differs from "
+          "the host's ranking", backend, K);
+    memset(tk_got, 0xff, sizeof tk_got);
+    bk_traffic_t before = *model_traffic(m), plan;
+    REQUIRE(trainer_forward_backward(t, &tb, loss, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK(memcmp(tk_got, tk_want, sizeof tk_got) == 0, "%s: top-%d ranked by the backend differs from "
+          "the host's ranking", backend, K);
+    uint64_t out = model_traffic(m)->out - before.out;
+    model_step_plan(m, N, 1, HW, HW, u8, 1, 0, K, &plan);
+    CHECK(out == N * 4 + N * K * 4 && plan.out == out, "%s: a step with top-%d: out %llu bytes, "
+          "plan %llu, tk_want %d (loss + ids)", backend, K, (unsigned long long)out,
+          (unsigned long long)plan.out, N * 4 + N * K * 4);
     /* the optimizer's moments: one arena, each parameter's state in it */
     const optim_t *o = trainer_optim(t);
     const float *lo = NULL, *hi = NULL;

@@ -11,7 +11,8 @@ BatchNorm on the device, the traffic counters, bf16 buffers of two kinds):
     for both worker counts, fp32's top-1 equal to --device cpu's;
   - training (1 epoch, 64 images, 1 worker, --verbose): every step's
     "step bytes" line says parameters/gradients 0 and bn 0 (what the plan,
-    bench/step_bytes, says for world 1); bf16 training runs and its loss is
+    bench/step_bytes, says for world 1) and out = the loss and top-5 ids
+    (ranked on the device, not the logits); bf16 training runs and its loss is
     finite; fp16 training runs, at --loss-scale 65536 with no skipped step,
     at 2^40 with every step skipped (summary.json).
 
@@ -63,10 +64,14 @@ try:
                    for p in glob.glob(os.path.join(out, "logs", "gpud*")))
     check("cuemu (the kernel emulator" in logs, "the job's gpud was not the emulated one")
     steps = re.findall(r"step bytes host<->backend \(cuda device arenas\): batch in \d+, "
-                       r"out \d+, parameters/gradients (\d+), bn (\d+)", logs)
+                       r"out (\d+), parameters/gradients (\d+), bn (\d+)", logs)
     check(len(steps) >= 3, "cuda training: %d step-bytes lines (want one a step)" % len(steps))
-    check(all(p == "0" and b == "0" for p, b in steps),
-          "cuda training step bytes (parameters, bn): %s, want 0 and 0" % steps)
+    check(all(p == "0" and b == "0" for _, p, b in steps),
+          "cuda training step bytes (out, parameters, bn): %s, want parameters and bn 0" % steps)
+    # out: each of the 16 samples' loss and top-5 ids (ranked on the
+    # device), never the 10 logits (16 * 11 * 4 = 704)
+    check(all(o == str(16 * (1 + 5) * 4) for o, _, _ in steps),
+          "cuda training step bytes out: %s, want 384 (loss + top-5 ids)" % [o for o, _, _ in steps])
     check(os.path.exists(os.path.join(out, "model.safetensors")), "no model.safetensors")
 
     out = os.path.join(wd, "train-bf16")

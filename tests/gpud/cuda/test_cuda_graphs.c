@@ -120,8 +120,12 @@ static model_t *open_wrn(void)
     return m;
 }
 
-static void train_step(model_t *m, optim_t *sgd, int graphs, int step, float *loss)
+/* tk: the step's top-5 ids; ranked on the device with graphs on (only the
+ * ids come back), on the host from the logits read with graphs off */
+static void train_step(model_t *m, optim_t *sgd, int graphs, int step, float *loss,
+                       int32_t *tk)
 {
+    float logits[TB * TC];
     static const float mean[1] = {0.5f}, std[1] = {0.25f};
     uint8_t px[TB * 28 * 28];
     int32_t labels[TB];
@@ -138,7 +142,7 @@ static void train_step(model_t *m, optim_t *sgd, int graphs, int step, float *lo
     for (int i = 0; i < TB; i++)
         ids[i] = 1000 + i * 13 + step * 5;
     model_step_t st = {.global_batch = TB, .seed = 1, .step = (uint64_t)step, .ids = ids,
-                       .loss_scale = step % 2 ? 2.0f : 0.0f};
+                       .loss_scale = step % 2 ? 2.0f : 0.0f, .topk = tk, .k = 5};
     char err[512] = "";
     /* off: not recorded, and the pass as two calls (bk_forward, then
      * bk_backward writing the loss gradient itself): a timed graph is run
@@ -147,8 +151,8 @@ static void train_step(model_t *m, optim_t *sgd, int graphs, int step, float *lo
         setenv("DDPIPE_CUDA_GRAPHS", "0", 1);
         setenv("DDPIPE_TRAIN_PROFILE", "1", 1);
     }
-    int rc = model_train_step_u8(m, px, TB, 1, 28, 28, mean, std, labels, &st, loss, NULL, err,
-                                 sizeof err);
+    int rc = model_train_step_u8(m, px, TB, 1, 28, 28, mean, std, labels, &st, loss,
+                                 graphs ? NULL : logits, err, sizeof err);
     unsetenv("DDPIPE_CUDA_GRAPHS");
     unsetenv("DDPIPE_TRAIN_PROFILE");
     REQUIRE(rc == 0, "train step %d (graphs %s): %s", step, graphs ? "on" : "off", err);
@@ -171,10 +175,13 @@ static void check_training_pass(void)
     optim_t *s_on = bench_sgd_new(on), *s_off = bench_sgd_new(off);
     REQUIRE(s_on && s_off, "SGD");
     float a[TB], b[TB], prev[TB];
+    int32_t ta[TB * 5], tb[TB * 5];
     for (int step = 0; step < 6; step++) {
-        train_step(on, s_on, 1, step, a);
-        train_step(off, s_off, 0, step, b);
+        train_step(on, s_on, 1, step, a, ta);
+        train_step(off, s_off, 0, step, b, tb);
         CHECK(memcmp(a, b, sizeof a) == 0, "step %d: losses differ, graphs on and off", step);
+        CHECK(memcmp(ta, tb, sizeof ta) == 0, "step %d: the top-5 ranked on the device differs "
+              "from the host's ranking of the logits", step);
         CHECK(step == 0 || memcmp(a, prev, sizeof a) != 0, "step %d: the losses did not change",
               step);
         for (int i = 0; i < TB; i++)
