@@ -12,7 +12,8 @@ BatchNorm on the device, the traffic counters, bf16 buffers of two kinds):
   - training (1 epoch, 64 images, 1 worker, --verbose): every step's
     "step bytes" line says parameters/gradients 0 and bn 0 (what the plan,
     bench/step_bytes, says for world 1) and out = the loss and top-5 ids
-    (ranked on the device, not the logits); bf16 training runs and its loss is
+    (ranked on the device, not the logits), and the pass (dropout included)
+    is recorded as one CUDA graph at the second step and replayed; bf16 training runs and its loss is
     finite; fp16 training runs, at --loss-scale 65536 with no skipped step,
     at 2^40 with every step skipped (summary.json).
 
@@ -72,6 +73,10 @@ try:
     # device), never the 10 logits (16 * 11 * 4 = 704)
     check(all(o == str(16 * (1 + 5) * 4) for o, _, _ in steps),
           "cuda training step bytes out: %s, want 384 (loss + top-5 ids)" % [o for o, _, _ in steps])
+    # the demo WideResNet's pass, dropout included, recorded at the second
+    # step and replayed after (CUDA graphs on, as in a real job)
+    check("training pass recorded" in logs and "of the training pass failed" not in logs,
+          "cuda training: the pass was not recorded and replayed")
     check(os.path.exists(os.path.join(out, "model.safetensors")), "no model.safetensors")
 
     out = os.path.join(wd, "train-bf16")
