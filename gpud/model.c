@@ -101,6 +101,7 @@ void model_destroy(model_t **mp)
     backend_destroy(&m->be);
     free(m->in_buf);
     free(m->out_buf);
+    free(m->in_u8);
     free(m);
     *mp = NULL;
 }

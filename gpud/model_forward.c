@@ -84,11 +84,38 @@ void model_eval_reload(model_t *m)
             bk_graph_reload(m->cache[i].g);
 }
 
-/* One micro-batch of m->in_buf through s; m->out_buf gets the logits. A
- * failed graph is destroyed so it is not reused. */
-static int run_micro_batch(model_t *m, eval_slot_t *s, char *err, size_t errlen)
+/* The micro-batch of samples [first, first + k) as bytes where the backend
+ * takes them (bk_write_u8: cuda copies them through its pinned double
+ * buffer on a copy stream, which overlaps the forward before, and
+ * normalises on the device with the same table: the same floats), a short
+ * one padded in m->in_u8 (padding samples' outputs are dropped). 0, 1 the
+ * backend cannot (write floats), -1 failed. */
+static int write_u8(model_t *m, eval_slot_t *s, const model_u8_src_t *u8, int first, int k,
+                    size_t per)
 {
-    if (bk_write(s->g, s->in, m->in_buf) == 0 && bk_forward(s->g) == 0 &&
+    const uint8_t *px = u8->px + (size_t)first * per;
+    if (k < m->mb) {
+        size_t need = (size_t)m->mb * per;
+        if (need > m->in_u8_cap) {
+            uint8_t *b = realloc(m->in_u8, need);
+            if (!b)
+                return 1;   /* the float path pads in in_buf */
+            m->in_u8 = b;
+            m->in_u8_cap = need;
+        }
+        memcpy(m->in_u8, px, (size_t)k * per);
+        memset(m->in_u8 + (size_t)k * per, 0, (size_t)(m->mb - k) * per);
+        px = m->in_u8;
+    }
+    return bk_write_u8(s->g, s->in, px, u8->lut);
+}
+
+/* One micro-batch through s (its input written: wrote; else m->in_buf);
+ * m->out_buf gets the logits. A failed graph is destroyed so it is not
+ * reused. */
+static int run_micro_batch(model_t *m, eval_slot_t *s, int wrote, char *err, size_t errlen)
+{
+    if ((wrote || bk_write(s->g, s->in, m->in_buf) == 0) && bk_forward(s->g) == 0 &&
         bk_read(s->g, s->out, m->out_buf) == 0)
         return 0;
     err_set(err, errlen, "%s forward: %s", m->arch->name,
@@ -97,8 +124,8 @@ static int run_micro_batch(model_t *m, eval_slot_t *s, char *err, size_t errlen)
     return -1;
 }
 
-static int forward(model_t *m, model_fill_fn fill, const void *ctx, int n, int c, int h, int w,
-                   float *logits, char *err, size_t errlen)
+static int forward(model_t *m, model_fill_fn fill, const void *ctx, const model_u8_src_t *u8,
+                   int n, int c, int h, int w, float *logits, char *err, size_t errlen)
 {
     if (model_check_input(m, n, c, h, w, err, errlen) < 0)
         return -1;
@@ -110,10 +137,14 @@ static int forward(model_t *m, model_fill_fn fill, const void *ctx, int n, int c
     size_t per = (size_t)c * h * w, nc = (size_t)m->info.num_classes;
     for (int first = 0; first < n; first += m->mb) {
         int k = n - first < m->mb ? n - first : m->mb;
-        fill(ctx, first, k, m->in_buf);
-        if (k < m->mb)   /* padding samples: zeros, outputs dropped */
-            memset(m->in_buf + (size_t)k * per, 0, (size_t)(m->mb - k) * per * sizeof(float));
-        if (run_micro_batch(m, s, err, errlen) < 0)
+        int rc = u8 ? write_u8(m, s, u8, first, k, per) : 1;
+        if (rc == 1) {
+            fill(ctx, first, k, m->in_buf);
+            if (k < m->mb)   /* padding samples: zeros, outputs dropped */
+                memset(m->in_buf + (size_t)k * per, 0,
+                       (size_t)(m->mb - k) * per * sizeof(float));
+        }
+        if (run_micro_batch(m, s, rc == 0, err, errlen) < 0)
             return -1;
         memcpy(logits + (size_t)first * nc, m->out_buf, (size_t)k * nc * sizeof *logits);
     }
@@ -137,7 +168,7 @@ int model_forward_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int
     if (!lut)
         return -1;
     model_u8_src_t src = {pixels, c, h * w, lut, backend_threads(m->be)};
-    int rc = forward(m, model_fill_u8, &src, n, c, h, w, logits, err, errlen);
+    int rc = forward(m, model_fill_u8, &src, &src, n, c, h, w, logits, err, errlen);
     free(lut);
     return rc;
 }
@@ -146,5 +177,5 @@ int model_forward_f32(model_t *m, const float *x, int n, int c, int h, int w, fl
                       char *err, size_t errlen)
 {
     model_f32_src_t ctx = {x, (size_t)c * h * w};
-    return forward(m, model_fill_f32, &ctx, n, c, h, w, logits, err, errlen);
+    return forward(m, model_fill_f32, &ctx, NULL, n, c, h, w, logits, err, errlen);
 }

@@ -57,6 +57,8 @@ struct model {
     unsigned long tick;
     float *in_buf;      /* mb * c * h * w of the current shape */
     size_t in_cap;
+    uint8_t *in_u8;     /* a short last micro-batch's pixels, padded (model_forward_u8) */
+    size_t in_u8_cap;
     float *out_buf;     /* mb * num_classes */
     model_opts_t opts;  /* as given (arch name not kept) */
     pstore_t *ps;       /* the parameters (gradient arrays when train = 1) */
