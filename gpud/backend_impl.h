@@ -80,9 +80,11 @@ typedef struct bk_kernels {
     int (*read)(bk_ctx_t *g, const void *src, float *nchw, const int shape[4], int layout);
     /* optional: uint8 NCHW pixels through lut (shape[1] x 256 floats: the
      * value of each byte per channel) straight into dst, the batch's input
-     * (no float copy of the batch first). NULL: write from floats. */
+     * in its layout (no float copy of the batch first): the values write
+     * would store from those floats. 1: not for this layout or precision
+     * (the caller writes floats). NULL: always write from floats. */
     int (*write_u8)(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut,
-                    const int shape[4]);
+                    const int shape[4], int layout);
     /* element-wise (layout-agnostic), count elements */
     void (*zero)(backend_t *be, void *y, size_t count);
     void (*copy)(backend_t *be, void *y, const void *x, size_t count);

@@ -490,11 +490,11 @@ int bk_write_u8(bk_graph_t *g, bk_tensor_t *x, const uint8_t *px, const float *l
         bk_ctx_fail(&g->base, "only input tensors can be written");
         return -1;
     }
-    if (x->layout || !g->k->write_u8)   /* write_u8 writes the default layout */
+    if (!g->k->write_u8)
         return 1;
     int s[4];
     shape_of(x, s);
-    return g->k->write_u8(&g->base, x->val, px, lut, s);
+    return g->k->write_u8(&g->base, x->val, px, lut, s, x->layout);
 }
 
 int bk_read(bk_graph_t *g, bk_tensor_t *x, float *dst)

@@ -35,8 +35,10 @@ static int c_read(bk_ctx_t *g, const void *src, float *dst, const int s[4], int 
 }
 
 static int c_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut,
-                      const int s[4])
+                      const int s[4], int layout)
 {
+    if (layout)   /* an inference plan's own layout: from floats */
+        return 1;
     hk_write_u8(dst, px, lut, s, 1, g->be->threads);
     return 0;
 }

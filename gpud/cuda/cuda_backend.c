@@ -14,6 +14,7 @@
 #include "common/errbuf.h"
 #include "common/log.h"
 #include "gpud/cuda/cuda_backend.h"
+#include "gpud/cuda/cuda_infer_kernels.h"
 #include "gpud/cuda/cuda_optim.h"
 #include "gpud/cuda_device.h"
 #include "gpud/cuda/cuda_priv.h"
@@ -512,9 +513,13 @@ static int u8_lut(bk_ctx_t *g, int c, const float *lut)
 
 /* 1 (the engine converts on the host) past CU_U8_MAX_C channels, and in
  * bf16 (whose input is written as floats: cuda_infer.c). */
-int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, const int s[4])
+int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, const int s[4],
+                int bf16)
 {
-    if (s[1] > CU_U8_MAX_C || g->be->precision != BK_FP32)
+    /* fp32 buffers of a bf16/fp16 training graph take floats (the engine
+     * rounds them); the bf16 plan's NHWC input is rounded here, as its
+     * write rounds the floats */
+    if (s[1] > CU_U8_MAX_C || (!bf16 && g->be->precision != BK_FP32))
         return 1;
     cuda_backend_t *cb = cu_be(g->be);
     cu_u8_t *u = &cb->u8;
@@ -531,7 +536,10 @@ int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, con
                                     u->copy_stream), "input copy to the GPU") < 0 ||
         cu_check(g, cudaEventRecord(u->copied[i], u->copy_stream), "cudaEventRecord") < 0 ||
         cu_check(g, cudaStreamWaitEvent(cb->stream, u->copied[i], 0), "cudaStreamWaitEvent") < 0 ||
-        cu_check(g, ck_u8_normalize(cb->stream, u->dev[i], s[0], s[1], s[2] * s[3], u->lut, dst),
+        cu_check(g, bf16 ? ckb_from_u8(cb->stream, u->dev[i], s[0], s[1], s[2] * s[3], u->lut,
+                                       dst)
+                          : ck_u8_normalize(cb->stream, u->dev[i], s[0], s[1], s[2] * s[3],
+                                            u->lut, dst),
                  "uint8 normalise kernel") < 0)
         return -1;
     cb->traffic.batch_in += bytes;

@@ -29,6 +29,24 @@ cudaError_t ckb_from_nchw(cudaStream_t s, const float *x, int n, int c, int hw, 
     return cudaGetLastError();
 }
 
+__global__ static void k_from_u8(const uint8_t *px, size_t count, int c, size_t hw,
+                                 const float *lut, bf16 *y)
+{
+    GRID_STRIDE(i, count)
+    {
+        size_t ch = i % (size_t)c, p = (i / (size_t)c) % hw, b = i / ((size_t)c * hw);
+        y[i] = __float2bfloat16_rn(lut[ch * 256 + px[(b * c + ch) * hw + p]]);
+    }
+}
+
+cudaError_t ckb_from_u8(cudaStream_t s, const uint8_t *px, int n, int c, int hw,
+                        const float *lut, void *y)
+{
+    size_t count = (size_t)n * c * hw;
+    k_from_u8<<<blocks_for(count), THREADS, 0, s>>>(px, count, c, (size_t)hw, lut, (bf16 *)y);
+    return cudaGetLastError();
+}
+
 /* out[i] (NCHW index i) = x (NHWC) of the same element */
 __device__ static size_t nhwc_of_nchw(size_t i, int c, size_t hw)
 {

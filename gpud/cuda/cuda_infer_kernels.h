@@ -26,6 +26,10 @@ extern "C" {
 
 /* y (n, c, hw) bf16 NHWC = x (n, c, hw) float NCHW, rounded. */
 cudaError_t ckb_from_nchw(cudaStream_t s, const float *x, int n, int c, int hw, void *y);
+/* y (n, c, hw) bf16 NHWC = lut[ch * 256 + px] of uint8 NCHW pixels, rounded:
+ * ckb_from_nchw of the floats the host would normalise them to. */
+cudaError_t ckb_from_u8(cudaStream_t s, const uint8_t *px, int n, int c, int hw,
+                        const float *lut, void *y);
 /* y float NCHW = x bf16 NHWC (exact). */
 cudaError_t ckb_to_nchw(cudaStream_t s, const void *x, int n, int c, int hw, float *y);
 /* y bf16 NCHW = x bf16 NHWC (a flatten in PyTorch's order). */

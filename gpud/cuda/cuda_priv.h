@@ -88,8 +88,11 @@ static inline cuda_backend_t *cu_be(backend_t *be)
     return (cuda_backend_t *)be;
 }
 
-/* bk_kernels_t.write_u8 (cuda_backend.c, the uint8 input path). */
-int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, const int s[4]);
+/* bk_kernels_t.write_u8 (cuda_backend.c, the uint8 input path): dst fp32
+ * NCHW, or with bf16 set the bf16 inference plan's NHWC input (cuda_infer.c's
+ * layout). 1: not this precision (the caller writes floats). */
+int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, const int s[4],
+                int bf16);
 
 /* Counted copies: cu_upload / cu_download (and the _be forms) that add
  * bytes to *count (a field of cuda_backend_t.traffic) when they succeed. */

@@ -113,6 +113,15 @@ static void ct_flatten(backend_t *be, void *y, const void *x, const int xs[4], i
     ct_copy(be, y, x, count4(xs));
 }
 
+/* write_u8: the default layout (fp32 NCHW), or the bf16 inference plan's */
+static int ct_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut,
+                       const int s[4], int layout)
+{
+    if (layout && layout != CU_LAYOUT_BF16_NHWC)
+        return 1;
+    return cu_write_u8(g, dst, px, lut, s, layout == CU_LAYOUT_BF16_NHWC);
+}
+
 /* keys: device memory (keys_put), read in place: nothing from the host */
 static void ct_dropout(backend_t *be, void *y, const void *x, const int s[4], float p,
                        uint32_t op, const uint64_t *keys)
@@ -650,7 +659,7 @@ const bk_kernels_t CUDA_TKERNELS = {
     .release = ct_release,
     .write = ct_write,
     .read = ct_read,
-    .write_u8 = cu_write_u8,
+    .write_u8 = ct_write_u8,
     .zero = ct_zero,
     .copy = ct_copy,
     .add = ct_add,

@@ -308,6 +308,22 @@ static void check_bf16_layout(void)
             for (int p = 0; p < HW; p++)
                 want[((size_t)b * HW + p) * C + c] = r[((size_t)b * C + c) * HW + p];
     same("NHWC bf16 layout", t, want, sizeof want);
+    /* uint8 pixels through a table straight into the NHWC bf16 input: the
+     * bits of the host's floats (lut of each byte) through ckb_from_nchw */
+    {
+        uint8_t px[NB * C * HW];
+        float lut[C * 256], fx[NB * C * HW];
+        uint16_t hu[NB * C * HW], hf[NB * C * HW];
+        for (int i = 0; i < C * 256; i++)
+            lut[i] = ((float)(i % 256) / 255.0f - 0.3f * (float)(i / 256)) / 0.229f;
+        for (size_t i = 0; i < n; i++)
+            px[i] = (uint8_t)(i * 97u + 13u);
+        for (size_t i = 0; i < n; i++)
+            fx[i] = lut[(i / HW) % C * 256 + px[i]];
+        CHECK(ckb_from_u8(0, px, NB, C, HW, lut, hu) == cudaSuccess, "launch");
+        CHECK(ckb_from_nchw(0, fx, NB, C, HW, hf) == cudaSuccess, "launch");
+        same("uint8 -> NHWC bf16 input", hu, hf, sizeof hu);
+    }
     CHECK(ckb_flatten(0, hx, NB, C, HW, hz) == cudaSuccess, "launch");
     bf16_to_f(hz, t, n);
     same("bf16 flatten (NCHW order)", t, r, sizeof r);
