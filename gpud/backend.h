@@ -203,6 +203,9 @@ int backend_bn_on_device(const backend_t *be);
 int backend_ranks_topk(const backend_t *be);
 /* 0: dropout is the identity even in training mode (parity tests). */
 void bk_graph_set_dropout(bk_graph_t *g, int enabled);
+/* 1: a dropout op of g draws a mask as g is set now (training, dropout
+ * enabled, p > 0): its step needs the sample keys (bk_set_step). */
+int bk_graph_drops(const bk_graph_t *g);
 
 /* SyncBatchNorm. fn sums n doubles element-wise over every rank of the
  * job, in place (the result is the same on every rank); 0, or -1 with the

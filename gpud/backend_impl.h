@@ -99,27 +99,27 @@ typedef struct bk_kernels {
     void (*flatten)(backend_t *be, void *y, const void *x, const int xshape[4], int backward);
     /* y = x * mask / (1 - p); sample i's mask from dropout_op_key(keys[i],
      * op) and (c, h, w) (gpud/dropout_key.h: keys[i] is the sample key of
-     * (seed, step, id i); what keys_put returned, host memory on a backend
+     * (seed, step, id i); the graph's copy (put), host memory on a backend
      * without it; NULL when p = 0, a copy). The same call with x = dy,
      * y = dx is the backward. */
     void (*dropout)(backend_t *be, void *y, const void *x, const int shape[4], float p,
                     uint32_t op, const uint64_t *keys);
     /* logits (n, k): per-sample loss (n); backward: glogits = dloss[i] *
-     * (softmax - smoothed one-hot). labels: already checked; what
-     * labels_put returned, host memory on a backend without it. */
+     * (softmax - smoothed one-hot). labels: already checked; the
+     * graph's copy put in backend memory (put), host memory without it. */
     void (*ce_fwd)(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
                    float eps, void *loss);
     void (*ce_bwd)(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
                    float eps, const void *dloss, void *glogits);
-    /* Optional: the step's n labels copied where ce_fwd / ce_bwd read them
-     * (a buffer of the backend's, valid until the next call), once per
-     * step before the forward, so that no kernel call of the step copies
-     * from the host (a recorded training step replays without them:
-     * tape_capture.c). NULL: failed (noted like a kernel's error). */
-    const int32_t *(*labels_put)(backend_t *be, const int32_t *labels, int n);
-    /* Optional, the same for dropout's n sample keys of the step (once per
-     * step, before the pass, when an op drops). NULL: failed. */
-    const uint64_t *(*keys_put)(backend_t *be, const uint64_t *keys, int n);
+    /* Optional: bytes of host memory src into dst, a buffer of alloc's. The
+     * engine puts each graph's step inputs there once a step, before the
+     * pass: its labels (what ce_fwd / ce_bwd read) and dropout's sample
+     * keys, so that no kernel call of the step copies from the host (a
+     * recorded training pass replays reading them in place:
+     * tape_capture.c); each graph has its own (a bitwise step sets every
+     * chunk's graph before it runs any). 0, or -1 after bk_ctx_fail. NULL:
+     * the kernels read the host's copies. */
+    int (*put)(bk_ctx_t *g, void *dst, const void *src, size_t bytes);
     /* Optional (bk_read_topk): each of n rows' top-k of c logits in x (a
      * graph buffer of the default layout), model_topk_ce's order, into
      * HOST memory out (n * k). 0; 1: not for this buffer; -1 after

@@ -51,6 +51,10 @@ void bk_graph_destroy(bk_graph_t **gp)
     free(g->labels);
     free(g->ids);
     free(g->keys);
+    if (g->k) {   /* the step buffers outlive a recompile (tape_release) */
+        g->k->release(g->base.be, g->labels_buf);
+        g->k->release(g->base.be, g->keys_buf);
+    }
     free(g);
     *gp = NULL;
 }
@@ -583,12 +587,13 @@ int bk_set_labels(bk_graph_t *g, const int32_t *labels)
         }
     memcpy(g->labels, labels, (size_t)g->label_n * sizeof *labels);
     g->labels_k = g->labels;
-    if (g->k && g->k->labels_put &&
-        !(g->labels_k = g->k->labels_put(g->base.be, g->labels, g->label_n))) {
-        bk_ctx_set_name(&g->base, NULL);
-        bk_ctx_fail(&g->base, "copying the step's %d labels to the %s backend failed",
-                    g->label_n, g->base.be->ops->name);
-        return -1;
+    if (g->k && g->k->put) {   /* int32: one float's bytes each */
+        if (!g->labels_buf && !(g->labels_buf = g->k->alloc(&g->base, (size_t)g->label_n)))
+            return -1;
+        if (g->k->put(&g->base, g->labels_buf, g->labels,
+                      (size_t)g->label_n * sizeof *labels) < 0)
+            return -1;
+        g->labels_k = g->labels_buf;
     }
     g->have_labels = 1;
     return 0;
@@ -629,7 +634,7 @@ const uint64_t *tape_dropout_keys(bk_graph_t *g)
     if (g->keys_k && !g->keys_stale)
         return g->keys_k;
     int n = g->batch > 0 ? g->batch : 1;
-    if (n > g->keys_n) {
+    if (n > g->keys_n) {   /* the graph's batch: once */
         uint64_t *p = realloc(g->keys, (size_t)n * sizeof *p);
         if (!p) {
             bk_ctx_fail(&g->base, "out of memory");
@@ -637,24 +642,33 @@ const uint64_t *tape_dropout_keys(bk_graph_t *g)
         }
         g->keys = p;
         g->keys_n = n;
+        if (g->k && g->k->put) {
+            g->k->release(g->base.be, g->keys_buf);
+            if (!(g->keys_buf = g->k->alloc(&g->base, 2 * (size_t)n)))   /* 8 bytes a key */
+                return NULL;
+        }
     }
     for (int b = 0; b < n; b++)
         g->keys[b] = dropout_sample_key(g->seed, g->step, g->ids ? g->ids[b] : b);
     g->keys_k = g->keys;
-    if (g->k && g->k->keys_put && !(g->keys_k = g->k->keys_put(g->base.be, g->keys, n))) {
-        bk_ctx_set_name(&g->base, NULL);
-        bk_ctx_fail(&g->base, "copying the step's %d dropout keys to the %s backend failed",
-                    n, g->base.be->ops->name);
-        return NULL;
+    if (g->k && g->k->put) {
+        if (g->k->put(&g->base, g->keys_buf, g->keys, (size_t)n * sizeof *g->keys) < 0)
+            return NULL;
+        g->keys_k = g->keys_buf;
     }
     g->keys_stale = 0;
     return g->keys_k;
 }
 
+int bk_graph_drops(const bk_graph_t *g)
+{
+    for (size_t i = 0; g && i < g->nops; i++)
+        if (g->ops[i].kind == TO_DROPOUT && drop_p(g, &g->ops[i]) != 0.0f)
+            return 1;
+    return 0;
+}
+
 int tape_dropout_keys_ready(bk_graph_t *g)
 {
-    for (size_t i = 0; i < g->nops; i++)
-        if (g->ops[i].kind == TO_DROPOUT && drop_p(g, &g->ops[i]) != 0.0f)
-            return tape_dropout_keys(g) ? 0 : -1;
-    return 0;
+    return bk_graph_drops(g) && !tape_dropout_keys(g) ? -1 : 0;
 }

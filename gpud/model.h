@@ -141,7 +141,8 @@ const struct bk_traffic *model_traffic(const model_t *m);
 /* What one model_train_step_u8 of n samples of (c, h, w) moves as planned
  * (u8 1: the backend takes the pixels as bytes; loss/logits: read back;
  * topk_k > 0: model_step_t.topk asked for, k ids a sample where the
- * backend ranks them, else the logits), params 0 (the arenas are the
+ * backend ranks them, else the logits; 8 bytes a sample of dropout keys
+ * where the model's training graph draws a mask), params 0 (the arenas are the
  * memory the backend computes in; on a device arena training BatchNorm's
  * vectors cross too: model_copy_plan). */
 void model_step_plan(const model_t *m, int n, int c, int h, int w, int u8, int loss,

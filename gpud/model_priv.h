@@ -152,7 +152,8 @@ void model_chunks_drop(model_t *m);
 
 /* The bytes of one training step's inputs and outputs (model_step_plan),
  * u8: the pixels go as bytes with their c x 256 table; outs: 4-byte values
- * a sample read back besides its loss (logits, or top-k ids). */
+ * a sample read back besides its loss (logits, or top-k ids); ids: the
+ * dropout sample keys go up too (8 bytes a sample). */
 void model_step_bytes(int n, int c, int h, int w, int u8, int ids, int loss, int outs,
                       bk_traffic_t *t);
 

@@ -126,7 +126,16 @@ void model_step_plan(const model_t *m, int n, int c, int h, int w, int u8, int l
     int outs = logits || (topk_k > 0 && !backend_ranks_topk(m->be)) ? classes
                : topk_k > 0                                         ? topk_k
                                                                     : 0;
-    model_step_bytes(n, c, h, w, u8, 1, loss, outs, t);
+    /* the sample keys go where the training graph draws a dropout mask */
+    bk_graph_t *g = bk_graph_new(NULL);
+    bk_tensor_t *x = g ? bk_input(g, n > 0 ? n : 1, c, h, w, 0) : NULL;
+    int drops = 0;
+    if (x && arch_describe(m->arch, &m->info, m->ps, g, x)) {
+        bk_graph_set_training(g, 1);
+        drops = bk_graph_drops(g);
+    }
+    bk_graph_destroy(&g);
+    model_step_bytes(n, c, h, w, u8, drops, loss, outs, t);
 }
 
 int model_copy_plan(const model_t *m, int n, int c, int h, int w, bk_copy_plan_t *p, char *err,
@@ -176,8 +185,9 @@ static int train_run(model_t *m, int n, model_fill_fn fill, const void *ctx,
     backend_traffic_take(m->be, &kernels);
     t->params += kernels.params;
     t->bn += kernels.bn;
+    /* labels, loss gradients and, where a dropout draws, the sample keys */
     t->batch_in += (uint64_t)n * (sizeof *labels + sizeof *m->t_dl +
-                                  (s->ids ? sizeof *s->ids : 0));
+                                  (bk_graph_drops(g) ? sizeof(uint64_t) : 0));
     if (rc == 0 && loss && (rc = bk_read(g, m->t_loss, loss)) == 0)
         t->out += (uint64_t)n * sizeof *loss;
     /* top-k where the logits are (n * k ids cross), unless the logits come

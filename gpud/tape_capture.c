@@ -25,7 +25,7 @@
 /* A training graph's pass (forward and backward, bk_forward_backward) the
  * backend may record: nothing in it may come from the host per step or go
  * to it. Labels and dropout's sample keys are the backend's copies
- * (labels_put, keys_put, made before the pass), the loss gradient is
+ * (put in the graph's own backend memory before the pass), the loss gradient is
  * staged the same way (tape_pass.c); so: no BatchNorm whose statistics the
  * host makes (SyncBatchNorm, --chunk: bn_on_device) or that counts its
  * batches in host memory (bk_bn_t.num_batches: a replay runs no host
@@ -33,11 +33,11 @@
  * host as it is final). */
 static int pass_recordable(const bk_graph_t *g)
 {
-    if (!g->training || g->forward_only || g->grad_ready || (g->labels && !g->k->labels_put))
+    if (!g->training || g->forward_only || g->grad_ready || (g->labels && !g->k->put))
         return 0;
     for (size_t i = 0; i < g->nops; i++) {
         const top_t *o = &g->ops[i];
-        if ((o->kind == TO_DROPOUT && drop_p(g, o) != 0.0f && !g->k->keys_put) ||
+        if ((o->kind == TO_DROPOUT && drop_p(g, o) != 0.0f && !g->k->put) ||
             (o->kind == TO_BN && bn_training(g, o) && (!bn_on_device(g) || o->bn.num_batches)))
             return 0;
     }

@@ -3,8 +3,9 @@
  * kernels once and replay them (tape_capture.c; CUDA graphs: one launch a
  * step instead of one per kernel). What the pass takes from the host each
  * step is put in the backend's memory before it: the input (bk_write*),
- * the labels (bk_set_labels, labels_put), dropout's sample keys
- * (tape_dropout_keys, keys_put) and the loss gradient (staged here); what
+ * the labels (bk_set_labels), dropout's sample keys (tape_dropout_keys),
+ * both put in the graph's own backend memory (bk_kernels_t.put), and the
+ * loss gradient (staged here); what
  * it gives back is read after it (bk_read). Host state the
  * ops would change as they run makes a pass unrecordable (tape_capture.c):
  * a replay runs no host code. */

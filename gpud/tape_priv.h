@@ -140,16 +140,16 @@ struct bk_graph {
     size_t npool;
     size_t bytes;           /* the tape's activation buffers (bk_graph_bytes) */
     int32_t *labels;        /* n of the first CE op */
-    const int32_t *labels_k; /* what the CE kernels read: labels, or the backend's copy
-                              * (bk_kernels_t.labels_put) */
+    const int32_t *labels_k; /* what the CE kernels read: labels, or labels_buf */
+    void *labels_buf;       /* backend memory (alloc) the labels are put in (bk_kernels_t.put) */
     int label_n;
     int have_labels;
     uint64_t seed, step;
     int64_t *ids;
     int ids_n;
     uint64_t *keys;                 /* dropout's sample keys of the step (dropout_key.h) */
-    const uint64_t *keys_k;         /* what the dropout kernels read: keys, or the
-                                     * backend's copy (bk_kernels_t.keys_put) */
+    const uint64_t *keys_k;         /* what the dropout kernels read: keys, or keys_buf */
+    void *keys_buf;                 /* backend memory (alloc, 2 floats a key) they are put in */
     int keys_n;
     int keys_stale;                 /* bk_set_step since keys were made */
     int batch;                      /* n of the first input */

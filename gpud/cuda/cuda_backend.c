@@ -593,8 +593,6 @@ static void cb_destroy(backend_t *be)
     cu_u8_free(cb);
     cudaFree(cb->ws);
     cudaFree(cb->scratch);
-    cudaFree(cb->labels);
-    cudaFree(cb->keys);
     cudaFree(cb->topk);
     if (cb->blas)
         cublasDestroy(cb->blas);

@@ -25,10 +25,10 @@
  * and plans (fixed once compiled), the parameter memory (the arena's views
  * and the folded weights, refolded in place at the same addresses), and
  * the backend's cuDNN workspace, which a later plan of another graph may
- * grow (cu_workspace frees and reallocates it), and the step buffers a
- * training pass reads (labels, dropout keys: a graph of a larger batch
- * grows them, cu_grow_be): a replay checks that none moved and answers
- * "stale" otherwise, and the engine records again. */
+ * grow (cu_workspace frees and reallocates it), and the backend's scratch
+ * (cu_grow_be): a replay checks that neither moved and answers "stale"
+ * otherwise, and the engine records again. A training pass's labels and
+ * dropout keys are its graph's own buffers (bk_kernels_t.put). */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +42,7 @@ struct bk_capture {
     cudaGraphExec_t exec;
     void *ws;               /* the workspace the recorded convolutions use */
     size_t ws_size;
-    unsigned long grow_gen; /* cu_grow_be's count when recorded (labels, keys, scratch) */
+    unsigned long grow_gen; /* cu_grow_be's count when recorded (scratch, topk) */
 };
 
 static atomic_ulong n_captured, n_replayed, n_failed;
@@ -137,7 +137,7 @@ static int cg_replay(backend_t *be, bk_capture_t *c, char *why, size_t len)
         return 1;
     }
     if (c->grow_gen != cb->grow_gen) {
-        snprintf(why, len, "a step buffer (labels, dropout keys, scratch) was reallocated");
+        snprintf(why, len, "the backend's scratch was reallocated");
         return 1;
     }
     if (cb->failed) {

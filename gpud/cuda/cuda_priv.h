@@ -55,13 +55,9 @@ typedef struct {
     /* scratch for small per-call uploads/downloads (ids, sums) */
     void *scratch;
     size_t scratch_size;
-    void *labels;           /* the step's int32 labels (labels_put), grown only */
-    size_t labels_cap;
-    void *keys;             /* the step's dropout sample keys (keys_put), grown only */
-    size_t keys_cap;
     void *topk;             /* a training step's top-k ids before their download */
     size_t topk_cap;
-    /* bumped each time cu_grow_be moves a buffer (scratch, labels, keys, topk):
+    /* bumped each time cu_grow_be moves a buffer (scratch, topk):
      * a recording that baked in the old address is stale (cuda_graph.c) */
     unsigned long grow_gen;
     /* first error of a kernel that cannot report one (void table entries);

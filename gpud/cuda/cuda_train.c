@@ -122,7 +122,7 @@ static int ct_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *l
     return cu_write_u8(g, dst, px, lut, s, layout == CU_LAYOUT_BF16_NHWC);
 }
 
-/* keys: device memory (keys_put), read in place: nothing from the host */
+/* keys: device memory (the graph's, put), read in place: nothing from the host */
 static void ct_dropout(backend_t *be, void *y, const void *x, const int s[4], float p,
                        uint32_t op, const uint64_t *keys)
 {
@@ -130,24 +130,12 @@ static void ct_dropout(backend_t *be, void *y, const void *x, const int s[4], fl
             "dropout kernel");
 }
 
-/* keys_put: dropout's sample keys in a buffer of their own, uploaded once a
- * step before the pass, as the labels are */
-static const uint64_t *ct_keys_put(backend_t *be, const uint64_t *keys, int n)
+/* put: a graph's step inputs (labels, dropout keys) into its own device
+ * buffer, once a step before the pass (a recorded pass reads them there at
+ * replay); counted as the batch's bytes */
+static int ct_put(bk_ctx_t *g, void *dst, const void *src, size_t bytes)
 {
-    cuda_backend_t *cb = cu_be(be);
-    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof *keys;
-    void *d = cu_grow_be(be, &cb->keys, &cb->keys_cap, bytes, "growing the dropout keys buffer");
-    return d && cu_up_be_n(be, BATCH(be), d, keys, (size_t)n * sizeof *keys) == 0 ? d : NULL;
-}
-
-/* labels_put: the step's labels in a buffer of their own, uploaded before
- * the forward (a recorded step's CE kernels read them there at replay) */
-static const int32_t *ct_labels_put(backend_t *be, const int32_t *labels, int n)
-{
-    cuda_backend_t *cb = cu_be(be);
-    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof *labels;
-    void *d = cu_grow_be(be, &cb->labels, &cb->labels_cap, bytes, "growing the labels buffer");
-    return d && cu_up_be_n(be, BATCH(be), d, labels, (size_t)n * sizeof *labels) == 0 ? d : NULL;
+    return cu_up_n(g, BATCH(g->be), dst, src, bytes);
 }
 
 /* topk: a training step's ranks where its logits are (ck_topk_ce, as
@@ -669,8 +657,7 @@ const bk_kernels_t CUDA_TKERNELS = {
     .dropout = ct_dropout,
     .ce_fwd = ct_ce_fwd,
     .ce_bwd = ct_ce_bwd,
-    .labels_put = ct_labels_put,
-    .keys_put = ct_keys_put,
+    .put = ct_put,
     .topk = ct_topk,
     .conv_plan = ct_conv_plan,
     .conv_fwd = ct_conv_fwd,
