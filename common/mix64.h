@@ -9,7 +9,14 @@
 
 #define MIX64_GOLDEN 0x9e3779b97f4a7c15ULL
 
-static inline uint64_t mix64(uint64_t z)
+/* callable from CUDA kernels too (dropout's mask: gpud/dropout_key.h) */
+#ifdef __CUDACC__
+#define MIX64_FN __host__ __device__ static inline
+#else
+#define MIX64_FN static inline
+#endif
+
+MIX64_FN uint64_t mix64(uint64_t z)
 {
     z ^= z >> 30;
     z *= 0xbf58476d1ce4e5b9ULL;

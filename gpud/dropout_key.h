@@ -10,9 +10,10 @@
  *               step's keys written before it: tape_capture.c);
  *   op key      dropout_op_key(sample key, op): mixed in by the kernel.
  *
- * ref_ops.c's ref_dropout_key(seed, step, id, op) is their composition,
- * and the cuda kernel mixes the same way (cuda_kernels.cu), so every
- * backend draws the same mask bit for bit. ref_mix64 = mix64(z + golden). */
+ * ref_ops.c's ref_dropout_key(seed, step, id, op) is their composition.
+ * dropout_mix (mix64 after splitmix64's step) is also the mask's index and
+ * bits hash; the host kernels and the cuda kernel (cuda_kernels.cu) call
+ * these same functions, so every backend draws the same mask bit for bit. */
 #ifndef DDP_DROPOUT_KEY_H
 #define DDP_DROPOUT_KEY_H
 
@@ -20,17 +21,17 @@
 
 #include "common/mix64.h"
 
-static inline uint64_t dropout_mix(uint64_t z)
+MIX64_FN uint64_t dropout_mix(uint64_t z)
 {
     return mix64(z + MIX64_GOLDEN);
 }
 
-static inline uint64_t dropout_sample_key(uint64_t seed, uint64_t step, int64_t id)
+MIX64_FN uint64_t dropout_sample_key(uint64_t seed, uint64_t step, int64_t id)
 {
     return dropout_mix(dropout_mix(dropout_mix(seed) ^ step) ^ (uint64_t)id);
 }
 
-static inline uint64_t dropout_op_key(uint64_t sample_key, uint32_t op)
+MIX64_FN uint64_t dropout_op_key(uint64_t sample_key, uint32_t op)
 {
     return dropout_mix(sample_key ^ op);
 }

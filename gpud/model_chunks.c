@@ -113,7 +113,9 @@ static int chunk_input(model_t *m, chunk_slot_t *s, int first, model_fill_fn fil
     }
     for (int i = 0; i < s->n; i++)   /* d(sum_i l_i / G) / d l_i */
         dl[i] = (float)(1.0 / st->global_batch) * (st->loss_scale > 0 ? st->loss_scale : 1);
-    m->traffic.batch_in += (uint64_t)s->n * (sizeof *labels + sizeof *dl + sizeof *ids);
+    /* labels, loss gradients and, where a dropout draws, the sample keys */
+    m->traffic.batch_in += (uint64_t)s->n * (sizeof *labels + sizeof *dl +
+                                             (bk_graph_drops(g) ? sizeof(uint64_t) : 0));
     rc = rc ? rc : bk_set_labels(g, labels + first);
     return rc ? rc : bk_set_step(g, st->seed, st->step, ids + first);
 }

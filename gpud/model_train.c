@@ -72,16 +72,20 @@ static int step_check(const model_t *m, int n, const model_step_t *s, char *err,
     return 0;
 }
 
-/* Room for n rows of logits on the host, to rank them there (model_step_t
- * topk without the caller's logits, on a backend that does not rank).
- * NULL: out of memory. */
-static float *host_logits(model_t *m, int n)
+/* Where a step's logits come to the host to be ranked there (s->topk and
+ * no ranking by the backend): the caller's logits when it asked for them,
+ * else m->t_lg (grown to n rows). NULL after err (out of memory). */
+static float *host_logits(model_t *m, int n, float *logits, char *err, size_t errlen)
 {
     size_t need = (size_t)n * (size_t)m->info.num_classes;
+    if (logits)
+        return logits;
     if (need > m->t_lg_cap) {
         float *p = realloc(m->t_lg, need * sizeof *p);
-        if (!p)
+        if (!p) {
+            err_set(err, errlen, "%s train step: out of memory", m->arch->name);
             return NULL;
+        }
         m->t_lg = p;
         m->t_lg_cap = need;
     }
@@ -103,6 +107,20 @@ static int train_input(model_t *m, int n, model_fill_fn fill, const void *ctx,
     fill(ctx, 0, n, m->t_x);
     m->traffic.batch_in += px * sizeof(float);
     return bk_write(m->tg, m->t_in, m->t_x);
+}
+
+/* The training graph's ops on n samples of (c, h, w), described only
+ * (nothing planned or allocated; a new graph is in training mode); *loss its loss, NULL
+ * when the description failed (the graph's error says why; a NULL graph:
+ * out of memory). The caller destroys the graph. */
+static bk_graph_t *describe_train(const model_t *m, int n, int c, int h, int w,
+                                  bk_tensor_t **loss)
+{
+    bk_graph_t *g = bk_graph_new(NULL);
+    bk_tensor_t *x = g ? bk_input(g, n, c, h, w, 0) : NULL;
+    bk_tensor_t *logits = x ? arch_describe(m->arch, &m->info, m->ps, g, x) : NULL;
+    *loss = logits ? bk_softmax_ce(g, logits, 0.0f) : NULL;
+    return g;
 }
 
 void model_step_bytes(int n, int c, int h, int w, int u8, int ids, int loss, int outs,
@@ -127,13 +145,9 @@ void model_step_plan(const model_t *m, int n, int c, int h, int w, int u8, int l
                : topk_k > 0                                         ? topk_k
                                                                     : 0;
     /* the sample keys go where the training graph draws a dropout mask */
-    bk_graph_t *g = bk_graph_new(NULL);
-    bk_tensor_t *x = g ? bk_input(g, n > 0 ? n : 1, c, h, w, 0) : NULL;
-    int drops = 0;
-    if (x && arch_describe(m->arch, &m->info, m->ps, g, x)) {
-        bk_graph_set_training(g, 1);
-        drops = bk_graph_drops(g);
-    }
+    bk_tensor_t *y = NULL;
+    bk_graph_t *g = describe_train(m, n > 0 ? n : 1, c, h, w, &y);
+    int drops = y && bk_graph_drops(g);
     bk_graph_destroy(&g);
     model_step_bytes(n, c, h, w, u8, drops, loss, outs, t);
 }
@@ -147,11 +161,8 @@ int model_copy_plan(const model_t *m, int n, int c, int h, int w, bk_copy_plan_t
                 m->arch->name);
         return -1;
     }
-    /* the training graph's ops, described only: nothing planned or allocated */
-    bk_graph_t *g = bk_graph_new(NULL);
-    bk_tensor_t *x = g ? bk_input(g, n, c, h, w, 0) : NULL;
-    bk_tensor_t *logits = x ? arch_describe(m->arch, &m->info, m->ps, g, x) : NULL;
-    bk_tensor_t *loss = logits ? bk_softmax_ce(g, logits, 0.0f) : NULL;
+    bk_tensor_t *loss = NULL;
+    bk_graph_t *g = describe_train(m, n, c, h, w, &loss);
     if (!loss)
         err_set(err, errlen, "%s graph on %dx%dx%dx%d: %s", m->arch->name, n, c, h, w,
                 g && bk_graph_error(g) ? bk_graph_error(g) : "out of memory");
@@ -199,11 +210,9 @@ static int train_run(model_t *m, int n, model_fill_fn fill, const void *ctx,
         ranked = 1;
     }
     rc = rc == 1 ? 0 : rc;   /* the backend does not rank: the host does */
-    float *lg = logits ? logits : s->topk && !ranked ? host_logits(m, n) : NULL;
-    if (rc == 0 && s->topk && !ranked && !lg) {
-        err_set(err, errlen, "%s train step: out of memory", m->arch->name);
+    float *lg = logits;
+    if (rc == 0 && s->topk && !ranked && !(lg = host_logits(m, n, logits, err, errlen)))
         return -1;
-    }
     if (rc == 0 && lg && (rc = bk_read(g, m->t_logits, lg)) == 0)
         t->out += (uint64_t)n * (uint64_t)m->info.num_classes * sizeof *lg;
     if (rc == 0 && s->topk && !ranked)
@@ -255,11 +264,9 @@ static int train_step(model_t *m, model_fill_fn fill, const void *ctx,
     if (step_check(m, n, s, err, errlen) < 0 || model_check_input(m, n, c, h, w, err, errlen) < 0)
         return -1;
     if (s->chunk > 0) {   /* the top-k from the chunks' logits, ranked here */
-        float *lg = logits ? logits : s->topk && n > 0 ? host_logits(m, n) : NULL;
-        if (s->topk && n > 0 && !lg) {
-            err_set(err, errlen, "%s train step: out of memory", m->arch->name);
+        float *lg = logits;
+        if (s->topk && n > 0 && !(lg = host_logits(m, n, logits, err, errlen)))
             return -1;
-        }
         if (model_chunks_step(m, fill, ctx, u8, n, c, h, w, labels, s, loss, lg, err,
                               errlen) < 0)
             return -1;

@@ -285,7 +285,7 @@ uint64_t ref_dropout_threshold(float p)
 int ref_dropout_keep(uint64_t key, uint64_t idx, float p)
 {
     /* 24 uniform bits: u in [0, 1) with float-exact steps */
-    double u = (double)(ref_mix64(key ^ ref_mix64(idx)) >> 40) / 16777216.0;
+    double u = (double)(dropout_mix(key ^ dropout_mix(idx)) >> 40) / 16777216.0;
     return u >= (double)p;
 }
 

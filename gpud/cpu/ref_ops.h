@@ -85,16 +85,10 @@ int ref_dropout_keep(uint64_t key, uint64_t idx, float p);
  * (ref_dropout_bits(key, ref_dropout_index(idx)) >= ref_dropout_threshold(p)). */
 uint64_t ref_dropout_threshold(float p);
 
-/* splitmix64's finaliser: a bijective mix with good avalanche (inline: the
- * kernels call it once per element) */
-static inline uint64_t ref_mix64(uint64_t z)
-{
-    return mix64(z + MIX64_GOLDEN);
-}
-static inline uint64_t ref_dropout_index(uint64_t idx) { return ref_mix64(idx); }
+static inline uint64_t ref_dropout_index(uint64_t idx) { return dropout_mix(idx); }
 static inline uint64_t ref_dropout_bits(uint64_t key, uint64_t index_mix)
 {
-    return ref_mix64(key ^ index_mix) >> 40;   /* 24 uniform bits */
+    return dropout_mix(key ^ index_mix) >> 40;   /* 24 uniform bits */
 }
 
 /* Softmax cross-entropy per sample with label smoothing eps (PyTorch's

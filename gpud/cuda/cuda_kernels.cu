@@ -3,6 +3,7 @@
  * obviously equal to gpud/cpu/ref_ops.c rather than fastest. */
 #include "gpud/cuda/cuda_kernels.h"
 #include "gpud/bn_math.h"
+#include "gpud/dropout_key.h"
 #include "gpud/fp16_math.h"
 #include "gpud/cuda/cuda_launch.h"
 
@@ -238,24 +239,16 @@ cudaError_t ck_concat(cudaStream_t s, float *y, int cy, float *x, int n, int cx,
     return cudaGetLastError();
 }
 
-/* ref_ops.c's dropout hash, bit for bit */
-__device__ static uint64_t mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* keys[b]: sample b's key (gpud/dropout_key.h), the op mixed in here */
+/* keys[b]: sample b's key, the op mixed in here: the host's hash
+ * (gpud/dropout_key.h, ref_dropout_keep), bit for bit */
 __global__ static void k_dropout(float *y, const float *x, size_t count, size_t per, float p,
                                  float scale, uint32_t op, const uint64_t *keys)
 {
     GRID_STRIDE(i, count)
     {
         size_t b = i / per, idx = i % per;
-        uint64_t key = mix64(keys[b] ^ op);
-        double u = (double)(mix64(key ^ mix64(idx)) >> 40) / 16777216.0;
+        uint64_t key = dropout_op_key(keys[b], op);
+        double u = (double)(dropout_mix(key ^ dropout_mix(idx)) >> 40) / 16777216.0;
         y[i] = u >= (double)p ? __fmul_rn(x[i], scale) : 0.0f;
     }
 }
