@@ -84,8 +84,8 @@ static int bench_unscale(model_t *m, loss_scale_t *ls)
 {
     const bk_arena_t *a = model_grads_arena(m);
     int64_t at = -1;
-    if (a->ops->find_nonfinite(a->base, 0, a->floats, &at) < 0 ||
-        (at < 0 && a->ops->scale(a->base, 0, a->floats, 1.0f / ls->scale) < 0))
+    if (bk_arena_scan(a, 0, a->floats, &at) < 0 ||
+        (at < 0 && bk_arena_scale(a, 0, a->floats, 1.0f / ls->scale) < 0))
         return -1;
     loss_scale_update(ls, at >= 0);
     return at >= 0;

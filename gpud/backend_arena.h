@@ -38,7 +38,7 @@
  * arena, so they need no change.
  *
  * Host memory on cpu and ref (they compute on the host); device memory on
- * cuda (cuda_optim.c's cuda_device_arena): the kernels read and write the
+ * cuda (gpud/cuda/cuda_arena.c, one per backend): the kernels read and write the
  * views in place, the optimizer is a device kernel over the arenas, and
  * the host reaches the arenas only through the ops below (checkpoints,
  * STATE, the ring's host mirror, the non-finite scan), each copy counted
@@ -92,28 +92,35 @@ typedef struct {
 typedef struct bk_arena_ops {
     const char *name;       /* "host", "cuda device" */
     bk_mem_t mem;
+    /* What every op gets first: the implementation's own state (cuda: the
+     * stream the backend's kernels run on, the scan's result word, the
+     * optimizer's chunk table; cuda_arena.h). NULL on the host. */
+    void *ctx;
     /* floats zeroed floats; NULL when out of memory. */
-    float *(*alloc)(size_t floats);
-    void (*free)(float *base);
-    /* Copies between host memory and base[off, off + n). 0 or -1. */
-    int (*read)(const float *base, size_t off, size_t n, float *dst);
-    int (*write)(float *base, size_t off, size_t n, const float *src);
-    int (*zero)(float *base, size_t off, size_t n);
+    float *(*alloc)(void *ctx, size_t floats);
+    void (*free)(void *ctx, float *base);
+    /* Copies between host memory and base[off, off + n). 0 or -1. A read
+     * returns with dst filled; a write may return before the copy lands
+     * (src may be reused at once), ordered before every later op and kernel. */
+    int (*read)(void *ctx, const float *base, size_t off, size_t n, float *dst);
+    int (*write)(void *ctx, float *base, size_t off, size_t n, const float *src);
+    int (*zero)(void *ctx, float *base, size_t off, size_t n);
     /* dst[doff, doff + n) = src[soff, soff + n), both memory of this kind
      * (no host round trip). 0 or -1. */
-    int (*copy)(float *dst, size_t doff, const float *src, size_t soff, size_t n);
+    int (*copy)(void *ctx, float *dst, size_t doff, const float *src, size_t soff, size_t n);
     /* *at = the index (from off) of the first NaN or +-inf in
      * base[off, off + n), -1 when all are finite. 0, or -1 when the scan
      * itself failed. */
-    int (*find_nonfinite)(const float *base, size_t off, size_t n, int64_t *at);
+    int (*find_nonfinite)(void *ctx, const float *base, size_t off, size_t n, int64_t *at);
     /* base[off, off + n) *= factor, each float alone (fp16 training's
      * unscale, loss_scale.h: a power of two, exact). 0 or -1. */
-    int (*scale)(float *base, size_t off, size_t n, float factor);
+    int (*scale)(void *ctx, float *base, size_t off, size_t n, float factor);
     /* One optimizer step at lr of the n parameters (optim.h's arithmetic,
      * bit-identical on every implementation); step/have_buf updated. 0, or
-     * -1 with the reason in err. */
-    int (*optim_step)(const optim_cfg_t *c, double lr, bk_oparam_t *p, int n, char *err,
-                      size_t errlen);
+     * -1 with the reason in err. A device may return with the update
+     * queued (ordered before every later op and kernel). */
+    int (*optim_step)(void *ctx, const optim_cfg_t *c, double lr, bk_oparam_t *p, int n,
+                      char *err, size_t errlen);
 } bk_arena_ops_t;
 
 /* Host memory (64-byte aligned), the optimizer in plain C (optim_host.c). */
@@ -139,6 +146,9 @@ int bk_arena_zero(const bk_arena_t *a, size_t off, size_t n);
 /* dst[doff..] = src[soff..] (n floats; the same ops on both). 0 or -1. */
 int bk_arena_copy(const bk_arena_t *dst, size_t doff, const bk_arena_t *src, size_t soff,
                   size_t n);
+/* ops->find_nonfinite / ops->scale over base[off, off + n). 0 or -1. */
+int bk_arena_scan(const bk_arena_t *a, size_t off, size_t n, int64_t *at);
+int bk_arena_scale(const bk_arena_t *a, size_t off, size_t n, float factor);
 /* 0 when base[off, off + n) is finite, else -1 with finite_check's message
  * ("name: element i of n is nan", i from off) in err; a failed scan says so. */
 int bk_arena_check(const bk_arena_t *a, size_t off, size_t n, const char *name, char *err,

@@ -17,7 +17,8 @@ int tape_pmem_host(const bk_graph_t *g)
 
 float *tape_pmem_new(bk_graph_t *g, size_t n)
 {
-    float *p = ops_of(g)->alloc(n);
+    const bk_arena_ops_t *ops = ops_of(g);
+    float *p = ops->alloc(ops->ctx, n);
     if (!p)
         bk_ctx_fail(&g->base, "out of %s memory for %zu floats", ops_of(g)->name, n);
     return p;
@@ -26,7 +27,7 @@ float *tape_pmem_new(bk_graph_t *g, size_t n)
 void tape_pmem_free(bk_graph_t *g, float *p)
 {
     if (p)
-        ops_of(g)->free(p);
+        ops_of(g)->free(ops_of(g)->ctx, p);
 }
 
 uint64_t *tape_count_bn(bk_graph_t *g)
@@ -47,7 +48,7 @@ static void count(const bk_graph_t *g, uint64_t *c, size_t n)
 
 int tape_pmem_get(bk_graph_t *g, float *host, const float *pm, size_t n, uint64_t *c)
 {
-    if (ops_of(g)->read(pm, 0, n, host) < 0) {
+    if (ops_of(g)->read(ops_of(g)->ctx, pm, 0, n, host) < 0) {
         bk_ctx_fail(&g->base, "reading %zu floats of %s memory failed", n, ops_of(g)->name);
         return -1;
     }
@@ -57,7 +58,7 @@ int tape_pmem_get(bk_graph_t *g, float *host, const float *pm, size_t n, uint64_
 
 int tape_pmem_put(bk_graph_t *g, float *pm, const float *host, size_t n, uint64_t *c)
 {
-    if (ops_of(g)->write(pm, 0, n, host) < 0) {
+    if (ops_of(g)->write(ops_of(g)->ctx, pm, 0, n, host) < 0) {
         bk_ctx_fail(&g->base, "writing %zu floats of %s memory failed", n, ops_of(g)->name);
         return -1;
     }

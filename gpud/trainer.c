@@ -530,7 +530,7 @@ static int arena_finite(const trainer_t *t, const bk_arena_t *a, range_fn range,
                         const char *what, char *err, size_t errlen)
 {
     int64_t at = -1;
-    if (a->ops->find_nonfinite(a->base, 0, a->floats, &at) < 0) {
+    if (bk_arena_scan(a, 0, a->floats, &at) < 0) {
         err_set(err, errlen, "%s: scanning the %s arena for non-finite values failed", what,
                 a->ops->name);
         return -1;
@@ -601,7 +601,7 @@ int trainer_unscale(trainer_t *t, char *err, size_t errlen)
         return 0;
     const bk_arena_t *a = t->grads;
     int64_t at = -1;
-    if (a->ops->find_nonfinite(a->base, 0, a->floats, &at) < 0) {
+    if (bk_arena_scan(a, 0, a->floats, &at) < 0) {
         err_set(err, errlen, "fp16 loss scaling: scanning the %s gradient arena failed",
                 a->ops->name);
         return -1;
@@ -610,7 +610,7 @@ int trainer_unscale(trainer_t *t, char *err, size_t errlen)
         t->found_inf = 1;
         return 1;
     }
-    if (a->ops->scale(a->base, 0, a->floats, 1.0f / t->ls.scale) < 0) {   /* exact: 2^-k */
+    if (bk_arena_scale(a, 0, a->floats, 1.0f / t->ls.scale) < 0) {   /* exact: 2^-k */
         err_set(err, errlen, "fp16 loss scaling: unscaling the %s gradient arena failed",
                 a->ops->name);
         return -1;

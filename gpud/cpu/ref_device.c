@@ -52,51 +52,53 @@ static const float *host(const float *p, const char *what)
 
 /* ------------------------------------------------------------ the arena */
 
-static float *a_alloc(size_t floats)
+static float *a_alloc(void *ctx, size_t floats)
 {
-    float *p = bk_arena_host.alloc(floats);
+    float *p = bk_arena_host.alloc(ctx, floats);
     return p ? (float *)((uintptr_t)p | TAG) : NULL;
 }
 
-static void a_free(float *base)
+static void a_free(void *ctx, float *base)
 {
-    bk_arena_host.free(dev(base, "arena free"));
+    bk_arena_host.free(ctx, dev(base, "arena free"));
 }
 
-static int a_read(const float *base, size_t off, size_t n, float *dst)
+static int a_read(void *ctx, const float *base, size_t off, size_t n, float *dst)
 {
-    return bk_arena_host.read(dev(base, "arena read"), off, n, dst);
+    return bk_arena_host.read(ctx, dev(base, "arena read"), off, n, dst);
 }
 
-static int a_write(float *base, size_t off, size_t n, const float *src)
+static int a_write(void *ctx, float *base, size_t off, size_t n, const float *src)
 {
-    return bk_arena_host.write(dev(base, "arena write"), off, n, host(src, "arena write"));
+    return bk_arena_host.write(ctx, dev(base, "arena write"), off, n, host(src, "arena write"));
 }
 
-static int a_zero(float *base, size_t off, size_t n)
+static int a_zero(void *ctx, float *base, size_t off, size_t n)
 {
-    return bk_arena_host.zero(dev(base, "arena zero"), off, n);
+    return bk_arena_host.zero(ctx, dev(base, "arena zero"), off, n);
 }
 
-static int a_copy(float *dst, size_t doff, const float *src, size_t soff, size_t n)
+static int a_copy(void *ctx, float *dst, size_t doff, const float *src, size_t soff,
+                  size_t n)
 {
-    return bk_arena_host.copy(dev(dst, "arena copy"), doff, dev(src, "arena copy"), soff, n);
+    return bk_arena_host.copy(ctx, dev(dst, "arena copy"), doff, dev(src, "arena copy"), soff, n);
 }
 
-static int a_find(const float *base, size_t off, size_t n, int64_t *at)
+static int a_find(void *ctx, const float *base, size_t off, size_t n, int64_t *at)
 {
-    return bk_arena_host.find_nonfinite(dev(base, "arena scan"), off, n, at);
+    return bk_arena_host.find_nonfinite(ctx, dev(base, "arena scan"), off, n, at);
 }
 
-static int a_scale(float *base, size_t off, size_t n, float factor)
+static int a_scale(void *ctx, float *base, size_t off, size_t n, float factor)
 {
-    return bk_arena_host.scale(dev(base, "arena scale"), off, n, factor);
+    return bk_arena_host.scale(ctx, dev(base, "arena scale"), off, n, factor);
 }
 
 /* The host optimizer on the untagged views (its step state is the caller's). */
-static int a_optim(const optim_cfg_t *c, double lr, bk_oparam_t *p, int n, char *err,
-                   size_t errlen)
+static int a_optim(void *ctx, const optim_cfg_t *c, double lr, bk_oparam_t *p, int n,
+                   char *err, size_t errlen)
 {
+    (void)ctx;
     bk_oparam_t *q = malloc((size_t)(n > 0 ? n : 1) * sizeof *q);
     if (!q) {
         err_set(err, errlen, "ref-device optimizer: out of memory");

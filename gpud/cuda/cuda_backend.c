@@ -4,8 +4,8 @@
  * cuBLAS, everything else in gpud/cuda/cuda_kernels.cu. All work of a
  * backend runs in order on one stream; bk_read and the kernels that hand
  * values to the host synchronise it, and every CUDA, cuDNN and cuBLAS status
- * is checked. The model's arenas are device memory (cuda_device_arena,
- * cuda_optim.c), whose ops wait for this stream's work themselves. */
+ * is checked. The model's arenas are device memory (cuda_arena.c), whose
+ * ops and optimizer step are queued on this same stream. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@
 #include "common/log.h"
 #include "gpud/cuda/cuda_backend.h"
 #include "gpud/cuda/cuda_infer_kernels.h"
-#include "gpud/cuda/cuda_optim.h"
+#include "gpud/cuda/cuda_arena.h"
 #include "gpud/cuda_device.h"
 #include "gpud/cuda/cuda_priv.h"
 
@@ -590,6 +590,7 @@ static void cb_destroy(backend_t *be)
     cuda_backend_t *cb = cu_be(be);
     if (cb->stream)
         cudaStreamSynchronize(cb->stream);
+    cuda_arena_destroy(&cb->arena);   /* the model freed its arenas first */
     cu_u8_free(cb);
     cudaFree(cb->ws);
     cudaFree(cb->scratch);
@@ -716,9 +717,6 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
         return NULL;
     }
     cb->base.ops = &CUDA_OPS;
-    /* the model's parameters, gradients and optimizer state in device
-     * memory: the kernels use them in place, the optimizer runs there */
-    cb->base.arena = &cuda_device_arena;
     cb->base.threads = threads;
     const char *prec = getenv("DDPIPE_CUDA_PRECISION"), *algo = getenv("DDPIPE_CUDA_ALGO");
     if (algo && *algo && strcmp(algo, "heuristic") != 0 && strcmp(algo, "find") != 0) {
@@ -744,10 +742,14 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
     }
     cb->tf32 = prec && strcmp(prec, "tf32") == 0;
     cb->ws_cap = (size_t)ws_mb << 20;
-    if (cb_start(cb, err, errlen) < 0) {
+    /* the model's parameters, gradients and optimizer state in device
+     * memory: the kernels use them in place, the arena's ops and the
+     * optimizer run on the backend's stream (cuda_arena.h) */
+    if (cb_start(cb, err, errlen) < 0 || !(cb->arena = cuda_arena_new(cb->stream, err, errlen))) {
         cb_destroy(&cb->base);
         return NULL;
     }
+    cb->base.arena = cuda_arena_ops(cb->arena);
     log_info("cuda backend: device %d (%s), %s, convolution algorithms by %s", cb->device,
              cb->device_name, cb->tf32 ? "tf32" : "fp32",
              cb->algo_find ? "benchmark (DDPIPE_CUDA_ALGO=find)" : "cuDNN heuristics");

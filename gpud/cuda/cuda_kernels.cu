@@ -9,22 +9,6 @@
 
 #include <math.h>
 
-/* Sum of v over the block (THREADS threads); the result is valid in thread 0. */
-__device__ static double block_sum(double v)
-{
-    __shared__ double sh[THREADS];
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int k = THREADS / 2; k > 0; k >>= 1) {
-        if ((int)threadIdx.x < k)
-            sh[threadIdx.x] += sh[threadIdx.x + k];
-        __syncthreads();
-    }
-    double r = sh[0];
-    __syncthreads();   /* sh is reused by the next call */
-    return r;
-}
-
 /* ------------------------------------------------------------ element-wise */
 
 __global__ static void k_u8_normalize(const uint8_t *px, size_t count, int c, int hw,
@@ -761,94 +745,5 @@ cudaError_t ck_pool_bwd(cudaStream_t s, const ck_pool_t *p, const float *x, cons
 {
     size_t count = (size_t)p->nc * p->ih * p->iw;
     k_pool_bwd<<<blocks_for(count), THREADS, 0, s>>>(*p, x, gy, gx);
-    return cudaGetLastError();
-}
-
-/* ------------------------------------------------------------- optimizers */
-
-__global__ static void k_sgd(float *w, const float *g, float *buf, size_t n, ck_sgd_t c)
-{
-    GRID_STRIDE(i, n)
-    {
-        float d = g[i];
-        if (c.wd != 0)
-            d = __fadd_rn(d, __fmul_rn(c.wd, w[i]));
-        if (c.use_mom) {
-            buf[i] = c.first ? d : __fadd_rn(__fmul_rn(buf[i], c.mom), __fmul_rn(c.keep, d));
-            d = c.nesterov ? __fadd_rn(d, __fmul_rn(c.mom, buf[i])) : buf[i];
-        }
-        w[i] = __fadd_rn(w[i], __fmul_rn(c.neg_lr, d));
-    }
-}
-
-cudaError_t ck_sgd(cudaStream_t s, float *w, const float *g, float *buf, size_t n, ck_sgd_t c)
-{
-    k_sgd<<<blocks_for(n), THREADS, 0, s>>>(w, g, buf, n, c);
-    return cudaGetLastError();
-}
-
-__global__ static void k_adam(float *w, const float *g, float *m, float *v, float *vmax,
-                              size_t n, ck_adam_t c)
-{
-    GRID_STRIDE(i, n)
-    {
-        float d = g[i];
-        if (c.adamw)
-            w[i] = __fmul_rn(w[i], c.decay_mul);
-        else if (c.wd != 0)
-            d = __fadd_rn(d, __fmul_rn(c.wd, w[i]));
-        m[i] = __fadd_rn(__fmul_rn(m[i], c.b1), __fmul_rn(c.one_b1, d));
-        v[i] = __fadd_rn(__fmul_rn(v[i], c.b2), __fmul_rn(__fmul_rn(c.one_b2, d), d));
-        float vv = v[i];
-        if (vmax) {
-            vmax[i] = fmaxf(vmax[i], vv);
-            vv = vmax[i];
-        }
-        const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vv), c.bc2_sqrt), c.eps);
-        w[i] = __fadd_rn(w[i], __fdiv_rn(__fmul_rn(c.neg_step_size, m[i]), denom));
-    }
-}
-
-cudaError_t ck_adam(cudaStream_t s, float *w, const float *g, float *m, float *v, float *vmax,
-                    size_t n, ck_adam_t c)
-{
-    k_adam<<<blocks_for(n), THREADS, 0, s>>>(w, g, m, v, vmax, n, c);
-    return cudaGetLastError();
-}
-
-__global__ static void k_sumsq(const float *g, size_t n, double *out)
-{
-    double acc = 0.0;
-    for (size_t i = threadIdx.x; i < n; i += THREADS)
-        acc += (double)__fmul_rn(g[i], g[i]);
-    acc = block_sum(acc);
-    if (threadIdx.x == 0)
-        *out = acc;
-}
-
-cudaError_t ck_sumsq(cudaStream_t s, const float *g, size_t n, double *out)
-{
-    k_sumsq<<<1, THREADS, 0, s>>>(g, n, out);
-    return cudaGetLastError();
-}
-
-__global__ static void k_novograd(float *w, const float *g, float *m, size_t n, ck_novograd_t c)
-{
-    GRID_STRIDE(i, n)
-    {
-        float d = __fdiv_rn(g[i], c.denom);
-        if (c.wd != 0)
-            d = __fadd_rn(d, __fmul_rn(c.wd, w[i]));
-        if (c.grad_averaging)
-            d = __fmul_rn(d, c.avg);
-        m[i] = __fadd_rn(__fmul_rn(m[i], c.b1), d);
-        w[i] = __fadd_rn(w[i], __fmul_rn(c.neg_lr, m[i]));
-    }
-}
-
-cudaError_t ck_novograd(cudaStream_t s, float *w, const float *g, float *m, size_t n,
-                        ck_novograd_t c)
-{
-    k_novograd<<<blocks_for(n), THREADS, 0, s>>>(w, g, m, n, c);
     return cudaGetLastError();
 }

@@ -6,8 +6,7 @@
  * The kernels follow gpud/cpu/ref_ops.c op for op (double accumulators for
  * reductions, PyTorch's pooling windows and tie rules, the same dropout hash)
  * so that the cuda backend agrees with the CPU reference to float rounding.
- * The optimizer kernels follow gpud/optim/optim.c with explicit
- * round-to-nearest intrinsics (no FMA contraction), so they are bit-exact. */
+ * The optimizer's kernels are cuda_optim_kernels.h's. */
 #ifndef DDP_CUDA_KERNELS_H
 #define DDP_CUDA_KERNELS_H
 
@@ -145,28 +144,6 @@ cudaError_t ck_pool_fwd(cudaStream_t s, const ck_pool_t *p, const float *x, floa
 cudaError_t ck_pool_bwd(cudaStream_t s, const ck_pool_t *p, const float *x, const float *gy,
                         float *gx);
 
-/* Optimizer updates on device arrays, as gpud/optim/optim.c. */
-typedef struct {
-    float wd, mom, keep, neg_lr;
-    int use_mom, first, nesterov;
-} ck_sgd_t;
-cudaError_t ck_sgd(cudaStream_t s, float *w, const float *g, float *buf, size_t n,
-                   ck_sgd_t c);
-typedef struct {
-    float b1, b2, one_b1, one_b2, wd, decay_mul, neg_step_size, bc2_sqrt, eps;
-    int adamw;
-} ck_adam_t;
-/* vmax NULL: no amsgrad */
-cudaError_t ck_adam(cudaStream_t s, float *w, const float *g, float *m, float *v, float *vmax,
-                    size_t n, ck_adam_t c);
-/* out (1 device double) = sum (double)(g*g in float) */
-cudaError_t ck_sumsq(cudaStream_t s, const float *g, size_t n, double *out);
-typedef struct {
-    float denom, wd, b1, avg, neg_lr;
-    int grad_averaging;
-} ck_novograd_t;
-cudaError_t ck_novograd(cudaStream_t s, float *w, const float *g, float *m, size_t n,
-                        ck_novograd_t c);
 
 #ifdef __cplusplus
 }

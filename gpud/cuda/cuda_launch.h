@@ -22,4 +22,22 @@ static inline unsigned blocks_for(size_t count)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (count); \
          i += (size_t)gridDim.x * blockDim.x)
 
+/* Sum of v over the block (THREADS threads); the result is valid in thread 0.
+ * The same tree in every kernel that uses it: a reduction's bits depend on
+ * the block size and the data alone. */
+__device__ static inline double block_sum(double v)
+{
+    __shared__ double sh[THREADS];
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int k = THREADS / 2; k > 0; k >>= 1) {
+        if ((int)threadIdx.x < k)
+            sh[threadIdx.x] += sh[threadIdx.x + k];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();   /* sh is reused by the next call */
+    return r;
+}
+
 #endif

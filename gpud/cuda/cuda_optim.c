@@ -1,290 +1,331 @@
 /* cuda_optim — see cuda_optim.h. The scalars are derived on the host exactly
- * as optim.c derives them; the kernels (cuda_kernels.cu) do the per-element
- * work with explicitly rounded float operations. */
+ * as optim_host.c derives them; the kernels (cuda_optim_kernels.cu) do the
+ * per-element work with explicitly rounded float operations. */
 #include "gpud/cuda/cuda_optim.h"
 #include "common/errbuf.h"
 #include "common/log.h"
 
+#include <cuda_runtime.h>
 #include <math.h>
-#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "gpud/cuda/cuda_kernels.h"
+#include "gpud/cuda/cuda_optim_kernels.h"
 
 static int ok(cudaError_t e, const char *what, char *err, size_t errlen)
 {
     if (e == cudaSuccess)
         return 0;
-    err_set(err, errlen, "cuda optimizer: %s failed: %s (%s)", what, cudaGetErrorName(e),
-             cudaGetErrorString(e));
+    err_set(err, errlen, "cuda optimizer: %s failed: %s (%s)%s", what, cudaGetErrorName(e),
+            cudaGetErrorString(e),
+            e == cudaErrorMemoryAllocation ? "; the GPU is out of memory: lower the batch or "
+                                             "stop other processes on it (nvidia-smi)" : "");
     return -1;
 }
 
-static int sgd(const optim_cfg_t *c, cuda_oparam_t *p, double lr, cudaStream_t s, char *err,
-               size_t errlen)
+/* ------------------------------------------------------------ scalars */
+
+static ck_sgd_t sgd_scalars(const optim_cfg_t *c, bool decay, bool have_buf, double lr)
 {
-    ck_sgd_t k = {.wd = p->decay ? (float)c->weight_decay : 0.0f,
-                  .mom = (float)c->momentum,
-                  .keep = (float)(1.0 - c->dampening),
-                  .neg_lr = (float)-lr,
-                  .use_mom = c->momentum != 0,
-                  .first = c->momentum != 0 && !p->have_buf,
-                  .nesterov = c->nesterov};
-    if (ok(ck_sgd(s, p->w, p->g, p->buf, (size_t)p->numel, k), "SGD kernel", err, errlen) < 0)
-        return -1;
-    p->have_buf |= k.use_mom;
-    p->step++;
-    return 0;
+    return (ck_sgd_t){.wd = decay ? (float)c->weight_decay : 0.0f,
+                      .mom = (float)c->momentum,
+                      .keep = (float)(1.0 - c->dampening),
+                      .neg_lr = (float)-lr,
+                      .use_mom = c->momentum != 0,
+                      .first = c->momentum != 0 && !have_buf,
+                      .nesterov = c->nesterov};
 }
 
-static int adam(const optim_cfg_t *c, cuda_oparam_t *p, double lr, cudaStream_t s, char *err,
-                size_t errlen)
+/* step: the parameter's step count after this step */
+static ck_adam_t adam_scalars(const optim_cfg_t *c, bool decay, int64_t step, double lr)
 {
-    const double wdd = p->decay ? c->weight_decay : 0.0;
-    p->step++;
-    const double step = (double)(float)p->step;   /* PyTorch's float32 step */
-    const double bc1 = 1.0 - pow(c->beta1, step), bc2 = 1.0 - pow(c->beta2, step);
-    ck_adam_t k = {.b1 = (float)c->beta1,
-                   .b2 = (float)c->beta2,
-                   .one_b1 = (float)(1.0 - c->beta1),
-                   .one_b2 = (float)(1.0 - c->beta2),
-                   .wd = (float)wdd,
-                   .decay_mul = (float)(1.0 - lr * wdd),
-                   .neg_step_size = (float)-(lr / bc1),
-                   .bc2_sqrt = (float)sqrt(bc2),
-                   .eps = (float)c->eps,
-                   .adamw = c->kind == OPTIM_ADAMW};
-    return ok(ck_adam(s, p->w, p->g, p->buf, p->sq, c->amsgrad ? p->sq_max : NULL,
-                      (size_t)p->numel, k), "Adam kernel", err, errlen);
+    const double wdd = decay ? c->weight_decay : 0.0;
+    const double fstep = (double)(float)step;   /* PyTorch's float32 step */
+    const double bc1 = 1.0 - pow(c->beta1, fstep), bc2 = 1.0 - pow(c->beta2, fstep);
+    return (ck_adam_t){.b1 = (float)c->beta1,
+                       .b2 = (float)c->beta2,
+                       .one_b1 = (float)(1.0 - c->beta1),
+                       .one_b2 = (float)(1.0 - c->beta2),
+                       .wd = (float)wdd,
+                       .decay_mul = (float)(1.0 - lr * wdd),
+                       .neg_step_size = (float)-(lr / bc1),
+                       .bc2_sqrt = (float)sqrt(bc2),
+                       .eps = (float)c->eps,
+                       .adamw = c->kind == OPTIM_ADAMW};
 }
 
-static int novograd(const optim_cfg_t *c, cuda_oparam_t *p, double lr, cudaStream_t s,
-                    char *err, size_t errlen)
+/* What a step does to a parameter's host state (optim_host.c's). */
+static void advance(const optim_cfg_t *c, bk_oparam_t *p)
 {
-    double sum = 0.0;
+    if (c->kind == OPTIM_SGD)
+        p->have_buf |= c->momentum != 0;
     p->step++;
-    if (ok(ck_sumsq(s, p->g, (size_t)p->numel, p->dsum), "NovoGrad norm kernel", err, errlen) < 0 ||
-        ok(cudaMemcpyAsync(&sum, p->dsum, sizeof sum, cudaMemcpyDeviceToHost, s), "copy", err,
-           errlen) < 0 ||
-        ok(cudaStreamSynchronize(s), "NovoGrad norm", err, errlen) < 0)
+}
+
+/* ----------------------------------------------------- one parameter */
+
+static int novograd(const optim_cfg_t *c, bk_oparam_t *p, double lr, double *scratch,
+                    cudaStream_t s, char *err, size_t errlen)
+{
+    if (!scratch) {
+        err_set(err, errlen, "cuda optimizer: NovoGrad needs a device scratch");
         return -1;
-    const float norm = (float)sum;
-    p->nv_sq = p->nv_sq == 0 ? norm : p->nv_sq * (float)c->beta2 + (float)(1.0 - c->beta2) * norm;
-    float vv = p->nv_sq;
-    if (c->amsgrad) {
-        p->nv_sq_max = fmaxf(p->nv_sq_max, vv);
-        vv = p->nv_sq_max;
     }
-    ck_novograd_t k = {.denom = sqrtf(vv) + (float)c->eps,
-                       .wd = p->decay ? (float)c->weight_decay : 0.0f,
+    ck_novograd_t k = {.wd = p->decay ? (float)c->weight_decay : 0.0f,
                        .b1 = (float)c->beta1,
                        .avg = (float)(1.0 - c->beta1),
                        .neg_lr = (float)-lr,
                        .grad_averaging = c->grad_averaging};
-    return ok(ck_novograd(s, p->w, p->g, p->buf, (size_t)p->numel, k), "NovoGrad kernel", err,
-              errlen);
+    return ok(ck_sumsq(s, p->g, (size_t)p->numel, scratch), "NovoGrad norm kernel", err,
+              errlen) < 0 ||
+           ok(ck_novograd_moment(s, scratch, p->sq, c->amsgrad ? p->sq_max : NULL,
+                                 (float)c->beta2, (float)(1.0 - c->beta2), (float)c->eps),
+              "NovoGrad moment kernel", err, errlen) < 0 ||
+           ok(ck_novograd(s, p->w, p->g, p->buf, (size_t)p->numel, scratch, k),
+              "NovoGrad kernel", err, errlen) < 0
+               ? -1 : 0;
 }
 
-int cuda_optim_step(const optim_cfg_t *c, cuda_oparam_t *p, double lr, void *stream,
-                    char *err, size_t errlen)
+int cuda_optim_step(const optim_cfg_t *c, bk_oparam_t *p, double lr, double *scratch,
+                    void *stream, char *err, size_t errlen)
 {
     cudaStream_t s = (cudaStream_t)stream;
+    int rc;
     switch (c->kind) {
     case OPTIM_SGD:
-        return sgd(c, p, lr, s, err, errlen);
+        rc = ok(ck_sgd(s, p->w, p->g, p->buf, (size_t)p->numel,
+                       sgd_scalars(c, p->decay, p->have_buf, lr)), "SGD kernel", err, errlen);
+        break;
     case OPTIM_NOVOGRAD:
-        return novograd(c, p, lr, s, err, errlen);
+        rc = novograd(c, p, lr, scratch, s, err, errlen);
+        break;
     case OPTIM_ADAM:
     case OPTIM_ADAMW:
-        return adam(c, p, lr, s, err, errlen);
+        rc = ok(ck_adam(s, p->w, p->g, p->buf, p->sq, c->amsgrad ? p->sq_max : NULL,
+                        (size_t)p->numel, adam_scalars(c, p->decay, p->step + 1, lr)),
+                "Adam kernel", err, errlen);
+        break;
     default:
         err_set(err, errlen, "cuda optimizer: unknown kind %d", (int)c->kind);
         return -1;
     }
-}
-
-/* ------------------------------------------------- the device arena
- *
- * The backend's stream is non-blocking: it does not order with the legacy
- * default stream these ops use (cudaMemcpy, cudaMemset, kernels on stream
- * 0). So every op first waits for all queued device work (the kernels that
- * wrote a gradient, the forward that reads a weight about to change) and
- * finishes its own work before returning, for the kernels queued after it.
- * The ops get no backend: failures are logged here (what failed, what to
- * do) and the caller gets -1. */
-
-static int dev_ok(cudaError_t e, const char *what)
-{
-    if (e == cudaSuccess)
-        return 0;
-    log_error("cuda device arena: %s failed: %s (%s); %s", what, cudaGetErrorName(e),
-              cudaGetErrorString(e),
-              e == cudaErrorMemoryAllocation
-                  ? "the GPU is out of memory: lower the batch or the model, or stop other "
-                    "processes on the device (nvidia-smi)"
-                  : "the CUDA context may be unusable: restart the process (run with "
-                    "CUDA_LAUNCH_BLOCKING=1 to locate a failing kernel)");
-    return -1;
-}
-
-/* All device work queued so far, on every stream, is done. */
-static int dev_quiet(const char *what)
-{
-    return dev_ok(cudaDeviceSynchronize(), what);
-}
-
-static float *dev_alloc(size_t floats)
-{
-    void *p = NULL;
-    size_t bytes = (floats ? floats : 1) * sizeof(float);
-    if (dev_ok(cudaMalloc(&p, bytes), "cudaMalloc (arena)") < 0)
-        return NULL;
-    /* the memset is asynchronous: zero before any stream reads it */
-    if (dev_ok(cudaMemset(p, 0, bytes), "cudaMemset (arena)") < 0 ||
-        dev_quiet("zeroing a new arena") < 0) {
-        cudaFree(p);
-        return NULL;
-    }
-    return p;
-}
-
-static void dev_free(float *base)
-{
-    /* kernels queued on the backend's stream may still use the arena */
-    dev_quiet("device work before freeing an arena");
-    dev_ok(cudaFree(base), "cudaFree (arena)");
-}
-
-static int dev_read(const float *base, size_t off, size_t n, float *dst)
-{
-    if (!n)
-        return 0;
-    if (dev_quiet("device work before an arena read") < 0)
-        return -1;
-    /* device to pageable host memory: returns when the copy is done */
-    return dev_ok(cudaMemcpy(dst, base + off, n * sizeof *dst, cudaMemcpyDeviceToHost),
-                  "arena read (cudaMemcpy device to host)");
-}
-
-/* From pageable memory cudaMemcpy may return before the DMA lands, a
- * memset or a device-to-device copy before it ran: each op waits. */
-static int dev_write(float *base, size_t off, size_t n, const float *src)
-{
-    if (!n)
-        return 0;
-    if (dev_quiet("device work before an arena write") < 0 ||
-        dev_ok(cudaMemcpy(base + off, src, n * sizeof *src, cudaMemcpyHostToDevice),
-               "arena write (cudaMemcpy host to device)") < 0)
-        return -1;
-    return dev_quiet("arena write");
-}
-
-static int dev_zero(float *base, size_t off, size_t n)
-{
-    if (!n)
-        return 0;
-    if (dev_quiet("device work before an arena zero") < 0 ||
-        dev_ok(cudaMemset(base + off, 0, n * sizeof *base), "arena zero (cudaMemset)") < 0)
-        return -1;
-    return dev_quiet("arena zero");
-}
-
-static int dev_copy(float *dst, size_t doff, const float *src, size_t soff, size_t n)
-{
-    if (!n)
-        return 0;
-    if (dev_quiet("device work before an arena copy") < 0 ||
-        dev_ok(cudaMemcpy(dst + doff, src + soff, n * sizeof *dst, cudaMemcpyDeviceToDevice),
-               "arena copy (cudaMemcpy device to device)") < 0)
-        return -1;
-    return dev_quiet("arena copy");
-}
-
-/* One device word, all ones (= none found), that the kernel lowers to the
- * first bad index; read back (synchronously) after the kernel. */
-static int dev_find_nonfinite(const float *base, size_t off, size_t n, int64_t *at)
-{
-    unsigned long long *word = NULL, first = ~0ull;
-    *at = -1;
-    if (!n)
-        return 0;
-    if (dev_quiet("device work before a non-finite scan") < 0 ||
-        dev_ok(cudaMalloc((void **)&word, sizeof *word), "cudaMalloc (non-finite scan)") < 0)
-        return -1;
-    int rc = -1;
-    if (dev_ok(cudaMemcpy(word, &first, sizeof first, cudaMemcpyHostToDevice),
-               "non-finite scan start (cudaMemcpy)") == 0 &&
-        dev_ok(ck_find_nonfinite(NULL, base + off, n, word), "non-finite scan kernel") == 0 &&
-        dev_ok(cudaMemcpy(&first, word, sizeof first, cudaMemcpyDeviceToHost),
-               "non-finite scan result (cudaMemcpy)") == 0 &&
-        dev_quiet("non-finite scan") == 0)
-        rc = 0;
-    if (dev_ok(cudaFree(word), "cudaFree (non-finite scan)") < 0)
-        rc = -1;
-    if (rc == 0 && first != ~0ull)
-        *at = (int64_t)first;
+    if (rc == 0)
+        advance(c, p);
     return rc;
 }
 
-static int dev_scale(float *base, size_t off, size_t n, float factor)
+/* ----------------------------------------------- every parameter at once */
+
+typedef struct {
+    bool decay, have_buf;
+    int64_t step;
+} group_key_t;
+
+struct cuda_optim {
+    double *scratch;          /* device, 2 doubles: NovoGrad */
+    ck_chunk_t *host;         /* the table being built */
+    ck_chunk_t *last;         /* the table on the device (its host copy) */
+    int nlast;
+    ck_chunk_t *dev;          /* device, dev_cap entries */
+    int cap, dev_cap;
+    cuda_optim_counts_t counts;
+};
+
+cuda_optim_t *cuda_optim_new(char *err, size_t errlen)
 {
-    if (!n)
-        return 0;
-    if (dev_quiet("device work before an arena scale") < 0 ||
-        dev_ok(ck_scale(NULL, base + off, n, factor), "arena scale kernel") < 0)
-        return -1;
-    return dev_quiet("arena scale");
+    cuda_optim_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        err_set(err, errlen, "cuda optimizer: out of memory");
+        return NULL;
+    }
+    if (ok(cudaMalloc((void **)&self->scratch, 2 * sizeof(double)), "cudaMalloc (scratch)",
+           err, errlen) < 0) {
+        free(self);
+        return NULL;
+    }
+    return self;
 }
 
-/* NovoGrad's scalar second moments live in the state arena here, host
- * state in cuda_oparam_t: copied around the step. */
-static int arena_step(const optim_cfg_t *c, double lr, bk_oparam_t *p, int n, char *err,
-                      size_t errlen)
+void cuda_optim_destroy(cuda_optim_t **self)
 {
-    double *dsum = NULL;
-    int nv = c->kind == OPTIM_NOVOGRAD, rc = 0;
-    /* the gradients come from kernels on the backend's (non-blocking) stream */
-    if (ok(cudaDeviceSynchronize(), "device work before the optimizer step", err, errlen) < 0 ||
-        (nv && ok(cudaMalloc((void **)&dsum, sizeof *dsum), "NovoGrad scratch", err, errlen) < 0))
+    if (!self || !*self)
+        return;
+    cudaFree((*self)->scratch);
+    cudaFree((*self)->dev);
+    free((*self)->host);
+    free((*self)->last);
+    free(*self);
+    *self = NULL;
+}
+
+cuda_optim_counts_t cuda_optim_counts(const cuda_optim_t *self)
+{
+    return self->counts;
+}
+
+/* The group of key among the keys so far (added when new: groups are
+ * numbered in order of first appearance, so the numbering stays the same
+ * from one step to the next while every parameter advances alike); -1 when
+ * there would be more than CK_GROUPS. */
+static int group_of(group_key_t *keys, int *nkeys, group_key_t key)
+{
+    for (int i = 0; i < *nkeys; i++)
+        if (keys[i].decay == key.decay && keys[i].have_buf == key.have_buf &&
+            keys[i].step == key.step)
+            return i;
+    if (*nkeys == CK_GROUPS)
         return -1;
-    for (int i = 0; i < n && rc == 0; i++) {
+    keys[*nkeys] = key;
+    return (*nkeys)++;
+}
+
+static group_key_t key_of(const optim_cfg_t *c, const bk_oparam_t *p)
+{
+    if (c->kind == OPTIM_SGD)
+        return (group_key_t){.decay = p->decay, .have_buf = p->have_buf};
+    return (group_key_t){.decay = p->decay, .step = p->step};
+}
+
+static int grow_host(cuda_optim_t *self, int need, char *err, size_t errlen)
+{
+    if (need <= self->cap)
+        return 0;
+    int cap = need + need / 2;
+    ck_chunk_t *h = realloc(self->host, (size_t)cap * sizeof *h);
+    if (h)
+        self->host = h;
+    ck_chunk_t *l = h ? realloc(self->last, (size_t)cap * sizeof *l) : NULL;
+    if (l)
+        self->last = l;
+    if (!h || !l) {
+        err_set(err, errlen, "cuda optimizer: out of memory for %d chunks", need);
+        return -1;
+    }
+    self->cap = cap;
+    return 0;
+}
+
+/* The chunk table of the n parameters into self->host; *nchunks, keys and
+ * *nkeys set. 1: more than CK_GROUPS groups (no table); -1 with err. */
+static int build_table(cuda_optim_t *self, const optim_cfg_t *c, const bk_oparam_t *p, int n,
+                       int *nchunks, group_key_t *keys, int *nkeys, char *err, size_t errlen)
+{
+    int need = 0;
+    *nkeys = 0;
+    for (int i = 0; i < n; i++)
+        if (p[i].g && p[i].numel > 0) {
+            if (group_of(keys, nkeys, key_of(c, &p[i])) < 0)
+                return 1;
+            need += (int)((p[i].numel + CK_CHUNK - 1) / CK_CHUNK);
+        }
+    if (grow_host(self, need, err, errlen) < 0)
+        return -1;
+    const bool ams = c->kind != OPTIM_SGD && c->amsgrad;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (!p[i].g || p[i].numel <= 0)
+            continue;
+        uint32_t grp = (uint32_t)group_of(keys, nkeys, key_of(c, &p[i]));
+        for (int64_t at = 0; at < p[i].numel; at += CK_CHUNK) {
+            int64_t len = p[i].numel - at < CK_CHUNK ? p[i].numel - at : CK_CHUNK;
+            ck_chunk_t *e = &self->host[k++];
+            memset(e, 0, sizeof *e);   /* the table is compared bytewise */
+            e->w = p[i].w + at;
+            e->g = p[i].g + at;
+            e->buf = p[i].buf ? p[i].buf + at : NULL;
+            if (c->kind != OPTIM_SGD) {
+                e->sq = p[i].sq + at;
+                e->sq_max = ams ? p[i].sq_max + at : NULL;
+            }
+            e->n = (uint32_t)len;
+            e->grp = grp;
+        }
+    }
+    *nchunks = k;
+    return 0;
+}
+
+/* The device copy of self->host[0, n), when it differs from the last one.
+ * A launch queued on stream may still read the old table: the copy is
+ * queued behind it; a bigger table waits for it before freeing. */
+static int upload(cuda_optim_t *self, int n, cudaStream_t s, char *err, size_t errlen)
+{
+    size_t bytes = (size_t)n * sizeof(ck_chunk_t);
+    if (n == self->nlast && memcmp(self->host, self->last, bytes) == 0)
+        return 0;
+    if (n > self->dev_cap) {
+        if (ok(cudaStreamSynchronize(s), "waiting for the last optimizer step", err, errlen) < 0)
+            return -1;
+        cudaFree(self->dev);
+        self->dev = NULL;
+        self->dev_cap = 0;
+        if (ok(cudaMalloc((void **)&self->dev, bytes), "cudaMalloc (optimizer chunk table)",
+               err, errlen) < 0)
+            return -1;
+        self->dev_cap = n;
+    }
+    /* pageable source: staged before the call returns, so host may change */
+    if (ok(cudaMemcpyAsync(self->dev, self->host, bytes, cudaMemcpyHostToDevice, s),
+           "copying the optimizer chunk table", err, errlen) < 0)
+        return -1;
+    memcpy(self->last, self->host, bytes);
+    self->nlast = n;
+    self->counts.table_uploads++;
+    log_debug("cuda optimizer: chunk table of %d chunks uploaded (%lu so far): one "
+              "multi-tensor launch a step", n, self->counts.table_uploads);
+    return 0;
+}
+
+static int per_param(cuda_optim_t *self, const optim_cfg_t *c, double lr, bk_oparam_t *p,
+                     int n, cudaStream_t s, char *err, size_t errlen)
+{
+    for (int i = 0; i < n; i++) {
         if (!p[i].g)
             continue;
-        cuda_oparam_t q = {.w = p[i].w, .g = p[i].g, .buf = p[i].buf, .sq = p[i].sq,
-                           .sq_max = p[i].sq_max, .numel = p[i].numel, .decay = p[i].decay,
-                           .step = p[i].step, .have_buf = p[i].have_buf, .dsum = dsum};
-        if (nv && (dev_read(p[i].sq, 0, 1, &q.nv_sq) < 0 ||
-                   (c->amsgrad && dev_read(p[i].sq_max, 0, 1, &q.nv_sq_max) < 0))) {
-            err_set(err, errlen, "cuda optimizer: cannot read NovoGrad's second moment");
-            rc = -1;
-            break;
-        }
-        rc = cuda_optim_step(c, &q, lr, NULL, err, errlen);
-        if (rc == 0 && nv && (dev_write(p[i].sq, 0, 1, &q.nv_sq) < 0 ||
-                              (c->amsgrad && dev_write(p[i].sq_max, 0, 1, &q.nv_sq_max) < 0))) {
-            err_set(err, errlen, "cuda optimizer: cannot write NovoGrad's second moment");
-            rc = -1;
-        }
-        p[i].step = q.step;
-        p[i].have_buf = q.have_buf;
+        if (cuda_optim_step(c, &p[i], lr, self->scratch, s, err, errlen) < 0)
+            return -1;
+        self->counts.param_launches++;
     }
-    if (rc == 0)
-        rc = ok(cudaDeviceSynchronize(), "optimizer step", err, errlen);
-    cudaError_t fe = cudaFree(dsum);   /* the first failure keeps its message */
-    if (rc == 0)
-        rc = ok(fe, "cudaFree (NovoGrad scratch)", err, errlen);
-    return rc;
+    return 0;
 }
 
-const bk_arena_ops_t cuda_device_arena = {
-    .name = "cuda device",
-    .mem = BK_MEM_DEVICE,
-    .alloc = dev_alloc,
-    .free = dev_free,
-    .read = dev_read,
-    .write = dev_write,
-    .zero = dev_zero,
-    .copy = dev_copy,
-    .find_nonfinite = dev_find_nonfinite,
-    .scale = dev_scale,
-    .optim_step = arena_step,
-};
+int cuda_optim_run(cuda_optim_t *self, const optim_cfg_t *c, double lr, bk_oparam_t *p, int n,
+                   void *stream, char *err, size_t errlen)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (c->kind == OPTIM_NOVOGRAD)
+        return per_param(self, c, lr, p, n, s, err, errlen);
+    group_key_t keys[CK_GROUPS];
+    int nchunks = 0, nkeys = 0;
+    int rc = build_table(self, c, p, n, &nchunks, keys, &nkeys, err, errlen);
+    if (rc < 0)
+        return -1;
+    if (rc == 1)
+        return per_param(self, c, lr, p, n, s, err, errlen);
+    if (nchunks == 0)
+        return 0;
+    if (upload(self, nchunks, s, err, errlen) < 0)
+        return -1;
+    cudaError_t e;
+    if (c->kind == OPTIM_SGD) {
+        ck_sgd_groups_t g;
+        memset(&g, 0, sizeof g);
+        for (int k = 0; k < nkeys; k++)
+            g.g[k] = sgd_scalars(c, keys[k].decay, keys[k].have_buf, lr);
+        e = ck_sgd_multi(s, self->dev, nchunks, g);
+    } else {
+        ck_adam_groups_t g;
+        memset(&g, 0, sizeof g);
+        for (int k = 0; k < nkeys; k++)
+            g.g[k] = adam_scalars(c, keys[k].decay, keys[k].step + 1, lr);
+        e = ck_adam_multi(s, self->dev, nchunks, g);
+    }
+    if (ok(e, c->kind == OPTIM_SGD ? "SGD multi-tensor kernel" : "Adam multi-tensor kernel",
+           err, errlen) < 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (p[i].g)
+            advance(c, &p[i]);
+    self->counts.multi_launches++;
+    return 0;
+}

@@ -44,6 +44,7 @@ typedef struct {
     int tf32;               /* DDPIPE_CUDA_PRECISION=tf32 */
     int algo_find;          /* DDPIPE_CUDA_ALGO=find: benchmark (timing picks) */
     cudaStream_t stream;
+    struct cuda_arena *arena;   /* base.arena's ops: the model's arenas, on stream */
     cudnnHandle_t dnn;
     cublasHandle_t blas;
     void *blas_ws;          /* cuBLAS's workspace, set once: the same kernels (and bits)

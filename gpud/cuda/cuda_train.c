@@ -1,7 +1,7 @@
 /* cuda_train — the training kernels (bk_kernels_t) of the cuda backend.
  * Activations and gradients are device buffers in NCHW float; parameters
  * and their gradients are device memory too (the backend's arena is
- * cuda_device_arena: backend_impl.h's contract), used in place: weights
+ * cuda_arena.c: backend_impl.h's contract), used in place: weights
  * are read and gradients written by the kernels, never copied. What still
  * crosses, counted by purpose (cuda_backend_t.traffic): the batch in
  * (labels, sample ids), the outputs read back, and training BatchNorm's

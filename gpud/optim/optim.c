@@ -347,7 +347,7 @@ void optim_step(optim_t *o, double lr)
         for (int s = 0; s < ST_STEP && o->k[i].g; s++)
             o->p[i].exists[s] |= state_numel(&o->cfg, &o->p[i], s) > 0;
     if (rc == 0)
-        rc = o->ops->optim_step(&o->cfg, lr, o->k, o->n, err, sizeof err);
+        rc = o->ops->optim_step(o->ops->ctx, &o->cfg, lr, o->k, o->n, err, sizeof err);
     if (rc < 0) {
         /* State is a few copies of the model; failing to allocate it (or a
          * device failing) leaves training unable to continue correctly. */

@@ -3,7 +3,7 @@
  * (conv with bias and stride, BN training + fused ReLU, frozen eval BN,
  * ReLU, max/avg pooling, add, concat, dropout, global pooling, flatten,
  * linear, label-smoothed CE). The cuda graph's parameters and gradients are
- * device memory (cuda_device_arena, as a model's arenas on cuda), the
+ * device memory (the backend's arena ops, as a model's arenas on cuda), the
  * ref graph's host arrays. Two steps (weights updated in between, so the
  * re-read of bound parameters is checked too): per-sample losses, logits,
  * every parameter gradient, the input gradient and the running statistics
@@ -21,8 +21,8 @@
 #include <string.h>
 
 #include "gpud/backend.h"
+#include "gpud/backend_arena.h"
 #include "gpud/cuda/cuda_backend.h"
-#include "gpud/cuda/cuda_optim.h"
 #include "../golden_io.h"
 #include "../trand.h"
 #include "arena_checks.h"
@@ -46,6 +46,9 @@ typedef struct {
     int dev;
 } params_t;
 
+/* the cuda backend's arena (cuda_arena.c: its ops on the backend's stream) */
+static const bk_arena_ops_t *DEV;
+
 static const size_t SIZES[NP] = {
     6 * C * 3 * 3, 6,       /* conv1 w, b */
     6, 6, 6, 6,             /* bn1 gamma, beta, rmean, rvar */
@@ -59,7 +62,7 @@ static void get(const params_t *a, int i, int grad, float *dst)
 {
     const float *v = grad ? a->gp[i] : a->p[i];
     if (a->dev)
-        REQUIRE(cuda_device_arena.read(v, 0, a->n[i], dst) == 0, "device read of param %d", i);
+        REQUIRE(DEV->read(DEV->ctx, v, 0, a->n[i], dst) == 0, "device read of param %d", i);
     else
         memcpy(dst, v, a->n[i] * 4);
 }
@@ -67,7 +70,7 @@ static void get(const params_t *a, int i, int grad, float *dst)
 static void put(params_t *a, int i, const float *src)
 {
     if (a->dev)
-        REQUIRE(cuda_device_arena.write(a->p[i], 0, a->n[i], src) == 0,
+        REQUIRE(DEV->write(DEV->ctx, a->p[i], 0, a->n[i], src) == 0,
                 "device write of param %d", i);
     else
         memcpy(a->p[i], src, a->n[i] * 4);
@@ -81,8 +84,8 @@ static void params_init(params_t *a, params_t *b)
     for (int i = 0; i < NP; i++) {
         REQUIRE(SIZES[i] <= MAXP, "MAXP");
         a->n[i] = b->n[i] = SIZES[i];
-        a->p[i] = cuda_device_arena.alloc(SIZES[i]);
-        a->gp[i] = cuda_device_arena.alloc(SIZES[i]);   /* zeroed */
+        a->p[i] = DEV->alloc(DEV->ctx, SIZES[i]);
+        a->gp[i] = DEV->alloc(DEV->ctx, SIZES[i]);   /* zeroed */
         b->p[i] = malloc(SIZES[i] * 4);
         b->gp[i] = calloc(SIZES[i], 4);
         REQUIRE(a->p[i] && b->p[i] && a->gp[i] && b->gp[i], "alloc");
@@ -102,8 +105,8 @@ static void params_dev(params_t *a, const params_t *b)
     a->dev = 1;
     for (int i = 0; i < NP; i++) {
         a->n[i] = SIZES[i];
-        a->p[i] = cuda_device_arena.alloc(SIZES[i]);
-        a->gp[i] = cuda_device_arena.alloc(SIZES[i]);
+        a->p[i] = DEV->alloc(DEV->ctx, SIZES[i]);
+        a->gp[i] = DEV->alloc(DEV->ctx, SIZES[i]);
         REQUIRE(a->p[i] && a->gp[i], "alloc");
         put(a, i, b->p[i]);
     }
@@ -126,8 +129,8 @@ static void params_free(params_t *a)
 {
     for (int i = 0; i < NP; i++) {
         if (a->dev) {
-            cuda_device_arena.free(a->p[i]);
-            cuda_device_arena.free(a->gp[i]);
+            DEV->free(DEV->ctx, a->p[i]);
+            DEV->free(DEV->ctx, a->gp[i]);
         } else {
             free(a->p[i]);
             free(a->gp[i]);
@@ -212,6 +215,7 @@ static void check_graph(void)
     char err[512] = "";
     backend_t *bc = backend_new("cuda", 1, err, sizeof err), *br = backend_new("ref", 2, err, sizeof err);
     REQUIRE(bc && br, "backends: %s", err);
+    DEV = backend_arena_ops(bc);
     params_t pc, pr, ph;
     params_init(&pc, &pr);
     params_dev(&ph, &pr);
@@ -288,5 +292,6 @@ int main(void)
     tc_failures += check_device_arena();
     check_graph();
     tc_failures += check_device_optims();
+    tc_failures += check_arena_optims();
     return tc_done("test_cuda_train_ops");
 }

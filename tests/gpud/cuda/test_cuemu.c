@@ -4,8 +4,9 @@
  * against the CPU reference it is written to follow. Bit for bit where the
  * kernel promises it (the element-wise ops, pooling, dropout's hash, the
  * bf16 rounding, BatchNorm's per-channel steps of bn_math.h, the bf16
- * inference plan's layout kernels, and, with gpud/cuda/cuda_optim.c over the
- * emulated runtime, the device arena's ops and the optimizer steps against
+ * inference plan's layout kernels, and, with gpud/cuda/cuda_arena.c and
+ * cuda_optim.c over the emulated runtime, the device arena's ops and the
+ * optimizer steps, one parameter and multi-tensor, against
  * gpud/optim/optim.c: arena_checks.c, what gpud_cuda_train_ops runs on a
  * GPU); within 1e-12 relative where a block's tree of double sums meets
  * the reference's sequential sum (channel sums). What it cannot show: the
@@ -358,5 +359,6 @@ int main(void)
     check_bf16_layout();
     tc_failures += check_device_arena();
     tc_failures += check_device_optims();
+    tc_failures += check_arena_optims();
     return tc_done("test_cuemu");
 }

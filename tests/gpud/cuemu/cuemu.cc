@@ -190,7 +190,7 @@ static void launch_now(dim3 grid, dim3 block, const std::function<void()> &body)
         g_no_sync.insert(site);
 }
 
-/* The runtime calls of cuda_optim.c (the device arena) and the tests: device
+/* The runtime calls of cuda_arena.c / cuda_optim.c and the tests: device
  * memory is host memory, every call finishes before it returns. */
 extern "C" cudaError_t cudaMalloc(void **p, size_t size)
 {
