@@ -24,8 +24,9 @@
 # the CPU test suite, ddpipe vs PyTorch ResNet-18 eval/train at batch 256
 # (fp32 and tf32; PyTorch eager fp32 and channels-last + AMP), the eval
 # bench again with CUDA graphs off (DDPIPE_CUDA_GRAPHS=0; on is the
-# default), with cuDNN's graph API off (DDPIPE_CUDNN_GRAPH=0) and once with per-op device timing (DDPIPE_CUDA_PROFILE=1, its
-# summary line kept). Prints a summary and writes one JSON record of the
+# default), with cuDNN's graph API off (DDPIPE_CUDNN_GRAPH=0), and the fp32
+# eval and the bf16 training step once each with per-op device timing
+# (DDPIPE_CUDA_PROFILE=1, their summary lines kept). Prints a summary and writes one JSON record of the
 # run to bench/gpu/<UTC date>-<short sha>.json (a rerun the same day at the
 # same commit replaces it): the machine (GPU, driver, CUDA, cuDNN, NCCL,
 # PyTorch), every check with pass/fail/not-run and its reason, every bench
@@ -282,17 +283,24 @@ step "bench ddpipe eval fp32 cudnn graph off" bench-ddpipe-eval-fp32-nocudnngrap
     env DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters "$ITERS" --precision fp32
 grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-eval-fp32-nocudnngraph.log" | tail -n 1 |
     sed 's/precision=fp32/precision=fp32-cudnn-graph-off/' >> "$BENCH"
-echo "== bench ddpipe eval fp32 DDPIPE_CUDA_PROFILE=1" >&2
-PROF_LOG=$OUT/bench-ddpipe-eval-profile.log
-if budget_left "bench ddpipe eval profile"; then
-    if DDPIPE_CUDA_PROFILE=1 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters 3 --precision fp32 \
-            > "$PROF_LOG" 2>&1 && grep -q 'cuda profile graph' "$PROF_LOG"; then
-        note PASS "bench ddpipe eval profile" "$(grep 'cuda profile graph' "$PROF_LOG" | tail -n 1 | sed 's/.*cuda profile //')"
+# where the device time of a pass goes (per op kind, cudaEvents; graphs are
+# off meanwhile): the fp32 eval forward, and the bf16 training step's forward
+# and backward (the bar's step: which kernels to make faster next)
+profile_step() {   # what precision
+    echo "== bench ddpipe $1 $2 DDPIPE_CUDA_PROFILE=1" >&2
+    plog=$OUT/bench-ddpipe-$1-$2-profile.log
+    budget_left "bench ddpipe $1 $2 profile" || return 0
+    if DDPIPE_CUDA_PROFILE=1 "$BUILD/bench/cuda_resnet18" "$1" --batch 256 --iters 3 --precision "$2" \
+            > "$plog" 2>&1 && grep -q 'cuda profile graph' "$plog"; then
+        note PASS "bench ddpipe $1 $2 profile" "$(grep 'cuda profile graph' "$plog" | tail -n 1 | sed 's/.*cuda profile //')"
     else
-        note FAIL "bench ddpipe eval profile" "no 'cuda profile graph' line; see $PROF_LOG: $(tail -n 1 "$PROF_LOG")"
+        note FAIL "bench ddpipe $1 $2 profile" "no 'cuda profile graph' line; see $plog: $(tail -n 1 "$plog")"
     fi
-    grep 'cuda profile graph' "$PROF_LOG" | sed 's/.*cuda profile //' > "$OUT/profile.txt"
-fi
+    grep 'cuda profile graph' "$plog" | sed "s/.*cuda profile /$1 $2: /" >> "$OUT/profile.txt"
+}
+: > "$OUT/profile.txt"
+profile_step eval fp32
+profile_step train bf16
 
 # --- what this script cannot check yet (docs/CUDA.md, "Not yet verified")
 # two gpuds on one GPU over NCCL against the ring (gpu-e2e.sh nccl; 77: the
@@ -457,7 +465,9 @@ lg = ev.get("ddpipe fp32-cudnn-graph-off")
 rec["cudnn_graph_eval_fp32"] = {
     "on_img_s": on["img_s"] if on else None, "off_img_s": lg["img_s"] if lg else None,
     "on_over_off": round(on["img_s"] / lg["img_s"], 3) if on and lg and lg["img_s"] > 0 else None}
-rec["cuda_profile_eval_fp32"] = [l.strip() for l in open(profile)] if os.path.exists(profile) else []
+plines = [l.strip() for l in open(profile)] if os.path.exists(profile) else []
+for key, tag in (("cuda_profile_eval_fp32", "eval fp32: "), ("cuda_profile_train_bf16", "train bf16: ")):
+    rec[key] = [l[len(tag):] for l in plines if l.startswith(tag)]
 if os.path.exists(sb):
     try:
         rec["step_bytes"] = json.load(open(sb))
