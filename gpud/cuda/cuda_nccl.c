@@ -247,8 +247,9 @@ static int sum_typed(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type, int
     if (n == 0)
         return 0;
     double deadline = clock_mono_s() + timeout_ms / 1000.0;
-    /* the data was written on other streams (the backend's non-blocking
-     * one, the arena's legacy default): all of it must be done first */
+    /* the data was written on another stream (the backend's non-blocking
+     * one, where its kernels and the arena's ops run): all of it must be
+     * done first */
     cudaError_t ce = cudaDeviceSynchronize();
     if (ce != cudaSuccess) {
         err_set(err, errlen, "NCCL all-reduce: waiting for the device: %s; restart the process",

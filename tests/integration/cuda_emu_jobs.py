@@ -15,7 +15,11 @@ BatchNorm on the device, the traffic counters, bf16 buffers of two kinds):
     (ranked on the device, not the logits), and the pass (dropout included)
     is recorded as one CUDA graph at the second step and replayed; bf16 training runs and its loss is
     finite; fp16 training runs, at --loss-scale 65536 with no skipped step,
-    at 2^40 with every step skipped (summary.json).
+    at 2^40 with every step skipped (summary.json);
+  - training with 2 workers over NCCL (the emulator's, tests/gpud/cuemu/
+    fake_nccl.c: ranks as processes exchanging files) against the ZeroMQ
+    ring: the communicator logged, no gradient byte through the host, and
+    the same model.safetensors bytes.
 
 Run by ctest as it_cuda_emu (DDPIPE_EMU_GPUD: the emulated gpud)."""
 import glob
@@ -104,6 +108,33 @@ try:
         check(t["skipped_steps"] == skipped and t["loss_scale"] == last,
               "fp16 at --loss-scale %d: summary loss_scale %s, skipped_steps %s; want %s, %d" %
               (scale, t["loss_scale"], t["skipped_steps"], last, skipped))
+
+    # NCCL in gpud (docs/CUDA.md "NCCL in gpud") through the four daemons:
+    # two gpuds on the emulator's one device sum over the emulator's NCCL
+    # (tests/gpud/cuemu/fake_nccl.c) against the same job on the ZeroMQ
+    # ring; a sum of two floats is the same either way round, so the
+    # weights must be the same bits
+    models = {}
+    for path, env in (("nccl", {"NCCL_MULTI_RANK_GPU_ENABLE": "1"}), ("ring", {"DDPIPE_NCCL": "0"})):
+        out = os.path.join(wd, "train-w2-" + path)
+        run_train(train, out, 2, ["--device", "cuda", "--epochs", "1", "--batch-size", "16",
+                                  "--seed", "2", "--verbose"], timeout=600, env=env)
+        logs = [open(p, errors="replace").read()
+                for p in sorted(glob.glob(os.path.join(out, "logs", "gpud*")))]
+        comm = all("NCCL communicator of 2 ranks" in l for l in logs)
+        check(len(logs) == 2 and comm == (path == "nccl"),
+              "%s job: NCCL communicator logged by both gpuds: %s" % (path, comm))
+        # after the first step (which broadcasts the initial weights through
+        # the host), the gradients cross the host only on the ring
+        for l in logs:
+            grads = re.findall(r"step bytes host<->backend \(cuda device arenas\): batch in "
+                               r"\d+, out \d+, parameters/gradients (\d+)", l)[1:]
+            check(grads and all((g == "0") == (path == "nccl") for g in grads),
+                  "%s job: gradient bytes through the host after the first step %s (NCCL: "
+                  "none; ring: the mirror)" % (path, grads))
+        models[path] = open(os.path.join(out, "model.safetensors"), "rb").read()
+    check(models["nccl"] == models["ring"], "2 gpuds: the NCCL job's weights differ from the "
+          "ring job's")
 finally:
     shutil.rmtree(EMU_BIN, ignore_errors=True)
 print("cuda_emu_jobs: ok")

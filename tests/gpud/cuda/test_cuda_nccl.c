@@ -8,8 +8,10 @@
  * With one CUDA device: a one-rank communicator instead (valid on any
  * NCCL): its non-blocking init, the float sums (host and device) and the
  * double sum through NCCL leave the values as they were, then finalize and
- * destroy, and an aborted communicator refuses the next sum. Exits 77
- * without a CUDA device. */
+ * destroy, and an aborted communicator refuses the next sum. On the kernel
+ * emulator (gpud_cuda_nccl_emu: tests/gpud/cuemu/fake_nccl.c, ranks as
+ * processes exchanging files) both, the two ranks on its one device.
+ * Exits 77 without a CUDA device. */
 #include <cuda_runtime.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -52,7 +54,8 @@ static int rank_main(int rank, const char *idfile)
     } else {
         REQUIRE(read_id(idfile, id) == 0, "rank 1: no id from rank 0");
     }
-    nccl_ar_t *ar = nccl_ar_new(rank, 2, id, rank, 60000, err, sizeof err);
+    /* on the emulator both ranks share its one device (tests/gpud/cuemu/fake_nccl.c) */
+    nccl_ar_t *ar = nccl_ar_new(rank, 2, id, rank % cuda_device_count(), 60000, err, sizeof err);
     REQUIRE(ar, "rank %d: %s", rank, err);
     static float a[NF];
     for (int i = 0; i < NF; i++)
@@ -131,8 +134,12 @@ int main(int argc, char **argv)
         printf("test_cuda_nccl: no CUDA device, skipped\n");
         return 77;
     }
-    if (cuda_device_count() == 1)
+    /* the emulator's NCCL (fake_nccl.c) takes two ranks on one device: both halves */
+    int emulated = getenv("DDPIPE_TEST_EMULATED") != NULL;
+    if (cuda_device_count() == 1 && !emulated)
         return one_rank();
+    if (emulated && one_rank() != 0)
+        return 1;
     char idfile[256];
     snprintf(idfile, sizeof idfile, "/tmp/ddp_nccl_id_%d", (int)getpid());
     unlink(idfile);

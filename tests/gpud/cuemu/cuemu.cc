@@ -237,6 +237,13 @@ extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t s)
     return cudaSuccess;
 }
 
+/* every queued operation is done when it returns: a stream is always idle */
+extern "C" cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+    (void)s;
+    return cudaSuccess;
+}
+
 extern "C" const char *cudaGetErrorName(cudaError_t e)
 {
     return e == cudaSuccess ? "cudaSuccess" : "cudaError (emulated)";
@@ -328,6 +335,12 @@ extern "C" cudaError_t cudaGetDeviceCount(int *n)
 extern "C" cudaError_t cudaSetDevice(int d)
 {
     return d == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
+extern "C" cudaError_t cudaGetDevice(int *d)
+{
+    *d = 0;
+    return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int d)
