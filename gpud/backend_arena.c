@@ -156,6 +156,11 @@ int bk_arena_copy(const bk_arena_t *dst, size_t doff, const bk_arena_t *src, siz
     return dst->ops->copy(dst->ops->ctx, dst->base, doff, src->base, soff, n);
 }
 
+void *bk_arena_stream(const bk_arena_t *a)
+{
+    return a && a->ops && a->ops->stream ? a->ops->stream(a->ops->ctx) : NULL;
+}
+
 int bk_arena_scan(const bk_arena_t *a, size_t off, size_t n, int64_t *at)
 {
     *at = -1;

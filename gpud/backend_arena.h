@@ -121,6 +121,11 @@ typedef struct bk_arena_ops {
      * queued (ordered before every later op and kernel). */
     int (*optim_step)(void *ctx, const optim_cfg_t *c, double lr, bk_oparam_t *p, int n,
                       char *err, size_t errlen);
+    /* Optional: the device stream (a cudaStream_t) the ops and the kernels
+     * that use the arenas are queued on: work of another stream (NCCL's)
+     * queued behind an event of it follows them. NULL: host memory, or
+     * nothing to order. */
+    void *(*stream)(void *ctx);
 } bk_arena_ops_t;
 
 /* Host memory (64-byte aligned), the optimizer in plain C (optim_host.c). */
@@ -146,6 +151,9 @@ int bk_arena_zero(const bk_arena_t *a, size_t off, size_t n);
 /* dst[doff..] = src[soff..] (n floats; the same ops on both). 0 or -1. */
 int bk_arena_copy(const bk_arena_t *dst, size_t doff, const bk_arena_t *src, size_t soff,
                   size_t n);
+/* ops->stream: the device stream a's ops and kernels are ordered on; NULL
+ * on the host. */
+void *bk_arena_stream(const bk_arena_t *a);
 /* ops->find_nonfinite / ops->scale over base[off, off + n). 0 or -1. */
 int bk_arena_scan(const bk_arena_t *a, size_t off, size_t n, int64_t *at);
 int bk_arena_scale(const bk_arena_t *a, size_t off, size_t n, float factor);

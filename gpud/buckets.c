@@ -100,6 +100,11 @@ int buckets_count(const buckets_t *b)
     return b->nb;
 }
 
+int buckets_grads(const buckets_t *b)
+{
+    return b->n;
+}
+
 void buckets_range(const buckets_t *b, int k, size_t *lo, size_t *hi)
 {
     *lo = b->lo[k];

@@ -38,6 +38,8 @@ buckets_t *buckets_new(const size_t *numel, int n, size_t cap, char *err, size_t
 void buckets_destroy(buckets_t **self);
 
 int buckets_count(const buckets_t *self);
+/* The gradients (buckets_new's n). */
+int buckets_grads(const buckets_t *self);
 /* Bucket k is flat[*lo, *hi). */
 void buckets_range(const buckets_t *self, int k, size_t *lo, size_t *hi);
 /* The bucket holding gradient i. */

@@ -230,6 +230,51 @@ int collective_trainer_sum(void *ctx, float *dev, size_t n, int timeout_ms, char
     return collective_sum_device(ctx, dev, n, timeout_ms, err, errlen);
 }
 
+int collective_trainer_enqueue(void *ctx, float *dev, size_t n, void *after, int timeout_ms,
+                               char *err, size_t errlen)
+{
+    collective_t *self = ctx;
+#ifdef DDPIPE_HAVE_NCCL
+    if (self->nccl) {
+        /* the generation's first bucket makes the communicator: every
+         * member's backward reaches it */
+        if (ensure_comm(self, timeout_ms, err, errlen) < 0)
+            return -1;
+        if (nccl_ar_enqueue(self->comm, dev, n, after, timeout_ms, err, errlen) < 0) {
+            self->failed = true;
+            return -1;
+        }
+        return 0;
+    }
+#else
+    (void)dev;
+    (void)n;
+    (void)after;
+    (void)timeout_ms;
+#endif
+    err_set(err, errlen, "a device bucket sum outside an NCCL generation (generation %u)",
+            self->gen);
+    return -1;
+}
+
+int collective_trainer_wait(void *ctx, int timeout_ms, char *err, size_t errlen)
+{
+    collective_t *self = ctx;
+#ifdef DDPIPE_HAVE_NCCL
+    if (self->nccl && self->comm) {
+        if (nccl_ar_wait(self->comm, timeout_ms, err, errlen) < 0) {
+            self->failed = true;
+            return -1;
+        }
+        return 0;
+    }
+#else
+    (void)timeout_ms;
+#endif
+    err_set(err, errlen, "no NCCL sum queued in generation %u", self->gen);
+    return -1;
+}
+
 int collective_sum_f64(collective_t *self, double *data, size_t n, int timeout_ms, char *err,
                        size_t errlen)
 {

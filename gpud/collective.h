@@ -63,9 +63,17 @@ bool collective_failed(const collective_t *self);
  * 0, or -1 with the reason. */
 int collective_sum_device(collective_t *self, float *dev, size_t n, int timeout_ms, char *err,
                           size_t errlen);
-/* trainer_set_device_sum's function (ctx: the collective_t). */
+/* trainer_set_device_sum's functions (ctx: the collective_t; gpud/trainer.h's
+ * trainer_dsum_t): the whole arena in one sum; a bucket's sum queued behind
+ * the work queued so far on stream `after` (the grads arena's, a
+ * cudaStream_t) without waiting for it, in the same order on every rank;
+ * and the wait for every queued sum. 0, or -1 with the reason (the
+ * communicator is aborted: collective_failed). */
 int collective_trainer_sum(void *ctx, float *dev, size_t n, int timeout_ms, char *err,
                            size_t errlen);
+int collective_trainer_enqueue(void *ctx, float *dev, size_t n, void *after, int timeout_ms,
+                               char *err, size_t errlen);
+int collective_trainer_wait(void *ctx, int timeout_ms, char *err, size_t errlen);
 /* n host doubles summed in place: NCCL in an NCCL generation, else the ring
  * (allreduce_sum_f64, the same bytes as before). */
 int collective_sum_f64(collective_t *self, double *data, size_t n, int timeout_ms, char *err,

@@ -229,6 +229,12 @@ static void adopt_token(gpud_t *self, const ddp_members_t *m)
         log_warn("cannot hand the new token to the heartbeat thread: its beats may be refused");
 }
 
+/* The trainer's gradient sum over NCCL: buckets queued while backward runs
+ * (with the overlap), else the whole arena at once. */
+static const trainer_dsum_t NCCL_GRAD_SUM = {.sum = collective_trainer_sum,
+                                             .enqueue = collective_trainer_enqueue,
+                                             .wait = collective_trainer_wait};
+
 int members_collective(gpud_t *self, bool nccl)
 {
     train_state_t *ts = self->train;
@@ -240,7 +246,7 @@ int members_collective(gpud_t *self, bool nccl)
         log_error("generation %u cannot sum over NCCL: %s", self->gen, err);
         return -1;
     }
-    trainer_set_device_sum(ts->trainer, nccl ? collective_trainer_sum : NULL, ts->coll);
+    trainer_set_device_sum(ts->trainer, nccl ? &NCCL_GRAD_SUM : NULL, ts->coll);
     if (ts->have_early_id && ts->early_id.gen <= self->gen) {
         ts->have_early_id = false;
         if (ts->early_id.gen == self->gen &&

@@ -11,6 +11,7 @@
 #include "common/safetensors.h"
 #include "gpud/arena_mirror.h"
 #include "gpud/backend_arena.h"
+#include "gpud/bucket_issue.h"
 #include "gpud/buckets.h"
 #include "gpud/finite.h"
 #include "gpud/grad_exact.h"
@@ -42,8 +43,11 @@ struct trainer {
     allreduce_t *ar;        /* trainer_set_overlap: overlap on this ring */
     int timeout_ms;
     int mirror_failed;      /* a gradient's copy to the host mirror failed this step */
-    trainer_sum_fn dsum;    /* trainer_set_device_sum: the arena summed where it lives */
+    const trainer_dsum_t *dsum;   /* trainer_set_device_sum: summed where it lives */
     void *dsum_ctx;
+    bucket_issue_t *bi;     /* dsum->enqueue: the buckets queued while backward runs */
+    int dev_failed, dev_logged;
+    char dev_err[512];      /* the first queueing failure of the step */
     bk_traffic_t logged;    /* model_traffic at the last --verbose step line */
     grad_exact_t *exact;    /* cfg.chunk: the step's exact gradient sums */
     int break_exact;        /* DDPIPE_BITWISE_BREAK=float-ring (tests): floats over the ring */
@@ -289,6 +293,7 @@ void trainer_destroy(trainer_t **tp)
     arena_mirror_fini(&t->hp);
     arena_mirror_fini(&t->hg);
     free(t->cnt_saved);
+    bucket_issue_destroy(&t->bi);
     buckets_destroy(&t->bk);
     grad_exact_destroy(&t->exact);
     free(t->gptr);
@@ -408,10 +413,41 @@ static void on_grad_ready(void *ctx, const float *grad)
     buckets_ready(t->bk, i);
 }
 
-void trainer_set_device_sum(trainer_t *t, trainer_sum_fn fn, void *ctx)
+/* bucket_issue's queue: one bucket's device sum, behind the gradients'
+ * kernels on the arena's stream */
+static int dev_enqueue(void *ctx, float *base, size_t n, char *err, size_t errlen)
 {
-    t->dsum = fn;
+    trainer_t *t = ctx;
+    return t->dsum->enqueue(t->dsum_ctx, base, n, bk_arena_stream(t->grads), t->timeout_ms, err,
+                            errlen);
+}
+
+/* The model's hook during backward with a device sum: grad is final (its
+ * kernels queued); the buckets now complete are queued. */
+static void on_grad_ready_dev(void *ctx, const float *grad)
+{
+    trainer_t *t = ctx;
+    int i = grad_index(t, grad);
+    if (i >= 0 && !t->dev_failed &&
+        bucket_issue_ready(t->bi, i, t->dev_err, sizeof t->dev_err) < 0)
+        t->dev_failed = 1;
+}
+
+void trainer_set_device_sum(trainer_t *t, const trainer_dsum_t *ops, void *ctx)
+{
+    if (t->bi && bucket_issue_active(t->bi))
+        bucket_issue_abort(t->bi);
+    t->dsum = ops;
     t->dsum_ctx = ctx;
+    t->dev_logged = 0;
+}
+
+/* Buckets to the device collective this step: its ops can queue and the
+ * overlap is on (trainer_set_overlap; a device sum is set only where there
+ * are ranks to sum over, an NCCL generation). */
+static int dev_overlap(const trainer_t *t)
+{
+    return t->dsum && t->dsum->enqueue && t->dsum->wait && t->ar && t->bk;
 }
 
 int trainer_set_overlap(trainer_t *t, allreduce_t *ar, int timeout_ms)
@@ -450,7 +486,10 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
      * NCCL's one sum) the step may be recorded and replayed whole
      * (tape_pass.c), which a host callback per gradient would forbid. */
     int overlap = t->ar && !t->dsum && b->n > 0 && allreduce_world(t->ar) > 1;
-    if (t->ar && model_set_grad_ready(t->m, overlap ? on_grad_ready : NULL, t) < 0) {
+    int dev = dev_overlap(t);   /* an empty shard queues its zeros in trainer_reduce */
+    void (*hook)(void *, const float *) =
+        overlap ? on_grad_ready : dev && b->n > 0 ? on_grad_ready_dev : NULL;
+    if (t->ar && model_set_grad_ready(t->m, hook, t) < 0) {
         err_set(err, errlen, "the model refuses the gradient hook (not opened for training?)");
         return -1;
     }
@@ -459,10 +498,25 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
          buckets_begin(t->bk, arena_mirror_at(&t->hg, 0), t->ar, t->timeout_ms, 1, err,
                        errlen) < 0))
         return -1;
+    if (dev) {
+        if (grad_ptrs(t, err, errlen) < 0 ||
+            (!t->bi && !(t->bi = bucket_issue_new(t->bk, err, errlen))))
+            return -1;
+        if (!t->dev_logged)
+            log_info("the gradients go to the device collective in %d bucket%s, each queued "
+                     "while backward runs", buckets_count(t->bk),
+                     buckets_count(t->bk) == 1 ? "" : "s");
+        t->dev_logged = 1;
+        t->dev_failed = 0;
+        bucket_issue_begin(t->bi, t->grads->base, dev_enqueue, t);
+    }
     int rc = model_train_step_u8(t->m, b->pixels ? b->pixels : &none, b->n, b->c, b->h, b->w,
                                  b->mean, b->std, b->labels, &s, loss, logits, err, errlen);
-    if (rc < 0)
+    if (rc < 0) {
         buckets_abort(t->bk);
+        if (t->bi)
+            bucket_issue_abort(t->bi);
+    }
     return rc;
 }
 
@@ -474,9 +528,20 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
  * here), written back after; a ring of one rank sums nothing: no copies. */
 int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, size_t errlen)
 {
+    if (t->dsum && t->bi && bucket_issue_active(t->bi)) {   /* NCCL: buckets queued */
+        if (t->dev_failed) {
+            bucket_issue_abort(t->bi);
+            err_set(err, errlen, "%s", t->dev_err);
+            return -1;
+        }
+        if (bucket_issue_finish(t->bi, err, errlen) < 0)
+            return -1;
+        return t->dsum->wait(t->dsum_ctx, timeout_ms, err, errlen);
+    }
     if (t->dsum && !buckets_active(t->bk))   /* NCCL: the arena on the device, one sum */
         return grad_ptrs(t, err, errlen) < 0 ? -1
-               : t->dsum(t->dsum_ctx, t->grads->base, t->grad_floats, timeout_ms, err, errlen);
+               : t->dsum->sum(t->dsum_ctx, t->grads->base, t->grad_floats, timeout_ms, err,
+                              errlen);
     if (t->exact) {   /* bitwise: the exact sums over the ranks, rounded once */
         if (grad_exact_reduce(t->exact, t->break_exact ? NULL : ar, timeout_ms, err, errlen) < 0)
             return -1;

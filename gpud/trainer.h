@@ -118,10 +118,25 @@ int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, siz
  * cuda) over the ranks, in place: gpud/collective.h's NCCL path. */
 typedef int (*trainer_sum_fn)(void *ctx, float *base, size_t n, int timeout_ms, char *err,
                               size_t errlen);
-/* fn set: trainer_reduce sums the whole grads arena where it lives with one
- * fn call (no buckets, no host mirror, no overlap) instead of over the
- * ring; NULL: the ring, as before. The caller sets it per generation. */
-void trainer_set_device_sum(trainer_t *t, trainer_sum_fn fn, void *ctx);
+typedef struct {
+    /* the whole grads arena in one call, after backward */
+    trainer_sum_fn sum;
+    /* Optional, both or neither (gpud/bucket_issue.h): queue one gradient
+     * bucket's sum behind the kernels queued so far on the device stream
+     * `after` (bk_arena_stream of the grads arena) without waiting; wait:
+     * every queued sum done. */
+    int (*enqueue)(void *ctx, float *base, size_t n, void *after, int timeout_ms, char *err,
+                   size_t errlen);
+    int (*wait)(void *ctx, int timeout_ms, char *err, size_t errlen);
+} trainer_dsum_t;
+/* ops set: the gradients are summed where they live, never through the
+ * host mirror: with enqueue and trainer_set_overlap's ring of W > 1, in
+ * buckets queued while backward runs (each when its gradients are final,
+ * in bucket order on every rank; the pass then runs op by op, not as a
+ * recorded graph) and waited for in trainer_reduce; else the whole arena in
+ * one sum call in trainer_reduce. NULL: the ring, as before. The caller
+ * sets it per generation (ops must outlive it). */
+void trainer_set_device_sum(trainer_t *t, const trainer_dsum_t *ops, void *ctx);
 /* From the next trainer_forward_backward on, all-reduce gradient buckets
  * over ar while backward runs (DDP's overlap), on a thread of their own:
  * between trainer_forward_backward and trainer_reduce the caller must not

@@ -138,6 +138,11 @@ static int dev_optim(void *ctx, const optim_cfg_t *c, double lr, bk_oparam_t *p,
     return cuda_optim_run(self->optim, c, lr, p, n, self->stream, err, errlen);
 }
 
+static void *dev_stream(void *ctx)
+{
+    return ((cuda_arena_t *)ctx)->stream;
+}
+
 static const bk_arena_ops_t CUDA_ARENA_OPS = {
     .name = "cuda device",
     .mem = BK_MEM_DEVICE,
@@ -150,6 +155,7 @@ static const bk_arena_ops_t CUDA_ARENA_OPS = {
     .find_nonfinite = dev_find_nonfinite,
     .scale = dev_scale,
     .optim_step = dev_optim,
+    .stream = dev_stream,
 };
 
 cuda_arena_t *cuda_arena_new(void *stream, char *err, size_t errlen)

@@ -23,6 +23,7 @@ struct nccl_ar {
     void *cancel_ctx;
     double *staging_d;       /* device copy of host doubles (nccl_ar_sum_f64) */
     size_t staging_d_n;
+    cudaEvent_t after;       /* nccl_ar_enqueue: the producer stream's work so far */
 };
 
 static void nap(void)
@@ -201,6 +202,8 @@ void nccl_ar_destroy(nccl_ar_t **sp)
     }
     cudaFree(s->staging);
     cudaFree(s->staging_d);
+    if (s->after)
+        cudaEventDestroy(s->after);
     if (s->stream)
         cudaStreamDestroy(s->stream);
     free(s);
@@ -266,6 +269,57 @@ static int sum_typed(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type, int
     if (wait_enqueued(s, deadline, "all-reduce", err, errlen) < 0)
         return -1;
     return wait_stream(s, deadline, "all-reduce", err, errlen);
+}
+
+int nccl_ar_enqueue(nccl_ar_t *s, float *dev, size_t n, void *after, int timeout_ms,
+                    char *err, size_t errlen)
+{
+    if (s->broken) {
+        err_set(err, errlen, "NCCL all-reduce: the communicator was aborted by an earlier "
+                 "failure");
+        return -1;
+    }
+    if (n == 0)
+        return 0;
+    double deadline = clock_mono_s() + timeout_ms / 1000.0;
+    cudaError_t ce = cudaSuccess;
+    if (!after)
+        ce = cudaDeviceSynchronize();
+    else {
+        if (!s->after)
+            ce = cudaEventCreateWithFlags(&s->after, cudaEventDisableTiming);
+        /* NCCL's stream waits on the device for what the producer queued so
+         * far (the bucket's gradient kernels), the host does not */
+        if (ce == cudaSuccess)
+            ce = cudaEventRecord(s->after, (cudaStream_t)after);
+        if (ce == cudaSuccess)
+            ce = cudaStreamWaitEvent(s->stream, s->after, 0);
+    }
+    if (ce != cudaSuccess) {
+        err_set(err, errlen, "NCCL all-reduce: ordering it after the gradients' kernels: %s; "
+                 "restart the process", cudaGetErrorString(ce));
+        ar_abort(s);
+        return -1;
+    }
+    ncclResult_t r = ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, s->comm, s->stream);
+    if (r != ncclSuccess && r != ncclInProgress) {
+        err_set(err, errlen, "ncclAllReduce of %zu values failed on rank %d/%d: %s (%s)", n,
+                 s->rank, s->world, ncclGetErrorString(r), ncclGetLastError(s->comm));
+        ar_abort(s);
+        return -1;
+    }
+    /* a non-blocking communicator takes its next call once this one is queued */
+    return wait_enqueued(s, deadline, "all-reduce", err, errlen);
+}
+
+int nccl_ar_wait(nccl_ar_t *s, int timeout_ms, char *err, size_t errlen)
+{
+    if (s->broken) {
+        err_set(err, errlen, "NCCL all-reduce: the communicator was aborted by an earlier "
+                 "failure");
+        return -1;
+    }
+    return wait_stream(s, clock_mono_s() + timeout_ms / 1000.0, "all-reduce", err, errlen);
 }
 
 int nccl_ar_sum_device(nccl_ar_t *s, float *dev, size_t n, int timeout_ms, char *err,

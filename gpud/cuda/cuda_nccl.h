@@ -55,6 +55,18 @@ int nccl_ar_sum(nccl_ar_t *self, float *data, size_t n, int timeout_ms, char *er
                 size_t errlen);
 int nccl_ar_sum_device(nccl_ar_t *self, float *dev, size_t n, int timeout_ms, char *err,
                        size_t errlen);
+/* Queue the in-place sum over all ranks of n device floats behind the work
+ * queued so far on stream `after` (a cudaStream_t: the backend's, whose
+ * kernels write the gradients; NULL: behind all device work, waited for),
+ * without waiting for the sum (an event orders NCCL's stream after it): a
+ * gradient bucket while backward runs. Every rank queues the same sums in
+ * the same order. The queued sums are done when nccl_ar_wait returns 0.
+ * 0, or -1 with the reason (the communicator is aborted then). */
+int nccl_ar_enqueue(nccl_ar_t *self, float *dev, size_t n, void *after, int timeout_ms,
+                    char *err, size_t errlen);
+/* Until every queued sum is done, polling NCCL's errors, the timeout and
+ * the cancel callback meanwhile. 0, or -1 with the reason (aborted). */
+int nccl_ar_wait(nccl_ar_t *self, int timeout_ms, char *err, size_t errlen);
 /* In place sum over all ranks of n doubles in host memory (ncclDouble:
  * SyncBatchNorm's sums keep the ring's double precision). 0 or -1. */
 int nccl_ar_sum_f64(nccl_ar_t *self, double *data, size_t n, int timeout_ms, char *err,

@@ -9,9 +9,15 @@
  *            bytes of one allreduce_sum of the whole buffer on every rank —
  *            while all-reducing each bucket as an array of its own would
  *            not (the data is chosen so that the order of additions shows);
- *   abort:   a step given up before any bucket was ready ends at once.
+ *   abort:   a step given up before any bucket was ready ends at once;
+ *   issue:   bucket_issue (the buckets handed to a device collective, NCCL)
+ *            queues every bucket exactly once a step, in bucket order,
+ *            each when its gradients are final and its predecessors are
+ *            queued, whatever order the gradients come in; finish queues
+ *            the rest (an empty shard: all); a failing queue stops it.
  */
 #include "gpud/buckets.h"
+#include "gpud/bucket_issue.h"
 
 #include <czmq.h>
 #include <math.h>
@@ -237,6 +243,86 @@ static void test_abort(void)
     allreduce_destroy(&ar);
 }
 
+/* what the fake device collective was asked: the buckets' ranges in order */
+typedef struct {
+    float *base;
+    size_t lo[16], n[16];
+    int count, fail_at;
+} issued_t;
+
+static int record(void *ctx, float *base, size_t n, char *err, size_t errlen)
+{
+    issued_t *q = ctx;
+    if (q->count == q->fail_at) {
+        snprintf(err, errlen, "queue %d refused", q->count);
+        return -1;
+    }
+    q->lo[q->count] = (size_t)(base - q->base);
+    q->n[q->count++] = n;
+    return 0;
+}
+
+static void test_issue(void)
+{
+    char err[256];
+    /* cap 200: from the back {10, 128, 9216}, {4608, 32, 32}, {16, 16, 27} */
+    buckets_t *b = buckets_new(NUMEL, NG, 200, err, sizeof err);
+    REQUIRE(b, "buckets_new: %s", err);
+    bucket_issue_t *bi = bucket_issue_new(b, err, sizeof err);
+    REQUIRE(bi, "bucket_issue_new: %s", err);
+    int nb = buckets_count(b);
+    REQUIRE(nb >= 3 && nb <= 16, "%d buckets", nb);
+    static float flat[20000];
+    /* backward's order (last gradient first), a shuffled one, and none */
+    static const int orders[3][NG] = {{8, 7, 6, 5, 4, 3, 2, 1, 0},
+                                      {3, 8, 0, 6, 1, 7, 5, 2, 4},
+                                      {-1}};
+    for (int o = 0; o < 3; o++) {
+        issued_t q = {.base = flat, .fail_at = -1};
+        bucket_issue_begin(bi, flat, record, &q);
+        for (int j = 0; j < NG && orders[o][j] >= 0; j++) {
+            int i = orders[o][j];
+            CHECK(bucket_issue_ready(bi, i, err, sizeof err) == 0, "ready: %s", err);
+            /* every bucket queued so far is complete and its predecessors too */
+            for (int k = 0; k < q.count; k++)
+                for (int g = 0; g < NG; g++)
+                    if (buckets_of(b, g) == k) {
+                        int seen = 0;
+                        for (int jj = 0; jj <= j; jj++)
+                            seen |= orders[o][jj] == g;
+                        CHECK(seen, "order %d: bucket %d queued before gradient %d", o, k, g);
+                    }
+            CHECK(bucket_issue_ready(bi, i, err, sizeof err) == 0, "ready twice: %s", err);
+        }
+        if (o == 0)
+            CHECK(q.count == nb, "backward's order: %d of %d buckets queued before finish",
+                  q.count, nb);
+        CHECK(bucket_issue_finish(bi, err, sizeof err) == 0 && !bucket_issue_active(bi),
+              "finish: %s", err);
+        CHECK(q.count == nb && bucket_issue_queued(bi) == nb, "order %d: %d of %d buckets", o,
+              q.count, nb);
+        for (int k = 0; k < q.count; k++) {
+            size_t lo, hi;
+            buckets_range(b, k, &lo, &hi);
+            CHECK(q.lo[k] == lo && q.n[k] == hi - lo, "order %d: call %d was [%zu, +%zu), "
+                  "bucket %d is [%zu, %zu)", o, k, q.lo[k], q.n[k], k, lo, hi);
+        }
+    }
+    /* the second queueing fails: nothing after it, the failure reported */
+    issued_t q = {.base = flat, .fail_at = 1};
+    bucket_issue_begin(bi, flat, record, &q);
+    int rc = 0;
+    for (int i = NG - 1; i >= 0; i--)
+        rc |= bucket_issue_ready(bi, i, err, sizeof err);
+    CHECK(rc < 0 && strstr(err, "refused") && q.count == 1, "a failed queue: rc %d, %d queued",
+          rc, q.count);
+    CHECK(bucket_issue_finish(bi, err, sizeof err) < 0 && q.count == 1,
+          "finish after a failed queue");
+    bucket_issue_destroy(&bi);
+    buckets_destroy(&b);
+    printf("bucket_issue: %d buckets queued in order\n", nb);
+}
+
 int main(void)
 {
     /* czmq's first socket initialises it; several rank threads doing that
@@ -247,6 +333,7 @@ int main(void)
     test_bits(2);
     test_bits(3);
     test_abort();
+    test_issue();
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
     if (system(cmd) != 0)

@@ -18,8 +18,9 @@ BatchNorm on the device, the traffic counters, bf16 buffers of two kinds):
     at 2^40 with every step skipped (summary.json);
   - training with 2 workers over NCCL (the emulator's, tests/gpud/cuemu/
     fake_nccl.c: ranks as processes exchanging files) against the ZeroMQ
-    ring: the communicator logged, no gradient byte through the host, and
-    the same model.safetensors bytes.
+    ring: the communicator logged, the gradient bucket queued on NCCL while
+    backward runs, no gradient byte through the host, and the same
+    model.safetensors bytes.
 
 Run by ctest as it_cuda_emu (DDPIPE_EMU_GPUD: the emulated gpud)."""
 import glob
@@ -124,6 +125,10 @@ try:
         comm = all("NCCL communicator of 2 ranks" in l for l in logs)
         check(len(logs) == 2 and comm == (path == "nccl"),
               "%s job: NCCL communicator logged by both gpuds: %s" % (path, comm))
+        # NCCL: the gradient buckets queued while backward runs (bucket_issue)
+        queued = all("go to the device collective in" in l for l in logs)
+        check(queued == (path == "nccl"), "%s job: buckets queued during backward: %s" %
+              (path, queued))
         # after the first step (which broadcasts the initial weights through
         # the host), the gradients cross the host only on the ring
         for l in logs:

@@ -5,10 +5,12 @@
  *     of one rank give the values back bit for bit; a new generation aborts
  *     the communicator and makes a new one that sums again; a ring
  *     generation (nccl false) sums doubles on the ring, as before;
- *   - a training step whose gradients go through collective_trainer_sum
+ *   - training steps whose gradients go through NCCL_GRAD_SUM's functions
  *     (trainer_set_device_sum: the grads arena summed where it lives, no
- *     host mirror) ends with the same checkpoint bytes as the same steps on
- *     the host ring's path, and copies no gradient to the host.
+ *     host mirror), as one sum after backward and as buckets queued while
+ *     backward runs (trainer_set_overlap), end with the same checkpoint
+ *     bytes as the same steps on the host ring's path, and copy no
+ *     gradient to the host.
  * One rank checks init, the stream order, abort and re-init, not the
  * arithmetic of a sum over ranks (that needs two: gpu-check's two-gpud
  * step). Exits 77 without a device or without NCCL in the build. */
@@ -108,8 +110,14 @@ static void trainer_path(void)
     ddp_ncclid_t id;
     REQUIRE(c && collective_generation(c, 0, 0, 1, true, &id, err, sizeof err) == 1,
             "NCCL generation: %s", err);
-    run_t ring = open_run(), nccl = open_run();
-    trainer_set_device_sum(nccl.t, collective_trainer_sum, c);
+    run_t ring = open_run(), nccl = open_run(), bucketed = open_run();
+    static const trainer_dsum_t one = {.sum = collective_trainer_sum},
+                                buckets = {.sum = collective_trainer_sum,
+                                           .enqueue = collective_trainer_enqueue,
+                                           .wait = collective_trainer_wait};
+    trainer_set_device_sum(nccl.t, &one, c);
+    trainer_set_device_sum(bucketed.t, &buckets, c);
+    REQUIRE(trainer_set_overlap(bucketed.t, ar, 20000) == 0, "overlap");
     static uint8_t px[N * HW * HW];
     for (size_t i = 0; i < sizeof px; i++)
         px[i] = (uint8_t)(i * 37u + 11u);
@@ -118,27 +126,32 @@ static void trainer_path(void)
     for (int s = 0; s < 2; s++) {
         trainer_batch_t b = {.pixels = px, .n = N, .c = 1, .h = HW, .w = HW, .labels = labels,
                              .ids = ids, .global_count = N, .step = (uint64_t)s};
-        run_t *runs[2] = {&ring, &nccl};
-        for (int k = 0; k < 2; k++) {
+        run_t *runs[3] = {&ring, &nccl, &bucketed};
+        static const char *names[3] = {"ring", "nccl", "nccl buckets"};
+        for (int k = 0; k < 3; k++) {
             uint64_t before = model_traffic(runs[k]->m)->params;
             REQUIRE(trainer_forward_backward(runs[k]->t, &b, NULL, NULL, err, sizeof err) == 0,
                     "step %d: %s", s, err);
             REQUIRE(trainer_reduce(runs[k]->t, ar, 20000, err, sizeof err) == 0, "reduce %s: %s",
-                    k ? "nccl" : "ring", err);
+                    names[k], err);
             trainer_apply(runs[k]->t, 0, N);
             CHECK(model_traffic(runs[k]->m)->params == before,
-                  "%s step %d: %llu parameter bytes crossed to the host", k ? "nccl" : "ring", s,
+                  "%s step %d: %llu parameter bytes crossed to the host", names[k], s,
                   (unsigned long long)(model_traffic(runs[k]->m)->params - before));
         }
     }
-    size_t na, nb;
-    uint8_t *a = image(&ring, &na), *b = image(&nccl, &nb);
+    size_t na, nb, nc;
+    uint8_t *a = image(&ring, &na), *b = image(&nccl, &nb), *d = image(&bucketed, &nc);
     CHECK(na == nb && !memcmp(a, b, na), "the NCCL path's checkpoint differs from the ring's");
+    CHECK(na == nc && !memcmp(a, d, na),
+          "the NCCL buckets' checkpoint differs from the ring's");
     free(a);
     free(b);
-    for (run_t *r = &ring; r; r = r == &ring ? &nccl : NULL) {
-        trainer_destroy(&r->t);
-        model_destroy(&r->m);
+    free(d);
+    run_t *all[3] = {&ring, &nccl, &bucketed};
+    for (int k = 0; k < 3; k++) {
+        trainer_destroy(&all[k]->t);
+        model_destroy(&all[k]->m);
     }
     collective_destroy(&c);
     allreduce_destroy(&ar);
