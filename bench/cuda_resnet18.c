@@ -6,6 +6,11 @@
  *
  *   cuda_resnet18 eval|train [--batch 256] [--iters 10] [--warmup 2]
  *                 [--size 224] [--precision fp32|tf32|bf16|fp16] [--weights W]
+ *                 [--arch resnet18|resnet50]
+ *
+ * --arch resnet50: torchvision's ResNet-50 with PyTorch-default initial
+ * weights (seed 1; no weights file), the issue's second training bar;
+ * --weights is for resnet18 (default: the test golden's).
  *
  * bf16: --precision bf16 (eval: the inference plan in bf16 NHWC on tensor
  * cores, gpud/cuda/cuda_infer.c; train: autocast's rounding points on fp32
@@ -15,7 +20,7 @@
  * inf/NaN, the unscale, GradScaler's update: docs/FP16.md), the peer of
  * cuda_resnet18_torch.py --mode cl-amp (autocast float16 + GradScaler).
  *
- * Prints one line: "ddpipe-cuda resnet18 MODE img/s=X ... device=NAME".
+ * Prints one line: "ddpipe-cuda ARCH MODE img/s=X ... device=NAME".
  */
 #include <getopt.h>
 #include <stdint.h>
@@ -32,7 +37,7 @@
 #include "gpud/model.h"
 
 typedef struct {
-    const char *mode, *weights, *precision;
+    const char *mode, *weights, *precision, *arch;
     long batch, iters, warmup, size;
 } opts_t;
 
@@ -41,7 +46,7 @@ static int parse(int argc, char **argv, opts_t *o)
     static const struct option longs[] = {
         {"batch", 1, 0, 'b'},  {"iters", 1, 0, 'i'},     {"warmup", 1, 0, 'u'},
         {"size", 1, 0, 's'},   {"precision", 1, 0, 'p'}, {"weights", 1, 0, 'w'},
-        {0, 0, 0, 0}};
+        {"arch", 1, 0, 'a'},   {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (c) {
@@ -51,6 +56,7 @@ static int parse(int argc, char **argv, opts_t *o)
         case 's': o->size = atol(optarg); break;
         case 'p': o->precision = optarg; break;
         case 'w': o->weights = optarg; break;
+        case 'a': o->arch = optarg; break;
         default: return -1;
         }
     }
@@ -58,11 +64,16 @@ static int parse(int argc, char **argv, opts_t *o)
         o->batch < 1 || o->batch > MODEL_MAX_MICRO_BATCH || o->iters < 1 || o->warmup < 0 ||
         o->size < 32) {
         fprintf(stderr, "usage: cuda_resnet18 eval|train [--batch 1..%d] [--iters N] "
-                "[--warmup N] [--size 224] [--precision fp32|tf32|bf16|fp16] [--weights W]\n",
+                "[--warmup N] [--size 224] [--precision fp32|tf32|bf16|fp16] [--weights W] "
+                "[--arch resnet18|resnet50]\n",
                 MODEL_MAX_MICRO_BATCH);
         return -1;
     }
     o->mode = argv[optind];
+    if (strcmp(o->arch, "resnet18") && strcmp(o->arch, "resnet50")) {
+        fprintf(stderr, "cuda_resnet18: --arch %s: resnet18 or resnet50\n", o->arch);
+        return -1;
+    }
     if (strcmp(o->precision, "fp32") && strcmp(o->precision, "tf32") &&
         strcmp(o->precision, "bf16") && strcmp(o->precision, "fp16")) {
         fprintf(stderr, "cuda_resnet18: --precision %s: fp32, tf32, bf16 or fp16\n",
@@ -93,7 +104,7 @@ static int bench_unscale(model_t *m, loss_scale_t *ls)
 
 int main(int argc, char **argv)
 {
-    opts_t o = {NULL, "tests/golden/resnet18.safetensors", "fp32", 256, 10, 2, 224};
+    opts_t o = {NULL, "tests/golden/resnet18.safetensors", "fp32", "resnet18", 256, 10, 2, 224};
     if (parse(argc, argv, &o) < 0)
         return 2;
     int bf16 = strcmp(o.precision, "bf16") == 0, fp16 = strcmp(o.precision, "fp16") == 0;
@@ -108,9 +119,15 @@ int main(int argc, char **argv)
     snprintf(device, sizeof device, "%s", cuda_backend_device_name(be));
     backend_destroy(&be);
     int train = strcmp(o.mode, "train") == 0;
-    model_opts_t mo = {.arch = "resnet18", .threads = 1, .micro_batch = (int)o.batch,
-                       .train = train, .bf16 = bf16, .fp16 = fp16};
-    model_t *m = model_new(&mo, "cuda", o.weights, err, sizeof err);
+    int r50 = strcmp(o.arch, "resnet50") == 0;
+    model_opts_t mo = {.arch = o.arch, .threads = 1, .micro_batch = (int)o.batch,
+                       .train = train, .bf16 = bf16, .fp16 = fp16, .init = r50,
+                       .init_seed = 1};
+    if (r50) {   /* torchvision's defaults */
+        mo.num_classes = 1000;
+        mo.in_channels = 3;
+    }
+    model_t *m = model_new(&mo, "cuda", r50 ? NULL : o.weights, err, sizeof err);
     if (!m) {
         fprintf(stderr, "cuda_resnet18: %s\n", err);
         return 1;
@@ -159,8 +176,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "cuda_resnet18: %s\n", err);
         return 1;
     }
-    printf("ddpipe-cuda resnet18 %s img/s=%.1f best_img/s=%.1f batch=%ld iters=%ld size=%ld "
-           "precision=%s device=%s", o.mode, (double)n * o.iters / total, (double)n / best,
+    printf("ddpipe-cuda %s %s img/s=%.1f best_img/s=%.1f batch=%ld iters=%ld size=%ld "
+           "precision=%s device=%s", o.arch, o.mode, (double)n * o.iters / total, (double)n / best,
            o.batch, o.iters, o.size, o.precision, device);
     if (fp16)
         printf(" skipped_steps=%lld loss_scale=%g", (long long)ls.skipped, (double)ls.scale);

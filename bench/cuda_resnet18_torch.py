@@ -5,6 +5,7 @@ gets them), normalisation included.
 
   cuda_resnet18_torch.py eval|train [--batch 256] [--iters 10] [--warmup 2]
                          [--size 224] [--mode eager|cl-amp|cl-bf16]
+                         [--arch resnet18|resnet50]
 
 eager : fp32, NCHW, TF32 off (torch.backends.{cuda.matmul,cudnn}.allow_tf32
         = False): the like-for-like of ddpipe's fp32 build.
@@ -12,7 +13,7 @@ cl-amp: channels_last + torch.autocast(float16) (+ GradScaler for train):
         what a tuned PyTorch user runs.
 cl-bf16: channels_last + torch.autocast(bfloat16) (no GradScaler): the peer
         of ddpipe's --precision bf16 eval on cuda.
-Prints: "torch resnet18 MODE img/s=X ... device=NAME".
+Prints: "torch ARCH MODE img/s=X ... device=NAME".
 """
 import argparse
 import time
@@ -29,6 +30,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--mode", choices=["eager", "cl-amp", "cl-bf16"], default="eager")
+    ap.add_argument("--arch", choices=["resnet18", "resnet50"], default="resnet18")
     a = ap.parse_args()
     dev = torch.device("cuda")
     amp = a.mode in ("cl-amp", "cl-bf16")
@@ -37,7 +39,8 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
     fmt = torch.channels_last if amp else torch.contiguous_format
-    model = torchvision.models.resnet18().to(dev).to(memory_format=fmt)
+    torch.manual_seed(1)
+    model = getattr(torchvision.models, a.arch)().to(dev).to(memory_format=fmt)
     mean = torch.tensor([0.485, 0.456, 0.406], device=dev).view(1, 3, 1, 1)
     std = torch.tensor([0.229, 0.224, 0.225], device=dev).view(1, 3, 1, 1)
     g = torch.Generator().manual_seed(1)
@@ -71,8 +74,8 @@ def main():
         torch.cuda.synchronize()
         if it >= a.warmup:
             times.append(time.perf_counter() - t)
-    print("torch resnet18 %s img/s=%.1f best_img/s=%.1f batch=%d iters=%d size=%d mode=%s "
-          "torch=%s device=%s" % (a.what, a.batch * len(times) / sum(times), a.batch / min(times),
+    print("torch %s %s img/s=%.1f best_img/s=%.1f batch=%d iters=%d size=%d mode=%s "
+          "torch=%s device=%s" % (a.arch, a.what, a.batch * len(times) / sum(times), a.batch / min(times),
                                   a.batch, a.iters, a.size, a.mode, torch.__version__,
                                   torch.cuda.get_device_name(0)))
 

@@ -271,6 +271,18 @@ for what in eval train; do
     fi
 done
 
+# --- the ResNet-50 training step in bf16 (the issue's second training bar)
+# against PyTorch's channels_last + autocast bf16; fewer iterations (a
+# step is about 4x ResNet-18's)
+step "bench ddpipe resnet50 train bf16" bench-ddpipe-resnet50-train-bf16.log \
+    "$BUILD/bench/cuda_resnet18" train --arch resnet50 --batch 256 --iters 5 --precision bf16
+tail -n 1 "$OUT/bench-ddpipe-resnet50-train-bf16.log" >> "$BENCH"
+if [ -n "$PY" ]; then
+    step "bench torch resnet50 train cl-bf16" bench-torch-resnet50-train-cl-bf16.log \
+        env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py train --arch resnet50 --batch 256 --iters 5 --mode cl-bf16
+    tail -n 1 "$OUT/bench-torch-resnet50-train-cl-bf16.log" >> "$BENCH"
+fi
+
 # --- CUDA graphs off vs on (on: the fp32 eval above), and where the time
 # of an eval forward goes (per op kind, cudaEvents; graphs are off then)
 step "bench ddpipe eval fp32 graphs off" bench-ddpipe-eval-fp32-nographs.log \
@@ -435,8 +447,9 @@ for line in open(steps):
         result = {"PASS": "pass", "FAIL": "fail", "NOTRUN": "not-run"}.get(f[0], f[0].lower())
         rec["steps"].append({"step": f[1], "result": result, "reason": f[2]})
 
-# bench lines: "ddpipe-cuda resnet18 <what> img/s=X ... precision=P" and
-# "torch resnet18 <what> img/s=X ... mode=M"
+# bench lines: "ddpipe-cuda <arch> <what> img/s=X ... precision=P" and
+# "torch <arch> <what> img/s=X ... mode=M"; keyed "<what>" for resnet18
+# (the record's old keys), "<arch> <what>" for the others
 figs = {}
 for line in open(bench) if os.path.exists(bench) else []:
     kv = dict(re.findall(r"(\S+)=(\S+)", line))
@@ -446,7 +459,8 @@ for line in open(bench) if os.path.exists(bench) else []:
     who = {"ddpipe-cuda": "ddpipe", "torch": "torch"}.get(w[0])
     mode = kv.get("precision") if who == "ddpipe" else kv.get("mode")
     if who and mode:
-        figs.setdefault(w[2], {})["%s %s" % (who, mode)] = {
+        key = w[2] if w[1] == "resnet18" else "%s %s" % (w[1], w[2])
+        figs.setdefault(key, {})["%s %s" % (who, mode)] = {
             "img_s": float(kv["img/s"]), "best_img_s": float(kv["best_img/s"]) if "best_img/s" in kv else None}
 for what, f in figs.items():
     ratios = {}
