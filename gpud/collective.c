@@ -202,34 +202,6 @@ static int ensure_comm(collective_t *self, int timeout_ms, char *err, size_t err
 }
 #endif
 
-int collective_sum_device(collective_t *self, float *dev, size_t n, int timeout_ms, char *err,
-                          size_t errlen)
-{
-#ifdef DDPIPE_HAVE_NCCL
-    if (self->nccl) {
-        if (ensure_comm(self, timeout_ms, err, errlen) < 0)
-            return -1;
-        if (nccl_ar_sum_device(self->comm, dev, n, timeout_ms, err, errlen) < 0) {
-            self->failed = true;
-            return -1;
-        }
-        return 0;
-    }
-#else
-    (void)dev;
-    (void)n;
-    (void)timeout_ms;
-#endif
-    err_set(err, errlen, "a device sum outside an NCCL generation (generation %u)", self->gen);
-    return -1;
-}
-
-int collective_trainer_sum(void *ctx, float *dev, size_t n, int timeout_ms, char *err,
-                           size_t errlen)
-{
-    return collective_sum_device(ctx, dev, n, timeout_ms, err, errlen);
-}
-
 int collective_trainer_enqueue(void *ctx, float *dev, size_t n, void *after, int timeout_ms,
                                char *err, size_t errlen)
 {
@@ -252,7 +224,7 @@ int collective_trainer_enqueue(void *ctx, float *dev, size_t n, void *after, int
     (void)after;
     (void)timeout_ms;
 #endif
-    err_set(err, errlen, "a device bucket sum outside an NCCL generation (generation %u)",
+    err_set(err, errlen, "a device sum outside an NCCL generation (generation %u)",
             self->gen);
     return -1;
 }
@@ -273,6 +245,21 @@ int collective_trainer_wait(void *ctx, int timeout_ms, char *err, size_t errlen)
 #endif
     err_set(err, errlen, "no NCCL sum queued in generation %u", self->gen);
     return -1;
+}
+
+int collective_sum_device(collective_t *self, float *dev, size_t n, int timeout_ms, char *err,
+                          size_t errlen)
+{
+    /* behind all device work (waited for), then done */
+    if (collective_trainer_enqueue(self, dev, n, NULL, timeout_ms, err, errlen) < 0)
+        return -1;
+    return n == 0 ? 0 : collective_trainer_wait(self, timeout_ms, err, errlen);
+}
+
+int collective_trainer_sum(void *ctx, float *dev, size_t n, int timeout_ms, char *err,
+                           size_t errlen)
+{
+    return collective_sum_device(ctx, dev, n, timeout_ms, err, errlen);
 }
 
 int collective_sum_f64(collective_t *self, double *data, size_t n, int timeout_ms, char *err,

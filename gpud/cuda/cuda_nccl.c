@@ -237,8 +237,10 @@ int nccl_ar_world(const nccl_ar_t *s)
     return s->world;
 }
 
-static int sum_typed(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type, int timeout_ms,
-                     char *err, size_t errlen)
+/* The sum of n values at dev queued behind the work queued so far on
+ * stream `after` (NULL: behind all device work, waited for here). */
+static int enqueue_typed(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type, void *after,
+                         double deadline, char *err, size_t errlen)
 {
     if (s->broken) {
         err_set(err, errlen, "NCCL all-reduce: the communicator was aborted by an earlier "
@@ -249,14 +251,25 @@ static int sum_typed(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type, int
      * it keeps the enqueue and waits tested on a one-GPU machine */
     if (n == 0)
         return 0;
-    double deadline = clock_mono_s() + timeout_ms / 1000.0;
-    /* the data was written on another stream (the backend's non-blocking
-     * one, where its kernels and the arena's ops run): all of it must be
-     * done first */
-    cudaError_t ce = cudaDeviceSynchronize();
+    cudaError_t ce = cudaSuccess;
+    if (!after) {
+        /* written on another stream (the backend's, where its kernels and
+         * the arena's ops run): all of it must be done first */
+        ce = cudaDeviceSynchronize();
+    } else {
+        if (!s->after)
+            ce = cudaEventCreateWithFlags(&s->after, cudaEventDisableTiming);
+        /* NCCL's stream waits on the device for what the producer queued so
+         * far (a bucket's gradient kernels), the host does not */
+        if (ce == cudaSuccess)
+            ce = cudaEventRecord(s->after, (cudaStream_t)after);
+        if (ce == cudaSuccess)
+            ce = cudaStreamWaitEvent(s->stream, s->after, 0);
+    }
     if (ce != cudaSuccess) {
-        err_set(err, errlen, "NCCL all-reduce: waiting for the device: %s; restart the process",
-                cudaGetErrorString(ce));
+        err_set(err, errlen, "NCCL all-reduce: ordering it after the data's kernels: %s; "
+                 "restart the process", cudaGetErrorString(ce));
+        ar_abort(s);
         return -1;
     }
     ncclResult_t r = ncclAllReduce(dev, dev, n, type, ncclSum, s->comm, s->stream);
@@ -266,50 +279,24 @@ static int sum_typed(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type, int
         ar_abort(s);
         return -1;
     }
-    if (wait_enqueued(s, deadline, "all-reduce", err, errlen) < 0)
+    /* a non-blocking communicator takes its next call once this one is queued */
+    return wait_enqueued(s, deadline, "all-reduce", err, errlen);
+}
+
+static int sum_typed(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type, int timeout_ms,
+                     char *err, size_t errlen)
+{
+    double deadline = clock_mono_s() + timeout_ms / 1000.0;
+    if (enqueue_typed(s, dev, n, type, NULL, deadline, err, errlen) < 0)
         return -1;
-    return wait_stream(s, deadline, "all-reduce", err, errlen);
+    return n == 0 ? 0 : wait_stream(s, deadline, "all-reduce", err, errlen);
 }
 
 int nccl_ar_enqueue(nccl_ar_t *s, float *dev, size_t n, void *after, int timeout_ms,
                     char *err, size_t errlen)
 {
-    if (s->broken) {
-        err_set(err, errlen, "NCCL all-reduce: the communicator was aborted by an earlier "
-                 "failure");
-        return -1;
-    }
-    if (n == 0)
-        return 0;
-    double deadline = clock_mono_s() + timeout_ms / 1000.0;
-    cudaError_t ce = cudaSuccess;
-    if (!after)
-        ce = cudaDeviceSynchronize();
-    else {
-        if (!s->after)
-            ce = cudaEventCreateWithFlags(&s->after, cudaEventDisableTiming);
-        /* NCCL's stream waits on the device for what the producer queued so
-         * far (the bucket's gradient kernels), the host does not */
-        if (ce == cudaSuccess)
-            ce = cudaEventRecord(s->after, (cudaStream_t)after);
-        if (ce == cudaSuccess)
-            ce = cudaStreamWaitEvent(s->stream, s->after, 0);
-    }
-    if (ce != cudaSuccess) {
-        err_set(err, errlen, "NCCL all-reduce: ordering it after the gradients' kernels: %s; "
-                 "restart the process", cudaGetErrorString(ce));
-        ar_abort(s);
-        return -1;
-    }
-    ncclResult_t r = ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, s->comm, s->stream);
-    if (r != ncclSuccess && r != ncclInProgress) {
-        err_set(err, errlen, "ncclAllReduce of %zu values failed on rank %d/%d: %s (%s)", n,
-                 s->rank, s->world, ncclGetErrorString(r), ncclGetLastError(s->comm));
-        ar_abort(s);
-        return -1;
-    }
-    /* a non-blocking communicator takes its next call once this one is queued */
-    return wait_enqueued(s, deadline, "all-reduce", err, errlen);
+    return enqueue_typed(s, dev, n, ncclFloat, after, clock_mono_s() + timeout_ms / 1000.0, err,
+                         errlen);
 }
 
 int nccl_ar_wait(nccl_ar_t *s, int timeout_ms, char *err, size_t errlen)

@@ -27,6 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef DDP_CUEMU
+#include "cuemu_counts.h"
+#endif
 #include "gpud/backend_arena.h"
 #include "gpud/cuda/cuda_backend.h"
 #include "gpud/cuda/cuda_graph.h"
@@ -198,6 +201,25 @@ static void check_training_pass(void)
     CHECK(model_i64_at(on, 0, &ca) == 0 && model_i64_at(off, 0, &cb) == 0 &&
           *ca.value == 6 && *cb.value == 6, "num_batches_tracked after 6 steps: %lld / %lld",
           (long long)*ca.value, (long long)*cb.value);
+#ifdef DDP_CUEMU
+    /* the steady state (the pass replayed, the optimizer one multi-tensor
+     * launch, the arena's ops on the backend's stream): what a step asks of
+     * the runtime. A device-wide wait or an allocation per step is time a
+     * GPU loses that the emulator cannot show: it is counted instead. */
+    cuemu_counts_t k0 = cuemu_counts();
+    for (int step = 6; step < 9; step++)
+        train_step(on, s_on, 1, step, a, ta);
+    cuemu_counts_t k1 = cuemu_counts();
+    printf("3 steady training steps: %lu launches, %lu device-wide waits, %lu stream waits, "
+           "%lu cudaMalloc, %lu cudaFree\n", k1.launches - k0.launches,
+           k1.device_syncs - k0.device_syncs, k1.stream_syncs - k0.stream_syncs,
+           k1.malloc_calls - k0.malloc_calls, k1.free_calls - k0.free_calls);
+    CHECK(k1.device_syncs == k0.device_syncs && k1.malloc_calls == k0.malloc_calls &&
+          k1.free_calls == k0.free_calls, "a steady training step waits for the whole device "
+          "or allocates (%lu waits, %lu cudaMalloc, %lu cudaFree in 3 steps)",
+          k1.device_syncs - k0.device_syncs, k1.malloc_calls - k0.malloc_calls,
+          k1.free_calls - k0.free_calls);
+#endif
     cuda_graph_counts_t c1 = cuda_graph_counts();
     printf("training pass: recorded %lu, replayed %lu, failed %lu\n", c1.captured - c0.captured,
            c1.replayed - c0.replayed, c1.failed - c0.failed);

@@ -4,6 +4,7 @@
  * returned), so no thread passes a barrier before all reach it. Device
  * runtime calls the kernels' files make (cudaGetLastError, cudaMemcpyAsync)
  * act on host memory. */
+#include "cuemu_counts.h"
 #include "cuemu.h"
 
 #include <cuda_runtime_api.h>
@@ -131,6 +132,13 @@ cudaError_t not_in_capture(void)
 }
 }  // namespace
 
+static cuemu_counts_t g_counts;
+
+extern "C" cuemu_counts_t cuemu_counts(void)
+{
+    return g_counts;
+}
+
 extern "C" int cuemu_capturing(void)
 {
     return g_capture != nullptr;
@@ -151,6 +159,7 @@ void cuemu_launch_fn(dim3 grid, dim3 block, const std::function<void()> &body)
         g_capture->ops.push_back([grid, block, copy] { launch_now(grid, block, copy); });
         return;
     }
+    g_counts.launches++;
     launch_now(grid, block, body);
 }
 
@@ -196,12 +205,14 @@ extern "C" cudaError_t cudaMalloc(void **p, size_t size)
 {
     if (not_in_capture() != cudaSuccess)
         return cudaErrorStreamCaptureUnsupported;
+    g_counts.malloc_calls++;
     *p = calloc(size ? size : 1, 1);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
 extern "C" cudaError_t cudaFree(void *p)
 {
+    g_counts.free_calls++;
     free(p);
     return cudaSuccess;
 }
@@ -224,6 +235,7 @@ extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
 
 extern "C" cudaError_t cudaDeviceSynchronize(void)
 {
+    g_counts.device_syncs++;
     if (not_in_capture() != cudaSuccess)
         return cudaErrorStreamCaptureUnsupported;
     return cudaSuccess;
@@ -231,6 +243,7 @@ extern "C" cudaError_t cudaDeviceSynchronize(void)
 
 extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
+    g_counts.stream_syncs++;
     (void)s;
     if (not_in_capture() != cudaSuccess)
         return cudaErrorStreamCaptureUnsupported;
@@ -453,6 +466,7 @@ extern "C" cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *x, cudaGra
 
 extern "C" cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
 {
+    g_counts.launches++;   /* one launch, whatever it replays */
     (void)s;
     if (g_capture)
         return cudaErrorStreamCaptureUnsupported;
