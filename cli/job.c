@@ -30,6 +30,8 @@ struct job {
     long ranks_lost;            /* training: ranks the membership events removed */
     unsigned char *joined;      /* step, train: joined[r] once rank r joined */
     bool formed;                /* train: the ranks formed the ring (training started) */
+    bool seen_gen;              /* a membership event arrived: last_gen is the latest */
+    uint32_t last_gen;
     long njoined;
     long live_workers;          /* of the last progress event: a check on missed joins */
     bool progressed;            /* eval: a progress event counted a batch done */
@@ -332,7 +334,13 @@ static void on_tap_event(job_t *j)
             snprintf(j->fail_reason, sizeof j->fail_reason, "%s", ev.u.end.reason);
         else if (ev.topic == EV_MEMBERSHIP) {
             j->formed = true;   /* "formed" comes first: any membership event means it */
-            print_membership(j, &ev.u.membership);
+            /* reporterd replays the generation in force to a new subscriber
+             * (tapcache.h): one already seen is not a change */
+            if (!j->seen_gen || ev.u.membership.gen > j->last_gen)
+                print_membership(j, &ev.u.membership);
+            if (!j->seen_gen || ev.u.membership.gen > j->last_gen)
+                j->last_gen = ev.u.membership.gen;
+            j->seen_gen = true;
         }
         if (j->cfg.on_event)
             j->cfg.on_event(j->cfg.arg, &ev, j->tty);

@@ -169,7 +169,9 @@ void link_on_reducer(gpud_t *self)
         else
             eval_stop(self, &m.u.stop);
     } else if (self->train && (m.type == DDP_EPOCH || m.type == DDP_MEMBERS ||
-                                 m.type == DDP_COMMIT || m.type == DDP_STATE)) {
+                                 m.type == DDP_COMMIT || m.type == DDP_STATE ||
+                                 m.type == DDP_NCCLID)) {
+        /* NCCLID too: a new generation's id reaches an idle rank here */
         if (train_on_reducer(self, &m) < 0)
             fail(self);
     } else if (m.type != DDP_WELCOME) {

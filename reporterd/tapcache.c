@@ -11,6 +11,7 @@ typedef struct {
 struct tapcache {
     zmsg_t *metric[2]; /* by phase */
     zmsg_t *progress;
+    zmsg_t *membership;  /* the generation in force (training) */
     worker_slot_t *workers;
     size_t nworkers, capworkers;
 };
@@ -25,6 +26,7 @@ void tapcache_destroy(tapcache_t **self_p)
     zmsg_destroy(&self->metric[0]);
     zmsg_destroy(&self->metric[1]);
     zmsg_destroy(&self->progress);
+    zmsg_destroy(&self->membership);
     for (size_t i = 0; i < self->nworkers; i++)
         zmsg_destroy(&self->workers[i].msg);
     free(self->workers);
@@ -64,6 +66,7 @@ int tapcache_keep(tapcache_t *self, const ddp_event_t *ev, zmsg_t *msg)
     switch (ev->topic) {
     case EV_METRIC: return s_replace(&self->metric[ev->u.metric.phase ? 1 : 0], msg);
     case EV_PROGRESS: return s_replace(&self->progress, msg);
+    case EV_MEMBERSHIP: return s_replace(&self->membership, msg);
     case EV_WORKER: {
         zmsg_t **slot = s_worker_slot(self, ev->u.worker.rank);
         return slot ? s_replace(slot, msg) : -1;
@@ -95,6 +98,7 @@ int tapcache_replay(tapcache_t *self, zsock_t *pub, const char *prefix, size_t l
     /* workers first: a monitor learns who runs before it reads their numbers */
     for (size_t i = 0; i < self->nworkers; i++)
         sent += s_send(self->workers[i].msg, pub, prefix, len);
+    sent += s_send(self->membership, pub, prefix, len);
     sent += s_send(self->progress, pub, prefix, len);
     sent += s_send(self->metric[1], pub, prefix, len);
     sent += s_send(self->metric[0], pub, prefix, len);
@@ -103,7 +107,8 @@ int tapcache_replay(tapcache_t *self, zsock_t *pub, const char *prefix, size_t l
 
 size_t tapcache_size(const tapcache_t *self)
 {
-    size_t n = (self->metric[0] != NULL) + (self->metric[1] != NULL) + (self->progress != NULL);
+    size_t n = (self->metric[0] != NULL) + (self->metric[1] != NULL) + (self->progress != NULL) +
+               (self->membership != NULL);
     for (size_t i = 0; i < self->nworkers; i++)
         n += self->workers[i].msg != NULL;
     return n;

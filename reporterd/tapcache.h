@@ -1,7 +1,10 @@
 /* tapcache — the last value of each piece of state on the tap, so a
  * monitor that subscribes mid-run starts from the current picture instead
  * of waiting for the next change: the last `metric` of each phase, the last
- * `progress`, and the last `worker` event of each rank. reporterd's tap is
+ * `progress`, the last `membership` (the generation in force: a monitor
+ * that subscribed after the gang formed still learns it did — the
+ * launcher tells a rank lost from a failed start by it), and the last
+ * `worker` event of each rank. reporterd's tap is
  * an XPUB; when a subscription arrives it replays the kept events whose
  * topic the subscription's prefix matches (tapcache_replay). PUB semantics
  * send a replay to every subscriber of the topic, so a monitor can see an

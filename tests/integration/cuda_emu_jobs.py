@@ -26,18 +26,11 @@ Run by ctest as it_cuda_emu (DDPIPE_EMU_GPUD: the emulated gpud)."""
 import glob
 import os
 import re
-import shutil
-import tempfile
 
 from ddp_it import *  # noqa: E402  (BIN: the built binaries, the test data beside them)
+from ddp_emu import remove, use_emulated_gpud
 
-# ddpipe starts the daemons from $DDPIPE_BIN: a folder of the built daemons
-# with the emulated gpud in place of the real one
-EMU_BIN = tempfile.mkdtemp(prefix="ddp-cuemu-bin-")
-for name in ("ddpipe", "loaderd", "reducerd", "reporterd"):
-    os.symlink(os.path.join(BIN, name), os.path.join(EMU_BIN, name))
-os.symlink(os.environ["DDPIPE_EMU_GPUD"], os.path.join(EMU_BIN, "gpud"))
-os.environ["DDPIPE_BIN"] = EMU_BIN
+EMU_BIN = use_emulated_gpud()
 
 wd = workdir("cuda-emu")
 test = idx_subset("t10k", 0, 48)
@@ -141,5 +134,5 @@ try:
     check(models["nccl"] == models["ring"], "2 gpuds: the NCCL job's weights differ from the "
           "ring job's")
 finally:
-    shutil.rmtree(EMU_BIN, ignore_errors=True)
+    remove(EMU_BIN)
 print("cuda_emu_jobs: ok")

@@ -231,17 +231,31 @@ static void test_tapcache(void)
     CHECK(tapcache_keep(c, &ev, m) == 0);
     zmsg_destroy(&m);
     CHECK(tapcache_size(c) == 3);
+    /* the generation in force: the last membership event */
+    for (int g = 0; g < 2; g++) {
+        ev = (ddp_event_t){.topic = EV_MEMBERSHIP};
+        m = s_msg("membership", g ? "gen1" : "gen0");
+        CHECK(tapcache_keep(c, &ev, m) == 0);
+        zmsg_destroy(&m);
+    }
+    CHECK(tapcache_size(c) == 4);
     /* replay through a real PUB/SUB pair */
     zsock_t *pub = zsock_new_pub("inproc://tapcache-test");
     zsock_t *sub = zsock_new_sub("inproc://tapcache-test", "");
     zclock_sleep(50);
     CHECK(tapcache_replay(c, pub, "met", 3) == 1);
-    CHECK(tapcache_replay(c, pub, "", 0) == 3);
+    CHECK(tapcache_replay(c, pub, "", 0) == 4);
     char *topic = NULL, *body = NULL;
     CHECK(zsock_recv(sub, "ss", &topic, &body) == 0 && topic && strcmp(topic, "metric") == 0);
     free(topic);
     free(body);
     CHECK(zsock_recv(sub, "ss", &topic, &body) == 0 && body && strcmp(body, "w0-new") == 0);
+    free(topic);
+    free(body);
+    CHECK(zsock_recv(sub, "ss", &topic, &body) == 0 && body && strcmp(body, "w") == 0);
+    free(topic);
+    free(body);
+    CHECK(zsock_recv(sub, "ss", &topic, &body) == 0 && body && strcmp(body, "gen1") == 0);
     free(topic);
     free(body);
     zsock_destroy(&sub);
