@@ -15,6 +15,7 @@
 #include "common/zsockopt.h"
 #include "reducerd/coordinator.h"
 #include "reducerd/job.h"
+#include "reducerd/membership.h"
 #include "reducerd/options.h"
 #include "reducerd/publish.h"
 #include "reducerd/reducer.h"
@@ -30,8 +31,8 @@ static int run(reducer_t *self)
     bool over = false;
     while (!over && !zs_interrupted()) {
         void *which = zpoller_wait(poller, 200);
-        if (which == self->xpub)
-            publish_on_subscription(self);
+        if (which == self->xpub && publish_on_subscription(self))
+            membership_replay(self);
         else if (which != self->router && zpoller_terminated(poller))
             break;
         /* A readable router is drained (up to a burst) before the next

@@ -15,27 +15,52 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The formed event of generation 0's members. */
+static void publish_formed(reducer_t *self)
+{
+    int32_t world = (int32_t)self->options.workers;
+    int32_t *ranks = calloc((size_t)world, sizeof *ranks);
+    char **names = calloc((size_t)world, sizeof *names);
+    for (int32_t r = 0; ranks && names && r < world; r++) {
+        ranks[r] = r;
+        names[r] = peers_by_rank(self->peers, r)->name;
+    }
+    if (ranks && names)
+        publish_membership(self, "formed", (uint32_t)world, ranks, names, false,
+                           (uint64_t)self->options.start_step, self->epoch, "the gang formed");
+    free(ranks);
+    free(names);
+}
+
+void membership_replay(reducer_t *self)
+{
+    if (!self->formed_unheard || !self->elastic || self->elastic->gen != 0)
+        return;
+    self->formed_unheard = false;
+    for (int32_t r = 0; r < (int32_t)self->options.workers; r++) {
+        peer_t *p = peers_by_rank(self->peers, r);
+        if (p)
+            publish_worker(self, p, "joined");
+    }
+    publish_formed(self);
+    log_debug("generation 0 formed before reporterd listened: its events published again");
+}
+
 void membership_start(reducer_t *self)
 {
     int32_t world = (int32_t)self->options.workers;
-    int32_t *ids = calloc((size_t)world, sizeof *ids), *ranks = calloc((size_t)world, sizeof *ranks);
-    char **names = calloc((size_t)world, sizeof *names);
-    for (int32_t r = 0; ids && ranks && names && r < world; r++) {
-        peer_t *p = peers_by_rank(self->peers, r);
-        ids[r] = peers_index_of(self->peers, p);
-        ranks[r] = r;
-        names[r] = p->name;
-    }
-    if (ids && ranks && names)
+    int32_t *ids = calloc((size_t)world, sizeof *ids);
+    for (int32_t r = 0; ids && r < world; r++)
+        ids[r] = peers_index_of(self->peers, peers_by_rank(self->peers, r));
+    if (ids)
         self->elastic = elastic_new(world, ids, (uint64_t)self->options.start_step);
-    if (self->elastic)
-        publish_membership(self, "formed", (uint32_t)world, ranks, names, false,
-                           (uint64_t)self->options.start_step, self->epoch, "the gang formed");
-    else
+    if (self->elastic) {
+        publish_formed(self);
+        self->formed_unheard = self->reporters_subscribed == 0;
+    } else {
         job_finish(self, 1, "out of memory forming the gang");
+    }
     free(ids);
-    free(ranks);
-    free(names);
 }
 
 void membership_fence(reducer_t *self, zframe_t *route, peer_t *p, const char *kind)

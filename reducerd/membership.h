@@ -14,6 +14,13 @@
 
 /* The gang formed (every rank was welcomed): generation 0 of the W ranks. */
 void membership_start(reducer_t *self);
+/* A reporterd subscribed: when the gang formed before any had (a reporterd
+ * that started late: the events were published to nobody) and generation 0
+ * is still in force, its members' `joined` worker events and the `formed`
+ * membership event are published again, once, so that membership.csv and
+ * the launcher (which tells a lost rank from a failed start by them) have
+ * them. */
+void membership_replay(reducer_t *self);
 /* A STEP on the ROUTER. */
 void membership_on_step(reducer_t *self, zframe_t *route, const ddp_step_t *step);
 /* p (a member) was declared dead by the watchdog: it is lost. */

@@ -180,11 +180,11 @@ void publish_membership(reducer_t *self, const char *change, uint32_t n, const i
 }
 
 /* XPUB hands us subscriptions: a reporter is listening once one arrives. */
-void publish_on_subscription(reducer_t *self)
+bool publish_on_subscription(reducer_t *self)
 {
     zframe_t *f = zframe_recv(self->xpub);
     if (!f)
-        return;
+        return false;
     /* reporterd subscribes to the never-published topic EVENT_REPORTER_TOPIC
      * as well, so monitors tapping the stream are not mistaken for it */
     size_t topic_len = strlen(EVENT_REPORTER_TOPIC);
@@ -198,5 +198,7 @@ void publish_on_subscription(reducer_t *self)
     } else if (is_reporter && zframe_data(f)[0] == 0) {
         self->reporters_subscribed--;
     }
+    bool subscribed = is_reporter && zframe_data(f)[0] == 1;
     zframe_destroy(&f);
+    return subscribed;
 }

@@ -20,7 +20,8 @@ void publish_membership(reducer_t *self, const char *change, uint32_t n, const i
                         char *const *names, bool redone, uint64_t step, uint32_t epoch,
                         const char *reason);
 /* A (un)subscription arrived on the XPUB: counts reporterd's; a reporterd
- * back after a lost job hears the end again. */
-void publish_on_subscription(reducer_t *self);
+ * back after a lost job hears the end again. true when a reporterd
+ * subscribed (the caller may tell it what it missed: membership_replay). */
+bool publish_on_subscription(reducer_t *self);
 
 #endif

@@ -69,6 +69,7 @@ typedef struct reducer {
      * the current epoch's [DDP_PHASE_TRAIN] and [DDP_PHASE_EVAL] */
     slot_t *slot[2];
     int reporters_subscribed;   /* reporterd subscriptions seen on the XPUB */
+    bool formed_unheard;        /* the gang formed while no reporterd listened */
     double job_started_s;       /* the first plan (worker images/s) */
     int64_t last_progress_event_ms; /* every PROGRESS_EVENT_MS */
     int64_t last_liveness_ms;       /* the workers' heartbeats, checked every second */

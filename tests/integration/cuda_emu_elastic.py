@@ -24,7 +24,7 @@ import os
 from ddp_it import *  # noqa: F401,F403
 from ddp_emu import remove, use_emulated_gpud
 
-N, G = 128, 64            # 2 steps
+N, G = 48, 24             # 2 steps of 8 samples a rank (kept short: the emulator is slow)
 FLAGS = ["--device", "cuda", "--global-batch-size", str(G), "--epochs", "1", "--seed", "3",
          "--lr", "0.001", "--momentum", "0", "--sync-bn", "--worker-timeout", "2",
          "--ring-timeout", "10", "--verbose"]

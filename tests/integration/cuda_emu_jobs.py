@@ -111,8 +111,9 @@ try:
     models = {}
     for path, env in (("nccl", {"NCCL_MULTI_RANK_GPU_ENABLE": "1"}), ("ring", {"DDPIPE_NCCL": "0"})):
         out = os.path.join(wd, "train-w2-" + path)
-        run_train(train, out, 2, ["--device", "cuda", "--epochs", "1", "--batch-size", "16",
-                                  "--seed", "2", "--verbose"], timeout=600, env=env)
+        # 32 images, 8 a rank a step: 2 steps (the suite's longest test, kept short)
+        run_train(train32, out, 2, ["--device", "cuda", "--epochs", "1", "--batch-size", "8",
+                                    "--seed", "2", "--verbose"], timeout=600, env=env)
         logs = [open(p, errors="replace").read()
                 for p in sorted(glob.glob(os.path.join(out, "logs", "gpud*")))]
         comm = all("NCCL communicator of 2 ranks" in l for l in logs)
