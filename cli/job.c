@@ -336,11 +336,11 @@ static void on_tap_event(job_t *j)
             j->formed = true;   /* "formed" comes first: any membership event means it */
             /* reporterd replays the generation in force to a new subscriber
              * (tapcache.h): one already seen is not a change */
-            if (!j->seen_gen || ev.u.membership.gen > j->last_gen)
+            if (!j->seen_gen || ev.u.membership.gen > j->last_gen) {
                 print_membership(j, &ev.u.membership);
-            if (!j->seen_gen || ev.u.membership.gen > j->last_gen)
                 j->last_gen = ev.u.membership.gen;
-            j->seen_gen = true;
+                j->seen_gen = true;
+            }
         }
         if (j->cfg.on_event)
             j->cfg.on_event(j->cfg.arg, &ev, j->tty);

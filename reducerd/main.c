@@ -31,9 +31,10 @@ static int run(reducer_t *self)
     bool over = false;
     while (!over && !zs_interrupted()) {
         void *which = zpoller_wait(poller, 200);
-        if (which == self->xpub && publish_on_subscription(self))
-            membership_replay(self);
-        else if (which != self->router && zpoller_terminated(poller))
+        if (which == self->xpub) {
+            if (publish_on_subscription(self))
+                membership_replay(self);
+        } else if (which != self->router && zpoller_terminated(poller))
             break;
         /* A readable router is drained (up to a burst) before the next
          * poll(2): one system call per burst, not per message, which was

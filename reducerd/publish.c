@@ -190,7 +190,8 @@ bool publish_on_subscription(reducer_t *self)
     size_t topic_len = strlen(EVENT_REPORTER_TOPIC);
     bool is_reporter = zframe_size(f) == topic_len + 1 &&
                        memcmp(zframe_data(f) + 1, EVENT_REPORTER_TOPIC, topic_len) == 0;
-    if (is_reporter && zframe_data(f)[0] == 1) {
+    bool subscribed = is_reporter && zframe_data(f)[0] == 1;
+    if (subscribed) {
         self->reporters_subscribed++;
         log_debug("reporterd subscribed to the event stream (%d)", self->reporters_subscribed);
         if (self->job_lost) /* a reporterd reconnecting after the end: tell it too */
@@ -198,7 +199,6 @@ bool publish_on_subscription(reducer_t *self)
     } else if (is_reporter && zframe_data(f)[0] == 0) {
         self->reporters_subscribed--;
     }
-    bool subscribed = is_reporter && zframe_data(f)[0] == 1;
     zframe_destroy(&f);
     return subscribed;
 }

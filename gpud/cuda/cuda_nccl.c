@@ -237,16 +237,22 @@ int nccl_ar_world(const nccl_ar_t *s)
     return s->world;
 }
 
+/* 1 (with err) when an earlier failure aborted the communicator. */
+static int refused_broken(const nccl_ar_t *s, char *err, size_t errlen)
+{
+    if (s->broken)
+        err_set(err, errlen, "NCCL all-reduce: the communicator was aborted by an earlier "
+                 "failure");
+    return s->broken;
+}
+
 /* The sum of n values at dev queued behind the work queued so far on
  * stream `after` (NULL: behind all device work, waited for here). */
 static int enqueue_typed(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type, void *after,
                          double deadline, char *err, size_t errlen)
 {
-    if (s->broken) {
-        err_set(err, errlen, "NCCL all-reduce: the communicator was aborted by an earlier "
-                 "failure");
+    if (refused_broken(s, err, errlen))
         return -1;
-    }
     /* world 1 too: a one-rank all-reduce is valid (an in-place copy), and
      * it keeps the enqueue and waits tested on a one-GPU machine */
     if (n == 0)
@@ -301,11 +307,8 @@ int nccl_ar_enqueue(nccl_ar_t *s, float *dev, size_t n, void *after, int timeout
 
 int nccl_ar_wait(nccl_ar_t *s, int timeout_ms, char *err, size_t errlen)
 {
-    if (s->broken) {
-        err_set(err, errlen, "NCCL all-reduce: the communicator was aborted by an earlier "
-                 "failure");
+    if (refused_broken(s, err, errlen))
         return -1;
-    }
     return wait_stream(s, clock_mono_s() + timeout_ms / 1000.0, "all-reduce", err, errlen);
 }
 

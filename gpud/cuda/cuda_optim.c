@@ -210,22 +210,17 @@ static int grow_host(cuda_optim_t *self, int need, char *err, size_t errlen)
 static int build_table(cuda_optim_t *self, const optim_cfg_t *c, const bk_oparam_t *p, int n,
                        int *nchunks, group_key_t *keys, int *nkeys, char *err, size_t errlen)
 {
-    int need = 0;
-    *nkeys = 0;
-    for (int i = 0; i < n; i++)
-        if (p[i].g && p[i].numel > 0) {
-            if (group_of(keys, nkeys, key_of(c, &p[i])) < 0)
-                return 1;
-            need += (int)((p[i].numel + CK_CHUNK - 1) / CK_CHUNK);
-        }
-    if (grow_host(self, need, err, errlen) < 0)
-        return -1;
     const bool ams = c->kind != OPTIM_SGD && c->amsgrad;
     int k = 0;
+    *nkeys = 0;
     for (int i = 0; i < n; i++) {
         if (!p[i].g || p[i].numel <= 0)
             continue;
-        uint32_t grp = (uint32_t)group_of(keys, nkeys, key_of(c, &p[i]));
+        int grp = group_of(keys, nkeys, key_of(c, &p[i]));
+        if (grp < 0)
+            return 1;
+        if (grow_host(self, k + (int)((p[i].numel + CK_CHUNK - 1) / CK_CHUNK), err, errlen) < 0)
+            return -1;
         for (int64_t at = 0; at < p[i].numel; at += CK_CHUNK) {
             int64_t len = p[i].numel - at < CK_CHUNK ? p[i].numel - at : CK_CHUNK;
             ck_chunk_t *e = &self->host[k++];
@@ -238,7 +233,7 @@ static int build_table(cuda_optim_t *self, const optim_cfg_t *c, const bk_oparam
                 e->sq_max = ams ? p[i].sq_max + at : NULL;
             }
             e->n = (uint32_t)len;
-            e->grp = grp;
+            e->grp = (uint32_t)grp;
         }
     }
     *nchunks = k;

@@ -22,18 +22,25 @@ static float frand(void)
     return trand(&rng);
 }
 
-/* The device optimizer against optim.c, 3 steps, several configurations. */
-static void check_optim(optim_kind_t kind, double wd, double mom, bool nesterov, bool ams,
-                        bool grad_avg)
+static optim_cfg_t cfg_of(optim_kind_t kind, double wd, double mom, bool nesterov, bool ams,
+                          bool grad_avg)
 {
-    enum { M = 1000 };
-    char err[256] = "";
     optim_cfg_t cfg = optim_cfg_default(kind);
     cfg.weight_decay = wd;
     cfg.momentum = mom;
     cfg.nesterov = nesterov;
     cfg.amsgrad = ams;
     cfg.grad_averaging = grad_avg;
+    return cfg;
+}
+
+/* The device optimizer against optim.c, 3 steps, several configurations. */
+static void check_optim(optim_kind_t kind, double wd, double mom, bool nesterov, bool ams,
+                        bool grad_avg)
+{
+    enum { M = 1000 };
+    char err[256] = "";
+    optim_cfg_t cfg = cfg_of(kind, wd, mom, nesterov, ams, grad_avg);
     optim_t *o = optim_new(&cfg, err, sizeof err);
     REQUIRE(o, "%s", err);
     static float w[M], g[M], wd_host[M];
@@ -126,11 +133,7 @@ static void check_arena_optim(optim_kind_t kind, double wd, double mom, bool nes
     static const int64_t SZ[P] = {1, 7, CK_CHUNK, CK_CHUNK + 1, 3 * CK_CHUNK + 5, 1000, 64, 2,
                                   CK_CHUNK - 1, 300};
     char err[256] = "";
-    optim_cfg_t cfg = optim_cfg_default(kind);
-    cfg.weight_decay = wd;
-    cfg.momentum = mom;
-    cfg.nesterov = nesterov;
-    cfg.amsgrad = ams;
+    optim_cfg_t cfg = cfg_of(kind, wd, mom, nesterov, ams, false);
     const bk_arena_ops_t *a = cuda_arena_ops(arena);
     void *cx = a->ctx;
     bk_oparam_t hp[P], dp[P];
