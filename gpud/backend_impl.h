@@ -273,6 +273,18 @@ typedef struct bk_ops {
     const char *name;
     void (*destroy)(backend_t *be);
     const struct bk_kernels *train;   /* the kernels (NULL: none: nothing runs) */
+    /* Optional: the kernels of a --precision bf16|fp16 graph on the tape
+     * whose activations and activation gradients are 16-bit buffers (the
+     * graph's bf16 or fp16 values, 2 bytes each; alloc counts 16-bit
+     * elements), chosen at compile (tape_compile.c; DDPIPE_HALF_ACTIVATIONS=0
+     * keeps train's fp32 buffers). Each kernel stores its outputs rounded
+     * (round_half is the identity there), so the numbers are those of the
+     * fp32 buffers with the engine's rounding points. Exceptions, fp32
+     * buffers of train's: a cross-entropy's loss (ce_fwd writes it) and its
+     * gradient (ce_bwd reads it), the labels and dropout keys put, and
+     * parameter memory as everywhere. release and put are train's. NULL:
+     * 16-bit graphs keep fp32 buffers. */
+    const struct bk_kernels *train16;
     unsigned caps;                    /* BK_CAP_* */
     /* Optional: adds the bytes the kernels copied between host and device
      * memory since the last call to *t, by purpose, and zeroes the

@@ -23,7 +23,7 @@ bk_graph_t *bk_graph_new(backend_t *be)
     if (!g)
         return NULL;
     g->base.be = be;
-    g->k = be ? be->ops->train : NULL;
+    g->k = g->k32 = be ? be->ops->train : NULL;
     g->training = 1;
     g->profile = getenv("DDPIPE_TRAIN_PROFILE") != NULL;
     if (be && !g->k)
@@ -52,8 +52,8 @@ void bk_graph_destroy(bk_graph_t **gp)
     free(g->ids);
     free(g->keys);
     if (g->k) {   /* the step buffers outlive a recompile (tape_release) */
-        g->k->release(g->base.be, g->labels_buf);
-        g->k->release(g->base.be, g->keys_buf);
+        g->k32->release(g->base.be, g->labels_buf);
+        g->k32->release(g->base.be, g->keys_buf);
     }
     free(g);
     *gp = NULL;
@@ -483,7 +483,7 @@ int bk_write(bk_graph_t *g, bk_tensor_t *x, const float *src)
     }
     int s[4];
     shape_of(x, s);
-    return g->k->write(&g->base, x->val, src, s, x->layout);
+    return tape_kv(g, x)->write(&g->base, x->val, src, s, x->layout);
 }
 
 int bk_write_u8(bk_graph_t *g, bk_tensor_t *x, const uint8_t *px, const float *lut)
@@ -494,11 +494,11 @@ int bk_write_u8(bk_graph_t *g, bk_tensor_t *x, const uint8_t *px, const float *l
         bk_ctx_fail(&g->base, "only input tensors can be written");
         return -1;
     }
-    if (!g->k->write_u8)
+    if (!tape_kv(g, x)->write_u8)
         return 1;
     int s[4];
     shape_of(x, s);
-    return g->k->write_u8(&g->base, x->val, px, lut, s, x->layout);
+    return tape_kv(g, x)->write_u8(&g->base, x->val, px, lut, s, x->layout);
 }
 
 int bk_read(bk_graph_t *g, bk_tensor_t *x, float *dst)
@@ -519,7 +519,7 @@ int bk_read(bk_graph_t *g, bk_tensor_t *x, float *dst)
     }
     int s[4];
     shape_of(v, s);
-    return g->k->read(&g->base, v->val, dst, s, v->layout);
+    return tape_kv(g, v)->read(&g->base, v->val, dst, s, v->layout);
 }
 
 int bk_read_topk(bk_graph_t *g, bk_tensor_t *x, int k, int32_t *topk)
@@ -528,9 +528,9 @@ int bk_read_topk(bk_graph_t *g, bk_tensor_t *x, int k, int32_t *topk)
         bk_graph_compile(g) < 0)
         return -1;
     const bk_tensor_t *v = x->alias ? x->alias : x;
-    if (!g->k->topk || v->layout || (g->fops && (!v->val || v->consumed)) || x->pooled)
+    if (!tape_kv(g, v)->topk || v->layout || (g->fops && (!v->val || v->consumed)) || x->pooled)
         return 1;   /* bk_read says why it cannot read x, where it cannot */
-    return g->k->topk(&g->base, v->val, x->n, x->c, k, topk);
+    return tape_kv(g, v)->topk(&g->base, v->val, x->n, x->c, k, topk);
 }
 
 int bk_keep(bk_graph_t *g, bk_tensor_t *t)
@@ -564,7 +564,7 @@ int bk_read_grad(bk_graph_t *g, bk_tensor_t *x, float *dst)
     }
     int s[4];
     shape_of(x, s);
-    return g->k->read(&g->base, x->grad, dst, s, 0);
+    return tape_kv(g, x)->read(&g->base, x->grad, dst, s, 0);
 }
 
 int bk_set_labels(bk_graph_t *g, const int32_t *labels)
@@ -587,10 +587,10 @@ int bk_set_labels(bk_graph_t *g, const int32_t *labels)
         }
     memcpy(g->labels, labels, (size_t)g->label_n * sizeof *labels);
     g->labels_k = g->labels;
-    if (g->k && g->k->put) {   /* int32: one float's bytes each */
-        if (!g->labels_buf && !(g->labels_buf = g->k->alloc(&g->base, (size_t)g->label_n)))
+    if (g->k32 && g->k32->put) {   /* int32: one float's bytes each */
+        if (!g->labels_buf && !(g->labels_buf = g->k32->alloc(&g->base, (size_t)g->label_n)))
             return -1;
-        if (g->k->put(&g->base, g->labels_buf, g->labels,
+        if (g->k32->put(&g->base, g->labels_buf, g->labels,
                       (size_t)g->label_n * sizeof *labels) < 0)
             return -1;
         g->labels_k = g->labels_buf;
@@ -642,17 +642,17 @@ const uint64_t *tape_dropout_keys(bk_graph_t *g)
         }
         g->keys = p;
         g->keys_n = n;
-        if (g->k && g->k->put) {
-            g->k->release(g->base.be, g->keys_buf);
-            if (!(g->keys_buf = g->k->alloc(&g->base, 2 * (size_t)n)))   /* 8 bytes a key */
+        if (g->k32 && g->k32->put) {
+            g->k32->release(g->base.be, g->keys_buf);
+            if (!(g->keys_buf = g->k32->alloc(&g->base, 2 * (size_t)n)))   /* 8 bytes a key */
                 return NULL;
         }
     }
     for (int b = 0; b < n; b++)
         g->keys[b] = dropout_sample_key(g->seed, g->step, g->ids ? g->ids[b] : b);
     g->keys_k = g->keys;
-    if (g->k && g->k->put) {
-        if (g->k->put(&g->base, g->keys_buf, g->keys, (size_t)n * sizeof *g->keys) < 0)
+    if (g->k32 && g->k32->put) {
+        if (g->k32->put(&g->base, g->keys_buf, g->keys, (size_t)n * sizeof *g->keys) < 0)
             return NULL;
         g->keys_k = g->keys_buf;
     }

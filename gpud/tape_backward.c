@@ -22,9 +22,13 @@ void tape_grad_commit(bk_graph_t *g, bk_tensor_t *x)
 {
     if (!x->needs_grad)
         return;
-    if (x->grad_set)
+    /* bf16/fp16: the gradient of a 16-bit activation is 16-bit, each
+     * branch's as autograd's sum of two (rounded, then added and rounded) */
+    if (x->grad_set) {
+        if (g->half)
+            tape_round(g, g->tmp, numel(x));
         g->k->acc(g->base.be, x->grad, g->tmp, numel(x));
-    /* bf16: the gradient of a bf16 activation is bf16, sums included */
+    }
     if (g->half)
         tape_round(g, x->grad, numel(x));
     x->grad_set = 1;
@@ -152,7 +156,7 @@ int tape_backward_begin(bk_graph_t *g, bk_tensor_t *y, const float *dy)
     shape_of(y, s);
     size_t cnt = numel(y);
     if (dy) {
-        if (g->k->write(&g->base, y->grad, dy, s, 0) < 0)
+        if (tape_kv(g, y)->write(&g->base, y->grad, dy, s, 0) < 0)
             return -1;
     } else {
         float *ones = malloc(cnt * sizeof *ones);
@@ -162,7 +166,7 @@ int tape_backward_begin(bk_graph_t *g, bk_tensor_t *y, const float *dy)
         }
         for (size_t i = 0; i < cnt; i++)
             ones[i] = 1.0f;
-        int rc = g->k->write(&g->base, y->grad, ones, s, 0);
+        int rc = tape_kv(g, y)->write(&g->base, y->grad, ones, s, 0);
         free(ones);
         if (rc < 0)
             return -1;
@@ -188,7 +192,7 @@ int tape_backward_op(bk_graph_t *g, int i)
     if (!o->out->needs_grad)
         return 0;
     if (!o->out->grad_set) {   /* a branch that does not reach y */
-        g->k->zero(g->base.be, o->out->grad, numel(o->out));
+        tape_kv(g, o->out)->zero(g->base.be, o->out->grad, numel(o->out));
         o->out->grad_set = 1;
     }
     bk_ctx_set_name(&g->base, o->name);

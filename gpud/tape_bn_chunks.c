@@ -233,7 +233,7 @@ static int chunk_local(bk_graph_t **g, int j, size_t i, void **gx)
     bk_graph_t *gj = g[j];
     top_t *o = op_of(g, j, i);
     if (!o->out->grad_set) {   /* a branch that does not reach the loss */
-        gj->k->zero(gj->base.be, o->out->grad, numel(o->out));
+        tape_kv(gj, o->out)->zero(gj->base.be, o->out->grad, numel(o->out));
         o->out->grad_set = 1;
     }
     bk_ctx_set_name(&gj->base, o->name);

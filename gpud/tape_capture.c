@@ -33,11 +33,11 @@
  * host as it is final). */
 static int pass_recordable(const bk_graph_t *g)
 {
-    if (!g->training || g->forward_only || g->grad_ready || (g->labels && !g->k->put))
+    if (!g->training || g->forward_only || g->grad_ready || (g->labels && !g->k32->put))
         return 0;
     for (size_t i = 0; i < g->nops; i++) {
         const top_t *o = &g->ops[i];
-        if ((o->kind == TO_DROPOUT && drop_p(g, o) != 0.0f && !g->k->put) ||
+        if ((o->kind == TO_DROPOUT && drop_p(g, o) != 0.0f && !g->k32->put) ||
             (o->kind == TO_BN && bn_training(g, o) && (!bn_on_device(g) || o->bn.num_batches)))
             return 0;
     }

@@ -6,20 +6,35 @@
  * the ops first: then the fused ops (g->fops) are planned, and only their
  * outputs get buffers, in the layouts the backend picks. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpud/tape_priv.h"
+
+/* A 16-bit graph on the tape stores its activations in 16 bits where the
+ * backend has kernels for that (bk_ops_t.train16), unless
+ * DDPIPE_HALF_ACTIVATIONS=0; its losses stay fp32 (tape_kv). */
+static void pick_kernels(bk_graph_t *g)
+{
+    const bk_ops_t *ops = g->base.be->ops;
+    const char *e = getenv("DDPIPE_HALF_ACTIVATIONS");
+    g->store16 = g->half && !g->fops && ops->train16 && !(e && strcmp(e, "0") == 0);
+    g->k = g->store16 ? ops->train16 : ops->train;
+    for (size_t i = 0; i < g->nops; i++)
+        g->ops[i].out->f32 = g->store16 && g->ops[i].kind == TO_CE;
+}
 
 /* The var's buffers, and its gradient's when it needs one; a var that
  * is not kept got its value from the pool already. */
 static int var_alloc(bk_graph_t *g, bk_tensor_t *t)
 {
-    size_t cnt = numel(t);
+    size_t cnt = numel(t), bytes = cnt * tape_esize(g, t);
+    const bk_kernels_t *k = tape_kv(g, t);
     if (!t->val)
-        t->val = g->k->alloc(&g->base, cnt);
+        t->val = k->alloc(&g->base, cnt);
     if (t->val && t->needs_grad)
-        t->grad = g->k->alloc(&g->base, cnt);
+        t->grad = k->alloc(&g->base, cnt);
     if (t->val && (!t->needs_grad || t->grad)) {
-        g->bytes += (t->pooled ? 0 : cnt * sizeof(float)) + (t->grad ? cnt * sizeof(float) : 0);
+        g->bytes += (t->pooled ? 0 : bytes) + (t->grad ? bytes : 0);
         return 0;
     }
     bk_ctx_fail(&g->base, "out of memory for a [%d,%d,%d,%d] tensor", t->n, t->c, t->h, t->w);
@@ -44,13 +59,14 @@ static void mark_kept(bk_graph_t *g, int *last)
     }
     for (size_t i = 0; i < g->nv; i++) {
         bk_tensor_t *t = g->v[i];
-        if (t->needs_grad || t->is_input || t->producer < 0 || last[i] < 0)
+        if (t->needs_grad || t->is_input || t->producer < 0 || last[i] < 0 || t->f32)
             t->keep = 1;
     }
 }
 
 /* An activation nobody reads after the forward: alive from its producer
- * to its last reader, placed at off floats into the shared arena. */
+ * to its last reader, count bytes placed at off bytes into the shared
+ * arena. */
 typedef struct {
     bk_tensor_t *t;
     int first, last;
@@ -72,14 +88,14 @@ static int by_offset(const void *a, const void *b)
 }
 
 /* 64-byte steps: every activation starts on a cache line. */
-static size_t align16(size_t n)
+static size_t align64(size_t bytes)
 {
-    return (n + 15) & ~(size_t)15;
+    return (bytes + 63) & ~(size_t)63;
 }
 
 /* Greedy by size (largest first): each slot takes the lowest offset where
  * it overlaps no placed slot alive at the same time. conflict: scratch of
- * n pointers. Returns the arena's size in floats. */
+ * n pointers. Returns the arena's size in bytes. */
 static size_t place_all(slot_t *slot, size_t n, const slot_t **conflict)
 {
     size_t total = 0;
@@ -93,7 +109,7 @@ static size_t place_all(slot_t *slot, size_t n, const slot_t **conflict)
         size_t off = 0;
         for (size_t j = 0; j < nc && off + slot[i].count > conflict[j]->off; j++)
             if (conflict[j]->off + conflict[j]->count > off)
-                off = align16(conflict[j]->off + conflict[j]->count);
+                off = align64(conflict[j]->off + conflict[j]->count);
         slot[i].off = off;
         if (off + slot[i].count > total)
             total = off + slot[i].count;
@@ -113,24 +129,24 @@ static int pool_plan(bk_graph_t *g)
     g->pool = calloc(1, sizeof *g->pool);
     g->pool_count = calloc(1, sizeof *g->pool_count);
     int rc = last && slot && conflict && g->pool && g->pool_count ? 0 : -1;
-    size_t n = 0;
+    size_t n = 0, es = g->store16 ? 2 : sizeof(float);   /* pooled vars are never f32 */
     if (rc == 0) {
         mark_kept(g, last);
         for (size_t i = 0; i < g->nops; i++) {
             bk_tensor_t *t = g->ops[i].out;
             if (!t->keep)
-                slot[n++] = (slot_t){t, (int)i, last[t->id], align16(numel(t)), 0};
+                slot[n++] = (slot_t){t, (int)i, last[t->id], align64(numel(t) * es), 0};
         }
     }
     size_t total = rc == 0 && n ? place_all(slot, n, conflict) : 0;
     if (rc == 0 && total) {
         bk_ctx_set_name(&g->base, "activations");
-        float *arena = g->k->alloc(&g->base, total);
+        char *arena = g->k->alloc(&g->base, total / es);
         if (arena) {
             g->pool[0] = arena;
-            g->pool_count[0] = total;
+            g->pool_count[0] = total / es;
             g->npool = 1;
-            g->bytes += total * sizeof(float);
+            g->bytes += total;
             for (size_t i = 0; i < n; i++) {
                 slot[i].t->val = arena + slot[i].off;
                 slot[i].t->pooled = 1;
@@ -200,7 +216,7 @@ static int vars_alloc(bk_graph_t *g)
         return -1;
     }
     g->tmp_count = tmp;
-    g->bytes += tmp * sizeof(float);
+    g->bytes += tmp * (g->store16 ? 2 : sizeof(float));
     return 0;
 }
 
@@ -290,6 +306,7 @@ int tape_compile(bk_graph_t *g)
 {
     g->compiled = 1;   /* what exists is released by tape_release, even half made */
     g->base.infer = g->fops != NULL;
+    pick_kernels(g);
     if (vars_alloc(g) < 0 || ops_plan(g) < 0)
         return -1;
     return 0;

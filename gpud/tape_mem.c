@@ -79,12 +79,12 @@ int tape_pmem_round(bk_graph_t *g, float *dst, const float *src, size_t n)
         half_round(g->half_fmt, dst, src, n);
         return 0;
     }
-    if (!g->k->round_half_param) {   /* backend_set_precision refuses this */
+    if (!g->k32->round_half_param) {   /* backend_set_precision refuses this */
         bk_ctx_fail(&g->base, "%s: the %s backend cannot round its parameter memory",
                     half_name(g->half_fmt), g->base.be->ops->name);
         return -1;
     }
-    g->k->round_half_param(g->base.be, g->half_fmt, dst, src, n);
+    g->k32->round_half_param(g->base.be, g->half_fmt, dst, src, n);
     return 0;
 }
 

@@ -19,15 +19,15 @@ static int stage_dy(bk_graph_t *g, const bk_tensor_t *y, const float *dy)
     shape_of(y, s);
     size_t cnt = numel(y);
     if (g->dy && g->dy_count != cnt) {
-        g->k->release(g->base.be, g->dy);
+        tape_kv(g, y)->release(g->base.be, g->dy);
         g->dy = NULL;
     }
     if (!g->dy) {
-        if (!(g->dy = g->k->alloc(&g->base, cnt)))
+        if (!(g->dy = tape_kv(g, y)->alloc(&g->base, cnt)))
             return -1;
         g->dy_count = cnt;
     }
-    return g->k->write(&g->base, g->dy, dy, s, 0);
+    return tape_kv(g, y)->write(&g->base, g->dy, dy, s, 0);
 }
 
 /* Forward, then backward from the staged gradient (tape_backward_begin's
@@ -36,7 +36,7 @@ static int run_pass(bk_graph_t *g, bk_tensor_t *y)
 {
     if (tape_forward_ops(g) < 0)
         return -1;
-    g->k->copy(g->base.be, y->grad, g->dy, numel(y));
+    tape_kv(g, y)->copy(g->base.be, y->grad, g->dy, numel(y));
     tape_backward_seeded(g, y);
     for (int i = y->producer; i >= 0; i--)
         if (tape_backward_op(g, i) < 0)

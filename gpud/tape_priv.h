@@ -43,6 +43,8 @@ struct bk_tensor {
     int producer;       /* op index, -1 for inputs */
     int keep;           /* its value is read after the forward (tape_compile.c) */
     int pooled;         /* val is a shared buffer of the graph's pool */
+    int f32;            /* a 16-bit-activation graph's fp32 var (the loss): its
+                         * buffers are k32's (tape_kv) */
 };
 
 typedef enum {
@@ -115,7 +117,11 @@ typedef struct {
 
 struct bk_graph {
     bk_ctx_t base;
-    const bk_kernels_t *k; /* NULL: a description graph (no backend) */
+    const bk_kernels_t *k; /* the activations' kernels: the backend's train, or its
+                            * train16 (store16); NULL: a description graph */
+    const bk_kernels_t *k32; /* the backend's train: fp32 buffers (the loss, labels,
+                              * dropout keys) and parameter memory's rounding */
+    int store16;            /* activations are 16-bit buffers (bk_ops_t.train16) */
     int training;
     int no_dropout;
     int forward_only;       /* no gradient buffers, no backward (inference) */
@@ -136,7 +142,7 @@ struct bk_graph {
                              * backend's memory before the pass (dy_count floats) */
     size_t dy_count;
     void **pool;            /* buffers shared by activations nobody reads later */
-    size_t *pool_count;     /* their sizes (floats) */
+    size_t *pool_count;     /* their sizes (elements: floats, or 16-bit ones) */
     size_t npool;
     size_t bytes;           /* the tape's activation buffers (bk_graph_bytes) */
     int32_t *labels;        /* n of the first CE op */
@@ -176,6 +182,17 @@ struct bk_graph {
 static inline size_t numel(const bk_tensor_t *t)
 {
     return (size_t)t->n * t->c * t->h * t->w;
+}
+
+/* The kernels of t's buffers, and the bytes of one of its elements. */
+static inline const bk_kernels_t *tape_kv(const bk_graph_t *g, const bk_tensor_t *t)
+{
+    return t->f32 ? g->k32 : g->k;
+}
+
+static inline size_t tape_esize(const bk_graph_t *g, const bk_tensor_t *t)
+{
+    return g->store16 && !t->f32 ? 2 : sizeof(float);
 }
 
 static inline void shape_of(const bk_tensor_t *t, int s[4])

@@ -1,0 +1,286 @@
+/* test_half_store — 16-bit activation buffers (bk_ops_t.train16,
+ * docs/BF16.md "16-bit activations") against the fp32 buffers with the
+ * engine's rounding points, on the reference backend.
+ *
+ * One small graph with every op kind the tape has (conv with and without
+ * bias, training BatchNorm with and without its fused ReLU, ReLU, the
+ * residual add, max, average and global pooling, concat, dropout, flatten,
+ * linear, label-smoothed cross-entropy), an input that wants its gradient,
+ * and two tensors that feed two ops each (their gradients are summed), is
+ * trained 4 SGD steps twice from the same weights: once with
+ * DDPIPE_HALF_ACTIVATIONS=0 (fp32 buffers holding 16-bit values) and once
+ * on 16-bit buffers. For bf16 and fp16, with local and SyncBatchNorm
+ * statistics, through bk_forward + bk_backward and bk_forward_backward:
+ *   - the losses, the logits, the input's gradient and every parameter
+ *     after every step are the same bits;
+ *   - every logit and input-gradient element is a value of the format;
+ *   - the 16-bit graph's activation memory is at most 55 % of the fp32
+ *     graph's (the loss stays fp32): the 16-bit buffers were used.
+ * The wrong storage (a kernel reading a 16-bit buffer as floats) overruns
+ * the buffer under ASan; a rounding point the two paths do not share
+ * changes the bits.
+ * Also half_bits.h: packing a float gives the 16 bits whose unpacked value
+ * is bf16_round's / fp16_round1's float (2^22 bit patterns spread over all
+ * 2^32, and the specials), and every non-NaN 16-bit pattern survives
+ * unpack then pack. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/backend.h"
+#include "gpud/bf16.h"
+#include "gpud/fp16_math.h"
+#include "gpud/half_bits.h"
+#include "tcheck.h"
+#include "trand.h"
+
+#define N 4
+#define C 3
+#define H 12
+#define K 5
+#define STEPS 4
+#define LR 0.05f
+
+typedef struct {
+    float *p[32];
+    size_t n[32];
+    int count;
+} params_t;
+
+static float *param(params_t *ps, size_t n, uint64_t *rs, float scale, float offset)
+{
+    float *v = malloc(n * sizeof *v);
+    REQUIRE(v && ps->count < 32, "alloc");
+    for (size_t i = 0; i < n; i++)
+        v[i] = offset + scale * trand(rs);
+    ps->p[ps->count] = v;
+    ps->n[ps->count++] = n;
+    return v;
+}
+
+/* Weights and their gradients, in pairs: p[2i] a value, p[2i + 1] its grad
+ * (running stats have no gradient and are compared as values). */
+typedef struct {
+    params_t w;          /* every array, compared after each step */
+    float *val[16], *grad[16];
+    size_t len[16];
+    int n;
+} model_t;
+
+static float *weight(model_t *m, size_t n, uint64_t *rs, float scale, float offset,
+                     float **grad)
+{
+    float *v = param(&m->w, n, rs, scale, offset);
+    *grad = calloc(n, sizeof **grad);
+    REQUIRE(*grad && m->n < 16, "alloc");
+    m->val[m->n] = v;
+    m->grad[m->n] = *grad;
+    m->len[m->n++] = n;
+    return v;
+}
+
+static void bn_init(model_t *m, bk_bn_t *bn, int c, int relu, uint64_t *rs)
+{
+    *bn = (bk_bn_t){.c = c, .momentum = 0.1f, .eps = 1e-5f, .relu = relu};
+    bn->weight = weight(m, (size_t)c, rs, 0.1f, 1.0f, &bn->grad_weight);
+    bn->bias = weight(m, (size_t)c, rs, 0.1f, 0.0f, &bn->grad_bias);
+    bn->running_mean = param(&m->w, (size_t)c, rs, 0.0f, 0.0f);
+    bn->running_var = param(&m->w, (size_t)c, rs, 0.0f, 1.0f);
+}
+
+static void conv_init(model_t *m, bk_conv_t *cv, int ic, int oc, int k, int bias,
+                      uint64_t *rs)
+{
+    *cv = (bk_conv_t){.ic = ic, .oc = oc, .kh = k, .kw = k, .stride_h = 1, .stride_w = 1,
+                      .pad_h = k / 2, .pad_w = k / 2};
+    cv->weight = weight(m, (size_t)oc * ic * k * k, rs, 0.4f, 0.0f, &cv->grad_weight);
+    if (bias)
+        cv->bias = weight(m, (size_t)oc, rs, 0.1f, 0.0f, &cv->grad_bias);
+}
+
+typedef struct {
+    backend_t *be;
+    bk_graph_t *g;
+    model_t m;
+    bk_tensor_t *x, *logits, *loss;
+} net_t;
+
+static int one_rank_sum(void *ctx, double *data, size_t n, char *err, size_t errlen)
+{
+    (void)ctx, (void)data, (void)n, (void)err, (void)errlen;
+    return 0;   /* one rank: its sums are the global ones */
+}
+
+static void net_build(net_t *t, const char *precision, int sync, int store16)
+{
+    char err[256];
+    memset(t, 0, sizeof *t);
+    t->be = backend_new("ref", 1, err, sizeof err);
+    REQUIRE(t->be, "ref backend: %s", err);
+    REQUIRE(backend_set_precision(t->be, precision, err, sizeof err) == 0, "%s: %s", precision,
+            err);
+    bk_graph_t *g = t->g = bk_graph_new(t->be);
+    REQUIRE(g, "graph");
+    if (sync)
+        bk_graph_set_allreduce(g, one_rank_sum, NULL);
+    uint64_t rs = 0x9e3779b97f4a7c15ull;   /* the same weights for both nets */
+    bk_conv_t c1, c2, c3;   /* the graph keeps copies */
+    bk_bn_t b1, b2;
+    conv_init(&t->m, &c1, C, 8, 3, 1, &rs);
+    bn_init(&t->m, &b1, 8, 1, &rs);
+    conv_init(&t->m, &c2, 8, 8, 3, 0, &rs);
+    bn_init(&t->m, &b2, 8, 0, &rs);
+    conv_init(&t->m, &c3, 8, 4, 1, 0, &rs);
+    float *lw_g, *lb_g;
+    float *lw = weight(&t->m, (size_t)K * 12, &rs, 0.3f, 0.0f, &lw_g);
+    float *lb = weight(&t->m, K, &rs, 0.1f, 0.0f, &lb_g);
+    t->x = bk_input(g, N, C, H, H, 1);
+    bk_tensor_t *a = bk_batchnorm(g, bk_conv2d(g, t->x, &c1), &b1);       /* fused ReLU */
+    bk_tensor_t *b = bk_relu(g, bk_batchnorm(g, bk_conv2d(g, a, &c2), &b2));
+    bk_tensor_t *s = bk_add(g, a, b);                                     /* a: two readers */
+    bk_pool_t mx = {BK_POOL_MAX, 2, 2, 2, 2, 0, 0};
+    bk_tensor_t *p = bk_pool2d(g, s, &mx);
+    bk_tensor_t *parts[2] = {p, bk_conv2d(g, p, &c3)};                   /* p: two readers */
+    bk_tensor_t *cat = bk_dropout(g, bk_concat(g, 2, parts), 0.25f);
+    bk_pool_t av = {BK_POOL_AVG, 3, 3, 2, 2, 1, 1};
+    bk_tensor_t *gap = bk_global_avg_pool(g, bk_pool2d(g, cat, &av));
+    t->logits = bk_linear(g, bk_flatten(g, gap), K, lw, lw_g, lb, lb_g);
+    t->loss = bk_softmax_ce(g, t->logits, 0.1f);
+    REQUIRE(bk_keep(g, t->logits) == 0, "keep");
+    if (!store16)
+        setenv("DDPIPE_HALF_ACTIVATIONS", "0", 1);
+    REQUIRE(bk_graph_compile(g) == 0, "compile: %s", bk_graph_error(g));
+    unsetenv("DDPIPE_HALF_ACTIVATIONS");
+}
+
+static void net_free(net_t *t)
+{
+    bk_graph_destroy(&t->g);
+    backend_destroy(&t->be);
+    for (int i = 0; i < t->m.w.count; i++)
+        free(t->m.w.p[i]);
+    for (int i = 0; i < t->m.n; i++)
+        free(t->m.grad[i]);
+}
+
+typedef struct {
+    float loss[N], logits[N * K], gx[N * C * H * H];
+} outs_t;
+
+static void net_step(net_t *t, int step, int pass, outs_t *o)
+{
+    static const int32_t labels[N] = {0, 3, 4, 1};
+    static const int64_t ids[N] = {11, 12, 13, 14};
+    float in[N * C * H * H], dy[N];
+    uint64_t rs = 1000 + (uint64_t)step;
+    for (size_t i = 0; i < sizeof in / sizeof *in; i++)
+        in[i] = 2.0f * trand(&rs);
+    for (int i = 0; i < N; i++)
+        dy[i] = 1.0f / N;
+    bk_graph_t *g = t->g;
+    REQUIRE(bk_set_labels(g, labels) == 0 && bk_set_step(g, 7, (uint64_t)step, ids) == 0 &&
+            bk_write(g, t->x, in) == 0, "inputs: %s", bk_graph_error(g));
+    int rc = pass ? bk_forward_backward(g, t->loss, dy)
+                  : (bk_forward(g) < 0 ? -1 : bk_backward(g, t->loss, dy));
+    REQUIRE(rc == 0, "step %d: %s", step, bk_graph_error(g));
+    REQUIRE(bk_read(g, t->loss, o->loss) == 0 && bk_read(g, t->logits, o->logits) == 0 &&
+            bk_read_grad(g, t->x, o->gx) == 0, "read: %s", bk_graph_error(g));
+    for (int i = 0; i < t->m.n; i++)
+        for (size_t j = 0; j < t->m.len[i]; j++)
+            t->m.val[i][j] -= LR * t->m.grad[i][j];
+}
+
+static int is_half(float v, int fp16)
+{
+    if (isnan(v))
+        return 1;
+    if (fp16)
+        return fp16_round1(v) == v;
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return (u & 0xffffu) == 0;
+}
+
+static int same_bits(const float *a, const float *b, size_t n)
+{
+    return memcmp(a, b, n * sizeof *a) == 0;
+}
+
+static void run_case(const char *precision, int sync, int pass)
+{
+    net_t a, b;
+    net_build(&a, precision, sync, 0);
+    net_build(&b, precision, sync, 1);
+    size_t ba = bk_graph_bytes(a.g), bb = bk_graph_bytes(b.g);
+    CHECK(bb > 0 && (double)bb <= 0.55 * (double)ba,
+          "%s: 16-bit graph holds %zu bytes of activations, the fp32 one %zu", precision, bb,
+          ba);
+    int fp16 = strcmp(precision, "fp16") == 0;
+    for (int st = 0; st < STEPS; st++) {
+        outs_t oa, ob;
+        net_step(&a, st, pass, &oa);
+        net_step(&b, st, pass, &ob);
+        const char *tag = precision;
+        CHECK(same_bits(oa.loss, ob.loss, N), "%s sync %d pass %d step %d: losses differ "
+              "(%.9g vs %.9g)", tag, sync, pass, st, oa.loss[0], ob.loss[0]);
+        CHECK(same_bits(oa.logits, ob.logits, N * K), "%s sync %d pass %d step %d: logits "
+              "differ", tag, sync, pass, st);
+        CHECK(same_bits(oa.gx, ob.gx, sizeof oa.gx / sizeof *oa.gx), "%s sync %d pass %d "
+              "step %d: input gradients differ", tag, sync, pass, st);
+        int bad = 0;
+        for (int i = 0; i < N * K; i++)
+            bad += !is_half(ob.logits[i], fp16);
+        for (size_t i = 0; i < sizeof ob.gx / sizeof *ob.gx; i++)
+            bad += !is_half(ob.gx[i], fp16);
+        CHECK(bad == 0, "%s step %d: %d logits / input gradients are not %s values", tag, st,
+              bad, precision);
+        for (int i = 0; i < a.m.w.count; i++)
+            CHECK(same_bits(a.m.w.p[i], b.m.w.p[i], a.m.w.n[i]), "%s sync %d pass %d step "
+                  "%d: parameter array %d differs", tag, sync, pass, st, i);
+    }
+    net_free(&a);
+    net_free(&b);
+}
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static void test_bits(void)
+{
+    int bad_bf = 0, bad_fp = 0, bad_rt = 0;
+    for (uint64_t i = 0; i < (1u << 22) + 8; i++) {
+        static const uint32_t special[8] = {0, 0x80000000u, 0x7f800000u, 0xff800000u,
+                                            0x7fc00000u, 0x7f7fffffu, 0x477ff000u, 1};
+        uint32_t u = i < 8 ? special[i] : (uint32_t)((i - 8) * 1023u + (i >> 3));
+        float x, r;
+        memcpy(&x, &u, sizeof x);
+        bf16_round(&r, &x, 1);
+        float b = bf16_unpack(bf16_pack(x));
+        bad_bf += bits_of(b) != bits_of(r);
+        float f = fp16_unpack(fp16_pack(x)), e = fp16_round1(x);
+        bad_fp += isnan(e) ? !isnan(f) : bits_of(f) != bits_of(e);
+    }
+    for (uint32_t h = 0; h < 65536; h++) {
+        float b = bf16_unpack((uint16_t)h), f = fp16_unpack((uint16_t)h);
+        bad_rt += !isnan(b) && bf16_pack(b) != h;
+        bad_rt += !isnan(f) && fp16_pack(f) != h;
+    }
+    CHECK(bad_bf == 0 && bad_fp == 0 && bad_rt == 0, "half_bits: %d bf16, %d fp16 packs off "
+          "the rounding, %d 16-bit patterns not restored", bad_bf, bad_fp, bad_rt);
+}
+
+int main(void)
+{
+    test_bits();
+    run_case("bf16", 0, 0);
+    run_case("bf16", 0, 1);
+    run_case("bf16", 1, 0);
+    run_case("fp16", 0, 1);
+    run_case("fp16", 1, 0);
+    return tc_done("test_half_store");
+}
