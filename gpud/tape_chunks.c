@@ -47,6 +47,9 @@ int bk_chunks_forward(bk_graph_t **g, int n)
         if (is_training_bn(g[0], i)) {
             if (tape_bn_chunks_fwd(g, n, i) < 0)
                 return -1;
+            for (int j = 0; j < n; j++)   /* autocast's rounding, as tape_forward_op's */
+                if (g[j]->half)
+                    tape_round(g[j], g[j]->ops[i].out->val, numel(g[j]->ops[i].out));
             continue;
         }
         for (int j = 0; j < n; j++)
