@@ -225,6 +225,10 @@ enum {
      * weights and biases, and every op's output is rounded to bf16. Without
      * it, bf16 inference runs the recorded ops. */
     BK_CAP_FUSED_BF16 = 1u << 8,
+    /* bk_ops_t.train16 takes bf16 graphs, fp16 graphs (each format its own
+     * flag: a backend may store one in 16 bits and not the other). */
+    BK_CAP_ACT16_BF16 = 1u << 9,
+    BK_CAP_ACT16_FP16 = 1u << 10,
 };
 
 /* Optional: an inference graph's forward recorded once and replayed (CUDA
@@ -282,8 +286,9 @@ typedef struct bk_ops {
      * fp32 buffers with the engine's rounding points. Exceptions, fp32
      * buffers of train's: a cross-entropy's loss (ce_fwd writes it) and its
      * gradient (ce_bwd reads it), the labels and dropout keys put, and
-     * parameter memory as everywhere. release and put are train's. NULL:
-     * 16-bit graphs keep fp32 buffers. */
+     * parameter memory as everywhere. release and put are train's. Used for
+     * the formats caps names (BK_CAP_ACT16_*); NULL: 16-bit graphs keep fp32
+     * buffers. */
     const struct bk_kernels *train16;
     unsigned caps;                    /* BK_CAP_* */
     /* Optional: adds the bytes the kernels copied between host and device

@@ -17,7 +17,9 @@ static void pick_kernels(bk_graph_t *g)
 {
     const bk_ops_t *ops = g->base.be->ops;
     const char *e = getenv("DDPIPE_HALF_ACTIVATIONS");
-    g->store16 = g->half && !g->fops && ops->train16 && !(e && strcmp(e, "0") == 0);
+    unsigned cap = g->half_fmt == BK_HALF_FP16 ? BK_CAP_ACT16_FP16 : BK_CAP_ACT16_BF16;
+    g->store16 = g->half && !g->fops && ops->train16 && (ops->caps & cap) &&
+                 !(e && strcmp(e, "0") == 0);
     g->k = g->store16 ? ops->train16 : ops->train;
     for (size_t i = 0; i < g->nops; i++)
         g->ops[i].out->f32 = g->store16 && g->ops[i].kind == TO_CE;

@@ -249,8 +249,9 @@ fi
 BENCH=$OUT/bench.txt
 : > "$BENCH"
 for what in eval train; do
-    # bf16: eval as the inference plan, train with the engine's rounding
-    # points on TF32 tensor cores (docs/CUDA.md); its peer is autocast bf16
+    # bf16: eval as the inference plan, train on bf16 NHWC activations
+    # (cuda_train16.c: bf16 tensor-core convolutions; docs/CUDA.md "bf16
+    # training"); its peer is autocast bf16
     precs="fp32 tf32 bf16" modes="eager cl-amp cl-bf16"
     # fp16 trains with dynamic loss scaling (docs/FP16.md); its peer is
     # cl-amp (autocast float16 + GradScaler); fp16 eval runs the tape
@@ -270,6 +271,14 @@ for what in eval train; do
         note NOTRUN "bench torch $what" "no python with torch + CUDA (set PY=...)"
     fi
 done
+
+# --- bf16 training on the fp32 buffers of before (DDPIPE_HALF_ACTIVATIONS=0:
+# TF32 convolutions on bf16 values, the engine rounding every activation),
+# beside the bf16 NHWC activations above: what the 16-bit buffers gain
+step "bench ddpipe train bf16 fp32 buffers" bench-ddpipe-train-bf16-f32buf.log \
+    env DDPIPE_HALF_ACTIVATIONS=0 "$BUILD/bench/cuda_resnet18" train --batch 256 --iters "$ITERS" --precision bf16
+grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-train-bf16-f32buf.log" | tail -n 1 |
+    sed 's/precision=bf16/precision=bf16-fp32-buffers/' >> "$BENCH"
 
 # --- the ResNet-50 training step in bf16 (the issue's second training bar)
 # against PyTorch's channels_last + autocast bf16; fewer iterations (a
@@ -479,6 +488,11 @@ lg = ev.get("ddpipe fp32-cudnn-graph-off")
 rec["cudnn_graph_eval_fp32"] = {
     "on_img_s": on["img_s"] if on else None, "off_img_s": lg["img_s"] if lg else None,
     "on_over_off": round(on["img_s"] / lg["img_s"], 3) if on and lg and lg["img_s"] > 0 else None}
+tr = rec["bench"].get("train", {}).get("img_s", {})
+h16, f32b = tr.get("ddpipe bf16"), tr.get("ddpipe bf16-fp32-buffers")
+rec["half_activations_train_bf16"] = {
+    "bf16_nhwc_img_s": h16["img_s"] if h16 else None, "fp32_buffers_img_s": f32b["img_s"] if f32b else None,
+    "nhwc_over_fp32_buffers": round(h16["img_s"] / f32b["img_s"], 3) if h16 and f32b and f32b["img_s"] > 0 else None}
 plines = [l.strip() for l in open(profile)] if os.path.exists(profile) else []
 for key, tag in (("cuda_profile_eval_fp32", "eval fp32: "), ("cuda_profile_train_bf16", "train bf16: ")):
     rec[key] = [l[len(tag):] for l in plines if l.startswith(tag)]

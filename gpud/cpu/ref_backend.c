@@ -21,7 +21,7 @@ static const bk_ops_t REF_OPS = {
     .destroy = ref_destroy,
     .train = &REF_TKERNELS,
     .train16 = &HOST16_KERNELS,   /* bf16/fp16 activations stored in 16 bits */
-    .caps = BK_CAPS_REF,
+    .caps = BK_CAPS_REF | BK_CAP_ACT16_BF16 | BK_CAP_ACT16_FP16,
 };
 
 backend_t *ref_backend_new(int threads, char *err, size_t errlen)

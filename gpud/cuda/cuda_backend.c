@@ -370,7 +370,16 @@ static int choose_algos(bk_ctx_t *g, cu_conv_t *c, const int key[13], int train)
 int cu_conv_init(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
                  int kw, int sh, int sw, int ph, int pw, int train)
 {
-    int tf32 = cu_tensor_ops(g);
+    return cu_conv_init_as(g, c, in, out, kh, kw, sh, sw, ph, pw, train, 0);
+}
+
+int cu_conv_init_as(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
+                    int kw, int sh, int sw, int ph, int pw, int train, int bf16)
+{
+    /* bf16 operands: tensor-op math (fp32 sums); fp32: TF32 only where allowed */
+    int tf32 = bf16 || cu_tensor_ops(g);
+    cudnnTensorFormat_t fmt = bf16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    cudnnDataType_t dt = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     memset(c, 0, sizeof *c);
     if (cudnn_check(g, cudnnCreateTensorDescriptor(&c->xd), "cudnnCreateTensorDescriptor") < 0 ||
         cudnn_check(g, cudnnCreateTensorDescriptor(&c->yd), "cudnnCreateTensorDescriptor") < 0 ||
@@ -378,14 +387,11 @@ int cu_conv_init(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4], i
         cudnn_check(g, cudnnCreateConvolutionDescriptor(&c->cd),
                     "cudnnCreateConvolutionDescriptor") < 0)
         return -1;
-    if (cudnn_check(g, cudnnSetTensor4dDescriptor(c->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                  in[0], in[1], in[2], in[3]),
+    if (cudnn_check(g, cudnnSetTensor4dDescriptor(c->xd, fmt, dt, in[0], in[1], in[2], in[3]),
                     "cudnnSetTensor4dDescriptor (input)") < 0 ||
-        cudnn_check(g, cudnnSetTensor4dDescriptor(c->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                  out[0], out[1], out[2], out[3]),
+        cudnn_check(g, cudnnSetTensor4dDescriptor(c->yd, fmt, dt, out[0], out[1], out[2], out[3]),
                     "cudnnSetTensor4dDescriptor (output)") < 0 ||
-        cudnn_check(g, cudnnSetFilter4dDescriptor(c->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                                  out[1], in[1], kh, kw),
+        cudnn_check(g, cudnnSetFilter4dDescriptor(c->wd, dt, fmt, out[1], in[1], kh, kw),
                     "cudnnSetFilter4dDescriptor") < 0 ||
         /* PyTorch's conv is a cross-correlation */
         cudnn_check(g, cudnnSetConvolution2dDescriptor(c->cd, ph, pw, sh, sw, 1, 1,
@@ -395,8 +401,8 @@ int cu_conv_init(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4], i
                                                                : CUDNN_FMA_MATH),
                     "cudnnSetConvolutionMathType") < 0)
         return -1;
-    /* key[11]: TF32 tensor ops allowed (find_fwd / find_bwd read it) */
-    int key[13] = {in[0], in[1], in[2], in[3], out[1], kh, kw, sh, sw, ph, pw, tf32, 0};
+    /* key[11]: tensor ops allowed (find_fwd / find_bwd read it); key[12]: bf16 NHWC */
+    int key[13] = {in[0], in[1], in[2], in[3], out[1], kh, kw, sh, sw, ph, pw, tf32, bf16};
     return choose_algos(g, c, key, train);
 }
 
@@ -595,6 +601,7 @@ static void cb_destroy(backend_t *be)
     cudaFree(cb->ws);
     cudaFree(cb->scratch);
     cudaFree(cb->topk);
+    cudaFree(cb->h16);
     if (cb->blas)
         cublasDestroy(cb->blas);
     cudaFree(cb->blas_ws);
@@ -622,7 +629,8 @@ static const bk_ops_t CUDA_OPS = {
     .name = "cuda",
     .destroy = cb_destroy,
     .train = &CUDA_TKERNELS,
-    .caps = BK_CAPS_CUDA | BK_CAP_FUSED_BF16,   /* bf16: cuda_infer.c */
+    .train16 = &CUDA_T16KERNELS,   /* bf16 training on bf16 NHWC activations */
+    .caps = BK_CAPS_CUDA | BK_CAP_FUSED_BF16 | BK_CAP_ACT16_BF16,   /* bf16: cuda_infer.c */
     .traffic = cb_traffic,
     .graphs = &CUDA_GRAPH_OPS,
     .timer = &CUDA_TIMER_OPS,

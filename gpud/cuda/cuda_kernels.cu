@@ -397,6 +397,12 @@ __global__ static void k_chan_sums(const float *x, size_t cnt, int c, int hw,
         part[blockIdx.x] = acc;
 }
 
+cudaError_t ck_sum_rows(cudaStream_t s, const double *part, int rows, int parts, double *out)
+{
+    k_sum_rows<<<blocks_for((size_t)rows), THREADS, 0, s>>>(part, rows, parts, out);
+    return cudaGetLastError();
+}
+
 cudaError_t ck_chan_sums(cudaStream_t s, const float *x, int n, int c, int hw,
                          const float *center, double *out, double *part)
 {

@@ -84,6 +84,8 @@ cudaError_t ck_topk_ce(cudaStream_t s, const float *logits, int n, int classes,
  * (1..64, from cnt alone): ck_chan_sums needs c of them, ck_bn_grad_sums
  * 2c, as device doubles of workspace (part). */
 int ck_sum_parts(size_t cnt);
+/* out[r] = the parts partials of row r (part[r * parts + i]) summed in order. */
+cudaError_t ck_sum_rows(cudaStream_t s, const double *part, int rows, int parts, double *out);
 /* Per-channel sums over (n, hw) in double: out[c] = sum x (center NULL) or
  * sum (x - center[c])^2; slices of each channel in parallel, then their
  * partials in order (deterministic). */

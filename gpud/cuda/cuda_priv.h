@@ -56,9 +56,11 @@ typedef struct {
     /* scratch for small per-call uploads/downloads (ids, sums) */
     void *scratch;
     size_t scratch_size;
+    void *h16;              /* cuda_train16.c's fp32 temporaries of the generic kernels */
+    size_t h16_cap;
     void *topk;             /* a training step's top-k ids before their download */
     size_t topk_cap;
-    /* bumped each time cu_grow_be moves a buffer (scratch, topk):
+    /* bumped each time cu_grow_be moves a buffer (scratch, topk, h16):
      * a recording that baked in the old address is stale (cuda_graph.c) */
     unsigned long grow_gen;
     /* first error of a kernel that cannot report one (void table entries);
@@ -144,6 +146,10 @@ typedef struct {
  * algorithms (forward; backward data + filter when train). 0 or -1. */
 int cu_conv_init(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
                  int kw, int sh, int sw, int ph, int pw, int train);
+/* The same for bf16 NHWC tensors and filter (bf16 1; cuda_train16.c):
+ * fp32 sums, tensor-op math, deterministic algorithms as ever. */
+int cu_conv_init_as(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
+                    int kw, int sh, int sw, int ph, int pw, int train, int bf16);
 void cu_conv_fini(cu_conv_t *c);
 /* y = conv(x, w) (no bias) */
 int cu_conv_fwd(bk_ctx_t *g, cu_conv_t *c, const float *x, const float *w, float *y);
@@ -152,6 +158,8 @@ int cu_linear_fwd(bk_ctx_t *g, const float *x, int n, int in, const float *w,
                   const float *bias, int out, float *y);
 
 extern const bk_kernels_t CUDA_TKERNELS;
+/* cuda_train16.c: the same on bf16 NHWC activations (bk_ops_t.train16). */
+extern const bk_kernels_t CUDA_T16KERNELS;
 /* cuda_graph.c: the engine's recorded forward on CUDA graphs. */
 extern const bk_graph_ops_t CUDA_GRAPH_OPS;
 /* cuda_prof.c: per-op device time with cudaEvents (DDPIPE_CUDA_PROFILE). */

@@ -124,12 +124,14 @@ static int one_rank_sum(void *ctx, double *data, size_t n, char *err, size_t err
     return 0;   /* one rank: its sums are the global ones */
 }
 
+static const char *test_backend = "ref";
+
 static void net_build(net_t *t, const char *precision, int sync, int store16)
 {
     char err[256];
     memset(t, 0, sizeof *t);
-    t->be = backend_new("ref", 1, err, sizeof err);
-    REQUIRE(t->be, "ref backend: %s", err);
+    t->be = backend_new(test_backend, 1, err, sizeof err);
+    REQUIRE(t->be, "%s backend: %s", test_backend, err);
     REQUIRE(backend_set_precision(t->be, precision, err, sizeof err) == 0, "%s: %s", precision,
             err);
     bk_graph_t *g = t->g = bk_graph_new(t->be);
@@ -375,8 +377,19 @@ static void model_cases(void)
     compare_runs("one chunk with SyncBatchNorm vs the ordinary step, fp32 buffers", a, b, n);
 }
 
-int main(void)
+/* argv[1]: the backend (default ref); cuda runs on the kernel emulator
+ * (tests/gpud/cuda: gpud_test_half_store_emu), where cuDNN's fake sums in
+ * double both ways, so its bf16 NHWC table must give the fp32 buffers'
+ * bits too; fp16 keeps fp32 buffers there, bitwise training is the cpu's. */
+int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "ref") != 0) {
+        test_backend = argv[1];
+        run_case("bf16", 0, 0);
+        run_case("bf16", 0, 1);
+        run_case("bf16", 1, 0);
+        return tc_done("test_half_store");
+    }
     test_bits();
     model_cases();
     run_case("bf16", 0, 0);

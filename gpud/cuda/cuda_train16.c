@@ -1,0 +1,724 @@
+/* cuda_train16 — the cuda backend's bk_ops_t.train16: --precision bf16 on
+ * the tape (training, and inference that does not run the plan) with every
+ * activation and activation gradient a bf16 NHWC buffer (2 bytes an
+ * element, cuda_infer_kernels.h's layout), the loss fp32 (docs/BF16.md
+ * "16-bit activations"). Two kinds of kernel:
+ *
+ *   native   the hot path of a ResNet step: convolutions without bias whose
+ *            channel counts are multiples of 8 (cuDNN, bf16 NHWC operands,
+ *            fp32 sums on tensor cores; the weights converted to a bf16
+ *            NHWC filter each call, the weight gradient back to fp32 OIHW),
+ *            training BatchNorm (statistics, normalising, its backward),
+ *            ReLU and its backward, the residual add, the gradient sum,
+ *            pooling forward, the input (floats or uint8 pixels) and reads;
+ *   generic  every other kernel: its bf16 NHWC operands converted to fp32
+ *            NCHW in a scratch of this backend (cuda_backend_t.h16), the
+ *            fp32 kernel of cuda_train.c run on them, its outputs converted
+ *            back, rounded: eval-mode (frozen) BatchNorm, the stem and
+ *            other convolutions (bias, or channels not a multiple of 8:
+ *            TF32 on bf16 values, exact products), linear, cross-entropy,
+ *            concat, flatten, dropout, pooling backward, top-k, the
+ *            SyncBatchNorm helpers.
+ *
+ * Numbers: each kernel stores what the fp32 kernel followed by the engine's
+ * rounding stores, so up to cuDNN's sum order (bf16 tensor-op algorithms
+ * against TF32 ones) this is the fp32 buffers' bf16 training; on the kernel
+ * emulator, whose cuDNN sums in double either way, the same bits
+ * (test_half_store's cuda case). fp16 keeps the fp32 buffers (caps: bf16
+ * only). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/bn_math.h"
+#include "gpud/cuda/cuda_infer.h"
+#include "gpud/cuda/cuda_infer_kernels.h"
+#include "gpud/cuda/cuda_priv.h"
+#include "gpud/cuda/cuda_train16_kernels.h"
+
+static const bk_kernels_t *k32(const backend_t *be)
+{
+    return be->ops->train;
+}
+
+static size_t count4(const int s[4])
+{
+    return (size_t)s[0] * s[1] * s[2] * s[3];
+}
+
+static cudaStream_t stream_of(backend_t *be)
+{
+    return cu_be(be)->stream;
+}
+
+/* ------------------------------------------------- the generic conversion */
+
+/* up to 5 fp32 NCHW temporaries carved from one scratch (grown once, then
+ * reused by every kernel: the stream orders their uses) */
+typedef struct {
+    size_t off;
+} temps_t;
+
+static float *scratch16(backend_t *be, size_t floats)
+{
+    cuda_backend_t *cb = cu_be(be);
+    return cu_grow_be(be, &cb->h16, &cb->h16_cap, floats * sizeof(float),
+                      "growing the bf16 conversion scratch");
+}
+
+/* base: scratch16's; takes count floats of it */
+static float *carve(float *base, temps_t *t, size_t count)
+{
+    float *f = base + t->off;
+    t->off += (count + 63) / 64 * 64;   /* 256-byte aligned parts */
+    return f;
+}
+
+static size_t parts(size_t a, size_t b, size_t c, size_t d, size_t e)
+{
+    size_t s = 0, v[5] = {a, b, c, d, e};
+    for (int i = 0; i < 5; i++)
+        s += (v[i] + 63) / 64 * 64;
+    return s;
+}
+
+/* f (NCHW floats) = x (NHWC bf16) of shape s; and the way back, rounded */
+static void unpack(backend_t *be, float *f, const void *x, const int s[4])
+{
+    cu_note(be, ckb_to_nchw(stream_of(be), x, s[0], s[1], s[2] * s[3], f),
+            "bf16 to fp32 conversion kernel");
+}
+
+static void pack(backend_t *be, void *y, const float *f, const int s[4])
+{
+    cu_note(be, ckb_from_nchw(stream_of(be), f, s[0], s[1], s[2] * s[3], y),
+            "fp32 to bf16 conversion kernel");
+}
+
+/* ----------------------------------------------------- memory, element-wise */
+
+static void *h_alloc(bk_ctx_t *g, size_t count)
+{
+    return cu_alloc(g, (count ? count : 1) * 2);
+}
+
+static void h_release(backend_t *be, void *buf)
+{
+    k32(be)->release(be, buf);
+}
+
+static int h_write(bk_ctx_t *g, void *dst, const float *nchw, const int s[4], int layout)
+{
+    (void)layout;
+    return cuinf_write(g, dst, nchw, s);
+}
+
+static int h_read(bk_ctx_t *g, const void *src, float *nchw, const int s[4], int layout)
+{
+    (void)layout;
+    return cuinf_read(g, src, nchw, s);
+}
+
+static int h_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut,
+                      const int s[4], int layout)
+{
+    (void)layout;
+    return cu_write_u8(g, dst, px, lut, s, 1);
+}
+
+static void h_zero(backend_t *be, void *y, size_t count)
+{
+    cu_note(be, cudaMemsetAsync(y, 0, count * 2, stream_of(be)), "cudaMemsetAsync");
+}
+
+static void h_copy(backend_t *be, void *y, const void *x, size_t count)
+{
+    cu_note(be, cudaMemcpyAsync(y, x, count * 2, cudaMemcpyDeviceToDevice, stream_of(be)),
+            "device copy");
+}
+
+static void h_add(backend_t *be, void *y, const void *a, const void *b, size_t count, int relu)
+{
+    cu_note(be, ckb_add(stream_of(be), y, a, b, count, relu), "bf16 add kernel");
+}
+
+static void h_acc(backend_t *be, void *y, const void *x, size_t count)
+{
+    cu_note(be, ckb_acc(stream_of(be), y, x, count), "bf16 accumulate kernel");
+}
+
+static void h_concat(backend_t *be, void *y, int cy, void *x, const int xs[4], int off,
+                     int to_y)
+{
+    int ys[4] = {xs[0], cy, xs[2], xs[3]};
+    temps_t t = {0};
+    float *base = scratch16(be, parts(count4(ys), count4(xs), 0, 0, 0));
+    if (!base)
+        return;
+    float *fy = carve(base, &t, count4(ys)), *fx = carve(base, &t, count4(xs));
+    unpack(be, fy, y, ys);
+    unpack(be, fx, x, xs);
+    k32(be)->concat(be, fy, cy, fx, xs, off, to_y);
+    if (to_y)
+        pack(be, y, fy, ys);
+    else
+        pack(be, x, fx, xs);
+}
+
+/* PyTorch's order (NCHW) both ways: bf16 NHWC in, bf16 NHWC out (whose
+ * shape is (n, c*h*w, 1, 1), the same bytes as NCHW) */
+static void h_flatten(backend_t *be, void *y, const void *x, const int xs[4], int backward)
+{
+    int flat[4] = {xs[0], xs[1] * xs[2] * xs[3], 1, 1};
+    temps_t t = {0};
+    float *base = scratch16(be, parts(count4(xs), count4(xs), 0, 0, 0));
+    if (!base)
+        return;
+    float *fx = carve(base, &t, count4(xs)), *fy = carve(base, &t, count4(xs));
+    unpack(be, fx, x, backward ? flat : xs);
+    k32(be)->flatten(be, fy, fx, xs, backward);
+    pack(be, y, fy, backward ? xs : flat);
+}
+
+static void h_dropout(backend_t *be, void *y, const void *x, const int s[4], float p,
+                      uint32_t op, const uint64_t *keys)
+{
+    temps_t t = {0};
+    float *base = scratch16(be, parts(count4(s), count4(s), 0, 0, 0));
+    if (!base)
+        return;
+    float *fx = carve(base, &t, count4(s)), *fy = carve(base, &t, count4(s));
+    unpack(be, fx, x, s);
+    k32(be)->dropout(be, fy, fx, s, p, op, keys);
+    pack(be, y, fy, s);
+}
+
+/* logits (n, k, 1, 1): NHWC is NCHW; the loss and its gradient are fp32 */
+static void h_ce_fwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
+                     float eps, void *loss)
+{
+    int s[4] = {n, k, 1, 1};
+    float *fl = scratch16(be, count4(s));
+    if (!fl)
+        return;
+    unpack(be, fl, logits, s);
+    k32(be)->ce_fwd(be, fl, labels, n, k, eps, loss);
+}
+
+static void h_ce_bwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
+                     float eps, const void *dloss, void *glogits)
+{
+    int s[4] = {n, k, 1, 1};
+    temps_t t = {0};
+    float *base = scratch16(be, parts(count4(s), count4(s), 0, 0, 0));
+    if (!base)
+        return;
+    float *fl = carve(base, &t, count4(s)), *fg = carve(base, &t, count4(s));
+    unpack(be, fl, logits, s);
+    k32(be)->ce_bwd(be, fl, labels, n, k, eps, dloss, fg);
+    pack(be, glogits, fg, s);
+}
+
+static int h_put(bk_ctx_t *g, void *dst, const void *src, size_t bytes)
+{
+    return k32(g->be)->put(g, dst, src, bytes);
+}
+
+static int h_topk(bk_ctx_t *g, const void *x, int n, int c, int k, int32_t *out)
+{
+    int s[4] = {n, c, 1, 1};
+    float *f = scratch16(g->be, count4(s));
+    if (!f)
+        return cu_sticky(g) < 0 ? -1 : 1;
+    unpack(g->be, f, x, s);
+    return cu_sticky(g) < 0 ? -1 : k32(g->be)->topk(g, f, n, c, k, out);
+}
+
+/* The values are bf16 already: rounding them changes nothing. */
+static void h_round_half(backend_t *be, bk_half_t fmt, void *y, size_t count)
+{
+    (void)be;
+    (void)fmt;
+    (void)y;
+    (void)count;
+}
+
+/* ------------------------------------------------------------------ plans */
+
+typedef struct {
+    bk_plan_t base;
+    bk_plan_t *inner;       /* the fp32 kernel's plan (generic) */
+    int in[4], out[4];
+    /* a native convolution: */
+    int native;
+    cu_conv_t conv;
+    void *w16, *dw16;       /* bf16 [oc, kh, kw, ic]: the filter, its gradient */
+    int kk;                 /* kh * kw */
+    /* pooling forward: */
+    ck_pool_t pool;
+    /* training batch-norm on the device: */
+    double *sums;           /* 2c sums, then their partials (ckb_sum_parts) */
+    float *coef;            /* the backward's scale, a, b (3c) */
+} hplan_t;
+
+static void hplan_destroy(bk_plan_t *bp)
+{
+    hplan_t *p = (hplan_t *)bp;
+    if (p->inner)
+        p->inner->destroy(p->inner);
+    cu_conv_fini(&p->conv);
+    cudaFree(p->w16);
+    cudaFree(p->dw16);
+    cudaFree(p->sums);
+    cudaFree(p->coef);
+    free(p);
+}
+
+static hplan_t *hplan_new(bk_ctx_t *g, const int in[4], const int out[4])
+{
+    hplan_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return bk_ctx_fail(g, "out of memory");
+    p->base.destroy = hplan_destroy;
+    memcpy(p->in, in, sizeof p->in);
+    memcpy(p->out, out, sizeof p->out);
+    return p;
+}
+
+/* The generic plan: the fp32 plan inside (NULL after bk_ctx_fail). */
+static bk_plan_t *wrap(bk_ctx_t *g, bk_plan_t *inner, const int in[4], const int out[4])
+{
+    if (!inner)
+        return NULL;
+    hplan_t *p = hplan_new(g, in, out);
+    if (!p) {
+        inner->destroy(inner);
+        return NULL;
+    }
+    p->inner = inner;
+    return &p->base;
+}
+
+/* --------------------------------------------------------------- convolution */
+
+static int conv_native(const bk_conv_t *c, const bk_post_t *post)
+{
+    return !post && !c->bias && c->ic % 8 == 0 && c->oc % 8 == 0;
+}
+
+static bk_plan_t *h_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
+                              const int in[4], const int out[4])
+{
+    if (!conv_native(c, post))
+        return wrap(g, k32(g->be)->conv_plan(g, c, post, in, out), in, out);
+    hplan_t *p = hplan_new(g, in, out);
+    if (!p)
+        return NULL;
+    p->native = 1;
+    p->kk = c->kh * c->kw;
+    size_t nw = (size_t)c->oc * c->ic * p->kk * 2;
+    if (cu_conv_init_as(g, &p->conv, in, out, c->kh, c->kw, c->stride_h, c->stride_w, c->pad_h,
+                        c->pad_w, 1, 1) < 0 ||
+        !(p->w16 = cu_alloc(g, nw)) || !(p->dw16 = cu_alloc(g, nw))) {
+        hplan_destroy(&p->base);
+        return NULL;
+    }
+    return &p->base;
+}
+
+/* The step's weights (fp32 parameter memory holding bf16 values, the
+ * engine's rounded copy) as cuDNN's bf16 NHWC filter. */
+static int filter16(bk_ctx_t *g, hplan_t *p, const float *w)
+{
+    int oc = p->out[1], ic = p->in[1];
+    return cu_check(g, ckb_weights(stream_of(g->be), w, oc, ic, p->kk, oc, ic, p->w16),
+                    "bf16 filter conversion kernel");
+}
+
+static int set_math(bk_ctx_t *g, cu_conv_t *c, cudnnMathType_t m)
+{
+    return cudnn_check(g, cudnnSetConvolutionMathType(c->cd, m), "cudnnSetConvolutionMathType");
+}
+
+static int h_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const float *b,
+                      const void *res, void *y)
+{
+    hplan_t *p = (hplan_t *)bp;
+    backend_t *be = g->be;
+    if (cu_sticky(g) < 0)
+        return -1;
+    if (!p->native) {
+        float *base = scratch16(be, parts(count4(p->in), count4(p->out), 0, 0, 0));
+        if (!base)
+            return cu_sticky(g);
+        temps_t t = {0};
+        float *fx = carve(base, &t, count4(p->in)), *fy = carve(base, &t, count4(p->out));
+        unpack(be, fx, x, p->in);
+        if (res)
+            unpack(be, fy, y, p->out);   /* a residual is y's own buffer */
+        if (k32(be)->conv_fwd(g, p->inner, fx, w, b, res ? fy : NULL, fy) < 0)
+            return -1;
+        pack(be, y, fy, p->out);
+        return cu_sticky(g);
+    }
+    cuda_backend_t *cb = cu_be(be);
+    cu_conv_t *c = &p->conv;
+    const float one = 1.0f, zero = 0.0f;
+    if (filter16(g, p, w) < 0 || set_math(g, c, c->algo.math_fwd) < 0)
+        return -1;
+    return cudnn_check(g, cudnnConvolutionForward(cb->dnn, &one, c->xd, x, c->wd, p->w16, c->cd,
+                                                  c->algo.fwd, cb->ws, cb->ws_size, &zero,
+                                                  c->yd, y),
+                       "cudnnConvolutionForward (bf16)");
+}
+
+static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const void *gy,
+                      void *gx, float *gw, float *gb)
+{
+    hplan_t *p = (hplan_t *)bp;
+    backend_t *be = g->be;
+    if (cu_sticky(g) < 0)
+        return -1;
+    if (!p->native) {
+        size_t ni = count4(p->in), no = count4(p->out);
+        float *base = scratch16(be, parts(ni, no, gx ? ni : 0, 0, 0));
+        if (!base)
+            return cu_sticky(g);
+        temps_t t = {0};
+        float *fx = carve(base, &t, ni), *fgy = carve(base, &t, no);
+        float *fgx = gx ? carve(base, &t, ni) : NULL;
+        unpack(be, fx, x, p->in);
+        unpack(be, fgy, gy, p->out);
+        if (k32(be)->conv_bwd(g, p->inner, fx, w, fgy, fgx, gw, gb) < 0)
+            return -1;
+        if (gx)
+            pack(be, gx, fgx, p->in);
+        return cu_sticky(g);
+    }
+    cuda_backend_t *cb = cu_be(be);
+    cu_conv_t *c = &p->conv;
+    const float one = 1.0f, zero = 0.0f;
+    (void)gb;   /* a native conv has no bias */
+    if (filter16(g, p, w) < 0)   /* the forward's filter, unless the weights moved since */
+        return -1;
+    if (gx && (set_math(g, c, c->algo.math_bwd_data) < 0 ||
+               cudnn_check(g, cudnnConvolutionBackwardData(cb->dnn, &one, c->wd, p->w16, c->yd,
+                                                           gy, c->cd, c->algo.bwd_data, cb->ws,
+                                                           cb->ws_size, &zero, c->xd, gx),
+                           "cudnnConvolutionBackwardData (bf16)") < 0))
+        return -1;
+    if (!gw)
+        return 0;
+    if (set_math(g, c, c->algo.math_bwd_filter) < 0 ||
+        cudnn_check(g, cudnnConvolutionBackwardFilter(cb->dnn, &one, c->xd, x, c->yd, gy, c->cd,
+                                                      c->algo.bwd_filter, cb->ws, cb->ws_size,
+                                                      &zero, c->wd, p->dw16),
+                    "cudnnConvolutionBackwardFilter (bf16)") < 0)
+        return -1;
+    return cu_check(g, ckb_weights_back(stream_of(be), p->dw16, p->out[1], p->in[1], p->kk, gw),
+                    "bf16 filter gradient conversion kernel");
+}
+
+/* -------------------------------------------------------------- batch-norm */
+
+/* Training BatchNorm on the device is native (bn_train_*); eval-mode
+ * BatchNorm (frozen layers) and SyncBatchNorm's host path are generic. */
+static bk_plan_t *h_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
+{
+    hplan_t *p = (hplan_t *)wrap(g, k32(g->be)->bn_plan(g, in, eps, relu), in, in);
+    if (!p)
+        return NULL;
+    size_t c = (size_t)in[1], parts = (size_t)ckb_sum_parts((size_t)in[0] * in[2] * in[3]);
+    if (!(p->sums = cu_alloc(g, 2 * c * (1 + parts) * sizeof(double))) ||
+        !(p->coef = cu_alloc(g, 3 * c * sizeof(float)))) {
+        hplan_destroy(&p->base);
+        return NULL;
+    }
+    return &p->base;
+}
+
+static int h_bn_fwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, const float *gamma,
+                    const float *beta, float *mean, float *var, void *y)
+{
+    hplan_t *p = (hplan_t *)bp;
+    size_t n = count4(p->in);
+    float *base = scratch16(g->be, parts(n, n, 0, 0, 0));
+    if (!base)
+        return cu_sticky(g);
+    temps_t t = {0};
+    float *fx = carve(base, &t, n), *fy = carve(base, &t, n);
+    unpack(g->be, fx, x, p->in);
+    if (k32(g->be)->bn_fwd(g, p->inner, training, fx, gamma, beta, mean, var, fy) < 0)
+        return -1;
+    pack(g->be, y, fy, p->in);
+    return cu_sticky(g);
+}
+
+static int h_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
+                    const void *gy, const float *gamma, const float *mean, const float *var,
+                    void *gx, float *ggamma, float *gbeta)
+{
+    hplan_t *p = (hplan_t *)bp;
+    size_t n = count4(p->in);
+    float *base = scratch16(g->be, parts(n, n, n, gx ? n : 0, 0));
+    if (!base)
+        return cu_sticky(g);
+    temps_t t = {0};
+    float *fx = carve(base, &t, n), *fy = carve(base, &t, n), *fgy = carve(base, &t, n);
+    float *fgx = gx ? carve(base, &t, n) : NULL;
+    unpack(g->be, fx, x, p->in);
+    unpack(g->be, fy, y, p->in);
+    unpack(g->be, fgy, gy, p->in);
+    if (k32(g->be)->bn_bwd(g, p->inner, training, fx, fy, fgy, gamma, mean, var, fgx, ggamma,
+                           gbeta) < 0)
+        return -1;
+    if (gx)
+        pack(g->be, gx, fgx, p->in);
+    return cu_sticky(g);
+}
+
+/* cuda_train.c's bn_train_fwd / bn_train_bwd on bf16 NHWC: the same
+ * steps (bn_math.h's arithmetic), the per-channel kernels shared. */
+static int h_bn_train_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int sh[4],
+                          const bk_bn_train_t *t, void *y)
+{
+    hplan_t *p = (hplan_t *)bp;
+    int npix = sh[0] * sh[2] * sh[3], c = sh[1];
+    float *mean = t->stat, *var = t->stat + c;
+    double *part = p->sums + 2 * (size_t)c;
+    cudaStream_t s = stream_of(g->be);
+    if (cu_sticky(g) < 0 ||
+        cu_check(g, ckb_chan_sums(s, x, npix, c, NULL, p->sums, part), "bf16 channel sums") < 0 ||
+        cu_check(g, ck_bn_stat(s, p->sums, c, t->count, mean), "batch mean kernel") < 0 ||
+        cu_check(g, ckb_chan_sums(s, x, npix, c, mean, p->sums, part), "bf16 channel sums") < 0 ||
+        cu_check(g, ck_bn_stat(s, p->sums, c, t->count, var), "batch variance kernel") < 0 ||
+        cu_check(g, ckb_bn_apply(s, y, x, npix, c, t->gamma, t->beta, mean, var, t->eps, t->relu),
+                 "bf16 batch-norm kernel") < 0)
+        return -1;
+    return cu_check(g, ck_bn_running(s, t->running_mean, t->running_var, t->stat, c,
+                                     t->momentum, bnm_unbias(t->count)),
+                    "running statistics kernel");
+}
+
+static int h_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *y,
+                          const void *gy, const int sh[4], const bk_bn_train_t *t, void *gx)
+{
+    hplan_t *p = (hplan_t *)bp;
+    int npix = sh[0] * sh[2] * sh[3], c = sh[1];
+    const float *mean = t->stat, *var = t->stat + c;
+    const void *mask = t->relu ? y : NULL;
+    cudaStream_t s = stream_of(g->be);
+    if (cu_sticky(g) < 0 ||
+        cu_check(g, ckb_bn_grad_sums(s, x, mask, gy, npix, c, mean, p->sums,
+                                     p->sums + 2 * (size_t)c), "bf16 batch-norm gradient sums") < 0 ||
+        cu_check(g, ck_bn_grad_finish(s, p->sums, c, t->gamma, var, t->eps, t->count, t->ggamma,
+                                      t->gbeta, p->coef),
+                 "batch-norm gradient coefficients kernel") < 0)
+        return -1;
+    if (!gx)
+        return 0;
+    return cu_check(g, ckb_bn_grad_apply(s, gx, x, mask, gy, npix, c, mean, p->coef,
+                                         p->coef + c, p->coef + 2 * (size_t)c),
+                    "bf16 batch-norm gradient kernel");
+}
+
+/* SyncBatchNorm's helpers (host vectors and sums, as cuda_train.c's) */
+static void h_chan_sums(backend_t *be, const void *x, const int s[4], const float *center,
+                        double *out)
+{
+    float *fx = scratch16(be, count4(s));
+    if (!fx)
+        return;
+    unpack(be, fx, x, s);
+    k32(be)->chan_sums(be, fx, s, center, out);
+}
+
+static void h_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
+                        const float *center, const float *a, const float *b)
+{
+    size_t n = count4(s);
+    temps_t t = {0};
+    float *base = scratch16(be, parts(n, n, 0, 0, 0));
+    if (!base)
+        return;
+    float *fy = carve(base, &t, n), *fx = carve(base, &t, n);
+    unpack(be, fy, y, s);
+    unpack(be, fx, x, s);
+    k32(be)->chan_axpb(be, fy, fx, s, center, a, b);
+    pack(be, y, fy, s);
+}
+
+static void h_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
+                           const int s[4], int relu, const float *center, double *out)
+{
+    size_t n = count4(s);
+    temps_t t = {0};
+    float *base = scratch16(be, parts(n, n, n, 0, 0));
+    if (!base)
+        return;
+    float *fx = carve(base, &t, n), *fy = carve(base, &t, n), *fgy = carve(base, &t, n);
+    unpack(be, fx, x, s);
+    unpack(be, fy, y, s);
+    unpack(be, fgy, gy, s);
+    k32(be)->bn_grad_sums(be, fx, fy, fgy, s, relu, center, out);
+}
+
+static void h_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
+                            const void *gy, const int s[4], int relu, const float *center,
+                            const float *scale, const float *a, const float *b)
+{
+    size_t n = count4(s);
+    temps_t t = {0};
+    float *base = scratch16(be, parts(n, n, n, n, 0));
+    if (!base)
+        return;
+    float *fx = carve(base, &t, n), *fy = carve(base, &t, n), *fgy = carve(base, &t, n);
+    float *fgx = carve(base, &t, n);
+    unpack(be, fx, x, s);
+    unpack(be, fy, y, s);
+    unpack(be, fgy, gy, s);
+    k32(be)->bn_grad_apply(be, fgx, fx, fy, fgy, s, relu, center, scale, a, b);
+    pack(be, gx, fgx, s);
+}
+
+/* ------------------------------------------------------------ relu, pool */
+
+static bk_plan_t *h_relu_plan(bk_ctx_t *g, const int in[4])
+{
+    hplan_t *p = hplan_new(g, in, in);
+    return p ? &p->base : NULL;
+}
+
+static int h_relu_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
+{
+    hplan_t *p = (hplan_t *)bp;
+    return cu_check(g, ckb_relu(stream_of(g->be), y, x, count4(p->in)), "bf16 relu kernel");
+}
+
+static int h_relu_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
+{
+    hplan_t *p = (hplan_t *)bp;
+    return cu_check(g, ckb_relu_bwd(stream_of(g->be), gx, y, gy, count4(p->in)),
+                    "bf16 relu backward kernel");
+}
+
+static bk_plan_t *h_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
+                              const int out[4])
+{
+    hplan_t *p = (hplan_t *)wrap(g, k32(g->be)->pool_plan(g, pp, in, out), in, out);
+    if (p)
+        p->pool = (ck_pool_t){.nc = in[0] * in[1], .ih = in[2], .iw = in[3], .oh = out[2],
+                              .ow = out[3], .kh = pp->kh, .kw = pp->kw, .sh = pp->stride_h,
+                              .sw = pp->stride_w, .ph = pp->pad_h, .pw = pp->pad_w,
+                              .alg = pp->alg == BK_POOL_MAX ? 0 : pp->alg == BK_POOL_AVG ? 1 : 2};
+    return p ? &p->base : NULL;
+}
+
+static int h_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
+{
+    hplan_t *p = (hplan_t *)bp;
+    return cu_check(g, ckb_pool(stream_of(g->be), &p->pool, p->in[1], x, y),
+                    "bf16 pooling kernel");
+}
+
+static int h_pool_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
+{
+    hplan_t *p = (hplan_t *)bp;
+    size_t ni = count4(p->in), no = count4(p->out);
+    float *base = scratch16(g->be, parts(ni, no, ni, 0, 0));
+    if (!base)
+        return cu_sticky(g);
+    temps_t t = {0};
+    float *fx = carve(base, &t, ni), *fgy = carve(base, &t, no), *fgx = carve(base, &t, ni);
+    unpack(g->be, fx, x, p->in);
+    unpack(g->be, fgy, gy, p->out);
+    if (k32(g->be)->pool_bwd(g, p->inner, fx, fgy, fgx) < 0)
+        return -1;
+    pack(g->be, gx, fgx, p->in);
+    return cu_sticky(g);
+}
+
+/* ---------------------------------------------------------- linear (generic) */
+
+static bk_plan_t *h_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias)
+{
+    int o[4] = {in[0], out, 1, 1};
+    return wrap(g, k32(g->be)->linear_plan(g, in, out, has_bias), in, o);
+}
+
+static int h_linear_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
+                        const float *b, void *y)
+{
+    hplan_t *p = (hplan_t *)bp;
+    size_t ni = count4(p->in), no = count4(p->out);
+    float *base = scratch16(g->be, parts(ni, no, 0, 0, 0));
+    if (!base)
+        return cu_sticky(g);
+    temps_t t = {0};
+    float *fx = carve(base, &t, ni), *fy = carve(base, &t, no);
+    unpack(g->be, fx, x, p->in);
+    if (k32(g->be)->linear_fwd(g, p->inner, fx, w, b, fy) < 0)
+        return -1;
+    pack(g->be, y, fy, p->out);
+    return cu_sticky(g);
+}
+
+static int h_linear_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
+                        const void *gy, void *gx, float *gw, float *gb)
+{
+    hplan_t *p = (hplan_t *)bp;
+    size_t ni = count4(p->in), no = count4(p->out);
+    float *base = scratch16(g->be, parts(ni, no, gx ? ni : 0, 0, 0));
+    if (!base)
+        return cu_sticky(g);
+    temps_t t = {0};
+    float *fx = carve(base, &t, ni), *fgy = carve(base, &t, no);
+    float *fgx = gx ? carve(base, &t, ni) : NULL;
+    unpack(g->be, fx, x, p->in);
+    unpack(g->be, fgy, gy, p->out);
+    if (k32(g->be)->linear_bwd(g, p->inner, fx, w, fgy, fgx, gw, gb) < 0)
+        return -1;
+    if (gx)
+        pack(g->be, gx, fgx, p->in);
+    return cu_sticky(g);
+}
+
+const bk_kernels_t CUDA_T16KERNELS = {
+    .alloc = h_alloc,
+    .release = h_release,
+    .write = h_write,
+    .read = h_read,
+    .write_u8 = h_write_u8,
+    .zero = h_zero,
+    .copy = h_copy,
+    .add = h_add,
+    .acc = h_acc,
+    .concat = h_concat,
+    .flatten = h_flatten,
+    .dropout = h_dropout,
+    .ce_fwd = h_ce_fwd,
+    .ce_bwd = h_ce_bwd,
+    .put = h_put,
+    .topk = h_topk,
+    .conv_plan = h_conv_plan,
+    .conv_fwd = h_conv_fwd,
+    .conv_bwd = h_conv_bwd,
+    .bn_plan = h_bn_plan,
+    .bn_fwd = h_bn_fwd,
+    .bn_bwd = h_bn_bwd,
+    .chan_sums = h_chan_sums,
+    .chan_axpb = h_chan_axpb,
+    .bn_grad_sums = h_bn_grad_sums,
+    .bn_grad_apply = h_bn_grad_apply,
+    .bn_train_fwd = h_bn_train_fwd,
+    .bn_train_bwd = h_bn_train_bwd,
+    .relu_plan = h_relu_plan,
+    .relu_fwd = h_relu_fwd,
+    .relu_bwd = h_relu_bwd,
+    .pool_plan = h_pool_plan,
+    .pool_fwd = h_pool_fwd,
+    .pool_bwd = h_pool_bwd,
+    .linear_plan = h_linear_plan,
+    .linear_fwd = h_linear_fwd,
+    .linear_bwd = h_linear_bwd,
+    .round_half = h_round_half,
+};

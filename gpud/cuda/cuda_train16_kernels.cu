@@ -1,0 +1,213 @@
+/* cuda_train16_kernels — see cuda_train16_kernels.h. One thread per output
+ * element (grid-stride), written to be obviously the fp32 kernel followed
+ * by the engine's rounding. */
+#include "gpud/cuda/cuda_kernels.h"
+#include "gpud/cuda/cuda_launch.h"
+#include "gpud/cuda/cuda_train16_kernels.h"
+
+#include <cuda_bf16.h>
+#include <math.h>
+
+typedef __nv_bfloat16 bf16;
+
+__global__ static void k_acc(bf16 *y, const bf16 *x, size_t count)
+{
+    GRID_STRIDE(i, count)
+    y[i] = __float2bfloat16_rn(__bfloat162float(y[i]) + __bfloat162float(x[i]));
+}
+
+cudaError_t ckb_acc(cudaStream_t s, void *y, const void *x, size_t count)
+{
+    k_acc<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)y, (const bf16 *)x, count);
+    return cudaGetLastError();
+}
+
+__global__ static void k_relu_bwd(bf16 *gx, const bf16 *y, const bf16 *gy, size_t count)
+{
+    GRID_STRIDE(i, count)
+    gx[i] = __bfloat162float(y[i]) > 0.0f ? gy[i] : __float2bfloat16_rn(0.0f);
+}
+
+cudaError_t ckb_relu_bwd(cudaStream_t s, void *gx, const void *y, const void *gy, size_t count)
+{
+    k_relu_bwd<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)gx, (const bf16 *)y,
+                                                     (const bf16 *)gy, count);
+    return cudaGetLastError();
+}
+
+/* gw[(oo * i + ii) * k + kk] = dw[(oo * k + kk) * i + ii] */
+__global__ static void k_weights_back(const bf16 *dw, int o, int i, int k, float *gw)
+{
+    size_t count = (size_t)o * i * k;
+    GRID_STRIDE(j, count)
+    {
+        size_t kk = j % (size_t)k, ii = (j / (size_t)k) % (size_t)i, oo = j / ((size_t)k * i);
+        gw[j] = __bfloat162float(dw[(oo * k + kk) * i + ii]);
+    }
+}
+
+cudaError_t ckb_weights_back(cudaStream_t s, const void *dw, int o, int i, int k, float *gw)
+{
+    size_t count = (size_t)o * i * k;
+    k_weights_back<<<blocks_for(count), THREADS, 0, s>>>((const bf16 *)dw, o, i, k, gw);
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------- batch-norm */
+
+#define CG 32                   /* channels a block reads side by side */
+#define ROWS (THREADS / CG)     /* pixel rows of a block */
+
+int ckb_sum_parts(size_t cnt)
+{
+    size_t s = (cnt + ROWS * 64 - 1) / (ROWS * 64);   /* >= 64 values a thread */
+    return s < 1 ? 1 : s > 64 ? 64 : (int)s;
+}
+
+/* Block (group, slice): channels [group * CG, + CG), pixels [lo, hi) of the
+ * slice; thread (row, lane) takes channel group * CG + lane, pixels lo +
+ * row, lo + row + ROWS, ... */
+__device__ static int slice16(size_t cnt, int parts, size_t *lo, size_t *hi, int *sl)
+{
+    *sl = blockIdx.x % parts;
+    size_t len = (cnt + parts - 1) / parts;
+    *lo = *sl * len;
+    *hi = *lo + len < cnt ? *lo + len : cnt;
+    return (int)(blockIdx.x / parts) * CG + (int)(threadIdx.x % CG);
+}
+
+/* The ROWS partials of each lane summed in row order (thread row 0). */
+__device__ static double rows_sum(double *sh, double v, int *lead)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    double s = 0.0;
+    *lead = threadIdx.x < CG;
+    for (int r = 0; *lead && r < ROWS; r++)
+        s += sh[r * CG + threadIdx.x];
+    __syncthreads();   /* sh is reused */
+    return s;
+}
+
+__global__ static void k16_chan_sums(const bf16 *x, size_t cnt, int c, const float *center,
+                                     int parts, double *part)
+{
+    __shared__ double sh[THREADS];
+    size_t lo, hi;
+    int sl, lead, ch = slice16(cnt, parts, &lo, &hi, &sl);
+    double acc = 0.0;
+    if (ch < c) {
+        double m = center ? center[ch] : 0.0;
+        for (size_t j = lo + threadIdx.x / CG; j < hi; j += ROWS) {
+            double v = __bfloat162float(x[j * c + ch]);
+            acc += center ? (v - m) * (v - m) : v;
+        }
+    }
+    double s = rows_sum(sh, acc, &lead);
+    if (lead && ch < c)
+        part[(size_t)ch * parts + sl] = s;
+}
+
+static unsigned groups(int c)
+{
+    return (unsigned)((c + CG - 1) / CG);
+}
+
+cudaError_t ckb_chan_sums(cudaStream_t s, const void *x, int npix, int c, const float *center,
+                          double *out, double *part)
+{
+    int parts = ckb_sum_parts((size_t)npix);
+    k16_chan_sums<<<groups(c) * parts, THREADS, 0, s>>>((const bf16 *)x, (size_t)npix, c, center,
+                                                        parts, part);
+    cudaError_t e = cudaGetLastError();
+    return e != cudaSuccess ? e : ck_sum_rows(s, part, c, parts, out);
+}
+
+__global__ static void k16_bn_apply(bf16 *y, const bf16 *x, size_t count, int c,
+                                    const float *gamma, const float *beta, const float *mean,
+                                    const float *var, float eps, int relu)
+{
+    GRID_STRIDE(i, count)
+    {
+        int ch = (int)(i % (size_t)c);
+        double inv = 1.0 / sqrt((double)var[ch] + eps);
+        float v = (float)(((double)__bfloat162float(x[i]) - mean[ch]) * inv * gamma[ch] +
+                          beta[ch]);
+        y[i] = __float2bfloat16_rn(relu && !(v > 0.0f) ? 0.0f : v);
+    }
+}
+
+cudaError_t ckb_bn_apply(cudaStream_t s, void *y, const void *x, int npix, int c,
+                         const float *gamma, const float *beta, const float *mean,
+                         const float *var, float eps, int relu)
+{
+    size_t count = (size_t)npix * c;
+    k16_bn_apply<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)y, (const bf16 *)x, count, c,
+                                                       gamma, beta, mean, var, eps, relu);
+    return cudaGetLastError();
+}
+
+/* dy' of element at: gy, or 0 where the fused ReLU's output y is not > 0 */
+__device__ static float masked16(const bf16 *y, const bf16 *gy, size_t at)
+{
+    return y && !(__bfloat162float(y[at]) > 0.0f) ? 0.0f : __bfloat162float(gy[at]);
+}
+
+__global__ static void k16_grad_sums(const bf16 *x, const bf16 *y, const bf16 *gy, size_t cnt,
+                                     int c, const float *center, int parts, double *part)
+{
+    __shared__ double sh[THREADS];
+    size_t lo, hi;
+    int sl, lead, ch = slice16(cnt, parts, &lo, &hi, &sl);
+    double sg = 0.0, sgx = 0.0;
+    if (ch < c) {
+        double m = center[ch];
+        for (size_t j = lo + threadIdx.x / CG; j < hi; j += ROWS) {
+            size_t at = j * c + ch;
+            double g = masked16(y, gy, at);
+            sg += g;
+            sgx += g * (__bfloat162float(x[at]) - m);
+        }
+    }
+    double s1 = rows_sum(sh, sg, &lead), s2 = rows_sum(sh, sgx, &lead);
+    if (lead && ch < c) {   /* rows [0, c): sum dy'; [c, 2c): sum dy' (x - m) */
+        part[(size_t)ch * parts + sl] = s1;
+        part[((size_t)c + ch) * parts + sl] = s2;
+    }
+}
+
+cudaError_t ckb_bn_grad_sums(cudaStream_t s, const void *x, const void *y, const void *gy,
+                             int npix, int c, const float *center, double *out, double *part)
+{
+    int parts = ckb_sum_parts((size_t)npix);
+    k16_grad_sums<<<groups(c) * parts, THREADS, 0, s>>>((const bf16 *)x, (const bf16 *)y,
+                                                        (const bf16 *)gy, (size_t)npix, c,
+                                                        center, parts, part);
+    cudaError_t e = cudaGetLastError();
+    return e != cudaSuccess ? e : ck_sum_rows(s, part, 2 * c, parts, out);
+}
+
+__global__ static void k16_grad_apply(bf16 *gx, const bf16 *x, const bf16 *y, const bf16 *gy,
+                                      size_t count, int c, const float *center,
+                                      const float *scale, const float *a, const float *b)
+{
+    GRID_STRIDE(i, count)
+    {
+        int ch = (int)(i % (size_t)c);
+        gx[i] = __float2bfloat16_rn((float)((double)scale[ch] * masked16(y, gy, i) +
+                                            (double)a[ch] *
+                                                ((double)__bfloat162float(x[i]) - center[ch]) +
+                                            b[ch]));
+    }
+}
+
+cudaError_t ckb_bn_grad_apply(cudaStream_t s, void *gx, const void *x, const void *y,
+                              const void *gy, int npix, int c, const float *center,
+                              const float *scale, const float *a, const float *b)
+{
+    size_t count = (size_t)npix * c;
+    k16_grad_apply<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)gx, (const bf16 *)x,
+                                                         (const bf16 *)y, (const bf16 *)gy,
+                                                         count, c, center, scale, a, b);
+    return cudaGetLastError();
+}

@@ -1,0 +1,59 @@
+/* cuda_train16_kernels — the own kernels of training on bf16 NHWC buffers
+ * (gpud/cuda/cuda_train16.c; docs/CUDA.md "bf16 training"), callable from
+ * C; the layout and numbers of cuda_infer_kernels.h (whose conversions,
+ * add, ReLU and pooling forward the training table uses too): element
+ * (b, ch, y, x) of (n, c, h, w) at ((b * h + y) * w + x) * c + ch, 2 bytes
+ * each, computed in fp32 from bf16 inputs and rounded once. Each launcher
+ * enqueues on `s` and returns the launch status. CPU references: the fp32
+ * kernels of cuda_kernels.cu followed by the engine's rounding (the tape's
+ * bf16 rounding points), which test_half_store compares against bit for
+ * bit on the kernel emulator. */
+#ifndef DDP_CUDA_TRAIN16_KERNELS_H
+#define DDP_CUDA_TRAIN16_KERNELS_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y = bf16(y + x) over count elements (any layout: element-wise). */
+cudaError_t ckb_acc(cudaStream_t s, void *y, const void *x, size_t count);
+/* gx = gy where y > 0, else 0 (exact). */
+cudaError_t ckb_relu_bwd(cudaStream_t s, void *gx, const void *y, const void *gy, size_t count);
+/* Training BatchNorm on bf16 NHWC (cuda_train16.c's bn_train_*), the fp32
+ * kernels' arithmetic (ck_chan_sums, ck_bn_apply, ck_bn_grad_sums,
+ * ck_bn_grad_apply: bn_math.h) with each output rounded once:
+ *   ckb_sum_parts  the slices a channel's cnt values are summed in (the
+ *                  partials: ckb_sum_parts(cnt) per channel and sum);
+ *   ckb_chan_sums  out[c] = sum x, or sum (x - center)^2, in double: slices
+ *                  of 32 channels side by side (coalesced) summed in
+ *                  parallel, then each channel's partials in order (the
+ *                  same bits in every process; another order than the NCHW
+ *                  kernel's, equal after rounding to float but for a sum
+ *                  within 1e-16 of a float tie);
+ *   ckb_bn_apply   y = bf16(normalised x * gamma + beta), ReLU'd if relu;
+ *   ckb_bn_grad_sums   out[0, c) = sum dy', out[c, 2c) = sum dy' (x - center),
+ *                  dy' = gy, or gy where y > 0 (y non-NULL: the fused ReLU);
+ *   ckb_bn_grad_apply  gx = bf16(scale dy' + a (x - center) + b).
+ * part: ckb_sum_parts(n * hw) doubles per output sum. */
+int ckb_sum_parts(size_t cnt);
+cudaError_t ckb_chan_sums(cudaStream_t s, const void *x, int npix, int c, const float *center,
+                          double *out, double *part);
+cudaError_t ckb_bn_apply(cudaStream_t s, void *y, const void *x, int npix, int c,
+                         const float *gamma, const float *beta, const float *mean,
+                         const float *var, float eps, int relu);
+cudaError_t ckb_bn_grad_sums(cudaStream_t s, const void *x, const void *y, const void *gy,
+                             int npix, int c, const float *center, double *out, double *part);
+cudaError_t ckb_bn_grad_apply(cudaStream_t s, void *gx, const void *x, const void *y,
+                              const void *gy, int npix, int c, const float *center,
+                              const float *scale, const float *a, const float *b);
+/* A bf16 NHWC filter's gradient dw [o, k, i] (k = kh * kw) as PyTorch's
+ * OIHW floats gw [o, i, k] (exact). */
+cudaError_t ckb_weights_back(cudaStream_t s, const void *dw, int o, int i, int k, float *gw);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
