@@ -6,6 +6,7 @@
 #include "gpud/dropout_key.h"
 #include "gpud/fp16_math.h"
 #include "gpud/cuda/cuda_launch.h"
+#include "gpud/cuda/cuda_pool_win.h"
 
 #include <math.h>
 
@@ -655,35 +656,6 @@ cudaError_t ck_bn_grad_finish(cudaStream_t s, double *sums, int c, const float *
 
 /* ---------------------------------------------------------------- pooling */
 
-/* Window of output (r, q): its first maximum (max) or its divisor (avg). */
-__device__ static int pool_argmax(const ck_pool_t p, const float *xp, int r, int q)
-{
-    float m = -INFINITY;
-    int at = -1;
-    for (int i = 0; i < p.kh; i++)
-        for (int j = 0; j < p.kw; j++) {
-            int yy = r * p.sh - p.ph + i, xx = q * p.sw - p.pw + j;
-            if (yy >= 0 && yy < p.ih && xx >= 0 && xx < p.iw &&
-                (at < 0 || xp[yy * p.iw + xx] > m)) {
-                m = xp[yy * p.iw + xx];
-                at = yy * p.iw + xx;
-            }
-        }
-    return at;
-}
-
-__device__ static int pool_div(const ck_pool_t p, int r, int q)
-{
-    int cnt = 0, cnt_pad = 0;
-    for (int i = 0; i < p.kh; i++)
-        for (int j = 0; j < p.kw; j++) {
-            int yy = r * p.sh - p.ph + i, xx = q * p.sw - p.pw + j;
-            cnt_pad += yy < p.ih + p.ph && xx < p.iw + p.pw;
-            cnt += yy >= 0 && yy < p.ih && xx >= 0 && xx < p.iw;
-        }
-    return p.alg == 1 ? cnt_pad : cnt;
-}
-
 __global__ static void k_pool_fwd(const ck_pool_t p, const float *x, float *y)
 {
     size_t count = (size_t)p.nc * p.oh * p.ow;
@@ -692,7 +664,7 @@ __global__ static void k_pool_fwd(const ck_pool_t p, const float *x, float *y)
         int q = (int)(i % p.ow), r = (int)((i / p.ow) % p.oh);
         const float *xp = x + (i / ((size_t)p.oh * p.ow)) * p.ih * p.iw;
         if (p.alg == 0) {
-            int at = pool_argmax(p, xp, r, q);
+            int at = pool_argmax(p, xp, 1, r, q);
             y[i] = at < 0 ? -INFINITY : xp[at];
             continue;
         }
@@ -734,7 +706,7 @@ __global__ static void k_pool_bwd(const ck_pool_t p, const float *x, const float
         for (int r = r0; r <= r1 && r < p.oh; r++)
             for (int q = q0; q <= q1 && q < p.ow; q++) {
                 if (p.alg == 0) {
-                    if (pool_argmax(p, xp, r, q) == yy * p.iw + xx)
+                    if (pool_argmax(p, xp, 1, r, q) == yy * p.iw + xx)
                         acc += gp[r * p.ow + q];
                 } else {
                     int div = pool_div(p, r, q);

@@ -10,15 +10,14 @@
  *            NHWC filter each call, the weight gradient back to fp32 OIHW),
  *            training BatchNorm (statistics, normalising, its backward),
  *            ReLU and its backward, the residual add, the gradient sum,
- *            pooling forward, the input (floats or uint8 pixels) and reads;
+ *            pooling, the input (floats or uint8 pixels) and reads;
  *   generic  every other kernel: its bf16 NHWC operands converted to fp32
  *            NCHW in a scratch of this backend (cuda_backend_t.h16), the
  *            fp32 kernel of cuda_train.c run on them, its outputs converted
  *            back, rounded: eval-mode (frozen) BatchNorm, the stem and
  *            other convolutions (bias, or channels not a multiple of 8:
  *            TF32 on bf16 values, exact products), linear, cross-entropy,
- *            concat, flatten, dropout, pooling backward, top-k, the
- *            SyncBatchNorm helpers.
+ *            concat, flatten, dropout, top-k, the SyncBatchNorm helpers.
  *
  * Numbers: each kernel stores what the fp32 kernel followed by the engine's
  * rounding stores, so up to cuDNN's sum order (bf16 tensor-op algorithms
@@ -253,7 +252,7 @@ typedef struct {
     cu_conv_t conv;
     void *w16, *dw16;       /* bf16 [oc, kh, kw, ic]: the filter, its gradient */
     int kk;                 /* kh * kw */
-    /* pooling forward: */
+    /* pooling: */
     ck_pool_t pool;
     /* training batch-norm on the device: */
     double *sums;           /* 2c sums, then their partials (ckb_sum_parts) */
@@ -604,7 +603,7 @@ static int h_relu_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *y, const void *gy,
 static bk_plan_t *h_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
                               const int out[4])
 {
-    hplan_t *p = (hplan_t *)wrap(g, k32(g->be)->pool_plan(g, pp, in, out), in, out);
+    hplan_t *p = hplan_new(g, in, out);
     if (p)
         p->pool = (ck_pool_t){.nc = in[0] * in[1], .ih = in[2], .iw = in[3], .oh = out[2],
                               .ow = out[3], .kh = pp->kh, .kw = pp->kw, .sh = pp->stride_h,
@@ -623,18 +622,8 @@ static int h_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 static int h_pool_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
 {
     hplan_t *p = (hplan_t *)bp;
-    size_t ni = count4(p->in), no = count4(p->out);
-    float *base = scratch16(g->be, parts(ni, no, ni, 0, 0));
-    if (!base)
-        return cu_sticky(g);
-    temps_t t = {0};
-    float *fx = carve(base, &t, ni), *fgy = carve(base, &t, no), *fgx = carve(base, &t, ni);
-    unpack(g->be, fx, x, p->in);
-    unpack(g->be, fgy, gy, p->out);
-    if (k32(g->be)->pool_bwd(g, p->inner, fx, fgy, fgx) < 0)
-        return -1;
-    pack(g->be, gx, fgx, p->in);
-    return cu_sticky(g);
+    return cu_check(g, ckb_pool_bwd(stream_of(g->be), &p->pool, p->in[1], x, gy, gx),
+                    "bf16 pooling backward kernel");
 }
 
 /* ---------------------------------------------------------- linear (generic) */

@@ -3,6 +3,7 @@
  * by the engine's rounding. */
 #include "gpud/cuda/cuda_kernels.h"
 #include "gpud/cuda/cuda_launch.h"
+#include "gpud/cuda/cuda_pool_win.h"
 #include "gpud/cuda/cuda_train16_kernels.h"
 
 #include <cuda_bf16.h>
@@ -209,5 +210,53 @@ cudaError_t ckb_bn_grad_apply(cudaStream_t s, void *gx, const void *x, const voi
     k16_grad_apply<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)gx, (const bf16 *)x,
                                                          (const bf16 *)y, (const bf16 *)gy,
                                                          count, c, center, scale, a, b);
+    return cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- pooling */
+
+/* ck_pool_bwd's gather on NHWC: each input element sums, in the same order,
+ * the gradients of the windows that chose it (max) or contain it (avg), in
+ * fp32, rounded once. */
+__global__ static void k16_pool_bwd(const ck_pool_t p, int c, const bf16 *x, const bf16 *gy,
+                                    bf16 *gx)
+{
+    size_t count = (size_t)p.nc * p.ih * p.iw;
+    GRID_STRIDE(i, count)
+    {
+        int ch = (int)(i % (size_t)c);
+        int xx = (int)((i / (size_t)c) % (size_t)p.iw);
+        int yy = (int)((i / ((size_t)c * p.iw)) % (size_t)p.ih);
+        size_t b = i / ((size_t)c * p.iw * p.ih);
+        const bf16 *xp = x + b * p.ih * p.iw * (size_t)c + ch;
+        const bf16 *gp = gy + b * p.oh * p.ow * (size_t)c + ch;
+        float acc = 0.0f;
+        /* outputs r whose window covers yy: r*sh - ph <= yy < r*sh - ph + kh */
+        int r0 = (yy + p.ph - p.kh + p.sh) / p.sh, r1 = (yy + p.ph) / p.sh;
+        int q0 = (xx + p.pw - p.kw + p.sw) / p.sw, q1 = (xx + p.pw) / p.sw;
+        r0 = yy + p.ph - p.kh + 1 > 0 ? r0 : 0;
+        q0 = xx + p.pw - p.kw + 1 > 0 ? q0 : 0;
+        for (int r = r0; r <= r1 && r < p.oh; r++)
+            for (int q = q0; q <= q1 && q < p.ow; q++) {
+                float g = __bfloat162float(gp[((size_t)r * p.ow + q) * c]);
+                if (p.alg == 0) {
+                    if (pool_argmax(p, xp, (size_t)c, r, q) == yy * p.iw + xx)
+                        acc += g;
+                } else {
+                    int div = pool_div(p, r, q);
+                    if (div)
+                        acc += (float)((double)g / div);
+                }
+            }
+        gx[i] = __float2bfloat16_rn(acc);
+    }
+}
+
+cudaError_t ckb_pool_bwd(cudaStream_t s, const ck_pool_t *p, int c, const void *x,
+                         const void *gy, void *gx)
+{
+    size_t count = (size_t)p->nc * p->ih * p->iw;
+    k16_pool_bwd<<<blocks_for(count), THREADS, 0, s>>>(*p, c, (const bf16 *)x, (const bf16 *)gy,
+                                                       (bf16 *)gx);
     return cudaGetLastError();
 }

@@ -14,6 +14,8 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 
+#include "gpud/cuda/cuda_kernels.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -49,6 +51,10 @@ cudaError_t ckb_bn_grad_sums(cudaStream_t s, const void *x, const void *y, const
 cudaError_t ckb_bn_grad_apply(cudaStream_t s, void *gx, const void *x, const void *y,
                               const void *gy, int npix, int c, const float *center,
                               const float *scale, const float *a, const float *b);
+/* Pooling backward (ck_pool_bwd's windows and order; p->nc = n * c planes)
+ * on NHWC bf16 of c channels: gx from gy, x the forward's input. */
+cudaError_t ckb_pool_bwd(cudaStream_t s, const ck_pool_t *p, int c, const void *x,
+                         const void *gy, void *gx);
 /* A bf16 NHWC filter's gradient dw [o, k, i] (k = kh * kw) as PyTorch's
  * OIHW floats gw [o, i, k] (exact). */
 cudaError_t ckb_weights_back(cudaStream_t s, const void *dw, int o, int i, int k, float *gw);

@@ -153,7 +153,7 @@ static void net_build(net_t *t, const char *precision, int sync, int store16)
     bk_tensor_t *a = bk_batchnorm(g, bk_conv2d(g, t->x, &c1), &b1);       /* fused ReLU */
     bk_tensor_t *b = bk_relu(g, bk_batchnorm(g, bk_conv2d(g, a, &c2), &b2));
     bk_tensor_t *s = bk_add(g, a, b);                                     /* a: two readers */
-    bk_pool_t mx = {BK_POOL_MAX, 2, 2, 2, 2, 0, 0};
+    bk_pool_t mx = {BK_POOL_MAX, 3, 3, 2, 2, 1, 1};   /* ResNet's: overlapping windows */
     bk_tensor_t *p = bk_pool2d(g, s, &mx);
     bk_tensor_t *parts[2] = {p, bk_conv2d(g, p, &c3)};                   /* p: two readers */
     bk_tensor_t *cat = bk_dropout(g, bk_concat(g, 2, parts), 0.25f);
