@@ -5,18 +5,20 @@
  * "16-bit activations"). Two kinds of kernel:
  *
  *   native   the hot path of a ResNet step: convolutions without bias whose
- *            channel counts are multiples of 8 (cuDNN, bf16 NHWC operands,
- *            fp32 sums on tensor cores; the weights converted to a bf16
- *            NHWC filter each call, the weight gradient back to fp32 OIHW),
+ *            output channels are a multiple of 8 (cuDNN, bf16 NHWC
+ *            operands, fp32 sums on tensor cores; input channels padded
+ *            with zeros to a multiple of 8, as the stem's 3; the weights
+ *            converted to a bf16 NHWC filter each call, the weight gradient
+ *            back to fp32 OIHW),
  *            training BatchNorm (statistics, normalising, its backward),
  *            ReLU and its backward, the residual add, the gradient sum,
  *            pooling, the input (floats or uint8 pixels) and reads;
  *   generic  every other kernel: its bf16 NHWC operands converted to fp32
  *            NCHW in a scratch of this backend (cuda_backend_t.h16), the
  *            fp32 kernel of cuda_train.c run on them, its outputs converted
- *            back, rounded: eval-mode (frozen) BatchNorm, the stem and
- *            other convolutions (bias, or channels not a multiple of 8:
- *            TF32 on bf16 values, exact products), linear, cross-entropy,
+ *            back, rounded: eval-mode (frozen) BatchNorm, convolutions
+ *            with a bias or output channels not a multiple of 8 (TF32 on
+ *            bf16 values, exact products), linear, cross-entropy,
  *            concat, flatten, dropout, top-k, the SyncBatchNorm helpers.
  *
  * Numbers: each kernel stores what the fp32 kernel followed by the engine's
@@ -250,8 +252,11 @@ typedef struct {
     /* a native convolution: */
     int native;
     cu_conv_t conv;
-    void *w16, *dw16;       /* bf16 [oc, kh, kw, ic]: the filter, its gradient */
+    void *w16, *dw16;       /* bf16 [oc, kh, kw, icp]: the filter, its gradient */
     int kk;                 /* kh * kw */
+    int icp;                /* input channels padded to a multiple of 8 (zeros) */
+    void *xpad;             /* icp > ic: the input padded (the forward's, which the
+                             * filter gradient reads) */
     /* pooling: */
     ck_pool_t pool;
     /* training batch-norm on the device: */
@@ -267,6 +272,7 @@ static void hplan_destroy(bk_plan_t *bp)
     cu_conv_fini(&p->conv);
     cudaFree(p->w16);
     cudaFree(p->dw16);
+    cudaFree(p->xpad);
     cudaFree(p->sums);
     cudaFree(p->coef);
     free(p);
@@ -299,9 +305,18 @@ static bk_plan_t *wrap(bk_ctx_t *g, bk_plan_t *inner, const int in[4], const int
 
 /* --------------------------------------------------------------- convolution */
 
+/* Native: no bias (PyTorch rounds a bf16 conv's output before adding one:
+ * the fp32 kernel keeps the engine's single rounding) and output channels a
+ * multiple of 8 (tensor cores); input channels are padded with zeros to
+ * one (exact: zero products), so the 3-channel stem is native too. */
 static int conv_native(const bk_conv_t *c, const bk_post_t *post)
 {
-    return !post && !c->bias && c->ic % 8 == 0 && c->oc % 8 == 0;
+    return !post && !c->bias && c->oc % 8 == 0;
+}
+
+static int round8(int c)
+{
+    return (c + 7) / 8 * 8;
 }
 
 static bk_plan_t *h_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
@@ -314,10 +329,13 @@ static bk_plan_t *h_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *
         return NULL;
     p->native = 1;
     p->kk = c->kh * c->kw;
-    size_t nw = (size_t)c->oc * c->ic * p->kk * 2;
-    if (cu_conv_init_as(g, &p->conv, in, out, c->kh, c->kw, c->stride_h, c->stride_w, c->pad_h,
-                        c->pad_w, 1, 1) < 0 ||
-        !(p->w16 = cu_alloc(g, nw)) || !(p->dw16 = cu_alloc(g, nw))) {
+    p->icp = round8(c->ic);
+    int pin[4] = {in[0], p->icp, in[2], in[3]};
+    size_t nw = (size_t)c->oc * p->icp * p->kk * 2, npix = (size_t)in[0] * in[2] * in[3];
+    if (cu_conv_init_as(g, &p->conv, pin, out, c->kh, c->kw, c->stride_h, c->stride_w,
+                        c->pad_h, c->pad_w, 1, 1) < 0 ||
+        !(p->w16 = cu_alloc(g, nw)) || !(p->dw16 = cu_alloc(g, nw)) ||
+        (p->icp != c->ic && !(p->xpad = cu_alloc(g, npix * p->icp * 2)))) {
         hplan_destroy(&p->base);
         return NULL;
     }
@@ -329,8 +347,13 @@ static bk_plan_t *h_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *
 static int filter16(bk_ctx_t *g, hplan_t *p, const float *w)
 {
     int oc = p->out[1], ic = p->in[1];
-    return cu_check(g, ckb_weights(stream_of(g->be), w, oc, ic, p->kk, oc, ic, p->w16),
+    return cu_check(g, ckb_weights(stream_of(g->be), w, oc, ic, p->kk, oc, p->icp, p->w16),
                     "bf16 filter conversion kernel");
+}
+
+static size_t npix_in(const hplan_t *p)
+{
+    return (size_t)p->in[0] * p->in[2] * p->in[3];
 }
 
 static int set_math(bk_ctx_t *g, cu_conv_t *c, cudnnMathType_t m)
@@ -364,6 +387,12 @@ static int h_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
     const float one = 1.0f, zero = 0.0f;
     if (filter16(g, p, w) < 0 || set_math(g, c, c->algo.math_fwd) < 0)
         return -1;
+    if (p->xpad) {
+        if (cu_check(g, ckb_pad(stream_of(be), x, npix_in(p), p->in[1], p->icp, p->xpad),
+                     "bf16 channel padding kernel") < 0)
+            return -1;
+        x = p->xpad;
+    }
     return cudnn_check(g, cudnnConvolutionForward(cb->dnn, &one, c->xd, x, c->wd, p->w16, c->cd,
                                                   c->algo.fwd, cb->ws, cb->ws_size, &zero,
                                                   c->yd, y),
@@ -399,22 +428,28 @@ static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
     (void)gb;   /* a native conv has no bias */
     if (filter16(g, p, w) < 0)   /* the forward's filter, unless the weights moved since */
         return -1;
+    /* a padded input: its gradient padded too (a scratch), then unpadded */
+    void *dx = gx && p->xpad ? scratch16(be, (npix_in(p) * p->icp + 1) / 2) : gx;
+    if (gx && !dx)
+        return cu_sticky(g);
     if (gx && (set_math(g, c, c->algo.math_bwd_data) < 0 ||
                cudnn_check(g, cudnnConvolutionBackwardData(cb->dnn, &one, c->wd, p->w16, c->yd,
                                                            gy, c->cd, c->algo.bwd_data, cb->ws,
-                                                           cb->ws_size, &zero, c->xd, gx),
-                           "cudnnConvolutionBackwardData (bf16)") < 0))
+                                                           cb->ws_size, &zero, c->xd, dx),
+                           "cudnnConvolutionBackwardData (bf16)") < 0 ||
+               (dx != gx && cu_check(g, ckb_unpad(stream_of(be), dx, npix_in(p), p->in[1],
+                                                  p->icp, gx), "bf16 channel unpadding kernel") < 0)))
         return -1;
     if (!gw)
         return 0;
     if (set_math(g, c, c->algo.math_bwd_filter) < 0 ||
-        cudnn_check(g, cudnnConvolutionBackwardFilter(cb->dnn, &one, c->xd, x, c->yd, gy, c->cd,
-                                                      c->algo.bwd_filter, cb->ws, cb->ws_size,
-                                                      &zero, c->wd, p->dw16),
+        cudnn_check(g, cudnnConvolutionBackwardFilter(cb->dnn, &one, c->xd, p->xpad ? p->xpad : x,
+                                                      c->yd, gy, c->cd, c->algo.bwd_filter, cb->ws,
+                                                      cb->ws_size, &zero, c->wd, p->dw16),
                     "cudnnConvolutionBackwardFilter (bf16)") < 0)
         return -1;
-    return cu_check(g, ckb_weights_back(stream_of(be), p->dw16, p->out[1], p->in[1], p->kk, gw),
-                    "bf16 filter gradient conversion kernel");
+    return cu_check(g, ckb_weights_back(stream_of(be), p->dw16, p->out[1], p->in[1], p->kk,
+                                        p->icp, gw), "bf16 filter gradient conversion kernel");
 }
 
 /* -------------------------------------------------------------- batch-norm */

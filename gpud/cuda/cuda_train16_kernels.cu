@@ -36,21 +36,35 @@ cudaError_t ckb_relu_bwd(cudaStream_t s, void *gx, const void *y, const void *gy
     return cudaGetLastError();
 }
 
-/* gw[(oo * i + ii) * k + kk] = dw[(oo * k + kk) * i + ii] */
-__global__ static void k_weights_back(const bf16 *dw, int o, int i, int k, float *gw)
+/* gw[(oo * i + ii) * k + kk] = dw[(oo * k + kk) * ip + ii] */
+__global__ static void k_weights_back(const bf16 *dw, int o, int i, int k, int ip, float *gw)
 {
     size_t count = (size_t)o * i * k;
     GRID_STRIDE(j, count)
     {
         size_t kk = j % (size_t)k, ii = (j / (size_t)k) % (size_t)i, oo = j / ((size_t)k * i);
-        gw[j] = __bfloat162float(dw[(oo * k + kk) * i + ii]);
+        gw[j] = __bfloat162float(dw[(oo * k + kk) * ip + ii]);
     }
 }
 
-cudaError_t ckb_weights_back(cudaStream_t s, const void *dw, int o, int i, int k, float *gw)
+cudaError_t ckb_weights_back(cudaStream_t s, const void *dw, int o, int i, int k, int ip,
+                             float *gw)
 {
     size_t count = (size_t)o * i * k;
-    k_weights_back<<<blocks_for(count), THREADS, 0, s>>>((const bf16 *)dw, o, i, k, gw);
+    k_weights_back<<<blocks_for(count), THREADS, 0, s>>>((const bf16 *)dw, o, i, k, ip, gw);
+    return cudaGetLastError();
+}
+
+__global__ static void k_unpad(const bf16 *x, size_t count, int c, int cp, bf16 *y)
+{
+    GRID_STRIDE(i, count)
+    y[i] = x[(i / (size_t)c) * cp + i % (size_t)c];
+}
+
+cudaError_t ckb_unpad(cudaStream_t s, const void *x, size_t npix, int c, int cp, void *y)
+{
+    size_t count = npix * c;
+    k_unpad<<<blocks_for(count), THREADS, 0, s>>>((const bf16 *)x, count, c, cp, (bf16 *)y);
     return cudaGetLastError();
 }
 

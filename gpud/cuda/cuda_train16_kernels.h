@@ -55,9 +55,13 @@ cudaError_t ckb_bn_grad_apply(cudaStream_t s, void *gx, const void *x, const voi
  * on NHWC bf16 of c channels: gx from gy, x the forward's input. */
 cudaError_t ckb_pool_bwd(cudaStream_t s, const ck_pool_t *p, int c, const void *x,
                          const void *gy, void *gx);
-/* A bf16 NHWC filter's gradient dw [o, k, i] (k = kh * kw) as PyTorch's
- * OIHW floats gw [o, i, k] (exact). */
-cudaError_t ckb_weights_back(cudaStream_t s, const void *dw, int o, int i, int k, float *gw);
+/* A bf16 NHWC filter's gradient dw [o, k, ip] (k = kh * kw; input
+ * channels padded to ip >= i) as PyTorch's OIHW floats gw [o, i, k]
+ * (exact; the padding's columns dropped). */
+cudaError_t ckb_weights_back(cudaStream_t s, const void *dw, int o, int i, int k, int ip,
+                             float *gw);
+/* y (npix, c) = the first c channels of x (npix, cp): ckb_pad's inverse. */
+cudaError_t ckb_unpad(cudaStream_t s, const void *x, size_t npix, int c, int cp, void *y);
 
 #ifdef __cplusplus
 }

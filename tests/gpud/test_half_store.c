@@ -141,11 +141,11 @@ static void net_build(net_t *t, const char *precision, int sync, int store16)
     uint64_t rs = 0x9e3779b97f4a7c15ull;   /* the same weights for both nets */
     bk_conv_t c1, c2, c3;   /* the graph keeps copies */
     bk_bn_t b1, b2;
-    conv_init(&t->m, &c1, C, 8, 3, 1, &rs);
+    conv_init(&t->m, &c1, C, 8, 3, 0, &rs);   /* cuda: native, 3 channels padded to 8 */
     bn_init(&t->m, &b1, 8, 1, &rs);
     conv_init(&t->m, &c2, 8, 8, 3, 0, &rs);
     bn_init(&t->m, &b2, 8, 0, &rs);
-    conv_init(&t->m, &c3, 8, 4, 1, 0, &rs);
+    conv_init(&t->m, &c3, 8, 4, 1, 1, &rs);   /* bias, 4 outputs: cuda's generic conv */
     float *lw_g, *lb_g;
     float *lw = weight(&t->m, (size_t)K * 12, &rs, 0.3f, 0.0f, &lw_g);
     float *lb = weight(&t->m, K, &rs, 0.1f, 0.0f, &lb_g);
