@@ -698,11 +698,8 @@ __global__ static void k_pool_bwd(const ck_pool_t p, const float *x, const float
         size_t plane = i / ((size_t)p.ih * p.iw);
         const float *xp = x + plane * p.ih * p.iw, *gp = gy + plane * p.oh * p.ow;
         float acc = 0.0f;
-        /* outputs r whose window covers yy: r*sh - ph <= yy < r*sh - ph + kh */
-        int r0 = (yy + p.ph - p.kh + p.sh) / p.sh, r1 = (yy + p.ph) / p.sh;
-        int q0 = (xx + p.pw - p.kw + p.sw) / p.sw, q1 = (xx + p.pw) / p.sw;
-        r0 = yy + p.ph - p.kh + 1 > 0 ? r0 : 0;
-        q0 = xx + p.pw - p.kw + 1 > 0 ? q0 : 0;
+        int r0, r1, q0, q1;
+        pool_covering(p, yy, xx, &r0, &r1, &q0, &q1);
         for (int r = r0; r <= r1 && r < p.oh; r++)
             for (int q = q0; q <= q1 && q < p.ow; q++) {
                 if (p.alg == 0) {

@@ -56,4 +56,16 @@ __device__ static inline int pool_div(const ck_pool_t p, int r, int q)
     return p.alg == 1 ? cnt_pad : cnt;
 }
 
+/* The outputs whose windows cover input pixel (yy, xx): rows [*r0, *r1],
+ * columns [*q0, *q1] (r1, q1 may pass the output's edge: the callers stop
+ * at oh, ow): r * sh - ph <= yy < r * sh - ph + kh. */
+__device__ static inline void pool_covering(const ck_pool_t p, int yy, int xx, int *r0, int *r1,
+                                            int *q0, int *q1)
+{
+    *r0 = yy + p.ph - p.kh + 1 > 0 ? (yy + p.ph - p.kh + p.sh) / p.sh : 0;
+    *r1 = (yy + p.ph) / p.sh;
+    *q0 = xx + p.pw - p.kw + 1 > 0 ? (xx + p.pw - p.kw + p.sw) / p.sw : 0;
+    *q1 = (xx + p.pw) / p.sw;
+}
+
 #endif

@@ -245,11 +245,8 @@ __global__ static void k16_pool_bwd(const ck_pool_t p, int c, const bf16 *x, con
         const bf16 *xp = x + b * p.ih * p.iw * (size_t)c + ch;
         const bf16 *gp = gy + b * p.oh * p.ow * (size_t)c + ch;
         float acc = 0.0f;
-        /* outputs r whose window covers yy: r*sh - ph <= yy < r*sh - ph + kh */
-        int r0 = (yy + p.ph - p.kh + p.sh) / p.sh, r1 = (yy + p.ph) / p.sh;
-        int q0 = (xx + p.pw - p.kw + p.sw) / p.sw, q1 = (xx + p.pw) / p.sw;
-        r0 = yy + p.ph - p.kh + 1 > 0 ? r0 : 0;
-        q0 = xx + p.pw - p.kw + 1 > 0 ? q0 : 0;
+        int r0, r1, q0, q1;
+        pool_covering(p, yy, xx, &r0, &r1, &q0, &q1);
         for (int r = r0; r <= r1 && r < p.oh; r++)
             for (int q = q0; q <= q1 && q < p.ow; q++) {
                 float g = __bfloat162float(gp[((size_t)r * p.ow + q) * c]);
