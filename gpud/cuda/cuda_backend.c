@@ -374,12 +374,14 @@ int cu_conv_init(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4], i
 }
 
 int cu_conv_init_as(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
-                    int kw, int sh, int sw, int ph, int pw, int train, int bf16)
+                    int kw, int sh, int sw, int ph, int pw, int train, int half)
 {
-    /* bf16 operands: tensor-op math (fp32 sums); fp32: TF32 only where allowed */
-    int tf32 = bf16 || cu_tensor_ops(g);
-    cudnnTensorFormat_t fmt = bf16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-    cudnnDataType_t dt = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    /* 16-bit operands: tensor-op math (fp32 sums); fp32: TF32 only where allowed */
+    int tf32 = half || cu_tensor_ops(g);
+    cudnnTensorFormat_t fmt = half ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    cudnnDataType_t dt = half == 2 ? CUDNN_DATA_HALF
+                         : half    ? CUDNN_DATA_BFLOAT16
+                                   : CUDNN_DATA_FLOAT;
     memset(c, 0, sizeof *c);
     if (cudnn_check(g, cudnnCreateTensorDescriptor(&c->xd), "cudnnCreateTensorDescriptor") < 0 ||
         cudnn_check(g, cudnnCreateTensorDescriptor(&c->yd), "cudnnCreateTensorDescriptor") < 0 ||
@@ -401,8 +403,9 @@ int cu_conv_init_as(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4]
                                                                : CUDNN_FMA_MATH),
                     "cudnnSetConvolutionMathType") < 0)
         return -1;
-    /* key[11]: tensor ops allowed (find_fwd / find_bwd read it); key[12]: bf16 NHWC */
-    int key[13] = {in[0], in[1], in[2], in[3], out[1], kh, kw, sh, sw, ph, pw, tf32, bf16};
+    /* key[11]: tensor ops allowed (find_fwd / find_bwd read it); key[12]: the
+     * 16-bit NHWC format, if any */
+    int key[13] = {in[0], in[1], in[2], in[3], out[1], kh, kw, sh, sw, ph, pw, tf32, half};
     return choose_algos(g, c, key, train);
 }
 
@@ -520,12 +523,12 @@ static int u8_lut(bk_ctx_t *g, int c, const float *lut)
 /* 1 (the engine converts on the host) past CU_U8_MAX_C channels, and in
  * bf16 (whose input is written as floats: cuda_infer.c). */
 int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, const int s[4],
-                int bf16)
+                int half)
 {
     /* fp32 buffers of a bf16/fp16 training graph take floats (the engine
      * rounds them); the bf16 plan's NHWC input is rounded here, as its
      * write rounds the floats */
-    if (s[1] > CU_U8_MAX_C || (!bf16 && g->be->precision != BK_FP32))
+    if (s[1] > CU_U8_MAX_C || (!half && g->be->precision != BK_FP32))
         return 1;
     cuda_backend_t *cb = cu_be(g->be);
     cu_u8_t *u = &cb->u8;
@@ -542,8 +545,8 @@ int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, con
                                     u->copy_stream), "input copy to the GPU") < 0 ||
         cu_check(g, cudaEventRecord(u->copied[i], u->copy_stream), "cudaEventRecord") < 0 ||
         cu_check(g, cudaStreamWaitEvent(cb->stream, u->copied[i], 0), "cudaStreamWaitEvent") < 0 ||
-        cu_check(g, bf16 ? ckb_from_u8(cb->stream, u->dev[i], s[0], s[1], s[2] * s[3], u->lut,
-                                       dst)
+        cu_check(g, half ? ckb_from_u8(cb->stream, half == 2, u->dev[i], s[0], s[1], s[2] * s[3],
+                                       u->lut, dst)
                           : ck_u8_normalize(cb->stream, u->dev[i], s[0], s[1], s[2] * s[3],
                                             u->lut, dst),
                  "uint8 normalise kernel") < 0)
@@ -629,8 +632,8 @@ static const bk_ops_t CUDA_OPS = {
     .name = "cuda",
     .destroy = cb_destroy,
     .train = &CUDA_TKERNELS,
-    .train16 = &CUDA_T16KERNELS,   /* bf16 training on bf16 NHWC activations */
-    .caps = BK_CAPS_CUDA | BK_CAP_FUSED_BF16 | BK_CAP_ACT16_BF16,   /* bf16: cuda_infer.c */
+    .train16 = &CUDA_T16KERNELS,   /* bf16/fp16 training on 16-bit NHWC activations */
+    .caps = BK_CAPS_CUDA | BK_CAP_FUSED_BF16 | BK_CAP_ACT16_BF16 | BK_CAP_ACT16_FP16,
     .traffic = cb_traffic,
     .graphs = &CUDA_GRAPH_OPS,
     .timer = &CUDA_TIMER_OPS,

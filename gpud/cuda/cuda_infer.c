@@ -122,30 +122,31 @@ size_t cuinf_bytes(const backend_t *be, const void *p, size_t count)
 }
 
 /* The floats go up into the backend's scratch (counted as the batch's
- * bytes, as fp32's write), then one kernel rounds them into dst. */
-int cuinf_write(bk_ctx_t *g, void *dst, const float *nchw, const int s[4])
+ * bytes, as fp32's write), then one kernel rounds them into dst (bf16, or
+ * with fp16 an fp16 buffer of cuda_train16.c). */
+int cuinf_write(bk_ctx_t *g, int fp16, void *dst, const float *nchw, const int s[4])
 {
     size_t bytes = count4(s) * sizeof(float);
     float *f = cu_scratch(g, bytes);
     if (!f || cu_up_n(g, &cu_be(g->be)->traffic.batch_in, f, nchw, bytes) < 0)
         return -1;
-    return cu_check(g, ckb_from_nchw(stream_of(g->be), f, s[0], s[1], s[2] * s[3], dst),
-                    "bf16 input conversion kernel");
+    return cu_check(g, ckb_from_nchw(stream_of(g->be), fp16, f, s[0], s[1], s[2] * s[3], dst),
+                    "16-bit input conversion kernel");
 }
 
-int cuinf_read(bk_ctx_t *g, const void *src, float *nchw, const int s[4])
+int cuinf_read(bk_ctx_t *g, int fp16, const void *src, float *nchw, const int s[4])
 {
     size_t bytes = count4(s) * sizeof(float);
     float *f = cu_scratch(g, bytes);
-    if (!f || cu_check(g, ckb_to_nchw(stream_of(g->be), src, s[0], s[1], s[2] * s[3], f),
-                       "bf16 output conversion kernel") < 0)
+    if (!f || cu_check(g, ckb_to_nchw(stream_of(g->be), fp16, src, s[0], s[1], s[2] * s[3], f),
+                       "16-bit output conversion kernel") < 0)
         return -1;
     return cu_down_n(g, &cu_be(g->be)->traffic.out, nchw, f, bytes);
 }
 
 void cuinf_add(backend_t *be, void *y, const void *a, const void *b, size_t count, int relu)
 {
-    cu_note(be, ckb_add(stream_of(be), y, a, b, count, relu), "bf16 add kernel");
+    cu_note(be, ckb_add(stream_of(be), 0, y, a, b, count, relu), "bf16 add kernel");
 }
 
 void cuinf_flatten(backend_t *be, void *y, const void *x, const int xs[4], int backward)
@@ -369,7 +370,7 @@ int cuinf_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, co
         return -1;
     }
     if (!p->wset || p->wver != g->params_version) {
-        if (cu_check(g, ckb_weights(s, w, oc, p->in[1], p->kh * p->kw, p->ocp, p->icp, p->w16),
+        if (cu_check(g, ckb_weights(s, 0, w, oc, p->in[1], p->kh * p->kw, p->ocp, p->icp, p->w16),
                      "bf16 weight conversion kernel") < 0)
             return -1;
         p->wver = g->params_version;
@@ -377,7 +378,7 @@ int cuinf_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, co
     }
     const void *xin = x;
     if (p->xpad) {
-        if (cu_check(g, ckb_pad(s, x, pix_in, p->in[1], p->icp, p->xpad),
+        if (cu_check(g, ckb_pad(s, 0, x, pix_in, p->in[1], p->icp, p->xpad),
                      "bf16 channel padding kernel") < 0)
             return -1;
         xin = p->xpad;
@@ -434,7 +435,7 @@ bk_plan_t *cuinf_relu_plan(bk_ctx_t *g, const int in[4])
 
 int cuinf_relu_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
-    return cu_check(g, ckb_relu(stream_of(g->be), y, x, ((isimple_t *)bp)->count),
+    return cu_check(g, ckb_relu(stream_of(g->be), 0, y, x, ((isimple_t *)bp)->count),
                     "bf16 relu kernel");
 }
 
@@ -455,7 +456,7 @@ bk_plan_t *cuinf_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
 int cuinf_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     isimple_t *p = (isimple_t *)bp;
-    return cu_check(g, ckb_pool(stream_of(g->be), &p->pool, p->c, x, y), "bf16 pooling kernel");
+    return cu_check(g, ckb_pool(stream_of(g->be), 0, &p->pool, p->c, x, y), "bf16 pooling kernel");
 }
 
 /* ----------------------------------------------------------------- linear */
@@ -512,7 +513,7 @@ int cuinf_linear_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, 
     if (cu_sticky(g) < 0)
         return -1;
     if (!p->wset || p->wver != g->params_version) {
-        if (cu_check(g, ckb_weights(cb->stream, w, p->out, p->c, p->hw, p->out, p->c, p->w16),
+        if (cu_check(g, ckb_weights(cb->stream, 0, w, p->out, p->c, p->hw, p->out, p->c, p->w16),
                      "bf16 linear weight conversion kernel") < 0)
             return -1;
         p->wver = g->params_version;

@@ -40,8 +40,8 @@ void cuinf_forget(backend_t *be, const void *p);
 /* bk_kernels_t entries in bf16 (see backend_impl.h for each one's contract). */
 int cuinf_layout(backend_t *be, const int s[4]);
 void *cuinf_alloc(bk_ctx_t *g, size_t count);
-int cuinf_write(bk_ctx_t *g, void *dst, const float *nchw, const int s[4]);
-int cuinf_read(bk_ctx_t *g, const void *src, float *nchw, const int s[4]);
+int cuinf_write(bk_ctx_t *g, int fp16, void *dst, const float *nchw, const int s[4]);
+int cuinf_read(bk_ctx_t *g, int fp16, const void *src, float *nchw, const int s[4]);
 /* Bytes of count elements of activation buffer p (zero, copy). */
 size_t cuinf_bytes(const backend_t *be, const void *p, size_t count);
 void cuinf_add(backend_t *be, void *y, const void *a, const void *b, size_t count, int relu);

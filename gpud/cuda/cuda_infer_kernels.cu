@@ -3,6 +3,7 @@
  * stores are coalesced; written to be obviously equal to the CPU reference
  * (gpud/cpu/ref_ops.c's loops, then one rounding to bf16) rather than
  * fastest: the time of the plan is in cuDNN's convolutions. */
+#include "gpud/cuda/cuda_half16.h"
 #include "gpud/cuda/cuda_infer_kernels.h"
 #include "gpud/cuda/cuda_launch.h"
 
@@ -13,38 +14,41 @@ typedef __nv_bfloat16 bf16;
 
 /* ------------------------------------------------------------ layouts */
 
-__global__ static void k_from_nchw(const float *x, size_t count, int c, size_t hw, bf16 *y)
+template <typename T>
+__global__ static void k_from_nchw(const float *x, size_t count, int c, size_t hw, void *yv)
 {
+    T *y = (T *)yv;
     GRID_STRIDE(i, count)
     {
         size_t ch = i % (size_t)c, p = (i / (size_t)c) % hw, b = i / ((size_t)c * hw);
-        y[i] = __float2bfloat16_rn(x[(b * c + ch) * hw + p]);
+        y[i] = h16<T>::st(x[(b * c + ch) * hw + p]);
     }
 }
 
-cudaError_t ckb_from_nchw(cudaStream_t s, const float *x, int n, int c, int hw, void *y)
+cudaError_t ckb_from_nchw(cudaStream_t s, int fp16, const float *x, int n, int c, int hw,
+                          void *y)
 {
     size_t count = (size_t)n * c * hw;
-    k_from_nchw<<<blocks_for(count), THREADS, 0, s>>>(x, count, c, (size_t)hw, (bf16 *)y);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_from_nchw, count, x, count, c, (size_t)hw, y);
 }
 
+template <typename T>
 __global__ static void k_from_u8(const uint8_t *px, size_t count, int c, size_t hw,
-                                 const float *lut, bf16 *y)
+                                 const float *lut, void *yv)
 {
+    T *y = (T *)yv;
     GRID_STRIDE(i, count)
     {
         size_t ch = i % (size_t)c, p = (i / (size_t)c) % hw, b = i / ((size_t)c * hw);
-        y[i] = __float2bfloat16_rn(lut[ch * 256 + px[(b * c + ch) * hw + p]]);
+        y[i] = h16<T>::st(lut[ch * 256 + px[(b * c + ch) * hw + p]]);
     }
 }
 
-cudaError_t ckb_from_u8(cudaStream_t s, const uint8_t *px, int n, int c, int hw,
+cudaError_t ckb_from_u8(cudaStream_t s, int fp16, const uint8_t *px, int n, int c, int hw,
                         const float *lut, void *y)
 {
     size_t count = (size_t)n * c * hw;
-    k_from_u8<<<blocks_for(count), THREADS, 0, s>>>(px, count, c, (size_t)hw, lut, (bf16 *)y);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_from_u8, count, px, count, c, (size_t)hw, lut, y);
 }
 
 /* out[i] (NCHW index i) = x (NHWC) of the same element */
@@ -54,17 +58,19 @@ __device__ static size_t nhwc_of_nchw(size_t i, int c, size_t hw)
     return (b * hw + p) * c + ch;
 }
 
-__global__ static void k_to_nchw(const bf16 *x, size_t count, int c, size_t hw, float *y)
+template <typename T>
+__global__ static void k_to_nchw(const void *xv, size_t count, int c, size_t hw, float *y)
 {
+    const T *x = (const T *)xv;
     GRID_STRIDE(i, count)
-    y[i] = __bfloat162float(x[nhwc_of_nchw(i, c, hw)]);
+    y[i] = h16<T>::ld(x[nhwc_of_nchw(i, c, hw)]);
 }
 
-cudaError_t ckb_to_nchw(cudaStream_t s, const void *x, int n, int c, int hw, float *y)
+cudaError_t ckb_to_nchw(cudaStream_t s, int fp16, const void *x, int n, int c, int hw,
+                        float *y)
 {
     size_t count = (size_t)n * c * hw;
-    k_to_nchw<<<blocks_for(count), THREADS, 0, s>>>((const bf16 *)x, count, c, (size_t)hw, y);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_to_nchw, count, x, count, c, (size_t)hw, y);
 }
 
 __global__ static void k_flatten(const bf16 *x, size_t count, int c, size_t hw, bf16 *y)
@@ -81,40 +87,43 @@ cudaError_t ckb_flatten(cudaStream_t s, const void *x, int n, int c, int hw, voi
     return cudaGetLastError();
 }
 
+template <typename T>
 __global__ static void k_weights(const float *w, size_t count, int o, int in, int k, int ip,
-                                 bf16 *y)
+                                 void *yv)
 {
+    T *y = (T *)yv;
     GRID_STRIDE(i, count)
     {
         size_t ci = i % (size_t)ip, kk = (i / (size_t)ip) % (size_t)k;
         size_t oo = i / ((size_t)ip * k);
-        y[i] = oo < (size_t)o && ci < (size_t)in ? __float2bfloat16_rn(w[(oo * in + ci) * k + kk])
-                                                 : __float2bfloat16_rn(0.0f);
+        y[i] = h16<T>::st(oo < (size_t)o && ci < (size_t)in ? w[(oo * in + ci) * k + kk] : 0.0f);
     }
 }
 
-cudaError_t ckb_weights(cudaStream_t s, const float *w, int o, int i, int k, int op, int ip,
-                        void *y)
+cudaError_t ckb_weights(cudaStream_t s, int fp16, const float *w, int o, int i, int k, int op,
+                        int ip, void *y)
 {
     size_t count = (size_t)op * ip * k;
-    k_weights<<<blocks_for(count), THREADS, 0, s>>>(w, count, o, i, k, ip, (bf16 *)y);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_weights, count, w, count, o, i, k, ip, y);
 }
 
-__global__ static void k_pad(const bf16 *x, size_t count, int c, int cp, bf16 *y)
+template <typename T>
+__global__ static void k_pad(const void *xv, size_t count, int c, int cp, void *yv)
 {
+    const T *x = (const T *)xv;
+    T *y = (T *)yv;
     GRID_STRIDE(i, count)
     {
         size_t ch = i % (size_t)cp, p = i / (size_t)cp;
-        y[i] = ch < (size_t)c ? x[p * c + ch] : __float2bfloat16_rn(0.0f);
+        y[i] = ch < (size_t)c ? x[p * c + ch] : h16<T>::st(0.0f);
     }
 }
 
-cudaError_t ckb_pad(cudaStream_t s, const void *x, size_t npix, int c, int cp, void *y)
+cudaError_t ckb_pad(cudaStream_t s, int fp16, const void *x, size_t npix, int c, int cp,
+                    void *y)
 {
     size_t count = npix * cp;
-    k_pad<<<blocks_for(count), THREADS, 0, s>>>((const bf16 *)x, count, c, cp, (bf16 *)y);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_pad, count, x, count, c, cp, y);
 }
 
 /* ---------------------------------------------------------- epilogues */
@@ -165,36 +174,39 @@ cudaError_t ckb_linear_out(cudaStream_t s, void *y, const float *acc, const floa
 
 /* ------------------------------------------------------- element-wise */
 
-__global__ static void k_add(bf16 *y, const bf16 *a, const bf16 *b, size_t count, int relu)
+template <typename T>
+__global__ static void k_add(void *yv, const void *av, const void *bv, size_t count, int relu)
 {
+    T *y = (T *)yv;
+    const T *a = (const T *)av, *b = (const T *)bv;
     GRID_STRIDE(i, count)
     {
-        float v = __fadd_rn(__bfloat162float(a[i]), __bfloat162float(b[i]));
-        y[i] = __float2bfloat16_rn(relu && !(v > 0.0f) ? 0.0f : v);
+        float v = __fadd_rn(h16<T>::ld(a[i]), h16<T>::ld(b[i]));
+        y[i] = h16<T>::st(relu && !(v > 0.0f) ? 0.0f : v);
     }
 }
 
-cudaError_t ckb_add(cudaStream_t s, void *y, const void *a, const void *b, size_t count,
-                    int relu)
+cudaError_t ckb_add(cudaStream_t s, int fp16, void *y, const void *a, const void *b,
+                    size_t count, int relu)
 {
-    k_add<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)y, (const bf16 *)a, (const bf16 *)b,
-                                                count, relu);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_add, count, y, a, b, count, relu);
 }
 
-__global__ static void k_relu(bf16 *y, const bf16 *x, size_t count)
+template <typename T>
+__global__ static void k_relu(void *yv, const void *xv, size_t count)
 {
+    T *y = (T *)yv;
+    const T *x = (const T *)xv;
     GRID_STRIDE(i, count)
     {
-        float v = __bfloat162float(x[i]);
-        y[i] = __float2bfloat16_rn(v > 0.0f ? v : 0.0f);   /* exact: v is a bf16 value */
+        float v = h16<T>::ld(x[i]);
+        y[i] = h16<T>::st(v > 0.0f ? v : 0.0f);   /* exact: v is a 16-bit value */
     }
 }
 
-cudaError_t ckb_relu(cudaStream_t s, void *y, const void *x, size_t count)
+cudaError_t ckb_relu(cudaStream_t s, int fp16, void *y, const void *x, size_t count)
 {
-    k_relu<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)y, (const bf16 *)x, count);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_relu, count, y, x, count);
 }
 
 /* ------------------------------------------------------------ pooling */
@@ -203,8 +215,11 @@ cudaError_t ckb_relu(cudaStream_t s, void *y, const void *x, size_t count)
  * max takes the first maximum and padding never wins; avg sums in double
  * and divides by the window's count with (alg 1) or without (alg 2) the
  * padding. xp: sample b's (ih, iw, c) plane set, ch its channel. */
-__global__ static void k_pool(const ck_pool_t p, int c, const bf16 *x, bf16 *y)
+template <typename T>
+__global__ static void k_pool(const ck_pool_t p, int c, const void *xv, void *yv)
 {
+    const T *x = (const T *)xv;
+    T *y = (T *)yv;
     size_t count = (size_t)p.nc * p.oh * p.ow;
     GRID_STRIDE(i, count)
     {
@@ -212,7 +227,7 @@ __global__ static void k_pool(const ck_pool_t p, int c, const bf16 *x, bf16 *y)
         int q = (int)((i / (size_t)c) % (size_t)p.ow);
         int r = (int)((i / ((size_t)c * p.ow)) % (size_t)p.oh);
         size_t b = i / ((size_t)c * p.ow * p.oh);
-        const bf16 *xp = x + b * p.ih * p.iw * (size_t)c + ch;
+        const T *xp = x + b * p.ih * p.iw * (size_t)c + ch;
         if (p.alg == 0) {
             float m = -INFINITY;
             int found = 0;
@@ -221,13 +236,13 @@ __global__ static void k_pool(const ck_pool_t p, int c, const bf16 *x, bf16 *y)
                     int yy = r * p.sh - p.ph + a, xx = q * p.sw - p.pw + e;
                     if (yy < 0 || yy >= p.ih || xx < 0 || xx >= p.iw)
                         continue;
-                    float v = __bfloat162float(xp[((size_t)yy * p.iw + xx) * c]);
+                    float v = h16<T>::ld(xp[((size_t)yy * p.iw + xx) * c]);
                     if (!found || v > m) {
                         m = v;
                         found = 1;
                     }
                 }
-            y[i] = __float2bfloat16_rn(m);   /* an input's value: exact */
+            y[i] = h16<T>::st(m);   /* an input's value: exact */
             continue;
         }
         double acc = 0.0;
@@ -237,18 +252,18 @@ __global__ static void k_pool(const ck_pool_t p, int c, const bf16 *x, bf16 *y)
                 int yy = r * p.sh - p.ph + a, xx = q * p.sw - p.pw + e;
                 cnt_pad += yy < p.ih + p.ph && xx < p.iw + p.pw;
                 if (yy >= 0 && yy < p.ih && xx >= 0 && xx < p.iw) {
-                    acc += __bfloat162float(xp[((size_t)yy * p.iw + xx) * c]);
+                    acc += h16<T>::ld(xp[((size_t)yy * p.iw + xx) * c]);
                     cnt++;
                 }
             }
         int div = p.alg == 1 ? cnt_pad : cnt;
-        y[i] = __float2bfloat16_rn((float)(div ? acc / div : 0.0));
+        y[i] = h16<T>::st((float)(div ? acc / div : 0.0));
     }
 }
 
-cudaError_t ckb_pool(cudaStream_t s, const ck_pool_t *p, int c, const void *x, void *y)
+cudaError_t ckb_pool(cudaStream_t s, int fp16, const ck_pool_t *p, int c, const void *x,
+                     void *y)
 {
     size_t count = (size_t)p->nc * p->oh * p->ow;
-    k_pool<<<blocks_for(count), THREADS, 0, s>>>(*p, c, (const bf16 *)x, (bf16 *)y);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_pool, count, *p, c, x, y);
 }

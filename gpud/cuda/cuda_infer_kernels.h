@@ -24,24 +24,30 @@
 extern "C" {
 #endif
 
+/* fp16 (the launchers that take it): the same kernel on fp16 (IEEE
+ * binary16, __float2half_rn: torch's .to(torch.float16)) in bf16's place,
+ * for the fp16 training buffers (cuda_train16.c); 0: bf16. */
 /* y (n, c, hw) bf16 NHWC = x (n, c, hw) float NCHW, rounded. */
-cudaError_t ckb_from_nchw(cudaStream_t s, const float *x, int n, int c, int hw, void *y);
+cudaError_t ckb_from_nchw(cudaStream_t s, int fp16, const float *x, int n, int c, int hw,
+                          void *y);
 /* y (n, c, hw) bf16 NHWC = lut[ch * 256 + px] of uint8 NCHW pixels, rounded:
  * ckb_from_nchw of the floats the host would normalise them to. */
-cudaError_t ckb_from_u8(cudaStream_t s, const uint8_t *px, int n, int c, int hw,
+cudaError_t ckb_from_u8(cudaStream_t s, int fp16, const uint8_t *px, int n, int c, int hw,
                         const float *lut, void *y);
 /* y float NCHW = x bf16 NHWC (exact). */
-cudaError_t ckb_to_nchw(cudaStream_t s, const void *x, int n, int c, int hw, float *y);
+cudaError_t ckb_to_nchw(cudaStream_t s, int fp16, const void *x, int n, int c, int hw,
+                        float *y);
 /* y bf16 NCHW = x bf16 NHWC (a flatten in PyTorch's order). */
 cudaError_t ckb_flatten(cudaStream_t s, const void *x, int n, int c, int hw, void *y);
 /* Weights [o, i, k] float (PyTorch's OIHW, k = kh*kw) -> y [op, k, ip] bf16
  * (cuDNN's NHWC filter), rounded; rows o >= o and columns >= i (channel
  * padding to op >= o, ip >= i) are zeros. A linear layer's [out, c*h*w]
  * weight with (i, k) = (c, h*w) becomes the order of its NHWC input. */
-cudaError_t ckb_weights(cudaStream_t s, const float *w, int o, int i, int k, int op, int ip,
-                        void *y);
+cudaError_t ckb_weights(cudaStream_t s, int fp16, const float *w, int o, int i, int k, int op,
+                        int ip, void *y);
 /* y (npix, cp) = x (npix, c) with channels [c, cp) zero (bf16 NHWC). */
-cudaError_t ckb_pad(cudaStream_t s, const void *x, size_t npix, int c, int cp, void *y);
+cudaError_t ckb_pad(cudaStream_t s, int fp16, const void *x, size_t npix, int c, int cp,
+                    void *y);
 /* conv epilogue over count NHWC elements of c channels, x of xc >= c
  * channels (the conv's output, padded): v = x + bias[ch] (bias may be
  * NULL), then post in order (1 ReLU, 2 + res), y = bf16(v). y may be x
@@ -52,11 +58,12 @@ cudaError_t ckb_epilogue(cudaStream_t s, void *y, const void *x, int xc, const f
 cudaError_t ckb_linear_out(cudaStream_t s, void *y, const float *acc, const float *bias,
                            int n, int out);
 /* y = bf16(a + b), then ReLU if relu (y may alias a or b). */
-cudaError_t ckb_add(cudaStream_t s, void *y, const void *a, const void *b, size_t count,
-                    int relu);
-cudaError_t ckb_relu(cudaStream_t s, void *y, const void *x, size_t count);
+cudaError_t ckb_add(cudaStream_t s, int fp16, void *y, const void *a, const void *b,
+                    size_t count, int relu);
+cudaError_t ckb_relu(cudaStream_t s, int fp16, void *y, const void *x, size_t count);
 /* Pooling as ck_pool_fwd (p->nc = n * c planes) on NHWC bf16 of c channels. */
-cudaError_t ckb_pool(cudaStream_t s, const ck_pool_t *p, int c, const void *x, void *y);
+cudaError_t ckb_pool(cudaStream_t s, int fp16, const ck_pool_t *p, int c, const void *x,
+                     void *y);
 
 #ifdef __cplusplus
 }

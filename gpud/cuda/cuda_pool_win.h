@@ -1,5 +1,5 @@
 /* cuda_pool_win — a pooling window's first maximum and divisor, for the
- * fp32 NCHW kernels (cuda_kernels.cu) and the bf16 NHWC ones
+ * fp32 NCHW kernels (cuda_kernels.cu) and the 16-bit NHWC ones
  * (cuda_train16_kernels.cu) alike: xp is the (sample, channel)'s first
  * element and `stride` the distance between neighbouring pixels (1 in
  * NCHW, c in NHWC), so both pick the same element by the same rule (ref's:
@@ -8,6 +8,7 @@
 #define DDP_CUDA_POOL_WIN_H
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <math.h>
 
 #include "gpud/cuda/cuda_kernels.h"
@@ -20,6 +21,11 @@ __device__ static inline float pool_ld(float v)
 __device__ static inline float pool_ld(__nv_bfloat16 v)
 {
     return __bfloat162float(v);
+}
+
+__device__ static inline float pool_ld(__half v)
+{
+    return __half2float(v);
 }
 
 /* Window of output (r, q): the pixel index (yy * iw + xx) of its first

@@ -88,10 +88,11 @@ static inline cuda_backend_t *cu_be(backend_t *be)
 }
 
 /* bk_kernels_t.write_u8 (cuda_backend.c, the uint8 input path): dst fp32
- * NCHW, or with bf16 set the bf16 inference plan's NHWC input (cuda_infer.c's
- * layout). 1: not this precision (the caller writes floats). */
+ * NCHW (half 0), or a 16-bit NHWC input (cuda_infer.c's layout): bf16 (half
+ * 1: the inference plan's, cuda_train16.c's) or fp16 (2: cuda_train16.c's).
+ * 1: not this precision (the caller writes floats). */
 int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, const int s[4],
-                int bf16);
+                int half);
 
 /* Counted copies: cu_upload / cu_download (and the _be forms) that add
  * bytes to *count (a field of cuda_backend_t.traffic) when they succeed. */
@@ -146,10 +147,11 @@ typedef struct {
  * algorithms (forward; backward data + filter when train). 0 or -1. */
 int cu_conv_init(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
                  int kw, int sh, int sw, int ph, int pw, int train);
-/* The same for bf16 NHWC tensors and filter (bf16 1; cuda_train16.c):
- * fp32 sums, tensor-op math, deterministic algorithms as ever. */
+/* The same for 16-bit NHWC tensors and filter (half 1 bf16, 2 fp16;
+ * cuda_train16.c): fp32 sums, tensor-op math, deterministic algorithms as
+ * ever. */
 int cu_conv_init_as(bk_ctx_t *g, cu_conv_t *c, const int in[4], const int out[4], int kh,
-                    int kw, int sh, int sw, int ph, int pw, int train, int bf16);
+                    int kw, int sh, int sw, int ph, int pw, int train, int half);
 void cu_conv_fini(cu_conv_t *c);
 /* y = conv(x, w) (no bias) */
 int cu_conv_fwd(bk_ctx_t *g, cu_conv_t *c, const float *x, const float *w, float *y);

@@ -58,14 +58,14 @@ static void ct_release(backend_t *be, void *buf)
 static int ct_write(bk_ctx_t *g, void *dst, const float *nchw, const int shape[4], int layout)
 {
     if (layout == CU_LAYOUT_BF16_NHWC)
-        return cuinf_write(g, dst, nchw, shape);
+        return cuinf_write(g, 0, dst, nchw, shape);
     return cu_up_n(g, BATCH(g->be), dst, nchw, count4(shape) * sizeof(float));
 }
 
 static int ct_read(bk_ctx_t *g, const void *src, float *nchw, const int shape[4], int layout)
 {
     if (layout == CU_LAYOUT_BF16_NHWC)
-        return cuinf_read(g, src, nchw, shape);
+        return cuinf_read(g, 0, src, nchw, shape);
     return cu_down_n(g, &cu_be(g->be)->traffic.out, nchw, src, count4(shape) * sizeof(float));
 }
 
@@ -119,7 +119,7 @@ static int ct_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *l
 {
     if (layout && layout != CU_LAYOUT_BF16_NHWC)
         return 1;
-    return cu_write_u8(g, dst, px, lut, s, layout == CU_LAYOUT_BF16_NHWC);
+    return cu_write_u8(g, dst, px, lut, s, layout == CU_LAYOUT_BF16_NHWC ? 1 : 0);
 }
 
 /* keys: device memory (the graph's, put), read in place: nothing from the host */

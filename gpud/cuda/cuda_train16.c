@@ -41,6 +41,12 @@ static const bk_kernels_t *k32(const backend_t *be)
     return be->ops->train;
 }
 
+/* 1: the graph's 16-bit values are fp16 (--precision fp16), 0: bf16 */
+static int f16(const backend_t *be)
+{
+    return be->precision == BK_FP16;
+}
+
 static size_t count4(const int s[4])
 {
     return (size_t)s[0] * s[1] * s[2] * s[3];
@@ -85,13 +91,13 @@ static size_t parts(size_t a, size_t b, size_t c, size_t d, size_t e)
 /* f (NCHW floats) = x (NHWC bf16) of shape s; and the way back, rounded */
 static void unpack(backend_t *be, float *f, const void *x, const int s[4])
 {
-    cu_note(be, ckb_to_nchw(stream_of(be), x, s[0], s[1], s[2] * s[3], f),
-            "bf16 to fp32 conversion kernel");
+    cu_note(be, ckb_to_nchw(stream_of(be), f16(be), x, s[0], s[1], s[2] * s[3], f),
+            "16-bit to fp32 conversion kernel");
 }
 
 static void pack(backend_t *be, void *y, const float *f, const int s[4])
 {
-    cu_note(be, ckb_from_nchw(stream_of(be), f, s[0], s[1], s[2] * s[3], y),
+    cu_note(be, ckb_from_nchw(stream_of(be), f16(be), f, s[0], s[1], s[2] * s[3], y),
             "fp32 to bf16 conversion kernel");
 }
 
@@ -110,20 +116,20 @@ static void h_release(backend_t *be, void *buf)
 static int h_write(bk_ctx_t *g, void *dst, const float *nchw, const int s[4], int layout)
 {
     (void)layout;
-    return cuinf_write(g, dst, nchw, s);
+    return cuinf_write(g, f16(g->be), dst, nchw, s);
 }
 
 static int h_read(bk_ctx_t *g, const void *src, float *nchw, const int s[4], int layout)
 {
     (void)layout;
-    return cuinf_read(g, src, nchw, s);
+    return cuinf_read(g, f16(g->be), src, nchw, s);
 }
 
 static int h_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut,
                       const int s[4], int layout)
 {
     (void)layout;
-    return cu_write_u8(g, dst, px, lut, s, 1);
+    return cu_write_u8(g, dst, px, lut, s, f16(g->be) ? 2 : 1);
 }
 
 static void h_zero(backend_t *be, void *y, size_t count)
@@ -139,12 +145,12 @@ static void h_copy(backend_t *be, void *y, const void *x, size_t count)
 
 static void h_add(backend_t *be, void *y, const void *a, const void *b, size_t count, int relu)
 {
-    cu_note(be, ckb_add(stream_of(be), y, a, b, count, relu), "bf16 add kernel");
+    cu_note(be, ckb_add(stream_of(be), f16(be), y, a, b, count, relu), "16-bit add kernel");
 }
 
 static void h_acc(backend_t *be, void *y, const void *x, size_t count)
 {
-    cu_note(be, ckb_acc(stream_of(be), y, x, count), "bf16 accumulate kernel");
+    cu_note(be, ckb_acc(stream_of(be), f16(be), y, x, count), "16-bit accumulate kernel");
 }
 
 static void h_concat(backend_t *be, void *y, int cy, void *x, const int xs[4], int off,
@@ -333,7 +339,7 @@ static bk_plan_t *h_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *
     int pin[4] = {in[0], p->icp, in[2], in[3]};
     size_t nw = (size_t)c->oc * p->icp * p->kk * 2, npix = (size_t)in[0] * in[2] * in[3];
     if (cu_conv_init_as(g, &p->conv, pin, out, c->kh, c->kw, c->stride_h, c->stride_w,
-                        c->pad_h, c->pad_w, 1, 1) < 0 ||
+                        c->pad_h, c->pad_w, 1, f16(g->be) ? 2 : 1) < 0 ||
         !(p->w16 = cu_alloc(g, nw)) || !(p->dw16 = cu_alloc(g, nw)) ||
         (p->icp != c->ic && !(p->xpad = cu_alloc(g, npix * p->icp * 2)))) {
         hplan_destroy(&p->base);
@@ -347,8 +353,9 @@ static bk_plan_t *h_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *
 static int filter16(bk_ctx_t *g, hplan_t *p, const float *w)
 {
     int oc = p->out[1], ic = p->in[1];
-    return cu_check(g, ckb_weights(stream_of(g->be), w, oc, ic, p->kk, oc, p->icp, p->w16),
-                    "bf16 filter conversion kernel");
+    return cu_check(g, ckb_weights(stream_of(g->be), f16(g->be), w, oc, ic, p->kk, oc, p->icp,
+                                   p->w16),
+                    "16-bit filter conversion kernel");
 }
 
 static size_t npix_in(const hplan_t *p)
@@ -388,15 +395,15 @@ static int h_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
     if (filter16(g, p, w) < 0 || set_math(g, c, c->algo.math_fwd) < 0)
         return -1;
     if (p->xpad) {
-        if (cu_check(g, ckb_pad(stream_of(be), x, npix_in(p), p->in[1], p->icp, p->xpad),
-                     "bf16 channel padding kernel") < 0)
+        if (cu_check(g, ckb_pad(stream_of(be), f16(be), x, npix_in(p), p->in[1], p->icp, p->xpad),
+                     "16-bit channel padding kernel") < 0)
             return -1;
         x = p->xpad;
     }
     return cudnn_check(g, cudnnConvolutionForward(cb->dnn, &one, c->xd, x, c->wd, p->w16, c->cd,
                                                   c->algo.fwd, cb->ws, cb->ws_size, &zero,
                                                   c->yd, y),
-                       "cudnnConvolutionForward (bf16)");
+                       "cudnnConvolutionForward (16-bit)");
 }
 
 static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const void *gy,
@@ -436,9 +443,10 @@ static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                cudnn_check(g, cudnnConvolutionBackwardData(cb->dnn, &one, c->wd, p->w16, c->yd,
                                                            gy, c->cd, c->algo.bwd_data, cb->ws,
                                                            cb->ws_size, &zero, c->xd, dx),
-                           "cudnnConvolutionBackwardData (bf16)") < 0 ||
-               (dx != gx && cu_check(g, ckb_unpad(stream_of(be), dx, npix_in(p), p->in[1],
-                                                  p->icp, gx), "bf16 channel unpadding kernel") < 0)))
+                           "cudnnConvolutionBackwardData (16-bit)") < 0 ||
+               (dx != gx && cu_check(g, ckb_unpad(stream_of(be), f16(be), dx, npix_in(p),
+                                                  p->in[1], p->icp, gx),
+                                     "16-bit channel unpadding kernel") < 0)))
         return -1;
     if (!gw)
         return 0;
@@ -446,10 +454,11 @@ static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
         cudnn_check(g, cudnnConvolutionBackwardFilter(cb->dnn, &one, c->xd, p->xpad ? p->xpad : x,
                                                       c->yd, gy, c->cd, c->algo.bwd_filter, cb->ws,
                                                       cb->ws_size, &zero, c->wd, p->dw16),
-                    "cudnnConvolutionBackwardFilter (bf16)") < 0)
+                    "cudnnConvolutionBackwardFilter (16-bit)") < 0)
         return -1;
-    return cu_check(g, ckb_weights_back(stream_of(be), p->dw16, p->out[1], p->in[1], p->kk,
-                                        p->icp, gw), "bf16 filter gradient conversion kernel");
+    return cu_check(g, ckb_weights_back(stream_of(be), f16(be), p->dw16, p->out[1], p->in[1],
+                                        p->kk, p->icp, gw),
+                    "16-bit filter gradient conversion kernel");
 }
 
 /* -------------------------------------------------------------- batch-norm */
@@ -510,7 +519,7 @@ static int h_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, con
     return cu_sticky(g);
 }
 
-/* cuda_train.c's bn_train_fwd / bn_train_bwd on bf16 NHWC: the same
+/* cuda_train.c's bn_train_fwd / bn_train_bwd on 16-bit NHWC: the same
  * steps (bn_math.h's arithmetic), the per-channel kernels shared. */
 static int h_bn_train_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int sh[4],
                           const bk_bn_train_t *t, void *y)
@@ -520,13 +529,16 @@ static int h_bn_train_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int s
     float *mean = t->stat, *var = t->stat + c;
     double *part = p->sums + 2 * (size_t)c;
     cudaStream_t s = stream_of(g->be);
+    int h = f16(g->be);
     if (cu_sticky(g) < 0 ||
-        cu_check(g, ckb_chan_sums(s, x, npix, c, NULL, p->sums, part), "bf16 channel sums") < 0 ||
+        cu_check(g, ckb_chan_sums(s, h, x, npix, c, NULL, p->sums, part),
+                 "16-bit channel sums") < 0 ||
         cu_check(g, ck_bn_stat(s, p->sums, c, t->count, mean), "batch mean kernel") < 0 ||
-        cu_check(g, ckb_chan_sums(s, x, npix, c, mean, p->sums, part), "bf16 channel sums") < 0 ||
+        cu_check(g, ckb_chan_sums(s, h, x, npix, c, mean, p->sums, part),
+                 "16-bit channel sums") < 0 ||
         cu_check(g, ck_bn_stat(s, p->sums, c, t->count, var), "batch variance kernel") < 0 ||
-        cu_check(g, ckb_bn_apply(s, y, x, npix, c, t->gamma, t->beta, mean, var, t->eps, t->relu),
-                 "bf16 batch-norm kernel") < 0)
+        cu_check(g, ckb_bn_apply(s, h, y, x, npix, c, t->gamma, t->beta, mean, var, t->eps,
+                                 t->relu), "16-bit batch-norm kernel") < 0)
         return -1;
     return cu_check(g, ck_bn_running(s, t->running_mean, t->running_var, t->stat, c,
                                      t->momentum, bnm_unbias(t->count)),
@@ -542,17 +554,18 @@ static int h_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void 
     const void *mask = t->relu ? y : NULL;
     cudaStream_t s = stream_of(g->be);
     if (cu_sticky(g) < 0 ||
-        cu_check(g, ckb_bn_grad_sums(s, x, mask, gy, npix, c, mean, p->sums,
-                                     p->sums + 2 * (size_t)c), "bf16 batch-norm gradient sums") < 0 ||
+        cu_check(g, ckb_bn_grad_sums(s, f16(g->be), x, mask, gy, npix, c, mean, p->sums,
+                                     p->sums + 2 * (size_t)c),
+                 "16-bit batch-norm gradient sums") < 0 ||
         cu_check(g, ck_bn_grad_finish(s, p->sums, c, t->gamma, var, t->eps, t->count, t->ggamma,
                                       t->gbeta, p->coef),
                  "batch-norm gradient coefficients kernel") < 0)
         return -1;
     if (!gx)
         return 0;
-    return cu_check(g, ckb_bn_grad_apply(s, gx, x, mask, gy, npix, c, mean, p->coef,
+    return cu_check(g, ckb_bn_grad_apply(s, f16(g->be), gx, x, mask, gy, npix, c, mean, p->coef,
                                          p->coef + c, p->coef + 2 * (size_t)c),
-                    "bf16 batch-norm gradient kernel");
+                    "16-bit batch-norm gradient kernel");
 }
 
 /* SyncBatchNorm's helpers (host vectors and sums, as cuda_train.c's) */
@@ -625,14 +638,15 @@ static bk_plan_t *h_relu_plan(bk_ctx_t *g, const int in[4])
 static int h_relu_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     hplan_t *p = (hplan_t *)bp;
-    return cu_check(g, ckb_relu(stream_of(g->be), y, x, count4(p->in)), "bf16 relu kernel");
+    return cu_check(g, ckb_relu(stream_of(g->be), f16(g->be), y, x, count4(p->in)),
+                    "16-bit relu kernel");
 }
 
 static int h_relu_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
 {
     hplan_t *p = (hplan_t *)bp;
-    return cu_check(g, ckb_relu_bwd(stream_of(g->be), gx, y, gy, count4(p->in)),
-                    "bf16 relu backward kernel");
+    return cu_check(g, ckb_relu_bwd(stream_of(g->be), f16(g->be), gx, y, gy, count4(p->in)),
+                    "16-bit relu backward kernel");
 }
 
 static bk_plan_t *h_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
@@ -650,15 +664,15 @@ static bk_plan_t *h_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
 static int h_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     hplan_t *p = (hplan_t *)bp;
-    return cu_check(g, ckb_pool(stream_of(g->be), &p->pool, p->in[1], x, y),
-                    "bf16 pooling kernel");
+    return cu_check(g, ckb_pool(stream_of(g->be), f16(g->be), &p->pool, p->in[1], x, y),
+                    "16-bit pooling kernel");
 }
 
 static int h_pool_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
 {
     hplan_t *p = (hplan_t *)bp;
-    return cu_check(g, ckb_pool_bwd(stream_of(g->be), &p->pool, p->in[1], x, gy, gx),
-                    "bf16 pooling backward kernel");
+    return cu_check(g, ckb_pool_bwd(stream_of(g->be), f16(g->be), &p->pool, p->in[1], x, gy, gx),
+                    "16-bit pooling backward kernel");
 }
 
 /* ---------------------------------------------------------- linear (generic) */

@@ -1,71 +1,77 @@
 /* cuda_train16_kernels — see cuda_train16_kernels.h. One thread per output
  * element (grid-stride), written to be obviously the fp32 kernel followed
- * by the engine's rounding. */
+ * by the engine's rounding; each a template on the 16-bit type T
+ * (cuda_half16.h), launched for the launcher's fp16. */
+#include "gpud/cuda/cuda_half16.h"
 #include "gpud/cuda/cuda_kernels.h"
 #include "gpud/cuda/cuda_launch.h"
 #include "gpud/cuda/cuda_pool_win.h"
 #include "gpud/cuda/cuda_train16_kernels.h"
 
-#include <cuda_bf16.h>
 #include <math.h>
 
-typedef __nv_bfloat16 bf16;
-
-__global__ static void k_acc(bf16 *y, const bf16 *x, size_t count)
+template <typename T> __global__ static void k_acc(void *yv, const void *xv, size_t count)
 {
+    T *y = (T *)yv;
+    const T *x = (const T *)xv;
     GRID_STRIDE(i, count)
-    y[i] = __float2bfloat16_rn(__bfloat162float(y[i]) + __bfloat162float(x[i]));
+    y[i] = h16<T>::st(h16<T>::ld(y[i]) + h16<T>::ld(x[i]));
 }
 
-cudaError_t ckb_acc(cudaStream_t s, void *y, const void *x, size_t count)
+cudaError_t ckb_acc(cudaStream_t s, int fp16, void *y, const void *x, size_t count)
 {
-    k_acc<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)y, (const bf16 *)x, count);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_acc, count, y, x, count);
 }
 
-__global__ static void k_relu_bwd(bf16 *gx, const bf16 *y, const bf16 *gy, size_t count)
+template <typename T>
+__global__ static void k_relu_bwd(void *gxv, const void *yv, const void *gyv, size_t count)
 {
+    T *gx = (T *)gxv;
+    const T *y = (const T *)yv, *gy = (const T *)gyv;
     GRID_STRIDE(i, count)
-    gx[i] = __bfloat162float(y[i]) > 0.0f ? gy[i] : __float2bfloat16_rn(0.0f);
+    gx[i] = h16<T>::ld(y[i]) > 0.0f ? gy[i] : h16<T>::st(0.0f);
 }
 
-cudaError_t ckb_relu_bwd(cudaStream_t s, void *gx, const void *y, const void *gy, size_t count)
+cudaError_t ckb_relu_bwd(cudaStream_t s, int fp16, void *gx, const void *y, const void *gy,
+                         size_t count)
 {
-    k_relu_bwd<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)gx, (const bf16 *)y,
-                                                     (const bf16 *)gy, count);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_relu_bwd, count, gx, y, gy, count);
 }
 
 /* gw[(oo * i + ii) * k + kk] = dw[(oo * k + kk) * ip + ii] */
-__global__ static void k_weights_back(const bf16 *dw, int o, int i, int k, int ip, float *gw)
+template <typename T>
+__global__ static void k_weights_back(const void *dwv, int o, int i, int k, int ip, float *gw)
 {
+    const T *dw = (const T *)dwv;
     size_t count = (size_t)o * i * k;
     GRID_STRIDE(j, count)
     {
         size_t kk = j % (size_t)k, ii = (j / (size_t)k) % (size_t)i, oo = j / ((size_t)k * i);
-        gw[j] = __bfloat162float(dw[(oo * k + kk) * ip + ii]);
+        gw[j] = h16<T>::ld(dw[(oo * k + kk) * ip + ii]);
     }
 }
 
-cudaError_t ckb_weights_back(cudaStream_t s, const void *dw, int o, int i, int k, int ip,
-                             float *gw)
+cudaError_t ckb_weights_back(cudaStream_t s, int fp16, const void *dw, int o, int i, int k,
+                             int ip, float *gw)
 {
     size_t count = (size_t)o * i * k;
-    k_weights_back<<<blocks_for(count), THREADS, 0, s>>>((const bf16 *)dw, o, i, k, ip, gw);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_weights_back, count, dw, o, i, k, ip, gw);
 }
 
-__global__ static void k_unpad(const bf16 *x, size_t count, int c, int cp, bf16 *y)
+template <typename T>
+__global__ static void k_unpad(const void *xv, size_t count, int c, int cp, void *yv)
 {
+    const T *x = (const T *)xv;
+    T *y = (T *)yv;
     GRID_STRIDE(i, count)
     y[i] = x[(i / (size_t)c) * cp + i % (size_t)c];
 }
 
-cudaError_t ckb_unpad(cudaStream_t s, const void *x, size_t npix, int c, int cp, void *y)
+cudaError_t ckb_unpad(cudaStream_t s, int fp16, const void *x, size_t npix, int c, int cp,
+                      void *y)
 {
     size_t count = npix * c;
-    k_unpad<<<blocks_for(count), THREADS, 0, s>>>((const bf16 *)x, count, c, cp, (bf16 *)y);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_unpad, count, x, count, c, cp, y);
 }
 
 /* ------------------------------------------------------------- batch-norm */
@@ -104,17 +110,19 @@ __device__ static double rows_sum(double *sh, double v, int *lead)
     return s;
 }
 
-__global__ static void k16_chan_sums(const bf16 *x, size_t cnt, int c, const float *center,
+template <typename T>
+__global__ static void k16_chan_sums(const void *xv, size_t cnt, int c, const float *center,
                                      int parts, double *part)
 {
     __shared__ double sh[THREADS];
+    const T *x = (const T *)xv;
     size_t lo, hi;
     int sl, lead, ch = slice16(cnt, parts, &lo, &hi, &sl);
     double acc = 0.0;
     if (ch < c) {
         double m = center ? center[ch] : 0.0;
         for (size_t j = lo + threadIdx.x / CG; j < hi; j += ROWS) {
-            double v = __bfloat162float(x[j * c + ch]);
+            double v = h16<T>::ld(x[j * c + ch]);
             acc += center ? (v - m) * (v - m) : v;
         }
     }
@@ -123,55 +131,58 @@ __global__ static void k16_chan_sums(const bf16 *x, size_t cnt, int c, const flo
         part[(size_t)ch * parts + sl] = s;
 }
 
-static unsigned groups(int c)
+static unsigned groups(int c, int parts)
 {
-    return (unsigned)((c + CG - 1) / CG);
+    return (unsigned)((c + CG - 1) / CG * parts);
 }
 
-cudaError_t ckb_chan_sums(cudaStream_t s, const void *x, int npix, int c, const float *center,
-                          double *out, double *part)
+cudaError_t ckb_chan_sums(cudaStream_t s, int fp16, const void *x, int npix, int c,
+                          const float *center, double *out, double *part)
 {
     int parts = ckb_sum_parts((size_t)npix);
-    k16_chan_sums<<<groups(c) * parts, THREADS, 0, s>>>((const bf16 *)x, (size_t)npix, c, center,
-                                                        parts, part);
-    cudaError_t e = cudaGetLastError();
+    cudaError_t e = LAUNCH16_GRID(fp16, k16_chan_sums, groups(c, parts), x, (size_t)npix, c,
+                                  center, parts, part);
     return e != cudaSuccess ? e : ck_sum_rows(s, part, c, parts, out);
 }
 
-__global__ static void k16_bn_apply(bf16 *y, const bf16 *x, size_t count, int c,
+template <typename T>
+__global__ static void k16_bn_apply(void *yv, const void *xv, size_t count, int c,
                                     const float *gamma, const float *beta, const float *mean,
                                     const float *var, float eps, int relu)
 {
+    T *y = (T *)yv;
+    const T *x = (const T *)xv;
     GRID_STRIDE(i, count)
     {
         int ch = (int)(i % (size_t)c);
         double inv = 1.0 / sqrt((double)var[ch] + eps);
-        float v = (float)(((double)__bfloat162float(x[i]) - mean[ch]) * inv * gamma[ch] +
-                          beta[ch]);
-        y[i] = __float2bfloat16_rn(relu && !(v > 0.0f) ? 0.0f : v);
+        float v = (float)(((double)h16<T>::ld(x[i]) - mean[ch]) * inv * gamma[ch] + beta[ch]);
+        y[i] = h16<T>::st(relu && !(v > 0.0f) ? 0.0f : v);
     }
 }
 
-cudaError_t ckb_bn_apply(cudaStream_t s, void *y, const void *x, int npix, int c,
+cudaError_t ckb_bn_apply(cudaStream_t s, int fp16, void *y, const void *x, int npix, int c,
                          const float *gamma, const float *beta, const float *mean,
                          const float *var, float eps, int relu)
 {
     size_t count = (size_t)npix * c;
-    k16_bn_apply<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)y, (const bf16 *)x, count, c,
-                                                       gamma, beta, mean, var, eps, relu);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k16_bn_apply, count, y, x, count, c, gamma, beta, mean, var, eps,
+                    relu);
 }
 
 /* dy' of element at: gy, or 0 where the fused ReLU's output y is not > 0 */
-__device__ static float masked16(const bf16 *y, const bf16 *gy, size_t at)
+template <typename T> __device__ static float masked16(const T *y, const T *gy, size_t at)
 {
-    return y && !(__bfloat162float(y[at]) > 0.0f) ? 0.0f : __bfloat162float(gy[at]);
+    return y && !(h16<T>::ld(y[at]) > 0.0f) ? 0.0f : h16<T>::ld(gy[at]);
 }
 
-__global__ static void k16_grad_sums(const bf16 *x, const bf16 *y, const bf16 *gy, size_t cnt,
-                                     int c, const float *center, int parts, double *part)
+template <typename T>
+__global__ static void k16_grad_sums(const void *xv, const void *yv, const void *gyv,
+                                     size_t cnt, int c, const float *center, int parts,
+                                     double *part)
 {
     __shared__ double sh[THREADS];
+    const T *x = (const T *)xv, *y = (const T *)yv, *gy = (const T *)gyv;
     size_t lo, hi;
     int sl, lead, ch = slice16(cnt, parts, &lo, &hi, &sl);
     double sg = 0.0, sgx = 0.0;
@@ -181,7 +192,7 @@ __global__ static void k16_grad_sums(const bf16 *x, const bf16 *y, const bf16 *g
             size_t at = j * c + ch;
             double g = masked16(y, gy, at);
             sg += g;
-            sgx += g * (__bfloat162float(x[at]) - m);
+            sgx += g * (h16<T>::ld(x[at]) - m);
         }
     }
     double s1 = rows_sum(sh, sg, &lead), s2 = rows_sum(sh, sgx, &lead);
@@ -191,40 +202,38 @@ __global__ static void k16_grad_sums(const bf16 *x, const bf16 *y, const bf16 *g
     }
 }
 
-cudaError_t ckb_bn_grad_sums(cudaStream_t s, const void *x, const void *y, const void *gy,
-                             int npix, int c, const float *center, double *out, double *part)
+cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void *y,
+                             const void *gy, int npix, int c, const float *center, double *out,
+                             double *part)
 {
     int parts = ckb_sum_parts((size_t)npix);
-    k16_grad_sums<<<groups(c) * parts, THREADS, 0, s>>>((const bf16 *)x, (const bf16 *)y,
-                                                        (const bf16 *)gy, (size_t)npix, c,
-                                                        center, parts, part);
-    cudaError_t e = cudaGetLastError();
+    cudaError_t e = LAUNCH16_GRID(fp16, k16_grad_sums, groups(c, parts), x, y, gy,
+                                  (size_t)npix, c, center, parts, part);
     return e != cudaSuccess ? e : ck_sum_rows(s, part, 2 * c, parts, out);
 }
 
-__global__ static void k16_grad_apply(bf16 *gx, const bf16 *x, const bf16 *y, const bf16 *gy,
+template <typename T>
+__global__ static void k16_grad_apply(void *gxv, const void *xv, const void *yv, const void *gyv,
                                       size_t count, int c, const float *center,
                                       const float *scale, const float *a, const float *b)
 {
+    T *gx = (T *)gxv;
+    const T *x = (const T *)xv, *y = (const T *)yv, *gy = (const T *)gyv;
     GRID_STRIDE(i, count)
     {
         int ch = (int)(i % (size_t)c);
-        gx[i] = __float2bfloat16_rn((float)((double)scale[ch] * masked16(y, gy, i) +
-                                            (double)a[ch] *
-                                                ((double)__bfloat162float(x[i]) - center[ch]) +
-                                            b[ch]));
+        gx[i] = h16<T>::st((float)((double)scale[ch] * masked16(y, gy, i) +
+                                   (double)a[ch] * ((double)h16<T>::ld(x[i]) - center[ch]) +
+                                   b[ch]));
     }
 }
 
-cudaError_t ckb_bn_grad_apply(cudaStream_t s, void *gx, const void *x, const void *y,
+cudaError_t ckb_bn_grad_apply(cudaStream_t s, int fp16, void *gx, const void *x, const void *y,
                               const void *gy, int npix, int c, const float *center,
                               const float *scale, const float *a, const float *b)
 {
     size_t count = (size_t)npix * c;
-    k16_grad_apply<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)gx, (const bf16 *)x,
-                                                         (const bf16 *)y, (const bf16 *)gy,
-                                                         count, c, center, scale, a, b);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k16_grad_apply, count, gx, x, y, gy, count, c, center, scale, a, b);
 }
 
 /* ---------------------------------------------------------------- pooling */
@@ -232,9 +241,12 @@ cudaError_t ckb_bn_grad_apply(cudaStream_t s, void *gx, const void *x, const voi
 /* ck_pool_bwd's gather on NHWC: each input element sums, in the same order,
  * the gradients of the windows that chose it (max) or contain it (avg), in
  * fp32, rounded once. */
-__global__ static void k16_pool_bwd(const ck_pool_t p, int c, const bf16 *x, const bf16 *gy,
-                                    bf16 *gx)
+template <typename T>
+__global__ static void k16_pool_bwd(const ck_pool_t p, int c, const void *xv, const void *gyv,
+                                    void *gxv)
 {
+    const T *x = (const T *)xv, *gy = (const T *)gyv;
+    T *gx = (T *)gxv;
     size_t count = (size_t)p.nc * p.ih * p.iw;
     GRID_STRIDE(i, count)
     {
@@ -242,14 +254,14 @@ __global__ static void k16_pool_bwd(const ck_pool_t p, int c, const bf16 *x, con
         int xx = (int)((i / (size_t)c) % (size_t)p.iw);
         int yy = (int)((i / ((size_t)c * p.iw)) % (size_t)p.ih);
         size_t b = i / ((size_t)c * p.iw * p.ih);
-        const bf16 *xp = x + b * p.ih * p.iw * (size_t)c + ch;
-        const bf16 *gp = gy + b * p.oh * p.ow * (size_t)c + ch;
+        const T *xp = x + b * p.ih * p.iw * (size_t)c + ch;
+        const T *gp = gy + b * p.oh * p.ow * (size_t)c + ch;
         float acc = 0.0f;
         int r0, r1, q0, q1;
         pool_covering(p, yy, xx, &r0, &r1, &q0, &q1);
         for (int r = r0; r <= r1 && r < p.oh; r++)
             for (int q = q0; q <= q1 && q < p.ow; q++) {
-                float g = __bfloat162float(gp[((size_t)r * p.ow + q) * c]);
+                float g = h16<T>::ld(gp[((size_t)r * p.ow + q) * c]);
                 if (p.alg == 0) {
                     if (pool_argmax(p, xp, (size_t)c, r, q) == yy * p.iw + xx)
                         acc += g;
@@ -259,15 +271,13 @@ __global__ static void k16_pool_bwd(const ck_pool_t p, int c, const bf16 *x, con
                         acc += (float)((double)g / div);
                 }
             }
-        gx[i] = __float2bfloat16_rn(acc);
+        gx[i] = h16<T>::st(acc);
     }
 }
 
-cudaError_t ckb_pool_bwd(cudaStream_t s, const ck_pool_t *p, int c, const void *x,
+cudaError_t ckb_pool_bwd(cudaStream_t s, int fp16, const ck_pool_t *p, int c, const void *x,
                          const void *gy, void *gx)
 {
     size_t count = (size_t)p->nc * p->ih * p->iw;
-    k16_pool_bwd<<<blocks_for(count), THREADS, 0, s>>>(*p, c, (const bf16 *)x, (const bf16 *)gy,
-                                                       (bf16 *)gx);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k16_pool_bwd, count, *p, c, x, gy, gx);
 }

@@ -1,7 +1,9 @@
-/* cuda_train16_kernels — the own kernels of training on bf16 NHWC buffers
- * (gpud/cuda/cuda_train16.c; docs/CUDA.md "bf16 training"), callable from
- * C; the layout and numbers of cuda_infer_kernels.h (whose conversions,
- * add, ReLU and pooling forward the training table uses too): element
+/* cuda_train16_kernels — the own kernels of training on bf16 or fp16 NHWC
+ * buffers (gpud/cuda/cuda_train16.c; docs/CUDA.md "bf16 training"),
+ * callable from C; each launcher's fp16 picks the format (0: bf16), as in
+ * cuda_infer_kernels.h, whose layout and numbers these share (and whose
+ * conversions, add, ReLU and pooling forward the training table uses too):
+ * element
  * (b, ch, y, x) of (n, c, h, w) at ((b * h + y) * w + x) * c + ch, 2 bytes
  * each, computed in fp32 from bf16 inputs and rounded once. Each launcher
  * enqueues on `s` and returns the launch status. CPU references: the fp32
@@ -21,9 +23,10 @@ extern "C" {
 #endif
 
 /* y = bf16(y + x) over count elements (any layout: element-wise). */
-cudaError_t ckb_acc(cudaStream_t s, void *y, const void *x, size_t count);
+cudaError_t ckb_acc(cudaStream_t s, int fp16, void *y, const void *x, size_t count);
 /* gx = gy where y > 0, else 0 (exact). */
-cudaError_t ckb_relu_bwd(cudaStream_t s, void *gx, const void *y, const void *gy, size_t count);
+cudaError_t ckb_relu_bwd(cudaStream_t s, int fp16, void *gx, const void *y, const void *gy,
+                         size_t count);
 /* Training BatchNorm on bf16 NHWC (cuda_train16.c's bn_train_*), the fp32
  * kernels' arithmetic (ck_chan_sums, ck_bn_apply, ck_bn_grad_sums,
  * ck_bn_grad_apply: bn_math.h) with each output rounded once:
@@ -41,27 +44,29 @@ cudaError_t ckb_relu_bwd(cudaStream_t s, void *gx, const void *y, const void *gy
  *   ckb_bn_grad_apply  gx = bf16(scale dy' + a (x - center) + b).
  * part: ckb_sum_parts(n * hw) doubles per output sum. */
 int ckb_sum_parts(size_t cnt);
-cudaError_t ckb_chan_sums(cudaStream_t s, const void *x, int npix, int c, const float *center,
-                          double *out, double *part);
-cudaError_t ckb_bn_apply(cudaStream_t s, void *y, const void *x, int npix, int c,
+cudaError_t ckb_chan_sums(cudaStream_t s, int fp16, const void *x, int npix, int c,
+                          const float *center, double *out, double *part);
+cudaError_t ckb_bn_apply(cudaStream_t s, int fp16, void *y, const void *x, int npix, int c,
                          const float *gamma, const float *beta, const float *mean,
                          const float *var, float eps, int relu);
-cudaError_t ckb_bn_grad_sums(cudaStream_t s, const void *x, const void *y, const void *gy,
-                             int npix, int c, const float *center, double *out, double *part);
-cudaError_t ckb_bn_grad_apply(cudaStream_t s, void *gx, const void *x, const void *y,
+cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void *y,
+                             const void *gy, int npix, int c, const float *center, double *out,
+                             double *part);
+cudaError_t ckb_bn_grad_apply(cudaStream_t s, int fp16, void *gx, const void *x, const void *y,
                               const void *gy, int npix, int c, const float *center,
                               const float *scale, const float *a, const float *b);
 /* Pooling backward (ck_pool_bwd's windows and order; p->nc = n * c planes)
  * on NHWC bf16 of c channels: gx from gy, x the forward's input. */
-cudaError_t ckb_pool_bwd(cudaStream_t s, const ck_pool_t *p, int c, const void *x,
+cudaError_t ckb_pool_bwd(cudaStream_t s, int fp16, const ck_pool_t *p, int c, const void *x,
                          const void *gy, void *gx);
 /* A bf16 NHWC filter's gradient dw [o, k, ip] (k = kh * kw; input
  * channels padded to ip >= i) as PyTorch's OIHW floats gw [o, i, k]
  * (exact; the padding's columns dropped). */
-cudaError_t ckb_weights_back(cudaStream_t s, const void *dw, int o, int i, int k, int ip,
-                             float *gw);
+cudaError_t ckb_weights_back(cudaStream_t s, int fp16, const void *dw, int o, int i, int k,
+                             int ip, float *gw);
 /* y (npix, c) = the first c channels of x (npix, cp): ckb_pad's inverse. */
-cudaError_t ckb_unpad(cudaStream_t s, const void *x, size_t npix, int c, int cp, void *y);
+cudaError_t ckb_unpad(cudaStream_t s, int fp16, const void *x, size_t npix, int c, int cp,
+                      void *y);
 
 #ifdef __cplusplus
 }

@@ -379,8 +379,8 @@ static void model_cases(void)
 
 /* argv[1]: the backend (default ref); cuda runs on the kernel emulator
  * (tests/gpud/cuda: gpud_test_half_store_emu), where cuDNN's fake sums in
- * double both ways, so its bf16 NHWC table must give the fp32 buffers'
- * bits too; fp16 keeps fp32 buffers there, bitwise training is the cpu's. */
+ * double both ways, so its bf16 and fp16 NHWC tables must give the fp32
+ * buffers' bits too (bitwise training is the cpu's). */
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "ref") != 0) {
@@ -388,6 +388,8 @@ int main(int argc, char **argv)
         run_case("bf16", 0, 0);
         run_case("bf16", 0, 1);
         run_case("bf16", 1, 0);
+        run_case("fp16", 0, 1);
+        run_case("fp16", 1, 0);
         return tc_done("test_half_store");
     }
     test_bits();

@@ -299,8 +299,8 @@ static void check_bf16_layout(void)
     float *x = randv(n, 5, 0), *y = randv(n, 5, 0);
     float r[NB * C * HW], back[NB * C * HW], want[NB * C * HW], t[NB * C * HW];
     uint16_t hx[NB * C * HW], hy[NB * C * HW], hz[NB * C * HW];
-    CHECK(ckb_from_nchw(0, x, NB, C, HW, hx) == cudaSuccess, "launch");
-    CHECK(ckb_to_nchw(0, hx, NB, C, HW, back) == cudaSuccess, "launch");
+    CHECK(ckb_from_nchw(0, 0, x, NB, C, HW, hx) == cudaSuccess, "launch");
+    CHECK(ckb_to_nchw(0, 0, hx, NB, C, HW, back) == cudaSuccess, "launch");
     bf16_round(r, x, n);
     same("NCHW float -> NHWC bf16 -> NCHW", back, r, sizeof r);
     bf16_to_f(hx, t, n);   /* NHWC order: element (b, c, p) at (b * HW + p) * C + c */
@@ -321,15 +321,15 @@ static void check_bf16_layout(void)
             px[i] = (uint8_t)(i * 97u + 13u);
         for (size_t i = 0; i < n; i++)
             fx[i] = lut[(i / HW) % C * 256 + px[i]];
-        CHECK(ckb_from_u8(0, px, NB, C, HW, lut, hu) == cudaSuccess, "launch");
-        CHECK(ckb_from_nchw(0, fx, NB, C, HW, hf) == cudaSuccess, "launch");
+        CHECK(ckb_from_u8(0, 0, px, NB, C, HW, lut, hu) == cudaSuccess, "launch");
+        CHECK(ckb_from_nchw(0, 0, fx, NB, C, HW, hf) == cudaSuccess, "launch");
         same("uint8 -> NHWC bf16 input", hu, hf, sizeof hu);
     }
     CHECK(ckb_flatten(0, hx, NB, C, HW, hz) == cudaSuccess, "launch");
     bf16_to_f(hz, t, n);
     same("bf16 flatten (NCHW order)", t, r, sizeof r);
-    CHECK(ckb_from_nchw(0, y, NB, C, HW, hy) == cudaSuccess, "launch");
-    CHECK(ckb_add(0, hz, hx, hy, n, 1) == cudaSuccess, "launch");
+    CHECK(ckb_from_nchw(0, 0, y, NB, C, HW, hy) == cudaSuccess, "launch");
+    CHECK(ckb_add(0, 0, hz, hx, hy, n, 1) == cudaSuccess, "launch");
     float ry[NB * C * HW];
     bf16_round(ry, y, n);
     bf16_to_f(hz, t, n);

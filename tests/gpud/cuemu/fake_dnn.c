@@ -5,7 +5,7 @@
  * machine without a GPU (tests/gpud/cuda/CMakeLists.txt: the *_emu tests).
  *
  * Legacy convolutions (forward, backward data, backward filter; NCHW or NHWC,
- * float or bf16, alpha 1 / beta 0 as the backend uses them) by ref_conv2d and
+ * float, bf16 or fp16, alpha 1 / beta 0 as the backend uses them) by ref_conv2d and
  * its backward, in fp32 with double sums, a bf16 output rounded as gpud/bf16.c
  * does (cuDNN's own algorithms sum in other orders: the tests' tolerances
  * cover that); the algorithm queries offer one deterministic algorithm in
@@ -22,6 +22,7 @@
 
 #include "gpud/bf16.h"
 #include "gpud/cpu/ref_ops.h"
+#include "gpud/half_bits.h"
 
 struct cudnnContext {
     cudaStream_t s;
@@ -48,6 +49,8 @@ struct cublasContext {
 
 static float get(const void *p, cudnnDataType_t dt, size_t i)
 {
+    if (dt == CUDNN_DATA_HALF)
+        return fp16_unpack(((const uint16_t *)p)[i]);
     if (dt == CUDNN_DATA_BFLOAT16) {
         uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
         float f;
@@ -59,6 +62,10 @@ static float get(const void *p, cudnnDataType_t dt, size_t i)
 
 static void put(void *p, cudnnDataType_t dt, size_t i, float v)
 {
+    if (dt == CUDNN_DATA_HALF) {   /* rounded as gpud/fp16_math.h (cuDNN: to nearest even) */
+        ((uint16_t *)p)[i] = fp16_pack(v);
+        return;
+    }
     if (dt == CUDNN_DATA_BFLOAT16) {
         float r;
         uint32_t u;
@@ -168,7 +175,7 @@ cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorF
                                          cudnnDataType_t dt, int n, int c, int h, int w)
 {
     if (n < 1 || c < 1 || h < 1 || w < 1 ||
-        (dt != CUDNN_DATA_FLOAT && dt != CUDNN_DATA_BFLOAT16) ||
+        (dt != CUDNN_DATA_FLOAT && dt != CUDNN_DATA_BFLOAT16 && dt != CUDNN_DATA_HALF) ||
         (f != CUDNN_TENSOR_NCHW && f != CUDNN_TENSOR_NHWC))
         return CUDNN_STATUS_BAD_PARAM;
     *d = (struct cudnnTensorStruct){f, dt, n, c, h, w};
@@ -191,7 +198,7 @@ cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataTyp
                                          cudnnTensorFormat_t f, int k, int c, int h, int w)
 {
     if (k < 1 || c < 1 || h < 1 || w < 1 ||
-        (dt != CUDNN_DATA_FLOAT && dt != CUDNN_DATA_BFLOAT16) ||
+        (dt != CUDNN_DATA_FLOAT && dt != CUDNN_DATA_BFLOAT16 && dt != CUDNN_DATA_HALF) ||
         (f != CUDNN_TENSOR_NCHW && f != CUDNN_TENSOR_NHWC))
         return CUDNN_STATUS_BAD_PARAM;
     *d = (struct cudnnFilterStruct){f, dt, k, c, h, w};

@@ -1,0 +1,44 @@
+/* cuda_half16 — the two 16-bit formats of the bf16 and fp16 NHWC kernels
+ * (cuda_infer_kernels.cu, cuda_train16_kernels.cu): a kernel is a template
+ * on the element type T (__nv_bfloat16 or __half), reads and writes its
+ * buffers through h16<T> (to float exactly, from float rounded to nearest
+ * even: torch's .to(dtype)), and is launched for the format a launcher's
+ * `fp16` names with LAUNCH16. Only for .cu files. */
+#ifndef DDP_CUDA_HALF16_H
+#define DDP_CUDA_HALF16_H
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "gpud/cuda/cuda_launch.h"
+
+template <typename T> struct h16;
+
+template <> struct h16<__nv_bfloat16> {
+    __device__ static inline float ld(__nv_bfloat16 v) { return __bfloat162float(v); }
+    __device__ static inline __nv_bfloat16 st(float v) { return __float2bfloat16_rn(v); }
+};
+
+template <> struct h16<__half> {
+    __device__ static inline float ld(__half v) { return __half2float(v); }
+    __device__ static inline __half st(float v) { return __float2half_rn(v); }
+};
+
+/* kernel<T> over count elements on stream s, T by fp16 (0: bf16); the
+ * arguments as void pointers (the kernel casts them to T *); evaluates to
+ * the launch status. The kernel emulator (tests/gpud/cuemu, whose header
+ * comes first there) runs the same launch through cuemu_launch, as
+ * cu2cc.py rewrites the .cu files' own launches. */
+#ifdef DDP_CUEMU_H
+#define KLAUNCH16_(k, grid, ...) cuemu_launch(grid, THREADS, s, [=] { k(__VA_ARGS__); })
+#else
+#define KLAUNCH16_(k, grid, ...) k<<<grid, THREADS, 0, s>>>(__VA_ARGS__)
+#endif
+#define LAUNCH16_GRID(fp16, kernel, grid, ...)                                   \
+    ((fp16) ? (void)KLAUNCH16_(kernel<__half>, grid, __VA_ARGS__)                 \
+            : (void)KLAUNCH16_(kernel<__nv_bfloat16>, grid, __VA_ARGS__),         \
+     cudaGetLastError())
+#define LAUNCH16(fp16, kernel, count, ...) \
+    LAUNCH16_GRID(fp16, kernel, blocks_for(count), __VA_ARGS__)
+
+#endif
