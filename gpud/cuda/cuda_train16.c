@@ -1,32 +1,33 @@
-/* cuda_train16 — the cuda backend's bk_ops_t.train16: --precision bf16 on
- * the tape (training, and inference that does not run the plan) with every
- * activation and activation gradient a bf16 NHWC buffer (2 bytes an
- * element, cuda_infer_kernels.h's layout), the loss fp32 (docs/BF16.md
- * "16-bit activations"). Two kinds of kernel:
+/* cuda_train16 — the cuda backend's bk_ops_t.train16: --precision bf16 or
+ * fp16 on the tape (training, and inference that does not run the plan)
+ * with every activation and activation gradient a 16-bit NHWC buffer (2
+ * bytes an element, cuda_infer_kernels.h's layout; bf16 or fp16 by the
+ * backend's precision: f16()), the loss fp32 (docs/BF16.md "16-bit
+ * activations"). Two kinds of kernel:
  *
  *   native   the hot path of a ResNet step: convolutions without bias whose
- *            output channels are a multiple of 8 (cuDNN, bf16 NHWC
+ *            output channels are a multiple of 8 (cuDNN, 16-bit NHWC
  *            operands, fp32 sums on tensor cores; input channels padded
  *            with zeros to a multiple of 8, as the stem's 3; the weights
- *            converted to a bf16 NHWC filter each call, the weight gradient
- *            back to fp32 OIHW),
- *            training BatchNorm (statistics, normalising, its backward),
- *            ReLU and its backward, the residual add, the gradient sum,
- *            pooling, the input (floats or uint8 pixels) and reads;
- *   generic  every other kernel: its bf16 NHWC operands converted to fp32
- *            NCHW in a scratch of this backend (cuda_backend_t.h16), the
- *            fp32 kernel of cuda_train.c run on them, its outputs converted
- *            back, rounded: eval-mode (frozen) BatchNorm, convolutions
- *            with a bias or output channels not a multiple of 8 (TF32 on
- *            bf16 values, exact products), linear, cross-entropy,
- *            concat, flatten, dropout, top-k, the SyncBatchNorm helpers.
+ *            converted to a 16-bit NHWC filter each call, the weight
+ *            gradient back to fp32 OIHW), training BatchNorm (statistics,
+ *            normalising, its backward), ReLU and its backward, the
+ *            residual add, the gradient sum, pooling, the input (floats or
+ *            uint8 pixels) and reads;
+ *   generic  every other kernel: its 16-bit NHWC operands converted to
+ *            fp32 NCHW in a scratch of this backend (cuda_backend_t.h16),
+ *            the fp32 kernel of cuda_train.c run on them, its outputs
+ *            converted back, rounded: eval-mode (frozen) BatchNorm,
+ *            convolutions with a bias or output channels not a multiple of
+ *            8 (TF32 on 16-bit values, exact products), linear,
+ *            cross-entropy, concat, flatten, dropout, top-k, the
+ *            SyncBatchNorm helpers.
  *
  * Numbers: each kernel stores what the fp32 kernel followed by the engine's
- * rounding stores, so up to cuDNN's sum order (bf16 tensor-op algorithms
- * against TF32 ones) this is the fp32 buffers' bf16 training; on the kernel
+ * rounding stores, so up to cuDNN's sum order (16-bit tensor-op algorithms
+ * against TF32 ones) this is the fp32 buffers' training; on the kernel
  * emulator, whose cuDNN sums in double either way, the same bits
- * (test_half_store's cuda case). fp16 keeps the fp32 buffers (caps: bf16
- * only). */
+ * (test_half_store's cuda case, both formats). */
 #include <stdlib.h>
 #include <string.h>
 
