@@ -37,7 +37,8 @@
                   "layers, fp32 BatchNorm statistics, loss, optimizer and master weights; "\
                   "native oneDNN bf16 kernels where the CPU has avx512_bf16/amx, else "    \
                   "emulated; env DDPIPE_BF16=native|emulated forces one; docs/BF16.md). "  \
-                  "fp16: CUDA autocast's float16 numbers on the fp32 kernels, training "   \
+                  "fp16: CUDA autocast's float16 numbers (fp16 NHWC activations on "      \
+                  "tensor cores with --device cuda, the fp32 kernels on a CPU), training " \
                   "with dynamic loss scaling (docs/FP16.md)")
 
 /* The largest --chunk: one chunk is one batch of the model. */
