@@ -11,17 +11,17 @@
  *            with zeros to a multiple of 8, as the stem's 3; the weights
  *            converted to a 16-bit NHWC filter each call, the weight
  *            gradient back to fp32 OIHW), training BatchNorm (statistics,
- *            normalising, its backward), ReLU and its backward, the
- *            residual add, the gradient sum, pooling, the input (floats or
- *            uint8 pixels) and reads;
+ *            normalising, its backward; SyncBatchNorm's sums and gradient,
+ *            the normalising with given statistics), ReLU and its
+ *            backward, the residual add, the gradient sum, pooling, the
+ *            input (floats or uint8 pixels) and reads;
  *   generic  every other kernel: its 16-bit NHWC operands converted to
  *            fp32 NCHW in a scratch of this backend (cuda_backend_t.h16),
  *            the fp32 kernel of cuda_train.c run on them, its outputs
- *            converted back, rounded: eval-mode (frozen) BatchNorm,
+ *            converted back, rounded: frozen BatchNorm's backward,
  *            convolutions with a bias or output channels not a multiple of
  *            8 (TF32 on 16-bit values, exact products), linear,
- *            cross-entropy, concat, flatten, dropout, top-k, the
- *            SyncBatchNorm helpers.
+ *            cross-entropy, concat, flatten, dropout, top-k.
  *
  * Numbers: each kernel stores what the fp32 kernel followed by the engine's
  * rounding stores, so up to cuDNN's sum order (16-bit tensor-op algorithms
@@ -266,9 +266,11 @@ typedef struct {
                              * filter gradient reads) */
     /* pooling: */
     ck_pool_t pool;
-    /* training batch-norm on the device: */
+    /* batch-norm: */
     double *sums;           /* 2c sums, then their partials (ckb_sum_parts) */
     float *coef;            /* the backward's scale, a, b (3c) */
+    float eps;
+    int relu;
 } hplan_t;
 
 static void hplan_destroy(bk_plan_t *bp)
@@ -464,13 +466,19 @@ static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
 
 /* -------------------------------------------------------------- batch-norm */
 
-/* Training BatchNorm on the device is native (bn_train_*); eval-mode
- * BatchNorm (frozen layers) and SyncBatchNorm's host path are generic. */
+/* Native: training BatchNorm on the device (bn_train_*), the normalising
+ * with given statistics (bn_fwd in eval mode: frozen layers, and the
+ * SyncBatchNorm path's step after its all-reduce) and SyncBatchNorm's
+ * sums and gradient (chan_sums, bn_grad_sums, bn_grad_apply); generic:
+ * eval-mode backward (frozen layers) and chan_axpb (unused: bn_grad_apply
+ * is given). */
 static bk_plan_t *h_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
 {
     hplan_t *p = (hplan_t *)wrap(g, k32(g->be)->bn_plan(g, in, eps, relu), in, in);
     if (!p)
         return NULL;
+    p->eps = eps;
+    p->relu = relu;
     size_t c = (size_t)in[1], parts = (size_t)ckb_sum_parts((size_t)in[0] * in[2] * in[3]);
     if (!(p->sums = cu_alloc(g, 2 * c * (1 + parts) * sizeof(double))) ||
         !(p->coef = cu_alloc(g, 3 * c * sizeof(float)))) {
@@ -485,6 +493,11 @@ static int h_bn_fwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, con
 {
     hplan_t *p = (hplan_t *)bp;
     size_t n = count4(p->in);
+    if (!training)   /* the statistics given: one 16-bit pass, cuda_train.c's arithmetic */
+        return cu_check(g, ckb_bn_apply(stream_of(g->be), f16(g->be), y, x,
+                                        p->in[0] * p->in[2] * p->in[3], p->in[1], gamma, beta,
+                                        mean, var, p->eps, p->relu),
+                        "16-bit batch-norm kernel");
     float *base = scratch16(g->be, parts(n, n, 0, 0, 0));
     if (!base)
         return cu_sticky(g);
@@ -569,15 +582,30 @@ static int h_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void 
                     "16-bit batch-norm gradient kernel");
 }
 
-/* SyncBatchNorm's helpers (host vectors and sums, as cuda_train.c's) */
+/* SyncBatchNorm's helpers: host vectors up and double sums down through
+ * the backend's scratch, counted as BatchNorm's bytes, as cuda_train.c's
+ * (tape_copies.c plans them); the 16-bit kernels of bn_train_*. */
+#define BN(be) (&cu_be(be)->traffic.bn)
+
+static int npix4(const int s[4])
+{
+    return s[0] * s[2] * s[3];
+}
+
 static void h_chan_sums(backend_t *be, const void *x, const int s[4], const float *center,
                         double *out)
 {
-    float *fx = scratch16(be, count4(s));
-    if (!fx)
+    size_t c = (size_t)s[1], nd = c * (1 + (size_t)ckb_sum_parts((size_t)npix4(s)));
+    char *d = cu_scratch_be(be, nd * sizeof(double) + c * sizeof(float));
+    if (!d)
         return;
-    unpack(be, fx, x, s);
-    k32(be)->chan_sums(be, fx, s, center, out);
+    double *dsum = (double *)d;   /* the sums, then their partials */
+    float *dcen = center ? (float *)(d + nd * sizeof(double)) : NULL;
+    if (dcen && cu_up_be_n(be, BN(be), dcen, center, c * sizeof(float)) < 0)
+        return;
+    cu_note(be, ckb_chan_sums(stream_of(be), f16(be), x, npix4(s), (int)c, dcen, dsum, dsum + c),
+            "16-bit channel sums");
+    cu_down_be_n(be, BN(be), out, dsum, c * sizeof(double));
 }
 
 static void h_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
@@ -598,34 +626,35 @@ static void h_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
 static void h_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
                            const int s[4], int relu, const float *center, double *out)
 {
-    size_t n = count4(s);
-    temps_t t = {0};
-    float *base = scratch16(be, parts(n, n, n, 0, 0));
-    if (!base)
+    size_t c = (size_t)s[1], nd = 2 * c * (1 + (size_t)ckb_sum_parts((size_t)npix4(s)));
+    char *d = cu_scratch_be(be, nd * sizeof(double) + c * sizeof(float));
+    if (!d)
         return;
-    float *fx = carve(base, &t, n), *fy = carve(base, &t, n), *fgy = carve(base, &t, n);
-    unpack(be, fx, x, s);
-    unpack(be, fy, y, s);
-    unpack(be, fgy, gy, s);
-    k32(be)->bn_grad_sums(be, fx, fy, fgy, s, relu, center, out);
+    double *dsum = (double *)d;   /* the 2c sums, then their partials */
+    float *dcen = (float *)(d + nd * sizeof(double));
+    if (cu_up_be_n(be, BN(be), dcen, center, c * sizeof(float)) < 0)
+        return;
+    cu_note(be, ckb_bn_grad_sums(stream_of(be), f16(be), x, relu ? y : NULL, gy, npix4(s),
+                                 (int)c, dcen, dsum, dsum + 2 * c),
+            "16-bit batch-norm gradient sums");
+    cu_down_be_n(be, BN(be), out, dsum, 2 * c * sizeof(double));
 }
 
 static void h_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
                             const void *gy, const int s[4], int relu, const float *center,
                             const float *scale, const float *a, const float *b)
 {
-    size_t n = count4(s);
-    temps_t t = {0};
-    float *base = scratch16(be, parts(n, n, n, n, 0));
-    if (!base)
+    size_t c = (size_t)s[1];
+    float *d = cu_scratch_be(be, 4 * c * sizeof(float));
+    uint64_t *cnt = BN(be);
+    if (!d || cu_up_be_n(be, cnt, d, center, c * sizeof(float)) < 0 ||
+        cu_up_be_n(be, cnt, d + c, scale, c * sizeof(float)) < 0 ||
+        cu_up_be_n(be, cnt, d + 2 * c, a, c * sizeof(float)) < 0 ||
+        cu_up_be_n(be, cnt, d + 3 * c, b, c * sizeof(float)) < 0)
         return;
-    float *fx = carve(base, &t, n), *fy = carve(base, &t, n), *fgy = carve(base, &t, n);
-    float *fgx = carve(base, &t, n);
-    unpack(be, fx, x, s);
-    unpack(be, fy, y, s);
-    unpack(be, fgy, gy, s);
-    k32(be)->bn_grad_apply(be, fgx, fx, fy, fgy, s, relu, center, scale, a, b);
-    pack(be, gx, fgx, s);
+    cu_note(be, ckb_bn_grad_apply(stream_of(be), f16(be), gx, x, relu ? y : NULL, gy, npix4(s),
+                                  (int)c, d, d + c, d + 2 * c, d + 3 * c),
+            "16-bit batch-norm gradient kernel");
 }
 
 /* ------------------------------------------------------------ relu, pool */
