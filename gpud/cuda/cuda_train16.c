@@ -13,15 +13,15 @@
  *            gradient back to fp32 OIHW), training BatchNorm (statistics,
  *            normalising, its backward; SyncBatchNorm's sums and gradient,
  *            the normalising with given statistics), ReLU and its
- *            backward, the residual add, the gradient sum, pooling, the
- *            input (floats or uint8 pixels) and reads;
+ *            backward, the residual add, the gradient sum, pooling, concat,
+ *            flatten, dropout, the input (floats or uint8 pixels) and reads;
  *   generic  every other kernel: its 16-bit NHWC operands converted to
  *            fp32 NCHW in a scratch of this backend (cuda_backend_t.h16),
  *            the fp32 kernel of cuda_train.c run on them, its outputs
  *            converted back, rounded: frozen BatchNorm's backward,
  *            convolutions with a bias or output channels not a multiple of
  *            8 (TF32 on 16-bit values, exact products), linear,
- *            cross-entropy, concat, flatten, dropout, top-k.
+ *            cross-entropy, top-k.
  *
  * Numbers: each kernel stores what the fp32 kernel followed by the engine's
  * rounding stores, so up to cuDNN's sum order (16-bit tensor-op algorithms
@@ -157,47 +157,27 @@ static void h_acc(backend_t *be, void *y, const void *x, size_t count)
 static void h_concat(backend_t *be, void *y, int cy, void *x, const int xs[4], int off,
                      int to_y)
 {
-    int ys[4] = {xs[0], cy, xs[2], xs[3]};
-    temps_t t = {0};
-    float *base = scratch16(be, parts(count4(ys), count4(xs), 0, 0, 0));
-    if (!base)
-        return;
-    float *fy = carve(base, &t, count4(ys)), *fx = carve(base, &t, count4(xs));
-    unpack(be, fy, y, ys);
-    unpack(be, fx, x, xs);
-    k32(be)->concat(be, fy, cy, fx, xs, off, to_y);
-    if (to_y)
-        pack(be, y, fy, ys);
-    else
-        pack(be, x, fx, xs);
+    cu_note(be, ckb_concat(stream_of(be), y, cy, x, (size_t)xs[0] * xs[2] * xs[3], xs[1], off,
+                           to_y), "16-bit concat kernel");
 }
 
-/* PyTorch's order (NCHW) both ways: bf16 NHWC in, bf16 NHWC out (whose
- * shape is (n, c*h*w, 1, 1), the same bytes as NCHW) */
+/* PyTorch's order (NCHW) both ways: y (n, c*h*w, 1, 1), whose NHWC is that
+ * order, from x (n, c, h, w) NHWC; backward the inverse */
 static void h_flatten(backend_t *be, void *y, const void *x, const int xs[4], int backward)
 {
-    int flat[4] = {xs[0], xs[1] * xs[2] * xs[3], 1, 1};
-    temps_t t = {0};
-    float *base = scratch16(be, parts(count4(xs), count4(xs), 0, 0, 0));
-    if (!base)
-        return;
-    float *fx = carve(base, &t, count4(xs)), *fy = carve(base, &t, count4(xs));
-    unpack(be, fx, x, backward ? flat : xs);
-    k32(be)->flatten(be, fy, fx, xs, backward);
-    pack(be, y, fy, backward ? xs : flat);
+    cudaStream_t s = stream_of(be);
+    int hw = xs[2] * xs[3];
+    cu_note(be, backward ? ckb_unflatten(s, x, xs[0], xs[1], hw, y)
+                         : ckb_flatten(s, x, xs[0], xs[1], hw, y),
+            "16-bit flatten kernel");
 }
 
+/* keys: device memory (the graph's, put), as cuda_train.c's */
 static void h_dropout(backend_t *be, void *y, const void *x, const int s[4], float p,
                       uint32_t op, const uint64_t *keys)
 {
-    temps_t t = {0};
-    float *base = scratch16(be, parts(count4(s), count4(s), 0, 0, 0));
-    if (!base)
-        return;
-    float *fx = carve(base, &t, count4(s)), *fy = carve(base, &t, count4(s));
-    unpack(be, fx, x, s);
-    k32(be)->dropout(be, fy, fx, s, p, op, keys);
-    pack(be, y, fy, s);
+    cu_note(be, ckb_dropout(stream_of(be), f16(be), y, x, s[0], s[1], s[2] * s[3], p, op, keys),
+            "16-bit dropout kernel");
 }
 
 /* logits (n, k, 1, 1): NHWC is NCHW; the loss and its gradient are fp32 */

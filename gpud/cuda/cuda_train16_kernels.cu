@@ -4,6 +4,7 @@
  * (cuda_half16.h), launched for the launcher's fp16. */
 #include "gpud/cuda/cuda_half16.h"
 #include "gpud/cuda/cuda_kernels.h"
+#include "gpud/dropout_key.h"
 #include "gpud/cuda/cuda_launch.h"
 #include "gpud/cuda/cuda_pool_win.h"
 #include "gpud/cuda/cuda_train16_kernels.h"
@@ -72,6 +73,79 @@ cudaError_t ckb_unpad(cudaStream_t s, int fp16, const void *x, size_t npix, int 
 {
     size_t count = npix * c;
     return LAUNCH16(fp16, k_unpad, count, x, count, c, cp, y);
+}
+
+/* ------------------------------------------- layouts: 2-byte moves, exact */
+
+/* i walks x (npix, cx): its channel ch of pixel q is y's channel off + ch */
+__global__ static void k_concat16(uint16_t *y, int cy, uint16_t *x, size_t count, int cx,
+                                  int off, int to_y)
+{
+    GRID_STRIDE(i, count)
+    {
+        size_t at = (i / (size_t)cx) * cy + off + i % (size_t)cx;
+        if (to_y)
+            y[at] = x[i];
+        else
+            x[i] = y[at];
+    }
+}
+
+cudaError_t ckb_concat(cudaStream_t s, void *y, int cy, void *x, size_t npix, int cx, int off,
+                       int to_y)
+{
+    size_t count = npix * cx;
+    k_concat16<<<blocks_for(count), THREADS, 0, s>>>((uint16_t *)y, cy, (uint16_t *)x, count,
+                                                     cx, off, to_y);
+    return cudaGetLastError();
+}
+
+/* y (NHWC of (n, c, hw)) = x in PyTorch's flatten order (NCHW): the inverse
+ * of ckb_flatten */
+__global__ static void k_unflatten16(const uint16_t *x, size_t count, int c, size_t hw,
+                                     uint16_t *y)
+{
+    GRID_STRIDE(i, count)   /* i walks x: element (b, ch, p) */
+    {
+        size_t p = i % hw, ch = (i / hw) % (size_t)c, b = i / ((size_t)c * hw);
+        y[(b * hw + p) * c + ch] = x[i];
+    }
+}
+
+cudaError_t ckb_unflatten(cudaStream_t s, const void *x, int n, int c, int hw, void *y)
+{
+    size_t count = (size_t)n * c * hw;
+    k_unflatten16<<<blocks_for(count), THREADS, 0, s>>>((const uint16_t *)x, count, c,
+                                                        (size_t)hw, (uint16_t *)y);
+    return cudaGetLastError();
+}
+
+/* ck_dropout's mask (the host's hash of the logical NCHW index, bit for
+ * bit) on NHWC: element r of a sample is channel r % c of pixel r / c */
+template <typename T>
+__global__ static void k16_dropout(void *yv, const void *xv, size_t count, int c, size_t hw,
+                                   float p, float scale, uint32_t op, const uint64_t *keys)
+{
+    T *y = (T *)yv;
+    const T *x = (const T *)xv;
+    size_t per = (size_t)c * hw;
+    GRID_STRIDE(i, count)
+    {
+        size_t b = i / per, r = i % per, idx = (r % (size_t)c) * hw + r / (size_t)c;
+        uint64_t key = dropout_op_key(keys[b], op);
+        double u = (double)(dropout_mix(key ^ dropout_mix(idx)) >> 40) / 16777216.0;
+        y[i] = h16<T>::st(u >= (double)p ? __fmul_rn(h16<T>::ld(x[i]), scale) : 0.0f);
+    }
+}
+
+cudaError_t ckb_dropout(cudaStream_t s, int fp16, void *y, const void *x, int n, int c, int hw,
+                        float p, uint32_t op, const uint64_t *keys)
+{
+    size_t count = (size_t)n * c * hw;
+    if (p == 0.0f)
+        return y == x ? cudaSuccess : cudaMemcpyAsync(y, x, count * 2, cudaMemcpyDeviceToDevice, s);
+    float scale = 1.0f / (1.0f - p);
+    return LAUNCH16(fp16, k16_dropout, count, y, x, count, c, (size_t)hw, p, scale, op, keys);
 }
 
 /* ------------------------------------------------------------- batch-norm */

@@ -27,6 +27,17 @@ cudaError_t ckb_acc(cudaStream_t s, int fp16, void *y, const void *x, size_t cou
 /* gx = gy where y > 0, else 0 (exact). */
 cudaError_t ckb_relu_bwd(cudaStream_t s, int fp16, void *gx, const void *y, const void *gy,
                          size_t count);
+/* concat: y (npix, cy) channels [off, off + cx) = x (npix, cx) (to_y),
+ * else x = that slice; 2-byte moves, either format. */
+cudaError_t ckb_concat(cudaStream_t s, void *y, int cy, void *x, size_t npix, int cx, int off,
+                       int to_y);
+/* y (n, c, hw) NHWC = x (n, c*hw) in PyTorch's flatten order: ckb_flatten's
+ * inverse (a flatten's backward). */
+cudaError_t ckb_unflatten(cudaStream_t s, const void *x, int n, int c, int hw, void *y);
+/* y = x * mask / (1 - p) with ck_dropout's mask (keys[b]: sample b's key,
+ * the logical NCHW index hashed), the product rounded once; p 0: a copy. */
+cudaError_t ckb_dropout(cudaStream_t s, int fp16, void *y, const void *x, int n, int c, int hw,
+                        float p, uint32_t op, const uint64_t *keys);
 /* Training BatchNorm on bf16 NHWC (cuda_train16.c's bn_train_*), the fp32
  * kernels' arithmetic (ck_chan_sums, ck_bn_apply, ck_bn_grad_sums,
  * ck_bn_grad_apply: bn_math.h) with each output rounded once:
