@@ -210,6 +210,15 @@ int cu_down_be_n(backend_t *be, uint64_t *count, void *host, const void *dev, si
     return rc;
 }
 
+float *cu_vectors_up(backend_t *be, uint64_t *count, size_t c, int k, const float *const *v)
+{
+    float *d = cu_scratch_be(be, (size_t)k * c * sizeof(float));
+    for (int i = 0; d && i < k; i++)
+        if (cu_up_be_n(be, count, d + (size_t)i * c, v[i], c * sizeof(float)) < 0)
+            return NULL;
+    return d;
+}
+
 int cu_workspace(bk_ctx_t *g, size_t bytes)
 {
     cuda_backend_t *cb = cu_be(g->be);

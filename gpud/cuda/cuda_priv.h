@@ -100,6 +100,10 @@ int cu_up_n(bk_ctx_t *g, uint64_t *count, void *dev, const void *host, size_t by
 int cu_down_n(bk_ctx_t *g, uint64_t *count, void *host, const void *dev, size_t bytes);
 int cu_up_be_n(backend_t *be, uint64_t *count, void *dev, const void *host, size_t bytes);
 int cu_down_be_n(backend_t *be, uint64_t *count, void *host, const void *dev, size_t bytes);
+/* k host vectors of c floats each (SyncBatchNorm's centres and
+ * coefficients), one after another in the backend's scratch (cu_scratch_be),
+ * counted; the device copy, or NULL after cu_note. */
+float *cu_vectors_up(backend_t *be, uint64_t *count, size_t c, int k, const float *const *v);
 
 /* Each returns 0, or -1 after bk_ctx_fail(g, "<what> failed: <reason>. <advice>"). */
 int cu_check(bk_ctx_t *g, cudaError_t e, const char *what);

@@ -458,11 +458,9 @@ static void ct_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
                          const float *center, const float *a, const float *b)
 {
     size_t c = (size_t)s[1];
-    float *d = cu_scratch_be(be, 3 * c * sizeof(float));
-    uint64_t *cnt = BN(be);
-    if (!d || cu_up_be_n(be, cnt, d, center, c * sizeof(float)) < 0 ||
-        cu_up_be_n(be, cnt, d + c, a, c * sizeof(float)) < 0 ||
-        cu_up_be_n(be, cnt, d + 2 * c, b, c * sizeof(float)) < 0)
+    const float *v[3] = {center, a, b};
+    float *d = cu_vectors_up(be, BN(be), c, 3, v);
+    if (!d)
         return;
     cu_note(be, ck_chan_axpb(stream_of(be), y, x, s[0], (int)c, s[2] * s[3], d, d + c, d + 2 * c),
             "channel axpb kernel");
@@ -491,12 +489,9 @@ static void ct_bn_grad_apply(backend_t *be, void *gx, const void *x, const void 
                              const float *scale, const float *a, const float *b)
 {
     size_t c = (size_t)s[1];
-    float *d = cu_scratch_be(be, 4 * c * sizeof(float));
-    uint64_t *cnt = BN(be);
-    if (!d || cu_up_be_n(be, cnt, d, center, c * sizeof(float)) < 0 ||
-        cu_up_be_n(be, cnt, d + c, scale, c * sizeof(float)) < 0 ||
-        cu_up_be_n(be, cnt, d + 2 * c, a, c * sizeof(float)) < 0 ||
-        cu_up_be_n(be, cnt, d + 3 * c, b, c * sizeof(float)) < 0)
+    const float *v[4] = {center, scale, a, b};
+    float *d = cu_vectors_up(be, BN(be), c, 4, v);
+    if (!d)
         return;
     cu_note(be, ck_bn_grad_apply(stream_of(be), gx, x, relu ? y : NULL, gy, s[0], (int)c,
                                  s[2] * s[3], d, d + c, d + 2 * c, d + 3 * c),
