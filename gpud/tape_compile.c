@@ -131,7 +131,7 @@ static int pool_plan(bk_graph_t *g)
     g->pool = calloc(1, sizeof *g->pool);
     g->pool_count = calloc(1, sizeof *g->pool_count);
     int rc = last && slot && conflict && g->pool && g->pool_count ? 0 : -1;
-    size_t n = 0, es = g->store16 ? 2 : sizeof(float);   /* pooled vars are never f32 */
+    size_t n = 0, es = tape_act_esize(g);   /* pooled vars are never f32 */
     if (rc == 0) {
         mark_kept(g, last);
         for (size_t i = 0; i < g->nops; i++) {
@@ -218,7 +218,7 @@ static int vars_alloc(bk_graph_t *g)
         return -1;
     }
     g->tmp_count = tmp;
-    g->bytes += tmp * (g->store16 ? 2 : sizeof(float));
+    g->bytes += tmp * tape_act_esize(g);
     return 0;
 }
 

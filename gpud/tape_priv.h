@@ -190,9 +190,15 @@ static inline const bk_kernels_t *tape_kv(const bk_graph_t *g, const bk_tensor_t
     return t->f32 ? g->k32 : g->k;
 }
 
+/* The bytes of an activation's element: 2 in a 16-bit graph, else a float's. */
+static inline size_t tape_act_esize(const bk_graph_t *g)
+{
+    return g->store16 ? 2 : sizeof(float);
+}
+
 static inline size_t tape_esize(const bk_graph_t *g, const bk_tensor_t *t)
 {
-    return g->store16 && !t->f32 ? 2 : sizeof(float);
+    return t->f32 ? sizeof(float) : tape_act_esize(g);
 }
 
 static inline void shape_of(const bk_tensor_t *t, int s[4])

@@ -210,6 +210,18 @@ int cu_down_be_n(backend_t *be, uint64_t *count, void *host, const void *dev, si
     return rc;
 }
 
+double *cu_sums_scratch(backend_t *be, uint64_t *count, size_t rows, int parts, size_t c,
+                        const float *center, const float **dcen)
+{
+    size_t nd = rows * (1 + (size_t)parts);
+    char *d = cu_scratch_be(be, nd * sizeof(double) + c * sizeof(float));
+    float *cen = d && center ? (float *)(d + nd * sizeof(double)) : NULL;
+    *dcen = cen;
+    if (!d || (cen && cu_up_be_n(be, count, cen, center, c * sizeof(float)) < 0))
+        return NULL;
+    return (double *)d;
+}
+
 float *cu_vectors_up(backend_t *be, uint64_t *count, size_t c, int k, const float *const *v)
 {
     float *d = cu_scratch_be(be, (size_t)k * c * sizeof(float));

@@ -100,6 +100,12 @@ int cu_up_n(bk_ctx_t *g, uint64_t *count, void *dev, const void *host, size_t by
 int cu_down_n(bk_ctx_t *g, uint64_t *count, void *host, const void *dev, size_t bytes);
 int cu_up_be_n(backend_t *be, uint64_t *count, void *dev, const void *host, size_t bytes);
 int cu_down_be_n(backend_t *be, uint64_t *count, void *host, const void *dev, size_t bytes);
+/* The scratch of SyncBatchNorm's per-channel sums (cu_scratch_be): rows
+ * double sums, then their parts partials per row, then c floats of centre,
+ * uploaded (counted) when center is given, its device copy in *dcen (NULL
+ * without). The sums' address, or NULL after cu_note. */
+double *cu_sums_scratch(backend_t *be, uint64_t *count, size_t rows, int parts, size_t c,
+                        const float *center, const float **dcen);
 /* k host vectors of c floats each (SyncBatchNorm's centres and
  * coefficients), one after another in the backend's scratch (cu_scratch_be),
  * counted; the device copy, or NULL after cu_note. */

@@ -441,13 +441,11 @@ static int ct_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void
 static void ct_chan_sums(backend_t *be, const void *x, const int s[4], const float *center,
                          double *out)
 {
-    size_t c = (size_t)s[1], nd = c * (1 + ck_sum_parts((size_t)s[0] * s[2] * s[3]));
-    char *d = cu_scratch_be(be, nd * sizeof(double) + c * sizeof(float));
-    if (!d)
-        return;
-    double *dsum = (double *)d;   /* the sums, then their partials */
-    float *dcen = center ? (float *)(d + nd * sizeof(double)) : NULL;
-    if (dcen && cu_up_be_n(be, BN(be), dcen, center, c * sizeof(float)) < 0)
+    size_t c = (size_t)s[1];
+    const float *dcen;
+    double *dsum = cu_sums_scratch(be, BN(be), c, ck_sum_parts((size_t)s[0] * s[2] * s[3]), c,
+                                   center, &dcen);   /* the sums, then their partials */
+    if (!dsum)
         return;
     cu_note(be, ck_chan_sums(stream_of(be), x, s[0], (int)c, s[2] * s[3], dcen, dsum, dsum + c),
             "channel sums kernel");
@@ -470,13 +468,11 @@ static void ct_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
 static void ct_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
                             const int s[4], int relu, const float *center, double *out)
 {
-    size_t c = (size_t)s[1], nd = 2 * c * (1 + ck_sum_parts((size_t)s[0] * s[2] * s[3]));
-    char *d = cu_scratch_be(be, nd * sizeof(double) + c * sizeof(float));
-    if (!d)
-        return;
-    double *dsum = (double *)d;   /* the 2c sums, then their partials */
-    float *dcen = (float *)(d + nd * sizeof(double));
-    if (cu_up_be_n(be, BN(be), dcen, center, c * sizeof(float)) < 0)
+    size_t c = (size_t)s[1];
+    const float *dcen;
+    double *dsum = cu_sums_scratch(be, BN(be), 2 * c, ck_sum_parts((size_t)s[0] * s[2] * s[3]),
+                                   c, center, &dcen);   /* the 2c sums, then their partials */
+    if (!dsum)
         return;
     cu_note(be, ck_bn_grad_sums(stream_of(be), x, relu ? y : NULL, gy, s[0], (int)c,
                                 s[2] * s[3], dcen, dsum, dsum + 2 * c),

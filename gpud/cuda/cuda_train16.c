@@ -70,7 +70,7 @@ static float *scratch16(backend_t *be, size_t floats)
 {
     cuda_backend_t *cb = cu_be(be);
     return cu_grow_be(be, &cb->h16, &cb->h16_cap, floats * sizeof(float),
-                      "growing the bf16 conversion scratch");
+                      "growing the 16-bit conversion scratch");
 }
 
 /* base: scratch16's; takes count floats of it */
@@ -89,7 +89,7 @@ static size_t parts(size_t a, size_t b, size_t c, size_t d, size_t e)
     return s;
 }
 
-/* f (NCHW floats) = x (NHWC bf16) of shape s; and the way back, rounded */
+/* f (NCHW floats) = x (NHWC 16-bit) of shape s; and the way back, rounded */
 static void unpack(backend_t *be, float *f, const void *x, const int s[4])
 {
     cu_note(be, ckb_to_nchw(stream_of(be), f16(be), x, s[0], s[1], s[2] * s[3], f),
@@ -99,7 +99,7 @@ static void unpack(backend_t *be, float *f, const void *x, const int s[4])
 static void pack(backend_t *be, void *y, const float *f, const int s[4])
 {
     cu_note(be, ckb_from_nchw(stream_of(be), f16(be), f, s[0], s[1], s[2] * s[3], y),
-            "fp32 to bf16 conversion kernel");
+            "fp32 to 16-bit conversion kernel");
 }
 
 /* ----------------------------------------------------- memory, element-wise */
@@ -415,9 +415,10 @@ static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
     cuda_backend_t *cb = cu_be(be);
     cu_conv_t *c = &p->conv;
     const float one = 1.0f, zero = 0.0f;
-    (void)gb;   /* a native conv has no bias */
-    if (filter16(g, p, w) < 0)   /* the forward's filter, unless the weights moved since */
-        return -1;
+    /* p->w16 holds the forward's filter: the engine rounds w at the forward
+     * and a step's weights do not move before its backward. No bias. */
+    (void)w;
+    (void)gb;
     /* a padded input: its gradient padded too (a scratch), then unpadded */
     void *dx = gx && p->xpad ? scratch16(be, (npix_in(p) * p->icp + 1) / 2) : gx;
     if (gx && !dx)
@@ -575,13 +576,11 @@ static int npix4(const int s[4])
 static void h_chan_sums(backend_t *be, const void *x, const int s[4], const float *center,
                         double *out)
 {
-    size_t c = (size_t)s[1], nd = c * (1 + (size_t)ckb_sum_parts((size_t)npix4(s)));
-    char *d = cu_scratch_be(be, nd * sizeof(double) + c * sizeof(float));
-    if (!d)
-        return;
-    double *dsum = (double *)d;   /* the sums, then their partials */
-    float *dcen = center ? (float *)(d + nd * sizeof(double)) : NULL;
-    if (dcen && cu_up_be_n(be, BN(be), dcen, center, c * sizeof(float)) < 0)
+    size_t c = (size_t)s[1];
+    const float *dcen;
+    double *dsum = cu_sums_scratch(be, BN(be), c, ckb_sum_parts((size_t)npix4(s)), c, center,
+                                   &dcen);   /* the sums, then their partials */
+    if (!dsum)
         return;
     cu_note(be, ckb_chan_sums(stream_of(be), f16(be), x, npix4(s), (int)c, dcen, dsum, dsum + c),
             "16-bit channel sums");
@@ -606,13 +605,11 @@ static void h_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
 static void h_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
                            const int s[4], int relu, const float *center, double *out)
 {
-    size_t c = (size_t)s[1], nd = 2 * c * (1 + (size_t)ckb_sum_parts((size_t)npix4(s)));
-    char *d = cu_scratch_be(be, nd * sizeof(double) + c * sizeof(float));
-    if (!d)
-        return;
-    double *dsum = (double *)d;   /* the 2c sums, then their partials */
-    float *dcen = (float *)(d + nd * sizeof(double));
-    if (cu_up_be_n(be, BN(be), dcen, center, c * sizeof(float)) < 0)
+    size_t c = (size_t)s[1];
+    const float *dcen;
+    double *dsum = cu_sums_scratch(be, BN(be), 2 * c, ckb_sum_parts((size_t)npix4(s)), c, center,
+                                   &dcen);   /* the 2c sums, then their partials */
+    if (!dsum)
         return;
     cu_note(be, ckb_bn_grad_sums(stream_of(be), f16(be), x, relu ? y : NULL, gy, npix4(s),
                                  (int)c, dcen, dsum, dsum + 2 * c),
