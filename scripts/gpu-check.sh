@@ -16,8 +16,9 @@
 #     --fmnist DIR   Fashion-MNIST IDX files (default /usr/share/datasets/
 #                    fashion-mnist) for the end-to-end jobs
 # env: PY (python with torch + CUDA, default /usr/bin/python3 then python3),
-#      CUDAToolkit_ROOT (default /usr/local/cuda), JOBS (default nproc).
-# Steps: configure + build, ctest -L '^gpu$' (a skipped test counts as NOT RUN),
+#      CUDAToolkit_ROOT (default /usr/local/cuda), JOBS (default nproc),
+#      GPU_TEST_TIMEOUT (seconds per GPU test, default 150).
+# Steps: configure + build, ctest -L '^gpu$' (a skipped test counts as FAIL),
 # ddpipe eval and train end to end with --device cuda against --device cpu,
 # the host<->device bytes a cuda training step counts against the plan
 # (parameters/gradients 0, BatchNorm = bench/step_bytes; step-bytes.json),
@@ -145,13 +146,20 @@ grep -q '^NCCL_LIBRARY:FILEPATH=/' "$BUILD/CMakeCache.txt" 2>/dev/null ||
     note WARN "NCCL" "not found: gpud_cuda_nccl is not built"
 
 # --- GPU tests: a skip on a GPU machine means the check did not run
+# Bounded twice: a hung test (a collective that never completes) is stopped
+# after GPU_TEST_TIMEOUT s, and the whole ctest at the budget's end, so one
+# hang cannot eat the device call and leave no record.
 echo "== ctest -L ^gpu$" >&2
-(cd "$BUILD" && ctest -L '^gpu$' --output-on-failure --timeout 600) > "$OUT/ctest-gpu.log" 2>&1
+left=$((BUDGET + 60 - ($(date +%s) - T0)))
+(cd "$BUILD" && timeout "$left" ctest -L '^gpu$' --output-on-failure \
+    --timeout "${GPU_TEST_TIMEOUT:-150}") > "$OUT/ctest-gpu.log" 2>&1
 for t in $(cd "$BUILD" && ctest -L '^gpu$' -N | sed -n 's/^ *Test *#[0-9]*: *//p'); do
     line=$(grep -E " $t \.+" "$OUT/ctest-gpu.log" | tail -n 1)
     case "$line" in
         *Passed*) note PASS "ctest $t" "passed" ;;
         *Skipped*) note FAIL "ctest $t" "skipped on a GPU machine" ;;   # nccl: 1 rank on 1 GPU
+        *Timeout*) note FAIL "ctest $t" "timed out after ${GPU_TEST_TIMEOUT:-150} s: see $OUT/ctest-gpu.log" ;;
+        "") note NOTRUN "ctest $t" "not reached: the ctest run was stopped at the time budget" ;;
         *) note FAIL "ctest $t" "see $OUT/ctest-gpu.log" ;;
     esac
 done
