@@ -31,6 +31,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "common/log.h"
 #include "gpud/cpu/dnnl_priv.h"
 #include "gpud/cpu/host_kernels.h"
 
@@ -94,15 +95,19 @@ int cpu_infer_layout(backend_t *be, const int s[4])
     return p > 1 && s[1] % p == 0 ? p : CPU_LAYOUT_NCHW;
 }
 
+static dnnl_format_tag_t layout_tag(int layout)
+{
+    return layout == 16                ? dnnl_nChw16c
+           : layout == 8               ? dnnl_nChw8c
+           : layout == CPU_LAYOUT_NCHW ? dnnl_abcd
+                                       : dnnl_acdb;
+}
+
 /* The memory descriptor of a buffer of shape s in layout code. */
 static const_dnnl_memory_desc_t md_of(cpu_mds_t *k, const int s[4], int layout)
 {
     const dnnl_dim_t d[4] = {s[0], s[1], s[2], s[3]};
-    dnnl_format_tag_t tag = layout == 16   ? dnnl_nChw16c
-                            : layout == 8  ? dnnl_nChw8c
-                            : layout == CPU_LAYOUT_NCHW ? dnnl_abcd
-                                                        : dnnl_acdb;
-    return cpu_md(k, 4, d, dnnl_f32, tag);
+    return cpu_md(k, 4, d, dnnl_f32, layout_tag(layout));
 }
 
 /* NCHW <-> a blocked layout of b channels (c % b == 0). */
@@ -368,26 +373,32 @@ static int post_ops_attr(bk_ctx_t *g, dnnl_primitive_attr_t a, const bk_postop_t
     return rc;
 }
 
+/* The conv's primitive descriptor with src and dst in the layouts oneDNN
+ * chooses (tape 0: a failure fails g), or in the tape's (tape 1: NULL when
+ * oneDNN has no kernel for them, g untouched). */
 static dnnl_primitive_desc_t conv_pd(bk_ctx_t *g, const bk_conv_t *c, const bk_postop_t *post,
-                                     int npost, const int in[4], const int out[4])
+                                     int npost, const int in[4], const int out[4], int tape)
 {
     const dnnl_dim_t sd[4] = {in[0], in[1], in[2], in[3]}, wd[4] = {c->oc, c->ic, c->kh, c->kw};
     const dnnl_dim_t bd[1] = {c->oc}, dd[4] = {out[0], out[1], out[2], out[3]};
     const dnnl_dims_t st = {c->stride_h, c->stride_w}, pad = {c->pad_h, c->pad_w}, dil = {0, 0};
+    dnnl_format_tag_t ts = tape ? layout_tag(cpu_infer_layout(g->be, in)) : dnnl_format_tag_any;
+    dnnl_format_tag_t td = tape ? layout_tag(cpu_infer_layout(g->be, out)) : dnnl_format_tag_any;
     cpu_mds_t k = {0};
-    const_dnnl_memory_desc_t src = cpu_md(&k, 4, sd, conv_type(g->be), dnnl_format_tag_any);
+    const_dnnl_memory_desc_t src = cpu_md(&k, 4, sd, conv_type(g->be), ts);
     const_dnnl_memory_desc_t wei = cpu_md(&k, 4, wd, conv_type(g->be), dnnl_format_tag_any);
     const_dnnl_memory_desc_t bia = cpu_md(&k, 1, bd, dnnl_f32, dnnl_x);
-    const_dnnl_memory_desc_t dst = cpu_md(&k, 4, dd, dnnl_f32, dnnl_format_tag_any);
+    const_dnnl_memory_desc_t dst = cpu_md(&k, 4, dd, dnnl_f32, td);
     dnnl_primitive_attr_t a = NULL;
     dnnl_primitive_desc_t pd = NULL;
     if (cpu_mds_check(g, &k) == 0 && (a = cpu_attr_new(g)) &&
-        post_ops_attr(g, a, post, npost) == 0 &&
-        cpu_dn(g, dnnl_convolution_forward_primitive_desc_create(
-                      &pd, cpu_be(g)->eng, dnnl_forward_inference, dnnl_convolution_direct, src,
-                      wei, c->bias ? bia : NULL, dst, st, dil, pad, pad, a),
-               "convolution primitive_desc_create") < 0)
-        pd = NULL;
+        post_ops_attr(g, a, post, npost) == 0) {
+        dnnl_status_t st2 = dnnl_convolution_forward_primitive_desc_create(
+            &pd, cpu_be(g)->eng, dnnl_forward_inference, dnnl_convolution_direct, src, wei,
+            c->bias ? bia : NULL, dst, st, dil, pad, pad, a);
+        if (st2 != dnnl_success && (tape || cpu_dn(g, st2, "convolution primitive_desc_create") < 0))
+            pd = NULL;
+    }
     if (a)
         dnnl_primitive_attr_destroy(a);
     cpu_mds_free(&k);
@@ -397,6 +408,40 @@ static dnnl_primitive_desc_t conv_pd(bk_ctx_t *g, const bk_conv_t *c, const bk_p
 static int is_reference_impl(const_dnnl_primitive_desc_t pd)
 {
     return strncmp(cpu_impl(pd), "ref", 3) == 0;
+}
+
+/* Where oneDNN's choice puts src or dst in another layout than the tape's
+ * (ResNet's stem on AVX2 with oneDNN 3.2: 3 channels NCHW in, nChw8c out),
+ * each call pays a reorder of each: 12 ms of a ResNet-18 batch of 16, 2.6 %
+ * of it (bench/RESULTS.md, "Issue 32: oneDNN 3.7 from source, and where the
+ * AVX2 bars stop"). When the same kernel also takes the tape's layouts, pd
+ * is swapped for that one. fp32 only: native bf16's choices were measured
+ * on AMX as they are. */
+static dnnl_primitive_desc_t prefer_tape_layouts(bk_ctx_t *g, const bk_conv_t *c,
+                                                 const bk_post_t *post, const int in[4],
+                                                 const int out[4], dnnl_primitive_desc_t pd)
+{
+    if (!pd || g->be->precision == BK_BF16_NATIVE)
+        return pd;
+    cpu_mds_t k = {0};
+    const_dnnl_memory_desc_t ti = md_of(&k, in, cpu_infer_layout(g->be, in));
+    const_dnnl_memory_desc_t to = md_of(&k, out, cpu_infer_layout(g->be, out));
+    int same = k.failed || (dnnl_memory_desc_equal(cpu_q_md(pd, dnnl_query_src_md), ti) &&
+                            dnnl_memory_desc_equal(cpu_q_md(pd, dnnl_query_dst_md), to));
+    cpu_mds_free(&k);
+    if (same)
+        return pd;
+    dnnl_primitive_desc_t alt = conv_pd(g, c, post->op, post->n, in, out, 1);
+    if (!alt)
+        return pd;
+    if (strcmp(cpu_impl(alt), cpu_impl(pd)) != 0) {
+        dnnl_primitive_desc_destroy(alt);
+        return pd;
+    }
+    log_debug("cpu inference plan: conv %d->%d %dx%d on the tape's layouts (%s, no activation "
+              "reorders)", c->ic, c->oc, c->kh, c->kw, cpu_impl(alt));
+    dnnl_primitive_desc_destroy(pd);
+    return alt;
 }
 
 bk_plan_t *cpu_infer_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
@@ -410,7 +455,7 @@ bk_plan_t *cpu_infer_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
     if (!p)
         return NULL;
     set_threads(g->be->threads);
-    dnnl_primitive_desc_t pd = conv_pd(g, c, post->op, post->n, in, out);
+    dnnl_primitive_desc_t pd = conv_pd(g, c, post->op, post->n, in, out, 0);
     /* Where oneDNN has no JIT convolution for a sum post-op after an
      * eltwise ({relu, sum}: the seed WideResNet's order) it falls back to
      * its reference loops, ~100x slower (2.6 below AVX-512; 3.2's brgemm
@@ -419,7 +464,7 @@ bk_plan_t *cpu_infer_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
      * followed: the float operations of the fused sum, in its order. */
     if (pd && at >= 0 && is_reference_impl(pd)) {
         dnnl_primitive_desc_destroy(pd);
-        pd = conv_pd(g, c, post->op, at, in, out);
+        pd = conv_pd(g, c, post->op, at, in, out, 0);
         p->count = (size_t)out[0] * out[1] * out[2] * out[3];
         for (int i = at + 1; i < post->n; i++)
             p->split_relu |= post->op[i] == BK_PO_RELU;
@@ -427,6 +472,7 @@ bk_plan_t *cpu_infer_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
             bk_ctx_fail(g, "out of memory");
     } else {
         p->sum = at >= 0;
+        pd = prefer_tape_layouts(g, c, post, in, out, pd);
     }
     cpu_mds_t k = {0};
     const dnnl_dim_t wd[4] = {c->oc, c->ic, c->kh, c->kw}, bd[1] = {c->oc};
