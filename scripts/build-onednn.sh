@@ -37,6 +37,7 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM   # through the EXIT trap: no half-built tree left in /tmp
 if [ $# -ge 1 ]; then
     src=$1/$TARBALL
     [ -f "$src" ] || { echo "build-onednn: $src missing" >&2; exit 1; }
