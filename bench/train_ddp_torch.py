@@ -13,6 +13,12 @@ evaluates the t10k set (not timed).
 
   /usr/bin/python3 bench/train_ddp_torch.py --data DIR [--workers 2] [--limit 12000]
         [--batch 64] [--epochs 3] [--lr 0.05] [--channels 16,32,64,128] [--seed 0]
+        [--init FILE]
+  /usr/bin/python3 bench/train_ddp_torch.py --save-init FILE [--channels C] [--seed 0]
+
+--save-init writes the seeded initial state_dict (PyTorch's default init)
+and exits; --init starts from such a file, so ddpipe (`--weights FILE`) and
+every peer train from the same weights.
 
 Prints per epoch "epoch E train img/s X val top1 T" and a last line
 "torch-ddp train img/s=X (last epoch) top1=T".
@@ -34,6 +40,7 @@ import torch.nn as nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 import idx_io  # noqa: E402
+import safetensors_io  # noqa: E402
 import seed_models  # noqa: E402
 
 
@@ -61,7 +68,10 @@ def worker(rank, a, port):
     dist.init_process_group("gloo", rank=rank, world_size=a.workers)
     torch.manual_seed(a.seed)
     chans = seed_models.parse_channels(a.channels)
-    model = nn.parallel.DistributedDataParallel(seed_models.build("wideresnet", chans, 10, 1))
+    net = seed_models.build("wideresnet", chans, 10, 1)
+    if a.init:   # the same initial weights as the other side (train_pipeline.sh)
+        net.load_state_dict(safetensors_io.load(a.init))
+    model = nn.parallel.DistributedDataParallel(net)
     x, y = tensors(os.path.join(a.data, "train"), a.limit)
     ds = torch.utils.data.TensorDataset(x, y)
     sampler = torch.utils.data.distributed.DistributedSampler(ds, a.workers, rank, shuffle=True,
@@ -101,7 +111,15 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--channels", default="16,32,64,128")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--init", help="initial weights (safetensors) instead of the seeded init")
+    ap.add_argument("--save-init", metavar="FILE",
+                    help="write the seeded initial weights to FILE and exit")
     a = ap.parse_args()
+    if a.save_init:
+        torch.manual_seed(a.seed)
+        net = seed_models.build("wideresnet", seed_models.parse_channels(a.channels), 10, 1)
+        safetensors_io.save(net.state_dict(), a.save_init)
+        return
     with socket.socket() as s:   # a free loopback port for the rendezvous
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

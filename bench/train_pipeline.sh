@@ -15,6 +15,9 @@
 # One compute thread per worker on both sides (the peer's best on a machine
 # with W cores: more threads oversubscribe). PyTorch's data is a tensor in
 # memory (its best case); ddpipe's loaderd reads IDX and ships every batch.
+# Every side starts from the same weights (PyTorch's default init, seed 0,
+# written once by train_ddp_torch.py --save-init; ddpipe --weights, the
+# peers --init), so the val top-1s differ by data order and arithmetic only.
 set -eu
 cd "$(dirname "$0")/.."
 . bench/peers.sh
@@ -32,6 +35,8 @@ for t in ddpipe gpud loaderd reducerd reporterd; do
 done
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+/usr/bin/python3 bench/train_ddp_torch.py --save-init "$dir/init.safetensors" \
+    --channels "$CHANNELS" --seed 0
 echo "WideResNet $CHANNELS, first $LIMIT Fashion-MNIST images, $W workers x batch $BATCH," \
      "SGD 0.05/0.9, $EPOCHS epochs, val t10k; $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 echo "CPU flags: $(grep -o -w -E 'avx512[a-z_0-9]*|amx[a-z_]*|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
@@ -52,7 +57,7 @@ while [ "$r" -le "$ROUNDS" ]; do
     "$BUILD/bin/ddpipe" train --data "idx:$FM/train" --limit "$LIMIT" --val "idx:$FM/t10k" \
         --model wideresnet --channels "$CHANNELS" --workers "$W" --batch-size "$BATCH" \
         --epochs "$EPOCHS" --lr 0.05 --momentum 0.9 --seed 0 --threads 1 --loader-threads 1 \
-        --quiet --out "$out" >"$dir/ddpipe$r.txt" 2>&1 || { cat "$dir/ddpipe$r.txt"; exit 1; }
+        --weights "$dir/init.safetensors" --quiet --out "$out" >"$dir/ddpipe$r.txt" 2>&1 || { cat "$dir/ddpipe$r.txt"; exit 1; }
     ips=$(awk -F, '$3 == "train" { v = $8 } END { print v }' "$out/metrics.csv")
     top=$(awk -F, '$3 == "val" { v = $6 } END { print v }' "$out/metrics.csv")
     # each side as soon as it is known: a run cut short still reports one
@@ -60,7 +65,8 @@ while [ "$r" -le "$ROUNDS" ]; do
     row=$(awk -v r="$r" -v a="$ips" -v at="$top" 'BEGIN { printf "| %d | %.1f | %.4f |", r, a, at }')
     for p in $PEER_LABELS; do
         torch=$("$(peer_py "$p")" bench/train_ddp_torch.py --data "$FM" --workers "$W" \
-            --limit "$LIMIT" --batch "$BATCH" --epochs "$EPOCHS" --channels "$CHANNELS" | tail -1)
+            --limit "$LIMIT" --batch "$BATCH" --epochs "$EPOCHS" --channels "$CHANNELS" \
+            --init "$dir/init.safetensors" | tail -1)
         tips=$(echo "$torch" | sed -n 's/.*img\/s=\([0-9.]*\).*/\1/p')
         ttop=$(echo "$torch" | sed -n 's/.*top1=\([0-9.]*\).*/\1/p')
         echo "round $r torch $p: $tips img/s, val top-1 $ttop" >&2

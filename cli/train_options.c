@@ -48,7 +48,7 @@ static const option_t s_rows[] = {
                 "the most pixel data --cache keeps"),
     OPTION_DOUBLE(T, rotate, "rotate", "DEG", NAN, 0, 180,
                   "RandomRotation(+-DEG) on train samples"),
-    OPTION_LONG(T, limit, "limit", "N", 0, 1, 1L << 40, "use only the first N training samples"),
+    OPTION_LONG(T, limit, "limit", "N", 0, 1, 1L << 40, "use only the first N samples of --data and of --val"),
     OPTION_STRING(T, wire, "wire", "uint8|jpeg", "uint8",
                   "what loaderd sends: decoded uint8 pixels, or the original files (jpeg), "
                   "decoded and augmented by gpud with the same results (not with --cache)"),
