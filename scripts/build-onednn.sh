@@ -1,11 +1,11 @@
 #!/bin/sh
 # Opt-in: build oneDNN 3.7.2 from Debian 13's source into /opt/onednn-3.7,
 # which CMake then prefers to the oneDNN 3.2 that scripts/install-deps.sh
-# installs (docs/INSTALL.md, "Opt-in: oneDNN 3.7 from source"). On AVX2 its convolutions are 4-11 %
-# faster than 3.2's (bench/RESULTS.md, "Issue 32: oneDNN 3.7 from source");
-# the build takes about 45 minutes on 2 cores, which is why it is not the
-# default. Debian 13's binary package cannot serve: it needs glibc 2.38,
-# Debian 12 has 2.36.
+# installs (docs/INSTALL.md, "Opt-in: oneDNN 3.7 from source"). On AVX2 its
+# convolutions are 4-11 % faster than 3.2's (bench/RESULTS.md, "Issue 32:
+# oneDNN 3.7 from source"); the build takes about 45 minutes on 2 cores,
+# which is why it is not the default. Debian 13's binary package cannot
+# serve: it needs glibc 2.38, Debian 12 has 2.36.
 #
 #   scripts/build-onednn.sh            download (Debian's archive), check, build, install
 #   scripts/build-onednn.sh DIR        the same from DIR/onednn_3.7.2+ds.orig.tar.xz
