@@ -62,13 +62,17 @@ def evaluate(model, x, y):
     return correct / x.shape[0]
 
 
+def seeded_net(a):
+    """The seed WideResNet with PyTorch's default init drawn from a.seed."""
+    torch.manual_seed(a.seed)
+    return seed_models.build("wideresnet", seed_models.parse_channels(a.channels), 10, 1)
+
+
 def worker(rank, a, port):
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=a.workers)
-    torch.manual_seed(a.seed)
-    chans = seed_models.parse_channels(a.channels)
-    net = seed_models.build("wideresnet", chans, 10, 1)
+    net = seeded_net(a)
     if a.init:   # the same initial weights as the other side (train_pipeline.sh)
         net.load_state_dict(safetensors_io.load(a.init))
     model = nn.parallel.DistributedDataParallel(net)
@@ -116,9 +120,7 @@ def main():
                     help="write the seeded initial weights to FILE and exit")
     a = ap.parse_args()
     if a.save_init:
-        torch.manual_seed(a.seed)
-        net = seed_models.build("wideresnet", seed_models.parse_channels(a.channels), 10, 1)
-        safetensors_io.save(net.state_dict(), a.save_init)
+        safetensors_io.save(seeded_net(a).state_dict(), a.save_init)
         return
     with socket.socket() as s:   # a free loopback port for the rendezvous
         s.bind(("127.0.0.1", 0))

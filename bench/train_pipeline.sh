@@ -57,7 +57,8 @@ while [ "$r" -le "$ROUNDS" ]; do
     "$BUILD/bin/ddpipe" train --data "idx:$FM/train" --limit "$LIMIT" --val "idx:$FM/t10k" \
         --model wideresnet --channels "$CHANNELS" --workers "$W" --batch-size "$BATCH" \
         --epochs "$EPOCHS" --lr 0.05 --momentum 0.9 --seed 0 --threads 1 --loader-threads 1 \
-        --weights "$dir/init.safetensors" --quiet --out "$out" >"$dir/ddpipe$r.txt" 2>&1 || { cat "$dir/ddpipe$r.txt"; exit 1; }
+        --weights "$dir/init.safetensors" --quiet --out "$out" >"$dir/ddpipe$r.txt" 2>&1 ||
+        { cat "$dir/ddpipe$r.txt"; exit 1; }
     ips=$(awk -F, '$3 == "train" { v = $8 } END { print v }' "$out/metrics.csv")
     top=$(awk -F, '$3 == "val" { v = $6 } END { print v }' "$out/metrics.csv")
     # each side as soon as it is known: a run cut short still reports one

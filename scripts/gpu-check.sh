@@ -150,15 +150,16 @@ grep -q '^NCCL_LIBRARY:FILEPATH=/' "$BUILD/CMakeCache.txt" 2>/dev/null ||
 # after GPU_TEST_TIMEOUT s, and the whole ctest at the budget's end, so one
 # hang cannot eat the device call and leave no record.
 echo "== ctest -L ^gpu$" >&2
+GPU_TEST_TIMEOUT=${GPU_TEST_TIMEOUT:-150}
 left=$((BUDGET + 60 - ($(date +%s) - T0)))
 (cd "$BUILD" && timeout "$left" ctest -L '^gpu$' --output-on-failure \
-    --timeout "${GPU_TEST_TIMEOUT:-150}") > "$OUT/ctest-gpu.log" 2>&1
+    --timeout "$GPU_TEST_TIMEOUT") > "$OUT/ctest-gpu.log" 2>&1
 for t in $(cd "$BUILD" && ctest -L '^gpu$' -N | sed -n 's/^ *Test *#[0-9]*: *//p'); do
     line=$(grep -E " $t \.+" "$OUT/ctest-gpu.log" | tail -n 1)
     case "$line" in
         *Passed*) note PASS "ctest $t" "passed" ;;
         *Skipped*) note FAIL "ctest $t" "skipped on a GPU machine" ;;   # nccl: 1 rank on 1 GPU
-        *Timeout*) note FAIL "ctest $t" "timed out after ${GPU_TEST_TIMEOUT:-150} s: see $OUT/ctest-gpu.log" ;;
+        *Timeout*) note FAIL "ctest $t" "timed out after $GPU_TEST_TIMEOUT s: see $OUT/ctest-gpu.log" ;;
         "") note NOTRUN "ctest $t" "not reached: the ctest run was stopped at the time budget" ;;
         *) note FAIL "ctest $t" "see $OUT/ctest-gpu.log" ;;
     esac

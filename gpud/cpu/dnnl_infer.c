@@ -393,10 +393,11 @@ static dnnl_primitive_desc_t conv_pd(bk_ctx_t *g, const bk_conv_t *c, const bk_p
     dnnl_primitive_desc_t pd = NULL;
     if (cpu_mds_check(g, &k) == 0 && (a = cpu_attr_new(g)) &&
         post_ops_attr(g, a, post, npost) == 0) {
-        dnnl_status_t st2 = dnnl_convolution_forward_primitive_desc_create(
+        dnnl_status_t status = dnnl_convolution_forward_primitive_desc_create(
             &pd, cpu_be(g)->eng, dnnl_forward_inference, dnnl_convolution_direct, src, wei,
             c->bias ? bia : NULL, dst, st, dil, pad, pad, a);
-        if (st2 != dnnl_success && (tape || cpu_dn(g, st2, "convolution primitive_desc_create") < 0))
+        if (status != dnnl_success &&
+            (tape || cpu_dn(g, status, "convolution primitive_desc_create") < 0))
             pd = NULL;
     }
     if (a)
