@@ -17,7 +17,8 @@
 # memory (its best case); ddpipe's loaderd reads IDX and ships every batch.
 # Every side starts from the same weights (PyTorch's default init, seed 0,
 # written once by train_ddp_torch.py --save-init; ddpipe --weights, the
-# peers --init), so the val top-1s differ by data order and arithmetic only.
+# peers --init), and every side scores the whole t10k set (ddpipe --val-limit 0),
+# so the val top-1s differ by data order and arithmetic only.
 set -eu
 cd "$(dirname "$0")/.."
 . bench/peers.sh
@@ -55,6 +56,7 @@ r=1
 while [ "$r" -le "$ROUNDS" ]; do
     out="$dir/run$r"
     "$BUILD/bin/ddpipe" train --data "idx:$FM/train" --limit "$LIMIT" --val "idx:$FM/t10k" \
+        --val-limit 0 \
         --model wideresnet --channels "$CHANNELS" --workers "$W" --batch-size "$BATCH" \
         --epochs "$EPOCHS" --lr 0.05 --momentum 0.9 --seed 0 --threads 1 --loader-threads 1 \
         --weights "$dir/init.safetensors" --quiet --out "$out" >"$dir/ddpipe$r.txt" 2>&1 ||

@@ -115,6 +115,7 @@ static int start_loaderd(job_t *j, const train_options_t *o, long shard)
     l.wire = strcmp(o->wire, "uint8") != 0 ? o->wire : NULL; /* the default stays off argv */
     if (o->limit)
         l.limit = o->limit;
+    l.val_limit = o->val_limit;
     if (o->resuming) {
         l.start_epoch = o->resume.epoch;
         l.start_step = o->resume.start_step;

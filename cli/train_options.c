@@ -48,7 +48,11 @@ static const option_t s_rows[] = {
                 "the most pixel data --cache keeps"),
     OPTION_DOUBLE(T, rotate, "rotate", "DEG", NAN, 0, 180,
                   "RandomRotation(+-DEG) on train samples"),
-    OPTION_LONG(T, limit, "limit", "N", 0, 1, 1L << 40, "use only the first N samples of --data and of --val"),
+    OPTION_LONG(T, limit, "limit", "N", 0, 1, 1L << 40,
+                "use only the first N samples of --data, and of --val unless --val-limit says "
+                "otherwise"),
+    OPTION_LONG(T, val_limit, "val-limit", "N", -1, 0, 1L << 40,
+                "use only the first N samples of --val; 0: all of them (default: --limit's N)"),
     OPTION_STRING(T, wire, "wire", "uint8|jpeg", "uint8",
                   "what loaderd sends: decoded uint8 pixels, or the original files (jpeg), "
                   "decoded and augmented by gpud with the same results (not with --cache)"),
@@ -157,6 +161,10 @@ static int check_choices(const train_options_t *o)
         return -1;
     if (o->target_accuracy > 0 && !o->val) {
         fprintf(stderr, "ddpipe train: --target-accuracy needs a validation set (--val PATH)\n");
+        return -1;
+    }
+    if (o->val_limit >= 0 && !o->val) {
+        fprintf(stderr, "ddpipe train: --val-limit needs a validation set (--val PATH)\n");
         return -1;
     }
     if (o->max_workers && o->max_workers < o->workers) {

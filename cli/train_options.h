@@ -39,6 +39,7 @@ typedef struct {
     long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
     long timeout_s, max_time_s, worker_timeout_s, ring_timeout_s, t_max, warmup_epochs;
+    long val_limit;             /* -1: --limit's; 0: the whole --val set */
     long min_workers;           /* elastic: fewer ranks left fail the job (docs/ELASTIC.md) */
     long max_workers;           /* elastic: joiners enter while fewer ranks train (0: workers) */
     long rejoin_timeout_s;      /* elastic: a pause below min_workers lasts at most this */

@@ -67,7 +67,8 @@ static int decide_augment(loader_t *self)
 static int open_val_set(loader_t *self)
 {
     const loader_options_t *o = &self->options;
-    self->val_set = scan_open(o->val, o->limit, o->classes, o->outputs, &self->eval_samples);
+    long limit = o->val_limit < 0 ? o->limit : o->val_limit > 0 ? o->val_limit : -1;
+    self->val_set = scan_open(o->val, limit, o->classes, o->outputs, &self->eval_samples);
     if (!self->val_set ||
         scan_check_val_classes(self->dataset, o->data, self->val_set, o->val) < 0)
         return -1;

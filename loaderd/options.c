@@ -58,6 +58,8 @@ static const option_t s_rows[] = {
     OPTION_SECTION("training (docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train", "train: epochs of global steps sharded over the ranks"),
     OPTION_STRING(T, val, "val", "PATH", NULL, "validation set, eval transform, after each epoch"),
+    OPTION_LONG(T, val_limit, "val-limit", "N", -1, 0, (long)1 << 40,
+                "use only the first N samples of --val; 0: all of them (default: --limit's)"),
     OPTION_LONG(T, workers, "workers", "W", 1, 1, 4096, "ranks"),
     OPTION_LONG(T, global_batch, "global-batch-size", "G", 0, 1, (long)1 << 40,
                 "samples per global step (default --batch-size * W)"),

@@ -43,6 +43,7 @@ typedef struct {
     /* training (--train) */
     int train;
     const char *val;
+    long val_limit;            /* -1: --limit's; 0: every --val sample */
     long workers;
     long global_batch;         /* 0: batch_size * workers (loader_options_parse) */
     long chunk;                /* --chunk: shards are whole chunks of this many; 0 off */

@@ -283,6 +283,20 @@ static void test_chunk(void)
 #undef BASE
 }
 
+static void test_val_limit(void)
+{
+    train_options_t o;
+#define BASE "--data idx:x --model wideresnet --out /tmp/r --limit 100 "
+    CHECK(parse(&o, BASE "--val idx:v") == 0 && o.val_limit == -1, "no --val-limit: --limit's");
+    CHECK(parse(&o, BASE "--val idx:v --val-limit 0") == 0 && o.val_limit == 0,
+          "--val-limit 0: the whole --val set");
+    CHECK(parse(&o, BASE "--val idx:v --val-limit 500") == 0 && o.val_limit == 500,
+          "--val-limit above --limit");
+    CHECK(parse(&o, BASE "--val-limit 500") < 0, "--val-limit without --val refused");
+    CHECK(parse(&o, BASE "--val idx:v --val-limit -1") < 0, "--val-limit -1 refused");
+#undef BASE
+}
+
 int main(void)
 {
     test_default_threads();
@@ -291,6 +305,7 @@ int main(void)
     test_resume();
     test_launcher();
     test_chunk();
+    test_val_limit();
     if (s_fail)
         fprintf(stderr, "%d failed\n", s_fail);
     else

@@ -141,7 +141,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&loader_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 33); /* 31 of loaderd's own (--shard, --wire among them), --curve-dir and --insecure */
+    CHECK(options == 34); /* 32 of loaderd's own (--shard, --wire, --val-limit among them), --curve-dir and --insecure */
     /* a sentinel default is said in words, never as its number */
     CHECK(strstr(text, "decode threads (default: every CPU it may use)\n") != NULL);
     CHECK(strstr(text, "(default 0)\n  --prefetch") == NULL);

@@ -13,7 +13,8 @@ contract of docs/TRAINING.md (steps 3, 4, 8 and failed train samples):
 - EPOCH: decision 0 -> next epoch, 1 -> no more plans until STOP; --epochs
   caps the epochs even when reducerd says continue;
 - --val: an EVAL plan and batches after each epoch's train part, seqs unique
-  over the run; a --val with other classes is an error;
+  over the run; --val-limit cuts it apart from --limit (0: all of it); a
+  --val with other classes is an error;
 - a corrupt image is reported FAILED (phase TRAIN) and left out of its step
   and its global_count;
 - the commit (docs/ELASTIC.md): END(e, TRAIN) only after reducerd's COMMIT of
@@ -511,6 +512,18 @@ check(all((r, e, TRAIN) in j7.ends for r in (0, 2) for e in (0, 1)),
       "members: END(TRAIN) missing at a survivor: %r" % j7.ends)
 print("members: 3 -> 2 ranks mid-epoch: interrupted step re-split, committed steps not resent, "
       "END after the last COMMIT", flush=True)
+
+# 6b. --val-limit: the validation set cut apart from --limit (20 of it, or all of it)
+for vl, want in ((20, 20), (0, 10000)):
+    jv = Job("val-limit-%d" % vl, COMMON + ["--workers", "1", "--epochs", "1", "--val", IDX,
+                                            "--val-limit", str(vl), "--batch-size", "500"],
+             1, decide=lambda e: 1, has_val=True)
+    check([p[:4] for p in jv.plans] == [(0, TRAIN, N, 0), (0, EVAL, want, 0)],
+          "val-limit %d: plans %r" % (vl, [p[:4] for p in jv.plans]))
+    val_ids = sorted(i for _, m, _ in jv.batches if m["phase"] == EVAL for i in m["ids"])
+    check(val_ids == list(range(want)), "val-limit %d: %d validation ids, want %d" % (
+        vl, len(val_ids), want))
+print("val-limit: 20 and all validation samples beside --limit %d" % N, flush=True)
 
 # 7. errors: --val with other classes; training flags without --train
 other = os.path.join(BASE, "other")
