@@ -219,19 +219,34 @@ cudaError_t ckb_chan_sums(cudaStream_t s, int fp16, const void *x, int npix, int
     return e != cudaSuccess ? e : ck_sum_rows(s, part, c, parts, out);
 }
 
+/* The element-wise passes use the sums' block layout too: a thread keeps
+ * one channel for all its pixels, so it works out the channel's constants
+ * (a square root and a division in double) once, not per element, and
+ * never divides a 64-bit index (slow on a GPU) to find its channel. The
+ * arithmetic of each element is the same expression as before, so the
+ * same bits. At least 16 pixels a thread; enough blocks to fill a device. */
+static int apply_parts(size_t npix)
+{
+    size_t s = (npix + ROWS * 16 - 1) / (ROWS * 16);
+    return s < 1 ? 1 : s > 4096 ? 4096 : (int)s;
+}
+
 template <typename T>
-__global__ static void k16_bn_apply(void *yv, const void *xv, size_t count, int c,
+__global__ static void k16_bn_apply(void *yv, const void *xv, size_t npix, int c, int parts,
                                     const float *gamma, const float *beta, const float *mean,
                                     const float *var, float eps, int relu)
 {
     T *y = (T *)yv;
     const T *x = (const T *)xv;
-    GRID_STRIDE(i, count)
-    {
-        int ch = (int)(i % (size_t)c);
-        double inv = 1.0 / sqrt((double)var[ch] + eps);
-        float v = (float)(((double)h16<T>::ld(x[i]) - mean[ch]) * inv * gamma[ch] + beta[ch]);
-        y[i] = h16<T>::st(relu && !(v > 0.0f) ? 0.0f : v);
+    size_t lo, hi;
+    int sl, ch = slice16(npix, parts, &lo, &hi, &sl);
+    if (ch >= c)
+        return;
+    double inv = 1.0 / sqrt((double)var[ch] + eps), m = mean[ch], g = gamma[ch], b = beta[ch];
+    for (size_t j = lo + threadIdx.x / CG; j < hi; j += ROWS) {
+        size_t at = j * c + ch;
+        float v = (float)(((double)h16<T>::ld(x[at]) - m) * inv * g + b);
+        y[at] = h16<T>::st(relu && !(v > 0.0f) ? 0.0f : v);
     }
 }
 
@@ -239,9 +254,9 @@ cudaError_t ckb_bn_apply(cudaStream_t s, int fp16, void *y, const void *x, int n
                          const float *gamma, const float *beta, const float *mean,
                          const float *var, float eps, int relu)
 {
-    size_t count = (size_t)npix * c;
-    return LAUNCH16(fp16, k16_bn_apply, count, y, x, count, c, gamma, beta, mean, var, eps,
-                    relu);
+    int parts = apply_parts((size_t)npix);
+    return LAUNCH16_GRID(fp16, k16_bn_apply, groups(c, parts), y, x, (size_t)npix, c, parts,
+                         gamma, beta, mean, var, eps, relu);
 }
 
 /* dy' of element at: gy, or 0 where the fused ReLU's output y is not > 0 */
@@ -288,17 +303,20 @@ cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void
 
 template <typename T>
 __global__ static void k16_grad_apply(void *gxv, const void *xv, const void *yv, const void *gyv,
-                                      size_t count, int c, const float *center,
+                                      size_t npix, int c, int parts, const float *center,
                                       const float *scale, const float *a, const float *b)
 {
     T *gx = (T *)gxv;
     const T *x = (const T *)xv, *y = (const T *)yv, *gy = (const T *)gyv;
-    GRID_STRIDE(i, count)
-    {
-        int ch = (int)(i % (size_t)c);
-        gx[i] = h16<T>::st((float)((double)scale[ch] * masked16(y, gy, i) +
-                                   (double)a[ch] * ((double)h16<T>::ld(x[i]) - center[ch]) +
-                                   b[ch]));
+    size_t lo, hi;
+    int sl, ch = slice16(npix, parts, &lo, &hi, &sl);
+    if (ch >= c)
+        return;
+    double sc = scale[ch], ac = a[ch], m = center[ch], bc = b[ch];
+    for (size_t j = lo + threadIdx.x / CG; j < hi; j += ROWS) {
+        size_t at = j * c + ch;
+        gx[at] = h16<T>::st((float)(sc * masked16(y, gy, at) +
+                                    ac * ((double)h16<T>::ld(x[at]) - m) + bc));
     }
 }
 
@@ -306,8 +324,9 @@ cudaError_t ckb_bn_grad_apply(cudaStream_t s, int fp16, void *gx, const void *x,
                               const void *gy, int npix, int c, const float *center,
                               const float *scale, const float *a, const float *b)
 {
-    size_t count = (size_t)npix * c;
-    return LAUNCH16(fp16, k16_grad_apply, count, gx, x, y, gy, count, c, center, scale, a, b);
+    int parts = apply_parts((size_t)npix);
+    return LAUNCH16_GRID(fp16, k16_grad_apply, groups(c, parts), gx, x, y, gy, (size_t)npix, c,
+                         parts, center, scale, a, b);
 }
 
 /* ---------------------------------------------------------------- pooling */

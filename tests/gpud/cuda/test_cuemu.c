@@ -25,6 +25,8 @@
 #include "gpud/cpu/ref_ops.h"
 #include "gpud/cuda/cuda_infer_kernels.h"
 #include "gpud/cuda/cuda_kernels.h"
+#include "gpud/cuda/cuda_train16_kernels.h"
+#include "gpud/half_bits.h"
 #include "../tcheck.h"
 #include "../trand.h"
 #include "arena_checks.h"
@@ -346,6 +348,148 @@ static void check_bf16_layout(void)
     free(y);
 }
 
+/* The fp32 BatchNorm passes over NCHW planes (cuda_kernels.cu) against
+ * their per-element formula, bit for bit: planes of HW pixels, several a
+ * block (HW < THREADS), one a block, or longer than a block. */
+static void check_bn_planes(int NB, int HW)
+{
+    enum { C = 7 };
+    size_t n = (size_t)NB * C * HW;
+    float *x = randv(n, 3, 1), *gy = randv(n, 1, 0), *y0 = randv(n, 1, 0);
+    float *gamma = randv(C, 0.5f, 1), *beta = randv(C, 0.5f, 0), *mean = randv(C, 1, 1);
+    float *var = randv(C, 1, 2), *coef = randv(3 * C, 1, 0), *out = malloc(n * 4);
+    double sums[2 * C], cnt = (double)NB * HW;
+    for (int i = 0; i < 2 * C; i++)
+        sums[i] = 100.0 * frand();
+    REQUIRE(out, "alloc");
+    size_t bad = 0;
+    for (int relu = 0; relu < 2; relu++) {
+        CHECK(ck_bn_apply(0, out, x, NB, C, HW, gamma, beta, mean, var, 1e-5f, relu) ==
+                  cudaSuccess, "launch");
+        bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            int ch = (int)(i / HW % C);
+            double inv = 1.0 / sqrt((double)var[ch] + 1e-5f);
+            float v = (float)(((double)x[i] - mean[ch]) * inv * gamma[ch] + beta[ch]);
+            bad += memcmp(&out[i], &(float){relu && !(v > 0.0f) ? 0.0f : v}, 4) != 0;
+        }
+        CHECK(bad == 0, "bn apply (relu %d, %dx%d): %zu of %zu differ", relu, NB, HW, bad, n);
+        for (int training = 0; training < 2; training++) {
+            const float *mask = relu ? y0 : NULL;
+            CHECK(ck_bn_bwd_data(0, out, x, mask, gy, NB, C, HW, gamma, mean, var, 1e-5f,
+                                 training, sums) == cudaSuccess, "launch");
+            bad = 0;
+            for (size_t i = 0; i < n; i++) {
+                int ch = (int)(i / HW % C);
+                double inv = 1.0 / sqrt((double)var[ch] + 1e-5f);
+                double d = mask && !(mask[i] > 0.0f) ? 0.0f : gy[i];
+                if (training) {
+                    double xh = (x[i] - (double)mean[ch]) * inv;
+                    d = d - sums[ch] / cnt - xh * sums[C + ch] / cnt;
+                }
+                bad += memcmp(&out[i], &(float){(float)(d * gamma[ch] * inv)}, 4) != 0;
+            }
+            CHECK(bad == 0, "bn backward data (relu %d, training %d, %dx%d): %zu of %zu differ",
+                  relu, training, NB, HW, bad, n);
+        }
+        CHECK(ck_bn_grad_apply(0, out, x, relu ? y0 : NULL, gy, NB, C, HW, mean, coef, coef + C,
+                               coef + 2 * C) == cudaSuccess, "launch");
+        bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            int ch = (int)(i / HW % C);
+            float g = relu && !(y0[i] > 0.0f) ? 0.0f : gy[i];
+            float v = (float)((double)coef[ch] * g + (double)coef[C + ch] * ((double)x[i] - mean[ch]) +
+                              coef[2 * C + ch]);
+            bad += memcmp(&out[i], &v, 4) != 0;
+        }
+        CHECK(bad == 0, "bn grad apply (relu %d, %dx%d): %zu of %zu differ", relu, NB, HW, bad, n);
+    }
+    memcpy(out, gy, n * 4);
+    CHECK(ck_chan_axpb(0, out, x, NB, C, HW, mean, coef, coef + C) == cudaSuccess, "launch");
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ch = (int)(i / HW % C);
+        float v = gy[i];
+        v += (float)((double)coef[ch] * ((double)x[i] - mean[ch]) + coef[C + ch]);
+        bad += memcmp(&out[i], &v, 4) != 0;
+    }
+    CHECK(bad == 0, "chan axpb (%dx%d): %zu of %zu differ", NB, HW, bad, n);
+    free(x);
+    free(gy);
+    free(y0);
+    free(gamma);
+    free(beta);
+    free(mean);
+    free(var);
+    free(coef);
+    free(out);
+}
+
+/* The 16-bit BatchNorm passes on NHWC (cuda_train16_kernels.cu) against
+ * their per-element formula, bit for bit, for bf16 and fp16: C channels
+ * that fill one lane group and part of another, pixels over one or many
+ * slices. */
+static uint16_t pack16(int fp16, float v)
+{
+    return fp16 ? fp16_pack(v) : bf16_pack(v);
+}
+
+static float unpack16(int fp16, uint16_t h)
+{
+    return fp16 ? fp16_unpack(h) : bf16_unpack(h);
+}
+
+static void check_bn16(int fp16, int npix)
+{
+    enum { C = 40 };
+    size_t n = (size_t)npix * C;
+    float *xf = randv(n, 3, 1), *gyf = randv(n, 1, 0), *gamma = randv(C, 0.5f, 1);
+    float *beta = randv(C, 0.5f, 0), *mean = randv(C, 1, 1), *var = randv(C, 1, 2);
+    float *coef = randv(3 * C, 1, 0);
+    uint16_t *x = malloc(n * 2), *gy = malloc(n * 2), *y = malloc(n * 2), *gx = malloc(n * 2);
+    REQUIRE(x && gy && y && gx, "alloc");
+    for (size_t i = 0; i < n; i++)
+        x[i] = pack16(fp16, xf[i]), gy[i] = pack16(fp16, gyf[i]);
+    for (int relu = 0; relu < 2; relu++) {
+        CHECK(ckb_bn_apply(0, fp16, y, x, npix, C, gamma, beta, mean, var, 1e-5f, relu) ==
+                  cudaSuccess, "launch");
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            int ch = (int)(i % C);
+            double inv = 1.0 / sqrt((double)var[ch] + 1e-5f);
+            float v = (float)(((double)unpack16(fp16, x[i]) - mean[ch]) * inv * gamma[ch] +
+                              beta[ch]);
+            bad += y[i] != pack16(fp16, relu && !(v > 0.0f) ? 0.0f : v);
+        }
+        CHECK(bad == 0, "%s bn apply (relu %d, %d pixels): %zu of %zu elements differ",
+              fp16 ? "fp16" : "bf16", relu, npix, bad, n);
+        CHECK(ckb_bn_grad_apply(0, fp16, gx, x, relu ? y : NULL, gy, npix, C, mean, coef,
+                                coef + C, coef + 2 * C) == cudaSuccess, "launch");
+        bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            int ch = (int)(i % C);
+            float g = relu && !(unpack16(fp16, y[i]) > 0.0f) ? 0.0f : unpack16(fp16, gy[i]);
+            float v = (float)((double)coef[ch] * g +
+                              (double)coef[C + ch] * ((double)unpack16(fp16, x[i]) - mean[ch]) +
+                              coef[2 * C + ch]);
+            bad += gx[i] != pack16(fp16, v);
+        }
+        CHECK(bad == 0, "%s bn grad apply (relu %d, %d pixels): %zu of %zu elements differ",
+              fp16 ? "fp16" : "bf16", relu, npix, bad, n);
+    }
+    free(xf);
+    free(gyf);
+    free(gamma);
+    free(beta);
+    free(mean);
+    free(var);
+    free(coef);
+    free(x);
+    free(gy);
+    free(y);
+    free(gx);
+}
+
 int main(void)
 {
     check_round();
@@ -356,7 +500,15 @@ int main(void)
     check_dropout_ce();
     check_batchnorm(3, 37);      /* one slice a channel */
     check_batchnorm(8, 1500);    /* 3 slices of 4000 a channel (ck_sum_parts) */
+    check_bn_planes(3, 37);     /* 6 planes a block */
+    check_bn_planes(2, 1);      /* 256 planes a block, fewer in the grid */
+    check_bn_planes(5, 256);    /* one plane a block */
+    check_bn_planes(2, 1500);   /* a plane longer than a block */
     check_bf16_layout();
+    for (int fp16 = 0; fp16 < 2; fp16++) {
+        check_bn16(fp16, 37);       /* one slice a channel */
+        check_bn16(fp16, 20000);    /* 10 slices (apply_parts) */
+    }
     tc_failures += check_device_arena();
     tc_failures += check_device_optims();
     tc_failures += check_arena_optims();

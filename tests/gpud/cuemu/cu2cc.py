@@ -10,6 +10,18 @@ nothing else changes.
 import sys
 
 
+def top_level_split(text):
+    """text's comma-separated parts, commas inside parentheses kept."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
 def convert(src):
     out, i = [], 0
     while True:
@@ -22,7 +34,7 @@ def convert(src):
             k -= 1
         name = src[k:j]
         e = src.find(">>>", j)
-        cfg = [c.strip() for c in src[j + 3:e].split(",")]
+        cfg = [c.strip() for c in top_level_split(src[j + 3:e])]
         if (src[e + 3] != "(" or len(cfg) < 2 or not name or
                 any(c.count("(") != c.count(")") for c in cfg)):
             sys.exit("cu2cc: cannot read the launch at offset %d" % j)
