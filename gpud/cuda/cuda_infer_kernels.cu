@@ -131,10 +131,11 @@ cudaError_t ckb_pad(cudaStream_t s, int fp16, const void *x, size_t npix, int c,
 __global__ static void k_epilogue(bf16 *y, const bf16 *x, int xc, const float *bias,
                                   size_t count, int c, ck_post_t post, const bf16 *res)
 {
-    GRID_STRIDE(i, count)
-    {
-        size_t ch = i % (size_t)c;
-        float v = __bfloat162float(x[(i / (size_t)c) * xc + ch]);
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (gs_divmod_t px = gs_divmod(i, (size_t)c); i < count;   /* px.q pixel, px.r channel */
+         i += (size_t)gridDim.x * blockDim.x, gs_divmod_next(&px)) {
+        size_t ch = px.r;
+        float v = __bfloat162float(x[px.q * xc + ch]);
         if (bias)
             v = __fadd_rn(v, bias[ch]);
         for (int k = 0; k < post.n_post; k++)

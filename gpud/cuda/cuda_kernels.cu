@@ -33,14 +33,21 @@ cudaError_t ck_u8_normalize(cudaStream_t s, const uint8_t *px, int n, int c, int
 __global__ static void k_bias_post(float *y, const float *x, const float *bias, size_t count,
                                    int c, int hw, ck_post_t post, const float *res)
 {
-    GRID_STRIDE(i, count)
-    {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    gs_divmod_t pl = gs_divmod(i, (size_t)hw);   /* pl.q: the plane, b * c + ch */
+    size_t ch = pl.q % (size_t)c, dch = pl.dq % (size_t)c;
+    for (; i < count; i += (size_t)gridDim.x * blockDim.x) {
         float v = x[i];
         if (bias)
-            v = __fadd_rn(v, bias[(i / (size_t)hw) % (size_t)c]);
+            v = __fadd_rn(v, bias[ch]);
         for (int k = 0; k < post.n_post; k++)
             v = post.post[k] == 1 ? (v > 0.0f ? v : 0.0f) : __fadd_rn(v, res[i]);
         y[i] = v;   /* res[i] was read: y may be res */
+        size_t q = pl.q;
+        gs_divmod_next(&pl);
+        ch += dch + (pl.q - q - pl.dq);   /* the plane moved dq or dq + 1 */
+        if (ch >= (size_t)c)
+            ch -= c;
     }
 }
 
@@ -345,10 +352,37 @@ cudaError_t ck_topk_ce(cudaStream_t s, const float *logits, int n, int classes,
 
 /* ------------------------------------------------------------- batch-norm */
 
-/* x[(b*c + ch)*hw + p] for the j-th element (b, p) of channel ch */
-__device__ static size_t chan_at(size_t j, int ch, int c, int hw)
+/* The j-th element (b, p) of channel ch, at x[(b*c + ch)*hw + p], for j,
+ * j + THREADS, ... (a thread's share of a channel): one division where the
+ * walk starts, then additions (no 64-bit division per element). */
+typedef struct {
+    size_t j, at;      /* the element's rank in the channel, its offset in x */
+    int p, dp, hw;     /* its pixel; THREADS % hw */
+    size_t dat, wrap;  /* at's step; at a pixel wrap, c*hw - hw more */
+} chan_walk_t;
+
+__device__ static chan_walk_t chan_walk(size_t j, int ch, int c, int hw)
 {
-    return ((j / hw) * (size_t)c + ch) * hw + j % hw;
+    chan_walk_t w;
+    w.j = j;
+    w.p = (int)(j % hw);
+    w.at = ((j / hw) * (size_t)c + ch) * hw + w.p;
+    w.dp = THREADS % hw;
+    w.hw = hw;
+    w.dat = (size_t)(THREADS / hw) * c * hw + w.dp;
+    w.wrap = (size_t)c * hw - hw;
+    return w;
+}
+
+__device__ static void chan_next(chan_walk_t *w)
+{
+    w->j += THREADS;
+    w->p += w->dp;
+    w->at += w->dat;
+    if (w->p >= w->hw) {
+        w->p -= w->hw;
+        w->at += w->wrap;
+    }
 }
 
 /* Per-channel reductions in two passes, so that a few channels still fill
@@ -389,8 +423,8 @@ __global__ static void k_chan_sums(const float *x, size_t cnt, int c, int hw,
     size_t lo, hi;
     int ch = slice_of(cnt, parts, &lo, &hi);
     double acc = 0.0, m = center ? center[ch] : 0.0;
-    for (size_t j = lo + threadIdx.x; j < hi; j += THREADS) {
-        double v = x[chan_at(j, ch, c, hw)];
+    for (chan_walk_t w = chan_walk(lo + threadIdx.x, ch, c, hw); w.j < hi; chan_next(&w)) {
+        double v = x[w.at];
         acc += center ? (v - m) * (v - m) : v;
     }
     acc = block_sum(acc);
@@ -439,7 +473,7 @@ __device__ static int plane_walk(int hw, plane_walk_t *w)
 static unsigned plane_blocks(size_t planes, int hw)
 {
     size_t ppb = hw >= THREADS ? 1 : THREADS / hw, b = (planes + ppb - 1) / ppb;
-    return b < 1 ? 1 : b > 65535u * 8 ? 65535u * 8 : (unsigned)b;
+    return b < 1 ? 1 : b > CK_GRID_CAP ? CK_GRID_CAP : (unsigned)b;
 }
 
 __global__ static void k_chan_axpb(float *y, const float *x, size_t planes, int c, int hw,
@@ -471,11 +505,11 @@ __global__ static void k_bn_stats(const float *x, size_t cnt, int c, int hw, flo
 {
     int ch = blockIdx.x;
     double s = 0.0;
-    for (size_t j = threadIdx.x; j < cnt; j += THREADS)
-        s += x[chan_at(j, ch, c, hw)];
+    for (chan_walk_t w = chan_walk(threadIdx.x, ch, c, hw); w.j < cnt; chan_next(&w))
+        s += x[w.at];
     double m = block_sum(s) / (double)cnt, ss = 0.0;
-    for (size_t j = threadIdx.x; j < cnt; j += THREADS) {
-        double d = x[chan_at(j, ch, c, hw)] - m;
+    for (chan_walk_t w = chan_walk(threadIdx.x, ch, c, hw); w.j < cnt; chan_next(&w)) {
+        double d = x[w.at] - m;
         ss += d * d;
     }
     ss = block_sum(ss);
@@ -532,8 +566,8 @@ __global__ static void k_bn_bwd_sums(const float *x, const float *y, const float
 {
     int ch = blockIdx.x;
     double inv = 1.0 / sqrt((double)var[ch] + eps), sg = 0.0, sgx = 0.0;
-    for (size_t j = threadIdx.x; j < cnt; j += THREADS) {
-        size_t at = chan_at(j, ch, c, hw);
+    for (chan_walk_t w = chan_walk(threadIdx.x, ch, c, hw); w.j < cnt; chan_next(&w)) {
+        size_t at = w.at;
         double g = masked(y, gy, at);
         sg += g;
         sgx += g * ((x[at] - (double)mean[ch]) * inv);
@@ -597,8 +631,8 @@ __global__ static void k_bn_grad_sums(const float *x, const float *y, const floa
     size_t lo, hi;
     int ch = slice_of(cnt, parts, &lo, &hi);
     double sg = 0.0, sgx = 0.0, m = center[ch];
-    for (size_t j = lo + threadIdx.x; j < hi; j += THREADS) {
-        size_t at = chan_at(j, ch, c, hw);
+    for (chan_walk_t w = chan_walk(lo + threadIdx.x, ch, c, hw); w.j < hi; chan_next(&w)) {
+        size_t at = w.at;
         double g = masked(y, gy, at);
         sg += g;
         sgx += g * (x[at] - m);

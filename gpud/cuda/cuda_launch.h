@@ -1,6 +1,6 @@
 /* cuda_launch — how the own element-wise kernels (cuda_kernels.cu,
  * cuda_infer_kernels.cu) are launched: THREADS per block, a grid capped at
- * 65535 x 8 blocks, and a grid-stride loop in the kernel covering the rest.
+ * CK_GRID_CAP blocks, and a grid-stride loop in the kernel covering the rest.
  * Only for .cu files. */
 #ifndef DDP_CUDA_LAUNCH_H
 #define DDP_CUDA_LAUNCH_H
@@ -9,18 +9,52 @@
 
 #define THREADS 256
 
+/* The most blocks of a grid-stride launch. The emulator's kernel test
+ * builds with a small one, so that there every grid-stride loop takes
+ * several steps, as on a device only tensors of over 134M elements do. */
+#ifndef CK_GRID_CAP
+#define CK_GRID_CAP (65535u * 8)
+#endif
+
 static inline unsigned blocks_for(size_t count)
 {
     size_t b = (count + THREADS - 1) / THREADS;
     if (b < 1)
         b = 1;
-    return b > 65535u * 8 ? 65535u * 8 : (unsigned)b;   /* grid-stride covers the rest */
+    return b > CK_GRID_CAP ? CK_GRID_CAP : (unsigned)b;   /* grid-stride covers the rest */
 }
 
 /* for each i in [0, count) this thread owns */
 #define GRID_STRIDE(i, count) \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (count); \
          i += (size_t)gridDim.x * blockDim.x)
+
+/* i / d and i % d along a GRID_STRIDE loop: one division where the loop
+ * starts, then additions each step (a 64-bit division is a long
+ * instruction sequence on a GPU, too slow per element of a memory-bound
+ * kernel). gs_divmod_next moves to i + the grid's stride. */
+typedef struct {
+    size_t q, r;    /* i / d, i % d */
+    size_t dq, dr;  /* stride / d, stride % d */
+    size_t d;
+} gs_divmod_t;
+
+__device__ static inline gs_divmod_t gs_divmod(size_t i, size_t d)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    gs_divmod_t v = {i / d, i % d, stride / d, stride % d, d};
+    return v;
+}
+
+__device__ static inline void gs_divmod_next(gs_divmod_t *v)
+{
+    v->q += v->dq;
+    v->r += v->dr;
+    if (v->r >= v->d) {
+        v->r -= v->d;
+        v->q++;
+    }
+}
 
 /* Sum of v over the block (THREADS threads); the result is valid in thread 0.
  * The same tree in every kernel that uses it: a reduction's bits depend on

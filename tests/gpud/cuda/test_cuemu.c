@@ -425,6 +425,106 @@ static void check_bn_planes(int NB, int HW)
     free(out);
 }
 
+/* The conv epilogues (fp32 NCHW: ck_bias_post; bf16 NHWC of padded
+ * channels: ckb_epilogue) against their formula, bit for bit: bias, ReLU,
+ * then the residual, over a tensor many grid strides long (test_cuemu's
+ * grid cap) whose channels do not divide the stride. */
+static void check_epilogues(void)
+{
+    enum { NB = 3, C = 7, HW = 61, XC = 8 };
+    size_t n = (size_t)NB * C * HW;
+    float *x = randv(n, 2, 0), *res = randv(n, 2, 0), *bias = randv(C, 1, 0);
+    float *y = malloc(n * 4);
+    uint16_t *hx = malloc((size_t)NB * HW * XC * 2), *hres = malloc(n * 2), *hy = malloc(n * 2);
+    REQUIRE(y && hx && hres && hy, "alloc");
+    ck_post_t post = {2, {1, 2}};
+    CHECK(ck_bias_post(0, y, x, bias, NB, C, HW, post, res) == cudaSuccess, "launch");
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i] + bias[i / HW % C];
+        v = v > 0.0f ? v : 0.0f;
+        v += res[i];
+        bad += memcmp(&y[i], &v, 4) != 0;
+    }
+    CHECK(bad == 0, "fp32 conv epilogue: %zu of %zu differ", bad, n);
+    for (size_t i = 0; i < (size_t)NB * HW * XC; i++)
+        hx[i] = bf16_pack(x[i % n]);
+    for (size_t i = 0; i < n; i++)
+        hres[i] = bf16_pack(res[i]);
+    CHECK(ckb_epilogue(0, hy, hx, XC, bias, n, C, post, hres) == cudaSuccess, "launch");
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float v = bf16_unpack(hx[(i / C) * XC + i % C]) + bias[i % C];
+        v = v > 0.0f ? v : 0.0f;
+        v += bf16_unpack(hres[i]);
+        bad += hy[i] != bf16_pack(v);
+    }
+    CHECK(bad == 0, "bf16 conv epilogue: %zu of %zu differ", bad, n);
+    free(x);
+    free(res);
+    free(bias);
+    free(y);
+    free(hx);
+    free(hres);
+    free(hy);
+}
+
+/* The one-block-a-channel statistics (ck_bn_stats, ck_bn_bwd_sums) against
+ * the same sums in the same order: thread t adds elements t, t + THREADS,
+ * ... of its channel, then the block's tree. */
+static double block_tree(double *v)
+{
+    for (int k = 128; k > 0; k >>= 1)
+        for (int t = 0; t < k; t++)
+            v[t] += v[t + k];
+    return v[0];
+}
+
+static void check_bn_stats(int NB, int HW)
+{
+    enum { C = 3 };
+    size_t n = (size_t)NB * C * HW, cnt = (size_t)NB * HW;
+    float *x = randv(n, 3, 1), *gy = randv(n, 1, 0), *mean = malloc(C * 4), *var = malloc(C * 4);
+    double sums[2 * C], acc[256], acc2[256];
+    REQUIRE(mean && var, "alloc");
+    CHECK(ck_bn_stats(0, x, NB, C, HW, mean, var) == cudaSuccess, "launch");
+    for (int ch = 0; ch < C; ch++) {
+        memset(acc, 0, sizeof acc);
+        for (size_t j = 0; j < cnt; j++)
+            acc[j % 256] += x[((j / HW) * C + ch) * HW + j % HW];
+        double m = block_tree(acc) / (double)cnt;
+        memset(acc, 0, sizeof acc);
+        for (size_t j = 0; j < cnt; j++) {
+            double d = x[((j / HW) * C + ch) * HW + j % HW] - m;
+            acc[j % 256] += d * d;
+        }
+        float fm = (float)m, fv = (float)(block_tree(acc) / (double)cnt);
+        CHECK(!memcmp(&mean[ch], &fm, 4) && !memcmp(&var[ch], &fv, 4),
+              "bn stats channel %d (%dx%d): %g %g, want %g %g", ch, NB, HW, mean[ch], var[ch],
+              fm, fv);
+    }
+    CHECK(ck_bn_bwd_sums(0, x, x, gy, NB, C, HW, mean, var, 1e-5f, sums) == cudaSuccess,
+          "launch");
+    for (int ch = 0; ch < C; ch++) {
+        double inv = 1.0 / sqrt((double)var[ch] + 1e-5f);
+        memset(acc, 0, sizeof acc);
+        memset(acc2, 0, sizeof acc2);
+        for (size_t j = 0; j < cnt; j++) {
+            size_t at = ((j / HW) * C + ch) * HW + j % HW;
+            double g = !(x[at] > 0.0f) ? 0.0f : gy[at];
+            acc[j % 256] += g;
+            acc2[j % 256] += g * ((x[at] - (double)mean[ch]) * inv);
+        }
+        double sg = block_tree(acc), sgx = block_tree(acc2);
+        CHECK(!memcmp(&sums[ch], &sg, 8) && !memcmp(&sums[C + ch], &sgx, 8),
+              "bn backward sums channel %d (%dx%d)", ch, NB, HW);
+    }
+    free(x);
+    free(gy);
+    free(mean);
+    free(var);
+}
+
 /* The 16-bit BatchNorm passes on NHWC (cuda_train16_kernels.cu) against
  * their per-element formula, bit for bit, for bf16 and fp16: C channels
  * that fill one lane group and part of another, pixels over one or many
@@ -500,6 +600,9 @@ int main(void)
     check_dropout_ce();
     check_batchnorm(3, 37);      /* one slice a channel */
     check_batchnorm(8, 1500);    /* 3 slices of 4000 a channel (ck_sum_parts) */
+    check_epilogues();
+    check_bn_stats(3, 37);      /* a thread's elements cross planes */
+    check_bn_stats(2, 700);
     check_bn_planes(3, 37);     /* 6 planes a block */
     check_bn_planes(2, 1);      /* 256 planes a block, fewer in the grid */
     check_bn_planes(5, 256);    /* one plane a block */
