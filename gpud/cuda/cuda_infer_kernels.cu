@@ -37,10 +37,14 @@ __global__ static void k_from_u8(const uint8_t *px, size_t count, int c, size_t 
                                  const float *lut, void *yv)
 {
     T *y = (T *)yv;
-    GRID_STRIDE(i, count)
-    {
-        size_t ch = i % (size_t)c, p = (i / (size_t)c) % hw, b = i / ((size_t)c * hw);
-        y[i] = h16<T>::st(lut[ch * 256 + px[(b * c + ch) * hw + p]]);
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    gs_divmod_t e = gs_divmod(i, (size_t)c);      /* e.q: pixel b * hw + p; e.r: channel */
+    gs_divmod_t pix = gs_divmod_by(e.q, hw, e.dq);   /* pix.q: b; pix.r: p */
+    for (; i < count; i += (size_t)gridDim.x * blockDim.x) {
+        y[i] = h16<T>::st(lut[e.r * 256 + px[(pix.q * c + e.r) * hw + pix.r]]);
+        size_t q = e.q;
+        gs_divmod_next(&e);
+        gs_divmod_step(&pix, e.q - q - e.dq);
     }
 }
 

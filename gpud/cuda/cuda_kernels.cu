@@ -15,11 +15,10 @@
 __global__ static void k_u8_normalize(const uint8_t *px, size_t count, int c, int hw,
                                       const float *lut, float *y)
 {
-    GRID_STRIDE(i, count)
-    {
-        int ch = (int)((i / (size_t)hw) % (size_t)c);
-        y[i] = lut[ch * 256 + px[i]];
-    }
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (gs_nchw_t w = gs_nchw(i, c, hw); i < count;
+         i += (size_t)gridDim.x * blockDim.x, gs_nchw_next(&w))
+        y[i] = lut[w.ch.r * 256 + px[i]];
 }
 
 cudaError_t ck_u8_normalize(cudaStream_t s, const uint8_t *px, int n, int c, int hw,
@@ -34,20 +33,14 @@ __global__ static void k_bias_post(float *y, const float *x, const float *bias, 
                                    int c, int hw, ck_post_t post, const float *res)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    gs_divmod_t pl = gs_divmod(i, (size_t)hw);   /* pl.q: the plane, b * c + ch */
-    size_t ch = pl.q % (size_t)c, dch = pl.dq % (size_t)c;
-    for (; i < count; i += (size_t)gridDim.x * blockDim.x) {
+    for (gs_nchw_t w = gs_nchw(i, c, hw); i < count;
+         i += (size_t)gridDim.x * blockDim.x, gs_nchw_next(&w)) {
         float v = x[i];
         if (bias)
-            v = __fadd_rn(v, bias[ch]);
+            v = __fadd_rn(v, bias[w.ch.r]);
         for (int k = 0; k < post.n_post; k++)
             v = post.post[k] == 1 ? (v > 0.0f ? v : 0.0f) : __fadd_rn(v, res[i]);
         y[i] = v;   /* res[i] was read: y may be res */
-        size_t q = pl.q;
-        gs_divmod_next(&pl);
-        ch += dch + (pl.q - q - pl.dq);   /* the plane moved dq or dq + 1 */
-        if (ch >= (size_t)c)
-            ch -= c;
     }
 }
 

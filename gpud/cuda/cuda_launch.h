@@ -39,21 +39,53 @@ typedef struct {
     size_t d;
 } gs_divmod_t;
 
-__device__ static inline gs_divmod_t gs_divmod(size_t i, size_t d)
+/* i / d, i % d for i, i + stride, ... */
+__device__ static inline gs_divmod_t gs_divmod_by(size_t i, size_t d, size_t stride)
 {
-    size_t stride = (size_t)gridDim.x * blockDim.x;
     gs_divmod_t v = {i / d, i % d, stride / d, stride % d, d};
     return v;
 }
 
-__device__ static inline void gs_divmod_next(gs_divmod_t *v)
+__device__ static inline gs_divmod_t gs_divmod(size_t i, size_t d)
+{
+    return gs_divmod_by(i, d, (size_t)gridDim.x * blockDim.x);
+}
+
+/* i += stride + extra (extra 0 or 1: a walk over another walk's quotient) */
+__device__ static inline void gs_divmod_step(gs_divmod_t *v, size_t extra)
 {
     v->q += v->dq;
-    v->r += v->dr;
+    v->r += v->dr + extra;
     if (v->r >= v->d) {
         v->r -= v->d;
         v->q++;
     }
+}
+
+__device__ static inline void gs_divmod_next(gs_divmod_t *v)
+{
+    gs_divmod_step(v, 0);
+}
+
+/* The channel (i / hw) % c of NCHW index i along a GRID_STRIDE loop. */
+typedef struct {
+    gs_divmod_t plane;  /* i / hw: b * c + ch */
+    gs_divmod_t ch;     /* the plane / c, plane % c: ch.r */
+} gs_nchw_t;
+
+__device__ static inline gs_nchw_t gs_nchw(size_t i, int c, int hw)
+{
+    gs_nchw_t w;
+    w.plane = gs_divmod(i, (size_t)hw);
+    w.ch = gs_divmod_by(w.plane.q, (size_t)c, w.plane.dq);
+    return w;
+}
+
+__device__ static inline void gs_nchw_next(gs_nchw_t *w)
+{
+    size_t q = w->plane.q;
+    gs_divmod_next(&w->plane);
+    gs_divmod_step(&w->ch, w->plane.q - q - w->plane.dq);   /* the plane moved dq or dq + 1 */
 }
 
 /* Sum of v over the block (THREADS threads); the result is valid in thread 0.

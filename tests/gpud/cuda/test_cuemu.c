@@ -460,6 +460,27 @@ static void check_epilogues(void)
         bad += hy[i] != bf16_pack(v);
     }
     CHECK(bad == 0, "bf16 conv epilogue: %zu of %zu differ", bad, n);
+    /* the input: uint8 NCHW pixels through each channel's table, as fp32
+     * NCHW and as bf16 NHWC */
+    uint8_t *px = malloc(n);
+    float *lut = randv(C * 256, 2, 0);
+    REQUIRE(px && lut, "alloc");
+    for (size_t i = 0; i < n; i++)
+        px[i] = (uint8_t)(i * 37 + i / 5);
+    CHECK(ck_u8_normalize(0, px, NB, C, HW, lut, y) == cudaSuccess, "launch");
+    bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += memcmp(&y[i], &lut[(i / HW % C) * 256 + px[i]], 4) != 0;
+    CHECK(bad == 0, "u8 normalise: %zu of %zu differ", bad, n);
+    CHECK(ckb_from_u8(0, 0, px, NB, C, HW, lut, hy) == cudaSuccess, "launch");
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {   /* i: NHWC (b, p, ch) */
+        size_t ch = i % C, p = i / C % HW, b = i / ((size_t)C * HW);
+        bad += hy[i] != bf16_pack(lut[ch * 256 + px[(b * C + ch) * HW + p]]);
+    }
+    CHECK(bad == 0, "u8 to bf16 NHWC: %zu of %zu differ", bad, n);
+    free(px);
+    free(lut);
     free(x);
     free(res);
     free(bias);
