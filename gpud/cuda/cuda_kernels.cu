@@ -463,6 +463,14 @@ __device__ static int plane_walk(int hw, plane_walk_t *w)
     return lp < ppb;
 }
 
+/* for each plane pl (channel ch) this thread owns; its pixels in the
+ * plane are w.p0, w.p0 + w.step, ... < hw */
+#define PLANE_STRIDE(w, pl, ch, planes, c, hw)                                       \
+    plane_walk_t w;                                                                  \
+    if (plane_walk(hw, &w))                                                          \
+        for (size_t pl = w.first, ch = pl % (size_t)(c); pl < (planes);              \
+             pl += w.stride, ch = pl % (size_t)(c))
+
 static unsigned plane_blocks(size_t planes, int hw)
 {
     size_t ppb = hw >= THREADS ? 1 : THREADS / hw, b = (planes + ppb - 1) / ppb;
@@ -472,11 +480,8 @@ static unsigned plane_blocks(size_t planes, int hw)
 __global__ static void k_chan_axpb(float *y, const float *x, size_t planes, int c, int hw,
                                    const float *center, const float *a, const float *b)
 {
-    plane_walk_t w;
-    if (!plane_walk(hw, &w))
-        return;
-    for (size_t pl = w.first; pl < planes; pl += w.stride) {
-        int ch = (int)(pl % (size_t)c);
+    PLANE_STRIDE(w, pl, ch, planes, c, hw)
+    {
         double ac = a[ch], m = center[ch], bc = b[ch];
         for (int p = w.p0; p < hw; p += w.step) {
             size_t i = pl * hw + p;
@@ -523,11 +528,8 @@ __global__ static void k_bn_apply(float *y, const float *x, size_t planes, int c
                                   const float *gamma, const float *beta, const float *mean,
                                   const float *var, float eps, int relu)
 {
-    plane_walk_t w;
-    if (!plane_walk(hw, &w))
-        return;
-    for (size_t pl = w.first; pl < planes; pl += w.stride) {
-        int ch = (int)(pl % (size_t)c);
+    PLANE_STRIDE(w, pl, ch, planes, c, hw)
+    {
         double inv = 1.0 / sqrt((double)var[ch] + eps), m = mean[ch], g = gamma[ch];
         double b = beta[ch];
         for (int p = w.p0; p < hw; p += w.step) {
@@ -586,11 +588,8 @@ __global__ static void k_bn_bwd_data(float *gx, const float *x, const float *y, 
                                      const float *gamma, const float *mean, const float *var,
                                      float eps, int training, const double *sums)
 {
-    plane_walk_t w;
-    if (!plane_walk(hw, &w))
-        return;
-    for (size_t pl = w.first; pl < planes; pl += w.stride) {
-        int ch = (int)(pl % (size_t)c);
+    PLANE_STRIDE(w, pl, ch, planes, c, hw)
+    {
         double inv = 1.0 / sqrt((double)var[ch] + eps), m = mean[ch], g = gamma[ch];
         double s0 = training ? sums[ch] / cnt : 0.0, s1 = training ? sums[c + ch] : 0.0;
         for (int p = w.p0; p < hw; p += w.step) {
@@ -654,11 +653,8 @@ __global__ static void k_bn_grad_apply(float *gx, const float *x, const float *y
                                        const float *center, const float *scale, const float *a,
                                        const float *b)
 {
-    plane_walk_t w;
-    if (!plane_walk(hw, &w))
-        return;
-    for (size_t pl = w.first; pl < planes; pl += w.stride) {
-        int ch = (int)(pl % (size_t)c);
+    PLANE_STRIDE(w, pl, ch, planes, c, hw)
+    {
         double sc = scale[ch], ac = a[ch], m = center[ch], bc = b[ch];
         for (int p = w.p0; p < hw; p += w.step) {
             size_t i = pl * hw + p;
