@@ -225,13 +225,11 @@ __global__ static void k_pool(const ck_pool_t p, int c, const void *xv, void *yv
 {
     const T *x = (const T *)xv;
     T *y = (T *)yv;
-    size_t count = (size_t)p.nc * p.oh * p.ow;
-    GRID_STRIDE(i, count)
-    {
-        int ch = (int)(i % (size_t)c);
-        int q = (int)((i / (size_t)c) % (size_t)p.ow);
-        int r = (int)((i / ((size_t)c * p.ow)) % (size_t)p.oh);
-        size_t b = i / ((size_t)c * p.ow * p.oh);
+    size_t count = (size_t)p.nc * p.oh * p.ow, i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (gs_idx3_t w = gs_idx3(i, (size_t)c, p.ow, p.oh); i < count;
+         i += (size_t)gridDim.x * blockDim.x, gs_idx3_next(&w)) {
+        int ch = (int)w.v[0].r, q = (int)w.v[1].r, r = (int)w.v[2].r;
+        size_t b = w.v[2].q;
         const T *xp = x + b * p.ih * p.iw * (size_t)c + ch;
         if (p.alg == 0) {
             float m = -INFINITY;

@@ -733,11 +733,11 @@ cudaError_t ck_bn_grad_finish(cudaStream_t s, double *sums, int c, const float *
 
 __global__ static void k_pool_fwd(const ck_pool_t p, const float *x, float *y)
 {
-    size_t count = (size_t)p.nc * p.oh * p.ow;
-    GRID_STRIDE(i, count)
-    {
-        int q = (int)(i % p.ow), r = (int)((i / p.ow) % p.oh);
-        const float *xp = x + (i / ((size_t)p.oh * p.ow)) * p.ih * p.iw;
+    size_t count = (size_t)p.nc * p.oh * p.ow, i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (gs_idx3_t w = gs_idx3(i, p.ow, p.oh, 1); i < count;
+         i += (size_t)gridDim.x * blockDim.x, gs_idx3_next(&w)) {
+        int q = (int)w.v[0].r, r = (int)w.v[1].r;
+        const float *xp = x + w.v[2].q * p.ih * p.iw;
         if (p.alg == 0) {
             int at = pool_argmax(p, xp, 1, r, q);
             y[i] = at < 0 ? -INFINITY : xp[at];
@@ -766,11 +766,11 @@ cudaError_t ck_pool_fwd(cudaStream_t s, const ck_pool_t *p, const float *x, floa
  * it (max) or contain it (avg), in the order of ref's scatter loop. */
 __global__ static void k_pool_bwd(const ck_pool_t p, const float *x, const float *gy, float *gx)
 {
-    size_t count = (size_t)p.nc * p.ih * p.iw;
-    GRID_STRIDE(i, count)
-    {
-        int xx = (int)(i % p.iw), yy = (int)((i / p.iw) % p.ih);
-        size_t plane = i / ((size_t)p.ih * p.iw);
+    size_t count = (size_t)p.nc * p.ih * p.iw, i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (gs_idx3_t w = gs_idx3(i, p.iw, p.ih, 1); i < count;
+         i += (size_t)gridDim.x * blockDim.x, gs_idx3_next(&w)) {
+        int xx = (int)w.v[0].r, yy = (int)w.v[1].r;
+        size_t plane = w.v[2].q;
         const float *xp = x + plane * p.ih * p.iw, *gp = gy + plane * p.oh * p.ow;
         float acc = 0.0f;
         int r0, r1, q0, q1;

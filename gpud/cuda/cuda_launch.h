@@ -88,6 +88,33 @@ __device__ static inline void gs_nchw_next(gs_nchw_t *w)
     gs_divmod_step(&w->ch, w->plane.q - q - w->plane.dq);   /* the plane moved dq or dq + 1 */
 }
 
+/* The digits of index i in the mixed radix (d0 innermost, d1, d2) along a
+ * GRID_STRIDE loop: v[0].r = i % d0, v[1].r = i / d0 % d1, v[2].r =
+ * i / (d0 d1) % d2, v[2].q = i / (d0 d1 d2). NHWC over (c, w, h): channel,
+ * x, y, sample; NCHW planes over (w, h, 1): x, y, plane. */
+typedef struct {
+    gs_divmod_t v[3];
+} gs_idx3_t;
+
+__device__ static inline gs_idx3_t gs_idx3(size_t i, size_t d0, size_t d1, size_t d2)
+{
+    gs_idx3_t w;
+    w.v[0] = gs_divmod(i, d0);
+    w.v[1] = gs_divmod_by(w.v[0].q, d1, w.v[0].dq);
+    w.v[2] = gs_divmod_by(w.v[1].q, d2, w.v[1].dq);
+    return w;
+}
+
+__device__ static inline void gs_idx3_next(gs_idx3_t *w)
+{
+    size_t carry = 0;
+    for (int k = 0; k < 3; k++) {   /* each digit's quotient moved dq or dq + 1 */
+        size_t q = w->v[k].q;
+        gs_divmod_step(&w->v[k], carry);
+        carry = w->v[k].q - q - w->v[k].dq;
+    }
+}
+
 /* Sum of v over the block (THREADS threads); the result is valid in thread 0.
  * The same tree in every kernel that uses it: a reduction's bits depend on
  * the block size and the data alone. */

@@ -128,9 +128,14 @@ static void check_elementwise(void)
     free(g);
 }
 
+static void check_pool16(int alg, const float *x, const float *gy, int NB, int C, int IH,
+                         int IW, const ck_pool_t *p);
+
+/* Sizes over test_cuemu's grid stride (768): the index walks take several
+ * steps. */
 static void check_pool(int alg)
 {
-    enum { NB = 2, C = 3, IH = 9, IW = 7, K = 3, S = 2, P = 1 };
+    enum { NB = 6, C = 7, IH = 9, IW = 7, K = 3, S = 2, P = 1 };
     int oh = (IH + 2 * P - K) / S + 1, ow = (IW + 2 * P - K) / S + 1;
     size_t nx = (size_t)NB * C * IH * IW, ny = (size_t)NB * C * oh * ow;
     float *x = randv(nx, 1, 0), *gy = randv(ny, 1, 0);
@@ -150,10 +155,51 @@ static void check_pool(int alg)
     else
         ref_avgpool2d_bwd(gy, NB, C, IH, IW, K, K, S, S, P, P, alg == 1, b, oh, ow);
     same(alg ? "avg pool backward" : "max pool backward", a, b, nx * 4);
+    check_pool16(alg, x, gy, NB, C, IH, IW, &p);
     free(x);
     free(gy);
     free(a);
     free(b);
+}
+
+/* The 16-bit NHWC pooling (ckb_pool, ckb_pool_bwd) is the fp32 NCHW one
+ * (ck_pool_fwd, ck_pool_bwd) on the bf16-rounded values, rounded once. */
+static void nchw_to_nhwc16(const float *x, int NB, int C, int HW, uint16_t *y)
+{
+    for (int b = 0; b < NB; b++)
+        for (int ch = 0; ch < C; ch++)
+            for (int q = 0; q < HW; q++)
+                y[((size_t)b * HW + q) * C + ch] = bf16_pack(x[((size_t)b * C + ch) * HW + q]);
+}
+
+static void check_pool16(int alg, const float *x, const float *gy, int NB, int C, int IH,
+                         int IW, const ck_pool_t *p)
+{
+    size_t nx = (size_t)NB * C * IH * IW, ny = (size_t)NB * C * p->oh * p->ow;
+    float *xr = malloc(nx * 4), *gyr = malloc(ny * 4), *f = malloc(nx * 4);
+    uint16_t *hx = malloc(nx * 2), *hgy = malloc(ny * 2), *h = malloc(nx * 2);
+    uint16_t *want = malloc(nx * 2);
+    REQUIRE(xr && gyr && f && hx && hgy && h && want, "alloc");
+    bf16_round(xr, x, nx);
+    bf16_round(gyr, gy, ny);
+    nchw_to_nhwc16(xr, NB, C, IH * IW, hx);
+    nchw_to_nhwc16(gyr, NB, C, p->oh * p->ow, hgy);
+    CHECK(ck_pool_fwd(0, p, xr, f) == cudaSuccess && ckb_pool(0, 0, p, C, hx, h) == cudaSuccess,
+          "launch");
+    nchw_to_nhwc16(f, NB, C, p->oh * p->ow, want);
+    same(alg ? "bf16 avg pool" : "bf16 max pool", h, want, ny * 2);
+    CHECK(ck_pool_bwd(0, p, xr, gyr, f) == cudaSuccess &&
+              ckb_pool_bwd(0, 0, p, C, hx, hgy, h) == cudaSuccess,
+          "launch");
+    nchw_to_nhwc16(f, NB, C, IH * IW, want);
+    same(alg ? "bf16 avg pool backward" : "bf16 max pool backward", h, want, nx * 2);
+    free(xr);
+    free(gyr);
+    free(f);
+    free(hx);
+    free(hgy);
+    free(h);
+    free(want);
 }
 
 static void check_dropout_ce(void)
