@@ -456,7 +456,7 @@ bk_plan_t *cuinf_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
 int cuinf_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     isimple_t *p = (isimple_t *)bp;
-    return cu_check(g, ckb_pool(stream_of(g->be), 0, &p->pool, p->c, x, y), "bf16 pooling kernel");
+    return cu_check(g, ckb_pool(stream_of(g->be), 0, &p->pool, p->c, x, y, NULL), "bf16 pooling kernel");
 }
 
 /* ----------------------------------------------------------------- linear */

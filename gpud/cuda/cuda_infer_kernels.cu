@@ -221,7 +221,7 @@ cudaError_t ckb_relu(cudaStream_t s, int fp16, void *y, const void *x, size_t co
  * and divides by the window's count with (alg 1) or without (alg 2) the
  * padding. xp: sample b's (ih, iw, c) plane set, ch its channel. */
 template <typename T>
-__global__ static void k_pool(const ck_pool_t p, int c, const void *xv, void *yv)
+__global__ static void k_pool(const ck_pool_t p, int c, const void *xv, void *yv, uint8_t *win)
 {
     const T *x = (const T *)xv;
     T *y = (T *)yv;
@@ -233,19 +233,21 @@ __global__ static void k_pool(const ck_pool_t p, int c, const void *xv, void *yv
         const T *xp = x + b * p.ih * p.iw * (size_t)c + ch;
         if (p.alg == 0) {
             float m = -INFINITY;
-            int found = 0;
+            int at = CKB_NO_WIN;
             for (int a = 0; a < p.kh; a++)
                 for (int e = 0; e < p.kw; e++) {
                     int yy = r * p.sh - p.ph + a, xx = q * p.sw - p.pw + e;
                     if (yy < 0 || yy >= p.ih || xx < 0 || xx >= p.iw)
                         continue;
                     float v = h16<T>::ld(xp[((size_t)yy * p.iw + xx) * c]);
-                    if (!found || v > m) {
+                    if (at == CKB_NO_WIN || v > m) {
                         m = v;
-                        found = 1;
+                        at = a * p.kw + e;
                     }
                 }
             y[i] = h16<T>::st(m);   /* an input's value: exact */
+            if (win)
+                win[i] = (uint8_t)at;
             continue;
         }
         double acc = 0.0;
@@ -265,8 +267,10 @@ __global__ static void k_pool(const ck_pool_t p, int c, const void *xv, void *yv
 }
 
 cudaError_t ckb_pool(cudaStream_t s, int fp16, const ck_pool_t *p, int c, const void *x,
-                     void *y)
+                     void *y, uint8_t *win)
 {
     size_t count = (size_t)p->nc * p->oh * p->ow;
-    return LAUNCH16(fp16, k_pool, count, *p, c, x, y);
+    if (win && (p->alg != 0 || p->kh * p->kw > CKB_NO_WIN))
+        return cudaErrorInvalidValue;   /* the positions fit a byte, CKB_NO_WIN apart */
+    return LAUNCH16(fp16, k_pool, count, *p, c, x, y, win);
 }

@@ -61,9 +61,11 @@ cudaError_t ckb_linear_out(cudaStream_t s, void *y, const float *acc, const floa
 cudaError_t ckb_add(cudaStream_t s, int fp16, void *y, const void *a, const void *b,
                     size_t count, int relu);
 cudaError_t ckb_relu(cudaStream_t s, int fp16, void *y, const void *x, size_t count);
-/* Pooling as ck_pool_fwd (p->nc = n * c planes) on NHWC bf16 of c channels. */
+/* Pooling as ck_pool_fwd (p->nc = n * c planes) on NHWC bf16 of c channels.
+ * win (max pooling, may be NULL): each output's choice, the window position
+ * (a * kw + e) of its first maximum or CKB_NO_WIN, for ckb_pool_bwd. */
 cudaError_t ckb_pool(cudaStream_t s, int fp16, const ck_pool_t *p, int c, const void *x,
-                     void *y);
+                     void *y, uint8_t *win);
 
 #ifdef __cplusplus
 }

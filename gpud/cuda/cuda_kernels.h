@@ -141,6 +141,9 @@ cudaError_t ck_bn_grad_finish(cudaStream_t s, double *sums, int c, const float *
 typedef struct {
     int nc, ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, alg;
 } ck_pool_t;
+/* A 16-bit max pooling's saved choice for a window with no input pixel
+ * (ckb_pool's win). */
+#define CKB_NO_WIN 255
 cudaError_t ck_pool_fwd(cudaStream_t s, const ck_pool_t *p, const float *x, float *y);
 /* gx from gy (max: to the first maximum of each window, as ref). */
 cudaError_t ck_pool_bwd(cudaStream_t s, const ck_pool_t *p, const float *x, const float *gy,

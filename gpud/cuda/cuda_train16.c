@@ -246,6 +246,7 @@ typedef struct {
                              * filter gradient reads) */
     /* pooling: */
     ck_pool_t pool;
+    uint8_t *win;           /* max: each output's choice, from the forward to the backward */
     /* batch-norm: */
     double *sums;           /* 2c sums, then their partials (ckb_sum_parts) */
     float *coef;            /* the backward's scale, a, b (3c) */
@@ -264,6 +265,7 @@ static void hplan_destroy(bk_plan_t *bp)
     cudaFree(p->xpad);
     cudaFree(p->sums);
     cudaFree(p->coef);
+    cudaFree(p->win);
     free(p);
 }
 
@@ -662,20 +664,28 @@ static bk_plan_t *h_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
                               .ow = out[3], .kh = pp->kh, .kw = pp->kw, .sh = pp->stride_h,
                               .sw = pp->stride_w, .ph = pp->pad_h, .pw = pp->pad_w,
                               .alg = pp->alg == BK_POOL_MAX ? 0 : pp->alg == BK_POOL_AVG ? 1 : 2};
+    /* max pooling keeps each window's choice for the backward (a byte an
+     * output), which then reads it instead of finding the maximum again */
+    if (p && p->pool.alg == 0 && pp->kh * pp->kw < CKB_NO_WIN &&
+        !(p->win = cu_alloc(g, (size_t)p->pool.nc * out[2] * out[3]))) {
+        hplan_destroy(&p->base);
+        return NULL;
+    }
     return p ? &p->base : NULL;
 }
 
 static int h_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     hplan_t *p = (hplan_t *)bp;
-    return cu_check(g, ckb_pool(stream_of(g->be), f16(g->be), &p->pool, p->in[1], x, y),
+    return cu_check(g, ckb_pool(stream_of(g->be), f16(g->be), &p->pool, p->in[1], x, y, p->win),
                     "16-bit pooling kernel");
 }
 
 static int h_pool_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
 {
     hplan_t *p = (hplan_t *)bp;
-    return cu_check(g, ckb_pool_bwd(stream_of(g->be), f16(g->be), &p->pool, p->in[1], x, gy, gx),
+    return cu_check(g, ckb_pool_bwd(stream_of(g->be), f16(g->be), &p->pool, p->in[1], x, gy, gx,
+                                    p->win),
                     "16-bit pooling backward kernel");
 }
 

@@ -336,7 +336,7 @@ cudaError_t ckb_bn_grad_apply(cudaStream_t s, int fp16, void *gx, const void *x,
  * fp32, rounded once. */
 template <typename T>
 __global__ static void k16_pool_bwd(const ck_pool_t p, int c, const void *xv, const void *gyv,
-                                    void *gxv)
+                                    void *gxv, const uint8_t *win)
 {
     const T *x = (const T *)xv, *gy = (const T *)gyv;
     T *gx = (T *)gxv;
@@ -353,7 +353,12 @@ __global__ static void k16_pool_bwd(const ck_pool_t p, int c, const void *xv, co
         for (int r = r0; r <= r1 && r < p.oh; r++)
             for (int q = q0; q <= q1 && q < p.ow; q++) {
                 float g = h16<T>::ld(gp[((size_t)r * p.ow + q) * c]);
-                if (p.alg == 0) {
+                if (p.alg == 0 && win) {   /* the forward's choice: window position a*kw+e */
+                    int at = win[(b * p.oh * p.ow + (size_t)r * p.ow + q) * c + ch];
+                    if (at != CKB_NO_WIN && r * p.sh - p.ph + at / p.kw == yy &&
+                        q * p.sw - p.pw + at % p.kw == xx)
+                        acc += g;
+                } else if (p.alg == 0) {
                     if (pool_argmax(p, xp, (size_t)c, r, q) == yy * p.iw + xx)
                         acc += g;
                 } else {
@@ -367,8 +372,8 @@ __global__ static void k16_pool_bwd(const ck_pool_t p, int c, const void *xv, co
 }
 
 cudaError_t ckb_pool_bwd(cudaStream_t s, int fp16, const ck_pool_t *p, int c, const void *x,
-                         const void *gy, void *gx)
+                         const void *gy, void *gx, const uint8_t *win)
 {
     size_t count = (size_t)p->nc * p->ih * p->iw;
-    return LAUNCH16(fp16, k16_pool_bwd, count, *p, c, x, gy, gx);
+    return LAUNCH16(fp16, k16_pool_bwd, count, *p, c, x, gy, gx, win);
 }

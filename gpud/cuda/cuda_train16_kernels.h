@@ -67,9 +67,11 @@ cudaError_t ckb_bn_grad_apply(cudaStream_t s, int fp16, void *gx, const void *x,
                               const void *gy, int npix, int c, const float *center,
                               const float *scale, const float *a, const float *b);
 /* Pooling backward (ck_pool_bwd's windows and order; p->nc = n * c planes)
- * on NHWC bf16 of c channels: gx from gy, x the forward's input. */
+ * on NHWC bf16 of c channels: gx from gy, x the forward's input. win (max
+ * pooling, may be NULL): the forward's choices (ckb_pool), read instead of
+ * finding each covering window's maximum again; the same result. */
 cudaError_t ckb_pool_bwd(cudaStream_t s, int fp16, const ck_pool_t *p, int c, const void *x,
-                         const void *gy, void *gx);
+                         const void *gy, void *gx, const uint8_t *win);
 /* A bf16 NHWC filter's gradient dw [o, k, ip] (k = kh * kw; input
  * channels padded to ip >= i) as PyTorch's OIHW floats gw [o, i, k]
  * (exact; the padding's columns dropped). */

@@ -184,15 +184,23 @@ static void check_pool16(int alg, const float *x, const float *gy, int NB, int C
     bf16_round(gyr, gy, ny);
     nchw_to_nhwc16(xr, NB, C, IH * IW, hx);
     nchw_to_nhwc16(gyr, NB, C, p->oh * p->ow, hgy);
-    CHECK(ck_pool_fwd(0, p, xr, f) == cudaSuccess && ckb_pool(0, 0, p, C, hx, h) == cudaSuccess,
+    uint8_t *win = alg == 0 ? malloc(ny) : NULL;
+    REQUIRE(alg != 0 || win, "alloc");
+    CHECK(ck_pool_fwd(0, p, xr, f) == cudaSuccess &&
+              ckb_pool(0, 0, p, C, hx, h, win) == cudaSuccess,
           "launch");
     nchw_to_nhwc16(f, NB, C, p->oh * p->ow, want);
     same(alg ? "bf16 avg pool" : "bf16 max pool", h, want, ny * 2);
-    CHECK(ck_pool_bwd(0, p, xr, gyr, f) == cudaSuccess &&
-              ckb_pool_bwd(0, 0, p, C, hx, hgy, h) == cudaSuccess,
-          "launch");
+    CHECK(ck_pool_bwd(0, p, xr, gyr, f) == cudaSuccess, "launch");
     nchw_to_nhwc16(f, NB, C, IH * IW, want);
-    same(alg ? "bf16 avg pool backward" : "bf16 max pool backward", h, want, nx * 2);
+    /* max: with the forward's saved choices, and finding them again */
+    for (int saved = alg == 0; saved >= 0; saved--) {
+        CHECK(ckb_pool_bwd(0, 0, p, C, hx, hgy, h, saved ? win : NULL) == cudaSuccess, "launch");
+        same(alg ? "bf16 avg pool backward"
+                 : saved ? "bf16 max pool backward (saved choices)" : "bf16 max pool backward",
+             h, want, nx * 2);
+    }
+    free(win);
     free(xr);
     free(gyr);
     free(f);
