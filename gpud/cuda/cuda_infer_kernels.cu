@@ -37,14 +37,10 @@ __global__ static void k_from_u8(const uint8_t *px, size_t count, int c, size_t 
                                  const float *lut, void *yv)
 {
     T *y = (T *)yv;
-    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    gs_divmod_t e = gs_divmod(i, (size_t)c);      /* e.q: pixel b * hw + p; e.r: channel */
-    gs_divmod_t pix = gs_divmod_by(e.q, hw, e.dq);   /* pix.q: b; pix.r: p */
-    for (; i < count; i += (size_t)gridDim.x * blockDim.x) {
-        y[i] = h16<T>::st(lut[e.r * 256 + px[(pix.q * c + e.r) * hw + pix.r]]);
-        size_t q = e.q;
-        gs_divmod_next(&e);
-        gs_divmod_step(&pix, e.q - q - e.dq);
+    GRID_STRIDE_IDX3(w, count, (size_t)c, hw, 1)   /* channel, pixel, sample */
+    {
+        size_t ch = w.v[0].r, p = w.v[1].r, b = w.v[1].q;
+        y[w.i] = h16<T>::st(lut[ch * 256 + px[(b * c + ch) * hw + p]]);
     }
 }
 
@@ -135,11 +131,10 @@ cudaError_t ckb_pad(cudaStream_t s, int fp16, const void *x, size_t npix, int c,
 __global__ static void k_epilogue(bf16 *y, const bf16 *x, int xc, const float *bias,
                                   size_t count, int c, ck_post_t post, const bf16 *res)
 {
-    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    for (gs_divmod_t px = gs_divmod(i, (size_t)c); i < count;   /* px.q pixel, px.r channel */
-         i += (size_t)gridDim.x * blockDim.x, gs_divmod_next(&px)) {
-        size_t ch = px.r;
-        float v = __bfloat162float(x[px.q * xc + ch]);
+    GRID_STRIDE_IDX3(w, count, (size_t)c, 1, 1)   /* v[0].r channel, v[0].q pixel */
+    {
+        size_t i = w.i, ch = w.v[0].r;
+        float v = __bfloat162float(x[w.v[0].q * xc + ch]);
         if (bias)
             v = __fadd_rn(v, bias[ch]);
         for (int k = 0; k < post.n_post; k++)
@@ -225,9 +220,10 @@ __global__ static void k_pool(const ck_pool_t p, int c, const void *xv, void *yv
 {
     const T *x = (const T *)xv;
     T *y = (T *)yv;
-    size_t count = (size_t)p.nc * p.oh * p.ow, i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    for (gs_idx3_t w = gs_idx3(i, (size_t)c, p.ow, p.oh); i < count;
-         i += (size_t)gridDim.x * blockDim.x, gs_idx3_next(&w)) {
+    size_t count = (size_t)p.nc * p.oh * p.ow;
+    GRID_STRIDE_IDX3(w, count, (size_t)c, p.ow, p.oh)
+    {
+        size_t i = w.i;
         int ch = (int)w.v[0].r, q = (int)w.v[1].r, r = (int)w.v[2].r;
         size_t b = w.v[2].q;
         const T *xp = x + b * p.ih * p.iw * (size_t)c + ch;

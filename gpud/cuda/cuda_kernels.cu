@@ -15,10 +15,8 @@
 __global__ static void k_u8_normalize(const uint8_t *px, size_t count, int c, int hw,
                                       const float *lut, float *y)
 {
-    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    for (gs_nchw_t w = gs_nchw(i, c, hw); i < count;
-         i += (size_t)gridDim.x * blockDim.x, gs_nchw_next(&w))
-        y[i] = lut[w.ch.r * 256 + px[i]];
+    GRID_STRIDE_IDX3(w, count, (size_t)hw, (size_t)c, 1)   /* v[1].r: the channel */
+        y[w.i] = lut[w.v[1].r * 256 + px[w.i]];
 }
 
 cudaError_t ck_u8_normalize(cudaStream_t s, const uint8_t *px, int n, int c, int hw,
@@ -32,12 +30,12 @@ cudaError_t ck_u8_normalize(cudaStream_t s, const uint8_t *px, int n, int c, int
 __global__ static void k_bias_post(float *y, const float *x, const float *bias, size_t count,
                                    int c, int hw, ck_post_t post, const float *res)
 {
-    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    for (gs_nchw_t w = gs_nchw(i, c, hw); i < count;
-         i += (size_t)gridDim.x * blockDim.x, gs_nchw_next(&w)) {
+    GRID_STRIDE_IDX3(w, count, (size_t)hw, (size_t)c, 1)   /* v[1].r: the channel */
+    {
+        size_t i = w.i;
         float v = x[i];
         if (bias)
-            v = __fadd_rn(v, bias[w.ch.r]);
+            v = __fadd_rn(v, bias[w.v[1].r]);
         for (int k = 0; k < post.n_post; k++)
             v = post.post[k] == 1 ? (v > 0.0f ? v : 0.0f) : __fadd_rn(v, res[i]);
         y[i] = v;   /* res[i] was read: y may be res */
@@ -733,9 +731,10 @@ cudaError_t ck_bn_grad_finish(cudaStream_t s, double *sums, int c, const float *
 
 __global__ static void k_pool_fwd(const ck_pool_t p, const float *x, float *y)
 {
-    size_t count = (size_t)p.nc * p.oh * p.ow, i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    for (gs_idx3_t w = gs_idx3(i, p.ow, p.oh, 1); i < count;
-         i += (size_t)gridDim.x * blockDim.x, gs_idx3_next(&w)) {
+    size_t count = (size_t)p.nc * p.oh * p.ow;
+    GRID_STRIDE_IDX3(w, count, p.ow, p.oh, 1)
+    {
+        size_t i = w.i;
         int q = (int)w.v[0].r, r = (int)w.v[1].r;
         const float *xp = x + w.v[2].q * p.ih * p.iw;
         if (p.alg == 0) {
@@ -766,9 +765,10 @@ cudaError_t ck_pool_fwd(cudaStream_t s, const ck_pool_t *p, const float *x, floa
  * it (max) or contain it (avg), in the order of ref's scatter loop. */
 __global__ static void k_pool_bwd(const ck_pool_t p, const float *x, const float *gy, float *gx)
 {
-    size_t count = (size_t)p.nc * p.ih * p.iw, i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    for (gs_idx3_t w = gs_idx3(i, p.iw, p.ih, 1); i < count;
-         i += (size_t)gridDim.x * blockDim.x, gs_idx3_next(&w)) {
+    size_t count = (size_t)p.nc * p.ih * p.iw;
+    GRID_STRIDE_IDX3(w, count, p.iw, p.ih, 1)
+    {
+        size_t i = w.i;
         int xx = (int)w.v[0].r, yy = (int)w.v[1].r;
         size_t plane = w.v[2].q;
         const float *xp = x + plane * p.ih * p.iw, *gp = gy + plane * p.oh * p.ow;

@@ -29,26 +29,20 @@ static inline unsigned blocks_for(size_t count)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (count); \
          i += (size_t)gridDim.x * blockDim.x)
 
-/* i / d and i % d along a GRID_STRIDE loop: one division where the loop
+/* i / d and i % d for i, i + stride, ...: one division where the walk
  * starts, then additions each step (a 64-bit division is a long
  * instruction sequence on a GPU, too slow per element of a memory-bound
- * kernel). gs_divmod_next moves to i + the grid's stride. */
+ * kernel). */
 typedef struct {
     size_t q, r;    /* i / d, i % d */
     size_t dq, dr;  /* stride / d, stride % d */
     size_t d;
 } gs_divmod_t;
 
-/* i / d, i % d for i, i + stride, ... */
 __device__ static inline gs_divmod_t gs_divmod_by(size_t i, size_t d, size_t stride)
 {
     gs_divmod_t v = {i / d, i % d, stride / d, stride % d, d};
     return v;
-}
-
-__device__ static inline gs_divmod_t gs_divmod(size_t i, size_t d)
-{
-    return gs_divmod_by(i, d, (size_t)gridDim.x * blockDim.x);
 }
 
 /* i += stride + extra (extra 0 or 1: a walk over another walk's quotient) */
@@ -62,44 +56,22 @@ __device__ static inline void gs_divmod_step(gs_divmod_t *v, size_t extra)
     }
 }
 
-__device__ static inline void gs_divmod_next(gs_divmod_t *v)
-{
-    gs_divmod_step(v, 0);
-}
-
-/* The channel (i / hw) % c of NCHW index i along a GRID_STRIDE loop. */
+/* A GRID_STRIDE loop that also keeps the digits of its index i in the
+ * mixed radix (d0 innermost, d1, d2): v[0].r = i % d0, v[1].r = i / d0 %
+ * d1, v[2].r = i / (d0 d1) % d2, v[2].q = i / (d0 d1 d2). NHWC over
+ * (c, w, h): channel, x, y, sample; NCHW over (hw, c, 1): pixel, channel,
+ * sample. Each step moves the digits by additions (gs_divmod_step). */
 typedef struct {
-    gs_divmod_t plane;  /* i / hw: b * c + ch */
-    gs_divmod_t ch;     /* the plane / c, plane % c: ch.r */
-} gs_nchw_t;
-
-__device__ static inline gs_nchw_t gs_nchw(size_t i, int c, int hw)
-{
-    gs_nchw_t w;
-    w.plane = gs_divmod(i, (size_t)hw);
-    w.ch = gs_divmod_by(w.plane.q, (size_t)c, w.plane.dq);
-    return w;
-}
-
-__device__ static inline void gs_nchw_next(gs_nchw_t *w)
-{
-    size_t q = w->plane.q;
-    gs_divmod_next(&w->plane);
-    gs_divmod_step(&w->ch, w->plane.q - q - w->plane.dq);   /* the plane moved dq or dq + 1 */
-}
-
-/* The digits of index i in the mixed radix (d0 innermost, d1, d2) along a
- * GRID_STRIDE loop: v[0].r = i % d0, v[1].r = i / d0 % d1, v[2].r =
- * i / (d0 d1) % d2, v[2].q = i / (d0 d1 d2). NHWC over (c, w, h): channel,
- * x, y, sample; NCHW planes over (w, h, 1): x, y, plane. */
-typedef struct {
+    size_t i, stride;
     gs_divmod_t v[3];
 } gs_idx3_t;
 
-__device__ static inline gs_idx3_t gs_idx3(size_t i, size_t d0, size_t d1, size_t d2)
+__device__ static inline gs_idx3_t gs_idx3(size_t d0, size_t d1, size_t d2)
 {
     gs_idx3_t w;
-    w.v[0] = gs_divmod(i, d0);
+    w.i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    w.stride = (size_t)gridDim.x * blockDim.x;
+    w.v[0] = gs_divmod_by(w.i, d0, w.stride);
     w.v[1] = gs_divmod_by(w.v[0].q, d1, w.v[0].dq);
     w.v[2] = gs_divmod_by(w.v[1].q, d2, w.v[1].dq);
     return w;
@@ -108,12 +80,17 @@ __device__ static inline gs_idx3_t gs_idx3(size_t i, size_t d0, size_t d1, size_
 __device__ static inline void gs_idx3_next(gs_idx3_t *w)
 {
     size_t carry = 0;
+    w->i += w->stride;
     for (int k = 0; k < 3; k++) {   /* each digit's quotient moved dq or dq + 1 */
         size_t q = w->v[k].q;
         gs_divmod_step(&w->v[k], carry);
         carry = w->v[k].q - q - w->v[k].dq;
     }
 }
+
+/* for each w.i in [0, count) this thread owns, with its digits w.v[] */
+#define GRID_STRIDE_IDX3(w, count, d0, d1, d2) \
+    for (gs_idx3_t w = gs_idx3(d0, d1, d2); w.i < (count); gs_idx3_next(&w))
 
 /* Sum of v over the block (THREADS threads); the result is valid in thread 0.
  * The same tree in every kernel that uses it: a reduction's bits depend on

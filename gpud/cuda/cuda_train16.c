@@ -666,7 +666,7 @@ static bk_plan_t *h_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
                               .alg = pp->alg == BK_POOL_MAX ? 0 : pp->alg == BK_POOL_AVG ? 1 : 2};
     /* max pooling keeps each window's choice for the backward (a byte an
      * output), which then reads it instead of finding the maximum again */
-    if (p && p->pool.alg == 0 && pp->kh * pp->kw < CKB_NO_WIN &&
+    if (p && p->pool.alg == 0 && pp->kh * pp->kw <= CKB_NO_WIN &&
         !(p->win = cu_alloc(g, (size_t)p->pool.nc * out[2] * out[3]))) {
         hplan_destroy(&p->base);
         return NULL;

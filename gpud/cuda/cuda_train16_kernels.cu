@@ -340,9 +340,10 @@ __global__ static void k16_pool_bwd(const ck_pool_t p, int c, const void *xv, co
 {
     const T *x = (const T *)xv, *gy = (const T *)gyv;
     T *gx = (T *)gxv;
-    size_t count = (size_t)p.nc * p.ih * p.iw, i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    for (gs_idx3_t w = gs_idx3(i, (size_t)c, p.iw, p.ih); i < count;
-         i += (size_t)gridDim.x * blockDim.x, gs_idx3_next(&w)) {
+    size_t count = (size_t)p.nc * p.ih * p.iw;
+    GRID_STRIDE_IDX3(w, count, (size_t)c, p.iw, p.ih)
+    {
+        size_t i = w.i;
         int ch = (int)w.v[0].r, xx = (int)w.v[1].r, yy = (int)w.v[2].r;
         size_t b = w.v[2].q;
         const T *xp = x + b * p.ih * p.iw * (size_t)c + ch;
