@@ -53,7 +53,9 @@ int bk_forward_backward(bk_graph_t *g, bk_tensor_t *y, const float *dy)
         return -1;
     }
     g->cap.pass = g->training && !g->forward_only;
-    if (!g->cap.pass || g->profile || g->timer.t)   /* timed per pass: never recorded */
+    /* timed op by op: never recorded (the timer is made here, before the
+     * first pass, or a training graph would never make it) */
+    if (!g->cap.pass || g->profile || tape_timer_on(g))
         return bk_forward(g) < 0 ? -1 : bk_backward(g, y, dy);
     if (stage_dy(g, y, dy) < 0 || tape_dropout_keys_ready(g) < 0)
         return -1;

@@ -389,6 +389,8 @@ void tape_capture_drop(bk_graph_t *g);
 /* tape_timer.c: the device time of every op by kind (bk_timer_ops_t),
  * around bk_forward's (backward 0) and bk_backward's (1) ops. */
 void tape_timer_begin(bk_graph_t *g, int backward);
+/* Whether the backend times g's ops (its timer made on the first ask). */
+int tape_timer_on(bk_graph_t *g);
 void tape_timer_mark(bk_graph_t *g, top_kind_t kind);
 void tape_timer_end(bk_graph_t *g, int backward);
 /* The summary line (if anything was timed) and the timer freed. */

@@ -15,22 +15,26 @@
 
 static void report(const bk_graph_t *g);
 
-void tape_timer_begin(bk_graph_t *g, int backward)
+int tape_timer_on(bk_graph_t *g)
 {
     tape_timer_t *t = &g->timer;
     const bk_timer_ops_t *to = g->base.be->ops->timer;
-    if (!to)
-        return;
-    if (!t->tried) {
+    if (to && !t->tried) {
         t->tried = 1;
         t->t = to->create(g->base.be, &t->every);
     }
-    if (!t->t)
+    return t->t != NULL;
+}
+
+void tape_timer_begin(bk_graph_t *g, int backward)
+{
+    tape_timer_t *t = &g->timer;
+    if (!tape_timer_on(g))
         return;
     /* every N forwards: the steps so far (their backwards included) */
     if (!backward && t->every > 0 && t->passes[0] > 0 && t->passes[0] % (unsigned)t->every == 0)
         report(g);
-    to->begin(t->t);
+    g->base.be->ops->timer->begin(t->t);
 }
 
 void tape_timer_mark(bk_graph_t *g, top_kind_t kind)

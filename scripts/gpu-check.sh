@@ -145,6 +145,16 @@ grep -q '^NCCL_LIBRARY:FILEPATH=/' "$BUILD/CMakeCache.txt" 2>/dev/null ||
     grep -q "NCCL ON" "$OUT/configure.log" 2>/dev/null ||
     note WARN "NCCL" "not found: gpud_cuda_nccl is not built"
 
+# why_failed TEST: its failed CHECK lines (and the gradients it names) from
+# the ctest log's output of TEST, so the record says why without the log
+why_failed() {
+    r=$(awk -v t="$1" '$0 ~ "Test +#[0-9]+: " t " " { on = 1; next }
+                       on && /^ *Start +[0-9]+: / { on = 0 }
+                       on && (/CHECK\(.*failed/ || /^  grad .* of the arena/)' \
+            "$OUT/ctest-gpu.log" | head -n 8 | tr '\n' ';')
+    echo "${r:-no CHECK line}; see $OUT/ctest-gpu.log"
+}
+
 # --- GPU tests: a skip on a GPU machine means the check did not run
 # Bounded twice: a hung test (a collective that never completes) is stopped
 # after GPU_TEST_TIMEOUT s, and the whole ctest at the budget's end, so one
@@ -161,9 +171,20 @@ for t in $(cd "$BUILD" && ctest -L '^gpu$' -N | sed -n 's/^ *Test *#[0-9]*: *//p
         *Skipped*) note FAIL "ctest $t" "skipped on a GPU machine" ;;   # nccl: 1 rank on 1 GPU
         *Timeout*) note FAIL "ctest $t" "timed out after $GPU_TEST_TIMEOUT s: see $OUT/ctest-gpu.log" ;;
         "") note NOTRUN "ctest $t" "not reached: the ctest run was stopped at the time budget" ;;
-        *) note FAIL "ctest $t" "see $OUT/ctest-gpu.log" ;;
+        *) note FAIL "ctest $t" "$(why_failed "$t")" ;;
     esac
 done
+# A failing 16-bit training test run again with one mechanism off at a time
+# (CUDA graphs; the 16-bit NHWC activations): which one the failure follows,
+# in the record without another device call
+if grep -qE " gpud_cuda_bf16 \.+.*Failed" "$OUT/ctest-gpu.log"; then
+    for knob in DDPIPE_CUDA_GRAPHS=0 DDPIPE_HALF_ACTIVATIONS=0; do
+        step "gpud_cuda_bf16 again, $knob" "bisect-bf16-$knob.log" \
+            env "$knob" DDPIPE_SRC="$(pwd)" timeout "$GPU_TEST_TIMEOUT" "$BUILD/tests/gpud/cuda/test_cuda_bf16"
+        grep -E '^bf16 training|^  grad ' "$OUT/bisect-bf16-$knob.log" | head -n 4 |
+            sed "s/^/$knob: /" >> "$SUMMARY"
+    done
+fi
 
 # --- end to end: all four daemons, --device cuda against --device cpu
 if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-ubyte" ]; then
@@ -327,10 +348,20 @@ profile_step() {   # what precision
         note FAIL "bench ddpipe $1 $2 profile" "no 'cuda profile graph' line; see $plog: $(tail -n 1 "$plog")"
     fi
     grep 'cuda profile graph' "$plog" | sed "s/.*cuda profile /$1 $2: /" >> "$OUT/profile.txt"
+    # the convolution algorithms cuDNN's heuristics gave (logged with the profile)
+    grep 'cuda conv ' "$plog" | sed "s/.*cuda conv /$1 $2 conv: /" >> "$OUT/profile.txt"
 }
 : > "$OUT/profile.txt"
 profile_step eval fp32
 profile_step train bf16
+# fp16 runs the same 16-bit NHWC table as bf16: their gap is cuDNN's
+profile_step train fp16
+# bf16 training with the algorithms cuDNN's benchmark ranks first
+# (DDPIPE_CUDA_ALGO=find) against its heuristics' above
+step "bench ddpipe train bf16 algo find" bench-ddpipe-train-bf16-find.log \
+    env DDPIPE_CUDA_ALGO=find "$BUILD/bench/cuda_resnet18" train --batch 256 --iters "$ITERS" --precision bf16
+grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-train-bf16-find.log" | tail -n 1 |
+    sed 's/precision=bf16/precision=bf16-algo-find/' >> "$BENCH"
 
 # --- what this script cannot check yet (docs/CUDA.md, "Not yet verified")
 # two gpuds on one GPU over NCCL against the ring (gpu-e2e.sh nccl; 77: the
@@ -503,7 +534,10 @@ rec["half_activations_train_bf16"] = {
     "bf16_nhwc_img_s": h16["img_s"] if h16 else None, "fp32_buffers_img_s": f32b["img_s"] if f32b else None,
     "nhwc_over_fp32_buffers": round(h16["img_s"] / f32b["img_s"], 3) if h16 and f32b and f32b["img_s"] > 0 else None}
 plines = [l.strip() for l in open(profile)] if os.path.exists(profile) else []
-for key, tag in (("cuda_profile_eval_fp32", "eval fp32: "), ("cuda_profile_train_bf16", "train bf16: ")):
+for key, tag in (("cuda_profile_eval_fp32", "eval fp32: "), ("cuda_profile_train_bf16", "train bf16: "),
+                 ("cuda_profile_train_fp16", "train fp16: "),
+                 ("cuda_conv_algos_train_bf16", "train bf16 conv: "),
+                 ("cuda_conv_algos_train_fp16", "train fp16 conv: ")):
     rec[key] = [l[len(tag):] for l in plines if l.startswith(tag)]
 if os.path.exists(sb):
     try:

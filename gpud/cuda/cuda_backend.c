@@ -355,6 +355,25 @@ static int find_bwd(bk_ctx_t *g, cu_conv_t *c, cu_algo_t *a, int tf32)
     return 0;
 }
 
+/* With DDPIPE_CUDA_PROFILE set, each shape's choice once (where a slow
+ * convolution's time goes: cuDNN's algorithm numbers, cudnn.h's enums). */
+static void log_choice(const int key[13], const cu_algo_t *a, int train)
+{
+    const char *v = getenv("DDPIPE_CUDA_PROFILE");
+    if (!v || !*v || strcmp(v, "0") == 0)
+        return;
+    static const char *fmt[] = {"fp32 NCHW", "bf16 NHWC", "fp16 NHWC"};
+    char bwd[96] = "";
+    if (train)
+        snprintf(bwd, sizeof bwd, ", backward data %d (math %d), filter %d (math %d)",
+                 (int)a->bwd_data, (int)a->math_bwd_data, (int)a->bwd_filter,
+                 (int)a->math_bwd_filter);
+    log_info("cuda conv %s [%d,%d,%d,%d] -> %d %dx%d/%d: forward algorithm %d (math %d)%s, "
+             "workspace %zu KB", fmt[key[12] >= 0 && key[12] <= 2 ? key[12] : 0], key[0], key[1],
+             key[2], key[3], key[4], key[5], key[6], key[7], (int)a->fwd, (int)a->math_fwd, bwd,
+             a->ws >> 10);
+}
+
 /* The cached choice for c's shapes, chosen on first use. */
 static int choose_algos(bk_ctx_t *g, cu_conv_t *c, const int key[13], int train)
 {
@@ -384,6 +403,7 @@ static int choose_algos(bk_ctx_t *g, cu_conv_t *c, const int key[13], int train)
     }
     if (train && !a->have_bwd && find_bwd(g, c, a, key[11]) < 0)
         return -1;
+    log_choice(key, a, train);
     c->algo = *a;
     return cu_workspace(g, a->ws);
 }

@@ -196,8 +196,11 @@ static void check_arena_optim(optim_kind_t kind, double wd, double mom, bool nes
     else
         CHECK(multi == 4 && single == 0, "%s: expected 4 multi-tensor launches, got %lu (and "
               "%lu per parameter)", optim_kind_name(kind), multi, single);
+    /* one upload for four steps of one set, or none: a device allocator
+     * that hands this set the addresses the last call's set had (a real
+     * one does) makes its table the one already there */
     if (!skip && multi)
-        CHECK(uploads == 1, "%s: %lu chunk table uploads for one parameter set",
+        CHECK(uploads <= 1, "%s: %lu chunk table uploads for one parameter set",
               optim_kind_name(kind), uploads);
     for (int i = 0; i < P; i++)
         for (int k = 0; k < 5; k++) {

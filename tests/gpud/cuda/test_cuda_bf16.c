@@ -172,7 +172,46 @@ static void check_init(const char *label, const char *arch, const int *channels,
 /* One bf16 training run of 3 steps (no update between them: the steps
  * differ by their inputs and BatchNorm's running stats): losses, logits
  * and the final gradient arena out. */
-enum { TN = 4, TH = 28, TSTEPS = 3, TCLASSES = 10 };
+enum { TN = 4, TH = 28, TSTEPS = 3, TCLASSES = 10, TMAXP = 128 };
+static struct {
+    char name[96];
+    size_t at, numel;   /* in floats of the gradient arena */
+} tparams[TMAXP];
+static int ntparams;
+
+/* Which parameters' gradients differ most (printed when the arena's
+ * differs): each one's max|a-b| against the arena's largest gradient and
+ * against its own largest. */
+static void print_worst_grads(const float *a, const float *b, size_t n)
+{
+    double top = 0;
+    for (size_t i = 0; i < n; i++)
+        top = fmax(top, fabs((double)b[i]));
+    for (int shown = 0, done[TMAXP] = {0}; shown < 6; shown++) {
+        int w = -1;
+        double wd = -1, wown = 0;
+        for (int i = 0; i < ntparams; i++) {
+            if (done[i] || !tparams[i].numel || tparams[i].at + tparams[i].numel > n)
+                continue;
+            double d = 0, own = 0;
+            for (size_t j = tparams[i].at; j < tparams[i].at + tparams[i].numel; j++) {
+                d = fmax(d, fabs((double)a[j] - b[j]));
+                own = fmax(own, fabs((double)b[j]));
+            }
+            if (d > wd) {
+                w = i;
+                wd = d;
+                wown = own;
+            }
+        }
+        if (w < 0)
+            break;
+        done[w] = 1;
+        printf("  grad %-32s max diff %.3g = %.3g of the arena's largest, %.3g of its own (%zu)\n",
+               tparams[w].name, wd, top > 0 ? wd / top : wd, wown > 0 ? wd / wown : wd,
+               tparams[w].numel);
+    }
+}
 static size_t train_run(const char *backend, float *loss, float *logits, float **grads)
 {
     static const int ch[4] = {8, 16, 24, 32};
@@ -191,6 +230,14 @@ static size_t train_run(const char *backend, float *loss, float *logits, float *
         REQUIRE(model_train_step_f32(m, x, TN, 1, TH, TH, labels, &st, loss + s * TN,
                                      logits + s * TN * TCLASSES, err, sizeof err) == 0,
                 "bf16 training step %d on %s: %s", s, backend, err);
+    }
+    for (int i = 0; i < model_param_count(m) && i < TMAXP; i++) {   /* the same every run */
+        model_param_t p;
+        REQUIRE(model_param_at(m, i, &p) == 0, "param %d", i);
+        snprintf(tparams[i].name, sizeof tparams[i].name, "%s", p.name);
+        tparams[i].at = p.grad ? p.grad_offset : 0;   /* in floats */
+        tparams[i].numel = p.grad ? p.numel : 0;
+        ntparams = i + 1;
     }
     const bk_arena_t *ga = model_grads_arena(m);
     *grads = malloc(ga->floats * sizeof **grads);
@@ -214,6 +261,8 @@ static void check_training(void)
     double eg = golden_rel_err(gc, gr, nc);
     printf("bf16 training, %s vs ref (emulated): losses %.2g, logits %.2g, gradients %.2g\n",
            DUT, el, ey, eg);
+    if (eg > 1e-2)
+        print_worst_grads(gc, gr, nc);
     CHECK(el <= 1e-2 && ey <= 1e-2, "bf16 training: losses %.3g, logits %.3g > 1e-2", el, ey);
     CHECK(eg <= 5e-2, "bf16 training: gradients %.3g > 5e-2", eg);
     CHECK(not_bf16(yc, sizeof yc / 4) == 0, "bf16 training: logits that are not bf16 values");

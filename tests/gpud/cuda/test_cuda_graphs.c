@@ -232,6 +232,32 @@ static void check_training_pass(void)
     model_destroy(&off);
 }
 
+/* DDPIPE_CUDA_PROFILE times a training pass op by op (tape_pass.c): the
+ * timer is made before the first pass, which is then never recorded (a
+ * recorded pass has no per-op events: before, a training graph never made
+ * its timer and printed no profile line) */
+static void check_profiled_training(void)
+{
+    setenv("DDPIPE_CUDA_PROFILE", "1", 1);
+    model_t *m = open_wrn();
+    optim_t *sgd = bench_sgd_new(m);
+    REQUIRE(sgd, "SGD");
+    cuda_graph_counts_t c0 = cuda_graph_counts();
+    float loss[TB];
+    int32_t tk[TB * 5];
+    for (int step = 0; step < 4; step++)
+        train_step(m, sgd, 1, step, loss, tk);
+    cuda_graph_counts_t c1 = cuda_graph_counts();
+    printf("profiled training: recorded %lu, replayed %lu\n", c1.captured - c0.captured,
+           c1.replayed - c0.replayed);
+    CHECK(c1.captured == c0.captured && c1.replayed == c0.replayed && c1.failed == c0.failed,
+          "DDPIPE_CUDA_PROFILE=1: the training pass was recorded (%lu) or replayed (%lu): "
+          "it is not timed op by op", c1.captured - c0.captured, c1.replayed - c0.replayed);
+    optim_destroy(&sgd);
+    model_destroy(&m);
+    unsetenv("DDPIPE_CUDA_PROFILE");
+}
+
 int main(void)
 {
     if (cuda_device_count() == 0) {
@@ -269,5 +295,6 @@ int main(void)
     free(x);
     free(first);
     check_training_pass();
+    check_profiled_training();
     return tc_done("gpud_cuda_graphs");
 }

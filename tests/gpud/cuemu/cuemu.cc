@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <ucontext.h>
 
 #include <map>
@@ -201,13 +202,30 @@ static void launch_now(dim3 grid, dim3 block, const std::function<void()> &body)
 
 /* The runtime calls of cuda_arena.c / cuda_optim.c and the tests: device
  * memory is host memory, every call finishes before it returns. */
+/* CUEMU_POISON=0 zeroes fresh memory instead (to tell a poison failure
+ * from another); default 0xff: NaN in every float type, -1 in integers. */
+static int poison_byte(void)
+{
+    static int b = -1;
+    if (b < 0) {
+        const char *v = getenv("CUEMU_POISON");
+        b = v && *v ? (int)(strtol(v, NULL, 0) & 0xff) : 0xff;
+    }
+    return b;
+}
+
 extern "C" cudaError_t cudaMalloc(void **p, size_t size)
 {
     if (not_in_capture() != cudaSuccess)
         return cudaErrorStreamCaptureUnsupported;
     g_counts.malloc_calls++;
-    *p = calloc(size ? size : 1, 1);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    *p = malloc(size ? size : 1);
+    if (!*p)
+        return cudaErrorMemoryAllocation;
+    /* a device's fresh memory holds whatever was there: NaN bytes here,
+     * so a kernel that reads what nothing wrote shows (calloc hid it) */
+    memset(*p, poison_byte(), size ? size : 1);
+    return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaFree(void *p)
