@@ -175,10 +175,11 @@ for t in $(cd "$BUILD" && ctest -L '^gpu$' -N | sed -n 's/^ *Test *#[0-9]*: *//p
     esac
 done
 # A failing 16-bit training test run again with one mechanism off at a time
-# (CUDA graphs; the 16-bit NHWC activations): which one the failure follows,
+# (CUDA graphs; cuDNN graphs, the legacy convolution calls instead; the
+# 16-bit NHWC activations): which one the failure follows,
 # in the record without another device call
 if grep -qE " gpud_cuda_bf16 \.+.*Failed" "$OUT/ctest-gpu.log"; then
-    for knob in DDPIPE_CUDA_GRAPHS=0 DDPIPE_HALF_ACTIVATIONS=0; do
+    for knob in DDPIPE_CUDA_GRAPHS=0 DDPIPE_CUDNN_GRAPH=0 DDPIPE_HALF_ACTIVATIONS=0; do
         step "gpud_cuda_bf16 again, $knob" "bisect-bf16-$knob.log" \
             env "$knob" DDPIPE_SRC="$(pwd)" timeout "$GPU_TEST_TIMEOUT" "$BUILD/tests/gpud/cuda/test_cuda_bf16"
         grep -E '^bf16 training|^  grad ' "$OUT/bisect-bf16-$knob.log" | head -n 4 |
@@ -356,10 +357,17 @@ profile_step eval fp32
 profile_step train bf16
 # fp16 runs the same 16-bit NHWC table as bf16: their gap is cuDNN's
 profile_step train fp16
-# bf16 training with the algorithms cuDNN's benchmark ranks first
-# (DDPIPE_CUDA_ALGO=find) against its heuristics' above
+# bf16 training with the legacy convolution calls (DDPIPE_CUDNN_GRAPH=0)
+# against their cuDNN graphs (the default, above)
+step "bench ddpipe train bf16 cudnn graph off" bench-ddpipe-train-bf16-nocudnngraph.log \
+    env DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" train --batch 256 --iters "$ITERS" --precision bf16
+grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-train-bf16-nocudnngraph.log" | tail -n 1 |
+    sed 's/precision=bf16/precision=bf16-cudnn-graph-off/' >> "$BENCH"
+# bf16 training with the legacy calls' algorithms cuDNN's benchmark ranks
+# first (DDPIPE_CUDA_ALGO=find; the cuDNN graphs off) against its heuristics'
+# above
 step "bench ddpipe train bf16 algo find" bench-ddpipe-train-bf16-find.log \
-    env DDPIPE_CUDA_ALGO=find "$BUILD/bench/cuda_resnet18" train --batch 256 --iters "$ITERS" --precision bf16
+    env DDPIPE_CUDA_ALGO=find DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" train --batch 256 --iters "$ITERS" --precision bf16
 grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-train-bf16-find.log" | tail -n 1 |
     sed 's/precision=bf16/precision=bf16-algo-find/' >> "$BENCH"
 
@@ -530,6 +538,10 @@ rec["cudnn_graph_eval_fp32"] = {
     "on_over_off": round(on["img_s"] / lg["img_s"], 3) if on and lg and lg["img_s"] > 0 else None}
 tr = rec["bench"].get("train", {}).get("img_s", {})
 h16, f32b = tr.get("ddpipe bf16"), tr.get("ddpipe bf16-fp32-buffers")
+tlg = tr.get("ddpipe bf16-cudnn-graph-off")
+rec["cudnn_graph_train_bf16"] = {
+    "on_img_s": h16["img_s"] if h16 else None, "off_img_s": tlg["img_s"] if tlg else None,
+    "on_over_off": round(h16["img_s"] / tlg["img_s"], 3) if h16 and tlg and tlg["img_s"] > 0 else None}
 rec["half_activations_train_bf16"] = {
     "bf16_nhwc_img_s": h16["img_s"] if h16 else None, "fp32_buffers_img_s": f32b["img_s"] if f32b else None,
     "nhwc_over_fp32_buffers": round(h16["img_s"] / f32b["img_s"], 3) if h16 and f32b and f32b["img_s"] > 0 else None}

@@ -194,17 +194,40 @@ static cudnnBackendDescriptor_t conv_op(build_t *b, const cu_fused_shape_t *s,
     set(b, c, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad,
         "convolution post-paddings");
     finalize(b, c, "convolution descriptor finalize");
-    cudnnBackendDescriptor_t op = make(b, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-                                       "convolution operation");
-    set_desc(b, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x, "convolution X");
-    set_desc(b, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w, "convolution W");
-    set_desc(b, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y, "convolution Y");
-    set_desc(b, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, c,
-             "convolution descriptor attribute");
-    set(b, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha,
-        "convolution alpha");
-    set(b, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta,
-        "convolution beta");
+    /* the operation and its attributes by kind: X/DX, W/DW, Y/DY, the
+     * convolution, alpha, beta (y = alpha op + beta y: beta 0 overwrites) */
+    static const struct {
+        cudnnBackendDescriptorType_t type;
+        cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+    } K[3] = {
+        {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
+        {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
+        {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA},
+    };
+    int k = s->kind >= CU_CONV_FWD && s->kind <= CU_CONV_BWD_FILTER ? s->kind : CU_CONV_FWD;
+    cudnnBackendDescriptor_t op = make(b, K[k].type, "convolution operation");
+    set_desc(b, op, K[k].x, x, "convolution X");
+    set_desc(b, op, K[k].w, w, "convolution W");
+    set_desc(b, op, K[k].y, y, "convolution Y");
+    set_desc(b, op, K[k].conv, c, "convolution descriptor attribute");
+    set(b, op, K[k].alpha, CUDNN_TYPE_FLOAT, 1, &alpha, "convolution alpha");
+    set(b, op, K[k].beta, CUDNN_TYPE_FLOAT, 1, &beta, "convolution beta");
     finalize(b, op, "convolution operation finalize");
     return op;
 }
@@ -238,11 +261,14 @@ static cudnnBackendDescriptor_t build_graph(cuda_backend_t *cb, cu_fused_t *f,
                                             const cu_fused_shape_t *s)
 {
     build_t *b = &f->graph;
-    cudnnDataType_t io = s->bf16_nhwc ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    cudnnDataType_t io = !s->bf16_nhwc ? CUDNN_DATA_FLOAT
+                         : s->fp16     ? CUDNN_DATA_HALF
+                                       : CUDNN_DATA_BFLOAT16;
     int nhwc = s->bf16_nhwc;
     int wdims[4] = {s->out[1], s->in[1], s->kh, s->kw};
     int bdims[4] = {1, s->out[1], 1, 1};
     cudnnBackendDescriptor_t ops[2 + CU_FUSED_MAX_POST];
+    /* a gradient is the convolution node alone (cu_fused_new refuses more) */
     int nops = 0, nodes = 1 + (s->bias != 0) + s->n_post;
     cudnnBackendDescriptor_t x = tensor(b, UID_X, io, s->in, nhwc, false);
     cudnnBackendDescriptor_t w = tensor(b, UID_W, io, wdims, nhwc, false);
@@ -409,13 +435,16 @@ void cu_fused_free(cu_fused_t *f)
 
 static void describe(char *buf, size_t len, const cu_fused_shape_t *s)
 {
+    static const char *kind[3] = {"conv", "conv backward data", "conv backward filter"};
     char post[64] = "";
     size_t at = 0;
     for (int i = 0; i < s->n_post && at < sizeof post; i++)
         at += (size_t)snprintf(post + at, sizeof post - at, " %s",
                                s->post[i] == BK_PO_RELU ? "relu" : "sum");
-    snprintf(buf, len, "%s conv %dx%d/%d %d->%d on [%d,%d,%d,%d]%s, post-ops:%s",
-             s->bf16_nhwc ? "bf16 NHWC" : "fp32 NCHW", s->kh, s->kw, s->sh, s->in[1], s->out[1],
+    snprintf(buf, len, "%s %s %dx%d/%d %d->%d on [%d,%d,%d,%d]%s, post-ops:%s",
+             !s->bf16_nhwc ? "fp32 NCHW" : s->fp16 ? "fp16 NHWC" : "bf16 NHWC",
+             kind[s->kind >= 0 && s->kind <= 2 ? s->kind : 0], s->kh, s->kw, s->sh, s->in[1],
+             s->out[1],
              s->in[0], s->in[1], s->in[2], s->in[3], s->bias ? " + bias" : "",
              at ? post : " none");
 }
@@ -433,7 +462,8 @@ cu_fused_t *cu_fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)
         atomic_fetch_add(&n_off, 1);
         return NULL;
     }
-    if (s->n_post < 0 || s->n_post > CU_FUSED_MAX_POST)
+    if (s->n_post < 0 || s->n_post > CU_FUSED_MAX_POST || s->kind < CU_CONV_FWD ||
+        s->kind > CU_CONV_BWD_FILTER || (s->kind != CU_CONV_FWD && (s->bias || s->n_post)))
         return NULL;   /* the caller's path handles (or refuses) it */
     cu_fused_t *f = calloc(1, sizeof *f);
     if (!f) {
@@ -528,6 +558,39 @@ static int give_up(cu_fused_t *f, const char *what, cudnnStatus_t st)
     return 1;
 }
 
+/* Execute f on ptr[] (f->uid's order), each checked for the planned
+ * alignment: 0, or 1 (f given up; the caller runs its legacy path). */
+static int execute(cuda_backend_t *cb, cu_fused_t *f, void *const ptr[N_IO])
+{
+    for (int i = 0; i < f->nio; i++)
+        if (!ptr[i] || (uintptr_t)ptr[i] % ALIGN != 0)
+            return give_up(f, "a buffer is not 16-byte aligned (or missing)",
+                           CUDNN_STATUS_SUCCESS);
+    const char *what = "cudnnBackendExecute";
+    cudnnStatus_t st = variant_pack(f, ptr, cb->ws, &what);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = cudnnBackendExecute(cb->dnn, f->plan, f->vp);
+    return st == CUDNN_STATUS_SUCCESS ? 0 : give_up(f, what, st);
+}
+
+/* X, W, Y are uids 1-3 for every kind: a gradient's DX sits in X's place,
+ * DW in W's, DY in Y's (build_graph) */
+int cu_fused_run_bwd_data(bk_ctx_t *g, cu_fused_t *f, const void *dy, const void *w, void *dx)
+{
+    if (f->dead)
+        return 1;
+    void *ptr[N_IO] = {dx, (void *)w, (void *)dy, NULL, NULL};
+    return execute(cu_be(g->be), f, ptr);
+}
+
+int cu_fused_run_bwd_filter(bk_ctx_t *g, cu_fused_t *f, const void *x, const void *dy, void *dw)
+{
+    if (f->dead)
+        return 1;
+    void *ptr[N_IO] = {(void *)x, dw, (void *)dy, NULL, NULL};
+    return execute(cu_be(g->be), f, ptr);
+}
+
 int cu_fused_run(bk_ctx_t *g, cu_fused_t *f, const void *x, const void *w, const float *b,
                  const void *res, void *tmp, void *y)
 {
@@ -545,18 +608,9 @@ int cu_fused_run(bk_ctx_t *g, cu_fused_t *f, const void *x, const void *w, const
         ptr[k++] = b ? (void *)b : f->zero_bias;
     if (f->nio > k && f->uid[k] == UID_R)
         ptr[k++] = (void *)res;
-    for (int i = 0; i < f->nio; i++)
-        if (!ptr[i] || (uintptr_t)ptr[i] % ALIGN != 0)
-            return give_up(f, "a buffer is not 16-byte aligned (or missing)",
-                           CUDNN_STATUS_SUCCESS);
-    const char *what = "cudnnBackendExecute";
-    cudnnStatus_t st = variant_pack(f, ptr, cb->ws, &what);
-    if (st == CUDNN_STATUS_SUCCESS)
-        st = cudnnBackendExecute(cb->dnn, f->plan, f->vp);
-    if (st != CUDNN_STATUS_SUCCESS)
-        return give_up(f, what, st);
-    if (!f->res)
-        return 0;
+    int rc = execute(cb, f, ptr);
+    if (rc != 0 || !f->res)
+        return rc;
     return cu_check(g, cudaMemcpyAsync(y, tmp, f->out_bytes, cudaMemcpyDeviceToDevice,
                                        cb->stream), "fused conv output copy");
 }

@@ -9,8 +9,9 @@
  * cu_fused_new logs one line and returns NULL: the caller keeps its legacy
  * path (cudnnConvolutionForward + the epilogue kernel), which it always
  * builds too. DDPIPE_CUDNN_GRAPH=0 (read at plan time) turns this off.
- * Callers: cuda_train.c (fp32 NCHW) and cuda_infer.c (bf16 NHWC); nothing
- * here calls back into them. */
+ * Callers: cuda_train.c (fp32 NCHW), cuda_infer.c (bf16 NHWC) and, for a
+ * 16-bit training convolution's forward and both gradients, cuda_train16.c;
+ * nothing here calls back into them. */
 #ifndef DDP_CUDA_FUSED_H
 #define DDP_CUDA_FUSED_H
 
@@ -18,12 +19,20 @@
 
 #define CU_FUSED_MAX_POST 4
 
+/* What the graph computes: the fused forward (with its bias and post-ops),
+ * or one of a training convolution's two gradients (no bias, no post-ops:
+ * a plain convolution's backward data dx = conv_T(dy, w), backward filter
+ * dw = conv_W(x, dy)). cuDNN 9 deprecates the legacy calls these replace. */
+enum { CU_CONV_FWD = 0, CU_CONV_BWD_DATA, CU_CONV_BWD_FILTER };
+
 /* One fused convolution's shapes. */
 typedef struct {
+    int kind;               /* CU_CONV_*; 0: the forward */
     int in[4];              /* x: n, c, h, w (logical; bf16_nhwc: stored NHWC) */
     int out[4];             /* y, and the residual: n, k, oh, ow */
     int kh, kw, sh, sw, ph, pw;
-    int bf16_nhwc;          /* x, w, y, residual bf16 NHWC; else fp32 NCHW */
+    int bf16_nhwc;          /* x, w, y, residual 16-bit NHWC; else fp32 NCHW */
+    int fp16;               /* with bf16_nhwc: the 16-bit values are fp16, not bf16 */
     int tensor_core;        /* engines with the TENSOR_CORE note allowed (fp32: TF32) */
     int bias;               /* a bias node: out[1] floats, broadcast 1 x k x 1 x 1 (a
                              * NULL b at run time adds zeros: exact) */
@@ -48,6 +57,12 @@ cu_fused_t *cu_fused_new(bk_ctx_t *g, const cu_fused_shape_t *s);
  * g failed (the copy into y). */
 int cu_fused_run(bk_ctx_t *g, cu_fused_t *f, const void *x, const void *w, const float *b,
                  const void *res, void *tmp, void *y);
+
+/* The gradients of a CU_CONV_BWD_DATA / CU_CONV_BWD_FILTER plan: dx from
+ * dy and w; dw from x and dy (dw overwritten, not accumulated). Returns as
+ * cu_fused_run. */
+int cu_fused_run_bwd_data(bk_ctx_t *g, cu_fused_t *f, const void *dy, const void *w, void *dx);
+int cu_fused_run_bwd_filter(bk_ctx_t *g, cu_fused_t *f, const void *x, const void *dy, void *dw);
 
 void cu_fused_free(cu_fused_t *f);
 

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "gpud/bn_math.h"
+#include "gpud/cuda/cuda_fused.h"
 #include "gpud/cuda/cuda_infer.h"
 #include "gpud/cuda/cuda_infer_kernels.h"
 #include "gpud/cuda/cuda_priv.h"
@@ -238,7 +239,9 @@ typedef struct {
     int in[4], out[4];
     /* a native convolution: */
     int native;
-    cu_conv_t conv;
+    cu_conv_t conv;         /* the legacy calls: always built, the graphs' fallback */
+    cu_fused_t *graph[3];   /* CU_CONV_*: forward, backward data, backward filter as
+                             * cuDNN graphs (deterministic, fp32 sums); NULL: legacy */
     void *w16, *dw16;       /* bf16 [oc, kh, kw, icp]: the filter, its gradient */
     int kk;                 /* kh * kw */
     int icp;                /* input channels padded to a multiple of 8 (zeros) */
@@ -260,6 +263,8 @@ static void hplan_destroy(bk_plan_t *bp)
     if (p->inner)
         p->inner->destroy(p->inner);
     cu_conv_fini(&p->conv);
+    for (int k = 0; k < 3; k++)
+        cu_fused_free(p->graph[k]);
     cudaFree(p->w16);
     cudaFree(p->dw16);
     cudaFree(p->xpad);
@@ -330,6 +335,20 @@ static bk_plan_t *h_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *
         hplan_destroy(&p->base);
         return NULL;
     }
+    /* the three as cuDNN graphs where cuDNN builds them (cuda_fused.c: the
+     * engines' numerical notes say deterministic and fp32 sums, which the
+     * legacy calls cannot ask for); DDPIPE_CUDNN_GRAPH=0: legacy only */
+    for (int k = CU_CONV_FWD; k <= CU_CONV_BWD_FILTER; k++) {
+        cu_fused_shape_t fs = {.kind = k, .in = {pin[0], pin[1], pin[2], pin[3]},
+                               .out = {out[0], out[1], out[2], out[3]}, .kh = c->kh,
+                               .kw = c->kw, .sh = c->stride_h, .sw = c->stride_w,
+                               .ph = c->pad_h, .pw = c->pad_w, .bf16_nhwc = 1,
+                               .fp16 = f16(g->be), .tensor_core = 1};
+        if (!(p->graph[k] = cu_fused_new(g, &fs)) && g->failed) {
+            hplan_destroy(&p->base);
+            return NULL;
+        }
+    }
     return &p->base;
 }
 
@@ -385,6 +404,11 @@ static int h_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
             return -1;
         x = p->xpad;
     }
+    int rc = p->graph[CU_CONV_FWD] ? cu_fused_run(g, p->graph[CU_CONV_FWD], x, p->w16, NULL, NULL,
+                                                  NULL, y)
+                                   : 1;
+    if (rc != 1)
+        return rc;
     return cudnn_check(g, cudnnConvolutionForward(cb->dnn, &one, c->xd, x, c->wd, p->w16, c->cd,
                                                   c->algo.fwd, cb->ws, cb->ws_size, &zero,
                                                   c->yd, y),
@@ -425,22 +449,33 @@ static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
     void *dx = gx && p->xpad ? scratch16(be, (npix_in(p) * p->icp + 1) / 2) : gx;
     if (gx && !dx)
         return cu_sticky(g);
-    if (gx && (set_math(g, c, c->algo.math_bwd_data) < 0 ||
-               cudnn_check(g, cudnnConvolutionBackwardData(cb->dnn, &one, c->wd, p->w16, c->yd,
-                                                           gy, c->cd, c->algo.bwd_data, cb->ws,
-                                                           cb->ws_size, &zero, c->xd, dx),
-                           "cudnnConvolutionBackwardData (16-bit)") < 0 ||
-               (dx != gx && cu_check(g, ckb_unpad(stream_of(be), f16(be), dx, npix_in(p),
-                                                  p->in[1], p->icp, gx),
-                                     "16-bit channel unpadding kernel") < 0)))
+    cu_fused_t *gd = p->graph[CU_CONV_BWD_DATA], *gf = p->graph[CU_CONV_BWD_FILTER];
+    int rc = gx && gd ? cu_fused_run_bwd_data(g, gd, gy, p->w16, dx) : 1;
+    if (rc < 0)
+        return -1;
+    if (gx && rc == 1 &&
+        (set_math(g, c, c->algo.math_bwd_data) < 0 ||
+         cudnn_check(g, cudnnConvolutionBackwardData(cb->dnn, &one, c->wd, p->w16, c->yd, gy,
+                                                     c->cd, c->algo.bwd_data, cb->ws,
+                                                     cb->ws_size, &zero, c->xd, dx),
+                     "cudnnConvolutionBackwardData (16-bit)") < 0))
+        return -1;
+    if (gx && dx != gx &&
+        cu_check(g, ckb_unpad(stream_of(be), f16(be), dx, npix_in(p), p->in[1], p->icp, gx),
+                 "16-bit channel unpadding kernel") < 0)
         return -1;
     if (!gw)
         return 0;
-    if (set_math(g, c, c->algo.math_bwd_filter) < 0 ||
-        cudnn_check(g, cudnnConvolutionBackwardFilter(cb->dnn, &one, c->xd, p->xpad ? p->xpad : x,
-                                                      c->yd, gy, c->cd, c->algo.bwd_filter, cb->ws,
-                                                      cb->ws_size, &zero, c->wd, p->dw16),
-                    "cudnnConvolutionBackwardFilter (16-bit)") < 0)
+    const void *xin = p->xpad ? p->xpad : x;
+    rc = gf ? cu_fused_run_bwd_filter(g, gf, xin, gy, p->dw16) : 1;
+    if (rc < 0)
+        return -1;
+    if (rc == 1 &&
+        (set_math(g, c, c->algo.math_bwd_filter) < 0 ||
+         cudnn_check(g, cudnnConvolutionBackwardFilter(cb->dnn, &one, c->xd, xin, c->yd, gy,
+                                                       c->cd, c->algo.bwd_filter, cb->ws,
+                                                       cb->ws_size, &zero, c->wd, p->dw16),
+                     "cudnnConvolutionBackwardFilter (16-bit)") < 0))
         return -1;
     return cu_check(g, ckb_weights_back(stream_of(be), f16(be), p->dw16, p->out[1], p->in[1],
                                         p->kk, p->icp, gw),

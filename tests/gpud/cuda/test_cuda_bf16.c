@@ -42,6 +42,7 @@
 #include "gpud/backend.h"
 #include "gpud/backend_arena.h"
 #include "gpud/cuda/cuda_backend.h"
+#include "gpud/cuda/cuda_fused.h"
 #include "../golden_io.h"
 
 static const char *DUT = "cuda";   /* the backend under test */
@@ -253,10 +254,32 @@ static void check_training(void)
     static float lc[TSTEPS * TN], lr[TSTEPS * TN], l2[TSTEPS * TN];
     static float yc[TSTEPS * TN * TCLASSES], yr[TSTEPS * TN * TCLASSES],
         y2[TSTEPS * TN * TCLASSES];
-    float *gc, *gr, *g2;
+    float *gc, *gr, *g2, *gl;
+    cu_fused_counts_t f0 = cu_fused_counts();
     size_t nc = train_run(DUT, lc, yc, &gc), nr = train_run("ref", lr, yr, &gr);
+    cu_fused_counts_t f1 = cu_fused_counts();
     size_t n2 = train_run(DUT, l2, y2, &g2);
-    REQUIRE(nc == nr && nc == n2, "gradient arenas of %zu / %zu floats", nc, nr);
+    /* the 16-bit convolutions' legacy calls (DDPIPE_CUDNN_GRAPH=0) beside
+     * their cuDNN graphs (the default): both against ref */
+    setenv("DDPIPE_CUDNN_GRAPH", "0", 1);
+    static float ll[TSTEPS * TN], yl[TSTEPS * TN * TCLASSES];
+    size_t nl = train_run(DUT, ll, yl, &gl);
+    unsetenv("DDPIPE_CUDNN_GRAPH");
+    REQUIRE(nc == nr && nc == n2 && nc == nl, "gradient arenas of %zu / %zu floats", nc, nr);
+    if (strcmp(DUT, "cuda") == 0) {
+        printf("bf16 training: %lu convolution plans as cuDNN graphs, %lu left legacy\n",
+               f1.fused - f0.fused, f1.legacy - f0.legacy);
+        CHECK(f1.fused > f0.fused, "bf16 training: no convolution planned as a cuDNN graph");
+        double gl_e = golden_rel_err(gl, gr, nc), yl_e = golden_rel_err(yl, yr, sizeof yl / 4);
+        printf("bf16 training, legacy convolutions vs ref: logits %.2g, gradients %.2g\n", yl_e,
+               gl_e);
+        CHECK(yl_e <= 1e-2 && gl_e <= 5e-2, "bf16 training, legacy convolutions: logits %.3g, "
+              "gradients %.3g", yl_e, gl_e);
+        if (gl_e > 1e-2) {
+            printf(" legacy:\n");
+            print_worst_grads(gl, gr, nc);
+        }
+    }
     double el = golden_rel_err(lc, lr, TSTEPS * TN), ey = golden_rel_err(yc, yr, sizeof yc / 4);
     double eg = golden_rel_err(gc, gr, nc);
     printf("bf16 training, %s vs ref (emulated): losses %.2g, logits %.2g, gradients %.2g\n",
@@ -272,6 +295,7 @@ static void check_training(void)
     free(gc);
     free(gr);
     free(g2);
+    free(gl);
 }
 
 /* The precision's name, DDPIPE_BF16=emulated refused. */

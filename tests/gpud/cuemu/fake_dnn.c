@@ -9,8 +9,7 @@
  * its backward, in fp32 with double sums, a bf16 output rounded as gpud/bf16.c
  * does (cuDNN's own algorithms sum in other orders: the tests' tolerances
  * cover that); the algorithm queries offer one deterministic algorithm in
- * tensor-op and in FMA math. The graph (backend) API says NOT_SUPPORTED, so
- * cuda_fused.c falls back to the legacy path, as where cuDNN builds no graph.
+ * tensor-op and in FMA math. The graph (backend) API is fake_dnn_graph.c.
  * cuBLAS: column-major Sgemm and GemmEx (float or bf16 inputs, float or bf16
  * output, fp32 sums in double). What this cannot show: cuDNN's and cuBLAS's
  * own choices, speed, and any rule of theirs the fake does not enforce. */
@@ -20,9 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpud/bf16.h"
+#include "fake_dnn_layout.h"
 #include "gpud/cpu/ref_ops.h"
-#include "gpud/half_bits.h"
 
 struct cudnnContext {
     cudaStream_t s;
@@ -46,67 +44,6 @@ struct cublasContext {
 };
 
 /* ---------------------------------------------------------------- helpers */
-
-static float get(const void *p, cudnnDataType_t dt, size_t i)
-{
-    if (dt == CUDNN_DATA_HALF)
-        return fp16_unpack(((const uint16_t *)p)[i]);
-    if (dt == CUDNN_DATA_BFLOAT16) {
-        uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
-        float f;
-        memcpy(&f, &u, sizeof f);
-        return f;
-    }
-    return ((const float *)p)[i];
-}
-
-static void put(void *p, cudnnDataType_t dt, size_t i, float v)
-{
-    if (dt == CUDNN_DATA_HALF) {   /* rounded as gpud/fp16_math.h (cuDNN: to nearest even) */
-        ((uint16_t *)p)[i] = fp16_pack(v);
-        return;
-    }
-    if (dt == CUDNN_DATA_BFLOAT16) {
-        float r;
-        uint32_t u;
-        bf16_round(&r, &v, 1);
-        memcpy(&u, &r, sizeof u);
-        ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
-        return;
-    }
-    ((float *)p)[i] = v;
-}
-
-/* element (a, b, y, x) of an NCHW-logical 4-d array of dims d[4] in format f */
-static size_t at(cudnnTensorFormat_t f, const int d[4], int a, int b, int y, int x)
-{
-    if (f == CUDNN_TENSOR_NHWC)
-        return (((size_t)a * d[2] + y) * d[3] + x) * d[1] + b;
-    return (((size_t)a * d[1] + b) * d[2] + y) * d[3] + x;
-}
-
-/* a tensor or filter as NCHW floats (malloc'd), or back */
-static float *to_nchw(const void *p, cudnnTensorFormat_t f, cudnnDataType_t dt, const int d[4])
-{
-    size_t n = (size_t)d[0] * d[1] * d[2] * d[3];
-    float *o = malloc((n ? n : 1) * sizeof *o);
-    for (int a = 0; o && a < d[0]; a++)
-        for (int b = 0; b < d[1]; b++)
-            for (int y = 0; y < d[2]; y++)
-                for (int x = 0; x < d[3]; x++)
-                    o[at(CUDNN_TENSOR_NCHW, d, a, b, y, x)] = get(p, dt, at(f, d, a, b, y, x));
-    return o;
-}
-
-static void from_nchw(void *p, cudnnTensorFormat_t f, cudnnDataType_t dt, const int d[4],
-                      const float *v)
-{
-    for (int a = 0; a < d[0]; a++)
-        for (int b = 0; b < d[1]; b++)
-            for (int y = 0; y < d[2]; y++)
-                for (int x = 0; x < d[3]; x++)
-                    put(p, dt, at(f, d, a, b, y, x), v[at(CUDNN_TENSOR_NCHW, d, a, b, y, x)]);
-}
 
 static void dims_t(const struct cudnnTensorStruct *t, int d[4])
 {
@@ -408,52 +345,6 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
     (void)h, (void)algo, (void)ws, (void)wss;
     conv_call_t a = {2, *xd, *dyd, *dwd, *cd, x, dy, dw};
     return conv_call(&a, alpha, beta);
-}
-
-/* ------------------------------- cuDNN's graph API: no graphs (the fallback) */
-
-cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t t,
-                                           cudnnBackendDescriptor_t *d)
-{
-    (void)t;
-    *d = NULL;
-    return CUDNN_STATUS_NOT_SUPPORTED;
-}
-
-cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t d)
-{
-    (void)d;
-    return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t d,
-                                       cudnnBackendAttributeName_t n,
-                                       cudnnBackendAttributeType_t t, int64_t c, const void *v)
-{
-    (void)d, (void)n, (void)t, (void)c, (void)v;
-    return CUDNN_STATUS_NOT_SUPPORTED;
-}
-
-cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const d,
-                                       cudnnBackendAttributeName_t n,
-                                       cudnnBackendAttributeType_t t, int64_t r, int64_t *c,
-                                       void *v)
-{
-    (void)d, (void)n, (void)t, (void)r, (void)c, (void)v;
-    return CUDNN_STATUS_NOT_SUPPORTED;
-}
-
-cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t d)
-{
-    (void)d;
-    return CUDNN_STATUS_NOT_SUPPORTED;
-}
-
-cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t p,
-                                  cudnnBackendDescriptor_t v)
-{
-    (void)h, (void)p, (void)v;
-    return CUDNN_STATUS_NOT_SUPPORTED;
 }
 
 /* ------------------------------------------------------------------ cuBLAS */

@@ -1,0 +1,559 @@
+/* fake_dnn_graph — cuDNN's graph (backend) API as the cuda backend uses it
+ * (gpud/cuda/cuda_fused.c), computed on the CPU by gpud's reference
+ * kernels, so that the graph path's host code runs on the kernel emulator
+ * instead of falling back to the legacy calls unseen.
+ *
+ * Descriptors keep their attributes as set; finalize checks what a graph
+ * needs (a tensor's type, dims, strides and id; an operation's operands; a
+ * convolution's shapes against its tensors, as cuDNN refuses a bad one).
+ * Graphs: convolution forward, backward data and backward filter, and
+ * pointwise ADD (a 1 x k x 1 x 1 operand broadcast) and RELU_FWD, virtual
+ * tensors as fp32, each non-virtual output rounded once to its type. The
+ * heuristics offer two configurations, the first with the NONDETERMINISTIC
+ * note (a caller must filter it), the second with none; plans need no
+ * workspace. What this cannot show: cuDNN's own engines, their sums'
+ * order, which graphs real cuDNN refuses (it found no engine for the fp32
+ * NCHW conv + bias + sum + relu on an H200), speed.
+ * CUEMU_DNN_GRAPH=0 makes every descriptor NOT_SUPPORTED (the fallback). */
+#include <cudnn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_dnn_layout.h"
+#include "gpud/cpu/ref_ops.h"
+
+int cuemu_capturing(void);
+void cuemu_record(void (*fn)(void *), const void *arg, size_t bytes);
+
+enum { MAX_ATTR = 24, ATTR_BYTES = 128, MAX_IO = 8 };
+
+typedef struct {
+    cudnnBackendAttributeName_t name;
+    cudnnBackendAttributeType_t type;
+    int64_t n;
+    unsigned char v[ATTR_BYTES];
+} attr_t;
+
+typedef struct fdesc {
+    cudnnBackendDescriptorType_t type;
+    int final;
+    attr_t a[MAX_ATTR];
+    int na;
+    struct fdesc *graph;   /* an engine config's (from the heuristics) */
+    int engine;            /* an engine config's / engine's index: 0 nondeterministic */
+} fdesc_t;
+
+static int enabled(void)
+{
+    const char *v = getenv("CUEMU_DNN_GRAPH");
+    return !(v && strcmp(v, "0") == 0);
+}
+
+static size_t type_size(cudnnBackendAttributeType_t t)
+{
+    switch (t) {
+    case CUDNN_TYPE_INT64:
+    case CUDNN_TYPE_DOUBLE:
+    case CUDNN_TYPE_VOID_PTR:
+    case CUDNN_TYPE_BACKEND_DESCRIPTOR:
+    case CUDNN_TYPE_HANDLE:
+        return 8;
+    case CUDNN_TYPE_BOOLEAN:
+        return sizeof(bool);
+    case CUDNN_TYPE_CHAR:
+        return 1;
+    default:   /* float and the enums */
+        return 4;
+    }
+}
+
+static const attr_t *find(const fdesc_t *d, cudnnBackendAttributeName_t n)
+{
+    for (int i = 0; d && i < d->na; i++)
+        if (d->a[i].name == n)
+            return &d->a[i];
+    return NULL;
+}
+
+static int64_t i64(const fdesc_t *d, cudnnBackendAttributeName_t n, int i)
+{
+    const attr_t *a = find(d, n);
+    int64_t v = 0;
+    if (a && a->type == CUDNN_TYPE_INT64 && i < a->n)
+        memcpy(&v, a->v + 8 * i, 8);
+    return v;
+}
+
+static int enum_of(const fdesc_t *d, cudnnBackendAttributeName_t n)
+{
+    const attr_t *a = find(d, n);
+    int v = -1;
+    if (a)
+        memcpy(&v, a->v, sizeof v);
+    return v;
+}
+
+static fdesc_t *desc_of(const fdesc_t *d, cudnnBackendAttributeName_t n, int i)
+{
+    const attr_t *a = find(d, n);
+    fdesc_t *v = NULL;
+    if (a && a->type == CUDNN_TYPE_BACKEND_DESCRIPTOR && i < a->n)
+        memcpy(&v, a->v + 8 * i, 8);
+    return v;
+}
+
+cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t t,
+                                           cudnnBackendDescriptor_t *d)
+{
+    *d = NULL;
+    if (!enabled())
+        return CUDNN_STATUS_NOT_SUPPORTED;
+    fdesc_t *f = calloc(1, sizeof *f);
+    if (!f)
+        return CUDNN_STATUS_ALLOC_FAILED;
+    f->type = t;
+    *d = f;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t d)
+{
+    free(d);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t d,
+                                       cudnnBackendAttributeName_t n,
+                                       cudnnBackendAttributeType_t t, int64_t c, const void *v)
+{
+    fdesc_t *f = d;
+    size_t bytes = type_size(t) * (size_t)c;
+    if (!f || c < 0 || !v || bytes > ATTR_BYTES)
+        return CUDNN_STATUS_BAD_PARAM;
+    if (f->final)
+        return CUDNN_STATUS_NOT_INITIALIZED;   /* cuDNN: finalized descriptors are frozen */
+    attr_t *a = (attr_t *)find(f, n);
+    if (!a) {
+        if (f->na == MAX_ATTR)
+            return CUDNN_STATUS_NOT_SUPPORTED;
+        a = &f->a[f->na++];
+    }
+    a->name = n;
+    a->type = t;
+    a->n = c;
+    memcpy(a->v, v, bytes);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* ------------------------------------------------------------- finalize */
+
+static int tensor_ok(const fdesc_t *t)
+{
+    return t && t->type == CUDNN_BACKEND_TENSOR_DESCRIPTOR && t->final;
+}
+
+static void dims4(const fdesc_t *t, int d[4])
+{
+    for (int i = 0; i < 4; i++)
+        d[i] = (int)i64(t, CUDNN_ATTR_TENSOR_DIMENSIONS, i);
+}
+
+/* the conv op's X/DX, W/DW, Y/DY and its convolution descriptor */
+typedef struct {
+    int kind;   /* 0 forward, 1 backward data, 2 backward filter */
+    fdesc_t *x, *w, *y, *conv;
+    float alpha, beta;
+} conv_op_t;
+
+/* The attributes of each kind, spelled out here apart from cuda_fused.c's
+ * table on purpose: one shared table would make a swapped attribute agree
+ * with itself. */
+static int conv_parts(const fdesc_t *op, conv_op_t *c)
+{
+    static const struct {
+        cudnnBackendDescriptorType_t type;
+        cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+    } K[3] = {
+        {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
+        {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
+        {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA},
+    };
+    for (int k = 0; k < 3; k++) {
+        if (op->type != K[k].type)
+            continue;
+        const attr_t *al = find(op, K[k].alpha), *be = find(op, K[k].beta);
+        *c = (conv_op_t){k, desc_of(op, K[k].x, 0), desc_of(op, K[k].w, 0),
+                         desc_of(op, K[k].y, 0), desc_of(op, K[k].conv, 0), 0, 0};
+        if (!al || !be || al->type != CUDNN_TYPE_FLOAT || be->type != CUDNN_TYPE_FLOAT)
+            return 0;
+        memcpy(&c->alpha, al->v, 4);
+        memcpy(&c->beta, be->v, 4);
+        return 1;
+    }
+    return 0;
+}
+
+/* cuDNN's checks of a convolution: operands there, 2 spatial dims, the
+ * shapes consistent, alpha 1 / beta 0 (all the backend uses) */
+static int conv_ok(const fdesc_t *op)
+{
+    conv_op_t c;
+    if (!conv_parts(op, &c) || !tensor_ok(c.x) || !tensor_ok(c.w) || !tensor_ok(c.y) ||
+        !c.conv || !c.conv->final || c.alpha != 1.0f || c.beta != 0.0f)
+        return 0;
+    int x[4], w[4], y[4];
+    dims4(c.x, x), dims4(c.w, w), dims4(c.y, y);
+    int64_t sh = i64(c.conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, 0),
+            sw = i64(c.conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, 1),
+            ph = i64(c.conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, 0),
+            pw = i64(c.conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, 1);
+    if (i64(c.conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, 0) != 2 || sh < 1 || sw < 1)
+        return 0;
+    return x[0] == y[0] && x[1] == w[1] && y[1] == w[0] &&
+           y[2] == (x[2] + 2 * ph - w[2]) / sh + 1 && y[3] == (x[3] + 2 * pw - w[3]) / sw + 1;
+}
+
+static int pointwise_ok(const fdesc_t *op)
+{
+    const fdesc_t *pw = desc_of(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, 0);
+    const fdesc_t *x = desc_of(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, 0);
+    const fdesc_t *b = desc_of(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, 0);
+    const fdesc_t *y = desc_of(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, 0);
+    int mode = enum_of(pw, CUDNN_ATTR_POINTWISE_MODE);
+    if (!pw || !pw->final || !tensor_ok(x) || !tensor_ok(y))
+        return 0;
+    if (mode == CUDNN_POINTWISE_RELU_FWD)
+        return !b;
+    return mode == CUDNN_POINTWISE_ADD && tensor_ok(b);
+}
+
+cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t d)
+{
+    fdesc_t *f = d;
+    int ok = 1;
+    switch (f ? (int)f->type : -1) {
+    case CUDNN_BACKEND_TENSOR_DESCRIPTOR:
+        ok = find(f, CUDNN_ATTR_TENSOR_DATA_TYPE) && find(f, CUDNN_ATTR_TENSOR_UNIQUE_ID) &&
+             find(f, CUDNN_ATTR_TENSOR_DIMENSIONS) && find(f, CUDNN_ATTR_TENSOR_DIMENSIONS)->n == 4 &&
+             find(f, CUDNN_ATTR_TENSOR_STRIDES) && find(f, CUDNN_ATTR_TENSOR_STRIDES)->n == 4;
+        break;
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR:
+        ok = conv_ok(f);
+        break;
+    case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR:
+        ok = pointwise_ok(f);
+        break;
+    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR: {
+        const attr_t *ops = find(f, CUDNN_ATTR_OPERATIONGRAPH_OPS);
+        ok = ops && ops->n >= 1;
+        for (int i = 0; ok && i < ops->n; i++)
+            ok = desc_of(f, CUDNN_ATTR_OPERATIONGRAPH_OPS, i) &&
+                 desc_of(f, CUDNN_ATTR_OPERATIONGRAPH_OPS, i)->final;
+        break;
+    }
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
+        ok = desc_of(f, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, 0) != NULL;
+        break;
+    case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: {
+        const fdesc_t *cfg = desc_of(f, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, 0);
+        ok = cfg && cfg->graph;
+        break;
+    }
+    case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR:
+        ok = find(f, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS) &&
+             find(f, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS) &&
+             find(f, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS)->n ==
+                 find(f, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS)->n &&
+             find(f, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS)->n <= MAX_IO;
+        break;
+    default:   /* the convolution and pointwise descriptors: nothing to check */
+        ok = f != NULL;
+    }
+    if (!ok)
+        return CUDNN_STATUS_BAD_PARAM;
+    f->final = 1;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* ------------------------------------------------------------- queries */
+
+cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const d,
+                                       cudnnBackendAttributeName_t n,
+                                       cudnnBackendAttributeType_t t, int64_t r, int64_t *c,
+                                       void *v)
+{
+    fdesc_t *f = d;
+    if (!f || !f->final || !c)
+        return CUDNN_STATUS_BAD_PARAM;
+    if (f->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR && n == CUDNN_ATTR_ENGINEHEUR_RESULTS &&
+        t == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+        fdesc_t **cfg = v;
+        *c = r == 0 ? 2 : r < 2 ? r : 2;
+        for (int64_t i = 0; i < *c && r > 0; i++) {
+            if (!cfg[i] || cfg[i]->type != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
+                return CUDNN_STATUS_BAD_PARAM;
+            cfg[i]->graph = desc_of(f, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, 0);
+            cfg[i]->engine = (int)i;
+            cfg[i]->final = 1;
+        }
+        return CUDNN_STATUS_SUCCESS;
+    }
+    if (f->type == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR && n == CUDNN_ATTR_ENGINECFG_ENGINE &&
+        t == CUDNN_TYPE_BACKEND_DESCRIPTOR && r >= 1) {
+        fdesc_t *e = *(fdesc_t **)v;
+        if (!e || e->type != CUDNN_BACKEND_ENGINE_DESCRIPTOR)
+            return CUDNN_STATUS_BAD_PARAM;
+        e->engine = f->engine;
+        e->final = 1;
+        *c = 1;
+        return CUDNN_STATUS_SUCCESS;
+    }
+    if (f->type == CUDNN_BACKEND_ENGINE_DESCRIPTOR && n == CUDNN_ATTR_ENGINE_NUMERICAL_NOTE &&
+        t == CUDNN_TYPE_NUMERICAL_NOTE) {
+        *c = 0;
+        if (f->engine == 0 && r >= 1) {
+            *(cudnnBackendNumericalNote_t *)v = CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+            *c = 1;
+        }
+        return CUDNN_STATUS_SUCCESS;
+    }
+    if (f->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR &&
+        n == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE && t == CUDNN_TYPE_INT64 && r >= 1) {
+        *(int64_t *)v = 0;
+        *c = 1;
+        return CUDNN_STATUS_SUCCESS;
+    }
+    return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+/* -------------------------------------------------------------- running */
+
+/* One execution, kept whole so a capture can replay it: the plan and the
+ * variant pack's ids and pointers (the pack may be rebuilt before that). */
+typedef struct {
+    const fdesc_t *plan;
+    int n;
+    int64_t uid[MAX_IO];
+    void *ptr[MAX_IO];
+} exec_t;
+
+/* The graph's values as NCHW floats, one per tensor id seen. */
+typedef struct {
+    int64_t uid[4 * MAX_IO];
+    float *val[4 * MAX_IO];
+    int n;
+} values_t;
+
+static float **slot(values_t *vs, int64_t uid)
+{
+    for (int i = 0; i < vs->n; i++)
+        if (vs->uid[i] == uid)
+            return &vs->val[i];
+    if (vs->n == 4 * MAX_IO)
+        abort();   /* a graph larger than any the backend builds */
+    vs->uid[vs->n] = uid;
+    vs->val[vs->n] = NULL;
+    return &vs->val[vs->n++];
+}
+
+static void *pointer(const exec_t *e, int64_t uid)
+{
+    for (int i = 0; i < e->n; i++)
+        if (e->uid[i] == uid)
+            return e->ptr[i];
+    return NULL;
+}
+
+static size_t count4(const int d[4])
+{
+    return (size_t)d[0] * d[1] * d[2] * d[3];
+}
+
+/* the layout the strides describe: NHWC when channels are innermost */
+static cudnnTensorFormat_t format_of(const fdesc_t *t, const int d[4])
+{
+    return d[1] > 1 && i64(t, CUDNN_ATTR_TENSOR_STRIDES, 1) == 1 ? CUDNN_TENSOR_NHWC
+                                                                 : CUDNN_TENSOR_NCHW;
+}
+
+static int is_virtual(const fdesc_t *t)
+{
+    const attr_t *a = find(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL);
+    bool v = false;
+    if (a)
+        memcpy(&v, a->v, sizeof v);
+    return v;
+}
+
+/* an input's floats: a virtual tensor's from an earlier node, else read */
+static float *input(values_t *vs, const exec_t *e, const fdesc_t *t)
+{
+    int64_t uid = i64(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, 0);
+    float **v = slot(vs, uid);
+    if (!*v) {
+        int d[4];
+        dims4(t, d);
+        const void *p = pointer(e, uid);
+        if (!p || is_virtual(t))
+            abort();   /* the backend planned a graph it cannot run */
+        *v = to_nchw(p, format_of(t, d), (cudnnDataType_t)enum_of(t, CUDNN_ATTR_TENSOR_DATA_TYPE),
+                     d);
+    }
+    return *v;
+}
+
+/* an output's floats (fresh), written out at the end when not virtual */
+static float *output(values_t *vs, const fdesc_t *t)
+{
+    int d[4];
+    dims4(t, d);
+    float **v = slot(vs, i64(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, 0));
+    free(*v);
+    *v = calloc(count4(d) ? count4(d) : 1, sizeof **v);
+    if (!*v)
+        abort();
+    return *v;
+}
+
+static void run_conv(values_t *vs, const exec_t *e, const fdesc_t *op, const fdesc_t **out)
+{
+    conv_op_t c;
+    conv_parts(op, &c);
+    int x[4], w[4], y[4];
+    dims4(c.x, x), dims4(c.w, w), dims4(c.y, y);
+    int sh = (int)i64(c.conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, 0),
+        sw = (int)i64(c.conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, 1),
+        ph = (int)i64(c.conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, 0),
+        pw = (int)i64(c.conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, 1);
+    if (c.kind == 0) {
+        float *fx = input(vs, e, c.x), *fw = input(vs, e, c.w);
+        ref_conv2d(fx, x[0], x[1], x[2], x[3], fw, NULL, w[0], w[2], w[3], sh, sw, ph, pw,
+                   output(vs, c.y), y[2], y[3]);
+        *out = c.y;
+    } else if (c.kind == 1) {
+        float *fy = input(vs, e, c.y), *fw = input(vs, e, c.w);
+        ref_conv2d_bwd_data(fy, x[0], x[1], x[2], x[3], fw, w[0], w[2], w[3], sh, sw, ph, pw,
+                            output(vs, c.x), y[2], y[3]);
+        *out = c.x;
+    } else {
+        float *fx = input(vs, e, c.x), *fy = input(vs, e, c.y);
+        ref_conv2d_bwd_weights(fx, x[0], x[1], x[2], x[3], fy, w[0], w[2], w[3], sh, sw, ph, pw,
+                               output(vs, c.w), NULL, y[2], y[3]);
+        *out = c.w;
+    }
+}
+
+static void run_pointwise(values_t *vs, const exec_t *e, const fdesc_t *op, const fdesc_t **out)
+{
+    const fdesc_t *pw = desc_of(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, 0);
+    const fdesc_t *xt = desc_of(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, 0);
+    const fdesc_t *bt = desc_of(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, 0);
+    const fdesc_t *yt = desc_of(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, 0);
+    int d[4], bd[4] = {0};
+    dims4(yt, d);
+    const float *x = input(vs, e, xt), *b = bt ? input(vs, e, bt) : NULL;
+    if (bt)
+        dims4(bt, bd);
+    float *y = output(vs, yt);
+    size_t hw = (size_t)d[2] * d[3], n = count4(d);
+    int relu = enum_of(pw, CUDNN_ATTR_POINTWISE_MODE) == CUDNN_POINTWISE_RELU_FWD;
+    for (size_t i = 0; i < n; i++) {
+        if (relu) {
+            y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+            continue;
+        }
+        /* b: the same shape, or 1 x k x 1 x 1 (a bias) */
+        size_t j = count4(bd) == n ? i : (i / hw) % (size_t)d[1];
+        y[i] = x[i] + b[j];
+    }
+    *out = yt;
+}
+
+static void exec_run(void *arg)
+{
+    const exec_t *e = arg;
+    const fdesc_t *cfg = desc_of(e->plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, 0);
+    const fdesc_t *g = cfg->graph;
+    const attr_t *ops = find(g, CUDNN_ATTR_OPERATIONGRAPH_OPS);
+    values_t vs = {.n = 0};
+    const fdesc_t *outs[MAX_IO * 2];
+    int nout = 0;
+    for (int i = 0; i < ops->n; i++) {   /* the caller's order is the graph's */
+        const fdesc_t *op = desc_of(g, CUDNN_ATTR_OPERATIONGRAPH_OPS, i), *out = NULL;
+        if (op->type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)
+            run_pointwise(&vs, e, op, &out);
+        else
+            run_conv(&vs, e, op, &out);
+        if (nout < MAX_IO * 2)
+            outs[nout++] = out;
+    }
+    for (int i = 0; i < nout; i++) {   /* each real output rounded once to its type */
+        if (is_virtual(outs[i]))
+            continue;
+        int d[4];
+        dims4(outs[i], d);
+        int64_t uid = i64(outs[i], CUDNN_ATTR_TENSOR_UNIQUE_ID, 0);
+        from_nchw(pointer(e, uid), format_of(outs[i], d),
+                  (cudnnDataType_t)enum_of(outs[i], CUDNN_ATTR_TENSOR_DATA_TYPE), d,
+                  *slot(&vs, uid));
+    }
+    for (int i = 0; i < vs.n; i++)
+        free(vs.val[i]);
+}
+
+cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t p,
+                                  cudnnBackendDescriptor_t v)
+{
+    (void)h;
+    const fdesc_t *plan = p, *vp = v;
+    if (!plan || !plan->final || plan->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR || !vp ||
+        !vp->final || vp->type != CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
+        return CUDNN_STATUS_BAD_PARAM;
+    exec_t e = {.plan = plan, .n = (int)find(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS)->n};
+    memcpy(e.uid, find(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS)->v, (size_t)e.n * 8);
+    memcpy(e.ptr, find(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS)->v, (size_t)e.n * 8);
+    /* every non-virtual tensor of the graph has a pointer */
+    const fdesc_t *g = desc_of(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, 0)->graph;
+    const attr_t *ops = find(g, CUDNN_ATTR_OPERATIONGRAPH_OPS);
+    for (int i = 0; i < ops->n; i++) {
+        const fdesc_t *op = desc_of(g, CUDNN_ATTR_OPERATIONGRAPH_OPS, i);
+        const fdesc_t *ts[4] = {0};
+        conv_op_t c;
+        if (op->type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR) {
+            ts[0] = desc_of(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, 0);
+            ts[1] = desc_of(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, 0);
+            ts[2] = desc_of(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, 0);
+        } else if (conv_parts(op, &c)) {
+            ts[0] = c.x, ts[1] = c.w, ts[2] = c.y;
+        }
+        for (int k = 0; k < 4; k++)
+            if (ts[k] && !is_virtual(ts[k]) &&
+                !pointer(&e, i64(ts[k], CUDNN_ATTR_TENSOR_UNIQUE_ID, 0)))
+                return CUDNN_STATUS_BAD_PARAM;
+    }
+    if (cuemu_capturing())
+        cuemu_record(exec_run, &e, sizeof e);
+    else
+        exec_run(&e);
+    return CUDNN_STATUS_SUCCESS;
+}
