@@ -63,6 +63,12 @@ if [ -n "$BUNDLE" ]; then
     nv=$(find -L /usr/local/cuda/ /opt /usr/lib /usr/local/lib \
             \( -name 'libcudnn.so.9' -o -name 'libnccl.so.2' -o -name 'libcublas.so.1*' \
                -o -name 'libcudart.so.1*' \) 2>/dev/null | xargs -r -n1 dirname | sort -u | tr '\n' ':')
+    # several cuDNN 9s (CUDA's, PyTorch's wheel): the newest first, as the
+    # build's (the backend's log names the one loaded; the record keeps it)
+    dnn=$(find -L /usr/local/cuda/ /opt /usr/lib /usr/local/lib -name 'libcudnn.so.9.*' 2>/dev/null |
+            awk -F'libcudnn.so.' '{ print $2 "\t" $0 }' | sort -t. -k1,1n -k2,2n -k3,3n |
+            tail -n 1 | cut -f2)
+    [ -n "$dnn" ] && nv="$(dirname "$dnn"):$nv"
     export LD_LIBRARY_PATH="$BUILD/lib-bundle:${nv}${LD_LIBRARY_PATH:-}"
 fi
 OUT=${OUT:-$BUILD/gpu-check}
@@ -446,6 +452,17 @@ def cudnn_version():
             return ".".join(m.group(1) for m in v)
     return None
 
+def cudnn_loaded():
+    """the cuDNN the backend loaded, from its log line in the bench logs"""
+    for log in sorted(glob.glob(os.path.join(os.path.dirname(bench), "bench-ddpipe-*.log"))):
+        try:
+            m = re.search(r"cuDNN (\d+\.\d+\.\d+) loaded", open(log, errors="replace").read())
+        except OSError:
+            continue
+        if m:
+            return m.group(1)
+    return None
+
 def nccl_version():
     for h in [cuda_root + "/include/nccl.h", "/usr/include/nccl.h"] + \
              glob.glob("/usr/local/lib/python3*/dist-packages/nvidia/nccl/include/nccl.h"):
@@ -491,6 +508,7 @@ rec = {
     "driver": smi("driver_version"),
     "cuda": cuda_version(),
     "cudnn": cudnn_version(),
+    "cudnn_loaded": cudnn_loaded(),
     "nccl": nccl_version(),
     "pytorch": torch_versions(),
     "failed_steps": int(fails),

@@ -780,9 +780,8 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
     cb->algo_find = algo && strcmp(algo, "find") == 0;
     long ws_mb = env_long("DDPIPE_CUDA_WORKSPACE_MB", 1024);
     if (prec && *prec && strcmp(prec, "fp32") != 0 && strcmp(prec, "tf32") != 0) {
-        err_set(err, errlen, "cuda backend: DDPIPE_CUDA_PRECISION=%s: this build supports fp32 "
-                 "and tf32 (bf16 is --precision bf16, eval only; fp16 is not implemented yet: "
-                 "docs/CUDA.md)", prec);
+        err_set(err, errlen, "cuda backend: DDPIPE_CUDA_PRECISION=%s: fp32 or tf32 (the float "
+                 "math; bf16 and fp16 are the model's --precision: docs/CUDA.md)", prec);
         free(cb);
         return NULL;
     }
@@ -802,8 +801,13 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
         return NULL;
     }
     cb->base.arena = cuda_arena_ops(cb->arena);
-    log_info("cuda backend: device %d (%s), %s, convolution algorithms by %s", cb->device,
-             cb->device_name, cb->tf32 ? "tf32" : "fp32",
-             cb->algo_find ? "benchmark (DDPIPE_CUDA_ALGO=find)" : "cuDNN heuristics");
+    /* the cuDNN loaded, not only the one built against: a machine may hold
+     * several (CUDA's, PyTorch's wheels), and their engines differ */
+    size_t dnn = cudnnGetVersion();
+    log_info("cuda backend: device %d (%s), %s, convolution algorithms by %s, cuDNN %zu.%zu.%zu "
+             "loaded (built against %d.%d.%d)", cb->device, cb->device_name,
+             cb->tf32 ? "tf32" : "fp32",
+             cb->algo_find ? "benchmark (DDPIPE_CUDA_ALGO=find)" : "cuDNN heuristics",
+             dnn / 10000, dnn / 100 % 100, dnn % 100, CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL);
     return &cb->base;
 }
