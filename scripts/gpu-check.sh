@@ -402,7 +402,9 @@ else
 fi
 # --- end to end from 500x375 JPEGs through all four daemons against a
 # PyTorch DataLoader (16 PIL workers) + channels_last + AMP (issue 30's bar:
-# >= 2x); its two bench lines join the record's "e2e-jpeg" figures
+# >= 2x); its bench lines join the record's "e2e-jpeg" figures (ddpipe's
+# whole job, "bf16", and its marginal rate over the second half,
+# "bf16-marginal": gpu-e2e.sh says why)
 if [ -n "$PY" ]; then
     step "bench e2e-jpeg ddpipe vs DataLoader" e2e-jpeg.log \
         env PY="$PY" sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" jpeg
