@@ -449,6 +449,32 @@ static void describe(char *buf, size_t len, const cu_fused_shape_t *s)
              at ? post : " none");
 }
 
+/* The engine f runs (cuDNN's global index), logged with DDPIPE_CUDA_PROFILE
+ * set as the legacy path logs its algorithms (where the time goes), else
+ * at debug level. */
+static void log_choice(const cu_fused_t *f, size_t ws)
+{
+    int64_t idx = -1, n = 0;
+    cudnnBackendDescriptor_t e = NULL;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &e) ==
+            CUDNN_STATUS_SUCCESS &&
+        cudnnBackendGetAttribute(f->cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e) ==
+            CUDNN_STATUS_SUCCESS)
+        if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
+                                     &idx) != CUDNN_STATUS_SUCCESS)
+            idx = -1;   /* unknown: logged as -1 */
+    if (e)
+        cudnnBackendDestroyDescriptor(e);
+    const char *v = getenv("DDPIPE_CUDA_PROFILE");
+    if (v && *v && strcmp(v, "0") != 0)
+        log_info("cuda conv graph %s: engine %lld, workspace %zu KB", f->layer, (long long)idx,
+                 ws >> 10);
+    else
+        log_debug("cuda: cuDNN graph for %s: fused (engine %lld, workspace %zu bytes)", f->layer,
+                  (long long)idx, ws);
+}
+
 static int wanted(void)
 {
     const char *e = getenv("DDPIPE_CUDNN_GRAPH");
@@ -506,7 +532,7 @@ cu_fused_t *cu_fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)
         return NULL;
     }
     atomic_fetch_add(&n_fused, 1);
-    log_debug("cuda: cuDNN graph for %s: fused (workspace %zu bytes)", f->layer, ws);
+    log_choice(f, ws);
     return f;
 }
 

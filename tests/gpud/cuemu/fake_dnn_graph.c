@@ -337,6 +337,12 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const d,
         }
         return CUDNN_STATUS_SUCCESS;
     }
+    if (f->type == CUDNN_BACKEND_ENGINE_DESCRIPTOR && n == CUDNN_ATTR_ENGINE_GLOBAL_INDEX &&
+        t == CUDNN_TYPE_INT64 && r >= 1) {
+        *(int64_t *)v = f->engine;
+        *c = 1;
+        return CUDNN_STATUS_SUCCESS;
+    }
     if (f->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR &&
         n == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE && t == CUDNN_TYPE_INT64 && r >= 1) {
         *(int64_t *)v = 0;
