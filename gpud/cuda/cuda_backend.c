@@ -359,8 +359,7 @@ static int find_bwd(bk_ctx_t *g, cu_conv_t *c, cu_algo_t *a, int tf32)
  * convolution's time goes: cuDNN's algorithm numbers, cudnn.h's enums). */
 static void log_choice(const int key[13], const cu_algo_t *a, int train)
 {
-    const char *v = getenv("DDPIPE_CUDA_PROFILE");
-    if (!v || !*v || strcmp(v, "0") == 0)
+    if (!cu_profile_env(NULL))
         return;
     static const char *fmt[] = {"fp32 NCHW", "bf16 NHWC", "fp16 NHWC"};
     char bwd[96] = "";

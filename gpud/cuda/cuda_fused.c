@@ -466,8 +466,7 @@ static void log_choice(const cu_fused_t *f, size_t ws)
             idx = -1;   /* unknown: logged as -1 */
     if (e)
         cudnnBackendDestroyDescriptor(e);
-    const char *v = getenv("DDPIPE_CUDA_PROFILE");
-    if (v && *v && strcmp(v, "0") != 0)
+    if (cu_profile_env(NULL))
         log_info("cuda conv graph %s: engine %lld, workspace %zu KB", f->layer, (long long)idx,
                  ws >> 10);
     else

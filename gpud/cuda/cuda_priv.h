@@ -176,5 +176,9 @@ extern const bk_kernels_t CUDA_T16KERNELS;
 extern const bk_graph_ops_t CUDA_GRAPH_OPS;
 /* cuda_prof.c: per-op device time with cudaEvents (DDPIPE_CUDA_PROFILE). */
 extern const bk_timer_ops_t CUDA_TIMER_OPS;
+/* Whether DDPIPE_CUDA_PROFILE asks for profiling (set, not empty, not 0);
+ * *every (may be NULL): N when it is a number N > 1, else 0. The timer and
+ * the convolutions' choice lines (cuda_backend.c, cuda_fused.c) read it. */
+int cu_profile_env(int *every);
 
 #endif

@@ -36,14 +36,24 @@ static int give_up(bk_timer_t *t, const char *what, cudaError_t e)
     return -1;
 }
 
-static bk_timer_t *cp_create(backend_t *be, int *every)
+int cu_profile_env(int *every)
 {
     const char *v = getenv("DDPIPE_CUDA_PROFILE");
+    if (every)
+        *every = 0;
     if (!v || !*v || strcmp(v, "0") == 0)
-        return NULL;
+        return 0;
     char *end;
     long n = strtol(v, &end, 10);
-    *every = *end == '\0' && n > 1 && n < INT_MAX ? (int)n : 0;
+    if (every)
+        *every = *end == '\0' && n > 1 && n < INT_MAX ? (int)n : 0;
+    return 1;
+}
+
+static bk_timer_t *cp_create(backend_t *be, int *every)
+{
+    if (!cu_profile_env(every))
+        return NULL;
     bk_timer_t *t = calloc(1, sizeof *t);
     if (!t) {
         log_warn("DDPIPE_CUDA_PROFILE: out of memory; no per-op timing");
