@@ -105,7 +105,9 @@ int eval_on_batch(gpud_t *self, ddp_batch_t *batch)
     wire_input_clear(&in);
     if (rc)
         return -1;
-    atomic_fetch_add(&self->batches, 1);
+    if (atomic_fetch_add(&self->batches, 1) == 0)   /* where a job's start-up goes */
+        log_info("first batch: %u samples in %.2fs (the backend's first pass: its plans and "
+                 "algorithm choices)", batch->n, clock_mono_s() - t0);
     self->samples += batch->n;
     return gpud_send_credit(self, 1, &batch->seq);
 }

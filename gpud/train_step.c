@@ -415,6 +415,9 @@ static int train_step(gpud_t *self, const ddp_batch_t *b, const ddp_batch_t *v,
         rank_report_nonfinite(self, b->step, err, true);
         return 1;
     }
+    if (self->compute_s == 0)   /* where a job's start-up goes */
+        log_info("first step %llu: %u samples in %.2fs (the backend's first pass: its plans and "
+                 "algorithm choices)", (unsigned long long)b->step, b->n, compute_s);
     self->compute_s += compute_s;
     if (b->n > 0 && send_result(self, b, in, lr, compute_s) < 0)
         return -1;

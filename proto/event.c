@@ -84,6 +84,10 @@ static int v_metric(const ev_metric_t *m, char *err, size_t errlen, const char *
                     ", %" PRIu64, m->correct_top1, m->correct_top5, m->samples);
     if (m->loss_scale < 0 || !isfinite(m->loss_scale))
         return EBAD("'loss_scale' %g, want a finite value >= 0", m->loss_scale);
+    if (!(m->first_result_s >= 0) || !isfinite(m->first_result_s) ||
+        !(m->steady_images_per_sec >= 0) || !isfinite(m->steady_images_per_sec))
+        return EBAD("'first_result_s' %g, 'steady_images_per_sec' %g: want finite values >= 0",
+                    m->first_result_s, m->steady_images_per_sec);
     if (m->nonfinite_loss > m->samples)
         return EBAD("'nonfinite_loss' %" PRIu64 " > samples %" PRIu64, m->nonfinite_loss,
                     m->samples);
@@ -223,6 +227,11 @@ static int pack_metric_optional(msgpack_packer *pk, const ev_metric_t *m)
         return -1;
     if (m->nonfinite_loss && mp_put_uint(pk, "nonfinite_loss", m->nonfinite_loss))
         return -1;
+    if (m->first_result_s > 0 && mp_put_double(pk, "first_result_s", m->first_result_s))
+        return -1;
+    if (m->steady_images_per_sec > 0 &&
+        mp_put_double(pk, "steady_images_per_sec", m->steady_images_per_sec))
+        return -1;
     if (m->loss_scale > 0 && (mp_put_double(pk, "loss_scale", m->loss_scale) ||
                               mp_put_uint(pk, "skipped_steps", m->skipped_steps)))
         return -1;
@@ -249,7 +258,8 @@ static int pack_metric(msgpack_packer *pk, const ev_metric_t *m)
     size_t nc = m->num_classes;
     size_t keys = 16 + (m->cells ? 1 : 0) + (m->nranks ? 1 : 0) + (m->has_decision ? 4 : 0) +
                   (m->rejected ? 1 : 0) + (m->nonfinite_loss ? 1 : 0) + (m->present ? 1 : 0) +
-                  (m->loss_scale > 0 ? 2 : 0) +
+                  (m->loss_scale > 0 ? 2 : 0) + (m->first_result_s > 0 ? 1 : 0) +
+                  (m->steady_images_per_sec > 0 ? 1 : 0) +
                   (m->has_probs ? 4 : 0) + (m->ncurves ? 3 : 0);
     return msgpack_pack_map(pk, keys) ||
            mp_put_uint(pk, "v", DDP_PROTO_VERSION) || mp_put_uint(pk, "epoch", m->epoch) ||
@@ -440,6 +450,8 @@ static int d_metric_optional(const mp_reader_t *r, ev_metric_t *m)
         mp_opt_uint(r, "rejected", UINT64_MAX, &m->rejected) ||
         mp_opt_uint(r, "nonfinite_loss", UINT64_MAX, &m->nonfinite_loss) ||
         mp_opt_double(r, "loss_scale", &m->loss_scale) ||
+        mp_opt_double(r, "first_result_s", &m->first_result_s) ||
+        mp_opt_double(r, "steady_images_per_sec", &m->steady_images_per_sec) ||
         mp_opt_uint(r, "skipped_steps", UINT64_MAX, &m->skipped_steps) ||
         mp_opt_u32v(r, "present", m->num_classes, &m->present, &m->npresent) ||
         d_metric_probs(r, m))

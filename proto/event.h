@@ -58,6 +58,13 @@ typedef struct {
     double images_per_sec;
     double lr;                  /* 0 in eval */
     /* optional (added within version 1; an absent key decodes as shown) */
+    double first_result_s;      /* seconds from the epoch's start to its first counted
+                                   result: the workers' start, model load and plans
+                                   (key "first_result_s"; absent 0: no result yet) */
+    double steady_images_per_sec; /* the samples after the first result / the seconds
+                                   after it: the rate without the start-up, as a
+                                   PyTorch loop timed after a warm-up batch measures
+                                   (key "steady_images_per_sec"; absent 0) */
     uint32_t nranks;            /* entries of rank_images_per_sec; 0 absent */
     double *rank_images_per_sec; /* nranks: images/s of rank r while computing this
                                    (epoch, phase): its samples / its RESULT compute_s

@@ -105,6 +105,10 @@ static void s_metric_optional(obj_t *o, const ev_metric_t *m)
         s_uint(o, "rejected", m->rejected);
     if (m->nonfinite_loss)
         s_uint(o, "nonfinite_loss", m->nonfinite_loss);
+    if (m->first_result_s > 0)
+        s_num(o, "first_result_s", m->first_result_s);
+    if (m->steady_images_per_sec > 0)
+        s_num(o, "steady_images_per_sec", m->steady_images_per_sec);
     if (m->loss_scale > 0) {
         s_num(o, "loss_scale", m->loss_scale);
         s_uint(o, "skipped_steps", m->skipped_steps);

@@ -137,10 +137,10 @@ void publish_metric(reducer_t *self, const slot_t *slot, bool final, const ev_me
     const char *phase = m->phase ? "train" : self->options.train ? "val" : "eval";
     double n = m->samples ? (double)m->samples : 1.0;
     log_info("epoch %u %s: %llu samples, %llu failed, top1 %.4f, top5 %.4f, loss %.4f, %.1f img/s"
-             ", %.2f s",
+             ", %.2f s (first result at %.2f s, %.1f img/s after it)",
              m->epoch, phase, (unsigned long long)m->samples, (unsigned long long)m->failed,
              m->correct_top1 / n, m->correct_top5 / n, m->loss_sum / n, m->images_per_sec,
-             m->wall_s);
+             m->wall_s, m->first_result_s, m->steady_images_per_sec);
     if (m->nonfinite_loss) {
         log_warn("epoch %u %s: %llu samples with a non-finite loss", m->epoch, phase,
                  (unsigned long long)m->nonfinite_loss);

@@ -10,6 +10,8 @@ struct slot {
     tally_t *tally;
     uint64_t expected;      /* n - skip */
     double t_start, t_done; /* t_done 0 while counting */
+    double t_first;         /* the first RESULT that counted a sample; 0 before */
+    uint64_t n_first;       /* the samples it counted */
     double lr;              /* the epoch's lr (RESULT lr; 0 absent) */
     double loss_scale;      /* fp16: the loss scale of the RESULT of the last step */
     uint64_t skipped_steps; /* fp16: the largest RESULT skipped_steps (a running count) */
@@ -99,8 +101,11 @@ uint64_t slot_failed(const slot_t *self) { return self->failed; }
 
 void slot_restart_clock(slot_t *self, double now_s)
 {
-    if (self->t_done == 0)
+    if (self->t_done == 0) {
         self->t_start = now_s;
+        self->t_first = 0;   /* a result before the restart is not this clock's first */
+        self->n_first = 0;
+    }
 }
 
 /* Stop the clock the moment the last expected sample is counted. */
@@ -121,6 +126,11 @@ void slot_add_result(slot_t *self, const ddp_result_t *res, double now_s, uint64
                                         res->nprob);
         *invalid += rc < 0;
         *dup += rc == 1;
+    }
+    uint64_t counted = res->n - *invalid - *dup;
+    if (self->t_first == 0 && counted > 0 && self->t_done == 0) {
+        self->t_first = now_s > self->t_start ? now_s : self->t_start;
+        self->n_first = counted;
     }
     if (res->rank >= 0 && (uint32_t)res->rank < self->world) {
         self->rank_n[res->rank] += res->n;
@@ -177,6 +187,12 @@ void slot_fill_metric(const slot_t *self, double now_s, bool per_rank, ev_metric
     double end = self->t_done > 0 ? self->t_done : now_s;
     out->wall_s = end > self->t_start ? end - self->t_start : 0;
     out->images_per_sec = out->wall_s > 0 ? out->samples / out->wall_s : 0;
+    /* the start-up apart: the first result's time, and the rate after it */
+    out->first_result_s = self->t_first > self->t_start ? self->t_first - self->t_start : 0;
+    out->steady_images_per_sec =
+        self->t_first > 0 && end > self->t_first && out->samples > self->n_first
+            ? (double)(out->samples - self->n_first) / (end - self->t_first)
+            : 0;
     if (!per_rank)
         return;
     for (uint32_t r = 0; r < self->world; r++)

@@ -58,7 +58,10 @@ bool slot_last_step(const slot_t *self, uint64_t *step);
 
 /* The metric of the slot as of now_s: tally counts, class names, lr,
  * wall_s (to completion, or to now_s while counting), images_per_sec =
- * samples / wall_s and, with per_rank, rank_images_per_sec (each rank's
+ * samples / wall_s, first_result_s (the epoch's start to the first RESULT
+ * that counted a sample) and steady_images_per_sec (the samples after that
+ * result / the seconds after it; 0 until a second result counts) and, with
+ * per_rank, rank_images_per_sec (each rank's
  * samples / its compute seconds; 0 for a rank without results). Arrays are
  * borrowed from the slot (valid until its next add or destroy); workers
  * and final are left for the caller. */

@@ -210,6 +210,11 @@ static json_t *s_document(const ev_metric_t *m, const clsmetrics_t *cm,
     bad |= json_object_set_new(d, "workers", json_integer(m->workers));
     bad |= json_object_set_new(d, "images_per_sec", json_number_or_null(m->images_per_sec));
     bad |= json_object_set_new(d, "wall_seconds", json_number_or_null(m->wall_s));
+    bad |= json_object_set_new(d, "first_result_seconds",
+                               m->first_result_s > 0 ? json_real(m->first_result_s) : json_null());
+    bad |= json_object_set_new(d, "steady_images_per_sec",
+                               m->steady_images_per_sec > 0 ? json_real(m->steady_images_per_sec)
+                                                            : json_null());
     if (training)
         bad |= json_object_set_new(d, "training", s_training(training));
     if (bad) {

@@ -9,13 +9,17 @@
  * weighted_f1, per_class [{name, precision, recall, f1, support}] (sklearn's
  * precision_recall_fscore_support over labels=range(nc), zero_division=0,
  * bit-identical doubles), failed_files [{index, path, reason}] sorted by
- * index, then workers, images_per_sec, wall_seconds.
+ * index, then workers, images_per_sec, wall_seconds, first_result_seconds
+ * (the epoch's start to its first result: workers starting, models loading,
+ * plans; null without one) and steady_images_per_sec (the samples after
+ * the first result / the seconds after it; null with fewer than two
+ * results).
  *
  * Determinism: every key before "workers" is byte-identical for identical
  * counts (integers as integers, doubles in the shortest text that reads back
- * exactly, fixed layout: common/json.h's JSON_STYLE_LINES). The last three keys, each on its own line, depend
+ * exactly, fixed layout: common/json.h's JSON_STYLE_LINES). The last five keys, each on its own line, depend
  * on the run (worker count and timing) and are the only ones that differ
- * between runs; tests strip those three lines.
+ * between runs; tests strip those five lines.
  *
  * A training run adds one more key after them, "training" (the metric above
  * is then the last validation): {epochs_run (epochs with a train row, a

@@ -403,12 +403,14 @@ fi
 # --- end to end from 500x375 JPEGs through all four daemons against a
 # PyTorch DataLoader (16 PIL workers) + channels_last + AMP (issue 30's bar:
 # >= 2x); its bench lines join the record's "e2e-jpeg" figures (ddpipe's
-# whole job, "bf16", and its marginal rate over the second half,
-# "bf16-marginal": gpu-e2e.sh says why)
+# whole job, "bf16", its rate after the first result, "bf16-steady", and
+# the loader alone on the host's cores, "loader-only": gpu-e2e.sh says
+# why), gpud's start-up lines the record's "e2e_jpeg_startup"
 if [ -n "$PY" ]; then
     step "bench e2e-jpeg ddpipe vs DataLoader" e2e-jpeg.log \
         env PY="$PY" sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" jpeg
     grep -E '^(ddpipe-cuda|torch) resnet18 e2e-jpeg ' "$OUT/e2e-jpeg.log" >> "$BENCH"
+    sed -n 's/^e2e-jpeg gpud: /e2e jpeg: /p' "$OUT/e2e-jpeg.log" >> "$OUT/profile.txt"
 else
     note NOTRUN "bench e2e-jpeg ddpipe vs DataLoader" "no python with torch + CUDA (set PY=...)"
 fi
@@ -569,7 +571,8 @@ plines = [l.strip() for l in open(profile)] if os.path.exists(profile) else []
 for key, tag in (("cuda_profile_eval_fp32", "eval fp32: "), ("cuda_profile_train_bf16", "train bf16: "),
                  ("cuda_profile_train_fp16", "train fp16: "),
                  ("cuda_conv_algos_train_bf16", "train bf16 conv: "),
-                 ("cuda_conv_algos_train_fp16", "train fp16 conv: ")):
+                 ("cuda_conv_algos_train_fp16", "train fp16 conv: "),
+                 ("e2e_jpeg_startup", "e2e jpeg: ")):
     rec[key] = [l[len(tag):] for l in plines if l.startswith(tag)]
 if os.path.exists(sb):
     try:

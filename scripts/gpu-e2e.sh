@@ -33,12 +33,20 @@
 #        on its own stack). Prints the two bench lines gpu-check
 #        keeps ("ddpipe-cuda resnet18 e2e-jpeg img/s=..." and "torch resnet18
 #        e2e-jpeg img/s=...") and the ratio (issue 30's bar: >= 2x); fails
-#        only when a side fails to run. ddpipe's figure is its own clock (the
-#        plan to the last result, summary.json images_per_sec). E2E_BATCH,
-#        E2E_TORCH_MODE (amp|bf16|fp32), E2E_DEVICE=cpu check it anywhere.
+#        only when a side fails to run. ddpipe's figures are its own clock:
+#        the whole job (the plan to the last result, summary.json
+#        images_per_sec: gpud's start, the model's load and its cuDNN plans
+#        in it) and the steady rate after the first result
+#        (steady_images_per_sec, "precision=bf16-steady": comparable with
+#        the peer's clock, which starts after its model and a warm-up
+#        forward); then where the start-up went (gpud's "ready in", its
+#        first batch, the backend's plan times) and the loader alone on the
+#        same files and threads (bench/loader_bench: the host's decode
+#        ceiling, "precision=loader-only"). E2E_BATCH, E2E_TORCH_MODE
+#        (amp|bf16|fp32), E2E_DEVICE=cpu check it anywhere.
 # Prints the figures; exit 1 when a check fails.
 set -eu
-[ $# -eq 4 ] || { sed -n '2,37p' "$0"; exit 2; }
+[ $# -eq 4 ] || { sed -n '2,45p' "$0"; exit 2; }
 BIN=$1 FMNIST=$2 OUT=$3 WHAT=$4
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
@@ -173,26 +181,27 @@ jpeg)
         --loader-threads "$(nproc)" --out "$OUT/jpeg-ddpipe" --overwrite --quiet \
         > "$OUT/jpeg-ddpipe.log" 2>&1 || { echo "FAIL: ddpipe eval: $(tail -n 3 "$OUT/jpeg-ddpipe.log")"; exit 1; }
     d=$(field "$OUT/jpeg-ddpipe/summary.json" images_per_sec)
-    # the job's rate counts from loaderd's plan: gpud's start, the model's
-    # load and its cuDNN plans are in it, where the peer's clock starts
-    # after its model and a warm-up forward. The same job on the first half
-    # gives the marginal rate, what the second half cost: the steady state
-    # of both daemons, comparable with the peer's
-    "$DD" eval --data "$data" --model resnet18 --weights "$OUT/resnet18-init.safetensors" \
-        --classes "$OUT/jpeg-classes.txt" --limit $((n / 2)) \
-        --device "$dev" --precision bf16 --workers 1 --batch-size "$b" \
-        --loader-threads "$(nproc)" --out "$OUT/jpeg-ddpipe-half" --overwrite --quiet \
-        > "$OUT/jpeg-ddpipe-half.log" 2>&1 || { echo "FAIL: ddpipe eval (half): $(tail -n 3 "$OUT/jpeg-ddpipe-half.log")"; exit 1; }
-    w1=$(field "$OUT/jpeg-ddpipe-half/summary.json" wall_seconds)
-    w2=$(field "$OUT/jpeg-ddpipe/summary.json" wall_seconds)
-    dm=$(awk -v n="$n" -v a="$w1" -v b="$w2" 'BEGIN { print (b > a) ? n / 2 / (b - a) : 0 }')
+    w=$(field "$OUT/jpeg-ddpipe/summary.json" wall_seconds)
+    ds=$(field "$OUT/jpeg-ddpipe/summary.json" steady_images_per_sec)
+    f=$(field "$OUT/jpeg-ddpipe/summary.json" first_result_seconds)
     t=$(env -u LD_LIBRARY_PATH "$py" bench/e2e_jpeg_torch.py --data "$data" --workers 16 --batch "$b" --mode "$mode" | tail -n 1)
     case "$t" in "torch resnet18 e2e-jpeg img/s="*) ;; *) echo "FAIL: the PyTorch side: $t"; exit 1 ;; esac
-    echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$d images=$n workers=1 batch=$b precision=bf16 device=$dev wall_s=$w2"
-    echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$dm images=$((n / 2)) workers=1 batch=$b precision=bf16-marginal device=$dev wall_s=$w1"
+    echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$d images=$n workers=1 batch=$b precision=bf16 device=$dev wall_s=$w"
+    echo "ddpipe-cuda resnet18 e2e-jpeg img/s=${ds:-0} images=$n workers=1 batch=$b precision=bf16-steady device=$dev first_result_s=$f"
     echo "$t"
-    awk -v a="$d" -v m="$dm" -v t="$t" 'BEGIN { sub(/.*img\/s=/, "", t); sub(/ .*/, "", t);
-        printf "end to end from JPEG: ddpipe / PyTorch DataLoader + channels_last + AMP = %.2fx whole job, %.2fx marginal (bar >= 2x)\n", a / t, m / t }'
+    # where the start-up went: one line each from gpud's log
+    grep -h -o -E "ready in [0-9.]+s|first batch: .*|cuda backend: [0-9]+ cuDNN graph plans.*" \
+        "$OUT/jpeg-ddpipe/logs/"gpud*.log 2>/dev/null | sed 's/^/e2e-jpeg gpud: /' || true
+    # the host's decode ceiling: ddpipe's loader alone, same files and threads
+    if [ -x "$BIN/loader_bench" ]; then
+        l=$("$BIN/loader_bench" "$data" --threads "$(nproc)" --epochs 1 --resize 256 --crop 224 2>&1 |
+            sed -n 's/.*: \([0-9.]*\) img\/s.*/\1/p' | tail -n 1)
+        if [ -n "$l" ]; then
+            echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$l images=$n workers=0 batch=$b precision=loader-only device=cpu threads=$(nproc)"
+        fi
+    fi
+    awk -v a="$d" -v m="${ds:-0}" -v t="$t" 'BEGIN { sub(/.*img\/s=/, "", t); sub(/ .*/, "", t);
+        printf "end to end from JPEG: ddpipe / PyTorch DataLoader + channels_last + AMP = %.2fx whole job, %.2fx steady (bar >= 2x)\n", a / t, m / t }'
     ;;
 *) echo "gpu-e2e: eval, train, nccl, bf16 or jpeg, not '$WHAT'" >&2; exit 2 ;;
 esac

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/errbuf.h"
 #include "common/log.h"
 #include "gpud/cuda/cuda_backend.h"
@@ -396,12 +397,21 @@ static int choose_algos(bk_ctx_t *g, cu_conv_t *c, const int key[13], int train)
         a = &cb->algos[cb->nalgos];
         memset(a, 0, sizeof *a);
         memcpy(a->key, key, sizeof a->key);
-        if (find_fwd(g, c, a, key[11]) < 0)
+        double t0 = clock_mono_s();
+        int rc = find_fwd(g, c, a, key[11]);
+        cb->plan_s[1] += clock_mono_s() - t0;
+        cb->nplan[1]++;
+        if (rc < 0)
             return -1;
         cb->nalgos++;
     }
-    if (train && !a->have_bwd && find_bwd(g, c, a, key[11]) < 0)
-        return -1;
+    if (train && !a->have_bwd) {
+        double t0 = clock_mono_s();
+        int rc = find_bwd(g, c, a, key[11]);
+        cb->plan_s[1] += clock_mono_s() - t0;
+        if (rc < 0)
+            return -1;
+    }
     log_choice(key, a, train);
     c->algo = *a;
     return cu_workspace(g, a->ws);
@@ -637,6 +647,9 @@ int cuda_topk_ce(backend_t *be, const float *logits, int n, int classes,
 static void cb_destroy(backend_t *be)
 {
     cuda_backend_t *cb = cu_be(be);
+    if (cb->nplan[0] || cb->nplan[1])   /* where a job's start-up went (gpud's first batch) */
+        log_info("cuda backend: %u cuDNN graph plans in %.2fs, %u legacy algorithm choices in "
+                 "%.2fs", cb->nplan[0], cb->plan_s[0], cb->nplan[1], cb->plan_s[1]);
     if (cb->stream)
         cudaStreamSynchronize(cb->stream);
     cuda_arena_destroy(&cb->arena);   /* the model freed its arenas first */

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "gpud/cuda/cuda_fused.h"
 #include "gpud/cuda/cuda_priv.h"
@@ -480,7 +481,19 @@ static int wanted(void)
     return !(e && strcmp(e, "0") == 0);
 }
 
+static cu_fused_t *fused_new(bk_ctx_t *g, const cu_fused_shape_t *s);
+
 cu_fused_t *cu_fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)
+{
+    cuda_backend_t *cb = cu_be(g->be);
+    double t0 = clock_mono_s();
+    cu_fused_t *f = fused_new(g, s);
+    cb->plan_s[0] += clock_mono_s() - t0;
+    cb->nplan[0]++;
+    return f;
+}
+
+static cu_fused_t *fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)
 {
     cuda_backend_t *cb = cu_be(g->be);
     if (!wanted()) {

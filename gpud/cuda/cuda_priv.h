@@ -80,6 +80,11 @@ typedef struct {
      * bk_read reads back; params stays 0 (parameters and activations live
      * in device memory: the arena ops count their own copies) */
     bk_traffic_t traffic;
+    /* the start-up work, logged at the end: [0] cuDNN graphs planned
+     * (cu_fused_new: heuristics, finalize, any runtime compilation), [1]
+     * the legacy calls' algorithm queries */
+    double plan_s[2];
+    unsigned nplan[2];
 } cuda_backend_t;
 
 static inline cuda_backend_t *cu_be(backend_t *be)

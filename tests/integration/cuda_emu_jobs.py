@@ -50,6 +50,20 @@ try:
             preds[prec, w] = predictions(out)
         check(preds[prec, 1] == preds[prec, 2],
               "cuda %s: predictions.csv differs between 1 and 2 workers" % prec)
+    # where a job's start-up goes: gpud's first batch and the backend's
+    # plans in its log, the first result and the rate after it in summary.json
+    out = os.path.join(wd, "eval-fp32-w1")
+    logs = "".join(open(p, errors="replace").read()
+                   for p in glob.glob(os.path.join(out, "logs", "gpud*")))
+    check(re.search(r"first batch: 16 samples in [0-9.]+s", logs),
+          "cuda eval: no first-batch line in gpud's log")
+    plans = re.search(r"cuda backend: (\d+) cuDNN graph plans in [0-9.]+s, \d+ legacy", logs)
+    check(plans and int(plans.group(1)) > 0, "cuda eval: no cuDNN graph plan count in gpud's log")
+    s = summary(out)
+    check((s["first_result_seconds"] or 0) > 0 and (s["steady_images_per_sec"] or 0) > 0 and
+          s["first_result_seconds"] < s["wall_seconds"],
+          "cuda eval summary: first_result_seconds %r, steady_images_per_sec %r, wall %r" %
+          (s["first_result_seconds"], s["steady_images_per_sec"], s["wall_seconds"]))
     cpu = os.path.join(wd, "eval-cpu")
     run_eval(test, cpu, workers=1, batch=16, extra=["--device", "cpu", "--predictions", "topk"])
     top = lambda text: [l.split(",")[3] for l in text.splitlines()[1:]]

@@ -19,7 +19,9 @@ static void same_event(const ddp_event_t *a, const ddp_event_t *b)
               x->correct_top1 == y->correct_top1 && x->correct_top5 == y->correct_top5 &&
               x->duplicates == y->duplicates && x->loss_sum == y->loss_sum &&
               x->num_classes == y->num_classes && x->workers == y->workers &&
-              x->wall_s == y->wall_s && x->images_per_sec == y->images_per_sec && x->lr == y->lr);
+              x->wall_s == y->wall_s && x->images_per_sec == y->images_per_sec && x->lr == y->lr &&
+              x->first_result_s == y->first_result_s &&
+              x->steady_images_per_sec == y->steady_images_per_sec);
         for (uint32_t i = 0; i < x->num_classes && y->class_names; i++)
             CHECK_STR(x->class_names[i], y->class_names[i]);
         CHECK((x->cells == NULL) == (y->cells == NULL) && x->ncells == y->ncells);
@@ -275,17 +277,27 @@ static void metric_optional(void)
     in.u.metric.streak = 2;
     in.u.metric.epochs = 10;
     snprintf(in.u.metric.decision_reason, sizeof in.u.metric.decision_reason, "target \"met\"");
+    in.u.metric.first_result_s = 0.25;       /* the start-up apart */
+    in.u.metric.steady_images_per_sec = 16.5;
     zmsg_t *z = event_encode(&in);
     CHECK_MSG(z && event_decode(z, &out, err, sizeof err) == 0, "%s", err);
     same_event(&in, &out);
     event_clear(&out);
     zmsg_destroy(&z);
     char *json = event_to_json(&in);
-    CHECK_MSG(json && strstr(json, "\"lr\":0.1,\"rank_images_per_sec\":[120.5,0.1],\"rejected\":6,\"decision\":1,"
+    CHECK_MSG(json && strstr(json, "\"lr\":0.1,\"rank_images_per_sec\":[120.5,0.1],\"rejected\":6,"
+                                   "\"first_result_s\":0.25,\"steady_images_per_sec\":16.5,\"decision\":1,"
                                    "\"streak\":2,\"epochs\":10,"
                                    "\"decision_reason\":\"target \\\"met\\\"\"}"),
               "%s", json ? json : "(null)");
     free(json);
+    in.u.metric.steady_images_per_sec = NAN;   /* not a rate */
+    CHECK(event_validate(&in, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "steady_images_per_sec"), "%s", err);
+    in.u.metric.steady_images_per_sec = 16.5;
+    in.u.metric.first_result_s = -1;
+    CHECK(event_encode(&in) == NULL);
+    in.u.metric.first_result_s = 0.25;
     in.u.metric.decision = 2;
     CHECK(event_encode(&in) == NULL);
     in.u.metric.rank_images_per_sec = NULL;

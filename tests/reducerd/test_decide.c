@@ -102,10 +102,52 @@ static void slot_counts(void)
     CHECK(slot_new(&bad, false, 1, 0) == NULL); /* skip beyond the epoch */
 }
 
+/* The start-up apart: the first counted result's time, and the rate of
+ * the samples after it over the seconds after it (duplicates not counted). */
+static void slot_steady_rate(void)
+{
+    char **cn = malloc(2 * sizeof *cn);
+    cn[0] = strdup("a");
+    cn[1] = strdup("b");
+    ddp_plan_t plan = {.epoch = 0, .phase = DDP_PHASE_EVAL, .n = 6, .num_classes = 2,
+                       .class_names = cn};
+    slot_t *s = slot_new(&plan, false, 1, 100.0);
+    int32_t labels[] = {1, 0}, topk[] = {1, 0, 1, 0};
+    float loss[] = {0.5f, 0.25f};
+    uint64_t invalid, dup, a[] = {0, 1}, b[] = {1, 2}, c[] = {3, 4}, d[] = {5};
+    ev_metric_t m;
+    slot_fill_metric(s, 101.0, false, &m);
+    CHECK(m.first_result_s == 0 && m.steady_images_per_sec == 0);   /* nothing yet */
+    ddp_result_t r = s_result(0, a, labels, topk, loss, 2, 0.5);
+    r.phase = DDP_PHASE_EVAL;
+    slot_add_result(s, &r, 102.0, &invalid, &dup);
+    slot_restart_clock(s, 102.5);   /* a result before the restart is not the new clock's first */
+    r.ids = a;
+    slot_add_result(s, &r, 103.0, &invalid, &dup);   /* both duplicates: counts nothing */
+    CHECK(dup == 2);
+    slot_fill_metric(s, 103.5, false, &m);
+    CHECK(m.first_result_s == 0 && m.steady_images_per_sec == 0);
+    r.ids = c;
+    slot_add_result(s, &r, 104.5, &invalid, &dup);   /* the first: 2 samples at 2 s */
+    slot_fill_metric(s, 104.5, false, &m);
+    CHECK(m.first_result_s == 2.0 && m.steady_images_per_sec == 0);
+    r.ids = b;
+    slot_add_result(s, &r, 106.5, &invalid, &dup);   /* 1 new (2), 1 duplicate (1) */
+    r.ids = d;
+    r.n = 1;
+    slot_add_result(s, &r, 108.5, &invalid, &dup);   /* 5: the last */
+    CHECK(slot_complete(s));
+    slot_fill_metric(s, 200.0, false, &m);
+    CHECK(m.samples == 6 && m.wall_s == 6.0 && m.first_result_s == 2.0);
+    CHECK(m.steady_images_per_sec == 1.0);   /* 4 samples after it, in 4 s */
+    slot_destroy(&s);
+}
+
 int main(void)
 {
     streak_is_the_seed_rule();
     epochs_target_off_no_val();
     slot_counts();
+    slot_steady_rate();
     return check_done("test_decide");
 }

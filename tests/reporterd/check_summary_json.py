@@ -5,7 +5,8 @@ import sys
 KEYS = ["epoch", "phase", "planned", "samples", "failed", "duplicates_ignored",
         "rejected_messages", "correct_top1", "correct_top5", "top1", "top5", "loss", "nonfinite_loss",
         "macro_f1", "weighted_f1",
-        "per_class", "failed_files", "workers", "images_per_sec", "wall_seconds"]
+        "per_class", "failed_files", "workers", "images_per_sec", "wall_seconds",
+        "first_result_seconds", "steady_images_per_sec"]
 
 with open(sys.argv[1], encoding="utf-8") as f:
     d = json.load(f)

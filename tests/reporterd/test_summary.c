@@ -33,6 +33,8 @@ static ev_metric_t s_metric(void)
     m.workers = 3;
     m.wall_s = 2.25;
     m.images_per_sec = 5.333;
+    m.first_result_s = 0.75;
+    m.steady_images_per_sec = 6.5;
     return m;
 }
 
@@ -88,11 +90,13 @@ static void test_values(void)
     CHECK(s_num(j, "\"workers\": ") == 3.0);
     CHECK(s_num(j, "\"images_per_sec\": ") == 5.333);
     CHECK(s_num(j, "\"wall_seconds\": ") == 2.25);
+    CHECK(s_num(j, "\"first_result_seconds\": ") == 0.75);
+    CHECK(s_num(j, "\"steady_images_per_sec\": ") == 6.5);
     CHECK(strstr(j, "\"top1\": 0.6666666666666666,\n") != NULL); /* shortest round-trip */
-    /* the run-dependent keys are the last three lines before the brace */
+    /* the run-dependent keys are the last five lines before the brace */
     const char *w = strstr(j, "  \"workers\"");
     CHECK(w && strstr(w, "\n  \"images_per_sec\"") && strstr(w, "\n  \"wall_seconds\"") &&
-          strcmp(j + strlen(j) - 2, "}\n") == 0);
+          strstr(w, ",\n  \"first_result_seconds\": 0.75,\n  \"steady_images_per_sec\": 6.5\n}\n"));
     free(j);
 }
 
@@ -178,7 +182,8 @@ static void test_training_object(void)
                             .final_train_top1 = NAN, .total_seconds = 12.5, .ranks_lost = 2,
                             .steps_redone = 1, .world_size = 1};
     char *j = summary_json(&m, NULL, 0, &t);
-    CHECK(j && strstr(j, "\"wall_seconds\": 0.5,\n  \"training\": {\"epochs_run\": 2, \"last_epoch\": 1, "
+    CHECK(j && strstr(j, "\"wall_seconds\": 0.5,\n  \"first_result_seconds\": null,\n"
+                         "  \"steady_images_per_sec\": null,\n  \"training\": {\"epochs_run\": 2, \"last_epoch\": 1, "
                          "\"stopped_early\": false, \"stop_reason\": null, \"best_val_top1\": null, "
                          "\"best_val_epoch\": null, \"final_train_loss\": 0.25, \"final_train_top1\": null, "
                          "\"total_seconds\": 12.5, \"ranks_lost\": 2, \"ranks_joined\": 0, "
@@ -215,7 +220,8 @@ static void test_training_object(void)
                          "\"non-finite\", \"loss_scale\": null, \"skipped_steps\": 0}\n}\n"));
     free(j);
     j = summary_json(&m, NULL, 0, NULL); /* eval: no training key */
-    CHECK(j && strstr(j, "\"wall_seconds\": 0.5\n}\n") && !strstr(j, "training"));
+    CHECK(j && strstr(j, "\"wall_seconds\": 0.5,\n  \"first_result_seconds\": null,\n"
+                         "  \"steady_images_per_sec\": null\n}\n") && !strstr(j, "training"));
     free(j);
 }
 
