@@ -24,11 +24,13 @@
  *    would still pass the tolerances), and two runs give the same bits
  *    (deterministic algorithms only).
  * Also: the precision's name, DDPIPE_BF16=emulated refused, and bf16
- * training (fp32 buffers holding bf16 values, convolutions on TF32 tensor
- * cores, docs/CUDA.md "bf16 training"): 3 steps of a WideResNet against the
- * ref backend's emulated bf16 training, per-sample losses and logits within
- * 1e-2, the gradient arena within 5e-2, every logit a bf16 value, and two
- * cuda runs the same bits.
+ * training (the 16-bit NHWC table, docs/CUDA.md "bf16 training"): 3 steps
+ * of a WideResNet against the ref backend's emulated bf16 training,
+ * per-sample losses and logits within 1e-2, each parameter's gradient as
+ * close to ref bf16's as ref bf16's is to ref fp32's (grads_as_good: bf16
+ * gradients are noisy, and a GPU's sums in other orders round other
+ * elements), every logit a bf16 value, two cuda runs the same bits, and on
+ * the emulator (without CUEMU_DNN_JITTER) ref's bits exactly.
  *
  * Exits 77 (skipped) when no CUDA device is present. DDPIPE_TEST_BF16_BACKEND
  * =cpu runs the same comparisons with the cpu backend in cuda's place (the
@@ -213,11 +215,92 @@ static void print_worst_grads(const float *a, const float *b, size_t n)
                tparams[w].numel);
     }
 }
+/* Per parameter: ||a - b|| and ||b|| over its gradient (2-norms). */
+static void param_diff(const float *a, const float *b, int i, double *d, double *own)
+{
+    *d = *own = 0;
+    for (size_t j = tparams[i].at; j < tparams[i].at + tparams[i].numel; j++) {
+        *d += ((double)a[j] - b[j]) * ((double)a[j] - b[j]);
+        *own += (double)b[j] * b[j];
+    }
+    *d = sqrt(*d);
+    *own = sqrt(*own);
+}
+
+/* bf16 gradients are a noisy copy of fp32's: each activation rounded to 8
+ * bits, and a sum in another order (cuDNN's) rounds some of them the other
+ * way, which moves this small model's gradient arena by 0.1-0.3 of its
+ * largest value (max|a-b|; the emulator under CUEMU_DNN_JITTER=2..16, and
+ * an H200: 0.176), while ref's own bf16 is 0.35 from its fp32. So the DUT
+ * is held to the reference's own noise, parameter by parameter, in 2-norms
+ * (the max of a difference is one rounding flip; the norm is all of them):
+ * ||dut - ref bf16|| <= 1.5 x ||ref bf16 - ref fp32|| + 1e-2 x ||ref bf16||.
+ * A wrong gradient is as far from both as it is wrong (grads_check_catches).
+ * Returns how many parameters are over; prints the worst ratio. */
+static int grads_as_good(const float *dut, const float *rb, const float *rf, size_t n,
+                         const char *label, int quiet)
+{
+    int over = 0, worst = -1;
+    double wr = -1;
+    for (int i = 0; i < ntparams; i++) {
+        if (!tparams[i].numel || tparams[i].at + tparams[i].numel > n)
+            continue;
+        double d, own, dbf, own2;
+        param_diff(dut, rb, i, &d, &own);
+        param_diff(rb, rf, i, &dbf, &own2);
+        double bar = 1.5 * dbf + 1e-2 * own, r = bar > 0 ? d / bar : d > 0 ? INFINITY : 0;
+        over += r > 1;
+        if (r > wr) {
+            wr = r;
+            worst = i;
+        }
+    }
+    if (!quiet && worst >= 0)
+        printf("bf16 training, %s: %d parameter gradients over their bar; the worst %s at %.2g "
+               "of it\n", label, over, tparams[worst].name, wr);
+    return over;
+}
+
+/* The check above catches a wrong gradient: each parameter's gradient
+ * doubled, or zeroed, in turn, in a copy of the DUT's. Returns the
+ * parameters whose doubling it misses. */
+static int grads_check_catches(const float *dut, const float *rb, const float *rf, size_t n)
+{
+    float *g = malloc(n * sizeof *g);
+    REQUIRE(g, "out of memory");
+    int missed = 0, params = 0;
+    for (int i = 0; i < ntparams; i++) {
+        if (!tparams[i].numel || tparams[i].at + tparams[i].numel > n)
+            continue;
+        double d, own;
+        param_diff(rb, rf, i, &d, &own);
+        if (own == 0)
+            continue;   /* no gradient to get wrong */
+        params++;
+        for (int how = 0; how < 2; how++) {
+            memcpy(g, dut, n * sizeof *g);
+            for (size_t j = tparams[i].at; j < tparams[i].at + tparams[i].numel; j++)
+                g[j] = how ? 0.0f : 2.0f * g[j];
+            if (grads_as_good(g, rb, rf, n, "", 1) == 0) {
+                missed++;
+                printf("  the gradient check misses %s %s\n", tparams[i].name,
+                       how ? "zeroed" : "doubled");
+            }
+        }
+    }
+    printf("bf16 training: the gradient check catches %d of %d wrong gradients (each of %d "
+           "parameters doubled, zeroed)\n", 2 * params - missed, 2 * params, params);
+    free(g);
+    return missed;
+}
+
+static int train_bf16 = 1;   /* 0: ref's fp32 run, the bf16 runs' yardstick */
+
 static size_t train_run(const char *backend, float *loss, float *logits, float **grads)
 {
     static const int ch[4] = {8, 16, 24, 32};
     char err[512] = "";
-    model_opts_t o = {.arch = "wideresnet", .threads = 2, .bf16 = 1, .train = 1, .init = 1,
+    model_opts_t o = {.arch = "wideresnet", .threads = 2, .bf16 = train_bf16, .train = 1, .init = 1,
                       .init_seed = 1, .micro_batch = TN, .n_channels = 4};
     memcpy(o.channels, ch, sizeof ch);
     model_t *m = model_new(&o, backend, NULL, err, sizeof err);
@@ -251,15 +334,21 @@ static size_t train_run(const char *backend, float *loss, float *logits, float *
 /* bf16 training on the DUT against ref's emulated bf16 training. */
 static void check_training(void)
 {
-    static float lc[TSTEPS * TN], lr[TSTEPS * TN], l2[TSTEPS * TN];
+    static float lc[TSTEPS * TN], lr[TSTEPS * TN], l2[TSTEPS * TN], lf[TSTEPS * TN];
     static float yc[TSTEPS * TN * TCLASSES], yr[TSTEPS * TN * TCLASSES],
-        y2[TSTEPS * TN * TCLASSES];
-    float *gc, *gr, *g2;
+        y2[TSTEPS * TN * TCLASSES], yf[TSTEPS * TN * TCLASSES];
+    float *gc, *gr, *g2, *gf;
     cu_fused_counts_t f0 = cu_fused_counts();
     size_t nc = train_run(DUT, lc, yc, &gc), nr = train_run("ref", lr, yr, &gr);
     cu_fused_counts_t f1 = cu_fused_counts();
     size_t n2 = train_run(DUT, l2, y2, &g2);
-    REQUIRE(nc == nr && nc == n2, "gradient arenas of %zu / %zu floats", nc, nr);
+    train_bf16 = 0;
+    size_t nf = train_run("ref", lf, yf, &gf);
+    train_bf16 = 1;
+    REQUIRE(nc == nr && nc == n2 && nc == nf, "gradient arenas of %zu / %zu / %zu floats", nc,
+            nr, nf);
+    printf("bf16 training, ref bf16 vs ref fp32 (the noise of bf16 itself): logits %.2g, "
+           "gradients %.2g\n", golden_rel_err(yr, yf, sizeof yr / 4), golden_rel_err(gr, gf, nc));
     if (strcmp(DUT, "cuda") == 0) {
         /* the 16-bit convolutions' legacy calls (DDPIPE_CUDNN_GRAPH=0)
          * beside their cuDNN graphs (the default): both against ref */
@@ -275,8 +364,9 @@ static void check_training(void)
         double gl_e = golden_rel_err(gl, gr, nc), yl_e = golden_rel_err(yl, yr, sizeof yl / 4);
         printf("bf16 training, legacy convolutions vs ref: logits %.2g, gradients %.2g\n", yl_e,
                gl_e);
-        CHECK(yl_e <= 1e-2 && gl_e <= 5e-2, "bf16 training, legacy convolutions: logits %.3g, "
-              "gradients %.3g", yl_e, gl_e);
+        CHECK(yl_e <= 1e-2, "bf16 training, legacy convolutions: logits %.3g", yl_e);
+        CHECK(grads_as_good(gl, gr, gf, nc, "legacy convolutions", 0) == 0,
+              "bf16 training, legacy convolutions: gradients further from ref than bf16's noise");
         if (gl_e > 1e-2) {
             printf(" legacy:\n");
             print_worst_grads(gl, gr, nc);
@@ -290,7 +380,16 @@ static void check_training(void)
     if (eg > 1e-2)
         print_worst_grads(gc, gr, nc);
     CHECK(el <= 1e-2 && ey <= 1e-2, "bf16 training: losses %.3g, logits %.3g > 1e-2", el, ey);
-    CHECK(eg <= 5e-2, "bf16 training: gradients %.3g > 5e-2", eg);
+    CHECK(grads_as_good(gc, gr, gf, nc, DUT, 0) == 0,
+          "bf16 training on %s: gradients further from ref than bf16's noise", DUT);
+    const char *jit = getenv("CUEMU_DNN_JITTER");
+    if (strcmp(DUT, "cuda") == 0 && getenv("DDPIPE_TEST_EMULATED") && !(jit && atoi(jit) > 0))
+        /* the emulator's cuDNN sums as ref does: every bit the same */
+        CHECK(el == 0 && ey == 0 && eg == 0,
+              "bf16 training on the emulator: losses %.3g, logits %.3g, gradients %.3g, want "
+              "ref's bits", el, ey, eg);
+    CHECK(grads_check_catches(gc, gr, gf, nc) == 0,
+          "bf16 training: the gradient check misses a wrong gradient");
     CHECK(not_bf16(yc, sizeof yc / 4) == 0, "bf16 training: logits that are not bf16 values");
     CHECK(!memcmp(lc, l2, sizeof lc) && !memcmp(yc, y2, sizeof yc) &&
               !memcmp(gc, g2, nc * sizeof *gc),
@@ -298,6 +397,7 @@ static void check_training(void)
     free(gc);
     free(gr);
     free(g2);
+    free(gf);
 }
 
 /* The precision's name, DDPIPE_BF16=emulated refused. */

@@ -289,14 +289,17 @@ static void conv_run(void *arg)
     if (a->kind == 0) {
         ref_conv2d(fx, dx[0], dx[1], dx[2], dx[3], fw, NULL, dw[0], dw[2], dw[3], c->sh, c->sw,
                    c->ph, c->pw, fy, dy[2], dy[3]);
+        fake_sum_order(fy, ny);
         from_nchw(a->dst, a->y.fmt, a->y.dt, dy, fy);
     } else if (a->kind == 1) {
         ref_conv2d_bwd_data(fy, dx[0], dx[1], dx[2], dx[3], fw, dw[0], dw[2], dw[3], c->sh, c->sw,
                             c->ph, c->pw, fx, dy[2], dy[3]);
+        fake_sum_order(fx, nx);
         from_nchw(a->dst, a->x.fmt, a->x.dt, dx, fx);
     } else {
         ref_conv2d_bwd_weights(fx, dx[0], dx[1], dx[2], dx[3], fy, dw[0], dw[2], dw[3], c->sh,
                                c->sw, c->ph, c->pw, fw, NULL, dy[2], dy[3]);
+        fake_sum_order(fw, nw);
         from_nchw(a->dst, a->w.fmt, a->w.dt, dw, fw);
     }
     free(fx), free(fw), free(fy);

@@ -43,6 +43,39 @@ static inline void put(void *p, cudnnDataType_t dt, size_t i, float v)
     ((float *)p)[i] = v;
 }
 
+/* Another summation order, emulated (CUEMU_DNN_JITTER=K, default 0: off):
+ * each of a convolution's n fp32 sums moved by -K..K units in the last place,
+ * the amount a hash of the element's index and value (the same inputs give
+ * the same bits, as cuDNN's deterministic engines do). cuDNN sums in orders
+ * of its own, so its results differ from the reference's in the last bits,
+ * and a 16-bit output then rounds the other way now and then: tests run
+ * under it hold their tolerances to what a GPU will do (fp32 sums over a
+ * few hundred terms differ by a few units in the last place). */
+static inline void fake_sum_order(float *v, size_t n)
+{
+    static int k = -1;
+    if (k < 0) {
+        const char *e = getenv("CUEMU_DNN_JITTER");
+        k = e && atoi(e) > 0 ? atoi(e) : 0;
+    }
+    for (size_t i = 0; k && i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &v[i], sizeof b);
+        if ((b & 0x7fffffffu) == 0 || (b & 0x7f800000u) == 0x7f800000u)
+            continue;   /* zeros, infinities and NaNs stay */
+        uint32_t h = (b ^ (uint32_t)i * 0x9e3779b1u) * 0x85ebca6bu;
+        h ^= h >> 13;
+        h *= 0xc2b2ae35u;
+        h ^= h >> 16;
+        int d = (int)(h % (uint32_t)(2 * k + 1)) - k;
+        uint32_t m = b & 0x7fffffffu;
+        if ((d < 0 && m <= (uint32_t)-d) || m + (uint32_t)(d > 0 ? d : 0) >= 0x7f800000u)
+            continue;   /* would cross zero or reach infinity */
+        b = (b & 0x80000000u) | (uint32_t)((int64_t)m + d);
+        memcpy(&v[i], &b, sizeof b);
+    }
+}
+
 /* element (a, b, y, x) of an NCHW-logical 4-d array of dims d[4] in format f */
 static inline size_t at(cudnnTensorFormat_t f, const int d[4], int a, int b, int y, int x)
 {
