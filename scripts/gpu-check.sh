@@ -410,7 +410,7 @@ if [ -n "$PY" ]; then
     step "bench e2e-jpeg ddpipe vs DataLoader" e2e-jpeg.log \
         env PY="$PY" sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" jpeg
     grep -E '^(ddpipe-cuda|torch) resnet18 e2e-jpeg ' "$OUT/e2e-jpeg.log" >> "$BENCH"
-    sed -n 's/^e2e-jpeg gpud: /e2e jpeg: /p' "$OUT/e2e-jpeg.log" >> "$OUT/profile.txt"
+    sed -n -E 's/^e2e-jpeg (gpud|whole commands): /e2e jpeg: \1: /p' "$OUT/e2e-jpeg.log" >> "$OUT/profile.txt"
 else
     note NOTRUN "bench e2e-jpeg ddpipe vs DataLoader" "no python with torch + CUDA (set PY=...)"
 fi

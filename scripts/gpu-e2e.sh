@@ -175,16 +175,19 @@ jpeg)
         { echo "FAIL: exporting ResNet-18's init weights with $py"; exit 1; }
     # the 4 folders as ImageNet's first 4 outputs (the torch side's ImageFolder labels)
     ls "$data" | awk '{ print $0, NR - 1 }' > "$OUT/jpeg-classes.txt"   # folder index
+    t0=$(date +%s.%N)
     "$DD" eval --data "$data" --model resnet18 --weights "$OUT/resnet18-init.safetensors" \
         --classes "$OUT/jpeg-classes.txt" \
         --device "$dev" --precision bf16 --workers 1 --batch-size "$b" \
         --loader-threads "$(nproc)" --out "$OUT/jpeg-ddpipe" --overwrite --quiet \
         > "$OUT/jpeg-ddpipe.log" 2>&1 || { echo "FAIL: ddpipe eval: $(tail -n 3 "$OUT/jpeg-ddpipe.log")"; exit 1; }
+    t1=$(date +%s.%N)
     d=$(field "$OUT/jpeg-ddpipe/summary.json" images_per_sec)
     w=$(field "$OUT/jpeg-ddpipe/summary.json" wall_seconds)
     ds=$(field "$OUT/jpeg-ddpipe/summary.json" steady_images_per_sec)
     f=$(field "$OUT/jpeg-ddpipe/summary.json" first_result_seconds)
     t=$(env -u LD_LIBRARY_PATH "$py" bench/e2e_jpeg_torch.py --data "$data" --workers 16 --batch "$b" --mode "$mode" | tail -n 1)
+    t2=$(date +%s.%N)
     case "$t" in "torch resnet18 e2e-jpeg img/s="*) ;; *) echo "FAIL: the PyTorch side: $t"; exit 1 ;; esac
     echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$d images=$n workers=1 batch=$b precision=bf16 device=$dev wall_s=$w"
     echo "ddpipe-cuda resnet18 e2e-jpeg img/s=${ds:-0} images=$n workers=1 batch=$b precision=bf16-steady device=$dev first_result_s=$f"
@@ -200,6 +203,10 @@ jpeg)
             echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$l images=$n workers=0 batch=$b precision=loader-only device=cpu threads=$(nproc)"
         fi
     fi
+    # whole processes, each from its command to its exit: ddpipe's four
+    # daemons' start and end; python's imports, model, cuDNN tuning
+    awk -v a="$t0" -v b="$t1" -v c="$t2" -v n="$n" 'BEGIN {
+        printf "e2e-jpeg whole commands: ddpipe eval %.2f s (%.1f img/s), python %.2f s (%.1f img/s)\n", b - a, n / (b - a), c - b, n / (c - b) }'
     awk -v a="$d" -v m="${ds:-0}" -v t="$t" 'BEGIN { sub(/.*img\/s=/, "", t); sub(/ .*/, "", t);
         printf "end to end from JPEG: ddpipe / PyTorch DataLoader + channels_last + AMP = %.2fx whole job, %.2fx steady (bar >= 2x)\n", a / t, m / t }'
     ;;
