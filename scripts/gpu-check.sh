@@ -360,6 +360,8 @@ profile_step() {   # what precision
 }
 : > "$OUT/profile.txt"
 profile_step eval fp32
+# the bf16 eval's fused plan (the bar's eval: 0.51x cl-bf16 on 2026-11-29)
+profile_step eval bf16
 profile_step train bf16
 # fp16 runs the same 16-bit NHWC table as bf16: their gap is cuDNN's
 profile_step train fp16
@@ -569,8 +571,10 @@ rec["half_activations_train_bf16"] = {
     "bf16_nhwc_img_s": h16["img_s"] if h16 else None, "fp32_buffers_img_s": f32b["img_s"] if f32b else None,
     "nhwc_over_fp32_buffers": round(h16["img_s"] / f32b["img_s"], 3) if h16 and f32b and f32b["img_s"] > 0 else None}
 plines = [l.strip() for l in open(profile)] if os.path.exists(profile) else []
-for key, tag in (("cuda_profile_eval_fp32", "eval fp32: "), ("cuda_profile_train_bf16", "train bf16: "),
+for key, tag in (("cuda_profile_eval_fp32", "eval fp32: "), ("cuda_profile_eval_bf16", "eval bf16: "),
+                 ("cuda_profile_train_bf16", "train bf16: "),
                  ("cuda_profile_train_fp16", "train fp16: "),
+                 ("cuda_conv_algos_eval_bf16", "eval bf16 conv: "),
                  ("cuda_conv_algos_train_bf16", "train bf16 conv: "),
                  ("cuda_conv_algos_train_fp16", "train fp16 conv: "),
                  ("e2e_jpeg_startup", "e2e jpeg: ")):
