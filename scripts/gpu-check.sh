@@ -341,6 +341,12 @@ step "bench ddpipe eval fp32 cudnn graph off" bench-ddpipe-eval-fp32-nocudnngrap
     env DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters "$ITERS" --precision fp32
 grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-eval-fp32-nocudnngraph.log" | tail -n 1 |
     sed 's/precision=fp32/precision=fp32-cudnn-graph-off/' >> "$BENCH"
+# the fp32 training convolutions as cuDNN graphs (the default) against
+# their legacy calls
+step "bench ddpipe train fp32 cudnn graph off" bench-ddpipe-train-fp32-nocudnngraph.log \
+    env DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" train --batch 256 --iters "$ITERS" --precision fp32
+grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-train-fp32-nocudnngraph.log" | tail -n 1 |
+    sed 's/precision=fp32/precision=fp32-cudnn-graph-off/' >> "$BENCH"
 # where the device time of a pass goes (per op kind, cudaEvents; graphs are
 # off meanwhile): the fp32 eval forward, and the bf16 training step's forward
 # and backward (the bar's step: which kernels to make faster next)
@@ -562,6 +568,10 @@ rec["cudnn_graph_eval_fp32"] = {
     "on_img_s": on["img_s"] if on else None, "off_img_s": lg["img_s"] if lg else None,
     "on_over_off": round(on["img_s"] / lg["img_s"], 3) if on and lg and lg["img_s"] > 0 else None}
 tr = rec["bench"].get("train", {}).get("img_s", {})
+t32, t32l = tr.get("ddpipe fp32"), tr.get("ddpipe fp32-cudnn-graph-off")
+rec["cudnn_graph_train_fp32"] = {
+    "on_img_s": t32["img_s"] if t32 else None, "off_img_s": t32l["img_s"] if t32l else None,
+    "on_over_off": round(t32["img_s"] / t32l["img_s"], 3) if t32 and t32l and t32l["img_s"] > 0 else None}
 h16, f32b = tr.get("ddpipe bf16"), tr.get("ddpipe bf16-fp32-buffers")
 tlg = tr.get("ddpipe bf16-cudnn-graph-off")
 rec["cudnn_graph_train_bf16"] = {

@@ -9,9 +9,10 @@
  * cu_fused_new logs one line and returns NULL: the caller keeps its legacy
  * path (cudnnConvolutionForward + the epilogue kernel), which it always
  * builds too. DDPIPE_CUDNN_GRAPH=0 (read at plan time) turns this off.
- * Callers: cuda_train.c (fp32 NCHW), cuda_infer.c (bf16 NHWC) and, for a
- * 16-bit training convolution's forward and both gradients, cuda_train16.c;
- * nothing here calls back into them. */
+ * Callers: cuda_train.c (fp32 NCHW: the fused eval conv, and a training
+ * convolution's forward and both gradients), cuda_infer.c (bf16 NHWC) and,
+ * for a 16-bit training convolution's forward and both gradients,
+ * cuda_train16.c; nothing here calls back into them. */
 #ifndef DDP_CUDA_FUSED_H
 #define DDP_CUDA_FUSED_H
 

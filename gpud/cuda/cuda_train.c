@@ -183,13 +183,18 @@ typedef struct {
     int infer;
     ck_post_t post;
     float *tmp;             /* with a sum: the conv's output (y holds the residual) */
-    cu_fused_t *fused;      /* the same as one cuDNN graph, or NULL: cuda_fused.c */
+    /* cuDNN graphs (cuda_fused.c), each NULL where the legacy call runs:
+     * [CU_CONV_FWD] the forward (inference: with its bias and post-ops as
+     * one graph; training: with its bias), and in training the two
+     * gradients [CU_CONV_BWD_DATA], [CU_CONV_BWD_FILTER] */
+    cu_fused_t *graph[3];
 } conv_plan_t;
 
 static void conv_plan_destroy(bk_plan_t *bp)
 {
     conv_plan_t *p = (conv_plan_t *)bp;
-    cu_fused_free(p->fused);
+    for (int k = 0; k < 3; k++)
+        cu_fused_free(p->graph[k]);
     cu_conv_fini(&p->conv);
     cudaFree(p->sums);
     cudaFree(p->tmp);
@@ -227,16 +232,21 @@ static bk_plan_t *ct_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
         conv_plan_destroy(&p->base);
         return g->failed ? NULL : bk_ctx_fail(g, "out of memory");
     }
-    /* inference: the fused graph too; the legacy conv above stays its fallback */
-    cu_fused_shape_t fs = {.kh = c->kh, .kw = c->kw, .sh = c->stride_h, .sw = c->stride_w,
-                           .ph = c->pad_h, .pw = c->pad_w, .tensor_core = cu_be(g->be)->tf32,
-                           .bias = 1, .n_post = p->post.n_post};
-    memcpy(fs.in, in, sizeof fs.in);
-    memcpy(fs.out, out, sizeof fs.out);
-    memcpy(fs.post, p->post.post, sizeof fs.post);
-    if (p->infer && !(p->fused = cu_fused_new(g, &fs)) && g->failed) {
-        conv_plan_destroy(&p->base);
-        return NULL;
+    /* the cuDNN graphs too (inference: the fused forward; training: the
+     * forward and both gradients, deterministic engines with fp32 sums,
+     * TF32 only where allowed); the legacy calls above stay their fallback */
+    for (int k = CU_CONV_FWD; k <= (train ? CU_CONV_BWD_FILTER : CU_CONV_FWD); k++) {
+        cu_fused_shape_t fs = {.kind = k, .kh = c->kh, .kw = c->kw, .sh = c->stride_h,
+                               .sw = c->stride_w, .ph = c->pad_h, .pw = c->pad_w,
+                               .tensor_core = cu_be(g->be)->tf32, .bias = k == CU_CONV_FWD,
+                               .n_post = k == CU_CONV_FWD ? p->post.n_post : 0};
+        memcpy(fs.in, in, sizeof fs.in);
+        memcpy(fs.out, out, sizeof fs.out);
+        memcpy(fs.post, p->post.post, sizeof fs.post);
+        if (!(p->graph[k] = cu_fused_new(g, &fs)) && g->failed) {
+            conv_plan_destroy(&p->base);
+            return NULL;
+        }
     }
     return &p->base;
 }
@@ -252,9 +262,8 @@ static int ct_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w
         return cuinf_conv_fwd(g, bp, x, w, b, res, y);
     conv_plan_t *p = (conv_plan_t *)bp;
     float *out = res ? p->tmp : y;
-    int rc = cu_sticky(g) < 0 ? -1
-             : p->fused    ? cu_fused_run(g, p->fused, x, w, b, res, out, y)
-                           : 1;
+    cu_fused_t *f = p->graph[CU_CONV_FWD];
+    int rc = cu_sticky(g) < 0 ? -1 : f ? cu_fused_run(g, f, x, w, b, res, out, y) : 1;
     if (rc <= 0)   /* 1: the legacy path (no graph, or it failed and is off for good) */
         return rc;
     if (cu_conv_fwd(g, &p->conv, x, w, out) < 0)
@@ -292,13 +301,21 @@ static int ct_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w
     const float one = 1.0f, zero = 0.0f;
     if (cu_sticky(g) < 0)
         return -1;
-    if (gx && (set_math(g, c, c->algo.math_bwd_data) < 0 ||
+    /* the cuDNN graphs where built; 1 from one: its legacy call instead */
+    cu_fused_t *gd = p->graph[CU_CONV_BWD_DATA], *gf = p->graph[CU_CONV_BWD_FILTER];
+    int rc = gx && gd ? cu_fused_run_bwd_data(g, gd, gy, w, gx) : 1;
+    if (rc < 0)
+        return -1;
+    if (gx && rc == 1 && (set_math(g, c, c->algo.math_bwd_data) < 0 ||
                cudnn_check(g, cudnnConvolutionBackwardData(cb->dnn, &one, c->wd, w, c->yd, gy,
                                                            c->cd, c->algo.bwd_data, cb->ws,
                                                            cb->ws_size, &zero, c->xd, gx),
                            "cudnnConvolutionBackwardData") < 0))
         return -1;
-    if (gw && (set_math(g, c, c->algo.math_bwd_filter) < 0 ||
+    rc = gw && gf ? cu_fused_run_bwd_filter(g, gf, x, gy, gw) : 1;
+    if (rc < 0)
+        return -1;
+    if (gw && rc == 1 && (set_math(g, c, c->algo.math_bwd_filter) < 0 ||
                cudnn_check(g, cudnnConvolutionBackwardFilter(cb->dnn, &one, c->xd, x, c->yd, gy,
                                                              c->cd, c->algo.bwd_filter, cb->ws,
                                                              cb->ws_size, &zero, c->wd, gw),
