@@ -422,6 +422,9 @@ static void check_training(int fmt)
         CHECK(el == 0 && ey == 0 && eg == 0,
               "%s training on the emulator: losses %.3g, logits %.3g, gradients %.3g, want "
               "ref's bits", f, el, ey, eg);
+    if (strcmp(DUT, "cuda") == 0 && jit && atoi(jit) > 0)   /* the jitter is on: it shows */
+        CHECK(eg > 0, "%s training under CUEMU_DNN_JITTER=%s: the gradients are ref's bits", f,
+              jit);
     CHECK(grads_check_catches(gc, gr, gf, nc) == 0,
           "%s training: the gradient check misses a wrong gradient", f);
     size_t bad = fmt == 2 ? not_fp16(yc, sizeof yc / 4) : not_bf16(yc, sizeof yc / 4);
