@@ -648,8 +648,9 @@ static void cb_destroy(backend_t *be)
 {
     cuda_backend_t *cb = cu_be(be);
     if (cb->nplan[0] || cb->nplan[1])   /* where a job's start-up went (gpud's first batch) */
-        log_info("cuda backend: %u cuDNN graph plans in %.2fs, %u legacy algorithm choices in "
-                 "%.2fs", cb->nplan[0], cb->plan_s[0], cb->nplan[1], cb->plan_s[1]);
+        log_info("cuda backend: %u cuDNN graph plans in %.2fs (%u of them a shape's plan "
+                 "shared), %u legacy algorithm choices in %.2fs", cb->nplan[0], cb->plan_s[0],
+                 cb->nplan_shared, cb->nplan[1], cb->plan_s[1]);
     if (cb->stream)
         cudaStreamSynchronize(cb->stream);
     cuda_arena_destroy(&cb->arena);   /* the model freed its arenas first */
@@ -666,6 +667,7 @@ static void cb_destroy(backend_t *be)
     if (cb->stream)
         cudaStreamDestroy(cb->stream);
     free(cb->algos);
+    free(cb->fplans);   /* empty: each plan went with its last layer */
     free(cb->bf16_bufs);
     free(cb);
 }

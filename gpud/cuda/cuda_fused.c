@@ -48,12 +48,23 @@ enum { UID_X = 1, UID_W, UID_B, UID_R, UID_Y, UID_V0 = 100 };
 #define MAX_DESC 48         /* the graph: 5 io + 5 virtual tensors, conv 2, 2 x 5 pointwise, 1 */
 #define MAX_CFG 32          /* heuristic results looked at, per mode */
 
-static atomic_ulong n_fused, n_legacy, n_off, n_run_failed;
+static atomic_ulong n_fused, n_legacy, n_off, n_run_failed, n_shared;
 
 cu_fused_counts_t cu_fused_counts(void)
 {
     return (cu_fused_counts_t){atomic_load(&n_fused), atomic_load(&n_legacy),
-                               atomic_load(&n_off), atomic_load(&n_run_failed)};
+                               atomic_load(&n_off), atomic_load(&n_run_failed),
+                               atomic_load(&n_shared)};
+}
+
+/* list with room for one more pointer (doubled), or NULL (list kept) */
+static struct cu_fplan **grow_list(struct cu_fplan **list, size_t *cap)
+{
+    size_t n = *cap ? 2 * *cap : 16;
+    struct cu_fplan **p = realloc(list, n * sizeof *p);
+    if (p)
+        *cap = n;
+    return p;
 }
 
 /* The descriptors made so far and the first failure: each step below does
@@ -66,20 +77,33 @@ typedef struct {
     const char *what;       /* the step that failed */
 } build_t;
 
-struct cu_fused {
+/* One shape's plan: the graph, its heuristics, the engine configuration
+ * and the execution plan, built once per backend and shape and shared by
+ * every layer of that shape (cuDNN's plans take their buffers from each
+ * execution's variant pack). In cuda_backend_t.fplans while refs > 0. */
+struct cu_fplan {
+    cu_fused_shape_t key;   /* the shape, unused post[] zeroed */
+    int refs;
     build_t graph;          /* the tensors, operations and the operation graph */
     cudnnBackendDescriptor_t heur, cfg, plan;
-    cudnnBackendDescriptor_t vp;   /* the variant pack of ptr[], ws (rebuilt when they change) */
     int64_t uid[N_IO];
-    void *ptr[N_IO];
-    void *ws;
     size_t ws_need;         /* the plan's workspace bytes */
-    float *zero_bias;       /* k zeros: the bias when the caller passes none */
     int nio;
     int res;                /* a residual (R) in the graph */
     size_t out_bytes;       /* y's bytes (the tmp -> y copy) */
+    char layer[160];        /* the shapes, for logs */
+};
+typedef struct cu_fplan fplan_t;
+
+/* One layer's use of a shared plan. */
+struct cu_fused {
+    fplan_t *c;
+    cuda_backend_t *cb;     /* whose fplans holds c */
+    cudnnBackendDescriptor_t vp;   /* the variant pack of ptr[], ws (rebuilt when they change) */
+    void *ptr[N_IO];
+    void *ws;
+    float *zero_bias;       /* k zeros: the bias when the caller passes none */
     int dead;               /* execution failed once: legacy for good */
-    char layer[160];        /* the layer's shapes, for logs */
 };
 
 static void fail(build_t *b, cudnnStatus_t st, const char *what)
@@ -258,7 +282,7 @@ static cudnnBackendDescriptor_t pw_op(build_t *b, cudnnPointwiseMode_t mode,
 }
 
 /* The operation graph of s into f->graph; the last descriptor made is it. */
-static cudnnBackendDescriptor_t build_graph(cuda_backend_t *cb, cu_fused_t *f,
+static cudnnBackendDescriptor_t build_graph(cuda_backend_t *cb, fplan_t *f,
                                             const cu_fused_shape_t *s)
 {
     build_t *b = &f->graph;
@@ -349,7 +373,7 @@ static int engine_ok(const cu_fused_shape_t *s, int tf32, cudnnBackendDescriptor
 /* The first admissible configuration of mode's heuristics that finalizes
  * into a plan within the workspace cap: f->heur, f->cfg, f->plan set, 0;
  * else -1 with the last failure in *why. */
-static int pick(cuda_backend_t *cb, cu_fused_t *f, const cu_fused_shape_t *s,
+static int pick(cuda_backend_t *cb, fplan_t *f, const cu_fused_shape_t *s,
                 cudnnBackendDescriptor_t og, cudnnBackendHeurMode_t mode, build_t *why,
                 int *seen, int *filtered)
 {
@@ -421,16 +445,40 @@ static int pick(cuda_backend_t *cb, cu_fused_t *f, const cu_fused_shape_t *s,
 
 /* ------------------------------------------------------------ the plan */
 
+static void fplan_free(fplan_t *c)
+{
+    if (!c)
+        return;
+    cudnnBackendDescriptor_t own[3] = {c->plan, c->cfg, c->heur};
+    for (int i = 0; i < 3; i++)
+        if (own[i])
+            cudnnBackendDestroyDescriptor(own[i]);
+    destroy_all(&c->graph);
+    free(c);
+}
+
+/* c's last user gone: out of cb's plans, freed */
+static void fplan_release(cuda_backend_t *cb, fplan_t *c)
+{
+    if (--c->refs > 0)
+        return;
+    for (size_t i = 0; i < cb->nfplans; i++)
+        if (cb->fplans[i] == c) {
+            cb->fplans[i] = cb->fplans[--cb->nfplans];
+            break;
+        }
+    fplan_free(c);
+}
+
 void cu_fused_free(cu_fused_t *f)
 {
     if (!f)
         return;
-    cudnnBackendDescriptor_t own[4] = {f->vp, f->plan, f->cfg, f->heur};
-    for (int i = 0; i < 4; i++)
-        if (own[i])
-            cudnnBackendDestroyDescriptor(own[i]);
-    destroy_all(&f->graph);
+    if (f->vp)
+        cudnnBackendDestroyDescriptor(f->vp);
     cudaFree(f->zero_bias);   /* synchronises with queued work; NULL is a no-op */
+    if (f->c)
+        fplan_release(f->cb, f->c);
     free(f);
 }
 
@@ -453,7 +501,7 @@ static void describe(char *buf, size_t len, const cu_fused_shape_t *s)
 /* The engine f runs (cuDNN's global index), logged with DDPIPE_CUDA_PROFILE
  * set as the legacy path logs its algorithms (where the time goes), else
  * at debug level. */
-static void log_choice(const cu_fused_t *f, size_t ws)
+static void log_choice(const fplan_t *f, size_t ws)
 {
     int64_t idx = -1, n = 0;
     cudnnBackendDescriptor_t e = NULL;
@@ -475,40 +523,19 @@ static void log_choice(const cu_fused_t *f, size_t ws)
                   (long long)idx, ws);
 }
 
-static int wanted(void)
+/* A new plan for shape s, in cb->fplans with no reference yet; NULL
+ * (logged, counted legacy) where cuDNN builds none or memory runs out. */
+static fplan_t *fplan_build(cuda_backend_t *cb, const cu_fused_shape_t *s)
 {
-    const char *e = getenv("DDPIPE_CUDNN_GRAPH");
-    return !(e && strcmp(e, "0") == 0);
-}
-
-static cu_fused_t *fused_new(bk_ctx_t *g, const cu_fused_shape_t *s);
-
-cu_fused_t *cu_fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)
-{
-    cuda_backend_t *cb = cu_be(g->be);
-    double t0 = clock_mono_s();
-    cu_fused_t *f = fused_new(g, s);
-    cb->plan_s[0] += clock_mono_s() - t0;
-    cb->nplan[0]++;
-    return f;
-}
-
-static cu_fused_t *fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)
-{
-    cuda_backend_t *cb = cu_be(g->be);
-    if (!wanted()) {
-        atomic_fetch_add(&n_off, 1);
-        return NULL;
-    }
-    if (s->n_post < 0 || s->n_post > CU_FUSED_MAX_POST || s->kind < CU_CONV_FWD ||
-        s->kind > CU_CONV_BWD_FILTER || (s->kind != CU_CONV_FWD && (s->bias || s->n_post)))
-        return NULL;   /* the caller's path handles (or refuses) it */
-    cu_fused_t *f = calloc(1, sizeof *f);
-    if (!f) {
+    fplan_t *f = calloc(1, sizeof *f);
+    if (!f || (cb->nfplans == cb->capfplans &&
+               !(cb->fplans = grow_list(cb->fplans, &cb->capfplans)))) {
+        free(f);
         atomic_fetch_add(&n_legacy, 1);
         log_warn("cuda: cuDNN graph for a conv: out of memory; the legacy path runs it");
         return NULL;
     }
+    f->key = *s;
     f->graph.st = CUDNN_STATUS_SUCCESS;
     for (int i = 0; i < s->n_post; i++)
         f->res |= s->post[i] == BK_PO_SUM;
@@ -533,18 +560,72 @@ static cu_fused_t *fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)
             log_warn("cuda: cuDNN graph for %s: %s: %s%s%s (%d configurations, %d filtered); "
                      "the legacy path runs it", f->layer, why.what, cudnnGetErrorString(why.st),
                      last[0] ? ": " : "", last, seen, filtered);
-        cu_fused_free(f);
+        fplan_free(f);
         atomic_fetch_add(&n_legacy, 1);
         return NULL;
     }
-    size_t ws = f->ws_need;
-    if (cu_workspace(g, ws) < 0 ||   /* g failed: an allocation, not cuDNN */
+    cb->fplans[cb->nfplans++] = f;
+    log_choice(f, f->ws_need);
+    return f;
+}
+
+static int wanted(void)
+{
+    const char *e = getenv("DDPIPE_CUDNN_GRAPH");
+    return !(e && strcmp(e, "0") == 0);
+}
+
+static cu_fused_t *fused_new(bk_ctx_t *g, const cu_fused_shape_t *s);
+
+cu_fused_t *cu_fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)
+{
+    cuda_backend_t *cb = cu_be(g->be);
+    if (!wanted()) {
+        atomic_fetch_add(&n_off, 1);
+        return NULL;
+    }
+    double t0 = clock_mono_s();
+    cu_fused_t *f = fused_new(g, s);
+    cb->plan_s[0] += clock_mono_s() - t0;
+    cb->nplan[0]++;
+    return f;
+}
+
+static cu_fused_t *fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)
+{
+    cuda_backend_t *cb = cu_be(g->be);
+    if (s->n_post < 0 || s->n_post > CU_FUSED_MAX_POST || s->kind < CU_CONV_FWD ||
+        s->kind > CU_CONV_BWD_FILTER || (s->kind != CU_CONV_FWD && (s->bias || s->n_post)))
+        return NULL;   /* the caller's path handles (or refuses) it */
+    cu_fused_shape_t key = *s;   /* all ints: compared whole */
+    for (int i = key.n_post; i < CU_FUSED_MAX_POST; i++)
+        key.post[i] = 0;
+    fplan_t *c = NULL;
+    for (size_t i = 0; i < cb->nfplans && !c; i++)
+        if (memcmp(&cb->fplans[i]->key, &key, sizeof key) == 0)
+            c = cb->fplans[i];
+    if (c) {
+        cb->nplan_shared++;
+        atomic_fetch_add(&n_shared, 1);
+    }
+    else if (!(c = fplan_build(cb, &key)))
+        return NULL;   /* logged: the legacy path runs it */
+    c->refs++;
+    cu_fused_t *f = calloc(1, sizeof *f);
+    if (!f) {
+        fplan_release(cb, c);
+        atomic_fetch_add(&n_legacy, 1);
+        log_warn("cuda: cuDNN graph for %s: out of memory; the legacy path runs it", c->layer);
+        return NULL;
+    }
+    f->c = c;
+    f->cb = cb;
+    if (cu_workspace(g, c->ws_need) < 0 ||   /* g failed: an allocation, not cuDNN */
         (s->bias && !(f->zero_bias = cu_alloc(g, (size_t)s->out[1] * sizeof(float))))) {
         cu_fused_free(f);
         return NULL;
     }
     atomic_fetch_add(&n_fused, 1);
-    log_choice(f, ws);
     return f;
 }
 
@@ -563,9 +644,9 @@ static cudnnStatus_t variant_pack(cu_fused_t *f, void *const ptr[N_IO], void *ws
     f->vp = NULL;
     build_t b = {.st = CUDNN_STATUS_SUCCESS};
     cudnnBackendDescriptor_t vp = make(&b, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack");
-    set(&b, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, f->nio, f->uid,
+    set(&b, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, f->c->nio, f->c->uid,
         "variant pack ids");
-    set(&b, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, f->nio, ptr,
+    set(&b, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, f->c->nio, ptr,
         "variant pack pointers");
     set(&b, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws,
         "variant pack workspace");
@@ -588,7 +669,7 @@ static int give_up(cu_fused_t *f, const char *what, cudnnStatus_t st)
     if (st != CUDNN_STATUS_SUCCESS)
         cudnnGetLastErrorString(last, sizeof last);
     log_warn("cuda: cuDNN graph for %s: %s%s%s%s%s; the legacy path runs it from now on",
-             f->layer, what, st != CUDNN_STATUS_SUCCESS ? ": " : "",
+             f->c->layer, what, st != CUDNN_STATUS_SUCCESS ? ": " : "",
              st != CUDNN_STATUS_SUCCESS ? cudnnGetErrorString(st) : "", last[0] ? ": " : "",
              last);
     f->dead = 1;
@@ -600,14 +681,14 @@ static int give_up(cu_fused_t *f, const char *what, cudnnStatus_t st)
  * alignment: 0, or 1 (f given up; the caller runs its legacy path). */
 static int execute(cuda_backend_t *cb, cu_fused_t *f, void *const ptr[N_IO])
 {
-    for (int i = 0; i < f->nio; i++)
+    for (int i = 0; i < f->c->nio; i++)
         if (!ptr[i] || (uintptr_t)ptr[i] % ALIGN != 0)
             return give_up(f, "a buffer is not 16-byte aligned (or missing)",
                            CUDNN_STATUS_SUCCESS);
     const char *what = "cudnnBackendExecute";
     cudnnStatus_t st = variant_pack(f, ptr, cb->ws, &what);
     if (st == CUDNN_STATUS_SUCCESS)
-        st = cudnnBackendExecute(cb->dnn, f->plan, f->vp);
+        st = cudnnBackendExecute(cb->dnn, f->c->plan, f->vp);
     return st == CUDNN_STATUS_SUCCESS ? 0 : give_up(f, what, st);
 }
 
@@ -635,20 +716,21 @@ int cu_fused_run(bk_ctx_t *g, cu_fused_t *f, const void *x, const void *w, const
     cuda_backend_t *cb = cu_be(g->be);
     if (f->dead)
         return 1;
-    if ((res != NULL) != f->res || (f->res && !tmp))
+    const fplan_t *c = f->c;
+    if ((res != NULL) != c->res || (c->res && !tmp))
         return give_up(f, "a residual given to a conv planned without one (or none to one "
                           "planned with one)", CUDNN_STATUS_SUCCESS);
-    void *out = f->res ? tmp : y;
+    void *out = c->res ? tmp : y;
     /* in the order of f->uid: X, W, Y, then B and R when present */
     void *ptr[N_IO] = {(void *)x, (void *)w, out, NULL, NULL};
     int k = 3;
-    if (f->nio > k && f->uid[k] == UID_B)
+    if (c->nio > k && c->uid[k] == UID_B)
         ptr[k++] = b ? (void *)b : f->zero_bias;
-    if (f->nio > k && f->uid[k] == UID_R)
+    if (c->nio > k && c->uid[k] == UID_R)
         ptr[k++] = (void *)res;
     int rc = execute(cb, f, ptr);
-    if (rc != 0 || !f->res)
+    if (rc != 0 || !c->res)
         return rc;
-    return cu_check(g, cudaMemcpyAsync(y, tmp, f->out_bytes, cudaMemcpyDeviceToDevice,
+    return cu_check(g, cudaMemcpyAsync(y, tmp, c->out_bytes, cudaMemcpyDeviceToDevice,
                                        cb->stream), "fused conv output copy");
 }

@@ -43,7 +43,9 @@ typedef struct {
 
 typedef struct cu_fused cu_fused_t;
 
-/* The execution plan for s, its workspace ensured (cu_workspace). NULL
+/* The execution plan for s, its workspace ensured (cu_workspace): the
+ * backend's plan of the same shape where one exists (built once, shared by
+ * every layer of that shape), else a new one. NULL
  * when the legacy path is to run: DDPIPE_CUDNN_GRAPH=0, or cuDNN built no
  * plan (logged once, naming the layer, the step and cuDNN's status), with
  * g untouched; or g failed (the workspace could not be allocated). */
@@ -74,6 +76,7 @@ typedef struct {
     unsigned long legacy;       /* plans left on the legacy path: cuDNN built none */
     unsigned long off;          /* plans asked for with DDPIPE_CUDNN_GRAPH=0 */
     unsigned long run_failed;   /* plans switched to legacy at run time */
+    unsigned long shared;       /* of fused: a plan of the same shape reused, not built */
 } cu_fused_counts_t;
 
 cu_fused_counts_t cu_fused_counts(void);

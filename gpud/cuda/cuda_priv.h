@@ -85,6 +85,11 @@ typedef struct {
      * the legacy calls' algorithm queries */
     double plan_s[2];
     unsigned nplan[2];
+    unsigned nplan_shared;  /* of nplan[0]: a plan of the same shape reused */
+    /* cuda_fused.c's execution plans, one per shape, shared by the layers
+     * of that shape (each holds a reference; the last one out frees it) */
+    struct cu_fplan **fplans;
+    size_t nfplans, capfplans;
 } cuda_backend_t;
 
 static inline cuda_backend_t *cu_be(backend_t *be)

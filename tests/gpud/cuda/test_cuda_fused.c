@@ -2,7 +2,9 @@
  * (gpud/cuda/cuda_fused.c). On resnet18 (224x224 golden) and the seed
  * WideResNet (8,16,24,32 golden), fp32:
  *   - with the default (graphs on) the plans were built on the graph API
- *     (cu_fused_counts: fused grew) and none fell back at run time;
+ *     (cu_fused_counts: fused grew), once per shape (some layers share
+ *     their shape's plan, each with its own buffers), and none fell back
+ *     at run time;
  *   - logits within 1e-5 relative (max|a-b| / max|b|) of DDPIPE_CUDNN_GRAPH=0
  *     (the legacy conv + epilogue kernel; other kernels, fp32 rounding),
  *     identical top-1, and within the parity bar (1e-4) of PyTorch's;
@@ -73,9 +75,13 @@ static void check(const char *label, const char *arch, const char *weights, cons
     float *b = run(arch, weights, channels, normalise, bf16, io, 1, 1, &n2, &nc);
     float *legacy = run(arch, weights, channels, normalise, bf16, io, 0, 1, &n3, &nc);
     cu_fused_counts_t c2 = cu_fused_counts();
-    printf("%-10s plans: fused %lu, legacy fallback %lu, off %lu, run-time fallback %lu\n", label,
-           c1.fused - c0.fused, c1.legacy - c0.legacy, c2.off - c1.off,
-           c2.run_failed - c0.run_failed);
+    printf("%-10s plans: fused %lu (%lu of them a shape's plan shared), legacy fallback %lu, off "
+           "%lu, run-time fallback %lu\n", label, c1.fused - c0.fused, c1.shared - c0.shared,
+           c1.legacy - c0.legacy, c2.off - c1.off, c2.run_failed - c0.run_failed);
+    /* one plan per shape: these models repeat conv shapes */
+    CHECK(c1.shared > c0.shared && c1.shared - c0.shared < c1.fused - c0.fused,
+          "%s: %lu of %lu fused convolutions shared a plan", label, c1.shared - c0.shared,
+          c1.fused - c0.fused);
     CHECK(c1.fused > c0.fused, "%s: no convolution ran as a cuDNN graph (legacy fallbacks %lu: "
           "see the log)", label, c1.legacy - c0.legacy);
     CHECK(c2.run_failed == c0.run_failed, "%s: %lu plans fell back at run time", label,
