@@ -166,13 +166,14 @@ static int print_summary(const char *out)
     }
     const char *keys[] = {"samples", "failed", "correct_top1", "correct_top5", "top1", "top5",
                           "loss", "nonfinite_loss", "rejected_messages", "macro_f1", "workers",
-                          "images_per_sec", "wall_seconds"};
+                          "images_per_sec", "wall_seconds", "first_result_seconds",
+                          "steady_images_per_sec"};
     printf("ddpipe eval: %s\n", out);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         json_t *value = json_object_get(summary, keys[i]);
         char *text = value ? json_to_text(value, JSON_STYLE_SPACED) : NULL;
         if (text)
-            printf("  %-17s %s\n", keys[i], text);
+            printf("  %-21s %s\n", keys[i], text);
         free(text);
     }
     json_int_t nonfinite = json_integer_value(json_object_get(summary, "nonfinite_loss"));
