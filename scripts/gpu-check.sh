@@ -360,7 +360,8 @@ profile_step() {   # what precision
     else
         note FAIL "bench ddpipe $1 $2 profile" "no 'cuda profile graph' line; see $plog: $(tail -n 1 "$plog")"
     fi
-    grep 'cuda profile graph' "$plog" | sed "s/.*cuda profile /$1 $2: /" >> "$OUT/profile.txt"
+    # (with the convolution backward's split into its data and filter gradients)
+    grep -E 'cuda profile (graph|conv backward)' "$plog" | sed "s/.*cuda profile /$1 $2: /" >> "$OUT/profile.txt"
     # the convolution algorithms cuDNN's heuristics gave (logged with the profile)
     grep 'cuda conv ' "$plog" | sed "s/.*cuda conv /$1 $2 conv: /" >> "$OUT/profile.txt"
 }

@@ -647,6 +647,7 @@ int cuda_topk_ce(backend_t *be, const float *logits, int n, int classes,
 static void cb_destroy(backend_t *be)
 {
     cuda_backend_t *cb = cu_be(be);
+    cu_split_report(be);
     if (cb->nplan[0] || cb->nplan[1])   /* where a job's start-up went (gpud's first batch) */
         log_info("cuda backend: %u cuDNN graph plans in %.2fs (%u of them a shape's plan "
                  "shared), %u legacy algorithm choices in %.2fs", cb->nplan[0], cb->plan_s[0],

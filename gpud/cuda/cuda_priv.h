@@ -80,6 +80,7 @@ typedef struct {
      * bk_read reads back; params stays 0 (parameters and activations live
      * in device memory: the arena ops count their own copies) */
     bk_traffic_t traffic;
+    struct cu_split *split; /* cuda_prof.c: DDPIPE_CUDA_PROFILE's backward split, or NULL */
     /* the start-up work, logged at the end: [0] cuDNN graphs planned
      * (cu_fused_new: heuristics, finalize, any runtime compilation), [1]
      * the legacy calls' algorithm queries */
@@ -190,5 +191,18 @@ extern const bk_timer_ops_t CUDA_TIMER_OPS;
  * *every (may be NULL): N when it is a number N > 1, else 0. The timer and
  * the convolutions' choice lines (cuda_backend.c, cuda_fused.c) read it. */
 int cu_profile_env(int *every);
+
+/* cuda_prof.c: with DDPIPE_CUDA_PROFILE, a convolution backward's device
+ * time split into its data and filter gradients (the per-op profile times
+ * the op whole): cu_split_begin before the first, cu_split_mark(be,
+ * CU_SPLIT_DATA or _FILTER) after each; the sums are logged by
+ * cu_split_report (one line, at the backend's end). No-ops without the
+ * variable, and inside a CUDA graph recording (profiling keeps recording
+ * off). */
+enum { CU_SPLIT_DATA = 1, CU_SPLIT_FILTER = 2 };
+typedef struct cu_split cu_split_t;
+void cu_split_begin(backend_t *be);
+void cu_split_mark(backend_t *be, int what);
+void cu_split_report(backend_t *be);
 
 #endif

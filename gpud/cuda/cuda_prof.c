@@ -148,3 +148,78 @@ const bk_timer_ops_t CUDA_TIMER_OPS = {
     .take = cp_take,
     .destroy = cp_destroy,
 };
+
+/* ------------------------------------------ the convolution backward split */
+
+#define SPLIT_MAX 8192      /* events: ~2,700 backward calls, then no more */
+
+struct cu_split {
+    cudaEvent_t ev[SPLIT_MAX];
+    signed char tag[SPLIT_MAX];   /* 0: a call's start; else what the interval since was */
+    int n, calls, off;
+};
+
+static void split_record(cuda_backend_t *cb, int tag)
+{
+    cu_split_t *sp = cb->split;
+    if (!sp) {
+        if (!cu_profile_env(NULL) || tag != 0 || !(sp = cb->split = calloc(1, sizeof *sp)))
+            return;
+    }
+    if (sp->off)
+        return;
+    if (sp->n == SPLIT_MAX) {
+        sp->off = 1;   /* the sums so far stand; logged with them */
+        return;
+    }
+    cudaError_t e = cudaEventCreate(&sp->ev[sp->n]);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(sp->ev[sp->n], cb->stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError();   /* not the next kernel's error */
+        log_warn("DDPIPE_CUDA_PROFILE: the backward split's event failed: %s; split off",
+                 cudaGetErrorString(e));
+        sp->off = 1;
+        return;
+    }
+    sp->tag[sp->n++] = (signed char)tag;
+    sp->calls += tag == 0;
+}
+
+void cu_split_begin(backend_t *be)
+{
+    split_record(cu_be(be), 0);
+}
+
+void cu_split_mark(backend_t *be, int what)
+{
+    if (cu_be(be)->split)
+        split_record(cu_be(be), what);
+}
+
+void cu_split_report(backend_t *be)
+{
+    cuda_backend_t *cb = cu_be(be);
+    cu_split_t *sp = cb->split;
+    if (!sp)
+        return;
+    double ms[3] = {0, 0, 0};
+    cudaError_t e = sp->n ? cudaEventSynchronize(sp->ev[sp->n - 1]) : cudaSuccess;
+    for (int i = 1; i < sp->n && e == cudaSuccess; i++) {
+        float f = 0;
+        if (sp->tag[i] > 0 && sp->tag[i] < 3 &&
+            (e = cudaEventElapsedTime(&f, sp->ev[i - 1], sp->ev[i])) == cudaSuccess)
+            ms[sp->tag[i]] += f;
+    }
+    if (e != cudaSuccess)
+        log_warn("DDPIPE_CUDA_PROFILE: reading the backward split failed: %s",
+                 cudaGetErrorString(e));
+    else
+        log_info("cuda profile conv backward: data %.1f ms, filter %.1f ms over %d calls%s",
+                 ms[CU_SPLIT_DATA], ms[CU_SPLIT_FILTER], sp->calls,
+                 sp->off ? " (the first ones: the event list filled)" : "");
+    for (int i = 0; i < sp->n; i++)
+        cudaEventDestroy(sp->ev[i]);
+    free(sp);
+    cb->split = NULL;
+}

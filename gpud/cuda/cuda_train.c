@@ -303,6 +303,7 @@ static int ct_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w
         return -1;
     /* the cuDNN graphs where built; 1 from one: its legacy call instead */
     cu_fused_t *gd = p->graph[CU_CONV_BWD_DATA], *gf = p->graph[CU_CONV_BWD_FILTER];
+    cu_split_begin(g->be);
     int rc = gx && gd ? cu_fused_run_bwd_data(g, gd, gy, w, gx) : 1;
     if (rc < 0)
         return -1;
@@ -312,6 +313,7 @@ static int ct_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w
                                                            cb->ws_size, &zero, c->xd, gx),
                            "cudnnConvolutionBackwardData") < 0))
         return -1;
+    cu_split_mark(g->be, CU_SPLIT_DATA);
     rc = gw && gf ? cu_fused_run_bwd_filter(g, gf, x, gy, gw) : 1;
     if (rc < 0)
         return -1;
@@ -321,6 +323,7 @@ static int ct_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w
                                                              cb->ws_size, &zero, c->wd, gw),
                            "cudnnConvolutionBackwardFilter") < 0))
         return -1;
+    cu_split_mark(g->be, CU_SPLIT_FILTER);
     return gb ? conv_bias_grad(g, p, gy, gb) : 0;
 }
 

@@ -450,6 +450,7 @@ static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
     if (gx && !dx)
         return cu_sticky(g);
     cu_fused_t *gd = p->graph[CU_CONV_BWD_DATA], *gf = p->graph[CU_CONV_BWD_FILTER];
+    cu_split_begin(be);
     int rc = gx && gd ? cu_fused_run_bwd_data(g, gd, gy, p->w16, dx) : 1;
     if (rc < 0)
         return -1;
@@ -464,6 +465,7 @@ static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
         cu_check(g, ckb_unpad(stream_of(be), f16(be), dx, npix_in(p), p->in[1], p->icp, gx),
                  "16-bit channel unpadding kernel") < 0)
         return -1;
+    cu_split_mark(be, CU_SPLIT_DATA);
     if (!gw)
         return 0;
     const void *xin = p->xpad ? p->xpad : x;
@@ -477,9 +479,11 @@ static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                                                        cb->ws_size, &zero, c->wd, p->dw16),
                      "cudnnConvolutionBackwardFilter (16-bit)") < 0))
         return -1;
-    return cu_check(g, ckb_weights_back(stream_of(be), f16(be), p->dw16, p->out[1], p->in[1],
-                                        p->kk, p->icp, gw),
-                    "16-bit filter gradient conversion kernel");
+    int back = cu_check(g, ckb_weights_back(stream_of(be), f16(be), p->dw16, p->out[1],
+                                            p->in[1], p->kk, p->icp, gw),
+                        "16-bit filter gradient conversion kernel");
+    cu_split_mark(be, CU_SPLIT_FILTER);
+    return back;
 }
 
 /* -------------------------------------------------------------- batch-norm */
