@@ -724,6 +724,8 @@ int cu_fused_run(bk_ctx_t *g, cu_fused_t *f, const void *x, const void *w, const
     /* in the order of f->uid: X, W, Y, then B and R when present */
     void *ptr[N_IO] = {(void *)x, (void *)w, out, NULL, NULL};
     int k = 3;
+    if (b && !(c->nio > k && c->uid[k] == UID_B))
+        return give_up(f, "a bias given to a conv planned without one", CUDNN_STATUS_SUCCESS);
     if (c->nio > k && c->uid[k] == UID_B)
         ptr[k++] = b ? (void *)b : f->zero_bias;
     if (c->nio > k && c->uid[k] == UID_R)

@@ -238,7 +238,10 @@ static bk_plan_t *ct_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
     for (int k = CU_CONV_FWD; k <= (train ? CU_CONV_BWD_FILTER : CU_CONV_FWD); k++) {
         cu_fused_shape_t fs = {.kind = k, .kh = c->kh, .kw = c->kw, .sh = c->stride_h,
                                .sw = c->stride_w, .ph = c->pad_h, .pw = c->pad_w,
-                               .tensor_core = cu_be(g->be)->tf32, .bias = k == CU_CONV_FWD,
+                               .tensor_core = cu_be(g->be)->tf32,
+                               /* training: a bias node only for a conv with a bias
+                                * (a plain conv graph takes precompiled engines) */
+                               .bias = k == CU_CONV_FWD && (p->infer || c->bias),
                                .n_post = k == CU_CONV_FWD ? p->post.n_post : 0};
         memcpy(fs.in, in, sizeof fs.in);
         memcpy(fs.out, out, sizeof fs.out);
