@@ -808,6 +808,7 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
     }
     cb->tf32 = prec && strcmp(prec, "tf32") == 0;
     cb->ws_cap = (size_t)ws_mb << 20;
+    cb->split = cu_split_new();   /* DDPIPE_CUDA_PROFILE's backward split, or NULL */
     /* the model's parameters, gradients and optimizer state in device
      * memory: the kernels use them in place, the arena's ops and the
      * optimizer run on the backend's stream (cuda_arena.h) */

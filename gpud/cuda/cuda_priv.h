@@ -196,11 +196,13 @@ int cu_profile_env(int *every);
  * time split into its data and filter gradients (the per-op profile times
  * the op whole): cu_split_begin before the first, cu_split_mark(be,
  * CU_SPLIT_DATA or _FILTER) after each; the sums are logged by
- * cu_split_report (one line, at the backend's end). No-ops without the
- * variable, and inside a CUDA graph recording (profiling keeps recording
- * off). */
+ * cu_split_report (one line, at the backend's end, which frees it).
+ * cu_split_new, at the backend's start: NULL without the variable (then
+ * begin and mark do nothing, nothing read per call); a CUDA graph is never
+ * recorded meanwhile (profiling keeps recording off). */
 enum { CU_SPLIT_DATA = 1, CU_SPLIT_FILTER = 2 };
 typedef struct cu_split cu_split_t;
+cu_split_t *cu_split_new(void);
 void cu_split_begin(backend_t *be);
 void cu_split_mark(backend_t *be, int what);
 void cu_split_report(backend_t *be);

@@ -159,14 +159,20 @@ struct cu_split {
     int n, calls, off;
 };
 
+cu_split_t *cu_split_new(void)
+{
+    if (!cu_profile_env(NULL))
+        return NULL;
+    cu_split_t *sp = calloc(1, sizeof *sp);
+    if (!sp)
+        log_warn("DDPIPE_CUDA_PROFILE: out of memory; no backward split");
+    return sp;
+}
+
 static void split_record(cuda_backend_t *cb, int tag)
 {
     cu_split_t *sp = cb->split;
-    if (!sp) {
-        if (!cu_profile_env(NULL) || tag != 0 || !(sp = cb->split = calloc(1, sizeof *sp)))
-            return;
-    }
-    if (sp->off)
+    if (!sp || sp->off)
         return;
     if (sp->n == SPLIT_MAX) {
         sp->off = 1;   /* the sums so far stand; logged with them */
@@ -193,8 +199,7 @@ void cu_split_begin(backend_t *be)
 
 void cu_split_mark(backend_t *be, int what)
 {
-    if (cu_be(be)->split)
-        split_record(cu_be(be), what);
+    split_record(cu_be(be), what);
 }
 
 void cu_split_report(backend_t *be)
@@ -214,7 +219,7 @@ void cu_split_report(backend_t *be)
     if (e != cudaSuccess)
         log_warn("DDPIPE_CUDA_PROFILE: reading the backward split failed: %s",
                  cudaGetErrorString(e));
-    else
+    else if (sp->calls > 0)
         log_info("cuda profile conv backward: data %.1f ms, filter %.1f ms over %d calls%s",
                  ms[CU_SPLIT_DATA], ms[CU_SPLIT_FILTER], sp->calls,
                  sp->off ? " (the first ones: the event list filled)" : "");
