@@ -383,7 +383,8 @@ static int choose_algos(bk_ctx_t *g, cu_conv_t *c, const int key[13], int train)
         c->algo = *a;
         return cu_workspace(g, a->ws);
     }
-    if (!a) {
+    int fresh = !a;   /* a new shape: its forward choice too */
+    if (fresh) {
         if (cb->nalgos == cb->capalgos) {
             size_t cap = cb->capalgos ? 2 * cb->capalgos : 32;
             cu_algo_t *p = realloc(cb->algos, cap * sizeof *p);
@@ -397,21 +398,15 @@ static int choose_algos(bk_ctx_t *g, cu_conv_t *c, const int key[13], int train)
         a = &cb->algos[cb->nalgos];
         memset(a, 0, sizeof *a);
         memcpy(a->key, key, sizeof a->key);
-        double t0 = clock_mono_s();
-        int rc = find_fwd(g, c, a, key[11]);
-        cb->plan_s[1] += clock_mono_s() - t0;
-        cb->nplan[1]++;
-        if (rc < 0)
-            return -1;
-        cb->nalgos++;
     }
-    if (train && !a->have_bwd) {
-        double t0 = clock_mono_s();
-        int rc = find_bwd(g, c, a, key[11]);
-        cb->plan_s[1] += clock_mono_s() - t0;
-        if (rc < 0)
-            return -1;
-    }
+    double t0 = clock_mono_s();   /* the queries' time: gpud's start-up */
+    int rc = (fresh ? find_fwd(g, c, a, key[11]) : 0) < 0 ||
+             (train && !a->have_bwd && find_bwd(g, c, a, key[11]) < 0);
+    cb->plan_s[1] += clock_mono_s() - t0;
+    cb->nplan[1] += fresh;
+    if (rc)
+        return -1;
+    cb->nalgos += fresh;
     log_choice(key, a, train);
     c->algo = *a;
     return cu_workspace(g, a->ws);

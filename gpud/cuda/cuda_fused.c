@@ -575,22 +575,6 @@ static int wanted(void)
     return !(e && strcmp(e, "0") == 0);
 }
 
-static cu_fused_t *fused_new(bk_ctx_t *g, const cu_fused_shape_t *s);
-
-cu_fused_t *cu_fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)
-{
-    cuda_backend_t *cb = cu_be(g->be);
-    if (!wanted()) {
-        atomic_fetch_add(&n_off, 1);
-        return NULL;
-    }
-    double t0 = clock_mono_s();
-    cu_fused_t *f = fused_new(g, s);
-    cb->plan_s[0] += clock_mono_s() - t0;
-    cb->nplan[0]++;
-    return f;
-}
-
 static cu_fused_t *fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)
 {
     cuda_backend_t *cb = cu_be(g->be);
@@ -626,6 +610,20 @@ static cu_fused_t *fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)
         return NULL;
     }
     atomic_fetch_add(&n_fused, 1);
+    return f;
+}
+
+cu_fused_t *cu_fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)
+{
+    cuda_backend_t *cb = cu_be(g->be);
+    if (!wanted()) {
+        atomic_fetch_add(&n_off, 1);
+        return NULL;
+    }
+    double t0 = clock_mono_s();
+    cu_fused_t *f = fused_new(g, s);
+    cb->plan_s[0] += clock_mono_s() - t0;
+    cb->nplan[0]++;
     return f;
 }
 
