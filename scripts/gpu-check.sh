@@ -23,11 +23,15 @@
 # the host<->device bytes a cuda training step counts against the plan
 # (parameters/gradients 0, BatchNorm = bench/step_bytes; step-bytes.json),
 # the CPU test suite, ddpipe vs PyTorch ResNet-18 eval/train at batch 256
-# (fp32 and tf32; PyTorch eager fp32 and channels-last + AMP), the eval
-# bench again with CUDA graphs off (DDPIPE_CUDA_GRAPHS=0; on is the
-# default), with cuDNN's graph API off (DDPIPE_CUDNN_GRAPH=0), and the fp32
-# eval and the bf16 training step once each with per-op device timing
-# (DDPIPE_CUDA_PROFILE=1, their summary lines kept). Prints a summary and writes one JSON record of the
+# (fp32, tf32, bf16, fp16; PyTorch eager fp32 and channels-last + AMP), the
+# bf16 eval and training step on cuDNN engines chosen by timing
+# (DDPIPE_CUDNN_TUNE=1: what tuning gains, what determinism costs), per-op
+# device timing of the bf16 and fp32 passes (DDPIPE_CUDA_PROFILE=1, their
+# summary lines kept), the end-to-end JPEG bench and the bf16 demo course,
+# then A/Bs: CUDA graphs off (DDPIPE_CUDA_GRAPHS=0), cuDNN's graph API off
+# (DDPIPE_CUDNN_GRAPH=0), the legacy calls' benchmark (DDPIPE_CUDA_ALGO=find)
+# (ordered by what the next decision needs: the budget drops the last
+# first). Prints a summary and writes one JSON record of the
 # run to bench/gpu/<UTC date>-<short sha>.json (a rerun the same day at the
 # same commit replaces it): the machine (GPU, driver, CUDA, cuDNN, NCCL,
 # PyTorch), every check with pass/fail/not-run and its reason, every bench
@@ -329,24 +333,6 @@ if [ -n "$PY" ]; then
     tail -n 1 "$OUT/bench-torch-resnet50-train-cl-bf16.log" >> "$BENCH"
 fi
 
-# --- CUDA graphs off vs on (on: the fp32 eval above), and where the time
-# of an eval forward goes (per op kind, cudaEvents; graphs are off then)
-step "bench ddpipe eval fp32 graphs off" bench-ddpipe-eval-fp32-nographs.log \
-    env DDPIPE_CUDA_GRAPHS=0 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters "$ITERS" --precision fp32
-grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-eval-fp32-nographs.log" | tail -n 1 |
-    sed 's/precision=fp32/precision=fp32-graphs-off/' >> "$BENCH"
-# cuDNN's graph API for the fused eval conv off (DDPIPE_CUDNN_GRAPH=0: the
-# legacy conv + epilogue kernel; on: the fp32 eval above)
-step "bench ddpipe eval fp32 cudnn graph off" bench-ddpipe-eval-fp32-nocudnngraph.log \
-    env DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters "$ITERS" --precision fp32
-grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-eval-fp32-nocudnngraph.log" | tail -n 1 |
-    sed 's/precision=fp32/precision=fp32-cudnn-graph-off/' >> "$BENCH"
-# the fp32 training convolutions as cuDNN graphs (the default) against
-# their legacy calls
-step "bench ddpipe train fp32 cudnn graph off" bench-ddpipe-train-fp32-nocudnngraph.log \
-    env DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" train --batch 256 --iters "$ITERS" --precision fp32
-grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-train-fp32-nocudnngraph.log" | tail -n 1 |
-    sed 's/precision=fp32/precision=fp32-cudnn-graph-off/' >> "$BENCH"
 # where the device time of a pass goes (per op kind, cudaEvents; graphs are
 # off meanwhile): the fp32 eval forward, and the bf16 training step's forward
 # and backward (the bar's step: which kernels to make faster next)
@@ -366,12 +352,56 @@ profile_step() {   # what precision
     grep 'cuda conv ' "$plog" | sed "s/.*cuda conv /$1 $2 conv: /" >> "$OUT/profile.txt"
 }
 : > "$OUT/profile.txt"
-profile_step eval fp32
+# --- cuDNN engines chosen by timing (docs/CUDA.md "Tuned engines"): the
+# bar's two passes with DDPIPE_CUDNN_TUNE=1, their plans written to a file;
+# the run's img/s is on the tuned engines, and its "cuda conv tune:" line
+# says what a pass's convolutions cost on them, on heuristics' first
+# deterministic engines (the default) and on the fastest of all,
+# nondeterministic ones allowed (what determinism costs)
+tuned_step() {   # what precision
+    step "bench ddpipe $1 $2 tuned" "bench-ddpipe-$1-$2-tuned.log" \
+        env DDPIPE_CUDNN_TUNE=1 DDPIPE_CUDNN_TUNE_MAX="${TUNE_MAX:-6}" \
+        DDPIPE_CUDNN_PLANS="$OUT/cudnn-plans-$1-$2.txt" \
+        "$BUILD/bench/cuda_resnet18" "$1" --batch 256 --iters "$ITERS" --precision "$2"
+    grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-$1-$2-tuned.log" | tail -n 1 |
+        sed "s/precision=$2/precision=$2-tuned/" >> "$BENCH"
+    grep 'cuda conv tune: ' "$OUT/bench-ddpipe-$1-$2-tuned.log" | tail -n 1 |
+        sed "s/.*cuda conv tune: /$1 $2 tune: /" >> "$OUT/profile.txt"
+    # each shape: the chosen engine, heuristics' first deterministic one, the fastest of all
+    grep 'cuda conv tune [a-z0-9]' "$OUT/bench-ddpipe-$1-$2-tuned.log" |
+        sed "s/.*cuda conv tune /$1 $2 tune shape: /" >> "$OUT/profile.txt"
+}
+tuned_step train bf16
+tuned_step eval bf16
+
+profile_step train bf16
 # the bf16 eval's fused plan (the bar's eval: 0.51x cl-bf16 on 2026-11-29)
 profile_step eval bf16
-profile_step train bf16
+# --- end to end from 500x375 JPEGs through all four daemons against a
+# PyTorch DataLoader (16 PIL workers) + channels_last + AMP (issue 30's bar:
+# >= 2x); its bench lines join the record's "e2e-jpeg" figures (ddpipe's
+# whole job, "bf16", its rate after the first result, "bf16-steady", and
+# the loader alone on the host's cores, "loader-only": gpu-e2e.sh says
+# why), gpud's start-up lines the record's "e2e_jpeg_startup"
+if [ -n "$PY" ]; then
+    step "bench e2e-jpeg ddpipe vs DataLoader" e2e-jpeg.log \
+        env PY="$PY" sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" jpeg
+    grep -E '^(ddpipe-cuda|torch) resnet18 e2e-jpeg ' "$OUT/e2e-jpeg.log" >> "$BENCH"
+    sed -n -E 's/^e2e-jpeg (gpud|whole commands): /e2e jpeg: \1: /p' "$OUT/e2e-jpeg.log" >> "$OUT/profile.txt"
+else
+    note NOTRUN "bench e2e-jpeg ddpipe vs DataLoader" "no python with torch + CUDA (set PY=...)"
+fi
+# (t10k alone will do: gpu-e2e.sh then trains on its first 8,000 images)
+if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-ubyte" ]; then
+    step "demo course cuda bf16 vs fp32 (val top-1)" e2e-bf16.log \
+        sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" bf16
+else
+    note NOTRUN "demo course cuda bf16 vs fp32 (val top-1)" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
+fi
+
 # fp16 runs the same 16-bit NHWC table as bf16: their gap is cuDNN's
 profile_step train fp16
+profile_step eval fp32
 # bf16 training with the legacy convolution calls (DDPIPE_CUDNN_GRAPH=0)
 # against their cuDNN graphs (the default, above)
 step "bench ddpipe train bf16 cudnn graph off" bench-ddpipe-train-bf16-nocudnngraph.log \
@@ -386,6 +416,24 @@ step "bench ddpipe train bf16 algo find" bench-ddpipe-train-bf16-find.log \
 grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-train-bf16-find.log" | tail -n 1 |
     sed 's/precision=bf16/precision=bf16-algo-find/' >> "$BENCH"
 
+# --- CUDA graphs off vs on (on: the fp32 eval above), and where the time
+# of an eval forward goes (per op kind, cudaEvents; graphs are off then)
+step "bench ddpipe eval fp32 graphs off" bench-ddpipe-eval-fp32-nographs.log \
+    env DDPIPE_CUDA_GRAPHS=0 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters "$ITERS" --precision fp32
+grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-eval-fp32-nographs.log" | tail -n 1 |
+    sed 's/precision=fp32/precision=fp32-graphs-off/' >> "$BENCH"
+# cuDNN's graph API for the fused eval conv off (DDPIPE_CUDNN_GRAPH=0: the
+# legacy conv + epilogue kernel; on: the fp32 eval above)
+step "bench ddpipe eval fp32 cudnn graph off" bench-ddpipe-eval-fp32-nocudnngraph.log \
+    env DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters "$ITERS" --precision fp32
+grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-eval-fp32-nocudnngraph.log" | tail -n 1 |
+    sed 's/precision=fp32/precision=fp32-cudnn-graph-off/' >> "$BENCH"
+# the fp32 training convolutions as cuDNN graphs (the default) against
+# their legacy calls
+step "bench ddpipe train fp32 cudnn graph off" bench-ddpipe-train-fp32-nocudnngraph.log \
+    env DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" train --batch 256 --iters "$ITERS" --precision fp32
+grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-train-fp32-nocudnngraph.log" | tail -n 1 |
+    sed 's/precision=fp32/precision=fp32-cudnn-graph-off/' >> "$BENCH"
 # --- what this script cannot check yet (docs/CUDA.md, "Not yet verified")
 # two gpuds on one GPU over NCCL against the ring (gpu-e2e.sh nccl; 77: the
 # machine's NCCL refuses two ranks on one device)
@@ -409,28 +457,6 @@ if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-
 else
     note NOTRUN "gpud + NCCL 2-process training" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
 fi
-# --- end to end from 500x375 JPEGs through all four daemons against a
-# PyTorch DataLoader (16 PIL workers) + channels_last + AMP (issue 30's bar:
-# >= 2x); its bench lines join the record's "e2e-jpeg" figures (ddpipe's
-# whole job, "bf16", its rate after the first result, "bf16-steady", and
-# the loader alone on the host's cores, "loader-only": gpu-e2e.sh says
-# why), gpud's start-up lines the record's "e2e_jpeg_startup"
-if [ -n "$PY" ]; then
-    step "bench e2e-jpeg ddpipe vs DataLoader" e2e-jpeg.log \
-        env PY="$PY" sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" jpeg
-    grep -E '^(ddpipe-cuda|torch) resnet18 e2e-jpeg ' "$OUT/e2e-jpeg.log" >> "$BENCH"
-    sed -n -E 's/^e2e-jpeg (gpud|whole commands): /e2e jpeg: \1: /p' "$OUT/e2e-jpeg.log" >> "$OUT/profile.txt"
-else
-    note NOTRUN "bench e2e-jpeg ddpipe vs DataLoader" "no python with torch + CUDA (set PY=...)"
-fi
-# (t10k alone will do: gpu-e2e.sh then trains on its first 8,000 images)
-if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-ubyte" ]; then
-    step "demo course cuda bf16 vs fp32 (val top-1)" e2e-bf16.log \
-        sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" bf16
-else
-    note NOTRUN "demo course cuda bf16 vs fp32 (val top-1)" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
-fi
-
 # --- one JSON record of the run (python3 writes it; the inputs are files):
 # bench/gpu/DATE-SHA.json as issue 30 names it
 RECORD=bench/gpu/$(date -u +%Y-%m-%d)-$(git rev-parse --short HEAD 2>/dev/null || echo unknown).json
@@ -581,6 +607,16 @@ rec["cudnn_graph_train_bf16"] = {
 rec["half_activations_train_bf16"] = {
     "bf16_nhwc_img_s": h16["img_s"] if h16 else None, "fp32_buffers_img_s": f32b["img_s"] if f32b else None,
     "nhwc_over_fp32_buffers": round(h16["img_s"] / f32b["img_s"], 3) if h16 and f32b and f32b["img_s"] > 0 else None}
+# cuDNN engines by timing (DDPIPE_CUDNN_TUNE) against heuristics' first
+# deterministic ones (the default), same run
+tuned = {}
+for what in ("train", "eval"):
+    f = rec["bench"].get(what, {}).get("img_s", {})
+    d, tn = f.get("ddpipe bf16"), f.get("ddpipe bf16-tuned")
+    tuned["%s_bf16" % what] = {
+        "heuristics_img_s": d["img_s"] if d else None, "tuned_img_s": tn["img_s"] if tn else None,
+        "tuned_over_heuristics": round(tn["img_s"] / d["img_s"], 3) if d and tn and d["img_s"] > 0 else None}
+rec["cudnn_tuned"] = tuned
 plines = [l.strip() for l in open(profile)] if os.path.exists(profile) else []
 for key, tag in (("cuda_profile_eval_fp32", "eval fp32: "), ("cuda_profile_eval_bf16", "eval bf16: "),
                  ("cuda_profile_train_bf16", "train bf16: "),
@@ -588,6 +624,10 @@ for key, tag in (("cuda_profile_eval_fp32", "eval fp32: "), ("cuda_profile_eval_
                  ("cuda_conv_algos_eval_bf16", "eval bf16 conv: "),
                  ("cuda_conv_algos_train_bf16", "train bf16 conv: "),
                  ("cuda_conv_algos_train_fp16", "train fp16 conv: "),
+                 ("cudnn_tune_train_bf16", "train bf16 tune: "),
+                 ("cudnn_tune_eval_bf16", "eval bf16 tune: "),
+                 ("cudnn_tune_shapes_train_bf16", "train bf16 tune shape: "),
+                 ("cudnn_tune_shapes_eval_bf16", "eval bf16 tune shape: "),
                  ("e2e_jpeg_startup", "e2e jpeg: ")):
     rec[key] = [l[len(tag):] for l in plines if l.startswith(tag)]
 if os.path.exists(sb):

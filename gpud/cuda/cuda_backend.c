@@ -19,6 +19,7 @@
 #include "gpud/cuda/cuda_arena.h"
 #include "gpud/cuda_device.h"
 #include "gpud/cuda/cuda_priv.h"
+#include "gpud/cuda/cuda_tune.h"
 
 /* ----------------------------------------------------------------- errors */
 
@@ -647,6 +648,7 @@ static void cb_destroy(backend_t *be)
         log_info("cuda backend: %u cuDNN graph plans in %.2fs (%u of them a shape's plan "
                  "shared), %u legacy algorithm choices in %.2fs", cb->nplan[0], cb->plan_s[0],
                  cb->nplan_shared, cb->nplan[1], cb->plan_s[1]);
+    cu_tune_free(cb->tune);   /* its summary, and the plans file when it timed */
     if (cb->stream)
         cudaStreamSynchronize(cb->stream);
     cuda_arena_destroy(&cb->arena);   /* the model freed its arenas first */
@@ -820,5 +822,6 @@ backend_t *cuda_backend_new(int threads, char *err, size_t errlen)
              cb->tf32 ? "tf32" : "fp32",
              cb->algo_find ? "benchmark (DDPIPE_CUDA_ALGO=find)" : "cuDNN heuristics",
              dnn / 10000, dnn / 100 % 100, dnn % 100, CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL);
+    cb->tune = cu_tune_new(cb->device_name, (long)dnn);   /* DDPIPE_CUDNN_PLANS / _TUNE */
     return &cb->base;
 }

@@ -1,24 +1,18 @@
-/* cuda_fused — the fused eval convolution as one cuDNN 9 operation graph
- * (backend API, cudnn_graph.h; cuda_fused.h says what and why).
- *
- *   X, W ──conv──> v0 ──+bias──> v1 ──relu──> v2 ──+R──> Y
- *
- * conv is CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR (cross-
- * correlation, as PyTorch), each later node a POINTWISE operation: ADD of
- * the 1 x k x 1 x 1 bias B (broadcast), RELU_FWD, ADD of the residual R, in
- * the plan's post-op order (torchvision's BasicBlock {SUM, RELU}, the seed
- * WideResNet {RELU, SUM}). Intermediates v* are virtual fp32 tensors (no
- * memory, no rounding between the nodes); X, W, R, Y are fp32 NCHW or bf16
- * NHWC (the strides say which), B fp32.
+/* cuda_fused — a convolution (the fused eval conv, or a training
+ * convolution's forward or gradient) as one cuDNN 9 operation graph
+ * (cuda_dnn_graph.c builds it; cuda_fused.h says what and why).
  *
  * Engine choice, once per plan: CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR in mode
- * A, then FALLBACK; an engine is skipped when its numerical notes include
- * NONDETERMINISTIC (every worker must give a sample the same logits),
- * DOWN_CONVERT_INPUTS or REDUCED_PRECISION_REDUCTION (sums stay fp32), or
- * TENSOR_CORE in fp32 without DDPIPE_CUDA_PRECISION=tf32 (the legacy path's
- * FMA-only rule); the first configuration that finalizes into an execution
- * plan whose workspace fits the cap wins. Heuristics are a function of the
- * graph, the device and cuDNN, so every gpud of a job picks the same one.
+ * A, then FALLBACK; an engine is skipped unless cu_dg_admissible (never
+ * NONDETERMINISTIC: every worker must give a sample the same logits; sums
+ * in fp32; TF32 only with DDPIPE_CUDA_PRECISION=tf32); the first
+ * configuration that finalizes into an execution plan whose workspace fits
+ * the cap wins. Heuristics are a function of the graph, the device and
+ * cuDNN, so every gpud of a job picks the same one. With a plans file
+ * (cuda_tune.h: DDPIPE_CUDNN_PLANS) the file's configuration of mode A's
+ * list is taken instead where it is admissible; with DDPIPE_CUDNN_TUNE=1
+ * the first configurations of that list are timed and the fastest
+ * admissible one taken (and written to the file).
  *
  * Every descriptor a plan was built from lives as long as the plan (the
  * API does not say that a finalized plan owns copies). Every cuDNN status
@@ -40,21 +34,21 @@
 #include "common/log.h"
 #include "gpud/cuda/cuda_fused.h"
 #include "gpud/cuda/cuda_priv.h"
+#include "gpud/cuda/cuda_tune.h"
 
-/* The tensors' unique ids in the variant pack; virtual ones from V0. */
-enum { UID_X = 1, UID_W, UID_B, UID_R, UID_Y, UID_V0 = 100 };
-#define N_IO 5
-#define ALIGN 16            /* bytes every non-virtual tensor's address is planned with */
-#define MAX_DESC 48         /* the graph: 5 io + 5 virtual tensors, conv 2, 2 x 5 pointwise, 1 */
+#define N_IO CU_DG_NIO
 #define MAX_CFG 32          /* heuristic results looked at, per mode */
+#define TUNE_REPS 3         /* timed executions of each configuration (after one warm-up) */
 
-static atomic_ulong n_fused, n_legacy, n_off, n_run_failed, n_shared;
+static atomic_ulong n_fused, n_legacy, n_off, n_run_failed, n_shared, n_from_file, n_timed,
+    n_file_refused;
 
 cu_fused_counts_t cu_fused_counts(void)
 {
-    return (cu_fused_counts_t){atomic_load(&n_fused), atomic_load(&n_legacy),
-                               atomic_load(&n_off), atomic_load(&n_run_failed),
-                               atomic_load(&n_shared)};
+    return (cu_fused_counts_t){atomic_load(&n_fused),        atomic_load(&n_legacy),
+                               atomic_load(&n_off),          atomic_load(&n_run_failed),
+                               atomic_load(&n_shared),       atomic_load(&n_from_file),
+                               atomic_load(&n_timed),        atomic_load(&n_file_refused)};
 }
 
 /* list with room for one more pointer (doubled), or NULL (list kept) */
@@ -67,16 +61,6 @@ static struct cu_fplan **grow_list(struct cu_fplan **list, size_t *cap)
     return p;
 }
 
-/* The descriptors made so far and the first failure: each step below does
- * nothing once one failed, so a build reads as a straight list and checks
- * every status. */
-typedef struct {
-    cudnnBackendDescriptor_t d[MAX_DESC];
-    int n;
-    cudnnStatus_t st;
-    const char *what;       /* the step that failed */
-} build_t;
-
 /* One shape's plan: the graph, its heuristics, the engine configuration
  * and the execution plan, built once per backend and shape and shared by
  * every layer of that shape (cuDNN's plans take their buffers from each
@@ -84,7 +68,7 @@ typedef struct {
 struct cu_fplan {
     cu_fused_shape_t key;   /* the shape, unused post[] zeroed */
     int refs;
-    build_t graph;          /* the tensors, operations and the operation graph */
+    cu_dg_t graph;           /* the tensors, operations and the operation graph */
     cudnnBackendDescriptor_t heur, cfg, plan;
     int64_t uid[N_IO];
     size_t ws_need;         /* the plan's workspace bytes */
@@ -106,339 +90,240 @@ struct cu_fused {
     int dead;               /* execution failed once: legacy for good */
 };
 
-static void fail(build_t *b, cudnnStatus_t st, const char *what)
-{
-    if (b->st == CUDNN_STATUS_SUCCESS && st != CUDNN_STATUS_SUCCESS) {
-        b->st = st;
-        b->what = what;
-    }
-}
-
-static cudnnBackendDescriptor_t make(build_t *b, cudnnBackendDescriptorType_t t, const char *what)
-{
-    cudnnBackendDescriptor_t d = NULL;
-    if (b->st != CUDNN_STATUS_SUCCESS)
-        return NULL;
-    if (b->n == MAX_DESC) {
-        fail(b, CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "too many descriptors");
-        return NULL;
-    }
-    fail(b, cudnnBackendCreateDescriptor(t, &d), what);
-    if (b->st == CUDNN_STATUS_SUCCESS)
-        b->d[b->n++] = d;
-    return d;
-}
-
-static void set(build_t *b, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t a,
-                cudnnBackendAttributeType_t t, int64_t n, const void *v, const char *what)
-{
-    if (b->st == CUDNN_STATUS_SUCCESS)
-        fail(b, cudnnBackendSetAttribute(d, a, t, n, v), what);
-}
-
-static void set_desc(build_t *b, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t a,
-                     cudnnBackendDescriptor_t v, const char *what)
-{
-    set(b, d, a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v, what);
-}
-
-static void finalize(build_t *b, cudnnBackendDescriptor_t d, const char *what)
-{
-    if (b->st == CUDNN_STATUS_SUCCESS)
-        fail(b, cudnnBackendFinalize(d), what);
-}
-
-static void destroy_all(build_t *b)
-{
-    for (int i = b->n - 1; i >= 0; i--)
-        cudnnBackendDestroyDescriptor(b->d[i]);   /* teardown: nothing to do on failure */
-    b->n = 0;
-}
-
-/* The handle attributes are marked deprecated in cuDNN 9.19 in favour of a
- * device-property descriptor; every cuDNN 9 still honours them, and the
- * handle is what ties the graph to this backend's device and stream. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-static const cudnnBackendAttributeName_t ATTR_GRAPH_HANDLE = CUDNN_ATTR_OPERATIONGRAPH_HANDLE;
-static const cudnnBackendAttributeName_t ATTR_PLAN_HANDLE = CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
-#pragma GCC diagnostic pop
-
-/* ------------------------------------------------------------- the graph */
-
-/* A 4-d tensor, dims n, c, h, w; nhwc: channels-last strides. */
-static cudnnBackendDescriptor_t tensor(build_t *b, int64_t uid, cudnnDataType_t dt,
-                                       const int dims[4], int nhwc, bool virt)
-{
-    int64_t d[4] = {dims[0], dims[1], dims[2], dims[3]};
-    int64_t s[4];
-    if (nhwc) {
-        s[0] = d[1] * d[2] * d[3];
-        s[1] = 1;
-        s[2] = d[3] * d[1];
-        s[3] = d[1];
-    } else {
-        s[0] = d[1] * d[2] * d[3];
-        s[1] = d[2] * d[3];
-        s[2] = d[3];
-        s[3] = 1;
-    }
-    int64_t align = ALIGN;
-    cudnnBackendDescriptor_t t = make(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor descriptor");
-    set(b, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, "tensor data type");
-    set(b, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, d, "tensor dimensions");
-    set(b, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, s, "tensor strides");
-    set(b, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor unique id");
-    set(b, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor alignment");
-    set(b, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt, "tensor virtual flag");
-    finalize(b, t, "tensor finalize");
-    return t;
-}
-
-static cudnnBackendDescriptor_t conv_op(build_t *b, const cu_fused_shape_t *s,
-                                        cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t w,
-                                        cudnnBackendDescriptor_t y)
-{
-    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;   /* PyTorch's conv */
-    int64_t dims = 2, dil[2] = {1, 1}, stride[2] = {s->sh, s->sw}, pad[2] = {s->ph, s->pw};
-    float alpha = 1.0f, beta = 0.0f;
-    cudnnBackendDescriptor_t c = make(b, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR,
-                                      "convolution descriptor");
-    set(b, c, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp,
-        "convolution compute type");
-    set(b, c, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode,
-        "convolution mode");
-    set(b, c, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims,
-        "convolution spatial dims");
-    set(b, c, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil, "convolution dilations");
-    set(b, c, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride,
-        "convolution strides");
-    set(b, c, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad,
-        "convolution pre-paddings");
-    set(b, c, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad,
-        "convolution post-paddings");
-    finalize(b, c, "convolution descriptor finalize");
-    /* the operation and its attributes by kind: X/DX, W/DW, Y/DY, the
-     * convolution, alpha, beta (y = alpha op + beta y: beta 0 overwrites) */
-    static const struct {
-        cudnnBackendDescriptorType_t type;
-        cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
-    } K[3] = {
-        {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
-        {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
-        {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
-         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA},
-    };
-    int k = s->kind >= CU_CONV_FWD && s->kind <= CU_CONV_BWD_FILTER ? s->kind : CU_CONV_FWD;
-    cudnnBackendDescriptor_t op = make(b, K[k].type, "convolution operation");
-    set_desc(b, op, K[k].x, x, "convolution X");
-    set_desc(b, op, K[k].w, w, "convolution W");
-    set_desc(b, op, K[k].y, y, "convolution Y");
-    set_desc(b, op, K[k].conv, c, "convolution descriptor attribute");
-    set(b, op, K[k].alpha, CUDNN_TYPE_FLOAT, 1, &alpha, "convolution alpha");
-    set(b, op, K[k].beta, CUDNN_TYPE_FLOAT, 1, &beta, "convolution beta");
-    finalize(b, op, "convolution operation finalize");
-    return op;
-}
-
-/* y = mode(x[, b]) in fp32 */
-static cudnnBackendDescriptor_t pw_op(build_t *b, cudnnPointwiseMode_t mode,
-                                      cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t bt,
-                                      cudnnBackendDescriptor_t y)
-{
-    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-    cudnnBackendDescriptor_t pw = make(b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR,
-                                       "pointwise descriptor");
-    set(b, pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pointwise mode");
-    set(b, pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec,
-        "pointwise precision");
-    finalize(b, pw, "pointwise descriptor finalize");
-    cudnnBackendDescriptor_t op = make(b, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR,
-                                       "pointwise operation");
-    set_desc(b, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw, "pointwise descriptor "
-             "attribute");
-    set_desc(b, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x, "pointwise X");
-    if (bt)
-        set_desc(b, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, bt, "pointwise B");
-    set_desc(b, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y, "pointwise Y");
-    finalize(b, op, "pointwise operation finalize");
-    return op;
-}
-
-/* The operation graph of s into f->graph; the last descriptor made is it. */
-static cudnnBackendDescriptor_t build_graph(cuda_backend_t *cb, fplan_t *f,
-                                            const cu_fused_shape_t *s)
-{
-    build_t *b = &f->graph;
-    cudnnDataType_t io = !s->bf16_nhwc ? CUDNN_DATA_FLOAT
-                         : s->fp16     ? CUDNN_DATA_HALF
-                                       : CUDNN_DATA_BFLOAT16;
-    int nhwc = s->bf16_nhwc;
-    int wdims[4] = {s->out[1], s->in[1], s->kh, s->kw};
-    int bdims[4] = {1, s->out[1], 1, 1};
-    cudnnBackendDescriptor_t ops[2 + CU_FUSED_MAX_POST];
-    /* a gradient is the convolution node alone (cu_fused_new refuses more) */
-    int nops = 0, nodes = 1 + (s->bias != 0) + s->n_post;
-    cudnnBackendDescriptor_t x = tensor(b, UID_X, io, s->in, nhwc, false);
-    cudnnBackendDescriptor_t w = tensor(b, UID_W, io, wdims, nhwc, false);
-    cudnnBackendDescriptor_t y = tensor(b, UID_Y, io, s->out, nhwc, false);
-    cudnnBackendDescriptor_t bias = s->bias ? tensor(b, UID_B, CUDNN_DATA_FLOAT, bdims, 0, false)
-                                            : NULL;
-    cudnnBackendDescriptor_t r = f->res ? tensor(b, UID_R, io, s->out, nhwc, false) : NULL;
-    f->nio = 0;
-    f->uid[f->nio++] = UID_X;
-    f->uid[f->nio++] = UID_W;
-    f->uid[f->nio++] = UID_Y;
-    if (bias)
-        f->uid[f->nio++] = UID_B;
-    if (r)
-        f->uid[f->nio++] = UID_R;
-    /* each node's output: virtual fp32, the last one Y */
-    cudnnBackendDescriptor_t cur = nodes == 1 ? y
-                                              : tensor(b, UID_V0, CUDNN_DATA_FLOAT, s->out, nhwc,
-                                                       true);
-    ops[nops++] = conv_op(b, s, x, w, cur);
-    for (int i = (s->bias ? -1 : 0); i < s->n_post; i++) {
-        int last = nops + 1 == nodes;
-        cudnnBackendDescriptor_t next =
-            last ? y : tensor(b, UID_V0 + nops, CUDNN_DATA_FLOAT, s->out, nhwc, true);
-        if (i < 0)
-            ops[nops++] = pw_op(b, CUDNN_POINTWISE_ADD, cur, bias, next);
-        else if (s->post[i] == BK_PO_RELU)
-            ops[nops++] = pw_op(b, CUDNN_POINTWISE_RELU_FWD, cur, NULL, next);
-        else
-            ops[nops++] = pw_op(b, CUDNN_POINTWISE_ADD, cur, r, next);
-        cur = next;
-    }
-    cudnnBackendDescriptor_t og = make(b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,
-                                       "operation graph");
-    set(b, og, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops,
-        "operation graph ops");
-    set(b, og, ATTR_GRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &cb->dnn, "operation graph handle");
-    finalize(b, og, "operation graph finalize");
-    return og;
-}
-
 /* ---------------------------------------------------------------- engines */
 
-/* 1 when the engine of cfg may run here (the numerical notes above); a
- * failed query counts as not admissible, noted in why. */
-static int engine_ok(const cu_fused_shape_t *s, int tf32, cudnnBackendDescriptor_t cfg,
-                     build_t *why)
+/* An execution plan of cfg if its engine is admissible for s: 0 with
+ * *plan, *ws (and *e, the engine); 1 not admissible; -1 failed (the first
+ * failure noted in why). */
+static int try_cfg(cuda_backend_t *cb, const cu_fused_shape_t *s, cudnnBackendDescriptor_t cfg,
+                   cu_dg_t *why, cudnnBackendDescriptor_t *plan, size_t *ws, cu_dg_engine_t *e)
 {
-    cudnnBackendDescriptor_t e = NULL;
-    cudnnStatus_t cs = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &e);
-    if (cs != CUDNN_STATUS_SUCCESS) {
-        fail(why, cs, "engine descriptor");
-        return 0;
-    }
-    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-    int64_t n = 0, ne = 0;
-    cudnnStatus_t st = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
-                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ne, &e);
-    if (st == CUDNN_STATUS_SUCCESS)
-        st = cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
-                                      CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT,
-                                      &n, notes);
-    cudnnBackendDestroyDescriptor(e);
+    cudnnStatus_t st = cu_dg_engine_of(cfg, e);
     if (st != CUDNN_STATUS_SUCCESS) {   /* notes unknown: not provably deterministic */
-        fail(why, st, "engine numerical notes");
-        return 0;
+        cu_dg_fail(why, st, "engine numerical notes");
+        return 1;
     }
-    for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
-        if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC ||
-            notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS ||
-            notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION ||
-            (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE && !s->bf16_nhwc && !tf32))
-            return 0;
-    return 1;
-}
-
-/* The first admissible configuration of mode's heuristics that finalizes
- * into a plan within the workspace cap: f->heur, f->cfg, f->plan set, 0;
- * else -1 with the last failure in *why. */
-static int pick(cuda_backend_t *cb, fplan_t *f, const cu_fused_shape_t *s,
-                cudnnBackendDescriptor_t og, cudnnBackendHeurMode_t mode, build_t *why,
-                int *seen, int *filtered)
-{
-    build_t h = {.st = CUDNN_STATUS_SUCCESS};
-    cudnnBackendDescriptor_t heur = make(&h, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "heuristics");
-    set_desc(&h, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, og, "heuristics graph");
-    set(&h, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heuristics mode");
-    finalize(&h, heur, "heuristics finalize");
-    int64_t count = 0;
-    if (h.st == CUDNN_STATUS_SUCCESS)
-        fail(&h, cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                          CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL),
-             "heuristics result count");
-    if (count > MAX_CFG)
-        count = MAX_CFG;
-    cudnnBackendDescriptor_t cfg[MAX_CFG] = {0};
-    int ncfg = 0;
-    for (int64_t i = 0; i < count && h.st == CUDNN_STATUS_SUCCESS; i++)
-        fail(&h, cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[ncfg++]),
-             "engine config descriptor");
-    int64_t got = 0;
-    if (h.st == CUDNN_STATUS_SUCCESS && count > 0)
-        fail(&h, cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                          CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, cfg),
-             "heuristics results");
-    int won = -1;
-    for (int64_t i = 0; i < got && i < count && h.st == CUDNN_STATUS_SUCCESS && won < 0; i++) {
-        (*seen)++;
-        if (!engine_ok(s, cb->tf32, cfg[i], why)) {
-            (*filtered)++;
-            continue;
-        }
-        build_t p = {.st = CUDNN_STATUS_SUCCESS};
-        cudnnBackendDescriptor_t plan = make(&p, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR,
-                                             "execution plan");
-        set(&p, plan, ATTR_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &cb->dnn, "execution plan handle");
-        set_desc(&p, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg[i],
-                 "execution plan engine config");
-        finalize(&p, plan, "execution plan finalize");
-        int64_t ws = 0, nws = 0;
-        if (p.st == CUDNN_STATUS_SUCCESS)
-            fail(&p, cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                              CUDNN_TYPE_INT64, 1, &nws, &ws),
-                 "execution plan workspace size");
-        if (p.st == CUDNN_STATUS_SUCCESS && (ws < 0 || (uint64_t)ws > cb->ws_cap))
-            fail(&p, CUDNN_STATUS_NOT_SUPPORTED, "execution plan workspace over the cap");
-        if (p.st != CUDNN_STATUS_SUCCESS) {
-            fail(why, p.st, p.what);   /* the first failure, for the log */
-            destroy_all(&p);
-            continue;
-        }
-        f->plan = plan;   /* owned by f from here */
-        f->ws_need = (size_t)ws;
-        won = (int)i;
-    }
-    if (h.st != CUDNN_STATUS_SUCCESS)
-        fail(why, h.st, h.what);
-    for (int i = 0; i < ncfg; i++)
-        if (i != won && cfg[i])
-            cudnnBackendDestroyDescriptor(cfg[i]);
-    if (won < 0) {
-        destroy_all(&h);
+    if (!cu_dg_admissible(s, cb->tf32, e->notes))
+        return 1;
+    const char *what = NULL;
+    st = cu_dg_plan(cb->dnn, cfg, cb->ws_cap, plan, ws, &what);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        cu_dg_fail(why, st, what);   /* the first failure, for the log */
         return -1;
     }
-    f->heur = heur;   /* h holds only heur */
+    return 0;
+}
+
+/* The configuration the plans file names for s, if it is still rank's
+ * engine, admissible, and finalizes: its index (the plan in *plan, *ws);
+ * -1 (no entry, or refused and logged). */
+static int from_file(cuda_backend_t *cb, fplan_t *f, const cu_fused_shape_t *s,
+                     cudnnBackendDescriptor_t *cfg, int n, cudnnBackendDescriptor_t *plan,
+                     size_t *ws)
+{
+    int64_t want = -1;
+    int rank = cu_tune_lookup(cb->tune, s, &want);
+    if (rank < 0)
+        return -1;
+    cu_dg_t why = {.st = CUDNN_STATUS_SUCCESS};
+    cu_dg_engine_t e = {.engine = -1};
+    int rc = rank < n ? try_cfg(cb, s, cfg[rank], &why, plan, ws, &e) : 1;
+    if (rc == 0 && e.engine == want) {
+        atomic_fetch_add(&n_from_file, 1);
+        return rank;
+    }
+    if (rc == 0)
+        cudnnBackendDestroyDescriptor(*plan);
+    atomic_fetch_add(&n_file_refused, 1);
+    log_warn("cuda: cuDNN plans file's engine %lld (rank %d) for %s refused: %s; the "
+             "heuristics' choice runs it", (long long)want, rank, f->layer,
+             rank >= n              ? "heuristics give fewer configurations"
+             : rc < 0 ? (why.what ? why.what : "no plan")
+             : rc == 1 ? "not admissible (nondeterministic or reduced precision)"
+                       : "another engine at that rank");
+    return -1;
+}
+
+/* The tuning buffers of s in one allocation: ptr[] in cu_dg_graph's uid
+ * order (X, W, Y, [B], [R]), values 0x3c bytes (finite, not zero, in every
+ * format). The allocation, or NULL. */
+static void *tune_buffers(const cu_fused_shape_t *s, const int64_t *uid, int nio, void **ptr)
+{
+    size_t es = s->bf16_nhwc ? 2 : 4;
+    size_t nx = (size_t)s->in[0] * s->in[1] * s->in[2] * s->in[3];
+    size_t ny = (size_t)s->out[0] * s->out[1] * s->out[2] * s->out[3];
+    size_t nw = (size_t)s->out[1] * s->in[1] * s->kh * s->kw;
+    size_t bytes[CU_DG_NIO + 1] = {0};   /* by uid: 1..5 */
+    bytes[CU_DG_X] = nx * es;
+    bytes[CU_DG_W] = nw * es;
+    bytes[CU_DG_Y] = ny * es;
+    bytes[CU_DG_B] = (size_t)s->out[1] * 4;
+    bytes[CU_DG_R] = ny * es;
+    size_t total = 0, off[N_IO];
+    for (int i = 0; i < nio; i++) {
+        off[i] = total;
+        total += (bytes[uid[i]] + 255) & ~(size_t)255;
+    }
+    char *base = NULL;
+    if (cudaMalloc((void **)&base, total) != cudaSuccess) {
+        cudaGetLastError();   /* not sticky: tuning is skipped for this shape */
+        return NULL;
+    }
+    if (cudaMemset(base, 0x3c, total) != cudaSuccess) {
+        cudaFree(base);
+        return NULL;
+    }
+    for (int i = 0; i < nio; i++)
+        ptr[i] = base + off[i];
+    return base;
+}
+
+/* ms a run of plan on ptr[] (one warm-up, TUNE_REPS timed), or -1. */
+static double time_plan(cuda_backend_t *cb, const fplan_t *f, cudnnBackendDescriptor_t plan,
+                        void *const *ptr)
+{
+    cudnnBackendDescriptor_t vp = NULL;
+    const char *what = NULL;
+    if (cu_dg_pack(f->uid, f->nio, ptr, cb->ws, &vp, &what) != CUDNN_STATUS_SUCCESS)
+        return -1;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    float ms = -1.0f;
+    int ok = cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess &&
+             cudnnBackendExecute(cb->dnn, plan, vp) == CUDNN_STATUS_SUCCESS &&
+             cudaEventRecord(ev[0], cb->stream) == cudaSuccess;
+    for (int r = 0; ok && r < TUNE_REPS; r++)
+        ok = cudnnBackendExecute(cb->dnn, plan, vp) == CUDNN_STATUS_SUCCESS;
+    ok = ok && cudaEventRecord(ev[1], cb->stream) == cudaSuccess &&
+         cudaEventSynchronize(ev[1]) == cudaSuccess &&
+         cudaEventElapsedTime(&ms, ev[0], ev[1]) == cudaSuccess;
+    if (!ok) {
+        cudaStreamSynchronize(cb->stream);
+        cudaGetLastError();   /* a refused engine is not the backend's failure */
+    }
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    cudnnBackendDestroyDescriptor(vp);
+    return ok ? (double)ms / TUNE_REPS : -1.0;
+}
+
+typedef struct {
+    int i;                  /* index in the heuristics' list; -1 none */
+    double ms;
+    int64_t engine;
+} timed_t;
+
+/* DDPIPE_CUDNN_TUNE: heuristics' first cu_tune_max() configurations timed,
+ * the fastest admissible one's index returned (its plan in *plan, *ws),
+ * recorded in the tuning and logged; -1 when none was timed (the caller's
+ * order then). -2 when g failed (the workspace could not grow). */
+static int timed(bk_ctx_t *g, cuda_backend_t *cb, fplan_t *f, const cu_fused_shape_t *s,
+                 cudnnBackendDescriptor_t *cfg, int n, cudnnBackendDescriptor_t *plan, size_t *ws)
+{
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (!cu_tune_timing(cb->tune) || cudaStreamIsCapturing(cb->stream, &cap) != cudaSuccess ||
+        cap != cudaStreamCaptureStatusNone)
+        return -1;
+    void *ptr[N_IO] = {0};
+    void *mem = tune_buffers(s, f->uid, f->nio, ptr);
+    if (!mem) {
+        log_warn("cuda: cuDNN tuning of %s: no device memory for its buffers; the heuristics' "
+                 "choice runs it", f->layer);
+        return -1;
+    }
+    timed_t best = {-1, 0, -1}, first = {-1, 0, -1}, any = {-1, 0, -1};
+    cudnnBackendDescriptor_t best_plan = NULL;
+    size_t best_ws = 0;
+    int tried = 0, nd_any = 0, failed = 0, max = cu_tune_max();
+    for (int i = 0; i < n && i < max && !failed; i++) {
+        cu_dg_engine_t e = {.engine = -1};
+        if (cu_dg_engine_of(cfg[i], &e) != CUDNN_STATUS_SUCCESS)
+            continue;
+        int adm = cu_dg_admissible(s, cb->tf32, e.notes);
+        cudnnBackendDescriptor_t p = NULL;
+        size_t need = 0;
+        const char *what = NULL;
+        if (cu_dg_plan(cb->dnn, cfg[i], cb->ws_cap, &p, &need, &what) != CUDNN_STATUS_SUCCESS)
+            continue;
+        if (cu_workspace(g, need) < 0) {
+            cudnnBackendDestroyDescriptor(p);
+            failed = 1;
+            break;
+        }
+        double ms = time_plan(cb, f, p, ptr);
+        tried++;
+        if (ms >= 0 && (any.i < 0 || ms < any.ms)) {
+            any = (timed_t){i, ms, e.engine};
+            nd_any = !adm;
+        }
+        if (ms >= 0 && adm && first.i < 0)
+            first = (timed_t){i, ms, e.engine};
+        if (ms >= 0 && adm && (best.i < 0 || ms < best.ms)) {
+            if (best_plan)
+                cudnnBackendDestroyDescriptor(best_plan);
+            best = (timed_t){i, ms, e.engine};
+            best_plan = p;
+            best_ws = need;
+        } else
+            cudnnBackendDestroyDescriptor(p);
+    }
+    cudaFree(mem);   /* synchronises: nothing of the timing is left queued */
+    if (failed || best.i < 0) {
+        if (best_plan)
+            cudnnBackendDestroyDescriptor(best_plan);
+        return failed ? -2 : -1;
+    }
+    atomic_fetch_add(&n_timed, 1);
+    cu_tune_record(cb->tune, s, best.i, best.engine, best.ms, first.ms, any.ms);
+    log_info("cuda conv tune %s: engine %lld (rank %d) %.3f ms; heuristics' first "
+             "deterministic engine %lld (rank %d) %.3f ms; fastest of all engine %lld (rank "
+             "%d%s) %.3f ms; %d configurations timed", f->layer, (long long)best.engine, best.i,
+             best.ms, (long long)first.engine, first.i, first.ms, (long long)any.engine, any.i,
+             nd_any ? ", not admissible" : "", any.ms, tried);
+    *plan = best_plan;
+    *ws = best_ws;
+    return best.i;
+}
+
+/* The plan of mode's heuristics: from the plans file or timing (mode A,
+ * with cb->tune), else the first admissible configuration that finalizes
+ * into a plan within the workspace cap. f->heur, f->cfg, f->plan set, 0;
+ * else -1 with the last failure in *why (-2: g failed). */
+static int pick(bk_ctx_t *g, cuda_backend_t *cb, fplan_t *f, const cu_fused_shape_t *s,
+                cudnnBackendDescriptor_t og, cudnnBackendHeurMode_t mode, cu_dg_t *why,
+                int *seen, int *filtered)
+{
+    cu_dg_t h = {.st = CUDNN_STATUS_SUCCESS};
+    cudnnBackendDescriptor_t cfg[MAX_CFG] = {0}, plan = NULL;
+    int n = cu_dg_heuristics(&h, og, mode, cfg, MAX_CFG);
+    if (n < 0) {
+        cu_dg_fail(why, h.st, h.what);
+        cu_dg_destroy(&h);
+        return -1;
+    }
+    size_t ws = 0;
+    int won = -1;
+    if (mode == CUDNN_HEUR_MODE_A && cb->tune &&
+        (won = from_file(cb, f, s, cfg, n, &plan, &ws)) < 0)
+        won = timed(g, cb, f, s, cfg, n, &plan, &ws);
+    for (int i = 0; i < n && won == -1; i++) {
+        (*seen)++;
+        cu_dg_engine_t e;
+        int rc = try_cfg(cb, s, cfg[i], why, &plan, &ws, &e);
+        *filtered += rc == 1;
+        if (rc == 0)
+            won = i;
+    }
+    for (int i = 0; i < n; i++)
+        if (i != won)
+            cudnnBackendDestroyDescriptor(cfg[i]);
+    if (won < 0) {
+        cu_dg_destroy(&h);
+        return won == -2 ? -2 : -1;
+    }
+    f->plan = plan;   /* owned by f from here */
+    f->ws_need = ws;
+    f->heur = h.d[0];   /* h holds only the heuristics */
     f->cfg = cfg[won];
     return 0;
 }
@@ -453,7 +338,7 @@ static void fplan_free(fplan_t *c)
     for (int i = 0; i < 3; i++)
         if (own[i])
             cudnnBackendDestroyDescriptor(own[i]);
-    destroy_all(&c->graph);
+    cu_dg_destroy(&c->graph);
     free(c);
 }
 
@@ -482,50 +367,26 @@ void cu_fused_free(cu_fused_t *f)
     free(f);
 }
 
-static void describe(char *buf, size_t len, const cu_fused_shape_t *s)
-{
-    static const char *kind[3] = {"conv", "conv backward data", "conv backward filter"};
-    char post[64] = "";
-    size_t at = 0;
-    for (int i = 0; i < s->n_post && at < sizeof post; i++)
-        at += (size_t)snprintf(post + at, sizeof post - at, " %s",
-                               s->post[i] == BK_PO_RELU ? "relu" : "sum");
-    snprintf(buf, len, "%s %s %dx%d/%d %d->%d on [%d,%d,%d,%d]%s, post-ops:%s",
-             !s->bf16_nhwc ? "fp32 NCHW" : s->fp16 ? "fp16 NHWC" : "bf16 NHWC",
-             kind[s->kind >= 0 && s->kind <= 2 ? s->kind : 0], s->kh, s->kw, s->sh, s->in[1],
-             s->out[1],
-             s->in[0], s->in[1], s->in[2], s->in[3], s->bias ? " + bias" : "",
-             at ? post : " none");
-}
-
 /* The engine f runs (cuDNN's global index), logged with DDPIPE_CUDA_PROFILE
  * set as the legacy path logs its algorithms (where the time goes), else
  * at debug level. */
 static void log_choice(const fplan_t *f, size_t ws)
 {
-    int64_t idx = -1, n = 0;
-    cudnnBackendDescriptor_t e = NULL;
-    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &e) ==
-            CUDNN_STATUS_SUCCESS &&
-        cudnnBackendGetAttribute(f->cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
-                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e) ==
-            CUDNN_STATUS_SUCCESS)
-        if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
-                                     &idx) != CUDNN_STATUS_SUCCESS)
-            idx = -1;   /* unknown: logged as -1 */
-    if (e)
-        cudnnBackendDestroyDescriptor(e);
+    cu_dg_engine_t e = {.engine = -1};
+    if (cu_dg_engine_of(f->cfg, &e) != CUDNN_STATUS_SUCCESS)
+        e.engine = -1;   /* unknown: logged as -1 */
     if (cu_profile_env(NULL))
-        log_info("cuda conv graph %s: engine %lld, workspace %zu KB", f->layer, (long long)idx,
-                 ws >> 10);
+        log_info("cuda conv graph %s: engine %lld, workspace %zu KB", f->layer,
+                 (long long)e.engine, ws >> 10);
     else
         log_debug("cuda: cuDNN graph for %s: fused (engine %lld, workspace %zu bytes)", f->layer,
-                  (long long)idx, ws);
+                  (long long)e.engine, ws);
 }
 
 /* A new plan for shape s, in cb->fplans with no reference yet; NULL
- * (logged, counted legacy) where cuDNN builds none or memory runs out. */
-static fplan_t *fplan_build(cuda_backend_t *cb, const cu_fused_shape_t *s)
+ * (logged, counted legacy) where cuDNN builds none or memory runs out, or
+ * (g failed) where the workspace could not grow while tuning. */
+static fplan_t *fplan_build(bk_ctx_t *g, cuda_backend_t *cb, const cu_fused_shape_t *s)
 {
     fplan_t *f = calloc(1, sizeof *f);
     if (!f || (cb->nfplans == cb->capfplans &&
@@ -537,18 +398,21 @@ static fplan_t *fplan_build(cuda_backend_t *cb, const cu_fused_shape_t *s)
     }
     f->key = *s;
     f->graph.st = CUDNN_STATUS_SUCCESS;
-    for (int i = 0; i < s->n_post; i++)
-        f->res |= s->post[i] == BK_PO_SUM;
+    f->res = cu_dg_has_res(s);
     f->out_bytes = (size_t)s->out[0] * s->out[1] * s->out[2] * s->out[3] *
                    (s->bf16_nhwc ? 2 : sizeof(float));
-    describe(f->layer, sizeof f->layer, s);
-    cudnnBackendDescriptor_t og = build_graph(cb, f, s);
-    build_t why = {.st = CUDNN_STATUS_SUCCESS};
+    cu_dg_describe(f->layer, sizeof f->layer, s);
+    cudnnBackendDescriptor_t og = cu_dg_graph(&f->graph, cb->dnn, s, f->uid, &f->nio);
+    cu_dg_t why = {.st = CUDNN_STATUS_SUCCESS};
     int seen = 0, filtered = 0, ok = -1;
     if (f->graph.st != CUDNN_STATUS_SUCCESS)
-        fail(&why, f->graph.st, f->graph.what);
-    else if ((ok = pick(cb, f, s, og, CUDNN_HEUR_MODE_A, &why, &seen, &filtered)) < 0)
-        ok = pick(cb, f, s, og, CUDNN_HEUR_MODE_FALLBACK, &why, &seen, &filtered);
+        cu_dg_fail(&why, f->graph.st, f->graph.what);
+    else if ((ok = pick(g, cb, f, s, og, CUDNN_HEUR_MODE_A, &why, &seen, &filtered)) == -1)
+        ok = pick(g, cb, f, s, og, CUDNN_HEUR_MODE_FALLBACK, &why, &seen, &filtered);
+    if (ok == -2) {   /* g failed: its error says why */
+        fplan_free(f);
+        return NULL;
+    }
     if (ok < 0) {
         char last[256] = "";
         cudnnGetLastErrorString(last, sizeof last);
@@ -592,9 +456,10 @@ static cu_fused_t *fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)
         cb->nplan_shared++;
         atomic_fetch_add(&n_shared, 1);
     }
-    else if (!(c = fplan_build(cb, &key)))
+    else if (!(c = fplan_build(g, cb, &key)))
         return NULL;   /* logged: the legacy path runs it */
     c->refs++;
+    cu_tune_use(cb->tune, &key);
     cu_fused_t *f = calloc(1, sizeof *f);
     if (!f) {
         fplan_release(cb, c);
@@ -640,20 +505,10 @@ static cudnnStatus_t variant_pack(cu_fused_t *f, void *const ptr[N_IO], void *ws
     if (f->vp)
         cudnnBackendDestroyDescriptor(f->vp);
     f->vp = NULL;
-    build_t b = {.st = CUDNN_STATUS_SUCCESS};
-    cudnnBackendDescriptor_t vp = make(&b, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack");
-    set(&b, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, f->c->nio, f->c->uid,
-        "variant pack ids");
-    set(&b, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, f->c->nio, ptr,
-        "variant pack pointers");
-    set(&b, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws,
-        "variant pack workspace");
-    finalize(&b, vp, "variant pack finalize");
-    if (b.st != CUDNN_STATUS_SUCCESS) {
-        destroy_all(&b);
-        *what = b.what;
-        return b.st;
-    }
+    cudnnBackendDescriptor_t vp = NULL;
+    cudnnStatus_t st = cu_dg_pack(f->c->uid, f->c->nio, ptr, ws, &vp, what);
+    if (st != CUDNN_STATUS_SUCCESS)
+        return st;
     f->vp = vp;
     memcpy(f->ptr, ptr, sizeof f->ptr);
     f->ws = ws;
@@ -680,7 +535,7 @@ static int give_up(cu_fused_t *f, const char *what, cudnnStatus_t st)
 static int execute(cuda_backend_t *cb, cu_fused_t *f, void *const ptr[N_IO])
 {
     for (int i = 0; i < f->c->nio; i++)
-        if (!ptr[i] || (uintptr_t)ptr[i] % ALIGN != 0)
+        if (!ptr[i] || (uintptr_t)ptr[i] % CU_DG_ALIGN != 0)
             return give_up(f, "a buffer is not 16-byte aligned (or missing)",
                            CUDNN_STATUS_SUCCESS);
     const char *what = "cudnnBackendExecute";
@@ -691,7 +546,7 @@ static int execute(cuda_backend_t *cb, cu_fused_t *f, void *const ptr[N_IO])
 }
 
 /* X, W, Y are uids 1-3 for every kind: a gradient's DX sits in X's place,
- * DW in W's, DY in Y's (build_graph) */
+ * DW in W's, DY in Y's (cu_dg_graph) */
 int cu_fused_run_bwd_data(bk_ctx_t *g, cu_fused_t *f, const void *dy, const void *w, void *dx)
 {
     if (f->dead)
@@ -722,11 +577,11 @@ int cu_fused_run(bk_ctx_t *g, cu_fused_t *f, const void *x, const void *w, const
     /* in the order of f->uid: X, W, Y, then B and R when present */
     void *ptr[N_IO] = {(void *)x, (void *)w, out, NULL, NULL};
     int k = 3;
-    if (b && !(c->nio > k && c->uid[k] == UID_B))
+    if (b && !(c->nio > k && c->uid[k] == CU_DG_B))
         return give_up(f, "a bias given to a conv planned without one", CUDNN_STATUS_SUCCESS);
-    if (c->nio > k && c->uid[k] == UID_B)
+    if (c->nio > k && c->uid[k] == CU_DG_B)
         ptr[k++] = b ? (void *)b : f->zero_bias;
-    if (c->nio > k && c->uid[k] == UID_R)
+    if (c->nio > k && c->uid[k] == CU_DG_R)
         ptr[k++] = (void *)res;
     int rc = execute(cb, f, ptr);
     if (rc != 0 || !c->res)

@@ -12,34 +12,14 @@
  * Callers: cuda_train.c (fp32 NCHW: the fused eval conv, and a training
  * convolution's forward and both gradients), cuda_infer.c (bf16 NHWC) and,
  * for a 16-bit training convolution's forward and both gradients,
- * cuda_train16.c; nothing here calls back into them. */
+ * cuda_train16.c; nothing here calls back into them. The graph itself is
+ * cuda_dnn_graph.c's; a plans file or timing (cuda_tune.h) may choose the
+ * engine instead of heuristics' first deterministic one. */
 #ifndef DDP_CUDA_FUSED_H
 #define DDP_CUDA_FUSED_H
 
 #include "gpud/backend_impl.h"
-
-#define CU_FUSED_MAX_POST 4
-
-/* What the graph computes: the fused forward (with its bias and post-ops),
- * or one of a training convolution's two gradients (no bias, no post-ops:
- * a plain convolution's backward data dx = conv_T(dy, w), backward filter
- * dw = conv_W(x, dy)). cuDNN 9 deprecates the legacy calls these replace. */
-enum { CU_CONV_FWD = 0, CU_CONV_BWD_DATA, CU_CONV_BWD_FILTER };
-
-/* One fused convolution's shapes. */
-typedef struct {
-    int kind;               /* CU_CONV_*; 0: the forward */
-    int in[4];              /* x: n, c, h, w (logical; bf16_nhwc: stored NHWC) */
-    int out[4];             /* y, and the residual: n, k, oh, ow */
-    int kh, kw, sh, sw, ph, pw;
-    int bf16_nhwc;          /* x, w, y, residual 16-bit NHWC; else fp32 NCHW */
-    int fp16;               /* with bf16_nhwc: the 16-bit values are fp16, not bf16 */
-    int tensor_core;        /* engines with the TENSOR_CORE note allowed (fp32: TF32) */
-    int bias;               /* a bias node: out[1] floats, broadcast 1 x k x 1 x 1 (a
-                             * NULL b at run time adds zeros: exact) */
-    int n_post;
-    int post[CU_FUSED_MAX_POST];   /* BK_PO_RELU / BK_PO_SUM, applied in order */
-} cu_fused_shape_t;
+#include "gpud/cuda/cuda_dnn_graph.h"   /* cu_fused_shape_t, CU_CONV_* */
 
 typedef struct cu_fused cu_fused_t;
 
@@ -77,6 +57,9 @@ typedef struct {
     unsigned long off;          /* plans asked for with DDPIPE_CUDNN_GRAPH=0 */
     unsigned long run_failed;   /* plans switched to legacy at run time */
     unsigned long shared;       /* of fused: a plan of the same shape reused, not built */
+    unsigned long from_file;    /* plans built on the plans file's engine (cuda_tune.h) */
+    unsigned long timed;        /* plans built on the fastest engine timed (DDPIPE_CUDNN_TUNE) */
+    unsigned long file_refused; /* plans file entries refused (another engine at the rank...) */
 } cu_fused_counts_t;
 
 cu_fused_counts_t cu_fused_counts(void);

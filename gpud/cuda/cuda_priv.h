@@ -91,6 +91,7 @@ typedef struct {
      * of that shape (each holds a reference; the last one out frees it) */
     struct cu_fplan **fplans;
     size_t nfplans, capfplans;
+    struct cu_tune *tune;   /* cuda_tune.h: a plans file and/or timing; NULL: heuristics */
 } cuda_backend_t;
 
 static inline cuda_backend_t *cu_be(backend_t *be)

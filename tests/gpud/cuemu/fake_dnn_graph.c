@@ -9,9 +9,11 @@
  * Graphs: convolution forward, backward data and backward filter, and
  * pointwise ADD (a 1 x k x 1 x 1 operand broadcast) and RELU_FWD, virtual
  * tensors as fp32, each non-virtual output rounded once to its type. The
- * heuristics offer two configurations, the first with the NONDETERMINISTIC
- * note (a caller must filter it), the second with none; plans need no
- * workspace. What this cannot show: cuDNN's own engines, their sums'
+ * heuristics offer three configurations (engines 0, 1, 2: the same
+ * arithmetic), the first with the NONDETERMINISTIC note (a caller must
+ * filter it), the others with none (a plans file may name either, and
+ * cuda_tune's timing chooses between them: the emulator's events time
+ * nothing, so the first); plans need no workspace. What this cannot show: cuDNN's own engines, their sums'
  * order, which graphs real cuDNN refuses (it found no engine for the fp32
  * NCHW conv + bias + sum + relu on an H200), speed.
  * CUEMU_DNN_GRAPH=0 makes every descriptor NOT_SUPPORTED (the fallback). */
@@ -27,7 +29,7 @@
 int cuemu_capturing(void);
 void cuemu_record(void (*fn)(void *), const void *arg, size_t bytes);
 
-enum { MAX_ATTR = 24, ATTR_BYTES = 128, MAX_IO = 8 };
+enum { MAX_ATTR = 24, ATTR_BYTES = 128, MAX_IO = 8, FAKE_ENGINES = 3 };
 
 typedef struct {
     cudnnBackendAttributeName_t name;
@@ -308,7 +310,7 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const d,
     if (f->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR && n == CUDNN_ATTR_ENGINEHEUR_RESULTS &&
         t == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
         fdesc_t **cfg = v;
-        *c = r == 0 ? 2 : r < 2 ? r : 2;
+        *c = r == 0 ? FAKE_ENGINES : r < FAKE_ENGINES ? r : FAKE_ENGINES;
         for (int64_t i = 0; i < *c && r > 0; i++) {
             if (!cfg[i] || cfg[i]->type != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
                 return CUDNN_STATUS_BAD_PARAM;
