@@ -8,7 +8,9 @@ BatchNorm on the device, the traffic counters, bf16 buffers of two kinds):
 
   - eval of the demo WideResNet on 48 Fashion-MNIST test images, fp32 and
     bf16, with 1 and 2 workers: each precision's predictions.csv identical
-    for both worker counts, fp32's top-1 equal to --device cpu's;
+    for both worker counts, fp32's top-1 equal to --device cpu's; bf16 again
+    tuned (DDPIPE_CUDNN_TUNE=1 writes a plans file) and then with 2 workers
+    reading that file (both gpuds read it, same predictions);
   - training (1 epoch, 64 images, 1 worker, --verbose): every step's
     "step bytes" line says parameters/gradients 0 and bn 0 (what the plan,
     bench/step_bytes, says for world 1) and out = the loss and top-5 ids
@@ -50,6 +52,31 @@ try:
             preds[prec, w] = predictions(out)
         check(preds[prec, 1] == preds[prec, 2],
               "cuda %s: predictions.csv differs between 1 and 2 workers" % prec)
+    # tuned cuDNN engines (docs/CUDA.md "Tuned engines"): one tuning job
+    # writes the plans file, then both gpuds of a 2-worker job read it (the
+    # variable reaches every daemon through ddpipe) and give the same
+    # predictions as without it (the fake's engines compute alike)
+    plans = os.path.join(wd, "cudnn-plans.txt")
+    out = os.path.join(wd, "eval-bf16-tune")
+    run_eval(test, out, workers=1, batch=16, timeout=600,
+             extra=["--device", "cuda", "--precision", "bf16", "--predictions", "topk"],
+             env={"DDPIPE_CUDNN_TUNE": "1", "DDPIPE_CUDNN_PLANS": plans})
+    written = [l for l in read(plans).splitlines() if l.startswith("plan ")]
+    check(len(written) > 0, "the tuning job wrote no plan to %s" % plans)
+    out = os.path.join(wd, "eval-bf16-plans-w2")
+    run_eval(test, out, workers=2, batch=16, timeout=600,
+             extra=["--device", "cuda", "--precision", "bf16", "--predictions", "topk"],
+             env={"DDPIPE_CUDNN_PLANS": plans})
+    gl = [open(p, errors="replace").read() for p in glob.glob(os.path.join(out, "logs", "gpud*"))]
+    read_by = [l for l in gl if re.search(r"cuDNN plans file \S+: %d convolution shapes' engines"
+                                          % len(written), l)]
+    check(len(gl) == 2 and len(read_by) == 2,
+          "plans file: %d of %d gpud logs say they read its %d plans" % (len(read_by), len(gl),
+                                                                         len(written)))
+    check(all("refused" not in l for l in gl), "a gpud refused the plans file or an entry")
+    check(predictions(out) == preds["bf16", 1],
+          "bf16 eval with the plans file: predictions.csv differs from heuristics' engines")
+
     # where a job's start-up goes: gpud's first batch and the backend's
     # plans in its log, the first result and the rate after it in summary.json
     out = os.path.join(wd, "eval-fp32-w1")

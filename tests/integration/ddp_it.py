@@ -113,11 +113,12 @@ def eval_cmd(data, out, workers=1, batch=64, extra=(), model_args=None, overwrit
 
 
 def run_eval(data, out, workers=1, batch=64, extra=(), model_args=None, timeout=180, expect_rc=0,
-             overwrite=True):
+             overwrite=True, env=None):
+    """env: variables added to the job's environment (its daemons inherit it)."""
     cmd = eval_cmd(data, out, workers, batch, extra, model_args, overwrite)
     t0 = time.time()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       timeout=timeout)
+                       timeout=timeout, env=dict(os.environ, **env) if env else None)
     dt = time.time() - t0
     if expect_rc is not None and p.returncode != expect_rc:
         logs = ""
