@@ -291,11 +291,21 @@ cudnnStatus_t cu_dg_engine_of(cudnnBackendDescriptor_t cfg, cu_dg_engine_t *out)
         cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &ne,
                                  &idx) != CUDNN_STATUS_SUCCESS)
         idx = -1;   /* the index is for logs and the plans file: unknown is -1 */
+    cudnnBackendBehaviorNote_t bn[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+    int64_t nb = 0;
+    if (st != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                 CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &nb, bn) != CUDNN_STATUS_SUCCESS)
+        nb = 0;   /* for logs and DDPIPE_CUDNN_RTC: unknown is none */
     cudnnBackendDestroyDescriptor(e);
     if (st != CUDNN_STATUS_SUCCESS)
         return st;
     out->engine = idx;
     out->notes = 0;
+    out->behavior = 0;
+    for (int64_t i = 0; i < nb && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
+        if ((int)bn[i] >= 0 && (int)bn[i] < 32)
+            out->behavior |= 1u << bn[i];
     for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
         if ((int)notes[i] >= 0 && (int)notes[i] < 32)
             out->notes |= 1u << notes[i];

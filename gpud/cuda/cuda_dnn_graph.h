@@ -79,12 +79,17 @@ cudnnBackendDescriptor_t cu_dg_graph(cu_dg_t *b, cudnnHandle_t h, const cu_fused
 /* "bf16 NHWC conv 3x3/1 64->64 on [256,64,56,56], post-ops: relu" */
 void cu_dg_describe(char *buf, size_t len, const cu_fused_shape_t *s);
 
-/* An engine configuration's engine: cuDNN's global index and its numerical
- * notes (bit 1 << note). */
+/* An engine configuration's engine: cuDNN's global index, its numerical
+ * notes (bit 1 << note) and its behaviour notes (bit 1 << note; 0 where
+ * cuDNN does not say). */
 typedef struct {
     int64_t engine;
     unsigned notes;
+    unsigned behavior;
 } cu_dg_engine_t;
+/* 1 when the engine compiles its kernel when its plan is finalized (NVRTC:
+ * the runtime-fusion engines; a start-up cost per process and shape). */
+#define CU_DG_RTC(e) (((e).behavior >> CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) & 1u)
 cudnnStatus_t cu_dg_engine_of(cudnnBackendDescriptor_t cfg, cu_dg_engine_t *e);
 /* 1 when ddpipe may run an engine of these notes for s: never
  * NONDETERMINISTIC (every worker must give a sample the same bits),

@@ -72,6 +72,8 @@ struct cu_fplan {
     cudnnBackendDescriptor_t heur, cfg, plan;
     int64_t uid[N_IO];
     size_t ws_need;         /* the plan's workspace bytes */
+    int rtc;                /* its engine compiled its kernel at finalize (NVRTC) */
+    double final_s;         /* seconds that finalize took */
     int nio;
     int res;                /* a residual (R) in the graph */
     size_t out_bytes;       /* y's bytes (the tmp -> y copy) */
@@ -92,21 +94,39 @@ struct cu_fused {
 
 /* ---------------------------------------------------------------- engines */
 
-/* An execution plan of cfg if its engine is admissible for s: 0 with
- * *plan, *ws (and *e, the engine); 1 not admissible; -1 failed (the first
- * failure noted in why). */
+/* 0 with DDPIPE_CUDNN_RTC=0: engines that compile their kernel at plan
+ * time (NVRTC, a start-up cost per process and shape) are passed over */
+static int rtc_ok(void)
+{
+    const char *v = getenv("DDPIPE_CUDNN_RTC");
+    return !(v && strcmp(v, "0") == 0);
+}
+
+/* 1 when ddpipe may run engine e for s (cu_dg_admissible, and
+ * DDPIPE_CUDNN_RTC) */
+static int usable(const cuda_backend_t *cb, const cu_fused_shape_t *s, cu_dg_engine_t e)
+{
+    return cu_dg_admissible(s, cb->tf32, e.notes) && (!CU_DG_RTC(e) || rtc_ok());
+}
+
+/* An execution plan of cfg if its engine is usable for s: 0 with *plan,
+ * *ws, *secs (finalize's time) and *e, the engine; 1 not usable; -1 failed
+ * (the first failure noted in why). */
 static int try_cfg(cuda_backend_t *cb, const cu_fused_shape_t *s, cudnnBackendDescriptor_t cfg,
-                   cu_dg_t *why, cudnnBackendDescriptor_t *plan, size_t *ws, cu_dg_engine_t *e)
+                   cu_dg_t *why, cudnnBackendDescriptor_t *plan, size_t *ws, cu_dg_engine_t *e,
+                   double *secs)
 {
     cudnnStatus_t st = cu_dg_engine_of(cfg, e);
     if (st != CUDNN_STATUS_SUCCESS) {   /* notes unknown: not provably deterministic */
         cu_dg_fail(why, st, "engine numerical notes");
         return 1;
     }
-    if (!cu_dg_admissible(s, cb->tf32, e->notes))
+    if (!usable(cb, s, *e))
         return 1;
     const char *what = NULL;
+    double t0 = clock_mono_s();
     st = cu_dg_plan(cb->dnn, cfg, cb->ws_cap, plan, ws, &what);
+    *secs = clock_mono_s() - t0;
     if (st != CUDNN_STATUS_SUCCESS) {
         cu_dg_fail(why, st, what);   /* the first failure, for the log */
         return -1;
@@ -121,15 +141,18 @@ static int from_file(cuda_backend_t *cb, fplan_t *f, const cu_fused_shape_t *s,
                      cudnnBackendDescriptor_t *cfg, int n, cudnnBackendDescriptor_t *plan,
                      size_t *ws)
 {
+    double secs = 0;
     int64_t want = -1;
     int rank = cu_tune_lookup(cb->tune, s, &want);
     if (rank < 0)
         return -1;
     cu_dg_t why = {.st = CUDNN_STATUS_SUCCESS};
     cu_dg_engine_t e = {.engine = -1};
-    int rc = rank < n ? try_cfg(cb, s, cfg[rank], &why, plan, ws, &e) : 1;
+    int rc = rank < n ? try_cfg(cb, s, cfg[rank], &why, plan, ws, &e, &secs) : 1;
     if (rc == 0 && e.engine == want) {
         atomic_fetch_add(&n_from_file, 1);
+        f->rtc = CU_DG_RTC(e);
+        f->final_s = secs;
         return rank;
     }
     if (rc == 0)
@@ -139,7 +162,8 @@ static int from_file(cuda_backend_t *cb, fplan_t *f, const cu_fused_shape_t *s,
              "heuristics' choice runs it", (long long)want, rank, f->layer,
              rank >= n              ? "heuristics give fewer configurations"
              : rc < 0 ? (why.what ? why.what : "no plan")
-             : rc == 1 ? "not admissible (nondeterministic or reduced precision)"
+             : rc == 1 ? "not admissible (nondeterministic or reduced precision; or "
+                         "runtime-compiled under DDPIPE_CUDNN_RTC=0)"
                        : "another engine at that rank");
     return -1;
 }
@@ -211,6 +235,7 @@ typedef struct {
     int i;                  /* index in the heuristics' list; -1 none */
     double ms;
     int64_t engine;
+    int rtc;                /* runtime-compiled */
 } timed_t;
 
 /* DDPIPE_CUDNN_TUNE: heuristics' first cu_tune_max() configurations timed,
@@ -231,7 +256,8 @@ static int timed(bk_ctx_t *g, cuda_backend_t *cb, fplan_t *f, const cu_fused_sha
                  "choice runs it", f->layer);
         return -1;
     }
-    timed_t best = {-1, 0, -1}, first = {-1, 0, -1}, any = {-1, 0, -1};
+    timed_t best = {-1, 0, -1, 0}, first = {-1, 0, -1, 0}, any = {-1, 0, -1, 0};
+    double best_s = 0;
     cudnnBackendDescriptor_t best_plan = NULL;
     size_t best_ws = 0;
     int tried = 0, nd_any = 0, failed = 0, max = cu_tune_max();
@@ -239,12 +265,14 @@ static int timed(bk_ctx_t *g, cuda_backend_t *cb, fplan_t *f, const cu_fused_sha
         cu_dg_engine_t e = {.engine = -1};
         if (cu_dg_engine_of(cfg[i], &e) != CUDNN_STATUS_SUCCESS)
             continue;
-        int adm = cu_dg_admissible(s, cb->tf32, e.notes);
+        int adm = usable(cb, s, e);
         cudnnBackendDescriptor_t p = NULL;
         size_t need = 0;
         const char *what = NULL;
+        double t0 = clock_mono_s();
         if (cu_dg_plan(cb->dnn, cfg[i], cb->ws_cap, &p, &need, &what) != CUDNN_STATUS_SUCCESS)
             continue;
+        double secs = clock_mono_s() - t0;
         if (cu_workspace(g, need) < 0) {
             cudnnBackendDestroyDescriptor(p);
             failed = 1;
@@ -252,18 +280,20 @@ static int timed(bk_ctx_t *g, cuda_backend_t *cb, fplan_t *f, const cu_fused_sha
         }
         double ms = time_plan(cb, f, p, ptr);
         tried++;
+        timed_t now = {i, ms, e.engine, CU_DG_RTC(e)};
         if (ms >= 0 && (any.i < 0 || ms < any.ms)) {
-            any = (timed_t){i, ms, e.engine};
+            any = now;
             nd_any = !adm;
         }
         if (ms >= 0 && adm && first.i < 0)
-            first = (timed_t){i, ms, e.engine};
+            first = now;
         if (ms >= 0 && adm && (best.i < 0 || ms < best.ms)) {
             if (best_plan)
                 cudnnBackendDestroyDescriptor(best_plan);
-            best = (timed_t){i, ms, e.engine};
+            best = now;
             best_plan = p;
             best_ws = need;
+            best_s = secs;
         } else
             cudnnBackendDestroyDescriptor(p);
     }
@@ -275,13 +305,16 @@ static int timed(bk_ctx_t *g, cuda_backend_t *cb, fplan_t *f, const cu_fused_sha
     }
     atomic_fetch_add(&n_timed, 1);
     cu_tune_record(cb->tune, s, best.i, best.engine, best.ms, first.ms, any.ms);
-    log_info("cuda conv tune %s: engine %lld (rank %d) %.3f ms; heuristics' first "
-             "deterministic engine %lld (rank %d) %.3f ms; fastest of all engine %lld (rank "
-             "%d%s) %.3f ms; %d configurations timed", f->layer, (long long)best.engine, best.i,
-             best.ms, (long long)first.engine, first.i, first.ms, (long long)any.engine, any.i,
-             nd_any ? ", not admissible" : "", any.ms, tried);
+    log_info("cuda conv tune %s: engine %lld (rank %d%s) %.3f ms; heuristics' first "
+             "deterministic engine %lld (rank %d%s) %.3f ms; fastest of all engine %lld (rank "
+             "%d%s%s) %.3f ms; %d configurations timed", f->layer, (long long)best.engine, best.i,
+             best.rtc ? ", runtime-compiled" : "", best.ms, (long long)first.engine, first.i,
+             first.rtc ? ", runtime-compiled" : "", first.ms, (long long)any.engine, any.i,
+             nd_any ? ", not admissible" : "", any.rtc ? ", runtime-compiled" : "", any.ms, tried);
     *plan = best_plan;
     *ws = best_ws;
+    f->rtc = best.rtc;
+    f->final_s = best_s;
     return best.i;
 }
 
@@ -309,10 +342,14 @@ static int pick(bk_ctx_t *g, cuda_backend_t *cb, fplan_t *f, const cu_fused_shap
     for (int i = 0; i < n && won == -1; i++) {
         (*seen)++;
         cu_dg_engine_t e;
-        int rc = try_cfg(cb, s, cfg[i], why, &plan, &ws, &e);
+        double secs = 0;
+        int rc = try_cfg(cb, s, cfg[i], why, &plan, &ws, &e, &secs);
         *filtered += rc == 1;
-        if (rc == 0)
+        if (rc == 0) {
             won = i;
+            f->rtc = CU_DG_RTC(e);
+            f->final_s = secs;
+        }
     }
     for (int i = 0; i < n; i++)
         if (i != won)
@@ -376,11 +413,13 @@ static void log_choice(const fplan_t *f, size_t ws)
     if (cu_dg_engine_of(f->cfg, &e) != CUDNN_STATUS_SUCCESS)
         e.engine = -1;   /* unknown: logged as -1 */
     if (cu_profile_env(NULL))
-        log_info("cuda conv graph %s: engine %lld, workspace %zu KB", f->layer,
-                 (long long)e.engine, ws >> 10);
+        log_info("cuda conv graph %s: engine %lld%s, workspace %zu KB, finalized in %.3fs",
+                 f->layer, (long long)e.engine, f->rtc ? " (runtime-compiled)" : "", ws >> 10,
+                 f->final_s);
     else
-        log_debug("cuda: cuDNN graph for %s: fused (engine %lld, workspace %zu bytes)", f->layer,
-                  (long long)e.engine, ws);
+        log_debug("cuda: cuDNN graph for %s: fused (engine %lld%s, workspace %zu bytes, "
+                  "finalized in %.3fs)", f->layer, (long long)e.engine,
+                  f->rtc ? ", runtime-compiled" : "", ws, f->final_s);
 }
 
 /* A new plan for shape s, in cb->fplans with no reference yet; NULL
@@ -429,6 +468,8 @@ static fplan_t *fplan_build(bk_ctx_t *g, cuda_backend_t *cb, const cu_fused_shap
         return NULL;
     }
     cb->fplans[cb->nfplans++] = f;
+    cb->nplan_rtc += f->rtc != 0;
+    cb->plan_rtc_s += f->rtc ? f->final_s : 0.0;
     log_choice(f, f->ws_need);
     return f;
 }

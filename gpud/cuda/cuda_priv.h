@@ -87,6 +87,8 @@ typedef struct {
     double plan_s[2];
     unsigned nplan[2];
     unsigned nplan_shared;  /* of nplan[0]: a plan of the same shape reused */
+    unsigned nplan_rtc;     /* of nplan[0]: built on a runtime-compiled engine (NVRTC) */
+    double plan_rtc_s;      /* of plan_s[0]: those engines' finalize (their compile) */
     /* cuda_fused.c's execution plans, one per shape, shared by the layers
      * of that shape (each holds a reference; the last one out frees it) */
     struct cu_fplan **fplans;

@@ -85,9 +85,13 @@ try:
     check(re.search(r"first batch: 16 samples in [0-9.]+s", logs),
           "cuda eval: no first-batch line in gpud's log")
     plans = re.search(r"cuda backend: (\d+) cuDNN graph plans in [0-9.]+s \((\d+) of them a "
-                      r"shape's plan shared\), \d+ legacy", logs)
-    check(plans and int(plans.group(1)) > int(plans.group(2)) > 0,
-          "cuda eval: no cuDNN graph plan count (or none shared) in gpud's log")
+                      r"shape's plan shared, (\d+) runtime-compiled in [0-9.]+s\), \d+ legacy",
+                      logs)
+    # (the fake's runtime-compiled engine is its third: heuristics' first
+    # deterministic one is not)
+    check(plans and int(plans.group(1)) > int(plans.group(2)) > 0 and plans.group(3) == "0",
+          "cuda eval: no cuDNN graph plan count (or none shared, or some runtime-compiled) in "
+          "gpud's log")
     s = summary(out)
     check((s["first_result_seconds"] or 0) > 0 and (s["steady_images_per_sec"] or 0) > 0 and
           s["first_result_seconds"] < s["wall_seconds"],

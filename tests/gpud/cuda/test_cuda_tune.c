@@ -13,8 +13,9 @@
  *   3. F edited: one entry's engine made unknown is refused (one refusal,
  *      the rest from F); on the emulator, every entry moved to rank 2
  *      (engine 2) is taken (a file whose rank were ignored would find
- *      engine 1 there and refuse it), and one moved to rank 0 (engine 0,
- *      nondeterministic) refused;
+ *      engine 1 there and refuse it), but refused under DDPIPE_CUDNN_RTC=0
+ *      (the fake's engine 2 is runtime-compiled), and one moved to rank 0
+ *      (engine 0, nondeterministic) refused;
  *   4. a malformed F, and one timed on another device, are refused whole:
  *      heuristics' engines, their logits.
  * Exits 77 when no CUDA device. */
@@ -180,6 +181,13 @@ static void check(const char *label, int bf16, const char *dir, int emulated)
         CHECK(d.from_file == built && d.file_refused == 0,
               "%s: rank 2 (engine 2) entries: %lu of %lu from the file, %lu refused", label,
               d.from_file, built, d.file_refused);
+        /* the fake's engine 2 compiles at finalize: passed over without RTC */
+        setenv("DDPIPE_CUDNN_RTC", "0", 1);
+        free(run(bf16, io, &d, &n2, &nc));
+        unsetenv("DDPIPE_CUDNN_RTC");
+        CHECK(d.from_file == 0 && d.file_refused == built,
+              "%s: runtime-compiled entries under DDPIPE_CUDNN_RTC=0: %lu refused of %lu, %lu "
+              "taken", label, d.file_refused, built, d.from_file);
         q.rank[0] = 0, q.engine[0] = 0;   /* the nondeterministic engine */
         write_plans(file, &q, p.device);
         free(run(bf16, io, &d, &n2, &nc));

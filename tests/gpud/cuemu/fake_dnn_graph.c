@@ -11,7 +11,9 @@
  * tensors as fp32, each non-virtual output rounded once to its type. The
  * heuristics offer three configurations (engines 0, 1, 2: the same
  * arithmetic), the first with the NONDETERMINISTIC note (a caller must
- * filter it), the others with none (a plans file may name either, and
+ * filter it), the others with none, the third with the behaviour note
+ * RUNTIME_COMPILATION (DDPIPE_CUDNN_RTC=0 passes it over; a plans file may
+ * name either, and
  * cuda_tune's timing chooses between them: the emulator's events time
  * nothing, so the first); plans need no workspace. What this cannot show: cuDNN's own engines, their sums'
  * order, which graphs real cuDNN refuses (it found no engine for the fp32
@@ -335,6 +337,15 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const d,
         *c = 0;
         if (f->engine == 0 && r >= 1) {
             *(cudnnBackendNumericalNote_t *)v = CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+            *c = 1;
+        }
+        return CUDNN_STATUS_SUCCESS;
+    }
+    if (f->type == CUDNN_BACKEND_ENGINE_DESCRIPTOR && n == CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE &&
+        t == CUDNN_TYPE_BEHAVIOR_NOTE) {
+        *c = 0;
+        if (f->engine == 2 && r >= 1) {   /* as if it compiled its kernel at finalize */
+            *(cudnnBackendBehaviorNote_t *)v = CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
             *c = 1;
         }
         return CUDNN_STATUS_SUCCESS;
