@@ -7,6 +7,10 @@
 #        cuda runs must give identical predictions.csv (deterministic cuDNN
 #        algorithms, any worker count); cuda vs cpu may differ only where
 #        fp32 sums in another order flip a near tie: at most 5 of 10,000 top-1.
+#        The same in bf16 (--precision bf16: 1 and 2 workers identical), and
+#        bf16 on tuned engines: a 1-worker run with DDPIPE_CUDNN_TUNE=1 writes
+#        a plans file, a 2-worker run reading it gives the same predictions
+#        (docs/CUDA.md "Tuned engines").
 # train: WideResNet 8,16,32,64 from the seeded init, 1 epoch of the first
 #        4,096 test images, 2 workers, then validated: cuda vs cpu epoch
 #        train top-1 within 2 points (the same job; fp32 sums in another
@@ -70,20 +74,36 @@ top1_diff() {   # the rows of two predictions.csv whose top1 differs
 
 case "$WHAT" in
 eval)
-    for run in cuda-w1:cuda:1 cuda-w2:cuda:2 cpu-w2:cpu:2; do
-        name=${run%%:*} rest=${run#*:}
-        "$DD" eval --data "idx:$FMNIST/t10k" --model wideresnet --channels 16,32,64,128 \
-            --weights demo/wrn-fmnist.safetensors --workers "${rest#*:}" --batch-size 64 \
-            --predictions topk --device "${rest%%:*}" --out "$OUT/eval-$name" --overwrite --quiet
+    plans=$OUT/eval-cudnn-plans.txt
+    rm -f "$plans"
+    # name device workers precision tune: the tuning run writes the plans
+    # file the run after it reads
+    for run in "cuda-w1 cuda 1 fp32 0" "cuda-w2 cuda 2 fp32 0" "cpu-w2 cpu 2 fp32 0" \
+               "bf16-w1 cuda 1 bf16 0" "bf16-w2 cuda 2 bf16 0" \
+               "bf16-tune-w1 cuda 1 bf16 1" "bf16-plans-w2 cuda 2 bf16 0"; do
+        set -- $run
+        name=$1
+        case $name in bf16-tune-*|bf16-plans-*) p=$plans ;; *) p= ;; esac
+        DDPIPE_CUDNN_TUNE=$5 DDPIPE_CUDNN_PLANS=$p "$DD" eval --data "idx:$FMNIST/t10k" \
+            --model wideresnet --channels 16,32,64,128 --weights demo/wrn-fmnist.safetensors \
+            --workers "$3" --batch-size 64 --precision "$4" --predictions topk --device "$2" \
+            --out "$OUT/eval-$name" --overwrite --quiet
         echo "eval $name: top1 $(field "$OUT/eval-$name/summary.json" top1)" \
              "loss $(field "$OUT/eval-$name/summary.json" loss)" \
              "img/s $(field "$OUT/eval-$name/summary.json" images_per_sec)"
     done
-    if ! cmp -s "$OUT/eval-cuda-w1/predictions.csv" "$OUT/eval-cuda-w2/predictions.csv"; then
-        echo "FAIL: cuda predictions differ between 1 and 2 workers"; exit 1
-    fi
+    for pair in cuda-w1:cuda-w2 bf16-w1:bf16-w2 bf16-tune-w1:bf16-plans-w2; do
+        if ! cmp -s "$OUT/eval-${pair%%:*}/predictions.csv" "$OUT/eval-${pair#*:}/predictions.csv"; then
+            echo "FAIL: cuda predictions differ between ${pair%%:*} and ${pair#*:}"; exit 1
+        fi
+    done
+    grep -q "cuDNN plans file .*convolution shapes' engines" "$OUT/eval-bf16-plans-w2/logs/"gpud*.log ||
+        { echo "FAIL: the bf16 2-worker job did not read the plans file $plans"; exit 1; }
     d=$(top1_diff "$OUT/eval-cuda-w2/predictions.csv" "$OUT/eval-cpu-w2/predictions.csv")
-    echo "cuda 1 vs 2 workers: identical predictions.csv; cuda vs cpu: $d of 10000 top-1 differ"
+    h=$(top1_diff "$OUT/eval-bf16-w2/predictions.csv" "$OUT/eval-cuda-w2/predictions.csv")
+    n=$(($(wc -l < "$OUT/eval-cuda-w2/predictions.csv") - 1))
+    echo "cuda 1 vs 2 workers: identical predictions.csv (fp32, bf16, bf16 on tuned engines);" \
+         "cuda vs cpu: $d of $n top-1 differ; bf16 vs fp32: $h"
     [ "$d" -le 5 ] || { echo "FAIL: $d top-1 predictions differ between cuda and cpu"; exit 1; }
     ;;
 train)
