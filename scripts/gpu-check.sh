@@ -373,6 +373,14 @@ tuned_step() {   # what precision
 }
 tuned_step train bf16
 tuned_step eval bf16
+# the bf16 eval with its convolutions on the legacy calls + the epilogue
+# kernel (DDPIPE_CUDNN_GRAPH=0) against the fused graphs (the default): do
+# the runtime-fusion engines beat a precompiled convolution and a separate
+# epilogue?
+step "bench ddpipe eval bf16 cudnn graph off" bench-ddpipe-eval-bf16-nocudnngraph.log \
+    env DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters "$ITERS" --precision bf16
+grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-eval-bf16-nocudnngraph.log" | tail -n 1 |
+    sed 's/precision=bf16/precision=bf16-cudnn-graph-off/' >> "$BENCH"
 
 profile_step train bf16
 # the bf16 eval's fused plan (the bar's eval: 0.51x cl-bf16 on 2026-11-29)
@@ -599,6 +607,10 @@ t32, t32l = tr.get("ddpipe fp32"), tr.get("ddpipe fp32-cudnn-graph-off")
 rec["cudnn_graph_train_fp32"] = {
     "on_img_s": t32["img_s"] if t32 else None, "off_img_s": t32l["img_s"] if t32l else None,
     "on_over_off": round(t32["img_s"] / t32l["img_s"], 3) if t32 and t32l and t32l["img_s"] > 0 else None}
+e16, e16l = ev.get("ddpipe bf16"), ev.get("ddpipe bf16-cudnn-graph-off")
+rec["cudnn_graph_eval_bf16"] = {
+    "on_img_s": e16["img_s"] if e16 else None, "off_img_s": e16l["img_s"] if e16l else None,
+    "on_over_off": round(e16["img_s"] / e16l["img_s"], 3) if e16 and e16l and e16l["img_s"] > 0 else None}
 h16, f32b = tr.get("ddpipe bf16"), tr.get("ddpipe bf16-fp32-buffers")
 tlg = tr.get("ddpipe bf16-cudnn-graph-off")
 rec["cudnn_graph_train_bf16"] = {
