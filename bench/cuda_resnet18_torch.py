@@ -13,6 +13,12 @@ cl-amp: channels_last + torch.autocast(float16) (+ GradScaler for train):
         what a tuned PyTorch user runs.
 cl-bf16: channels_last + torch.autocast(bfloat16) (no GradScaler): the peer
         of ddpipe's --precision bf16 eval on cuda.
+cl-bf16-det: cl-bf16 with torch.backends.cudnn.deterministic = True: cuDNN's
+        benchmark times only deterministic algorithms, ddpipe's own rule (a
+        sample's result must not depend on its worker) and what its tuned
+        engines (DDPIPE_CUDNN_TUNE) are. PyTorch's other nondeterministic
+        kernels (max-pooling backward's atomics) stay as they are.
+Every mode keeps cudnn.benchmark = True (a tuned user's setting).
 Prints: "torch ARCH MODE img/s=X ... device=NAME".
 """
 import argparse
@@ -29,15 +35,17 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--mode", choices=["eager", "cl-amp", "cl-bf16"], default="eager")
+    ap.add_argument("--mode", choices=["eager", "cl-amp", "cl-bf16", "cl-bf16-det"],
+                    default="eager")
     ap.add_argument("--arch", choices=["resnet18", "resnet50"], default="resnet18")
     a = ap.parse_args()
     dev = torch.device("cuda")
-    amp = a.mode in ("cl-amp", "cl-bf16")
-    half = torch.bfloat16 if a.mode == "cl-bf16" else torch.float16
+    amp = a.mode in ("cl-amp", "cl-bf16", "cl-bf16-det")
+    half = torch.bfloat16 if a.mode.startswith("cl-bf16") else torch.float16
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.deterministic = a.mode == "cl-bf16-det"
     fmt = torch.channels_last if amp else torch.contiguous_format
     torch.manual_seed(1)
     model = getattr(torchvision.models, a.arch)().to(dev).to(memory_format=fmt)

@@ -373,6 +373,16 @@ tuned_step() {   # what precision
 }
 tuned_step train bf16
 tuned_step eval bf16
+# PyTorch under ddpipe's rule: cuDNN's deterministic algorithms only
+# (cudnn.deterministic; its benchmark then times only those: the peer of
+# the tuned engines above)
+if [ -n "$PY" ]; then
+    for what in train eval; do
+        step "bench torch $what cl-bf16-det" "bench-torch-$what-cl-bf16-det.log" \
+            env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py "$what" --batch 256 --iters "$ITERS" --mode cl-bf16-det
+        tail -n 1 "$OUT/bench-torch-$what-cl-bf16-det.log" >> "$BENCH"
+    done
+fi
 # the bf16 eval with its convolutions on the legacy calls + the epilogue
 # kernel (DDPIPE_CUDNN_GRAPH=0) against the fused graphs (the default): do
 # the runtime-fusion engines beat a precompiled convolution and a separate
