@@ -153,10 +153,19 @@ cudaError_t ckb_dropout(cudaStream_t s, int fp16, void *y, const void *x, int n,
 #define CG 32                   /* channels a block reads side by side */
 #define ROWS (THREADS / CG)     /* pixel rows of a block */
 
+/* At least 64 values a thread, at most 512 slices: a block reads 32
+ * channels side by side, so a 64-channel layer has 2 groups of channels
+ * and its grid is 2 x parts blocks; with the old cap of 64 slices that was
+ * 128 blocks of 8 warps for ResNet's 256 x 112 x 112 x 64 activations, one
+ * block an SM on an H200's 132, too few loads in flight to approach its
+ * bandwidth (the NCHW kernels have a block per channel and slice: 32x the
+ * blocks). 512 gives 1,024 blocks there; the partials (c x parts doubles)
+ * stay small and are summed in order as before, so the result is still a
+ * function of the shapes alone. */
 int ckb_sum_parts(size_t cnt)
 {
-    size_t s = (cnt + ROWS * 64 - 1) / (ROWS * 64);   /* >= 64 values a thread */
-    return s < 1 ? 1 : s > 64 ? 64 : (int)s;
+    size_t s = (cnt + ROWS * 64 - 1) / (ROWS * 64);
+    return s < 1 ? 1 : s > 512 ? 512 : (int)s;
 }
 
 /* Block (group, slice): channels [group * CG, + CG), pixels [lo, hi) of the

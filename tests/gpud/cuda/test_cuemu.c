@@ -665,6 +665,87 @@ static void check_bn16(int fp16, int npix)
     free(gx);
 }
 
+/* ckb_chan_sums and ckb_bn_grad_sums against a host replica of their
+ * order, bit for bit: a channel's npix values cut into ckb_sum_parts(npix)
+ * slices, each slice's values strided over the block's 8 rows (256 threads,
+ * 32 channels side by side), the rows of a slice summed in order, then the
+ * slices in order (ck_sum_rows). 70,000 pixels take 137 slices: more than
+ * the 64 of the old cap. */
+static double slices16(int fp16, const uint16_t *x, const uint16_t *y, const uint16_t *gy,
+                       int npix, int c, int ch, double center, int what)
+{
+    enum { ROWS16 = 256 / 32 };
+    int parts = ckb_sum_parts((size_t)npix);
+    size_t len = ((size_t)npix + parts - 1) / parts;
+    double total = 0.0;
+    for (int sl = 0; sl < parts; sl++) {
+        size_t lo = sl * len, hi = lo + len < (size_t)npix ? lo + len : (size_t)npix;
+        double s = 0.0;
+        for (int r = 0; r < ROWS16; r++) {
+            double acc = 0.0;
+            for (size_t j = lo + r; j < hi; j += ROWS16) {
+                size_t at = j * c + ch;
+                double v = unpack16(fp16, x[at]);
+                if (what == 0)
+                    acc += v;
+                else if (what == 1)
+                    acc += (v - center) * (v - center);
+                else {
+                    double g = y && !(unpack16(fp16, y[at]) > 0.0f) ? 0.0 : unpack16(fp16, gy[at]);
+                    acc += what == 2 ? g : g * (v - center);
+                }
+            }
+            s += acc;
+        }
+        total += s;
+    }
+    return total;
+}
+
+static void check_bn16_sums(int fp16, int npix)
+{
+    enum { C = 40 };
+    size_t n = (size_t)npix * C;
+    int parts = ckb_sum_parts((size_t)npix);
+    float *xf = randv(n, 3, 1), *gyf = randv(n, 1, 0), *center = randv(C, 1, 1);
+    uint16_t *x = malloc(n * 2), *gy = malloc(n * 2);
+    double *out = malloc(2 * C * sizeof *out), *part = malloc(2 * C * (size_t)parts * sizeof *part);
+    REQUIRE(x && gy && out && part, "alloc");
+    for (size_t i = 0; i < n; i++)
+        x[i] = pack16(fp16, xf[i]), gy[i] = pack16(fp16, gyf[i]);
+    size_t bad = 0;
+    for (int centred = 0; centred < 2; centred++) {
+        CHECK(ckb_chan_sums(0, fp16, x, npix, C, centred ? center : NULL, out, part) ==
+                  cudaSuccess, "launch");
+        for (int ch = 0; ch < C; ch++) {
+            double want = slices16(fp16, x, NULL, NULL, npix, C, ch, centred ? center[ch] : 0.0,
+                                   centred);
+            bad += memcmp(&out[ch], &want, 8) != 0;
+        }
+    }
+    /* the fused ReLU's mask: x's own sign stands in for y */
+    for (int masked = 0; masked < 2; masked++) {
+        CHECK(ckb_bn_grad_sums(0, fp16, x, masked ? x : NULL, gy, npix, C, center, out, part) ==
+                  cudaSuccess, "launch");
+        for (int ch = 0; ch < C; ch++) {
+            const uint16_t *y = masked ? x : NULL;
+            double sg = slices16(fp16, x, y, gy, npix, C, ch, center[ch], 2);
+            double sgx = slices16(fp16, x, y, gy, npix, C, ch, center[ch], 3);
+            bad += memcmp(&out[ch], &sg, 8) != 0;
+            bad += memcmp(&out[C + ch], &sgx, 8) != 0;
+        }
+    }
+    CHECK(bad == 0, "%s bn sums (%d pixels, %d slices): %zu of %d sums differ from the slices' "
+          "order", fp16 ? "fp16" : "bf16", npix, parts, bad, 8 * C);
+    free(xf);
+    free(gyf);
+    free(center);
+    free(x);
+    free(gy);
+    free(out);
+    free(part);
+}
+
 int main(void)
 {
     check_round();
@@ -686,6 +767,8 @@ int main(void)
     for (int fp16 = 0; fp16 < 2; fp16++) {
         check_bn16(fp16, 37);       /* one slice a channel */
         check_bn16(fp16, 20000);    /* 10 slices (apply_parts) */
+        check_bn16_sums(fp16, 37);      /* one slice a channel */
+        check_bn16_sums(fp16, 70000);   /* 137 slices (ckb_sum_parts) */
     }
     tc_failures += check_device_arena();
     tc_failures += check_device_optims();
