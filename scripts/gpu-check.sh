@@ -357,7 +357,9 @@ profile_step() {   # what precision
 # the run's img/s is on the tuned engines, and its "cuda conv tune:" line
 # says what a pass's convolutions cost on them, on heuristics' first
 # deterministic engines (the default) and on the fastest of all,
-# nondeterministic ones allowed (what determinism costs)
+# nondeterministic ones allowed (what determinism costs). The lines grepped
+# here and in profile_step are checked to print by bench_cuda_lines_emu
+# (the same bench on the kernel emulator, in the CPU suite)
 tuned_step() {   # what precision
     step "bench ddpipe $1 $2 tuned" "bench-ddpipe-$1-$2-tuned.log" \
         env DDPIPE_CUDNN_TUNE=1 DDPIPE_CUDNN_TUNE_MAX="${TUNE_MAX:-6}" \

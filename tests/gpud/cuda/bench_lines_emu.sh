@@ -1,0 +1,42 @@
+#!/bin/sh
+# bench_cuda_lines_emu: the lines scripts/gpu-check.sh reads from
+# bench/cuda_resnet18, from the same program built on the kernel emulator
+# (cuda_resnet18_emu; ResNet-18 at batch 2 of 32x32, one step): a parsing
+# pattern that no longer matches what the program prints fails here, not
+# in a device run. Each check greps with gpu-check's own pattern:
+#   - the bench line ("^ddpipe-cuda resnet18 " with img/s= and precision=);
+#   - with DDPIPE_CUDNN_TUNE=1 and DDPIPE_CUDNN_PLANS (tuned_step): the
+#     summary "cuda conv tune: " and each shape's "cuda conv tune <layer>",
+#     and the plans file written;
+#   - with DDPIPE_CUDA_PROFILE=1 (profile_step): "cuda profile graph" and
+#     the engines' "cuda conv " lines;
+#   - the backend's closing line as gpu-e2e.sh greps it.
+#   bench_lines_emu.sh CUDA_RESNET18_EMU
+set -u
+B=$1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+no() { echo "FAIL: $*"; fail=1; }
+run() {   # log what precision [env...]
+    log=$1 what=$2 prec=$3
+    shift 3
+    env "$@" "$B" "$what" --batch 2 --size 32 --iters 1 --warmup 0 --precision "$prec" \
+        > "$T/$log" 2>&1 || no "cuda_resnet18_emu $what $prec ($*): exit $?: $(tail -n 2 "$T/$log")"
+}
+for what in train eval; do
+    run tuned-$what "$what" bf16 DDPIPE_CUDNN_TUNE=1 DDPIPE_CUDNN_TUNE_MAX=2 \
+        DDPIPE_CUDNN_PLANS="$T/plans-$what.txt"
+    grep '^ddpipe-cuda resnet18 ' "$T/tuned-$what" | tail -n 1 | grep -q "img/s=.*precision=bf16" ||
+        no "$what bf16 tuned: no bench line"
+    grep -q 'cuda conv tune: ' "$T/tuned-$what" || no "$what bf16 tuned: no 'cuda conv tune: ' line"
+    grep -q 'cuda conv tune [a-z0-9]' "$T/tuned-$what" || no "$what bf16 tuned: no shape lines"
+    grep -q '^plan ' "$T/plans-$what.txt" 2>/dev/null || no "$what bf16 tuned: no plans file"
+    run profile-$what "$what" bf16 DDPIPE_CUDA_PROFILE=1
+    grep -q 'cuda profile graph' "$T/profile-$what" || no "$what bf16: no 'cuda profile graph' line"
+    grep -q 'cuda conv ' "$T/profile-$what" || no "$what bf16: no 'cuda conv ' engine lines"
+    grep -h -o -E "cuda backend: [0-9]+ cuDNN graph plans.*" "$T/profile-$what" |
+        grep -q "runtime-compiled" || no "$what bf16: no closing plans line"
+done
+[ "$fail" -eq 0 ] && echo "bench_cuda_lines_emu: every line gpu-check reads is there"
+exit "$fail"
