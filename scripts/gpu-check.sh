@@ -91,9 +91,10 @@ STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 BUDGET=${GPU_CHECK_BUDGET:-420}
 T0=$(date +%s)
 
-note() {   # note STATUS STEP DETAIL
+note() {   # note STATUS STEP DETAIL (with the seconds since the start: where the budget went)
     printf '%-8s %-40s %s\n' "$1" "$2" "$3" | tee -a "$SUMMARY"
-    printf '%s\t%s\t%s\n' "$1" "$2" "$(printf '%s' "$3" | tr '\t\n' '  ')" >> "$STEPS"
+    printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$(printf '%s' "$3" | tr '\t\n' '  ')" \
+        "$(($(date +%s) - T0))" >> "$STEPS"
     [ "$1" = FAIL ] && fails=$((fails + 1))
     return 0
 }
@@ -577,10 +578,15 @@ rec = {
 }
 for line in open(steps):
     f = line.rstrip("\n").split("\t")
-    if len(f) == 3:
-        # result: pass / fail / not-run for checks; info / warn lines are context
+    if len(f) in (3, 4):
+        # result: pass / fail / not-run for checks; info / warn lines are context;
+        # at_s: seconds since the start when it was noted (a step's time is
+        # the difference from the step before)
         result = {"PASS": "pass", "FAIL": "fail", "NOTRUN": "not-run"}.get(f[0], f[0].lower())
-        rec["steps"].append({"step": f[1], "result": result, "reason": f[2]})
+        s = {"step": f[1], "result": result, "reason": f[2]}
+        if len(f) == 4 and f[3].isdigit():
+            s["at_s"] = int(f[3])
+        rec["steps"].append(s)
 
 # bench lines: "ddpipe-cuda <arch> <what> img/s=X ... precision=P" and
 # "torch <arch> <what> img/s=X ... mode=M"; keyed "<what>" for resnet18
