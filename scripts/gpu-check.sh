@@ -79,7 +79,7 @@ OUT=${OUT:-$BUILD/gpu-check}
 JOBS=${JOBS:-$(nproc)}
 mkdir -p "$OUT"
 SUMMARY=$OUT/summary.txt
-STEPS=$OUT/steps.tsv   # STATUS<tab>STEP<tab>DETAIL, for the JSON record
+STEPS=$OUT/steps.tsv   # STATUS<tab>STEP<tab>DETAIL<tab>SECONDS, for the JSON record
 : > "$SUMMARY"
 : > "$STEPS"
 fails=0
