@@ -3,7 +3,8 @@
  *   # ddpipe cuDNN plans
  *   device NVIDIA H200
  *   cudnn 91400
- *   plan KIND N C H W N K OH OW KH KW SH SW PH PW NHWC FP16 TC BIAS NPOST P0 P1 P2 P3 rank R engine E ms M
+ *   plan KIND N C H W N K OH OW KH KW SH SW PH PW NHWC FP16 TC BIAS NPOST P0..P3
+ *        rank R engine E ms M   (one line in the file)
  *
  * the 24 integers of a plan are cu_fused_shape_t's fields in order. */
 #include <errno.h>

@@ -29,6 +29,16 @@ static inline double golden_rel_err(const float *a, const float *b, size_t n)
     return maxref > 0 ? maxdiff / maxref : maxdiff;
 }
 
+/* The index of the largest of v[0, n) (the first of equals): a sample's
+ * top-1 class from its logits. */
+static inline int golden_argmax(const float *v, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        best = v[i] > v[best] ? i : best;
+    return best;
+}
+
 /* The golden at `rel` under the source tree (tc_src). */
 static inline safetensors_t *golden_open(const char *rel)
 {

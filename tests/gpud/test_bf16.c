@@ -94,14 +94,6 @@ static model_t *bf16_model(const char *arch, const char *backend, const char *we
     return m;
 }
 
-static int argmax(const float *v, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        best = v[i] > v[best] ? i : best;
-    return best;
-}
-
 /* input of io (the parity golden) through m, against `key` (autocast) and
  * `emu_key` (emulated) of the bf16 golden. */
 static void check_case(model_t *m, const safetensors_t *io, const char *input, int normalise,
@@ -117,7 +109,8 @@ static void check_case(model_t *m, const safetensors_t *io, const char *input, i
     for (size_t i = 0; i < (size_t)n * nc; i++)
         off16 += (bits(got[i]) & 0xffffu) != 0;
     for (int s = 0; s < n; s++)
-        top1 += argmax(got + (size_t)s * nc, nc) == argmax(want + (size_t)s * nc, nc);
+        top1 += golden_argmax(got + (size_t)s * nc, nc) ==
+                golden_argmax(want + (size_t)s * nc, nc);
     printf("%-24s %s  max|a-b|/max|b|: emulated %.3g (tol %.0e), autocast %.3g (tol %.0e); "
            "top-1 equal %d/%d\n", label, model_precision(m), ee, TOL_EMULATED, e, TOL_AUTOCAST,
            top1, n);

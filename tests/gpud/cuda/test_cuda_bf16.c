@@ -83,15 +83,6 @@ static float *logits_of(model_t *m, const uint8_t *px, int n, int c, int h, int 
     return y;
 }
 
-static int argmax(const float *x, int k)
-{
-    int b = 0;
-    for (int i = 1; i < k; i++)
-        if (x[i] > x[b])
-            b = i;
-    return b;
-}
-
 /* Every value has zero low 16 bits: a bf16 value. */
 static size_t not_bf16(const float *x, size_t n)
 {
@@ -139,7 +130,7 @@ static void check_model(const char *label, const char *arch, const char *weights
     CHECK(bad == 0, "%s: %zu of %zu logits are not bf16 values", label, bad, total);
     CHECK(memcmp(a, again, total * sizeof *a) == 0, "%s: two runs differ", label);
     for (int i = 0; i < n; i++) {
-        int ta = argmax(a + (size_t)i * nc, nc), tr = argmax(r + (size_t)i * nc, nc);
+        int ta = golden_argmax(a + (size_t)i * nc, nc), tr = golden_argmax(r + (size_t)i * nc, nc);
         top1_same += ta == tr;
         top1_total++;
         if (ta != tr)
@@ -314,7 +305,8 @@ static int grads_check_catches(const float *dut, const float *rb, const float *r
         }
     }
     printf("%s training: the gradient check catches %d of %d wrong gradients (each of %d "
-           "parameters doubled, zeroed)\n", fmt_name(train_fmt), 2 * params - missed, 2 * params, params);
+           "parameters doubled, zeroed)\n", fmt_name(train_fmt), 2 * params - missed, 2 * params,
+           params);
     free(g);
     return missed;
 }

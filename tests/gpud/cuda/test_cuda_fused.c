@@ -26,15 +26,6 @@
 #include "gpud/cuda/cuda_fused.h"
 #include "../golden_io.h"
 
-static int top1(const float *l, int nc)
-{
-    int best = 0;
-    for (int j = 1; j < nc; j++)
-        if (l[j] > l[best])
-            best = j;
-    return best;
-}
-
 /* logits of a fresh model; graph 0: DDPIPE_CUDNN_GRAPH=0 around its plans */
 static float *run(const char *arch, const char *weights, const int *channels, int normalise,
                   int bf16, const safetensors_t *io, int graph, int forwards, int *n, int *nc)
@@ -96,7 +87,7 @@ static void check(const char *label, const char *arch, const char *weights, cons
     double e = golden_rel_err(a, legacy, total);
     int diff = 0;
     for (int i = 0; i < n; i++)
-        diff += top1(a + (size_t)i * nc, nc) != top1(legacy + (size_t)i * nc, nc);
+        diff += golden_argmax(a + (size_t)i * nc, nc) != golden_argmax(legacy + (size_t)i * nc, nc);
     float *want = golden_logits(io, "logits", n, nc);
     double et = golden_rel_err(a, want, total);
     printf("%-10s graph vs legacy %.3g (tol %.0e), top-1 differs on %d of %d; vs torch %.3g\n",

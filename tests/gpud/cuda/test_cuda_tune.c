@@ -30,15 +30,6 @@
 
 static const int SMALL[4] = {8, 16, 24, 32};
 
-static int top1(const float *l, int nc)
-{
-    int best = 0;
-    for (int j = 1; j < nc; j++)
-        if (l[j] > l[best])
-            best = j;
-    return best;
-}
-
 /* the logits of a fresh model (its plans built under the current
  * environment) and what its plans did (counts after - before) */
 static float *run(int bf16, const safetensors_t *io, cu_fused_counts_t *d, int *n, int *nc)
@@ -146,7 +137,8 @@ static void check(const char *label, int bf16, const char *dir, int emulated)
     double e = golden_rel_err(tuned, heur, total);
     int diff = 0;
     for (int i = 0; i < n; i++)
-        diff += top1(tuned + (size_t)i * nc, nc) != top1(heur + (size_t)i * nc, nc);
+        diff += golden_argmax(tuned + (size_t)i * nc, nc) !=
+                golden_argmax(heur + (size_t)i * nc, nc);
     printf("%-5s tuned vs heuristics' engines: %.3g (tol %.0e), top-1 differs on %d of %d\n",
            label, e, tol, diff, n);
     CHECK(e <= tol && diff == 0, "%s: tuned engines' logits %.3g from heuristics' (%d top-1)",
