@@ -405,10 +405,13 @@ profile_step eval bf16
 # the loader alone on the host's cores, "loader-only": gpu-e2e.sh says
 # why), gpud's start-up lines the record's "e2e_jpeg_startup"
 if [ -n "$PY" ]; then
+    # (again on the tuned bf16 eval's plans file, its serialized plans
+    # loaded: the start-up without kernel compilation)
     step "bench e2e-jpeg ddpipe vs DataLoader" e2e-jpeg.log \
-        env PY="$PY" sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" jpeg
+        env PY="$PY" E2E_CUDNN_PLANS="$OUT/cudnn-plans-eval-bf16.txt" \
+        sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" jpeg
     grep -E '^(ddpipe-cuda|torch) resnet18 e2e-jpeg ' "$OUT/e2e-jpeg.log" >> "$BENCH"
-    sed -n -E 's/^e2e-jpeg (gpud|whole commands): /e2e jpeg: \1: /p' "$OUT/e2e-jpeg.log" >> "$OUT/profile.txt"
+    sed -n -E 's/^e2e-jpeg (gpud|gpud \(plans file\)|whole commands): /e2e jpeg: \1: /p' "$OUT/e2e-jpeg.log" >> "$OUT/profile.txt"
 else
     note NOTRUN "bench e2e-jpeg ddpipe vs DataLoader" "no python with torch + CUDA (set PY=...)"
 fi

@@ -39,7 +39,10 @@
 #        on its own stack). Prints the two bench lines gpu-check
 #        keeps ("ddpipe-cuda resnet18 e2e-jpeg img/s=..." and "torch resnet18
 #        e2e-jpeg img/s=...") and the ratio (issue 30's bar: >= 2x); fails
-#        only when a side fails to run. ddpipe's figures are its own clock:
+#        only when a side fails to run. With E2E_CUDNN_PLANS (a plans file
+#        of the same shapes, docs/CUDA.md "Tuned engines") ddpipe's job runs
+#        again on it (precision=bf16-plans, bf16-plans-steady).
+#        ddpipe's figures are its own clock:
 #        the whole job (the plan to the last result, summary.json
 #        images_per_sec: gpud's start, the model's load and its cuDNN plans
 #        in it) and the steady rate after the first result
@@ -239,6 +242,22 @@ jpeg)
     # where the start-up went: one line each from gpud's log
     grep -h -o -E "ready in [0-9.]+s|first batch: .*|cuda backend: [0-9]+ cuDNN graph plans.*" \
         "$OUT/jpeg-ddpipe/logs/"gpud*.log 2>/dev/null | sed 's/^/e2e-jpeg gpud: /' || true
+    # the same job on the engines a tuning run chose and its serialized
+    # plans (E2E_CUDNN_PLANS: gpu-check's tuned bf16 eval, the same shapes):
+    # the start-up without kernel compilation, and tuned engines' steady rate
+    if [ -n "${E2E_CUDNN_PLANS:-}" ] && [ -s "$E2E_CUDNN_PLANS" ]; then
+        DDPIPE_CUDNN_PLANS=$E2E_CUDNN_PLANS "$DD" eval --data "$data" --model resnet18 \
+            --weights "$OUT/resnet18-init.safetensors" --classes "$OUT/jpeg-classes.txt" \
+            --device "$dev" --precision bf16 --workers 1 --batch-size "$b" \
+            --loader-threads "$(nproc)" --out "$OUT/jpeg-ddpipe-plans" --overwrite --quiet \
+            > "$OUT/jpeg-ddpipe-plans.log" 2>&1 ||
+            { echo "FAIL: ddpipe eval with the plans file: $(tail -n 3 "$OUT/jpeg-ddpipe-plans.log")"; exit 1; }
+        s=$OUT/jpeg-ddpipe-plans/summary.json
+        echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$(field "$s" images_per_sec) images=$n workers=1 batch=$b precision=bf16-plans device=$dev wall_s=$(field "$s" wall_seconds)"
+        echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$(field "$s" steady_images_per_sec) images=$n workers=1 batch=$b precision=bf16-plans-steady device=$dev first_result_s=$(field "$s" first_result_seconds)"
+        grep -h -o -E "first batch: .*|cuda backend: [0-9]+ cuDNN graph plans.*" \
+            "$OUT/jpeg-ddpipe-plans/logs/"gpud*.log 2>/dev/null | sed 's/^/e2e-jpeg gpud (plans file): /' || true
+    fi
     # the host's decode ceiling: ddpipe's loader alone, same files and threads
     if [ -x "$BIN/loader_bench" ]; then
         l=$("$BIN/loader_bench" "$data" --threads "$(nproc)" --epochs 1 --resize 256 --crop 224 2>&1 |

@@ -646,9 +646,9 @@ static void cb_destroy(backend_t *be)
     cu_split_report(be);
     if (cb->nplan[0] || cb->nplan[1])   /* where a job's start-up went (gpud's first batch) */
         log_info("cuda backend: %u cuDNN graph plans in %.2fs (%u of them a shape's plan "
-                 "shared, %u runtime-compiled in %.2fs), %u legacy algorithm choices in %.2fs",
-                 cb->nplan[0], cb->plan_s[0], cb->nplan_shared, cb->nplan_rtc, cb->plan_rtc_s,
-                 cb->nplan[1], cb->plan_s[1]);
+                 "shared, %u runtime-compiled in %.2fs, %u loaded serialized), %u legacy "
+                 "algorithm choices in %.2fs", cb->nplan[0], cb->plan_s[0], cb->nplan_shared,
+                 cb->nplan_rtc, cb->plan_rtc_s, cb->nplan_loaded, cb->nplan[1], cb->plan_s[1]);
     cu_tune_free(cb->tune);   /* its summary, and the plans file when it timed */
     if (cb->stream)
         cudaStreamSynchronize(cb->stream);

@@ -2,6 +2,7 @@
  * the first failure kept with the step's name (cu_dg_t). */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpud/backend_impl.h"
@@ -380,6 +381,68 @@ cudnnStatus_t cu_dg_plan(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, size_t w
         *what = p.what;
         return p.st;
     }
+    *plan = d;
+    *ws = (size_t)need;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cu_dg_plan_json(cudnnBackendDescriptor_t plan, char **json, size_t *n)
+{
+    int64_t len = 0;
+    cudnnStatus_t st = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION,
+                                                CUDNN_TYPE_CHAR, 0, &len, NULL);
+    if (st != CUDNN_STATUS_SUCCESS)
+        return st;
+    if (len <= 0)
+        return CUDNN_STATUS_NOT_SUPPORTED;
+    char *s = malloc((size_t)len);
+    if (!s)
+        return CUDNN_STATUS_ALLOC_FAILED;
+    int64_t got = 0;
+    st = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION,
+                                  CUDNN_TYPE_CHAR, len, &got, s);
+    if (st != CUDNN_STATUS_SUCCESS || got != len) {
+        free(s);
+        return st != CUDNN_STATUS_SUCCESS ? st : CUDNN_STATUS_INTERNAL_ERROR;
+    }
+    *json = s;
+    *n = (size_t)len;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cu_dg_plan_load(cudnnHandle_t h, const char *json, size_t n, size_t ws_cap,
+                              cudnnBackendDescriptor_t *plan, size_t *ws, cu_dg_engine_t *e,
+                              const char **what)
+{
+    cu_dg_t p = {.st = CUDNN_STATUS_SUCCESS};
+    cudnnBackendDescriptor_t d = cu_dg_make(&p, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR,
+                                            "execution plan");
+    cu_dg_set(&p, d, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, (int64_t)n,
+              json, "execution plan JSON");
+    cu_dg_set(&p, d, ATTR_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "execution plan handle");
+    cu_dg_finalize(&p, d, "execution plan from JSON finalize");
+    int64_t need = 0, cnt = 0;
+    if (p.st == CUDNN_STATUS_SUCCESS)
+        cu_dg_fail(&p, cudnnBackendGetAttribute(d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                CUDNN_TYPE_INT64, 1, &cnt, &need),
+                   "execution plan workspace size");
+    if (p.st == CUDNN_STATUS_SUCCESS && (need < 0 || (uint64_t)need > ws_cap))
+        cu_dg_fail(&p, CUDNN_STATUS_NOT_SUPPORTED, "execution plan workspace over the cap");
+    /* its engine, through the configuration the plan reports */
+    cudnnBackendDescriptor_t cfg = cu_dg_make(&p, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR,
+                                              "engine config descriptor");
+    if (p.st == CUDNN_STATUS_SUCCESS)
+        cu_dg_fail(&p, cudnnBackendGetAttribute(d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cnt, &cfg),
+                   "execution plan engine config");
+    if (p.st == CUDNN_STATUS_SUCCESS)
+        cu_dg_fail(&p, cu_dg_engine_of(cfg, e), "loaded plan's engine");
+    if (p.st != CUDNN_STATUS_SUCCESS) {
+        cu_dg_destroy(&p);
+        *what = p.what;
+        return p.st;
+    }
+    cudnnBackendDestroyDescriptor(cfg);   /* p.d[1]: the plan (p.d[0]) stays */
     *plan = d;
     *ws = (size_t)need;
     return CUDNN_STATUS_SUCCESS;

@@ -106,6 +106,17 @@ int cu_dg_heuristics(cu_dg_t *b, cudnnBackendDescriptor_t og, cudnnBackendHeurMo
  * caller destroys it) and *ws; else the status, *what naming the step. */
 cudnnStatus_t cu_dg_plan(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, size_t ws_cap,
                          cudnnBackendDescriptor_t *plan, size_t *ws, const char **what);
+/* plan's JSON representation: what cuDNN serializes of a plan whose
+ * engine compiled its kernel at finalize (the runtime-fusion engines; a
+ * precompiled engine's plan has none: NOT_SUPPORTED). *json (malloc'd, the
+ * caller frees it) and *n its bytes; else the status. */
+cudnnStatus_t cu_dg_plan_json(cudnnBackendDescriptor_t plan, char **json, size_t *n);
+/* An execution plan rebuilt on h from a JSON representation, without
+ * compiling: *plan (the caller destroys it), *ws (within ws_cap) and *e,
+ * its engine; else the status, *what naming the step. */
+cudnnStatus_t cu_dg_plan_load(cudnnHandle_t h, const char *json, size_t n, size_t ws_cap,
+                              cudnnBackendDescriptor_t *plan, size_t *ws, cu_dg_engine_t *e,
+                              const char **what);
 /* A variant pack of ptr[] for uid[] (nio of them) and the workspace ws:
  * *vp (the caller destroys it); else the status, *what naming the step. */
 cudnnStatus_t cu_dg_pack(const int64_t *uid, int nio, void *const *ptr, void *ws,

@@ -41,14 +41,15 @@
 #define TUNE_REPS 3         /* timed executions of each configuration (after one warm-up) */
 
 static atomic_ulong n_fused, n_legacy, n_off, n_run_failed, n_shared, n_from_file, n_timed,
-    n_file_refused;
+    n_file_refused, n_loaded;
 
 cu_fused_counts_t cu_fused_counts(void)
 {
     return (cu_fused_counts_t){atomic_load(&n_fused),        atomic_load(&n_legacy),
                                atomic_load(&n_off),          atomic_load(&n_run_failed),
                                atomic_load(&n_shared),       atomic_load(&n_from_file),
-                               atomic_load(&n_timed),        atomic_load(&n_file_refused)};
+                               atomic_load(&n_timed),        atomic_load(&n_file_refused),
+                               atomic_load(&n_loaded)};
 }
 
 /* list with room for one more pointer (doubled), or NULL (list kept) */
@@ -73,7 +74,8 @@ struct cu_fplan {
     int64_t uid[N_IO];
     size_t ws_need;         /* the plan's workspace bytes */
     int rtc;                /* its engine compiled its kernel at finalize (NVRTC) */
-    double final_s;         /* seconds that finalize took */
+    int loaded;             /* rebuilt from the plans file's serialized plan: not compiled */
+    double final_s;         /* seconds that finalize (or the load) took */
     int nio;
     int res;                /* a residual (R) in the graph */
     size_t out_bytes;       /* y's bytes (the tmp -> y copy) */
@@ -134,18 +136,54 @@ static int try_cfg(cuda_backend_t *cb, const cu_fused_shape_t *s, cudnnBackendDe
     return 0;
 }
 
+/* The plan the file serialized for s, rebuilt without compiling, if it is
+ * still the engine the file names and usable: 0 (*plan, *ws); -1 (refused,
+ * logged: the caller builds it from its configuration). */
+static int load_json(cuda_backend_t *cb, fplan_t *f, const cu_fused_shape_t *s, int64_t want,
+                     const char *json, size_t json_n, cudnnBackendDescriptor_t *plan, size_t *ws)
+{
+    cu_dg_engine_t e = {.engine = -1};
+    const char *what = NULL;
+    double t0 = clock_mono_s();
+    cudnnStatus_t st = cu_dg_plan_load(cb->dnn, json, json_n, cb->ws_cap, plan, ws, &e, &what);
+    if (st == CUDNN_STATUS_SUCCESS && e.engine == want && usable(cb, s, e)) {
+        f->rtc = CU_DG_RTC(e);
+        f->loaded = 1;
+        f->final_s = clock_mono_s() - t0;
+        atomic_fetch_add(&n_loaded, 1);
+        return 0;
+    }
+    if (st == CUDNN_STATUS_SUCCESS)
+        cudnnBackendDestroyDescriptor(*plan);
+    log_warn("cuda: cuDNN plans file's serialized plan for %s not loaded (%s%s%s): building it "
+             "from its configuration", f->layer, st != CUDNN_STATUS_SUCCESS ? what : "",
+             st != CUDNN_STATUS_SUCCESS ? ": " : "",
+             st != CUDNN_STATUS_SUCCESS ? cudnnGetErrorString(st)
+             : e.engine != want          ? "another engine"
+                                         : "not usable here");
+    return -1;
+}
+
 /* The configuration the plans file names for s, if it is still rank's
- * engine, admissible, and finalizes: its index (the plan in *plan, *ws);
- * -1 (no entry, or refused and logged). */
+ * engine, admissible, and finalizes (or loads, where the file has it
+ * serialized): its index (the plan in *plan, *ws); -1 (no entry, or
+ * refused and logged). A tuning run adds the serialized plan of a
+ * runtime-compiled engine the file names without one. */
 static int from_file(cuda_backend_t *cb, fplan_t *f, const cu_fused_shape_t *s,
                      cudnnBackendDescriptor_t *cfg, int n, cudnnBackendDescriptor_t *plan,
                      size_t *ws)
 {
     double secs = 0;
     int64_t want = -1;
-    int rank = cu_tune_lookup(cb->tune, s, &want);
+    const char *json = NULL;
+    size_t json_n = 0;
+    int rank = cu_tune_lookup(cb->tune, s, &want, &json, &json_n);
     if (rank < 0)
         return -1;
+    if (json && rank < n && load_json(cb, f, s, want, json, json_n, plan, ws) == 0) {
+        atomic_fetch_add(&n_from_file, 1);
+        return rank;
+    }
     cu_dg_t why = {.st = CUDNN_STATUS_SUCCESS};
     cu_dg_engine_t e = {.engine = -1};
     int rc = rank < n ? try_cfg(cb, s, cfg[rank], &why, plan, ws, &e, &secs) : 1;
@@ -153,6 +191,13 @@ static int from_file(cuda_backend_t *cb, fplan_t *f, const cu_fused_shape_t *s,
         atomic_fetch_add(&n_from_file, 1);
         f->rtc = CU_DG_RTC(e);
         f->final_s = secs;
+        char *out = NULL;
+        size_t out_n = 0;
+        if (f->rtc && !json && cu_tune_timing(cb->tune) &&
+            cu_dg_plan_json(*plan, &out, &out_n) == CUDNN_STATUS_SUCCESS) {
+            cu_tune_add_json(cb->tune, s, out, out_n);
+            free(out);
+        }
         return rank;
     }
     if (rc == 0)
@@ -304,7 +349,12 @@ static int timed(bk_ctx_t *g, cuda_backend_t *cb, fplan_t *f, const cu_fused_sha
         return failed ? -2 : -1;
     }
     atomic_fetch_add(&n_timed, 1);
-    cu_tune_record(cb->tune, s, best.i, best.engine, best.ms, first.ms, any.ms);
+    char *json = NULL;   /* a runtime-compiled plan, serialized: later runs load it */
+    size_t json_n = 0;
+    if (best.rtc && cu_dg_plan_json(best_plan, &json, &json_n) != CUDNN_STATUS_SUCCESS)
+        json = NULL;
+    cu_tune_record(cb->tune, s, best.i, best.engine, best.ms, first.ms, any.ms, json, json_n);
+    free(json);
     log_info("cuda conv tune %s: engine %lld (rank %d%s) %.3f ms; heuristics' first "
              "deterministic engine %lld (rank %d%s) %.3f ms; fastest of all engine %lld (rank "
              "%d%s%s) %.3f ms; %d configurations timed", f->layer, (long long)best.engine, best.i,
@@ -413,9 +463,9 @@ static void log_choice(const fplan_t *f, size_t ws)
     if (cu_dg_engine_of(f->cfg, &e) != CUDNN_STATUS_SUCCESS)
         e.engine = -1;   /* unknown: logged as -1 */
     if (cu_profile_env(NULL))
-        log_info("cuda conv graph %s: engine %lld%s, workspace %zu KB, finalized in %.3fs",
+        log_info("cuda conv graph %s: engine %lld%s, workspace %zu KB, %s in %.3fs",
                  f->layer, (long long)e.engine, f->rtc ? " (runtime-compiled)" : "", ws >> 10,
-                 f->final_s);
+                 f->loaded ? "loaded serialized" : "finalized", f->final_s);
     else
         log_debug("cuda: cuDNN graph for %s: fused (engine %lld%s, workspace %zu bytes, "
                   "finalized in %.3fs)", f->layer, (long long)e.engine,
@@ -469,6 +519,7 @@ static fplan_t *fplan_build(bk_ctx_t *g, cuda_backend_t *cb, const cu_fused_shap
     }
     cb->fplans[cb->nfplans++] = f;
     cb->nplan_rtc += f->rtc != 0;
+    cb->nplan_loaded += f->loaded != 0;
     cb->plan_rtc_s += f->rtc ? f->final_s : 0.0;
     log_choice(f, f->ws_need);
     return f;

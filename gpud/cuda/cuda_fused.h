@@ -60,6 +60,7 @@ typedef struct {
     unsigned long from_file;    /* plans built on the plans file's engine (cuda_tune.h) */
     unsigned long timed;        /* plans built on the fastest engine timed (DDPIPE_CUDNN_TUNE) */
     unsigned long file_refused; /* plans file entries refused (another engine at the rank...) */
+    unsigned long loaded;       /* of from_file: loaded from its serialized plan, not compiled */
 } cu_fused_counts_t;
 
 cu_fused_counts_t cu_fused_counts(void);

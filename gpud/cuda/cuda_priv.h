@@ -88,6 +88,7 @@ typedef struct {
     unsigned nplan[2];
     unsigned nplan_shared;  /* of nplan[0]: a plan of the same shape reused */
     unsigned nplan_rtc;     /* of nplan[0]: built on a runtime-compiled engine (NVRTC) */
+    unsigned nplan_loaded;  /* of nplan_rtc: loaded from a serialized plan, not compiled */
     double plan_rtc_s;      /* of plan_s[0]: those engines' finalize (their compile) */
     /* cuda_fused.c's execution plans, one per shape, shared by the layers
      * of that shape (each holds a reference; the last one out frees it) */

@@ -4,9 +4,11 @@
  *   device NVIDIA H200
  *   cudnn 91400
  *   plan KIND N C H W N K OH OW KH KW SH SW PH PW NHWC FP16 TC BIAS NPOST P0..P3
- *        rank R engine E ms M   (one line in the file)
+ *        rank R engine E ms M [json HEX]   (one line in the file)
  *
- * the 24 integers of a plan are cu_fused_shape_t's fields in order. */
+ * the 24 integers of a plan are cu_fused_shape_t's fields in order; HEX is
+ * the plan cuDNN serialized (its JSON representation's bytes, two hex
+ * digits each), for runtime-compiled engines. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,8 @@ typedef struct {
     double first_ms, any_ms;   /* timed here: heuristics' first admissible, fastest of all */
     int timed;              /* by this process (else read from the file) */
     unsigned uses;          /* layers that ran this shape's plan */
+    char *json;             /* the plan serialized (cu_dg_plan_json), or NULL */
+    size_t json_n;
 } plan_t;
 
 struct cu_tune {
@@ -94,7 +98,34 @@ int cu_tune_max(void)
     return (end && *end) || v < 1 ? 8 : v > 32 ? 32 : (int)v;
 }
 
-/* "plan <24 ints> rank R engine E ms M" into p: 0, or -1 */
+/* n bytes from 2n hex digits at s (p->json); 0, or -1 */
+static int unhex(const char *s, size_t digits, plan_t *p)
+{
+    if (digits == 0 || digits % 2)
+        return -1;
+    size_t n = digits / 2;
+    unsigned char *b = malloc(n);
+    if (!b)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        int v = 0;
+        for (int k = 0; k < 2; k++) {
+            char c = s[2 * i + k];
+            int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            if (d < 0) {
+                free(b);
+                return -1;
+            }
+            v = v * 16 + d;
+        }
+        b[i] = (unsigned char)v;
+    }
+    p->json = (char *)b;
+    p->json_n = n;
+    return 0;
+}
+
+/* "plan <24 ints> rank R engine E ms M [json HEX]" into p: 0, or -1 */
 static int parse_plan(const char *line, plan_t *p)
 {
     const char *at = line + 4;
@@ -110,10 +141,22 @@ static int parse_plan(const char *line, plan_t *p)
     long long engine = 0;
     int used = 0;
     if (sscanf(at, " rank %d engine %lld ms %lf %n", &p->rank, &engine, &p->ms, &used) != 3 ||
-        at[used] != '\0' || p->rank < 0 || p->rank >= 32)
+        p->rank < 0 || p->rank >= 32)
         return -1;
     p->engine = engine;
-    return 0;
+    at += used;
+    if (*at == '\0')
+        return 0;
+    if (strncmp(at, "json ", 5) != 0)
+        return -1;
+    return unhex(at + 5, strlen(at + 5), p);
+}
+
+static void plans_free(cu_tune_t *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        free(t->plans[i].json);
+    t->n = 0;
 }
 
 /* FILE's plans into t: 0 (a missing file is an empty one), -1 refused
@@ -128,17 +171,17 @@ static int load(cu_tune_t *t)
                  strerror(errno));
         return -1;
     }
-    char line[512], device[256] = "";
+    char *line = NULL, device[256] = "";
+    size_t cap = 0;
     long cudnn = -1;
     int lineno = 0, bad = 0;
-    while (!bad && fgets(line, sizeof line, f)) {
+    ssize_t got;
+    while (!bad && (got = getline(&line, &cap, f)) >= 0) {   /* a serialized plan is long */
         lineno++;
-        size_t len = strlen(line);
+        size_t len = (size_t)got;
         if (len && line[len - 1] == '\n')
             line[--len] = '\0';
-        else if (!feof(f))
-            bad = 1;   /* a line longer than any ddpipe writes */
-        if (bad || line[0] == '#' || line[0] == '\0')
+        if (line[0] == '#' || line[0] == '\0')
             continue;
         if (strncmp(line, "device ", 7) == 0) {
             size_t n = strlen(line + 7);
@@ -155,6 +198,7 @@ static int load(cu_tune_t *t)
             bad = 1;
     }
     int rerr = ferror(f);
+    free(line);
     fclose(f);
     const char *why = bad ? "malformed" : rerr ? "read error" : NULL;
     char other[400] = "";
@@ -170,7 +214,7 @@ static int load(cu_tune_t *t)
         log_warn("cuda: cuDNN plans file %s refused (%s%s): cuDNN's heuristics choose the "
                  "engines; time them again on this machine with DDPIPE_CUDNN_TUNE=1", t->path,
                  why, at);
-        t->n = 0;
+        plans_free(t);
         return -1;
     }
     log_info("cuda: cuDNN plans file %s: %zu convolution shapes' engines", t->path, t->n);
@@ -210,17 +254,41 @@ int cu_tune_timing(const cu_tune_t *t)
     return t && t->timing;
 }
 
-int cu_tune_lookup(const cu_tune_t *t, const cu_fused_shape_t *s, int64_t *engine)
+int cu_tune_lookup(const cu_tune_t *t, const cu_fused_shape_t *s, int64_t *engine,
+                   const char **json, size_t *json_n)
 {
     const plan_t *p = t ? find(t, s) : NULL;
     if (!p)
         return -1;
     *engine = p->engine;
+    *json = p->json;
+    *json_n = p->json_n;
     return p->rank;
 }
 
+/* p's serialized plan: a copy of json (NULL: none) */
+static void set_json(plan_t *p, const char *json, size_t n)
+{
+    free(p->json);
+    p->json = NULL;
+    p->json_n = 0;
+    if (json && n && (p->json = malloc(n)) != NULL) {
+        memcpy(p->json, json, n);
+        p->json_n = n;
+    }
+}
+
+void cu_tune_add_json(cu_tune_t *t, const cu_fused_shape_t *s, const char *json, size_t json_n)
+{
+    plan_t *p = t ? find(t, s) : NULL;
+    if (!p || p->json || !json)
+        return;
+    set_json(p, json, json_n);
+    t->added += p->json != NULL;
+}
+
 void cu_tune_record(cu_tune_t *t, const cu_fused_shape_t *s, int rank, int64_t engine, double ms,
-                    double first_ms, double any_ms)
+                    double first_ms, double any_ms, const char *json, size_t json_n)
 {
     if (!t)
         return;
@@ -237,6 +305,7 @@ void cu_tune_record(cu_tune_t *t, const cu_fused_shape_t *s, int rank, int64_t e
     p->first_ms = first_ms;
     p->any_ms = any_ms;
     p->timed = 1;
+    set_json(p, json, json_n);
     t->added++;
 }
 
@@ -264,7 +333,13 @@ static void save(cu_tune_t *t)
         fputs("plan", o);
         for (int k = 0; k < KEY_INTS; k++)
             fprintf(o, " %d", p->key[k]);
-        fprintf(o, " rank %d engine %lld ms %.4f\n", p->rank, (long long)p->engine, p->ms);
+        fprintf(o, " rank %d engine %lld ms %.4f", p->rank, (long long)p->engine, p->ms);
+        if (p->json) {
+            fputs(" json ", o);
+            for (size_t k = 0; k < p->json_n; k++)
+                fprintf(o, "%02x", (unsigned char)p->json[k]);
+        }
+        fputc('\n', o);
     }
     if (atomic_file_commit(&f, err, sizeof err) != 0)
         log_warn("cuda: cuDNN plans not written: %s", err);
@@ -297,6 +372,7 @@ void cu_tune_free(cu_tune_t *t)
                  "fastest of all (nondeterministic allowed)", shapes, layers, tuned, first, any);
     if (t->path && t->added)
         save(t);
+    plans_free(t);
     free(t->plans);
     free(t->path);
     free(t);

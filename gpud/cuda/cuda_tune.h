@@ -14,7 +14,10 @@
  *   DDPIPE_CUDNN_PLANS=plans.txt <every gpud of the job>          # reads
  *
  * A plan names a shape, the heuristics' rank of the chosen configuration
- * and that configuration's engine (cuDNN's global index): heuristics give
+ * and that configuration's engine (cuDNN's global index), and, where the
+ * engine compiles its kernel at plan time (runtime fusion), the plan
+ * cuDNN serialized, which later runs load instead of compiling again (the
+ * start-up of a job's gpuds); heuristics give
  * the same list for the same graph, device and cuDNN, so the rank finds the
  * configuration again, and an engine that no longer matches refuses the
  * entry (heuristics' choice instead, logged). The file names the device
@@ -41,12 +44,18 @@ void cu_tune_free(cu_tune_t *t);
 
 /* 1 when shapes without a plan are to be timed. */
 int cu_tune_timing(const cu_tune_t *t);
-/* The heuristics rank FILE names for s (its engine in *engine), or -1. */
-int cu_tune_lookup(const cu_tune_t *t, const cu_fused_shape_t *s, int64_t *engine);
+/* The heuristics rank FILE names for s (its engine in *engine, and in
+ * *json / *json_n the plan serialized, or NULL / 0), or -1. */
+int cu_tune_lookup(const cu_tune_t *t, const cu_fused_shape_t *s, int64_t *engine,
+                   const char **json, size_t *json_n);
 /* What timing s found: the chosen configuration (rank, engine, ms), the
- * time of heuristics' first admissible one and of the fastest of all. */
+ * time of heuristics' first admissible one and of the fastest of all, and
+ * its plan serialized (json may be NULL: a precompiled engine's). */
 void cu_tune_record(cu_tune_t *t, const cu_fused_shape_t *s, int rank, int64_t engine, double ms,
-                    double first_ms, double any_ms);
+                    double first_ms, double any_ms, const char *json, size_t json_n);
+/* The serialized plan of a plan FILE names without one (a tuning run
+ * completes the file with them: later runs load instead of compiling). */
+void cu_tune_add_json(cu_tune_t *t, const cu_fused_shape_t *s, const char *json, size_t json_n);
 /* One more layer runs s's plan (the summary counts each layer). */
 void cu_tune_use(cu_tune_t *t, const cu_fused_shape_t *s);
 

@@ -85,7 +85,8 @@ try:
     check(re.search(r"first batch: 16 samples in [0-9.]+s", logs),
           "cuda eval: no first-batch line in gpud's log")
     plans = re.search(r"cuda backend: (\d+) cuDNN graph plans in [0-9.]+s \((\d+) of them a "
-                      r"shape's plan shared, (\d+) runtime-compiled in [0-9.]+s\), \d+ legacy",
+                      r"shape's plan shared, (\d+) runtime-compiled in [0-9.]+s, \d+ loaded "
+                      r"serialized\), \d+ legacy",
                       logs)
     # (the fake's runtime-compiled engine is its third: heuristics' first
     # deterministic one is not)

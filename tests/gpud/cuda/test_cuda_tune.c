@@ -15,7 +15,11 @@
  *      (engine 2) is taken (a file whose rank were ignored would find
  *      engine 1 there and refuse it), but refused under DDPIPE_CUDNN_RTC=0
  *      (the fake's engine 2 is runtime-compiled), and one moved to rank 0
- *      (engine 0, nondeterministic) refused;
+ *      (engine 0, nondeterministic) refused; a tuning run over those
+ *      entries adds each plan serialized (the fake's engine 2 serializes,
+ *      as cuDNN's runtime-compiled engines do), a run on that file loads
+ *      every plan instead of finalizing it, with the same bits, and a
+ *      serialized plan made unreadable is built from its configuration;
  *   4. a malformed F, and one timed on another device, are refused whole:
  *      heuristics' engines, their logits.
  * Exits 77 when no CUDA device. */
@@ -48,7 +52,7 @@ static float *run(int bf16, const safetensors_t *io, cu_fused_counts_t *d, int *
     *d = (cu_fused_counts_t){c1.fused - c0.fused, c1.legacy - c0.legacy, c1.off - c0.off,
                              c1.run_failed - c0.run_failed, c1.shared - c0.shared,
                              c1.from_file - c0.from_file, c1.timed - c0.timed,
-                             c1.file_refused - c0.file_refused};
+                             c1.file_refused - c0.file_refused, c1.loaded - c0.loaded};
     return y;
 }
 
@@ -96,6 +100,70 @@ static void write_plans(const char *path, const plans_t *p, const char *device)
     for (int i = 0; i < p->n; i++)
         fprintf(f, "%s rank %d engine %lld ms 0.1\n", p->line[i], p->rank[i], p->engine[i]);
     fclose(f);
+}
+
+/* The file's whole text (REQUIRE). */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    REQUIRE(f, "cannot read %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *s = malloc((size_t)n + 1);
+    REQUIRE(s && fread(s, 1, (size_t)n, f) == (size_t)n, "read %s", path);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* On the emulator, with every entry of `file` at the fake's runtime-compiled
+ * engine 2 and no serialized plan: a tuning run adds each plan serialized
+ * (json HEX), a run on the file alone loads every plan instead of
+ * finalizing it, with the bits of the tuned run; a serialized plan made
+ * unreadable is built from its configuration instead (one fewer loaded,
+ * none refused). */
+static void check_serialized(const char *label, int bf16, const safetensors_t *io,
+                             const char *file, unsigned long built, const float *tuned,
+                             size_t bytes)
+{
+    cu_fused_counts_t d;
+    int n2 = 0, nc = 0;
+    setenv("DDPIPE_CUDNN_TUNE", "1", 1);
+    free(run(bf16, io, &d, &n2, &nc));
+    unsetenv("DDPIPE_CUDNN_TUNE");
+    char *text = slurp(file);
+    int with = 0;
+    for (const char *at = text; (at = strstr(at, " json ")) != NULL; at++)
+        with++;
+    CHECK(d.from_file == built && d.timed == 0 && with == (int)built,
+          "%s: a tuning run over engine-2 entries: %lu from the file, %lu timed, %d of %lu "
+          "serialized", label, d.from_file, d.timed, with, built);
+    float *y = run(bf16, io, &d, &n2, &nc);
+    printf("%-5s serialized plans: %d written, %lu loaded of %lu\n", label, with, d.loaded, built);
+    CHECK(d.loaded == built && d.from_file == built && d.file_refused == 0,
+          "%s: %lu of %lu serialized plans loaded (%lu from the file, %lu refused)", label,
+          d.loaded, built, d.from_file, d.file_refused);
+    CHECK(memcmp(y, tuned, bytes) == 0, "%s: loaded plans' logits differ", label);
+    free(y);
+    /* the first serialized plan made unreadable: its hex replaced by "00" */
+    char *j = strstr(text, " json ");
+    REQUIRE(j, "no json field");
+    char *end = strchr(j + 6, '\n');
+    REQUIRE(end, "json field without its line's end");
+    FILE *f = fopen(file, "w");
+    REQUIRE(f, "cannot write %s", file);
+    fwrite(text, 1, (size_t)(j + 6 - text), f);
+    fputs("00", f);
+    fputs(end, f);
+    fclose(f);
+    free(text);
+    y = run(bf16, io, &d, &n2, &nc);
+    CHECK(d.loaded == built - 1 && d.from_file == built && d.file_refused == 0,
+          "%s: an unreadable serialized plan: %lu loaded, %lu from the file, %lu refused",
+          label, d.loaded, d.from_file, d.file_refused);
+    CHECK(memcmp(y, tuned, bytes) == 0, "%s: logits differ with one plan built", label);
+    free(y);
 }
 
 static void check(const char *label, int bf16, const char *dir, int emulated)
@@ -148,6 +216,9 @@ static void check(const char *label, int bf16, const char *dir, int emulated)
     unsetenv("DDPIPE_CUDNN_TUNE");
     for (int k = 0; k < 2; k++) {
         float *again = run(bf16, io, &d, &n2, &nc);
+        if (k == 0)
+            printf("%-5s the file alone: %lu plans from it, %lu of them loaded serialized\n",
+                   label, d.from_file, d.loaded);
         CHECK(d.from_file == built && d.timed == 0 && d.file_refused == 0,
               "%s: %lu of %lu plans from the file, %lu timed, %lu refused", label, d.from_file,
               built, d.timed, d.file_refused);
@@ -180,6 +251,7 @@ static void check(const char *label, int bf16, const char *dir, int emulated)
         CHECK(d.from_file == 0 && d.file_refused == built,
               "%s: runtime-compiled entries under DDPIPE_CUDNN_RTC=0: %lu refused of %lu, %lu "
               "taken", label, d.file_refused, built, d.from_file);
+        check_serialized(label, bf16, io, file, built, tuned, bytes);
         q.rank[0] = 0, q.engine[0] = 0;   /* the nondeterministic engine */
         write_plans(file, &q, p.device);
         free(run(bf16, io, &d, &n2, &nc));

@@ -13,15 +13,19 @@
  * arithmetic), the first with the NONDETERMINISTIC note (a caller must
  * filter it), the others with none, the third with the behaviour note
  * RUNTIME_COMPILATION (DDPIPE_CUDNN_RTC=0 passes it over; a plans file may
- * name either, and
- * cuda_tune's timing chooses between them: the emulator's events time
- * nothing, so the first); plans need no workspace. What this cannot show: cuDNN's own engines, their sums'
- * order, which graphs real cuDNN refuses (it found no engine for the fp32
- * NCHW conv + bias + sum + relu on an H200), speed.
+ * name either, and cuda_tune's timing chooses between them: the
+ * emulator's events time nothing, so the first); plans need no workspace.
+ * A plan of engine 2 has a JSON representation (the descriptors it
+ * reaches, as text) and a plan finalized from one is rebuilt from it, as
+ * cuDNN serializes its runtime-compiled plans; other engines' plans have
+ * none (NOT_SUPPORTED). What this cannot show: cuDNN's own engines, their
+ * sums' order, which graphs real cuDNN refuses (it found no engine for the
+ * fp32 NCHW conv + bias + sum + relu on an H200), speed.
  * CUEMU_DNN_GRAPH=0 makes every descriptor NOT_SUPPORTED (the fallback). */
 #include <cudnn.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +36,12 @@ int cuemu_capturing(void);
 void cuemu_record(void (*fn)(void *), const void *arg, size_t bytes);
 
 enum { MAX_ATTR = 24, ATTR_BYTES = 128, MAX_IO = 8, FAKE_ENGINES = 3 };
+
+/* deprecated in cuDNN 9.19's header, still what a plan's handle is set by */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static const cudnnBackendAttributeName_t ATTR_PLAN_HANDLE_FAKE = CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
+#pragma GCC diagnostic pop
 
 typedef struct {
     cudnnBackendAttributeName_t name;
@@ -47,6 +57,10 @@ typedef struct fdesc {
     int na;
     struct fdesc *graph;   /* an engine config's (from the heuristics) */
     int engine;            /* an engine config's / engine's index: 0 nondeterministic */
+    char *json;            /* a plan's JSON representation as set (read at finalize) */
+    size_t json_n;
+    struct fdesc **owned;  /* what a plan made from its JSON (freed with it) */
+    int nowned;
 } fdesc_t;
 
 static int enabled(void)
@@ -108,6 +122,203 @@ static fdesc_t *desc_of(const fdesc_t *d, cudnnBackendAttributeName_t n, int i)
     return v;
 }
 
+/* ------------------------------------------------ plans as JSON (text) */
+
+/* A plan's "JSON": every descriptor it reaches (through descriptor
+ * attributes and an engine config's graph), numbered from 0 (the plan),
+ * one line each, "d TYPE FINAL ENGINE GRAPH NA", then one line an
+ * attribute: "p NAME N I..." (descriptors by number), "h NAME" (the
+ * handle: the loading plan's), or "a NAME TYPE N HEX". Only the fake's
+ * runtime-compiled engine (2) serializes, as cuDNN's runtime-fusion
+ * engines alone do. */
+enum { MAX_JSON_DESC = 64 };
+
+static int json_index(fdesc_t **all, int *n, fdesc_t *d)
+{
+    for (int i = 0; i < *n; i++)
+        if (all[i] == d)
+            return i;
+    if (*n == MAX_JSON_DESC)
+        return -1;
+    all[*n] = d;
+    return (*n)++;
+}
+
+static char *json_text(fdesc_t *plan, size_t *len)
+{
+    fdesc_t *all[MAX_JSON_DESC];
+    int n = 0;
+    json_index(all, &n, plan);
+    for (int i = 0; i < n; i++) {   /* n grows as descriptors are found */
+        if (all[i]->graph && json_index(all, &n, all[i]->graph) < 0)
+            return NULL;
+        for (int k = 0; k < all[i]->na; k++)
+            for (int64_t j = 0; all[i]->a[k].type == CUDNN_TYPE_BACKEND_DESCRIPTOR &&
+                                j < all[i]->a[k].n; j++) {
+                fdesc_t *d = desc_of(all[i], all[i]->a[k].name, (int)j);
+                if (d && json_index(all, &n, d) < 0)
+                    return NULL;
+            }
+    }
+    size_t cap = 4096, at = 0;
+    char *s = malloc(cap);
+#define PUT(...)                                                                  \
+    do {                                                                          \
+        int w_ = snprintf(s ? s + at : NULL, s ? cap - at : 0, __VA_ARGS__);      \
+        if (s && (size_t)w_ >= cap - at) {                                        \
+            char *g_ = realloc(s, cap = 2 * cap + (size_t)w_);                    \
+            if (!g_) {                                                            \
+                free(s);                                                          \
+                s = NULL;                                                         \
+            } else {                                                              \
+                s = g_;                                                           \
+                w_ = snprintf(s + at, cap - at, __VA_ARGS__);                     \
+            }                                                                     \
+        }                                                                         \
+        at += s ? (size_t)w_ : 0;                                                 \
+    } while (0)
+    PUT("fakeplan %d\n", n);
+    for (int i = 0; i < n && s; i++) {
+        const fdesc_t *d = all[i];
+        PUT("d %d %d %d %d %d\n", (int)d->type, d->final, d->engine,
+            d->graph ? json_index(all, &n, d->graph) : -1, d->na);
+        for (int k = 0; k < d->na && s; k++) {
+            const attr_t *a = &d->a[k];
+            if (a->type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+                PUT("p %d %lld", (int)a->name, (long long)a->n);
+                for (int64_t j = 0; j < a->n && s; j++) {
+                    fdesc_t *p = desc_of(d, a->name, (int)j);
+                    PUT(" %d", p ? json_index(all, &n, p) : -1);
+                }
+                PUT("\n");
+            } else if (a->type == CUDNN_TYPE_HANDLE) {
+                PUT("h %d\n", (int)a->name);
+            } else {
+                PUT("a %d %d %lld ", (int)a->name, (int)a->type, (long long)a->n);
+                size_t bytes = type_size(a->type) * (size_t)a->n;
+                for (size_t j = 0; j < bytes && s; j++)
+                    PUT("%02x", a->v[j]);
+                PUT("\n");
+            }
+        }
+    }
+#undef PUT
+    if (s)
+        *len = at + 1;   /* with its NUL, as cuDNN counts its characters */
+    return s;
+}
+
+static cudnnStatus_t fake_json_get(fdesc_t *plan, int64_t r, int64_t *c, void *v)
+{
+    const fdesc_t *cfg = desc_of(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, 0);
+    if (!cfg || cfg->engine != 2)
+        return CUDNN_STATUS_NOT_SUPPORTED;   /* a precompiled engine */
+    size_t len = 0;
+    char *s = json_text(plan, &len);
+    if (!s)
+        return CUDNN_STATUS_ALLOC_FAILED;
+    *c = (int64_t)len;
+    if (r > 0 && v)
+        memcpy(v, s, (size_t)r < len ? (size_t)r : len);
+    free(s);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static cudnnStatus_t fake_json_set(fdesc_t *f, const void *v, size_t n)
+{
+    char *s = malloc(n + 1);
+    if (!s)
+        return CUDNN_STATUS_ALLOC_FAILED;
+    memcpy(s, v, n);
+    s[n] = '\0';
+    free(f->json);
+    f->json = s;
+    f->json_n = n;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* f's descriptors rebuilt from its JSON: f takes the plan's attributes,
+ * the rest are f's own; the handle attributes get f's handle. 0, or -1
+ * (malformed: nothing kept). */
+static int fake_json_load(fdesc_t *f)
+{
+    const attr_t *h = find(f, ATTR_PLAN_HANDLE_FAKE);
+    const char *at = f->json;
+    int n = 0, used = 0;
+    if (!h || sscanf(at, "fakeplan %d %n", &n, &used) != 1 || n < 1 || n > MAX_JSON_DESC)
+        return -1;
+    at += used;
+    fdesc_t **all = calloc((size_t)n, sizeof *all);
+    int ok = all != NULL;
+    int graph[MAX_JSON_DESC];
+    for (int i = 0; ok && i < n; i++)
+        ok = (all[i] = calloc(1, sizeof **all)) != NULL;
+    for (int i = 0; ok && i < n; i++) {
+        fdesc_t *d = all[i];
+        int type = 0, na = 0;
+        ok = sscanf(at, "d %d %d %d %d %d %n", &type, &d->final, &d->engine, &graph[i], &na,
+                    &used) == 5 && na >= 0 && na <= MAX_ATTR && graph[i] < n;
+        at += ok ? used : 0;
+        d->type = (cudnnBackendDescriptorType_t)type;
+        d->na = na;
+        for (int k = 0; ok && k < na; k++) {
+            attr_t *a = &d->a[k];
+            int name = 0, ty = 0;
+            long long cnt = 0;
+            if (sscanf(at, "p %d %lld %n", &name, &cnt, &used) == 2) {
+                at += used;
+                ok = cnt >= 0 && (size_t)cnt * 8 <= ATTR_BYTES;
+                a->type = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+                for (long long j = 0; ok && j < cnt; j++) {
+                    int idx = -1;
+                    ok = sscanf(at, "%d %n", &idx, &used) == 1 && idx >= -1 && idx < n;
+                    at += ok ? used : 0;
+                    fdesc_t *p = ok && idx >= 0 ? all[idx] : NULL;
+                    memcpy(a->v + 8 * j, &p, 8);
+                }
+            } else if (sscanf(at, "h %d %n", &name, &used) == 1) {
+                at += used;
+                a->type = CUDNN_TYPE_HANDLE;
+                memcpy(a->v, h->v, 8);
+                cnt = 1;
+            } else if (sscanf(at, "a %d %d %lld %n", &name, &ty, &cnt, &used) == 3) {
+                at += used;
+                a->type = (cudnnBackendAttributeType_t)ty;
+                size_t bytes = type_size(a->type) * (size_t)cnt;
+                ok = cnt >= 0 && bytes <= ATTR_BYTES;
+                for (size_t j = 0; ok && j < bytes; j++) {
+                    unsigned x = 0;
+                    ok = sscanf(at, "%2x", &x) == 1;
+                    a->v[j] = (unsigned char)x;
+                    at += 2;
+                }
+                while (ok && (*at == '\n' || *at == ' '))
+                    at++;
+            } else
+                ok = 0;
+            a->name = (cudnnBackendAttributeName_t)name;
+            a->n = cnt;
+        }
+    }
+    for (int i = 0; ok && i < n; i++)
+        all[i]->graph = graph[i] >= 0 ? all[graph[i]] : NULL;
+    ok = ok && all[0]->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR &&
+         (f->owned = calloc((size_t)n, sizeof *f->owned)) != NULL;
+    if (!ok) {
+        for (int i = 0; all && i < n; i++)
+            free(all[i]);
+        free(all);
+        return -1;
+    }
+    memcpy(f->a, all[0]->a, sizeof f->a);   /* the plan's attributes, its handle f's */
+    f->na = all[0]->na;
+    free(all[0]);
+    for (int i = 1; i < n; i++)
+        f->owned[f->nowned++] = all[i];
+    free(all);
+    return 0;
+}
+
 cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t t,
                                            cudnnBackendDescriptor_t *d)
 {
@@ -124,7 +335,14 @@ cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t t,
 
 cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t d)
 {
-    free(d);
+    fdesc_t *f = d;
+    for (int i = 0; f && i < f->nowned; i++)
+        free(f->owned[i]);
+    if (f) {
+        free(f->owned);
+        free(f->json);
+    }
+    free(f);
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -134,6 +352,9 @@ cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t d,
 {
     fdesc_t *f = d;
     size_t bytes = type_size(t) * (size_t)c;
+    if (f && !f->final && f->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR &&
+        n == CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION && t == CUDNN_TYPE_CHAR && c > 0 && v)
+        return fake_json_set(f, v, (size_t)c);
     if (!f || c < 0 || !v || bytes > ATTR_BYTES)
         return CUDNN_STATUS_BAD_PARAM;
     if (f->final)
@@ -279,6 +500,8 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t d)
         ok = desc_of(f, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, 0) != NULL;
         break;
     case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: {
+        if (f->json && fake_json_load(f) != 0)
+            return CUDNN_STATUS_BAD_PARAM;
         const fdesc_t *cfg = desc_of(f, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, 0);
         ok = cfg && cfg->graph;
         break;
@@ -339,6 +562,22 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const d,
             *(cudnnBackendNumericalNote_t *)v = CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
             *c = 1;
         }
+        return CUDNN_STATUS_SUCCESS;
+    }
+    if (f->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR &&
+        n == CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION && t == CUDNN_TYPE_CHAR)
+        return fake_json_get(f, r, c, v);
+    if (f->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR &&
+        n == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG && t == CUDNN_TYPE_BACKEND_DESCRIPTOR &&
+        r >= 1) {   /* into the caller's engine config descriptor, as cuDNN fills it */
+        fdesc_t *out = *(fdesc_t **)v;
+        const fdesc_t *cfg = desc_of(f, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, 0);
+        if (!out || out->type != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR || !cfg)
+            return CUDNN_STATUS_BAD_PARAM;
+        out->graph = cfg->graph;
+        out->engine = cfg->engine;
+        out->final = 1;
+        *c = 1;
         return CUDNN_STATUS_SUCCESS;
     }
     if (f->type == CUDNN_BACKEND_ENGINE_DESCRIPTOR && n == CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE &&
