@@ -24,18 +24,20 @@ run() {   # log what precision [env...]
     env "$@" "$B" "$what" --batch 2 --size 32 --iters 1 --warmup 0 --precision "$prec" \
         > "$T/$log" 2>&1 || no "cuda_resnet18_emu $what $prec ($*): exit $?: $(tail -n 2 "$T/$log")"
 }
+# one run each for train and eval with both variables: the tuning happens
+# at plan time, the profile over the passes after it (gpu-check runs them
+# apart, for their figures)
 for what in train eval; do
-    run tuned-$what "$what" bf16 DDPIPE_CUDNN_TUNE=1 DDPIPE_CUDNN_TUNE_MAX=2 \
-        DDPIPE_CUDNN_PLANS="$T/plans-$what.txt"
-    grep '^ddpipe-cuda resnet18 ' "$T/tuned-$what" | tail -n 1 | grep -q "img/s=.*precision=bf16" ||
-        no "$what bf16 tuned: no bench line"
-    grep -q 'cuda conv tune: ' "$T/tuned-$what" || no "$what bf16 tuned: no 'cuda conv tune: ' line"
-    grep -q 'cuda conv tune [a-z0-9]' "$T/tuned-$what" || no "$what bf16 tuned: no shape lines"
+    run $what "$what" bf16 DDPIPE_CUDNN_TUNE=1 DDPIPE_CUDNN_TUNE_MAX=2 \
+        DDPIPE_CUDNN_PLANS="$T/plans-$what.txt" DDPIPE_CUDA_PROFILE=1
+    grep '^ddpipe-cuda resnet18 ' "$T/$what" | tail -n 1 | grep -q "img/s=.*precision=bf16" ||
+        no "$what bf16: no bench line"
+    grep -q 'cuda conv tune: ' "$T/$what" || no "$what bf16 tuned: no 'cuda conv tune: ' line"
+    grep -q 'cuda conv tune [a-z0-9]' "$T/$what" || no "$what bf16 tuned: no shape lines"
     grep -q '^plan ' "$T/plans-$what.txt" 2>/dev/null || no "$what bf16 tuned: no plans file"
-    run profile-$what "$what" bf16 DDPIPE_CUDA_PROFILE=1
-    grep -q 'cuda profile graph' "$T/profile-$what" || no "$what bf16: no 'cuda profile graph' line"
-    grep -q 'cuda conv ' "$T/profile-$what" || no "$what bf16: no 'cuda conv ' engine lines"
-    grep -h -o -E "cuda backend: [0-9]+ cuDNN graph plans.*" "$T/profile-$what" |
+    grep -q 'cuda profile graph' "$T/$what" || no "$what bf16: no 'cuda profile graph' line"
+    grep -q 'cuda conv ' "$T/$what" || no "$what bf16: no 'cuda conv ' engine lines"
+    grep -h -o -E "cuda backend: [0-9]+ cuDNN graph plans.*" "$T/$what" |
         grep -q "runtime-compiled" || no "$what bf16: no closing plans line"
 done
 [ "$fail" -eq 0 ] && echo "bench_cuda_lines_emu: every line gpu-check reads is there"
