@@ -22,6 +22,10 @@
  *      serialized plan made unreadable is built from its configuration;
  *   4. a malformed F, and one timed on another device, are refused whole:
  *      heuristics' engines, their logits.
+ * On a device, where each model's plans are compiled again (a second of
+ * NVRTC a runtime-compiled plan), the parsing cases (2's second run, 4) are
+ * left to the emulator: it is 1, 2, 3's unknown engine and the time it
+ * takes that only a device can show.
  * Exits 77 when no CUDA device. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,7 +218,7 @@ static void check(const char *label, int bf16, const char *dir, int emulated)
 
     /* 2. the file alone: the same engines, the same bits */
     unsetenv("DDPIPE_CUDNN_TUNE");
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < (emulated ? 2 : 1); k++) {
         float *again = run(bf16, io, &d, &n2, &nc);
         if (k == 0)
             printf("%-5s the file alone: %lu plans from it, %lu of them loaded serialized\n",
@@ -260,12 +264,13 @@ static void check(const char *label, int bf16, const char *dir, int emulated)
               d.file_refused, d.from_file);
     }
 
-    /* 4. refused whole: malformed, another device */
+    /* 4. refused whole: malformed, another device (the file's parsing: on
+     * the emulator only, where a model's plans cost nothing to build) */
     FILE *f = fopen(file, "a");
     REQUIRE(f, "append to %s", file);
     fputs("plan 1 2 three\n", f);
     fclose(f);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < (emulated ? 2 : 0); k++) {
         if (k == 1)
             write_plans(file, &p, "Another GPU");
         float *y = run(bf16, io, &d, &n2, &nc);
