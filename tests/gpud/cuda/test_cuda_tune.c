@@ -216,7 +216,13 @@ static void check(const char *label, int bf16, const char *dir, int emulated)
     CHECK(e <= tol && diff == 0, "%s: tuned engines' logits %.3g from heuristics' (%d top-1)",
           label, e, diff);
 
-    /* 2. the file alone: the same engines, the same bits */
+    /* 2. the file alone: the same engines, the same bits; every plan the
+     * tuning run serialized (its runtime-compiled engines') loaded */
+    char *text = slurp(file);
+    unsigned long serialized = 0;
+    for (const char *at = text; (at = strstr(at, " json ")) != NULL; at++)
+        serialized++;
+    free(text);
     unsetenv("DDPIPE_CUDNN_TUNE");
     for (int k = 0; k < (emulated ? 2 : 1); k++) {
         float *again = run(bf16, io, &d, &n2, &nc);
@@ -226,6 +232,8 @@ static void check(const char *label, int bf16, const char *dir, int emulated)
         CHECK(d.from_file == built && d.timed == 0 && d.file_refused == 0,
               "%s: %lu of %lu plans from the file, %lu timed, %lu refused", label, d.from_file,
               built, d.timed, d.file_refused);
+        CHECK(d.loaded == serialized, "%s: %lu of the file's %lu serialized plans loaded "
+              "(the log says why not)", label, d.loaded, serialized);
         CHECK(memcmp(again, tuned, bytes) == 0, "%s: the plans file's run %d differs from the "
               "tuning run's bits", label, k + 1);
         free(again);
