@@ -364,6 +364,7 @@ profile_step() {   # what precision
 tuned_step() {   # what precision
     step "bench ddpipe $1 $2 tuned" "bench-ddpipe-$1-$2-tuned.log" \
         env DDPIPE_CUDNN_TUNE=1 DDPIPE_CUDNN_TUNE_MAX="${TUNE_MAX:-6}" \
+        DDPIPE_CUDNN_TUNE_SECONDS="${TUNE_SECONDS:-3}" \
         DDPIPE_CUDNN_PLANS="$OUT/cudnn-plans-$1-$2.txt" \
         "$BUILD/bench/cuda_resnet18" "$1" --batch 256 --iters "$ITERS" --precision "$2"
     grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-$1-$2-tuned.log" | tail -n 1 |

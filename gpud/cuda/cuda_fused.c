@@ -305,8 +305,13 @@ static int timed(bk_ctx_t *g, cuda_backend_t *cb, fplan_t *f, const cu_fused_sha
     double best_s = 0;
     cudnnBackendDescriptor_t best_plan = NULL;
     size_t best_ws = 0;
-    int tried = 0, nd_any = 0, failed = 0, max = cu_tune_max();
+    int tried = 0, nd_any = 0, failed = 0, max = cu_tune_max(), capped = 0;
+    double t_start = clock_mono_s(), limit = cu_tune_seconds();
     for (int i = 0; i < n && i < max && !failed; i++) {
+        if (best.i >= 0 && clock_mono_s() - t_start > limit) {
+            capped = 1;   /* the rest untimed: DDPIPE_CUDNN_TUNE_SECONDS */
+            break;
+        }
         cu_dg_engine_t e = {.engine = -1};
         if (cu_dg_engine_of(cfg[i], &e) != CUDNN_STATUS_SUCCESS)
             continue;
@@ -357,10 +362,11 @@ static int timed(bk_ctx_t *g, cuda_backend_t *cb, fplan_t *f, const cu_fused_sha
     free(json);
     log_info("cuda conv tune %s: engine %lld (rank %d%s) %.3f ms; heuristics' first "
              "deterministic engine %lld (rank %d%s) %.3f ms; fastest of all engine %lld (rank "
-             "%d%s%s) %.3f ms; %d configurations timed", f->layer, (long long)best.engine, best.i,
-             best.rtc ? ", runtime-compiled" : "", best.ms, (long long)first.engine, first.i,
-             first.rtc ? ", runtime-compiled" : "", first.ms, (long long)any.engine, any.i,
-             nd_any ? ", not admissible" : "", any.rtc ? ", runtime-compiled" : "", any.ms, tried);
+             "%d%s%s) %.3f ms; %d configurations timed%s", f->layer, (long long)best.engine,
+             best.i, best.rtc ? ", runtime-compiled" : "", best.ms, (long long)first.engine,
+             first.i, first.rtc ? ", runtime-compiled" : "", first.ms, (long long)any.engine,
+             any.i, nd_any ? ", not admissible" : "", any.rtc ? ", runtime-compiled" : "", any.ms,
+             tried, capped ? " (time cap)" : "");
     *plan = best_plan;
     *ws = best_ws;
     f->rtc = best.rtc;

@@ -98,6 +98,14 @@ int cu_tune_max(void)
     return (end && *end) || v < 1 ? 8 : v > 32 ? 32 : (int)v;
 }
 
+double cu_tune_seconds(void)
+{
+    const char *e = getenv("DDPIPE_CUDNN_TUNE_SECONDS");
+    char *end = NULL;
+    double v = e && *e ? strtod(e, &end) : 5.0;
+    return (end && *end) || !(v > 0.0) ? 5.0 : v;
+}
+
 /* n bytes from 2n hex digits at s (p->json); 0, or -1 */
 static int unhex(const char *s, size_t digits, plan_t *p)
 {

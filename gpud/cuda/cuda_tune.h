@@ -62,5 +62,10 @@ void cu_tune_use(cu_tune_t *t, const cu_fused_shape_t *s);
 /* The number of engine configurations timed per shape: heuristics' first
  * DDPIPE_CUDNN_TUNE_MAX (default 8, 1..32). */
 int cu_tune_max(void);
+/* Seconds of timing per shape after which no further configuration is
+ * tried once an admissible one was timed (a runtime-compiled engine's
+ * finalize is its kernel's compilation, up to seconds):
+ * DDPIPE_CUDNN_TUNE_SECONDS, default 5. */
+double cu_tune_seconds(void);
 
 #endif
