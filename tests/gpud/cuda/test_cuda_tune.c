@@ -7,7 +7,7 @@
  *      each an admissible engine: on the emulator engine 1 or 2 at its own
  *      rank, never 0, the nondeterministic one); the logits are those of
  *      heuristics' engines within 1e-5 (fp32; bf16 5e-3: another engine,
- *      other sums' order), the same top-1;
+ *      other sums' order), the same top-1 (fp32);
  *   2. DDPIPE_CUDNN_PLANS=F alone: every plan from F, none timed, the
  *      tuning run's logits bit for bit, twice (the same engines);
  *   3. F edited: one entry's engine made unknown is refused (one refusal,
@@ -213,8 +213,10 @@ static void check(const char *label, int bf16, const char *dir, int emulated)
                 golden_argmax(heur + (size_t)i * nc, nc);
     printf("%-5s tuned vs heuristics' engines: %.3g (tol %.0e), top-1 differs on %d of %d\n",
            label, e, tol, diff, n);
-    CHECK(e <= tol && diff == 0, "%s: tuned engines' logits %.3g from heuristics' (%d top-1)",
-          label, e, diff);
+    /* bf16: another engine's sums may round a near tie's logit the other
+     * way (printed above, as gpud_cuda_fused does) */
+    CHECK(e <= tol && (diff == 0 || bf16), "%s: tuned engines' logits %.3g from heuristics' "
+          "(%d top-1)", label, e, diff);
 
     /* 2. the file alone: the same engines, the same bits; every plan the
      * tuning run serialized (its runtime-compiled engines') loaded */
