@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define T gpud_options_t
 static const option_t s_rows[] = {
@@ -372,5 +373,18 @@ int gpud_options_eval_identity(const gpud_options_t *self, char *buf, size_t cap
     gpud_options_eval_config(self, buf, cap);
     size_t len = strlen(buf);
     snprintf(buf + len, cap - len, "%s--weights-digest %s", len ? " " : "", digest);
+    /* The cuDNN plans file (docs/CUDA.md "Tuned engines") says which
+     * engines sum a sample's convolutions: two workers on different files
+     * would give one sample different bits. Read from the environment the
+     * daemons inherit from ddpipe, which computes the job's identity with
+     * this same function; a file that does not exist yet (a tuning run
+     * writes it at its end) is no file. */
+    const char *plans = getenv("DDPIPE_CUDNN_PLANS");
+    if (plans && *plans && access(plans, F_OK) == 0) {
+        if (file_digest_hex(plans, digest, sizeof digest, err, errlen) < 0)
+            return -1;
+        len = strlen(buf);
+        snprintf(buf + len, cap - len, " --cudnn-plans-digest %s", digest);
+    }
     return 0;
 }

@@ -172,9 +172,11 @@ void gpud_options_job_config(const gpud_options_t *self, char *buf, size_t cap);
 /* The same for an eval worker: what, besides the weights, makes its
  * predictions differ (architecture, input, normalisation, precision). */
 void gpud_options_eval_config(const gpud_options_t *self, char *buf, size_t cap);
-/* What an eval worker proves in JOIN `config` (docs/SECURITY.md "Job
- * identity"): gpud_options_eval_config and "--weights-digest HEX", the
- * BLAKE2b-256 of the --weights file. 0, or -1 with the reason in err. */
+/* What an eval worker proves in JOIN `config` (docs/SECURITY.md "Another
+ * job's daemons"): gpud_options_eval_config and "--weights-digest HEX", the
+ * BLAKE2b-256 of the --weights file, and "--cudnn-plans-digest HEX" where
+ * the environment names an existing DDPIPE_CUDNN_PLANS file. 0, or -1 with
+ * the reason in err. */
 int gpud_options_eval_identity(const gpud_options_t *self, char *buf, size_t cap, char *err,
                                size_t errlen);
 

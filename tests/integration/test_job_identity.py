@@ -10,11 +10,14 @@ its own job id), attackers written from proto/PROTOCOL.md.
   weights: a real gpud with other weights (one value of the demo weights
            changed) and no job id pointed at B's endpoints after B's two
            workers joined: refused for its weights' digest, told why
+  plans:   a real gpud with B's weights on another cuDNN plans file
+           (DDPIPE_CUDNN_PLANS: which engines sum its convolutions): refused
+           for the plans' digest, told why
   job:     a real gpud with B's weights but job A's id: refused as another
            job's, told why
 
 B then runs to the end: exit 0, counts and predictions.csv of a clean run,
-rejected_messages counting the three.
+rejected_messages counting the four.
 """
 import json
 import os
@@ -159,11 +162,21 @@ try:
     start("rogue-weights", gpud_args("rogue-weights", weights=other_weights()))
     wait_for("the gpud with other weights to be refused",
              lambda: re.search(r"gpud rogue-weights refused: .*--weights-digest", logtext("reducerd")))
+    # a worker on another cuDNN plans file: other engines, other bits
+    # (docs/CUDA.md "Tuned engines"; the digest is part of the identity on
+    # every backend)
+    plans = os.path.join(wd, "plans.txt")
+    with open(plans, "w") as f:
+        f.write("# another job's cuDNN plans\n")
+    start("rogue-plans", gpud_args("rogue-plans"), {"DDPIPE_CUDNN_PLANS": plans})
+    wait_for("the gpud on another plans file to be refused",
+             lambda: re.search(r"gpud rogue-plans refused: .*--cudnn-plans-digest",
+                               logtext("reducerd")))
     start("rogue-job", gpud_args("rogue-job"), {"DDPIPE_JOB": job_a})
     wait_for("the gpud of job A to be refused",
              lambda: re.search(r"rejected JOIN from rogue-job: of job %s" % re.escape(job_a),
                                logtext("reducerd")))
-    for name in ("rogue-weights", "rogue-job"):
+    for name in ("rogue-weights", "rogue-plans", "rogue-job"):
         rc = procs.pop(name).wait(timeout=60)
         check(rc != 0 and "reducerd refuses this worker" in logtext(name),
               "%s exited %d without saying it was refused:\n%s" % (name, rc, logtext(name)[-2000:]))
@@ -186,7 +199,7 @@ check(read(os.path.join(out, "predictions.csv")) == read(os.path.join(ref, "pred
       "predictions.csv differs from the clean run")
 s = summary(out)
 check(s.get("workers") == 2, "summary workers %r, want 2" % s.get("workers"))
-check(s.get("rejected_messages", 0) >= 3, "rejected_messages %r, want >= 3 (A's heartbeat, two "
+check(s.get("rejected_messages", 0) >= 4, "rejected_messages %r, want >= 4 (A's heartbeat, three "
       "JOINs)" % s.get("rejected_messages"))
 print("B exact with A's gpuds and message refused; rejected_messages %d" % s["rejected_messages"],
       flush=True)
