@@ -87,7 +87,9 @@ eval)
         set -- $run
         name=$1
         case $name in bf16-tune-*|bf16-plans-*) p=$plans ;; *) p= ;; esac
-        DDPIPE_CUDNN_TUNE=$5 DDPIPE_CUDNN_PLANS=$p "$DD" eval --data "idx:$FMNIST/t10k" \
+        # (the tuning run about exactness, not speed: 3 engines, 1 s a shape)
+        DDPIPE_CUDNN_TUNE=$5 DDPIPE_CUDNN_TUNE_MAX=3 DDPIPE_CUDNN_TUNE_SECONDS=1 \
+            DDPIPE_CUDNN_PLANS=$p "$DD" eval --data "idx:$FMNIST/t10k" \
             --model wideresnet --channels 16,32,64,128 --weights demo/wrn-fmnist.safetensors \
             --workers "$3" --batch-size 64 --precision "$4" --predictions topk --device "$2" \
             --out "$OUT/eval-$name" --overwrite --quiet
