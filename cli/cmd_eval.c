@@ -193,6 +193,19 @@ int cmd_eval(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     if (strcmp(o.device, "cuda") != 0)   /* the note is about this CPU */
         gpud_precision_note(o.precision, stderr);
+    /* Tuning chooses engines by each process's own timings: two workers
+     * could run different engines and give one sample different bits, and
+     * the job identity cannot see it (the plans file is written at the
+     * end). One worker tunes; a job runs on the file it wrote. */
+    const char *tune = getenv("DDPIPE_CUDNN_TUNE");
+    if (tune && strcmp(tune, "1") == 0 && o.workers > 1) {
+        fprintf(stderr, "ddpipe eval: DDPIPE_CUDNN_TUNE=1 with --workers %ld would let each "
+                "worker pick its own cuDNN engines (predictions could differ by worker): tune "
+                "with --workers 1 and DDPIPE_CUDNN_PLANS=FILE, then run this job with that "
+                "DDPIPE_CUDNN_PLANS and without DDPIPE_CUDNN_TUNE (docs/CUDA.md \"Tuned "
+                "engines\")\n", o.workers);
+        return 2;
+    }
     const char *keep[] = {o.weights};
     job_cfg_t cfg = {.cmd = "eval", .out = o.out, .timeout_s = o.max_time_s, .quiet = o.quiet,
                      .overwrite = o.overwrite, .keep = keep, .nkeep = 1, .tap = o.tap};

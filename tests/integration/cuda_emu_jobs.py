@@ -10,7 +10,8 @@ BatchNorm on the device, the traffic counters, bf16 buffers of two kinds):
     bf16, with 1 and 2 workers: each precision's predictions.csv identical
     for both worker counts, fp32's top-1 equal to --device cpu's; bf16 again
     tuned (DDPIPE_CUDNN_TUNE=1 writes a plans file) and then with 2 workers
-    reading that file (both gpuds read it, same predictions);
+    reading that file (both gpuds read it, same predictions); tuning with 2
+    workers refused by ddpipe (each would pick its own engines);
   - training (1 epoch, 64 images, 1 worker, --verbose): every step's
     "step bytes" line says parameters/gradients 0 and bn 0 (what the plan,
     bench/step_bytes, says for world 1) and out = the loss and top-5 ids
@@ -76,6 +77,13 @@ try:
     check(all("refused" not in l for l in gl), "a gpud refused the plans file or an entry")
     check(predictions(out) == preds["bf16", 1],
           "bf16 eval with the plans file: predictions.csv differs from heuristics' engines")
+    # tuning in several workers at once would let each pick its own engines:
+    # ddpipe refuses it, saying how to tune
+    p = run_eval(test, os.path.join(wd, "eval-tune-w2"), workers=2, batch=16, expect_rc=2,
+                 extra=["--device", "cuda", "--precision", "bf16"],
+                 env={"DDPIPE_CUDNN_TUNE": "1", "DDPIPE_CUDNN_PLANS": plans})
+    check("DDPIPE_CUDNN_TUNE=1 with --workers 2" in p.stderr and "--workers 1" in p.stderr,
+          "ddpipe eval with tuning and 2 workers: %r" % p.stderr[-500:])
 
     # where a job's start-up goes: gpud's first batch and the backend's
     # plans in its log, the first result and the rate after it in summary.json
