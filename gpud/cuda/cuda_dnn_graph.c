@@ -360,6 +360,19 @@ int cu_dg_heuristics(cu_dg_t *b, cudnnBackendDescriptor_t og, cudnnBackendHeurMo
     return got < n ? (int)got : n;
 }
 
+/* The workspace finalized plan d needs, into *need; a failure (or a need
+ * over ws_cap) noted in p. */
+static void plan_workspace(cu_dg_t *p, cudnnBackendDescriptor_t d, size_t ws_cap, int64_t *need)
+{
+    int64_t n = 0;
+    if (p->st == CUDNN_STATUS_SUCCESS)
+        cu_dg_fail(p, cudnnBackendGetAttribute(d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                               CUDNN_TYPE_INT64, 1, &n, need),
+                   "execution plan workspace size");
+    if (p->st == CUDNN_STATUS_SUCCESS && (*need < 0 || (uint64_t)*need > ws_cap))
+        cu_dg_fail(p, CUDNN_STATUS_NOT_SUPPORTED, "execution plan workspace over the cap");
+}
+
 cudnnStatus_t cu_dg_plan(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, size_t ws_cap,
                          cudnnBackendDescriptor_t *plan, size_t *ws, const char **what)
 {
@@ -369,13 +382,8 @@ cudnnStatus_t cu_dg_plan(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, size_t w
     cu_dg_set(&p, d, ATTR_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "execution plan handle");
     set_desc(&p, d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg, "execution plan engine config");
     cu_dg_finalize(&p, d, "execution plan finalize");
-    int64_t need = 0, n = 0;
-    if (p.st == CUDNN_STATUS_SUCCESS)
-        cu_dg_fail(&p, cudnnBackendGetAttribute(d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                                CUDNN_TYPE_INT64, 1, &n, &need),
-                   "execution plan workspace size");
-    if (p.st == CUDNN_STATUS_SUCCESS && (need < 0 || (uint64_t)need > ws_cap))
-        cu_dg_fail(&p, CUDNN_STATUS_NOT_SUPPORTED, "execution plan workspace over the cap");
+    int64_t need = 0;
+    plan_workspace(&p, d, ws_cap, &need);
     if (p.st != CUDNN_STATUS_SUCCESS) {
         cu_dg_destroy(&p);
         *what = p.what;
@@ -422,12 +430,7 @@ cudnnStatus_t cu_dg_plan_load(cudnnHandle_t h, const char *json, size_t n, size_
     cu_dg_set(&p, d, ATTR_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "execution plan handle");
     cu_dg_finalize(&p, d, "execution plan from JSON finalize");
     int64_t need = 0, cnt = 0;
-    if (p.st == CUDNN_STATUS_SUCCESS)
-        cu_dg_fail(&p, cudnnBackendGetAttribute(d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                                CUDNN_TYPE_INT64, 1, &cnt, &need),
-                   "execution plan workspace size");
-    if (p.st == CUDNN_STATUS_SUCCESS && (need < 0 || (uint64_t)need > ws_cap))
-        cu_dg_fail(&p, CUDNN_STATUS_NOT_SUPPORTED, "execution plan workspace over the cap");
+    plan_workspace(&p, d, ws_cap, &need);
     /* its engine, through the configuration the plan reports */
     cudnnBackendDescriptor_t cfg = cu_dg_make(&p, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR,
                                               "engine config descriptor");

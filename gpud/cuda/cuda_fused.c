@@ -111,6 +111,18 @@ static int usable(const cuda_backend_t *cb, const cu_fused_shape_t *s, cu_dg_eng
     return cu_dg_admissible(s, cb->tf32, e.notes) && (!CU_DG_RTC(e) || rtc_ok());
 }
 
+/* cu_dg_plan of cfg within the backend's workspace cap, *secs its time
+ * (finalize: a runtime-compiled engine's compilation) */
+static cudnnStatus_t plan_of(cuda_backend_t *cb, cudnnBackendDescriptor_t cfg,
+                             cudnnBackendDescriptor_t *plan, size_t *ws, double *secs,
+                             const char **what)
+{
+    double t0 = clock_mono_s();
+    cudnnStatus_t st = cu_dg_plan(cb->dnn, cfg, cb->ws_cap, plan, ws, what);
+    *secs = clock_mono_s() - t0;
+    return st;
+}
+
 /* An execution plan of cfg if its engine is usable for s: 0 with *plan,
  * *ws, *secs (finalize's time) and *e, the engine; 1 not usable; -1 failed
  * (the first failure noted in why). */
@@ -126,9 +138,7 @@ static int try_cfg(cuda_backend_t *cb, const cu_fused_shape_t *s, cudnnBackendDe
     if (!usable(cb, s, *e))
         return 1;
     const char *what = NULL;
-    double t0 = clock_mono_s();
-    st = cu_dg_plan(cb->dnn, cfg, cb->ws_cap, plan, ws, &what);
-    *secs = clock_mono_s() - t0;
+    st = plan_of(cb, cfg, plan, ws, secs, &what);
     if (st != CUDNN_STATUS_SUCCESS) {
         cu_dg_fail(why, st, what);   /* the first failure, for the log */
         return -1;
@@ -319,10 +329,9 @@ static int timed(bk_ctx_t *g, cuda_backend_t *cb, fplan_t *f, const cu_fused_sha
         cudnnBackendDescriptor_t p = NULL;
         size_t need = 0;
         const char *what = NULL;
-        double t0 = clock_mono_s();
-        if (cu_dg_plan(cb->dnn, cfg[i], cb->ws_cap, &p, &need, &what) != CUDNN_STATUS_SUCCESS)
+        double secs = 0;
+        if (plan_of(cb, cfg[i], &p, &need, &secs, &what) != CUDNN_STATUS_SUCCESS)
             continue;
-        double secs = clock_mono_s() - t0;
         if (cu_workspace(g, need) < 0) {
             cudnnBackendDestroyDescriptor(p);
             failed = 1;
