@@ -333,6 +333,17 @@ profile_step() {   # what precision
     grep 'cuda conv ' "$plog" | sed "s/.*cuda conv /$1 $2 conv: /" >> "$OUT/profile.txt"
 }
 : > "$OUT/profile.txt"
+# variant_step STEP LOG SUFFIX what precision VAR=VALUE...: the ddpipe bench
+# (ResNet-18, batch 256) with those variables, its bench line kept as
+# precision=PRECISION-SUFFIX beside the default's (an A/B of one mechanism)
+variant_step() {
+    vname=$1 vlog=$2 vsuffix=$3 vwhat=$4 vprec=$5
+    shift 5
+    step "$vname" "$vlog" env "$@" "$BUILD/bench/cuda_resnet18" "$vwhat" --batch 256 \
+        --iters "$ITERS" --precision "$vprec"
+    grep '^ddpipe-cuda resnet18 ' "$OUT/$vlog" | tail -n 1 |
+        sed "s/precision=$vprec/precision=$vprec-$vsuffix/" >> "$BENCH"
+}
 # --- cuDNN engines chosen by timing (docs/CUDA.md "Tuned engines"): the
 # bar's two passes with DDPIPE_CUDNN_TUNE=1, their plans written to a file;
 # the run's img/s is on the tuned engines, and its "cuda conv tune:" line
@@ -342,13 +353,9 @@ profile_step() {   # what precision
 # here and in profile_step are checked to print by bench_cuda_lines_emu
 # (the same bench on the kernel emulator, in the CPU suite)
 tuned_step() {   # what precision
-    step "bench ddpipe $1 $2 tuned" "bench-ddpipe-$1-$2-tuned.log" \
-        env DDPIPE_CUDNN_TUNE=1 DDPIPE_CUDNN_TUNE_MAX="${TUNE_MAX:-6}" \
-        DDPIPE_CUDNN_TUNE_SECONDS="${TUNE_SECONDS:-3}" \
-        DDPIPE_CUDNN_PLANS="$OUT/cudnn-plans-$1-$2.txt" \
-        "$BUILD/bench/cuda_resnet18" "$1" --batch 256 --iters "$ITERS" --precision "$2"
-    grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-$1-$2-tuned.log" | tail -n 1 |
-        sed "s/precision=$2/precision=$2-tuned/" >> "$BENCH"
+    variant_step "bench ddpipe $1 $2 tuned" "bench-ddpipe-$1-$2-tuned.log" tuned "$1" "$2" \
+        DDPIPE_CUDNN_TUNE=1 DDPIPE_CUDNN_TUNE_MAX="${TUNE_MAX:-6}" \
+        DDPIPE_CUDNN_TUNE_SECONDS="${TUNE_SECONDS:-3}" DDPIPE_CUDNN_PLANS="$OUT/cudnn-plans-$1-$2.txt"
     grep 'cuda conv tune: ' "$OUT/bench-ddpipe-$1-$2-tuned.log" | tail -n 1 |
         sed "s/.*cuda conv tune: /$1 $2 tune: /" >> "$OUT/profile.txt"
     # each shape: the chosen engine, heuristics' first deterministic one, the fastest of all
@@ -371,10 +378,8 @@ fi
 # kernel (DDPIPE_CUDNN_GRAPH=0) against the fused graphs (the default): do
 # the runtime-fusion engines beat a precompiled convolution and a separate
 # epilogue?
-step "bench ddpipe eval bf16 cudnn graph off" bench-ddpipe-eval-bf16-nocudnngraph.log \
-    env DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters "$ITERS" --precision bf16
-grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-eval-bf16-nocudnngraph.log" | tail -n 1 |
-    sed 's/precision=bf16/precision=bf16-cudnn-graph-off/' >> "$BENCH"
+variant_step "bench ddpipe eval bf16 cudnn graph off" \
+    bench-ddpipe-eval-bf16-nocudnngraph.log cudnn-graph-off eval bf16 DDPIPE_CUDNN_GRAPH=0
 
 profile_step train bf16
 # the bf16 eval's fused plan (the bar's eval: 0.51x cl-bf16 on 2026-11-29)
@@ -409,10 +414,8 @@ fi
 # --- bf16 training on the fp32 buffers of before (DDPIPE_HALF_ACTIVATIONS=0:
 # TF32 convolutions on bf16 values, the engine rounding every activation),
 # beside the bf16 NHWC activations above: what the 16-bit buffers gain
-step "bench ddpipe train bf16 fp32 buffers" bench-ddpipe-train-bf16-f32buf.log \
-    env DDPIPE_HALF_ACTIVATIONS=0 "$BUILD/bench/cuda_resnet18" train --batch 256 --iters "$ITERS" --precision bf16
-grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-train-bf16-f32buf.log" | tail -n 1 |
-    sed 's/precision=bf16/precision=bf16-fp32-buffers/' >> "$BENCH"
+variant_step "bench ddpipe train bf16 fp32 buffers" \
+    bench-ddpipe-train-bf16-f32buf.log fp32-buffers train bf16 DDPIPE_HALF_ACTIVATIONS=0
 
 # --- the ResNet-50 training step in bf16 (the issue's second training bar)
 # against PyTorch's channels_last + autocast bf16; fewer iterations (a
@@ -431,36 +434,26 @@ profile_step train fp16
 profile_step eval fp32
 # bf16 training with the legacy convolution calls (DDPIPE_CUDNN_GRAPH=0)
 # against their cuDNN graphs (the default, above)
-step "bench ddpipe train bf16 cudnn graph off" bench-ddpipe-train-bf16-nocudnngraph.log \
-    env DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" train --batch 256 --iters "$ITERS" --precision bf16
-grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-train-bf16-nocudnngraph.log" | tail -n 1 |
-    sed 's/precision=bf16/precision=bf16-cudnn-graph-off/' >> "$BENCH"
+variant_step "bench ddpipe train bf16 cudnn graph off" \
+    bench-ddpipe-train-bf16-nocudnngraph.log cudnn-graph-off train bf16 DDPIPE_CUDNN_GRAPH=0
 # bf16 training with the legacy calls' algorithms cuDNN's benchmark ranks
 # first (DDPIPE_CUDA_ALGO=find; the cuDNN graphs off) against its heuristics'
 # above
-step "bench ddpipe train bf16 algo find" bench-ddpipe-train-bf16-find.log \
-    env DDPIPE_CUDA_ALGO=find DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" train --batch 256 --iters "$ITERS" --precision bf16
-grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-train-bf16-find.log" | tail -n 1 |
-    sed 's/precision=bf16/precision=bf16-algo-find/' >> "$BENCH"
+variant_step "bench ddpipe train bf16 algo find" \
+    bench-ddpipe-train-bf16-find.log algo-find train bf16 DDPIPE_CUDA_ALGO=find DDPIPE_CUDNN_GRAPH=0
 
 # --- CUDA graphs off vs on (on: the fp32 eval above), and where the time
 # of an eval forward goes (per op kind, cudaEvents; graphs are off then)
-step "bench ddpipe eval fp32 graphs off" bench-ddpipe-eval-fp32-nographs.log \
-    env DDPIPE_CUDA_GRAPHS=0 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters "$ITERS" --precision fp32
-grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-eval-fp32-nographs.log" | tail -n 1 |
-    sed 's/precision=fp32/precision=fp32-graphs-off/' >> "$BENCH"
+variant_step "bench ddpipe eval fp32 graphs off" \
+    bench-ddpipe-eval-fp32-nographs.log graphs-off eval fp32 DDPIPE_CUDA_GRAPHS=0
 # cuDNN's graph API for the fused eval conv off (DDPIPE_CUDNN_GRAPH=0: the
 # legacy conv + epilogue kernel; on: the fp32 eval above)
-step "bench ddpipe eval fp32 cudnn graph off" bench-ddpipe-eval-fp32-nocudnngraph.log \
-    env DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" eval --batch 256 --iters "$ITERS" --precision fp32
-grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-eval-fp32-nocudnngraph.log" | tail -n 1 |
-    sed 's/precision=fp32/precision=fp32-cudnn-graph-off/' >> "$BENCH"
+variant_step "bench ddpipe eval fp32 cudnn graph off" \
+    bench-ddpipe-eval-fp32-nocudnngraph.log cudnn-graph-off eval fp32 DDPIPE_CUDNN_GRAPH=0
 # the fp32 training convolutions as cuDNN graphs (the default) against
 # their legacy calls
-step "bench ddpipe train fp32 cudnn graph off" bench-ddpipe-train-fp32-nocudnngraph.log \
-    env DDPIPE_CUDNN_GRAPH=0 "$BUILD/bench/cuda_resnet18" train --batch 256 --iters "$ITERS" --precision fp32
-grep '^ddpipe-cuda resnet18 ' "$OUT/bench-ddpipe-train-fp32-nocudnngraph.log" | tail -n 1 |
-    sed 's/precision=fp32/precision=fp32-cudnn-graph-off/' >> "$BENCH"
+variant_step "bench ddpipe train fp32 cudnn graph off" \
+    bench-ddpipe-train-fp32-nocudnngraph.log cudnn-graph-off train fp32 DDPIPE_CUDNN_GRAPH=0
 # --- what this script cannot check yet (docs/CUDA.md, "Not yet verified")
 # two gpuds on one GPU over NCCL against the ring (gpu-e2e.sh nccl; 77: the
 # machine's NCCL refuses two ranks on one device)
