@@ -1,7 +1,7 @@
 #!/bin/sh
 # --precision bf16 on CPU in one short run (about 90 s on 16 cores with 1.13 alone):
 # ResNet-18 eval and train step, ddpipe bf16 (oneDNN's native bf16 kernels
-# where gpud's probe finds avx512_bf16/amx, else emulated: the ddpipe line's
+# where gpud's probe finds AMX, else emulated: the ddpipe line's
 # precision= says which, docs/BF16.md) against PyTorch autocast bf16 +
 # channels_last, each beside fp32 (PyTorch NCHW and channels_last: its best
 # fp32 layout differs by machine and by version), one round of
@@ -26,7 +26,7 @@ export PEERS THREADS BATCH
 
 echo "cpu:$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cpus"
 echo "bf16 flags: $(grep -o -w -E 'avx512f|avx512_bf16|amx_bf16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-echo "DDPIPE_BF16=${DDPIPE_BF16:-(unset: native where the CPU has avx512_bf16/amx)}"
+echo "DDPIPE_BF16=${DDPIPE_BF16:-(unset: native where the CPU has AMX)}"
 for p in $PEER_LABELS; do
     "$(peer_py "$p")" - "$p" <<'PYEOF'
 import sys

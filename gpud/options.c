@@ -215,7 +215,7 @@ int gpud_check_chunk(const char *cmd, const char *flag, const char *device, long
     return 0;
 }
 
-int gpud_cpu_has_bf16(void)
+int gpud_cpu_has_amx(void)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f)
@@ -225,13 +225,9 @@ int gpud_cpu_has_bf16(void)
     while (!found && fgets(line, sizeof line, f)) {
         if (strncmp(line, "flags", 5) != 0)
             continue;
-        /* whole words: " avx512_bf16" followed by a blank or the end */
-        for (const char *w = line; !found && (w = strstr(w, "_bf16")) != NULL; w += 5) {
-            size_t back = (size_t)(w - line);
-            int end = w[5] == ' ' || w[5] == '\n' || w[5] == '\0';
-            found = end && ((back >= 7 && strncmp(w - 7, " avx512", 7) == 0) ||
-                            (back >= 4 && strncmp(w - 4, " amx", 4) == 0));
-        }
+        /* the whole word " amx_bf16", followed by a blank or the end */
+        for (const char *w = line; !found && (w = strstr(w, " amx_bf16")) != NULL; w += 9)
+            found = w[9] == ' ' || w[9] == '\n' || w[9] == '\0';
         break;   /* every core lists the same flags */
     }
     fclose(f);
@@ -250,9 +246,10 @@ void gpud_precision_note(const char *precision, FILE *f)
     const char *env = getenv("DDPIPE_BF16");
     if (env && strcmp(env, "native") == 0)
         return;   /* gpud runs oneDNN's bf16 kernels or refuses, and says which */
-    if (!gpud_cpu_has_bf16())
-        fprintf(f, "bf16: this CPU has no bf16 instructions (avx512_bf16/amx); bf16 numerics "
-                   "are emulated and no faster than fp32\n");
+    if (!gpud_cpu_has_amx())
+        fprintf(f, "bf16: this CPU has no AMX (amx_bf16); bf16 numerics are emulated on the "
+                   "fp32 kernels, faster than oneDNN's bf16 kernels there, no faster than fp32 "
+                   "(docs/BF16.md)\n");
     else if (env && strcmp(env, "emulated") == 0)
         fprintf(f, "bf16: DDPIPE_BF16=emulated: bf16 numerics are emulated and no faster than "
                    "fp32\n");

@@ -35,8 +35,8 @@
     OPTION_STRING(T, precision, "precision", "fp32|bf16|fp16", "fp32",                     \
                   "bf16: PyTorch's CPU autocast numbers (bf16 convolutions and linear "    \
                   "layers, fp32 BatchNorm statistics, loss, optimizer and master weights; "\
-                  "native oneDNN bf16 kernels where the CPU has avx512_bf16/amx, else "    \
-                  "emulated; env DDPIPE_BF16=native|emulated forces one; docs/BF16.md). "  \
+                  "native oneDNN bf16 kernels where the CPU has AMX, else emulated; "     \
+                  "env DDPIPE_BF16=native|emulated forces one; docs/BF16.md). "           \
                   "fp16: CUDA autocast's float16 numbers (fp16 NHWC activations on "      \
                   "tensor cores with --device cuda, the fp32 kernels on a CPU), training " \
                   "with dynamic loss scaling (docs/FP16.md)")
@@ -158,9 +158,9 @@ int gpud_check_device(const char *cmd, const char *flag, const char *device,
  * after the error went to stderr. */
 int gpud_check_chunk(const char *cmd, const char *flag, const char *device, long chunk,
                      long global_batch);
-/* 1 when /proc/cpuinfo lists avx512_bf16 or amx_bf16 (bf16 runs natively
+/* 1 when /proc/cpuinfo lists amx_bf16 (bf16 runs natively, by default,
  * and fast), 0 when not or unreadable. */
-int gpud_cpu_has_bf16(void);
+int gpud_cpu_has_amx(void);
 /* --precision bf16: the one line saying that bf16 is emulated and no faster
  * (no bf16 instructions here, or DDPIPE_BF16=emulated), to f (the launcher
  * says it once); fp16 on a CPU: that it runs on the fp32 kernels. Nothing

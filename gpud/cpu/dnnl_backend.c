@@ -22,6 +22,7 @@ static void cpu_destroy(backend_t *b)
         dnnl_engine_destroy(be->eng);
     free(be->scratch);
     cpu_bf16_free(be);
+    cpu_train16_free(be);
     free(be);
 }
 
@@ -29,7 +30,8 @@ static const bk_ops_t CPU_OPS = {
     .name = "cpu",
     .destroy = cpu_destroy,
     .train = &CPU_TKERNELS,
-    .caps = BK_CAPS_CPU | BK_CAP_FUSED_BF16,
+    .train16 = &CPU_T16KERNELS,   /* bf16 activations stored in 16 bits (dnnl_train16.c) */
+    .caps = BK_CAPS_CPU | BK_CAP_FUSED_BF16 | BK_CAP_ACT16_BF16,
 };
 
 backend_t *cpu_backend_new(int threads, char *err, size_t errlen)
@@ -39,6 +41,7 @@ backend_t *cpu_backend_new(int threads, char *err, size_t errlen)
         err_set(err, errlen, "cpu backend: out of memory");
         return NULL;
     }
+    cpu_train16_init();
     be->base.ops = &CPU_OPS;
     be->base.arena = &bk_arena_host;
     be->base.threads = threads;

@@ -109,8 +109,8 @@ static void probe(void)
         /* the ISA oneDNN dispatches to (DNNL_MAX_CPU_ISA caps it) */
         unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
         unsigned amx = dnnl_cpu_isa_avx512_core_amx, bf = dnnl_cpu_isa_avx512_core_bf16;
-        probe_level = (isa & bf) == bf ? 2 : 1;
-        probe_isa = (isa & amx) == amx ? "amx"
+        probe_level = (isa & amx) == amx ? 3 : (isa & bf) == bf ? 2 : 1;
+        probe_isa = probe_level == 3   ? "amx"
                     : probe_level == 2 ? "avx512_bf16"
                                        : "avx512_core, no bf16 instructions";
     }

@@ -24,6 +24,10 @@ typedef struct {
      * diff_dst (dnnl_bf16.c), shared by every plan like the scratchpad. */
     void *b16[2];
     size_t b16_cap[2];
+    /* 16-bit activations (dnnl_train16.c): fp32 temporaries of the kernels
+     * that unpack their operands, shared by every plan likewise. */
+    void *t32[4];
+    size_t t32_cap[4];
     /* The activation layout of inference graphs (dnnl_infer.c), asked of
      * oneDNN at the first one; 0 not yet. */
     int infer_layout;
@@ -152,6 +156,19 @@ int cpu_relu_bwd(bk_ctx_t *g, bk_plan_t *p, const void *y, const void *gy, void 
 bk_plan_t *cpu_pool_plan(bk_ctx_t *g, const bk_pool_t *q, const int in[4], const int out[4]);
 int cpu_pool_fwd(bk_ctx_t *g, bk_plan_t *p, const void *x, void *y);
 int cpu_pool_bwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const void *gy, void *gx);
+
+/* The same on 16-bit buffers (bk_ops_t.train16, native bf16 only): x and gy
+ * are the graph's bf16 NHWC buffers, read by the primitives where their
+ * layouts agree (no staging copy); y and gx stay f32. */
+bk_plan_t *cpu_conv_plan16(bk_ctx_t *g, const bk_conv_t *c, const int in[4], const int out[4]);
+bk_plan_t *cpu_linear_plan16(bk_ctx_t *g, const int in[4], int out, int has_bias);
+
+/* dnnl_train16.c: the table of 16-bit activations (bk_ops_t.train16), filled
+ * by cpu_train16_init before the backend's first graph; the temporaries'
+ * release. */
+extern bk_kernels_t CPU_T16KERNELS;
+void cpu_train16_init(void);
+void cpu_train16_free(cpu_backend_t *be);
 
 /* dnnl_bf16.c. bk_kernels_t.bf16_native: oneDNN's bf16 convolution and
  * inner product on this CPU (backend.h, backend_bf16_native). */

@@ -141,6 +141,10 @@ typedef struct {
     size_t w_count;
     int has_bias;
     int native;                         /* BK_BF16_NATIVE */
+    int act16;                          /* native on 16-bit buffers (cpu_*_plan16): x and gy
+                                         * are bf16 NHWC, y and gx still f32 */
+    int x_direct, gy_direct;            /* act16 and the primitives' src / diff_dst layout
+                                         * is the buffer's: x16 / gy16 view it, no copy */
 } wplan_t;
 
 static void wplan_destroy(bk_plan_t *bp)
@@ -197,6 +201,8 @@ static int wplan_native(bk_ctx_t *g, wplan_t *p, const_dnnl_primitive_desc_t fpd
     p->gy16_bytes = dnnl_memory_desc_get_size(gy16);
     /* src's buffer sized now (the diff_dst one at the first backward: an
      * inference graph never needs it), so steps do not allocate */
+    p->x_direct = p->act16 && dnnl_memory_desc_equal(x16, x_user);
+    p->gy_direct = p->act16 && dnnl_memory_desc_equal(gy16, y_user);
     if (!cpu_bf16_buf(g, 0, p->x16_bytes) || !(p->x = cpu_mem(g, x_user, 0)) || !(p->gy = cpu_mem(g, y_user, 0)) ||
         !(p->x16 = cpu_mem(g, x16, 0)) || !(p->gy16 = cpu_mem(g, gy16, 0)) ||
         cpu_reorder_make(g, &p->x_to16, p->x, p->x16) < 0 ||
@@ -209,9 +215,14 @@ static int wplan_native(bk_ctx_t *g, wplan_t *p, const_dnnl_primitive_desc_t fpd
     return 0;
 }
 
-/* Native bf16: reorder m (its handle set) into the shared buffer `which`. */
-static int stage16(bk_ctx_t *g, cpu_prim_t *r, dnnl_memory_t m16, size_t bytes, int which)
+/* Native bf16: reorder m (its handle set) into the shared buffer `which`;
+ * or, direct (an act16 plan's bf16 buffer already in the primitive's
+ * layout), m16 views that buffer. */
+static int stage16(bk_ctx_t *g, cpu_prim_t *r, dnnl_memory_t m16, size_t bytes, int which,
+                   const void *direct)
 {
+    if (direct)
+        return cpu_handle(g, m16, direct);
     void *buf = cpu_bf16_buf(g, which, bytes);
     if (!buf || cpu_handle(g, m16, buf) < 0)
         return -1;
@@ -247,6 +258,8 @@ static void wplan_threads(bk_ctx_t *g, const wplan_t *p)
 /* The descriptors a weighted layer's plan is made of. */
 typedef struct {
     const_dnnl_memory_desc_t src, dst;       /* the engine's f32 activations */
+    const_dnnl_memory_desc_t xu, yu;         /* the buffers x and gy are read from: src, dst,
+                                              * or their bf16 (act16) */
     const_dnnl_memory_desc_t src16, dst16;   /* the bf16 operands' (native), else src, dst */
     const_dnnl_memory_desc_t w16, wany;      /* weights (bf16 when native), diff_weights */
     const_dnnl_memory_desc_t wuser, bias;    /* PyTorch layout (bias: used when has_bias) */
@@ -262,7 +275,7 @@ static int wplan_build(bk_ctx_t *g, wplan_t *p, dnnl_primitive_desc_t pd[3], con
     const_dnnl_memory_desc_t wb = cpu_q_md(dpd, dnnl_query_weights_md);
     const_dnnl_memory_desc_t gwm = cpu_q_md(wpd, dnnl_query_diff_weights_md);
     p->w_count = dnnl_memory_desc_get_size(w_user_md) / sizeof(float);
-    if (p->native ? wplan_native(g, p, fpd, dpd, wpd, m->src, m->dst) < 0 ||
+    if (p->native ? wplan_native(g, p, fpd, dpd, wpd, m->xu, m->yu) < 0 ||
                         !(p->y = cpu_mem(g, cpu_q_md(fpd, dnnl_query_dst_md), 0)) ||
                         !(p->gx = cpu_mem(g, cpu_q_md(dpd, dnnl_query_diff_src_md), 0))
                   : wplan_acts(g, p, fpd, dpd, wpd) < 0)
@@ -406,7 +419,7 @@ int cpu_w_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const f
         return -1;
     if (cpu_handle(g, p->x, x) < 0 || cpu_handle(g, p->y, y) < 0 ||
         (p->has_bias && cpu_handle(g, p->b, b) < 0) ||
-        (p->native && stage16(g, &p->x_to16, p->x16, p->x16_bytes, 0) < 0) ||
+        (p->native && stage16(g, &p->x_to16, p->x16, p->x16_bytes, 0, p->x_direct ? x : NULL) < 0) ||
         act_reorder(g, &p->a.x_to_f) < 0 || cpu_prim_run(g, &p->fwd, "forward") < 0)
         return -1;
     return act_reorder(g, &p->a.yf_to_y);
@@ -419,7 +432,8 @@ int cpu_w_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const v
     wplan_t *p = (wplan_t *)bp;
     (void)w;
     if (cpu_handle(g, p->gy, gy) < 0 ||
-        (p->native && stage16(g, &p->gy_to16, p->gy16, p->gy16_bytes, 1) < 0) ||
+        (p->native &&
+         stage16(g, &p->gy_to16, p->gy16, p->gy16_bytes, 1, p->gy_direct ? gy : NULL) < 0) ||
         act_reorder(g, &p->a.gy_to_d) < 0)
         return -1;
     if (gx && (cpu_handle(g, p->gx, gx) < 0 || cpu_prim_run(g, &p->bwd_d, "backward data") < 0 ||
@@ -436,24 +450,30 @@ int cpu_w_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const v
      * backward data is done); x_to_w, gy_to_w: fp32, likewise */
     if (cpu_handle(g, p->x, x) < 0 || cpu_handle(g, p->gw_user, gw ? gw : p->gw_tmp) < 0 ||
         (p->has_bias && cpu_handle(g, p->gb, gb ? gb : p->gb_tmp) < 0) ||
-        (p->native && (p->x16w ? stage16(g, &p->x_to16w, p->x16w, p->x16w_bytes, 0)
-                               : stage16(g, &p->x_to16, p->x16, p->x16_bytes, 0)) < 0) ||
-        (p->gy16w && stage16(g, &p->gy_to16w, p->gy16w, p->gy16w_bytes, 1) < 0) ||
+        (p->native &&
+         (p->x16w ? stage16(g, &p->x_to16w, p->x16w, p->x16w_bytes, 0, NULL)
+                  : stage16(g, &p->x_to16, p->x16, p->x16_bytes, 0, p->x_direct ? x : NULL)) < 0) ||
+        (p->gy16w && stage16(g, &p->gy_to16w, p->gy16w, p->gy16w_bytes, 1, NULL) < 0) ||
         act_reorder(g, &p->a.x_to_w) < 0 || act_reorder(g, &p->a.gy_to_w) < 0 ||
         cpu_prim_run(g, &p->bwd_w, "backward weights") < 0)
         return -1;
     return p->gw_to_user.p ? cpu_prim_run(g, &p->gw_to_user, "weight-gradient reorder") : 0;
 }
 
-/* Native bf16: the staged bf16 copies of src and diff_dst in the layouts
- * the primitives choose instead of NHWC: they are reordered from the fp32
- * activations anyway, and AMX's kernels prefer their blocked layouts (a
- * ResNet-18 step 7 % faster on 16 cores, bench/RESULTS.md).
- * DDPIPE_BF16_LAYOUT=nhwc keeps NHWC (other fp32 sum orders only). */
-static int bf16_layout_any(void)
+/* Native bf16 on fp32 buffers: the staged bf16 copies of src and diff_dst
+ * in the layouts the primitives choose instead of NHWC: they are reordered
+ * from the fp32 activations anyway, and AMX's kernels prefer their blocked
+ * layouts (a ResNet-18 step 7 % faster on 16 cores, bench/RESULTS.md).
+ * On 16-bit buffers (act16) NHWC, the buffers' own layout: no copy at all.
+ * DDPIPE_BF16_LAYOUT=nhwc or =any forces one (other fp32 sum orders only). */
+static int bf16_layout_any(int act16)
 {
     const char *e = getenv("DDPIPE_BF16_LAYOUT");
-    return !(e && strcmp(e, "nhwc") == 0);
+    if (e && strcmp(e, "nhwc") == 0)
+        return 0;
+    if (e && strcmp(e, "any") == 0)
+        return 1;
+    return !act16;
 }
 
 /* Blocked activations for a convolution of ic -> oc channels (opt-in,
@@ -464,11 +484,13 @@ static int conv_blocked(int ic, int oc)
     return ic % 8 == 0 && oc % 8 == 0 && e && strcmp(e, "blocked") == 0;
 }
 
-bk_plan_t *cpu_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const int in[4], const int out[4])
+static bk_plan_t *conv_plan(bk_ctx_t *g, const bk_conv_t *c, const int in[4], const int out[4],
+                            int act16)
 {
     wplan_t *p = wplan_new(g, c->bias != NULL, c->oc);
     if (!p)
         return NULL;
+    p->act16 = act16;
     cpu_mds_t k = {0};
     wmds_t m = {.src = cpu_md_act(&k, in), .dst = cpu_md_act(&k, out)};
     if (!p->native && conv_blocked(in[1], out[1])) {
@@ -482,7 +504,9 @@ bk_plan_t *cpu_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const int in[4], const
     m.src16 = cpu_md_typed(&k, m.src, t16);
     m.dst16 = cpu_md_typed(&k, m.dst, t16);
     m.w16 = cpu_md_typed(&k, m.wany, t16);
-    if (p->native && bf16_layout_any()) {   /* staged anyway: let each primitive choose */
+    m.xu = act16 ? m.src16 : m.src;
+    m.yu = act16 ? m.dst16 : m.dst;
+    if (p->native && bf16_layout_any(act16)) {   /* let each primitive choose */
         m.src16 = cpu_md(&k, 4, cpu_md_dims(m.src), t16, dnnl_format_tag_any);
         m.dst16 = cpu_md(&k, 4, cpu_md_dims(m.dst), t16, dnnl_format_tag_any);
     }
@@ -497,6 +521,16 @@ bk_plan_t *cpu_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const int in[4], const
     return &p->base;
 }
 
+bk_plan_t *cpu_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const int in[4], const int out[4])
+{
+    return conv_plan(g, c, in, out, 0);
+}
+
+bk_plan_t *cpu_conv_plan16(bk_ctx_t *g, const bk_conv_t *c, const int in[4], const int out[4])
+{
+    return conv_plan(g, c, in, out, 1);
+}
+
 /* An inner product's primitives, created and run on one thread: oneDNN
  * splits its reduction across threads, so with the backend's threads a
  * logit's bits would depend on the thread count (the inference kernels' inner
@@ -504,11 +538,12 @@ bk_plan_t *cpu_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const int in[4], const
  * convolutions. Inner product on x viewed 2-D when h = w = 1 (NHWC and NCHW
  * agree), else 4-D with the weights as [out, c, h, w]: oneDNN then applies
  * them in PyTorch's flatten order whatever x's layout. */
-bk_plan_t *cpu_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias)
+static bk_plan_t *linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias, int act16)
 {
     wplan_t *p = wplan_new(g, has_bias, out);
     if (!p)
         return NULL;
+    p->act16 = act16;
     cpu_prim_t *all[] = {&p->fwd,        &p->bwd_d,  &p->bwd_w,  &p->w_to_fwd, &p->w_to_bwd,
                          &p->gw_to_user, &p->x_to16, &p->gy_to16};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
@@ -526,6 +561,8 @@ bk_plan_t *cpu_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias)
     m.src16 = cpu_md_typed(&k, m.src, t16);
     m.dst16 = cpu_md_typed(&k, m.dst, t16);
     m.w16 = cpu_md_typed(&k, m.wany, t16);
+    m.xu = act16 ? m.src16 : m.src;
+    m.yu = act16 ? m.dst16 : m.dst;
     int ok = cpu_mds_check(g, &k) == 0 && wplan_make(g, p, &m, NULL, in, NULL) == 0;
     cpu_mds_free(&k);
     cpu_threads(g);
@@ -534,4 +571,14 @@ bk_plan_t *cpu_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias)
         return NULL;
     }
     return &p->base;
+}
+
+bk_plan_t *cpu_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias)
+{
+    return linear_plan(g, in, out, has_bias, 0);
+}
+
+bk_plan_t *cpu_linear_plan16(bk_ctx_t *g, const int in[4], int out, int has_bias)
+{
+    return linear_plan(g, in, out, has_bias, 1);
 }

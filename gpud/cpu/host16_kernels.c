@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpud/half_bits.h"
+#include "gpud/cpu/host_kernels.h"
 
 static const bk_kernels_t *k32(const backend_t *be)
 {
@@ -43,24 +43,12 @@ static size_t numel4(const int s[4])
 
 static void unpack(const backend_t *be, float *f, const void *h, size_t n)
 {
-    const uint16_t *u = h;
-    if (is_fp16(be))
-        for (size_t i = 0; i < n; i++)
-            f[i] = fp16_unpack(u[i]);
-    else
-        for (size_t i = 0; i < n; i++)
-            f[i] = bf16_unpack(u[i]);
+    hk_unpack16(is_fp16(be) ? BK_HALF_FP16 : BK_HALF_BF16, f, h, n, be->threads);
 }
 
 static void pack(const backend_t *be, void *h, const float *f, size_t n)
 {
-    uint16_t *u = h;
-    if (is_fp16(be))
-        for (size_t i = 0; i < n; i++)
-            u[i] = fp16_pack(f[i]);
-    else
-        for (size_t i = 0; i < n; i++)
-            u[i] = bf16_pack(f[i]);
+    hk_pack16(is_fp16(be) ? BK_HALF_FP16 : BK_HALF_BF16, h, f, n, be->threads);
 }
 
 /* n floats holding the values of h (NULL: uninitialised room), or NULL. */

@@ -1,10 +1,12 @@
 /* host_kernels — see host_kernels.h. */
 #include "gpud/cpu/host_kernels.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpud/half.h"
+#include "gpud/half_bits.h"
 #include "gpud/cpu/ref_ops.h"
 #include "gpud/simd_clones.h"
 
@@ -109,6 +111,50 @@ void hk_round_half(backend_t *be, bk_half_t fmt, void *y, size_t count)
     for (size_t c = 0; c < nchunks; c++) {
         size_t off = c * chunk, n = count - off < chunk ? count - off : chunk;
         half_round(fmt, py + off, py + off, n);
+    }
+}
+
+/* ------------------------------------------------ 16-bit conversions */
+
+SIMD_CLONES static void unpack_run(bk_half_t fmt, float *f, const uint16_t *h, size_t n)
+{
+    if (fmt == BK_HALF_FP16)
+        for (size_t i = 0; i < n; i++)
+            f[i] = fp16_unpack(h[i]);
+    else
+        for (size_t i = 0; i < n; i++)
+            f[i] = bf16_unpack(h[i]);
+}
+
+SIMD_CLONES static void pack_run(bk_half_t fmt, uint16_t *h, const float *f, size_t n)
+{
+    if (fmt == BK_HALF_FP16)
+        for (size_t i = 0; i < n; i++)
+            h[i] = fp16_pack(f[i]);
+    else
+        for (size_t i = 0; i < n; i++)
+            h[i] = bf16_pack(f[i]);
+}
+
+#define CONV_CHUNK 16384   /* elements per thread's turn */
+
+void hk_unpack16(bk_half_t fmt, float *f, const uint16_t *h, size_t n, int threads)
+{
+    size_t nchunks = (n + CONV_CHUNK - 1) / CONV_CHUNK;
+#pragma omp parallel for schedule(static) num_threads(threads) if (nchunks > 1)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t off = c * CONV_CHUNK, m = n - off < CONV_CHUNK ? n - off : CONV_CHUNK;
+        unpack_run(fmt, f + off, h + off, m);
+    }
+}
+
+void hk_pack16(bk_half_t fmt, uint16_t *h, const float *f, size_t n, int threads)
+{
+    size_t nchunks = (n + CONV_CHUNK - 1) / CONV_CHUNK;
+#pragma omp parallel for schedule(static) num_threads(threads) if (nchunks > 1)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t off = c * CONV_CHUNK, m = n - off < CONV_CHUNK ? n - off : CONV_CHUNK;
+        pack_run(fmt, h + off, f + off, m);
     }
 }
 
@@ -453,6 +499,98 @@ static void reduce(const red_t *r, const int s[4], double *out, int nhwc, int th
         reduce_nchw(r, s, out, threads);
 }
 
+/* ------------------------------------------ the same on bf16 NHWC rows */
+
+#define TILE16 32   /* rows unpacked at a time (a multiple of TILE_ROWS) */
+
+/* TILE16 rows of 3 arrays of c floats, or stop: the element-wise kernels
+ * have no error path (backend_impl.h); gpud stops as Redis does on
+ * out-of-memory, saying so. */
+static float *tile16_new(size_t c)
+{
+    float *t = malloc(3 * TILE16 * c * sizeof *t);
+    if (!t) {
+        fprintf(stderr, "gpud: out of memory for the 16-bit activations' row tiles (%zu "
+                "channels): give the process more memory, or run with "
+                "DDPIPE_HALF_ACTIVATIONS=0\n", c);
+        abort();
+    }
+    return t;
+}
+
+/* n rows from row r0 of bf16 array h (c per row) into t. */
+static void rows16(float *t, const void *h, size_t r0, size_t n, size_t c)
+{
+    unpack_run(BK_HALF_BF16, t, (const uint16_t *)h + r0 * c, n * c);
+}
+
+/* red_rows over rows [r0, r1) of r's bf16 arrays (r->x etc. point at
+ * uint16_t), TILE16 rows at a time through the float tile t: each channel
+ * still adds its rows in order. */
+static void red_rows16(const red_t *r, size_t r0, size_t r1, int c, double *acc, float *t)
+{
+    size_t cc = (size_t)c;
+    for (size_t t0 = r0; t0 < r1; t0 += TILE16) {
+        size_t n = r1 - t0 < TILE16 ? r1 - t0 : TILE16;
+        red_t f = *r;
+        rows16(t, r->x, t0, n, cc);
+        f.x = t;
+        if (r->grads) {
+            rows16(t + TILE16 * cc, r->gy, t0, n, cc);
+            f.gy = t + TILE16 * cc;
+            if (r->relu) {
+                rows16(t + 2 * TILE16 * cc, r->y, t0, n, cc);
+                f.y = t + 2 * TILE16 * cc;
+            }
+        }
+        red_rows(&f, 0, n, c, acc);
+    }
+}
+
+/* reduce_nhwc's chunks and their order, on bf16 rows. */
+static void reduce16(const red_t *r, const int s[4], double *out, int threads)
+{
+    size_t rows = (size_t)s[0] * s[2] * s[3];
+    int c = s[1];
+    size_t width = (size_t)c * (r->grads ? 2 : 1);
+    size_t chunks = rows < SUM_CHUNKS ? rows : SUM_CHUNKS;
+    double *part = calloc(chunks * width, sizeof *part);
+    if (!part) {   /* no scratch: one serial chunk */
+        chunks = 1;
+        part = out;
+        memset(out, 0, width * sizeof *out);
+    }
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t k = 0; k < chunks; k++) {
+        float *t = tile16_new((size_t)c);
+        red_rows16(r, rows * k / chunks, rows * (k + 1) / chunks, c, part + k * width, t);
+        free(t);
+    }
+    if (part == out)
+        return;
+    for (size_t j = 0; j < width; j++) {
+        double sum = 0.0;
+        for (size_t k = 0; k < chunks; k++)
+            sum += part[k * width + j];
+        out[j] = sum;
+    }
+    free(part);
+}
+
+void hk16_chan_sums(const void *x, const int s[4], const float *center, double *out,
+                    int threads)
+{
+    red_t r = {.x = x, .center = center};
+    reduce16(&r, s, out, threads);
+}
+
+void hk16_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4], int relu,
+                       const float *center, double *out, int threads)
+{
+    red_t r = {.x = x, .y = y, .gy = gy, .center = center, .relu = relu, .grads = 1};
+    reduce16(&r, s, out, threads);
+}
+
 void hk_chan_sums(const void *x, const int s[4], const float *center, double *out, int nhwc,
                   int threads)
 {
@@ -542,6 +680,28 @@ void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, co
         size_t ch = k % c, off = k * hw;
         apply_plane(px + off, vx + off, vy + off, vg + off, hw, relu, scale[ch], a[ch], b[ch],
                     center[ch]);
+    }
+}
+
+void hk16_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, const int s[4],
+                        int relu, const float *center, const float *scale, const float *a,
+                        const float *b, int threads)
+{
+    size_t c = (size_t)s[1], rows = (size_t)s[0] * s[2] * s[3];
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t k = 0; k < APPLY_PARTS; k++) {
+        float *t = tile16_new(c), *tx = t, *tg = t + TILE16 * c, *ty = relu ? t + 2 * TILE16 * c : tx;
+        size_t r1 = rows * (k + 1) / APPLY_PARTS;
+        for (size_t t0 = rows * k / APPLY_PARTS; t0 < r1; t0 += TILE16) {
+            size_t n = r1 - t0 < TILE16 ? r1 - t0 : TILE16;
+            rows16(tx, x, t0, n, c);
+            rows16(tg, gy, t0, n, c);
+            if (relu)
+                rows16(ty, y, t0, n, c);
+            apply_rows(tg, tx, ty, tg, 0, n, (int)c, relu, center, scale, a, b);
+            pack_run(BK_HALF_BF16, (uint16_t *)gx + t0 * c, tg, n * c);
+        }
+        free(t);
     }
 }
 

@@ -44,6 +44,24 @@ void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, co
                       int relu, const float *center, const float *scale, const float *a,
                       const float *b, int nhwc, int threads);
 
+/* 16-bit activations (bk_ops_t.train16, gpud/half_bits.h): n values of
+ * format fmt unpacked to floats (exact) or floats packed (rounded as
+ * bf16_round / fp16_round1), in chunks over threads (each element alone:
+ * the split changes no bit). */
+void hk_unpack16(bk_half_t fmt, float *f, const uint16_t *h, size_t n, int threads);
+void hk_pack16(bk_half_t fmt, uint16_t *h, const float *f, size_t n, int threads);
+/* The training-mode BatchNorm host loops above on NHWC bf16 buffers (the
+ * cpu backend's train16): rows of their values unpacked into per-thread
+ * float tiles that the fp32 loops run on, so every channel adds the same
+ * values in the same order (the same bits as the fp32 buffers); gx packed. */
+void hk16_chan_sums(const void *x, const int s[4], const float *center, double *out,
+                    int threads);
+void hk16_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4], int relu,
+                       const float *center, double *out, int threads);
+void hk16_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, const int s[4],
+                        int relu, const float *center, const float *scale, const float *a,
+                        const float *b, int threads);
+
 /* The training kernel tables of the CPU backends. */
 extern const bk_kernels_t REF_TKERNELS;
 extern const bk_kernels_t CPU_TKERNELS;

@@ -185,7 +185,7 @@ int cuinf_native(const char **isa)
 {
     if (isa)
         *isa = "cuda tensor cores";
-    return 2;
+    return 3;   /* fast native kernels (backend_bf16_native) */
 }
 
 /* ------------------------------------------------------------ convolution */

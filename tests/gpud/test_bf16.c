@@ -189,7 +189,7 @@ static void test_eval_tape(const safetensors_t *ref)
 }
 
 /* DDPIPE_BF16 on the cpu backend: native where oneDNN has bf16 primitives,
- * else the one clear error; unset: native only with bf16 instructions. */
+ * else the one clear error; unset: native only with AMX (level 3). */
 static void test_env_cpu(void)
 {
     char err[512] = "";
@@ -219,7 +219,7 @@ static void test_env_cpu(void)
     }
     unsetenv("DDPIPE_BF16");
     CHECK(backend_set_precision(be, "bf16", err, sizeof err) == 0 &&
-          backend_precision(be) == (level == 2 ? BK_BF16_NATIVE : BK_BF16_EMULATED),
+          backend_precision(be) == (level == 3 ? BK_BF16_NATIVE : BK_BF16_EMULATED),
           "unset: %s with probe level %d", backend_precision_name(be), level);
     backend_destroy(&be);
 }

@@ -292,7 +292,7 @@ static void test_bits(void)
 }
 
 /* The seed WideResNet trained 2 steps through the model API in bf16 on
- * ref: the parameters and buffers after each (after[st], floats each). */
+ * the test's backend: the parameters and buffers after each (after[st], floats each). */
 enum { MG = 8 };
 static size_t run_model(int sync, int chunk, int store16, float *after[2])
 {
@@ -312,7 +312,7 @@ static size_t run_model(int sync, int chunk, int store16, float *after[2])
     memcpy(o.channels, (int[4]){8, 16, 24, 32}, sizeof o.channels);
     if (!store16)   /* read when the graphs compile: at the first step */
         setenv("DDPIPE_HALF_ACTIVATIONS", "0", 1);
-    model_t *m = model_new(&o, "ref", tc_src("tests/golden/wrn_small.safetensors", path,
+    model_t *m = model_new(&o, test_backend, tc_src("tests/golden/wrn_small.safetensors", path,
                                              sizeof path), err, sizeof err);
     REQUIRE(m, "wrn_small: %s", err);
     exact_grads_t eg;
@@ -378,14 +378,47 @@ static void model_cases(void)
     compare_runs("one chunk with SyncBatchNorm vs the ordinary step, fp32 buffers", a, b, n);
 }
 
+/* The cpu backend stores bf16 only (fp16 graphs keep fp32 buffers there):
+ * native bf16 where oneDNN has the kernels (DDPIPE_BF16=native: the
+ * default picks it on AMX only), then emulated. Its native
+ * convolutions run NHWC on both storages here (DDPIPE_BF16_LAYOUT=nhwc; the
+ * fp32 buffers' default lets oneDNN pick, another fp32 sum order), so they
+ * must give the same bits too. */
+static void cpu_cases(void)
+{
+    setenv("DDPIPE_BF16_LAYOUT", "nhwc", 1);
+    char err[256];
+    backend_t *be = backend_new("cpu", 1, err, sizeof err);
+    REQUIRE(be, "cpu: %s", err);
+    int level = backend_bf16_native(be, NULL);
+    backend_destroy(&be);
+    for (int emulated = level == 0; emulated < 2; emulated++) {
+        setenv("DDPIPE_BF16", emulated ? "emulated" : "native", 1);
+        be = backend_new("cpu", 1, err, sizeof err);
+        REQUIRE(be && backend_set_precision(be, "bf16", err, sizeof err) == 0, "cpu: %s", err);
+        printf("cpu %s\n", backend_precision_name(be));
+        backend_destroy(&be);
+        run_case("bf16", 0, 0);
+        run_case("bf16", 0, 1);
+        run_case("bf16", 1, 0);
+        model_cases();
+    }
+    unsetenv("DDPIPE_BF16");
+    unsetenv("DDPIPE_BF16_LAYOUT");
+}
+
 /* argv[1]: the backend (default ref); cuda runs on the kernel emulator
  * (tests/gpud/cuda: gpud_test_half_store_emu), where cuDNN's fake sums in
  * double both ways, so its bf16 and fp16 NHWC tables must give the fp32
- * buffers' bits too (bitwise training is the cpu's). */
+ * buffers' bits too (bitwise training is the cpu's and ref's). */
 int main(int argc, char **argv)
 {
     if (argc > 1)
         test_backend = argv[1];
+    if (strcmp(test_backend, "cpu") == 0) {
+        cpu_cases();
+        return tc_done("test_half_store cpu");
+    }
     if (strcmp(test_backend, "ref") == 0) {
         test_bits();
         model_cases();

@@ -1,0 +1,473 @@
+/* dnnl_train16 — the "cpu" backend's bk_ops_t.train16: a --precision bf16
+ * graph on the tape (training) with its activations and activation
+ * gradients stored as bf16 (2 bytes, NHWC), as autocast's own tensors are
+ * (docs/BF16.md "16-bit activations"). The numbers are those of the fp32
+ * buffers with the engine's rounding points, bit for bit: every kernel
+ * computes in fp32 from the bf16 values, exactly as the fp32 table does,
+ * and packs its outputs rounded (gpud/half_bits.h).
+ *
+ * Where the time goes decides how each kernel reads bf16:
+ *   - element-wise ops (add, acc), copies, concat, flatten and the uint8
+ *     input: own loops on the 16 bits;
+ *   - training BatchNorm's sums and gradient (hk16_*, host_kernels.c): the
+ *     fp32 loops on rows unpacked into per-thread tiles, same order;
+ *   - convolutions and linear layers, native bf16 (BK_BF16_NATIVE): the
+ *     buffers ARE the primitives' bf16 src and diff_dst (dnnl_train.c,
+ *     cpu_conv_plan16), no staging copy; their fp32 dst and diff_src are
+ *     packed;
+ *   - the rest (emulated convolutions, oneDNN's BatchNorm normalisation,
+ *     ReLU, pooling), and the rare ops (dropout, the loss, top-k; chan_axpb,
+ *     which bn_grad_apply replaces here): unpacked
+ *     into fp32 temporaries around the fp32 kernels (host16_kernels.c's
+ *     wrappers, or the backend's temporaries here for the hot ones).
+ *
+ * bf16 only: an fp16 graph keeps the fp32 buffers on cpu (BK_CAP_ACT16_FP16
+ * unset). The table starts as host16_kernels.c's and replaces what is
+ * faster done here (cpu_train16_init fills it once, before the first
+ * backend exists). The plans are the training ones whatever g->infer says
+ * (a 16-bit graph has no fused ops and no layouts of its own). */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/cpu/dnnl_priv.h"
+#include "gpud/cpu/host16_kernels.h"
+#include "gpud/cpu/host_kernels.h"
+#include "gpud/half_bits.h"
+#include "gpud/simd_clones.h"
+
+bk_kernels_t CPU_T16KERNELS;
+static pthread_once_t cpu16_once = PTHREAD_ONCE_INIT;
+
+#define CHUNK 32768   /* elements per thread's turn of the element-wise loops */
+
+static size_t numel4(const int s[4])
+{
+    return (size_t)s[0] * s[1] * s[2] * s[3];
+}
+
+/* ---------------------------------------------------------- temporaries */
+
+/* fp32 temporary `which` (0-3) of the backend, grown to at least count
+ * floats (contents lost), shared by every plan as the scratchpad is (one
+ * kernel at a time); NULL after bk_ctx_fail. */
+static float *tmp32(bk_ctx_t *g, int which, size_t count)
+{
+    cpu_backend_t *be = (cpu_backend_t *)g->be;
+    size_t bytes = (count ? count : 1) * sizeof(float);
+    if (bytes > be->t32_cap[which]) {
+        void *buf = NULL;
+        if (posix_memalign(&buf, 64, bytes) != 0)
+            return bk_ctx_fail(g, "out of memory for a %zu-byte fp32 temporary of 16-bit "
+                               "activations (DDPIPE_HALF_ACTIVATIONS=0 runs without)", bytes);
+        free(be->t32[which]);
+        be->t32[which] = buf;
+        be->t32_cap[which] = bytes;
+    }
+    return be->t32[which];
+}
+
+void cpu_train16_free(cpu_backend_t *be)
+{
+    for (int i = 0; i < 4; i++) {
+        free(be->t32[i]);
+        be->t32[i] = NULL;
+        be->t32_cap[i] = 0;
+    }
+}
+
+/* Temporary `which` holding the values of h (NULL: uninitialised). */
+static float *in32(bk_ctx_t *g, int which, const void *h, size_t count)
+{
+    float *f = tmp32(g, which, count);
+    if (f && h)
+        hk_unpack16(BK_HALF_BF16, f, h, count, g->be->threads);
+    return f;
+}
+
+static void out16(bk_ctx_t *g, void *h, const float *f, size_t count)
+{
+    hk_pack16(BK_HALF_BF16, h, f, count, g->be->threads);
+}
+
+/* ----------------------------------------------------------- element-wise */
+
+static void c16_zero(backend_t *be, void *y, size_t count)
+{
+    uint16_t *py = y;
+    size_t nchunks = (count + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) num_threads(be->threads) if (nchunks > 1)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t off = c * CHUNK, n = count - off < CHUNK ? count - off : CHUNK;
+        memset(py + off, 0, n * sizeof *py);
+    }
+}
+
+static void c16_copy(backend_t *be, void *y, const void *x, size_t count)
+{
+    uint16_t *py = y;
+    const uint16_t *px = x;
+    if (y == x)
+        return;
+    size_t nchunks = (count + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) num_threads(be->threads) if (nchunks > 1)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t off = c * CHUNK, n = count - off < CHUNK ? count - off : CHUNK;
+        memcpy(py + off, px + off, n * sizeof *py);
+    }
+}
+
+/* y = a + b (then max(0, .)) in fp32, rounded: hk_add then the engine's
+ * rounding, per element. */
+SIMD_CLONES static void add_run(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t n,
+                                int relu)
+{
+    if (relu)
+        for (size_t i = 0; i < n; i++) {
+            float v = bf16_unpack(a[i]) + bf16_unpack(b[i]);
+            y[i] = bf16_pack(v > 0.0f ? v : 0.0f);
+        }
+    else
+        for (size_t i = 0; i < n; i++)
+            y[i] = bf16_pack(bf16_unpack(a[i]) + bf16_unpack(b[i]));
+}
+
+static void c16_add(backend_t *be, void *y, const void *a, const void *b, size_t count,
+                    int relu)
+{
+    size_t nchunks = (count + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) num_threads(be->threads) if (nchunks > 1)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t off = c * CHUNK, n = count - off < CHUNK ? count - off : CHUNK;
+        add_run((uint16_t *)y + off, (const uint16_t *)a + off, (const uint16_t *)b + off, n,
+                relu);
+    }
+}
+
+/* y += x: the second branch's gradient added to the first's. */
+static void c16_acc(backend_t *be, void *y, const void *x, size_t count)
+{
+    c16_add(be, y, y, x, count, 0);
+}
+
+static void c16_chan_sums(backend_t *be, const void *x, const int s[4], const float *center,
+                          double *out)
+{
+    hk16_chan_sums(x, s, center, out, be->threads);
+}
+
+static void c16_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
+                             const int s[4], int relu, const float *center, double *out)
+{
+    hk16_bn_grad_sums(x, y, gy, s, relu, center, out, be->threads);
+}
+
+static void c16_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
+                              const void *gy, const int s[4], int relu, const float *center,
+                              const float *scale, const float *a, const float *b)
+{
+    hk16_bn_grad_apply(gx, x, y, gy, s, relu, center, scale, a, b, be->threads);
+}
+
+/* NCHW floats into the NHWC bf16 buffer, rounded; and back (exact). */
+static int c16_write(bk_ctx_t *g, void *dst, const float *src, const int s[4], int layout)
+{
+    (void)g;
+    (void)layout;   /* 0: a 16-bit graph has no layouts of its own */
+    uint16_t *d = dst;
+    size_t hw = (size_t)s[2] * s[3];
+    for (int b = 0; b < s[0]; b++)
+        for (int c = 0; c < s[1]; c++)
+            for (size_t p = 0; p < hw; p++)
+                d[((size_t)b * hw + p) * s[1] + c] = bf16_pack(src[((size_t)b * s[1] + c) * hw + p]);
+    return 0;
+}
+
+static int c16_read(bk_ctx_t *g, const void *src, float *dst, const int s[4], int layout)
+{
+    (void)g;
+    (void)layout;
+    const uint16_t *x = src;
+    size_t hw = (size_t)s[2] * s[3];
+    for (int b = 0; b < s[0]; b++)
+        for (int c = 0; c < s[1]; c++)
+            for (size_t p = 0; p < hw; p++)
+                dst[((size_t)b * s[1] + c) * hw + p] = bf16_unpack(x[((size_t)b * hw + p) * s[1] + c]);
+    return 0;
+}
+
+/* uint8 NCHW pixels through lut into the NHWC bf16 input, rounded as
+ * write would round those floats. */
+static int c16_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut,
+                        const int s[4], int layout)
+{
+    if (layout)
+        return 1;
+    uint16_t *d = dst;
+    int c = s[1];
+    size_t hw = (size_t)s[2] * s[3];
+#pragma omp parallel for schedule(static) num_threads(g->be->threads)
+    for (int sc = 0; sc < s[0] * c; sc++) {
+        const float *t = lut + (size_t)(sc % c) * 256;
+        const uint8_t *p = px + (size_t)sc * hw;
+        size_t b = (size_t)(sc / c), ch = (size_t)(sc % c);
+        for (size_t i = 0; i < hw; i++)
+            d[(b * hw + i) * (size_t)c + ch] = bf16_pack(t[p[i]]);
+    }
+    return 0;
+}
+
+/* NHWC: runs of cx channels per pixel, as hk_concat on 2-byte elements. */
+static void c16_concat(backend_t *be, void *y, int cy, void *x, const int xs[4], int off,
+                       int to_y)
+{
+    (void)be;
+    uint16_t *py = y, *px = x;
+    size_t cx = (size_t)xs[1], pixels = (size_t)xs[0] * xs[2] * xs[3];
+    for (size_t p = 0; p < pixels; p++) {
+        uint16_t *a = py + p * (size_t)cy + off, *b = px + p * cx;
+        memcpy(to_y ? a : b, to_y ? b : a, cx * sizeof *a);
+    }
+}
+
+/* (n,h,w,c) <-> (n, c*h*w) in NCHW order, as hk_flatten on 2-byte elements. */
+static void c16_flatten(backend_t *be, void *y, const void *x, const int xs[4], int backward)
+{
+    (void)be;
+    size_t per = (size_t)xs[1] * xs[2] * xs[3], hw = (size_t)xs[2] * xs[3];
+    const uint16_t *px = x;
+    uint16_t *py = y;
+    if (hw == 1) {
+        memmove(py, px, (size_t)xs[0] * per * sizeof *py);
+        return;
+    }
+    for (int b = 0; b < xs[0]; b++)
+        for (int c = 0; c < xs[1]; c++)
+            for (size_t p = 0; p < hw; p++) {
+                size_t flat = b * per + c * hw + p, hwc = b * per + p * xs[1] + c;
+                if (backward)
+                    py[hwc] = px[flat];
+                else
+                    py[flat] = px[hwc];
+            }
+}
+
+/* --------------------------------------------------------- planned ops */
+
+/* A plan of the fp32 table's (or cpu_*_plan16's, native) with the element
+ * counts of its input and output. */
+typedef struct {
+    bk_plan_t base;
+    bk_plan_t *inner;
+    size_t nin, nout;
+    int direct;   /* inner takes the bf16 buffers (native cpu_*_plan16) */
+} c16plan_t;
+
+static void c16plan_destroy(bk_plan_t *bp)
+{
+    c16plan_t *p = (c16plan_t *)bp;
+    if (p->inner)
+        p->inner->destroy(p->inner);
+    free(p);
+}
+
+static bk_plan_t *c16plan_wrap(bk_ctx_t *g, bk_plan_t *inner, size_t nin, size_t nout,
+                               int direct)
+{
+    if (!inner)
+        return NULL;
+    c16plan_t *p = calloc(1, sizeof *p);
+    if (!p) {
+        inner->destroy(inner);
+        return bk_ctx_fail(g, "out of memory");
+    }
+    p->base.destroy = c16plan_destroy;
+    p->inner = inner;
+    p->nin = nin;
+    p->nout = nout;
+    p->direct = direct;
+    return &p->base;
+}
+
+/* Native bf16 kernels that can read the buffers (not the tests' f32
+ * staging, cpu_bf16_test_f32). */
+static int native(const bk_ctx_t *g)
+{
+    return g->be->precision == BK_BF16_NATIVE && cpu_bf16_type() == dnnl_bf16;
+}
+
+static bk_plan_t *c16_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
+                                const int in[4], const int out[4])
+{
+    if (post)   /* an inference plan's fused op never runs on 16-bit buffers */
+        return bk_ctx_fail(g, "16-bit activations: no fused convolutions");
+    int d = native(g);
+    return c16plan_wrap(g, d ? cpu_conv_plan16(g, c, in, out) : cpu_conv_plan(g, c, in, out),
+                        numel4(in), numel4(out), d);
+}
+
+static bk_plan_t *c16_linear_plan(bk_ctx_t *g, const int in[4], int out, int has_bias)
+{
+    int d = native(g);
+    return c16plan_wrap(g, d ? cpu_linear_plan16(g, in, out, has_bias)
+                             : cpu_linear_plan(g, in, out, has_bias),
+                        numel4(in), (size_t)in[0] * out, d);
+}
+
+/* conv and linear forward: y (fp32 temporary) from x (bf16 itself when
+ * direct), packed. */
+static int c16_w_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const float *b,
+                     void *y)
+{
+    c16plan_t *p = (c16plan_t *)bp;
+    const void *xa = p->direct ? x : in32(g, 0, x, p->nin);
+    float *fy = tmp32(g, 1, p->nout);
+    if (!xa || !fy || cpu_w_fwd(g, p->inner, xa, w, b, fy) < 0)
+        return -1;
+    out16(g, y, fy, p->nout);
+    return 0;
+}
+
+static int c16_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
+                        const float *b, const void *res, void *y)
+{
+    (void)res;   /* no post-ops here (c16_conv_plan) */
+    return c16_w_fwd(g, bp, x, w, b, y);
+}
+
+static int c16_w_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const void *gy,
+                     void *gx, float *gw, float *gb)
+{
+    c16plan_t *p = (c16plan_t *)bp;
+    const void *xa = p->direct ? x : in32(g, 0, x, p->nin);
+    const void *gya = p->direct ? gy : in32(g, 1, gy, p->nout);
+    float *fgx = gx ? tmp32(g, 2, p->nin) : NULL;
+    if (!xa || !gya || (gx && !fgx) || cpu_w_bwd(g, p->inner, xa, w, gya, fgx, gw, gb) < 0)
+        return -1;
+    if (gx)
+        out16(g, gx, fgx, p->nin);
+    return 0;
+}
+
+static bk_plan_t *c16_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
+{
+    return c16plan_wrap(g, cpu_bn_plan(g, in, eps, relu), numel4(in), numel4(in), 0);
+}
+
+static int c16_bn_fwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x,
+                      const float *gamma, const float *beta, float *mean, float *var, void *y)
+{
+    c16plan_t *p = (c16plan_t *)bp;
+    float *fx = in32(g, 0, x, p->nin), *fy = tmp32(g, 1, p->nout);
+    if (!fx || !fy || cpu_bn_fwd(g, p->inner, training, fx, gamma, beta, mean, var, fy) < 0)
+        return -1;
+    out16(g, y, fy, p->nout);
+    return 0;
+}
+
+static int c16_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
+                      const void *gy, const float *gamma, const float *mean, const float *var,
+                      void *gx, float *ggamma, float *gbeta)
+{
+    c16plan_t *p = (c16plan_t *)bp;
+    float *fx = in32(g, 0, x, p->nin), *fy = in32(g, 1, y, p->nin);
+    float *fgy = in32(g, 2, gy, p->nin), *fgx = gx ? tmp32(g, 3, p->nin) : NULL;
+    if (!fx || !fy || !fgy || (gx && !fgx) ||
+        cpu_bn_bwd(g, p->inner, training, fx, fy, fgy, gamma, mean, var, fgx, ggamma, gbeta) < 0)
+        return -1;
+    if (gx)
+        out16(g, gx, fgx, p->nin);
+    return 0;
+}
+
+static bk_plan_t *c16_relu_plan(bk_ctx_t *g, const int in[4])
+{
+    return c16plan_wrap(g, cpu_relu_plan(g, in), numel4(in), numel4(in), 0);
+}
+
+static int c16_relu_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
+{
+    c16plan_t *p = (c16plan_t *)bp;
+    float *fx = in32(g, 0, x, p->nin), *fy = tmp32(g, 1, p->nout);
+    if (!fx || !fy || cpu_relu_fwd(g, p->inner, fx, fy) < 0)
+        return -1;
+    out16(g, y, fy, p->nout);
+    return 0;
+}
+
+static int c16_relu_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
+{
+    c16plan_t *p = (c16plan_t *)bp;
+    float *fy = in32(g, 0, y, p->nin), *fgy = in32(g, 1, gy, p->nin), *fgx = tmp32(g, 2, p->nin);
+    if (!fy || !fgy || !fgx || cpu_relu_bwd(g, p->inner, fy, fgy, fgx) < 0)
+        return -1;
+    out16(g, gx, fgx, p->nin);
+    return 0;
+}
+
+static bk_plan_t *c16_pool_plan(bk_ctx_t *g, const bk_pool_t *q, const int in[4],
+                                const int out[4])
+{
+    return c16plan_wrap(g, cpu_pool_plan(g, q, in, out), numel4(in), numel4(out), 0);
+}
+
+static int c16_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
+{
+    c16plan_t *p = (c16plan_t *)bp;
+    float *fx = in32(g, 0, x, p->nin), *fy = tmp32(g, 1, p->nout);
+    if (!fx || !fy || cpu_pool_fwd(g, p->inner, fx, fy) < 0)
+        return -1;
+    out16(g, y, fy, p->nout);
+    return 0;
+}
+
+static int c16_pool_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
+{
+    c16plan_t *p = (c16plan_t *)bp;
+    float *fx = in32(g, 0, x, p->nin), *fgy = in32(g, 1, gy, p->nout);
+    float *fgx = tmp32(g, 2, p->nin);
+    if (!fx || !fgy || !fgx || cpu_pool_bwd(g, p->inner, fx, fgy, fgx) < 0)
+        return -1;
+    out16(g, gx, fgx, p->nin);
+    return 0;
+}
+
+/* ------------------------------------------------------------ the table */
+
+static void fill(void)
+{
+    CPU_T16KERNELS = HOST16_KERNELS;   /* alloc, dropout, the loss, top-k, round_half */
+    CPU_T16KERNELS.write = c16_write;
+    CPU_T16KERNELS.read = c16_read;
+    CPU_T16KERNELS.write_u8 = c16_write_u8;
+    CPU_T16KERNELS.zero = c16_zero;
+    CPU_T16KERNELS.copy = c16_copy;
+    CPU_T16KERNELS.add = c16_add;
+    CPU_T16KERNELS.acc = c16_acc;
+    CPU_T16KERNELS.concat = c16_concat;
+    CPU_T16KERNELS.flatten = c16_flatten;
+    CPU_T16KERNELS.chan_sums = c16_chan_sums;
+    CPU_T16KERNELS.bn_grad_sums = c16_bn_grad_sums;
+    CPU_T16KERNELS.bn_grad_apply = c16_bn_grad_apply;
+    CPU_T16KERNELS.conv_plan = c16_conv_plan;
+    CPU_T16KERNELS.conv_fwd = c16_conv_fwd;
+    CPU_T16KERNELS.conv_bwd = c16_w_bwd;
+    CPU_T16KERNELS.linear_plan = c16_linear_plan;
+    CPU_T16KERNELS.linear_fwd = c16_w_fwd;
+    CPU_T16KERNELS.linear_bwd = c16_w_bwd;
+    CPU_T16KERNELS.bn_plan = c16_bn_plan;
+    CPU_T16KERNELS.bn_fwd = c16_bn_fwd;
+    CPU_T16KERNELS.bn_bwd = c16_bn_bwd;
+    CPU_T16KERNELS.relu_plan = c16_relu_plan;
+    CPU_T16KERNELS.relu_fwd = c16_relu_fwd;
+    CPU_T16KERNELS.relu_bwd = c16_relu_bwd;
+    CPU_T16KERNELS.pool_plan = c16_pool_plan;
+    CPU_T16KERNELS.pool_fwd = c16_pool_fwd;
+    CPU_T16KERNELS.pool_bwd = c16_pool_bwd;
+}
+
+void cpu_train16_init(void)
+{
+    pthread_once(&cpu16_once, fill);
+}
