@@ -477,6 +477,29 @@ if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-
 else
     note NOTRUN "gpud + NCCL 2-process training" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
 fi
+# --- the host CPU (AMX on these machines): the cpu backend's native bf16
+# training on 16-bit activations (docs/BF16.md "16-bit activations"), bit
+# for bit against its fp32 buffers, then a ResNet-18 step in its variants
+# and PyTorch's autocast, same run: cpu-host.txt, the record's cpu_host
+CPUH=$OUT/cpu-host.txt
+: > "$CPUH"
+step "cpu host: native bf16 on 16-bit activations" cpu-half-store.log \
+    env DDPIPE_SRC="$PWD" "$BUILD/tests/gpud/test_half_store" cpu
+cpu_bench() {   # cpu_bench TAG VAR=VALUE...: one bf16 train step line, tagged
+    tag=$1; shift
+    budget_left "cpu host train bf16 $tag" || return 0
+    env "$@" timeout 120 "$BUILD/bench/train_resnet18" --bf16 --batch 32 --threads "$(nproc)" \
+        --iters 3 --warmup 1 2>&1 | grep 'img/s' | sed "s|^|$tag: |" >> "$CPUH"
+}
+cpu_bench default
+cpu_bench native-any-layout DDPIPE_BF16_LAYOUT=any
+cpu_bench native-fp32-buffers DDPIPE_HALF_ACTIVATIONS=0
+cpu_bench emulated DDPIPE_BF16=emulated
+if [ -n "$PY" ] && budget_left "cpu host torch train bf16"; then
+    timeout 120 "$PY" bench/train_resnet18_torch.py --bf16 --batch 32 --threads "$(nproc)" \
+        --iters 3 --warmup 1 2>&1 | grep 'img/s' | sed 's|^|torch-autocast: |' >> "$CPUH"
+fi
+note INFO "cpu host bf16 train" "$(grep -c img/s "$CPUH") lines in $CPUH"
 # --- one JSON record of the run (python3 writes it; the inputs are files):
 # bench/gpu/DATE-SHA.json as issue 30 names it
 RECORD=bench/gpu/$(date -u +%Y-%m-%d)-$(git rev-parse --short HEAD 2>/dev/null || echo unknown).json
@@ -659,6 +682,8 @@ for key, tag in (("cuda_profile_eval_fp32", "eval fp32: "), ("cuda_profile_eval_
                  ("cudnn_tune_shapes_eval_bf16", "eval bf16 tune shape: "),
                  ("e2e_jpeg_startup", "e2e jpeg: ")):
     rec[key] = [l[len(tag):] for l in plines if l.startswith(tag)]
+cpuh = os.path.join(os.path.dirname(bench), "cpu-host.txt")
+rec["cpu_host"] = [l.strip() for l in open(cpuh)] if os.path.exists(cpuh) else []
 if os.path.exists(sb):
     try:
         rec["step_bytes"] = json.load(open(sb))
