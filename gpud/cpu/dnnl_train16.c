@@ -204,17 +204,7 @@ static int c16_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *
 {
     if (layout)
         return 1;
-    uint16_t *d = dst;
-    int c = s[1];
-    size_t hw = (size_t)s[2] * s[3];
-#pragma omp parallel for schedule(static) num_threads(g->be->threads)
-    for (int sc = 0; sc < s[0] * c; sc++) {
-        const float *t = lut + (size_t)(sc % c) * 256;
-        const uint8_t *p = px + (size_t)sc * hw;
-        size_t b = (size_t)(sc / c), ch = (size_t)(sc % c);
-        for (size_t i = 0; i < hw; i++)
-            d[(b * hw + i) * (size_t)c + ch] = bf16_pack(t[p[i]]);
-    }
+    hk16_write_u8(dst, px, lut, s, g->be->threads);
     return 0;
 }
 

@@ -80,10 +80,12 @@ void hk_acc(backend_t *be, void *y, const void *x, size_t count)
         py[i] += px[i];
 }
 
-void hk_write_u8(void *y, const uint8_t *px, const float *lut, const int s[4], int nhwc,
-                 int threads)
+/* bf16: y holds bf16 values (NHWC), each the rounded float. */
+static void write_u8(void *y, const uint8_t *px, const float *lut, const int s[4], int nhwc,
+                     int bf16, int threads)
 {
     float *d = y;
+    uint16_t *d16 = y;
     int c = s[1];
     size_t hw = (size_t)s[2] * s[3];
 #pragma omp parallel for schedule(static) num_threads(threads)
@@ -91,13 +93,27 @@ void hk_write_u8(void *y, const uint8_t *px, const float *lut, const int s[4], i
         const float *t = lut + (size_t)(sc % c) * 256;
         const uint8_t *p = px + (size_t)sc * hw;
         int b = sc / c, ch = sc % c;
-        if (nhwc)
+        if (bf16)
+            for (size_t i = 0; i < hw; i++)
+                d16[((size_t)b * hw + i) * c + ch] = bf16_pack(t[p[i]]);
+        else if (nhwc)
             for (size_t i = 0; i < hw; i++)
                 d[((size_t)b * hw + i) * c + ch] = t[p[i]];
         else
             for (size_t i = 0; i < hw; i++)
                 d[(size_t)sc * hw + i] = t[p[i]];
     }
+}
+
+void hk_write_u8(void *y, const uint8_t *px, const float *lut, const int s[4], int nhwc,
+                 int threads)
+{
+    write_u8(y, px, lut, s, nhwc, 0, threads);
+}
+
+void hk16_write_u8(void *y, const uint8_t *px, const float *lut, const int s[4], int threads)
+{
+    write_u8(y, px, lut, s, 1, 1, threads);
 }
 
 /* In chunks over the threads; each element is rounded alone, so the
@@ -453,52 +469,6 @@ static void red_plane(const red_t *r, size_t off, size_t n, int ch, double *acc,
     acc[c + ch] += s1;
 }
 
-/* NHWC: rows of c channels. Each of SUM_CHUNKS row ranges gets its own
- * partial sums, added in chunk order. */
-static void reduce_nhwc(const red_t *r, size_t rows, int c, double *out, int threads)
-{
-    size_t width = (size_t)c * (r->grads ? 2 : 1);
-    size_t chunks = rows < SUM_CHUNKS ? rows : SUM_CHUNKS;
-    double *part = calloc(chunks * width, sizeof *part);
-    if (!part) {   /* no scratch: one serial chunk */
-        chunks = 1;
-        part = out;
-        memset(out, 0, width * sizeof *out);
-    }
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (size_t k = 0; k < chunks; k++)
-        red_rows(r, rows * k / chunks, rows * (k + 1) / chunks, c, part + k * width);
-    if (part == out)
-        return;
-    for (size_t j = 0; j < width; j++) {
-        double sum = 0.0;
-        for (size_t k = 0; k < chunks; k++)
-            sum += part[k * width + j];
-        out[j] = sum;
-    }
-    free(part);
-}
-
-/* NCHW: each channel is n planes of h*w values; one channel per thread. */
-static void reduce_nchw(const red_t *r, const int s[4], double *out, int threads)
-{
-    size_t hw = (size_t)s[2] * s[3];
-    int c = s[1];
-    memset(out, 0, (size_t)c * (r->grads ? 2 : 1) * sizeof *out);
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int ch = 0; ch < c; ch++)
-        for (int b = 0; b < s[0]; b++)
-            red_plane(r, ((size_t)b * c + ch) * hw, hw, ch, out, c);
-}
-
-static void reduce(const red_t *r, const int s[4], double *out, int nhwc, int threads)
-{
-    if (nhwc)
-        reduce_nhwc(r, (size_t)s[0] * s[2] * s[3], s[1], out, threads);
-    else
-        reduce_nchw(r, s, out, threads);
-}
-
 /* ------------------------------------------ the same on bf16 NHWC rows */
 
 #define TILE16 32   /* rows unpacked at a time (a multiple of TILE_ROWS) */
@@ -547,11 +517,11 @@ static void red_rows16(const red_t *r, size_t r0, size_t r1, int c, double *acc,
     }
 }
 
-/* reduce_nhwc's chunks and their order, on bf16 rows. */
-static void reduce16(const red_t *r, const int s[4], double *out, int threads)
+/* NHWC: rows of c channels. Each of SUM_CHUNKS row ranges gets its own
+ * partial sums, added in chunk order. half: r's arrays are bf16 (the
+ * rows go through float tiles, red_rows16). */
+static void reduce_nhwc(const red_t *r, size_t rows, int c, double *out, int threads, int half)
 {
-    size_t rows = (size_t)s[0] * s[2] * s[3];
-    int c = s[1];
     size_t width = (size_t)c * (r->grads ? 2 : 1);
     size_t chunks = rows < SUM_CHUNKS ? rows : SUM_CHUNKS;
     double *part = calloc(chunks * width, sizeof *part);
@@ -562,9 +532,14 @@ static void reduce16(const red_t *r, const int s[4], double *out, int threads)
     }
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (size_t k = 0; k < chunks; k++) {
-        float *t = tile16_new((size_t)c);
-        red_rows16(r, rows * k / chunks, rows * (k + 1) / chunks, c, part + k * width, t);
-        free(t);
+        size_t r0 = rows * k / chunks, r1 = rows * (k + 1) / chunks;
+        if (half) {
+            float *t = tile16_new((size_t)c);
+            red_rows16(r, r0, r1, c, part + k * width, t);
+            free(t);
+        } else {
+            red_rows(r, r0, r1, c, part + k * width);
+        }
     }
     if (part == out)
         return;
@@ -577,18 +552,38 @@ static void reduce16(const red_t *r, const int s[4], double *out, int threads)
     free(part);
 }
 
+/* NCHW: each channel is n planes of h*w values; one channel per thread. */
+static void reduce_nchw(const red_t *r, const int s[4], double *out, int threads)
+{
+    size_t hw = (size_t)s[2] * s[3];
+    int c = s[1];
+    memset(out, 0, (size_t)c * (r->grads ? 2 : 1) * sizeof *out);
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int ch = 0; ch < c; ch++)
+        for (int b = 0; b < s[0]; b++)
+            red_plane(r, ((size_t)b * c + ch) * hw, hw, ch, out, c);
+}
+
+static void reduce(const red_t *r, const int s[4], double *out, int nhwc, int threads)
+{
+    if (nhwc)
+        reduce_nhwc(r, (size_t)s[0] * s[2] * s[3], s[1], out, threads, 0);
+    else
+        reduce_nchw(r, s, out, threads);
+}
+
 void hk16_chan_sums(const void *x, const int s[4], const float *center, double *out,
                     int threads)
 {
     red_t r = {.x = x, .center = center};
-    reduce16(&r, s, out, threads);
+    reduce_nhwc(&r, (size_t)s[0] * s[2] * s[3], s[1], out, threads, 1);
 }
 
 void hk16_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4], int relu,
                        const float *center, double *out, int threads)
 {
     red_t r = {.x = x, .y = y, .gy = gy, .center = center, .relu = relu, .grads = 1};
-    reduce16(&r, s, out, threads);
+    reduce_nhwc(&r, (size_t)s[0] * s[2] * s[3], s[1], out, threads, 1);
 }
 
 void hk_chan_sums(const void *x, const int s[4], const float *center, double *out, int nhwc,
