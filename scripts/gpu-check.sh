@@ -17,7 +17,9 @@
 #                    fashion-mnist) for the end-to-end jobs
 # env: PY (python with torch + CUDA, default /usr/bin/python3 then python3),
 #      CUDAToolkit_ROOT (default /usr/local/cuda), JOBS (default nproc),
-#      GPU_TEST_TIMEOUT (seconds per GPU test, default 150).
+#      GPU_TEST_TIMEOUT (seconds per GPU test, default 150),
+#      GPU_CHECK_RECORD_DIR (where the JSON record goes, default bench/gpu;
+#      tests/integration/test_gpu_check_dry.py points it elsewhere).
 # Steps: configure + build, ctest -L '^gpu$' (a skipped test counts as FAIL),
 # ddpipe eval and train end to end with --device cuda against --device cpu,
 # the host<->device bytes a cuda training step counts against the plan
@@ -29,7 +31,9 @@
 # device timing of the bf16 and fp32 passes (DDPIPE_CUDA_PROFILE=1, their
 # summary lines kept), the end-to-end JPEG bench and the bf16 demo course,
 # then A/Bs: CUDA graphs off (DDPIPE_CUDA_GRAPHS=0), cuDNN's graph API off
-# (DDPIPE_CUDNN_GRAPH=0), the legacy calls' benchmark (DDPIPE_CUDA_ALGO=find)
+# (DDPIPE_CUDNN_GRAPH=0), the legacy calls' benchmark (DDPIPE_CUDA_ALGO=find),
+# last the host CPU's native bf16 training (AMX there: the cpu backend's
+# 16-bit activations, bit for bit and timed)
 # (ordered by what the next decision needs: the budget drops the last
 # first). Prints a summary and writes one JSON record of the
 # run to bench/gpu/<UTC date>-<short sha>.json (a rerun the same day at the
@@ -502,11 +506,12 @@ fi
 note INFO "cpu host bf16 train" "$(grep -c img/s "$CPUH") lines in $CPUH"
 # --- one JSON record of the run (python3 writes it; the inputs are files):
 # bench/gpu/DATE-SHA.json as issue 30 names it
-RECORD=bench/gpu/$(date -u +%Y-%m-%d)-$(git rev-parse --short HEAD 2>/dev/null || echo unknown).json
+RECORD_DIR=${GPU_CHECK_RECORD_DIR:-bench/gpu}
+RECORD=$RECORD_DIR/$(date -u +%Y-%m-%d)-$(git rev-parse --short HEAD 2>/dev/null || echo unknown).json
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 [ "$commit" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] &&
     commit="$commit+dirty"
-mkdir -p bench/gpu
+mkdir -p "$RECORD_DIR"
 if python3 - "$RECORD" "$STEPS" "$BENCH" "$OUT/step-bytes.json" "$STARTED" "$commit" \
         "${CUDAToolkit_ROOT:-/usr/local/cuda}" "$fails" "${PY:-}" "$OUT/profile.txt" <<'PYEOF'
 import datetime, glob, json, os, re, subprocess, sys

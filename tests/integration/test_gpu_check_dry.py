@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""it_gpu_check_dry: scripts/gpu-check.sh, the one call a lent GPU machine
+gets (docs/CUDA.md, issue 30 item 6), run whole on this CPU box against
+fakes, so that a change to the script is caught here and not in a
+15-minute device window:
+
+  - a fake nvidia-smi on PATH (one "NVIDIA H200");
+  - a fake bundle (scripts/gpu-bundle.sh's shape: a build tree with
+    lib-bundle/) whose bench/cuda_resnet18 prints the bench line of its
+    arguments (img/s derived from them, so every line differs), the profile
+    and tune lines when their variables are set; bench/train_resnet18 and
+    tests/gpud/test_half_store for the host CPU step likewise;
+  - no Fashion-MNIST and no PyTorch with CUDA: those steps are NOT RUN.
+
+Checked: the record lands in GPU_CHECK_RECORD_DIR (nothing under the
+repository's bench/gpu), parses, names the machine, carries every bench
+line under its key with the ratios the record computes (the tuned A/B, the
+graph A/Bs, the variants' renamed precisions), the profile and tune lines,
+the host CPU lines, and every step with a known result and its seconds;
+the NOT RUN steps say why. Takes seconds; no GPU, no network.
+"""
+import json
+import os
+import stat
+import subprocess
+import sys
+import tarfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ddp_it import SRC, check, workdir  # noqa: E402
+
+wd = os.path.abspath(workdir("gpu-check-dry"))
+bindir = os.path.join(wd, "bin")
+build = os.path.join(wd, "build-fake")
+recdir = os.path.join(wd, "records")
+out = os.path.join(wd, "out")
+
+
+def script(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+script(os.path.join(bindir, "nvidia-smi"), r"""#!/bin/sh
+case "$1" in
+    -L) echo "GPU 0: NVIDIA H200 (UUID: GPU-00000000-fake)" ;;
+    --query-gpu=name) echo "NVIDIA H200" ;;
+    --query-gpu=driver_version) echo "570.00" ;;
+    *) echo "NVIDIA H200, 570.00, 143771 MiB" ;;
+esac
+""")
+# img/s: 100 for eval, 50 for train, +10 for bf16, +1 per variable the
+# variant set: each line its own figure, so a line filed under another
+# key shows in the ratios
+script(os.path.join(build, "bench", "cuda_resnet18"), r"""#!/bin/sh
+what=$1; prec=fp32 arch=resnet18
+while [ $# -gt 0 ]; do
+    [ "$1" = --precision ] && prec=$2
+    [ "$1" = --arch ] && arch=$2
+    shift
+done
+base=100; [ "$what" = train ] && base=50
+[ "$prec" = bf16 ] && base=$((base + 10))
+for v in DDPIPE_CUDNN_TUNE DDPIPE_CUDNN_GRAPH DDPIPE_CUDA_GRAPHS DDPIPE_CUDA_ALGO DDPIPE_HALF_ACTIVATIONS; do
+    eval "set=\${$v:-}"; [ -n "$set" ] && base=$((base + 1))
+done
+[ -n "${DDPIPE_CUDA_PROFILE:-}" ] && echo "ddpipe INFO cuda profile graph [0] $what: conv 1.0 ms (fake)"
+[ -n "${DDPIPE_CUDNN_TUNE:-}" ] && echo "ddpipe INFO cuda conv tune: 1 shapes timed, 1 layers: 1.0 ms (fake)" &&
+    echo "ddpipe INFO cuda conv tune layer1: engine 1 (rank 0) 1.0 ms (fake)"
+echo "ddpipe-cuda $arch $what img/s=$base.0 best_img/s=$base.5 batch=256 iters=3 precision=$prec"
+""")
+script(os.path.join(build, "bench", "train_resnet18"), r"""#!/bin/sh
+echo "ddpipe resnet18-train img/s=7.0 best_img/s=7.5 batch=32 threads=16 precision=bf16 (native: amx) half=${DDPIPE_HALF_ACTIVATIONS:-1}"
+""")
+script(os.path.join(build, "tests", "gpud", "test_half_store"), r"""#!/bin/sh
+[ "$1" = cpu ] || exit 2
+echo "test_half_store cpu: all checks passed"
+""")
+os.makedirs(os.path.join(build, "lib-bundle"), exist_ok=True)
+with open(os.path.join(build, "lib-bundle", "README"), "w") as f:
+    f.write("the fake bundle's libraries\n")
+bundle = os.path.join(wd, "bundle.tar.xz")
+with tarfile.open(bundle, "w:xz") as t:
+    # gpu-bundle.sh's archive: the tree under its absolute path, without the leading /
+    t.add(build, arcname=build.lstrip("/"))
+
+repo_records = os.path.join(SRC, "bench", "gpu")
+before = sorted(os.listdir(repo_records)) if os.path.isdir(repo_records) else []
+env = dict(os.environ, PATH=bindir + ":" + os.environ["PATH"], PY="",
+           GPU_CHECK_RECORD_DIR=recdir, GPU_CHECK_BUDGET="300")
+# PY empty: gpu-check looks for a python with torch + CUDA and finds none here
+p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-check.sh"), "--bundle", bundle,
+                    "--no-cpu-suite", "--quick", "--fmnist", os.path.join(wd, "no-fmnist"),
+                    "--out", out], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                   text=True, timeout=400)
+print(p.stdout[-3000:], flush=True)
+check(p.returncode in (0, 1), "gpu-check exited %d (0: all passed, 1: a step failed)" % p.returncode)
+after = sorted(os.listdir(repo_records)) if os.path.isdir(repo_records) else []
+check(after == before, "gpu-check wrote under the repository's bench/gpu: %s" % sorted(set(after) - set(before)))
+
+recs = [f for f in os.listdir(recdir)] if os.path.isdir(recdir) else []
+check(len(recs) == 1 and recs[0].endswith(".json"), "one record in %s, got %s" % (recdir, recs))
+with open(os.path.join(recdir, recs[0])) as f:
+    rec = json.load(f)
+check(rec["gpu"] == "NVIDIA H200" and rec["gpu_count"] == 1 and rec["driver"] == "570.00",
+      "the machine: %r, %r, %r" % (rec["gpu"], rec["gpu_count"], rec["driver"]))
+
+steps = rec["steps"]
+known = {"pass", "fail", "not-run", "info", "warn"}
+check(steps and all(s["result"] in known and isinstance(s.get("at_s"), int) for s in steps),
+      "every step with a known result and its seconds: %s" % [s for s in steps if s["result"] not in known
+                                                              or not isinstance(s.get("at_s"), int)][:3])
+by = {s["step"]: s for s in steps}
+check(rec["failed_steps"] == sum(s["result"] == "fail" for s in steps),
+      "failed_steps %s against %d failed steps" % (rec["failed_steps"], sum(s["result"] == "fail" for s in steps)))
+for name, why in (("e2e eval/train", "no Fashion-MNIST"), ("ctest (CPU suite)", "--no-cpu-suite"),
+                  ("bench torch eval", "no python with torch")):
+    check(by.get(name, {}).get("result") == "not-run" and why in by[name]["reason"],
+          "%s: not run because %r; got %s" % (name, why, by.get(name)))
+for name in ("bench ddpipe eval fp32", "bench ddpipe train bf16", "bench ddpipe train bf16 tuned",
+             "bench ddpipe train bf16 profile", "cpu host: native bf16 on 16-bit activations"):
+    check(by.get(name, {}).get("result") == "pass", "%s passed on the fakes: %s" % (name, by.get(name)))
+
+bench = rec["bench"]
+ev, tr = bench["eval"]["img_s"], bench["train"]["img_s"]
+check(ev["ddpipe fp32"]["img_s"] == 100.0 and ev["ddpipe bf16"]["img_s"] == 110.0 and
+      tr["ddpipe fp32"]["img_s"] == 50.0 and tr["ddpipe bf16"]["img_s"] == 60.0,
+      "the default bench lines under their keys: eval %s, train %s" % (sorted(ev), sorted(tr)))
+# the variants: renamed precisions, their own figures (one variable more each)
+for fig, key, want in ((tr, "ddpipe bf16-tuned", 61.0), (ev, "ddpipe bf16-tuned", 111.0),
+                       (ev, "ddpipe fp32-graphs-off", 101.0), (ev, "ddpipe fp32-cudnn-graph-off", 101.0),
+                       (tr, "ddpipe fp32-cudnn-graph-off", 51.0)):
+    check(key in fig and fig[key]["img_s"] == want, "%s: want img/s %s, got %s" % (key, want, fig.get(key)))
+r50 = bench.get("resnet50 train", {}).get("img_s", {})
+check(r50.get("ddpipe bf16", {}).get("img_s") == 60.0, "ResNet-50's line under its own key: %s" % r50)
+check(rec["cudnn_tuned"]["train_bf16"]["tuned_over_heuristics"] == round(61.0 / 60.0, 3),
+      "the tuned A/B ratio: %s" % rec["cudnn_tuned"])
+check(rec["cuda_graphs_eval_fp32"]["on_over_off"] == round(100.0 / 101.0, 3),
+      "the graphs A/B ratio: %s" % rec["cuda_graphs_eval_fp32"])
+check(len(rec["cudnn_tune_train_bf16"]) == 1 and len(rec["cudnn_tune_shapes_train_bf16"]) == 1 and
+      rec["cuda_profile_train_bf16"], "the tune and profile lines: %s, %s, %s" % (
+          rec["cudnn_tune_train_bf16"], rec["cudnn_tune_shapes_train_bf16"], rec["cuda_profile_train_bf16"]))
+tags = [l.split(":")[0] for l in rec["cpu_host"]]
+check(tags == ["default", "native-any-layout", "native-fp32-buffers", "emulated"],
+      "the host CPU lines, tagged: %s" % rec["cpu_host"])
+check("half=0" in rec["cpu_host"][2], "the fp32-buffers variant ran with its variable: %s" % rec["cpu_host"][2])
+print("gpu-check dry run: exit %d, %d steps (%d pass, %d fail, %d not run), record %s" % (
+    p.returncode, len(steps), sum(s["result"] == "pass" for s in steps),
+    sum(s["result"] == "fail" for s in steps), sum(s["result"] == "not-run" for s in steps), recs[0]))
