@@ -7,6 +7,7 @@ within SCRAPE_S; a scrape that does not is "down" (main: nothing for the
 10 s idle timeout, or the connection refused). At most 16 of the streams
 are served, the others get 503; after the attack a new page gets its
 stream again."""
+import atexit
 import os
 import select
 import signal
@@ -75,6 +76,8 @@ log = open(os.path.join(wd, "reporterd.log"), "w")
 rep = subprocess.Popen([os.path.join(BIN, "reporterd"), "--sub", "ipc://%s/events" % wd,
                         "--reducer", "ipc://%s/coord" % wd, "--out", os.path.join(wd, "run"),
                         "--metrics-http", "127.0.0.1:%d" % port], stdout=log, stderr=log)
+# a failed check exits from anywhere below: reporterd must not outlive the test
+atexit.register(lambda: rep.poll() is None and (rep.kill(), rep.wait()))
 idle, streams = [], []
 try:
     deadline = time.time() + 30
