@@ -142,15 +142,7 @@ dnnl_data_type_t cpu_bf16_type(void)
 void *cpu_bf16_buf(bk_ctx_t *g, int which, size_t bytes)
 {
     cpu_backend_t *be = (cpu_backend_t *)g->be;
-    if (bytes > be->b16_cap[which]) {
-        void *buf = NULL;
-        if (posix_memalign(&buf, 64, bytes) != 0)
-            return bk_ctx_fail(g, "out of memory for a %zu-byte bf16 buffer", bytes);
-        free(be->b16[which]);
-        be->b16[which] = buf;
-        be->b16_cap[which] = bytes;
-    }
-    return be->b16[which];
+    return cpu_grow(g, &be->b16[which], &be->b16_cap[which], bytes, "bf16 buffer");
 }
 
 void cpu_bf16_free(cpu_backend_t *be)

@@ -282,16 +282,21 @@ dnnl_primitive_attr_t cpu_attr_new(bk_ctx_t *g)
     return a;
 }
 
+void *cpu_grow(bk_ctx_t *g, void **buf, size_t *cap, size_t bytes, const char *what)
+{
+    if (bytes > *cap) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, bytes) != 0)
+            return bk_ctx_fail(g, "out of memory for a %zu-byte %s", bytes, what);
+        free(*buf);
+        *buf = p;
+        *cap = bytes;
+    }
+    return *buf;
+}
+
 void *cpu_scratch(bk_ctx_t *g, size_t bytes)
 {
     cpu_backend_t *be = (cpu_backend_t *)g->be;
-    if (bytes > be->scratch_cap) {
-        void *buf = NULL;
-        if (posix_memalign(&buf, 64, bytes) != 0)
-            return bk_ctx_fail(g, "out of memory for a %zu-byte oneDNN scratchpad", bytes);
-        free(be->scratch);
-        be->scratch = buf;
-        be->scratch_cap = bytes;
-    }
-    return be->scratch;
+    return cpu_grow(g, &be->scratch, &be->scratch_cap, bytes, "oneDNN scratchpad");
 }

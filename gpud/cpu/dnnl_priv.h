@@ -33,6 +33,10 @@ typedef struct {
     int infer_layout;
 } cpu_backend_t;
 
+/* *buf (64-byte aligned, *cap bytes) grown to at least bytes, its old
+ * contents lost; NULL after bk_ctx_fail ("out of memory for a N-byte what").
+ * The backend's shared buffers (one kernel at a time) are all this. */
+void *cpu_grow(bk_ctx_t *g, void **buf, size_t *cap, size_t bytes, const char *what);
 /* The backend's shared scratchpad, grown to at least bytes (its old
  * contents lost); NULL after bk_ctx_fail. */
 void *cpu_scratch(bk_ctx_t *g, size_t bytes);

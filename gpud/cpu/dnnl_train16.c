@@ -7,8 +7,9 @@
  * and packs its outputs rounded (gpud/half_bits.h).
  *
  * Where the time goes decides how each kernel reads bf16:
- *   - element-wise ops (add, acc), copies, concat, flatten and the uint8
- *     input: own loops on the 16 bits;
+ *   - element-wise ops (add, acc): own loops on the 16 bits; copies,
+ *     concat, flatten and the uint8 input: host_kernels.c's moves, on
+ *     2-byte elements (hk16_*);
  *   - training BatchNorm's sums and gradient (hk16_*, host_kernels.c): the
  *     fp32 loops on rows unpacked into per-thread tiles, same order;
  *   - convolutions and linear layers, native bf16 (BK_BF16_NATIVE): the
@@ -29,7 +30,6 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "gpud/cpu/dnnl_priv.h"
 #include "gpud/cpu/host16_kernels.h"
@@ -55,17 +55,9 @@ static size_t numel4(const int s[4])
 static float *tmp32(bk_ctx_t *g, int which, size_t count)
 {
     cpu_backend_t *be = (cpu_backend_t *)g->be;
-    size_t bytes = (count ? count : 1) * sizeof(float);
-    if (bytes > be->t32_cap[which]) {
-        void *buf = NULL;
-        if (posix_memalign(&buf, 64, bytes) != 0)
-            return bk_ctx_fail(g, "out of memory for a %zu-byte fp32 temporary of 16-bit "
-                               "activations (DDPIPE_HALF_ACTIVATIONS=0 runs without)", bytes);
-        free(be->t32[which]);
-        be->t32[which] = buf;
-        be->t32_cap[which] = bytes;
-    }
-    return be->t32[which];
+    return cpu_grow(g, &be->t32[which], &be->t32_cap[which], (count ? count : 1) * sizeof(float),
+                    "fp32 temporary of 16-bit activations (DDPIPE_HALF_ACTIVATIONS=0 runs "
+                    "without)");
 }
 
 void cpu_train16_free(cpu_backend_t *be)
@@ -92,31 +84,6 @@ static void out16(bk_ctx_t *g, void *h, const float *f, size_t count)
 }
 
 /* ----------------------------------------------------------- element-wise */
-
-static void c16_zero(backend_t *be, void *y, size_t count)
-{
-    uint16_t *py = y;
-    size_t nchunks = (count + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static) num_threads(be->threads) if (nchunks > 1)
-    for (size_t c = 0; c < nchunks; c++) {
-        size_t off = c * CHUNK, n = count - off < CHUNK ? count - off : CHUNK;
-        memset(py + off, 0, n * sizeof *py);
-    }
-}
-
-static void c16_copy(backend_t *be, void *y, const void *x, size_t count)
-{
-    uint16_t *py = y;
-    const uint16_t *px = x;
-    if (y == x)
-        return;
-    size_t nchunks = (count + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static) num_threads(be->threads) if (nchunks > 1)
-    for (size_t c = 0; c < nchunks; c++) {
-        size_t off = c * CHUNK, n = count - off < CHUNK ? count - off : CHUNK;
-        memcpy(py + off, px + off, n * sizeof *py);
-    }
-}
 
 /* y = a + b (then max(0, .)) in fp32, rounded: hk_add then the engine's
  * rounding, per element. */
@@ -208,39 +175,17 @@ static int c16_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *
     return 0;
 }
 
-/* NHWC: runs of cx channels per pixel, as hk_concat on 2-byte elements. */
 static void c16_concat(backend_t *be, void *y, int cy, void *x, const int xs[4], int off,
                        int to_y)
 {
     (void)be;
-    uint16_t *py = y, *px = x;
-    size_t cx = (size_t)xs[1], pixels = (size_t)xs[0] * xs[2] * xs[3];
-    for (size_t p = 0; p < pixels; p++) {
-        uint16_t *a = py + p * (size_t)cy + off, *b = px + p * cx;
-        memcpy(to_y ? a : b, to_y ? b : a, cx * sizeof *a);
-    }
+    hk16_concat(y, cy, x, xs, off, to_y);
 }
 
-/* (n,h,w,c) <-> (n, c*h*w) in NCHW order, as hk_flatten on 2-byte elements. */
 static void c16_flatten(backend_t *be, void *y, const void *x, const int xs[4], int backward)
 {
     (void)be;
-    size_t per = (size_t)xs[1] * xs[2] * xs[3], hw = (size_t)xs[2] * xs[3];
-    const uint16_t *px = x;
-    uint16_t *py = y;
-    if (hw == 1) {
-        memmove(py, px, (size_t)xs[0] * per * sizeof *py);
-        return;
-    }
-    for (int b = 0; b < xs[0]; b++)
-        for (int c = 0; c < xs[1]; c++)
-            for (size_t p = 0; p < hw; p++) {
-                size_t flat = b * per + c * hw + p, hwc = b * per + p * xs[1] + c;
-                if (backward)
-                    py[hwc] = px[flat];
-                else
-                    py[flat] = px[hwc];
-            }
+    hk16_flatten(y, x, xs, backward);
 }
 
 /* --------------------------------------------------------- planned ops */
@@ -376,24 +321,42 @@ static bk_plan_t *c16_relu_plan(bk_ctx_t *g, const int in[4])
     return c16plan_wrap(g, cpu_relu_plan(g, in), numel4(in), numel4(in), 0);
 }
 
-static int c16_relu_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
+/* ReLU and pooling, forward y = f(x) and backward gx = f(a, gy) (a: y for
+ * ReLU, x for pooling; a and gx of the input's size, gy of the output's):
+ * the fp32 kernel f on unpacked temporaries, its output packed. */
+typedef int (*unary_fwd_f)(bk_ctx_t *g, bk_plan_t *p, const void *x, void *y);
+typedef int (*unary_bwd_f)(bk_ctx_t *g, bk_plan_t *p, const void *a, const void *gy, void *gx);
+
+static int unary_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y, unary_fwd_f f)
 {
     c16plan_t *p = (c16plan_t *)bp;
     float *fx = in32(g, 0, x, p->nin), *fy = tmp32(g, 1, p->nout);
-    if (!fx || !fy || cpu_relu_fwd(g, p->inner, fx, fy) < 0)
+    if (!fx || !fy || f(g, p->inner, fx, fy) < 0)
         return -1;
     out16(g, y, fy, p->nout);
     return 0;
 }
 
-static int c16_relu_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
+static int unary_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *a, const void *gy, void *gx,
+                     unary_bwd_f f)
 {
     c16plan_t *p = (c16plan_t *)bp;
-    float *fy = in32(g, 0, y, p->nin), *fgy = in32(g, 1, gy, p->nin), *fgx = tmp32(g, 2, p->nin);
-    if (!fy || !fgy || !fgx || cpu_relu_bwd(g, p->inner, fy, fgy, fgx) < 0)
+    float *fa = in32(g, 0, a, p->nin), *fgy = in32(g, 1, gy, p->nout);
+    float *fgx = tmp32(g, 2, p->nin);
+    if (!fa || !fgy || !fgx || f(g, p->inner, fa, fgy, fgx) < 0)
         return -1;
     out16(g, gx, fgx, p->nin);
     return 0;
+}
+
+static int c16_relu_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
+{
+    return unary_fwd(g, bp, x, y, cpu_relu_fwd);
+}
+
+static int c16_relu_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *y, const void *gy, void *gx)
+{
+    return unary_bwd(g, bp, y, gy, gx, cpu_relu_bwd);   /* a ReLU's nin = nout */
 }
 
 static bk_plan_t *c16_pool_plan(bk_ctx_t *g, const bk_pool_t *q, const int in[4],
@@ -404,23 +367,12 @@ static bk_plan_t *c16_pool_plan(bk_ctx_t *g, const bk_pool_t *q, const int in[4]
 
 static int c16_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
-    c16plan_t *p = (c16plan_t *)bp;
-    float *fx = in32(g, 0, x, p->nin), *fy = tmp32(g, 1, p->nout);
-    if (!fx || !fy || cpu_pool_fwd(g, p->inner, fx, fy) < 0)
-        return -1;
-    out16(g, y, fy, p->nout);
-    return 0;
+    return unary_fwd(g, bp, x, y, cpu_pool_fwd);
 }
 
 static int c16_pool_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx)
 {
-    c16plan_t *p = (c16plan_t *)bp;
-    float *fx = in32(g, 0, x, p->nin), *fgy = in32(g, 1, gy, p->nout);
-    float *fgx = tmp32(g, 2, p->nin);
-    if (!fx || !fgy || !fgx || cpu_pool_bwd(g, p->inner, fx, fgy, fgx) < 0)
-        return -1;
-    out16(g, gx, fgx, p->nin);
-    return 0;
+    return unary_bwd(g, bp, x, gy, gx, cpu_pool_bwd);
 }
 
 /* ------------------------------------------------------------ the table */
@@ -431,8 +383,8 @@ static void fill(void)
     CPU_T16KERNELS.write = c16_write;
     CPU_T16KERNELS.read = c16_read;
     CPU_T16KERNELS.write_u8 = c16_write_u8;
-    CPU_T16KERNELS.zero = c16_zero;
-    CPU_T16KERNELS.copy = c16_copy;
+    CPU_T16KERNELS.zero = hk16_zero;
+    CPU_T16KERNELS.copy = hk16_copy;
     CPU_T16KERNELS.add = c16_add;
     CPU_T16KERNELS.acc = c16_acc;
     CPU_T16KERNELS.concat = c16_concat;

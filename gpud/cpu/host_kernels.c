@@ -28,30 +28,46 @@ void hk_release(backend_t *be, void *buf)
 
 /* zero and copy in chunks over the backend's threads: a training step
  * moves whole activation gradients with them (one thread's memcpy is a
- * fraction of the memory bandwidth). Same bytes whatever the split. */
-#define HK_CHUNK 65536   /* floats */
+ * fraction of the memory bandwidth). Same bytes whatever the split. Bytes,
+ * so that fp32 and 16-bit buffers (hk16_*) share them. */
+#define HK_CHUNK (65536 * sizeof(float))   /* bytes */
+
+/* x NULL: zero y */
+static void move_bytes(int threads, void *y, const void *x, size_t bytes)
+{
+    char *py = y;
+    const char *px = x;
+    if (py == px)
+        return;
+    size_t nchunks = (bytes + HK_CHUNK - 1) / HK_CHUNK;
+#pragma omp parallel for schedule(static) num_threads(threads) if (nchunks > 1)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t off = c * HK_CHUNK, n = bytes - off < HK_CHUNK ? bytes - off : HK_CHUNK;
+        if (px)
+            memcpy(py + off, px + off, n);
+        else
+            memset(py + off, 0, n);
+    }
+}
 
 void hk_zero(backend_t *be, void *y, size_t count)
 {
-    float *py = y;
-    size_t nchunks = (count + HK_CHUNK - 1) / HK_CHUNK;
-#pragma omp parallel for schedule(static) num_threads(be->threads) if (nchunks > 1)
-    for (size_t c = 0; c < nchunks; c++) {
-        size_t off = c * HK_CHUNK, n = count - off < HK_CHUNK ? count - off : HK_CHUNK;
-        memset(py + off, 0, n * sizeof(float));
-    }
+    move_bytes(be->threads, y, NULL, count * sizeof(float));
 }
 
 void hk_copy(backend_t *be, void *y, const void *x, size_t count)
 {
-    float *py = y;
-    const float *px = x;
-    size_t nchunks = (count + HK_CHUNK - 1) / HK_CHUNK;
-#pragma omp parallel for schedule(static) num_threads(be->threads) if (nchunks > 1)
-    for (size_t c = 0; c < nchunks; c++) {
-        size_t off = c * HK_CHUNK, n = count - off < HK_CHUNK ? count - off : HK_CHUNK;
-        memcpy(py + off, px + off, n * sizeof(float));
-    }
+    move_bytes(be->threads, y, x, count * sizeof(float));
+}
+
+void hk16_zero(backend_t *be, void *y, size_t count)
+{
+    move_bytes(be->threads, y, NULL, count * sizeof(uint16_t));
+}
+
+void hk16_copy(backend_t *be, void *y, const void *x, size_t count)
+{
+    move_bytes(be->threads, y, x, count * sizeof(uint16_t));
 }
 
 void hk_add(backend_t *be, void *y, const void *a, const void *b, size_t count, int relu)
@@ -188,43 +204,64 @@ void hk_ce_bwd(backend_t *be, const void *logits, const int32_t *labels, int n, 
     ref_ce_bwd(logits, labels, n, k, eps, dloss, glogits);
 }
 
-void hk_concat(void *y, int cy, void *x, const int xs[4], int off, int to_y, int nhwc)
+/* es: the bytes of an element (4, or 2 for hk16_concat) */
+static void concat_es(void *y, int cy, void *x, const int xs[4], int off, int to_y, int nhwc,
+                      size_t es)
 {
-    float *py = y, *px = x;
+    char *py = y, *px = x;
     int n = xs[0], cx = xs[1];
     size_t hw = (size_t)xs[2] * xs[3];
     if (nhwc) {   /* runs of cx channels per pixel */
         for (size_t p = 0; p < (size_t)n * hw; p++) {
-            float *a = py + p * cy + off, *b = px + p * cx;
-            memcpy(to_y ? a : b, to_y ? b : a, (size_t)cx * sizeof(float));
+            char *a = py + (p * cy + off) * es, *b = px + p * cx * es;
+            memcpy(to_y ? a : b, to_y ? b : a, (size_t)cx * es);
         }
         return;
     }
     for (int b = 0; b < n; b++) {   /* one block of cx planes per sample */
-        float *a = py + ((size_t)b * cy + off) * hw, *s = px + (size_t)b * cx * hw;
-        memcpy(to_y ? a : s, to_y ? s : a, (size_t)cx * hw * sizeof(float));
+        char *a = py + ((size_t)b * cy + off) * hw * es, *s = px + (size_t)b * cx * hw * es;
+        memcpy(to_y ? a : s, to_y ? s : a, (size_t)cx * hw * es);
     }
 }
 
-void hk_flatten(void *y, const void *x, const int xs[4], int backward, int nhwc)
+void hk_concat(void *y, int cy, void *x, const int xs[4], int off, int to_y, int nhwc)
+{
+    concat_es(y, cy, x, xs, off, to_y, nhwc, sizeof(float));
+}
+
+void hk16_concat(void *y, int cy, void *x, const int xs[4], int off, int to_y)
+{
+    concat_es(y, cy, x, xs, off, to_y, 1, sizeof(uint16_t));
+}
+
+static void flatten_es(void *y, const void *x, const int xs[4], int backward, int nhwc,
+                       size_t es)
 {
     size_t per = (size_t)xs[1] * xs[2] * xs[3], hw = (size_t)xs[2] * xs[3];
     if (!nhwc || hw == 1) {   /* same bytes: NCHW order already */
-        memcpy(y, x, (size_t)xs[0] * per * sizeof(float));
+        memmove(y, x, (size_t)xs[0] * per * es);
         return;
     }
-    const float *px = x;
-    float *py = y;
+    const char *px = x;
+    char *py = y;
     /* forward: y[b][c*hw + p] = x[b][p*C + c]; backward the reverse */
     for (int b = 0; b < xs[0]; b++)
         for (int c = 0; c < xs[1]; c++)
             for (size_t p = 0; p < hw; p++) {
                 size_t flat = b * per + c * hw + p, hwc = b * per + p * xs[1] + c;
-                if (backward)
-                    py[hwc] = px[flat];
-                else
-                    py[flat] = px[hwc];
+                size_t to = backward ? hwc : flat, from = backward ? flat : hwc;
+                memcpy(py + to * es, px + from * es, es);
             }
+}
+
+void hk_flatten(void *y, const void *x, const int xs[4], int backward, int nhwc)
+{
+    flatten_es(y, x, xs, backward, nhwc, sizeof(float));
+}
+
+void hk16_flatten(void *y, const void *x, const int xs[4], int backward)
+{
+    flatten_es(y, x, xs, backward, 1, sizeof(uint16_t));
 }
 
 /* One sample's mask: IX[i] is the index mix of the logical (NCHW) index of

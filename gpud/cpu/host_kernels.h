@@ -54,6 +54,11 @@ void hk_pack16(bk_half_t fmt, uint16_t *h, const float *f, size_t n, int threads
  * cpu backend's train16): rows of their values unpacked into per-thread
  * float tiles that the fp32 loops run on, so every channel adds the same
  * values in the same order (the same bits as the fp32 buffers); gx packed. */
+/* The same moves on NHWC 16-bit buffers (count: elements). */
+void hk16_zero(backend_t *be, void *y, size_t count);
+void hk16_copy(backend_t *be, void *y, const void *x, size_t count);
+void hk16_concat(void *y, int cy, void *x, const int xs[4], int off, int to_y);
+void hk16_flatten(void *y, const void *x, const int xs[4], int backward);
 /* hk_write_u8 into NHWC bf16 values, each rounded as bf16_round. */
 void hk16_write_u8(void *y, const uint8_t *px, const float *lut, const int s[4], int threads);
 void hk16_chan_sums(const void *x, const int s[4], const float *center, double *out,
