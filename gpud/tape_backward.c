@@ -93,12 +93,16 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
             rc = bf16_param_grads(g, o, o->gw, o->gb);
         break;
     case TO_ADD:
-        if (gx)
-            k->copy(be, gx, y->grad, numel(y));
-        tape_grad_commit(g, x);
-        if ((gx = tape_grad_dst(g, o->in[1])) != NULL)
-            k->copy(be, gx, y->grad, numel(y));
-        tape_grad_commit(g, o->in[1]);
+        for (int j = 0; j < 2; j++) {
+            bk_tensor_t *in = o->in[j];
+            if (in->grad_shared) {   /* its gradient is y's buffer already */
+                in->grad_set = 1;
+                continue;
+            }
+            if ((gx = tape_grad_dst(g, in)) != NULL)
+                k->copy(be, gx, y->grad, numel(y));
+            tape_grad_commit(g, in);
+        }
         return 0;
     case TO_CONCAT:
         for (int i = 0, off = 0; i < o->nin; off += o->in[i]->c, i++) {

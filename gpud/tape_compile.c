@@ -25,17 +25,19 @@ static void pick_kernels(bk_graph_t *g)
         g->ops[i].out->f32 = g->store16 && g->ops[i].kind == TO_CE;
 }
 
-/* The var's buffers, and its gradient's when it needs one; a var that
- * is not kept got its value from the pool already. */
+/* The var's buffers, and its gradient's when it needs one (unless it
+ * shares an add's, share_add_grads); a var that is not kept got its value
+ * from the pool already. */
 static int var_alloc(bk_graph_t *g, bk_tensor_t *t)
 {
     size_t cnt = numel(t), bytes = cnt * tape_esize(g, t);
     const bk_kernels_t *k = tape_kv(g, t);
+    int own_grad = t->needs_grad && !t->grad_shared;
     if (!t->val)
         t->val = k->alloc(&g->base, cnt);
-    if (t->val && t->needs_grad)
+    if (t->val && own_grad)
         t->grad = k->alloc(&g->base, cnt);
-    if (t->val && (!t->needs_grad || t->grad)) {
+    if (t->val && (!own_grad || t->grad)) {
         g->bytes += (t->pooled ? 0 : bytes) + (t->grad ? bytes : 0);
         return 0;
     }
@@ -193,6 +195,51 @@ static int infer_alloc(bk_graph_t *g)
     return 0;
 }
 
+/* An add's backward hands its output gradient to both inputs unchanged.
+ * An input that feeds nothing but that add (a residual branch's last op,
+ * a projection shortcut) takes the add's gradient buffer as its own, so
+ * the backward copies nothing for it, and its gradient costs no memory:
+ * nobody else writes that buffer while the input's gradient is read (the
+ * add's consumers wrote it before; the add is the input's only consumer).
+ * Inputs of the graph keep their own (bk_read_grad after a backward). */
+static int share_add_grads(bk_graph_t *g)
+{
+    int *uses = calloc(g->nv ? g->nv : 1, sizeof *uses);
+    if (!uses) {
+        bk_ctx_fail(&g->base, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < g->nops; i++)
+        for (int j = 0; j < g->ops[i].nin; j++)
+            uses[g->ops[i].in[j]->id]++;
+    for (size_t i = 0; i < g->nops; i++) {
+        top_t *o = &g->ops[i];
+        if (o->kind != TO_ADD || !o->out->needs_grad)
+            continue;
+        for (int j = 0; j < 2; j++) {
+            bk_tensor_t *t = o->in[j];
+            t->grad_shared = t->needs_grad && uses[t->id] == 1 && !t->is_input &&
+                             t->producer >= 0 && t->f32 == o->out->f32;
+        }
+    }
+    free(uses);
+    return 0;
+}
+
+/* The shared gradients' pointers: from the last op back, so that an add's
+ * output that itself shares a later add's buffer has it already. */
+static void link_add_grads(bk_graph_t *g)
+{
+    for (size_t i = g->nops; i-- > 0;) {
+        top_t *o = &g->ops[i];
+        if (o->kind != TO_ADD)
+            continue;
+        for (int j = 0; j < 2; j++)
+            if (o->in[j]->grad_shared)
+                o->in[j]->grad = o->out->grad;
+    }
+}
+
 /* Every var's buffers and the gradient temporary (as large as the largest
  * tensor with a gradient). Allocation errors name the producing op. */
 static int vars_alloc(bk_graph_t *g)
@@ -200,7 +247,7 @@ static int vars_alloc(bk_graph_t *g)
     size_t tmp = 0;
     if (g->fops)
         return infer_alloc(g);
-    if (pool_plan(g) < 0)
+    if (pool_plan(g) < 0 || share_add_grads(g) < 0)
         return -1;
     for (size_t i = 0; i < g->nv; i++) {
         bk_tensor_t *t = g->v[i];
@@ -210,6 +257,7 @@ static int vars_alloc(bk_graph_t *g)
         if (t->needs_grad && numel(t) > tmp)
             tmp = numel(t);
     }
+    link_add_grads(g);
     if (tmp == 0)
         return 0;
     g->tmp = g->k->alloc(&g->base, tmp);
@@ -345,9 +393,10 @@ void tape_release(bk_graph_t *g)
         bk_tensor_t *t = g->v[i];
         if (!t->pooled && !t->shares)
             g->k->release(be, t->val);
-        g->k->release(be, t->grad);
+        if (!t->grad_shared)
+            g->k->release(be, t->grad);
         t->val = t->grad = NULL;
-        t->pooled = t->shares = t->consumed = t->layout = 0;
+        t->pooled = t->shares = t->consumed = t->layout = t->grad_shared = 0;
     }
     for (size_t k = 0; g->k && k < g->npool; k++)
         g->k->release(be, g->pool[k]);

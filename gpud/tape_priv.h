@@ -45,6 +45,9 @@ struct bk_tensor {
     int pooled;         /* val is a shared buffer of the graph's pool */
     int f32;            /* a 16-bit-activation graph's fp32 var (the loss): its
                          * buffers are k32's (tape_kv) */
+    int grad_shared;    /* grad is the buffer of the gradient of the add it alone
+                         * feeds (tape_compile.c share_add_grads): the add's
+                         * backward passes it on without a copy */
 };
 
 typedef enum {
