@@ -7,6 +7,7 @@
 
 #include "gpud/half.h"
 #include "gpud/half_bits.h"
+#include "gpud/cpu/host_bn_avx2.h"
 #include "gpud/cpu/ref_ops.h"
 #include "gpud/simd_clones.h"
 
@@ -465,10 +466,21 @@ __attribute__((always_inline)) static inline void red_tail(const red_t *r, size_
  * channel block by channel block. */
 HK_VECTOR static void red_rows(const red_t *r, size_t r0, size_t r1, int c, double *acc)
 {
+    int avx2 = hbx_available(), nblk = c / CBLK;
     for (size_t t0 = r0; t0 < r1; t0 += TILE_ROWS) {
         size_t t1 = r1 - t0 < TILE_ROWS ? r1 : t0 + TILE_ROWS;
         int cb = 0;
         size_t cc = (size_t)c;
+        if (avx2 && nblk) {   /* the same blocks in intrinsics (host_bn_avx2.h) */
+            if (r->grads)
+                hbx_grad(r->x, r->y, r->gy, r->center, r->relu, t0, t1, cc, nblk, acc,
+                         acc + c);
+            else if (r->center)
+                hbx_sq(r->x, r->center, t0, t1, cc, nblk, acc);
+            else
+                hbx_sum(r->x, t0, t1, cc, nblk, acc);
+            cb = nblk * CBLK;
+        }
         for (; cb + CBLK <= c; cb += CBLK) {
             if (r->grads)
                 blk_grad(r->x + cb, r->relu ? r->y + cb : NULL, r->gy + cb, r->center + cb, r->relu, t0, t1, cc,
@@ -642,10 +654,16 @@ void hk_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4
  * small remainder of the batch-mean subtraction), and float evaluation made
  * W ranks drift from 1 rank by 4e-5 in two epochs instead of 1e-7. */
 HK_VECTOR static void apply_rows(float *gx, const float *x, const float *y, const float *gy,
-                                 size_t r0, size_t r1, int c, int relu, const float *center,
-                                 const float *scale, const float *a, const float *b)
+                                 size_t r0, size_t r1, int c, int relu, const double *wide,
+                                 const float *center, const float *scale, const float *a,
+                                 const float *b)
 {
+    if (hbx_available()) {   /* the same in intrinsics (host_bn_avx2.h) */
+        hbx_apply(gx, x, y, gy, r0, r1, c, relu, wide);
+        return;
+    }
     const v8f zero = {0};
+    const double *dc = wide, *ds = wide + c, *da = wide + 2 * c, *db = wide + 3 * c;
     for (size_t row = r0; row < r1; row++) {
         size_t off = row * (size_t)c;
         float *o = gx + off;
@@ -653,20 +671,22 @@ HK_VECTOR static void apply_rows(float *gx, const float *x, const float *y, cons
         int j = 0;
         /* 8 channels at a time in vector types: each lane evaluates the
          * scalar expression below, in the same order (the compiler's own
-         * vectorisation of the mixed float/double loop was 3x slower) */
+         * vectorisation of the mixed float/double loop was 3x slower); the
+         * coefficients come widened (wide: centre, scale, a, b as doubles) */
         for (; j + 8 <= c; j += 8) {
-            v8f vx, vg, vy, vc, vs, va, vb;
+            v8f vx, vg, vy;
+            v8d wc, ws, wa, wb;
             LD8(vx, px + j);
             LD8(vg, pg + j);
-            LD8(vc, center + j);
-            LD8(vs, scale + j);
-            LD8(va, a + j);
-            LD8(vb, b + j);
+            memcpy(&wc, dc + j, sizeof wc);
+            memcpy(&ws, ds + j, sizeof ws);
+            memcpy(&wa, da + j, sizeof wa);
+            memcpy(&wb, db + j, sizeof wb);
             if (relu) {   /* dy' = y > 0 ? dy : +0, lane by lane */
                 LD8(vy, py + j);
                 vg = (v8f)((v8i)vg & (vy > zero));
             }
-            v8d r = WIDE(vs) * WIDE(vg) + WIDE(va) * (WIDE(vx) - WIDE(vc)) + WIDE(vb);
+            v8d r = ws * WIDE(vg) + wa * (WIDE(vx) - wc) + wb;
             v8f out = __builtin_convertvector(r, v8f);
             memcpy(o + j, &out, sizeof out);
         }
@@ -691,6 +711,26 @@ static void apply_plane(float *gx, const float *x, const float *y, const float *
 
 #define APPLY_PARTS 64   /* row ranges of the NHWC apply, shared among the threads */
 
+/* apply_rows' per-channel coefficients as doubles (centre, scale, a, b:
+ * 4c), widened once per call rather than once per row; or stop, as
+ * tile16_new. */
+static double *widen_coeffs(const float *center, const float *scale, const float *a,
+                            const float *b, size_t c)
+{
+    double *w = malloc(4 * c * sizeof *w);
+    if (!w) {
+        fprintf(stderr, "gpud: out of memory for BatchNorm's %zu coefficients\n", 4 * c);
+        abort();
+    }
+    for (size_t j = 0; j < c; j++) {
+        w[j] = center[j];
+        w[c + j] = scale[j];
+        w[2 * c + j] = a[j];
+        w[3 * c + j] = b[j];
+    }
+    return w;
+}
+
 void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, const int s[4],
                       int relu, const float *center, const float *scale, const float *a,
                       const float *b, int nhwc, int threads)
@@ -700,10 +740,12 @@ void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, co
     size_t hw = (size_t)s[2] * s[3], c = (size_t)s[1];
     if (nhwc) {
         size_t rows = (size_t)s[0] * hw;
+        double *wide = widen_coeffs(center, scale, a, b, c);
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (size_t k = 0; k < APPLY_PARTS; k++)
             apply_rows(px, vx, vy, vg, rows * k / APPLY_PARTS, rows * (k + 1) / APPLY_PARTS,
-                       (int)c, relu, center, scale, a, b);
+                       (int)c, relu, wide, center, scale, a, b);
+        free(wide);
         return;
     }
     size_t planes = (size_t)s[0] * c;
@@ -720,6 +762,7 @@ void hk16_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, 
                         const float *b, int threads)
 {
     size_t c = (size_t)s[1], rows = (size_t)s[0] * s[2] * s[3];
+    double *wide = widen_coeffs(center, scale, a, b, c);
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (size_t k = 0; k < APPLY_PARTS; k++) {
         float *t = tile16_new(c), *tx = t, *tg = t + TILE16 * c, *ty = relu ? t + 2 * TILE16 * c : tx;
@@ -730,11 +773,12 @@ void hk16_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, 
             rows16(tg, gy, t0, n, c);
             if (relu)
                 rows16(ty, y, t0, n, c);
-            apply_rows(tg, tx, ty, tg, 0, n, (int)c, relu, center, scale, a, b);
+            apply_rows(tg, tx, ty, tg, 0, n, (int)c, relu, wide, center, scale, a, b);
             pack_run(BK_HALF_BF16, (uint16_t *)gx + t0 * c, tg, n * c);
         }
         free(t);
     }
+    free(wide);
 }
 
 void hk_chan_axpb(void *y, const void *x, const int s[4], const float *center, const float *a,
