@@ -282,6 +282,44 @@ static void dropout_ids(backend_t *be)
     bk_graph_destroy(&g2);
 }
 
+/* An add's input that feeds only that add shares the add's gradient
+ * buffer (tape_compile.c share_add_grads): r1, r2, r3 and y below read
+ * back the add's gradient exactly, x (three branches) their sum through
+ * the ReLUs, twice in a row, and the graph holds gradient buffers for x
+ * and z only (plus the temporary) beside its six values. */
+static void add_shared_grads(backend_t *be)
+{
+    enum { N = 2 * 3 * 4 * 5 };
+    bk_graph_t *g = bk_graph_new(be);
+    bk_tensor_t *x = bk_input(g, 2, 3, 4, 5, 1);
+    bk_tensor_t *r1 = bk_relu(g, x), *r2 = bk_relu(g, x), *r3 = bk_relu(g, x);
+    bk_tensor_t *y = bk_add(g, r1, r2), *z = bk_add(g, y, r3);
+    REQUIRE(z, "shared-gradient graph: %s", bk_graph_error(g));
+    float xv[N], dy[N], got[N];
+    for (int i = 0; i < N; i++) {
+        xv[i] = (float)(i % 7) - 3.0f;   /* zeros and negatives: the ReLUs' mask */
+        dy[i] = (float)(i % 5) - 2.0f;
+    }
+    for (int step = 0; step < 2; step++) {
+        REQUIRE(bk_write(g, x, xv) == 0 && bk_forward(g) == 0 && bk_backward(g, z, dy) == 0,
+                "shared-gradient step %d: %s", step, bk_graph_error(g));
+        bk_tensor_t *shared[4] = {r1, r2, r3, y};
+        for (int k = 0; k < 4; k++)
+            CHECK(bk_read_grad(g, shared[k], got) == 0 && memcmp(got, dy, sizeof got) == 0,
+                  "%s step %d: an add input's gradient is not the add's (input %d)",
+                  backend_name(be), step, k);
+        REQUIRE(bk_read_grad(g, x, got) == 0, "read x's gradient");
+        int bad = 0;
+        for (int i = 0; i < N; i++)
+            bad += got[i] != (xv[i] > 0.0f ? 3.0f * dy[i] : 0.0f);
+        CHECK(bad == 0, "%s step %d: %d of x's gradients wrong", backend_name(be), step, bad);
+    }
+    size_t want = (6 + 2 + 1) * (size_t)N * sizeof(float);
+    CHECK(bk_graph_bytes(g) == want, "%s: the graph holds %zu bytes, %zu with shared add "
+          "gradients", backend_name(be), bk_graph_bytes(g), want);
+    bk_graph_destroy(&g);
+}
+
 int main(void)
 {
     char path[512], err[512];
@@ -304,6 +342,8 @@ int main(void)
     }
     dropout_ids(cpu);
     dropout_ids(ref);
+    add_shared_grads(cpu);
+    add_shared_grads(ref);
     backend_destroy(&cpu);
     backend_destroy(&ref);
     safetensors_destroy(&st);
