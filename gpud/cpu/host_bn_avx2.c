@@ -1,6 +1,7 @@
 /* host_bn_avx2 — see host_bn_avx2.h. */
 #include "gpud/cpu/host_bn_avx2.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,10 +10,19 @@
 
 #define AVX2 __attribute__((target("avx2")))
 
+/* 0 not asked yet, 1 no, 2 yes: asked once, not at every chunk of a hot
+ * loop (a relaxed atomic: threads that race ask the same question). */
+static _Atomic int s_avx2;
+
 int hbx_available(void)
 {
-    const char *e = getenv("DDPIPE_HOST_SIMD");
-    return __builtin_cpu_supports("avx2") && !(e && strcmp(e, "generic") == 0);
+    int v = atomic_load_explicit(&s_avx2, memory_order_relaxed);
+    if (!v) {
+        const char *e = getenv("DDPIPE_HOST_SIMD");
+        v = __builtin_cpu_supports("avx2") && !(e && strcmp(e, "generic") == 0) ? 2 : 1;
+        atomic_store_explicit(&s_avx2, v, memory_order_relaxed);
+    }
+    return v == 2;
 }
 
 /* 4 floats widened (exact) */

@@ -654,9 +654,7 @@ void hk_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4
  * small remainder of the batch-mean subtraction), and float evaluation made
  * W ranks drift from 1 rank by 4e-5 in two epochs instead of 1e-7. */
 HK_VECTOR static void apply_rows(float *gx, const float *x, const float *y, const float *gy,
-                                 size_t r0, size_t r1, int c, int relu, const double *wide,
-                                 const float *center, const float *scale, const float *a,
-                                 const float *b)
+                                 size_t r0, size_t r1, int c, int relu, const double *wide)
 {
     if (hbx_available()) {   /* the same in intrinsics (host_bn_avx2.h) */
         hbx_apply(gx, x, y, gy, r0, r1, c, relu, wide);
@@ -692,8 +690,7 @@ HK_VECTOR static void apply_rows(float *gx, const float *x, const float *y, cons
         }
         for (; j < c; j++) {
             double g = !relu || py[j] > 0.0f ? (double)pg[j] : 0.0;
-            o[j] = (float)((double)scale[j] * g + (double)a[j] * ((double)px[j] - center[j]) +
-                           (double)b[j]);
+            o[j] = (float)(ds[j] * g + da[j] * ((double)px[j] - dc[j]) + db[j]);
         }
     }
 }
@@ -744,7 +741,7 @@ void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, co
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (size_t k = 0; k < APPLY_PARTS; k++)
             apply_rows(px, vx, vy, vg, rows * k / APPLY_PARTS, rows * (k + 1) / APPLY_PARTS,
-                       (int)c, relu, wide, center, scale, a, b);
+                       (int)c, relu, wide);
         free(wide);
         return;
     }
@@ -773,7 +770,7 @@ void hk16_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, 
             rows16(tg, gy, t0, n, c);
             if (relu)
                 rows16(ty, y, t0, n, c);
-            apply_rows(tg, tx, ty, tg, 0, n, (int)c, relu, wide, center, scale, a, b);
+            apply_rows(tg, tx, ty, tg, 0, n, (int)c, relu, wide);
             pack_run(BK_HALF_BF16, (uint16_t *)gx + t0 * c, tg, n * c);
         }
         free(t);

@@ -50,10 +50,6 @@ void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, co
  * the split changes no bit). */
 void hk_unpack16(bk_half_t fmt, float *f, const uint16_t *h, size_t n, int threads);
 void hk_pack16(bk_half_t fmt, uint16_t *h, const float *f, size_t n, int threads);
-/* The training-mode BatchNorm host loops above on NHWC bf16 buffers (the
- * cpu backend's train16): rows of their values unpacked into per-thread
- * float tiles that the fp32 loops run on, so every channel adds the same
- * values in the same order (the same bits as the fp32 buffers); gx packed. */
 /* The same moves on NHWC 16-bit buffers (count: elements). */
 void hk16_zero(backend_t *be, void *y, size_t count);
 void hk16_copy(backend_t *be, void *y, const void *x, size_t count);
@@ -61,6 +57,10 @@ void hk16_concat(void *y, int cy, void *x, const int xs[4], int off, int to_y);
 void hk16_flatten(void *y, const void *x, const int xs[4], int backward);
 /* hk_write_u8 into NHWC bf16 values, each rounded as bf16_round. */
 void hk16_write_u8(void *y, const uint8_t *px, const float *lut, const int s[4], int threads);
+/* The training-mode BatchNorm host loops above on NHWC bf16 buffers (the
+ * cpu backend's train16): rows of their values unpacked into per-thread
+ * float tiles that the fp32 loops run on, so every channel adds the same
+ * values in the same order (the same bits as the fp32 buffers); gx packed. */
 void hk16_chan_sums(const void *x, const int s[4], const float *center, double *out,
                     int threads);
 void hk16_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4], int relu,
