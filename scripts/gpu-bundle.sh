@@ -37,6 +37,8 @@ grep -v CTestTestfile "$LIST" | grep -v Dart | while read -r f; do
 done | sort -u | while read -r name path; do
     echo "$name" | grep -Eq "$system" && continue
     cp -L "$path" "$LIBS/$name"
+    # symbols only: the device call carries 64 MiB (libdnnl is 54 MB unstripped)
+    strip --strip-unneeded "$LIBS/$name" 2>/dev/null || true
 done
 rm -rf "$BUILD/lib-bundle"
 mkdir -p "$BUILD/lib-bundle"

@@ -64,20 +64,8 @@ while [ $# -gt 0 ]; do
 done
 if [ -n "$BUNDLE" ]; then
     # the tree sits at the path it was built at; its libraries beside it
-    BUILD=$(tar -tJf "$BUNDLE" | sed -n 's|^\(.*\)/lib-bundle/*$|/\1|p' | head -n 1)
-    [ -n "$BUILD" ] || { echo "gpu-check: $BUNDLE has no lib-bundle/ (make it with scripts/gpu-bundle.sh)" >&2; exit 2; }
-    tar -C / -xJf "$BUNDLE" || { echo "gpu-check: unpacking $BUNDLE failed" >&2; exit 2; }
-    # the NVIDIA stack is the machine's: CUDA's lib64 and pip's nvidia/*/lib
-    nv=$(find -L /usr/local/cuda/ /opt /usr/lib /usr/local/lib \
-            \( -name 'libcudnn.so.9' -o -name 'libnccl.so.2' -o -name 'libcublas.so.1*' \
-               -o -name 'libcudart.so.1*' \) 2>/dev/null | xargs -r -n1 dirname | sort -u | tr '\n' ':')
-    # several cuDNN 9s (CUDA's, PyTorch's wheel): the newest first, as the
-    # build's (the backend's log names the one loaded; the record keeps it)
-    dnn=$(find -L /usr/local/cuda/ /opt /usr/lib /usr/local/lib -name 'libcudnn.so.9.*' 2>/dev/null |
-            awk -F'libcudnn.so.' '{ print $2 "\t" $0 }' | sort -t. -k1,1n -k2,2n -k3,3n |
-            tail -n 1 | cut -f2)
-    [ -n "$dnn" ] && nv="$(dirname "$dnn"):$nv"
-    export LD_LIBRARY_PATH="$BUILD/lib-bundle:${nv}${LD_LIBRARY_PATH:-}"
+    . scripts/gpu-bundle-env.sh
+    bundle_env "$BUNDLE" || { echo "gpu-check: no usable bundle" >&2; exit 2; }
 fi
 OUT=${OUT:-$BUILD/gpu-check}
 JOBS=${JOBS:-$(nproc)}
@@ -111,7 +99,13 @@ budget_left() {
     return 1
 }
 
-# step NAME LOG CMD...: run, record PASS/FAIL with the log's last line (a
+# bench_line LOG: a bench's result line (a backend's closing log line can
+# follow it), else the log's last line
+bench_line() {
+    grep -E '^(ddpipe-cuda|torch) ' "$1" 2>/dev/null | tail -n 1 | grep . || tail -n 1 "$1"
+}
+
+# step NAME LOG CMD...: run, record PASS/FAIL with the log's result line (a
 # command, not a shell function, is stopped when the budget's grace ends)
 step() {
     name=$1 log=$OUT/$2; shift 2
@@ -122,9 +116,9 @@ step() {
         /*) set -- timeout "$left" "$@" ;;
     esac
     if "$@" > "$log" 2>&1; then
-        note PASS "$name" "$(tail -n 1 "$log")"
+        note PASS "$name" "$(bench_line "$log")"
     else
-        note FAIL "$name" "see $log: $(tail -n 1 "$log")"
+        note FAIL "$name" "see $log: $(bench_line "$log")"
     fi
 }
 
@@ -305,13 +299,13 @@ for what in eval train; do
     for prec in $precs; do
         step "bench ddpipe $what $prec" "bench-ddpipe-$what-$prec.log" \
             "$BUILD/bench/cuda_resnet18" "$what" --batch 256 --iters "$ITERS" --precision "$prec"
-        tail -n 1 "$OUT/bench-ddpipe-$what-$prec.log" >> "$BENCH"
+        bench_line "$OUT/bench-ddpipe-$what-$prec.log" >> "$BENCH"
     done
     if [ -n "$PY" ]; then
         for mode in $modes; do
             step "bench torch $what $mode" "bench-torch-$what-$mode.log" \
                 env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py "$what" --batch 256 --iters "$ITERS" --mode "$mode"
-            tail -n 1 "$OUT/bench-torch-$what-$mode.log" >> "$BENCH"
+            bench_line "$OUT/bench-torch-$what-$mode.log" >> "$BENCH"
         done
     else
         note NOTRUN "bench torch $what" "no python with torch + CUDA (set PY=...)"
@@ -375,7 +369,7 @@ if [ -n "$PY" ]; then
     for what in train eval; do
         step "bench torch $what cl-bf16-det" "bench-torch-$what-cl-bf16-det.log" \
             env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py "$what" --batch 256 --iters "$ITERS" --mode cl-bf16-det
-        tail -n 1 "$OUT/bench-torch-$what-cl-bf16-det.log" >> "$BENCH"
+        bench_line "$OUT/bench-torch-$what-cl-bf16-det.log" >> "$BENCH"
     done
 fi
 # the bf16 eval with its convolutions on the legacy calls + the epilogue
@@ -426,11 +420,11 @@ variant_step "bench ddpipe train bf16 fp32 buffers" \
 # step is about 4x ResNet-18's)
 step "bench ddpipe resnet50 train bf16" bench-ddpipe-resnet50-train-bf16.log \
     "$BUILD/bench/cuda_resnet18" train --arch resnet50 --batch 256 --iters 5 --precision bf16
-tail -n 1 "$OUT/bench-ddpipe-resnet50-train-bf16.log" >> "$BENCH"
+bench_line "$OUT/bench-ddpipe-resnet50-train-bf16.log" >> "$BENCH"
 if [ -n "$PY" ]; then
     step "bench torch resnet50 train cl-bf16" bench-torch-resnet50-train-cl-bf16.log \
         env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py train --arch resnet50 --batch 256 --iters 5 --mode cl-bf16
-    tail -n 1 "$OUT/bench-torch-resnet50-train-cl-bf16.log" >> "$BENCH"
+    bench_line "$OUT/bench-torch-resnet50-train-cl-bf16.log" >> "$BENCH"
 fi
 
 # fp16 runs the same 16-bit NHWC table as bf16: their gap is cuDNN's

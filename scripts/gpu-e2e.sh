@@ -197,7 +197,7 @@ PY
     done
     a=$(last_top1 "$OUT/demo-fp32" val) b=$(last_top1 "$OUT/demo-bf16" val)
     echo "demo course val top-1: fp32 $a, bf16 $b (bar: within 0.5 points)"
-    within "$a" "$b" 0.005 || { echo "FAIL: bf16's val top-1 is more than 0.5 points from fp32's"; exit 1; }
+    within "$a" "$b" 0.005 || { echo "FAIL: bf16's val top-1 $b is more than 0.5 points from fp32's $a"; exit 1; }
     ;;
 jpeg)
     n=${E2E_JPEGS:-8192} dev=${E2E_DEVICE:-cuda} py=${PY:-python3} b=${E2E_BATCH:-256}

@@ -1,0 +1,21 @@
+# Sourced by scripts/gpu-check.sh and scripts/gpu-probe.sh: bundle_env FILE
+# unpacks a bundle made by scripts/gpu-bundle.sh at the path it was built at,
+# sets BUILD to that tree and puts its libraries, then the machine's NVIDIA
+# stack (CUDA's lib64 and pip's nvidia/*/lib, the newest cuDNN 9 first),
+# on LD_LIBRARY_PATH. 2 (said on stderr) when the bundle is unusable.
+bundle_env() {
+    BUILD=$(tar -tJf "$1" | sed -n 's|^\(.*\)/lib-bundle/*$|/\1|p' | head -n 1)
+    [ -n "$BUILD" ] || { echo "$1 has no lib-bundle/ (make it with scripts/gpu-bundle.sh)" >&2; return 2; }
+    tar -C / -xJf "$1" || { echo "unpacking $1 failed" >&2; return 2; }
+    nv=$(find -L /usr/local/cuda/ /opt /usr/lib /usr/local/lib \
+            \( -name 'libcudnn.so.9' -o -name 'libnccl.so.2' -o -name 'libcublas.so.1*' \
+               -o -name 'libcudart.so.1*' \) 2>/dev/null | xargs -r -n1 dirname | sort -u | tr '\n' ':')
+    # several cuDNN 9s (CUDA's, PyTorch's wheel): the newest first, as the
+    # build's (the backend's log names the one loaded)
+    dnn=$(find -L /usr/local/cuda/ /opt /usr/lib /usr/local/lib -name 'libcudnn.so.9.*' 2>/dev/null |
+            awk -F'libcudnn.so.' '{ print $2 "\t" $0 }' | sort -t. -k1,1n -k2,2n -k3,3n |
+            tail -n 1 | cut -f2)
+    [ -n "$dnn" ] && nv="$(dirname "$dnn"):$nv"
+    export LD_LIBRARY_PATH="$BUILD/lib-bundle:${nv}${LD_LIBRARY_PATH:-}"
+    return 0
+}
