@@ -30,9 +30,11 @@
  * (cuda_train.c, the engine rounding them); the two kinds of buffer live on
  * one backend (a training job's validation), told apart by the registry
  * of this file's buffers (cuinf_buf). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "gpud/cuda/cuda_fused.h"
 #include "gpud/cuda/cuda_infer.h"
 #include "gpud/cuda/cuda_infer_kernels.h"
@@ -198,9 +200,13 @@ typedef struct {
     cudnnConvolutionFwdAlgo_t algo;
     int in[4], out[4], kh, kw;
     int icp, ocp;       /* channels padded to multiples of 8 */
+    int s2d;            /* a stride-2 stem run as its space-to-depth form */
+    int xs[4];          /* the input as cuDNN sees it: in[] padded, or s2d's */
+    int kh2, kw2;       /* the kernel cuDNN runs (s2d: half the size, rounded up) */
+    int pad_h, pad_w;   /* the layer's padding (s2d: applied by ckb_s2d) */
     ck_post_t post;
-    void *w16;          /* bf16 [ocp, kh, kw, icp] */
-    void *xpad;         /* the input with icp channels, or NULL (icp == in[1]) */
+    void *w16;          /* bf16 [ocp, kh2, kw2, icp] */
+    void *xpad;         /* the input with icp channels (or in s2d form), or NULL */
     void *tmp;          /* cuDNN's output when it is not y: a sum post-op (y holds
                          * the residual) or ocp != out[1]; else NULL */
     unsigned wver;      /* g->params_version of w16 */
@@ -226,6 +232,7 @@ static void iconv_destroy(bk_plan_t *bp)
     free(p);
 }
 
+/* c as cuDNN runs it: c itself, or (s2d) a 1-strided unpadded kh2 x kw2 */
 static int iconv_descs(bk_ctx_t *g, iconv_t *p, const bk_conv_t *c)
 {
     int n = 0, k = 0, h = 0, w = 0;
@@ -236,7 +243,7 @@ static int iconv_descs(bk_ctx_t *g, iconv_t *p, const bk_conv_t *c)
                     "cudnnCreateConvolutionDescriptor") < 0)
         return -1;
     if (cudnn_check(g, cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16,
-                                                  p->in[0], p->icp, p->in[2], p->in[3]),
+                                                  p->xs[0], p->xs[1], p->xs[2], p->xs[3]),
                     "cudnnSetTensor4dDescriptor (bf16 NHWC input)") < 0 ||
         cudnn_check(g, cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16,
                                                   p->out[0], p->ocp, p->out[2], p->out[3]),
@@ -256,8 +263,9 @@ static int iconv_descs(bk_ctx_t *g, iconv_t *p, const bk_conv_t *c)
         return -1;
     if (n != p->out[0] || k != p->ocp || h != p->out[2] || w != p->out[3]) {
         bk_ctx_fail(g, "cuDNN's bf16 convolution gives [%d,%d,%d,%d], the graph has [%d,%d,%d,%d] "
-                    "(%d channels padded to %d): report the layer's shapes", n, k, h, w,
-                    p->out[0], p->out[1], p->out[2], p->out[3], p->out[1], p->ocp);
+                    "(%d channels padded to %d%s): report the layer's shapes", n, k, h, w,
+                    p->out[0], p->out[1], p->out[2], p->out[3], p->out[1], p->ocp,
+                    p->s2d ? ", space-to-depth" : "");
         return -1;
     }
     return 0;
@@ -305,7 +313,41 @@ static int iconv_algo(bk_ctx_t *g, iconv_t *p)
     return cu_workspace(g, perf[i].memory);
 }
 
-bk_plan_t *cuinf_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
+/* 1 when c over in[] runs as its space-to-depth form (DDPIPE_CUDA_S2D=0:
+ * never): a stride-2 convolution of an image (4 channels or fewer, so the
+ * 2x2 blocks' channels fit 16) whose s2d output is the graph's. cs is then
+ * the conv cuDNN runs: kh2 x kw2, stride 1, no padding, over xs[]. */
+static int s2d_form(const bk_conv_t *c, const int in[4], const int out[4], bk_conv_t *cs,
+                    int xs[4])
+{
+    const char *v = getenv("DDPIPE_CUDA_S2D");
+    if ((v && strcmp(v, "0") == 0) || c->stride_h != 2 || c->stride_w != 2 || in[1] > 4 ||
+        c->kh < 2 || c->kw < 2)
+        return 0;
+    int hs = (in[2] + 2 * c->pad_h + 1) / 2, ws = (in[3] + 2 * c->pad_w + 1) / 2;
+    int kh2 = (c->kh + 1) / 2, kw2 = (c->kw + 1) / 2;
+    if (hs - kh2 + 1 != out[2] || ws - kw2 + 1 != out[3])
+        return 0;
+    *cs = *c;
+    cs->kh = kh2;
+    cs->kw = kw2;
+    cs->stride_h = cs->stride_w = 1;
+    cs->pad_h = cs->pad_w = 0;
+    xs[0] = in[0];
+    xs[1] = round8(4 * in[1]);
+    xs[2] = hs;
+    xs[3] = ws;
+    return 1;
+}
+
+static atomic_ulong n_s2d;
+
+unsigned long cuinf_s2d_count(void)
+{
+    return atomic_load(&n_s2d);
+}
+
+bk_plan_t *cuinf_conv_plan(bk_ctx_t *g, const bk_conv_t *c0, const bk_post_t *post,
                            const int in[4], const int out[4])
 {
     if (!g->infer || !post) {
@@ -318,10 +360,26 @@ bk_plan_t *cuinf_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *pos
     p->base.destroy = iconv_destroy;
     memcpy(p->in, in, sizeof p->in);
     memcpy(p->out, out, sizeof p->out);
-    p->kh = c->kh;
-    p->kw = c->kw;
+    p->kh = c0->kh;
+    p->kw = c0->kw;
+    p->pad_h = c0->pad_h;
+    p->pad_w = c0->pad_w;
     p->icp = round8(in[1]);
     p->ocp = round8(out[1]);
+    bk_conv_t cs;
+    const bk_conv_t *c = c0;
+    int xs[4] = {in[0], p->icp, in[2], in[3]};
+    if ((p->s2d = s2d_form(c0, in, out, &cs, xs))) {
+        c = &cs;
+        p->icp = xs[1];
+        atomic_fetch_add(&n_s2d, 1);
+        log_info("cuda: bf16 conv %dx%d/2 %d->%d on [%d,%d,%d,%d] as space-to-depth: %dx%d/1 "
+                 "over [%d,%d,%d,%d]", c0->kh, c0->kw, in[1], out[1], in[0], in[1], in[2], in[3],
+                 c->kh, c->kw, xs[0], xs[1], xs[2], xs[3]);
+    }
+    memcpy(p->xs, xs, sizeof p->xs);
+    p->kh2 = c->kh;
+    p->kw2 = c->kw;
     int sum = 0;
     for (int i = 0; i < post->n && i < CK_MAX_POST; i++) {
         p->post.post[i] = (int)post->op[i];
@@ -330,16 +388,18 @@ bk_plan_t *cuinf_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *pos
     p->post.n_post = post->n < CK_MAX_POST ? post->n : CK_MAX_POST;
     size_t pix_in = (size_t)in[0] * in[2] * in[3], pix_out = (size_t)out[0] * out[2] * out[3];
     size_t nw = (size_t)p->ocp * p->icp * c->kh * c->kw;
+    size_t pix_x = (size_t)xs[0] * xs[2] * xs[3];   /* pix_in but for s2d */
     int ok = post->n <= CK_MAX_POST && iconv_descs(g, p, c) == 0 && iconv_algo(g, p) == 0 &&
              (p->w16 = cu_alloc(g, nw * 2)) != NULL &&
-             (p->icp == in[1] || (p->xpad = cu_alloc(g, pix_in * p->icp * 2)) != NULL) &&
+             ((!p->s2d && p->icp == in[1]) ||
+              (p->xpad = cu_alloc(g, (p->s2d ? pix_x : pix_in) * p->icp * 2)) != NULL) &&
              ((!sum && p->ocp == out[1]) || (p->tmp = cu_alloc(g, pix_out * p->ocp * 2)) != NULL);
     if (!ok) {
         iconv_destroy(&p->base);
         return g->failed ? NULL : bk_ctx_fail(g, "%d post-ops (at most %d)", post->n, CK_MAX_POST);
     }
     /* the graph (one rounding, at its end) where no output channel is padding */
-    cu_fused_shape_t fs = {.in = {in[0], p->icp, in[2], in[3]}, .kh = c->kh, .kw = c->kw,
+    cu_fused_shape_t fs = {.in = {xs[0], xs[1], xs[2], xs[3]}, .kh = c->kh, .kw = c->kw,
                            .sh = c->stride_h, .sw = c->stride_w, .ph = c->pad_h,
                            .pw = c->pad_w, .bf16_nhwc = 1, .tensor_core = 1, .bias = 1,
                            .n_post = p->post.n_post};
@@ -370,14 +430,24 @@ int cuinf_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, co
         return -1;
     }
     if (!p->wset || p->wver != g->params_version) {
-        if (cu_check(g, ckb_weights(s, 0, w, oc, p->in[1], p->kh * p->kw, p->ocp, p->icp, p->w16),
-                     "bf16 weight conversion kernel") < 0)
+        if (p->s2d ? cu_check(g, ckb_weights_s2d(s, w, oc, p->in[1], p->kh, p->kw, p->kh2, p->kw2,
+                                                 p->icp, p->w16),
+                              "bf16 space-to-depth weight kernel") < 0
+                   : cu_check(g, ckb_weights(s, 0, w, oc, p->in[1], p->kh * p->kw, p->ocp,
+                                             p->icp, p->w16),
+                              "bf16 weight conversion kernel") < 0)
             return -1;
         p->wver = g->params_version;
         p->wset = 1;
     }
     const void *xin = x;
-    if (p->xpad) {
+    if (p->s2d) {
+        if (cu_check(g, ckb_s2d(s, x, p->in[0], p->in[2], p->in[3], p->in[1], p->pad_h,
+                                p->pad_w, p->xs[2], p->xs[3], p->icp, p->xpad),
+                     "bf16 space-to-depth kernel") < 0)
+            return -1;
+        xin = p->xpad;
+    } else if (p->xpad) {
         if (cu_check(g, ckb_pad(s, 0, x, pix_in, p->in[1], p->icp, p->xpad),
                      "bf16 channel padding kernel") < 0)
             return -1;
@@ -519,10 +589,17 @@ int cuinf_linear_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, 
         p->wver = g->params_version;
         p->wset = 1;
     }
-    if (cublas_check(g, cublasGemmEx(cb->blas, CUBLAS_OP_T, CUBLAS_OP_N, p->out, p->n, in, &one,
-                                     p->w16, CUDA_R_16BF, in, x, CUDA_R_16BF, in, &zero, p->acc,
-                                     CUDA_R_32F, p->out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                     "cublasGemmEx (bf16 linear)") < 0)
+    /* tensor cores: the handle's pedantic math (fp32's no-TF32 rule)
+     * would keep this bf16 GEMM off them; bf16 products are exact in fp32
+     * and the sums stay fp32 (CUBLAS_COMPUTE_32F) */
+    cublasStatus_t st = cublasSetMathMode(cb->blas, CUBLAS_DEFAULT_MATH);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasGemmEx(cb->blas, CUBLAS_OP_T, CUBLAS_OP_N, p->out, p->n, in, &one, p->w16,
+                          CUDA_R_16BF, in, x, CUDA_R_16BF, in, &zero, p->acc, CUDA_R_32F, p->out,
+                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t back = cublasSetMathMode(cb->blas, cb->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                               : CUBLAS_PEDANTIC_MATH);
+    if (cublas_check(g, st != CUBLAS_STATUS_SUCCESS ? st : back, "cublasGemmEx (bf16 linear)") < 0)
         return -1;
     return cu_check(g, ckb_linear_out(cb->stream, y, p->acc, b, p->n, p->out),
                     "bf16 linear output kernel");

@@ -56,8 +56,15 @@ void cuinf_round_param(backend_t *be, bk_half_t fmt, float *dst, const float *sr
 /* bf16_native: 2, isa "cuda tensor cores" (bf16 on cuda is native only) */
 int cuinf_native(const char **isa);
 
+/* A stride-2 convolution of an image (4 channels or fewer) runs in
+ * space-to-depth form (ckb_s2d: 2x2 pixel blocks as channels, the kernel
+ * halved, stride 1): ResNet's 7x7/2 stem over 3 (padded 8) channels ran at
+ * a tenth of an H200's tensor-core rate. DDPIPE_CUDA_S2D=0 (read at plan
+ * time) keeps the plain form. */
 bk_plan_t *cuinf_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
                            const int in[4], const int out[4]);
+/* convolutions planned in space-to-depth form since the process started */
+unsigned long cuinf_s2d_count(void);
 int cuinf_conv_fwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w, const float *b,
                    const void *res, void *y);
 bk_plan_t *cuinf_relu_plan(bk_ctx_t *g, const int in[4]);

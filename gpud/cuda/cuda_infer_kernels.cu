@@ -126,6 +126,62 @@ cudaError_t ckb_pad(cudaStream_t s, int fp16, const void *x, size_t npix, int c,
     return LAUNCH16(fp16, k_pad, count, x, count, c, cp, y);
 }
 
+/* ckb_s2d: one thread a few output elements (its index digits carried by
+ * additions); the channel's block and position in 32-bit arithmetic */
+__global__ static void k_s2d(const bf16 *x, size_t count, int h, int w, int c, int ph, int pw,
+                             int hs, int ws, int cp, bf16 *y)
+{
+    GRID_STRIDE_IDX3(v, count, (size_t)cp, (size_t)ws, (size_t)hs)
+    {
+        int ch = (int)v.v[0].r, X = (int)v.v[1].r, Y = (int)v.v[2].r;
+        size_t b = v.v[2].q;
+        bf16 out = __float2bfloat16_rn(0.0f);
+        if (ch < 4 * c) {
+            int blk = ch / c, cc = ch - blk * c;
+            int yy = 2 * Y + (blk >> 1) - ph, xx = 2 * X + (blk & 1) - pw;
+            if (yy >= 0 && yy < h && xx >= 0 && xx < w)
+                out = x[((b * h + (size_t)yy) * w + (size_t)xx) * c + cc];
+        }
+        y[v.i] = out;
+    }
+}
+
+cudaError_t ckb_s2d(cudaStream_t s, const void *x, int n, int h, int w, int c, int ph, int pw,
+                    int hs, int ws, int cp, void *y)
+{
+    size_t count = (size_t)n * hs * ws * cp;
+    k_s2d<<<blocks_for(count), THREADS, 0, s>>>((const bf16 *)x, count, h, w, c, ph, pw, hs, ws,
+                                                cp, (bf16 *)y);
+    return cudaGetLastError();
+}
+
+__global__ static void k_weights_s2d(const float *w, int count, int c, int kh, int kw, int kh2,
+                                     int kw2, int cp, bf16 *y)
+{
+    GRID_STRIDE(i, (size_t)count)
+    {
+        int t = (int)i, ch = t % cp, dx = t / cp % kw2, dy = t / (cp * kw2) % kh2;
+        int oo = t / (cp * kw2 * kh2);
+        float v = 0.0f;
+        if (ch < 4 * c) {
+            int blk = ch / c, cc = ch - blk * c;
+            int i2 = 2 * dy + (blk >> 1), j2 = 2 * dx + (blk & 1);
+            if (i2 < kh && j2 < kw)
+                v = w[(((size_t)oo * c + cc) * kh + i2) * kw + j2];
+        }
+        y[i] = __float2bfloat16_rn(v);   /* a bf16 value already: exact */
+    }
+}
+
+cudaError_t ckb_weights_s2d(cudaStream_t s, const float *w, int o, int c, int kh, int kw,
+                            int kh2, int kw2, int cp, void *wy)
+{
+    int count = o * kh2 * kw2 * cp;
+    k_weights_s2d<<<blocks_for((size_t)count), THREADS, 0, s>>>(w, count, c, kh, kw, kh2, kw2,
+                                                                cp, (bf16 *)wy);
+    return cudaGetLastError();
+}
+
 /* ---------------------------------------------------------- epilogues */
 
 __global__ static void k_epilogue(bf16 *y, const bf16 *x, int xc, const float *bias,

@@ -45,6 +45,19 @@ cudaError_t ckb_flatten(cudaStream_t s, const void *x, int n, int c, int hw, voi
  * weight with (i, k) = (c, h*w) becomes the order of its NHWC input. */
 cudaError_t ckb_weights(cudaStream_t s, int fp16, const float *w, int o, int i, int k, int op,
                         int ip, void *y);
+/* A stride-2 convolution's input and weights in space-to-depth form (the
+ * stem's 7x7/2 over 3 channels as a 4x4/1 over 12, padded to cp = 16: the
+ * same products, tensor-core tiles cuDNN runs several times faster).
+ * y (n, hs, ws, cp) bf16 NHWC: y[b][Y][X][(py * 2 + px) * c + ch] =
+ * x[b][2Y + py - ph][2X + px - pw][ch] (x (n, h, w, c) bf16 NHWC; zero
+ * outside it and for channels >= 4c). */
+cudaError_t ckb_s2d(cudaStream_t s, const void *x, int n, int h, int w, int c, int ph, int pw,
+                    int hs, int ws, int cp, void *y);
+/* wy (o, kh2, kw2, cp) bf16 = w (o, c, kh, kw) fp32 as the 2x2 blocks of
+ * ckb_s2d's channels: wy[oo][dy][dx][(py * 2 + px) * c + ch] =
+ * w[oo][ch][2dy + py][2dx + px], zero past the kernel and for channels >= 4c. */
+cudaError_t ckb_weights_s2d(cudaStream_t s, const float *w, int o, int c, int kh, int kw,
+                            int kh2, int kw2, int cp, void *wy);
 /* y (npix, cp) = x (npix, c) with channels [c, cp) zero (bf16 NHWC). */
 cudaError_t ckb_pad(cudaStream_t s, int fp16, const void *x, size_t npix, int c, int cp,
                     void *y);

@@ -35,6 +35,11 @@ typedef struct {
     float lut_host[CU_U8_MAX_C * 256];
     int lut_c, lut_valid;
     cudaStream_t copy_stream;
+    /* DDPIPE_CUDA_PROFILE: where a batch's input goes (logged when freed) */
+    int prof;
+    cudaEvent_t pev[4];        /* upload start, end (copy stream); normalise start, end */
+    long prof_n;
+    double prof_copy_s, prof_call_s, prof_up_ms, prof_norm_ms;
 } cu_u8_t;
 
 typedef struct {

@@ -47,6 +47,7 @@
 #include "gpud/backend_arena.h"
 #include "gpud/cuda/cuda_backend.h"
 #include "gpud/cuda/cuda_fused.h"
+#include "gpud/cuda/cuda_infer.h"
 #include "gpud/fp16_math.h"
 #include "../golden_io.h"
 
@@ -460,9 +461,16 @@ int main(void)
     static const int seed[4] = {16, 160, 320, 640};
     if (strcmp(DUT, "cuda") == 0)
         check_cuda_rules();
+    unsigned long s2d0 = cuinf_s2d_count();
     check_init("resnet18 init 2x3x64x64", "resnet18", NULL, 0, 2, 3, 64, 64, 1);
+    unsigned long s2d1 = cuinf_s2d_count();
+    /* 97 + 2 x 3 is odd: the space-to-depth input's last row half zeros */
     check_golden("resnet18 golden 97x131", "resnet18", "tests/golden/resnet18.safetensors",
                  "tests/golden/resnet18_io.safetensors", "input2_u8", NULL, 0, 1);
+    if (strcmp(DUT, "cuda") == 0)   /* the stem (7x7/2 over 3 channels) of each */
+        CHECK(s2d1 > s2d0 && cuinf_s2d_count() > s2d1,
+              "resnet18's bf16 stem did not run in space-to-depth form (%lu, %lu, %lu plans)",
+              s2d0, s2d1, cuinf_s2d_count());
     check_init("wrn seed init 2x1x28x28", "wideresnet", seed, 1, 2, 1, 28, 28, 0);
     check_golden("wrn 8,16,24,32", "wideresnet", "tests/golden/wrn_small.safetensors",
                  "tests/golden/wrn_small_io.safetensors", "input_u8", small, 0, 0);

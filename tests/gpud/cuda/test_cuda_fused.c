@@ -69,10 +69,19 @@ static void check(const char *label, const char *arch, const char *weights, cons
     printf("%-10s plans: fused %lu (%lu of them a shape's plan shared), legacy fallback %lu, off "
            "%lu, run-time fallback %lu\n", label, c1.fused - c0.fused, c1.shared - c0.shared,
            c1.legacy - c0.legacy, c2.off - c1.off, c2.run_failed - c0.run_failed);
-    /* one plan per shape: these models repeat conv shapes */
-    CHECK(c1.shared > c0.shared && c1.shared - c0.shared < c1.fused - c0.fused,
-          "%s: %lu of %lu fused convolutions shared a plan", label, c1.shared - c0.shared,
-          c1.fused - c0.fused);
+    /* one plan per shape: these models repeat conv shapes. Where cuDNN
+     * built no deterministic plan for some layers (the legacy path runs
+     * them: on an H200, cuDNN 9.14 fused 10 of the small WideResNet's 16
+     * fp32 convolutions and shared none, 2026-11-30; the emulator fuses all
+     * 16), the repeated shapes may be among those */
+    if (c1.legacy == c0.legacy)
+        CHECK(c1.shared > c0.shared && c1.shared - c0.shared < c1.fused - c0.fused,
+              "%s: %lu of %lu fused convolutions shared a plan", label, c1.shared - c0.shared,
+              c1.fused - c0.fused);
+    else
+        CHECK(c1.shared - c0.shared < c1.fused - c0.fused,
+              "%s: %lu of %lu fused convolutions shared a plan", label, c1.shared - c0.shared,
+              c1.fused - c0.fused);
     CHECK(c1.fused > c0.fused, "%s: no convolution ran as a cuDNN graph (legacy fallbacks %lu: "
           "see the log)", label, c1.legacy - c0.legacy);
     CHECK(c2.run_failed == c0.run_failed, "%s: %lu plans fell back at run time", label,
