@@ -1,0 +1,91 @@
+#!/bin/sh
+# The short device call after a gpu-check: where ResNet-18's bf16 batch goes,
+# in about four minutes, from the same bundle (docs/CUDA.md "Probe"):
+#   scripts/gpu-probe.sh --bundle FILE [--out DIR] [--py PYTHON]
+# - eval and train, batch 256, bf16, with DDPIPE_CUDA_PROFILE=1: the per-op
+#   device profile and the input line (host copy, upload, normalise);
+# - their img/s, with 1 input copy thread (DDPIPE_CUDA_COPY_THREADS: the
+#   input path's A/B), eval with the stem in its plain form
+#   (DDPIPE_CUDA_S2D=0), and PyTorch's channels_last + autocast bf16, all
+#   in the same run;
+# - gpud_cuda_fused and gpud_cuda_bf16, verbose (plan counts, cuDNN's
+#   fallbacks, bf16 against the ref backend);
+# - each kernel's device time over one eval and one training step (Nsight
+#   Compute, where the machine lets it read the GPU), the 15 longest.
+# Every result line goes to DIR/probe.txt, the logs into DIR/logs.tar.gz
+# (a device call returns 8 files). Each step is bounded (PROBE_STEP_S, 100).
+set -u
+cd "$(dirname "$0")/.."
+BUNDLE= OUT=probe PY=${PY:-python3}
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --bundle) BUNDLE=$2; shift ;;
+        --out) OUT=$2; shift ;;
+        --py) PY=$2; shift ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        *) echo "gpu-probe: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+[ -n "$BUNDLE" ] || { echo "gpu-probe: --bundle FILE (scripts/gpu-bundle.sh)" >&2; exit 2; }
+. scripts/gpu-bundle-env.sh
+bundle_env "$BUNDLE" || exit 2
+mkdir -p "$OUT/logs"
+R=$OUT/probe.txt
+: > "$R"
+S=${PROBE_STEP_S:-100}
+B=$BUILD/bench/cuda_resnet18
+
+# run NAME CMD...: bounded, its log kept, its result lines in probe.txt
+run() {
+    name=$1; shift
+    timeout "$S" "$@" > "$OUT/logs/$name.log" 2>&1
+    rc=$?
+    grep -E '^(ddpipe-cuda|torch) |cuda profile|cuda backend: [0-9]' "$OUT/logs/$name.log" |
+        sed "s/^/$name: /" >> "$R"
+    [ $rc -eq 0 ] || echo "$name: exit $rc: $(tail -n 2 "$OUT/logs/$name.log" | tr '\n' ' ')" >> "$R"
+}
+
+for what in eval train; do
+    run "profile-$what" env DDPIPE_CUDA_PROFILE=1 "$B" "$what" --batch 256 --iters 3 --precision bf16
+done
+for what in eval train; do
+    run "default-$what" "$B" "$what" --batch 256 --iters 5 --precision bf16
+    run "copy1-$what" env DDPIPE_CUDA_COPY_THREADS=1 "$B" "$what" --batch 256 --iters 5 --precision bf16
+done
+run "s2d0-eval" env DDPIPE_CUDA_S2D=0 "$B" eval --batch 256 --iters 5 --precision bf16
+for what in eval train; do
+    run "torch-$what" env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py "$what" \
+        --batch 256 --iters 5 --mode cl-bf16
+done
+(cd "$BUILD" && timeout "$S" ctest -R '^gpud_cuda_(fused|bf16)$' -V) > "$OUT/logs/ctest.log" 2>&1
+grep -E 'plans:|graph vs|CHECK|vs ref bf16|space-to-depth|top-1 equal|Passed|Failed' \
+    "$OUT/logs/ctest.log" | sed 's/^[0-9]*: //; s/^/ctest: /' | head -n 60 >> "$R"
+# Nsight Compute (last: the slowest): one warm-up and one timed step, each kernel's duration
+if command -v ncu > /dev/null 2>&1; then
+    for what in eval train; do
+        timeout "$S" ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+            --print-units base "$B" "$what" --batch 256 --iters 1 --warmup 1 --precision bf16 \
+            > "$OUT/logs/ncu-$what.csv" 2> "$OUT/logs/ncu-$what.err"
+        "$PY" - "$OUT/logs/ncu-$what.csv" "$what" >> "$R" 2>&1 <<'PYX'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1], errors="replace")) if len(r) > 5]
+if not rows:
+    print("ncu-%s: no kernel rows (see ncu-%s.err)" % (sys.argv[2], sys.argv[2])); sys.exit()
+h = rows[0]; ki = h.index("Kernel Name"); vi = h.index("Metric Value")
+tot = collections.Counter(); cnt = collections.Counter()
+for r in rows[1:]:
+    try: v = float(r[vi].replace(",", ""))
+    except ValueError: continue
+    tot[r[ki][:90]] += v; cnt[r[ki][:90]] += 1
+s = sum(tot.values())
+print("ncu-%s: %d kernels, %.3f ms in all (two steps)" % (sys.argv[2], sum(cnt.values()), s / 1e6))
+for k, v in tot.most_common(15):
+    print("ncu-%s: %8.3f ms %4d x %s" % (sys.argv[2], v / 1e6, cnt[k], k))
+PYX
+    done
+else
+    echo "ncu: not on PATH" >> "$R"
+fi
+tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
+cat "$R"
