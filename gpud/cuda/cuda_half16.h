@@ -9,6 +9,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <stdint.h>
 
 #include "gpud/cuda/cuda_launch.h"
 
@@ -22,6 +23,36 @@ template <> struct h16<__nv_bfloat16> {
 template <> struct h16<__half> {
     __device__ static inline float ld(__half v) { return __half2float(v); }
     __device__ static inline __half st(float v) { return __float2half_rn(v); }
+};
+
+/* Eight neighbouring channels of an NHWC tensor whose channel count is a
+ * multiple of 8: one 16-byte load or store (buffers are cudaMalloc'd, so
+ * every pixel's first channel is 16-byte aligned). */
+template <typename T> struct alignas(16) h16x8 {
+    T v[8];
+};
+
+template <typename T> __device__ static inline h16x8<T> ld8(const T *p)
+{
+    return *reinterpret_cast<const h16x8<T> *>(p);
+}
+
+template <typename T> __device__ static inline void st8(T *p, const h16x8<T> &x)
+{
+    *reinterpret_cast<h16x8<T> *>(p) = x;
+}
+
+/* 1 when an element-wise kernel may take 8 elements a thread: count a
+ * multiple of 8 and every buffer 16-byte aligned (views into a buffer may
+ * not be) */
+static inline int vec8_ok(size_t count, const void *a, const void *b, const void *c)
+{
+    return count % 8 == 0 && (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15) == 0;
+}
+
+/* the 8 bytes of a max pooling's choices beside h16x8's channels */
+struct alignas(8) u8x8 {
+    uint8_t v[8];
 };
 
 /* kernel<T> over count elements on stream s, T by fp16 (0: bf16); the

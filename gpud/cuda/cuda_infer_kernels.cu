@@ -242,9 +242,28 @@ __global__ static void k_add(void *yv, const void *av, const void *bv, size_t co
     }
 }
 
+/* k_add, 8 elements a thread (the same expression each) */
+template <typename T>
+__global__ static void k_add8(void *yv, const void *av, const void *bv, size_t n8, int relu)
+{
+    T *y = (T *)yv;
+    const T *a = (const T *)av, *b = (const T *)bv;
+    GRID_STRIDE(i, n8)
+    {
+        h16x8<T> va = ld8(a + i * 8), vb = ld8(b + i * 8), out;
+        for (int l = 0; l < 8; l++) {
+            float v = __fadd_rn(h16<T>::ld(va.v[l]), h16<T>::ld(vb.v[l]));
+            out.v[l] = h16<T>::st(relu && !(v > 0.0f) ? 0.0f : v);
+        }
+        st8(y + i * 8, out);
+    }
+}
+
 cudaError_t ckb_add(cudaStream_t s, int fp16, void *y, const void *a, const void *b,
                     size_t count, int relu)
 {
+    if (vec8_ok(count, y, a, b))
+        return LAUNCH16(fp16, k_add8, count / 8, y, a, b, count / 8, relu);
     return LAUNCH16(fp16, k_add, count, y, a, b, count, relu);
 }
 
@@ -260,8 +279,25 @@ __global__ static void k_relu(void *yv, const void *xv, size_t count)
     }
 }
 
+template <typename T> __global__ static void k_relu8(void *yv, const void *xv, size_t n8)
+{
+    T *y = (T *)yv;
+    const T *x = (const T *)xv;
+    GRID_STRIDE(i, n8)
+    {
+        h16x8<T> v = ld8(x + i * 8), out;
+        for (int l = 0; l < 8; l++) {
+            float f = h16<T>::ld(v.v[l]);
+            out.v[l] = h16<T>::st(f > 0.0f ? f : 0.0f);
+        }
+        st8(y + i * 8, out);
+    }
+}
+
 cudaError_t ckb_relu(cudaStream_t s, int fp16, void *y, const void *x, size_t count)
 {
+    if (vec8_ok(count, y, x, y))
+        return LAUNCH16(fp16, k_relu8, count / 8, y, x, count / 8);
     return LAUNCH16(fp16, k_relu, count, y, x, count);
 }
 
@@ -318,11 +354,80 @@ __global__ static void k_pool(const ck_pool_t p, int c, const void *xv, void *yv
     }
 }
 
+/* k_pool for c a multiple of 8: a thread takes 8 channels of an output
+ * pixel (16-byte loads and stores, the window's bounds and addresses once
+ * for the 8), each channel computed as k_pool does: the same bits. */
+template <typename T>
+__global__ static void k_pool8(const ck_pool_t p, int c, const void *xv, void *yv, uint8_t *win)
+{
+    const T *x = (const T *)xv;
+    T *y = (T *)yv;
+    size_t count = (size_t)p.nc * p.oh * p.ow / 8;
+    GRID_STRIDE_IDX3(w, count, (size_t)(c / 8), p.ow, p.oh)
+    {
+        size_t i = w.i * 8;
+        int ch = (int)w.v[0].r * 8, q = (int)w.v[1].r, r = (int)w.v[2].r;
+        size_t b = w.v[2].q;
+        const T *xp = x + b * p.ih * p.iw * (size_t)c + ch;
+        h16x8<T> out;
+        if (p.alg == 0) {
+            float m[8];
+            int at[8];
+            for (int l = 0; l < 8; l++) {
+                m[l] = -INFINITY;
+                at[l] = CKB_NO_WIN;
+            }
+            for (int a = 0; a < p.kh; a++)
+                for (int e = 0; e < p.kw; e++) {
+                    int yy = r * p.sh - p.ph + a, xx = q * p.sw - p.pw + e;
+                    if (yy < 0 || yy >= p.ih || xx < 0 || xx >= p.iw)
+                        continue;
+                    h16x8<T> v = ld8(xp + ((size_t)yy * p.iw + xx) * c);
+                    for (int l = 0; l < 8; l++) {
+                        float f = h16<T>::ld(v.v[l]);
+                        if (at[l] == CKB_NO_WIN || f > m[l]) {
+                            m[l] = f;
+                            at[l] = a * p.kw + e;
+                        }
+                    }
+                }
+            u8x8 ch8;
+            for (int l = 0; l < 8; l++) {
+                out.v[l] = h16<T>::st(m[l]);
+                ch8.v[l] = (uint8_t)at[l];
+            }
+            st8(y + i, out);
+            if (win)
+                *reinterpret_cast<u8x8 *>(win + i) = ch8;
+            continue;
+        }
+        double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int cnt = 0, cnt_pad = 0;
+        for (int a = 0; a < p.kh; a++)
+            for (int e = 0; e < p.kw; e++) {
+                int yy = r * p.sh - p.ph + a, xx = q * p.sw - p.pw + e;
+                cnt_pad += yy < p.ih + p.ph && xx < p.iw + p.pw;
+                if (yy >= 0 && yy < p.ih && xx >= 0 && xx < p.iw) {
+                    h16x8<T> v = ld8(xp + ((size_t)yy * p.iw + xx) * c);
+                    for (int l = 0; l < 8; l++)
+                        acc[l] += h16<T>::ld(v.v[l]);
+                    cnt++;
+                }
+            }
+        int div = p.alg == 1 ? cnt_pad : cnt;
+        for (int l = 0; l < 8; l++)
+            out.v[l] = h16<T>::st((float)(div ? acc[l] / div : 0.0));
+        st8(y + i, out);
+    }
+}
+
 cudaError_t ckb_pool(cudaStream_t s, int fp16, const ck_pool_t *p, int c, const void *x,
                      void *y, uint8_t *win)
 {
     size_t count = (size_t)p->nc * p->oh * p->ow;
     if (win && (p->alg != 0 || p->kh * p->kw > CKB_NO_WIN))
         return cudaErrorInvalidValue;   /* the positions fit a byte, CKB_NO_WIN apart */
+    if (c % 8 == 0)
+        return LAUNCH16(fp16, k_pool8, count / 8, *p, c, x, y, win);
     return LAUNCH16(fp16, k_pool, count, *p, c, x, y, win);
 }

@@ -19,8 +19,23 @@ template <typename T> __global__ static void k_acc(void *yv, const void *xv, siz
     y[i] = h16<T>::st(h16<T>::ld(y[i]) + h16<T>::ld(x[i]));
 }
 
+template <typename T> __global__ static void k_acc8(void *yv, const void *xv, size_t n8)
+{
+    T *y = (T *)yv;
+    const T *x = (const T *)xv;
+    GRID_STRIDE(i, n8)
+    {
+        h16x8<T> vy = ld8(y + i * 8), vx = ld8(x + i * 8);
+        for (int l = 0; l < 8; l++)
+            vy.v[l] = h16<T>::st(h16<T>::ld(vy.v[l]) + h16<T>::ld(vx.v[l]));
+        st8(y + i * 8, vy);
+    }
+}
+
 cudaError_t ckb_acc(cudaStream_t s, int fp16, void *y, const void *x, size_t count)
 {
+    if (vec8_ok(count, y, x, y))
+        return LAUNCH16(fp16, k_acc8, count / 8, y, x, count / 8);
     return LAUNCH16(fp16, k_acc, count, y, x, count);
 }
 
@@ -33,9 +48,25 @@ __global__ static void k_relu_bwd(void *gxv, const void *yv, const void *gyv, si
     gx[i] = h16<T>::ld(y[i]) > 0.0f ? gy[i] : h16<T>::st(0.0f);
 }
 
+template <typename T>
+__global__ static void k_relu_bwd8(void *gxv, const void *yv, const void *gyv, size_t n8)
+{
+    T *gx = (T *)gxv;
+    const T *y = (const T *)yv, *gy = (const T *)gyv;
+    GRID_STRIDE(i, n8)
+    {
+        h16x8<T> vy = ld8(y + i * 8), vg = ld8(gy + i * 8);
+        for (int l = 0; l < 8; l++)
+            vg.v[l] = h16<T>::ld(vy.v[l]) > 0.0f ? vg.v[l] : h16<T>::st(0.0f);
+        st8(gx + i * 8, vg);
+    }
+}
+
 cudaError_t ckb_relu_bwd(cudaStream_t s, int fp16, void *gx, const void *y, const void *gy,
                          size_t count)
 {
+    if (vec8_ok(count, gx, y, gy))
+        return LAUNCH16(fp16, k_relu_bwd8, count / 8, gx, y, gy, count / 8);
     return LAUNCH16(fp16, k_relu_bwd, count, gx, y, gy, count);
 }
 
@@ -381,9 +412,55 @@ __global__ static void k16_pool_bwd(const ck_pool_t p, int c, const void *xv, co
     }
 }
 
+/* k16_pool_bwd for c a multiple of 8, max with the forward's choices or
+ * avg: a thread takes 8 channels of an input pixel (16-byte loads of gy, 8
+ * bytes of choices), each channel summed as k16_pool_bwd does: the same
+ * bits. The choice that points at (yy, xx) in window (r, q) is one
+ * position, a0 * kw + e0: compared whole instead of decoded. */
+template <typename T>
+__global__ static void k16_pool_bwd8(const ck_pool_t p, int c, const void *gyv, void *gxv,
+                                     const uint8_t *win)
+{
+    const T *gy = (const T *)gyv;
+    T *gx = (T *)gxv;
+    size_t count = (size_t)p.nc * p.ih * p.iw / 8;
+    GRID_STRIDE_IDX3(w, count, (size_t)(c / 8), p.iw, p.ih)
+    {
+        int ch = (int)w.v[0].r * 8, xx = (int)w.v[1].r, yy = (int)w.v[2].r;
+        size_t b = w.v[2].q;
+        const T *gp = gy + b * p.oh * p.ow * (size_t)c + ch;
+        const uint8_t *wp = win ? win + b * p.oh * p.ow * (size_t)c + ch : NULL;
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int r0, r1, q0, q1;
+        pool_covering(p, yy, xx, &r0, &r1, &q0, &q1);
+        for (int r = r0; r <= r1 && r < p.oh; r++)
+            for (int q = q0; q <= q1 && q < p.ow; q++) {
+                size_t o = ((size_t)r * p.ow + q) * c;
+                h16x8<T> g = ld8(gp + o);
+                if (p.alg == 0) {
+                    int pos = (yy - (r * p.sh - p.ph)) * p.kw + (xx - (q * p.sw - p.pw));
+                    u8x8 ch8 = *reinterpret_cast<const u8x8 *>(wp + o);
+                    for (int l = 0; l < 8; l++)
+                        if (ch8.v[l] == pos)
+                            acc[l] += h16<T>::ld(g.v[l]);
+                } else {
+                    int div = pool_div(p, r, q);
+                    for (int l = 0; div && l < 8; l++)
+                        acc[l] += (float)((double)h16<T>::ld(g.v[l]) / div);
+                }
+            }
+        h16x8<T> out;
+        for (int l = 0; l < 8; l++)
+            out.v[l] = h16<T>::st(acc[l]);
+        st8(gx + w.i * 8, out);
+    }
+}
+
 cudaError_t ckb_pool_bwd(cudaStream_t s, int fp16, const ck_pool_t *p, int c, const void *x,
                          const void *gy, void *gx, const uint8_t *win)
 {
     size_t count = (size_t)p->nc * p->ih * p->iw;
+    if (c % 8 == 0 && (p->alg != 0 || win))
+        return LAUNCH16(fp16, k16_pool_bwd8, count / 8, *p, c, gy, gx, win);
     return LAUNCH16(fp16, k16_pool_bwd, count, *p, c, x, gy, gx, win);
 }

@@ -132,10 +132,11 @@ static void check_pool16(int alg, const float *x, const float *gy, int NB, int C
                          int IW, const ck_pool_t *p);
 
 /* Sizes over test_cuemu's grid stride (768): the index walks take several
- * steps. */
-static void check_pool(int alg)
+ * steps. C = 7: the 16-bit kernels a thread an element; C = 16 (NB = 24):
+ * eight channels a thread (k_pool8, k16_pool_bwd8). */
+static void check_pool(int alg, int C, int NB)
 {
-    enum { NB = 6, C = 7, IH = 9, IW = 7, K = 3, S = 2, P = 1 };
+    enum { IH = 9, IW = 7, K = 3, S = 2, P = 1 };
     int oh = (IH + 2 * P - K) / S + 1, ow = (IW + 2 * P - K) / S + 1;
     size_t nx = (size_t)NB * C * IH * IW, ny = (size_t)NB * C * oh * ow;
     float *x = randv(nx, 1, 0), *gy = randv(ny, 1, 0);
@@ -400,6 +401,72 @@ static void check_bf16_layout(void)
     same("bf16 add + ReLU", t, want, sizeof want);
     free(x);
     free(y);
+}
+
+/* The 16-bit element-wise kernels (add + ReLU, ReLU, its backward, the
+ * gradient accumulation) against their formula on bf16 values, bit for
+ * bit: 8 elements a thread (count a multiple of 8, aligned buffers) and
+ * one (a view one element in), over test_cuemu's grid stride. */
+static void check_elementwise16(void)
+{
+    enum { N = 2400 };
+    float *x = randv(N + 1, 2, 0), *y = randv(N + 1, 2, 0);
+    uint16_t *hx = malloc(2 * (N + 1)), *hy = malloc(2 * (N + 1)), *hz = malloc(2 * (N + 1));
+    float *rx = malloc(4 * (N + 1)), *ry = malloc(4 * (N + 1)), *t = malloc(4 * (N + 1));
+    float *want = malloc(4 * (N + 1));
+    REQUIRE(hx && hy && hz && rx && ry && t && want, "alloc");
+    bf16_round(rx, x, N + 1);
+    bf16_round(ry, y, N + 1);
+    for (size_t i = 0; i <= N; i += 7)   /* a ReLU's output: exact zeros, both signs */
+        rx[i] = i % 2 ? -0.0f : 0.0f;
+    for (size_t i = 0; i <= N; i++) {
+        hx[i] = bf16_pack(rx[i]);
+        hy[i] = bf16_pack(ry[i]);
+    }
+    for (int off = 0; off < 2; off++) {   /* 0: the 8-wide kernels; 1: a thread an element */
+        size_t n = N + (size_t)off;   /* off 1: odd count from an odd start */
+        const uint16_t *a = hx + off, *b = hy + off;
+        const float *fa = rx + off, *fb = ry + off;
+        char what[64];
+        CHECK(ckb_add(0, 0, hz, a, b, n - off, 1) == cudaSuccess, "launch");
+        for (size_t i = 0; i < n - off; i++) {
+            float v = fa[i] + fb[i];
+            want[i] = v > 0 ? v : 0;
+        }
+        bf16_round(want, want, n - off);
+        bf16_to_f(hz, t, n - off);
+        snprintf(what, sizeof what, "bf16 add + ReLU (%s)", off ? "scalar" : "8 wide");
+        same(what, t, want, (n - off) * 4);
+        CHECK(ckb_relu(0, 0, hz, a, n - off) == cudaSuccess, "launch");
+        for (size_t i = 0; i < n - off; i++)
+            want[i] = fa[i] > 0 ? fa[i] : 0;
+        bf16_to_f(hz, t, n - off);
+        snprintf(what, sizeof what, "bf16 ReLU (%s)", off ? "scalar" : "8 wide");
+        same(what, t, want, (n - off) * 4);
+        CHECK(ckb_relu_bwd(0, 0, hz, a, b, n - off) == cudaSuccess, "launch");
+        for (size_t i = 0; i < n - off; i++)
+            want[i] = fa[i] > 0 ? fb[i] : 0;
+        bf16_to_f(hz, t, n - off);
+        snprintf(what, sizeof what, "bf16 ReLU backward (%s)", off ? "scalar" : "8 wide");
+        same(what, t, want, (n - off) * 4);
+        memcpy(hz, a, (n - off) * 2);
+        CHECK(ckb_acc(0, 0, hz, b, n - off) == cudaSuccess, "launch");
+        for (size_t i = 0; i < n - off; i++)
+            want[i] = fa[i] + fb[i];
+        bf16_round(want, want, n - off);
+        bf16_to_f(hz, t, n - off);
+        snprintf(what, sizeof what, "bf16 accumulate (%s)", off ? "scalar" : "8 wide");
+        same(what, t, want, (n - off) * 4);
+    }
+    free(x);
+    free(y);
+    free(hx);
+    free(hy);
+    free(hz);
+    free(rx);
+    free(ry);
+    free(t);
+    free(want);
 }
 
 /* The fp32 BatchNorm passes over NCHW planes (cuda_kernels.cu) against
@@ -750,9 +817,13 @@ int main(void)
 {
     check_round();
     check_elementwise();
-    check_pool(0);
-    check_pool(1);
-    check_pool(2);
+    check_elementwise16();
+    check_pool(0, 7, 6);
+    check_pool(0, 16, 24);
+    check_pool(1, 7, 6);
+    check_pool(1, 16, 24);
+    check_pool(2, 7, 6);
+    check_pool(2, 16, 24);
     check_dropout_ce();
     check_batchnorm(3, 37);      /* one slice a channel */
     check_batchnorm(8, 1500);    /* 3 slices of 4000 a channel (ck_sum_parts) */
