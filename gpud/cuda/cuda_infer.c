@@ -313,30 +313,25 @@ static int iconv_algo(bk_ctx_t *g, iconv_t *p)
     return cu_workspace(g, perf[i].memory);
 }
 
-/* 1 when c over in[] runs as its space-to-depth form (DDPIPE_CUDA_S2D=0:
- * never): a stride-2 convolution of an image (4 channels or fewer, so the
- * 2x2 blocks' channels fit 16) whose s2d output is the graph's. cs is then
- * the conv cuDNN runs: kh2 x kw2, stride 1, no padding, over xs[]. */
+/* 1 when c over in[] runs as its space-to-depth form (ckb_s2d_shape):
+ * cs is then the conv cuDNN runs, kh2 x kw2, stride 1, no padding, over
+ * xs[] (the channels padded to 16) */
 static int s2d_form(const bk_conv_t *c, const int in[4], const int out[4], bk_conv_t *cs,
                     int xs[4])
 {
-    const char *v = getenv("DDPIPE_CUDA_S2D");
-    if ((v && strcmp(v, "0") == 0) || c->stride_h != 2 || c->stride_w != 2 || in[1] > 4 ||
-        c->kh < 2 || c->kw < 2)
-        return 0;
-    int hs = (in[2] + 2 * c->pad_h + 1) / 2, ws = (in[3] + 2 * c->pad_w + 1) / 2;
-    int kh2 = (c->kh + 1) / 2, kw2 = (c->kw + 1) / 2;
-    if (hs - kh2 + 1 != out[2] || ws - kw2 + 1 != out[3])
+    int f[4];
+    if (!ckb_s2d_shape(in[1], in[2], in[3], c->kh, c->kw, c->stride_h, c->stride_w, c->pad_h,
+                       c->pad_w, out[2], out[3], f))
         return 0;
     *cs = *c;
-    cs->kh = kh2;
-    cs->kw = kw2;
+    cs->kh = f[2];
+    cs->kw = f[3];
     cs->stride_h = cs->stride_w = 1;
     cs->pad_h = cs->pad_w = 0;
     xs[0] = in[0];
     xs[1] = round8(4 * in[1]);
-    xs[2] = hs;
-    xs[3] = ws;
+    xs[2] = f[0];
+    xs[3] = f[1];
     return 1;
 }
 
@@ -345,6 +340,11 @@ static atomic_ulong n_s2d;
 unsigned long cuinf_s2d_count(void)
 {
     return atomic_load(&n_s2d);
+}
+
+void cuinf_s2d_note(void)
+{
+    atomic_fetch_add(&n_s2d, 1);
 }
 
 bk_plan_t *cuinf_conv_plan(bk_ctx_t *g, const bk_conv_t *c0, const bk_post_t *post,
@@ -430,8 +430,8 @@ int cuinf_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, co
         return -1;
     }
     if (!p->wset || p->wver != g->params_version) {
-        if (p->s2d ? cu_check(g, ckb_weights_s2d(s, w, oc, p->in[1], p->kh, p->kw, p->kh2, p->kw2,
-                                                 p->icp, p->w16),
+        if (p->s2d ? cu_check(g, ckb_weights_s2d(s, 0, w, oc, p->in[1], p->kh, p->kw, p->kh2,
+                                                 p->kw2, p->icp, p->w16),
                               "bf16 space-to-depth weight kernel") < 0
                    : cu_check(g, ckb_weights(s, 0, w, oc, p->in[1], p->kh * p->kw, p->ocp,
                                              p->icp, p->w16),
@@ -442,7 +442,7 @@ int cuinf_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, co
     }
     const void *xin = x;
     if (p->s2d) {
-        if (cu_check(g, ckb_s2d(s, x, p->in[0], p->in[2], p->in[3], p->in[1], p->pad_h,
+        if (cu_check(g, ckb_s2d(s, 0, x, p->in[0], p->in[2], p->in[3], p->in[1], p->pad_h,
                                 p->pad_w, p->xs[2], p->xs[3], p->icp, p->xpad),
                      "bf16 space-to-depth kernel") < 0)
             return -1;

@@ -63,8 +63,10 @@ int cuinf_native(const char **isa);
  * time) keeps the plain form. */
 bk_plan_t *cuinf_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
                            const int in[4], const int out[4]);
-/* convolutions planned in space-to-depth form since the process started */
+/* convolutions planned in space-to-depth form since the process started
+ * (this plan's and, noted by cuinf_s2d_note, the 16-bit training table's) */
 unsigned long cuinf_s2d_count(void);
+void cuinf_s2d_note(void);
 int cuinf_conv_fwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w, const float *b,
                    const void *res, void *y);
 bk_plan_t *cuinf_relu_plan(bk_ctx_t *g, const int in[4]);

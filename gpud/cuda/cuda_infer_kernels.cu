@@ -1,14 +1,16 @@
 /* cuda_infer_kernels — see cuda_infer_kernels.h. One thread per output
- * element (grid-stride), the output index in the output's layout so that
- * stores are coalesced; written to be obviously equal to the CPU reference
- * (gpud/cpu/ref_ops.c's loops, then one rounding to bf16) rather than
- * fastest: the time of the plan is in cuDNN's convolutions. */
+ * element (grid-stride; 8 channels a thread where they are a multiple of
+ * 8), the output index in the output's layout so that stores are
+ * coalesced; each element computed as gpud/cpu/ref_ops.c's loops do, then
+ * one rounding to bf16. */
 #include "gpud/cuda/cuda_half16.h"
 #include "gpud/cuda/cuda_infer_kernels.h"
 #include "gpud/cuda/cuda_launch.h"
 
 #include <cuda_bf16.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 typedef __nv_bfloat16 bf16;
 
@@ -128,14 +130,17 @@ cudaError_t ckb_pad(cudaStream_t s, int fp16, const void *x, size_t npix, int c,
 
 /* ckb_s2d: one thread a few output elements (its index digits carried by
  * additions); the channel's block and position in 32-bit arithmetic */
-__global__ static void k_s2d(const bf16 *x, size_t count, int h, int w, int c, int ph, int pw,
-                             int hs, int ws, int cp, bf16 *y)
+template <typename T>
+__global__ static void k_s2d(const void *xv, size_t count, int h, int w, int c, int ph, int pw,
+                             int hs, int ws, int cp, void *yv)
 {
+    const T *x = (const T *)xv;
+    T *y = (T *)yv;
     GRID_STRIDE_IDX3(v, count, (size_t)cp, (size_t)ws, (size_t)hs)
     {
         int ch = (int)v.v[0].r, X = (int)v.v[1].r, Y = (int)v.v[2].r;
         size_t b = v.v[2].q;
-        bf16 out = __float2bfloat16_rn(0.0f);
+        T out = h16<T>::st(0.0f);
         if (ch < 4 * c) {
             int blk = ch / c, cc = ch - blk * c;
             int yy = 2 * Y + (blk >> 1) - ph, xx = 2 * X + (blk & 1) - pw;
@@ -146,18 +151,18 @@ __global__ static void k_s2d(const bf16 *x, size_t count, int h, int w, int c, i
     }
 }
 
-cudaError_t ckb_s2d(cudaStream_t s, const void *x, int n, int h, int w, int c, int ph, int pw,
-                    int hs, int ws, int cp, void *y)
+cudaError_t ckb_s2d(cudaStream_t s, int fp16, const void *x, int n, int h, int w, int c, int ph,
+                    int pw, int hs, int ws, int cp, void *y)
 {
     size_t count = (size_t)n * hs * ws * cp;
-    k_s2d<<<blocks_for(count), THREADS, 0, s>>>((const bf16 *)x, count, h, w, c, ph, pw, hs, ws,
-                                                cp, (bf16 *)y);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_s2d, count, x, count, h, w, c, ph, pw, hs, ws, cp, y);
 }
 
+template <typename T>
 __global__ static void k_weights_s2d(const float *w, int count, int c, int kh, int kw, int kh2,
-                                     int kw2, int cp, bf16 *y)
+                                     int kw2, int cp, void *yv)
 {
+    T *y = (T *)yv;
     GRID_STRIDE(i, (size_t)count)
     {
         int t = (int)i, ch = t % cp, dx = t / cp % kw2, dy = t / (cp * kw2) % kh2;
@@ -169,17 +174,28 @@ __global__ static void k_weights_s2d(const float *w, int count, int c, int kh, i
             if (i2 < kh && j2 < kw)
                 v = w[(((size_t)oo * c + cc) * kh + i2) * kw + j2];
         }
-        y[i] = __float2bfloat16_rn(v);   /* a bf16 value already: exact */
+        y[i] = h16<T>::st(v);   /* a 16-bit value already: exact */
     }
 }
 
-cudaError_t ckb_weights_s2d(cudaStream_t s, const float *w, int o, int c, int kh, int kw,
-                            int kh2, int kw2, int cp, void *wy)
+cudaError_t ckb_weights_s2d(cudaStream_t s, int fp16, const float *w, int o, int c, int kh,
+                            int kw, int kh2, int kw2, int cp, void *wy)
 {
     int count = o * kh2 * kw2 * cp;
-    k_weights_s2d<<<blocks_for((size_t)count), THREADS, 0, s>>>(w, count, c, kh, kw, kh2, kw2,
-                                                                cp, (bf16 *)wy);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_weights_s2d, (size_t)count, w, count, c, kh, kw, kh2, kw2, cp, wy);
+}
+
+int ckb_s2d_shape(int c, int h, int w, int kh, int kw, int sh, int sw, int ph, int pw, int oh,
+                  int ow, int s2d[4])
+{
+    const char *v = getenv("DDPIPE_CUDA_S2D");
+    if ((v && strcmp(v, "0") == 0) || sh != 2 || sw != 2 || c > 4 || kh < 2 || kw < 2)
+        return 0;
+    s2d[0] = (h + 2 * ph + 1) / 2;
+    s2d[1] = (w + 2 * pw + 1) / 2;
+    s2d[2] = (kh + 1) / 2;
+    s2d[3] = (kw + 1) / 2;
+    return s2d[0] - s2d[2] + 1 == oh && s2d[1] - s2d[3] + 1 == ow;
 }
 
 /* ---------------------------------------------------------- epilogues */

@@ -48,16 +48,24 @@ cudaError_t ckb_weights(cudaStream_t s, int fp16, const float *w, int o, int i, 
 /* A stride-2 convolution's input and weights in space-to-depth form (the
  * stem's 7x7/2 over 3 channels as a 4x4/1 over 12, padded to cp = 16: the
  * same products, tensor-core tiles cuDNN runs several times faster).
- * y (n, hs, ws, cp) bf16 NHWC: y[b][Y][X][(py * 2 + px) * c + ch] =
- * x[b][2Y + py - ph][2X + px - pw][ch] (x (n, h, w, c) bf16 NHWC; zero
- * outside it and for channels >= 4c). */
-cudaError_t ckb_s2d(cudaStream_t s, const void *x, int n, int h, int w, int c, int ph, int pw,
-                    int hs, int ws, int cp, void *y);
-/* wy (o, kh2, kw2, cp) bf16 = w (o, c, kh, kw) fp32 as the 2x2 blocks of
- * ckb_s2d's channels: wy[oo][dy][dx][(py * 2 + px) * c + ch] =
- * w[oo][ch][2dy + py][2dx + px], zero past the kernel and for channels >= 4c. */
-cudaError_t ckb_weights_s2d(cudaStream_t s, const float *w, int o, int c, int kh, int kw,
-                            int kh2, int kw2, int cp, void *wy);
+ * ckb_s2d_shape: 1 when a conv of c input channels over h x w, kernel kh x
+ * kw, stride sh x sw, padding ph, pw, output oh x ow, has that form (c <= 4,
+ * stride 2, and DDPIPE_CUDA_S2D not 0), with s2d = {hs, ws, kh2, kw2}: the
+ * form's input height and width and its kernel (stride 1, no padding).
+ * ckb_s2d: y (n, hs, ws, cp) 16-bit NHWC, y[b][Y][X][(py * 2 + px) * c + ch]
+ * = x[b][2Y + py - ph][2X + px - pw][ch] (x (n, h, w, c) 16-bit NHWC; zero
+ * outside it and for channels >= 4c). ckb_weights_s2d: wy (o, kh2, kw2, cp)
+ * 16-bit = w (o, c, kh, kw) fp32 (16-bit values) as the 2x2 blocks of
+ * those channels: wy[oo][dy][dx][(py * 2 + px) * c + ch] =
+ * w[oo][ch][2dy + py][2dx + px], zero past the kernel and for channels
+ * >= 4c. Their backward (cuda_train16_kernels.h): ckb_s2d_back,
+ * ckb_weights_back_s2d. */
+int ckb_s2d_shape(int c, int h, int w, int kh, int kw, int sh, int sw, int ph, int pw, int oh,
+                  int ow, int s2d[4]);
+cudaError_t ckb_s2d(cudaStream_t s, int fp16, const void *x, int n, int h, int w, int c, int ph,
+                    int pw, int hs, int ws, int cp, void *y);
+cudaError_t ckb_weights_s2d(cudaStream_t s, int fp16, const float *w, int o, int c, int kh,
+                            int kw, int kh2, int kw2, int cp, void *wy);
 /* y (npix, cp) = x (npix, c) with channels [c, cp) zero (bf16 NHWC). */
 cudaError_t ckb_pad(cudaStream_t s, int fp16, const void *x, size_t npix, int c, int cp,
                     void *y);

@@ -275,18 +275,78 @@ __global__ static void k_ce(const float *logits, const int32_t *labels, int n, i
     }
 }
 
+/* k_ce with a block a sample (k <= CE_KMAX): the maximum and each class's
+ * exp spread over the block's threads (a maximum is the same in any order;
+ * each exp is the same expression), the two sums over the classes in
+ * order by thread 0 (k_ce's order: the same bits), the gradient spread
+ * again. k_ce ran a thread a sample: ResNet's 256 x 1,000 took 0.35 ms. */
+#define CE_KMAX 4096
+#define CE_THREADS 128
+__global__ static void k_ce_block(const float *logits, const int32_t *labels, int k, float eps,
+                                  const float *dloss, float *loss, float *glogits)
+{
+    __shared__ double e[CE_KMAX];
+    __shared__ double part[CE_THREADS];
+    __shared__ double stat[2];   /* the maximum, then the sum of the exps */
+    int i = (int)blockIdx.x, t = (int)threadIdx.x;
+    const float *l = logits + (size_t)i * k;
+    double mx = -INFINITY;
+    for (int c = t; c < k; c += CE_THREADS)
+        mx = l[c] > mx ? l[c] : mx;
+    part[t] = mx;
+    __syncthreads();
+    if (t == 0) {
+        for (int j = 1; j < CE_THREADS; j++)
+            mx = part[j] > mx ? part[j] : mx;
+        stat[0] = mx;
+    }
+    __syncthreads();
+    mx = stat[0];
+    for (int c = t; c < k; c += CE_THREADS)
+        e[c] = exp((double)l[c] - mx);
+    __syncthreads();
+    if (t == 0) {
+        double s = 0.0, sum = 0.0;
+        for (int c = 0; c < k; c++) {
+            s += e[c];
+            sum += l[c];
+        }
+        stat[1] = s;
+        if (loss) {
+            double lse = mx + log(s);
+            loss[i] = (float)(lse - (1.0 - eps) * l[labels[i]] - (double)eps / k * sum);
+        }
+    }
+    __syncthreads();
+    if (glogits) {
+        double s = stat[1];
+        for (int c = t; c < k; c += CE_THREADS) {
+            double tt = (double)eps / k + (c == labels[i] ? 1.0 - eps : 0.0);
+            glogits[(size_t)i * k + c] = (float)(dloss[i] * (e[c] / s - tt));
+        }
+    }
+}
+
 cudaError_t ck_ce_fwd(cudaStream_t s, const float *logits, const int32_t *labels, int n,
                       int k, float eps, float *loss)
 {
-    k_ce<<<blocks_for((size_t)n), THREADS, 0, s>>>(logits, labels, n, k, eps, NULL, loss, NULL);
+    if (n > 0 && k <= CE_KMAX)
+        k_ce_block<<<(unsigned)n, CE_THREADS, 0, s>>>(logits, labels, k, eps, NULL, loss, NULL);
+    else
+        k_ce<<<blocks_for((size_t)n), THREADS, 0, s>>>(logits, labels, n, k, eps, NULL, loss,
+                                                       NULL);
     return cudaGetLastError();
 }
 
 cudaError_t ck_ce_bwd(cudaStream_t s, const float *logits, const int32_t *labels, int n,
                       int k, float eps, const float *dloss, float *glogits)
 {
-    k_ce<<<blocks_for((size_t)n), THREADS, 0, s>>>(logits, labels, n, k, eps, dloss, NULL,
-                                                   glogits);
+    if (n > 0 && k <= CE_KMAX)
+        k_ce_block<<<(unsigned)n, CE_THREADS, 0, s>>>(logits, labels, k, eps, dloss, NULL,
+                                                      glogits);
+    else
+        k_ce<<<blocks_for((size_t)n), THREADS, 0, s>>>(logits, labels, n, k, eps, dloss, NULL,
+                                                       glogits);
     return cudaGetLastError();
 }
 

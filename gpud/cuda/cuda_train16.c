@@ -8,7 +8,8 @@
  *   native   the hot path of a ResNet step: convolutions without bias whose
  *            output channels are a multiple of 8 (cuDNN, 16-bit NHWC
  *            operands, fp32 sums on tensor cores; input channels padded
- *            with zeros to a multiple of 8, as the stem's 3; the weights
+ *            with zeros to a multiple of 8; a stride-2 stem over an image
+ *            in space-to-depth form, ckb_s2d_shape; the weights
  *            converted to a 16-bit NHWC filter each call, the weight
  *            gradient back to fp32 OIHW), training BatchNorm (statistics,
  *            normalising, its backward; SyncBatchNorm's sums and gradient,
@@ -31,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "gpud/bn_math.h"
 #include "gpud/cuda/cuda_fused.h"
 #include "gpud/cuda/cuda_infer.h"
@@ -246,7 +248,10 @@ typedef struct {
     int kk;                 /* kh * kw */
     int icp;                /* input channels padded to a multiple of 8 (zeros) */
     void *xpad;             /* icp > ic: the input padded (the forward's, which the
-                             * filter gradient reads) */
+                             * filter gradient reads), or in s2d form */
+    int s2d[4];             /* space-to-depth form (ckb_s2d_shape): hs, ws, kh2, kw2;
+                             * s2d[0] 0: the plain form */
+    int kh, kw, ph, pw;     /* the layer's kernel and padding */
     /* pooling: */
     ck_pool_t pool;
     uint8_t *win;           /* max: each output's choice, from the forward to the backward */
@@ -324,14 +329,39 @@ static bk_plan_t *h_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *
     if (!p)
         return NULL;
     p->native = 1;
-    p->kk = c->kh * c->kw;
+    p->kh = c->kh;
+    p->kw = c->kw;
+    p->ph = c->pad_h;
+    p->pw = c->pad_w;
+    /* the conv cuDNN runs: the layer, or its space-to-depth form (a
+     * stride-2 stem over an image: 4x4/1 over 16 channels for ResNet's
+     * 7x7/2 over 3) */
+    int kh = c->kh, kw = c->kw, sh = c->stride_h, sw = c->stride_w, ph = c->pad_h, pw = c->pad_w;
     p->icp = round8(c->ic);
     int pin[4] = {in[0], p->icp, in[2], in[3]};
-    size_t nw = (size_t)c->oc * p->icp * p->kk * 2, npix = (size_t)in[0] * in[2] * in[3];
-    if (cu_conv_init_as(g, &p->conv, pin, out, c->kh, c->kw, c->stride_h, c->stride_w,
-                        c->pad_h, c->pad_w, 1, f16(g->be) ? 2 : 1) < 0 ||
+    if (ckb_s2d_shape(c->ic, in[2], in[3], kh, kw, sh, sw, ph, pw, out[2], out[3], p->s2d)) {
+        p->icp = round8(4 * c->ic);
+        pin[1] = p->icp;
+        pin[2] = p->s2d[0];
+        pin[3] = p->s2d[1];
+        kh = p->s2d[2];
+        kw = p->s2d[3];
+        sh = sw = 1;
+        ph = pw = 0;
+        cuinf_s2d_note();
+        log_info("cuda: %s conv %dx%d/2 %d->%d on [%d,%d,%d,%d] as space-to-depth: %dx%d/1 over "
+                 "[%d,%d,%d,%d]", f16(g->be) ? "fp16" : "bf16", c->kh, c->kw, c->ic, c->oc,
+                 in[0], in[1], in[2], in[3], kh, kw, pin[0], pin[1], pin[2], pin[3]);
+    } else {
+        p->s2d[0] = 0;
+    }
+    p->kk = kh * kw;   /* of the conv cuDNN runs */
+    size_t nw = (size_t)c->oc * p->icp * p->kk * 2;
+    size_t npix = (size_t)pin[0] * pin[2] * pin[3];
+    if (cu_conv_init_as(g, &p->conv, pin, out, kh, kw, sh, sw, ph, pw, 1,
+                        f16(g->be) ? 2 : 1) < 0 ||
         !(p->w16 = cu_alloc(g, nw)) || !(p->dw16 = cu_alloc(g, nw)) ||
-        (p->icp != c->ic && !(p->xpad = cu_alloc(g, npix * p->icp * 2)))) {
+        ((p->icp != c->ic || p->s2d[0]) && !(p->xpad = cu_alloc(g, npix * p->icp * 2)))) {
         hplan_destroy(&p->base);
         return NULL;
     }
@@ -340,9 +370,8 @@ static bk_plan_t *h_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *
      * legacy calls cannot ask for); DDPIPE_CUDNN_GRAPH=0: legacy only */
     for (int k = CU_CONV_FWD; k <= CU_CONV_BWD_FILTER; k++) {
         cu_fused_shape_t fs = {.kind = k, .in = {pin[0], pin[1], pin[2], pin[3]},
-                               .out = {out[0], out[1], out[2], out[3]}, .kh = c->kh,
-                               .kw = c->kw, .sh = c->stride_h, .sw = c->stride_w,
-                               .ph = c->pad_h, .pw = c->pad_w, .bf16_nhwc = 1,
+                               .out = {out[0], out[1], out[2], out[3]}, .kh = kh, .kw = kw,
+                               .sh = sh, .sw = sw, .ph = ph, .pw = pw, .bf16_nhwc = 1,
                                .fp16 = f16(g->be), .tensor_core = 1};
         if (!(p->graph[k] = cu_fused_new(g, &fs)) && g->failed) {
             hplan_destroy(&p->base);
@@ -357,6 +386,10 @@ static bk_plan_t *h_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *
 static int filter16(bk_ctx_t *g, hplan_t *p, const float *w)
 {
     int oc = p->out[1], ic = p->in[1];
+    if (p->s2d[0])
+        return cu_check(g, ckb_weights_s2d(stream_of(g->be), f16(g->be), w, oc, ic, p->kh, p->kw,
+                                           p->s2d[2], p->s2d[3], p->icp, p->w16),
+                        "16-bit space-to-depth filter kernel");
     return cu_check(g, ckb_weights(stream_of(g->be), f16(g->be), w, oc, ic, p->kk, oc, p->icp,
                                    p->w16),
                     "16-bit filter conversion kernel");
@@ -365,6 +398,25 @@ static int filter16(bk_ctx_t *g, hplan_t *p, const float *w)
 static size_t npix_in(const hplan_t *p)
 {
     return (size_t)p->in[0] * p->in[2] * p->in[3];
+}
+
+/* the input as the conv cuDNN runs reads it: padded channels or s2d form */
+static int input16(bk_ctx_t *g, hplan_t *p, const void *x)
+{
+    backend_t *be = g->be;
+    if (p->s2d[0])
+        return cu_check(g, ckb_s2d(stream_of(be), f16(be), x, p->in[0], p->in[2], p->in[3],
+                                   p->in[1], p->ph, p->pw, p->s2d[0], p->s2d[1], p->icp,
+                                   p->xpad),
+                        "16-bit space-to-depth kernel");
+    return cu_check(g, ckb_pad(stream_of(be), f16(be), x, npix_in(p), p->in[1], p->icp, p->xpad),
+                    "16-bit channel padding kernel");
+}
+
+/* pixels of the input the conv cuDNN runs reads */
+static size_t npix_run(const hplan_t *p)
+{
+    return p->s2d[0] ? (size_t)p->in[0] * p->s2d[0] * p->s2d[1] : npix_in(p);
 }
 
 static int set_math(bk_ctx_t *g, cu_conv_t *c, cudnnMathType_t m)
@@ -399,8 +451,7 @@ static int h_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
     if (filter16(g, p, w) < 0 || set_math(g, c, c->algo.math_fwd) < 0)
         return -1;
     if (p->xpad) {
-        if (cu_check(g, ckb_pad(stream_of(be), f16(be), x, npix_in(p), p->in[1], p->icp, p->xpad),
-                     "16-bit channel padding kernel") < 0)
+        if (input16(g, p, x) < 0)
             return -1;
         x = p->xpad;
     }
@@ -445,8 +496,9 @@ static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
      * and a step's weights do not move before its backward. No bias. */
     (void)w;
     (void)gb;
-    /* a padded input: its gradient padded too (a scratch), then unpadded */
-    void *dx = gx && p->xpad ? scratch16(be, (npix_in(p) * p->icp + 1) / 2) : gx;
+    /* a padded input: its gradient padded too (a scratch), then unpadded
+     * (or gathered back from the s2d form) */
+    void *dx = gx && p->xpad ? scratch16(be, (npix_run(p) * p->icp + 1) / 2) : gx;
     if (gx && !dx)
         return cu_sticky(g);
     cu_fused_t *gd = p->graph[CU_CONV_BWD_DATA], *gf = p->graph[CU_CONV_BWD_FILTER];
@@ -462,8 +514,13 @@ static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                      "cudnnConvolutionBackwardData (16-bit)") < 0))
         return -1;
     if (gx && dx != gx &&
-        cu_check(g, ckb_unpad(stream_of(be), f16(be), dx, npix_in(p), p->in[1], p->icp, gx),
-                 "16-bit channel unpadding kernel") < 0)
+        (p->s2d[0] ? cu_check(g, ckb_s2d_back(stream_of(be), f16(be), dx, p->in[0], p->in[2],
+                                              p->in[3], p->in[1], p->ph, p->pw, p->s2d[0],
+                                              p->s2d[1], p->icp, gx),
+                              "16-bit space-to-depth backward kernel")
+                   : cu_check(g, ckb_unpad(stream_of(be), f16(be), dx, npix_in(p), p->in[1],
+                                           p->icp, gx),
+                              "16-bit channel unpadding kernel")) < 0)
         return -1;
     cu_split_mark(be, CU_SPLIT_DATA);
     if (!gw)
@@ -479,9 +536,14 @@ static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                                                        cb->ws_size, &zero, c->wd, p->dw16),
                      "cudnnConvolutionBackwardFilter (16-bit)") < 0))
         return -1;
-    int back = cu_check(g, ckb_weights_back(stream_of(be), f16(be), p->dw16, p->out[1],
-                                            p->in[1], p->kk, p->icp, gw),
-                        "16-bit filter gradient conversion kernel");
+    int back = p->s2d[0]
+                   ? cu_check(g, ckb_weights_back_s2d(stream_of(be), f16(be), p->dw16, p->out[1],
+                                                      p->in[1], p->kh, p->kw, p->s2d[2],
+                                                      p->s2d[3], p->icp, gw),
+                              "16-bit space-to-depth filter gradient kernel")
+                   : cu_check(g, ckb_weights_back(stream_of(be), f16(be), p->dw16, p->out[1],
+                                                  p->in[1], p->kk, p->icp, gw),
+                              "16-bit filter gradient conversion kernel");
     cu_split_mark(be, CU_SPLIT_FILTER);
     return back;
 }

@@ -91,6 +91,49 @@ cudaError_t ckb_weights_back(cudaStream_t s, int fp16, const void *dw, int o, in
 }
 
 template <typename T>
+__global__ static void k_s2d_back(const void *dxv, size_t count, int h, int w, int c, int ph,
+                                  int pw, int hs, int ws, int cp, void *gxv)
+{
+    const T *dx = (const T *)dxv;
+    T *gx = (T *)gxv;
+    GRID_STRIDE_IDX3(v, count, (size_t)c, (size_t)w, (size_t)h)
+    {
+        int ch = (int)v.v[0].r, yy = (int)v.v[2].r + ph, xx = (int)v.v[1].r + pw;
+        size_t b = v.v[2].q;
+        int blk = (yy & 1) * 2 + (xx & 1);
+        gx[v.i] = dx[((b * hs + (size_t)(yy >> 1)) * ws + (size_t)(xx >> 1)) * cp + blk * c + ch];
+    }
+}
+
+cudaError_t ckb_s2d_back(cudaStream_t s, int fp16, const void *dxs, int n, int h, int w, int c,
+                         int ph, int pw, int hs, int ws, int cp, void *gx)
+{
+    size_t count = (size_t)n * h * w * c;
+    return LAUNCH16(fp16, k_s2d_back, count, dxs, count, h, w, c, ph, pw, hs, ws, cp, gx);
+}
+
+template <typename T>
+__global__ static void k_weights_back_s2d(const void *dwv, int count, int c, int kh, int kw,
+                                          int kh2, int kw2, int cp, float *gw)
+{
+    const T *dw = (const T *)dwv;
+    GRID_STRIDE(t, (size_t)count)
+    {
+        int k = (int)t, j = k % kw, i = k / kw % kh, ch = k / (kw * kh) % c, oo = k / (kw * kh * c);
+        int blk = (i & 1) * 2 + (j & 1);
+        gw[t] = h16<T>::ld(dw[(((size_t)oo * kh2 + (i >> 1)) * kw2 + (j >> 1)) * cp + blk * c + ch]);
+    }
+}
+
+cudaError_t ckb_weights_back_s2d(cudaStream_t s, int fp16, const void *dws, int o, int c, int kh,
+                                 int kw, int kh2, int kw2, int cp, float *gw)
+{
+    int count = o * c * kh * kw;
+    return LAUNCH16(fp16, k_weights_back_s2d, (size_t)count, dws, count, c, kh, kw, kh2, kw2, cp,
+                    gw);
+}
+
+template <typename T>
 __global__ static void k_unpad(const void *xv, size_t count, int c, int cp, void *yv)
 {
     const T *x = (const T *)xv;

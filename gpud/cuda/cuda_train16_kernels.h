@@ -77,6 +77,17 @@ cudaError_t ckb_pool_bwd(cudaStream_t s, int fp16, const ck_pool_t *p, int c, co
  * (exact; the padding's columns dropped). */
 cudaError_t ckb_weights_back(cudaStream_t s, int fp16, const void *dw, int o, int i, int k,
                              int ip, float *gw);
+/* The space-to-depth form's backward (ckb_s2d, cuda_infer_kernels.h):
+ * gx (n, h, w, c) 16-bit NHWC gathers its one element of the form's input
+ * gradient dxs (n, hs, ws, cp): gx[b][yy][xx][ch] = dxs[b][(yy + ph) / 2]
+ * [(xx + pw) / 2][(((yy + ph) % 2) * 2 + (xx + pw) % 2) * c + ch] (exact);
+ * gw (o, c, kh, kw) fp32 gathers its one element of the form's filter
+ * gradient dws (o, kh2, kw2, cp): gw[oo][ch][i][j] = dws[oo][i / 2][j / 2]
+ * [((i % 2) * 2 + j % 2) * c + ch] (exact). */
+cudaError_t ckb_s2d_back(cudaStream_t s, int fp16, const void *dxs, int n, int h, int w, int c,
+                         int ph, int pw, int hs, int ws, int cp, void *gx);
+cudaError_t ckb_weights_back_s2d(cudaStream_t s, int fp16, const void *dws, int o, int c, int kh,
+                                 int kw, int kh2, int kw2, int cp, float *gw);
 /* y (npix, c) = the first c channels of x (npix, cp): ckb_pad's inverse. */
 cudaError_t ckb_unpad(cudaStream_t s, int fp16, const void *x, size_t npix, int c, int cp,
                       void *y);

@@ -313,24 +313,30 @@ static int grads_check_catches(const float *dut, const float *rb, const float *r
 }
 
 
+static int train_r18;   /* 1: resnet18 over 3 channels (its stem in s2d form on cuda) */
+
 static size_t train_run(const char *backend, float *loss, float *logits, float **grads)
 {
     static const int ch[4] = {8, 16, 24, 32};
     char err[512] = "";
-    model_opts_t o = {.arch = "wideresnet", .threads = 2, .bf16 = train_fmt == 1,
-                      .fp16 = train_fmt == 2, .train = 1, .init = 1,
-                      .init_seed = 1, .micro_batch = TN, .n_channels = 4};
-    memcpy(o.channels, ch, sizeof ch);
+    model_opts_t o = {.arch = train_r18 ? "resnet18" : "wideresnet", .threads = 2,
+                      .bf16 = train_fmt == 1, .fp16 = train_fmt == 2, .train = 1, .init = 1,
+                      .init_seed = 1, .micro_batch = TN, .num_classes = TCLASSES};
+    if (!train_r18) {
+        o.n_channels = 4;
+        memcpy(o.channels, ch, sizeof ch);
+    }
     model_t *m = model_new(&o, backend, NULL, err, sizeof err);
     REQUIRE(m, "bf16 training model on %s: %s", backend, err);
-    static float x[TN * TH * TH];
+    int xc = train_r18 ? 3 : 1;
+    static float x[TN * 3 * TH * TH];
     int32_t labels[TN] = {1, 2, 7, 0};
     for (int s = 0; s < TSTEPS; s++) {
-        for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+        for (size_t i = 0; i < (size_t)TN * xc * TH * TH; i++)
             x[i] = (float)((i * 29u + (unsigned)s * 131u) % 97u) / 97.0f - 0.4f;
         model_step_t st = {.global_batch = TN, .seed = 1, .step = (uint64_t)s,
                            .loss_scale = train_scale};
-        REQUIRE(model_train_step_f32(m, x, TN, 1, TH, TH, labels, &st, loss + s * TN,
+        REQUIRE(model_train_step_f32(m, x, TN, xc, TH, TH, labels, &st, loss + s * TN,
                                      logits + s * TN * TCLASSES, err, sizeof err) == 0,
                 "bf16 training step %d on %s: %s", s, backend, err);
     }
@@ -372,6 +378,15 @@ static void check_training(int fmt)
     printf("%s training, ref %s vs ref fp32 (the noise of %s itself): logits %.2g, "
            "gradients %.2g\n", f, f, f, golden_rel_err(yr, yf, sizeof yr / 4),
            golden_rel_err(gr, gf, nc));
+    /* losses' and logits' bar: 1e-2, or on resnet18 at 28² (whose bf16
+     * logits are 0.12 from its fp32 ones: BatchNorm over a few values a
+     * channel) 1.5 times the format's own distance, as the gradients' */
+    double lbar = 1e-2;
+    if (train_r18) {
+        double own = fmax(golden_rel_err(yr, yf, sizeof yr / 4),
+                          golden_rel_err(lr, lf, TSTEPS * TN));
+        lbar = fmax(lbar, 1.5 * own);
+    }
     if (strcmp(DUT, "cuda") == 0) {
         /* the 16-bit convolutions' legacy calls (DDPIPE_CUDNN_GRAPH=0)
          * beside their cuDNN graphs (the default): both against ref */
@@ -387,7 +402,8 @@ static void check_training(int fmt)
         double gl_e = golden_rel_err(gl, gr, nc), yl_e = golden_rel_err(yl, yr, sizeof yl / 4);
         printf("%s training, legacy convolutions vs ref: logits %.2g, gradients %.2g\n", f,
                yl_e, gl_e);
-        CHECK(yl_e <= 1e-2, "%s training, legacy convolutions: logits %.3g", f, yl_e);
+        CHECK(yl_e <= lbar, "%s training, legacy convolutions: logits %.3g > %.3g", f, yl_e,
+              lbar);
         CHECK(grads_as_good(gl, gr, gf, nc, "legacy convolutions", 0) == 0,
               "%s training, legacy convolutions: gradients further from ref than %s's noise", f,
               f);
@@ -403,7 +419,8 @@ static void check_training(int fmt)
            DUT, el, ey, eg);
     if (eg > 1e-2)
         print_worst_grads(gc, gr, nc);
-    CHECK(el <= 1e-2 && ey <= 1e-2, "%s training: losses %.3g, logits %.3g > 1e-2", f, el, ey);
+    CHECK(el <= lbar && ey <= lbar, "%s training: losses %.3g, logits %.3g > %.3g", f, el, ey,
+          lbar);
     CHECK(grads_as_good(gc, gr, gf, nc, DUT, 0) == 0,
           "%s training on %s: gradients further from ref than %s's noise", f, DUT, f);
     const char *jit = getenv("CUEMU_DNN_JITTER");
@@ -418,7 +435,11 @@ static void check_training(int fmt)
     if (strcmp(DUT, "cuda") == 0 && jit && atoi(jit) > 0)   /* the jitter is on: it shows */
         CHECK(eg > 0, "%s training under CUEMU_DNN_JITTER=%s: the gradients are ref's bits", f,
               jit);
-    CHECK(grads_check_catches(gc, gr, gf, nc) == 0,
+    /* the check's power, on the WideResNet: resnet18 at 28² trains its
+     * last stages on 1 or 2 pixels a sample, where bf16's own noise (0.82
+     * of the gradients, ref bf16 vs fp32) hides a doubled gradient; there
+     * the emulator's bits (above) are what a wrong stem would change */
+    CHECK(train_r18 || grads_check_catches(gc, gr, gf, nc) == 0,
           "%s training: the gradient check misses a wrong gradient", f);
     size_t bad = fmt == 2 ? not_fp16(yc, sizeof yc / 4) : not_bf16(yc, sizeof yc / 4);
     CHECK(bad == 0, "%s training: %zu logits that are not %s values", f, bad, f);
@@ -478,6 +499,15 @@ int main(void)
                  "tests/golden/wrn_rgb_io.safetensors", "input_u8", rgb, 3, 0);
     check_training(1);
     check_training(2);
+    /* resnet18 (3 x 28 x 28): its 7x7/2 stem trains in space-to-depth form
+     * on cuda (forward, filter gradient) */
+    unsigned long s2dt = cuinf_s2d_count();
+    train_r18 = 1;
+    check_training(1);
+    train_r18 = 0;
+    if (strcmp(DUT, "cuda") == 0)
+        CHECK(cuinf_s2d_count() > s2dt, "resnet18's bf16 training stem did not run in "
+              "space-to-depth form");
     printf("top-1 equal to ref bf16 on %d of %d samples (bar 90%%)\n", top1_same, top1_total);
     CHECK(top1_same * 10 >= top1_total * 9, "top-1 equal on %d of %d", top1_same, top1_total);
     return tc_done("test_cuda_bf16");

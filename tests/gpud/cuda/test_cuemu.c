@@ -403,6 +403,40 @@ static void check_bf16_layout(void)
     free(y);
 }
 
+/* Cross-entropy with a block a sample (k <= 4096) and a thread a sample
+ * (past it) against ref's, bit for bit: k over the block's 128 threads,
+ * ties and a signed zero at the maximum. */
+static void check_ce_sizes(void)
+{
+    static const int ks[3] = {1000, 129, 5000};
+    for (int j = 0; j < 3; j++) {
+        enum { NB = 5 };
+        int K = ks[j];
+        float *lg = randv((size_t)NB * K, 4, 0), la[NB], lb[NB], dl[NB] = {0.5f, 1, 2, 0.25f, 3};
+        float *ga = calloc((size_t)NB * K, 4), *gb = calloc((size_t)NB * K, 4);
+        int32_t labels[NB] = {1, K - 1, 0, K / 2, 7};
+        REQUIRE(lg && ga && gb, "alloc");
+        lg[3] = lg[K - 2] = 9.0f;   /* a tie at sample 0's maximum */
+        lg[K + 5] = 0.0f;            /* sample 1: its maximum a zero of each sign */
+        lg[K + 9] = -0.0f;
+        for (int c = 0; c < K; c++)
+            if (c != 5 && c != 9)
+                lg[K + c] = -1.0f - (float)c;
+        char what[64];
+        CHECK(ck_ce_fwd(0, lg, labels, NB, K, 0.1f, la) == cudaSuccess, "launch");
+        ref_ce_fwd(lg, labels, NB, K, 0.1f, lb);
+        snprintf(what, sizeof what, "cross-entropy, %d classes", K);
+        same(what, la, lb, sizeof la);
+        CHECK(ck_ce_bwd(0, lg, labels, NB, K, 0.1f, dl, ga) == cudaSuccess, "launch");
+        ref_ce_bwd(lg, labels, NB, K, 0.1f, dl, gb);
+        snprintf(what, sizeof what, "cross-entropy backward, %d classes", K);
+        same(what, ga, gb, (size_t)NB * K * 4);
+        free(lg);
+        free(ga);
+        free(gb);
+    }
+}
+
 /* The 16-bit element-wise kernels (add + ReLU, ReLU, its backward, the
  * gradient accumulation) against their formula on bf16 values, bit for
  * bit: 8 elements a thread (count a multiple of 8, aligned buffers) and
@@ -467,6 +501,70 @@ static void check_elementwise16(void)
     free(ry);
     free(t);
     free(want);
+}
+
+/* The space-to-depth form of a stride-2 stem (ckb_s2d_shape, ckb_s2d,
+ * ckb_weights_s2d) and its backward (ckb_s2d_back, ckb_weights_back_s2d)
+ * against their formulas: 7x7/2 pad 3 over 3 channels of 9 x 11 (odd
+ * padded sides: the form's last row and column half zeros), values moved
+ * exactly, the backward the forward's inverse. */
+static void check_s2d(void)
+{
+    enum { NB = 3, C = 3, H = 9, W = 11, O = 8, K = 7, PAD = 3, CP = 16 };
+    int f[4];
+    int oh = (H + 2 * PAD - K) / 2 + 1, ow = (W + 2 * PAD - K) / 2 + 1;
+    REQUIRE(ckb_s2d_shape(C, H, W, K, K, 2, 2, PAD, PAD, oh, ow, f) == 1 && f[0] == 8 &&
+                f[1] == 9 && f[2] == 4 && f[3] == 4,
+            "s2d shape %d %d %d %d", f[0], f[1], f[2], f[3]);
+    CHECK(ckb_s2d_shape(C, H, W, K, K, 1, 1, PAD, PAD, H, W, f) == 0 &&
+              ckb_s2d_shape(8, H, W, K, K, 2, 2, PAD, PAD, oh, ow, f) == 0,
+          "s2d taken for a stride-1 conv or 8 channels");
+    ckb_s2d_shape(C, H, W, K, K, 2, 2, PAD, PAD, oh, ow, f);
+    int hs = f[0], ws = f[1], k2 = f[2];
+    size_t nx = (size_t)NB * H * W * C, ns = (size_t)NB * hs * ws * CP;
+    uint16_t *x = malloc(nx * 2), *y = malloc(ns * 2), *back = malloc(nx * 2);
+    uint16_t *w2 = malloc((size_t)O * k2 * k2 * CP * 2);
+    float *w = randv((size_t)O * C * K * K, 1, 0), *gw = malloc((size_t)O * C * K * K * 4);
+    REQUIRE(x && y && back && w2 && gw, "alloc");
+    for (size_t i = 0; i < nx; i++)
+        x[i] = (uint16_t)(0x3f80 + i % 1000);   /* distinct bf16 values */
+    CHECK(ckb_s2d(0, 0, x, NB, H, W, C, PAD, PAD, hs, ws, CP, y) == cudaSuccess, "launch");
+    int bad = 0;
+    for (int b = 0; b < NB; b++)
+        for (int Y = 0; Y < hs; Y++)
+            for (int X = 0; X < ws; X++)
+                for (int ch = 0; ch < CP; ch++) {
+                    uint16_t want = 0;
+                    int blk = ch / C, cc = ch % C, yy = 2 * Y + blk / 2 - PAD;
+                    int xx = 2 * X + blk % 2 - PAD;
+                    if (ch < 4 * C && yy >= 0 && yy < H && xx >= 0 && xx < W)
+                        want = x[(((size_t)b * H + yy) * W + xx) * C + cc];
+                    bad += y[(((size_t)b * hs + Y) * ws + X) * CP + ch] != want;
+                }
+    CHECK(bad == 0, "s2d input: %d of %zu elements differ from the formula", bad, ns);
+    CHECK(ckb_s2d_back(0, 0, y, NB, H, W, C, PAD, PAD, hs, ws, CP, back) == cudaSuccess, "launch");
+    same("s2d backward (the forward's inverse)", back, x, nx * 2);
+    bf16_round(w, w, (size_t)O * C * K * K);
+    CHECK(ckb_weights_s2d(0, 0, w, O, C, K, K, k2, k2, CP, w2) == cudaSuccess, "launch");
+    bad = 0;
+    for (int o = 0; o < O; o++)
+        for (int dy = 0; dy < k2; dy++)
+            for (int dx = 0; dx < k2; dx++)
+                for (int ch = 0; ch < CP; ch++) {
+                    int blk = ch / C, i = 2 * dy + blk / 2, j = 2 * dx + blk % 2;
+                    float want = ch < 4 * C && i < K && j < K
+                                     ? w[(((size_t)o * C + ch % C) * K + i) * K + j] : 0.0f;
+                    bad += w2[(((size_t)o * k2 + dy) * k2 + dx) * CP + ch] != bf16_pack(want);
+                }
+    CHECK(bad == 0, "s2d filter: %d elements differ from the formula", bad);
+    CHECK(ckb_weights_back_s2d(0, 0, w2, O, C, K, K, k2, k2, CP, gw) == cudaSuccess, "launch");
+    same("s2d filter gradient (the filter's inverse)", gw, w, (size_t)O * C * K * K * 4);
+    free(x);
+    free(y);
+    free(back);
+    free(w2);
+    free(w);
+    free(gw);
 }
 
 /* The fp32 BatchNorm passes over NCHW planes (cuda_kernels.cu) against
@@ -818,6 +916,8 @@ int main(void)
     check_round();
     check_elementwise();
     check_elementwise16();
+    check_ce_sizes();
+    check_s2d();
     check_pool(0, 7, 6);
     check_pool(0, 16, 24);
     check_pool(1, 7, 6);
