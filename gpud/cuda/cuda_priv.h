@@ -22,7 +22,7 @@ typedef struct {
     int have_bwd;
 } cu_algo_t;
 
-/* The pinned double buffer of the uint8 input path (cuda_backend.c). */
+/* The pinned double buffer of the uint8 input path (cuda_input.c). */
 #define CU_U8_MAX_C 4
 typedef struct {
     uint8_t *host[2];          /* pinned */
@@ -107,12 +107,14 @@ static inline cuda_backend_t *cu_be(backend_t *be)
     return (cuda_backend_t *)be;
 }
 
-/* bk_kernels_t.write_u8 (cuda_backend.c, the uint8 input path): dst fp32
+/* bk_kernels_t.write_u8 (cuda_input.c, the uint8 input path): dst fp32
  * NCHW (half 0), or a 16-bit NHWC input (cuda_infer.c's layout): bf16 (half
  * 1: the inference plan's, cuda_train16.c's) or fp16 (2: cuda_train16.c's).
  * 1: not this precision (the caller writes floats). */
 int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, const int s[4],
                 int half);
+/* the input path's buffers and events freed (logging its profile line) */
+void cu_u8_free(cuda_backend_t *cb);
 
 /* Counted copies: cu_upload / cu_download (and the _be forms) that add
  * bytes to *count (a field of cuda_backend_t.traffic) when they succeed. */

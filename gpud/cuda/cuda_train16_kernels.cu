@@ -121,7 +121,8 @@ __global__ static void k_weights_back_s2d(const void *dwv, int count, int c, int
     {
         int k = (int)t, j = k % kw, i = k / kw % kh, ch = k / (kw * kh) % c, oo = k / (kw * kh * c);
         int blk = (i & 1) * 2 + (j & 1);
-        gw[t] = h16<T>::ld(dw[(((size_t)oo * kh2 + (i >> 1)) * kw2 + (j >> 1)) * cp + blk * c + ch]);
+        size_t at = (((size_t)oo * kh2 + (i >> 1)) * kw2 + (j >> 1)) * cp + blk * c + ch;
+        gw[t] = h16<T>::ld(dw[at]);
     }
 }
 
