@@ -370,9 +370,10 @@ __global__ static void k_pool(const ck_pool_t p, int c, const void *xv, void *yv
     }
 }
 
-/* k_pool for c a multiple of 8: a thread takes 8 channels of an output
- * pixel (16-byte loads and stores, the window's bounds and addresses once
- * for the 8), each channel computed as k_pool does: the same bits. */
+/* k_pool for c a multiple of 8 and aligned buffers (vec8_ok): a thread
+ * takes 8 channels of an output pixel (16-byte loads and stores, the
+ * window's bounds and addresses once for the 8), each channel computed as
+ * k_pool does: the same bits. */
 template <typename T>
 __global__ static void k_pool8(const ck_pool_t p, int c, const void *xv, void *yv, uint8_t *win)
 {
@@ -443,7 +444,7 @@ cudaError_t ckb_pool(cudaStream_t s, int fp16, const ck_pool_t *p, int c, const 
     size_t count = (size_t)p->nc * p->oh * p->ow;
     if (win && (p->alg != 0 || p->kh * p->kw > CKB_NO_WIN))
         return cudaErrorInvalidValue;   /* the positions fit a byte, CKB_NO_WIN apart */
-    if (c % 8 == 0)
+    if (c % 8 == 0 && vec8_ok(count, x, y, x) && ((uintptr_t)win & 7) == 0)
         return LAUNCH16(fp16, k_pool8, count / 8, *p, c, x, y, win);
     return LAUNCH16(fp16, k_pool, count, *p, c, x, y, win);
 }

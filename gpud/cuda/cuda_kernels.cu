@@ -1,6 +1,7 @@
-/* cuda_kernels — see cuda_kernels.h. Simple kernels, one thread per output
- * element (grid-stride), slices of a channel per block for reductions; written to be
- * obviously equal to gpud/cpu/ref_ops.c rather than fastest. */
+/* cuda_kernels — see cuda_kernels.h. Simple kernels: threads walk output
+ * elements (grid-stride), slices of a channel per block for reductions, a
+ * block a sample for cross-entropy; each element computed as
+ * gpud/cpu/ref_ops.c does. */
 #include "gpud/cuda/cuda_kernels.h"
 #include "gpud/bn_math.h"
 #include "gpud/dropout_key.h"
@@ -253,7 +254,7 @@ cudaError_t ck_dropout(cudaStream_t s, float *y, const float *x, int n, size_t p
 __global__ static void k_ce(const float *logits, const int32_t *labels, int n, int k, float eps,
                             const float *dloss, float *loss, float *glogits)
 {
-    GRID_STRIDE(i, (size_t)n)   /* one thread per sample; k is a few thousand at most */
+    GRID_STRIDE(i, (size_t)n)   /* a thread a sample: k_ce_block's fallback past CE_KMAX */
     {
         const float *l = logits + i * (size_t)k;
         double mx = -INFINITY, s = 0.0, sum = 0.0;

@@ -1,6 +1,6 @@
-/* cuda_train16_kernels — see cuda_train16_kernels.h. One thread per output
- * element (grid-stride), written to be obviously the fp32 kernel followed
- * by the engine's rounding; each a template on the 16-bit type T
+/* cuda_train16_kernels — see cuda_train16_kernels.h. Threads walk output
+ * elements (grid-stride; 8 channels a thread where they are a multiple of
+ * 8), each element the fp32 kernel's followed by the engine's rounding; each a template on the 16-bit type T
  * (cuda_half16.h), launched for the launcher's fp16. */
 #include "gpud/cuda/cuda_half16.h"
 #include "gpud/cuda/cuda_kernels.h"
@@ -456,8 +456,8 @@ __global__ static void k16_pool_bwd(const ck_pool_t p, int c, const void *xv, co
     }
 }
 
-/* k16_pool_bwd for c a multiple of 8, max with the forward's choices or
- * avg: a thread takes 8 channels of an input pixel (16-byte loads of gy, 8
+/* k16_pool_bwd for c a multiple of 8 and aligned buffers (vec8_ok), max
+ * with the forward's choices or avg: a thread takes 8 channels of an input pixel (16-byte loads of gy, 8
  * bytes of choices), each channel summed as k16_pool_bwd does: the same
  * bits. The choice that points at (yy, xx) in window (r, q) is one
  * position, a0 * kw + e0: compared whole instead of decoded. */
@@ -504,7 +504,8 @@ cudaError_t ckb_pool_bwd(cudaStream_t s, int fp16, const ck_pool_t *p, int c, co
                          const void *gy, void *gx, const uint8_t *win)
 {
     size_t count = (size_t)p->nc * p->ih * p->iw;
-    if (c % 8 == 0 && (p->alg != 0 || win))
+    if (c % 8 == 0 && (p->alg != 0 || win) && vec8_ok(count, gy, gx, gx) &&
+        ((uintptr_t)win & 7) == 0)
         return LAUNCH16(fp16, k16_pool_bwd8, count / 8, *p, c, gy, gx, win);
     return LAUNCH16(fp16, k16_pool_bwd, count, *p, c, x, gy, gx, win);
 }
