@@ -134,6 +134,8 @@ double *cu_sums_scratch(backend_t *be, uint64_t *count, size_t rows, int parts, 
 float *cu_vectors_up(backend_t *be, uint64_t *count, size_t c, int k, const float *const *v);
 
 /* Each returns 0, or -1 after bk_ctx_fail(g, "<what> failed: <reason>. <advice>"). */
+/* what to do about a CUDA failure, by its kind (cuda_checked.c) */
+const char *cu_advice(cudaError_t e);
 int cu_check(bk_ctx_t *g, cudaError_t e, const char *what);
 int cudnn_check(bk_ctx_t *g, cudnnStatus_t s, const char *what);
 int cublas_check(bk_ctx_t *g, cublasStatus_t s, const char *what);
