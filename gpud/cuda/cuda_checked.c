@@ -172,32 +172,31 @@ int cu_download_be(backend_t *be, void *host, const void *dev, size_t bytes)
     return e == cudaSuccess && !cu_be(be)->failed ? 0 : -1;
 }
 
-int cu_up_n(bk_ctx_t *g, uint64_t *count, void *dev, const void *host, size_t bytes)
+/* rc of a copy of bytes, counted in *count when it succeeded */
+static int counted(int rc, uint64_t *count, size_t bytes)
 {
-    int rc = cu_upload(g, dev, host, bytes);
     *count += rc == 0 ? bytes : 0;
     return rc;
+}
+
+int cu_up_n(bk_ctx_t *g, uint64_t *count, void *dev, const void *host, size_t bytes)
+{
+    return counted(cu_upload(g, dev, host, bytes), count, bytes);
 }
 
 int cu_down_n(bk_ctx_t *g, uint64_t *count, void *host, const void *dev, size_t bytes)
 {
-    int rc = cu_download(g, host, dev, bytes);
-    *count += rc == 0 ? bytes : 0;
-    return rc;
+    return counted(cu_download(g, host, dev, bytes), count, bytes);
 }
 
 int cu_up_be_n(backend_t *be, uint64_t *count, void *dev, const void *host, size_t bytes)
 {
-    int rc = cu_upload_be(be, dev, host, bytes);
-    *count += rc == 0 ? bytes : 0;
-    return rc;
+    return counted(cu_upload_be(be, dev, host, bytes), count, bytes);
 }
 
 int cu_down_be_n(backend_t *be, uint64_t *count, void *host, const void *dev, size_t bytes)
 {
-    int rc = cu_download_be(be, host, dev, bytes);
-    *count += rc == 0 ? bytes : 0;
-    return rc;
+    return counted(cu_download_be(be, host, dev, bytes), count, bytes);
 }
 
 double *cu_sums_scratch(backend_t *be, uint64_t *count, size_t rows, int parts, size_t c,

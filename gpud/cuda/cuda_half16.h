@@ -25,21 +25,33 @@ template <> struct h16<__half> {
     __device__ static inline __half st(float v) { return __float2half_rn(v); }
 };
 
-/* Eight neighbouring channels of an NHWC tensor whose channel count is a
- * multiple of 8: one 16-byte load or store (buffers are cudaMalloc'd, so
- * every pixel's first channel is 16-byte aligned). */
-template <typename T> struct alignas(16) h16x8 {
-    T v[8];
+/* L neighbouring elements (channels of an NHWC pixel) as one load or
+ * store: 16 bytes for L = 8 where the channel count is a multiple of 8 and
+ * the buffers 16-byte aligned (vec8_ok; cudaMalloc'd buffers are), the
+ * plain element for L = 1. A kernel written for L lanes serves both. */
+template <typename T, int L> struct alignas(sizeof(T) * L) h16v {
+    T v[L];
 };
+template <typename T> using h16x8 = h16v<T, 8>;
+
+template <typename T, int L> __device__ static inline h16v<T, L> ldv(const T *p)
+{
+    return *reinterpret_cast<const h16v<T, L> *>(p);
+}
+
+template <typename T, int L> __device__ static inline void stv(T *p, const h16v<T, L> &x)
+{
+    *reinterpret_cast<h16v<T, L> *>(p) = x;
+}
 
 template <typename T> __device__ static inline h16x8<T> ld8(const T *p)
 {
-    return *reinterpret_cast<const h16x8<T> *>(p);
+    return ldv<T, 8>(p);
 }
 
 template <typename T> __device__ static inline void st8(T *p, const h16x8<T> &x)
 {
-    *reinterpret_cast<h16x8<T> *>(p) = x;
+    stv<T, 8>(p, x);
 }
 
 /* 1 when an element-wise kernel may take 8 elements a thread: count a
@@ -50,9 +62,9 @@ static inline int vec8_ok(size_t count, const void *a, const void *b, const void
     return count % 8 == 0 && (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15) == 0;
 }
 
-/* the 8 bytes of a max pooling's choices beside h16x8's channels */
-struct alignas(8) u8x8 {
-    uint8_t v[8];
+/* the L bytes of a max pooling's choices beside h16v's L channels */
+template <int L> struct alignas(L) u8v {
+    uint8_t v[L];
 };
 
 /* kernel<T> over count elements on stream s, T by fp16 (0: bf16); the

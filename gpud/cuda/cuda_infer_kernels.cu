@@ -322,75 +322,28 @@ cudaError_t ckb_relu(cudaStream_t s, int fp16, void *y, const void *x, size_t co
 /* ck_pool_fwd's windows (cuda_kernels.cu, ref_maxpool2d / ref_avgpool2d):
  * max takes the first maximum and padding never wins; avg sums in double
  * and divides by the window's count with (alg 1) or without (alg 2) the
- * padding. xp: sample b's (ih, iw, c) plane set, ch its channel. */
-template <typename T>
-__global__ static void k_pool(const ck_pool_t p, int c, const void *xv, void *yv, uint8_t *win)
+ * padding. A thread takes L channels of an output pixel (L = 8: 16-byte
+ * loads and stores, the window's bounds and addresses once for the 8),
+ * each channel computed alone: the same bits for every L. xp: sample b's
+ * (ih, iw, c) plane set from channel ch. */
+template <typename T, int L>
+__device__ static void pool_fwd(const ck_pool_t p, int c, const void *xv, void *yv,
+                                uint8_t *win)
 {
     const T *x = (const T *)xv;
     T *y = (T *)yv;
-    size_t count = (size_t)p.nc * p.oh * p.ow;
-    GRID_STRIDE_IDX3(w, count, (size_t)c, p.ow, p.oh)
+    size_t count = (size_t)p.nc * p.oh * p.ow / L;
+    GRID_STRIDE_IDX3(w, count, (size_t)(c / L), p.ow, p.oh)
     {
-        size_t i = w.i;
-        int ch = (int)w.v[0].r, q = (int)w.v[1].r, r = (int)w.v[2].r;
+        size_t i = w.i * L;
+        int ch = (int)w.v[0].r * L, q = (int)w.v[1].r, r = (int)w.v[2].r;
         size_t b = w.v[2].q;
         const T *xp = x + b * p.ih * p.iw * (size_t)c + ch;
+        h16v<T, L> out;
         if (p.alg == 0) {
-            float m = -INFINITY;
-            int at = CKB_NO_WIN;
-            for (int a = 0; a < p.kh; a++)
-                for (int e = 0; e < p.kw; e++) {
-                    int yy = r * p.sh - p.ph + a, xx = q * p.sw - p.pw + e;
-                    if (yy < 0 || yy >= p.ih || xx < 0 || xx >= p.iw)
-                        continue;
-                    float v = h16<T>::ld(xp[((size_t)yy * p.iw + xx) * c]);
-                    if (at == CKB_NO_WIN || v > m) {
-                        m = v;
-                        at = a * p.kw + e;
-                    }
-                }
-            y[i] = h16<T>::st(m);   /* an input's value: exact */
-            if (win)
-                win[i] = (uint8_t)at;
-            continue;
-        }
-        double acc = 0.0;
-        int cnt = 0, cnt_pad = 0;
-        for (int a = 0; a < p.kh; a++)
-            for (int e = 0; e < p.kw; e++) {
-                int yy = r * p.sh - p.ph + a, xx = q * p.sw - p.pw + e;
-                cnt_pad += yy < p.ih + p.ph && xx < p.iw + p.pw;
-                if (yy >= 0 && yy < p.ih && xx >= 0 && xx < p.iw) {
-                    acc += h16<T>::ld(xp[((size_t)yy * p.iw + xx) * c]);
-                    cnt++;
-                }
-            }
-        int div = p.alg == 1 ? cnt_pad : cnt;
-        y[i] = h16<T>::st((float)(div ? acc / div : 0.0));
-    }
-}
-
-/* k_pool for c a multiple of 8 and aligned buffers (vec8_ok): a thread
- * takes 8 channels of an output pixel (16-byte loads and stores, the
- * window's bounds and addresses once for the 8), each channel computed as
- * k_pool does: the same bits. */
-template <typename T>
-__global__ static void k_pool8(const ck_pool_t p, int c, const void *xv, void *yv, uint8_t *win)
-{
-    const T *x = (const T *)xv;
-    T *y = (T *)yv;
-    size_t count = (size_t)p.nc * p.oh * p.ow / 8;
-    GRID_STRIDE_IDX3(w, count, (size_t)(c / 8), p.ow, p.oh)
-    {
-        size_t i = w.i * 8;
-        int ch = (int)w.v[0].r * 8, q = (int)w.v[1].r, r = (int)w.v[2].r;
-        size_t b = w.v[2].q;
-        const T *xp = x + b * p.ih * p.iw * (size_t)c + ch;
-        h16x8<T> out;
-        if (p.alg == 0) {
-            float m[8];
-            int at[8];
-            for (int l = 0; l < 8; l++) {
+            float m[L];
+            int at[L];   /* not a byte: without win the window may pass 255 positions */
+            for (int l = 0; l < L; l++) {
                 m[l] = -INFINITY;
                 at[l] = CKB_NO_WIN;
             }
@@ -399,8 +352,8 @@ __global__ static void k_pool8(const ck_pool_t p, int c, const void *xv, void *y
                     int yy = r * p.sh - p.ph + a, xx = q * p.sw - p.pw + e;
                     if (yy < 0 || yy >= p.ih || xx < 0 || xx >= p.iw)
                         continue;
-                    h16x8<T> v = ld8(xp + ((size_t)yy * p.iw + xx) * c);
-                    for (int l = 0; l < 8; l++) {
+                    h16v<T, L> v = ldv<T, L>(xp + ((size_t)yy * p.iw + xx) * c);
+                    for (int l = 0; l < L; l++) {
                         float f = h16<T>::ld(v.v[l]);
                         if (at[l] == CKB_NO_WIN || f > m[l]) {
                             m[l] = f;
@@ -408,34 +361,48 @@ __global__ static void k_pool8(const ck_pool_t p, int c, const void *xv, void *y
                         }
                     }
                 }
-            u8x8 ch8;
-            for (int l = 0; l < 8; l++) {
-                out.v[l] = h16<T>::st(m[l]);
-                ch8.v[l] = (uint8_t)at[l];
+            u8v<L> chosen;
+            for (int l = 0; l < L; l++) {
+                out.v[l] = h16<T>::st(m[l]);   /* an input's value: exact */
+                chosen.v[l] = (uint8_t)at[l];
             }
-            st8(y + i, out);
+            stv<T, L>(y + i, out);
             if (win)
-                *reinterpret_cast<u8x8 *>(win + i) = ch8;
+                *reinterpret_cast<u8v<L> *>(win + i) = chosen;
             continue;
         }
-        double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        double acc[L];
+        for (int l = 0; l < L; l++)
+            acc[l] = 0.0;
         int cnt = 0, cnt_pad = 0;
         for (int a = 0; a < p.kh; a++)
             for (int e = 0; e < p.kw; e++) {
                 int yy = r * p.sh - p.ph + a, xx = q * p.sw - p.pw + e;
                 cnt_pad += yy < p.ih + p.ph && xx < p.iw + p.pw;
                 if (yy >= 0 && yy < p.ih && xx >= 0 && xx < p.iw) {
-                    h16x8<T> v = ld8(xp + ((size_t)yy * p.iw + xx) * c);
-                    for (int l = 0; l < 8; l++)
+                    h16v<T, L> v = ldv<T, L>(xp + ((size_t)yy * p.iw + xx) * c);
+                    for (int l = 0; l < L; l++)
                         acc[l] += h16<T>::ld(v.v[l]);
                     cnt++;
                 }
             }
         int div = p.alg == 1 ? cnt_pad : cnt;
-        for (int l = 0; l < 8; l++)
+        for (int l = 0; l < L; l++)
             out.v[l] = h16<T>::st((float)(div ? acc[l] / div : 0.0));
-        st8(y + i, out);
+        stv<T, L>(y + i, out);
     }
+}
+
+template <typename T>
+__global__ static void k_pool(const ck_pool_t p, int c, const void *x, void *y, uint8_t *win)
+{
+    pool_fwd<T, 1>(p, c, x, y, win);
+}
+
+template <typename T>
+__global__ static void k_pool8(const ck_pool_t p, int c, const void *x, void *y, uint8_t *win)
+{
+    pool_fwd<T, 8>(p, c, x, y, win);
 }
 
 cudaError_t ckb_pool(cudaStream_t s, int fp16, const ck_pool_t *p, int c, const void *x,

@@ -417,95 +417,76 @@ cudaError_t ckb_bn_grad_apply(cudaStream_t s, int fp16, void *gx, const void *x,
 
 /* ck_pool_bwd's gather on NHWC: each input element sums, in the same order,
  * the gradients of the windows that chose it (max) or contain it (avg), in
- * fp32, rounded once. */
-template <typename T>
-__global__ static void k16_pool_bwd(const ck_pool_t p, int c, const void *xv, const void *gyv,
-                                    void *gxv, const uint8_t *win)
+ * fp32, rounded once. A thread takes L channels of an input pixel (L = 8:
+ * 16-byte loads of gy, 8 bytes of choices), each channel summed alone: the
+ * same bits for every L. The forward's choice that points at (yy, xx) in
+ * window (r, q) is one position, a0 * kw + e0, compared whole; without the
+ * choices each window's first maximum is found again. */
+template <typename T, int L>
+__device__ static void pool_bwd(const ck_pool_t p, int c, const void *xv, const void *gyv,
+                                void *gxv, const uint8_t *win)
 {
     const T *x = (const T *)xv, *gy = (const T *)gyv;
     T *gx = (T *)gxv;
-    size_t count = (size_t)p.nc * p.ih * p.iw;
-    GRID_STRIDE_IDX3(w, count, (size_t)c, p.iw, p.ih)
+    size_t count = (size_t)p.nc * p.ih * p.iw / L;
+    GRID_STRIDE_IDX3(w, count, (size_t)(c / L), p.iw, p.ih)
     {
-        size_t i = w.i;
-        int ch = (int)w.v[0].r, xx = (int)w.v[1].r, yy = (int)w.v[2].r;
-        size_t b = w.v[2].q;
-        const T *xp = x + b * p.ih * p.iw * (size_t)c + ch;
-        const T *gp = gy + b * p.oh * p.ow * (size_t)c + ch;
-        float acc = 0.0f;
-        int r0, r1, q0, q1;
-        pool_covering(p, yy, xx, &r0, &r1, &q0, &q1);
-        for (int r = r0; r <= r1 && r < p.oh; r++)
-            for (int q = q0; q <= q1 && q < p.ow; q++) {
-                float g = h16<T>::ld(gp[((size_t)r * p.ow + q) * c]);
-                if (p.alg == 0 && win) {   /* the forward's choice: window position a*kw+e */
-                    int at = win[(b * p.oh * p.ow + (size_t)r * p.ow + q) * c + ch];
-                    if (at != CKB_NO_WIN && r * p.sh - p.ph + at / p.kw == yy &&
-                        q * p.sw - p.pw + at % p.kw == xx)
-                        acc += g;
-                } else if (p.alg == 0) {
-                    if (pool_argmax(p, xp, (size_t)c, r, q) == yy * p.iw + xx)
-                        acc += g;
-                } else {
-                    int div = pool_div(p, r, q);
-                    if (div)
-                        acc += (float)((double)g / div);
-                }
-            }
-        gx[i] = h16<T>::st(acc);
-    }
-}
-
-/* k16_pool_bwd for c a multiple of 8 and aligned buffers (vec8_ok), max
- * with the forward's choices or avg: a thread takes 8 channels of an input pixel (16-byte loads of gy, 8
- * bytes of choices), each channel summed as k16_pool_bwd does: the same
- * bits. The choice that points at (yy, xx) in window (r, q) is one
- * position, a0 * kw + e0: compared whole instead of decoded. */
-template <typename T>
-__global__ static void k16_pool_bwd8(const ck_pool_t p, int c, const void *gyv, void *gxv,
-                                     const uint8_t *win)
-{
-    const T *gy = (const T *)gyv;
-    T *gx = (T *)gxv;
-    size_t count = (size_t)p.nc * p.ih * p.iw / 8;
-    GRID_STRIDE_IDX3(w, count, (size_t)(c / 8), p.iw, p.ih)
-    {
-        int ch = (int)w.v[0].r * 8, xx = (int)w.v[1].r, yy = (int)w.v[2].r;
+        int ch = (int)w.v[0].r * L, xx = (int)w.v[1].r, yy = (int)w.v[2].r;
         size_t b = w.v[2].q;
         const T *gp = gy + b * p.oh * p.ow * (size_t)c + ch;
         const uint8_t *wp = win ? win + b * p.oh * p.ow * (size_t)c + ch : NULL;
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        float acc[L];
+        for (int l = 0; l < L; l++)
+            acc[l] = 0.0f;
         int r0, r1, q0, q1;
         pool_covering(p, yy, xx, &r0, &r1, &q0, &q1);
         for (int r = r0; r <= r1 && r < p.oh; r++)
             for (int q = q0; q <= q1 && q < p.ow; q++) {
                 size_t o = ((size_t)r * p.ow + q) * c;
-                h16x8<T> g = ld8(gp + o);
-                if (p.alg == 0) {
+                h16v<T, L> g = ldv<T, L>(gp + o);
+                if (p.alg == 0 && wp) {
                     int pos = (yy - (r * p.sh - p.ph)) * p.kw + (xx - (q * p.sw - p.pw));
-                    u8x8 ch8 = *reinterpret_cast<const u8x8 *>(wp + o);
-                    for (int l = 0; l < 8; l++)
-                        if (ch8.v[l] == pos)
+                    u8v<L> chosen = *reinterpret_cast<const u8v<L> *>(wp + o);
+                    for (int l = 0; l < L; l++)
+                        if (chosen.v[l] == pos)
+                            acc[l] += h16<T>::ld(g.v[l]);
+                } else if (p.alg == 0) {
+                    const T *xp = x + b * p.ih * p.iw * (size_t)c + ch;
+                    for (int l = 0; l < L; l++)
+                        if (pool_argmax(p, xp + l, (size_t)c, r, q) == yy * p.iw + xx)
                             acc[l] += h16<T>::ld(g.v[l]);
                 } else {
                     int div = pool_div(p, r, q);
-                    for (int l = 0; div && l < 8; l++)
+                    for (int l = 0; div && l < L; l++)
                         acc[l] += (float)((double)h16<T>::ld(g.v[l]) / div);
                 }
             }
-        h16x8<T> out;
-        for (int l = 0; l < 8; l++)
+        h16v<T, L> out;
+        for (int l = 0; l < L; l++)
             out.v[l] = h16<T>::st(acc[l]);
-        st8(gx + w.i * 8, out);
+        stv<T, L>(gx + w.i * L, out);
     }
+}
+
+template <typename T>
+__global__ static void k16_pool_bwd(const ck_pool_t p, int c, const void *x, const void *gy,
+                                    void *gx, const uint8_t *win)
+{
+    pool_bwd<T, 1>(p, c, x, gy, gx, win);
+}
+
+template <typename T>
+__global__ static void k16_pool_bwd8(const ck_pool_t p, int c, const void *x, const void *gy,
+                                     void *gx, const uint8_t *win)
+{
+    pool_bwd<T, 8>(p, c, x, gy, gx, win);
 }
 
 cudaError_t ckb_pool_bwd(cudaStream_t s, int fp16, const ck_pool_t *p, int c, const void *x,
                          const void *gy, void *gx, const uint8_t *win)
 {
     size_t count = (size_t)p->nc * p->ih * p->iw;
-    if (c % 8 == 0 && (p->alg != 0 || win) && vec8_ok(count, gy, gx, gx) &&
-        ((uintptr_t)win & 7) == 0)
-        return LAUNCH16(fp16, k16_pool_bwd8, count / 8, *p, c, gy, gx, win);
+    if (c % 8 == 0 && vec8_ok(count, gy, gx, gx) && ((uintptr_t)win & 7) == 0)
+        return LAUNCH16(fp16, k16_pool_bwd8, count / 8, *p, c, x, gy, gx, win);
     return LAUNCH16(fp16, k16_pool_bwd, count, *p, c, x, gy, gx, win);
 }
