@@ -38,6 +38,7 @@
 #include "gpud/cuda/cuda_infer.h"
 #include "gpud/cuda/cuda_infer_kernels.h"
 #include "gpud/cuda/cuda_priv.h"
+#include "gpud/cuda/cuda_bn16_kernels.h"
 #include "gpud/cuda/cuda_train16_kernels.h"
 
 static const bk_kernels_t *k32(const backend_t *be)

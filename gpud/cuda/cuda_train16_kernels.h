@@ -38,34 +38,6 @@ cudaError_t ckb_unflatten(cudaStream_t s, const void *x, int n, int c, int hw, v
  * the logical NCHW index hashed), the product rounded once; p 0: a copy. */
 cudaError_t ckb_dropout(cudaStream_t s, int fp16, void *y, const void *x, int n, int c, int hw,
                         float p, uint32_t op, const uint64_t *keys);
-/* Training BatchNorm on bf16 NHWC (cuda_train16.c's bn_train_*), the fp32
- * kernels' arithmetic (ck_chan_sums, ck_bn_apply, ck_bn_grad_sums,
- * ck_bn_grad_apply: bn_math.h) with each output rounded once:
- *   ckb_sum_parts  the slices a channel's cnt values are summed in (the
- *                  partials: ckb_sum_parts(cnt) per channel and sum);
- *   ckb_chan_sums  out[c] = sum x, or sum (x - center)^2, in double: slices
- *                  of 32 channels side by side (coalesced) summed in
- *                  parallel, then each channel's partials in order (the
- *                  same bits in every process; another order than the NCHW
- *                  kernel's, equal after rounding to float but for a sum
- *                  within 1e-16 of a float tie);
- *   ckb_bn_apply   y = bf16(normalised x * gamma + beta), ReLU'd if relu;
- *   ckb_bn_grad_sums   out[0, c) = sum dy', out[c, 2c) = sum dy' (x - center),
- *                  dy' = gy, or gy where y > 0 (y non-NULL: the fused ReLU);
- *   ckb_bn_grad_apply  gx = bf16(scale dy' + a (x - center) + b).
- * part: ckb_sum_parts(n * hw) doubles per output sum. */
-int ckb_sum_parts(size_t cnt);
-cudaError_t ckb_chan_sums(cudaStream_t s, int fp16, const void *x, int npix, int c,
-                          const float *center, double *out, double *part);
-cudaError_t ckb_bn_apply(cudaStream_t s, int fp16, void *y, const void *x, int npix, int c,
-                         const float *gamma, const float *beta, const float *mean,
-                         const float *var, float eps, int relu);
-cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void *y,
-                             const void *gy, int npix, int c, const float *center, double *out,
-                             double *part);
-cudaError_t ckb_bn_grad_apply(cudaStream_t s, int fp16, void *gx, const void *x, const void *y,
-                              const void *gy, int npix, int c, const float *center,
-                              const float *scale, const float *a, const float *b);
 /* Pooling backward (ck_pool_bwd's windows and order; p->nc = n * c planes)
  * on NHWC bf16 of c channels: gx from gy, x the forward's input. win (max
  * pooling, may be NULL): the forward's choices (ckb_pool), read instead of

@@ -25,6 +25,7 @@
 #include "gpud/cpu/ref_ops.h"
 #include "gpud/cuda/cuda_infer_kernels.h"
 #include "gpud/cuda/cuda_kernels.h"
+#include "gpud/cuda/cuda_bn16_kernels.h"
 #include "gpud/cuda/cuda_train16_kernels.h"
 #include "gpud/half_bits.h"
 #include "../tcheck.h"
@@ -650,9 +651,8 @@ static float unpack16(int fp16, uint16_t h)
     return fp16 ? fp16_unpack(h) : bf16_unpack(h);
 }
 
-static void check_bn16(int fp16, int npix)
+static void check_bn16(int fp16, int npix, int C)
 {
-    enum { C = 40 };
     size_t n = (size_t)npix * C;
     float *xf = randv(n, 3, 1), *gyf = randv(n, 1, 0), *gamma = randv(C, 0.5f, 1);
     float *beta = randv(C, 0.5f, 0), *mean = randv(C, 1, 1), *var = randv(C, 1, 2);
@@ -672,8 +672,8 @@ static void check_bn16(int fp16, int npix)
                               beta[ch]);
             bad += y[i] != pack16(fp16, relu && !(v > 0.0f) ? 0.0f : v);
         }
-        CHECK(bad == 0, "%s bn apply (relu %d, %d pixels): %zu of %zu elements differ",
-              fp16 ? "fp16" : "bf16", relu, npix, bad, n);
+        CHECK(bad == 0, "%s bn apply (relu %d, %d pixels x %d): %zu of %zu elements differ",
+              fp16 ? "fp16" : "bf16", relu, npix, C, bad, n);
         CHECK(ckb_bn_grad_apply(0, fp16, gx, x, relu ? y : NULL, gy, npix, C, mean, coef,
                                 coef + C, coef + 2 * C) == cudaSuccess, "launch");
         bad = 0;
@@ -685,8 +685,8 @@ static void check_bn16(int fp16, int npix)
                               coef[2 * C + ch]);
             bad += gx[i] != pack16(fp16, v);
         }
-        CHECK(bad == 0, "%s bn grad apply (relu %d, %d pixels): %zu of %zu elements differ",
-              fp16 ? "fp16" : "bf16", relu, npix, bad, n);
+        CHECK(bad == 0, "%s bn grad apply (relu %d, %d pixels x %d): %zu of %zu elements "
+              "differ", fp16 ? "fp16" : "bf16", relu, npix, C, bad, n);
     }
     free(xf);
     free(gyf);
@@ -703,10 +703,11 @@ static void check_bn16(int fp16, int npix)
 
 /* ckb_chan_sums and ckb_bn_grad_sums against a host replica of their
  * order, bit for bit: a channel's npix values cut into ckb_sum_parts(npix)
- * slices, each slice's values strided over the block's 8 rows (256 threads,
- * 32 channels side by side), the rows of a slice summed in order, then the
- * slices in order (ck_sum_rows). 70,000 pixels take 137 slices: more than
- * the 64 of the old cap. */
+ * slices, each slice's values strided over the block's 8 rows, each row's
+ * partial in pixel order, the rows of a slice summed in order, then the
+ * slices in order (ck_sum_rows): the same whichever threads hold a channel
+ * (1 or 8 channels a thread, several slices side by side in a block where
+ * the channels are few). 70,000 pixels take 137 slices. */
 static double slices16(int fp16, const uint16_t *x, const uint16_t *y, const uint16_t *gy,
                        int npix, int c, int ch, double center, int what)
 {
@@ -738,9 +739,8 @@ static double slices16(int fp16, const uint16_t *x, const uint16_t *y, const uin
     return total;
 }
 
-static void check_bn16_sums(int fp16, int npix)
+static void check_bn16_sums(int fp16, int npix, int C)
 {
-    enum { C = 40 };
     size_t n = (size_t)npix * C;
     int parts = ckb_sum_parts((size_t)npix);
     float *xf = randv(n, 3, 1), *gyf = randv(n, 1, 0), *center = randv(C, 1, 1);
@@ -771,8 +771,8 @@ static void check_bn16_sums(int fp16, int npix)
             bad += memcmp(&out[C + ch], &sgx, 8) != 0;
         }
     }
-    CHECK(bad == 0, "%s bn sums (%d pixels, %d slices): %zu of %d sums differ from the slices' "
-          "order", fp16 ? "fp16" : "bf16", npix, parts, bad, 8 * C);
+    CHECK(bad == 0, "%s bn sums (%d pixels x %d, %d slices): %zu of %d sums differ from the "
+          "slices' order", fp16 ? "fp16" : "bf16", npix, C, parts, bad, 6 * C);
     free(xf);
     free(gyf);
     free(center);
@@ -805,10 +805,16 @@ int main(void)
     check_bn_planes(2, 1500);   /* a plane longer than a block */
     check_bf16_layout();
     for (int fp16 = 0; fp16 < 2; fp16++) {
-        check_bn16(fp16, 37);       /* one slice a channel */
-        check_bn16(fp16, 20000);    /* 10 slices (apply_parts) */
-        check_bn16_sums(fp16, 37);      /* one slice a channel */
-        check_bn16_sums(fp16, 70000);   /* 137 slices (ckb_sum_parts) */
+        /* 40 channels: 5 units of 8 (8 columns, 4 slices a block); 20: one
+         * a thread (32 columns); 264: 33 units of 8, two groups of 32 */
+        static const int chans[] = {40, 20, 264};
+        for (int k = 0; k < 3; k++) {
+            int C = chans[k];
+            check_bn16(fp16, 37, C);       /* one slice a channel */
+            check_bn16(fp16, C > 64 ? 3000 : 20000, C);    /* several slices (apply_parts) */
+            check_bn16_sums(fp16, 37, C);      /* one slice a channel */
+            check_bn16_sums(fp16, C > 64 ? 9000 : 70000, C);   /* 18 or 137 slices */
+        }
     }
     tc_failures += check_elementwise16();
     tc_failures += check_s2d();

@@ -29,6 +29,8 @@
 #define __host__
 #define __forceinline__ inline
 #define __shared__ static   /* one block at a time: a static is its shared memory */
+#undef __launch_bounds__
+#define __launch_bounds__(...)   /* a register budget: nothing to emulate */
 
 /* the launch coordinates of the running emulated thread (one OS thread
  * runs every launch: plain globals) */

@@ -1,0 +1,421 @@
+/* cuda_bn16_kernels — see cuda_bn16_kernels.h. Training BatchNorm's passes
+ * over 16-bit NHWC, each a template on the 16-bit type T (cuda_half16.h)
+ * and on L, the channels a thread takes side by side: L = 8 (one 16-byte
+ * load) where the channels are a multiple of 8 and the buffers aligned,
+ * else L = 1. Both give the same bits: a channel's values are summed in
+ * the same order whichever thread holds them. */
+#include "gpud/cuda/cuda_half16.h"
+#include "gpud/cuda/cuda_kernels.h"
+#include "gpud/cuda/cuda_launch.h"
+#include "gpud/cuda/cuda_bn16_kernels.h"
+
+#include <math.h>
+
+/* A block is ROWS rows x COLS columns of threads. A column takes L
+ * channels (a "unit") of one slice of the pixels; the row strides through
+ * the slice: pixels lo + row, lo + row + ROWS, ... A channel's sum is
+ * therefore fixed by the slicing alone (ckb_sum_parts), whatever the
+ * block's shape: each row's partial in pixel order, the ROWS partials in
+ * row order, the slices in slice order (ck_sum_rows).
+ *
+ * Where a layer has fewer than COLS units (64 channels at L = 8 are 8
+ * units), the block's columns take several slices side by side (SPB =
+ * COLS / LN of them, LN the units rounded up to a power of two), so that
+ * a warp (one row: 32 columns) still reads 512 contiguous bytes of a
+ * pixel row and no column idles; ResNet's 64-channel layers had 24 of a
+ * warp's 32 lanes reading 2 bytes each. */
+#define COLS 32
+#define ROWS (THREADS / COLS)
+/* Rows whose loads are issued before the first is used: enough bytes in
+ * flight for HBM with one or two blocks an SM (ptxas: the 8-channel
+ * gradient kernels take 130-190 registers at 4 rows). */
+#define UNROLL(L) ((L) == 8 ? 2 : 4)
+/* ... and the 8-channel gradient kernels held to 128 registers, two blocks
+ * an SM (172 unbounded, one block: 8 warps to hide an SM's latencies) */
+#define TWO_BLOCKS __launch_bounds__(THREADS, 2)
+
+typedef struct {
+    int ln;      /* units side by side in a block: a power of two <= COLS */
+    int slots;   /* blocks along the slices: ceil(parts / (COLS / ln)) */
+} bn16_grid_t;
+
+static bn16_grid_t bn16_grid(int units, int parts, unsigned *blocks)
+{
+    bn16_grid_t g = {1, 0};
+    while (g.ln < units && g.ln < COLS)
+        g.ln *= 2;
+    int spb = COLS / g.ln;
+    g.slots = (parts + spb - 1) / spb;
+    *blocks = (unsigned)((units + g.ln - 1) / g.ln) * (unsigned)g.slots;
+    return g;
+}
+
+/* This thread's slice [lo, hi) of cnt pixels (empty where the block's last
+ * slot runs past parts) and its first channel; -1: no unit. */
+template <int L>
+__device__ static int bn16_place(bn16_grid_t g, size_t cnt, int c, int parts, size_t *lo,
+                                 size_t *hi, int *sl)
+{
+    int col = (int)(threadIdx.x % COLS), spb = COLS / g.ln;
+    *sl = (int)(blockIdx.x % g.slots) * spb + col / g.ln;
+    size_t len = (cnt + parts - 1) / parts;
+    *lo = *sl < parts ? (size_t)*sl * len : cnt;
+    *hi = *lo + len < cnt ? *lo + len : cnt;
+    int ch = ((int)(blockIdx.x / g.slots) * g.ln + col % g.ln) * L;
+    return ch < c && *sl < parts ? ch : -1;
+}
+
+/* The ROWS partials of each column's L channels summed in row order into
+ * out (valid in row 0, where *lead; 0 elsewhere). Every thread of the
+ * block calls it. */
+template <int L>
+__device__ static void bn16_rows(double (*sh)[THREADS], const double *acc, double *out,
+                                 int *lead)
+{
+    for (int l = 0; l < L; l++)
+        sh[l][threadIdx.x] = acc[l];
+    __syncthreads();
+    *lead = threadIdx.x < COLS;
+    for (int l = 0; l < L; l++) {
+        double s = 0.0;
+        for (int r = 0; *lead && r < ROWS; r++)
+            s += sh[l][r * COLS + threadIdx.x];
+        out[l] = s;
+    }
+    __syncthreads();   /* sh is reused */
+}
+
+/* acc[l] += channel l's term of one pixel: x, or (x - m)^2 if centred */
+template <typename T, int L>
+__device__ static void sum_terms(double *acc, h16v<T, L> v, const double *m, int centred)
+{
+    for (int l = 0; l < L; l++) {
+        double x = h16<T>::ld(v.v[l]);
+        acc[l] += centred ? (x - m[l]) * (x - m[l]) : x;
+    }
+}
+
+template <typename T, int L>
+__device__ static void chan_sums(const void *xv, size_t cnt, int c, const float *center,
+                                 int parts, bn16_grid_t g, double *part)
+{
+    __shared__ double sh[L][THREADS];
+    const T *x = (const T *)xv;
+    size_t lo, hi;
+    int sl, lead, ch = bn16_place<L>(g, cnt, c, parts, &lo, &hi, &sl);
+    double acc[L], m[L], out[L];
+    for (int l = 0; l < L; l++)
+        acc[l] = 0.0, m[l] = center && ch >= 0 ? center[ch + l] : 0.0;
+    int centred = center != NULL;
+    size_t j = lo + threadIdx.x / COLS;
+    for (; ch >= 0 && j + (UNROLL(L) - 1) * ROWS < hi; j += UNROLL(L) * ROWS) {
+        h16v<T, L> v[UNROLL(L)];
+        for (int u = 0; u < UNROLL(L); u++)
+            v[u] = ldv<T, L>(x + (j + (size_t)u * ROWS) * c + ch);
+        for (int u = 0; u < UNROLL(L); u++)
+            sum_terms<T, L>(acc, v[u], m, centred);
+    }
+    for (; ch >= 0 && j < hi; j += ROWS)
+        sum_terms<T, L>(acc, ldv<T, L>(x + j * c + ch), m, centred);
+    bn16_rows<L>(sh, acc, out, &lead);
+    for (int l = 0; lead && ch >= 0 && l < L; l++)
+        part[(size_t)(ch + l) * parts + sl] = out[l];
+}
+
+template <typename T>
+__global__ static void k16_chan_sums(const void *x, size_t cnt, int c, const float *center,
+                                     int parts, bn16_grid_t g, double *part)
+{
+    chan_sums<T, 1>(x, cnt, c, center, parts, g, part);
+}
+
+template <typename T>
+__global__ static void k16_chan_sums8(const void *x, size_t cnt, int c, const float *center,
+                                      int parts, bn16_grid_t g, double *part)
+{
+    chan_sums<T, 8>(x, cnt, c, center, parts, g, part);
+}
+
+/* At least 64 values a thread, at most 512 slices: the partials (c x parts
+ * doubles) stay small and are summed in order, so the result is a function
+ * of the shapes alone. 512 gives ResNet-18's 256 x 112 x 112 x 64
+ * activations 128 blocks of 8 units x 4 slices. */
+int ckb_sum_parts(size_t cnt)
+{
+    size_t s = (cnt + ROWS * 64 - 1) / (ROWS * 64);
+    return s < 1 ? 1 : s > 512 ? 512 : (int)s;
+}
+
+/* 8 channels a thread where c, and so every pixel row, keeps 16-byte loads
+ * aligned */
+static int lanes8(int c, const void *a, const void *b, const void *d, const void *e)
+{
+    return vec8_ok((size_t)c, a, b, d) && vec8_ok((size_t)c, e, e, e);
+}
+
+cudaError_t ckb_chan_sums(cudaStream_t s, int fp16, const void *x, int npix, int c,
+                          const float *center, double *out, double *part)
+{
+    int parts = ckb_sum_parts((size_t)npix), L = lanes8(c, x, x, x, x) ? 8 : 1;
+    unsigned blocks;
+    bn16_grid_t g = bn16_grid(c / L, parts, &blocks);
+    cudaError_t e = L == 8 ? LAUNCH16_GRID(fp16, k16_chan_sums8, blocks, x, (size_t)npix, c,
+                                           center, parts, g, part)
+                           : LAUNCH16_GRID(fp16, k16_chan_sums, blocks, x, (size_t)npix, c,
+                                           center, parts, g, part);
+    return e != cudaSuccess ? e : ck_sum_rows(s, part, c, parts, out);
+}
+
+/* The element-wise passes use the same block layout: a thread keeps its
+ * channels for all its pixels, so it works out their constants (a square
+ * root and a division in double) once, not per element, and never divides
+ * a 64-bit index to find a channel. Each element's arithmetic is the same
+ * expression in every layout: the same bits. At least 16 pixels a thread;
+ * enough blocks to fill a device. */
+static int apply_parts(size_t npix)
+{
+    size_t s = (npix + ROWS * 16 - 1) / (ROWS * 16);
+    return s < 1 ? 1 : s > 4096 ? 4096 : (int)s;
+}
+
+template <typename T, int L>
+__device__ static h16v<T, L> bn_terms(h16v<T, L> v, const double *m, const double *inv,
+                                      const double *g, const double *b, int relu)
+{
+    h16v<T, L> y;
+    for (int l = 0; l < L; l++) {
+        float f = (float)(((double)h16<T>::ld(v.v[l]) - m[l]) * inv[l] * g[l] + b[l]);
+        y.v[l] = h16<T>::st(relu && !(f > 0.0f) ? 0.0f : f);
+    }
+    return y;
+}
+
+template <typename T, int L>
+__device__ static void bn_apply(void *yv, const void *xv, size_t npix, int c, int parts,
+                                bn16_grid_t g, const float *gamma, const float *beta,
+                                const float *mean, const float *var, float eps, int relu)
+{
+    T *y = (T *)yv;
+    const T *x = (const T *)xv;
+    size_t lo, hi;
+    int sl, ch = bn16_place<L>(g, npix, c, parts, &lo, &hi, &sl);
+    if (ch < 0)
+        return;
+    double inv[L], m[L], ga[L], be[L];
+    for (int l = 0; l < L; l++) {
+        inv[l] = 1.0 / sqrt((double)var[ch + l] + eps);
+        m[l] = mean[ch + l], ga[l] = gamma[ch + l], be[l] = beta[ch + l];
+    }
+    size_t j = lo + threadIdx.x / COLS;
+    for (; j + (UNROLL(L) - 1) * ROWS < hi; j += UNROLL(L) * ROWS) {
+        h16v<T, L> v[UNROLL(L)];
+        for (int u = 0; u < UNROLL(L); u++)
+            v[u] = ldv<T, L>(x + (j + (size_t)u * ROWS) * c + ch);
+        for (int u = 0; u < UNROLL(L); u++)
+            stv<T, L>(y + (j + (size_t)u * ROWS) * c + ch,
+                      bn_terms<T, L>(v[u], m, inv, ga, be, relu));
+    }
+    for (; j < hi; j += ROWS)
+        stv<T, L>(y + j * c + ch, bn_terms<T, L>(ldv<T, L>(x + j * c + ch), m, inv, ga, be, relu));
+}
+
+template <typename T>
+__global__ static void k16_bn_apply(void *y, const void *x, size_t npix, int c, int parts,
+                                    bn16_grid_t g, const float *gamma, const float *beta,
+                                    const float *mean, const float *var, float eps, int relu)
+{
+    bn_apply<T, 1>(y, x, npix, c, parts, g, gamma, beta, mean, var, eps, relu);
+}
+
+template <typename T>
+__global__ static void k16_bn_apply8(void *y, const void *x, size_t npix, int c, int parts,
+                                     bn16_grid_t g, const float *gamma, const float *beta,
+                                     const float *mean, const float *var, float eps, int relu)
+{
+    bn_apply<T, 8>(y, x, npix, c, parts, g, gamma, beta, mean, var, eps, relu);
+}
+
+cudaError_t ckb_bn_apply(cudaStream_t s, int fp16, void *y, const void *x, int npix, int c,
+                         const float *gamma, const float *beta, const float *mean,
+                         const float *var, float eps, int relu)
+{
+    int parts = apply_parts((size_t)npix), L = lanes8(c, y, x, x, x) ? 8 : 1;
+    unsigned blocks;
+    bn16_grid_t g = bn16_grid(c / L, parts, &blocks);
+    if (L == 8)
+        return LAUNCH16_GRID(fp16, k16_bn_apply8, blocks, y, x, (size_t)npix, c, parts, g, gamma,
+                             beta, mean, var, eps, relu);
+    return LAUNCH16_GRID(fp16, k16_bn_apply, blocks, y, x, (size_t)npix, c, parts, g, gamma,
+                         beta, mean, var, eps, relu);
+}
+
+/* One pixel's L channels of the backward's inputs: x, dy' = gy, or 0 where
+ * the fused ReLU's output y is not > 0 (y NULL: no ReLU). */
+template <typename T, int L> struct bn16_in {
+    h16v<T, L> x, y, gy;
+};
+
+template <typename T, int L>
+__device__ static bn16_in<T, L> bn16_load(const T *x, const T *y, const T *gy, size_t at)
+{
+    bn16_in<T, L> v;
+    v.x = ldv<T, L>(x + at);
+    v.gy = ldv<T, L>(gy + at);
+    v.y = y ? ldv<T, L>(y + at) : v.gy;   /* not read without y */
+    return v;
+}
+
+template <typename T, int L>
+__device__ static float masked(const bn16_in<T, L> &v, int l, int relu)
+{
+    return relu && !(h16<T>::ld(v.y.v[l]) > 0.0f) ? 0.0f : h16<T>::ld(v.gy.v[l]);
+}
+
+/* sg[l] += dy', sgx[l] += dy' (x - m) */
+template <typename T, int L>
+__device__ static void grad_terms(double *sg, double *sgx, const bn16_in<T, L> &v,
+                                  const double *m, int relu)
+{
+    for (int l = 0; l < L; l++) {
+        double d = masked<T, L>(v, l, relu);
+        sg[l] += d;
+        sgx[l] += d * (h16<T>::ld(v.x.v[l]) - m[l]);
+    }
+}
+
+template <typename T, int L>
+__device__ static void grad_sums(const void *xv, const void *yv, const void *gyv, size_t cnt,
+                                 int c, const float *center, int parts, bn16_grid_t g,
+                                 double *part)
+{
+    __shared__ double sh[L][THREADS];
+    const T *x = (const T *)xv, *y = (const T *)yv, *gy = (const T *)gyv;
+    size_t lo, hi;
+    int sl, lead, relu = y != NULL, ch = bn16_place<L>(g, cnt, c, parts, &lo, &hi, &sl);
+    double sg[L], sgx[L], m[L], o1[L], o2[L];
+    for (int l = 0; l < L; l++)
+        sg[l] = sgx[l] = 0.0, m[l] = ch >= 0 ? center[ch + l] : 0.0;
+    size_t j = lo + threadIdx.x / COLS;
+    for (; ch >= 0 && j + (UNROLL(L) - 1) * ROWS < hi; j += UNROLL(L) * ROWS) {
+        bn16_in<T, L> v[UNROLL(L)];
+        for (int u = 0; u < UNROLL(L); u++)
+            v[u] = bn16_load<T, L>(x, y, gy, (j + (size_t)u * ROWS) * c + ch);
+        for (int u = 0; u < UNROLL(L); u++)
+            grad_terms<T, L>(sg, sgx, v[u], m, relu);
+    }
+    for (; ch >= 0 && j < hi; j += ROWS)
+        grad_terms<T, L>(sg, sgx, bn16_load<T, L>(x, y, gy, j * c + ch), m, relu);
+    bn16_rows<L>(sh, sg, o1, &lead);
+    bn16_rows<L>(sh, sgx, o2, &lead);
+    for (int l = 0; lead && ch >= 0 && l < L; l++) {   /* rows [0, c): sum dy'; [c, 2c) */
+        part[(size_t)(ch + l) * parts + sl] = o1[l];
+        part[((size_t)c + ch + l) * parts + sl] = o2[l];
+    }
+}
+
+template <typename T>
+__global__ static void k16_grad_sums(const void *x, const void *y, const void *gy, size_t cnt,
+                                     int c, const float *center, int parts, bn16_grid_t g,
+                                     double *part)
+{
+    grad_sums<T, 1>(x, y, gy, cnt, c, center, parts, g, part);
+}
+
+template <typename T>
+__global__ static void TWO_BLOCKS k16_grad_sums8(const void *x, const void *y, const void *gy,
+                                                 size_t cnt, int c, const float *center,
+                                                 int parts, bn16_grid_t g, double *part)
+{
+    grad_sums<T, 8>(x, y, gy, cnt, c, center, parts, g, part);
+}
+
+cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void *y,
+                             const void *gy, int npix, int c, const float *center, double *out,
+                             double *part)
+{
+    int parts = ckb_sum_parts((size_t)npix), L = lanes8(c, x, y, gy, gy) ? 8 : 1;
+    unsigned blocks;
+    bn16_grid_t g = bn16_grid(c / L, parts, &blocks);
+    cudaError_t e = L == 8 ? LAUNCH16_GRID(fp16, k16_grad_sums8, blocks, x, y, gy, (size_t)npix,
+                                           c, center, parts, g, part)
+                           : LAUNCH16_GRID(fp16, k16_grad_sums, blocks, x, y, gy, (size_t)npix,
+                                           c, center, parts, g, part);
+    return e != cudaSuccess ? e : ck_sum_rows(s, part, 2 * c, parts, out);
+}
+
+/* the channel vectors kept as floats (exact in double: the same
+ * expression as widening them first), to hold the 8-channel kernel's
+ * registers down */
+template <typename T, int L>
+__device__ static h16v<T, L> grad_out(const bn16_in<T, L> &v, const float *sc, const float *ac,
+                                      const float *m, const float *bc, int relu)
+{
+    h16v<T, L> o;
+    for (int l = 0; l < L; l++)
+        o.v[l] = h16<T>::st((float)((double)sc[l] * masked<T, L>(v, l, relu) +
+                                    (double)ac[l] * ((double)h16<T>::ld(v.x.v[l]) - m[l]) +
+                                    (double)bc[l]));
+    return o;
+}
+
+template <typename T, int L>
+__device__ static void grad_apply(void *gxv, const void *xv, const void *yv, const void *gyv,
+                                  size_t npix, int c, int parts, bn16_grid_t g,
+                                  const float *center, const float *scale, const float *a,
+                                  const float *b)
+{
+    T *gx = (T *)gxv;
+    const T *x = (const T *)xv, *y = (const T *)yv, *gy = (const T *)gyv;
+    size_t lo, hi;
+    int sl, relu = y != NULL, ch = bn16_place<L>(g, npix, c, parts, &lo, &hi, &sl);
+    if (ch < 0)
+        return;
+    float sc[L], ac[L], bc[L], m[L];
+    for (int l = 0; l < L; l++)
+        sc[l] = scale[ch + l], ac[l] = a[ch + l], bc[l] = b[ch + l], m[l] = center[ch + l];
+    size_t j = lo + threadIdx.x / COLS;
+    for (; j + (UNROLL(L) - 1) * ROWS < hi; j += UNROLL(L) * ROWS) {
+        bn16_in<T, L> v[UNROLL(L)];
+        for (int u = 0; u < UNROLL(L); u++)
+            v[u] = bn16_load<T, L>(x, y, gy, (j + (size_t)u * ROWS) * c + ch);
+        for (int u = 0; u < UNROLL(L); u++)
+            stv<T, L>(gx + (j + (size_t)u * ROWS) * c + ch,
+                      grad_out<T, L>(v[u], sc, ac, m, bc, relu));
+    }
+    for (; j < hi; j += ROWS)
+        stv<T, L>(gx + j * c + ch,
+                  grad_out<T, L>(bn16_load<T, L>(x, y, gy, j * c + ch), sc, ac, m, bc, relu));
+}
+
+template <typename T>
+__global__ static void k16_grad_apply(void *gx, const void *x, const void *y, const void *gy,
+                                      size_t npix, int c, int parts, bn16_grid_t g,
+                                      const float *center, const float *scale, const float *a,
+                                      const float *b)
+{
+    grad_apply<T, 1>(gx, x, y, gy, npix, c, parts, g, center, scale, a, b);
+}
+
+template <typename T>
+__global__ static void TWO_BLOCKS k16_grad_apply8(void *gx, const void *x, const void *y,
+                                                  const void *gy, size_t npix, int c, int parts,
+                                                  bn16_grid_t g, const float *center,
+                                                  const float *scale, const float *a,
+                                                  const float *b)
+{
+    grad_apply<T, 8>(gx, x, y, gy, npix, c, parts, g, center, scale, a, b);
+}
+
+cudaError_t ckb_bn_grad_apply(cudaStream_t s, int fp16, void *gx, const void *x, const void *y,
+                              const void *gy, int npix, int c, const float *center,
+                              const float *scale, const float *a, const float *b)
+{
+    int parts = apply_parts((size_t)npix), L = lanes8(c, gx, x, y, gy) ? 8 : 1;
+    unsigned blocks;
+    bn16_grid_t g = bn16_grid(c / L, parts, &blocks);
+    if (L == 8)
+        return LAUNCH16_GRID(fp16, k16_grad_apply8, blocks, gx, x, y, gy, (size_t)npix, c, parts,
+                             g, center, scale, a, b);
+    return LAUNCH16_GRID(fp16, k16_grad_apply, blocks, gx, x, y, gy, (size_t)npix, c, parts, g,
+                         center, scale, a, b);
+}

@@ -1,0 +1,49 @@
+/* cuda_bn16_kernels — training BatchNorm on bf16 or fp16 NHWC buffers
+ * (cuda_train16.c's bn_train_*; layout and rounding as
+ * cuda_train16_kernels.h), callable from C, each launcher's fp16 picking
+ * the format (0: bf16). The fp32 kernels' arithmetic (ck_chan_sums,
+ * ck_bn_apply, ck_bn_grad_sums, ck_bn_grad_apply: bn_math.h) with each
+ * output rounded once:
+ *   ckb_sum_parts  the slices a channel's cnt values are summed in (the
+ *                  partials: ckb_sum_parts(cnt) per channel and sum);
+ *   ckb_chan_sums  out[c] = sum x, or sum (x - center)^2, in double: each
+ *                  slice's pixels strided over 8 rows, each row's partial
+ *                  in pixel order, the rows in order, then the slices in
+ *                  order (ck_sum_rows): the same bits in every process,
+ *                  whichever threads hold a channel; another order than
+ *                  the NCHW kernel's, equal after rounding to float but
+ *                  for a sum within 1e-16 of a float tie;
+ *   ckb_bn_apply   y = bf16(normalised x * gamma + beta), ReLU'd if relu;
+ *   ckb_bn_grad_sums   out[0, c) = sum dy', out[c, 2c) = sum dy' (x - center),
+ *                  dy' = gy, or gy where y > 0 (y non-NULL: the fused ReLU);
+ *   ckb_bn_grad_apply  gx = bf16(scale dy' + a (x - center) + b).
+ * part: ckb_sum_parts(n * hw) doubles per output sum. Each enqueues on s
+ * and returns the launch status; 16-byte loads of 8 channels where c is a
+ * multiple of 8 and the buffers 16-byte aligned (the same bits). */
+#ifndef DDP_CUDA_BN16_KERNELS_H
+#define DDP_CUDA_BN16_KERNELS_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int ckb_sum_parts(size_t cnt);
+cudaError_t ckb_chan_sums(cudaStream_t s, int fp16, const void *x, int npix, int c,
+                          const float *center, double *out, double *part);
+cudaError_t ckb_bn_apply(cudaStream_t s, int fp16, void *y, const void *x, int npix, int c,
+                         const float *gamma, const float *beta, const float *mean,
+                         const float *var, float eps, int relu);
+cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void *y,
+                             const void *gy, int npix, int c, const float *center, double *out,
+                             double *part);
+cudaError_t ckb_bn_grad_apply(cudaStream_t s, int fp16, void *gx, const void *x, const void *y,
+                              const void *gy, int npix, int c, const float *center,
+                              const float *scale, const float *a, const float *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
