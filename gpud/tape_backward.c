@@ -201,6 +201,7 @@ int tape_backward_op(bk_graph_t *g, int i)
     }
     bk_ctx_set_name(&g->base, o->name);
     double t0 = g->profile ? clock_mono_s() : 0.0;
+    tape_timer_start(g);
     if (op_backward(g, o, (uint32_t)i) < 0)
         return -1;
     if (g->profile)

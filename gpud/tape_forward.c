@@ -106,6 +106,7 @@ int tape_forward_op(bk_graph_t *g, size_t i)
     top_t *ops = run_ops(g, &n);
     bk_ctx_set_name(&g->base, ops[i].name);
     double t0 = g->profile ? clock_mono_s() : 0.0;
+    tape_timer_start(g);
     if (op_forward(g, &ops[i], (uint32_t)i) < 0)
         return -1;
     if (g->half && bf16_rounds(ops[i].kind))

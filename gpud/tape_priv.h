@@ -109,13 +109,16 @@ typedef struct {
     unsigned long captures, replays;
 } tape_cap_t;
 
-/* tape_timer.c: device time per op kind, [backward][kind] milliseconds. */
+/* tape_timer.c: device time per op kind, [backward][kind] milliseconds;
+ * [backward][TAPE_TIMER_GAP] the device's time between ops (waiting for
+ * the host to queue the next one). */
+#define TAPE_TIMER_GAP (TO_CE + 1)
 typedef struct {
     bk_timer_t *t;                  /* NULL: not timing */
     int tried;                      /* the backend was asked (once) */
     int every;                      /* a summary every that many forwards (0: at the end) */
     unsigned long passes[2];        /* forwards, backwards timed */
-    double ms[2][TO_CE + 1];
+    double ms[2][TAPE_TIMER_GAP + 1];
 } tape_timer_t;
 
 struct bk_graph {
@@ -395,6 +398,9 @@ void tape_timer_begin(bk_graph_t *g, int backward);
 /* Whether the backend times g's ops (its timer made on the first ask). */
 int tape_timer_on(bk_graph_t *g);
 void tape_timer_mark(bk_graph_t *g, top_kind_t kind);
+/* Before an op: the interval since the last op's mark is a gap, not the
+ * op's (an op's interval is then its own work alone). */
+void tape_timer_start(bk_graph_t *g);
 void tape_timer_end(bk_graph_t *g, int backward);
 /* The summary line (if anything was timed) and the timer freed. */
 void tape_timer_report(bk_graph_t *g);

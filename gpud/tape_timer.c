@@ -4,9 +4,13 @@
  * "Per-op timing"), summed per op kind, and one summary line per graph at
  * its end (and every N forwards when the backend asks): the shape of
  * DDPIPE_TRAIN_PROFILE's host-clock lines, in milliseconds per pass and
- * shares of the step. An interval runs from one op's mark to the next, so
- * a gap in which the device waited for the host counts to the op after
- * it. Nothing here runs when the backend does not time. */
+ * shares of the step. Each op is bracketed by two marks: the interval from
+ * the one before it to the one after is the op's work on the device, the
+ * interval from the previous op's end to its start is a gap in which the
+ * device waited for the host to queue it, or ran what the tape queues
+ * outside an op (a backward's gradient buckets), summed apart as "between
+ * ops" so that a slow host does not show as a slow op. Nothing here runs
+ * when the backend does not time. */
 #include <stdio.h>
 #include <string.h>
 
@@ -43,12 +47,18 @@ void tape_timer_mark(bk_graph_t *g, top_kind_t kind)
         g->base.be->ops->timer->mark(g->timer.t, (int)kind);
 }
 
+void tape_timer_start(bk_graph_t *g)
+{
+    if (g->timer.t)
+        g->base.be->ops->timer->mark(g->timer.t, TAPE_TIMER_GAP);
+}
+
 void tape_timer_end(bk_graph_t *g, int backward)
 {
     tape_timer_t *t = &g->timer;
     if (!t->t)
         return;
-    if (g->base.be->ops->timer->take(t->t, t->ms[backward], TO_CE + 1) < 0) {
+    if (g->base.be->ops->timer->take(t->t, t->ms[backward], TAPE_TIMER_GAP + 1) < 0) {
         g->base.be->ops->timer->destroy(t->t);   /* the backend said why */
         t->t = NULL;
         return;
@@ -64,7 +74,7 @@ static void report(const bk_graph_t *g)
     if (t->passes[0] + t->passes[1] > 0) {
         double total = 0, per[2] = {0, 0};
         for (int b = 0; b < 2; b++)
-            for (int k = 0; k <= TO_CE; k++) {
+            for (int k = 0; k <= TAPE_TIMER_GAP; k++) {
                 per[b] += t->ms[b][k];
                 total += t->ms[b][k] / (double)(t->passes[b] ? t->passes[b] : 1);
             }
@@ -82,6 +92,12 @@ static void report(const bk_graph_t *g)
                                    top_kind_name((top_kind_t)k), f, b,
                                    total > 0 ? 100.0 * (f + b) / total : 0.0);
         }
+        double gf = t->passes[0] ? t->ms[0][TAPE_TIMER_GAP] / t->passes[0] : 0.0;
+        double gb = t->passes[1] ? t->ms[1][TAPE_TIMER_GAP] / t->passes[1] : 0.0;
+        if (at < sizeof line)
+            snprintf(line + at, sizeof line - at, "; between ops fwd %.3f bwd %.3f (%.1f%%)",
+                     gf, gb,
+                     total > 0 ? 100.0 * (gf + gb) / total : 0.0);
         log_info("%s profile graph [%d] %s: %s (device ms per pass; share of a step)",
                  g->base.be->ops->name, g->batch, g->forward_only ? "inference" : "training",
                  line);

@@ -3,7 +3,9 @@
 # in about four minutes, from the same bundle (docs/CUDA.md "Probe"):
 #   scripts/gpu-probe.sh --bundle FILE [--out DIR] [--py PYTHON]
 # - eval and train, batch 256, bf16, with DDPIPE_CUDA_PROFILE=1: the per-op
-#   device profile and the input line (host copy, upload, normalise);
+#   device profile (the device's time between ops apart) and the input line
+#   (host copy, upload, normalise); with DDPIPE_TRAIN_PROFILE=1 too, the
+#   host's time queueing each op kind ("train profile" lines);
 # - their img/s, with 1 input copy thread (DDPIPE_CUDA_COPY_THREADS: the
 #   input path's A/B), eval with the stem in its plain form
 #   (DDPIPE_CUDA_S2D=0), and PyTorch's channels_last + autocast bf16, all
@@ -22,7 +24,7 @@ while [ $# -gt 0 ]; do
         --bundle) BUNDLE=$2; shift ;;
         --out) OUT=$2; shift ;;
         --py) PY=$2; shift ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) echo "gpu-probe: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -41,13 +43,15 @@ run() {
     name=$1; shift
     timeout "$S" "$@" > "$OUT/logs/$name.log" 2>&1
     rc=$?
-    grep -E '^(ddpipe-cuda|torch) |cuda profile|cuda backend: [0-9]' "$OUT/logs/$name.log" |
+    grep -E '^(ddpipe-cuda|torch) |cuda profile|train profile|cuda backend: [0-9]' \
+        "$OUT/logs/$name.log" |
         sed "s/^/$name: /" >> "$R"
     [ $rc -eq 0 ] || echo "$name: exit $rc: $(tail -n 2 "$OUT/logs/$name.log" | tr '\n' ' ')" >> "$R"
 }
 
 for what in eval train; do
-    run "profile-$what" env DDPIPE_CUDA_PROFILE=1 "$B" "$what" --batch 256 --iters 3 --precision bf16
+    run "profile-$what" env DDPIPE_CUDA_PROFILE=1 DDPIPE_TRAIN_PROFILE=1 "$B" "$what" \
+        --batch 256 --iters 3 --precision bf16
 done
 for what in eval train; do
     run "default-$what" "$B" "$what" --batch 256 --iters 5 --precision bf16

@@ -36,6 +36,8 @@ for what in train eval; do
     grep -q 'cuda conv tune [a-z0-9]' "$T/$what" || no "$what bf16 tuned: no shape lines"
     grep -q '^plan ' "$T/plans-$what.txt" 2>/dev/null || no "$what bf16 tuned: no plans file"
     grep -q 'cuda profile graph' "$T/$what" || no "$what bf16: no 'cuda profile graph' line"
+    grep 'cuda profile graph' "$T/$what" | grep -q '; between ops fwd [0-9.]* bwd' ||
+        no "$what bf16: the profile line has no 'between ops' interval"
     grep -q 'cuda conv ' "$T/$what" || no "$what bf16: no 'cuda conv ' engine lines"
     grep -h -o -E "cuda backend: [0-9]+ cuDNN graph plans.*" "$T/$what" |
         grep -q "runtime-compiled" || no "$what bf16: no closing plans line"

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <ucontext.h>
 
 #include <map>
@@ -404,25 +405,49 @@ extern "C" cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsign
     return cudaSuccess;
 }
 
+/* An event holds the host clock of its recording: work is done when it is
+ * queued, so an interval between two events is the host time of the work
+ * queued between them, and DDPIPE_CUDA_PROFILE's per-op lines mean on the
+ * emulator what they mean on a device (each op's share of the pass). In a
+ * capture the recording is replayed with the graph. */
+namespace {
+struct Event {
+    double ms;
+};
+double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+}  // namespace
+
 extern "C" cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 {
     (void)flags;
-    return token(e);
+    *e = reinterpret_cast<cudaEvent_t>(new Event{now_ms()});
+    return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaEventCreate(cudaEvent_t *e)
 {
-    return token(e);
+    return cudaEventCreateWithFlags(e, 0);
 }
 
 extern "C" cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
-    return untoken(e);
+    delete reinterpret_cast<Event *>(e);
+    return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
-    (void)e, (void)s;
+    (void)s;
+    Event *ev = reinterpret_cast<Event *>(e);
+    if (g_capture)
+        g_capture->ops.push_back([=] { ev->ms = now_ms(); });
+    else
+        ev->ms = now_ms();
     return cudaSuccess;
 }
 
@@ -434,8 +459,7 @@ extern "C" cudaError_t cudaEventSynchronize(cudaEvent_t e)
 
 extern "C" cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
-    (void)a, (void)b;
-    *ms = 0.0f;
+    *ms = (float)(reinterpret_cast<Event *>(b)->ms - reinterpret_cast<Event *>(a)->ms);
     return cudaSuccess;
 }
 
