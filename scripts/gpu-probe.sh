@@ -8,8 +8,8 @@
 #   host's time queueing each op kind ("train profile" lines);
 # - their img/s, with 1 input copy thread (DDPIPE_CUDA_COPY_THREADS: the
 #   input path's A/B), eval with the stem in its plain form
-#   (DDPIPE_CUDA_S2D=0), and PyTorch's channels_last + autocast bf16, all
-#   in the same run;
+#   (DDPIPE_CUDA_S2D=0), op by op without CUDA graphs (DDPIPE_CUDA_GRAPHS=0),
+#   and PyTorch's channels_last + autocast bf16, all in the same run;
 # - gpud_cuda_fused and gpud_cuda_bf16, verbose (plan counts, cuDNN's
 #   fallbacks, bf16 against the ref backend);
 # - each kernel's device time over one eval and one training step (Nsight
@@ -58,6 +58,11 @@ for what in eval train; do
     run "copy1-$what" env DDPIPE_CUDA_COPY_THREADS=1 "$B" "$what" --batch 256 --iters 5 --precision bf16
 done
 run "s2d0-eval" env DDPIPE_CUDA_S2D=0 "$B" eval --batch 256 --iters 5 --precision bf16
+# op by op instead of a recorded pass: what an NCCL job whose buckets
+# overlap backward pays (its pass cannot be recorded), against default-*
+for what in eval train; do
+    run "graphs0-$what" env DDPIPE_CUDA_GRAPHS=0 "$B" "$what" --batch 256 --iters 5 --precision bf16
+done
 for what in eval train; do
     run "torch-$what" env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py "$what" \
         --batch 256 --iters 5 --mode cl-bf16

@@ -219,6 +219,21 @@ static void check_training_pass(void)
           "or allocates (%lu waits, %lu cudaMalloc, %lu cudaFree in 3 steps)",
           k1.device_syncs - k0.device_syncs, k1.malloc_calls - k0.malloc_calls,
           k1.free_calls - k0.free_calls);
+    /* and op by op (what a timed pass, an NCCL job whose buckets overlap
+     * backward, or DDPIPE_CUDA_GRAPHS=0 runs): the same rule */
+    cuemu_counts_t q0 = cuemu_counts();
+    for (int step = 6; step < 9; step++)
+        train_step(off, s_off, 0, step, b, tb);
+    cuemu_counts_t q1 = cuemu_counts();
+    printf("3 op-by-op training steps: %lu launches, %lu device-wide waits, %lu stream waits, "
+           "%lu cudaMalloc, %lu cudaFree\n", q1.launches - q0.launches,
+           q1.device_syncs - q0.device_syncs, q1.stream_syncs - q0.stream_syncs,
+           q1.malloc_calls - q0.malloc_calls, q1.free_calls - q0.free_calls);
+    CHECK(q1.device_syncs == q0.device_syncs && q1.malloc_calls == q0.malloc_calls &&
+          q1.free_calls == q0.free_calls, "an op-by-op training step waits for the whole "
+          "device or allocates (%lu waits, %lu cudaMalloc, %lu cudaFree in 3 steps)",
+          q1.device_syncs - q0.device_syncs, q1.malloc_calls - q0.malloc_calls,
+          q1.free_calls - q0.free_calls);
 #endif
     cuda_graph_counts_t c1 = cuda_graph_counts();
     printf("training pass: recorded %lu, replayed %lu, failed %lu\n", c1.captured - c0.captured,
