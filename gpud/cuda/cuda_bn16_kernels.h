@@ -9,7 +9,7 @@
  *   ckb_chan_sums  out[c] = sum x, or sum (x - center)^2, in double: each
  *                  slice's pixels strided over 8 rows, each row's partial
  *                  in pixel order, the rows in order, then the slices in
- *                  order (ck_sum_rows): the same bits in every process,
+ *                  order (k16_sum_slices): the same bits in every process,
  *                  whichever threads hold a channel; another order than
  *                  the NCHW kernel's, equal after rounding to float but
  *                  for a sum within 1e-16 of a float tie;
@@ -17,7 +17,7 @@
  *   ckb_bn_grad_sums   out[0, c) = sum dy', out[c, 2c) = sum dy' (x - center),
  *                  dy' = gy, or gy where y > 0 (y non-NULL: the fused ReLU);
  *   ckb_bn_grad_apply  gx = bf16(scale dy' + a (x - center) + b).
- * part: ckb_sum_parts(n * hw) doubles per output sum. Each enqueues on s
+ * part: ckb_sum_parts(n * hw) doubles per output sum (slice-major). Each enqueues on s
  * and returns the launch status; 16-byte loads of 8 channels where c is a
  * multiple of 8 and the buffers 16-byte aligned (the same bits). */
 #ifndef DDP_CUDA_BN16_KERNELS_H

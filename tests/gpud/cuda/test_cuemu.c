@@ -705,7 +705,7 @@ static void check_bn16(int fp16, int npix, int C)
  * order, bit for bit: a channel's npix values cut into ckb_sum_parts(npix)
  * slices, each slice's values strided over the block's 8 rows, each row's
  * partial in pixel order, the rows of a slice summed in order, then the
- * slices in order (ck_sum_rows): the same whichever threads hold a channel
+ * slices in order: the same whichever threads hold a channel
  * (1 or 8 channels a thread, several slices side by side in a block where
  * the channels are few). 70,000 pixels take 137 slices. */
 static double slices16(int fp16, const uint16_t *x, const uint16_t *y, const uint16_t *gy,
