@@ -48,14 +48,17 @@
 #        in it) and the steady rate after the first result
 #        (steady_images_per_sec, "precision=bf16-steady": comparable with
 #        the peer's clock, which starts after its model and a warm-up
-#        forward); then where the start-up went (gpud's "ready in", its
+#        forward); both whole commands, each from its start to its exit
+#        (precision=bf16-whole-command, mode=M-whole-command: the like-for-
+#        like end to end, each side's start-up in it); then where the
+#        start-up went (gpud's "ready in", its
 #        first batch, the backend's plan times) and the loader alone on the
 #        same files and threads (bench/loader_bench: the host's decode
 #        ceiling, "precision=loader-only"). E2E_BATCH, E2E_TORCH_MODE
 #        (amp|bf16|fp32), E2E_DEVICE=cpu check it anywhere.
 # Prints the figures; exit 1 when a check fails.
 set -eu
-[ $# -eq 4 ] || { sed -n '2,49p' "$0"; exit 2; }
+[ $# -eq 4 ] || { sed -n '2,52p' "$0"; exit 2; }
 BIN=$1 FMNIST=$2 OUT=$3 WHAT=$4
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
@@ -270,10 +273,16 @@ jpeg)
     fi
     # whole processes, each from its command to its exit: ddpipe's four
     # daemons' start and end; python's imports, model, cuDNN tuning
+    # (t2 - t1 is the python command alone: its bench line came back at t2)
     awk -v a="$t0" -v b="$t1" -v c="$t2" -v n="$n" 'BEGIN {
         printf "e2e-jpeg whole commands: ddpipe eval %.2f s (%.1f img/s), python %.2f s (%.1f img/s)\n", b - a, n / (b - a), c - b, n / (c - b) }'
-    awk -v a="$d" -v m="${ds:-0}" -v t="$t" 'BEGIN { sub(/.*img\/s=/, "", t); sub(/ .*/, "", t);
-        printf "end to end from JPEG: ddpipe / PyTorch DataLoader + channels_last + AMP = %.2fx whole job, %.2fx steady (bar >= 2x)\n", a / t, m / t }'
+    # the two whole commands as bench lines, so that the record has their
+    # ratio: the like-for-like end to end (each side's start-up in it)
+    awk -v a="$t0" -v b="$t1" -v c="$t2" -v n="$n" -v bt="$b" -v dev="$dev" -v mode="$mode" 'BEGIN {
+        printf "ddpipe-cuda resnet18 e2e-jpeg img/s=%.1f images=%d workers=1 batch=%d precision=bf16-whole-command device=%s\n", n / (b - a), n, bt, dev
+        printf "torch resnet18 e2e-jpeg img/s=%.1f images=%d workers=16 batch=%d mode=%s-whole-command device=%s\n", n / (c - b), n, bt, mode, dev }'
+    awk -v a="$d" -v m="${ds:-0}" -v t="$t" -v t0="$t0" -v t1="$t1" -v t2="$t2" 'BEGIN { sub(/.*img\/s=/, "", t); sub(/ .*/, "", t);
+        printf "end to end from JPEG: ddpipe / PyTorch DataLoader + channels_last + AMP = %.2fx whole commands, %.2fx steady, %.2fx ddpipe'"'"'s whole job against the peer after its warm-up (bar >= 2x)\n", (t2 - t1) / (t1 - t0), m / t, a / t }'
     ;;
 *) echo "gpu-e2e: eval, train, nccl, bf16 or jpeg, not '$WHAT'" >&2; exit 2 ;;
 esac
