@@ -58,7 +58,7 @@
 #        (amp|bf16|fp32), E2E_DEVICE=cpu check it anywhere.
 # Prints the figures; exit 1 when a check fails.
 set -eu
-[ $# -eq 4 ] || { sed -n '2,52p' "$0"; exit 2; }
+[ $# -eq 4 ] || { sed -n '2,59p' "$0"; exit 2; }
 BIN=$1 FMNIST=$2 OUT=$3 WHAT=$4
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
