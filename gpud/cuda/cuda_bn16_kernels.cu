@@ -30,6 +30,7 @@
  * flight for HBM with one or two blocks an SM (ptxas: the 8-channel
  * gradient kernels take 130-190 registers at 4 rows). */
 #define UNROLL(L) ((L) == 8 ? 2 : 4)
+#define SUM_UNROLL 4   /* the channel sums (one stream, 69 registers at L = 8, 2 rows) */
 /* ... and the 8-channel gradient kernels held to 128 registers, two blocks
  * an SM (172 unbounded, one block: 8 warps to hide an SM's latencies) */
 #define TWO_BLOCKS __launch_bounds__(THREADS, 2)
@@ -108,11 +109,11 @@ __device__ static void chan_sums(const void *xv, size_t cnt, int c, const float 
         acc[l] = 0.0, m[l] = center && ch >= 0 ? center[ch + l] : 0.0;
     int centred = center != NULL;
     size_t j = lo + threadIdx.x / COLS;
-    for (; ch >= 0 && j + (UNROLL(L) - 1) * ROWS < hi; j += UNROLL(L) * ROWS) {
-        h16v<T, L> v[UNROLL(L)];
-        for (int u = 0; u < UNROLL(L); u++)
+    for (; ch >= 0 && j + (SUM_UNROLL - 1) * ROWS < hi; j += SUM_UNROLL * ROWS) {
+        h16v<T, L> v[SUM_UNROLL];
+        for (int u = 0; u < SUM_UNROLL; u++)
             v[u] = ldv<T, L>(x + (j + (size_t)u * ROWS) * c + ch);
-        for (int u = 0; u < UNROLL(L); u++)
+        for (int u = 0; u < SUM_UNROLL; u++)
             sum_terms<T, L>(acc, v[u], m, centred);
     }
     for (; ch >= 0 && j < hi; j += ROWS)
@@ -167,14 +168,15 @@ static cudaError_t sum_slices(cudaStream_t s, const double *part, int rows, int 
     return cudaGetLastError();
 }
 
-/* At least 64 values a thread, at most 512 slices: the partials (c x parts
- * doubles) stay small and are summed in order, so the result is a function
- * of the shapes alone. 512 gives ResNet-18's 256 x 112 x 112 x 64
- * activations 128 blocks of 8 units x 4 slices. */
+/* At least 64 values a thread, at most 1,024 slices: the partials (c x
+ * parts doubles) stay small and are summed in order, so the result is a
+ * function of the shapes alone. 1,024 gives ResNet-18's 256 x 112 x 112 x
+ * 64 activations 256 blocks of 8 units x 4 slices, 4 MB of loads in flight
+ * (an H200's HBM wants about its bandwidth times a microsecond). */
 int ckb_sum_parts(size_t cnt)
 {
     size_t s = (cnt + ROWS * 64 - 1) / (ROWS * 64);
-    return s < 1 ? 1 : s > 512 ? 512 : (int)s;
+    return s < 1 ? 1 : s > 1024 ? 1024 : (int)s;
 }
 
 /* 8 channels a thread where c, and so every pixel row, keeps 16-byte loads

@@ -17,7 +17,12 @@ repository's bench/gpu), parses, names the machine, carries every bench
 line under its key with the ratios the record computes (the tuned A/B, the
 graph A/Bs, the variants' renamed precisions), the profile and tune lines,
 the host CPU lines, and every step with a known result and its seconds;
-the NOT RUN steps say why. Takes seconds; no GPU, no network.
+the NOT RUN steps say why. Then scripts/gpu-probe.sh, the short call after
+it, on the same fake bundle: every run's result lines in probe.txt under
+its name (the profile's, with the host's "train profile" lines; the A/Bs
+with their variables), the runs that fail here (no PyTorch) said with
+their exit status, and the logs in one archive. Takes seconds; no GPU, no
+network.
 """
 import json
 import os
@@ -63,10 +68,12 @@ while [ $# -gt 0 ]; do
 done
 base=100; [ "$what" = train ] && base=50
 [ "$prec" = bf16 ] && base=$((base + 10))
-for v in DDPIPE_CUDNN_TUNE DDPIPE_CUDNN_GRAPH DDPIPE_CUDA_GRAPHS DDPIPE_CUDA_ALGO DDPIPE_HALF_ACTIVATIONS; do
+for v in DDPIPE_CUDNN_TUNE DDPIPE_CUDNN_GRAPH DDPIPE_CUDA_GRAPHS DDPIPE_CUDA_ALGO DDPIPE_HALF_ACTIVATIONS \
+         DDPIPE_CUDA_S2D DDPIPE_CUDA_COPY_THREADS; do
     eval "set=\${$v:-}"; [ -n "$set" ] && base=$((base + 1))
 done
 [ -n "${DDPIPE_CUDA_PROFILE:-}" ] && echo "ddpipe INFO cuda profile graph [0] $what: conv 1.0 ms (fake)"
+[ -n "${DDPIPE_TRAIN_PROFILE:-}" ] && echo "ddpipe INFO train profile conv     forward    0.001 s (fake)"
 [ -n "${DDPIPE_CUDNN_TUNE:-}" ] && echo "ddpipe INFO cuda conv tune: 1 shapes timed, 1 layers: 1.0 ms (fake)" &&
     echo "ddpipe INFO cuda conv tune layer1: engine 1 (rank 0) 1.0 ms (fake)"
 echo "ddpipe-cuda $arch $what img/s=$base.0 best_img/s=$base.5 batch=256 iters=3 precision=$prec"
@@ -152,3 +159,32 @@ check("half=0" in rec["cpu_host"][2], "the fp32-buffers variant ran with its var
 print("gpu-check dry run: exit %d, %d steps (%d pass, %d fail, %d not run), record %s" % (
     p.returncode, len(steps), sum(s["result"] == "pass" for s in steps),
     sum(s["result"] == "fail" for s in steps), sum(s["result"] == "not-run" for s in steps), recs[0]))
+
+# gpu-probe.sh on the same bundle
+pout = os.path.join(wd, "probe")
+p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-probe.sh"), "--bundle", bundle,
+                    "--out", pout, "--py", os.path.join(bindir, "no-python")],
+                   env=dict(env, PROBE_STEP_S="60"), stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, text=True, timeout=400)
+print(p.stdout[-2000:], flush=True)
+check(p.returncode == 0, "gpu-probe exited %d" % p.returncode)
+probe = open(os.path.join(pout, "probe.txt")).read().splitlines()
+names = {l.split(":")[0] for l in probe}
+for want in ("profile-eval", "profile-train", "default-eval", "default-train", "copy1-eval",
+             "copy1-train", "s2d0-eval", "graphs0-eval", "graphs0-train", "torch-eval", "torch-train"):
+    check(want in names, "probe.txt has %s's lines: %s" % (want, sorted(names)))
+def lines(name):
+    return [l for l in probe if l.startswith(name + ":")]
+check(any("cuda profile graph" in l for l in lines("profile-train")) and
+      any("train profile" in l for l in lines("profile-train")),
+      "the training profile with the host's lines: %s" % lines("profile-train"))
+# the variants ran with their variables (the fake adds 1 to img/s per variable set)
+for name, want in (("default-train", "img/s=60.0"), ("graphs0-train", "img/s=61.0"),
+                   ("s2d0-eval", "img/s=111.0"), ("copy1-eval", "img/s=111.0")):
+    check(any(want in l for l in lines(name)), "%s: want %s, got %s" % (name, want, lines(name)))
+check(any("exit" in l for l in lines("torch-eval")), "the PyTorch run's failure said: %s"
+      % lines("torch-eval"))
+with tarfile.open(os.path.join(pout, "logs.tar.gz")) as t:
+    logs = sorted(os.path.basename(n) for n in t.getnames() if n.endswith(".log"))
+check("graphs0-train.log" in logs and "profile-eval.log" in logs, "the logs archived: %s" % logs)
+print("gpu-probe dry run: %d lines in probe.txt, %d logs archived" % (len(probe), len(logs)))
