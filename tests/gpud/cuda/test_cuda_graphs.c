@@ -171,6 +171,28 @@ static float *params(const model_t *m, size_t *n)
     return h;
 }
 
+#ifdef DDP_CUEMU
+/* 3 more steps of m (graphs on or off): no device-wide wait, no allocation */
+static void steady_counts(model_t *m, optim_t *sgd, int graphs, const char *what)
+{
+    float loss[TB];
+    int32_t top[TB * 5];
+    cuemu_counts_t k0 = cuemu_counts();
+    for (int step = 6; step < 9; step++)
+        train_step(m, sgd, graphs, step, loss, top);
+    cuemu_counts_t k1 = cuemu_counts();
+    printf("3 %s training steps: %lu launches, %lu device-wide waits, %lu stream waits, "
+           "%lu cudaMalloc, %lu cudaFree\n", what, k1.launches - k0.launches,
+           k1.device_syncs - k0.device_syncs, k1.stream_syncs - k0.stream_syncs,
+           k1.malloc_calls - k0.malloc_calls, k1.free_calls - k0.free_calls);
+    CHECK(k1.device_syncs == k0.device_syncs && k1.malloc_calls == k0.malloc_calls &&
+          k1.free_calls == k0.free_calls, "a %s training step waits for the whole device or "
+          "allocates (%lu waits, %lu cudaMalloc, %lu cudaFree in 3 steps)", what,
+          k1.device_syncs - k0.device_syncs, k1.malloc_calls - k0.malloc_calls,
+          k1.free_calls - k0.free_calls);
+}
+#endif
+
 static void check_training_pass(void)
 {
     cuda_graph_counts_t c0 = cuda_graph_counts();
@@ -203,37 +225,13 @@ static void check_training_pass(void)
           (long long)*ca.value, (long long)*cb.value);
 #ifdef DDP_CUEMU
     /* the steady state (the pass replayed, the optimizer one multi-tensor
-     * launch, the arena's ops on the backend's stream): what a step asks of
-     * the runtime. A device-wide wait or an allocation per step is time a
-     * GPU loses that the emulator cannot show: it is counted instead. */
-    cuemu_counts_t k0 = cuemu_counts();
-    for (int step = 6; step < 9; step++)
-        train_step(on, s_on, 1, step, a, ta);
-    cuemu_counts_t k1 = cuemu_counts();
-    printf("3 steady training steps: %lu launches, %lu device-wide waits, %lu stream waits, "
-           "%lu cudaMalloc, %lu cudaFree\n", k1.launches - k0.launches,
-           k1.device_syncs - k0.device_syncs, k1.stream_syncs - k0.stream_syncs,
-           k1.malloc_calls - k0.malloc_calls, k1.free_calls - k0.free_calls);
-    CHECK(k1.device_syncs == k0.device_syncs && k1.malloc_calls == k0.malloc_calls &&
-          k1.free_calls == k0.free_calls, "a steady training step waits for the whole device "
-          "or allocates (%lu waits, %lu cudaMalloc, %lu cudaFree in 3 steps)",
-          k1.device_syncs - k0.device_syncs, k1.malloc_calls - k0.malloc_calls,
-          k1.free_calls - k0.free_calls);
-    /* and op by op (what a timed pass, an NCCL job whose buckets overlap
-     * backward, or DDPIPE_CUDA_GRAPHS=0 runs): the same rule */
-    cuemu_counts_t q0 = cuemu_counts();
-    for (int step = 6; step < 9; step++)
-        train_step(off, s_off, 0, step, b, tb);
-    cuemu_counts_t q1 = cuemu_counts();
-    printf("3 op-by-op training steps: %lu launches, %lu device-wide waits, %lu stream waits, "
-           "%lu cudaMalloc, %lu cudaFree\n", q1.launches - q0.launches,
-           q1.device_syncs - q0.device_syncs, q1.stream_syncs - q0.stream_syncs,
-           q1.malloc_calls - q0.malloc_calls, q1.free_calls - q0.free_calls);
-    CHECK(q1.device_syncs == q0.device_syncs && q1.malloc_calls == q0.malloc_calls &&
-          q1.free_calls == q0.free_calls, "an op-by-op training step waits for the whole "
-          "device or allocates (%lu waits, %lu cudaMalloc, %lu cudaFree in 3 steps)",
-          q1.device_syncs - q0.device_syncs, q1.malloc_calls - q0.malloc_calls,
-          q1.free_calls - q0.free_calls);
+     * launch, the arena's ops on the backend's stream), and op by op (what
+     * a timed pass, an NCCL job whose buckets overlap backward, or
+     * DDPIPE_CUDA_GRAPHS=0 runs): what a step asks of the runtime. A
+     * device-wide wait or an allocation per step is time a GPU loses that
+     * the emulator cannot show: it is counted instead. */
+    steady_counts(on, s_on, 1, "steady");
+    steady_counts(off, s_off, 0, "op-by-op");
 #endif
     cuda_graph_counts_t c1 = cuda_graph_counts();
     printf("training pass: recorded %lu, replayed %lu, failed %lu\n", c1.captured - c0.captured,
