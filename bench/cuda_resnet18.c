@@ -6,7 +6,12 @@
  *
  *   cuda_resnet18 eval|train [--batch 256] [--iters 10] [--warmup 2]
  *                 [--size 224] [--precision fp32|tf32|bf16|fp16] [--weights W]
- *                 [--arch resnet18|resnet50]
+ *                 [--arch resnet18|resnet50] [--micro-batch N]
+ *
+ * --micro-batch N (eval; default: the batch): the model's micro-batch, as
+ * gpud's --micro-batch (gpud's default 16): a batch then runs as several
+ * forwards, the next one's input staged while the one before runs
+ * (DDPIPE_EVAL_OVERLAP=0: each in turn).
  *
  * --arch resnet50: torchvision's ResNet-50 with PyTorch-default initial
  * weights (seed 1; no weights file), the issue's second training bar;
@@ -38,7 +43,7 @@
 
 typedef struct {
     const char *mode, *weights, *precision, *arch;
-    long batch, iters, warmup, size;
+    long batch, iters, warmup, size, micro;
 } opts_t;
 
 static int parse(int argc, char **argv, opts_t *o)
@@ -46,7 +51,7 @@ static int parse(int argc, char **argv, opts_t *o)
     static const struct option longs[] = {
         {"batch", 1, 0, 'b'},  {"iters", 1, 0, 'i'},     {"warmup", 1, 0, 'u'},
         {"size", 1, 0, 's'},   {"precision", 1, 0, 'p'}, {"weights", 1, 0, 'w'},
-        {"arch", 1, 0, 'a'},   {0, 0, 0, 0}};
+        {"arch", 1, 0, 'a'},   {"micro-batch", 1, 0, 'm'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (c) {
@@ -57,15 +62,17 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'p': o->precision = optarg; break;
         case 'w': o->weights = optarg; break;
         case 'a': o->arch = optarg; break;
+        case 'm': o->micro = atol(optarg); break;
         default: return -1;
         }
     }
     if (optind != argc - 1 || (strcmp(argv[optind], "eval") && strcmp(argv[optind], "train")) ||
         o->batch < 1 || o->batch > MODEL_MAX_MICRO_BATCH || o->iters < 1 || o->warmup < 0 ||
-        o->size < 32) {
+        o->size < 32 || o->micro < 0 || o->micro > o->batch ||
+        (o->micro && strcmp(argv[optind], "eval"))) {
         fprintf(stderr, "usage: cuda_resnet18 eval|train [--batch 1..%d] [--iters N] "
                 "[--warmup N] [--size 224] [--precision fp32|tf32|bf16|fp16] [--weights W] "
-                "[--arch resnet18|resnet50]\n",
+                "[--arch resnet18|resnet50] [--micro-batch 1..batch (eval)]\n",
                 MODEL_MAX_MICRO_BATCH);
         return -1;
     }
@@ -104,7 +111,7 @@ static int bench_unscale(model_t *m, loss_scale_t *ls)
 
 int main(int argc, char **argv)
 {
-    opts_t o = {NULL, "tests/golden/resnet18.safetensors", "fp32", "resnet18", 256, 10, 2, 224};
+    opts_t o = {NULL, "tests/golden/resnet18.safetensors", "fp32", "resnet18", 256, 10, 2, 224, 0};
     if (parse(argc, argv, &o) < 0)
         return 2;
     int bf16 = strcmp(o.precision, "bf16") == 0, fp16 = strcmp(o.precision, "fp16") == 0;
@@ -120,7 +127,8 @@ int main(int argc, char **argv)
     backend_destroy(&be);
     int train = strcmp(o.mode, "train") == 0;
     int r50 = strcmp(o.arch, "resnet50") == 0;
-    model_opts_t mo = {.arch = o.arch, .threads = 1, .micro_batch = (int)o.batch,
+    model_opts_t mo = {.arch = o.arch, .threads = 1,
+                       .micro_batch = (int)(o.micro ? o.micro : o.batch),
                        .train = train, .bf16 = bf16, .fp16 = fp16, .init = r50,
                        .init_seed = 1};
     if (r50) {   /* torchvision's defaults */
@@ -179,6 +187,8 @@ int main(int argc, char **argv)
     printf("ddpipe-cuda %s %s img/s=%.1f best_img/s=%.1f batch=%ld iters=%ld size=%ld "
            "precision=%s device=%s", o.arch, o.mode, (double)n * o.iters / total, (double)n / best,
            o.batch, o.iters, o.size, o.precision, device);
+    if (o.micro)
+        printf(" micro_batch=%ld", o.micro);
     if (fp16)
         printf(" skipped_steps=%lld loss_scale=%g", (long long)ls.skipped, (double)ls.scale);
     printf("\n");

@@ -110,20 +110,48 @@ static int write_u8(model_t *m, eval_slot_t *s, const model_u8_src_t *u8, int fi
     return bk_write_u8(s->g, s->in, px, u8->lut);
 }
 
-/* One micro-batch through s (its input written: wrote; else m->in_buf);
- * m->out_buf gets the logits. A failed graph is destroyed so it is not
- * reused. */
-static int run_micro_batch(model_t *m, eval_slot_t *s, int wrote, char *err, size_t errlen)
+/* Micro-batch [first, first + k)'s input written into s's input: bytes
+ * where the backend takes them, else floats from fill (padding samples
+ * zero). On cuda both only queue their device work (the normalise, or the
+ * float upload, after the forward before it on the backend's stream). */
+static int stage(model_t *m, eval_slot_t *s, model_fill_fn fill, const void *ctx,
+                 const model_u8_src_t *u8, int first, int k, size_t per)
 {
-    if ((wrote || bk_write(s->g, s->in, m->in_buf) == 0) && bk_forward(s->g) == 0 &&
-        bk_read(s->g, s->out, m->out_buf) == 0)
-        return 0;
-    err_set(err, errlen, "%s forward: %s", m->arch->name,
-            bk_graph_error(s->g) ? bk_graph_error(s->g) : "backend failure");
-    bk_graph_destroy(&s->g);
-    return -1;
+    int rc = u8 ? write_u8(m, s, u8, first, k, per) : 1;
+    if (rc != 1)
+        return rc;
+    fill(ctx, first, k, m->in_buf);
+    if (k < m->mb)   /* padding samples: zeros, outputs dropped */
+        memset(m->in_buf + (size_t)k * per, 0, (size_t)(m->mb - k) * per * sizeof(float));
+    return bk_write(s->g, s->in, m->in_buf);
 }
 
+/* The micro-batch in flight's logits, k of them, to logits (the backend's
+ * read waits for its forward). */
+static int collect(model_t *m, eval_slot_t *s, float *logits, int k)
+{
+    if (bk_read(s->g, s->out, m->out_buf) < 0)
+        return -1;
+    memcpy(logits, m->out_buf, (size_t)k * m->info.num_classes * sizeof *logits);
+    return 0;
+}
+
+/* Whether the next micro-batch's input is staged while the one before it
+ * runs (DDPIPE_EVAL_OVERLAP=0: each written, run and read in turn). */
+static int overlap_on(void)
+{
+    const char *v = getenv("DDPIPE_EVAL_OVERLAP");
+    return !(v && strcmp(v, "0") == 0);
+}
+
+/* n samples as micro-batches through one graph. Staging micro-batch i + 1
+ * comes before reading micro-batch i's logits: on cuda, whose forward only
+ * queues its work and whose read waits for it, the host copies the next
+ * bytes (cuda_input.c's other pinned buffer) while the device runs the
+ * forward before, instead of the device idling through each copy; the
+ * next forward is queued after the read, so the logits it overwrites have
+ * been read. The same calls on the same data: the same bits. A failed
+ * graph is destroyed so it is not reused. */
 static int forward(model_t *m, model_fill_fn fill, const void *ctx, const model_u8_src_t *u8,
                    int n, int c, int h, int w, float *logits, char *err, size_t errlen)
 {
@@ -135,20 +163,25 @@ static int forward(model_t *m, model_fill_fn fill, const void *ctx, const model_
     if (!s)
         return -1;
     size_t per = (size_t)c * h * w, nc = (size_t)m->info.num_classes;
+    int ahead = overlap_on(), prev = -1, prev_k = 0;   /* the micro-batch in flight */
     for (int first = 0; first < n; first += m->mb) {
         int k = n - first < m->mb ? n - first : m->mb;
-        int rc = u8 ? write_u8(m, s, u8, first, k, per) : 1;
-        if (rc == 1) {
-            fill(ctx, first, k, m->in_buf);
-            if (k < m->mb)   /* padding samples: zeros, outputs dropped */
-                memset(m->in_buf + (size_t)k * per, 0,
-                       (size_t)(m->mb - k) * per * sizeof(float));
-        }
-        if (run_micro_batch(m, s, rc == 0, err, errlen) < 0)
-            return -1;
-        memcpy(logits + (size_t)first * nc, m->out_buf, (size_t)k * nc * sizeof *logits);
+        if (!ahead && prev >= 0 && collect(m, s, logits + (size_t)prev * nc, prev_k) < 0)
+            goto fail;
+        if (stage(m, s, fill, ctx, u8, first, k, per) < 0 ||
+            (ahead && prev >= 0 && collect(m, s, logits + (size_t)prev * nc, prev_k) < 0) ||
+            bk_forward(s->g) < 0)
+            goto fail;
+        prev = first;
+        prev_k = k;
     }
-    return 0;
+    if (collect(m, s, logits + (size_t)prev * nc, prev_k) == 0)
+        return 0;
+fail:
+    err_set(err, errlen, "%s forward: %s", m->arch->name,
+            bk_graph_error(s->g) ? bk_graph_error(s->g) : "backend failure");
+    bk_graph_destroy(&s->g);
+    return -1;
 }
 
 int model_forward_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,

@@ -20,6 +20,11 @@
  * the step, the model's num_batches_tracked counted once a step on both
  * (it is the model's, outside the recording), and at least
  * one recording and 4 replays of the pass with none failed.
+ * And an eval call of several micro-batches (model_forward.c stages micro-
+ * batch i + 1's bytes before it reads micro-batch i's logits): 19 uint8
+ * samples, three micro-batches, the last one short, give the logits of
+ * DDPIPE_EVAL_OVERLAP=0 (each written, run and read in turn) and of one
+ * call per micro-batch, bit for bit.
  * Exits 77 (skipped) when no CUDA device is present. */
 #include <math.h>
 #include <stdint.h>
@@ -271,6 +276,50 @@ static void check_profiled_training(void)
     unsetenv("DDPIPE_CUDA_PROFILE");
 }
 
+/* model_forward_u8 over n samples: overlap 0 with DDPIPE_EVAL_OVERLAP=0 */
+static void forward_u8(model_t *m, int overlap, const uint8_t *px, int n, float *logits)
+{
+    char err[512] = "";
+    if (!overlap)
+        setenv("DDPIPE_EVAL_OVERLAP", "0", 1);
+    int rc = model_forward_u8(m, px, n, 3, HW, HW, BENCH_MEAN, BENCH_STD, logits, err,
+                              sizeof err);
+    unsetenv("DDPIPE_EVAL_OVERLAP");
+    REQUIRE(rc == 0, "forward_u8 (overlap %d, %d samples): %s", overlap, n, err);
+}
+
+static void check_eval_overlap(void)
+{
+    enum { N = 2 * MB + 3 };
+    model_t *m = open_model();
+    size_t per = (size_t)3 * HW * HW, nc = (size_t)model_num_classes(m);
+    uint8_t *px = malloc(N * per);
+    float *a = malloc(N * nc * sizeof *a), *b = malloc(N * nc * sizeof *b);
+    float *c = malloc(N * nc * sizeof *c);
+    REQUIRE(px && a && b && c, "out of memory");
+    bench_pixels(px, N * per);
+    for (int round = 0; round < 2; round++) {   /* the second replays the recording */
+        forward_u8(m, 1, px, N, a);
+        forward_u8(m, 0, px, N, b);
+        for (int first = 0; first < N; first += MB)
+            forward_u8(m, 1, px + (size_t)first * per, N - first < MB ? N - first : MB,
+                       c + (size_t)first * nc);
+        CHECK(memcmp(a, b, N * nc * sizeof *a) == 0, "round %d: %d samples in micro-batches "
+              "of %d: the logits differ with the next micro-batch staged ahead", round, N, MB);
+        CHECK(memcmp(a, c, N * nc * sizeof *a) == 0, "round %d: %d samples in one call differ "
+              "from one call per micro-batch", round, N);
+    }
+    CHECK(memcmp(a, a + MB * nc, MB * nc * sizeof *a) != 0, "two micro-batches' logits equal: "
+          "the input does not reach them");
+    printf("eval overlap: %d samples, micro-batch %d: the same logits staged ahead, in turn and "
+           "one call a micro-batch\n", N, MB);
+    free(px);
+    free(a);
+    free(b);
+    free(c);
+    model_destroy(&m);
+}
+
 int main(void)
 {
     if (cuda_device_count() == 0) {
@@ -307,6 +356,7 @@ int main(void)
     model_destroy(&off);
     free(x);
     free(first);
+    check_eval_overlap();
     check_training_pass();
     check_profiled_training();
     return tc_done("gpud_cuda_graphs");
