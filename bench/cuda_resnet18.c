@@ -10,8 +10,14 @@
  *
  * --micro-batch N (eval; default: the batch): the model's micro-batch, as
  * gpud's --micro-batch (gpud's default 16): a batch then runs as several
- * forwards, the next one's input staged while the one before runs
- * (DDPIPE_EVAL_OVERLAP=0: each in turn).
+ * forwards, the next one's input staged while the one before runs.
+ *
+ * eval runs as gpud's eval job does (gpud/eval.c): a batch's forward
+ * queued (model_eval_begin_u8), the next batch's first micro-batch staged
+ * while it runs (model_eval_stage_u8: the host's copy of its bytes
+ * overlaps the device's work), then its logits read (model_eval_end).
+ * DDPIPE_EVAL_OVERLAP=0: each batch and micro-batch written, run and read
+ * in turn (model_forward.c), gpud's too.
  *
  * --arch resnet50: torchvision's ResNet-50 with PyTorch-default initial
  * weights (seed 1; no weights file), the issue's second training bar;
@@ -171,8 +177,16 @@ int main(int argc, char **argv)
             if (rc == 0 && !skip)
                 bench_sgd(sgd, 0.01f);
         } else {
-            rc = model_forward_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, BENCH_MEAN,
-                                  BENCH_STD, logits, err, sizeof err);
+            /* as gpud's eval job: the batch's forward queued, the next
+             * batch staged while it runs, then its logits read */
+            rc = model_eval_begin_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, BENCH_MEAN,
+                                     BENCH_STD, logits, err, sizeof err);
+            if (rc == 0 && it + 1 < o.warmup + o.iters &&
+                model_eval_stage_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, BENCH_MEAN,
+                                    BENCH_STD, err, sizeof err) < 0)
+                rc = -1;
+            if (rc == 0)
+                rc = model_eval_end(m, err, sizeof err);
         }
         double dt = clock_mono_s() - a;
         if (it >= o.warmup) {

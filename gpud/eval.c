@@ -1,7 +1,16 @@
 /* eval — an eval batch: forward on the model, per-sample top-k and loss
  * to reducerd as RESULT (never averages), then CREDIT acks the batch to
  * loaderd, after the result is sent, so a crash between the two only
- * causes a harmless duplicate. */
+ * causes a harmless duplicate.
+ *
+ * Pipelined (an eval job): a batch's forward is queued (model_eval_begin_u8)
+ * and the batch kept, unanswered, in self->pending; the next batch's first
+ * micro-batch is staged (model_eval_stage_u8: on cuda the host copies its
+ * bytes while the device runs the batch before, and a --wire jpeg batch is
+ * decoded meanwhile too) before the kept one's logits are read and it is
+ * answered. With no batch waiting the loop answers it at once (main.c
+ * polls without waiting while one is kept). The same forwards on the same
+ * bytes: the same results; only when RESULT and CREDIT leave moves. */
 #include "gpud/eval.h"
 
 #include "common/clock.h"
@@ -12,6 +21,14 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* DDPIPE_EVAL_OVERLAP=0: every batch answered before the next is taken
+ * (and an eval call's micro-batches in turn: model_forward.c) */
+static bool pipeline_on(void)
+{
+    const char *v = getenv("DDPIPE_EVAL_OVERLAP");
+    return !(v && strcmp(v, "0") == 0);
+}
 
 int eval_start(gpud_t *self)
 {
@@ -31,22 +48,41 @@ static void die_after(gpud_t *self, const ddp_batch_t *batch)
     raise(SIGKILL);
 }
 
-static int forward(gpud_t *self, const ddp_batch_t *batch, const uint8_t *pixels)
+/* A kept batch: its message (owned), decoded input, start, loaderd, and
+ * the logits buffer its forward writes (the next batch's go to
+ * self->logits, which may grow meanwhile). */
+struct eval_pending {
+    ddp_msg_t msg;
+    wire_input_t in;
+    double t0;
+    int loader;
+    float *logits;
+    size_t cap;
+};
+
+/* The forward of batch: queued (then the logits are read by
+ * model_eval_end), or with wait run whole. */
+static int forward(gpud_t *self, const ddp_batch_t *batch, const uint8_t *pixels, int wait)
 {
     char err[512];
     const float *mean = self->normalize ? self->mean : NULL;
     const float *std = self->normalize ? self->std : NULL;
-    if (model_forward_u8(self->model, pixels, (int)batch->n, batch->c,
-                         batch->h, batch->w, mean, std, self->logits, err, sizeof err) < 0) {
+    int rc = wait ? model_forward_u8(self->model, pixels, (int)batch->n, batch->c, batch->h,
+                                     batch->w, mean, std, self->logits, err, sizeof err)
+                  : model_eval_begin_u8(self->model, pixels, (int)batch->n, batch->c,
+                                        batch->h, batch->w, mean, std, self->logits, err,
+                                        sizeof err);
+    if (rc < 0) {
         log_error("forward pass failed on batch %llu: %s", (unsigned long long)batch->seq, err);
         return -1;
     }
     return 0;
 }
 
-/* RESULT: the batch's ids and labels with this worker's top-k and loss. */
+/* RESULT: the batch's ids and labels with this worker's top-k and loss
+ * from its logits. */
 static int send_result(gpud_t *self, const ddp_batch_t *batch, const wire_input_t *in,
-                       double t0)
+                       double t0, const float *logits)
 {
     int classes = model_num_classes(self->model), k = classes < DDP_MAX_K ? classes : DDP_MAX_K;
     ddp_msg_t r = {.type = DDP_RESULT};
@@ -67,10 +103,15 @@ static int send_result(gpud_t *self, const ddp_batch_t *batch, const wire_input_
         log_error("out of memory for results");
         return -1;
     }
-    model_topk_ce(self->logits, (int)batch->n, classes, batch->labels, k, res->topk, res->loss);
+    model_topk_ce(logits, (int)batch->n, classes, batch->labels, k, res->topk, res->loss);
     if (res->probs)
-        model_softmax_q(self->logits, (int)batch->n, classes, res->probs);
-    res->compute_s = clock_mono_s() - t0;
+        model_softmax_q(logits, (int)batch->n, classes, res->probs);
+    /* from its start, or from the answer before where the two overlap
+     * (a kept batch's span covers the next one's decode): the sum stays
+     * the worker's busy time */
+    double now = clock_mono_s();
+    res->compute_s = now - (t0 > self->answered_at ? t0 : self->answered_at);
+    self->answered_at = now;
     self->compute_s += res->compute_s;
     int rc = proto_send(zsock_resolve(self->reducer), NULL, &r);
     free(res->topk), free(res->loss), free(res->probs), free(res->why); /* why's strings are IN's */
@@ -83,14 +124,94 @@ static int send_result(gpud_t *self, const ddp_batch_t *batch, const wire_input_
     return 0;
 }
 
-int eval_on_batch(gpud_t *self, ddp_batch_t *batch)
+/* After RESULT: the batch counted and acked to the loaderd it came from. */
+static int answered(gpud_t *self, const ddp_batch_t *batch, double t0, int loader)
 {
+    if (atomic_fetch_add(&self->batches, 1) == 0)   /* where a job's start-up goes */
+        log_info("first batch: %u samples in %.2fs (the backend's first pass: its plans and "
+                 "algorithm choices)", batch->n, clock_mono_s() - t0);
+    self->samples += batch->n;
+    int from = self->from_loader;
+    self->from_loader = loader;
+    int rc = gpud_send_credit(self, 1, &batch->seq);
+    self->from_loader = from;
+    return rc;
+}
+
+bool eval_pending(const gpud_t *self)
+{
+    return self->pending && self->pending->msg.type == DDP_BATCH;
+}
+
+int eval_finish(gpud_t *self)
+{
+    if (!eval_pending(self))
+        return 0;
+    struct eval_pending *p = self->pending;
+    ddp_batch_t *batch = &p->msg.u.batch;
+    char err[512];
+    int rc = 0;
+    if (model_eval_end(self->model, err, sizeof err) < 0) {
+        log_error("forward pass failed on batch %llu: %s", (unsigned long long)batch->seq, err);
+        rc = -1;
+    }
+    rc = rc < 0 || send_result(self, batch, &p->in, p->t0, p->logits) < 0 ||
+                 answered(self, batch, p->t0, p->loader) < 0 ? -1 : 0;
+    wire_input_clear(&p->in);
+    ddp_msg_clear(&p->msg);
+    memset(&p->msg, 0, sizeof p->msg);
+    return rc;
+}
+
+void eval_drop(gpud_t *self)
+{
+    struct eval_pending *p = self->pending;
+    if (!p)
+        return;
+    wire_input_clear(&p->in);
+    ddp_msg_clear(&p->msg);
+    free(p->logits);
+    free(p);
+    self->pending = NULL;
+}
+
+/* The batch kept: its message moved out of *msg, its logits buffer and
+ * self->logits swapped (the kept forward writes the one it was given). */
+static int keep(gpud_t *self, ddp_msg_t *msg, const wire_input_t *in, double t0)
+{
+    struct eval_pending *p = self->pending;
+    if (!p && !(p = self->pending = calloc(1, sizeof *p))) {
+        log_error("out of memory for a batch in flight");
+        return -1;
+    }
+    p->msg = *msg;
+    memset(msg, 0, sizeof *msg);   /* moved: the caller's clear frees nothing */
+    p->in = *in;
+    p->t0 = t0;
+    p->loader = self->from_loader;
+    float *l = p->logits;
+    size_t cap = p->cap;
+    p->logits = self->logits;
+    p->cap = self->logits_cap;
+    self->logits = l;
+    self->logits_cap = cap;
+    return 0;
+}
+
+int eval_on_batch(gpud_t *self, ddp_msg_t *msg)
+{
+    ddp_batch_t *batch = &msg->u.batch;
+    int pipe = !self->train && pipeline_on();
     if (self->options.fault_after >= 0 &&
-        atomic_load(&self->batches) >= (uint64_t)self->options.fault_after)
+        atomic_load(&self->batches) + (eval_pending(self) ? 1 : 0) >=
+            (uint64_t)self->options.fault_after) {
+        if (eval_finish(self) < 0)   /* the kept one answered: only this one is lost */
+            return -1;
         die_after(self, batch);
+    }
     if (gpud_check_batch_shape(self, batch) < 0)
         return -1;
-    if (self->eval_stale && gpud_sync_eval(self) < 0)
+    if (self->eval_stale && gpud_sync_eval(self) < 0)   /* reads a kept forward first */
         return -1;
     if (gpud_fit_logits(self, batch->n) < 0) {
         log_error("out of memory for %zu logits",
@@ -101,13 +222,43 @@ int eval_on_batch(gpud_t *self, ddp_batch_t *batch)
     wire_input_t in;
     if (wire_input(self, batch, &in) < 0)
         return -1;
-    int rc = forward(self, batch, in.pixels) < 0 || send_result(self, batch, &in, t0) < 0;
-    wire_input_clear(&in);
-    if (rc)
+    if (eval_pending(self)) {
+        /* this batch's first bytes copied while the kept one runs, then
+         * the kept one answered */
+        char err[512];
+        const float *mean = self->normalize ? self->mean : NULL;
+        const float *std = self->normalize ? self->std : NULL;
+        int st = in.pixels ? model_eval_stage_u8(self->model, in.pixels, (int)batch->n,
+                                                 batch->c, batch->h, batch->w, mean, std, err,
+                                                 sizeof err)
+                           : 0;
+        if (st < 0)
+            log_warn("batch %llu: staging ahead failed (%s); it is written again",
+                     (unsigned long long)batch->seq, err);
+        self->staged_ahead += st > 0;
+        if (eval_finish(self) < 0) {
+            wire_input_clear(&in);
+            return -1;
+        }
+    }
+    if (forward(self, batch, in.pixels, !pipe) < 0) {
+        wire_input_clear(&in);
         return -1;
-    if (atomic_fetch_add(&self->batches, 1) == 0)   /* where a job's start-up goes */
-        log_info("first batch: %u samples in %.2fs (the backend's first pass: its plans and "
-                 "algorithm choices)", batch->n, clock_mono_s() - t0);
-    self->samples += batch->n;
-    return gpud_send_credit(self, 1, &batch->seq);
+    }
+    if (pipe) {
+        if (keep(self, msg, &in, t0) == 0)
+            return 0;
+        /* no room to keep it: answered now */
+        char err[512];
+        int rc = model_eval_end(self->model, err, sizeof err);
+        if (rc < 0)
+            log_error("forward pass failed on batch %llu: %s", (unsigned long long)batch->seq,
+                      err);
+        rc = rc < 0 || send_result(self, batch, &in, t0, self->logits) < 0 ? -1 : 0;
+        wire_input_clear(&in);
+        return rc < 0 ? -1 : answered(self, batch, t0, self->from_loader);
+    }
+    int rc = send_result(self, batch, &in, t0, self->logits);
+    wire_input_clear(&in);
+    return rc < 0 ? -1 : answered(self, batch, t0, self->from_loader);
 }

@@ -67,6 +67,11 @@ typedef struct gpud {
     double compute_s;
     float *logits;                 /* a batch's logits, grown as needed */
     size_t logits_cap;
+    /* eval.c: the batch whose forward is queued and whose result is not
+     * sent yet (the pipelined eval; NULL: none) */
+    struct eval_pending *pending;
+    double answered_at;            /* when the last eval RESULT left (its compute_s's end) */
+    uint64_t staged_ahead;         /* eval batches staged while the one before ran */
     uint8_t *wire_px;              /* a --wire jpeg batch decoded (eval.c), grown as needed */
     size_t wire_px_cap;
     int exit_code;

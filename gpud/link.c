@@ -138,7 +138,7 @@ void link_on_loader(gpud_t *self, int loader)
         self->stats.rejected++;
         log_warn("a train batch, but this gpud runs without --train: ignored");
     } else if (m.type == DDP_BATCH) {
-        if (eval_on_batch(self, &m.u.batch) < 0)
+        if (eval_on_batch(self, &m) < 0)   /* may keep the message (m left empty) */
             fail(self);
     } else if (m.type == DDP_END) {
         log_debug("loaderd: epoch %u handed out", m.u.end.epoch);

@@ -53,7 +53,8 @@ static int run(gpud_t *self)
     for (int i = 0; poller && i < self->n_loaders; i++)
         zpoller_add(poller, self->loaders[i]);
     while (poller && !rank_state_ended(&self->state) && !zs_interrupted()) {
-        void *which = zpoller_wait(poller, 500);
+        /* a kept eval batch is answered as soon as nothing else waits */
+        void *which = zpoller_wait(poller, eval_pending(self) ? 0 : 500);
         int from = -1;
         for (int i = 0; which && i < self->n_loaders; i++)
             from = which == self->loaders[i] ? i : from;
@@ -65,11 +66,18 @@ static int run(gpud_t *self)
             link_on_loader(self, from);
         else if (zpoller_terminated(poller))
             break;
+        else if (eval_pending(self) && eval_finish(self) < 0) {
+            self->exit_code = 1;
+            rank_state_end(&self->state, RANK_STOPPED, "failed");
+        }
         if (self->train)
             train_idle(self);
         gpud_tick(self);
     }
     zpoller_destroy(&poller);
+    if (eval_pending(self) && eval_finish(self) < 0 && !self->exit_code)
+        self->exit_code = 1;
+    eval_drop(self);
     if (self->train && zs_interrupted())
         train_interrupted(self);
     return self->exit_code;
@@ -113,6 +121,10 @@ int main(int argc, char **argv)
              self->compute_s > 0 ? self->samples / self->compute_s : 0.0,
              (unsigned long long)self->stats.received, (unsigned long long)self->stats.rejected,
              peak_mb);
+    if (!self->train && self->staged_ahead)
+        log_info("eval: %llu of %llu batches staged while the one before ran",
+                 (unsigned long long)self->staged_ahead,
+                 (unsigned long long)atomic_load(&self->batches));
     gpud_destroy(&self);
     return rc;
 }

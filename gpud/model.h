@@ -58,6 +58,21 @@ const char *model_precision(const model_t *m);
 int model_forward_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
                      const float *mean, const float *std, float *logits, char *err,
                      size_t errlen);
+/* The same as a pipeline (docs/CUDA.md "The input path"): begin queues
+ * every micro-batch and reads all but the last one's logits (on cuda the
+ * device is still running it when begin returns); end reads the last one.
+ * In between, model_eval_stage_u8 may copy the next batch's first
+ * micro-batch into the graph in flight (the same shape; 1 staged, 0 not,
+ * -1 failed): the host's copy overlaps the device's work, and a begin with
+ * that batch (the same pixels, n, shape and mean/std, unchanged meanwhile)
+ * does not write it again. Any other call on m ends a pending begin first;
+ * logits must stay valid until end. model_forward_u8 is begin + end. */
+int model_eval_begin_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
+                        const float *mean, const float *std, float *logits, char *err,
+                        size_t errlen);
+int model_eval_stage_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
+                        const float *mean, const float *std, char *err, size_t errlen);
+int model_eval_end(model_t *m, char *err, size_t errlen);
 /* x: NCHW float, already normalised. */
 int model_forward_f32(model_t *m, const float *x, int n, int c, int h, int w, float *logits,
                       char *err, size_t errlen);

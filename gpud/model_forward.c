@@ -7,6 +7,7 @@
 #include "gpud/model_priv.h"
 
 #include "common/errbuf.h"
+#include "common/log.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -73,12 +74,14 @@ static eval_slot_t *graph_for(model_t *m, int c, int h, int w, char *err, size_t
 
 void model_eval_drop(model_t *m)
 {
+    model_eval_settle(m);
     for (int i = 0; i < GRAPH_CACHE; i++)
         bk_graph_destroy(&m->cache[i].g);
 }
 
 void model_eval_reload(model_t *m)
 {
+    model_eval_settle(m);
     for (int i = 0; i < GRAPH_CACHE; i++)
         if (m->cache[i].g)
             bk_graph_reload(m->cache[i].g);
@@ -144,16 +147,19 @@ static int overlap_on(void)
     return !(v && strcmp(v, "0") == 0);
 }
 
-/* n samples as micro-batches through one graph. Staging micro-batch i + 1
- * comes before reading micro-batch i's logits: on cuda, whose forward only
- * queues its work and whose read waits for it, the host copies the next
- * bytes (cuda_input.c's other pinned buffer) while the device runs the
- * forward before, instead of the device idling through each copy; the
- * next forward is queued after the read, so the logits it overwrites have
- * been read. The same calls on the same data: the same bits. A failed
- * graph is destroyed so it is not reused. */
-static int forward(model_t *m, model_fill_fn fill, const void *ctx, const model_u8_src_t *u8,
-                   int n, int c, int h, int w, float *logits, char *err, size_t errlen)
+/* n samples as micro-batches through one graph, all but the last one's
+ * logits read; the last one's left in m->pend for run_end. Staging
+ * micro-batch i + 1 comes before reading micro-batch i's logits: on cuda,
+ * whose forward only queues its work and whose read waits for it, the
+ * host copies the next bytes (cuda_input.c's other pinned buffer) while
+ * the device runs the forward before, instead of the device idling through
+ * each copy; the next forward is queued after the read, so the logits it
+ * overwrites have been read. The same calls on the same data: the same
+ * bits. skip_first: micro-batch 0 is already in the graph's input
+ * (model_eval_stage_u8). A failed graph is destroyed so it is not reused. */
+static int run_begin(model_t *m, model_fill_fn fill, const void *ctx, const model_u8_src_t *u8,
+                     int n, int c, int h, int w, float *logits, int skip_first, char *err,
+                     size_t errlen)
 {
     if (model_check_input(m, n, c, h, w, err, errlen) < 0)
         return -1;
@@ -168,15 +174,17 @@ static int forward(model_t *m, model_fill_fn fill, const void *ctx, const model_
         int k = n - first < m->mb ? n - first : m->mb;
         if (!ahead && prev >= 0 && collect(m, s, logits + (size_t)prev * nc, prev_k) < 0)
             goto fail;
-        if (stage(m, s, fill, ctx, u8, first, k, per) < 0 ||
+        if ((!(skip_first && first == 0) && stage(m, s, fill, ctx, u8, first, k, per) < 0) ||
             (ahead && prev >= 0 && collect(m, s, logits + (size_t)prev * nc, prev_k) < 0) ||
             bk_forward(s->g) < 0)
             goto fail;
         prev = first;
         prev_k = k;
     }
-    if (collect(m, s, logits + (size_t)prev * nc, prev_k) == 0)
-        return 0;
+    m->pend.slot = s;
+    m->pend.logits = logits + (size_t)prev * nc;
+    m->pend.k = prev_k;
+    return 0;
 fail:
     err_set(err, errlen, "%s forward: %s", m->arch->name,
             bk_graph_error(s->g) ? bk_graph_error(s->g) : "backend failure");
@@ -184,26 +192,130 @@ fail:
     return -1;
 }
 
-int model_forward_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
-                     const float *mean, const float *std, float *logits, char *err,
-                     size_t errlen)
+/* The pending micro-batch's logits read (nothing pending: 0). */
+static int run_end(model_t *m, char *err, size_t errlen)
+{
+    eval_slot_t *s = m->pend.slot;
+    m->pend.slot = NULL;
+    if (!s || collect(m, s, m->pend.logits, m->pend.k) == 0)
+        return 0;
+    err_set(err, errlen, "%s forward: %s", m->arch->name,
+            bk_graph_error(s->g) ? bk_graph_error(s->g) : "backend failure");
+    bk_graph_destroy(&s->g);
+    return -1;
+}
+
+static int forward(model_t *m, model_fill_fn fill, const void *ctx, const model_u8_src_t *u8,
+                   int n, int c, int h, int w, float *logits, char *err, size_t errlen)
+{
+    m->staged.px = NULL;   /* this call writes the input */
+    if (run_end(m, err, errlen) < 0)   /* a begin never ended: its logits first */
+        return -1;
+    return run_begin(m, fill, ctx, u8, n, c, h, w, logits, 0, err, errlen) < 0
+               ? -1 : run_end(m, err, errlen);
+}
+
+/* The engine's uint8 table of (c, mean, std), after the arguments' check. */
+static float *u8_table(model_t *m, int c, const float *mean, const float *std, char *err,
+                       size_t errlen)
 {
     if ((mean == NULL) != (std == NULL)) {
         err_set(err, errlen, "%s: mean and std must both be given or both NULL",
                 m->arch->name);
-        return -1;
+        return NULL;
     }
     if (c < 1 || c > 64) {
         err_set(err, errlen, "%s: %d input channels", m->arch->name, c);
-        return -1;
+        return NULL;
     }
-    float *lut = model_u8_table(m, c, mean, std, err, errlen);
+    return model_u8_table(m, c, mean, std, err, errlen);
+}
+
+int model_forward_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
+                     const float *mean, const float *std, float *logits, char *err,
+                     size_t errlen)
+{
+    float *lut = u8_table(m, c, mean, std, err, errlen);
     if (!lut)
         return -1;
     model_u8_src_t src = {pixels, c, h * w, lut, backend_threads(m->be)};
     int rc = forward(m, model_fill_u8, &src, &src, n, c, h, w, logits, err, errlen);
     free(lut);
     return rc;
+}
+
+/* Whether (pixels, n, shape, normalisation) is what model_eval_stage_u8
+ * staged. */
+static int is_staged(const model_t *m, const uint8_t *px, int n, int c, int h, int w,
+                     const float *mean, const float *std)
+{
+    const eval_staged_t *t = &m->staged;
+    return t->px && t->px == px && t->n == n && t->c == c && t->h == h && t->w == w &&
+           t->norm == (mean != NULL) &&
+           (!mean || (memcmp(t->mean, mean, (size_t)c * sizeof *mean) == 0 &&
+                      memcmp(t->std, std, (size_t)c * sizeof *std) == 0));
+}
+
+int model_eval_begin_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
+                        const float *mean, const float *std, float *logits, char *err,
+                        size_t errlen)
+{
+    if (run_end(m, err, errlen) < 0)   /* a begin never ended: its logits first */
+        return -1;
+    int skip = is_staged(m, pixels, n, c, h, w, mean, std);
+    m->staged.px = NULL;
+    float *lut = u8_table(m, c, mean, std, err, errlen);
+    if (!lut)
+        return -1;
+    model_u8_src_t src = {pixels, c, h * w, lut, backend_threads(m->be)};
+    int rc = run_begin(m, model_fill_u8, &src, &src, n, c, h, w, logits, skip, err, errlen);
+    free(lut);
+    return rc;
+}
+
+int model_eval_stage_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
+                        const float *mean, const float *std, char *err, size_t errlen)
+{
+    eval_slot_t *s = m->pend.slot;
+    m->staged.px = NULL;
+    /* only into the graph in flight (another shape's graph may not exist,
+     * and making it could evict that one) */
+    if (!s || n < 1 || s->c != c || s->h != h || s->w != w ||
+        model_check_input(m, n, c, h, w, err, errlen) < 0)
+        return 0;
+    float *lut = u8_table(m, c, mean, std, err, errlen);
+    if (!lut)
+        return -1;
+    model_u8_src_t src = {pixels, c, h * w, lut, backend_threads(m->be)};
+    size_t per = (size_t)c * h * w;
+    int k = n < m->mb ? n : m->mb;
+    int rc = stage(m, s, model_fill_u8, &src, &src, 0, k, per);
+    free(lut);
+    if (rc < 0) {
+        err_set(err, errlen, "%s: staging the next batch: %s", m->arch->name,
+                bk_graph_error(s->g) ? bk_graph_error(s->g) : "backend failure");
+        return -1;
+    }
+    m->staged = (eval_staged_t){.px = pixels, .n = n, .c = c, .h = h, .w = w,
+                                    .norm = mean != NULL};
+    if (mean) {
+        memcpy(m->staged.mean, mean, (size_t)c * sizeof *mean);
+        memcpy(m->staged.std, std, (size_t)c * sizeof *std);
+    }
+    return 1;
+}
+
+int model_eval_end(model_t *m, char *err, size_t errlen)
+{
+    return run_end(m, err, errlen);
+}
+
+void model_eval_settle(model_t *m)
+{
+    char err[256];
+    m->staged.px = NULL;
+    if (m->pend.slot && run_end(m, err, sizeof err) < 0)
+        log_error("%s", err);
 }
 
 int model_forward_f32(model_t *m, const float *x, int n, int c, int h, int w, float *logits,

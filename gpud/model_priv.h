@@ -41,6 +41,21 @@ typedef struct {
     unsigned long last_used;
 } eval_slot_t;
 
+/* The pipelined eval: the micro-batch whose logits are still to be read
+ * (slot NULL: none), and the next batch's first micro-batch staged
+ * meanwhile (px NULL: none). */
+typedef struct {
+    eval_slot_t *slot;
+    float *logits;      /* the caller's, for its k samples */
+    int k;
+} eval_pend_t;
+
+typedef struct {
+    const uint8_t *px;
+    int n, c, h, w, norm;
+    float mean[64], std[64];
+} eval_staged_t;
+
 /* Bitwise training: the graph of one chunk (model_chunks.c). */
 typedef struct {
     bk_graph_t *g;
@@ -60,6 +75,8 @@ struct model {
     uint8_t *in_u8;     /* a short last micro-batch's pixels, padded (model_forward_u8) */
     size_t in_u8_cap;
     float *out_buf;     /* mb * num_classes */
+    eval_pend_t pend;   /* the pipelined eval (model_eval_begin_u8 .. model_eval_end) */
+    eval_staged_t staged;
     model_opts_t opts;  /* as given (arch name not kept) */
     pstore_t *ps;       /* the parameters (gradient arrays when train = 1) */
     bk_graph_t *tg;    /* training graph of the last shape */
@@ -121,7 +138,11 @@ int model_train_staging(model_t *m, int nx, int n, int c, int h, int w, char *er
 
 /* ---- model_forward.c */
 
-/* Destroy the cached eval graphs. */
+/* A pipelined eval's pending logits read (model_eval_end) and anything
+ * staged forgotten, before other work on m: a read that fails is logged
+ * (the begin's caller learns it from its end, which then finds nothing). */
+void model_eval_settle(model_t *m);
+/* Destroy the cached eval graphs (settled first). */
 void model_eval_drop(model_t *m);
 /* The cached eval graphs fold the (changed) parameters again at their next
  * forward (model_sync_eval). */

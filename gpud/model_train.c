@@ -261,6 +261,7 @@ static int train_step(model_t *m, model_fill_fn fill, const void *ctx,
                       const int32_t *labels, const model_step_t *s, float *loss,
                       float *logits, char *err, size_t errlen)
 {
+    model_eval_settle(m);   /* the same backend: a pipelined eval's read first */
     if (step_check(m, n, s, err, errlen) < 0 || model_check_input(m, n, c, h, w, err, errlen) < 0)
         return -1;
     if (s->chunk > 0) {   /* the top-k from the chunks' logits, ranked here */

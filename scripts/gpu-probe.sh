@@ -9,9 +9,9 @@
 # - their img/s, with 1 input copy thread (DDPIPE_CUDA_COPY_THREADS: the
 #   input path's A/B), eval with the stem in its plain form
 #   (DDPIPE_CUDA_S2D=0), op by op without CUDA graphs (DDPIPE_CUDA_GRAPHS=0),
-#   eval at gpud's micro-batch 16 with the next input staged ahead and in
-#   turn (DDPIPE_EVAL_OVERLAP=0), and PyTorch's channels_last + autocast
-#   bf16, all in the same run;
+#   eval with each batch in turn instead of the next one staged while one
+#   runs (DDPIPE_EVAL_OVERLAP=0), the same at gpud's micro-batch 16, and
+#   PyTorch's channels_last + autocast bf16, all in the same run;
 # - gpud_cuda_fused and gpud_cuda_bf16, verbose (plan counts, cuDNN's
 #   fallbacks, bf16 against the ref backend);
 # - each kernel's device time over one eval and one training step (Nsight
@@ -65,8 +65,11 @@ run "s2d0-eval" env DDPIPE_CUDA_S2D=0 "$B" eval --batch 256 --iters 5 --precisio
 for what in eval train; do
     run "graphs0-$what" env DDPIPE_CUDA_GRAPHS=0 "$B" "$what" --batch 256 --iters 5 --precision bf16
 done
-# gpud's default micro-batch (16): 16 forwards a batch, the next one's input
-# staged while the one before runs, against each in turn
+# eval in turn (DDPIPE_EVAL_OVERLAP=0), each batch written, run and read
+# before the next, against default-eval (the next batch staged while one
+# runs, as gpud's eval job); and at gpud's default micro-batch (16: 16
+# forwards a batch), overlapped and in turn
+run "inturn-eval" env DDPIPE_EVAL_OVERLAP=0 "$B" eval --batch 256 --iters 5 --precision bf16
 run "mb16-eval" "$B" eval --batch 256 --micro-batch 16 --iters 5 --precision bf16
 run "mb16-inturn-eval" env DDPIPE_EVAL_OVERLAP=0 "$B" eval --batch 256 --micro-batch 16 \
     --iters 5 --precision bf16

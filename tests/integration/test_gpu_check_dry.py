@@ -171,8 +171,8 @@ check(p.returncode == 0, "gpu-probe exited %d" % p.returncode)
 probe = open(os.path.join(pout, "probe.txt")).read().splitlines()
 names = {l.split(":")[0] for l in probe}
 for want in ("profile-eval", "profile-train", "default-eval", "default-train", "copy1-eval",
-             "copy1-train", "s2d0-eval", "graphs0-eval", "graphs0-train", "mb16-eval",
-             "mb16-inturn-eval", "torch-eval", "torch-train"):
+             "copy1-train", "s2d0-eval", "graphs0-eval", "graphs0-train", "inturn-eval",
+             "mb16-eval", "mb16-inturn-eval", "torch-eval", "torch-train"):
     check(want in names, "probe.txt has %s's lines: %s" % (want, sorted(names)))
 def lines(name):
     return [l for l in probe if l.startswith(name + ":")]
@@ -182,7 +182,8 @@ check(any("cuda profile graph" in l for l in lines("profile-train")) and
 # the variants ran with their variables (the fake adds 1 to img/s per variable set)
 for name, want in (("default-train", "img/s=60.0"), ("graphs0-train", "img/s=61.0"),
                    ("s2d0-eval", "img/s=111.0"), ("copy1-eval", "img/s=111.0"),
-                   ("mb16-eval", "img/s=110.0"), ("mb16-inturn-eval", "img/s=111.0")):
+                   ("inturn-eval", "img/s=111.0"), ("mb16-eval", "img/s=110.0"),
+                   ("mb16-inturn-eval", "img/s=111.0")):
     check(any(want in l for l in lines(name)), "%s: want %s, got %s" % (name, want, lines(name)))
 check(any("exit" in l for l in lines("torch-eval")), "the PyTorch run's failure said: %s"
       % lines("torch-eval"))
