@@ -7,6 +7,7 @@ fake-peer tests which use python3-zmq/python3-msgpack when present.
 import atexit
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -192,13 +193,42 @@ def assert_no_leftovers(marker):
     fail("processes left behind: %s" % left)
 
 
+_port_rng = random.Random()
+_ports_given = set()   # a test asking for several ports gets distinct ones
+
+
+def low_port_range():
+    """[10000, the first ephemeral port): the kernel never hands these to a
+    port-0 or outgoing socket, so a port found free there stays free until
+    the daemon it is meant for binds it, unless another test picks it too."""
+    lo = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 10000, max(10001, lo)
+
+
 def free_port():
-    """A loopback TCP port nobody listens on right now."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A loopback TCP port nobody listens on right now, below the ephemeral
+    range (low_port_range; a port-0 port could go to another process's
+    socket before the daemon binds it)."""
+    a, b = low_port_range()
+    for _ in range(200):
+        port = _port_rng.randrange(a, b)
+        if port in _ports_given:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            _ports_given.add(port)
+            return port
+        except OSError:
+            pass
+        finally:
+            s.close()
+    fail("no free loopback port in %d..%d" % (a, b - 1))
 
 
 def load_json(path):

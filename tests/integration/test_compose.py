@@ -7,6 +7,7 @@ reducerd killed with SIGKILL mid-job is restarted by supervisord, finds the
 job's state gone, and every daemon stops with exit 3 — no hang, no
 restart loop, no summary.json."""
 import os
+import random
 import re
 import signal
 import shutil
@@ -23,11 +24,15 @@ CONF = os.path.join(SRC, "compose", "supervisord.conf")
 
 
 def port_base():
-    """A base port with 5 consecutive free loopback ports after it."""
-    for _ in range(50):
-        base = free_port()
-        if base > 60000:
-            continue
+    """A base port with 5 consecutive free loopback ports after it, below
+    the kernel's ephemeral range (ddp_it.low_port_range: a port found free
+    there could be handed to another process's outgoing or port-0 socket,
+    a test running beside this one, before the daemons bind it, as
+    reporterd's tap once found: "Address already in use")."""
+    a, b = low_port_range()
+    rng = random.Random(os.getpid())
+    for _ in range(200):
+        base = rng.randrange(a, max(a + 1, b - 5))
         ok = True
         for p in range(base, base + 5):
             s = socket.socket()
