@@ -378,6 +378,11 @@ fi
 # epilogue?
 variant_step "bench ddpipe eval bf16 cudnn graph off" \
     bench-ddpipe-eval-bf16-nocudnngraph.log cudnn-graph-off eval bf16 DDPIPE_CUDNN_GRAPH=0
+# each batch written, run and read in turn (DDPIPE_EVAL_OVERLAP=0) against
+# the next one staged while one runs (the default, as gpud's eval job):
+# what the input overlap gains (docs/CUDA.md "The input path")
+variant_step "bench ddpipe eval bf16 in turn" \
+    bench-ddpipe-eval-bf16-inturn.log inturn eval bf16 DDPIPE_EVAL_OVERLAP=0
 
 profile_step train bf16
 # the bf16 eval's fused plan (the bar's eval: 0.51x cl-bf16 on 2026-11-29)

@@ -141,6 +141,7 @@ check(ev["ddpipe fp32"]["img_s"] == 100.0 and ev["ddpipe bf16"]["img_s"] == 110.
 # the variants: renamed precisions, their own figures (one variable more each)
 for fig, key, want in ((tr, "ddpipe bf16-tuned", 61.0), (ev, "ddpipe bf16-tuned", 111.0),
                        (ev, "ddpipe fp32-graphs-off", 101.0), (ev, "ddpipe fp32-cudnn-graph-off", 101.0),
+                       (ev, "ddpipe bf16-inturn", 111.0),
                        (tr, "ddpipe fp32-cudnn-graph-off", 51.0)):
     check(key in fig and fig[key]["img_s"] == want, "%s: want img/s %s, got %s" % (key, want, fig.get(key)))
 r50 = bench.get("resnet50 train", {}).get("img_s", {})
