@@ -22,14 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* DDPIPE_EVAL_OVERLAP=0: every batch answered before the next is taken
- * (and an eval call's micro-batches in turn: model_forward.c) */
-static bool pipeline_on(void)
-{
-    const char *v = getenv("DDPIPE_EVAL_OVERLAP");
-    return !(v && strcmp(v, "0") == 0);
-}
-
 int eval_start(gpud_t *self)
 {
     if (self->welcome_train) {
@@ -60,13 +52,21 @@ struct eval_pending {
     size_t cap;
 };
 
+/* The normalisation the model is given: the flags' or the architecture's
+ * mean and std, or none (plain ToTensor). */
+static void norm(const gpud_t *self, const float **mean, const float **std)
+{
+    *mean = self->normalize ? self->mean : NULL;
+    *std = self->normalize ? self->std : NULL;
+}
+
 /* The forward of batch: queued (then the logits are read by
  * model_eval_end), or with wait run whole. */
 static int forward(gpud_t *self, const ddp_batch_t *batch, const uint8_t *pixels, int wait)
 {
     char err[512];
-    const float *mean = self->normalize ? self->mean : NULL;
-    const float *std = self->normalize ? self->std : NULL;
+    const float *mean, *std;
+    norm(self, &mean, &std);
     int rc = wait ? model_forward_u8(self->model, pixels, (int)batch->n, batch->c, batch->h,
                                      batch->w, mean, std, self->logits, err, sizeof err)
                   : model_eval_begin_u8(self->model, pixels, (int)batch->n, batch->c,
@@ -175,15 +175,12 @@ void eval_drop(gpud_t *self)
     self->pending = NULL;
 }
 
-/* The batch kept: its message moved out of *msg, its logits buffer and
- * self->logits swapped (the kept forward writes the one it was given). */
-static int keep(gpud_t *self, ddp_msg_t *msg, const wire_input_t *in, double t0)
+/* The batch kept (self->pending made before its forward): its message
+ * moved out of *msg, its logits buffer and self->logits swapped (the kept
+ * forward writes the one it was given). */
+static void keep(gpud_t *self, ddp_msg_t *msg, const wire_input_t *in, double t0)
 {
     struct eval_pending *p = self->pending;
-    if (!p && !(p = self->pending = calloc(1, sizeof *p))) {
-        log_error("out of memory for a batch in flight");
-        return -1;
-    }
     p->msg = *msg;
     memset(msg, 0, sizeof *msg);   /* moved: the caller's clear frees nothing */
     p->in = *in;
@@ -195,13 +192,29 @@ static int keep(gpud_t *self, ddp_msg_t *msg, const wire_input_t *in, double t0)
     p->cap = self->logits_cap;
     self->logits = l;
     self->logits_cap = cap;
-    return 0;
+}
+
+/* Batch's first micro-batch staged into the kept batch's forward (the
+ * host's copy overlaps the device's work); a failure only costs the
+ * overlap: its begin writes it again. */
+static void stage_next(gpud_t *self, const ddp_batch_t *batch, const uint8_t *pixels)
+{
+    char err[512];
+    const float *mean, *std;
+    norm(self, &mean, &std);
+    int st = pixels ? model_eval_stage_u8(self->model, pixels, (int)batch->n, batch->c,
+                                          batch->h, batch->w, mean, std, err, sizeof err)
+                    : 0;
+    if (st < 0)
+        log_warn("batch %llu: staging ahead failed (%s); it is written again",
+                 (unsigned long long)batch->seq, err);
+    self->staged_ahead += st > 0;
 }
 
 int eval_on_batch(gpud_t *self, ddp_msg_t *msg)
 {
     ddp_batch_t *batch = &msg->u.batch;
-    int pipe = !self->train && pipeline_on();
+    int pipe = !self->train && model_eval_overlap();
     if (self->options.fault_after >= 0 &&
         atomic_load(&self->batches) + (eval_pending(self) ? 1 : 0) >=
             (uint64_t)self->options.fault_after) {
@@ -213,6 +226,10 @@ int eval_on_batch(gpud_t *self, ddp_msg_t *msg)
         return -1;
     if (self->eval_stale && gpud_sync_eval(self) < 0)   /* reads a kept forward first */
         return -1;
+    if (pipe && !self->pending && !(self->pending = calloc(1, sizeof *self->pending))) {
+        log_warn("out of memory for a batch in flight: answered at once");
+        pipe = 0;
+    }
     if (gpud_fit_logits(self, batch->n) < 0) {
         log_error("out of memory for %zu logits",
                   (size_t)batch->n * (size_t)model_num_classes(self->model));
@@ -225,17 +242,7 @@ int eval_on_batch(gpud_t *self, ddp_msg_t *msg)
     if (eval_pending(self)) {
         /* this batch's first bytes copied while the kept one runs, then
          * the kept one answered */
-        char err[512];
-        const float *mean = self->normalize ? self->mean : NULL;
-        const float *std = self->normalize ? self->std : NULL;
-        int st = in.pixels ? model_eval_stage_u8(self->model, in.pixels, (int)batch->n,
-                                                 batch->c, batch->h, batch->w, mean, std, err,
-                                                 sizeof err)
-                           : 0;
-        if (st < 0)
-            log_warn("batch %llu: staging ahead failed (%s); it is written again",
-                     (unsigned long long)batch->seq, err);
-        self->staged_ahead += st > 0;
+        stage_next(self, batch, in.pixels);
         if (eval_finish(self) < 0) {
             wire_input_clear(&in);
             return -1;
@@ -246,17 +253,8 @@ int eval_on_batch(gpud_t *self, ddp_msg_t *msg)
         return -1;
     }
     if (pipe) {
-        if (keep(self, msg, &in, t0) == 0)
-            return 0;
-        /* no room to keep it: answered now */
-        char err[512];
-        int rc = model_eval_end(self->model, err, sizeof err);
-        if (rc < 0)
-            log_error("forward pass failed on batch %llu: %s", (unsigned long long)batch->seq,
-                      err);
-        rc = rc < 0 || send_result(self, batch, &in, t0, self->logits) < 0 ? -1 : 0;
-        wire_input_clear(&in);
-        return rc < 0 ? -1 : answered(self, batch, t0, self->from_loader);
+        keep(self, msg, &in, t0);
+        return 0;
     }
     int rc = send_result(self, batch, &in, t0, self->logits);
     wire_input_clear(&in);

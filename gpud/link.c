@@ -149,6 +149,12 @@ void link_on_loader(gpud_t *self, int loader)
     ddp_msg_clear(&m);
 }
 
+void link_on_idle(gpud_t *self)
+{
+    if (eval_pending(self) && eval_finish(self) < 0)
+        fail(self);
+}
+
 /* STOP to an eval worker: only a lost job fails it. */
 static void eval_stop(gpud_t *self, const ddp_stop_t *stop)
 {

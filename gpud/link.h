@@ -16,5 +16,8 @@ int link_join(gpud_t *self);
 void link_on_loader(gpud_t *self, int loader);
 void link_on_reducer(gpud_t *self);
 void link_on_heartbeat(gpud_t *self);
+/* No message waiting: a kept eval batch answered (eval_finish); a failure
+ * fails the worker. */
+void link_on_idle(gpud_t *self);
 
 #endif

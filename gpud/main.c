@@ -66,10 +66,8 @@ static int run(gpud_t *self)
             link_on_loader(self, from);
         else if (zpoller_terminated(poller))
             break;
-        else if (eval_pending(self) && eval_finish(self) < 0) {
-            self->exit_code = 1;
-            rank_state_end(&self->state, RANK_STOPPED, "failed");
-        }
+        else
+            link_on_idle(self);
         if (self->train)
             train_idle(self);
         gpud_tick(self);

@@ -73,6 +73,9 @@ int model_eval_begin_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, 
 int model_eval_stage_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
                         const float *mean, const float *std, char *err, size_t errlen);
 int model_eval_end(model_t *m, char *err, size_t errlen);
+/* 0 where DDPIPE_EVAL_OVERLAP=0: an eval call's micro-batches, and gpud's
+ * eval batches, each written, run and read in turn. */
+int model_eval_overlap(void);
 /* x: NCHW float, already normalised. */
 int model_forward_f32(model_t *m, const float *x, int n, int c, int h, int w, float *logits,
                       char *err, size_t errlen);

@@ -9,6 +9,7 @@
 #include "common/errbuf.h"
 #include "common/log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,12 +140,20 @@ static int collect(model_t *m, eval_slot_t *s, float *logits, int k)
     return 0;
 }
 
-/* Whether the next micro-batch's input is staged while the one before it
- * runs (DDPIPE_EVAL_OVERLAP=0: each written, run and read in turn). */
-static int overlap_on(void)
+int model_eval_overlap(void)
 {
     const char *v = getenv("DDPIPE_EVAL_OVERLAP");
     return !(v && strcmp(v, "0") == 0);
+}
+
+/* s's graph failed: the reason in err, the graph destroyed so it is not
+ * reused. -1. */
+static int graph_failed(model_t *m, eval_slot_t *s, char *err, size_t errlen)
+{
+    err_set(err, errlen, "%s forward: %s", m->arch->name,
+            bk_graph_error(s->g) ? bk_graph_error(s->g) : "backend failure");
+    bk_graph_destroy(&s->g);
+    return -1;
 }
 
 /* n samples as micro-batches through one graph, all but the last one's
@@ -169,7 +178,7 @@ static int run_begin(model_t *m, model_fill_fn fill, const void *ctx, const mode
     if (!s)
         return -1;
     size_t per = (size_t)c * h * w, nc = (size_t)m->info.num_classes;
-    int ahead = overlap_on(), prev = -1, prev_k = 0;   /* the micro-batch in flight */
+    int ahead = model_eval_overlap(), prev = -1, prev_k = 0;   /* the micro-batch in flight */
     for (int first = 0; first < n; first += m->mb) {
         int k = n - first < m->mb ? n - first : m->mb;
         if (!ahead && prev >= 0 && collect(m, s, logits + (size_t)prev * nc, prev_k) < 0)
@@ -186,22 +195,22 @@ static int run_begin(model_t *m, model_fill_fn fill, const void *ctx, const mode
     m->pend.k = prev_k;
     return 0;
 fail:
-    err_set(err, errlen, "%s forward: %s", m->arch->name,
-            bk_graph_error(s->g) ? bk_graph_error(s->g) : "backend failure");
-    bk_graph_destroy(&s->g);
-    return -1;
+    return graph_failed(m, s, err, errlen);
 }
 
-/* The pending micro-batch's logits read (nothing pending: 0). */
+/* The pending micro-batch's logits read (nothing pending: 0; a read that
+ * model_eval_settle made and that failed: its error, once). */
 static int run_end(model_t *m, char *err, size_t errlen)
 {
     eval_slot_t *s = m->pend.slot;
     m->pend.slot = NULL;
-    if (!s || collect(m, s, m->pend.logits, m->pend.k) == 0)
+    if (s)
+        return collect(m, s, m->pend.logits, m->pend.k) == 0 ? 0
+                                                               : graph_failed(m, s, err, errlen);
+    if (!m->pend.failed[0])
         return 0;
-    err_set(err, errlen, "%s forward: %s", m->arch->name,
-            bk_graph_error(s->g) ? bk_graph_error(s->g) : "backend failure");
-    bk_graph_destroy(&s->g);
+    err_set(err, errlen, "%s", m->pend.failed);
+    m->pend.failed[0] = '\0';
     return -1;
 }
 
@@ -312,10 +321,12 @@ int model_eval_end(model_t *m, char *err, size_t errlen)
 
 void model_eval_settle(model_t *m)
 {
-    char err[256];
+    char err[sizeof m->pend.failed];
     m->staged.px = NULL;
-    if (m->pend.slot && run_end(m, err, sizeof err) < 0)
+    if (m->pend.slot && run_end(m, err, sizeof err) < 0) {
         log_error("%s", err);
+        snprintf(m->pend.failed, sizeof m->pend.failed, "%s", err);   /* for the begin's end */
+    }
 }
 
 int model_forward_f32(model_t *m, const float *x, int n, int c, int h, int w, float *logits,

@@ -48,6 +48,7 @@ typedef struct {
     eval_slot_t *slot;
     float *logits;      /* the caller's, for its k samples */
     int k;
+    char failed[256];   /* "": none; else a settled read's error, for the next end */
 } eval_pend_t;
 
 typedef struct {
@@ -140,7 +141,7 @@ int model_train_staging(model_t *m, int nx, int n, int c, int h, int w, char *er
 
 /* A pipelined eval's pending logits read (model_eval_end) and anything
  * staged forgotten, before other work on m: a read that fails is logged
- * (the begin's caller learns it from its end, which then finds nothing). */
+ * and kept, and the begin's end returns it. */
 void model_eval_settle(model_t *m);
 /* Destroy the cached eval graphs (settled first). */
 void model_eval_drop(model_t *m);
