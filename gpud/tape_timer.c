@@ -83,21 +83,17 @@ static void report(const bk_graph_t *g)
         at += (size_t)snprintf(line, sizeof line, "%lu forwards %.3f ms, %lu backwards %.3f ms",
                                t->passes[0], t->passes[0] ? per[0] / t->passes[0] : 0.0,
                                t->passes[1], t->passes[1] ? per[1] / t->passes[1] : 0.0);
-        for (int k = 0; k <= TO_CE && at < sizeof line; k++) {
+        /* each op kind that took time, then the gaps between ops, always */
+        for (int k = 0; k <= TAPE_TIMER_GAP && at < sizeof line; k++) {
             double f = t->passes[0] ? t->ms[0][k] / t->passes[0] : 0.0;
             double b = t->passes[1] ? t->ms[1][k] / t->passes[1] : 0.0;
-            if (f + b <= 0)
+            if (f + b <= 0 && k != TAPE_TIMER_GAP)
                 continue;
             at += (size_t)snprintf(line + at, sizeof line - at, "; %s fwd %.3f bwd %.3f (%.1f%%)",
-                                   top_kind_name((top_kind_t)k), f, b,
-                                   total > 0 ? 100.0 * (f + b) / total : 0.0);
+                                   k == TAPE_TIMER_GAP ? "between ops"
+                                                       : top_kind_name((top_kind_t)k),
+                                   f, b, total > 0 ? 100.0 * (f + b) / total : 0.0);
         }
-        double gf = t->passes[0] ? t->ms[0][TAPE_TIMER_GAP] / t->passes[0] : 0.0;
-        double gb = t->passes[1] ? t->ms[1][TAPE_TIMER_GAP] / t->passes[1] : 0.0;
-        if (at < sizeof line)
-            snprintf(line + at, sizeof line - at, "; between ops fwd %.3f bwd %.3f (%.1f%%)",
-                     gf, gb,
-                     total > 0 ? 100.0 * (gf + gb) / total : 0.0);
         log_info("%s profile graph [%d] %s: %s (device ms per pass; share of a step)",
                  g->base.be->ops->name, g->batch, g->forward_only ? "inference" : "training",
                  line);

@@ -210,6 +210,18 @@ def low_port_range():
     return 10000, max(10001, lo)
 
 
+def port_is_free(port):
+    """Whether a loopback TCP socket can bind port now."""
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def free_port():
     """A loopback TCP port nobody listens on right now, below the ephemeral
     range (low_port_range; a port-0 port could go to another process's
@@ -217,17 +229,9 @@ def free_port():
     a, b = low_port_range()
     for _ in range(200):
         port = _port_rng.randrange(a, b)
-        if port in _ports_given:
-            continue
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
+        if port not in _ports_given and port_is_free(port):
             _ports_given.add(port)
             return port
-        except OSError:
-            pass
-        finally:
-            s.close()
     fail("no free loopback port in %d..%d" % (a, b - 1))
 
 

@@ -11,7 +11,6 @@ import random
 import re
 import signal
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -33,16 +32,7 @@ def port_base():
     rng = random.Random(os.getpid())
     for _ in range(200):
         base = rng.randrange(a, max(a + 1, b - 5))
-        ok = True
-        for p in range(base, base + 5):
-            s = socket.socket()
-            try:
-                s.bind(("127.0.0.1", p))
-            except OSError:
-                ok = False
-            finally:
-                s.close()
-        if ok:
+        if all(port_is_free(p) for p in range(base, base + 5)):
             return base
     fail("no 5 consecutive free ports")
 

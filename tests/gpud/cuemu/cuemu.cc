@@ -6,12 +6,14 @@
  * act on host memory. */
 #include "cuemu_counts.h"
 #include "cuemu.h"
+extern "C" {
+#include "common/clock.h"
+}
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <ucontext.h>
 
 #include <map>
@@ -416,9 +418,7 @@ struct Event {
 };
 double now_ms(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+    return clock_mono_s() * 1e3;
 }
 }  // namespace
 
