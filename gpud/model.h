@@ -210,6 +210,29 @@ int model_train_step_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, 
                         const float *mean, const float *std, const int32_t *labels,
                         const model_step_t *s, float *loss, float *logits, char *err,
                         size_t errlen);
+/* The same as a pipeline (docs/CUDA.md "The input path"): begin queues the
+ * step (its outputs, and s->topk, are written by end; on cuda the device
+ * is still running it when begin returns); model_train_stage_u8 may then
+ * write the next step's batch into the training graph (the same n and
+ * shape; 1 staged, 0 not, -1 failed): the host's copy overlaps the
+ * device's work, and a begin with that batch (the same pixels, n, shape
+ * and mean/std, unchanged meanwhile) does not write it again. end must
+ * come before any other call on m but a stage. A caller that will not run
+ * the batch it staged calls model_train_unstage before its memory may
+ * hold another. model_train_step_u8 is begin + end. A bitwise step
+ * (s->chunk) or an empty shard runs whole in begin; nothing is staged
+ * into it. */
+int model_train_begin_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
+                         const float *mean, const float *std, const int32_t *labels,
+                         const model_step_t *s, float *loss, float *logits, char *err,
+                         size_t errlen);
+int model_train_stage_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
+                         const float *mean, const float *std, char *err, size_t errlen);
+int model_train_end(model_t *m, char *err, size_t errlen);
+void model_train_unstage(model_t *m);
+/* 0 where DDPIPE_TRAIN_OVERLAP=0: gpud's training steps take their batch
+ * in turn (read at each call). */
+int model_train_overlap(void);
 int model_train_step_f32(model_t *m, const float *x, int n, int c, int h, int w,
                          const int32_t *labels, const model_step_t *s, float *loss,
                          float *logits, char *err, size_t errlen);

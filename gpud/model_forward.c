@@ -253,25 +253,13 @@ int model_forward_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int
     return rc;
 }
 
-/* Whether (pixels, n, shape, normalisation) is what model_eval_stage_u8
- * staged. */
-static int is_staged(const model_t *m, const uint8_t *px, int n, int c, int h, int w,
-                     const float *mean, const float *std)
-{
-    const eval_staged_t *t = &m->staged;
-    return t->px && t->px == px && t->n == n && t->c == c && t->h == h && t->w == w &&
-           t->norm == (mean != NULL) &&
-           (!mean || (memcmp(t->mean, mean, (size_t)c * sizeof *mean) == 0 &&
-                      memcmp(t->std, std, (size_t)c * sizeof *std) == 0));
-}
-
 int model_eval_begin_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
                         const float *mean, const float *std, float *logits, char *err,
                         size_t errlen)
 {
     if (run_end(m, err, errlen) < 0)   /* a begin never ended: its logits first */
         return -1;
-    int skip = is_staged(m, pixels, n, c, h, w, mean, std);
+    int skip = model_staged_match(&m->staged, pixels, n, c, h, w, mean, std);
     m->staged.px = NULL;
     float *lut = u8_table(m, c, mean, std, err, errlen);
     if (!lut)
@@ -305,12 +293,7 @@ int model_eval_stage_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, 
                 bk_graph_error(s->g) ? bk_graph_error(s->g) : "backend failure");
         return -1;
     }
-    m->staged = (eval_staged_t){.px = pixels, .n = n, .c = c, .h = h, .w = w,
-                                    .norm = mean != NULL};
-    if (mean) {
-        memcpy(m->staged.mean, mean, (size_t)c * sizeof *mean);
-        memcpy(m->staged.std, std, (size_t)c * sizeof *std);
-    }
+    model_staged_set(&m->staged, pixels, n, c, h, w, mean, std);
     return 1;
 }
 

@@ -1,6 +1,7 @@
 /* model_input — a batch's pixels to the network's input: uint8 CHW to
  * normalised floats exactly as torchvision's ToTensor + Normalize, and the
- * checks of a batch's shape against the architecture. */
+ * checks of a batch's shape against the architecture, the record of a batch
+ * staged ahead. */
 #include "gpud/model_priv.h"
 
 #include "common/errbuf.h"
@@ -96,4 +97,23 @@ int model_train_staging(model_t *m, int nx, int n, int c, int h, int w, char *er
     }
     m->t_dl = dl;
     return 0;
+}
+
+int model_staged_match(const staged_input_t *t, const uint8_t *px, int n, int c, int h, int w,
+                       const float *mean, const float *std)
+{
+    return t->px && t->px == px && t->n == n && t->c == c && t->h == h && t->w == w &&
+           t->norm == (mean != NULL) &&
+           (!mean || (memcmp(t->mean, mean, (size_t)c * sizeof *mean) == 0 &&
+                      memcmp(t->std, std, (size_t)c * sizeof *std) == 0));
+}
+
+void model_staged_set(staged_input_t *t, const uint8_t *px, int n, int c, int h, int w,
+                      const float *mean, const float *std)
+{
+    *t = (staged_input_t){.px = px, .n = n, .c = c, .h = h, .w = w, .norm = mean != NULL};
+    if (mean) {
+        memcpy(t->mean, mean, (size_t)c * sizeof *mean);
+        memcpy(t->std, std, (size_t)c * sizeof *std);
+    }
 }

@@ -42,8 +42,7 @@ typedef struct {
 } eval_slot_t;
 
 /* The pipelined eval: the micro-batch whose logits are still to be read
- * (slot NULL: none), and the next batch's first micro-batch staged
- * meanwhile (px NULL: none). */
+ * (slot NULL: none). */
 typedef struct {
     eval_slot_t *slot;
     float *logits;      /* the caller's, for its k samples */
@@ -51,11 +50,26 @@ typedef struct {
     char failed[256];   /* "": none; else a settled read's error, for the next end */
 } eval_pend_t;
 
+/* A batch written ahead into a graph's input while the work before it
+ * runs (px NULL: none; model_staged_match). */
 typedef struct {
     const uint8_t *px;
     int n, c, h, w, norm;
     float mean[64], std[64];
-} eval_staged_t;
+    /* training (model_train.c): the graph it went into (m->t_build) and
+     * the bytes it moved, counted by the step that reads it */
+    unsigned long build;
+    uint64_t bytes;
+} staged_input_t;
+
+/* A training step begun and not ended (model_train_begin_u8): what its end
+ * reads (on = 0: none). */
+typedef struct {
+    int on, n;
+    float *loss, *logits;
+    int32_t *topk;
+    int k;
+} train_pend_t;
 
 /* Bitwise training: the graph of one chunk (model_chunks.c). */
 typedef struct {
@@ -77,13 +91,16 @@ struct model {
     size_t in_u8_cap;
     float *out_buf;     /* mb * num_classes */
     eval_pend_t pend;   /* the pipelined eval (model_eval_begin_u8 .. model_eval_end) */
-    eval_staged_t staged;
+    staged_input_t staged;   /* the next eval batch's first micro-batch */
     model_opts_t opts;  /* as given (arch name not kept) */
     pstore_t *ps;       /* the parameters (gradient arrays when train = 1) */
     bk_graph_t *tg;    /* training graph of the last shape */
     bk_tensor_t *t_in, *t_logits, *t_loss;
     int tn, tc, th, tw;
     float t_eps;
+    unsigned long t_build;     /* +1 each time the training graph is built */
+    staged_input_t t_staged;   /* the next step's batch, in t_in */
+    train_pend_t t_pend;
     float *t_x, *t_dl;  /* input and loss-gradient staging */
     float *t_lg;        /* logits read to rank them on the host (model_step_t.topk) */
     size_t t_lg_cap;
@@ -131,6 +148,12 @@ float *model_u8_table(const model_t *m, int c, const float *mean, const float *s
                       size_t errlen);
 /* n samples of (c, h, w) are what the architecture takes; -1 (err set). */
 int model_check_input(const model_t *m, int n, int c, int h, int w, char *err, size_t errlen);
+/* Whether (px, n, shape, normalisation) is what t holds. */
+int model_staged_match(const staged_input_t *t, const uint8_t *px, int n, int c, int h, int w,
+                       const float *mean, const float *std);
+/* t records (px, n, shape, normalisation) as staged (c <= 64). */
+void model_staged_set(staged_input_t *t, const uint8_t *px, int n, int c, int h, int w,
+                      const float *mean, const float *std);
 /* A train step's staging: m->t_x for nx samples of (c, h, w) (the batch,
  * or one chunk of a bitwise step) and m->t_dl for n loss gradients. 0, or
  * -1 (err set). */

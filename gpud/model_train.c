@@ -39,6 +39,7 @@ static int train_graph(model_t *m, int n, int c, int h, int w, float eps, char *
     bk_graph_set_allreduce(g, m->sync_fn, m->sync_ctx);
     bk_graph_set_grad_ready(g, m->ready_fn, m->ready_ctx);
     m->tg = g;
+    m->t_build++;   /* a batch staged into the graph before is not in this one */
     m->tn = n;
     m->tc = c;
     m->th = h;
@@ -94,18 +95,19 @@ static float *host_logits(model_t *m, int n, float *logits, char *err, size_t er
 
 /* The step's input into the graph: uint8 pixels straight into the input
  * tensor when the backend can (no float copy of the batch), else filled
- * into m->t_x and written from there. */
+ * into m->t_x and written from there; *bytes what crossed (counted by the
+ * step that reads it). */
 static int train_input(model_t *m, int n, model_fill_fn fill, const void *ctx,
-                       const model_u8_src_t *u8)
+                       const model_u8_src_t *u8, uint64_t *bytes)
 {
     uint64_t px = (uint64_t)n * (uint64_t)(m->tc * m->th * m->tw);
     int rc = u8 ? bk_write_u8(m->tg, m->t_in, u8->px, u8->lut) : 1;
     if (rc == 0)
-        m->traffic.batch_in += px + (uint64_t)u8->c * 256 * sizeof(float);
+        *bytes = px + (uint64_t)u8->c * 256 * sizeof(float);
     if (rc != 1)
         return rc;
     fill(ctx, 0, n, m->t_x);
-    m->traffic.batch_in += px * sizeof(float);
+    *bytes = px * sizeof(float);
     return bk_write(m->tg, m->t_in, m->t_x);
 }
 
@@ -172,9 +174,23 @@ int model_copy_plan(const model_t *m, int n, int c, int h, int w, bk_copy_plan_t
     return loss ? 0 : -1;
 }
 
-static int train_run(model_t *m, int n, model_fill_fn fill, const void *ctx,
-                     const model_u8_src_t *u8, const int32_t *labels, const model_step_t *s,
-                     float *loss, float *logits, char *err, size_t errlen)
+/* A failed step: its error, and its graph not reused. -1. */
+static int run_failed(model_t *m, char *err, size_t errlen)
+{
+    err_set(err, errlen, "%s train step: %s", m->arch->name,
+            bk_graph_error(m->tg) ? bk_graph_error(m->tg) : "backend failure");
+    bk_graph_destroy(&m->tg);
+    m->t_pend.on = 0;
+    return -1;
+}
+
+/* The step queued: its input (unless staged: already in the graph), labels,
+ * sample keys and loss gradient, then forward and backward (on cuda one
+ * recorded pass, not waited for); what its end reads kept in m->t_pend. */
+static int run_begin(model_t *m, int n, model_fill_fn fill, const void *ctx,
+                     const model_u8_src_t *u8, int staged, const int32_t *labels,
+                     const model_step_t *s, float *loss, float *logits, char *err,
+                     size_t errlen)
 {
     bk_graph_t *g = m->tg;
     /* the backend's own copies (cuda: per-op parameter uploads and gradient
@@ -184,7 +200,9 @@ static int train_run(model_t *m, int n, model_fill_fn fill, const void *ctx,
     backend_traffic_take(m->be, &kernels);
     bk_graph_set_training(g, 1);
     bk_graph_set_dropout(g, !s->no_dropout);
-    int rc = train_input(m, n, fill, ctx, u8);
+    uint64_t in_bytes = m->t_staged.bytes;
+    int rc = staged ? 0 : train_input(m, n, fill, ctx, u8, &in_bytes);
+    m->t_staged.px = NULL;
     rc = rc ? rc : bk_set_labels(g, labels);
     rc = rc ? rc : bk_set_step(g, s->seed, s->step, s->ids);
     for (int i = 0; i < n; i++)   /* d(S sum_i l_i / G) / d l_i, S a power of two */
@@ -196,33 +214,48 @@ static int train_run(model_t *m, int n, model_fill_fn fill, const void *ctx,
     backend_traffic_take(m->be, &kernels);
     t->params += kernels.params;
     t->bn += kernels.bn;
-    /* labels, loss gradients and, where a dropout draws, the sample keys */
-    t->batch_in += (uint64_t)n * (sizeof *labels + sizeof *m->t_dl +
-                                  (bk_graph_drops(g) ? sizeof(uint64_t) : 0));
-    if (rc == 0 && loss && (rc = bk_read(g, m->t_loss, loss)) == 0)
-        t->out += (uint64_t)n * sizeof *loss;
-    /* top-k where the logits are (n * k ids cross), unless the logits come
-     * to the host anyway */
+    /* the pixels, labels, loss gradients and, where a dropout draws, the
+     * sample keys */
+    t->batch_in += in_bytes + (uint64_t)n * (sizeof *labels + sizeof *m->t_dl +
+                                             (bk_graph_drops(g) ? sizeof(uint64_t) : 0));
+    if (rc != 0)
+        return run_failed(m, err, errlen);
+    m->t_pend = (train_pend_t){.on = 1, .n = n, .loss = loss, .logits = logits,
+                               .topk = s->topk, .k = s->k};
+    return 0;
+}
+
+/* The begun step's outputs read: its loss, its top-k (ranked where the
+ * logits are, unless they come to the host anyway), its logits. */
+static int run_end(model_t *m, char *err, size_t errlen)
+{
+    if (!m->t_pend.on)
+        return 0;
+    train_pend_t p = m->t_pend;
+    bk_graph_t *g = m->tg;
+    bk_traffic_t *t = &m->traffic;
+    int n = p.n, rc = 0;
+    if (p.loss && (rc = bk_read(g, m->t_loss, p.loss)) == 0)
+        t->out += (uint64_t)n * sizeof *p.loss;
     int ranked = 0;
-    if (rc == 0 && s->topk && !logits &&
-        (rc = bk_read_topk(g, m->t_logits, s->k, s->topk)) == 0) {
-        t->out += (uint64_t)n * (uint64_t)s->k * sizeof *s->topk;
+    if (rc == 0 && p.topk && !p.logits &&
+        (rc = bk_read_topk(g, m->t_logits, p.k, p.topk)) == 0) {
+        t->out += (uint64_t)n * (uint64_t)p.k * sizeof *p.topk;
         ranked = 1;
     }
     rc = rc == 1 ? 0 : rc;   /* the backend does not rank: the host does */
-    float *lg = logits;
-    if (rc == 0 && s->topk && !ranked && !(lg = host_logits(m, n, logits, err, errlen)))
-        return -1;
-    if (rc == 0 && lg && (rc = bk_read(g, m->t_logits, lg)) == 0)
-        t->out += (uint64_t)n * (uint64_t)m->info.num_classes * sizeof *lg;
-    if (rc == 0 && s->topk && !ranked)
-        model_topk_ce(lg, n, m->info.num_classes, NULL, s->k, s->topk, NULL);
-    if (rc != 0) {
-        err_set(err, errlen, "%s train step: %s", m->arch->name,
-                bk_graph_error(g) ? bk_graph_error(g) : "backend failure");
-        bk_graph_destroy(&m->tg);   /* a failed graph is not reused */
+    float *lg = p.logits;
+    if (rc == 0 && p.topk && !ranked && !(lg = host_logits(m, n, p.logits, err, errlen))) {
+        m->t_pend.on = 0;
         return -1;
     }
+    if (rc == 0 && lg && (rc = bk_read(g, m->t_logits, lg)) == 0)
+        t->out += (uint64_t)n * (uint64_t)m->info.num_classes * sizeof *lg;
+    if (rc == 0 && p.topk && !ranked)
+        model_topk_ce(lg, n, m->info.num_classes, NULL, p.k, p.topk, NULL);
+    if (rc != 0)
+        return run_failed(m, err, errlen);
+    m->t_pend.on = 0;
     return 0;
 }
 
@@ -256,11 +289,19 @@ static int empty_step(model_t *m, int c, int h, int w, const model_step_t *s, ch
     return 0;
 }
 
+/* A step on n samples; staged: the caller's batch is what m->t_staged
+ * holds (written into the graph it was staged for, it is not written
+ * again); keep: the step is left begun (m->t_pend, model_train_end reads
+ * its outputs) where it runs on the training graph. */
 static int train_step(model_t *m, model_fill_fn fill, const void *ctx,
                       const model_u8_src_t *u8, int n, int c, int h, int w,
                       const int32_t *labels, const model_step_t *s, float *loss,
-                      float *logits, char *err, size_t errlen)
+                      float *logits, int staged, int keep, char *err, size_t errlen)
 {
+    if (run_end(m, err, errlen) < 0)   /* a begin never ended: its outputs first */
+        return -1;
+    unsigned long into = m->t_staged.build;
+    m->t_staged.px = NULL;   /* read once, by this step */
     model_eval_settle(m);   /* the same backend: a pipelined eval's read first */
     if (step_check(m, n, s, err, errlen) < 0 || model_check_input(m, n, c, h, w, err, errlen) < 0)
         return -1;
@@ -284,10 +325,40 @@ static int train_step(model_t *m, model_fill_fn fill, const void *ctx,
     }
     if (train_graph(m, n, c, h, w, s->label_smoothing, err, errlen) < 0)
         return -1;
-    if (train_run(m, n, fill, ctx, u8, labels, s, loss, logits, err, errlen) < 0)
+    staged = staged && into == m->t_build;   /* not in a graph built since */
+    if (run_begin(m, n, fill, ctx, u8, staged, labels, s, loss, logits, err, errlen) < 0)
         return -1;
-    model_counts_step(m);
-    return 0;
+    model_counts_step(m);   /* the pass that updates the running stats is queued */
+    return keep ? 0 : run_end(m, err, errlen);
+}
+
+/* The normalisation's table after checking it (NULL: err set). */
+static float *u8_table(model_t *m, int c, const float *mean, const float *std, char *err,
+                       size_t errlen)
+{
+    if ((mean == NULL) != (std == NULL) || c < 1 || c > 64) {
+        err_set(err, errlen, "%s: bad normalisation or %d channels", m->arch->name, c);
+        return NULL;
+    }
+    return model_u8_table(m, c, mean, std, err, errlen);
+}
+
+static int step_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
+                   const float *mean, const float *std, const int32_t *labels,
+                   const model_step_t *s, float *loss, float *logits, int keep, char *err,
+                   size_t errlen)
+{
+    int staged = model_staged_match(&m->t_staged, pixels, n, c, h, w, mean, std);
+    float *lut = u8_table(m, c, mean, std, err, errlen);
+    if (!lut) {
+        m->t_staged.px = NULL;
+        return -1;
+    }
+    model_u8_src_t src = {pixels, c, h * w, lut, backend_threads(m->be)};
+    int rc = train_step(m, model_fill_u8, &src, &src, n, c, h, w, labels, s, loss, logits,
+                        staged, keep, err, errlen);
+    free(lut);
+    return rc;
 }
 
 int model_train_step_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
@@ -295,18 +366,56 @@ int model_train_step_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, 
                         const model_step_t *s, float *loss, float *logits, char *err,
                         size_t errlen)
 {
-    if ((mean == NULL) != (std == NULL) || c < 1 || c > 64) {
-        err_set(err, errlen, "%s: bad normalisation or %d channels", m->arch->name, c);
-        return -1;
-    }
-    float *lut = model_u8_table(m, c, mean, std, err, errlen);
+    return step_u8(m, pixels, n, c, h, w, mean, std, labels, s, loss, logits, 0, err, errlen);
+}
+
+int model_train_begin_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
+                         const float *mean, const float *std, const int32_t *labels,
+                         const model_step_t *s, float *loss, float *logits, char *err,
+                         size_t errlen)
+{
+    return step_u8(m, pixels, n, c, h, w, mean, std, labels, s, loss, logits, 1, err, errlen);
+}
+
+int model_train_stage_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
+                         const float *mean, const float *std, char *err, size_t errlen)
+{
+    m->t_staged.px = NULL;
+    /* only into the graph of the step in flight, whose shape it has */
+    if (!m->t_pend.on || !m->tg || n != m->tn || c != m->tc || h != m->th || w != m->tw)
+        return 0;
+    float *lut = u8_table(m, c, mean, std, err, errlen);
     if (!lut)
         return -1;
     model_u8_src_t src = {pixels, c, h * w, lut, backend_threads(m->be)};
-    int rc = train_step(m, model_fill_u8, &src, &src, n, c, h, w, labels, s, loss, logits, err,
-                        errlen);
+    uint64_t bytes = 0;
+    int rc = train_input(m, n, model_fill_u8, &src, &src, &bytes);
     free(lut);
-    return rc;
+    if (rc < 0) {
+        err_set(err, errlen, "%s: staging the next step's batch: %s", m->arch->name,
+                bk_graph_error(m->tg) ? bk_graph_error(m->tg) : "backend failure");
+        return -1;
+    }
+    model_staged_set(&m->t_staged, pixels, n, c, h, w, mean, std);
+    m->t_staged.build = m->t_build;
+    m->t_staged.bytes = bytes;
+    return 1;
+}
+
+int model_train_end(model_t *m, char *err, size_t errlen)
+{
+    return run_end(m, err, errlen);
+}
+
+void model_train_unstage(model_t *m)
+{
+    m->t_staged.px = NULL;
+}
+
+int model_train_overlap(void)
+{
+    const char *v = getenv("DDPIPE_TRAIN_OVERLAP");
+    return !(v && strcmp(v, "0") == 0);
 }
 
 int model_train_step_f32(model_t *m, const float *x, int n, int c, int h, int w,
@@ -314,6 +423,6 @@ int model_train_step_f32(model_t *m, const float *x, int n, int c, int h, int w,
                          float *logits, char *err, size_t errlen)
 {
     model_f32_src_t ctx = {x, (size_t)c * h * w};
-    return train_step(m, model_fill_f32, &ctx, NULL, n, c, h, w, labels, s, loss, logits, err,
-                      errlen);
+    return train_step(m, model_fill_f32, &ctx, NULL, n, c, h, w, labels, s, loss, logits, 0, 0,
+                      err, errlen);
 }
