@@ -17,7 +17,10 @@
  * while it runs (model_eval_stage_u8: the host's copy of its bytes
  * overlaps the device's work), then its logits read (model_eval_end).
  * DDPIPE_EVAL_OVERLAP=0: each batch and micro-batch written, run and read
- * in turn (model_forward.c), gpud's too.
+ * in turn (model_forward.c), gpud's too. train likewise runs as gpud's
+ * trainer: the step queued (model_train_begin_u8), the next step's batch
+ * staged while it runs (model_train_stage_u8), its outputs read
+ * (model_train_end), then the update; DDPIPE_TRAIN_OVERLAP=0 in turn.
  *
  * --arch resnet50: torchvision's ResNet-50 with PyTorch-default initial
  * weights (seed 1; no weights file), the issue's second training bar;
@@ -167,8 +170,16 @@ int main(int argc, char **argv)
         if (train) {
             model_step_t st = {.global_batch = (int)o.batch, .seed = 1, .step = (uint64_t)it,
                                .loss_scale = fp16 ? ls.scale : 0};
-            rc = model_train_step_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, BENCH_MEAN,
-                                     BENCH_STD, labels, &st, NULL, logits, err, sizeof err);
+            /* as gpud's trainer: the step queued, the next step's batch
+             * staged while it runs, then its outputs read */
+            rc = model_train_begin_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, BENCH_MEAN,
+                                      BENCH_STD, labels, &st, NULL, logits, err, sizeof err);
+            if (rc == 0 && it + 1 < o.warmup + o.iters && model_train_overlap() &&
+                model_train_stage_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, BENCH_MEAN,
+                                     BENCH_STD, err, sizeof err) < 0)
+                rc = -1;
+            if (rc == 0)
+                rc = model_train_end(m, err, sizeof err);
             int skip = rc == 0 && fp16 ? bench_unscale(m, &ls) : 0;
             if (skip < 0) {
                 snprintf(err, sizeof err, "the loss scaler's scan or unscale failed");

@@ -7,6 +7,8 @@
  *   eval.c     an eval batch: forward, top-k and loss, RESULT, CREDIT
  *   train.c    one data-parallel rank: train steps over the gradient ring,
  *              END and EPOCH in order, checkpoints
+ *   train_ahead.c  loaderd's next message read while a step runs, the next
+ *              step's batch staged into the model (link.c handles it next)
  *   members.c  the rank's side of elastic training (docs/ELASTIC.md): STEP,
  *              reducerd's answer (COMMIT, MEMBERS, STOP), the re-form
  *   joining.c  a rank entering a running job: its state, then its place
@@ -71,7 +73,8 @@ typedef struct gpud {
      * sent yet (the pipelined eval; NULL: none) */
     struct eval_pending *pending;
     double answered_at;            /* when the last eval RESULT left (its compute_s's end) */
-    uint64_t staged_ahead;         /* eval batches staged while the one before ran */
+    uint64_t staged_ahead;         /* eval batches, train steps' batches, staged while
+                                    * the one before ran */
     uint8_t *wire_px;              /* a --wire jpeg batch decoded (eval.c), grown as needed */
     size_t wire_px_cap;
     int exit_code;

@@ -9,6 +9,7 @@
 #include "gpud/collective.h"
 #include "gpud/eval.h"
 #include "gpud/train.h"
+#include "gpud/train_ahead.h"
 #include "proto/wire.h"
 
 #include <stdio.h>
@@ -124,29 +125,42 @@ static void fail(gpud_t *self)
     rank_state_end(&self->state, RANK_STOPPED, "failed");
 }
 
+/* One message from loaderd number loader, to the role that answers it
+ * (an eval batch kept: m left empty). */
+static void on_loader_message(gpud_t *self, int loader, ddp_msg_t *m)
+{
+    self->from_loader = loader;
+    int t = self->train ? train_receive(self, m) : 1;
+    if (t <= 0) {
+        if (t < 0)
+            fail(self);
+    } else if (m->type == DDP_BATCH && m->u.batch.phase == DDP_PHASE_TRAIN) {
+        self->stats.rejected++;
+        log_warn("a train batch, but this gpud runs without --train: ignored");
+    } else if (m->type == DDP_BATCH) {
+        if (eval_on_batch(self, m) < 0)
+            fail(self);
+    } else if (m->type == DDP_END) {
+        log_debug("loaderd: epoch %u handed out", m->u.end.epoch);
+    } else {
+        self->stats.rejected++;
+        log_warn("unexpected %s from loaderd: ignored", proto_type_name(m->type));
+    }
+}
+
 void link_on_loader(gpud_t *self, int loader)
 {
     ddp_msg_t m;
     if (proto_recv(zsock_resolve(self->loaders[loader]), NULL, &m, &self->stats) != 0)
         return;
-    self->from_loader = loader;
-    int t = self->train ? train_receive(self, &m) : 1;
-    if (t <= 0) {
-        if (t < 0)
-            fail(self);
-    } else if (m.type == DDP_BATCH && m.u.batch.phase == DDP_PHASE_TRAIN) {
-        self->stats.rejected++;
-        log_warn("a train batch, but this gpud runs without --train: ignored");
-    } else if (m.type == DDP_BATCH) {
-        if (eval_on_batch(self, &m) < 0)   /* may keep the message (m left empty) */
-            fail(self);
-    } else if (m.type == DDP_END) {
-        log_debug("loaderd: epoch %u handed out", m.u.end.epoch);
-    } else {
-        self->stats.rejected++;
-        log_warn("unexpected %s from loaderd: ignored", proto_type_name(m.type));
-    }
+    on_loader_message(self, loader, &m);
     ddp_msg_clear(&m);
+    /* what a train step read ahead, in order, before the socket again */
+    while (!rank_state_ended(&self->state) && train_ahead_take(self, &m, &loader)) {
+        on_loader_message(self, loader, &m);
+        train_ahead_done(self, &m);
+        ddp_msg_clear(&m);
+    }
 }
 
 void link_on_idle(gpud_t *self)

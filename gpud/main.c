@@ -119,9 +119,9 @@ int main(int argc, char **argv)
              self->compute_s > 0 ? self->samples / self->compute_s : 0.0,
              (unsigned long long)self->stats.received, (unsigned long long)self->stats.rejected,
              peak_mb);
-    if (!self->train && self->staged_ahead)
-        log_info("eval: %llu of %llu batches staged while the one before ran",
-                 (unsigned long long)self->staged_ahead,
+    if (self->staged_ahead)
+        log_info("%s: %llu of %llu batches staged while the one before ran",
+                 self->train ? "train" : "eval", (unsigned long long)self->staged_ahead,
                  (unsigned long long)atomic_load(&self->batches));
     gpud_destroy(&self);
     return rc;

@@ -28,6 +28,8 @@ void train_state_destroy(train_state_t **self_p)
     allreduce_destroy(&self->ring);
     ddp_msg_t pending = {.type = DDP_MEMBERS, .u.members = self->members};
     ddp_msg_clear(&pending);   /* a MEMBERS never applied */
+    if (self->have_ahead)
+        ddp_msg_clear(&self->ahead);   /* read ahead, never handled */
     free(self->loss);
     free(self->topk);
     free(self);

@@ -58,6 +58,11 @@ typedef struct train_state {
     } pending;
     ddp_members_t members;         /* pending.members: that MEMBERS (names owned) */
     ddp_epoch_t pending_epoch;     /* pending.epoch: that EPOCH */
+    /* loaderd's next message, read while a step ran (train_ahead.c), and
+     * the pixels of the batch staged from it (NULL: none) */
+    ddp_msg_t ahead;
+    bool have_ahead;
+    const uint8_t *staged_px;
     float *loss;                   /* a train batch's per-sample loss and top-k */
     int32_t *topk;
     size_t per_sample_cap;

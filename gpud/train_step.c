@@ -6,6 +6,7 @@
 #include "gpud/chunk_sizes.h"
 #include "gpud/members.h"
 #include "gpud/rank_report.h"
+#include "gpud/train_ahead.h"
 #include "gpud/train_ring.h"
 #include "gpud/train_save.h"
 #include "gpud/wire_input.h"
@@ -274,6 +275,12 @@ static int forward_backward(gpud_t *self, const ddp_batch_t *b, const ddp_batch_
                           .std = self->normalize ? self->std : NULL, .labels = v->labels,
                           .ids = v->ids, .global_count = v->global_count, .step = v->step,
                           .topk = ts->topk, .k = step_k(self)};
+    /* the next step's batch may be read and staged while this one runs */
+    train_ahead_ctx_t ahead = {self, v};
+    if (in->pixels) {
+        tb.ahead = train_ahead_peek;
+        tb.ahead_ctx = &ahead;
+    }
     int *sizes = NULL;
     if (self->options.chunk > 0 && !by_count() &&
         (tb.n_chunks = step_chunks(self, b, in, &sizes)) < 0)

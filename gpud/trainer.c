@@ -510,8 +510,12 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
         t->dev_failed = 0;
         bucket_issue_begin(t->bi, t->grads->base, dev_enqueue, t);
     }
-    int rc = model_train_step_u8(t->m, b->pixels ? b->pixels : &none, b->n, b->c, b->h, b->w,
-                                 b->mean, b->std, b->labels, &s, loss, logits, err, errlen);
+    int rc = model_train_begin_u8(t->m, b->pixels ? b->pixels : &none, b->n, b->c, b->h, b->w,
+                                  b->mean, b->std, b->labels, &s, loss, logits, err, errlen);
+    if (rc == 0 && b->ahead)   /* the step runs: the next one's batch may go meanwhile */
+        b->ahead(b->ahead_ctx);
+    if (rc == 0)
+        rc = model_train_end(t->m, err, errlen);
     if (rc < 0) {
         buckets_abort(t->bk);
         if (t->bi)

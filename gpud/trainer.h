@@ -98,6 +98,11 @@ typedef struct {
     int n_chunks;
     int32_t *topk;                /* out, n * k: model_step_t.topk (NULL: not wanted) */
     int k;
+    /* called while the step runs (begun, its outputs not yet read): where
+     * the caller may stage the next step's batch (model_train_stage_u8).
+     * NULL: none */
+    void (*ahead)(void *ctx);
+    void *ahead_ctx;
 } trainer_batch_t;
 
 /* model_train_step_u8 on this rank's shard: gradients (sum / global_count)

@@ -383,6 +383,11 @@ variant_step "bench ddpipe eval bf16 cudnn graph off" \
 # what the input overlap gains (docs/CUDA.md "The input path")
 variant_step "bench ddpipe eval bf16 in turn" \
     bench-ddpipe-eval-bf16-inturn.log inturn eval bf16 DDPIPE_EVAL_OVERLAP=0
+# the same for training: each step's batch written after the step before
+# ended (DDPIPE_TRAIN_OVERLAP=0) against staged while it runs (the default,
+# as gpud's trainer)
+variant_step "bench ddpipe train bf16 in turn" \
+    bench-ddpipe-train-bf16-inturn.log inturn train bf16 DDPIPE_TRAIN_OVERLAP=0
 
 profile_step train bf16
 # the bf16 eval's fused plan (the bar's eval: 0.51x cl-bf16 on 2026-11-29)

@@ -10,7 +10,8 @@
 #   input path's A/B), eval with the stem in its plain form
 #   (DDPIPE_CUDA_S2D=0), op by op without CUDA graphs (DDPIPE_CUDA_GRAPHS=0),
 #   eval with each batch in turn instead of the next one staged while one
-#   runs (DDPIPE_EVAL_OVERLAP=0), the same at gpud's micro-batch 16, and
+#   runs (DDPIPE_EVAL_OVERLAP=0), the same at gpud's micro-batch 16,
+#   training in turn (DDPIPE_TRAIN_OVERLAP=0), and
 #   PyTorch's channels_last + autocast bf16, all in the same run;
 # - gpud_cuda_fused and gpud_cuda_bf16, verbose (plan counts, cuDNN's
 #   fallbacks, bf16 against the ref backend);
@@ -73,6 +74,9 @@ run "inturn-eval" env DDPIPE_EVAL_OVERLAP=0 "$B" eval --batch 256 --iters 5 --pr
 run "mb16-eval" "$B" eval --batch 256 --micro-batch 16 --iters 5 --precision bf16
 run "mb16-inturn-eval" env DDPIPE_EVAL_OVERLAP=0 "$B" eval --batch 256 --micro-batch 16 \
     --iters 5 --precision bf16
+# training in turn (DDPIPE_TRAIN_OVERLAP=0: a step's batch written after the
+# step before ended) against default-train (staged while it runs)
+run "inturn-train" env DDPIPE_TRAIN_OVERLAP=0 "$B" train --batch 256 --iters 5 --precision bf16
 for what in eval train; do
     run "torch-$what" env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py "$what" \
         --batch 256 --iters 5 --mode cl-bf16

@@ -250,6 +250,59 @@ static void check_training_pass(void)
     model_destroy(&off);
 }
 
+/* The pipelined training step (model_train_begin_u8, _stage_u8, _end): the
+ * next step's batch staged while a recorded step runs (its normalise
+ * queued behind the pass) gives each step's losses and weights as
+ * model_train_step_u8 in turn does. Two batches alternate, the next one
+ * made while the step before runs, as gpud's messages. */
+static void check_train_overlap(void)
+{
+    model_t *a = open_wrn(), *b = open_wrn();
+    optim_t *sa = bench_sgd_new(a), *sb = bench_sgd_new(b);
+    REQUIRE(sa && sb, "SGD");
+    static const float mean[1] = {0.5f}, std[1] = {0.25f};
+    static uint8_t px[2][TB * 28 * 28];
+    int32_t labels[TB];
+    float la[TB], lb[TB];
+    char err[512] = "";
+    int staged = 0;
+    for (size_t i = 0; i < sizeof px[0]; i++)
+        px[0][i] = (uint8_t)(i * 29u + 7u);
+    for (int step = 0; step < 6; step++) {
+        uint8_t *cur = px[step % 2], *next = px[(step + 1) % 2];
+        for (int i = 0; i < TB; i++)
+            labels[i] = (i * 7 + step * 3) % TC;
+        model_step_t st = {.global_batch = TB, .seed = 1, .step = (uint64_t)step};
+        REQUIRE(model_train_begin_u8(b, cur, TB, 1, 28, 28, mean, std, labels, &st, lb, NULL,
+                                     err, sizeof err) == 0, "begin %d: %s", step, err);
+        for (size_t i = 0; i < sizeof px[0]; i++)   /* the next batch arrives meanwhile */
+            next[i] = (uint8_t)(i * 29u + 7u + (unsigned)(step + 1) * 53u);
+        int got = model_train_stage_u8(b, next, TB, 1, 28, 28, mean, std, err, sizeof err);
+        REQUIRE(got >= 0 && model_train_end(b, err, sizeof err) == 0, "stage, end %d: %s", step,
+                err);
+        staged += got;
+        bench_sgd(sb, 0.01f);
+        REQUIRE(model_train_step_u8(a, cur, TB, 1, 28, 28, mean, std, labels, &st, la, NULL, err,
+                                    sizeof err) == 0, "step %d: %s", step, err);
+        bench_sgd(sa, 0.01f);
+        CHECK(memcmp(la, lb, sizeof la) == 0, "step %d: losses differ with the batch staged "
+              "while the step before ran", step);
+        size_t na, nb;
+        float *pa = params(a, &na), *pb = params(b, &nb);
+        CHECK(na == nb && memcmp(pa, pb, na * sizeof *pa) == 0,
+              "step %d: the params arenas differ with the batch staged ahead", step);
+        free(pa);
+        free(pb);
+    }
+    CHECK(staged == 6, "%d of 6 batches staged into the step in flight", staged);
+    printf("train overlap: 6 steps, each next batch staged while the step before ran: the same "
+           "losses and weights\n");
+    optim_destroy(&sa);
+    optim_destroy(&sb);
+    model_destroy(&a);
+    model_destroy(&b);
+}
+
 /* DDPIPE_CUDA_PROFILE times a training pass op by op (tape_pass.c): the
  * timer is made before the first pass, which is then never recorded (a
  * recorded pass has no per-op events: before, a training graph never made
@@ -358,6 +411,7 @@ int main(void)
     free(first);
     check_eval_overlap();
     check_training_pass();
+    check_train_overlap();
     check_profiled_training();
     return tc_done("gpud_cuda_graphs");
 }
