@@ -8,6 +8,7 @@ import atexit
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -385,3 +386,14 @@ def metrics_rows(out, phase=None):
 def train_losses(out):
     """{epoch: train loss} from metrics.csv."""
     return {int(r["epoch"]): float(r["loss"]) for r in metrics_rows(out, "train")}
+
+
+def staged_ahead(out, role):
+    """The batches a job's gpuds staged while the one before ran (role "eval"
+    or "train": gpud's exit line)."""
+    n = 0
+    for f in os.listdir(os.path.join(out, "logs")):
+        if f.startswith("gpud"):
+            m = re.search(role + r": (\d+) of \d+ batches staged", read(os.path.join(out, "logs", f)))
+            n += int(m.group(1)) if m else 0
+    return n

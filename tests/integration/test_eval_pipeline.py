@@ -7,21 +7,11 @@ and its gpuds stage nothing ahead. How many batches were staged ahead with
 the overlap on depends on when loaderd's batches arrive, so it is printed,
 not checked. Every wait is on a process's exit."""
 import os
-import re
 
 from ddp_it import *  # noqa: F401,F403
 
 data = jpeg_folder(211)
 wd = workdir("eval-pipeline")
-
-
-def staged(out):
-    n = 0
-    for f in os.listdir(os.path.join(out, "logs")):
-        if f.startswith("gpud"):
-            m = re.search(r"eval: (\d+) of \d+ batches staged", read(os.path.join(out, "logs", f)))
-            n += int(m.group(1)) if m else 0
-    return n
 
 
 for workers in (1, 2):
@@ -34,9 +24,9 @@ for workers in (1, 2):
           (workers, counts(on), counts(off)))
     check(read(os.path.join(on, "predictions.csv")) == read(os.path.join(off, "predictions.csv")),
           "%d workers: predictions.csv differs with the overlap on and off" % workers)
-    check(staged(off) == 0, "%d workers: DDPIPE_EVAL_OVERLAP=0 staged %d batches ahead" %
-          (workers, staged(off)))
+    check(staged_ahead(off, "eval") == 0, "%d workers: DDPIPE_EVAL_OVERLAP=0 staged %d batches "
+          "ahead" % (workers, staged_ahead(off, "eval")))
     print("%d workers: the same predictions; %d batches staged ahead with the overlap on" %
-          (workers, staged(on)), flush=True)
+          (workers, staged_ahead(on, "eval")), flush=True)
     assert_no_leftovers(on)
 print("eval_pipeline: ok")

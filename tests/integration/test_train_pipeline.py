@@ -8,7 +8,6 @@ with 1 and 2 ranks, and its gpuds stage nothing ahead. How many steps were
 staged ahead with the overlap on depends on when loaderd's batches arrive,
 so it is printed, not checked. Every wait is on a process's exit."""
 import os
-import re
 
 from ddp_it import *  # noqa: F401,F403
 
@@ -21,15 +20,6 @@ common = ["--global-batch-size", "32", "--epochs", "2", "--seed", "5", "--lr", "
 def results(out):
     keys = ("epoch", "phase", "samples", "loss", "top1", "top5", "lr")
     return [tuple(r[k] for k in keys) for r in metrics_rows(out)]
-
-
-def staged(out):
-    n = 0
-    for f in os.listdir(os.path.join(out, "logs")):
-        if f.startswith("gpud"):
-            m = re.search(r"train: (\d+) of \d+ batches staged", read(os.path.join(out, "logs", f)))
-            n += int(m.group(1)) if m else 0
-    return n
 
 
 for workers in (1, 2):
@@ -47,8 +37,8 @@ for workers in (1, 2):
     losses = train_losses(on)
     check(sorted(losses) == [0, 1] and losses[1] < losses[0],
           "%d workers: the train loss did not fall: %s" % (workers, losses))
-    check(staged(off) == 0, "%d workers: DDPIPE_TRAIN_OVERLAP=0 staged %d steps ahead" %
-          (workers, staged(off)))
+    check(staged_ahead(off, "train") == 0, "%d workers: DDPIPE_TRAIN_OVERLAP=0 staged %d steps ahead" %
+          (workers, staged_ahead(off, "train")))
     print("%d workers: the same model and metrics; %d steps' batches staged ahead with the "
-          "overlap on" % (workers, staged(on)), flush=True)
+          "overlap on" % (workers, staged_ahead(on, "train")), flush=True)
 print("train_pipeline: ok")

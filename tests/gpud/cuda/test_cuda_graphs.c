@@ -176,6 +176,17 @@ static float *params(const model_t *m, size_t *n)
     return h;
 }
 
+/* Whether the two models' params arenas hold the same bits. */
+static int same_params(const model_t *a, const model_t *b)
+{
+    size_t na, nb;
+    float *pa = params(a, &na), *pb = params(b, &nb);
+    int same = na == nb && memcmp(pa, pb, na * sizeof *pa) == 0;
+    free(pa);
+    free(pb);
+    return same;
+}
+
 #ifdef DDP_CUEMU
 /* 3 more steps of m (graphs on or off): no device-wide wait, no allocation */
 static void steady_counts(model_t *m, optim_t *sgd, int graphs, const char *what)
@@ -217,12 +228,8 @@ static void check_training_pass(void)
         for (int i = 0; i < TB; i++)
             CHECK(isfinite(a[i]), "step %d: loss %d is %g", step, i, (double)a[i]);
         memcpy(prev, a, sizeof a);
-        size_t na, nb;
-        float *pa = params(on, &na), *pb = params(off, &nb);
-        CHECK(na == nb && memcmp(pa, pb, na * sizeof *pa) == 0,
-              "step %d: the params arenas differ, graphs on and off", step);
-        free(pa);
-        free(pb);
+        CHECK(same_params(on, off), "step %d: the params arenas differ, graphs on and off",
+              step);
     }
     model_i64_t ca, cb;
     CHECK(model_i64_at(on, 0, &ca) == 0 && model_i64_at(off, 0, &cb) == 0 &&
@@ -287,12 +294,8 @@ static void check_train_overlap(void)
         bench_sgd(sa, 0.01f);
         CHECK(memcmp(la, lb, sizeof la) == 0, "step %d: losses differ with the batch staged "
               "while the step before ran", step);
-        size_t na, nb;
-        float *pa = params(a, &na), *pb = params(b, &nb);
-        CHECK(na == nb && memcmp(pa, pb, na * sizeof *pa) == 0,
-              "step %d: the params arenas differ with the batch staged ahead", step);
-        free(pa);
-        free(pb);
+        CHECK(same_params(a, b), "step %d: the params arenas differ with the batch staged "
+              "ahead", step);
     }
     CHECK(staged == 6, "%d of 6 batches staged into the step in flight", staged);
     printf("train overlap: 6 steps, each next batch staged while the step before ran: the same "
