@@ -8,7 +8,8 @@
  *   train.c    one data-parallel rank: train steps over the gradient ring,
  *              END and EPOCH in order, checkpoints
  *   train_ahead.c  loaderd's next message read while a step runs, the next
- *              step's batch staged into the model (link.c handles it next)
+ *              step's batch staged into the model (main.c's loop handles it
+ *              before the loaders' next)
  *   members.c  the rank's side of elastic training (docs/ELASTIC.md): STEP,
  *              reducerd's answer (COMMIT, MEMBERS, STOP), the re-form
  *   joining.c  a rank entering a running job: its state, then its place

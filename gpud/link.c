@@ -155,12 +155,17 @@ void link_on_loader(gpud_t *self, int loader)
         return;
     on_loader_message(self, loader, &m);
     ddp_msg_clear(&m);
-    /* what a train step read ahead, in order, before the socket again */
-    while (!rank_state_ended(&self->state) && train_ahead_take(self, &m, &loader)) {
-        on_loader_message(self, loader, &m);
-        train_ahead_done(self, &m);
-        ddp_msg_clear(&m);
-    }
+}
+
+void link_on_kept(gpud_t *self)
+{
+    ddp_msg_t m;
+    int loader;
+    if (!train_ahead_take(self, &m, &loader))
+        return;
+    on_loader_message(self, loader, &m);
+    train_ahead_done(self, &m);
+    ddp_msg_clear(&m);
 }
 
 void link_on_idle(gpud_t *self)

@@ -14,6 +14,10 @@ int link_join(gpud_t *self);
 /* One message waiting on each socket: BATCH and END from loaderd;
  * EPOCH and STOP from reducerd; a STOP the heartbeat actor relays. */
 void link_on_loader(gpud_t *self, int loader);
+/* The loaderd message a train step read ahead (train_ahead.h), handled as
+ * link_on_loader would have: before the loader sockets are read again,
+ * after reducerd's and the heartbeat's messages. */
+void link_on_kept(gpud_t *self);
 void link_on_reducer(gpud_t *self);
 void link_on_heartbeat(gpud_t *self);
 /* No message waiting: a kept eval batch answered (eval_finish); a failure

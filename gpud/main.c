@@ -19,6 +19,7 @@
 #include "gpud/options.h"
 #include "gpud/joining.h"
 #include "gpud/train.h"
+#include "gpud/train_ahead.h"
 #include "gpud/model.h"
 
 #include <stdio.h>
@@ -53,8 +54,10 @@ static int run(gpud_t *self)
     for (int i = 0; poller && i < self->n_loaders; i++)
         zpoller_add(poller, self->loaders[i]);
     while (poller && !rank_state_ended(&self->state) && !zs_interrupted()) {
-        /* a kept eval batch is answered as soon as nothing else waits */
-        void *which = zpoller_wait(poller, eval_pending(self) ? 0 : 500);
+        /* a kept eval batch is answered as soon as nothing else waits; a
+         * message a train step read ahead comes before the loaders' next */
+        int kept = train_ahead_kept(self);
+        void *which = zpoller_wait(poller, eval_pending(self) || kept ? 0 : 500);
         int from = -1;
         for (int i = 0; which && i < self->n_loaders; i++)
             from = which == self->loaders[i] ? i : from;
@@ -62,6 +65,8 @@ static int run(gpud_t *self)
             link_on_reducer(self);
         else if (which == self->heartbeat)
             link_on_heartbeat(self);
+        else if (kept)
+            link_on_kept(self);
         else if (from >= 0)
             link_on_loader(self, from);
         else if (zpoller_terminated(poller))

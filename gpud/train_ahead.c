@@ -48,6 +48,11 @@ void train_ahead_peek(void *ctx)
     }
 }
 
+bool train_ahead_kept(const gpud_t *self)
+{
+    return self->train && self->train->have_ahead;
+}
+
 bool train_ahead_take(gpud_t *self, ddp_msg_t *m, int *loader)
 {
     train_state_t *ts = self->train;

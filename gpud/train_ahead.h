@@ -4,7 +4,8 @@
  * into the training graph (model_train_stage_u8): on cuda the host's copy
  * and the upload overlap the step's device work, and the next step's begin
  * does not write them again (docs/CUDA.md "The input path"). The message
- * is kept and handled, in order, before the socket is read again (link.c).
+ * is kept and handled, in order, before the socket is read again (main.c's
+ * loop, reducerd and the heartbeat first, as between any two messages).
  * One loaderd only (several: parts, merged per step), --wire uint8 only (a
  * --wire jpeg shard's decode agrees over the ring: it waits for its step);
  * DDPIPE_TRAIN_OVERLAP=0 reads nothing ahead. */
@@ -25,6 +26,8 @@ typedef struct {
 /* trainer_batch_t.ahead: at most one message read (without waiting) and
  * kept; staged when it is the next step's batch. */
 void train_ahead_peek(void *ctx);
+/* Whether a message read ahead waits to be handled. */
+bool train_ahead_kept(const gpud_t *self);
 /* The kept message moved into *m with the loaderd it came from (false:
  * none kept). */
 bool train_ahead_take(gpud_t *self, ddp_msg_t *m, int *loader);
