@@ -219,7 +219,9 @@ int model_train_step_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, 
  * and mean/std, unchanged meanwhile) does not write it again. end must
  * come before any other call on m but a stage. A caller that will not run
  * the batch it staged calls model_train_unstage before its memory may
- * hold another. model_train_step_u8 is begin + end. A bitwise step
+ * hold another (model_traffic counts a staged batch's bytes at the step
+ * that reads it, or where it is forgotten). model_train_step_u8 is begin +
+ * end. A bitwise step
  * (s->chunk) or an empty shard runs whole in begin; nothing is staged
  * into it. */
 int model_train_begin_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,

@@ -200,7 +200,7 @@ static int run_begin(model_t *m, int n, model_fill_fn fill, const void *ctx,
     backend_traffic_take(m->be, &kernels);
     bk_graph_set_training(g, 1);
     bk_graph_set_dropout(g, !s->no_dropout);
-    uint64_t in_bytes = m->t_staged.bytes;
+    uint64_t in_bytes = staged ? m->t_staged.bytes : 0;   /* counted when it crossed */
     int rc = staged ? 0 : train_input(m, n, fill, ctx, u8, &in_bytes);
     m->t_staged.px = NULL;
     rc = rc ? rc : bk_set_labels(g, labels);
@@ -300,8 +300,15 @@ static int train_step(model_t *m, model_fill_fn fill, const void *ctx,
 {
     if (run_end(m, err, errlen) < 0)   /* a begin never ended: its outputs first */
         return -1;
-    unsigned long into = m->t_staged.build;
-    m->t_staged.px = NULL;   /* read once, by this step */
+    /* a staged batch is read once, by this step, where it went into the
+     * graph this step runs; its bytes are counted where it is read, or here
+     * where it is not (they crossed all the same) */
+    staged_input_t was = m->t_staged;
+    m->t_staged.px = NULL;
+    staged = staged && m->tg && was.build == m->t_build && s && s->chunk == 0 && n > 0 &&
+             m->t_eps == s->label_smoothing;   /* train_graph keeps that graph */
+    if (was.px && !staged)
+        m->traffic.batch_in += was.bytes;
     model_eval_settle(m);   /* the same backend: a pipelined eval's read first */
     if (step_check(m, n, s, err, errlen) < 0 || model_check_input(m, n, c, h, w, err, errlen) < 0)
         return -1;
@@ -325,7 +332,6 @@ static int train_step(model_t *m, model_fill_fn fill, const void *ctx,
     }
     if (train_graph(m, n, c, h, w, s->label_smoothing, err, errlen) < 0)
         return -1;
-    staged = staged && into == m->t_build;   /* not in a graph built since */
     if (run_begin(m, n, fill, ctx, u8, staged, labels, s, loss, logits, err, errlen) < 0)
         return -1;
     model_counts_step(m);   /* the pass that updates the running stats is queued */
@@ -409,6 +415,8 @@ int model_train_end(model_t *m, char *err, size_t errlen)
 
 void model_train_unstage(model_t *m)
 {
+    if (m->t_staged.px)   /* it crossed, and no step will count it */
+        m->traffic.batch_in += m->t_staged.bytes;
     m->t_staged.px = NULL;
 }
 

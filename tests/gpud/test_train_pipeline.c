@@ -13,13 +13,16 @@
  *   - a stale stage (C begun after B was staged) is written over;
  *   - a stage into a graph rebuilt since (label smoothing changed) is
  *     written again;
- *   - begin, then another begin: the first one's loss read by the second.
+ *   - begin, then another begin: the first one's loss read by the second;
+ *   - model_traffic: a staged batch counted once, by the step that reads
+ *     it, or where it is forgotten (unstaged, stale, another graph).
  * The small WideResNet, batches of 12. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpud/backend_arena.h"
 #include "gpud/model.h"
 #include "tcheck.h"
 
@@ -131,6 +134,11 @@ int main(void)
               (double)la[0], (double)lb[0]);
     }
 
+    uint64_t in_a = model_traffic(a)->batch_in, in_b = model_traffic(b)->batch_in;
+    CHECK(in_a == in_b, "batch bytes: %llu pipelined, %llu in turn (each staged batch counted "
+          "once, by the step that reads it)", (unsigned long long)in_b,
+          (unsigned long long)in_a);
+
     /* another shape or n: not staged */
     model_step_t s = step_of(k, 0.0f);
     CHECK(model_train_begin_u8(b, px[0], N, 1, 28, 28, NULL, NULL, lab[0], &s, lb, NULL, err,
@@ -182,6 +190,12 @@ int main(void)
     piped_step(b, px[3], lab[3], k++, 0.1f, NULL, lb);
     CHECK(memcmp(la, lb, sizeof la) == 0 && same_params(a, b),
           "D staged into the old graph, begun on a new one (label smoothing): differs");
+
+    /* three batches crossed and were not read: after unstage, stale, rebuilt */
+    uint64_t extra = model_traffic(b)->batch_in - model_traffic(a)->batch_in;
+    CHECK(extra == 3u * N * PX * sizeof(float) || extra == 3u * (N * PX + 256 * sizeof(float)),
+          "batch bytes: %llu more pipelined than in turn, want 3 batches' (forgotten stages "
+          "count where they are forgotten)", (unsigned long long)extra);
 
     /* a begin left open: the next begin reads it first */
     float lc[N];
