@@ -107,6 +107,21 @@ static int piped_step(model_t *m, const uint8_t *px, const int32_t *labels, uint
     return st;
 }
 
+/* Both models a step on batch 0 while b stages batch `staged`, then a step
+ * on batch `run` at label smoothing eps (a's in turn, b's begun): whether
+ * their losses and parameters agree after it. */
+static int staged_then(model_t *a, model_t *b, uint64_t *k, uint8_t *const px[],
+                       const int32_t lab[][N], int staged, int run, float eps)
+{
+    float la[N], lb[N];
+    int st = piped_step(b, px[0], lab[0], *k, 0.0f, px[staged], lb);
+    plain_step(a, px[0], lab[0], (*k)++, 0.0f, la);
+    REQUIRE(st == 1, "batch %d not staged", staged);
+    plain_step(a, px[run], lab[run], *k, eps, la);
+    piped_step(b, px[run], lab[run], (*k)++, eps, NULL, lb);
+    return memcmp(la, lb, sizeof la) == 0 && same_params(a, b);
+}
+
 int main(void)
 {
     model_t *a = open_wrn(), *b = open_wrn();
@@ -176,19 +191,9 @@ int main(void)
           "after model_train_unstage the begin still took the staged bytes");
 
     /* a stale stage: B staged, C begun */
-    CHECK(piped_step(b, px[0], lab[0], k, 0.0f, px[1], lb) == 1, "B not staged");
-    plain_step(a, px[0], lab[0], k++, 0.0f, la);
-    plain_step(a, px[2], lab[2], k, 0.0f, la);
-    piped_step(b, px[2], lab[2], k++, 0.0f, NULL, lb);
-    CHECK(memcmp(la, lb, sizeof la) == 0 && same_params(a, b),
-          "C begun after B was staged trained on B");
-
+    CHECK(staged_then(a, b, &k, px, lab, 1, 2, 0.0f), "C begun after B was staged trained on B");
     /* staged into a graph rebuilt since (label smoothing): written again */
-    CHECK(piped_step(b, px[0], lab[0], k, 0.0f, px[3], lb) == 1, "D not staged");
-    plain_step(a, px[0], lab[0], k++, 0.0f, la);
-    plain_step(a, px[3], lab[3], k, 0.1f, la);
-    piped_step(b, px[3], lab[3], k++, 0.1f, NULL, lb);
-    CHECK(memcmp(la, lb, sizeof la) == 0 && same_params(a, b),
+    CHECK(staged_then(a, b, &k, px, lab, 3, 3, 0.1f),
           "D staged into the old graph, begun on a new one (label smoothing): differs");
 
     /* three batches crossed and were not read: after unstage, stale, rebuilt */
