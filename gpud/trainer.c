@@ -512,7 +512,10 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
     }
     int rc = model_train_begin_u8(t->m, b->pixels ? b->pixels : &none, b->n, b->c, b->h, b->w,
                                   b->mean, b->std, b->labels, &s, loss, logits, err, errlen);
-    if (rc == 0 && b->ahead)   /* the step runs: the next one's batch may go meanwhile */
+    /* the step runs: the next one's batch may go meanwhile; not while
+     * buckets are summed over the host ring on their thread, whose cancel
+     * callback reads the caller's sockets and state (trainer_set_overlap) */
+    if (rc == 0 && b->ahead && !overlap)
         b->ahead(b->ahead_ctx);
     if (rc == 0)
         rc = model_train_end(t->m, err, errlen);

@@ -99,8 +99,10 @@ typedef struct {
     int32_t *topk;                /* out, n * k: model_step_t.topk (NULL: not wanted) */
     int k;
     /* called while the step runs (begun, its outputs not yet read): where
-     * the caller may stage the next step's batch (model_train_stage_u8).
-     * NULL: none */
+     * the caller may stage the next step's batch (model_train_stage_u8);
+     * not called while gradient buckets go over the host ring on their own
+     * thread (trainer_set_overlap: its cancel callback reads the caller's
+     * state meanwhile). NULL: none */
     void (*ahead)(void *ctx);
     void *ahead_ctx;
 } trainer_batch_t;
