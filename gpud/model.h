@@ -112,8 +112,9 @@ void model_topk_ce(const float *logits, int n, int num_classes, const int32_t *l
  * gradients are views into the model's two arenas (gpud/backend_arena.h):
  * model_params_arena holds every value (trainable ones in model_param_at
  * order, then the BatchNorm buffers; each 64-byte aligned),
- * model_grads_arena every gradient in model_param_at order, without gaps. Training steps do not micro-batch: BatchNorm sees the
- * whole n (one compiled graph per input shape, rebuilt when it changes).
+ * model_grads_arena every gradient in model_param_at order, without gaps.
+ * Training steps do not micro-batch: BatchNorm sees the whole n (one
+ * compiled graph per input shape, rebuilt when it changes).
  *
  *   for (int i = 0; i < model_param_count(m); i++) {
  *       model_param_t p; model_param_at(m, i, &p);
