@@ -44,5 +44,16 @@ rm -rf "$BUILD/lib-bundle"
 mkdir -p "$BUILD/lib-bundle"
 cp "$LIBS"/* "$BUILD/lib-bundle/" 2>/dev/null || true
 echo "$BUILD/lib-bundle" >> "$LIST"
-sed 's|^/||' "$LIST" | tar -C / -cJf "$OUT" -T -
+# the archive is made from a copy of those paths whose executables are
+# stripped too (the tree here keeps its symbols): with xz -9's larger
+# window the test programs, each holding the same static engine, share
+# more of it (together about 0.9 MB less of the call's 64 MiB)
+STAGE=$(mktemp -d)
+trap 'rm -rf "$LIST" "$LIBS" "$STAGE"' EXIT
+sed 's|^/||' "$LIST" | tar -C / -cf - -T - | tar -C "$STAGE" -xf -
+grep -v CTestTestfile "$LIST" | grep -v Dart | grep -v '/lib-bundle$' | while read -r f; do
+    strip --strip-unneeded "$STAGE$f" 2>/dev/null || true
+done
+# the same entries as the list (under the absolute path, without the leading /)
+sed 's|^/||' "$LIST" | tar -C "$STAGE" -cf - -T - | xz -9 -T1 > "$OUT"
 echo "gpu-bundle: $OUT ($(du -h "$OUT" | cut -f1)): $(grep -c . "$LIST") entries, libraries: $(ls "$BUILD/lib-bundle" | tr '\n' ' ')"
