@@ -224,27 +224,11 @@ static int forward(model_t *m, model_fill_fn fill, const void *ctx, const model_
                ? -1 : run_end(m, err, errlen);
 }
 
-/* The engine's uint8 table of (c, mean, std), after the arguments' check. */
-static float *u8_table(model_t *m, int c, const float *mean, const float *std, char *err,
-                       size_t errlen)
-{
-    if ((mean == NULL) != (std == NULL)) {
-        err_set(err, errlen, "%s: mean and std must both be given or both NULL",
-                m->arch->name);
-        return NULL;
-    }
-    if (c < 1 || c > 64) {
-        err_set(err, errlen, "%s: %d input channels", m->arch->name, c);
-        return NULL;
-    }
-    return model_u8_table(m, c, mean, std, err, errlen);
-}
-
 int model_forward_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
                      const float *mean, const float *std, float *logits, char *err,
                      size_t errlen)
 {
-    float *lut = u8_table(m, c, mean, std, err, errlen);
+    float *lut = model_u8_table(m, c, mean, std, err, errlen);
     if (!lut)
         return -1;
     model_u8_src_t src = {pixels, c, h * w, lut, backend_threads(m->be)};
@@ -261,7 +245,7 @@ int model_eval_begin_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, 
         return -1;
     int skip = model_staged_match(&m->staged, pixels, n, c, h, w, mean, std);
     m->staged.px = NULL;
-    float *lut = u8_table(m, c, mean, std, err, errlen);
+    float *lut = model_u8_table(m, c, mean, std, err, errlen);
     if (!lut)
         return -1;
     model_u8_src_t src = {pixels, c, h * w, lut, backend_threads(m->be)};
@@ -280,7 +264,7 @@ int model_eval_stage_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, 
     if (!s || n < 1 || s->c != c || s->h != h || s->w != w ||
         model_check_input(m, n, c, h, w, err, errlen) < 0)
         return 0;
-    float *lut = u8_table(m, c, mean, std, err, errlen);
+    float *lut = model_u8_table(m, c, mean, std, err, errlen);
     if (!lut)
         return -1;
     model_u8_src_t src = {pixels, c, h * w, lut, backend_threads(m->be)};

@@ -17,6 +17,15 @@
 float *model_u8_table(const model_t *m, int c, const float *mean, const float *std, char *err,
                       size_t errlen)
 {
+    if ((mean == NULL) != (std == NULL)) {
+        err_set(err, errlen, "%s: mean and std must both be given or both NULL",
+                m->arch->name);
+        return NULL;
+    }
+    if (c < 1 || c > 64) {
+        err_set(err, errlen, "%s: %d input channels", m->arch->name, c);
+        return NULL;
+    }
     for (int ch = 0; std && ch < c; ch++)
         if (!(fabsf(std[ch]) > 0.0f) || !isfinite(std[ch]) || !isfinite(mean[ch])) {
             err_set(err, errlen, "%s: normalisation std[%d]=%g / mean[%d]=%g is not usable",

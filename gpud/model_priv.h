@@ -142,8 +142,9 @@ typedef struct {
 
 void model_fill_u8(const void *src, int first, int k, float *dst);
 void model_fill_f32(const void *src, int first, int k, float *dst);
-/* The c x 256 table of model_fill_u8 after checking mean/std (both NULL:
- * plain ToTensor); NULL with the reason in err. */
+/* The c x 256 table of model_fill_u8 after checking the arguments (mean
+ * and std both given and usable, or both NULL: plain ToTensor; 1..64
+ * channels); NULL with the reason in err. Every uint8 entry point's. */
 float *model_u8_table(const model_t *m, int c, const float *mean, const float *std, char *err,
                       size_t errlen);
 /* n samples of (c, h, w) are what the architecture takes; -1 (err set). */

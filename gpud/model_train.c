@@ -338,24 +338,13 @@ static int train_step(model_t *m, model_fill_fn fill, const void *ctx,
     return keep ? 0 : run_end(m, err, errlen);
 }
 
-/* The normalisation's table after checking it (NULL: err set). */
-static float *u8_table(model_t *m, int c, const float *mean, const float *std, char *err,
-                       size_t errlen)
-{
-    if ((mean == NULL) != (std == NULL) || c < 1 || c > 64) {
-        err_set(err, errlen, "%s: bad normalisation or %d channels", m->arch->name, c);
-        return NULL;
-    }
-    return model_u8_table(m, c, mean, std, err, errlen);
-}
-
 static int step_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
                    const float *mean, const float *std, const int32_t *labels,
                    const model_step_t *s, float *loss, float *logits, int keep, char *err,
                    size_t errlen)
 {
     int staged = model_staged_match(&m->t_staged, pixels, n, c, h, w, mean, std);
-    float *lut = u8_table(m, c, mean, std, err, errlen);
+    float *lut = model_u8_table(m, c, mean, std, err, errlen);
     if (!lut) {
         m->t_staged.px = NULL;
         return -1;
@@ -390,7 +379,7 @@ int model_train_stage_u8(model_t *m, const uint8_t *pixels, int n, int c, int h,
     /* only into the graph of the step in flight, whose shape it has */
     if (!m->t_pend.on || !m->tg || n != m->tn || c != m->tc || h != m->th || w != m->tw)
         return 0;
-    float *lut = u8_table(m, c, mean, std, err, errlen);
+    float *lut = model_u8_table(m, c, mean, std, err, errlen);
     if (!lut)
         return -1;
     model_u8_src_t src = {pixels, c, h * w, lut, backend_threads(m->be)};
