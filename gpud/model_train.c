@@ -202,7 +202,6 @@ static int run_begin(model_t *m, int n, model_fill_fn fill, const void *ctx,
     bk_graph_set_dropout(g, !s->no_dropout);
     uint64_t in_bytes = staged ? m->t_staged.bytes : 0;   /* counted when it crossed */
     int rc = staged ? 0 : train_input(m, n, fill, ctx, u8, &in_bytes);
-    m->t_staged.px = NULL;
     rc = rc ? rc : bk_set_labels(g, labels);
     rc = rc ? rc : bk_set_step(g, s->seed, s->step, s->ids);
     for (int i = 0; i < n; i++)   /* d(S sum_i l_i / G) / d l_i, S a power of two */
@@ -346,7 +345,7 @@ static int step_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w
     int staged = model_staged_match(&m->t_staged, pixels, n, c, h, w, mean, std);
     float *lut = model_u8_table(m, c, mean, std, err, errlen);
     if (!lut) {
-        m->t_staged.px = NULL;
+        model_train_unstage(m);   /* read once: no step will */
         return -1;
     }
     model_u8_src_t src = {pixels, c, h * w, lut, backend_threads(m->be)};
@@ -375,7 +374,7 @@ int model_train_begin_u8(model_t *m, const uint8_t *pixels, int n, int c, int h,
 int model_train_stage_u8(model_t *m, const uint8_t *pixels, int n, int c, int h, int w,
                          const float *mean, const float *std, char *err, size_t errlen)
 {
-    m->t_staged.px = NULL;
+    model_train_unstage(m);   /* a stage before this one is not read */
     /* only into the graph of the step in flight, whose shape it has */
     if (!m->t_pend.on || !m->tg || n != m->tn || c != m->tc || h != m->th || w != m->tw)
         return 0;
