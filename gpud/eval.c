@@ -52,21 +52,13 @@ struct eval_pending {
     size_t cap;
 };
 
-/* The normalisation the model is given: the flags' or the architecture's
- * mean and std, or none (plain ToTensor). */
-static void norm(const gpud_t *self, const float **mean, const float **std)
-{
-    *mean = self->normalize ? self->mean : NULL;
-    *std = self->normalize ? self->std : NULL;
-}
-
 /* The forward of batch: queued (then the logits are read by
  * model_eval_end), or with wait run whole. */
 static int forward(gpud_t *self, const ddp_batch_t *batch, const uint8_t *pixels, int wait)
 {
     char err[512];
     const float *mean, *std;
-    norm(self, &mean, &std);
+    gpud_norm(self, &mean, &std);
     int rc = wait ? model_forward_u8(self->model, pixels, (int)batch->n, batch->c, batch->h,
                                      batch->w, mean, std, self->logits, err, sizeof err)
                   : model_eval_begin_u8(self->model, pixels, (int)batch->n, batch->c,
@@ -201,7 +193,7 @@ static void stage_next(gpud_t *self, const ddp_batch_t *batch, const uint8_t *pi
 {
     char err[512];
     const float *mean, *std;
-    norm(self, &mean, &std);
+    gpud_norm(self, &mean, &std);
     int st = pixels ? model_eval_stage_u8(self->model, pixels, (int)batch->n, batch->c,
                                           batch->h, batch->w, mean, std, err, sizeof err)
                     : 0;

@@ -315,6 +315,12 @@ int gpud_poll_reducer(gpud_t *self, zpoller_t *poller, int timeout_ms, ddp_msg_t
     return proto_recv(zsock_resolve(self->reducer), NULL, m, &self->stats) == 0;
 }
 
+void gpud_norm(const gpud_t *self, const float **mean, const float **std)
+{
+    *mean = self->normalize ? self->mean : NULL;
+    *std = self->normalize ? self->std : NULL;
+}
+
 int gpud_check_batch_shape(gpud_t *self, const ddp_batch_t *batch)
 {
     int want_c = model_in_channels(self->model), h = 0, w = 0;

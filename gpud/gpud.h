@@ -134,6 +134,10 @@ zpoller_t *gpud_reducer_poller(gpud_t *self);
 int gpud_poll_reducer(gpud_t *self, zpoller_t *poller, int timeout_ms, ddp_msg_t *m);
 /* The batch's images are what the model takes; -1 (logged with the fix). */
 int gpud_check_batch_shape(gpud_t *self, const ddp_batch_t *batch);
+/* The normalisation every model call of this worker is given: the flags'
+ * or the architecture's mean and std, or none (plain ToTensor): the same in
+ * a batch's forward, a train step and what is staged for either. */
+void gpud_norm(const gpud_t *self, const float **mean, const float **std);
 /* Room for n samples' logits in self->logits; -1 when out of memory. */
 int gpud_fit_logits(gpud_t *self, uint32_t n);
 /* The inference network takes the trained weights (before validation); -1 (logged). */

@@ -36,9 +36,10 @@ void train_ahead_peek(void *ctx)
     const ddp_batch_t *b = &ts->ahead.u.batch;
     const uint8_t *px = zframe_data(b->pixels);
     char err[512];
-    int st = model_train_stage_u8(self->model, px, (int)b->n, b->c, b->h, b->w,
-                                  self->normalize ? self->mean : NULL,
-                                  self->normalize ? self->std : NULL, err, sizeof err);
+    const float *mean, *std;
+    gpud_norm(self, &mean, &std);   /* the step's own: its begin finds the stage */
+    int st = model_train_stage_u8(self->model, px, (int)b->n, b->c, b->h, b->w, mean, std, err,
+                                  sizeof err);
     if (st < 0)
         log_warn("train batch %llu (step %llu): staging ahead failed (%s); it is written again",
                  (unsigned long long)b->seq, (unsigned long long)b->step, err);

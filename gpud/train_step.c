@@ -270,11 +270,10 @@ static int forward_backward(gpud_t *self, const ddp_batch_t *b, const ddp_batch_
 {
     train_state_t *ts = self->train;
     trainer_batch_t tb = {.pixels = v->n ? in->pixels : NULL, .n = (int)v->n,
-                          .c = v->c, .h = v->h, .w = v->w,
-                          .mean = self->normalize ? self->mean : NULL,
-                          .std = self->normalize ? self->std : NULL, .labels = v->labels,
+                          .c = v->c, .h = v->h, .w = v->w, .labels = v->labels,
                           .ids = v->ids, .global_count = v->global_count, .step = v->step,
                           .topk = ts->topk, .k = step_k(self)};
+    gpud_norm(self, &tb.mean, &tb.std);
     /* the next step's batch may be read and staged while this one runs */
     train_ahead_ctx_t ahead = {self, v};
     if (in->pixels) {
