@@ -19,22 +19,23 @@ OUT=$2
 grep -q '^DDPIPE_CUDA:STRING=ON' "$BUILD/CMakeCache.txt" ||
     echo "gpu-bundle: warning: $BUILD was not configured with -DDDPIPE_CUDA=ON" >&2
 
-LIST=$(mktemp) LIBS=$(mktemp -d)
-trap 'rm -rf "$LIST" "$LIBS"' EXIT
+EXES=$(mktemp) LIST=$(mktemp) LIBS=$(mktemp -d) STAGE=$(mktemp -d)
+trap 'rm -rf "$EXES" "$LIST" "$LIBS" "$STAGE"' EXIT
 # executables: every ELF file under the tree, not the object files, nor the
 # kernel emulator's builds (gpud/cuda on the CPU: a GPU machine runs the real ones)
 find "$BUILD" -type f -perm -u+x ! -path '*/CMakeFiles/*' ! -path '*/emu-bin/*' \
     ! -name '*_emu' ! -name 'test_cuemu' | while read -r f; do
     [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] && echo "$f"
-done > "$LIST"
+done > "$EXES"
+cp "$EXES" "$LIST"
 find "$BUILD" -name CTestTestfile.cmake >> "$LIST"
 [ -f "$BUILD/DartConfiguration.tcl" ] && echo "$BUILD/DartConfiguration.tcl" >> "$LIST"
 
 # the C runtime and the NVIDIA stack stay the machine's own
 system='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcudnn|libcublas|libnccl|libnvidia|libnvrtc|libnvJitLink)'
-grep -v CTestTestfile "$LIST" | grep -v Dart | while read -r f; do
+while read -r f; do
     ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
-done | sort -u | while read -r name path; do
+done < "$EXES" | sort -u | while read -r name path; do
     echo "$name" | grep -Eq "$system" && continue
     cp -L "$path" "$LIBS/$name"
     # symbols only: the device call carries 64 MiB (libdnnl is 54 MB unstripped)
@@ -47,13 +48,11 @@ echo "$BUILD/lib-bundle" >> "$LIST"
 # the archive is made from a copy of those paths whose executables are
 # stripped too (the tree here keeps its symbols): with xz -9's larger
 # window the test programs, each holding the same static engine, share
-# more of it (together about 0.9 MB less of the call's 64 MiB)
-STAGE=$(mktemp -d)
-trap 'rm -rf "$LIST" "$LIBS" "$STAGE"' EXIT
+# more of it (together about 1 MB less of the call's 64 MiB)
 sed 's|^/||' "$LIST" | tar -C / -cf - -T - | tar -C "$STAGE" -xf -
-grep -v CTestTestfile "$LIST" | grep -v Dart | grep -v '/lib-bundle$' | while read -r f; do
+while read -r f; do
     strip --strip-unneeded "$STAGE$f" 2>/dev/null || true
-done
+done < "$EXES"
 # the same entries as the list (under the absolute path, without the leading /)
 sed 's|^/||' "$LIST" | tar -C "$STAGE" -cf - -T - | xz -9 -T1 > "$OUT"
 echo "gpu-bundle: $OUT ($(du -h "$OUT" | cut -f1)): $(grep -c . "$LIST") entries, libraries: $(ls "$BUILD/lib-bundle" | tr '\n' ' ')"
