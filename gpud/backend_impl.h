@@ -55,6 +55,8 @@ typedef struct {
     float *stat;                   /* [mean, var] of 2c floats: forward OUT, backward IN */
     float *running_mean, *running_var;   /* forward: moved in place */
     float *ggamma, *gbeta;         /* backward OUT; NULL: not wanted (frozen) */
+    const void *res;               /* forward: y = relu(bn(x) + res) as bn_add_relu
+                                    * computes it (the tape's fusion), or NULL */
 } bk_bn_train_t;
 
 /* The kernels of every graph (gpud/backend_train.c). Buffers (void *)
@@ -147,6 +149,16 @@ typedef struct bk_kernels {
     int (*bn_bwd)(bk_ctx_t *g, bk_plan_t *p, int training, const void *x, const void *y,
                   const void *gy, const float *gamma, const float *mean, const float *var,
                   void *gx, float *ggamma, float *gbeta);
+    /* Optional: the residual block's tail in the normalising pass (the
+     * tape's forward fusion, tape_fuse.c), y = relu(bn(x) + res): bn_fwd's
+     * eval-mode normalising of x with the given statistics (a plan made
+     * with relu 0), the value bn_fwd would store, then summed with res and
+     * clipped as add with relu would: the bits of bn_fwd then add, in one
+     * pass. A backend that gives it takes bk_bn_train_t.res in
+     * bn_train_fwd alike. NULL: the tape runs them apart. */
+    int (*bn_add_relu)(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *gamma,
+                       const float *beta, const float *mean, const float *var, const void *res,
+                       void *y);
     /* Training-mode BatchNorm: the tape computes the batch statistics itself
      * (two passes, double sums), so that the W ranks of SyncBatchNorm and
      * one rank with the whole batch agree to float rounding; the normalising

@@ -511,6 +511,12 @@ int bk_read(bk_graph_t *g, bk_tensor_t *x, float *dst)
                 "fused graph keeps only what its fused ops compute)", x->n, x->c, x->h, x->w);
         return -1;
     }
+    if (v->no_val) {
+        bk_ctx_fail(&g->base, "tensor [%d,%d,%d,%d] was fused away: its reader's forward "
+                "computes it in the same pass (bk_keep it before compiling, or "
+                "DDPIPE_TRAIN_FUSE=0)", x->n, x->c, x->h, x->w);
+        return -1;
+    }
     if (x->pooled) {
         bk_ctx_fail(&g->base, "tensor [%d,%d,%d,%d] was not kept: the tape reuses the buffers "
                 "of activations nothing reads after the forward (bk_keep it before compiling)",
@@ -528,7 +534,8 @@ int bk_read_topk(bk_graph_t *g, bk_tensor_t *x, int k, int32_t *topk)
         bk_graph_compile(g) < 0)
         return -1;
     const bk_tensor_t *v = x->alias ? x->alias : x;
-    if (!tape_kv(g, v)->topk || v->layout || (g->fops && (!v->val || v->consumed)) || x->pooled)
+    if (!tape_kv(g, v)->topk || v->layout || (g->fops && (!v->val || v->consumed)) || x->pooled ||
+        v->no_val)
         return 1;   /* bk_read says why it cannot read x, where it cannot */
     return tape_kv(g, v)->topk(&g->base, v->val, x->n, x->c, k, topk);
 }
@@ -545,6 +552,7 @@ int bk_keep(bk_graph_t *g, bk_tensor_t *t)
         return -1;
     }
     t->keep = 1;
+    t->user_keep = 1;
     return 0;
 }
 

@@ -151,11 +151,23 @@ int tape_bn_put_stats(bk_graph_t *g, top_t *o)
 
 int tape_bn_normalize(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y)
 {
+    if (o->fwd_res)   /* fused with the residual's add and ReLU (tape_fuse.c) */
+        return g->k->bn_add_relu(&g->base, o->plan, x->val, o->bn.weight, o->bn.bias,
+                                 stat_mean(o), stat_var(o), o->fwd_res->val, y->val);
     return g->k->bn_fwd(&g->base, o->plan, 0, x->val, o->bn.weight, o->bn.bias, stat_mean(o),
                         stat_var(o), y->val);
 }
 
 /* ------------------------------------------- on the device (bn_on_device) */
+
+/* What the backward kernels get as the op's output y: they read it only
+ * for the mask of a ReLU of the op's own (bk_bn_t.relu). Without one any
+ * buffer of the shape does, and a BatchNorm fused with the add after it
+ * (tape_fuse.c) stores no output at all: its gradient's buffer is given. */
+static const void *mask_src(const top_t *o, const bk_tensor_t *y)
+{
+    return o->bn.relu ? y->val : y->grad;
+}
 
 static bk_bn_train_t dev_args(const top_t *o, const bk_tensor_t *x)
 {
@@ -170,7 +182,8 @@ static bk_bn_train_t dev_args(const top_t *o, const bk_tensor_t *x)
                            .running_mean = o->bn.running_mean,
                            .running_var = o->bn.running_var,
                            .ggamma = grads ? o->bn.grad_weight : NULL,
-                           .gbeta = grads ? o->bn.grad_bias : NULL};
+                           .gbeta = grads ? o->bn.grad_bias : NULL,
+                           .res = o->fwd_res ? o->fwd_res->val : NULL};
 }
 
 static int dev_fwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y)
@@ -192,7 +205,7 @@ static int dev_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tenso
     int s[4];
     shape_of(x, s);
     bk_bn_train_t t = dev_args(o, x);
-    return g->k->bn_train_bwd(&g->base, o->plan, x->val, y->val, y->grad, s, &t, gx);
+    return g->k->bn_train_bwd(&g->base, o->plan, x->val, mask_src(o, y), y->grad, s, &t, gx);
 }
 
 /* Normalising with given statistics is the eval-mode kernel. */
@@ -219,7 +232,7 @@ int tape_bn_grad_local(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_t
     if (!g->k->bn_grad_sums) {   /* its gamma/beta gradient outputs: parameter memory */
         float *fdy = o->sync, *fdyx = o->sync + c;
         float *pdyx = o->stat ? o->stat + 2 * c : fdyx, *pdy = o->stat ? o->stat + 3 * c : fdy;
-        if (g->k->bn_bwd(&g->base, o->plan, 0, x->val, y->val, y->grad, o->bn.weight,
+        if (g->k->bn_bwd(&g->base, o->plan, 0, x->val, mask_src(o, y), y->grad, o->bn.weight,
                          stat_mean(o), stat_var(o), gx, pdyx, pdy) < 0 ||
             (o->stat && (tape_pmem_get(g, fdyx, pdyx, (size_t)c, tape_count_bn(g)) < 0 ||
                          tape_pmem_get(g, fdy, pdy, (size_t)c, tape_count_bn(g)) < 0)))
@@ -232,7 +245,7 @@ int tape_bn_grad_local(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_t
     }
     int s[4];
     shape_of(x, s);
-    g->k->bn_grad_sums(g->base.be, x->val, y->val, y->grad, s, o->bn.relu, o->save_mean,
+    g->k->bn_grad_sums(g->base.be, x->val, mask_src(o, y), y->grad, s, o->bn.relu, o->save_mean,
                        o->sync_d);
     for (int i = 0; i < c; i++)
         sdyx[i] /= bnm_std(o->save_var[i], o->bn.eps);
@@ -295,7 +308,7 @@ int tape_bn_dx(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t 
     int s[4];
     shape_of(x, s);
     if (g->k->bn_grad_sums && g->k->bn_grad_apply)
-        g->k->bn_grad_apply(g->base.be, gx, x->val, y->val, y->grad, s, o->bn.relu,
+        g->k->bn_grad_apply(g->base.be, gx, x->val, mask_src(o, y), y->grad, s, o->bn.relu,
                             o->save_mean, scale, a, b);
     else
         g->k->chan_axpb(g->base.be, gx, x->val, s, o->save_mean, a, b);

@@ -205,7 +205,8 @@ int tape_bn_chunks_fwd(bk_graph_t **g, int n, size_t i)
             return -1;
         for (int j = 0; j < n; j++) {
             top_t *o = op_of(g, j, i);
-            if (tape_bn_put_stats(g[j], o) < 0 || tape_bn_normalize(g[j], o, o->in[0], o->out) < 0)
+            if (tape_bn_put_stats(g[j], o) < 0 ||
+                tape_bn_normalize(g[j], o, o->in[0], op_dst(o)) < 0)
                 return tape_chunk_fail(g, j);
         }
         return count >= 1.0 ? tape_bn_running(g[0], op_of(g, 0, i), (size_t)count) : 0;
@@ -213,7 +214,7 @@ int tape_bn_chunks_fwd(bk_graph_t **g, int n, size_t i)
     for (int j = 0; j < n; j++) {   /* each chunk alone: no all-reduce hook on chunk graphs */
         top_t *o = op_of(g, j, i);
         if (tape_bn_stats(g[j], o, o->in[0]) < 0 ||
-            tape_bn_normalize(g[j], o, o->in[0], o->out) < 0)
+            tape_bn_normalize(g[j], o, o->in[0], op_dst(o)) < 0)
             return tape_chunk_fail(g, j);
     }
     double *v = malloc((3 * (size_t)op_of(g, 0, i)->bn.c + 1) * sizeof *v);

@@ -49,7 +49,7 @@ int bk_chunks_forward(bk_graph_t **g, int n)
                 return -1;
             for (int j = 0; j < n; j++)   /* autocast's rounding, as tape_forward_op's */
                 if (g[j]->half)
-                    tape_round(g[j], g[j]->ops[i].out->val, numel(g[j]->ops[i].out));
+                    tape_round(g[j], op_dst(&g[j]->ops[i])->val, numel(g[j]->ops[i].out));
             continue;
         }
         for (int j = 0; j < n; j++)

@@ -33,12 +33,13 @@ static int var_alloc(bk_graph_t *g, bk_tensor_t *t)
     size_t cnt = numel(t), bytes = cnt * tape_esize(g, t);
     const bk_kernels_t *k = tape_kv(g, t);
     int own_grad = t->needs_grad && !t->grad_shared;
-    if (!t->val)
+    if (!t->val && !t->no_val)
         t->val = k->alloc(&g->base, cnt);
-    if (t->val && own_grad)
+    int have_val = t->val || t->no_val;
+    if (have_val && own_grad)
         t->grad = k->alloc(&g->base, cnt);
-    if (t->val && (!own_grad || t->grad)) {
-        g->bytes += (t->pooled ? 0 : bytes) + (t->grad ? bytes : 0);
+    if (have_val && (!own_grad || t->grad)) {
+        g->bytes += (t->pooled || t->no_val ? 0 : bytes) + (t->grad ? bytes : 0);
         return 0;
     }
     bk_ctx_fail(&g->base, "out of memory for a [%d,%d,%d,%d] tensor", t->n, t->c, t->h, t->w);
@@ -136,9 +137,10 @@ static int pool_plan(bk_graph_t *g)
     size_t n = 0, es = tape_act_esize(g);   /* pooled vars are never f32 */
     if (rc == 0) {
         mark_kept(g, last);
-        for (size_t i = 0; i < g->nops; i++) {
-            bk_tensor_t *t = g->ops[i].out;
-            if (!t->keep)
+        for (size_t i = 0; i < g->nops; i++) {   /* from the op whose forward writes it */
+            const top_t *o = &g->ops[i];
+            bk_tensor_t *t = op_dst(o);
+            if (!o->fwd_skip && !t->keep)
                 slot[n++] = (slot_t){t, (int)i, last[t->id], align64(numel(t) * es), 0};
         }
     }
@@ -357,6 +359,7 @@ int tape_compile(bk_graph_t *g)
     g->compiled = 1;   /* what exists is released by tape_release, even half made */
     g->base.infer = g->fops != NULL;
     pick_kernels(g);
+    tape_fuse(g);
     if (vars_alloc(g) < 0 || ops_plan(g) < 0)
         return -1;
     return 0;
@@ -398,6 +401,7 @@ void tape_release(bk_graph_t *g)
         t->val = t->grad = NULL;
         t->pooled = t->shares = t->consumed = t->layout = t->grad_shared = 0;
     }
+    tape_fuse_clear(g);
     for (size_t k = 0; g->k && k < g->npool; k++)
         g->k->release(be, g->pool[k]);
     free(g->pool);

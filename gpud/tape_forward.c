@@ -38,7 +38,7 @@ static int op_forward(bk_graph_t *g, top_t *o, uint32_t index)
     const bk_kernels_t *k = g->k;
     backend_t *be = g->base.be;
     bk_ctx_t *bg = &g->base;
-    bk_tensor_t *x = o->in[0], *y = o->out;
+    bk_tensor_t *x = o->in[0], *y = op_dst(o);
     int s[4];
     shape_of(x, s);
     const float *w = o->kind == TO_CONV ? o->conv.weight : o->w;
@@ -59,6 +59,10 @@ static int op_forward(bk_graph_t *g, top_t *o, uint32_t index)
     case TO_BN:
         if (bn_training(g, o))
             return tape_bn_fwd(g, o, x, y);
+        if (o->fwd_res)   /* fused (tape_fuse.c), in a training graph set to eval */
+            return k->bn_add_relu(bg, o->plan, x->val, o->bn.weight, o->bn.bias,
+                                  o->bn.running_mean, o->bn.running_var, o->fwd_res->val,
+                                  y->val);
         return k->bn_fwd(bg, o->plan, 0, x->val, o->bn.weight, o->bn.bias, o->bn.running_mean,
                          o->bn.running_var, y->val);
     case TO_RELU:
@@ -71,7 +75,8 @@ static int op_forward(bk_graph_t *g, top_t *o, uint32_t index)
     case TO_LINEAR:
         return k->linear_fwd(bg, o->plan, x->val, w, b, y->val);
     case TO_ADD:
-        k->add(be, y->val, x->val, o->in[1]->val, numel(y), o->post.n > 0);
+        /* fused with the relu after it (tape_fuse.c): y is the relu's output */
+        k->add(be, y->val, x->val, o->in[1]->val, numel(y), o->post.n > 0 || o->fwd_out);
         return 0;
     case TO_CONCAT:
         for (int i = 0, off = 0; i < o->nin; off += o->in[i]->c, i++) {
@@ -104,13 +109,16 @@ int tape_forward_op(bk_graph_t *g, size_t i)
 {
     size_t n;
     top_t *ops = run_ops(g, &n);
+    if (ops[i].fwd_skip)   /* the op before it did its forward (tape_fuse.c) */
+        return 0;
     bk_ctx_set_name(&g->base, ops[i].name);
     double t0 = g->profile ? clock_mono_s() : 0.0;
     tape_timer_start(g);
     if (op_forward(g, &ops[i], (uint32_t)i) < 0)
         return -1;
+    bk_tensor_t *y = op_dst(&ops[i]);
     if (g->half && bf16_rounds(ops[i].kind))
-        tape_round(g, ops[i].out->val, numel(ops[i].out));
+        tape_round(g, y->val, numel(y));
     if (g->profile)
         g->prof[0][ops[i].kind] += clock_mono_s() - t0;
     tape_timer_mark(g, ops[i].kind);

@@ -48,6 +48,9 @@ struct bk_tensor {
     int grad_shared;    /* grad is the buffer of the gradient of the add it alone
                          * feeds (tape_compile.c share_add_grads): the add's
                          * backward passes it on without a copy */
+    int user_keep;      /* bk_keep asked for it (keep is also the compile's mark) */
+    int no_val;         /* its value is never stored: the op making it was fused
+                         * into its reader's forward (tape_fuse.c); val stays NULL */
 };
 
 typedef enum {
@@ -88,6 +91,12 @@ typedef struct {
                                      * are not the bound ones (BN folded, bf16 rounded),
                                      * parameter memory (tape_mem.c); NULL: the bound
                                      * arrays */
+    /* A training graph's forward fusion (tape_fuse.c): */
+    bk_tensor_t *fwd_out;           /* the tensor this op's forward writes instead of
+                                     * out (out->no_val), or NULL */
+    bk_tensor_t *fwd_res;           /* BN: the residual its forward sums in before the
+                                     * ReLU (bk_kernels_t.bn_add_relu), or NULL */
+    int fwd_skip;                   /* its forward ran inside an earlier op's */
 } top_t;
 
 /* tape_capture.c's state machine of an inference graph's forward:
@@ -239,6 +248,11 @@ int plan_fused_leave(bk_graph_t *g);
  * the fused ops re-folded after bk_graph_reload, or given up for the
  * recorded ops when the graph was switched to training mode. 0 or -1. */
 int tape_ready(bk_graph_t *g);
+/* tape_fuse.c: a training graph's forward fusions, marked before its
+ * buffers are planned (fwd_out, fwd_skip, no_val); tape_fuse_clear undoes
+ * them (tape_release). */
+void tape_fuse(bk_graph_t *g);
+void tape_fuse_clear(bk_graph_t *g);
 /* tape_forward.c: the ops of one forward, in order (run_ops); 0 or -1. */
 int tape_forward_ops(bk_graph_t *g);
 /* backend_train.c: the step's dropout sample keys where the kernels read
@@ -366,6 +380,13 @@ static inline int bn_on_device(const bk_graph_t *g)
 {
     return g->k && backend_bn_on_device(g->base.be) && !g->allreduce && !g->exact;
 }
+/* The tensor op o's forward writes: its output, or where a forward fusion
+ * sends it (tape_fuse.c). */
+static inline bk_tensor_t *op_dst(const top_t *o)
+{
+    return o->fwd_out ? o->fwd_out : o->out;
+}
+
 /* Dropout's probability in this mode (eval, or disabled: the identity). */
 static inline float drop_p(const bk_graph_t *g, const top_t *o)
 {

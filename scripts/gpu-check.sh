@@ -388,6 +388,11 @@ variant_step "bench ddpipe eval bf16 in turn" \
 # as gpud's trainer)
 variant_step "bench ddpipe train bf16 in turn" \
     bench-ddpipe-train-bf16-inturn.log inturn train bf16 DDPIPE_TRAIN_OVERLAP=0
+# the training forward without its fusions (DDPIPE_TRAIN_FUSE=0: BatchNorm,
+# add and ReLU as three passes at each residual block's end, docs/CUDA.md
+# "bf16 training") against fused (the default)
+variant_step "bench ddpipe train bf16 unfused" \
+    bench-ddpipe-train-bf16-unfused.log unfused train bf16 DDPIPE_TRAIN_FUSE=0
 
 profile_step train bf16
 # the bf16 eval's fused plan (the bar's eval: 0.51x cl-bf16 on 2026-11-29)

@@ -77,6 +77,9 @@ run "mb16-inturn-eval" env DDPIPE_EVAL_OVERLAP=0 "$B" eval --batch 256 --micro-b
 # training in turn (DDPIPE_TRAIN_OVERLAP=0: a step's batch written after the
 # step before ended) against default-train (staged while it runs)
 run "inturn-train" env DDPIPE_TRAIN_OVERLAP=0 "$B" train --batch 256 --iters 5 --precision bf16
+# the training forward's fusions off (DDPIPE_TRAIN_FUSE=0: BatchNorm, add and
+# ReLU as three passes) against default-train
+run "unfused-train" env DDPIPE_TRAIN_FUSE=0 "$B" train --batch 256 --iters 5 --precision bf16
 for what in eval train; do
     run "torch-$what" env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py "$what" \
         --batch 256 --iters 5 --mode cl-bf16

@@ -163,6 +163,7 @@ const bk_kernels_t CPU_TKERNELS = {
     .bn_plan = cpu_bn_plan,
     .bn_fwd = cpu_bn_fwd,
     .bn_bwd = cpu_bn_bwd,
+    .bn_add_relu = cpu_bn_add_relu,
     .chan_sums = c_chan_sums,
     .chan_axpb = c_chan_axpb,
     .bn_grad_sums = c_bn_grad_sums,

@@ -9,6 +9,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "gpud/cpu/dnnl_priv.h"
+#include "gpud/cpu/host_kernels.h"
 
 /* ------------------------------------------------------------ batchnorm */
 
@@ -20,6 +21,8 @@ typedef struct {
     float *tmp_c;            /* 2c: frozen gamma/beta gradients */
     float *tmp_x;            /* gx when the input needs none */
     size_t count;
+    int c;                   /* channels */
+    float eps;
 } bnplan_t;
 
 static void bnplan_destroy(bk_plan_t *bp)
@@ -94,6 +97,8 @@ bk_plan_t *cpu_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
         return bk_ctx_fail(g, "out of memory");
     p->base.destroy = bnplan_destroy;
     p->count = (size_t)in[0] * in[1] * in[2] * in[3];
+    p->c = in[1];
+    p->eps = eps;
     cpu_mds_t k = {0};
     dnnl_dim_t cd[1] = {in[1]};
     const_dnnl_memory_desc_t data = cpu_md_act(&k, in), ch = cpu_md(&k, 1, cd, dnnl_f32, dnnl_x);
@@ -127,6 +132,18 @@ int cpu_bn_fwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x,
         cpu_handle(g, p->mean, mean) < 0 || cpu_handle(g, p->var, var) < 0)
         return -1;
     return cpu_prim_run(g, &p->fwd[training != 0], "bnorm forward");
+}
+
+/* The residual block's tail fused (the tape's, gpud/tape_fuse.c): oneDNN
+ * 3.x's BatchNorm has no add + ReLU on x64 (dnnl_fuse_norm_add_relu finds
+ * no implementation), so the host's pass computes its value (host_bn_add.c). */
+int cpu_bn_add_relu(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *gamma,
+                    const float *beta, const float *mean, const float *var, const void *res,
+                    void *y)
+{
+    bnplan_t *p = (bnplan_t *)bp;
+    return hk_bn_add_relu(g, y, x, res, p->count / (size_t)p->c, p->c, gamma, beta, mean, var,
+                          p->eps);
 }
 
 /* A fused ReLU's mask is in the workspace of this step's forward. */

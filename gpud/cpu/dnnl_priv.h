@@ -151,6 +151,9 @@ int cpu_w_bwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w, const vo
 bk_plan_t *cpu_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu);
 int cpu_bn_fwd(bk_ctx_t *g, bk_plan_t *p, int training, const void *x, const float *gamma,
                const float *beta, float *mean, float *var, void *y);
+int cpu_bn_add_relu(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *gamma,
+                    const float *beta, const float *mean, const float *var, const void *res,
+                    void *y);
 int cpu_bn_bwd(bk_ctx_t *g, bk_plan_t *p, int training, const void *x, const void *y,
                const void *gy, const float *gamma, const float *mean, const float *var,
                void *gx, float *ggamma, float *gbeta);

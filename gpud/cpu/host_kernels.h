@@ -23,6 +23,13 @@ void hk_ce_fwd(backend_t *be, const void *logits, const int32_t *labels, int n, 
 void hk_ce_bwd(backend_t *be, const void *logits, const int32_t *labels, int n, int k,
                float eps, const void *dloss, void *glogits);
 
+/* y = relu(bn(x) + res) over npix NHWC rows of c channels, bn(x) the value
+ * of oneDNN's BatchNorm with the statistics given (host_bn_add.c). 0, or
+ * -1 after bk_ctx_fail. */
+int hk_bn_add_relu(bk_ctx_t *g, float *y, const float *x, const float *res, size_t npix,
+                   int c, const float *gamma, const float *beta, const float *mean,
+                   const float *var, float eps);
+
 /* uint8 NCHW pixels through a per-channel table (c x 256) into y. */
 void hk_write_u8(void *y, const uint8_t *px, const float *lut, const int s[4], int nhwc,
                  int threads);

@@ -160,6 +160,14 @@ static int d_bn_fwd(bk_ctx_t *g, bk_plan_t *p, int training, const void *x, cons
                     dev(mean, "bn mean"), dev(var, "bn var"), y);
 }
 
+static int d_bn_add_relu(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *gamma,
+                         const float *beta, const float *mean, const float *var, const void *res,
+                         void *y)
+{
+    return R.bn_add_relu(g, p, x, dev(gamma, "bn gamma"), dev(beta, "bn beta"),
+                         dev(mean, "bn mean"), dev(var, "bn var"), res, y);
+}
+
 static int d_bn_bwd(bk_ctx_t *g, bk_plan_t *p, int training, const void *x, const void *y,
                     const void *gy, const float *gamma, const float *mean, const float *var,
                     void *gx, float *ggamma, float *gbeta)
@@ -219,8 +227,9 @@ static int d_bn_train_fwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const int s[
     for (size_t i = 0; i < c; i++)
         var[i] = bnm_stat(sum[i], t->count);
     free(sum);
-    if (R.bn_fwd(g, p, 0, x, dev(t->gamma, "bn gamma"), dev(t->beta, "bn beta"), mean, var,
-                 y) < 0)
+    const float *gamma = dev(t->gamma, "bn gamma"), *beta = dev(t->beta, "bn beta");
+    if ((t->res ? R.bn_add_relu(g, p, x, gamma, beta, mean, var, t->res, y)
+                : R.bn_fwd(g, p, 0, x, gamma, beta, mean, var, y)) < 0)
         return -1;
     double unbias = bnm_unbias(t->count);
     for (size_t i = 0; i < c; i++) {
@@ -290,6 +299,7 @@ static bk_kernels_t dev_kernels(void)
     k.conv_bwd = d_conv_bwd;
     k.bn_fwd = d_bn_fwd;
     k.bn_bwd = d_bn_bwd;
+    k.bn_add_relu = d_bn_add_relu;
     k.chan_sums = d_chan_sums;
     k.chan_axpb = d_chan_axpb;
     k.bn_grad_sums = d_bn_grad_sums;

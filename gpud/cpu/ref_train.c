@@ -172,6 +172,19 @@ static int r_bn_fwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x,
     return 0;
 }
 
+/* The reference: the normalising pass, then the add with its ReLU, as the
+ * tape runs them apart (the plan's own ReLU is off for a fused op). */
+static int r_bn_add_relu(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *gamma,
+                         const float *beta, const float *mean, const float *var, const void *res,
+                         void *y)
+{
+    const rplan_t *p = (const rplan_t *)bp;
+    if (r_bn_fwd(g, bp, 0, x, gamma, beta, (float *)mean, (float *)var, y) < 0)
+        return -1;
+    hk_add(g->be, y, y, res, pnumel(p->in), 1);
+    return 0;
+}
+
 static int r_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
                     const void *gy, const float *gamma, const float *mean, const float *var,
                     void *gx, float *ggamma, float *gbeta)
@@ -320,6 +333,7 @@ const bk_kernels_t REF_TKERNELS = {
     .bn_plan = r_bn_plan,
     .bn_fwd = r_bn_fwd,
     .bn_bwd = r_bn_bwd,
+    .bn_add_relu = r_bn_add_relu,
     .chan_sums = r_chan_sums,
     .chan_axpb = r_chan_axpb,
     .bn_grad_sums = r_bn_grad_sums,

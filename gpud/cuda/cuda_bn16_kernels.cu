@@ -211,13 +211,19 @@ static int apply_parts(size_t npix)
     return s < 1 ? 1 : s > 4096 ? 4096 : (int)s;
 }
 
+/* With a residual r (the residual block's tail fused, tape_fuse.c): the
+ * 16-bit value stored without it, then k_add's sum of the two, rounded
+ * once more. */
 template <typename T, int L>
 __device__ static h16v<T, L> bn_terms(h16v<T, L> v, const double *m, const double *inv,
-                                      const double *g, const double *b, int relu)
+                                      const double *g, const double *b, int relu,
+                                      const h16v<T, L> *r)
 {
     h16v<T, L> y;
     for (int l = 0; l < L; l++) {
         float f = (float)(((double)h16<T>::ld(v.v[l]) - m[l]) * inv[l] * g[l] + b[l]);
+        if (r)
+            f = __fadd_rn(h16<T>::ld(h16<T>::st(f)), h16<T>::ld(r->v[l]));
         y.v[l] = h16<T>::st(relu && !(f > 0.0f) ? 0.0f : f);
     }
     return y;
@@ -226,10 +232,11 @@ __device__ static h16v<T, L> bn_terms(h16v<T, L> v, const double *m, const doubl
 template <typename T, int L>
 __device__ static void bn_apply(void *yv, const void *xv, size_t npix, int c, int parts,
                                 bn16_grid_t g, const float *gamma, const float *beta,
-                                const float *mean, const float *var, float eps, int relu)
+                                const float *mean, const float *var, float eps, int relu,
+                                const void *resv)
 {
     T *y = (T *)yv;
-    const T *x = (const T *)xv;
+    const T *x = (const T *)xv, *res = (const T *)resv;
     size_t lo, hi;
     int sl, ch = bn16_place<L>(g, npix, c, parts, &lo, &hi, &sl);
     if (ch < 0)
@@ -240,46 +247,57 @@ __device__ static void bn_apply(void *yv, const void *xv, size_t npix, int c, in
         m[l] = mean[ch + l], ga[l] = gamma[ch + l], be[l] = beta[ch + l];
     }
     size_t j = lo + threadIdx.x / COLS;
+    if (res) {   /* its own loop: the plain pass keeps its registers */
+        for (; j < hi; j += ROWS) {
+            h16v<T, L> r = ldv<T, L>(res + j * c + ch);
+            stv<T, L>(y + j * c + ch,
+                      bn_terms<T, L>(ldv<T, L>(x + j * c + ch), m, inv, ga, be, relu, &r));
+        }
+        return;
+    }
     for (; j + (UNROLL(L) - 1) * ROWS < hi; j += UNROLL(L) * ROWS) {
         h16v<T, L> v[UNROLL(L)];
         for (int u = 0; u < UNROLL(L); u++)
             v[u] = ldv<T, L>(x + (j + (size_t)u * ROWS) * c + ch);
         for (int u = 0; u < UNROLL(L); u++)
             stv<T, L>(y + (j + (size_t)u * ROWS) * c + ch,
-                      bn_terms<T, L>(v[u], m, inv, ga, be, relu));
+                      bn_terms<T, L>(v[u], m, inv, ga, be, relu, (const h16v<T, L> *)NULL));
     }
     for (; j < hi; j += ROWS)
-        stv<T, L>(y + j * c + ch, bn_terms<T, L>(ldv<T, L>(x + j * c + ch), m, inv, ga, be, relu));
+        stv<T, L>(y + j * c + ch, bn_terms<T, L>(ldv<T, L>(x + j * c + ch), m, inv, ga, be, relu,
+                                                 (const h16v<T, L> *)NULL));
 }
 
 template <typename T>
 __global__ static void k16_bn_apply(void *y, const void *x, size_t npix, int c, int parts,
                                     bn16_grid_t g, const float *gamma, const float *beta,
-                                    const float *mean, const float *var, float eps, int relu)
+                                    const float *mean, const float *var, float eps, int relu,
+                                    const void *res)
 {
-    bn_apply<T, 1>(y, x, npix, c, parts, g, gamma, beta, mean, var, eps, relu);
+    bn_apply<T, 1>(y, x, npix, c, parts, g, gamma, beta, mean, var, eps, relu, res);
 }
 
 template <typename T>
 __global__ static void k16_bn_apply8(void *y, const void *x, size_t npix, int c, int parts,
                                      bn16_grid_t g, const float *gamma, const float *beta,
-                                     const float *mean, const float *var, float eps, int relu)
+                                     const float *mean, const float *var, float eps, int relu,
+                                     const void *res)
 {
-    bn_apply<T, 8>(y, x, npix, c, parts, g, gamma, beta, mean, var, eps, relu);
+    bn_apply<T, 8>(y, x, npix, c, parts, g, gamma, beta, mean, var, eps, relu, res);
 }
 
 cudaError_t ckb_bn_apply(cudaStream_t s, int fp16, void *y, const void *x, int npix, int c,
                          const float *gamma, const float *beta, const float *mean,
-                         const float *var, float eps, int relu)
+                         const float *var, float eps, int relu, const void *res)
 {
-    int parts = apply_parts((size_t)npix), L = lanes8(c, y, x, x, x) ? 8 : 1;
+    int parts = apply_parts((size_t)npix), L = lanes8(c, y, x, res ? res : x, x) ? 8 : 1;
     unsigned blocks;
     bn16_grid_t g = bn16_grid(c / L, parts, &blocks);
     if (L == 8)
         return LAUNCH16_GRID(fp16, k16_bn_apply8, blocks, y, x, (size_t)npix, c, parts, g, gamma,
-                             beta, mean, var, eps, relu);
+                             beta, mean, var, eps, relu, res);
     return LAUNCH16_GRID(fp16, k16_bn_apply, blocks, y, x, (size_t)npix, c, parts, g, gamma,
-                         beta, mean, var, eps, relu);
+                         beta, mean, var, eps, relu, res);
 }
 
 /* One pixel's L channels of the backward's inputs: x, dy' = gy, or 0 where

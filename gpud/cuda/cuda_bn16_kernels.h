@@ -14,6 +14,8 @@
  *                  the NCHW kernel's, equal after rounding to float but
  *                  for a sum within 1e-16 of a float tie;
  *   ckb_bn_apply   y = bf16(normalised x * gamma + beta), ReLU'd if relu;
+ *                  with res (the residual block's tail fused, tape_fuse.c)
+ *                  that value plus res as ckb_add sums it, then the ReLU;
  *   ckb_bn_grad_sums   out[0, c) = sum dy', out[c, 2c) = sum dy' (x - center),
  *                  dy' = gy, or gy where y > 0 (y non-NULL: the fused ReLU);
  *   ckb_bn_grad_apply  gx = bf16(scale dy' + a (x - center) + b).
@@ -35,7 +37,7 @@ cudaError_t ckb_chan_sums(cudaStream_t s, int fp16, const void *x, int npix, int
                           const float *center, double *out, double *part);
 cudaError_t ckb_bn_apply(cudaStream_t s, int fp16, void *y, const void *x, int npix, int c,
                          const float *gamma, const float *beta, const float *mean,
-                         const float *var, float eps, int relu);
+                         const float *var, float eps, int relu, const void *res);
 cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void *y,
                              const void *gy, int npix, int c, const float *center, double *out,
                              double *part);

@@ -585,7 +585,7 @@ cudaError_t ck_bn_stats(cudaStream_t s, const float *x, int n, int c, int hw, fl
 
 __global__ static void k_bn_apply(float *y, const float *x, size_t planes, int c, int hw,
                                   const float *gamma, const float *beta, const float *mean,
-                                  const float *var, float eps, int relu)
+                                  const float *var, float eps, int relu, const float *res)
 {
     PLANE_STRIDE(w, pl, ch, planes, c, hw)
     {
@@ -594,6 +594,8 @@ __global__ static void k_bn_apply(float *y, const float *x, size_t planes, int c
         for (int p = w.p0; p < hw; p += w.step) {
             size_t i = pl * hw + p;
             float v = (float)(((double)x[i] - m) * inv * g + b);
+            if (res)   /* k_add's sum of the value stored without it */
+                v = __fadd_rn(v, res[i]);
             y[i] = relu && !(v > 0.0f) ? 0.0f : v;
         }
     }
@@ -601,11 +603,11 @@ __global__ static void k_bn_apply(float *y, const float *x, size_t planes, int c
 
 cudaError_t ck_bn_apply(cudaStream_t s, float *y, const float *x, int n, int c, int hw,
                         const float *gamma, const float *beta, const float *mean,
-                        const float *var, float eps, int relu)
+                        const float *var, float eps, int relu, const float *res)
 {
     size_t planes = (size_t)n * c;
     k_bn_apply<<<plane_blocks(planes, hw), THREADS, 0, s>>>(y, x, planes, c, hw, gamma, beta,
-                                                            mean, var, eps, relu);
+                                                            mean, var, eps, relu, res);
     return cudaGetLastError();
 }
 

@@ -97,10 +97,12 @@ cudaError_t ck_chan_axpb(cudaStream_t s, float *y, const float *x, int n, int c,
 /* Training BN statistics: batch mean and biased variance (two passes, double). */
 cudaError_t ck_bn_stats(cudaStream_t s, const float *x, int n, int c, int hw, float *mean,
                         float *var);
-/* y = (x - mean) / sqrt(var + eps) * gamma + beta, ReLU if relu */
+/* y = (x - mean) / sqrt(var + eps) * gamma + beta, plus res[i] as ck_add
+ * sums (res non-NULL: the residual block's tail fused, tape_fuse.c), ReLU
+ * if relu */
 cudaError_t ck_bn_apply(cudaStream_t s, float *y, const float *x, int n, int c, int hw,
                         const float *gamma, const float *beta, const float *mean,
-                        const float *var, float eps, int relu);
+                        const float *var, float eps, int relu, const float *res);
 /* BN backward. y != NULL: the op's output was relu(bn(x)), gy is masked by
  * y > 0 first. sums: 2*c doubles, [sum g (c), sum g*xhat (c)] (out). */
 cudaError_t ck_bn_bwd_sums(cudaStream_t s, const float *x, const float *y, const float *gy,

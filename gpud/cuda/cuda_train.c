@@ -386,8 +386,22 @@ static int ct_bn_fwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x,
         (training && cu_check(g, ck_bn_stats(s, x, n, c, hw, mean, var),
                               "batch-norm statistics kernel") < 0))
         return -1;
-    return cu_check(g, ck_bn_apply(s, y, x, n, c, hw, gamma, beta, mean, var, p->eps, p->relu),
+    return cu_check(g, ck_bn_apply(s, y, x, n, c, hw, gamma, beta, mean, var, p->eps, p->relu,
+                                   NULL),
                     "batch-norm kernel");
+}
+
+static int ct_bn_add_relu(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *gamma,
+                          const float *beta, const float *mean, const float *var,
+                          const void *res, void *y)
+{
+    bn_plan_t *p = (bn_plan_t *)bp;
+    return cu_sticky(g) < 0
+               ? -1
+               : cu_check(g, ck_bn_apply(stream_of(g->be), y, x, p->in[0], p->in[1],
+                                         p->in[2] * p->in[3], gamma, beta, mean, var, p->eps, 1,
+                                         res),
+                          "batch-norm + add + ReLU kernel");
 }
 
 /* ggamma/gbeta (device, each optional) are the backward sums rounded once
@@ -431,7 +445,8 @@ static int ct_bn_train_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int 
         cu_check(g, ck_chan_sums(s, x, n, c, hw, mean, p->sums, p->sums + 2 * c),
                  "channel sums kernel") < 0 ||
         cu_check(g, ck_bn_stat(s, p->sums, c, t->count, var), "batch variance kernel") < 0 ||
-        ct_bn_fwd(g, bp, 0, x, t->gamma, t->beta, mean, var, y) < 0)
+        (t->res ? ct_bn_add_relu(g, bp, x, t->gamma, t->beta, mean, var, t->res, y)
+                : ct_bn_fwd(g, bp, 0, x, t->gamma, t->beta, mean, var, y)) < 0)
         return -1;
     return cu_check(g, ck_bn_running(s, t->running_mean, t->running_var, t->stat, c,
                                      t->momentum, bnm_unbias(t->count)),
@@ -679,6 +694,7 @@ const bk_kernels_t CUDA_TKERNELS = {
     .bn_plan = ct_bn_plan,
     .bn_fwd = ct_bn_fwd,
     .bn_bwd = ct_bn_bwd,
+    .bn_add_relu = ct_bn_add_relu,
     .chan_sums = ct_chan_sums,
     .chan_axpb = ct_chan_axpb,
     .bn_grad_sums = ct_bn_grad_sums,

@@ -581,7 +581,7 @@ static int h_bn_fwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, con
     if (!training)   /* the statistics given: one 16-bit pass, cuda_train.c's arithmetic */
         return cu_check(g, ckb_bn_apply(stream_of(g->be), f16(g->be), y, x,
                                         p->in[0] * p->in[2] * p->in[3], p->in[1], gamma, beta,
-                                        mean, var, p->eps, p->relu),
+                                        mean, var, p->eps, p->relu, NULL),
                         "16-bit batch-norm kernel");
     float *base = scratch16(g->be, parts(n, n, 0, 0, 0));
     if (!base)
@@ -593,6 +593,17 @@ static int h_bn_fwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, con
         return -1;
     pack(g->be, y, fy, p->in);
     return cu_sticky(g);
+}
+
+static int h_bn_add_relu(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *gamma,
+                         const float *beta, const float *mean, const float *var, const void *res,
+                         void *y)
+{
+    hplan_t *p = (hplan_t *)bp;
+    return cu_check(g, ckb_bn_apply(stream_of(g->be), f16(g->be), y, x,
+                                    p->in[0] * p->in[2] * p->in[3], p->in[1], gamma, beta, mean,
+                                    var, p->eps, 1, res),
+                    "16-bit batch-norm + add + ReLU kernel");
 }
 
 static int h_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
@@ -637,7 +648,7 @@ static int h_bn_train_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int s
                  "16-bit channel sums") < 0 ||
         cu_check(g, ck_bn_stat(s, p->sums, c, t->count, var), "batch variance kernel") < 0 ||
         cu_check(g, ckb_bn_apply(s, h, y, x, npix, c, t->gamma, t->beta, mean, var, t->eps,
-                                 t->relu), "16-bit batch-norm kernel") < 0)
+                                 t->relu || t->res, t->res), "16-bit batch-norm kernel") < 0)
         return -1;
     return cu_check(g, ck_bn_running(s, t->running_mean, t->running_var, t->stat, c,
                                      t->momentum, bnm_unbias(t->count)),
@@ -859,6 +870,7 @@ const bk_kernels_t CUDA_T16KERNELS = {
     .bn_plan = h_bn_plan,
     .bn_fwd = h_bn_fwd,
     .bn_bwd = h_bn_bwd,
+    .bn_add_relu = h_bn_add_relu,
     .chan_sums = h_chan_sums,
     .chan_axpb = h_chan_axpb,
     .bn_grad_sums = h_bn_grad_sums,

@@ -142,6 +142,7 @@ check(ev["ddpipe fp32"]["img_s"] == 100.0 and ev["ddpipe bf16"]["img_s"] == 110.
 for fig, key, want in ((tr, "ddpipe bf16-tuned", 61.0), (ev, "ddpipe bf16-tuned", 111.0),
                        (ev, "ddpipe fp32-graphs-off", 101.0), (ev, "ddpipe fp32-cudnn-graph-off", 101.0),
                        (ev, "ddpipe bf16-inturn", 111.0), (tr, "ddpipe bf16-inturn", 61.0),
+                       (tr, "ddpipe bf16-unfused", 61.0),
                        (tr, "ddpipe fp32-cudnn-graph-off", 51.0)):
     check(key in fig and fig[key]["img_s"] == want, "%s: want img/s %s, got %s" % (key, want, fig.get(key)))
 r50 = bench.get("resnet50 train", {}).get("img_s", {})
@@ -173,7 +174,8 @@ probe = open(os.path.join(pout, "probe.txt")).read().splitlines()
 names = {l.split(":")[0] for l in probe}
 for want in ("profile-eval", "profile-train", "default-eval", "default-train", "copy1-eval",
              "copy1-train", "s2d0-eval", "graphs0-eval", "graphs0-train", "inturn-eval",
-             "mb16-eval", "mb16-inturn-eval", "inturn-train", "torch-eval", "torch-train"):
+             "mb16-eval", "mb16-inturn-eval", "inturn-train", "unfused-train", "torch-eval",
+             "torch-train"):
     check(want in names, "probe.txt has %s's lines: %s" % (want, sorted(names)))
 def lines(name):
     return [l for l in probe if l.startswith(name + ":")]
@@ -184,7 +186,8 @@ check(any("cuda profile graph" in l for l in lines("profile-train")) and
 for name, want in (("default-train", "img/s=60.0"), ("graphs0-train", "img/s=61.0"),
                    ("s2d0-eval", "img/s=111.0"), ("copy1-eval", "img/s=111.0"),
                    ("inturn-eval", "img/s=111.0"), ("mb16-eval", "img/s=110.0"),
-                   ("mb16-inturn-eval", "img/s=111.0"), ("inturn-train", "img/s=61.0")):
+                   ("mb16-inturn-eval", "img/s=111.0"), ("inturn-train", "img/s=61.0"),
+                   ("unfused-train", "img/s=61.0")):
     check(any(want in l for l in lines(name)), "%s: want %s, got %s" % (name, want, lines(name)))
 check(any("exit" in l for l in lines("torch-eval")), "the PyTorch run's failure said: %s"
       % lines("torch-eval"))

@@ -297,7 +297,7 @@ static void check_batchnorm(int NB, int HW)
     same("running mean", rm, rm2, sizeof rm);
     same("running variance", rv, rv2, sizeof rv);
 
-    CHECK(ck_bn_apply(0, y, x, NB, C, HW, gamma, beta, mean, var, 1e-5f, 1) == cudaSuccess,
+    CHECK(ck_bn_apply(0, y, x, NB, C, HW, gamma, beta, mean, var, 1e-5f, 1, NULL) == cudaSuccess,
           "launch");
     ref_bn_eval_fwd(x, NB, C, HW, gamma, beta, mean, var, 1e-5f, yr);
     ref_relu(yr, n);
@@ -455,7 +455,7 @@ static void check_bn_planes(int NB, int HW)
     REQUIRE(out, "alloc");
     size_t bad = 0;
     for (int relu = 0; relu < 2; relu++) {
-        CHECK(ck_bn_apply(0, out, x, NB, C, HW, gamma, beta, mean, var, 1e-5f, relu) ==
+        CHECK(ck_bn_apply(0, out, x, NB, C, HW, gamma, beta, mean, var, 1e-5f, relu, NULL) ==
                   cudaSuccess, "launch");
         bad = 0;
         for (size_t i = 0; i < n; i++) {
@@ -662,7 +662,7 @@ static void check_bn16(int fp16, int npix, int C)
     for (size_t i = 0; i < n; i++)
         x[i] = pack16(fp16, xf[i]), gy[i] = pack16(fp16, gyf[i]);
     for (int relu = 0; relu < 2; relu++) {
-        CHECK(ckb_bn_apply(0, fp16, y, x, npix, C, gamma, beta, mean, var, 1e-5f, relu) ==
+        CHECK(ckb_bn_apply(0, fp16, y, x, npix, C, gamma, beta, mean, var, 1e-5f, relu, NULL) ==
                   cudaSuccess, "launch");
         size_t bad = 0;
         for (size_t i = 0; i < n; i++) {

@@ -1,0 +1,118 @@
+/* tape_fuse — a training graph's forward fusions: an op whose forward the
+ * kernel of an earlier op does in the same pass. The ops stay on the
+ * tape and their backward is unchanged; what changes is which op's forward
+ * writes which buffer, so a fusion is only taken where no backward reads
+ * the value that is no longer stored.
+ *
+ * add -> relu (the residual block's tail, relu(a + b)): the add's kernel
+ * applies the ReLU (bk_kernels_t.add's relu flag, every backend has it for
+ * the inference plan) and writes the relu's output. The relu's forward is
+ * skipped, and the sum itself is never stored: the relu's backward reads
+ * the relu's output, the add's backward reads no value. One pass over the
+ * activation instead of two, and one activation less in memory. The same
+ * bits: max(0, v) commutes with rounding v to bf16 or fp16, so the 16-bit
+ * kernels' single rounding and the bf16 emulation's rounding of the
+ * relu's output give what the two ops gave.
+ *
+ * BatchNorm -> add -> relu (torchvision's BasicBlock and Bottleneck end
+ * relu(bn(conv(t)) + identity)): where the backend has bn_add_relu, the
+ * BatchNorm's normalising pass reads the residual and writes the relu's
+ * output; the add's and the relu's forwards are skipped, and neither the
+ * BatchNorm's output nor the sum is stored. The BatchNorm's backward reads
+ * its output only for a ReLU of its own (bk_bn_t.relu, not set here), so
+ * one pass reading two activations and writing one replaces three passes.
+ * The kernel stores the BatchNorm's value as its own kernel would (16 bits:
+ * rounded) before the sum: the same bits. The residual must exist before
+ * the BatchNorm runs (an identity, or a downsample's BatchNorm recorded
+ * first: the add's other input is taken). Not with --precision bf16 on fp32
+ * buffers, whose rounding of the BatchNorm's output is a pass of its own.
+ *
+ * The inference plan (graph_plan.c) has its own fusions; a bitwise step's
+ * chunks run tape_forward_op and tape_bn_normalize like a plain forward, so
+ * they fuse alike. DDPIPE_TRAIN_FUSE=0 in gpud's environment turns these
+ * off (benches and tests compare). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/tape_priv.h"
+
+static int fuse_enabled(void)
+{
+    const char *e = getenv("DDPIPE_TRAIN_FUSE");
+    return !(e && strcmp(e, "0") == 0);
+}
+
+/* A value nobody but its one reader needs: not a graph input, one use, not
+ * asked for (bk_keep), not the fp32 loss of a 16-bit graph. */
+static int private_value(const bk_tensor_t *t, const int *uses)
+{
+    return !t->is_input && t->producer >= 0 && uses[t->id] == 1 && !t->user_keep && !t->f32;
+}
+
+/* The add at i whose sum only the relu at i + 1 reads. */
+static int add_relu_pair(const bk_graph_t *g, size_t i, const int *uses)
+{
+    const top_t *a = &g->ops[i], *r = &g->ops[i + 1];
+    return a->kind == TO_ADD && a->post.n == 0 && r->kind == TO_RELU && r->in[0] == a->out &&
+           private_value(a->out, uses) && !r->out->f32;
+}
+
+/* The op index of a BatchNorm (training mode, no ReLU of its own) whose
+ * output only the add reads and after which the add's other input exists,
+ * or -1. */
+static int bn_of_add(const bk_graph_t *g, const top_t *a, const int *uses)
+{
+    if (!g->k->bn_add_relu || (g->half && !g->store16))
+        return -1;
+    for (int j = 0; j < 2; j++) {
+        const bk_tensor_t *p = a->in[j], *q = a->in[1 - j];
+        if (!private_value(p, uses))
+            continue;
+        const top_t *b = &g->ops[p->producer];
+        if (b->kind == TO_BN && !b->bn.relu && !b->bn.eval && !b->fwd_out &&
+            q->producer < p->producer)
+            return p->producer;
+    }
+    return -1;
+}
+
+void tape_fuse(bk_graph_t *g)
+{
+    if (g->fops || g->nops < 2 || !fuse_enabled())
+        return;
+    int *uses = calloc(g->nv, sizeof *uses);
+    if (!uses)
+        return;   /* unfused is correct: the plain forward */
+    for (size_t i = 0; i < g->nops; i++)
+        for (int j = 0; j < g->ops[i].nin; j++)
+            uses[g->ops[i].in[j]->id]++;
+    for (size_t i = 0; i + 1 < g->nops; i++) {
+        top_t *a = &g->ops[i], *r = &g->ops[i + 1];
+        if (a->fwd_skip || !add_relu_pair(g, i, uses))
+            continue;
+        int b = bn_of_add(g, a, uses);
+        a->out->no_val = 1;
+        r->fwd_skip = 1;
+        if (b < 0) {
+            a->fwd_out = r->out;
+            continue;
+        }
+        top_t *bn = &g->ops[b];
+        bk_tensor_t *res = a->in[0] == bn->out ? a->in[1] : a->in[0];
+        bn->fwd_out = r->out;
+        bn->fwd_res = res;
+        bn->out->no_val = 1;
+        a->fwd_skip = 1;
+    }
+    free(uses);
+}
+
+void tape_fuse_clear(bk_graph_t *g)
+{
+    for (size_t i = 0; i < g->nops; i++) {
+        g->ops[i].fwd_out = g->ops[i].fwd_res = NULL;
+        g->ops[i].fwd_skip = 0;
+    }
+    for (size_t i = 0; i < g->nv; i++)
+        g->v[i]->no_val = 0;
+}
