@@ -69,7 +69,8 @@ done
 base=100; [ "$what" = train ] && base=50
 [ "$prec" = bf16 ] && base=$((base + 10))
 for v in DDPIPE_CUDNN_TUNE DDPIPE_CUDNN_GRAPH DDPIPE_CUDA_GRAPHS DDPIPE_CUDA_ALGO DDPIPE_HALF_ACTIVATIONS \
-         DDPIPE_CUDA_S2D DDPIPE_CUDA_COPY_THREADS DDPIPE_EVAL_OVERLAP DDPIPE_TRAIN_OVERLAP; do
+         DDPIPE_CUDA_S2D DDPIPE_CUDA_COPY_THREADS DDPIPE_EVAL_OVERLAP DDPIPE_TRAIN_OVERLAP \
+         DDPIPE_TRAIN_FUSE; do
     eval "set=\${$v:-}"; [ -n "$set" ] && base=$((base + 1))
 done
 [ -n "${DDPIPE_CUDA_PROFILE:-}" ] && echo "ddpipe INFO cuda profile graph [0] $what: conv 1.0 ms (fake)"
