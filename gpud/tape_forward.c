@@ -109,7 +109,7 @@ int tape_forward_op(bk_graph_t *g, size_t i)
 {
     size_t n;
     top_t *ops = run_ops(g, &n);
-    if (ops[i].fwd_skip)   /* the op before it did its forward (tape_fuse.c) */
+    if (ops[i].fwd_skip)   /* an earlier op did its forward (tape_fuse.c) */
         return 0;
     bk_ctx_set_name(&g->base, ops[i].name);
     double t0 = g->profile ? clock_mono_s() : 0.0;

@@ -11,8 +11,10 @@
 #   (DDPIPE_CUDA_S2D=0), op by op without CUDA graphs (DDPIPE_CUDA_GRAPHS=0),
 #   eval with each batch in turn instead of the next one staged while one
 #   runs (DDPIPE_EVAL_OVERLAP=0), the same at gpud's micro-batch 16,
-#   training in turn (DDPIPE_TRAIN_OVERLAP=0), and
-#   PyTorch's channels_last + autocast bf16, all in the same run;
+#   training in turn (DDPIPE_TRAIN_OVERLAP=0), training without the
+#   forward's fusions (DDPIPE_TRAIN_FUSE=0), and PyTorch's channels_last +
+#   autocast bf16, all in the same run;
+# - ResNet-50's training step: its profile, its rate fused and unfused;
 # - gpud_cuda_fused and gpud_cuda_bf16, verbose (plan counts, cuDNN's
 #   fallbacks, bf16 against the ref backend);
 # - each kernel's device time over one eval and one training step (Nsight
@@ -27,7 +29,7 @@ while [ $# -gt 0 ]; do
         --bundle) BUNDLE=$2; shift ;;
         --out) OUT=$2; shift ;;
         --py) PY=$2; shift ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "gpu-probe: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -56,6 +58,14 @@ for what in eval train; do
     run "profile-$what" env DDPIPE_CUDA_PROFILE=1 DDPIPE_TRAIN_PROFILE=1 "$B" "$what" \
         --batch 256 --iters 3 --precision bf16
 done
+# ResNet-50's bf16 training step (0.64x PyTorch's on 2026-11-30): where its
+# time goes, and its rate with and without the forward's fusions (its
+# bottleneck blocks end in BatchNorm + add + ReLU on 4x wider activations)
+run "profile-r50-train" env DDPIPE_CUDA_PROFILE=1 "$B" train --arch resnet50 --batch 256 \
+    --iters 3 --precision bf16
+run "r50-train" "$B" train --arch resnet50 --batch 256 --iters 5 --precision bf16
+run "r50-unfused-train" env DDPIPE_TRAIN_FUSE=0 "$B" train --arch resnet50 --batch 256 \
+    --iters 5 --precision bf16
 for what in eval train; do
     run "default-$what" "$B" "$what" --batch 256 --iters 5 --precision bf16
     run "copy1-$what" env DDPIPE_CUDA_COPY_THREADS=1 "$B" "$what" --batch 256 --iters 5 --precision bf16

@@ -176,7 +176,7 @@ names = {l.split(":")[0] for l in probe}
 for want in ("profile-eval", "profile-train", "default-eval", "default-train", "copy1-eval",
              "copy1-train", "s2d0-eval", "graphs0-eval", "graphs0-train", "inturn-eval",
              "mb16-eval", "mb16-inturn-eval", "inturn-train", "unfused-train", "torch-eval",
-             "torch-train"):
+             "torch-train", "profile-r50-train", "r50-train", "r50-unfused-train"):
     check(want in names, "probe.txt has %s's lines: %s" % (want, sorted(names)))
 def lines(name):
     return [l for l in probe if l.startswith(name + ":")]
@@ -188,7 +188,8 @@ for name, want in (("default-train", "img/s=60.0"), ("graphs0-train", "img/s=61.
                    ("s2d0-eval", "img/s=111.0"), ("copy1-eval", "img/s=111.0"),
                    ("inturn-eval", "img/s=111.0"), ("mb16-eval", "img/s=110.0"),
                    ("mb16-inturn-eval", "img/s=111.0"), ("inturn-train", "img/s=61.0"),
-                   ("unfused-train", "img/s=61.0")):
+                   ("unfused-train", "img/s=61.0"), ("r50-train", "img/s=60.0"),
+                   ("r50-unfused-train", "img/s=61.0")):
     check(any(want in l for l in lines(name)), "%s: want %s, got %s" % (name, want, lines(name)))
 check(any("exit" in l for l in lines("torch-eval")), "the PyTorch run's failure said: %s"
       % lines("torch-eval"))
