@@ -22,7 +22,9 @@
  * the same parameter, buffer and gradient bytes.
  *
  * argv[1]: the backend (default ref); cuda runs on the kernel emulator
- * (tests/gpud/cuda: gpud_test_train_fuse_emu); ref-device (parameters in
+ * (tests/gpud/cuda: gpud_test_train_fuse_emu, DDPIPE_TEST_EMULATED=1) or
+ * on a device (gpud_cuda_train_fuse, label gpu: exits 77 without one),
+ * where it runs the model API's plain case too; ref-device (parameters in
  * its arenas only) runs the model API's cases. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -306,6 +308,17 @@ int main(int argc, char **argv)
     if (argc > 1)
         test_backend = argv[1];
     int cuda = strcmp(test_backend, "cuda") == 0;
+    const char *emu = getenv("DDPIPE_TEST_EMULATED");
+    int emulated = emu && strcmp(emu, "1") == 0;
+    if (cuda && !emulated) {   /* gpud_cuda_train_fuse: the device's own kernels */
+        char err[256];
+        backend_t *be = backend_new("cuda", 1, err, sizeof err);
+        if (!be) {
+            printf("test_train_fuse: no cuda backend (%s), skipped\n", err);
+            return 77;
+        }
+        backend_destroy(&be);
+    }
     if (strcmp(test_backend, "ref-device") == 0) {   /* parameters in its arenas only */
         model_cases(0, 0);   /* the exact sums read gradients on the host */
         return tc_done("test_train_fuse");
@@ -320,7 +333,9 @@ int main(int argc, char **argv)
      * cpu's and ref's have no bn_add_relu there */
     run_case("bf16", 1, 0, 0, cuda, 2);
     run_case("bf16", 1, 1, 1, cuda, 2);
-    if (!cuda)   /* on the emulator a resnet18 step takes minutes: the graph's cases */
+    if (!cuda)
         model_cases(2, 1);
+    else if (!emulated)   /* on the emulator a resnet18 step takes minutes */
+        model_cases(0, 0);   /* device arenas, bitwise training is the host's */
     return tc_done("test_train_fuse");
 }
