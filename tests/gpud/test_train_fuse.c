@@ -333,6 +333,8 @@ int main(int argc, char **argv)
      * cpu's and ref's have no bn_add_relu there */
     run_case("bf16", 1, 0, 0, cuda, 2);
     run_case("bf16", 1, 1, 1, cuda, 2);
+    /* the same kernels with fp16's rounding (the cpu keeps fp16 in fp32 buffers) */
+    run_case("fp16", 1, 0, 1, cuda, strcmp(test_backend, "cpu") == 0 ? 4 : 2);
     if (!cuda)
         model_cases(2, 1);
     else if (!emulated)   /* on the emulator a resnet18 step takes minutes */
