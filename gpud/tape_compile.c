@@ -203,11 +203,58 @@ static int infer_alloc(bk_graph_t *g)
  * the backward copies nothing for it, and its gradient costs no memory:
  * nobody else writes that buffer while the input's gradient is read (the
  * add's consumers wrote it before; the add is the input's only consumer).
- * Inputs of the graph keep their own (bk_read_grad after a backward). */
+ * Inputs of the graph keep their own (bk_read_grad after a backward).
+ *
+ * With the fusions on (tape_fuse.c), one input that other ops read too (a
+ * block's identity shortcut, which its first conv also reads) may take the
+ * buffer as well: the add's gradient then becomes its first term in place,
+ * and its other readers' backward add theirs to it, as they added them to
+ * the copy before (the same sums in the same order). That needs those
+ * readers to come before the add in the forward, so their backward runs
+ * after it, and before the producer of the add's other input when that
+ * one shares the buffer too, so that it has read its gradient (the add's)
+ * before they add to it; and the input to be no other add's. */
+static int reads_before(const bk_graph_t *g, const bk_tensor_t *t, size_t skip, int lim)
+{
+    for (size_t i = 0; i < g->nops; i++)
+        for (int j = 0; i != skip && j < g->ops[i].nin; j++)
+            if (g->ops[i].in[j] == t && (int)i >= lim)
+                return 0;
+    return 1;
+}
+
+static int add_reads(const bk_graph_t *g, const bk_tensor_t *t)
+{
+    int n = 0;
+    for (size_t i = 0; i < g->nops; i++)
+        for (int j = 0; g->ops[i].kind == TO_ADD && j < g->ops[i].nin; j++)
+            n += g->ops[i].in[j] == t;
+    return n;
+}
+
+/* Whether t may share add i's gradient buffer though other ops read it
+ * too (the comment above). q: the add's other input. */
+static int wide_share(const bk_graph_t *g, size_t i, const bk_tensor_t *t, const bk_tensor_t *q)
+{
+    const top_t *o = &g->ops[i];
+    if (o->out->grad_shared || t->grad_shared || t == q || add_reads(g, t) != 1)
+        return 0;   /* the buffer is another add's, or t's is decided */
+    int lim = (int)i;
+    if (q->grad_shared) {   /* q's producer reads the add's gradient there */
+        if (g->ops[q->producer].kind == TO_ADD)
+            return 0;   /* and passes it on to readers further back */
+        lim = q->producer;
+    }
+    return reads_before(g, t, i, lim);
+}
+
 static int share_add_grads(bk_graph_t *g)
 {
     int *uses = calloc(g->nv ? g->nv : 1, sizeof *uses);
-    if (!uses) {
+    int *can = calloc(2 * g->nops + 1, sizeof *can);
+    if (!uses || !can) {
+        free(uses);
+        free(can);
         bk_ctx_fail(&g->base, "out of memory");
         return -1;
     }
@@ -220,11 +267,23 @@ static int share_add_grads(bk_graph_t *g)
             continue;
         for (int j = 0; j < 2; j++) {
             bk_tensor_t *t = o->in[j];
-            t->grad_shared = t->needs_grad && uses[t->id] == 1 && !t->is_input &&
-                             t->producer >= 0 && t->f32 == o->out->f32;
+            can[2 * i + j] = t->needs_grad && !t->is_input && t->producer >= 0 &&
+                             t->f32 == o->out->f32;
+            t->grad_shared = can[2 * i + j] && uses[t->id] == 1;
         }
     }
+    /* the wider sharing last to first: whether an add's own output shares
+     * a later add's buffer is decided before the add is */
+    for (size_t i = g->nops; tape_fuse_enabled() && i-- > 0;) {
+        top_t *o = &g->ops[i];
+        for (int j = 0; o->kind == TO_ADD && o->out->needs_grad && j < 2; j++)
+            if (can[2 * i + j] && wide_share(g, i, o->in[j], o->in[1 - j])) {
+                o->in[j]->grad_shared = 1;
+                break;
+            }
+    }
     free(uses);
+    free(can);
     return 0;
 }
 

@@ -30,13 +30,14 @@
  * The inference plan (graph_plan.c) has its own fusions; a bitwise step's
  * chunks run tape_forward_op and tape_bn_normalize like a plain forward, so
  * they fuse alike. DDPIPE_TRAIN_FUSE=0 in gpud's environment turns these
- * off (benches and tests compare). */
+ * off, and with them the wider gradient sharing of tape_compile.c's
+ * share_add_grads (benches and tests compare). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpud/tape_priv.h"
 
-static int fuse_enabled(void)
+int tape_fuse_enabled(void)
 {
     const char *e = getenv("DDPIPE_TRAIN_FUSE");
     return !(e && strcmp(e, "0") == 0);
@@ -78,7 +79,7 @@ static int bn_of_add(const bk_graph_t *g, const top_t *a, const int *uses)
 
 void tape_fuse(bk_graph_t *g)
 {
-    if (g->fops || g->nops < 2 || !fuse_enabled())
+    if (g->fops || g->nops < 2 || !tape_fuse_enabled())
         return;
     int *uses = calloc(g->nv, sizeof *uses);
     if (!uses)

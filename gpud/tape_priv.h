@@ -253,6 +253,9 @@ int tape_ready(bk_graph_t *g);
  * them (tape_release). */
 void tape_fuse(bk_graph_t *g);
 void tape_fuse_clear(bk_graph_t *g);
+/* DDPIPE_TRAIN_FUSE is not 0: the fusions, and the add's gradient shared
+ * with a shortcut read elsewhere too (tape_compile.c share_add_grads). */
+int tape_fuse_enabled(void);
 /* tape_forward.c: the ops of one forward, in order (run_ops); 0 or -1. */
 int tape_forward_ops(bk_graph_t *g);
 /* backend_train.c: the step's dropout sample keys where the kernels read

@@ -5,7 +5,8 @@
  * an identity block, a downsample block (the 1x1 conv's BatchNorm is
  * recorded after the branch: it is the one fused, the branch's output the
  * residual), and an add -> relu whose add has no BatchNorm input (the
- * add + ReLU fusion only). Its input wants its gradient. It is trained 3
+ * add + ReLU fusion only) and whose shortcut another conv reads between
+ * the add's inputs (its gradient may not share the add's buffer). Its input wants its gradient. It is trained 3
  * SGD steps twice from the same weights, with DDPIPE_TRAIN_FUSE=0 and with
  * the fusions, for each precision and storage the backend has, with local
  * and SyncBatchNorm statistics, through bk_forward + bk_backward and
@@ -13,9 +14,11 @@
  *   - the losses, logits, the input's gradient and every parameter and
  *     running statistic after every step are the same bits;
  *   - the fused graph holds exactly the activations it no longer stores
- *     fewer (each fused BatchNorm's output and sum, each fused add's sum):
- *     the fusions happened, the BatchNorm ones where the backend has
- *     bn_add_relu (fp32 everywhere, the 16-bit buffers on cuda).
+ *     fewer (each fused BatchNorm's output and sum, each fused add's sum,
+ *     and the identity shortcut's gradient, which shares its add's:
+ *     tape_compile.c share_add_grads): the fusions happened, the BatchNorm
+ *     ones where the backend has bn_add_relu (fp32 everywhere, the 16-bit
+ *     buffers on cuda).
  * Then the model API (not on the emulator, where it takes minutes): resnet18
  * at 32x32 trained 2 steps, plain and bitwise (--chunk: its chunk graphs
  * normalise through the same fused pass), with and without the fusions:
@@ -145,8 +148,12 @@ static void net_build(net_t *t, const char *precision, int sync, int half_act, i
     bk_tensor_t *b2 = bn(t, conv(t, a2, 32, 3, 1, 0, &rs), 0, &rs);
     bk_tensor_t *d = bn(t, conv(t, t1, 32, 1, 2, 0, &rs), 0, &rs);
     bk_tensor_t *t2 = bk_relu(g, bk_add(g, b2, d));
-    /* add -> relu without a BatchNorm input (a conv with bias): the pair */
-    bk_tensor_t *t3 = bk_relu(g, bk_add(g, conv(t, t2, 32, 3, 1, 1, &rs), t2));
+    /* add -> relu without a BatchNorm input (a conv with bias): the pair.
+     * t2 is read by another conv after that one and before the add: its
+     * gradient must not share the add's (that conv's backward would add to
+     * the buffer before the first conv's backward reads it) */
+    bk_tensor_t *c3 = conv(t, t2, 32, 3, 1, 1, &rs), *v3 = conv(t, t2, 32, 1, 1, 0, &rs);
+    bk_tensor_t *t3 = bk_add(g, bk_relu(g, bk_add(g, c3, t2)), v3);
     bk_pool_t av = {BK_POOL_AVG, 4, 4, 4, 4, 0, 0};
     float *lw_g, *lb_g;
     float *lw = weight(&t->m, (size_t)K * 32, &rs, 0.2f, 0.0f, 1, &lw_g);
@@ -155,8 +162,12 @@ static void net_build(net_t *t, const char *precision, int sync, int half_act, i
     t->loss = bk_softmax_ce(g, t->logits, 0.1f);
     REQUIRE(bk_keep(g, t->logits) == 0, "keep");
     size_t blk = (size_t)N * 16 * H * H, blk2 = (size_t)N * 32 * (H / 2) * (H / 2);
-    saved_elems[0] = 2 * blk + 2 * blk2 + blk2;   /* bn2 + sum, d + sum, the pair's sum */
-    saved_elems[1] = blk + blk2 + blk2;           /* the three sums */
+    /* bn2 + sum, d + sum, the pair's sum; and t0's gradient (it shares the
+     * identity block's add's: t0's other reader, conv1, comes before bn2).
+     * t2's stays its own: its other reader is the conv whose output is the
+     * add's other input, so it reads the add's gradient while adding to t2's */
+    saved_elems[0] = 2 * blk + 2 * blk2 + blk2 + blk;
+    saved_elems[1] = blk + blk2 + blk2 + blk;   /* the three sums, t0's gradient */
     if (!half_act)
         setenv("DDPIPE_HALF_ACTIVATIONS", "0", 1);
     if (!fuse)
