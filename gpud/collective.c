@@ -3,6 +3,7 @@
  * package's cpu gpud and builds without NCCL have the ring only. */
 #include "gpud/collective.h"
 
+#include "common/env_switch.h"
 #include "common/errbuf.h"
 #include "common/log.h"
 
@@ -34,8 +35,7 @@ struct collective {
 int collective_offer(const char *backend)
 {
 #ifdef DDPIPE_HAVE_NCCL
-    const char *env = getenv("DDPIPE_NCCL");
-    if (!backend || strcmp(backend, "cuda") != 0 || (env && strcmp(env, "0") == 0))
+    if (!backend || strcmp(backend, "cuda") != 0 || !env_switch_on("DDPIPE_NCCL"))
         return 0;
     /* NCCL refuses two ranks of a communicator on one GPU (before 2.30.3
      * with NCCL_MULTI_RANK_GPU_ENABLE=1): a local rank past the visible

@@ -6,6 +6,7 @@
  * description. */
 #include "gpud/model_priv.h"
 
+#include "common/env_switch.h"
 #include "common/errbuf.h"
 #include "common/log.h"
 
@@ -142,8 +143,7 @@ static int collect(model_t *m, eval_slot_t *s, float *logits, int k)
 
 int model_eval_overlap(void)
 {
-    const char *v = getenv("DDPIPE_EVAL_OVERLAP");
-    return !(v && strcmp(v, "0") == 0);
+    return env_switch_on("DDPIPE_EVAL_OVERLAP");
 }
 
 /* s's graph failed: the reason in err, the graph destroyed so it is not

@@ -6,6 +6,7 @@
  * and their plan (model_step_plan, model_copy_plan). */
 #include "gpud/model_priv.h"
 
+#include "common/env_switch.h"
 #include "common/errbuf.h"
 
 #include <stdlib.h>
@@ -410,8 +411,7 @@ void model_train_unstage(model_t *m)
 
 int model_train_overlap(void)
 {
-    const char *v = getenv("DDPIPE_TRAIN_OVERLAP");
-    return !(v && strcmp(v, "0") == 0);
+    return env_switch_on("DDPIPE_TRAIN_OVERLAP");
 }
 
 int model_train_step_f32(model_t *m, const float *x, int n, int c, int h, int w,

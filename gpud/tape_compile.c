@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gpud/tape_priv.h"
+#include "common/env_switch.h"
 
 /* A 16-bit graph on the tape stores its activations in 16 bits where the
  * backend has kernels for that (bk_ops_t.train16), unless
@@ -16,10 +17,9 @@
 static void pick_kernels(bk_graph_t *g)
 {
     const bk_ops_t *ops = g->base.be->ops;
-    const char *e = getenv("DDPIPE_HALF_ACTIVATIONS");
     unsigned cap = g->half_fmt == BK_HALF_FP16 ? BK_CAP_ACT16_FP16 : BK_CAP_ACT16_BF16;
     g->store16 = g->half && !g->fops && ops->train16 && (ops->caps & cap) &&
-                 !(e && strcmp(e, "0") == 0);
+                 env_switch_on("DDPIPE_HALF_ACTIVATIONS");
     g->k = g->store16 ? ops->train16 : ops->train;
     for (size_t i = 0; i < g->nops; i++)
         g->ops[i].out->f32 = g->store16 && g->ops[i].kind == TO_CE;

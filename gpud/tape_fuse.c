@@ -33,14 +33,13 @@
  * off, and with them the wider gradient sharing of tape_compile.c's
  * share_add_grads (benches and tests compare). */
 #include <stdlib.h>
-#include <string.h>
 
 #include "gpud/tape_priv.h"
+#include "common/env_switch.h"
 
 int tape_fuse_enabled(void)
 {
-    const char *e = getenv("DDPIPE_TRAIN_FUSE");
-    return !(e && strcmp(e, "0") == 0);
+    return env_switch_on("DDPIPE_TRAIN_FUSE");
 }
 
 /* A value nobody but its one reader needs: not a graph input, one use, not

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/env_switch.h"
 #include "common/log.h"
 #include "gpud/cuda/cuda_fused.h"
 #include "gpud/cuda/cuda_priv.h"
@@ -100,8 +101,7 @@ struct cu_fused {
  * time (NVRTC, a start-up cost per process and shape) are passed over */
 static int rtc_ok(void)
 {
-    const char *v = getenv("DDPIPE_CUDNN_RTC");
-    return !(v && strcmp(v, "0") == 0);
+    return env_switch_on("DDPIPE_CUDNN_RTC");
 }
 
 /* 1 when ddpipe may run engine e for s (cu_dg_admissible, and
@@ -542,8 +542,7 @@ static fplan_t *fplan_build(bk_ctx_t *g, cuda_backend_t *cb, const cu_fused_shap
 
 static int wanted(void)
 {
-    const char *e = getenv("DDPIPE_CUDNN_GRAPH");
-    return !(e && strcmp(e, "0") == 0);
+    return env_switch_on("DDPIPE_CUDNN_GRAPH");
 }
 
 static cu_fused_t *fused_new(bk_ctx_t *g, const cu_fused_shape_t *s)

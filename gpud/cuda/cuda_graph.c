@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env_switch.h"
 #include "common/log.h"
 #include "gpud/cuda/cuda_graph.h"
 #include "gpud/cuda/cuda_priv.h"
@@ -61,8 +62,7 @@ static void say(char *why, size_t len, const char *what, cudaError_t e)
 static int cg_begin(backend_t *be, char *why, size_t len)
 {
     cuda_backend_t *cb = cu_be(be);
-    const char *off = getenv("DDPIPE_CUDA_GRAPHS");
-    if (off && strcmp(off, "0") == 0) {
+    if (!env_switch_on("DDPIPE_CUDA_GRAPHS")) {
         snprintf(why, len, "DDPIPE_CUDA_GRAPHS=0");
         return 1;
     }
