@@ -15,8 +15,14 @@
     !defined(__SANITIZE_THREAD__)
 #define SIMD_CLONES \
     __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+/* The same for a loop that calls fmaf: its AVX2 build is Haswell's, with
+ * the FMA unit (fmaf inlined); the baseline's calls libm's (the same bits). */
+#define SIMD_CLONES_FMA \
+    __attribute__((target_clones("avx512f", "arch=haswell", "default"), \
+                   optimize("fp-contract=off")))
 #else
 #define SIMD_CLONES
+#define SIMD_CLONES_FMA
 #endif
 
 #endif

@@ -223,22 +223,22 @@ static int reads_before(const bk_graph_t *g, const bk_tensor_t *t, size_t skip, 
     return 1;
 }
 
-static int add_reads(const bk_graph_t *g, const bk_tensor_t *t)
+/* Whether add o's input t may take the add's gradient buffer at all: it
+ * wants a gradient of the add's kind and is not the graph's own. */
+static int may_share(const top_t *o, const bk_tensor_t *t)
 {
-    int n = 0;
-    for (size_t i = 0; i < g->nops; i++)
-        for (int j = 0; g->ops[i].kind == TO_ADD && j < g->ops[i].nin; j++)
-            n += g->ops[i].in[j] == t;
-    return n;
+    return t->needs_grad && !t->is_input && t->producer >= 0 && t->f32 == o->out->f32;
 }
 
 /* Whether t may share add i's gradient buffer though other ops read it
  * too (the comment above). q: the add's other input. */
-static int wide_share(const bk_graph_t *g, size_t i, const bk_tensor_t *t, const bk_tensor_t *q)
+static int wide_share(const bk_graph_t *g, const int *reads, size_t i, const bk_tensor_t *t,
+                      const bk_tensor_t *q)
 {
     const top_t *o = &g->ops[i];
-    if (o->out->grad_shared || t->grad_shared || t == q || add_reads(g, t) != 1)
-        return 0;   /* the buffer is another add's, or t's is decided */
+    if (!may_share(o, t) || o->out->grad_shared || t->grad_shared || t == q ||
+        reads[g->nv + (size_t)t->id] != 1)
+        return 0;   /* the buffer is another add's, t's is decided, or t is another add's */
     int lim = (int)i;
     if (q->grad_shared) {   /* q's producer reads the add's gradient there */
         if (g->ops[q->producer].kind == TO_ADD)
@@ -248,43 +248,24 @@ static int wide_share(const bk_graph_t *g, size_t i, const bk_tensor_t *t, const
     return reads_before(g, t, i, lim);
 }
 
-static int share_add_grads(bk_graph_t *g)
+/* reads: tape_compile's count of each var's readers (tape_priv.h). */
+static void share_add_grads(bk_graph_t *g, const int *reads)
 {
-    int *uses = calloc(g->nv ? g->nv : 1, sizeof *uses);
-    int *can = calloc(2 * g->nops + 1, sizeof *can);
-    if (!uses || !can) {
-        free(uses);
-        free(can);
-        bk_ctx_fail(&g->base, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < g->nops; i++)
-        for (int j = 0; j < g->ops[i].nin; j++)
-            uses[g->ops[i].in[j]->id]++;
     for (size_t i = 0; i < g->nops; i++) {
         top_t *o = &g->ops[i];
-        if (o->kind != TO_ADD || !o->out->needs_grad)
-            continue;
-        for (int j = 0; j < 2; j++) {
-            bk_tensor_t *t = o->in[j];
-            can[2 * i + j] = t->needs_grad && !t->is_input && t->producer >= 0 &&
-                             t->f32 == o->out->f32;
-            t->grad_shared = can[2 * i + j] && uses[t->id] == 1;
-        }
+        for (int j = 0; o->kind == TO_ADD && o->out->needs_grad && j < 2; j++)
+            o->in[j]->grad_shared = may_share(o, o->in[j]) && reads[o->in[j]->id] == 1;
     }
     /* the wider sharing last to first: whether an add's own output shares
      * a later add's buffer is decided before the add is */
     for (size_t i = g->nops; tape_fuse_enabled() && i-- > 0;) {
         top_t *o = &g->ops[i];
         for (int j = 0; o->kind == TO_ADD && o->out->needs_grad && j < 2; j++)
-            if (can[2 * i + j] && wide_share(g, i, o->in[j], o->in[1 - j])) {
+            if (wide_share(g, reads, i, o->in[j], o->in[1 - j])) {
                 o->in[j]->grad_shared = 1;
                 break;
             }
     }
-    free(uses);
-    free(can);
-    return 0;
 }
 
 /* The shared gradients' pointers: from the last op back, so that an add's
@@ -303,13 +284,14 @@ static void link_add_grads(bk_graph_t *g)
 
 /* Every var's buffers and the gradient temporary (as large as the largest
  * tensor with a gradient). Allocation errors name the producing op. */
-static int vars_alloc(bk_graph_t *g)
+static int vars_alloc(bk_graph_t *g, const int *reads)
 {
     size_t tmp = 0;
     if (g->fops)
         return infer_alloc(g);
-    if (pool_plan(g) < 0 || share_add_grads(g) < 0)
+    if (pool_plan(g) < 0)
         return -1;
+    share_add_grads(g, reads);
     for (size_t i = 0; i < g->nv; i++) {
         bk_tensor_t *t = g->v[i];
         bk_ctx_set_name(&g->base, t->producer >= 0 ? g->ops[t->producer].name : "input");
@@ -418,10 +400,28 @@ int tape_compile(bk_graph_t *g)
     g->compiled = 1;   /* what exists is released by tape_release, even half made */
     g->base.infer = g->fops != NULL;
     pick_kernels(g);
-    tape_fuse(g);
-    if (vars_alloc(g) < 0 || ops_plan(g) < 0)
+    int *reads = NULL;
+    if (!g->fops && !(reads = tape_reads_new(g))) {
+        bk_ctx_fail(&g->base, "out of memory");
         return -1;
-    return 0;
+    }
+    if (reads)
+        tape_fuse(g, reads);
+    int rc = vars_alloc(g, reads) < 0 || ops_plan(g) < 0 ? -1 : 0;
+    free(reads);
+    return rc;
+}
+
+int *tape_reads_new(const bk_graph_t *g)
+{
+    int *reads = calloc(2 * g->nv + 1, sizeof *reads);
+    for (size_t i = 0; reads && i < g->nops; i++)
+        for (int j = 0; j < g->ops[i].nin; j++) {
+            reads[g->ops[i].in[j]->id]++;
+            if (g->ops[i].kind == TO_ADD)
+                reads[g->nv + (size_t)g->ops[i].in[j]->id]++;
+        }
+    return reads;
 }
 
 void tape_release(bk_graph_t *g)

@@ -32,7 +32,6 @@
  * they fuse alike. DDPIPE_TRAIN_FUSE=0 in gpud's environment turns these
  * off, and with them the wider gradient sharing of tape_compile.c's
  * share_add_grads (benches and tests compare). */
-#include <stdlib.h>
 
 #include "gpud/tape_priv.h"
 #include "common/env_switch.h"
@@ -76,16 +75,10 @@ static int bn_of_add(const bk_graph_t *g, const top_t *a, const int *uses)
     return -1;
 }
 
-void tape_fuse(bk_graph_t *g)
+void tape_fuse(bk_graph_t *g, const int *uses)
 {
     if (g->fops || g->nops < 2 || !tape_fuse_enabled())
         return;
-    int *uses = calloc(g->nv, sizeof *uses);
-    if (!uses)
-        return;   /* unfused is correct: the plain forward */
-    for (size_t i = 0; i < g->nops; i++)
-        for (int j = 0; j < g->ops[i].nin; j++)
-            uses[g->ops[i].in[j]->id]++;
     for (size_t i = 0; i + 1 < g->nops; i++) {
         top_t *a = &g->ops[i], *r = &g->ops[i + 1];
         if (a->fwd_skip || !add_relu_pair(g, i, uses))
@@ -104,7 +97,6 @@ void tape_fuse(bk_graph_t *g)
         bn->out->no_val = 1;
         a->fwd_skip = 1;
     }
-    free(uses);
 }
 
 void tape_fuse_clear(bk_graph_t *g)

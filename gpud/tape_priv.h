@@ -248,10 +248,14 @@ int plan_fused_leave(bk_graph_t *g);
  * the fused ops re-folded after bk_graph_reload, or given up for the
  * recorded ops when the graph was switched to training mode. 0 or -1. */
 int tape_ready(bk_graph_t *g);
+/* tape_compile.c: how many op inputs read each var, reads[v] by any op and
+ * reads[nv + v] by adds (what the fusions and the gradient sharing decide
+ * by); NULL when out of memory. The caller frees it. */
+int *tape_reads_new(const bk_graph_t *g);
 /* tape_fuse.c: a training graph's forward fusions, marked before its
- * buffers are planned (fwd_out, fwd_skip, no_val); tape_fuse_clear undoes
- * them (tape_release). */
-void tape_fuse(bk_graph_t *g);
+ * buffers are planned (fwd_out, fwd_skip, no_val); uses: tape_reads_new's.
+ * tape_fuse_clear undoes them (tape_release). */
+void tape_fuse(bk_graph_t *g, const int *uses);
 void tape_fuse_clear(bk_graph_t *g);
 /* DDPIPE_TRAIN_FUSE is not 0: the fusions, and the add's gradient shared
  * with a shortcut read elsewhere too (tape_compile.c share_add_grads). */

@@ -7,24 +7,17 @@
  * the scale gamma / sqrtf(var + eps) in float, then one fused multiply-add
  * fmaf(x - mean, scale, beta). The sum and the ReLU are hk_add's. So the
  * fused pass gives the bits of the two ops it replaces, reading x and res
- * and writing y once. The hot loop is built for AVX-512 and AVX2+FMA (a
- * baseline build calls fmaf: the same bits, slower). */
+ * and writing y once. The hot loop is built for AVX-512 and AVX2+FMA
+ * (simd_clones.h's SIMD_CLONES_FMA). */
 #include <math.h>
 #include <stdlib.h>
 
 #include "gpud/cpu/host_kernels.h"
+#include "gpud/simd_clones.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
-    !defined(__SANITIZE_THREAD__)
-#define FMA_CLONES                                                                        \
-    __attribute__((target_clones("avx512f", "arch=haswell", "default"),                  \
-                   optimize("fp-contract=off")))
-#else
-#define FMA_CLONES   /* simd_clones.h says why not under ThreadSanitizer */
-#endif
-
-FMA_CLONES static void rows(float *y, const float *x, const float *res, size_t r0, size_t r1,
-                            size_t c, const float *mean, const float *scale, const float *beta)
+SIMD_CLONES_FMA static void rows(float *y, const float *x, const float *res, size_t r0,
+                                 size_t r1, size_t c, const float *mean, const float *scale,
+                                 const float *beta)
 {
     for (size_t r = r0; r < r1; r++) {
         const float *px = x + r * c, *pr = res + r * c;
