@@ -46,6 +46,10 @@ static int start_reducerd(job_t *j, const eval_options_t *o)
     r.predictions = o->predictions != NULL;
     r.probs = eval_probs_mode(o);
     r.model_config = model;
+    /* all --workers share the batches from the first: a gpud ready first
+     * would otherwise take a short job's every batch before the others
+     * joined (the summary's "workers" then says how many did) */
+    r.start_workers = o->workers;
     return children_spawn(j, "reducerd", "reducerd", &reducer_options_table, &r);
 }
 

@@ -239,6 +239,9 @@ static int start_gpud(job_t *j, const train_options_t *o, long rank, const char 
     if (o->fault && train_fault_step(o->fault, rank, o->workers, &fault_step) == 0)
         g.fault_at_step = fault_step;
     g.fault_in_checkpoint = o->fault_in_checkpoint == rank;
+    long hold;
+    if (o->fault_hold_epoch && train_fault_step(o->fault_hold_epoch, rank, o->workers, &hold) == 0)
+        g.fault_hold_epoch = hold;
     snprintf(name, sizeof name, "gpud.%ld", rank);
     return children_spawn(j, name, "gpud", &gpud_options_table, &g);
 }

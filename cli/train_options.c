@@ -104,6 +104,8 @@ static const option_t s_rows[] = {
     OPTION_STRING(T, fault, "fault", "RANK:STEP[,...]", NULL,
                   "gpud RANK kills itself before optimizer step STEP (a comma-separated list: "
                   "several ranks)"),
+    OPTION_STRING(T, fault_hold_epoch, "fault-hold-epoch", "RANK:E", NULL,
+                  "gpud RANK leaves reducerd's EPOCH(E) unhandled until a rank was lost"),
     OPTION_LONG(T, fault_in_checkpoint, "fault-in-checkpoint", "RANK", -1, 0, 4096,
                 "gpud RANK (the checkpoint writer, 0) dies inside its first checkpoint write"),
     OPTION_LONG(T, pause_at_step, "pause-at-step", "S", -1, 0, 1L << 40,
@@ -181,6 +183,11 @@ static int check_choices(const train_options_t *o)
     if (o->fault && train_fault_step(o->fault, -1, o->workers, &step) < 0) {
         fprintf(stderr, "ddpipe train: --fault %s: want RANK:STEP[,RANK:STEP...] with 0 <= RANK "
                         "< --workers\n", o->fault);
+        return -1;
+    }
+    if (o->fault_hold_epoch && train_fault_step(o->fault_hold_epoch, -1, o->workers, &step) < 0) {
+        fprintf(stderr, "ddpipe train: --fault-hold-epoch %s: want RANK:EPOCH[,...] with 0 <= "
+                        "RANK < --workers\n", o->fault_hold_epoch);
         return -1;
     }
     return 0;

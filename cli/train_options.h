@@ -26,7 +26,7 @@ typedef struct {
     const char *precision;      /* --precision fp32|bf16|fp16 (gpud's row) */
     option_ints_t channels;     /* gpud's rows (GPUD_INPUT_OPTIONS, GPUD_TRAINING_OPTIONS) */
     option_doubles_t mean, std, betas;
-    const char *normalize, *crop, *fault, *metrics_http, *tap, *tensorboard;
+    const char *normalize, *crop, *fault, *fault_hold_epoch, *metrics_http, *tap, *tensorboard;
     const char *launcher, *host;  /* where the gpuds run (JOB_LAUNCH_OPTIONS) */
     long port, start_timeout_s;
     const char *cache;          /* --cache memory|DIR (loaderd) */

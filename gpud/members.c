@@ -278,6 +278,17 @@ void members_take(gpud_t *self, const ddp_members_t *m)
     adopt_token(self, m);
 }
 
+bool members_bn_first(train_state_t *ts, uint64_t step, bool joiner)
+{
+    uint64_t spe = ts->steps_per_epoch;
+    if (!spe || !step || step % spe != 0)
+        return false;
+    int64_t ended = (int64_t)(step / spe) - 1;
+    if (joiner && ts->train_end_done < ended)
+        ts->train_end_done = ended; /* the state is of after END(ended): one broadcast, not two */
+    return ts->train_end_done == ended;
+}
+
 int members_apply(gpud_t *self)
 {
     train_state_t *ts = self->train;
@@ -302,9 +313,7 @@ int members_apply(gpud_t *self)
         members_take(self, m);
         if (members_collective(self, m->nccl) < 0)
             rc = -1;
-        /* survivors that broadcast their BatchNorm buffers for an epoch not
-         * decided yet do it again, from the new rank 0 */
-        if (ts->train_end_done > ts->epoch_done)
+        if (members_bn_first(ts, m->step, false))
             ts->pending.bn_redo = true;
         if (rank_state_started(&self->state) &&
             gpud_send_credit(self, (uint32_t)self->options.window, NULL) < 0)

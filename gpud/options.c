@@ -89,6 +89,9 @@ static const option_t s_rows[] = {
                 "recorded in checkpoints (default: inferred)"),
     OPTION_LONG(T, fault_at_step, "fault-at-step", "S", -1, 0, LONG_MAX,
                 "test hook: SIGKILL before train step S (default: off)"),
+    OPTION_LONG(T, fault_hold_epoch, "fault-hold-epoch", "E", -1, 0, 1000000,
+                "test hook: leave reducerd's EPOCH(E) unhandled until a new membership "
+                "generation (default: off)"),
     OPTION_FLAG(T, fault_in_checkpoint, "fault-in-checkpoint",
                 "test hook: SIGKILL in the first checkpoint write, after the temporary file, "
                 "before the rename"),

@@ -129,6 +129,7 @@ typedef struct {
     const char *resume;
     long fault_at_step;          /* test hook: SIGKILL before this train step; -1 off */
     int fault_in_checkpoint;     /* test hook: SIGKILL inside the first checkpoint write */
+    long fault_hold_epoch;       /* test hook: EPOCH(this) held in generation 0; -1 off */
     long global_batch;           /* 0: inferred (checkpoint metadata only) */
 } gpud_options_t;
 

@@ -220,6 +220,10 @@ static int wait_epoch(gpud_t *self, int64_t e)
         else if (train_on_reducer(self, &m) < 0)
             rc = -1;
         ddp_msg_clear(&m);
+        if (rc == 0 && ts->pending.epoch && (int64_t)ts->pending_epoch.epoch <= e) {
+            ts->pending.epoch = false;   /* one held (--fault-hold-epoch) until a MEMBERS */
+            train_epoch_handle(self, &ts->pending_epoch);
+        }
     }
     zpoller_destroy(&poller);
     return rc < 0 ? -1 : ts->epoch_done >= e ? 0 : 1;

@@ -55,6 +55,13 @@ void train_epoch_handle(gpud_t *self, const ddp_epoch_t *ep)
     train_state_t *ts = self->train;
     if ((int64_t)ep->epoch <= ts->epoch_done)
         return;   /* a duplicate */
+    if (self->options.fault_hold_epoch == (long)ep->epoch && self->gen == 0) {
+        if (!ts->pending.epoch)   /* the test hook: a rank slow to hear EPOCH(e) */
+            log_warn("test hook: EPOCH(%u) held until a new membership generation", ep->epoch);
+        ts->pending_epoch = *ep;
+        ts->pending.epoch = true;
+        return;
+    }
     ts->epoch_done = ep->epoch;
     ts->epoch = (int64_t)ep->epoch + 1;
     ts->streak = ep->streak;

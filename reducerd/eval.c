@@ -37,9 +37,37 @@ static bool model_ok(reducer_t *self, zframe_t *route, const ddp_join_t *join)
     return false;
 }
 
-/* A gpud gets its rank and the world at once (the loader and reporters
- * just start). A name is a rank's: a second socket may take it only once
- * the first fell silent (a restarted gpud), never from a live one. */
+static void welcome(reducer_t *self, const peer_t *p)
+{
+    long workers = self->options.workers;
+    ddp_msg_t w = {.type = DDP_WELCOME};
+    w.u.welcome.rank = p->rank;
+    w.u.welcome.world = p->rank < workers ? (int32_t)workers : p->rank + 1;
+    snprintf(w.u.welcome.job, sizeof w.u.welcome.job, "%s", self->options.job);
+    trust_welcome_auth(self, &w.u.welcome, DDP_ROLE_GPUD, p->rank, p->name);
+    reducer_send(self, p->identity, &w);
+}
+
+/* The held gpuds go together: each credits loaderd only once welcomed, so
+ * none has taken a batch before the others could. */
+static void start_workers(reducer_t *self)
+{
+    self->eval_started = true;
+    int64_t now_ms = clock_mono_ms();
+    for (int i = 0; i < peers_count(self->peers); i++) {
+        peer_t *p = peers_at(self->peers, i);
+        if (p->role != DDP_ROLE_GPUD || p->rank < 0)
+            continue;
+        p->last_seen_ms = now_ms; /* they waited without heartbeats */
+        welcome(self, p);
+    }
+}
+
+/* A gpud gets its rank and the world once --start-workers gpuds joined
+ * (at once with the default 1), every later one at its JOIN (the loader
+ * and reporters just start). A name is a rank's: a second socket may take
+ * it only once the first fell silent (a restarted gpud), never from a
+ * live one. */
 void eval_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
 {
     char refused[DDP_MAX_STR];
@@ -64,12 +92,12 @@ void eval_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
         return;
     long workers = self->options.workers;
     if (p->role == DDP_ROLE_GPUD) {
-        ddp_msg_t w = {.type = DDP_WELCOME};
-        w.u.welcome.rank = p->rank;
-        w.u.welcome.world = p->rank < workers ? (int32_t)workers : p->rank + 1;
-        snprintf(w.u.welcome.job, sizeof w.u.welcome.job, "%s", self->options.job);
-        trust_welcome_auth(self, &w.u.welcome, DDP_ROLE_GPUD, p->rank, p->name);
-        reducer_send(self, route, &w);
+        if (self->eval_started || self->finished)
+            welcome(self, p);
+        else if (peers_gpud_ranks(self->peers) >= self->options.start_workers)
+            start_workers(self);
+        else if (!self->eval_first_join_ms)
+            self->eval_first_join_ms = clock_mono_ms();
         if (!known)
             self->last_activity_ms = clock_mono_ms(); /* a new worker is progress */
     }
@@ -78,6 +106,10 @@ void eval_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
     if (p->role == DDP_ROLE_GPUD) {
         log_info("%s is rank %d of %ld", p->name, p->rank, workers);
         publish_worker(self, p, "joined");
+        if (!self->eval_started && !self->finished && !known)
+            log_info("%d of --start-workers %ld gpuds joined: they wait for the others (at most "
+                     "--start-timeout %lds after the first)", peers_gpud_ranks(self->peers),
+                     self->options.start_workers, self->options.start_timeout_s);
     }
     /* a late joiner (e.g. restarted by supervisord) after the end: tell it to go home */
     if (self->finished && p->role != DDP_ROLE_REPORTER)
@@ -137,6 +169,16 @@ void eval_on_plan(reducer_t *self, zframe_t *route, ddp_plan_t *plan)
 
 void eval_tick(reducer_t *self)
 {
+    if (!self->eval_started && self->eval_first_join_ms &&
+        clock_mono_ms() - self->eval_first_join_ms >= self->options.start_timeout_s * 1000) {
+        int joined = peers_gpud_ranks(self->peers);
+        log_warn("only %d of --start-workers %ld gpuds joined within --start-timeout %lds of the "
+                 "first: they start now, and later ones join as they come", joined,
+                 self->options.start_workers, self->options.start_timeout_s);
+        publish_log(self, "warn", "only %d of %ld gpuds joined within %lds: starting with them",
+                    joined, self->options.start_workers, self->options.start_timeout_s);
+        start_workers(self);
+    }
     slot_t *slot = reducer_active_slot(self);
     if (!slot || !slot_complete(slot) || !job_reporter_listening(self))
         return;

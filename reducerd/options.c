@@ -38,6 +38,12 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, done_timeout_s, "done-timeout", "S", 60, 1, 86400,
                 "how long to wait for reporterd at the end (training: also for rank 0's final "
                 "checkpoint and weights)"),
+    OPTION_LONG(T, start_workers, "start-workers", "N", 1, 1, 4096,
+                "eval: welcome no gpud until N have joined, so all N share the batches from the "
+                "first (ddpipe eval passes --workers); 1: each starts as soon as it is ready"),
+    OPTION_LONG(T, start_timeout_s, "start-timeout", "S", 30, 1, 86400,
+                "eval: with --start-workers N, start with the gpuds that joined S s after the "
+                "first one did, should fewer than N come"),
     OPTION_SECTION("training (docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train",
                 "coordinate a training job: WELCOME the gpuds once all --workers ranks joined, "
@@ -124,6 +130,11 @@ int reducer_options_parse(reducer_options_t *self, int argc, char **argv)
     }
     if (self->probs && strcmp(self->probs, "topk") != 0 && strcmp(self->probs, "all") != 0) {
         fprintf(stderr, "reducerd: --probs %s: want topk or all\n", self->probs);
+        return -1;
+    }
+    if (self->start_workers > self->workers) {
+        fprintf(stderr, "reducerd: --start-workers %ld is more than --workers %ld\n",
+                self->start_workers, self->workers);
         return -1;
     }
     return check_training(self);

@@ -18,6 +18,8 @@ typedef struct {
     long worker_timeout_s;
     long stall_timeout_s;      /* 0: off */
     long done_timeout_s;
+    long start_workers;        /* eval: no gpud is welcomed before this many joined (1: at once) */
+    long start_timeout_s;      /* eval: ... or this long after the first gpud's JOIN */
     /* training (--train) */
     int train;
     long epochs;

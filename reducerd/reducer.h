@@ -81,6 +81,10 @@ typedef struct reducer {
     int exit_code;
     int reporters_done;
     bool waiting_for_reporter_logged;
+    /* eval (eval.c): gpud JOINs are held, unanswered, until --start-workers
+     * joined or --start-timeout passed since the first; then all go at once */
+    bool eval_started;
+    int64_t eval_first_join_ms; /* the first gpud JOIN held (0: none yet) */
     /* training */
     bool gang_formed;           /* all --workers ranks joined and were welcomed */
     uint32_t epoch;             /* the epoch being trained */

@@ -15,6 +15,8 @@ void watchdog_check_liveness(reducer_t *self)
      * from the WELCOME on */
     if (self->options.train && !self->gang_formed)
         return;
+    if (!self->options.train && !self->eval_started) /* so do eval's for --start-workers */
+        return;
     int64_t now = clock_mono_ms();
     for (int i = 0; i < peers_count(self->peers) && !self->finished; i++) {
         peer_t *p = peers_at(self->peers, i);

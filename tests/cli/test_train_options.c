@@ -95,6 +95,11 @@ static void test_batches_and_names(void)
           "another separator");
     long step;
     CHECK(train_fault_step("1:5,2:7", 2, 3, &step) == 0 && step == 7, "rank 2's step %ld", step);
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 3 "
+                    "--fault-hold-epoch 2:0") == 0 && strcmp(o.fault_hold_epoch, "2:0") == 0,
+          "--fault-hold-epoch");
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 2 "
+                    "--fault-hold-epoch 2:0") < 0, "bad --fault-hold-epoch rank");
     CHECK(train_fault_step("1:5,2:7", 0, 3, &step) == 0 && step == -1, "rank 0: none");
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 4 --global-batch-size 3") < 0,
           "G < W");

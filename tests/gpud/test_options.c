@@ -67,7 +67,8 @@ static void test_defaults(void)
     CHECK(o.step_size == 0 && o.t_max == 0 && o.warmup_epochs == 0);
     CHECK(o.warmup_start_factor == 0 && o.seed == 0);
     CHECK_STR(o.ring_bind, "tcp://127.0.0.1:0");
-    CHECK(o.ring_timeout_s == 60 && o.checkpoint_every == 1 && o.fault_at_step == -1);
+    CHECK(o.ring_timeout_s == 60 && o.checkpoint_every == 1 && o.fault_at_step == -1 &&
+          o.fault_hold_epoch == -1);
     CHECK(o.commit_timeout_s == 0);   /* sentinel: 2 x --ring-timeout */
     CHECK(o.global_batch == 0 && !o.checkpoint && !o.save_weights && !o.resume);
     CHECK(parse_words(BASE "--train", &o) == 0); /* --weights optional with --train */
@@ -186,7 +187,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&gpud_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 62); /* 60 of gpud's own, --curve-dir and --insecure */
+    CHECK(options == 63); /* 61 of gpud's own, --curve-dir and --insecure */
     CHECK(strstr(text, "(default nan)") == NULL); /* an unset default shows none */
     free(text);
 }

@@ -1,11 +1,12 @@
 """What the elastic training tests share (test_elastic*.py): the small job
 whose weights agree within 1e-5 for any number of ranks, finding a rank's
 gpud process, waiting on events, ending a job, comparing weights."""
+import csv
 import os
 import subprocess
 import time
 import ddp_it
-from ddp_it import check, fail, idx_subset, read, weights_diff
+from ddp_it import check, fail, idx_subset, read, summary, weights_diff
 
 N, G, EPOCHS = 232, 64, 2
 SPE = (N + G - 1) // G   # 4 steps an epoch
@@ -103,3 +104,39 @@ def joiner_cmd(args, name, change=None):
         out.append(a)
         i += 1
     return out + ["--name", name, "--join-timeout", "300"]
+
+
+def log_has(out, rank, text):
+    return file_has(os.path.join(out, "logs", "gpud.%d.log" % rank), text)
+
+
+def logged_after(out, rank, mark, *words):
+    """A line of rank's log after the first `mark` line holds every word."""
+    try:
+        text = read(os.path.join(out, "logs", "gpud.%d.log" % rank), "rb").decode(errors="replace")
+    except OSError:
+        return False
+    at = text.find(mark)
+    return at >= 0 and any(all(w in line for w in words) for line in text[at:].splitlines()[1:])
+
+
+def membership_rows(out):
+    with open(os.path.join(out, "membership.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+def check_lost(out, what, lost, world):
+    """membership.csv has a row losing each rank of `lost` (old ranks), the
+    summary counts them and the final world size."""
+    rows = membership_rows(out)
+    # ranks are renumbered at each change: follow the names of the gang's ranks
+    names = {row["rank"]: row["name"] for row in rows if row.get("gen") == "0"}
+    for r in lost:
+        check(any(row.get("change") == "lost" and row.get("name") == names.get(str(r))
+                  for row in rows),
+              "%s: membership.csv has no row losing rank %d (%s): %s" % (
+                  what, r, names.get(str(r)), rows))
+    t = summary(out).get("training") or {}
+    check(t.get("ranks_lost") == len(lost) and t.get("world_size") == world,
+          "%s: summary.json's training ranks_lost %r world_size %r, want %d and %d" % (
+              what, t.get("ranks_lost"), t.get("world_size"), len(lost), world))

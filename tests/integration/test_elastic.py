@@ -29,6 +29,7 @@ import signal
 import subprocess
 from ddp_it import *
 from ddp_elastic import FLAGS as flags, SPE, data, file_has, finish, gpud_of, same_weights, wait_for
+from ddp_elastic import check_lost, log_has, logged_after, membership_rows
 
 train, val = data()
 wd = workdir("elastic")
@@ -36,42 +37,6 @@ wd = workdir("elastic")
 
 def gpud_pid(out, rank):
     return gpud_of(out, rank)[0]
-
-
-def log_has(out, rank, text):
-    return file_has(os.path.join(out, "logs", "gpud.%d.log" % rank), text)
-
-
-def logged_after(out, rank, mark, *words):
-    """A line of rank's log after the first `mark` line holds every word."""
-    try:
-        text = read(os.path.join(out, "logs", "gpud.%d.log" % rank), "rb").decode(errors="replace")
-    except OSError:
-        return False
-    at = text.find(mark)
-    return at >= 0 and any(all(w in line for w in words) for line in text[at:].splitlines()[1:])
-
-
-def membership_rows(out):
-    with open(os.path.join(out, "membership.csv")) as f:
-        return list(csv.DictReader(f))
-
-
-def check_lost(out, what, lost, world):
-    """membership.csv has a row losing each rank of `lost` (old ranks), the
-    summary counts them and the final world size."""
-    rows = membership_rows(out)
-    # ranks are renumbered at each change: follow the names of the gang's ranks
-    names = {row["rank"]: row["name"] for row in rows if row.get("gen") == "0"}
-    for r in lost:
-        check(any(row.get("change") == "lost" and row.get("name") == names.get(str(r))
-                  for row in rows),
-              "%s: membership.csv has no row losing rank %d (%s): %s" % (
-                  what, r, names.get(str(r)), rows))
-    t = summary(out).get("training") or {}
-    check(t.get("ranks_lost") == len(lost) and t.get("world_size") == world,
-          "%s: summary.json's training ranks_lost %r world_size %r, want %d and %d" % (
-              what, t.get("ranks_lost"), t.get("world_size"), len(lost), world))
 
 
 # the uninterrupted run every other is compared with

@@ -5,8 +5,10 @@ for --workers 1, 2, 3 and batch sizes 1, 7, 64 on a dataset of prime size
 Why 211 and not 997: the property is about how samples are cut into
 batches and spread over ranks, not about how many there are. 211 is prime,
 so no batch size or worker count divides it: batch 7 ends with a batch of
-one (211 = 30 x 7 + 1), batch 64 with one of 19 (3 x 64 + 19, four batches:
-each of 3 workers gets at least one); batch 1 is 211 one-sample batches.
+one (211 = 30 x 7 + 1), batch 64 with one of 19 (3 x 64 + 19, four batches,
+for 3 workers that all join before the first: ddpipe eval waits for its
+--workers, so the summary's workers is the asked number however loaded the
+machine); batch 1 is 211 one-sample batches.
 Every class occurs. The 997-image run spent 3 x 45 s of its 2 minutes in
 the batch-1 runs alone (per-batch cost, not per sample)."""
 import os

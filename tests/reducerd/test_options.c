@@ -59,6 +59,12 @@ static void test_errors(void)
     CHECK(parse_words("--bind a --pub b --probs some", &o) == -1);
     CHECK(parse_words("--bind a --pub b --job bad/id", &o) == -1);   /* one word of a log line */
     CHECK(parse_words("--bind a --pub b --job run-7.a", &o) == 0 && strcmp(o.job, "run-7.a") == 0);
+    /* eval's start: every gpud at once by default; not more than the world */
+    CHECK(parse_words("--bind a --pub b", &o) == 0 && o.start_workers == 1 &&
+          o.start_timeout_s == 30);
+    CHECK(parse_words("--bind a --pub b --workers 3 --start-workers 3", &o) == 0 &&
+          o.start_workers == 3);
+    CHECK(parse_words("--bind a --pub b --workers 2 --start-workers 3", &o) == -1);
 }
 
 static void test_usage_names_every_option(void)
@@ -66,7 +72,7 @@ static void test_usage_names_every_option(void)
     int options, unnamed;
     char *text = usage_text(&reducer_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 27); /* 25 of reducerd's own, --curve-dir and --insecure */
+    CHECK(options == 29); /* 27 of reducerd's own, --curve-dir and --insecure */
     free(text);
 }
 
