@@ -138,6 +138,17 @@ static int check_choices(const train_options_t *o)
         fprintf(stderr, "ddpipe train: --lr-schedule %s: choose none, step or cosine\n", o->lr_schedule);
         return -1;
     }
+    /* torch.optim.lr_scheduler's StepLR and CosineAnnealingLR need them too */
+    if (strcmp(o->lr_schedule, "step") == 0 && o->step_size < 1) {
+        fprintf(stderr, "ddpipe train: --lr-schedule step needs --step-size N (epochs per "
+                        "decay, StepLR's step_size)\n");
+        return -1;
+    }
+    if (strcmp(o->lr_schedule, "cosine") == 0 && o->t_max < 1) {
+        fprintf(stderr, "ddpipe train: --lr-schedule cosine needs --t-max N (epochs of the "
+                        "cosine, CosineAnnealingLR's T_max; usually --epochs)\n");
+        return -1;
+    }
     if (o->augment && !one_of(o->augment, augs)) {
         fprintf(stderr, "ddpipe train: --augment %s: choose none, flip or crop-flip\n", o->augment);
         return -1;

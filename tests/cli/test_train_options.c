@@ -95,6 +95,12 @@ static void test_batches_and_names(void)
           "another separator");
     long step;
     CHECK(train_fault_step("1:5,2:7", 2, 3, &step) == 0 && step == 7, "rank 2's step %ld", step);
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --lr-schedule cosine") < 0,
+          "cosine without --t-max");
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --lr-schedule cosine "
+                    "--t-max 10") == 0, "cosine with --t-max");
+    CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --lr-schedule step") < 0,
+          "step without --step-size");
     CHECK(parse(&o, "--data idx:x --model wideresnet --out /tmp/r --workers 3 "
                     "--fault-hold-epoch 2:0") == 0 && strcmp(o.fault_hold_epoch, "2:0") == 0,
           "--fault-hold-epoch");
