@@ -22,13 +22,22 @@
 #        against the same job on the ZeroMQ ring (DDPIPE_NCCL=0): both logs
 #        say which path summed, and the weights agree within 1e-4 (fp32
 #        sums in another order). Exit 77 when NCCL is older (not run).
-# bf16:  the demo's training course (scripts/demo_train.sh: WideResNet
-#        8,16,32,64, 12,000 training images an epoch, 2 workers, until val
-#        top-1 >= 0.85 twice or 10 epochs) on cuda in fp32 and in bf16: the
-#        bf16 run's final val top-1 within 0.5 points of fp32's (issue 30's
-#        bar), and no worse by more than that. Without the training set
-#        (a device call carries only t10k) t10k's first 8,000 images train
-#        and its last 2,000 validate.
+# bf16:  the demo's training job (scripts/demo_train.sh: WideResNet
+#        8,16,32,64, 12,000 training images an epoch, 2 workers, batch 64,
+#        SGD 0.05/0.9) run its 10 epochs under a cosine schedule (--lr-schedule
+#        cosine --t-max 10, no early stopping) on $E2E_DEVICE (cuda) in fp32
+#        and in bf16, once per seed of $E2E_COURSE_SEEDS (default "0 1"):
+#        bf16's final val top-1, averaged over the seeds, reaches fp32's
+#        within 0.5 points (issue 30's bar). Why not demo_train.sh's own
+#        run: at its constant lr the val top-1 swings 1-4 points from one
+#        epoch to the next and its early stop (>= 0.85 twice) ends each run
+#        at another epoch, so the two runs' last epochs differ by chance by
+#        more than the bar (on a cpu, seed 0: fp32 ran 10 epochs to 0.835,
+#        bf16 stopped at epoch 8 at 0.865; seed 2: 0.878 and 0.854). Annealed
+#        to lr 0, a run's end is steady: on a cpu fp32 ended at 0.896 /
+#        0.8985, bf16 at 0.8995 / 0.9055 (seeds 0 / 1). Without the training
+#        set (a device call carries only t10k) t10k's first 8,000 images
+#        train and its last 2,000 validate.
 # jpeg:  end to end from files: $E2E_JPEGS (default 8192) synthetic 500x375
 #        JPEGs (ddpipe-mkjpeg, q90, 8 parallel parts), ResNet-18 (random
 #        init, exported by scripts/export_torchvision.py with $PY's
@@ -58,7 +67,7 @@
 #        (amp|bf16|fp32), E2E_DEVICE=cpu check it anywhere.
 # Prints the figures; exit 1 when a check fails.
 set -eu
-[ $# -eq 4 ] || { sed -n '2,59p' "$0"; exit 2; }
+[ $# -eq 4 ] || { sed -n '2,68p' "$0"; exit 2; }
 BIN=$1 FMNIST=$2 OUT=$3 WHAT=$4
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
@@ -69,6 +78,12 @@ field() {   # field FILE KEY: a number from summary.json
 }
 last_top1() {   # last_top1 RUN PHASE: the top-1 of the last PHASE row of RUN/metrics.csv
     awk -F, -v p="$2" '$3 == p { v = $6 } END { print v }' "$1/metrics.csv"
+}
+mean_of() {   # mean_of FILE: the mean of its lines (empty: none)
+    awk '{ s += $1; n++ } END { if (n) printf "%.4f\n", s / n }' "$1"
+}
+at_least() {   # at_least A B TOL: both present and A >= B - TOL
+    awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { exit !(a != "" && b != "" && a >= b - t) }'
 }
 within() {   # within A B TOL: both present and |A - B| <= TOL
     awk -v a="$1" -v b="$2" -v t="$3" \
@@ -190,17 +205,27 @@ PY
         train="idx:$OUT/split-train" val="idx:$OUT/split-val"
         echo "no training set at $FMNIST: the course trains on t10k's first 8,000 images, validates on its last 2,000"
     fi
-    for prec in fp32 bf16; do
-        "$DD" train --data "$train" --limit 12000 --val "$val" \
-            --model wideresnet --channels 8,16,32,64 --workers 2 --batch-size 64 \
-            --lr 0.05 --momentum 0.9 --epochs 10 --target-accuracy 0.85 --patience 2 \
-            --seed 0 --device cuda --precision "$prec" --out "$OUT/demo-$prec" --overwrite --quiet
-        echo "demo course $prec: $(awk -F, '$3 == "val"' "$OUT/demo-$prec/metrics.csv" | wc -l)" \
-             "epochs, last: $(tail -n 1 "$OUT/demo-$prec/metrics.csv")"
+    seeds=${E2E_COURSE_SEEDS:-0 1} dev=${E2E_DEVICE:-cuda}
+    rm -f "$OUT/demo-fp32.final" "$OUT/demo-bf16.final"
+    for seed in $seeds; do
+        for prec in fp32 bf16; do
+            run="$OUT/demo-$prec-$seed"
+            "$DD" train --data "$train" --limit 12000 --val "$val" \
+                --model wideresnet --channels 8,16,32,64 --workers 2 --batch-size 64 \
+                --lr 0.05 --momentum 0.9 --epochs 10 --lr-schedule cosine --t-max 10 \
+                --seed "$seed" --device "$dev" --precision "$prec" --out "$run" --overwrite --quiet
+            echo "demo course $prec seed $seed: $(awk -F, '$3 == "val"' "$run/metrics.csv" | wc -l)" \
+                 "epochs, val top-1 by epoch: $(awk -F, '$3 == "val" { printf "%s ", $6 }' \
+                 "$run/metrics.csv")(final $(last_top1 "$run" val))"
+            last_top1 "$run" val >> "$OUT/demo-$prec.final"
+        done
     done
-    a=$(last_top1 "$OUT/demo-fp32" val) b=$(last_top1 "$OUT/demo-bf16" val)
-    echo "demo course val top-1: fp32 $a, bf16 $b (bar: within 0.5 points)"
-    within "$a" "$b" 0.005 || { echo "FAIL: bf16's val top-1 $b is more than 0.5 points from fp32's $a"; exit 1; }
+    a=$(mean_of "$OUT/demo-fp32.final") b=$(mean_of "$OUT/demo-bf16.final")
+    rm -f "$OUT/demo-fp32.final" "$OUT/demo-bf16.final"
+    echo "demo course final val top-1, mean over seeds $seeds: fp32 $a, bf16 $b (bar: bf16 reaches" \
+         "fp32's within 0.5 points)"
+    at_least "$b" "$a" 0.005 ||
+        { echo "FAIL: bf16's val top-1 $b is more than 0.5 points under fp32's $a"; exit 1; }
     ;;
 jpeg)
     n=${E2E_JPEGS:-8192} dev=${E2E_DEVICE:-cuda} py=${PY:-python3} b=${E2E_BATCH:-256}
