@@ -135,7 +135,16 @@ try:
     early = ctx.socket(zmq.SUB)
     early.setsockopt(zmq.SUBSCRIBE, b"")
     early.connect(ipc("tap"))
-    time.sleep(0.5)  # let the subscription reach the reporter
+    # the subscription reaches the tap when it does: log events (never
+    # replayed) until one comes through, then a marker drains the rest
+    probes, deadline = 0, time.time() + 60
+    while not early.poll(100):
+        check(time.time() < deadline, "the early monitor's subscription never reached the tap")
+        pub.send_multipart([b"log", ev(level="info", daemon="reducerd", rank=-1, msg="probe")])
+        probes += 1
+    pub.send_multipart([b"log", ev(level="info", daemon="reducerd", rank=-1, msg="subscribed")])
+    while b"subscribed" not in early.recv_multipart()[1]:
+        check(early.poll(10000), "the early monitor lost the marker")
     for m in (worker(0), worker(1), progress(10), metric(5), progress(20)):
         pub.send_multipart(m)
     got = []
@@ -193,8 +202,9 @@ try:
             break
     dt = time.time() - t0
     check(done["code"] == 0, "DONE %r" % done)
+    # blocked, it would never have sent DONE (the bounded waits above); the
+    # time is a figure, not a check: no test depends on the machine's speed
     print("5000 events past a stuck subscriber in %.2fs" % dt, flush=True)
-    check(dt < 20, "the reporter took %.1fs for 5000 events: something blocks it" % dt)
     check(rep.wait(timeout=30) == 0, "reporterd exited %s" % rep.returncode)
 finally:
     for mon in monitors:
@@ -207,8 +217,8 @@ while stuck.poll(100):
     stuck_got += 1
 check(stuck_got < 5000, "the stuck subscriber got all %d events: no high-water mark?" % stuck_got)
 rlog = read(os.path.join(wd, "reporterd.log"))
-check("exiting (5010 events, 0 rejected" in rlog,
-      "reporterd did not take every one of the 5010 events:\n" + rlog[-2000:])
+check("exiting (%d events, 0 rejected" % (5011 + probes) in rlog,
+      "reporterd did not take every one of the %d events" % (5011 + probes) + ":\n" + rlog[-2000:])
 for f in ("summary.json", "throughput.png", "confusion.png", "f1.svg"):
     check(os.path.getsize(os.path.join(out, f)) > 0, "%s missing" % f)
 print("1 passed, 0 failed")
