@@ -28,6 +28,10 @@ for workers in (1, 2, 3):
               "%s: samples %s failed %s planned %s, want %d/0/%d" % (
                   out, s["samples"], s["failed"], s["planned"], N, N))
         check(s["workers"] == workers, "%s: workers %s, want %d" % (out, s["workers"], workers))
+        # ddpipe eval's --start-workers: the first gpud waited for the rest
+        held = "1 of --start-workers %d gpuds joined" % workers
+        check(workers == 1 or held in read(os.path.join(out, "logs", "reducerd.log")),
+              "%s: reducerd did not hold the first gpud for the other %d" % (out, workers - 1))
         preds = read(os.path.join(out, "predictions.csv"))
         rows = preds.strip().split("\n")
         check(len(rows) == N + 1, "predictions.csv has %d rows, want %d + header" % (len(rows), N))
