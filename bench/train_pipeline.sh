@@ -11,6 +11,12 @@
 #   bench/train_pipeline.sh [BUILD_DIR] [ROUNDS]
 #   env: WORKERS=2 LIMIT=12000 BATCH=64 (per rank) EPOCHS=3 CHANNELS=16,32,64,128
 #        PEERS="1.13 2.15" (default), PEERS=1.13, or PY=python alone (bench/peers.sh)
+#        SEEDS="0" (default): round r's data-order seed is the r-th of the list
+#        (cycled; ddpipe --seed, the peers' DistributedSampler seed). A val
+#        top-1 moves by up to 6 points with the seed after 3 epochs at lr
+#        0.05 (bench/RESULTS.md, 2026-12-01): compare accuracy over several,
+#        e.g. SEEDS="0 1 2 3" with 4 rounds; the last line gives each side's
+#        mean val top-1 over the rounds.
 #
 # One compute thread per worker on both sides (the peer's best on a machine
 # with W cores: more threads oversubscribe). PyTorch's data is a tensor in
@@ -52,27 +58,33 @@ done
 echo "$hdr"
 echo "$sep"
 : >"$dir/ratios"
+SEEDS=${SEEDS:-0}
+nseeds=$(echo $SEEDS | wc -w)
+: >"$dir/tops"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
     out="$dir/run$r"
+    seed=$(echo $SEEDS | cut -d' ' -f$(( (r - 1) % nseeds + 1 )))
     "$BUILD/bin/ddpipe" train --data "idx:$FM/train" --limit "$LIMIT" --val "idx:$FM/t10k" \
         --val-limit 0 \
         --model wideresnet --channels "$CHANNELS" --workers "$W" --batch-size "$BATCH" \
-        --epochs "$EPOCHS" --lr 0.05 --momentum 0.9 --seed 0 --threads 1 --loader-threads 1 \
+        --epochs "$EPOCHS" --lr 0.05 --momentum 0.9 --seed "$seed" --threads 1 --loader-threads 1 \
         --weights "$dir/init.safetensors" --quiet --out "$out" >"$dir/ddpipe$r.txt" 2>&1 ||
         { cat "$dir/ddpipe$r.txt"; exit 1; }
     ips=$(awk -F, '$3 == "train" { v = $8 } END { print v }' "$out/metrics.csv")
     top=$(awk -F, '$3 == "val" { v = $6 } END { print v }' "$out/metrics.csv")
     # each side as soon as it is known: a run cut short still reports one
-    echo "round $r ddpipe: $ips img/s, val top-1 $top" >&2
+    echo "round $r (seed $seed) ddpipe: $ips img/s, val top-1 $top" >&2
+    echo "ddpipe $top" >>"$dir/tops"
     row=$(awk -v r="$r" -v a="$ips" -v at="$top" 'BEGIN { printf "| %d | %.1f | %.4f |", r, a, at }')
     for p in $PEER_LABELS; do
         torch=$("$(peer_py "$p")" bench/train_ddp_torch.py --data "$FM" --workers "$W" \
             --limit "$LIMIT" --batch "$BATCH" --epochs "$EPOCHS" --channels "$CHANNELS" \
-            --init "$dir/init.safetensors" | tail -1)
+            --init "$dir/init.safetensors" --seed "$seed" | tail -1)
         tips=$(echo "$torch" | sed -n 's/.*img\/s=\([0-9.]*\).*/\1/p')
         ttop=$(echo "$torch" | sed -n 's/.*top1=\([0-9.]*\).*/\1/p')
         echo "round $r torch $p: $tips img/s, val top-1 $ttop" >&2
+        echo "torch-$p $ttop" >>"$dir/tops"
         row="$row$(awk -v a="$ips" -v b="$tips" -v bt="$ttop" \
             'BEGIN { printf " %.1f | %.4f | %.2fx |", b, bt, a / b }')"
         echo "$p $ips $tips" >>"$dir/ratios"
@@ -90,4 +102,9 @@ awk -v peers="$PEER_LABELS" '
             line = line sprintf("%svs torch %s: %.2fx", i > 1 ? "  " : "", P[i], a[P[i]] / b[P[i]])
         print line
     }' "$dir/ratios"
+# the val top-1 of each side, the mean over the rounds (seeds: SEEDS)
+awk '{ s[$1] += $2; n[$1]++; if (!($1 in o)) { o[$1] = ++k; name[k] = $1 } }
+     END { line = "mean val top-1 over the rounds:"
+           for (i = 1; i <= k; i++) line = line sprintf(" %s %.4f", name[i], s[name[i]] / n[name[i]])
+           print line }' "$dir/tops"
 echo "load after: $(cut -d' ' -f1 /proc/loadavg)"
