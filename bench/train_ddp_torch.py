@@ -12,7 +12,7 @@ case; ddpipe's loaderd reads and ships every sample). After each epoch rank 0
 evaluates the t10k set (not timed).
 
   /usr/bin/python3 bench/train_ddp_torch.py --data DIR [--workers 2] [--limit 12000]
-        [--batch 64] [--epochs 3] [--lr 0.05] [--channels 16,32,64,128] [--seed 0]
+        [--batch 64] [--epochs 3] [--lr 0.05] [--channels 16,32,64,128] [--seed 0] [--t-max T]
         [--init FILE]
   /usr/bin/python3 bench/train_ddp_torch.py --save-init FILE [--channels C] [--seed 0]
 
@@ -82,6 +82,8 @@ def worker(rank, a, port):
                                                               seed=a.seed)
     dl = torch.utils.data.DataLoader(ds, batch_size=a.batch, sampler=sampler)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+    # ddpipe's --lr-schedule cosine --t-max T: CosineAnnealingLR stepped once an epoch
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, a.t_max) if a.t_max else None
     loss_fn = nn.CrossEntropyLoss()
     vx, vy = tensors(os.path.join(a.data, "t10k")) if rank == 0 else (None, None)
     rate = top1 = 0.0
@@ -97,6 +99,8 @@ def worker(rank, a, port):
             seen += xb.shape[0]
         dist.barrier()
         rate = seen * a.workers / (time.monotonic() - t0)
+        if sched:
+            sched.step()
         if rank == 0:
             top1 = evaluate(model.module, vx, vy)
             print("epoch %d train img/s %.1f val top1 %.4f" % (epoch + 1, rate, top1), flush=True)
@@ -115,6 +119,8 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--channels", default="16,32,64,128")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--t-max", type=int, default=0,
+                    help="a cosine schedule over T epochs (CosineAnnealingLR); 0: constant lr")
     ap.add_argument("--init", help="initial weights (safetensors) instead of the seeded init")
     ap.add_argument("--save-init", metavar="FILE",
                     help="write the seeded initial weights to FILE and exit")

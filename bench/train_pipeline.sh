@@ -17,6 +17,9 @@
 #        0.05 (bench/RESULTS.md, 2026-12-01): compare accuracy over several,
 #        e.g. SEEDS="0 1 2 3" with 4 rounds; the last line gives each side's
 #        mean val top-1 over the rounds.
+#        TMAX=T: both sides anneal the lr on a cosine over T epochs
+#        (ddpipe --lr-schedule cosine --t-max T, the peers CosineAnnealingLR);
+#        default: a constant lr.
 #
 # One compute thread per worker on both sides (the peer's best on a machine
 # with W cores: more threads oversubscribe). PyTorch's data is a tensor in
@@ -45,7 +48,7 @@ trap 'rm -rf "$dir"' EXIT
 /usr/bin/python3 bench/train_ddp_torch.py --save-init "$dir/init.safetensors" \
     --channels "$CHANNELS" --seed 0
 echo "WideResNet $CHANNELS, first $LIMIT Fashion-MNIST images, $W workers x batch $BATCH," \
-     "SGD 0.05/0.9, $EPOCHS epochs, val t10k; $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
+     "SGD 0.05/0.9${TMAX:+ (cosine over $TMAX epochs)}, $EPOCHS epochs, val t10k; $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 echo "CPU flags: $(grep -o -w -E 'avx512[a-z_0-9]*|amx[a-z_]*|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 peers_describe
 echo
@@ -59,6 +62,11 @@ echo "$hdr"
 echo "$sep"
 : >"$dir/ratios"
 SEEDS=${SEEDS:-0}
+TMAX=${TMAX:-}
+sched="" peer_sched=""
+if [ -n "$TMAX" ]; then
+    sched="--lr-schedule cosine --t-max $TMAX" peer_sched="--t-max $TMAX"
+fi
 nseeds=$(echo $SEEDS | wc -w)
 : >"$dir/tops"
 r=1
@@ -68,7 +76,7 @@ while [ "$r" -le "$ROUNDS" ]; do
     "$BUILD/bin/ddpipe" train --data "idx:$FM/train" --limit "$LIMIT" --val "idx:$FM/t10k" \
         --val-limit 0 \
         --model wideresnet --channels "$CHANNELS" --workers "$W" --batch-size "$BATCH" \
-        --epochs "$EPOCHS" --lr 0.05 --momentum 0.9 --seed "$seed" --threads 1 --loader-threads 1 \
+        --epochs "$EPOCHS" --lr 0.05 --momentum 0.9 --seed "$seed" $sched --threads 1 --loader-threads 1 \
         --weights "$dir/init.safetensors" --quiet --out "$out" >"$dir/ddpipe$r.txt" 2>&1 ||
         { cat "$dir/ddpipe$r.txt"; exit 1; }
     ips=$(awk -F, '$3 == "train" { v = $8 } END { print v }' "$out/metrics.csv")
@@ -80,7 +88,7 @@ while [ "$r" -le "$ROUNDS" ]; do
     for p in $PEER_LABELS; do
         torch=$("$(peer_py "$p")" bench/train_ddp_torch.py --data "$FM" --workers "$W" \
             --limit "$LIMIT" --batch "$BATCH" --epochs "$EPOCHS" --channels "$CHANNELS" \
-            --init "$dir/init.safetensors" --seed "$seed" | tail -1)
+            --init "$dir/init.safetensors" --seed "$seed" $peer_sched | tail -1)
         tips=$(echo "$torch" | sed -n 's/.*img\/s=\([0-9.]*\).*/\1/p')
         ttop=$(echo "$torch" | sed -n 's/.*top1=\([0-9.]*\).*/\1/p')
         echo "round $r torch $p: $tips img/s, val top-1 $ttop" >&2
