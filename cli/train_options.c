@@ -128,27 +128,13 @@ static bool one_of(const char *v, const char *const *allowed)
 static int check_choices(const train_options_t *o)
 {
     static const char *const optims[] = {"sgd", "adam", "adamw", "novograd", NULL};
-    static const char *const scheds[] = {"none", "step", "cosine", NULL};
     static const char *const augs[] = {"none", "flip", "crop-flip", NULL};
     if (!one_of(o->optimizer, optims)) {
         fprintf(stderr, "ddpipe train: --optimizer %s: choose sgd, adam, adamw or novograd\n", o->optimizer);
         return -1;
     }
-    if (!one_of(o->lr_schedule, scheds)) {
-        fprintf(stderr, "ddpipe train: --lr-schedule %s: choose none, step or cosine\n", o->lr_schedule);
+    if (gpud_check_schedule("ddpipe train", o->lr_schedule, o->step_size, o->t_max) < 0)
         return -1;
-    }
-    /* torch.optim.lr_scheduler's StepLR and CosineAnnealingLR need them too */
-    if (strcmp(o->lr_schedule, "step") == 0 && o->step_size < 1) {
-        fprintf(stderr, "ddpipe train: --lr-schedule step needs --step-size N (epochs per "
-                        "decay, StepLR's step_size)\n");
-        return -1;
-    }
-    if (strcmp(o->lr_schedule, "cosine") == 0 && o->t_max < 1) {
-        fprintf(stderr, "ddpipe train: --lr-schedule cosine needs --t-max N (epochs of the "
-                        "cosine, CosineAnnealingLR's T_max; usually --epochs)\n");
-        return -1;
-    }
     if (o->augment && !one_of(o->augment, augs)) {
         fprintf(stderr, "ddpipe train: --augment %s: choose none, flip or crop-flip\n", o->augment);
         return -1;

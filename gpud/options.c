@@ -131,20 +131,29 @@ static int check_training(const gpud_options_t *self)
                 self->optimizer);
         return -1;
     }
-    const char *schedule = self->lr_schedule;
-    if (strcmp(schedule, "step") == 0 && self->step_size < 1) {
-        fprintf(stderr, "gpud: --lr-schedule step needs --step-size N\n");
+    if (gpud_check_schedule("gpud", self->lr_schedule, self->step_size, self->t_max) < 0)
         return -1;
-    }
-    if (strcmp(schedule, "cosine") == 0 && self->t_max < 1) {
-        fprintf(stderr, "gpud: --lr-schedule cosine needs --t-max N\n");
-        return -1;
-    }
-    if (strcmp(schedule, "none") && strcmp(schedule, "step") && strcmp(schedule, "cosine")) {
-        fprintf(stderr, "gpud: --lr-schedule: none, step or cosine, not '%s'\n", schedule);
-        return -1;
-    }
     return gpud_check_loss_scale("gpud", self->loss_scale);
+}
+
+int gpud_check_schedule(const char *cmd, const char *schedule, long step_size, long t_max)
+{
+    if (strcmp(schedule, "none") && strcmp(schedule, "step") && strcmp(schedule, "cosine")) {
+        fprintf(stderr, "%s: --lr-schedule %s: choose none, step or cosine\n", cmd, schedule);
+        return -1;
+    }
+    /* torch.optim.lr_scheduler's StepLR and CosineAnnealingLR need them too */
+    if (strcmp(schedule, "step") == 0 && step_size < 1) {
+        fprintf(stderr, "%s: --lr-schedule step needs --step-size N (epochs per decay, "
+                        "StepLR's step_size)\n", cmd);
+        return -1;
+    }
+    if (strcmp(schedule, "cosine") == 0 && t_max < 1) {
+        fprintf(stderr, "%s: --lr-schedule cosine needs --t-max N (epochs of the cosine, "
+                        "CosineAnnealingLR's T_max; usually --epochs)\n", cmd);
+        return -1;
+    }
+    return 0;
 }
 
 int gpud_check_loss_scale(const char *cmd, double scale)

@@ -147,6 +147,9 @@ int gpud_check_precision(const char *cmd, const char *precision);
 /* 0 when --loss-scale is a power of two; else -1 after the error went to
  * stderr. */
 int gpud_check_loss_scale(const char *cmd, double scale);
+/* --lr-schedule none|step|cosine, with the --step-size or --t-max it needs;
+ * 0, or -1 after the error went to stderr prefixed with cmd. */
+int gpud_check_schedule(const char *cmd, const char *schedule, long step_size, long t_max);
 /* 0 when device (gpud --backend, ddpipe --device: FLAG) is cpu, ref or cuda
  * and the precision runs there for this job (train: a training job; bf16
  * on cuda is eval only); else -1 after the error went to stderr. Whether
