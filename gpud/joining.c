@@ -48,8 +48,12 @@ static int take_place(gpud_t *self, ddp_members_t *m, bool loaded)
     }
     members_take(self, m);
     self->train->welcome_nccl = m->nccl;
-    if (members_bn_first(self->train, m->step, true))
-        self->train->pending.bn_redo = true;
+    int64_t ended = members_bn_epoch(self->train, m->step);
+    if (ended >= 0) {   /* the state is of after END(ended): one broadcast, not two */
+        if (self->train->train_end_done < ended)
+            self->train->train_end_done = ended;
+        self->train->pending.bn_redo = self->train->train_end_done == ended;
+    }
     log_info("entered the job as rank %d of %d at step %llu (generation %u)", m->rank, m->world,
              (unsigned long long)m->step, m->gen);
     return rank_state_to(&self->state, RANK_JOINED, "MEMBERS gave a place") < 0 ? -1 : 1;

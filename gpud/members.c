@@ -278,15 +278,10 @@ void members_take(gpud_t *self, const ddp_members_t *m)
     adopt_token(self, m);
 }
 
-bool members_bn_first(train_state_t *ts, uint64_t step, bool joiner)
+int64_t members_bn_epoch(const train_state_t *ts, uint64_t step)
 {
     uint64_t spe = ts->steps_per_epoch;
-    if (!spe || !step || step % spe != 0)
-        return false;
-    int64_t ended = (int64_t)(step / spe) - 1;
-    if (joiner && ts->train_end_done < ended)
-        ts->train_end_done = ended; /* the state is of after END(ended): one broadcast, not two */
-    return ts->train_end_done == ended;
+    return spe && step && step % spe == 0 ? (int64_t)(step / spe) - 1 : -1;
 }
 
 int members_apply(gpud_t *self)
@@ -313,7 +308,8 @@ int members_apply(gpud_t *self)
         members_take(self, m);
         if (members_collective(self, m->nccl) < 0)
             rc = -1;
-        if (members_bn_first(ts, m->step, false))
+        int64_t ended = members_bn_epoch(ts, m->step);
+        if (ended >= 0 && ts->train_end_done == ended)   /* END(ended) handled: at once */
             ts->pending.bn_redo = true;
         if (rank_state_started(&self->state) &&
             gpud_send_credit(self, (uint32_t)self->options.window, NULL) < 0)

@@ -52,23 +52,22 @@ members_event_t members_wait(gpud_t *self, uint64_t step);
 int members_ring_failed(gpud_t *self, const char *what, uint32_t epoch, uint64_t step,
                         const char *err);
 
-/* Whether this member's first exchange in a generation that starts at
- * `step` is the END(TRAIN) BatchNorm broadcast (rank 0's buffers to all)
- * of the epoch e before it, which every member must then do exactly once,
- * in the same place. That is so when step is e+1's first: ranks may be
- * anywhere between END(e) and that step (one broadcast failed, one done and
- * EPOCH(e) waited for, one in the step's gradient sum), and each does it
- * once more — at once (pending.bn_redo) when it handled END(e), when END(e)
- * comes when it has not, by the retry when its own broadcast failed. Later
- * in e+1 it is done everywhere: a step of e+1 committed on every member.
- * A joiner entering at e+1's first step has the state of after END(e): it
- * broadcasts once at once (its END(e), if one still comes, is then a
- * duplicate: train_end_done is set to e). */
-bool members_bn_first(train_state_t *ts, uint64_t step, bool joiner);
+/* The epoch e whose END(TRAIN) BatchNorm broadcast (rank 0's buffers to
+ * all) opens a generation that starts at `step`, or -1. Every member does
+ * it then exactly once, in the same place. That is so when step is e+1's
+ * first: ranks may be anywhere between END(e) and that step (one broadcast
+ * failed, one done and EPOCH(e) waited for, one in the step's gradient
+ * sum), and each does it once more — at once (pending.bn_redo) when it
+ * handled END(e), when END(e) comes when it has not, by the retry when its
+ * own broadcast failed. Later in e+1 it is done everywhere: a step of e+1
+ * committed on every member. A joiner entering at e+1's first step has the
+ * state of after END(e): it broadcasts once at once (its END(e), if one
+ * still comes, is then a duplicate). */
+int64_t members_bn_epoch(const train_state_t *ts, uint64_t step);
 /* Applies the pending MEMBERS: the open step's BatchNorm buffers restored
  * (RANK_STEP_OPEN or RANK_AWAITING_COMMIT -> RANK_IDLE), the ring
  * re-formed, rank and world (SyncBatchNorm sums over the new ring),
- * pending.bn_redo when members_bn_first, and CREDIT(window, rank, gen) once the rank started
+ * pending.bn_redo when members_bn_epoch says so, and CREDIT(window, rank, gen) once the rank started
  * (rank_state_started: its first CREDIT went out). 0, or -1 (logged; a
  * MEMBERS without a place for it: RANK_FENCED): the rank cannot go on. */
 int members_apply(gpud_t *self);

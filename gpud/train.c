@@ -198,10 +198,7 @@ int train_on_reducer(gpud_t *self, ddp_msg_t *m)
 static int wait_epoch(gpud_t *self, int64_t e)
 {
     train_state_t *ts = self->train;
-    if (ts->pending.epoch && (int64_t)ts->pending_epoch.epoch <= e) {
-        ts->pending.epoch = false;   /* a batch of e+1 proves this rank finished e */
-        train_epoch_handle(self, &ts->pending_epoch);
-    }
+    train_epoch_flush(self, e);   /* a batch of e+1 proves this rank finished e */
     zpoller_t *poller = gpud_reducer_poller(self);
     if (!poller) {
         log_error("rank %d: out of memory waiting for epoch %lld", self->rank, (long long)e);
@@ -220,10 +217,8 @@ static int wait_epoch(gpud_t *self, int64_t e)
         else if (train_on_reducer(self, &m) < 0)
             rc = -1;
         ddp_msg_clear(&m);
-        if (rc == 0 && ts->pending.epoch && (int64_t)ts->pending_epoch.epoch <= e) {
-            ts->pending.epoch = false;   /* one held (--fault-hold-epoch) until a MEMBERS */
-            train_epoch_handle(self, &ts->pending_epoch);
-        }
+        if (rc == 0)
+            train_epoch_flush(self, e);   /* one held (--fault-hold-epoch) until a MEMBERS */
     }
     zpoller_destroy(&poller);
     return rc < 0 ? -1 : ts->epoch_done >= e ? 0 : 1;

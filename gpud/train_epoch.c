@@ -55,8 +55,9 @@ void train_epoch_handle(gpud_t *self, const ddp_epoch_t *ep)
     train_state_t *ts = self->train;
     if ((int64_t)ep->epoch <= ts->epoch_done)
         return;   /* a duplicate */
+    /* the test hook: a rank slow to hear EPOCH(e) */
     if (self->options.fault_hold_epoch == (long)ep->epoch && self->gen == 0) {
-        if (!ts->pending.epoch)   /* the test hook: a rank slow to hear EPOCH(e) */
+        if (!ts->pending.epoch || ts->pending_epoch.epoch != ep->epoch)   /* once */
             log_warn("test hook: EPOCH(%u) held until a new membership generation", ep->epoch);
         ts->pending_epoch = *ep;
         ts->pending.epoch = true;
@@ -90,14 +91,15 @@ void train_epoch_on_message(gpud_t *self, const ddp_epoch_t *ep)
     }
 }
 
-/* An EPOCH that came before its END(TRAIN), once that END is handled. */
-static void flush_epoch(gpud_t *self)
+void train_epoch_flush(gpud_t *self, int64_t upto)
 {
     train_state_t *ts = self->train;
-    if (ts->pending.epoch && (int64_t)ts->pending_epoch.epoch <= ts->train_end_done) {
+    if (!ts->pending.epoch || (int64_t)ts->pending_epoch.epoch > upto)
+        return;
+    ddp_epoch_t ep = ts->pending_epoch;
+    train_epoch_handle(self, &ep);
+    if (ts->epoch_done >= (int64_t)ep.epoch)   /* else held (--fault-hold-epoch): it stays */
         ts->pending.epoch = false;
-        train_epoch_handle(self, &ts->pending_epoch);
-    }
 }
 
 /* Rank 0's BatchNorm buffers to every rank (as DDP's broadcast_buffers),
@@ -116,7 +118,7 @@ int train_epoch_end(gpud_t *self, uint32_t epoch)
     if (train_epoch_sync_bn(self, epoch) < 0)
         return -1;
     self->train->train_end_done = epoch;
-    flush_epoch(self);
+    train_epoch_flush(self, self->train->train_end_done);   /* an EPOCH that came first */
     gpud_end_handled(self);   /* a STOP(0) that waited for this END */
     return 0;
 }

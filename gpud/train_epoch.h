@@ -16,6 +16,10 @@ void train_epoch_on_message(gpud_t *self, const ddp_epoch_t *ep);
  * checkpoint every --checkpoint-every epochs and at a stop, then the
  * final writes and DONE. */
 void train_epoch_handle(gpud_t *self, const ddp_epoch_t *ep);
+/* The pending EPOCH, handled when its epoch is upto or earlier (after its
+ * END(TRAIN), or when a batch of a later epoch proves this rank finished
+ * it); it stays pending while --fault-hold-epoch holds it. */
+void train_epoch_flush(gpud_t *self, int64_t upto);
 /* END(e, TRAIN): the BatchNorm broadcast, then a pending EPOCH(e), then a
  * STOP(0) that waited for this END. 0, or -1 (logged). */
 int train_epoch_end(gpud_t *self, uint32_t epoch);

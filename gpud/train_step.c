@@ -441,7 +441,7 @@ int train_step_run(gpud_t *self, ddp_batch_t *b)
     if (self->options.fault_at_step >= 0 && b->step == (uint64_t)self->options.fault_at_step)
         die_at_fault(self);
     /* a new generation's BatchNorm broadcast comes before its first step
-     * on every member (members_bn_first), also where MEMBERS came during
+     * on every member (members_bn_epoch), also where MEMBERS came during
      * the gradient sum of the step now redone */
     if (self->train->pending.bn_redo &&
         train_epoch_sync_bn(self, (uint32_t)self->train->train_end_done) < 0)
