@@ -159,6 +159,19 @@ typedef struct bk_kernels {
     int (*bn_add_relu)(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *gamma,
                        const float *beta, const float *mean, const float *var, const void *res,
                        void *y);
+    /* Optional: a BatchNorm with its own ReLU and the dropout after it in
+     * the normalising pass (the tape's forward fusion, tape_fuse.c),
+     * y = dropout(relu(bn(x))) of shape (NCHW dims), with the dropout's
+     * probability, op index and sample keys (as the dropout kernel takes
+     * them; p = 0 with keys NULL: no mask): bn_fwd's eval-mode value with the given statistics
+     * and its ReLU, then the dropout kernel's arithmetic, the bits of the
+     * two ops in one pass. Only where bn_grad_sums and bn_grad_apply take
+     * gscale (the fused op's backward reads the dropout's output and
+     * gradient). NULL: the tape runs them apart. */
+    int (*bn_relu_drop)(bk_ctx_t *g, bk_plan_t *p, const void *x, const int shape[4],
+                        const float *gamma, const float *beta, const float *mean,
+                        const float *var, float drop_p, uint32_t op, const uint64_t *keys,
+                        void *y);
     /* Training-mode BatchNorm: the tape computes the batch statistics itself
      * (two passes, double sums), so that the W ranks of SyncBatchNorm and
      * one rank with the whole batch agree to float rounding; the normalising
@@ -172,13 +185,17 @@ typedef struct bk_kernels {
                       const float *center, const float *a, const float *b);
     /* Optional (NULL: bn_bwd's eval-mode sums and chan_axpb are used), for
      * sums of better than float accuracy. dy' = gy, or gy where y > 0 when
-     * relu (y: the op's output). out[0, c) = sum dy', out[c, 2c) =
-     * sum dy' * (x - center[c]). */
+     * relu (y: the op's output, else +0), times gscale in float: 1, or a
+     * fused dropout's 1 / (1 - p) (bn_relu_drop: y and gy are then the
+     * dropout's, whose backward that product is). out[0, c) = sum dy',
+     * out[c, 2c) = sum dy' * (x - center[c]). A backend without
+     * bn_relu_drop is called with gscale 1 only. */
     void (*bn_grad_sums)(backend_t *be, const void *x, const void *y, const void *gy,
-                         const int shape[4], int relu, const float *center, double *out);
+                         const int shape[4], int relu, float gscale, const float *center,
+                         double *out);
     /* Optional, with bn_grad_sums: gx = scale[c] * dy' + a[c] * (x - center[c]) + b[c]. */
     void (*bn_grad_apply)(backend_t *be, void *gx, const void *x, const void *y, const void *gy,
-                          const int shape[4], int relu, const float *center,
+                          const int shape[4], int relu, float gscale, const float *center,
                           const float *scale, const float *a, const float *b);
     /* Optional, both or neither: training-mode BatchNorm without the host,
      * for backends whose parameter memory is device memory (the cuda

@@ -70,6 +70,8 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
             rc = tape_bn_bwd(g, o, x, y, gx);
             break;
         }
+        if (o->fwd_drop)   /* set to eval: the fused dropout is the identity */
+            y = o->fwd_drop->out;
         rc = k->bn_bwd(bg, o->plan, 0, x->val, y->val, y->grad, o->bn.weight,
                        o->bn.running_mean, o->bn.running_var, gx, o->bn.grad_weight,
                        o->bn.grad_bias);
@@ -114,6 +116,10 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
         }
         return 0;
     case TO_DROPOUT:
+        if (o->bwd_skip) {   /* its BatchNorm's backward reads y's gradient (tape_fuse.c) */
+            x->grad_set = 1;
+            return 0;
+        }
         if (gx && drop_p(g, o) != 0.0f && !tape_dropout_keys(g))
             return -1;
         if (gx)

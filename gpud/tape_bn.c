@@ -149,16 +149,42 @@ int tape_bn_put_stats(bk_graph_t *g, top_t *o)
     return 0;
 }
 
+/* A BatchNorm with the dropout after it fused (tape_fuse.c): normalised
+ * with mean/var, its ReLU, the dropout's mask, into y (the dropout's
+ * output). */
+static int bn_drop_fwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const float *mean,
+                       const float *var, bk_tensor_t *y)
+{
+    const top_t *d = o->fwd_drop;
+    float p = drop_p(g, d);
+    const uint64_t *keys = p != 0.0f ? tape_dropout_keys(g) : NULL;
+    if (p != 0.0f && !keys)
+        return -1;
+    int s[4];
+    shape_of(x, s);
+    return g->k->bn_relu_drop(&g->base, o->plan, x->val, s, o->bn.weight, o->bn.bias, mean, var,
+                              p, (uint32_t)(d - g->ops), p != 0.0f ? g->keys_k : NULL, y->val);
+}
+
 int tape_bn_normalize(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t *y)
 {
     if (o->fwd_res)   /* fused with the residual's add and ReLU (tape_fuse.c) */
         return g->k->bn_add_relu(&g->base, o->plan, x->val, o->bn.weight, o->bn.bias,
                                  stat_mean(o), stat_var(o), o->fwd_res->val, y->val);
+    if (o->fwd_drop)
+        return bn_drop_fwd(g, o, x, stat_mean(o), stat_var(o), y);
     return g->k->bn_fwd(&g->base, o->plan, 0, x->val, o->bn.weight, o->bn.bias, stat_mean(o),
                         stat_var(o), y->val);
 }
 
 /* ------------------------------------------- on the device (bn_on_device) */
+
+/* The output whose value and gradient the backward reads: the op's own,
+ * or with a dropout fused after it (tape_fuse.c) the dropout's. */
+static const bk_tensor_t *bwd_out(const top_t *o, const bk_tensor_t *y)
+{
+    return o->fwd_drop ? o->fwd_drop->out : y;
+}
 
 /* What the backward kernels get as the op's output y: they read it only
  * for the mask of a ReLU of the op's own (bk_bn_t.relu). Without one any
@@ -166,7 +192,21 @@ int tape_bn_normalize(bk_graph_t *g, top_t *o, const bk_tensor_t *x, bk_tensor_t
  * (tape_fuse.c) stores no output at all: its gradient's buffer is given. */
 static const void *mask_src(const top_t *o, const bk_tensor_t *y)
 {
-    return o->bn.relu ? y->val : y->grad;
+    return o->bn.relu ? bwd_out(o, y)->val : y->grad;
+}
+
+/* The output gradient the backward reads (a fused dropout's) and its
+ * factor (bn_grad_sums' gscale: the dropout's 1 / (1 - p), as its
+ * backward computes it; else 1). */
+static const void *grad_src(const top_t *o, const bk_tensor_t *y)
+{
+    return bwd_out(o, y)->grad;
+}
+
+static float grad_scale(const bk_graph_t *g, const top_t *o)
+{
+    float p = o->fwd_drop ? drop_p(g, o->fwd_drop) : 0.0f;
+    return p != 0.0f ? 1.0f / (1.0f - p) : 1.0f;
 }
 
 static bk_bn_train_t dev_args(const top_t *o, const bk_tensor_t *x)
@@ -245,8 +285,8 @@ int tape_bn_grad_local(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_t
     }
     int s[4];
     shape_of(x, s);
-    g->k->bn_grad_sums(g->base.be, x->val, mask_src(o, y), y->grad, s, o->bn.relu, o->save_mean,
-                       o->sync_d);
+    g->k->bn_grad_sums(g->base.be, x->val, mask_src(o, y), grad_src(o, y), s, o->bn.relu,
+                       grad_scale(g, o), o->save_mean, o->sync_d);
     for (int i = 0; i < c; i++)
         sdyx[i] /= bnm_std(o->save_var[i], o->bn.eps);
     return 0;
@@ -308,8 +348,8 @@ int tape_bn_dx(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tensor_t 
     int s[4];
     shape_of(x, s);
     if (g->k->bn_grad_sums && g->k->bn_grad_apply)
-        g->k->bn_grad_apply(g->base.be, gx, x->val, mask_src(o, y), y->grad, s, o->bn.relu,
-                            o->save_mean, scale, a, b);
+        g->k->bn_grad_apply(g->base.be, gx, x->val, mask_src(o, y), grad_src(o, y), s,
+                            o->bn.relu, grad_scale(g, o), o->save_mean, scale, a, b);
     else
         g->k->chan_axpb(g->base.be, gx, x->val, s, o->save_mean, a, b);
     return 0;

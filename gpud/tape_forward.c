@@ -63,6 +63,8 @@ static int op_forward(bk_graph_t *g, top_t *o, uint32_t index)
             return k->bn_add_relu(bg, o->plan, x->val, o->bn.weight, o->bn.bias,
                                   o->bn.running_mean, o->bn.running_var, o->fwd_res->val,
                                   y->val);
+        /* with a dropout fused (tape_fuse.c: never a frozen BatchNorm), y is
+         * the dropout's output, the identity in a graph set to eval */
         return k->bn_fwd(bg, o->plan, 0, x->val, o->bn.weight, o->bn.bias, o->bn.running_mean,
                          o->bn.running_var, y->val);
     case TO_RELU:

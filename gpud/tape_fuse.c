@@ -1,8 +1,8 @@
 /* tape_fuse — a training graph's forward fusions: an op whose forward the
  * kernel of an earlier op does in the same pass. The ops stay on the
- * tape and their backward is unchanged; what changes is which op's forward
- * writes which buffer, so a fusion is only taken where no backward reads
- * the value that is no longer stored.
+ * tape and their backward is unchanged (but for the dropout's, below);
+ * what changes is which op's forward writes which buffer, so a fusion is
+ * only taken where no backward reads the value that is no longer stored.
  *
  * add -> relu (the residual block's tail, relu(a + b)): the add's kernel
  * applies the ReLU (bk_kernels_t.add's relu flag, every backend has it for
@@ -26,6 +26,24 @@
  * the BatchNorm runs (an identity, or a downsample's BatchNorm recorded
  * first: the add's other input is taken). Not with --precision bf16 on fp32
  * buffers, whose rounding of the BatchNorm's output is a pass of its own.
+ *
+ * BatchNorm + ReLU -> dropout (WideResNet's blocks: conv, BatchNorm with
+ * its ReLU, dropout, conv): where the backend has bn_relu_drop, the
+ * BatchNorm's normalising pass applies the dropout's mask and scale and
+ * writes the dropout's output; the dropout's forward is skipped and the
+ * BatchNorm's output is not stored. The backward fuses too: the dropout's
+ * is skipped, and the BatchNorm's reads the dropout's output as its ReLU's
+ * mask and the dropout's output gradient times 1 / (1 - p) (bn_grad_sums'
+ * gscale). That is the two backwards' result: where the mask kept a
+ * value, the dropout's output is the ReLU's times a positive scale (> 0
+ * exactly where the ReLU's output is), and where it dropped one the
+ * output is +0, so the mask gives +0 as the dropout's backward did. The
+ * dropout's read and write of the activation are gone forward and
+ * backward, and its mask's hash is drawn once a step, not twice. Not
+ * with --precision bf16 (the rounding of the BatchNorm's output is a pass
+ * of its own), nor a frozen BatchNorm (its backward is the eval-mode
+ * kernel's, which takes no scale). A training graph set to eval runs the
+ * BatchNorm's own kernel into the dropout's output (the identity there).
  *
  * The inference plan (graph_plan.c) has its own fusions; a bitwise step's
  * chunks run tape_forward_op and tape_bn_normalize like a plain forward, so
@@ -75,10 +93,33 @@ static int bn_of_add(const bk_graph_t *g, const top_t *a, const int *uses)
     return -1;
 }
 
+/* The BatchNorm at i (training mode, its own ReLU, nothing fused yet)
+ * whose output only the dropout at i + 1 reads, where the backend fuses
+ * them. */
+static int bn_drop_pair(const bk_graph_t *g, size_t i, const int *uses)
+{
+    const top_t *b = &g->ops[i], *d = &g->ops[i + 1];
+    const bk_kernels_t *k = g->k;
+    return k->bn_relu_drop && k->bn_grad_sums && k->bn_grad_apply && !g->half &&
+           !backend_bn_on_device(g->base.be) && b->kind == TO_BN && b->bn.relu &&
+           !b->bn.eval && !b->fwd_out && d->kind == TO_DROPOUT && d->in[0] == b->out &&
+           private_value(b->out, uses) && !d->out->f32;
+}
+
 void tape_fuse(bk_graph_t *g, const int *uses)
 {
     if (g->fops || g->nops < 2 || !tape_fuse_enabled())
         return;
+    for (size_t i = 0; i + 1 < g->nops; i++) {
+        if (!bn_drop_pair(g, i, uses))
+            continue;
+        top_t *b = &g->ops[i], *d = &g->ops[i + 1];
+        b->fwd_out = d->out;
+        b->fwd_drop = d;
+        b->out->no_val = 1;
+        d->fwd_skip = 1;
+        d->bwd_skip = 1;
+    }
     for (size_t i = 0; i + 1 < g->nops; i++) {
         top_t *a = &g->ops[i], *r = &g->ops[i + 1];
         if (a->fwd_skip || !add_relu_pair(g, i, uses))
@@ -103,7 +144,8 @@ void tape_fuse_clear(bk_graph_t *g)
 {
     for (size_t i = 0; i < g->nops; i++) {
         g->ops[i].fwd_out = g->ops[i].fwd_res = NULL;
-        g->ops[i].fwd_skip = 0;
+        g->ops[i].fwd_drop = NULL;
+        g->ops[i].fwd_skip = g->ops[i].bwd_skip = 0;
     }
     for (size_t i = 0; i < g->nv; i++)
         g->v[i]->no_val = 0;

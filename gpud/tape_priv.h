@@ -60,7 +60,7 @@ typedef enum {
 
 #define MAX_IN 64   /* concat inputs (DenseNet blocks have up to 32+1) */
 
-typedef struct {
+typedef struct top {
     top_kind_t kind;
     char name[128];
     bk_tensor_t *in[MAX_IN];
@@ -97,6 +97,11 @@ typedef struct {
     bk_tensor_t *fwd_res;           /* BN: the residual its forward sums in before the
                                      * ReLU (bk_kernels_t.bn_add_relu), or NULL */
     int fwd_skip;                   /* its forward ran inside an earlier op's */
+    struct top *fwd_drop;           /* BN: the dropout whose mask its forward applies
+                                     * (bk_kernels_t.bn_relu_drop; fwd_out is the
+                                     * dropout's output), or NULL. The dropout's
+                                     * backward is then the BN's (bwd_skip) */
+    int bwd_skip;                   /* dropout: its backward runs inside its BN's */
 } top_t;
 
 /* tape_capture.c's state machine of an inference graph's forward:

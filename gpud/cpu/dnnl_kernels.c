@@ -83,16 +83,18 @@ static void c_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
 }
 
 static void c_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
-                           const int s[4], int relu, const float *center, double *out)
+                           const int s[4], int relu, float gscale, const float *center,
+                           double *out)
 {
-    hk_bn_grad_sums(x, y, gy, s, relu, center, out, 1, be->threads);
+    hk_bn_grad_sums(x, y, gy, s, relu, gscale, center, out, 1, be->threads);
 }
 
 static void c_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
-                            const void *gy, const int s[4], int relu, const float *center,
-                            const float *scale, const float *a, const float *b)
+                            const void *gy, const int s[4], int relu, float gscale,
+                            const float *center, const float *scale, const float *a,
+                            const float *b)
 {
-    hk_bn_grad_apply(gx, x, y, gy, s, relu, center, scale, a, b, 1, be->threads);
+    hk_bn_grad_apply(gx, x, y, gy, s, relu, gscale, center, scale, a, b, 1, be->threads);
 }
 
 /* The plans of an inference graph (g->infer) are dnnl_infer.c's. */
@@ -164,6 +166,7 @@ const bk_kernels_t CPU_TKERNELS = {
     .bn_fwd = cpu_bn_fwd,
     .bn_bwd = cpu_bn_bwd,
     .bn_add_relu = cpu_bn_add_relu,
+    .bn_relu_drop = cpu_bn_relu_drop,
     .chan_sums = c_chan_sums,
     .chan_axpb = c_chan_axpb,
     .bn_grad_sums = c_bn_grad_sums,

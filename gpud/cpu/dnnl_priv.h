@@ -154,6 +154,9 @@ int cpu_bn_fwd(bk_ctx_t *g, bk_plan_t *p, int training, const void *x, const flo
 int cpu_bn_add_relu(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *gamma,
                     const float *beta, const float *mean, const float *var, const void *res,
                     void *y);
+int cpu_bn_relu_drop(bk_ctx_t *g, bk_plan_t *p, const void *x, const int s[4],
+                     const float *gamma, const float *beta, const float *mean, const float *var,
+                     float drop_p, uint32_t op, const uint64_t *keys, void *y);
 int cpu_bn_bwd(bk_ctx_t *g, bk_plan_t *p, int training, const void *x, const void *y,
                const void *gy, const float *gamma, const float *mean, const float *var,
                void *gx, float *ggamma, float *gbeta);

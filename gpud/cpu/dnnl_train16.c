@@ -125,16 +125,18 @@ static void c16_chan_sums(backend_t *be, const void *x, const int s[4], const fl
 }
 
 static void c16_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
-                             const int s[4], int relu, const float *center, double *out)
+                             const int s[4], int relu, float gscale, const float *center,
+                             double *out)
 {
-    hk16_bn_grad_sums(x, y, gy, s, relu, center, out, be->threads);
+    hk16_bn_grad_sums(x, y, gy, s, relu, gscale, center, out, be->threads);
 }
 
 static void c16_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
-                              const void *gy, const int s[4], int relu, const float *center,
-                              const float *scale, const float *a, const float *b)
+                              const void *gy, const int s[4], int relu, float gscale,
+                              const float *center, const float *scale, const float *a,
+                              const float *b)
 {
-    hk16_bn_grad_apply(gx, x, y, gy, s, relu, center, scale, a, b, be->threads);
+    hk16_bn_grad_apply(gx, x, y, gy, s, relu, gscale, center, scale, a, b, be->threads);
 }
 
 /* NCHW floats into the NHWC bf16 buffer, rounded; and back (exact). */

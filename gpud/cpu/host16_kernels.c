@@ -363,25 +363,27 @@ static void h_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
 }
 
 static void h_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
-                           const int s[4], int relu, const float *center, double *out)
+                           const int s[4], int relu, float gscale, const float *center,
+                           double *out)
 {
     size_t n = numel4(s);
     float *fx = temp_or_stop(be, x, n), *fy = temp_or_stop(be, y, n);
     float *fgy = temp_or_stop(be, gy, n);
-    k32(be)->bn_grad_sums(be, fx, fy, fgy, s, relu, center, out);
+    k32(be)->bn_grad_sums(be, fx, fy, fgy, s, relu, gscale, center, out);
     free(fx);
     free(fy);
     free(fgy);
 }
 
 static void h_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
-                            const void *gy, const int s[4], int relu, const float *center,
-                            const float *scale, const float *a, const float *b)
+                            const void *gy, const int s[4], int relu, float gscale,
+                            const float *center, const float *scale, const float *a,
+                            const float *b)
 {
     size_t n = numel4(s);
     float *fx = temp_or_stop(be, x, n), *fy = temp_or_stop(be, y, n);
     float *fgy = temp_or_stop(be, gy, n), *fgx = temp_or_stop(be, NULL, n);
-    k32(be)->bn_grad_apply(be, fgx, fx, fy, fgy, s, relu, center, scale, a, b);
+    k32(be)->bn_grad_apply(be, fgx, fx, fy, fgy, s, relu, gscale, center, scale, a, b);
     free(fx);
     free(fy);
     free(fgy);

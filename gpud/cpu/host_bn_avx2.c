@@ -74,14 +74,15 @@ AVX2 void hbx_sq(const float *x, const float *center, size_t r0, size_t r1, size
     }
 }
 
-/* 4 channels at off + 4i: dy' masked by y > 0 (a NaN y masks), then the
- * two sums */
+/* 4 channels at off + 4i: dy' masked by y > 0 (a NaN y masks) and times
+ * gscale, then the two sums */
 #define GRAD4(i)                                                                    \
     do {                                                                            \
         __m128 g = _mm_loadu_ps(gy + off + 4 * (i));                                \
         if (relu)                                                                   \
             g = _mm_and_ps(g, _mm_cmp_ps(_mm_loadu_ps(y + off + 4 * (i)), zero,     \
                                          _CMP_GT_OQ));                              \
+        g = _mm_mul_ps(g, gs);                                                      \
         __m256d gd = _mm256_cvtps_pd(g);                                            \
         s##i = _mm256_add_pd(s##i, gd);                                             \
         t##i = _mm256_add_pd(t##i, _mm256_mul_pd(gd, _mm256_sub_pd(W4(x + off + 4 * (i)), \
@@ -89,10 +90,10 @@ AVX2 void hbx_sq(const float *x, const float *center, size_t r0, size_t r1, size
     } while (0)
 
 AVX2 void hbx_grad(const float *x0, const float *y0, const float *gy0, const float *center,
-                   int relu, size_t r0, size_t r1, size_t c, int nblk, double *acc0,
-                   double *acc1)
+                   int relu, float gscale, size_t r0, size_t r1, size_t c, int nblk,
+                   double *acc0, double *acc1)
 {
-    const __m128 zero = _mm_setzero_ps();
+    const __m128 zero = _mm_setzero_ps(), gs = _mm_set1_ps(gscale);
     for (int b = 0; b < nblk; b++) {
         size_t o = 16 * (size_t)b;
         const float *x = x0 + o, *y = relu ? y0 + o : NULL, *gy = gy0 + o, *cb = center + o;
@@ -120,10 +121,10 @@ AVX2 void hbx_grad(const float *x0, const float *y0, const float *gy0, const flo
 }
 
 AVX2 void hbx_apply(float *gx, const float *x, const float *y, const float *gy, size_t r0,
-                    size_t r1, int c, int relu, const double *wide)
+                    size_t r1, int c, int relu, float gscale, const double *wide)
 {
     const double *dc = wide, *ds = wide + c, *da = wide + 2 * c, *db = wide + 3 * c;
-    const __m128 zero = _mm_setzero_ps();
+    const __m128 zero = _mm_setzero_ps(), gs = _mm_set1_ps(gscale);
     for (size_t row = r0; row < r1; row++) {
         size_t off = row * (size_t)c;
         int j = 0;
@@ -131,6 +132,7 @@ AVX2 void hbx_apply(float *gx, const float *x, const float *y, const float *gy, 
             __m128 g = _mm_loadu_ps(gy + off + j);
             if (relu)
                 g = _mm_and_ps(g, _mm_cmp_ps(_mm_loadu_ps(y + off + j), zero, _CMP_GT_OQ));
+            g = _mm_mul_ps(g, gs);
             __m256d r = _mm256_add_pd(
                 _mm256_add_pd(_mm256_mul_pd(_mm256_loadu_pd(ds + j), _mm256_cvtps_pd(g)),
                               _mm256_mul_pd(_mm256_loadu_pd(da + j),
@@ -140,7 +142,7 @@ AVX2 void hbx_apply(float *gx, const float *x, const float *y, const float *gy, 
             _mm_storeu_ps(gx + off + j, _mm256_cvtpd_ps(r));
         }
         for (; j < c; j++) {   /* the same expression, one channel */
-            double g = !relu || y[off + j] > 0.0f ? (double)gy[off + j] : 0.0;
+            double g = (!relu || y[off + j] > 0.0f ? gy[off + j] : 0.0f) * gscale;
             gx[off + j] = (float)(ds[j] * g + da[j] * ((double)x[off + j] - dc[j]) + db[j]);
         }
     }
@@ -165,15 +167,18 @@ void hbx_sq(const float *x, const float *center, size_t r0, size_t r1, size_t c,
 }
 
 void hbx_grad(const float *x, const float *y, const float *gy, const float *center, int relu,
-              size_t r0, size_t r1, size_t c, int nblk, double *acc0, double *acc1)
+              float gscale, size_t r0, size_t r1, size_t c, int nblk, double *acc0,
+              double *acc1)
 {
-    (void)x, (void)y, (void)gy, (void)center, (void)relu, (void)r0, (void)r1, (void)c;
+    (void)x, (void)y, (void)gy, (void)center, (void)relu, (void)gscale, (void)r0, (void)r1;
+    (void)c;
     (void)nblk, (void)acc0, (void)acc1;
 }
 
 void hbx_apply(float *gx, const float *x, const float *y, const float *gy, size_t r0, size_t r1,
-               int c, int relu, const double *wide)
+               int c, int relu, float gscale, const double *wide)
 {
-    (void)gx, (void)x, (void)y, (void)gy, (void)r0, (void)r1, (void)c, (void)relu, (void)wide;
+    (void)gx, (void)x, (void)y, (void)gy, (void)r0, (void)r1, (void)c, (void)relu;
+    (void)gscale, (void)wide;
 }
 #endif

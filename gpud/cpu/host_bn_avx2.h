@@ -21,13 +21,14 @@ void hbx_sum(const float *x, size_t r0, size_t r1, size_t c, int nblk, double *a
 /* acc[ch] += (x - center[ch])^2 */
 void hbx_sq(const float *x, const float *center, size_t r0, size_t r1, size_t c, int nblk,
             double *acc);
-/* dy' = gy, or +0 where y <= 0 when relu: acc0[ch] += dy',
- * acc1[ch] += dy' (x - center[ch]) */
+/* dy' = gy, or +0 where y <= 0 when relu, times gscale (float): acc0[ch]
+ * += dy', acc1[ch] += dy' (x - center[ch]) */
 void hbx_grad(const float *x, const float *y, const float *gy, const float *center, int relu,
-              size_t r0, size_t r1, size_t c, int nblk, double *acc0, double *acc1);
+              float gscale, size_t r0, size_t r1, size_t c, int nblk, double *acc0,
+              double *acc1);
 /* Whole rows [r0, r1): gx = scale dy' + a (x - centre) + b in double, wide
  * = [centre, scale, a, b] widened (4c doubles), as apply_rows. */
 void hbx_apply(float *gx, const float *x, const float *y, const float *gy, size_t r0, size_t r1,
-               int c, int relu, const double *wide);
+               int c, int relu, float gscale, const double *wide);
 
 #endif

@@ -327,6 +327,8 @@ typedef struct {
     const float *x, *y, *gy;   /* y, gy: gradient sums only */
     const float *center;       /* NULL: plain sums of x */
     int relu;                  /* gradient sums: dy counts only where y > 0 */
+    float gscale;              /* gradient sums: dy' is that dy times gscale (a fused
+                                * dropout's 1 / (1 - p); else 1) */
     int grads;                 /* 1: [sum dy', sum dy' (x - center)]; 0: sum x or
                                 * sum (x - center)^2 */
 } red_t;
@@ -406,8 +408,9 @@ __attribute__((always_inline)) static inline void blk_sq(const float *x, const f
     BLK_STORE(s, acc);
 }
 
-/* 4 channels of the gradient sums: dy' = relu && y <= 0 ? +0 : dy, lane by
- * lane; s += dy', t += dy' (x - center) in double, as the NCHW path. */
+/* 4 channels of the gradient sums: dy' = (relu && y <= 0 ? +0 : dy) *
+ * gscale, lane by lane; s += dy', t += dy' (x - center) in double, as the
+ * NCHW path. */
 #define GRAD4(i) do { \
         v4f g, xv; \
         LD4(g, gy + off + 4 * (i)); \
@@ -417,6 +420,7 @@ __attribute__((always_inline)) static inline void blk_sq(const float *x, const f
             LD4(yv, y + off + 4 * (i)); \
             g = (v4f)((v4i)g & (yv > zero)); \
         } \
+        g *= gs; \
         s##i += WIDE4(g); \
         t##i += WIDE4(g) * (WIDE4(xv) - c##i); \
     } while (0)
@@ -424,9 +428,10 @@ __attribute__((always_inline)) static inline void blk_sq(const float *x, const f
 __attribute__((always_inline)) static inline void blk_grad(const float *x, const float *y,
                                                           const float *gy,
                                                           const float *center, int relu,
-                                                          size_t r0, size_t r1, size_t c,
-                                                          double *acc0, double *acc1)
+                                                          float gscale, size_t r0, size_t r1,
+                                                          size_t c, double *acc0, double *acc1)
 {
+    const v4f gs = {gscale, gscale, gscale, gscale};
     BLK_LOAD(s, acc0);
     BLK_LOAD(t, acc1);
     v4f k0, k1, k2, k3;
@@ -455,7 +460,7 @@ __attribute__((always_inline)) static inline void red_tail(const red_t *r, size_
                 double d = (double)x - r->center[j];
                 acc[j] += d * d;
             } else {
-                float g = !r->relu || r->y[at] > 0.0f ? r->gy[at] : 0.0f;
+                float g = (!r->relu || r->y[at] > 0.0f ? r->gy[at] : 0.0f) * r->gscale;
                 acc[j] += g;
                 acc[c + j] += (double)g * ((double)x - r->center[j]);
             }
@@ -473,8 +478,8 @@ HK_VECTOR static void red_rows(const red_t *r, size_t r0, size_t r1, int c, doub
         size_t cc = (size_t)c;
         if (avx2 && nblk) {   /* the same blocks in intrinsics (host_bn_avx2.h) */
             if (r->grads)
-                hbx_grad(r->x, r->y, r->gy, r->center, r->relu, t0, t1, cc, nblk, acc,
-                         acc + c);
+                hbx_grad(r->x, r->y, r->gy, r->center, r->relu, r->gscale, t0, t1, cc, nblk,
+                         acc, acc + c);
             else if (r->center)
                 hbx_sq(r->x, r->center, t0, t1, cc, nblk, acc);
             else
@@ -483,8 +488,8 @@ HK_VECTOR static void red_rows(const red_t *r, size_t r0, size_t r1, int c, doub
         }
         for (; cb + CBLK <= c; cb += CBLK) {
             if (r->grads)
-                blk_grad(r->x + cb, r->relu ? r->y + cb : NULL, r->gy + cb, r->center + cb, r->relu, t0, t1, cc,
-                         acc + cb, acc + c + cb);
+                blk_grad(r->x + cb, r->relu ? r->y + cb : NULL, r->gy + cb, r->center + cb,
+                         r->relu, r->gscale, t0, t1, cc, acc + cb, acc + c + cb);
             else if (r->center)
                 blk_sq(r->x + cb, r->center + cb, t0, t1, cc, acc + cb);
             else
@@ -510,7 +515,7 @@ static void red_plane(const red_t *r, size_t off, size_t n, int ch, double *acc,
     }
     const float *y = r->y + off, *gy = r->gy + off;
     for (size_t j = 0; j < n; j++) {
-        double g = !r->relu || y[j] > 0.0f ? (double)gy[j] : 0.0;
+        double g = (!r->relu || y[j] > 0.0f ? gy[j] : 0.0f) * r->gscale;
         s0 += g;
         s1 += g * ((double)x[j] - cen);
     }
@@ -629,9 +634,10 @@ void hk16_chan_sums(const void *x, const int s[4], const float *center, double *
 }
 
 void hk16_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4], int relu,
-                       const float *center, double *out, int threads)
+                       float gscale, const float *center, double *out, int threads)
 {
-    red_t r = {.x = x, .y = y, .gy = gy, .center = center, .relu = relu, .grads = 1};
+    red_t r = {.x = x, .y = y, .gy = gy, .center = center, .relu = relu, .gscale = gscale,
+               .grads = 1};
     reduce_nhwc(&r, (size_t)s[0] * s[2] * s[3], s[1], out, threads, 1);
 }
 
@@ -643,9 +649,10 @@ void hk_chan_sums(const void *x, const int s[4], const float *center, double *ou
 }
 
 void hk_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4], int relu,
-                     const float *center, double *out, int nhwc, int threads)
+                     float gscale, const float *center, double *out, int nhwc, int threads)
 {
-    red_t r = {.x = x, .y = y, .gy = gy, .center = center, .relu = relu, .grads = 1};
+    red_t r = {.x = x, .y = y, .gy = gy, .center = center, .relu = relu, .gscale = gscale,
+               .grads = 1};
     reduce(&r, s, out, nhwc, threads);
 }
 
@@ -654,13 +661,15 @@ void hk_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4
  * small remainder of the batch-mean subtraction), and float evaluation made
  * W ranks drift from 1 rank by 4e-5 in two epochs instead of 1e-7. */
 HK_VECTOR static void apply_rows(float *gx, const float *x, const float *y, const float *gy,
-                                 size_t r0, size_t r1, int c, int relu, const double *wide)
+                                 size_t r0, size_t r1, int c, int relu, float gscale,
+                                 const double *wide)
 {
     if (hbx_available()) {   /* the same in intrinsics (host_bn_avx2.h) */
-        hbx_apply(gx, x, y, gy, r0, r1, c, relu, wide);
+        hbx_apply(gx, x, y, gy, r0, r1, c, relu, gscale, wide);
         return;
     }
     const v8f zero = {0};
+    const v8f gs = {gscale, gscale, gscale, gscale, gscale, gscale, gscale, gscale};
     const double *dc = wide, *ds = wide + c, *da = wide + 2 * c, *db = wide + 3 * c;
     for (size_t row = r0; row < r1; row++) {
         size_t off = row * (size_t)c;
@@ -684,12 +693,13 @@ HK_VECTOR static void apply_rows(float *gx, const float *x, const float *y, cons
                 LD8(vy, py + j);
                 vg = (v8f)((v8i)vg & (vy > zero));
             }
+            vg *= gs;
             v8d r = ws * WIDE(vg) + wa * (WIDE(vx) - wc) + wb;
             v8f out = __builtin_convertvector(r, v8f);
             memcpy(o + j, &out, sizeof out);
         }
         for (; j < c; j++) {
-            double g = !relu || py[j] > 0.0f ? (double)pg[j] : 0.0;
+            double g = (!relu || py[j] > 0.0f ? pg[j] : 0.0f) * gscale;
             o[j] = (float)(ds[j] * g + da[j] * ((double)px[j] - dc[j]) + db[j]);
         }
     }
@@ -697,11 +707,11 @@ HK_VECTOR static void apply_rows(float *gx, const float *x, const float *y, cons
 
 /* The same for one NCHW plane of n values of channel ch, in double. */
 static void apply_plane(float *gx, const float *x, const float *y, const float *gy, size_t n,
-                        int relu, double sc, double ac, double bc, double cen)
+                        int relu, float gscale, double sc, double ac, double bc, double cen)
 {
 #pragma omp simd
     for (size_t j = 0; j < n; j++) {
-        double g = !relu || y[j] > 0.0f ? (double)gy[j] : 0.0;
+        double g = (!relu || y[j] > 0.0f ? gy[j] : 0.0f) * gscale;
         gx[j] = (float)(sc * g + ac * ((double)x[j] - cen) + bc);
     }
 }
@@ -729,8 +739,8 @@ static double *widen_coeffs(const float *center, const float *scale, const float
 }
 
 void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, const int s[4],
-                      int relu, const float *center, const float *scale, const float *a,
-                      const float *b, int nhwc, int threads)
+                      int relu, float gscale, const float *center, const float *scale,
+                      const float *a, const float *b, int nhwc, int threads)
 {
     float *px = gx;
     const float *vx = x, *vy = y, *vg = gy;
@@ -741,7 +751,7 @@ void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, co
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (size_t k = 0; k < APPLY_PARTS; k++)
             apply_rows(px, vx, vy, vg, rows * k / APPLY_PARTS, rows * (k + 1) / APPLY_PARTS,
-                       (int)c, relu, wide);
+                       (int)c, relu, gscale, wide);
         free(wide);
         return;
     }
@@ -749,14 +759,14 @@ void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, co
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (size_t k = 0; k < planes; k++) {
         size_t ch = k % c, off = k * hw;
-        apply_plane(px + off, vx + off, vy + off, vg + off, hw, relu, scale[ch], a[ch], b[ch],
-                    center[ch]);
+        apply_plane(px + off, vx + off, vy + off, vg + off, hw, relu, gscale, scale[ch], a[ch],
+                    b[ch], center[ch]);
     }
 }
 
 void hk16_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, const int s[4],
-                        int relu, const float *center, const float *scale, const float *a,
-                        const float *b, int threads)
+                        int relu, float gscale, const float *center, const float *scale,
+                        const float *a, const float *b, int threads)
 {
     size_t c = (size_t)s[1], rows = (size_t)s[0] * s[2] * s[3];
     double *wide = widen_coeffs(center, scale, a, b, c);
@@ -770,7 +780,7 @@ void hk16_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, 
             rows16(tg, gy, t0, n, c);
             if (relu)
                 rows16(ty, y, t0, n, c);
-            apply_rows(tg, tx, ty, tg, 0, n, (int)c, relu, wide);
+            apply_rows(tg, tx, ty, tg, 0, n, (int)c, relu, gscale, wide);
             pack_run(BK_HALF_BF16, (uint16_t *)gx + t0 * c, tg, n * c);
         }
         free(t);

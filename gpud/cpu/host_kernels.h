@@ -29,6 +29,13 @@ void hk_ce_bwd(backend_t *be, const void *logits, const int32_t *labels, int n, 
 int hk_bn_add_relu(bk_ctx_t *g, float *y, const float *x, const float *res, size_t npix,
                    int c, const float *gamma, const float *beta, const float *mean,
                    const float *var, float eps);
+/* y = dropout(relu(bn(x))) over npix NHWC rows of c channels (n samples
+ * of npix / n rows), bn(x) as hk_bn_add_relu's, the dropout hk_dropout's
+ * (p, op, keys; p = 0: none) (host_bn_drop.c). 0, or -1 after
+ * bk_ctx_fail. */
+int hk_bn_relu_drop(bk_ctx_t *g, float *y, const float *x, int n, size_t npix, int c,
+                    const float *gamma, const float *beta, const float *mean, const float *var,
+                    float eps, float p, uint32_t op, const uint64_t *keys);
 
 /* uint8 NCHW pixels through a per-channel table (c x 256) into y. */
 void hk_write_u8(void *y, const uint8_t *px, const float *lut, const int s[4], int nhwc,
@@ -46,10 +53,10 @@ void hk_chan_sums(const void *x, const int s[4], const float *center, double *ou
 void hk_chan_axpb(void *y, const void *x, const int s[4], const float *center, const float *a,
                   const float *b, int nhwc, int threads);
 void hk_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4], int relu,
-                     const float *center, double *out, int nhwc, int threads);
+                     float gscale, const float *center, double *out, int nhwc, int threads);
 void hk_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, const int s[4],
-                      int relu, const float *center, const float *scale, const float *a,
-                      const float *b, int nhwc, int threads);
+                      int relu, float gscale, const float *center, const float *scale,
+                      const float *a, const float *b, int nhwc, int threads);
 
 /* 16-bit activations (bk_ops_t.train16, gpud/half_bits.h): n values of
  * format fmt unpacked to floats (exact) or floats packed (rounded as
@@ -71,10 +78,10 @@ void hk16_write_u8(void *y, const uint8_t *px, const float *lut, const int s[4],
 void hk16_chan_sums(const void *x, const int s[4], const float *center, double *out,
                     int threads);
 void hk16_bn_grad_sums(const void *x, const void *y, const void *gy, const int s[4], int relu,
-                       const float *center, double *out, int threads);
+                       float gscale, const float *center, double *out, int threads);
 void hk16_bn_grad_apply(void *gx, const void *x, const void *y, const void *gy, const int s[4],
-                        int relu, const float *center, const float *scale, const float *a,
-                        const float *b, int threads);
+                        int relu, float gscale, const float *center, const float *scale,
+                        const float *a, const float *b, int threads);
 
 /* The training kernel tables of the CPU backends. */
 extern const bk_kernels_t REF_TKERNELS;

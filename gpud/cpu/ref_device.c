@@ -191,16 +191,18 @@ static void d_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
 }
 
 static void d_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
-                           const int s[4], int relu, const float *center, double *out)
+                           const int s[4], int relu, float gscale, const float *center,
+                           double *out)
 {
-    R.bn_grad_sums(be, x, y, gy, s, relu, host(center, "bn_grad_sums centre"), out);
+    R.bn_grad_sums(be, x, y, gy, s, relu, gscale, host(center, "bn_grad_sums centre"), out);
 }
 
 static void d_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
-                            const void *gy, const int s[4], int relu, const float *center,
-                            const float *scale, const float *a, const float *b)
+                            const void *gy, const int s[4], int relu, float gscale,
+                            const float *center, const float *scale, const float *a,
+                            const float *b)
 {
-    R.bn_grad_apply(be, gx, x, y, gy, s, relu, host(center, "bn_grad_apply centre"),
+    R.bn_grad_apply(be, gx, x, y, gy, s, relu, gscale, host(center, "bn_grad_apply centre"),
                     host(scale, "bn_grad_apply scale"), host(a, "bn_grad_apply a"),
                     host(b, "bn_grad_apply b"));
 }
@@ -255,7 +257,7 @@ static int d_bn_train_bwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const void *
         bk_ctx_fail(g, "out of memory");
         return -1;
     }
-    R.bn_grad_sums(g->be, x, y, gy, s, t->relu, mean, sum);
+    R.bn_grad_sums(g->be, x, y, gy, s, t->relu, 1.0f, mean, sum);
     for (size_t i = 0; i < c; i++) {
         sum[c + i] /= bnm_std(var[i], t->eps);
         if (gw && gb) {
@@ -266,7 +268,7 @@ static int d_bn_train_bwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const void *
                    &co[2 * c + i]);
     }
     if (gx)
-        R.bn_grad_apply(g->be, gx, x, y, gy, s, t->relu, mean, co, co + c, co + 2 * c);
+        R.bn_grad_apply(g->be, gx, x, y, gy, s, t->relu, 1.0f, mean, co, co + c, co + 2 * c);
     free(sum);
     free(co);
     return 0;
@@ -300,6 +302,7 @@ static bk_kernels_t dev_kernels(void)
     k.bn_fwd = d_bn_fwd;
     k.bn_bwd = d_bn_bwd;
     k.bn_add_relu = d_bn_add_relu;
+    k.bn_relu_drop = NULL;   /* its training BatchNorm is bn_train_*: nothing to fuse into */
     k.chan_sums = d_chan_sums;
     k.chan_axpb = d_chan_axpb;
     k.bn_grad_sums = d_bn_grad_sums;

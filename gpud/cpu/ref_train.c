@@ -185,6 +185,24 @@ static int r_bn_add_relu(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float 
     return 0;
 }
 
+/* The reference: the normalising pass with the plan's ReLU, then the
+ * dropout in place, as the tape runs them apart. */
+static int r_bn_relu_drop(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int s[4],
+                          const float *gamma, const float *beta, const float *mean,
+                          const float *var, float drop_p, uint32_t op, const uint64_t *keys,
+                          void *y)
+{
+    const rplan_t *p = (const rplan_t *)bp;
+    if (!p->relu) {
+        bk_ctx_fail(g, "BatchNorm + dropout fused without the BatchNorm's ReLU");
+        return -1;
+    }
+    if (r_bn_fwd(g, bp, 0, x, gamma, beta, (float *)mean, (float *)var, y) < 0)
+        return -1;
+    r_dropout(g->be, y, y, s, drop_p, op, keys);
+    return 0;
+}
+
 static int r_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
                     const void *gy, const float *gamma, const float *mean, const float *var,
                     void *gx, float *ggamma, float *gbeta)
@@ -300,16 +318,18 @@ static void r_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
 }
 
 static void r_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
-                           const int s[4], int relu, const float *center, double *out)
+                           const int s[4], int relu, float gscale, const float *center,
+                           double *out)
 {
-    hk_bn_grad_sums(x, y, gy, s, relu, center, out, 0, be->threads);
+    hk_bn_grad_sums(x, y, gy, s, relu, gscale, center, out, 0, be->threads);
 }
 
 static void r_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
-                            const void *gy, const int s[4], int relu, const float *center,
-                            const float *scale, const float *a, const float *b)
+                            const void *gy, const int s[4], int relu, float gscale,
+                            const float *center, const float *scale, const float *a,
+                            const float *b)
 {
-    hk_bn_grad_apply(gx, x, y, gy, s, relu, center, scale, a, b, 0, be->threads);
+    hk_bn_grad_apply(gx, x, y, gy, s, relu, gscale, center, scale, a, b, 0, be->threads);
 }
 
 const bk_kernels_t REF_TKERNELS = {
@@ -334,6 +354,7 @@ const bk_kernels_t REF_TKERNELS = {
     .bn_fwd = r_bn_fwd,
     .bn_bwd = r_bn_bwd,
     .bn_add_relu = r_bn_add_relu,
+    .bn_relu_drop = r_bn_relu_drop,
     .chan_sums = r_chan_sums,
     .chan_axpb = r_chan_axpb,
     .bn_grad_sums = r_bn_grad_sums,

@@ -141,6 +141,17 @@ int cudnn_check(bk_ctx_t *g, cudnnStatus_t s, const char *what);
 int cublas_check(bk_ctx_t *g, cublasStatus_t s, const char *what);
 /* A kernel launch without a graph: remember the first failure in be. */
 void cu_note(backend_t *be, cudaError_t e, const char *what);
+/* bn_grad_sums / bn_grad_apply's gscale: the cuda backend gives no
+ * bn_relu_drop, so the tape fuses no dropout into a BatchNorm there and
+ * passes 1; anything else is noted as a caller's error (backend_impl.h). */
+static inline int cu_gscale_one(backend_t *be, float gscale)
+{
+    if (gscale == 1.0f)
+        return 1;
+    cu_note(be, cudaErrorNotSupported,
+            "batch-norm gradient with a fused dropout's scale (no bn_relu_drop on cuda)");
+    return 0;
+}
 /* Fails g with the backend's remembered error, if any. */
 int cu_sticky(bk_ctx_t *g);
 

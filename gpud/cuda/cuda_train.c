@@ -504,8 +504,11 @@ static void ct_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
 
 /* SyncBatchNorm backward sums in double (optional table entries) */
 static void ct_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
-                            const int s[4], int relu, const float *center, double *out)
+                            const int s[4], int relu, float gscale, const float *center,
+                            double *out)
 {
+    if (!cu_gscale_one(be, gscale))
+        return;
     size_t c = (size_t)s[1];
     const float *dcen;
     double *dsum = cu_sums_scratch(be, BN(be), 2 * c, ck_sum_parts((size_t)s[0] * s[2] * s[3]),
@@ -519,9 +522,12 @@ static void ct_bn_grad_sums(backend_t *be, const void *x, const void *y, const v
 }
 
 static void ct_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
-                             const void *gy, const int s[4], int relu, const float *center,
-                             const float *scale, const float *a, const float *b)
+                             const void *gy, const int s[4], int relu, float gscale,
+                             const float *center, const float *scale, const float *a,
+                             const float *b)
 {
+    if (!cu_gscale_one(be, gscale))
+        return;
     size_t c = (size_t)s[1];
     const float *v[4] = {center, scale, a, b};
     float *d = cu_vectors_up(be, BN(be), c, 4, v);

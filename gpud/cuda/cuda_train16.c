@@ -718,8 +718,11 @@ static void h_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
 }
 
 static void h_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
-                           const int s[4], int relu, const float *center, double *out)
+                           const int s[4], int relu, float gscale, const float *center,
+                           double *out)
 {
+    if (!cu_gscale_one(be, gscale))
+        return;
     size_t c = (size_t)s[1];
     const float *dcen;
     double *dsum = cu_sums_scratch(be, BN(be), 2 * c, ckb_sum_parts((size_t)npix4(s)), c, center,
@@ -733,9 +736,12 @@ static void h_bn_grad_sums(backend_t *be, const void *x, const void *y, const vo
 }
 
 static void h_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
-                            const void *gy, const int s[4], int relu, const float *center,
-                            const float *scale, const float *a, const float *b)
+                            const void *gy, const int s[4], int relu, float gscale,
+                            const float *center, const float *scale, const float *a,
+                            const float *b)
 {
+    if (!cu_gscale_one(be, gscale))
+        return;
     size_t c = (size_t)s[1];
     const float *v[4] = {center, scale, a, b};
     float *d = cu_vectors_up(be, BN(be), c, 4, v);

@@ -3,7 +3,9 @@
  * for bit: every channel adds its rows in order within each of the fixed
  * row chunks, and the chunks' partial sums in chunk order (the order that
  * makes SyncBatchNorm's W ranks equal one rank's); the gradient is one
- * double expression rounded once. Run twice by ctest: on the CPU's AVX2
+ * double expression rounded once. dy' is the ReLU's masked dy times gscale
+ * in float (1, or a fused dropout's 1 / (1 - p): tape_fuse.c), which with
+ * 1 must be dy itself. Run twice by ctest: on the CPU's AVX2
  * intrinsics (host_bn_avx2.c) and with DDPIPE_HOST_SIMD=generic on the
  * generic vector code, so both give the definition's bits. Channel counts
  * cover whole 16-channel blocks, 8-channel vectors and scalar tails. */
@@ -31,7 +33,7 @@ static float rnd(void)
 
 /* kind 0: sum x; 1: sum (x - center)^2; 2: [sum dy', sum dy' (x - center)] */
 static void reference(int kind, const float *x, const float *y, const float *gy, size_t rows,
-                      int c, const float *center, int relu, double *out)
+                      int c, const float *center, int relu, float gscale, double *out)
 {
     size_t chunks = rows < CHUNKS ? rows : CHUNKS, width = (size_t)c * (kind == 2 ? 2 : 1);
     memset(out, 0, width * sizeof *out);
@@ -47,7 +49,7 @@ static void reference(int kind, const float *x, const float *y, const float *gy,
                     double d = (double)x[at] - center[j];
                     part[j] += d * d;
                 } else {
-                    float g = !relu || y[at] > 0.0f ? gy[at] : 0.0f;
+                    float g = (!relu || y[at] > 0.0f ? gy[at] : 0.0f) * gscale;
                     part[j] += g;
                     part[c + j] += (double)g * ((double)x[at] - center[j]);
                 }
@@ -91,27 +93,30 @@ static void check_case(int n, int c, int h, int threads)
         b[j] = rnd() * 1e-2f;
     }
     hk_chan_sums(x, s, NULL, got, 1, threads);
-    reference(0, x, y, gy, rows, c, center, 0, want);
+    reference(0, x, y, gy, rows, c, center, 0, 1.0f, want);
     CHECK(!differ(got, want, (size_t)c, sizeof *got), "sum x: n %d c %d h %d, %d threads", n,
           c, h, threads);
     hk_chan_sums(x, s, center, got, 1, threads);
-    reference(1, x, y, gy, rows, c, center, 0, want);
+    reference(1, x, y, gy, rows, c, center, 0, 1.0f, want);
     CHECK(!differ(got, want, (size_t)c, sizeof *got), "sum (x - c)^2: n %d c %d h %d", n, c, h);
-    for (int relu = 0; relu < 2; relu++) {
-        hk_bn_grad_sums(x, y, gy, s, relu, center, got, 1, threads);
-        reference(2, x, y, gy, rows, c, center, relu, want);
+    const float gscales[2] = {1.0f, 1.0f / (1.0f - 0.3f)};
+    for (int k = 0; k < 4; k++) {
+        int relu = k & 1;
+        float gs = gscales[k >> 1];
+        hk_bn_grad_sums(x, y, gy, s, relu, gs, center, got, 1, threads);
+        reference(2, x, y, gy, rows, c, center, relu, gs, want);
         CHECK(!differ(got, want, 2 * (size_t)c, sizeof *got), "gradient sums: n %d c %d h %d "
-              "relu %d", n, c, h, relu);
-        hk_bn_grad_apply(gx, x, y, gy, s, relu, center, scale, a, b, 1, threads);
+              "relu %d gscale %g", n, c, h, relu, (double)gs);
+        hk_bn_grad_apply(gx, x, y, gy, s, relu, gs, center, scale, a, b, 1, threads);
         for (size_t i = 0; i < cnt; i++) {
             size_t j = i % (size_t)c;
-            double g = !relu || y[i] > 0.0f ? (double)gy[i] : 0.0;
+            double g = (!relu || y[i] > 0.0f ? gy[i] : 0.0f) * gs;
             want_gx[i] = (float)((double)scale[j] * g + (double)a[j] * ((double)x[i] - center[j]) +
                                  (double)b[j]);
         }
         size_t bad = differ(gx, want_gx, cnt, sizeof *gx);
-        CHECK(bad == 0, "input gradient: %zu of %zu differ (n %d c %d h %d relu %d)", bad, cnt,
-              n, c, h, relu);
+        CHECK(bad == 0, "input gradient: %zu of %zu differ (n %d c %d h %d relu %d gscale %g)",
+              bad, cnt, n, c, h, relu, (double)gs);
     }
     free(x);
     free(y);

@@ -2,7 +2,9 @@
  * give the unfused graph's bits, and do fuse.
  *
  * A graph of residual blocks as torchvision ends them, relu(bn(conv) + r):
- * an identity block, a downsample block (the 1x1 conv's BatchNorm is
+ * an identity block (whose first BatchNorm + ReLU is followed by a dropout,
+ * as WideResNet's blocks: the BatchNorm + dropout fusion where the backend
+ * has bn_relu_drop, fp32 on cpu and ref), a downsample block (the 1x1 conv's BatchNorm is
  * recorded after the branch: it is the one fused, the branch's output the
  * residual), and an add -> relu whose add has no BatchNorm input (the
  * add + ReLU fusion only) and whose shortcut another conv reads between
@@ -20,9 +22,10 @@
  *     ones where the backend has bn_add_relu (fp32 everywhere, the 16-bit
  *     buffers on cuda).
  * Then the model API (not on the emulator, where it takes minutes): resnet18
- * at 32x32 trained 2 steps, plain and bitwise (--chunk: its chunk graphs
- * normalise through the same fused pass), with and without the fusions:
- * the same parameter, buffer and gradient bytes.
+ * at 32x32 and a narrow wideresnet (dropout on) trained 2 steps, plain and
+ * bitwise (--chunk: its chunk graphs normalise through the same fused
+ * pass), with and without the fusions: the same parameter, buffer and
+ * gradient bytes.
  *
  * argv[1]: the backend (default ref); cuda runs on the kernel emulator
  * (tests/gpud/cuda: gpud_test_train_fuse_emu, DDPIPE_TEST_EMULATED=1) or
@@ -122,8 +125,9 @@ static int one_rank_sum(void *ctx, double *data, size_t n, char *err, size_t err
 }
 
 /* The bytes a fusion no longer stores: [0] with BatchNorm fusions, [1] with
- * the add + ReLU ones only (per element; times the element size). */
-static size_t saved_elems[2];
+ * the add + ReLU ones only, [2] what the BatchNorm + dropout fusion adds
+ * (per element; times the element size). */
+static size_t saved_elems[3];
 
 static void net_build(net_t *t, const char *precision, int sync, int half_act, int fuse)
 {
@@ -141,7 +145,7 @@ static void net_build(net_t *t, const char *precision, int sync, int half_act, i
     t->x = bk_input(g, N, CI, H, H, 1);
     bk_tensor_t *t0 = bn(t, conv(t, t->x, 16, 3, 1, 0, &rs), 1, &rs);
     /* identity block: bn2 fused, t0 the residual */
-    bk_tensor_t *a = bn(t, conv(t, t0, 16, 3, 1, 0, &rs), 1, &rs);
+    bk_tensor_t *a = bk_dropout(g, bn(t, conv(t, t0, 16, 3, 1, 0, &rs), 1, &rs), 0.25f);
     bk_tensor_t *t1 = bk_relu(g, bk_add(g, bn(t, conv(t, a, 16, 3, 1, 0, &rs), 0, &rs), t0));
     /* downsample block: its BatchNorm (recorded last) fused, the branch the residual */
     bk_tensor_t *a2 = bn(t, conv(t, t1, 32, 3, 2, 0, &rs), 1, &rs);
@@ -168,6 +172,7 @@ static void net_build(net_t *t, const char *precision, int sync, int half_act, i
      * add's other input, so it reads the add's gradient while adding to t2's */
     saved_elems[0] = 2 * blk + 2 * blk2 + blk2 + blk;
     saved_elems[1] = blk + blk2 + blk2 + blk;   /* the three sums, t0's gradient */
+    saved_elems[2] = blk;   /* the dropped BatchNorm's output */
     if (!half_act)
         setenv("DDPIPE_HALF_ACTIVATIONS", "0", 1);
     if (!fuse)
@@ -215,10 +220,12 @@ static void net_step(net_t *t, int step, int pass, outs_t *o)
 }
 
 /* bn_fused: whether this backend, precision and storage fuse the
- * BatchNorms too; esize: the activations' element size. */
+ * BatchNorms too; esize: the activations' element size. The BatchNorm +
+ * dropout fusion: fp32 where the backend has bn_relu_drop. */
 static void run_case(const char *precision, int half_act, int sync, int pass, int bn_fused,
                      size_t esize)
 {
+    int drop_fused = strcmp(precision, "fp32") == 0 && strcmp(test_backend, "cuda") != 0;
     net_t a, b;
     net_build(&a, precision, sync, half_act, 0);
     net_build(&b, precision, sync, half_act, 1);
@@ -226,10 +233,11 @@ static void run_case(const char *precision, int half_act, int sync, int pass, in
     snprintf(tag, sizeof tag, "%s %s%s sync %d pass %d", test_backend, precision,
              half_act ? "" : " (fp32 buffers)", sync, pass);
     size_t ba = bk_graph_bytes(a.g), bb = bk_graph_bytes(b.g);
-    size_t want = saved_elems[bn_fused ? 0 : 1] * esize;
+    size_t want = (saved_elems[bn_fused ? 0 : 1] + (drop_fused ? saved_elems[2] : 0)) * esize;
     CHECK(ba > bb && ba - bb == want, "%s: the fused graph holds %zu bytes, the unfused %zu: "
-          "%zu fewer, not the %zu of the %s fusions", tag, bb, ba, ba - bb, want,
-          bn_fused ? "BatchNorm + add + ReLU" : "add + ReLU");
+          "%zu fewer, not the %zu of the %s%s fusions", tag, bb, ba, ba - bb, want,
+          bn_fused ? "BatchNorm + add + ReLU" : "add + ReLU",
+          drop_fused ? ", BatchNorm + dropout" : "");
     printf("%s: activation bytes %zu fused, %zu unfused\n", tag, bb, ba);
     for (int st = 0; st < STEPS; st++) {
         outs_t oa, ob;
@@ -249,13 +257,15 @@ static void run_case(const char *precision, int half_act, int sync, int pass, in
     net_free(&b);
 }
 
-/* resnet18 through the model API, 2 steps (chunk > 0: bitwise, in chunks
- * of that many samples, the gradients summed exactly), each followed by
- * SGD where sgd (host arenas): both arenas (every parameter and BatchNorm
- * buffer, every gradient) after. */
+/* resnet18 (3x32x32) or wideresnet (1x28x28, narrow, its dropouts on)
+ * through the model API, 2 steps (chunk > 0: bitwise, in chunks of that
+ * many samples, the gradients summed exactly), each followed by SGD where
+ * sgd (host arenas): both arenas (every parameter and BatchNorm buffer,
+ * every gradient) after. */
 enum { MB = 4, MS = 32 };
-static size_t run_model(int chunk, int fuse, int sgd, float **out)
+static size_t run_model(const char *arch, int chunk, int fuse, int sgd, float **out)
 {
+    int wrn = strcmp(arch, "wideresnet") == 0, ic = wrn ? 1 : 3, side = wrn ? 28 : MS;
     uint8_t px[MB * 3 * MS * MS];
     int32_t labels[MB] = {3, 1, 4, 1};
     int64_t ids[MB] = {5, 9, 2, 6};
@@ -263,12 +273,12 @@ static size_t run_model(int chunk, int fuse, int sgd, float **out)
     for (size_t i = 0; i < sizeof px; i++)
         px[i] = (uint8_t)((r = r * 1664525u + 1013904223u) >> 24);
     char err[512];
-    model_opts_t o = {.arch = "resnet18", .threads = 1, .train = 1, .init = 1, .init_seed = 3,
-                      .num_classes = 10};
+    model_opts_t o = {.arch = arch, .threads = 1, .train = 1, .init = 1, .init_seed = 3,
+                      .num_classes = 10, .channels = {4, 8, 8, 16}, .n_channels = wrn ? 4 : 0};
     if (!fuse)   /* read when the training graphs compile: at the first step */
         setenv("DDPIPE_TRAIN_FUSE", "0", 1);
     model_t *m = model_new(&o, test_backend, NULL, err, sizeof err);
-    REQUIRE(m, "resnet18: %s", err);
+    REQUIRE(m, "%s: %s", arch, err);
     exact_grads_t eg;
     exact_grads_open(&eg, m);
     REQUIRE(!chunk || (model_set_exact(m, NULL, NULL, 0) == 0 &&
@@ -277,8 +287,8 @@ static size_t run_model(int chunk, int fuse, int sgd, float **out)
         model_step_t s = {.global_batch = MB, .seed = 1, .step = (uint64_t)st, .ids = ids,
                           .chunk = chunk};
         xsum_clear(eg.x);
-        REQUIRE(model_train_step_u8(m, px, MB, 3, MS, MS, NULL, NULL, labels, &s, NULL, NULL,
-                                    err, sizeof err) == 0, "step %d: %s", st, err);
+        REQUIRE(model_train_step_u8(m, px, MB, ic, side, side, NULL, NULL, labels, &s, NULL,
+                                    NULL, err, sizeof err) == 0, "%s step %d: %s", arch, st, err);
         if (chunk) {
             exact_grads_write(&eg);
             REQUIRE(model_running_sums(m) && model_running_apply(m, err, sizeof err) == 0,
@@ -304,14 +314,18 @@ static size_t run_model(int chunk, int fuse, int sgd, float **out)
 
 static void model_cases(int max_chunk, int sgd)
 {
-    for (int chunk = 0; chunk <= max_chunk; chunk += 2) {
-        float *a, *b;
-        size_t na = run_model(chunk, 0, sgd, &a), nb = run_model(chunk, 1, sgd, &b);
-        CHECK(na == nb && memcmp(a, b, na * sizeof *a) == 0, "%s resnet18 chunk %d: the "
-              "parameters after 2 steps differ with the fusions", test_backend, chunk);
-        free(a);
-        free(b);
-    }
+    static const char *const arch[] = {"resnet18", "wideresnet"};
+    for (int k = 0; k < 2; k++)
+        for (int chunk = 0; chunk <= max_chunk; chunk += 2) {
+            float *a, *b;
+            size_t na = run_model(arch[k], chunk, 0, sgd, &a);
+            size_t nb = run_model(arch[k], chunk, 1, sgd, &b);
+            CHECK(na == nb && memcmp(a, b, na * sizeof *a) == 0, "%s %s chunk %d: the "
+                  "parameters after 2 steps differ with the fusions", test_backend, arch[k],
+                  chunk);
+            free(a);
+            free(b);
+        }
 }
 
 int main(int argc, char **argv)

@@ -307,7 +307,7 @@ static void check_batchnorm(int NB, int HW)
     CHECK(dy <= 1e-6 * my, "normalised (+ ReLU): max diff %.3g of %.3g", dy, my);
 
     CHECK(ck_bn_grad_sums(0, x, y, gy, NB, C, HW, mean, sa, part) == cudaSuccess, "launch");
-    hk_bn_grad_sums(x, y, gy, s, 1, mean, sb, 0, 1);
+    hk_bn_grad_sums(x, y, gy, s, 1, 1.0f, mean, sb, 0, 1);
     near("gradient sums", sa, sb, 2 * C, 1e-12);
     memcpy(sa, sb, sizeof sb);
     float coef[3 * C], gg[C], gbt[C], co[3 * C], gg2[C], gbt2[C];
@@ -326,7 +326,7 @@ static void check_batchnorm(int NB, int HW)
     near("scaled gradient sums", sa, sb, 2 * C, 0);
     CHECK(ck_bn_grad_apply(0, gx, x, y, gy, NB, C, HW, mean, coef, coef + C, coef + 2 * C) ==
               cudaSuccess, "launch");
-    hk_bn_grad_apply(gxr, x, y, gy, s, 1, mean, co, co + C, co + 2 * C, 0, 1);
+    hk_bn_grad_apply(gxr, x, y, gy, s, 1, 1.0f, mean, co, co + C, co + 2 * C, 0, 1);
     same("input gradient", gx, gxr, n * 4);
     free(x);
     free(gy);
