@@ -25,6 +25,14 @@ static void pick_kernels(bk_graph_t *g)
         g->ops[i].out->f32 = g->store16 && g->ops[i].kind == TO_CE;
 }
 
+/* A BatchNorm's output with the dropout after it fused (tape_fuse.c):
+ * its gradient is never written nor read (the dropout's backward is
+ * skipped, the BatchNorm's reads the dropout's gradient). */
+static int grad_unused(const bk_graph_t *g, const bk_tensor_t *t)
+{
+    return t->no_val && t->producer >= 0 && g->ops[t->producer].fwd_drop;
+}
+
 /* The var's buffers, and its gradient's when it needs one (unless it
  * shares an add's, share_add_grads); a var that is not kept got its value
  * from the pool already. */
@@ -32,7 +40,7 @@ static int var_alloc(bk_graph_t *g, bk_tensor_t *t)
 {
     size_t cnt = numel(t), bytes = cnt * tape_esize(g, t);
     const bk_kernels_t *k = tape_kv(g, t);
-    int own_grad = t->needs_grad && !t->grad_shared;
+    int own_grad = t->needs_grad && !t->grad_shared && !grad_unused(g, t);
     if (!t->val && !t->no_val)
         t->val = k->alloc(&g->base, cnt);
     int have_val = t->val || t->no_val;

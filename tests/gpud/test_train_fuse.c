@@ -172,7 +172,7 @@ static void net_build(net_t *t, const char *precision, int sync, int half_act, i
      * add's other input, so it reads the add's gradient while adding to t2's */
     saved_elems[0] = 2 * blk + 2 * blk2 + blk2 + blk;
     saved_elems[1] = blk + blk2 + blk2 + blk;   /* the three sums, t0's gradient */
-    saved_elems[2] = blk;   /* the dropped BatchNorm's output */
+    saved_elems[2] = 2 * blk;   /* the fused BatchNorm's output and its unused gradient */
     if (!half_act)
         setenv("DDPIPE_HALF_ACTIVATIONS", "0", 1);
     if (!fuse)
