@@ -116,7 +116,8 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
         }
         return 0;
     case TO_DROPOUT:
-        if (o->bwd_skip) {   /* its BatchNorm's backward reads y's gradient (tape_fuse.c) */
+        if (x->producer >= 0 && g->ops[x->producer].fwd_drop == o) {
+            /* fused into its BatchNorm, whose backward reads y's gradient (tape_fuse.c) */
             x->grad_set = 1;
             return 0;
         }

@@ -118,7 +118,6 @@ void tape_fuse(bk_graph_t *g, const int *uses)
         b->fwd_drop = d;
         b->out->no_val = 1;
         d->fwd_skip = 1;
-        d->bwd_skip = 1;
     }
     for (size_t i = 0; i + 1 < g->nops; i++) {
         top_t *a = &g->ops[i], *r = &g->ops[i + 1];
@@ -145,7 +144,7 @@ void tape_fuse_clear(bk_graph_t *g)
     for (size_t i = 0; i < g->nops; i++) {
         g->ops[i].fwd_out = g->ops[i].fwd_res = NULL;
         g->ops[i].fwd_drop = NULL;
-        g->ops[i].fwd_skip = g->ops[i].bwd_skip = 0;
+        g->ops[i].fwd_skip = 0;
     }
     for (size_t i = 0; i < g->nv; i++)
         g->v[i]->no_val = 0;

@@ -100,8 +100,7 @@ typedef struct top {
     struct top *fwd_drop;           /* BN: the dropout whose mask its forward applies
                                      * (bk_kernels_t.bn_relu_drop; fwd_out is the
                                      * dropout's output), or NULL. The dropout's
-                                     * backward is then the BN's (bwd_skip) */
-    int bwd_skip;                   /* dropout: its backward runs inside its BN's */
+                                     * backward is then the BN's (tape_backward.c) */
 } top_t;
 
 /* tape_capture.c's state machine of an inference graph's forward:

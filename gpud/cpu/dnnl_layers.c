@@ -152,9 +152,8 @@ int cpu_bn_relu_drop(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int s[4],
                      const float *gamma, const float *beta, const float *mean, const float *var,
                      float drop_p, uint32_t op, const uint64_t *keys, void *y)
 {
-    bnplan_t *p = (bnplan_t *)bp;
-    return hk_bn_relu_drop(g, y, x, s[0], p->count / (size_t)p->c, p->c, gamma, beta, mean,
-                           var, p->eps, drop_p, op, keys);
+    const bnplan_t *p = (const bnplan_t *)bp;
+    return hk_bn_relu_drop(g, y, x, s, gamma, beta, mean, var, p->eps, drop_p, op, keys);
 }
 
 /* A fused ReLU's mask is in the workspace of this step's forward. */

@@ -30,17 +30,23 @@ SIMD_CLONES_FMA static void rows(float *y, const float *x, const float *res, siz
     }
 }
 
+float *hk_bn_scale_new(const float *gamma, const float *var, float eps, int c)
+{
+    float *scale = malloc((size_t)c * sizeof *scale);
+    for (int j = 0; scale && j < c; j++)
+        scale[j] = gamma[j] / sqrtf(var[j] + eps);
+    return scale;
+}
+
 int hk_bn_add_relu(bk_ctx_t *g, float *y, const float *x, const float *res, size_t npix,
                    int c, const float *gamma, const float *beta, const float *mean,
                    const float *var, float eps)
 {
-    float *scale = malloc((size_t)c * sizeof *scale);
+    float *scale = hk_bn_scale_new(gamma, var, eps, c);
     if (!scale) {
         bk_ctx_fail(g, "out of memory");
         return -1;
     }
-    for (int j = 0; j < c; j++)
-        scale[j] = gamma[j] / sqrtf(var[j] + eps);
     int nt = g->be->threads > 0 ? g->be->threads : 1;
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int t = 0; t < nt; t++)

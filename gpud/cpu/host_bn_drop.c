@@ -13,7 +13,6 @@
  * ops stored. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "gpud/cpu/host_kernels.h"
 #include "gpud/cpu/ref_ops.h"
@@ -37,11 +36,7 @@ SIMD_CLONES_FMA static void row_drop(float *y, const float *x, const drop_row_t 
 #pragma omp simd
     for (size_t j = 0; j < c; j++) {
         float v = fmaf(x[j] - mean[j], scale[j], beta[j]);
-        v = (v > 0.0f ? v : 0.0f) * ks;
-        uint32_t u, keep = -(uint32_t)(ref_dropout_bits(key, ix[j]) >= thr);
-        memcpy(&u, &v, sizeof u);
-        u &= keep;
-        memcpy(&y[j], &u, sizeof u);
+        y[j] = hk_drop_keep((v > 0.0f ? v : 0.0f) * ks, ref_dropout_bits(key, ix[j]), thr);
     }
 }
 
@@ -68,14 +63,15 @@ static void rows(float *y, const float *x, const drop_row_t *d, const uint64_t *
     }
 }
 
-int hk_bn_relu_drop(bk_ctx_t *g, float *y, const float *x, int n, size_t npix, int c,
-                    const float *gamma, const float *beta, const float *mean, const float *var,
-                    float eps, float p, uint32_t op, const uint64_t *keys)
+int hk_bn_relu_drop(bk_ctx_t *g, float *y, const float *x, const int s[4], const float *gamma,
+                    const float *beta, const float *mean, const float *var, float eps, float p,
+                    uint32_t op, const uint64_t *keys)
 {
-    size_t rows_per = n > 0 ? npix / (size_t)n : npix, cc = (size_t)c;
+    int n = s[0], c = s[1];
+    size_t rows_per = (size_t)s[2] * s[3], npix = (size_t)n * rows_per, cc = (size_t)c;
     int masked = p != 0.0f;
-    float *scale = malloc(cc * sizeof *scale);
-    uint64_t *ix = masked ? malloc(rows_per * cc * sizeof *ix) : NULL;
+    float *scale = hk_bn_scale_new(gamma, var, eps, c);
+    uint64_t *ix = masked ? hk_dropout_ix_new(s, 1) : NULL;
     uint64_t *kk = masked ? malloc((size_t)(n > 0 ? n : 1) * sizeof *kk) : NULL;
     if (!scale || (masked && (!ix || !kk))) {
         free(scale);
@@ -85,16 +81,10 @@ int hk_bn_relu_drop(bk_ctx_t *g, float *y, const float *x, int n, size_t npix, i
                     "channels)", rows_per, c);
         return -1;
     }
-    for (int j = 0; j < c; j++)
-        scale[j] = gamma[j] / sqrtf(var[j] + eps);
     drop_row_t d = {.mean = mean, .scale = scale, .beta = beta, .ix = ix};
     if (masked) {
         d.thr = ref_dropout_threshold(p);
         d.keep_scale = 1.0f / (1.0f - p);
-        /* memory row r, channel j is logical element j * rows_per + r */
-        for (size_t r = 0; r < rows_per; r++)
-            for (size_t j = 0; j < cc; j++)
-                ix[r * cc + j] = ref_dropout_index(j * rows_per + r);
         for (int b = 0; b < n; b++)
             kk[b] = dropout_op_key(keys[b], op);
     }

@@ -272,13 +272,18 @@ void hk16_flatten(void *y, const void *x, const int xs[4], int backward)
 SIMD_CLONES static void dropout_sample(float *y, const float *x, const uint64_t *ix,
                                        uint64_t key, uint64_t thr, float scale, size_t per)
 {
-    for (size_t i = 0; i < per; i++) {
-        float v = x[i] * scale;
-        uint32_t u, keep = -(uint32_t)(ref_dropout_bits(key, ix[i]) >= thr);
-        memcpy(&u, &v, sizeof u);
-        u &= keep;
-        memcpy(&y[i], &u, sizeof u);
-    }
+    for (size_t i = 0; i < per; i++)
+        y[i] = hk_drop_keep(x[i] * scale, ref_dropout_bits(key, ix[i]), thr);
+}
+
+uint64_t *hk_dropout_ix_new(const int s[4], int nhwc)
+{
+    size_t per = (size_t)s[1] * s[2] * s[3], hw = (size_t)s[2] * s[3];
+    uint64_t *ix = malloc(per * sizeof *ix);
+    /* i walks memory; the mask is drawn by the logical NCHW index */
+    for (size_t i = 0; ix && i < per; i++)
+        ix[i] = ref_dropout_index(nhwc ? (i % s[1]) * hw + i / s[1] : i);
+    return ix;
 }
 
 /* Slow path when the index table cannot be allocated: the reference. */
@@ -297,7 +302,7 @@ void hk_dropout(void *y, const void *x, const int s[4], float p, uint32_t op,
 {
     const float *px = x;
     float *py = y;
-    size_t per = (size_t)s[1] * s[2] * s[3], hw = (size_t)s[2] * s[3];
+    size_t per = (size_t)s[1] * s[2] * s[3];
     if (p == 0.0f) {
         if (py != px)
             memcpy(py, px, (size_t)s[0] * per * sizeof(float));
@@ -305,11 +310,8 @@ void hk_dropout(void *y, const void *x, const int s[4], float p, uint32_t op,
     }
     float scale = 1.0f / (1.0f - p);
     uint64_t thr = ref_dropout_threshold(p);
-    /* the index half of the hash, once per call instead of once per sample;
-     * i walks memory, the mask is drawn by the logical NCHW index */
-    uint64_t *ix = malloc(per * sizeof *ix);
-    for (size_t i = 0; ix && i < per; i++)
-        ix[i] = ref_dropout_index(nhwc ? (i % s[1]) * hw + i / s[1] : i);
+    /* the index half of the hash, once per call instead of once per sample */
+    uint64_t *ix = hk_dropout_ix_new(s, nhwc);
     for (int b = 0; b < s[0]; b++) {
         uint64_t key = dropout_op_key(keys[b], op);
         if (ix)

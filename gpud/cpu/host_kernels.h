@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "gpud/backend_impl.h"
 
@@ -29,13 +30,16 @@ void hk_ce_bwd(backend_t *be, const void *logits, const int32_t *labels, int n, 
 int hk_bn_add_relu(bk_ctx_t *g, float *y, const float *x, const float *res, size_t npix,
                    int c, const float *gamma, const float *beta, const float *mean,
                    const float *var, float eps);
-/* y = dropout(relu(bn(x))) over npix NHWC rows of c channels (n samples
- * of npix / n rows), bn(x) as hk_bn_add_relu's, the dropout hk_dropout's
- * (p, op, keys; p = 0: none) (host_bn_drop.c). 0, or -1 after
- * bk_ctx_fail. */
-int hk_bn_relu_drop(bk_ctx_t *g, float *y, const float *x, int n, size_t npix, int c,
-                    const float *gamma, const float *beta, const float *mean, const float *var,
-                    float eps, float p, uint32_t op, const uint64_t *keys);
+/* scale[c] = gamma[c] / sqrtf(var[c] + eps) in float: with fmaf(x -
+ * mean, scale, beta) the value oneDNN's BatchNorm stores (the fused
+ * passes' bn(x)); a new array of c, or NULL (out of memory). */
+float *hk_bn_scale_new(const float *gamma, const float *var, float eps, int c);
+/* y = dropout(relu(bn(x))) on NHWC activations of shape s (NCHW dims),
+ * bn(x) as hk_bn_add_relu's, the dropout hk_dropout's (p, op, keys; p = 0:
+ * none) (host_bn_drop.c). 0, or -1 after bk_ctx_fail. */
+int hk_bn_relu_drop(bk_ctx_t *g, float *y, const float *x, const int s[4], const float *gamma,
+                    const float *beta, const float *mean, const float *var, float eps, float p,
+                    uint32_t op, const uint64_t *keys);
 
 /* uint8 NCHW pixels through a per-channel table (c x 256) into y. */
 void hk_write_u8(void *y, const uint8_t *px, const float *lut, const int s[4], int nhwc,
@@ -45,6 +49,20 @@ void hk_flatten(void *y, const void *x, const int xs[4], int backward, int nhwc)
 /* keys[b]: sample b's dropout key (gpud/dropout_key.h), op mixed in here */
 void hk_dropout(void *y, const void *x, const int s[4], float p, uint32_t op,
                 const uint64_t *keys, int nhwc);
+/* One sample's index mixes of dropout's mask (ref_dropout_index of the
+ * logical NCHW index of memory element i, shape s, NHWC or NCHW memory):
+ * a new array of c*h*w, or NULL (out of memory). */
+uint64_t *hk_dropout_ix_new(const int s[4], int nhwc);
+/* A dropout's output element: v (already times 1 / (1 - p)) where its
+ * mask bits keep it, else +0 (its bits cleared: branch-free). */
+static inline float hk_drop_keep(float v, uint64_t bits, uint64_t thr)
+{
+    uint32_t u, keep = -(uint32_t)(bits >= thr);
+    memcpy(&u, &v, sizeof u);
+    u &= keep;
+    memcpy(&v, &u, sizeof u);
+    return v;
+}
 /* Training-mode BatchNorm on host memory (backend_impl.h chan_sums,
  * chan_axpb, bn_grad_sums, bn_grad_apply). Partial sums are combined in a fixed order,
  * so results do not depend on the thread count. */
