@@ -34,6 +34,7 @@
 #include "common/log.h"
 #include "gpud/cpu/dnnl_priv.h"
 #include "gpud/cpu/host_kernels.h"
+#include "gpud/cpu/wino.h"
 
 static void set_threads(int n)
 {
@@ -452,6 +453,12 @@ bk_plan_t *cpu_infer_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
     for (int i = 0; i < post->n; i++)
         if (post->op[i] == BK_PO_SUM)
             at = i;
+    /* 3x3 stride 1 on AVX-512: Winograd, 2.25x fewer multiplications */
+    if (cpu_infer_layout(g->be, in) == 0 && cpu_infer_layout(g->be, out) == 0) {
+        bk_plan_t *wp = wino_plan_new(g, c, post, in, out);
+        if (wp || g->failed)
+            return wp;
+    }
     iplan_t *p = iplan_new(g);
     if (!p)
         return NULL;
@@ -496,6 +503,8 @@ bk_plan_t *cpu_infer_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
 int cpu_infer_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                        const float *b, const void *res, void *y)
 {
+    if (wino_is_plan(bp))   /* a sum post-op adds what y holds: res */
+        return wino_plan_fwd(g, bp, x, w, b, y);
     iplan_t *p = (iplan_t *)bp;
     if (!p->tmp)   /* a sum post-op accumulates into y, which holds res */
         return iplan_run(g, p, x, w, b, y);

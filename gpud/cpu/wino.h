@@ -1,0 +1,91 @@
+/* wino — 3x3 stride-1 convolutions of the cpu backend's inference plan by
+ * Winograd's minimal filtering F(2x2, 3x3) (Lavin and Gray, "Fast
+ * Algorithms for Convolutional Neural Networks", 2016): each 4x4 input
+ * tile and 3x3 filter go to 16 points where one multiplication per
+ * (input channel, output channel) pair replaces 2.25 of the direct
+ * convolution's; the 16 products are 16 matrix products [tiles x C] x
+ * [C x K]. oneDNN 3.x has no Winograd on x64, and its direct kernels run
+ * at the FMA units' peak, so fewer multiplications are the only way to a
+ * faster eval (bench/RESULTS.md, "Winograd F(2x2,3x3)").
+ *
+ * Layout: NHWC activations (the inference plan's on AVX-512) in and out;
+ * the plan keeps the transformed weights U = G g G^T (computed in double,
+ * rounded once) and refreshes them when g->params_version moves.
+ *
+ * Exactness: an output element's arithmetic is fixed by the shapes alone:
+ * the input and output transforms are the same additions in the same
+ * order on every path; each product is one fmaf chain over the input
+ * channels 0..C-1 from zero, a chain per (tile, point, output channel),
+ * whatever the tile's place in a block, the block size, the batch or the
+ * thread count. The AVX-512 kernels (wino_avx512.c) give the bits of the
+ * scalar reference (wino_ref.c); tests/gpud/test_wino.c checks both, and
+ * both against a double-precision direct convolution. */
+#ifndef DDP_WINO_H
+#define DDP_WINO_H
+
+#include <stddef.h>
+
+#include "gpud/backend_impl.h"
+
+/* Tiles travel in groups of WINO_ROWS: the rows of one GEMM micro-kernel. */
+#define WINO_ROWS 14
+
+typedef struct {
+    int n, h, w, c;           /* input, NHWC memory */
+    int k, oh, ow;            /* output, NHWC memory */
+    int pad_h, pad_w;         /* the input's top and left padding */
+    int th, tw;               /* 2x2 output tiles per image: ceil(oh/2), ceil(ow/2) */
+    long ntiles;              /* n * th * tw */
+    bk_post_t post;           /* after the bias, in order */
+} wino_geom_t;
+
+/* One instruction set's kernels; every one gives the reference's bits. */
+typedef struct {
+    const char *name;
+    /* Input transform of nr <= WINO_ROWS tiles from tile t0 on: point xi's
+     * value of channel c of the group's row r at v[xi * xs + c * WINO_ROWS
+     * + r]; rows nr.. are zero. */
+    void (*in)(const wino_geom_t *s, const float *x, long t0, int nr, float *v, size_t xs);
+    /* m[r * ldm + j] = sum over ch < c of v[ch * WINO_ROWS + r] * u[ch * pw
+     * + j] (an fmaf chain from ch 0), r < WINO_ROWS, j < pw (16 or 32). */
+    void (*gemm)(const float *v, const float *u, int c, int pw, float *m, int ldm);
+    /* Output transform of tile t: point xi's product of output channel o at
+     * m[xi * xs + o]; + bias[o] (NULL: none), the post-ops (a SUM adds
+     * what y holds), written to y where the 2x2 tile lies inside. */
+    void (*out)(const wino_geom_t *s, const float *m, size_t xs, long t, const float *bias,
+                float *y);
+} wino_kern_t;
+
+extern const wino_kern_t WINO_REF;
+/* NULL where this build has no AVX-512 kernels. */
+extern const wino_kern_t *const WINO_AVX512;
+
+/* The geometry of a 3x3 stride-1 convolution (in, out: NCHW dims) with
+ * padding pad_h, pad_w and post-ops post (NULL: none); -1 when F(2x2,3x3)
+ * does not apply (channels not multiples of 16, padding over 2). */
+int wino_geom(wino_geom_t *s, const int in[4], const int out[4], int pad_h, int pad_w,
+              const bk_post_t *post);
+/* The transformed weights of w [k, c, 3, 3] (PyTorch's layout) in the
+ * kernels' panels, into u (wino_u_floats floats, 64-byte aligned). */
+size_t wino_u_floats(int k, int c);
+void wino_weights(float *u, const float *w, int k, int c);
+/* The floats of work memory wino_conv needs with `threads` threads. */
+size_t wino_work_floats(const wino_geom_t *s, int threads);
+/* y = the convolution of x (NHWC) with the weights u (wino_weights) + bias
+ * (NULL: none), then s->post; y holds the residual when the post-ops sum.
+ * work: wino_work_floats floats, 64-byte aligned. */
+void wino_conv(const wino_kern_t *kern, const wino_geom_t *s, const float *u, const float *x,
+               const float *bias, float *y, float *work, int threads);
+
+/* The inference plan's op (dnnl_infer.c): a plan when the convolution is
+ * 3x3 stride 1, fp32, its activations NHWC and this CPU has AVX-512F
+ * (DDPIPE_CONV_ALGO=direct: never; =winograd: on any CPU, on the scalar
+ * kernels where it has no AVX-512); else NULL, g untouched (NULL with g
+ * failed: out of memory). */
+bk_plan_t *wino_plan_new(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
+                         const int in[4], const int out[4]);
+int wino_is_plan(const bk_plan_t *p);
+int wino_plan_fwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w, const float *b,
+                  void *y);
+
+#endif

@@ -1,0 +1,190 @@
+/* wino_avx512 — the AVX-512 kernels of Winograd F(2x2, 3x3) (wino.h), the
+ * bits of wino_ref.c's: the same additions in the same order, 16 channels
+ * a vector; the products as one FMA chain per output element.
+ *
+ * The GEMM micro-kernel is 14 rows (tiles) x 32 output channels: 28
+ * accumulators, two weight vectors and a broadcast in the 32 registers;
+ * per input channel 2 loads and 14 broadcasts (embedded in the FMAs) feed
+ * 28 FMAs. Its rows are the group's tiles, packed channel-major ([c][14],
+ * wino.h), so the broadcasts are one stream at immediate offsets: the
+ * input transform makes them with a 16x16 transpose in registers. */
+#include "gpud/cpu/wino.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#include <immintrin.h>
+
+#define AVX512 __attribute__((target("avx512f")))
+#define INLINE static inline __attribute__((always_inline))
+
+/* Where tile t's 4x4 input window starts (wino_ref.c's tile_at). */
+INLINE void tile_at(const wino_geom_t *s, long t, int *img, int *y0, int *x0)
+{
+    long per = (long)s->th * s->tw;
+    int in_img = (int)(t % per);
+    *img = (int)(t / per);
+    *y0 = in_img / s->tw * 2;
+    *x0 = in_img % s->tw * 2;
+}
+
+/* r[i] = column i of the 16x16 matrix whose rows were r[0..15]. */
+AVX512 INLINE void transpose16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int q = 0; q < 4; q++) {
+        t[q + 0] = _mm512_shuffle_f32x4(r[q], r[4 + q], 0x88);
+        t[q + 4] = _mm512_shuffle_f32x4(r[q], r[4 + q], 0xDD);
+        t[q + 8] = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0x88);
+        t[q + 12] = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0xDD);
+    }
+    for (int q = 0; q < 4; q++) {
+        r[q + 0] = _mm512_shuffle_f32x4(t[q], t[q + 8], 0x88);
+        r[q + 8] = _mm512_shuffle_f32x4(t[q], t[q + 8], 0xDD);
+        r[q + 4] = _mm512_shuffle_f32x4(t[q + 4], t[q + 12], 0x88);
+        r[q + 12] = _mm512_shuffle_f32x4(t[q + 4], t[q + 12], 0xDD);
+    }
+}
+
+/* The 16 points of one tile's 16 channels from ch0 (rows 16 x 16). */
+AVX512 INLINE void in_tile(const wino_geom_t *s, const float *x, long t, int ch0,
+                           __m512 pt[16])
+{
+    int img, y0, x0;
+    tile_at(s, t, &img, &y0, &x0);
+    __m512 d[4][4], q[4][4];
+    for (int i = 0; i < 4; i++) {
+        int yy = y0 + i - s->pad_h;
+        for (int j = 0; j < 4; j++) {
+            int xx = x0 + j - s->pad_w;
+            d[i][j] = yy >= 0 && yy < s->h && xx >= 0 && xx < s->w
+                          ? _mm512_loadu_ps(x + (((size_t)img * s->h + yy) * s->w + xx) * s->c +
+                                            ch0)
+                          : _mm512_setzero_ps();
+        }
+    }
+    for (int j = 0; j < 4; j++) {
+        q[0][j] = _mm512_sub_ps(d[0][j], d[2][j]);
+        q[1][j] = _mm512_add_ps(d[1][j], d[2][j]);
+        q[2][j] = _mm512_sub_ps(d[2][j], d[1][j]);
+        q[3][j] = _mm512_sub_ps(d[1][j], d[3][j]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pt[i * 4 + 0] = _mm512_sub_ps(q[i][0], q[i][2]);
+        pt[i * 4 + 1] = _mm512_add_ps(q[i][1], q[i][2]);
+        pt[i * 4 + 2] = _mm512_sub_ps(q[i][2], q[i][1]);
+        pt[i * 4 + 3] = _mm512_sub_ps(q[i][1], q[i][3]);
+    }
+}
+
+AVX512 static void avx_in(const wino_geom_t *s, const float *x, long t0, int nr, float *v,
+                          size_t xs)
+{
+    /* 16 rows per point (the transpose's), rows nr.. zero */
+    __m512 pts[16][16];
+    const __mmask16 rows = (__mmask16)((1u << WINO_ROWS) - 1);
+    for (int ch0 = 0; ch0 < s->c; ch0 += 16) {
+        for (int r = 0; r < 16; r++) {
+            __m512 pt[16];
+            if (r < nr) {
+                in_tile(s, x, t0 + r, ch0, pt);
+            } else {
+                for (int p = 0; p < 16; p++)
+                    pt[p] = _mm512_setzero_ps();
+            }
+            for (int p = 0; p < 16; p++)
+                pts[p][r] = pt[p];
+        }
+        for (int p = 0; p < 16; p++) {
+            transpose16(pts[p]);
+            float *o = v + (size_t)p * xs + (size_t)ch0 * WINO_ROWS;
+            for (int ch = 0; ch < 16; ch++)
+                _mm512_mask_storeu_ps(o + ch * WINO_ROWS, rows, pts[p][ch]);
+        }
+    }
+}
+
+/* 14 rows x (16 * NV) columns over c channels. */
+AVX512 INLINE void gemm_rows(const float *v, const float *u, int c, float *m, int ldm, int nv)
+{
+    __m512 acc[WINO_ROWS][2];
+    for (int r = 0; r < WINO_ROWS; r++)
+        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    const int pw = 16 * nv;
+    for (int ch = 0; ch < c; ch++, v += WINO_ROWS, u += pw) {
+        __m512 u0 = _mm512_loadu_ps(u);
+        __m512 u1 = nv > 1 ? _mm512_loadu_ps(u + 16) : u0;
+#pragma GCC unroll 14
+        for (int r = 0; r < WINO_ROWS; r++) {
+            __m512 b = _mm512_set1_ps(v[r]);
+            acc[r][0] = _mm512_fmadd_ps(b, u0, acc[r][0]);
+            if (nv > 1)
+                acc[r][1] = _mm512_fmadd_ps(b, u1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < WINO_ROWS; r++) {
+        _mm512_storeu_ps(m + (size_t)r * ldm, acc[r][0]);
+        if (nv > 1)
+            _mm512_storeu_ps(m + (size_t)r * ldm + 16, acc[r][1]);
+    }
+}
+
+AVX512 static void avx_gemm(const float *v, const float *u, int c, int pw, float *m, int ldm)
+{
+    if (pw == 32)
+        gemm_rows(v, u, c, m, ldm, 2);
+    else
+        gemm_rows(v, u, c, m, ldm, 1);
+}
+
+AVX512 static void avx_out(const wino_geom_t *s, const float *m, size_t xs, long t,
+                           const float *bias, float *y)
+{
+    int img, y0, x0;
+    tile_at(s, t, &img, &y0, &x0);
+    const __m512 zero = _mm512_setzero_ps();
+    for (int o = 0; o < s->k; o += 16) {
+        __m512 a[16], q[2][4], r[4];
+        for (int p = 0; p < 16; p++)
+            a[p] = _mm512_loadu_ps(m + (size_t)p * xs + o);
+        for (int j = 0; j < 4; j++) {
+            q[0][j] = _mm512_add_ps(_mm512_add_ps(a[j], a[4 + j]), a[8 + j]);
+            q[1][j] = _mm512_sub_ps(_mm512_sub_ps(a[4 + j], a[8 + j]), a[12 + j]);
+        }
+        for (int i = 0; i < 2; i++) {
+            r[i * 2 + 0] = _mm512_add_ps(_mm512_add_ps(q[i][0], q[i][1]), q[i][2]);
+            r[i * 2 + 1] = _mm512_sub_ps(_mm512_sub_ps(q[i][1], q[i][2]), q[i][3]);
+        }
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++) {
+                if (y0 + i >= s->oh || x0 + j >= s->ow)
+                    continue;
+                float *d = y + (((size_t)img * s->oh + y0 + i) * s->ow + x0 + j) * s->k + o;
+                __m512 val = r[i * 2 + j];
+                if (bias)
+                    val = _mm512_add_ps(val, _mm512_loadu_ps(bias + o));
+                for (int p = 0; p < s->post.n; p++)
+                    val = s->post.op[p] == BK_PO_RELU ? _mm512_max_ps(zero, val)
+                                                      : _mm512_add_ps(val, _mm512_loadu_ps(d));
+                _mm512_storeu_ps(d, val);
+            }
+    }
+}
+
+static const wino_kern_t avx512 = {"avx512", avx_in, avx_gemm, avx_out};
+const wino_kern_t *const WINO_AVX512 = &avx512;
+
+#else
+
+const wino_kern_t *const WINO_AVX512 = NULL;
+
+#endif

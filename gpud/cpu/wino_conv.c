@@ -1,0 +1,222 @@
+/* wino_conv — Winograd F(2x2, 3x3) convolution (wino.h): the geometry, the
+ * weight transform, the blocked driver and the inference plan's op.
+ *
+ * The driver: tiles in blocks, a block per thread at a time. A block's
+ * tiles are transformed (V: 16 points x [groups of 14 tiles][C][14]), the
+ * 16 products taken panel by panel of 32 output channels (M: 16 x [tiles]
+ * [K]) and transformed back into y. A block is sized so that V and M stay
+ * near the core's L2 (V's point slab, read once per panel, in L1/L2). */
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "gpud/cpu/dnnl_priv.h"
+#include "gpud/cpu/wino.h"
+
+int wino_geom(wino_geom_t *s, const int in[4], const int out[4], int pad_h, int pad_w,
+              const bk_post_t *post)
+{
+    memset(s, 0, sizeof *s);
+    if (in[1] % 16 || out[1] % 16 || in[1] < 16 || pad_h < 0 || pad_h > 2 || pad_w < 0 ||
+        pad_w > 2 || out[0] != in[0] || out[2] != in[2] + 2 * pad_h - 2 ||
+        out[3] != in[3] + 2 * pad_w - 2 || out[2] < 1 || out[3] < 1)
+        return -1;
+    s->n = in[0], s->c = in[1], s->h = in[2], s->w = in[3];
+    s->k = out[1], s->oh = out[2], s->ow = out[3];
+    s->pad_h = pad_h, s->pad_w = pad_w;
+    s->th = (s->oh + 1) / 2, s->tw = (s->ow + 1) / 2;
+    s->ntiles = (long)s->n * s->th * s->tw;
+    if (post)
+        s->post = *post;
+    return 0;
+}
+
+size_t wino_u_floats(int k, int c)
+{
+    return (size_t)16 * k * c;
+}
+
+/* Output channels [o0, o0 + pw) are panel o0 / 32 (the last 16 wide when
+ * k % 32 == 16): point p's panel at u + (p * k + o0) * c, [c][pw]. */
+static int panel_width(int k, int o0)
+{
+    return k - o0 >= 32 ? 32 : 16;
+}
+
+void wino_weights(float *u, const float *w, int k, int c)
+{
+    for (int o = 0; o < k; o++) {
+        int o0 = o / 32 * 32, pw = panel_width(k, o0);
+        for (int ch = 0; ch < c; ch++) {
+            const float *g = w + ((size_t)o * c + ch) * 9;
+            double a[4][3], b[4][4];
+            for (int j = 0; j < 3; j++) {   /* G g */
+                a[0][j] = g[j];
+                a[1][j] = 0.5 * ((double)g[j] + g[3 + j] + g[6 + j]);
+                a[2][j] = 0.5 * ((double)g[j] - g[3 + j] + g[6 + j]);
+                a[3][j] = g[6 + j];
+            }
+            for (int i = 0; i < 4; i++) {   /* (G g) G^T */
+                b[i][0] = a[i][0];
+                b[i][1] = 0.5 * (a[i][0] + a[i][1] + a[i][2]);
+                b[i][2] = 0.5 * (a[i][0] - a[i][1] + a[i][2]);
+                b[i][3] = a[i][2];
+            }
+            for (int p = 0; p < 16; p++)
+                u[((size_t)p * k + o0) * c + (size_t)ch * pw + (o - o0)] = (float)b[p / 4][p % 4];
+        }
+    }
+}
+
+/* Tiles per block: V and M of a block about 2 MiB (16 points x (c + k)
+ * floats a tile), a multiple of the 14-row groups, no more than a
+ * thread's share of the tiles. */
+static int block_tiles(const wino_geom_t *s, int threads)
+{
+    long t = 32768 / (s->c + s->k);
+    long share = (s->ntiles + threads - 1) / threads;
+    if (t > share)
+        t = share;
+    t = (t + WINO_ROWS - 1) / WINO_ROWS * WINO_ROWS;
+    return (int)(t < WINO_ROWS ? WINO_ROWS : t > 224 ? 224 : t);
+}
+
+static size_t block_floats(const wino_geom_t *s, int tiles)
+{
+    return (size_t)16 * tiles * (s->c + s->k);
+}
+
+size_t wino_work_floats(const wino_geom_t *s, int threads)
+{
+    /* 64-byte multiples: each thread's part stays aligned */
+    return (block_floats(s, block_tiles(s, threads)) + 15) / 16 * 16 * (size_t)threads;
+}
+
+static void run_block(const wino_kern_t *kn, const wino_geom_t *s, const float *u,
+                      const float *x, const float *bias, float *y, long t0, int nt, float *v)
+{
+    int ng = (nt + WINO_ROWS - 1) / WINO_ROWS, tp = ng * WINO_ROWS;
+    size_t xs = (size_t)tp * s->c, ms = (size_t)tp * s->k;
+    float *m = v + 16 * xs;
+    for (int gi = 0; gi < ng; gi++) {
+        int nr = nt - gi * WINO_ROWS;
+        kn->in(s, x, t0 + (long)gi * WINO_ROWS, nr < WINO_ROWS ? nr : WINO_ROWS,
+               v + (size_t)gi * s->c * WINO_ROWS, xs);
+    }
+    for (int p = 0; p < 16; p++)
+        for (int o0 = 0; o0 < s->k; o0 += 32) {
+            int pw = panel_width(s->k, o0);
+            const float *up = u + ((size_t)p * s->k + o0) * s->c;
+            for (int gi = 0; gi < ng; gi++)
+                kn->gemm(v + p * xs + (size_t)gi * s->c * WINO_ROWS, up, s->c, pw,
+                         m + p * ms + (size_t)gi * WINO_ROWS * s->k + o0, s->k);
+        }
+    for (int i = 0; i < nt; i++)
+        kn->out(s, m + (size_t)i * s->k, ms, t0 + i, bias, y);
+}
+
+void wino_conv(const wino_kern_t *kn, const wino_geom_t *s, const float *u, const float *x,
+               const float *bias, float *y, float *work, int threads)
+{
+    int bt = block_tiles(s, threads);
+    size_t per = (block_floats(s, bt) + 15) / 16 * 16;
+    long nb = (s->ntiles + bt - 1) / bt;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (long b = 0; b < nb; b++) {
+        long t0 = b * bt;
+        int nt = (int)(s->ntiles - t0 < bt ? s->ntiles - t0 : bt);
+        run_block(kn, s, u, x, bias, y, t0, nt, work + per * (size_t)omp_get_thread_num());
+    }
+}
+
+/* ------------------------------------------------------------- the plan */
+
+typedef struct {
+    bk_plan_t base;
+    wino_geom_t s;
+    const wino_kern_t *kern;
+    int threads;
+    float *u;            /* transformed weights, of params_version wver */
+    unsigned wver;
+    int wset;
+} wplan_t;
+
+static void wplan_destroy(bk_plan_t *bp)
+{
+    wplan_t *p = (wplan_t *)bp;
+    free(p->u);
+    free(p);
+}
+
+int wino_is_plan(const bk_plan_t *p)
+{
+    return p && p->destroy == wplan_destroy;
+}
+
+/* DDPIPE_CONV_ALGO: 0 auto, 1 direct, 2 winograd. */
+static int algo(void)
+{
+    const char *e = getenv("DDPIPE_CONV_ALGO");
+    if (!e || !*e || strcmp(e, "auto") == 0)
+        return 0;
+    if (strcmp(e, "direct") == 0)
+        return 1;
+    if (strcmp(e, "winograd") == 0)
+        return 2;
+    static int warned;
+    if (!warned++)
+        log_warn("DDPIPE_CONV_ALGO=%s: not auto, direct or winograd; using auto", e);
+    return 0;
+}
+
+static const wino_kern_t *kernels(int forced)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (WINO_AVX512 && __builtin_cpu_supports("avx512f"))
+        return WINO_AVX512;
+#endif
+    return forced ? &WINO_REF : NULL;
+}
+
+bk_plan_t *wino_plan_new(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
+                         const int in[4], const int out[4])
+{
+    int a = algo();
+    wino_geom_t s;
+    const wino_kern_t *kn = a == 1 ? NULL : kernels(a == 2);
+    if (!kn || g->be->precision != BK_FP32 || c->kh != 3 || c->kw != 3 || c->stride_h != 1 ||
+        c->stride_w != 1 || wino_geom(&s, in, out, c->pad_h, c->pad_w, post) < 0)
+        return NULL;
+    wplan_t *p = calloc(1, sizeof *p);
+    if (p)
+        p->u = aligned_alloc(64, (wino_u_floats(s.k, s.c) * sizeof(float) + 63) / 64 * 64);
+    if (!p || !p->u) {
+        free(p);
+        return bk_ctx_fail(g, "out of memory for a Winograd convolution's weights");
+    }
+    p->base.destroy = wplan_destroy;
+    p->s = s;
+    p->kern = kn;
+    p->threads = g->be->threads > 0 ? g->be->threads : 1;
+    log_debug("cpu inference plan: conv %d->%d 3x3 %dx%d by Winograd F(2x2,3x3) (%s)", s.c, s.k,
+              s.h, s.w, kn->name);
+    return &p->base;
+}
+
+int wino_plan_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const float *b,
+                  void *y)
+{
+    wplan_t *p = (wplan_t *)bp;
+    if (!p->wset || p->wver != g->params_version) {
+        wino_weights(p->u, w, p->s.k, p->s.c);
+        p->wset = 1;
+        p->wver = g->params_version;
+    }
+    float *work = cpu_scratch(g, wino_work_floats(&p->s, p->threads) * sizeof(float));
+    if (!work)
+        return -1;
+    wino_conv(p->kern, &p->s, p->u, x, b, y, work, p->threads);
+    return 0;
+}

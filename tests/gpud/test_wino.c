@@ -1,0 +1,219 @@
+/* Winograd F(2x2, 3x3) (gpud/cpu/wino.h) against its definition:
+ *   - the scalar kernels (the reference) against a direct convolution in
+ *     double, + bias and post-ops, over shapes with odd sizes, padding 0, 1
+ *     and 2, channel counts of one and several 32-wide panels and a 16-wide
+ *     tail: within a bound of fp32 rounding;
+ *   - where the CPU has AVX-512F, its kernels give the reference's bits;
+ *   - an output's bits depend neither on the thread count (which sizes the
+ *     blocks) nor on the batch (each image alone gives the same bits);
+ *   - a NaN in the input or the weights reaches the outputs it touches,
+ *     through the ReLU (nothing read as 0);
+ *   - shapes it does not apply to are refused. */
+#include "gpud/cpu/wino.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/gpud/tcheck.h"
+
+static uint64_t s_rng = 0x2545f4914f6cdd1dull;
+static double s_worst;   /* the largest scalar-vs-direct error seen */
+
+static float rnd(void)
+{
+    s_rng ^= s_rng << 13;
+    s_rng ^= s_rng >> 7;
+    s_rng ^= s_rng << 17;
+    return (float)((s_rng >> 40) & 0xffffff) / (float)0x800000 - 1.0f;
+}
+
+static float *fill(size_t n, float scale)
+{
+    float *a = malloc(n * sizeof *a + 64);
+    REQUIRE(a, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        a[i] = scale * rnd();
+    return a;
+}
+
+static void *aligned(size_t floats)
+{
+    void *p = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64 + 64);
+    REQUIRE(p, "out of memory");
+    return p;
+}
+
+typedef struct {
+    int n, c, h, w, k, pad;
+} shape_t;
+
+/* y = conv(x, w) + bias, then post, in double; res: the residual. */
+static void direct(const shape_t *t, const wino_geom_t *s, const float *x, const float *w,
+                   const float *bias, const float *res, double *y, double *mag)
+{
+    for (int i = 0; i < t->n; i++)
+        for (int oy = 0; oy < s->oh; oy++)
+            for (int ox = 0; ox < s->ow; ox++)
+                for (int o = 0; o < t->k; o++) {
+                    double acc = bias ? bias[o] : 0.0, m = bias ? fabs(bias[o]) : 0.0;
+                    for (int c = 0; c < t->c; c++)
+                        for (int ky = 0; ky < 3; ky++)
+                            for (int kx = 0; kx < 3; kx++) {
+                                int yy = oy + ky - t->pad, xx = ox + kx - t->pad;
+                                if (yy < 0 || yy >= t->h || xx < 0 || xx >= t->w)
+                                    continue;
+                                double a = x[(((size_t)i * t->h + yy) * t->w + xx) * t->c + c];
+                                double b = w[(((size_t)o * t->c + c) * 3 + ky) * 3 + kx];
+                                acc += a * b;
+                                m += fabs(a * b);
+                            }
+                    size_t at = (((size_t)i * s->oh + oy) * s->ow + ox) * t->k + o;
+                    for (int p = 0; p < s->post.n; p++)
+                        acc = s->post.op[p] == BK_PO_RELU ? (acc > 0 ? acc : 0) : acc + res[at];
+                    y[at] = acc;
+                    mag[at] = m;
+                }
+}
+
+static void run(const wino_kern_t *kn, const wino_geom_t *s, const float *u, const float *x,
+                const float *bias, const float *res, float *y, int threads)
+{
+    size_t ny = (size_t)s->n * s->oh * s->ow * s->k;
+    float *work = aligned(wino_work_floats(s, threads));
+    memcpy(y, res, ny * sizeof *y);
+    wino_conv(kn, s, u, x, bias, y, work, threads);
+    free(work);
+}
+
+static const bk_post_t POSTS[] = {
+    {0, {0}}, {1, {BK_PO_RELU}}, {2, {BK_PO_SUM, BK_PO_RELU}}, {2, {BK_PO_RELU, BK_PO_SUM}}};
+
+static void check_shape(const shape_t *t, int post_i, int with_bias)
+{
+    const int in[4] = {t->n, t->c, t->h, t->w};
+    const int out[4] = {t->n, t->k, t->h + 2 * t->pad - 2, t->w + 2 * t->pad - 2};
+    wino_geom_t s;
+    REQUIRE(wino_geom(&s, in, out, t->pad, t->pad, &POSTS[post_i]) == 0,
+            "geometry of %dx%dx%dx%d -> %d refused", t->n, t->c, t->h, t->w, t->k);
+    size_t nx = (size_t)t->n * t->c * t->h * t->w, ny = (size_t)t->n * out[2] * out[3] * t->k;
+    float *x = fill(nx, 1.0f), *w = fill((size_t)t->k * t->c * 9, 0.3f);
+    float *bias = with_bias ? fill(t->k, 0.5f) : NULL, *res = fill(ny, 1.0f);
+    float *u = aligned(wino_u_floats(t->k, t->c)), *y = malloc(ny * sizeof *y);
+    double *yd = malloc(ny * sizeof *yd), *mag = malloc(ny * sizeof *mag);
+    REQUIRE(y && yd && mag, "out of memory");
+    wino_weights(u, w, t->k, t->c);
+    run(&WINO_REF, &s, u, x, bias, res, y, 1);
+    direct(t, &s, x, w, bias, res, yd, mag);
+    double worst = 0.0;
+    for (size_t i = 0; i < ny; i++) {
+        /* a few ulps of the sum of |terms| (the transforms' sums grow it
+         * about 4x), and of the residual */
+        double err = fabs(y[i] - yd[i]) / (4.0 * mag[i] + fabs(res[i]) + 1e-30);
+        worst = err > worst ? err : worst;
+    }
+    s_worst = worst > s_worst ? worst : s_worst;
+    CHECK(worst < 5e-7, "%dx%dx%dx%d -> %d pad %d post %d bias %d: scalar vs direct %.3g",
+          t->n, t->c, t->h, t->w, t->k, t->pad, post_i, with_bias, worst);
+
+    float *y2 = malloc(ny * sizeof *y2);
+    REQUIRE(y2, "out of memory");
+    if (WINO_AVX512 && __builtin_cpu_supports("avx512f")) {
+        run(WINO_AVX512, &s, u, x, bias, res, y2, 1);
+        CHECK(memcmp(y, y2, ny * sizeof *y) == 0, "%dx%dx%dx%d -> %d post %d: avx512 vs scalar",
+              t->n, t->c, t->h, t->w, t->k, post_i);
+    }
+    const wino_kern_t *kn = WINO_AVX512 && __builtin_cpu_supports("avx512f") ? WINO_AVX512
+                                                                             : &WINO_REF;
+    for (int th = 2; th <= 3; th++) {
+        run(kn, &s, u, x, bias, res, y2, th);
+        CHECK(memcmp(y, y2, ny * sizeof *y) == 0, "%dx%dx%dx%d -> %d: %d threads vs 1", t->n,
+              t->c, t->h, t->w, t->k, th);
+    }
+    /* each image alone */
+    size_t px = nx / t->n, py = ny / t->n;
+    const int in1[4] = {1, t->c, t->h, t->w}, out1[4] = {1, t->k, out[2], out[3]};
+    wino_geom_t s1;
+    REQUIRE(wino_geom(&s1, in1, out1, t->pad, t->pad, &POSTS[post_i]) == 0, "geometry of one");
+    for (int i = 0; i < t->n; i++) {
+        run(kn, &s1, u, x + i * px, bias, res + i * py, y2, 2);
+        CHECK(memcmp(y + i * py, y2, py * sizeof *y) == 0, "%dx%dx%dx%d -> %d: image %d alone",
+              t->n, t->c, t->h, t->w, t->k, i);
+    }
+    free(x), free(w), free(bias), free(res), free(u), free(y), free(y2), free(yd), free(mag);
+}
+
+static void nan_reaches(void)
+{
+    const shape_t t = {2, 16, 6, 6, 32, 1};
+    const int in[4] = {2, 16, 6, 6}, out[4] = {2, 32, 6, 6};
+    wino_geom_t s;
+    REQUIRE(wino_geom(&s, in, out, 1, 1, &POSTS[1]) == 0, "geometry");
+    size_t nx = (size_t)2 * 16 * 36, ny = (size_t)2 * 32 * 36;
+    float *x = fill(nx, 1.0f), *w = fill((size_t)32 * 16 * 9, 0.3f), *res = calloc(ny, 4);
+    float *u = aligned(wino_u_floats(32, 16)), *y = malloc(ny * sizeof *y);
+    REQUIRE(res && y, "out of memory");
+    const wino_kern_t *kn = WINO_AVX512 && __builtin_cpu_supports("avx512f") ? WINO_AVX512
+                                                                             : &WINO_REF;
+    /* a NaN pixel (image 1, row 2, column 3, channel 5): every output of
+     * image 1 within one pixel of it, all channels, is NaN */
+    x[((size_t)(1 * 6 + 2) * 6 + 3) * 16 + 5] = NAN;
+    wino_weights(u, w, 32, 16);
+    run(kn, &s, u, x, NULL, res, y, 2);
+    int nan_in = 0, nan_out = 0;
+    for (int i = 0; i < 2; i++)
+        for (int oy = 0; oy < 6; oy++)
+            for (int ox = 0; ox < 6; ox++)
+                for (int o = 0; o < 32; o++) {
+                    int near = i == 1 && abs(oy - 2) <= 1 && abs(ox - 3) <= 1;
+                    int isn = isnan(y[(((size_t)i * 6 + oy) * 6 + ox) * 32 + o]);
+                    nan_in += near && isn;
+                    nan_out += !near && isn;
+                }
+    CHECK(nan_in == 9 * 32 && nan_out == 0, "NaN pixel: %d of %d near outputs NaN, %d others",
+          nan_in, 9 * 32, nan_out);
+    /* a NaN weight of output channel 7: that channel NaN everywhere */
+    x[((size_t)(1 * 6 + 2) * 6 + 3) * 16 + 5] = 0.5f;
+    w[(size_t)7 * 16 * 9 + 4] = NAN;
+    wino_weights(u, w, 32, 16);
+    run(kn, &s, u, x, NULL, res, y, 2);
+    int bad = 0;
+    for (size_t i = 0; i < ny; i++)
+        bad += (i % 32 == 7) != (isnan(y[i]) != 0);
+    CHECK(bad == 0, "NaN weight: %d outputs wrong (channel 7 all NaN, the rest finite)", bad);
+    (void)t;
+    free(x), free(w), free(res), free(u), free(y);
+}
+
+static void refused(void)
+{
+    wino_geom_t s;
+    const int a[4] = {1, 16, 8, 8}, b[4] = {1, 16, 8, 8};
+    const int c8[4] = {1, 8, 8, 8}, k24[4] = {1, 24, 8, 8}, small[4] = {1, 16, 7, 8};
+    CHECK(wino_geom(&s, a, b, 1, 1, NULL) == 0, "16 -> 16 pad 1 refused");
+    CHECK(wino_geom(&s, c8, b, 1, 1, NULL) < 0, "8 input channels taken");
+    CHECK(wino_geom(&s, a, k24, 1, 1, NULL) < 0, "24 output channels taken");
+    CHECK(wino_geom(&s, a, small, 1, 1, NULL) < 0, "an output size that is not 3x3's taken");
+    CHECK(wino_geom(&s, a, b, 3, 3, NULL) < 0, "padding 3 taken");
+}
+
+int main(void)
+{
+    const shape_t shapes[] = {
+        {2, 16, 5, 7, 16, 1},  {3, 32, 8, 8, 48, 1}, {1, 16, 6, 5, 32, 0},
+        {2, 64, 7, 7, 64, 1},  {1, 48, 4, 9, 80, 2}, {4, 16, 1, 1, 16, 1},
+        {5, 32, 14, 14, 96, 1}, {1, 128, 3, 3, 32, 1},
+    };
+    int ns = (int)(sizeof shapes / sizeof *shapes);
+    for (int i = 0; i < ns; i++)
+        for (int p = 0; p < 4; p++)
+            check_shape(&shapes[i], p, (i + p) % 2 == 0);
+    nan_reaches();
+    refused();
+    printf("test_wino: %d shapes x 4 post-op lists, kernels: scalar%s; largest error vs "
+           "direct %.3g (bound 5e-7)\n", ns,
+           WINO_AVX512 && __builtin_cpu_supports("avx512f") ? " + avx512" : "", s_worst);
+    return tc_done("test_wino");
+}
