@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "gpud/cpu/dnnl_priv.h"
 #include "gpud/cpu/host_kernels.h"
+#include "gpud/cpu/wino.h"
 
 /* ------------------------------------------- blocked activations
  * On AVX2, oneDNN 2.6's convolutions were faster on nChw8c than on NHWC;
@@ -145,6 +146,8 @@ typedef struct {
                                          * are bf16 NHWC, y and gx still f32 */
     int x_direct, gy_direct;            /* act16 and the primitives' src / diff_dst layout
                                          * is the buffer's: x16 / gy16 view it, no copy */
+    wino_train_t *wino;                 /* forward and backward data by Winograd (wino.h):
+                                         * fwd's and bwd_d's primitives then unused */
 } wplan_t;
 
 static void wplan_destroy(bk_plan_t *bp)
@@ -167,6 +170,7 @@ static void wplan_destroy(bk_plan_t *bp)
         cpu_mem_free(mems[i]);
     free(p->gb_tmp);
     free(p->gw_tmp);
+    wino_train_destroy(&p->wino);
     free(p);
 }
 
@@ -412,6 +416,8 @@ int cpu_w_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const f
               void *y)
 {
     wplan_t *p = (wplan_t *)bp;
+    if (p->wino)
+        return wino_train_fwd(g, p->wino, x, w, b, y);
     if (cpu_handle(g, p->w_user, w) < 0 ||
         cpu_prim_run(g, &p->w_to_fwd, "weights reorder") < 0)
         return -1;
@@ -436,8 +442,11 @@ int cpu_w_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const v
          stage16(g, &p->gy_to16, p->gy16, p->gy16_bytes, 1, p->gy_direct ? gy : NULL) < 0) ||
         act_reorder(g, &p->a.gy_to_d) < 0)
         return -1;
-    if (gx && (cpu_handle(g, p->gx, gx) < 0 || cpu_prim_run(g, &p->bwd_d, "backward data") < 0 ||
-               act_reorder(g, &p->a.gxd_to_gx) < 0))
+    if (gx && p->wino && wino_train_bwd_data(g, p->wino, gy, gx) < 0)
+        return -1;
+    if (gx && !p->wino &&
+        (cpu_handle(g, p->gx, gx) < 0 || cpu_prim_run(g, &p->bwd_d, "backward data") < 0 ||
+         act_reorder(g, &p->a.gxd_to_gx) < 0))
         return -1;
     if (!gw && !gb)
         return 0;
@@ -514,6 +523,9 @@ static bk_plan_t *conv_plan(bk_ctx_t *g, const bk_conv_t *c, const int in[4], co
     m.bias = cpu_md(&k, 1, bd, dnnl_f32, dnnl_x);
     int ok = cpu_mds_check(g, &k) == 0 && wplan_make(g, p, &m, c, in, out) == 0;
     cpu_mds_free(&k);
+    /* fp32 on the tape's NHWC: 3x3 stride 1 by Winograd where it applies */
+    if (ok && !p->native && !act16 && !conv_blocked(in[1], out[1]))
+        ok = (p->wino = wino_train_new(g, c, in, out)) || !g->failed;
     if (!ok) {
         wplan_destroy(&p->base);
         return NULL;

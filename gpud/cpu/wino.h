@@ -8,7 +8,8 @@
  * at the FMA units' peak, so fewer multiplications are the only way to a
  * faster eval (bench/RESULTS.md, "Winograd F(2x2,3x3)").
  *
- * Layout: NHWC activations (the inference plan's on AVX-512) in and out;
+ * Layout: NHWC activations (the training tape's, and the inference plan's
+ * with oneDNN 3.2 on AVX2 and AVX-512) in and out;
  * the plan keeps the transformed weights U = G g G^T (computed in double,
  * rounded once) and refreshes them when g->params_version moves.
  *
@@ -17,9 +18,10 @@
  * order on every path; each product is one fmaf chain over the input
  * channels 0..C-1 from zero, a chain per (tile, point, output channel),
  * whatever the tile's place in a block, the block size, the batch or the
- * thread count. The AVX-512 kernels (wino_avx512.c) give the bits of the
- * scalar reference (wino_ref.c); tests/gpud/test_wino.c checks both, and
- * both against a double-precision direct convolution. */
+ * thread count. The AVX-512 and AVX2 kernels (wino_avx512.c, wino_avx2.c)
+ * give the bits of the scalar reference (wino_ref.c); tests/gpud/test_wino.c
+ * checks them all, and the reference against a double-precision direct
+ * convolution. */
 #ifndef DDP_WINO_H
 #define DDP_WINO_H
 
@@ -57,8 +59,13 @@ typedef struct {
 } wino_kern_t;
 
 extern const wino_kern_t WINO_REF;
-/* NULL where this build has no AVX-512 kernels. */
-extern const wino_kern_t *const WINO_AVX512;
+/* NULL where this build has no such kernels (not x86-64, or not GCC or
+ * clang); the CPU must also have the instructions. */
+extern const wino_kern_t *const WINO_AVX512;   /* avx512f */
+extern const wino_kern_t *const WINO_AVX2;     /* avx2, fma */
+/* The fastest kernels this CPU runs, NULL where it has neither AVX-512F nor
+ * AVX2 + FMA; under ONEDNN_MAX_CPU_ISA's cap (AVX2: not AVX-512's). */
+const wino_kern_t *wino_kernels(void);
 
 /* The geometry of a 3x3 stride-1 convolution (in, out: NCHW dims) with
  * padding pad_h, pad_w and post-ops post (NULL: none); -1 when F(2x2,3x3)
@@ -69,6 +76,10 @@ int wino_geom(wino_geom_t *s, const int in[4], const int out[4], int pad_h, int 
  * kernels' panels, into u (wino_u_floats floats, 64-byte aligned). */
 size_t wino_u_floats(int k, int c);
 void wino_weights(float *u, const float *w, int k, int c);
+/* The same for the backward-data convolution of w (gy's k channels in,
+ * gx's c out): the filter turned by 180 degrees, its k and c swapped, run
+ * with padding 2 - pad (wino_u_floats(c, k) floats). */
+void wino_weights_bwd(float *u, const float *w, int k, int c);
 /* The floats of work memory wino_conv needs with `threads` threads. */
 size_t wino_work_floats(const wino_geom_t *s, int threads);
 /* y = the convolution of x (NHWC) with the weights u (wino_weights) + bias
@@ -78,14 +89,27 @@ void wino_conv(const wino_kern_t *kern, const wino_geom_t *s, const float *u, co
                const float *bias, float *y, float *work, int threads);
 
 /* The inference plan's op (dnnl_infer.c): a plan when the convolution is
- * 3x3 stride 1, fp32, its activations NHWC and this CPU has AVX-512F
- * (DDPIPE_CONV_ALGO=direct: never; =winograd: on any CPU, on the scalar
- * kernels where it has no AVX-512); else NULL, g untouched (NULL with g
- * failed: out of memory). */
+ * 3x3 stride 1, fp32, its activations NHWC, its channels multiples of 16
+ * and this CPU has AVX-512F or AVX2 + FMA (DDPIPE_CONV_ALGO=direct: never;
+ * =winograd: also on other CPUs, on the scalar kernels); else NULL, g
+ * untouched (NULL with g failed: out of memory). */
 bk_plan_t *wino_plan_new(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
                          const int in[4], const int out[4]);
 int wino_is_plan(const bk_plan_t *p);
 int wino_plan_fwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w, const float *b,
                   void *y);
+
+/* A training convolution's forward and backward data (dnnl_train.c; the
+ * weight gradient stays oneDNN's): NULL when the conv is not for Winograd
+ * here, as for wino_plan_new (the tape's activations are NHWC). The
+ * forward transforms the step's weights for both. 0, or -1 after
+ * bk_ctx_fail. */
+typedef struct wino_train wino_train_t;
+wino_train_t *wino_train_new(bk_ctx_t *g, const bk_conv_t *c, const int in[4],
+                             const int out[4]);
+void wino_train_destroy(wino_train_t **t);
+int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const float *x, const float *w,
+                   const float *b, float *y);
+int wino_train_bwd_data(bk_ctx_t *g, wino_train_t *t, const float *gy, float *gx);
 
 #endif

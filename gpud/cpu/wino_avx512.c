@@ -55,23 +55,30 @@ AVX512 INLINE void transpose16(__m512 r[16])
     }
 }
 
-/* The 16 points of one tile's 16 channels from ch0 (rows 16 x 16). */
-AVX512 INLINE void in_tile(const wino_geom_t *s, const float *x, long t, int ch0,
-                           __m512 pt[16])
+/* Where each of a tile's 16 input pixels starts in x (-1: padding). */
+INLINE void tile_pixels(const wino_geom_t *s, long t, long off[16])
 {
     int img, y0, x0;
     tile_at(s, t, &img, &y0, &x0);
-    __m512 d[4][4], q[4][4];
     for (int i = 0; i < 4; i++) {
         int yy = y0 + i - s->pad_h;
         for (int j = 0; j < 4; j++) {
             int xx = x0 + j - s->pad_w;
-            d[i][j] = yy >= 0 && yy < s->h && xx >= 0 && xx < s->w
-                          ? _mm512_loadu_ps(x + (((size_t)img * s->h + yy) * s->w + xx) * s->c +
-                                            ch0)
-                          : _mm512_setzero_ps();
+            off[i * 4 + j] = yy >= 0 && yy < s->h && xx >= 0 && xx < s->w
+                                 ? (long)((((size_t)img * s->h + yy) * s->w + xx) * s->c)
+                                 : -1;
         }
     }
+}
+
+/* The 16 points of one tile's 16 channels from x (its pixels at off). */
+AVX512 INLINE void in_tile(const float *x, const long off[16], __m512 pt[16])
+{
+    __m512 d[4][4], q[4][4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            d[i][j] = off[i * 4 + j] >= 0 ? _mm512_loadu_ps(x + off[i * 4 + j])
+                                          : _mm512_setzero_ps();
     for (int j = 0; j < 4; j++) {
         q[0][j] = _mm512_sub_ps(d[0][j], d[2][j]);
         q[1][j] = _mm512_add_ps(d[1][j], d[2][j]);
@@ -91,24 +98,28 @@ AVX512 static void avx_in(const wino_geom_t *s, const float *x, long t0, int nr,
 {
     /* 16 rows per point (the transpose's), rows nr.. zero */
     __m512 pts[16][16];
+    long off[WINO_ROWS][16];
     const __mmask16 rows = (__mmask16)((1u << WINO_ROWS) - 1);
+    for (int r = 0; r < nr; r++)
+        tile_pixels(s, t0 + r, off[r]);
+    for (int r = nr; r < 16; r++)
+        for (int p = 0; p < 16; p++)
+            pts[p][r] = _mm512_setzero_ps();
     for (int ch0 = 0; ch0 < s->c; ch0 += 16) {
-        for (int r = 0; r < 16; r++) {
+        for (int r = 0; r < nr; r++) {
             __m512 pt[16];
-            if (r < nr) {
-                in_tile(s, x, t0 + r, ch0, pt);
-            } else {
-                for (int p = 0; p < 16; p++)
-                    pt[p] = _mm512_setzero_ps();
-            }
+            in_tile(x + ch0, off[r], pt);
             for (int p = 0; p < 16; p++)
                 pts[p][r] = pt[p];
         }
         for (int p = 0; p < 16; p++) {
-            transpose16(pts[p]);
+            __m512 col[16];
+            for (int r = 0; r < 16; r++)
+                col[r] = pts[p][r];
+            transpose16(col);
             float *o = v + (size_t)p * xs + (size_t)ch0 * WINO_ROWS;
             for (int ch = 0; ch < 16; ch++)
-                _mm512_mask_storeu_ps(o + ch * WINO_ROWS, rows, pts[p][ch]);
+                _mm512_mask_storeu_ps(o + ch * WINO_ROWS, rows, col[ch]);
         }
     }
 }

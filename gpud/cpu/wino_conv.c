@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/log.h"
 #include "gpud/cpu/dnnl_priv.h"
@@ -45,12 +46,18 @@ static int panel_width(int k, int o0)
     return k - o0 >= 32 ? 32 : 16;
 }
 
-void wino_weights(float *u, const float *w, int k, int c)
+/* flip: the filter of the backward-data convolution, w'[ch][o] = w[o][ch]
+ * turned by 180 degrees, k and c swapped (k its outputs). */
+static void weights(float *u, const float *w, int k, int c, int flip)
 {
+    /* the threads oneDNN was given (omp's default): every element alone */
+#pragma omp parallel for schedule(static)
     for (int o = 0; o < k; o++) {
         int o0 = o / 32 * 32, pw = panel_width(k, o0);
         for (int ch = 0; ch < c; ch++) {
-            const float *g = w + ((size_t)o * c + ch) * 9;
+            float g[9];
+            for (int i = 0; i < 9; i++)
+                g[i] = flip ? w[((size_t)ch * k + o) * 9 + 8 - i] : w[((size_t)o * c + ch) * 9 + i];
             double a[4][3], b[4][4];
             for (int j = 0; j < 3; j++) {   /* G g */
                 a[0][j] = g[j];
@@ -70,28 +77,34 @@ void wino_weights(float *u, const float *w, int k, int c)
     }
 }
 
-/* Tiles per block: V and M of a block about 2 MiB (16 points x (c + k)
- * floats a tile), a multiple of the 14-row groups, no more than a
- * thread's share of the tiles. */
-static int block_tiles(const wino_geom_t *s, int threads)
+void wino_weights(float *u, const float *w, int k, int c)
 {
-    long t = 32768 / (s->c + s->k);
-    long share = (s->ntiles + threads - 1) / threads;
-    if (t > share)
-        t = share;
-    t = (t + WINO_ROWS - 1) / WINO_ROWS * WINO_ROWS;
-    return (int)(t < WINO_ROWS ? WINO_ROWS : t > 224 ? 224 : t);
+    weights(u, w, k, c, 0);
 }
 
-static size_t block_floats(const wino_geom_t *s, int tiles)
+void wino_weights_bwd(float *u, const float *w, int k, int c)
 {
-    return (size_t)16 * tiles * (s->c + s->k);
+    weights(u, w, c, k, 1);
+}
+
+/* Groups of WINO_ROWS tiles per block: V and M of a block about 2 MiB
+ * (16 points x (c + k) floats a tile; a point's slab of either, what the
+ * GEMM reads, well inside L2), at most 16. */
+static int block_groups(const wino_geom_t *s)
+{
+    int g = 32768 / (s->c + s->k) / WINO_ROWS;
+    return g < 1 ? 1 : g > 16 ? 16 : g;
+}
+
+static size_t block_floats(const wino_geom_t *s)
+{
+    return ((size_t)16 * block_groups(s) * WINO_ROWS * (s->c + s->k) + 15) / 16 * 16;
 }
 
 size_t wino_work_floats(const wino_geom_t *s, int threads)
 {
     /* 64-byte multiples: each thread's part stays aligned */
-    return (block_floats(s, block_tiles(s, threads)) + 15) / 16 * 16 * (size_t)threads;
+    return block_floats(s) * (size_t)threads;
 }
 
 static void run_block(const wino_kern_t *kn, const wino_geom_t *s, const float *u,
@@ -120,14 +133,21 @@ static void run_block(const wino_kern_t *kn, const wino_geom_t *s, const float *
 void wino_conv(const wino_kern_t *kn, const wino_geom_t *s, const float *u, const float *x,
                const float *bias, float *y, float *work, int threads)
 {
-    int bt = block_tiles(s, threads);
-    size_t per = (block_floats(s, bt) + 15) / 16 * 16;
-    long nb = (s->ntiles + bt - 1) / bt;
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (long b = 0; b < nb; b++) {
-        long t0 = b * bt;
-        int nt = (int)(s->ntiles - t0 < bt ? s->ntiles - t0 : bt);
-        run_block(kn, s, u, x, bias, y, t0, nt, work + per * (size_t)omp_get_thread_num());
+    /* each thread an equal run of groups (within one), in blocks: a
+     * balanced split whatever the tile count (ResNet-18's 7x7 layers have
+     * 16 tiles an image) */
+    int bg = block_groups(s);
+    long ng = (s->ntiles + WINO_ROWS - 1) / WINO_ROWS, per = (ng + threads - 1) / threads;
+#pragma omp parallel num_threads(threads)
+    {
+        int id = omp_get_thread_num();
+        float *v = work + block_floats(s) * (size_t)id;
+        long g1 = (id + 1) * per < ng ? (id + 1) * per : ng;
+        for (long g = id * per; g < g1; g += bg) {
+            long t0 = g * WINO_ROWS, t1 = (g + bg < g1 ? g + bg : g1) * WINO_ROWS;
+            run_block(kn, s, u, x, bias, y, t0, (int)((t1 < s->ntiles ? t1 : s->ntiles) - t0),
+                      v);
+        }
     }
 }
 
@@ -171,27 +191,64 @@ static int algo(void)
     return 0;
 }
 
-static const wino_kern_t *kernels(int forced)
+/* The instruction-set cap an operator set for oneDNN (ONEDNN_MAX_CPU_ISA)
+ * holds for these kernels too, so a run capped to AVX2 compares like with
+ * like: 2 AVX-512, 1 AVX2, 0 neither. */
+static int isa_cap(void)
+{
+    const char *e = getenv("ONEDNN_MAX_CPU_ISA");
+    if (!e || !*e || strncasecmp(e, "avx512", 6) == 0 || strncasecmp(e, "avx10", 5) == 0 ||
+        strncasecmp(e, "all", 3) == 0 || strncasecmp(e, "default", 7) == 0)
+        return 2;
+    return strncasecmp(e, "avx2", 4) == 0 ? 1 : 0;
+}
+
+const wino_kern_t *wino_kernels(void)
 {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (WINO_AVX512 && __builtin_cpu_supports("avx512f"))
+    int cap = isa_cap();
+    if (cap >= 2 && WINO_AVX512 && __builtin_cpu_supports("avx512f"))
         return WINO_AVX512;
+    if (cap >= 1 && WINO_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return WINO_AVX2;
 #endif
-    return forced ? &WINO_REF : NULL;
+    return NULL;
+}
+
+static const wino_kern_t *kernels(int forced)
+{
+    const wino_kern_t *kn = wino_kernels();
+    return kn ? kn : forced ? &WINO_REF : NULL;
+}
+
+/* The kernels for conv c (in -> out) and its geometry s; NULL: not by
+ * Winograd here. */
+static const wino_kern_t *eligible(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
+                                   const int in[4], const int out[4], wino_geom_t *s)
+{
+    int a = algo();
+    const wino_kern_t *kn = a == 1 ? NULL : kernels(a == 2);
+    if (!kn || g->be->precision != BK_FP32 || c->kh != 3 || c->kw != 3 || c->stride_h != 1 ||
+        c->stride_w != 1 || wino_geom(s, in, out, c->pad_h, c->pad_w, post) < 0)
+        return NULL;
+    return kn;
+}
+
+static float *u_new(int k, int c)
+{
+    return aligned_alloc(64, (wino_u_floats(k, c) * sizeof(float) + 63) / 64 * 64);
 }
 
 bk_plan_t *wino_plan_new(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
                          const int in[4], const int out[4])
 {
-    int a = algo();
     wino_geom_t s;
-    const wino_kern_t *kn = a == 1 ? NULL : kernels(a == 2);
-    if (!kn || g->be->precision != BK_FP32 || c->kh != 3 || c->kw != 3 || c->stride_h != 1 ||
-        c->stride_w != 1 || wino_geom(&s, in, out, c->pad_h, c->pad_w, post) < 0)
+    const wino_kern_t *kn = eligible(g, c, post, in, out, &s);
+    if (!kn)
         return NULL;
     wplan_t *p = calloc(1, sizeof *p);
     if (p)
-        p->u = aligned_alloc(64, (wino_u_floats(s.k, s.c) * sizeof(float) + 63) / 64 * 64);
+        p->u = u_new(s.k, s.c);
     if (!p || !p->u) {
         free(p);
         return bk_ctx_fail(g, "out of memory for a Winograd convolution's weights");
@@ -219,4 +276,69 @@ int wino_plan_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, con
         return -1;
     wino_conv(p->kern, &p->s, p->u, x, b, y, work, p->threads);
     return 0;
+}
+
+/* ------------------------------------------------------------ training */
+
+struct wino_train {
+    wino_geom_t fwd, bwd;      /* x -> y; gy -> gx (the flipped filter, padding 2 - pad) */
+    const wino_kern_t *kern;
+    int threads;
+    float *uf, *ub;            /* the step's weights, transformed by the forward */
+};
+
+wino_train_t *wino_train_new(bk_ctx_t *g, const bk_conv_t *c, const int in[4],
+                             const int out[4])
+{
+    wino_geom_t f, b;
+    const wino_kern_t *kn = eligible(g, c, NULL, in, out, &f);
+    if (!kn || wino_geom(&b, out, in, 2 - c->pad_h, 2 - c->pad_w, NULL) < 0)
+        return NULL;
+    wino_train_t *t = calloc(1, sizeof *t);
+    if (t) {
+        t->uf = u_new(f.k, f.c);
+        t->ub = u_new(f.c, f.k);
+    }
+    if (!t || !t->uf || !t->ub) {
+        wino_train_destroy(&t);
+        return bk_ctx_fail(g, "out of memory for a Winograd convolution's weights");
+    }
+    t->fwd = f, t->bwd = b, t->kern = kn;
+    t->threads = g->be->threads > 0 ? g->be->threads : 1;
+    log_debug("cpu training: conv %d->%d 3x3 %dx%d forward and backward data by Winograd "
+              "F(2x2,3x3) (%s)", f.c, f.k, f.h, f.w, kn->name);
+    return t;
+}
+
+void wino_train_destroy(wino_train_t **tp)
+{
+    if (!*tp)
+        return;
+    free((*tp)->uf);
+    free((*tp)->ub);
+    free(*tp);
+    *tp = NULL;
+}
+
+static int run(bk_ctx_t *g, const wino_train_t *t, const wino_geom_t *s, const float *u,
+               const float *x, const float *bias, float *y)
+{
+    float *work = cpu_scratch(g, wino_work_floats(s, t->threads) * sizeof(float));
+    if (!work)
+        return -1;
+    wino_conv(t->kern, s, u, x, bias, y, work, t->threads);
+    return 0;
+}
+
+int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const float *x, const float *w,
+                   const float *b, float *y)
+{
+    wino_weights(t->uf, w, t->fwd.k, t->fwd.c);
+    wino_weights_bwd(t->ub, w, t->fwd.k, t->fwd.c);
+    return run(g, t, &t->fwd, t->uf, x, b, y);
+}
+
+int wino_train_bwd_data(bk_ctx_t *g, wino_train_t *t, const float *gy, float *gx)
+{
+    return run(g, t, &t->bwd, t->ub, gy, NULL, gx);
 }

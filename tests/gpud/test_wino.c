@@ -3,7 +3,10 @@
  *     double, + bias and post-ops, over shapes with odd sizes, padding 0, 1
  *     and 2, channel counts of one and several 32-wide panels and a 16-wide
  *     tail: within a bound of fp32 rounding;
- *   - where the CPU has AVX-512F, its kernels give the reference's bits;
+ *   - backward data (the flipped filter, padding 2 - pad) against the
+ *     transposed convolution's definition in double;
+ *   - the AVX-512 and AVX2 kernels, where the CPU has them, give the
+ *     reference's bits;
  *   - an output's bits depend neither on the thread count (which sizes the
  *     blocks) nor on the batch (each image alone gives the same bits);
  *   - a NaN in the input or the weights reaches the outputs it touches,
@@ -44,6 +47,34 @@ static void *aligned(size_t floats)
     void *p = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64 + 64);
     REQUIRE(p, "out of memory");
     return p;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+static int has_avx512(void)
+{
+    return WINO_AVX512 && __builtin_cpu_supports("avx512f");
+}
+
+static int has_avx2(void)
+{
+    return WINO_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+static int has_avx512(void)
+{
+    return 0;
+}
+
+static int has_avx2(void)
+{
+    return 0;
+}
+#endif
+
+/* what the plans run here (the scalar kernels where neither runs) */
+static const wino_kern_t *fastest(void)
+{
+    return wino_kernels() ? wino_kernels() : &WINO_REF;
 }
 
 typedef struct {
@@ -120,13 +151,15 @@ static void check_shape(const shape_t *t, int post_i, int with_bias)
 
     float *y2 = malloc(ny * sizeof *y2);
     REQUIRE(y2, "out of memory");
-    if (WINO_AVX512 && __builtin_cpu_supports("avx512f")) {
-        run(WINO_AVX512, &s, u, x, bias, res, y2, 1);
-        CHECK(memcmp(y, y2, ny * sizeof *y) == 0, "%dx%dx%dx%d -> %d post %d: avx512 vs scalar",
-              t->n, t->c, t->h, t->w, t->k, post_i);
-    }
-    const wino_kern_t *kn = WINO_AVX512 && __builtin_cpu_supports("avx512f") ? WINO_AVX512
-                                                                             : &WINO_REF;
+    const wino_kern_t *vec[] = {has_avx512() ? WINO_AVX512 : NULL,
+                                has_avx2() ? WINO_AVX2 : NULL};
+    for (int v = 0; v < 2; v++)
+        if (vec[v]) {
+            run(vec[v], &s, u, x, bias, res, y2, 1);
+            CHECK(memcmp(y, y2, ny * sizeof *y) == 0, "%dx%dx%dx%d -> %d post %d: %s vs scalar",
+                  t->n, t->c, t->h, t->w, t->k, post_i, vec[v]->name);
+        }
+    const wino_kern_t *kn = fastest();
     for (int th = 2; th <= 3; th++) {
         run(kn, &s, u, x, bias, res, y2, th);
         CHECK(memcmp(y, y2, ny * sizeof *y) == 0, "%dx%dx%dx%d -> %d: %d threads vs 1", t->n,
@@ -145,6 +178,50 @@ static void check_shape(const shape_t *t, int post_i, int with_bias)
     free(x), free(w), free(bias), free(res), free(u), free(y), free(y2), free(yd), free(mag);
 }
 
+/* Backward data: gx = the transposed convolution of gy, by Winograd on the
+ * flipped filter with padding 2 - pad, against its definition in double. */
+static void check_bwd(const shape_t *t)
+{
+    int oh = t->h + 2 * t->pad - 2, ow = t->w + 2 * t->pad - 2;
+    const int gys[4] = {t->n, t->k, oh, ow}, gxs[4] = {t->n, t->c, t->h, t->w};
+    wino_geom_t s;
+    REQUIRE(wino_geom(&s, gys, gxs, 2 - t->pad, 2 - t->pad, NULL) == 0,
+            "backward geometry of %dx%dx%dx%d -> %d refused", t->n, t->c, t->h, t->w, t->k);
+    size_t ngy = (size_t)t->n * oh * ow * t->k, ngx = (size_t)t->n * t->h * t->w * t->c;
+    float *gy = fill(ngy, 1.0f), *w = fill((size_t)t->k * t->c * 9, 0.3f);
+    float *u = aligned(wino_u_floats(t->c, t->k)), *gx = malloc(ngx * sizeof *gx);
+    float *zero = calloc(ngx, sizeof *zero);
+    REQUIRE(gx && zero, "out of memory");
+    wino_weights_bwd(u, w, t->k, t->c);
+    const wino_kern_t *kn = fastest();
+    run(kn, &s, u, gy, NULL, zero, gx, 2);
+    double worst = 0.0;
+    for (int i = 0; i < t->n; i++)
+        for (int yy = 0; yy < t->h; yy++)
+            for (int xx = 0; xx < t->w; xx++)
+                for (int c = 0; c < t->c; c++) {
+                    double acc = 0.0, mag = 0.0;
+                    for (int o = 0; o < t->k; o++)
+                        for (int a = 0; a < 3; a++)
+                            for (int b = 0; b < 3; b++) {
+                                int oy = yy - a + t->pad, ox = xx - b + t->pad;
+                                if (oy < 0 || oy >= oh || ox < 0 || ox >= ow)
+                                    continue;
+                                double v = (double)gy[(((size_t)i * oh + oy) * ow + ox) * t->k + o] *
+                                           w[(((size_t)o * t->c + c) * 3 + a) * 3 + b];
+                                acc += v;
+                                mag += fabs(v);
+                            }
+                    double got = gx[(((size_t)i * t->h + yy) * t->w + xx) * t->c + c];
+                    double err = fabs(got - acc) / (4.0 * mag + 1e-30);
+                    worst = err > worst ? err : worst;
+                }
+    s_worst = worst > s_worst ? worst : s_worst;
+    CHECK(worst < 5e-7, "%dx%dx%dx%d -> %d pad %d: backward data vs direct %.3g", t->n, t->c,
+          t->h, t->w, t->k, t->pad, worst);
+    free(gy), free(w), free(u), free(gx), free(zero);
+}
+
 static void nan_reaches(void)
 {
     const shape_t t = {2, 16, 6, 6, 32, 1};
@@ -155,8 +232,7 @@ static void nan_reaches(void)
     float *x = fill(nx, 1.0f), *w = fill((size_t)32 * 16 * 9, 0.3f), *res = calloc(ny, 4);
     float *u = aligned(wino_u_floats(32, 16)), *y = malloc(ny * sizeof *y);
     REQUIRE(res && y, "out of memory");
-    const wino_kern_t *kn = WINO_AVX512 && __builtin_cpu_supports("avx512f") ? WINO_AVX512
-                                                                             : &WINO_REF;
+    const wino_kern_t *kn = fastest();
     /* a NaN pixel (image 1, row 2, column 3, channel 5): every output of
      * image 1 within one pixel of it, all channels, is NaN */
     x[((size_t)(1 * 6 + 2) * 6 + 3) * 16 + 5] = NAN;
@@ -210,10 +286,12 @@ int main(void)
     for (int i = 0; i < ns; i++)
         for (int p = 0; p < 4; p++)
             check_shape(&shapes[i], p, (i + p) % 2 == 0);
+    for (int i = 0; i < ns; i++)
+        check_bwd(&shapes[i]);
     nan_reaches();
     refused();
-    printf("test_wino: %d shapes x 4 post-op lists, kernels: scalar%s; largest error vs "
-           "direct %.3g (bound 5e-7)\n", ns,
-           WINO_AVX512 && __builtin_cpu_supports("avx512f") ? " + avx512" : "", s_worst);
+    printf("test_wino: %d shapes x 4 post-op lists, kernels: scalar%s%s; largest error vs "
+           "direct %.3g (bound 5e-7)\n", ns, has_avx512() ? " + avx512" : "",
+           has_avx2() ? " + avx2" : "", s_worst);
     return tc_done("test_wino");
 }
