@@ -89,7 +89,8 @@ void wino_conv(const wino_kern_t *kern, const wino_geom_t *s, const float *u, co
                const float *bias, float *y, float *work, int threads);
 
 /* The inference plan's op (dnnl_infer.c): a plan when the convolution is
- * 3x3 stride 1, fp32, its activations NHWC, its channels multiples of 16
+ * 3x3 stride 1, on fp32 kernels (fp32, or bf16 emulated: docs/BF16.md),
+ * its activations NHWC, its channels multiples of 16
  * and this CPU has AVX-512F or AVX2 + FMA (DDPIPE_CONV_ALGO=direct: never;
  * =winograd: also on other CPUs, on the scalar kernels); else NULL, g
  * untouched (NULL with g failed: out of memory). */

@@ -246,8 +246,10 @@ static const wino_kern_t *eligible(bk_ctx_t *g, const bk_conv_t *c, const bk_pos
 {
     int a = algo();
     const wino_kern_t *kn = a == 1 ? NULL : kernels(a == 2);
-    if (!kn || g->be->precision != BK_FP32 || c->kh != 3 || c->kw != 3 || c->stride_h != 1 ||
-        c->stride_w != 1 || wino_geom(s, in, out, c->pad_h, c->pad_w, post) < 0)
+    /* fp32 kernels only: fp32, or bf16 emulated on them */
+    int fp32 = g->be->precision == BK_FP32 || g->be->precision == BK_BF16_EMULATED;
+    if (!kn || !fp32 || c->kh != 3 || c->kw != 3 || c->stride_h != 1 || c->stride_w != 1 ||
+        wino_geom(s, in, out, c->pad_h, c->pad_w, post) < 0)
         return NULL;
     return kn;
 }
