@@ -66,9 +66,10 @@ const char *backend_precision_name(const backend_t *be);
 /* The backend's native bf16 kernels on this machine: 0 none; 1 oneDNN
  * creates bf16 primitives but the CPU has no bf16 instructions
  * (avx512_core: it emulates them, slower than fp32); 2 avx512_bf16 without
- * AMX (bf16 dot products, yet oneDNN's bf16 kernels measured slower than its
- * fp32 ones: docs/BF16.md "Which one"); 3 fast: AMX, or cuda's tensor
- * cores. Unset DDPIPE_BF16 runs native at 3 only. isa (may be NULL): a name
+ * AMX on an Intel CPU (bf16 dot products, yet oneDNN's bf16 kernels
+ * measured slower than its fp32 ones: docs/BF16.md "Which one"); 3 fast:
+ * AMX, avx512_bf16 on an AMD CPU, or cuda's tensor cores. Unset
+ * DDPIPE_BF16 runs native at 3 only. isa (may be NULL): a name
  * for messages. Probed once per process. */
 int backend_bf16_native(const backend_t *be, const char **isa);
 const char *backend_name(const backend_t *be);

@@ -49,9 +49,9 @@ int backend_bf16_native(const backend_t *be, const char **isa)
 }
 
 /* bf16 native or emulated: DDPIPE_BF16 (native|emulated), else native
- * where the CPU has AMX (docs/BF16.md "Which one": without it oneDNN's bf16
- * kernels are slower than the emulated path's fp32 ones, avx512_bf16
- * included); a backend without BK_CAN_BF16_EMULATED (cuda) has no emulated
+ * where the CPU has AMX or is an AMD one with avx512_bf16 (docs/BF16.md
+ * "Which one": on Intel's without AMX oneDNN's bf16 kernels are slower than
+ * the emulated path's fp32 ones, avx512_bf16 included); a backend without BK_CAN_BF16_EMULATED (cuda) has no emulated
  * bf16 to choose. */
 static int bf16_mode(backend_t *be, char *err, size_t errlen)
 {
@@ -59,7 +59,7 @@ static int bf16_mode(backend_t *be, char *err, size_t errlen)
     int level = backend_bf16_native(be, &isa);
     if (env && *env && strcmp(env, "native") != 0 && strcmp(env, "emulated") != 0) {
         err_set(err, errlen, "DDPIPE_BF16='%s': native or emulated (unset: native where the "
-                "CPU has amx, else emulated)", env);
+                "CPU has amx or is an AMD one with avx512_bf16, else emulated)", env);
         return -1;
     }
     int native = env && *env ? strcmp(env, "native") == 0 : level == 3;

@@ -227,23 +227,33 @@ int gpud_check_chunk(const char *cmd, const char *flag, const char *device, long
     return 0;
 }
 
-int gpud_cpu_has_amx(void)
+/* 1 when the whole word w is in /proc/cpuinfo's line that starts with key
+ * (the first such line: every core lists the same). */
+static int cpuinfo_has(const char *key, const char *w)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f)
         return 0;
     char line[8192];
+    size_t kl = strlen(key), wl = strlen(w);
     int found = 0;
-    while (!found && fgets(line, sizeof line, f)) {
-        if (strncmp(line, "flags", 5) != 0)
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, kl) != 0)
             continue;
-        /* the whole word " amx_bf16", followed by a blank or the end */
-        for (const char *w = line; !found && (w = strstr(w, " amx_bf16")) != NULL; w += 9)
-            found = w[9] == ' ' || w[9] == '\n' || w[9] == '\0';
-        break;   /* every core lists the same flags */
+        /* the whole word after a blank, followed by a blank or the end */
+        for (const char *p = line; !found && (p = strstr(p, w)) != NULL; p += wl)
+            found = p > line && (p[-1] == ' ' || p[-1] == '\t') &&
+                    (p[wl] == ' ' || p[wl] == '\n' || p[wl] == '\0');
+        break;
     }
     fclose(f);
     return found;
+}
+
+int gpud_cpu_fast_bf16(void)
+{
+    return cpuinfo_has("flags", "amx_bf16") ||
+           (cpuinfo_has("flags", "avx512_bf16") && cpuinfo_has("vendor_id", "AuthenticAMD"));
 }
 
 void gpud_precision_note(const char *precision, FILE *f)
@@ -258,7 +268,7 @@ void gpud_precision_note(const char *precision, FILE *f)
     const char *env = getenv("DDPIPE_BF16");
     if (env && strcmp(env, "native") == 0)
         return;   /* gpud runs oneDNN's bf16 kernels or refuses, and says which */
-    if (!gpud_cpu_has_amx())
+    if (!gpud_cpu_fast_bf16())
         fprintf(f, "bf16: this CPU has no AMX (amx_bf16); bf16 numerics are emulated on the "
                    "fp32 kernels, faster than oneDNN's bf16 kernels there, no faster than fp32 "
                    "(docs/BF16.md)\n");

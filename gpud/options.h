@@ -162,9 +162,10 @@ int gpud_check_device(const char *cmd, const char *flag, const char *device,
  * after the error went to stderr. */
 int gpud_check_chunk(const char *cmd, const char *flag, const char *device, long chunk,
                      long global_batch);
-/* 1 when /proc/cpuinfo lists amx_bf16 (bf16 runs natively, by default,
- * and fast), 0 when not or unreadable. */
-int gpud_cpu_has_amx(void);
+/* 1 when /proc/cpuinfo lists amx_bf16, or avx512_bf16 on an AMD CPU (bf16
+ * runs natively, by default, and fast: the probe's level 3, backend.h), 0
+ * when not or unreadable. */
+int gpud_cpu_fast_bf16(void);
 /* --precision bf16: the one line saying that bf16 is emulated and no faster
  * (no bf16 instructions here, or DDPIPE_BF16=emulated), to f (the launcher
  * says it once); fp16 on a CPU: that it runs on the fp32 kernels. Nothing

@@ -97,6 +97,16 @@ static int probe_prims(dnnl_engine_t eng, dnnl_primitive_attr_t a)
     return ok;
 }
 
+static int cpu_is_amd(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd");
+#else
+    return 0;
+#endif
+}
+
 static void probe(void)
 {
     dnnl_engine_t eng = NULL;
@@ -113,6 +123,14 @@ static void probe(void)
         probe_isa = probe_level == 3   ? "amx"
                     : probe_level == 2 ? "avx512_bf16"
                                        : "avx512_core, no bf16 instructions";
+        /* AMD's avx512_bf16 (Zen 5 measured: ResNet-18 eval 237 against
+         * 201 img/s emulated, a training step 66 against 45) runs oneDNN's
+         * bf16 kernels faster than the fp32 ones, where Intel's without
+         * AMX did not (docs/BF16.md "Which one") */
+        if (probe_level == 2 && cpu_is_amd()) {
+            probe_level = 3;
+            probe_isa = "avx512_bf16, AMD";
+        }
     }
     if (a)
         dnnl_primitive_attr_destroy(a);

@@ -39,12 +39,16 @@ def logs_text(out):
     return text
 
 
-def cpu_has_amx():
+def cpu_fast_bf16():
+    """AMX, or avx512_bf16 on an AMD CPU: native bf16 by default (gpud_cpu_fast_bf16)."""
+    flags, vendor = [], ""
     with open("/proc/cpuinfo") as f:
         for line in f:
-            if line.startswith("flags"):
-                return "amx_bf16" in line.split()
-    return False
+            if line.startswith("flags") and not flags:
+                flags = line.split()
+            if line.startswith("vendor_id") and not vendor:
+                vendor = line.split(":", 1)[1].strip()
+    return "amx_bf16" in flags or ("avx512_bf16" in flags and vendor == "AuthenticAMD")
 
 
 # 1. option errors
@@ -82,7 +86,7 @@ if MODE == "native":
           text[-3000:])
 if MODE == "native":
     want_note = None   # gpud runs oneDNN's bf16 kernels (or refused above)
-elif not cpu_has_amx():
+elif not cpu_fast_bf16():
     want_note = NOTE
 elif MODE == "emulated":
     want_note = "bf16: DDPIPE_BF16=emulated: bf16 numerics are emulated"
