@@ -41,6 +41,33 @@ typedef struct {
     bk_post_t post;           /* after the bias, in order */
 } wino_geom_t;
 
+/* Where tile t's 4x4 input window starts, before padding: image, top
+ * row, left column (each kernel's, one definition). */
+static inline void wino_tile_at(const wino_geom_t *s, long t, int *img, int *y0, int *x0)
+{
+    long per = (long)s->th * s->tw;
+    int in_img = (int)(t % per);
+    *img = (int)(t / per);
+    *y0 = in_img / s->tw * 2;
+    *x0 = in_img % s->tw * 2;
+}
+
+/* Where each of tile t's 16 input pixels starts in x (-1: padding). */
+static inline void wino_tile_pixels(const wino_geom_t *s, long t, long off[16])
+{
+    int img, y0, x0;
+    wino_tile_at(s, t, &img, &y0, &x0);
+    for (int i = 0; i < 4; i++) {
+        int yy = y0 + i - s->pad_h;
+        for (int j = 0; j < 4; j++) {
+            int xx = x0 + j - s->pad_w;
+            off[i * 4 + j] = yy >= 0 && yy < s->h && xx >= 0 && xx < s->w
+                                 ? (long)((((size_t)img * s->h + yy) * s->w + xx) * s->c)
+                                 : -1;
+        }
+    }
+}
+
 /* One instruction set's kernels; every one gives the reference's bits. */
 typedef struct {
     const char *name;

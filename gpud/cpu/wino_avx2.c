@@ -16,16 +16,6 @@
 #define AVX2 __attribute__((target("avx2,fma")))
 #define INLINE static inline __attribute__((always_inline))
 
-/* Where tile t's 4x4 input window starts (wino_ref.c's tile_at). */
-INLINE void tile_at(const wino_geom_t *s, long t, int *img, int *y0, int *x0)
-{
-    long per = (long)s->th * s->tw;
-    int in_img = (int)(t % per);
-    *img = (int)(t / per);
-    *y0 = in_img / s->tw * 2;
-    *x0 = in_img % s->tw * 2;
-}
-
 /* r[i] = column i of the 8x8 matrix whose rows were r[0..7]. */
 AVX2 INLINE void transpose8(__m256 r[8])
 {
@@ -44,22 +34,6 @@ AVX2 INLINE void transpose8(__m256 r[8])
     for (int j = 0; j < 4; j++) {
         r[j] = _mm256_permute2f128_ps(q[j], q[4 + j], 0x20);
         r[4 + j] = _mm256_permute2f128_ps(q[j], q[4 + j], 0x31);
-    }
-}
-
-/* Where each of a tile's 16 input pixels starts in x (-1: padding). */
-INLINE void tile_pixels(const wino_geom_t *s, long t, long off[16])
-{
-    int img, y0, x0;
-    tile_at(s, t, &img, &y0, &x0);
-    for (int i = 0; i < 4; i++) {
-        int yy = y0 + i - s->pad_h;
-        for (int j = 0; j < 4; j++) {
-            int xx = x0 + j - s->pad_w;
-            off[i * 4 + j] = yy >= 0 && yy < s->h && xx >= 0 && xx < s->w
-                                 ? (long)((((size_t)img * s->h + yy) * s->w + xx) * s->c)
-                                 : -1;
-        }
     }
 }
 
@@ -92,7 +66,7 @@ AVX2 static void avx2_in(const wino_geom_t *s, const float *x, long t0, int nr, 
     long off[WINO_ROWS][16];
     const __m256i tail = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);   /* rows 8..13 */
     for (int r = 0; r < nr; r++)
-        tile_pixels(s, t0 + r, off[r]);
+        wino_tile_pixels(s, t0 + r, off[r]);
     for (int r = nr; r < 16; r++)
         for (int p = 0; p < 16; p++)
             pts[p][r] = _mm256_setzero_ps();
@@ -159,7 +133,7 @@ AVX2 static void avx2_out(const wino_geom_t *s, const float *m, size_t xs, long 
                           const float *bias, float *y)
 {
     int img, y0, x0;
-    tile_at(s, t, &img, &y0, &x0);
+    wino_tile_at(s, t, &img, &y0, &x0);
     const __m256 zero = _mm256_setzero_ps();
     for (int o = 0; o < s->k; o += 8) {
         __m256 a[16], q[2][4], r[4];

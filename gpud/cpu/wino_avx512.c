@@ -17,16 +17,6 @@
 #define AVX512 __attribute__((target("avx512f")))
 #define INLINE static inline __attribute__((always_inline))
 
-/* Where tile t's 4x4 input window starts (wino_ref.c's tile_at). */
-INLINE void tile_at(const wino_geom_t *s, long t, int *img, int *y0, int *x0)
-{
-    long per = (long)s->th * s->tw;
-    int in_img = (int)(t % per);
-    *img = (int)(t / per);
-    *y0 = in_img / s->tw * 2;
-    *x0 = in_img % s->tw * 2;
-}
-
 /* r[i] = column i of the 16x16 matrix whose rows were r[0..15]. */
 AVX512 INLINE void transpose16(__m512 r[16])
 {
@@ -52,22 +42,6 @@ AVX512 INLINE void transpose16(__m512 r[16])
         r[q + 8] = _mm512_shuffle_f32x4(t[q], t[q + 8], 0xDD);
         r[q + 4] = _mm512_shuffle_f32x4(t[q + 4], t[q + 12], 0x88);
         r[q + 12] = _mm512_shuffle_f32x4(t[q + 4], t[q + 12], 0xDD);
-    }
-}
-
-/* Where each of a tile's 16 input pixels starts in x (-1: padding). */
-INLINE void tile_pixels(const wino_geom_t *s, long t, long off[16])
-{
-    int img, y0, x0;
-    tile_at(s, t, &img, &y0, &x0);
-    for (int i = 0; i < 4; i++) {
-        int yy = y0 + i - s->pad_h;
-        for (int j = 0; j < 4; j++) {
-            int xx = x0 + j - s->pad_w;
-            off[i * 4 + j] = yy >= 0 && yy < s->h && xx >= 0 && xx < s->w
-                                 ? (long)((((size_t)img * s->h + yy) * s->w + xx) * s->c)
-                                 : -1;
-        }
     }
 }
 
@@ -101,7 +75,7 @@ AVX512 static void avx_in(const wino_geom_t *s, const float *x, long t0, int nr,
     long off[WINO_ROWS][16];
     const __mmask16 rows = (__mmask16)((1u << WINO_ROWS) - 1);
     for (int r = 0; r < nr; r++)
-        tile_pixels(s, t0 + r, off[r]);
+        wino_tile_pixels(s, t0 + r, off[r]);
     for (int r = nr; r < 16; r++)
         for (int p = 0; p < 16; p++)
             pts[p][r] = _mm512_setzero_ps();
@@ -161,7 +135,7 @@ AVX512 static void avx_out(const wino_geom_t *s, const float *m, size_t xs, long
                            const float *bias, float *y)
 {
     int img, y0, x0;
-    tile_at(s, t, &img, &y0, &x0);
+    wino_tile_at(s, t, &img, &y0, &x0);
     const __m512 zero = _mm512_setzero_ps();
     for (int o = 0; o < s->k; o += 16) {
         __m512 a[16], q[2][4], r[4];

@@ -6,22 +6,12 @@
 
 #include "gpud/cpu/wino.h"
 
-/* Where tile t's 4x4 input window starts: image, top row, left column. */
-static void tile_at(const wino_geom_t *s, long t, int *img, int *y0, int *x0)
-{
-    long per = (long)s->th * s->tw;
-    int in_img = (int)(t % per);
-    *img = (int)(t / per);
-    *y0 = in_img / s->tw * 2;
-    *x0 = in_img % s->tw * 2;
-}
-
 static void ref_in(const wino_geom_t *s, const float *x, long t0, int nr, float *v, size_t xs)
 {
     for (int r = 0; r < WINO_ROWS; r++) {
         int img = 0, y0 = 0, x0 = 0;
         if (r < nr)
-            tile_at(s, t0 + r, &img, &y0, &x0);
+            wino_tile_at(s, t0 + r, &img, &y0, &x0);
         for (int ch = 0; ch < s->c; ch++) {
             float d[4][4], t[4][4];
             for (int i = 0; i < 4; i++)
@@ -72,7 +62,7 @@ static void ref_out(const wino_geom_t *s, const float *m, size_t xs, long t, con
                     float *y)
 {
     int img, y0, x0;
-    tile_at(s, t, &img, &y0, &x0);
+    wino_tile_at(s, t, &img, &y0, &x0);
     for (int o = 0; o < s->k; o++) {
         float a[4][4], q[2][4], r[2][2];
         for (int p = 0; p < 16; p++)
