@@ -51,8 +51,8 @@ int backend_bf16_native(const backend_t *be, const char **isa)
 /* bf16 native or emulated: DDPIPE_BF16 (native|emulated), else native
  * where the CPU has AMX or is an AMD one with avx512_bf16 (docs/BF16.md
  * "Which one": on Intel's without AMX oneDNN's bf16 kernels are slower than
- * the emulated path's fp32 ones, avx512_bf16 included); a backend without BK_CAN_BF16_EMULATED (cuda) has no emulated
- * bf16 to choose. */
+ * the emulated path's fp32 ones, avx512_bf16 included); a backend without
+ * BK_CAN_BF16_EMULATED (cuda) has no emulated bf16 to choose. */
 static int bf16_mode(backend_t *be, char *err, size_t errlen)
 {
     const char *isa = "none", *env = getenv("DDPIPE_BF16");

@@ -453,7 +453,8 @@ bk_plan_t *cpu_infer_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t 
     for (int i = 0; i < post->n; i++)
         if (post->op[i] == BK_PO_SUM)
             at = i;
-    /* 3x3 stride 1 on AVX-512: Winograd, 2.25x fewer multiplications */
+    /* 3x3 stride 1 on AVX-512 or AVX2 + FMA: Winograd, 2.25x fewer
+     * multiplications (wino.h says where it applies) */
     if (cpu_infer_layout(g->be, in) == 0 && cpu_infer_layout(g->be, out) == 0) {
         bk_plan_t *wp = wino_plan_new(g, c, post, in, out);
         if (wp || g->failed)

@@ -169,6 +169,18 @@ void wino_conv(const wino_kern_t *kn, const wino_geom_t *s, const float *u, cons
     }
 }
 
+/* wino_conv on the backend's shared scratchpad. 0, or -1 after
+ * bk_ctx_fail. */
+static int conv_run(bk_ctx_t *g, const wino_kern_t *kn, int threads, const wino_geom_t *s,
+                    const float *u, const float *x, const float *bias, float *y)
+{
+    float *work = cpu_scratch(g, wino_work_floats(s, threads) * sizeof(float));
+    if (!work)
+        return -1;
+    wino_conv(kn, s, u, x, bias, y, work, threads);
+    return 0;
+}
+
 /* ------------------------------------------------------------- the plan */
 
 typedef struct {
@@ -291,11 +303,7 @@ int wino_plan_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, con
         p->wset = 1;
         p->wver = g->params_version;
     }
-    float *work = cpu_scratch(g, wino_work_floats(&p->s, p->threads) * sizeof(float));
-    if (!work)
-        return -1;
-    wino_conv(p->kern, &p->s, p->u, x, b, y, work, p->threads);
-    return 0;
+    return conv_run(g, p->kern, p->threads, &p->s, p->u, x, b, y);
 }
 
 /* ------------------------------------------------------------ training */
@@ -340,25 +348,15 @@ void wino_train_destroy(wino_train_t **tp)
     *tp = NULL;
 }
 
-static int run(bk_ctx_t *g, const wino_train_t *t, const wino_geom_t *s, const float *u,
-               const float *x, const float *bias, float *y)
-{
-    float *work = cpu_scratch(g, wino_work_floats(s, t->threads) * sizeof(float));
-    if (!work)
-        return -1;
-    wino_conv(t->kern, s, u, x, bias, y, work, t->threads);
-    return 0;
-}
-
 int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const float *x, const float *w,
                    const float *b, float *y)
 {
     wino_weights(t->uf, w, t->fwd.k, t->fwd.c);
     wino_weights_bwd(t->ub, w, t->fwd.k, t->fwd.c);
-    return run(g, t, &t->fwd, t->uf, x, b, y);
+    return conv_run(g, t->kern, t->threads, &t->fwd, t->uf, x, b, y);
 }
 
 int wino_train_bwd_data(bk_ctx_t *g, wino_train_t *t, const float *gy, float *gx)
 {
-    return run(g, t, &t->bwd, t->ub, gy, NULL, gx);
+    return conv_run(g, t->kern, t->threads, &t->bwd, t->ub, gy, NULL, gx);
 }
