@@ -21,11 +21,26 @@
  * thread count. The AVX-512 and AVX2 kernels (wino_avx512.c, wino_avx2.c)
  * give the bits of the scalar reference (wino_ref.c); tests/gpud/test_wino.c
  * checks them all, and the reference against a double-precision direct
- * convolution. */
+ * convolution.
+ *
+ * bf16 (native bf16 on a CPU with avx512_bf16 and without AMX: docs/BF16.md
+ * "Winograd in bf16"): the transformed values V and U are rounded to bf16
+ * (round to nearest even, as VCVTNEPS2BF16: a denormal to zero), the
+ * products run on VDPBF16PS (two channels an instruction, twice the FMA's
+ * multiplications) with its arithmetic: per channel pair, acc + odd
+ * product, then + even product, each rounded to fp32 (products exact,
+ * denormal results zero); the output transform is fp32's. The rounding
+ * happens after the transforms rather than before, so these convolutions
+ * are not oneDNN's "the same numbers up to the order of fp32 sums":
+ * test_wino bounds their error. Channels travel in pairs: point xi's
+ * channel c of row r at element v[xi * xs + (c / 2) * 2 * WINO_ROWS + 2 * r
+ * + c % 2], U's (ch, j) at u[(ch / 2) * 2 * pw + 2 * j + ch % 2]. */
 #ifndef DDP_WINO_H
 #define DDP_WINO_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "gpud/backend_impl.h"
 
@@ -68,16 +83,32 @@ static inline void wino_tile_pixels(const wino_geom_t *s, long t, long off[16])
     }
 }
 
-/* One instruction set's kernels; every one gives the reference's bits. */
+/* x rounded to bf16 as VCVTNEPS2BF16 rounds it: to nearest even, a
+ * denormal to a zero of its sign, a NaN kept quiet. */
+static inline uint16_t wino_bf16(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    if ((b & 0x7f800000u) == 0)   /* zero or denormal */
+        return (uint16_t)(b >> 16 & 0x8000u);
+    if ((b & 0x7fffffffu) > 0x7f800000u)   /* NaN */
+        return (uint16_t)(b >> 16 | 0x0040u);
+    return (uint16_t)((b + 0x7fffu + (b >> 16 & 1u)) >> 16);
+}
+
+/* One instruction set's kernels; every one gives its reference's bits
+ * (WINO_REF's for fp32, WINO_REF_BF16's for bf16). */
 typedef struct {
     const char *name;
+    int esz;   /* bytes of a transformed value, in V and U: 4 (fp32) or 2 (bf16) */
     /* Input transform of nr <= WINO_ROWS tiles from tile t0 on: point xi's
      * value of channel c of the group's row r at v[xi * xs + c * WINO_ROWS
-     * + r]; rows nr.. are zero. */
-    void (*in)(const wino_geom_t *s, const float *x, long t0, int nr, float *v, size_t xs);
+     * + r] (bf16: in pairs, above); rows nr.. are zero. */
+    void (*in)(const wino_geom_t *s, const float *x, long t0, int nr, void *v, size_t xs);
     /* m[r * ldm + j] = sum over ch < c of v[ch * WINO_ROWS + r] * u[ch * pw
-     * + j] (an fmaf chain from ch 0), r < WINO_ROWS, j < pw (16 or 32). */
-    void (*gemm)(const float *v, const float *u, int c, int pw, float *m, int ldm);
+     * + j] (an fmaf chain from ch 0; bf16: VDPBF16PS's, pair by pair), r <
+     * WINO_ROWS, j < pw (16 or 32). */
+    void (*gemm)(const void *v, const void *u, int c, int pw, float *m, int ldm);
     /* Output transform of tile t: point xi's product of output channel o at
      * m[xi * xs + o]; + bias[o] (NULL: none), the post-ops (a SUM adds
      * what y holds), written to y where the 2x2 tile lies inside. */
@@ -86,13 +117,18 @@ typedef struct {
 } wino_kern_t;
 
 extern const wino_kern_t WINO_REF;
+extern const wino_kern_t WINO_REF_BF16;
 /* NULL where this build has no such kernels (not x86-64, or not GCC or
  * clang); the CPU must also have the instructions. */
-extern const wino_kern_t *const WINO_AVX512;   /* avx512f */
-extern const wino_kern_t *const WINO_AVX2;     /* avx2, fma */
+extern const wino_kern_t *const WINO_AVX512;        /* avx512f */
+extern const wino_kern_t *const WINO_AVX512_BF16;   /* avx512f, avx512_bf16 */
+extern const wino_kern_t *const WINO_AVX2;          /* avx2, fma */
 /* The fastest kernels this CPU runs, NULL where it has neither AVX-512F nor
  * AVX2 + FMA; under ONEDNN_MAX_CPU_ISA's cap (AVX2: not AVX-512's). */
 const wino_kern_t *wino_kernels(void);
+/* The bf16 kernels where the CPU has avx512_bf16 (and the cap allows
+ * AVX-512), else NULL. */
+const wino_kern_t *wino_kernels_bf16(void);
 
 /* The geometry of a 3x3 stride-1 convolution (in, out: NCHW dims) with
  * padding pad_h, pad_w and post-ops post (NULL: none); -1 when F(2x2,3x3)
@@ -100,27 +136,30 @@ const wino_kern_t *wino_kernels(void);
 int wino_geom(wino_geom_t *s, const int in[4], const int out[4], int pad_h, int pad_w,
               const bk_post_t *post);
 /* The transformed weights of w [k, c, 3, 3] (PyTorch's layout) in the
- * kernels' panels, into u (wino_u_floats floats, 64-byte aligned). */
+ * panels of kernels kn (fp32 or bf16), into u (wino_u_floats floats, room
+ * for either, 64-byte aligned). */
 size_t wino_u_floats(int k, int c);
-void wino_weights(float *u, const float *w, int k, int c);
+void wino_weights(const wino_kern_t *kn, void *u, const float *w, int k, int c);
 /* The same for the backward-data convolution of w (gy's k channels in,
  * gx's c out): the filter turned by 180 degrees, its k and c swapped, run
  * with padding 2 - pad (wino_u_floats(c, k) floats). */
-void wino_weights_bwd(float *u, const float *w, int k, int c);
+void wino_weights_bwd(const wino_kern_t *kn, void *u, const float *w, int k, int c);
 /* The floats of work memory wino_conv needs with `threads` threads. */
 size_t wino_work_floats(const wino_geom_t *s, int threads);
 /* y = the convolution of x (NHWC) with the weights u (wino_weights) + bias
  * (NULL: none), then s->post; y holds the residual when the post-ops sum.
  * work: wino_work_floats floats, 64-byte aligned. */
-void wino_conv(const wino_kern_t *kern, const wino_geom_t *s, const float *u, const float *x,
+void wino_conv(const wino_kern_t *kern, const wino_geom_t *s, const void *u, const float *x,
                const float *bias, float *y, float *work, int threads);
 
 /* The inference plan's op (dnnl_infer.c): a plan when the convolution is
- * 3x3 stride 1, on fp32 kernels (fp32, or bf16 emulated: docs/BF16.md),
- * its activations NHWC, its channels multiples of 16
- * and this CPU has AVX-512F or AVX2 + FMA (DDPIPE_CONV_ALGO=direct: never;
- * =winograd: also on other CPUs, on the scalar kernels); else NULL, g
- * untouched (NULL with g failed: out of memory). */
+ * 3x3 stride 1, its activations NHWC, its channels multiples of 16, and
+ * on fp32 kernels (fp32, or bf16 emulated: docs/BF16.md) this CPU has
+ * AVX-512F or AVX2 + FMA (DDPIPE_CONV_ALGO=winograd: also on other CPUs,
+ * on the scalar kernels); bf16 native: avx512_bf16 without AMX (whose
+ * oneDNN kernels multiply 16x faster), on the bf16 kernels.
+ * DDPIPE_CONV_ALGO=direct: never. Else NULL, g untouched (NULL with g
+ * failed: out of memory). */
 bk_plan_t *wino_plan_new(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *post,
                          const int in[4], const int out[4]);
 int wino_is_plan(const bk_plan_t *p);

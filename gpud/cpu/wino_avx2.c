@@ -59,9 +59,10 @@ AVX2 INLINE void in_tile(const float *x, const long off[16], __m256 pt[16])
     }
 }
 
-AVX2 static void avx2_in(const wino_geom_t *s, const float *x, long t0, int nr, float *v,
+AVX2 static void avx2_in(const wino_geom_t *s, const float *x, long t0, int nr, void *vv,
                          size_t xs)
 {
+    float *v = vv;
     __m256 pts[16][16];   /* [point][row], rows nr.. zero */
     long off[WINO_ROWS][16];
     const __m256i tail = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);   /* rows 8..13 */
@@ -120,7 +121,7 @@ AVX2 INLINE void gemm_pass(const float *v, const float *u, int c, int pw, float 
     }
 }
 
-AVX2 static void avx2_gemm(const float *v, const float *u, int c, int pw, float *m, int ldm)
+AVX2 static void avx2_gemm(const void *v, const void *u, int c, int pw, float *m, int ldm)
 {
     for (int j0 = 0; j0 < pw; j0 += 16) {
         gemm_pass(v, u, c, pw, m, ldm, 0, 5, j0);
@@ -163,7 +164,7 @@ AVX2 static void avx2_out(const wino_geom_t *s, const float *m, size_t xs, long 
     }
 }
 
-static const wino_kern_t avx2 = {"avx2", avx2_in, avx2_gemm, avx2_out};
+static const wino_kern_t avx2 = {"avx2", 4, avx2_in, avx2_gemm, avx2_out};
 const wino_kern_t *const WINO_AVX2 = &avx2;
 
 #else

@@ -7,14 +7,21 @@
  * per input channel 2 loads and 14 broadcasts (embedded in the FMAs) feed
  * 28 FMAs. Its rows are the group's tiles, packed channel-major ([c][14],
  * wino.h), so the broadcasts are one stream at immediate offsets: the
- * input transform makes them with a 16x16 transpose in registers. */
+ * input transform makes them with a 16x16 transpose in registers.
+ *
+ * The bf16 kernels (avx512_bf16): the same input transform, its values
+ * rounded by VCVTNEPS2BF16 and stored in channel pairs; the micro-kernel
+ * the same 14 x 32 with VDPBF16PS, one broadcast pair of channels a row,
+ * half the instructions per channel; the output transform fp32's. */
 #include "gpud/cpu/wino.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
 #include <immintrin.h>
+#include <stdint.h>
 
 #define AVX512 __attribute__((target("avx512f")))
+#define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 #define INLINE static inline __attribute__((always_inline))
 
 /* r[i] = column i of the 16x16 matrix whose rows were r[0..15]. */
@@ -67,33 +74,65 @@ AVX512 INLINE void in_tile(const float *x, const long off[16], __m512 pt[16])
     }
 }
 
-AVX512 static void avx_in(const wino_geom_t *s, const float *x, long t0, int nr, float *v,
-                          size_t xs)
+/* The group's tiles' 16 points of channels ch0..ch0+15, transposed: col[p][ch]
+ * holds channel ch's 16 rows (nr.. zero) of point p. */
+AVX512 INLINE void chunk_points(const float *x, const long off[][16], int nr, int ch0,
+                                __m512 col[16][16])
 {
-    /* 16 rows per point (the transpose's), rows nr.. zero */
-    __m512 pts[16][16];
-    long off[WINO_ROWS][16];
-    const __mmask16 rows = (__mmask16)((1u << WINO_ROWS) - 1);
-    for (int r = 0; r < nr; r++)
-        wino_tile_pixels(s, t0 + r, off[r]);
+    for (int r = 0; r < nr; r++) {
+        __m512 pt[16];
+        in_tile(x + ch0, off[r], pt);
+        for (int p = 0; p < 16; p++)
+            col[p][r] = pt[p];
+    }
     for (int r = nr; r < 16; r++)
         for (int p = 0; p < 16; p++)
-            pts[p][r] = _mm512_setzero_ps();
+            col[p][r] = _mm512_setzero_ps();
+    for (int p = 0; p < 16; p++)
+        transpose16(col[p]);
+}
+
+AVX512 static void avx_in(const wino_geom_t *s, const float *x, long t0, int nr, void *vv,
+                          size_t xs)
+{
+    const __mmask16 rows = (__mmask16)((1u << WINO_ROWS) - 1);
+    long off[WINO_ROWS][16];
+    for (int r = 0; r < nr; r++)
+        wino_tile_pixels(s, t0 + r, off[r]);
     for (int ch0 = 0; ch0 < s->c; ch0 += 16) {
-        for (int r = 0; r < nr; r++) {
-            __m512 pt[16];
-            in_tile(x + ch0, off[r], pt);
-            for (int p = 0; p < 16; p++)
-                pts[p][r] = pt[p];
-        }
+        __m512 col[16][16];
+        chunk_points(x, (const long(*)[16])off, nr, ch0, col);
         for (int p = 0; p < 16; p++) {
-            __m512 col[16];
-            for (int r = 0; r < 16; r++)
-                col[r] = pts[p][r];
-            transpose16(col);
-            float *o = v + (size_t)p * xs + (size_t)ch0 * WINO_ROWS;
+            float *o = (float *)vv + (size_t)p * xs + (size_t)ch0 * WINO_ROWS;
             for (int ch = 0; ch < 16; ch++)
-                _mm512_mask_storeu_ps(o + ch * WINO_ROWS, rows, col[ch]);
+                _mm512_mask_storeu_ps(o + ch * WINO_ROWS, rows, col[p][ch]);
+        }
+    }
+}
+
+/* bf16: each channel pair's rows rounded (VCVTNE2PS2BF16: the even channel's
+ * 16 in the low half, the odd's in the high) and interleaved into 14
+ * (even, odd) pairs (VPERMW). */
+AVX512BF16 static void avx_in_bf16(const wino_geom_t *s, const float *x, long t0, int nr,
+                                   void *vv, size_t xs)
+{
+    const __mmask16 rows = (__mmask16)((1u << WINO_ROWS) - 1);
+    const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25,
+                                           9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2,
+                                           17, 1, 16, 0);
+    long off[WINO_ROWS][16];
+    for (int r = 0; r < nr; r++)
+        wino_tile_pixels(s, t0 + r, off[r]);
+    for (int ch0 = 0; ch0 < s->c; ch0 += 16) {
+        __m512 col[16][16];
+        chunk_points(x, (const long(*)[16])off, nr, ch0, col);
+        for (int p = 0; p < 16; p++) {
+            uint16_t *o = (uint16_t *)vv + (size_t)p * xs + (size_t)ch0 * WINO_ROWS;
+            for (int ch = 0; ch < 16; ch += 2) {
+                __m512i h = (__m512i)_mm512_cvtne2ps_pbh(col[p][ch + 1], col[p][ch]);
+                _mm512_mask_storeu_epi32(o + ch * WINO_ROWS, rows,
+                                         _mm512_permutexvar_epi16(pairs, h));
+            }
         }
     }
 }
@@ -123,12 +162,48 @@ AVX512 INLINE void gemm_rows(const float *v, const float *u, int c, float *m, in
     }
 }
 
-AVX512 static void avx_gemm(const float *v, const float *u, int c, int pw, float *m, int ldm)
+AVX512 static void avx_gemm(const void *v, const void *u, int c, int pw, float *m, int ldm)
 {
     if (pw == 32)
         gemm_rows(v, u, c, m, ldm, 2);
     else
         gemm_rows(v, u, c, m, ldm, 1);
+}
+
+/* bf16: 14 rows x (16 * NV) columns over c channels, a pair at a time:
+ * v [c / 2][14] pairs, u [c / 2][16 * nv] pairs. */
+AVX512BF16 INLINE void gemm_rows_bf16(const uint32_t *v, const uint16_t *u, int c, float *m,
+                                      int ldm, int nv)
+{
+    __m512 acc[WINO_ROWS][2];
+    for (int r = 0; r < WINO_ROWS; r++)
+        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    const int pw = 16 * nv;
+    for (int c2 = 0; c2 < c / 2; c2++, v += WINO_ROWS, u += 2 * pw) {
+        __m512bh u0 = (__m512bh)_mm512_loadu_si512(u);
+        __m512bh u1 = nv > 1 ? (__m512bh)_mm512_loadu_si512(u + 32) : u0;
+#pragma GCC unroll 14
+        for (int r = 0; r < WINO_ROWS; r++) {
+            __m512bh b = (__m512bh)_mm512_set1_epi32((int)v[r]);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], b, u0);
+            if (nv > 1)
+                acc[r][1] = _mm512_dpbf16_ps(acc[r][1], b, u1);
+        }
+    }
+    for (int r = 0; r < WINO_ROWS; r++) {
+        _mm512_storeu_ps(m + (size_t)r * ldm, acc[r][0]);
+        if (nv > 1)
+            _mm512_storeu_ps(m + (size_t)r * ldm + 16, acc[r][1]);
+    }
+}
+
+AVX512BF16 static void avx_gemm_bf16(const void *v, const void *u, int c, int pw, float *m,
+                                     int ldm)
+{
+    if (pw == 32)
+        gemm_rows_bf16(v, u, c, m, ldm, 2);
+    else
+        gemm_rows_bf16(v, u, c, m, ldm, 1);
 }
 
 AVX512 static void avx_out(const wino_geom_t *s, const float *m, size_t xs, long t,
@@ -165,11 +240,14 @@ AVX512 static void avx_out(const wino_geom_t *s, const float *m, size_t xs, long
     }
 }
 
-static const wino_kern_t avx512 = {"avx512", avx_in, avx_gemm, avx_out};
+static const wino_kern_t avx512 = {"avx512", 4, avx_in, avx_gemm, avx_out};
+static const wino_kern_t avx512_bf16 = {"avx512_bf16", 2, avx_in_bf16, avx_gemm_bf16, avx_out};
 const wino_kern_t *const WINO_AVX512 = &avx512;
+const wino_kern_t *const WINO_AVX512_BF16 = &avx512_bf16;
 
 #else
 
 const wino_kern_t *const WINO_AVX512 = NULL;
+const wino_kern_t *const WINO_AVX512_BF16 = NULL;
 
 #endif

@@ -75,7 +75,7 @@ SIMD_CLONES static void transform_taps(float t[16][32], const float g[9][32])
  * written whole (the taps gathered first), where one float every k * c
  * made the transforms 4.3 % of a ResNet-18 training step's CPU time (2
  * threads; 1.5 % now). */
-static void weights(float *u, const float *w, int k, int c, int flip)
+static void weights(const wino_kern_t *kn, void *u, const float *w, int k, int c, int flip)
 {
     int np = (k + 31) / 32;
     /* the threads oneDNN was given (omp's default): every element alone */
@@ -89,20 +89,29 @@ static void weights(float *u, const float *w, int k, int c, int flip)
                     g[i][j] = flip ? w[((size_t)ch * k + o0 + j) * 9 + 8 - i]
                                    : w[((size_t)(o0 + j) * c + ch) * 9 + i];
             transform_taps(t, (const float(*)[32])g);
-            for (int p = 0; p < 16; p++)
-                memcpy(u + ((size_t)p * k + o0) * c + (size_t)ch * pw, t[p], pw * sizeof(float));
+            for (int p = 0; p < 16; p++) {
+                size_t at = ((size_t)p * k + o0) * c;
+                if (kn->esz == 4) {
+                    memcpy((float *)u + at + (size_t)ch * pw, t[p], pw * sizeof(float));
+                    continue;
+                }
+                /* bf16: channel pairs, (ch, j) at (ch / 2) * 2 * pw + 2 * j + ch % 2 */
+                uint16_t *o = (uint16_t *)u + at + (size_t)(ch / 2) * 2 * pw + ch % 2;
+                for (int j = 0; j < pw; j++)
+                    o[2 * j] = wino_bf16(t[p][j]);
+            }
         }
     }
 }
 
-void wino_weights(float *u, const float *w, int k, int c)
+void wino_weights(const wino_kern_t *kn, void *u, const float *w, int k, int c)
 {
-    weights(u, w, k, c, 0);
+    weights(kn, u, w, k, c, 0);
 }
 
-void wino_weights_bwd(float *u, const float *w, int k, int c)
+void wino_weights_bwd(const wino_kern_t *kn, void *u, const float *w, int k, int c)
 {
-    weights(u, w, c, k, 1);
+    weights(kn, u, w, c, k, 1);
 }
 
 /* Groups of WINO_ROWS tiles per block: V and M of a block about 2 MiB
@@ -125,30 +134,33 @@ size_t wino_work_floats(const wino_geom_t *s, int threads)
     return block_floats(s) * (size_t)threads;
 }
 
-static void run_block(const wino_kern_t *kn, const wino_geom_t *s, const float *u,
-                      const float *x, const float *bias, float *y, long t0, int nt, float *v)
+/* V and U in the kernels' values (fp32 or bf16): offsets in values, the
+ * pointers in bytes. */
+static void run_block(const wino_kern_t *kn, const wino_geom_t *s, const void *u,
+                      const float *x, const float *bias, float *y, long t0, int nt, float *work)
 {
     int ng = (nt + WINO_ROWS - 1) / WINO_ROWS, tp = ng * WINO_ROWS;
-    size_t xs = (size_t)tp * s->c, ms = (size_t)tp * s->k;
-    float *m = v + 16 * xs;
+    size_t xs = (size_t)tp * s->c, ms = (size_t)tp * s->k, e = (size_t)kn->esz;
+    char *v = (char *)work;
+    float *m = work + 16 * xs;   /* where fp32's V would end: bf16's is half of it */
     for (int gi = 0; gi < ng; gi++) {
         int nr = nt - gi * WINO_ROWS;
         kn->in(s, x, t0 + (long)gi * WINO_ROWS, nr < WINO_ROWS ? nr : WINO_ROWS,
-               v + (size_t)gi * s->c * WINO_ROWS, xs);
+               v + (size_t)gi * s->c * WINO_ROWS * e, xs);
     }
     for (int p = 0; p < 16; p++)
         for (int o0 = 0; o0 < s->k; o0 += 32) {
             int pw = panel_width(s->k, o0);
-            const float *up = u + ((size_t)p * s->k + o0) * s->c;
+            const char *up = (const char *)u + ((size_t)p * s->k + o0) * s->c * e;
             for (int gi = 0; gi < ng; gi++)
-                kn->gemm(v + p * xs + (size_t)gi * s->c * WINO_ROWS, up, s->c, pw,
+                kn->gemm(v + (p * xs + (size_t)gi * s->c * WINO_ROWS) * e, up, s->c, pw,
                          m + p * ms + (size_t)gi * WINO_ROWS * s->k + o0, s->k);
         }
     for (int i = 0; i < nt; i++)
         kn->out(s, m + (size_t)i * s->k, ms, t0 + i, bias, y);
 }
 
-void wino_conv(const wino_kern_t *kn, const wino_geom_t *s, const float *u, const float *x,
+void wino_conv(const wino_kern_t *kn, const wino_geom_t *s, const void *u, const float *x,
                const float *bias, float *y, float *work, int threads)
 {
     /* each thread an equal run of groups (within one), in blocks: a
@@ -172,7 +184,7 @@ void wino_conv(const wino_kern_t *kn, const wino_geom_t *s, const float *u, cons
 /* wino_conv on the backend's shared scratchpad. 0, or -1 after
  * bk_ctx_fail. */
 static int conv_run(bk_ctx_t *g, const wino_kern_t *kn, int threads, const wino_geom_t *s,
-                    const float *u, const float *x, const float *bias, float *y)
+                    const void *u, const float *x, const float *bias, float *y)
 {
     float *work = cpu_scratch(g, wino_work_floats(s, threads) * sizeof(float));
     if (!work)
@@ -188,7 +200,7 @@ typedef struct {
     wino_geom_t s;
     const wino_kern_t *kern;
     int threads;
-    float *u;            /* transformed weights, of params_version wver */
+    void *u;             /* transformed weights (kern's values), of params_version wver */
     unsigned wver;
     int wset;
 } wplan_t;
@@ -245,10 +257,31 @@ const wino_kern_t *wino_kernels(void)
     return NULL;
 }
 
+const wino_kern_t *wino_kernels_bf16(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (isa_cap() >= 2 && WINO_AVX512_BF16 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16"))
+        return WINO_AVX512_BF16;
+#endif
+    return NULL;
+}
+
 static const wino_kern_t *kernels(int forced)
 {
     const wino_kern_t *kn = wino_kernels();
     return kn ? kn : forced ? &WINO_REF : NULL;
+}
+
+/* Native bf16's kernels: avx512_bf16 where oneDNN's bf16 kernels are not
+ * AMX's (AMX multiplies 16x more a cycle than VDPBF16PS: oneDNN's direct
+ * convolutions stay; not measured against these), else none. */
+static const wino_kern_t *kernels_bf16(void)
+{
+    const char *isa = "";
+    if (cpu_bf16_native(&isa) < 2 || strncmp(isa, "amx", 3) == 0)
+        return NULL;
+    return wino_kernels_bf16();
 }
 
 /* The kernels for conv c (in -> out) and its geometry s; NULL: not by
@@ -257,16 +290,19 @@ static const wino_kern_t *eligible(bk_ctx_t *g, const bk_conv_t *c, const bk_pos
                                    const int in[4], const int out[4], wino_geom_t *s)
 {
     int a = algo();
-    const wino_kern_t *kn = a == 1 ? NULL : kernels(a == 2);
-    /* fp32 kernels only: fp32, or bf16 emulated on them */
-    int fp32 = g->be->precision == BK_FP32 || g->be->precision == BK_BF16_EMULATED;
-    if (!kn || !fp32 || c->kh != 3 || c->kw != 3 || c->stride_h != 1 || c->stride_w != 1 ||
+    bk_precision_t pr = g->be->precision;
+    /* fp32 kernels: fp32, or bf16 emulated on them; bf16 kernels: native */
+    const wino_kern_t *kn = a == 1                                           ? NULL
+                            : pr == BK_FP32 || pr == BK_BF16_EMULATED ? kernels(a == 2)
+                            : pr == BK_BF16_NATIVE                    ? kernels_bf16()
+                                                                      : NULL;
+    if (!kn || c->kh != 3 || c->kw != 3 || c->stride_h != 1 || c->stride_w != 1 ||
         wino_geom(s, in, out, c->pad_h, c->pad_w, post) < 0)
         return NULL;
     return kn;
 }
 
-static float *u_new(int k, int c)
+static void *u_new(int k, int c)
 {
     return aligned_alloc(64, (wino_u_floats(k, c) * sizeof(float) + 63) / 64 * 64);
 }
@@ -299,7 +335,7 @@ int wino_plan_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, con
 {
     wplan_t *p = (wplan_t *)bp;
     if (!p->wset || p->wver != g->params_version) {
-        wino_weights(p->u, w, p->s.k, p->s.c);
+        wino_weights(p->kern, p->u, w, p->s.k, p->s.c);
         p->wset = 1;
         p->wver = g->params_version;
     }
@@ -312,7 +348,7 @@ struct wino_train {
     wino_geom_t fwd, bwd;      /* x -> y; gy -> gx (the flipped filter, padding 2 - pad) */
     const wino_kern_t *kern;
     int threads;
-    float *uf, *ub;            /* the step's weights, transformed by the forward */
+    void *uf, *ub;             /* the step's weights, transformed by the forward */
 };
 
 wino_train_t *wino_train_new(bk_ctx_t *g, const bk_conv_t *c, const int in[4],
@@ -351,8 +387,8 @@ void wino_train_destroy(wino_train_t **tp)
 int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const float *x, const float *w,
                    const float *b, float *y)
 {
-    wino_weights(t->uf, w, t->fwd.k, t->fwd.c);
-    wino_weights_bwd(t->ub, w, t->fwd.k, t->fwd.c);
+    wino_weights(t->kern, t->uf, w, t->fwd.k, t->fwd.c);
+    wino_weights_bwd(t->kern, t->ub, w, t->fwd.k, t->fwd.c);
     return conv_run(g, t->kern, t->threads, &t->fwd, t->uf, x, b, y);
 }
 

@@ -1,12 +1,25 @@
 /* wino_ref — the scalar kernels of Winograd F(2x2, 3x3) (wino.h): the
  * reference whose bits the vector kernels reproduce, and the kernels of a
  * CPU without AVX-512 (DDPIPE_CONV_ALGO=winograd). The transforms are
- * additions in the order written here; the products fmaf chains. */
+ * additions in the order written here; the products fmaf chains (bf16:
+ * VDPBF16PS's arithmetic, wino.h). */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "gpud/cpu/wino.h"
 
-static void ref_in(const wino_geom_t *s, const float *x, long t0, int nr, float *v, size_t xs)
+/* Point p of channel ch of row r: where it goes in v (fp32 or bf16). */
+static void put(void *v, int esz, size_t at, float val)
+{
+    if (esz == 4)
+        ((float *)v)[at] = val;
+    else
+        ((uint16_t *)v)[at] = wino_bf16(val);
+}
+
+static void ref_transform_in(const wino_geom_t *s, const float *x, long t0, int nr, void *v,
+                             size_t xs, int esz)
 {
     for (int r = 0; r < WINO_ROWS; r++) {
         int img = 0, y0 = 0, x0 = 0;
@@ -27,24 +40,73 @@ static void ref_in(const wino_geom_t *s, const float *x, long t0, int nr, float 
                 t[2][j] = d[2][j] - d[1][j];
                 t[3][j] = d[1][j] - d[3][j];
             }
+            /* fp32: [c][14]; bf16: channel pairs, [c / 2][14][2] */
+            size_t o = esz == 4 ? (size_t)ch * WINO_ROWS + r
+                                : (size_t)(ch / 2) * 2 * WINO_ROWS + 2 * r + ch % 2;
             for (int i = 0; i < 4; i++) {   /* (B^T d) B */
-                float *o = v + (size_t)ch * WINO_ROWS + r;
-                o[(size_t)(i * 4 + 0) * xs] = t[i][0] - t[i][2];
-                o[(size_t)(i * 4 + 1) * xs] = t[i][1] + t[i][2];
-                o[(size_t)(i * 4 + 2) * xs] = t[i][2] - t[i][1];
-                o[(size_t)(i * 4 + 3) * xs] = t[i][1] - t[i][3];
+                put(v, esz, o + (size_t)(i * 4 + 0) * xs, t[i][0] - t[i][2]);
+                put(v, esz, o + (size_t)(i * 4 + 1) * xs, t[i][1] + t[i][2]);
+                put(v, esz, o + (size_t)(i * 4 + 2) * xs, t[i][2] - t[i][1]);
+                put(v, esz, o + (size_t)(i * 4 + 3) * xs, t[i][1] - t[i][3]);
             }
         }
     }
 }
 
-static void ref_gemm(const float *v, const float *u, int c, int pw, float *m, int ldm)
+static void ref_in(const wino_geom_t *s, const float *x, long t0, int nr, void *v, size_t xs)
 {
+    ref_transform_in(s, x, t0, nr, v, xs, 4);
+}
+
+static void ref_in_bf16(const wino_geom_t *s, const float *x, long t0, int nr, void *v,
+                        size_t xs)
+{
+    ref_transform_in(s, x, t0, nr, v, xs, 2);
+}
+
+static void ref_gemm(const void *vv, const void *uv, int c, int pw, float *m, int ldm)
+{
+    const float *v = vv, *u = uv;
     for (int r = 0; r < WINO_ROWS; r++)
         for (int j = 0; j < pw; j++) {
             float acc = 0.0f;
             for (int ch = 0; ch < c; ch++)
                 acc = fmaf(v[(size_t)ch * WINO_ROWS + r], u[(size_t)ch * pw + j], acc);
+            m[(size_t)r * ldm + j] = acc;
+        }
+}
+
+static float of_bf16(uint16_t h)
+{
+    uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+/* A denormal result as zero of its sign (VDPBF16PS's FTZ). */
+static float ftz(float f)
+{
+    return fpclassify(f) == FP_SUBNORMAL ? copysignf(0.0f, f) : f;
+}
+
+/* VDPBF16PS pair by pair: acc + the odd channel's product, then + the even
+ * one's, each sum rounded (the products of bf16 values are exact). This
+ * order is Intel's definition of the instruction and what Zen 5 computes
+ * (checked bit for bit); test_wino compares the two wherever it runs. */
+static void ref_gemm_bf16(const void *vv, const void *uv, int c, int pw, float *m, int ldm)
+{
+    const uint16_t *v = vv, *u = uv;
+    for (int r = 0; r < WINO_ROWS; r++)
+        for (int j = 0; j < pw; j++) {
+            float acc = 0.0f;
+            for (int c2 = 0; c2 < c / 2; c2++) {
+                const uint16_t *a = v + (size_t)c2 * 2 * WINO_ROWS + 2 * r;
+                const uint16_t *b = u + ((size_t)c2 * pw + j) * 2;
+                float odd = of_bf16(a[1]) * of_bf16(b[1]), even = of_bf16(a[0]) * of_bf16(b[0]);
+                acc = ftz(acc + ftz(odd));
+                acc = ftz(acc + ftz(even));
+            }
             m[(size_t)r * ldm + j] = acc;
         }
 }
@@ -86,4 +148,5 @@ static void ref_out(const wino_geom_t *s, const float *m, size_t xs, long t, con
     }
 }
 
-const wino_kern_t WINO_REF = {"scalar", ref_in, ref_gemm, ref_out};
+const wino_kern_t WINO_REF = {"scalar", 4, ref_in, ref_gemm, ref_out};
+const wino_kern_t WINO_REF_BF16 = {"scalar bf16", 2, ref_in_bf16, ref_gemm_bf16, ref_out};

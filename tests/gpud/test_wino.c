@@ -11,7 +11,12 @@
  *     blocks) nor on the batch (each image alone gives the same bits);
  *   - a NaN in the input or the weights reaches the outputs it touches,
  *     through the ReLU (nothing read as 0);
- *   - shapes it does not apply to are refused. */
+ *   - shapes it does not apply to are refused.
+ * All of it twice: the fp32 kernels, and the bf16 ones (transformed values
+ * rounded to bf16, VDPBF16PS's products: wino.h) with a bf16 bound, where
+ * the avx512_bf16 kernels must give the bf16 reference's bits; the bf16
+ * error is also printed beside that of autocast's direct convolution (x
+ * and w rounded to bf16, exact sums) for docs/BF16.md. */
 #include "gpud/cpu/wino.h"
 
 #include <math.h>
@@ -23,7 +28,15 @@
 #include "tests/gpud/tcheck.h"
 
 static uint64_t s_rng = 0x2545f4914f6cdd1dull;
-static double s_worst;   /* the largest scalar-vs-direct error seen */
+
+/* One family of kernels: its reference, its vector kernels where the CPU
+ * runs them, what the plans run, its bound against the exact convolution,
+ * and the largest errors seen (of the kernels; of autocast's rounding). */
+typedef struct {
+    const char *name;
+    const wino_kern_t *ref, *vec[2], *fast;
+    double bound, worst, worst_autocast;
+} family_t;
 
 static float rnd(void)
 {
@@ -65,25 +78,39 @@ static int has_avx512(void)
     return 0;
 }
 
+static int has_avx512_bf16(void)
+{
+    return 0;
+}
+
 static int has_avx2(void)
 {
     return 0;
 }
 #endif
 
-/* what the plans run here (the scalar kernels where neither runs) */
-static const wino_kern_t *fastest(void)
+static int has_avx512_bf16(void)
 {
-    return wino_kernels() ? wino_kernels() : &WINO_REF;
+    return wino_kernels_bf16() != NULL;
+}
+
+static float bf16_of(float x)
+{
+    uint32_t b = (uint32_t)wino_bf16(x) << 16;
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
 }
 
 typedef struct {
     int n, c, h, w, k, pad;
 } shape_t;
 
-/* y = conv(x, w) + bias, then post, in double; res: the residual. */
+/* y = conv(x, w) + bias, then post, in double; res: the residual. With
+ * bf16, x and w rounded to bf16 first (autocast's direct convolution, its
+ * sums exact). */
 static void direct(const shape_t *t, const wino_geom_t *s, const float *x, const float *w,
-                   const float *bias, const float *res, double *y, double *mag)
+                   const float *bias, const float *res, double *y, double *mag, int bf16)
 {
     for (int i = 0; i < t->n; i++)
         for (int oy = 0; oy < s->oh; oy++)
@@ -96,10 +123,12 @@ static void direct(const shape_t *t, const wino_geom_t *s, const float *x, const
                                 int yy = oy + ky - t->pad, xx = ox + kx - t->pad;
                                 if (yy < 0 || yy >= t->h || xx < 0 || xx >= t->w)
                                     continue;
-                                double a = x[(((size_t)i * t->h + yy) * t->w + xx) * t->c + c];
-                                double b = w[(((size_t)o * t->c + c) * 3 + ky) * 3 + kx];
-                                acc += a * b;
-                                m += fabs(a * b);
+                                float a = x[(((size_t)i * t->h + yy) * t->w + xx) * t->c + c];
+                                float b = w[(((size_t)o * t->c + c) * 3 + ky) * 3 + kx];
+                                if (bf16)
+                                    a = bf16_of(a), b = bf16_of(b);
+                                acc += (double)a * b;
+                                m += fabs((double)a * b);
                             }
                     size_t at = (((size_t)i * s->oh + oy) * s->ow + ox) * t->k + o;
                     for (int p = 0; p < s->post.n; p++)
@@ -122,7 +151,20 @@ static void run(const wino_kern_t *kn, const wino_geom_t *s, const float *u, con
 static const bk_post_t POSTS[] = {
     {0, {0}}, {1, {BK_PO_RELU}}, {2, {BK_PO_SUM, BK_PO_RELU}}, {2, {BK_PO_RELU, BK_PO_SUM}}};
 
-static void check_shape(const shape_t *t, int post_i, int with_bias)
+/* The largest error of y against the exact yd, over a few ulps of the sum
+ * of |terms| (the transforms' sums grow it about 4x) and of the residual. */
+static double rel_error(const float *y, const double *yd, const double *yr, const double *mag,
+                        const float *res, size_t ny)
+{
+    double worst = 0.0;
+    for (size_t i = 0; i < ny; i++) {
+        double err = fabs((yr ? yr[i] : y[i]) - yd[i]) / (4.0 * mag[i] + fabs(res[i]) + 1e-30);
+        worst = err > worst ? err : worst;
+    }
+    return worst;
+}
+
+static void check_shape(family_t *f, const shape_t *t, int post_i, int with_bias)
 {
     const int in[4] = {t->n, t->c, t->h, t->w};
     const int out[4] = {t->n, t->k, t->h + 2 * t->pad - 2, t->w + 2 * t->pad - 2};
@@ -135,31 +177,31 @@ static void check_shape(const shape_t *t, int post_i, int with_bias)
     float *u = aligned(wino_u_floats(t->k, t->c)), *y = malloc(ny * sizeof *y);
     double *yd = malloc(ny * sizeof *yd), *mag = malloc(ny * sizeof *mag);
     REQUIRE(y && yd && mag, "out of memory");
-    wino_weights(u, w, t->k, t->c);
-    run(&WINO_REF, &s, u, x, bias, res, y, 1);
-    direct(t, &s, x, w, bias, res, yd, mag);
-    double worst = 0.0;
-    for (size_t i = 0; i < ny; i++) {
-        /* a few ulps of the sum of |terms| (the transforms' sums grow it
-         * about 4x), and of the residual */
-        double err = fabs(y[i] - yd[i]) / (4.0 * mag[i] + fabs(res[i]) + 1e-30);
-        worst = err > worst ? err : worst;
+    wino_weights(f->ref, u, w, t->k, t->c);
+    run(f->ref, &s, u, x, bias, res, y, 1);
+    direct(t, &s, x, w, bias, res, yd, mag, 0);
+    double worst = rel_error(y, yd, NULL, mag, res, ny);
+    f->worst = worst > f->worst ? worst : f->worst;
+    CHECK(worst < f->bound, "%dx%dx%dx%d -> %d pad %d post %d bias %d: %s scalar vs direct %.3g",
+          t->n, t->c, t->h, t->w, t->k, t->pad, post_i, with_bias, f->name, worst);
+    if (f->ref->esz == 2) {   /* autocast's rounding, for comparison */
+        double *yb = malloc(ny * sizeof *yb), *mb = malloc(ny * sizeof *mb);
+        REQUIRE(yb && mb, "out of memory");
+        direct(t, &s, x, w, bias, res, yb, mb, 1);
+        double a = rel_error(NULL, yd, yb, mag, res, ny);
+        f->worst_autocast = a > f->worst_autocast ? a : f->worst_autocast;
+        free(yb), free(mb);
     }
-    s_worst = worst > s_worst ? worst : s_worst;
-    CHECK(worst < 5e-7, "%dx%dx%dx%d -> %d pad %d post %d bias %d: scalar vs direct %.3g",
-          t->n, t->c, t->h, t->w, t->k, t->pad, post_i, with_bias, worst);
 
     float *y2 = malloc(ny * sizeof *y2);
     REQUIRE(y2, "out of memory");
-    const wino_kern_t *vec[] = {has_avx512() ? WINO_AVX512 : NULL,
-                                has_avx2() ? WINO_AVX2 : NULL};
     for (int v = 0; v < 2; v++)
-        if (vec[v]) {
-            run(vec[v], &s, u, x, bias, res, y2, 1);
+        if (f->vec[v]) {
+            run(f->vec[v], &s, u, x, bias, res, y2, 1);
             CHECK(memcmp(y, y2, ny * sizeof *y) == 0, "%dx%dx%dx%d -> %d post %d: %s vs scalar",
-                  t->n, t->c, t->h, t->w, t->k, post_i, vec[v]->name);
+                  t->n, t->c, t->h, t->w, t->k, post_i, f->vec[v]->name);
         }
-    const wino_kern_t *kn = fastest();
+    const wino_kern_t *kn = f->fast;
     for (int th = 2; th <= 3; th++) {
         run(kn, &s, u, x, bias, res, y2, th);
         CHECK(memcmp(y, y2, ny * sizeof *y) == 0, "%dx%dx%dx%d -> %d: %d threads vs 1", t->n,
@@ -180,7 +222,7 @@ static void check_shape(const shape_t *t, int post_i, int with_bias)
 
 /* Backward data: gx = the transposed convolution of gy, by Winograd on the
  * flipped filter with padding 2 - pad, against its definition in double. */
-static void check_bwd(const shape_t *t)
+static void check_bwd(family_t *f, const shape_t *t)
 {
     int oh = t->h + 2 * t->pad - 2, ow = t->w + 2 * t->pad - 2;
     const int gys[4] = {t->n, t->k, oh, ow}, gxs[4] = {t->n, t->c, t->h, t->w};
@@ -192,8 +234,8 @@ static void check_bwd(const shape_t *t)
     float *u = aligned(wino_u_floats(t->c, t->k)), *gx = malloc(ngx * sizeof *gx);
     float *zero = calloc(ngx, sizeof *zero);
     REQUIRE(gx && zero, "out of memory");
-    wino_weights_bwd(u, w, t->k, t->c);
-    const wino_kern_t *kn = fastest();
+    const wino_kern_t *kn = f->fast;
+    wino_weights_bwd(kn, u, w, t->k, t->c);
     run(kn, &s, u, gy, NULL, zero, gx, 2);
     double worst = 0.0;
     for (int i = 0; i < t->n; i++)
@@ -216,13 +258,13 @@ static void check_bwd(const shape_t *t)
                     double err = fabs(got - acc) / (4.0 * mag + 1e-30);
                     worst = err > worst ? err : worst;
                 }
-    s_worst = worst > s_worst ? worst : s_worst;
-    CHECK(worst < 5e-7, "%dx%dx%dx%d -> %d pad %d: backward data vs direct %.3g", t->n, t->c,
-          t->h, t->w, t->k, t->pad, worst);
+    f->worst = worst > f->worst ? worst : f->worst;
+    CHECK(worst < f->bound, "%dx%dx%dx%d -> %d pad %d: %s backward data vs direct %.3g", t->n,
+          t->c, t->h, t->w, t->k, t->pad, f->name, worst);
     free(gy), free(w), free(u), free(gx), free(zero);
 }
 
-static void nan_reaches(void)
+static void nan_reaches(const family_t *f)
 {
     const shape_t t = {2, 16, 6, 6, 32, 1};
     const int in[4] = {2, 16, 6, 6}, out[4] = {2, 32, 6, 6};
@@ -232,11 +274,11 @@ static void nan_reaches(void)
     float *x = fill(nx, 1.0f), *w = fill((size_t)32 * 16 * 9, 0.3f), *res = calloc(ny, 4);
     float *u = aligned(wino_u_floats(32, 16)), *y = malloc(ny * sizeof *y);
     REQUIRE(res && y, "out of memory");
-    const wino_kern_t *kn = fastest();
+    const wino_kern_t *kn = f->fast;
     /* a NaN pixel (image 1, row 2, column 3, channel 5): every output of
      * image 1 within one pixel of it, all channels, is NaN */
     x[((size_t)(1 * 6 + 2) * 6 + 3) * 16 + 5] = NAN;
-    wino_weights(u, w, 32, 16);
+    wino_weights(kn, u, w, 32, 16);
     run(kn, &s, u, x, NULL, res, y, 2);
     int nan_in = 0, nan_out = 0;
     for (int i = 0; i < 2; i++)
@@ -248,17 +290,18 @@ static void nan_reaches(void)
                     nan_in += near && isn;
                     nan_out += !near && isn;
                 }
-    CHECK(nan_in == 9 * 32 && nan_out == 0, "NaN pixel: %d of %d near outputs NaN, %d others",
-          nan_in, 9 * 32, nan_out);
+    CHECK(nan_in == 9 * 32 && nan_out == 0, "%s NaN pixel: %d of %d near outputs NaN, %d others",
+          f->name, nan_in, 9 * 32, nan_out);
     /* a NaN weight of output channel 7: that channel NaN everywhere */
     x[((size_t)(1 * 6 + 2) * 6 + 3) * 16 + 5] = 0.5f;
     w[(size_t)7 * 16 * 9 + 4] = NAN;
-    wino_weights(u, w, 32, 16);
+    wino_weights(kn, u, w, 32, 16);
     run(kn, &s, u, x, NULL, res, y, 2);
     int bad = 0;
     for (size_t i = 0; i < ny; i++)
         bad += (i % 32 == 7) != (isnan(y[i]) != 0);
-    CHECK(bad == 0, "NaN weight: %d outputs wrong (channel 7 all NaN, the rest finite)", bad);
+    CHECK(bad == 0, "%s NaN weight: %d outputs wrong (channel 7 all NaN, the rest finite)",
+          f->name, bad);
     (void)t;
     free(x), free(w), free(res), free(u), free(y);
 }
@@ -283,15 +326,29 @@ int main(void)
         {5, 32, 14, 14, 96, 1}, {1, 128, 3, 3, 32, 1},
     };
     int ns = (int)(sizeof shapes / sizeof *shapes);
-    for (int i = 0; i < ns; i++)
-        for (int p = 0; p < 4; p++)
-            check_shape(&shapes[i], p, (i + p) % 2 == 0);
-    for (int i = 0; i < ns; i++)
-        check_bwd(&shapes[i]);
-    nan_reaches();
+    /* fp32: a few ulps (5e-7, 2^-21); bf16: two roundings to 8 bits of
+     * each product's operands, 2^-8 (3.9e-3) */
+    const wino_kern_t *fast = wino_kernels();
+    family_t fams[2] = {
+        {"fp32", &WINO_REF, {has_avx512() ? WINO_AVX512 : NULL, has_avx2() ? WINO_AVX2 : NULL},
+         fast ? fast : &WINO_REF, 5e-7, 0, 0},
+        {"bf16", &WINO_REF_BF16, {has_avx512_bf16() ? WINO_AVX512_BF16 : NULL, NULL},
+         has_avx512_bf16() ? WINO_AVX512_BF16 : &WINO_REF_BF16, 1.0 / 256, 0, 0},
+    };
+    for (int fi = 0; fi < 2; fi++) {
+        family_t *f = &fams[fi];
+        for (int i = 0; i < ns; i++)
+            for (int p = 0; p < 4; p++)
+                check_shape(f, &shapes[i], p, (i + p) % 2 == 0);
+        for (int i = 0; i < ns; i++)
+            check_bwd(f, &shapes[i]);
+        nan_reaches(f);
+    }
     refused();
-    printf("test_wino: %d shapes x 4 post-op lists, kernels: scalar%s%s; largest error vs "
-           "direct %.3g (bound 5e-7)\n", ns, has_avx512() ? " + avx512" : "",
-           has_avx2() ? " + avx2" : "", s_worst);
+    printf("test_wino: %d shapes x 4 post-op lists, kernels: scalar%s%s%s; largest error vs "
+           "direct: fp32 %.3g (bound 5e-7), bf16 %.3g (bound %.3g; autocast's rounding %.3g)\n",
+           ns, has_avx512() ? " + avx512" : "", has_avx2() ? " + avx2" : "",
+           has_avx512_bf16() ? " + avx512_bf16" : "", fams[0].worst, fams[1].worst,
+           fams[1].bound, fams[1].worst_autocast);
     return tc_done("test_wino");
 }
