@@ -437,6 +437,12 @@ int cpu_w_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const v
 {
     wplan_t *p = (wplan_t *)bp;
     (void)w;
+    /* all of it by Winograd (bf16 native, no bias): no staging for oneDNN */
+    if (p->wino && wino_train_has_wgrad(p->wino) && !gb) {
+        if (gx && wino_train_bwd_data(g, p->wino, gy, gx) < 0)
+            return -1;
+        return gw ? wino_train_bwd_weights(g, p->wino, x, gy, gw) : 0;
+    }
     if (cpu_handle(g, p->gy, gy) < 0 ||
         (p->native &&
          stage16(g, &p->gy_to16, p->gy16, p->gy16_bytes, 1, p->gy_direct ? gy : NULL) < 0) ||
@@ -523,9 +529,10 @@ static bk_plan_t *conv_plan(bk_ctx_t *g, const bk_conv_t *c, const int in[4], co
     m.bias = cpu_md(&k, 1, bd, dnnl_f32, dnnl_x);
     int ok = cpu_mds_check(g, &k) == 0 && wplan_make(g, p, &m, c, in, out) == 0;
     cpu_mds_free(&k);
-    /* fp32 on the tape's NHWC: 3x3 stride 1 by Winograd where it applies */
-    if (ok && !p->native && !act16 && !conv_blocked(in[1], out[1]))
-        ok = (p->wino = wino_train_new(g, c, in, out)) || !g->failed;
+    /* on the tape's NHWC (fp32, or native bf16 on fp32 or 16-bit buffers):
+     * 3x3 stride 1 by Winograd where it applies */
+    if (ok && (p->native || !conv_blocked(in[1], out[1])))
+        ok = (p->wino = wino_train_new(g, c, in, out, act16)) || !g->failed;
     if (!ok) {
         wplan_destroy(&p->base);
         return NULL;

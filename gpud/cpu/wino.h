@@ -53,6 +53,8 @@ typedef struct {
     int pad_h, pad_w;         /* the input's top and left padding */
     int th, tw;               /* 2x2 output tiles per image: ceil(oh/2), ceil(ow/2) */
     long ntiles;              /* n * th * tw */
+    int x16;                  /* x holds bf16 values, 2 bytes each (the tape's 16-bit
+                                 activations): the bf16 kernels only */
     bk_post_t post;           /* after the bias, in order */
 } wino_geom_t;
 
@@ -104,7 +106,7 @@ typedef struct {
     /* Input transform of nr <= WINO_ROWS tiles from tile t0 on: point xi's
      * value of channel c of the group's row r at v[xi * xs + c * WINO_ROWS
      * + r] (bf16: in pairs, above); rows nr.. are zero. */
-    void (*in)(const wino_geom_t *s, const float *x, long t0, int nr, void *v, size_t xs);
+    void (*in)(const wino_geom_t *s, const void *x, long t0, int nr, void *v, size_t xs);
     /* m[r * ldm + j] = sum over ch < c of v[ch * WINO_ROWS + r] * u[ch * pw
      * + j] (an fmaf chain from ch 0; bf16: VDPBF16PS's, pair by pair), r <
      * WINO_ROWS, j < pw (16 or 32). */
@@ -114,6 +116,19 @@ typedef struct {
      * what y holds), written to y where the 2x2 tile lies inside. */
     void (*out)(const wino_geom_t *s, const float *m, size_t xs, long t, const float *bias,
                 float *y);
+    /* The weight gradient (wino_wgrad; bf16 kernels only, NULL in fp32's),
+     * with the tiles, its reduction, in pairs: point xi's value of channel
+     * c of tile t0 + i at v[xi * ps + (i / 2) * 2 * C + 2 * c + i % 2].
+     * pair_in: the input transform of x (C = s->c) for the nt (even) tiles
+     * from t0, tiles past s->ntiles zero; pair_gy: of the output gradient,
+     * A gy A^T of each tile's 2x2 pixels of gy (NHWC like y, bf16 where
+     * s->x16; C = s->k; pixels past the output zero). */
+    void (*pair_in)(const wino_geom_t *s, const void *x, long t0, int nt, void *v, size_t ps);
+    void (*pair_gy)(const wino_geom_t *s, const void *gy, long t0, int nt, void *g, size_t ps);
+    /* gu[o * c + ch] (+)= over np tile pairs of gm (k channels) x v (c
+     * channels), VDPBF16PS's chain continuing from gu's value (first: from
+     * zero), o < k, ch < c. */
+    void (*wgemm)(const void *gm, const void *v, int np, int k, int c, float *gu, int first);
 } wino_kern_t;
 
 extern const wino_kern_t WINO_REF;
@@ -149,7 +164,7 @@ size_t wino_work_floats(const wino_geom_t *s, int threads);
 /* y = the convolution of x (NHWC) with the weights u (wino_weights) + bias
  * (NULL: none), then s->post; y holds the residual when the post-ops sum.
  * work: wino_work_floats floats, 64-byte aligned. */
-void wino_conv(const wino_kern_t *kern, const wino_geom_t *s, const void *u, const float *x,
+void wino_conv(const wino_kern_t *kern, const wino_geom_t *s, const void *u, const void *x,
                const float *bias, float *y, float *work, int threads);
 
 /* The inference plan's op (dnnl_infer.c): a plan when the convolution is
@@ -168,15 +183,32 @@ int wino_plan_fwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w, cons
 
 /* A training convolution's forward and backward data (dnnl_train.c; the
  * weight gradient stays oneDNN's): NULL when the conv is not for Winograd
- * here, as for wino_plan_new (the tape's activations are NHWC). The
- * forward transforms the step's weights for both. 0, or -1 after
- * bk_ctx_fail. */
+ * here, as for wino_plan_new (the tape's activations are NHWC). act16: x
+ * and gy are the tape's bf16 buffers (native bf16 on 16-bit activations;
+ * y and gx stay fp32). The forward transforms the step's weights for
+ * both. 0, or -1 after bk_ctx_fail. */
 typedef struct wino_train wino_train_t;
 wino_train_t *wino_train_new(bk_ctx_t *g, const bk_conv_t *c, const int in[4],
-                             const int out[4]);
+                             const int out[4], int act16);
 void wino_train_destroy(wino_train_t **t);
-int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const float *x, const float *w,
+int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w,
                    const float *b, float *y);
-int wino_train_bwd_data(bk_ctx_t *g, wino_train_t *t, const float *gy, float *gx);
+int wino_train_bwd_data(bk_ctx_t *g, wino_train_t *t, const void *gy, float *gx);
+/* Whether the weight gradient is Winograd's too: the plan's kernels have
+ * one (bf16) and the conv has no bias (DDPIPE_CONV_ALGO=direct: never). */
+int wino_train_has_wgrad(const wino_train_t *t);
+/* That gradient gw [k, c, 3, 3] (overwritten) of x and gy (the buffers
+ * wino_train_fwd and _bwd_data read). 0, or -1 after bk_ctx_fail. */
+int wino_train_bwd_weights(bk_ctx_t *g, wino_train_t *t, const void *x, const void *gy,
+                           float *gw);
+
+/* The weight gradient by Winograd (wino_wgrad.c): gU[xi] = sum over tiles
+ * of (A gy A^T)[xi] x V[xi] (the tiles in a fixed order, one chain per
+ * element whatever the threads), then gw = G^T gU G in double, rounded
+ * once. s: the forward's geometry; kn: kernels with a wgemm. work:
+ * wino_wgrad_work_bytes bytes, 64-byte aligned. */
+size_t wino_wgrad_work_bytes(const wino_geom_t *s);
+void wino_wgrad(const wino_kern_t *kn, const wino_geom_t *s, const void *x, const void *gy,
+                float *gw, void *work, int threads);
 
 #endif

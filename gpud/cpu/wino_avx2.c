@@ -59,9 +59,10 @@ AVX2 INLINE void in_tile(const float *x, const long off[16], __m256 pt[16])
     }
 }
 
-AVX2 static void avx2_in(const wino_geom_t *s, const float *x, long t0, int nr, void *vv,
+AVX2 static void avx2_in(const wino_geom_t *s, const void *xv, long t0, int nr, void *vv,
                          size_t xs)
 {
+    const float *x = xv;   /* fp32: s->x16 is the bf16 kernels' */
     float *v = vv;
     __m256 pts[16][16];   /* [point][row], rows nr.. zero */
     long off[WINO_ROWS][16];
@@ -164,7 +165,8 @@ AVX2 static void avx2_out(const wino_geom_t *s, const float *m, size_t xs, long 
     }
 }
 
-static const wino_kern_t avx2 = {"avx2", 4, avx2_in, avx2_gemm, avx2_out};
+static const wino_kern_t avx2 = {
+    .name = "avx2", .esz = 4, .in = avx2_in, .gemm = avx2_gemm, .out = avx2_out};
 const wino_kern_t *const WINO_AVX2 = &avx2;
 
 #else

@@ -52,13 +52,23 @@ AVX512 INLINE void transpose16(__m512 r[16])
     }
 }
 
-/* The 16 points of one tile's 16 channels from x (its pixels at off). */
-AVX512 INLINE void in_tile(const float *x, const long off[16], __m512 pt[16])
+/* 16 channels of x from element i: fp32, or bf16 (x16) widened exactly. */
+AVX512 INLINE __m512 load16(const void *x, long i, int x16)
+{
+    if (!x16)
+        return _mm512_loadu_ps((const float *)x + i);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The 16 points of one tile's 16 channels from channel ch0 of x (its pixels
+ * at off). */
+AVX512 INLINE void in_tile(const void *x, int x16, int ch0, const long off[16], __m512 pt[16])
 {
     __m512 d[4][4], q[4][4];
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
-            d[i][j] = off[i * 4 + j] >= 0 ? _mm512_loadu_ps(x + off[i * 4 + j])
+            d[i][j] = off[i * 4 + j] >= 0 ? load16(x, off[i * 4 + j] + ch0, x16)
                                           : _mm512_setzero_ps();
     for (int j = 0; j < 4; j++) {
         q[0][j] = _mm512_sub_ps(d[0][j], d[2][j]);
@@ -76,12 +86,12 @@ AVX512 INLINE void in_tile(const float *x, const long off[16], __m512 pt[16])
 
 /* The group's tiles' 16 points of channels ch0..ch0+15, transposed: col[p][ch]
  * holds channel ch's 16 rows (nr.. zero) of point p. */
-AVX512 INLINE void chunk_points(const float *x, const long off[][16], int nr, int ch0,
+AVX512 INLINE void chunk_points(const void *x, int x16, const long off[][16], int nr, int ch0,
                                 __m512 col[16][16])
 {
     for (int r = 0; r < nr; r++) {
         __m512 pt[16];
-        in_tile(x + ch0, off[r], pt);
+        in_tile(x, x16, ch0, off[r], pt);
         for (int p = 0; p < 16; p++)
             col[p][r] = pt[p];
     }
@@ -92,7 +102,7 @@ AVX512 INLINE void chunk_points(const float *x, const long off[][16], int nr, in
         transpose16(col[p]);
 }
 
-AVX512 static void avx_in(const wino_geom_t *s, const float *x, long t0, int nr, void *vv,
+AVX512 static void avx_in(const wino_geom_t *s, const void *x, long t0, int nr, void *vv,
                           size_t xs)
 {
     const __mmask16 rows = (__mmask16)((1u << WINO_ROWS) - 1);
@@ -101,7 +111,7 @@ AVX512 static void avx_in(const wino_geom_t *s, const float *x, long t0, int nr,
         wino_tile_pixels(s, t0 + r, off[r]);
     for (int ch0 = 0; ch0 < s->c; ch0 += 16) {
         __m512 col[16][16];
-        chunk_points(x, (const long(*)[16])off, nr, ch0, col);
+        chunk_points(x, 0, (const long(*)[16])off, nr, ch0, col);   /* x16: not fp32's */
         for (int p = 0; p < 16; p++) {
             float *o = (float *)vv + (size_t)p * xs + (size_t)ch0 * WINO_ROWS;
             for (int ch = 0; ch < 16; ch++)
@@ -110,22 +120,28 @@ AVX512 static void avx_in(const wino_geom_t *s, const float *x, long t0, int nr,
     }
 }
 
+/* VPERMW's index: 16 even values (low half) and 16 odd ones (high)
+ * interleaved into 16 (even, odd) pairs. */
+AVX512BF16 INLINE __m512i pair_index(void)
+{
+    return _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                            22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+}
+
 /* bf16: each channel pair's rows rounded (VCVTNE2PS2BF16: the even channel's
  * 16 in the low half, the odd's in the high) and interleaved into 14
- * (even, odd) pairs (VPERMW). */
-AVX512BF16 static void avx_in_bf16(const wino_geom_t *s, const float *x, long t0, int nr,
-                                   void *vv, size_t xs)
+ * (even, odd) pairs (VPERMW). x fp32, or bf16 (x16). */
+AVX512BF16 INLINE void in_bf16(const wino_geom_t *s, const void *x, int x16, long t0, int nr,
+                               void *vv, size_t xs)
 {
     const __mmask16 rows = (__mmask16)((1u << WINO_ROWS) - 1);
-    const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25,
-                                           9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2,
-                                           17, 1, 16, 0);
+    const __m512i pairs = pair_index();
     long off[WINO_ROWS][16];
     for (int r = 0; r < nr; r++)
         wino_tile_pixels(s, t0 + r, off[r]);
     for (int ch0 = 0; ch0 < s->c; ch0 += 16) {
         __m512 col[16][16];
-        chunk_points(x, (const long(*)[16])off, nr, ch0, col);
+        chunk_points(x, x16, (const long(*)[16])off, nr, ch0, col);
         for (int p = 0; p < 16; p++) {
             uint16_t *o = (uint16_t *)vv + (size_t)p * xs + (size_t)ch0 * WINO_ROWS;
             for (int ch = 0; ch < 16; ch += 2) {
@@ -135,6 +151,15 @@ AVX512BF16 static void avx_in_bf16(const wino_geom_t *s, const float *x, long t0
             }
         }
     }
+}
+
+AVX512BF16 static void avx_in_bf16(const wino_geom_t *s, const void *x, long t0, int nr,
+                                   void *vv, size_t xs)
+{
+    if (s->x16)
+        in_bf16(s, x, 1, t0, nr, vv, xs);
+    else
+        in_bf16(s, x, 0, t0, nr, vv, xs);
 }
 
 /* 14 rows x (16 * NV) columns over c channels. */
@@ -240,8 +265,141 @@ AVX512 static void avx_out(const wino_geom_t *s, const float *m, size_t xs, long
     }
 }
 
-static const wino_kern_t avx512 = {"avx512", 4, avx_in, avx_gemm, avx_out};
-static const wino_kern_t avx512_bf16 = {"avx512_bf16", 2, avx_in_bf16, avx_gemm_bf16, avx_out};
+/* ------------------------------------------------- the weight gradient */
+
+/* Tiles a and a + 1's 16 points (pa, pb), rounded and paired, at o[p * ps]. */
+AVX512BF16 INLINE void store_pairs(const __m512 pa[16], const __m512 pb[16], uint16_t *o,
+                                   size_t ps)
+{
+    const __m512i idx = pair_index();
+    for (int p = 0; p < 16; p++) {
+        __m512i h = (__m512i)_mm512_cvtne2ps_pbh(pb[p], pa[p]);
+        _mm512_storeu_si512(o + (size_t)p * ps, _mm512_permutexvar_epi16(idx, h));
+    }
+}
+
+AVX512BF16 INLINE void pair_in_x(const wino_geom_t *s, const void *x, int x16, long t0, int nt,
+                                 void *v, size_t ps)
+{
+    for (int i = 0; i < nt; i += 2) {
+        long off[2][16];
+        int live[2];
+        for (int h = 0; h < 2; h++)
+            if ((live[h] = t0 + i + h < s->ntiles))
+                wino_tile_pixels(s, t0 + i + h, off[h]);
+        for (int ch0 = 0; ch0 < s->c; ch0 += 16) {
+            __m512 pt[2][16];
+            for (int h = 0; h < 2; h++) {
+                if (live[h])
+                    in_tile(x, x16, ch0, off[h], pt[h]);
+                else
+                    for (int p = 0; p < 16; p++)
+                        pt[h][p] = _mm512_setzero_ps();
+            }
+            store_pairs(pt[0], pt[1], (uint16_t *)v + (size_t)(i / 2) * 2 * s->c + 2 * ch0, ps);
+        }
+    }
+}
+
+AVX512BF16 static void avx_pair_in(const wino_geom_t *s, const void *x, long t0, int nt,
+                                   void *v, size_t ps)
+{
+    if (s->x16)
+        pair_in_x(s, x, 1, t0, nt, v, ps);
+    else
+        pair_in_x(s, x, 0, t0, nt, v, ps);
+}
+
+/* A g A^T of 16 channels from ch0 of tile t (wino_ref.c's gy_points). */
+AVX512BF16 INLINE void gy_tile(const wino_geom_t *s, const void *gy, int x16, long t, int o0,
+                               __m512 pt[16])
+{
+    __m512 g[2][2], a[4][2];
+    int img, y0, x0;
+    wino_tile_at(s, t, &img, &y0, &x0);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            g[i][j] = y0 + i < s->oh && x0 + j < s->ow
+                          ? load16(gy, (long)((((size_t)img * s->oh + y0 + i) * s->ow + x0 + j) *
+                                              s->k) + o0, x16)
+                          : _mm512_setzero_ps();
+    const __m512 zero = _mm512_setzero_ps();
+    for (int j = 0; j < 2; j++) {
+        a[0][j] = g[0][j];
+        a[1][j] = _mm512_add_ps(g[0][j], g[1][j]);
+        a[2][j] = _mm512_sub_ps(g[0][j], g[1][j]);
+        a[3][j] = _mm512_sub_ps(zero, g[1][j]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pt[i * 4 + 0] = a[i][0];
+        pt[i * 4 + 1] = _mm512_add_ps(a[i][0], a[i][1]);
+        pt[i * 4 + 2] = _mm512_sub_ps(a[i][0], a[i][1]);
+        pt[i * 4 + 3] = _mm512_sub_ps(zero, a[i][1]);
+    }
+}
+
+AVX512BF16 INLINE void pair_gy_x(const wino_geom_t *s, const void *gy, int x16, long t0, int nt,
+                                 void *v, size_t ps)
+{
+    for (int i = 0; i < nt; i += 2)
+        for (int o0 = 0; o0 < s->k; o0 += 16) {
+            __m512 pt[2][16];
+            for (int h = 0; h < 2; h++) {
+                if (t0 + i + h < s->ntiles)
+                    gy_tile(s, gy, x16, t0 + i + h, o0, pt[h]);
+                else
+                    for (int p = 0; p < 16; p++)
+                        pt[h][p] = _mm512_setzero_ps();
+            }
+            store_pairs(pt[0], pt[1], (uint16_t *)v + (size_t)(i / 2) * 2 * s->k + 2 * o0, ps);
+        }
+}
+
+AVX512BF16 static void avx_pair_gy(const wino_geom_t *s, const void *gy, long t0, int nt,
+                                   void *v, size_t ps)
+{
+    if (s->x16)
+        pair_gy_x(s, gy, 1, t0, nt, v, ps);
+    else
+        pair_gy_x(s, gy, 0, t0, nt, v, ps);
+}
+
+/* 16 output channels (a broadcast pair of tiles each) x 16 input channels
+ * (a vector of pairs) a block: 16 accumulators, one load and 16 broadcasts
+ * per 16 VDPBF16PS. */
+AVX512BF16 static void avx_wgemm(const void *gmv, const void *vv, int np, int k, int c,
+                                 float *gu, int first)
+{
+    const uint32_t *gm = gmv;
+    const uint16_t *v = vv;
+    for (int o0 = 0; o0 < k; o0 += 16)
+        for (int c0 = 0; c0 < c; c0 += 16) {
+            __m512 acc[16];
+            float *out = gu + (size_t)o0 * c + c0;
+            for (int r = 0; r < 16; r++)
+                acc[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + (size_t)r * c);
+            for (int t2 = 0; t2 < np; t2++) {
+                __m512bh b = (__m512bh)_mm512_loadu_si512(v + ((size_t)t2 * c + c0) * 2);
+                const uint32_t *g = gm + (size_t)t2 * k + o0;
+#pragma GCC unroll 16
+                for (int r = 0; r < 16; r++)
+                    acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_set1_epi32((int)g[r]), b);
+            }
+            for (int r = 0; r < 16; r++)
+                _mm512_storeu_ps(out + (size_t)r * c, acc[r]);
+        }
+}
+
+static const wino_kern_t avx512 = {
+    .name = "avx512", .esz = 4, .in = avx_in, .gemm = avx_gemm, .out = avx_out};
+static const wino_kern_t avx512_bf16 = {.name = "avx512_bf16",
+                                        .esz = 2,
+                                        .in = avx_in_bf16,
+                                        .gemm = avx_gemm_bf16,
+                                        .out = avx_out,
+                                        .pair_in = avx_pair_in,
+                                        .pair_gy = avx_pair_gy,
+                                        .wgemm = avx_wgemm};
 const wino_kern_t *const WINO_AVX512 = &avx512;
 const wino_kern_t *const WINO_AVX512_BF16 = &avx512_bf16;
 

@@ -137,7 +137,7 @@ size_t wino_work_floats(const wino_geom_t *s, int threads)
 /* V and U in the kernels' values (fp32 or bf16): offsets in values, the
  * pointers in bytes. */
 static void run_block(const wino_kern_t *kn, const wino_geom_t *s, const void *u,
-                      const float *x, const float *bias, float *y, long t0, int nt, float *work)
+                      const void *x, const float *bias, float *y, long t0, int nt, float *work)
 {
     int ng = (nt + WINO_ROWS - 1) / WINO_ROWS, tp = ng * WINO_ROWS;
     size_t xs = (size_t)tp * s->c, ms = (size_t)tp * s->k, e = (size_t)kn->esz;
@@ -160,7 +160,7 @@ static void run_block(const wino_kern_t *kn, const wino_geom_t *s, const void *u
         kn->out(s, m + (size_t)i * s->k, ms, t0 + i, bias, y);
 }
 
-void wino_conv(const wino_kern_t *kn, const wino_geom_t *s, const void *u, const float *x,
+void wino_conv(const wino_kern_t *kn, const wino_geom_t *s, const void *u, const void *x,
                const float *bias, float *y, float *work, int threads)
 {
     /* each thread an equal run of groups (within one), in blocks: a
@@ -184,7 +184,7 @@ void wino_conv(const wino_kern_t *kn, const wino_geom_t *s, const void *u, const
 /* wino_conv on the backend's shared scratchpad. 0, or -1 after
  * bk_ctx_fail. */
 static int conv_run(bk_ctx_t *g, const wino_kern_t *kn, int threads, const wino_geom_t *s,
-                    const void *u, const float *x, const float *bias, float *y)
+                    const void *u, const void *x, const float *bias, float *y)
 {
     float *work = cpu_scratch(g, wino_work_floats(s, threads) * sizeof(float));
     if (!work)
@@ -348,16 +348,20 @@ struct wino_train {
     wino_geom_t fwd, bwd;      /* x -> y; gy -> gx (the flipped filter, padding 2 - pad) */
     const wino_kern_t *kern;
     int threads;
+    int wgrad;                 /* the weight gradient too (wino_train_has_wgrad) */
     void *uf, *ub;             /* the step's weights, transformed by the forward */
 };
 
 wino_train_t *wino_train_new(bk_ctx_t *g, const bk_conv_t *c, const int in[4],
-                             const int out[4])
+                             const int out[4], int act16)
 {
     wino_geom_t f, b;
     const wino_kern_t *kn = eligible(g, c, NULL, in, out, &f);
-    if (!kn || wino_geom(&b, out, in, 2 - c->pad_h, 2 - c->pad_w, NULL) < 0)
+    /* 16-bit buffers: the bf16 kernels read them */
+    if (!kn || (act16 && kn->esz != 2) ||
+        wino_geom(&b, out, in, 2 - c->pad_h, 2 - c->pad_w, NULL) < 0)
         return NULL;
+    f.x16 = b.x16 = act16;
     wino_train_t *t = calloc(1, sizeof *t);
     if (t) {
         t->uf = u_new(f.k, f.c);
@@ -368,9 +372,10 @@ wino_train_t *wino_train_new(bk_ctx_t *g, const bk_conv_t *c, const int in[4],
         return bk_ctx_fail(g, "out of memory for a Winograd convolution's weights");
     }
     t->fwd = f, t->bwd = b, t->kern = kn;
+    t->wgrad = kn->wgemm && !c->bias;
     t->threads = g->be->threads > 0 ? g->be->threads : 1;
-    log_debug("cpu training: conv %d->%d 3x3 %dx%d forward and backward data by Winograd "
-              "F(2x2,3x3) (%s)", f.c, f.k, f.h, f.w, kn->name);
+    log_debug("cpu training: conv %d->%d 3x3 %dx%d forward, backward data%s by Winograd "
+              "F(2x2,3x3) (%s)", f.c, f.k, f.h, f.w, t->wgrad ? " and weights" : "", kn->name);
     return t;
 }
 
@@ -384,7 +389,7 @@ void wino_train_destroy(wino_train_t **tp)
     *tp = NULL;
 }
 
-int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const float *x, const float *w,
+int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w,
                    const float *b, float *y)
 {
     wino_weights(t->kern, t->uf, w, t->fwd.k, t->fwd.c);
@@ -392,7 +397,22 @@ int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const float *x, const float *w,
     return conv_run(g, t->kern, t->threads, &t->fwd, t->uf, x, b, y);
 }
 
-int wino_train_bwd_data(bk_ctx_t *g, wino_train_t *t, const float *gy, float *gx)
+int wino_train_bwd_data(bk_ctx_t *g, wino_train_t *t, const void *gy, float *gx)
 {
     return conv_run(g, t->kern, t->threads, &t->bwd, t->ub, gy, NULL, gx);
+}
+
+int wino_train_has_wgrad(const wino_train_t *t)
+{
+    return t->wgrad;
+}
+
+int wino_train_bwd_weights(bk_ctx_t *g, wino_train_t *t, const void *x, const void *gy,
+                           float *gw)
+{
+    void *work = cpu_scratch(g, wino_wgrad_work_bytes(&t->fwd));
+    if (!work)
+        return -1;
+    wino_wgrad(t->kern, &t->fwd, x, gy, gw, work, t->threads);
+    return 0;
 }

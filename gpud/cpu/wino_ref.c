@@ -18,7 +18,21 @@ static void put(void *v, int esz, size_t at, float val)
         ((uint16_t *)v)[at] = wino_bf16(val);
 }
 
-static void ref_transform_in(const wino_geom_t *s, const float *x, long t0, int nr, void *v,
+static float of_bf16(uint16_t h)
+{
+    uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+/* x's value i: fp32, or bf16 (s->x16) */
+static float x_at(const wino_geom_t *s, const void *x, size_t i)
+{
+    return s->x16 ? of_bf16(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
+static void ref_transform_in(const wino_geom_t *s, const void *x, long t0, int nr, void *v,
                              size_t xs, int esz)
 {
     for (int r = 0; r < WINO_ROWS; r++) {
@@ -31,7 +45,7 @@ static void ref_transform_in(const wino_geom_t *s, const float *x, long t0, int 
                 for (int j = 0; j < 4; j++) {
                     int yy = y0 + i - s->pad_h, xx = x0 + j - s->pad_w;
                     d[i][j] = r < nr && yy >= 0 && yy < s->h && xx >= 0 && xx < s->w
-                                  ? x[(((size_t)img * s->h + yy) * s->w + xx) * s->c + ch]
+                                  ? x_at(s, x, (((size_t)img * s->h + yy) * s->w + xx) * s->c + ch)
                                   : 0.0f;
                 }
             for (int j = 0; j < 4; j++) {   /* B^T d */
@@ -53,12 +67,12 @@ static void ref_transform_in(const wino_geom_t *s, const float *x, long t0, int 
     }
 }
 
-static void ref_in(const wino_geom_t *s, const float *x, long t0, int nr, void *v, size_t xs)
+static void ref_in(const wino_geom_t *s, const void *x, long t0, int nr, void *v, size_t xs)
 {
     ref_transform_in(s, x, t0, nr, v, xs, 4);
 }
 
-static void ref_in_bf16(const wino_geom_t *s, const float *x, long t0, int nr, void *v,
+static void ref_in_bf16(const wino_geom_t *s, const void *x, long t0, int nr, void *v,
                         size_t xs)
 {
     ref_transform_in(s, x, t0, nr, v, xs, 2);
@@ -74,14 +88,6 @@ static void ref_gemm(const void *vv, const void *uv, int c, int pw, float *m, in
                 acc = fmaf(v[(size_t)ch * WINO_ROWS + r], u[(size_t)ch * pw + j], acc);
             m[(size_t)r * ldm + j] = acc;
         }
-}
-
-static float of_bf16(uint16_t h)
-{
-    uint32_t b = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f;
 }
 
 /* A denormal result as zero of its sign (VDPBF16PS's FTZ). */
@@ -148,5 +154,108 @@ static void ref_out(const wino_geom_t *s, const float *m, size_t xs, long t, con
     }
 }
 
-const wino_kern_t WINO_REF = {"scalar", 4, ref_in, ref_gemm, ref_out};
-const wino_kern_t WINO_REF_BF16 = {"scalar bf16", 2, ref_in_bf16, ref_gemm_bf16, ref_out};
+/* ------------------------------------------------- the weight gradient */
+
+/* The 16 points of channel ch of tile t (zero past s->ntiles). */
+static void tile_points(const wino_geom_t *s, const void *x, long t, int ch, float pt[16])
+{
+    float d[4][4], q[4][4];
+    long off[16];
+    if (t < s->ntiles)
+        wino_tile_pixels(s, t, off);
+    for (int i = 0; i < 16; i++)
+        d[i / 4][i % 4] = t < s->ntiles && off[i] >= 0 ? x_at(s, x, (size_t)off[i] + ch) : 0.0f;
+    for (int j = 0; j < 4; j++) {   /* B^T d, as ref_transform_in */
+        q[0][j] = d[0][j] - d[2][j];
+        q[1][j] = d[1][j] + d[2][j];
+        q[2][j] = d[2][j] - d[1][j];
+        q[3][j] = d[1][j] - d[3][j];
+    }
+    for (int i = 0; i < 4; i++) {
+        pt[i * 4 + 0] = q[i][0] - q[i][2];
+        pt[i * 4 + 1] = q[i][1] + q[i][2];
+        pt[i * 4 + 2] = q[i][2] - q[i][1];
+        pt[i * 4 + 3] = q[i][1] - q[i][3];
+    }
+}
+
+static void ref_pair_in(const wino_geom_t *s, const void *x, long t0, int nt, void *v, size_t ps)
+{
+    for (int i = 0; i < nt; i++)
+        for (int ch = 0; ch < s->c; ch++) {
+            float pt[16];
+            tile_points(s, x, t0 + i, ch, pt);
+            for (int p = 0; p < 16; p++)
+                ((uint16_t *)v)[p * ps + (size_t)(i / 2) * 2 * s->c + 2 * ch + i % 2] =
+                    wino_bf16(pt[p]);
+        }
+}
+
+/* A g A^T of channel o of tile t's 2x2 output gradient (zero past the
+ * output, past s->ntiles): per column a = A g (g0, g0 + g1, g0 - g1,
+ * 0 - g1), then the same along the rows. */
+static void gy_points(const wino_geom_t *s, const void *gy, long t, int o, float pt[16])
+{
+    float g[2][2] = {{0}}, a[4][2];
+    if (t < s->ntiles) {
+        int img, y0, x0;
+        wino_tile_at(s, t, &img, &y0, &x0);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                if (y0 + i < s->oh && x0 + j < s->ow) {
+                    size_t at = (((size_t)img * s->oh + y0 + i) * s->ow + x0 + j) * s->k + o;
+                    g[i][j] = s->x16 ? of_bf16(((const uint16_t *)gy)[at]) : ((const float *)gy)[at];
+                }
+    }
+    for (int j = 0; j < 2; j++) {
+        a[0][j] = g[0][j];
+        a[1][j] = g[0][j] + g[1][j];
+        a[2][j] = g[0][j] - g[1][j];
+        a[3][j] = 0.0f - g[1][j];   /* not -g: +0 for 0, as the vector kernels' */
+    }
+    for (int i = 0; i < 4; i++) {
+        pt[i * 4 + 0] = a[i][0];
+        pt[i * 4 + 1] = a[i][0] + a[i][1];
+        pt[i * 4 + 2] = a[i][0] - a[i][1];
+        pt[i * 4 + 3] = 0.0f - a[i][1];
+    }
+}
+
+static void ref_pair_gy(const wino_geom_t *s, const void *gy, long t0, int nt, void *v, size_t ps)
+{
+    for (int i = 0; i < nt; i++)
+        for (int o = 0; o < s->k; o++) {
+            float pt[16];
+            gy_points(s, gy, t0 + i, o, pt);
+            for (int p = 0; p < 16; p++)
+                ((uint16_t *)v)[p * ps + (size_t)(i / 2) * 2 * s->k + 2 * o + i % 2] =
+                    wino_bf16(pt[p]);
+        }
+}
+
+static void ref_wgemm(const void *gmv, const void *vv, int np, int k, int c, float *gu, int first)
+{
+    const uint16_t *gm = gmv, *v = vv;
+    for (int o = 0; o < k; o++)
+        for (int ch = 0; ch < c; ch++) {
+            float acc = first ? 0.0f : gu[(size_t)o * c + ch];
+            for (int t2 = 0; t2 < np; t2++) {
+                const uint16_t *a = gm + ((size_t)t2 * k + o) * 2, *b = v + ((size_t)t2 * c + ch) * 2;
+                float odd = of_bf16(a[1]) * of_bf16(b[1]), even = of_bf16(a[0]) * of_bf16(b[0]);
+                acc = ftz(acc + ftz(odd));
+                acc = ftz(acc + ftz(even));
+            }
+            gu[(size_t)o * c + ch] = acc;
+        }
+}
+
+const wino_kern_t WINO_REF = {
+    .name = "scalar", .esz = 4, .in = ref_in, .gemm = ref_gemm, .out = ref_out};
+const wino_kern_t WINO_REF_BF16 = {.name = "scalar bf16",
+                                   .esz = 2,
+                                   .in = ref_in_bf16,
+                                   .gemm = ref_gemm_bf16,
+                                   .out = ref_out,
+                                   .pair_in = ref_pair_in,
+                                   .pair_gy = ref_pair_gy,
+                                   .wgemm = ref_wgemm};

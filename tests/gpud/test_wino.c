@@ -11,6 +11,11 @@
  *     blocks) nor on the batch (each image alone gives the same bits);
  *   - a NaN in the input or the weights reaches the outputs it touches,
  *     through the ReLU (nothing read as 0);
+ *   - the weight gradient (bf16 kernels: wino_wgrad) against its
+ *     definition in double, the avx512_bf16 kernels against the scalar bit
+ *     for bit, 1/2/3 threads bit for bit, over several chunks of tiles;
+ *   - x and gy as bf16 buffers (x16, the tape's 16-bit activations) give
+ *     the bits of the same values in fp32;
  *   - shapes it does not apply to are refused.
  * All of it twice: the fp32 kernels, and the bf16 ones (transformed values
  * rounded to bf16, VDPBF16PS's products: wino.h) with a bf16 bound, where
@@ -138,7 +143,7 @@ static void direct(const shape_t *t, const wino_geom_t *s, const float *x, const
                 }
 }
 
-static void run(const wino_kern_t *kn, const wino_geom_t *s, const float *u, const float *x,
+static void run(const wino_kern_t *kn, const wino_geom_t *s, const void *u, const void *x,
                 const float *bias, const float *res, float *y, int threads)
 {
     size_t ny = (size_t)s->n * s->oh * s->ow * s->k;
@@ -264,6 +269,169 @@ static void check_bwd(family_t *f, const shape_t *t)
     free(gy), free(w), free(u), free(gx), free(zero);
 }
 
+static uint16_t *to_bf16(const float *a, size_t n)
+{
+    uint16_t *h = malloc(n * sizeof *h);
+    REQUIRE(h, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        h[i] = wino_bf16(a[i]);
+    return h;
+}
+
+static void round_bf16(float *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        a[i] = bf16_of(a[i]);
+}
+
+static double s_wgrad_worst;   /* of the weight gradient, over its Winograd bound's scale */
+
+/* The scale of the weight gradient's rounding errors: for each weight, G^T
+ * |.| G of the 16 points' sum over the tiles of |A gy A^T| |B^T d B|, in
+ * double (each product's error is relative to it, the cancellations of the
+ * transforms aside). */
+static double *wgrad_magnitude(const wino_geom_t *s, const float *x, const float *gy)
+{
+    size_t kc = (size_t)s->k * s->c;
+    double *mu = calloc(16 * kc, sizeof *mu), *mw = calloc(9 * kc, sizeof *mw);
+    double *vt = malloc((size_t)16 * s->c * sizeof *vt), *gt = malloc((size_t)16 * s->k * sizeof *gt);
+    REQUIRE(mu && mw && vt && gt, "out of memory");
+    for (long t = 0; t < s->ntiles; t++) {
+        long off[16];
+        int img, y0, x0;
+        wino_tile_pixels(s, t, off);
+        wino_tile_at(s, t, &img, &y0, &x0);
+        for (int c = 0; c < s->c; c++) {
+            double d[4][4], q[4][4];
+            for (int i = 0; i < 16; i++)
+                d[i / 4][i % 4] = off[i] >= 0 ? x[off[i] + c] : 0.0;
+            for (int j = 0; j < 4; j++) {
+                q[0][j] = d[0][j] - d[2][j], q[1][j] = d[1][j] + d[2][j];
+                q[2][j] = d[2][j] - d[1][j], q[3][j] = d[1][j] - d[3][j];
+            }
+            for (int i = 0; i < 4; i++) {
+                vt[(i * 4 + 0) * s->c + c] = fabs(q[i][0] - q[i][2]);
+                vt[(i * 4 + 1) * s->c + c] = fabs(q[i][1] + q[i][2]);
+                vt[(i * 4 + 2) * s->c + c] = fabs(q[i][2] - q[i][1]);
+                vt[(i * 4 + 3) * s->c + c] = fabs(q[i][1] - q[i][3]);
+            }
+        }
+        for (int o = 0; o < s->k; o++) {
+            double g[2][2] = {{0}}, a[4][2];
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 2; j++)
+                    if (y0 + i < s->oh && x0 + j < s->ow)
+                        g[i][j] = gy[(((size_t)img * s->oh + y0 + i) * s->ow + x0 + j) * s->k + o];
+            for (int j = 0; j < 2; j++)
+                a[0][j] = g[0][j], a[1][j] = g[0][j] + g[1][j], a[2][j] = g[0][j] - g[1][j],
+                a[3][j] = -g[1][j];
+            for (int i = 0; i < 4; i++) {
+                gt[(i * 4 + 0) * s->k + o] = fabs(a[i][0]);
+                gt[(i * 4 + 1) * s->k + o] = fabs(a[i][0] + a[i][1]);
+                gt[(i * 4 + 2) * s->k + o] = fabs(a[i][0] - a[i][1]);
+                gt[(i * 4 + 3) * s->k + o] = fabs(a[i][1]);
+            }
+        }
+        for (int p = 0; p < 16; p++)
+            for (int o = 0; o < s->k; o++)
+                for (int c = 0; c < s->c; c++)
+                    mu[p * kc + (size_t)o * s->c + c] += gt[p * s->k + o] * vt[p * s->c + c];
+    }
+    static const double G[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, .5, .5}, {0, 0, 1}};   /* |G| */
+    for (size_t e = 0; e < kc; e++)
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 3; b++)
+                for (int p = 0; p < 16; p++)
+                    mw[e * 9 + a * 3 + b] += G[p / 4][a] * G[p % 4][b] * mu[p * kc + e];
+    free(mu), free(vt), free(gt);
+    return mw;
+}
+
+static void wgrad_run(const wino_kern_t *kn, const wino_geom_t *s, const void *x, const void *gy,
+                      float *gw, int threads)
+{
+    void *work = aligned(wino_wgrad_work_bytes(s) / sizeof(float) + 1);
+    wino_wgrad(kn, s, x, gy, gw, work, threads);
+    free(work);
+}
+
+/* The weight gradient: gw[o][c][a][b] = sum over images and output pixels
+ * of gy[o] x[c] at (oy + a - pad, ox + b - pad), against its definition
+ * in double; the vector kernels and other thread counts bit for bit; x
+ * and gy as bf16 buffers (x16) the bits of their values in fp32. */
+static void check_wgrad(family_t *f, const shape_t *t, int with_ref)
+{
+    const int in[4] = {t->n, t->c, t->h, t->w};
+    const int out[4] = {t->n, t->k, t->h + 2 * t->pad - 2, t->w + 2 * t->pad - 2};
+    wino_geom_t s;
+    REQUIRE(wino_geom(&s, in, out, t->pad, t->pad, NULL) == 0, "geometry");
+    size_t nx = (size_t)t->n * t->c * t->h * t->w, ny = (size_t)t->n * out[2] * out[3] * t->k;
+    size_t nw = (size_t)t->k * t->c * 9;
+    float *x = fill(nx, 1.0f), *gy = fill(ny, 1.0f), *gw = malloc(nw * sizeof *gw);
+    float *gw2 = malloc(nw * sizeof *gw2);
+    REQUIRE(gw && gw2, "out of memory");
+    round_bf16(x, nx), round_bf16(gy, ny);   /* the tape's values */
+    const wino_kern_t *kn = with_ref ? f->ref : f->fast;
+    wgrad_run(kn, &s, x, gy, gw, 1);
+    double *mw = wgrad_magnitude(&s, x, gy);
+    double worst = 0.0;
+    for (int o = 0; o < t->k; o++)
+        for (int c = 0; c < t->c; c++)
+            for (int a = 0; a < 3; a++)
+                for (int b = 0; b < 3; b++) {
+                    double acc = 0.0;
+                    for (int i = 0; i < t->n; i++)
+                        for (int oy = 0; oy < out[2]; oy++)
+                            for (int ox = 0; ox < out[3]; ox++) {
+                                int yy = oy + a - t->pad, xx = ox + b - t->pad;
+                                if (yy < 0 || yy >= t->h || xx < 0 || xx >= t->w)
+                                    continue;
+                                acc += (double)gy[(((size_t)i * out[2] + oy) * out[3] + ox) *
+                                                      t->k + o] *
+                                       x[(((size_t)i * t->h + yy) * t->w + xx) * t->c + c];
+                            }
+                    size_t e = ((size_t)o * t->c + c) * 9 + a * 3 + b;
+                    double err = fabs(gw[e] - acc) / (mw[e] + 1e-30);
+                    worst = err > worst ? err : worst;
+                }
+    free(mw);
+    /* each product's two operands rounded to bf16 (8 significant bits: a
+     * relative error of 2^-8 each, 2^-7 for the product), and the fp32
+     * chain over the tiles */
+    double bound = 0x1p-7 + (double)s.ntiles * 0x1p-24;
+    s_wgrad_worst = worst > s_wgrad_worst ? worst : s_wgrad_worst;
+    CHECK(worst < bound, "%dx%dx%dx%d -> %d pad %d: %s weight gradient (%s) vs direct %.3g",
+          t->n, t->c, t->h, t->w, t->k, t->pad, f->name, kn->name, worst);
+    if (with_ref && f->vec[0]) {
+        wgrad_run(f->vec[0], &s, x, gy, gw2, 1);
+        CHECK(memcmp(gw, gw2, nw * sizeof *gw) == 0, "%dx%dx%dx%d -> %d: %s weight gradient vs "
+              "scalar", t->n, t->c, t->h, t->w, t->k, f->vec[0]->name);
+    }
+    for (int th = 2; th <= 3; th++) {
+        wgrad_run(f->fast, &s, x, gy, gw2, th);
+        CHECK(memcmp(gw, gw2, nw * sizeof *gw) == 0, "%dx%dx%dx%d -> %d: weight gradient, %d "
+              "threads vs 1", t->n, t->c, t->h, t->w, t->k, th);
+    }
+    uint16_t *x16 = to_bf16(x, nx), *gy16 = to_bf16(gy, ny);
+    wino_geom_t s16 = s;
+    s16.x16 = 1;
+    wgrad_run(f->fast, &s16, x16, gy16, gw2, 2);
+    CHECK(memcmp(gw, gw2, nw * sizeof *gw) == 0, "%dx%dx%dx%d -> %d: weight gradient of bf16 "
+          "buffers vs fp32", t->n, t->c, t->h, t->w, t->k);
+    /* the forward on bf16 buffers too */
+    float *u = aligned(wino_u_floats(t->k, t->c)), *y = calloc(ny, sizeof *y);
+    float *y2 = calloc(ny, sizeof *y2), *zero = calloc(ny, sizeof *zero);
+    REQUIRE(y && y2 && zero, "out of memory");
+    float *w = fill(nw, 0.3f);
+    wino_weights(f->fast, u, w, t->k, t->c);
+    run(f->fast, &s, u, x, NULL, zero, y, 2);
+    run(f->fast, &s16, u, x16, NULL, zero, y2, 2);
+    CHECK(memcmp(y, y2, ny * sizeof *y) == 0, "%dx%dx%dx%d -> %d: forward of bf16 buffers vs "
+          "fp32", t->n, t->c, t->h, t->w, t->k);
+    free(x), free(gy), free(gw), free(gw2), free(x16), free(gy16), free(u), free(y), free(y2);
+    free(zero), free(w);
+}
+
 static void nan_reaches(const family_t *f)
 {
     const shape_t t = {2, 16, 6, 6, 32, 1};
@@ -326,8 +494,10 @@ int main(void)
         {5, 32, 14, 14, 96, 1}, {1, 128, 3, 3, 32, 1},
     };
     int ns = (int)(sizeof shapes / sizeof *shapes);
-    /* fp32: a few ulps (5e-7, 2^-21); bf16: two roundings to 8 bits of
-     * each product's operands, 2^-8 (3.9e-3) */
+    /* fp32: a few ulps (5e-7, 2^-21); bf16: each product's operands
+     * rounded to 8 significant bits (2^-8 each), against the 4x sum of
+     * |terms| of the direct convolution (wino_ref's transforms' growth):
+     * 2^-8, the largest seen a quarter of it */
     const wino_kern_t *fast = wino_kernels();
     family_t fams[2] = {
         {"fp32", &WINO_REF, {has_avx512() ? WINO_AVX512 : NULL, has_avx2() ? WINO_AVX2 : NULL},
@@ -342,13 +512,21 @@ int main(void)
                 check_shape(f, &shapes[i], p, (i + p) % 2 == 0);
         for (int i = 0; i < ns; i++)
             check_bwd(f, &shapes[i]);
+        if (f->ref->wgemm) {
+            for (int i = 0; i < ns; i++)
+                check_wgrad(f, &shapes[i], 1);
+            /* several chunks of tiles (wino_wgrad.c: 512 tiles for 128 + 128 channels) */
+            const shape_t big = {2, 128, 40, 40, 128, 1};
+            check_wgrad(f, &big, 0);
+        }
         nan_reaches(f);
     }
     refused();
     printf("test_wino: %d shapes x 4 post-op lists, kernels: scalar%s%s%s; largest error vs "
-           "direct: fp32 %.3g (bound 5e-7), bf16 %.3g (bound %.3g; autocast's rounding %.3g)\n",
+           "direct: fp32 %.3g (bound 5e-7), bf16 %.3g (bound %.3g; autocast's rounding %.3g); "
+           "bf16 weight gradient %.3g of its Winograd-domain scale (bound 2^-7 + tiles x 2^-24)\n",
            ns, has_avx512() ? " + avx512" : "", has_avx2() ? " + avx2" : "",
            has_avx512_bf16() ? " + avx512_bf16" : "", fams[0].worst, fams[1].worst,
-           fams[1].bound, fams[1].worst_autocast);
+           fams[1].bound, fams[1].worst_autocast, s_wgrad_worst);
     return tc_done("test_wino");
 }
