@@ -148,6 +148,13 @@ int cpu_w_fwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w, const fl
               void *y);
 int cpu_w_bwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w, const void *gy,
               void *gx, float *gw, float *gb);
+/* The same writing y and gx as bf16 (the engine's rounding) where the plan
+ * (of cpu_conv_plan16) runs all of it by Winograd (wino.h): 1 when it does
+ * not (cpu_w_fwd/_bwd then, on fp32 temporaries), 0, or -1. */
+int cpu_w_fwd16(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w, const float *b,
+                void *y);
+int cpu_w_bwd16(bk_ctx_t *g, bk_plan_t *p, const void *x, const void *gy, void *gx, float *gw,
+                float *gb);
 bk_plan_t *cpu_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu);
 int cpu_bn_fwd(bk_ctx_t *g, bk_plan_t *p, int training, const void *x, const float *gamma,
                const float *beta, float *mean, float *var, void *y);

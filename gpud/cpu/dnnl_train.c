@@ -431,6 +431,26 @@ int cpu_w_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const f
     return act_reorder(g, &p->a.yf_to_y);
 }
 
+int cpu_w_fwd16(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const float *b,
+                void *y)
+{
+    wplan_t *p = (wplan_t *)bp;
+    if (!p->wino || !p->act16)
+        return 1;
+    return wino_train_fwd16(g, p->wino, x, w, b, y);
+}
+
+int cpu_w_bwd16(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx, float *gw,
+                float *gb)
+{
+    wplan_t *p = (wplan_t *)bp;
+    if (!p->wino || !p->act16 || !wino_train_has_wgrad(p->wino) || gb)
+        return 1;
+    if (gx && wino_train_bwd_data16(g, p->wino, gy, gx) < 0)
+        return -1;
+    return gw ? wino_train_bwd_weights(g, p->wino, x, gy, gw) : 0;
+}
+
 /* Weights were reordered by the forward of the same step. */
 int cpu_w_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const void *gy,
               void *gx, float *gw, float *gb)

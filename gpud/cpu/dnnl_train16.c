@@ -258,6 +258,9 @@ static int c16_w_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, 
                      void *y)
 {
     c16plan_t *p = (c16plan_t *)bp;
+    int r = p->direct ? cpu_w_fwd16(g, p->inner, x, w, b, y) : 1;   /* Winograd's: bf16 y */
+    if (r <= 0)
+        return r;
     const void *xa = p->direct ? x : in32(g, 0, x, p->nin);
     float *fy = tmp32(g, 1, p->nout);
     if (!xa || !fy || cpu_w_fwd(g, p->inner, xa, w, b, fy) < 0)
@@ -277,6 +280,9 @@ static int c16_w_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, 
                      void *gx, float *gw, float *gb)
 {
     c16plan_t *p = (c16plan_t *)bp;
+    int r = p->direct ? cpu_w_bwd16(g, p->inner, x, gy, gx, gw, gb) : 1;   /* bf16 gx */
+    if (r <= 0)
+        return r;
     const void *xa = p->direct ? x : in32(g, 0, x, p->nin);
     const void *gya = p->direct ? gy : in32(g, 1, gy, p->nout);
     float *fgx = gx ? tmp32(g, 2, p->nin) : NULL;

@@ -55,6 +55,8 @@ typedef struct {
     long ntiles;              /* n * th * tw */
     int x16;                  /* x holds bf16 values, 2 bytes each (the tape's 16-bit
                                  activations): the bf16 kernels only */
+    int y16;                  /* y is written as bf16, rounded as the engine rounds
+                                 (bf16_pack), after the post-ops */
     bk_post_t post;           /* after the bias, in order */
 } wino_geom_t;
 
@@ -91,11 +93,11 @@ static inline uint16_t wino_bf16(float x)
 {
     uint32_t b;
     memcpy(&b, &x, sizeof b);
-    if ((b & 0x7f800000u) == 0)   /* zero or denormal */
-        return (uint16_t)(b >> 16 & 0x8000u);
-    if ((b & 0x7fffffffu) > 0x7f800000u)   /* NaN */
-        return (uint16_t)(b >> 16 | 0x0040u);
-    return (uint16_t)((b + 0x7fffu + (b >> 16 & 1u)) >> 16);
+    /* selects, not branches: loops over it vectorise */
+    uint32_t r = (b + 0x7fffu + (b >> 16 & 1u)) >> 16;
+    r = (b & 0x7f800000u) == 0 ? (b >> 16 & 0x8000u) : r;       /* zero or denormal */
+    r = (b & 0x7fffffffu) > 0x7f800000u ? (b >> 16 | 0x0040u) : r;   /* NaN */
+    return (uint16_t)r;
 }
 
 /* One instruction set's kernels; every one gives its reference's bits
@@ -113,9 +115,10 @@ typedef struct {
     void (*gemm)(const void *v, const void *u, int c, int pw, float *m, int ldm);
     /* Output transform of tile t: point xi's product of output channel o at
      * m[xi * xs + o]; + bias[o] (NULL: none), the post-ops (a SUM adds
-     * what y holds), written to y where the 2x2 tile lies inside. */
+     * what y holds), written to y (bf16 where s->y16, no SUM then) where
+     * the 2x2 tile lies inside. */
     void (*out)(const wino_geom_t *s, const float *m, size_t xs, long t, const float *bias,
-                float *y);
+                void *y);
     /* The weight gradient (wino_wgrad; bf16 kernels only, NULL in fp32's),
      * with the tiles, its reduction, in pairs: point xi's value of channel
      * c of tile t0 + i at v[xi * ps + (i / 2) * 2 * C + 2 * c + i % 2].
@@ -165,7 +168,7 @@ size_t wino_work_floats(const wino_geom_t *s, int threads);
  * (NULL: none), then s->post; y holds the residual when the post-ops sum.
  * work: wino_work_floats floats, 64-byte aligned. */
 void wino_conv(const wino_kern_t *kern, const wino_geom_t *s, const void *u, const void *x,
-               const float *bias, float *y, float *work, int threads);
+               const float *bias, void *y, float *work, int threads);
 
 /* The inference plan's op (dnnl_infer.c): a plan when the convolution is
  * 3x3 stride 1, its activations NHWC, its channels multiples of 16, and
@@ -194,6 +197,11 @@ void wino_train_destroy(wino_train_t **t);
 int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w,
                    const float *b, float *y);
 int wino_train_bwd_data(bk_ctx_t *g, wino_train_t *t, const void *gy, float *gx);
+/* The same writing y and gx as bf16 (act16 plans: the values the engine
+ * would round them to, without the fp32 temporary). */
+int wino_train_fwd16(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w,
+                     const float *b, uint16_t *y);
+int wino_train_bwd_data16(bk_ctx_t *g, wino_train_t *t, const void *gy, uint16_t *gx);
 /* Whether the weight gradient is Winograd's too: the plan's kernels have
  * one (bf16) and the conv has no bias (DDPIPE_CONV_ALGO=direct: never). */
 int wino_train_has_wgrad(const wino_train_t *t);

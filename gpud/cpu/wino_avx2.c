@@ -132,8 +132,9 @@ AVX2 static void avx2_gemm(const void *v, const void *u, int c, int pw, float *m
 }
 
 AVX2 static void avx2_out(const wino_geom_t *s, const float *m, size_t xs, long t,
-                          const float *bias, float *y)
+                          const float *bias, void *yv)
 {
+    float *y = yv;   /* fp32: s->y16 is the bf16 kernels' */
     int img, y0, x0;
     wino_tile_at(s, t, &img, &y0, &x0);
     const __m256 zero = _mm256_setzero_ps();

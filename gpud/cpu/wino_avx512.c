@@ -231,8 +231,23 @@ AVX512BF16 static void avx_gemm_bf16(const void *v, const void *u, int c, int pw
         gemm_rows_bf16(v, u, c, m, ldm, 1);
 }
 
+/* val rounded to bf16 as bf16_pack rounds it (gpud/half_bits.h: to nearest
+ * even, a NaN to 0xffff), stored at d. */
+AVX512 INLINE void store_bf16(uint16_t *d, __m512 val)
+{
+    __m512i u = _mm512_castps_si512(val);
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+                         _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))),
+        16);
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0xffff));
+    _mm256_storeu_si256((__m256i *)d, _mm512_cvtepi32_epi16(r));
+}
+
 AVX512 static void avx_out(const wino_geom_t *s, const float *m, size_t xs, long t,
-                           const float *bias, float *y)
+                           const float *bias, void *y)
 {
     int img, y0, x0;
     wino_tile_at(s, t, &img, &y0, &x0);
@@ -253,10 +268,18 @@ AVX512 static void avx_out(const wino_geom_t *s, const float *m, size_t xs, long
             for (int j = 0; j < 2; j++) {
                 if (y0 + i >= s->oh || x0 + j >= s->ow)
                     continue;
-                float *d = y + (((size_t)img * s->oh + y0 + i) * s->ow + x0 + j) * s->k + o;
+                size_t at = (((size_t)img * s->oh + y0 + i) * s->ow + x0 + j) * s->k + o;
                 __m512 val = r[i * 2 + j];
                 if (bias)
                     val = _mm512_add_ps(val, _mm512_loadu_ps(bias + o));
+                if (s->y16) {   /* a SUM adds 0 here, as wino_ref.c's (wino.h: none) */
+                    for (int p = 0; p < s->post.n; p++)
+                        val = s->post.op[p] == BK_PO_RELU ? _mm512_max_ps(zero, val)
+                                                          : _mm512_add_ps(val, zero);
+                    store_bf16((uint16_t *)y + at, val);
+                    continue;
+                }
+                float *d = (float *)y + at;
                 for (int p = 0; p < s->post.n; p++)
                     val = s->post.op[p] == BK_PO_RELU ? _mm512_max_ps(zero, val)
                                                       : _mm512_add_ps(val, _mm512_loadu_ps(d));

@@ -69,36 +69,52 @@ SIMD_CLONES static void transform_taps(float t[16][32], const float g[9][32])
     }
 }
 
+/* The taps of filters o0..o0+pw-1 at input channel ch (flip: of the
+ * backward-data convolution's filter, below), t: their 16 points. */
+static void filter_points(const float *w, int k, int c, int flip, int o0, int pw, int ch,
+                          float t[16][32])
+{
+    float g[9][32] = {{0}};
+    for (int j = 0; j < pw; j++)
+        for (int i = 0; i < 9; i++)
+            g[i][j] = flip ? w[((size_t)ch * k + o0 + j) * 9 + 8 - i]
+                           : w[((size_t)(o0 + j) * c + ch) * 9 + i];
+    transform_taps(t, (const float(*)[32])g);
+}
+
+/* Two channels' points rounded to bf16 and interleaved: o[2j] = e[j],
+ * o[2j + 1] = d[j] (vectorised). */
+SIMD_CLONES static void pack_pair(uint16_t *o, const float *e, const float *d, int n)
+{
+    for (int j = 0; j < n; j++) {
+        o[2 * j] = wino_bf16(e[j]);
+        o[2 * j + 1] = wino_bf16(d[j]);
+    }
+}
+
 /* flip: the filter of the backward-data convolution, w'[ch][o] = w[o][ch]
  * turned by 180 degrees, k and c swapped (k its outputs). A panel's
  * output channels innermost, in vectors: each point's row of a panel is
  * written whole (the taps gathered first), where one float every k * c
  * made the transforms 4.3 % of a ResNet-18 training step's CPU time (2
- * threads; 1.5 % now). */
+ * threads; 1.5 % now). bf16: channels in pairs. */
 static void weights(const wino_kern_t *kn, void *u, const float *w, int k, int c, int flip)
 {
-    int np = (k + 31) / 32;
+    int np = (k + 31) / 32, step = kn->esz == 4 ? 1 : 2;
     /* the threads oneDNN was given (omp's default): every element alone */
 #pragma omp parallel for schedule(static)
     for (int pi = 0; pi < np; pi++) {
         int o0 = pi * 32, pw = panel_width(k, o0);
-        float g[9][32] = {{0}}, t[16][32];
-        for (int ch = 0; ch < c; ch++) {
-            for (int j = 0; j < pw; j++)
-                for (int i = 0; i < 9; i++)
-                    g[i][j] = flip ? w[((size_t)ch * k + o0 + j) * 9 + 8 - i]
-                                   : w[((size_t)(o0 + j) * c + ch) * 9 + i];
-            transform_taps(t, (const float(*)[32])g);
+        float t[2][16][32];
+        for (int ch = 0; ch < c; ch += step) {
+            for (int h = 0; h < step; h++)
+                filter_points(w, k, c, flip, o0, pw, ch + h, t[h]);
             for (int p = 0; p < 16; p++) {
                 size_t at = ((size_t)p * k + o0) * c;
-                if (kn->esz == 4) {
-                    memcpy((float *)u + at + (size_t)ch * pw, t[p], pw * sizeof(float));
-                    continue;
-                }
-                /* bf16: channel pairs, (ch, j) at (ch / 2) * 2 * pw + 2 * j + ch % 2 */
-                uint16_t *o = (uint16_t *)u + at + (size_t)(ch / 2) * 2 * pw + ch % 2;
-                for (int j = 0; j < pw; j++)
-                    o[2 * j] = wino_bf16(t[p][j]);
+                if (step == 1)
+                    memcpy((float *)u + at + (size_t)ch * pw, t[0][p], pw * sizeof(float));
+                else   /* (ch, j) at (ch / 2) * 2 * pw + 2 * j + ch % 2 */
+                    pack_pair((uint16_t *)u + at + (size_t)ch * pw, t[0][p], t[1][p], pw);
             }
         }
     }
@@ -137,7 +153,7 @@ size_t wino_work_floats(const wino_geom_t *s, int threads)
 /* V and U in the kernels' values (fp32 or bf16): offsets in values, the
  * pointers in bytes. */
 static void run_block(const wino_kern_t *kn, const wino_geom_t *s, const void *u,
-                      const void *x, const float *bias, float *y, long t0, int nt, float *work)
+                      const void *x, const float *bias, void *y, long t0, int nt, float *work)
 {
     int ng = (nt + WINO_ROWS - 1) / WINO_ROWS, tp = ng * WINO_ROWS;
     size_t xs = (size_t)tp * s->c, ms = (size_t)tp * s->k, e = (size_t)kn->esz;
@@ -161,7 +177,7 @@ static void run_block(const wino_kern_t *kn, const wino_geom_t *s, const void *u
 }
 
 void wino_conv(const wino_kern_t *kn, const wino_geom_t *s, const void *u, const void *x,
-               const float *bias, float *y, float *work, int threads)
+               const float *bias, void *y, float *work, int threads)
 {
     /* each thread an equal run of groups (within one), in blocks: a
      * balanced split whatever the tile count (ResNet-18's 7x7 layers have
@@ -184,7 +200,7 @@ void wino_conv(const wino_kern_t *kn, const wino_geom_t *s, const void *u, const
 /* wino_conv on the backend's shared scratchpad. 0, or -1 after
  * bk_ctx_fail. */
 static int conv_run(bk_ctx_t *g, const wino_kern_t *kn, int threads, const wino_geom_t *s,
-                    const void *u, const void *x, const float *bias, float *y)
+                    const void *u, const void *x, const float *bias, void *y)
 {
     float *work = cpu_scratch(g, wino_work_floats(s, threads) * sizeof(float));
     if (!work)
@@ -389,17 +405,44 @@ void wino_train_destroy(wino_train_t **tp)
     *tp = NULL;
 }
 
+/* y16: y (gx) written as bf16 (wino.h) */
+static int train_fwd(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w, const float *b,
+                     void *y, int y16)
+{
+    wino_geom_t s = t->fwd;
+    s.y16 = y16;
+    wino_weights(t->kern, t->uf, w, t->fwd.k, t->fwd.c);
+    wino_weights_bwd(t->kern, t->ub, w, t->fwd.k, t->fwd.c);
+    return conv_run(g, t->kern, t->threads, &s, t->uf, x, b, y);
+}
+
+static int train_bwd_data(bk_ctx_t *g, wino_train_t *t, const void *gy, void *gx, int y16)
+{
+    wino_geom_t s = t->bwd;
+    s.y16 = y16;
+    return conv_run(g, t->kern, t->threads, &s, t->ub, gy, NULL, gx);
+}
+
 int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w,
                    const float *b, float *y)
 {
-    wino_weights(t->kern, t->uf, w, t->fwd.k, t->fwd.c);
-    wino_weights_bwd(t->kern, t->ub, w, t->fwd.k, t->fwd.c);
-    return conv_run(g, t->kern, t->threads, &t->fwd, t->uf, x, b, y);
+    return train_fwd(g, t, x, w, b, y, 0);
 }
 
 int wino_train_bwd_data(bk_ctx_t *g, wino_train_t *t, const void *gy, float *gx)
 {
-    return conv_run(g, t->kern, t->threads, &t->bwd, t->ub, gy, NULL, gx);
+    return train_bwd_data(g, t, gy, gx, 0);
+}
+
+int wino_train_fwd16(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w,
+                     const float *b, uint16_t *y)
+{
+    return t->kern->esz == 2 ? train_fwd(g, t, x, w, b, y, 1) : -1;
+}
+
+int wino_train_bwd_data16(bk_ctx_t *g, wino_train_t *t, const void *gy, uint16_t *gx)
+{
+    return t->kern->esz == 2 ? train_bwd_data(g, t, gy, gx, 1) : -1;
 }
 
 int wino_train_has_wgrad(const wino_train_t *t)

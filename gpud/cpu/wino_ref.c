@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gpud/cpu/wino.h"
+#include "gpud/half_bits.h"
 
 /* Point p of channel ch of row r: where it goes in v (fp32 or bf16). */
 static void put(void *v, int esz, size_t at, float val)
@@ -127,7 +128,7 @@ static float post_ops(const bk_post_t *post, float v, float res)
 }
 
 static void ref_out(const wino_geom_t *s, const float *m, size_t xs, long t, const float *bias,
-                    float *y)
+                    void *yv)
 {
     int img, y0, x0;
     wino_tile_at(s, t, &img, &y0, &x0);
@@ -147,9 +148,14 @@ static void ref_out(const wino_geom_t *s, const float *m, size_t xs, long t, con
             for (int j = 0; j < 2; j++) {
                 if (y0 + i >= s->oh || x0 + j >= s->ow)
                     continue;
-                float *d = y + (((size_t)img * s->oh + y0 + i) * s->ow + x0 + j) * s->k + o;
+                size_t at = (((size_t)img * s->oh + y0 + i) * s->ow + x0 + j) * s->k + o;
                 float v = bias ? r[i][j] + bias[o] : r[i][j];
-                *d = post_ops(&s->post, v, *d);
+                if (s->y16) {
+                    ((uint16_t *)yv)[at] = bf16_pack(post_ops(&s->post, v, 0.0f));
+                } else {
+                    float *d = (float *)yv + at;
+                    *d = post_ops(&s->post, v, *d);
+                }
             }
     }
 }

@@ -23,6 +23,7 @@
  * error is also printed beside that of autocast's direct convolution (x
  * and w rounded to bf16, exact sums) for docs/BF16.md. */
 #include "gpud/cpu/wino.h"
+#include "gpud/half_bits.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -143,12 +144,14 @@ static void direct(const shape_t *t, const wino_geom_t *s, const float *x, const
                 }
 }
 
+/* y: fp32 holding res first, or bf16 (s->y16: no residual) */
 static void run(const wino_kern_t *kn, const wino_geom_t *s, const void *u, const void *x,
-                const float *bias, const float *res, float *y, int threads)
+                const float *bias, const float *res, void *y, int threads)
 {
     size_t ny = (size_t)s->n * s->oh * s->ow * s->k;
     float *work = aligned(wino_work_floats(s, threads));
-    memcpy(y, res, ny * sizeof *y);
+    if (!s->y16)
+        memcpy(y, res, ny * sizeof(float));
     wino_conv(kn, s, u, x, bias, y, work, threads);
     free(work);
 }
@@ -428,6 +431,20 @@ static void check_wgrad(family_t *f, const shape_t *t, int with_ref)
     run(f->fast, &s16, u, x16, NULL, zero, y2, 2);
     CHECK(memcmp(y, y2, ny * sizeof *y) == 0, "%dx%dx%dx%d -> %d: forward of bf16 buffers vs "
           "fp32", t->n, t->c, t->h, t->w, t->k);
+    /* and writing bf16 (y16): the engine's rounding of the fp32 output */
+    uint16_t *y16 = calloc(ny, sizeof *y16);
+    REQUIRE(y16, "out of memory");
+    s16.y16 = 1;
+    for (int kk = 0; kk < 2; kk++) {
+        const wino_kern_t *k16 = kk ? f->ref : f->fast;
+        run(k16, &s16, u, x16, NULL, zero, y16, 2);
+        size_t bad = 0;
+        for (size_t i = 0; i < ny; i++)
+            bad += y16[i] != bf16_pack(y[i]);
+        CHECK(bad == 0, "%dx%dx%dx%d -> %d: %s writing bf16: %zu of %zu not bf16_pack of the "
+              "fp32 output", t->n, t->c, t->h, t->w, t->k, k16->name, bad, ny);
+    }
+    free(y16);
     free(x), free(gy), free(gw), free(gw2), free(x16), free(gy16), free(u), free(y), free(y2);
     free(zero), free(w);
 }
