@@ -68,17 +68,18 @@ void wino_wgrad(const wino_kern_t *kn, const wino_geom_t *s, const void *x, cons
     size_t vs = (size_t)ct * s->c, gs = (size_t)ct * s->k;   /* a point's slab of each */
     uint16_t *gm = v + 16 * vs;
     size_t kc = (size_t)s->k * s->c;
-#pragma omp parallel num_threads(threads)
     for (long t0 = 0; t0 < s->ntiles; t0 += ct) {
         long nt = s->ntiles - t0 < ct ? (s->ntiles - t0 + 1) / 2 * 2 : ct;
-        /* the transforms, a run of tile pairs per thread */
-#pragma omp for schedule(static)
+        /* the transforms, a run of tile pairs per thread; then the products,
+         * a point per thread: two regions, not one with a barrier, which
+         * ThreadSanitizer's view of libgomp (tests/tsan_omp.c) would miss */
+#pragma omp parallel for num_threads(threads) schedule(static)
         for (long i = 0; i < nt; i += 32) {
             int n = (int)(nt - i < 32 ? nt - i : 32);
             kn->pair_in(s, x, t0 + i, n, v + (size_t)i * s->c, vs);
             kn->pair_gy(s, gy, t0 + i, n, gm + (size_t)i * s->k, gs);
-        }   /* the implied barrier: the chunk is whole */
-#pragma omp for schedule(static)
+        }
+#pragma omp parallel for num_threads(threads) schedule(static)
         for (int p = 0; p < 16; p++)
             kn->wgemm(gm + (size_t)p * gs, v + (size_t)p * vs, (int)(nt / 2), s->k, s->c,
                       gu + (size_t)p * kc, t0 == 0);
