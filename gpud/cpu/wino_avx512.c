@@ -301,38 +301,6 @@ AVX512BF16 INLINE void store_pairs(const __m512 pa[16], const __m512 pb[16], uin
     }
 }
 
-AVX512BF16 INLINE void pair_in_x(const wino_geom_t *s, const void *x, int x16, long t0, int nt,
-                                 void *v, size_t ps)
-{
-    for (int i = 0; i < nt; i += 2) {
-        long off[2][16];
-        int live[2];
-        for (int h = 0; h < 2; h++)
-            if ((live[h] = t0 + i + h < s->ntiles))
-                wino_tile_pixels(s, t0 + i + h, off[h]);
-        for (int ch0 = 0; ch0 < s->c; ch0 += 16) {
-            __m512 pt[2][16];
-            for (int h = 0; h < 2; h++) {
-                if (live[h])
-                    in_tile(x, x16, ch0, off[h], pt[h]);
-                else
-                    for (int p = 0; p < 16; p++)
-                        pt[h][p] = _mm512_setzero_ps();
-            }
-            store_pairs(pt[0], pt[1], (uint16_t *)v + (size_t)(i / 2) * 2 * s->c + 2 * ch0, ps);
-        }
-    }
-}
-
-AVX512BF16 static void avx_pair_in(const wino_geom_t *s, const void *x, long t0, int nt,
-                                   void *v, size_t ps)
-{
-    if (s->x16)
-        pair_in_x(s, x, 1, t0, nt, v, ps);
-    else
-        pair_in_x(s, x, 0, t0, nt, v, ps);
-}
-
 /* A g A^T of 16 channels from ch0 of tile t (wino_ref.c's gy_points). */
 AVX512BF16 INLINE void gy_tile(const wino_geom_t *s, const void *gy, int x16, long t, int o0,
                                __m512 pt[16])
@@ -361,30 +329,50 @@ AVX512BF16 INLINE void gy_tile(const wino_geom_t *s, const void *gy, int x16, lo
     }
 }
 
-AVX512BF16 INLINE void pair_gy_x(const wino_geom_t *s, const void *gy, int x16, long t0, int nt,
-                                 void *v, size_t ps)
+/* The tiles t0.. (nt, even) in pairs: gy's points (A gy A^T, s->k
+ * channels) or x's (B^T d B, s->c), tiles past s->ntiles zero. */
+AVX512BF16 INLINE void pairs(const wino_geom_t *s, const void *src, int x16, int gy, long t0,
+                             int nt, void *v, size_t ps)
 {
-    for (int i = 0; i < nt; i += 2)
-        for (int o0 = 0; o0 < s->k; o0 += 16) {
+    int nch = gy ? s->k : s->c;
+    for (int i = 0; i < nt; i += 2) {
+        long off[2][16];
+        int live[2];
+        for (int h = 0; h < 2; h++)
+            if ((live[h] = t0 + i + h < s->ntiles) && !gy)
+                wino_tile_pixels(s, t0 + i + h, off[h]);
+        for (int ch0 = 0; ch0 < nch; ch0 += 16) {
             __m512 pt[2][16];
             for (int h = 0; h < 2; h++) {
-                if (t0 + i + h < s->ntiles)
-                    gy_tile(s, gy, x16, t0 + i + h, o0, pt[h]);
+                if (live[h] && gy)
+                    gy_tile(s, src, x16, t0 + i + h, ch0, pt[h]);
+                else if (live[h])
+                    in_tile(src, x16, ch0, off[h], pt[h]);
                 else
                     for (int p = 0; p < 16; p++)
                         pt[h][p] = _mm512_setzero_ps();
             }
-            store_pairs(pt[0], pt[1], (uint16_t *)v + (size_t)(i / 2) * 2 * s->k + 2 * o0, ps);
+            store_pairs(pt[0], pt[1], (uint16_t *)v + (size_t)(i / 2) * 2 * nch + 2 * ch0, ps);
         }
+    }
+}
+
+AVX512BF16 static void avx_pair_in(const wino_geom_t *s, const void *x, long t0, int nt,
+                                   void *v, size_t ps)
+{
+    if (s->x16)
+        pairs(s, x, 1, 0, t0, nt, v, ps);
+    else
+        pairs(s, x, 0, 0, t0, nt, v, ps);
 }
 
 AVX512BF16 static void avx_pair_gy(const wino_geom_t *s, const void *gy, long t0, int nt,
                                    void *v, size_t ps)
 {
     if (s->x16)
-        pair_gy_x(s, gy, 1, t0, nt, v, ps);
+        pairs(s, gy, 1, 1, t0, nt, v, ps);
     else
-        pair_gy_x(s, gy, 0, t0, nt, v, ps);
+        pairs(s, gy, 0, 1, t0, nt, v, ps);
 }
 
 /* 16 output channels (a broadcast pair of tiles each) x 16 input channels

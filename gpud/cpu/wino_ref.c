@@ -185,18 +185,6 @@ static void tile_points(const wino_geom_t *s, const void *x, long t, int ch, flo
     }
 }
 
-static void ref_pair_in(const wino_geom_t *s, const void *x, long t0, int nt, void *v, size_t ps)
-{
-    for (int i = 0; i < nt; i++)
-        for (int ch = 0; ch < s->c; ch++) {
-            float pt[16];
-            tile_points(s, x, t0 + i, ch, pt);
-            for (int p = 0; p < 16; p++)
-                ((uint16_t *)v)[p * ps + (size_t)(i / 2) * 2 * s->c + 2 * ch + i % 2] =
-                    wino_bf16(pt[p]);
-        }
-}
-
 /* A g A^T of channel o of tile t's 2x2 output gradient (zero past the
  * output, past s->ntiles): per column a = A g (g0, g0 + g1, g0 - g1,
  * 0 - g1), then the same along the rows. */
@@ -227,16 +215,32 @@ static void gy_points(const wino_geom_t *s, const void *gy, long t, int o, float
     }
 }
 
-static void ref_pair_gy(const wino_geom_t *s, const void *gy, long t0, int nt, void *v, size_t ps)
+/* The tiles t0.. (nt) in pairs, gy's points or x's (wino.h). */
+static void pairs(const wino_geom_t *s, const void *src, int gy, long t0, int nt, void *v,
+                  size_t ps)
 {
+    int nch = gy ? s->k : s->c;
     for (int i = 0; i < nt; i++)
-        for (int o = 0; o < s->k; o++) {
+        for (int ch = 0; ch < nch; ch++) {
             float pt[16];
-            gy_points(s, gy, t0 + i, o, pt);
+            if (gy)
+                gy_points(s, src, t0 + i, ch, pt);
+            else
+                tile_points(s, src, t0 + i, ch, pt);
             for (int p = 0; p < 16; p++)
-                ((uint16_t *)v)[p * ps + (size_t)(i / 2) * 2 * s->k + 2 * o + i % 2] =
+                ((uint16_t *)v)[p * ps + (size_t)(i / 2) * 2 * nch + 2 * ch + i % 2] =
                     wino_bf16(pt[p]);
         }
+}
+
+static void ref_pair_in(const wino_geom_t *s, const void *x, long t0, int nt, void *v, size_t ps)
+{
+    pairs(s, x, 0, t0, nt, v, ps);
+}
+
+static void ref_pair_gy(const wino_geom_t *s, const void *gy, long t0, int nt, void *v, size_t ps)
+{
+    pairs(s, gy, 1, t0, nt, v, ps);
 }
 
 static void ref_wgemm(const void *gmv, const void *vv, int np, int k, int c, float *gu, int first)
