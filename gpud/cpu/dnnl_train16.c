@@ -15,12 +15,14 @@
  *   - convolutions and linear layers, native bf16 (BK_BF16_NATIVE): the
  *     buffers ARE the primitives' bf16 src and diff_dst (dnnl_train.c,
  *     cpu_conv_plan16), no staging copy; their fp32 dst and diff_src are
- *     packed;
- *   - the rest (emulated convolutions, oneDNN's BatchNorm normalisation,
- *     ReLU, pooling), and the rare ops (dropout, the loss, top-k; chan_axpb,
- *     which bn_grad_apply replaces here): unpacked
- *     into fp32 temporaries around the fp32 kernels (host16_kernels.c's
- *     wrappers, or the backend's temporaries here for the hot ones).
+ *     packed (Winograd's write bf16 themselves: cpu_w_fwd16, _bwd16);
+ *   - a training BatchNorm's normalisation and ReLU's backward: own loops
+ *     on the 16 bits, oneDNN's arithmetic (the same bits);
+ *   - the rest (emulated convolutions, ReLU's forward, pooling), and the
+ *     rare ops (dropout, the loss, top-k; chan_axpb, which bn_grad_apply
+ *     replaces here): unpacked into fp32 temporaries around the fp32
+ *     kernels (host16_kernels.c's wrappers, or the backend's temporaries
+ *     here for the hot ones).
  *
  * bf16 only: an fp16 graph keeps the fp32 buffers on cpu (BK_CAP_ACT16_FP16
  * unset). The table starts as host16_kernels.c's and replaces what is
