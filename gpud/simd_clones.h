@@ -15,11 +15,16 @@
     !defined(__SANITIZE_THREAD__)
 #define SIMD_CLONES \
     __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
-/* The same for a loop that calls fmaf: its AVX2 build is Haswell's, with
- * the FMA unit (fmaf inlined); the baseline's calls libm's (the same bits). */
+/* The same for a loop that calls fmaf: its 256-bit build is "fma" (AVX
+ * with the FMA unit, fmaf inlined), picked by the CPU's FMA feature bit;
+ * the baseline's calls libm's (the same bits). Not "arch=haswell": GCC
+ * dispatches an arch= clone by CPU model (__cpu_model's subtype, Haswell
+ * alone), so every other AVX2 CPU, AMD's included, ran the baseline's
+ * libm calls. A loop mixing 16- and 32-bit values may vectorise at 256
+ * bits, where the "avx512f" clone has no FMA: see dnnl_train16.c's
+ * bn_rows. */
 #define SIMD_CLONES_FMA \
-    __attribute__((target_clones("avx512f", "arch=haswell", "default"), \
-                   optimize("fp-contract=off")))
+    __attribute__((target_clones("avx512f", "fma", "default"), optimize("fp-contract=off")))
 #else
 #define SIMD_CLONES
 #define SIMD_CLONES_FMA
