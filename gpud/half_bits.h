@@ -11,13 +11,13 @@
 #include "gpud/fp16_math.h"
 
 /* bf16: the high 16 bits of the rounded float (ties to even; every NaN
- * becomes 0xffff, as bf16_round's 0xffff0000). */
+ * becomes 0xffff, as bf16_round's 0xffff0000). Branch-free (the NaN's
+ * all-ones mask ORed in), so that loops calling it vectorise. */
 F16M_FN uint16_t bf16_pack(float x)
 {
     uint32_t u = f16m_bits(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return 0xffffu;
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    uint32_t nan = 0u - (uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
+    return (uint16_t)(((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) | nan);
 }
 
 F16M_FN float bf16_unpack(uint16_t h)

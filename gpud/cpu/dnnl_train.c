@@ -417,7 +417,7 @@ int cpu_w_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const f
 {
     wplan_t *p = (wplan_t *)bp;
     if (p->wino)
-        return wino_train_fwd(g, p->wino, x, w, b, y);
+        return wino_train_fwd(g, p->wino, x, w, b, y, 0);
     if (cpu_handle(g, p->w_user, w) < 0 ||
         cpu_prim_run(g, &p->w_to_fwd, "weights reorder") < 0)
         return -1;
@@ -437,18 +437,26 @@ int cpu_w_fwd16(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const
     wplan_t *p = (wplan_t *)bp;
     if (!p->wino || !p->act16)
         return 1;
-    return wino_train_fwd16(g, p->wino, x, w, b, y);
+    return wino_train_fwd(g, p->wino, x, w, b, y, 1);
+}
+
+/* The whole backward by Winograd (bf16 native, no bias: no staging for
+ * oneDNN), gx fp32 or bf16 (gx16); 1 where it does not apply. */
+static int wino_bwd(bk_ctx_t *g, wplan_t *p, const void *x, const void *gy, void *gx,
+                    float *gw, float *gb, int gx16)
+{
+    if (!p->wino || !wino_train_has_wgrad(p->wino) || gb)
+        return 1;
+    if (gx && wino_train_bwd_data(g, p->wino, gy, gx, gx16) < 0)
+        return -1;
+    return gw ? wino_train_bwd_weights(g, p->wino, x, gy, gw) : 0;
 }
 
 int cpu_w_bwd16(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *gy, void *gx, float *gw,
                 float *gb)
 {
     wplan_t *p = (wplan_t *)bp;
-    if (!p->wino || !p->act16 || !wino_train_has_wgrad(p->wino) || gb)
-        return 1;
-    if (gx && wino_train_bwd_data16(g, p->wino, gy, gx) < 0)
-        return -1;
-    return gw ? wino_train_bwd_weights(g, p->wino, x, gy, gw) : 0;
+    return p->act16 ? wino_bwd(g, p, x, gy, gx, gw, gb, 1) : 1;
 }
 
 /* Weights were reordered by the forward of the same step. */
@@ -457,18 +465,15 @@ int cpu_w_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const v
 {
     wplan_t *p = (wplan_t *)bp;
     (void)w;
-    /* all of it by Winograd (bf16 native, no bias): no staging for oneDNN */
-    if (p->wino && wino_train_has_wgrad(p->wino) && !gb) {
-        if (gx && wino_train_bwd_data(g, p->wino, gy, gx) < 0)
-            return -1;
-        return gw ? wino_train_bwd_weights(g, p->wino, x, gy, gw) : 0;
-    }
+    int r = wino_bwd(g, p, x, gy, gx, gw, gb, 0);
+    if (r <= 0)
+        return r;
     if (cpu_handle(g, p->gy, gy) < 0 ||
         (p->native &&
          stage16(g, &p->gy_to16, p->gy16, p->gy16_bytes, 1, p->gy_direct ? gy : NULL) < 0) ||
         act_reorder(g, &p->a.gy_to_d) < 0)
         return -1;
-    if (gx && p->wino && wino_train_bwd_data(g, p->wino, gy, gx) < 0)
+    if (gx && p->wino && wino_train_bwd_data(g, p->wino, gy, gx, 0) < 0)
         return -1;
     if (gx && !p->wino &&
         (cpu_handle(g, p->gx, gx) < 0 || cpu_prim_run(g, &p->bwd_d, "backward data") < 0 ||

@@ -185,23 +185,19 @@ int wino_plan_fwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w, cons
                   void *y);
 
 /* A training convolution's forward and backward data (dnnl_train.c; the
- * weight gradient stays oneDNN's): NULL when the conv is not for Winograd
- * here, as for wino_plan_new (the tape's activations are NHWC). act16: x
- * and gy are the tape's bf16 buffers (native bf16 on 16-bit activations;
- * y and gx stay fp32). The forward transforms the step's weights for
- * both. 0, or -1 after bk_ctx_fail. */
+ * weight gradient oneDNN's, or below): NULL when the conv is not for
+ * Winograd here, as for wino_plan_new (the tape's activations are NHWC).
+ * act16: x and gy are the tape's bf16 buffers (native bf16 on 16-bit
+ * activations). y16: y (gx) written as bf16, the values the engine would
+ * round them to (act16 plans only), else fp32. The forward transforms the
+ * step's weights for both. 0, or -1 after bk_ctx_fail. */
 typedef struct wino_train wino_train_t;
 wino_train_t *wino_train_new(bk_ctx_t *g, const bk_conv_t *c, const int in[4],
                              const int out[4], int act16);
 void wino_train_destroy(wino_train_t **t);
 int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w,
-                   const float *b, float *y);
-int wino_train_bwd_data(bk_ctx_t *g, wino_train_t *t, const void *gy, float *gx);
-/* The same writing y and gx as bf16 (act16 plans: the values the engine
- * would round them to, without the fp32 temporary). */
-int wino_train_fwd16(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w,
-                     const float *b, uint16_t *y);
-int wino_train_bwd_data16(bk_ctx_t *g, wino_train_t *t, const void *gy, uint16_t *gx);
+                   const float *b, void *y, int y16);
+int wino_train_bwd_data(bk_ctx_t *g, wino_train_t *t, const void *gy, void *gx, int y16);
 /* Whether the weight gradient is Winograd's too: the plan's kernels have
  * one (bf16) and the conv has no bias (DDPIPE_CONV_ALGO=direct: never). */
 int wino_train_has_wgrad(const wino_train_t *t);

@@ -405,9 +405,8 @@ void wino_train_destroy(wino_train_t **tp)
     *tp = NULL;
 }
 
-/* y16: y (gx) written as bf16 (wino.h) */
-static int train_fwd(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w, const float *b,
-                     void *y, int y16)
+int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w,
+                   const float *b, void *y, int y16)
 {
     wino_geom_t s = t->fwd;
     s.y16 = y16;
@@ -416,33 +415,11 @@ static int train_fwd(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w
     return conv_run(g, t->kern, t->threads, &s, t->uf, x, b, y);
 }
 
-static int train_bwd_data(bk_ctx_t *g, wino_train_t *t, const void *gy, void *gx, int y16)
+int wino_train_bwd_data(bk_ctx_t *g, wino_train_t *t, const void *gy, void *gx, int y16)
 {
     wino_geom_t s = t->bwd;
     s.y16 = y16;
     return conv_run(g, t->kern, t->threads, &s, t->ub, gy, NULL, gx);
-}
-
-int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w,
-                   const float *b, float *y)
-{
-    return train_fwd(g, t, x, w, b, y, 0);
-}
-
-int wino_train_bwd_data(bk_ctx_t *g, wino_train_t *t, const void *gy, float *gx)
-{
-    return train_bwd_data(g, t, gy, gx, 0);
-}
-
-int wino_train_fwd16(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w,
-                     const float *b, uint16_t *y)
-{
-    return t->kern->esz == 2 ? train_fwd(g, t, x, w, b, y, 1) : -1;
-}
-
-int wino_train_bwd_data16(bk_ctx_t *g, wino_train_t *t, const void *gy, uint16_t *gx)
-{
-    return t->kern->esz == 2 ? train_bwd_data(g, t, gy, gx, 1) : -1;
 }
 
 int wino_train_has_wgrad(const wino_train_t *t)

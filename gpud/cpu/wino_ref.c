@@ -5,7 +5,6 @@
  * VDPBF16PS's arithmetic, wino.h). */
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "gpud/cpu/wino.h"
 #include "gpud/half_bits.h"
@@ -19,18 +18,10 @@ static void put(void *v, int esz, size_t at, float val)
         ((uint16_t *)v)[at] = wino_bf16(val);
 }
 
-static float of_bf16(uint16_t h)
-{
-    uint32_t b = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f;
-}
-
-/* x's value i: fp32, or bf16 (s->x16) */
+/* Value i of an activation x (or gy): fp32, or bf16 (s->x16) */
 static float x_at(const wino_geom_t *s, const void *x, size_t i)
 {
-    return s->x16 ? of_bf16(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+    return s->x16 ? bf16_unpack(((const uint16_t *)x)[i]) : ((const float *)x)[i];
 }
 
 static void ref_transform_in(const wino_geom_t *s, const void *x, long t0, int nr, void *v,
@@ -110,7 +101,8 @@ static void ref_gemm_bf16(const void *vv, const void *uv, int c, int pw, float *
             for (int c2 = 0; c2 < c / 2; c2++) {
                 const uint16_t *a = v + (size_t)c2 * 2 * WINO_ROWS + 2 * r;
                 const uint16_t *b = u + ((size_t)c2 * pw + j) * 2;
-                float odd = of_bf16(a[1]) * of_bf16(b[1]), even = of_bf16(a[0]) * of_bf16(b[0]);
+                float odd = bf16_unpack(a[1]) * bf16_unpack(b[1]),
+                      even = bf16_unpack(a[0]) * bf16_unpack(b[0]);
                 acc = ftz(acc + ftz(odd));
                 acc = ftz(acc + ftz(even));
             }
@@ -198,7 +190,7 @@ static void gy_points(const wino_geom_t *s, const void *gy, long t, int o, float
             for (int j = 0; j < 2; j++)
                 if (y0 + i < s->oh && x0 + j < s->ow) {
                     size_t at = (((size_t)img * s->oh + y0 + i) * s->ow + x0 + j) * s->k + o;
-                    g[i][j] = s->x16 ? of_bf16(((const uint16_t *)gy)[at]) : ((const float *)gy)[at];
+                    g[i][j] = x_at(s, gy, at);
                 }
     }
     for (int j = 0; j < 2; j++) {
@@ -251,7 +243,8 @@ static void ref_wgemm(const void *gmv, const void *vv, int np, int k, int c, flo
             float acc = first ? 0.0f : gu[(size_t)o * c + ch];
             for (int t2 = 0; t2 < np; t2++) {
                 const uint16_t *a = gm + ((size_t)t2 * k + o) * 2, *b = v + ((size_t)t2 * c + ch) * 2;
-                float odd = of_bf16(a[1]) * of_bf16(b[1]), even = of_bf16(a[0]) * of_bf16(b[0]);
+                float odd = bf16_unpack(a[1]) * bf16_unpack(b[1]),
+                      even = bf16_unpack(a[0]) * bf16_unpack(b[0]);
                 acc = ftz(acc + ftz(odd));
                 acc = ftz(acc + ftz(even));
             }

@@ -84,11 +84,6 @@ static int has_avx512(void)
     return 0;
 }
 
-static int has_avx512_bf16(void)
-{
-    return 0;
-}
-
 static int has_avx2(void)
 {
     return 0;
@@ -102,10 +97,7 @@ static int has_avx512_bf16(void)
 
 static float bf16_of(float x)
 {
-    uint32_t b = (uint32_t)wino_bf16(x) << 16;
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f;
+    return bf16_unpack(wino_bf16(x));
 }
 
 typedef struct {
