@@ -119,19 +119,21 @@ typedef struct {
      * the 2x2 tile lies inside. */
     void (*out)(const wino_geom_t *s, const float *m, size_t xs, long t, const float *bias,
                 void *y);
-    /* The weight gradient (wino_wgrad; bf16 kernels only, NULL in fp32's),
-     * with the tiles, its reduction, in pairs: point xi's value of channel
-     * c of tile t0 + i at v[xi * ps + (i / 2) * 2 * C + 2 * c + i % 2].
-     * pair_in: the input transform of x (C = s->c) for the nt (even) tiles
-     * from t0, tiles past s->ntiles zero; pair_gy: of the output gradient,
-     * A gy A^T of each tile's 2x2 pixels of gy (NHWC like y, bf16 where
-     * s->x16; C = s->k; pixels past the output zero). */
+    /* The weight gradient (wino_wgrad), its reduction over the tiles: point
+     * xi's value of channel c of tile t0 + i at v[xi * ps + i * C + c]
+     * (fp32), or with the tiles in pairs at v[xi * ps + (i / 2) * 2 * C + 2 *
+     * c + i % 2] (bf16, VDPBF16PS's operands). pair_in: the input transform
+     * of x (C = s->c) for the nt (even) tiles from t0, tiles past s->ntiles
+     * zero; pair_gy: of the output gradient, A gy A^T of each tile's 2x2
+     * pixels of gy (NHWC like y, bf16 where s->x16; C = s->k; pixels past
+     * the output zero). NULL where a family has no weight gradient. */
     void (*pair_in)(const wino_geom_t *s, const void *x, long t0, int nt, void *v, size_t ps);
     void (*pair_gy)(const wino_geom_t *s, const void *gy, long t0, int nt, void *g, size_t ps);
-    /* gu[o * c + ch] (+)= over np tile pairs of gm (k channels) x v (c
-     * channels), VDPBF16PS's chain continuing from gu's value (first: from
-     * zero), o < k, ch < c. */
-    void (*wgemm)(const void *gm, const void *v, int np, int k, int c, float *gu, int first);
+    /* gu[o * c + ch] (+)= over nt (even) tiles of gm (k channels) x v (c
+     * channels), continuing the chain from gu's value (first: from zero),
+     * o < k, ch < c: fp32, one fmaf a tile in tile order; bf16, VDPBF16PS's
+     * arithmetic a tile pair in order. */
+    void (*wgemm)(const void *gm, const void *v, int nt, int k, int c, float *gu, int first);
 } wino_kern_t;
 
 extern const wino_kern_t WINO_REF;
@@ -199,7 +201,7 @@ int wino_train_fwd(bk_ctx_t *g, wino_train_t *t, const void *x, const float *w,
                    const float *b, void *y, int y16);
 int wino_train_bwd_data(bk_ctx_t *g, wino_train_t *t, const void *gy, void *gx, int y16);
 /* Whether the weight gradient is Winograd's too: the plan's kernels have
- * one (bf16) and the conv has no bias (DDPIPE_CONV_ALGO=direct: never). */
+ * one and the conv has no bias (DDPIPE_CONV_ALGO=direct: never). */
 int wino_train_has_wgrad(const wino_train_t *t);
 /* That gradient gw [k, c, 3, 3] (overwritten) of x and gy (the buffers
  * wino_train_fwd and _bwd_data read). 0, or -1 after bk_ctx_fail. */
@@ -211,7 +213,7 @@ int wino_train_bwd_weights(bk_ctx_t *g, wino_train_t *t, const void *x, const vo
  * element whatever the threads), then gw = G^T gU G in double, rounded
  * once. s: the forward's geometry; kn: kernels with a wgemm. work:
  * wino_wgrad_work_bytes bytes, 64-byte aligned. */
-size_t wino_wgrad_work_bytes(const wino_geom_t *s);
+size_t wino_wgrad_work_bytes(const wino_kern_t *kn, const wino_geom_t *s);
 void wino_wgrad(const wino_kern_t *kn, const wino_geom_t *s, const void *x, const void *gy,
                 float *gw, void *work, int threads);
 

@@ -6,7 +6,9 @@
  * 4 rows by 16 output channels (up to 10 accumulators, two weight vectors
  * and a broadcast); 8 independent FMA chains at least per pass, enough
  * for two FMA units of 4 cycles' latency. The input transform packs the
- * rows channel-major ([c][14], wino.h) with 8x8 transposes in registers. */
+ * rows channel-major ([c][14], wino.h) with 8x8 transposes in registers.
+ * The weight gradient (wino_wgrad.c): the tiles' transforms a tile a row,
+ * then 4 x 16 blocks of gU over the tiles, one FMA a tile. */
 #include "gpud/cpu/wino.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -166,8 +168,110 @@ AVX2 static void avx2_out(const wino_geom_t *s, const float *m, size_t xs, long 
     }
 }
 
-static const wino_kern_t avx2 = {
-    .name = "avx2", .esz = 4, .in = avx2_in, .gemm = avx2_gemm, .out = avx2_out};
+/* ------------------------------------------------- the weight gradient */
+
+/* A g A^T of 8 channels of tile t from channel o0 (wino_ref.c's gy_points). */
+AVX2 INLINE void gy_tile(const wino_geom_t *s, const float *gy, long t, int o0, __m256 pt[16])
+{
+    __m256 g[2][2], a[4][2];
+    int img, y0, x0;
+    wino_tile_at(s, t, &img, &y0, &x0);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            g[i][j] = y0 + i < s->oh && x0 + j < s->ow
+                          ? _mm256_loadu_ps(gy + (((size_t)img * s->oh + y0 + i) * s->ow + x0 + j) *
+                                                     s->k + o0)
+                          : _mm256_setzero_ps();
+    const __m256 zero = _mm256_setzero_ps();
+    for (int j = 0; j < 2; j++) {
+        a[0][j] = g[0][j];
+        a[1][j] = _mm256_add_ps(g[0][j], g[1][j]);
+        a[2][j] = _mm256_sub_ps(g[0][j], g[1][j]);
+        a[3][j] = _mm256_sub_ps(zero, g[1][j]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pt[i * 4 + 0] = a[i][0];
+        pt[i * 4 + 1] = _mm256_add_ps(a[i][0], a[i][1]);
+        pt[i * 4 + 2] = _mm256_sub_ps(a[i][0], a[i][1]);
+        pt[i * 4 + 3] = _mm256_sub_ps(zero, a[i][1]);
+    }
+}
+
+/* The tiles t0.. (nt) a row each, gy's points or x's, 8 channels a store. */
+AVX2 static void tiles_f32(const wino_geom_t *s, const float *src, int gy, long t0, int nt,
+                           float *v, size_t ps)
+{
+    int nch = gy ? s->k : s->c;
+    for (int i = 0; i < nt; i++) {
+        long off[16];
+        int live = t0 + i < s->ntiles;
+        if (live && !gy)
+            wino_tile_pixels(s, t0 + i, off);
+        for (int ch0 = 0; ch0 < nch; ch0 += 8) {
+            __m256 pt[16];
+            if (live && gy)
+                gy_tile(s, src, t0 + i, ch0, pt);
+            else if (live)
+                in_tile(src + ch0, off, pt);
+            else
+                for (int p = 0; p < 16; p++)
+                    pt[p] = _mm256_setzero_ps();
+            for (int p = 0; p < 16; p++)
+                _mm256_storeu_ps(v + (size_t)p * ps + (size_t)i * nch + ch0, pt[p]);
+        }
+    }
+}
+
+AVX2 static void avx2_tiles_in(const wino_geom_t *s, const void *x, long t0, int nt, void *v,
+                               size_t ps)
+{
+    tiles_f32(s, x, 0, t0, nt, v, ps);
+}
+
+AVX2 static void avx2_tiles_gy(const wino_geom_t *s, const void *gy, long t0, int nt, void *v,
+                               size_t ps)
+{
+    tiles_f32(s, gy, 1, t0, nt, v, ps);
+}
+
+/* 4 output channels x 16 input channels a block over the tiles in order:
+ * 8 accumulators (two FMA units of 4 cycles' latency), 2 loads and 4
+ * broadcasts per 8 FMAs. */
+AVX2 static void avx2_wgemm(const void *gmv, const void *vv, int nt, int k, int c, float *gu,
+                            int first)
+{
+    for (int o0 = 0; o0 < k; o0 += 4)
+        for (int c0 = 0; c0 < c; c0 += 16) {
+            const float *gm = (const float *)gmv + o0, *v = (const float *)vv + c0;
+            float *out = gu + (size_t)o0 * c + c0;
+            __m256 acc[4][2];
+            for (int r = 0; r < 4; r++)
+                for (int j = 0; j < 2; j++)
+                    acc[r][j] = first ? _mm256_setzero_ps()
+                                      : _mm256_loadu_ps(out + (size_t)r * c + 8 * j);
+            for (int t = 0; t < nt; t++, gm += k, v += c) {
+                __m256 b0 = _mm256_loadu_ps(v), b1 = _mm256_loadu_ps(v + 8);
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    __m256 a = _mm256_broadcast_ss(gm + r);
+                    acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+                    acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+                }
+            }
+            for (int r = 0; r < 4; r++)
+                for (int j = 0; j < 2; j++)
+                    _mm256_storeu_ps(out + (size_t)r * c + 8 * j, acc[r][j]);
+        }
+}
+
+static const wino_kern_t avx2 = {.name = "avx2",
+                                 .esz = 4,
+                                 .in = avx2_in,
+                                 .gemm = avx2_gemm,
+                                 .out = avx2_out,
+                                 .pair_in = avx2_tiles_in,
+                                 .pair_gy = avx2_tiles_gy,
+                                 .wgemm = avx2_wgemm};
 const wino_kern_t *const WINO_AVX2 = &avx2;
 
 #else

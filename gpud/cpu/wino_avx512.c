@@ -9,6 +9,9 @@
  * wino.h), so the broadcasts are one stream at immediate offsets: the
  * input transform makes them with a 16x16 transpose in registers.
  *
+ * The weight gradient (wino_wgrad.c) in fp32: the tiles' transforms a
+ * tile a row, then 8 x 32 blocks of gU over the tiles, one FMA a tile.
+ *
  * The bf16 kernels (avx512_bf16): the same input transform, its values
  * rounded by VCVTNEPS2BF16 and stored in channel pairs; the micro-kernel
  * the same 14 x 32 with VDPBF16PS, one broadcast pair of channels a row,
@@ -302,7 +305,7 @@ AVX512BF16 INLINE void store_pairs(const __m512 pa[16], const __m512 pb[16], uin
 }
 
 /* A g A^T of 16 channels from ch0 of tile t (wino_ref.c's gy_points). */
-AVX512BF16 INLINE void gy_tile(const wino_geom_t *s, const void *gy, int x16, long t, int o0,
+AVX512 INLINE void gy_tile(const wino_geom_t *s, const void *gy, int x16, long t, int o0,
                                __m512 pt[16])
 {
     __m512 g[2][2], a[4][2];
@@ -378,11 +381,12 @@ AVX512BF16 static void avx_pair_gy(const wino_geom_t *s, const void *gy, long t0
 /* 16 output channels (a broadcast pair of tiles each) x 16 input channels
  * (a vector of pairs) a block: 16 accumulators, one load and 16 broadcasts
  * per 16 VDPBF16PS. */
-AVX512BF16 static void avx_wgemm(const void *gmv, const void *vv, int np, int k, int c,
-                                 float *gu, int first)
+AVX512BF16 static void avx_wgemm_bf16(const void *gmv, const void *vv, int nt, int k, int c,
+                                      float *gu, int first)
 {
     const uint32_t *gm = gmv;
     const uint16_t *v = vv;
+    const int np = nt / 2;
     for (int o0 = 0; o0 < k; o0 += 16)
         for (int c0 = 0; c0 < c; c0 += 16) {
             __m512 acc[16];
@@ -401,8 +405,94 @@ AVX512BF16 static void avx_wgemm(const void *gmv, const void *vv, int np, int k,
         }
 }
 
-static const wino_kern_t avx512 = {
-    .name = "avx512", .esz = 4, .in = avx_in, .gemm = avx_gemm, .out = avx_out};
+/* fp32: the tiles t0.. (nt) a row each, gy's points or x's, 16 channels a
+ * store (wino.h). */
+AVX512 static void tiles_f32(const wino_geom_t *s, const void *src, int gy, long t0, int nt,
+                             float *v, size_t ps)
+{
+    int nch = gy ? s->k : s->c;
+    for (int i = 0; i < nt; i++) {
+        long off[16];
+        int live = t0 + i < s->ntiles;
+        if (live && !gy)
+            wino_tile_pixels(s, t0 + i, off);
+        for (int ch0 = 0; ch0 < nch; ch0 += 16) {
+            __m512 pt[16];
+            if (live && gy)
+                gy_tile(s, src, 0, t0 + i, ch0, pt);
+            else if (live)
+                in_tile(src, 0, ch0, off, pt);
+            else
+                for (int p = 0; p < 16; p++)
+                    pt[p] = _mm512_setzero_ps();
+            for (int p = 0; p < 16; p++)
+                _mm512_storeu_ps(v + (size_t)p * ps + (size_t)i * nch + ch0, pt[p]);
+        }
+    }
+}
+
+AVX512 static void avx_tiles_in(const wino_geom_t *s, const void *x, long t0, int nt, void *v,
+                                size_t ps)
+{
+    tiles_f32(s, x, 0, t0, nt, v, ps);
+}
+
+AVX512 static void avx_tiles_gy(const wino_geom_t *s, const void *gy, long t0, int nt, void *v,
+                                size_t ps)
+{
+    tiles_f32(s, gy, 1, t0, nt, v, ps);
+}
+
+/* fp32: 8 output channels (a broadcast each) x 16 * NV input channels a
+ * block, over the tiles in order: 8 * NV accumulators, NV loads and 8
+ * broadcasts per 8 * NV FMAs. The blocks' rows walk the output channels
+ * outside their columns, so a block's 8 columns of gm (32 bytes a tile)
+ * stay in L1 while v's columns stream. */
+AVX512 INLINE void wgemm_block(const float *gm, const float *v, int nt, int k, int c, float *out,
+                               int first, int nv)
+{
+    __m512 acc[8][2];
+    for (int r = 0; r < 8; r++)
+        for (int j = 0; j < nv; j++)
+            acc[r][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + (size_t)r * c + 16 * j);
+    for (int t = 0; t < nt; t++, gm += k, v += c) {
+        __m512 b0 = _mm512_loadu_ps(v);
+        __m512 b1 = nv > 1 ? _mm512_loadu_ps(v + 16) : b0;
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) {
+            __m512 a = _mm512_set1_ps(gm[r]);
+            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+            if (nv > 1)
+                acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < 8; r++)
+        for (int j = 0; j < nv; j++)
+            _mm512_storeu_ps(out + (size_t)r * c + 16 * j, acc[r][j]);
+}
+
+AVX512 static void avx_wgemm(const void *gmv, const void *vv, int nt, int k, int c, float *gu,
+                             int first)
+{
+    const float *gm = gmv, *v = vv;
+    for (int o0 = 0; o0 < k; o0 += 8)
+        for (int c0 = 0; c0 < c; c0 += 32) {
+            float *out = gu + (size_t)o0 * c + c0;
+            if (c - c0 >= 32)
+                wgemm_block(gm + o0, v + c0, nt, k, c, out, first, 2);
+            else
+                wgemm_block(gm + o0, v + c0, nt, k, c, out, first, 1);
+        }
+}
+
+static const wino_kern_t avx512 = {.name = "avx512",
+                                   .esz = 4,
+                                   .in = avx_in,
+                                   .gemm = avx_gemm,
+                                   .out = avx_out,
+                                   .pair_in = avx_tiles_in,
+                                   .pair_gy = avx_tiles_gy,
+                                   .wgemm = avx_wgemm};
 static const wino_kern_t avx512_bf16 = {.name = "avx512_bf16",
                                         .esz = 2,
                                         .in = avx_in_bf16,
@@ -410,7 +500,7 @@ static const wino_kern_t avx512_bf16 = {.name = "avx512_bf16",
                                         .out = avx_out,
                                         .pair_in = avx_pair_in,
                                         .pair_gy = avx_pair_gy,
-                                        .wgemm = avx_wgemm};
+                                        .wgemm = avx_wgemm_bf16};
 const wino_kern_t *const WINO_AVX512 = &avx512;
 const wino_kern_t *const WINO_AVX512_BF16 = &avx512_bf16;
 

@@ -430,7 +430,7 @@ int wino_train_has_wgrad(const wino_train_t *t)
 int wino_train_bwd_weights(bk_ctx_t *g, wino_train_t *t, const void *x, const void *gy,
                            float *gw)
 {
-    void *work = cpu_scratch(g, wino_wgrad_work_bytes(&t->fwd));
+    void *work = cpu_scratch(g, wino_wgrad_work_bytes(t->kern, &t->fwd));
     if (!work)
         return -1;
     wino_wgrad(t->kern, &t->fwd, x, gy, gw, work, t->threads);

@@ -2,7 +2,7 @@
  * reference whose bits the vector kernels reproduce, and the kernels of a
  * CPU without AVX-512 (DDPIPE_CONV_ALGO=winograd). The transforms are
  * additions in the order written here; the products fmaf chains (bf16:
- * VDPBF16PS's arithmetic, wino.h). */
+ * VDPBF16PS's arithmetic, wino.h), the weight gradient's over the tiles. */
 #include <math.h>
 #include <stdint.h>
 
@@ -207,9 +207,10 @@ static void gy_points(const wino_geom_t *s, const void *gy, long t, int o, float
     }
 }
 
-/* The tiles t0.. (nt) in pairs, gy's points or x's (wino.h). */
-static void pairs(const wino_geom_t *s, const void *src, int gy, long t0, int nt, void *v,
-                  size_t ps)
+/* The tiles t0.. (nt), gy's points or x's: fp32 a tile a row, bf16 in
+ * pairs (wino.h). */
+static void tiles(const wino_geom_t *s, const void *src, int gy, long t0, int nt, void *v,
+                  size_t ps, int esz)
 {
     int nch = gy ? s->k : s->c;
     for (int i = 0; i < nt; i++)
@@ -219,29 +220,57 @@ static void pairs(const wino_geom_t *s, const void *src, int gy, long t0, int nt
                 gy_points(s, src, t0 + i, ch, pt);
             else
                 tile_points(s, src, t0 + i, ch, pt);
+            size_t at = esz == 4 ? (size_t)i * nch + ch
+                                 : (size_t)(i / 2) * 2 * nch + 2 * ch + i % 2;
             for (int p = 0; p < 16; p++)
-                ((uint16_t *)v)[p * ps + (size_t)(i / 2) * 2 * nch + 2 * ch + i % 2] =
-                    wino_bf16(pt[p]);
+                put(v, esz, p * ps + at, pt[p]);
         }
+}
+
+static void ref_tiles_in(const wino_geom_t *s, const void *x, long t0, int nt, void *v,
+                         size_t ps)
+{
+    tiles(s, x, 0, t0, nt, v, ps, 4);
+}
+
+static void ref_tiles_gy(const wino_geom_t *s, const void *gy, long t0, int nt, void *v,
+                         size_t ps)
+{
+    tiles(s, gy, 1, t0, nt, v, ps, 4);
 }
 
 static void ref_pair_in(const wino_geom_t *s, const void *x, long t0, int nt, void *v, size_t ps)
 {
-    pairs(s, x, 0, t0, nt, v, ps);
+    tiles(s, x, 0, t0, nt, v, ps, 2);
 }
 
 static void ref_pair_gy(const wino_geom_t *s, const void *gy, long t0, int nt, void *v, size_t ps)
 {
-    pairs(s, gy, 1, t0, nt, v, ps);
+    tiles(s, gy, 1, t0, nt, v, ps, 2);
 }
 
-static void ref_wgemm(const void *gmv, const void *vv, int np, int k, int c, float *gu, int first)
+/* fp32: one fmaf a tile, in tile order. */
+static void ref_wgemm(const void *gmv, const void *vv, int nt, int k, int c, float *gu,
+                      int first)
+{
+    const float *gm = gmv, *v = vv;
+    for (int o = 0; o < k; o++)
+        for (int ch = 0; ch < c; ch++) {
+            float acc = first ? 0.0f : gu[(size_t)o * c + ch];
+            for (int t = 0; t < nt; t++)
+                acc = fmaf(gm[(size_t)t * k + o], v[(size_t)t * c + ch], acc);
+            gu[(size_t)o * c + ch] = acc;
+        }
+}
+
+static void ref_wgemm_bf16(const void *gmv, const void *vv, int nt, int k, int c, float *gu,
+                           int first)
 {
     const uint16_t *gm = gmv, *v = vv;
     for (int o = 0; o < k; o++)
         for (int ch = 0; ch < c; ch++) {
             float acc = first ? 0.0f : gu[(size_t)o * c + ch];
-            for (int t2 = 0; t2 < np; t2++) {
+            for (int t2 = 0; t2 < nt / 2; t2++) {
                 const uint16_t *a = gm + ((size_t)t2 * k + o) * 2, *b = v + ((size_t)t2 * c + ch) * 2;
                 float odd = bf16_unpack(a[1]) * bf16_unpack(b[1]),
                       even = bf16_unpack(a[0]) * bf16_unpack(b[0]);
@@ -252,8 +281,14 @@ static void ref_wgemm(const void *gmv, const void *vv, int np, int k, int c, flo
         }
 }
 
-const wino_kern_t WINO_REF = {
-    .name = "scalar", .esz = 4, .in = ref_in, .gemm = ref_gemm, .out = ref_out};
+const wino_kern_t WINO_REF = {.name = "scalar",
+                              .esz = 4,
+                              .in = ref_in,
+                              .gemm = ref_gemm,
+                              .out = ref_out,
+                              .pair_in = ref_tiles_in,
+                              .pair_gy = ref_tiles_gy,
+                              .wgemm = ref_wgemm};
 const wino_kern_t WINO_REF_BF16 = {.name = "scalar bf16",
                                    .esz = 2,
                                    .in = ref_in_bf16,
@@ -261,4 +296,4 @@ const wino_kern_t WINO_REF_BF16 = {.name = "scalar bf16",
                                    .out = ref_out,
                                    .pair_in = ref_pair_in,
                                    .pair_gy = ref_pair_gy,
-                                   .wgemm = ref_wgemm};
+                                   .wgemm = ref_wgemm_bf16};

@@ -3,7 +3,8 @@
  * gives dL/dU_kc = sum_t (A gy_t A^T) . V_tc at each of the 16 points, a
  * matrix product [K x tiles] x [tiles x C] whose reduction runs over the
  * tiles, and dL/dg = G^T (dL/dU) G. 2.25x fewer multiplications than the
- * direct gradient, on the bf16 kernels' VDPBF16PS (tiles in pairs).
+ * direct gradient: fp32 FMAs a tile at a time, or the bf16 kernels'
+ * VDPBF16PS (tiles in pairs).
  *
  * The driver: the tiles in chunks; per chunk the threads transform their
  * share of the tiles (x's and gy's, every point), then each point's
@@ -16,12 +17,16 @@
 
 #include "gpud/cpu/wino.h"
 
-/* Tiles a chunk: even; its transformed values (16 points x (C + K) bf16 a
- * tile) about 4 MiB, at least 64 tiles, at most 1024. */
-static long chunk_tiles(const wino_geom_t *s)
+/* Tiles a chunk: even. bf16: the transformed values (16 points x (C + K)
+ * a tile) about 4 MiB, 64 to 1024 tiles. fp32: about 8 MiB, at least 256
+ * tiles, so that the reads and writes of gU (16 x K x C floats) between
+ * chunks stay a thirty-second of a byte a multiply-add at most (a layer of
+ * 512 channels: 256 tiles, 16 MiB). */
+static long chunk_tiles(const wino_kern_t *kn, const wino_geom_t *s)
 {
-    long t = (long)(4 << 20) / (16L * 2 * (s->c + s->k));
-    t = t < 64 ? 64 : t > 1024 ? 1024 : t;
+    long lo = kn->esz == 4 ? 256 : 64, budget = kn->esz == 4 ? 8L << 20 : 4L << 20;
+    long t = budget / (16L * kn->esz * (s->c + s->k));
+    t = t < lo ? lo : t > 1024 ? 1024 : t;
     long all = (s->ntiles + 1) / 2 * 2;
     return (t < all ? t : all) / 2 * 2;
 }
@@ -31,9 +36,9 @@ static size_t gu_bytes(const wino_geom_t *s)
     return ((size_t)16 * s->k * s->c * sizeof(float) + 63) / 64 * 64;
 }
 
-size_t wino_wgrad_work_bytes(const wino_geom_t *s)
+size_t wino_wgrad_work_bytes(const wino_kern_t *kn, const wino_geom_t *s)
 {
-    return gu_bytes(s) + (size_t)16 * chunk_tiles(s) * (s->c + s->k) * 2;
+    return gu_bytes(s) + (size_t)16 * chunk_tiles(kn, s) * (s->c + s->k) * kn->esz;
 }
 
 /* gw[o][ch] = G^T gu G of the 16 points of (o, ch), in double. */
@@ -62,11 +67,12 @@ static void to_taps(const wino_geom_t *s, const float *gu, float *gw, int thread
 void wino_wgrad(const wino_kern_t *kn, const wino_geom_t *s, const void *x, const void *gy,
                 float *gw, void *work, int threads)
 {
-    long ct = chunk_tiles(s);
+    long ct = chunk_tiles(kn, s);
+    size_t esz = (size_t)kn->esz;
     float *gu = work;
-    uint16_t *v = (uint16_t *)((char *)work + gu_bytes(s));
+    char *v = (char *)work + gu_bytes(s);
     size_t vs = (size_t)ct * s->c, gs = (size_t)ct * s->k;   /* a point's slab of each */
-    uint16_t *gm = v + 16 * vs;
+    char *gm = v + 16 * vs * esz;
     size_t kc = (size_t)s->k * s->c;
     for (long t0 = 0; t0 < s->ntiles; t0 += ct) {
         long nt = s->ntiles - t0 < ct ? (s->ntiles - t0 + 1) / 2 * 2 : ct;
@@ -76,12 +82,12 @@ void wino_wgrad(const wino_kern_t *kn, const wino_geom_t *s, const void *x, cons
 #pragma omp parallel for num_threads(threads) schedule(static)
         for (long i = 0; i < nt; i += 32) {
             int n = (int)(nt - i < 32 ? nt - i : 32);
-            kn->pair_in(s, x, t0 + i, n, v + (size_t)i * s->c, vs);
-            kn->pair_gy(s, gy, t0 + i, n, gm + (size_t)i * s->k, gs);
+            kn->pair_in(s, x, t0 + i, n, v + (size_t)i * s->c * esz, vs);
+            kn->pair_gy(s, gy, t0 + i, n, gm + (size_t)i * s->k * esz, gs);
         }
 #pragma omp parallel for num_threads(threads) schedule(static)
         for (int p = 0; p < 16; p++)
-            kn->wgemm(gm + (size_t)p * gs, v + (size_t)p * vs, (int)(nt / 2), s->k, s->c,
+            kn->wgemm(gm + (size_t)p * gs * esz, v + (size_t)p * vs * esz, (int)nt, s->k, s->c,
                       gu + (size_t)p * kc, t0 == 0);
     }
     to_taps(s, gu, gw, threads);

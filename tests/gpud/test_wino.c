@@ -11,9 +11,9 @@
  *     blocks) nor on the batch (each image alone gives the same bits);
  *   - a NaN in the input or the weights reaches the outputs it touches,
  *     through the ReLU (nothing read as 0);
- *   - the weight gradient (bf16 kernels: wino_wgrad) against its
- *     definition in double, the avx512_bf16 kernels against the scalar bit
- *     for bit, 1/2/3 threads bit for bit, over several chunks of tiles;
+ *   - the weight gradient (wino_wgrad) against its definition in double,
+ *     the vector kernels against the scalar bit for bit, 1/2/3 threads
+ *     bit for bit, over several chunks of tiles;
  *   - x and gy as bf16 buffers (x16, the tape's 16-bit activations) give
  *     the bits of the same values in fp32;
  *   - shapes it does not apply to are refused.
@@ -279,7 +279,8 @@ static void round_bf16(float *a, size_t n)
         a[i] = bf16_of(a[i]);
 }
 
-static double s_wgrad_worst;   /* of the weight gradient, over its Winograd bound's scale */
+static double s_wgrad_worst[2];   /* of the weight gradient (fp32, bf16), over its
+                                     Winograd bound's scale */
 
 /* The scale of the weight gradient's rounding errors: for each weight, G^T
  * |.| G of the 16 points' sum over the tiles of |A gy A^T| |B^T d B|, in
@@ -345,7 +346,7 @@ static double *wgrad_magnitude(const wino_geom_t *s, const float *x, const float
 static void wgrad_run(const wino_kern_t *kn, const wino_geom_t *s, const void *x, const void *gy,
                       float *gw, int threads)
 {
-    void *work = aligned(wino_wgrad_work_bytes(s) / sizeof(float) + 1);
+    void *work = aligned(wino_wgrad_work_bytes(kn, s) / sizeof(float) + 1);
     wino_wgrad(kn, s, x, gy, gw, work, threads);
     free(work);
 }
@@ -365,7 +366,8 @@ static void check_wgrad(family_t *f, const shape_t *t, int with_ref)
     float *x = fill(nx, 1.0f), *gy = fill(ny, 1.0f), *gw = malloc(nw * sizeof *gw);
     float *gw2 = malloc(nw * sizeof *gw2);
     REQUIRE(gw && gw2, "out of memory");
-    round_bf16(x, nx), round_bf16(gy, ny);   /* the tape's values */
+    if (f->ref->esz == 2)
+        round_bf16(x, nx), round_bf16(gy, ny);   /* the tape's values */
     const wino_kern_t *kn = with_ref ? f->ref : f->fast;
     wgrad_run(kn, &s, x, gy, gw, 1);
     double *mw = wgrad_magnitude(&s, x, gy);
@@ -390,22 +392,31 @@ static void check_wgrad(family_t *f, const shape_t *t, int with_ref)
                     worst = err > worst ? err : worst;
                 }
     free(mw);
-    /* each product's two operands rounded to bf16 (8 significant bits: a
-     * relative error of 2^-8 each, 2^-7 for the product), and the fp32
-     * chain over the tiles */
-    double bound = 0x1p-7 + (double)s.ntiles * 0x1p-24;
-    s_wgrad_worst = worst > s_wgrad_worst ? worst : s_wgrad_worst;
-    CHECK(worst < bound, "%dx%dx%dx%d -> %d pad %d: %s weight gradient (%s) vs direct %.3g",
-          t->n, t->c, t->h, t->w, t->k, t->pad, f->name, kn->name, worst);
-    if (with_ref && f->vec[0]) {
-        wgrad_run(f->vec[0], &s, x, gy, gw2, 1);
+    /* bf16: each product's two operands rounded to bf16 (8 significant
+     * bits: a relative error of 2^-8 each, 2^-7 for the product); fp32:
+     * the transforms' few roundings of the operands (2^-24 each, against
+     * their terms' magnitudes), 2^-20 with room; both: the fp32 chain over
+     * the tiles */
+    int b16 = f->ref->esz == 2;
+    double bound = (b16 ? 0x1p-7 : 0x1p-20) + (double)s.ntiles * 0x1p-24;
+    s_wgrad_worst[b16] = worst > s_wgrad_worst[b16] ? worst : s_wgrad_worst[b16];
+    CHECK(worst < bound, "%dx%dx%dx%d -> %d pad %d: %s weight gradient (%s) vs direct %.3g "
+          "(bound %.3g)", t->n, t->c, t->h, t->w, t->k, t->pad, f->name, kn->name, worst, bound);
+    for (int vi = 0; with_ref && vi < 2; vi++) {
+        if (!f->vec[vi])
+            continue;
+        wgrad_run(f->vec[vi], &s, x, gy, gw2, 1);
         CHECK(memcmp(gw, gw2, nw * sizeof *gw) == 0, "%dx%dx%dx%d -> %d: %s weight gradient vs "
-              "scalar", t->n, t->c, t->h, t->w, t->k, f->vec[0]->name);
+              "scalar", t->n, t->c, t->h, t->w, t->k, f->vec[vi]->name);
     }
     for (int th = 2; th <= 3; th++) {
         wgrad_run(f->fast, &s, x, gy, gw2, th);
-        CHECK(memcmp(gw, gw2, nw * sizeof *gw) == 0, "%dx%dx%dx%d -> %d: weight gradient, %d "
-              "threads vs 1", t->n, t->c, t->h, t->w, t->k, th);
+        CHECK(memcmp(gw, gw2, nw * sizeof *gw) == 0, "%dx%dx%dx%d -> %d: %s weight gradient, %d "
+              "threads vs 1", t->n, t->c, t->h, t->w, t->k, f->name, th);
+    }
+    if (!b16) {   /* bf16 buffers (x16, y16) are the bf16 kernels' */
+        free(x), free(gy), free(gw), free(gw2);
+        return;
     }
     uint16_t *x16 = to_bf16(x, nx), *gy16 = to_bf16(gy, ny);
     wino_geom_t s16 = s;
@@ -524,7 +535,8 @@ int main(void)
         if (f->ref->wgemm) {
             for (int i = 0; i < ns; i++)
                 check_wgrad(f, &shapes[i], 1);
-            /* several chunks of tiles (wino_wgrad.c: 512 tiles for 128 + 128 channels) */
+            /* several chunks of tiles (wino_wgrad.c: 512 tiles for 128 + 128
+             * channels in bf16, 256 in fp32; here 800) */
             const shape_t big = {2, 128, 40, 40, 128, 1};
             check_wgrad(f, &big, 0);
         }
@@ -533,9 +545,10 @@ int main(void)
     refused();
     printf("test_wino: %d shapes x 4 post-op lists, kernels: scalar%s%s%s; largest error vs "
            "direct: fp32 %.3g (bound 5e-7), bf16 %.3g (bound %.3g; autocast's rounding %.3g); "
-           "bf16 weight gradient %.3g of its Winograd-domain scale (bound 2^-7 + tiles x 2^-24)\n",
+           "weight gradient fp32 %.3g, bf16 %.3g of its Winograd-domain scale (bounds 2^-20, "
+           "2^-7, + tiles x 2^-24)\n",
            ns, has_avx512() ? " + avx512" : "", has_avx2() ? " + avx2" : "",
            has_avx512_bf16() ? " + avx512_bf16" : "", fams[0].worst, fams[1].worst,
-           fams[1].bound, fams[1].worst_autocast, s_wgrad_worst);
+           fams[1].bound, fams[1].worst_autocast, s_wgrad_worst[0], s_wgrad_worst[1]);
     return tc_done("test_wino");
 }
