@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/env_switch.h"
 #include "common/log.h"
 #include "gpud/cpu/dnnl_priv.h"
 #include "gpud/cpu/wino.h"
@@ -388,7 +389,8 @@ wino_train_t *wino_train_new(bk_ctx_t *g, const bk_conv_t *c, const int in[4],
         return bk_ctx_fail(g, "out of memory for a Winograd convolution's weights");
     }
     t->fwd = f, t->bwd = b, t->kern = kn;
-    t->wgrad = kn->wgemm && !c->bias;
+    /* DDPIPE_WINO_WGRAD=0: oneDNN's weight gradient (comparisons) */
+    t->wgrad = kn->wgemm && !c->bias && env_switch_on("DDPIPE_WINO_WGRAD");
     t->threads = g->be->threads > 0 ? g->be->threads : 1;
     log_debug("cpu training: conv %d->%d 3x3 %dx%d forward, backward data%s by Winograd "
               "F(2x2,3x3) (%s)", f.c, f.k, f.h, f.w, t->wgrad ? " and weights" : "", kn->name);
