@@ -122,13 +122,13 @@ typedef struct {
     /* The weight gradient (wino_wgrad), its reduction over the tiles: point
      * xi's value of channel c of tile t0 + i at v[xi * ps + i * C + c]
      * (fp32), or with the tiles in pairs at v[xi * ps + (i / 2) * 2 * C + 2 *
-     * c + i % 2] (bf16, VDPBF16PS's operands). pair_in: the input transform
+     * c + i % 2] (bf16, VDPBF16PS's operands). wg_in: the input transform
      * of x (C = s->c) for the nt (even) tiles from t0, tiles past s->ntiles
-     * zero; pair_gy: of the output gradient, A gy A^T of each tile's 2x2
+     * zero; wg_gy: of the output gradient, A gy A^T of each tile's 2x2
      * pixels of gy (NHWC like y, bf16 where s->x16; C = s->k; pixels past
      * the output zero). NULL where a family has no weight gradient. */
-    void (*pair_in)(const wino_geom_t *s, const void *x, long t0, int nt, void *v, size_t ps);
-    void (*pair_gy)(const wino_geom_t *s, const void *gy, long t0, int nt, void *g, size_t ps);
+    void (*wg_in)(const wino_geom_t *s, const void *x, long t0, int nt, void *v, size_t ps);
+    void (*wg_gy)(const wino_geom_t *s, const void *gy, long t0, int nt, void *g, size_t ps);
     /* gu[o * c + ch] (+)= over nt (even) tiles of gm (k channels) x v (c
      * channels), continuing the chain from gu's value (first: from zero),
      * o < k, ch < c: fp32, one fmaf a tile in tile order; bf16, VDPBF16PS's

@@ -269,8 +269,8 @@ static const wino_kern_t avx2 = {.name = "avx2",
                                  .in = avx2_in,
                                  .gemm = avx2_gemm,
                                  .out = avx2_out,
-                                 .pair_in = avx2_tiles_in,
-                                 .pair_gy = avx2_tiles_gy,
+                                 .wg_in = avx2_tiles_in,
+                                 .wg_gy = avx2_tiles_gy,
                                  .wgemm = avx2_wgemm};
 const wino_kern_t *const WINO_AVX2 = &avx2;
 

@@ -490,16 +490,16 @@ static const wino_kern_t avx512 = {.name = "avx512",
                                    .in = avx_in,
                                    .gemm = avx_gemm,
                                    .out = avx_out,
-                                   .pair_in = avx_tiles_in,
-                                   .pair_gy = avx_tiles_gy,
+                                   .wg_in = avx_tiles_in,
+                                   .wg_gy = avx_tiles_gy,
                                    .wgemm = avx_wgemm};
 static const wino_kern_t avx512_bf16 = {.name = "avx512_bf16",
                                         .esz = 2,
                                         .in = avx_in_bf16,
                                         .gemm = avx_gemm_bf16,
                                         .out = avx_out,
-                                        .pair_in = avx_pair_in,
-                                        .pair_gy = avx_pair_gy,
+                                        .wg_in = avx_pair_in,
+                                        .wg_gy = avx_pair_gy,
                                         .wgemm = avx_wgemm_bf16};
 const wino_kern_t *const WINO_AVX512 = &avx512;
 const wino_kern_t *const WINO_AVX512_BF16 = &avx512_bf16;

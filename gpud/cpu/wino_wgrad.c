@@ -82,8 +82,8 @@ void wino_wgrad(const wino_kern_t *kn, const wino_geom_t *s, const void *x, cons
 #pragma omp parallel for num_threads(threads) schedule(static)
         for (long i = 0; i < nt; i += 32) {
             int n = (int)(nt - i < 32 ? nt - i : 32);
-            kn->pair_in(s, x, t0 + i, n, v + (size_t)i * s->c * esz, vs);
-            kn->pair_gy(s, gy, t0 + i, n, gm + (size_t)i * s->k * esz, gs);
+            kn->wg_in(s, x, t0 + i, n, v + (size_t)i * s->c * esz, vs);
+            kn->wg_gy(s, gy, t0 + i, n, gm + (size_t)i * s->k * esz, gs);
         }
 #pragma omp parallel for num_threads(threads) schedule(static)
         for (int p = 0; p < 16; p++)
