@@ -440,8 +440,8 @@ int cpu_w_fwd16(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const
     return wino_train_fwd(g, p->wino, x, w, b, y, 1);
 }
 
-/* The whole backward by Winograd (bf16 native, no bias: no staging for
- * oneDNN), gx fp32 or bf16 (gx16); 1 where it does not apply. */
+/* The whole backward by Winograd (wino_train_has_wgrad, no bias: no
+ * staging for oneDNN), gx fp32 or bf16 (gx16); 1 where it does not apply. */
 static int wino_bwd(bk_ctx_t *g, wplan_t *p, const void *x, const void *gy, void *gx,
                     float *gw, float *gb, int gx16)
 {

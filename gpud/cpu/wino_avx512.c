@@ -332,6 +332,21 @@ AVX512 INLINE void gy_tile(const wino_geom_t *s, const void *gy, int x16, long t
     }
 }
 
+/* The weight gradient's 16 points of tile t's 16 channels from ch0: gy's
+ * (gy_tile) or x's (in_tile, the tile's pixels at off), zero past
+ * s->ntiles. */
+AVX512 INLINE void wg_tile(const wino_geom_t *s, const void *src, int x16, int gy, long t,
+                           const long off[16], int ch0, __m512 pt[16])
+{
+    if (t >= s->ntiles)
+        for (int p = 0; p < 16; p++)
+            pt[p] = _mm512_setzero_ps();
+    else if (gy)
+        gy_tile(s, src, x16, t, ch0, pt);
+    else
+        in_tile(src, x16, ch0, off, pt);
+}
+
 /* The tiles t0.. (nt, even) in pairs: gy's points (A gy A^T, s->k
  * channels) or x's (B^T d B, s->c), tiles past s->ntiles zero. */
 AVX512BF16 INLINE void pairs(const wino_geom_t *s, const void *src, int x16, int gy, long t0,
@@ -340,21 +355,13 @@ AVX512BF16 INLINE void pairs(const wino_geom_t *s, const void *src, int x16, int
     int nch = gy ? s->k : s->c;
     for (int i = 0; i < nt; i += 2) {
         long off[2][16];
-        int live[2];
         for (int h = 0; h < 2; h++)
-            if ((live[h] = t0 + i + h < s->ntiles) && !gy)
+            if (t0 + i + h < s->ntiles && !gy)
                 wino_tile_pixels(s, t0 + i + h, off[h]);
         for (int ch0 = 0; ch0 < nch; ch0 += 16) {
             __m512 pt[2][16];
-            for (int h = 0; h < 2; h++) {
-                if (live[h] && gy)
-                    gy_tile(s, src, x16, t0 + i + h, ch0, pt[h]);
-                else if (live[h])
-                    in_tile(src, x16, ch0, off[h], pt[h]);
-                else
-                    for (int p = 0; p < 16; p++)
-                        pt[h][p] = _mm512_setzero_ps();
-            }
+            for (int h = 0; h < 2; h++)
+                wg_tile(s, src, x16, gy, t0 + i + h, off[h], ch0, pt[h]);
             store_pairs(pt[0], pt[1], (uint16_t *)v + (size_t)(i / 2) * 2 * nch + 2 * ch0, ps);
         }
     }
@@ -413,18 +420,11 @@ AVX512 static void tiles_f32(const wino_geom_t *s, const void *src, int gy, long
     int nch = gy ? s->k : s->c;
     for (int i = 0; i < nt; i++) {
         long off[16];
-        int live = t0 + i < s->ntiles;
-        if (live && !gy)
+        if (t0 + i < s->ntiles && !gy)
             wino_tile_pixels(s, t0 + i, off);
         for (int ch0 = 0; ch0 < nch; ch0 += 16) {
             __m512 pt[16];
-            if (live && gy)
-                gy_tile(s, src, 0, t0 + i, ch0, pt);
-            else if (live)
-                in_tile(src, 0, ch0, off, pt);
-            else
-                for (int p = 0; p < 16; p++)
-                    pt[p] = _mm512_setzero_ps();
+            wg_tile(s, src, 0, gy, t0 + i, off, ch0, pt);
             for (int p = 0; p < 16; p++)
                 _mm512_storeu_ps(v + (size_t)p * ps + (size_t)i * nch + ch0, pt[p]);
         }
