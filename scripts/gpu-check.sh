@@ -18,6 +18,7 @@
 # env: PY (python with torch + CUDA, default /usr/bin/python3 then python3),
 #      CUDAToolkit_ROOT (default /usr/local/cuda), JOBS (default nproc),
 #      GPU_TEST_TIMEOUT (seconds per GPU test, default 150),
+#      COMPILE_S (bound on the torch.compile eval peer, default 150),
 #      GPU_CHECK_RECORD_DIR (where the JSON record goes, default bench/gpu;
 #      tests/integration/test_gpu_check_dry.py points it elsewhere).
 # Steps: configure + build, ctest -L '^gpu$' (a skipped test counts as FAIL),
@@ -25,7 +26,8 @@
 # the host<->device bytes a cuda training step counts against the plan
 # (parameters/gradients 0, BatchNorm = bench/step_bytes; step-bytes.json),
 # the CPU test suite, ddpipe vs PyTorch ResNet-18 eval/train at batch 256
-# (fp32, tf32, bf16, fp16; PyTorch eager fp32 and channels-last + AMP), the
+# (fp32, tf32, bf16, fp16; PyTorch eager fp32 and channels-last + AMP; late,
+# its eval under torch.compile, mode cl-bf16-compile), the
 # bf16 eval and training step on cuDNN engines chosen by timing
 # (DDPIPE_CUDNN_TUNE=1: what tuning gains, what determinism costs), per-op
 # device timing of the bf16 and fp32 passes (DDPIPE_CUDA_PROFILE=1, their
@@ -440,6 +442,14 @@ if [ -n "$PY" ]; then
     step "bench torch resnet50 train cl-bf16" bench-torch-resnet50-train-cl-bf16.log \
         env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py train --arch resnet50 --batch 256 --iters 5 --mode cl-bf16
     bench_line "$OUT/bench-torch-resnet50-train-cl-bf16.log" >> "$BENCH"
+    # the eval bar's peer under torch.compile (inductor, default mode), as
+    # the issue asks "if it fits the window": its compilation (compile_s in
+    # its line) bounded by COMPILE_S seconds, so a slow one costs the steps
+    # after it no more than that
+    step "bench torch eval cl-bf16-compile" bench-torch-eval-cl-bf16-compile.log \
+        timeout "${COMPILE_S:-150}" env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py eval \
+        --batch 256 --iters "$ITERS" --mode cl-bf16-compile
+    bench_line "$OUT/bench-torch-eval-cl-bf16-compile.log" >> "$BENCH"
 fi
 
 # fp16 runs the same 16-bit NHWC table as bf16: their gap is cuDNN's

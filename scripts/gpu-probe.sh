@@ -14,13 +14,16 @@
 #   training in turn (DDPIPE_TRAIN_OVERLAP=0), training without the
 #   forward's fusions (DDPIPE_TRAIN_FUSE=0), and PyTorch's channels_last +
 #   autocast bf16, all in the same run;
-# - ResNet-50's training step: its profile, its rate fused and unfused;
+# - ResNet-50's training step: its profile, its rate fused and unfused and
+#   on engines chosen by timing (DDPIPE_CUDNN_TUNE=1), PyTorch's with and
+#   without deterministic cuDNN; PyTorch's ResNet-18 step under torch.compile;
 # - gpud_cuda_fused and gpud_cuda_bf16, verbose (plan counts, cuDNN's
 #   fallbacks, bf16 against the ref backend);
 # - each kernel's device time over one eval and one training step (Nsight
 #   Compute, where the machine lets it read the GPU), the 15 longest.
 # Every result line goes to DIR/probe.txt, the logs into DIR/logs.tar.gz
-# (a device call returns 8 files). Each step is bounded (PROBE_STEP_S, 100).
+# (a device call returns 8 files). Each step is bounded (PROBE_STEP_S, 100),
+# and no step starts after PROBE_BUDGET seconds (300).
 set -u
 cd "$(dirname "$0")/.."
 BUNDLE= OUT=probe PY=${PY:-python3}
@@ -43,12 +46,25 @@ R=$OUT/probe.txt
 S=${PROBE_STEP_S:-100}
 B=$BUILD/bench/cuda_resnet18
 
+# The whole probe's budget (PROBE_BUDGET seconds, default 300): a step that
+# would start past it is not run (said in probe.txt), so the call returns
+# with the files whatever the machine's speed
+PB=${PROBE_BUDGET:-300}
+T0=$(date +%s)
+# time_left NAME: 0 while the budget lasts; else says NAME was not run, 1
+time_left() {
+    [ $(($(date +%s) - T0)) -lt "$PB" ] && return 0
+    echo "$1: not run: probe budget ${PB} s spent (PROBE_BUDGET)" >> "$R"
+    return 1
+}
+
 # run NAME CMD...: bounded, its log kept, its result lines in probe.txt
 run() {
     name=$1; shift
+    time_left "$name" || return 0
     timeout "$S" "$@" > "$OUT/logs/$name.log" 2>&1
     rc=$?
-    grep -E '^(ddpipe-cuda|torch) |cuda profile|train profile|cuda backend: [0-9]' \
+    grep -E '^(ddpipe-cuda|torch) |cuda profile|train profile|cuda conv tune: |cuda backend: [0-9]' \
         "$OUT/logs/$name.log" |
         sed "s/^/$name: /" >> "$R"
     [ $rc -eq 0 ] || echo "$name: exit $rc: $(tail -n 2 "$OUT/logs/$name.log" | tr '\n' ' ')" >> "$R"
@@ -94,12 +110,25 @@ for what in eval train; do
     run "torch-$what" env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py "$what" \
         --batch 256 --iters 5 --mode cl-bf16
 done
-(cd "$BUILD" && timeout "$S" ctest -R '^gpud_cuda_(fused|bf16)$' -V) > "$OUT/logs/ctest.log" 2>&1
+# ResNet-50's peer (cl-bf16, and under ddpipe's rule: deterministic cuDNN)
+# and ddpipe's ResNet-50 step on engines chosen by timing: whether its gap
+# is the engines heuristics give (each its own step's PROBE_STEP_S bound)
+run "torch-r50-train" env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py train \
+    --arch resnet50 --batch 256 --iters 5 --mode cl-bf16
+run "torch-r50-det-train" env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py train \
+    --arch resnet50 --batch 256 --iters 5 --mode cl-bf16-det
+run "r50-tuned-train" env DDPIPE_CUDNN_TUNE=1 DDPIPE_CUDNN_TUNE_MAX=4 DDPIPE_CUDNN_TUNE_SECONDS=1 \
+    "$B" train --arch resnet50 --batch 256 --iters 5 --precision bf16
+# PyTorch's training step under torch.compile (its compilation in compile_s)
+run "torch-compile-train" env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py train \
+    --batch 256 --iters 5 --mode cl-bf16-compile
+time_left ctest && (cd "$BUILD" && timeout "$S" ctest -R '^gpud_cuda_(fused|bf16)$' -V) > "$OUT/logs/ctest.log" 2>&1
 grep -E 'plans:|graph vs|CHECK|vs ref bf16|space-to-depth|top-1 equal|Passed|Failed' \
-    "$OUT/logs/ctest.log" | sed 's/^[0-9]*: //; s/^/ctest: /' | head -n 60 >> "$R"
+    "$OUT/logs/ctest.log" 2>/dev/null | sed 's/^[0-9]*: //; s/^/ctest: /' | head -n 60 >> "$R"
 # Nsight Compute (last: the slowest): one warm-up and one timed step, each kernel's duration
 if command -v ncu > /dev/null 2>&1; then
     for what in eval train; do
+        time_left "ncu-$what" || continue
         timeout "$S" ncu --clock-control none --metrics gpu__time_duration.sum --csv \
             --print-units base "$B" "$what" --batch 256 --iters 1 --warmup 1 --precision bf16 \
             > "$OUT/logs/ncu-$what.csv" 2> "$OUT/logs/ncu-$what.err"

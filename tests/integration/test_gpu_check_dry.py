@@ -176,7 +176,8 @@ names = {l.split(":")[0] for l in probe}
 for want in ("profile-eval", "profile-train", "default-eval", "default-train", "copy1-eval",
              "copy1-train", "s2d0-eval", "graphs0-eval", "graphs0-train", "inturn-eval",
              "mb16-eval", "mb16-inturn-eval", "inturn-train", "unfused-train", "torch-eval",
-             "torch-train", "profile-r50-train", "r50-train", "r50-unfused-train"):
+             "torch-train", "profile-r50-train", "r50-train", "r50-unfused-train",
+             "torch-r50-train", "torch-r50-det-train", "r50-tuned-train", "torch-compile-train"):
     check(want in names, "probe.txt has %s's lines: %s" % (want, sorted(names)))
 def lines(name):
     return [l for l in probe if l.startswith(name + ":")]
@@ -189,11 +190,26 @@ for name, want in (("default-train", "img/s=60.0"), ("graphs0-train", "img/s=61.
                    ("inturn-eval", "img/s=111.0"), ("mb16-eval", "img/s=110.0"),
                    ("mb16-inturn-eval", "img/s=111.0"), ("inturn-train", "img/s=61.0"),
                    ("unfused-train", "img/s=61.0"), ("r50-train", "img/s=60.0"),
-                   ("r50-unfused-train", "img/s=61.0")):
+                   ("r50-unfused-train", "img/s=61.0"), ("r50-tuned-train", "img/s=61.0")):
     check(any(want in l for l in lines(name)), "%s: want %s, got %s" % (name, want, lines(name)))
-check(any("exit" in l for l in lines("torch-eval")), "the PyTorch run's failure said: %s"
-      % lines("torch-eval"))
+check(any("cuda conv tune: " in l for l in lines("r50-tuned-train")),
+      "the tuned ResNet-50 run's tune summary: %s" % lines("r50-tuned-train"))
+for name in ("torch-eval", "torch-r50-det-train", "torch-compile-train"):
+    check(any("exit" in l for l in lines(name)), "the PyTorch run's failure said: %s" % lines(name))
 with tarfile.open(os.path.join(pout, "logs.tar.gz")) as t:
     logs = sorted(os.path.basename(n) for n in t.getnames() if n.endswith(".log"))
 check("graphs0-train.log" in logs and "profile-eval.log" in logs, "the logs archived: %s" % logs)
 print("gpu-probe dry run: %d lines in probe.txt, %d logs archived" % (len(probe), len(logs)))
+
+# the probe's budget: past it no step starts, and each says so
+pout0 = os.path.join(wd, "probe0")
+p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-probe.sh"), "--bundle", bundle,
+                    "--out", pout0, "--py", os.path.join(bindir, "no-python")],
+                   env=dict(env, PROBE_STEP_S="60", PROBE_BUDGET="0"), stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, text=True, timeout=400)
+check(p.returncode == 0, "gpu-probe with no budget exited %d" % p.returncode)
+probe0 = open(os.path.join(pout0, "probe.txt")).read().splitlines()
+check(probe0 and all("not run: probe budget" in l or l == "ncu: not on PATH" for l in probe0) and
+      any(l.startswith("default-train:") for l in probe0) and any(l.startswith("ctest:") for l in probe0),
+      "with PROBE_BUDGET=0 every step said not run: %s" % probe0[:5])
+print("gpu-probe with no budget: %d steps not run" % len(probe0))
