@@ -2,6 +2,7 @@
 #include "gpud/gpud.h"
 
 #include "common/clock.h"
+#include "common/errbuf.h"
 #include "common/cpus.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
@@ -143,8 +144,10 @@ int gpud_load_model(gpud_t *self)
     self->model = model_new(&self->model_options, o->backend, o->weights, err, sizeof err);
     if (!self->model) {
         /* the cause may be the device as well as the weights: name both */
-        log_error("cannot set up model %s on the %s backend (weights %s): %s", o->model,
-                  o->backend, o->weights ? o->weights : "initial", err);
+        err_set(self->start_error, sizeof self->start_error,
+                "cannot set up model %s on the %s backend (weights %s): %s", o->model, o->backend,
+                o->weights ? o->weights : "initial", err);
+        log_error("%s", self->start_error);
         return -1;
     }
     log_info("model %s (%d classes, %d input channels) on %s (%ld thread%s%s), %s, ready in "

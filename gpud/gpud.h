@@ -42,6 +42,7 @@
 typedef struct gpud {
     gpud_options_t options;        /* as given, but threads and decode_threads settled */
     char threads_why[160];         /* "" or why threads is this rank's share (for the log) */
+    char start_error[DDP_MAX_FAILED]; /* why the model could not be set up (JOIN `failed`) */
     model_opts_t model_options;    /* what the options ask of model_new */
     bool normalize;                /* false: plain ToTensor (mean/std unused) */
     float mean[4], std[4];         /* per channel: the flags' or the architecture's */

@@ -3,6 +3,7 @@
 #include "gpud/link.h"
 
 #include "common/clock.h"
+#include "common/errbuf.h"
 #include "common/jobid.h"
 #include "common/log.h"
 #include "common/zsockopt.h"
@@ -59,6 +60,26 @@ static ddp_msg_t join_message(const gpud_t *self)
     /* absent (0) without NCCL: a cpu job's JOIN keeps its bytes */
     j.u.join.nccl = self->train && collective_offer(self->options.backend);
     return j;
+}
+
+void link_report_failed_start(gpud_t *self, const char *why)
+{
+    zsock_t *own = self->reducer ? NULL
+                                 : zs_connect(ZMQ_DEALER, self->options.reducer, "reducer",
+                                              self->name);
+    zsock_t *to = self->reducer ? self->reducer : own;
+    if (!to)
+        return;
+    ddp_msg_t j = join_message(self);
+    char err[256];
+    if (jobid_from_env(j.u.join.job, sizeof j.u.join.job, err, sizeof err) < 0)
+        j.u.join.job[0] = '\0';   /* reducerd then takes it for any job; logged at start */
+    err_set(j.u.join.failed, sizeof j.u.join.failed, "%s", why && why[0] ? why : "no reason given");
+    zsock_set_linger(to, 2000);
+    if (proto_send(zsock_resolve(to), NULL, &j) != 0)
+        log_warn("could not tell reducerd at %s that this worker failed to start: %s",
+                 self->options.reducer, zmq_strerror(zmq_errno()));
+    zsock_destroy(&own);
 }
 
 /* One answer to JOIN: 0 once WELCOME (or a STOP) came. */

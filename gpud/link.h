@@ -11,6 +11,11 @@
  * (RANK_STOPPED), within --join-timeout.
  * 0, or -1 (logged). */
 int link_join(gpud_t *self);
+/* This worker could not start (why: its model, weights or device): one
+ * JOIN with `failed` set, so that reducerd's log names the cause and an
+ * eval's held gpuds do not wait --start-timeout for it. Best effort (the
+ * process exits next): sent with a 2 s linger, no answer awaited. */
+void link_report_failed_start(gpud_t *self, const char *why);
 /* One message waiting on each socket: BATCH and END from loaderd;
  * EPOCH and STOP from reducerd; a STOP the heartbeat actor relays. */
 void link_on_loader(gpud_t *self, int loader);

@@ -30,8 +30,10 @@
  * actor (it beats with the WELCOME's rank and token). */
 static int start(gpud_t *self)
 {
-    if (gpud_load_model(self) < 0)
+    if (gpud_load_model(self) < 0) {
+        link_report_failed_start(self, self->start_error);
         return -1;
+    }
     if (self->options.train && train_open(self) < 0)
         return -1;
     if (gpud_connect(self) < 0 || link_join(self) < 0 || joining_enter(self) < 0)

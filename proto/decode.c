@@ -74,7 +74,7 @@ static int d_join(const mp_reader_t *r, ddp_join_t *m)
            mp_opt_str(r, "config", m->config, sizeof m->config) ||
            mp_opt_str(r, "job", m->job, sizeof m->job) ||
            opt_u32(r, "shard", &m->shard) || opt_u32(r, "shards", &m->shards) ||
-           opt_u8(r, "nccl", &m->nccl)
+           opt_u8(r, "nccl", &m->nccl) || mp_opt_str(r, "failed", m->failed, sizeof m->failed)
                ? -1 : 0;
 }
 

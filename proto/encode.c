@@ -41,8 +41,10 @@ static int pack_join(msgpack_packer *pk, const ddp_join_t *m)
 {
     bool sharded = m->shards > 1; /* absent = 0 of 1: older loaderds' bytes */
     return put_head(pk, DDP_JOIN, 7 + (m->config[0] ? 1 : 0) + (sharded ? 2 : 0) +
-                                  (m->job[0] ? 1 : 0) + (m->nccl ? 1 : 0)) ||
+                                  (m->job[0] ? 1 : 0) + (m->nccl ? 1 : 0) +
+                                  (m->failed[0] ? 1 : 0)) ||
            (m->nccl && mp_put_uint(pk, "nccl", m->nccl)) ||
+           (m->failed[0] && mp_put_str(pk, "failed", m->failed)) ||
            (m->config[0] && mp_put_str(pk, "config", m->config)) ||
            (m->job[0] && mp_put_str(pk, "job", m->job)) ||
            (sharded && (mp_put_uint(pk, "shard", m->shard) ||

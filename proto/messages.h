@@ -27,6 +27,7 @@
 #define DDP_PROTO_VERSION 2
 #define DDP_MAX_NAME 64          /* worker/host names, class names are longer: */
 #define DDP_MAX_STR 4096         /* any string field (paths, reasons) */
+#define DDP_MAX_FAILED 512       /* JOIN `failed`: why a gpud could not start */
 #define DDP_MAX_BATCH 65536      /* samples per BATCH/RESULT */
 #define DDP_MAX_K 5              /* top-k carried per sample */
 #define DDP_MAX_CLASSES 100000
@@ -119,6 +120,10 @@ typedef struct {
     /* optional, gpud --train: 1 = it can sum over NCCL (cuda backend, built
      * with NCCL, not disabled); 0 absent (docs/CUDA.md "NCCL in gpud") */
     uint8_t nccl;
+    /* optional, gpud: it could not start and says why (its model, weights
+     * or device); reducerd logs it and, in eval, stops holding the other
+     * gpuds for it (docs/JOBS.md "--start-workers"); no WELCOME follows */
+    char failed[DDP_MAX_FAILED];
 } ddp_join_t;
 
 typedef struct {

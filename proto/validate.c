@@ -98,6 +98,10 @@ static int v_join(const ddp_join_t *m, char *err, size_t errlen, const char *wha
     CHECK_FIXED(m->ring, "ring", 0);
     CHECK_FIXED(m->config, "config", 0);
     CHECK_FIXED(m->job, "job", 0);
+    CHECK_FIXED(m->failed, "failed", 0);
+    if (m->failed[0] && m->role != DDP_ROLE_GPUD)
+        return BAD("'failed' on a %s JOIN: only a gpud says it could not start",
+                   proto_role_name(m->role));
     uint32_t shards = m->shards ? m->shards : 1; /* absent: the whole dataset */
     if (shards > DDP_MAX_LOADERS || m->shard >= shards)
         return BAD("'shard' %" PRIu32 " of 'shards' %" PRIu32 ": want shard < shards <= %d",

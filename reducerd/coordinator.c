@@ -18,8 +18,36 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A gpud that could not start says why (JOIN `failed`): logged and
+ * published once per name, never welcomed; an eval's hold stops waiting
+ * for it. A training gang still waits for --workers ranks (a supervisor
+ * may restart it); the launcher ends a job whose rank failed to start. */
+static void on_failed_start(reducer_t *self, zframe_t *route, const ddp_join_t *join)
+{
+    char who[64];
+    trust_peer_label(self, route, who, sizeof who);
+    for (int i = 0; i < self->n_start_failed; i++)
+        if (strcmp(self->start_failed[i], join->name) == 0)
+            return;   /* said already */
+    if (self->n_start_failed == REDUCER_MAX_START_FAILED) {
+        trust_reject(self, who, "JOIN", "a failed start of '%s', past %d distinct names",
+                     join->name, REDUCER_MAX_START_FAILED);
+        return;
+    }
+    snprintf(self->start_failed[self->n_start_failed++], DDP_MAX_NAME, "%s", join->name);
+    log_warn("gpud %s on %s (pid %u) could not start: %s", join->name, join->host, join->pid,
+             join->failed);
+    publish_log(self, "warn", "gpud %s could not start: %s", join->name, join->failed);
+    if (!self->options.train)
+        eval_on_failed_start(self);
+}
+
 static void on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
 {
+    if (join->role == DDP_ROLE_GPUD && join->failed[0]) {
+        on_failed_start(self, route, join);
+        return;
+    }
     if (self->options.train)
         training_on_join(self, route, join);
     else

@@ -63,6 +63,32 @@ static void start_workers(reducer_t *self)
     }
 }
 
+/* The gpuds the hold waits for: --start-workers less those that said they
+ * could not start and have not joined since (a restart under the same
+ * name), at least one. */
+static long start_needed(reducer_t *self)
+{
+    long failed = 0;
+    for (int i = 0; i < self->n_start_failed; i++) {
+        const peer_t *p = peers_by_name(self->peers, self->start_failed[i]);
+        failed += !p || p->role != DDP_ROLE_GPUD || p->dead;
+    }
+    long need = self->options.start_workers - failed;
+    return need < 1 ? 1 : need;
+}
+
+void eval_on_failed_start(reducer_t *self)
+{
+    if (self->eval_started || self->finished || !self->eval_first_join_ms)
+        return;
+    int joined = peers_gpud_ranks(self->peers);
+    if (joined < start_needed(self))
+        return;
+    log_info("%d of --start-workers %ld gpuds joined and the others could not start: they start "
+             "now", joined, self->options.start_workers);
+    start_workers(self);
+}
+
 /* A gpud gets its rank and the world once --start-workers gpuds joined
  * (at once with the default 1), every later one at its JOIN (the loader
  * and reporters just start). A name is a rank's: a second socket may take
@@ -94,7 +120,7 @@ void eval_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join)
     if (p->role == DDP_ROLE_GPUD) {
         if (self->eval_started || self->finished)
             welcome(self, p);
-        else if (peers_gpud_ranks(self->peers) >= self->options.start_workers)
+        else if (peers_gpud_ranks(self->peers) >= start_needed(self))
             start_workers(self);
         else if (!self->eval_first_join_ms)
             self->eval_first_join_ms = clock_mono_ms();

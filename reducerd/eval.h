@@ -7,6 +7,10 @@
 #include "reducerd/reducer.h"
 
 void eval_on_join(reducer_t *self, zframe_t *route, const ddp_join_t *join);
+/* A gpud that could not start (JOIN `failed`, already logged): the held
+ * gpuds wait for --start-workers less the ones that failed (at least one
+ * joined), not for --start-timeout. */
+void eval_on_failed_start(reducer_t *self);
 /* A PLAN from the trusted loader. */
 void eval_on_plan(reducer_t *self, zframe_t *route, ddp_plan_t *plan);
 /* Called from the loop: ends the job once the plan is accounted for and

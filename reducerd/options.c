@@ -43,7 +43,8 @@ static const option_t s_rows[] = {
                 "first (ddpipe eval passes --workers); 1: each starts as soon as it is ready"),
     OPTION_LONG(T, start_timeout_s, "start-timeout", "S", 30, 1, 86400,
                 "eval: with --start-workers N, start with the gpuds that joined S s after the "
-                "first one did, should fewer than N come"),
+                "first one did, should fewer than N come; a gpud that says it could not start "
+                "(JOIN failed) is not waited for"),
     OPTION_SECTION("training (docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train",
                 "coordinate a training job: WELCOME the gpuds once all --workers ranks joined, "

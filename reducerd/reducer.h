@@ -35,6 +35,9 @@
 /* How often the progress event goes out: the throughput plot and the
  * dashboard sample at this rate (a main-loop tick is at most 200 ms). */
 #define PROGRESS_EVENT_MS 500
+/* distinct gpud names whose failed starts are logged and counted (more:
+ * counted as rejected, unlogged: a JOIN costs nothing to forge) */
+#define REDUCER_MAX_START_FAILED 64
 #include "reducerd/peers.h"
 #include "reducerd/slot.h"
 
@@ -85,6 +88,10 @@ typedef struct reducer {
      * joined or --start-timeout passed since the first; then all go at once */
     bool eval_started;
     int64_t eval_first_join_ms; /* the first gpud JOIN held (0: none yet) */
+    /* gpuds that said they could not start (JOIN `failed`), by name, each
+     * logged once; an eval's hold waits for --start-workers less those */
+    char start_failed[REDUCER_MAX_START_FAILED][DDP_MAX_NAME];
+    int n_start_failed;
     /* training */
     bool gang_formed;           /* all --workers ranks joined and were welcomed */
     uint32_t epoch;             /* the epoch being trained */

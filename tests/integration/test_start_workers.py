@@ -13,6 +13,13 @@ from proto/PROTOCOL.md.
   default: --workers 2 alone (--start-workers 1): a gpud is welcomed at
            its JOIN, as before.
   refused: --start-workers 3 with --workers 2: exit 2, saying why.
+  failed:  --workers 3 --start-workers 3 --start-timeout 600: one gpud
+           joins and is held; a real gpud whose weights file does not
+           exist exits 1 and its JOIN `failed` reaches reducerd, which logs
+           why once (a repeat is not logged again); a third whose start
+           failed too (a fake's JOIN `failed`) ends the hold: the held one
+           is welcomed, rank 0 of 3, long before --start-timeout. A loader
+           JOIN with `failed` is refused as malformed.
 
 Why: with a gpud ready first taking batches at once, a short job (it_exact's
 four batches) was over before the third joined on a loaded machine, and
@@ -85,6 +92,39 @@ try:
     wa = expect_msg(a, WELCOME, log)
     check(wa["rank"] == 0 and wa["world"] == 2, "WELCOME %r" % wa)
     check("--start-workers" not in read(log), "the default held a gpud:\n" + read(log))
+    p.kill()
+
+    # ---- the others could not start: no wait for --start-timeout ---------------
+    p, ep, log = reducerd("failed", ["--workers", "3", "--start-workers", "3",
+                                     "--start-timeout", "600"])
+    a = join(ep, "gpud-a")
+    wait_log(p, log, "1 of --start-workers 3 gpuds joined")
+    g = subprocess.run([os.path.join(BIN, "gpud"), "--reducer", ep, "--loader",
+                        "tcp://127.0.0.1:%d" % free_port(), "--model", "resnet18", "--weights",
+                        os.path.join(wd, "no-such-weights.safetensors"), "--name", "gpud-b",
+                        "--join-timeout", "5"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=120)
+    check(g.returncode == 1 and "no-such-weights" in g.stdout,
+          "gpud with a missing weights file: exit %d\n%s" % (g.returncode, g.stdout))
+    wait_log(p, log, "gpud gpud-b on ")
+    check("could not start: cannot set up model resnet18" in read(log) and
+          "no-such-weights" in read(log), "reducerd's log names why gpud-b failed:\n" + read(log))
+    check(not a.poll(300), "gpud-a was answered with one of three still to come:\n" + read(log))
+    c = new_dealer(ctx, ep, b"gpud-c")
+    for _ in range(2):   # said twice, logged once
+        c.send(pack(JOIN, role=1, pid=os.getpid(), want_rank=-1, name="gpud-c", host="h",
+                    backend="cpu", failed="cannot set up model resnet18: out of device memory"))
+    wa = expect_msg(a, WELCOME, log, timeout=60)
+    check(wa["rank"] == 0 and wa["world"] == 3, "WELCOME %r, want rank 0 of 3" % wa)
+    check("the others could not start: they start now" in read(log) and
+          "--start-timeout" not in read(log).split("could not start: they start now")[1],
+          "the hold ended on the failed starts, not on the timeout:\n" + read(log))
+    check(read(log).count("gpud gpud-c on h") == 1, "gpud-c's failure logged once:\n" + read(log))
+    check(not c.poll(300), "a gpud that failed to start was answered:\n" + read(log))
+    ld = new_dealer(ctx, ep, b"loader-x")
+    ld.send(pack(JOIN, role=2, pid=os.getpid(), want_rank=-1, name="loader-x", host="h",
+                 backend="", failed="nothing"))
+    wait_log(p, log, "rejected JOIN: 'failed' on a loaderd JOIN")
     p.kill()
 
     # ---- more to wait for than the world ---------------------------------------

@@ -40,6 +40,7 @@ static void same_msg(const ddp_msg_t *a, const ddp_msg_t *b)
         CHECK_STR(a->u.join.job, b->u.join.job);
         CHECK(a->u.join.shard == b->u.join.shard && a->u.join.shards == b->u.join.shards);
         CHECK(a->u.join.nccl == b->u.join.nccl);
+        CHECK_STR(a->u.join.failed, b->u.join.failed);
         break;
     case DDP_WELCOME:
         CHECK(a->u.welcome.rank == b->u.welcome.rank && a->u.welcome.world == b->u.welcome.world);
@@ -796,6 +797,42 @@ static void nccl_additions(void)
     CHECK_STR(proto_type_name(DDP_NCCLID), "NCCLID");
 }
 
+/* A gpud that could not start says why in JOIN `failed`: it round-trips,
+ * it is absent from an ordinary JOIN's bytes, only a gpud may say it, and
+ * an unterminated one is refused. */
+static void failed_start(void)
+{
+    char err[256];
+    ddp_msg_t m, out;
+    CHECK(sample_msg(DDP_JOIN, &m) == 0);
+    m.u.join.role = DDP_ROLE_GPUD;
+    zmsg_t *z = proto_encode(&m);
+    CHECK(z && zframe_size(zmsg_first(z)) > 0);
+    static const char key[] = "\xa6" "failed";
+    bool found = false;
+    for (size_t i = 0; z && i + 7 <= zframe_size(zmsg_first(z)) && !found; i++)
+        found = memcmp(zframe_data(zmsg_first(z)) + i, key, 7) == 0;
+    CHECK_MSG(!found, "a JOIN without a failure carries 'failed'");
+    zmsg_destroy(&z);
+    snprintf(m.u.join.failed, sizeof m.u.join.failed, "cannot set up model resnet18: no device");
+    CHECK(proto_validate(&m, err, sizeof err) == 0);
+    z = proto_encode(&m);
+    CHECK(z && proto_decode(z, &out, err, sizeof err) == 0);
+    if (z) {
+        same_msg(&m, &out);
+        ddp_msg_clear(&out);
+    }
+    zmsg_destroy(&z);
+    m.u.join.role = DDP_ROLE_LOADER;
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "only a gpud"),
+              "a loader's failed start refused: %s", err);
+    m.u.join.role = DDP_ROLE_GPUD;
+    memset(m.u.join.failed, 'x', sizeof m.u.join.failed);
+    CHECK_MSG(proto_validate(&m, err, sizeof err) != 0 && strstr(err, "'failed'"),
+              "an unterminated 'failed' refused: %s", err);
+    ddp_msg_clear(&m);
+}
+
 int main(void)
 {
     log_init("test_proto", -1, 0);
@@ -815,5 +852,6 @@ int main(void)
     names();
     sockets();
     nccl_additions();
+    failed_start();
     return check_exit("test_proto_roundtrip");
 }
