@@ -179,6 +179,10 @@ int bk_keep(bk_graph_t *g, bk_tensor_t *t);
 /* Bytes of the tape's activation buffers (values, gradients, the gradient
  * temporary) once compiled; 0 before, or when the graph runs fused. */
 size_t bk_graph_bytes(const bk_graph_t *g);
+/* Residual block ends whose ReLU backward the BatchNorm's backward does
+ * while it runs on the device (gpud/tape_fuse.c), in a compiled training
+ * graph; 0 otherwise. */
+int bk_graph_bwd_fusions(const bk_graph_t *g);
 /* What one training step (bk_forward, bk_backward from loss) of g copies
  * between host and device memory besides its batch and outputs, run on be
  * (g may be a description graph) whose arenas are device memory (cuda;

@@ -57,6 +57,11 @@ typedef struct {
     float *ggamma, *gbeta;         /* backward OUT; NULL: not wanted (frozen) */
     const void *res;               /* forward: y = relu(bn(x) + res) as bn_add_relu
                                     * computes it (the tape's fusion), or NULL */
+    void *gres;                    /* backward, with relu (y: the block end's ReLU
+                                    * output, gy its gradient; the tape's fusion):
+                                    * dy' also stored here as relu_bwd stores it (+0
+                                    * where y <= 0), in the buffer's type, and the
+                                    * gx pass reads it from here; NULL: not stored */
 } bk_bn_train_t;
 
 /* The kernels of every graph (gpud/backend_train.c). Buffers (void *)

@@ -77,6 +77,11 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
                        o->bn.grad_bias);
         break;
     case TO_RELU:
+        if (o->bwd_fused && bn_on_device(g)) {
+            /* done by the BatchNorm before the add (tape_fuse.c), next but one */
+            x->grad_set = 1;
+            return 0;
+        }
         if (gx)
             rc = k->relu_bwd(bg, o->plan, y->val, y->grad, gx);
         break;

@@ -244,6 +244,13 @@ static int dev_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tenso
     int s[4];
     shape_of(x, s);
     bk_bn_train_t t = dev_args(o, x);
+    if (o->bwd_relu) {   /* the block end's ReLU backward too (tape_fuse.c) */
+        const top_t *r = o->bwd_relu;
+        t.relu = 1;
+        t.gres = r->in[0]->grad;
+        return g->k->bn_train_bwd(&g->base, o->plan, x->val, r->out->val, r->out->grad, s, &t,
+                                  gx);
+    }
     return g->k->bn_train_bwd(&g->base, o->plan, x->val, mask_src(o, y), y->grad, s, &t, gx);
 }
 

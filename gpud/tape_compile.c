@@ -416,6 +416,8 @@ int tape_compile(bk_graph_t *g)
     if (reads)
         tape_fuse(g, reads);
     int rc = vars_alloc(g, reads) < 0 || ops_plan(g) < 0 ? -1 : 0;
+    if (rc == 0 && reads)
+        tape_fuse_bwd(g);
     free(reads);
     return rc;
 }

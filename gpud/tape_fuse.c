@@ -1,6 +1,7 @@
-/* tape_fuse — a training graph's forward fusions: an op whose forward the
- * kernel of an earlier op does in the same pass. The ops stay on the
- * tape and their backward is unchanged (but for the dropout's, below);
+/* tape_fuse — a training graph's fusions: an op whose forward the kernel
+ * of an earlier op does in the same pass. The ops stay on the tape and
+ * their backward is unchanged (but for the dropout's and, on the device,
+ * the block end's ReLU's: below);
  * what changes is which op's forward writes which buffer, so a fusion is
  * only taken where no backward reads the value that is no longer stored.
  *
@@ -44,6 +45,22 @@
  * of its own), nor a frozen BatchNorm (its backward is the eval-mode
  * kernel's, which takes no scale). A training graph set to eval runs the
  * BatchNorm's own kernel into the dropout's output (the identity there).
+ *
+ * Backward, the block end relu(bn(x) + residual) (tape_fuse_bwd): the
+ * ReLU's backward (dy' = gy where its output y > 0, else +0, into the
+ * add's gradient, which both of the add's inputs share) is done by the
+ * BatchNorm's gradient-sums pass, which reads gy and y for its sums
+ * anyway and stores dy' as it goes (bk_bn_train_t.gres); the BatchNorm's
+ * second pass reads dy' from there as before. The ReLU's pass (reading two
+ * activations, writing one) is gone; the sums pass writes one activation
+ * more: 14 bytes an element of 16-bit activations instead of 16. Only where
+ * nothing runs between them backward (the BatchNorm right before the add,
+ * whose inputs both share its gradient buffer, so its backward moves
+ * nothing), and only while the BatchNorm runs on the device (bn_on_device:
+ * not SyncBatchNorm's or a bitwise step's host sums, where the ReLU's
+ * backward runs in its place as before). The same bits: dy' is stored as
+ * the ReLU's kernel stores it, and the sums and the second pass read the
+ * same values.
  *
  * The inference plan (graph_plan.c) has its own fusions; a bitwise step's
  * chunks run tape_forward_op and tape_bn_normalize like a plain forward, so
@@ -139,12 +156,52 @@ void tape_fuse(bk_graph_t *g, const int *uses)
     }
 }
 
+/* Whether BN at i (forward-fused with the add at i + 1 and its ReLU at
+ * i + 2) may do the ReLU's backward: the add's backward moves nothing (each
+ * input shares its gradient buffer or needs none) and the ReLU's output
+ * wants a gradient. */
+static int relu_bwd_pair(const bk_graph_t *g, size_t i)
+{
+    if (i + 2 >= g->nops || !backend_bn_on_device(g->base.be))
+        return 0;
+    const top_t *b = &g->ops[i], *a = &g->ops[i + 1], *r = &g->ops[i + 2];
+    if (b->kind != TO_BN || !b->fwd_res || !bn_training(g, b) || a->kind != TO_ADD ||
+        !a->fwd_skip || r->kind != TO_RELU || !r->fwd_skip || r->in[0] != a->out ||
+        b->fwd_out != r->out || !r->out->needs_grad || !a->out->needs_grad || !a->out->grad)
+        return 0;
+    for (int j = 0; j < 2; j++)
+        if (a->in[j]->needs_grad && !a->in[j]->grad_shared)
+            return 0;
+    return a->in[0] == b->out || a->in[1] == b->out;
+}
+
+void tape_fuse_bwd(bk_graph_t *g)
+{
+    if (g->fops || !g->training || g->forward_only || !tape_fuse_enabled())
+        return;
+    for (size_t i = 0; i + 2 < g->nops; i++)
+        if (relu_bwd_pair(g, i)) {
+            g->ops[i].bwd_relu = &g->ops[i + 2];
+            g->ops[i + 2].bwd_fused = 1;
+        }
+}
+
+int bk_graph_bwd_fusions(const bk_graph_t *g)
+{
+    int n = 0;
+    for (size_t i = 0; g && i < g->nops; i++)
+        n += g->ops[i].bwd_relu != NULL;
+    return n;
+}
+
 void tape_fuse_clear(bk_graph_t *g)
 {
     for (size_t i = 0; i < g->nops; i++) {
         g->ops[i].fwd_out = g->ops[i].fwd_res = NULL;
         g->ops[i].fwd_drop = NULL;
         g->ops[i].fwd_skip = 0;
+        g->ops[i].bwd_relu = NULL;
+        g->ops[i].bwd_fused = 0;
     }
     for (size_t i = 0; i < g->nv; i++)
         g->v[i]->no_val = 0;

@@ -101,6 +101,11 @@ typedef struct top {
                                      * (bk_kernels_t.bn_relu_drop; fwd_out is the
                                      * dropout's output), or NULL. The dropout's
                                      * backward is then the BN's (tape_backward.c) */
+    /* ... and its backward fusion (tape_fuse_bwd), taken while the BN runs on
+     * the device (bn_on_device): */
+    struct top *bwd_relu;           /* BN with fwd_res: the block end's ReLU whose
+                                     * backward its own does (bk_bn_train_t.gres), or NULL */
+    int bwd_fused;                  /* ReLU: its backward is done there */
 } top_t;
 
 /* tape_capture.c's state machine of an inference graph's forward:
@@ -260,6 +265,9 @@ int *tape_reads_new(const bk_graph_t *g);
  * buffers are planned (fwd_out, fwd_skip, no_val); uses: tape_reads_new's.
  * tape_fuse_clear undoes them (tape_release). */
 void tape_fuse(bk_graph_t *g, const int *uses);
+/* After the gradient buffers are shared (tape_compile.c share_add_grads):
+ * the residual block end's ReLU backward inside its BatchNorm's. */
+void tape_fuse_bwd(bk_graph_t *g);
 void tape_fuse_clear(bk_graph_t *g);
 /* DDPIPE_TRAIN_FUSE is not 0: the fusions, and the add's gradient shared
  * with a shortcut read elsewhere too (tape_compile.c share_add_grads). */

@@ -21,6 +21,7 @@
 #include "gpud/half.h"
 #include "gpud/bn_math.h"
 #include "gpud/cpu/host_kernels.h"
+#include "gpud/cpu/ref_ops.h"
 #include "gpud/optim/optim_host.h"
 
 #define TAG ((uintptr_t)1 << 62)
@@ -257,6 +258,9 @@ static int d_bn_train_bwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const void *
         bk_ctx_fail(g, "out of memory");
         return -1;
     }
+    if (t->gres && t->relu) {   /* the block end's ReLU backward fused (tape_fuse.c): */
+        ref_relu_bwd(y, gy, t->gres, (size_t)s[0] * c * s[2] * s[3]);   /* dy' stored */
+    }
     R.bn_grad_sums(g->be, x, y, gy, s, t->relu, 1.0f, mean, sum);
     for (size_t i = 0; i < c; i++) {
         sum[c + i] /= bnm_std(var[i], t->eps);
@@ -267,7 +271,9 @@ static int d_bn_train_bwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const void *
         bnm_coeffs(gamma[i], var[i], t->eps, sum[i], sum[c + i], t->count, &co[i], &co[c + i],
                    &co[2 * c + i]);
     }
-    if (gx)
+    if (gx && t->gres)   /* dy' from where the sums' pass stored it */
+        R.bn_grad_apply(g->be, gx, x, NULL, t->gres, s, 0, 1.0f, mean, co, co + c, co + 2 * c);
+    else if (gx)
         R.bn_grad_apply(g->be, gx, x, y, gy, s, t->relu, 1.0f, mean, co, co + c, co + 2 * c);
     free(sum);
     free(co);

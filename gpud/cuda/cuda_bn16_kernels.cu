@@ -322,11 +322,18 @@ __device__ static float masked(const bn16_in<T, L> &v, int l, int relu)
     return relu && !(h16<T>::ld(v.y.v[l]) > 0.0f) ? 0.0f : h16<T>::ld(v.gy.v[l]);
 }
 
-/* sg[l] += dy', sgx[l] += dy' (x - m) */
+/* sg[l] += dy', sgx[l] += dy' (x - m); with gout, dy' stored there as
+ * ckb_relu_bwd stores it (gy's bits, or +0 where y is not > 0) */
 template <typename T, int L>
 __device__ static void grad_terms(double *sg, double *sgx, const bn16_in<T, L> &v,
-                                  const double *m, int relu)
+                                  const double *m, int relu, T *gout)
 {
+    if (gout) {   /* first: its registers free before the double sums */
+        h16v<T, L> o;
+        for (int l = 0; l < L; l++)
+            o.v[l] = relu && !(h16<T>::ld(v.y.v[l]) > 0.0f) ? h16<T>::st(0.0f) : v.gy.v[l];
+        stv<T, L>(gout, o);
+    }
     for (int l = 0; l < L; l++) {
         double d = masked<T, L>(v, l, relu);
         sg[l] += d;
@@ -335,12 +342,13 @@ __device__ static void grad_terms(double *sg, double *sgx, const bn16_in<T, L> &
 }
 
 template <typename T, int L>
-__device__ static void grad_sums(const void *xv, const void *yv, const void *gyv, size_t cnt,
-                                 int c, const float *center, int parts, bn16_grid_t g,
-                                 double *part)
+__device__ static void grad_sums(const void *xv, const void *yv, const void *gyv, void *goutv,
+                                 size_t cnt, int c, const float *center, int parts,
+                                 bn16_grid_t g, double *part)
 {
     __shared__ double sh[L][THREADS];
     const T *x = (const T *)xv, *y = (const T *)yv, *gy = (const T *)gyv;
+    T *gout = (T *)goutv;
     size_t lo, hi;
     int sl, lead, relu = y != NULL, ch = bn16_place<L>(g, cnt, c, parts, &lo, &hi, &sl);
     double sg[L], sgx[L], m[L], o1[L], o2[L];
@@ -352,10 +360,12 @@ __device__ static void grad_sums(const void *xv, const void *yv, const void *gyv
         for (int u = 0; u < UNROLL(L); u++)
             v[u] = bn16_load<T, L>(x, y, gy, (j + (size_t)u * ROWS) * c + ch);
         for (int u = 0; u < UNROLL(L); u++)
-            grad_terms<T, L>(sg, sgx, v[u], m, relu);
+            grad_terms<T, L>(sg, sgx, v[u], m, relu,
+                             gout ? gout + (j + (size_t)u * ROWS) * c + ch : NULL);
     }
     for (; ch >= 0 && j < hi; j += ROWS)
-        grad_terms<T, L>(sg, sgx, bn16_load<T, L>(x, y, gy, j * c + ch), m, relu);
+        grad_terms<T, L>(sg, sgx, bn16_load<T, L>(x, y, gy, j * c + ch), m, relu,
+                         gout ? gout + j * c + ch : NULL);
     bn16_rows<L>(sh, sg, o1, &lead);
     bn16_rows<L>(sh, sgx, o2, &lead);
     for (int l = 0; lead && ch >= 0 && l < L; l++) {   /* rows [0, c): sum dy'; [c, 2c) */
@@ -365,32 +375,34 @@ __device__ static void grad_sums(const void *xv, const void *yv, const void *gyv
 }
 
 template <typename T>
-__global__ static void k16_grad_sums(const void *x, const void *y, const void *gy, size_t cnt,
-                                     int c, const float *center, int parts, bn16_grid_t g,
-                                     double *part)
+__global__ static void k16_grad_sums(const void *x, const void *y, const void *gy, void *gout,
+                                     size_t cnt, int c, const float *center, int parts,
+                                     bn16_grid_t g, double *part)
 {
-    grad_sums<T, 1>(x, y, gy, cnt, c, center, parts, g, part);
+    grad_sums<T, 1>(x, y, gy, gout, cnt, c, center, parts, g, part);
 }
 
 template <typename T>
 __global__ static void TWO_BLOCKS k16_grad_sums8(const void *x, const void *y, const void *gy,
-                                                 size_t cnt, int c, const float *center,
-                                                 int parts, bn16_grid_t g, double *part)
+                                                 void *gout, size_t cnt, int c,
+                                                 const float *center, int parts, bn16_grid_t g,
+                                                 double *part)
 {
-    grad_sums<T, 8>(x, y, gy, cnt, c, center, parts, g, part);
+    grad_sums<T, 8>(x, y, gy, gout, cnt, c, center, parts, g, part);
 }
 
 cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void *y,
-                             const void *gy, int npix, int c, const float *center, double *out,
-                             double *part)
+                             const void *gy, void *gout, int npix, int c, const float *center,
+                             double *out, double *part)
 {
-    int parts = ckb_sum_parts((size_t)npix), L = lanes8(c, x, y, gy, gy) ? 8 : 1;
+    int parts = ckb_sum_parts((size_t)npix),
+        L = lanes8(c, x, y, gy, gout ? gout : gy) ? 8 : 1;
     unsigned blocks;
     bn16_grid_t g = bn16_grid(c / L, parts, &blocks);
-    cudaError_t e = L == 8 ? LAUNCH16_GRID(fp16, k16_grad_sums8, blocks, x, y, gy, (size_t)npix,
-                                           c, center, parts, g, part)
-                           : LAUNCH16_GRID(fp16, k16_grad_sums, blocks, x, y, gy, (size_t)npix,
-                                           c, center, parts, g, part);
+    cudaError_t e = L == 8 ? LAUNCH16_GRID(fp16, k16_grad_sums8, blocks, x, y, gy, gout,
+                                           (size_t)npix, c, center, parts, g, part)
+                           : LAUNCH16_GRID(fp16, k16_grad_sums, blocks, x, y, gy, gout,
+                                           (size_t)npix, c, center, parts, g, part);
     return e != cudaSuccess ? e : sum_slices(s, part, 2 * c, parts, out);
 }
 

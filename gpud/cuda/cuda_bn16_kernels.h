@@ -18,6 +18,8 @@
  *                  that value plus res as ckb_add sums it, then the ReLU;
  *   ckb_bn_grad_sums   out[0, c) = sum dy', out[c, 2c) = sum dy' (x - center),
  *                  dy' = gy, or gy where y > 0 (y non-NULL: the fused ReLU);
+ *                  with gout, dy' also stored there as ckb_relu_bwd would
+ *                  (the block end's ReLU backward fused, tape_fuse.c);
  *   ckb_bn_grad_apply  gx = bf16(scale dy' + a (x - center) + b).
  * part: ckb_sum_parts(n * hw) doubles per output sum (slice-major). Each enqueues on s
  * and returns the launch status; 16-byte loads of 8 channels where c is a
@@ -39,8 +41,8 @@ cudaError_t ckb_bn_apply(cudaStream_t s, int fp16, void *y, const void *x, int n
                          const float *gamma, const float *beta, const float *mean,
                          const float *var, float eps, int relu, const void *res);
 cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void *y,
-                             const void *gy, int npix, int c, const float *center, double *out,
-                             double *part);
+                             const void *gy, void *gout, int npix, int c, const float *center,
+                             double *out, double *part);
 cudaError_t ckb_bn_grad_apply(cudaStream_t s, int fp16, void *gx, const void *x, const void *y,
                               const void *gy, int npix, int c, const float *center,
                               const float *scale, const float *a, const float *b);

@@ -678,15 +678,18 @@ cudaError_t ck_bn_bwd_data(cudaStream_t s, float *gx, const float *x, const floa
 }
 
 __global__ static void k_bn_grad_sums(const float *x, const float *y, const float *gy,
-                                      size_t cnt, int c, int hw, const float *center,
-                                      int parts, double *part)
+                                      float *gout, size_t cnt, int c, int hw,
+                                      const float *center, int parts, double *part)
 {
     size_t lo, hi;
     int ch = slice_of(cnt, parts, &lo, &hi);
     double sg = 0.0, sgx = 0.0, m = center[ch];
     for (chan_walk_t w = chan_walk(lo + threadIdx.x, ch, c, hw); w.j < hi; chan_next(&w)) {
         size_t at = w.at;
-        double g = masked(y, gy, at);
+        float d = masked(y, gy, at);
+        if (gout)   /* as ck_relu_bwd stores it */
+            gout[at] = d;
+        double g = d;
         sg += g;
         sgx += g * (x[at] - m);
     }
@@ -699,12 +702,13 @@ __global__ static void k_bn_grad_sums(const float *x, const float *y, const floa
 }
 
 cudaError_t ck_bn_grad_sums(cudaStream_t s, const float *x, const float *y, const float *gy,
-                            int n, int c, int hw, const float *center, double *out,
+                            float *gout, int n, int c, int hw, const float *center, double *out,
                             double *part)
 {
     size_t cnt = (size_t)n * hw;
     int parts = ck_sum_parts(cnt);
-    k_bn_grad_sums<<<c * parts, THREADS, 0, s>>>(x, y, gy, cnt, c, hw, center, parts, part);
+    k_bn_grad_sums<<<c * parts, THREADS, 0, s>>>(x, y, gy, gout, cnt, c, hw, center, parts,
+                                                 part);
     k_sum_rows<<<blocks_for((size_t)2 * c), THREADS, 0, s>>>(part, 2 * c, parts, out);
     return cudaGetLastError();
 }

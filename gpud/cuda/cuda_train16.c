@@ -664,8 +664,8 @@ static int h_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void 
     const void *mask = t->relu ? y : NULL;
     cudaStream_t s = stream_of(g->be);
     if (cu_sticky(g) < 0 ||
-        cu_check(g, ckb_bn_grad_sums(s, f16(g->be), x, mask, gy, npix, c, mean, p->sums,
-                                     p->sums + 2 * (size_t)c),
+        cu_check(g, ckb_bn_grad_sums(s, f16(g->be), x, mask, gy, t->gres, npix, c, mean,
+                                     p->sums, p->sums + 2 * (size_t)c),
                  "16-bit batch-norm gradient sums") < 0 ||
         cu_check(g, ck_bn_grad_finish(s, p->sums, c, t->gamma, var, t->eps, t->count, t->ggamma,
                                       t->gbeta, p->coef),
@@ -673,6 +673,8 @@ static int h_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void 
         return -1;
     if (!gx)
         return 0;
+    if (t->gres)   /* dy' stored by the sums (the ReLU's backward fused) */
+        mask = NULL, gy = t->gres;
     return cu_check(g, ckb_bn_grad_apply(s, f16(g->be), gx, x, mask, gy, npix, c, mean, p->coef,
                                          p->coef + c, p->coef + 2 * (size_t)c),
                     "16-bit batch-norm gradient kernel");
@@ -729,7 +731,7 @@ static void h_bn_grad_sums(backend_t *be, const void *x, const void *y, const vo
                                    &dcen);   /* the 2c sums, then their partials */
     if (!dsum)
         return;
-    cu_note(be, ckb_bn_grad_sums(stream_of(be), f16(be), x, relu ? y : NULL, gy, npix4(s),
+    cu_note(be, ckb_bn_grad_sums(stream_of(be), f16(be), x, relu ? y : NULL, gy, NULL, npix4(s),
                                  (int)c, dcen, dsum, dsum + 2 * c),
             "16-bit batch-norm gradient sums");
     cu_down_be_n(be, BN(be), out, dsum, 2 * c * sizeof(double));

@@ -15,6 +15,9 @@
  * bk_forward_backward (a recorded pass on cuda):
  *   - the losses, logits, the input's gradient and every parameter and
  *     running statistic after every step are the same bits;
+ *   - on cuda both block ends' ReLU backward is done by their BatchNorm's
+ *     gradient-sums pass (bk_graph_bwd_fusions; tape_fuse.c), which stores
+ *     the ReLU's gradient for the add's inputs;
  *   - the fused graph holds exactly the activations it no longer stores
  *     fewer (each fused BatchNorm's output and sum, each fused add's sum,
  *     and the identity shortcut's gradient, which shares its add's:
@@ -225,7 +228,8 @@ static void net_step(net_t *t, int step, int pass, outs_t *o)
 static void run_case(const char *precision, int half_act, int sync, int pass, int bn_fused,
                      size_t esize)
 {
-    int drop_fused = strcmp(precision, "fp32") == 0 && strcmp(test_backend, "cuda") != 0;
+    int cuda = strcmp(test_backend, "cuda") == 0;
+    int drop_fused = strcmp(precision, "fp32") == 0 && !cuda;
     net_t a, b;
     net_build(&a, precision, sync, half_act, 0);
     net_build(&b, precision, sync, half_act, 1);
@@ -239,6 +243,13 @@ static void run_case(const char *precision, int half_act, int sync, int pass, in
           bn_fused ? "BatchNorm + add + ReLU" : "add + ReLU",
           drop_fused ? ", BatchNorm + dropout" : "");
     printf("%s: activation bytes %zu fused, %zu unfused\n", tag, bb, ba);
+    /* the two block ends' ReLU backward marked for their BatchNorm's where
+     * it can run on the device (cuda; with SyncBatchNorm's host sums the
+     * ReLU's own backward runs at run time: sync 1 checks that path) */
+    int want_bwd = cuda && bn_fused ? 2 : 0;
+    CHECK(bk_graph_bwd_fusions(b.g) == want_bwd && bk_graph_bwd_fusions(a.g) == 0,
+          "%s: %d block ends' ReLU backward fused (unfused graph %d), want %d", tag,
+          bk_graph_bwd_fusions(b.g), bk_graph_bwd_fusions(a.g), want_bwd);
     for (int st = 0; st < STEPS; st++) {
         outs_t oa, ob;
         net_step(&a, st, pass, &oa);

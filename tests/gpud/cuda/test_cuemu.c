@@ -306,7 +306,7 @@ static void check_batchnorm(int NB, int HW)
         dy = fmax(dy, fabs((double)y[i] - yr[i])), my = fmax(my, fabs((double)yr[i]));
     CHECK(dy <= 1e-6 * my, "normalised (+ ReLU): max diff %.3g of %.3g", dy, my);
 
-    CHECK(ck_bn_grad_sums(0, x, y, gy, NB, C, HW, mean, sa, part) == cudaSuccess, "launch");
+    CHECK(ck_bn_grad_sums(0, x, y, gy, NULL, NB, C, HW, mean, sa, part) == cudaSuccess, "launch");
     hk_bn_grad_sums(x, y, gy, s, 1, 1.0f, mean, sb, 0, 1);
     near("gradient sums", sa, sb, 2 * C, 1e-12);
     memcpy(sa, sb, sizeof sb);
@@ -759,10 +759,19 @@ static void check_bn16_sums(int fp16, int npix, int C)
             bad += memcmp(&out[ch], &want, 8) != 0;
         }
     }
-    /* the fused ReLU's mask: x's own sign stands in for y */
+    /* the fused ReLU's mask: x's own sign stands in for y; masked, dy' is
+     * stored too (the block end's ReLU backward fused, tape_fuse.c) and
+     * must be ckb_relu_bwd's bits */
+    uint16_t *gout = malloc(n * 2), *relu = malloc(n * 2);
+    REQUIRE(gout && relu, "alloc");
+    CHECK(ckb_relu_bwd(0, fp16, relu, x, gy, n) == cudaSuccess, "launch");
     for (int masked = 0; masked < 2; masked++) {
-        CHECK(ckb_bn_grad_sums(0, fp16, x, masked ? x : NULL, gy, npix, C, center, out, part) ==
-                  cudaSuccess, "launch");
+        memset(gout, 0xa5, n * 2);
+        CHECK(ckb_bn_grad_sums(0, fp16, x, masked ? x : NULL, gy, masked ? gout : NULL, npix, C,
+                               center, out, part) == cudaSuccess, "launch");
+        if (masked)
+            CHECK(memcmp(gout, relu, n * 2) == 0, "%s bn sums (%d x %d): the stored dy' is not "
+                  "the ReLU backward's bits", fp16 ? "fp16" : "bf16", npix, C);
         for (int ch = 0; ch < C; ch++) {
             const uint16_t *y = masked ? x : NULL;
             double sg = slices16(fp16, x, y, gy, npix, C, ch, center[ch], 2);
@@ -778,6 +787,8 @@ static void check_bn16_sums(int fp16, int npix, int C)
     free(center);
     free(x);
     free(gy);
+    free(gout);
+    free(relu);
     free(out);
     free(part);
 }
