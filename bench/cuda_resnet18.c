@@ -29,10 +29,13 @@
  * bf16: --precision bf16 (eval: the inference plan in bf16 NHWC on tensor
  * cores, gpud/cuda/cuda_infer.c; train: autocast's rounding points on fp32
  * buffers, convolutions on TF32 tensor cores, docs/CUDA.md "bf16 training").
- * fp16: train only, the same with fp16 values and gpud's dynamic loss
+ * fp16: train, the same with fp16 values and gpud's dynamic loss
  * scaling per step (the loss's gradient times S, the device scan for
  * inf/NaN, the unscale, GradScaler's update: docs/FP16.md), the peer of
- * cuda_resnet18_torch.py --mode cl-amp (autocast float16 + GradScaler).
+ * cuda_resnet18_torch.py --mode cl-amp (autocast float16 + GradScaler);
+ * eval, the tape on fp16 NHWC buffers with autocast's rounding points (no
+ * inference plan, no BatchNorm folded: docs/FP16.md), the peer of cl-amp's
+ * eval.
  *
  * Prints one line: "ddpipe-cuda ARCH MODE img/s=X ... device=NAME".
  */
@@ -94,11 +97,6 @@ static int parse(int argc, char **argv, opts_t *o)
         strcmp(o->precision, "bf16") && strcmp(o->precision, "fp16")) {
         fprintf(stderr, "cuda_resnet18: --precision %s: fp32, tf32, bf16 or fp16\n",
                 o->precision);
-        return -1;
-    }
-    if (strcmp(o->precision, "fp16") == 0 && strcmp(o->mode, "train") != 0) {
-        fprintf(stderr, "cuda_resnet18: --precision fp16 is a training bench (fp16 eval runs "
-                "the tape, docs/FP16.md)\n");
         return -1;
     }
     return 0;
@@ -214,7 +212,7 @@ int main(int argc, char **argv)
            o.batch, o.iters, o.size, o.precision, device);
     if (o.micro)
         printf(" micro_batch=%ld", o.micro);
-    if (fp16)
+    if (fp16 && train)
         printf(" skipped_steps=%lld loss_scale=%g", (long long)ls.skipped, (double)ls.scale);
     printf("\n");
     optim_destroy(&sgd);

@@ -294,10 +294,10 @@ for what in eval train; do
     # bf16: eval as the inference plan, train on bf16 NHWC activations
     # (cuda_train16.c: bf16 tensor-core convolutions; docs/CUDA.md "bf16
     # training"); its peer is autocast bf16
-    precs="fp32 tf32 bf16" modes="eager cl-amp cl-bf16"
-    # fp16 trains with dynamic loss scaling (docs/FP16.md); its peer is
-    # cl-amp (autocast float16 + GradScaler); fp16 eval runs the tape
-    [ "$what" = train ] && precs="$precs fp16"
+    # fp16 trains with dynamic loss scaling (docs/FP16.md) and evaluates on
+    # the tape (fp16 NHWC buffers, autocast's rounding points, no inference
+    # plan); its peer is cl-amp (autocast float16, + GradScaler in training)
+    precs="fp32 tf32 bf16 fp16" modes="eager cl-amp cl-bf16"
     for prec in $precs; do
         step "bench ddpipe $what $prec" "bench-ddpipe-$what-$prec.log" \
             "$BUILD/bench/cuda_resnet18" "$what" --batch 256 --iters "$ITERS" --precision "$prec"
