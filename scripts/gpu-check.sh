@@ -32,10 +32,12 @@
 # (DDPIPE_CUDNN_TUNE=1: what tuning gains, what determinism costs), per-op
 # device timing of the bf16 and fp32 passes (DDPIPE_CUDA_PROFILE=1, their
 # summary lines kept), the end-to-end JPEG bench and the bf16 demo course,
-# then A/Bs: CUDA graphs off (DDPIPE_CUDA_GRAPHS=0), cuDNN's graph API off
-# (DDPIPE_CUDNN_GRAPH=0), the legacy calls' benchmark (DDPIPE_CUDA_ALGO=find),
-# last the host CPU's native bf16 training (AMX there: the cpu backend's
-# 16-bit activations, bit for bit and timed)
+# ResNet-50's training step, the host CPU's native bf16 training (AMX
+# there: the cpu backend's 16-bit activations, bit for bit and timed), then
+# A/Bs measured before: CUDA graphs off (DDPIPE_CUDA_GRAPHS=0), cuDNN's
+# graph API off (DDPIPE_CUDNN_GRAPH=0), the legacy calls' benchmark
+# (DDPIPE_CUDA_ALGO=find), the NCCL 2-process job where the machine's NCCL
+# allows it, and last PyTorch's eval under torch.compile
 # (ordered by what the next decision needs: the budget drops the last
 # first). Prints a summary and writes one JSON record of the
 # run to bench/gpu/<UTC date>-<short sha>.json (a rerun the same day at the
@@ -424,14 +426,6 @@ else
     note NOTRUN "demo course cuda bf16 vs fp32 (val top-1)" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
 fi
 
-# --- measured on 2026-11-29 and not the next decision: after the demo
-# course, so the budget drops them first
-# --- bf16 training on the fp32 buffers of before (DDPIPE_HALF_ACTIVATIONS=0:
-# TF32 convolutions on bf16 values, the engine rounding every activation),
-# beside the bf16 NHWC activations above: what the 16-bit buffers gain
-variant_step "bench ddpipe train bf16 fp32 buffers" \
-    bench-ddpipe-train-bf16-f32buf.log fp32-buffers train bf16 DDPIPE_HALF_ACTIVATIONS=0
-
 # --- the ResNet-50 training step in bf16 (the issue's second training bar)
 # against PyTorch's channels_last + autocast bf16; fewer iterations (a
 # step is about 4x ResNet-18's)
@@ -443,6 +437,37 @@ if [ -n "$PY" ]; then
         env -u LD_LIBRARY_PATH "$PY" bench/cuda_resnet18_torch.py train --arch resnet50 --batch 256 --iters 5 --mode cl-bf16
     bench_line "$OUT/bench-torch-resnet50-train-cl-bf16.log" >> "$BENCH"
 fi
+
+# --- the host CPU (AMX on these machines): the cpu backend's native bf16
+# training on 16-bit activations (docs/BF16.md "16-bit activations"), bit
+# for bit against its fp32 buffers, then a ResNet-18 step in its variants
+# and PyTorch's autocast, same run: cpu-host.txt, the record's cpu_host
+CPUH=$OUT/cpu-host.txt
+: > "$CPUH"
+step "cpu host: native bf16 on 16-bit activations" cpu-half-store.log \
+    env DDPIPE_SRC="$PWD" "$BUILD/tests/gpud/test_half_store" cpu
+cpu_bench() {   # cpu_bench TAG VAR=VALUE...: one bf16 train step line, tagged
+    tag=$1; shift
+    budget_left "cpu host train bf16 $tag" || return 0
+    env "$@" timeout 120 "$BUILD/bench/train_resnet18" --bf16 --batch 32 --threads "$(nproc)" \
+        --iters 3 --warmup 1 2>&1 | grep 'img/s' | sed "s|^|$tag: |" >> "$CPUH"
+}
+cpu_bench default
+cpu_bench native-any-layout DDPIPE_BF16_LAYOUT=any
+cpu_bench native-fp32-buffers DDPIPE_HALF_ACTIVATIONS=0
+cpu_bench emulated DDPIPE_BF16=emulated
+if [ -n "$PY" ] && budget_left "cpu host torch train bf16"; then
+    timeout 120 "$PY" bench/train_resnet18_torch.py --bf16 --batch 32 --threads "$(nproc)" \
+        --iters 3 --warmup 1 2>&1 | grep 'img/s' | sed 's|^|torch-autocast: |' >> "$CPUH"
+fi
+note INFO "cpu host bf16 train" "$(grep -c img/s "$CPUH") lines in $CPUH"
+# --- measured on 2026-11-29 and not the next decision: after the
+# ResNet-50 bar and the host CPU's figures, so the budget drops them first
+# --- bf16 training on the fp32 buffers of before (DDPIPE_HALF_ACTIVATIONS=0:
+# TF32 convolutions on bf16 values, the engine rounding every activation),
+# beside the bf16 NHWC activations above: what the 16-bit buffers gain
+variant_step "bench ddpipe train bf16 fp32 buffers" \
+    bench-ddpipe-train-bf16-f32buf.log fp32-buffers train bf16 DDPIPE_HALF_ACTIVATIONS=0
 
 # fp16 runs the same 16-bit NHWC table as bf16: their gap is cuDNN's
 profile_step train fp16
@@ -492,29 +517,6 @@ if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-
 else
     note NOTRUN "gpud + NCCL 2-process training" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
 fi
-# --- the host CPU (AMX on these machines): the cpu backend's native bf16
-# training on 16-bit activations (docs/BF16.md "16-bit activations"), bit
-# for bit against its fp32 buffers, then a ResNet-18 step in its variants
-# and PyTorch's autocast, same run: cpu-host.txt, the record's cpu_host
-CPUH=$OUT/cpu-host.txt
-: > "$CPUH"
-step "cpu host: native bf16 on 16-bit activations" cpu-half-store.log \
-    env DDPIPE_SRC="$PWD" "$BUILD/tests/gpud/test_half_store" cpu
-cpu_bench() {   # cpu_bench TAG VAR=VALUE...: one bf16 train step line, tagged
-    tag=$1; shift
-    budget_left "cpu host train bf16 $tag" || return 0
-    env "$@" timeout 120 "$BUILD/bench/train_resnet18" --bf16 --batch 32 --threads "$(nproc)" \
-        --iters 3 --warmup 1 2>&1 | grep 'img/s' | sed "s|^|$tag: |" >> "$CPUH"
-}
-cpu_bench default
-cpu_bench native-any-layout DDPIPE_BF16_LAYOUT=any
-cpu_bench native-fp32-buffers DDPIPE_HALF_ACTIVATIONS=0
-cpu_bench emulated DDPIPE_BF16=emulated
-if [ -n "$PY" ] && budget_left "cpu host torch train bf16"; then
-    timeout 120 "$PY" bench/train_resnet18_torch.py --bf16 --batch 32 --threads "$(nproc)" \
-        --iters 3 --warmup 1 2>&1 | grep 'img/s' | sed 's|^|torch-autocast: |' >> "$CPUH"
-fi
-note INFO "cpu host bf16 train" "$(grep -c img/s "$CPUH") lines in $CPUH"
 # --- last, as the issue asks it "if it fits the window": the eval bar's
 # peer under torch.compile (inductor, default mode); its compilation
 # (compile_s in its line) bounded by COMPILE_S seconds
