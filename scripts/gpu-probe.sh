@@ -19,8 +19,9 @@
 #   without deterministic cuDNN; PyTorch's ResNet-18 step under torch.compile;
 # - gpud_cuda_fused and gpud_cuda_bf16, verbose (plan counts, cuDNN's
 #   fallbacks, bf16 against the ref backend);
-# - each kernel's device time over one eval and one training step (Nsight
-#   Compute, where the machine lets it read the GPU), the 15 longest.
+# - each kernel's device time over one eval and one training step of
+#   ResNet-18 and one of ResNet-50 (Nsight Compute, where the machine lets
+#   it read the GPU), the 15 longest of each.
 # Every result line goes to DIR/probe.txt, the logs into DIR/logs.tar.gz
 # (a device call returns 8 files). Each step is bounded (PROBE_STEP_S, 100),
 # and no step starts after PROBE_BUDGET seconds (300).
@@ -127,10 +128,16 @@ grep -E 'plans:|graph vs|CHECK|vs ref bf16|space-to-depth|top-1 equal|Passed|Fai
     "$OUT/logs/ctest.log" 2>/dev/null | sed 's/^[0-9]*: //; s/^/ctest: /' | head -n 60 >> "$R"
 # Nsight Compute (last: the slowest): one warm-up and one timed step, each kernel's duration
 if command -v ncu > /dev/null 2>&1; then
-    for what in eval train; do
+    # (last, ResNet-50's training step: where its 0.64x goes, kernel by kernel)
+    for what in eval train r50-train; do
         time_left "ncu-$what" || continue
+        case $what in
+            r50-train) args="train --arch resnet50" ;;
+            *) args=$what ;;
+        esac
+        # shellcheck disable=SC2086 # args is two words or one
         timeout "$S" ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-            --print-units base "$B" "$what" --batch 256 --iters 1 --warmup 1 --precision bf16 \
+            --print-units base "$B" $args --batch 256 --iters 1 --warmup 1 --precision bf16 \
             > "$OUT/logs/ncu-$what.csv" 2> "$OUT/logs/ncu-$what.err"
         "$PY" - "$OUT/logs/ncu-$what.csv" "$what" >> "$R" 2>&1 <<'PYX'
 import csv, sys, collections
