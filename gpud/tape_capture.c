@@ -1,4 +1,5 @@
-/* tape_capture — an inference graph's forward, or a training graph's
+/* tape_capture — an eval graph's forward (its inference plan, or the tape
+ * where the precision has none), or a training graph's
  * whole pass (forward and backward, tape_pass.c), recorded once and replayed
  * (CUDA graphs, on backends with bk_ops_t.graphs; docs/CUDA.md "CUDA
  * graphs"). The first forward runs op by op, so that everything a kernel
@@ -44,9 +45,12 @@ static int pass_recordable(const bk_graph_t *g)
     return 1;
 }
 
-/* A graph the backend may record: an eval-mode inference graph whose ops
- * take nothing from the host per call (no labels: no CE; no dropout mask
- * ids), or a training pass (pass_recordable), and whose time is not being
+/* A graph the backend may record: an eval-mode forward-only graph whose
+ * ops take nothing from the host per call (no labels: no CE; no dropout
+ * mask ids), run as its inference plan (fops) or as the tape (a precision
+ * without one: fp16, whose eval keeps autocast's rounding points on the
+ * tape; its BatchNorms normalise with the running statistics in place),
+ * or a training pass (pass_recordable), and whose time is not being
  * measured op by op. */
 static int recordable(const bk_graph_t *g)
 {
@@ -54,11 +58,12 @@ static int recordable(const bk_graph_t *g)
         return 0;
     if (g->cap.pass)
         return pass_recordable(g);
-    if (!g->fops || g->training || !g->forward_only)
+    if (g->training || !g->forward_only)
         return 0;
-    for (size_t i = 0; i < g->nfops; i++)
-        if (g->fops[i].kind == TO_CE || (g->fops[i].kind == TO_DROPOUT &&
-                                         drop_p(g, &g->fops[i]) != 0.0f))
+    const top_t *ops = g->fops ? g->fops : g->ops;
+    size_t n = g->fops ? g->nfops : g->nops;
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].kind == TO_CE || (ops[i].kind == TO_DROPOUT && drop_p(g, &ops[i]) != 0.0f))
             return 0;
     return 1;
 }

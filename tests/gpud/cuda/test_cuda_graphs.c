@@ -20,6 +20,8 @@
  * the step, the model's num_batches_tracked counted once a step on both
  * (it is the model's, outside the recording), and at least
  * one recording and 4 replays of the pass with none failed.
+ * fp16's eval, which runs the tape (no inference plan), recorded and
+ * replayed alike: 4 forwards, the same logits as op by op.
  * And an eval call of several micro-batches (model_forward.c stages micro-
  * batch i + 1's bytes before it reads micro-batch i's logits): 19 uint8
  * samples, three micro-batches, the last one short, give the logits of
@@ -45,15 +47,22 @@
 #define MB 8
 #define HW 64
 
-static model_t *open_model(void)
+/* fp16: eval on the tape (no inference plan), fp16 NHWC buffers */
+static model_t *open_model_as(int fp16)
 {
     char path[1024], err[512] = "";
-    model_opts_t o = {.arch = "resnet18", .threads = 1, .micro_batch = MB, .train = 1};
+    model_opts_t o = {.arch = "resnet18", .threads = 1, .micro_batch = MB, .train = 1,
+                      .fp16 = fp16};
     model_t *m = model_new(&o, "cuda",
                            tc_src("tests/golden/resnet18.safetensors", path, sizeof path), err,
                            sizeof err);
-    REQUIRE(m, "model_new(resnet18, cuda): %s", err);
+    REQUIRE(m, "model_new(resnet18, cuda%s): %s", fp16 ? ", fp16" : "", err);
     return m;
+}
+
+static model_t *open_model(void)
+{
+    return open_model_as(0);
 }
 
 /* graphs 0: the forward with DDPIPE_CUDA_GRAPHS=0 */
@@ -344,6 +353,24 @@ static void forward_u8(model_t *m, int overlap, const uint8_t *px, int n, float 
     REQUIRE(rc == 0, "forward_u8 (overlap %d, %d samples): %s", overlap, n, err);
 }
 
+/* fp16 eval runs the tape (autocast's rounding points, no inference plan):
+ * its forward is recorded and replayed as the plan's is, the same bits as
+ * op by op, following the input, none failed. */
+static void check_tape_eval(void)
+{
+    model_t *on = open_model_as(1), *off = open_model_as(1);
+    cuda_graph_counts_t c0 = cuda_graph_counts();
+    same(on, off, 0, 4, NULL, NULL);
+    cuda_graph_counts_t c1 = cuda_graph_counts();
+    printf("fp16 eval on the tape: recorded %lu, replayed %lu, failed %lu\n",
+           c1.captured - c0.captured, c1.replayed - c0.replayed, c1.failed - c0.failed);
+    CHECK(c1.captured > c0.captured && c1.replayed >= c0.replayed + 2 && c1.failed == c0.failed,
+          "fp16 eval on the tape: recorded %lu, replayed %lu, failed %lu (want >= 1, >= 2, 0)",
+          c1.captured - c0.captured, c1.replayed - c0.replayed, c1.failed - c0.failed);
+    model_destroy(&on);
+    model_destroy(&off);
+}
+
 static void check_eval_overlap(void)
 {
     enum { N = 2 * MB + 3 };
@@ -412,6 +439,7 @@ int main(void)
     model_destroy(&off);
     free(x);
     free(first);
+    check_tape_eval();
     check_eval_overlap();
     check_training_pass();
     check_train_overlap();
