@@ -90,15 +90,17 @@ def main():
         if cuda:
             torch.cuda.synchronize()
 
+    # at least one warm-up: cl-bf16-compile's compilation, timed apart
+    warm = max(a.warmup, 1)
     times, first = [], None
-    for it in range(max(a.warmup, 1) + a.iters):
+    for it in range(warm + a.iters):
         sync()
         t = time.perf_counter()
         step()
         sync()
         if it == 0:
             first = time.perf_counter() - t
-        if it >= max(a.warmup, 1):
+        if it >= warm:
             times.append(time.perf_counter() - t)
     name = torch.cuda.get_device_name(0) if cuda else "cpu"
     extra = "compile_s=%.1f " % first if a.mode == "cl-bf16-compile" else ""

@@ -122,7 +122,7 @@ typedef struct {
     uint8_t nccl;
     /* optional, gpud: it could not start and says why (its model, weights
      * or device); reducerd logs it and, in eval, stops holding the other
-     * gpuds for it (docs/JOBS.md "--start-workers"); no WELCOME follows */
+     * gpuds for it (docs/ELASTIC.md "Joining"); no WELCOME follows */
     char failed[DDP_MAX_FAILED];
 } ddp_join_t;
 

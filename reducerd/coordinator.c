@@ -24,12 +24,12 @@
  * may restart it); the launcher ends a job whose rank failed to start. */
 static void on_failed_start(reducer_t *self, zframe_t *route, const ddp_join_t *join)
 {
-    char who[64];
-    trust_peer_label(self, route, who, sizeof who);
     for (int i = 0; i < self->n_start_failed; i++)
         if (strcmp(self->start_failed[i], join->name) == 0)
             return;   /* said already */
     if (self->n_start_failed == REDUCER_MAX_START_FAILED) {
+        char who[64];
+        trust_peer_label(self, route, who, sizeof who);
         trust_reject(self, who, "JOIN", "a failed start of '%s', past %d distinct names",
                      join->name, REDUCER_MAX_START_FAILED);
         return;

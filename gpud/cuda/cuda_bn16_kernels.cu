@@ -316,10 +316,17 @@ __device__ static bn16_in<T, L> bn16_load(const T *x, const T *y, const T *gy, s
     return v;
 }
 
+/* Whether the fused ReLU zeroes lane l's gradient (its output not > 0). */
+template <typename T, int L>
+__device__ static bool relu_drops(const bn16_in<T, L> &v, int l, int relu)
+{
+    return relu && !(h16<T>::ld(v.y.v[l]) > 0.0f);
+}
+
 template <typename T, int L>
 __device__ static float masked(const bn16_in<T, L> &v, int l, int relu)
 {
-    return relu && !(h16<T>::ld(v.y.v[l]) > 0.0f) ? 0.0f : h16<T>::ld(v.gy.v[l]);
+    return relu_drops<T, L>(v, l, relu) ? 0.0f : h16<T>::ld(v.gy.v[l]);
 }
 
 /* sg[l] += dy', sgx[l] += dy' (x - m); with gout, dy' stored there as
@@ -331,7 +338,7 @@ __device__ static void grad_terms(double *sg, double *sgx, const bn16_in<T, L> &
     if (gout) {   /* first: its registers free before the double sums */
         h16v<T, L> o;
         for (int l = 0; l < L; l++)
-            o.v[l] = relu && !(h16<T>::ld(v.y.v[l]) > 0.0f) ? h16<T>::st(0.0f) : v.gy.v[l];
+            o.v[l] = relu_drops<T, L>(v, l, relu) ? h16<T>::st(0.0f) : v.gy.v[l];
         stv<T, L>(gout, o);
     }
     for (int l = 0; l < L; l++) {
