@@ -239,6 +239,21 @@ void bk_graph_set_allreduce(bk_graph_t *g, bk_allreduce_fn fn, void *ctx);
  * fn NULL: off (default). */
 typedef void (*bk_grad_ready_fn)(void *ctx, const float *grad);
 void bk_graph_set_grad_ready(bk_graph_t *g, bk_grad_ready_fn fn, void *ctx);
+/* The same in two halves, with which a training pass may still be recorded
+ * and replayed (gpud/tape_pass.c; fn above forbids it, as it may copy and
+ * wait): mark(ctx, grad) for each parameter gradient as it is final, in
+ * backward order, is host bookkeeping only (it may run while the pass's
+ * kernels are being recorded, or after a replay queued them) and returns 1
+ * when the owner has device work to queue behind the gradients marked so
+ * far; flush(ctx) then runs, outside any recording, once those gradients'
+ * kernels are queued on the backend's stream. A recorded pass ends its
+ * segment at such an op (learned from the op-by-op pass before it), so
+ * flush's work overlaps the rest of backward as op by op. Not with
+ * bk_graph_set_grad_ready's fn (which is called instead). mark NULL: off. */
+typedef int (*bk_grad_mark_fn)(void *ctx, const float *grad);
+typedef void (*bk_grad_flush_fn)(void *ctx);
+void bk_graph_set_grad_queue(bk_graph_t *g, bk_grad_mark_fn mark, bk_grad_flush_fn flush,
+                             void *ctx);
 
 /* Where g counts the bytes its own host code copies to and from parameter
  * memory that is not host memory (backend_impl.h; a cuda step's training

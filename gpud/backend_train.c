@@ -95,6 +95,16 @@ void bk_graph_set_grad_ready(bk_graph_t *g, bk_grad_ready_fn fn, void *ctx)
     g->grad_ready_ctx = fn ? ctx : NULL;
 }
 
+void bk_graph_set_grad_queue(bk_graph_t *g, bk_grad_mark_fn mark, bk_grad_flush_fn flush,
+                             void *ctx)
+{
+    if (!g)
+        return;
+    g->grad_mark = mark && flush ? mark : NULL;
+    g->grad_flush = g->grad_mark ? flush : NULL;
+    g->grad_queue_ctx = g->grad_mark ? ctx : NULL;
+}
+
 void bk_graph_set_traffic(bk_graph_t *g, bk_traffic_t *t)
 {
     if (g)

@@ -76,13 +76,34 @@ static int drain(bucket_issue_t *self, char *err, size_t errlen)
     return self->failed ? -1 : 0;
 }
 
+/* Whether drain would queue a bucket now. */
+static int drainable(const bucket_issue_t *self)
+{
+    return self->active && self->next < self->nb && self->left[self->next] == 0;
+}
+
+int bucket_issue_mark(bucket_issue_t *self, int i)
+{
+    if (self->failed)
+        return -1;
+    if (self->active && i >= 0 && i < self->n && !self->ready[i]) {
+        self->ready[i] = 1;
+        self->left[buckets_of(self->layout, i)]--;
+    }
+    return drainable(self);
+}
+
+int bucket_issue_flush(bucket_issue_t *self, char *err, size_t errlen)
+{
+    if (!self->active)
+        return self->failed ? -1 : 0;
+    return drain(self, err, errlen);
+}
+
 int bucket_issue_ready(bucket_issue_t *self, int i, char *err, size_t errlen)
 {
-    if (!self->active || i < 0 || i >= self->n || self->ready[i])
-        return self->failed ? -1 : 0;
-    self->ready[i] = 1;
-    self->left[buckets_of(self->layout, i)]--;
-    return drain(self, err, errlen);
+    int r = bucket_issue_mark(self, i);
+    return r <= 0 ? r : bucket_issue_flush(self, err, errlen);
 }
 
 int bucket_issue_finish(bucket_issue_t *self, char *err, size_t errlen)

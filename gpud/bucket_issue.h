@@ -9,6 +9,7 @@
  *   per step:
  *       bucket_issue_begin(bi, grads_base, enqueue, ctx);
  *       ... gradient i final: bucket_issue_ready(bi, i, err, len) ...
+ *           (or bucket_issue_mark, and bucket_issue_flush when it says 1)
  *       bucket_issue_finish(bi, err, len);   // the rest, in order
  *   bucket_issue_destroy(&bi);
  *
@@ -36,8 +37,17 @@ void bucket_issue_destroy(bucket_issue_t **self);
 void bucket_issue_begin(bucket_issue_t *self, float *base, bucket_enqueue_fn fn, void *ctx);
 /* Gradient i is final (again: ignored); queues every bucket now complete
  * whose predecessors are queued. 0, or -1 with the queueing's failure (no
- * further bucket is queued this step). */
+ * further bucket is queued this step). bucket_issue_mark, then
+ * bucket_issue_flush. */
 int bucket_issue_ready(bucket_issue_t *self, int i, char *err, size_t errlen);
+/* bucket_issue_ready in two halves, for a pass recorded as a CUDA graph
+ * (gpud/tape_pass.c), where the gradient's kernels may be recorded, not run,
+ * when it is marked: mark is bookkeeping only (no call of the queue
+ * function) and says whether a bucket can be queued now (1), not yet (0),
+ * or the step failed (-1); flush queues every such bucket, in order, and is
+ * called once the gradients' kernels are queued on the device. 0 or -1. */
+int bucket_issue_mark(bucket_issue_t *self, int i);
+int bucket_issue_flush(bucket_issue_t *self, char *err, size_t errlen);
 /* Every gradient final: queues the rest, in order; ends the step. 0 or -1. */
 int bucket_issue_finish(bucket_issue_t *self, char *err, size_t errlen);
 /* The step is given up (backward failed): nothing more is queued. */

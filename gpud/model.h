@@ -284,6 +284,16 @@ int model_set_sync_bn(model_t *m, model_allreduce_fn fn, void *ctx);  /* NULL fn
  * training. */
 typedef void (*model_grad_ready_fn)(void *ctx, const float *grad);
 int model_set_grad_ready(model_t *m, model_grad_ready_fn fn, void *ctx);
+/* The same in two halves, with which the step's pass may still be recorded
+ * as a CUDA graph (backend.h bk_graph_set_grad_queue): mark(ctx, grad) host
+ * bookkeeping only, 1 when flush(ctx) has device work to queue behind the
+ * gradients marked so far; flush runs once their kernels are queued. Not
+ * with model_set_grad_ready's fn. NULL mark: off. -1 when not opened for
+ * training. */
+typedef int (*model_grad_mark_fn)(void *ctx, const float *grad);
+typedef void (*model_grad_flush_fn)(void *ctx);
+int model_set_grad_queue(model_t *m, model_grad_mark_fn mark, model_grad_flush_fn flush,
+                         void *ctx);
 /* Bitwise training (model_step_t.chunk, docs/TRAINING.md "Bitwise
  * training"): fn sums an xsum exactly over every rank, in place (NULL: one
  * rank); sync_bn 1: BatchNorm with the statistics of the whole step

@@ -53,6 +53,7 @@ static int slot_build(model_t *m, chunk_slot_t *s, int n, int c, int h, int w, f
     }
     bk_graph_set_exact(g, m->x_fn, m->x_ctx, m->x_sync);
     bk_graph_set_grad_ready(g, m->ready_fn, m->ready_ctx);
+    bk_graph_set_grad_queue(g, m->mark_fn, m->flush_fn, m->queue_ctx);
     *s = (chunk_slot_t){.g = g, .in = in, .logits = logits, .loss = loss, .n = n};
     return 0;
 }

@@ -153,6 +153,20 @@ int model_set_grad_ready(model_t *m, model_grad_ready_fn fn, void *ctx)
     return 0;
 }
 
+int model_set_grad_queue(model_t *m, model_grad_mark_fn mark, model_grad_flush_fn flush,
+                         void *ctx)
+{
+    if (!m->ps || !m->opts.train)
+        return -1;
+    m->mark_fn = mark;
+    m->flush_fn = flush;
+    m->queue_ctx = ctx;
+    bk_graph_set_grad_queue(m->tg, mark, flush, ctx);   /* NULL graph: nothing */
+    for (int j = 0; j < m->ncs; j++)
+        bk_graph_set_grad_queue(m->cs[j].g, mark, flush, ctx);
+    return 0;
+}
+
 int model_set_exact(model_t *m, model_xreduce_fn fn, void *ctx, int sync_bn)
 {
     if (!m->ps || !m->opts.train)

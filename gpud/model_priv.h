@@ -109,6 +109,9 @@ struct model {
     void *sync_ctx;
     model_grad_ready_fn ready_fn; /* gradient buckets' hook, NULL: off */
     void *ready_ctx;
+    model_grad_mark_fn mark_fn;   /* ... or in two halves (model_set_grad_queue) */
+    model_grad_flush_fn flush_fn;
+    void *queue_ctx;
     chunk_slot_t *cs;   /* bitwise training: a graph per chunk of the step */
     int ncs;
     int cs_c, cs_h, cs_w;   /* the sample shape and label smoothing they were built for */

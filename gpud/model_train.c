@@ -39,6 +39,7 @@ static int train_graph(model_t *m, int n, int c, int h, int w, float eps, char *
     }
     bk_graph_set_allreduce(g, m->sync_fn, m->sync_ctx);
     bk_graph_set_grad_ready(g, m->ready_fn, m->ready_ctx);
+    bk_graph_set_grad_queue(g, m->mark_fn, m->flush_fn, m->queue_ctx);
     m->tg = g;
     m->t_build++;   /* a batch staged into the graph before is not in this one */
     m->tn = n;

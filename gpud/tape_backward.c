@@ -141,10 +141,10 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
     return rc;
 }
 
-/* o's parameter gradients are final (each parameter belongs to one op). */
-void tape_grads_ready(bk_graph_t *g, const top_t *o)
+/* o's parameter gradient arrays in p (NULL where it has none). */
+static void op_grads(const top_t *o, const float *p[2])
 {
-    const float *p[2] = {NULL, NULL};
+    p[0] = p[1] = NULL;
     if (o->kind == TO_CONV) {
         p[0] = o->conv.grad_weight;
         p[1] = o->conv.grad_bias;
@@ -155,9 +155,29 @@ void tape_grads_ready(bk_graph_t *g, const top_t *o)
         p[0] = o->gw;
         p[1] = o->gb;
     }
+}
+
+/* o's parameter gradients are final (each parameter belongs to one op). */
+void tape_grads_ready(bk_graph_t *g, const top_t *o)
+{
+    const float *p[2];
+    op_grads(o, p);
     for (int i = 0; i < 2; i++)
         if (p[i])
             g->grad_ready(g->grad_ready_ctx, p[i]);
+}
+
+int tape_grads_mark(bk_graph_t *g, top_t *o)
+{
+    const float *p[2];
+    op_grads(o, p);
+    int want = 0;
+    for (int i = 0; i < 2; i++)
+        if (p[i])
+            want |= g->grad_mark(g->grad_queue_ctx, p[i]) > 0;
+    if (p[0] || p[1])
+        o->cut_after = want;
+    return want;
 }
 
 int tape_backward_begin(bk_graph_t *g, bk_tensor_t *y, const float *dy)
@@ -221,6 +241,8 @@ int tape_backward_op(bk_graph_t *g, int i)
     tape_timer_mark(g, o->kind);
     if (g->grad_ready)
         tape_grads_ready(g, o);
+    else if (g->grad_mark && !g->cap.defer && tape_grads_mark(g, o))
+        g->grad_flush(g->grad_queue_ctx);   /* op by op: its kernels are queued */
     return 0;
 }
 

@@ -131,7 +131,7 @@ int tape_capture_before(bk_graph_t *g)
             c->version = g->base.params_version;
             return TC_RUN;
         }
-        int rc = go->replay(g->base.be, c->rec, why, sizeof why);
+        int rc = go->replay(g->base.be, c->seg[0], why, sizeof why);
         if (rc == 0) {
             c->replays++;
             return TC_DONE;
@@ -150,19 +150,13 @@ int tape_capture_before(bk_graph_t *g)
     return TC_RUN;
 }
 
-int tape_capture_after(bk_graph_t *g, int rc)
+/* The open recording ends as segment nseg, after backward op `op` (0: the
+ * pass's or the forward's end), and is replayed once: 0; else given up
+ * (logged, every segment released) and 1. why: the ops' failure (!ok). */
+static int end_segment(bk_graph_t *g, int op, int ok, const char *why)
 {
     tape_cap_t *c = &g->cap;
     const bk_graph_ops_t *go = g->base.be->ops->graphs;
-    char why[640] = "";
-    int ok = rc == 0 && !g->base.failed;
-    if (!ok) {
-        /* an op refused to be recorded (a copy, a synchronisation): not the
-         * graph's error; the ops run again unrecorded and report a real one */
-        snprintf(why, sizeof why, "%s", g->base.failed ? g->base.err : "an op failed");
-        g->base.failed = 0;
-        g->base.err[0] = '\0';
-    }
     char ewhy[256] = "";
     bk_capture_t *rec = go->capture_end(g->base.be, ok, ewhy, sizeof ewhy);
     if (rec && !ok) {   /* the contract says NULL; never replay a partial one */
@@ -173,27 +167,92 @@ int tape_capture_after(bk_graph_t *g, int rc)
         give_up(g, 0, "recording", ok ? ewhy : why);
         return 1;
     }
-    c->rec = rec;
-    c->version = g->base.params_version;
-    c->state = CAP_LIVE;
-    c->captures++;
+    c->seg[c->nseg] = rec;
+    c->seg_end[c->nseg++] = op;
     char lwhy[256] = "";
     if (go->replay(g->base.be, rec, lwhy, sizeof lwhy) != 0) {
         give_up(g, 0, "the first replay", lwhy);
         return 1;
     }
     c->replays++;
-    log_debug("graph [%d]: %s recorded (%zu ops), replayed from now on", g->batch,
-              c->pass ? "training pass" : "forward", c->pass ? g->nops : g->nfops);
     return 0;
+}
+
+int tape_capture_after(bk_graph_t *g, int rc)
+{
+    tape_cap_t *c = &g->cap;
+    char why[640] = "";
+    int ok = rc == 0 && !g->base.failed;
+    if (!ok) {
+        /* an op refused to be recorded (a copy, a synchronisation): not the
+         * graph's error; the ops run again unrecorded and report a real one */
+        snprintf(why, sizeof why, "%s", g->base.failed ? g->base.err : "an op failed");
+        g->base.failed = 0;
+        g->base.err[0] = '\0';
+    }
+    if (end_segment(g, 0, ok, why) != 0)
+        return 1;
+    c->version = g->base.params_version;
+    c->state = CAP_LIVE;
+    c->captures++;
+    if (c->nseg > 1)
+        log_debug("graph [%d]: training pass recorded (%zu ops) in %d segments, the gradient "
+                  "queue's work between them; replayed from now on", g->batch, g->nops,
+                  c->nseg);
+    else
+        log_debug("graph [%d]: %s recorded (%zu ops), replayed from now on", g->batch,
+                  c->pass ? "training pass" : "forward", c->pass ? g->nops : g->nfops);
+    return 0;
+}
+
+int tape_capture_cut(bk_graph_t *g, int op)
+{
+    char why[640] = "";
+    int ok = !g->base.failed;
+    if (!ok) {   /* as tape_capture_after */
+        snprintf(why, sizeof why, "%s", g->base.err);
+        g->base.failed = 0;
+        g->base.err[0] = '\0';
+    }
+    return end_segment(g, op, ok, why) != 0 ? 1 : 0;
+}
+
+int tape_capture_resume(bk_graph_t *g)
+{
+    char why[256] = "";
+    int rc = g->base.be->ops->graphs->capture_begin(g->base.be, why, sizeof why);
+    if (rc != 0)
+        give_up(g, rc > 0, "recording", why);
+    return rc != 0;
+}
+
+int tape_capture_replay_seg(bk_graph_t *g, int k)
+{
+    tape_cap_t *c = &g->cap;
+    char why[256] = "";
+    int rc = k > 0 && k < c->nseg
+                 ? g->base.be->ops->graphs->replay(g->base.be, c->seg[k], why, sizeof why)
+                 : -1;
+    if (rc == 0) {
+        c->replays++;
+        return 0;
+    }
+    /* segment 0 is queued: a stale one here (the workspace or the scratch
+     * moved between two launches of one pass) cannot be recorded again */
+    char msg[384];
+    snprintf(msg, sizeof msg, "segment %d of %d: %s", k, c->nseg, rc > 0 ? why : why[0] ? why :
+             "no such segment");
+    give_up(g, 0, "a replay", msg);
+    bk_ctx_fail(&g->base, "the recorded training pass failed in its %s; the step is lost", msg);
+    return -1;
 }
 
 void tape_capture_drop(bk_graph_t *g)
 {
     tape_cap_t *c = &g->cap;
-    if (c->rec)
-        g->base.be->ops->graphs->release(g->base.be, c->rec);
-    c->rec = NULL;
+    for (int k = 0; k < c->nseg; k++)
+        g->base.be->ops->graphs->release(g->base.be, c->seg[k]);
+    c->nseg = 0;
     if (c->state == CAP_LIVE)
         c->state = CAP_WARM;
 }

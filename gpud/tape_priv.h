@@ -106,6 +106,9 @@ typedef struct top {
     struct top *bwd_relu;           /* BN with fwd_res: the block end's ReLU whose
                                      * backward its own does (bk_bn_train_t.gres), or NULL */
     int bwd_fused;                  /* ReLU: its backward is done there */
+    int cut_after;                  /* the grad queue's mark of its gradients said 1 in
+                                     * the last pass that marked them: a recorded pass
+                                     * ends a segment after it (tape_pass.c) */
 } top_t;
 
 /* tape_capture.c's state machine of an inference graph's forward:
@@ -116,12 +119,19 @@ typedef struct top {
  * refold (params_version moved) the graph is WARM again: one forward op
  * by op, then a new recording. */
 typedef enum { CAP_NEW, CAP_WARM, CAP_LIVE, CAP_OFF } tape_cap_state_t;
+enum { TAPE_MAX_SEGS = 64 };
 typedef struct {
     tape_cap_state_t state;
     int pass;                       /* a training graph's whole pass (forward and
                                      * backward, bk_forward_backward), not an
                                      * inference forward */
-    bk_capture_t *rec;              /* LIVE: the backend's recording */
+    bk_capture_t *seg[TAPE_MAX_SEGS];   /* LIVE: the backend's recording, in segments:
+                                     * one, or a training pass with a grad queue cut
+                                     * where its flushes go (tape_pass.c) */
+    int seg_end[TAPE_MAX_SEGS];     /* the last backward op of segment k (0: the end) */
+    int nseg;
+    int defer;                      /* recording a pass: tape_backward_op leaves the
+                                     * grad queue's marks to tape_pass.c */
     unsigned version;               /* base.params_version of the last op-by-op
                                      * forward (WARM) or of the recording (LIVE) */
     unsigned long captures, replays;
@@ -196,6 +206,9 @@ struct bk_graph {
     void *xreduce_ctx;
     bk_grad_ready_fn grad_ready;    /* parameter gradients as they become final */
     void *grad_ready_ctx;
+    bk_grad_mark_fn grad_mark;      /* ... or in two halves (bk_graph_set_grad_queue) */
+    bk_grad_flush_fn grad_flush;
+    void *grad_queue_ctx;
     bk_traffic_t *traffic;          /* bk_graph_set_traffic; NULL: not counted */
     int profile;                    /* DDPIPE_TRAIN_PROFILE set: time op kinds */
     double prof[2][TO_CE + 1];      /* [backward][kind] seconds */
@@ -297,6 +310,9 @@ int tape_backward_op(bk_graph_t *g, int i);
 void *tape_grad_dst(bk_graph_t *g, bk_tensor_t *x);
 void tape_grad_commit(bk_graph_t *g, bk_tensor_t *x);
 void tape_grads_ready(bk_graph_t *g, const top_t *o);
+/* o's gradients to the grad queue's mark (bk_graph_set_grad_queue): 1 when
+ * one of them said its owner has work to flush (kept in o->cut_after). */
+int tape_grads_mark(bk_graph_t *g, top_t *o);
 
 /* tape_bn.c: a training-mode BatchNorm op's forward (batch statistics over
  * every rank, running stats updated) and backward (x NULL: an empty rank). */
@@ -431,6 +447,16 @@ int tape_capture_before(bk_graph_t *g);
 int tape_capture_after(bk_graph_t *g, int rc);
 /* Release the recording (tape_release: the buffers it uses go away). */
 void tape_capture_drop(bk_graph_t *g);
+/* Recording a training pass in segments (tape_pass.c): the segment recorded
+ * so far ends after backward op `op`: it is kept and replayed (queued). 0;
+ * 1, it was not queued (its ops must run again, op by op) and the
+ * recording is given up (logged once). tape_capture_resume then begins the
+ * next segment's recording: 0; 1, given up (the rest runs op by op). */
+int tape_capture_cut(bk_graph_t *g, int op);
+int tape_capture_resume(bk_graph_t *g);
+/* Replay segment k > 0 of a live recording: 0, or -1 (the pass failed, the
+ * recording is given up). */
+int tape_capture_replay_seg(bk_graph_t *g, int k);
 
 /* tape_timer.c: the device time of every op by kind (bk_timer_ops_t),
  * around bk_forward's (backward 0) and bk_backward's (1) ops. */

@@ -21,6 +21,25 @@
  * small enough that this ~3 MB WideResNet's gradient goes in 3 buckets. */
 #define TRAINER_BUCKET_FLOATS (1u << 18)
 
+/* The bucket size in floats: DDPIPE_BUCKET_KB (4 to 1048576 KiB, as DDP's
+ * bucket_cap_mb) in gpud's environment, else TRAINER_BUCKET_FLOATS. The
+ * sums are the same bytes whatever the size (docs/TRAINING.md); the size
+ * moves where the overlap cuts backward (and a recorded pass's segments). */
+static size_t bucket_floats(void)
+{
+    const char *v = getenv("DDPIPE_BUCKET_KB");
+    if (!v || !*v)
+        return TRAINER_BUCKET_FLOATS;
+    char *end;
+    long kb = strtol(v, &end, 10);
+    if (*end || kb < 4 || kb > 1048576) {
+        log_warn("DDPIPE_BUCKET_KB=%s is not a whole number of KiB from 4 to 1048576: the "
+                 "default %u KiB is used", v, TRAINER_BUCKET_FLOATS / 256u);
+        return TRAINER_BUCKET_FLOATS;
+    }
+    return (size_t)kb * 256u;
+}
+
 struct trainer {
     model_t *m;
     trainer_cfg_t cfg;
@@ -111,7 +130,7 @@ static int grad_layout(trainer_t *t, char *err, size_t errlen)
             t->gptr[i] = p.grad;
     }
     if (ok)
-        t->bk = buckets_new(numel, t->ng, TRAINER_BUCKET_FLOATS, err, errlen);
+        t->bk = buckets_new(numel, t->ng, bucket_floats(), err, errlen);
     else
         err_set(err, errlen, "out of memory for the gradient buckets");
     free(numel);
@@ -422,14 +441,23 @@ static int dev_enqueue(void *ctx, float *base, size_t n, char *err, size_t errle
                             errlen);
 }
 
-/* The model's hook during backward with a device sum: grad is final (its
- * kernels queued); the buckets now complete are queued. */
-static void on_grad_ready_dev(void *ctx, const float *grad)
+/* The model's grad queue during backward with a device sum: grad is final
+ * (its kernels queued, or recorded to be: bookkeeping only here); 1 when a
+ * bucket is complete, which on_grad_flush_dev queues once the kernels are.
+ * Host work only, so the pass may be recorded as a CUDA graph (the NCCL
+ * calls stay outside it: a captured collective must be captured alike on
+ * every rank, and each rank records its pass when it can). */
+static int on_grad_mark_dev(void *ctx, const float *grad)
 {
     trainer_t *t = ctx;
     int i = grad_index(t, grad);
-    if (i >= 0 && !t->dev_failed &&
-        bucket_issue_ready(t->bi, i, t->dev_err, sizeof t->dev_err) < 0)
+    return i >= 0 && !t->dev_failed ? bucket_issue_mark(t->bi, i) > 0 : 0;
+}
+
+static void on_grad_flush_dev(void *ctx)
+{
+    trainer_t *t = ctx;
+    if (!t->dev_failed && bucket_issue_flush(t->bi, t->dev_err, sizeof t->dev_err) < 0)
         t->dev_failed = 1;
 }
 
@@ -482,14 +510,16 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
     static const uint8_t none = 0;
     /* overlap: buckets go while backward runs (an empty shard's zeros are
      * all-reduced by trainer_reduce, in the same bucket operations). The
-     * hook is the model's only while buckets can go: without it (world 1,
-     * NCCL's one sum) the step may be recorded and replayed whole
-     * (tape_pass.c), which a host callback per gradient would forbid. */
+     * ring's hook is the model's only while buckets can go: without it
+     * (world 1, NCCL) the step may be recorded and replayed (tape_pass.c),
+     * which a host callback per gradient that copies forbids; NCCL's grad
+     * queue (mark, then flush between the recording's segments) does not. */
     int overlap = t->ar && !t->dsum && b->n > 0 && allreduce_world(t->ar) > 1;
     int dev = dev_overlap(t);   /* an empty shard queues its zeros in trainer_reduce */
-    void (*hook)(void *, const float *) =
-        overlap ? on_grad_ready : dev && b->n > 0 ? on_grad_ready_dev : NULL;
-    if (t->ar && model_set_grad_ready(t->m, hook, t) < 0) {
+    int queue = dev && b->n > 0;
+    if (t->ar && (model_set_grad_ready(t->m, overlap ? on_grad_ready : NULL, t) < 0 ||
+                  model_set_grad_queue(t->m, queue ? on_grad_mark_dev : NULL, on_grad_flush_dev,
+                                       t) < 0)) {
         err_set(err, errlen, "the model refuses the gradient hook (not opened for training?)");
         return -1;
     }

@@ -139,8 +139,9 @@ typedef struct {
 /* ops set: the gradients are summed where they live, never through the
  * host mirror: with enqueue and trainer_set_overlap's ring of W > 1, in
  * buckets queued while backward runs (each when its gradients are final,
- * in bucket order on every rank; the pass then runs op by op, not as a
- * recorded graph) and waited for in trainer_reduce; else the whole arena in
+ * in bucket order on every rank; the pass may still be recorded, in
+ * segments that end where a bucket goes: gpud/tape_pass.c) and waited for
+ * in trainer_reduce; else the whole arena in
  * one sum call in trainer_reduce. NULL: the ring, as before. The caller
  * sets it per generation (ops must outlive it). */
 void trainer_set_device_sum(trainer_t *t, const trainer_dsum_t *ops, void *ctx);

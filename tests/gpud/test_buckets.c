@@ -308,6 +308,45 @@ static void test_issue(void)
                   "bucket %d is [%zu, %zu)", o, k, q.lo[k], q.n[k], k, lo, hi);
         }
     }
+    /* mark, then flush (a recorded pass: gpud/tape_pass.c): a mark queues
+     * nothing and says 1 exactly when the next bucket is complete; a flush
+     * queues what is complete, in order: backward's order gives the same
+     * calls as bucket_issue_ready */
+    {
+        issued_t q = {.base = flat, .fail_at = -1};
+        bucket_issue_begin(bi, flat, record, &q);
+        int flushes = 0;
+        for (int j = 0; j < NG; j++) {
+            int i = orders[0][j], before = q.count;
+            int want = bucket_issue_mark(bi, i);
+            CHECK(q.count == before, "a mark queued a bucket");
+            int complete = 1;   /* bucket `queued` has every gradient marked */
+            for (int g = 0; g < NG; g++)
+                if (buckets_of(b, g) == q.count) {
+                    int seen = 0;
+                    for (int jj = 0; jj <= j; jj++)
+                        seen |= orders[0][jj] == g;
+                    complete &= seen;
+                }
+            CHECK(want == (q.count < nb && complete), "mark of gradient %d says %d", i, want);
+            CHECK(bucket_issue_mark(bi, i) == want, "a second mark of gradient %d differs", i);
+            if (want == 1) {
+                CHECK(bucket_issue_flush(bi, err, sizeof err) == 0 && q.count > before,
+                      "flush: %s, %d queued", err, q.count);
+                CHECK(bucket_issue_mark(bi, i) == 0, "a mark after the flush still says 1");
+                flushes++;
+            }
+        }
+        CHECK(q.count == nb && flushes >= 1 && flushes <= nb, "mark/flush: %d of %d buckets in "
+              "%d flushes", q.count, nb, flushes);
+        for (int k = 0; k < q.count; k++) {
+            size_t lo, hi;
+            buckets_range(b, k, &lo, &hi);
+            CHECK(q.lo[k] == lo && q.n[k] == hi - lo, "mark/flush: call %d was [%zu, +%zu), "
+                  "bucket %d is [%zu, %zu)", k, q.lo[k], q.n[k], k, lo, hi);
+        }
+        CHECK(bucket_issue_finish(bi, err, sizeof err) == 0 && q.count == nb, "finish: %s", err);
+    }
     /* the second queueing fails: nothing after it, the failure reported */
     issued_t q = {.base = flat, .fail_at = 1};
     bucket_issue_begin(bi, flat, record, &q);

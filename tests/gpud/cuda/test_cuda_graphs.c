@@ -22,6 +22,10 @@
  * one recording and 4 replays of the pass with none failed.
  * fp16's eval, which runs the tape (no inference plan), recorded and
  * replayed alike: 4 forwards, the same logits as op by op.
+ * The pass with a grad queue (NCCL's gradient buckets) recorded in segments
+ * cut where the queue flushes: the same marks and flushes as op by op,
+ * every flushed gradient final when flushed, the same weights; a changed
+ * cut recorded again (check_grad_queue).
  * And an eval call of several micro-batches (model_forward.c stages micro-
  * batch i + 1's bytes before it reads micro-batch i's logits): 19 uint8
  * samples, three micro-batches, the last one short, give the logits of
@@ -315,6 +319,177 @@ static void check_train_overlap(void)
     model_destroy(&b);
 }
 
+/* --- the grad queue (bk_graph_set_grad_queue): NCCL's buckets, recordable */
+
+enum { GQ_MAX = 4096 };
+
+/* A stand-in for the trainer's buckets: a mark says 1 once `every`
+ * gradients wait unflushed (state, as bucket_issue_mark); a flush reads
+ * the waiting gradients from the device, as NCCL would sum them there. */
+typedef struct {
+    const model_t *m;
+    int every, waiting;
+    int wait_ix[GQ_MAX];
+    int log[GQ_MAX], nlog;   /* the calls: a parameter's index marked, or -1 a flush */
+    float *snap;             /* grads arena floats as each gradient was at its flush */
+    int flushed[GQ_MAX];
+} gq_t;
+
+static int gq_index(const gq_t *q, const float *grad, model_param_t *out)
+{
+    for (int i = 0; i < model_param_count(q->m); i++) {
+        model_param_t p;
+        if (model_param_at(q->m, i, &p) == 0 && p.grad == grad) {
+            *out = p;
+            return i;
+        }
+    }
+    return -1;
+}
+
+static int gq_mark(void *ctx, const float *grad)
+{
+    gq_t *q = ctx;
+    model_param_t p;
+    int i = gq_index(q, grad, &p);
+    REQUIRE(i >= 0 && q->nlog < GQ_MAX && q->waiting < GQ_MAX, "mark of an unknown gradient");
+    q->log[q->nlog++] = i;
+    q->wait_ix[q->waiting++] = i;
+    return q->waiting >= q->every;
+}
+
+static void gq_flush(void *ctx)
+{
+    gq_t *q = ctx;
+    const bk_arena_t *ga = model_grads_arena(q->m);
+    for (int j = 0; j < q->waiting; j++) {
+        model_param_t p;
+        REQUIRE(model_param_at(q->m, q->wait_ix[j], &p) == 0 &&
+                    bk_arena_read(ga, p.grad_offset, p.numel, q->snap + p.grad_offset) == 0,
+                "reading a flushed gradient");
+        q->flushed[q->wait_ix[j]] = 1;
+    }
+    q->waiting = 0;
+    REQUIRE(q->nlog < GQ_MAX, "grad queue log full");
+    q->log[q->nlog++] = -1;
+}
+
+static void gq_begin(gq_t *q, model_t *m, int every)
+{
+    q->m = m;
+    q->every = every;
+    q->waiting = q->nlog = 0;
+    memset(q->flushed, 0, sizeof q->flushed);
+    if (!q->snap)
+        REQUIRE((q->snap = calloc(model_grads_arena(m)->floats, sizeof *q->snap)), "memory");
+    REQUIRE(model_set_grad_queue(m, gq_mark, gq_flush, q) == 0, "model_set_grad_queue");
+}
+
+/* The same marks in the same order, whatever the flushes between. */
+static int same_marks(const gq_t *a, const gq_t *b)
+{
+    int i = 0, j = 0;
+    for (;;) {
+        while (i < a->nlog && a->log[i] < 0)
+            i++;
+        while (j < b->nlog && b->log[j] < 0)
+            j++;
+        if (i == a->nlog || j == b->nlog)
+            return i == a->nlog && j == b->nlog;
+        if (a->log[i++] != b->log[j++])
+            return 0;
+    }
+}
+
+/* Every gradient flushed had its final value at its flush (what the sum
+ * would have read); the count of flushed ones. */
+static int gq_final(const gq_t *q, int step, const char *what)
+{
+    size_t n;
+    const bk_arena_t *ga = model_grads_arena(q->m);
+    float *g = malloc(ga->floats * sizeof *g);
+    REQUIRE(g && bk_arena_read(ga, 0, ga->floats, g) == 0, "reading the grads arena");
+    int count = 0;
+    for (int i = 0; i < model_param_count(q->m); i++) {
+        model_param_t p;
+        if (!q->flushed[i] || model_param_at(q->m, i, &p) != 0)
+            continue;
+        count++;
+        n = p.numel;
+        CHECK(memcmp(g + p.grad_offset, q->snap + p.grad_offset, n * sizeof *g) == 0,
+              "step %d (%s): %s's gradient was flushed before its kernels were queued", step,
+              what, p.name);
+    }
+    free(g);
+    return count;
+}
+
+/* The pass recorded with a grad queue (NCCL's buckets, gpud/trainer.c):
+ * in segments cut where the queue flushes, its marks and flushes made
+ * between them. Two WideResNets, graphs on and off, 8 steps: the same
+ * calls in the same order (marks, flushes between), every flushed gradient
+ * final when flushed (the replay of its segment queued before the flush:
+ * on the emulator, run), the same losses and weights; the queue's cut
+ * changed at step 5 (another bucket size) is found stale there (that
+ * step's flushes come at its old segments' ends, the marks the same),
+ * learned op by op at step 6 and recorded at step 7. */
+static void check_grad_queue(void)
+{
+    model_t *on = open_wrn(), *off = open_wrn();
+    optim_t *s_on = bench_sgd_new(on), *s_off = bench_sgd_new(off);
+    REQUIRE(s_on && s_off, "SGD");
+    static gq_t qa, qb;
+    float a[TB], b[TB];
+    int32_t ta[TB * 5], tb[TB * 5];
+    cuda_graph_counts_t c0 = cuda_graph_counts(), c4 = c0;
+    int flushes = 0;
+    for (int step = 0; step < 8; step++) {
+        int every = step < 5 ? 7 : 11;
+        gq_begin(&qa, on, every);
+        gq_begin(&qb, off, every);
+        if (step == 5)
+            c4 = cuda_graph_counts();
+        train_step(on, s_on, 1, step, a, ta);
+        train_step(off, s_off, 0, step, b, tb);
+        CHECK(memcmp(a, b, sizeof a) == 0, "step %d: losses differ, graphs on and off", step);
+        if (step != 5)
+            CHECK(qa.nlog == qb.nlog &&
+                      memcmp(qa.log, qb.log, (size_t)qa.nlog * sizeof *qa.log) == 0,
+                  "step %d: the grad queue's calls differ, graphs on (%d) and off (%d)", step,
+                  qa.nlog, qb.nlog);
+        else   /* replayed on the old cuts: the same marks, flushes at segment ends */
+            CHECK(same_marks(&qa, &qb), "step 5: the grad queue's marks differ");
+        int fa = gq_final(&qa, step, "graphs on"), fb = gq_final(&qb, step, "graphs off");
+        /* step 5: the last ones wait for the step's end (the trainer's finish) */
+        CHECK((fa == fb || step == 5) && fa > 0, "step %d: %d / %d gradients flushed", step, fa,
+              fb);
+        flushes = 0;
+        for (int j = 0; j < qa.nlog; j++)
+            flushes += qa.log[j] < 0;
+        CHECK(same_params(on, off), "step %d: the params arenas differ, graphs on and off", step);
+    }
+    cuda_graph_counts_t c1 = cuda_graph_counts();
+    printf("grad queue: %d flushes a step; segments recorded %lu (%lu after the cut changed), "
+           "replayed %lu, failed %lu\n", flushes, c1.captured - c0.captured,
+           c1.captured - c4.captured, c1.replayed - c0.replayed, c1.failed - c0.failed);
+    /* a recording before step 5 and one after, each of flushes + 1 segments
+     * at most (the last flush may fall on the pass's last op) */
+    CHECK(flushes >= 3 && c4.captured - c0.captured >= (unsigned long)flushes &&
+          c1.captured - c4.captured >= (unsigned long)flushes - 1 &&
+          c1.replayed - c0.replayed >= 4 * (unsigned long)flushes && c1.failed == c0.failed,
+          "grad queue: %d flushes, segments recorded %lu then %lu, replayed %lu, failed %lu",
+          flushes, c4.captured - c0.captured, c1.captured - c4.captured,
+          c1.replayed - c0.replayed, c1.failed - c0.failed);
+    model_set_grad_queue(on, NULL, NULL, NULL);
+    model_set_grad_queue(off, NULL, NULL, NULL);
+    free(qa.snap);
+    free(qb.snap);
+    optim_destroy(&s_on);
+    optim_destroy(&s_off);
+    model_destroy(&on);
+    model_destroy(&off);
+}
+
 /* DDPIPE_CUDA_PROFILE times a training pass op by op (tape_pass.c): the
  * timer is made before the first pass, which is then never recorded (a
  * recorded pass has no per-op events: before, a training graph never made
@@ -443,6 +618,7 @@ int main(void)
     check_eval_overlap();
     check_training_pass();
     check_train_overlap();
+    check_grad_queue();
     check_profiled_training();
     return tc_done("gpud_cuda_graphs");
 }
