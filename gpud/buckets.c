@@ -95,6 +95,52 @@ buckets_t *buckets_new(const size_t *numel, int n, size_t cap, char *err, size_t
     return b;
 }
 
+/* bucket order: completion place, then the old number */
+typedef struct {
+    int done, k;
+} bkey_t;
+
+static int by_done(const void *a, const void *b)
+{
+    const bkey_t *x = a, *y = b;
+    return x->done != y->done ? (x->done < y->done ? -1 : 1) : (x->k > y->k) - (x->k < y->k);
+}
+
+int buckets_order(buckets_t *b, const int *pos)
+{
+    bkey_t *key = calloc((size_t)b->nb, sizeof *key);
+    int *renum = calloc((size_t)b->nb, sizeof *renum);
+    size_t *lo = calloc((size_t)b->nb, sizeof *lo), *hi = calloc((size_t)b->nb, sizeof *hi);
+    int *size = calloc((size_t)b->nb, sizeof *size);
+    int rc = key && renum && lo && hi && size ? 0 : -1;
+    if (rc == 0) {
+        for (int k = 0; k < b->nb; k++)
+            key[k] = (bkey_t){-1, k};
+        for (int i = 0; i < b->n; i++)
+            if (pos[i] > key[b->of[i]].done)
+                key[b->of[i]].done = pos[i];
+        qsort(key, (size_t)b->nb, sizeof *key, by_done);
+        for (int k = 0; k < b->nb; k++) {
+            int old = key[k].k;
+            renum[old] = k;
+            lo[k] = b->lo[old];
+            hi[k] = b->hi[old];
+            size[k] = b->size[old];
+        }
+        memcpy(b->lo, lo, (size_t)b->nb * sizeof *lo);
+        memcpy(b->hi, hi, (size_t)b->nb * sizeof *hi);
+        memcpy(b->size, size, (size_t)b->nb * sizeof *size);
+        for (int i = 0; i < b->n; i++)
+            b->of[i] = renum[b->of[i]];
+    }
+    free(key);
+    free(renum);
+    free(lo);
+    free(hi);
+    free(size);
+    return rc;
+}
+
 int buckets_count(const buckets_t *b)
 {
     return b->nb;

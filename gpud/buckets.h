@@ -37,6 +37,16 @@ typedef struct buckets buckets_t;
 buckets_t *buckets_new(const size_t *numel, int n, size_t cap, char *err, size_t errlen);
 void buckets_destroy(buckets_t **self);
 
+/* Number the buckets in the order backward completes them: pos[i] is
+ * gradient i's place in the order backward makes the gradients final (the
+ * same on every rank: a property of the model, not of a step), a bucket's
+ * completion its gradients' last place, and bucket 0 becomes the first
+ * complete (ties: the earlier number first). Where the flat order follows
+ * backward's (the default numbering) nothing moves; where it does not (a
+ * model whose names sort its first layer last, as the arena's order is the
+ * names') the first buckets no longer wait for the last layer. Before
+ * buckets_begin. 0, or -1 (out of memory: the numbering is kept). */
+int buckets_order(buckets_t *self, const int *pos);
 int buckets_count(const buckets_t *self);
 /* The gradients (buckets_new's n). */
 int buckets_grads(const buckets_t *self);

@@ -134,6 +134,9 @@ typedef struct {
     size_t numel;
     int ndim;
     int64_t shape[4];
+    int walk;            /* the order the model's layers bind it in (0 first, forward's
+                          * order, the same in every process of the model): backward
+                          * makes gradients final roughly in reverse; -1 unused */
 } model_param_t;
 
 /* 0 unless the model was opened with train = 1. */

@@ -68,7 +68,7 @@ static void param_of(const pentry_t *e, model_param_t *p)
 {
     *p = (model_param_t){.name = e->name, .value = e->w, .grad = e->frozen ? NULL : e->g,
                          .offset = e->off, .grad_offset = e->goff, .numel = e->n,
-                         .ndim = e->ndim};
+                         .ndim = e->ndim, .walk = e->walk};
     memcpy(p->shape, e->shape, sizeof p->shape);
 }
 

@@ -116,24 +116,47 @@ static int apply_freezes(trainer_t *t, char *err, size_t errlen)
 
 /* The buckets over the optimized gradients, which lie one after the other
  * in the grads arena (register_params checked it). */
+/* Gradient i's place in backward's order, predicted from the order the
+ * model binds its parameters (model_param_t.walk: backward runs the layers
+ * in reverse, so the last bound is final first; never bound: last), the
+ * same on every rank. */
+static void ready_places(const int *walk, int n, int *pos)
+{
+    for (int i = 0; i < n; i++) {
+        pos[i] = 0;
+        for (int j = 0; j < n; j++)   /* once per layout: n^2 over a model's tensors */
+            pos[i] += walk[j] > walk[i] || (walk[j] == walk[i] && j > i);
+    }
+}
+
 static int grad_layout(trainer_t *t, char *err, size_t errlen)
 {
     t->ng = optim_param_count(t->opt);
     t->gptr = calloc((size_t)t->ng, sizeof *t->gptr);
     size_t *numel = calloc((size_t)t->ng, sizeof *numel);
-    int ok = t->gptr && numel;
+    int *walk = calloc((size_t)t->ng, sizeof *walk), *pos = calloc((size_t)t->ng, sizeof *pos);
+    int ok = t->gptr && numel && walk && pos;
     for (int i = 0; ok && i < t->ng; i++) {
         model_param_t p;
         ok = model_param_find(t->m, optim_param_name(t->opt, i), &p) == 0;
         numel[i] = ok ? p.numel : 0;
+        walk[i] = ok ? p.walk : -1;
         if (ok)
             t->gptr[i] = p.grad;
     }
-    if (ok)
+    if (ok) {
         t->bk = buckets_new(numel, t->ng, bucket_floats(), err, errlen);
-    else
+        ready_places(walk, t->ng, pos);
+        if (t->bk && buckets_order(t->bk, pos) < 0) {
+            err_set(err, errlen, "out of memory for the gradient buckets");
+            buckets_destroy(&t->bk);
+        }
+    } else {
         err_set(err, errlen, "out of memory for the gradient buckets");
+    }
     free(numel);
+    free(walk);
+    free(pos);
     return t->bk ? 0 : -1;
 }
 

@@ -54,6 +54,8 @@ static pentry_t *tl_param(bk_graph_t *g, pstore_t *ps, const char *layer, const 
                  ps->hint, ps->hint[0] ? ")" : "");
         return param_fail(g, layer, msg);
     }
+    if (!e->bound)
+        e->walk = ps->nwalk++;
     e->bound = 1;
     return e;
 }

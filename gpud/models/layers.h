@@ -38,6 +38,8 @@ typedef struct {
     int bn_eval;            /* on BN running_mean: that BN runs in eval mode
                              * in training steps (model_freeze_bn) */
     int bound;              /* some layer of the description binds it */
+    int walk;               /* the order the description first binds it in (0 first:
+                             * forward's order, roughly), -1 never bound */
 } pentry_t;
 
 /* What a layer does with the store when it asks for an entry. */
@@ -56,6 +58,7 @@ typedef struct {
     char arch[32];          /* the architecture, for messages */
     char hint[64];          /* ends shape errors ("check --classes"), pstore_hint */
     int placed;             /* pstore_place: w, g are views into the arenas */
+    int nwalk;              /* entries bound so far (pentry_t.walk) */
     bk_arena_t params_mem;  /* trainable values, then the buffers from buf_off on */
     size_t buf_off;
     bk_arena_t grads_mem;   /* trainable, unfrozen entries' gradients, in entry order */

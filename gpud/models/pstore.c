@@ -72,6 +72,7 @@ pentry_t *pstore_add(pstore_t *ps, const char *name, int ndim, const int64_t *sh
         return NULL;
     pentry_t *e = &ps->e[ps->n];
     memset(e, 0, sizeof *e);
+    e->walk = -1;
     snprintf(e->name, sizeof e->name, "%s", name);
     e->n = 1;
     for (int d = 0; d < ndim; d++)

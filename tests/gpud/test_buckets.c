@@ -10,6 +10,8 @@
  *            while all-reducing each bucket as an array of its own would
  *            not (the data is chosen so that the order of additions shows);
  *   abort:   a step given up before any bucket was ready ends at once;
+ *   order:   buckets_order numbers the buckets as backward completes them
+ *            (and the ring's thread takes them so, the same bytes);
  *   issue:   bucket_issue (the buckets handed to a device collective, NCCL)
  *            queues every bucket exactly once a step, in bucket order,
  *            each when its gradients are final and its predecessors are
@@ -47,7 +49,7 @@ static float value(int rank, size_t i)
 typedef struct {
     int rank, world, rc;
     size_t n;
-    float *ref, *sync, *ovl, *naive;
+    float *ref, *sync, *ovl, *naive, *ord;
     char err[512];
 } rank_t;
 
@@ -103,6 +105,15 @@ static void *rank_main(void *arg)
             goto out;
     }
     if (bucketed(r, ar, b, r->sync, 0) < 0 || bucketed(r, ar, b, r->ovl, 1) < 0)
+        goto out;
+    /* numbered in forward's order (buckets_order): the thread takes them
+     * in that order on every rank, the same bytes */
+    buckets_destroy(&b);
+    int pos[NG];
+    for (int i = 0; i < NG; i++)
+        pos[i] = i;
+    b = buckets_new(NUMEL, NG, 1, r->err, sizeof r->err);
+    if (!b || buckets_order(b, pos) < 0 || bucketed(r, ar, b, r->ord, 1) < 0)
         goto out;
     r->rc = 0;
 out:
@@ -169,8 +180,8 @@ static void test_bits(int world)
     for (int k = 0; k < world; k++) {
         r[k] = (rank_t){.rank = k, .world = world, .n = n, .ref = malloc(n * sizeof(float)),
                         .sync = malloc(n * sizeof(float)), .ovl = malloc(n * sizeof(float)),
-                        .naive = malloc(n * sizeof(float))};
-        REQUIRE(r[k].ref && r[k].sync && r[k].ovl && r[k].naive, "out of memory");
+                        .naive = malloc(n * sizeof(float)), .ord = malloc(n * sizeof(float))};
+        REQUIRE(r[k].ref && r[k].sync && r[k].ovl && r[k].naive && r[k].ord, "out of memory");
         REQUIRE(pthread_create(&th[k], NULL, rank_main, &r[k]) == 0, "pthread_create");
     }
     for (int k = 0; k < world; k++)
@@ -196,6 +207,9 @@ static void test_bits(int world)
               "W=%d rank %d: buckets after backward differ from one allreduce_sum", world, k);
         CHECK(memcmp(r[k].ovl, r[k].ref, n * sizeof(float)) == 0,
               "W=%d rank %d: overlapped buckets differ from one allreduce_sum", world, k);
+        CHECK(memcmp(r[k].ord, r[k].ref, n * sizeof(float)) == 0,
+              "W=%d rank %d: buckets in forward's order differ from one allreduce_sum", world,
+              k);
     }
     /* with 3 ranks the order shows: the test could fail */
     if (world == 3) {
@@ -212,7 +226,55 @@ static void test_bits(int world)
         free(r[k].sync);
         free(r[k].ovl);
         free(r[k].naive);
+        free(r[k].ord);
     }
+}
+
+/* buckets_order: the buckets numbered in the order backward completes
+ * them. A model whose flat order puts its first layer last (the arena is in
+ * name order: a WideResNet's input_block after its blocks): one bucket a
+ * gradient, gradient 8 final last, the rest from 7 down to 0: bucket 0 is
+ * gradient 7's, ..., bucket 8 gradient 8's. Backward's own order changes
+ * nothing; forward's reverses the two buckets of CAP. */
+static void test_order(void)
+{
+    char err[256];
+    buckets_t *b = buckets_new(NUMEL, NG, 1, err, sizeof err);
+    REQUIRE(b, "buckets_new: %s", err);
+    int pos[NG];
+    for (int i = 0; i < NG - 1; i++)
+        pos[i] = NG - 2 - i;
+    pos[NG - 1] = NG - 1;
+    REQUIRE(buckets_order(b, pos) == 0, "buckets_order");
+    size_t off[NG + 1] = {0};
+    for (int i = 0; i < NG; i++)
+        off[i + 1] = off[i] + NUMEL[i];
+    for (int k = 0; k < NG; k++) {
+        int g = k < NG - 1 ? NG - 2 - k : NG - 1;
+        size_t lo, hi;
+        buckets_range(b, k, &lo, &hi);
+        CHECK(lo == off[g] && hi == off[g + 1] && buckets_of(b, g) == k,
+              "bucket %d is [%zu, %zu) holding gradient %d's bucket %d; want gradient %d", k, lo,
+              hi, g, buckets_of(b, g), g);
+    }
+    buckets_destroy(&b);
+
+    b = buckets_new(NUMEL, NG, CAP, err, sizeof err);
+    REQUIRE(b, "buckets_new: %s", err);
+    for (int i = 0; i < NG; i++)
+        pos[i] = NG - 1 - i;   /* backward's: the default numbering stays */
+    REQUIRE(buckets_order(b, pos) == 0, "buckets_order");
+    CHECK(buckets_of(b, 8) == 0 && buckets_of(b, 0) == 1, "backward's order renumbered: "
+          "gradient 8 in %d, 0 in %d", buckets_of(b, 8), buckets_of(b, 0));
+    for (int i = 0; i < NG; i++)
+        pos[i] = i;   /* forward's: the front bucket completes first */
+    REQUIRE(buckets_order(b, pos) == 0, "buckets_order");
+    size_t lo, hi;
+    buckets_range(b, 0, &lo, &hi);
+    CHECK(buckets_of(b, 0) == 0 && buckets_of(b, 8) == 1 && lo == 0 && hi == off[6],
+          "forward's order: gradient 0 in bucket %d, 8 in %d, bucket 0 [%zu, %zu)",
+          buckets_of(b, 0), buckets_of(b, 8), lo, hi);
+    buckets_destroy(&b);
 }
 
 /* A step given up before anything was ready: the thread ends without a
@@ -373,6 +435,7 @@ int main(void)
     test_bits(3);
     test_abort();
     test_issue();
+    test_order();
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
     if (system(cmd) != 0)

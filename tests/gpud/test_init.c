@@ -139,6 +139,38 @@ static void test_resnet(void)
     model_destroy(&r);
 }
 
+/* model_param_t.walk: the order the layers bind their parameters in (the
+ * gradient buckets' guess at backward's order), not the arena's name
+ * order: resnet18's conv1 first, then the blocks in order, fc last; the
+ * WideResNet's input_block first although its name sorts after the
+ * blocks'. */
+static int walk_of(const model_t *m, const char *name)
+{
+    model_param_t p;
+    return model_param_find(m, name, &p) == 0 ? p.walk : -2;
+}
+
+static void test_walk(void)
+{
+    model_t *r = open_init("resnet18", 1, 0);
+    int c1 = walk_of(r, "conv1.weight"), b1 = walk_of(r, "bn1.weight"),
+        l1 = walk_of(r, "layer1.0.conv1.weight"), l4 = walk_of(r, "layer4.1.bn2.bias"),
+        fc = walk_of(r, "fc.weight");
+    CHECK(c1 == 0 && b1 > c1 && l1 > b1 && l4 > l1 && fc > l4, "resnet18 walk: conv1 %d, bn1 %d, "
+          "layer1.0.conv1 %d, layer4.1.bn2.bias %d, fc %d", c1, b1, l1, l4, fc);
+    model_destroy(&r);
+    model_t *w = open_init("wideresnet", 1, 1);
+    int in = walk_of(w, "input_block.cbr.0.weight"), b6 = walk_of(w, "block6.layer2.cbr.0.weight");
+    fc = walk_of(w, "fc.weight");
+    CHECK(in == 0 && b6 > in && fc > b6, "wideresnet walk: input_block %d, block6 %d, fc %d", in,
+          b6, fc);
+    model_param_t p;
+    CHECK(model_param_at(w, model_param_count(w) - 1, &p) == 0 &&
+              strncmp(p.name, "input_block", 11) == 0,
+          "the arena's last tensor is %s, not the input_block's (name order)", p.name);
+    model_destroy(&w);
+}
+
 /* ------------------------------------------------ rank 0's broadcast */
 
 static char s_dir[128];
@@ -254,6 +286,7 @@ int main(void)
 {
     test_determinism();
     test_resnet();
+    test_walk();
     test_broadcast();
     return tc_done("test_init");
 }
