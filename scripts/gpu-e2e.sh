@@ -156,10 +156,16 @@ nccl)
         fi
         "$@" "$DD" train --data "idx:$FMNIST/t10k" --limit 1024 --model wideresnet \
             --channels 8,16,32,64 --workers 2 --batch-size 64 --lr 0.05 --momentum 0.9 \
-            --epochs 1 --seed 0 --device cuda --out "$OUT/nccl-$path" --overwrite --quiet
+            --epochs 1 --seed 0 --device cuda --out "$OUT/nccl-$path" --overwrite --verbose \
+            > "$OUT/nccl-$path.out" 2>&1 ||
+            { tail -n 20 "$OUT/nccl-$path.out"; echo "FAIL: the $path job failed"; exit 1; }
     done
     grep -q "NCCL communicator of 2 ranks" "$OUT"/nccl-nccl/logs/gpud*.log ||
         { echo "FAIL: the NCCL run's gpuds made no NCCL communicator"; exit 1; }
+    # the pass recorded in segments, the buckets' NCCL calls between them
+    # (docs/CUDA.md "NCCL's buckets and the recorded pass"): said, not judged
+    grep -h "training pass recorded\|of the training pass failed" "$OUT"/nccl-nccl/logs/gpud*.log |
+        sed 's/^/nccl job: /' | head -n 4
     if grep -q "NCCL communicator" "$OUT"/nccl-ring/logs/gpud*.log; then
         echo "FAIL: DDPIPE_NCCL=0 still made an NCCL communicator"; exit 1
     fi

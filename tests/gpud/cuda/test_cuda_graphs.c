@@ -443,14 +443,27 @@ static void check_grad_queue(void)
     int32_t ta[TB * 5], tb[TB * 5];
     cuda_graph_counts_t c0 = cuda_graph_counts(), c4 = c0;
     int flushes = 0;
+#ifdef DDP_CUEMU
+    unsigned long launches[2] = {0, 0};   /* the last step's, graphs on and off */
+#endif
     for (int step = 0; step < 8; step++) {
         int every = step < 5 ? 7 : 11;
         gq_begin(&qa, on, every);
         gq_begin(&qb, off, every);
         if (step == 5)
             c4 = cuda_graph_counts();
+#ifdef DDP_CUEMU
+        cuemu_counts_t k0 = cuemu_counts();
+        train_step(on, s_on, 1, step, a, ta);
+        cuemu_counts_t k1 = cuemu_counts();
+        train_step(off, s_off, 0, step, b, tb);
+        cuemu_counts_t k2 = cuemu_counts();
+        launches[0] = k1.launches - k0.launches;
+        launches[1] = k2.launches - k1.launches;
+#else
         train_step(on, s_on, 1, step, a, ta);
         train_step(off, s_off, 0, step, b, tb);
+#endif
         CHECK(memcmp(a, b, sizeof a) == 0, "step %d: losses differ, graphs on and off", step);
         if (step != 5)
             CHECK(qa.nlog == qb.nlog &&
@@ -472,6 +485,15 @@ static void check_grad_queue(void)
     printf("grad queue: %d flushes a step; segments recorded %lu (%lu after the cut changed), "
            "replayed %lu, failed %lu\n", flushes, c1.captured - c0.captured,
            c1.captured - c4.captured, c1.replayed - c0.replayed, c1.failed - c0.failed);
+#ifdef DDP_CUEMU
+    /* what the runtime is asked for a step (a graph launch counts once): the
+     * op-by-op step's are profiled ones (DDPIPE_TRAIN_PROFILE, as train_step
+     * runs graphs off), the same kernels */
+    printf("grad queue: the last step %lu launches recorded in segments, %lu op by op\n",
+           launches[0], launches[1]);
+    CHECK(launches[0] > 0 && launches[0] * 4 < launches[1], "a step recorded in segments asked "
+          "for %lu launches, op by op %lu", launches[0], launches[1]);
+#endif
     /* a recording before step 5 and one after, each of flushes + 1 segments
      * at most (the last flush may fall on the pass's last op) */
     CHECK(flushes >= 3 && c4.captured - c0.captured >= (unsigned long)flushes &&
