@@ -91,10 +91,14 @@ static int record_pass(bk_graph_t *g, bk_tensor_t *y)
         tape_backward_seeded(g, y);
     }
     c->defer = 1;
+    c->capped = 0;
     for (int i = y->producer; rc == 0 && i > 0; i--) {
-        if ((rc = tape_backward_op(g, i)) < 0 || !g->grad_mark || !g->ops[i].cut_after ||
-            c->nseg + 2 > TAPE_MAX_SEGS)
+        if ((rc = tape_backward_op(g, i)) < 0 || !g->grad_mark || !g->ops[i].cut_after)
             continue;
+        if (c->nseg + 2 > TAPE_MAX_SEGS) {   /* the last segment takes the rest */
+            c->capped = 1;
+            continue;
+        }
         c->defer = 0;
         if (tape_capture_cut(g, i) != 0)   /* this segment's ops did not run */
             return first == y->producer ? run_pass(g, y) : run_backward(g, first);
@@ -105,13 +109,13 @@ static int record_pass(bk_graph_t *g, bk_tensor_t *y)
         c->defer = 1;
         first = i - 1;
     }
-    if (rc == 0 && first >= 0)
+    if (rc == 0)
         rc = tape_backward_op(g, 0);
     c->defer = 0;
     if (tape_capture_after(g, rc) == 1)   /* not recorded after all: op by op */
         return first == y->producer ? run_pass(g, y) : run_backward(g, first);
     mark_segment(g, first, 0, &stale);
-    if (stale) {   /* the cuts came from a pass whose flushes were not op by op */
+    if (stale && !c->capped) {   /* the cuts came from a pass whose flushes were not op by op */
         tape_capture_drop(g);
         c->state = CAP_NEW;
     }
@@ -134,7 +138,7 @@ static int replay_rest(bk_graph_t *g, bk_tensor_t *y)
         mark_segment(g, first, c->seg_end[k], &stale);
         first = c->seg_end[k] - 1;
     }
-    if (stale) {
+    if (stale && !c->capped) {
         tape_capture_drop(g);
         c->state = CAP_NEW;
     }

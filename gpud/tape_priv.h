@@ -132,6 +132,8 @@ typedef struct {
     int nseg;
     int defer;                      /* recording a pass: tape_backward_op leaves the
                                      * grad queue's marks to tape_pass.c */
+    int capped;                     /* the recording has TAPE_MAX_SEGS segments and
+                                     * later flushes inside the last: not stale */
     unsigned version;               /* base.params_version of the last op-by-op
                                      * forward (WARM) or of the recording (LIVE) */
     unsigned long captures, replays;

@@ -438,21 +438,26 @@ static int grad_ptrs(trainer_t *t, char *err, size_t errlen)
     return 0;
 }
 
-/* The model's hook during backward: grad is final, in its place in the
- * grads arena: its bucket may go. Gradients the optimizer does not have
- * (frozen) have no place there. */
-static void on_grad_ready(void *ctx, const float *grad)
+/* bucket_issue's queue over the host ring: one complete bucket (base: its
+ * place in the grads arena) handed to the ring's thread. On a device arena
+ * the ring sums the host mirror: the bucket is copied there first, in one
+ * copy (it waits for the gradients' kernels). A failed copy is reported by
+ * trainer_reduce; the bucket still goes, so that every rank makes the same
+ * ring operations. */
+static int ring_enqueue(void *ctx, float *base, size_t n, char *err, size_t errlen)
 {
+    (void)err;
+    (void)errlen;
     trainer_t *t = ctx;
-    int i = buckets_active(t->bk) ? grad_index(t, grad) : -1;
-    if (i < 0)
-        return;
-    size_t lo, hi;
-    buckets_grad_range(t->bk, i, &lo, &hi);
-    /* on a device arena the ring sums the host mirror: copy it there */
-    if (!arena_mirror_pull(&t->hg, lo, hi - lo))
+    size_t lo = (size_t)(base - (float *)t->grads->base), glo, ghi;
+    if (!arena_mirror_pull(&t->hg, lo, n))
         t->mirror_failed = 1;
-    buckets_ready(t->bk, i);
+    for (int i = 0; i < t->ng; i++) {
+        buckets_grad_range(t->bk, i, &glo, &ghi);
+        if (glo >= lo && ghi <= lo + n)
+            buckets_ready(t->bk, i);
+    }
+    return 0;
 }
 
 /* bucket_issue's queue: one bucket's device sum, behind the gradients'
@@ -464,12 +469,14 @@ static int dev_enqueue(void *ctx, float *base, size_t n, char *err, size_t errle
                             errlen);
 }
 
-/* The model's grad queue during backward with a device sum: grad is final
- * (its kernels queued, or recorded to be: bookkeeping only here); 1 when a
- * bucket is complete, which on_grad_flush_dev queues once the kernels are.
- * Host work only, so the pass may be recorded as a CUDA graph (the NCCL
- * calls stay outside it: a captured collective must be captured alike on
- * every rank, and each rank records its pass when it can). */
+/* The model's grad queue during backward, buckets over NCCL (dev_enqueue)
+ * or the host ring (ring_enqueue): grad is final (its kernels queued, or
+ * recorded to be: bookkeeping only here); 1 when a bucket is complete,
+ * which on_grad_flush_dev queues once the kernels are. Host work only, so
+ * the pass may be recorded as a CUDA graph (the NCCL calls and the ring's
+ * copies stay outside it: a captured collective must be captured alike on
+ * every rank, and each rank records its pass when it can). Gradients the
+ * optimizer does not have (frozen) have no bucket. */
 static int on_grad_mark_dev(void *ctx, const float *grad)
 {
     trainer_t *t = ctx;
@@ -507,7 +514,8 @@ int trainer_set_overlap(trainer_t *t, allreduce_t *ar, int timeout_ms)
         return 0;
     t->ar = ar;
     t->timeout_ms = timeout_ms;
-    return model_set_grad_ready(t->m, ar ? on_grad_ready : NULL, t);
+    /* the hooks themselves are set per step (trainer_forward_backward) */
+    return model_set_grad_queue(t->m, NULL, NULL, NULL);
 }
 
 int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss, float *logits,
@@ -531,18 +539,17 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
     if (t->exact)
         grad_exact_begin(t->exact);
     static const uint8_t none = 0;
-    /* overlap: buckets go while backward runs (an empty shard's zeros are
-     * all-reduced by trainer_reduce, in the same bucket operations). The
-     * ring's hook is the model's only while buckets can go: without it
-     * (world 1, NCCL) the step may be recorded and replayed (tape_pass.c),
-     * which a host callback per gradient that copies forbids; NCCL's grad
-     * queue (mark, then flush between the recording's segments) does not. */
+    /* overlap: buckets go over the host ring while backward runs (an empty
+     * shard's zeros are all-reduced by trainer_reduce, in the same bucket
+     * operations); dev: to NCCL. Either way through the model's grad queue
+     * (mark, then flush once the marked gradients' kernels are queued), so
+     * the step may still be recorded and replayed (tape_pass.c: in
+     * segments, the flushes between them). */
     int overlap = t->ar && !t->dsum && b->n > 0 && allreduce_world(t->ar) > 1;
     int dev = dev_overlap(t);   /* an empty shard queues its zeros in trainer_reduce */
-    int queue = dev && b->n > 0;
-    if (t->ar && (model_set_grad_ready(t->m, overlap ? on_grad_ready : NULL, t) < 0 ||
-                  model_set_grad_queue(t->m, queue ? on_grad_mark_dev : NULL, on_grad_flush_dev,
-                                       t) < 0)) {
+    int queue = (dev || overlap) && b->n > 0;
+    if (t->ar && model_set_grad_queue(t->m, queue ? on_grad_mark_dev : NULL, on_grad_flush_dev,
+                                      t) < 0) {
         err_set(err, errlen, "the model refuses the gradient hook (not opened for training?)");
         return -1;
     }
@@ -551,17 +558,17 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
          buckets_begin(t->bk, arena_mirror_at(&t->hg, 0), t->ar, t->timeout_ms, 1, err,
                        errlen) < 0))
         return -1;
-    if (dev) {
+    if (dev || overlap) {
         if (grad_ptrs(t, err, errlen) < 0 ||
             (!t->bi && !(t->bi = bucket_issue_new(t->bk, err, errlen))))
             return -1;
-        if (!t->dev_logged)
+        if (dev && !t->dev_logged)
             log_info("the gradients go to the device collective in %d bucket%s, each queued "
                      "while backward runs", buckets_count(t->bk),
                      buckets_count(t->bk) == 1 ? "" : "s");
-        t->dev_logged = 1;
+        t->dev_logged |= dev;
         t->dev_failed = 0;
-        bucket_issue_begin(t->bi, t->grads->base, dev_enqueue, t);
+        bucket_issue_begin(t->bi, t->grads->base, dev ? dev_enqueue : ring_enqueue, t);
     }
     int rc = model_train_begin_u8(t->m, b->pixels ? b->pixels : &none, b->n, b->c, b->h, b->w,
                                   b->mean, b->std, b->labels, &s, loss, logits, err, errlen);
@@ -631,7 +638,13 @@ int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, siz
                           errlen) < 0)
             return -1;
     }
-    if (buckets_end(t->bk, err, errlen) < 0)   /* marks those the hook did not see */
+    /* the ring's buckets not handed over during backward (their copies to
+     * the host mirror), then those the hook did not see */
+    if (t->bi && bucket_issue_active(t->bi) && bucket_issue_finish(t->bi, err, errlen) < 0) {
+        buckets_abort(t->bk);
+        return -1;
+    }
+    if (buckets_end(t->bk, err, errlen) < 0)
         return -1;
     if (t->mirror_failed) {
         err_set(err, errlen, "a gradient's copy to the host for the all-reduce failed "

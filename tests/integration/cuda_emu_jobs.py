@@ -182,15 +182,15 @@ try:
         queued = all("go to the device collective in" in l for l in logs)
         check(queued == (path == "nccl"), "%s job: buckets queued during backward: %s" %
               (path, queued))
-        # NCCL: the second step's pass recorded all the same, in segments
-        # cut where a bucket completes (gpud/tape_pass.c; the buckets
-        # numbered in backward's order, buckets_order: this WideResNet's
-        # stem sorts last in the arena), its NCCL calls between them; the
-        # ring's hook copies each gradient to the host: op by op
+        # the second step's pass recorded all the same, in segments cut
+        # where a bucket completes (gpud/tape_pass.c; the buckets numbered
+        # in backward's order, buckets_order: this WideResNet's stem sorts
+        # last in the arena), NCCL's calls or the ring's copies to the host
+        # mirror between them
         segs = [re.search(r"training pass recorded \(\d+ ops\)(?: in (\d+) segments)?", l)
                 for l in logs]
         nseg = [int(s.group(1) or 1) if s else 0 for s in segs]
-        check((all(n >= 3 for n in nseg) if path == "nccl" else not any(nseg)) and
+        check(all(n >= 3 for n in nseg) and
               all("of the training pass failed" not in l for l in logs),
               "%s job: the pass's recorded segments in each gpud: %s" % (path, nseg))
         # after the first step (which broadcasts the initial weights through

@@ -426,13 +426,13 @@ static int gq_final(const gq_t *q, int step, const char *what)
 
 /* The pass recorded with a grad queue (NCCL's buckets, gpud/trainer.c):
  * in segments cut where the queue flushes, its marks and flushes made
- * between them. Two WideResNets, graphs on and off, 8 steps: the same
+ * between them. Two WideResNets, graphs on and off, 7 steps: the same
  * calls in the same order (marks, flushes between), every flushed gradient
  * final when flushed (the replay of its segment queued before the flush:
  * on the emulator, run), the same losses and weights; the queue's cut
- * changed at step 5 (another bucket size) is found stale there (that
+ * changed at step 4 (another bucket size) is found stale there (that
  * step's flushes come at its old segments' ends, the marks the same),
- * learned op by op at step 6 and recorded at step 7. */
+ * learned op by op at step 5 and recorded at step 6. */
 static void check_grad_queue(void)
 {
     model_t *on = open_wrn(), *off = open_wrn();
@@ -446,11 +446,11 @@ static void check_grad_queue(void)
 #ifdef DDP_CUEMU
     unsigned long launches[2] = {0, 0};   /* the last step's, graphs on and off */
 #endif
-    for (int step = 0; step < 8; step++) {
-        int every = step < 5 ? 7 : 11;
+    for (int step = 0; step < 7; step++) {
+        int every = step < 4 ? 7 : 11;
         gq_begin(&qa, on, every);
         gq_begin(&qb, off, every);
-        if (step == 5)
+        if (step == 4)
             c4 = cuda_graph_counts();
 #ifdef DDP_CUEMU
         cuemu_counts_t k0 = cuemu_counts();
@@ -465,16 +465,16 @@ static void check_grad_queue(void)
         train_step(off, s_off, 0, step, b, tb);
 #endif
         CHECK(memcmp(a, b, sizeof a) == 0, "step %d: losses differ, graphs on and off", step);
-        if (step != 5)
+        if (step != 4)
             CHECK(qa.nlog == qb.nlog &&
                       memcmp(qa.log, qb.log, (size_t)qa.nlog * sizeof *qa.log) == 0,
                   "step %d: the grad queue's calls differ, graphs on (%d) and off (%d)", step,
                   qa.nlog, qb.nlog);
         else   /* replayed on the old cuts: the same marks, flushes at segment ends */
-            CHECK(same_marks(&qa, &qb), "step 5: the grad queue's marks differ");
+            CHECK(same_marks(&qa, &qb), "step 4: the grad queue's marks differ");
         int fa = gq_final(&qa, step, "graphs on"), fb = gq_final(&qb, step, "graphs off");
-        /* step 5: the last ones wait for the step's end (the trainer's finish) */
-        CHECK((fa == fb || step == 5) && fa > 0, "step %d: %d / %d gradients flushed", step, fa,
+        /* step 4: the last ones wait for the step's end (the trainer's finish) */
+        CHECK((fa == fb || step == 4) && fa > 0, "step %d: %d / %d gradients flushed", step, fa,
               fb);
         flushes = 0;
         for (int j = 0; j < qa.nlog; j++)
@@ -494,7 +494,7 @@ static void check_grad_queue(void)
     CHECK(launches[0] > 0 && launches[0] * 4 < launches[1], "a step recorded in segments asked "
           "for %lu launches, op by op %lu", launches[0], launches[1]);
 #endif
-    /* a recording before step 5 and one after, each of flushes + 1 segments
+    /* a recording before step 4 and one after, each of flushes + 1 segments
      * at most (the last flush may fall on the pass's last op) */
     CHECK(flushes >= 3 && c4.captured - c0.captured >= (unsigned long)flushes &&
           c1.captured - c4.captured >= (unsigned long)flushes - 1 &&
