@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/log.h"
 
 struct buckets {
     int n, nb;
@@ -139,6 +140,34 @@ int buckets_order(buckets_t *b, const int *pos)
     free(hi);
     free(size);
     return rc;
+}
+
+int buckets_order_walk(buckets_t *b, const int *walk)
+{
+    int *pos = calloc((size_t)b->n, sizeof *pos);
+    if (!pos)
+        return -1;
+    for (int i = 0; i < b->n; i++)   /* once per layout: n^2 over a model's tensors */
+        for (int j = 0; j < b->n; j++)
+            pos[i] += walk[j] > walk[i] || (walk[j] == walk[i] && j > i);
+    int rc = buckets_order(b, pos);
+    free(pos);
+    return rc;
+}
+
+size_t buckets_cap_env(size_t dflt)
+{
+    const char *v = getenv("DDPIPE_BUCKET_KB");
+    if (!v || !*v)
+        return dflt;
+    char *end;
+    long kb = strtol(v, &end, 10);
+    if (*end || kb < 4 || kb > 1048576) {
+        log_warn("DDPIPE_BUCKET_KB=%s is not a whole number of KiB from 4 to 1048576: the "
+                 "default %zu KiB is used", v, dflt / 256);
+        return dflt;
+    }
+    return (size_t)kb * 256u;
 }
 
 int buckets_count(const buckets_t *b)

@@ -47,6 +47,16 @@ void buckets_destroy(buckets_t **self);
  * names') the first buckets no longer wait for the last layer. Before
  * buckets_begin. 0, or -1 (out of memory: the numbering is kept). */
 int buckets_order(buckets_t *self, const int *pos);
+/* buckets_order with backward's order predicted from forward's: walk[i] is
+ * the order gradient i's layer binds it in the model (model_param_t.walk;
+ * backward runs the layers in reverse, so the last bound is final first;
+ * -1, never bound: last). 0 or -1 (out of memory). */
+int buckets_order_walk(buckets_t *self, const int *walk);
+/* The bucket size in floats: DDPIPE_BUCKET_KB (4 to 1048576 KiB, as DDP's
+ * bucket_cap_mb) in the environment, else dflt (a bad value is logged).
+ * The sums are the same bytes whatever the size; it moves where the
+ * overlap cuts backward (and a recorded cuda pass's segments). */
+size_t buckets_cap_env(size_t dflt);
 int buckets_count(const buckets_t *self);
 /* The gradients (buckets_new's n). */
 int buckets_grads(const buckets_t *self);

@@ -21,25 +21,6 @@
  * small enough that this ~3 MB WideResNet's gradient goes in 3 buckets. */
 #define TRAINER_BUCKET_FLOATS (1u << 18)
 
-/* The bucket size in floats: DDPIPE_BUCKET_KB (4 to 1048576 KiB, as DDP's
- * bucket_cap_mb) in gpud's environment, else TRAINER_BUCKET_FLOATS. The
- * sums are the same bytes whatever the size (docs/TRAINING.md); the size
- * moves where the overlap cuts backward (and a recorded pass's segments). */
-static size_t bucket_floats(void)
-{
-    const char *v = getenv("DDPIPE_BUCKET_KB");
-    if (!v || !*v)
-        return TRAINER_BUCKET_FLOATS;
-    char *end;
-    long kb = strtol(v, &end, 10);
-    if (*end || kb < 4 || kb > 1048576) {
-        log_warn("DDPIPE_BUCKET_KB=%s is not a whole number of KiB from 4 to 1048576: the "
-                 "default %u KiB is used", v, TRAINER_BUCKET_FLOATS / 256u);
-        return TRAINER_BUCKET_FLOATS;
-    }
-    return (size_t)kb * 256u;
-}
-
 struct trainer {
     model_t *m;
     trainer_cfg_t cfg;
@@ -116,26 +97,13 @@ static int apply_freezes(trainer_t *t, char *err, size_t errlen)
 
 /* The buckets over the optimized gradients, which lie one after the other
  * in the grads arena (register_params checked it). */
-/* Gradient i's place in backward's order, predicted from the order the
- * model binds its parameters (model_param_t.walk: backward runs the layers
- * in reverse, so the last bound is final first; never bound: last), the
- * same on every rank. */
-static void ready_places(const int *walk, int n, int *pos)
-{
-    for (int i = 0; i < n; i++) {
-        pos[i] = 0;
-        for (int j = 0; j < n; j++)   /* once per layout: n^2 over a model's tensors */
-            pos[i] += walk[j] > walk[i] || (walk[j] == walk[i] && j > i);
-    }
-}
-
 static int grad_layout(trainer_t *t, char *err, size_t errlen)
 {
     t->ng = optim_param_count(t->opt);
     t->gptr = calloc((size_t)t->ng, sizeof *t->gptr);
     size_t *numel = calloc((size_t)t->ng, sizeof *numel);
-    int *walk = calloc((size_t)t->ng, sizeof *walk), *pos = calloc((size_t)t->ng, sizeof *pos);
-    int ok = t->gptr && numel && walk && pos;
+    int *walk = calloc((size_t)t->ng, sizeof *walk);
+    int ok = t->gptr && numel && walk;
     for (int i = 0; ok && i < t->ng; i++) {
         model_param_t p;
         ok = model_param_find(t->m, optim_param_name(t->opt, i), &p) == 0;
@@ -145,9 +113,9 @@ static int grad_layout(trainer_t *t, char *err, size_t errlen)
             t->gptr[i] = p.grad;
     }
     if (ok) {
-        t->bk = buckets_new(numel, t->ng, bucket_floats(), err, errlen);
-        ready_places(walk, t->ng, pos);
-        if (t->bk && buckets_order(t->bk, pos) < 0) {
+        t->bk = buckets_new(numel, t->ng, buckets_cap_env(TRAINER_BUCKET_FLOATS), err, errlen);
+        /* numbered in backward's order, predicted from the layers' */
+        if (t->bk && buckets_order_walk(t->bk, walk) < 0) {
             err_set(err, errlen, "out of memory for the gradient buckets");
             buckets_destroy(&t->bk);
         }
@@ -156,7 +124,6 @@ static int grad_layout(trainer_t *t, char *err, size_t errlen)
     }
     free(numel);
     free(walk);
-    free(pos);
     return t->bk ? 0 : -1;
 }
 

@@ -258,6 +258,33 @@ static void test_order(void)
               hi, g, buckets_of(b, g), g);
     }
     buckets_destroy(&b);
+    /* the same from forward's binding order (model_param_t.walk): gradient
+     * 8 bound first, the others after it in their order */
+    b = buckets_new(NUMEL, NG, 1, err, sizeof err);
+    REQUIRE(b, "buckets_new: %s", err);
+    int walk[NG];
+    for (int i = 0; i < NG - 1; i++)
+        walk[i] = i + 1;
+    walk[NG - 1] = 0;
+    REQUIRE(buckets_order_walk(b, walk) == 0, "buckets_order_walk");
+    for (int k = 0; k < NG; k++) {
+        int g = k < NG - 1 ? NG - 2 - k : NG - 1;
+        CHECK(buckets_of(b, g) == k, "walk: gradient %d in bucket %d, want %d", g,
+              buckets_of(b, g), k);
+    }
+    buckets_destroy(&b);
+    /* DDPIPE_BUCKET_KB: KiB as floats; out of range or not a number: the default */
+    static const struct {
+        const char *v;
+        size_t want;
+    } env[] = {{"16", 4096}, {"3", 77}, {"16x", 77}, {"", 77}, {"1048577", 77}};
+    for (size_t i = 0; i < sizeof env / sizeof *env; i++) {
+        setenv("DDPIPE_BUCKET_KB", env[i].v, 1);
+        CHECK(buckets_cap_env(77) == env[i].want, "DDPIPE_BUCKET_KB=%s: %zu floats, want %zu",
+              env[i].v, buckets_cap_env(77), env[i].want);
+    }
+    unsetenv("DDPIPE_BUCKET_KB");
+    CHECK(buckets_cap_env(77) == 77, "DDPIPE_BUCKET_KB unset: not the default");
 
     b = buckets_new(NUMEL, NG, CAP, err, sizeof err);
     REQUIRE(b, "buckets_new: %s", err);
