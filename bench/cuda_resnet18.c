@@ -6,7 +6,14 @@
  *
  *   cuda_resnet18 eval|train [--batch 256] [--iters 10] [--warmup 2]
  *                 [--size 224] [--precision fp32|tf32|bf16|fp16] [--weights W]
- *                 [--arch resnet18|resnet50] [--micro-batch N]
+ *                 [--arch resnet18|resnet50] [--micro-batch N] [--segments N]
+ *
+ * --segments N (train): a grad queue as a multi-rank job's buckets set
+ * (model_set_grad_queue): its mark says "flush" every ceil(G / N)
+ * gradients, its flush queues nothing, so the recorded pass runs in about
+ * N segments with the host's marks between them: what cutting the pass
+ * where buckets go costs against one recording (no sum is made: one
+ * process). DDPIPE_CUDA_GRAPHS=0 gives the op-by-op step beside it.
  *
  * --micro-batch N (eval; default: the batch): the model's micro-batch, as
  * gpud's --micro-batch (gpud's default 16): a batch then runs as several
@@ -55,15 +62,36 @@
 
 typedef struct {
     const char *mode, *weights, *precision, *arch;
-    long batch, iters, warmup, size, micro;
+    long batch, iters, warmup, size, micro, segments;
 } opts_t;
+
+/* --segments: the stand-in grad queue */
+static struct {
+    int every, waiting;
+    long flushes;
+} s_q;
+
+static int q_mark(void *ctx, const float *grad)
+{
+    (void)ctx;
+    (void)grad;
+    return ++s_q.waiting >= s_q.every;
+}
+
+static void q_flush(void *ctx)
+{
+    (void)ctx;
+    s_q.waiting = 0;
+    s_q.flushes++;
+}
 
 static int parse(int argc, char **argv, opts_t *o)
 {
     static const struct option longs[] = {
         {"batch", 1, 0, 'b'},  {"iters", 1, 0, 'i'},     {"warmup", 1, 0, 'u'},
         {"size", 1, 0, 's'},   {"precision", 1, 0, 'p'}, {"weights", 1, 0, 'w'},
-        {"arch", 1, 0, 'a'},   {"micro-batch", 1, 0, 'm'}, {0, 0, 0, 0}};
+        {"arch", 1, 0, 'a'},   {"micro-batch", 1, 0, 'm'}, {"segments", 1, 0, 'g'},
+        {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (c) {
@@ -75,16 +103,19 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'w': o->weights = optarg; break;
         case 'a': o->arch = optarg; break;
         case 'm': o->micro = atol(optarg); break;
+        case 'g': o->segments = atol(optarg); break;
         default: return -1;
         }
     }
     if (optind != argc - 1 || (strcmp(argv[optind], "eval") && strcmp(argv[optind], "train")) ||
         o->batch < 1 || o->batch > MODEL_MAX_MICRO_BATCH || o->iters < 1 || o->warmup < 0 ||
         o->size < 32 || o->micro < 0 || o->micro > o->batch ||
-        (o->micro && strcmp(argv[optind], "eval"))) {
+        (o->micro && strcmp(argv[optind], "eval")) || o->segments < 0 || o->segments > 64 ||
+        (o->segments && strcmp(argv[optind], "train"))) {
         fprintf(stderr, "usage: cuda_resnet18 eval|train [--batch 1..%d] [--iters N] "
                 "[--warmup N] [--size 224] [--precision fp32|tf32|bf16|fp16] [--weights W] "
-                "[--arch resnet18|resnet50] [--micro-batch 1..batch (eval)]\n",
+                "[--arch resnet18|resnet50] [--micro-batch 1..batch (eval)] "
+                "[--segments 1..64 (train)]\n",
                 MODEL_MAX_MICRO_BATCH);
         return -1;
     }
@@ -118,7 +149,8 @@ static int bench_unscale(model_t *m, loss_scale_t *ls)
 
 int main(int argc, char **argv)
 {
-    opts_t o = {NULL, "tests/golden/resnet18.safetensors", "fp32", "resnet18", 256, 10, 2, 224, 0};
+    opts_t o = {NULL, "tests/golden/resnet18.safetensors", "fp32", "resnet18", 256, 10, 2, 224, 0,
+                0};
     if (parse(argc, argv, &o) < 0)
         return 2;
     int bf16 = strcmp(o.precision, "bf16") == 0, fp16 = strcmp(o.precision, "fp16") == 0;
@@ -150,6 +182,18 @@ int main(int argc, char **argv)
     optim_t *sgd = train ? bench_sgd_new(m) : NULL;
     if (train && !sgd)
         return 1;
+    if (o.segments) {
+        int grads = 0;
+        for (int i = 0; i < model_param_count(m); i++) {
+            model_param_t p;
+            grads += model_param_at(m, i, &p) == 0 && p.grad;
+        }
+        s_q.every = (grads + (int)o.segments - 1) / (int)o.segments;
+        if (model_set_grad_queue(m, q_mark, q_flush, NULL) < 0) {
+            fprintf(stderr, "cuda_resnet18: the model refuses the grad queue\n");
+            return 1;
+        }
+    }
     size_t per = 3 * (size_t)o.size * o.size, n = (size_t)o.batch;
     uint8_t *px = malloc(n * per);
     float *logits = malloc(n * model_num_classes(m) * sizeof *logits);
@@ -168,6 +212,7 @@ int main(int argc, char **argv)
         if (train) {
             model_step_t st = {.global_batch = (int)o.batch, .seed = 1, .step = (uint64_t)it,
                                .loss_scale = fp16 ? ls.scale : 0};
+            s_q.waiting = 0;   /* a step's buckets begin (bucket_issue_begin) */
             /* as gpud's trainer: the step queued, the next step's batch
              * staged while it runs, then its outputs read */
             rc = model_train_begin_u8(m, px, (int)n, 3, (int)o.size, (int)o.size, BENCH_MEAN,
@@ -214,6 +259,9 @@ int main(int argc, char **argv)
         printf(" micro_batch=%ld", o.micro);
     if (fp16 && train)
         printf(" skipped_steps=%lld loss_scale=%g", (long long)ls.skipped, (double)ls.scale);
+    if (o.segments)
+        printf(" segments=%ld flushes_per_step=%.1f", o.segments,
+               (double)s_q.flushes / (double)(o.warmup + o.iters));
     printf("\n");
     optim_destroy(&sgd);
     model_destroy(&m);

@@ -9,6 +9,7 @@
 # - their img/s, with 1 input copy thread (DDPIPE_CUDA_COPY_THREADS: the
 #   input path's A/B), eval with the stem in its plain form
 #   (DDPIPE_CUDA_S2D=0), op by op without CUDA graphs (DDPIPE_CUDA_GRAPHS=0),
+#   training recorded in 8 segments (bench --segments: NCCL's buckets' cuts),
 #   eval with each batch in turn instead of the next one staged while one
 #   runs (DDPIPE_EVAL_OVERLAP=0), the same at gpud's micro-batch 16,
 #   training in turn (DDPIPE_TRAIN_OVERLAP=0), training without the
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
         --bundle) BUNDLE=$2; shift ;;
         --out) OUT=$2; shift ;;
         --py) PY=$2; shift ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) echo "gpu-probe: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -88,11 +89,14 @@ for what in eval train; do
     run "copy1-$what" env DDPIPE_CUDA_COPY_THREADS=1 "$B" "$what" --batch 256 --iters 5 --precision bf16
 done
 run "s2d0-eval" env DDPIPE_CUDA_S2D=0 "$B" eval --batch 256 --iters 5 --precision bf16
-# op by op instead of a recorded pass: what an NCCL job whose buckets
-# overlap backward pays (its pass cannot be recorded), against default-*
+# op by op instead of a recorded pass (what the recording saves), against
+# default-*; and the pass recorded in 8 segments with the host's marks
+# between them, as a multi-rank job's buckets cut it (bench --segments: a
+# stand-in queue that sums nothing), against default-train and graphs0-train
 for what in eval train; do
     run "graphs0-$what" env DDPIPE_CUDA_GRAPHS=0 "$B" "$what" --batch 256 --iters 5 --precision bf16
 done
+run "segments8-train" "$B" train --batch 256 --iters 5 --precision bf16 --segments 8
 # eval in turn (DDPIPE_EVAL_OVERLAP=0), each batch written, run and read
 # before the next, against default-eval (the next batch staged while one
 # runs, as gpud's eval job); and at gpud's default micro-batch (16: 16

@@ -60,10 +60,11 @@ esac
 # variant set: each line its own figure, so a line filed under another
 # key shows in the ratios
 script(os.path.join(build, "bench", "cuda_resnet18"), r"""#!/bin/sh
-what=$1; prec=fp32 arch=resnet18
+what=$1; prec=fp32 arch=resnet18 seg=
 while [ $# -gt 0 ]; do
     [ "$1" = --precision ] && prec=$2
     [ "$1" = --arch ] && arch=$2
+    [ "$1" = --segments ] && seg=" segments=$2 flushes_per_step=7.0"
     shift
 done
 base=100; [ "$what" = train ] && base=50
@@ -77,7 +78,7 @@ done
 [ -n "${DDPIPE_TRAIN_PROFILE:-}" ] && echo "ddpipe INFO train profile conv     forward    0.001 s (fake)"
 [ -n "${DDPIPE_CUDNN_TUNE:-}" ] && echo "ddpipe INFO cuda conv tune: 1 shapes timed, 1 layers: 1.0 ms (fake)" &&
     echo "ddpipe INFO cuda conv tune layer1: engine 1 (rank 0) 1.0 ms (fake)"
-echo "ddpipe-cuda $arch $what img/s=$base.0 best_img/s=$base.5 batch=256 iters=3 precision=$prec"
+echo "ddpipe-cuda $arch $what img/s=$base.0 best_img/s=$base.5 batch=256 iters=3 precision=$prec$seg"
 # the backend's closing line comes after the bench line (the real one's does)
 [ "$prec" = bf16 ] && echo "2026-11-30T14:24:57.360Z ddpipe INFO cuda backend: 20 cuDNN graph plans in 6.67s (fake)"
 exit 0
@@ -177,7 +178,8 @@ for want in ("profile-eval", "profile-train", "default-eval", "default-train", "
              "copy1-train", "s2d0-eval", "graphs0-eval", "graphs0-train", "inturn-eval",
              "mb16-eval", "mb16-inturn-eval", "inturn-train", "unfused-train", "torch-eval",
              "torch-train", "profile-r50-train", "r50-train", "r50-unfused-train",
-             "torch-r50-train", "torch-r50-det-train", "r50-tuned-train", "torch-compile-train"):
+             "torch-r50-train", "torch-r50-det-train", "r50-tuned-train", "torch-compile-train",
+             "segments8-train"):
     check(want in names, "probe.txt has %s's lines: %s" % (want, sorted(names)))
 def lines(name):
     return [l for l in probe if l.startswith(name + ":")]
@@ -192,6 +194,9 @@ for name, want in (("default-train", "img/s=60.0"), ("graphs0-train", "img/s=61.
                    ("unfused-train", "img/s=61.0"), ("r50-train", "img/s=60.0"),
                    ("r50-unfused-train", "img/s=61.0"), ("r50-tuned-train", "img/s=61.0")):
     check(any(want in l for l in lines(name)), "%s: want %s, got %s" % (name, want, lines(name)))
+check(any("img/s=60.0" in l and "segments=8 flushes_per_step=" in l
+          for l in lines("segments8-train")),
+      "the pass in 8 segments: %s" % lines("segments8-train"))
 check(any("cuda conv tune: " in l for l in lines("r50-tuned-train")),
       "the tuned ResNet-50 run's tune summary: %s" % lines("r50-tuned-train"))
 for name in ("torch-eval", "torch-r50-det-train", "torch-compile-train"):

@@ -10,7 +10,8 @@
 #     and the plans file written;
 #   - with DDPIPE_CUDA_PROFILE=1 (profile_step): "cuda profile graph" and
 #     the engines' "cuda conv " lines;
-#   - the backend's closing line as gpu-e2e.sh greps it.
+#   - the backend's closing line as gpu-e2e.sh greps it;
+#   - train --segments 4 (gpu-probe): its segments= flushes_per_step= fields.
 #   bench_lines_emu.sh CUDA_RESNET18_EMU
 set -u
 B=$1
@@ -42,5 +43,13 @@ for what in train eval; do
     grep -h -o -E "cuda backend: [0-9]+ cuDNN graph plans.*" "$T/$what" |
         grep -q "runtime-compiled" || no "$what bf16: no closing plans line"
 done
+# --segments (gpu-probe's segments-train): a stand-in grad queue, the pass
+# recorded at the second step in segments and replayed at the third; 62
+# gradients, a flush every 16: 3 a step, each step alike (a queue whose
+# flushes move from step to step would be recorded again and again)
+"$B" train --batch 2 --size 32 --iters 2 --warmup 1 --precision bf16 --segments 4 \
+    > "$T/seg" 2>&1 || no "cuda_resnet18_emu train --segments 4: exit $?: $(tail -n 2 "$T/seg")"
+grep '^ddpipe-cuda resnet18 train ' "$T/seg" | grep -q 'segments=4 flushes_per_step=3\.0' ||
+    no "train --segments 4: not 'segments=4 flushes_per_step=3.0' in $(grep '^ddpipe-cuda' "$T/seg")"
 [ "$fail" -eq 0 ] && echo "bench_cuda_lines_emu: every line gpu-check reads is there"
 exit "$fail"
