@@ -276,6 +276,22 @@ void buckets_ready(buckets_t *b, int i)
     pthread_mutex_unlock(&b->mu);
 }
 
+void buckets_ready_range(buckets_t *b, size_t lo, size_t hi)
+{
+    if (!b->active)
+        return;
+    int woke = 0;
+    pthread_mutex_lock(&b->mu);
+    for (int i = 0; i < b->n; i++)
+        if (b->off[i] >= lo && b->off[i + 1] <= hi && !b->ready[i]) {
+            b->ready[i] = 1;
+            woke |= --b->left[b->of[i]] == 0;
+        }
+    if (woke)
+        pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
 int buckets_is_ready(const buckets_t *b, int i)
 {
     return b->active && i >= 0 && i < b->n && b->ready[i];

@@ -75,6 +75,9 @@ int buckets_begin(buckets_t *self, float *flat, allreduce_t *ar, int timeout_ms,
                   char *err, size_t errlen);
 /* Gradient i is in place (again: ignored). The caller's thread. */
 void buckets_ready(buckets_t *self, int i);
+/* Every gradient lying whole in flat[lo, hi) is in place (a bucket's range,
+ * copied to the host at once). The caller's thread. */
+void buckets_ready_range(buckets_t *self, size_t lo, size_t hi);
 /* Whether gradient i was marked ready this step. */
 int buckets_is_ready(const buckets_t *self, int i);
 /* Every gradient ready; returns once every bucket is summed. 0, or -1 with

@@ -178,18 +178,25 @@ static int end_segment(bk_graph_t *g, int op, int ok, const char *why)
     return 0;
 }
 
+/* Whether the recorded ops went well (rc 0 and no error noted); if not,
+ * their error in why, taken from the graph: an op that refused to be
+ * recorded (a copy, a synchronisation) is not the graph's error; the ops
+ * run again unrecorded and report a real one. */
+static int recorded_ok(bk_graph_t *g, int rc, char *why, size_t len)
+{
+    if (rc == 0 && !g->base.failed)
+        return 1;
+    snprintf(why, len, "%s", g->base.failed ? g->base.err : "an op failed");
+    g->base.failed = 0;
+    g->base.err[0] = '\0';
+    return 0;
+}
+
 int tape_capture_after(bk_graph_t *g, int rc)
 {
     tape_cap_t *c = &g->cap;
     char why[640] = "";
-    int ok = rc == 0 && !g->base.failed;
-    if (!ok) {
-        /* an op refused to be recorded (a copy, a synchronisation): not the
-         * graph's error; the ops run again unrecorded and report a real one */
-        snprintf(why, sizeof why, "%s", g->base.failed ? g->base.err : "an op failed");
-        g->base.failed = 0;
-        g->base.err[0] = '\0';
-    }
+    int ok = recorded_ok(g, rc, why, sizeof why);
     if (end_segment(g, 0, ok, why) != 0)
         return 1;
     c->version = g->base.params_version;
@@ -208,12 +215,7 @@ int tape_capture_after(bk_graph_t *g, int rc)
 int tape_capture_cut(bk_graph_t *g, int op)
 {
     char why[640] = "";
-    int ok = !g->base.failed;
-    if (!ok) {   /* as tape_capture_after */
-        snprintf(why, sizeof why, "%s", g->base.err);
-        g->base.failed = 0;
-        g->base.err[0] = '\0';
-    }
+    int ok = recorded_ok(g, 0, why, sizeof why);
     return end_segment(g, op, ok, why) != 0 ? 1 : 0;
 }
 
@@ -240,8 +242,7 @@ int tape_capture_replay_seg(bk_graph_t *g, int k)
     /* segment 0 is queued: a stale one here (the workspace or the scratch
      * moved between two launches of one pass) cannot be recorded again */
     char msg[384];
-    snprintf(msg, sizeof msg, "segment %d of %d: %s", k, c->nseg, rc > 0 ? why : why[0] ? why :
-             "no such segment");
+    snprintf(msg, sizeof msg, "segment %d of %d: %s", k, c->nseg, why[0] ? why : "no such segment");
     give_up(g, 0, "a replay", msg);
     bk_ctx_fail(&g->base, "the recorded training pass failed in its %s; the step is lost", msg);
     return -1;

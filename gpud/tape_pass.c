@@ -76,6 +76,19 @@ static void mark_segment(bk_graph_t *g, int from, int to, int *stale)
         g->grad_flush(g->grad_queue_ctx);
 }
 
+/* Cuts that no longer match the marks (the queue's layout changed) are
+ * learned again from the next pass, op by op, and recorded at the one
+ * after: the marks of a pass whose flushes came late say nothing of where
+ * they go op by op. A capped recording's later flushes are inside its last
+ * segment by design: not stale. */
+static void relearn_if_stale(bk_graph_t *g, int stale)
+{
+    if (stale && !g->cap.capped) {
+        tape_capture_drop(g);
+        g->cap.state = CAP_NEW;
+    }
+}
+
 /* The pass recorded (tape_capture_before said TC_RECORDING: the recording is
  * open). With a grad queue, in segments: one ends after each backward op
  * whose marks asked for a flush in the op-by-op pass before
@@ -115,19 +128,13 @@ static int record_pass(bk_graph_t *g, bk_tensor_t *y)
     if (tape_capture_after(g, rc) == 1)   /* not recorded after all: op by op */
         return first == y->producer ? run_pass(g, y) : run_backward(g, first);
     mark_segment(g, first, 0, &stale);
-    if (stale && !c->capped) {   /* the cuts came from a pass whose flushes were not op by op */
-        tape_capture_drop(g);
-        c->state = CAP_NEW;
-    }
+    relearn_if_stale(g, stale);   /* the cuts came from a pass whose queue differed */
     return 0;
 }
 
 /* The rest of a replayed pass (tape_capture_before queued segment 0): each
- * segment's gradients marked and flushed after it is queued, then the next.
- * Cuts that no longer match the marks (the queue's layout changed) are
- * learned again from the next pass, op by op, and recorded at the one
- * after: the marks of a pass whose flushes came late say nothing of where
- * they go op by op. */
+ * segment's gradients marked and flushed after it is queued, then the next
+ * (relearn_if_stale). */
 static int replay_rest(bk_graph_t *g, bk_tensor_t *y)
 {
     tape_cap_t *c = &g->cap;
@@ -138,10 +145,7 @@ static int replay_rest(bk_graph_t *g, bk_tensor_t *y)
         mark_segment(g, first, c->seg_end[k], &stale);
         first = c->seg_end[k] - 1;
     }
-    if (stale && !c->capped) {
-        tape_capture_drop(g);
-        c->state = CAP_NEW;
-    }
+    relearn_if_stale(g, stale);
     return 0;
 }
 

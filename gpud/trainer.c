@@ -46,8 +46,8 @@ struct trainer {
     const trainer_dsum_t *dsum;   /* trainer_set_device_sum: summed where it lives */
     void *dsum_ctx;
     bucket_issue_t *bi;     /* dsum->enqueue: the buckets queued while backward runs */
-    int dev_failed, dev_logged;
-    char dev_err[512];      /* the first queueing failure of the step */
+    int q_failed, dev_logged;
+    char q_err[512];        /* the first queueing failure of the step (NCCL or ring) */
     bk_traffic_t logged;    /* model_traffic at the last --verbose step line */
     grad_exact_t *exact;    /* cfg.chunk: the step's exact gradient sums */
     int break_exact;        /* DDPIPE_BITWISE_BREAK=float-ring (tests): floats over the ring */
@@ -416,14 +416,10 @@ static int ring_enqueue(void *ctx, float *base, size_t n, char *err, size_t errl
     (void)err;
     (void)errlen;
     trainer_t *t = ctx;
-    size_t lo = (size_t)(base - (float *)t->grads->base), glo, ghi;
+    size_t lo = (size_t)(base - (float *)t->grads->base);
     if (!arena_mirror_pull(&t->hg, lo, n))
         t->mirror_failed = 1;
-    for (int i = 0; i < t->ng; i++) {
-        buckets_grad_range(t->bk, i, &glo, &ghi);
-        if (glo >= lo && ghi <= lo + n)
-            buckets_ready(t->bk, i);
-    }
+    buckets_ready_range(t->bk, lo, lo + n);
     return 0;
 }
 
@@ -439,23 +435,23 @@ static int dev_enqueue(void *ctx, float *base, size_t n, char *err, size_t errle
 /* The model's grad queue during backward, buckets over NCCL (dev_enqueue)
  * or the host ring (ring_enqueue): grad is final (its kernels queued, or
  * recorded to be: bookkeeping only here); 1 when a bucket is complete,
- * which on_grad_flush_dev queues once the kernels are. Host work only, so
+ * which on_grad_flush queues once the kernels are. Host work only, so
  * the pass may be recorded as a CUDA graph (the NCCL calls and the ring's
  * copies stay outside it: a captured collective must be captured alike on
  * every rank, and each rank records its pass when it can). Gradients the
  * optimizer does not have (frozen) have no bucket. */
-static int on_grad_mark_dev(void *ctx, const float *grad)
+static int on_grad_mark(void *ctx, const float *grad)
 {
     trainer_t *t = ctx;
     int i = grad_index(t, grad);
-    return i >= 0 && !t->dev_failed ? bucket_issue_mark(t->bi, i) > 0 : 0;
+    return i >= 0 && !t->q_failed ? bucket_issue_mark(t->bi, i) > 0 : 0;
 }
 
-static void on_grad_flush_dev(void *ctx)
+static void on_grad_flush(void *ctx)
 {
     trainer_t *t = ctx;
-    if (!t->dev_failed && bucket_issue_flush(t->bi, t->dev_err, sizeof t->dev_err) < 0)
-        t->dev_failed = 1;
+    if (!t->q_failed && bucket_issue_flush(t->bi, t->q_err, sizeof t->q_err) < 0)
+        t->q_failed = 1;
 }
 
 void trainer_set_device_sum(trainer_t *t, const trainer_dsum_t *ops, void *ctx)
@@ -515,7 +511,7 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
     int overlap = t->ar && !t->dsum && b->n > 0 && allreduce_world(t->ar) > 1;
     int dev = dev_overlap(t);   /* an empty shard queues its zeros in trainer_reduce */
     int queue = (dev || overlap) && b->n > 0;
-    if (t->ar && model_set_grad_queue(t->m, queue ? on_grad_mark_dev : NULL, on_grad_flush_dev,
+    if (t->ar && model_set_grad_queue(t->m, queue ? on_grad_mark : NULL, on_grad_flush,
                                       t) < 0) {
         err_set(err, errlen, "the model refuses the gradient hook (not opened for training?)");
         return -1;
@@ -534,7 +530,7 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
                      "while backward runs", buckets_count(t->bk),
                      buckets_count(t->bk) == 1 ? "" : "s");
         t->dev_logged |= dev;
-        t->dev_failed = 0;
+        t->q_failed = 0;
         bucket_issue_begin(t->bi, t->grads->base, dev ? dev_enqueue : ring_enqueue, t);
     }
     int rc = model_train_begin_u8(t->m, b->pixels ? b->pixels : &none, b->n, b->c, b->h, b->w,
@@ -563,9 +559,9 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
 int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, size_t errlen)
 {
     if (t->dsum && t->bi && bucket_issue_active(t->bi)) {   /* NCCL: buckets queued */
-        if (t->dev_failed) {
+        if (t->q_failed) {
             bucket_issue_abort(t->bi);
-            err_set(err, errlen, "%s", t->dev_err);
+            err_set(err, errlen, "%s", t->q_err);
             return -1;
         }
         if (bucket_issue_finish(t->bi, err, errlen) < 0)

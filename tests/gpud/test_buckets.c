@@ -322,6 +322,14 @@ static void test_abort(void)
     CHECK(buckets_begin(b, x, ar, 1000, 1, err, sizeof err) == -1, "a second begin accepted");
     buckets_ready(b, 8);
     CHECK(buckets_is_ready(b, 8) && !buckets_is_ready(b, 0), "readiness not recorded");
+    /* a range (a bucket copied at once): the gradients lying whole in it */
+    size_t lo, hi, glo, ghi;
+    buckets_grad_range(b, 6, &lo, &hi);
+    buckets_grad_range(b, 7, &glo, &ghi);
+    buckets_ready_range(b, lo, ghi - 1);   /* 6 whole, 7 cut short */
+    CHECK(buckets_is_ready(b, 6) && !buckets_is_ready(b, 7) && !buckets_is_ready(b, 5),
+          "buckets_ready_range [%zu, %zu): 5 %d, 6 %d, 7 %d", lo, ghi - 1,
+          buckets_is_ready(b, 5), buckets_is_ready(b, 6), buckets_is_ready(b, 7));
     buckets_abort(b);
     CHECK(!buckets_active(b), "active after abort");
     /* usable again after the abort */
