@@ -40,9 +40,9 @@
  * scaling per step (the loss's gradient times S, the device scan for
  * inf/NaN, the unscale, GradScaler's update: docs/FP16.md), the peer of
  * cuda_resnet18_torch.py --mode cl-amp (autocast float16 + GradScaler);
- * eval, the tape on fp16 NHWC buffers with autocast's rounding points (no
- * inference plan, no BatchNorm folded: docs/FP16.md), the peer of cl-amp's
- * eval.
+ * eval, the inference plan in fp16 NHWC (BatchNorm folded, as bf16's:
+ * docs/FP16.md "The inference plan"; DDPIPE_FP16_EVAL=tape: the tape with
+ * autocast's rounding points), the peer of cl-amp's eval.
  *
  * Prints one line: "ddpipe-cuda ARCH MODE img/s=X ... device=NAME".
  */

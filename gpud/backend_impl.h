@@ -263,6 +263,10 @@ enum {
      * flag: a backend may store one in 16 bits and not the other). */
     BK_CAP_ACT16_BF16 = 1u << 9,
     BK_CAP_ACT16_FP16 = 1u << 10,
+    /* --precision fp16 inference runs on the inference graph as bf16's does
+     * (BK_CAP_FUSED_BF16, fp16 values in bf16's place; docs/FP16.md "The
+     * inference plan"). Without it, fp16 inference runs the recorded ops. */
+    BK_CAP_FUSED_FP16 = 1u << 11,
 };
 
 /* Optional: an inference graph's forward recorded once and replayed (CUDA

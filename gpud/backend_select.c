@@ -109,9 +109,15 @@ int backend_set_precision(backend_t *be, const char *precision, char *err, size_
                 precision, be->ops->name);
         return -1;
     }
-    if (fp16) {   /* one way only: fp16 values through the fp32 kernels */
+    if (fp16) {   /* fp16 values through the fp32 kernels, or the backend's own */
+        const char *isa = NULL;
         be->precision = BK_FP16;
-        snprintf(be->precision_name, sizeof be->precision_name, "fp16 (fp32 kernels)");
+        if (!(be->ops->caps & BK_CAP_FUSED_FP16) || backend_bf16_native(be, &isa) <= 0)
+            isa = NULL;   /* no fp16 kernels of its own */
+        if (isa)
+            snprintf(be->precision_name, sizeof be->precision_name, "fp16 (native: %s)", isa);
+        else
+            snprintf(be->precision_name, sizeof be->precision_name, "fp16 (fp32 kernels)");
         return 0;
     }
     return bf16_mode(be, err, errlen);

@@ -414,20 +414,20 @@ bk_tensor_t *bk_softmax_ce(bk_graph_t *g, bk_tensor_t *x, float label_smoothing)
 
 /* ------------------------------------------------------------- execution */
 
-/* bf16 inference runs on the fused plan where the backend says so
- * (BatchNorm folded, bf16 activations: docs/BF16.md "bf16 inference
- * plan"); DDPIPE_BF16_EVAL=tape keeps autocast's exact rounding points
- * (conv, round, BatchNorm, round) on the recorded ops, as does a backend
- * without, and fp16 always (docs/FP16.md: the plan's native kernels are
- * bf16's). */
+/* bf16 and fp16 inference run on the fused plan where the backend says so
+ * (BatchNorm folded, 16-bit activations: docs/BF16.md "bf16 inference
+ * plan", docs/FP16.md "The inference plan"); DDPIPE_BF16_EVAL=tape and
+ * DDPIPE_FP16_EVAL=tape (read when the graph compiles: its first forward)
+ * keep autocast's exact rounding points (conv, round, BatchNorm, round) on
+ * the recorded ops, as does a backend without. */
 static int plan_wanted(const bk_graph_t *g)
 {
     if (!g->half)
         return 1;
-    if (g->half_fmt == BK_HALF_FP16)
-        return 0;
-    const char *e = getenv("DDPIPE_BF16_EVAL");
-    return (g->base.be->ops->caps & BK_CAP_FUSED_BF16) && !(e && strcmp(e, "tape") == 0);
+    int fp16 = g->half_fmt == BK_HALF_FP16;
+    const char *e = getenv(fp16 ? "DDPIPE_FP16_EVAL" : "DDPIPE_BF16_EVAL");
+    return (g->base.be->ops->caps & (fp16 ? BK_CAP_FUSED_FP16 : BK_CAP_FUSED_BF16)) &&
+           !(e && strcmp(e, "tape") == 0);
 }
 
 /* A forward-only eval-mode graph runs as its inference graph (fused ops)

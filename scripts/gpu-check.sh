@@ -296,9 +296,9 @@ for what in eval train; do
     # bf16: eval as the inference plan, train on bf16 NHWC activations
     # (cuda_train16.c: bf16 tensor-core convolutions; docs/CUDA.md "bf16
     # training"); its peer is autocast bf16
-    # fp16 trains with dynamic loss scaling (docs/FP16.md) and evaluates on
-    # the tape (fp16 NHWC buffers, autocast's rounding points, no inference
-    # plan); its peer is cl-amp (autocast float16, + GradScaler in training)
+    # fp16 trains with dynamic loss scaling (docs/FP16.md) and evaluates as
+    # the inference plan in fp16 (BatchNorm folded, as bf16's); its peer is
+    # cl-amp (autocast float16, + GradScaler in training)
     precs="fp32 tf32 bf16 fp16" modes="eager cl-amp cl-bf16"
     for prec in $precs; do
         step "bench ddpipe $what $prec" "bench-ddpipe-$what-$prec.log" \

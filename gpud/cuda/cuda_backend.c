@@ -354,7 +354,8 @@ static const bk_ops_t CUDA_OPS = {
     .destroy = cb_destroy,
     .train = &CUDA_TKERNELS,
     .train16 = &CUDA_T16KERNELS,   /* bf16/fp16 training on 16-bit NHWC activations */
-    .caps = BK_CAPS_CUDA | BK_CAP_FUSED_BF16 | BK_CAP_ACT16_BF16 | BK_CAP_ACT16_FP16,
+    .caps = BK_CAPS_CUDA | BK_CAP_FUSED_BF16 | BK_CAP_FUSED_FP16 | BK_CAP_ACT16_BF16 |
+            BK_CAP_ACT16_FP16,
     .traffic = cb_traffic,
     .graphs = &CUDA_GRAPH_OPS,
     .timer = &CUDA_TIMER_OPS,

@@ -1,7 +1,9 @@
-/* cuda_infer — --precision bf16 on the cuda backend: graph_plan.c's
+/* cuda_infer — --precision bf16 and fp16 on the cuda backend: graph_plan.c's
  * inference plan (conv with BatchNorm folded + bias + ReLU / residual sum,
  * add [+ ReLU], ReLU, pooling, linear; flatten and dropout are aliases) on
- * tensor cores, the numbers of docs/BF16.md "bf16 inference plan":
+ * tensor cores, the numbers of docs/BF16.md "bf16 inference plan" (fp16:
+ * the same with fp16 values, docs/FP16.md "The inference plan"). Below,
+ * "bf16" stands for the precision's 16-bit format (cuinf_fp16):
  *
  *   activations  bf16, NHWC (channels last) end to end: every buffer of a
  *                bf16 graph (cuinf_alloc: 2 bytes an element); the input
@@ -26,10 +28,11 @@
  *   weights      the engine's folded copies (fp32 device memory holding bf16
  *                values), converted to bf16 NHWC once per g->params_version
  *
- * Training and every other tape graph in bf16 keep fp32 NCHW buffers
- * (cuda_train.c, the engine rounding them); the two kinds of buffer live on
- * one backend (a training job's validation), told apart by the registry
- * of this file's buffers (cuinf_buf). */
+ * Training and every other tape graph in bf16 or fp16 run the 16-bit
+ * training table (cuda_train16.c; fp32 NCHW buffers with
+ * DDPIPE_HALF_ACTIVATIONS=0); the kinds of buffer live on one backend (a
+ * training job's validation), told apart by the registry of this file's
+ * buffers (cuinf_buf). */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +53,22 @@ static cudaStream_t stream_of(backend_t *be)
     return cu_be(be)->stream;
 }
 
+/* the plan's 16-bit format: 1 fp16, 0 bf16 (the kernels' fp16 argument) */
+static int plan_fp16(const bk_ctx_t *g)
+{
+    return cuinf_fp16(g->be);
+}
+
+static const char *h16_name(const bk_ctx_t *g)
+{
+    return plan_fp16(g) ? "fp16" : "bf16";
+}
+
+static cudnnDataType_t h16_dnn(const bk_ctx_t *g)
+{
+    return plan_fp16(g) ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
+}
+
 /* Tensor cores take NHWC bf16 channels in multiples of 8 (16 bytes). */
 static int round8(int c)
 {
@@ -58,11 +77,10 @@ static int round8(int c)
 
 int cuinf_refuse(bk_ctx_t *g, const char *what)
 {
-    bk_ctx_fail(g, "%s: --precision bf16 on cuda runs only as the inference plan (eval of a "
-                "model whose every op fuses: conv, BatchNorm after a conv, ReLU, add, pooling, "
-                "flatten, dropout, linear); this graph runs on the tape (training, "
-                "DDPIPE_BF16_EVAL=tape, or an op without a fused form: gpud's debug log names "
-                "it): use --precision fp32 on cuda for it", what);
+    bk_ctx_fail(g, "%s: a kernel of the 16-bit inference plan was asked for by a graph that "
+                "does not run the plan (training, DDPIPE_BF16_EVAL=tape, DDPIPE_FP16_EVAL=tape, "
+                "or an op without a fused form: gpud's debug log names it), a bug: report it "
+                "with the model, or use --precision fp32 on cuda", what);
     return -1;
 }
 
@@ -148,17 +166,17 @@ int cuinf_read(bk_ctx_t *g, int fp16, const void *src, float *nchw, const int s[
 
 void cuinf_add(backend_t *be, void *y, const void *a, const void *b, size_t count, int relu)
 {
-    cu_note(be, ckb_add(stream_of(be), 0, y, a, b, count, relu), "bf16 add kernel");
+    cu_note(be, ckb_add(stream_of(be), cuinf_fp16(be), y, a, b, count, relu), "16-bit add kernel");
 }
 
 void cuinf_flatten(backend_t *be, void *y, const void *x, const int xs[4], int backward)
 {
     if (backward) {   /* inference graphs have no backward */
-        cu_note(be, cudaErrorNotSupported, "bf16 inference-plan flatten backward");
+        cu_note(be, cudaErrorNotSupported, "16-bit inference-plan flatten backward");
         return;
     }
-    cu_note(be, ckb_flatten(stream_of(be), x, xs[0], xs[1], xs[2] * xs[3], y),
-            "bf16 flatten kernel");
+    cu_note(be, ckb_flatten(stream_of(be), cuinf_fp16(be), x, xs[0], xs[1], xs[2] * xs[3], y),
+            "16-bit flatten kernel");
 }
 
 /* dst = src rounded to fmt, on the backend's stream */
@@ -171,7 +189,7 @@ static cudaError_t round_to(backend_t *be, bk_half_t fmt, const float *src, size
 
 void cuinf_round(backend_t *be, bk_half_t fmt, void *y, size_t count)
 {
-    if (fmt == BK_HALF_FP16 || !cuinf_buf(be, y))   /* a tape graph's fp32 buffer */
+    if (!cuinf_buf(be, y))   /* a tape graph's fp32 buffer */
         cu_note(be, round_to(be, fmt, y, count, y),
                 fmt == BK_HALF_FP16 ? "fp16 rounding kernel" : "bf16 rounding kernel");
 }
@@ -242,28 +260,30 @@ static int iconv_descs(bk_ctx_t *g, iconv_t *p, const bk_conv_t *c)
         cudnn_check(g, cudnnCreateConvolutionDescriptor(&p->cd),
                     "cudnnCreateConvolutionDescriptor") < 0)
         return -1;
-    if (cudnn_check(g, cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16,
-                                                  p->xs[0], p->xs[1], p->xs[2], p->xs[3]),
-                    "cudnnSetTensor4dDescriptor (bf16 NHWC input)") < 0 ||
-        cudnn_check(g, cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16,
-                                                  p->out[0], p->ocp, p->out[2], p->out[3]),
-                    "cudnnSetTensor4dDescriptor (bf16 NHWC output)") < 0 ||
-        cudnn_check(g, cudnnSetFilter4dDescriptor(p->wd, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC,
-                                                  p->ocp, p->icp, c->kh, c->kw),
-                    "cudnnSetFilter4dDescriptor (bf16 NHWC)") < 0 ||
+    cudnnDataType_t dt = h16_dnn(g);
+    if (cudnn_check(g, cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NHWC, dt, p->xs[0],
+                                                  p->xs[1], p->xs[2], p->xs[3]),
+                    "cudnnSetTensor4dDescriptor (16-bit NHWC input)") < 0 ||
+        cudnn_check(g, cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NHWC, dt, p->out[0],
+                                                  p->ocp, p->out[2], p->out[3]),
+                    "cudnnSetTensor4dDescriptor (16-bit NHWC output)") < 0 ||
+        cudnn_check(g, cudnnSetFilter4dDescriptor(p->wd, dt, CUDNN_TENSOR_NHWC, p->ocp, p->icp,
+                                                  c->kh, c->kw),
+                    "cudnnSetFilter4dDescriptor (16-bit NHWC)") < 0 ||
         /* PyTorch's conv is a cross-correlation; fp32 sums */
         cudnn_check(g, cudnnSetConvolution2dDescriptor(p->cd, c->pad_h, c->pad_w, c->stride_h,
                                                        c->stride_w, 1, 1,
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-                    "cudnnSetConvolution2dDescriptor (bf16)") < 0 ||
+                    "cudnnSetConvolution2dDescriptor (16-bit)") < 0 ||
         cudnn_check(g, cudnnSetConvolutionMathType(p->cd, CUDNN_TENSOR_OP_MATH),
                     "cudnnSetConvolutionMathType (tensor ops)") < 0 ||
         cudnn_check(g, cudnnGetConvolution2dForwardOutputDim(p->cd, p->xd, p->wd, &n, &k, &h, &w),
                     "cudnnGetConvolution2dForwardOutputDim") < 0)
         return -1;
     if (n != p->out[0] || k != p->ocp || h != p->out[2] || w != p->out[3]) {
-        bk_ctx_fail(g, "cuDNN's bf16 convolution gives [%d,%d,%d,%d], the graph has [%d,%d,%d,%d] "
-                    "(%d channels padded to %d%s): report the layer's shapes", n, k, h, w,
+        bk_ctx_fail(g, "cuDNN's %s convolution gives [%d,%d,%d,%d], the graph has [%d,%d,%d,%d] "
+                    "(%d channels padded to %d%s): report the layer's shapes", h16_name(g), n, k,
+                    h, w,
                     p->out[0], p->out[1], p->out[2], p->out[3], p->out[1], p->ocp,
                     p->s2d ? ", space-to-depth" : "");
         return -1;
@@ -295,14 +315,15 @@ static int iconv_algo(bk_ctx_t *g, iconv_t *p)
                                                    perf)
             : cudnnGetConvolutionForwardAlgorithm_v7(cb->dnn, p->xd, p->wd, p->cd, p->yd, 16, &n,
                                                      perf);
-    if (cudnn_check(g, st, cb->algo_find ? "cudnnFindConvolutionForwardAlgorithm (bf16)"
-                                         : "cudnnGetConvolutionForwardAlgorithm_v7 (bf16)") < 0)
+    if (cudnn_check(g, st, cb->algo_find ? "cudnnFindConvolutionForwardAlgorithm (16-bit)"
+                                         : "cudnnGetConvolutionForwardAlgorithm_v7 (16-bit)") < 0)
         return -1;
     int i = iconv_pick(perf, n, cb->ws_cap);
     if (i < 0) {
-        bk_ctx_fail(g, "cuDNN offers no deterministic bf16 NHWC forward algorithm for a %dx%d "
+        bk_ctx_fail(g, "cuDNN offers no deterministic %s NHWC forward algorithm for a %dx%d "
                     "convolution of [%d,%d,%d,%d] (%d candidates, workspace cap %zu MB): raise "
-                    "DDPIPE_CUDA_WORKSPACE_MB, or use --precision fp32", p->kh, p->kw, p->in[0],
+                    "DDPIPE_CUDA_WORKSPACE_MB, or use --precision fp32", h16_name(g), p->kh, p->kw,
+                    p->in[0],
                     p->in[1], p->in[2], p->in[3], n, cb->ws_cap >> 20);
         return -1;
     }
@@ -335,7 +356,12 @@ static int s2d_form(const bk_conv_t *c, const int in[4], const int out[4], bk_co
     return 1;
 }
 
-static atomic_ulong n_s2d;
+static atomic_ulong n_s2d, n_plans[2];
+
+unsigned long cuinf_conv_plans(int fp16)
+{
+    return atomic_load(&n_plans[fp16 ? 1 : 0]);
+}
 
 unsigned long cuinf_s2d_count(void)
 {
@@ -373,9 +399,9 @@ bk_plan_t *cuinf_conv_plan(bk_ctx_t *g, const bk_conv_t *c0, const bk_post_t *po
         c = &cs;
         p->icp = xs[1];
         atomic_fetch_add(&n_s2d, 1);
-        log_info("cuda: bf16 conv %dx%d/2 %d->%d on [%d,%d,%d,%d] as space-to-depth: %dx%d/1 "
-                 "over [%d,%d,%d,%d]", c0->kh, c0->kw, in[1], out[1], in[0], in[1], in[2], in[3],
-                 c->kh, c->kw, xs[0], xs[1], xs[2], xs[3]);
+        log_info("cuda: %s conv %dx%d/2 %d->%d on [%d,%d,%d,%d] as space-to-depth: %dx%d/1 "
+                 "over [%d,%d,%d,%d]", h16_name(g), c0->kh, c0->kw, in[1], out[1], in[0], in[1],
+                 in[2], in[3], c->kh, c->kw, xs[0], xs[1], xs[2], xs[3]);
     }
     memcpy(p->xs, xs, sizeof p->xs);
     p->kh2 = c->kh;
@@ -401,7 +427,8 @@ bk_plan_t *cuinf_conv_plan(bk_ctx_t *g, const bk_conv_t *c0, const bk_post_t *po
     /* the graph (one rounding, at its end) where no output channel is padding */
     cu_fused_shape_t fs = {.in = {xs[0], xs[1], xs[2], xs[3]}, .kh = c->kh, .kw = c->kw,
                            .sh = c->stride_h, .sw = c->stride_w, .ph = c->pad_h,
-                           .pw = c->pad_w, .bf16_nhwc = 1, .tensor_core = 1, .bias = 1,
+                           .pw = c->pad_w, .bf16_nhwc = 1, .fp16 = plan_fp16(g), .tensor_core = 1,
+                           .bias = 1,
                            .n_post = p->post.n_post};
     memcpy(fs.out, out, sizeof fs.out);
     memcpy(fs.post, p->post.post, sizeof fs.post);
@@ -409,6 +436,7 @@ bk_plan_t *cuinf_conv_plan(bk_ctx_t *g, const bk_conv_t *c0, const bk_post_t *po
         iconv_destroy(&p->base);
         return NULL;
     }
+    atomic_fetch_add(&n_plans[plan_fp16(g)], 1);
     return &p->base;
 }
 
@@ -426,30 +454,31 @@ int cuinf_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, co
     if (cu_sticky(g) < 0)
         return -1;
     if (res && !p->tmp) {
-        bk_ctx_fail(g, "a residual given to a bf16 conv planned without a sum post-op");
+        bk_ctx_fail(g, "a residual given to a 16-bit conv planned without a sum post-op");
         return -1;
     }
+    int h = plan_fp16(g);
     if (!p->wset || p->wver != g->params_version) {
-        if (p->s2d ? cu_check(g, ckb_weights_s2d(s, 0, w, oc, p->in[1], p->kh, p->kw, p->kh2,
+        if (p->s2d ? cu_check(g, ckb_weights_s2d(s, h, w, oc, p->in[1], p->kh, p->kw, p->kh2,
                                                  p->kw2, p->icp, p->w16),
-                              "bf16 space-to-depth weight kernel") < 0
-                   : cu_check(g, ckb_weights(s, 0, w, oc, p->in[1], p->kh * p->kw, p->ocp,
+                              "16-bit space-to-depth weight kernel") < 0
+                   : cu_check(g, ckb_weights(s, h, w, oc, p->in[1], p->kh * p->kw, p->ocp,
                                              p->icp, p->w16),
-                              "bf16 weight conversion kernel") < 0)
+                              "16-bit weight conversion kernel") < 0)
             return -1;
         p->wver = g->params_version;
         p->wset = 1;
     }
     const void *xin = x;
     if (p->s2d) {
-        if (cu_check(g, ckb_s2d(s, 0, x, p->in[0], p->in[2], p->in[3], p->in[1], p->pad_h,
-                                p->pad_w, p->xs[2], p->xs[3], p->icp, p->xpad),
-                     "bf16 space-to-depth kernel") < 0)
+        if (cu_check(g, ckb_s2d(s, h, x, p->in[0], p->in[2], p->in[3], p->in[1], p->pad_h, p->pad_w,
+                                p->xs[2], p->xs[3], p->icp, p->xpad),
+                     "16-bit space-to-depth kernel") < 0)
             return -1;
         xin = p->xpad;
     } else if (p->xpad) {
-        if (cu_check(g, ckb_pad(s, 0, x, pix_in, p->in[1], p->icp, p->xpad),
-                     "bf16 channel padding kernel") < 0)
+        if (cu_check(g, ckb_pad(s, h, x, pix_in, p->in[1], p->icp, p->xpad),
+                     "16-bit channel padding kernel") < 0)
             return -1;
         xin = p->xpad;
     }
@@ -459,13 +488,13 @@ int cuinf_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, co
         return rc;
     if (cudnn_check(g, cudnnConvolutionForward(cb->dnn, &one, p->xd, xin, p->wd, p->w16, p->cd,
                                                p->algo, cb->ws, cb->ws_size, &zero, p->yd, out),
-                    "cudnnConvolutionForward (bf16 NHWC)") < 0)
+                    "cudnnConvolutionForward (16-bit NHWC)") < 0)
         return -1;
     if (out == y && !b && p->post.n_post == 0)
         return 0;
-    return cu_check(g, ckb_epilogue(s, y, out, p->tmp ? p->ocp : oc, b, pix_out * oc, oc,
+    return cu_check(g, ckb_epilogue(s, h, y, out, p->tmp ? p->ocp : oc, b, pix_out * oc, oc,
                                     p->post, res),
-                    "bf16 conv epilogue kernel");
+                    "16-bit conv epilogue kernel");
 }
 
 /* ------------------------------------------------------ relu, pooling */
@@ -505,8 +534,8 @@ bk_plan_t *cuinf_relu_plan(bk_ctx_t *g, const int in[4])
 
 int cuinf_relu_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
-    return cu_check(g, ckb_relu(stream_of(g->be), 0, y, x, ((isimple_t *)bp)->count),
-                    "bf16 relu kernel");
+    return cu_check(g, ckb_relu(stream_of(g->be), plan_fp16(g), y, x, ((isimple_t *)bp)->count),
+                    "16-bit relu kernel");
 }
 
 bk_plan_t *cuinf_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
@@ -526,7 +555,8 @@ bk_plan_t *cuinf_pool_plan(bk_ctx_t *g, const bk_pool_t *pp, const int in[4],
 int cuinf_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 {
     isimple_t *p = (isimple_t *)bp;
-    return cu_check(g, ckb_pool(stream_of(g->be), 0, &p->pool, p->c, x, y, NULL), "bf16 pooling kernel");
+    return cu_check(g, ckb_pool(stream_of(g->be), plan_fp16(g), &p->pool, p->c, x, y, NULL),
+                    "16-bit pooling kernel");
 }
 
 /* ----------------------------------------------------------------- linear */
@@ -534,7 +564,7 @@ int cuinf_pool_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, void *y)
 typedef struct {
     bk_plan_t base;
     int n, c, hw, out;
-    void *w16;      /* bf16 [out, h, w, c]: the NHWC order of the input */
+    void *w16;      /* 16-bit [out, h, w, c]: the NHWC order of the input */
     float *acc;     /* the fp32 sums [n, out] */
     unsigned wver;
     int wset;
@@ -583,24 +613,28 @@ int cuinf_linear_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, 
     if (cu_sticky(g) < 0)
         return -1;
     if (!p->wset || p->wver != g->params_version) {
-        if (cu_check(g, ckb_weights(cb->stream, 0, w, p->out, p->c, p->hw, p->out, p->c, p->w16),
-                     "bf16 linear weight conversion kernel") < 0)
+        if (cu_check(g, ckb_weights(cb->stream, plan_fp16(g), w, p->out, p->c, p->hw, p->out, p->c,
+                                    p->w16),
+                     "16-bit linear weight conversion kernel") < 0)
             return -1;
         p->wver = g->params_version;
         p->wset = 1;
     }
     /* tensor cores: the handle's pedantic math (fp32's no-TF32 rule)
-     * would keep this bf16 GEMM off them; bf16 products are exact in fp32
-     * and the sums stay fp32 (CUBLAS_COMPUTE_32F) */
+     * would keep this 16-bit GEMM off them; bf16 and fp16 products are
+     * exact in fp32 and the sums stay fp32 (CUBLAS_COMPUTE_32F: no fp16
+     * reduced-precision reduction) */
+    cudaDataType dt = plan_fp16(g) ? CUDA_R_16F : CUDA_R_16BF;
     cublasStatus_t st = cublasSetMathMode(cb->blas, CUBLAS_DEFAULT_MATH);
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasGemmEx(cb->blas, CUBLAS_OP_T, CUBLAS_OP_N, p->out, p->n, in, &one, p->w16,
-                          CUDA_R_16BF, in, x, CUDA_R_16BF, in, &zero, p->acc, CUDA_R_32F, p->out,
-                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        st = cublasGemmEx(cb->blas, CUBLAS_OP_T, CUBLAS_OP_N, p->out, p->n, in, &one, p->w16, dt,
+                          in, x, dt, in, &zero, p->acc, CUDA_R_32F, p->out, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT);
     cublasStatus_t back = cublasSetMathMode(cb->blas, cb->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                                : CUBLAS_PEDANTIC_MATH);
-    if (cublas_check(g, st != CUBLAS_STATUS_SUCCESS ? st : back, "cublasGemmEx (bf16 linear)") < 0)
+    if (cublas_check(g, st != CUBLAS_STATUS_SUCCESS ? st : back, "cublasGemmEx (16-bit linear)") <
+        0)
         return -1;
-    return cu_check(g, ckb_linear_out(cb->stream, y, p->acc, b, p->n, p->out),
-                    "bf16 linear output kernel");
+    return cu_check(g, ckb_linear_out(cb->stream, plan_fp16(g), y, p->acc, b, p->n, p->out),
+                    "16-bit linear output kernel");
 }

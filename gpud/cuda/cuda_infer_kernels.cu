@@ -12,8 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef __nv_bfloat16 bf16;
-
 /* ------------------------------------------------------------ layouts */
 
 template <typename T>
@@ -75,18 +73,19 @@ cudaError_t ckb_to_nchw(cudaStream_t s, int fp16, const void *x, int n, int c, i
     return LAUNCH16(fp16, k_to_nchw, count, x, count, c, (size_t)hw, y);
 }
 
-__global__ static void k_flatten(const bf16 *x, size_t count, int c, size_t hw, bf16 *y)
+template <typename T>
+__global__ static void k_flatten(const void *xv, size_t count, int c, size_t hw, void *yv)
 {
+    const T *x = (const T *)xv;
+    T *y = (T *)yv;
     GRID_STRIDE(i, count)
     y[i] = x[nhwc_of_nchw(i, c, hw)];
 }
 
-cudaError_t ckb_flatten(cudaStream_t s, const void *x, int n, int c, int hw, void *y)
+cudaError_t ckb_flatten(cudaStream_t s, int fp16, const void *x, int n, int c, int hw, void *y)
 {
     size_t count = (size_t)n * c * hw;
-    k_flatten<<<blocks_for(count), THREADS, 0, s>>>((const bf16 *)x, count, c, (size_t)hw,
-                                                    (bf16 *)y);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_flatten, count, x, count, c, (size_t)hw, y);
 }
 
 template <typename T>
@@ -200,48 +199,49 @@ int ckb_s2d_shape(int c, int h, int w, int kh, int kw, int sh, int sw, int ph, i
 
 /* ---------------------------------------------------------- epilogues */
 
-__global__ static void k_epilogue(bf16 *y, const bf16 *x, int xc, const float *bias,
-                                  size_t count, int c, ck_post_t post, const bf16 *res)
+template <typename T>
+__global__ static void k_epilogue(void *yv, const void *xv, int xc, const float *bias,
+                                  size_t count, int c, ck_post_t post, const void *resv)
 {
+    T *y = (T *)yv;
+    const T *x = (const T *)xv, *res = (const T *)resv;
     GRID_STRIDE_IDX3(w, count, (size_t)c, 1, 1)   /* v[0].r channel, v[0].q pixel */
     {
         size_t i = w.i, ch = w.v[0].r;
-        float v = __bfloat162float(x[w.v[0].q * xc + ch]);
+        float v = h16<T>::ld(x[w.v[0].q * xc + ch]);
         if (bias)
             v = __fadd_rn(v, bias[ch]);
         for (int k = 0; k < post.n_post; k++)
-            v = post.post[k] == 1 ? (v > 0.0f ? v : 0.0f)
-                                  : __fadd_rn(v, __bfloat162float(res[i]));
-        y[i] = __float2bfloat16_rn(v);   /* x's and res[i] were read: y may be either */
+            v = post.post[k] == 1 ? (v > 0.0f ? v : 0.0f) : __fadd_rn(v, h16<T>::ld(res[i]));
+        y[i] = h16<T>::st(v);   /* x's and res[i] were read: y may be either */
     }
 }
 
-cudaError_t ckb_epilogue(cudaStream_t s, void *y, const void *x, int xc, const float *bias,
-                         size_t count, int c, ck_post_t post, const void *res)
+cudaError_t ckb_epilogue(cudaStream_t s, int fp16, void *y, const void *x, int xc,
+                         const float *bias, size_t count, int c, ck_post_t post, const void *res)
 {
-    k_epilogue<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)y, (const bf16 *)x, xc, bias, count,
-                                                     c, post, (const bf16 *)res);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_epilogue, count, y, x, xc, bias, count, c, post, res);
 }
 
-__global__ static void k_linear_out(bf16 *y, const float *acc, const float *bias, size_t count,
+template <typename T>
+__global__ static void k_linear_out(void *yv, const float *acc, const float *bias, size_t count,
                                     int out)
 {
+    T *y = (T *)yv;
     GRID_STRIDE(i, count)
     {
         float v = acc[i];
         if (bias)
             v = __fadd_rn(v, bias[i % (size_t)out]);
-        y[i] = __float2bfloat16_rn(v);
+        y[i] = h16<T>::st(v);
     }
 }
 
-cudaError_t ckb_linear_out(cudaStream_t s, void *y, const float *acc, const float *bias,
-                           int n, int out)
+cudaError_t ckb_linear_out(cudaStream_t s, int fp16, void *y, const float *acc,
+                           const float *bias, int n, int out)
 {
     size_t count = (size_t)n * out;
-    k_linear_out<<<blocks_for(count), THREADS, 0, s>>>((bf16 *)y, acc, bias, count, out);
-    return cudaGetLastError();
+    return LAUNCH16(fp16, k_linear_out, count, y, acc, bias, count, out);
 }
 
 /* ------------------------------------------------------- element-wise */

@@ -1,6 +1,6 @@
-/* cuda_infer_kernels — the own kernels of the cuda backend's bf16 inference
- * plan (gpud/cuda/cuda_infer.c; docs/CUDA.md "bf16 eval on tensor cores"),
- * callable from C. Activations are bf16 in NHWC (channels last): element
+/* cuda_infer_kernels — the own kernels of the cuda backend's bf16 and fp16
+ * inference plan (gpud/cuda/cuda_infer.c; docs/CUDA.md "bf16 eval on tensor
+ * cores"), callable from C. Activations are bf16 in NHWC (channels last): element
  * (b, ch, y, x) of a (n, c, h, w) tensor at ((b * h + y) * w + x) * c + ch,
  * 2 bytes each (void * here: __nv_bfloat16 in the .cu). Parameters stay
  * fp32 device memory (the engine's folded copies, already bf16 values).
@@ -24,9 +24,9 @@
 extern "C" {
 #endif
 
-/* fp16 (the launchers that take it): the same kernel on fp16 (IEEE
- * binary16, __float2half_rn: torch's .to(torch.float16)) in bf16's place,
- * for the fp16 training buffers (cuda_train16.c); 0: bf16. */
+/* fp16 (every launcher takes it): the same kernel on fp16 (IEEE binary16,
+ * __float2half_rn: torch's .to(torch.float16)) in bf16's place, for the
+ * fp16 inference plan and training buffers (cuda_train16.c); 0: bf16. */
 /* y (n, c, hw) bf16 NHWC = x (n, c, hw) float NCHW, rounded. */
 cudaError_t ckb_from_nchw(cudaStream_t s, int fp16, const float *x, int n, int c, int hw,
                           void *y);
@@ -38,7 +38,7 @@ cudaError_t ckb_from_u8(cudaStream_t s, int fp16, const uint8_t *px, int n, int 
 cudaError_t ckb_to_nchw(cudaStream_t s, int fp16, const void *x, int n, int c, int hw,
                         float *y);
 /* y bf16 NCHW = x bf16 NHWC (a flatten in PyTorch's order). */
-cudaError_t ckb_flatten(cudaStream_t s, const void *x, int n, int c, int hw, void *y);
+cudaError_t ckb_flatten(cudaStream_t s, int fp16, const void *x, int n, int c, int hw, void *y);
 /* Weights [o, i, k] float (PyTorch's OIHW, k = kh*kw) -> y [op, k, ip] bf16
  * (cuDNN's NHWC filter), rounded; rows o >= o and columns >= i (channel
  * padding to op >= o, ip >= i) are zeros. A linear layer's [out, c*h*w]
@@ -73,11 +73,11 @@ cudaError_t ckb_pad(cudaStream_t s, int fp16, const void *x, size_t npix, int c,
  * channels (the conv's output, padded): v = x + bias[ch] (bias may be
  * NULL), then post in order (1 ReLU, 2 + res), y = bf16(v). y may be x
  * (in place, xc == c) or res (the sum accumulated into its residual). */
-cudaError_t ckb_epilogue(cudaStream_t s, void *y, const void *x, int xc, const float *bias,
-                         size_t count, int c, ck_post_t post, const void *res);
+cudaError_t ckb_epilogue(cudaStream_t s, int fp16, void *y, const void *x, int xc,
+                         const float *bias, size_t count, int c, ck_post_t post, const void *res);
 /* linear output: y[b, o] = bf16(acc[b, o] + bias[o]) (bias may be NULL). */
-cudaError_t ckb_linear_out(cudaStream_t s, void *y, const float *acc, const float *bias,
-                           int n, int out);
+cudaError_t ckb_linear_out(cudaStream_t s, int fp16, void *y, const float *acc,
+                           const float *bias, int n, int out);
 /* y = bf16(a + b), then ReLU if relu (y may alias a or b). */
 cudaError_t ckb_add(cudaStream_t s, int fp16, void *y, const void *a, const void *b,
                     size_t count, int relu);

@@ -167,14 +167,15 @@ static int u8_profile(bk_ctx_t *g, cu_u8_t *u, double t0)
     return 0;
 }
 
-/* 1 (the engine converts on the host) past CU_U8_MAX_C channels, and in
- * bf16 (whose input is written as floats: cuda_infer.c). */
+/* 1 (the engine converts on the host) past CU_U8_MAX_C channels, and for
+ * the fp32 buffers of a bf16/fp16 tape graph (written as floats). half: 0
+ * fp32 NCHW, 1 bf16 NHWC, 2 fp16 NHWC (the 16-bit plan's or table's). */
 int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, const int s[4],
                 int half)
 {
     /* fp32 buffers of a bf16/fp16 training graph take floats (the engine
-     * rounds them); the bf16 plan's NHWC input is rounded here, as its
-     * write rounds the floats */
+     * rounds them); a 16-bit NHWC input is rounded here, as its write
+     * rounds the floats */
     if (s[1] > CU_U8_MAX_C || (!half && g->be->precision != BK_FP32))
         return 1;
     cuda_backend_t *cb = cu_be(g->be);

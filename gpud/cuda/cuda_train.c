@@ -58,14 +58,14 @@ static void ct_release(backend_t *be, void *buf)
 static int ct_write(bk_ctx_t *g, void *dst, const float *nchw, const int shape[4], int layout)
 {
     if (layout == CU_LAYOUT_BF16_NHWC)
-        return cuinf_write(g, 0, dst, nchw, shape);
+        return cuinf_write(g, cuinf_fp16(g->be), dst, nchw, shape);
     return cu_up_n(g, BATCH(g->be), dst, nchw, count4(shape) * sizeof(float));
 }
 
 static int ct_read(bk_ctx_t *g, const void *src, float *nchw, const int shape[4], int layout)
 {
     if (layout == CU_LAYOUT_BF16_NHWC)
-        return cuinf_read(g, 0, src, nchw, shape);
+        return cuinf_read(g, cuinf_fp16(g->be), src, nchw, shape);
     return cu_down_n(g, &cu_be(g->be)->traffic.out, nchw, src, count4(shape) * sizeof(float));
 }
 
@@ -113,13 +113,15 @@ static void ct_flatten(backend_t *be, void *y, const void *x, const int xs[4], i
     ct_copy(be, y, x, count4(xs));
 }
 
-/* write_u8: the default layout (fp32 NCHW), or the bf16 inference plan's */
+/* write_u8: the default layout (fp32 NCHW), or the 16-bit inference plan's
+ * (cu_write_u8's half: 1 bf16, 2 fp16) */
 static int ct_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut,
                        const int s[4], int layout)
 {
     if (layout && layout != CU_LAYOUT_BF16_NHWC)
         return 1;
-    return cu_write_u8(g, dst, px, lut, s, layout == CU_LAYOUT_BF16_NHWC ? 1 : 0);
+    int half = layout != CU_LAYOUT_BF16_NHWC ? 0 : cuinf_fp16(g->be) ? 2 : 1;
+    return cu_write_u8(g, dst, px, lut, s, half);
 }
 
 /* keys: device memory (the graph's, put), read in place: nothing from the host */
@@ -719,8 +721,8 @@ const bk_kernels_t CUDA_TKERNELS = {
     .linear_plan = ct_linear_plan,
     .linear_fwd = ct_linear_fwd,
     .linear_bwd = ct_linear_bwd,
-    /* --precision bf16|fp16: the tape's rounding points; bf16's inference
-     * plan (cuda_infer.c) */
+    /* --precision bf16|fp16: the tape's rounding points; the 16-bit
+     * inference plan (cuda_infer.c) */
     .round_half = cuinf_round,
     .round_half_param = cuinf_round_param,
     .bf16_native = cuinf_native,

@@ -172,7 +172,7 @@ static void h_flatten(backend_t *be, void *y, const void *x, const int xs[4], in
     cudaStream_t s = stream_of(be);
     int hw = xs[2] * xs[3];
     cu_note(be, backward ? ckb_unflatten(s, x, xs[0], xs[1], hw, y)
-                         : ckb_flatten(s, x, xs[0], xs[1], hw, y),
+                         : ckb_flatten(s, f16(be), x, xs[0], xs[1], hw, y),
             "16-bit flatten kernel");
 }
 

@@ -20,6 +20,11 @@
  *    (PyTorch's own bf16 is 2.3e-2 from its fp32 on resnet18);
  *  - top-1 equal to ref bf16's on at least 90% of the samples over all
  *    models (near-ties may flip; each is printed);
+ *  - the same for fp16's inference plan (gpud/cuda/cuda_infer.c in fp16:
+ *    resnet18 golden, the seed WideResNet, the rgb one) against ref's fp16
+ *    eval and cuda's own fp16 tape (DDPIPE_FP16_EVAL=tape), with bars an
+ *    eighth of bf16's (check_model), every logit an fp16 value, and the
+ *    plan's convolutions planned (cuinf_conv_plans);
  *  - every cuda bf16 logit is a bf16 value (a missing rounding point
  *    would still pass the tolerances), and two runs give the same bits
  *    (deterministic algorithms only).
@@ -54,19 +59,21 @@
 static const char *DUT = "cuda";   /* the backend under test */
 static int top1_same, top1_total;
 
+/* fmt: 0 fp32, 1 bf16, 2 fp16 */
 static model_t *open_model(const char *arch, const char *backend, const char *weights,
-                          const int *channels, int in_channels, int bf16, int mb)
+                          const int *channels, int in_channels, int fmt, int mb)
 {
     char path[1024], err[512] = "";
-    model_opts_t o = {.arch = arch, .in_channels = in_channels, .threads = 2, .bf16 = bf16,
-                      .micro_batch = mb, .init = weights == NULL, .init_seed = 7};
+    model_opts_t o = {.arch = arch, .in_channels = in_channels, .threads = 2, .bf16 = fmt == 1,
+                      .fp16 = fmt == 2, .micro_batch = mb, .init = weights == NULL,
+                      .init_seed = 7};
     if (channels) {
         memcpy(o.channels, channels, sizeof o.channels);
         o.n_channels = 4;
     }
     model_t *m = model_new(&o, backend, weights ? tc_src(weights, path, sizeof path) : NULL, err,
                            sizeof err);
-    REQUIRE(m, "model_new(%s, %s, bf16 %d): %s", arch, backend, bf16, err);
+    REQUIRE(m, "model_new(%s, %s, format %d): %s", arch, backend, fmt, err);
     return m;
 }
 
@@ -104,63 +111,86 @@ static size_t not_fp16(const float *x, size_t n)
     return bad;
 }
 
-static void check_model(const char *label, const char *arch, const char *weights,
+/* The 16-bit eval (fmt 1 bf16, 2 fp16) of a model on the DUT against its
+ * references; for fp16 the second one is the DUT's own fp16 tape
+ * (DDPIPE_FP16_EVAL=tape: autocast's rounding points), the cpu backend
+ * having no fp16 plan. */
+static void check_model(int fmt, const char *label, const char *arch, const char *weights,
                         const int *channels, int in_channels, const uint8_t *px, int n, int c,
                         int h, int w, int normalise)
 {
-    model_t *dut = open_model(arch, DUT, weights, channels, in_channels, 1, n);
-    model_t *ref = open_model(arch, "ref", weights, channels, in_channels, 1, n);
-    model_t *cpu = open_model(arch, "cpu", weights, channels, in_channels, 1, n);
+    const char *f = fmt == 2 ? "fp16" : "bf16";
+    /* fp16 keeps 3 bits more than bf16: its bars an eighth of bf16's, the
+     * same count of units in the last place (2^-11 against 2^-8); the
+     * emulator, with and without CUEMU_DNN_JITTER=8: 2.8e-4 .. 6.6e-4 from
+     * ref's fp16 tape and cuda's, 2.7e-4 .. 5.2e-4 from fp32 */
+    double tol = fmt == 2 ? 1.25e-3 : 1e-2, tol32 = fmt == 2 ? 5e-3 : 5e-2;
+    unsigned long plans0 = cuinf_conv_plans(fmt == 2);
+    model_t *dut = open_model(arch, DUT, weights, channels, in_channels, fmt, n);
+    model_t *ref = open_model(arch, "ref", weights, channels, in_channels, fmt, n);
+    model_t *cpu = open_model(arch, fmt == 2 ? DUT : "cpu", weights, channels, in_channels, fmt,
+                              n);
+    const char *other = fmt == 2 ? "tape" : "cpu";
     model_t *f32 = open_model(arch, DUT, weights, channels, in_channels, 0, n);
     int nc = model_num_classes(dut);
     size_t total = (size_t)n * nc;
     float *a = logits_of(dut, px, n, c, h, w, normalise);
     float *again = logits_of(dut, px, n, c, h, w, normalise);
+    unsigned long plans1 = cuinf_conv_plans(fmt == 2);
     float *r = logits_of(ref, px, n, c, h, w, normalise);
+    if (fmt == 2)   /* read when the graph compiles: at its first forward */
+        setenv("DDPIPE_FP16_EVAL", "tape", 1);
     float *p = logits_of(cpu, px, n, c, h, w, normalise);
-    float *f = logits_of(f32, px, n, c, h, w, normalise);
+    unsetenv("DDPIPE_FP16_EVAL");
+    float *y = logits_of(f32, px, n, c, h, w, normalise);
     double er = golden_rel_err(a, r, total), ep = golden_rel_err(a, p, total);
-    double ef = golden_rel_err(a, f, total), rf = golden_rel_err(r, f, total);
-    printf("%-28s n=%d %s: vs ref bf16 %.3g, vs cpu bf16 %.3g (tol 1e-2), vs %s fp32 %.3g "
-           "(tol 5e-2; ref bf16 vs fp32 %.3g)\n", label, n, model_precision(dut), er, ep, DUT,
-           ef, rf);
-    CHECK(er <= 1e-2, "%s: %s bf16 vs ref bf16 %.3g > 1e-2", label, DUT, er);
-    CHECK(ep <= 1e-2, "%s: %s bf16 vs cpu bf16 %.3g > 1e-2", label, DUT, ep);
-    CHECK(ef <= 5e-2, "%s: %s bf16 vs fp32 %.3g > 5e-2", label, DUT, ef);
-    size_t bad = not_bf16(a, total);
-    CHECK(bad == 0, "%s: %zu of %zu logits are not bf16 values", label, bad, total);
+    double ef = golden_rel_err(a, y, total), rf = golden_rel_err(r, y, total);
+    printf("%-28s n=%d %s: vs ref %s %.3g, vs %s %s %.3g (tol %.3g), vs %s fp32 %.3g "
+           "(tol %.3g; ref %s vs fp32 %.3g)\n", label, n, model_precision(dut), f, er, other, f,
+           ep, tol, DUT, ef, tol32, f, rf);
+    CHECK(er <= tol, "%s: %s %s vs ref %s %.3g > %.3g", label, DUT, f, f, er, tol);
+    CHECK(ep <= tol, "%s: %s %s vs %s %s %.3g > %.3g", label, DUT, f, other, f, ep, tol);
+    CHECK(ef <= tol32, "%s: %s %s vs fp32 %.3g > %.3g", label, DUT, f, ef, tol32);
+    size_t bad = fmt == 2 ? not_fp16(a, total) : not_bf16(a, total);
+    CHECK(bad == 0, "%s: %zu of %zu logits are not %s values", label, bad, total, f);
     CHECK(memcmp(a, again, total * sizeof *a) == 0, "%s: two runs differ", label);
+    /* the plan ran (its convolutions planned as the plan's), and the tape
+     * did not run it */
+    if (strcmp(DUT, "cuda") == 0)
+        CHECK(plans1 > plans0 && cuinf_conv_plans(fmt == 2) == plans1,
+              "%s: %s eval planned %lu convolutions of the inference plan, its tape %lu", label,
+              f, plans1 - plans0, cuinf_conv_plans(fmt == 2) - plans1);
     for (int i = 0; i < n; i++) {
         int ta = golden_argmax(a + (size_t)i * nc, nc), tr = golden_argmax(r + (size_t)i * nc, nc);
         top1_same += ta == tr;
         top1_total++;
         if (ta != tr)
-            printf("  %s sample %d: top-1 %d vs ref bf16 %d\n", label, i, ta, tr);
+            printf("  %s sample %d: top-1 %d vs ref %s %d\n", label, i, ta, f, tr);
     }
     free(a);
     free(again);
     free(r);
     free(p);
-    free(f);
+    free(y);
     model_destroy(&dut);
     model_destroy(&ref);
     model_destroy(&cpu);
     model_destroy(&f32);
 }
 
-static void check_golden(const char *label, const char *arch, const char *weights,
+static void check_golden(int fmt, const char *label, const char *arch, const char *weights,
                          const char *io_path, const char *input, const int *channels,
                          int in_channels, int normalise)
 {
     safetensors_t *io = golden_open(io_path);
     const st_tensor_t *x = safetensors_get(io, input);
     REQUIRE(x && x->dtype == ST_U8 && x->ndim == 4, "%s: golden uint8 NCHW input", input);
-    check_model(label, arch, weights, channels, in_channels, x->data, (int)x->shape[0],
+    check_model(fmt, label, arch, weights, channels, in_channels, x->data, (int)x->shape[0],
                 (int)x->shape[1], (int)x->shape[2], (int)x->shape[3], normalise);
     safetensors_destroy(&io);
 }
 
-static void check_init(const char *label, const char *arch, const int *channels,
+static void check_init(int fmt, const char *label, const char *arch, const int *channels,
                        int in_channels, int n, int c, int h, int w, int normalise)
 {
     size_t count = (size_t)n * c * h * w;
@@ -171,7 +201,7 @@ static void check_init(const char *label, const char *arch, const int *channels,
         s = s * 1664525u + 1013904223u;
         px[i] = (uint8_t)(s >> 24);
     }
-    check_model(label, arch, NULL, channels, in_channels, px, n, c, h, w, normalise);
+    check_model(fmt, label, arch, NULL, channels, in_channels, px, n, c, h, w, normalise);
     free(px);
 }
 
@@ -483,19 +513,27 @@ int main(void)
     if (strcmp(DUT, "cuda") == 0)
         check_cuda_rules();
     unsigned long s2d0 = cuinf_s2d_count();
-    check_init("resnet18 init 2x3x64x64", "resnet18", NULL, 0, 2, 3, 64, 64, 1);
+    check_init(1, "resnet18 init 2x3x64x64", "resnet18", NULL, 0, 2, 3, 64, 64, 1);
     unsigned long s2d1 = cuinf_s2d_count();
     /* 97 + 2 x 3 is odd: the space-to-depth input's last row half zeros */
-    check_golden("resnet18 golden 97x131", "resnet18", "tests/golden/resnet18.safetensors",
+    check_golden(1, "resnet18 golden 97x131", "resnet18", "tests/golden/resnet18.safetensors",
                  "tests/golden/resnet18_io.safetensors", "input2_u8", NULL, 0, 1);
     if (strcmp(DUT, "cuda") == 0)   /* the stem (7x7/2 over 3 channels) of each */
         CHECK(s2d1 > s2d0 && cuinf_s2d_count() > s2d1,
               "resnet18's bf16 stem did not run in space-to-depth form (%lu, %lu, %lu plans)",
               s2d0, s2d1, cuinf_s2d_count());
-    check_init("wrn seed init 2x1x28x28", "wideresnet", seed, 1, 2, 1, 28, 28, 0);
-    check_golden("wrn 8,16,24,32", "wideresnet", "tests/golden/wrn_small.safetensors",
+    check_init(1, "wrn seed init 2x1x28x28", "wideresnet", seed, 1, 2, 1, 28, 28, 0);
+    check_golden(1, "wrn 8,16,24,32", "wideresnet", "tests/golden/wrn_small.safetensors",
                  "tests/golden/wrn_small_io.safetensors", "input_u8", small, 0, 0);
-    check_golden("wrn rgb 4,8,8,12", "wideresnet", "tests/golden/wrn_rgb.safetensors",
+    check_golden(1, "wrn rgb 4,8,8,12", "wideresnet", "tests/golden/wrn_rgb.safetensors",
+                 "tests/golden/wrn_rgb_io.safetensors", "input_u8", rgb, 3, 0);
+    /* fp16's plan: the s2d stem and the padded channels (the legacy conv
+     * and its epilogue) */
+    check_golden(2, "fp16 resnet18 golden 97x131", "resnet18",
+                 "tests/golden/resnet18.safetensors", "tests/golden/resnet18_io.safetensors",
+                 "input2_u8", NULL, 0, 1);
+    check_init(2, "fp16 wrn seed init 2x1x28x28", "wideresnet", seed, 1, 2, 1, 28, 28, 0);
+    check_golden(2, "fp16 wrn rgb 4,8,8,12", "wideresnet", "tests/golden/wrn_rgb.safetensors",
                  "tests/golden/wrn_rgb_io.safetensors", "input_u8", rgb, 3, 0);
     check_training(1);
     check_training(2);

@@ -20,8 +20,9 @@
  * the step, the model's num_batches_tracked counted once a step on both
  * (it is the model's, outside the recording), and at least
  * one recording and 4 replays of the pass with none failed.
- * fp16's eval, which runs the tape (no inference plan), recorded and
- * replayed alike: 4 forwards, the same logits as op by op.
+ * fp16's eval, on the tape (DDPIPE_FP16_EVAL=tape) and as its inference
+ * plan, recorded and replayed alike: 4 forwards, the same logits as op by
+ * op.
  * The pass with a grad queue (NCCL's gradient buckets) recorded in segments
  * cut where the queue flushes: the same marks and flushes as op by op,
  * every flushed gradient final when flushed, the same weights; a changed
@@ -44,6 +45,7 @@
 #include "gpud/backend_arena.h"
 #include "gpud/cuda/cuda_backend.h"
 #include "gpud/cuda/cuda_graph.h"
+#include "gpud/cuda/cuda_infer.h"
 #include "gpud/model.h"
 #include "bench/bench_model.h"
 #include "../tcheck.h"
@@ -51,7 +53,8 @@
 #define MB 8
 #define HW 64
 
-/* fp16: eval on the tape (no inference plan), fp16 NHWC buffers */
+/* fp16: eval as the fp16 inference plan (DDPIPE_FP16_EVAL=tape: on the
+ * tape, fp16 NHWC buffers) */
 static model_t *open_model_as(int fp16)
 {
     char path[1024], err[512] = "";
@@ -550,20 +553,30 @@ static void forward_u8(model_t *m, int overlap, const uint8_t *px, int n, float 
     REQUIRE(rc == 0, "forward_u8 (overlap %d, %d samples): %s", overlap, n, err);
 }
 
-/* fp16 eval runs the tape (autocast's rounding points, no inference plan):
- * its forward is recorded and replayed as the plan's is, the same bits as
- * op by op, following the input, none failed. */
-static void check_tape_eval(void)
+/* fp16 eval, on the tape (DDPIPE_FP16_EVAL=tape: autocast's rounding
+ * points, fp16 NHWC buffers of the 16-bit table) and as the fp16 inference
+ * plan: its forward is recorded and replayed, the same bits as op by op,
+ * following the input, none failed. */
+static void check_fp16_eval(int tape)
 {
+    const char *how = tape ? "on the tape" : "as its plan";
+    if (tape)   /* read when the graphs compile, at their first forward */
+        setenv("DDPIPE_FP16_EVAL", "tape", 1);
     model_t *on = open_model_as(1), *off = open_model_as(1);
     cuda_graph_counts_t c0 = cuda_graph_counts();
+    unsigned long plans0 = cuinf_conv_plans(1);
     same(on, off, 0, 4, NULL, NULL);
+    unsetenv("DDPIPE_FP16_EVAL");
     cuda_graph_counts_t c1 = cuda_graph_counts();
-    printf("fp16 eval on the tape: recorded %lu, replayed %lu, failed %lu\n",
-           c1.captured - c0.captured, c1.replayed - c0.replayed, c1.failed - c0.failed);
+    unsigned long plans = cuinf_conv_plans(1) - plans0;
+    printf("fp16 eval %s: recorded %lu, replayed %lu, failed %lu; %lu convolutions of the plan\n",
+           how, c1.captured - c0.captured, c1.replayed - c0.replayed, c1.failed - c0.failed,
+           plans);
     CHECK(c1.captured > c0.captured && c1.replayed >= c0.replayed + 2 && c1.failed == c0.failed,
-          "fp16 eval on the tape: recorded %lu, replayed %lu, failed %lu (want >= 1, >= 2, 0)",
+          "fp16 eval %s: recorded %lu, replayed %lu, failed %lu (want >= 1, >= 2, 0)", how,
           c1.captured - c0.captured, c1.replayed - c0.replayed, c1.failed - c0.failed);
+    CHECK(tape ? plans == 0 : plans > 0, "fp16 eval %s: %lu convolutions of the plan", how,
+          plans);
     model_destroy(&on);
     model_destroy(&off);
 }
@@ -636,7 +649,8 @@ int main(void)
     model_destroy(&off);
     free(x);
     free(first);
-    check_tape_eval();
+    check_fp16_eval(1);
+    check_fp16_eval(0);
     check_eval_overlap();
     check_training_pass();
     check_train_overlap();

@@ -384,7 +384,7 @@ static void check_bf16_layout(void)
         CHECK(ckb_from_nchw(0, 0, fx, NB, C, HW, hf) == cudaSuccess, "launch");
         same("uint8 -> NHWC bf16 input", hu, hf, sizeof hu);
     }
-    CHECK(ckb_flatten(0, hx, NB, C, HW, hz) == cudaSuccess, "launch");
+    CHECK(ckb_flatten(0, 0, hx, NB, C, HW, hz) == cudaSuccess, "launch");
     bf16_to_f(hz, t, n);
     same("bf16 flatten (NCHW order)", t, r, sizeof r);
     CHECK(ckb_from_nchw(0, 0, y, NB, C, HW, hy) == cudaSuccess, "launch");
@@ -516,10 +516,21 @@ static void check_bn_planes(int NB, int HW)
     free(out);
 }
 
-/* The conv epilogues (fp32 NCHW: ck_bias_post; bf16 NHWC of padded
- * channels: ckb_epilogue) against their formula, bit for bit: bias, ReLU,
- * then the residual, over a tensor many grid strides long (test_cuemu's
- * grid cap) whose channels do not divide the stride. */
+static uint16_t pack16(int fp16, float v)
+{
+    return fp16 ? fp16_pack(v) : bf16_pack(v);
+}
+
+static float unpack16(int fp16, uint16_t h)
+{
+    return fp16 ? fp16_unpack(h) : bf16_unpack(h);
+}
+
+/* The conv epilogues (fp32 NCHW: ck_bias_post; bf16 and fp16 NHWC of
+ * padded channels: ckb_epilogue) and the linear's output (ckb_linear_out)
+ * against their formula, bit for bit: bias, ReLU, then the residual, over a
+ * tensor many grid strides long (test_cuemu's grid cap) whose channels do
+ * not divide the stride. */
 static void check_epilogues(void)
 {
     enum { NB = 3, C = 7, HW = 61, XC = 8 };
@@ -538,19 +549,28 @@ static void check_epilogues(void)
         bad += memcmp(&y[i], &v, 4) != 0;
     }
     CHECK(bad == 0, "fp32 conv epilogue: %zu of %zu differ", bad, n);
-    for (size_t i = 0; i < (size_t)NB * HW * XC; i++)
-        hx[i] = bf16_pack(x[i % n]);
-    for (size_t i = 0; i < n; i++)
-        hres[i] = bf16_pack(res[i]);
-    CHECK(ckb_epilogue(0, hy, hx, XC, bias, n, C, post, hres) == cudaSuccess, "launch");
-    bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        float v = bf16_unpack(hx[(i / C) * XC + i % C]) + bias[i % C];
-        v = v > 0.0f ? v : 0.0f;
-        v += bf16_unpack(hres[i]);
-        bad += hy[i] != bf16_pack(v);
+    for (int h = 0; h < 2; h++) {
+        const char *f = h ? "fp16" : "bf16";
+        for (size_t i = 0; i < (size_t)NB * HW * XC; i++)
+            hx[i] = pack16(h, x[i % n]);
+        for (size_t i = 0; i < n; i++)
+            hres[i] = pack16(h, res[i]);
+        CHECK(ckb_epilogue(0, h, hy, hx, XC, bias, n, C, post, hres) == cudaSuccess, "launch");
+        bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            float v = unpack16(h, hx[(i / C) * XC + i % C]) + bias[i % C];
+            v = v > 0.0f ? v : 0.0f;
+            v += unpack16(h, hres[i]);
+            bad += hy[i] != pack16(h, v);
+        }
+        CHECK(bad == 0, "%s conv epilogue: %zu of %zu differ", f, bad, n);
+        /* the linear's fp32 sums [NB * HW, C] + bias, rounded once */
+        CHECK(ckb_linear_out(0, h, hy, x, bias, NB * HW, C) == cudaSuccess, "launch");
+        bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += hy[i] != pack16(h, x[i] + bias[i % C]);
+        CHECK(bad == 0, "%s linear output: %zu of %zu differ", f, bad, n);
     }
-    CHECK(bad == 0, "bf16 conv epilogue: %zu of %zu differ", bad, n);
     /* the input: uint8 NCHW pixels through each channel's table, as fp32
      * NCHW and as bf16 NHWC */
     uint8_t *px = malloc(n);
@@ -641,16 +661,6 @@ static void check_bn_stats(int NB, int HW)
  * their per-element formula, bit for bit, for bf16 and fp16: C channels
  * that fill one lane group and part of another, pixels over one or many
  * slices. */
-static uint16_t pack16(int fp16, float v)
-{
-    return fp16 ? fp16_pack(v) : bf16_pack(v);
-}
-
-static float unpack16(int fp16, uint16_t h)
-{
-    return fp16 ? fp16_unpack(h) : bf16_unpack(h);
-}
-
 static void check_bn16(int fp16, int npix, int C)
 {
     size_t n = (size_t)npix * C;

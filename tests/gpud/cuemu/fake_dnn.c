@@ -398,9 +398,15 @@ const char *cublasGetStatusString(cublasStatus_t s)
 }
 
 /* column-major C = alpha op(A) op(B) + beta C, element accessors by type */
+static cudnnDataType_t dnn_type(cudaDataType t)
+{
+    return t == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16 : t == CUDA_R_16F ? CUDNN_DATA_HALF
+                                                                     : CUDNN_DATA_FLOAT;
+}
+
 static float el(const void *p, cudaDataType t, size_t i)
 {
-    return get(p, t == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, i);
+    return get(p, dnn_type(t), i);
 }
 
 typedef struct {
@@ -425,8 +431,7 @@ static void gemm_run(void *arg)
             }
             size_t ci = (size_t)j * g->ldc + i;
             float old = g->beta != 0.0f ? el(g->c, g->ct, ci) : 0.0f;
-            put(g->c, g->ct == CUDA_R_16BF ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, ci,
-                (float)(g->alpha * s) + g->beta * old);
+            put(g->c, dnn_type(g->ct), ci, (float)(g->alpha * s) + g->beta * old);
         }
 }
 
@@ -436,6 +441,10 @@ static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, in
 {
     if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T))
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    cudaDataType ok[3] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F}, ts[3] = {at_, bt, ct};
+    for (int i = 0; i < 3; i++)
+        if (ts[i] != ok[0] && ts[i] != ok[1] && ts[i] != ok[2])
+            return CUBLAS_STATUS_NOT_SUPPORTED;   /* a type the fake does not read */
     gemm_call_t g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, at_, bt, ct};
     if (cuemu_capturing())
         cuemu_record(gemm_run, &g, sizeof g);
