@@ -6,8 +6,9 @@ gpu-check's step-bytes check ask of a GPU, asked here of the backend's host
 code (the uint8 input path through pinned buffers and a copy stream,
 BatchNorm on the device, the traffic counters, bf16 buffers of two kinds):
 
-  - eval of the demo WideResNet on 48 Fashion-MNIST test images, fp32 and
-    bf16, with 1 and 2 workers: each precision's predictions.csv identical
+  - eval of the demo WideResNet on 48 Fashion-MNIST test images, fp32,
+    bf16 and fp16 (the 16-bit inference plans), with 1 and 2 workers: each
+    precision's predictions.csv identical
     for both worker counts, fp32's top-1 equal to --device cpu's; bf16 again
     tuned (DDPIPE_CUDNN_TUNE=1 writes a plans file) and then with 2 workers
     reading that file (both gpuds read it, same predictions); tuning with 2
@@ -45,7 +46,7 @@ def predictions(out):
 
 try:
     preds = {}
-    for prec in ("fp32", "bf16"):
+    for prec in ("fp32", "bf16", "fp16"):
         for w in (1, 2):
             out = os.path.join(wd, "eval-%s-w%d" % (prec, w))
             run_eval(test, out, workers=w, batch=16, timeout=600,
