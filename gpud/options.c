@@ -205,13 +205,20 @@ int gpud_check_device(const char *cmd, const char *flag, const char *device,
 int gpud_check_chunk(const char *cmd, const char *flag, const char *device, long chunk,
                      long global_batch)
 {
+    (void)flag;
     if (chunk <= 0)
         return 0;
-    /* the exact sums are the host backends' until a device run checked
-     * that cuda's engines give the same bytes */
-    if (strcmp(device, "cuda") == 0) {
-        fprintf(stderr, "%s: bitwise training (--chunk) is not verified on cuda yet: train with "
-                        "%s cpu, or without --chunk\n", cmd, flag);
+    /* cuda: the same bytes for any W needs the same engines in every gpud
+     * (cuDNN's heuristics, deterministic engines only: the default), not
+     * per-process timings */
+    const char *tune = getenv("DDPIPE_CUDNN_TUNE"), *algo = getenv("DDPIPE_CUDA_ALGO");
+    if (strcmp(device, "cuda") == 0 && ((tune && strcmp(tune, "1") == 0) ||
+                                        (algo && strcmp(algo, "find") == 0))) {
+        fprintf(stderr, "%s: bitwise training (--chunk) with %s would let each gpud time its "
+                        "own cuDNN engines, and the bytes depend on them: run it without it "
+                        "(heuristics' engines), or tune once and give every gpud the plans file "
+                        "(DDPIPE_CUDNN_PLANS, docs/CUDA.md \"Tuned engines\")\n", cmd,
+                tune && strcmp(tune, "1") == 0 ? "DDPIPE_CUDNN_TUNE=1" : "DDPIPE_CUDA_ALGO=find");
         return -1;
     }
     if (global_batch > 0 && global_batch % chunk != 0) {

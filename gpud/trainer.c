@@ -209,26 +209,34 @@ static int grad_index(const trainer_t *t, const float *grad)
     return -1;
 }
 
-/* The model's hook in bitwise training: one chunk's gradient, summed. */
+/* The model's hook in bitwise training: one chunk's gradient, summed. On
+ * a device arena it is read into the host mirror first (the chunk's
+ * backward wrote it there; the next chunk's overwrites it), one copy a
+ * gradient a chunk. */
 static void on_grad_exact(void *ctx, const float *grad)
 {
     trainer_t *t = ctx;
     int i = grad_index(t, grad);
-    if (i >= 0)
-        grad_exact_add(t->exact, i);
+    if (i < 0)
+        return;
+    if (t->hg.copy) {
+        size_t lo, hi;
+        buckets_grad_range(t->bk, i, &lo, &hi);
+        if (!arena_mirror_pull(&t->hg, lo, hi - lo)) {
+            t->mirror_failed = 1;
+            return;
+        }
+    }
+    grad_exact_add(t->exact, i);
 }
 
 /* Bitwise training (cfg.chunk): the exact sums of the optimized
- * gradients, fed by the model's grad-ready hook chunk after chunk. Host
- * arenas only: the sums are made on the host from the arena in place. */
+ * gradients, fed by the model's grad-ready hook chunk after chunk. The
+ * sums are made on the host: from the arena in place, or on a device arena
+ * (cuda) from its host mirror, where the rounded sums are written and then
+ * pushed back to the arena (trainer_reduce). */
 static int exact_init(trainer_t *t, char *err, size_t errlen)
 {
-    if (t->hg.copy) {
-        err_set(err, errlen, "bitwise training (--chunk) needs the parameters in host memory "
-                "(the cpu and ref backends); on %s it is not available yet",
-                t->grads->ops->name);
-        return -1;
-    }
     size_t *numel = malloc((size_t)t->ng * sizeof *numel);
     if (!numel) {
         err_set(err, errlen, "out of memory");
@@ -239,7 +247,7 @@ static int exact_init(trainer_t *t, char *err, size_t errlen)
         buckets_grad_range(t->bk, i, &lo, &hi);
         numel[i] = hi - lo;
     }
-    t->exact = grad_exact_new((float *)t->grads->base, numel, t->ng, err, errlen);
+    t->exact = grad_exact_new(arena_mirror_at(&t->hg, 0), numel, t->ng, err, errlen);
     free(numel);
     const char *brk = getenv("DDPIPE_BITWISE_BREAK");
     t->break_exact = brk && strcmp(brk, "float-ring") == 0;
@@ -456,6 +464,11 @@ static void on_grad_flush(void *ctx)
 
 void trainer_set_device_sum(trainer_t *t, const trainer_dsum_t *ops, void *ctx)
 {
+    if (t->exact && ops) {   /* gpud offers no NCCL then (link.c): never reached */
+        log_warn("bitwise training sums its gradients as exact limbs over the ring: the device "
+                 "collective is not used");
+        return;
+    }
     if (t->bi && bucket_issue_active(t->bi))
         bucket_issue_abort(t->bi);
     t->dsum = ops;
@@ -573,8 +586,18 @@ int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, siz
                : t->dsum->sum(t->dsum_ctx, t->grads->base, t->grad_floats, timeout_ms, err,
                               errlen);
     if (t->exact) {   /* bitwise: the exact sums over the ranks, rounded once */
+        if (t->mirror_failed) {
+            err_set(err, errlen, "cannot copy a chunk's gradients to the host for the exact "
+                    "sums (reading the %s arena failed)", t->grads->ops->name);
+            return -1;
+        }
         if (grad_exact_reduce(t->exact, t->break_exact ? NULL : ar, timeout_ms, err, errlen) < 0)
             return -1;
+        if (t->hg.copy && arena_mirror_push(&t->hg, 0, t->grad_floats) < 0) {
+            err_set(err, errlen, "cannot write the exact gradient sums to the %s arena",
+                    t->grads->ops->name);
+            return -1;
+        }
         if (log_verbose() && !t->break_exact)
             log_debug("bitwise gradient sum: %zu floats, %llu bytes sent over the ring "
                       "(int64 limbs)", t->grad_floats,

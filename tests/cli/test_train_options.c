@@ -264,7 +264,8 @@ static void test_default_threads(void)
     CHECK(t == 5 && l == 3, "given threads changed: %ld %ld", t, l);
 }
 
-/* --chunk: a fixed global batch that it divides, not on cuda; several
+/* --chunk: a fixed global batch that it divides, on cuda not with
+ * engines timed per gpud; several
  * loaderds and --wire jpeg keep the chunks and are allowed. */
 static void test_chunk(void)
 {
@@ -280,8 +281,12 @@ static void test_chunk(void)
           "--chunk without --global-batch-size refused");
     CHECK(parse(&o, BASE "--workers 2 --global-batch-size 100 --chunk 8") < 0,
           "G not a multiple of --chunk refused");
+    CHECK(parse(&o, BASE "--workers 2 --global-batch-size 96 --chunk 8 --device cuda") == 0,
+          "--chunk on cuda");
+    setenv("DDPIPE_CUDNN_TUNE", "1", 1);
     CHECK(parse(&o, BASE "--workers 2 --global-batch-size 96 --chunk 8 --device cuda") < 0,
-          "--chunk on cuda refused");
+          "--chunk on cuda with DDPIPE_CUDNN_TUNE=1 refused");
+    unsetenv("DDPIPE_CUDNN_TUNE");
     CHECK(parse(&o, BASE "--workers 2 --global-batch-size 96 --device cuda") == 0,
           "cuda without --chunk still accepted");
     CHECK(parse(&o, BASE "--workers 2 --global-batch-size 96 --chunk 8 --loaders 2") == 0,

@@ -166,7 +166,8 @@ static void test_job_config(void)
     CHECK(strcmp(ca, cb) != 0 && strstr(cb, "--chunk 8"));
 }
 
-/* --chunk: training only, not on cuda, a divisor of the global batch. */
+/* --chunk: training only, a divisor of the global batch; on cuda, not
+ * with engines timed per gpud. */
 static void test_chunk(void)
 {
     gpud_options_t o;
@@ -175,9 +176,18 @@ static void test_chunk(void)
     CHECK(parse_words(BASE "--train --chunk 8", &o) == 0);   /* G unknown here: ddpipe checks */
     CHECK(parse_stderr(BASE "--train --chunk 8 --global-batch-size 100", text, sizeof text) == -1);
     CHECK_MSG(strstr(text, "not a multiple") && strstr(text, "96 or 104"), "%s", text);
+    CHECK(parse_words(BASE "--train --chunk 8 --backend cuda", &o) == 0 && o.chunk == 8);
+    setenv("DDPIPE_CUDNN_TUNE", "1", 1);
     CHECK(parse_stderr(BASE "--train --chunk 8 --backend cuda", text, sizeof text) == -1);
-    CHECK_MSG(strstr(text, "bitwise training (--chunk) is not verified on cuda yet") != NULL,
+    CHECK_MSG(strstr(text, "DDPIPE_CUDNN_TUNE=1 would let each gpud time its own") != NULL,
               "%s", text);
+    CHECK(parse_words(BASE "--train --chunk 8 --backend cpu", &o) == 0);   /* cuda's rule */
+    unsetenv("DDPIPE_CUDNN_TUNE");
+    setenv("DDPIPE_CUDA_ALGO", "find", 1);
+    CHECK(parse_stderr(BASE "--train --chunk 8 --backend cuda", text, sizeof text) == -1);
+    CHECK_MSG(strstr(text, "DDPIPE_CUDA_ALGO=find") != NULL, "%s", text);
+    CHECK(parse_words(BASE "--train --backend cuda", &o) == 0);   /* without --chunk */
+    unsetenv("DDPIPE_CUDA_ALGO");
     CHECK(parse_stderr(BASE "--weights w --chunk 8", text, sizeof text) == -1);
     CHECK_MSG(strstr(text, "--chunk (bitwise training) needs --train") != NULL, "%s", text);
 }

@@ -1,0 +1,96 @@
+"""Bitwise training (--chunk N, docs/TRAINING.md "Bitwise training") with
+--device cuda, whole jobs through the four daemons with the emulated gpud
+(tests/gpud/cuemu: the cuda backend's host code over the kernel emulator,
+its cuDNN faked by the reference kernels). A cuda gpud's gradient arena is
+device memory: each chunk's gradients are copied to the host mirror and
+summed there exactly, the sums go over the ZeroMQ ring as int64 limbs, and
+the rounded result is written back to the device (gpud/trainer.c).
+
+  - SyncBatchNorm (W = 1, 2, 3) and ghost BatchNorm (W = 1, 3) (24
+    samples, global batch 12, chunks of 4: 3 chunks a step, W = 2 holds
+    2 + 1, W = 3 one each; 2 steps): model.safetensors the SAME BYTES for
+    every W, and
+    within 1e-4 of the cpu backend's bitwise job (the right sums, not only
+    the same ones);
+  - W = 2 with NCCL allowed on one GPU (NCCL_MULTI_RANK_GPU_ENABLE=1, the
+    emulator's NCCL): no gpud offers NCCL (bitwise training keeps the
+    ring), the same bytes;
+  - the negative control: DDPIPE_BITWISE_BREAK=float-ring (the gradients
+    summed as floats over the ring) with W = 3 differs from W = 1, so the
+    comparison can fail;
+  - DDPIPE_CUDNN_TUNE=1 with --chunk is refused by ddpipe (each gpud would
+    time its own engines).
+
+Run by ctest as it_cuda_emu_bitwise (DDPIPE_EMU_GPUD: the emulated gpud)."""
+import filecmp
+import glob
+import os
+
+from ddp_it import *  # noqa: E402  (BIN: the built binaries, the test data beside them)
+from ddp_emu import remove, use_emulated_gpud
+
+EMU_BIN = use_emulated_gpud()
+wd = workdir("cuda-emu-bitwise")
+train = idx_subset("train", 0, 24)
+COMMON = ["--epochs", "1", "--seed", "3", "--lr", "0.05",
+          "--momentum", "0.9", "--global-batch-size", "12", "--chunk", "4",
+          "--worker-timeout", "60", "--ring-timeout", "60"]
+
+
+def job(name, workers, extra=(), env=None, device="cuda"):
+    out = os.path.join(wd, name)
+    run_train(train, out, workers, ["--device", device] + COMMON + list(extra), timeout=900,
+              env=env)
+    path = os.path.join(out, "model.safetensors")
+    check(os.path.exists(path), "%s: no model.safetensors" % name)
+    return out, path
+
+
+def gpud_logs(out):
+    return "".join(open(p, errors="replace").read()
+                   for p in glob.glob(os.path.join(out, "logs", "gpud*")))
+
+
+try:
+    for bn, extra in (("sync", ["--sync-bn"]), ("ghost", [])):
+        out1, one = job("%s-w1" % bn, 1, extra)
+        check("cuemu (the kernel emulator" in gpud_logs(out1),
+              "the job's gpud was not the emulated one")
+        for w in ((2, 3) if bn == "sync" else (3,)):   # the suite's time: ghost's 3 only
+            _, p = job("%s-w%d" % (bn, w), w, extra)
+            check(filecmp.cmp(one, p, shallow=False),
+                  "cuda bitwise %s-bn: W = %d's model.safetensors differs from W = 1's" % (bn, w))
+        if bn == "sync":
+            sync_one = one
+            # the sums are the right ones, not merely the same ones (a
+            # gradient never copied to the mirror would sum zeros on every
+            # W alike): the cpu backend's bitwise job within fp32 rounding
+            _, cpu = job("sync-cpu", 1, extra, device="cpu")
+            d, where = weights_diff(one, cpu)
+            print("cuda (emulated) vs cpu, bitwise sync-bn W = 1: %.3g (%s)" % (d, where))
+            check(d <= 1e-4, "cuda bitwise weights %.3g from the cpu backend's (%s)" % (d, where))
+    check(not filecmp.cmp(sync_one, one, shallow=False),
+          "sync and ghost BatchNorm gave the same bytes: --sync-bn did nothing")
+
+    # --verbose: the exact sum's line, and the step bytes (the mirror's copies)
+    out, p = job("sync-w2-nccl", 2, ["--sync-bn", "--verbose"],
+                 env={"NCCL_MULTI_RANK_GPU_ENABLE": "1"})
+    logs = gpud_logs(out)
+    check("NCCL communicator" not in logs and "sums its gradients over NCCL" not in logs,
+          "bitwise training formed an NCCL generation:\n%s" % logs[-2000:])
+    check(logs.count("bitwise gradient sum:") >= 4 and "(int64 limbs)" in logs,
+          "the gpuds' bitwise gradient sums were not logged (2 steps, 2 ranks)")
+    check(filecmp.cmp(sync_one, p, shallow=False),
+          "cuda bitwise with NCCL allowed: W = 2's bytes differ from W = 1's")
+
+    _, p = job("sync-w3-break", 3, ["--sync-bn"], env={"DDPIPE_BITWISE_BREAK": "float-ring"})
+    check(not filecmp.cmp(sync_one, p, shallow=False),
+          "DDPIPE_BITWISE_BREAK=float-ring: W = 3 still gave W = 1's bytes (the comparison "
+          "cannot fail)")
+
+    r = run_train(train, os.path.join(wd, "tune"), 2, ["--device", "cuda"] + COMMON, expect_rc=2,
+                  env={"DDPIPE_CUDNN_TUNE": "1"})
+    check("DDPIPE_CUDNN_TUNE=1" in r.stderr, "tuning with --chunk: %s" % r.stderr.strip())
+finally:
+    remove(EMU_BIN)
+print("cuda_emu_bitwise: ok")
