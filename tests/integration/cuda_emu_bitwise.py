@@ -11,7 +11,8 @@ the rounded result is written back to the device (gpud/trainer.c).
     2 + 1, W = 3 one each; 2 steps): model.safetensors the SAME BYTES for
     every W, and
     within 1e-4 of the cpu backend's bitwise job (the right sums, not only
-    the same ones);
+    the same ones); bf16 with SyncBatchNorm (the 16-bit NHWC table), W = 1
+    and 3 the same bytes;
   - W = 2 with NCCL allowed on one GPU (NCCL_MULTI_RANK_GPU_ENABLE=1, the
     emulator's NCCL): no gpud offers NCCL (bitwise training keeps the
     ring), the same bytes;
@@ -52,14 +53,17 @@ def gpud_logs(out):
 
 
 try:
-    for bn, extra in (("sync", ["--sync-bn"]), ("ghost", [])):
+    for bn, extra in (("sync", ["--sync-bn"]), ("ghost", []),
+                      ("bf16", ["--sync-bn", "--precision", "bf16"])):
         out1, one = job("%s-w1" % bn, 1, extra)
         check("cuemu (the kernel emulator" in gpud_logs(out1),
               "the job's gpud was not the emulated one")
-        for w in ((2, 3) if bn == "sync" else (3,)):   # the suite's time: ghost's 3 only
+        for w in ((2, 3) if bn == "sync" else (3,)):   # the suite's time: the others' 3 only
             _, p = job("%s-w%d" % (bn, w), w, extra)
             check(filecmp.cmp(one, p, shallow=False),
-                  "cuda bitwise %s-bn: W = %d's model.safetensors differs from W = 1's" % (bn, w))
+                  "cuda bitwise %s: W = %d's model.safetensors differs from W = 1's" % (bn, w))
+        if bn == "ghost":
+            ghost_one = one
         if bn == "sync":
             sync_one = one
             # the sums are the right ones, not merely the same ones (a
@@ -69,7 +73,7 @@ try:
             d, where = weights_diff(one, cpu)
             print("cuda (emulated) vs cpu, bitwise sync-bn W = 1: %.3g (%s)" % (d, where))
             check(d <= 1e-4, "cuda bitwise weights %.3g from the cpu backend's (%s)" % (d, where))
-    check(not filecmp.cmp(sync_one, one, shallow=False),
+    check(not filecmp.cmp(sync_one, ghost_one, shallow=False),
           "sync and ghost BatchNorm gave the same bytes: --sync-bn did nothing")
 
     # --verbose: the exact sum's line, and the step bytes (the mirror's copies)
