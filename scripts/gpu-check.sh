@@ -206,6 +206,9 @@ if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-
         sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" eval
     step "e2e train --device cuda vs cpu" e2e-train.log \
         sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" train
+    # bitwise training (--chunk) with 1, 2, 3 gpuds: the same bytes
+    step "e2e bitwise training W = 1, 2, 3" e2e-bitwise.log \
+        sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" bitwise
 else
     note NOTRUN "e2e eval/train" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
 fi

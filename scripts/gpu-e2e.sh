@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end jobs on the cuda backend against the cpu backend, all four
 # daemons over real sockets (run by scripts/gpu-check.sh on a GPU machine):
-#   scripts/gpu-e2e.sh BIN FMNIST OUT eval|train|nccl
+#   scripts/gpu-e2e.sh BIN FMNIST OUT eval|train|bitwise|nccl|bf16|jpeg
 # eval:  the demo's WideResNet on the 10,000 Fashion-MNIST test images,
 #        --device cuda with 1 and 2 workers and --device cpu with 2. The two
 #        cuda runs must give identical predictions.csv (deterministic cuDNN
@@ -22,6 +22,14 @@
 #        against the same job on the ZeroMQ ring (DDPIPE_NCCL=0): both logs
 #        say which path summed, and the weights agree within 1e-4 (fp32
 #        sums in another order). Exit 77 when NCCL is older (not run).
+# bitwise: bitwise training (--chunk 16, --global-batch-size 96,
+#        --sync-bn; docs/TRAINING.md "Bitwise training") of WideResNet
+#        8,16,32,64 on t10k's first 384 images, 1 epoch (4 steps), with 1, 2
+#        and 3 gpuds on the machine's GPU (over the ZeroMQ ring: the mode
+#        never uses NCCL): model.safetensors the same bytes for every W. What
+#        the kernel emulator cannot say: that cuDNN's deterministic engines,
+#        picked by its heuristics in each process, give every chunk the same
+#        bits in separate processes.
 # bf16:  the demo's training job (scripts/demo_train.sh: WideResNet
 #        8,16,32,64, 12,000 training images an epoch, 2 workers, batch 64,
 #        SGD 0.05/0.9) run its 10 epochs under a cosine schedule (--lr-schedule
@@ -67,7 +75,7 @@
 #        (amp|bf16|fp32), E2E_DEVICE=cpu check it anywhere.
 # Prints the figures; exit 1 when a check fails.
 set -eu
-[ $# -eq 4 ] || { sed -n '2,68p' "$0"; exit 2; }
+[ $# -eq 4 ] || { sed -n '2,76p' "$0"; exit 2; }
 BIN=$1 FMNIST=$2 OUT=$3 WHAT=$4
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
@@ -141,6 +149,22 @@ train)
     a=$(last_top1 "$OUT/train-cuda" train) b=$(last_top1 "$OUT/train-cpu" train)
     echo "epoch train top-1: cuda $a, cpu $b"
     within "$a" "$b" 0.02 || { echo "FAIL: train top-1 differs by more than 2 points"; exit 1; }
+    ;;
+bitwise)
+    for w in 1 2 3; do
+        "$DD" train --data "idx:$FMNIST/t10k" --limit 384 --model wideresnet \
+            --channels 8,16,32,64 --workers "$w" --global-batch-size 96 --chunk 16 --sync-bn \
+            --lr 0.05 --momentum 0.9 --epochs 1 --seed 0 --device cuda \
+            --out "$OUT/bitwise-w$w" --overwrite --quiet > "$OUT/bitwise-w$w.out" 2>&1 ||
+            { tail -n 20 "$OUT/bitwise-w$w.out"; echo "FAIL: the W = $w bitwise job failed"; exit 1; }
+        [ -s "$OUT/bitwise-w$w/model.safetensors" ] ||
+            { echo "FAIL: W = $w: no model.safetensors"; exit 1; }
+    done
+    for w in 2 3; do
+        cmp -s "$OUT/bitwise-w1/model.safetensors" "$OUT/bitwise-w$w/model.safetensors" ||
+            { echo "FAIL: bitwise training: W = $w's model.safetensors differs from W = 1's"; exit 1; }
+    done
+    echo "bitwise training on cuda: W = 1, 2, 3 the same model.safetensors ($(sha256sum < "$OUT/bitwise-w1/model.safetensors" | cut -c1-16))"
     ;;
 nccl)
     v=${NCCL_VERSION_CODE:-0}
@@ -315,5 +339,5 @@ jpeg)
     awk -v a="$d" -v m="${ds:-0}" -v t="$t" -v t0="$t0" -v t1="$t1" -v t2="$t2" 'BEGIN { sub(/.*img\/s=/, "", t); sub(/ .*/, "", t);
         printf "end to end from JPEG: ddpipe / PyTorch DataLoader + channels_last + AMP = %.2fx whole commands, %.2fx steady, %.2fx ddpipe'"'"'s whole job against the peer after its warm-up (bar >= 2x)\n", (t2 - t1) / (t1 - t0), m / t, a / t }'
     ;;
-*) echo "gpu-e2e: eval, train, nccl, bf16 or jpeg, not '$WHAT'" >&2; exit 2 ;;
+*) echo "gpu-e2e: eval, train, bitwise, nccl, bf16 or jpeg, not '$WHAT'" >&2; exit 2 ;;
 esac
