@@ -128,6 +128,7 @@ by = {s["step"]: s for s in steps}
 check(rec["failed_steps"] == sum(s["result"] == "fail" for s in steps),
       "failed_steps %s against %d failed steps" % (rec["failed_steps"], sum(s["result"] == "fail" for s in steps)))
 for name, why in (("e2e eval/train", "no Fashion-MNIST"), ("ctest (CPU suite)", "--no-cpu-suite"),
+                  ("e2e bitwise training W = 1, 2, 3", "no Fashion-MNIST"),
                   ("bench torch eval", "no python with torch")):
     check(by.get(name, {}).get("result") == "not-run" and why in by[name]["reason"],
           "%s: not run because %r; got %s" % (name, why, by.get(name)))
