@@ -7,6 +7,7 @@
  *   cuda_resnet18 eval|train [--batch 256] [--iters 10] [--warmup 2]
  *                 [--size 224] [--precision fp32|tf32|bf16|fp16] [--weights W]
  *                 [--arch resnet18|resnet50] [--micro-batch N] [--segments N]
+ *                 [--verbose]
  *
  * --segments N (train): a grad queue as a multi-rank job's buckets set
  * (model_set_grad_queue): its mark says "flush" every ceil(G / N)
@@ -28,6 +29,9 @@
  * trainer: the step queued (model_train_begin_u8), the next step's batch
  * staged while it runs (model_train_stage_u8), its outputs read
  * (model_train_end), then the update; DDPIPE_TRAIN_OVERLAP=0 in turn.
+ *
+ * --verbose: the engine's debug lines too (a graph's plan, its recording
+ * and replays, as gpud --verbose logs them).
  *
  * --arch resnet50: torchvision's ResNet-50 with PyTorch-default initial
  * weights (seed 1; no weights file), the issue's second training bar;
@@ -54,6 +58,7 @@
 
 #include "bench/bench_model.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "gpud/backend.h"
 #include "gpud/cuda/cuda_backend.h"
 #include "gpud/backend_arena.h"
@@ -91,7 +96,7 @@ static int parse(int argc, char **argv, opts_t *o)
         {"batch", 1, 0, 'b'},  {"iters", 1, 0, 'i'},     {"warmup", 1, 0, 'u'},
         {"size", 1, 0, 's'},   {"precision", 1, 0, 'p'}, {"weights", 1, 0, 'w'},
         {"arch", 1, 0, 'a'},   {"micro-batch", 1, 0, 'm'}, {"segments", 1, 0, 'g'},
-        {0, 0, 0, 0}};
+        {"verbose", 0, 0, 'v'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (c) {
@@ -104,6 +109,7 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'a': o->arch = optarg; break;
         case 'm': o->micro = atol(optarg); break;
         case 'g': o->segments = atol(optarg); break;
+        case 'v': log_init("cuda_resnet18", -1, 1); break;
         default: return -1;
         }
     }
@@ -115,7 +121,7 @@ static int parse(int argc, char **argv, opts_t *o)
         fprintf(stderr, "usage: cuda_resnet18 eval|train [--batch 1..%d] [--iters N] "
                 "[--warmup N] [--size 224] [--precision fp32|tf32|bf16|fp16] [--weights W] "
                 "[--arch resnet18|resnet50] [--micro-batch 1..batch (eval)] "
-                "[--segments 1..64 (train)]\n",
+                "[--segments 1..64 (train)] [--verbose]\n",
                 MODEL_MAX_MICRO_BATCH);
         return -1;
     }
