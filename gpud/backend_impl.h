@@ -351,6 +351,16 @@ struct backend {
  * place: w [oc, per_oc] scaled by s = gamma / sqrt(var + eps) per output
  * channel, bias = (bias - mean) * s + beta, in double, rounded once per
  * value. */
+/* The inference plan's 16-bit copies of a fused conv's or linear's folded
+ * weights w [nw] and bias [oc] (may be NULL), in place: each rounded to
+ * fmt, as autocast casts a layer's. fp16 ends at 65504: a BatchNorm folded
+ * into its conv can take the bias past it, (bias - mean) * s + beta with a
+ * large running mean and a small variance, where autocast's own
+ * BatchNorm, in fp32 after a conv whose output is near the mean, does not
+ * overflow; such a bias stays its fp32 value (the fused conv adds it in
+ * fp32). -1 when a weight rounds to an infinity (a finite one: the fold's
+ * scale is past the format), the arrays then not to be used. */
+int bk_fold_round16(bk_half_t fmt, float *w, size_t nw, float *bias, int oc);
 void bk_bn_fold(float *w, float *bias, int oc, size_t per_oc, const float *gamma,
                 const float *beta, const float *mean, const float *var, float eps);
 

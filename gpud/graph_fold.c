@@ -7,6 +7,7 @@
  * old folded eval graph. */
 #include <math.h>
 
+#include "gpud/half.h"
 #include "gpud/tape_priv.h"
 
 void bk_bn_fold(float *w, float *bias, int oc, size_t per_oc, const float *gamma,
@@ -18,4 +19,19 @@ void bk_bn_fold(float *w, float *bias, int oc, size_t per_oc, const float *gamma
             w[(size_t)o * per_oc + i] = (float)(w[(size_t)o * per_oc + i] * s);
         bias[o] = (float)(((double)bias[o] - mean[o]) * s + beta[o]);
     }
+}
+
+int bk_fold_round16(bk_half_t fmt, float *w, size_t nw, float *bias, int oc)
+{
+    half_round(fmt, w, w, nw);
+    for (size_t i = 0; i < nw; i++)
+        if (!isfinite(w[i]))
+            return -1;
+    for (int o = 0; bias && o < oc; o++) {
+        float r;
+        half_round(fmt, &r, &bias[o], 1);
+        if (isfinite(r) || !isfinite(bias[o]))
+            bias[o] = r;
+    }
+    return 0;
 }

@@ -28,7 +28,9 @@
 
 #include "common/log.h"
 #include "gpud/backend.h"
-#include "gpud/backend_impl.h"   /* bk_bn_fold */
+#include "gpud/backend_impl.h"   /* bk_bn_fold, bk_fold_round16 */
+#include "gpud/bf16.h"
+#include "gpud/fp16_math.h"
 #include "tcheck.h"
 
 /* ------------------------------------------------------------ parameters */
@@ -723,9 +725,32 @@ static void fused_vs_tape_bf16(void)
     backend_destroy(&be);
 }
 
+/* The plan's 16-bit copies of folded parameters (bk_fold_round16): each
+ * rounded to the format, but an fp16 bias past 65504 kept fp32, and a
+ * weight past it refused. */
+static void fold_round16_range(void)
+{
+    float w[3] = {1.0f / 3.0f, -2.5e-3f, 60000.0f}, b[3] = {1e5f, -7.0f / 3.0f, -65519.0f};
+    float want_w[3], want_b[3] = {1e5f, fp16_round1(-7.0f / 3.0f), -65504.0f};
+    for (int i = 0; i < 3; i++)
+        want_w[i] = fp16_round1(w[i]);
+    CHECK(bk_fold_round16(BK_HALF_FP16, w, 3, b, 3) == 0, "fp16: finite weights refused");
+    CHECK(memcmp(w, want_w, sizeof w) == 0, "fp16 weights: %g %g %g", w[0], w[1], w[2]);
+    CHECK(memcmp(b, want_b, sizeof b) == 0, "fp16 bias (1e5 kept fp32, -65519 -> -65504): "
+          "%g %g %g", b[0], b[1], b[2]);
+    float w2[2] = {1.0f, 70000.0f}, b2 = 1e5f, want_b2;
+    CHECK(bk_fold_round16(BK_HALF_FP16, w2, 2, NULL, 0) == -1,
+          "fp16: a weight rounding to an infinity not refused");
+    bf16_round(&want_b2, &b2, 1);
+    w2[1] = 70000.0f;   /* the refused call's arrays are not to be used */
+    CHECK(bk_fold_round16(BK_HALF_BF16, w2, 2, &b2, 1) == 0 && b2 == want_b2 && w2[1] != 70000.0f,
+          "bf16: 70000 and 1e5 are bf16-range values, rounded: %g %g", w2[1], b2);
+}
+
 int main(void)
 {
     log_init("test_graph_plan", -1, 1);   /* the plan's debug lines: what fused */
+    fold_round16_range();
     description_graph();
     tape_thread_invariance();
     const char *names[2] = {"cpu", "ref"};
