@@ -397,6 +397,11 @@ variant_step "bench ddpipe train bf16 in turn" \
 # "bf16 training") against fused (the default)
 variant_step "bench ddpipe train bf16 unfused" \
     bench-ddpipe-train-bf16-unfused.log unfused train bf16 DDPIPE_TRAIN_FUSE=0
+# fp16 eval on the tape (DDPIPE_FP16_EVAL=tape: autocast's rounding points on
+# the 16-bit table) against its inference plan (the default since
+# 2026-12-01): what the fold and the fused convolutions gain in fp16
+variant_step "bench ddpipe eval fp16 tape" \
+    bench-ddpipe-eval-fp16-tape.log tape eval fp16 DDPIPE_FP16_EVAL=tape
 
 profile_step train bf16
 # the bf16 eval's fused plan (the bar's eval: 0.51x cl-bf16 on 2026-11-29)
