@@ -566,6 +566,19 @@ static void check_fp16_eval(int tape)
     cuda_graph_counts_t c0 = cuda_graph_counts();
     unsigned long plans0 = cuinf_conv_plans(1);
     same(on, off, 0, 4, NULL, NULL);
+    /* what an op-by-op forward asks of the runtime: the plan's fused ops
+     * against the tape's (a figure, not a check: cuDNN's calls are not
+     * kernels of ours, the emulator counts only those) */
+    size_t nx = (size_t)MB * 3 * HW * HW, ny = (size_t)MB * model_num_classes(off);
+    float *x = malloc(nx * sizeof *x), *y = malloc(ny * sizeof *y);
+    REQUIRE(x && y, "out of memory");
+    input(x, nx, 0);
+    cuemu_counts_t k0 = cuemu_counts();
+    forward(off, 0, x, y);
+    printf("fp16 eval %s: %lu kernel launches an op-by-op forward\n", how,
+           cuemu_counts().launches - k0.launches);
+    free(x);
+    free(y);
     unsetenv("DDPIPE_FP16_EVAL");
     cuda_graph_counts_t c1 = cuda_graph_counts();
     unsigned long plans = cuinf_conv_plans(1) - plans0;
