@@ -70,8 +70,8 @@
     OPTION_LONG(T, chunk, "chunk", "N", 0, 0, GPUD_MAX_CHUNK,                              \
                 "bitwise training: each step's samples run in chunks of N with exact sums, "\
                 "so the weights are the same bytes for any worker count (a fixed global "  \
-                "batch, a multiple of N; not on cuda yet; 0: off; docs/TRAINING.md "      \
-                "\"Bitwise training\")"),                                               \
+                "batch, a multiple of N; on cuda the sums on the host; 0: off; "          \
+                "docs/TRAINING.md \"Bitwise training\")"),                              \
     OPTION_LONG(T, ring_timeout_s, "ring-timeout", "S", 60, 1, 86400,                      \
                 "a silent ring peer fails the job after S s"),                             \
     OPTION_LONG(T, checkpoint_every, "checkpoint-every", "N", 1, 1, 1000000,               \
