@@ -37,7 +37,8 @@
  * logit a bf16 value, two cuda runs the same bits, and on the emulator
  * (without CUEMU_DNN_JITTER) ref's bits exactly. The same for fp16 training
  * (loss scale 1024, every logit an fp16 value; not bit-exact on the
- * emulator: see check_training).
+ * emulator: see check_training), and bf16 for resnet18 and resnet50 (3 x
+ * 28 x 28; on the emulator ref's bits).
  *
  * Exits 77 (skipped) when no CUDA device is present. DDPIPE_TEST_BF16_BACKEND
  * =cpu runs the same comparisons with the cpu backend in cuda's place (the
@@ -208,7 +209,7 @@ static void check_init(int fmt, const char *label, const char *arch, const int *
 /* One bf16 training run of 3 steps (no update between them: the steps
  * differ by their inputs and BatchNorm's running stats): losses, logits
  * and the final gradient arena out. */
-enum { TN = 4, TH = 28, TSTEPS = 3, TCLASSES = 10, TMAXP = 128 };
+enum { TN = 4, TH = 28, TSTEPS = 3, TCLASSES = 10, TMAXP = 192 };
 static struct {
     char name[96];
     size_t at, numel;   /* in floats of the gradient arena */
@@ -343,13 +344,16 @@ static int grads_check_catches(const float *dut, const float *rb, const float *r
 }
 
 
-static int train_r18;   /* 1: resnet18 over 3 channels (its stem in s2d form on cuda) */
+/* 1: resnet18 over 3 channels (its stem in s2d form on cuda); 2: resnet50
+ * (bottlenecks: 1x1 convolutions, a strided 1x1 downsample) */
+static int train_r18;
 
 static size_t train_run(const char *backend, float *loss, float *logits, float **grads)
 {
     static const int ch[4] = {8, 16, 24, 32};
     char err[512] = "";
-    model_opts_t o = {.arch = train_r18 ? "resnet18" : "wideresnet", .threads = 2,
+    model_opts_t o = {.arch = train_r18 == 2 ? "resnet50" : train_r18 ? "resnet18" : "wideresnet",
+                      .threads = 2,
                       .bf16 = train_fmt == 1, .fp16 = train_fmt == 2, .train = 1, .init = 1,
                       .init_seed = 1, .micro_batch = TN, .num_classes = TCLASSES};
     if (!train_r18) {
@@ -542,10 +546,21 @@ int main(void)
     unsigned long s2dt = cuinf_s2d_count();
     train_r18 = 1;
     check_training(1);
-    train_r18 = 0;
     if (strcmp(DUT, "cuda") == 0)
         CHECK(cuinf_s2d_count() > s2dt, "resnet18's bf16 training stem did not run in "
               "space-to-depth form");
+    /* resnet50, the issue's second training bar: its bottlenecks (1x1
+     * convolutions, a strided 1x1 downsample) on the 16-bit table. At 28²
+     * its bf16 is far from fp32 (logits 0.82 apart on ref), so the check
+     * that tells is the emulator's: ref's bits exactly. cuda only, and not
+     * again under CUEMU_DNN_JITTER (gpud_cuda_bf16_emu_jitter), which takes
+     * them away: the suite's time */
+    const char *jit = getenv("CUEMU_DNN_JITTER");
+    if (strcmp(DUT, "cuda") == 0 && !(jit && atoi(jit) > 0)) {
+        train_r18 = 2;
+        check_training(1);
+    }
+    train_r18 = 0;
     printf("top-1 equal to ref bf16 on %d of %d samples (bar 90%%)\n", top1_same, top1_total);
     CHECK(top1_same * 10 >= top1_total * 9, "top-1 equal on %d of %d", top1_same, top1_total);
     return tc_done("test_cuda_bf16");
