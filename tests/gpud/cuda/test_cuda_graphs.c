@@ -51,7 +51,7 @@
 #include "../tcheck.h"
 
 #define MB 8
-#define HW 64
+#define HW 32
 
 /* fp16: eval as the fp16 inference plan (DDPIPE_FP16_EVAL=tape: on the
  * tape, fp16 NHWC buffers) */
