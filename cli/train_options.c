@@ -238,7 +238,7 @@ static int check_chunk(const train_options_t *o)
                         "--workers)\n", o->chunk, o->chunk);
         return -1;
     }
-    if (gpud_check_chunk("ddpipe train", "--device", o->device, o->chunk, o->global_batch) < 0)
+    if (gpud_check_chunk("ddpipe train", o->device, o->chunk, o->global_batch) < 0)
         return -1;
     long chunks = o->global_batch / o->chunk;
     if (chunks < o->workers && !o->quiet)

@@ -341,14 +341,15 @@ static int fold_params(bk_graph_t *g, top_t *f)
     if (rc == 0 && bn && (rc = bn_vectors(g, bn, &st, oc, v)) == 0)
         bk_bn_fold(st.w, st.b, oc, per, v[0], v[1], v[2], v[3], bn->eps);
     if (rc == 0 && g->half && bk_fold_round16(g->half_fmt, st.w, nw, st.b, oc) < 0) {
+        /* the format's name, its largest value and the setting that keeps the tape */
+        static const char *const fmt[2][3] = {{"bf16", "3.39e38", "DDPIPE_BF16_EVAL"},
+                                              {"fp16", "65504", "DDPIPE_FP16_EVAL"}};
+        const char *const *h = fmt[g->half_fmt == BK_HALF_FP16];
         bk_ctx_set_name(&g->base, f->name);
         bk_ctx_fail(&g->base, "the %s inference plan: the weights with the BatchNorm folded in "
                     "are past %s's range (its largest value %s): evaluate with %s=tape "
                     "(autocast's own rounding points, BatchNorm in fp32)",
-                    g->half_fmt == BK_HALF_FP16 ? "fp16" : "bf16",
-                    g->half_fmt == BK_HALF_FP16 ? "fp16" : "bf16",
-                    g->half_fmt == BK_HALF_FP16 ? "65504" : "3.39e38",
-                    g->half_fmt == BK_HALF_FP16 ? "DDPIPE_FP16_EVAL" : "DDPIPE_BF16_EVAL");
+                    h[0], h[0], h[1], h[2]);
         rc = -1;
     }
     if (rc == 0 && !st.host)

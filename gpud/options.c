@@ -202,10 +202,8 @@ int gpud_check_device(const char *cmd, const char *flag, const char *device,
     return 0;
 }
 
-int gpud_check_chunk(const char *cmd, const char *flag, const char *device, long chunk,
-                     long global_batch)
+int gpud_check_chunk(const char *cmd, const char *device, long chunk, long global_batch)
 {
-    (void)flag;
     if (chunk <= 0)
         return 0;
     /* cuda: the same bytes for any W needs the same engines in every gpud
@@ -331,8 +329,7 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
         fprintf(stderr, "gpud: --chunk (bitwise training) needs --train\n");
         return -1;
     }
-    if (gpud_check_chunk("gpud", "--backend", self->backend, self->chunk,
-                         self->global_batch) < 0)
+    if (gpud_check_chunk("gpud", self->backend, self->chunk, self->global_batch) < 0)
         return -1;
     if (check_local_world(self) < 0)
         return -1;

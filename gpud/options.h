@@ -158,11 +158,10 @@ int gpud_check_device(const char *cmd, const char *flag, const char *device,
                       const char *precision, int train);
 /* --chunk N (bitwise training) against the rest of a training job: 0 when
  * chunk is 0, or when global_batch (0: not known here) is a multiple of it
- * and, on device (gpud --backend, ddpipe --device: FLAG) cuda, no gpud
- * times its own cuDNN engines (DDPIPE_CUDNN_TUNE=1, DDPIPE_CUDA_ALGO=find);
- * else -1 after the error went to stderr. */
-int gpud_check_chunk(const char *cmd, const char *flag, const char *device, long chunk,
-                     long global_batch);
+ * and, on device (gpud --backend, ddpipe --device) cuda, no gpud times its
+ * own cuDNN engines (DDPIPE_CUDNN_TUNE=1, DDPIPE_CUDA_ALGO=find); else -1
+ * after the error went to stderr. */
+int gpud_check_chunk(const char *cmd, const char *device, long chunk, long global_batch);
 /* 1 when /proc/cpuinfo lists amx_bf16, or avx512_bf16 on an AMD CPU (bf16
  * runs natively, by default, and fast: the probe's level 3, backend.h), 0
  * when not or unreadable. */
