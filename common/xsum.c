@@ -1,10 +1,8 @@
 /* xsum — exact, order-independent sums (xsum.h).
  *
- * Positions: bin b holds the absolute bit positions [30 b + XSUM_BASE,
- * 30 b + XSUM_BASE + 30), a slice of a value being its bits there, as an
- * integer. XSUM_BASE = -1080 puts the smallest double bit (2^-1074) in bin
- * 0 and the largest (2^1023) in bin 70, so a bin index is never negative and
- * fits the int32 tops with room. A segment keeps, per element, the limbs of
+ * Positions (xsum_f32.h): bin b holds the absolute bit positions
+ * [30 b + XSUM_BASE, 30 b + XSUM_BASE + 30), a slice of a value being its
+ * bits there, as an integer. A segment keeps, per element, the limbs of
  * bins top, top - 1, top - 2 (limb 0 = top). Limbs are never normalised
  * (no carry from one to the next): each is the plain sum of its bin's
  * slices, which is what makes dropping a whole limb when the top moves up
@@ -21,6 +19,7 @@
  * whose rounding of a subnormal result would be a second one.
  */
 #include "common/xsum.h"
+#include "common/xsum_f32.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -28,9 +27,6 @@
 
 __extension__ typedef __int128 xsum_i128;
 __extension__ typedef unsigned __int128 xsum_u128;
-
-#define XSUM_BASE (-1080)                       /* absolute position of bin 0's lowest bit */
-#define XSUM_MASK ((UINT64_C(1) << XSUM_BITS) - 1)
 
 struct xsum {
     int nseg;
@@ -114,15 +110,14 @@ const int32_t *xsum_tops(const xsum_t *self)
     return self->tops;
 }
 
+void xsum_set_tops(xsum_t *self, const int32_t *tops)
+{
+    memcpy(self->tops, tops, (size_t)self->nseg * sizeof *self->tops);
+}
+
 int64_t *xsum_limbs(xsum_t *self)
 {
     return self->limbs;
-}
-
-/* The bin of absolute bit position p (p >= -1074: always >= 0). */
-static int32_t bin_of(int p)
-{
-    return (int32_t)((p - XSUM_BASE) / XSUM_BITS);
 }
 
 /* Segment seg's window moves up to bin `top` (> its own, a bin or EMPTY):
@@ -136,10 +131,8 @@ static void raise_top(xsum_t *self, int seg, int32_t top)
     int d = top - own;
     int64_t *L = self->limbs + self->off[seg] * XSUM_LIMBS;
     size_t n = self->len[seg];
-    for (size_t e = 0; e < n; e++, L += XSUM_LIMBS) {
-        for (int k = XSUM_LIMBS - 1; k >= 0; k--)
-            L[k] = k >= d ? L[k - d] : 0;
-    }
+    for (size_t e = 0; e < n; e++, L += XSUM_LIMBS)
+        xsum_shift(L, d);
 }
 
 void xsum_align(xsum_t *self, const int32_t *tops)
@@ -168,12 +161,6 @@ static int prepare(xsum_t *self, int seg, int32_t vtop)
     return 0;
 }
 
-/* The sign of a value (0 or -1) applied to a slice: s ^ sign - sign. */
-static int64_t signed_slice(uint64_t s, int64_t sign)
-{
-    return ((int64_t)s ^ sign) - sign;
-}
-
 void xsum_add_f32(xsum_t *self, int seg, const float *x)
 {
     size_t n = self->len[seg];
@@ -187,38 +174,19 @@ void xsum_add_f32(xsum_t *self, int seg, const float *x)
         b &= 0x7fffffffu;
         amax = b > amax ? b : amax;
     }
-    if (amax >= 0x7f800000u) {   /* an infinity or a NaN */
+    int32_t vtop = xsum_top_f32(amax);
+    if (vtop == XSUM_NONFINITE) {
         self->tops[seg] = XSUM_NONFINITE;
         return;
     }
-    if (amax == 0)
+    if (vtop == XSUM_EMPTY || prepare(self, seg, vtop) < 0)
         return;
-    /* leading bit: 2^(ex - 127) for a normal, mantissa bit i is 2^(i - 149) */
-    uint32_t ex = amax >> 23;
-    int p = ex ? (int)ex - 127 : (31 - __builtin_clz(amax)) - 149;
-    if (prepare(self, seg, bin_of(p)) < 0)
-        return;
-    int top = self->tops[seg];
+    int32_t top = self->tops[seg];
     int64_t *L = self->limbs + self->off[seg] * XSUM_LIMBS;
     for (size_t i = 0; i < n; i++, L += XSUM_LIMBS) {
         uint32_t b;
         memcpy(&b, &x[i], sizeof b);
-        uint32_t e = (b >> 23) & 0xffu;
-        uint64_t m = (b & 0x7fffffu) | (e ? 0x800000u : 0);
-        /* the mantissa's lowest bit sits at e - 150 (a subnormal's at -149,
-         * as for e = 1); q: that position from XSUM_BASE, in [931, 1185] */
-        int q = (int)(e ? e : 1) - 150 - XSUM_BASE;
-        int b0 = q / XSUM_BITS, r = q - b0 * XSUM_BITS;
-        uint64_t M = m << r;   /* <= 53 bits: two slices, bins b0 and b0 + 1 */
-        int64_t sign = -(int64_t)(b >> 31);
-        int64_t lo = signed_slice(M & XSUM_MASK, sign), hi = signed_slice(M >> XSUM_BITS, sign);
-        /* limb k holds bin top - k; k0 = the limb of bin b0 (negative only
-         * for a zero in a segment whose top is below any float's bin) */
-        int k0 = top - b0;
-        /* selects, not branches: the exponents of gradients are random */
-        L[0] += (k0 == 0 ? lo : 0) + (k0 == 1 ? hi : 0);
-        L[1] += (k0 == 1 ? lo : 0) + (k0 == 2 ? hi : 0);
-        L[2] += (k0 == 2 ? lo : 0) + (k0 == 3 ? hi : 0);
+        xsum_add_bits_f32(L, top, b);
     }
 }
 
@@ -242,7 +210,7 @@ void xsum_add_f64(xsum_t *self, int seg, const double *x)
         return;
     uint64_t ex = amax >> 52;
     int p = ex ? (int)ex - 1023 : (63 - __builtin_clzll(amax)) - 1074;
-    if (prepare(self, seg, bin_of(p)) < 0)
+    if (prepare(self, seg, xsum_bin_of(p)) < 0)
         return;
     int top = self->tops[seg];
     int64_t *L = self->limbs + self->off[seg] * XSUM_LIMBS;
@@ -256,9 +224,9 @@ void xsum_add_f64(xsum_t *self, int seg, const double *x)
         /* m << r has up to 82 bits: three slices, taken without the shift
          * overflowing (r <= 29) */
         int64_t sign = -(int64_t)(b >> 63);
-        int64_t s0 = signed_slice((m << r) & XSUM_MASK, sign);
-        int64_t s1 = signed_slice((m >> (XSUM_BITS - r)) & XSUM_MASK, sign);
-        int64_t s2 = signed_slice(m >> (2 * XSUM_BITS - r), sign);
+        int64_t s0 = xsum_signed_slice((m << r) & XSUM_MASK, sign);
+        int64_t s1 = xsum_signed_slice((m >> (XSUM_BITS - r)) & XSUM_MASK, sign);
+        int64_t s2 = xsum_signed_slice(m >> (2 * XSUM_BITS - r), sign);
         int k0 = top - b0;
         L[0] += (k0 == 0 ? s0 : 0) + (k0 == 1 ? s1 : 0) + (k0 == 2 ? s2 : 0);
         L[1] += (k0 == 1 ? s0 : 0) + (k0 == 2 ? s1 : 0) + (k0 == 3 ? s2 : 0);

@@ -67,6 +67,10 @@ void xsum_get_f64(const xsum_t *self, int seg, double *out);
  * after which the limbs of all ranks are summed as plain int64 (the limbs
  * array: element e's limb k at [e * XSUM_LIMBS + k], k = 0 the highest). */
 const int32_t *xsum_tops(const xsum_t *self);
+/* The tops set as they are (a copy of sums made elsewhere with the same
+ * arithmetic, gpud/cuda/cuda_xsum.h, whose limbs are written into
+ * xsum_limbs): nothing else changes. */
+void xsum_set_tops(xsum_t *self, const int32_t *tops);
 void xsum_align(xsum_t *self, const int32_t *tops);
 int64_t *xsum_limbs(xsum_t *self);
 

@@ -89,6 +89,8 @@ typedef struct {
     bool have_buf;          /* SGD: the momentum buffer was initialised */
 } bk_oparam_t;
 
+struct xsum;   /* common/xsum.h */
+
 typedef struct bk_arena_ops {
     const char *name;       /* "host", "cuda device" */
     bk_mem_t mem;
@@ -126,6 +128,21 @@ typedef struct bk_arena_ops {
      * queued behind an event of it follows them. NULL: host memory, or
      * nothing to order. */
     void *(*stream)(void *ctx);
+    /* Optional (NULL: the host sums from its copy of the arena, host
+     * memory or the mirror): bitwise training's exact sums (common/xsum.h,
+     * the same limbs bit for bit) kept in this memory, so a chunk's
+     * gradient is added where backward wrote it and the limbs are read
+     * once a step. xsum_new: nseg segments of len[s] floats, zero; NULL
+     * when out of memory. xsum_clear and xsum_add (segment seg += x[0,
+     * len[seg]), x in this memory) are queued; xsum_read waits for them,
+     * then dst (an xsum_t of the same segments) = the sums. 0 or -1. */
+    void *(*xsum_new)(void *ctx, const size_t *len, int nseg);
+    void (*xsum_free)(void *ctx, void *xs);
+    int (*xsum_clear)(void *ctx, void *xs);
+    int (*xsum_add)(void *ctx, void *xs, int seg, const float *x);
+    int (*xsum_read)(void *ctx, void *xs, struct xsum *dst);
+    /* bytes one xsum_read brings to the host */
+    size_t (*xsum_read_bytes)(void *ctx, const void *xs);
 } bk_arena_ops_t;
 
 /* Host memory (64-byte aligned), the optimizer in plain C (optim_host.c). */

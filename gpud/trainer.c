@@ -210,16 +210,16 @@ static int grad_index(const trainer_t *t, const float *grad)
 }
 
 /* The model's hook in bitwise training: one chunk's gradient, summed. On
- * a device arena it is read into the host mirror first (the chunk's
- * backward wrote it there; the next chunk's overwrites it), one copy a
- * gradient a chunk. */
+ * a device arena whose ops cannot sum there it is read into the host
+ * mirror first (the chunk's backward wrote it there; the next chunk's
+ * overwrites it), one copy a gradient a chunk. */
 static void on_grad_exact(void *ctx, const float *grad)
 {
     trainer_t *t = ctx;
     int i = grad_index(t, grad);
     if (i < 0)
         return;
-    if (t->hg.copy) {
+    if (t->hg.copy && !grad_exact_on_device(t->exact)) {
         size_t lo, hi;
         buckets_grad_range(t->bk, i, &lo, &hi);
         if (!arena_mirror_pull(&t->hg, lo, hi - lo)) {
@@ -232,9 +232,9 @@ static void on_grad_exact(void *ctx, const float *grad)
 
 /* Bitwise training (cfg.chunk): the exact sums of the optimized
  * gradients, fed by the model's grad-ready hook chunk after chunk. The
- * sums are made on the host: from the arena in place, or on a device arena
- * (cuda) from its host mirror, where the rounded sums are written and then
- * pushed back to the arena (trainer_reduce). */
+ * sums are made on the host from the arena in place, or on a device arena
+ * (cuda) by its own kernels (else from its host mirror); the rounded sums
+ * are written in the mirror and pushed back to the arena (trainer_reduce). */
 static int exact_init(trainer_t *t, char *err, size_t errlen)
 {
     size_t *numel = malloc((size_t)t->ng * sizeof *numel);
@@ -249,6 +249,8 @@ static int exact_init(trainer_t *t, char *err, size_t errlen)
     }
     t->exact = grad_exact_new(arena_mirror_at(&t->hg, 0), numel, t->ng, err, errlen);
     free(numel);
+    if (t->exact && t->hg.copy && grad_exact_use_arena(t->exact, t->grads, err, errlen) < 0)
+        return -1;
     const char *brk = getenv("DDPIPE_BITWISE_BREAK");
     t->break_exact = brk && strcmp(brk, "float-ring") == 0;
     if (t->break_exact)
@@ -598,10 +600,6 @@ int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, siz
                     t->grads->ops->name);
             return -1;
         }
-        if (log_verbose() && !t->break_exact)
-            log_debug("bitwise gradient sum: %zu floats, %llu bytes sent over the ring "
-                      "(int64 limbs)", t->grad_floats,
-                      (unsigned long long)grad_exact_ring_bytes(t->exact, ar));
         /* ghost batch norm's running stats: summed after the gradients, the
          * step's only other collective */
         struct xsum *run = model_running_sums(t->m);

@@ -6,8 +6,10 @@
 
 #include <cuda_runtime.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpud/cuda/cuda_kernels.h"
+#include "gpud/cuda/cuda_xsum.h"
 
 struct cuda_arena {
     bk_arena_ops_t ops;            /* ctx = self */
@@ -143,6 +145,39 @@ static void *dev_stream(void *ctx)
     return ((cuda_arena_t *)ctx)->stream;
 }
 
+static void *dev_xsum_new(void *ctx, const size_t *len, int nseg)
+{
+    (void)ctx;
+    return cuda_xsum_new(len, nseg);
+}
+
+static void dev_xsum_free(void *ctx, void *xs)
+{
+    cuda_xsum_t *x = xs;
+    cuda_xsum_destroy(&x, ((cuda_arena_t *)ctx)->stream);
+}
+
+static int dev_xsum_clear(void *ctx, void *xs)
+{
+    return cuda_xsum_clear(xs, ((cuda_arena_t *)ctx)->stream);
+}
+
+static int dev_xsum_add(void *ctx, void *xs, int seg, const float *x)
+{
+    return cuda_xsum_add(xs, seg, x, ((cuda_arena_t *)ctx)->stream);
+}
+
+static int dev_xsum_read(void *ctx, void *xs, struct xsum *dst)
+{
+    return cuda_xsum_read(xs, dst, ((cuda_arena_t *)ctx)->stream);
+}
+
+static size_t dev_xsum_read_bytes(void *ctx, const void *xs)
+{
+    (void)ctx;
+    return cuda_xsum_read_bytes(xs);
+}
+
 static const bk_arena_ops_t CUDA_ARENA_OPS = {
     .name = "cuda device",
     .mem = BK_MEM_DEVICE,
@@ -156,6 +191,12 @@ static const bk_arena_ops_t CUDA_ARENA_OPS = {
     .scale = dev_scale,
     .optim_step = dev_optim,
     .stream = dev_stream,
+    .xsum_new = dev_xsum_new,
+    .xsum_free = dev_xsum_free,
+    .xsum_clear = dev_xsum_clear,
+    .xsum_add = dev_xsum_add,
+    .xsum_read = dev_xsum_read,
+    .xsum_read_bytes = dev_xsum_read_bytes,
 };
 
 cuda_arena_t *cuda_arena_new(void *stream, char *err, size_t errlen)
@@ -167,6 +208,17 @@ cuda_arena_t *cuda_arena_new(void *stream, char *err, size_t errlen)
     }
     self->ops = CUDA_ARENA_OPS;
     self->ops.ctx = self;
+    /* DDPIPE_CUDA_XSUM=0: bitwise training's sums on the host, from the
+     * mirror (the same bytes; a fallback, and the tests' cross-check) */
+    const char *xs = getenv("DDPIPE_CUDA_XSUM");
+    if (xs && strcmp(xs, "0") == 0) {
+        self->ops.xsum_new = NULL;
+        self->ops.xsum_free = NULL;
+        self->ops.xsum_clear = NULL;
+        self->ops.xsum_add = NULL;
+        self->ops.xsum_read = NULL;
+        self->ops.xsum_read_bytes = NULL;
+    }
     self->stream = (cudaStream_t)stream;
     cudaError_t e = cudaMalloc((void **)&self->word, sizeof *self->word);
     if (e != cudaSuccess) {

@@ -2,20 +2,25 @@
 --device cuda, whole jobs through the four daemons with the emulated gpud
 (tests/gpud/cuemu: the cuda backend's host code over the kernel emulator,
 its cuDNN faked by the reference kernels). A cuda gpud's gradient arena is
-device memory: each chunk's gradients are copied to the host mirror and
-summed there exactly, the sums go over the ZeroMQ ring as int64 limbs, and
-the rounded result is written back to the device (gpud/trainer.c).
+device memory: each chunk's gradients are summed exactly there, as int64
+limbs, by the exact-sum kernels (gpud/cuda/cuda_xsum.c), the limbs are read
+once a step, go over the ZeroMQ ring, and the rounded result is written
+back to the device (gpud/trainer.c, gpud/grad_exact.c);
+DDPIPE_CUDA_XSUM=0 makes them on the host from copies of each chunk's
+gradients instead.
 
   - SyncBatchNorm (W = 1, 2, 3) and ghost BatchNorm (W = 1, 3) (24
     samples, global batch 12, chunks of 4: 3 chunks a step, W = 2 holds
     2 + 1, W = 3 one each; 2 steps): model.safetensors the SAME BYTES for
-    every W, and
+    every W, sync's W = 3 with the sums made on the host
+    (DDPIPE_CUDA_XSUM=0: the device's limbs are the host's), and
     within 1e-4 of the cpu backend's bitwise job (the right sums, not only
     the same ones); bf16 with SyncBatchNorm (the 16-bit NHWC table), W = 1
     and 3 the same bytes;
   - sync's W = 2 runs with NCCL allowed on one GPU
     (NCCL_MULTI_RANK_GPU_ENABLE=1, the emulator's NCCL): no gpud offers
-    NCCL (bitwise training keeps the ring), and each logs its exact sums;
+    NCCL (bitwise training keeps the ring), and each logs its exact sums,
+    their limbs made on the device;
   - the negative control: DDPIPE_BITWISE_BREAK=float-ring (the gradients
     summed as floats over the ring) with W = 3 differs from W = 1, so the
     comparison can fail;
@@ -62,8 +67,14 @@ try:
             # sync's W = 2 with NCCL allowed on one GPU (the emulator's), and
             # --verbose: the exact sum's line
             nccl = bn == "sync" and w == 2
-            out, p = job("%s-w%d" % (bn, w), w, extra + (["--verbose"] if nccl else []),
-                         env={"NCCL_MULTI_RANK_GPU_ENABLE": "1"} if nccl else None)
+            host = bn == "sync" and w == 3   # the host's limbs against W = 1's device ones
+            env = ({"NCCL_MULTI_RANK_GPU_ENABLE": "1"} if nccl else
+                   {"DDPIPE_CUDA_XSUM": "0"} if host else None)
+            out, p = job("%s-w%d" % (bn, w), w, extra + (["--verbose"] if nccl or host else []),
+                         env=env)
+            if host:
+                check("limbs made on the host" in gpud_logs(out),
+                      "DDPIPE_CUDA_XSUM=0: the sums were not made on the host")
             check(filecmp.cmp(one, p, shallow=False),
                   "cuda bitwise %s: W = %d's model.safetensors differs from W = 1's" % (bn, w))
             if nccl:
@@ -73,6 +84,8 @@ try:
                       "bitwise training formed an NCCL generation:\n%s" % logs[-2000:])
                 check(logs.count("bitwise gradient sum:") >= 4 and "(int64 limbs)" in logs,
                       "the gpuds' bitwise gradient sums were not logged (2 steps, 2 ranks)")
+                check("limbs made on the device" in logs and "made on the host" not in logs,
+                      "the cuda gpuds did not make their exact sums on the device")
         if bn == "ghost":
             ghost_one = one
         if bn == "sync":

@@ -26,6 +26,7 @@
 #include "../golden_io.h"
 #include "../trand.h"
 #include "arena_checks.h"
+#include "xsum_checks.h"
 
 #define TOL 1e-4
 enum { N = 4, C = 3, H = 11, W = 9, K = 5 };
@@ -293,5 +294,6 @@ int main(void)
     check_graph();
     tc_failures += check_device_optims();
     tc_failures += check_arena_optims();
+    tc_failures += check_device_xsum();
     return tc_done("test_cuda_train_ops");
 }

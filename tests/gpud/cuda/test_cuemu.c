@@ -31,6 +31,7 @@
 #include "../tcheck.h"
 #include "../trand.h"
 #include "arena_checks.h"
+#include "xsum_checks.h"
 #include "kernel16_checks.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -842,5 +843,6 @@ int main(void)
     tc_failures += check_device_arena();
     tc_failures += check_device_optims();
     tc_failures += check_arena_optims();
+    tc_failures += check_device_xsum();
     return tc_done("test_cuemu");
 }

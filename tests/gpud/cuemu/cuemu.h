@@ -79,5 +79,12 @@ static inline unsigned long long atomicMin(unsigned long long *p, unsigned long 
         *p = v;
     return old;
 }
+static inline unsigned atomicMax(unsigned *p, unsigned v)
+{
+    unsigned old = *p;
+    if (v > old)
+        *p = v;
+    return old;
+}
 
 #endif

@@ -1,0 +1,69 @@
+/* cuda_xsum_kernels — see cuda_xsum_kernels.h. */
+#include "gpud/cuda/cuda_xsum_kernels.h"
+#include "gpud/cuda/cuda_launch.h"
+
+#include "common/xsum_f32.h"
+
+__global__ static void k_xsum_amax(const float *x, size_t n, unsigned *cur)
+{
+    __shared__ unsigned part[THREADS];
+    unsigned m = 0;
+    GRID_STRIDE(i, n)
+    {
+        unsigned b = __float_as_uint(x[i]) & 0x7fffffffu;
+        m = b > m ? b : m;
+    }
+    part[threadIdx.x] = m;
+    __syncthreads();
+    for (unsigned h = THREADS / 2; h > 0; h /= 2) {
+        if (threadIdx.x < h && part[threadIdx.x + h] > part[threadIdx.x])
+            part[threadIdx.x] = part[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0 && part[0])
+        atomicMax(cur, part[0]);
+}
+
+cudaError_t ck_xsum_amax(cudaStream_t s, const float *x, size_t n, unsigned *cur)
+{
+    k_xsum_amax<<<blocks_for(n), THREADS, 0, s>>>(x, n, cur);
+    return cudaGetLastError();
+}
+
+__global__ static void k_xsum_add(const float *x, size_t n, int64_t *limbs,
+                                  const unsigned *run, const unsigned *cur)
+{
+    /* every thread reads the same two words: the old top and the new one */
+    const unsigned r = *run, c = *cur;
+    const int32_t own = xsum_top_f32(r), top = xsum_top_f32(r > c ? r : c);
+    if (top == XSUM_NONFINITE || top == XSUM_EMPTY || c == 0)
+        return;   /* a NaN's sum is NaN whatever the limbs; zeros add nothing */
+    const int d = own == XSUM_EMPTY ? 0 : top - own;   /* empty: the limbs are zero */
+    GRID_STRIDE(i, n)
+    {
+        int64_t *L = limbs + i * XSUM_LIMBS;
+        if (d > 0)
+            xsum_shift(L, d);
+        xsum_add_bits_f32(L, top, __float_as_uint(x[i]));
+    }
+}
+
+cudaError_t ck_xsum_add(cudaStream_t s, const float *x, size_t n, int64_t *limbs,
+                        const unsigned *run, const unsigned *cur)
+{
+    k_xsum_add<<<blocks_for(n), THREADS, 0, s>>>(x, n, limbs, run, cur);
+    return cudaGetLastError();
+}
+
+__global__ static void k_xsum_commit(unsigned *run, unsigned *cur)
+{
+    if (*cur > *run)
+        *run = *cur;
+    *cur = 0;
+}
+
+cudaError_t ck_xsum_commit(cudaStream_t s, unsigned *run, unsigned *cur)
+{
+    k_xsum_commit<<<1, 1, 0, s>>>(run, cur);
+    return cudaGetLastError();
+}
