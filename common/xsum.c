@@ -25,8 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-__extension__ typedef __int128 xsum_i128;
-__extension__ typedef unsigned __int128 xsum_u128;
 
 struct xsum {
     int nseg;
@@ -234,81 +232,13 @@ void xsum_add_f64(xsum_t *self, int seg, const double *x)
     }
 }
 
-/* The bit length of u != 0, without a branch on which half holds it (a
- * gradient's elements fall on either side at random). */
-static int bitlen128(xsum_u128 u)
-{
-    uint64_t hi = (uint64_t)(u >> 64), lo = (uint64_t)u;
-    int lh = 128 - __builtin_clzll(hi | 1), ll = 64 - __builtin_clzll(lo | 1);
-    return hi ? lh : ll;
-}
-
-/* v * 2^e rounded once to prec significant bits (to nearest, ties to even),
- * no bit below 2^emin (the subnormals), as the bits of an IEEE value with
- * prec - 1 mantissa bits and emin its smallest subnormal, sign apart:
- * with q the kept bits (2^(prec-1) <= q <= 2^prec for a normal result, q <
- * 2^(prec-1) for a subnormal) and lsb >= emin the position of q's lowest,
- * the bits are ((lsb - emin) << (prec - 1)) + q: a normal's exponent field
- * lsb - emin + 1 and its hidden bit's 2^(prec-1) add up to that, a rounded
- * q = 2^prec carries into the exponent, and a subnormal (lsb = emin) is q
- * itself. At or above inf_bits: an infinity. No libm: ldexp here cost more
- * than the rest of a read. */
-static uint64_t round_bits(xsum_i128 v, int e, int prec, int emin, uint64_t inf_bits,
-                           uint64_t *sign)
-{
-    *sign = v < 0;
-    if (v == 0)
-        return 0;
-    xsum_u128 u = v < 0 ? -(xsum_u128)v : (xsum_u128)v;
-    int h = bitlen128(u);
-    int lsb = e + h - prec;   /* the lowest bit kept */
-    if (lsb < emin)
-        lsb = emin;
-    if (lsb > e) {
-        int s = lsb - e;      /* bits dropped: 1 .. */
-        xsum_u128 q = 0, rem = 0, half = 1;
-        if (s <= h) {         /* else all below half of the lowest bit kept */
-            q = u >> s;
-            rem = u - (q << s);
-            half = (xsum_u128)1 << (s - 1);
-        }
-        q += (rem > half) | ((rem == half) & (q & 1));   /* no branch: random */
-        u = q;
-    } else {
-        /* the value fits prec bits as it is (h <= prec); bits below lsb
-         * are zero: shift up to lsb = e's place (e - lsb >= 0) */
-        u <<= e - lsb;
-    }
-    if (lsb - emin >= 2048)   /* far past any exponent: an infinity */
-        return inf_bits;
-    uint64_t bits = ((uint64_t)(lsb - emin) << (prec - 1)) + (uint64_t)u;
-    return bits >= inf_bits ? inf_bits : bits;
-}
-
-/* Element e's window (limbs L) of segment seg as a 2^124-bounded integer
- * and its scale: the value is *v * 2^(returned exponent). */
-static int window(const xsum_t *self, int seg, const int64_t *L, xsum_i128 *v)
-{
-    *v = (xsum_i128)L[0] * ((xsum_i128)1 << (2 * XSUM_BITS)) +
-         (xsum_i128)L[1] * ((xsum_i128)1 << XSUM_BITS) + (xsum_i128)L[2];
-    return (self->tops[seg] - (XSUM_LIMBS - 1)) * XSUM_BITS + XSUM_BASE;
-}
-
 void xsum_get_f32(const xsum_t *self, int seg, float *out)
 {
     size_t n = self->len[seg];
     int32_t top = self->tops[seg];
-    if (top == XSUM_NONFINITE || top == XSUM_EMPTY) {
-        for (size_t i = 0; i < n; i++)
-            out[i] = top == XSUM_EMPTY ? 0.0f : NAN;
-        return;
-    }
     const int64_t *L = self->limbs + self->off[seg] * XSUM_LIMBS;
     for (size_t i = 0; i < n; i++, L += XSUM_LIMBS) {
-        xsum_i128 v;
-        int e = window(self, seg, L, &v);
-        uint64_t sign, b = round_bits(v, e, 24, -149, 0x7f800000u, &sign);
-        uint32_t b32 = (uint32_t)b | (uint32_t)sign << 31;
+        uint32_t b32 = xsum_bits_f32(L, top);
         memcpy(&out[i], &b32, sizeof b32);
     }
 }
@@ -324,9 +254,8 @@ void xsum_get_f64(const xsum_t *self, int seg, double *out)
     }
     const int64_t *L = self->limbs + self->off[seg] * XSUM_LIMBS;
     for (size_t i = 0; i < n; i++, L += XSUM_LIMBS) {
-        xsum_i128 v;
-        int e = window(self, seg, L, &v);
-        uint64_t sign, b = round_bits(v, e, 53, -1074, UINT64_C(0x7ff0000000000000), &sign);
+        uint64_t sign, b = xsum_round_bits(xsum_window(L), xsum_window_exp(top), 53, -1074,
+                                           UINT64_C(0x7ff0000000000000), &sign);
         b |= sign << 63;
         memcpy(&out[i], &b, sizeof b);
     }

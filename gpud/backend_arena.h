@@ -91,6 +91,18 @@ typedef struct {
 
 struct xsum;   /* common/xsum.h */
 
+/* A device collective for the exact sums (NCCL: gpud/collective.h), each
+ * in place over n values of device memory, behind the device work queued
+ * so far and done when it returns. 0, or -1 with the reason in err. */
+typedef struct bk_xsum_coll {
+    int (*max_u32)(void *ctx, uint32_t *dev, size_t n, int timeout_ms, char *err,
+                   size_t errlen);
+    int (*sum_i64)(void *ctx, int64_t *dev, size_t n, int timeout_ms, char *err,
+                   size_t errlen);
+    void *ctx;
+    int timeout_ms;
+} bk_xsum_coll_t;
+
 typedef struct bk_arena_ops {
     const char *name;       /* "host", "cuda device" */
     bk_mem_t mem;
@@ -143,6 +155,13 @@ typedef struct bk_arena_ops {
     int (*xsum_read)(void *ctx, void *xs, struct xsum *dst);
     /* bytes one xsum_read brings to the host */
     size_t (*xsum_read_bytes)(void *ctx, const void *xs);
+    /* Optional: the sums over every rank of coll, without the host: the
+     * tops' max and the limbs' sum through coll where they are, each sum
+     * rounded once into out (this memory, the segments one after the
+     * other): the same bits on every rank, and as xsum_read, an all-reduce
+     * and xsum_get_f32 would give. 0, or -1 with the reason in err. */
+    int (*xsum_reduce)(void *ctx, void *xs, const bk_xsum_coll_t *coll, float *out, char *err,
+                       size_t errlen);
 } bk_arena_ops_t;
 
 /* Host memory (64-byte aligned), the optimizer in plain C (optim_host.c). */

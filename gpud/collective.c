@@ -247,6 +247,44 @@ int collective_trainer_wait(void *ctx, int timeout_ms, char *err, size_t errlen)
     return -1;
 }
 
+/* An exact sum's reduction (max_u32 or sum_i64 of nccl_ar) in an NCCL generation. */
+static int exact_op(collective_t *self, void *dev, size_t n, int max, int timeout_ms, char *err,
+                    size_t errlen)
+{
+#ifdef DDPIPE_HAVE_NCCL
+    if (self->nccl) {
+        if (ensure_comm(self, timeout_ms, err, errlen) < 0)
+            return -1;
+        if ((max ? nccl_ar_max_u32_device(self->comm, dev, n, timeout_ms, err, errlen)
+                 : nccl_ar_sum_i64_device(self->comm, dev, n, timeout_ms, err, errlen)) < 0) {
+            self->failed = true;
+            return -1;
+        }
+        return 0;
+    }
+#else
+    (void)dev;
+    (void)n;
+    (void)max;
+    (void)timeout_ms;
+#endif
+    err_set(err, errlen, "a device sum outside an NCCL generation (generation %u)",
+            self->gen);
+    return -1;
+}
+
+int collective_trainer_max_u32(void *ctx, uint32_t *dev, size_t n, int timeout_ms, char *err,
+                               size_t errlen)
+{
+    return exact_op(ctx, dev, n, 1, timeout_ms, err, errlen);
+}
+
+int collective_trainer_sum_i64(void *ctx, int64_t *dev, size_t n, int timeout_ms, char *err,
+                               size_t errlen)
+{
+    return exact_op(ctx, dev, n, 0, timeout_ms, err, errlen);
+}
+
 int collective_sum_device(collective_t *self, float *dev, size_t n, int timeout_ms, char *err,
                           size_t errlen)
 {

@@ -74,6 +74,13 @@ int collective_trainer_sum(void *ctx, float *dev, size_t n, int timeout_ms, char
 int collective_trainer_enqueue(void *ctx, float *dev, size_t n, void *after, int timeout_ms,
                                char *err, size_t errlen);
 int collective_trainer_wait(void *ctx, int timeout_ms, char *err, size_t errlen);
+/* Bitwise training's exact sums (trainer_dsum_t max_u32, sum_i64): the
+ * max of n uint32 / the sum of n int64 of device memory, in place, behind
+ * all device work and done on return. 0, or -1 (aborted). */
+int collective_trainer_max_u32(void *ctx, uint32_t *dev, size_t n, int timeout_ms, char *err,
+                               size_t errlen);
+int collective_trainer_sum_i64(void *ctx, int64_t *dev, size_t n, int timeout_ms, char *err,
+                               size_t errlen);
 /* n host doubles summed in place: NCCL in an NCCL generation, else the ring
  * (allreduce_sum_f64, the same bytes as before). */
 int collective_sum_f64(collective_t *self, double *data, size_t n, int timeout_ms, char *err,

@@ -123,6 +123,32 @@ int grad_exact_reduce(grad_exact_t *self, allreduce_t *ar, int timeout_ms, char 
     return 0;
 }
 
+int grad_exact_device_reduce_ok(const grad_exact_t *self)
+{
+    return self->dsum && self->dev->ops->xsum_reduce;
+}
+
+int grad_exact_reduce_device(grad_exact_t *self, const bk_xsum_coll_t *coll, char *err,
+                             size_t errlen)
+{
+    if (!grad_exact_device_reduce_ok(self)) {
+        err_set(err, errlen, "the exact sums are not made on a device that can reduce them "
+                "(a bug)");
+        return -1;
+    }
+    const bk_arena_ops_t *o = self->dev->ops;
+    if (self->dev_failed) {
+        err_set(err, errlen, "the exact gradient sums on the %s failed (the log says what "
+                "failed and what to do)", o->name);
+        return -1;
+    }
+    if (o->xsum_reduce(o->ctx, self->dsum, coll, self->dev->base, err, errlen) < 0)
+        return -1;
+    log_debug("bitwise gradient sum: %zu floats, limbs made on the device and summed there "
+              "(int64 limbs, NCCL)", self->off[self->n]);
+    return 0;
+}
+
 uint64_t grad_exact_ring_bytes(const grad_exact_t *self, const allreduce_t *ar)
 {
     return ar ? xsum_allreduce_sent(self->sum, ar) : 0;

@@ -49,6 +49,16 @@ void grad_exact_add(grad_exact_t *self, int i);
  * allreduce_failure says which). Logs the step's bytes at debug level. */
 int grad_exact_reduce(grad_exact_t *self, allreduce_t *ar, int timeout_ms, char *err,
                       size_t errlen);
+/* The same sums over the ranks of coll (NCCL's), made on the device where
+ * the adds were (grad_exact_on_device, and the arena's ops have
+ * xsum_reduce), each rounded once into the arena itself: nothing through
+ * the host, the bits grad_exact_reduce would write. Collective. 0, or -1
+ * with the reason in err. */
+int grad_exact_reduce_device(grad_exact_t *self, const bk_xsum_coll_t *coll, char *err,
+                             size_t errlen);
+/* 1 when grad_exact_reduce_device can run (the sums on a device whose
+ * arena ops reduce them there). */
+int grad_exact_device_reduce_ok(const grad_exact_t *self);
 /* Bytes this rank sends per grad_exact_reduce over ar (headers included;
  * 0 for one rank): the --verbose step line's figure. */
 uint64_t grad_exact_ring_bytes(const grad_exact_t *self, const allreduce_t *ar);

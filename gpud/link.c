@@ -58,9 +58,11 @@ static ddp_msg_t join_message(const gpud_t *self)
     if (self->options.train)   /* every rank of a job must agree on these */
         gpud_options_job_config(&self->options, j.u.join.config, sizeof j.u.join.config);
     /* absent (0) without NCCL: a cpu job's JOIN keeps its bytes; bitwise
-     * training (--chunk, job-wide) sums exact int64 limbs, which only the
-     * ring carries (docs/CUDA.md "NCCL in gpud") */
-    j.u.join.nccl = self->train && self->options.chunk <= 0 &&
+     * training (--chunk, job-wide) sums exact int64 limbs, which NCCL takes
+     * only where the device makes them (not DDPIPE_CUDA_XSUM=0: the host's
+     * go over the ring; docs/CUDA.md "NCCL in gpud") */
+    const char *xs = getenv("DDPIPE_CUDA_XSUM");
+    j.u.join.nccl = self->train && (self->options.chunk <= 0 || !xs || strcmp(xs, "0") != 0) &&
                     collective_offer(self->options.backend);
     return j;
 }

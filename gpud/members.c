@@ -230,10 +230,13 @@ static void adopt_token(gpud_t *self, const ddp_members_t *m)
 }
 
 /* The trainer's gradient sum over NCCL: buckets queued while backward runs
- * (with the overlap), else the whole arena at once. */
+ * (with the overlap), else the whole arena at once; bitwise training's
+ * exact limbs and tops. */
 static const trainer_dsum_t NCCL_GRAD_SUM = {.sum = collective_trainer_sum,
                                              .enqueue = collective_trainer_enqueue,
-                                             .wait = collective_trainer_wait};
+                                             .wait = collective_trainer_wait,
+                                             .max_u32 = collective_trainer_max_u32,
+                                             .sum_i64 = collective_trainer_sum_i64};
 
 int members_collective(gpud_t *self, bool nccl)
 {

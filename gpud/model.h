@@ -144,6 +144,12 @@ int model_param_count(const model_t *m);
 /* 0, or -1 when i is out of range / the name is unknown. */
 int model_param_at(const model_t *m, int i, model_param_t *p);
 int model_param_find(const model_t *m, const char *name, model_param_t *p);
+/* What a parameter's name says it is: a BatchNorm's running_mean or
+ * running_var; a BatchNorm's weight ("x.weight" where "x.running_mean"
+ * exists); a bias ("....bias"). 1 or 0. */
+int model_param_is_bn_buffer(const char *name);
+int model_param_is_bn_weight(const model_t *m, const char *name);
+int model_param_is_bias(const char *name);
 
 /* The arenas (train = 1, else NULL) and where the BatchNorm buffers start
  * in the params arena ([model_buffers_offset, floats)). */

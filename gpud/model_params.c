@@ -234,3 +234,30 @@ int model_sync_eval(model_t *m, char *err, size_t errlen)
     model_eval_reload(m);
     return 0;
 }
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+int model_param_is_bn_buffer(const char *name)
+{
+    return ends_with(name, ".running_mean") || ends_with(name, ".running_var");
+}
+
+int model_param_is_bias(const char *name)
+{
+    return ends_with(name, ".bias");
+}
+
+int model_param_is_bn_weight(const model_t *m, const char *name)
+{
+    char rm[200];
+    size_t len = strlen(name);
+    if (!ends_with(name, ".weight") || len - 7 + 14 >= sizeof rm)
+        return 0;
+    snprintf(rm, sizeof rm, "%.*s.running_mean", (int)(len - 7), name);
+    model_param_t p;
+    return model_param_find(m, rm, &p) == 0;
+}

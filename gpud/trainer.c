@@ -55,29 +55,6 @@ struct trainer {
     int found_inf;          /* trainer_unscale: this step's sums are not finite (skipped) */
 };
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
-static int is_bn_buffer(const char *name)
-{
-    return ends_with(name, ".running_mean") || ends_with(name, ".running_var");
-}
-
-/* "x.weight" of a BatchNorm (its "x.running_mean" exists). */
-static int is_bn_weight(const model_t *m, const char *name)
-{
-    char rm[200];
-    size_t len = strlen(name);
-    if (!ends_with(name, ".weight") || len - 7 + 14 >= sizeof rm)
-        return 0;
-    snprintf(rm, sizeof rm, "%.*s.running_mean", (int)(len - 7), name);
-    model_param_t p;
-    return model_param_find(m, rm, &p) == 0;
-}
-
 static int apply_freezes(trainer_t *t, char *err, size_t errlen)
 {
     for (int i = 0; i < t->cfg.n_freeze; i++)
@@ -156,7 +133,7 @@ static int register_params(trainer_t *t, char *err, size_t errlen)
         model_param_t p;
         if (model_param_at(t->m, i, &p) < 0)
             continue;
-        if (is_bn_buffer(p.name))
+        if (model_param_is_bn_buffer(p.name))
             t->buf_floats += p.numel;
         if (!p.grad)
             continue;
@@ -167,7 +144,7 @@ static int register_params(trainer_t *t, char *err, size_t errlen)
             return -1;
         }
         int decay = !(t->cfg.no_decay_bn_bias &&
-                      (ends_with(p.name, ".bias") || is_bn_weight(t->m, p.name)));
+                      (model_param_is_bias(p.name) || model_param_is_bn_weight(t->m, p.name)));
         if (optim_add_param(t->opt, p.name, p.value, p.grad, p.ndim, p.shape, decay, err,
                             errlen) < 0)
             return -1;
@@ -466,10 +443,10 @@ static void on_grad_flush(void *ctx)
 
 void trainer_set_device_sum(trainer_t *t, const trainer_dsum_t *ops, void *ctx)
 {
-    if (t->exact && ops) {   /* gpud offers no NCCL then (link.c): never reached */
+    if (t->exact && ops && !(ops->max_u32 && grad_exact_device_reduce_ok(t->exact))) {
         log_warn("bitwise training sums its gradients as exact limbs over the ring: the device "
-                 "collective is not used");
-        return;
+                 "collective is not used (the exact sums are not made on the device)");
+        ops = NULL;   /* gpud offers NCCL with --chunk only where they are (link.c) */
     }
     if (t->bi && bucket_issue_active(t->bi))
         bucket_issue_abort(t->bi);
@@ -565,6 +542,36 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
     return rc;
 }
 
+/* Bitwise training: the exact sums over the ranks, rounded once; over
+ * NCCL (dsum) where the device made them, else over the ring ar; then
+ * ghost BatchNorm's running statistics, the step's only other collective. */
+static int reduce_exact(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err,
+                        size_t errlen)
+{
+    if (t->mirror_failed) {
+        err_set(err, errlen, "cannot copy a chunk's gradients to the host for the exact sums "
+                "(reading the %s arena failed)", t->grads->ops->name);
+        return -1;
+    }
+    if (t->dsum && !t->break_exact) {
+        bk_xsum_coll_t c = {t->dsum->max_u32, t->dsum->sum_i64, t->dsum_ctx, timeout_ms};
+        if (grad_exact_reduce_device(t->exact, &c, err, errlen) < 0)
+            return -1;
+    } else if (grad_exact_reduce(t->exact, t->break_exact ? NULL : ar, timeout_ms, err,
+                                 errlen) < 0) {
+        return -1;
+    } else if (t->hg.copy && arena_mirror_push(&t->hg, 0, t->grad_floats) < 0) {
+        err_set(err, errlen, "cannot write the exact gradient sums to the %s arena",
+                t->grads->ops->name);
+        return -1;
+    }
+    struct xsum *run = model_running_sums(t->m);
+    return (run && xsum_allreduce(run, ar, timeout_ms, err, errlen) < 0) ||
+                   model_running_apply(t->m, err, errlen) < 0
+               ? -1
+               : 0;
+}
+
 /* The buckets in flight (overlap) finish; without overlap, every bucket
  * runs here. Either way the same ring operations: one allreduce_sum_range
  * per bucket of the grads arena, in place, summing each float as one
@@ -573,6 +580,10 @@ int trainer_forward_backward(trainer_t *t, const trainer_batch_t *b, float *loss
  * here), written back after; a ring of one rank sums nothing: no copies. */
 int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, size_t errlen)
 {
+    if (t->exact && reduce_exact(t, ar, timeout_ms, err, errlen) < 0)
+        return -1;
+    if (t->exact && !t->break_exact)
+        return 0;   /* the test's break: this rank's sum, then floats over the ring */
     if (t->dsum && t->bi && bucket_issue_active(t->bi)) {   /* NCCL: buckets queued */
         if (t->q_failed) {
             bucket_issue_abort(t->bi);
@@ -587,28 +598,6 @@ int trainer_reduce(trainer_t *t, allreduce_t *ar, int timeout_ms, char *err, siz
         return grad_ptrs(t, err, errlen) < 0 ? -1
                : t->dsum->sum(t->dsum_ctx, t->grads->base, t->grad_floats, timeout_ms, err,
                               errlen);
-    if (t->exact) {   /* bitwise: the exact sums over the ranks, rounded once */
-        if (t->mirror_failed) {
-            err_set(err, errlen, "cannot copy a chunk's gradients to the host for the exact "
-                    "sums (reading the %s arena failed)", t->grads->ops->name);
-            return -1;
-        }
-        if (grad_exact_reduce(t->exact, t->break_exact ? NULL : ar, timeout_ms, err, errlen) < 0)
-            return -1;
-        if (t->hg.copy && arena_mirror_push(&t->hg, 0, t->grad_floats) < 0) {
-            err_set(err, errlen, "cannot write the exact gradient sums to the %s arena",
-                    t->grads->ops->name);
-            return -1;
-        }
-        /* ghost batch norm's running stats: summed after the gradients, the
-         * step's only other collective */
-        struct xsum *run = model_running_sums(t->m);
-        if ((run && xsum_allreduce(run, ar, timeout_ms, err, errlen) < 0) ||
-            model_running_apply(t->m, err, errlen) < 0)
-            return -1;
-        if (!t->break_exact)
-            return 0;   /* the test's break: this rank's sum, then floats over the ring */
-    }
     int mirror = t->hg.copy && allreduce_world(ar) > 1;
     if (!buckets_active(t->bk)) {
         if (grad_ptrs(t, err, errlen) < 0)

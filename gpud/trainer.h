@@ -135,6 +135,13 @@ typedef struct {
     int (*enqueue)(void *ctx, float *base, size_t n, void *after, int timeout_ms, char *err,
                    size_t errlen);
     int (*wait)(void *ctx, int timeout_ms, char *err, size_t errlen);
+    /* Optional, both or neither: bitwise training's exact sums where they
+     * are made (the grads arena's ops xsum_reduce, backend_arena.h): the
+     * in-place max of n uint32 and sum of n int64 of device memory. */
+    int (*max_u32)(void *ctx, uint32_t *dev, size_t n, int timeout_ms, char *err,
+                   size_t errlen);
+    int (*sum_i64)(void *ctx, int64_t *dev, size_t n, int timeout_ms, char *err,
+                   size_t errlen);
 } trainer_dsum_t;
 /* ops set: the gradients are summed where they live, never through the
  * host mirror: with enqueue and trainer_set_overlap's ring of W > 1, in

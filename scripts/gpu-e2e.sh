@@ -26,7 +26,9 @@
 #        --sync-bn; docs/TRAINING.md "Bitwise training") of WideResNet
 #        8,16,32,64 on t10k's first 384 images, 1 epoch (4 steps), with 1, 2
 #        and 3 gpuds on the machine's GPU (over the ZeroMQ ring: the mode
-#        never uses NCCL): model.safetensors the same bytes for every W. What
+#        never uses NCCL), and with 3 gpuds making the exact sums on the
+#        host (DDPIPE_CUDA_XSUM=0; each job's seconds printed):
+#        model.safetensors the same bytes for every run. What
 #        the kernel emulator cannot say: that cuDNN's deterministic engines,
 #        picked by its heuristics in each process, give every chunk the same
 #        bits in separate processes.
@@ -151,20 +153,25 @@ train)
     within "$a" "$b" 0.02 || { echo "FAIL: train top-1 differs by more than 2 points"; exit 1; }
     ;;
 bitwise)
-    for w in 1 2 3; do
-        "$DD" train --data "idx:$FMNIST/t10k" --limit 384 --model wideresnet \
-            --channels 8,16,32,64 --workers "$w" --global-batch-size 96 --chunk 16 --sync-bn \
+    # 3h: W = 3 with the exact sums made on the host (DDPIPE_CUDA_XSUM=0),
+    # the same bytes; its time beside 3's says what the device's sums save
+    for w in 1 2 3 3h; do
+        t0=$(date +%s.%N)
+        env DDPIPE_CUDA_XSUM=$([ "$w" = 3h ] && echo 0 || echo 1) \
+            "$DD" train --data "idx:$FMNIST/t10k" --limit 384 --model wideresnet \
+            --channels 8,16,32,64 --workers "${w%h}" --global-batch-size 96 --chunk 16 --sync-bn \
             --lr 0.05 --momentum 0.9 --epochs 1 --seed 0 --device cuda \
             --out "$OUT/bitwise-w$w" --overwrite --quiet > "$OUT/bitwise-w$w.out" 2>&1 ||
             { tail -n 20 "$OUT/bitwise-w$w.out"; echo "FAIL: the W = $w bitwise job failed"; exit 1; }
         [ -s "$OUT/bitwise-w$w/model.safetensors" ] ||
             { echo "FAIL: W = $w: no model.safetensors"; exit 1; }
+        echo "bitwise W = $w: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s the job"
     done
-    for w in 2 3; do
+    for w in 2 3 3h; do
         cmp -s "$OUT/bitwise-w1/model.safetensors" "$OUT/bitwise-w$w/model.safetensors" ||
             { echo "FAIL: bitwise training: W = $w's model.safetensors differs from W = 1's"; exit 1; }
     done
-    echo "bitwise training on cuda: W = 1, 2, 3 the same model.safetensors ($(sha256sum < "$OUT/bitwise-w1/model.safetensors" | cut -c1-16))"
+    echo "bitwise training on cuda: W = 1, 2, 3 (and 3 with the host's sums) the same model.safetensors ($(sha256sum < "$OUT/bitwise-w1/model.safetensors" | cut -c1-16))"
     ;;
 nccl)
     v=${NCCL_VERSION_CODE:-0}

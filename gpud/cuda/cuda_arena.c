@@ -178,6 +178,12 @@ static size_t dev_xsum_read_bytes(void *ctx, const void *xs)
     return cuda_xsum_read_bytes(xs);
 }
 
+static int dev_xsum_reduce(void *ctx, void *xs, const bk_xsum_coll_t *coll, float *out,
+                           char *err, size_t errlen)
+{
+    return cuda_xsum_reduce(xs, coll, out, ((cuda_arena_t *)ctx)->stream, err, errlen);
+}
+
 static const bk_arena_ops_t CUDA_ARENA_OPS = {
     .name = "cuda device",
     .mem = BK_MEM_DEVICE,
@@ -197,6 +203,7 @@ static const bk_arena_ops_t CUDA_ARENA_OPS = {
     .xsum_add = dev_xsum_add,
     .xsum_read = dev_xsum_read,
     .xsum_read_bytes = dev_xsum_read_bytes,
+    .xsum_reduce = dev_xsum_reduce,
 };
 
 cuda_arena_t *cuda_arena_new(void *stream, char *err, size_t errlen)
@@ -218,6 +225,7 @@ cuda_arena_t *cuda_arena_new(void *stream, char *err, size_t errlen)
         self->ops.xsum_add = NULL;
         self->ops.xsum_read = NULL;
         self->ops.xsum_read_bytes = NULL;
+        self->ops.xsum_reduce = NULL;
     }
     self->stream = (cudaStream_t)stream;
     cudaError_t e = cudaMalloc((void **)&self->word, sizeof *self->word);

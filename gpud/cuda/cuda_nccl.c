@@ -246,10 +246,10 @@ static int refused_broken(const nccl_ar_t *s, char *err, size_t errlen)
     return s->broken;
 }
 
-/* The sum of n values at dev queued behind the work queued so far on
- * stream `after` (NULL: behind all device work, waited for here). */
-static int enqueue_typed(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type, void *after,
-                         double deadline, char *err, size_t errlen)
+/* The reduction (op) of n values at dev queued behind the work queued so
+ * far on stream `after` (NULL: behind all device work, waited for here). */
+static int enqueue_op(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type, ncclRedOp_t op,
+                      void *after, double deadline, char *err, size_t errlen)
 {
     if (refused_broken(s, err, errlen))
         return -1;
@@ -278,7 +278,7 @@ static int enqueue_typed(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type,
         ar_abort(s);
         return -1;
     }
-    ncclResult_t r = ncclAllReduce(dev, dev, n, type, ncclSum, s->comm, s->stream);
+    ncclResult_t r = ncclAllReduce(dev, dev, n, type, op, s->comm, s->stream);
     if (r != ncclSuccess && r != ncclInProgress) {
         err_set(err, errlen, "ncclAllReduce of %zu values failed on rank %d/%d: %s (%s)", n,
                  s->rank, s->world, ncclGetErrorString(r), ncclGetLastError(s->comm));
@@ -289,20 +289,38 @@ static int enqueue_typed(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type,
     return wait_enqueued(s, deadline, "all-reduce", err, errlen);
 }
 
+static int reduce_op(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type, ncclRedOp_t op,
+                     int timeout_ms, char *err, size_t errlen)
+{
+    double deadline = clock_mono_s() + timeout_ms / 1000.0;
+    if (enqueue_op(s, dev, n, type, op, NULL, deadline, err, errlen) < 0)
+        return -1;
+    return n == 0 ? 0 : wait_stream(s, deadline, "all-reduce", err, errlen);
+}
+
 static int sum_typed(nccl_ar_t *s, void *dev, size_t n, ncclDataType_t type, int timeout_ms,
                      char *err, size_t errlen)
 {
-    double deadline = clock_mono_s() + timeout_ms / 1000.0;
-    if (enqueue_typed(s, dev, n, type, NULL, deadline, err, errlen) < 0)
-        return -1;
-    return n == 0 ? 0 : wait_stream(s, deadline, "all-reduce", err, errlen);
+    return reduce_op(s, dev, n, type, ncclSum, timeout_ms, err, errlen);
 }
 
 int nccl_ar_enqueue(nccl_ar_t *s, float *dev, size_t n, void *after, int timeout_ms,
                     char *err, size_t errlen)
 {
-    return enqueue_typed(s, dev, n, ncclFloat, after, clock_mono_s() + timeout_ms / 1000.0, err,
-                         errlen);
+    return enqueue_op(s, dev, n, ncclFloat, ncclSum, after, clock_mono_s() + timeout_ms / 1000.0,
+                      err, errlen);
+}
+
+int nccl_ar_max_u32_device(nccl_ar_t *s, uint32_t *dev, size_t n, int timeout_ms, char *err,
+                           size_t errlen)
+{
+    return reduce_op(s, dev, n, ncclUint32, ncclMax, timeout_ms, err, errlen);
+}
+
+int nccl_ar_sum_i64_device(nccl_ar_t *s, int64_t *dev, size_t n, int timeout_ms, char *err,
+                           size_t errlen)
+{
+    return sum_typed(s, dev, n, ncclInt64, timeout_ms, err, errlen);
 }
 
 int nccl_ar_wait(nccl_ar_t *s, int timeout_ms, char *err, size_t errlen)

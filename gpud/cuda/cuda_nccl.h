@@ -26,6 +26,7 @@
 #define DDP_CUDA_NCCL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* hex of ncclUniqueId (128 bytes) + NUL */
 #define NCCL_AR_ID_LEN 257
@@ -71,6 +72,14 @@ int nccl_ar_wait(nccl_ar_t *self, int timeout_ms, char *err, size_t errlen);
  * SyncBatchNorm's sums keep the ring's double precision). 0 or -1. */
 int nccl_ar_sum_f64(nccl_ar_t *self, double *data, size_t n, int timeout_ms, char *err,
                     size_t errlen);
+/* Bitwise training's exact sums on the device (gpud/cuda/cuda_xsum.h):
+ * the in-place max over all ranks of n uint32 (the tops' magnitude bits)
+ * and sum of n int64 (the limbs; integer addition, so the same bits in any
+ * order), behind all device work and done on return. 0 or -1 (aborted). */
+int nccl_ar_max_u32_device(nccl_ar_t *self, uint32_t *dev, size_t n, int timeout_ms, char *err,
+                           size_t errlen);
+int nccl_ar_sum_i64_device(nccl_ar_t *self, int64_t *dev, size_t n, int timeout_ms, char *err,
+                           size_t errlen);
 int nccl_ar_rank(const nccl_ar_t *self);
 int nccl_ar_world(const nccl_ar_t *self);
 

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <stdlib.h>
 
+#include "common/errbuf.h"
 #include "common/log.h"
 #include "common/xsum_f32.h"
 #include "gpud/cuda/cuda_xsum_kernels.h"
@@ -138,6 +139,56 @@ int cuda_xsum_read(cuda_xsum_t *self, xsum_t *dst, void *stream)
         self->tops[g] = xsum_top_f32(self->hrun[g]);
     xsum_set_tops(dst, self->tops);
     return 0;
+}
+
+static int dev_failed(char *err, size_t errlen)
+{
+    err_set(err, errlen, "the exact gradient sums failed on the device (the log says what "
+            "failed and what to do)");
+    return -1;
+}
+
+/* Each segment's limbs through kernel k (align: from run's window to
+ * cur's; round: into out in cur's window). 0 or -1 (logged). */
+static int per_segment(cuda_xsum_t *self, int round, float *out, cudaStream_t s)
+{
+    for (int g = 0; g < self->nseg; g++) {
+        size_t o = self->off[g], n = self->off[g + 1] - o;
+        int64_t *L = self->limbs + o * XSUM_LIMBS;
+        if (n && ok(round ? ck_xsum_round(s, L, n, self->cur + g, out + o)
+                          : ck_xsum_align(s, L, n, self->run + g, self->cur + g),
+                    round ? "the sums' round kernel" : "the sums' align kernel") < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int cuda_xsum_reduce(cuda_xsum_t *self, const bk_xsum_coll_t *coll, float *out, void *stream,
+                     char *err, size_t errlen)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    size_t tb = (size_t)self->nseg * sizeof *self->run, nl = self->off[self->nseg] * XSUM_LIMBS;
+    int rc = 0;
+    /* cur (zero between adds) takes the ranks' max of run; each segment's
+     * limbs move from run's window to it, are summed, and rounded in it */
+    if (ok(cudaMemcpyAsync(self->cur, self->run, tb, cudaMemcpyDeviceToDevice, s),
+           "copying the tops") < 0)
+        rc = dev_failed(err, errlen);
+    if (rc == 0)
+        rc = coll->max_u32(coll->ctx, self->cur, (size_t)self->nseg, coll->timeout_ms, err,
+                           errlen);
+    if (rc == 0 && per_segment(self, 0, NULL, s) < 0)
+        rc = dev_failed(err, errlen);
+    if (rc == 0)
+        rc = coll->sum_i64(coll->ctx, self->limbs, nl, coll->timeout_ms, err, errlen);
+    if (rc == 0 && (per_segment(self, 1, out, s) < 0 ||
+                    ok(cudaMemcpyAsync(self->run, self->cur, tb, cudaMemcpyDeviceToDevice, s),
+                       "copying the tops") < 0))
+        rc = dev_failed(err, errlen);
+    /* cur back to zero for the next step's adds, whatever happened */
+    if (ok(cudaMemsetAsync(self->cur, 0, tb, s), "clearing the tops") < 0 && rc == 0)
+        rc = dev_failed(err, errlen);
+    return rc < 0 ? -1 : 0;
 }
 
 size_t cuda_xsum_read_bytes(const cuda_xsum_t *self)

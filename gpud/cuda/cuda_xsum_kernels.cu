@@ -67,3 +67,35 @@ cudaError_t ck_xsum_commit(cudaStream_t s, unsigned *run, unsigned *cur)
     k_xsum_commit<<<1, 1, 0, s>>>(run, cur);
     return cudaGetLastError();
 }
+
+__global__ static void k_xsum_align(int64_t *limbs, size_t n, const unsigned *own,
+                                    const unsigned *all)
+{
+    const int32_t from = xsum_top_f32(*own), to = xsum_top_f32(*all);
+    if (from == XSUM_EMPTY || from == XSUM_NONFINITE || to == XSUM_NONFINITE || to <= from)
+        return;   /* zero limbs, a NaN's, or the window already the widest */
+    GRID_STRIDE(i, n)
+    xsum_shift(limbs + i * XSUM_LIMBS, to - from);
+}
+
+cudaError_t ck_xsum_align(cudaStream_t s, int64_t *limbs, size_t n, const unsigned *own,
+                          const unsigned *all)
+{
+    k_xsum_align<<<blocks_for(n), THREADS, 0, s>>>(limbs, n, own, all);
+    return cudaGetLastError();
+}
+
+__global__ static void k_xsum_round(const int64_t *limbs, size_t n, const unsigned *top,
+                                    float *out)
+{
+    const int32_t t = xsum_top_f32(*top);
+    GRID_STRIDE(i, n)
+    out[i] = __uint_as_float(xsum_bits_f32(limbs + i * XSUM_LIMBS, t));
+}
+
+cudaError_t ck_xsum_round(cudaStream_t s, const int64_t *limbs, size_t n, const unsigned *top,
+                          float *out)
+{
+    k_xsum_round<<<blocks_for(n), THREADS, 0, s>>>(limbs, n, top, out);
+    return cudaGetLastError();
+}

@@ -31,6 +31,15 @@ cudaError_t ck_xsum_add(cudaStream_t s, const float *x, size_t n, int64_t *limbs
                         const unsigned *run, const unsigned *cur);
 /* *run = max(*run, *cur); *cur = 0. */
 cudaError_t ck_xsum_commit(cudaStream_t s, unsigned *run, unsigned *cur);
+/* Across ranks (the limbs summed as plain int64 after it, NCCL): limbs (n
+ * elements) moved from the window of *own up to that of *all (>= own: the
+ * ranks' maximum), as xsum_align. */
+cudaError_t ck_xsum_align(cudaStream_t s, int64_t *limbs, size_t n, const unsigned *own,
+                          const unsigned *all);
+/* out[0, n) = the sums, each rounded once (xsum_get_f32), in the window
+ * of *top (its magnitude bits). */
+cudaError_t ck_xsum_round(cudaStream_t s, const int64_t *limbs, size_t n, const unsigned *top,
+                          float *out);
 
 #ifdef __cplusplus
 }

@@ -3,9 +3,10 @@
 (tests/gpud/cuemu: the cuda backend's host code over the kernel emulator,
 its cuDNN faked by the reference kernels). A cuda gpud's gradient arena is
 device memory: each chunk's gradients are summed exactly there, as int64
-limbs, by the exact-sum kernels (gpud/cuda/cuda_xsum.c), the limbs are read
-once a step, go over the ZeroMQ ring, and the rounded result is written
-back to the device (gpud/trainer.c, gpud/grad_exact.c);
+limbs, by the exact-sum kernels (gpud/cuda/cuda_xsum.c); in an NCCL
+generation they are summed there too, else read once a step for the
+ZeroMQ ring, the rounded result written back to the device
+(gpud/trainer.c, gpud/grad_exact.c);
 DDPIPE_CUDA_XSUM=0 makes them on the host from copies of each chunk's
 gradients instead.
 
@@ -18,9 +19,10 @@ gradients instead.
     the same ones); bf16 with SyncBatchNorm (the 16-bit NHWC table), W = 1
     and 3 the same bytes;
   - sync's W = 2 runs with NCCL allowed on one GPU
-    (NCCL_MULTI_RANK_GPU_ENABLE=1, the emulator's NCCL): no gpud offers
-    NCCL (bitwise training keeps the ring), and each logs its exact sums,
-    their limbs made on the device;
+    (NCCL_MULTI_RANK_GPU_ENABLE=1, the emulator's NCCL): the generation
+    sums over NCCL, the limbs made on the device and summed there (a
+    uint32 max of the tops, an int64 sum of the limbs, the rounding on
+    the device), the same bytes as W = 1's;
   - the negative control: DDPIPE_BITWISE_BREAK=float-ring (the gradients
     summed as floats over the ring) with W = 3 differs from W = 1, so the
     comparison can fail;
@@ -79,13 +81,12 @@ try:
                   "cuda bitwise %s: W = %d's model.safetensors differs from W = 1's" % (bn, w))
             if nccl:
                 logs = gpud_logs(out)
-                check("NCCL communicator" not in logs and
-                      "sums its gradients over NCCL" not in logs,
-                      "bitwise training formed an NCCL generation:\n%s" % logs[-2000:])
-                check(logs.count("bitwise gradient sum:") >= 4 and "(int64 limbs)" in logs,
-                      "the gpuds' bitwise gradient sums were not logged (2 steps, 2 ranks)")
-                check("limbs made on the device" in logs and "made on the host" not in logs,
-                      "the cuda gpuds did not make their exact sums on the device")
+                check("NCCL communicator" in logs,
+                      "bitwise training formed no NCCL generation:\n%s" % logs[-2000:])
+                check(logs.count("summed there (int64 limbs, NCCL)") >= 4 and
+                      "made on the host" not in logs and "over the ring" not in logs,
+                      "the gpuds' exact sums did not go over NCCL (2 steps, 2 ranks):\n%s"
+                      % logs[-3000:])
         if bn == "ghost":
             ghost_one = one
         if bn == "sync":

@@ -1,10 +1,12 @@
 /* xsum_checks — see xsum_checks.h. */
+#include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/xsum.h"
+#include "common/xsum_f32.h"
 #include "gpud/backend_arena.h"
 #include "gpud/cuda/cuda_arena.h"
 #include "../tcheck.h"
@@ -102,6 +104,105 @@ static void one_step(const bk_arena_ops_t *a, void *xs, float *dev, const int *o
     xsum_destroy(&back);
 }
 
+/* --- two ranks' sums through a collective (xsum_reduce), the peer faked:
+ * its tops' bits and its limbs (aligned to the ranks' window) are what a
+ * second rank would contribute */
+typedef struct {
+    xsum_t *peer;                 /* the other rank's sums (host) */
+    uint32_t bits[NSEG];          /* its magnitude maxima per segment */
+    int maxes, sums;
+} peer_t;
+
+static int fake_max(void *ctx, uint32_t *dev, size_t n, int timeout_ms, char *err,
+                    size_t errlen)
+{
+    (void)timeout_ms, (void)err, (void)errlen;
+    peer_t *p = ctx;
+    uint32_t h[NSEG];
+    int32_t tops[NSEG];
+    REQUIRE(n == NSEG && cudaMemcpy(h, dev, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess,
+            "fake max: %zu tops", n);
+    for (int s = 0; s < NSEG; s++) {
+        h[s] = h[s] > p->bits[s] ? h[s] : p->bits[s];
+        tops[s] = xsum_top_f32(h[s]);
+    }
+    xsum_align(p->peer, tops);   /* the peer aligns to the same window */
+    p->maxes++;
+    return cudaMemcpy(dev, h, sizeof h, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+}
+
+static int fake_sum(void *ctx, int64_t *dev, size_t n, int timeout_ms, char *err, size_t errlen)
+{
+    (void)timeout_ms, (void)err, (void)errlen;
+    peer_t *p = ctx;
+    static int64_t h[4072 * XSUM_LIMBS];
+    REQUIRE(n == xsum_count(p->peer) * XSUM_LIMBS && n <= sizeof h / sizeof h[0] &&
+            cudaMemcpy(h, dev, n * sizeof *h, cudaMemcpyDeviceToHost) == cudaSuccess,
+            "fake sum: %zu limbs", n);
+    for (size_t i = 0; i < n; i++)
+        h[i] += xsum_limbs(p->peer)[i];
+    p->sums++;
+    return cudaMemcpy(dev, h, n * sizeof *h, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+}
+
+/* Rank 0 adds chunks 0-2 on the device, the peer 3-5 on the host; the
+ * reduced, rounded sums (written to the arena) against one host xsum of
+ * all six chunks, bit for bit. */
+static void check_reduce(const bk_arena_ops_t *a, void *xs, float *dev)
+{
+    void *cx = a->ctx;
+    static float val[CHUNKS][NSEG][3000], got[4072];
+    static float want[4072];
+    for (int k = 0; k < CHUNKS; k++)
+        for (int s = 0; s < NSEG; s++)
+            values(s, k, val[k][s]);
+    peer_t p = {.peer = xsum_new(LEN, NSEG)};
+    xsum_t *all = xsum_new(LEN, NSEG);
+    REQUIRE(p.peer && all, "xsum_new");
+    size_t off[NSEG + 1] = {0};
+    for (int s = 0; s < NSEG; s++)
+        off[s + 1] = off[s] + LEN[s];
+    CHECK(a->xsum_clear(cx, xs) == 0, "reduce: xsum_clear");
+    for (int k = 0; k < CHUNKS; k++)
+        for (int s = 0; s < NSEG; s++) {
+            xsum_add_f32(all, s, val[k][s]);
+            if (k >= 3) {
+                xsum_add_f32(p.peer, s, val[k][s]);
+                for (size_t i = 0; i < LEN[s]; i++) {
+                    uint32_t b;
+                    memcpy(&b, &val[k][s][i], sizeof b);
+                    b &= 0x7fffffffu;
+                    p.bits[s] = b > p.bits[s] ? b : p.bits[s];
+                }
+                continue;
+            }
+            CHECK(a->write(cx, dev, off[s], LEN[s], val[k][s]) == 0 &&
+                  a->xsum_add(cx, xs, s, dev + off[s]) == 0, "reduce: add");
+        }
+    bk_xsum_coll_t coll = {fake_max, fake_sum, &p, 1000};
+    char err[256] = "";
+    CHECK(a->xsum_reduce(cx, xs, &coll, dev, err, sizeof err) == 0, "xsum_reduce: %s", err);
+    CHECK(p.maxes == 1 && p.sums == 1, "xsum_reduce: %d maxes, %d sums (want one each)",
+          p.maxes, p.sums);
+    CHECK(a->read(cx, dev, 0, off[NSEG], got) == 0, "reading the reduced sums");
+    size_t bad = 0, nan = 0;
+    for (int s = 0; s < NSEG; s++) {
+        xsum_get_f32(all, s, want + off[s]);
+        for (size_t i = off[s]; i < off[s + 1]; i++) {
+            bad += memcmp(&got[i], &want[i], sizeof got[i]) != 0 &&
+                   !(isnan(got[i]) && isnan(want[i]));
+            nan += isnan(got[i]);
+        }
+    }
+    CHECK(bad == 0, "two ranks through xsum_reduce: %zu of %zu sums differ from one xsum of "
+          "every chunk", bad, off[NSEG]);
+    CHECK(nan == LEN[0], "%zu NaN sums, want segment 0's %zu", nan, LEN[0]);
+    printf("device exact sums, two ranks through a collective (the peer faked): %zu sums "
+           "equal to one xsum of all the chunks\n", off[NSEG]);
+    xsum_destroy(&p.peer);
+    xsum_destroy(&all);
+}
+
 int check_device_xsum(void)
 {
     int before = tc_failures;
@@ -122,6 +223,9 @@ int check_device_xsum(void)
     one_step(a, xs, dev, fwd, "in order");
     rng = seed;   /* the same values, added in another order, after a clear */
     one_step(a, xs, dev, rev, "reordered");
+    REQUIRE(a->xsum_reduce, "the cuda arena cannot reduce its exact sums");
+    rng = seed;
+    check_reduce(a, xs, dev);
     a->xsum_free(a->ctx, xs);
     a->free(a->ctx, dev);
     cuda_arena_destroy(&arena);

@@ -42,6 +42,7 @@ struct ncclComm {
     void *recv;              /* the pending sum's output */
     size_t count;
     ncclDataType_t type;
+    ncclRedOp_t redop;       /* ncclSum; ncclMax for ncclUint32 */
     ncclResult_t state;      /* ncclSuccess, ncclInProgress, or the failure */
     char last[768];
 };
@@ -55,7 +56,7 @@ static void set_last(ncclComm_t c, const char *fmt, const char *arg)
 
 static size_t type_size(ncclDataType_t t)
 {
-    return t == ncclDouble ? 8 : t == ncclFloat ? 4 : 0;
+    return t == ncclDouble || t == ncclInt64 ? 8 : t == ncclFloat || t == ncclUint32 ? 4 : 0;
 }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
@@ -182,6 +183,12 @@ static void progress(ncclComm_t c)
                 if (c->type == ncclDouble) {
                     double *y = (double *)c->recv + i, x = ((double *)part)[i];
                     *y = r == 0 ? x : *y + x;
+                } else if (c->type == ncclInt64) {   /* bitwise training's limbs */
+                    int64_t *y = (int64_t *)c->recv + i, x = ((int64_t *)part)[i];
+                    *y = r == 0 ? x : *y + x;
+                } else if (c->type == ncclUint32) {  /* their tops, a max */
+                    uint32_t *y = (uint32_t *)c->recv + i, x = ((uint32_t *)part)[i];
+                    *y = r == 0 || x > *y ? x : *y;
                 } else {
                     float *y = (float *)c->recv + i, x = ((float *)part)[i];
                     *y = r == 0 ? x : *y + x;
@@ -213,9 +220,11 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
     (void)stream;
-    if (!comm || op != ncclSum || !type_size(type)) {
+    if (!comm || !type_size(type) || (op != ncclSum && !(op == ncclMax && type == ncclUint32)) ||
+        (op == ncclSum && type == ncclUint32)) {
         if (comm)
-            set_last(comm, "%s", "the fake NCCL sums floats and doubles only");
+            set_last(comm, "%s", "the fake NCCL sums floats, doubles and int64 and takes the "
+                     "max of uint32 only");
         return ncclInvalidArgument;
     }
     if (comm->state != ncclSuccess) {
@@ -234,6 +243,7 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     comm->recv = recv;
     comm->count = count;
     comm->type = type;
+    comm->redop = op;
     comm->state = ncclInProgress;
     return ncclInProgress;
 }
