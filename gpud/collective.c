@@ -202,23 +202,31 @@ static int ensure_comm(collective_t *self, int timeout_ms, char *err, size_t err
 }
 #endif
 
-int collective_trainer_enqueue(void *ctx, float *dev, size_t n, void *after, int timeout_ms,
-                               char *err, size_t errlen)
+typedef enum { NCCL_ENQUEUE_F32, NCCL_MAX_U32, NCCL_SUM_I64 } nccl_op_t;
+
+/* One device reduction of the NCCL generation: a float sum queued behind
+ * stream `after`, or one of bitwise training's (done on return). The
+ * generation's first makes the communicator: every member reaches it. */
+static int nccl_op(collective_t *self, nccl_op_t op, void *dev, size_t n, void *after,
+                   int timeout_ms, char *err, size_t errlen)
 {
-    collective_t *self = ctx;
 #ifdef DDPIPE_HAVE_NCCL
     if (self->nccl) {
-        /* the generation's first bucket makes the communicator: every
-         * member's backward reaches it */
         if (ensure_comm(self, timeout_ms, err, errlen) < 0)
             return -1;
-        if (nccl_ar_enqueue(self->comm, dev, n, after, timeout_ms, err, errlen) < 0) {
+        int rc = op == NCCL_MAX_U32
+                     ? nccl_ar_max_u32_device(self->comm, dev, n, timeout_ms, err, errlen)
+                 : op == NCCL_SUM_I64
+                     ? nccl_ar_sum_i64_device(self->comm, dev, n, timeout_ms, err, errlen)
+                     : nccl_ar_enqueue(self->comm, dev, n, after, timeout_ms, err, errlen);
+        if (rc < 0) {
             self->failed = true;
             return -1;
         }
         return 0;
     }
 #else
+    (void)op;
     (void)dev;
     (void)n;
     (void)after;
@@ -227,6 +235,12 @@ int collective_trainer_enqueue(void *ctx, float *dev, size_t n, void *after, int
     err_set(err, errlen, "a device sum outside an NCCL generation (generation %u)",
             self->gen);
     return -1;
+}
+
+int collective_trainer_enqueue(void *ctx, float *dev, size_t n, void *after, int timeout_ms,
+                               char *err, size_t errlen)
+{
+    return nccl_op(ctx, NCCL_ENQUEUE_F32, dev, n, after, timeout_ms, err, errlen);
 }
 
 int collective_trainer_wait(void *ctx, int timeout_ms, char *err, size_t errlen)
@@ -247,42 +261,16 @@ int collective_trainer_wait(void *ctx, int timeout_ms, char *err, size_t errlen)
     return -1;
 }
 
-/* An exact sum's reduction (max_u32 or sum_i64 of nccl_ar) in an NCCL generation. */
-static int exact_op(collective_t *self, void *dev, size_t n, int max, int timeout_ms, char *err,
-                    size_t errlen)
-{
-#ifdef DDPIPE_HAVE_NCCL
-    if (self->nccl) {
-        if (ensure_comm(self, timeout_ms, err, errlen) < 0)
-            return -1;
-        if ((max ? nccl_ar_max_u32_device(self->comm, dev, n, timeout_ms, err, errlen)
-                 : nccl_ar_sum_i64_device(self->comm, dev, n, timeout_ms, err, errlen)) < 0) {
-            self->failed = true;
-            return -1;
-        }
-        return 0;
-    }
-#else
-    (void)dev;
-    (void)n;
-    (void)max;
-    (void)timeout_ms;
-#endif
-    err_set(err, errlen, "a device sum outside an NCCL generation (generation %u)",
-            self->gen);
-    return -1;
-}
-
 int collective_trainer_max_u32(void *ctx, uint32_t *dev, size_t n, int timeout_ms, char *err,
                                size_t errlen)
 {
-    return exact_op(ctx, dev, n, 1, timeout_ms, err, errlen);
+    return nccl_op(ctx, NCCL_MAX_U32, dev, n, NULL, timeout_ms, err, errlen);
 }
 
 int collective_trainer_sum_i64(void *ctx, int64_t *dev, size_t n, int timeout_ms, char *err,
                                size_t errlen)
 {
-    return exact_op(ctx, dev, n, 0, timeout_ms, err, errlen);
+    return nccl_op(ctx, NCCL_SUM_I64, dev, n, NULL, timeout_ms, err, errlen);
 }
 
 int collective_sum_device(collective_t *self, float *dev, size_t n, int timeout_ms, char *err,
