@@ -22,7 +22,9 @@ gradients instead.
     (NCCL_MULTI_RANK_GPU_ENABLE=1, the emulator's NCCL): the generation
     sums over NCCL, the limbs made on the device and summed there (a
     uint32 max of the tops, an int64 sum of the limbs, the rounding on
-    the device), the same bytes as W = 1's;
+    the device), the same bytes as W = 1's, and no gradient byte crosses
+    between host and device after the first step (each gpud's --verbose
+    "step bytes" line; sync's W = 3 on the host's sums counts its copies);
   - the negative control: DDPIPE_BITWISE_BREAK=float-ring (the gradients
     summed as floats over the ring) with W = 3 differs from W = 1, so the
     comparison can fail;
@@ -33,6 +35,7 @@ Run by ctest as it_cuda_emu_bitwise (DDPIPE_EMU_GPUD: the emulated gpud)."""
 import filecmp
 import glob
 import os
+import re
 
 from ddp_it import *  # noqa: E402  (BIN: the built binaries, the test data beside them)
 from ddp_emu import remove, use_emulated_gpud
@@ -74,9 +77,19 @@ try:
                    {"DDPIPE_CUDA_XSUM": "0"} if host else None)
             out, p = job("%s-w%d" % (bn, w), w, extra + (["--verbose"] if nccl or host else []),
                          env=env)
+            # the gradients' bytes between host and device a step, per rank,
+            # after the first (whose line counts the initial weights'
+            # broadcast): the limbs' read and the sums' write on the ring,
+            # none over NCCL
+            grads = [[int(g) for g in re.findall(
+                r"step bytes host<->backend \(cuda device arenas\): batch in \d+, out \d+, "
+                r"parameters/gradients (\d+)", open(lp, errors="replace").read())][1:]
+                for lp in sorted(glob.glob(os.path.join(out, "logs", "gpud*")))]
             if host:
                 check("limbs made on the host" in gpud_logs(out),
                       "DDPIPE_CUDA_XSUM=0: the sums were not made on the host")
+                check(len(grads) == 3 and all(r and all(g > 0 for g in r) for r in grads),
+                      "the host's sums: step gradient bytes %s, want the copies counted" % grads)
             check(filecmp.cmp(one, p, shallow=False),
                   "cuda bitwise %s: W = %d's model.safetensors differs from W = 1's" % (bn, w))
             if nccl:
@@ -87,6 +100,8 @@ try:
                       "made on the host" not in logs and "over the ring" not in logs,
                       "the gpuds' exact sums did not go over NCCL (2 steps, 2 ranks):\n%s"
                       % logs[-3000:])
+                check(len(grads) == 2 and all(r and all(g == 0 for g in r) for r in grads),
+                      "bitwise over NCCL: step gradient bytes host<->device %s, want 0" % grads)
         if bn == "ghost":
             ghost_one = one
         if bn == "sync":
