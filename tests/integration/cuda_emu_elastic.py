@@ -15,7 +15,10 @@ itself before the second step (--fault 1:1):
     within 1e-5: with --sync-bn (SyncBatchNorm's double sums over NCCL as
     well) a step's numbers do not depend on how its global batch is split
     over the ranks (test_elastic.py's job), so the redone step gives the
-    uninterrupted run's weights to float rounding.
+    uninterrupted run's weights to float rounding;
+  - the same with bitwise training (--chunk 8: the exact limbs summed
+    over NCCL): the job with the lost rank writes the uninterrupted
+    run's bytes.
 
 Every wait is on an event (an exit, a log line) and bounded."""
 import csv
@@ -65,6 +68,26 @@ try:
     print("NCCL, a rank lost: largest weight difference from the uninterrupted run %.3g (%s)" %
           (d, name), flush=True)
     check(d <= 1e-5, "%s differs from the uninterrupted run's by %.3g > 1e-5" % (name, d))
+
+    # bitwise training over NCCL (--chunk: the exact limbs summed on the
+    # device, docs/TRAINING.md "Bitwise training"): the same loss of rank 1,
+    # and the redone step's bytes are the uninterrupted run's exactly (a
+    # step's sums do not depend on how its chunks are split over the ranks)
+    bits = FLAGS + ["--chunk", "8"]
+    bbase = os.path.join(wd, "bitwise-straight")
+    run_train(train, bbase, 3, bits, timeout=600, env=ENV)
+    bout = os.path.join(wd, "bitwise-kill1")
+    run_train(train, bout, 3, bits + ["--fault", "1:1"], timeout=600, env=ENV)
+    for r in (0, 2):
+        log = gpud_log(bout, r)
+        check("generation 1: NCCL communicator of 2 ranks" in log and
+              "summed there (int64 limbs, NCCL)" in log,
+              "bitwise, rank %d: the exact sums did not go over NCCL after the loss" % r)
+    same = read(os.path.join(bbase, "model.safetensors"), "rb") == \
+        read(os.path.join(bout, "model.safetensors"), "rb")
+    print("bitwise over NCCL, a rank lost: the same model.safetensors as the uninterrupted "
+          "run: %s" % same, flush=True)
+    check(same, "bitwise over NCCL: a rank lost changed the weights' bytes")
 finally:
     remove(EMU_BIN)
 print("cuda_emu_elastic: ok")
