@@ -3,6 +3,7 @@
 #include "gpud/link.h"
 
 #include "common/clock.h"
+#include "common/env_switch.h"
 #include "common/errbuf.h"
 #include "common/jobid.h"
 #include "common/log.h"
@@ -61,8 +62,8 @@ static ddp_msg_t join_message(const gpud_t *self)
      * training (--chunk, job-wide) sums exact int64 limbs, which NCCL takes
      * only where the device makes them (not DDPIPE_CUDA_XSUM=0: the host's
      * go over the ring; docs/CUDA.md "NCCL in gpud") */
-    const char *xs = getenv("DDPIPE_CUDA_XSUM");
-    j.u.join.nccl = self->train && (self->options.chunk <= 0 || !xs || strcmp(xs, "0") != 0) &&
+    j.u.join.nccl = self->train &&
+                    (self->options.chunk <= 0 || env_switch_on("DDPIPE_CUDA_XSUM")) &&
                     collective_offer(self->options.backend);
     return j;
 }

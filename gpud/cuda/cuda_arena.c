@@ -1,12 +1,12 @@
 /* cuda_arena — see cuda_arena.h. The ops get no backend: a failure is
  * logged here (what failed, what to do) and the caller gets -1. */
 #include "gpud/cuda/cuda_arena.h"
+#include "common/env_switch.h"
 #include "common/errbuf.h"
 #include "common/log.h"
 
 #include <cuda_runtime.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "gpud/cuda/cuda_kernels.h"
 #include "gpud/cuda/cuda_xsum.h"
@@ -217,8 +217,7 @@ cuda_arena_t *cuda_arena_new(void *stream, char *err, size_t errlen)
     self->ops.ctx = self;
     /* DDPIPE_CUDA_XSUM=0: bitwise training's sums on the host, from the
      * mirror (the same bytes; a fallback, and the tests' cross-check) */
-    const char *xs = getenv("DDPIPE_CUDA_XSUM");
-    if (xs && strcmp(xs, "0") == 0) {
+    if (!env_switch_on("DDPIPE_CUDA_XSUM")) {
         self->ops.xsum_new = NULL;
         self->ops.xsum_free = NULL;
         self->ops.xsum_clear = NULL;
