@@ -93,12 +93,15 @@ struct xsum;   /* common/xsum.h */
 
 /* A device collective for the exact sums (NCCL: gpud/collective.h), each
  * in place over n values of device memory, behind the device work queued
- * so far and done when it returns. 0, or -1 with the reason in err. */
+ * so far and done when it returns: the max of uint32, the sum of int64.
+ * 0, or -1 with the reason in err. */
+typedef int (*bk_max_u32_fn)(void *ctx, uint32_t *dev, size_t n, int timeout_ms, char *err,
+                             size_t errlen);
+typedef int (*bk_sum_i64_fn)(void *ctx, int64_t *dev, size_t n, int timeout_ms, char *err,
+                             size_t errlen);
 typedef struct bk_xsum_coll {
-    int (*max_u32)(void *ctx, uint32_t *dev, size_t n, int timeout_ms, char *err,
-                   size_t errlen);
-    int (*sum_i64)(void *ctx, int64_t *dev, size_t n, int timeout_ms, char *err,
-                   size_t errlen);
+    bk_max_u32_fn max_u32;
+    bk_sum_i64_fn sum_i64;
     void *ctx;
     int timeout_ms;
 } bk_xsum_coll_t;

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpud/backend_arena.h"
 #include "gpud/checkpoint.h"
 #include "gpud/loss_scale.h"
 #include "gpud/ring.h"
@@ -136,12 +137,11 @@ typedef struct {
                    size_t errlen);
     int (*wait)(void *ctx, int timeout_ms, char *err, size_t errlen);
     /* Optional, both or neither: bitwise training's exact sums where they
-     * are made (the grads arena's ops xsum_reduce, backend_arena.h): the
-     * in-place max of n uint32 and sum of n int64 of device memory. */
-    int (*max_u32)(void *ctx, uint32_t *dev, size_t n, int timeout_ms, char *err,
-                   size_t errlen);
-    int (*sum_i64)(void *ctx, int64_t *dev, size_t n, int timeout_ms, char *err,
-                   size_t errlen);
+     * are made (the grads arena's ops xsum_reduce, backend_arena.h's
+     * bk_xsum_coll_t): the in-place max of n uint32 and sum of n int64 of
+     * device memory. */
+    bk_max_u32_fn max_u32;
+    bk_sum_i64_fn sum_i64;
 } trainer_dsum_t;
 /* ops set: the gradients are summed where they live, never through the
  * host mirror: with enqueue and trainer_set_overlap's ring of W > 1, in
