@@ -41,8 +41,7 @@ struct ncclComm {
     uint64_t seq;            /* all-reduces begun */
     void *recv;              /* the pending sum's output */
     size_t count;
-    ncclDataType_t type;
-    ncclRedOp_t redop;       /* ncclSum; ncclMax for ncclUint32 */
+    ncclDataType_t type;     /* also the op: ncclAllReduce takes the max of uint32 only */
     ncclResult_t state;      /* ncclSuccess, ncclInProgress, or the failure */
     char last[768];
 };
@@ -243,7 +242,6 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     comm->recv = recv;
     comm->count = count;
     comm->type = type;
-    comm->redop = op;
     comm->state = ncclInProgress;
     return ncclInProgress;
 }
