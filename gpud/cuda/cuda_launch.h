@@ -98,22 +98,28 @@ __device__ static inline void gs_idx3_next(gs_idx3_t *w)
 #define GRID_STRIDE_IDX3(w, count, d0, d1, d2) \
     for (gs_idx3_t w = gs_idx3(d0, d1, d2); w.i < (count); gs_idx3_next(&w))
 
-/* Sum of v over the block (THREADS threads); the result is valid in thread 0.
- * The same tree in every kernel that uses it: a reduction's bits depend on
- * the block size and the data alone. */
-__device__ static inline double block_sum(double v)
+/* op(v) over the block (THREADS threads), in one tree; the result is
+ * valid in thread 0. The same tree in every kernel that uses it: a
+ * reduction's bits depend on the block size and the data alone. */
+template <typename T, typename Op>
+__device__ static inline T block_reduce(T v, Op op)
 {
-    __shared__ double sh[THREADS];
+    __shared__ T sh[THREADS];
     sh[threadIdx.x] = v;
     __syncthreads();
     for (int k = THREADS / 2; k > 0; k >>= 1) {
         if ((int)threadIdx.x < k)
-            sh[threadIdx.x] += sh[threadIdx.x + k];
+            sh[threadIdx.x] = op(sh[threadIdx.x], sh[threadIdx.x + k]);
         __syncthreads();
     }
-    double r = sh[0];
+    T r = sh[0];
     __syncthreads();   /* sh is reused by the next call */
     return r;
+}
+
+__device__ static inline double block_sum(double v)
+{
+    return block_reduce(v, [](double a, double b) { return a + b; });
 }
 
 #endif

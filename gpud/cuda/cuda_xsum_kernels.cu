@@ -6,22 +6,13 @@
 
 __global__ static void k_xsum_amax(const float *x, size_t n, unsigned *cur)
 {
-    __shared__ unsigned part[THREADS];
+    auto max = [](unsigned a, unsigned b) { return a > b ? a : b; };
     unsigned m = 0;
     GRID_STRIDE(i, n)
-    {
-        unsigned b = __float_as_uint(x[i]) & 0x7fffffffu;
-        m = b > m ? b : m;
-    }
-    part[threadIdx.x] = m;
-    __syncthreads();
-    for (unsigned h = THREADS / 2; h > 0; h /= 2) {
-        if (threadIdx.x < h && part[threadIdx.x + h] > part[threadIdx.x])
-            part[threadIdx.x] = part[threadIdx.x + h];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0 && part[0])
-        atomicMax(cur, part[0]);
+    m = max(m, __float_as_uint(x[i]) & 0x7fffffffu);
+    m = block_reduce(m, max);
+    if (threadIdx.x == 0 && m)
+        atomicMax(cur, m);
 }
 
 cudaError_t ck_xsum_amax(cudaStream_t s, const float *x, size_t n, unsigned *cur)
