@@ -35,10 +35,9 @@ Run by ctest as it_cuda_emu_bitwise (DDPIPE_EMU_GPUD: the emulated gpud)."""
 import filecmp
 import glob
 import os
-import re
 
 from ddp_it import *  # noqa: E402  (BIN: the built binaries, the test data beside them)
-from ddp_emu import remove, use_emulated_gpud
+from ddp_emu import remove, step_bytes, use_emulated_gpud
 
 EMU_BIN = use_emulated_gpud()
 wd = workdir("cuda-emu-bitwise")
@@ -81,10 +80,8 @@ try:
             # after the first (whose line counts the initial weights'
             # broadcast): the limbs' read and the sums' write on the ring,
             # none over NCCL
-            grads = [[int(g) for g in re.findall(
-                r"step bytes host<->backend \(cuda device arenas\): batch in \d+, out \d+, "
-                r"parameters/gradients (\d+)", open(lp, errors="replace").read())][1:]
-                for lp in sorted(glob.glob(os.path.join(out, "logs", "gpud*")))]
+            grads = [[g for _, _, g, _ in step_bytes(open(lp, errors="replace").read())][1:]
+                     for lp in sorted(glob.glob(os.path.join(out, "logs", "gpud*")))]
             if host:
                 check("limbs made on the host" in gpud_logs(out),
                       "DDPIPE_CUDA_XSUM=0: the sums were not made on the host")

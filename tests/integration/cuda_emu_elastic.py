@@ -42,19 +42,27 @@ def gpud_log(out, rank):
     return read(os.path.join(out, "logs", "gpud.%d.log" % rank), "rb").decode(errors="replace")
 
 
-try:
-    base = os.path.join(wd, "straight")
-    run_train(train, base, 3, FLAGS, timeout=600, env=ENV)
-    check("NCCL communicator of 3 ranks" in gpud_log(base, 0),
-          "the uninterrupted run did not sum over NCCL")
-
-    out = os.path.join(wd, "kill1")
-    run_train(train, out, 3, FLAGS + ["--fault", "1:1"], timeout=600, env=ENV)
+def straight_and_killed(name, flags, survivor_lines, why):
+    """An uninterrupted 3-rank job and the same with rank 1 SIGKILLed before
+    the second step (--fault 1:1), whose survivors' logs must each hold
+    every one of survivor_lines (else: why). Returns both jobs' folders."""
+    base = os.path.join(wd, name + "-straight")
+    run_train(train, base, 3, flags, timeout=600, env=ENV)
+    out = os.path.join(wd, name + "-kill1")
+    run_train(train, out, 3, flags + ["--fault", "1:1"], timeout=600, env=ENV)
     for r in (0, 2):
         log = gpud_log(out, r)
-        check("generation 0: NCCL communicator of 3 ranks" in log and
-              "generation 1: NCCL communicator of 2 ranks" in log,
-              "rank %d: no communicator of 3 and then of 2 ranks in its log" % r)
+        check(all(line in log for line in survivor_lines), "%s, rank %d: %s" % (name, r, why))
+    return base, out
+
+
+try:
+    base, out = straight_and_killed(
+        "nccl", FLAGS, ("generation 0: NCCL communicator of 3 ranks",
+                        "generation 1: NCCL communicator of 2 ranks"),
+        "no communicator of 3 and then of 2 ranks in its log")
+    check("NCCL communicator of 3 ranks" in gpud_log(base, 0),
+          "the uninterrupted run did not sum over NCCL")
     with open(os.path.join(out, "membership.csv")) as f:
         rows = list(csv.DictReader(f))
     check(any(row.get("change") == "lost" for row in rows),
@@ -73,16 +81,10 @@ try:
     # device, docs/TRAINING.md "Bitwise training"): the same loss of rank 1,
     # and the redone step's bytes are the uninterrupted run's exactly (a
     # step's sums do not depend on how its chunks are split over the ranks)
-    bits = FLAGS + ["--chunk", "8"]
-    bbase = os.path.join(wd, "bitwise-straight")
-    run_train(train, bbase, 3, bits, timeout=600, env=ENV)
-    bout = os.path.join(wd, "bitwise-kill1")
-    run_train(train, bout, 3, bits + ["--fault", "1:1"], timeout=600, env=ENV)
-    for r in (0, 2):
-        log = gpud_log(bout, r)
-        check("generation 1: NCCL communicator of 2 ranks" in log and
-              "summed there (int64 limbs, NCCL)" in log,
-              "bitwise, rank %d: the exact sums did not go over NCCL after the loss" % r)
+    bbase, bout = straight_and_killed(
+        "bitwise", FLAGS + ["--chunk", "8"], ("generation 1: NCCL communicator of 2 ranks",
+                                              "summed there (int64 limbs, NCCL)"),
+        "the exact sums did not go over NCCL after the loss")
     same = read(os.path.join(bbase, "model.safetensors"), "rb") == \
         read(os.path.join(bout, "model.safetensors"), "rb")
     print("bitwise over NCCL, a rank lost: the same model.safetensors as the uninterrupted "

@@ -32,7 +32,7 @@ import os
 import re
 
 from ddp_it import *  # noqa: E402  (BIN: the built binaries, the test data beside them)
-from ddp_emu import remove, use_emulated_gpud
+from ddp_emu import remove, step_bytes, use_emulated_gpud
 
 EMU_BIN = use_emulated_gpud()
 
@@ -119,14 +119,13 @@ try:
     logs = "".join(open(p, errors="replace").read()
                    for p in glob.glob(os.path.join(out, "logs", "gpud*")))
     check("cuemu (the kernel emulator" in logs, "the job's gpud was not the emulated one")
-    steps = re.findall(r"step bytes host<->backend \(cuda device arenas\): batch in \d+, "
-                       r"out (\d+), parameters/gradients (\d+), bn (\d+)", logs)
+    steps = [(o, p, b) for _, o, p, b in step_bytes(logs)]
     check(len(steps) >= 3, "cuda training: %d step-bytes lines (want one a step)" % len(steps))
-    check(all(p == "0" and b == "0" for _, p, b in steps),
+    check(all(p == 0 and b == 0 for _, p, b in steps),
           "cuda training step bytes (out, parameters, bn): %s, want parameters and bn 0" % steps)
     # out: each of the 16 samples' loss and top-5 ids (ranked on the
     # device), never the 10 logits (16 * 11 * 4 = 704)
-    check(all(o == str(16 * (1 + 5) * 4) for o, _, _ in steps),
+    check(all(o == 16 * (1 + 5) * 4 for o, _, _ in steps),
           "cuda training step bytes out: %s, want 384 (loss + top-5 ids)" % [o for o, _, _ in steps])
     # the demo WideResNet's pass, dropout included, recorded at the second
     # step and replayed after (CUDA graphs on, as in a real job)
@@ -197,9 +196,8 @@ try:
         # after the first step (which broadcasts the initial weights through
         # the host), the gradients cross the host only on the ring
         for l in logs:
-            grads = re.findall(r"step bytes host<->backend \(cuda device arenas\): batch in "
-                               r"\d+, out \d+, parameters/gradients (\d+)", l)[1:]
-            check(grads and all((g == "0") == (path == "nccl") for g in grads),
+            grads = [g for _, _, g, _ in step_bytes(l)][1:]
+            check(grads and all((g == 0) == (path == "nccl") for g in grads),
                   "%s job: gradient bytes through the host after the first step %s (NCCL: "
                   "none; ring: the mirror)" % (path, grads))
         models[path] = open(os.path.join(out, "model.safetensors"), "rb").read()

@@ -3,6 +3,7 @@ the cuda backend over the kernel emulator, DDPIPE_EMU_GPUD): ddpipe starts
 the daemons from $DDPIPE_BIN, so a folder of the built daemons with the
 emulated gpud beside them makes every job a --device cuda job without a GPU."""
 import os
+import re
 import shutil
 import tempfile
 
@@ -21,3 +22,13 @@ def use_emulated_gpud():
 
 def remove(d):
     shutil.rmtree(d, ignore_errors=True)
+
+
+STEP_BYTES = re.compile(r"step bytes host<->backend \(cuda device arenas\): batch in (\d+), "
+                        r"out (\d+), parameters/gradients (\d+), bn (\d+)")
+
+
+def step_bytes(log):
+    """A cuda gpud log's --verbose step lines, one a step: (batch in, out,
+    parameters/gradients, bn) bytes between host and device, as ints."""
+    return [tuple(int(v) for v in m) for m in STEP_BYTES.findall(log)]
