@@ -13,10 +13,11 @@
 #include "../trand.h"
 #include "xsum_checks.h"
 
-enum { NSEG = 5, CHUNKS = 6 };
+/* LONGEST and TOTAL: LEN's largest and its sum */
+enum { NSEG = 5, CHUNKS = 6, LONGEST = 3000, TOTAL = 4072 };
 /* segment 3 spans several strides of a grid-stride launch on the emulator
  * (CK_GRID_CAP 3 x 256 threads) */
-static const size_t LEN[NSEG] = {1, 7, 1000, 3000, 64};
+static const size_t LEN[NSEG] = {1, 7, 1000, LONGEST, 64};
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 
 /* Chunk k's values of segment s, chosen so that the window's top moves up
@@ -51,7 +52,7 @@ static void one_step(const bk_arena_ops_t *a, void *xs, float *dev, const int *o
                      const char *what)
 {
     void *cx = a->ctx;
-    static float val[CHUNKS][NSEG][3000];
+    static float val[CHUNKS][NSEG][LONGEST];
     for (int k = 0; k < CHUNKS; k++)
         for (int s = 0; s < NSEG; s++)
             values(s, k, val[k][s]);
@@ -86,7 +87,7 @@ static void one_step(const bk_arena_ops_t *a, void *xs, float *dev, const int *o
             diff += h[i] != d[i];
     }
     CHECK(diff == 0, "%s: %zu of %zu limbs differ from xsum_add_f32's", what, diff, nl);
-    static float rh[3000], rd[3000];
+    static float rh[LONGEST], rd[LONGEST];
     size_t bad = 0, nonzero = 0;
     for (int s = 0; s < NSEG; s++) {
         xsum_get_f32(host, s, rh);
@@ -135,7 +136,7 @@ static int fake_sum(void *ctx, int64_t *dev, size_t n, int timeout_ms, char *err
 {
     (void)timeout_ms, (void)err, (void)errlen;
     peer_t *p = ctx;
-    static int64_t h[4072 * XSUM_LIMBS];
+    static int64_t h[TOTAL * XSUM_LIMBS];
     REQUIRE(n == xsum_count(p->peer) * XSUM_LIMBS && n <= sizeof h / sizeof h[0] &&
             cudaMemcpy(h, dev, n * sizeof *h, cudaMemcpyDeviceToHost) == cudaSuccess,
             "fake sum: %zu limbs", n);
@@ -151,8 +152,7 @@ static int fake_sum(void *ctx, int64_t *dev, size_t n, int timeout_ms, char *err
 static void check_reduce(const bk_arena_ops_t *a, void *xs, float *dev)
 {
     void *cx = a->ctx;
-    static float val[CHUNKS][NSEG][3000], got[4072];
-    static float want[4072];
+    static float val[CHUNKS][NSEG][LONGEST], got[TOTAL], want[TOTAL];
     for (int k = 0; k < CHUNKS; k++)
         for (int s = 0; s < NSEG; s++)
             values(s, k, val[k][s]);
@@ -215,6 +215,7 @@ int check_device_xsum(void)
     size_t total = 0;
     for (int s = 0; s < NSEG; s++)
         total += LEN[s];
+    REQUIRE(total == TOTAL, "LEN sums to %zu floats, TOTAL says %d", total, (int)TOTAL);
     float *dev = a->alloc(a->ctx, total);
     void *xs = a->xsum_new(a->ctx, LEN, NSEG);
     REQUIRE(dev && xs, "the arena or its sums");
