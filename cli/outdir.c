@@ -1,5 +1,7 @@
 #include "cli/outdir.h"
 
+#include "common/str_suffix.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -98,9 +100,8 @@ static int clear_dir(int dfd, const char *out, const char *name, const keep_t *k
             continue;
         if (fstatat(sub, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || is_kept(k, &st))
             continue;
-        size_t n = strlen(e->d_name);
         int ours = ipc ? S_ISSOCK(st.st_mode)
-                       : !S_ISDIR(st.st_mode) && n > 4 && strcmp(e->d_name + n - 4, ".log") == 0;
+                       : !S_ISDIR(st.st_mode) && str_suffix(e->d_name, ".log", NULL);
         if (ours)
             unlinkat(sub, e->d_name, 0);
     }

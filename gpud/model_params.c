@@ -5,6 +5,7 @@
 #include "gpud/model_priv.h"
 
 #include "common/errbuf.h"
+#include "common/str_suffix.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,11 +23,11 @@ static int counts_load(model_t *m, const safetensors_t *st, char *err, size_t er
     }
     for (size_t i = 0; i < m->ps->n; i++) {
         const char *name = m->ps->e[i].name;
-        size_t nl = strlen(name), sl = sizeof RM - 1;
-        if (nl <= sl || strcmp(name + nl - sl, RM) != 0)
+        size_t stem;
+        if (!str_suffix(name, RM, &stem))
             continue;
         bn_count_t *c = &m->nbt[m->n_nbt++];
-        snprintf(c->name, sizeof c->name, "%.*s.num_batches_tracked", (int)(nl - sl), name);
+        snprintf(c->name, sizeof c->name, "%.*s.num_batches_tracked", (int)stem, name);
         c->rm = i;
         const st_tensor_t *t = st ? safetensors_get(st, c->name) : NULL;
         if (t && st_tensor_to_i64(t, &c->value, 1) < 0) {
@@ -209,8 +210,7 @@ int model_freeze_bn(model_t *m, const char *prefix, int frozen)
     size_t len = strlen(prefix);
     for (size_t i = 0; i < m->ps->n; i++) {
         pentry_t *e = &m->ps->e[i];
-        size_t nl = strlen(e->name), sl = strlen(".running_mean");
-        if (nl > sl && strcmp(e->name + nl - sl, ".running_mean") == 0 &&
+        if (str_suffix(e->name, ".running_mean", NULL) &&
             strncmp(e->name, prefix, len) == 0 && e->bn_eval != (frozen != 0)) {
             e->bn_eval = frozen != 0;
             changed++;
@@ -235,29 +235,23 @@ int model_sync_eval(model_t *m, char *err, size_t errlen)
     return 0;
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
 int model_param_is_bn_buffer(const char *name)
 {
-    return ends_with(name, ".running_mean") || ends_with(name, ".running_var");
+    return str_suffix(name, ".running_mean", NULL) || str_suffix(name, ".running_var", NULL);
 }
 
 int model_param_is_bias(const char *name)
 {
-    return ends_with(name, ".bias");
+    return str_suffix(name, ".bias", NULL);
 }
 
 int model_param_is_bn_weight(const model_t *m, const char *name)
 {
     char rm[200];
-    size_t len = strlen(name);
-    if (!ends_with(name, ".weight") || len - 7 + 14 >= sizeof rm)
+    size_t stem;
+    if (!str_suffix(name, ".weight", &stem) || stem + sizeof ".running_mean" > sizeof rm)
         return 0;
-    snprintf(rm, sizeof rm, "%.*s.running_mean", (int)(len - 7), name);
+    snprintf(rm, sizeof rm, "%.*s.running_mean", (int)stem, name);
     model_param_t p;
     return model_param_find(m, rm, &p) == 0;
 }

@@ -33,6 +33,7 @@
 
 #include "common/errbuf.h"
 #include "common/mix64.h"
+#include "common/str_suffix.h"
 #include "gpud/models/layers.h"
 
 typedef enum { POL_TORCH, POL_RESNET, POL_DENSENET } init_policy_t;
@@ -82,15 +83,6 @@ static void fill_const(float *v, size_t n, float c)
         v[i] = c;
 }
 
-static int has_suffix(const char *s, const char *suffix, size_t *stem)
-{
-    size_t a = strlen(s), b = strlen(suffix);
-    if (a < b || strcmp(s + a - b, suffix) != 0)
-        return 0;
-    *stem = a - b;
-    return 1;
-}
-
 static const pentry_t *sibling(const pstore_t *ps, const char *stem, size_t stem_len,
                               const char *suffix)
 {
@@ -127,16 +119,16 @@ static void init_tensor(const pstore_t *ps, pentry_t *e, init_policy_t pol, uint
     size_t stem, n = e->n;
     float *v = e->w;
     uint64_t st = stream_of(seed, e->name);
-    if (has_suffix(e->name, ".running_mean", &stem)) {
+    if (str_suffix(e->name, ".running_mean", &stem)) {
         fill_const(v, n, 0.0f);
-    } else if (has_suffix(e->name, ".running_var", &stem)) {
+    } else if (str_suffix(e->name, ".running_var", &stem)) {
         fill_const(v, n, 1.0f);
-    } else if ((has_suffix(e->name, ".weight", &stem) || has_suffix(e->name, ".bias", &stem)) &&
+    } else if ((str_suffix(e->name, ".weight", &stem) || str_suffix(e->name, ".bias", &stem)) &&
                sibling(ps, e->name, stem, ".running_mean")) {   /* BatchNorm affine */
-        fill_const(v, n, has_suffix(e->name, ".weight", &stem) ? 1.0f : 0.0f);
-    } else if (has_suffix(e->name, ".weight", &stem)) {
+        fill_const(v, n, str_suffix(e->name, ".weight", &stem) ? 1.0f : 0.0f);
+    } else if (str_suffix(e->name, ".weight", &stem)) {
         init_weight(e, pol, st, v, n);
-    } else if (has_suffix(e->name, ".bias", &stem)) {
+    } else if (str_suffix(e->name, ".bias", &stem)) {
         init_bias(sibling(ps, e->name, stem, ".weight"), pol, st, v, n);
     } else {
         fill_const(v, n, 0.0f);   /* nothing else exists today; zeros are safe */

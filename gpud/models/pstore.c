@@ -5,6 +5,7 @@
 #include "gpud/models/layers.h"
 
 #include "common/errbuf.h"
+#include "common/str_suffix.h"
 #include "gpud/finite.h"
 
 #include <stdio.h>
@@ -14,12 +15,6 @@
 static const char NBT[] = ".num_batches_tracked";
 
 #define PSTORE_ALIGN 16   /* floats: a value starts on a 64-byte line */
-
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
 
 pstore_t *pstore_new(const char *src, int grads)
 {
@@ -80,7 +75,7 @@ pentry_t *pstore_add(pstore_t *ps, const char *name, int ndim, const int64_t *sh
     e->ndim = ndim;
     if (ndim > 0)
         memcpy(e->shape, shape, (size_t)ndim * sizeof *shape);
-    e->trainable = ends_with(name, ".weight") || ends_with(name, ".bias");
+    e->trainable = str_suffix(name, ".weight", NULL) || str_suffix(name, ".bias", NULL);
     e->w = calloc(e->n ? e->n : 1, sizeof *e->w);   /* until pstore_place */
     if (!e->w)
         return NULL;
@@ -188,7 +183,7 @@ pstore_t *pstore_load(const safetensors_t *st, int grads, char *err, size_t errl
     }
     for (size_t i = 0; i < safetensors_count(st); i++) {
         const st_tensor_t *t = safetensors_at(st, i);
-        if (!ends_with(t->name, NBT) && entry_load(ps, t, err, errlen) < 0) {
+        if (!str_suffix(t->name, NBT, NULL) && entry_load(ps, t, err, errlen) < 0) {
             pstore_destroy(&ps);
             return NULL;
         }
@@ -225,7 +220,7 @@ static int is_bound(const pstore_t *ps, const st_tensor_t *t)
 {
     char name[sizeof ps->e->name + sizeof NBT];
     size_t len = strlen(t->name);
-    if (ends_with(t->name, NBT))
+    if (str_suffix(t->name, NBT, NULL))
         snprintf(name, sizeof name, "%.*s.running_mean", (int)(len - (sizeof NBT - 1)),
                  t->name);
     else
