@@ -106,6 +106,30 @@ typedef struct bk_xsum_coll {
     int timeout_ms;
 } bk_xsum_coll_t;
 
+/* Bitwise training's exact sums (common/xsum.h, the same limbs bit for
+ * bit) kept in an arena's memory, so a chunk's gradient is added where
+ * backward wrote it and the limbs are read once a step. Every op takes the
+ * arena's ctx first. new: nseg segments of len[s] floats, zero; NULL
+ * when out of memory. clear and add (segment seg += x[0,
+ * len[seg]), x in this memory) are queued; read waits for them, then
+ * dst (an xsum_t of the same segments) = the sums. 0 or -1. */
+typedef struct bk_xsum_ops {
+    void *(*new)(void *ctx, const size_t *len, int nseg);
+    void (*free)(void *ctx, void *xs);
+    int (*clear)(void *ctx, void *xs);
+    int (*add)(void *ctx, void *xs, int seg, const float *x);
+    int (*read)(void *ctx, void *xs, struct xsum *dst);
+    /* bytes one read brings to the host */
+    size_t (*read_bytes)(void *ctx, const void *xs);
+    /* Optional: the sums over every rank of coll, without the host: the
+     * tops' max and the limbs' sum through coll where they are, each sum
+     * rounded once into out (this memory, the segments one after the
+     * other): the same bits on every rank, and as read, an all-reduce
+     * and xsum_get_f32 would give. 0, or -1 with the reason in err. */
+    int (*reduce)(void *ctx, void *xs, const bk_xsum_coll_t *coll, float *out, char *err,
+                       size_t errlen);
+} bk_xsum_ops_t;
+
 typedef struct bk_arena_ops {
     const char *name;       /* "host", "cuda device" */
     bk_mem_t mem;
@@ -144,27 +168,9 @@ typedef struct bk_arena_ops {
      * nothing to order. */
     void *(*stream)(void *ctx);
     /* Optional (NULL: the host sums from its copy of the arena, host
-     * memory or the mirror): bitwise training's exact sums (common/xsum.h,
-     * the same limbs bit for bit) kept in this memory, so a chunk's
-     * gradient is added where backward wrote it and the limbs are read
-     * once a step. xsum_new: nseg segments of len[s] floats, zero; NULL
-     * when out of memory. xsum_clear and xsum_add (segment seg += x[0,
-     * len[seg]), x in this memory) are queued; xsum_read waits for them,
-     * then dst (an xsum_t of the same segments) = the sums. 0 or -1. */
-    void *(*xsum_new)(void *ctx, const size_t *len, int nseg);
-    void (*xsum_free)(void *ctx, void *xs);
-    int (*xsum_clear)(void *ctx, void *xs);
-    int (*xsum_add)(void *ctx, void *xs, int seg, const float *x);
-    int (*xsum_read)(void *ctx, void *xs, struct xsum *dst);
-    /* bytes one xsum_read brings to the host */
-    size_t (*xsum_read_bytes)(void *ctx, const void *xs);
-    /* Optional: the sums over every rank of coll, without the host: the
-     * tops' max and the limbs' sum through coll where they are, each sum
-     * rounded once into out (this memory, the segments one after the
-     * other): the same bits on every rank, and as xsum_read, an all-reduce
-     * and xsum_get_f32 would give. 0, or -1 with the reason in err. */
-    int (*xsum_reduce)(void *ctx, void *xs, const bk_xsum_coll_t *coll, float *out, char *err,
-                       size_t errlen);
+     * memory or the mirror): bitwise training's exact sums kept in this
+     * memory (bk_xsum_ops_t). */
+    const struct bk_xsum_ops *xsum;
 } bk_arena_ops_t;
 
 /* Host memory (64-byte aligned), the optimizer in plain C (optim_host.c). */

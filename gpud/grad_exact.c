@@ -43,7 +43,7 @@ void grad_exact_destroy(grad_exact_t **self)
         return;
     grad_exact_t *e = *self;
     if (e->dsum)
-        e->dev->ops->xsum_free(e->dev->ops->ctx, e->dsum);
+        e->dev->ops->xsum->free(e->dev->ops->ctx, e->dsum);
     xsum_destroy(&e->sum);
     free(e->off);
     free(e);
@@ -54,7 +54,7 @@ int grad_exact_use_arena(grad_exact_t *self, const bk_arena_t *grads, char *err,
                          size_t errlen)
 {
     const bk_arena_ops_t *o = grads->ops;
-    if (!o->xsum_new || !o->xsum_free || !o->xsum_clear || !o->xsum_add || !o->xsum_read)
+    if (!o->xsum)
         return 0;
     if (grads->floats < self->off[self->n]) {
         err_set(err, errlen, "the exact sums: %zu gradient floats, the %s arena holds %zu "
@@ -64,7 +64,7 @@ int grad_exact_use_arena(grad_exact_t *self, const bk_arena_t *grads, char *err,
     size_t *len = malloc((size_t)self->n * sizeof *len);
     for (int i = 0; len && i < self->n; i++)
         len[i] = self->off[i + 1] - self->off[i];
-    self->dsum = len ? o->xsum_new(o->ctx, len, self->n) : NULL;
+    self->dsum = len ? o->xsum->new(o->ctx, len, self->n) : NULL;
     free(len);
     if (!self->dsum) {
         err_set(err, errlen, "cannot keep the exact gradient sums in %s memory (%zu floats "
@@ -83,7 +83,7 @@ int grad_exact_on_device(const grad_exact_t *self)
 void grad_exact_begin(grad_exact_t *self)
 {
     xsum_clear(self->sum);
-    self->dev_failed = self->dsum && self->dev->ops->xsum_clear(self->dev->ops->ctx,
+    self->dev_failed = self->dsum && self->dev->ops->xsum->clear(self->dev->ops->ctx,
                                                                self->dsum) < 0;
 }
 
@@ -94,7 +94,7 @@ void grad_exact_add(grad_exact_t *self, int i)
     if (!self->dsum)
         xsum_add_f32(self->sum, i, self->flat + self->off[i]);
     else if (!self->dev_failed)
-        self->dev_failed = self->dev->ops->xsum_add(self->dev->ops->ctx, self->dsum, i,
+        self->dev_failed = self->dev->ops->xsum->add(self->dev->ops->ctx, self->dsum, i,
                                                     self->dev->base + self->off[i]) < 0;
 }
 
@@ -103,13 +103,13 @@ int grad_exact_reduce(grad_exact_t *self, allreduce_t *ar, int timeout_ms, char 
 {
     if (self->dsum) {
         const bk_arena_ops_t *o = self->dev->ops;
-        if (self->dev_failed || o->xsum_read(o->ctx, self->dsum, self->sum) < 0) {
+        if (self->dev_failed || o->xsum->read(o->ctx, self->dsum, self->sum) < 0) {
             err_set(err, errlen, "the exact gradient sums on the %s failed (the log says "
                     "what failed and what to do)", o->name);
             return -1;
         }
-        if (self->dev->traffic && o->xsum_read_bytes)
-            self->dev->traffic->params += o->xsum_read_bytes(o->ctx, self->dsum);
+        if (self->dev->traffic && o->xsum->read_bytes)
+            self->dev->traffic->params += o->xsum->read_bytes(o->ctx, self->dsum);
     }
     if (ar && xsum_allreduce(self->sum, ar, timeout_ms, err, errlen) < 0)
         return -1;
@@ -125,7 +125,7 @@ int grad_exact_reduce(grad_exact_t *self, allreduce_t *ar, int timeout_ms, char 
 
 int grad_exact_device_reduce_ok(const grad_exact_t *self)
 {
-    return self->dsum && self->dev->ops->xsum_reduce;
+    return self->dsum && self->dev->ops->xsum->reduce;
 }
 
 int grad_exact_reduce_device(grad_exact_t *self, const bk_xsum_coll_t *coll, char *err,
@@ -142,7 +142,7 @@ int grad_exact_reduce_device(grad_exact_t *self, const bk_xsum_coll_t *coll, cha
                 "failed and what to do)", o->name);
         return -1;
     }
-    if (o->xsum_reduce(o->ctx, self->dsum, coll, self->dev->base, err, errlen) < 0)
+    if (o->xsum->reduce(o->ctx, self->dsum, coll, self->dev->base, err, errlen) < 0)
         return -1;
     log_debug("bitwise gradient sum: %zu floats, limbs made on the device and summed there "
               "(int64 limbs, NCCL)", self->off[self->n]);

@@ -184,6 +184,16 @@ static int dev_xsum_reduce(void *ctx, void *xs, const bk_xsum_coll_t *coll, floa
     return cuda_xsum_reduce(xs, coll, out, ((cuda_arena_t *)ctx)->stream, err, errlen);
 }
 
+static const bk_xsum_ops_t CUDA_XSUM_OPS = {
+    .new = dev_xsum_new,
+    .free = dev_xsum_free,
+    .clear = dev_xsum_clear,
+    .add = dev_xsum_add,
+    .read = dev_xsum_read,
+    .read_bytes = dev_xsum_read_bytes,
+    .reduce = dev_xsum_reduce,
+};
+
 static const bk_arena_ops_t CUDA_ARENA_OPS = {
     .name = "cuda device",
     .mem = BK_MEM_DEVICE,
@@ -197,13 +207,7 @@ static const bk_arena_ops_t CUDA_ARENA_OPS = {
     .scale = dev_scale,
     .optim_step = dev_optim,
     .stream = dev_stream,
-    .xsum_new = dev_xsum_new,
-    .xsum_free = dev_xsum_free,
-    .xsum_clear = dev_xsum_clear,
-    .xsum_add = dev_xsum_add,
-    .xsum_read = dev_xsum_read,
-    .xsum_read_bytes = dev_xsum_read_bytes,
-    .xsum_reduce = dev_xsum_reduce,
+    .xsum = &CUDA_XSUM_OPS,
 };
 
 cuda_arena_t *cuda_arena_new(void *stream, char *err, size_t errlen)
@@ -217,15 +221,8 @@ cuda_arena_t *cuda_arena_new(void *stream, char *err, size_t errlen)
     self->ops.ctx = self;
     /* DDPIPE_CUDA_XSUM=0: bitwise training's sums on the host, from the
      * mirror (the same bytes; a fallback, and the tests' cross-check) */
-    if (!env_switch_on("DDPIPE_CUDA_XSUM")) {
-        self->ops.xsum_new = NULL;
-        self->ops.xsum_free = NULL;
-        self->ops.xsum_clear = NULL;
-        self->ops.xsum_add = NULL;
-        self->ops.xsum_read = NULL;
-        self->ops.xsum_read_bytes = NULL;
-        self->ops.xsum_reduce = NULL;
-    }
+    if (!env_switch_on("DDPIPE_CUDA_XSUM"))
+        self->ops.xsum = NULL;
     self->stream = (cudaStream_t)stream;
     cudaError_t e = cudaMalloc((void **)&self->word, sizeof *self->word);
     if (e != cudaSuccess) {

@@ -58,7 +58,7 @@ static void one_step(const bk_arena_ops_t *a, void *xs, float *dev, const int *o
             values(s, k, val[k][s]);
     xsum_t *host = xsum_new(LEN, NSEG), *back = xsum_new(LEN, NSEG);
     REQUIRE(host && back, "xsum_new");
-    CHECK(a->xsum_clear(cx, xs) == 0, "%s: xsum_clear", what);
+    CHECK(a->xsum->clear(cx, xs) == 0, "%s: xsum_clear", what);
     size_t off[NSEG + 1] = {0};
     for (int s = 0; s < NSEG; s++)
         off[s + 1] = off[s] + LEN[s];
@@ -67,11 +67,11 @@ static void one_step(const bk_arena_ops_t *a, void *xs, float *dev, const int *o
         for (int s = 0; s < NSEG; s++) {
             /* each chunk overwrites the "gradient", as a chunk's backward does */
             CHECK(a->write(cx, dev, off[s], LEN[s], val[k][s]) == 0, "%s: write", what);
-            CHECK(a->xsum_add(cx, xs, s, dev + off[s]) == 0, "%s: xsum_add", what);
+            CHECK(a->xsum->add(cx, xs, s, dev + off[s]) == 0, "%s: xsum_add", what);
             xsum_add_f32(host, s, val[k][s]);
         }
     }
-    CHECK(a->xsum_read(cx, xs, back) == 0, "%s: xsum_read", what);
+    CHECK(a->xsum->read(cx, xs, back) == 0, "%s: xsum_read", what);
     CHECK(memcmp(xsum_tops(host), xsum_tops(back), NSEG * sizeof(int32_t)) == 0,
           "%s: tops differ: host %d %d %d %d %d, device %d %d %d %d %d", what,
           xsum_tops(host)[0], xsum_tops(host)[1], xsum_tops(host)[2], xsum_tops(host)[3],
@@ -162,7 +162,7 @@ static void check_reduce(const bk_arena_ops_t *a, void *xs, float *dev)
     size_t off[NSEG + 1] = {0};
     for (int s = 0; s < NSEG; s++)
         off[s + 1] = off[s] + LEN[s];
-    CHECK(a->xsum_clear(cx, xs) == 0, "reduce: xsum_clear");
+    CHECK(a->xsum->clear(cx, xs) == 0, "reduce: xsum_clear");
     for (int k = 0; k < CHUNKS; k++)
         for (int s = 0; s < NSEG; s++) {
             xsum_add_f32(all, s, val[k][s]);
@@ -177,11 +177,11 @@ static void check_reduce(const bk_arena_ops_t *a, void *xs, float *dev)
                 continue;
             }
             CHECK(a->write(cx, dev, off[s], LEN[s], val[k][s]) == 0 &&
-                  a->xsum_add(cx, xs, s, dev + off[s]) == 0, "reduce: add");
+                  a->xsum->add(cx, xs, s, dev + off[s]) == 0, "reduce: add");
         }
     bk_xsum_coll_t coll = {fake_max, fake_sum, &p, 1000};
     char err[256] = "";
-    CHECK(a->xsum_reduce(cx, xs, &coll, dev, err, sizeof err) == 0, "xsum_reduce: %s", err);
+    CHECK(a->xsum->reduce(cx, xs, &coll, dev, err, sizeof err) == 0, "xsum_reduce: %s", err);
     CHECK(p.maxes == 1 && p.sums == 1, "xsum_reduce: %d maxes, %d sums (want one each)",
           p.maxes, p.sums);
     CHECK(a->read(cx, dev, 0, off[NSEG], got) == 0, "reading the reduced sums");
@@ -210,24 +210,23 @@ int check_device_xsum(void)
     cuda_arena_t *arena = cuda_arena_new(NULL, err, sizeof err);
     REQUIRE(arena, "cuda_arena_new: %s", err);
     const bk_arena_ops_t *a = cuda_arena_ops(arena);
-    REQUIRE(a->xsum_new && a->xsum_add && a->xsum_read && a->xsum_clear && a->xsum_free,
-            "the cuda arena has no exact-sum ops");
+    REQUIRE(a->xsum, "the cuda arena has no exact-sum ops (DDPIPE_CUDA_XSUM=0 set?)");
     size_t total = 0;
     for (int s = 0; s < NSEG; s++)
         total += LEN[s];
     REQUIRE(total == TOTAL, "LEN sums to %zu floats, TOTAL says %d", total, (int)TOTAL);
     float *dev = a->alloc(a->ctx, total);
-    void *xs = a->xsum_new(a->ctx, LEN, NSEG);
+    void *xs = a->xsum->new(a->ctx, LEN, NSEG);
     REQUIRE(dev && xs, "the arena or its sums");
     static const int fwd[CHUNKS] = {0, 1, 2, 3, 4, 5}, rev[CHUNKS] = {5, 3, 4, 1, 2, 0};
     uint64_t seed = rng;
     one_step(a, xs, dev, fwd, "in order");
     rng = seed;   /* the same values, added in another order, after a clear */
     one_step(a, xs, dev, rev, "reordered");
-    REQUIRE(a->xsum_reduce, "the cuda arena cannot reduce its exact sums");
+    REQUIRE(a->xsum->reduce, "the cuda arena cannot reduce its exact sums");
     rng = seed;
     check_reduce(a, xs, dev);
-    a->xsum_free(a->ctx, xs);
+    a->xsum->free(a->ctx, xs);
     a->free(a->ctx, dev);
     cuda_arena_destroy(&arena);
     return tc_failures - before;
