@@ -18,6 +18,7 @@
 #include "gpud/cuda/cuda_infer_kernels.h"
 #include "gpud/cuda/cuda_arena.h"
 #include "gpud/cuda_device.h"
+#include "gpud/cuda/cuda_ce_kernels.h"
 #include "gpud/cuda/cuda_priv.h"
 #include "gpud/cuda/cuda_tune.h"
 

@@ -16,7 +16,7 @@
  * the slice: pixels lo + row, lo + row + ROWS, ... A channel's sum is
  * therefore fixed by the slicing alone (ckb_sum_parts), whatever the
  * block's shape: each row's partial in pixel order, the ROWS partials in
- * row order, the slices in slice order (k16_sum_slices).
+ * row order, the slices in k16_sum_slices' fixed order.
  *
  * Where a layer has fewer than COLS units (64 channels at L = 8 are 8
  * units), the block's columns take several slices side by side (SPB =
@@ -137,45 +137,63 @@ __global__ static void k16_chan_sums8(const void *x, size_t cnt, int c, const fl
     chan_sums<T, 8>(x, cnt, c, center, parts, g, part);
 }
 
-/* out[r] = the rows' partials summed in slice order, from the slice-major
- * partials part[sl * rows + r]: a warp's 32 rows read 256 contiguous bytes
- * at each slice, and 8 slices' loads are in flight before they are added
- * (in order). Row-major, one thread walking its row's 512 doubles, this
- * took 24 us a call on an H200 (ncu, 120 calls a training step's two). */
+/* out[r] = row r's partials summed, from the slice-major partials
+ * part[sl * rows + r]: a warp a row (8 rows a block), lane l adding the
+ * slices l, l + 32, l + 64, ... in order (8 loads in flight), then the 32
+ * lanes' sums in one fixed tree (halves added: 16, 8, 4, 2, 1). The order
+ * is a function of parts alone, as before; the result of a whole row
+ * walked by one thread (k_sum_rows, 24 us a call on an H200 at 512
+ * slices: ncu, 2026-11-30) was a chain of dependent loads, and of a
+ * thread a row over slice-major partials still 128 rounds of 8 loads at
+ * 1,024 slices. */
+#define SLICE_LANES 32
 __global__ static void k16_sum_slices(const double *part, int rows, int parts, double *out)
 {
-    int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows)
-        return;
+    __shared__ double sh[THREADS];
+    int lane = (int)threadIdx.x % SLICE_LANES;
+    int r = (int)blockIdx.x * (THREADS / SLICE_LANES) + (int)threadIdx.x / SLICE_LANES;
     double acc = 0.0;
-    int i = 0;
-    for (; i + 8 <= parts; i += 8) {
+    int i = lane;
+    for (; r < rows && i + 7 * SLICE_LANES < parts; i += 8 * SLICE_LANES) {
         double v[8];
         for (int u = 0; u < 8; u++)
-            v[u] = part[(size_t)(i + u) * rows + r];
+            v[u] = part[(size_t)(i + u * SLICE_LANES) * rows + r];
         for (int u = 0; u < 8; u++)
             acc += v[u];
     }
-    for (; i < parts; i++)
+    for (; r < rows && i < parts; i += SLICE_LANES)
         acc += part[(size_t)i * rows + r];
-    out[r] = acc;
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int k = SLICE_LANES / 2; k > 0; k >>= 1) {
+        if (lane < k)
+            sh[threadIdx.x] += sh[threadIdx.x + k];
+        __syncthreads();
+    }
+    if (lane == 0 && r < rows)
+        out[r] = sh[threadIdx.x];
 }
 
 static cudaError_t sum_slices(cudaStream_t s, const double *part, int rows, int parts,
                               double *out)
 {
-    k16_sum_slices<<<blocks_for((size_t)rows), THREADS, 0, s>>>(part, rows, parts, out);
+    const int per_block = THREADS / SLICE_LANES;
+    k16_sum_slices<<<(unsigned)((rows + per_block - 1) / per_block), THREADS, 0, s>>>(
+        part, rows, parts, out);
     return cudaGetLastError();
 }
 
-/* At least 64 values a thread, at most 1,024 slices: the partials (c x
- * parts doubles) stay small and are summed in order, so the result is a
- * function of the shapes alone. 1,024 gives ResNet-18's 256 x 112 x 112 x
- * 64 activations 256 blocks of 8 units x 4 slices, 4 MB of loads in flight
- * (an H200's HBM wants about its bandwidth times a microsecond). */
+/* At least 16 values a thread, at most 1,024 slices: the partials (c x
+ * parts doubles) stay small and are summed in an order fixed by parts
+ * alone, so the result is a function of the shapes. 1,024 gives
+ * ResNet-18's 256 x 112 x 112 x 64 activations 256 blocks of 8 units x 4
+ * slices, 4 MB of loads in flight (an H200's HBM wants about its bandwidth
+ * times a microsecond). The floor was 64 values: ResNet's 7 x 7 x 512
+ * layers at batch 256 took 25 slices, 50 blocks for 132 SMs, and 14 x 14
+ * x 256 98 blocks; now 98 and 392 slices. */
 int ckb_sum_parts(size_t cnt)
 {
-    size_t s = (cnt + ROWS * 64 - 1) / (ROWS * 64);
+    size_t s = (cnt + ROWS * 16 - 1) / (ROWS * 16);
     return s < 1 ? 1 : s > 1024 ? 1024 : (int)s;
 }
 
@@ -413,18 +431,21 @@ cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void
     return e != cudaSuccess ? e : sum_slices(s, part, 2 * c, parts, out);
 }
 
-/* the channel vectors kept as floats (exact in double: the same
- * expression as widening them first), to hold the 8-channel kernel's
- * registers down */
+/* the channel vectors widened once, where the thread starts: kept as
+ * floats and widened per element (the same bits), the bf16 8-channel
+ * kernel made 194 float-to-double conversions a loop of 24 elements
+ * (sm_90 converts 16 a clock an SM: its memory rate needs about 7 an
+ * element) and spilled 12 bytes; as doubles, 128 and no spill (ptxas,
+ * cuobjdump: 128 registers bf16, 120 fp16) */
 template <typename T, int L>
-__device__ static h16v<T, L> grad_out(const bn16_in<T, L> &v, const float *sc, const float *ac,
-                                      const float *m, const float *bc, int relu)
+__device__ static h16v<T, L> grad_out(const bn16_in<T, L> &v, const double *sc,
+                                      const double *ac, const double *m, const double *bc,
+                                      int relu)
 {
     h16v<T, L> o;
     for (int l = 0; l < L; l++)
-        o.v[l] = h16<T>::st((float)((double)sc[l] * masked<T, L>(v, l, relu) +
-                                    (double)ac[l] * ((double)h16<T>::ld(v.x.v[l]) - m[l]) +
-                                    (double)bc[l]));
+        o.v[l] = h16<T>::st((float)(sc[l] * masked<T, L>(v, l, relu) +
+                                    ac[l] * ((double)h16<T>::ld(v.x.v[l]) - m[l]) + bc[l]));
     return o;
 }
 
@@ -440,7 +461,7 @@ __device__ static void grad_apply(void *gxv, const void *xv, const void *yv, con
     int sl, relu = y != NULL, ch = bn16_place<L>(g, npix, c, parts, &lo, &hi, &sl);
     if (ch < 0)
         return;
-    float sc[L], ac[L], bc[L], m[L];
+    double sc[L], ac[L], bc[L], m[L];
     for (int l = 0; l < L; l++)
         sc[l] = scale[ch + l], ac[l] = a[ch + l], bc[l] = b[ch + l], m[l] = center[ch + l];
     size_t j = lo + threadIdx.x / COLS;

@@ -8,8 +8,10 @@
  *                  partials: ckb_sum_parts(cnt) per channel and sum);
  *   ckb_chan_sums  out[c] = sum x, or sum (x - center)^2, in double: each
  *                  slice's pixels strided over 8 rows, each row's partial
- *                  in pixel order, the rows in order, then the slices in
- *                  order (k16_sum_slices): the same bits in every process,
+ *                  in pixel order, the rows in order, then the slices
+ *                  (k16_sum_slices: lane l of 32 adds slices l, l + 32,
+ *                  ... in order, the lanes in a fixed tree): an order
+ *                  fixed by the shape, the same bits in every process,
  *                  whichever threads hold a channel; another order than
  *                  the NCHW kernel's, equal after rounding to float but
  *                  for a sum within 1e-16 of a float tie;

@@ -69,17 +69,6 @@ cudaError_t ck_concat(cudaStream_t s, float *y, int cy, float *x, int n, int cx,
 cudaError_t ck_dropout(cudaStream_t s, float *y, const float *x, int n, size_t per, float p,
                        uint32_t op, const uint64_t *keys);
 
-/* Softmax cross-entropy with label smoothing (ref_ce_fwd / ref_ce_bwd). */
-cudaError_t ck_ce_fwd(cudaStream_t s, const float *logits, const int32_t *labels, int n,
-                      int k, float eps, float *loss);
-cudaError_t ck_ce_bwd(cudaStream_t s, const float *logits, const int32_t *labels, int n,
-                      int k, float eps, const float *dloss, float *glogits);
-/* model_topk_ce on the device: topk (n*k, may be NULL) best first, ties by
- * lower id, NaN first (torch.topk), -1 past the classes; loss (n, may be NULL) = lse -
- * logit[label] in double, NAN for a label outside 0..classes-1 or NULL labels. */
-cudaError_t ck_topk_ce(cudaStream_t s, const float *logits, int n, int classes,
-                       const int32_t *labels, int k, int32_t *topk, float *loss);
-
 /* The partial sums a channel's reduction over cnt = n * hw values takes
  * (1..64, from cnt alone): ck_chan_sums needs c of them, ck_bn_grad_sums
  * 2c, as device doubles of workspace (part). */

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "gpud/bn_math.h"
+#include "gpud/cuda/cuda_ce_kernels.h"
 #include "gpud/cuda/cuda_fused.h"
 #include "gpud/cuda/cuda_infer.h"
 #include "gpud/cuda/cuda_priv.h"

@@ -26,8 +26,10 @@
 #include "gpud/cuda/cuda_infer_kernels.h"
 #include "gpud/cuda/cuda_kernels.h"
 #include "gpud/cuda/cuda_bn16_kernels.h"
+#include "gpud/cuda/cuda_ce_kernels.h"
 #include "gpud/cuda/cuda_train16_kernels.h"
 #include "gpud/half_bits.h"
+#include "gpud/model.h"
 #include "../tcheck.h"
 #include "../trand.h"
 #include "arena_checks.h"
@@ -440,6 +442,45 @@ static void check_ce_sizes(void)
     }
 }
 
+/* ck_topk_ce against model_topk_ce, ids and losses bit for bit: a block a
+ * sample (1,000 classes over 128 threads, 11, 129), and a thread a sample
+ * (past 4,096 classes, past 64 ids). Ties within and across threads'
+ * classes, NaNs (ranked first, by id), an infinity, labels out of range. */
+static void check_topk_sizes(void)
+{
+    static const struct {
+        int classes, k;
+    } cases[] = {{1000, 5}, {11, 5}, {129, 64}, {5000, 5}, {300, 65}};
+    for (size_t j = 0; j < sizeof cases / sizeof cases[0]; j++) {
+        enum { NB = 6 };
+        int C = cases[j].classes, K = cases[j].k;
+        float *lg = randv((size_t)NB * C, 4, 0), la[NB], lb[NB];
+        int32_t *ta = malloc((size_t)NB * K * 4), *tb = malloc((size_t)NB * K * 4);
+        int32_t labels[NB] = {0, C - 1, -1, C, C / 2, 3 % C};
+        REQUIRE(lg && ta && tb, "alloc");
+        for (int c = 0; c < C; c++)   /* sample 0: few distinct values, ties everywhere */
+            lg[c] = (float)((c * 37) % 13) * 0.25f - 1.0f;
+        lg[C + C / 3] = NAN;           /* sample 1: two NaNs, ranked first by id */
+        lg[C + 2 * C / 3] = NAN;
+        lg[4 * C + C - 1] = INFINITY;  /* sample 4: an infinity (its loss NaN) */
+        lg[5 * C + 1] = lg[5 * C + C - 1] = 50.0f;   /* sample 5: a tie at the top */
+        memset(tb, 0xa5, (size_t)NB * K * 4);
+        model_topk_ce(lg, NB, C, labels, K, ta, la);
+        CHECK(ck_topk_ce(0, lg, NB, C, labels, K, tb, lb) == cudaSuccess, "launch");
+        CHECK(memcmp(ta, tb, (size_t)NB * K * 4) == 0, "top-%d of %d classes: ids differ from "
+              "model_topk_ce's", K, C);
+        char what[64];
+        snprintf(what, sizeof what, "top-k loss, %d classes", C);
+        same(what, la, lb, sizeof la);
+        CHECK(ck_topk_ce(0, lg, NB, C, NULL, K, tb, NULL) == cudaSuccess, "launch");
+        CHECK(memcmp(ta, tb, (size_t)NB * K * 4) == 0, "top-%d of %d classes without the loss",
+              K, C);
+        free(lg);
+        free(ta);
+        free(tb);
+    }
+}
+
 /* The fp32 BatchNorm passes over NCHW planes (cuda_kernels.cu) against
  * their per-element formula, bit for bit: planes of HW pixels, several a
  * block (HW < THREADS), one a block, or longer than a block. */
@@ -716,16 +757,18 @@ static void check_bn16(int fp16, int npix, int C)
  * order, bit for bit: a channel's npix values cut into ckb_sum_parts(npix)
  * slices, each slice's values strided over the block's 8 rows, each row's
  * partial in pixel order, the rows of a slice summed in order, then the
- * slices in order: the same whichever threads hold a channel
- * (1 or 8 channels a thread, several slices side by side in a block where
- * the channels are few). 70,000 pixels take 137 slices. */
+ * slices as k16_sum_slices adds them (lane l of 32: slices l, l + 32, ...
+ * in order; the 32 lanes' sums in a tree of halves): the same whichever
+ * threads hold a channel (1 or 8 channels a thread, several slices side by
+ * side in a block where the channels are few). 70,000 pixels take 547
+ * slices: lanes of 17 and 18, 8 of them in flight and the rest one by one. */
 static double slices16(int fp16, const uint16_t *x, const uint16_t *y, const uint16_t *gy,
                        int npix, int c, int ch, double center, int what)
 {
     enum { ROWS16 = 256 / 32 };
     int parts = ckb_sum_parts((size_t)npix);
     size_t len = ((size_t)npix + parts - 1) / parts;
-    double total = 0.0;
+    double lane[32] = {0};
     for (int sl = 0; sl < parts; sl++) {
         size_t lo = sl * len, hi = lo + len < (size_t)npix ? lo + len : (size_t)npix;
         double s = 0.0;
@@ -745,9 +788,12 @@ static double slices16(int fp16, const uint16_t *x, const uint16_t *y, const uin
             }
             s += acc;
         }
-        total += s;
+        lane[sl % 32] += s;
     }
-    return total;
+    for (int k = 16; k > 0; k >>= 1)
+        for (int l = 0; l < k; l++)
+            lane[l] += lane[l + k];
+    return lane[0];
 }
 
 static void check_bn16_sums(int fp16, int npix, int C)
@@ -809,6 +855,7 @@ int main(void)
     check_round();
     check_elementwise();
     check_ce_sizes();
+    check_topk_sizes();
     check_pool(0, 7, 6);
     check_pool(0, 16, 24);
     check_pool(1, 7, 6);
@@ -835,7 +882,7 @@ int main(void)
             check_bn16(fp16, 37, C);       /* one slice a channel */
             check_bn16(fp16, C > 64 ? 3000 : 20000, C);    /* several slices (apply_parts) */
             check_bn16_sums(fp16, 37, C);      /* one slice a channel */
-            check_bn16_sums(fp16, C > 64 ? 9000 : 70000, C);   /* 18 or 137 slices */
+            check_bn16_sums(fp16, C > 64 ? 9000 : 70000, C);   /* 71 or 547 slices */
         }
     }
     tc_failures += check_elementwise16();
