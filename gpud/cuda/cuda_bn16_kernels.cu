@@ -4,6 +4,7 @@
  * load) where the channels are a multiple of 8 and the buffers aligned,
  * else L = 1. Both give the same bits: a channel's values are summed in
  * the same order whichever thread holds them. */
+#include "gpud/bn_math.h"
 #include "gpud/cuda/cuda_half16.h"
 #include "gpud/cuda/cuda_kernels.h"
 #include "gpud/cuda/cuda_launch.h"
@@ -147,11 +148,13 @@ __global__ static void k16_chan_sums8(const void *x, size_t cnt, int c, const fl
  * thread a row over slice-major partials still 128 rounds of 8 loads at
  * 1,024 slices. */
 #define SLICE_LANES 32
-__global__ static void k16_sum_slices(const double *part, int rows, int parts, double *out)
+
+/* row r's sum, as the comment above: every thread of the block calls it
+ * (r >= rows: a row of nothing); valid in the row's lane 0. sh: THREADS
+ * doubles. */
+__device__ static double slices_sum(const double *part, int rows, int parts, int r, int lane,
+                                    double *sh)
 {
-    __shared__ double sh[THREADS];
-    int lane = (int)threadIdx.x % SLICE_LANES;
-    int r = (int)blockIdx.x * (THREADS / SLICE_LANES) + (int)threadIdx.x / SLICE_LANES;
     double acc = 0.0;
     int i = lane;
     for (; r < rows && i + 7 * SLICE_LANES < parts; i += 8 * SLICE_LANES) {
@@ -170,16 +173,77 @@ __global__ static void k16_sum_slices(const double *part, int rows, int parts, d
             sh[threadIdx.x] += sh[threadIdx.x + k];
         __syncthreads();
     }
-    if (lane == 0 && r < rows)
-        out[r] = sh[threadIdx.x];
+    return sh[threadIdx.x];
 }
 
+/* What the row's lane 0 does with its sum besides storing it: the
+ * per-channel kernel that followed each sum (ck_bn_stat, ck_bn_running,
+ * ck_bn_grad_finish: bn_math.h's arithmetic, the same bits) done here, a
+ * launch of a few thousand threads fewer each (three a training
+ * BatchNorm a step: ResNet-50's 53 layers, 159 launches). */
+typedef enum { FIN_NONE, FIN_STAT, FIN_GRAD } fin_kind_t;
+typedef struct {
+    fin_kind_t kind;
+    double count;
+    /* FIN_STAT: stat[r] = the sum / count; with rm (the variance's sum),
+     * the running statistics from mean[r] and it, as ck_bn_running */
+    float *stat, *rm, *rv;
+    const float *mean;
+    double momentum, unbias;
+    /* FIN_GRAD: rows r and c + r of the gradient sums, as
+     * ck_bn_grad_finish (c: the rows given, their partials 2c a slice) */
+    const float *gamma, *var;
+    float eps;
+    float *ggamma, *gbeta, *coef;
+} sums_fin_t;
+
+__global__ static void k16_sum_slices(const double *part, int rows, int parts, double *out,
+                                      sums_fin_t f)
+{
+    __shared__ double sh[THREADS];
+    int lane = (int)threadIdx.x % SLICE_LANES;
+    int r = (int)blockIdx.x * (THREADS / SLICE_LANES) + (int)threadIdx.x / SLICE_LANES;
+    if (f.kind != FIN_GRAD) {
+        double sum = slices_sum(part, rows, parts, r, lane, sh);
+        if (lane != 0 || r >= rows)
+            return;
+        out[r] = sum;
+        if (f.kind == FIN_STAT) {
+            float st = bnm_stat(sum, f.count);
+            f.stat[r] = st;
+            if (f.rm) {
+                f.rm[r] = bnm_running(f.rm[r], f.mean[r], f.momentum, 1.0);
+                f.rv[r] = bnm_running(f.rv[r], st, f.momentum, f.unbias);
+            }
+        }
+        return;
+    }
+    /* the two rows of channel r in turn, each in the order above (the
+     * block's sh reused: slices_sum ends behind a barrier) */
+    int c = rows;
+    double sdy = slices_sum(part, 2 * c, parts, r < c ? r : 2 * c, lane, sh);
+    __syncthreads();
+    double sgx = slices_sum(part, 2 * c, parts, r < c ? c + r : 2 * c, lane, sh);
+    if (lane != 0 || r >= c)
+        return;
+    double sdyxh = BNM_DIV(sgx, bnm_std(f.var[r], f.eps));
+    out[r] = sdy;
+    out[c + r] = sdyxh;
+    if (f.ggamma)
+        f.ggamma[r] = (float)sdyxh;
+    if (f.gbeta)
+        f.gbeta[r] = (float)sdy;
+    bnm_coeffs(f.gamma[r], f.var[r], f.eps, sdy, sdyxh, f.count, &f.coef[r], &f.coef[c + r],
+               &f.coef[2 * c + r]);
+}
+
+/* rows sums (FIN_GRAD: c channels' pairs) */
 static cudaError_t sum_slices(cudaStream_t s, const double *part, int rows, int parts,
-                              double *out)
+                              double *out, sums_fin_t f)
 {
     const int per_block = THREADS / SLICE_LANES;
     k16_sum_slices<<<(unsigned)((rows + per_block - 1) / per_block), THREADS, 0, s>>>(
-        part, rows, parts, out);
+        part, rows, parts, out, f);
     return cudaGetLastError();
 }
 
@@ -204,17 +268,49 @@ static int lanes8(int c, const void *a, const void *b, const void *d, const void
     return vec8_ok((size_t)c, a, b, d) && vec8_ok((size_t)c, e, e, e);
 }
 
+/* the channel sums' main pass: the partials, and their count */
+static cudaError_t chan_pass(cudaStream_t s, int fp16, const void *x, int npix, int c,
+                             const float *center, double *part, int *parts)
+{
+    /* the launch's arguments plain values (the emulator's recorded
+     * launch keeps them, not what a pointer pointed at) */
+    int L = lanes8(c, x, x, x, x) ? 8 : 1, np = ckb_sum_parts((size_t)npix);
+    unsigned blocks;
+    bn16_grid_t g = bn16_grid(c / L, np, &blocks);
+    *parts = np;
+    return L == 8 ? LAUNCH16_GRID(fp16, k16_chan_sums8, blocks, x, (size_t)npix, c, center, np,
+                                  g, part)
+                  : LAUNCH16_GRID(fp16, k16_chan_sums, blocks, x, (size_t)npix, c, center, np,
+                                  g, part);
+}
+
 cudaError_t ckb_chan_sums(cudaStream_t s, int fp16, const void *x, int npix, int c,
                           const float *center, double *out, double *part)
 {
-    int parts = ckb_sum_parts((size_t)npix), L = lanes8(c, x, x, x, x) ? 8 : 1;
-    unsigned blocks;
-    bn16_grid_t g = bn16_grid(c / L, parts, &blocks);
-    cudaError_t e = L == 8 ? LAUNCH16_GRID(fp16, k16_chan_sums8, blocks, x, (size_t)npix, c,
-                                           center, parts, g, part)
-                           : LAUNCH16_GRID(fp16, k16_chan_sums, blocks, x, (size_t)npix, c,
-                                           center, parts, g, part);
-    return e != cudaSuccess ? e : sum_slices(s, part, c, parts, out);
+    int parts;
+    cudaError_t e = chan_pass(s, fp16, x, npix, c, center, part, &parts);
+    sums_fin_t none = {};
+    return e != cudaSuccess ? e : sum_slices(s, part, c, parts, out, none);
+}
+
+cudaError_t ckb_bn_stats(cudaStream_t s, int fp16, const void *x, int npix, int c, double count,
+                         float *stat, float *rm, float *rv, double momentum, double unbias,
+                         double *sums, double *part)
+{
+    int parts;
+    sums_fin_t f = {};
+    f.kind = FIN_STAT;
+    f.count = count;
+    f.stat = stat;
+    cudaError_t e = chan_pass(s, fp16, x, npix, c, NULL, part, &parts);
+    if (e == cudaSuccess)
+        e = sum_slices(s, part, c, parts, sums, f);
+    if (e == cudaSuccess)
+        e = chan_pass(s, fp16, x, npix, c, stat, part, &parts);
+    f.stat = stat + c;
+    f.rm = rm, f.rv = rv, f.mean = stat;
+    f.momentum = momentum, f.unbias = unbias;
+    return e != cudaSuccess ? e : sum_slices(s, part, c, parts, sums, f);
 }
 
 /* The element-wise passes use the same block layout: a thread keeps its
@@ -416,19 +512,44 @@ __global__ static void TWO_BLOCKS k16_grad_sums8(const void *x, const void *y, c
     grad_sums<T, 8>(x, y, gy, gout, cnt, c, center, parts, g, part);
 }
 
+/* the gradient sums' main pass: the partials, and their count */
+static cudaError_t grad_pass(cudaStream_t s, int fp16, const void *x, const void *y,
+                             const void *gy, void *gout, int npix, int c, const float *center,
+                             double *part, int *parts)
+{
+    int L = lanes8(c, x, y, gy, gout ? gout : gy) ? 8 : 1, np = ckb_sum_parts((size_t)npix);
+    unsigned blocks;
+    bn16_grid_t g = bn16_grid(c / L, np, &blocks);
+    *parts = np;
+    return L == 8 ? LAUNCH16_GRID(fp16, k16_grad_sums8, blocks, x, y, gy, gout, (size_t)npix, c,
+                                  center, np, g, part)
+                  : LAUNCH16_GRID(fp16, k16_grad_sums, blocks, x, y, gy, gout, (size_t)npix, c,
+                                  center, np, g, part);
+}
+
 cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void *y,
                              const void *gy, void *gout, int npix, int c, const float *center,
                              double *out, double *part)
 {
-    int parts = ckb_sum_parts((size_t)npix),
-        L = lanes8(c, x, y, gy, gout ? gout : gy) ? 8 : 1;
-    unsigned blocks;
-    bn16_grid_t g = bn16_grid(c / L, parts, &blocks);
-    cudaError_t e = L == 8 ? LAUNCH16_GRID(fp16, k16_grad_sums8, blocks, x, y, gy, gout,
-                                           (size_t)npix, c, center, parts, g, part)
-                           : LAUNCH16_GRID(fp16, k16_grad_sums, blocks, x, y, gy, gout,
-                                           (size_t)npix, c, center, parts, g, part);
-    return e != cudaSuccess ? e : sum_slices(s, part, 2 * c, parts, out);
+    int parts;
+    cudaError_t e = grad_pass(s, fp16, x, y, gy, gout, npix, c, center, part, &parts);
+    sums_fin_t none = {};
+    return e != cudaSuccess ? e : sum_slices(s, part, 2 * c, parts, out, none);
+}
+
+cudaError_t ckb_bn_grad(cudaStream_t s, int fp16, const void *x, const void *y, const void *gy,
+                        void *gout, int npix, int c, const float *center, const float *gamma,
+                        const float *var, float eps, double count, float *ggamma,
+                        float *gbeta, float *coef, double *sums, double *part)
+{
+    int parts;
+    cudaError_t e = grad_pass(s, fp16, x, y, gy, gout, npix, c, center, part, &parts);
+    sums_fin_t f = {};
+    f.kind = FIN_GRAD;
+    f.count = count;
+    f.gamma = gamma, f.var = var, f.eps = eps;
+    f.ggamma = ggamma, f.gbeta = gbeta, f.coef = coef;
+    return e != cudaSuccess ? e : sum_slices(s, part, c, parts, sums, f);
 }
 
 /* the channel vectors widened once, where the thread starts: kept as

@@ -22,7 +22,17 @@
  *                  dy' = gy, or gy where y > 0 (y non-NULL: the fused ReLU);
  *                  with gout, dy' also stored there as ckb_relu_bwd would
  *                  (the block end's ReLU backward fused, tape_fuse.c);
- *   ckb_bn_grad_apply  gx = bf16(scale dy' + a (x - center) + b).
+ *   ckb_bn_grad_apply  gx = bf16(scale dy' + a (x - center) + b);
+ *   ckb_bn_stats   a training BatchNorm's statistics: stat[0, c) = the
+ *                  mean (ckb_chan_sums, then ck_bn_stat), stat[c, 2c) the
+ *                  variance about it, and the running statistics rm, rv
+ *                  updated as ck_bn_running does (momentum, unbias): the
+ *                  same bits as those five launches, in four (sums: 2c
+ *                  doubles, the sums);
+ *   ckb_bn_grad    ckb_bn_grad_sums then ck_bn_grad_finish's
+ *                  coefficients (ggamma, gbeta, coef: 3c), the same bits,
+ *                  in two launches (sums as ckb_bn_grad_sums' out, its
+ *                  second half sum dy' xhat as the finish leaves it).
  * part: ckb_sum_parts(n * hw) doubles per output sum (slice-major). Each enqueues on s
  * and returns the launch status; 16-byte loads of 8 channels where c is a
  * multiple of 8 and the buffers 16-byte aligned (the same bits). */
@@ -48,6 +58,13 @@ cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void
 cudaError_t ckb_bn_grad_apply(cudaStream_t s, int fp16, void *gx, const void *x, const void *y,
                               const void *gy, int npix, int c, const float *center,
                               const float *scale, const float *a, const float *b);
+cudaError_t ckb_bn_stats(cudaStream_t s, int fp16, const void *x, int npix, int c, double count,
+                         float *stat, float *rm, float *rv, double momentum, double unbias,
+                         double *sums, double *part);
+cudaError_t ckb_bn_grad(cudaStream_t s, int fp16, const void *x, const void *y, const void *gy,
+                        void *gout, int npix, int c, const float *center, const float *gamma,
+                        const float *var, float eps, double count, float *ggamma,
+                        float *gbeta, float *coef, double *sums, double *part);
 
 #ifdef __cplusplus
 }

@@ -641,18 +641,14 @@ static int h_bn_train_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int s
     cudaStream_t s = stream_of(g->be);
     int h = f16(g->be);
     if (cu_sticky(g) < 0 ||
-        cu_check(g, ckb_chan_sums(s, h, x, npix, c, NULL, p->sums, part),
-                 "16-bit channel sums") < 0 ||
-        cu_check(g, ck_bn_stat(s, p->sums, c, t->count, mean), "batch mean kernel") < 0 ||
-        cu_check(g, ckb_chan_sums(s, h, x, npix, c, mean, p->sums, part),
-                 "16-bit channel sums") < 0 ||
-        cu_check(g, ck_bn_stat(s, p->sums, c, t->count, var), "batch variance kernel") < 0 ||
-        cu_check(g, ckb_bn_apply(s, h, y, x, npix, c, t->gamma, t->beta, mean, var, t->eps,
-                                 t->relu || t->res, t->res), "16-bit batch-norm kernel") < 0)
+        cu_check(g, ckb_bn_stats(s, h, x, npix, c, t->count, t->stat, t->running_mean,
+                                 t->running_var, t->momentum, bnm_unbias(t->count), p->sums,
+                                 part),
+                 "16-bit batch and running statistics kernels") < 0)
         return -1;
-    return cu_check(g, ck_bn_running(s, t->running_mean, t->running_var, t->stat, c,
-                                     t->momentum, bnm_unbias(t->count)),
-                    "running statistics kernel");
+    return cu_check(g, ckb_bn_apply(s, h, y, x, npix, c, t->gamma, t->beta, mean, var, t->eps,
+                                    t->relu || t->res, t->res),
+                    "16-bit batch-norm kernel");
 }
 
 static int h_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void *y,
@@ -664,12 +660,10 @@ static int h_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void 
     const void *mask = t->relu ? y : NULL;
     cudaStream_t s = stream_of(g->be);
     if (cu_sticky(g) < 0 ||
-        cu_check(g, ckb_bn_grad_sums(s, f16(g->be), x, mask, gy, t->gres, npix, c, mean,
-                                     p->sums, p->sums + 2 * (size_t)c),
-                 "16-bit batch-norm gradient sums") < 0 ||
-        cu_check(g, ck_bn_grad_finish(s, p->sums, c, t->gamma, var, t->eps, t->count, t->ggamma,
-                                      t->gbeta, p->coef),
-                 "batch-norm gradient coefficients kernel") < 0)
+        cu_check(g, ckb_bn_grad(s, f16(g->be), x, mask, gy, t->gres, npix, c, mean, t->gamma,
+                                var, t->eps, t->count, t->ggamma, t->gbeta, p->coef, p->sums,
+                                p->sums + 2 * (size_t)c),
+                 "16-bit batch-norm gradient sums and coefficients kernels") < 0)
         return -1;
     if (!gx)
         return 0;

@@ -850,6 +850,73 @@ static void check_bn16_sums(int fp16, int npix, int C)
     free(part);
 }
 
+/* ckb_bn_stats and ckb_bn_grad (the per-channel finish inside the sums'
+ * last launch) against the unfused launches and bn_math.h on the host,
+ * bit for bit: the mean, the variance, the running statistics, the
+ * gradient sums and the three coefficients a channel. */
+static void check_bn16_fused(int fp16, int npix, int C)
+{
+    size_t n = (size_t)npix * C;
+    int parts = ckb_sum_parts((size_t)npix);
+    double count = (double)npix, mom = 0.1, unbias = bnm_unbias(count);
+    float *xf = randv(n, 3, 1), *gyf = randv(n, 1, 0), *gamma = randv(C, 1, 1);
+    uint16_t *x = malloc(n * 2), *gy = malloc(n * 2);
+    double *sums = malloc(2 * C * sizeof *sums), *want = malloc(2 * C * sizeof *want);
+    double *part = malloc(2 * C * (size_t)parts * sizeof *part);
+    float *stat = malloc(2 * C * sizeof *stat), *st2 = malloc(2 * C * sizeof *st2);
+    float *rm = randv(C, 1, 0), *rv = randv(C, 1, 1), *rm2 = malloc(C * 4), *rv2 = malloc(C * 4);
+    float *coef = malloc(3 * C * sizeof *coef), *coef2 = malloc(3 * C * sizeof *coef2);
+    float *gg = malloc(C * 4), *gb = malloc(C * 4), *gg2 = malloc(C * 4), *gb2 = malloc(C * 4);
+    REQUIRE(x && gy && sums && want && part && stat && st2 && rm2 && rv2 && coef && coef2 && gg &&
+                gb && gg2 && gb2, "alloc");
+    for (size_t i = 0; i < n; i++)
+        x[i] = pack16(fp16, xf[i]), gy[i] = pack16(fp16, gyf[i]);
+    memcpy(rm2, rm, C * 4);
+    memcpy(rv2, rv, C * 4);
+    /* the unfused launches, the per-channel steps on the host */
+    CHECK(ckb_chan_sums(0, fp16, x, npix, C, NULL, want, part) == cudaSuccess, "launch");
+    for (int ch = 0; ch < C; ch++)
+        st2[ch] = bnm_stat(want[ch], count);
+    CHECK(ckb_chan_sums(0, fp16, x, npix, C, st2, want, part) == cudaSuccess, "launch");
+    for (int ch = 0; ch < C; ch++) {
+        st2[C + ch] = bnm_stat(want[ch], count);
+        rm2[ch] = bnm_running(rm2[ch], st2[ch], mom, 1.0);
+        rv2[ch] = bnm_running(rv2[ch], st2[C + ch], mom, unbias);
+    }
+    CHECK(ckb_bn_stats(0, fp16, x, npix, C, count, stat, rm, rv, mom, unbias, sums, part) ==
+              cudaSuccess, "launch");
+    char what[96];
+    snprintf(what, sizeof what, "%s batch statistics fused (%d x %d)", fp16 ? "fp16" : "bf16",
+             npix, C);
+    same(what, stat, st2, 2 * C * sizeof *stat);
+    same(what, rm, rm2, C * 4);
+    same(what, rv, rv2, C * 4);
+    for (int masked = 0; masked < 2; masked++) {
+        const uint16_t *y = masked ? x : NULL;
+        CHECK(ckb_bn_grad_sums(0, fp16, x, y, gy, NULL, npix, C, stat, want, part) ==
+                  cudaSuccess, "launch");
+        for (int ch = 0; ch < C; ch++) {
+            double sdyxh = want[C + ch] / bnm_std(stat[C + ch], 1e-5f);
+            want[C + ch] = sdyxh;
+            gg2[ch] = (float)sdyxh;
+            gb2[ch] = (float)want[ch];
+            bnm_coeffs(gamma[ch], stat[C + ch], 1e-5f, want[ch], sdyxh, count, &coef2[ch],
+                       &coef2[C + ch], &coef2[2 * C + ch]);
+        }
+        CHECK(ckb_bn_grad(0, fp16, x, y, gy, NULL, npix, C, stat, gamma, stat + C, 1e-5f, count,
+                          gg, gb, coef, sums, part) == cudaSuccess, "launch");
+        snprintf(what, sizeof what, "%s batch-norm gradient fused (%d x %d, %s)",
+                 fp16 ? "fp16" : "bf16", npix, C, masked ? "ReLU" : "plain");
+        same(what, sums, want, 2 * C * sizeof *sums);
+        same(what, coef, coef2, 3 * C * sizeof *coef);
+        same(what, gg, gg2, C * 4);
+        same(what, gb, gb2, C * 4);
+    }
+    free(xf), free(gyf), free(gamma), free(x), free(gy), free(sums), free(want), free(part);
+    free(stat), free(st2), free(rm), free(rv), free(rm2), free(rv2), free(coef), free(coef2);
+    free(gg), free(gb), free(gg2), free(gb2);
+}
+
 int main(void)
 {
     check_round();
@@ -883,6 +950,7 @@ int main(void)
             check_bn16(fp16, C > 64 ? 3000 : 20000, C);    /* several slices (apply_parts) */
             check_bn16_sums(fp16, 37, C);      /* one slice a channel */
             check_bn16_sums(fp16, C > 64 ? 9000 : 70000, C);   /* 71 or 547 slices */
+            check_bn16_fused(fp16, C > 64 ? 9000 : 70000, C);
         }
     }
     tc_failures += check_elementwise16();
