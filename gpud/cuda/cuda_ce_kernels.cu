@@ -38,14 +38,14 @@ __global__ static void k_ce(const float *logits, const int32_t *labels, int n, i
  * again. k_ce ran a thread a sample: ResNet's 256 x 1,000 took 0.35 ms. */
 #define CE_KMAX 4096
 #define CE_THREADS 128
-__global__ static void k_ce_block(const float *logits, const int32_t *labels, int k, float eps,
-                                  const float *dloss, float *loss, float *glogits)
+
+/* A row's k logits l: its maximum (returned to every thread; NaN skipped,
+ * as a loop in class order skips it) and e[c] = exp(l[c] - max), spread
+ * over the block's CE_THREADS threads. Every thread calls it; part:
+ * CE_THREADS doubles of shared memory; e is complete when it returns. */
+__device__ static double row_max_exps(const float *l, int k, double *part, double *e)
 {
-    __shared__ double e[CE_KMAX];
-    __shared__ double part[CE_THREADS];
-    __shared__ double stat[2];   /* the maximum, then the sum of the exps */
-    int i = (int)blockIdx.x, t = (int)threadIdx.x;
-    const float *l = logits + (size_t)i * k;
+    int t = (int)threadIdx.x;
     double mx = -INFINITY;
     for (int c = t; c < k; c += CE_THREADS)
         mx = l[c] > mx ? l[c] : mx;
@@ -54,20 +54,32 @@ __global__ static void k_ce_block(const float *logits, const int32_t *labels, in
     if (t == 0) {
         for (int j = 1; j < CE_THREADS; j++)
             mx = part[j] > mx ? part[j] : mx;
-        stat[0] = mx;
+        part[0] = mx;
     }
     __syncthreads();
-    mx = stat[0];
+    mx = part[0];
     for (int c = t; c < k; c += CE_THREADS)
         e[c] = exp((double)l[c] - mx);
     __syncthreads();
+    return mx;
+}
+
+__global__ static void k_ce_block(const float *logits, const int32_t *labels, int k, float eps,
+                                  const float *dloss, float *loss, float *glogits)
+{
+    __shared__ double e[CE_KMAX];
+    __shared__ double part[CE_THREADS];
+    __shared__ double stat;   /* the sum of the exps */
+    int i = (int)blockIdx.x, t = (int)threadIdx.x;
+    const float *l = logits + (size_t)i * k;
+    double mx = row_max_exps(l, k, part, e);
     if (t == 0) {
         double s = 0.0, sum = 0.0;
         for (int c = 0; c < k; c++) {
             s += e[c];
             sum += l[c];
         }
-        stat[1] = s;
+        stat = s;
         if (loss) {
             double lse = mx + log(s);
             loss[i] = (float)(lse - (1.0 - eps) * l[labels[i]] - (double)eps / k * sum);
@@ -75,7 +87,7 @@ __global__ static void k_ce_block(const float *logits, const int32_t *labels, in
     }
     __syncthreads();
     if (glogits) {
-        double s = stat[1];
+        double s = stat;
         for (int c = t; c < k; c += CE_THREADS) {
             double tt = (double)eps / k + (c == labels[i] ? 1.0 - eps : 0.0);
             glogits[(size_t)i * k + c] = (float)(dloss[i] * (e[c] / s - tt));
@@ -195,28 +207,11 @@ __global__ static void k_topk_block(const float *logits, int nc, const int32_t *
     }
     if (!loss)
         return;
-    double mx = -INFINITY;
-    for (int c = t; c < nc; c += CE_THREADS)
-        mx = l[c] > mx ? l[c] : mx;
-    part[t] = mx;
-    __syncthreads();
-    if (t == 0) {
-        for (int j = 1; j < CE_THREADS; j++)
-            mx = part[j] > mx ? part[j] : mx;
-        part[0] = mx;
-    }
-    __syncthreads();
-    mx = part[0];
+    double mx = row_max_exps(l, nc, part, e);
     int32_t label = labels ? labels[i] : -1;
-    if (label < 0 || label >= nc || !isfinite(mx)) {   /* the same for every thread */
-        if (t == 0)
-            loss[i] = NAN;
-        return;
-    }
-    for (int c = t; c < nc; c += CE_THREADS)
-        e[c] = exp((double)l[c] - mx);
-    __syncthreads();
-    if (t == 0) {
+    if (t == 0 && (label < 0 || label >= nc || !isfinite(mx)))
+        loss[i] = NAN;
+    else if (t == 0) {
         double s = 0.0;
         for (int c = 0; c < nc; c++)
             s += e[c];
