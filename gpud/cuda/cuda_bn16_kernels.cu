@@ -32,6 +32,13 @@
  * gradient kernels take 130-190 registers at 4 rows). */
 #define UNROLL(L) ((L) == 8 ? 2 : 4)
 #define SUM_UNROLL 4   /* the channel sums (one stream, 69 registers at L = 8, 2 rows) */
+/* The normalising pass: 4 pixel rows' loads in flight (2 of x and 2 of the
+ * residual's where it adds one). Its 32 channel constants in double hold
+ * it to two blocks an SM whatever it unrolls (102 registers at 2 rows, 128
+ * at 4, no spill: ptxas), so the rows are what puts bytes in flight: 64 a
+ * thread, about 4 MB over an H200's 132 SMs, where its HBM wants about 3-4
+ * (its bandwidth times a load's latency); 2 rows put half that. */
+#define APPLY_UNROLL 4
 /* ... and the 8-channel gradient kernels held to 128 registers, two blocks
  * an SM (172 unbounded, one block: 8 warps to hide an SM's latencies) */
 #define TWO_BLOCKS __launch_bounds__(THREADS, 2)
@@ -362,6 +369,16 @@ __device__ static void bn_apply(void *yv, const void *xv, size_t npix, int c, in
     }
     size_t j = lo + threadIdx.x / COLS;
     if (res) {   /* its own loop: the plain pass keeps its registers */
+        for (; j + (APPLY_UNROLL / 2 - 1) * ROWS < hi; j += APPLY_UNROLL / 2 * ROWS) {
+            h16v<T, L> v[APPLY_UNROLL / 2], r[APPLY_UNROLL / 2];
+            for (int u = 0; u < APPLY_UNROLL / 2; u++) {
+                v[u] = ldv<T, L>(x + (j + (size_t)u * ROWS) * c + ch);
+                r[u] = ldv<T, L>(res + (j + (size_t)u * ROWS) * c + ch);
+            }
+            for (int u = 0; u < APPLY_UNROLL / 2; u++)
+                stv<T, L>(y + (j + (size_t)u * ROWS) * c + ch,
+                          bn_terms<T, L>(v[u], m, inv, ga, be, relu, &r[u]));
+        }
         for (; j < hi; j += ROWS) {
             h16v<T, L> r = ldv<T, L>(res + j * c + ch);
             stv<T, L>(y + j * c + ch,
@@ -369,11 +386,11 @@ __device__ static void bn_apply(void *yv, const void *xv, size_t npix, int c, in
         }
         return;
     }
-    for (; j + (UNROLL(L) - 1) * ROWS < hi; j += UNROLL(L) * ROWS) {
-        h16v<T, L> v[UNROLL(L)];
-        for (int u = 0; u < UNROLL(L); u++)
+    for (; j + (APPLY_UNROLL - 1) * ROWS < hi; j += APPLY_UNROLL * ROWS) {
+        h16v<T, L> v[APPLY_UNROLL];
+        for (int u = 0; u < APPLY_UNROLL; u++)
             v[u] = ldv<T, L>(x + (j + (size_t)u * ROWS) * c + ch);
-        for (int u = 0; u < UNROLL(L); u++)
+        for (int u = 0; u < APPLY_UNROLL; u++)
             stv<T, L>(y + (j + (size_t)u * ROWS) * c + ch,
                       bn_terms<T, L>(v[u], m, inv, ga, be, relu, (const h16v<T, L> *)NULL));
     }

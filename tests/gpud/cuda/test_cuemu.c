@@ -726,6 +726,21 @@ static void check_bn16(int fp16, int npix, int C)
         }
         CHECK(bad == 0, "%s bn apply (relu %d, %d pixels x %d): %zu of %zu elements differ",
               fp16 ? "fp16" : "bf16", relu, npix, C, bad, n);
+        /* with a residual (the block end fused): the value stored without
+         * it, plus the residual (gy's values stand in), rounded again */
+        CHECK(ckb_bn_apply(0, fp16, gx, x, npix, C, gamma, beta, mean, var, 1e-5f, relu, gy) ==
+                  cudaSuccess, "launch");
+        bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            int ch = (int)(i % C);
+            double inv = 1.0 / sqrt((double)var[ch] + 1e-5f);
+            float v = (float)(((double)unpack16(fp16, x[i]) - mean[ch]) * inv * gamma[ch] +
+                              beta[ch]);
+            v = unpack16(fp16, pack16(fp16, v)) + unpack16(fp16, gy[i]);
+            bad += gx[i] != pack16(fp16, relu && !(v > 0.0f) ? 0.0f : v);
+        }
+        CHECK(bad == 0, "%s bn apply + residual (relu %d, %d pixels x %d): %zu of %zu elements "
+              "differ", fp16 ? "fp16" : "bf16", relu, npix, C, bad, n);
         CHECK(ckb_bn_grad_apply(0, fp16, gx, x, relu ? y : NULL, gy, npix, C, mean, coef,
                                 coef + C, coef + 2 * C) == cudaSuccess, "launch");
         bad = 0;
