@@ -147,20 +147,19 @@ __global__ static void k16_chan_sums8(const void *x, size_t cnt, int c, const fl
 
 /* out[r] = row r's partials summed, from the slice-major partials
  * part[sl * rows + r]: a warp a row (8 rows a block), lane l adding the
- * slices l, l + 32, l + 64, ... in order (8 loads in flight), then the 32
- * lanes' sums in one fixed tree (halves added: 16, 8, 4, 2, 1). The order
- * is a function of parts alone, as before; the result of a whole row
- * walked by one thread (k_sum_rows, 24 us a call on an H200 at 512
- * slices: ncu, 2026-11-30) was a chain of dependent loads, and of a
- * thread a row over slice-major partials still 128 rounds of 8 loads at
- * 1,024 slices. */
+ * slices l, l + 32, l + 64, ... in order (8 loads in flight), then lane 0
+ * the 32 lanes' sums in lane order. The order is a function of parts
+ * alone, as before; a whole row walked by one thread (k_sum_rows, 24 us a
+ * call on an H200 at 512 slices: ncu, 2026-11-30) was a chain of
+ * dependent loads, and a thread a row over slice-major partials still 128
+ * rounds of 8 loads at 1,024 slices. One barrier a launch: the kernel
+ * emulator runs a kernel with barriers as fibers, each barrier a context
+ * switch of every thread (a tree of halves, 6 barriers, cost the emulator
+ * tests a third more time). */
 #define SLICE_LANES 32
 
-/* row r's sum, as the comment above: every thread of the block calls it
- * (r >= rows: a row of nothing); valid in the row's lane 0. sh: THREADS
- * doubles. */
-__device__ static double slices_sum(const double *part, int rows, int parts, int r, int lane,
-                                    double *sh)
+/* This lane's share of row r's sum (0 for r >= rows). */
+__device__ static double lane_sum(const double *part, int rows, int parts, int r, int lane)
 {
     double acc = 0.0;
     int i = lane;
@@ -173,14 +172,17 @@ __device__ static double slices_sum(const double *part, int rows, int parts, int
     }
     for (; r < rows && i < parts; i += SLICE_LANES)
         acc += part[(size_t)i * rows + r];
-    sh[threadIdx.x] = acc;
-    __syncthreads();
-    for (int k = SLICE_LANES / 2; k > 0; k >>= 1) {
-        if (lane < k)
-            sh[threadIdx.x] += sh[threadIdx.x + k];
-        __syncthreads();
-    }
-    return sh[threadIdx.x];
+    return acc;
+}
+
+/* The row's sum from its lanes' shares in sh (written before a barrier),
+ * in lane order: lane 0 of the row calls it. */
+__device__ static double lanes_total(const double *sh)
+{
+    double s = sh[threadIdx.x];
+    for (int k = 1; k < SLICE_LANES; k++)
+        s += sh[threadIdx.x + k];
+    return s;
 }
 
 /* What the row's lane 0 does with its sum besides storing it: the
@@ -207,13 +209,15 @@ typedef struct {
 __global__ static void k16_sum_slices(const double *part, int rows, int parts, double *out,
                                       sums_fin_t f)
 {
-    __shared__ double sh[THREADS];
+    __shared__ double sh[THREADS], sh2[THREADS];
     int lane = (int)threadIdx.x % SLICE_LANES;
     int r = (int)blockIdx.x * (THREADS / SLICE_LANES) + (int)threadIdx.x / SLICE_LANES;
     if (f.kind != FIN_GRAD) {
-        double sum = slices_sum(part, rows, parts, r, lane, sh);
+        sh[threadIdx.x] = lane_sum(part, rows, parts, r, lane);
+        __syncthreads();
         if (lane != 0 || r >= rows)
             return;
+        double sum = lanes_total(sh);
         out[r] = sum;
         if (f.kind == FIN_STAT) {
             float st = bnm_stat(sum, f.count);
@@ -225,14 +229,15 @@ __global__ static void k16_sum_slices(const double *part, int rows, int parts, d
         }
         return;
     }
-    /* the two rows of channel r in turn, each in the order above (the
-     * block's sh reused: slices_sum ends behind a barrier) */
+    /* the two rows of channel r (c = rows channels, 2c rows of partials),
+     * each in the order above */
     int c = rows;
-    double sdy = slices_sum(part, 2 * c, parts, r < c ? r : 2 * c, lane, sh);
+    sh[threadIdx.x] = lane_sum(part, 2 * c, parts, r < c ? r : 2 * c, lane);
+    sh2[threadIdx.x] = lane_sum(part, 2 * c, parts, r < c ? c + r : 2 * c, lane);
     __syncthreads();
-    double sgx = slices_sum(part, 2 * c, parts, r < c ? c + r : 2 * c, lane, sh);
     if (lane != 0 || r >= c)
         return;
+    double sdy = lanes_total(sh), sgx = lanes_total(sh2);
     double sdyxh = BNM_DIV(sgx, bnm_std(f.var[r], f.eps));
     out[r] = sdy;
     out[c + r] = sdyxh;

@@ -10,7 +10,7 @@
  *                  slice's pixels strided over 8 rows, each row's partial
  *                  in pixel order, the rows in order, then the slices
  *                  (k16_sum_slices: lane l of 32 adds slices l, l + 32,
- *                  ... in order, the lanes in a fixed tree): an order
+ *                  ... in order, then the lanes in order): an order
  *                  fixed by the shape, the same bits in every process,
  *                  whichever threads hold a channel; another order than
  *                  the NCHW kernel's, equal after rounding to float but

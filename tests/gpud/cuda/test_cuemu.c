@@ -773,7 +773,7 @@ static void check_bn16(int fp16, int npix, int C)
  * slices, each slice's values strided over the block's 8 rows, each row's
  * partial in pixel order, the rows of a slice summed in order, then the
  * slices as k16_sum_slices adds them (lane l of 32: slices l, l + 32, ...
- * in order; the 32 lanes' sums in a tree of halves): the same whichever
+ * in order; the 32 lanes' sums in lane order): the same whichever
  * threads hold a channel (1 or 8 channels a thread, several slices side by
  * side in a block where the channels are few). 70,000 pixels take 547
  * slices: lanes of 17 and 18, 8 of them in flight and the rest one by one. */
@@ -805,10 +805,10 @@ static double slices16(int fp16, const uint16_t *x, const uint16_t *y, const uin
         }
         lane[sl % 32] += s;
     }
-    for (int k = 16; k > 0; k >>= 1)
-        for (int l = 0; l < k; l++)
-            lane[l] += lane[l + k];
-    return lane[0];
+    double total = lane[0];
+    for (int l = 1; l < 32; l++)
+        total += lane[l];
+    return total;
 }
 
 static void check_bn16_sums(int fp16, int npix, int C)
