@@ -127,6 +127,22 @@ __device__ static int ranks_before(const float *l, int a, int b)
     return x > y || (x == y && a < b);
 }
 
+/* The best of the classes c0, c0 + step, ... below nc by ranks_before
+ * that is not among the j ids already taken; -1 when every one is. */
+__device__ static int best_untaken(const float *l, int nc, int c0, int step,
+                                   const int32_t *taken_ids, int j)
+{
+    int best = -1;
+    for (int c = c0; c < nc; c += step) {
+        int taken = 0;
+        for (int q = 0; q < j && !taken; q++)
+            taken = taken_ids[q] == c;
+        if (!taken && (best < 0 || ranks_before(l, c, best)))
+            best = c;
+    }
+    return best;
+}
+
 /* a thread a sample: k_topk_block's fallback past CE_KMAX classes or
  * TOPK_KMAX ids */
 __global__ static void k_topk_ce(const float *logits, int n, int nc, const int32_t *labels,
@@ -137,15 +153,7 @@ __global__ static void k_topk_ce(const float *logits, int n, int nc, const int32
         const float *l = logits + i * (size_t)nc;
         int32_t *out = topk ? topk + i * (size_t)k : NULL;
         for (int j = 0; out && j < k; j++) {
-            int best = -1;
-            for (int c = 0; c < nc; c++) {
-                int taken = 0;
-                for (int q = 0; q < j && !taken; q++)
-                    taken = out[q] == c;
-                if (!taken && (best < 0 || ranks_before(l, c, best)))
-                    best = c;
-            }
-            out[j] = best;
+            out[j] = best_untaken(l, nc, 0, 1, out, j);
         }
         if (!loss)
             continue;
@@ -185,14 +193,7 @@ __global__ static void k_topk_block(const float *logits, int nc, const int32_t *
     int i = (int)blockIdx.x, t = (int)threadIdx.x;
     const float *l = logits + (size_t)i * nc;
     for (int j = 0; topk && j < k; j++) {
-        int b = -1;
-        for (int c = t; c < nc; c += CE_THREADS) {
-            int taken = 0;
-            for (int q = 0; q < j && !taken; q++)
-                taken = chosen[q] == c;
-            if (!taken && (b < 0 || ranks_before(l, c, b)))
-                b = c;
-        }
+        int b = best_untaken(l, nc, t, CE_THREADS, chosen, j);
         best[t] = b;
         __syncthreads();
         if (t == 0) {
