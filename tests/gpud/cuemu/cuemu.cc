@@ -1,11 +1,12 @@
 /* cuemu — the launch and the barrier of cuemu.h: a block's threads are
- * ucontext fibers run round-robin, each until it reaches __syncthreads or
- * returns; a round ends when every thread stands at the barrier (or has
- * returned), so no thread passes a barrier before all reach it. Device
- * runtime calls the kernels' files make (cudaGetLastError, cudaMemcpyAsync)
- * act on host memory. */
+ * fibers (cuemu_fiber.h) run round-robin, each until it reaches
+ * __syncthreads or returns; a round ends when every thread stands at the
+ * barrier (or has returned), so no thread passes a barrier before all reach
+ * it. Device runtime calls the kernels' files make (cudaGetLastError,
+ * cudaMemcpyAsync) act on host memory. */
 #include "cuemu_counts.h"
 #include "cuemu.h"
+#include "cuemu_fiber.h"
 extern "C" {
 #include "common/clock.h"
 }
@@ -14,7 +15,6 @@ extern "C" {
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ucontext.h>
 
 #include <map>
 #include <typeindex>
@@ -28,22 +28,34 @@ namespace {
 
 enum { STACK = 64 * 1024 };
 
-struct Fiber {
-    ucontext_t ctx;
-    std::vector<char> stack;
-    bool done;
-    uint3 tid;
-};
+void thread_run(void *arg);
 
 /* The fibers of a block, kept from launch to launch (their stacks are the
  * cost); body is the running launch's. */
 struct Block {
-    ucontext_t sched;
-    std::vector<Fiber> fibers;
-    size_t cur;
+    std::vector<cuemu_fiber_t *> fibers;
+    std::vector<char> done;   /* per thread: its run returned */
     const std::function<void()> *body;
     bool direct;    /* threads called one after another: no barrier may come */
     bool synced;    /* a barrier was reached in this launch */
+    ~Block()
+    {
+        for (cuemu_fiber_t *&f : fibers)
+            cuemu_fiber_destroy(&f);
+    }
+    /* at least n fibers; aborts when out of memory (a test tool) */
+    void grow(unsigned n)
+    {
+        while (fibers.size() < n) {
+            cuemu_fiber_t *f = cuemu_fiber_new(STACK, thread_run, nullptr);
+            if (!f) {
+                fprintf(stderr, "cuemu: out of memory for a thread's %d-byte stack\n", STACK);
+                abort();
+            }
+            fibers.push_back(f);
+        }
+        done.resize(fibers.size());
+    }
 };
 
 Block g_pool;
@@ -51,44 +63,26 @@ Block *g_block;
 /* launch sites (their lambda's type) seen to reach no barrier: run direct */
 std::unordered_set<std::type_index> g_no_sync;
 
-void fiber_main(void)
+void thread_run(void *)   /* a fiber's run (run_fibers set threadIdx) */
 {
-    Block *b = g_block;
-    (*b->body)();
-    b->fibers[b->cur].done = true;   /* uc_link returns to the scheduler */
-}
-
-/* getcontext and swapcontext return twice, as setjmp: each is alone in a
- * small function, so no loop variable lives across them (-Wclobbered) */
-void init_fiber(Block &b, unsigned t)
-{
-    Fiber &f = b.fibers[t];
-    f.done = false;
-    f.tid = uint3{t, 0, 0};
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = f.stack.data();
-    f.ctx.uc_stack.ss_size = f.stack.size();
-    f.ctx.uc_link = &b.sched;
-    makecontext(&f.ctx, fiber_main, 0);
-}
-
-bool resume(Block &b, size_t t)   /* true while the thread has not returned */
-{
-    b.cur = t;
-    threadIdx = b.fibers[t].tid;
-    swapcontext(&b.sched, &b.fibers[t].ctx);
-    return !b.fibers[t].done;
+    (*g_block->body)();
 }
 
 void run_fibers(Block &b, unsigned nthreads)
 {
     for (unsigned t = 0; t < nthreads; t++)
-        init_fiber(b, t);
+        b.done[t] = 0;
     for (size_t left = nthreads; left > 0;) {   /* rounds until every thread returned */
         left = 0;
-        for (size_t t = 0; t < nthreads; t++)
-            if (!b.fibers[t].done)
-                left += resume(b, t);
+        for (size_t t = 0; t < nthreads; t++) {
+            if (b.done[t])
+                continue;
+            threadIdx = uint3{(unsigned)t, 0, 0};
+            if (cuemu_fiber_resume(b.fibers[t]))
+                left++;
+            else
+                b.done[t] = 1;
+        }
     }
 }
 
@@ -104,7 +98,7 @@ void __syncthreads(void)
         abort();
     }
     b->synced = true;
-    swapcontext(&b->fibers[b->cur].ctx, &b->sched);
+    cuemu_fiber_yield();
 }
 
 /* A launch site's first launch runs every block as fibers; one that reached
@@ -178,12 +172,8 @@ static void launch_now(dim3 grid, dim3 block, const std::function<void()> &body)
     b.body = &body;
     b.direct = g_no_sync.count(site) > 0;
     b.synced = false;
-    if (!b.direct && b.fibers.size() < block.x) {
-        b.fibers.resize(block.x);
-        for (Fiber &f : b.fibers)
-            if (f.stack.size() != STACK)
-                f.stack.resize(STACK);
-    }
+    if (!b.direct)
+        b.grow(block.x);
     gridDim = grid;
     blockDim = block;
     g_block = &b;

@@ -1,0 +1,294 @@
+/* bn16_checks — see bn16_checks.h. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpud/bf16.h"
+#include "gpud/bn_math.h"
+#include "gpud/cuda/cuda_bn16_kernels.h"
+#include "gpud/cuda/cuda_train16_kernels.h"
+#include "gpud/fp16.h"
+#include "gpud/half_bits.h"
+#include "../tcheck.h"
+#include "../trand.h"
+#include "bn16_checks.h"
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+
+static float *randv(size_t n, float scale, float shift)
+{
+    float *v = malloc(n * sizeof *v);
+    REQUIRE(v, "alloc");
+    for (size_t i = 0; i < n; i++)
+        v[i] = shift + scale * trand(&rng);
+    return v;
+}
+
+static void same(const char *what, const void *a, const void *b, size_t bytes)
+{
+    CHECK(!memcmp(a, b, bytes), "%s: the emulated cuda kernel differs from the reference", what);
+}
+
+static uint16_t pack16(int fp16, float v)
+{
+    return fp16 ? fp16_pack(v) : bf16_pack(v);
+}
+
+static float unpack16(int fp16, uint16_t h)
+{
+    return fp16 ? fp16_unpack(h) : bf16_unpack(h);
+}
+
+/* The 16-bit BatchNorm passes on NHWC (cuda_train16_kernels.cu) against
+ * their per-element formula, bit for bit, for bf16 and fp16: C channels
+ * that fill one lane group and part of another, pixels over one or many
+ * slices. */
+static void check_bn16(int fp16, int npix, int C)
+{
+    size_t n = (size_t)npix * C;
+    float *xf = randv(n, 3, 1), *gyf = randv(n, 1, 0), *gamma = randv(C, 0.5f, 1);
+    float *beta = randv(C, 0.5f, 0), *mean = randv(C, 1, 1), *var = randv(C, 1, 2);
+    float *coef = randv(3 * C, 1, 0);
+    uint16_t *x = malloc(n * 2), *gy = malloc(n * 2), *y = malloc(n * 2), *gx = malloc(n * 2);
+    REQUIRE(x && gy && y && gx, "alloc");
+    for (size_t i = 0; i < n; i++)
+        x[i] = pack16(fp16, xf[i]), gy[i] = pack16(fp16, gyf[i]);
+    for (int relu = 0; relu < 2; relu++) {
+        CHECK(ckb_bn_apply(0, fp16, y, x, npix, C, gamma, beta, mean, var, 1e-5f, relu, NULL) ==
+                  cudaSuccess, "launch");
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            int ch = (int)(i % C);
+            double inv = 1.0 / sqrt((double)var[ch] + 1e-5f);
+            float v = (float)(((double)unpack16(fp16, x[i]) - mean[ch]) * inv * gamma[ch] +
+                              beta[ch]);
+            bad += y[i] != pack16(fp16, relu && !(v > 0.0f) ? 0.0f : v);
+        }
+        CHECK(bad == 0, "%s bn apply (relu %d, %d pixels x %d): %zu of %zu elements differ",
+              fp16 ? "fp16" : "bf16", relu, npix, C, bad, n);
+        /* with a residual (the block end fused): the value stored without
+         * it, plus the residual (gy's values stand in), rounded again */
+        CHECK(ckb_bn_apply(0, fp16, gx, x, npix, C, gamma, beta, mean, var, 1e-5f, relu, gy) ==
+                  cudaSuccess, "launch");
+        bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            int ch = (int)(i % C);
+            double inv = 1.0 / sqrt((double)var[ch] + 1e-5f);
+            float v = (float)(((double)unpack16(fp16, x[i]) - mean[ch]) * inv * gamma[ch] +
+                              beta[ch]);
+            v = unpack16(fp16, pack16(fp16, v)) + unpack16(fp16, gy[i]);
+            bad += gx[i] != pack16(fp16, relu && !(v > 0.0f) ? 0.0f : v);
+        }
+        CHECK(bad == 0, "%s bn apply + residual (relu %d, %d pixels x %d): %zu of %zu elements "
+              "differ", fp16 ? "fp16" : "bf16", relu, npix, C, bad, n);
+        CHECK(ckb_bn_grad_apply(0, fp16, gx, x, relu ? y : NULL, gy, npix, C, mean, coef,
+                                coef + C, coef + 2 * C) == cudaSuccess, "launch");
+        bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            int ch = (int)(i % C);
+            float g = relu && !(unpack16(fp16, y[i]) > 0.0f) ? 0.0f : unpack16(fp16, gy[i]);
+            float v = (float)((double)coef[ch] * g +
+                              (double)coef[C + ch] * ((double)unpack16(fp16, x[i]) - mean[ch]) +
+                              coef[2 * C + ch]);
+            bad += gx[i] != pack16(fp16, v);
+        }
+        CHECK(bad == 0, "%s bn grad apply (relu %d, %d pixels x %d): %zu of %zu elements "
+              "differ", fp16 ? "fp16" : "bf16", relu, npix, C, bad, n);
+    }
+    free(xf);
+    free(gyf);
+    free(gamma);
+    free(beta);
+    free(mean);
+    free(var);
+    free(coef);
+    free(x);
+    free(gy);
+    free(y);
+    free(gx);
+}
+
+/* ckb_chan_sums and ckb_bn_grad_sums against a host replica of their
+ * order, bit for bit: a channel's npix values cut into ckb_sum_parts(npix)
+ * slices, each slice's values strided over the block's 8 rows, each row's
+ * partial in pixel order, the rows of a slice summed in order, then the
+ * slices as k16_sum_slices adds them (lane l of 32: slices l, l + 32, ...
+ * in order; the 32 lanes' sums in lane order): the same whichever
+ * threads hold a channel (1 or 8 channels a thread, several slices side by
+ * side in a block where the channels are few). 70,000 pixels take 547
+ * slices: lanes of 17 and 18, 8 of them in flight and the rest one by one. */
+static double slices16(int fp16, const uint16_t *x, const uint16_t *y, const uint16_t *gy,
+                       int npix, int c, int ch, double center, int what)
+{
+    enum { ROWS16 = 256 / 32 };
+    int parts = ckb_sum_parts((size_t)npix);
+    size_t len = ((size_t)npix + parts - 1) / parts;
+    double lane[32] = {0};
+    for (int sl = 0; sl < parts; sl++) {
+        size_t lo = sl * len, hi = lo + len < (size_t)npix ? lo + len : (size_t)npix;
+        double s = 0.0;
+        for (int r = 0; r < ROWS16; r++) {
+            double acc = 0.0;
+            for (size_t j = lo + r; j < hi; j += ROWS16) {
+                size_t at = j * c + ch;
+                double v = unpack16(fp16, x[at]);
+                if (what == 0)
+                    acc += v;
+                else if (what == 1)
+                    acc += (v - center) * (v - center);
+                else {
+                    double g = y && !(unpack16(fp16, y[at]) > 0.0f) ? 0.0 : unpack16(fp16, gy[at]);
+                    acc += what == 2 ? g : g * (v - center);
+                }
+            }
+            s += acc;
+        }
+        lane[sl % 32] += s;
+    }
+    double total = lane[0];
+    for (int l = 1; l < 32; l++)
+        total += lane[l];
+    return total;
+}
+
+static void check_bn16_sums(int fp16, int npix, int C)
+{
+    size_t n = (size_t)npix * C;
+    int parts = ckb_sum_parts((size_t)npix);
+    float *xf = randv(n, 3, 1), *gyf = randv(n, 1, 0), *center = randv(C, 1, 1);
+    uint16_t *x = malloc(n * 2), *gy = malloc(n * 2);
+    double *out = malloc(2 * C * sizeof *out), *part = malloc(2 * C * (size_t)parts * sizeof *part);
+    REQUIRE(x && gy && out && part, "alloc");
+    for (size_t i = 0; i < n; i++)
+        x[i] = pack16(fp16, xf[i]), gy[i] = pack16(fp16, gyf[i]);
+    size_t bad = 0;
+    for (int centred = 0; centred < 2; centred++) {
+        CHECK(ckb_chan_sums(0, fp16, x, npix, C, centred ? center : NULL, out, part) ==
+                  cudaSuccess, "launch");
+        for (int ch = 0; ch < C; ch++) {
+            double want = slices16(fp16, x, NULL, NULL, npix, C, ch, centred ? center[ch] : 0.0,
+                                   centred);
+            bad += memcmp(&out[ch], &want, 8) != 0;
+        }
+    }
+    /* the fused ReLU's mask: x's own sign stands in for y; masked, dy' is
+     * stored too (the block end's ReLU backward fused, tape_fuse.c) and
+     * must be ckb_relu_bwd's bits */
+    uint16_t *gout = malloc(n * 2), *relu = malloc(n * 2);
+    REQUIRE(gout && relu, "alloc");
+    CHECK(ckb_relu_bwd(0, fp16, relu, x, gy, n) == cudaSuccess, "launch");
+    for (int masked = 0; masked < 2; masked++) {
+        memset(gout, 0xa5, n * 2);
+        CHECK(ckb_bn_grad_sums(0, fp16, x, masked ? x : NULL, gy, masked ? gout : NULL, npix, C,
+                               center, out, part) == cudaSuccess, "launch");
+        if (masked)
+            CHECK(memcmp(gout, relu, n * 2) == 0, "%s bn sums (%d x %d): the stored dy' is not "
+                  "the ReLU backward's bits", fp16 ? "fp16" : "bf16", npix, C);
+        for (int ch = 0; ch < C; ch++) {
+            const uint16_t *y = masked ? x : NULL;
+            double sg = slices16(fp16, x, y, gy, npix, C, ch, center[ch], 2);
+            double sgx = slices16(fp16, x, y, gy, npix, C, ch, center[ch], 3);
+            bad += memcmp(&out[ch], &sg, 8) != 0;
+            bad += memcmp(&out[C + ch], &sgx, 8) != 0;
+        }
+    }
+    CHECK(bad == 0, "%s bn sums (%d pixels x %d, %d slices): %zu of %d sums differ from the "
+          "slices' order", fp16 ? "fp16" : "bf16", npix, C, parts, bad, 6 * C);
+    free(xf);
+    free(gyf);
+    free(center);
+    free(x);
+    free(gy);
+    free(gout);
+    free(relu);
+    free(out);
+    free(part);
+}
+
+/* ckb_bn_stats and ckb_bn_grad (the per-channel finish inside the sums'
+ * last launch) against the unfused launches and bn_math.h on the host,
+ * bit for bit: the mean, the variance, the running statistics, the
+ * gradient sums and the three coefficients a channel. */
+static void check_bn16_fused(int fp16, int npix, int C)
+{
+    size_t n = (size_t)npix * C;
+    int parts = ckb_sum_parts((size_t)npix);
+    double count = (double)npix, mom = 0.1, unbias = bnm_unbias(count);
+    float *xf = randv(n, 3, 1), *gyf = randv(n, 1, 0), *gamma = randv(C, 1, 1);
+    uint16_t *x = malloc(n * 2), *gy = malloc(n * 2);
+    double *sums = malloc(2 * C * sizeof *sums), *want = malloc(2 * C * sizeof *want);
+    double *part = malloc(2 * C * (size_t)parts * sizeof *part);
+    float *stat = malloc(2 * C * sizeof *stat), *st2 = malloc(2 * C * sizeof *st2);
+    float *rm = randv(C, 1, 0), *rv = randv(C, 1, 1), *rm2 = malloc(C * 4), *rv2 = malloc(C * 4);
+    float *coef = malloc(3 * C * sizeof *coef), *coef2 = malloc(3 * C * sizeof *coef2);
+    float *gg = malloc(C * 4), *gb = malloc(C * 4), *gg2 = malloc(C * 4), *gb2 = malloc(C * 4);
+    REQUIRE(x && gy && sums && want && part && stat && st2 && rm2 && rv2 && coef && coef2 && gg &&
+                gb && gg2 && gb2, "alloc");
+    for (size_t i = 0; i < n; i++)
+        x[i] = pack16(fp16, xf[i]), gy[i] = pack16(fp16, gyf[i]);
+    memcpy(rm2, rm, C * 4);
+    memcpy(rv2, rv, C * 4);
+    /* the unfused launches, the per-channel steps on the host */
+    CHECK(ckb_chan_sums(0, fp16, x, npix, C, NULL, want, part) == cudaSuccess, "launch");
+    for (int ch = 0; ch < C; ch++)
+        st2[ch] = bnm_stat(want[ch], count);
+    CHECK(ckb_chan_sums(0, fp16, x, npix, C, st2, want, part) == cudaSuccess, "launch");
+    for (int ch = 0; ch < C; ch++) {
+        st2[C + ch] = bnm_stat(want[ch], count);
+        rm2[ch] = bnm_running(rm2[ch], st2[ch], mom, 1.0);
+        rv2[ch] = bnm_running(rv2[ch], st2[C + ch], mom, unbias);
+    }
+    CHECK(ckb_bn_stats(0, fp16, x, npix, C, count, stat, rm, rv, mom, unbias, sums, part) ==
+              cudaSuccess, "launch");
+    char what[96];
+    snprintf(what, sizeof what, "%s batch statistics fused (%d x %d)", fp16 ? "fp16" : "bf16",
+             npix, C);
+    same(what, stat, st2, 2 * C * sizeof *stat);
+    same(what, rm, rm2, C * 4);
+    same(what, rv, rv2, C * 4);
+    for (int masked = 0; masked < 2; masked++) {
+        const uint16_t *y = masked ? x : NULL;
+        CHECK(ckb_bn_grad_sums(0, fp16, x, y, gy, NULL, npix, C, stat, want, part) ==
+                  cudaSuccess, "launch");
+        for (int ch = 0; ch < C; ch++) {
+            double sdyxh = want[C + ch] / bnm_std(stat[C + ch], 1e-5f);
+            want[C + ch] = sdyxh;
+            gg2[ch] = (float)sdyxh;
+            gb2[ch] = (float)want[ch];
+            bnm_coeffs(gamma[ch], stat[C + ch], 1e-5f, want[ch], sdyxh, count, &coef2[ch],
+                       &coef2[C + ch], &coef2[2 * C + ch]);
+        }
+        CHECK(ckb_bn_grad(0, fp16, x, y, gy, NULL, npix, C, stat, gamma, stat + C, 1e-5f, count,
+                          gg, gb, coef, sums, part) == cudaSuccess, "launch");
+        snprintf(what, sizeof what, "%s batch-norm gradient fused (%d x %d, %s)",
+                 fp16 ? "fp16" : "bf16", npix, C, masked ? "ReLU" : "plain");
+        same(what, sums, want, 2 * C * sizeof *sums);
+        same(what, coef, coef2, 3 * C * sizeof *coef);
+        same(what, gg, gg2, C * 4);
+        same(what, gb, gb2, C * 4);
+    }
+    free(xf), free(gyf), free(gamma), free(x), free(gy), free(sums), free(want), free(part);
+    free(stat), free(st2), free(rm), free(rv), free(rm2), free(rv2), free(coef), free(coef2);
+    free(gg), free(gb), free(gg2), free(gb2);
+}
+
+int check_bn16_all(void)
+{
+    for (int fp16 = 0; fp16 < 2; fp16++) {
+        /* 40 channels: 5 units of 8 (8 columns, 4 slices a block); 20: one
+         * a thread (32 columns); 264: 33 units of 8, two groups of 32 */
+        static const int chans[] = {40, 20, 264};
+        for (int k = 0; k < 3; k++) {
+            int C = chans[k];
+            check_bn16(fp16, 37, C);       /* one slice a channel */
+            check_bn16(fp16, C > 64 ? 3000 : 20000, C);    /* several slices (apply_parts) */
+            check_bn16_sums(fp16, 37, C);      /* one slice a channel */
+            check_bn16_sums(fp16, C > 64 ? 9000 : 70000, C);   /* 71 or 547 slices */
+            check_bn16_fused(fp16, C > 64 ? 9000 : 70000, C);
+        }
+    }
+    return tc_failures;
+}
