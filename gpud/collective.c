@@ -196,8 +196,12 @@ static int ensure_comm(collective_t *self, int timeout_ms, char *err, size_t err
         return -1;
     }
     nccl_ar_set_cancel_ctx(self->comm, self->cancel, self->cancel_ctx);
-    log_info("generation %u: NCCL communicator of %d rank%s on device %d", self->gen,
-             self->world, self->world == 1 ? "" : "s", device);
+    int v = nccl_ar_version();
+    char ver[48] = "NCCL's version unknown";
+    if (v > 0)
+        snprintf(ver, sizeof ver, "NCCL %d.%d.%d loaded", v / 10000, v / 100 % 100, v % 100);
+    log_info("generation %u: NCCL communicator of %d rank%s on device %d (%s)", self->gen,
+             self->world, self->world == 1 ? "" : "s", device, ver);
     return 0;
 }
 #endif

@@ -11,8 +11,12 @@
 # On the GPU machine, with this source tree at the same path as here (or a
 # link to it): scripts/gpu-check.sh --bundle OUT.tar.xz
 # Built on an older glibc than the GPU machine's: the binaries run there.
+# GPU_BUNDLE_NCCL=FILE adds that libnccl.so.2 (scripts/nccl-build.sh: one
+# architecture, gpud's collectives only) to lib/, which the machine's
+# library path puts first: gpud and the tests load it instead of the
+# machine's NCCL (two ranks on one GPU need >= 2.30.3).
 set -eu
-[ $# -eq 2 ] || { sed -n '2,13p' "$0"; exit 2; }
+[ $# -eq 2 ] || { sed -n '2,17p' "$0"; exit 2; }
 BUILD=$(cd "$1" && pwd)
 OUT=$2
 [ -f "$BUILD/CMakeCache.txt" ] || { echo "gpu-bundle: $BUILD is not a build tree" >&2; exit 2; }
@@ -44,6 +48,10 @@ done
 rm -rf "$BUILD/lib-bundle"
 mkdir -p "$BUILD/lib-bundle"
 cp "$LIBS"/* "$BUILD/lib-bundle/" 2>/dev/null || true
+if [ -n "${GPU_BUNDLE_NCCL:-}" ]; then
+    [ -f "$GPU_BUNDLE_NCCL" ] || { echo "gpu-bundle: GPU_BUNDLE_NCCL=$GPU_BUNDLE_NCCL: no such file" >&2; exit 2; }
+    cp -L "$GPU_BUNDLE_NCCL" "$BUILD/lib-bundle/libnccl.so.2"
+fi
 echo "$BUILD/lib-bundle" >> "$LIST"
 # the archive is made from a copy of those paths whose executables are
 # stripped too (the tree here keeps its symbols): with xz -9's larger

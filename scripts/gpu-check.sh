@@ -157,6 +157,26 @@ fi
 grep -q '^NCCL_LIBRARY:FILEPATH=/' "$BUILD/CMakeCache.txt" 2>/dev/null ||
     grep -q "NCCL ON" "$OUT/configure.log" 2>/dev/null ||
     note WARN "NCCL" "not found: gpud_cuda_nccl is not built"
+# The NCCL gpud loads (a bundle's own first: scripts/nccl-build.sh) and its
+# version by ncclGetVersion, which decides the two-ranks-on-one-GPU steps;
+# the header's version where it cannot be asked
+NCCL_LIB=$(ldd "$BUILD/bin/gpud" 2>/dev/null |
+    awk '$1 ~ /^libnccl\.so/ && $3 ~ /^\// { print $3; exit }')
+NCCL_LOADED=
+if [ -n "$NCCL_LIB" ]; then
+    NCCL_LOADED=$("${PY:-python3}" -c 'import ctypes, sys
+v = ctypes.c_int(0)
+r = ctypes.CDLL(sys.argv[1]).ncclGetVersion(ctypes.byref(v))
+print(v.value if r == 0 and v.value > 0 else "")' "$NCCL_LIB" 2>/dev/null)
+fi
+if [ -n "$NCCL_LOADED" ]; then
+    echo "$NCCL_LOADED $NCCL_LIB" > "$OUT/nccl-loaded"
+    note INFO "NCCL loaded" "$NCCL_LIB (version code $NCCL_LOADED; two ranks on one GPU from 23003)"
+else
+    NCCL_LOADED=$(sed -n 's/^#define NCCL_VERSION_CODE *\([0-9]*\).*/\1/p' \
+        "${CUDAToolkit_ROOT:-/usr/local/cuda}/include/nccl.h" /usr/include/nccl.h 2>/dev/null | head -n 1)
+    note INFO "NCCL loaded" "not asked (gpud resolves ${NCCL_LIB:-no libnccl}): the header's version code ${NCCL_LOADED:-unknown} decides"
+fi
 
 # why_failed TEST: its failed CHECK lines (and the gradients it names) from
 # the ctest log's output of TEST, so the record says why without the log
@@ -511,8 +531,7 @@ fi
 # two gpuds on one GPU over NCCL against the ring (gpu-e2e.sh nccl; 77: the
 # machine's NCCL refuses two ranks on one device)
 if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-ubyte" ]; then
-    NCCL_VERSION_CODE=$(sed -n 's/^#define NCCL_VERSION_CODE *\([0-9]*\).*/\1/p' \
-        "${CUDAToolkit_ROOT:-/usr/local/cuda}/include/nccl.h" /usr/include/nccl.h 2>/dev/null | head -n 1)
+    NCCL_VERSION_CODE=$NCCL_LOADED
     export NCCL_VERSION_CODE
     if budget_left "gpud + NCCL 2-process training"; then
         timeout $((BUDGET + 60 - ($(date +%s) - T0))) \
@@ -586,6 +605,15 @@ def cudnn_loaded():
             return m.group(1)
     return None
 
+def nccl_loaded():
+    """the NCCL gpud loads: its version (ncclGetVersion) and path"""
+    try:
+        code, path = open(os.path.join(os.path.dirname(bench), "nccl-loaded")).read().split()[:2]
+        c = int(code)
+    except (OSError, ValueError):
+        return None
+    return {"version": "%d.%d.%d" % (c // 10000, c // 100 % 100, c % 100), "path": path}
+
 def nccl_version():
     for h in [cuda_root + "/include/nccl.h", "/usr/include/nccl.h"] + \
              glob.glob("/usr/local/lib/python3*/dist-packages/nvidia/nccl/include/nccl.h"):
@@ -633,6 +661,7 @@ rec = {
     "cudnn": cudnn_version(),
     "cudnn_loaded": cudnn_loaded(),
     "nccl": nccl_version(),
+    "nccl_loaded": nccl_loaded(),
     "pytorch": torch_versions(),
     "failed_steps": int(fails),
     "steps": [],

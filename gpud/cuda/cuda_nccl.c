@@ -127,6 +127,12 @@ int nccl_ar_make_id(char *hex, size_t len, char *err, size_t errlen)
     return 0;
 }
 
+int nccl_ar_version(void)
+{
+    int v = 0;
+    return ncclGetVersion(&v) == ncclSuccess && v > 0 ? v : -1;
+}
+
 static int parse_id(const char *hex, ncclUniqueId *id)
 {
     if (!hex || strlen(hex) != 2 * NCCL_UNIQUE_ID_BYTES)

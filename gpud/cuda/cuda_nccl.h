@@ -20,8 +20,9 @@
  * (ncclCommAbort) on an NCCL error, on the timeout or when the cancel
  * callback fires; after a failure only nccl_ar_destroy is valid.
  *
- * One GPU per rank: NCCL refuses two ranks of one communicator on the same
- * device. */
+ * One GPU per rank: NCCL before 2.30.3 refuses two ranks of one
+ * communicator on the same device (later ones take them with
+ * NCCL_MULTI_RANK_GPU_ENABLE=1: nccl_ar_version). */
 #ifndef DDP_CUDA_NCCL_H
 #define DDP_CUDA_NCCL_H
 
@@ -81,6 +82,11 @@ int nccl_ar_max_u32_device(nccl_ar_t *self, uint32_t *dev, size_t n, int timeout
 int nccl_ar_sum_i64_device(nccl_ar_t *self, int64_t *dev, size_t n, int timeout_ms, char *err,
                            size_t errlen);
 int nccl_ar_rank(const nccl_ar_t *self);
+/* The loaded NCCL's version (ncclGetVersion: 23007 is 2.30.7), which may
+ * differ from the header's the build saw; -1 when NCCL cannot say. Two
+ * ranks of a communicator may share a device from 2.30.3 on (with
+ * NCCL_MULTI_RANK_GPU_ENABLE=1). */
+int nccl_ar_version(void);
 int nccl_ar_world(const nccl_ar_t *self);
 
 #endif

@@ -1,14 +1,16 @@
-/* gpud_cuda_nccl (GPU, >= 2 devices): two ranks, one process and one GPU
- * each (NCCL refuses two ranks on one device), sum arrays with
+/* gpud_cuda_nccl (GPU): two ranks, one process each, on two GPUs (or on
+ * one, below), sum arrays with
  * nccl_ar_sum (host) and nccl_ar_sum_device; every rank must end with the
  * exact sums. Then rank 1 exits without joining the next all-reduce and
  * rank 0 must fail within its timeout with a message, not hang.
  * The parent spawns itself twice (exec: no CUDA state crosses a fork); rank
  * 0 publishes the NCCL id through a file, as reducerd's WELCOME would.
- * With one CUDA device: a one-rank communicator instead (valid on any
+ * With one CUDA device: a one-rank communicator first (valid on any
  * NCCL): its non-blocking init, the float sums (host and device) and the
  * double sum through NCCL leave the values as they were, then finalize and
- * destroy, and an aborted communicator refuses the next sum. On the kernel
+ * destroy, and an aborted communicator refuses the next sum; then, where
+ * the loaded NCCL is >= 2.30.3, the two ranks on that one device
+ * (NCCL_MULTI_RANK_GPU_ENABLE=1, NCCL_NVLS_ENABLE=0). On the kernel
  * emulator (gpud_cuda_nccl_emu: tests/gpud/cuemu/fake_nccl.c, ranks as
  * processes exchanging files) both, the two ranks on its one device.
  * Exits 77 without a CUDA device. */
@@ -136,10 +138,21 @@ int main(int argc, char **argv)
     }
     /* the emulator's NCCL (fake_nccl.c) takes two ranks on one device: both halves */
     int emulated = getenv("DDPIPE_TEST_EMULATED") != NULL;
-    if (cuda_device_count() == 1 && !emulated)
-        return one_rank();
-    if (emulated && one_rank() != 0)
+    if ((cuda_device_count() == 1 || emulated) && one_rank() != 0)
         return 1;
+    if (cuda_device_count() == 1 && !emulated) {
+        /* NCCL from 2.30.3 takes two ranks on one device when asked (NVLS
+         * off: it needs one rank a GPU); an older one refuses them */
+        int v = nccl_ar_version();
+        if (v < 23003) {
+            printf("test_cuda_nccl: two ranks on one GPU not run: NCCL %d loaded, they need "
+                   ">= 23003 (2.30.3)\n", v);
+            return 0;
+        }
+        setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 0);
+        setenv("NCCL_NVLS_ENABLE", "0", 0);
+        printf("test_cuda_nccl: two ranks on one GPU (NCCL %d loaded)\n", v);
+    }
     char idfile[256];
     snprintf(idfile, sizeof idfile, "/tmp/ddp_nccl_id_%d", (int)getpid());
     unlink(idfile);

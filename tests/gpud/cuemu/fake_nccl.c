@@ -58,6 +58,13 @@ static size_t type_size(ncclDataType_t t)
     return t == ncclDouble || t == ncclInt64 ? 8 : t == ncclFloat || t == ncclUint32 ? 4 : 0;
 }
 
+/* the header's version: the emulator's NCCL is whatever the build saw */
+ncclResult_t ncclGetVersion(int *version)
+{
+    *version = NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 {
     static unsigned n;

@@ -1,0 +1,93 @@
+#!/bin/sh
+# The NCCL device call (docs/CUDA.md "NCCL in gpud"): gpud's NCCL path with
+# two ranks on the machine's one GPU, on an NCCL >= 2.30.3 carried to it
+# (the machines' own came with PyTorch's wheel, 2.28.3; the bundle, the
+# source tree and the t10k files leave no room for it in gpu-check's call,
+# so it comes in the next one, the bundle and t10k still there):
+#   scripts/gpu-nccl.sh --bundle FILE --nccl LIB [--fmnist DIR] [--out DIR]
+# LIB: libnccl.so.2 from scripts/nccl-build.sh (or LIB.xz).
+# - the NCCL gpud loads (ncclGetVersion of the library it resolves): LIB's;
+# - gpud_cuda_nccl: a one-rank communicator, then two ranks on the one GPU
+#   (their float sums, host and device, exact on both; rank 0 fails, not
+#   hangs, when rank 1 dies);
+# - gpud_cuda_collective: gpud's NCCL path (generations, abort, two
+#   training steps' gradients) on one rank;
+# - scripts/gpu-e2e.sh nccl: two gpuds training over NCCL on the one GPU
+#   against the same job on the ZeroMQ ring, weights within 1e-4.
+# Lines PASS / FAIL / NOTRUN go to DIR/nccl.txt (default nccl), the logs
+# into DIR/logs.tar.gz. Each step is bounded (NCCL_STEP_S, 150). Exit 1 if
+# any step failed.
+set -u
+cd "$(dirname "$0")/.."
+BUNDLE= LIB= OUT=nccl FMNIST=/usr/share/datasets/fashion-mnist
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --bundle) BUNDLE=$2; shift ;;
+        --nccl) LIB=$2; shift ;;
+        --fmnist) FMNIST=$2; shift ;;
+        --out) OUT=$2; shift ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        *) echo "gpu-nccl: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+[ -n "$BUNDLE" ] && [ -n "$LIB" ] ||
+    { echo "gpu-nccl: --bundle FILE (scripts/gpu-bundle.sh) and --nccl LIB (scripts/nccl-build.sh)" >&2; exit 2; }
+. scripts/gpu-bundle-env.sh
+bundle_env "$BUNDLE" || exit 2
+mkdir -p "$OUT/logs" "$OUT/lib"
+R=$OUT/nccl.txt
+: > "$R"
+S=${NCCL_STEP_S:-150}
+fails=0
+say() {   # say STATUS STEP DETAIL
+    printf '%-7s %-32s %s\n' "$1" "$2" "$3" | tee -a "$R"
+    [ "$1" = FAIL ] && fails=$((fails + 1))
+    return 0
+}
+
+case "$LIB" in
+    *.xz) xz -dc "$LIB" > "$OUT/lib/libnccl.so.2" ;;
+    *) cp -L "$LIB" "$OUT/lib/libnccl.so.2" ;;
+esac || { say FAIL "nccl library" "cannot read $LIB"; exit 1; }
+export LD_LIBRARY_PATH="$(cd "$OUT/lib" && pwd):$LD_LIBRARY_PATH"
+lib=$(ldd "$BUILD/bin/gpud" | awk '$1 ~ /^libnccl\.so/ && $3 ~ /^\// { print $3; exit }')
+code=$(python3 -c 'import ctypes, sys
+v = ctypes.c_int(0)
+r = ctypes.CDLL(sys.argv[1]).ncclGetVersion(ctypes.byref(v))
+print(v.value if r == 0 and v.value > 0 else "")' "$lib" 2>/dev/null)
+say INFO "machine" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
+case "$lib" in
+    "$(cd "$OUT/lib" && pwd)"/*) say PASS "nccl loaded" "$lib, version code ${code:-unknown}" ;;
+    *) say FAIL "nccl loaded" "gpud resolves ${lib:-no libnccl}, not $LIB (version code ${code:-unknown})" ;;
+esac
+export NCCL_VERSION_CODE=${code:-0}
+
+for t in gpud_cuda_nccl gpud_cuda_collective; do
+    (cd "$BUILD" && timeout "$S" ctest -R "^$t\$" --output-on-failure -V) > "$OUT/logs/$t.log" 2>&1
+    rc=$?
+    line=$(grep -E 'two ranks on one GPU|all checks passed|CHECK\(|failed' "$OUT/logs/$t.log" |
+        grep -v '^ *[0-9]*/[0-9]* Test' | head -n 3 | tr '\n' ' ')
+    if grep -q 'Skipped\|Not Run' "$OUT/logs/$t.log"; then
+        say FAIL "$t" "skipped on a GPU machine: $line"
+    elif [ $rc -eq 0 ]; then
+        say PASS "$t" "$line"
+    else
+        say FAIL "$t" "exit $rc: $line"
+    fi
+done
+
+if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-ubyte" ]; then
+    timeout "$S" sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" nccl > "$OUT/logs/e2e-nccl.log" 2>&1
+    rc=$?
+    cp "$OUT"/e2e/nccl-*/logs/gpud*.log "$OUT/logs/" 2>/dev/null
+    case $rc in
+        0) say PASS "gpud + NCCL 2-process training" "$(tail -n 1 "$OUT/logs/e2e-nccl.log")" ;;
+        77) say NOTRUN "gpud + NCCL 2-process training" "$(tail -n 1 "$OUT/logs/e2e-nccl.log")" ;;
+        *) say FAIL "gpud + NCCL 2-process training" "exit $rc: $(tail -n 1 "$OUT/logs/e2e-nccl.log")" ;;
+    esac
+else
+    say NOTRUN "gpud + NCCL 2-process training" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
+fi
+tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs
+[ "$fails" -eq 0 ]
