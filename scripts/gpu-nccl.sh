@@ -66,8 +66,8 @@ export NCCL_VERSION_CODE=${code:-0}
 for t in gpud_cuda_nccl gpud_cuda_collective; do
     (cd "$BUILD" && timeout "$S" ctest -R "^$t\$" --output-on-failure -V) > "$OUT/logs/$t.log" 2>&1
     rc=$?
-    line=$(grep -E 'two ranks on one GPU|all checks passed|CHECK\(|failed' "$OUT/logs/$t.log" |
-        grep -v '^ *[0-9]*/[0-9]* Test' | head -n 3 | tr '\n' ' ')
+    line=$(grep -E 'two ranks on one GPU|all checks passed|CHECK\(|rank [01]|skipped' \
+        "$OUT/logs/$t.log" | head -n 3 | tr '\n' ' ')
     if grep -q 'Skipped\|Not Run' "$OUT/logs/$t.log"; then
         say FAIL "$t" "skipped on a GPU machine: $line"
     elif [ $rc -eq 0 ]; then

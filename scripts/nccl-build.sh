@@ -27,10 +27,19 @@ CODE=$(( $(v MAJOR) * 10000 + $(v MINOR) * 100 + $(v PATCH) ))
     { echo "nccl-build: $SRC is NCCL $CODE; two ranks on one GPU need >= 23003 (2.30.3)" >&2; exit 2; }
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 [ -x "$CUDA_HOME/bin/nvcc" ] || { echo "nccl-build: no nvcc under $CUDA_HOME (CUDA_HOME)" >&2; exit 2; }
+# CUDA's include folder without the NCCL headers it may hold (the CUDA
+# images carry an older NCCL's nccl.h and nccl_device/ there, which the
+# host compiler would take before the source's own)
+INC=$(mktemp -d)
+trap 'rm -rf "$INC"' EXIT
+for e in "$CUDA_HOME"/include/*; do
+    case "$(basename "$e")" in nccl*) ;; *) ln -s "$e" "$INC/" ;; esac
+done
 # generate.py's filter: "coll redop type algo proto", | between patterns
 FUNCS="AllReduce Sum f32 * *|AllReduce Sum f64 * *|AllReduce Sum i64 * *|AllReduce Sum u64 * *"
 FUNCS="$FUNCS|AllReduce MinMax u32 * *"
-make -C "$SRC" -j"$(nproc)" src.build CUDA_HOME="$CUDA_HOME" \
+rm -rf "$SRC/build"   # objects of an earlier build may hold the other headers
+make -C "$SRC" -j"$(nproc)" src.build CUDA_HOME="$CUDA_HOME" CUDA_INC="$INC" \
     NVCC_GENCODE="-gencode=arch=compute_$ARCH,code=sm_$ARCH" ONLY_FUNCS="$FUNCS"
 lib=$(ls "$SRC"/build/lib/libnccl.so.2.* | head -n 1)
 mkdir -p "$OUT"

@@ -23,7 +23,8 @@
 #endif
 
 /* TSan keeps a shadow call stack per thread that a bare stack switch would
- * tangle; its fiber interface is not worth it for a test build: ucontext */
+ * tangle; its fiber interface is not worth it for a test build: ucontext.
+ * Defining CUEMU_UCONTEXT forces the fallback (to test or time it). */
 #if defined(__x86_64__) && !defined(CUEMU_TSAN) && !defined(CUEMU_UCONTEXT)
 #define CUEMU_FAST_SWITCH 1
 #else
