@@ -3,6 +3,8 @@
 # sets BUILD to that tree and puts its libraries, then the machine's NVIDIA
 # stack (CUDA's lib64 and pip's nvidia/*/lib, the newest cuDNN 9 first),
 # on LD_LIBRARY_PATH. 2 (said on stderr) when the bundle is unusable.
+# nccl_loaded BIN: the libnccl BIN resolves and its ncclGetVersion code
+# ("23007 /path/libnccl.so.2"), nothing when either is unknown.
 bundle_env() {
     BUILD=$(tar -tJf "$1" | sed -n 's|^\(.*\)/lib-bundle/*$|/\1|p' | head -n 1)
     [ -n "$BUILD" ] || { echo "$1 has no lib-bundle/ (make it with scripts/gpu-bundle.sh)" >&2; return 2; }
@@ -17,5 +19,16 @@ bundle_env() {
             tail -n 1 | cut -f2)
     [ -n "$dnn" ] && nv="$(dirname "$dnn"):$nv"
     export LD_LIBRARY_PATH="$BUILD/lib-bundle:${nv}${LD_LIBRARY_PATH:-}"
+    return 0
+}
+
+nccl_loaded() {
+    lib=$(ldd "$1" 2>/dev/null | awk '$1 ~ /^libnccl\.so/ && $3 ~ /^\// { print $3; exit }')
+    [ -n "$lib" ] || return 0
+    code=$("${PY:-python3}" -c 'import ctypes, sys
+v = ctypes.c_int(0)
+r = ctypes.CDLL(sys.argv[1]).ncclGetVersion(ctypes.byref(v))
+print(v.value if r == 0 and v.value > 0 else "")' "$lib" 2>/dev/null)
+    [ -n "$code" ] && echo "$code $lib"
     return 0
 }

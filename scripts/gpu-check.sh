@@ -66,9 +66,9 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+. scripts/gpu-bundle-env.sh   # bundle_env, nccl_loaded
 if [ -n "$BUNDLE" ]; then
     # the tree sits at the path it was built at; its libraries beside it
-    . scripts/gpu-bundle-env.sh
     bundle_env "$BUNDLE" || { echo "gpu-check: no usable bundle" >&2; exit 2; }
 fi
 OUT=${OUT:-$BUILD/gpu-check}
@@ -160,22 +160,15 @@ grep -q '^NCCL_LIBRARY:FILEPATH=/' "$BUILD/CMakeCache.txt" 2>/dev/null ||
 # The NCCL gpud loads (a bundle's own first: scripts/nccl-build.sh) and its
 # version by ncclGetVersion, which decides the two-ranks-on-one-GPU steps;
 # the header's version where it cannot be asked
-NCCL_LIB=$(ldd "$BUILD/bin/gpud" 2>/dev/null |
-    awk '$1 ~ /^libnccl\.so/ && $3 ~ /^\// { print $3; exit }')
-NCCL_LOADED=
-if [ -n "$NCCL_LIB" ]; then
-    NCCL_LOADED=$("${PY:-python3}" -c 'import ctypes, sys
-v = ctypes.c_int(0)
-r = ctypes.CDLL(sys.argv[1]).ncclGetVersion(ctypes.byref(v))
-print(v.value if r == 0 and v.value > 0 else "")' "$NCCL_LIB" 2>/dev/null)
-fi
+NCCL_LOADED=$(nccl_loaded "$BUILD/bin/gpud")
 if [ -n "$NCCL_LOADED" ]; then
-    echo "$NCCL_LOADED $NCCL_LIB" > "$OUT/nccl-loaded"
-    note INFO "NCCL loaded" "$NCCL_LIB (version code $NCCL_LOADED; two ranks on one GPU from 23003)"
+    echo "$NCCL_LOADED" > "$OUT/nccl-loaded"
+    note INFO "NCCL loaded" "${NCCL_LOADED#* } (version code ${NCCL_LOADED%% *}; two ranks on one GPU from 23003)"
+    NCCL_LOADED=${NCCL_LOADED%% *}
 else
     NCCL_LOADED=$(sed -n 's/^#define NCCL_VERSION_CODE *\([0-9]*\).*/\1/p' \
         "${CUDAToolkit_ROOT:-/usr/local/cuda}/include/nccl.h" /usr/include/nccl.h 2>/dev/null | head -n 1)
-    note INFO "NCCL loaded" "not asked (gpud resolves ${NCCL_LIB:-no libnccl}): the header's version code ${NCCL_LOADED:-unknown} decides"
+    note INFO "NCCL loaded" "not asked (no libnccl gpud resolves answered): the header's version code ${NCCL_LOADED:-unknown} decides"
 fi
 
 # why_failed TEST: its failed CHECK lines (and the gradients it names) from

@@ -51,11 +51,8 @@ case "$LIB" in
     *) cp -L "$LIB" "$OUT/lib/libnccl.so.2" ;;
 esac || { say FAIL "nccl library" "cannot read $LIB"; exit 1; }
 export LD_LIBRARY_PATH="$(cd "$OUT/lib" && pwd):$LD_LIBRARY_PATH"
-lib=$(ldd "$BUILD/bin/gpud" | awk '$1 ~ /^libnccl\.so/ && $3 ~ /^\// { print $3; exit }')
-code=$(python3 -c 'import ctypes, sys
-v = ctypes.c_int(0)
-r = ctypes.CDLL(sys.argv[1]).ncclGetVersion(ctypes.byref(v))
-print(v.value if r == 0 and v.value > 0 else "")' "$lib" 2>/dev/null)
+loaded=$(nccl_loaded "$BUILD/bin/gpud")
+code=${loaded%% *} lib=${loaded#* }
 say INFO "machine" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
 case "$lib" in
     "$(cd "$OUT/lib" && pwd)"/*) say PASS "nccl loaded" "$lib, version code ${code:-unknown}" ;;
