@@ -5,7 +5,7 @@
 #   scripts/nccl-build.sh SRC OUTDIR [ARCH]
 # SRC    an NCCL source tree >= 2.30.3, e.g.
 #        git clone -b v2.30.7-1 https://github.com/NVIDIA/nccl
-# OUTDIR gets libnccl.so.2 (stripped) and VERSION
+# OUTDIR gets libnccl.so.2 (stripped), libnccl.so.2.xz and VERSION
 # ARCH   the one GPU architecture to build for (default 90: H100, H200)
 # Only the collectives gpud calls (gpud/cuda/cuda_nccl.c: all-reduce sums of
 # f32, f64 and i64, the max of u32) and one architecture: the PyPI wheel
@@ -45,5 +45,8 @@ lib=$(ls "$SRC"/build/lib/libnccl.so.2.* | head -n 1)
 mkdir -p "$OUT"
 cp -L "$lib" "$OUT/libnccl.so.2"
 strip --strip-unneeded "$OUT/libnccl.so.2"
+# the same under xz (4.4 MB for 2.30.7 on sm_90): what fits a device call
+# beside a bundle and the source tree (scripts/gpu-nccl.sh --nccl LIB.xz)
+xz -9 -T1 -c "$OUT/libnccl.so.2" > "$OUT/libnccl.so.2.xz"
 echo "$CODE sm_$ARCH $FUNCS" > "$OUT/VERSION"
 echo "nccl-build: $OUT/libnccl.so.2 ($(du -h "$OUT/libnccl.so.2" | cut -f1)), NCCL $CODE for sm_$ARCH"
