@@ -68,13 +68,36 @@ void thread_run(void *)   /* a fiber's run (run_fibers set threadIdx) */
     (*g_block->body)();
 }
 
+/* CUEMU_ORDER=reverse runs a launch's blocks, and a block's threads
+ * between two barriers, last first. A kernel whose result depends on that
+ * order has a race a device would show (a thread reading what another
+ * writes before their barrier, two blocks writing one element): its
+ * results then differ from the forward order's, which the bit-for-bit
+ * checks catch (gpud_cuemu_reverse). */
+bool reverse_order(void)
+{
+    static int r = -1;
+    if (r < 0) {
+        const char *v = getenv("CUEMU_ORDER");
+        r = v && strcmp(v, "reverse") == 0;
+    }
+    return r == 1;
+}
+
+/* the i-th of n in the run's order */
+inline unsigned nth(unsigned i, unsigned n)
+{
+    return reverse_order() ? n - 1 - i : i;
+}
+
 void run_fibers(Block &b, unsigned nthreads)
 {
     for (unsigned t = 0; t < nthreads; t++)
         b.done[t] = 0;
     for (size_t left = nthreads; left > 0;) {   /* rounds until every thread returned */
         left = 0;
-        for (size_t t = 0; t < nthreads; t++) {
+        for (unsigned i = 0; i < nthreads; i++) {
+            unsigned t = nth(i, nthreads);
             if (b.done[t])
                 continue;
             threadIdx = uint3{(unsigned)t, 0, 0};
@@ -177,11 +200,11 @@ static void launch_now(dim3 grid, dim3 block, const std::function<void()> &body)
     gridDim = grid;
     blockDim = block;
     g_block = &b;
-    for (unsigned bx = 0; bx < grid.x; bx++) {
-        blockIdx = uint3{bx, 0, 0};
+    for (unsigned i = 0; i < grid.x; i++) {
+        blockIdx = uint3{nth(i, grid.x), 0, 0};
         if (b.direct) {
             for (unsigned t = 0; t < block.x; t++) {
-                threadIdx = uint3{t, 0, 0};
+                threadIdx = uint3{nth(t, block.x), 0, 0};
                 body();
             }
         } else {

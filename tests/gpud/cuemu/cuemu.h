@@ -6,8 +6,10 @@
  * threads of a block as fibers that switch at __syncthreads (so a block's
  * barrier and __shared__ arrays behave), and the device intrinsics the
  * kernels use are their IEEE host equivalents. What it cannot show: speed,
- * races between threads (they never run at once), and anything of cuDNN,
- * cuBLAS or NCCL. */
+ * races between threads (they never run at once) beyond those whose result
+ * depends on the threads' order (CUEMU_ORDER=reverse runs blocks, and a
+ * block's threads between two barriers, last first: cuemu.cc), and
+ * anything of cuDNN, cuBLAS or NCCL. */
 #ifndef DDP_CUEMU_H
 #define DDP_CUEMU_H
 
