@@ -176,7 +176,7 @@ bitwise)
 nccl)
     v=${NCCL_VERSION_CODE:-0}
     [ "$v" -ge 23003 ] || {
-        echo "NOT RUN: NCCL ${NCCL_VERSION_CODE:-unknown} refuses two ranks on one GPU (needs >= 2.30.3: NCCL_VERSION_CODE 23003)"
+        echo "NOT RUN: NCCL ${NCCL_VERSION_CODE:-unknown} refuses two ranks on one GPU (needs >= 2.30.3: NCCL_VERSION_CODE 23003; scripts/gpu-nccl.sh brings one)"
         exit 77
     }
     for path in nccl ring; do
