@@ -21,8 +21,12 @@ the NOT RUN steps say why. Then scripts/gpu-probe.sh, the short call after
 it, on the same fake bundle: every run's result lines in probe.txt under
 its name (the profile's, with the host's "train profile" lines; the A/Bs
 with their variables), the runs that fail here (no PyTorch) said with
-their exit status, and the logs in one archive. Takes seconds; no GPU, no
-network.
+their exit status, and the logs in one archive. Last scripts/gpu-nccl.sh,
+the NCCL call, with a fake libnccl.so.2 (ncclGetVersion 23007) carried and
+a gpud that needs one: gpud resolves the carried library first, both ctest
+steps pass with it first on the path, the job is NOT RUN (no t10k); a gpud
+whose old-style RPATH names another NCCL fails the call, naming it. Takes
+seconds; no GPU, no network.
 """
 import json
 import os
@@ -219,3 +223,69 @@ check(probe0 and all("not run: probe budget" in l or l == "ncu: not on PATH" for
       any(l.startswith("default-train:") for l in probe0) and any(l.startswith("ctest:") for l in probe0),
       "with PROBE_BUDGET=0 every step said not run: %s" % probe0[:5])
 print("gpu-probe with no budget: %d steps not run" % len(probe0))
+
+# scripts/gpu-nccl.sh, the NCCL call after them (docs/CUDA.md "NCCL in
+# gpud"), on the same bundle: gpud here is a small ELF program needing
+# libnccl.so.2, the carried library a fake whose ncclGetVersion says 23007,
+# ctest a fake that prints what the test would and the library path it got
+fake = os.path.join(wd, "fake-nccl")
+os.makedirs(os.path.join(fake, "other"), exist_ok=True)
+with open(os.path.join(fake, "nccl.c"), "w") as f:
+    f.write("int ncclGetVersion(int *v) { *v = VERSION; return 0; }\n")
+with open(os.path.join(fake, "gpud.c"), "w") as f:
+    f.write("int ncclGetVersion(int *v);\nint main(void) { int v; return ncclGetVersion(&v); }\n")
+
+
+def cc(*args):
+    r = subprocess.run(["cc"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    check(r.returncode == 0, "cc %s: %s" % (" ".join(args), r.stdout))
+
+
+carried = os.path.join(fake, "libnccl.so.2")
+other = os.path.join(fake, "other", "libnccl.so.2")
+cc("-shared", "-fPIC", "-DVERSION=23007", "-Wl,-soname,libnccl.so.2", "-o", carried, os.path.join(fake, "nccl.c"))
+cc("-shared", "-fPIC", "-DVERSION=22803", "-Wl,-soname,libnccl.so.2", "-o", other, os.path.join(fake, "nccl.c"))
+gpud = os.path.join(build, "bin", "gpud")
+os.makedirs(os.path.dirname(gpud), exist_ok=True)
+cc("-o", gpud, os.path.join(fake, "gpud.c"), other)   # needs libnccl.so.2 (its soname)
+script(os.path.join(bindir, "ctest"), r"""#!/bin/sh
+t=$(echo "$2" | tr -d '^$')
+echo "1: LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+[ "$t" = gpud_cuda_nccl ] && echo "1: test_cuda_nccl: two ranks on one GPU (NCCL 23007 loaded)"
+echo "1: $t: all checks passed"
+echo "1/1 Test #1: $t ....   Passed    0.10 sec"
+""")
+nout = os.path.join(wd, "nccl")
+p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-nccl.sh"), "--bundle", bundle,
+                    "--nccl", carried, "--fmnist", os.path.join(wd, "no-fmnist"), "--out", nout],
+                   env=dict(env, NCCL_STEP_S="60"), stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, text=True, timeout=400)
+print(p.stdout[-2000:], flush=True)
+got = {l[8:41].strip(): (l[:8].strip(), l[41:]) for l in
+       open(os.path.join(nout, "nccl.txt")).read().splitlines()}
+check(p.returncode == 0, "gpu-nccl exited %d with the carried library loaded" % p.returncode)
+check(got.get("nccl loaded", ("",))[0] == "PASS" and "version code 23007" in got["nccl loaded"][1] and
+      os.path.join(nout, "lib", "libnccl.so.2") in got["nccl loaded"][1],
+      "gpud loads the carried library, version 23007: %s" % (got.get("nccl loaded"),))
+for t in ("gpud_cuda_nccl", "gpud_cuda_collective"):
+    check(got.get(t, ("",))[0] == "PASS", "%s passed: %s" % (t, got.get(t)))
+check("two ranks on one GPU" in got["gpud_cuda_nccl"][1], "the two ranks' line said: %s" % (got["gpud_cuda_nccl"],))
+log = open(os.path.join(nout, "logs", "gpud_cuda_nccl.log")).read()
+check("LD_LIBRARY_PATH=" + os.path.join(nout, "lib") + ":" in log,
+      "the tests ran with the carried library first on the path: %s" % log[:300])
+check(got.get("gpud + NCCL 2-process training", ("",))[0] == "NOTRUN",
+      "no t10k here: the job not run: %s" % (got.get("gpud + NCCL 2-process training"),))
+check(os.path.exists(os.path.join(nout, "logs.tar.gz")), "the logs archived")
+# a gpud whose RPATH (old style: before LD_LIBRARY_PATH) names another NCCL:
+# the call fails and says which library gpud resolves instead
+cc("-o", gpud, os.path.join(fake, "gpud.c"), other,
+   "-Wl,--disable-new-dtags,-rpath," + os.path.dirname(other))
+nout2 = os.path.join(wd, "nccl2")
+p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-nccl.sh"), "--bundle", bundle,
+                    "--nccl", carried, "--fmnist", os.path.join(wd, "no-fmnist"), "--out", nout2],
+                   env=dict(env, NCCL_STEP_S="60"), stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, text=True, timeout=400)
+loaded = [l for l in open(os.path.join(nout2, "nccl.txt")).read().splitlines() if "nccl loaded" in l]
+check(p.returncode == 1 and loaded and loaded[0].startswith("FAIL") and other in loaded[0] and
+      "22803" in loaded[0], "another NCCL resolved: exit %d, %s" % (p.returncode, loaded))
+print("gpu-nccl dry run: %s; with another NCCL first: %s" % (got["nccl loaded"][1], loaded))
