@@ -5,6 +5,7 @@
 #include "cuemu_fiber.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #if defined(__has_feature)
@@ -181,7 +182,10 @@ bool cuemu_fiber_resume(cuemu_fiber_t *self)
 #ifdef CUEMU_FAST_SWITCH
     ddp_cuemu_switch(&t_sched_sp, self->sp);
 #else
-    swapcontext(&t_sched_ctx, &self->ctx);
+    if (swapcontext(&t_sched_ctx, &self->ctx) != 0) {
+        perror("cuemu: swapcontext into a fiber");
+        abort();
+    }
 #endif
     asan_finish_switch(t_sched_fake, NULL, NULL);
     t_cur = NULL;
@@ -191,11 +195,18 @@ bool cuemu_fiber_resume(cuemu_fiber_t *self)
 void cuemu_fiber_yield(void)
 {
     cuemu_fiber_t *self = t_cur;
+    if (!self) {
+        fprintf(stderr, "cuemu: a fiber yield outside any fiber\n");
+        abort();
+    }
     asan_start_switch(&self->asan_fake, t_sched_bottom, t_sched_size);
 #ifdef CUEMU_FAST_SWITCH
     ddp_cuemu_switch(&self->sp, t_sched_sp);
 #else
-    swapcontext(&self->ctx, &t_sched_ctx);
+    if (swapcontext(&self->ctx, &t_sched_ctx) != 0) {
+        perror("cuemu: swapcontext out of a fiber");
+        abort();
+    }
 #endif
     asan_finish_switch(self->asan_fake, &t_sched_bottom, &t_sched_size);
 }
