@@ -26,9 +26,10 @@ grep -q '^DDPIPE_CUDA:STRING=ON' "$BUILD/CMakeCache.txt" ||
 EXES=$(mktemp) LIST=$(mktemp) LIBS=$(mktemp -d) STAGE=$(mktemp -d)
 trap 'rm -rf "$EXES" "$LIST" "$LIBS" "$STAGE"' EXIT
 # executables: every ELF file under the tree, not the object files, nor the
-# kernel emulator's builds (gpud/cuda on the CPU: a GPU machine runs the real ones)
+# kernel emulator's builds (gpud/cuda on the CPU: a GPU machine runs the real ones),
+# nor shared libraries (lib-bundle/ holds those the executables need)
 find "$BUILD" -type f -perm -u+x ! -path '*/CMakeFiles/*' ! -path '*/emu-bin/*' \
-    ! -name '*_emu' ! -name 'test_cuemu' | while read -r f; do
+    ! -name '*_emu' ! -name 'test_cuemu' ! -name '*.so' ! -name '*.so.*' | while read -r f; do
     [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] && echo "$f"
 done > "$EXES"
 cp "$EXES" "$LIST"
