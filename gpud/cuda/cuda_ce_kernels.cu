@@ -173,11 +173,10 @@ __global__ static void k_topk_ce(const float *logits, int n, int nc, const int32
 
 /* k_topk_ce with a block a sample (classes <= CE_KMAX, k <= TOPK_KMAX).
  * Each of the k rounds, every thread takes the best not yet chosen of its
- * classes (t, t + CE_THREADS, ...), then thread 0 the best of those:
- * ranks_before is a strict total order (ties by id, NaN by id), so the
- * winner is the same in any order. Two barriers a round (a tree would
- * take eight: the kernel emulator runs every barrier as a context switch
- * of every thread). The loss as k_ce_block does:
+ * classes (t, t + CE_THREADS, ...), then the block the best of those in a
+ * tree of halves: ranks_before is a strict total order (ties by id, NaN by
+ * id), so the winner is the same whatever the tree. The loss as k_ce_block
+ * does:
  * the maximum and the exps spread over the threads, their sum in class
  * order by thread 0 (k_topk_ce's order: the same bits). A thread a sample
  * ran a training step's 256 samples as one block on one SM, each thread
@@ -196,12 +195,16 @@ __global__ static void k_topk_block(const float *logits, int nc, const int32_t *
         int b = best_untaken(l, nc, t, CE_THREADS, chosen, j);
         best[t] = b;
         __syncthreads();
-        if (t == 0) {
-            for (int q = 1; q < CE_THREADS; q++)
-                if (best[q] >= 0 && (b < 0 || ranks_before(l, best[q], b)))
-                    b = best[q];
-            chosen[j] = topk[(size_t)i * k + j] = b;   /* -1: every class taken */
+        for (int h = CE_THREADS / 2; h > 0; h >>= 1) {
+            if (t < h) {
+                int o = best[t + h];
+                if (o >= 0 && (best[t] < 0 || ranks_before(l, o, best[t])))
+                    best[t] = o;
+            }
+            __syncthreads();
         }
+        if (t == 0)
+            chosen[j] = topk[(size_t)i * k + j] = best[0];   /* -1: every class taken */
         __syncthreads();
     }
     if (!loss)
