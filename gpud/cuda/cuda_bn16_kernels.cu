@@ -152,10 +152,9 @@ __global__ static void k16_chan_sums8(const void *x, size_t cnt, int c, const fl
  * alone, as before; a whole row walked by one thread (k_sum_rows, 24 us a
  * call on an H200 at 512 slices: ncu, 2026-11-30) was a chain of
  * dependent loads, and a thread a row over slice-major partials still 128
- * rounds of 8 loads at 1,024 slices. One barrier a launch: the kernel
- * emulator runs a kernel with barriers as fibers, each barrier a context
- * switch of every thread (a tree of halves, 6 barriers, cost the emulator
- * tests a third more time). */
+ * rounds of 8 loads at 1,024 slices. The lanes in order, not in a tree:
+ * the order is part of the sums' bits (bn16_checks.c replicates it), and
+ * 31 adds once a row are little beside the row's slices. */
 #define SLICE_LANES 32
 
 /* This lane's share of row r's sum (0 for r >= rows). */
