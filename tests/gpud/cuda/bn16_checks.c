@@ -15,6 +15,7 @@
 #include "../tcheck.h"
 #include "../trand.h"
 #include "bn16_checks.h"
+#include "pack16.h"
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
 
@@ -30,16 +31,6 @@ static float *randv(size_t n, float scale, float shift)
 static void same(const char *what, const void *a, const void *b, size_t bytes)
 {
     CHECK(!memcmp(a, b, bytes), "%s: the emulated cuda kernel differs from the reference", what);
-}
-
-static uint16_t pack16(int fp16, float v)
-{
-    return fp16 ? fp16_pack(v) : bf16_pack(v);
-}
-
-static float unpack16(int fp16, uint16_t h)
-{
-    return fp16 ? fp16_unpack(h) : bf16_unpack(h);
 }
 
 /* The 16-bit BatchNorm passes on NHWC (cuda_train16_kernels.cu) against

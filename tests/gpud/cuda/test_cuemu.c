@@ -35,6 +35,7 @@
 #include "arena_checks.h"
 #include "xsum_checks.h"
 #include "kernel16_checks.h"
+#include "pack16.h"
 #include "bn16_checks.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -557,16 +558,6 @@ static void check_bn_planes(int NB, int HW)
     free(var);
     free(coef);
     free(out);
-}
-
-static uint16_t pack16(int fp16, float v)
-{
-    return fp16 ? fp16_pack(v) : bf16_pack(v);
-}
-
-static float unpack16(int fp16, uint16_t h)
-{
-    return fp16 ? fp16_unpack(h) : bf16_unpack(h);
 }
 
 /* The conv epilogues (fp32 NCHW: ck_bias_post; bf16 and fp16 NHWC of
