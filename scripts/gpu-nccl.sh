@@ -36,6 +36,7 @@ done
 . scripts/gpu-bundle-env.sh
 bundle_env "$BUNDLE" || exit 2
 mkdir -p "$OUT/logs" "$OUT/lib"
+LIBDIR=$(cd "$OUT/lib" && pwd)
 R=$OUT/nccl.txt
 : > "$R"
 S=${NCCL_STEP_S:-150}
@@ -47,15 +48,15 @@ say() {   # say STATUS STEP DETAIL
 }
 
 case "$LIB" in
-    *.xz) xz -dc "$LIB" > "$OUT/lib/libnccl.so.2" ;;
-    *) cp -L "$LIB" "$OUT/lib/libnccl.so.2" ;;
+    *.xz) xz -dc "$LIB" > "$LIBDIR/libnccl.so.2" ;;
+    *) cp -L "$LIB" "$LIBDIR/libnccl.so.2" ;;
 esac || { say FAIL "nccl library" "cannot read $LIB"; exit 1; }
-export LD_LIBRARY_PATH="$(cd "$OUT/lib" && pwd):$LD_LIBRARY_PATH"
+export LD_LIBRARY_PATH="$LIBDIR:$LD_LIBRARY_PATH"
 loaded=$(nccl_loaded "$BUILD/bin/gpud")
 code=${loaded%% *} lib=${loaded#* }
 say INFO "machine" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
 case "$lib" in
-    "$(cd "$OUT/lib" && pwd)"/*) say PASS "nccl loaded" "$lib, version code ${code:-unknown}" ;;
+    "$LIBDIR"/*) say PASS "nccl loaded" "$lib, version code ${code:-unknown}" ;;
     *) say FAIL "nccl loaded" "gpud resolves ${lib:-no libnccl}, not $LIB (version code ${code:-unknown})" ;;
 esac
 export NCCL_VERSION_CODE=${code:-0}

@@ -11,8 +11,8 @@
 # f32, f64 and i64, the max of u32) and one architecture: the PyPI wheel
 # nvidia-nccl-cu13's libnccl.so.2 is 252 MB (sm_75 to sm_120, every
 # collective), a device call carries 64 MiB. Any other collective fails at
-# its call with ncclInvalidUsage. Needs nvcc (CUDA 12 or 13) and g++; about
-# 40 minutes on 2 cores. Then: GPU_BUNDLE_NCCL=OUTDIR/libnccl.so.2
+# its call with ncclInvalidUsage. Needs nvcc (CUDA 12 or 13) and g++; 14
+# minutes on 2 cores (2.30.7, sm_90). Then: GPU_BUNDLE_NCCL=OUTDIR/libnccl.so.2
 # scripts/gpu-bundle.sh BUILD OUT.tar.xz puts it in the bundle, first on
 # the device's library path (docs/CUDA.md, "NCCL in gpud").
 set -eu

@@ -255,14 +255,21 @@ echo "1: LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 echo "1: $t: all checks passed"
 echo "1/1 Test #1: $t ....   Passed    0.10 sec"
 """)
+
+
+def gpu_nccl(nout):
+    """gpu-nccl.sh with the carried fake, no t10k: its process and nccl.txt's lines"""
+    p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-nccl.sh"), "--bundle", bundle,
+                        "--nccl", carried, "--fmnist", os.path.join(wd, "no-fmnist"), "--out", nout],
+                       env=dict(env, NCCL_STEP_S="60"), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=400)
+    print(p.stdout[-2000:], flush=True)
+    return p, open(os.path.join(nout, "nccl.txt")).read().splitlines()
+
+
 nout = os.path.join(wd, "nccl")
-p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-nccl.sh"), "--bundle", bundle,
-                    "--nccl", carried, "--fmnist", os.path.join(wd, "no-fmnist"), "--out", nout],
-                   env=dict(env, NCCL_STEP_S="60"), stdout=subprocess.PIPE,
-                   stderr=subprocess.STDOUT, text=True, timeout=400)
-print(p.stdout[-2000:], flush=True)
-got = {l[8:41].strip(): (l[:8].strip(), l[41:]) for l in
-       open(os.path.join(nout, "nccl.txt")).read().splitlines()}
+p, nccl_lines = gpu_nccl(nout)
+got = {l[8:41].strip(): (l[:8].strip(), l[41:]) for l in nccl_lines}
 check(p.returncode == 0, "gpu-nccl exited %d with the carried library loaded" % p.returncode)
 check(got.get("nccl loaded", ("",))[0] == "PASS" and "version code 23007" in got["nccl loaded"][1] and
       os.path.join(nout, "lib", "libnccl.so.2") in got["nccl loaded"][1],
@@ -280,12 +287,8 @@ check(os.path.exists(os.path.join(nout, "logs.tar.gz")), "the logs archived")
 # the call fails and says which library gpud resolves instead
 cc("-o", gpud, os.path.join(fake, "gpud.c"), other,
    "-Wl,--disable-new-dtags,-rpath," + os.path.dirname(other))
-nout2 = os.path.join(wd, "nccl2")
-p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-nccl.sh"), "--bundle", bundle,
-                    "--nccl", carried, "--fmnist", os.path.join(wd, "no-fmnist"), "--out", nout2],
-                   env=dict(env, NCCL_STEP_S="60"), stdout=subprocess.PIPE,
-                   stderr=subprocess.STDOUT, text=True, timeout=400)
-loaded = [l for l in open(os.path.join(nout2, "nccl.txt")).read().splitlines() if "nccl loaded" in l]
+p, nccl_lines = gpu_nccl(os.path.join(wd, "nccl2"))
+loaded = [l for l in nccl_lines if "nccl loaded" in l]
 check(p.returncode == 1 and loaded and loaded[0].startswith("FAIL") and other in loaded[0] and
       "22803" in loaded[0], "another NCCL resolved: exit %d, %s" % (p.returncode, loaded))
 print("gpu-nccl dry run: %s; with another NCCL first: %s" % (got["nccl loaded"][1], loaded))
