@@ -111,6 +111,7 @@ static int fill_gpud(job_t *j, const eval_options_t *o, long rank, gpud_options_
     g->probs = eval_probs_mode(o) != NULL;
     /* --wire jpeg: files decode on the compute threads, before each forward */
     g->decode_threads = o->decode_threads ? o->decode_threads : o->threads;
+    g->decode = o->decode;
     return 0;
 }
 

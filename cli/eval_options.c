@@ -42,6 +42,10 @@ static const option_t s_rows[] = {
                   "for a 224x224 JPEG: choose it when gpuds are on other hosts over tcp)"),
     OPTION_LONG(T, decode_threads, "decode-threads", "N", 0, 1, 1024,
                 "--wire jpeg: decode threads per gpud (default: --threads)"),
+    OPTION_STRING(T, decode, "decode", "cpu|gpu", "cpu",
+                  "--wire jpeg: where gpud decodes the files: cpu (PIL's pixels) or gpu "
+                  "(--device cuda: nvJPEG and the resize on the GPU, not bit-identical to cpu; "
+                  "docs/CUDA.md \"Decoding on the GPU\")"),
     OPTION_STRING(T, classes, "classes", "FILE|numeric", NULL,
                   "map class folders to model outputs: 'folder index [label]' lines, or the "
                   "folders in model order one a line with their label (ImageNet's "
@@ -87,8 +91,14 @@ static int check(eval_options_t *o)
         fprintf(stderr, "ddpipe eval: --wire %s: choose uint8 or jpeg\n", o->wire);
         return -1;
     }
-    if (gpud_check_device("ddpipe eval", "--device", o->device, o->precision, 0) < 0)
+    if (gpud_check_device("ddpipe eval", "--device", o->device, o->precision, 0) < 0 ||
+        gpud_check_decode("ddpipe eval", o->decode, o->device, 0) < 0)
         return -1;
+    if (strcmp(o->decode, "gpu") == 0 && strcmp(o->wire, "jpeg") != 0) {
+        fprintf(stderr, "ddpipe eval: --decode gpu decodes the files loaderd sends with --wire "
+                        "jpeg: add --wire jpeg\n");
+        return -1;
+    }
     if (access(o->weights, R_OK) != 0) {
         fprintf(stderr, "ddpipe eval: --weights %s: %s\n", o->weights, strerror(errno));
         return -1;

@@ -20,6 +20,7 @@ typedef struct {
     int no_dct;
     const char *wire;                       /* "uint8" | "jpeg" (BATCH 'wire') */
     long decode_threads;                    /* gpud's --decode-threads; 0: --threads */
+    const char *decode;                     /* gpud's --decode: "cpu" | "gpu" */
     const char *classes;                    /* class map: FILE | "numeric" (common/classmap.h) */
     long outputs;                           /* derived: the model's outputs (0: unknown) */
     /* where and how long (JOB_RUN_OPTIONS) */

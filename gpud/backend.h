@@ -209,6 +209,32 @@ int backend_bn_on_device(const backend_t *be);
  * every backend here; on cuda only n * k ids leave the device); 0: they
  * are read and ranked on the host. */
 int backend_ranks_topk(const backend_t *be);
+/* --decode gpu (docs/CUDA.md "Decoding on the GPU"): a --wire jpeg eval
+ * batch's files decoded and transformed by the device (cuda: nvJPEG, then
+ * resize_region's resize and crop in kernels), the uint8 CHW batch back in
+ * host memory for the usual input path. */
+typedef struct bk_decode_batch {
+    const uint8_t *files;      /* n files back to back */
+    const uint32_t *sizes;     /* their sizes, summing to the files' bytes */
+    int n;
+    int resize, crop_h, crop_w, channels;   /* common/image's transform_t (no DCT scaling) */
+    int h, w;                  /* each sample channels x h x w */
+    int threads;               /* host threads for the files the device cannot decode */
+    uint8_t *failed;           /* out: n flags */
+    char *why;                 /* out: n reasons, why_len bytes each */
+    size_t why_len;
+} bk_decode_batch_t;
+/* 0 when be decodes on its device now (cuda with nvJPEG loaded), else -1
+ * with what is missing and what to do. */
+int backend_decode_ready(backend_t *be, char *err, size_t errlen);
+/* The batch's samples into *out (n x channels x h x w uint8, owned by be,
+ * valid until its next decode): each file the device's JPEG decoder takes
+ * decoded there, any other (not a 3-component JPEG, or refused by it) by
+ * common/image on the host; a sample that fails gets failed[i] = 1, its
+ * reason and zero pixels. Returns how many failed, or -1 with err (the
+ * device failed, or be cannot decode). */
+int backend_decode(backend_t *be, const bk_decode_batch_t *b, const uint8_t **out, char *err,
+                   size_t errlen);
 /* 0: dropout is the identity even in training mode (parity tests). */
 void bk_graph_set_dropout(bk_graph_t *g, int enabled);
 /* 1: a dropout op of g draws a mask as g is set now (training, dropout

@@ -311,6 +311,13 @@ typedef struct bk_timer_ops {
     void (*destroy)(bk_timer_t *t);
 } bk_timer_ops_t;
 
+/* Optional: image files decoded on the device (backend_decode). */
+typedef struct bk_decode_ops {
+    int (*ready)(backend_t *be, char *err, size_t errlen);
+    int (*batch)(backend_t *be, const bk_decode_batch_t *b, const uint8_t **out, char *err,
+                 size_t errlen);
+} bk_decode_ops_t;
+
 typedef struct bk_ops {
     const char *name;
     void (*destroy)(backend_t *be);
@@ -336,6 +343,7 @@ typedef struct bk_ops {
     void (*traffic)(backend_t *be, struct bk_traffic *t);
     const bk_graph_ops_t *graphs;     /* optional (NULL: every forward runs op by op) */
     const bk_timer_ops_t *timer;      /* optional (NULL: no device timing) */
+    const bk_decode_ops_t *decode;    /* optional (NULL: --decode gpu is refused) */
 } bk_ops_t;
 
 /* Every implementation's backend starts with this. */

@@ -150,6 +150,12 @@ int gpud_load_model(gpud_t *self)
         log_error("%s", self->start_error);
         return -1;
     }
+    if (strcmp(o->decode, "gpu") == 0 &&
+        backend_decode_ready(model_backend(self->model), err, sizeof err) != 0) {
+        err_set(self->start_error, sizeof self->start_error, "%s", err);
+        log_error("%s", self->start_error);
+        return -1;
+    }
     log_info("model %s (%d classes, %d input channels) on %s (%ld thread%s%s), %s, ready in "
              "%.2fs", o->model, model_num_classes(self->model), model_in_channels(self->model),
              o->backend, o->threads, o->threads == 1 ? "" : "s", self->threads_why,

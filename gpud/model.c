@@ -133,6 +133,11 @@ const char *model_precision(const model_t *m)
     return backend_precision_name(m->be);
 }
 
+backend_t *model_backend(model_t *m)
+{
+    return m->be;
+}
+
 int model_micro_batch(const model_t *m)
 {
     return m->mb;

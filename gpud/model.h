@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpud/backend.h"
 #include "gpud/model_opts.h"
 
 typedef struct model model_t;
@@ -48,6 +49,9 @@ int model_num_classes(const model_t *m);
 int model_input_hw(const model_t *m, int *h, int *w);
 const char *model_arch(const model_t *m);
 int model_micro_batch(const model_t *m);
+/* The backend m runs on (owned by m): for what gpud asks of it besides
+ * the model, --decode gpu's backend_decode. */
+backend_t *model_backend(model_t *m);
 /* "fp32" or "bf16 (emulated)" (backend.h, --precision). */
 const char *model_precision(const model_t *m);
 

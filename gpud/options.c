@@ -54,6 +54,10 @@ static const option_t s_rows[] = {
     OPTION_LONG(T, decode_threads, "decode-threads", "N", 0, 1, 1024,
                 "threads decoding the files of a loaderd --wire jpeg batch (default: as many as "
                 "--threads' default)"),
+    OPTION_STRING(T, decode, "decode", "cpu|gpu", "cpu",
+                  "where a loaderd --wire jpeg eval batch's files are decoded: cpu (common/image, "
+                  "PIL's pixels) or gpu (--backend cuda: nvJPEG and the resize on the device, "
+                  "docs/CUDA.md \"Decoding on the GPU\")"),
     OPTION_FLAG(T, verbose, "verbose", NULL),
     OPTION_SECTION("training (--train; see docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train", "one data-parallel rank of a training job"),
@@ -173,6 +177,28 @@ int gpud_check_precision(const char *cmd, const char *precision)
         return 0;
     fprintf(stderr, "%s: --precision %s: fp32, bf16 or fp16\n", cmd, precision);
     return -1;
+}
+
+int gpud_check_decode(const char *cmd, const char *decode, const char *device, int train)
+{
+    if (strcmp(decode, "cpu") != 0 && strcmp(decode, "gpu") != 0) {
+        fprintf(stderr, "%s: --decode %s: cpu or gpu\n", cmd, decode);
+        return -1;
+    }
+    if (strcmp(decode, "gpu") != 0)
+        return 0;
+    if (strcmp(device, "cuda") != 0) {
+        fprintf(stderr, "%s: --decode gpu decodes on the cuda backend's device: add --%s cuda, "
+                        "or leave --decode at cpu\n", cmd,
+                strcmp(cmd, "gpud") == 0 ? "backend" : "device");
+        return -1;
+    }
+    if (train) {
+        fprintf(stderr, "%s: --decode gpu is for eval batches only (training's random crops "
+                        "and flips decode on the CPU): leave --decode at cpu\n", cmd);
+        return -1;
+    }
+    return 0;
 }
 
 int gpud_check_device(const char *cmd, const char *flag, const char *device,
@@ -312,6 +338,8 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
         return -1;
     if (gpud_check_device("gpud", "--backend", self->backend, self->precision,
                           self->train) < 0)
+        return -1;
+    if (gpud_check_decode("gpud", self->decode, self->backend, self->train) < 0)
         return -1;
     if (self->join && !self->train) {
         fprintf(stderr, "gpud: --join is for a training rank: add --train (an eval worker "

@@ -16,22 +16,56 @@ void wire_input_clear(wire_input_t *in)
     memset(in, 0, sizeof *in);
 }
 
+/* --decode gpu: an eval batch's files go to the device (training's
+ * augmentations are the host's: gpud_check_decode refuses --train) */
+static int on_device(const gpud_t *self, const ddp_batch_t *batch)
+{
+    return batch->phase != DDP_PHASE_TRAIN && strcmp(self->options.decode, "gpu") == 0;
+}
+
+/* The batch decoded by the backend (backend_decode): the pixels stay in
+ * its buffer (in->pixels), the failures in IN's flags and reasons. */
+static int device_decode(gpud_t *self, const ddp_batch_t *batch, wire_input_t *in, char *err,
+                         size_t errlen)
+{
+    bk_decode_batch_t d = {
+        .files = batch->pixels ? zframe_data(batch->pixels) : NULL, .sizes = batch->sizes,
+        .n = (int)batch->n, .resize = batch->resize, .crop_h = batch->crop ? batch->h : 0,
+        .crop_w = batch->crop ? batch->w : 0, .channels = batch->c, .h = batch->h,
+        .w = batch->w, .threads = (int)self->options.decode_threads, .failed = in->failed,
+        .why = in->why[0], .why_len = sizeof *in->why};
+    const uint8_t *px = NULL;
+    int nfailed = backend_decode(model_backend(self->model), &d, &px, err, errlen);
+    in->pixels = nfailed >= 0 ? px : NULL;
+    return nfailed;
+}
+
+/* The batch decoded on the host (wire_decode_batch) into self->wire_px. */
+static int host_decode(gpud_t *self, const ddp_batch_t *batch, wire_input_t *in, char *err,
+                       size_t errlen)
+{
+    size_t need = (size_t)batch->n * batch->c * batch->h * batch->w;
+    if (need > self->wire_px_cap) {
+        uint8_t *p = realloc(self->wire_px, need);
+        if (!p) {
+            err_set(err, errlen, "out of memory for a decoded batch of %zu bytes; lower "
+                    "--batch-size", need);
+            return -1;
+        }
+        self->wire_px = p;
+        self->wire_px_cap = need;
+    }
+    in->pixels = self->wire_px;
+    return wire_decode_batch(batch, (int)self->options.decode_threads, self->wire_px,
+                             in->failed, in->why, err, errlen);
+}
+
 int wire_input(gpud_t *self, const ddp_batch_t *batch, wire_input_t *in)
 {
     memset(in, 0, sizeof *in);
     if (batch->wire != DDP_WIRE_ENCODED) {
         in->pixels = batch->pixels ? zframe_data(batch->pixels) : NULL;
         return 0;
-    }
-    size_t need = (size_t)batch->n * batch->c * batch->h * batch->w;
-    if (need > self->wire_px_cap) {
-        uint8_t *p = realloc(self->wire_px, need);
-        if (!p) {
-            log_error("out of memory for a decoded batch of %zu bytes; lower --batch-size", need);
-            return -1;
-        }
-        self->wire_px = p;
-        self->wire_px_cap = need;
     }
     in->failed = malloc(batch->n ? batch->n : 1);
     in->why = malloc((batch->n ? batch->n : 1) * sizeof *in->why);
@@ -41,11 +75,13 @@ int wire_input(gpud_t *self, const ddp_batch_t *batch, wire_input_t *in)
         return -1;
     }
     char err[512];
-    int nfailed = wire_decode_batch(batch, (int)self->options.decode_threads, self->wire_px,
-                                    in->failed, in->why, err, sizeof err);
+    int nfailed = batch->n > 0 && on_device(self, batch)
+                      ? device_decode(self, batch, in, err, sizeof err)
+                      : host_decode(self, batch, in, err, sizeof err);
     if (nfailed < 0) {
         wire_input_clear(in);
-        log_error("cannot decode batch %llu (--wire jpeg): %s", (unsigned long long)batch->seq,
+        log_error("cannot decode batch %llu (--wire jpeg%s): %s",
+                  (unsigned long long)batch->seq, on_device(self, batch) ? ", --decode gpu" : "",
                   err);
         return -1;
     }
@@ -54,7 +90,6 @@ int wire_input(gpud_t *self, const ddp_batch_t *batch, wire_input_t *in)
             log_warn("sample %llu of batch %llu did not decode: %s (reported failed)",
                      (unsigned long long)batch->ids[i], (unsigned long long)batch->seq,
                      in->why[i]);
-    in->pixels = self->wire_px;
     in->nfailed = (uint32_t)nfailed;
     return 0;
 }

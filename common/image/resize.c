@@ -595,6 +595,84 @@ int resize_source_rect(int src_w, int src_h, int dst_w, int dst_h, const resize_
     return 0;
 }
 
+void resize_taps_free(resize_taps_t *t)
+{
+    free(t->h.lo);
+    free(t->h.k);
+    free(t->v.lo);
+    free(t->v.k);
+    memset(t, 0, sizeof *t);
+}
+
+/* One axis's table from its taps T over [first, first + count) (need: the
+ * axis is resized; else the identity). Taps that were not padded to a
+ * fixed length (a source shorter than the filter) are placed at their
+ * source index in a row as long as the source: the added terms are zero. */
+static int axis_table(const taps_t *t, int need, int in_size, int first, int count,
+                      resize_axis_t *a)
+{
+    int ks = !need ? 1 : t->fixed ? t->ksize : in_size;
+    a->count = count;
+    a->ksize = ks;
+    a->lo = malloc((size_t)count * sizeof *a->lo);
+    a->k = calloc((size_t)count * ks, sizeof *a->k);
+    if (!a->lo || !a->k)
+        return -1;
+    for (int i = 0; i < count; i++) {
+        int32_t *k = a->k + (size_t)i * ks;
+        const int32_t *tk = need ? t->k + (size_t)i * t->ksize : NULL;
+        if (!need) {
+            a->lo[i] = first + i;
+            k[0] = 1 << PRECISION_BITS;   /* (p << 22 + half) >> 22 == p */
+        } else if (t->fixed) {
+            a->lo[i] = t->lo[i];
+            memcpy(k, tk, (size_t)ks * sizeof *k);
+        } else {
+            a->lo[i] = 0;
+            memcpy(k + t->lo[i], tk, (size_t)t->n[i] * sizeof *k);
+        }
+    }
+    return 0;
+}
+
+int resize_taps(int src_w, int src_h, int dst_w, int dst_h, const resize_window_t *win,
+                resize_taps_t *t, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    if (src_w <= 0 || src_h <= 0 || src_w > MAX_DIM || src_h > MAX_DIM ||
+        bad_args(dst_w, dst_h, win, err, errlen)) {
+        err_set(err, errlen, "bad resize of %dx%d to %dx%d (window %dx%d)", src_w, src_h, dst_w,
+                 dst_h, win->w, win->h);
+        return -1;
+    }
+    span_t sp = clip_window(win, dst_w, dst_h);
+    *t = (resize_taps_t){.x0 = sp.x0, .x1 = sp.x1, .y0 = sp.y0, .y1 = sp.y1};
+    if (sp.x0 >= sp.x1 || sp.y0 >= sp.y1) {
+        t->x1 = t->x0;   /* all padding */
+        return 0;
+    }
+    plan_t p;
+    if (plan_make(src_w, src_h, dst_w, dst_h, &sp, &p) != 0) {
+        err_set(err, errlen, "out of memory planning a resize to %dx%d", dst_w, dst_h);
+        return -1;
+    }
+    int rc = axis_table(&p.th, p.need_h, src_w, sp.x0, sp.x1 - sp.x0, &t->h) |
+             axis_table(&p.tv, p.need_v, src_h, sp.y0, sp.y1 - sp.y0, &t->v);
+    plan_free(&p);
+    if (rc != 0) {
+        resize_taps_free(t);
+        err_set(err, errlen, "out of memory planning a resize to %dx%d", dst_w, dst_h);
+        return -1;
+    }
+    t->sy0 = t->v.lo[0];
+    t->sy1 = t->v.lo[0] + t->v.ksize;
+    for (int i = 1; i < t->v.count; i++) {
+        t->sy0 = t->v.lo[i] < t->sy0 ? t->v.lo[i] : t->sy0;
+        t->sy1 = t->v.lo[i] + t->v.ksize > t->sy1 ? t->v.lo[i] + t->v.ksize : t->sy1;
+    }
+    return 0;
+}
+
 int resize_region_at(const image_t *src, int src_x, int src_y, int full_w, int full_h,
                      int dst_w, int dst_h, const resize_window_t *win, uint8_t *out, int planar,
                      char *err, size_t errlen)

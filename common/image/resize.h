@@ -47,6 +47,39 @@ int resize_region_at(const image_t *src, int src_x, int src_y, int full_w, int f
                      int dst_w, int dst_h, const resize_window_t *win, uint8_t *out, int planar,
                      char *err, size_t errlen);
 
+/* One axis of a window's filter, for a device's resize (gpud/cuda):
+ * pixel i of the window's clipped span reads source pixels lo[i] ..
+ * lo[i] + ksize - 1 (all inside the source) with the weights k[i * ksize
+ * ...], 22-bit fixed point as PIL's, and is clip8 of (1 << 21) plus the
+ * products' sum, shifted right by 22, clamped to 0..255. An axis whose
+ * size does not change has the identity (ksize 1, weight 1 << 22), which
+ * gives every pixel back unchanged, so both passes can always run. */
+typedef struct {
+    int count, ksize;
+    int32_t *lo;   /* count first source indices */
+    int32_t *k;    /* count x ksize weights */
+} resize_axis_t;
+
+/* Everything resize_region computes for WIN, as tables: the clipped
+ * span [x0, x1) x [y0, y1) of the result that lies inside it (the rest of
+ * the window is zero padding), the horizontal taps h over the span's
+ * columns, the vertical taps v over its rows, and the source rows [sy0,
+ * sy1) the vertical taps read (the horizontal pass's rows). With them the
+ * two passes — h into an 8-bit buffer of (sy1 - sy0) x (x1 - x0) pixels,
+ * then v — give resize_region's pixels exactly. */
+typedef struct {
+    int x0, x1, y0, y1;
+    int sy0, sy1;
+    resize_axis_t h, v;
+} resize_taps_t;
+
+/* The tables of resizing a src_w x src_h image to dst_w x dst_h, keeping
+ * WIN. An empty span (all padding): x0 == x1 or y0 == y1, no taps. 0, or
+ * -1 with a reason (bad sizes, out of memory). Free with resize_taps_free. */
+int resize_taps(int src_w, int src_h, int dst_w, int dst_h, const resize_window_t *win,
+                resize_taps_t *t, char *err, size_t errlen);
+void resize_taps_free(resize_taps_t *t);
+
 /* Whole-image convenience: a new dst_w x dst_h image, NULL on error. */
 image_t *resize_image(const image_t *src, int dst_w, int dst_h, char *err, size_t errlen);
 

@@ -56,9 +56,8 @@ static void resized_size(const transform_t *t, int src_w, int src_h, int *w, int
     }
 }
 
-/* The resized size and the window of it that becomes the output. */
-static int output_window(const transform_t *t, int src_w, int src_h, int out_h, int out_w,
-                         int *rw, int *rh, resize_window_t *win, char *err, size_t errlen)
+int transform_window(const transform_t *t, int src_w, int src_h, int out_h, int out_w,
+                     int *rw, int *rh, resize_window_t *win, char *err, size_t errlen)
 {
     resized_size(t, src_w, src_h, rw, rh);
     *win = (resize_window_t){0, 0, *rw, *rh};
@@ -81,7 +80,7 @@ int transform_part(const image_t *img, const decode_part_t *part, int src_w, int
     int rw, rh;
     resize_window_t win;
     if (transform_check(t, err, errlen) != 0 ||
-        output_window(t, src_w, src_h, out_h, out_w, &rw, &rh, &win, err, errlen) != 0)
+        transform_window(t, src_w, src_h, out_h, out_w, &rw, &rh, &win, err, errlen) != 0)
         return -1;
     image_t *gray = NULL;
     if (t->channels == 1 && img->c == 3) {
@@ -122,7 +121,7 @@ static int need_rect(void *arg, int src_w, int src_h, decode_rect_t *need, char 
     const need_ctx_t *n = arg;
     int rw, rh;
     resize_window_t win, rect;
-    if (output_window(n->t, src_w, src_h, n->out_h, n->out_w, &rw, &rh, &win, err, errlen) != 0 ||
+    if (transform_window(n->t, src_w, src_h, n->out_h, n->out_w, &rw, &rh, &win, err, errlen) != 0 ||
         resize_source_rect(src_w, src_h, rw, rh, &win, &rect, err, errlen) != 0)
         return -1;
     /* a crop wholly outside the image reads nothing: decode one pixel */

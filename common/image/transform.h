@@ -16,6 +16,7 @@
 
 #include "common/dataset.h"
 #include "common/image/decode.h"
+#include "common/image/resize.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -59,6 +60,13 @@ int transform_image(const image_t *img, int src_w, int src_h, const transform_t 
 int transform_part(const image_t *img, const decode_part_t *part, int src_w, int src_h,
                    const transform_t *t, uint8_t *out, int out_h, int out_w, char *err,
                    size_t errlen);
+
+/* Where an image of src_w x src_h lands under T: the resized size *rw x
+ * *rh and the window WIN of it that becomes the out_h x out_w output (the
+ * center crop's, padding outside the resized image). 0, or -1 with a
+ * reason when the output is not out_h x out_w. */
+int transform_window(const transform_t *t, int src_w, int src_h, int out_h, int out_w, int *rw,
+                     int *rh, resize_window_t *win, char *err, size_t errlen);
 
 /* torchvision CenterCrop's offset along one axis: int(round((size - crop) /
  * 2.0)) with Python's half-to-even round; when crop > size, minus the left

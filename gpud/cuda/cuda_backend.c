@@ -19,6 +19,9 @@
 #include "gpud/cuda/cuda_arena.h"
 #include "gpud/cuda_device.h"
 #include "gpud/cuda/cuda_ce_kernels.h"
+#ifdef DDPIPE_HAVE_NVJPEG
+#include "gpud/cuda/cuda_decode.h"
+#endif
 #include "gpud/cuda/cuda_priv.h"
 #include "gpud/cuda/cuda_tune.h"
 
@@ -318,6 +321,9 @@ static void cb_destroy(backend_t *be)
                  "algorithm choices in %.2fs", cb->nplan[0], cb->plan_s[0], cb->nplan_shared,
                  cb->nplan_rtc, cb->plan_rtc_s, cb->nplan_loaded, cb->nplan[1], cb->plan_s[1]);
     cu_tune_free(cb->tune);   /* its summary, and the plans file when it timed */
+#ifdef DDPIPE_HAVE_NVJPEG
+    cu_decode_destroy(&cb->dec);
+#endif
     if (cb->stream)
         cudaStreamSynchronize(cb->stream);
     cuda_arena_destroy(&cb->arena);   /* the model freed its arenas first */
@@ -360,6 +366,9 @@ static const bk_ops_t CUDA_OPS = {
     .traffic = cb_traffic,
     .graphs = &CUDA_GRAPH_OPS,
     .timer = &CUDA_TIMER_OPS,
+#ifdef DDPIPE_HAVE_NVJPEG
+    .decode = &CUDA_DECODE_OPS,
+#endif
 };
 
 int cuda_device_count(void)

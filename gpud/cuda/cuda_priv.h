@@ -100,6 +100,7 @@ typedef struct {
     struct cu_fplan **fplans;
     size_t nfplans, capfplans;
     struct cu_tune *tune;   /* cuda_tune.h: a plans file and/or timing; NULL: heuristics */
+    struct cu_decode *dec;  /* cuda_decode.h: --decode gpu's decoder, made at its first use */
 } cuda_backend_t;
 
 static inline cuda_backend_t *cu_be(backend_t *be)

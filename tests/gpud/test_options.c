@@ -192,12 +192,29 @@ static void test_chunk(void)
     CHECK_MSG(strstr(text, "--chunk (bitwise training) needs --train") != NULL, "%s", text);
 }
 
+/* --decode cpu|gpu: gpu on cuda, eval only */
+static void test_decode(void)
+{
+    gpud_options_t o;
+    char text[4096];
+    CHECK(parse_words(BASE "--weights w", &o) == 0 && strcmp(o.decode, "cpu") == 0);
+    CHECK(parse_words(BASE "--weights w --backend cuda --decode gpu", &o) == 0 &&
+          strcmp(o.decode, "gpu") == 0);
+    CHECK(parse_stderr(BASE "--weights w --decode gpu", text, sizeof text) == -1);
+    CHECK_MSG(strstr(text, "--decode gpu decodes on the cuda backend's device: add --backend "
+                           "cuda") != NULL, "%s", text);
+    CHECK(parse_stderr(BASE "--weights w --backend cuda --decode tpu", text, sizeof text) == -1);
+    CHECK_MSG(strstr(text, "--decode tpu: cpu or gpu") != NULL, "%s", text);
+    CHECK(parse_stderr(BASE "--train --backend cuda --decode gpu", text, sizeof text) == -1);
+    CHECK_MSG(strstr(text, "--decode gpu is for eval batches only") != NULL, "%s", text);
+}
+
 static void test_usage_names_every_option(void)
 {
     int options, unnamed;
     char *text = usage_text(&gpud_options_table, &options, &unnamed);
     CHECK(unnamed == 0);
-    CHECK(options == 63); /* 61 of gpud's own, --curve-dir and --insecure */
+    CHECK(options == 64); /* 62 of gpud's own, --curve-dir and --insecure */
     CHECK(strstr(text, "(default nan)") == NULL); /* an unset default shows none */
     free(text);
 }
@@ -232,6 +249,7 @@ int main(void)
     test_defaults();
     test_errors();
     test_chunk();
+    test_decode();
     test_usage_names_every_option();
     test_job_config();
     test_emit_round_trip();

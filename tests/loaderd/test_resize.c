@@ -1,5 +1,6 @@
 /* Resize parity with PIL (goldens from tests/golden/gen_resize.py), windows
- * of the resize equal the same crop of the whole resize, torchvision's
+ * of the resize equal the same crop of the whole resize (and resize_taps'
+ * tables give them too), torchvision's
  * Resize(size) output size and CenterCrop offsets, RGB -> L. */
 #include "common/image/resize.h"
 #include "common/image/transform.h"
@@ -43,6 +44,64 @@ static void test_pil_goldens(void)
     printf("resize vs PIL: %d cases, %d bit-exact, all within +-1\n", cases, exact);
 }
 
+static uint8_t clip22(int32_t s)
+{
+    s >>= 22;
+    return (uint8_t)(s < 0 ? 0 : s > 255 ? 255 : s);
+}
+
+/* resize_taps' tables applied as a device applies them (the horizontal
+ * pass over rows [sy0, sy1) into an 8-bit buffer, then the vertical one;
+ * both always, an identity where the size stays) give resize_region's
+ * planar window, zero padding included. */
+static void check_taps(const image_t *src, int dst_w, int dst_h, resize_window_t win,
+                       const uint8_t *want_chw)
+{
+    char err[256];
+    resize_taps_t t;
+    int c = src->c;
+    CHECK(resize_taps(src->w, src->h, dst_w, dst_h, &win, &t, err, sizeof err) == 0, "%s", err);
+    size_t n = (size_t)win.w * win.h * c;
+    uint8_t *got = calloc(n, 1);
+    int cols = t.x1 - t.x0, rows = t.sy1 - t.sy0;
+    uint8_t *mid = malloc((size_t)(rows > 0 ? rows : 1) * (cols > 0 ? cols : 1) * c);
+    CHECK(got && mid, "oom");
+    if (got && mid && cols > 0 && t.y1 > t.y0) {
+        CHECK(t.h.count == cols && t.v.count == t.y1 - t.y0 && t.sy0 >= 0 && t.sy1 <= src->h,
+              "taps' shape: %d cols, %d rows, source rows [%d, %d)", t.h.count, t.v.count,
+              t.sy0, t.sy1);
+        for (int y = 0; y < rows; y++)
+            for (int x = 0; x < cols; x++)
+                for (int ch = 0; ch < c; ch++) {
+                    int32_t s = 1 << 21;
+                    for (int j = 0; j < t.h.ksize; j++) {
+                        int sx = t.h.lo[x] + j;
+                        CHECK(sx >= 0 && sx < src->w, "a tap outside the source: %d", sx);
+                        s += src->px[((size_t)(t.sy0 + y) * src->w + sx) * c + ch] *
+                             t.h.k[(size_t)x * t.h.ksize + j];
+                    }
+                    mid[((size_t)y * cols + x) * c + ch] = clip22(s);
+                }
+        for (int i = 0; i < t.v.count; i++)
+            for (int x = 0; x < cols; x++)
+                for (int ch = 0; ch < c; ch++) {
+                    int32_t s = 1 << 21;
+                    for (int j = 0; j < t.v.ksize; j++)
+                        s += mid[((size_t)(t.v.lo[i] + j - t.sy0) * cols + x) * c + ch] *
+                             t.v.k[(size_t)i * t.v.ksize + j];
+                    got[(size_t)ch * win.w * win.h +
+                        (size_t)(t.y0 + i - win.y) * win.w + (t.x0 + x - win.x)] = clip22(s);
+                }
+    }
+    size_t nd = 0;
+    int md = got ? tu_maxdiff(got, want_chw, n, &nd) : 255;
+    CHECK(md == 0, "taps of %dx%d -> %dx%d, window %d,%d %dx%d: max diff %d (%zu values)",
+          src->w, src->h, dst_w, dst_h, win.x, win.y, win.w, win.h, md, nd);
+    resize_taps_free(&t);
+    free(got);
+    free(mid);
+}
+
 /* Every window of the resized image (inside, overlapping the border, or
  * larger than it) equals that part of the whole result, zero outside, in
  * both layouts. */
@@ -57,6 +116,7 @@ static void check_window(const image_t *src, const image_t *full, resize_window_
     int rc1 = resize_region(src, full->w, full->h, &win, hwc, 0, err, sizeof err);
     int rc2 = resize_region(src, full->w, full->h, &win, chw, 1, err, sizeof err);
     CHECK(rc1 == 0 && rc2 == 0, "window %d,%d %dx%d: %s", win.x, win.y, win.w, win.h, err);
+    check_taps(src, full->w, full->h, win, chw);
     int bad = 0;
     for (int y = 0; y < win.h && !bad; y++)
         for (int x = 0; x < win.w && !bad; x++)
@@ -79,7 +139,7 @@ out:
 static void test_windows(void)
 {
     const char *srcs[] = {"rgb97x61.ppm", "gray151x233.pgm", "rgb3x2.ppm"};
-    const int sizes[][2] = {{48, 30}, {150, 100}, {97, 61}, {7, 5}, {64, 200}};
+    const int sizes[][2] = {{48, 30}, {150, 100}, {97, 61}, {7, 5}, {64, 200}, {97, 30}};
     for (size_t s = 0; s < sizeof srcs / sizeof *srcs; s++) {
         char path[256];
         snprintf(path, sizeof path, "tests/golden/loader/resize/%s", srcs[s]);

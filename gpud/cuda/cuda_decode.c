@@ -1,0 +1,473 @@
+/* cuda_decode — --decode gpu (bk_ops_t.decode; docs/CUDA.md "Decoding on
+ * the GPU"): a --wire jpeg eval batch's files decoded by nvJPEG's batched
+ * decoder into interleaved RGB in device memory, resized and cropped there
+ * by cuda_resize_kernels.cu with common/image's own tables (resize_taps),
+ * and the uint8 CHW batch copied back into pinned host memory, where
+ * gpud's input path takes it as it takes a loaderd --wire uint8 batch.
+ * The host's cores no longer decode: what limited a JPEG job end to end.
+ *
+ * What nvJPEG does not take goes through common/image on the host (the
+ * same decoder as --decode cpu), then through the same device resize:
+ * files that are not 3-component JPEGs (gray, CMYK, PNG, ...), and, when
+ * the batched call fails, any file nvJPEG's single-image call refuses too.
+ * A file neither decodes fails with common/image's reason, as with cpu.
+ *
+ * Pixels: nvJPEG's IDCT and chroma upsampling are not libjpeg-turbo's, so
+ * a JPEG's pixels may differ from --decode cpu's by a few grey levels; the
+ * resize and crop after it are resize_region's bit for bit. Every gpud of
+ * a job decodes a file the same way (the same library, the same calls), so
+ * a sample's result does not depend on which worker ran it. */
+#include "gpud/cuda/cuda_decode.h"
+
+#include "common/errbuf.h"
+#include "common/image/decode.h"
+#include "common/image/resize.h"
+#include "common/image/transform.h"
+#include "common/log.h"
+#include "gpud/cuda/cuda_nvjpeg.h"
+#include "gpud/cuda/cuda_priv.h"
+#include "gpud/cuda/cuda_resize_kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { DI_GPU, DI_CPU, DI_FAILED };
+
+/* one sample of a batch */
+typedef struct {
+    int how;              /* DI_* */
+    int w, h, sc;         /* decoded size and channels (3 on the GPU path) */
+    size_t bytes;         /* its room in d->src: w x h x sc when planned */
+    image_t *img;         /* DI_CPU: the host's decode, until uploaded */
+    size_t at;            /* the file's offset in the batch */
+    size_t src_off;       /* the decoded image in d->src */
+    size_t mid_off;       /* its horizontal pass in d->mid */
+    size_t taps_off;      /* its tables in d->taps (int32 index): h.lo, h.k, v.lo, v.k */
+    resize_taps_t t;
+    int ox, oy;           /* the span's place in the sample */
+} dimg_t;
+
+struct cu_decode {
+    const cu_nvjpeg_t *nj;
+    nvjpegHandle_t h;
+    nvjpegJpegState_t batched, single;
+    cudaStream_t stream;
+    uint8_t *src, *mid, *out;   /* device: decoded images, horizontal passes, the batch */
+    size_t src_cap, mid_cap, out_cap;
+    int32_t *taps_d;            /* device tables */
+    size_t taps_d_cap;          /* bytes */
+    int32_t *taps_h;            /* pinned: the tables before their upload */
+    size_t taps_h_cap;
+    uint8_t *host;              /* pinned: the batch for the host */
+    size_t host_cap;
+    dimg_t *img;
+    int img_cap;
+    /* what the batches did, for the closing line */
+    long batches, on_gpu, on_cpu, failed, batched_fallbacks;
+};
+
+static int cu_err(cudaError_t e, const char *what, char *err, size_t errlen)
+{
+    if (e == cudaSuccess)
+        return 0;
+    err_set(err, errlen, "--decode gpu: %s failed: %s. %s", what, cudaGetErrorString(e),
+            cu_advice(e));
+    return -1;
+}
+
+static int nj_err(nvjpegStatus_t s, const char *what, char *err, size_t errlen)
+{
+    if (s == NVJPEG_STATUS_SUCCESS)
+        return 0;
+    err_set(err, errlen, "--decode gpu: %s failed: %s", what, cu_nvjpeg_status(s));
+    return -1;
+}
+
+void cu_decode_destroy(cu_decode_t **dp)
+{
+    cu_decode_t *d = dp ? *dp : NULL;
+    if (!d)
+        return;
+    if (d->batches)
+        log_info("decode gpu: %ld batches, %ld images by nvJPEG, %ld on the host (not a "
+                 "3-component JPEG, or refused by nvJPEG), %ld failed; %ld batched calls "
+                 "redone image by image", d->batches, d->on_gpu, d->on_cpu, d->failed,
+                 d->batched_fallbacks);
+    if (d->stream)
+        cudaStreamSynchronize(d->stream);
+    if (d->batched)
+        d->nj->state_destroy(d->batched);
+    if (d->single)
+        d->nj->state_destroy(d->single);
+    if (d->h)
+        d->nj->destroy(d->h);
+    cudaFree(d->src);
+    cudaFree(d->mid);
+    cudaFree(d->out);
+    cudaFree(d->taps_d);
+    cudaFreeHost(d->taps_h);
+    cudaFreeHost(d->host);
+    for (int i = 0; i < d->img_cap; i++)
+        resize_taps_free(&d->img[i].t);
+    free(d->img);
+    if (d->stream)
+        cudaStreamDestroy(d->stream);
+    free(d);
+    *dp = NULL;
+}
+
+cu_decode_t *cu_decode_new(char *err, size_t errlen)
+{
+    const cu_nvjpeg_t *nj = cu_nvjpeg(err, errlen);
+    if (!nj)
+        return NULL;
+    cu_decode_t *d = calloc(1, sizeof *d);
+    if (!d) {
+        err_set(err, errlen, "--decode gpu: out of memory");
+        return NULL;
+    }
+    d->nj = nj;
+    if (nj_err(nj->create_simple(&d->h), "nvjpegCreateSimple", err, errlen) < 0 ||
+        nj_err(nj->state_create(d->h, &d->batched), "nvjpegJpegStateCreate", err, errlen) < 0 ||
+        nj_err(nj->state_create(d->h, &d->single), "nvjpegJpegStateCreate", err, errlen) < 0 ||
+        cu_err(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking),
+               "cudaStreamCreate (decode)", err, errlen) < 0) {
+        cu_decode_destroy(&d);
+        return NULL;
+    }
+    log_info("decode gpu: nvJPEG %d.%d.%d (%s)", nj->version[0], nj->version[1],
+             nj->version[2], nj->path);
+    return d;
+}
+
+/* *buf (device) holds at least bytes; the old contents are not kept (the
+ * stream is idle between batches: each ends with a wait) */
+static int grow_dev(void *buf, size_t *cap, size_t bytes, const char *what, char *err,
+                    size_t errlen)
+{
+    void **p = buf;
+    if (bytes <= *cap)
+        return 0;
+    cudaFree(*p);
+    *p = NULL;
+    *cap = 0;
+    if (cu_err(cudaMalloc(p, bytes), what, err, errlen) < 0)
+        return -1;
+    *cap = bytes;
+    return 0;
+}
+
+static int grow_host(void *buf, size_t *cap, size_t bytes, const char *what, char *err,
+                     size_t errlen)
+{
+    void **p = buf;
+    if (bytes <= *cap)
+        return 0;
+    cudaFreeHost(*p);
+    *p = NULL;
+    *cap = 0;
+    if (cu_err(cudaHostAlloc(p, bytes, cudaHostAllocDefault), what, err, errlen) < 0)
+        return -1;
+    *cap = bytes;
+    return 0;
+}
+
+static void fail(const bk_decode_batch_t *b, dimg_t *di, int i, const char *why)
+{
+    di->how = DI_FAILED;
+    image_destroy(&di->img);
+    b->failed[i] = 1;
+    snprintf(b->why + (size_t)i * b->why_len, b->why_len, "%s", why);
+}
+
+/* 1: nvJPEG's batched decoder takes file F (a 3-component JPEG whose
+ * header it reads), its size in *w, *h */
+static int gpu_takes(cu_decode_t *d, const uint8_t *f, size_t len, int *w, int *h)
+{
+    int nc = 0, ws[NVJPEG_MAX_COMPONENT] = {0}, hs[NVJPEG_MAX_COMPONENT] = {0};
+    nvjpegChromaSubsampling_t ss = NVJPEG_CSS_UNKNOWN;
+    if (len < 4 || f[0] != 0xFF || f[1] != 0xD8 ||
+        d->nj->get_image_info(d->h, f, len, &nc, &ss, ws, hs) != NVJPEG_STATUS_SUCCESS ||
+        nc != 3 || ss == NVJPEG_CSS_UNKNOWN || ss == NVJPEG_CSS_GRAY || ws[0] < 1 ||
+        hs[0] < 1 || ws[0] > DECODE_MAX_DIM || hs[0] > DECODE_MAX_DIM)
+        return 0;
+    *w = ws[0];
+    *h = hs[0];
+    return 1;
+}
+
+/* The samples the host decodes (di->how DI_CPU, img NULL), OpenMP over them. */
+static void host_decode(const bk_decode_batch_t *b, dimg_t *img)
+{
+#pragma omp parallel for num_threads(b->threads > 0 ? b->threads : 1) schedule(dynamic, 1)
+    for (int i = 0; i < b->n; i++) {
+        dimg_t *di = &img[i];
+        if (di->how != DI_CPU || di->img)
+            continue;
+        char why[256];
+        int sw, sh;
+        di->img = decode_image(b->files + di->at, b->sizes[i], NULL, &sw, &sh, why, sizeof why);
+        if (!di->img) {
+            fail(b, di, i, why);
+            continue;
+        }
+        di->w = di->img->w;
+        di->h = di->img->h;
+        di->sc = di->img->c;
+    }
+}
+
+/* nvJPEG's batched decode of the DI_GPU samples into d->src; when it
+ * fails, each image alone, and those nvJPEG refuses go to the host. */
+static int gpu_decode(cu_decode_t *d, const bk_decode_batch_t *b, char *err, size_t errlen)
+{
+    int m = 0;
+    for (int i = 0; i < b->n; i++)
+        m += d->img[i].how == DI_GPU;
+    if (m == 0)
+        return 0;
+    const unsigned char **data = malloc((size_t)m * sizeof *data);
+    size_t *lens = malloc((size_t)m * sizeof *lens);
+    nvjpegImage_t *dst = calloc((size_t)m, sizeof *dst);
+    int rc = -1;
+    if (!data || !lens || !dst) {
+        err_set(err, errlen, "--decode gpu: out of memory for %d images", m);
+        goto out;
+    }
+    for (int i = 0, j = 0; i < b->n; i++) {
+        dimg_t *di = &d->img[i];
+        if (di->how != DI_GPU)
+            continue;
+        data[j] = b->files + di->at;
+        lens[j] = b->sizes[i];
+        dst[j].channel[0] = d->src + di->src_off;
+        dst[j].pitch[0] = (size_t)di->w * 3;
+        j++;
+    }
+    nvjpegStatus_t s = d->nj->batched_init(d->h, d->batched, m, 1, NVJPEG_OUTPUT_RGBI);
+    if (s == NVJPEG_STATUS_SUCCESS)
+        s = d->nj->batched(d->h, d->batched, data, lens, dst, d->stream);
+    if (s == NVJPEG_STATUS_SUCCESS) {
+        rc = 0;
+        goto out;
+    }
+    /* one file nvJPEG cannot decode fails the call: each alone, then */
+    d->batched_fallbacks++;
+    log_warn("decode gpu: nvJPEG's batched decode of %d images failed (%s); decoding them one "
+             "by one", m, cu_nvjpeg_status(s));
+    for (int i = 0, j = 0; i < b->n; i++) {
+        dimg_t *di = &d->img[i];
+        if (di->how != DI_GPU)
+            continue;
+        s = d->nj->decode(d->h, d->single, data[j], lens[j], NVJPEG_OUTPUT_RGBI, &dst[j],
+                          d->stream);
+        j++;
+        if (s != NVJPEG_STATUS_SUCCESS)
+            di->how = DI_CPU;   /* the host decodes it, or says why it cannot */
+    }
+    rc = 0;
+out:
+    free(data);
+    free(lens);
+    free(dst);
+    return rc;
+}
+
+/* Each live sample's window, tables and buffer places; the totals in
+ * *taps (int32 values), *mid and *src (bytes). */
+static void plan(cu_decode_t *d, const bk_decode_batch_t *b, size_t *taps, size_t *mid,
+                 size_t *src)
+{
+    transform_t t = {.resize = b->resize, .crop_h = b->crop_h, .crop_w = b->crop_w,
+                     .channels = b->channels};
+    *taps = *mid = *src = 0;
+    for (int i = 0; i < b->n; i++) {
+        dimg_t *di = &d->img[i];
+        if (di->how == DI_FAILED)
+            continue;
+        char why[256];
+        int rw, rh;
+        resize_window_t win;
+        if (transform_window(&t, di->w, di->h, b->h, b->w, &rw, &rh, &win, why, sizeof why) != 0 ||
+            resize_taps(di->w, di->h, rw, rh, &win, &di->t, why, sizeof why) != 0) {
+            fail(b, di, i, why);
+            continue;
+        }
+        di->ox = di->t.x0 - win.x;
+        di->oy = di->t.y0 - win.y;
+        di->src_off = *src;
+        di->bytes = (size_t)di->w * di->h * di->sc;
+        *src += (di->bytes + 255) & ~(size_t)255;
+        di->taps_off = *taps;
+        *taps += (size_t)di->t.h.count * (1 + di->t.h.ksize) +
+                 (size_t)di->t.v.count * (1 + di->t.v.ksize);
+        di->mid_off = *mid;
+        *mid += ((size_t)(di->t.sy1 - di->t.sy0) * (di->t.x1 - di->t.x0) * b->channels + 255) &
+                ~(size_t)255;
+    }
+}
+
+/* The tables into the pinned buffer, one after another per sample. */
+static void pack_taps(cu_decode_t *d, const bk_decode_batch_t *b)
+{
+    for (int i = 0; i < b->n; i++) {
+        dimg_t *di = &d->img[i];
+        if (di->how == DI_FAILED)
+            continue;
+        int32_t *p = d->taps_h + di->taps_off;
+        const resize_axis_t *ax[2] = {&di->t.h, &di->t.v};
+        for (int a = 0; a < 2; a++) {
+            memcpy(p, ax[a]->lo, (size_t)ax[a]->count * sizeof *p);
+            p += ax[a]->count;
+            memcpy(p, ax[a]->k, (size_t)ax[a]->count * ax[a]->ksize * sizeof *p);
+            p += (size_t)ax[a]->count * ax[a]->ksize;
+        }
+    }
+}
+
+/* The host-decoded images to d->src (waited for: their memory is freed). */
+static int upload_host_images(cu_decode_t *d, const bk_decode_batch_t *b, char *err,
+                              size_t errlen)
+{
+    int any = 0;
+    for (int i = 0; i < b->n; i++) {
+        dimg_t *di = &d->img[i];
+        if (di->how != DI_CPU || !di->img)
+            continue;
+        if ((size_t)di->w * di->h * di->sc != di->bytes) {   /* nvJPEG read another size */
+            fail(b, di, i, "nvJPEG refused the file and the host's decoder reads another size "
+                           "from it");
+            continue;
+        }
+        any = 1;
+        if (cu_err(cudaMemcpyAsync(d->src + di->src_off, di->img->px,
+                                   (size_t)di->w * di->h * di->sc, cudaMemcpyHostToDevice,
+                                   d->stream), "a host-decoded image's upload", err, errlen) < 0)
+            return -1;
+    }
+    if (any && cu_err(cudaStreamSynchronize(d->stream), "the host-decoded images' upload", err,
+                      errlen) < 0)
+        return -1;
+    for (int i = 0; i < b->n; i++)
+        image_destroy(&d->img[i].img);
+    return 0;
+}
+
+/* Each live sample resized into its slot; zeros where it is padding or failed. */
+static int resize_all(cu_decode_t *d, const bk_decode_batch_t *b, char *err, size_t errlen)
+{
+    size_t plane = (size_t)b->h * b->w, per = plane * b->channels;
+    for (int i = 0; i < b->n; i++) {
+        dimg_t *di = &d->img[i];
+        uint8_t *slot = d->out + (size_t)i * per;
+        const resize_taps_t *t = &di->t;
+        int live = di->how != DI_FAILED && t->x1 > t->x0 && t->y1 > t->y0;
+        int whole = live && t->x1 - t->x0 == b->w && t->y1 - t->y0 == b->h;
+        if (!whole && cu_err(cudaMemsetAsync(slot, 0, per, d->stream), "cudaMemsetAsync", err,
+                             errlen) < 0)
+            return -1;
+        if (!live)
+            continue;
+        const int32_t *hlo = d->taps_d + di->taps_off, *hk = hlo + t->h.count;
+        const int32_t *vlo = hk + (size_t)t->h.count * t->h.ksize, *vk = vlo + t->v.count;
+        int cols = t->x1 - t->x0;
+        if (cu_err(ck_resize_h(d->stream, d->src + di->src_off, (size_t)di->w * di->sc, di->sc,
+                               b->channels, t->sy0, t->sy1 - t->sy0, cols, hlo, hk,
+                               t->h.ksize, d->mid + di->mid_off), "the resize kernel (rows)",
+                   err, errlen) < 0 ||
+            cu_err(ck_resize_v(d->stream, d->mid + di->mid_off, cols, b->channels, t->sy0,
+                               t->v.count, vlo, vk, t->v.ksize, slot, b->w, plane, di->ox,
+                               di->oy), "the resize kernel (columns)", err, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int cu_decode_batch(cu_decode_t *d, const bk_decode_batch_t *b, const uint8_t **out, char *err,
+                    size_t errlen)
+{
+    if (b->n < 1 || b->h < 1 || b->w < 1 || (b->channels != 1 && b->channels != 3) ||
+        b->why_len < 2) {
+        err_set(err, errlen, "--decode gpu: a batch of %d samples of %dx%dx%d", b->n,
+                b->channels, b->h, b->w);
+        return -1;
+    }
+    if (b->n > d->img_cap) {
+        dimg_t *p = realloc(d->img, (size_t)b->n * sizeof *p);
+        if (!p) {
+            err_set(err, errlen, "--decode gpu: out of memory for %d samples", b->n);
+            return -1;
+        }
+        memset(p + d->img_cap, 0, (size_t)(b->n - d->img_cap) * sizeof *p);
+        d->img = p;
+        d->img_cap = b->n;
+    }
+    size_t at = 0;
+    for (int i = 0; i < b->n; i++) {
+        dimg_t *di = &d->img[i];
+        resize_taps_free(&di->t);
+        *di = (dimg_t){.how = DI_CPU, .at = at, .sc = 3};
+        b->failed[i] = 0;
+        b->why[(size_t)i * b->why_len] = '\0';
+        if (gpu_takes(d, b->files + at, b->sizes[i], &di->w, &di->h))
+            di->how = DI_GPU;
+        at += b->sizes[i];
+    }
+    host_decode(b, d->img);
+    size_t ntaps, nmid, nsrc, per = (size_t)b->channels * b->h * b->w;
+    plan(d, b, &ntaps, &nmid, &nsrc);
+    if (grow_dev(&d->src, &d->src_cap, nsrc ? nsrc : 1, "cudaMalloc (decoded images)", err,
+                 errlen) < 0 ||
+        grow_dev(&d->mid, &d->mid_cap, nmid ? nmid : 1, "cudaMalloc (resize rows)", err,
+                 errlen) < 0 ||
+        grow_dev(&d->out, &d->out_cap, per * b->n, "cudaMalloc (decoded batch)", err,
+                 errlen) < 0 ||
+        grow_dev(&d->taps_d, &d->taps_d_cap, (ntaps ? ntaps : 1) * sizeof(int32_t),
+                 "cudaMalloc (resize tables)", err, errlen) < 0 ||
+        grow_host(&d->taps_h, &d->taps_h_cap, (ntaps ? ntaps : 1) * sizeof(int32_t),
+                  "cudaHostAlloc (resize tables)", err, errlen) < 0 ||
+        grow_host(&d->host, &d->host_cap, per * b->n, "cudaHostAlloc (decoded batch)", err,
+                  errlen) < 0 ||
+        gpu_decode(d, b, err, errlen) < 0)
+        return -1;
+    host_decode(b, d->img);   /* what nvJPEG refused one by one */
+    pack_taps(d, b);
+    if (upload_host_images(d, b, err, errlen) < 0 ||
+        cu_err(cudaMemcpyAsync(d->taps_d, d->taps_h, ntaps * sizeof(int32_t),
+                               cudaMemcpyHostToDevice, d->stream), "the resize tables' upload",
+               err, errlen) < 0 ||
+        resize_all(d, b, err, errlen) < 0 ||
+        cu_err(cudaMemcpyAsync(d->host, d->out, per * b->n, cudaMemcpyDeviceToHost, d->stream),
+               "the decoded batch's download", err, errlen) < 0 ||
+        cu_err(cudaStreamSynchronize(d->stream), "the decode", err, errlen) < 0)
+        return -1;
+    int nfailed = 0;
+    for (int i = 0; i < b->n; i++) {
+        nfailed += d->img[i].how == DI_FAILED;
+        d->on_gpu += d->img[i].how == DI_GPU;
+        d->on_cpu += d->img[i].how == DI_CPU;
+    }
+    d->failed += nfailed;
+    d->batches++;
+    *out = d->host;
+    return nfailed;
+}
+
+/* ------------------------------------------------ the backend's table */
+
+static int dec_ready(backend_t *be, char *err, size_t errlen)
+{
+    cuda_backend_t *cb = cu_be(be);
+    if (!cb->dec && !(cb->dec = cu_decode_new(err, errlen)))
+        return -1;
+    return 0;
+}
+
+static int dec_batch(backend_t *be, const bk_decode_batch_t *b, const uint8_t **out, char *err,
+                     size_t errlen)
+{
+    return dec_ready(be, err, errlen) < 0 ? -1 : cu_decode_batch(cu_be(be)->dec, b, out, err, errlen);
+}
+
+const bk_decode_ops_t CUDA_DECODE_OPS = {.ready = dec_ready, .batch = dec_batch};

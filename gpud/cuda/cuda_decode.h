@@ -1,0 +1,24 @@
+/* cuda_decode — --decode gpu on the cuda backend (cuda_decode.c; built
+ * where nvJPEG's header was found, DDPIPE_HAVE_NVJPEG). */
+#ifndef DDP_CUDA_DECODE_H
+#define DDP_CUDA_DECODE_H
+
+#include "gpud/backend_impl.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cu_decode cu_decode_t;
+
+/* nvJPEG loaded and a handle, its states and a stream made; NULL with
+ * what to do in err. Call on the thread (device) that will decode. */
+cu_decode_t *cu_decode_new(char *err, size_t errlen);
+void cu_decode_destroy(cu_decode_t **d);
+/* backend_decode's work (backend.h). */
+int cu_decode_batch(cu_decode_t *d, const bk_decode_batch_t *b, const uint8_t **out, char *err,
+                    size_t errlen);
+
+/* bk_ops_t.decode of the cuda backend */
+extern const bk_decode_ops_t CUDA_DECODE_OPS;
+
+#endif
