@@ -8,7 +8,8 @@
  *
  * What nvJPEG does not take goes through common/image on the host (the
  * same decoder as --decode cpu), then through the same device resize:
- * files that are not 3-component JPEGs (gray, CMYK, PNG, ...), and, when
+ * files that are not whole 3-component JPEGs (gray, CMYK, PNG, one cut
+ * short, ...), and, when
  * the batched call fails, any file nvJPEG's single-image call refuses too.
  * A file neither decodes fails with common/image's reason, as with cpu.
  *
@@ -181,13 +182,16 @@ static void fail(const bk_decode_batch_t *b, dimg_t *di, int i, const char *why)
     snprintf(b->why + (size_t)i * b->why_len, b->why_len, "%s", why);
 }
 
-/* 1: nvJPEG's batched decoder takes file F (a 3-component JPEG whose
- * header it reads), its size in *w, *h */
+/* 1: nvJPEG's batched decoder takes file F (a whole 3-component JPEG
+ * whose header it reads), its size in *w, *h */
 static int gpu_takes(cu_decode_t *d, const uint8_t *f, size_t len, int *w, int *h)
 {
     int nc = 0, ws[NVJPEG_MAX_COMPONENT] = {0}, hs[NVJPEG_MAX_COMPONENT] = {0};
     nvjpegChromaSubsampling_t ss = NVJPEG_CSS_UNKNOWN;
-    if (len < 4 || f[0] != 0xFF || f[1] != 0xD8 ||
+    /* a file cut short (no EOI marker at its end) goes to the host, which
+     * fails it as PIL does ("image file is truncated"), where nvJPEG may
+     * fill the missing blocks */
+    if (len < 4 || f[0] != 0xFF || f[1] != 0xD8 || f[len - 2] != 0xFF || f[len - 1] != 0xD9 ||
         d->nj->get_image_info(d->h, f, len, &nc, &ss, ws, hs) != NVJPEG_STATUS_SUCCESS ||
         nc != 3 || ss == NVJPEG_CSS_UNKNOWN || ss == NVJPEG_CSS_GRAY || ws[0] < 1 ||
         hs[0] < 1 || ws[0] > DECODE_MAX_DIM || hs[0] > DECODE_MAX_DIM)

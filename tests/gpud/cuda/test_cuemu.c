@@ -35,6 +35,7 @@
 #include "arena_checks.h"
 #include "xsum_checks.h"
 #include "kernel16_checks.h"
+#include "resize_checks.h"
 #include "pack16.h"
 #include "bn16_checks.h"
 
@@ -721,5 +722,6 @@ int main(void)
     tc_failures += check_device_optims();
     tc_failures += check_arena_optims();
     tc_failures += check_device_xsum();
+    tc_failures += check_resize_kernels();
     return tc_done("test_cuemu");
 }

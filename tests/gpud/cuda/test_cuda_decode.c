@@ -1,0 +1,181 @@
+/* gpud_cuda_decode: --decode gpu's decoder (gpud/cuda/cuda_decode.c)
+ * against --decode cpu's (common/image's sample_load_buffer, what
+ * gpud's wire_decode runs) on one batch of files made here: color JPEGs
+ * of 4:2:0 and 4:4:4, larger and smaller than the output, to 3 channels
+ * and to 1 (PIL's L); a gray JPEG (the host decodes it); a truncated JPEG
+ * and a file that is no image (both fail, with the host's reasons); on
+ * the emulator also a whole JPEG whose scan is damaged (the fake nvJPEG
+ * fails it, so the batched call fails and gpud decodes its images one by
+ * one, that one on the host). The batch is decoded twice (the buffers
+ * reused).
+ *
+ * On the kernel emulator (gpud_cuda_decode_emu: DDPIPE_TEST_EMULATED, and
+ * DDPIPE_NVJPEG_LIB the fake nvJPEG, tests/gpud/cuemu/fake_nvjpeg.c, which
+ * decodes as libjpeg-turbo does) every sample equals cpu's bit for bit, so
+ * this checks the whole path but nvJPEG's own IDCT. On a GPU (label gpu,
+ * the real nvJPEG) a JPEG's pixels come from nvJPEG: within a few grey
+ * levels of cpu's (mean and max bounds below); the others exact. Exits
+ * 77 (skipped) without a device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+
+#include "common/image/transform.h"
+#include "gpud/backend.h"
+#include "gpud/cuda/cuda_backend.h"
+#include "../tcheck.h"
+
+#define N 9
+#define WHY 256
+
+typedef struct {
+    uint8_t *data;
+    size_t len;
+    int exact;   /* 1: not nvJPEG's pixels on a device (gray, failed) */
+} file_t;
+
+/* A w x h JPEG of a smooth colour pattern plus a little noise (what a
+ * photo's blocks hold), subsampling sub (TJSAMP_*; TJSAMP_GRAY: gray). */
+static file_t jpeg(int w, int h, int sub, int quality, uint32_t seed)
+{
+    int c = sub == TJSAMP_GRAY ? 1 : 3;
+    uint8_t *px = malloc((size_t)w * h * c);
+    REQUIRE(px, "alloc");
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int ch = 0; ch < c; ch++) {
+                seed = seed * 1664525u + 1013904223u;
+                int v = (x * (3 + ch) + y * (5 - ch)) % 256 + (int)(seed >> 29) - 4;
+                px[((size_t)y * w + x) * c + ch] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+            }
+    tjhandle tj = tjInitCompress();
+    unsigned char *out = NULL;
+    unsigned long len = 0;
+    REQUIRE(tj && tjCompress2(tj, px, w, 0, h, c == 1 ? TJPF_GRAY : TJPF_RGB, &out, &len, sub,
+                              quality, 0) == 0, "tjCompress2: %s", tjGetErrorStr2(tj));
+    file_t f = {malloc(len), len, c == 1};
+    REQUIRE(f.data, "alloc");
+    memcpy(f.data, out, len);
+    tjFree(out);
+    tjDestroy(tj);
+    free(px);
+    return f;
+}
+
+/* the batch's files back to back */
+static uint8_t *pack(file_t *f, uint32_t *sizes)
+{
+    size_t total = 0;
+    for (int i = 0; i < N; i++)
+        total += f[i].len;
+    uint8_t *all = malloc(total), *p = all;
+    REQUIRE(all, "alloc");
+    for (int i = 0; i < N; i++) {
+        memcpy(p, f[i].data, f[i].len);
+        p += f[i].len;
+        sizes[i] = (uint32_t)f[i].len;
+    }
+    return all;
+}
+
+static void run(backend_t *be, file_t *f, int channels, int emulated)
+{
+    const int H = 56, W = 48;   /* Resize(60) + CenterCrop((56, 48)) */
+    uint32_t sizes[N];
+    uint8_t *files = pack(f, sizes), failed[N];
+    char why[N][WHY];
+    size_t per = (size_t)channels * H * W;
+    bk_decode_batch_t b = {.files = files, .sizes = sizes, .n = N, .resize = 60, .crop_h = H,
+                           .crop_w = W, .channels = channels, .h = H, .w = W, .threads = 2,
+                           .failed = failed, .why = why[0], .why_len = WHY};
+    transform_t t = {.resize = 60, .crop_h = H, .crop_w = W, .channels = channels};
+    uint8_t *want = malloc(per);
+    REQUIRE(want, "alloc");
+    for (int round = 0; round < 2; round++) {   /* the second reuses every buffer */
+        char err[512] = "";
+        const uint8_t *out = NULL;
+        int nfailed = backend_decode(be, &b, &out, err, sizeof err);
+        REQUIRE(nfailed >= 0 && out, "backend_decode: %s", err);
+        CHECK(nfailed >= 2, "%d samples failed, want 2 or more (the truncated file, the text)",
+              nfailed);
+        for (int i = 0; i < N; i++) {
+            char cwhy[WHY] = "";
+            int cfail = sample_load_buffer(f[i].data, f[i].len, &t, want, H, W, cwhy,
+                                           sizeof cwhy) != 0;
+            CHECK(failed[i] == cfail, "sample %d: failed %d on the device, %d on the host", i,
+                  failed[i], cfail);
+            if (cfail) {
+                CHECK(strstr(why[i], cwhy) != NULL, "sample %d: reason '%s', the host's '%s'",
+                      i, why[i], cwhy);
+                for (size_t k = 0; k < per; k++)
+                    CHECK(out[(size_t)i * per + k] == 0, "failed sample %d: pixel %zu not 0", i,
+                          k);
+                continue;
+            }
+            long sum = 0;
+            int maxd = 0;
+            for (size_t k = 0; k < per; k++) {
+                int d = abs((int)out[(size_t)i * per + k] - want[k]);
+                sum += d;
+                maxd = d > maxd ? d : maxd;
+            }
+            double mean = (double)sum / per;
+            if (emulated || f[i].exact)
+                CHECK(maxd == 0, "sample %d (%d channels): max diff %d from --decode cpu's", i,
+                      channels, maxd);
+            else   /* nvJPEG's IDCT and upsampling against libjpeg-turbo's */
+                CHECK(mean <= 1.5 && maxd <= 24, "sample %d (%d channels): mean diff %.2f, max "
+                      "%d from --decode cpu's", i, channels, mean, maxd);
+            if (round == 0)
+                printf("sample %d, %d channels: mean diff %.3f, max %d from --decode cpu's\n", i,
+                       channels, mean, maxd);
+        }
+    }
+    free(want);
+    free(files);
+}
+
+int main(void)
+{
+    int emulated = getenv("DDPIPE_TEST_EMULATED") != NULL;
+    if (cuda_device_count() == 0) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    char err[512] = "";
+    backend_t *be = backend_new("cuda", 1, err, sizeof err);
+    REQUIRE(be, "backend_new(cuda): %s", err);
+    if (backend_decode_ready(be, err, sizeof err) != 0) {
+        printf("--decode gpu not available here: %s\n", err);
+        backend_destroy(&be);
+        return emulated ? 1 : 77;   /* the emulator's build always has the fake */
+    }
+    file_t f[N] = {
+        jpeg(120, 90, TJSAMP_420, 90, 1),   /* down, 4:2:0 */
+        jpeg(73, 101, TJSAMP_444, 95, 2),   /* down, portrait, odd sizes */
+        jpeg(40, 30, TJSAMP_420, 85, 3),    /* up */
+        jpeg(64, 64, TJSAMP_GRAY, 90, 4),   /* gray: the host decodes it */
+        jpeg(200, 150, TJSAMP_422, 80, 5),
+        jpeg(96, 80, TJSAMP_420, 90, 6),    /* truncated below */
+        {NULL, 0, 1},                       /* not an image, below */
+        jpeg(60, 60, TJSAMP_444, 90, 7),    /* Resize(60): one axis unchanged */
+        jpeg(90, 70, TJSAMP_420, 90, 8),    /* damaged below (emulator) */
+    };
+    if (emulated)   /* a run of marker bytes inside the scan: libjpeg-turbo warns */
+        memset(f[8].data + f[8].len / 2, 0xFF, 24);
+    f[8].exact = 1;
+    f[5].len /= 2;
+    f[5].exact = 1;
+    static const char text[] = "this is not an image file";
+    f[6].data = malloc(sizeof text);
+    REQUIRE(f[6].data, "alloc");
+    memcpy(f[6].data, text, sizeof text);
+    f[6].len = sizeof text;
+    run(be, f, 3, emulated);
+    run(be, f, 1, emulated);
+    for (int i = 0; i < N; i++)
+        free(f[i].data);
+    backend_destroy(&be);
+    return tc_done("test_cuda_decode");
+}
