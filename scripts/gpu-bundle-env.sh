@@ -5,6 +5,10 @@
 # on LD_LIBRARY_PATH. 2 (said on stderr) when the bundle is unusable.
 # nccl_loaded BIN: the libnccl BIN resolves and its ncclGetVersion code
 # ("23007 /path/libnccl.so.2"), nothing when either is unknown.
+# nvjpeg_find: an nvJPEG 13 gpud's --decode gpu can load (DDPIPE_NVJPEG_LIB
+# when it names a file; the bundle's; scripts/install-deps.sh's
+# /opt/nvjpeg-13; pip's nvidia-nvjpeg; the copy torchvision's wheel
+# carries), its path, nothing when there is none.
 bundle_env() {
     BUILD=$(tar -tJf "$1" | sed -n 's|^\(.*\)/lib-bundle/*$|/\1|p' | head -n 1)
     [ -n "$BUILD" ] || { echo "$1 has no lib-bundle/ (make it with scripts/gpu-bundle.sh)" >&2; return 2; }
@@ -30,5 +34,21 @@ v = ctypes.c_int(0)
 r = ctypes.CDLL(sys.argv[1]).ncclGetVersion(ctypes.byref(v))
 print(v.value if r == 0 and v.value > 0 else "")' "$lib" 2>/dev/null)
     [ -n "$code" ] && echo "$code $lib"
+    return 0
+}
+
+nvjpeg_find() {
+    if [ -n "${DDPIPE_NVJPEG_LIB:-}" ] && [ -f "$DDPIPE_NVJPEG_LIB" ]; then
+        echo "$DDPIPE_NVJPEG_LIB"
+        return 0
+    fi
+    for f in "${BUILD:-/nonexistent}/lib-bundle/libnvjpeg.so.13" /opt/nvjpeg-13/lib/libnvjpeg.so.13; do
+        [ -f "$f" ] && { echo "$f"; return 0; }
+    done
+    site=$("${PY:-python3}" -c 'import site, sys; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null)
+    for d in $site; do
+        f=$(find "$d/nvidia" "$d/torchvision.libs" -maxdepth 3 -name 'libnvjpeg*.so.13*' 2>/dev/null | head -n 1)
+        [ -n "$f" ] && { echo "$f"; return 0; }
+    done
     return 0
 }

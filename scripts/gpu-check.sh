@@ -170,6 +170,15 @@ else
         "${CUDAToolkit_ROOT:-/usr/local/cuda}/include/nccl.h" /usr/include/nccl.h 2>/dev/null | head -n 1)
     note INFO "NCCL loaded" "not asked (no libnccl gpud resolves answered): the header's version code ${NCCL_LOADED:-unknown} decides"
 fi
+# The nvJPEG gpud's --decode gpu loads (gpud_cuda_decode, the e2e JPEG
+# job's bf16-decode-gpu run): one found on the machine, exported for them
+NVJPEG_LIB=$(nvjpeg_find)
+if [ -n "$NVJPEG_LIB" ]; then
+    export DDPIPE_NVJPEG_LIB="$NVJPEG_LIB"
+    note INFO "nvJPEG" "$NVJPEG_LIB (--decode gpu)"
+else
+    note INFO "nvJPEG" "none found (bundle, /opt/nvjpeg-13, pip's nvidia-nvjpeg, torchvision.libs): --decode gpu's steps are NOT RUN; scripts/gpu-nccl.sh --nvjpeg LIB carries one"
+fi
 
 # why_failed TEST: its failed CHECK lines (and the gradients it names) from
 # the ctest log's output of TEST, so the record says why without the log
@@ -432,7 +441,10 @@ if [ -n "$PY" ]; then
         env PY="$PY" E2E_CUDNN_PLANS="$OUT/cudnn-plans-eval-bf16.txt" \
         sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" jpeg
     grep -E '^(ddpipe-cuda|torch) resnet18 e2e-jpeg ' "$OUT/e2e-jpeg.log" >> "$BENCH"
-    sed -n -E 's/^e2e-jpeg (gpud|gpud \(plans file\)|whole commands): /e2e jpeg: \1: /p' "$OUT/e2e-jpeg.log" >> "$OUT/profile.txt"
+    # --decode gpu's run inside it: its workers' check, or why it did not run
+    sed -n -E 's/^(PASS|NOTRUN): (--decode gpu.*)/\1 \2/p' "$OUT/e2e-jpeg.log" |
+        while read -r st rest; do note "$st" "e2e-jpeg --decode gpu" "$rest"; done
+    sed -n -E 's/^e2e-jpeg (gpud|gpud \(plans file\)|gpud \(--decode gpu\)|whole commands): /e2e jpeg: \1: /p' "$OUT/e2e-jpeg.log" >> "$OUT/profile.txt"
 else
     note NOTRUN "bench e2e-jpeg ddpipe vs DataLoader" "no python with torch + CUDA (set PY=...)"
 fi

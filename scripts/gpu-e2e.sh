@@ -60,7 +60,10 @@
 #        e2e-jpeg img/s=...") and the ratio (issue 30's bar: >= 2x); fails
 #        only when a side fails to run. With E2E_CUDNN_PLANS (a plans file
 #        of the same shapes, docs/CUDA.md "Tuned engines") ddpipe's job runs
-#        again on it (precision=bf16-plans, bf16-plans-steady).
+#        again on it (precision=bf16-plans, bf16-plans-steady). Then with
+#        --wire jpeg --decode gpu (precision=bf16-decode-gpu, -steady: nvJPEG
+#        and the resize on the device) and its predictions with 1 and 2
+#        workers (PASS/FAIL line), NOTRUN where gpud finds no nvJPEG.
 #        ddpipe's figures are its own clock:
 #        the whole job (the plan to the last result, summary.json
 #        images_per_sec: gpud's start, the model's load and its cuDNN plans
@@ -324,6 +327,41 @@ jpeg)
         echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$(field "$s" steady_images_per_sec) images=$n workers=1 batch=$b precision=bf16-plans-steady device=$dev first_result_s=$(field "$s" first_result_seconds)"
         grep -h -o -E "first batch: .*|cuda backend: [0-9]+ cuDNN graph plans.*" \
             "$OUT/jpeg-ddpipe-plans/logs/"gpud*.log 2>/dev/null | sed 's/^/e2e-jpeg gpud (plans file): /' || true
+    fi
+    # --decode gpu (docs/CUDA.md "Decoding on the GPU"): the files go to
+    # gpud (--wire jpeg), nvJPEG decodes them and the resize runs on the
+    # device; E2E_DECODE_GPU=0 skips it. Without an nvJPEG gpud can load
+    # (DDPIPE_NVJPEG_LIB, the library path, /opt/nvjpeg-13) it is NOT RUN.
+    if [ "${E2E_DECODE_GPU:-1}" != 0 ]; then
+        if "$DD" eval --data "$data" --model resnet18 --weights "$OUT/resnet18-init.safetensors" \
+            --classes "$OUT/jpeg-classes.txt" --device "$dev" --precision bf16 --workers 1 \
+            --batch-size "$b" --wire jpeg --decode gpu --loader-threads "$(nproc)" \
+            --out "$OUT/jpeg-ddpipe-gpudec" --overwrite --quiet > "$OUT/jpeg-ddpipe-gpudec.log" 2>&1; then
+            s=$OUT/jpeg-ddpipe-gpudec/summary.json
+            echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$(field "$s" images_per_sec) images=$n workers=1 batch=$b precision=bf16-decode-gpu device=$dev wall_s=$(field "$s" wall_seconds)"
+            echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$(field "$s" steady_images_per_sec) images=$n workers=1 batch=$b precision=bf16-decode-gpu-steady device=$dev first_result_s=$(field "$s" first_result_seconds)"
+            grep -h -o -E "decode gpu: .*|first batch: .*" "$OUT/jpeg-ddpipe-gpudec/logs/"gpud*.log 2>/dev/null |
+                sed 's/^/e2e-jpeg gpud (--decode gpu): /' || true
+            # the same predictions from 1 and 2 workers (each decodes its own batches)
+            k=$(( n < 1024 ? n : 1024 ))
+            for w in 1 2; do
+                "$DD" eval --data "$data" --model resnet18 --weights "$OUT/resnet18-init.safetensors" \
+                    --classes "$OUT/jpeg-classes.txt" --device "$dev" --precision bf16 \
+                    --workers "$w" --batch-size 64 --limit "$k" --wire jpeg --decode gpu \
+                    --predictions all --out "$OUT/jpeg-gpudec-w$w" --overwrite --quiet \
+                    > "$OUT/jpeg-gpudec-w$w.log" 2>&1 ||
+                    { echo "FAIL: --decode gpu with $w workers: $(tail -n 3 "$OUT/jpeg-gpudec-w$w.log")"; exit 1; }
+            done
+            if cmp -s "$OUT/jpeg-gpudec-w1/predictions.csv" "$OUT/jpeg-gpudec-w2/predictions.csv"; then
+                echo "PASS: --decode gpu: predictions.csv of $k images equal with 1 and 2 workers"
+            else
+                echo "FAIL: --decode gpu: predictions.csv of $k images differs between 1 and 2 workers"; exit 1
+            fi
+        elif grep -q "cannot load nvJPEG" "$OUT/jpeg-ddpipe-gpudec/logs/"gpud*.log 2>/dev/null; then
+            echo "NOTRUN: --decode gpu: $(grep -h -o "cannot load nvJPEG ([^)]*)" "$OUT/jpeg-ddpipe-gpudec/logs/"gpud*.log | head -n 1)"
+        else
+            echo "FAIL: ddpipe eval --decode gpu: $(tail -n 3 "$OUT/jpeg-ddpipe-gpudec.log")"; exit 1
+        fi
     fi
     # the host's decode ceiling: ddpipe's loader alone, same files and threads
     if [ -x "$BIN/loader_bench" ]; then

@@ -4,8 +4,13 @@
 # (the machines' own came with PyTorch's wheel, 2.28.3; the bundle, the
 # source tree and the t10k files leave no room for it in gpu-check's call,
 # so it comes in the next one, the bundle and t10k still there):
-#   scripts/gpu-nccl.sh --bundle FILE --nccl LIB [--fmnist DIR] [--out DIR]
-# LIB: libnccl.so.2 from scripts/nccl-build.sh (or LIB.xz).
+#   scripts/gpu-nccl.sh --bundle FILE [--nccl LIB] [--nvjpeg LIB] [--fmnist DIR] [--out DIR]
+# --nccl LIB: libnccl.so.2 from scripts/nccl-build.sh (or LIB.xz).
+# --nvjpeg LIB: libnvjpeg.so.13 (scripts/install-deps.sh's /opt/nvjpeg-13,
+# or LIB.xz) for --decode gpu, where the machine has none gpu-check finds:
+# gpud_cuda_decode, then gpu-e2e.sh jpeg on $DECODE_JPEGS (4096) images,
+# PyTorch's DataLoader beside it, its bench lines into nccl.txt (each
+# bounded by DECODE_STEP_S, 240). One of --nccl, --nvjpeg at least.
 # - the NCCL gpud loads (ncclGetVersion of the library it resolves): LIB's;
 # - gpud_cuda_nccl: a one-rank communicator, then two ranks on the one GPU
 #   (their float sums, host and device, exact on both; rank 0 fails, not
@@ -19,20 +24,21 @@
 # any step failed.
 set -u
 cd "$(dirname "$0")/.."
-BUNDLE= LIB= OUT=nccl FMNIST=/usr/share/datasets/fashion-mnist
+BUNDLE= LIB= NVJPEG= OUT=nccl FMNIST=/usr/share/datasets/fashion-mnist
 while [ $# -gt 0 ]; do
     case "$1" in
         --bundle) BUNDLE=$2; shift ;;
         --nccl) LIB=$2; shift ;;
+        --nvjpeg) NVJPEG=$2; shift ;;
         --fmnist) FMNIST=$2; shift ;;
         --out) OUT=$2; shift ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "gpu-nccl: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
 done
-[ -n "$BUNDLE" ] && [ -n "$LIB" ] ||
-    { echo "gpu-nccl: --bundle FILE (scripts/gpu-bundle.sh) and --nccl LIB (scripts/nccl-build.sh)" >&2; exit 2; }
+[ -n "$BUNDLE" ] && [ -n "$LIB$NVJPEG" ] ||
+    { echo "gpu-nccl: --bundle FILE (scripts/gpu-bundle.sh) and --nccl LIB (scripts/nccl-build.sh) or --nvjpeg LIB" >&2; exit 2; }
 . scripts/gpu-bundle-env.sh
 bundle_env "$BUNDLE" || exit 2
 mkdir -p "$OUT/logs" "$OUT/lib"
@@ -47,14 +53,56 @@ say() {   # say STATUS STEP DETAIL
     return 0
 }
 
-case "$LIB" in
-    *.xz) xz -dc "$LIB" > "$LIBDIR/libnccl.so.2" ;;
-    *) cp -L "$LIB" "$LIBDIR/libnccl.so.2" ;;
-esac || { say FAIL "nccl library" "cannot read $LIB"; exit 1; }
+say INFO "machine" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
+
+# unpack LIB (or LIB.xz) into LIBDIR as NAME
+carry() {
+    case "$1" in
+        *.xz) xz -dc "$1" > "$LIBDIR/$2" ;;
+        *) cp -L "$1" "$LIBDIR/$2" ;;
+    esac
+}
+
+if [ -n "$NVJPEG" ]; then
+    D=${DECODE_STEP_S:-240}
+    if carry "$NVJPEG" libnvjpeg.so.13; then
+        export DDPIPE_NVJPEG_LIB="$LIBDIR/libnvjpeg.so.13"
+        (cd "$BUILD" && timeout "$D" ctest -R '^gpud_cuda_decode$' --output-on-failure -V) \
+            > "$OUT/logs/gpud_cuda_decode.log" 2>&1
+        rc=$?
+        line=$(grep -E 'decode gpu: nvJPEG|mean diff|CHECK|all checks passed' \
+            "$OUT/logs/gpud_cuda_decode.log" | head -n 3 | tr '\n' ' ')
+        if [ $rc -eq 0 ] && ! grep -q 'Skipped\|Not Run' "$OUT/logs/gpud_cuda_decode.log"; then
+            say PASS "gpud_cuda_decode" "$line"
+        else
+            say FAIL "gpud_cuda_decode" "exit $rc: $line"
+        fi
+        env PY="${PY:-python3}" E2E_JPEGS="${DECODE_JPEGS:-4096}" timeout "$D" \
+            sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" jpeg > "$OUT/logs/e2e-jpeg.log" 2>&1
+        rc=$?
+        cp "$OUT"/e2e/jpeg-ddpipe-gpudec/logs/gpud*.log "$OUT/logs/" 2>/dev/null
+        grep -E '^(ddpipe-cuda|torch) resnet18 e2e-jpeg |^end to end|^e2e-jpeg gpud \(--decode gpu\)' \
+            "$OUT/logs/e2e-jpeg.log" | sed 's/^/BENCH   /' | tee -a "$R"
+        st=$(sed -n -E 's/^(PASS|FAIL|NOTRUN): --decode gpu.*/\1/p' "$OUT/logs/e2e-jpeg.log" | head -n 1)
+        if [ $rc -eq 0 ] && [ -n "$st" ]; then
+            say "$st" "e2e-jpeg --decode gpu" "$(sed -n -E 's/^(PASS|FAIL|NOTRUN): (--decode gpu.*)/\2/p' "$OUT/logs/e2e-jpeg.log" | head -n 1)"
+        else
+            say FAIL "e2e-jpeg --decode gpu" "exit $rc: $(tail -n 1 "$OUT/logs/e2e-jpeg.log")"
+        fi
+    else
+        say FAIL "nvjpeg library" "cannot read $NVJPEG"
+    fi
+fi
+if [ -z "$LIB" ]; then
+    tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs
+    [ "$fails" -eq 0 ]
+    exit
+fi
+
+carry "$LIB" libnccl.so.2 || { say FAIL "nccl library" "cannot read $LIB"; exit 1; }
 export LD_LIBRARY_PATH="$LIBDIR:$LD_LIBRARY_PATH"
 loaded=$(nccl_loaded "$BUILD/bin/gpud")
 code=${loaded%% *} lib=${loaded#* }
-say INFO "machine" "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
 case "$lib" in
     "$LIBDIR"/*) say PASS "nccl loaded" "$lib, version code ${code:-unknown}" ;;
     *) say FAIL "nccl loaded" "gpud resolves ${lib:-no libnccl}, not $LIB (version code ${code:-unknown})" ;;

@@ -8,6 +8,9 @@
 #   (default from /usr/share/datasets/fashion-mnist);
 # - with --nccl-src DIR (an NCCL source tree >= 2.30.3): build-nccl
 #   (scripts/nccl-build.sh for sm_90), for scripts/gpu-nccl.sh's call;
+# - where scripts/install-deps.sh put nvJPEG (/opt/nvjpeg-13):
+#   build-nccl/libnvjpeg.so.13.xz, for gpu-nccl.sh --nvjpeg (--decode gpu
+#   on a machine that has no nvJPEG of its own);
 # then the size each call carries beside the tracked tree, against a
 # device call's 64 MiB: gpu-check's (bundle + t10k), gpu-nccl's on a warm
 # machine (the library alone) and on a fresh one (bundle + library.xz).
@@ -30,6 +33,11 @@ sh scripts/gpu-bundle.sh build-gpu build-gpu/bundle.tar.xz
 mkdir -p build-gpu/fmnist
 cp "$FMNIST"/t10k-images-idx3-ubyte.gz "$FMNIST"/t10k-labels-idx1-ubyte.gz build-gpu/fmnist/
 [ -z "$NCCL_SRC" ] || sh scripts/nccl-build.sh "$NCCL_SRC" build-nccl 90
+NVJ=${NVJPEG_PREFIX:-/opt/nvjpeg-13}/lib/libnvjpeg.so.13
+if [ -f "$NVJ" ]; then
+    mkdir -p build-nccl
+    xz -9 -c "$NVJ" > build-nccl/libnvjpeg.so.13.xz
+fi
 
 bytes() { cat "$@" 2>/dev/null | wc -c; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
@@ -41,11 +49,12 @@ check=$((tree + $(bytes build-gpu/bundle.tar.xz) + $(bytes build-gpu/fmnist/*)))
 echo "gpu-prepare: the tree $(mib "$tree"); gpu-check's call $(mib "$check") of 64 MiB" \
     "(carry build-gpu/bundle.tar.xz, build-gpu/fmnist)"
 if [ -f build-nccl/libnccl.so.2 ]; then
-    warm=$((tree + $(bytes build-nccl/libnccl.so.2)))
-    cold=$((tree + $(bytes build-gpu/bundle.tar.xz) + $(bytes build-nccl/libnccl.so.2.xz)))
+    nvj=$(bytes build-nccl/libnvjpeg.so.13.xz)
+    warm=$((tree + $(bytes build-nccl/libnccl.so.2) + nvj))
+    cold=$((tree + $(bytes build-gpu/bundle.tar.xz) + $(bytes build-nccl/libnccl.so.2.xz) + nvj))
     echo "gpu-prepare: gpu-nccl's call $(mib "$warm") on the warm machine (carry" \
-        "build-nccl/libnccl.so.2), $(mib "$cold") on a fresh one (carry the bundle and" \
-        "build-nccl/libnccl.so.2.xz; no t10k: the job not run)"
+        "build-nccl/libnccl.so.2 and libnvjpeg.so.13.xz), $(mib "$cold") on a fresh one (carry" \
+        "the bundle and build-nccl/*.xz; no t10k: the jobs not run)"
     [ "$cold" -le "$limit" ] || echo "gpu-prepare: a fresh machine's NCCL call would not fit" >&2
 fi
 [ "$check" -le "$limit" ] || { echo "gpu-prepare: gpu-check's call does not fit 64 MiB" >&2; exit 1; }

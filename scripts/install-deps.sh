@@ -13,6 +13,12 @@
 # SHA-256 and unpacked into $ONEDNN_PREFIX (default /opt/onednn-3.2), where
 # CMake looks (DDPIPE_ONEDNN_ROOT). GNU OpenMP, because gpud and the whole
 # toolchain use it: one OpenMP runtime per process, no two thread pools.
+# Where a CUDA toolkit is installed (nvcc): nvJPEG 13 for gpud's --decode
+# gpu, which the CUDA image here lacks: NVIDIA's nvidia-nvjpeg wheel from
+# PyPI, checked against its SHA-256, its header and library unpacked into
+# $NVJPEG_PREFIX (default /opt/nvjpeg-13), where CMake looks
+# (DDPIPE_NVJPEG_ROOT). Optional: without it the build leaves --decode gpu
+# out and says so.
 set -eu
 
 BUILD="build-essential cmake pkg-config git libzmq3-dev libczmq-dev libmsgpack-dev \
@@ -111,6 +117,56 @@ onednn_install() {
     fi
 }
 
+# ---- nvJPEG 13 from PyPI (only where CUDA is) -------------------------------
+NVJPEG_PREFIX=${NVJPEG_PREFIX:-/opt/nvjpeg-13}
+NVJPEG_WHEEL="nvidia_nvjpeg-13.3.2.43-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
+NVJPEG_SHA=27f9c4a25a73f1d1ad35c342c8d657c8ff43e23877f338ef15fb2602ac2e5aa8
+
+have_cuda() {
+    command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]
+}
+
+nvjpeg_download() {
+    mkdir -p "$1"
+    python3 -m pip download -q --no-deps --only-binary=:all: \
+        --platform manylinux2014_x86_64 -d "$1" nvidia-nvjpeg==13.3.2.43 ||
+        { echo "install-deps: could not download nvJPEG from PyPI (pip download" \
+               "nvidia-nvjpeg==13.3.2.43); gpud's --decode gpu is left out of the build" >&2
+          return 1; }
+}
+
+# Check the wheel in $1 and unpack its header and library into $NVJPEG_PREFIX.
+nvjpeg_unpack() {
+    [ -f "$1/$NVJPEG_WHEEL" ] || { echo "install-deps: $1/$NVJPEG_WHEEL missing;" \
+        "--decode gpu is left out of the build" >&2; return 1; }
+    echo "$NVJPEG_SHA  $1/$NVJPEG_WHEEL" | sha256sum -c --quiet - ||
+        { echo "install-deps: $1/$NVJPEG_WHEEL does not match its SHA-256; delete it and" \
+               "retry" >&2; exit 1; }
+    unz=$(mktemp -d)
+    python3 -m zipfile -e "$1/$NVJPEG_WHEEL" "$unz"
+    $SUDO mkdir -p "$NVJPEG_PREFIX/include" "$NVJPEG_PREFIX/lib"
+    $SUDO cp "$unz/nvidia/cu13/include/nvjpeg.h" "$NVJPEG_PREFIX/include/"
+    $SUDO cp "$unz/nvidia/cu13/lib/libnvjpeg.so.13" "$NVJPEG_PREFIX/lib/"
+    $SUDO cp "$unz"/nvidia_nvjpeg-*.dist-info/licenses/License.txt "$NVJPEG_PREFIX/"
+    rm -rf "$unz"
+    echo "install-deps: nvJPEG 13.3.2 in $NVJPEG_PREFIX"
+}
+
+nvjpeg_install() {
+    have_cuda || return 0
+    [ -f "$NVJPEG_PREFIX/include/nvjpeg.h" ] && [ -f "$NVJPEG_PREFIX/lib/libnvjpeg.so.13" ] &&
+        return 0
+    if [ "$mode" = offline ]; then
+        nvjpeg_unpack "$dir" || true
+    else
+        dl=$(mktemp -d)
+        if nvjpeg_download "$dl"; then
+            nvjpeg_unpack "$dl" || true
+        fi
+        rm -rf "$dl"
+    fi
+}
+
 case "$mode" in
 download)
     mkdir -p "$dir"
@@ -121,6 +177,7 @@ download)
     (cd "$dir" && apt-get download $deps 2>/dev/null || true)
     echo "install-deps: $(ls "$dir"/*.deb | wc -l) packages in $dir"
     onednn_download "$dir"
+    nvjpeg_download "$dir" || true
     ;;
 offline)
     m=$(missing)
@@ -128,6 +185,7 @@ offline)
         $SUDO dpkg -i "$dir"/*.deb || $SUDO apt-get -o Dir::Cache::archives="$dir" -y --no-download -f install
     fi
     onednn_install
+    nvjpeg_install
     ;;
 *)
     m=$(missing)
@@ -140,5 +198,6 @@ offline)
         $SUDO apt-get install -y -q --no-install-recommends $m
     fi
     onednn_install
+    nvjpeg_install
     ;;
 esac

@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef DDPIPE_NVJPEG_LIBDIR
+#define DDPIPE_NVJPEG_LIBDIR "/opt/nvjpeg-13/lib"
+#endif
+
 static cu_nvjpeg_t s_lib;
 static char s_err[1024];
 static int s_ok;
@@ -31,10 +35,13 @@ static void *sym(void *lib, const char *name)
 static void load(void)
 {
     const char *env = getenv("DDPIPE_NVJPEG_LIB");
-    const char *names[] = {env && *env ? env : "libnvjpeg.so.13", env && *env ? NULL
-                                                                              : "libnvjpeg.so"};
+    /* the variable alone when set; else the library path, then where
+     * scripts/install-deps.sh puts it (CMake's DDPIPE_NVJPEG_ROOT) */
+    const char *names[] = {env && *env ? env : "libnvjpeg.so.13",
+                           env && *env ? NULL : DDPIPE_NVJPEG_LIBDIR "/libnvjpeg.so.13",
+                           env && *env ? NULL : "libnvjpeg.so"};
     void *lib = NULL;
-    for (int i = 0; i < 2 && !lib && names[i]; i++) {
+    for (int i = 0; i < 3 && !lib && names[i]; i++) {
         snprintf(s_lib.path, sizeof s_lib.path, "%s", names[i]);
         lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     }

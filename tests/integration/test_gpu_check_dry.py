@@ -25,7 +25,9 @@ their exit status, and the logs in one archive. Last scripts/gpu-nccl.sh,
 the NCCL call, with a fake libnccl.so.2 (ncclGetVersion 23007) carried and
 a gpud that needs one: gpud resolves the carried library first, both ctest
 steps pass with it first on the path, the job is NOT RUN (no t10k); a gpud
-whose old-style RPATH names another NCCL fails the call, naming it. Takes
+whose old-style RPATH names another NCCL fails the call, naming it; with
+--nvjpeg alone (an .xz) the library is unpacked and exported to
+gpud_cuda_decode, no NCCL step runs. Takes
 seconds; no GPU, no network.
 """
 import json
@@ -250,17 +252,18 @@ os.makedirs(os.path.dirname(gpud), exist_ok=True)
 cc("-o", gpud, os.path.join(fake, "gpud.c"), other)   # needs libnccl.so.2 (its soname)
 script(os.path.join(bindir, "ctest"), r"""#!/bin/sh
 t=$(echo "$2" | tr -d '^$')
-echo "1: LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+echo "1: LD_LIBRARY_PATH=$LD_LIBRARY_PATH DDPIPE_NVJPEG_LIB=${DDPIPE_NVJPEG_LIB:-}"
 [ "$t" = gpud_cuda_nccl ] && echo "1: test_cuda_nccl: two ranks on one GPU (NCCL 23007 loaded)"
 echo "1: $t: all checks passed"
 echo "1/1 Test #1: $t ....   Passed    0.10 sec"
 """)
 
 
-def gpu_nccl(nout):
+def gpu_nccl(nout, libs=None):
     """gpu-nccl.sh with the carried fake, no t10k: its process and nccl.txt's lines"""
-    p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-nccl.sh"), "--bundle", bundle,
-                        "--nccl", carried, "--fmnist", os.path.join(wd, "no-fmnist"), "--out", nout],
+    p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-nccl.sh"), "--bundle", bundle] +
+                       (libs or ["--nccl", carried]) +
+                       ["--fmnist", os.path.join(wd, "no-fmnist"), "--out", nout],
                        env=dict(env, NCCL_STEP_S="60"), stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, timeout=400)
     print(p.stdout[-2000:], flush=True)
@@ -292,3 +295,23 @@ loaded = [l for l in nccl_lines if "nccl loaded" in l]
 check(p.returncode == 1 and loaded and loaded[0].startswith("FAIL") and other in loaded[0] and
       "22803" in loaded[0], "another NCCL resolved: exit %d, %s" % (p.returncode, loaded))
 print("gpu-nccl dry run: %s; with another NCCL first: %s" % (got["nccl loaded"][1], loaded))
+
+# --nvjpeg alone (--decode gpu's library, as .xz): unpacked beside the
+# others, exported to gpud_cuda_decode; the e2e JPEG job fails here (no
+# ddpipe in the fake bundle) and says so; no NCCL step runs
+nv = os.path.join(fake, "libnvjpeg.so.13")
+with open(nv, "wb") as f:
+    f.write(b"not really nvJPEG")
+subprocess.run(["xz", "-kf", nv], check=True)
+nout3 = os.path.join(wd, "nccl3")
+p, lines = gpu_nccl(nout3, ["--nvjpeg", nv + ".xz"])
+got = {l[8:41].strip(): (l[:8].strip(), l[41:]) for l in lines}
+want_lib = os.path.join(nout3, "lib", "libnvjpeg.so.13")
+check(open(want_lib, "rb").read() == b"not really nvJPEG", "the carried nvJPEG unpacked")
+check(got.get("gpud_cuda_decode", ("",))[0] == "PASS", "gpud_cuda_decode: %s" % (got.get("gpud_cuda_decode"),))
+log = open(os.path.join(nout3, "logs", "gpud_cuda_decode.log")).read()
+check("DDPIPE_NVJPEG_LIB=" + want_lib in log, "gpud_cuda_decode ran with the carried nvJPEG: %s" % log[:300])
+check(got.get("e2e-jpeg --decode gpu", ("",))[0] == "FAIL" and p.returncode == 1,
+      "the e2e JPEG job cannot run here and says so: exit %d, %s" % (p.returncode, got.get("e2e-jpeg --decode gpu")))
+check(not any("nccl" in k for k in got), "no NCCL step without --nccl: %s" % list(got))
+print("gpu-nccl --nvjpeg dry run: %s" % (got["gpud_cuda_decode"],))
