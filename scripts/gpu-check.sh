@@ -442,7 +442,7 @@ if [ -n "$PY" ]; then
         sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" jpeg
     grep -E '^(ddpipe-cuda|torch) resnet18 e2e-jpeg ' "$OUT/e2e-jpeg.log" >> "$BENCH"
     # --decode gpu's run inside it: its workers' check, or why it did not run
-    sed -n -E 's/^(PASS|NOTRUN): (--decode gpu.*)/\1 \2/p' "$OUT/e2e-jpeg.log" |
+    sed -n -E 's/^(PASS|NOTRUN|INFO): (--decode gpu.*)/\1 \2/p' "$OUT/e2e-jpeg.log" |
         while read -r st rest; do note "$st" "e2e-jpeg --decode gpu" "$rest"; done
     sed -n -E 's/^e2e-jpeg (gpud|gpud \(plans file\)|gpud \(--decode gpu\)|whole commands): /e2e jpeg: \1: /p' "$OUT/e2e-jpeg.log" >> "$OUT/profile.txt"
 else

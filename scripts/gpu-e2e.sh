@@ -63,7 +63,9 @@
 #        again on it (precision=bf16-plans, bf16-plans-steady). Then with
 #        --wire jpeg --decode gpu (precision=bf16-decode-gpu, -steady: nvJPEG
 #        and the resize on the device) and its predictions with 1 and 2
-#        workers (PASS/FAIL line), NOTRUN where gpud finds no nvJPEG.
+#        workers (PASS/FAIL line), batches of 32 against 64 (INFO), then on
+#        the GPU's JPEG engines (DDPIPE_NVJPEG_BACKEND=hardware:
+#        bf16-decode-gpu-hw); NOTRUN where gpud finds no nvJPEG.
 #        ddpipe's figures are its own clock:
 #        the whole job (the plan to the last result, summary.json
 #        images_per_sec: gpud's start, the model's load and its cuDNN plans
@@ -356,6 +358,32 @@ jpeg)
                 echo "PASS: --decode gpu: predictions.csv of $k images equal with 1 and 2 workers"
             else
                 echo "FAIL: --decode gpu: predictions.csv of $k images differs between 1 and 2 workers"; exit 1
+            fi
+            # batches of 32 against 64: nvJPEG decodes batches of 50 or fewer
+            # with another Huffman path; whether their pixels agree (a
+            # sample's result then does not depend on --batch-size either)
+            "$DD" eval --data "$data" --model resnet18 --weights "$OUT/resnet18-init.safetensors" \
+                --classes "$OUT/jpeg-classes.txt" --device "$dev" --precision bf16 --workers 1 \
+                --batch-size 32 --limit "$k" --wire jpeg --decode gpu --predictions all \
+                --out "$OUT/jpeg-gpudec-b32" --overwrite --quiet > "$OUT/jpeg-gpudec-b32.log" 2>&1 &&
+                if cmp -s "$OUT/jpeg-gpudec-w1/predictions.csv" "$OUT/jpeg-gpudec-b32/predictions.csv"; then
+                    echo "INFO: --decode gpu: batches of 32 and 64 give the same predictions.csv"
+                else
+                    echo "INFO: --decode gpu: batches of 32 and 64 give different predictions.csv (nvJPEG's two paths differ)"
+                fi
+            # the GPU's JPEG engines (DDPIPE_NVJPEG_BACKEND=hardware), where it has them
+            if DDPIPE_NVJPEG_BACKEND=hardware "$DD" eval --data "$data" --model resnet18 \
+                --weights "$OUT/resnet18-init.safetensors" --classes "$OUT/jpeg-classes.txt" \
+                --device "$dev" --precision bf16 --workers 1 --batch-size "$b" --wire jpeg \
+                --decode gpu --loader-threads "$(nproc)" --out "$OUT/jpeg-ddpipe-gpudec-hw" \
+                --overwrite --quiet > "$OUT/jpeg-ddpipe-gpudec-hw.log" 2>&1; then
+                s=$OUT/jpeg-ddpipe-gpudec-hw/summary.json
+                echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$(field "$s" images_per_sec) images=$n workers=1 batch=$b precision=bf16-decode-gpu-hw device=$dev wall_s=$(field "$s" wall_seconds)"
+                echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$(field "$s" steady_images_per_sec) images=$n workers=1 batch=$b precision=bf16-decode-gpu-hw-steady device=$dev first_result_s=$(field "$s" first_result_seconds)"
+                grep -h -o -E "decode gpu: .*" "$OUT/jpeg-ddpipe-gpudec-hw/logs/"gpud*.log 2>/dev/null |
+                    sed 's/^/e2e-jpeg gpud (--decode gpu): /' || true
+            else
+                echo "INFO: --decode gpu with DDPIPE_NVJPEG_BACKEND=hardware did not run: $(grep -h -o "DDPIPE_NVJPEG_BACKEND=hardware: [^;]*" "$OUT/jpeg-ddpipe-gpudec-hw/logs/"gpud*.log 2>/dev/null | head -n 1)"
             fi
         elif grep -q "cannot load nvJPEG" "$OUT/jpeg-ddpipe-gpudec/logs/"gpud*.log 2>/dev/null; then
             echo "NOTRUN: --decode gpu: $(grep -h -o "cannot load nvJPEG ([^)]*)" "$OUT/jpeg-ddpipe-gpudec/logs/"gpud*.log | head -n 1)"

@@ -81,7 +81,7 @@ if [ -n "$NVJPEG" ]; then
             sh scripts/gpu-e2e.sh "$BUILD/bin" "$FMNIST" "$OUT/e2e" jpeg > "$OUT/logs/e2e-jpeg.log" 2>&1
         rc=$?
         cp "$OUT"/e2e/jpeg-ddpipe-gpudec/logs/gpud*.log "$OUT/logs/" 2>/dev/null
-        grep -E '^(ddpipe-cuda|torch) resnet18 e2e-jpeg |^end to end|^e2e-jpeg gpud \(--decode gpu\)' \
+        grep -E '^(ddpipe-cuda|torch) resnet18 e2e-jpeg |^end to end|^e2e-jpeg gpud \(--decode gpu\)|^INFO: --decode gpu' \
             "$OUT/logs/e2e-jpeg.log" | sed 's/^/BENCH   /' | tee -a "$R"
         st=$(sed -n -E 's/^(PASS|FAIL|NOTRUN): --decode gpu.*/\1/p' "$OUT/logs/e2e-jpeg.log" | head -n 1)
         if [ $rc -eq 0 ] && [ -n "$st" ]; then

@@ -13,6 +13,10 @@
  * the batched call fails, any file nvJPEG's single-image call refuses too.
  * A file neither decodes fails with common/image's reason, as with cpu.
  *
+ * DDPIPE_NVJPEG_BACKEND=hardware: the GPU's JPEG engines (A100, H100,
+ * H200) instead of nvJPEG's CUDA decoder; the files they do not take
+ * (progressive, 4:1:0, 4:1:1) go to the host.
+ *
  * Pixels: nvJPEG's IDCT and chroma upsampling are not libjpeg-turbo's, so
  * a JPEG's pixels may differ from --decode cpu's by a few grey levels; the
  * resize and crop after it are resize_region's bit for bit. Every gpud of
@@ -51,7 +55,9 @@ typedef struct {
 
 struct cu_decode {
     const cu_nvjpeg_t *nj;
+    int hardware;               /* DDPIPE_NVJPEG_BACKEND=hardware */
     nvjpegHandle_t h;
+    nvjpegJpegStream_t js;      /* hardware: a header parsed, to ask whether the engines take it */
     nvjpegJpegState_t batched, single;
     cudaStream_t stream;
     uint8_t *src, *mid, *out;   /* device: decoded images, horizontal passes, the batch */
@@ -97,6 +103,8 @@ void cu_decode_destroy(cu_decode_t **dp)
                  d->batched_fallbacks);
     if (d->stream)
         cudaStreamSynchronize(d->stream);
+    if (d->js)
+        d->nj->stream_destroy(d->js);
     if (d->batched)
         d->nj->state_destroy(d->batched);
     if (d->single)
@@ -118,9 +126,22 @@ void cu_decode_destroy(cu_decode_t **dp)
     *dp = NULL;
 }
 
+/* DDPIPE_NVJPEG_BACKEND: "default" (unset) or "hardware"; -1 otherwise */
+static int backend_env(char *err, size_t errlen)
+{
+    const char *v = getenv("DDPIPE_NVJPEG_BACKEND");
+    if (!v || !*v || strcmp(v, "default") == 0)
+        return 0;
+    if (strcmp(v, "hardware") == 0)
+        return 1;
+    err_set(err, errlen, "DDPIPE_NVJPEG_BACKEND=%s: default or hardware", v);
+    return -1;
+}
+
 cu_decode_t *cu_decode_new(char *err, size_t errlen)
 {
-    const cu_nvjpeg_t *nj = cu_nvjpeg(err, errlen);
+    int hw = backend_env(err, errlen);
+    const cu_nvjpeg_t *nj = hw < 0 ? NULL : cu_nvjpeg(err, errlen);
     if (!nj)
         return NULL;
     cu_decode_t *d = calloc(1, sizeof *d);
@@ -129,7 +150,20 @@ cu_decode_t *cu_decode_new(char *err, size_t errlen)
         return NULL;
     }
     d->nj = nj;
-    if (nj_err(nj->create_simple(&d->h), "nvjpegCreateSimple", err, errlen) < 0 ||
+    d->hardware = hw;
+    nvjpegStatus_t made = hw ? nj->create_ex(NVJPEG_BACKEND_HARDWARE, NULL, NULL,
+                                             NVJPEG_FLAGS_DEFAULT, &d->h)
+                             : nj->create_simple(&d->h);
+    if (hw && made != NVJPEG_STATUS_SUCCESS) {
+        err_set(err, errlen, "--decode gpu: DDPIPE_NVJPEG_BACKEND=hardware: this GPU's JPEG "
+                "engines cannot be used (nvjpegCreateEx: %s; A100, H100 and H200 have them); "
+                "unset it for nvJPEG's CUDA decoder", cu_nvjpeg_status(made));
+        cu_decode_destroy(&d);
+        return NULL;
+    }
+    if (nj_err(made, "nvjpegCreateSimple", err, errlen) < 0 ||
+        (hw && nj_err(nj->stream_create(d->h, &d->js), "nvjpegJpegStreamCreate", err,
+                      errlen) < 0) ||
         nj_err(nj->state_create(d->h, &d->batched), "nvjpegJpegStateCreate", err, errlen) < 0 ||
         nj_err(nj->state_create(d->h, &d->single), "nvjpegJpegStateCreate", err, errlen) < 0 ||
         cu_err(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking),
@@ -137,8 +171,9 @@ cu_decode_t *cu_decode_new(char *err, size_t errlen)
         cu_decode_destroy(&d);
         return NULL;
     }
-    log_info("decode gpu: nvJPEG %d.%d.%d (%s)", nj->version[0], nj->version[1],
-             nj->version[2], nj->path);
+    log_info("decode gpu: nvJPEG %d.%d.%d (%s), %s", nj->version[0], nj->version[1],
+             nj->version[2], nj->path, hw ? "the GPU's JPEG engines (DDPIPE_NVJPEG_BACKEND="
+                                            "hardware)" : "its CUDA decoder");
     return d;
 }
 
@@ -195,6 +230,15 @@ static int gpu_takes(cu_decode_t *d, const uint8_t *f, size_t len, int *w, int *
         d->nj->get_image_info(d->h, f, len, &nc, &ss, ws, hs) != NVJPEG_STATUS_SUCCESS ||
         nc != 3 || ss == NVJPEG_CSS_UNKNOWN || ss == NVJPEG_CSS_GRAY || ws[0] < 1 ||
         hs[0] < 1 || ws[0] > DECODE_MAX_DIM || hs[0] > DECODE_MAX_DIM)
+        return 0;
+    /* the engines take baseline single-scan files (not 4:1:0 or 4:1:1):
+     * the rest goes to the host, whatever the batch, so a file's pixels
+     * never depend on which batch it came in */
+    int unsupported = 1;
+    if (d->hardware &&
+        (d->nj->parse_header(d->h, f, len, d->js) != NVJPEG_STATUS_SUCCESS ||
+         d->nj->batched_supported(d->h, d->js, &unsupported) != NVJPEG_STATUS_SUCCESS ||
+         unsupported != 0))
         return 0;
     *w = ws[0];
     *h = hs[0];

@@ -60,6 +60,11 @@ static void load(void)
     *(void **)&s_lib.decode = sym(lib, "nvjpegDecode");
     *(void **)&s_lib.batched_init = sym(lib, "nvjpegDecodeBatchedInitialize");
     *(void **)&s_lib.batched = sym(lib, "nvjpegDecodeBatched");
+    *(void **)&s_lib.create_ex = sym(lib, "nvjpegCreateEx");
+    *(void **)&s_lib.stream_create = sym(lib, "nvjpegJpegStreamCreate");
+    *(void **)&s_lib.stream_destroy = sym(lib, "nvjpegJpegStreamDestroy");
+    *(void **)&s_lib.parse_header = sym(lib, "nvjpegJpegStreamParseHeader");
+    *(void **)&s_lib.batched_supported = sym(lib, "nvjpegDecodeBatchedSupported");
     __typeof__(&nvjpegGetProperty) prop;
     *(void **)&prop = sym(lib, "nvjpegGetProperty");
     if (s_err[0])

@@ -20,6 +20,12 @@ typedef struct {
     __typeof__(&nvjpegDecode) decode;
     __typeof__(&nvjpegDecodeBatchedInitialize) batched_init;
     __typeof__(&nvjpegDecodeBatched) batched;
+    /* DDPIPE_NVJPEG_BACKEND=hardware: the GPU's JPEG engines */
+    __typeof__(&nvjpegCreateEx) create_ex;
+    __typeof__(&nvjpegJpegStreamCreate) stream_create;
+    __typeof__(&nvjpegJpegStreamDestroy) stream_destroy;
+    __typeof__(&nvjpegJpegStreamParseHeader) parse_header;
+    __typeof__(&nvjpegDecodeBatchedSupported) batched_supported;
 } cu_nvjpeg_t;
 
 /* The process's nvJPEG: $DDPIPE_NVJPEG_LIB when set, else libnvjpeg.so.13,

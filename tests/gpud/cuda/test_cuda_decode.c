@@ -6,8 +6,10 @@
  * and a file that is no image (both fail, with the host's reasons); on
  * the emulator also a whole JPEG whose scan is damaged (the fake nvJPEG
  * fails it, so the batched call fails and gpud decodes its images one by
- * one, that one on the host). The batch is decoded twice (the buffers
- * reused).
+ * one, that one on the host), and a progressive JPEG. The batch is
+ * decoded twice (the buffers reused), then again on the GPU's JPEG
+ * engines (DDPIPE_NVJPEG_BACKEND=hardware; the fake has them; a device
+ * without them says so).
  *
  * On the kernel emulator (gpud_cuda_decode_emu: DDPIPE_TEST_EMULATED, and
  * DDPIPE_NVJPEG_LIB the fake nvJPEG, tests/gpud/cuemu/fake_nvjpeg.c, which
@@ -26,7 +28,7 @@
 #include "gpud/cuda/cuda_backend.h"
 #include "../tcheck.h"
 
-#define N 9
+#define N 10
 #define WHY 256
 
 typedef struct {
@@ -37,7 +39,7 @@ typedef struct {
 
 /* A w x h JPEG of a smooth colour pattern plus a little noise (what a
  * photo's blocks hold), subsampling sub (TJSAMP_*; TJSAMP_GRAY: gray). */
-static file_t jpeg(int w, int h, int sub, int quality, uint32_t seed)
+static file_t jpeg_flags(int w, int h, int sub, int quality, uint32_t seed, int flags)
 {
     int c = sub == TJSAMP_GRAY ? 1 : 3;
     uint8_t *px = malloc((size_t)w * h * c);
@@ -53,7 +55,7 @@ static file_t jpeg(int w, int h, int sub, int quality, uint32_t seed)
     unsigned char *out = NULL;
     unsigned long len = 0;
     REQUIRE(tj && tjCompress2(tj, px, w, 0, h, c == 1 ? TJPF_GRAY : TJPF_RGB, &out, &len, sub,
-                              quality, 0) == 0, "tjCompress2: %s", tjGetErrorStr2(tj));
+                              quality, flags) == 0, "tjCompress2: %s", tjGetErrorStr2(tj));
     file_t f = {malloc(len), len, c == 1};
     REQUIRE(f.data, "alloc");
     memcpy(f.data, out, len);
@@ -61,6 +63,11 @@ static file_t jpeg(int w, int h, int sub, int quality, uint32_t seed)
     tjDestroy(tj);
     free(px);
     return f;
+}
+
+static file_t jpeg(int w, int h, int sub, int quality, uint32_t seed)
+{
+    return jpeg_flags(w, h, sub, quality, seed, 0);
 }
 
 /* the batch's files back to back */
@@ -161,6 +168,7 @@ int main(void)
         {NULL, 0, 1},                       /* not an image, below */
         jpeg(60, 60, TJSAMP_444, 90, 7),    /* Resize(60): one axis unchanged */
         jpeg(90, 70, TJSAMP_420, 90, 8),    /* damaged below (emulator) */
+        jpeg_flags(88, 66, TJSAMP_420, 90, 9, TJFLAG_PROGRESSIVE),   /* not the engines' */
     };
     if (emulated)   /* a run of marker bytes inside the scan: libjpeg-turbo warns */
         memset(f[8].data + f[8].len / 2, 0xFF, 24);
@@ -174,6 +182,19 @@ int main(void)
     f[6].len = sizeof text;
     run(be, f, 3, emulated);
     run(be, f, 1, emulated);
+    backend_destroy(&be);
+    /* the same on the GPU's JPEG engines (DDPIPE_NVJPEG_BACKEND=hardware),
+     * where the device has them: the progressive file goes to the host */
+    setenv("DDPIPE_NVJPEG_BACKEND", "hardware", 1);
+    be = backend_new("cuda", 1, err, sizeof err);
+    REQUIRE(be, "backend_new(cuda): %s", err);
+    if (backend_decode_ready(be, err, sizeof err) == 0) {
+        run(be, f, 3, emulated);
+        run(be, f, 1, emulated);
+    } else {
+        CHECK(!emulated, "the emulator's fake has the engines: %s", err);
+        printf("DDPIPE_NVJPEG_BACKEND=hardware: not here (%s)\n", err);
+    }
     for (int i = 0; i < N; i++)
         free(f[i].data);
     backend_destroy(&be);

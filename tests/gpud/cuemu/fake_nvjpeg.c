@@ -19,6 +19,9 @@ struct nvjpegHandle {
 struct nvjpegJpegState {
     int batch;
 };
+struct nvjpegJpegStream {
+    int progressive;   /* what the hardware backend refuses */
+};
 
 nvjpegStatus_t nvjpegGetProperty(libraryPropertyType type, int *value)
 {
@@ -36,6 +39,56 @@ nvjpegStatus_t nvjpegCreateSimple(nvjpegHandle_t *handle)
         return NVJPEG_STATUS_ALLOCATOR_FAILURE;
     }
     *handle = h;
+    return NVJPEG_STATUS_SUCCESS;
+}
+
+/* the hardware backend: the emulator has "engines" that decode as the
+ * CUDA path does (so a job's pixels stay --decode cpu's), and refuse
+ * progressive files as the real ones do */
+nvjpegStatus_t nvjpegCreateEx(nvjpegBackend_t backend, nvjpegDevAllocator_t *dev,
+                              nvjpegPinnedAllocator_t *pinned, unsigned int flags,
+                              nvjpegHandle_t *handle)
+{
+    if (dev || pinned || flags != NVJPEG_FLAGS_DEFAULT ||
+        (backend != NVJPEG_BACKEND_DEFAULT && backend != NVJPEG_BACKEND_HARDWARE))
+        return NVJPEG_STATUS_INVALID_PARAMETER;
+    return nvjpegCreateSimple(handle);
+}
+
+nvjpegStatus_t nvjpegJpegStreamCreate(nvjpegHandle_t handle, nvjpegJpegStream_t *stream)
+{
+    (void)handle;
+    *stream = calloc(1, sizeof **stream);
+    return *stream ? NVJPEG_STATUS_SUCCESS : NVJPEG_STATUS_ALLOCATOR_FAILURE;
+}
+
+nvjpegStatus_t nvjpegJpegStreamDestroy(nvjpegJpegStream_t stream)
+{
+    free(stream);
+    return NVJPEG_STATUS_SUCCESS;
+}
+
+/* a progressive file's frame header: marker SOF2 (FF C2) before the scan */
+nvjpegStatus_t nvjpegJpegStreamParseHeader(nvjpegHandle_t handle, const unsigned char *data,
+                                           size_t length, nvjpegJpegStream_t stream)
+{
+    (void)handle;
+    if (length < 4 || data[0] != 0xFF || data[1] != 0xD8)
+        return NVJPEG_STATUS_BAD_JPEG;
+    stream->progressive = 0;
+    for (size_t i = 2; i + 1 < length; i++)
+        if (data[i] == 0xFF && (data[i + 1] == 0xC2 || data[i + 1] == 0xDA)) {
+            stream->progressive = data[i + 1] == 0xC2;
+            break;
+        }
+    return NVJPEG_STATUS_SUCCESS;
+}
+
+nvjpegStatus_t nvjpegDecodeBatchedSupported(nvjpegHandle_t handle, nvjpegJpegStream_t stream,
+                                            int *is_supported)
+{
+    (void)handle;
+    *is_supported = stream->progressive;   /* 0: supported */
     return NVJPEG_STATUS_SUCCESS;
 }
 
