@@ -47,9 +47,9 @@ typedef struct {
     image_t *img;         /* DI_CPU: the host's decode, until uploaded */
     size_t at;            /* the file's offset in the batch */
     size_t src_off;       /* the decoded image in d->src */
-    size_t mid_off;       /* its horizontal pass in d->mid */
     size_t taps_off;      /* its tables in d->taps (int32 index): h.lo, h.k, v.lo, v.k */
-    resize_taps_t t;
+    resize_taps_t t;      /* owned by sample taps_of (the first of its size in the batch) */
+    int taps_of;
     int ox, oy;           /* the span's place in the sample */
 } dimg_t;
 
@@ -118,7 +118,8 @@ void cu_decode_destroy(cu_decode_t **dp)
     cudaFreeHost(d->taps_h);
     cudaFreeHost(d->host);
     for (int i = 0; i < d->img_cap; i++)
-        resize_taps_free(&d->img[i].t);
+        if (d->img[i].taps_of == i)
+            resize_taps_free(&d->img[i].t);
     free(d->img);
     if (d->stream)
         cudaStreamDestroy(d->stream);
@@ -322,8 +323,23 @@ out:
     return rc;
 }
 
-/* Each live sample's window, tables and buffer places; the totals in
- * *taps (int32 values), *mid and *src (bytes). */
+/* An earlier live sample of the batch with tables for a w x h image, or -1:
+ * a dataset's images share a few sizes (a camera's, 500x375), and a size's
+ * tables cost microseconds each to compute */
+static int same_size(const cu_decode_t *d, int i, int w, int h)
+{
+    for (int j = 0; j < i; j++) {
+        const dimg_t *dj = &d->img[j];
+        if (dj->taps_of == j && dj->t.h.lo && dj->w == w && dj->h == h)
+            return j;
+    }
+    return -1;
+}
+
+/* Each live sample's window, tables and buffer places: the tables' total
+ * in *taps (int32 values), the largest horizontal pass in *mid and the
+ * decoded images' total in *src (bytes). The passes run in turn on one
+ * stream, so one buffer serves every sample's. */
 static void plan(cu_decode_t *d, const bk_decode_batch_t *b, size_t *taps, size_t *mid,
                  size_t *src)
 {
@@ -337,31 +353,40 @@ static void plan(cu_decode_t *d, const bk_decode_batch_t *b, size_t *taps, size_
         char why[256];
         int rw, rh;
         resize_window_t win;
-        if (transform_window(&t, di->w, di->h, b->h, b->w, &rw, &rh, &win, why, sizeof why) != 0 ||
-            resize_taps(di->w, di->h, rw, rh, &win, &di->t, why, sizeof why) != 0) {
+        if (transform_window(&t, di->w, di->h, b->h, b->w, &rw, &rh, &win, why, sizeof why) != 0) {
             fail(b, di, i, why);
             continue;
+        }
+        int j = same_size(d, i, di->w, di->h);
+        if (j >= 0) {   /* its tables and their place */
+            di->t = d->img[j].t;
+            di->taps_of = j;
+            di->taps_off = d->img[j].taps_off;
+        } else if (resize_taps(di->w, di->h, rw, rh, &win, &di->t, why, sizeof why) != 0) {
+            fail(b, di, i, why);
+            continue;
+        } else {
+            di->taps_off = *taps;
+            *taps += (size_t)di->t.h.count * (1 + di->t.h.ksize) +
+                     (size_t)di->t.v.count * (1 + di->t.v.ksize);
         }
         di->ox = di->t.x0 - win.x;
         di->oy = di->t.y0 - win.y;
         di->src_off = *src;
         di->bytes = (size_t)di->w * di->h * di->sc;
         *src += (di->bytes + 255) & ~(size_t)255;
-        di->taps_off = *taps;
-        *taps += (size_t)di->t.h.count * (1 + di->t.h.ksize) +
-                 (size_t)di->t.v.count * (1 + di->t.v.ksize);
-        di->mid_off = *mid;
-        *mid += ((size_t)(di->t.sy1 - di->t.sy0) * (di->t.x1 - di->t.x0) * b->channels + 255) &
-                ~(size_t)255;
+        size_t m = (size_t)(di->t.sy1 - di->t.sy0) * (di->t.x1 - di->t.x0) * b->channels;
+        *mid = m > *mid ? m : *mid;
     }
 }
 
-/* The tables into the pinned buffer, one after another per sample. */
+/* The tables into the pinned buffer, one after another per size (a
+ * sample that failed after its plan may own a size's tables: they go too). */
 static void pack_taps(cu_decode_t *d, const bk_decode_batch_t *b)
 {
     for (int i = 0; i < b->n; i++) {
         dimg_t *di = &d->img[i];
-        if (di->how == DI_FAILED)
+        if (di->taps_of != i || !di->t.h.lo)
             continue;
         int32_t *p = d->taps_h + di->taps_off;
         const resize_axis_t *ax[2] = {&di->t.h, &di->t.v};
@@ -422,9 +447,9 @@ static int resize_all(cu_decode_t *d, const bk_decode_batch_t *b, char *err, siz
         int cols = t->x1 - t->x0;
         if (cu_err(ck_resize_h(d->stream, d->src + di->src_off, (size_t)di->w * di->sc, di->sc,
                                b->channels, t->sy0, t->sy1 - t->sy0, cols, hlo, hk,
-                               t->h.ksize, d->mid + di->mid_off), "the resize kernel (rows)",
+                               t->h.ksize, d->mid), "the resize kernel (rows)",
                    err, errlen) < 0 ||
-            cu_err(ck_resize_v(d->stream, d->mid + di->mid_off, cols, b->channels, t->sy0,
+            cu_err(ck_resize_v(d->stream, d->mid, cols, b->channels, t->sy0,
                                t->v.count, vlo, vk, t->v.ksize, slot, b->w, plane, di->ox,
                                di->oy), "the resize kernel (columns)", err, errlen) < 0)
             return -1;
@@ -454,8 +479,9 @@ int cu_decode_batch(cu_decode_t *d, const bk_decode_batch_t *b, const uint8_t **
     size_t at = 0;
     for (int i = 0; i < b->n; i++) {
         dimg_t *di = &d->img[i];
-        resize_taps_free(&di->t);
-        *di = (dimg_t){.how = DI_CPU, .at = at, .sc = 3};
+        if (di->taps_of == i)   /* earlier ones first: a sharer never outlives its owner */
+            resize_taps_free(&di->t);
+        *di = (dimg_t){.how = DI_CPU, .at = at, .sc = 3, .taps_of = i};
         b->failed[i] = 0;
         b->why[(size_t)i * b->why_len] = '\0';
         if (gpu_takes(d, b->files + at, b->sizes[i], &di->w, &di->h))
