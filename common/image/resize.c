@@ -570,16 +570,25 @@ static span_t clip_window(const resize_window_t *win, int dst_w, int dst_h)
                     win->y < 0 ? 0 : win->y, win->y + win->h > dst_h ? dst_h : win->y + win->h};
 }
 
+/* 1 (with a reason) when a src_w x src_h source cannot be resized to
+ * dst_w x dst_h keeping WIN */
+static int bad_sizes(int src_w, int src_h, int dst_w, int dst_h, const resize_window_t *win,
+                     char *err, size_t errlen)
+{
+    if (src_w > 0 && src_h > 0 && src_w <= MAX_DIM && src_h <= MAX_DIM &&
+        !bad_args(dst_w, dst_h, win, err, errlen))
+        return 0;
+    err_set(err, errlen, "bad resize of %dx%d to %dx%d (window %dx%d)", src_w, src_h, dst_w,
+             dst_h, win->w, win->h);
+    return 1;
+}
+
 int resize_source_rect(int src_w, int src_h, int dst_w, int dst_h, const resize_window_t *win,
                        resize_window_t *rect, char *err, size_t errlen)
 {
     *rect = (resize_window_t){0, 0, 0, 0};
-    if (src_w <= 0 || src_h <= 0 || src_w > MAX_DIM || src_h > MAX_DIM ||
-        bad_args(dst_w, dst_h, win, err, errlen)) {
-        err_set(err, errlen, "bad resize of %dx%d to %dx%d (window %dx%d)", src_w, src_h, dst_w,
-                 dst_h, win->w, win->h);
+    if (bad_sizes(src_w, src_h, dst_w, dst_h, win, err, errlen))
         return -1;
-    }
     span_t sp = clip_window(win, dst_w, dst_h);
     if (sp.x0 >= sp.x1 || sp.y0 >= sp.y1)
         return 0; /* all padding: no source pixel is read */
@@ -639,12 +648,8 @@ int resize_taps(int src_w, int src_h, int dst_w, int dst_h, const resize_window_
                 resize_taps_t *t, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
-    if (src_w <= 0 || src_h <= 0 || src_w > MAX_DIM || src_h > MAX_DIM ||
-        bad_args(dst_w, dst_h, win, err, errlen)) {
-        err_set(err, errlen, "bad resize of %dx%d to %dx%d (window %dx%d)", src_w, src_h, dst_w,
-                 dst_h, win->w, win->h);
+    if (bad_sizes(src_w, src_h, dst_w, dst_h, win, err, errlen))
         return -1;
-    }
     span_t sp = clip_window(win, dst_w, dst_h);
     *t = (resize_taps_t){.x0 = sp.x0, .x1 = sp.x1, .y0 = sp.y0, .y1 = sp.y1};
     if (sp.x0 >= sp.x1 || sp.y0 >= sp.y1) {
