@@ -51,10 +51,15 @@ echo "gpu-prepare: the tree $(mib "$tree"); gpu-check's call $(mib "$check") of 
 if [ -f build-nccl/libnccl.so.2 ]; then
     nvj=$(bytes build-nccl/libnvjpeg.so.13.xz)
     warm=$((tree + $(bytes build-nccl/libnccl.so.2) + nvj))
-    cold=$((tree + $(bytes build-gpu/bundle.tar.xz) + $(bytes build-nccl/libnccl.so.2.xz) + nvj))
+    cold=$((tree + $(bytes build-gpu/bundle.tar.xz) + $(bytes build-nccl/libnccl.so.2.xz)))
     echo "gpu-prepare: gpu-nccl's call $(mib "$warm") on the warm machine (carry" \
         "build-nccl/libnccl.so.2 and libnvjpeg.so.13.xz), $(mib "$cold") on a fresh one (carry" \
-        "the bundle and build-nccl/*.xz; no t10k: the jobs not run)"
+        "the bundle and build-nccl/libnccl.so.2.xz; no t10k: the jobs not run)"
     [ "$cold" -le "$limit" ] || echo "gpu-prepare: a fresh machine's NCCL call would not fit" >&2
+fi
+if [ -f build-nccl/libnvjpeg.so.13.xz ]; then
+    cold=$((tree + $(bytes build-gpu/bundle.tar.xz) + $(bytes build-nccl/libnvjpeg.so.13.xz)))
+    echo "gpu-prepare: gpu-nccl --nvjpeg alone on a fresh machine $(mib "$cold") (carry the" \
+        "bundle and build-nccl/libnvjpeg.so.13.xz; no t10k, which the JPEG job does not need)"
 fi
 [ "$check" -le "$limit" ] || { echo "gpu-prepare: gpu-check's call does not fit 64 MiB" >&2; exit 1; }
