@@ -3,8 +3,12 @@
  * decoder into interleaved RGB in device memory, resized and cropped there
  * by cuda_resize_kernels.cu with common/image's own tables (resize_taps),
  * and the uint8 CHW batch copied back into pinned host memory, where
- * gpud's input path takes it as it takes a loaderd --wire uint8 batch.
- * The host's cores no longer decode: what limited a JPEG job end to end.
+ * gpud's input path takes it as it takes a loaderd --wire uint8 batch;
+ * that path finds the batch's device copy (cu_decode_device_view) and
+ * normalises from it in place, so no byte of it crosses PCIe again. The
+ * host copy serves what reads pixels on the host (a short micro-batch's
+ * padding, the float path). The host's cores no longer decode: what
+ * limited a JPEG job end to end.
  *
  * What nvJPEG does not take goes through common/image on the host (the
  * same decoder as --decode cpu), then through the same device resize:
@@ -70,8 +74,12 @@ struct cu_decode {
     size_t host_cap;
     dimg_t *img;
     int img_cap;
+    /* the input path reads d->out in place (cu_decode_device_view): the
+     * next batch's resize waits for what it queued */
+    cudaEvent_t used;
+    size_t out_bytes;           /* the last batch's, valid in d->out and d->host */
     /* what the batches did, for the closing line */
-    long batches, on_gpu, on_cpu, failed, batched_fallbacks;
+    long batches, on_gpu, on_cpu, failed, batched_fallbacks, views;
 };
 
 static int cu_err(cudaError_t e, const char *what, char *err, size_t errlen)
@@ -99,8 +107,9 @@ void cu_decode_destroy(cu_decode_t **dp)
     if (d->batches)
         log_info("decode gpu: %ld batches, %ld images by nvJPEG, %ld on the host (not a "
                  "3-component JPEG, or refused by nvJPEG), %ld failed; %ld batched calls "
-                 "redone image by image", d->batches, d->on_gpu, d->on_cpu, d->failed,
-                 d->batched_fallbacks);
+                 "redone image by image; %ld input writes read the decoded batch in device "
+                 "memory", d->batches, d->on_gpu, d->on_cpu, d->failed, d->batched_fallbacks,
+                 d->views);
     if (d->stream)
         cudaStreamSynchronize(d->stream);
     if (d->js)
@@ -121,6 +130,8 @@ void cu_decode_destroy(cu_decode_t **dp)
         if (d->img[i].taps_of == i)
             resize_taps_free(&d->img[i].t);
     free(d->img);
+    if (d->used)
+        cudaEventDestroy(d->used);
     if (d->stream)
         cudaStreamDestroy(d->stream);
     free(d);
@@ -168,7 +179,11 @@ cu_decode_t *cu_decode_new(char *err, size_t errlen)
         nj_err(nj->state_create(d->h, &d->batched), "nvjpegJpegStateCreate", err, errlen) < 0 ||
         nj_err(nj->state_create(d->h, &d->single), "nvjpegJpegStateCreate", err, errlen) < 0 ||
         cu_err(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking),
-               "cudaStreamCreate (decode)", err, errlen) < 0) {
+               "cudaStreamCreate (decode)", err, errlen) < 0 ||
+        cu_err(cudaEventCreateWithFlags(&d->used, cudaEventDisableTiming),
+               "cudaEventCreate (decode)", err, errlen) < 0 ||
+        cu_err(cudaEventRecord(d->used, d->stream), "cudaEventRecord (decode)", err,
+               errlen) < 0) {
         cu_decode_destroy(&d);
         return NULL;
     }
@@ -427,10 +442,15 @@ static int upload_host_images(cu_decode_t *d, const bk_decode_batch_t *b, char *
     return 0;
 }
 
-/* Each live sample resized into its slot; zeros where it is padding or failed. */
+/* Each live sample resized into its slot; zeros where it is padding or
+ * failed. d->out is written only after the input path's last read of it. */
 static int resize_all(cu_decode_t *d, const bk_decode_batch_t *b, char *err, size_t errlen)
 {
     size_t plane = (size_t)b->h * b->w, per = plane * b->channels;
+    d->out_bytes = 0;
+    if (cu_err(cudaStreamWaitEvent(d->stream, d->used, 0), "waiting for the input path", err,
+               errlen) < 0)
+        return -1;
     for (int i = 0; i < b->n; i++) {
         dimg_t *di = &d->img[i];
         uint8_t *slot = d->out + (size_t)i * per;
@@ -524,8 +544,23 @@ int cu_decode_batch(cu_decode_t *d, const bk_decode_batch_t *b, const uint8_t **
     }
     d->failed += nfailed;
     d->batches++;
+    d->out_bytes = per * b->n;
     *out = d->host;
     return nfailed;
+}
+
+const uint8_t *cu_decode_device_view(cu_decode_t *d, const uint8_t *px, size_t bytes)
+{
+    if (!d || !d->out_bytes || px < d->host || bytes > d->out_bytes ||
+        (size_t)(px - d->host) > d->out_bytes - bytes)
+        return NULL;
+    d->views++;
+    return d->out + (px - d->host);
+}
+
+cudaError_t cu_decode_mark_used(cu_decode_t *d, cudaStream_t s)
+{
+    return cudaEventRecord(d->used, s);
 }
 
 /* ------------------------------------------------ the backend's table */

@@ -5,6 +5,8 @@
 
 #include "gpud/backend_impl.h"
 
+#include <cuda_runtime.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +19,15 @@ void cu_decode_destroy(cu_decode_t **d);
 /* backend_decode's work (backend.h). */
 int cu_decode_batch(cu_decode_t *d, const bk_decode_batch_t *b, const uint8_t **out, char *err,
                     size_t errlen);
+
+/* The device address of host pixels [px, px + bytes) when they lie in
+ * the last decoded batch's host copy (its device copy holds the same
+ * bytes, complete: the batch's decode was waited for), else NULL. The
+ * input path reads there instead of uploading them; it then records
+ * cu_decode_mark_used on the stream that reads, and the next batch's
+ * resize waits for that. */
+const uint8_t *cu_decode_device_view(cu_decode_t *d, const uint8_t *px, size_t bytes);
+cudaError_t cu_decode_mark_used(cu_decode_t *d, cudaStream_t s);
 
 /* bk_ops_t.decode of the cuda backend */
 extern const bk_decode_ops_t CUDA_DECODE_OPS;

@@ -10,6 +10,9 @@
 #include "common/log.h"
 #include "gpud/cuda/cuda_infer_kernels.h"
 #include "gpud/cuda/cuda_priv.h"
+#ifdef DDPIPE_HAVE_NVJPEG
+#include "gpud/cuda/cuda_decode.h"
+#endif
 
 /* ------------------------------------------------------ uint8 input path
  * bk_kernels_t.write_u8: a batch of uint8 NCHW pixels copied as bytes (a
@@ -183,6 +186,20 @@ int cu_write_u8(bk_ctx_t *g, void *dst, const uint8_t *px, const float *lut, con
     size_t bytes = (size_t)s[0] * s[1] * s[2] * s[3];
     if (cu_sticky(g) < 0 || u8_setup(g, bytes) < 0 || u8_lut(g, s[1], lut) < 0)
         return -1;
+#ifdef DDPIPE_HAVE_NVJPEG
+    /* --decode gpu: the batch is in device memory already: read in place */
+    const uint8_t *dv = cu_decode_device_view(cb->dec, px, bytes);
+    if (dv) {
+        cudaError_t e = half ? ckb_from_u8(cb->stream, half == 2, dv, s[0], s[1], s[2] * s[3],
+                                           u->lut, dst)
+                             : ck_u8_normalize(cb->stream, dv, s[0], s[1], s[2] * s[3], u->lut,
+                                               dst);
+        if (cu_check(g, e, "uint8 normalise kernel") < 0)
+            return -1;
+        return cu_check(g, cu_decode_mark_used(cb->dec, cb->stream),
+                        "cudaEventRecord (the decoded batch read)");
+    }
+#endif
     int i = u->next;
     u->next ^= 1;
     /* buffer i was last read by the normalise kernel two calls ago */

@@ -12,7 +12,8 @@ resize), --wire jpeg --no-dct-scaling on --device cuda:
     summary counts and predictions.csv byte for byte; the damaged file
     failed once, its reason in reducerd.log as with cpu;
   - each gpud's log names the (fake) nvJPEG it loaded and what its batches
-    did;
+    did, and its input path read the decoded batches in device memory (no
+    upload of them);
   - --decode gpu where nvJPEG cannot be loaded: the job fails at the
     workers' start with gpud's reason (what to install), no batch run;
   - refused by ddpipe before anything starts: --decode gpu without --wire
@@ -20,6 +21,7 @@ resize), --wire jpeg --no-dct-scaling on --device cuda:
 
 Run by ctest as it_cuda_emu_decode."""
 import os
+import re
 import subprocess
 
 from ddp_it import *  # noqa: E402
@@ -54,14 +56,22 @@ try:
                                                                     s["samples"], s["failed"]))
         red = read(os.path.join(out, "logs", "reducerd.log"))
         check(os.path.basename(bad) in red, "%s: reducerd.log does not name %s" % (out, bad))
+        views = 0
         for g in range(w):
             log = read(os.path.join(out, "logs", "gpud.%d.log" % g))
             if decode == "gpu":
                 check("decode gpu: nvJPEG 13." in log and NVJPEG in log,
                       "%s: gpud %d does not name the nvJPEG it loaded" % (out, g))
-                check("images by nvJPEG" in log, "%s: gpud %d has no decode summary" % (out, g))
+                m = re.search(r"images by nvJPEG.*; (\d+) input writes read the decoded batch "
+                              r"in device memory", log)
+                check(m, "%s: gpud %d has no decode summary" % (out, g))
+                views += int(m.group(1)) if m else 0
             else:
                 check("decode gpu" not in log, "%s: --decode cpu touched nvJPEG" % out)
+        # the input path normalised the decoded batches where they were
+        # made, no upload of theirs (cuda_input.c, cu_decode_device_view)
+        check(decode == "cpu" or views > 0, "%s: no input write read a decoded batch in device "
+              "memory" % out)
     ref = runs["cpu", 1]
     for key in (("gpu", 1), ("gpu", 2)):
         check(read(os.path.join(runs[key], "predictions.csv")) ==
