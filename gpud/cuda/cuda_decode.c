@@ -52,6 +52,7 @@ typedef struct {
     size_t at;            /* the file's offset in the batch */
     size_t src_off;       /* the decoded image in d->src */
     size_t taps_off;      /* its tables in d->taps (int32 index): h.lo, h.k, v.lo, v.k */
+    size_t mid_off;       /* its horizontal pass in d->mid */
     resize_taps_t t;      /* owned by sample taps_of (the first of its size in the batch) */
     int taps_of;
     int ox, oy;           /* the span's place in the sample */
@@ -72,6 +73,8 @@ struct cu_decode {
     size_t taps_h_cap;
     uint8_t *host;              /* pinned: the batch for the host */
     size_t host_cap;
+    ck_rz_job_t *jobs_h, *jobs_d;   /* the resize's work, pinned and on the device */
+    size_t jobs_h_cap, jobs_d_cap;  /* bytes */
     dimg_t *img;
     int img_cap;
     /* the input path reads d->out in place (cu_decode_device_view): the
@@ -126,6 +129,8 @@ void cu_decode_destroy(cu_decode_t **dp)
     cudaFree(d->taps_d);
     cudaFreeHost(d->taps_h);
     cudaFreeHost(d->host);
+    cudaFreeHost(d->jobs_h);
+    cudaFree(d->jobs_d);
     for (int i = 0; i < d->img_cap; i++)
         if (d->img[i].taps_of == i)
             resize_taps_free(&d->img[i].t);
@@ -351,10 +356,9 @@ static int same_size(const cu_decode_t *d, int i, int w, int h)
     return -1;
 }
 
-/* Each live sample's window, tables and buffer places: the tables' total
- * in *taps (int32 values), the largest horizontal pass in *mid and the
- * decoded images' total in *src (bytes). The passes run in turn on one
- * stream, so one buffer serves every sample's. */
+/* Each live sample's window, tables and buffer places: the totals of the
+ * tables in *taps (int32 values), of the horizontal passes in *mid and of
+ * the decoded images in *src (bytes). */
 static void plan(cu_decode_t *d, const bk_decode_batch_t *b, size_t *taps, size_t *mid,
                  size_t *src)
 {
@@ -390,8 +394,9 @@ static void plan(cu_decode_t *d, const bk_decode_batch_t *b, size_t *taps, size_
         di->src_off = *src;
         di->bytes = (size_t)di->w * di->h * di->sc;
         *src += (di->bytes + 255) & ~(size_t)255;
-        size_t m = (size_t)(di->t.sy1 - di->t.sy0) * (di->t.x1 - di->t.x0) * b->channels;
-        *mid = m > *mid ? m : *mid;
+        di->mid_off = *mid;
+        *mid += ((size_t)(di->t.sy1 - di->t.sy0) * (di->t.x1 - di->t.x0) * b->channels + 255) &
+                ~(size_t)255;
     }
 }
 
@@ -442,38 +447,51 @@ static int upload_host_images(cu_decode_t *d, const bk_decode_batch_t *b, char *
     return 0;
 }
 
-/* Each live sample resized into its slot; zeros where it is padding or
- * failed. d->out is written only after the input path's last read of it. */
+/* Each live sample resized into its slot, zeros elsewhere (padding, a
+ * failed sample): one launch a pass for the batch, over a table of its
+ * samples' work. d->out is written only after the input path's last read
+ * of it. */
 static int resize_all(cu_decode_t *d, const bk_decode_batch_t *b, char *err, size_t errlen)
 {
     size_t plane = (size_t)b->h * b->w, per = plane * b->channels;
+    size_t bytes = (size_t)b->n * sizeof(ck_rz_job_t);
     d->out_bytes = 0;
-    if (cu_err(cudaStreamWaitEvent(d->stream, d->used, 0), "waiting for the input path", err,
-               errlen) < 0)
+    if (grow_host(&d->jobs_h, &d->jobs_h_cap, bytes, "cudaHostAlloc (resize jobs)", err,
+                  errlen) < 0 ||
+        grow_dev(&d->jobs_d, &d->jobs_d_cap, bytes, "cudaMalloc (resize jobs)", err,
+                 errlen) < 0)
         return -1;
+    int n = 0;
+    unsigned hb = 0, vb = 0;
     for (int i = 0; i < b->n; i++) {
-        dimg_t *di = &d->img[i];
-        uint8_t *slot = d->out + (size_t)i * per;
+        const dimg_t *di = &d->img[i];
         const resize_taps_t *t = &di->t;
-        int live = di->how != DI_FAILED && t->x1 > t->x0 && t->y1 > t->y0;
-        int whole = live && t->x1 - t->x0 == b->w && t->y1 - t->y0 == b->h;
-        if (!whole && cu_err(cudaMemsetAsync(slot, 0, per, d->stream), "cudaMemsetAsync", err,
-                             errlen) < 0)
-            return -1;
-        if (!live)
-            continue;
+        if (di->how == DI_FAILED || t->x1 <= t->x0 || t->y1 <= t->y0)
+            continue;   /* zeros */
         const int32_t *hlo = d->taps_d + di->taps_off, *hk = hlo + t->h.count;
         const int32_t *vlo = hk + (size_t)t->h.count * t->h.ksize, *vk = vlo + t->v.count;
-        int cols = t->x1 - t->x0;
-        if (cu_err(ck_resize_h(d->stream, d->src + di->src_off, (size_t)di->w * di->sc, di->sc,
-                               b->channels, t->sy0, t->sy1 - t->sy0, cols, hlo, hk,
-                               t->h.ksize, d->mid), "the resize kernel (rows)",
-                   err, errlen) < 0 ||
-            cu_err(ck_resize_v(d->stream, d->mid, cols, b->channels, t->sy0,
-                               t->v.count, vlo, vk, t->v.ksize, slot, b->w, plane, di->ox,
-                               di->oy), "the resize kernel (columns)", err, errlen) < 0)
-            return -1;
+        int cols = t->x1 - t->x0, rows = t->sy1 - t->sy0;
+        d->jobs_h[n++] = (ck_rz_job_t){
+            .src = d->src + di->src_off, .mid = d->mid + di->mid_off,
+            .out = d->out + (size_t)i * per, .hlo = hlo, .hk = hk, .vlo = vlo, .vk = vk,
+            .pitch = di->w * di->sc, .sc = di->sc, .y0 = t->sy0, .rows = rows, .cols = cols,
+            .hks = t->h.ksize, .vks = t->v.ksize, .vrows = t->v.count, .ox = di->ox,
+            .oy = di->oy, .hb0 = hb, .vb0 = vb};
+        hb += ck_resize_blocks((size_t)rows * cols * b->channels);
+        vb += ck_resize_blocks((size_t)t->v.count * cols * b->channels);
     }
+    if (cu_err(cudaStreamWaitEvent(d->stream, d->used, 0), "waiting for the input path", err,
+               errlen) < 0 ||
+        cu_err(cudaMemsetAsync(d->out, 0, per * b->n, d->stream), "cudaMemsetAsync", err,
+               errlen) < 0 ||
+        cu_err(cudaMemcpyAsync(d->jobs_d, d->jobs_h, (size_t)n * sizeof *d->jobs_h,
+                               cudaMemcpyHostToDevice, d->stream), "the resize jobs' upload",
+               err, errlen) < 0 ||
+        cu_err(ck_resize_h(d->stream, d->jobs_d, n, b->channels, hb),
+               "the resize kernel (rows)", err, errlen) < 0 ||
+        cu_err(ck_resize_v(d->stream, d->jobs_d, n, b->channels, b->w, plane, vb),
+               "the resize kernel (columns)", err, errlen) < 0)
+        return -1;
     return 0;
 }
 

@@ -1,12 +1,14 @@
-/* cuda_resize_kernels — a decoded image to its batch slot on the device:
- * PIL's bilinear resize (antialiased) and torchvision's center crop as
- * common/image/resize.c computes them, from that file's own tables
+/* cuda_resize_kernels — a batch of decoded images to their samples on the
+ * device: PIL's bilinear resize (antialiased) and torchvision's center
+ * crop as common/image/resize.c computes them, from that file's own tables
  * (resize_taps), so the pixels are resize_region's bit for bit: the same
  * 32-bit integer sums of 22-bit fixed-point weights, the same rounding and
- * clamping. The horizontal pass writes an 8-bit buffer of the rows the
- * vertical taps read; the vertical pass writes the window's span into the
- * uint8 CHW sample. Their CPU reference is resize_region (gpud_cuemu
- * compares them). Used by cuda_decode.c (--decode gpu). */
+ * clamping. The horizontal pass writes each image's 8-bit buffer of the
+ * rows its vertical taps read; the vertical pass writes the window's span
+ * into the uint8 CHW sample. Each pass is one launch for the whole batch:
+ * image j owns the blocks [job.hb0, next job's hb0) of the first and
+ * [job.vb0, ...) of the second. Their CPU reference is resize_region
+ * (gpud_cuemu compares them). Used by cuda_decode.c (--decode gpu). */
 #ifndef DDP_CUDA_RESIZE_KERNELS_H
 #define DDP_CUDA_RESIZE_KERNELS_H
 
@@ -18,22 +20,36 @@
 extern "C" {
 #endif
 
-/* mid (rows x cols x oc, interleaved) = the horizontal pass over source
- * rows [y0, y0 + rows) of src (sc = 1 or 3 interleaved channels, pitch
- * bytes a row): output column x reads source columns lo[x] .. lo[x] + ks
- * - 1 with weights k[x * ks ...]. oc 1 of sc 3: each source pixel first
- * becomes PIL's L (rgb_to_gray); oc 3 of sc 1: the gray value in every
- * channel (what the CPU path's replication after the resize gives). */
-cudaError_t ck_resize_h(cudaStream_t s, const uint8_t *src, size_t pitch, int sc, int oc,
-                        int y0, int rows, int cols, const int32_t *lo, const int32_t *k, int ks,
-                        uint8_t *mid);
+/* One image's work; every pointer is device memory. */
+typedef struct {
+    const uint8_t *src;     /* the decoded image: sc interleaved channels, pitch bytes a row */
+    uint8_t *mid;           /* rows x cols x oc, interleaved: its horizontal pass */
+    uint8_t *out;           /* its sample: oc planes of out_h x out_w */
+    const int32_t *hlo, *hk, *vlo, *vk;   /* resize_taps' tables (h: cols, v: vrows) */
+    int pitch, sc;
+    int y0, rows, cols;     /* source rows [y0, y0 + rows) the vertical taps read */
+    int hks, vks, vrows;
+    int ox, oy;             /* the span's place in the sample */
+    unsigned hb0, vb0;      /* its first block in each launch */
+} ck_rz_job_t;
 
-/* The vertical pass: output row i of the span reads mid's rows lo[i] -
- * mid_y0 .. + ks - 1; value (ch, i, x) goes to out[ch * plane + (oy + i) *
- * out_w + ox + x] (the sample's CHW planes, plane = out_h * out_w). */
-cudaError_t ck_resize_v(cudaStream_t s, const uint8_t *mid, int cols, int oc, int mid_y0,
-                        int rows, const int32_t *lo, const int32_t *k, int ks, uint8_t *out,
-                        int out_w, size_t plane, int ox, int oy);
+/* The blocks of a pass over count values (THREADS a block). */
+unsigned ck_resize_blocks(size_t count);
+
+/* Each job's mid = the horizontal pass over its source rows: output column
+ * x reads source columns hlo[x] .. + hks - 1 with weights hk[x * hks ...].
+ * oc 1 of sc 3: each source pixel first becomes PIL's L (rgb_to_gray); oc
+ * 3 of sc 1: the gray value in every channel (what the CPU path's
+ * replication after the resize gives). jobs (device) are n, sorted by hb0;
+ * blocks: the last job's hb0 + its blocks. */
+cudaError_t ck_resize_h(cudaStream_t s, const ck_rz_job_t *jobs, int n, int oc,
+                        unsigned blocks);
+
+/* The vertical pass: output row i of a job's span reads its mid's rows
+ * vlo[i] - y0 .. + vks - 1; value (ch, i, x) goes to out[ch * plane + (oy
+ * + i) * out_w + ox + x] (plane = out_h * out_w). Blocks by vb0. */
+cudaError_t ck_resize_v(cudaStream_t s, const ck_rz_job_t *jobs, int n, int oc, int out_w,
+                        size_t plane, unsigned blocks);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
-/* resize_checks — see resize_checks.h. */
+/* resize_checks — see resize_checks.h. Each case runs alone and with the
+ * others of its source as one batch's launch (the block -> job lookup). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,45 +47,79 @@ static void reference(const image_t *src, int oc, int dw, int dh, resize_window_
     image_destroy(&gray);
 }
 
-/* the device's: both passes from resize_taps' tables, padding zero */
-static void kernels(const image_t *src, int oc, int dw, int dh, resize_window_t win,
-                    uint8_t *out)
+typedef struct {
+    int dw, dh;
+    resize_window_t win;
+} rz_case_t;
+
+/* the device's: every case of SRC as one job of one batch (both passes one
+ * launch each, as cuda_decode.c runs a batch), padding zero; OUT[c] gets
+ * case c's sample */
+static void kernels(const image_t *src, int oc, const rz_case_t *cs, int n, uint8_t **out)
 {
     char err[256];
-    resize_taps_t t;
-    REQUIRE(resize_taps(src->w, src->h, dw, dh, &win, &t, err, sizeof err) == 0, "%s", err);
-    size_t plane = (size_t)win.w * win.h;
-    memset(out, 0xAB, plane * oc);   /* what a kernel does not write shows */
-    if (t.x1 - t.x0 != win.w || t.y1 - t.y0 != win.h)
-        memset(out, 0, plane * oc);   /* cuda_decode.c's cudaMemsetAsync */
-    int cols = t.x1 - t.x0;
-    if (cols > 0 && t.y1 > t.y0) {
-        uint8_t *mid = malloc((size_t)(t.sy1 - t.sy0) * cols * oc);
-        REQUIRE(mid, "alloc");
-        CHECK(ck_resize_h(0, src->px, (size_t)src->w * src->c, src->c, oc, t.sy0, t.sy1 - t.sy0,
-                          cols, t.h.lo, t.h.k, t.h.ksize, mid) == cudaSuccess, "launch");
-        CHECK(ck_resize_v(0, mid, cols, oc, t.sy0, t.v.count, t.v.lo, t.v.k, t.v.ksize, out,
-                          win.w, plane, t.x0 - win.x, t.y0 - win.y) == cudaSuccess, "launch");
-        free(mid);
+    ck_rz_job_t *jobs = calloc((size_t)n, sizeof *jobs);
+    resize_taps_t *t = calloc((size_t)n, sizeof *t);
+    uint8_t **mid = calloc((size_t)n, sizeof *mid);
+    REQUIRE(jobs && t && mid, "alloc");
+    int m = 0;
+    unsigned hb = 0, vb = 0;
+    for (int c = 0; c < n; c++) {
+        const resize_window_t *w = &cs[c].win;
+        REQUIRE(resize_taps(src->w, src->h, cs[c].dw, cs[c].dh, w, &t[c], err, sizeof err) == 0,
+                "%s", err);
+        memset(out[c], 0, (size_t)w->w * w->h * oc);   /* cuda_decode.c's cudaMemsetAsync */
+        int cols = t[c].x1 - t[c].x0, rows = t[c].sy1 - t[c].sy0;
+        if (cols <= 0 || t[c].y1 <= t[c].y0)
+            continue;   /* all padding: no job */
+        mid[c] = malloc((size_t)rows * cols * oc);
+        REQUIRE(mid[c], "alloc");
+        jobs[m++] = (ck_rz_job_t){
+            .src = src->px, .mid = mid[c], .out = out[c], .hlo = t[c].h.lo, .hk = t[c].h.k,
+            .vlo = t[c].v.lo, .vk = t[c].v.k, .pitch = src->w * src->c, .sc = src->c,
+            .y0 = t[c].sy0, .rows = rows, .cols = cols, .hks = t[c].h.ksize,
+            .vks = t[c].v.ksize, .vrows = t[c].v.count, .ox = t[c].x0 - w->x,
+            .oy = t[c].y0 - w->y, .hb0 = hb, .vb0 = vb};
+        hb += ck_resize_blocks((size_t)rows * cols * oc);
+        vb += ck_resize_blocks((size_t)t[c].v.count * cols * oc);
     }
-    resize_taps_free(&t);
+    /* one out_w and plane a launch: a batch's samples are one size */
+    for (int c = 1; c < n; c++)
+        REQUIRE(cs[c].win.w == cs[0].win.w && cs[c].win.h == cs[0].win.h, "case sizes");
+    size_t plane = (size_t)cs[0].win.w * cs[0].win.h;
+    CHECK(ck_resize_h(0, jobs, m, oc, hb) == cudaSuccess, "launch");
+    CHECK(ck_resize_v(0, jobs, m, oc, cs[0].win.w, plane, vb) == cudaSuccess, "launch");
+    for (int c = 0; c < n; c++) {
+        free(mid[c]);
+        resize_taps_free(&t[c]);
+    }
+    free(mid);
+    free(t);
+    free(jobs);
 }
 
-static void one(const image_t *src, int oc, int dw, int dh, resize_window_t win)
+/* the cases (windows of one size, as a batch's samples) against the CPU */
+static void batch(const image_t *src, int oc, const rz_case_t *cs, int n)
 {
-    size_t n = (size_t)win.w * win.h * oc;
-    uint8_t *want = malloc(n), *got = malloc(n);
-    REQUIRE(want && got, "alloc");
-    reference(src, oc, dw, dh, win, want);
-    kernels(src, oc, dw, dh, win, got);
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++)
-        bad += want[i] != got[i];
-    CHECK(bad == 0, "resize %dx%dx%d -> %dx%d, window %d,%d %dx%d, %d channels: %zu of %zu "
-          "values differ from resize_region", src->w, src->h, src->c, dw, dh, win.x, win.y,
-          win.w, win.h, oc, bad, n);
-    free(want);
+    size_t bytes = (size_t)cs[0].win.w * cs[0].win.h * oc;
+    uint8_t **got = calloc((size_t)n, sizeof *got), *want = malloc(bytes);
+    REQUIRE(got && want, "alloc");
+    for (int c = 0; c < n; c++)
+        REQUIRE((got[c] = malloc(bytes)), "alloc");
+    kernels(src, oc, cs, n, got);
+    for (int c = 0; c < n; c++) {
+        reference(src, oc, cs[c].dw, cs[c].dh, cs[c].win, want);
+        size_t bad = 0;
+        for (size_t i = 0; i < bytes; i++)
+            bad += want[i] != got[c][i];
+        CHECK(bad == 0, "resize %dx%dx%d -> %dx%d, window %d,%d %dx%d, %d channels (job %d of "
+              "%d): %zu of %zu values differ from resize_region", src->w, src->h, src->c,
+              cs[c].dw, cs[c].dh, cs[c].win.x, cs[c].win.y, cs[c].win.w, cs[c].win.h, oc, c, n,
+              bad, bytes);
+        free(got[c]);
+    }
     free(got);
+    free(want);
 }
 
 int check_resize_kernels(void)
@@ -101,12 +136,21 @@ int check_resize_kernels(void)
             char err[256];
             REQUIRE(transform_window(&t, src->w, src->h, 32, 32, &rw, &rh, &win, err,
                                      sizeof err) == 0, "%s", err);
-            one(src, oc, rw, rh, win);
-            one(src, oc, 48, 30, (resize_window_t){0, 0, 48, 30});          /* no crop */
-            one(src, oc, src->w, 30, (resize_window_t){-3, 2, src->w + 5, 20});   /* rows only, padded */
-            one(src, oc, 64, 200, (resize_window_t){10, -5, 30, 40});       /* up one way */
-            one(src, oc, src->w, src->h, (resize_window_t){0, 0, src->w, src->h});   /* identity */
-            one(src, oc, 20, 20, (resize_window_t){25, 25, 4, 4});          /* all padding */
+            /* windows of 32 x 32 as one batch: the crop; down, no crop;
+             * rows only, padded; up one way; the source as it is; all
+             * padding */
+            const rz_case_t cs[] = {
+                {rw, rh, win},
+                {32, 32, {0, 0, 32, 32}},
+                {src->w, 20, {-3, -6, 32, 32}},
+                {64, 200, {10, -5, 32, 32}},
+                {src->w, src->h, {1, 0, 32, 32}},
+                {20, 20, {25, 25, 32, 32}},
+            };
+            int n = (int)(sizeof cs / sizeof *cs);
+            batch(src, oc, cs, n);
+            for (int c = 0; c < n; c++)   /* each alone */
+                batch(src, oc, &cs[c], 1);
         }
         image_destroy(&src);
     }
