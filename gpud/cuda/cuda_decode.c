@@ -5,7 +5,7 @@
  * and the uint8 CHW batch copied back into pinned host memory, where
  * gpud's input path takes it as it takes a loaderd --wire uint8 batch;
  * that path finds the batch's device copy (cu_decode_device_view) and
- * normalises from it in place, so no byte of it crosses PCIe again. The
+ * normalises from it in place, so the batch is not uploaded again. The
  * host copy serves what reads pixels on the host (a short micro-batch's
  * padding, the float path). The host's cores no longer decode: what
  * limited a JPEG job end to end.
@@ -13,9 +13,9 @@
  * What nvJPEG does not take goes through common/image on the host (the
  * same decoder as --decode cpu), then through the same device resize:
  * files that are not whole 3-component JPEGs (gray, CMYK, PNG, one cut
- * short, ...), and, when
- * the batched call fails, any file nvJPEG's single-image call refuses too.
- * A file neither decodes fails with common/image's reason, as with cpu.
+ * short, ...), and, when the batched call fails, any file nvJPEG's
+ * single-image call refuses too. A file neither decodes fails with
+ * common/image's reason, as with cpu.
  *
  * DDPIPE_NVJPEG_BACKEND=hardware: the GPU's JPEG engines (A100, H100,
  * H200) instead of nvJPEG's CUDA decoder; the files they do not take
