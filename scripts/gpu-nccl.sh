@@ -72,6 +72,7 @@ if [ -n "$NVJPEG" ]; then
         rc=$?
         line=$(grep -E 'decode gpu: nvJPEG|mean diff|CHECK|all checks passed' \
             "$OUT/logs/gpud_cuda_decode.log" | head -n 3 | tr '\n' ' ')
+        grep -o -E 'decode bench: .*' "$OUT/logs/gpud_cuda_decode.log" | sed 's/^/BENCH   /' | tee -a "$R"
         if [ $rc -eq 0 ] && ! grep -q 'Skipped\|Not Run' "$OUT/logs/gpud_cuda_decode.log"; then
             say PASS "gpud_cuda_decode" "$line"
         else

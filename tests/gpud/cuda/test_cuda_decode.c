@@ -16,11 +16,14 @@
  * decodes as libjpeg-turbo does) every sample equals cpu's bit for bit, so
  * this checks the whole path but nvJPEG's own IDCT. On a GPU (label gpu,
  * the real nvJPEG) a JPEG's pixels come from nvJPEG: within a few grey
- * levels of cpu's (mean and max bounds below); the others exact. Exits
- * 77 (skipped) without a device. */
+ * levels of cpu's (mean and max bounds below); the others exact; then a
+ * "decode bench" line each for the device's decoders and the host's on a
+ * batch of 256 500x375 JPEGs. Exits 77 (skipped) without a device. */
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <turbojpeg.h>
 
 #include "common/image/transform.h"
@@ -143,6 +146,78 @@ static void run(backend_t *be, file_t *f, int channels, int emulated)
     free(files);
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* On a device: a batch of 256 500x375 4:2:0 JPEGs (q90) to 224x224 through
+ * Resize(256) + CenterCrop(224), the device's decoder against the host's
+ * (sample_load_buffer on every core, --decode cpu's work without DCT
+ * scaling): one line each, what --decode gpu can give at most. */
+static void bench(backend_t *be, const char *what)
+{
+    enum { B = 256, H = 224, W = 224, REPS = 5 };
+    file_t *f = malloc(B * sizeof *f);
+    uint32_t *sizes = malloc(B * sizeof *sizes);
+    uint8_t *failed = malloc(B), *px = malloc((size_t)B * 3 * H * W);
+    char (*why)[WHY] = malloc(B * sizeof *why);
+    REQUIRE(f && sizes && failed && px && why, "alloc");
+    for (int i = 0; i < B; i++)
+        f[i] = jpeg(500, 375, TJSAMP_420, 90, 1000u + (uint32_t)i);
+    size_t total = 0;
+    for (int i = 0; i < B; i++)
+        total += f[i].len;
+    uint8_t *files = malloc(total), *p = files;
+    REQUIRE(files, "alloc");
+    for (int i = 0; i < B; i++) {
+        memcpy(p, f[i].data, f[i].len);
+        p += f[i].len;
+        sizes[i] = (uint32_t)f[i].len;
+    }
+    bk_decode_batch_t b = {.files = files, .sizes = sizes, .n = B, .resize = 256, .crop_h = H,
+                           .crop_w = W, .channels = 3, .h = H, .w = W, .threads = 1,
+                           .failed = failed, .why = why[0], .why_len = WHY};
+    char err[512];
+    const uint8_t *out;
+    double best = 1e30;
+    for (int r = 0; r <= REPS; r++) {   /* the first warms nvJPEG's buffers up */
+        double t0 = now_s();
+        int nf = backend_decode(be, &b, &out, err, sizeof err);
+        double dt = now_s() - t0;
+        CHECK(nf == 0, "bench batch: %d failed (%s)", nf, nf < 0 ? err : why[0]);
+        if (r > 0 && dt < best)
+            best = dt;
+    }
+    printf("decode bench: %s: %d 500x375 JPEGs (%.1f KB each) to 224x224 in %.2f ms a batch, "
+           "%.0f img/s\n", what, B, (double)total / B / 1e3, 1e3 * best, B / best);
+    if (strstr(what, "hardware") == NULL) {   /* the host's, once */
+        transform_t t = {.resize = 256, .crop_h = H, .crop_w = W, .channels = 3};
+        double t0 = now_s();
+        int bad = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : bad)
+        for (int i = 0; i < B; i++) {
+            char e[WHY];
+            bad += sample_load_buffer(f[i].data, f[i].len, &t, px + (size_t)i * 3 * H * W, H, W,
+                                      e, sizeof e) != 0;
+        }
+        double dt = now_s() - t0;
+        CHECK(bad == 0, "the host's decode failed %d", bad);
+        printf("decode bench: the host (sample_load_buffer, %d threads): %.0f img/s\n",
+               omp_get_max_threads(), B / dt);
+    }
+    for (int i = 0; i < B; i++)
+        free(f[i].data);
+    free(f);
+    free(files);
+    free(sizes);
+    free(failed);
+    free(px);
+    free(why);
+}
+
 int main(void)
 {
     int emulated = getenv("DDPIPE_TEST_EMULATED") != NULL;
@@ -182,6 +257,8 @@ int main(void)
     f[6].len = sizeof text;
     run(be, f, 3, emulated);
     run(be, f, 1, emulated);
+    if (!emulated)
+        bench(be, "nvJPEG's CUDA decoder");
     backend_destroy(&be);
     /* the same on the GPU's JPEG engines (DDPIPE_NVJPEG_BACKEND=hardware),
      * where the device has them: the progressive file goes to the host */
@@ -191,6 +268,8 @@ int main(void)
     if (backend_decode_ready(be, err, sizeof err) == 0) {
         run(be, f, 3, emulated);
         run(be, f, 1, emulated);
+        if (!emulated)
+            bench(be, "the GPU's JPEG engines (hardware)");
     } else {
         CHECK(!emulated, "the emulator's fake has the engines: %s", err);
         printf("DDPIPE_NVJPEG_BACKEND=hardware: not here (%s)\n", err);
