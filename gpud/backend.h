@@ -209,10 +209,22 @@ int backend_bn_on_device(const backend_t *be);
  * every backend here; on cuda only n * k ids leave the device); 0: they
  * are read and ranked on the host. */
 int backend_ranks_topk(const backend_t *be);
-/* --decode gpu (docs/CUDA.md "Decoding on the GPU"): a --wire jpeg eval
+/* --decode gpu (docs/CUDA.md "Decoding on the GPU"): a --wire jpeg
  * batch's files decoded and transformed by the device (cuda: nvJPEG, then
  * resize_region's resize and crop in kernels), the uint8 CHW batch back in
  * host memory for the usual input path. */
+/* Where a sample comes from: the box (x, y, w, h) of its decoded image,
+ * resized to rw x rh, of which the batch's h x w window at (wx, wy) (may
+ * reach outside it: zero padding) is the sample, mirrored left-right when
+ * flip. The eval transform: the whole image, Resize, the center crop. A
+ * training sample: RandomResizedCrop's box resized to the sample, and the
+ * flip (common/image/augment.h). */
+typedef struct {
+    int x, y, w, h;
+    int rw, rh;
+    int wx, wy;
+    int flip;
+} bk_decode_place_t;
 typedef struct bk_decode_batch {
     const uint8_t *files;      /* n files back to back */
     const uint32_t *sizes;     /* their sizes, summing to the files' bytes */
@@ -220,6 +232,12 @@ typedef struct bk_decode_batch {
     int resize, crop_h, crop_w, channels;   /* common/image's transform_t (no DCT scaling) */
     int h, w;                  /* each sample channels x h x w */
     int threads;               /* host threads for the files the device cannot decode */
+    /* optional: sample i's place, given its decoded size (0, or -1 with a
+     * reason: the sample fails); NULL: the transform above */
+    int (*place)(void *ctx, int i, int src_w, int src_h, bk_decode_place_t *p, char *why,
+                 size_t why_len);
+    void *place_ctx;
+    int compact;               /* 1: the samples that decode packed to the front, in order */
     uint8_t *failed;           /* out: n flags */
     char *why;                 /* out: n reasons, why_len bytes each */
     size_t why_len;
@@ -231,8 +249,9 @@ int backend_decode_ready(backend_t *be, char *err, size_t errlen);
  * valid until its next decode): each file the device's JPEG decoder takes
  * decoded there, any other (not a 3-component JPEG, or refused by it) by
  * common/image on the host; a sample that fails gets failed[i] = 1, its
- * reason and zero pixels. Returns how many failed, or -1 with err (the
- * device failed, or be cannot decode). */
+ * reason and zero pixels (with compact: the live samples first, in order,
+ * then zeros). Returns how many failed, or -1 with err (the device
+ * failed, or be cannot decode). */
 int backend_decode(backend_t *be, const bk_decode_batch_t *b, const uint8_t **out, char *err,
                    size_t errlen);
 /* 0: dropout is the identity even in training mode (parity tests). */

@@ -53,7 +53,8 @@ typedef struct {
     size_t src_off;       /* the decoded image in d->src */
     size_t taps_off;      /* its tables in d->taps (int32 index): h.lo, h.k, v.lo, v.k */
     size_t mid_off;       /* its horizontal pass in d->mid */
-    resize_taps_t t;      /* owned by sample taps_of (the first of its size in the batch) */
+    bk_decode_place_t pl; /* where the sample comes from */
+    resize_taps_t t;      /* owned by sample taps_of (the first of its place in the batch) */
     int taps_of;
     int ox, oy;           /* the span's place in the sample */
 } dimg_t;
@@ -343,45 +344,73 @@ out:
     return rc;
 }
 
-/* An earlier live sample of the batch with tables for a w x h image, or -1:
- * a dataset's images share a few sizes (a camera's, 500x375), and a size's
- * tables cost microseconds each to compute */
-static int same_size(const cu_decode_t *d, int i, int w, int h)
+/* An earlier live sample of the batch with the tables of place P, or -1:
+ * a dataset's images share a few sizes (a camera's, 500x375), so their
+ * eval places do too, and a place's tables cost microseconds to compute
+ * (training's random boxes rarely repeat) */
+static int same_place(const cu_decode_t *d, int i, const bk_decode_place_t *p)
 {
     for (int j = 0; j < i; j++) {
         const dimg_t *dj = &d->img[j];
-        if (dj->taps_of == j && dj->t.h.lo && dj->w == w && dj->h == h)
+        const bk_decode_place_t *q = &dj->pl;
+        if (dj->taps_of == j && dj->t.h.lo && q->w == p->w && q->h == p->h && q->rw == p->rw &&
+            q->rh == p->rh && q->wx == p->wx && q->wy == p->wy)
             return j;
     }
     return -1;
 }
 
-/* Each live sample's window, tables and buffer places: the totals of the
+/* Sample i's place: the caller's (b->place), else the eval transform of
+ * the whole image; 0, or -1 with a reason */
+static int place(const bk_decode_batch_t *b, int i, const dimg_t *di, bk_decode_place_t *p,
+                 char *why, size_t len)
+{
+    if (b->place) {
+        if (b->place(b->place_ctx, i, di->w, di->h, p, why, len) != 0)
+            return -1;
+        if (p->x < 0 || p->y < 0 || p->w < 1 || p->h < 1 || p->x > di->w - p->w ||
+            p->y > di->h - p->h) {
+            snprintf(why, len, "box %dx%d at (%d, %d) is not inside the %dx%d image", p->w, p->h,
+                     p->x, p->y, di->w, di->h);
+            return -1;
+        }
+        return 0;
+    }
+    transform_t t = {.resize = b->resize, .crop_h = b->crop_h, .crop_w = b->crop_w,
+                     .channels = b->channels};
+    resize_window_t win;
+    *p = (bk_decode_place_t){.w = di->w, .h = di->h};
+    if (transform_window(&t, di->w, di->h, b->h, b->w, &p->rw, &p->rh, &win, why, len) != 0)
+        return -1;
+    p->wx = win.x;
+    p->wy = win.y;
+    return 0;
+}
+
+/* Each live sample's place, tables and buffer places: the totals of the
  * tables in *taps (int32 values), of the horizontal passes in *mid and of
  * the decoded images in *src (bytes). */
 static void plan(cu_decode_t *d, const bk_decode_batch_t *b, size_t *taps, size_t *mid,
                  size_t *src)
 {
-    transform_t t = {.resize = b->resize, .crop_h = b->crop_h, .crop_w = b->crop_w,
-                     .channels = b->channels};
     *taps = *mid = *src = 0;
     for (int i = 0; i < b->n; i++) {
         dimg_t *di = &d->img[i];
         if (di->how == DI_FAILED)
             continue;
         char why[256];
-        int rw, rh;
-        resize_window_t win;
-        if (transform_window(&t, di->w, di->h, b->h, b->w, &rw, &rh, &win, why, sizeof why) != 0) {
+        if (place(b, i, di, &di->pl, why, sizeof why) != 0) {
             fail(b, di, i, why);
             continue;
         }
-        int j = same_size(d, i, di->w, di->h);
+        const bk_decode_place_t *p = &di->pl;
+        resize_window_t win = {p->wx, p->wy, b->w, b->h};
+        int j = same_place(d, i, p);
         if (j >= 0) {   /* its tables and their place */
             di->t = d->img[j].t;
             di->taps_of = j;
             di->taps_off = d->img[j].taps_off;
-        } else if (resize_taps(di->w, di->h, rw, rh, &win, &di->t, why, sizeof why) != 0) {
+        } else if (resize_taps(p->w, p->h, p->rw, p->rh, &win, &di->t, why, sizeof why) != 0) {
             fail(b, di, i, why);
             continue;
         } else {
@@ -461,22 +490,25 @@ static int resize_all(cu_decode_t *d, const bk_decode_batch_t *b, char *err, siz
         grow_dev(&d->jobs_d, &d->jobs_d_cap, bytes, "cudaMalloc (resize jobs)", err,
                  errlen) < 0)
         return -1;
-    int n = 0;
+    int n = 0, slot = 0;
     unsigned hb = 0, vb = 0;
     for (int i = 0; i < b->n; i++) {
         const dimg_t *di = &d->img[i];
         const resize_taps_t *t = &di->t;
-        if (di->how == DI_FAILED || t->x1 <= t->x0 || t->y1 <= t->y0)
-            continue;   /* zeros */
+        if (di->how == DI_FAILED)
+            continue;   /* zeros (compact: no slot) */
+        uint8_t *out = d->out + (size_t)(b->compact ? slot++ : i) * per;
+        if (t->x1 <= t->x0 || t->y1 <= t->y0)
+            continue;   /* all padding: zeros */
         const int32_t *hlo = d->taps_d + di->taps_off, *hk = hlo + t->h.count;
         const int32_t *vlo = hk + (size_t)t->h.count * t->h.ksize, *vk = vlo + t->v.count;
-        int cols = t->x1 - t->x0, rows = t->sy1 - t->sy0;
+        int cols = t->x1 - t->x0, rows = t->sy1 - t->sy0, pitch = di->w * di->sc;
         d->jobs_h[n++] = (ck_rz_job_t){
-            .src = d->src + di->src_off, .mid = d->mid + di->mid_off,
-            .out = d->out + (size_t)i * per, .hlo = hlo, .hk = hk, .vlo = vlo, .vk = vk,
-            .pitch = di->w * di->sc, .sc = di->sc, .y0 = t->sy0, .rows = rows, .cols = cols,
+            .src = d->src + di->src_off + (size_t)di->pl.y * pitch + (size_t)di->pl.x * di->sc,
+            .mid = d->mid + di->mid_off, .out = out, .hlo = hlo, .hk = hk, .vlo = vlo,
+            .vk = vk, .pitch = pitch, .sc = di->sc, .y0 = t->sy0, .rows = rows, .cols = cols,
             .hks = t->h.ksize, .vks = t->v.ksize, .vrows = t->v.count, .ox = di->ox,
-            .oy = di->oy, .hb0 = hb, .vb0 = vb};
+            .oy = di->oy, .flip = di->pl.flip, .hb0 = hb, .vb0 = vb};
         hb += ck_resize_blocks((size_t)rows * cols * b->channels);
         vb += ck_resize_blocks((size_t)t->v.count * cols * b->channels);
     }

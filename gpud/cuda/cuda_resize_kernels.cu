@@ -85,7 +85,9 @@ __global__ static void k_resize_v(const ck_rz_job_t *jobs, int n, int oc, int ou
     int32_t s = 1 << (RZ_BITS - 1);
     for (int t = 0; t < j->vks; t++)
         s += col[(size_t)t * step] * kr[t];
-    j->out[(size_t)ch * plane + (size_t)(j->oy + r) * out_w + j->ox + x] = rz_clip8(s);
+    int ox = j->ox + x;
+    j->out[(size_t)ch * plane + (size_t)(j->oy + r) * out_w + (j->flip ? out_w - 1 - ox : ox)] =
+        rz_clip8(s);
 }
 
 cudaError_t ck_resize_v(cudaStream_t s, const ck_rz_job_t *jobs, int n, int oc, int out_w,

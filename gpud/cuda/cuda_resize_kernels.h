@@ -30,6 +30,7 @@ typedef struct {
     int y0, rows, cols;     /* source rows [y0, y0 + rows) the vertical taps read */
     int hks, vks, vrows;
     int ox, oy;             /* the span's place in the sample */
+    int flip;               /* 1: the sample mirrored left-right (training's flip) */
     unsigned hb0, vb0;      /* its first block in each launch */
 } ck_rz_job_t;
 
@@ -47,7 +48,8 @@ cudaError_t ck_resize_h(cudaStream_t s, const ck_rz_job_t *jobs, int n, int oc,
 
 /* The vertical pass: output row i of a job's span reads its mid's rows
  * vlo[i] - y0 .. + vks - 1; value (ch, i, x) goes to out[ch * plane + (oy
- * + i) * out_w + ox + x] (plane = out_h * out_w). Blocks by vb0. */
+ * + i) * out_w + ox + x] (plane = out_h * out_w), to column out_w - 1 -
+ * (ox + x) when flip. Blocks by vb0. */
 cudaError_t ck_resize_v(cudaStream_t s, const ck_rz_job_t *jobs, int n, int oc, int out_w,
                         size_t plane, unsigned blocks);
 

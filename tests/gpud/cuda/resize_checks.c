@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/image/augment.h"
 #include "common/image/resize.h"
 #include "common/image/transform.h"
 #include "gpud/cuda/cuda_resize_kernels.h"
@@ -50,6 +51,7 @@ static void reference(const image_t *src, int oc, int dw, int dh, resize_window_
 typedef struct {
     int dw, dh;
     resize_window_t win;
+    int flip;
 } rz_case_t;
 
 /* the device's: every case of SRC as one job of one batch (both passes one
@@ -79,7 +81,7 @@ static void kernels(const image_t *src, int oc, const rz_case_t *cs, int n, uint
             .vlo = t[c].v.lo, .vk = t[c].v.k, .pitch = src->w * src->c, .sc = src->c,
             .y0 = t[c].sy0, .rows = rows, .cols = cols, .hks = t[c].h.ksize,
             .vks = t[c].v.ksize, .vrows = t[c].v.count, .ox = t[c].x0 - w->x,
-            .oy = t[c].y0 - w->y, .hb0 = hb, .vb0 = vb};
+            .oy = t[c].y0 - w->y, .flip = cs[c].flip, .hb0 = hb, .vb0 = vb};
         hb += ck_resize_blocks((size_t)rows * cols * oc);
         vb += ck_resize_blocks((size_t)t[c].v.count * cols * oc);
     }
@@ -109,6 +111,8 @@ static void batch(const image_t *src, int oc, const rz_case_t *cs, int n)
     kernels(src, oc, cs, n, got);
     for (int c = 0; c < n; c++) {
         reference(src, oc, cs[c].dw, cs[c].dh, cs[c].win, want);
+        if (cs[c].flip)   /* training's flip, after the resize (augment.c) */
+            augment_flip_planes(want, oc, cs[c].win.h, cs[c].win.w);
         size_t bad = 0;
         for (size_t i = 0; i < bytes; i++)
             bad += want[i] != got[c][i];
@@ -146,6 +150,8 @@ int check_resize_kernels(void)
                 {64, 200, {10, -5, 32, 32}},
                 {src->w, src->h, {1, 0, 32, 32}},
                 {20, 20, {25, 25, 32, 32}},
+                {rw, rh, win, 1},                    /* flipped */
+                {src->w, 20, {-3, -6, 32, 32}, 1},   /* flipped, padding too */
             };
             int n = (int)(sizeof cs / sizeof *cs);
             batch(src, oc, cs, n);
