@@ -144,12 +144,12 @@ int check_resize_kernels(void)
              * rows only, padded; up one way; the source as it is; all
              * padding */
             const rz_case_t cs[] = {
-                {rw, rh, win},
-                {32, 32, {0, 0, 32, 32}},
-                {src->w, 20, {-3, -6, 32, 32}},
-                {64, 200, {10, -5, 32, 32}},
-                {src->w, src->h, {1, 0, 32, 32}},
-                {20, 20, {25, 25, 32, 32}},
+                {rw, rh, win, 0},
+                {32, 32, {0, 0, 32, 32}, 0},
+                {src->w, 20, {-3, -6, 32, 32}, 0},
+                {64, 200, {10, -5, 32, 32}, 0},
+                {src->w, src->h, {1, 0, 32, 32}, 0},
+                {20, 20, {25, 25, 32, 32}, 0},
                 {rw, rh, win, 1},                    /* flipped */
                 {src->w, 20, {-3, -6, 32, 32}, 1},   /* flipped, padding too */
             };
