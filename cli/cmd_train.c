@@ -154,6 +154,7 @@ static void fill_model(gpud_options_t *g, const train_options_t *o)
     g->chunk = o->chunk;
     /* --wire jpeg: files decode on the compute threads, before each step */
     g->decode_threads = o->decode_threads ? o->decode_threads : o->threads;
+    g->decode = o->decode;
 }
 
 /* Optimizer and schedule: only what applies to the chosen optimizer, so a

@@ -58,6 +58,11 @@ static const option_t s_rows[] = {
                   "decoded and augmented by gpud with the same results (not with --cache)"),
     OPTION_LONG(T, decode_threads, "decode-threads", "N", 0, 1, 1024,
                 "--wire jpeg: decode threads per gpud (default: --threads)"),
+    OPTION_STRING(T, decode, "decode", "cpu|gpu", "cpu",
+                  "--wire jpeg: where gpud decodes the files: cpu (PIL's pixels) or gpu "
+                  "(--device cuda: nvJPEG, the random crop, resize and flip on the GPU; a "
+                  "rotation's batches on the CPU; not with --chunk; docs/CUDA.md \"Decoding "
+                  "on the GPU\")"),
     OPTION_SECTION("schedule:"),
     GPUD_TRAINING_OPTIONS(T),
     OPTION_LONG(T, epochs, "epochs", "N", 1, 1, 1000000, "epochs to train at most"),
@@ -154,6 +159,13 @@ static int check_choices(const train_options_t *o)
     if (strcmp(o->wire, "jpeg") == 0 && o->cache) {
         fprintf(stderr, "ddpipe train: --wire jpeg and --cache: the cache keeps samples loaderd "
                         "decodes, with jpeg gpud decodes them; drop one of the two\n");
+        return -1;
+    }
+    if (gpud_check_decode("ddpipe train", o->decode, o->device, o->chunk) < 0)
+        return -1;
+    if (strcmp(o->decode, "gpu") == 0 && strcmp(o->wire, "jpeg") != 0) {
+        fprintf(stderr, "ddpipe train: --decode gpu decodes the files loaderd sends with --wire "
+                        "jpeg: add --wire jpeg\n");
         return -1;
     }
     if (gpud_check_device("ddpipe train", "--device", o->device, o->precision, 1) < 0)

@@ -36,6 +36,7 @@ typedef struct {
     const char *optimizer, *lr_schedule, *augment, *freeze, *freeze_bn;
     const char *wire;          /* uint8|jpeg: loaderd's --wire */
     long decode_threads;       /* gpud's --decode-threads; 0: --threads */
+    const char *decode;        /* gpud's --decode: "cpu" | "gpu" */
     long workers, batch_size, global_batch, epochs, threads, loader_threads, resize;
     long in_channels, num_classes, limit, window, seed, patience, checkpoint_every, step_size;
     long timeout_s, max_time_s, worker_timeout_s, ring_timeout_s, t_max, warmup_epochs;

@@ -55,9 +55,10 @@ static const option_t s_rows[] = {
                 "threads decoding the files of a loaderd --wire jpeg batch (default: as many as "
                 "--threads' default)"),
     OPTION_STRING(T, decode, "decode", "cpu|gpu", "cpu",
-                  "where a loaderd --wire jpeg eval batch's files are decoded: cpu (common/image, "
-                  "PIL's pixels) or gpu (--backend cuda: nvJPEG and the resize on the device, "
-                  "docs/CUDA.md \"Decoding on the GPU\")"),
+                  "where a loaderd --wire jpeg batch's files are decoded: cpu (common/image, "
+                  "PIL's pixels) or gpu (--backend cuda: nvJPEG, the resize, crop and flip on "
+                  "the device; a rotation's batches on the host; docs/CUDA.md \"Decoding on "
+                  "the GPU\")"),
     OPTION_FLAG(T, verbose, "verbose", NULL),
     OPTION_SECTION("training (--train; see docs/TRAINING.md):"),
     OPTION_FLAG(T, train, "train", "one data-parallel rank of a training job"),
@@ -179,7 +180,7 @@ int gpud_check_precision(const char *cmd, const char *precision)
     return -1;
 }
 
-int gpud_check_decode(const char *cmd, const char *decode, const char *device, int train)
+int gpud_check_decode(const char *cmd, const char *decode, const char *device, long chunk)
 {
     if (strcmp(decode, "cpu") != 0 && strcmp(decode, "gpu") != 0) {
         fprintf(stderr, "%s: --decode %s: cpu or gpu\n", cmd, decode);
@@ -193,9 +194,11 @@ int gpud_check_decode(const char *cmd, const char *decode, const char *device, i
                 strcmp(cmd, "gpud") == 0 ? "backend" : "device");
         return -1;
     }
-    if (train) {
-        fprintf(stderr, "%s: --decode gpu is for eval batches only (training's random crops "
-                        "and flips decode on the CPU): leave --decode at cpu\n", cmd);
+    if (chunk > 0) {
+        fprintf(stderr, "%s: --decode gpu with bitwise training (--chunk): nvJPEG decodes a "
+                        "batch of 50 images or fewer another way than a larger one, and a "
+                        "rank's batch depends on the worker count, so the pixels and the bytes "
+                        "of the weights could too; leave --decode at cpu\n", cmd);
         return -1;
     }
     return 0;
@@ -339,7 +342,7 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
     if (gpud_check_device("gpud", "--backend", self->backend, self->precision,
                           self->train) < 0)
         return -1;
-    if (gpud_check_decode("gpud", self->decode, self->backend, self->train) < 0)
+    if (gpud_check_decode("gpud", self->decode, self->backend, self->chunk) < 0)
         return -1;
     if (self->join && !self->train) {
         fprintf(stderr, "gpud: --join is for a training rank: add --train (an eval worker "

@@ -98,7 +98,7 @@ typedef struct {
     long join_timeout_s;
     int probs;                   /* eval: send the quantized softmax in each RESULT */
     long decode_threads;         /* --wire jpeg batches: decode threads; 0: as threads' 0 */
-    const char *decode;          /* --wire jpeg eval batches decoded on: "cpu" | "gpu" */
+    const char *decode;          /* --wire jpeg batches decoded on: "cpu" | "gpu" */
     long fault_after;            /* test hook: die on the batch after this many; -1 off */
     int verbose;
     /* training (--train) */
@@ -158,10 +158,10 @@ int gpud_check_schedule(const char *cmd, const char *schedule, long step_size, l
 int gpud_check_device(const char *cmd, const char *flag, const char *device,
                       const char *precision, int train);
 /* --decode cpu|gpu: gpu needs device (gpud --backend, ddpipe --device)
- * cuda and an eval job (train 0); 0, or -1 after the error went to stderr
- * prefixed with cmd. Whether the build and machine have nvJPEG, gpud says
- * when it starts. */
-int gpud_check_decode(const char *cmd, const char *decode, const char *device, int train);
+ * cuda and no bitwise training (chunk 0); 0, or -1 after the error went
+ * to stderr prefixed with cmd. Whether the build and machine have nvJPEG,
+ * gpud says when it starts. */
+int gpud_check_decode(const char *cmd, const char *decode, const char *device, long chunk);
 /* --chunk N (bitwise training) against the rest of a training job: 0 when
  * chunk is 0, or when global_batch (0: not known here) is a multiple of it
  * and, on device (gpud --backend, ddpipe --device) cuda, no gpud times its

@@ -9,16 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The transform loaderd applied with --wire uint8, from the batch's fields. */
-static transform_t batch_transform(const ddp_batch_t *b)
+transform_t wire_batch_transform(const ddp_batch_t *b)
 {
     return (transform_t){.resize = b->resize, .crop_h = b->crop ? b->h : 0,
                          .crop_w = b->crop ? b->w : 0, .channels = b->c,
                          .dct_scaling = b->dct};
 }
 
-/* A train batch's augmentation, as loaderd's augment_t. */
-static augment_t batch_augment(const ddp_batch_t *b)
+augment_t wire_batch_augment(const ddp_batch_t *b)
 {
     return (augment_t){.crop = (b->aug_flags & DDP_AUG_CROP) != 0,
                        .scale = {b->aug_scale[0], b->aug_scale[1]},
@@ -41,8 +39,8 @@ static int decode_one(const ddp_batch_t *b, const transform_t *t, const augment_
 int wire_decode_batch(const ddp_batch_t *b, int threads, uint8_t *out, uint8_t *failed,
                       char (*why)[DDP_MAX_WHY], char *err, size_t errlen)
 {
-    transform_t t = batch_transform(b);
-    augment_t aug = batch_augment(b);
+    transform_t t = wire_batch_transform(b);
+    augment_t aug = wire_batch_augment(b);
     if (transform_check(&t, err, errlen) != 0 ||
         (b->phase == DDP_PHASE_TRAIN && augment_check(&aug, err, errlen) != 0))
         return -1;

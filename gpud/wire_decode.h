@@ -16,10 +16,17 @@
 #ifndef DDP_GPUD_WIRE_DECODE_H
 #define DDP_GPUD_WIRE_DECODE_H
 
+#include "common/image/augment.h"
+#include "common/image/transform.h"
 #include "proto/messages.h"
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The transform loaderd applied with --wire uint8, from B's fields. */
+transform_t wire_batch_transform(const ddp_batch_t *b);
+/* A train batch's augmentation, as loaderd's augment_t. */
+augment_t wire_batch_augment(const ddp_batch_t *b);
 
 /* Decodes the n files of B (wire 1) into OUT (n*c*h*w bytes) with THREADS
  * threads (0: every CPU it may use). A sample that fails gets failed[i] = 1, its

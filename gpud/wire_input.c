@@ -16,27 +16,67 @@ void wire_input_clear(wire_input_t *in)
     memset(in, 0, sizeof *in);
 }
 
-/* --decode gpu: an eval batch's files go to the device (training's
- * augmentations are the host's: gpud_check_decode refuses --train) */
+/* --decode gpu: a batch's files go to the device, but for a training
+ * batch with a rotation (PIL's affine nearest sampling is the host's) */
 static int on_device(const gpud_t *self, const ddp_batch_t *batch)
 {
-    return batch->phase != DDP_PHASE_TRAIN && strcmp(self->options.decode, "gpu") == 0;
+    return strcmp(self->options.decode, "gpu") == 0 &&
+           !(batch->phase == DDP_PHASE_TRAIN && (batch->aug_flags & DDP_AUG_ROTATE));
+}
+
+typedef struct {
+    const ddp_batch_t *b;
+    augment_t aug;
+    transform_t t;
+} train_place_t;
+
+/* bk_decode_batch_t.place of a training batch: what augment_load_buffer
+ * does to sample i (common/image/augment.h): RandomResizedCrop's box drawn
+ * from (seed, epoch, id) and the image's size, resized to the sample; or,
+ * without the random crop, the eval transform; then the drawn flip */
+static int train_place(void *ctx, int i, int src_w, int src_h, bk_decode_place_t *p, char *why,
+                       size_t len)
+{
+    const train_place_t *c = ctx;
+    const ddp_batch_t *b = c->b;
+    if (!c->aug.crop) {
+        resize_window_t win;
+        *p = (bk_decode_place_t){.w = src_w, .h = src_h};
+        if (transform_window(&c->t, src_w, src_h, b->h, b->w, &p->rw, &p->rh, &win, why,
+                             len) != 0)
+            return -1;
+        p->wx = win.x;
+        p->wy = win.y;
+        p->flip = augment_draw(&c->aug, b->aug_seed, b->epoch, b->ids[i], b->w, b->h).flip;
+        return 0;
+    }
+    augment_params_t a = augment_draw(&c->aug, b->aug_seed, b->epoch, b->ids[i], src_w, src_h);
+    *p = (bk_decode_place_t){.x = a.left, .y = a.top, .w = a.w, .h = a.h, .rw = b->w,
+                             .rh = b->h, .flip = a.flip};
+    return 0;
 }
 
 /* The batch decoded by the backend (backend_decode): the pixels stay in
- * its buffer (in->pixels), the failures in IN's flags and reasons. */
+ * its buffer (in->pixels), the failures in IN's flags and reasons; a
+ * training batch's live samples packed to the front (in->packed) */
 static int device_decode(gpud_t *self, const ddp_batch_t *batch, wire_input_t *in, char *err,
                          size_t errlen)
 {
+    int train = batch->phase == DDP_PHASE_TRAIN;
+    train_place_t tp = {batch, wire_batch_augment(batch), wire_batch_transform(batch)};
+    if (train && augment_check(&tp.aug, err, errlen) != 0)
+        return -1;
     bk_decode_batch_t d = {
         .files = batch->pixels ? zframe_data(batch->pixels) : NULL, .sizes = batch->sizes,
         .n = (int)batch->n, .resize = batch->resize, .crop_h = batch->crop ? batch->h : 0,
         .crop_w = batch->crop ? batch->w : 0, .channels = batch->c, .h = batch->h,
-        .w = batch->w, .threads = (int)self->options.decode_threads, .failed = in->failed,
-        .why = in->why[0], .why_len = sizeof *in->why};
+        .w = batch->w, .threads = (int)self->options.decode_threads,
+        .place = train ? train_place : NULL, .place_ctx = &tp, .compact = train,
+        .failed = in->failed, .why = in->why[0], .why_len = sizeof *in->why};
     const uint8_t *px = NULL;
     int nfailed = backend_decode(model_backend(self->model), &d, &px, err, errlen);
     in->pixels = nfailed >= 0 ? px : NULL;
+    in->packed = train;
     return nfailed;
 }
 
@@ -123,7 +163,7 @@ int wire_input_keep(wire_input_t *in, const ddp_batch_t *batch)
     for (uint32_t i = 0; i < n; i++) {
         if (in->failed && in->failed[i])
             continue;
-        if (m != i) /* in place, front to back: the batch's order is kept */
+        if (m != i && !in->packed) /* in place, front to back: the batch's order is kept */
             memmove(px + m * sb, px + i * sb, sb);
         in->ids[m] = batch->ids[i];
         in->labels[m] = batch->labels[i];

@@ -23,6 +23,7 @@ typedef struct {
     uint8_t *failed;           /* the batch's n flags; NULL: a uint8 batch */
     char (*why)[DDP_MAX_WHY];  /* n reasons */
     uint32_t nfailed;
+    int packed;                /* the decoded samples already at the front (--decode gpu) */
     /* training, after wire_input_keep: the decoded samples only */
     uint32_t kept;
     uint64_t *ids;

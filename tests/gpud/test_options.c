@@ -192,7 +192,7 @@ static void test_chunk(void)
     CHECK_MSG(strstr(text, "--chunk (bitwise training) needs --train") != NULL, "%s", text);
 }
 
-/* --decode cpu|gpu: gpu on cuda, eval only */
+/* --decode cpu|gpu: gpu on cuda, not with --chunk */
 static void test_decode(void)
 {
     gpud_options_t o;
@@ -205,8 +205,10 @@ static void test_decode(void)
                            "cuda") != NULL, "%s", text);
     CHECK(parse_stderr(BASE "--weights w --backend cuda --decode tpu", text, sizeof text) == -1);
     CHECK_MSG(strstr(text, "--decode tpu: cpu or gpu") != NULL, "%s", text);
-    CHECK(parse_stderr(BASE "--train --backend cuda --decode gpu", text, sizeof text) == -1);
-    CHECK_MSG(strstr(text, "--decode gpu is for eval batches only") != NULL, "%s", text);
+    CHECK(parse_words(BASE "--train --backend cuda --decode gpu", &o) == 0);
+    CHECK(parse_stderr(BASE "--train --backend cuda --decode gpu --chunk 8", text,
+                       sizeof text) == -1);
+    CHECK_MSG(strstr(text, "--decode gpu with bitwise training (--chunk)") != NULL, "%s", text);
 }
 
 static void test_usage_names_every_option(void)

@@ -6,7 +6,9 @@
  * and a file that is no image (both fail, with the host's reasons); on
  * the emulator also a whole JPEG whose scan is damaged (the fake nvJPEG
  * fails it, so the batched call fails and gpud decodes its images one by
- * one, that one on the host), and a progressive JPEG. The batch is
+ * one, that one on the host), and a progressive JPEG; then the same
+ * files as a training batch (random crops and flips against
+ * augment_load_buffer, the live samples packed to the front). The batch is
  * decoded twice (the buffers reused), then again on the GPU's JPEG
  * engines (DDPIPE_NVJPEG_BACKEND=hardware; the fake has them; a device
  * without them says so).
@@ -26,6 +28,7 @@
 #include <time.h>
 #include <turbojpeg.h>
 
+#include "common/image/augment.h"
 #include "common/image/transform.h"
 #include "gpud/backend.h"
 #include "gpud/cuda/cuda_backend.h"
@@ -146,6 +149,77 @@ static void run(backend_t *be, file_t *f, int channels, int emulated)
     free(files);
 }
 
+/* A training batch: each sample RandomResizedCrop's box of its image
+ * (augment_draw from its size) resized to the sample, flipped as drawn,
+ * the live samples packed to the front: as augment_load_buffer makes them
+ * (what --wire jpeg training decodes with on the host). */
+typedef struct {
+    augment_t aug;
+    uint64_t seed;
+    uint32_t epoch;
+    int h, w;
+} train_ctx_t;
+
+static int train_place(void *ctx, int i, int src_w, int src_h, bk_decode_place_t *p, char *why,
+                       size_t len)
+{
+    const train_ctx_t *c = ctx;
+    (void)why;
+    (void)len;
+    augment_params_t a = augment_draw(&c->aug, c->seed, c->epoch, 100u + (uint64_t)i, src_w,
+                                      src_h);
+    *p = (bk_decode_place_t){.x = a.left, .y = a.top, .w = a.w, .h = a.h, .rw = c->w,
+                             .rh = c->h, .flip = a.flip};
+    return 0;
+}
+
+static void run_train(backend_t *be, file_t *f, int channels, int emulated)
+{
+    const int H = 40, W = 32;
+    train_ctx_t c = {augment_default(channels), 7, 3, H, W};
+    uint32_t sizes[N];
+    uint8_t *files = pack(f, sizes), failed[N];
+    char why[N][WHY];
+    size_t per = (size_t)channels * H * W;
+    bk_decode_batch_t b = {.files = files, .sizes = sizes, .n = N, .channels = channels,
+                           .h = H, .w = W, .threads = 2, .place = train_place, .place_ctx = &c,
+                           .compact = 1, .failed = failed, .why = why[0], .why_len = WHY};
+    transform_t t = {.channels = channels};
+    uint8_t *want = malloc(per);
+    REQUIRE(want, "alloc");
+    char err[512] = "";
+    const uint8_t *out = NULL;
+    int nfailed = backend_decode(be, &b, &out, err, sizeof err);
+    REQUIRE(nfailed >= 0 && out, "backend_decode (training): %s", err);
+    int slot = 0, flips = 0;
+    for (int i = 0; i < N; i++) {
+        char cwhy[WHY] = "";
+        int cfail = augment_load_buffer(f[i].data, f[i].len, &c.aug, &t, c.seed, c.epoch,
+                                        100u + (uint64_t)i, want, H, W, cwhy, sizeof cwhy) != 0;
+        CHECK(failed[i] == cfail, "training sample %d: failed %d on the device, %d on the host",
+              i, failed[i], cfail);
+        if (cfail)
+            continue;
+        flips += augment_draw(&c.aug, c.seed, c.epoch, 100u + (uint64_t)i, 1, 1).flip;
+        const uint8_t *got = out + (size_t)slot++ * per;   /* packed: the live ones in order */
+        int maxd = 0;
+        for (size_t k = 0; k < per; k++) {
+            int d = abs((int)got[k] - want[k]);
+            maxd = d > maxd ? d : maxd;
+        }
+        CHECK(emulated || f[i].exact ? maxd == 0 : maxd <= 24,
+              "training sample %d (%d channels, slot %d): max diff %d from the host's", i,
+              channels, slot - 1, maxd);
+    }
+    for (size_t k = (size_t)slot * per; k < (size_t)N * per; k++)
+        CHECK(out[k] == 0, "after the %d live samples: byte %zu not 0", slot, k);
+    CHECK(flips > 0 && flips < slot, "the draws flipped %d of %d samples", flips, slot);
+    printf("training batch, %d channels: %d samples packed, %d flipped, each as the host "
+           "makes it\n", channels, slot, flips);
+    free(want);
+    free(files);
+}
+
 static double now_s(void)
 {
     struct timespec t;
@@ -257,6 +331,8 @@ int main(void)
     f[6].len = sizeof text;
     run(be, f, 3, emulated);
     run(be, f, 1, emulated);
+    run_train(be, f, 3, emulated);
+    run_train(be, f, 1, emulated);
     if (!emulated)
         bench(be, "nvJPEG's CUDA decoder");
     backend_destroy(&be);
