@@ -14,12 +14,17 @@ resize), --wire jpeg --no-dct-scaling on --device cuda:
   - each gpud's log names the (fake) nvJPEG it loaded and what its batches
     did, and its input path read the decoded batches in device memory (no
     upload of them);
+  - training, 2 ranks, 2 epochs, --augment crop-flip, a --val set: the
+    same model.safetensors bytes with --decode gpu as with cpu (each
+    sample's random crop and flip drawn as on the host, the damaged file
+    failed at its rank);
   - --decode gpu where nvJPEG cannot be loaded: the job fails at the
     workers' start with gpud's reason (what to install), no batch run;
   - refused by ddpipe before anything starts: --decode gpu without --wire
     jpeg, or on --device cpu.
 
 Run by ctest as it_cuda_emu_decode."""
+import glob
 import os
 import re
 import subprocess
@@ -80,6 +85,28 @@ try:
         check_counts(runs[key], counts(ref), "--decode %s, %d worker(s)" % key)
     print("--decode gpu (emulated, fake nvJPEG): predictions and counts equal to cpu's, 1 and "
           "2 workers", flush=True)
+
+    # training: 2 ranks, 2 epochs, random crops and flips (--augment crop-flip)
+    # drawn per sample as on the host, the files again as a --val set each
+    # epoch; the damaged file fails at its rank in both; the weights equal
+    # bit for bit
+    tr = va = data   # the same 48 files: every class in both
+    flags = ["--device", "cuda", "--wire", "jpeg", "--resize", "32",
+             "--crop", "28", "--epochs", "2", "--batch-size", "8", "--seed", "7", "--lr",
+             "0.05", "--augment", "crop-flip"]
+    trained = {}
+    for decode in ("cpu", "gpu"):
+        out = os.path.join(wd, "train-" + decode)
+        run_train(tr, out, 2, flags + ["--decode", decode], val=va, timeout=600, env=env)
+        trained[decode] = out
+    d, name = weights_diff(os.path.join(trained["cpu"], "model.safetensors"),
+                           os.path.join(trained["gpu"], "model.safetensors"))
+    check(d == 0, "training: %s differs by %.3g between --decode cpu and gpu" % (name, d))
+    logs = [read(p) for p in glob.glob(os.path.join(trained["gpu"], "logs", "gpud*.log"))]
+    check(len(logs) == 2 and all("images by nvJPEG" in l for l in logs),
+          "training with --decode gpu: a gpud log lacks the decoder's summary")
+    print("--decode gpu training (emulated): the weights equal --decode cpu's bit for bit",
+          flush=True)
 
     # no nvJPEG: gpud says so at its start and the job fails
     out = os.path.join(wd, "eval-no-nvjpeg")
