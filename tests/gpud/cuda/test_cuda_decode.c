@@ -76,20 +76,27 @@ static file_t jpeg(int w, int h, int sub, int quality, uint32_t seed)
     return jpeg_flags(w, h, sub, quality, seed, 0);
 }
 
-/* the batch's files back to back */
-static uint8_t *pack(file_t *f, uint32_t *sizes)
+/* the n files back to back, their sizes in SIZES, their total in *total */
+static uint8_t *pack_n(const file_t *f, int n, uint32_t *sizes, size_t *total)
 {
-    size_t total = 0;
-    for (int i = 0; i < N; i++)
-        total += f[i].len;
-    uint8_t *all = malloc(total), *p = all;
+    *total = 0;
+    for (int i = 0; i < n; i++)
+        *total += f[i].len;
+    uint8_t *all = malloc(*total), *p = all;
     REQUIRE(all, "alloc");
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < n; i++) {
         memcpy(p, f[i].data, f[i].len);
         p += f[i].len;
         sizes[i] = (uint32_t)f[i].len;
     }
     return all;
+}
+
+/* the batch's N files */
+static uint8_t *pack(const file_t *f, uint32_t *sizes)
+{
+    size_t total;
+    return pack_n(f, N, sizes, &total);
 }
 
 static void run(backend_t *be, file_t *f, int channels, int emulated)
@@ -241,16 +248,8 @@ static void bench(backend_t *be, const char *what)
     REQUIRE(f && sizes && failed && px && why, "alloc");
     for (int i = 0; i < B; i++)
         f[i] = jpeg(500, 375, TJSAMP_420, 90, 1000u + (uint32_t)i);
-    size_t total = 0;
-    for (int i = 0; i < B; i++)
-        total += f[i].len;
-    uint8_t *files = malloc(total), *p = files;
-    REQUIRE(files, "alloc");
-    for (int i = 0; i < B; i++) {
-        memcpy(p, f[i].data, f[i].len);
-        p += f[i].len;
-        sizes[i] = (uint32_t)f[i].len;
-    }
+    size_t total;
+    uint8_t *files = pack_n(f, B, sizes, &total);
     bk_decode_batch_t b = {.files = files, .sizes = sizes, .n = B, .resize = 256, .crop_h = H,
                            .crop_w = W, .channels = 3, .h = H, .w = W, .threads = 1,
                            .failed = failed, .why = why[0], .why_len = WHY};
