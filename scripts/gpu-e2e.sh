@@ -63,7 +63,8 @@
 #        again on it (precision=bf16-plans, bf16-plans-steady). Then with
 #        --wire jpeg --decode gpu (precision=bf16-decode-gpu, -steady: nvJPEG
 #        and the resize on the device) and its predictions with 1 and 2
-#        workers (PASS/FAIL line), batches of 32 against 64 (INFO), then on
+#        workers (PASS/FAIL line), batches of 32 against 64 (INFO), a
+#        training epoch of those images with --decode gpu (PASS/FAIL), then on
 #        the GPU's JPEG engines (DDPIPE_NVJPEG_BACKEND=hardware:
 #        bf16-decode-gpu-hw); NOTRUN where gpud finds no nvJPEG.
 #        ddpipe's figures are its own clock:
@@ -371,6 +372,16 @@ jpeg)
                 else
                     echo "INFO: --decode gpu: batches of 32 and 64 give different predictions.csv (nvJPEG's two paths differ)"
                 fi
+            # training from the files: random crops and flips on the device
+            if "$DD" train --data "$data" --limit "$k" --model resnet18 \
+                --weights "$OUT/resnet18-init.safetensors" --classes "$OUT/jpeg-classes.txt" \
+                --augment crop-flip --crop 224 --workers 1 --batch-size 64 --epochs 1 --lr 0.01 \
+                --device "$dev" --precision bf16 --wire jpeg --decode gpu \
+                --out "$OUT/jpeg-gpudec-train" --overwrite --quiet > "$OUT/jpeg-gpudec-train.log" 2>&1; then
+                echo "PASS: --decode gpu training: $(tail -n 1 "$OUT/jpeg-gpudec-train.log")"
+            else
+                echo "FAIL: --decode gpu training: $(tail -n 3 "$OUT/jpeg-gpudec-train.log")"; exit 1
+            fi
             # the GPU's JPEG engines (DDPIPE_NVJPEG_BACKEND=hardware), where it has them
             if DDPIPE_NVJPEG_BACKEND=hardware "$DD" eval --data "$data" --model resnet18 \
                 --weights "$OUT/resnet18-init.safetensors" --classes "$OUT/jpeg-classes.txt" \

@@ -84,10 +84,13 @@ if [ -n "$NVJPEG" ]; then
         cp "$OUT"/e2e/jpeg-ddpipe-gpudec/logs/gpud*.log "$OUT/logs/" 2>/dev/null
         grep -E '^(ddpipe-cuda|torch) resnet18 e2e-jpeg |^end to end|^e2e-jpeg gpud \(--decode gpu\)|^INFO: --decode gpu' \
             "$OUT/logs/e2e-jpeg.log" | sed 's/^/BENCH   /' | tee -a "$R"
-        st=$(sed -n -E 's/^(PASS|FAIL|NOTRUN): --decode gpu.*/\1/p' "$OUT/logs/e2e-jpeg.log" | head -n 1)
-        if [ $rc -eq 0 ] && [ -n "$st" ]; then
-            say "$st" "e2e-jpeg --decode gpu" "$(sed -n -E 's/^(PASS|FAIL|NOTRUN): (--decode gpu.*)/\2/p' "$OUT/logs/e2e-jpeg.log" | head -n 1)"
-        else
+        # each of its --decode gpu checks (workers, training) a line; a
+        # failed run (it stops at its first failure) says why
+        sed -n -E 's/^(PASS|NOTRUN): --decode gpu(.*)/\1\t\2/p' "$OUT/logs/e2e-jpeg.log" > "$OUT/dec.txt"
+        while IFS="$(printf '\t')" read -r st rest; do
+            say "$st" "e2e-jpeg --decode gpu" "${rest#: }"
+        done < "$OUT/dec.txt"
+        if [ $rc -ne 0 ] || [ ! -s "$OUT/dec.txt" ]; then
             say FAIL "e2e-jpeg --decode gpu" "exit $rc: $(tail -n 1 "$OUT/logs/e2e-jpeg.log")"
         fi
     else
