@@ -1,7 +1,9 @@
 /* cuda_decode — --decode gpu (bk_ops_t.decode; docs/CUDA.md "Decoding on
- * the GPU"): a --wire jpeg eval batch's files decoded by nvJPEG's batched
- * decoder into interleaved RGB in device memory, resized and cropped there
- * by cuda_resize_kernels.cu with common/image's own tables (resize_taps),
+ * the GPU"): a --wire jpeg batch's files decoded by nvJPEG's batched
+ * decoder into interleaved RGB in device memory, each sample's place (the
+ * eval transform, or the caller's: training's random box and flip) resized
+ * and cropped there by cuda_resize_kernels.cu with common/image's own
+ * tables (resize_taps),
  * and the uint8 CHW batch copied back into pinned host memory, where
  * gpud's input path takes it as it takes a loaderd --wire uint8 batch;
  * that path finds the batch's device copy (cu_decode_device_view) and
