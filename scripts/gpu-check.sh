@@ -175,6 +175,7 @@ fi
 NVJPEG_LIB=$(nvjpeg_find)
 if [ -n "$NVJPEG_LIB" ]; then
     export DDPIPE_NVJPEG_LIB="$NVJPEG_LIB"
+    echo "$NVJPEG_LIB" > "$OUT/nvjpeg-lib"
     note INFO "nvJPEG" "$NVJPEG_LIB (--decode gpu)"
 else
     note INFO "nvJPEG" "none found (bundle, /opt/nvjpeg-13, pip's nvidia-nvjpeg, torchvision.libs): --decode gpu's steps are NOT RUN; scripts/gpu-nccl.sh --nvjpeg LIB carries one"
@@ -624,6 +625,19 @@ def nccl_loaded():
         return None
     return {"version": "%d.%d.%d" % (c // 10000, c // 100 % 100, c % 100), "path": path}
 
+def nvjpeg_found():
+    """the nvJPEG --decode gpu loads (nvjpeg_find): its version (nvjpegGetProperty) and path"""
+    try:
+        path = open(os.path.join(os.path.dirname(bench), "nvjpeg-lib")).read().strip()
+        import ctypes
+        lib = ctypes.CDLL(path)
+        v = [ctypes.c_int(0) for _ in range(3)]
+        if any(lib.nvjpegGetProperty(i, ctypes.byref(v[i])) != 0 for i in range(3)):
+            return {"version": None, "path": path}
+        return {"version": "%d.%d.%d" % tuple(x.value for x in v), "path": path}
+    except (OSError, AttributeError):
+        return None
+
 def nccl_version():
     for h in [cuda_root + "/include/nccl.h", "/usr/include/nccl.h"] + \
              glob.glob("/usr/local/lib/python3*/dist-packages/nvidia/nccl/include/nccl.h"):
@@ -672,6 +686,7 @@ rec = {
     "cudnn_loaded": cudnn_loaded(),
     "nccl": nccl_version(),
     "nccl_loaded": nccl_loaded(),
+    "nvjpeg": nvjpeg_found(),
     "pytorch": torch_versions(),
     "failed_steps": int(fails),
     "steps": [],

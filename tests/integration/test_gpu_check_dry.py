@@ -10,7 +10,8 @@ fakes, so that a change to the script is caught here and not in a
     arguments (img/s derived from them, so every line differs), the profile
     and tune lines when their variables are set; bench/train_resnet18 and
     tests/gpud/test_half_store for the host CPU step likewise;
-  - no Fashion-MNIST and no PyTorch with CUDA: those steps are NOT RUN.
+  - no Fashion-MNIST and no PyTorch with CUDA: those steps are NOT RUN;
+  - a fake nvJPEG (DDPIPE_NVJPEG_LIB) whose version the record names.
 
 Checked: the record lands in GPU_CHECK_RECORD_DIR (nothing under the
 repository's bench/gpu), parses, names the machine, carries every bench
@@ -106,8 +107,17 @@ with tarfile.open(bundle, "w:xz") as t:
 
 repo_records = os.path.join(SRC, "bench", "gpu")
 before = sorted(os.listdir(repo_records)) if os.path.isdir(repo_records) else []
+# an nvJPEG gpu-check finds (DDPIPE_NVJPEG_LIB): a fake that tells its version
+fake_nvj = os.path.join(wd, "fake-nvjpeg", "libnvjpeg.so.13")
+os.makedirs(os.path.dirname(fake_nvj), exist_ok=True)
+with open(fake_nvj + ".c", "w") as f:
+    f.write("int nvjpegGetProperty(int t, int *v) { *v = t == 0 ? 13 : t == 1 ? 3 : 2; "
+            "return 0; }\n")
+r = subprocess.run(["cc", "-shared", "-fPIC", "-o", fake_nvj, fake_nvj + ".c"],
+                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+check(r.returncode == 0, "cc (the fake nvJPEG): %s" % r.stdout)
 env = dict(os.environ, PATH=bindir + ":" + os.environ["PATH"], PY="",
-           GPU_CHECK_RECORD_DIR=recdir, GPU_CHECK_BUDGET="300")
+           GPU_CHECK_RECORD_DIR=recdir, GPU_CHECK_BUDGET="300", DDPIPE_NVJPEG_LIB=fake_nvj)
 # PY empty: gpu-check looks for a python with torch + CUDA and finds none here
 p = subprocess.run(["sh", os.path.join(SRC, "scripts", "gpu-check.sh"), "--bundle", bundle,
                     "--no-cpu-suite", "--quick", "--fmnist", os.path.join(wd, "no-fmnist"),
@@ -124,6 +134,8 @@ with open(os.path.join(recdir, recs[0])) as f:
     rec = json.load(f)
 check(rec["gpu"] == "NVIDIA H200" and rec["gpu_count"] == 1 and rec["driver"] == "570.00",
       "the machine: %r, %r, %r" % (rec["gpu"], rec["gpu_count"], rec["driver"]))
+check(rec.get("nvjpeg") == {"version": "13.3.2", "path": fake_nvj},
+      "the record's nvJPEG (the one gpu-check found): %r" % (rec.get("nvjpeg"),))
 
 steps = rec["steps"]
 known = {"pass", "fail", "not-run", "info", "warn"}
