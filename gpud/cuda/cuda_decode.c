@@ -201,33 +201,23 @@ cu_decode_t *cu_decode_new(char *err, size_t errlen)
     return d;
 }
 
-/* *buf (device) holds at least bytes; the old contents are not kept (the
- * stream is idle between batches: each ends with a wait) */
-static int grow_dev(void *buf, size_t *cap, size_t bytes, const char *what, char *err,
-                    size_t errlen)
+/* *buf (device memory, or pinned host memory) holds at least bytes; the
+ * old contents are not kept (the stream is idle between batches: each
+ * ends with a wait) */
+static int grow(void *buf, size_t *cap, size_t bytes, int pinned, const char *what, char *err,
+                size_t errlen)
 {
     void **p = buf;
     if (bytes <= *cap)
         return 0;
-    cudaFree(*p);
+    if (pinned)
+        cudaFreeHost(*p);
+    else
+        cudaFree(*p);
     *p = NULL;
     *cap = 0;
-    if (cu_err(cudaMalloc(p, bytes), what, err, errlen) < 0)
-        return -1;
-    *cap = bytes;
-    return 0;
-}
-
-static int grow_host(void *buf, size_t *cap, size_t bytes, const char *what, char *err,
-                     size_t errlen)
-{
-    void **p = buf;
-    if (bytes <= *cap)
-        return 0;
-    cudaFreeHost(*p);
-    *p = NULL;
-    *cap = 0;
-    if (cu_err(cudaHostAlloc(p, bytes, cudaHostAllocDefault), what, err, errlen) < 0)
+    if (cu_err(pinned ? cudaHostAlloc(p, bytes, cudaHostAllocDefault) : cudaMalloc(p, bytes),
+               what, err, errlen) < 0)
         return -1;
     *cap = bytes;
     return 0;
@@ -487,10 +477,9 @@ static int resize_all(cu_decode_t *d, const bk_decode_batch_t *b, char *err, siz
     size_t plane = (size_t)b->h * b->w, per = plane * b->channels;
     size_t bytes = (size_t)b->n * sizeof(ck_rz_job_t);
     d->out_bytes = 0;
-    if (grow_host(&d->jobs_h, &d->jobs_h_cap, bytes, "cudaHostAlloc (resize jobs)", err,
-                  errlen) < 0 ||
-        grow_dev(&d->jobs_d, &d->jobs_d_cap, bytes, "cudaMalloc (resize jobs)", err,
-                 errlen) < 0)
+    if (grow(&d->jobs_h, &d->jobs_h_cap, bytes, 1, "cudaHostAlloc (resize jobs)", err,
+             errlen) < 0 ||
+        grow(&d->jobs_d, &d->jobs_d_cap, bytes, 0, "cudaMalloc (resize jobs)", err, errlen) < 0)
         return -1;
     int n = 0, slot = 0;
     unsigned hb = 0, vb = 0;
@@ -563,18 +552,19 @@ int cu_decode_batch(cu_decode_t *d, const bk_decode_batch_t *b, const uint8_t **
     host_decode(b, d->img);
     size_t ntaps, nmid, nsrc, per = (size_t)b->channels * b->h * b->w;
     plan(d, b, &ntaps, &nmid, &nsrc);
-    if (grow_dev(&d->src, &d->src_cap, nsrc ? nsrc : 1, "cudaMalloc (decoded images)", err,
-                 errlen) < 0 ||
-        grow_dev(&d->mid, &d->mid_cap, nmid ? nmid : 1, "cudaMalloc (resize rows)", err,
-                 errlen) < 0 ||
-        grow_dev(&d->out, &d->out_cap, per * b->n, "cudaMalloc (decoded batch)", err,
-                 errlen) < 0 ||
-        grow_dev(&d->taps_d, &d->taps_d_cap, (ntaps ? ntaps : 1) * sizeof(int32_t),
-                 "cudaMalloc (resize tables)", err, errlen) < 0 ||
-        grow_host(&d->taps_h, &d->taps_h_cap, (ntaps ? ntaps : 1) * sizeof(int32_t),
-                  "cudaHostAlloc (resize tables)", err, errlen) < 0 ||
-        grow_host(&d->host, &d->host_cap, per * b->n, "cudaHostAlloc (decoded batch)", err,
-                  errlen) < 0 ||
+    size_t tbytes = (ntaps ? ntaps : 1) * sizeof(int32_t);
+    if (grow(&d->src, &d->src_cap, nsrc ? nsrc : 1, 0, "cudaMalloc (decoded images)", err,
+             errlen) < 0 ||
+        grow(&d->mid, &d->mid_cap, nmid ? nmid : 1, 0, "cudaMalloc (resize rows)", err,
+             errlen) < 0 ||
+        grow(&d->out, &d->out_cap, per * b->n, 0, "cudaMalloc (decoded batch)", err,
+             errlen) < 0 ||
+        grow(&d->taps_d, &d->taps_d_cap, tbytes, 0, "cudaMalloc (resize tables)", err,
+             errlen) < 0 ||
+        grow(&d->taps_h, &d->taps_h_cap, tbytes, 1, "cudaHostAlloc (resize tables)", err,
+             errlen) < 0 ||
+        grow(&d->host, &d->host_cap, per * b->n, 1, "cudaHostAlloc (decoded batch)", err,
+             errlen) < 0 ||
         gpu_decode(d, b, err, errlen) < 0)
         return -1;
     host_decode(b, d->img);   /* what nvJPEG refused one by one */
