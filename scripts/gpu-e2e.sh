@@ -295,22 +295,36 @@ jpeg)
         { echo "FAIL: exporting ResNet-18's init weights with $py"; exit 1; }
     # the 4 folders as ImageNet's first 4 outputs (the torch side's ImageFolder labels)
     ls "$data" | awk '{ print $0, NR - 1 }' > "$OUT/jpeg-classes.txt"   # folder index
+    # jpeg_job NAME CMD ARGS...: ddpipe CMD (eval, train) of ResNet-18 on
+    # the JPEGs (the init weights, the folders' classes, $dev, bf16) into
+    # $OUT/NAME, its output in $OUT/NAME.log, JPEG_ENV (VAR=VALUE, may be
+    # empty) in its environment; the job's exit status
+    jpeg_job() {
+        name=$1 cmd=$2
+        shift 2
+        env ${JPEG_ENV:+"$JPEG_ENV"} "$DD" "$cmd" --data "$data" --model resnet18 \
+            --weights "$OUT/resnet18-init.safetensors" --classes "$OUT/jpeg-classes.txt" \
+            --device "$dev" --precision bf16 "$@" --out "$OUT/$name" --overwrite --quiet \
+            > "$OUT/$name.log" 2>&1
+    }
+    # jpeg_lines NAME PRECISION: the job's two bench lines, its whole job
+    # and its steady rate after the first result (summary.json)
+    jpeg_lines() {
+        s=$OUT/$1/summary.json
+        echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$(field "$s" images_per_sec) images=$n workers=1 batch=$b precision=$2 device=$dev wall_s=$(field "$s" wall_seconds)"
+        v=$(field "$s" steady_images_per_sec)
+        echo "ddpipe-cuda resnet18 e2e-jpeg img/s=${v:-0} images=$n workers=1 batch=$b precision=$2-steady device=$dev first_result_s=$(field "$s" first_result_seconds)"
+    }
     t0=$(date +%s.%N)
-    "$DD" eval --data "$data" --model resnet18 --weights "$OUT/resnet18-init.safetensors" \
-        --classes "$OUT/jpeg-classes.txt" \
-        --device "$dev" --precision bf16 --workers 1 --batch-size "$b" \
-        --loader-threads "$(nproc)" --out "$OUT/jpeg-ddpipe" --overwrite --quiet \
-        > "$OUT/jpeg-ddpipe.log" 2>&1 || { echo "FAIL: ddpipe eval: $(tail -n 3 "$OUT/jpeg-ddpipe.log")"; exit 1; }
+    jpeg_job jpeg-ddpipe eval --workers 1 --batch-size "$b" --loader-threads "$(nproc)" ||
+        { echo "FAIL: ddpipe eval: $(tail -n 3 "$OUT/jpeg-ddpipe.log")"; exit 1; }
     t1=$(date +%s.%N)
     d=$(field "$OUT/jpeg-ddpipe/summary.json" images_per_sec)
-    w=$(field "$OUT/jpeg-ddpipe/summary.json" wall_seconds)
     ds=$(field "$OUT/jpeg-ddpipe/summary.json" steady_images_per_sec)
-    f=$(field "$OUT/jpeg-ddpipe/summary.json" first_result_seconds)
     t=$(env -u LD_LIBRARY_PATH "$py" bench/e2e_jpeg_torch.py --data "$data" --workers 16 --batch "$b" --mode "$mode" | tail -n 1)
     t2=$(date +%s.%N)
     case "$t" in "torch resnet18 e2e-jpeg img/s="*) ;; *) echo "FAIL: the PyTorch side: $t"; exit 1 ;; esac
-    echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$d images=$n workers=1 batch=$b precision=bf16 device=$dev wall_s=$w"
-    echo "ddpipe-cuda resnet18 e2e-jpeg img/s=${ds:-0} images=$n workers=1 batch=$b precision=bf16-steady device=$dev first_result_s=$f"
+    jpeg_lines jpeg-ddpipe bf16
     echo "$t"
     # where the start-up went: one line each from gpud's log
     grep -h -o -E "ready in [0-9.]+s|first batch: .*|cuda backend: [0-9]+ cuDNN graph plans.*" \
@@ -319,15 +333,10 @@ jpeg)
     # plans (E2E_CUDNN_PLANS: gpu-check's tuned bf16 eval, the same shapes):
     # the start-up without kernel compilation, and tuned engines' steady rate
     if [ -n "${E2E_CUDNN_PLANS:-}" ] && [ -s "$E2E_CUDNN_PLANS" ]; then
-        DDPIPE_CUDNN_PLANS=$E2E_CUDNN_PLANS "$DD" eval --data "$data" --model resnet18 \
-            --weights "$OUT/resnet18-init.safetensors" --classes "$OUT/jpeg-classes.txt" \
-            --device "$dev" --precision bf16 --workers 1 --batch-size "$b" \
-            --loader-threads "$(nproc)" --out "$OUT/jpeg-ddpipe-plans" --overwrite --quiet \
-            > "$OUT/jpeg-ddpipe-plans.log" 2>&1 ||
+        JPEG_ENV=DDPIPE_CUDNN_PLANS=$E2E_CUDNN_PLANS jpeg_job jpeg-ddpipe-plans eval \
+            --workers 1 --batch-size "$b" --loader-threads "$(nproc)" ||
             { echo "FAIL: ddpipe eval with the plans file: $(tail -n 3 "$OUT/jpeg-ddpipe-plans.log")"; exit 1; }
-        s=$OUT/jpeg-ddpipe-plans/summary.json
-        echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$(field "$s" images_per_sec) images=$n workers=1 batch=$b precision=bf16-plans device=$dev wall_s=$(field "$s" wall_seconds)"
-        echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$(field "$s" steady_images_per_sec) images=$n workers=1 batch=$b precision=bf16-plans-steady device=$dev first_result_s=$(field "$s" first_result_seconds)"
+        jpeg_lines jpeg-ddpipe-plans bf16-plans
         grep -h -o -E "first batch: .*|cuda backend: [0-9]+ cuDNN graph plans.*" \
             "$OUT/jpeg-ddpipe-plans/logs/"gpud*.log 2>/dev/null | sed 's/^/e2e-jpeg gpud (plans file): /' || true
     fi
@@ -336,23 +345,16 @@ jpeg)
     # device; E2E_DECODE_GPU=0 skips it. Without an nvJPEG gpud can load
     # (DDPIPE_NVJPEG_LIB, the library path, /opt/nvjpeg-13) it is NOT RUN.
     if [ "${E2E_DECODE_GPU:-1}" != 0 ]; then
-        if "$DD" eval --data "$data" --model resnet18 --weights "$OUT/resnet18-init.safetensors" \
-            --classes "$OUT/jpeg-classes.txt" --device "$dev" --precision bf16 --workers 1 \
-            --batch-size "$b" --wire jpeg --decode gpu --loader-threads "$(nproc)" \
-            --out "$OUT/jpeg-ddpipe-gpudec" --overwrite --quiet > "$OUT/jpeg-ddpipe-gpudec.log" 2>&1; then
-            s=$OUT/jpeg-ddpipe-gpudec/summary.json
-            echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$(field "$s" images_per_sec) images=$n workers=1 batch=$b precision=bf16-decode-gpu device=$dev wall_s=$(field "$s" wall_seconds)"
-            echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$(field "$s" steady_images_per_sec) images=$n workers=1 batch=$b precision=bf16-decode-gpu-steady device=$dev first_result_s=$(field "$s" first_result_seconds)"
+        if jpeg_job jpeg-ddpipe-gpudec eval --workers 1 --batch-size "$b" --wire jpeg \
+            --decode gpu --loader-threads "$(nproc)"; then
+            jpeg_lines jpeg-ddpipe-gpudec bf16-decode-gpu
             grep -h -o -E "decode gpu: .*|first batch: .*" "$OUT/jpeg-ddpipe-gpudec/logs/"gpud*.log 2>/dev/null |
                 sed 's/^/e2e-jpeg gpud (--decode gpu): /' || true
             # the same predictions from 1 and 2 workers (each decodes its own batches)
             k=$(( n < 1024 ? n : 1024 ))
             for w in 1 2; do
-                "$DD" eval --data "$data" --model resnet18 --weights "$OUT/resnet18-init.safetensors" \
-                    --classes "$OUT/jpeg-classes.txt" --device "$dev" --precision bf16 \
-                    --workers "$w" --batch-size 64 --limit "$k" --wire jpeg --decode gpu \
-                    --predictions all --out "$OUT/jpeg-gpudec-w$w" --overwrite --quiet \
-                    > "$OUT/jpeg-gpudec-w$w.log" 2>&1 ||
+                jpeg_job "jpeg-gpudec-w$w" eval --workers "$w" --batch-size 64 --limit "$k" \
+                    --wire jpeg --decode gpu --predictions all ||
                     { echo "FAIL: --decode gpu with $w workers: $(tail -n 3 "$OUT/jpeg-gpudec-w$w.log")"; exit 1; }
             done
             if cmp -s "$OUT/jpeg-gpudec-w1/predictions.csv" "$OUT/jpeg-gpudec-w2/predictions.csv"; then
@@ -363,34 +365,24 @@ jpeg)
             # batches of 32 against 64: nvJPEG decodes batches of 50 or fewer
             # with another Huffman path; whether their pixels agree (a
             # sample's result then does not depend on --batch-size either)
-            "$DD" eval --data "$data" --model resnet18 --weights "$OUT/resnet18-init.safetensors" \
-                --classes "$OUT/jpeg-classes.txt" --device "$dev" --precision bf16 --workers 1 \
-                --batch-size 32 --limit "$k" --wire jpeg --decode gpu --predictions all \
-                --out "$OUT/jpeg-gpudec-b32" --overwrite --quiet > "$OUT/jpeg-gpudec-b32.log" 2>&1 &&
+            jpeg_job jpeg-gpudec-b32 eval --workers 1 --batch-size 32 --limit "$k" --wire jpeg \
+                --decode gpu --predictions all &&
                 if cmp -s "$OUT/jpeg-gpudec-w1/predictions.csv" "$OUT/jpeg-gpudec-b32/predictions.csv"; then
                     echo "INFO: --decode gpu: batches of 32 and 64 give the same predictions.csv"
                 else
                     echo "INFO: --decode gpu: batches of 32 and 64 give different predictions.csv (nvJPEG's two paths differ)"
                 fi
             # training from the files: random crops and flips on the device
-            if "$DD" train --data "$data" --limit "$k" --model resnet18 \
-                --weights "$OUT/resnet18-init.safetensors" --classes "$OUT/jpeg-classes.txt" \
-                --augment crop-flip --crop 224 --workers 1 --batch-size 64 --epochs 1 --lr 0.01 \
-                --device "$dev" --precision bf16 --wire jpeg --decode gpu \
-                --out "$OUT/jpeg-gpudec-train" --overwrite --quiet > "$OUT/jpeg-gpudec-train.log" 2>&1; then
+            if jpeg_job jpeg-gpudec-train train --limit "$k" --augment crop-flip --crop 224 \
+                --workers 1 --batch-size 64 --epochs 1 --lr 0.01 --wire jpeg --decode gpu; then
                 echo "PASS: --decode gpu training: $(tail -n 1 "$OUT/jpeg-gpudec-train.log")"
             else
                 echo "FAIL: --decode gpu training: $(tail -n 3 "$OUT/jpeg-gpudec-train.log")"; exit 1
             fi
             # the GPU's JPEG engines (DDPIPE_NVJPEG_BACKEND=hardware), where it has them
-            if DDPIPE_NVJPEG_BACKEND=hardware "$DD" eval --data "$data" --model resnet18 \
-                --weights "$OUT/resnet18-init.safetensors" --classes "$OUT/jpeg-classes.txt" \
-                --device "$dev" --precision bf16 --workers 1 --batch-size "$b" --wire jpeg \
-                --decode gpu --loader-threads "$(nproc)" --out "$OUT/jpeg-ddpipe-gpudec-hw" \
-                --overwrite --quiet > "$OUT/jpeg-ddpipe-gpudec-hw.log" 2>&1; then
-                s=$OUT/jpeg-ddpipe-gpudec-hw/summary.json
-                echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$(field "$s" images_per_sec) images=$n workers=1 batch=$b precision=bf16-decode-gpu-hw device=$dev wall_s=$(field "$s" wall_seconds)"
-                echo "ddpipe-cuda resnet18 e2e-jpeg img/s=$(field "$s" steady_images_per_sec) images=$n workers=1 batch=$b precision=bf16-decode-gpu-hw-steady device=$dev first_result_s=$(field "$s" first_result_seconds)"
+            if JPEG_ENV=DDPIPE_NVJPEG_BACKEND=hardware jpeg_job jpeg-ddpipe-gpudec-hw eval \
+                --workers 1 --batch-size "$b" --wire jpeg --decode gpu --loader-threads "$(nproc)"; then
+                jpeg_lines jpeg-ddpipe-gpudec-hw bf16-decode-gpu-hw
                 grep -h -o -E "decode gpu: .*" "$OUT/jpeg-ddpipe-gpudec-hw/logs/"gpud*.log 2>/dev/null |
                     sed 's/^/e2e-jpeg gpud (--decode gpu): /' || true
             else
