@@ -92,13 +92,8 @@ static int check(eval_options_t *o)
         return -1;
     }
     if (gpud_check_device("ddpipe eval", "--device", o->device, o->precision, 0) < 0 ||
-        gpud_check_decode("ddpipe eval", o->decode, o->device, 0) < 0)
+        gpud_check_decode("ddpipe eval", o->decode, o->device, o->wire, 0) < 0)
         return -1;
-    if (strcmp(o->decode, "gpu") == 0 && strcmp(o->wire, "jpeg") != 0) {
-        fprintf(stderr, "ddpipe eval: --decode gpu decodes the files loaderd sends with --wire "
-                        "jpeg: add --wire jpeg\n");
-        return -1;
-    }
     if (access(o->weights, R_OK) != 0) {
         fprintf(stderr, "ddpipe eval: --weights %s: %s\n", o->weights, strerror(errno));
         return -1;

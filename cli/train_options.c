@@ -161,13 +161,8 @@ static int check_choices(const train_options_t *o)
                         "decodes, with jpeg gpud decodes them; drop one of the two\n");
         return -1;
     }
-    if (gpud_check_decode("ddpipe train", o->decode, o->device, o->chunk) < 0)
+    if (gpud_check_decode("ddpipe train", o->decode, o->device, o->wire, o->chunk) < 0)
         return -1;
-    if (strcmp(o->decode, "gpu") == 0 && strcmp(o->wire, "jpeg") != 0) {
-        fprintf(stderr, "ddpipe train: --decode gpu decodes the files loaderd sends with --wire "
-                        "jpeg: add --wire jpeg\n");
-        return -1;
-    }
     if (gpud_check_device("ddpipe train", "--device", o->device, o->precision, 1) < 0)
         return -1;
     if (o->target_accuracy > 0 && !o->val) {

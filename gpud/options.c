@@ -180,7 +180,8 @@ int gpud_check_precision(const char *cmd, const char *precision)
     return -1;
 }
 
-int gpud_check_decode(const char *cmd, const char *decode, const char *device, long chunk)
+int gpud_check_decode(const char *cmd, const char *decode, const char *device, const char *wire,
+                      long chunk)
 {
     if (strcmp(decode, "cpu") != 0 && strcmp(decode, "gpu") != 0) {
         fprintf(stderr, "%s: --decode %s: cpu or gpu\n", cmd, decode);
@@ -192,6 +193,11 @@ int gpud_check_decode(const char *cmd, const char *decode, const char *device, l
         fprintf(stderr, "%s: --decode gpu decodes on the cuda backend's device: add --%s cuda, "
                         "or leave --decode at cpu\n", cmd,
                 strcmp(cmd, "gpud") == 0 ? "backend" : "device");
+        return -1;
+    }
+    if (wire && strcmp(wire, "jpeg") != 0) {
+        fprintf(stderr, "%s: --decode gpu decodes the files loaderd sends with --wire jpeg: "
+                        "add --wire jpeg\n", cmd);
         return -1;
     }
     if (chunk > 0) {
@@ -342,7 +348,7 @@ int gpud_options_parse(gpud_options_t *self, int argc, char **argv)
     if (gpud_check_device("gpud", "--backend", self->backend, self->precision,
                           self->train) < 0)
         return -1;
-    if (gpud_check_decode("gpud", self->decode, self->backend, self->chunk) < 0)
+    if (gpud_check_decode("gpud", self->decode, self->backend, NULL, self->chunk) < 0)
         return -1;
     if (self->join && !self->train) {
         fprintf(stderr, "gpud: --join is for a training rank: add --train (an eval worker "

@@ -158,10 +158,12 @@ int gpud_check_schedule(const char *cmd, const char *schedule, long step_size, l
 int gpud_check_device(const char *cmd, const char *flag, const char *device,
                       const char *precision, int train);
 /* --decode cpu|gpu: gpu needs device (gpud --backend, ddpipe --device)
- * cuda and no bitwise training (chunk 0); 0, or -1 after the error went
- * to stderr prefixed with cmd. Whether the build and machine have nvJPEG,
- * gpud says when it starts. */
-int gpud_check_decode(const char *cmd, const char *decode, const char *device, long chunk);
+ * cuda, wire (ddpipe's --wire; NULL: not known here, gpud) jpeg and no
+ * bitwise training (chunk 0); 0, or -1 after the error went to stderr
+ * prefixed with cmd. Whether the build and machine have nvJPEG, gpud says
+ * when it starts. */
+int gpud_check_decode(const char *cmd, const char *decode, const char *device, const char *wire,
+                      long chunk);
 /* --chunk N (bitwise training) against the rest of a training job: 0 when
  * chunk is 0, or when global_batch (0: not known here) is a multiple of it
  * and, on device (gpud --backend, ddpipe --device) cuda, no gpud times its

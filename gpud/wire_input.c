@@ -68,9 +68,9 @@ static int device_decode(gpud_t *self, const ddp_batch_t *batch, wire_input_t *i
         return -1;
     bk_decode_batch_t d = {
         .files = batch->pixels ? zframe_data(batch->pixels) : NULL, .sizes = batch->sizes,
-        .n = (int)batch->n, .resize = batch->resize, .crop_h = batch->crop ? batch->h : 0,
-        .crop_w = batch->crop ? batch->w : 0, .channels = batch->c, .h = batch->h,
-        .w = batch->w, .threads = (int)self->options.decode_threads,
+        .n = (int)batch->n, .resize = tp.t.resize, .crop_h = tp.t.crop_h,
+        .crop_w = tp.t.crop_w, .channels = tp.t.channels, .h = batch->h, .w = batch->w,
+        .threads = (int)self->options.decode_threads,
         .place = train ? train_place : NULL, .place_ctx = &tp, .compact = train,
         .failed = in->failed, .why = in->why[0], .why_len = sizeof *in->why};
     const uint8_t *px = NULL;
