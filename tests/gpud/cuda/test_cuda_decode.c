@@ -99,6 +99,19 @@ static uint8_t *pack(const file_t *f, uint32_t *sizes)
     return pack_n(f, N, sizes, &total);
 }
 
+/* the largest difference of N bytes, their sum in *sum */
+static int diff(const uint8_t *a, const uint8_t *b, size_t n, long *sum)
+{
+    int maxd = 0;
+    *sum = 0;
+    for (size_t k = 0; k < n; k++) {
+        int d = abs((int)a[k] - b[k]);
+        *sum += d;
+        maxd = d > maxd ? d : maxd;
+    }
+    return maxd;
+}
+
 static void run(backend_t *be, file_t *f, int channels, int emulated)
 {
     const int H = 56, W = 48;   /* Resize(60) + CenterCrop((56, 48)) */
@@ -133,13 +146,8 @@ static void run(backend_t *be, file_t *f, int channels, int emulated)
                           k);
                 continue;
             }
-            long sum = 0;
-            int maxd = 0;
-            for (size_t k = 0; k < per; k++) {
-                int d = abs((int)out[(size_t)i * per + k] - want[k]);
-                sum += d;
-                maxd = d > maxd ? d : maxd;
-            }
+            long sum;
+            int maxd = diff(out + (size_t)i * per, want, per, &sum);
             double mean = (double)sum / per;
             if (emulated || f[i].exact)
                 CHECK(maxd == 0, "sample %d (%d channels): max diff %d from --decode cpu's", i,
@@ -209,11 +217,8 @@ static void run_train(backend_t *be, file_t *f, int channels, int emulated)
             continue;
         flips += augment_draw(&c.aug, c.seed, c.epoch, 100u + (uint64_t)i, 1, 1).flip;
         const uint8_t *got = out + (size_t)slot++ * per;   /* packed: the live ones in order */
-        int maxd = 0;
-        for (size_t k = 0; k < per; k++) {
-            int d = abs((int)got[k] - want[k]);
-            maxd = d > maxd ? d : maxd;
-        }
+        long sum;
+        int maxd = diff(got, want, per, &sum);
         CHECK(emulated || f[i].exact ? maxd == 0 : maxd <= 24,
               "training sample %d (%d channels, slot %d): max diff %d from the host's", i,
               channels, slot - 1, maxd);
