@@ -12,6 +12,7 @@
 bundle_env() {
     BUILD=$(tar -tJf "$1" | sed -n 's|^\(.*\)/lib-bundle/*$|/\1|p' | head -n 1)
     [ -n "$BUILD" ] || { echo "$1 has no lib-bundle/ (make it with scripts/gpu-bundle.sh)" >&2; return 2; }
+    rm -f "$BUILD/bundle-gpu-only"   # an earlier bundle's mark (gpu-bundle.sh --gpu-only)
     tar -C / -xJf "$1" || { echo "unpacking $1 failed" >&2; return 2; }
     nv=$(find -L /usr/local/cuda/ /opt /usr/lib /usr/local/lib \
             \( -name 'libcudnn.so.9' -o -name 'libnccl.so.2' -o -name 'libcublas.so.1*' \

@@ -2,7 +2,7 @@
 # Pack a built tree for a GPU machine that has the NVIDIA stack (driver, CUDA,
 # cuDNN, NCCL, e.g. from PyTorch's wheels) but none of ddpipe's Debian
 # libraries and no package registry (offline GPU clusters):
-#   scripts/gpu-bundle.sh BUILD OUT.tar.xz
+#   scripts/gpu-bundle.sh [--gpu-only] BUILD OUT.tar.xz
 # BUILD is a configured and built tree (-DDDPIPE_CUDA=ON, Release). The archive
 # holds, under BUILD's absolute path: the executables (bin/, the tests' and
 # benches' programs), every CTestTestfile.cmake (ctest runs there unchanged),
@@ -11,12 +11,19 @@
 # On the GPU machine, with this source tree at the same path as here (or a
 # link to it): scripts/gpu-check.sh --bundle OUT.tar.xz
 # Built on an older glibc than the GPU machine's: the binaries run there.
+# --gpu-only: only the programs a device call runs (gpu-check.sh
+# --no-cpu-suite, gpu-probe, gpu-nccl, gpu-e2e): bin/'s programs but its
+# tests, the ctest label gpu's, and those the device scripts name under
+# $BUILD; the CPU suite's 200 programs stay here (about a third of the
+# archive). gpu-check says NOT RUN for its CPU suite on such a bundle.
 # GPU_BUNDLE_NCCL=FILE adds that libnccl.so.2 (scripts/nccl-build.sh: one
 # architecture, gpud's collectives only) to lib/, which the machine's
 # library path puts first: gpud and the tests load it instead of the
 # machine's NCCL (two ranks on one GPU need >= 2.30.3).
 set -eu
-[ $# -eq 2 ] || { sed -n '2,17p' "$0"; exit 2; }
+GPU_ONLY=0
+[ "${1:-}" = --gpu-only ] && { GPU_ONLY=1; shift; }
+[ $# -eq 2 ] || { sed -n '2,22p' "$0"; exit 2; }
 BUILD=$(cd "$1" && pwd)
 OUT=$2
 [ -f "$BUILD/CMakeCache.txt" ] || { echo "gpu-bundle: $BUILD is not a build tree" >&2; exit 2; }
@@ -32,7 +39,23 @@ find "$BUILD" -type f -perm -u+x ! -path '*/CMakeFiles/*' ! -path '*/emu-bin/*' 
     ! -name '*_emu' ! -name 'test_cuemu' ! -name '*.so' ! -name '*.so.*' | while read -r f; do
     [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] && echo "$f"
 done > "$EXES"
+if [ "$GPU_ONLY" = 1 ]; then
+    KEEP=$(mktemp)
+    (cd "$BUILD" && ctest -L '^gpu$' -N -V) | sed -n 's/^.*Test command: *\([^ ]*\).*$/\1/p' > "$KEEP"
+    [ -s "$KEEP" ] || { rm -f "$KEEP"; echo "gpu-bundle: --gpu-only: $BUILD has no test labelled gpu" >&2; exit 2; }
+    # what scripts/gpu-*.sh run as "$BUILD/bench/..." or "$BUILD/tests/..."
+    sed -n 's|.*\$BUILD/\(bench/[A-Za-z0-9_]*\).*|\1|p; s|.*\$BUILD/\(tests/[A-Za-z0-9_/]*\).*|\1|p' \
+        "$(dirname "$0")"/gpu-*.sh | sort -u | sed "s|^|$BUILD/|" >> "$KEEP"
+    sed "s|^$BUILD/||" "$EXES" | grep -v '^tests/\|^bench/\|^bin/test_' | sed "s|^|$BUILD/|" >> "$KEEP" || true
+    grep -Fxf "$KEEP" "$EXES" > "$EXES.keep" || true
+    mv "$EXES.keep" "$EXES"
+    rm -f "$KEEP"
+    echo "the programs a device call runs (scripts/gpu-bundle.sh --gpu-only)" > "$BUILD/bundle-gpu-only"
+else
+    rm -f "$BUILD/bundle-gpu-only"
+fi
 cp "$EXES" "$LIST"
+[ "$GPU_ONLY" = 0 ] || echo "$BUILD/bundle-gpu-only" >> "$LIST"
 find "$BUILD" -name CTestTestfile.cmake >> "$LIST"
 [ -f "$BUILD/DartConfiguration.tcl" ] && echo "$BUILD/DartConfiguration.tcl" >> "$LIST"
 

@@ -298,7 +298,9 @@ else
 fi
 
 # --- the rest of the suite (CPU), with the cuda backend linked in
-if [ "$CPU_SUITE" = 1 ]; then
+if [ "$CPU_SUITE" = 1 ] && [ -f "$BUILD/bundle-gpu-only" ]; then
+    note NOTRUN "ctest (CPU suite)" "the bundle holds the device calls' programs only (scripts/gpu-bundle.sh --gpu-only)"
+elif [ "$CPU_SUITE" = 1 ]; then
     echo "== ctest -LE ^gpu$" >&2
     if (cd "$BUILD" && ctest -LE '^gpu$' -j "$JOBS" --timeout 300) > "$OUT/ctest-cpu.log" 2>&1; then
         note PASS "ctest (CPU suite)" "$(grep 'tests passed' "$OUT/ctest-cpu.log")"

@@ -3,7 +3,8 @@
 # carry (docs/CUDA.md "A lent device's calls"):
 #   scripts/gpu-prepare.sh [--nccl-src DIR] [--fmnist DIR]
 # - build-gpu: configured Release with the cuda backend, built;
-# - build-gpu/bundle.tar.xz (scripts/gpu-bundle.sh);
+# - build-gpu/bundle.tar.xz (scripts/gpu-bundle.sh --gpu-only: the calls
+#   run gpu-check with --no-cpu-suite);
 # - build-gpu/fmnist: the Fashion-MNIST t10k files the end-to-end steps use
 #   (default from /usr/share/datasets/fashion-mnist);
 # - with --nccl-src DIR (an NCCL source tree >= 2.30.3): build-nccl
@@ -22,14 +23,14 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --nccl-src) NCCL_SRC=$2; shift ;;
         --fmnist) FMNIST=$2; shift ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) echo "gpu-prepare: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
 done
 cmake -S . -B build-gpu -DDDPIPE_CUDA=ON -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build build-gpu -j"$(nproc)"
-sh scripts/gpu-bundle.sh build-gpu build-gpu/bundle.tar.xz
+sh scripts/gpu-bundle.sh --gpu-only build-gpu build-gpu/bundle.tar.xz
 mkdir -p build-gpu/fmnist
 cp "$FMNIST"/t10k-images-idx3-ubyte.gz "$FMNIST"/t10k-labels-idx1-ubyte.gz build-gpu/fmnist/
 [ -z "$NCCL_SRC" ] || sh scripts/nccl-build.sh "$NCCL_SRC" build-nccl 90
