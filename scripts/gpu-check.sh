@@ -154,8 +154,11 @@ else
     note INFO "bundle" "$BUNDLE unpacked into $BUILD; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
     echo "$LD_LIBRARY_PATH" > "$OUT/ldpath"
 fi
+# built with NCCL: the cache says so, or (a bundle carries no CMakeCache.txt)
+# its NCCL test's program is there (CMake builds it only with NCCL)
 grep -q '^NCCL_LIBRARY:FILEPATH=/' "$BUILD/CMakeCache.txt" 2>/dev/null ||
     grep -q "NCCL ON" "$OUT/configure.log" 2>/dev/null ||
+    [ -x "$BUILD/tests/gpud/cuda/test_cuda_nccl" ] ||
     note WARN "NCCL" "not found: gpud_cuda_nccl is not built"
 # The NCCL gpud loads (a bundle's own first: scripts/nccl-build.sh) and its
 # version by ncclGetVersion, which decides the two-ranks-on-one-GPU steps;

@@ -18,7 +18,9 @@ programs, so that they are ELF files as the bundle's selection wants):
     RUN) runs the CPU suite from the whole bundle (the fake CPU tests pass)
     and says NOT RUN for it, naming --gpu-only, from the other; the mark
     of an earlier --gpu-only bundle does not stay when a whole one is
-    unpacked over it.
+    unpacked over it; gpu-check does not warn that NCCL is missing when
+    the bundle holds gpud_cuda_nccl's program (a bundle has no
+    CMakeCache.txt to say so).
 Takes seconds; no GPU, no network.
 """
 import json
@@ -47,6 +49,7 @@ programs = ["bin/gpud", "bin/ddpipe", "bin/loaderd", "bin/test_tally",
             "bench/cuda_resnet18", "bench/step_bytes", "bench/train_resnet18", "bench/xsum_bench",
             "tests/gpud/test_half_store", "tests/gpud/test_arena",
             "tests/gpud/cuda/test_cuda_bf16", "tests/gpud/cuda/test_cuda_open",
+            "tests/gpud/cuda/test_cuda_nccl",
             "tests/loaderd/test_resize"]
 for p in programs:
     os.makedirs(os.path.dirname(os.path.join(build, p)), exist_ok=True)
@@ -55,6 +58,7 @@ with open(os.path.join(build, "CMakeCache.txt"), "w") as f:
     f.write("DDPIPE_CUDA:STRING=ON\n")
 with open(os.path.join(build, "CTestTestfile.cmake"), "w") as f:
     for name, prog, label in (("gpud_cuda_open", "tests/gpud/cuda/test_cuda_open", "gpu"),
+                              ("gpud_cuda_nccl", "tests/gpud/cuda/test_cuda_nccl", "gpu"),
                               ("gpud_arena", "tests/gpud/test_arena", "gpud"),
                               ("loaderd.resize", "tests/loaderd/test_resize", "loaderd")):
         f.write('add_test(%s "%s")\nset_tests_properties(%s PROPERTIES LABELS "%s")\n' % (
@@ -84,7 +88,7 @@ check(set(programs) <= w and "bundle-gpu-only" not in w,
       "the whole bundle: every program, no mark; missing %s" % sorted(set(programs) - w))
 want = {"bin/gpud", "bin/ddpipe", "bin/loaderd", "bench/cuda_resnet18", "bench/step_bytes",
         "bench/train_resnet18", "tests/gpud/test_half_store", "tests/gpud/cuda/test_cuda_bf16",
-        "tests/gpud/cuda/test_cuda_open", "bundle-gpu-only"}
+        "tests/gpud/cuda/test_cuda_open", "tests/gpud/cuda/test_cuda_nccl", "bundle-gpu-only"}
 check(want <= s, "--gpu-only lacks %s" % sorted(want - s))
 unwanted = {"bin/test_tally", "bench/xsum_bench", "tests/gpud/test_arena", "tests/loaderd/test_resize"}
 check(not (unwanted & s), "--gpu-only holds the CPU suite's programs %s" % sorted(unwanted & s))
@@ -100,7 +104,7 @@ with open(smi, "w") as f:
 os.chmod(smi, os.stat(smi).st_mode | stat.S_IXUSR)
 
 
-def cpu_suite(b, tag):
+def steps_of(b, tag):
     recdir = os.path.join(wd, "rec-" + tag)
     env = dict(os.environ, PATH=fakebin + ":" + os.environ["PATH"], PY="", GPU_CHECK_BUDGET="0",
                GPU_CHECK_RECORD_DIR=recdir)
@@ -114,13 +118,16 @@ def cpu_suite(b, tag):
         return {}
     with open(os.path.join(recdir, recs[0])) as f:
         steps = json.load(f)["steps"]
-    return {x["step"]: x for x in steps}.get("ctest (CPU suite)", {})
+    return {x["step"]: x for x in steps}
 
 
-got = cpu_suite(slim, "slim")
+st = steps_of(slim, "slim")
+got = st.get("ctest (CPU suite)", {})
 check(got.get("result") == "not-run" and "--gpu-only" in got.get("reason", ""),
       "--gpu-only bundle: the CPU suite NOT RUN naming --gpu-only; got %s" % got)
-got = cpu_suite(whole, "whole")
+# a bundle carries no CMakeCache.txt: its NCCL test's program says NCCL was built
+check("NCCL" not in st, "a bundle with gpud_cuda_nccl's program: no NCCL warning; got %s" % st.get("NCCL"))
+got = steps_of(whole, "whole").get("ctest (CPU suite)", {})
 check(got.get("result") == "pass", "the whole bundle (over the slim one): the CPU suite ran; got %s" % got)
 
 shutil.rmtree(wd, ignore_errors=True)

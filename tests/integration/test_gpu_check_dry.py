@@ -150,6 +150,8 @@ for name, why in (("e2e eval/train", "no Fashion-MNIST"), ("ctest (CPU suite)", 
                   ("bench torch eval", "no python with torch")):
     check(by.get(name, {}).get("result") == "not-run" and why in by[name]["reason"],
           "%s: not run because %r; got %s" % (name, why, by.get(name)))
+# the fake bundle has no gpud_cuda_nccl program (nor CMakeCache.txt)
+check(by.get("NCCL", {}).get("result") == "warn", "no NCCL test in the bundle: warned; got %s" % by.get("NCCL"))
 for name in ("bench ddpipe eval fp32", "bench ddpipe train bf16", "bench ddpipe train bf16 tuned",
              "bench ddpipe train bf16 profile", "cpu host: native bf16 on 16-bit activations"):
     check(by.get(name, {}).get("result") == "pass", "%s passed on the fakes: %s" % (name, by.get(name)))
