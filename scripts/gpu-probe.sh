@@ -140,7 +140,10 @@ if command -v ncu > /dev/null 2>&1; then
             *) args=$what ;;
         esac
         # shellcheck disable=SC2086 # args is two words or one
-        timeout "$S" ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+        # --cache-control none: kernels find L2 as the step leaves it (ncu's
+        # default flushes it before each, which inflated the memory-bound
+        # passes in the 2026-11-30 lists)
+        timeout "$S" ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
             --print-units base "$B" $args --batch 256 --iters 1 --warmup 1 --precision bf16 \
             > "$OUT/logs/ncu-$what.csv" 2> "$OUT/logs/ncu-$what.err"
         "$PY" - "$OUT/logs/ncu-$what.csv" "$what" >> "$R" 2>&1 <<'PYX'
@@ -156,7 +159,7 @@ for r in rows[1:]:
     tot[r[ki][:90]] += v; cnt[r[ki][:90]] += 1
 s = sum(tot.values())
 print("ncu-%s: %d kernels, %.3f ms in all (two steps)" % (sys.argv[2], sum(cnt.values()), s / 1e6))
-for k, v in tot.most_common(15):
+for k, v in tot.most_common(25):
     print("ncu-%s: %8.3f ms %4d x %s" % (sys.argv[2], v / 1e6, cnt[k], k))
 PYX
     done
