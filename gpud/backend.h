@@ -242,6 +242,12 @@ typedef struct bk_decode_batch {
     char *why;                 /* out: n reasons, why_len bytes each */
     size_t why_len;
 } bk_decode_batch_t;
+/* The eval transform's place (b's resize and center crop) of an image of
+ * src_w x src_h: what a decoder does without b->place, and a training
+ * batch's place without the random crop (its flip left 0). 0, or -1 with
+ * a reason. */
+int backend_decode_eval_place(const bk_decode_batch_t *b, int src_w, int src_h,
+                              bk_decode_place_t *p, char *why, size_t why_len);
 /* 0 when be decodes on its device now (cuda with nvJPEG loaded), else -1
  * with what is missing and what to do. */
 int backend_decode_ready(backend_t *be, char *err, size_t errlen);

@@ -27,7 +27,7 @@ static int on_device(const gpud_t *self, const ddp_batch_t *batch)
 typedef struct {
     const ddp_batch_t *b;
     augment_t aug;
-    transform_t t;
+    const bk_decode_batch_t *d;   /* the decoder's batch (its eval transform) */
 } train_place_t;
 
 /* bk_decode_batch_t.place of a training batch: what augment_load_buffer
@@ -40,13 +40,8 @@ static int train_place(void *ctx, int i, int src_w, int src_h, bk_decode_place_t
     const train_place_t *c = ctx;
     const ddp_batch_t *b = c->b;
     if (!c->aug.crop) {
-        resize_window_t win;
-        *p = (bk_decode_place_t){.w = src_w, .h = src_h};
-        if (transform_window(&c->t, src_w, src_h, b->h, b->w, &p->rw, &p->rh, &win, why,
-                             len) != 0)
+        if (backend_decode_eval_place(c->d, src_w, src_h, p, why, len) != 0)
             return -1;
-        p->wx = win.x;
-        p->wy = win.y;
         p->flip = augment_draw(&c->aug, b->aug_seed, b->epoch, b->ids[i], b->w, b->h).flip;
         return 0;
     }
@@ -63,16 +58,18 @@ static int device_decode(gpud_t *self, const ddp_batch_t *batch, wire_input_t *i
                          size_t errlen)
 {
     int train = batch->phase == DDP_PHASE_TRAIN;
-    train_place_t tp = {batch, wire_batch_augment(batch), wire_batch_transform(batch)};
+    train_place_t tp = {batch, wire_batch_augment(batch), NULL};
+    transform_t t = wire_batch_transform(batch);
     if (train && augment_check(&tp.aug, err, errlen) != 0)
         return -1;
     bk_decode_batch_t d = {
         .files = batch->pixels ? zframe_data(batch->pixels) : NULL, .sizes = batch->sizes,
-        .n = (int)batch->n, .resize = tp.t.resize, .crop_h = tp.t.crop_h,
-        .crop_w = tp.t.crop_w, .channels = tp.t.channels, .h = batch->h, .w = batch->w,
+        .n = (int)batch->n, .resize = t.resize, .crop_h = t.crop_h,
+        .crop_w = t.crop_w, .channels = t.channels, .h = batch->h, .w = batch->w,
         .threads = (int)self->options.decode_threads,
         .place = train ? train_place : NULL, .place_ctx = &tp, .compact = train,
         .failed = in->failed, .why = in->why[0], .why_len = sizeof *in->why};
+    tp.d = &d;
     const uint8_t *px = NULL;
     int nfailed = backend_decode(model_backend(self->model), &d, &px, err, errlen);
     in->pixels = nfailed >= 0 ? px : NULL;

@@ -33,7 +33,6 @@
 #include "common/errbuf.h"
 #include "common/image/decode.h"
 #include "common/image/resize.h"
-#include "common/image/transform.h"
 #include "common/log.h"
 #include "gpud/cuda/cuda_nvjpeg.h"
 #include "gpud/cuda/cuda_priv.h"
@@ -368,15 +367,7 @@ static int place(const bk_decode_batch_t *b, int i, const dimg_t *di, bk_decode_
         }
         return 0;
     }
-    transform_t t = {.resize = b->resize, .crop_h = b->crop_h, .crop_w = b->crop_w,
-                     .channels = b->channels};
-    resize_window_t win;
-    *p = (bk_decode_place_t){.w = di->w, .h = di->h};
-    if (transform_window(&t, di->w, di->h, b->h, b->w, &p->rw, &p->rh, &win, why, len) != 0)
-        return -1;
-    p->wx = win.x;
-    p->wy = win.y;
-    return 0;
+    return backend_decode_eval_place(b, di->w, di->h, p, why, len);
 }
 
 /* Each live sample's place, tables and buffer places: the totals of the
