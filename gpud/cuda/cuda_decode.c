@@ -544,6 +544,13 @@ int cu_decode_batch(cu_decode_t *d, const bk_decode_batch_t *b, const uint8_t **
     size_t ntaps, nmid, nsrc, per = (size_t)b->channels * b->h * b->w;
     plan(d, b, &ntaps, &nmid, &nsrc);
     size_t tbytes = (ntaps ? ntaps : 1) * sizeof(int32_t);
+    /* a larger batch frees d->out, which the input path's last normalise
+     * (the backend's stream) may not have read yet, and CUDA does not
+     * promise that cudaFree waits for another stream's queued work */
+    if (per * b->n > d->out_cap &&
+        cu_err(cudaEventSynchronize(d->used), "waiting for the input path's read", err,
+               errlen) < 0)
+        return -1;
     if (grow(&d->src, &d->src_cap, nsrc ? nsrc : 1, 0, "cudaMalloc (decoded images)", err,
              errlen) < 0 ||
         grow(&d->mid, &d->mid_cap, nmid ? nmid : 1, 0, "cudaMalloc (resize rows)", err,
