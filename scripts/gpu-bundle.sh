@@ -44,8 +44,8 @@ if [ "$GPU_ONLY" = 1 ]; then
     (cd "$BUILD" && ctest -L '^gpu$' -N -V) | sed -n 's/^.*Test command: *\([^ ]*\).*$/\1/p' > "$KEEP"
     [ -s "$KEEP" ] || { echo "gpu-bundle: --gpu-only: $BUILD has no test labelled gpu" >&2; exit 2; }
     # what scripts/gpu-*.sh run as "$BUILD/bench/..." or "$BUILD/tests/..." (or ${BUILD})
-    sed -n 's|.*\${\{0,1\}BUILD}\{0,1\}/\(bench/[A-Za-z0-9_]*\).*|\1|p
-            s|.*\${\{0,1\}BUILD}\{0,1\}/\(tests/[A-Za-z0-9_/]*\).*|\1|p' \
+    sed -n 's|.*\${\{0,1\}BUILD}\{0,1\}/\(bench/[A-Za-z0-9_][A-Za-z0-9_]*\).*|\1|p
+            s|.*\${\{0,1\}BUILD}\{0,1\}/\(tests/[A-Za-z0-9_/]*[A-Za-z0-9_]\).*|\1|p' \
         "$(dirname "$0")"/gpu-*.sh | sort -u | sed "s|^|$BUILD/|" >> "$KEEP"
     sed "s|^$BUILD/||" "$EXES" | grep -v '^tests/\|^bench/\|^bin/test_' | sed "s|^|$BUILD/|" >> "$KEEP" || true
     grep -Fxf "$KEEP" "$EXES" > "$EXES.keep" || true

@@ -20,11 +20,14 @@ programs, so that they are ELF files as the bundle's selection wants):
     of an earlier --gpu-only bundle does not stay when a whole one is
     unpacked over it; gpu-check does not warn that NCCL is missing when
     the bundle holds gpud_cuda_nccl's program (a bundle has no
-    CMakeCache.txt to say so).
+    CMakeCache.txt to say so);
+  - in this build (with the cuda backend), every program the device
+    scripts name under $BUILD exists.
 Takes seconds; no GPU, no network.
 """
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -129,6 +132,27 @@ check(got.get("result") == "not-run" and "--gpu-only" in got.get("reason", ""),
 check("NCCL" not in st, "a bundle with gpud_cuda_nccl's program: no NCCL warning; got %s" % st.get("NCCL"))
 got = steps_of(whole, "whole").get("ctest (CPU suite)", {})
 check(got.get("result") == "pass", "the whole bundle (over the slim one): the CPU suite ran; got %s" % got)
+
+# the programs the device scripts name under $BUILD exist in this build
+# (with the cuda backend: its test programs are the device's), so a renamed
+# target fails here and not in a device call
+build_here = os.path.dirname(os.environ.get("DDPIPE_BIN", ""))
+if build_here and os.path.exists(os.path.join(build_here, "tests/gpud/cuda/test_cuda_open")):
+    named = set()
+    for f in os.listdir(os.path.join(SRC, "scripts")):
+        if f.startswith("gpu-") and f.endswith(".sh"):
+            with open(os.path.join(SRC, "scripts", f)) as fh:
+                text = fh.read()
+            # not those only looked for ([ -x "$BUILD/..." ]: gpud_cuda_nccl's, built with NCCL)
+            named |= {m.group(1) for m in re.finditer(
+                r"\$\{?BUILD\}?/((?:bench|tests)/[A-Za-z0-9_/]*[A-Za-z0-9_])", text)
+                if not text[:m.start()].endswith('-x "')}
+    missing = sorted(p for p in named if not os.access(os.path.join(build_here, p), os.X_OK))
+    check(named and not missing, "programs scripts/gpu-*.sh name that %s lacks: %s (named: %s)" % (
+        build_here, missing, sorted(named)))
+    print("the device scripts name %d programs, all built: %s" % (len(named), " ".join(sorted(named))))
+else:
+    print("no cuda backend in this build: the device scripts' programs not looked for")
 
 shutil.rmtree(wd, ignore_errors=True)
 print("it_gpu_bundle: %s" % ("FAILED (%d)" % failures if failures else "all checks passed"))
