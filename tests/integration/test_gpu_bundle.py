@@ -22,7 +22,7 @@ programs, so that they are ELF files as the bundle's selection wants):
     the bundle holds gpud_cuda_nccl's program (a bundle has no
     CMakeCache.txt to say so);
   - in this build (with the cuda backend), every program the device
-    scripts name under $BUILD exists.
+    scripts name under $BUILD (or gpu-e2e.sh's $BIN) exists.
 Takes seconds; no GPU, no network.
 """
 import json
@@ -145,8 +145,10 @@ if build_here and os.path.exists(os.path.join(build_here, "tests/gpud/cuda/test_
                 text = fh.read()
             # not those only looked for ([ -x "$BUILD/..." ]: gpud_cuda_nccl's, built with NCCL)
             named |= {m.group(1) for m in re.finditer(
-                r"\$\{?BUILD\}?/((?:bench|tests)/[A-Za-z0-9_/]*[A-Za-z0-9_])", text)
+                r"\$\{?BUILD\}?/((?:bench|tests|bin)/[A-Za-z0-9_/-]*[A-Za-z0-9_])", text)
                 if not text[:m.start()].endswith('-x "')}
+            # gpu-e2e.sh's $BIN: the tree's bin/
+            named |= {"bin/" + n for n in re.findall(r"\$\{?BIN\}?/([A-Za-z0-9_-]*[A-Za-z0-9_])", text)}
     missing = sorted(p for p in named if not os.access(os.path.join(build_here, p), os.X_OK))
     check(named and not missing, "programs scripts/gpu-*.sh name that %s lacks: %s (named: %s)" % (
         build_here, missing, sorted(named)))
