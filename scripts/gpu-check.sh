@@ -28,7 +28,7 @@
 # the CPU test suite, ddpipe vs PyTorch ResNet-18 eval/train at batch 256
 # (fp32, tf32, bf16, fp16; PyTorch eager fp32 and channels-last + AMP; last
 # of all, its eval under torch.compile, mode cl-bf16-compile), ResNet-50's
-# bf16 training step against PyTorch's, the
+# bf16 training step against PyTorch's and its per-op device profile, the
 # bf16 eval and training step on cuDNN engines chosen by timing
 # (DDPIPE_CUDNN_TUNE=1: what tuning gains, what determinism costs), per-op
 # device timing of the bf16 and fp32 passes (DDPIPE_CUDA_PROFILE=1, their
@@ -367,22 +367,28 @@ fi
 # where the device time of a pass goes (per op kind, cudaEvents; graphs are
 # off meanwhile): the fp32 eval forward, and the bf16 training step's forward
 # and backward (the bar's step: which kernels to make faster next)
-profile_step() {   # what precision
-    echo "== bench ddpipe $1 $2 DDPIPE_CUDA_PROFILE=1" >&2
-    plog=$OUT/bench-ddpipe-$1-$2-profile.log
-    budget_left "bench ddpipe $1 $2 profile" || return 0
-    if DDPIPE_CUDA_PROFILE=1 "$BUILD/bench/cuda_resnet18" "$1" --batch 256 --iters 3 --precision "$2" \
-            > "$plog" 2>&1 && grep -q 'cuda profile graph' "$plog"; then
-        note PASS "bench ddpipe $1 $2 profile" "$(grep 'cuda profile graph' "$plog" | tail -n 1 | sed 's/.*cuda profile //')"
+profile_step() {   # what precision [arch: resnet18, the default, unnamed in the tags]
+    ptag="$1 $2"
+    [ "${3:-resnet18}" = resnet18 ] || ptag="$3 $ptag"
+    echo "== bench ddpipe $ptag DDPIPE_CUDA_PROFILE=1" >&2
+    plog=$OUT/bench-ddpipe-$(echo "$ptag" | tr ' ' '-')-profile.log
+    budget_left "bench ddpipe $ptag profile" || return 0
+    if DDPIPE_CUDA_PROFILE=1 "$BUILD/bench/cuda_resnet18" "$1" --arch "${3:-resnet18}" --batch 256 \
+            --iters 3 --precision "$2" > "$plog" 2>&1 && grep -q 'cuda profile graph' "$plog"; then
+        note PASS "bench ddpipe $ptag profile" "$(grep 'cuda profile graph' "$plog" | tail -n 1 | sed 's/.*cuda profile //')"
     else
-        note FAIL "bench ddpipe $1 $2 profile" "no 'cuda profile graph' line; see $plog: $(tail -n 1 "$plog")"
+        note FAIL "bench ddpipe $ptag profile" "no 'cuda profile graph' line; see $plog: $(tail -n 1 "$plog")"
     fi
     # (with the convolution backward's split into its data and filter gradients)
-    grep -E 'cuda profile (graph|conv backward)' "$plog" | sed "s/.*cuda profile /$1 $2: /" >> "$OUT/profile.txt"
+    grep -E 'cuda profile (graph|conv backward)' "$plog" | sed "s/.*cuda profile /$ptag: /" >> "$OUT/profile.txt"
     # the convolution algorithms cuDNN's heuristics gave (logged with the profile)
-    grep 'cuda conv ' "$plog" | sed "s/.*cuda conv /$1 $2 conv: /" >> "$OUT/profile.txt"
+    grep 'cuda conv ' "$plog" | sed "s/.*cuda conv /$ptag conv: /" >> "$OUT/profile.txt"
 }
 : > "$OUT/profile.txt"
+# ResNet-50's step (its bar was the furthest, 0.64x on 2026-11-30): where
+# its device time goes, per op kind, in this call (gpu-probe's kernel list
+# comes only in a later call, if time is left)
+profile_step train bf16 resnet50
 # variant_step STEP LOG SUFFIX what precision VAR=VALUE...: the ddpipe bench
 # (ResNet-18, batch 256) with those variables, its bench line kept as
 # precision=PRECISION-SUFFIX beside the default's (an A/B of one mechanism)
@@ -776,6 +782,8 @@ plines = [l.strip() for l in open(profile)] if os.path.exists(profile) else []
 for key, tag in (("cuda_profile_eval_fp32", "eval fp32: "), ("cuda_profile_eval_bf16", "eval bf16: "),
                  ("cuda_profile_train_bf16", "train bf16: "),
                  ("cuda_profile_train_fp16", "train fp16: "),
+                 ("cuda_profile_resnet50_train_bf16", "resnet50 train bf16: "),
+                 ("cuda_conv_algos_resnet50_train_bf16", "resnet50 train bf16 conv: "),
                  ("cuda_conv_algos_eval_bf16", "eval bf16 conv: "),
                  ("cuda_conv_algos_train_bf16", "train bf16 conv: "),
                  ("cuda_conv_algos_train_fp16", "train fp16 conv: "),

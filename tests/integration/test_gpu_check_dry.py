@@ -81,7 +81,7 @@ for v in DDPIPE_CUDNN_TUNE DDPIPE_CUDNN_GRAPH DDPIPE_CUDA_GRAPHS DDPIPE_CUDA_ALG
          DDPIPE_TRAIN_FUSE; do
     eval "set=\${$v:-}"; [ -n "$set" ] && base=$((base + 1))
 done
-[ -n "${DDPIPE_CUDA_PROFILE:-}" ] && echo "ddpipe INFO cuda profile graph [0] $what: conv 1.0 ms (fake)"
+[ -n "${DDPIPE_CUDA_PROFILE:-}" ] && echo "ddpipe INFO cuda profile graph [0] $what: conv 1.0 ms ($arch, fake)"
 [ -n "${DDPIPE_TRAIN_PROFILE:-}" ] && echo "ddpipe INFO train profile conv     forward    0.001 s (fake)"
 [ -n "${DDPIPE_CUDNN_TUNE:-}" ] && echo "ddpipe INFO cuda conv tune: 1 shapes timed, 1 layers: 1.0 ms (fake)" &&
     echo "ddpipe INFO cuda conv tune layer1: engine 1 (rank 0) 1.0 ms (fake)"
@@ -177,6 +177,14 @@ check(rec["cuda_graphs_eval_fp32"]["on_over_off"] == round(100.0 / 101.0, 3),
 check(len(rec["cudnn_tune_train_bf16"]) == 1 and len(rec["cudnn_tune_shapes_train_bf16"]) == 1 and
       rec["cuda_profile_train_bf16"], "the tune and profile lines: %s, %s, %s" % (
           rec["cudnn_tune_train_bf16"], rec["cudnn_tune_shapes_train_bf16"], rec["cuda_profile_train_bf16"]))
+# ResNet-50's profile under its own key, its line from a resnet50 run (the fake prints its arch)
+check(by.get("bench ddpipe resnet50 train bf16 profile", {}).get("result") == "pass" and
+      rec.get("cuda_profile_resnet50_train_bf16") and
+      all("(resnet50, fake)" in l for l in rec["cuda_profile_resnet50_train_bf16"]) and
+      not any("resnet50" in l for l in rec["cuda_profile_train_bf16"]),
+      "ResNet-50's profile: %s, %s; ResNet-18's %s" % (
+          by.get("bench ddpipe resnet50 train bf16 profile"), rec.get("cuda_profile_resnet50_train_bf16"),
+          rec["cuda_profile_train_bf16"]))
 tags = [l.split(":")[0] for l in rec["cpu_host"]]
 check(tags == ["default", "native-any-layout", "native-fp32-buffers", "emulated"],
       "the host CPU lines, tagged: %s" % rec["cpu_host"])
