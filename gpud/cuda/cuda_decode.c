@@ -545,8 +545,8 @@ int cu_decode_batch(cu_decode_t *d, const bk_decode_batch_t *b, const uint8_t **
     plan(d, b, &ntaps, &nmid, &nsrc);
     size_t tbytes = (ntaps ? ntaps : 1) * sizeof(int32_t);
     /* a larger batch frees d->out, which the input path's last normalise
-     * (the backend's stream) may not have read yet, and CUDA does not
-     * promise that cudaFree waits for another stream's queued work */
+     * (the backend's stream) may not have read yet: waited for here,
+     * explicitly, not left to cudaFree's implicit synchronisation */
     if (per * b->n > d->out_cap &&
         cu_err(cudaEventSynchronize(d->used), "waiting for the input path's read", err,
                errlen) < 0)
