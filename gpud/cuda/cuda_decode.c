@@ -1,6 +1,7 @@
 /* cuda_decode — --decode gpu (bk_ops_t.decode; docs/CUDA.md "Decoding on
  * the GPU"): a --wire jpeg batch's files decoded by nvJPEG's batched
- * decoder into interleaved RGB in device memory, each sample's place (the
+ * decoder into interleaved RGB (a gray JPEG: its one plane, as PIL's "L")
+ * in device memory, each sample's place (the
  * eval transform, or the caller's: training's random box and flip) resized
  * and cropped there by cuda_resize_kernels.cu with common/image's own
  * tables (resize_taps),
@@ -14,7 +15,7 @@
  *
  * What nvJPEG does not take goes through common/image on the host (the
  * same decoder as --decode cpu), then through the same device resize:
- * files that are not whole 3-component JPEGs (gray, CMYK, PNG, one cut
+ * files that are not whole 3-component or gray JPEGs (CMYK, PNG, one cut
  * short, ...), and, when the batched call fails, any file nvJPEG's
  * single-image call refuses too. A file neither decodes fails with
  * common/image's reason, as with cpu.
@@ -47,7 +48,7 @@ enum { DI_GPU, DI_CPU, DI_FAILED };
 /* one sample of a batch */
 typedef struct {
     int how;              /* DI_* */
-    int w, h, sc;         /* decoded size and channels (3 on the GPU path) */
+    int w, h, sc;         /* decoded size and channels (GPU: 3, or 1 for a gray JPEG) */
     size_t bytes;         /* its room in d->src: w x h x sc when planned */
     image_t *img;         /* DI_CPU: the host's decode, until uploaded */
     size_t at;            /* the file's offset in the batch */
@@ -65,7 +66,7 @@ struct cu_decode {
     int hardware;               /* DDPIPE_NVJPEG_BACKEND=hardware */
     nvjpegHandle_t h;
     nvjpegJpegStream_t js;      /* hardware: a header parsed, to ask whether the engines take it */
-    nvjpegJpegState_t batched, single;
+    nvjpegJpegState_t batched, batched_y, single;   /* batched_y: gray files (NVJPEG_OUTPUT_Y) */
     cudaStream_t stream;
     uint8_t *src, *mid, *out;   /* device: decoded images, horizontal passes, the batch */
     size_t src_cap, mid_cap, out_cap;
@@ -111,7 +112,7 @@ void cu_decode_destroy(cu_decode_t **dp)
         return;
     if (d->batches)
         log_info("decode gpu: %ld batches, %ld images by nvJPEG, %ld on the host (not a "
-                 "3-component JPEG, or refused by nvJPEG), %ld failed; %ld batched calls "
+                 "3-component or gray JPEG, or refused by nvJPEG), %ld failed; %ld batched calls "
                  "redone image by image; %ld input writes read the decoded batch in device "
                  "memory", d->batches, d->on_gpu, d->on_cpu, d->failed, d->batched_fallbacks,
                  d->views);
@@ -121,6 +122,8 @@ void cu_decode_destroy(cu_decode_t **dp)
         d->nj->stream_destroy(d->js);
     if (d->batched)
         d->nj->state_destroy(d->batched);
+    if (d->batched_y)
+        d->nj->state_destroy(d->batched_y);
     if (d->single)
         d->nj->state_destroy(d->single);
     if (d->h)
@@ -184,6 +187,7 @@ cu_decode_t *cu_decode_new(char *err, size_t errlen)
         (hw && nj_err(nj->stream_create(d->h, &d->js), "nvjpegJpegStreamCreate", err,
                       errlen) < 0) ||
         nj_err(nj->state_create(d->h, &d->batched), "nvjpegJpegStateCreate", err, errlen) < 0 ||
+        nj_err(nj->state_create(d->h, &d->batched_y), "nvjpegJpegStateCreate", err, errlen) < 0 ||
         nj_err(nj->state_create(d->h, &d->single), "nvjpegJpegStateCreate", err, errlen) < 0 ||
         cu_err(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking),
                "cudaStreamCreate (decode)", err, errlen) < 0 ||
@@ -230,8 +234,10 @@ static void fail(const bk_decode_batch_t *b, dimg_t *di, int i, const char *why)
     snprintf(b->why + (size_t)i * b->why_len, b->why_len, "%s", why);
 }
 
-/* 1: nvJPEG's batched decoder takes file F (a whole 3-component JPEG
- * whose header it reads), its size in *w, *h */
+/* The channels nvJPEG's batched decoder gives file F, 0 when it does not
+ * take it: 3 for a whole 3-component JPEG whose header it reads
+ * (interleaved RGB), 1 for a gray one (its one plane: what libjpeg-turbo
+ * and PIL's "L" read); its size in *w, *h */
 static int gpu_takes(cu_decode_t *d, const uint8_t *f, size_t len, int *w, int *h)
 {
     int nc = 0, ws[NVJPEG_MAX_COMPONENT] = {0}, hs[NVJPEG_MAX_COMPONENT] = {0};
@@ -241,8 +247,9 @@ static int gpu_takes(cu_decode_t *d, const uint8_t *f, size_t len, int *w, int *
      * fill the missing blocks */
     if (len < 4 || f[0] != 0xFF || f[1] != 0xD8 || f[len - 2] != 0xFF || f[len - 1] != 0xD9 ||
         d->nj->get_image_info(d->h, f, len, &nc, &ss, ws, hs) != NVJPEG_STATUS_SUCCESS ||
-        nc != 3 || ss == NVJPEG_CSS_UNKNOWN || ss == NVJPEG_CSS_GRAY || ws[0] < 1 ||
-        hs[0] < 1 || ws[0] > DECODE_MAX_DIM || hs[0] > DECODE_MAX_DIM)
+        !((nc == 3 && ss != NVJPEG_CSS_UNKNOWN && ss != NVJPEG_CSS_GRAY) ||
+          (nc == 1 && ss == NVJPEG_CSS_GRAY)) ||
+        ws[0] < 1 || hs[0] < 1 || ws[0] > DECODE_MAX_DIM || hs[0] > DECODE_MAX_DIM)
         return 0;
     /* the engines take baseline single-scan files (not 4:1:0 or 4:1:1):
      * the rest goes to the host, whatever the batch, so a file's pixels
@@ -255,7 +262,7 @@ static int gpu_takes(cu_decode_t *d, const uint8_t *f, size_t len, int *w, int *
         return 0;
     *w = ws[0];
     *h = hs[0];
-    return 1;
+    return nc;
 }
 
 /* The samples the host decodes (di->how DI_CPU, img NULL), OpenMP over them. */
@@ -279,15 +286,20 @@ static void host_decode(const bk_decode_batch_t *b, dimg_t *img)
     }
 }
 
-/* nvJPEG's batched decode of the DI_GPU samples into d->src; when it
- * fails, each image alone, and those nvJPEG refuses go to the host. */
-static int gpu_decode(cu_decode_t *d, const bk_decode_batch_t *b, char *err, size_t errlen)
+/* nvJPEG's batched decode of the DI_GPU samples of sc channels (3: RGB
+ * interleaved; 1: gray, NVJPEG_OUTPUT_Y: one batched call takes one output
+ * format) into d->src; when it fails, each image alone, and those nvJPEG
+ * refuses go to the host. */
+static int gpu_decode_set(cu_decode_t *d, const bk_decode_batch_t *b, int sc, char *err,
+                          size_t errlen)
 {
     int m = 0;
     for (int i = 0; i < b->n; i++)
-        m += d->img[i].how == DI_GPU;
+        m += d->img[i].how == DI_GPU && d->img[i].sc == sc;
     if (m == 0)
         return 0;
+    nvjpegOutputFormat_t fmt = sc == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_RGBI;
+    nvjpegJpegState_t state = sc == 1 ? d->batched_y : d->batched;
     const unsigned char **data = malloc((size_t)m * sizeof *data);
     size_t *lens = malloc((size_t)m * sizeof *lens);
     nvjpegImage_t *dst = calloc((size_t)m, sizeof *dst);
@@ -298,31 +310,30 @@ static int gpu_decode(cu_decode_t *d, const bk_decode_batch_t *b, char *err, siz
     }
     for (int i = 0, j = 0; i < b->n; i++) {
         dimg_t *di = &d->img[i];
-        if (di->how != DI_GPU)
+        if (di->how != DI_GPU || di->sc != sc)
             continue;
         data[j] = b->files + di->at;
         lens[j] = b->sizes[i];
         dst[j].channel[0] = d->src + di->src_off;
-        dst[j].pitch[0] = (size_t)di->w * 3;
+        dst[j].pitch[0] = (size_t)di->w * sc;
         j++;
     }
-    nvjpegStatus_t s = d->nj->batched_init(d->h, d->batched, m, 1, NVJPEG_OUTPUT_RGBI);
+    nvjpegStatus_t s = d->nj->batched_init(d->h, state, m, 1, fmt);
     if (s == NVJPEG_STATUS_SUCCESS)
-        s = d->nj->batched(d->h, d->batched, data, lens, dst, d->stream);
+        s = d->nj->batched(d->h, state, data, lens, dst, d->stream);
     if (s == NVJPEG_STATUS_SUCCESS) {
         rc = 0;
         goto out;
     }
     /* one file nvJPEG cannot decode fails the call: each alone, then */
     d->batched_fallbacks++;
-    log_warn("decode gpu: nvJPEG's batched decode of %d images failed (%s); decoding them one "
-             "by one", m, cu_nvjpeg_status(s));
+    log_warn("decode gpu: nvJPEG's batched decode of %d %s images failed (%s); decoding them "
+             "one by one", m, sc == 1 ? "gray" : "colour", cu_nvjpeg_status(s));
     for (int i = 0, j = 0; i < b->n; i++) {
         dimg_t *di = &d->img[i];
-        if (di->how != DI_GPU)
+        if (di->how != DI_GPU || di->sc != sc)
             continue;
-        s = d->nj->decode(d->h, d->single, data[j], lens[j], NVJPEG_OUTPUT_RGBI, &dst[j],
-                          d->stream);
+        s = d->nj->decode(d->h, d->single, data[j], lens[j], fmt, &dst[j], d->stream);
         j++;
         if (s != NVJPEG_STATUS_SUCCESS)
             di->how = DI_CPU;   /* the host decodes it, or says why it cannot */
@@ -536,8 +547,11 @@ int cu_decode_batch(cu_decode_t *d, const bk_decode_batch_t *b, const uint8_t **
         *di = (dimg_t){.how = DI_CPU, .at = at, .sc = 3, .taps_of = i};
         b->failed[i] = 0;
         b->why[(size_t)i * b->why_len] = '\0';
-        if (gpu_takes(d, b->files + at, b->sizes[i], &di->w, &di->h))
+        int sc = gpu_takes(d, b->files + at, b->sizes[i], &di->w, &di->h);
+        if (sc > 0) {
             di->how = DI_GPU;
+            di->sc = sc;
+        }
         at += b->sizes[i];
     }
     host_decode(b, d->img);
@@ -563,7 +577,7 @@ int cu_decode_batch(cu_decode_t *d, const bk_decode_batch_t *b, const uint8_t **
              errlen) < 0 ||
         grow(&d->host, &d->host_cap, per * b->n, 1, "cudaHostAlloc (decoded batch)", err,
              errlen) < 0 ||
-        gpu_decode(d, b, err, errlen) < 0)
+        gpu_decode_set(d, b, 3, err, errlen) < 0 || gpu_decode_set(d, b, 1, err, errlen) < 0)
         return -1;
     host_decode(b, d->img);   /* what nvJPEG refused one by one */
     pack_taps(d, b);

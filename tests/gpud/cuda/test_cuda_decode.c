@@ -2,7 +2,8 @@
  * against --decode cpu's (common/image's sample_load_buffer, what
  * gpud's wire_decode runs) on one batch of files made here: color JPEGs
  * of 4:2:0 and 4:4:4, larger and smaller than the output, to 3 channels
- * and to 1 (PIL's L); a gray JPEG (the host decodes it); a truncated JPEG
+ * and to 1 (PIL's L); a gray JPEG (nvJPEG's Y plane: on the emulator the
+ * fake counts it); a truncated JPEG
  * and a file that is no image (both fail, with the host's reasons); on
  * the emulator also a whole JPEG whose scan is damaged (the fake nvJPEG
  * fails it, so the batched call fails and gpud decodes its images one by
@@ -21,6 +22,7 @@
  * levels of cpu's (mean and max bounds below); the others exact; then a
  * "decode bench" line each for the device's decoders and the host's on a
  * batch of 256 500x375 JPEGs. Exits 77 (skipped) without a device. */
+#include <dlfcn.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +42,7 @@
 typedef struct {
     uint8_t *data;
     size_t len;
-    int exact;   /* 1: not nvJPEG's pixels on a device (gray, failed) */
+    int exact;   /* 1: not nvJPEG's pixels on a device (failed) */
 } file_t;
 
 /* A w x h JPEG of a smooth colour pattern plus a little noise (what a
@@ -62,7 +64,7 @@ static file_t jpeg_flags(int w, int h, int sub, int quality, uint32_t seed, int 
     unsigned long len = 0;
     REQUIRE(tj && tjCompress2(tj, px, w, 0, h, c == 1 ? TJPF_GRAY : TJPF_RGB, &out, &len, sub,
                               quality, flags) == 0, "tjCompress2: %s", tjGetErrorStr2(tj));
-    file_t f = {malloc(len), len, c == 1};
+    file_t f = {malloc(len), len, 0};
     REQUIRE(f.data, "alloc");
     memcpy(f.data, out, len);
     tjFree(out);
@@ -315,7 +317,7 @@ int main(void)
         jpeg(120, 90, TJSAMP_420, 90, 1),   /* down, 4:2:0 */
         jpeg(73, 101, TJSAMP_444, 95, 2),   /* down, portrait, odd sizes */
         jpeg(40, 30, TJSAMP_420, 85, 3),    /* up */
-        jpeg(64, 64, TJSAMP_GRAY, 90, 4),   /* gray: the host decodes it */
+        jpeg(64, 64, TJSAMP_GRAY, 90, 4),   /* gray: nvJPEG's Y plane */
         jpeg(200, 150, TJSAMP_422, 80, 5),
         jpeg(96, 80, TJSAMP_420, 90, 6),    /* truncated below */
         {NULL, 0, 1},                       /* not an image, below */
@@ -337,6 +339,12 @@ int main(void)
     run(be, f, 1, emulated);
     run_train(be, f, 3, emulated);
     run_train(be, f, 1, emulated);
+    if (emulated) {   /* the gray file went to nvJPEG (its Y output), not to the host */
+        void *lib = dlopen(getenv("DDPIPE_NVJPEG_LIB"), RTLD_NOW | RTLD_NOLOAD);
+        const unsigned long *ny = lib ? dlsym(lib, "fake_nvjpeg_y_images") : NULL;
+        CHECK(ny && *ny >= 4, "the gray JPEG was decoded by nvJPEG %lu times of 4 batches",
+              ny ? *ny : 0);
+    }
     if (!emulated)
         bench(be, "nvJPEG's CUDA decoder");
     backend_destroy(&be);

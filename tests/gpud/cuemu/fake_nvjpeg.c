@@ -5,8 +5,10 @@
  * upsampling), so a decoded image is --decode cpu's bit for bit and a
  * whole job's predictions can be compared with cpu's exactly. The batched
  * call fails as a whole when one file does not decode, as nvJPEG's does,
- * so gpud's one-by-one fallback runs here too. Prototypes are the real
- * header's. What it cannot show: nvJPEG's own pixels, speed, streams. */
+ * so gpud's one-by-one fallback runs here too. Two output formats, gpud's:
+ * interleaved RGB and Y (a gray file's plane; fake_nvjpeg_y_images counts
+ * those for the tests). Prototypes are the real header's. What it cannot
+ * show: nvJPEG's own pixels, speed, streams. */
 #include <nvjpeg.h>
 #include <turbojpeg.h>
 
@@ -18,7 +20,11 @@ struct nvjpegHandle {
 };
 struct nvjpegJpegState {
     int batch;
+    nvjpegOutputFormat_t fmt;
 };
+
+/* images decoded with NVJPEG_OUTPUT_Y (read by the tests through dlsym) */
+unsigned long fake_nvjpeg_y_images;
 struct nvjpegJpegStream {
     int progressive;   /* what the hardware backend refuses */
 };
@@ -140,21 +146,23 @@ nvjpegStatus_t nvjpegGetImageInfo(nvjpegHandle_t handle, const unsigned char *da
     return NVJPEG_STATUS_SUCCESS;
 }
 
-/* one image, interleaved RGB only (what gpud asks for); a warning (a
+/* one image, interleaved RGB or Y (what gpud asks for); a warning (a
  * truncated file) is a failure, as nvJPEG reports one */
-static nvjpegStatus_t decode_rgbi(nvjpegHandle_t handle, const unsigned char *data, size_t len,
-                                  nvjpegOutputFormat_t fmt, nvjpegImage_t *dst)
+static nvjpegStatus_t decode_one(nvjpegHandle_t handle, const unsigned char *data, size_t len,
+                                 nvjpegOutputFormat_t fmt, nvjpegImage_t *dst)
 {
     int w, h, sub, cs;
-    if (fmt != NVJPEG_OUTPUT_RGBI)
+    if (fmt != NVJPEG_OUTPUT_RGBI && fmt != NVJPEG_OUTPUT_Y)
         return NVJPEG_STATUS_INVALID_PARAMETER;
+    int c = fmt == NVJPEG_OUTPUT_Y ? 1 : 3;
     if (tjDecompressHeader3(handle->tj, data, (unsigned long)len, &w, &h, &sub, &cs) != 0)
         return NVJPEG_STATUS_BAD_JPEG;
-    if (!dst->channel[0] || dst->pitch[0] < (size_t)w * 3)
+    if (!dst->channel[0] || dst->pitch[0] < (size_t)w * c)
         return NVJPEG_STATUS_INVALID_PARAMETER;
     if (tjDecompress2(handle->tj, data, (unsigned long)len, dst->channel[0], w,
-                      (int)dst->pitch[0], h, TJPF_RGB, 0) != 0)
+                      (int)dst->pitch[0], h, c == 1 ? TJPF_GRAY : TJPF_RGB, 0) != 0)
         return NVJPEG_STATUS_BAD_JPEG;
+    fake_nvjpeg_y_images += c == 1;
     return NVJPEG_STATUS_SUCCESS;
 }
 
@@ -164,7 +172,7 @@ nvjpegStatus_t nvjpegDecode(nvjpegHandle_t handle, nvjpegJpegState_t state,
 {
     (void)state;
     (void)stream;   /* the emulator's work is done when it is queued */
-    return decode_rgbi(handle, data, length, fmt, dst);
+    return decode_one(handle, data, length, fmt, dst);
 }
 
 nvjpegStatus_t nvjpegDecodeBatchedInitialize(nvjpegHandle_t handle, nvjpegJpegState_t state,
@@ -172,9 +180,11 @@ nvjpegStatus_t nvjpegDecodeBatchedInitialize(nvjpegHandle_t handle, nvjpegJpegSt
                                              nvjpegOutputFormat_t fmt)
 {
     (void)handle;
-    if (batch_size < 1 || max_cpu_threads < 1 || fmt != NVJPEG_OUTPUT_RGBI)
+    if (batch_size < 1 || max_cpu_threads < 1 ||
+        (fmt != NVJPEG_OUTPUT_RGBI && fmt != NVJPEG_OUTPUT_Y))
         return NVJPEG_STATUS_INVALID_PARAMETER;
     state->batch = batch_size;
+    state->fmt = fmt;
     return NVJPEG_STATUS_SUCCESS;
 }
 
@@ -184,7 +194,7 @@ nvjpegStatus_t nvjpegDecodeBatched(nvjpegHandle_t handle, nvjpegJpegState_t stat
 {
     (void)stream;
     for (int i = 0; i < state->batch; i++) {
-        nvjpegStatus_t s = decode_rgbi(handle, data[i], lengths[i], NVJPEG_OUTPUT_RGBI, &dst[i]);
+        nvjpegStatus_t s = decode_one(handle, data[i], lengths[i], state->fmt, &dst[i]);
         if (s != NVJPEG_STATUS_SUCCESS)
             return s;
     }
