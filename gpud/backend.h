@@ -253,7 +253,7 @@ int backend_decode_eval_place(const bk_decode_batch_t *b, int src_w, int src_h,
 int backend_decode_ready(backend_t *be, char *err, size_t errlen);
 /* The batch's samples into *out (n x channels x h x w uint8, owned by be,
  * valid until its next decode): each file the device's JPEG decoder takes
- * decoded there, any other (not a 3-component JPEG, or refused by it) by
+ * decoded there, any other (not a 3-component or gray JPEG, or refused by it) by
  * common/image on the host; a sample that fails gets failed[i] = 1, its
  * reason and zero pixels (with compact: the live samples first, in order,
  * then zeros). Returns how many failed, or -1 with err (the device
