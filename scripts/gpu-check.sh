@@ -368,12 +368,12 @@ fi
 # off meanwhile): the fp32 eval forward, and the bf16 training step's forward
 # and backward (the bar's step: which kernels to make faster next)
 profile_step() {   # what precision [arch: resnet18, the default, unnamed in the tags]
-    ptag="$1 $2"
-    [ "${3:-resnet18}" = resnet18 ] || ptag="$3 $ptag"
+    parch=${3:-resnet18} ptag="$1 $2"
+    [ "$parch" = resnet18 ] || ptag="$parch $ptag"
     echo "== bench ddpipe $ptag DDPIPE_CUDA_PROFILE=1" >&2
     plog=$OUT/bench-ddpipe-$(echo "$ptag" | tr ' ' '-')-profile.log
     budget_left "bench ddpipe $ptag profile" || return 0
-    if DDPIPE_CUDA_PROFILE=1 "$BUILD/bench/cuda_resnet18" "$1" --arch "${3:-resnet18}" --batch 256 \
+    if DDPIPE_CUDA_PROFILE=1 "$BUILD/bench/cuda_resnet18" "$1" --arch "$parch" --batch 256 \
             --iters 3 --precision "$2" > "$plog" 2>&1 && grep -q 'cuda profile graph' "$plog"; then
         note PASS "bench ddpipe $ptag profile" "$(grep 'cuda profile graph' "$plog" | tail -n 1 | sed 's/.*cuda profile //')"
     else
@@ -487,7 +487,6 @@ if [ -e "$FMNIST/t10k-images-idx3-ubyte.gz" ] || [ -e "$FMNIST/t10k-images-idx3-
 else
     note NOTRUN "demo course cuda bf16 vs fp32 (val top-1)" "no Fashion-MNIST at $FMNIST (--fmnist DIR)"
 fi
-
 
 # --- the host CPU (AMX on these machines): the cpu backend's native bf16
 # training on 16-bit activations (docs/BF16.md "16-bit activations"), bit
