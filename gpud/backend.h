@@ -183,6 +183,10 @@ size_t bk_graph_bytes(const bk_graph_t *g);
  * while it runs on the device (gpud/tape_fuse.c), in a compiled training
  * graph; 0 otherwise. */
 int bk_graph_bwd_fusions(const bk_graph_t *g);
+/* Of those, the ones that also add the last term of the ReLU's output
+ * gradient as they read it (the next block's first conv's, left in the
+ * gradient temporary: no acc pass). */
+int bk_graph_grad_folds(const bk_graph_t *g);
 /* What one training step (bk_forward, bk_backward from loss) of g copies
  * between host and device memory besides its batch and outputs, run on be
  * (g may be a description graph) whose arenas are device memory (cuda;

@@ -62,6 +62,11 @@ typedef struct {
                                     * dy' also stored here as relu_bwd stores it (+0
                                     * where y <= 0), in the buffer's type, and the
                                     * gx pass reads it from here; NULL: not stored */
+    const void *gy2;               /* backward, with gres: the last term of gy's
+                                    * tensor's gradient, not yet added (the tape's
+                                    * fusion): dy' is then relu_bwd of gy + gy2 added
+                                    * and rounded as acc does it (gy is left as it
+                                    * was); NULL: gy is whole */
 } bk_bn_train_t;
 
 /* The kernels of every graph (gpud/backend_train.c). Buffers (void *)
@@ -211,7 +216,8 @@ typedef struct bk_kernels {
      * y = the eval-mode kernel with them, the running stats moved;
      * backward bn_grad_sums(x, y, gy, mean) -> [sum dy', sum dy' xhat],
      * gamma/beta gradients (when t->ggamma), then gx (when gx) as
-     * bn_grad_apply. p is bn_plan's. */
+     * bn_grad_apply. p is bn_plan's. Backward takes t->gres and t->gy2
+     * (the tape's fusions, bk_bn_train_t). */
     int (*bn_train_fwd)(bk_ctx_t *g, bk_plan_t *p, const void *x, const int shape[4],
                         const bk_bn_train_t *t, void *y);
     int (*bn_train_bwd)(bk_ctx_t *g, bk_plan_t *p, const void *x, const void *y,

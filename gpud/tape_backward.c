@@ -34,6 +34,22 @@ void tape_grad_commit(bk_graph_t *g, bk_tensor_t *x)
     x->grad_set = 1;
 }
 
+/* o's backward wrote its input x's gradient's last term (o->grad_fold,
+ * tape_fuse.c): a later term stays in the temporary for the BatchNorm
+ * whose fused ReLU made x, which runs backward next but for the ReLU's and
+ * the add's (they move nothing) and adds it as it reads (its sums pass).
+ * Not while that BatchNorm takes another path (the host's sums, or eval
+ * mode), where the ReLU's backward reads x's gradient whole. */
+static void grad_commit_op(bk_graph_t *g, const top_t *o, bk_tensor_t *x)
+{
+    if (o->grad_fold && x->needs_grad && x->grad_set && bn_on_device(g) &&
+        bn_training(g, o->grad_fold)) {
+        x->grad_left = 1;
+        return;
+    }
+    tape_grad_commit(g, x);
+}
+
 /* bf16: a conv's or linear's weight gradient comes out of the bf16
  * backward as bf16 (autocast's cast back to the fp32 weight keeps it). */
 static int bf16_param_grads(bk_graph_t *g, const top_t *o, float *gw, float *gb)
@@ -137,7 +153,7 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
         break;
     }
     if (rc == 0)
-        tape_grad_commit(g, x);
+        grad_commit_op(g, o, x);
     return rc;
 }
 
@@ -214,7 +230,7 @@ int tape_backward_begin(bk_graph_t *g, bk_tensor_t *y, const float *dy)
 void tape_backward_seeded(bk_graph_t *g, bk_tensor_t *y)
 {
     for (size_t i = 0; i < g->nv; i++)
-        g->v[i]->grad_set = 0;
+        g->v[i]->grad_set = g->v[i]->grad_left = 0;
     /* bf16/fp16: the gradient of a 16-bit activation is 16-bit
      * (grad_commit); the loss is fp32 */
     if (g->half && y->producer >= 0 && g->ops[y->producer].kind != TO_CE)

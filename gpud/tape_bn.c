@@ -248,6 +248,13 @@ static int dev_bwd(bk_graph_t *g, top_t *o, const bk_tensor_t *x, const bk_tenso
         const top_t *r = o->bwd_relu;
         t.relu = 1;
         t.gres = r->in[0]->grad;
+        if (r->out->grad_left) {   /* and its output gradient's last term, left in tmp */
+            r->out->grad_left = 0;
+            if (gx == g->tmp)   /* x's own later term goes there: add it first */
+                g->k->acc(g->base.be, r->out->grad, g->tmp, numel(r->out));
+            else
+                t.gy2 = g->tmp;
+        }
         return g->k->bn_train_bwd(&g->base, o->plan, x->val, r->out->val, r->out->grad, s, &t,
                                   gx);
     }

@@ -62,6 +62,22 @@
  * the ReLU's kernel stores it, and the sums and the second pass read the
  * same values.
  *
+ * ... and the last term of that ReLU's output gradient (tape_fuse_bwd,
+ * grad_fold): the block's output feeds the next block's first conv and
+ * its shortcut (an identity's add, or a downsample conv), so its gradient
+ * is a sum; each later term went to the gradient temporary and an acc
+ * pass added it (reading two activations, writing one). The first conv
+ * reads it right after the ReLU, so its backward writes the last term, and
+ * nothing runs backward between it and the BatchNorm (the ReLU's and the
+ * add's backward move nothing). Its term is left in the temporary, and the
+ * sums pass adds it as it reads gy (bk_bn_train_t.gy2): one activation
+ * read more there instead of the acc pass's three, 2 bytes an element of
+ * 16-bit activations instead of 6. The same bits: the sum is acc's (a
+ * float add, commutative, rounded once to the buffer's type) before the
+ * ReLU's mask, and dy' is stored as before; the tensor's own gradient
+ * buffer then holds a partial sum, which nothing reads (not a graph
+ * input, not kept).
+ *
  * The inference plan (graph_plan.c) has its own fusions; a bitwise step's
  * chunks run tape_forward_op and tape_bn_normalize like a plain forward, so
  * they fuse alike. DDPIPE_TRAIN_FUSE=0 in gpud's environment turns these
@@ -175,6 +191,19 @@ static int relu_bwd_pair(const bk_graph_t *g, size_t i)
     return a->in[0] == b->out || a->in[1] == b->out;
 }
 
+/* Whether the op after BN i's fused ReLU (at i + 2) writes the last term of
+ * the ReLU's output's gradient for the BatchNorm to add: a conv reading
+ * that tensor, its first reader (the ReLU made it at i + 2), which nobody
+ * reads after the backward. */
+static int grad_fold_op(const bk_graph_t *g, size_t i)
+{
+    if (i + 3 >= g->nops)
+        return 0;
+    const top_t *r = &g->ops[i + 2], *c = &g->ops[i + 3];
+    return c->kind == TO_CONV && c->nin == 1 && c->in[0] == r->out && !r->out->user_keep &&
+           !r->out->is_input;
+}
+
 void tape_fuse_bwd(bk_graph_t *g)
 {
     if (g->fops || !g->training || g->forward_only || !tape_fuse_enabled())
@@ -183,6 +212,8 @@ void tape_fuse_bwd(bk_graph_t *g)
         if (relu_bwd_pair(g, i)) {
             g->ops[i].bwd_relu = &g->ops[i + 2];
             g->ops[i + 2].bwd_fused = 1;
+            if (grad_fold_op(g, i))
+                g->ops[i + 3].grad_fold = &g->ops[i];
         }
 }
 
@@ -194,6 +225,14 @@ int bk_graph_bwd_fusions(const bk_graph_t *g)
     return n;
 }
 
+int bk_graph_grad_folds(const bk_graph_t *g)
+{
+    int n = 0;
+    for (size_t i = 0; g && i < g->nops; i++)
+        n += g->ops[i].grad_fold != NULL;
+    return n;
+}
+
 void tape_fuse_clear(bk_graph_t *g)
 {
     for (size_t i = 0; i < g->nops; i++) {
@@ -202,7 +241,8 @@ void tape_fuse_clear(bk_graph_t *g)
         g->ops[i].fwd_skip = 0;
         g->ops[i].bwd_relu = NULL;
         g->ops[i].bwd_fused = 0;
+        g->ops[i].grad_fold = NULL;
     }
     for (size_t i = 0; i < g->nv; i++)
-        g->v[i]->no_val = 0;
+        g->v[i]->no_val = g->v[i]->grad_left = 0;
 }

@@ -51,6 +51,9 @@ struct bk_tensor {
     int user_keep;      /* bk_keep asked for it (keep is also the compile's mark) */
     int no_val;         /* its value is never stored: the op making it was fused
                          * into its reader's forward (tape_fuse.c); val stays NULL */
+    int grad_left;      /* during backward: the last term of its gradient was left
+                         * in the graph's temporary for the BatchNorm whose fused
+                         * ReLU made it to add (tape_fuse.c, top_t.grad_fold) */
 };
 
 typedef enum {
@@ -106,6 +109,13 @@ typedef struct top {
     struct top *bwd_relu;           /* BN with fwd_res: the block end's ReLU whose
                                      * backward its own does (bk_bn_train_t.gres), or NULL */
     int bwd_fused;                  /* ReLU: its backward is done there */
+    struct top *grad_fold;          /* the BatchNorm (with bwd_relu) whose ReLU made this
+                                     * op's input, whose gradient's last term this op's
+                                     * backward writes: when not the first term (the
+                                     * temporary), it is left there for that BatchNorm,
+                                     * the next backward, to add as it reads (its sums
+                                     * pass, bk_bn_train_t.gy2) instead of an acc pass;
+                                     * or NULL */
     int cut_after;                  /* the grad queue's mark of its gradients said 1 in
                                      * the last pass that marked them: a recorded pass
                                      * ends a segment after it (tape_pass.c) */

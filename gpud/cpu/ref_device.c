@@ -258,8 +258,21 @@ static int d_bn_train_bwd(bk_ctx_t *g, bk_plan_t *p, const void *x, const void *
         bk_ctx_fail(g, "out of memory");
         return -1;
     }
+    size_t count = (size_t)s[0] * c * s[2] * s[3];
+    if (t->gy2 && t->gres) {   /* gy's last term too (tape_fuse.c): summed as acc sums */
+        float *d = t->gres;
+        const float *a = gy, *b = t->gy2;
+        for (size_t i = 0; i < count; i++)
+            d[i] = a[i] + b[i];
+        gy = d;
+    } else if (t->gy2) {
+        free(sum);
+        free(co);
+        bk_ctx_fail(g, "batch-norm backward: a gradient's second term without gres");
+        return -1;
+    }
     if (t->gres && t->relu) {   /* the block end's ReLU backward fused (tape_fuse.c): */
-        ref_relu_bwd(y, gy, t->gres, (size_t)s[0] * c * s[2] * s[3]);   /* dy' stored */
+        ref_relu_bwd(y, gy, t->gres, count);   /* dy' stored (in place with gy2) */
     }
     R.bn_grad_sums(g->be, x, y, gy, s, t->relu, 1.0f, mean, sum);
     for (size_t i = 0; i < c; i++) {

@@ -436,17 +436,25 @@ cudaError_t ckb_bn_apply(cudaStream_t s, int fp16, void *y, const void *x, int n
 }
 
 /* One pixel's L channels of the backward's inputs: x, dy' = gy, or 0 where
- * the fused ReLU's output y is not > 0 (y NULL: no ReLU). */
+ * the fused ReLU's output y is not > 0 (y NULL: no ReLU). With gy2 (the
+ * tape's fold of the gradient's last term), gy is gy + gy2 as ckb_acc adds
+ * them: in fp32, rounded once. */
 template <typename T, int L> struct bn16_in {
     h16v<T, L> x, y, gy;
 };
 
 template <typename T, int L>
-__device__ static bn16_in<T, L> bn16_load(const T *x, const T *y, const T *gy, size_t at)
+__device__ static bn16_in<T, L> bn16_load(const T *x, const T *y, const T *gy, const T *gy2,
+                                          size_t at)
 {
     bn16_in<T, L> v;
     v.x = ldv<T, L>(x + at);
     v.gy = ldv<T, L>(gy + at);
+    if (gy2) {
+        h16v<T, L> g2 = ldv<T, L>(gy2 + at);
+        for (int l = 0; l < L; l++)
+            v.gy.v[l] = h16<T>::st(h16<T>::ld(v.gy.v[l]) + h16<T>::ld(g2.v[l]));
+    }
     v.y = y ? ldv<T, L>(y + at) : v.gy;   /* not read without y */
     return v;
 }
@@ -484,12 +492,13 @@ __device__ static void grad_terms(double *sg, double *sgx, const bn16_in<T, L> &
 }
 
 template <typename T, int L>
-__device__ static void grad_sums(const void *xv, const void *yv, const void *gyv, void *goutv,
-                                 size_t cnt, int c, const float *center, int parts,
-                                 bn16_grid_t g, double *part)
+__device__ static void grad_sums(const void *xv, const void *yv, const void *gyv,
+                                 const void *gy2v, void *goutv, size_t cnt, int c,
+                                 const float *center, int parts, bn16_grid_t g, double *part)
 {
     __shared__ double sh[L][THREADS];
     const T *x = (const T *)xv, *y = (const T *)yv, *gy = (const T *)gyv;
+    const T *gy2 = (const T *)gy2v;
     T *gout = (T *)goutv;
     size_t lo, hi;
     int sl, lead, relu = y != NULL, ch = bn16_place<L>(g, cnt, c, parts, &lo, &hi, &sl);
@@ -500,13 +509,13 @@ __device__ static void grad_sums(const void *xv, const void *yv, const void *gyv
     for (; ch >= 0 && j + (UNROLL(L) - 1) * ROWS < hi; j += UNROLL(L) * ROWS) {
         bn16_in<T, L> v[UNROLL(L)];
         for (int u = 0; u < UNROLL(L); u++)
-            v[u] = bn16_load<T, L>(x, y, gy, (j + (size_t)u * ROWS) * c + ch);
+            v[u] = bn16_load<T, L>(x, y, gy, gy2, (j + (size_t)u * ROWS) * c + ch);
         for (int u = 0; u < UNROLL(L); u++)
             grad_terms<T, L>(sg, sgx, v[u], m, relu,
                              gout ? gout + (j + (size_t)u * ROWS) * c + ch : NULL);
     }
     for (; ch >= 0 && j < hi; j += ROWS)
-        grad_terms<T, L>(sg, sgx, bn16_load<T, L>(x, y, gy, j * c + ch), m, relu,
+        grad_terms<T, L>(sg, sgx, bn16_load<T, L>(x, y, gy, gy2, j * c + ch), m, relu,
                          gout ? gout + j * c + ch : NULL);
     bn16_rows<L>(sh, sg, o1, &lead);
     bn16_rows<L>(sh, sgx, o2, &lead);
@@ -517,35 +526,40 @@ __device__ static void grad_sums(const void *xv, const void *yv, const void *gyv
 }
 
 template <typename T>
-__global__ static void k16_grad_sums(const void *x, const void *y, const void *gy, void *gout,
-                                     size_t cnt, int c, const float *center, int parts,
-                                     bn16_grid_t g, double *part)
+__global__ static void k16_grad_sums(const void *x, const void *y, const void *gy,
+                                     const void *gy2, void *gout, size_t cnt, int c,
+                                     const float *center, int parts, bn16_grid_t g,
+                                     double *part)
 {
-    grad_sums<T, 1>(x, y, gy, gout, cnt, c, center, parts, g, part);
+    grad_sums<T, 1>(x, y, gy, gy2, gout, cnt, c, center, parts, g, part);
 }
 
 template <typename T>
 __global__ static void TWO_BLOCKS k16_grad_sums8(const void *x, const void *y, const void *gy,
-                                                 void *gout, size_t cnt, int c,
+                                                 const void *gy2, void *gout, size_t cnt, int c,
                                                  const float *center, int parts, bn16_grid_t g,
                                                  double *part)
 {
-    grad_sums<T, 8>(x, y, gy, gout, cnt, c, center, parts, g, part);
+    grad_sums<T, 8>(x, y, gy, gy2, gout, cnt, c, center, parts, g, part);
 }
 
 /* the gradient sums' main pass: the partials, and their count */
 static cudaError_t grad_pass(cudaStream_t s, int fp16, const void *x, const void *y,
-                             const void *gy, void *gout, int npix, int c, const float *center,
-                             double *part, int *parts)
+                             const void *gy, const void *gy2, void *gout, int npix, int c,
+                             const float *center, double *part, int *parts)
 {
-    int L = lanes8(c, x, y, gy, gout ? gout : gy) ? 8 : 1, np = ckb_sum_parts((size_t)npix);
+    if (gy2 && !gout)
+        return cudaErrorInvalidValue;   /* the apply pass reads dy' from gout */
+    int L = lanes8(c, x, y, gy, gout ? gout : gy) && lanes8(c, gy2 ? gy2 : gy, gy, gy, gy) ? 8
+                                                                                          : 1;
+    int np = ckb_sum_parts((size_t)npix);
     unsigned blocks;
     bn16_grid_t g = bn16_grid(c / L, np, &blocks);
     *parts = np;
-    return L == 8 ? LAUNCH16_GRID(fp16, k16_grad_sums8, blocks, x, y, gy, gout, (size_t)npix, c,
-                                  center, np, g, part)
-                  : LAUNCH16_GRID(fp16, k16_grad_sums, blocks, x, y, gy, gout, (size_t)npix, c,
-                                  center, np, g, part);
+    return L == 8 ? LAUNCH16_GRID(fp16, k16_grad_sums8, blocks, x, y, gy, gy2, gout,
+                                  (size_t)npix, c, center, np, g, part)
+                  : LAUNCH16_GRID(fp16, k16_grad_sums, blocks, x, y, gy, gy2, gout,
+                                  (size_t)npix, c, center, np, g, part);
 }
 
 cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void *y,
@@ -553,18 +567,18 @@ cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void
                              double *out, double *part)
 {
     int parts;
-    cudaError_t e = grad_pass(s, fp16, x, y, gy, gout, npix, c, center, part, &parts);
+    cudaError_t e = grad_pass(s, fp16, x, y, gy, NULL, gout, npix, c, center, part, &parts);
     sums_fin_t none = {};
     return e != cudaSuccess ? e : sum_slices(s, part, 2 * c, parts, out, none);
 }
 
 cudaError_t ckb_bn_grad(cudaStream_t s, int fp16, const void *x, const void *y, const void *gy,
-                        void *gout, int npix, int c, const float *center, const float *gamma,
-                        const float *var, float eps, double count, float *ggamma,
-                        float *gbeta, float *coef, double *sums, double *part)
+                        const void *gy2, void *gout, int npix, int c, const float *center,
+                        const float *gamma, const float *var, float eps, double count,
+                        float *ggamma, float *gbeta, float *coef, double *sums, double *part)
 {
     int parts;
-    cudaError_t e = grad_pass(s, fp16, x, y, gy, gout, npix, c, center, part, &parts);
+    cudaError_t e = grad_pass(s, fp16, x, y, gy, gy2, gout, npix, c, center, part, &parts);
     sums_fin_t f = {};
     f.kind = FIN_GRAD;
     f.count = count;
@@ -610,14 +624,15 @@ __device__ static void grad_apply(void *gxv, const void *xv, const void *yv, con
     for (; j + (UNROLL(L) - 1) * ROWS < hi; j += UNROLL(L) * ROWS) {
         bn16_in<T, L> v[UNROLL(L)];
         for (int u = 0; u < UNROLL(L); u++)
-            v[u] = bn16_load<T, L>(x, y, gy, (j + (size_t)u * ROWS) * c + ch);
+            v[u] = bn16_load<T, L>(x, y, gy, (const T *)NULL, (j + (size_t)u * ROWS) * c + ch);
         for (int u = 0; u < UNROLL(L); u++)
             stv<T, L>(gx + (j + (size_t)u * ROWS) * c + ch,
                       grad_out<T, L>(v[u], sc, ac, m, bc, relu));
     }
     for (; j < hi; j += ROWS)
         stv<T, L>(gx + j * c + ch,
-                  grad_out<T, L>(bn16_load<T, L>(x, y, gy, j * c + ch), sc, ac, m, bc, relu));
+                  grad_out<T, L>(bn16_load<T, L>(x, y, gy, (const T *)NULL, j * c + ch), sc, ac,
+                                 m, bc, relu));
 }
 
 template <typename T>

@@ -32,7 +32,10 @@
  *   ckb_bn_grad    ckb_bn_grad_sums then ck_bn_grad_finish's
  *                  coefficients (ggamma, gbeta, coef: 3c), the same bits,
  *                  in two launches (sums as ckb_bn_grad_sums' out, its
- *                  second half sum dy' xhat as the finish leaves it).
+ *                  second half sum dy' xhat as the finish leaves it);
+ *                  gy2 (with gout; NULL: none): gy's last term, dy' made
+ *                  from gy + gy2 as ckb_acc adds them (the tape's fold,
+ *                  tape_fuse.c), gy itself unchanged.
  * part: ckb_sum_parts(n * hw) doubles per output sum (slice-major). Each enqueues on s
  * and returns the launch status; 16-byte loads of 8 channels where c is a
  * multiple of 8 and the buffers 16-byte aligned (the same bits). */
@@ -62,9 +65,9 @@ cudaError_t ckb_bn_stats(cudaStream_t s, int fp16, const void *x, int npix, int 
                          float *stat, float *rm, float *rv, double momentum, double unbias,
                          double *sums, double *part);
 cudaError_t ckb_bn_grad(cudaStream_t s, int fp16, const void *x, const void *y, const void *gy,
-                        void *gout, int npix, int c, const float *center, const float *gamma,
-                        const float *var, float eps, double count, float *ggamma,
-                        float *gbeta, float *coef, double *sums, double *part);
+                        const void *gy2, void *gout, int npix, int c, const float *center,
+                        const float *gamma, const float *var, float eps, double count,
+                        float *ggamma, float *gbeta, float *coef, double *sums, double *part);
 
 #ifdef __cplusplus
 }

@@ -525,7 +525,7 @@ cudaError_t ck_bn_bwd_data(cudaStream_t s, float *gx, const float *x, const floa
 }
 
 __global__ static void k_bn_grad_sums(const float *x, const float *y, const float *gy,
-                                      float *gout, size_t cnt, int c, int hw,
+                                      const float *gy2, float *gout, size_t cnt, int c, int hw,
                                       const float *center, int parts, double *part)
 {
     size_t lo, hi;
@@ -533,7 +533,8 @@ __global__ static void k_bn_grad_sums(const float *x, const float *y, const floa
     double sg = 0.0, sgx = 0.0, m = center[ch];
     for (chan_walk_t w = chan_walk(lo + threadIdx.x, ch, c, hw); w.j < hi; chan_next(&w)) {
         size_t at = w.at;
-        float d = masked(y, gy, at);
+        /* gy's last term as ck_acc adds it (gy2: the tape's fold) */
+        float d = y && !(y[at] > 0.0f) ? 0.0f : gy2 ? gy[at] + gy2[at] : gy[at];
         if (gout)   /* as ck_relu_bwd stores it */
             gout[at] = d;
         double g = d;
@@ -549,12 +550,14 @@ __global__ static void k_bn_grad_sums(const float *x, const float *y, const floa
 }
 
 cudaError_t ck_bn_grad_sums(cudaStream_t s, const float *x, const float *y, const float *gy,
-                            float *gout, int n, int c, int hw, const float *center, double *out,
-                            double *part)
+                            const float *gy2, float *gout, int n, int c, int hw,
+                            const float *center, double *out, double *part)
 {
     size_t cnt = (size_t)n * hw;
     int parts = ck_sum_parts(cnt);
-    k_bn_grad_sums<<<c * parts, THREADS, 0, s>>>(x, y, gy, gout, cnt, c, hw, center, parts,
+    if (gy2 && !gout)
+        return cudaErrorInvalidValue;   /* the apply pass reads dy' from gout */
+    k_bn_grad_sums<<<c * parts, THREADS, 0, s>>>(x, y, gy, gy2, gout, cnt, c, hw, center, parts,
                                                  part);
     k_sum_rows<<<blocks_for((size_t)2 * c), THREADS, 0, s>>>(part, 2 * c, parts, out);
     return cudaGetLastError();

@@ -103,13 +103,14 @@ cudaError_t ck_bn_bwd_data(cudaStream_t s, float *gx, const float *x, const floa
                            const double *sums);
 
 /* SyncBatchNorm backward in double (bk_kernels_t.bn_grad_sums/apply):
- * dy' = gy, masked by y > 0 when y != NULL (with gout, also stored there as
- * ck_relu_bwd stores it: the block end's ReLU backward fused, tape_fuse.c). out[0, c) = sum dy',
- * out[c, 2c) = sum dy' (x - center[c]); gx = scale[c] dy' + a[c] (x -
- * center[c]) + b[c]. */
+ * dy' = gy (+ gy2 when not NULL, added as ck_acc adds: the tape's fold of a
+ * gradient's last term; needs gout), masked by y > 0 when y != NULL (with
+ * gout, also stored there as ck_relu_bwd stores it: the block end's ReLU
+ * backward fused, tape_fuse.c). out[0, c) = sum dy', out[c, 2c) = sum dy'
+ * (x - center[c]); gx = scale[c] dy' + a[c] (x - center[c]) + b[c]. */
 cudaError_t ck_bn_grad_sums(cudaStream_t s, const float *x, const float *y, const float *gy,
-                            float *gout, int n, int c, int hw, const float *center, double *out,
-                            double *part);
+                            const float *gy2, float *gout, int n, int c, int hw,
+                            const float *center, double *out, double *part);
 cudaError_t ck_bn_grad_apply(cudaStream_t s, float *gx, const float *x, const float *y,
                              const float *gy, int n, int c, int hw, const float *center,
                              const float *scale, const float *a, const float *b);

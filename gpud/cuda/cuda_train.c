@@ -464,7 +464,7 @@ static int ct_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void
     const float *mean = t->stat, *var = t->stat + c, *mask = t->relu ? y : NULL;
     cudaStream_t s = stream_of(g->be);
     if (cu_sticky(g) < 0 ||
-        cu_check(g, ck_bn_grad_sums(s, x, mask, gy, t->gres, n, c, hw, mean, p->sums,
+        cu_check(g, ck_bn_grad_sums(s, x, mask, gy, t->gy2, t->gres, n, c, hw, mean, p->sums,
                                     p->sums + 2 * c),
                  "batch-norm gradient sums kernel") < 0 ||
         cu_check(g, ck_bn_grad_finish(s, p->sums, c, t->gamma, var, t->eps, t->count,
@@ -521,7 +521,7 @@ static void ct_bn_grad_sums(backend_t *be, const void *x, const void *y, const v
                                    c, center, &dcen);   /* the 2c sums, then their partials */
     if (!dsum)
         return;
-    cu_note(be, ck_bn_grad_sums(stream_of(be), x, relu ? y : NULL, gy, NULL, s[0], (int)c,
+    cu_note(be, ck_bn_grad_sums(stream_of(be), x, relu ? y : NULL, gy, NULL, NULL, s[0], (int)c,
                                 s[2] * s[3], dcen, dsum, dsum + 2 * c),
             "batch-norm gradient sums kernel");
     cu_down_be_n(be, BN(be), out, dsum, 2 * c * sizeof(double));

@@ -660,9 +660,9 @@ static int h_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void 
     const void *mask = t->relu ? y : NULL;
     cudaStream_t s = stream_of(g->be);
     if (cu_sticky(g) < 0 ||
-        cu_check(g, ckb_bn_grad(s, f16(g->be), x, mask, gy, t->gres, npix, c, mean, t->gamma,
-                                var, t->eps, t->count, t->ggamma, t->gbeta, p->coef, p->sums,
-                                p->sums + 2 * (size_t)c),
+        cu_check(g, ckb_bn_grad(s, f16(g->be), x, mask, gy, t->gy2, t->gres, npix, c, mean,
+                                t->gamma, var, t->eps, t->count, t->ggamma, t->gbeta, p->coef,
+                                p->sums, p->sums + 2 * (size_t)c),
                  "16-bit batch-norm gradient sums and coefficients kernels") < 0)
         return -1;
     if (!gx)

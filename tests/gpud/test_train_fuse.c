@@ -17,7 +17,10 @@
  *     running statistic after every step are the same bits;
  *   - on cuda both block ends' ReLU backward is done by their BatchNorm's
  *     gradient-sums pass (bk_graph_bwd_fusions; tape_fuse.c), which stores
- *     the ReLU's gradient for the add's inputs;
+ *     the ReLU's gradient for the add's inputs, and adds the last term of
+ *     the ReLU's output gradient (its next conv's) as it reads it
+ *     (bk_graph_grad_folds): t1's and t2's first convs each write theirs
+ *     after another reader's;
  *   - the fused graph holds exactly the activations it no longer stores
  *     fewer (each fused BatchNorm's output and sum, each fused add's sum,
  *     and the identity shortcut's gradient, which shares its add's:
@@ -250,6 +253,11 @@ static void run_case(const char *precision, int half_act, int sync, int pass, in
     CHECK(bk_graph_bwd_fusions(b.g) == want_bwd && bk_graph_bwd_fusions(a.g) == 0,
           "%s: %d block ends' ReLU backward fused (unfused graph %d), want %d", tag,
           bk_graph_bwd_fusions(b.g), bk_graph_bwd_fusions(a.g), want_bwd);
+    /* ... each also adding the last term of its ReLU's output gradient (the
+     * next conv's, t1's and t2's first readers) as it reads it: no acc pass */
+    CHECK(bk_graph_grad_folds(b.g) == want_bwd && bk_graph_grad_folds(a.g) == 0,
+          "%s: %d gradients' last terms folded into a BatchNorm (unfused graph %d), want %d",
+          tag, bk_graph_grad_folds(b.g), bk_graph_grad_folds(a.g), want_bwd);
     for (int st = 0; st < STEPS; st++) {
         outs_t oa, ob;
         net_step(&a, st, pass, &oa);

@@ -252,8 +252,8 @@ static void check_bn16_fused(int fp16, int npix, int C)
             bnm_coeffs(gamma[ch], stat[C + ch], 1e-5f, want[ch], sdyxh, count, &coef2[ch],
                        &coef2[C + ch], &coef2[2 * C + ch]);
         }
-        CHECK(ckb_bn_grad(0, fp16, x, y, gy, NULL, npix, C, stat, gamma, stat + C, 1e-5f, count,
-                          gg, gb, coef, sums, part) == cudaSuccess, "launch");
+        CHECK(ckb_bn_grad(0, fp16, x, y, gy, NULL, NULL, npix, C, stat, gamma, stat + C, 1e-5f,
+                          count, gg, gb, coef, sums, part) == cudaSuccess, "launch");
         snprintf(what, sizeof what, "%s batch-norm gradient fused (%d x %d, %s)",
                  fp16 ? "fp16" : "bf16", npix, C, masked ? "ReLU" : "plain");
         same(what, sums, want, 2 * C * sizeof *sums);
@@ -264,6 +264,56 @@ static void check_bn16_fused(int fp16, int npix, int C)
     free(xf), free(gyf), free(gamma), free(x), free(gy), free(sums), free(want), free(part);
     free(stat), free(st2), free(rm), free(rv), free(rm2), free(rv2), free(coef), free(coef2);
     free(gg), free(gb), free(gg2), free(gb2);
+}
+
+/* ckb_bn_grad with gy2 (the tape's fold of a gradient's last term,
+ * tape_fuse.c) against ckb_acc's sum then ckb_bn_grad without it, bit for
+ * bit: the sums, the coefficients, the gamma/beta gradients and the
+ * stored dy'; gy itself untouched; gy2 without gout refused. */
+static void check_bn16_fold(int fp16, int npix, int C)
+{
+    size_t n = (size_t)npix * C;
+    int parts = ckb_sum_parts((size_t)npix);
+    float *xf = randv(n, 3, 1), *gyf = randv(n, 1, 0), *g2f = randv(n, 1, 0);
+    float *gamma = randv(C, 1, 1), *stat = randv(2 * C, 1, 1);
+    uint16_t *x = malloc(n * 2), *gy = malloc(n * 2), *gy2 = malloc(n * 2), *whole = malloc(n * 2);
+    uint16_t *gout = malloc(n * 2), *gout2 = malloc(n * 2);
+    double *sums = malloc(2 * C * sizeof *sums), *want = malloc(2 * C * sizeof *want);
+    double *part = malloc(2 * C * (size_t)parts * sizeof *part);
+    float *coef = malloc(3 * C * 4), *coef2 = malloc(3 * C * 4);
+    float *gg = malloc(C * 4), *gb = malloc(C * 4), *gg2 = malloc(C * 4), *gb2 = malloc(C * 4);
+    REQUIRE(x && gy && gy2 && whole && gout && gout2 && sums && want && part && coef && coef2 &&
+                gg && gb && gg2 && gb2, "alloc");
+    for (size_t i = 0; i < n; i++) {
+        x[i] = pack16(fp16, xf[i]), gy[i] = pack16(fp16, gyf[i]);
+        gy2[i] = pack16(fp16, g2f[i]);
+    }
+    for (int ch = 0; ch < C; ch++)
+        stat[C + ch] = fabsf(stat[C + ch]);   /* a variance */
+    memcpy(whole, gy, n * 2);
+    CHECK(ckb_acc(0, fp16, whole, gy2, n) == cudaSuccess, "launch");
+    memset(gout2, 0xa5, n * 2);
+    CHECK(ckb_bn_grad(0, fp16, x, x, whole, NULL, gout2, npix, C, stat, gamma, stat + C, 1e-5f,
+                      (double)npix, gg2, gb2, coef2, want, part) == cudaSuccess, "launch");
+    memcpy(whole, gy, n * 2);   /* now gy's copy: the fold must leave gy as it was */
+    memset(gout, 0x5a, n * 2);
+    CHECK(ckb_bn_grad(0, fp16, x, x, gy, gy2, gout, npix, C, stat, gamma, stat + C, 1e-5f,
+                      (double)npix, gg, gb, coef, sums, part) == cudaSuccess, "launch");
+    char what[96];
+    snprintf(what, sizeof what, "%s batch-norm gradient with gy's last term (%d x %d)",
+             fp16 ? "fp16" : "bf16", npix, C);
+    same(what, sums, want, 2 * C * sizeof *sums);
+    same(what, coef, coef2, 3 * C * sizeof *coef);
+    same(what, gg, gg2, C * 4);
+    same(what, gb, gb2, C * 4);
+    same(what, gout, gout2, n * 2);
+    CHECK(memcmp(whole, gy, n * 2) == 0, "%s: gy was written", what);
+    CHECK(ckb_bn_grad(0, fp16, x, x, gy, gy2, NULL, npix, C, stat, gamma, stat + C, 1e-5f,
+                      (double)npix, gg, gb, coef, sums, part) == cudaErrorInvalidValue,
+          "%s: taken without gout, where dy' is not stored", what);
+    free(xf), free(gyf), free(g2f), free(gamma), free(stat), free(x), free(gy), free(gy2);
+    free(whole), free(gout), free(gout2), free(sums), free(want), free(part), free(coef);
+    free(coef2), free(gg), free(gb), free(gg2), free(gb2);
 }
 
 int check_bn16_all(void)
@@ -279,6 +329,7 @@ int check_bn16_all(void)
             check_bn16_sums(fp16, 37, C);      /* one slice a channel */
             check_bn16_sums(fp16, C > 64 ? 9000 : 70000, C);   /* 71 or 547 slices */
             check_bn16_fused(fp16, C > 64 ? 9000 : 70000, C);
+            check_bn16_fold(fp16, C > 64 ? 9000 : 37, C);
         }
     }
     return tc_failures;

@@ -312,9 +312,26 @@ static void check_batchnorm(int NB, int HW)
         dy = fmax(dy, fabs((double)y[i] - yr[i])), my = fmax(my, fabs((double)yr[i]));
     CHECK(dy <= 1e-6 * my, "normalised (+ ReLU): max diff %.3g of %.3g", dy, my);
 
-    CHECK(ck_bn_grad_sums(0, x, y, gy, NULL, NB, C, HW, mean, sa, part) == cudaSuccess, "launch");
+    CHECK(ck_bn_grad_sums(0, x, y, gy, NULL, NULL, NB, C, HW, mean, sa, part) == cudaSuccess,
+          "launch");
     hk_bn_grad_sums(x, y, gy, s, 1, 1.0f, mean, sb, 0, 1);
     near("gradient sums", sa, sb, 2 * C, 1e-12);
+    {   /* gy's last term (the tape's fold): ck_acc's sum, then the same kernel */
+        float *g1 = malloc(n * 4), *g2 = malloc(n * 4), *go = malloc(n * 4), *go2 = malloc(n * 4);
+        double s1[2 * C];
+        REQUIRE(g1 && g2 && go && go2, "alloc");
+        for (size_t i = 0; i < n; i++)
+            g1[i] = gy[i], g2[i] = frand() - 0.5f;
+        CHECK(ck_acc(0, g1, g2, n) == cudaSuccess, "launch");
+        CHECK(ck_bn_grad_sums(0, x, y, g1, NULL, go2, NB, C, HW, mean, s1, part) == cudaSuccess &&
+                  ck_bn_grad_sums(0, x, y, gy, g2, go, NB, C, HW, mean, sa, part) ==
+                      cudaSuccess, "launch");
+        same("gradient sums with gy's last term", sa, s1, sizeof s1);
+        same("dy' stored with gy's last term", go, go2, n * 4);
+        CHECK(ck_bn_grad_sums(0, x, y, gy, g2, NULL, NB, C, HW, mean, sa, part) ==
+                  cudaErrorInvalidValue, "gy's last term taken without gout");
+        free(g1), free(g2), free(go), free(go2);
+    }
     memcpy(sa, sb, sizeof sb);
     float coef[3 * C], gg[C], gbt[C], co[3 * C], gg2[C], gbt2[C];
     CHECK(ck_bn_grad_finish(0, sa, C, gamma, var, 1e-5f, cnt, gg, gbt, coef) == cudaSuccess,
