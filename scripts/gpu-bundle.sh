@@ -14,7 +14,7 @@
 # --gpu-only: only the programs a device call runs (gpu-check.sh
 # --no-cpu-suite, gpu-probe, gpu-nccl, gpu-e2e): bin/'s programs but its
 # tests, the ctest label gpu's, and those the device scripts name under
-# $BUILD; the CPU suite's 200 programs stay here (2 MB of the 17.5 MB
+# $BUILD (scripts/gpu-programs.sh); the CPU suite's 200 programs stay here (2 MB of the 17.5 MB
 # archive: xz finds most of their static engine shared). gpu-check says
 # NOT RUN for its CPU suite on such a bundle.
 # GPU_BUNDLE_NCCL=FILE adds that libnccl.so.2 (scripts/nccl-build.sh: one
@@ -43,10 +43,8 @@ done > "$EXES"
 if [ "$GPU_ONLY" = 1 ]; then
     (cd "$BUILD" && ctest -L '^gpu$' -N -V) | sed -n 's/^.*Test command: *\([^ ]*\).*$/\1/p' > "$KEEP"
     [ -s "$KEEP" ] || { echo "gpu-bundle: --gpu-only: $BUILD has no test labelled gpu" >&2; exit 2; }
-    # what scripts/gpu-*.sh run as "$BUILD/bench/..." or "$BUILD/tests/..." (or ${BUILD})
-    sed -n 's|.*\${\{0,1\}BUILD}\{0,1\}/\(bench/[A-Za-z0-9_][A-Za-z0-9_]*\).*|\1|p
-            s|.*\${\{0,1\}BUILD}\{0,1\}/\(tests/[A-Za-z0-9_/]*[A-Za-z0-9_]\).*|\1|p' \
-        "$(dirname "$0")"/gpu-*.sh | sort -u | sed "s|^|$BUILD/|" >> "$KEEP"
+    # what the device scripts run from the tree (those only looked for too)
+    sh "$(dirname "$0")/gpu-programs.sh" | sed "s|^|$BUILD/|" >> "$KEEP"
     sed "s|^$BUILD/||" "$EXES" | grep -v '^tests/\|^bench/\|^bin/test_' | sed "s|^|$BUILD/|" >> "$KEEP" || true
     grep -Fxf "$KEEP" "$EXES" > "$EXES.keep" || true
     mv "$EXES.keep" "$EXES"

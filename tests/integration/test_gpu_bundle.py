@@ -22,12 +22,13 @@ programs, so that they are ELF files as the bundle's selection wants):
     the bundle holds gpud_cuda_nccl's program (a bundle has no
     CMakeCache.txt to say so);
   - in this build (with the cuda backend), every program the device
-    scripts name under $BUILD (or gpu-e2e.sh's $BIN) exists.
+    scripts name under $BUILD (or gpu-e2e.sh's $BIN) exists: the list
+    scripts/gpu-programs.sh --required gives, the one gpu-bundle.sh keeps
+    (but those only looked for).
 Takes seconds; no GPU, no network.
 """
 import json
 import os
-import re
 import shutil
 import stat
 import subprocess
@@ -138,17 +139,10 @@ check(got.get("result") == "pass", "the whole bundle (over the slim one): the CP
 # target fails here and not in a device call
 build_here = os.path.dirname(os.environ.get("DDPIPE_BIN", ""))
 if build_here and os.path.exists(os.path.join(build_here, "tests/gpud/cuda/test_cuda_open")):
-    named = set()
-    for f in os.listdir(os.path.join(SRC, "scripts")):
-        if f.startswith("gpu-") and f.endswith(".sh"):
-            with open(os.path.join(SRC, "scripts", f)) as fh:
-                text = fh.read()
-            # not those only looked for ([ -x "$BUILD/..." ]: gpud_cuda_nccl's, built with NCCL)
-            named |= {m.group(1) for m in re.finditer(
-                r"\$\{?BUILD\}?/((?:bench|tests|bin)/[A-Za-z0-9_/-]*[A-Za-z0-9_])", text)
-                if not text[:m.start()].endswith('-x "')}
-            # gpu-e2e.sh's $BIN: the tree's bin/
-            named |= {"bin/" + n for n in re.findall(r"\$\{?BIN\}?/([A-Za-z0-9_-]*[A-Za-z0-9_])", text)}
+    # the list gpu-bundle.sh --gpu-only keeps, but those only looked for
+    # ([ -x "$BUILD/..." ]: gpud_cuda_nccl's, built with NCCL)
+    named = set(subprocess.run(["sh", os.path.join(SRC, "scripts/gpu-programs.sh"), "--required"],
+                               check=True, capture_output=True, text=True).stdout.split())
     missing = sorted(p for p in named if not os.access(os.path.join(build_here, p), os.X_OK))
     check(named and not missing, "programs scripts/gpu-*.sh name that %s lacks: %s (named: %s)" % (
         build_here, missing, sorted(named)))
