@@ -43,14 +43,29 @@
  * an SM (172 unbounded, one block: 8 warps to hide an SM's latencies) */
 #define TWO_BLOCKS __launch_bounds__(THREADS, 2)
 
+/* The order a pass walks the memory. A GPU starts a grid's blocks in
+ * index order, so a pass over a tensor larger than L2 (50 MB on an
+ * H100/H200) finds there only the last part the pass before it touched:
+ * a pass that walks backwards (rev: block b does the work of block
+ * blocks - 1 - b) starts where its predecessor ended and reads up to an
+ * L2's worth from it instead of from HBM. The chains alternate: forward,
+ * the conv writes x (forward), the mean's sums walk back, the variance's
+ * forward, the normalising pass back, so the next conv, reading forward,
+ * starts on its tail; backward, the dgrad conv writes gy, the gradient
+ * sums walk back, their apply forward. A block's work is the same
+ * whichever index runs it: the same bits either way (the emulator's
+ * reverse block order, gpud_cuemu_reverse, checks the same). */
+enum { BN16_FWD = 0, BN16_REV = 1 };
+
 typedef struct {
     int ln;      /* units side by side in a block: a power of two <= COLS */
     int slots;   /* blocks along the slices: ceil(parts / (COLS / ln)) */
+    int rev;     /* BN16_REV: the blocks' work in reverse order */
 } bn16_grid_t;
 
-static bn16_grid_t bn16_grid(int units, int parts, unsigned *blocks)
+static bn16_grid_t bn16_grid(int units, int parts, int rev, unsigned *blocks)
 {
-    bn16_grid_t g = {1, 0};
+    bn16_grid_t g = {1, 0, rev};
     while (g.ln < units && g.ln < COLS)
         g.ln *= 2;
     int spb = COLS / g.ln;
@@ -66,11 +81,12 @@ __device__ static int bn16_place(bn16_grid_t g, size_t cnt, int c, int parts, si
                                  size_t *hi, int *sl)
 {
     int col = (int)(threadIdx.x % COLS), spb = COLS / g.ln;
-    *sl = (int)(blockIdx.x % g.slots) * spb + col / g.ln;
+    unsigned b = g.rev ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    *sl = (int)(b % g.slots) * spb + col / g.ln;
     size_t len = (cnt + parts - 1) / parts;
     *lo = *sl < parts ? (size_t)*sl * len : cnt;
     *hi = *lo + len < cnt ? *lo + len : cnt;
-    int ch = ((int)(blockIdx.x / g.slots) * g.ln + col % g.ln) * L;
+    int ch = ((int)(b / g.slots) * g.ln + col % g.ln) * L;
     return ch < c && *sl < parts ? ch : -1;
 }
 
@@ -287,7 +303,8 @@ static cudaError_t chan_pass(cudaStream_t s, int fp16, const void *x, int npix, 
      * launch keeps them, not what a pointer pointed at) */
     int L = lanes8(c, x, x, x, x) ? 8 : 1, np = ckb_sum_parts((size_t)npix);
     unsigned blocks;
-    bn16_grid_t g = bn16_grid(c / L, np, &blocks);
+    /* the mean's back from the conv's end, the variance's forward (bn16_grid_t) */
+    bn16_grid_t g = bn16_grid(c / L, np, center ? BN16_FWD : BN16_REV, &blocks);
     *parts = np;
     return L == 8 ? LAUNCH16_GRID(fp16, k16_chan_sums8, blocks, x, (size_t)npix, c, center, np,
                                   g, part)
@@ -427,7 +444,7 @@ cudaError_t ckb_bn_apply(cudaStream_t s, int fp16, void *y, const void *x, int n
 {
     int parts = apply_parts((size_t)npix), L = lanes8(c, y, x, res ? res : x, x) ? 8 : 1;
     unsigned blocks;
-    bn16_grid_t g = bn16_grid(c / L, parts, &blocks);
+    bn16_grid_t g = bn16_grid(c / L, parts, BN16_REV, &blocks);   /* after the variance's */
     if (L == 8)
         return LAUNCH16_GRID(fp16, k16_bn_apply8, blocks, y, x, (size_t)npix, c, parts, g, gamma,
                              beta, mean, var, eps, relu, res);
@@ -554,7 +571,7 @@ static cudaError_t grad_pass(cudaStream_t s, int fp16, const void *x, const void
                                                                                           : 1;
     int np = ckb_sum_parts((size_t)npix);
     unsigned blocks;
-    bn16_grid_t g = bn16_grid(c / L, np, &blocks);
+    bn16_grid_t g = bn16_grid(c / L, np, BN16_REV, &blocks);   /* from the dgrad's end */
     *parts = np;
     return L == 8 ? LAUNCH16_GRID(fp16, k16_grad_sums8, blocks, x, y, gy, gy2, gout,
                                   (size_t)npix, c, center, np, g, part)
@@ -660,7 +677,7 @@ cudaError_t ckb_bn_grad_apply(cudaStream_t s, int fp16, void *gx, const void *x,
 {
     int parts = apply_parts((size_t)npix), L = lanes8(c, gx, x, y, gy) ? 8 : 1;
     unsigned blocks;
-    bn16_grid_t g = bn16_grid(c / L, parts, &blocks);
+    bn16_grid_t g = bn16_grid(c / L, parts, BN16_FWD, &blocks);   /* after the sums' */
     if (L == 8)
         return LAUNCH16_GRID(fp16, k16_grad_apply8, blocks, gx, x, y, gy, (size_t)npix, c, parts,
                              g, center, scale, a, b);
