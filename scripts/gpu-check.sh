@@ -430,6 +430,11 @@ if [ -n "$PY" ]; then
         bench_line "$OUT/bench-torch-$what-cl-bf16-det.log" >> "$BENCH"
     done
 fi
+# the 16-bit BatchNorm's passes all forward (DDPIPE_CUDA_BN_ORDER=0)
+# against alternating, each starting on what the pass before left in L2
+# (the default): what the order saves of a training step
+variant_step "bench ddpipe train bf16 bn order fwd" \
+    bench-ddpipe-train-bf16-bnfwd.log bn-order-fwd train bf16 DDPIPE_CUDA_BN_ORDER=0
 # the bf16 eval with its convolutions on the legacy calls + the epilogue
 # kernel (DDPIPE_CUDNN_GRAPH=0) against the fused graphs (the default): do
 # the runtime-fusion engines beat a precompiled convolution and a separate

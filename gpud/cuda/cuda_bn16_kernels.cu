@@ -10,6 +10,10 @@
 #include "gpud/cuda/cuda_launch.h"
 #include "gpud/cuda/cuda_bn16_kernels.h"
 
+extern "C" {
+#include "common/env_switch.h"
+}
+
 #include <math.h>
 
 /* A block is ROWS rows x COLS columns of threads. A column takes L
@@ -54,7 +58,8 @@
  * starts on its tail; backward, the dgrad conv writes gy, the gradient
  * sums walk back, their apply forward. A block's work is the same
  * whichever index runs it: the same bits either way (the emulator's
- * reverse block order, gpud_cuemu_reverse, checks the same). */
+ * reverse block order, gpud_cuemu_reverse, checks the same).
+ * DDPIPE_CUDA_BN_ORDER=0 in the environment: every pass forward. */
 enum { BN16_FWD = 0, BN16_REV = 1 };
 
 typedef struct {
@@ -65,7 +70,8 @@ typedef struct {
 
 static bn16_grid_t bn16_grid(int units, int parts, int rev, unsigned *blocks)
 {
-    bn16_grid_t g = {1, 0, rev};
+    /* DDPIPE_CUDA_BN_ORDER=0: every pass forward (an A/B of the order) */
+    bn16_grid_t g = {1, 0, rev == BN16_REV && env_switch_on("DDPIPE_CUDA_BN_ORDER")};
     while (g.ln < units && g.ln < COLS)
         g.ln *= 2;
     int spb = COLS / g.ln;
