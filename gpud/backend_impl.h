@@ -151,6 +151,13 @@ typedef struct bk_kernels {
                     const float *b, const void *res, void *y);
     int (*conv_bwd)(bk_ctx_t *g, bk_plan_t *p, const void *x, const float *w,
                     const void *gy, void *gx, float *gw, float *gb);
+    /* Optional, for --precision bf16|fp16 training: 1 where the plan's conv
+     * casts the fp32 weights it is given to the 16-bit format itself, as
+     * round_half_param rounds them, and its weight gradient comes out as
+     * 16-bit values (no bias): the engine then gives it the master weights
+     * and keeps no rounded copy, and rounds neither (two launches a conv a
+     * step fewer). NULL or 0: the engine's rounded copy (tape_forward.c). */
+    int (*conv_casts_weights)(const bk_plan_t *p);
     /* training: mean/var OUT (batch mean, biased variance); else IN.
      * relu: the output is relu(bn(x)); backward gets that y (the mask). */
     bk_plan_t *(*bn_plan)(bk_ctx_t *g, const int in[4], float eps, int relu);

@@ -51,9 +51,13 @@ static void grad_commit_op(bk_graph_t *g, const top_t *o, bk_tensor_t *x)
 }
 
 /* bf16: a conv's or linear's weight gradient comes out of the bf16
- * backward as bf16 (autocast's cast back to the fp32 weight keeps it). */
+ * backward as bf16 (autocast's cast back to the fp32 weight keeps it); a
+ * conv that casts its weights itself gives it so already (w16 NULL:
+ * bk_kernels_t.conv_casts_weights). */
 static int bf16_param_grads(bk_graph_t *g, const top_t *o, float *gw, float *gb)
 {
+    if (!o->w16)
+        return 0;
     int conv = o->kind == TO_CONV;
     const bk_tensor_t *x = o->in[0];
     size_t nw = conv ? (size_t)o->conv.oc * o->conv.ic * o->conv.kh * o->conv.kw
@@ -76,8 +80,8 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
     shape_of(x, s);
     switch (o->kind) {
     case TO_CONV:
-        rc = k->conv_bwd(bg, o->plan, x->val, g->half ? o->w16 : o->conv.weight, y->grad, gx,
-                         o->conv.grad_weight, o->conv.grad_bias);
+        rc = k->conv_bwd(bg, o->plan, x->val, g->half && o->w16 ? o->w16 : o->conv.weight,
+                         y->grad, gx, o->conv.grad_weight, o->conv.grad_bias);
         if (rc == 0 && g->half)
             rc = bf16_param_grads(g, o, o->conv.grad_weight, o->conv.grad_bias);
         break;

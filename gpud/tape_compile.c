@@ -354,10 +354,15 @@ static bk_plan_t *op_plan(bk_graph_t *g, top_t *o, int *none)
 }
 
 /* bf16: room for a conv's or linear's weights rounded to bf16 (the bound
- * fp32 arrays stay the master weights). */
+ * fp32 arrays stay the master weights); none for a conv whose kernels cast
+ * the master weights themselves (bk_kernels_t.conv_casts_weights: w16
+ * stays NULL). */
 static int bf16_shadow(bk_graph_t *g, top_t *o)
 {
     size_t nw = 0, nb = 0;
+    if (o->kind == TO_CONV && o->plan && g->k->conv_casts_weights &&
+        g->k->conv_casts_weights(o->plan))
+        return 0;
     if (o->kind == TO_CONV) {
         nw = (size_t)o->conv.oc * o->conv.ic * o->conv.kh * o->conv.kw;
         nb = o->conv.bias ? (size_t)o->conv.oc : 0;

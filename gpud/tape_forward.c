@@ -9,11 +9,18 @@
 
 /* bf16: the weights (and bias) a conv or linear op computes with this step:
  * its master weights rounded to bf16, as autocast casts them (parameter
- * memory, rounded where it lives). 0 or -1. */
+ * memory, rounded where it lives); a conv without a rounded copy casts
+ * them in its kernels (tape_compile.c bf16_shadow): its master weights.
+ * 0 or -1. */
 static int bf16_weights(bk_graph_t *g, top_t *o, const float **w, const float **b)
 {
     int conv = o->kind == TO_CONV;
     const float *mw = conv ? o->conv.weight : o->w, *mb = conv ? o->conv.bias : o->b;
+    if (!o->w16) {
+        *w = mw;
+        *b = mb;
+        return 0;
+    }
     const bk_tensor_t *x = o->in[0];
     size_t nw = conv ? (size_t)o->conv.oc * o->conv.ic * o->conv.kh * o->conv.kw
                      : (size_t)o->lin_out * x->c * x->h * x->w;

@@ -173,7 +173,7 @@ __global__ static void k_weights_s2d(const float *w, int count, int c, int kh, i
             if (i2 < kh && j2 < kw)
                 v = w[(((size_t)oo * c + cc) * kh + i2) * kw + j2];
         }
-        y[i] = h16<T>::st(v);   /* a 16-bit value already: exact */
+        y[i] = h16<T>::st(v);   /* rounded once (RNE), as the engine's copy would be */
     }
 }
 

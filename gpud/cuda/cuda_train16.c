@@ -382,8 +382,9 @@ static bk_plan_t *h_conv_plan(bk_ctx_t *g, const bk_conv_t *c, const bk_post_t *
     return &p->base;
 }
 
-/* The step's weights (fp32 parameter memory holding bf16 values, the
- * engine's rounded copy) as cuDNN's bf16 NHWC filter. */
+/* The step's weights (the fp32 master weights: h_conv_casts_weights) as
+ * cuDNN's bf16 NHWC filter, each rounded once to nearest even as the
+ * engine's rounded copy was (round_half_param), the same bits. */
 static int filter16(bk_ctx_t *g, hplan_t *p, const float *w)
 {
     int oc = p->out[1], ic = p->in[1];
@@ -467,6 +468,14 @@ static int h_conv_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
                        "cudnnConvolutionForward (16-bit)");
 }
 
+/* A native conv casts its weights (filter16) and its weight gradient is
+ * 16-bit values widened (ckb_weights_back): the engine keeps no rounded
+ * copy and rounds neither (bk_kernels_t.conv_casts_weights). */
+static int h_conv_casts_weights(const bk_plan_t *bp)
+{
+    return ((const hplan_t *)bp)->native;
+}
+
 static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w, const void *gy,
                       void *gx, float *gw, float *gb)
 {
@@ -493,8 +502,8 @@ static int h_conv_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float *w,
     cuda_backend_t *cb = cu_be(be);
     cu_conv_t *c = &p->conv;
     const float one = 1.0f, zero = 0.0f;
-    /* p->w16 holds the forward's filter: the engine rounds w at the forward
-     * and a step's weights do not move before its backward. No bias. */
+    /* p->w16 holds the forward's filter: cast from w at the forward, and a
+     * step's weights do not move before its backward. No bias. */
     (void)w;
     (void)gb;
     /* a padded input: its gradient padded too (a scratch), then unpadded
@@ -869,6 +878,7 @@ const bk_kernels_t CUDA_T16KERNELS = {
     .conv_plan = h_conv_plan,
     .conv_fwd = h_conv_fwd,
     .conv_bwd = h_conv_bwd,
+    .conv_casts_weights = h_conv_casts_weights,
     .bn_plan = h_bn_plan,
     .bn_fwd = h_bn_fwd,
     .bn_bwd = h_bn_bwd,
