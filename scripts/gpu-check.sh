@@ -435,6 +435,10 @@ fi
 # (the default): what the order saves of a training step
 variant_step "bench ddpipe train bf16 bn order fwd" \
     bench-ddpipe-train-bf16-bnfwd.log bn-order-fwd train bf16 DDPIPE_CUDA_BN_ORDER=0
+# ... and its backward reading the ReLU's output (DDPIPE_CUDA_BN_MASK=0)
+# instead of the signs its forward stored as bits (the default)
+variant_step "bench ddpipe train bf16 bn mask off" \
+    bench-ddpipe-train-bf16-bnmaskoff.log bn-mask-off train bf16 DDPIPE_CUDA_BN_MASK=0
 # the bf16 eval with its convolutions on the legacy calls + the epilogue
 # kernel (DDPIPE_CUDNN_GRAPH=0) against the fused graphs (the default): do
 # the runtime-fusion engines beat a precompiled convolution and a separate

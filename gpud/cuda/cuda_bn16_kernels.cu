@@ -377,11 +377,25 @@ __device__ static h16v<T, L> bn_terms(h16v<T, L> v, const double *m, const doubl
     return y;
 }
 
+/* The fused ReLU's output signs of one pixel's 8 channels as a byte (bit
+ * l: lane l > 0), where the backward reads them in place of y; a byte a
+ * pixel's unit of 8 channels: (pixel * c + ch) / 8. */
+template <typename T, int L>
+__device__ static void mask_store(uint8_t *mask, size_t at, const h16v<T, L> &y)
+{
+    if (L != 8 || !mask)
+        return;
+    unsigned bits = 0;
+    for (int l = 0; l < L; l++)
+        bits |= (h16<T>::ld(y.v[l]) > 0.0f ? 1u : 0u) << l;
+    mask[at / 8] = (uint8_t)bits;
+}
+
 template <typename T, int L>
 __device__ static void bn_apply(void *yv, const void *xv, size_t npix, int c, int parts,
                                 bn16_grid_t g, const float *gamma, const float *beta,
                                 const float *mean, const float *var, float eps, int relu,
-                                const void *resv)
+                                const void *resv, uint8_t *mask)
 {
     T *y = (T *)yv;
     const T *x = (const T *)xv, *res = (const T *)resv;
@@ -402,14 +416,18 @@ __device__ static void bn_apply(void *yv, const void *xv, size_t npix, int c, in
                 v[u] = ldv<T, L>(x + (j + (size_t)u * ROWS) * c + ch);
                 r[u] = ldv<T, L>(res + (j + (size_t)u * ROWS) * c + ch);
             }
-            for (int u = 0; u < APPLY_UNROLL / 2; u++)
-                stv<T, L>(y + (j + (size_t)u * ROWS) * c + ch,
-                          bn_terms<T, L>(v[u], m, inv, ga, be, relu, &r[u]));
+            for (int u = 0; u < APPLY_UNROLL / 2; u++) {
+                size_t at = (j + (size_t)u * ROWS) * c + ch;
+                h16v<T, L> o = bn_terms<T, L>(v[u], m, inv, ga, be, relu, &r[u]);
+                stv<T, L>(y + at, o);
+                mask_store<T, L>(mask, at, o);
+            }
         }
         for (; j < hi; j += ROWS) {
             h16v<T, L> r = ldv<T, L>(res + j * c + ch);
-            stv<T, L>(y + j * c + ch,
-                      bn_terms<T, L>(ldv<T, L>(x + j * c + ch), m, inv, ga, be, relu, &r));
+            h16v<T, L> o = bn_terms<T, L>(ldv<T, L>(x + j * c + ch), m, inv, ga, be, relu, &r);
+            stv<T, L>(y + j * c + ch, o);
+            mask_store<T, L>(mask, j * c + ch, o);
         }
         return;
     }
@@ -417,13 +435,19 @@ __device__ static void bn_apply(void *yv, const void *xv, size_t npix, int c, in
         h16v<T, L> v[APPLY_UNROLL];
         for (int u = 0; u < APPLY_UNROLL; u++)
             v[u] = ldv<T, L>(x + (j + (size_t)u * ROWS) * c + ch);
-        for (int u = 0; u < APPLY_UNROLL; u++)
-            stv<T, L>(y + (j + (size_t)u * ROWS) * c + ch,
-                      bn_terms<T, L>(v[u], m, inv, ga, be, relu, (const h16v<T, L> *)NULL));
+        for (int u = 0; u < APPLY_UNROLL; u++) {
+            size_t at = (j + (size_t)u * ROWS) * c + ch;
+            h16v<T, L> o = bn_terms<T, L>(v[u], m, inv, ga, be, relu, (const h16v<T, L> *)NULL);
+            stv<T, L>(y + at, o);
+            mask_store<T, L>(mask, at, o);
+        }
     }
-    for (; j < hi; j += ROWS)
-        stv<T, L>(y + j * c + ch, bn_terms<T, L>(ldv<T, L>(x + j * c + ch), m, inv, ga, be, relu,
-                                                 (const h16v<T, L> *)NULL));
+    for (; j < hi; j += ROWS) {
+        h16v<T, L> o = bn_terms<T, L>(ldv<T, L>(x + j * c + ch), m, inv, ga, be, relu,
+                                      (const h16v<T, L> *)NULL);
+        stv<T, L>(y + j * c + ch, o);
+        mask_store<T, L>(mask, j * c + ch, o);
+    }
 }
 
 template <typename T>
@@ -432,28 +456,32 @@ __global__ static void k16_bn_apply(void *y, const void *x, size_t npix, int c, 
                                     const float *mean, const float *var, float eps, int relu,
                                     const void *res)
 {
-    bn_apply<T, 1>(y, x, npix, c, parts, g, gamma, beta, mean, var, eps, relu, res);
+    bn_apply<T, 1>(y, x, npix, c, parts, g, gamma, beta, mean, var, eps, relu, res,
+                   (uint8_t *)NULL);
 }
 
 template <typename T>
 __global__ static void k16_bn_apply8(void *y, const void *x, size_t npix, int c, int parts,
                                      bn16_grid_t g, const float *gamma, const float *beta,
                                      const float *mean, const float *var, float eps, int relu,
-                                     const void *res)
+                                     const void *res, uint8_t *mask)
 {
-    bn_apply<T, 8>(y, x, npix, c, parts, g, gamma, beta, mean, var, eps, relu, res);
+    bn_apply<T, 8>(y, x, npix, c, parts, g, gamma, beta, mean, var, eps, relu, res, mask);
 }
 
 cudaError_t ckb_bn_apply(cudaStream_t s, int fp16, void *y, const void *x, int npix, int c,
                          const float *gamma, const float *beta, const float *mean,
-                         const float *var, float eps, int relu, const void *res)
+                         const float *var, float eps, int relu, const void *res, uint8_t *mask,
+                         int *masked)
 {
     int parts = apply_parts((size_t)npix), L = lanes8(c, y, x, res ? res : x, x) ? 8 : 1;
     unsigned blocks;
     bn16_grid_t g = bn16_grid(c / L, parts, BN16_REV, &blocks);   /* after the variance's */
+    if (masked)
+        *masked = L == 8 && relu && mask;
     if (L == 8)
         return LAUNCH16_GRID(fp16, k16_bn_apply8, blocks, y, x, (size_t)npix, c, parts, g, gamma,
-                             beta, mean, var, eps, relu, res);
+                             beta, mean, var, eps, relu, res, relu ? mask : (uint8_t *)NULL);
     return LAUNCH16_GRID(fp16, k16_bn_apply, blocks, y, x, (size_t)npix, c, parts, g, gamma,
                          beta, mean, var, eps, relu, res);
 }
@@ -461,31 +489,38 @@ cudaError_t ckb_bn_apply(cudaStream_t s, int fp16, void *y, const void *x, int n
 /* One pixel's L channels of the backward's inputs: x, dy' = gy, or 0 where
  * the fused ReLU's output y is not > 0 (y NULL: no ReLU). With gy2 (the
  * tape's fold of the gradient's last term), gy is gy + gy2 as ckb_acc adds
- * them: in fp32, rounded once. */
+ * them: in fp32, rounded once. With the forward's mask (8 channels a
+ * thread), its byte says which of y's lanes are > 0 and y is not read: 1
+ * byte in place of 16. */
 template <typename T, int L> struct bn16_in {
     h16v<T, L> x, y, gy;
+    unsigned bits;   /* with a mask: its byte (bit l: lane l > 0) */
 };
 
 template <typename T, int L>
-__device__ static bn16_in<T, L> bn16_load(const T *x, const T *y, const T *gy, const T *gy2,
-                                          size_t at)
+__device__ static bn16_in<T, L> bn16_load(const T *x, const T *y, const uint8_t *mask,
+                                          const T *gy, const T *gy2, size_t at)
 {
     bn16_in<T, L> v;
     v.x = ldv<T, L>(x + at);
     v.gy = ldv<T, L>(gy + at);
+    v.bits = L == 8 && mask ? mask[at / 8] : 0u;
     if (gy2) {
         h16v<T, L> g2 = ldv<T, L>(gy2 + at);
         for (int l = 0; l < L; l++)
             v.gy.v[l] = h16<T>::st(h16<T>::ld(v.gy.v[l]) + h16<T>::ld(g2.v[l]));
     }
-    v.y = y ? ldv<T, L>(y + at) : v.gy;   /* not read without y */
+    v.y = y && !(L == 8 && mask) ? ldv<T, L>(y + at) : v.gy;   /* not read without y */
     return v;
 }
 
-/* Whether the fused ReLU zeroes lane l's gradient (its output not > 0). */
+/* Whether the fused ReLU zeroes lane l's gradient (its output not > 0).
+ * relu: 0 none, 1 y's values, 2 the mask's bits. */
 template <typename T, int L>
 __device__ static bool relu_drops(const bn16_in<T, L> &v, int l, int relu)
 {
+    if (relu == 2)
+        return !((v.bits >> l) & 1u);
     return relu && !(h16<T>::ld(v.y.v[l]) > 0.0f);
 }
 
@@ -515,16 +550,18 @@ __device__ static void grad_terms(double *sg, double *sgx, const bn16_in<T, L> &
 }
 
 template <typename T, int L>
-__device__ static void grad_sums(const void *xv, const void *yv, const void *gyv,
-                                 const void *gy2v, void *goutv, size_t cnt, int c,
-                                 const float *center, int parts, bn16_grid_t g, double *part)
+__device__ static void grad_sums(const void *xv, const void *yv, const uint8_t *mask,
+                                 const void *gyv, const void *gy2v, void *goutv, size_t cnt,
+                                 int c, const float *center, int parts, bn16_grid_t g,
+                                 double *part)
 {
     __shared__ double sh[L][THREADS];
     const T *x = (const T *)xv, *y = (const T *)yv, *gy = (const T *)gyv;
     const T *gy2 = (const T *)gy2v;
     T *gout = (T *)goutv;
     size_t lo, hi;
-    int sl, lead, relu = y != NULL, ch = bn16_place<L>(g, cnt, c, parts, &lo, &hi, &sl);
+    int sl, lead, relu = !y ? 0 : L == 8 && mask ? 2 : 1;
+    int ch = bn16_place<L>(g, cnt, c, parts, &lo, &hi, &sl);
     double sg[L], sgx[L], m[L], o1[L], o2[L];
     for (int l = 0; l < L; l++)
         sg[l] = sgx[l] = 0.0, m[l] = ch >= 0 ? center[ch + l] : 0.0;
@@ -532,13 +569,13 @@ __device__ static void grad_sums(const void *xv, const void *yv, const void *gyv
     for (; ch >= 0 && j + (UNROLL(L) - 1) * ROWS < hi; j += UNROLL(L) * ROWS) {
         bn16_in<T, L> v[UNROLL(L)];
         for (int u = 0; u < UNROLL(L); u++)
-            v[u] = bn16_load<T, L>(x, y, gy, gy2, (j + (size_t)u * ROWS) * c + ch);
+            v[u] = bn16_load<T, L>(x, y, mask, gy, gy2, (j + (size_t)u * ROWS) * c + ch);
         for (int u = 0; u < UNROLL(L); u++)
             grad_terms<T, L>(sg, sgx, v[u], m, relu,
                              gout ? gout + (j + (size_t)u * ROWS) * c + ch : NULL);
     }
     for (; ch >= 0 && j < hi; j += ROWS)
-        grad_terms<T, L>(sg, sgx, bn16_load<T, L>(x, y, gy, gy2, j * c + ch), m, relu,
+        grad_terms<T, L>(sg, sgx, bn16_load<T, L>(x, y, mask, gy, gy2, j * c + ch), m, relu,
                          gout ? gout + j * c + ch : NULL);
     bn16_rows<L>(sh, sg, o1, &lead);
     bn16_rows<L>(sh, sgx, o2, &lead);
@@ -554,22 +591,23 @@ __global__ static void k16_grad_sums(const void *x, const void *y, const void *g
                                      const float *center, int parts, bn16_grid_t g,
                                      double *part)
 {
-    grad_sums<T, 1>(x, y, gy, gy2, gout, cnt, c, center, parts, g, part);
+    grad_sums<T, 1>(x, y, (const uint8_t *)NULL, gy, gy2, gout, cnt, c, center, parts, g, part);
 }
 
 template <typename T>
-__global__ static void TWO_BLOCKS k16_grad_sums8(const void *x, const void *y, const void *gy,
+__global__ static void TWO_BLOCKS k16_grad_sums8(const void *x, const void *y,
+                                                 const uint8_t *mask, const void *gy,
                                                  const void *gy2, void *gout, size_t cnt, int c,
                                                  const float *center, int parts, bn16_grid_t g,
                                                  double *part)
 {
-    grad_sums<T, 8>(x, y, gy, gy2, gout, cnt, c, center, parts, g, part);
+    grad_sums<T, 8>(x, y, mask, gy, gy2, gout, cnt, c, center, parts, g, part);
 }
 
 /* the gradient sums' main pass: the partials, and their count */
 static cudaError_t grad_pass(cudaStream_t s, int fp16, const void *x, const void *y,
-                             const void *gy, const void *gy2, void *gout, int npix, int c,
-                             const float *center, double *part, int *parts)
+                             const uint8_t *mask, const void *gy, const void *gy2, void *gout,
+                             int npix, int c, const float *center, double *part, int *parts)
 {
     if (gy2 && !gout)
         return cudaErrorInvalidValue;   /* the apply pass reads dy' from gout */
@@ -579,8 +617,8 @@ static cudaError_t grad_pass(cudaStream_t s, int fp16, const void *x, const void
     unsigned blocks;
     bn16_grid_t g = bn16_grid(c / L, np, BN16_REV, &blocks);   /* from the dgrad's end */
     *parts = np;
-    return L == 8 ? LAUNCH16_GRID(fp16, k16_grad_sums8, blocks, x, y, gy, gy2, gout,
-                                  (size_t)npix, c, center, np, g, part)
+    return L == 8 ? LAUNCH16_GRID(fp16, k16_grad_sums8, blocks, x, y, y ? mask : NULL, gy, gy2,
+                                  gout, (size_t)npix, c, center, np, g, part)
                   : LAUNCH16_GRID(fp16, k16_grad_sums, blocks, x, y, gy, gy2, gout,
                                   (size_t)npix, c, center, np, g, part);
 }
@@ -590,18 +628,20 @@ cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void
                              double *out, double *part)
 {
     int parts;
-    cudaError_t e = grad_pass(s, fp16, x, y, gy, NULL, gout, npix, c, center, part, &parts);
+    cudaError_t e = grad_pass(s, fp16, x, y, NULL, gy, NULL, gout, npix, c, center, part,
+                              &parts);
     sums_fin_t none = {};
     return e != cudaSuccess ? e : sum_slices(s, part, 2 * c, parts, out, none);
 }
 
-cudaError_t ckb_bn_grad(cudaStream_t s, int fp16, const void *x, const void *y, const void *gy,
-                        const void *gy2, void *gout, int npix, int c, const float *center,
-                        const float *gamma, const float *var, float eps, double count,
-                        float *ggamma, float *gbeta, float *coef, double *sums, double *part)
+cudaError_t ckb_bn_grad(cudaStream_t s, int fp16, const void *x, const void *y,
+                        const uint8_t *mask, const void *gy, const void *gy2, void *gout,
+                        int npix, int c, const float *center, const float *gamma,
+                        const float *var, float eps, double count, float *ggamma, float *gbeta,
+                        float *coef, double *sums, double *part)
 {
     int parts;
-    cudaError_t e = grad_pass(s, fp16, x, y, gy, gy2, gout, npix, c, center, part, &parts);
+    cudaError_t e = grad_pass(s, fp16, x, y, mask, gy, gy2, gout, npix, c, center, part, &parts);
     sums_fin_t f = {};
     f.kind = FIN_GRAD;
     f.count = count;
@@ -629,15 +669,16 @@ __device__ static h16v<T, L> grad_out(const bn16_in<T, L> &v, const double *sc,
 }
 
 template <typename T, int L>
-__device__ static void grad_apply(void *gxv, const void *xv, const void *yv, const void *gyv,
-                                  size_t npix, int c, int parts, bn16_grid_t g,
-                                  const float *center, const float *scale, const float *a,
-                                  const float *b)
+__device__ static void grad_apply(void *gxv, const void *xv, const void *yv,
+                                  const uint8_t *mask, const void *gyv, size_t npix, int c,
+                                  int parts, bn16_grid_t g, const float *center,
+                                  const float *scale, const float *a, const float *b)
 {
     T *gx = (T *)gxv;
     const T *x = (const T *)xv, *y = (const T *)yv, *gy = (const T *)gyv;
     size_t lo, hi;
-    int sl, relu = y != NULL, ch = bn16_place<L>(g, npix, c, parts, &lo, &hi, &sl);
+    int sl, relu = !y ? 0 : L == 8 && mask ? 2 : 1;
+    int ch = bn16_place<L>(g, npix, c, parts, &lo, &hi, &sl);
     if (ch < 0)
         return;
     double sc[L], ac[L], bc[L], m[L];
@@ -647,15 +688,16 @@ __device__ static void grad_apply(void *gxv, const void *xv, const void *yv, con
     for (; j + (UNROLL(L) - 1) * ROWS < hi; j += UNROLL(L) * ROWS) {
         bn16_in<T, L> v[UNROLL(L)];
         for (int u = 0; u < UNROLL(L); u++)
-            v[u] = bn16_load<T, L>(x, y, gy, (const T *)NULL, (j + (size_t)u * ROWS) * c + ch);
+            v[u] = bn16_load<T, L>(x, y, mask, gy, (const T *)NULL,
+                                   (j + (size_t)u * ROWS) * c + ch);
         for (int u = 0; u < UNROLL(L); u++)
             stv<T, L>(gx + (j + (size_t)u * ROWS) * c + ch,
                       grad_out<T, L>(v[u], sc, ac, m, bc, relu));
     }
     for (; j < hi; j += ROWS)
         stv<T, L>(gx + j * c + ch,
-                  grad_out<T, L>(bn16_load<T, L>(x, y, gy, (const T *)NULL, j * c + ch), sc, ac,
-                                 m, bc, relu));
+                  grad_out<T, L>(bn16_load<T, L>(x, y, mask, gy, (const T *)NULL, j * c + ch),
+                                 sc, ac, m, bc, relu));
 }
 
 template <typename T>
@@ -664,29 +706,30 @@ __global__ static void k16_grad_apply(void *gx, const void *x, const void *y, co
                                       const float *center, const float *scale, const float *a,
                                       const float *b)
 {
-    grad_apply<T, 1>(gx, x, y, gy, npix, c, parts, g, center, scale, a, b);
+    grad_apply<T, 1>(gx, x, y, (const uint8_t *)NULL, gy, npix, c, parts, g, center, scale, a, b);
 }
 
 template <typename T>
 __global__ static void TWO_BLOCKS k16_grad_apply8(void *gx, const void *x, const void *y,
-                                                  const void *gy, size_t npix, int c, int parts,
-                                                  bn16_grid_t g, const float *center,
-                                                  const float *scale, const float *a,
-                                                  const float *b)
+                                                  const uint8_t *mask, const void *gy,
+                                                  size_t npix, int c, int parts, bn16_grid_t g,
+                                                  const float *center, const float *scale,
+                                                  const float *a, const float *b)
 {
-    grad_apply<T, 8>(gx, x, y, gy, npix, c, parts, g, center, scale, a, b);
+    grad_apply<T, 8>(gx, x, y, mask, gy, npix, c, parts, g, center, scale, a, b);
 }
 
 cudaError_t ckb_bn_grad_apply(cudaStream_t s, int fp16, void *gx, const void *x, const void *y,
-                              const void *gy, int npix, int c, const float *center,
-                              const float *scale, const float *a, const float *b)
+                              const uint8_t *mask, const void *gy, int npix, int c,
+                              const float *center, const float *scale, const float *a,
+                              const float *b)
 {
     int parts = apply_parts((size_t)npix), L = lanes8(c, gx, x, y, gy) ? 8 : 1;
     unsigned blocks;
     bn16_grid_t g = bn16_grid(c / L, parts, BN16_FWD, &blocks);   /* after the sums' */
     if (L == 8)
-        return LAUNCH16_GRID(fp16, k16_grad_apply8, blocks, gx, x, y, gy, (size_t)npix, c, parts,
-                             g, center, scale, a, b);
+        return LAUNCH16_GRID(fp16, k16_grad_apply8, blocks, gx, x, y, y ? mask : NULL, gy,
+                             (size_t)npix, c, parts, g, center, scale, a, b);
     return LAUNCH16_GRID(fp16, k16_grad_apply, blocks, gx, x, y, gy, (size_t)npix, c, parts, g,
                          center, scale, a, b);
 }

@@ -18,11 +18,18 @@
  *   ckb_bn_apply   y = bf16(normalised x * gamma + beta), ReLU'd if relu;
  *                  with res (the residual block's tail fused, tape_fuse.c)
  *                  that value plus res as ckb_add sums it, then the ReLU;
+ *                  with relu and mask (NULL: none), also y's signs as bits
+ *                  (bit l of byte (pixel * c + ch) / 8: channel ch + l's
+ *                  output > 0), on the 8-channel path only: *masked (when
+ *                  not NULL) says whether they were written;
  *   ckb_bn_grad_sums   out[0, c) = sum dy', out[c, 2c) = sum dy' (x - center),
  *                  dy' = gy, or gy where y > 0 (y non-NULL: the fused ReLU);
  *                  with gout, dy' also stored there as ckb_relu_bwd would
  *                  (the block end's ReLU backward fused, tape_fuse.c);
  *   ckb_bn_grad_apply  gx = bf16(scale dy' + a (x - center) + b);
+ *   (ckb_bn_grad, ckb_bn_grad_apply: with y, a mask ckb_bn_apply wrote for
+ *                  that y is read in place of y where they take 8 channels
+ *                  a thread, y elsewhere: the same dy'; NULL: y)
  *   ckb_bn_stats   a training BatchNorm's statistics: stat[0, c) = the
  *                  mean (ckb_chan_sums, then ck_bn_stat), stat[c, 2c) the
  *                  variance about it, and the running statistics rm, rv
@@ -44,6 +51,7 @@
 
 #include <cuda_runtime.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,20 +62,23 @@ cudaError_t ckb_chan_sums(cudaStream_t s, int fp16, const void *x, int npix, int
                           const float *center, double *out, double *part);
 cudaError_t ckb_bn_apply(cudaStream_t s, int fp16, void *y, const void *x, int npix, int c,
                          const float *gamma, const float *beta, const float *mean,
-                         const float *var, float eps, int relu, const void *res);
+                         const float *var, float eps, int relu, const void *res, uint8_t *mask,
+                         int *masked);
 cudaError_t ckb_bn_grad_sums(cudaStream_t s, int fp16, const void *x, const void *y,
                              const void *gy, void *gout, int npix, int c, const float *center,
                              double *out, double *part);
 cudaError_t ckb_bn_grad_apply(cudaStream_t s, int fp16, void *gx, const void *x, const void *y,
-                              const void *gy, int npix, int c, const float *center,
-                              const float *scale, const float *a, const float *b);
+                              const uint8_t *mask, const void *gy, int npix, int c,
+                              const float *center, const float *scale, const float *a,
+                              const float *b);
 cudaError_t ckb_bn_stats(cudaStream_t s, int fp16, const void *x, int npix, int c, double count,
                          float *stat, float *rm, float *rv, double momentum, double unbias,
                          double *sums, double *part);
-cudaError_t ckb_bn_grad(cudaStream_t s, int fp16, const void *x, const void *y, const void *gy,
-                        const void *gy2, void *gout, int npix, int c, const float *center,
-                        const float *gamma, const float *var, float eps, double count,
-                        float *ggamma, float *gbeta, float *coef, double *sums, double *part);
+cudaError_t ckb_bn_grad(cudaStream_t s, int fp16, const void *x, const void *y,
+                        const uint8_t *mask, const void *gy, const void *gy2, void *gout,
+                        int npix, int c, const float *center, const float *gamma,
+                        const float *var, float eps, double count, float *ggamma, float *gbeta,
+                        float *coef, double *sums, double *part);
 
 #ifdef __cplusplus
 }

@@ -32,12 +32,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env_switch.h"
 #include "common/log.h"
 #include "gpud/bn_math.h"
 #include "gpud/cuda/cuda_fused.h"
 #include "gpud/cuda/cuda_infer.h"
 #include "gpud/cuda/cuda_infer_kernels.h"
 #include "gpud/cuda/cuda_priv.h"
+#include "gpud/cuda/cuda_sync16.h"
 #include "gpud/cuda/cuda_bn16_kernels.h"
 #include "gpud/cuda/cuda_train16_kernels.h"
 
@@ -261,6 +263,11 @@ typedef struct {
     float *coef;            /* the backward's scale, a, b (3c) */
     float eps;
     int relu;
+    uint8_t *mask;          /* training, with a ReLU (its own or the block end's): the
+                             * forward's output signs, a bit an element (ckb_bn_apply),
+                             * made at the first such forward; the backward reads them
+                             * in place of the ReLU's output */
+    int masked;             /* the last forward wrote them */
 } hplan_t;
 
 static void hplan_destroy(bk_plan_t *bp)
@@ -277,6 +284,7 @@ static void hplan_destroy(bk_plan_t *bp)
     cudaFree(p->sums);
     cudaFree(p->coef);
     cudaFree(p->win);
+    cudaFree(p->mask);
     free(p);
 }
 
@@ -590,7 +598,7 @@ static int h_bn_fwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, con
     if (!training)   /* the statistics given: one 16-bit pass, cuda_train.c's arithmetic */
         return cu_check(g, ckb_bn_apply(stream_of(g->be), f16(g->be), y, x,
                                         p->in[0] * p->in[2] * p->in[3], p->in[1], gamma, beta,
-                                        mean, var, p->eps, p->relu, NULL),
+                                        mean, var, p->eps, p->relu, NULL, NULL, NULL),
                         "16-bit batch-norm kernel");
     float *base = scratch16(g->be, parts(n, n, 0, 0, 0));
     if (!base)
@@ -611,7 +619,7 @@ static int h_bn_add_relu(bk_ctx_t *g, bk_plan_t *bp, const void *x, const float 
     hplan_t *p = (hplan_t *)bp;
     return cu_check(g, ckb_bn_apply(stream_of(g->be), f16(g->be), y, x,
                                     p->in[0] * p->in[2] * p->in[3], p->in[1], gamma, beta, mean,
-                                    var, p->eps, 1, res),
+                                    var, p->eps, 1, res, NULL, NULL),
                     "16-bit batch-norm + add + ReLU kernel");
 }
 
@@ -639,12 +647,20 @@ static int h_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, con
 }
 
 /* cuda_train.c's bn_train_fwd / bn_train_bwd on 16-bit NHWC: the same
- * steps (bn_math.h's arithmetic), the per-channel kernels shared. */
+ * steps (bn_math.h's arithmetic), the per-channel kernels shared. With a
+ * ReLU the forward also stores its output's signs, a bit an element, and
+ * the backward reads those in place of the ReLU's output (16 bits an
+ * element, twice: the sums and the gradient pass): the same dy', 2 bytes
+ * less an element each time (DDPIPE_CUDA_BN_MASK=0: y read). The mask is
+ * made at the first such forward (op by op: a recorded pass replays it). */
 static int h_bn_train_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int sh[4],
                           const bk_bn_train_t *t, void *y)
 {
     hplan_t *p = (hplan_t *)bp;
-    int npix = sh[0] * sh[2] * sh[3], c = sh[1];
+    int npix = sh[0] * sh[2] * sh[3], c = sh[1], relu = t->relu || t->res;
+    int use_mask = relu && c % 8 == 0 && env_switch_on("DDPIPE_CUDA_BN_MASK");
+    if (use_mask && !p->mask && !(p->mask = cu_alloc(g, (size_t)npix * (size_t)c / 8)))
+        return -1;
     float *mean = t->stat, *var = t->stat + c;
     double *part = p->sums + 2 * (size_t)c;
     cudaStream_t s = stream_of(g->be);
@@ -656,7 +672,7 @@ static int h_bn_train_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int s
                  "16-bit batch and running statistics kernels") < 0)
         return -1;
     return cu_check(g, ckb_bn_apply(s, h, y, x, npix, c, t->gamma, t->beta, mean, var, t->eps,
-                                    t->relu || t->res, t->res),
+                                    relu, t->res, use_mask ? p->mask : NULL, &p->masked),
                     "16-bit batch-norm kernel");
 }
 
@@ -666,10 +682,11 @@ static int h_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void 
     hplan_t *p = (hplan_t *)bp;
     int npix = sh[0] * sh[2] * sh[3], c = sh[1];
     const float *mean = t->stat, *var = t->stat + c;
-    const void *mask = t->relu ? y : NULL;
+    const void *ry = t->relu ? y : NULL;   /* the ReLU's output, or its signs: */
+    const uint8_t *bits = t->relu && p->masked ? p->mask : NULL;
     cudaStream_t s = stream_of(g->be);
     if (cu_sticky(g) < 0 ||
-        cu_check(g, ckb_bn_grad(s, f16(g->be), x, mask, gy, t->gy2, t->gres, npix, c, mean,
+        cu_check(g, ckb_bn_grad(s, f16(g->be), x, ry, bits, gy, t->gy2, t->gres, npix, c, mean,
                                 t->gamma, var, t->eps, t->count, t->ggamma, t->gbeta, p->coef,
                                 p->sums, p->sums + 2 * (size_t)c),
                  "16-bit batch-norm gradient sums and coefficients kernels") < 0)
@@ -677,36 +694,14 @@ static int h_bn_train_bwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const void 
     if (!gx)
         return 0;
     if (t->gres)   /* dy' stored by the sums (the ReLU's backward fused) */
-        mask = NULL, gy = t->gres;
-    return cu_check(g, ckb_bn_grad_apply(s, f16(g->be), gx, x, mask, gy, npix, c, mean, p->coef,
-                                         p->coef + c, p->coef + 2 * (size_t)c),
+        ry = NULL, bits = NULL, gy = t->gres;
+    return cu_check(g, ckb_bn_grad_apply(s, f16(g->be), gx, x, ry, bits, gy, npix, c, mean,
+                                         p->coef, p->coef + c, p->coef + 2 * (size_t)c),
                     "16-bit batch-norm gradient kernel");
 }
 
-/* SyncBatchNorm's helpers: host vectors up and double sums down through
- * the backend's scratch, counted as BatchNorm's bytes, as cuda_train.c's
- * (tape_copies.c plans them); the 16-bit kernels of bn_train_*. */
-#define BN(be) (&cu_be(be)->traffic.bn)
-
-static int npix4(const int s[4])
-{
-    return s[0] * s[2] * s[3];
-}
-
-static void h_chan_sums(backend_t *be, const void *x, const int s[4], const float *center,
-                        double *out)
-{
-    size_t c = (size_t)s[1];
-    const float *dcen;
-    double *dsum = cu_sums_scratch(be, BN(be), c, ckb_sum_parts((size_t)npix4(s)), c, center,
-                                   &dcen);   /* the sums, then their partials */
-    if (!dsum)
-        return;
-    cu_note(be, ckb_chan_sums(stream_of(be), f16(be), x, npix4(s), (int)c, dcen, dsum, dsum + c),
-            "16-bit channel sums");
-    cu_down_be_n(be, BN(be), out, dsum, c * sizeof(double));
-}
-
+/* SyncBatchNorm's chan_axpb: the generic path (bn_grad_apply is given, so
+ * the engine does not call it); its sums and gradient: cuda_sync16.c. */
 static void h_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
                         const float *center, const float *a, const float *b)
 {
@@ -720,41 +715,6 @@ static void h_chan_axpb(backend_t *be, void *y, const void *x, const int s[4],
     unpack(be, fx, x, s);
     k32(be)->chan_axpb(be, fy, fx, s, center, a, b);
     pack(be, y, fy, s);
-}
-
-static void h_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *gy,
-                           const int s[4], int relu, float gscale, const float *center,
-                           double *out)
-{
-    if (!cu_gscale_one(be, gscale))
-        return;
-    size_t c = (size_t)s[1];
-    const float *dcen;
-    double *dsum = cu_sums_scratch(be, BN(be), 2 * c, ckb_sum_parts((size_t)npix4(s)), c, center,
-                                   &dcen);   /* the 2c sums, then their partials */
-    if (!dsum)
-        return;
-    cu_note(be, ckb_bn_grad_sums(stream_of(be), f16(be), x, relu ? y : NULL, gy, NULL, npix4(s),
-                                 (int)c, dcen, dsum, dsum + 2 * c),
-            "16-bit batch-norm gradient sums");
-    cu_down_be_n(be, BN(be), out, dsum, 2 * c * sizeof(double));
-}
-
-static void h_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y,
-                            const void *gy, const int s[4], int relu, float gscale,
-                            const float *center, const float *scale, const float *a,
-                            const float *b)
-{
-    if (!cu_gscale_one(be, gscale))
-        return;
-    size_t c = (size_t)s[1];
-    const float *v[4] = {center, scale, a, b};
-    float *d = cu_vectors_up(be, BN(be), c, 4, v);
-    if (!d)
-        return;
-    cu_note(be, ckb_bn_grad_apply(stream_of(be), f16(be), gx, x, relu ? y : NULL, gy, npix4(s),
-                                  (int)c, d, d + c, d + 2 * c, d + 3 * c),
-            "16-bit batch-norm gradient kernel");
 }
 
 /* ------------------------------------------------------------ relu, pool */
@@ -883,10 +843,10 @@ const bk_kernels_t CUDA_T16KERNELS = {
     .bn_fwd = h_bn_fwd,
     .bn_bwd = h_bn_bwd,
     .bn_add_relu = h_bn_add_relu,
-    .chan_sums = h_chan_sums,
+    .chan_sums = cu16_chan_sums,
     .chan_axpb = h_chan_axpb,
-    .bn_grad_sums = h_bn_grad_sums,
-    .bn_grad_apply = h_bn_grad_apply,
+    .bn_grad_sums = cu16_bn_grad_sums,
+    .bn_grad_apply = cu16_bn_grad_apply,
     .bn_train_fwd = h_bn_train_fwd,
     .bn_train_bwd = h_bn_train_bwd,
     .relu_plan = h_relu_plan,

@@ -78,7 +78,7 @@ base=100; [ "$what" = train ] && base=50
 [ "$prec" = bf16 ] && base=$((base + 10))
 for v in DDPIPE_CUDNN_TUNE DDPIPE_CUDNN_GRAPH DDPIPE_CUDA_GRAPHS DDPIPE_CUDA_ALGO DDPIPE_HALF_ACTIVATIONS \
          DDPIPE_CUDA_S2D DDPIPE_CUDA_COPY_THREADS DDPIPE_EVAL_OVERLAP DDPIPE_TRAIN_OVERLAP \
-         DDPIPE_TRAIN_FUSE DDPIPE_CUDA_BN_ORDER; do
+         DDPIPE_TRAIN_FUSE DDPIPE_CUDA_BN_ORDER DDPIPE_CUDA_BN_MASK; do
     eval "set=\${$v:-}"; [ -n "$set" ] && base=$((base + 1))
 done
 [ -n "${DDPIPE_CUDA_PROFILE:-}" ] && echo "ddpipe INFO cuda profile graph [0] $what: conv 1.0 ms ($arch, fake)"
@@ -166,6 +166,7 @@ for fig, key, want in ((tr, "ddpipe bf16-tuned", 61.0), (ev, "ddpipe bf16-tuned"
                        (ev, "ddpipe fp32-graphs-off", 101.0), (ev, "ddpipe fp32-cudnn-graph-off", 101.0),
                        (ev, "ddpipe bf16-inturn", 111.0), (tr, "ddpipe bf16-inturn", 61.0),
                        (tr, "ddpipe bf16-unfused", 61.0), (tr, "ddpipe bf16-bn-order-fwd", 61.0),
+                       (tr, "ddpipe bf16-bn-mask-off", 61.0),
                        (tr, "ddpipe fp32-cudnn-graph-off", 51.0)):
     check(key in fig and fig[key]["img_s"] == want, "%s: want img/s %s, got %s" % (key, want, fig.get(key)))
 r50 = bench.get("resnet50 train", {}).get("img_s", {})

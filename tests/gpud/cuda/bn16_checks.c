@@ -44,13 +44,23 @@ static void check_bn16(int fp16, int npix, int C)
     float *beta = randv(C, 0.5f, 0), *mean = randv(C, 1, 1), *var = randv(C, 1, 2);
     float *coef = randv(3 * C, 1, 0);
     uint16_t *x = malloc(n * 2), *gy = malloc(n * 2), *y = malloc(n * 2), *gx = malloc(n * 2);
-    REQUIRE(x && gy && y && gx, "alloc");
+    uint16_t *zero = calloc(n, 2);
+    uint8_t *bits = malloc(n / 8 + 1), *bits2 = malloc(n / 8 + 1);
+    REQUIRE(x && gy && y && gx && zero && bits && bits2, "alloc");
     for (size_t i = 0; i < n; i++)
         x[i] = pack16(fp16, xf[i]), gy[i] = pack16(fp16, gyf[i]);
     for (int relu = 0; relu < 2; relu++) {
-        CHECK(ckb_bn_apply(0, fp16, y, x, npix, C, gamma, beta, mean, var, 1e-5f, relu, NULL) ==
-                  cudaSuccess, "launch");
+        /* with the ReLU's signs as bits (8 channels a thread only) */
+        int masked = -1, masked2 = -1;
+        CHECK(ckb_bn_apply(0, fp16, y, x, npix, C, gamma, beta, mean, var, 1e-5f, relu, NULL,
+                           bits, &masked) == cudaSuccess, "launch");
+        CHECK(masked == (relu && C % 8 == 0), "%s bn apply (relu %d, %d channels): mask %s "
+              "written", fp16 ? "fp16" : "bf16", relu, C, masked ? "" : "not");
         size_t bad = 0;
+        for (size_t i = 0; masked && i < n; i++)
+            bad += ((bits[i / 8] >> (i % 8)) & 1) != (unpack16(fp16, y[i]) > 0.0f);
+        CHECK(bad == 0, "%s bn apply's mask (%d x %d): %zu of %zu bits are not y > 0",
+              fp16 ? "fp16" : "bf16", npix, C, bad, n);
         for (size_t i = 0; i < n; i++) {
             int ch = (int)(i % C);
             double inv = 1.0 / sqrt((double)var[ch] + 1e-5f);
@@ -62,8 +72,13 @@ static void check_bn16(int fp16, int npix, int C)
               fp16 ? "fp16" : "bf16", relu, npix, C, bad, n);
         /* with a residual (the block end fused): the value stored without
          * it, plus the residual (gy's values stand in), rounded again */
-        CHECK(ckb_bn_apply(0, fp16, gx, x, npix, C, gamma, beta, mean, var, 1e-5f, relu, gy) ==
-                  cudaSuccess, "launch");
+        CHECK(ckb_bn_apply(0, fp16, gx, x, npix, C, gamma, beta, mean, var, 1e-5f, relu, gy,
+                           bits2, &masked2) == cudaSuccess && masked2 == masked, "launch");
+        bad = 0;
+        for (size_t i = 0; masked2 && i < n; i++)
+            bad += ((bits2[i / 8] >> (i % 8)) & 1) != (unpack16(fp16, gx[i]) > 0.0f);
+        CHECK(bad == 0, "%s bn apply + residual's mask (%d x %d): %zu of %zu bits are not its "
+              "output > 0", fp16 ? "fp16" : "bf16", npix, C, bad, n);
         bad = 0;
         for (size_t i = 0; i < n; i++) {
             int ch = (int)(i % C);
@@ -75,8 +90,10 @@ static void check_bn16(int fp16, int npix, int C)
         }
         CHECK(bad == 0, "%s bn apply + residual (relu %d, %d pixels x %d): %zu of %zu elements "
               "differ", fp16 ? "fp16" : "bf16", relu, npix, C, bad, n);
-        CHECK(ckb_bn_grad_apply(0, fp16, gx, x, relu ? y : NULL, gy, npix, C, mean, coef,
-                                coef + C, coef + 2 * C) == cudaSuccess, "launch");
+        /* with the mask, y is not read: zeros in its place must not drop a lane */
+        CHECK(ckb_bn_grad_apply(0, fp16, gx, x, relu ? (masked ? zero : y) : NULL,
+                                masked ? bits : NULL, gy, npix, C, mean, coef, coef + C,
+                                coef + 2 * C) == cudaSuccess, "launch");
         bad = 0;
         for (size_t i = 0; i < n; i++) {
             int ch = (int)(i % C);
@@ -86,9 +103,13 @@ static void check_bn16(int fp16, int npix, int C)
                               coef[2 * C + ch]);
             bad += gx[i] != pack16(fp16, v);
         }
-        CHECK(bad == 0, "%s bn grad apply (relu %d, %d pixels x %d): %zu of %zu elements "
-              "differ", fp16 ? "fp16" : "bf16", relu, npix, C, bad, n);
+        CHECK(bad == 0, "%s bn grad apply (relu %d%s, %d pixels x %d): %zu of %zu elements "
+              "differ", fp16 ? "fp16" : "bf16", relu, masked ? ", its mask" : "", npix, C, bad,
+              n);
     }
+    free(zero);
+    free(bits);
+    free(bits2);
     free(xf);
     free(gyf);
     free(gamma);
@@ -240,8 +261,16 @@ static void check_bn16_fused(int fp16, int npix, int C)
     same(what, stat, st2, 2 * C * sizeof *stat);
     same(what, rm, rm2, C * 4);
     same(what, rv, rv2, C * 4);
-    for (int masked = 0; masked < 2; masked++) {
+    /* x's signs as the forward's mask would hold them (8 channels a
+     * thread read it in place of y: zeros stand in for y there) */
+    uint8_t *bits = calloc(n / 8 + 1, 1);
+    uint16_t *zero = calloc(n, 2);
+    REQUIRE(bits && zero, "alloc");
+    for (size_t i = 0; i < n; i++)
+        bits[i / 8] |= (uint8_t)((unpack16(fp16, x[i]) > 0.0f) << (i % 8));
+    for (int masked = 0; masked < 3; masked++) {
         const uint16_t *y = masked ? x : NULL;
+        const uint8_t *mk = masked == 2 && C % 8 == 0 ? bits : NULL;
         CHECK(ckb_bn_grad_sums(0, fp16, x, y, gy, NULL, npix, C, stat, want, part) ==
                   cudaSuccess, "launch");
         for (int ch = 0; ch < C; ch++) {
@@ -252,15 +281,18 @@ static void check_bn16_fused(int fp16, int npix, int C)
             bnm_coeffs(gamma[ch], stat[C + ch], 1e-5f, want[ch], sdyxh, count, &coef2[ch],
                        &coef2[C + ch], &coef2[2 * C + ch]);
         }
-        CHECK(ckb_bn_grad(0, fp16, x, y, gy, NULL, NULL, npix, C, stat, gamma, stat + C, 1e-5f,
-                          count, gg, gb, coef, sums, part) == cudaSuccess, "launch");
+        CHECK(ckb_bn_grad(0, fp16, x, mk ? zero : y, mk, gy, NULL, NULL, npix, C, stat, gamma,
+                          stat + C, 1e-5f, count, gg, gb, coef, sums, part) == cudaSuccess,
+              "launch");
         snprintf(what, sizeof what, "%s batch-norm gradient fused (%d x %d, %s)",
-                 fp16 ? "fp16" : "bf16", npix, C, masked ? "ReLU" : "plain");
+                 fp16 ? "fp16" : "bf16", npix, C,
+                 masked == 2 ? "ReLU, its mask" : masked ? "ReLU" : "plain");
         same(what, sums, want, 2 * C * sizeof *sums);
         same(what, coef, coef2, 3 * C * sizeof *coef);
         same(what, gg, gg2, C * 4);
         same(what, gb, gb2, C * 4);
     }
+    free(bits), free(zero);
     free(xf), free(gyf), free(gamma), free(x), free(gy), free(sums), free(want), free(part);
     free(stat), free(st2), free(rm), free(rv), free(rm2), free(rv2), free(coef), free(coef2);
     free(gg), free(gb), free(gg2), free(gb2);
@@ -293,11 +325,11 @@ static void check_bn16_fold(int fp16, int npix, int C)
     memcpy(whole, gy, n * 2);
     CHECK(ckb_acc(0, fp16, whole, gy2, n) == cudaSuccess, "launch");
     memset(gout2, 0xa5, n * 2);
-    CHECK(ckb_bn_grad(0, fp16, x, x, whole, NULL, gout2, npix, C, stat, gamma, stat + C, 1e-5f,
+    CHECK(ckb_bn_grad(0, fp16, x, x, NULL, whole, NULL, gout2, npix, C, stat, gamma, stat + C, 1e-5f,
                       (double)npix, gg2, gb2, coef2, want, part) == cudaSuccess, "launch");
     memcpy(whole, gy, n * 2);   /* now gy's copy: the fold must leave gy as it was */
     memset(gout, 0x5a, n * 2);
-    CHECK(ckb_bn_grad(0, fp16, x, x, gy, gy2, gout, npix, C, stat, gamma, stat + C, 1e-5f,
+    CHECK(ckb_bn_grad(0, fp16, x, x, NULL, gy, gy2, gout, npix, C, stat, gamma, stat + C, 1e-5f,
                       (double)npix, gg, gb, coef, sums, part) == cudaSuccess, "launch");
     char what[96];
     snprintf(what, sizeof what, "%s batch-norm gradient with gy's last term (%d x %d)",
@@ -308,7 +340,7 @@ static void check_bn16_fold(int fp16, int npix, int C)
     same(what, gb, gb2, C * 4);
     same(what, gout, gout2, n * 2);
     CHECK(memcmp(whole, gy, n * 2) == 0, "%s: gy was written", what);
-    CHECK(ckb_bn_grad(0, fp16, x, x, gy, gy2, NULL, npix, C, stat, gamma, stat + C, 1e-5f,
+    CHECK(ckb_bn_grad(0, fp16, x, x, NULL, gy, gy2, NULL, npix, C, stat, gamma, stat + C, 1e-5f,
                       (double)npix, gg, gb, coef, sums, part) == cudaErrorInvalidValue,
           "%s: taken without gout, where dy' is not stored", what);
     free(xf), free(gyf), free(g2f), free(gamma), free(stat), free(x), free(gy), free(gy2);
