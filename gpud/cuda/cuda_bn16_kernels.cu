@@ -44,7 +44,9 @@ extern "C" {
  * (its bandwidth times a load's latency); 2 rows put half that. */
 #define APPLY_UNROLL 4
 /* ... and the 8-channel gradient kernels held to 128 registers, two blocks
- * an SM (172 unbounded, one block: 8 warps to hide an SM's latencies) */
+ * an SM (172 unbounded, one block: 8 warps to hide an SM's latencies); the
+ * normalising pass too (its mask's byte took bf16's to 134 unbounded: one
+ * block an SM; 128 and no spill bounded, ptxas) */
 #define TWO_BLOCKS __launch_bounds__(THREADS, 2)
 
 /* The order a pass walks the memory. A GPU starts a grid's blocks in
@@ -461,10 +463,11 @@ __global__ static void k16_bn_apply(void *y, const void *x, size_t npix, int c, 
 }
 
 template <typename T>
-__global__ static void k16_bn_apply8(void *y, const void *x, size_t npix, int c, int parts,
-                                     bn16_grid_t g, const float *gamma, const float *beta,
-                                     const float *mean, const float *var, float eps, int relu,
-                                     const void *res, uint8_t *mask)
+__global__ static void TWO_BLOCKS k16_bn_apply8(void *y, const void *x, size_t npix, int c,
+                                                int parts, bn16_grid_t g, const float *gamma,
+                                                const float *beta, const float *mean,
+                                                const float *var, float eps, int relu,
+                                                const void *res, uint8_t *mask)
 {
     bn_apply<T, 8>(y, x, npix, c, parts, g, gamma, beta, mean, var, eps, relu, res, mask);
 }
