@@ -27,6 +27,9 @@
  *     tape_compile.c share_add_grads): the fusions happened, the BatchNorm
  *     ones where the backend has bn_add_relu (fp32 everywhere, the 16-bit
  *     buffers on cuda).
+ * On cuda also a recorded pass whose 16-bit BatchNorms would make their
+ * ReLU's mask while recorded (they read y then): the bits of a net with
+ * masks throughout.
  * Then the model API (not on the emulator, where it takes minutes): resnet18
  * at 32x32 and a narrow wideresnet (dropout on) trained 2 steps, plain and
  * bitwise (--chunk: its chunk graphs normalise through the same fused
