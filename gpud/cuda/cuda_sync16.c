@@ -1,6 +1,7 @@
 /* cuda_sync16 — see cuda_sync16.h. */
 #include "gpud/cuda/cuda_sync16.h"
 #include "gpud/cuda/cuda_bn16_kernels.h"
+#include "gpud/cuda/cuda_infer.h"
 #include "gpud/cuda/cuda_priv.h"
 
 #define BN(be) (&cu_be(be)->traffic.bn)
@@ -8,12 +9,6 @@
 static int npix4(const int s[4])
 {
     return s[0] * s[2] * s[3];
-}
-
-/* 1: the 16-bit values are fp16 (--precision fp16), 0: bf16 */
-static int fp16_of(const backend_t *be)
-{
-    return be->precision == BK_FP16;
 }
 
 void cu16_chan_sums(backend_t *be, const void *x, const int s[4], const float *center,
@@ -25,7 +20,7 @@ void cu16_chan_sums(backend_t *be, const void *x, const int s[4], const float *c
                                    &dcen);   /* the sums, then their partials */
     if (!dsum)
         return;
-    cu_note(be, ckb_chan_sums(cu_be(be)->stream, fp16_of(be), x, npix4(s), (int)c, dcen, dsum,
+    cu_note(be, ckb_chan_sums(cu_be(be)->stream, cuinf_fp16(be), x, npix4(s), (int)c, dcen, dsum,
                               dsum + c),
             "16-bit channel sums");
     cu_down_be_n(be, BN(be), out, dsum, c * sizeof(double));
@@ -43,7 +38,7 @@ void cu16_bn_grad_sums(backend_t *be, const void *x, const void *y, const void *
                                    &dcen);   /* the 2c sums, then their partials */
     if (!dsum)
         return;
-    cu_note(be, ckb_bn_grad_sums(cu_be(be)->stream, fp16_of(be), x, relu ? y : NULL, gy, NULL,
+    cu_note(be, ckb_bn_grad_sums(cu_be(be)->stream, cuinf_fp16(be), x, relu ? y : NULL, gy, NULL,
                                  npix4(s), (int)c, dcen, dsum, dsum + 2 * c),
             "16-bit batch-norm gradient sums");
     cu_down_be_n(be, BN(be), out, dsum, 2 * c * sizeof(double));
@@ -60,7 +55,7 @@ void cu16_bn_grad_apply(backend_t *be, void *gx, const void *x, const void *y, c
     float *d = cu_vectors_up(be, BN(be), c, 4, v);
     if (!d)
         return;
-    cu_note(be, ckb_bn_grad_apply(cu_be(be)->stream, fp16_of(be), gx, x, relu ? y : NULL, NULL,
+    cu_note(be, ckb_bn_grad_apply(cu_be(be)->stream, cuinf_fp16(be), gx, x, relu ? y : NULL, NULL,
                                   gy, npix4(s), (int)c, d, d + c, d + 2 * c, d + 3 * c),
             "16-bit batch-norm gradient kernel");
 }

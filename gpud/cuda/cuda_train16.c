@@ -659,12 +659,14 @@ static int h_bn_train_fwd(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int s
     hplan_t *p = (hplan_t *)bp;
     int npix = sh[0] * sh[2] * sh[3], c = sh[1], relu = t->relu || t->res;
     int use_mask = relu && c % 8 == 0 && env_switch_on("DDPIPE_CUDA_BN_MASK");
-    enum cudaStreamCaptureStatus rec = cudaStreamCaptureStatusNone;
-    if (use_mask && !p->mask && cudaStreamIsCapturing(stream_of(g->be), &rec) == cudaSuccess &&
-        rec != cudaStreamCaptureStatusNone)
-        use_mask = 0;   /* not made inside a recording (its first forward was not op by op) */
-    else if (use_mask && !p->mask && !(p->mask = cu_alloc(g, (size_t)npix * (size_t)c / 8)))
-        return -1;
+    if (use_mask && !p->mask) {
+        enum cudaStreamCaptureStatus rec = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(stream_of(g->be), &rec) == cudaSuccess &&
+            rec != cudaStreamCaptureStatusNone)
+            use_mask = 0;   /* not made inside a recording (its first forward was not op by op) */
+        else if (!(p->mask = cu_alloc(g, (size_t)npix * (size_t)c / 8)))
+            return -1;
+    }
     float *mean = t->stat, *var = t->stat + c;
     double *part = p->sums + 2 * (size_t)c;
     cudaStream_t s = stream_of(g->be);
