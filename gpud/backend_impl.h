@@ -159,7 +159,10 @@ typedef struct bk_kernels {
      * step fewer). NULL or 0: the engine's rounded copy (tape_forward.c). */
     int (*conv_casts_weights)(const bk_plan_t *p);
     /* training: mean/var OUT (batch mean, biased variance); else IN.
-     * relu: the output is relu(bn(x)); backward gets that y (the mask). */
+     * relu: the output is relu(bn(x)); backward gets that y (the mask).
+     * bn_bwd's y is NULL where the plan has no ReLU and the tape did not
+     * store the output (a training graph's BatchNorm + add + ReLU fusion,
+     * set to eval): read y only for the ReLU. */
     bk_plan_t *(*bn_plan)(bk_ctx_t *g, const int in[4], float eps, int relu);
     int (*bn_fwd)(bk_ctx_t *g, bk_plan_t *p, int training, const void *x,
                   const float *gamma, const float *beta, float *mean, float *var, void *y);

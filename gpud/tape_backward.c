@@ -69,6 +69,17 @@ static int bf16_param_grads(bk_graph_t *g, const top_t *o, float *gw, float *gb)
     return 0;
 }
 
+/* Whether the BatchNorm that fused ReLU o's backward (tape_fuse.c
+ * relu_bwd_pair: two ops before it) does it this pass: on the device, in
+ * training mode. A training graph set to eval runs the ReLU's own
+ * backward: the BatchNorm's eval-mode backward reads its gradient whole. */
+static int relu_bwd_by_bn(const bk_graph_t *g, const top_t *o)
+{
+    size_t i = (size_t)(o - g->ops);
+    return i >= 2 && g->ops[i - 2].bwd_relu == o && bn_on_device(g) &&
+           bn_training(g, &g->ops[i - 2]);
+}
+
 static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
 {
     const bk_kernels_t *k = g->k;
@@ -97,7 +108,7 @@ static int op_backward(bk_graph_t *g, top_t *o, uint32_t index)
                        o->bn.grad_bias);
         break;
     case TO_RELU:
-        if (o->bwd_fused && bn_on_device(g)) {
+        if (o->bwd_fused && relu_bwd_by_bn(g, o)) {
             /* done by the BatchNorm before the add (tape_fuse.c), next but one */
             x->grad_set = 1;
             return 0;

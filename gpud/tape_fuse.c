@@ -78,6 +78,13 @@
  * buffer then holds a partial sum, which nothing reads (not a graph
  * input, not kept).
  *
+ * A training graph set to eval (bk_graph_set_training) after these were
+ * made keeps them forward (tape_forward.c: the eval-mode normalising with
+ * the residual); backward, each BatchNorm runs its eval-mode backward,
+ * which reads no output where it has no ReLU of its own (the output the
+ * add fusion does not store), and the ReLU's own backward runs
+ * (tape_backward.c relu_bwd_by_bn).
+ *
  * The inference plan (graph_plan.c) has its own fusions; a bitwise step's
  * chunks run tape_forward_op and tape_bn_normalize like a plain forward, so
  * they fuse alike. DDPIPE_TRAIN_FUSE=0 in gpud's environment turns these

@@ -3,6 +3,7 @@
  * eltwise ReLU forward / backward (from dst), pooling forward / backward
  * (max with its workspace), on the tape's NHWC activations. Each
  * primitive is created once per plan (fixed shapes). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,8 +21,10 @@ typedef struct {
     dnnl_memory_t ws[2];     /* fused ReLU's mask, forward to backward */
     float *tmp_c;            /* 2c: frozen gamma/beta gradients */
     float *tmp_x;            /* gx when the input needs none */
+    float *tmp_gy;           /* eval mode with the ReLU: gy through its mask */
     size_t count;
     int c;                   /* channels */
+    int relu;                /* the output is relu(bn(x)) */
     float eps;
 } bnplan_t;
 
@@ -38,15 +41,22 @@ static void bnplan_destroy(bk_plan_t *bp)
         cpu_mem_free(m[i]);
     free(p->tmp_c);
     free(p->tmp_x);
+    free(p->tmp_gy);
     free(p);
 }
 
+/* Eval mode's backward is made without the ReLU: cpu_bn_bwd takes the
+ * mask from y (relu(bn(x)) > 0, the workspace's mask), because an
+ * eval-mode forward need not have run this primitive (dnnl_train16.c
+ * normalises 16-bit activations itself), and a workspace it did not write
+ * would be another step's mask, or never written. */
 static int bn_prims(bk_ctx_t *g, bnplan_t *p, const_dnnl_memory_desc_t data, float eps,
                     int training, int relu)
 {
     unsigned flags = dnnl_use_scale | dnnl_use_shift | (training ? 0 : dnnl_use_global_stats) |
                      (relu ? dnnl_fuse_norm_relu : 0);
-    dnnl_primitive_desc_t fpd = NULL, bpd = NULL;
+    unsigned bflags = training ? flags : flags & ~(unsigned)dnnl_fuse_norm_relu;
+    dnnl_primitive_desc_t fpd = NULL, hpd = NULL, bpd = NULL;
     dnnl_engine_t eng = cpu_be(g)->eng;
     dnnl_primitive_attr_t a = cpu_attr_new(g);
     int rc = -1;
@@ -54,10 +64,18 @@ static int bn_prims(bk_ctx_t *g, bnplan_t *p, const_dnnl_memory_desc_t data, flo
         cpu_prim_make(g, &p->fwd[training],
                       dnnl_batch_normalization_forward_primitive_desc_create(
                           &fpd, eng, dnnl_forward_training, data, data, eps, flags, a),
-                      &fpd, 1, "bnorm forward") < 0 ||
-        cpu_prim_make(g, &p->bwd[training],
+                      &fpd, 1, "bnorm forward") < 0)
+        goto out;
+    /* the backward's hint: a forward of the backward's own flags */
+    if (bflags != flags &&
+        cpu_dn(g, dnnl_batch_normalization_forward_primitive_desc_create(
+                      &hpd, eng, dnnl_forward_training, data, data, eps, bflags, a),
+               "bnorm forward (the eval backward's hint)") < 0)
+        goto out;
+    if (cpu_prim_make(g, &p->bwd[training],
                       dnnl_batch_normalization_backward_primitive_desc_create(
-                          &bpd, eng, dnnl_backward, data, data, data, eps, flags, fpd, a),
+                          &bpd, eng, dnnl_backward, data, data, data, eps, bflags,
+                          hpd ? hpd : fpd, a),
                       &bpd, 0, "bnorm backward") < 0)
         goto out;
     if (relu && !(p->ws[training] = cpu_mem(g, cpu_q_md(fpd, dnnl_query_workspace_md), 1)))
@@ -77,14 +95,16 @@ static int bn_prims(bk_ctx_t *g, bnplan_t *p, const_dnnl_memory_desc_t data, flo
     cpu_prim_arg(b, DNNL_ARG_DIFF_SRC, p->gx);
     cpu_prim_arg(b, DNNL_ARG_DIFF_SCALE, p->gscale);
     cpu_prim_arg(b, DNNL_ARG_DIFF_SHIFT, p->gshift);
-    if (relu) {
+    if (relu)
         cpu_prim_arg(f, DNNL_ARG_WORKSPACE, p->ws[training]);
+    if (relu && training)
         cpu_prim_arg(b, DNNL_ARG_WORKSPACE, p->ws[training]);
-    }
     rc = 0;
 out:
     if (fpd)
         dnnl_primitive_desc_destroy(fpd);
+    if (hpd)
+        dnnl_primitive_desc_destroy(hpd);
     if (a)
         dnnl_primitive_attr_destroy(a);
     return rc;
@@ -98,6 +118,7 @@ bk_plan_t *cpu_bn_plan(bk_ctx_t *g, const int in[4], float eps, int relu)
     p->base.destroy = bnplan_destroy;
     p->count = (size_t)in[0] * in[1] * in[2] * in[3];
     p->c = in[1];
+    p->relu = relu != 0;
     p->eps = eps;
     cpu_mds_t k = {0};
     dnnl_dim_t cd[1] = {in[1]};
@@ -156,17 +177,31 @@ int cpu_bn_relu_drop(bk_ctx_t *g, bk_plan_t *bp, const void *x, const int s[4],
     return hk_bn_relu_drop(g, y, x, s, gamma, beta, mean, var, p->eps, drop_p, op, keys);
 }
 
-/* A fused ReLU's mask is in the workspace of this step's forward. */
+/* A fused ReLU's mask: in training mode the workspace of this step's
+ * forward; in eval mode y's (bn_prims), gy through it first. */
 int cpu_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, const void *y,
                     const void *gy, const float *gamma, const float *mean, const float *var,
                     void *gx, float *ggamma, float *gbeta)
 {
     bnplan_t *p = (bnplan_t *)bp;
-    (void)y;
     size_t c = (size_t)cpu_md_dims(cpu_mem_md(p->scale))[0];
-    if (!gx && !p->tmp_x && !(p->tmp_x = malloc(p->count * sizeof(float)))) {
+    if ((!gx && !p->tmp_x && !(p->tmp_x = malloc(p->count * sizeof(float)))) ||
+        (!training && p->relu && !p->tmp_gy &&
+         !(p->tmp_gy = malloc(p->count * sizeof(float))))) {
         bk_ctx_fail(g, "out of memory");
         return -1;
+    }
+    if (!training && p->relu) {
+        if (!y) {
+            bk_ctx_fail(g, "batch-norm backward: a ReLU's mask without its output");
+            return -1;
+        }
+        const float *fy = y, *fgy = gy;
+        ptrdiff_t count = (ptrdiff_t)p->count;
+#pragma omp parallel for schedule(static) num_threads(g->be->threads)
+        for (ptrdiff_t i = 0; i < count; i++)
+            p->tmp_gy[i] = fy[i] > 0.0f ? fgy[i] : 0.0f;
+        gy = p->tmp_gy;
     }
     if (cpu_handle(g, p->x, x) < 0 || cpu_handle(g, p->gy, gy) < 0 ||
         cpu_handle(g, p->scale, gamma) < 0 || cpu_handle(g, p->mean, mean) < 0 ||

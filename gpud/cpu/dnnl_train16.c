@@ -410,9 +410,9 @@ static int c16_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, c
                       void *gx, float *ggamma, float *gbeta)
 {
     c16plan_t *p = (c16plan_t *)bp;
-    float *fx = in32(g, 0, x, p->nin), *fy = in32(g, 1, y, p->nin);
+    float *fx = in32(g, 0, x, p->nin), *fy = y ? in32(g, 1, y, p->nin) : NULL;
     float *fgy = in32(g, 2, gy, p->nin), *fgx = gx ? tmp32(g, 3, p->nin) : NULL;
-    if (!fx || !fy || !fgy || (gx && !fgx) ||
+    if (!fx || (y && !fy) || !fgy || (gx && !fgx) ||
         cpu_bn_bwd(g, p->inner, training, fx, fy, fgy, gamma, mean, var, fgx, ggamma, gbeta) < 0)
         return -1;
     if (gx)

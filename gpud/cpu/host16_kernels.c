@@ -332,7 +332,7 @@ static int h_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, con
     hplan_t *p = (hplan_t *)bp;
     temps_t t = {0};
     int failed = 0;
-    float *fx = take(g, &t, x, p->nin, &failed), *fy = take(g, &t, y, p->nin, &failed);
+    float *fx = take(g, &t, x, p->nin, &failed), *fy = y ? take(g, &t, y, p->nin, &failed) : NULL;
     float *fgy = take(g, &t, gy, p->nin, &failed);
     float *fgx = gx ? take(g, &t, NULL, p->nin, &failed) : NULL;
     int rc = failed ? -1

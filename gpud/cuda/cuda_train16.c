@@ -636,10 +636,11 @@ static int h_bn_bwd(bk_ctx_t *g, bk_plan_t *bp, int training, const void *x, con
     float *fx = carve(base, &t, n), *fy = carve(base, &t, n), *fgy = carve(base, &t, n);
     float *fgx = gx ? carve(base, &t, n) : NULL;
     unpack(g->be, fx, x, p->in);
-    unpack(g->be, fy, y, p->in);
+    if (y)   /* NULL: a plan without ReLU, its output not stored (backend_impl.h) */
+        unpack(g->be, fy, y, p->in);
     unpack(g->be, fgy, gy, p->in);
-    if (k32(g->be)->bn_bwd(g, p->inner, training, fx, fy, fgy, gamma, mean, var, fgx, ggamma,
-                           gbeta) < 0)
+    if (k32(g->be)->bn_bwd(g, p->inner, training, fx, y ? fy : NULL, fgy, gamma, mean, var, fgx,
+                           ggamma, gbeta) < 0)
         return -1;
     if (gx)
         pack(g->be, gx, fgx, p->in);

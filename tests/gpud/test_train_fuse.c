@@ -27,6 +27,10 @@
  *     tape_compile.c share_add_grads): the fusions happened, the BatchNorm
  *     ones where the backend has bn_add_relu (fp32 everywhere, the 16-bit
  *     buffers on cuda).
+ * Both nets set to eval after a training step (bk_graph_set_training: the
+ * BatchNorms on their running statistics, the dropout the identity), fp32
+ * and bf16: two steps of the same bits (the fused BatchNorm's output is not
+ * stored; its fused ReLU backward must run as the ReLU's own).
  * On cuda also a recorded pass whose 16-bit BatchNorms would make their
  * ReLU's mask while recorded (they read y then): the bits of a net with
  * masks throughout.
@@ -308,6 +312,41 @@ static void check_mask_first_recorded(void)
     net_free(&b);
 }
 
+/* A training graph set to eval after its fusions were made (bk_forward +
+ * bk_backward: the gradients of a model in eval mode, its BatchNorms on
+ * their running statistics, its dropout the identity): a trained step
+ * first, then two eval steps, the fused net's bits equal the unfused
+ * net's. The fused BatchNorm stores no output (the add's fusion) and does
+ * not do its ReLU's backward in eval mode: the ReLU's own runs. */
+static void check_eval_backward(const char *precision, int half_act)
+{
+    net_t a, b;
+    net_build(&a, precision, 0, half_act, 0);
+    net_build(&b, precision, 0, half_act, 1);
+    for (int st = 0; st < 3; st++) {
+        if (st == 1) {
+            bk_graph_set_training(a.g, 0);
+            bk_graph_set_training(b.g, 0);
+        }
+        outs_t oa, ob;
+        net_step(&a, st, 0, &oa);
+        net_step(&b, st, 0, &ob);
+        CHECK(memcmp(oa.loss, ob.loss, sizeof oa.loss) == 0 &&
+                  memcmp(oa.logits, ob.logits, sizeof oa.logits) == 0,
+              "%s %s, set to eval, step %d: the fused net's loss or logits differ", test_backend,
+              precision, st);
+        CHECK(memcmp(oa.gx, ob.gx, sizeof oa.gx) == 0,
+              "%s %s, set to eval, step %d: the fused net's input gradient differs",
+              test_backend, precision, st);
+        for (int i = 0; i < a.m.n; i++)
+            CHECK(memcmp(a.m.val[i], b.m.val[i], a.m.len[i] * sizeof(float)) == 0,
+                  "%s %s, set to eval, step %d: array %d differs", test_backend, precision, st,
+                  i);
+    }
+    net_free(&a);
+    net_free(&b);
+}
+
 /* resnet18 (3x32x32) or wideresnet (1x28x28, narrow, its dropouts on)
  * through the model API, 2 steps (chunk > 0: bitwise, in chunks of that
  * many samples, the gradients summed exactly), each followed by SGD where
@@ -413,6 +452,8 @@ int main(int argc, char **argv)
     run_case("bf16", 1, 1, 1, cuda, 2);
     /* the same kernels with fp16's rounding (the cpu keeps fp16 in fp32 buffers) */
     run_case("fp16", 1, 0, 1, cuda, strcmp(test_backend, "cpu") == 0 ? 4 : 2);
+    check_eval_backward("fp32", 1);
+    check_eval_backward("bf16", 1);
     if (!cuda)
         model_cases(2, 1);
     else if (!emulated)   /* on the emulator a resnet18 step takes minutes */
