@@ -256,7 +256,9 @@ int backend_decode_eval_place(const bk_decode_batch_t *b, int src_w, int src_h,
  * with what is missing and what to do. */
 int backend_decode_ready(backend_t *be, char *err, size_t errlen);
 /* The batch's samples into *out (n x channels x h x w uint8, owned by be,
- * valid until its next decode): each file the device's JPEG decoder takes
+ * valid until its next decode; the bytes stay on the device, *out their
+ * name on the host: bk_write_u8 reads them in place, and a reader on the
+ * host calls backend_decode_host first): each file the device's JPEG decoder takes
  * decoded there, any other (not a 3-component or gray JPEG, or refused by it) by
  * common/image on the host; a sample that fails gets failed[i] = 1, its
  * reason and zero pixels (with compact: the live samples first, in order,
@@ -264,6 +266,11 @@ int backend_decode_ready(backend_t *be, char *err, size_t errlen);
  * failed, or be cannot decode). */
 int backend_decode(backend_t *be, const bk_decode_batch_t *b, const uint8_t **out, char *err,
                    size_t errlen);
+/* [px, px + bytes) readable on the host: where it lies in be's last decoded
+ * batch, that batch is copied back from the device now (once a batch);
+ * anything else is left as it is. 0, or -1 with err. */
+int backend_decode_host(backend_t *be, const uint8_t *px, size_t bytes, char *err,
+                        size_t errlen);
 /* 0: dropout is the identity even in training mode (parity tests). */
 void bk_graph_set_dropout(bk_graph_t *g, int enabled);
 /* 1: a dropout op of g draws a mask as g is set now (training, dropout
@@ -347,6 +354,9 @@ int bk_write(bk_graph_t *g, bk_tensor_t *x, const float *src);
  * value per channel), with no float copy of the batch on the way when the
  * backend can (1: it cannot, use bk_write). 0, 1 or -1. */
 int bk_write_u8(bk_graph_t *g, bk_tensor_t *x, const uint8_t *px, const float *lut);
+/* Before the host reads bytes that may be a device decoder's batch
+ * (backend_decode_host on g's backend): 0, or -1 with g failed and why. */
+int bk_u8_on_host(bk_graph_t *g, const uint8_t *px, size_t bytes);
 /* n labels in 0..k-1 for every softmax_ce op (copied). */
 int bk_set_labels(bk_graph_t *g, const int32_t *labels);
 /* Dropout stream: ids[i] is the dataset id of sample i of the first input

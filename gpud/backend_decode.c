@@ -38,3 +38,11 @@ int backend_decode(backend_t *be, const bk_decode_batch_t *b, const uint8_t **ou
         return -1;
     return be->ops->decode->batch(be, b, out, err, errlen);
 }
+
+int backend_decode_host(backend_t *be, const uint8_t *px, size_t bytes, char *err,
+                        size_t errlen)
+{
+    if (!be || !be->ops->decode || !px || !bytes)
+        return 0;
+    return be->ops->decode->host(be, px, bytes, err, errlen);
+}

@@ -332,6 +332,8 @@ typedef struct bk_decode_ops {
     int (*ready)(backend_t *be, char *err, size_t errlen);
     int (*batch)(backend_t *be, const bk_decode_batch_t *b, const uint8_t **out, char *err,
                  size_t errlen);
+    /* backend_decode_host: 0 where px is not the last batch's */
+    int (*host)(backend_t *be, const uint8_t *px, size_t bytes, char *err, size_t errlen);
 } bk_decode_ops_t;
 
 typedef struct bk_ops {

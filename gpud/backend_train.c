@@ -511,6 +511,17 @@ int bk_write_u8(bk_graph_t *g, bk_tensor_t *x, const uint8_t *px, const float *l
     return tape_kv(g, x)->write_u8(&g->base, x->val, px, lut, s, x->layout);
 }
 
+int bk_u8_on_host(bk_graph_t *g, const uint8_t *px, size_t bytes)
+{
+    if (!g || g->base.failed)
+        return -1;
+    char err[512];
+    if (backend_decode_host(g->base.be, px, bytes, err, sizeof err) == 0)
+        return 0;
+    bk_ctx_fail(&g->base, "%s", err);
+    return -1;
+}
+
 int bk_read(bk_graph_t *g, bk_tensor_t *x, float *dst)
 {
     if (!g || g->base.failed || !x || !dst || bk_graph_compile(g) < 0)

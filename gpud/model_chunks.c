@@ -107,6 +107,8 @@ static int chunk_input(model_t *m, chunk_slot_t *s, int first, model_fill_fn fil
     int rc = u8 ? bk_write_u8(g, s->in, u8->px + (size_t)first * per, u8->lut) : 1;
     if (rc == 0)
         m->traffic.batch_in += px + (uint64_t)u8->c * 256 * sizeof(float);
+    if (rc == 1 && u8 && bk_u8_on_host(g, u8->px + (size_t)first * per, (size_t)px) < 0)
+        rc = -1;   /* a device decoder's batch, which fill reads on the host */
     if (rc == 1) {
         fill(ctx, first, s->n, m->t_x);
         m->traffic.batch_in += px * sizeof(float);

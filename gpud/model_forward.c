@@ -101,6 +101,8 @@ static int write_u8(model_t *m, eval_slot_t *s, const model_u8_src_t *u8, int fi
     const uint8_t *px = u8->px + (size_t)first * per;
     if (k < m->mb) {
         size_t need = (size_t)m->mb * per;
+        if (bk_u8_on_host(s->g, px, (size_t)k * per) < 0)   /* a device decoder's batch */
+            return -1;
         if (need > m->in_u8_cap) {
             uint8_t *b = realloc(m->in_u8, need);
             if (!b)
@@ -125,6 +127,8 @@ static int stage(model_t *m, eval_slot_t *s, model_fill_fn fill, const void *ctx
     int rc = u8 ? write_u8(m, s, u8, first, k, per) : 1;
     if (rc != 1)
         return rc;
+    if (u8 && bk_u8_on_host(s->g, u8->px + (size_t)first * per, (size_t)k * per) < 0)
+        return -1;   /* fill reads them on the host */
     fill(ctx, first, k, m->in_buf);
     if (k < m->mb)   /* padding samples: zeros, outputs dropped */
         memset(m->in_buf + (size_t)k * per, 0, (size_t)(m->mb - k) * per * sizeof(float));

@@ -108,6 +108,8 @@ static int train_input(model_t *m, int n, model_fill_fn fill, const void *ctx,
         *bytes = px + (uint64_t)u8->c * 256 * sizeof(float);
     if (rc != 1)
         return rc;
+    if (u8 && bk_u8_on_host(m->tg, u8->px, (size_t)px) < 0)   /* a device decoder's batch */
+        return -1;
     fill(ctx, 0, n, m->t_x);
     *bytes = px * sizeof(float);
     return bk_write(m->tg, m->t_in, m->t_x);

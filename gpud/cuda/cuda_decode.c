@@ -5,13 +5,15 @@
  * eval transform, or the caller's: training's random box and flip) resized
  * and cropped there by cuda_resize_kernels.cu with common/image's own
  * tables (resize_taps),
- * and the uint8 CHW batch copied back into pinned host memory, where
- * gpud's input path takes it as it takes a loaderd --wire uint8 batch;
- * that path finds the batch's device copy (cu_decode_device_view) and
- * normalises from it in place, so the batch is not uploaded again. The
- * host copy serves what reads pixels on the host (a short micro-batch's
- * padding, the float path). The host's cores no longer decode: what
- * limited a JPEG job end to end.
+ * and the uint8 CHW batch left there. gpud's input path takes it as it
+ * takes a loaderd --wire uint8 batch, by an address in pinned host memory
+ * (d->host) that names it: that path finds the batch's device copy
+ * (cu_decode_device_view) and normalises from it in place, so the batch
+ * is neither copied back nor uploaded again. What reads pixels on the host
+ * (a short micro-batch's padding, the float path) asks first
+ * (backend_decode_host), and only then is the batch copied back into
+ * d->host, once. The host's cores no longer decode: what limited a JPEG
+ * job end to end.
  *
  * What nvJPEG does not take goes through common/image on the host (the
  * same decoder as --decode cpu), then through the same device resize:
@@ -83,9 +85,10 @@ struct cu_decode {
     /* the input path reads d->out in place (cu_decode_device_view): the
      * next batch's resize waits for what it queued */
     cudaEvent_t used;
-    size_t out_bytes;           /* the last batch's, valid in d->out and d->host */
+    size_t out_bytes;           /* the last batch's, valid in d->out */
+    int host_ok;                /* d->host holds it too (cu_decode_host) */
     /* what the batches did, for the closing line */
-    long batches, on_gpu, on_cpu, failed, batched_fallbacks, views;
+    long batches, on_gpu, on_cpu, failed, batched_fallbacks, views, host_copies;
 };
 
 static int cu_err(cudaError_t e, const char *what, char *err, size_t errlen)
@@ -114,8 +117,8 @@ void cu_decode_destroy(cu_decode_t **dp)
         log_info("decode gpu: %ld batches, %ld images by nvJPEG, %ld on the host (not a "
                  "3-component or gray JPEG, or refused by nvJPEG), %ld failed; %ld batched calls "
                  "redone image by image; %ld input writes read the decoded batch in device "
-                 "memory", d->batches, d->on_gpu, d->on_cpu, d->failed, d->batched_fallbacks,
-                 d->views);
+                 "memory; %ld batches copied back for the host", d->batches, d->on_gpu,
+                 d->on_cpu, d->failed, d->batched_fallbacks, d->views, d->host_copies);
     if (d->stream)
         cudaStreamSynchronize(d->stream);
     if (d->js)
@@ -586,8 +589,6 @@ int cu_decode_batch(cu_decode_t *d, const bk_decode_batch_t *b, const uint8_t **
                                cudaMemcpyHostToDevice, d->stream), "the resize tables' upload",
                err, errlen) < 0 ||
         resize_all(d, b, err, errlen) < 0 ||
-        cu_err(cudaMemcpyAsync(d->host, d->out, per * b->n, cudaMemcpyDeviceToHost, d->stream),
-               "the decoded batch's download", err, errlen) < 0 ||
         cu_err(cudaStreamSynchronize(d->stream), "the decode", err, errlen) < 0)
         return -1;
     int nfailed = 0;
@@ -599,17 +600,41 @@ int cu_decode_batch(cu_decode_t *d, const bk_decode_batch_t *b, const uint8_t **
     d->failed += nfailed;
     d->batches++;
     d->out_bytes = per * b->n;
+    d->host_ok = 0;
     *out = d->host;
     return nfailed;
 }
 
+/* Whether [px, px + bytes) names bytes of the last decoded batch. */
+static int in_batch(const cu_decode_t *d, const uint8_t *px, size_t bytes)
+{
+    return d && d->out_bytes && px >= d->host && bytes <= d->out_bytes &&
+           (size_t)(px - d->host) <= d->out_bytes - bytes;
+}
+
 const uint8_t *cu_decode_device_view(cu_decode_t *d, const uint8_t *px, size_t bytes)
 {
-    if (!d || !d->out_bytes || px < d->host || bytes > d->out_bytes ||
-        (size_t)(px - d->host) > d->out_bytes - bytes)
+    if (!in_batch(d, px, bytes))
         return NULL;
     d->views++;
     return d->out + (px - d->host);
+}
+
+int cu_decode_host(cu_decode_t *d, const uint8_t *px, size_t bytes, char *err, size_t errlen)
+{
+    if (!in_batch(d, px, bytes) || d->host_ok)
+        return 0;
+    /* the decode was waited for (cu_decode_batch), and only the next one
+     * writes d->out */
+    if (cu_err(cudaMemcpyAsync(d->host, d->out, d->out_bytes, cudaMemcpyDeviceToHost,
+                               d->stream), "the decoded batch's copy to the host", err,
+               errlen) < 0 ||
+        cu_err(cudaStreamSynchronize(d->stream), "the decoded batch's copy to the host", err,
+               errlen) < 0)
+        return -1;
+    d->host_ok = 1;
+    d->host_copies++;
+    return 0;
 }
 
 cudaError_t cu_decode_mark_used(cu_decode_t *d, cudaStream_t s)
@@ -633,4 +658,10 @@ static int dec_batch(backend_t *be, const bk_decode_batch_t *b, const uint8_t **
     return dec_ready(be, err, errlen) < 0 ? -1 : cu_decode_batch(cu_be(be)->dec, b, out, err, errlen);
 }
 
-const bk_decode_ops_t CUDA_DECODE_OPS = {.ready = dec_ready, .batch = dec_batch};
+static int dec_host(backend_t *be, const uint8_t *px, size_t bytes, char *err, size_t errlen)
+{
+    return cu_decode_host(cu_be(be)->dec, px, bytes, err, errlen);   /* no decoder: 0 */
+}
+
+const bk_decode_ops_t CUDA_DECODE_OPS = {.ready = dec_ready, .batch = dec_batch,
+                                         .host = dec_host};

@@ -20,9 +20,15 @@ void cu_decode_destroy(cu_decode_t **d);
 int cu_decode_batch(cu_decode_t *d, const bk_decode_batch_t *b, const uint8_t **out, char *err,
                     size_t errlen);
 
+/* [px, px + bytes) readable on the host where it lies in the last
+ * decoded batch (backend_decode_host): the batch copied back into its
+ * pinned host buffer, once. 0 (also for other bytes, or d NULL), or -1
+ * with err. */
+int cu_decode_host(cu_decode_t *d, const uint8_t *px, size_t bytes, char *err, size_t errlen);
+
 /* The device address of host pixels [px, px + bytes) when they lie in
- * the last decoded batch's host copy (its device copy holds the same
- * bytes, complete: the batch's decode was waited for), else NULL. The
+ * the last decoded batch (named by its pinned host buffer; the device
+ * holds the bytes, complete: the batch's decode was waited for), else NULL. The
  * input path reads there instead of uploading them; it then records
  * cu_decode_mark_used on the stream that reads, and the next batch's
  * resize waits for that. */

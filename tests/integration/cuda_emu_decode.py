@@ -13,7 +13,10 @@ resize), --wire jpeg --no-dct-scaling on --device cuda:
     failed once, its reason in reducerd.log as with cpu;
   - each gpud's log names the (fake) nvJPEG it loaded and what its batches
     did, and its input path read the decoded batches in device memory (no
-    upload of them);
+    upload of them); with batches of 16 (whole micro-batches) no batch was
+    copied back to the host; the 2-worker run's batches of 20 end in short
+    micro-batches, padded on the host, so theirs were (a batch the host
+    reads without its copy gives other predictions);
   - training, 2 ranks, 2 epochs, --augment crop-flip, a --val set: the
     same model.safetensors bytes with --decode gpu as with cpu (each
     sample's random crop and flip drawn as on the host, the damaged file
@@ -50,9 +53,9 @@ try:
             "--crop", "28", "--predictions", "all"]
     env = {"DDPIPE_NVJPEG_LIB": NVJPEG}
     runs = {}
-    for decode, w in (("cpu", 1), ("gpu", 1), ("gpu", 2)):
+    for decode, w, bs in (("cpu", 1, 16), ("gpu", 1, 16), ("gpu", 2, 20)):
         out = os.path.join(wd, "eval-%s-w%d" % (decode, w))
-        run_eval(data, out, workers=w, batch=16, timeout=600, env=env,
+        run_eval(data, out, workers=w, batch=bs, timeout=600, env=env,
                  extra=base + ["--decode", decode])
         runs[decode, w] = out
         s = summary(out)
@@ -61,22 +64,28 @@ try:
                                                                     s["samples"], s["failed"]))
         red = read(os.path.join(out, "logs", "reducerd.log"))
         check(os.path.basename(bad) in red, "%s: reducerd.log does not name %s" % (out, bad))
-        views = 0
+        views = copies = 0
         for g in range(w):
             log = read(os.path.join(out, "logs", "gpud.%d.log" % g))
             if decode == "gpu":
                 check("decode gpu: nvJPEG 13." in log and NVJPEG in log,
                       "%s: gpud %d does not name the nvJPEG it loaded" % (out, g))
                 m = re.search(r"images by nvJPEG.*; (\d+) input writes read the decoded batch "
-                              r"in device memory", log)
+                              r"in device memory; (\d+) batches copied back for the host", log)
                 check(m, "%s: gpud %d has no decode summary" % (out, g))
                 views += int(m.group(1)) if m else 0
+                copies += int(m.group(2)) if m else 0
             else:
                 check("decode gpu" not in log, "%s: --decode cpu touched nvJPEG" % out)
         # the input path normalised the decoded batches where they were
         # made, no upload of theirs (cuda_input.c, cu_decode_device_view)
         check(decode == "cpu" or views > 0, "%s: no input write read a decoded batch in device "
               "memory" % out)
+        # the host reads a decoded batch only to pad a short micro-batch
+        # (the default micro-batch is 16): copied back then, never else
+        check(decode == "cpu" or (copies == 0) == (bs % 16 == 0),
+              "%s: %d decoded batches copied back to the host with batches of %d" %
+              (out, copies, bs))
     ref = runs["cpu", 1]
     for key in (("gpu", 1), ("gpu", 2)):
         check(read(os.path.join(runs[key], "predictions.csv")) ==

@@ -9,7 +9,9 @@
  * fails it, so the batched call fails and gpud decodes its images one by
  * one, that one on the host), and a progressive JPEG; then the same
  * files as a training batch (random crops and flips against
- * augment_load_buffer, the live samples packed to the front). The batch is
+ * augment_load_buffer, the live samples packed to the front). The host
+ * reads a batch after backend_decode_host (asked for one sample's bytes:
+ * the whole batch comes back, as the input path's padding wants). The batch is
  * decoded twice (the buffers reused), then again on the GPU's JPEG
  * engines (DDPIPE_NVJPEG_BACKEND=hardware; the fake has them; a device
  * without them says so).
@@ -132,6 +134,9 @@ static void run(backend_t *be, file_t *f, int channels, int emulated)
         const uint8_t *out = NULL;
         int nfailed = backend_decode(be, &b, &out, err, sizeof err);
         REQUIRE(nfailed >= 0 && out, "backend_decode: %s", err);
+        /* the batch stays on the device until the host asks for it */
+        REQUIRE(backend_decode_host(be, out + per, per, err, sizeof err) == 0,
+                "backend_decode_host: %s", err);
         CHECK(nfailed >= 2, "%d samples failed, want 2 or more (the truncated file, the text)",
               nfailed);
         for (int i = 0; i < N; i++) {
@@ -207,7 +212,8 @@ static void run_train(backend_t *be, file_t *f, int channels, int emulated)
     char err[512] = "";
     const uint8_t *out = NULL;
     int nfailed = backend_decode(be, &b, &out, err, sizeof err);
-    REQUIRE(nfailed >= 0 && out, "backend_decode (training): %s", err);
+    REQUIRE(nfailed >= 0 && out && backend_decode_host(be, out, per * N, err, sizeof err) == 0,
+            "backend_decode (training): %s", err);
     int slot = 0, flips = 0;
     for (int i = 0; i < N; i++) {
         char cwhy[WHY] = "";
