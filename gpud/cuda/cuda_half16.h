@@ -34,13 +34,23 @@ template <typename T, int L> struct alignas(sizeof(T) * L) h16v {
 };
 template <typename T> using h16x8 = h16v<T, 8>;
 
+/* The kernel emulator checks what a device faults on and the host does
+ * not: a vector access off its size's alignment (misaligned address). */
+#ifdef DDP_CUEMU_H
+#define H16_ALIGNED(p, n) cuemu_aligned((const void *)(p), (n), "a vector access")
+#else
+#define H16_ALIGNED(p, n) ((void)0)
+#endif
+
 template <typename T, int L> __device__ static inline h16v<T, L> ldv(const T *p)
 {
+    H16_ALIGNED(p, sizeof(h16v<T, L>));
     return *reinterpret_cast<const h16v<T, L> *>(p);
 }
 
 template <typename T, int L> __device__ static inline void stv(T *p, const h16v<T, L> &x)
 {
+    H16_ALIGNED(p, sizeof(h16v<T, L>));
     *reinterpret_cast<h16v<T, L> *>(p) = x;
 }
 
@@ -67,13 +77,26 @@ template <int L> struct alignas(L) u8v {
     uint8_t v[L];
 };
 
+template <int L> __device__ static inline u8v<L> ldu8(const uint8_t *p)
+{
+    H16_ALIGNED(p, L);
+    return *reinterpret_cast<const u8v<L> *>(p);
+}
+
+template <int L> __device__ static inline void stu8(uint8_t *p, const u8v<L> &x)
+{
+    H16_ALIGNED(p, L);
+    *reinterpret_cast<u8v<L> *>(p) = x;
+}
+
 /* kernel<T> over count elements on stream s, T by fp16 (0: bf16); the
  * arguments as void pointers (the kernel casts them to T *); evaluates to
  * the launch status. The kernel emulator (tests/gpud/cuemu, whose header
  * comes first there) runs the same launch through cuemu_launch, as
  * cu2cc.py rewrites the .cu files' own launches. */
 #ifdef DDP_CUEMU_H
-#define KLAUNCH16_(k, grid, ...) cuemu_launch(grid, THREADS, s, [=] { k(__VA_ARGS__); })
+#define KLAUNCH16_(k, grid, ...) \
+    cuemu_launch_named(#k, grid, THREADS, s, [=] { k(__VA_ARGS__); })
 #else
 #define KLAUNCH16_(k, grid, ...) k<<<grid, THREADS, 0, s>>>(__VA_ARGS__)
 #endif

@@ -368,7 +368,7 @@ __device__ static void pool_fwd(const ck_pool_t p, int c, const void *xv, void *
             }
             stv<T, L>(y + i, out);
             if (win)
-                *reinterpret_cast<u8v<L> *>(win + i) = chosen;
+                stu8<L>(win + i, chosen);
             continue;
         }
         double acc[L];

@@ -256,7 +256,7 @@ __device__ static void pool_bwd(const ck_pool_t p, int c, const void *xv, const 
                 h16v<T, L> g = ldv<T, L>(gp + o);
                 if (p.alg == 0 && wp) {
                     int pos = (yy - (r * p.sh - p.ph)) * p.kw + (xx - (q * p.sw - p.pw));
-                    u8v<L> chosen = *reinterpret_cast<const u8v<L> *>(wp + o);
+                    u8v<L> chosen = ldu8<L>(wp + o);
                     for (int l = 0; l < L; l++)
                         if (chosen.v[l] == pos)
                             acc[l] += h16<T>::ld(g.v[l]);

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """cu2cc — a .cu file as C++ for the kernel emulator (tests/gpud/cuemu):
 every launch `k<<<grid, block, smem, stream>>>(args);` becomes
-`cuemu_launch(grid, block, stream, [=] { k(args); });` (the arguments'
-values are captured, as a launch's are: a recorded graph replays them),
-nothing else changes.
+`cuemu_launch_named("k", grid, block, stream, [=] { k(args); });` (the
+arguments' values are captured, as a launch's are: a recorded graph
+replays them; the name for CUEMU_TRACE), nothing else changes.
 
     cu2cc.py IN.cu OUT.cc
 """
@@ -46,8 +46,8 @@ def convert(src):
                 break
         out.append(src[i:k])
         stream = cfg[3] if len(cfg) > 3 else "0"
-        out.append("cuemu_launch(%s, %s, %s, [=] { %s%s; })" % (cfg[0], cfg[1], stream, name,
-                                                                src[e + 3:p]))
+        out.append("cuemu_launch_named(\"%s\", %s, %s, %s, [=] { %s%s; })" %
+                   (name, cfg[0], cfg[1], stream, name, src[e + 3:p]))
         i = p
 
 

@@ -12,6 +12,7 @@ extern "C" {
 }
 
 #include <cuda_runtime_api.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,27 +166,85 @@ extern "C" int cuemu_capturing(void)
     return g_capture != nullptr;
 }
 
+static FILE *trace_file(void)
+{
+    static FILE *f;
+    static int opened;
+    if (!opened) {
+        opened = 1;
+        const char *v = getenv("CUEMU_TRACE");
+        if (v && *v && strcmp(v, "0") != 0) {
+            f = strcmp(v, "1") == 0 ? stderr : fopen(v, "w");
+            if (!f)
+                fprintf(stderr, "cuemu: cannot write CUEMU_TRACE=%s: no trace\n", v);
+        }
+    }
+    return f;
+}
+
+extern "C" void cuemu_trace(const char *fmt, ...)
+{
+    FILE *f = trace_file();
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fflush(f);
+}
+
+static const char *copy_kind(enum cudaMemcpyKind k)
+{
+    switch (k) {
+    case cudaMemcpyHostToDevice:
+        return "H2D";
+    case cudaMemcpyDeviceToHost:
+        return "D2H";
+    case cudaMemcpyDeviceToDevice:
+        return "D2D";
+    case cudaMemcpyHostToHost:
+        return "H2H";
+    default:
+        return "default";
+    }
+}
+
+void cuemu_aligned(const void *p, size_t align, const char *what)
+{
+    if ((uintptr_t)p % align == 0)
+        return;
+    fprintf(stderr, "cuemu: %s at %p (block %u, thread %u) is not %zu-byte aligned: a device "
+            "stops the kernel there (misaligned address)\n", what, p, blockIdx.x, threadIdx.x,
+            align);
+    abort();
+}
+
 extern "C" void cuemu_record(void (*fn)(void *), const void *arg, size_t bytes)
 {
     std::vector<char> copy((const char *)arg, (const char *)arg + bytes);
     g_capture->ops.push_back([fn, copy]() mutable { fn(copy.data()); });
 }
 
-static void launch_now(dim3 grid, dim3 block, const std::function<void()> &body);
+static void launch_now(const char *name, dim3 grid, dim3 block,
+                       const std::function<void()> &body);
 
-void cuemu_launch_fn(dim3 grid, dim3 block, const std::function<void()> &body)
+void cuemu_launch_fn(const char *name, dim3 grid, dim3 block, const std::function<void()> &body)
 {
     if (g_capture) {
         std::function<void()> copy = body;
-        g_capture->ops.push_back([grid, block, copy] { launch_now(grid, block, copy); });
+        g_capture->ops.push_back([name, grid, block, copy] { launch_now(name, grid, block, copy); });
         return;
     }
     g_counts.launches++;
-    launch_now(grid, block, body);
+    launch_now(name, grid, block, body);
 }
 
-static void launch_now(dim3 grid, dim3 block, const std::function<void()> &body)
+static void launch_now(const char *name, dim3 grid, dim3 block,
+                       const std::function<void()> &body)
 {
+    cuemu_trace("kernel %s grid %u block %u", name ? name : "(unnamed)", grid.x, block.x);
     if (grid.y != 1 || grid.z != 1 || block.y != 1 || block.z != 1 || block.x == 0) {
         fprintf(stderr, "cuemu: only 1-D launches (grid %u, block %u)\n", grid.x, block.x);
         abort();
@@ -235,8 +294,9 @@ extern "C" cudaError_t cudaMalloc(void **p, size_t size)
     if (not_in_capture() != cudaSuccess)
         return cudaErrorStreamCaptureUnsupported;
     g_counts.malloc_calls++;
-    *p = malloc(size ? size : 1);
-    if (!*p)
+    /* 256-byte aligned as cudaMalloc's: views into a buffer keep the
+     * device's alignment, which cuemu_aligned checks */
+    if (posix_memalign(p, 256, size ? size : 1) != 0)
         return cudaErrorMemoryAllocation;
     /* a device's fresh memory holds whatever was there: NaN bytes here,
      * so a kernel that reads what nothing wrote shows (calloc hid it) */
@@ -262,7 +322,7 @@ extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
 {
     if (not_in_capture() != cudaSuccess)
         return cudaErrorStreamCaptureUnsupported;
-    (void)kind;
+    cuemu_trace("copy %s %zu bytes (synchronous)", copy_kind(kind), count);
     memmove(dst, src, count);
     return cudaSuccess;
 }
@@ -319,9 +379,13 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
             g_invalidated = true;
             return cudaErrorStreamCaptureUnsupported;
         }
-        g_capture->ops.push_back([=] { memmove(dst, src, count); });
+        g_capture->ops.push_back([=] {
+            cuemu_trace("copy %s %zu bytes", copy_kind(kind), count);
+            memmove(dst, src, count);
+        });
         return cudaSuccess;
     }
+    cuemu_trace("copy %s %zu bytes", copy_kind(kind), count);
     memmove(dst, src, count);
     return cudaSuccess;
 }
@@ -350,10 +414,15 @@ template <typename T> cudaError_t untoken(T t)
 extern "C" cudaError_t cudaMemsetAsync(void *p, int v, size_t count, cudaStream_t s)
 {
     (void)s;
-    if (g_capture)
-        g_capture->ops.push_back([=] { memset(p, v, count); });
-    else
+    if (g_capture) {
+        g_capture->ops.push_back([=] {
+            cuemu_trace("memset %zu bytes", count);
+            memset(p, v, count);
+        });
+    } else {
+        cuemu_trace("memset %zu bytes", count);
         memset(p, v, count);
+    }
     return cudaSuccess;
 }
 

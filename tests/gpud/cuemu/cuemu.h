@@ -41,10 +41,21 @@ extern dim3 blockDim, gridDim;
 
 /* Run body as every thread of a grid x block launch (1-D grids and blocks,
  * which are all the kernels use). Records nothing in a stream: the work is
- * done when this returns. */
-void cuemu_launch_fn(dim3 grid, dim3 block, const std::function<void()> &body);
+ * done when this returns. name: the kernel's, for CUEMU_TRACE (cu2cc.py
+ * gives it), or NULL. */
+void cuemu_launch_fn(const char *name, dim3 grid, dim3 block,
+                     const std::function<void()> &body);
 #define cuemu_launch(grid, block, stream, ...) \
-    ((void)(stream), cuemu_launch_fn(dim3(grid), dim3(block), __VA_ARGS__))
+    ((void)(stream), cuemu_launch_fn(nullptr, dim3(grid), dim3(block), __VA_ARGS__))
+#define cuemu_launch_named(name, grid, block, stream, ...) \
+    ((void)(stream), cuemu_launch_fn(name, dim3(grid), dim3(block), __VA_ARGS__))
+
+/* CUEMU_TRACE=1 (stderr) or =FILE: a line for each kernel run, copy,
+ * memset and fake cuDNN/cuBLAS call as it runs on the emulated device (a
+ * recorded graph's at each replay): the sequence of device work a step
+ * queues, and the bytes it moves, which the emulator cannot time.
+ * printf's format; nothing when CUEMU_TRACE is unset or 0. */
+extern "C" void cuemu_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Stream capture (CUDA graphs): while a capture is open, launches, async
  * copies and the fake cuDNN/cuBLAS calls are recorded, not run; a graph
@@ -52,6 +63,10 @@ void cuemu_launch_fn(dim3 grid, dim3 block, const std::function<void()> &body);
  * cuemu_record (arg's bytes copied). */
 extern "C" int cuemu_capturing(void);
 extern "C" void cuemu_record(void (*fn)(void *), const void *arg, size_t bytes);
+
+/* Aborts, saying what, where p is not align-byte aligned: a device's
+ * vector load or store faults there (cuda_half16.h checks its own). */
+void cuemu_aligned(const void *p, size_t align, const char *what);
 
 /* Wait for every thread of the block (the fibers' switch point). */
 void __syncthreads(void);

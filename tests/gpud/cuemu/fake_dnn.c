@@ -64,6 +64,7 @@ static int unit(const void *alpha, const void *beta)
  * copied) and run at the graph's launch */
 int cuemu_capturing(void);
 void cuemu_record(void (*fn)(void *), const void *arg, size_t bytes);
+void cuemu_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ------------------------------------------------------- cuDNN: the basics */
 
@@ -277,6 +278,9 @@ static void conv_run(void *arg)
     const conv_call_t *a = arg;
     int dx[4], dw[4], dy[4];
     dims_t(&a->x, dx), dims_f(&a->w, dw), dims_t(&a->y, dy);
+    static const char *kinds[] = {"forward", "backward data", "backward filter"};
+    cuemu_trace("cudnn conv %s x [%d,%d,%d,%d] w [%d,%d,%d,%d]", kinds[a->kind], dx[0], dx[1],
+                dx[2], dx[3], dw[0], dw[1], dw[2], dw[3]);
     size_t nx = (size_t)dx[0] * dx[1] * dx[2] * dx[3], nw = (size_t)dw[0] * dw[1] * dw[2] * dw[3];
     size_t ny = (size_t)dy[0] * dy[1] * dy[2] * dy[3];
     float *fx = a->kind == 1 ? malloc(nx * sizeof *fx) : to_nchw(a->src, a->x.fmt, a->x.dt, dx);
@@ -421,6 +425,7 @@ typedef struct {
 static void gemm_run(void *arg)
 {
     const gemm_call_t *g = arg;
+    cuemu_trace("cublas gemm m %d n %d k %d", g->m, g->n, g->k);
     for (int j = 0; j < g->n; j++)
         for (int i = 0; i < g->m; i++) {
             double s = 0.0;

@@ -34,6 +34,7 @@
 
 int cuemu_capturing(void);
 void cuemu_record(void (*fn)(void *), const void *arg, size_t bytes);
+void cuemu_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 enum { MAX_ATTR = 24, ATTR_BYTES = 128, MAX_IO = 8, FAKE_ENGINES = 3 };
 
@@ -758,6 +759,18 @@ static void exec_run(void *arg)
     const fdesc_t *cfg = desc_of(e->plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, 0);
     const fdesc_t *g = cfg->graph;
     const attr_t *ops = find(g, CUDNN_ATTR_OPERATIONGRAPH_OPS);
+    for (int i = 0; i < ops->n; i++) {   /* CUEMU_TRACE: its conv and the count of the rest */
+        conv_op_t c;
+        int dx[4], dw[4];
+        static const char *kinds[] = {"forward", "backward data", "backward filter"};
+        if (conv_parts(desc_of(g, CUDNN_ATTR_OPERATIONGRAPH_OPS, i), &c)) {
+            dims4(c.x, dx), dims4(c.w, dw);
+            cuemu_trace("cudnn graph: conv %s x [%d,%d,%d,%d] w [%d,%d,%d,%d], %d ops",
+                        kinds[c.kind], dx[0], dx[1], dx[2], dx[3], dw[0], dw[1], dw[2], dw[3],
+                        (int)ops->n);
+            break;
+        }
+    }
     values_t vs = {.n = 0};
     const fdesc_t *outs[MAX_IO * 2];
     int nout = 0;
