@@ -232,6 +232,22 @@ static void net_step(net_t *t, int step, int pass, outs_t *o)
             t->m.val[i][j] -= LR * t->m.grad[i][j];
 }
 
+/* Step st gave nets a and b the same bits: losses, logits, the input's
+ * gradient, and every parameter and running statistic after it. */
+static void check_same_step(const char *tag, int st, const net_t *a, const net_t *b,
+                            const outs_t *oa, const outs_t *ob)
+{
+    CHECK(memcmp(oa->loss, ob->loss, sizeof oa->loss) == 0, "%s step %d: losses differ "
+          "(%.9g vs %.9g)", tag, st, oa->loss[0], ob->loss[0]);
+    CHECK(memcmp(oa->logits, ob->logits, sizeof oa->logits) == 0, "%s step %d: logits differ",
+          tag, st);
+    CHECK(memcmp(oa->gx, ob->gx, sizeof oa->gx) == 0, "%s step %d: input gradients differ",
+          tag, st);
+    for (int i = 0; i < a->m.n; i++)
+        CHECK(memcmp(a->m.val[i], b->m.val[i], a->m.len[i] * sizeof(float)) == 0,
+              "%s step %d: array %d differs", tag, st, i);
+}
+
 /* bn_fused: whether this backend, precision and storage fuse the
  * BatchNorms too; esize: the activations' element size. The BatchNorm +
  * dropout fusion: fp32 where the backend has bn_relu_drop. */
@@ -269,15 +285,7 @@ static void run_case(const char *precision, int half_act, int sync, int pass, in
         outs_t oa, ob;
         net_step(&a, st, pass, &oa);
         net_step(&b, st, pass, &ob);
-        CHECK(memcmp(oa.loss, ob.loss, sizeof oa.loss) == 0, "%s step %d: losses differ "
-              "(%.9g vs %.9g)", tag, st, oa.loss[0], ob.loss[0]);
-        CHECK(memcmp(oa.logits, ob.logits, sizeof oa.logits) == 0, "%s step %d: logits differ",
-              tag, st);
-        CHECK(memcmp(oa.gx, ob.gx, sizeof oa.gx) == 0, "%s step %d: input gradients differ",
-              tag, st);
-        for (int i = 0; i < a.m.n; i++)
-            CHECK(memcmp(a.m.val[i], b.m.val[i], a.m.len[i] * sizeof(float)) == 0,
-                  "%s step %d: array %d differs", tag, st, i);
+        check_same_step(tag, st, &a, &b, &oa, &ob);
     }
     net_free(&a);
     net_free(&b);
@@ -300,13 +308,8 @@ static void check_mask_first_recorded(void)
             setenv("DDPIPE_CUDA_BN_MASK", "0", 1);
         net_step(&b, st, 1, &ob);
         unsetenv("DDPIPE_CUDA_BN_MASK");
-        CHECK(memcmp(oa.loss, ob.loss, sizeof oa.loss) == 0 &&
-                  memcmp(oa.gx, ob.gx, sizeof oa.gx) == 0,
-              "step %d: a pass whose mask would be made while recorded differs", st);
-        for (int i = 0; i < a.m.n; i++)
-            CHECK(memcmp(a.m.val[i], b.m.val[i], a.m.len[i] * sizeof(float)) == 0,
-                  "step %d: array %d differs after a pass whose mask would be made while "
-                  "recorded", st, i);
+        check_same_step("cuda bf16, the mask first made in a recorded pass", st, &a, &b, &oa,
+                        &ob);
     }
     net_free(&a);
     net_free(&b);
@@ -323,6 +326,8 @@ static void check_eval_backward(const char *precision, int half_act)
     net_t a, b;
     net_build(&a, precision, 0, half_act, 0);
     net_build(&b, precision, 0, half_act, 1);
+    char tag[96];
+    snprintf(tag, sizeof tag, "%s %s, set to eval after step 0", test_backend, precision);
     for (int st = 0; st < 3; st++) {
         if (st == 1) {
             bk_graph_set_training(a.g, 0);
@@ -331,17 +336,7 @@ static void check_eval_backward(const char *precision, int half_act)
         outs_t oa, ob;
         net_step(&a, st, 0, &oa);
         net_step(&b, st, 0, &ob);
-        CHECK(memcmp(oa.loss, ob.loss, sizeof oa.loss) == 0 &&
-                  memcmp(oa.logits, ob.logits, sizeof oa.logits) == 0,
-              "%s %s, set to eval, step %d: the fused net's loss or logits differ", test_backend,
-              precision, st);
-        CHECK(memcmp(oa.gx, ob.gx, sizeof oa.gx) == 0,
-              "%s %s, set to eval, step %d: the fused net's input gradient differs",
-              test_backend, precision, st);
-        for (int i = 0; i < a.m.n; i++)
-            CHECK(memcmp(a.m.val[i], b.m.val[i], a.m.len[i] * sizeof(float)) == 0,
-                  "%s %s, set to eval, step %d: array %d differs", test_backend, precision, st,
-                  i);
+        check_same_step(tag, st, &a, &b, &oa, &ob);
     }
     net_free(&a);
     net_free(&b);
